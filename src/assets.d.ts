@@ -1,0 +1,4 @@
+declare module "*.so" {
+  const path: string;
+  export default path;
+}

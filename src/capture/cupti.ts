@@ -1,0 +1,61 @@
+/**
+ * Where libcupti is looked for. CUPTI ships with the CUDA toolkit (extras/CUPTI/lib64,
+ * targets/<arch>/lib) and with the nvidia-cuda-cupti Python wheel that PyTorch pulls in.
+ */
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { KerncapError } from "../errors.ts";
+
+/** Candidate libcupti paths, in search order. */
+export function cuptiCandidates(env: Record<string, string | undefined> = process.env): string[] {
+  const out: string[] = [];
+  if (env.KERNCAP_CUPTI_PATH) out.push(env.KERNCAP_CUPTI_PATH);
+  const homes = [env.CUDA_HOME, env.CUDA_PATH, "/usr/local/cuda", ...listCudaDirs()].filter(Boolean) as string[];
+  for (const h of [...new Set(homes)]) {
+    out.push(join(h, "extras/CUPTI/lib64/libcupti.so"));
+    out.push(join(h, "lib64/libcupti.so"));
+    for (const t of safeList(join(h, "targets"))) out.push(join(h, "targets", t, "lib/libcupti.so"));
+  }
+  for (const sp of pythonSitePackages()) out.push(join(sp, "nvidia/cuda_cupti/lib/libcupti.so.13"), join(sp, "nvidia/cuda_cupti/lib/libcupti.so.12"), join(sp, "nvidia/cu13/lib/libcupti.so.13"));
+  out.push("/usr/lib/x86_64-linux-gnu/libcupti.so");
+  return out;
+}
+
+function safeList(d: string): string[] {
+  try {
+    return readdirSync(d);
+  } catch {
+    return [];
+  }
+}
+
+function listCudaDirs(): string[] {
+  return safeList("/usr/local")
+    .filter((n) => n.startsWith("cuda-"))
+    .sort()
+    .reverse()
+    .map((n) => join("/usr/local", n));
+}
+
+function pythonSitePackages(): string[] {
+  const roots = ["/usr/local/lib", "/usr/lib", "/opt/torch/.venv/lib"];
+  const out: string[] = [];
+  for (const r of roots) for (const py of safeList(r).filter((n) => n.startsWith("python3"))) {
+    out.push(join(r, py, "site-packages"), join(r, py, "dist-packages"));
+  }
+  return out;
+}
+
+/**
+ * The first existing libcupti, versioned names (.so.13, .so.12) accepted beside .so.
+ * @throws KerncapError E_NO_CUPTI listing every place searched.
+ */
+export function findCupti(env: Record<string, string | undefined> = process.env): string {
+  const c = cuptiCandidates(env);
+  for (const p of c) {
+    for (const q of [p, `${p}.13`, `${p}.12`]) if (existsSync(q)) return q;
+  }
+  throw new KerncapError("E_NO_CUPTI", `libcupti not found; looked in:\n  ${c.join("\n  ")}`, {
+    hint: "Install the CUDA toolkit's CUPTI (cuda-cupti) or set KERNCAP_CUPTI_PATH to libcupti.so.",
+  });
+}

@@ -1,0 +1,148 @@
+/**
+ * Start the application with a capture library injected, wait for it, and report what the
+ * library wrote. The library contract (environment, files) is docs/raw-capture.md.
+ */
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+
+export interface KernelSeen {
+  name: string;
+  demangled: string;
+  count: number;
+  grid: [number, number, number];
+  block: [number, number, number];
+  module: string;
+}
+
+export interface AppRun {
+  exitCode: number | null;
+  signal: string | null;
+  /** Wall time of the application run (s). */
+  seconds: number;
+  kernels: KernelSeen[];
+  launches: number;
+  /** Lines of error.txt: internal failures of the capture library (capture was disabled). */
+  libraryErrors: string[];
+  interrupted: boolean;
+}
+
+export interface AppRunOptions {
+  argv: string[];
+  /** Folder the library writes into (created here). */
+  outDir: string;
+  mode: "list" | "capture";
+  env: Record<string, string>;
+  /** Send the app's stdout to our stderr (keeps our stdout for --json data). */
+  stdoutToStderr: boolean;
+}
+
+/**
+ * Resolve argv[0] like a shell would (PATH lookup unless it has a slash).
+ * @throws KerncapError E_APP_NOT_FOUND / E_APP_NOT_EXECUTABLE
+ */
+export function resolveApp(argv: string[]): string {
+  if (!argv.length || !argv[0]) {
+    throw new KerncapError("E_USAGE", "no application given", { hint: "Put the application after `--`, e.g. `kerncap run --kernel softmax -- python app.py`." });
+  }
+  const a = argv[0];
+  const path = a.includes("/") ? resolve(a) : Bun.which(a);
+  if (!path || !existsSync(path)) {
+    throw new KerncapError("E_APP_NOT_FOUND", `application not found: ${a}`, {
+      hint: a.includes("/") ? "Check the path." : "It is not on PATH; give its path (./app) or fix PATH.",
+    });
+  }
+  try {
+    if (statSync(path).isDirectory()) throw new Error("directory");
+    accessSync(path, constants.X_OK);
+  } catch {
+    throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is not an executable file: ${path}`, { hint: "chmod +x it, or run it through its interpreter (python app.py)." });
+  }
+  return path;
+}
+
+function readJson<T>(path: string): T | undefined {
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Run the app to completion under the library. Ctrl-C is forwarded and reported as interrupted. */
+export async function runApp(o: AppRunOptions): Promise<AppRun> {
+  const exe = resolveApp(o.argv);
+  mkdirSync(`${o.outDir}/kernel`, { recursive: true });
+  mkdirSync(`${o.outDir}/memory`, { recursive: true });
+  const t0 = performance.now();
+  let interrupted = false;
+  const proc = Bun.spawn([exe, ...o.argv.slice(1)], {
+    env: { ...process.env, ...o.env },
+    stdin: "inherit",
+    stdout: o.stdoutToStderr ? 2 : "inherit",
+    stderr: "inherit",
+  });
+  const forward = (sig: NodeJS.Signals) => () => {
+    interrupted = true;
+    try {
+      proc.kill(sig);
+    } catch {
+      /* already gone */
+    }
+  };
+  const onInt = forward("SIGINT");
+  const onTerm = forward("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  const exitCode = await proc.exited;
+  process.off("SIGINT", onInt);
+  process.off("SIGTERM", onTerm);
+  const seconds = (performance.now() - t0) / 1000;
+  const ks = readJson<{ launches: number; kernels: KernelSeen[] }>(`${o.outDir}/kernels.json`);
+  const errs = existsSync(`${o.outDir}/error.txt`) ? readFileSync(`${o.outDir}/error.txt`, "utf8").split("\n").filter(Boolean) : [];
+  log.debug(`app exited with ${exitCode} after ${seconds.toFixed(2)} s; ${ks?.kernels.length ?? 0} kernels seen`);
+  return {
+    exitCode,
+    signal: proc.signalCode == null ? null : String(proc.signalCode),
+    seconds,
+    kernels: ks?.kernels ?? [],
+    launches: ks?.launches ?? 0,
+    libraryErrors: errs,
+    interrupted,
+  };
+}
+
+/** Remove a temporary capture folder, never a final one. */
+export function removeTemp(dir: string): void {
+  if (/\.tmp-\d+$/.test(dir) || dir.includes("/kerncap-list-")) rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * Kernel names closest to a pattern, for "the kernel never ran" errors: substring hits on the
+ * pattern's literal words first, then edit distance on the demangled base name.
+ */
+export function closestKernels(pattern: string, kernels: KernelSeen[], n = 5): string[] {
+  const words = pattern.toLowerCase().split(/[^a-z0-9_]+/).filter((w) => w.length >= 2);
+  const base = (k: KernelSeen) => (k.demangled || k.name).replace(/\(.*$/, "").replace(/^.*\s/, "").toLowerCase();
+  const scored = kernels.map((k) => {
+    const b = base(k);
+    const hits = words.filter((w) => b.includes(w) || k.name.toLowerCase().includes(w)).length;
+    const dist = Math.min(...(words.length ? words : [pattern.toLowerCase()]).map((w) => editDistance(w, b)));
+    return { k, score: -hits * 1000 + dist };
+  });
+  scored.sort((a, b) => a.score - b.score);
+  return scored.slice(0, n).map((s) => s.k.demangled || s.k.name);
+}
+
+function editDistance(a: string, b: string): number {
+  const m = a.length;
+  const n = b.length;
+  let prev = Array.from({ length: n + 1 }, (_, j) => j);
+  for (let i = 1; i <= m; i++) {
+    const cur = [i];
+    for (let j = 1; j <= n; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[n]!;
+}

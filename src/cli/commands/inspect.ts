@@ -1,0 +1,54 @@
+/** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
+import { defineCommand } from "citty";
+import { readManifest } from "../../format/capture-dir.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
+
+/** Bytes in binary units: 1536 → "1.5 KiB". */
+export function formatBytes(n: number): string {
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let x = n;
+  while (x >= 1024 && i < u.length - 1) {
+    x /= 1024;
+    i++;
+  }
+  return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
+}
+
+/** Human summary of a manifest (one string, lines). */
+export function describeManifest(m: Manifest): string {
+  const L: string[] = [];
+  L.push(`kernel     ${m.kernel.demangled}`);
+  if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${m.kernel.name}`);
+  L.push(`frontend   ${m.kernel.frontend}; match ${JSON.stringify(m.kernel.match)} #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
+  L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}`);
+  L.push(`launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`);
+  for (const a of m.launch.attributes) L.push(`  attr     ${a.name} (${a.id}) = ${a.valueHex.replace(/(00)+$/, "") || "0"}`);
+  const fa = m.functionAttributes.filter((a) => a.value !== 0);
+  if (fa.length) L.push(`func attrs ${fa.map((a) => `${a.name}=${a.value}`).join(", ")}`);
+  L.push(`module     ${m.module.file} (${m.module.kind}, ${formatBytes(m.module.size)}) from ${m.module.source}`);
+  L.push(`params     ${m.params.size} B in ${m.params.layout.length} parameters (layout from ${m.params.layoutSource})`);
+  for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}`);
+  const changed = m.regions.filter((r) => r.changed);
+  L.push(`memory     ${m.regions.length} regions, ${formatBytes(m.memory.beforeBytes)} before; ${changed.length} changed, ${formatBytes(m.memory.afterBytes)}`);
+  for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} sha256 ${r.sha256Before.slice(0, 12)}${r.sha256After ? ` -> ${r.sha256After.slice(0, 12)}` : ""}`);
+  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)}`);
+  L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
+  const t = m.timing;
+  const us = (k: string) => (typeof t[k] === "number" ? `${(t[k]! / 1000).toFixed(1)} ms` : "?");
+  L.push(`capture    sync ${us("sync_us")}, before ${us("before_us")}, after ${us("after_us")}, kernel in app ${typeof t.app_launch_us === "number" ? t.app_launch_us.toFixed(1) + " µs" : "?"}, app to capture ${t.app_to_capture_s ?? "?"} s`);
+  L.push(`tool       kerncap ${m.tool.version} (${m.tool.library}), ${m.createdAt}`);
+  return L.join("\n");
+}
+
+export default defineCommand({
+  meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
+  args: { ...dirArg, ...jsonArg, ...verboseArg },
+  run({ args }) {
+    const m = readManifest(String(args.dir));
+    if (args.json) printJson(m);
+    else process.stdout.write(describeManifest(m) + "\n");
+    return 0;
+  },
+});

@@ -1,0 +1,118 @@
+/**
+ * `kerncap run [--kernel RE] [--dispatch N] [--out DIR] -- <app> [args…]`: run the app with the
+ * capture library injected; capture the Nth launch of a matching kernel into DIR (written as
+ * DIR.tmp-<pid>, renamed when complete).
+ */
+import { defineCommand } from "citty";
+import { existsSync, mkdirSync } from "node:fs";
+import { resolve } from "node:path";
+import { findCupti } from "../../capture/cupti.ts";
+import { finalizeCapture, readRaw } from "../../capture/finalize.ts";
+import { cudaCaptureLibrary } from "../../capture/lib.ts";
+import { closestKernels, removeTemp, resolveApp, runApp } from "../../capture/run.ts";
+import { KerncapError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { probeGpu } from "../../replay/probe.ts";
+import { appArgv, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { formatBytes } from "./inspect.ts";
+
+export default defineCommand({
+  meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory)" },
+  args: {
+    kernel: { type: "string", description: "Extended regex matched against the mangled and the demangled kernel name (default: any)" },
+    dispatch: { type: "string", description: "0-based index among the matching launches", default: "0" },
+    out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
+    force: { type: "boolean", description: "Replace an existing capture folder", default: false },
+    "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  async run({ args, rawArgs }) {
+    const argv = appArgv(rawArgs);
+    resolveApp(argv);
+    const dispatch = intArg("dispatch", args.dispatch, 0);
+    const pattern = args.kernel ? String(args.kernel) : "";
+    if (pattern) {
+      try {
+        new RegExp(pattern);
+      } catch (e) {
+        throw new KerncapError("E_USAGE", `--kernel is not a valid regex: ${(e as Error).message}`);
+      }
+    }
+    const out = resolve(String(args.out ?? "kerncap-capture"));
+    if (existsSync(out) && !args.force) {
+      throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another --out." });
+    }
+    probeGpu();
+    const cupti = findCupti();
+    const lib = await cudaCaptureLibrary();
+    const tmp = `${out}.tmp-${process.pid}`;
+    mkdirSync(tmp, { recursive: true });
+    let ok = false;
+    try {
+      log.start(`running ${argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${dispatch})`);
+      const r = await runApp({
+        argv,
+        outDir: tmp,
+        mode: "capture",
+        env: {
+          CUDA_INJECTION64_PATH: lib,
+          KERNCAP_OUT: tmp,
+          KERNCAP_MODE: "capture",
+          KERNCAP_KERNEL: pattern,
+          KERNCAP_DISPATCH: String(dispatch),
+          KERNCAP_CUPTI_PATH: cupti,
+          ...(args["exit-after-capture"] ? { KERNCAP_EXIT_AFTER_CAPTURE: "1" } : {}),
+          ...(args.verbose ? { KERNCAP_LOG: "1" } : {}),
+        },
+        stdoutToStderr: args.json,
+      });
+      if (r.interrupted) throw new KerncapError("E_INTERRUPTED", "capture interrupted; nothing was written", { exitCode: 130 });
+      const raw = readRaw(tmp);
+      if (!raw) {
+        if (r.libraryErrors.length) {
+          throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${r.libraryErrors.join("; ")}`, {
+            hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
+          });
+        }
+        const matching = pattern ? r.kernels.filter((k) => new RegExp(pattern).test(k.name) || new RegExp(pattern).test(k.demangled)) : r.kernels;
+        const seen = matching.reduce((a, k) => a + k.count, 0);
+        if (seen > dispatch) {
+          throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${r.exitCode}, signal ${r.signal ?? "none"})`, {
+            hint: "Launches inside CUDA graph stream capture are skipped; run with --verbose to see why.",
+          });
+        }
+        const near = closestKernels(pattern || ".", r.kernels);
+        throw new KerncapError(
+          "E_NO_MATCH",
+          seen
+            ? `only ${seen} launches matched ${JSON.stringify(pattern)} before the app exited (code ${r.exitCode}); --dispatch ${dispatch} needs ${dispatch + 1}`
+            : `no kernel matching ${JSON.stringify(pattern)} ran before the app exited (code ${r.exitCode}; ${r.launches} launches of ${r.kernels.length} kernels seen)` +
+                (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
+          { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
+        );
+      }
+      const m = await finalizeCapture(raw, { tmpDir: tmp, finalDir: out, force: Boolean(args.force), command: argv, match: pattern });
+      ok = true;
+      const summary = {
+        dir: out,
+        kernel: m.kernel.demangled,
+        launchIndex: m.kernel.launchIndex,
+        regions: m.regions.length,
+        beforeBytes: m.memory.beforeBytes,
+        afterBytes: m.memory.afterBytes,
+        appSeconds: r.seconds,
+        timing: m.timing,
+      };
+      if (args.json) printJson(summary);
+      else {
+        log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}) into ${out}`);
+        log.info(`${m.regions.length} regions, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${r.seconds.toFixed(2)} s`);
+        log.info(`next: kerncap inspect ${out} ; kerncap replay ${out}`);
+      }
+      return 0;
+    } finally {
+      if (!ok) removeTemp(tmp);
+    }
+  },
+});

@@ -1,0 +1,69 @@
+/**
+ * `kerncap validate DIR`: rebuild the reproducer's (edited) kernel with DIR/build.sh, replay the
+ * rebuilt module on the captured memory, compare with the app's after state.
+ * Exit 0 match, 1 mismatch, 2 build or runtime error.
+ */
+import { defineCommand } from "citty";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { KerncapError } from "../../errors.ts";
+import { readManifest } from "../../format/capture-dir.ts";
+import { log } from "../../log.ts";
+import { replayCuda } from "../../replay/engine.ts";
+import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { describeReplay } from "./replay.ts";
+
+/**
+ * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
+ * @returns { module path, build seconds }
+ * @throws KerncapError E_BUILD (exit 2) with the compiler's message.
+ */
+export async function rebuild(dir: string, quiet: boolean): Promise<{ module: string; seconds: number }> {
+  const script = join(dir, "build.sh");
+  if (!existsSync(script)) {
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture`, {
+      hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
+    });
+  }
+  const t0 = performance.now();
+  const p = Bun.spawn(["bash", script], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  const seconds = (performance.now() - t0) / 1000;
+  if (code !== 0) {
+    throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
+      hint: "Fix the compile error in the edited source and run validate again.",
+    });
+  }
+  if (!quiet && err.trim()) log.debug(err.trim());
+  const last = out.trim().split("\n").pop() ?? "";
+  const module = resolve(dir, last);
+  if (!last || !existsSync(module)) {
+    throw new KerncapError("E_BUILD", `build.sh did not name the module it built (last stdout line: ${JSON.stringify(last)})`, { hint: "build.sh must print the module's path last." });
+  }
+  return { module, seconds };
+}
+
+export default defineCommand({
+  meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
+  args: {
+    ...dirArg,
+    iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  async run({ args }) {
+    const dir = String(args.dir);
+    const m = readManifest(dir);
+    const b = await rebuild(dir, !args.verbose);
+    const t0 = performance.now();
+    const r = await replayCuda(dir, { iters: intArg("iters", args.iters, 10), verify: true, modulePath: b.module, kernelName: m.kernel.name });
+    const replaySeconds = (performance.now() - t0) / 1000;
+    const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds };
+    if (args.json) printJson(res);
+    else {
+      process.stdout.write(describeReplay(r) + "\n");
+      process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, replay ${replaySeconds.toFixed(2)} s\n`);
+    }
+    return r.verdict === "match" ? 0 : 1;
+  },
+});

@@ -1,0 +1,162 @@
+/**
+ * The capture manifest `kerncap.json`: the contract between the capture libraries (via the raw
+ * capture, docs/raw-capture.md), the replay engine and the reproducer templates.
+ *
+ * One valibot schema, versioned by `version`. Readers reject an unknown format, a newer version
+ * or a schema violation with a KerncapError that says what to do.
+ */
+import * as v from "valibot";
+import { KerncapError } from "../errors.ts";
+
+/** Manifest format version written by this build. Bump on any incompatible change. */
+export const MANIFEST_VERSION = 1;
+export const MANIFEST_FORMAT = "kerncap-capture";
+export const MANIFEST_FILE = "kerncap.json";
+
+const Hex = v.pipe(v.string(), v.regex(/^0x[0-9a-f]+$/i, "expected a hex string such as 0x7f12..."));
+const U = v.pipe(v.number(), v.integer(), v.minValue(0));
+const Dim3 = v.tuple([U, U, U]);
+const Sha256 = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/));
+
+export const Frontend = v.picklist(["cuda", "triton", "hip"]);
+export type Frontend = v.InferOutput<typeof Frontend>;
+
+export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "async", "host-mapped", "global"]);
+
+export const Region = v.object({
+  /** Virtual address of the first byte (hex). */
+  va: Hex,
+  /** Bytes. */
+  size: U,
+  kind: RegionKind,
+  /** Byte offset of this region in memory/before.bin and memory/after.bin (page-aligned). */
+  offset: U,
+  /** True when the launch changed at least one byte; then memory/after.bin holds its after state. */
+  changed: v.boolean(),
+  /** SHA-256 of the before bytes (and of the after bytes when changed). */
+  sha256Before: Sha256,
+  sha256After: v.optional(Sha256),
+});
+export type Region = v.InferOutput<typeof Region>;
+
+export const Global = v.object({
+  /** Module-scope variable name (__device__ / __constant__), restored by name via cuModuleGetGlobal. */
+  name: v.string(),
+  va: Hex,
+  size: U,
+  offset: U,
+  changed: v.boolean(),
+  sha256Before: Sha256,
+  sha256After: v.optional(Sha256),
+});
+export type Global = v.InferOutput<typeof Global>;
+
+export const LaunchAttribute = v.object({
+  id: U,
+  name: v.string(),
+  /** Raw CUlaunchAttributeValue bytes (hex, no 0x). */
+  valueHex: v.string(),
+});
+
+export const FunctionAttribute = v.object({ id: U, name: v.string(), value: v.number() });
+
+export const ParamSlot = v.object({ index: U, offset: U, size: U });
+export type ParamSlot = v.InferOutput<typeof ParamSlot>;
+
+export const FileRef = v.object({ path: v.string(), size: U, sha256: Sha256 });
+export type FileRef = v.InferOutput<typeof FileRef>;
+
+export const Manifest = v.object({
+  format: v.literal(MANIFEST_FORMAT),
+  version: v.literal(MANIFEST_VERSION),
+  tool: v.object({ name: v.literal("kerncap"), version: v.string(), library: v.string() }),
+  createdAt: v.string(),
+  command: v.array(v.string()),
+  kernel: v.object({
+    name: v.string(),
+    demangled: v.string(),
+    frontend: Frontend,
+    /** The regex given with --kernel. */
+    match: v.string(),
+    /** 0-based index among the launches that matched (--dispatch). */
+    matchIndex: U,
+    /** 0-based index among all launches of the process. */
+    launchIndex: U,
+  }),
+  device: v.object({
+    vendor: v.picklist(["nvidia", "amd"]),
+    name: v.string(),
+    /** sm_90, gfx90a, ... */
+    arch: v.string(),
+    driverVersion: U,
+    ordinal: U,
+  }),
+  launch: v.object({
+    api: v.string(),
+    grid: Dim3,
+    block: Dim3,
+    sharedMemBytes: U,
+    cluster: Dim3,
+    attributes: v.array(LaunchAttribute),
+  }),
+  functionAttributes: v.array(FunctionAttribute),
+  params: v.object({
+    file: v.string(),
+    size: U,
+    layoutSource: v.string(),
+    layout: v.array(ParamSlot),
+  }),
+  module: v.object({
+    file: v.string(),
+    kind: v.picklist(["cubin", "fatbin", "ptx", "hsaco", "elf"]),
+    size: U,
+    source: v.string(),
+  }),
+  memory: v.object({
+    before: v.string(),
+    after: v.string(),
+    /** Bytes of region data (sum of region sizes), not of the sparse files. */
+    beforeBytes: U,
+    afterBytes: U,
+  }),
+  regions: v.array(Region),
+  globals: v.array(Global),
+  /** Per-file checksums of every file other than the memory images (those are per region). */
+  files: v.array(FileRef),
+  timing: v.record(v.string(), v.number()),
+  hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
+  /** Frontend-specific source information (CUDA source location, Triton JIT metadata). */
+  source: v.optional(v.record(v.string(), v.unknown())),
+});
+export type Manifest = v.InferOutput<typeof Manifest>;
+
+/**
+ * Validate parsed JSON as a manifest.
+ * @throws KerncapError E_MANIFEST for a foreign format, a newer version, or a schema violation.
+ */
+export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
+  const obj = json as Record<string, unknown> | null;
+  if (!obj || typeof obj !== "object" || obj.format !== MANIFEST_FORMAT) {
+    throw new KerncapError("E_MANIFEST", `${where} is not a kerncap capture manifest (format is not "${MANIFEST_FORMAT}")`, {
+      hint: "Point kerncap at a folder written by `kerncap run`.",
+    });
+  }
+  if (typeof obj.version === "number" && obj.version > MANIFEST_VERSION) {
+    throw new KerncapError(
+      "E_MANIFEST_VERSION",
+      `${where} has manifest version ${obj.version}; this kerncap reads version ${MANIFEST_VERSION}`,
+      { hint: "Upgrade kerncap to the version that wrote this capture (see tool.version in the manifest)." },
+    );
+  }
+  const r = v.safeParse(Manifest, json);
+  if (!r.success) {
+    const issues = r.issues
+      .slice(0, 5)
+      .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`)
+      .join("; ");
+    throw new KerncapError("E_MANIFEST", `${where} is malformed: ${issues}`, {
+      hint: "The capture folder was edited or damaged; capture again with `kerncap run`.",
+    });
+  }
+  return r.output;
+}

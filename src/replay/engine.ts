@@ -1,0 +1,219 @@
+/**
+ * CUDA replay: restore a capture's memory at its exact VAs, launch the kernel with the captured
+ * parameter bytes and launch attributes, compare every region with the app's after state, time.
+ */
+import { join } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { checkRegionHash, readManifest, verifyFiles } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { log } from "../log.ts";
+import { diffBytes, median, vaSpans } from "./compare.ts";
+import { CU, cuda, type Cuda } from "./cuda.ts";
+
+export interface RegionMismatch {
+  va: string;
+  kind: string;
+  size: number;
+  /** True when the app changed this region (compared with the after state), else with before. */
+  changedInApp: boolean;
+  firstDiffOffset: number;
+  bytesDiffering: number;
+}
+
+export interface ReplayResult {
+  dir: string;
+  kernel: string;
+  verdict: "match" | "mismatch";
+  regionsChecked: number;
+  bytesChecked: number;
+  mismatches: RegionMismatch[];
+  /** Kernel time per launch from CUDA events (µs). */
+  timing: { iters: number; medianUs: number; minUs: number; appUs: number | null };
+  restore: { bytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
+  reserve: { spans: number; bytes: number; seconds: number };
+  module: { file: string; loadSeconds: number; image?: string };
+  device: { name: string; arch: string };
+}
+
+export interface ReplayOptions {
+  iters: number;
+  verify: boolean;
+  /** Use this module image instead of the captured one (validate after a rebuild). */
+  modulePath?: string;
+  /** Kernel symbol to look up in that module (default: the captured mangled name). */
+  kernelName?: string;
+}
+
+// Attributes that carry handles of the app's process (events): meaningless in another process.
+const DROPPED_LAUNCH_ATTRIBUTES = new Set([7 /* PROGRAMMATIC_EVENT */, 12 /* LAUNCH_COMPLETION_EVENT */]);
+// Function attributes the driver reports but does not let a caller set.
+const READ_ONLY_FUNC_ATTRIBUTES = new Set([12 /* CLUSTER_SIZE_MUST_BE_SET */]);
+
+function hexBytes(hex: string): Uint8Array {
+  const out = new Uint8Array(64);
+  for (let i = 0; i < Math.min(64, hex.length / 2); i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return out;
+}
+
+const CHUNK = 64 << 20;
+
+function loadModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): bigint {
+  const r = cu.moduleLoad(image);
+  if (r.module !== undefined) return r.module;
+  if (r.result === CU.ERROR_NO_BINARY_FOR_GPU || r.result === CU.ERROR_INVALID_IMAGE || r.result === CU.ERROR_UNSUPPORTED_PTX_VERSION) {
+    throw new KerncapError("E_ARCH", `${file} cannot run on this GPU (${cu.deviceName()}, ${cu.arch()}): ${r.text}`, {
+      hint: `The module was captured on ${m.device.name} (${m.device.arch}); replay on a GPU of that architecture, or rebuild the reproducer for ${cu.arch()}.`,
+    });
+  }
+  throw new KerncapError("E_CUDA", `cuModuleLoadData(${file}) failed: ${r.text}`);
+}
+
+/**
+ * Replay a capture folder on device 0.
+ * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
+ *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
+ */
+export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayResult> {
+  const m = readManifest(dir);
+  if (m.device.vendor !== "nvidia") {
+    throw new KerncapError("E_FRONTEND", `${dir} is a ${m.device.vendor} capture; the CUDA replay engine cannot run it`);
+  }
+  if (o.verify) verifyFiles(dir, m);
+  else verifyFiles(dir, { ...m, files: [] });
+
+  // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
+  const cu = cuda(m.device.ordinal);
+  const t0 = performance.now();
+  const gran = cu.granularity();
+  const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), gran);
+  for (const s of spans) cu.mapAt(s.va, s.size);
+  const reserve = { spans: spans.length, bytes: spans.reduce((a, s) => a + s.size, 0), seconds: (performance.now() - t0) / 1000 };
+  log.debug(`reserved ${spans.length} spans, ${reserve.bytes} bytes, at the captured VAs`);
+
+  // 2. Restore the before state with zero copy: mmap the image, pin it in place, copy.
+  const t1 = performance.now();
+  const beforePath = join(dir, m.memory.before);
+  const afterPath = join(dir, m.memory.after);
+  const beforeBytes = m.memory.beforeBytes;
+  const before = beforeBytes ? Bun.mmap(beforePath, { shared: false }) : new Uint8Array(0);
+  let registered = beforeBytes > 0 && cu.hostRegister(before, true);
+  for (const r of m.regions) {
+    const src = before.subarray(r.offset, r.offset + r.size);
+    if (o.verify) checkRegionHash(m.memory.before, r, src, r.sha256Before);
+    cu.htod(BigInt(r.va), src);
+  }
+  if (registered) cu.hostUnregister(before);
+  const restoreSeconds = (performance.now() - t1) / 1000;
+  const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: registered };
+
+  // 3. Module, function, attributes.
+  const t2 = performance.now();
+  const modFile = o.modulePath ?? join(dir, m.module.file);
+  const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
+  const mod = loadModule(cu, image, m, modFile);
+  const name = o.kernelName ?? m.kernel.name;
+  const f = cu.moduleGetFunction(mod, name);
+  if (f === undefined) {
+    throw new KerncapError("E_KERNEL_NOT_IN_MODULE", `kernel ${name} is not in ${modFile}`, {
+      hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
+    });
+  }
+  for (const a of m.functionAttributes) {
+    if (READ_ONLY_FUNC_ATTRIBUTES.has(a.id)) continue;
+    let cur: number | undefined;
+    try {
+      cur = cu.funcGetAttribute(f, a.id);
+    } catch {
+      cur = undefined;
+    }
+    if (cur !== a.value) cu.funcSetAttribute(f, a.id, a.value);
+  }
+  const loadSeconds = (performance.now() - t2) / 1000;
+
+  const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
+  const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
+  if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === 2)) {
+    const v = new Uint8Array(64);
+    v[0] = 1;
+    attrs.push({ id: 2, value: v });
+  }
+  const launch = () => cu.launch(f, m.launch.grid, m.launch.block, m.launch.sharedMemBytes, params, attrs);
+
+  // 4. Keep a device copy of the regions the kernel writes, to restore them between timed runs.
+  const changed = m.regions.filter((r) => r.changed);
+  const changedBytes = changed.reduce((a, r) => a + r.size, 0);
+  let backup: bigint | undefined;
+  try {
+    backup = changedBytes ? cu.memAlloc(changedBytes) : undefined;
+  } catch {
+    log.warn("not enough device memory for a device-side backup; restoring from the host between runs");
+  }
+  const backupOffsets: number[] = [];
+  {
+    let off = 0;
+    for (const r of changed) {
+      backupOffsets.push(off);
+      if (backup !== undefined) cu.dtod(backup + BigInt(off), BigInt(r.va), r.size);
+      off += r.size;
+    }
+  }
+  const restoreChanged = () => {
+    changed.forEach((r, i) => {
+      if (backup !== undefined) cu.dtod(BigInt(r.va), backup + BigInt(backupOffsets[i]!), r.size);
+      else cu.htod(BigInt(r.va), before.subarray(r.offset, r.offset + r.size));
+    });
+  };
+
+  // 5. First launch: the one that is checked.
+  launch();
+  cu.sync();
+  const after = m.memory.afterBytes ? Bun.mmap(afterPath, { shared: false }) : new Uint8Array(0);
+  const host = cu.hostAlloc(CHUNK);
+  const mismatches: RegionMismatch[] = [];
+  let bytesChecked = 0;
+  for (const r of m.regions) {
+    const expectedAll = (r.changed ? after : before).subarray(r.offset, r.offset + r.size);
+    if (o.verify && r.changed) checkRegionHash(m.memory.after, r, expectedAll, r.sha256After!);
+    let first = -1;
+    let count = 0;
+    for (let done = 0; done < r.size; done += CHUNK) {
+      const n = Math.min(CHUNK, r.size - done);
+      const got = host.subarray(0, n);
+      cu.dtoh(got, BigInt(r.va) + BigInt(done));
+      const d = diffBytes(got, expectedAll.subarray(done, done + n));
+      if (d.count) {
+        if (first < 0) first = done + d.first;
+        count += d.count;
+      }
+    }
+    bytesChecked += r.size;
+    if (count) mismatches.push({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed, firstDiffOffset: first, bytesDiffering: count });
+  }
+
+  // 6. Timed launches, each from the before state.
+  const times: number[] = [];
+  const e0 = cu.eventCreate();
+  const e1 = cu.eventCreate();
+  for (let i = 0; i < o.iters; i++) {
+    restoreChanged();
+    cu.eventRecord(e0);
+    launch();
+    cu.eventRecord(e1);
+    times.push(cu.eventElapsedMs(e0, e1) * 1000);
+  }
+  cu.sync();
+  const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
+  return {
+    dir,
+    kernel: m.kernel.demangled || m.kernel.name,
+    verdict: mismatches.length ? "mismatch" : "match",
+    regionsChecked: m.regions.length,
+    bytesChecked,
+    mismatches,
+    timing: { iters: times.length, medianUs: times.length ? median(times) : NaN, minUs: times.length ? Math.min(...times) : NaN, appUs },
+    restore,
+    reserve,
+    module: { file: modFile, loadSeconds },
+    device: { name: cu.deviceName(), arch: cu.arch() },
+  };
+}

@@ -1,0 +1,32 @@
+/** A cheap check for an NVIDIA GPU before starting an application (cuInit + cuDeviceGetCount only). */
+import { dlopen, FFIType } from "bun:ffi";
+import { KerncapError } from "../errors.ts";
+
+/**
+ * @returns the number of CUDA devices (≥ 1).
+ * @throws KerncapError E_NO_GPU saying what was tried.
+ */
+export function probeGpu(): number {
+  const names = [process.env.KERNCAP_LIBCUDA, "libcuda.so.1", "libcuda.so"].filter(Boolean) as string[];
+  for (const n of names) {
+    let lib;
+    try {
+      lib = dlopen(n, { cuInit: { args: [FFIType.u32], returns: FFIType.i32 }, cuDeviceGetCount: { args: [FFIType.ptr], returns: FFIType.i32 } });
+    } catch {
+      continue;
+    }
+    const r = lib.symbols.cuInit(0);
+    const c = new Int32Array(1);
+    const r2 = r === 0 ? lib.symbols.cuDeviceGetCount(c) : r;
+    lib.close();
+    if (r !== 0 || r2 !== 0 || c[0] === 0) {
+      throw new KerncapError("E_NO_GPU", `no usable NVIDIA GPU: cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}`, {
+        hint: "Check nvidia-smi and CUDA_VISIBLE_DEVICES; kerncap captures on a machine with an NVIDIA GPU.",
+      });
+    }
+    return c[0]!;
+  }
+  throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded (tried ${names.join(", ")})`, {
+    hint: "kerncap run/list/replay need an NVIDIA GPU and its driver; `kerncap inspect` works anywhere.",
+  });
+}

@@ -1,0 +1,189 @@
+/**
+ * End-to-end GPU tests: real applications (CUDA C++, PyTorch eager, Triton) run under the
+ * compiled kerncap binary; each capture is replayed in a separate process, bit-exact, at the
+ * captured VAs. Skipped (and counted as skipped) where no NVIDIA GPU is present.
+ *
+ * Needs: KERNCAP_BIN (default dist/kerncap), nvcc, python3 with torch and triton.
+ * Writes measurements to $KERNCAP_GPU_OUT/measurements.json when that is set.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, appendFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const BIN = process.env.KERNCAP_BIN ?? join(ROOT, "dist/kerncap");
+export const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
+const SKIP = !HAS_GPU || !existsSync(BIN);
+if (SKIP) console.warn(`[gpu tests] skipped: ${!HAS_GPU ? "no NVIDIA GPU on this machine" : `no kerncap binary at ${BIN}`}`);
+
+const WORK = mkdtempSync(join(tmpdir(), "kerncap-gpu-"));
+const measurements: Record<string, unknown> = {};
+
+interface Res { code: number; stdout: string; stderr: string; seconds: number }
+function kc(args: string[], env: Record<string, string> = {}): Res {
+  const t0 = performance.now();
+  const p = Bun.spawnSync([BIN, ...args], { cwd: WORK, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  const r = { code: p.exitCode ?? -1, stdout: p.stdout.toString(), stderr: p.stderr.toString(), seconds: (performance.now() - t0) / 1000 };
+  const log = process.env.KERNCAP_GPU_OUT ? join(process.env.KERNCAP_GPU_OUT, "commands.log") : undefined;
+  if (log) appendFileSync(log, `$ kerncap ${args.join(" ")}\n[exit ${r.code}, ${r.seconds.toFixed(2)} s]\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}\n`);
+  return r;
+}
+function json<T = any>(r: Res): T {
+  try {
+    return JSON.parse(r.stdout) as T;
+  } catch {
+    throw new Error(`not JSON (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
+  }
+}
+
+/** Capture with --json, then replay in a new process; returns both documents. */
+function captureAndReplay(label: string, kernel: string, dispatch: number, app: string[], iters = 20) {
+  const out = join(WORK, label);
+  const cap = kc(["run", "--kernel", kernel, "--dispatch", String(dispatch), "--out", out, "--json", "--", ...app]);
+  expect(cap.code, cap.stderr).toBe(0);
+  const c = json(cap);
+  const rep = kc(["replay", out, "--iters", String(iters), "--json"]);
+  const r = rep.code <= 1 ? json(rep) : undefined;
+  measurements[label] = {
+    kernel: c.kernel,
+    captureSeconds: cap.seconds,
+    appSeconds: c.appSeconds,
+    regions: c.regions,
+    beforeBytes: c.beforeBytes,
+    afterBytes: c.afterBytes,
+    captureTiming: c.timing,
+    replaySeconds: rep.seconds,
+    verdict: r?.verdict,
+    kernelUsMedian: r?.timing.medianUs,
+    kernelUsMin: r?.timing.minUs,
+    kernelUsInApp: r?.timing.appUs,
+    restoreGBps: r?.restore.gbPerS,
+    restoreBytes: r?.restore.bytes,
+    mismatches: r?.mismatches,
+  };
+  expect(rep.code, rep.stderr + rep.stdout).toBe(0);
+  expect(r.verdict).toBe("match");
+  expect(r.regionsChecked).toBe(c.regions);
+  return { out, c, r };
+}
+
+const apps = join(ROOT, "test/apps");
+let structsBin = "";
+
+beforeAll(() => {
+  if (SKIP) return;
+  structsBin = join(WORK, "structs");
+  const p = Bun.spawnSync(["nvcc", "-O2", "-lineinfo", "-arch=sm_90", "-o", structsBin, join(apps, "structs.cu")], { stderr: "pipe" });
+  if (p.exitCode !== 0) throw new Error(`nvcc failed: ${p.stderr}`);
+});
+
+afterAll(() => {
+  if (process.env.KERNCAP_GPU_OUT) writeFileSync(join(process.env.KERNCAP_GPU_OUT, "measurements.json"), JSON.stringify(measurements, null, 2));
+});
+
+describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
+  test("list shows both kernels with counts, grid and block", () => {
+    const r = kc(["list", "--json", "--", structsBin, "3"]);
+    expect(r.code, r.stderr).toBe(0);
+    const l = json(r);
+    const sj = l.kernels.find((k: any) => k.demangled.startsWith("scale_jobs"));
+    const ax = l.kernels.find((k: any) => k.demangled.includes("axpy_inplace<float, 4>"));
+    expect(sj.count).toBe(3);
+    expect(sj.grid).toEqual([64, 8, 1]);
+    expect(sj.block).toEqual([256, 1, 1]);
+    expect(ax.count).toBe(3);
+  });
+
+  test("scale_jobs #1: buffers reached only through a struct array replay bit-exact", () => {
+    const { out, r } = captureAndReplay("structs-scale_jobs", "scale_jobs", 1, [structsBin, "3"]);
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    expect(m.params.layout).toEqual([{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }]);
+    expect(m.kernel.matchIndex).toBe(1);
+    // 16 job buffers + the job table + x, y: all live regions, not only the parameter's target
+    expect(m.regions.length).toBeGreaterThanOrEqual(19);
+    expect(m.regions.filter((x: any) => x.changed).length).toBe(8);
+    expect(r.mismatches).toEqual([]);
+  });
+
+  test("in-place templated kernel replays from the before state on every timed launch", () => {
+    const { c, r } = captureAndReplay("structs-axpy", "axpy_inplace", 2, [structsBin, "3"], 10);
+    expect(c.kernel).toContain("axpy_inplace<float, 4>");
+    expect(r.timing.iters).toBe(10);
+    expect(r.timing.medianUs).toBeGreaterThan(0);
+  });
+
+  test("replay detects a kernel whose result differs (altered after state)", () => {
+    const out = join(WORK, "structs-scale_jobs");
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    const ch = m.regions.find((x: any) => x.changed);
+    // flip one byte of the after image and re-seal its checksum, so only the comparison can catch it
+    const f = join(out, m.memory.after);
+    const bytes = readFileSync(f);
+    bytes[ch.offset + 100] ^= 0xff;
+    writeFileSync(f, bytes);
+    ch.sha256After = new Bun.CryptoHasher("sha256").update(bytes.subarray(ch.offset, ch.offset + ch.size)).digest("hex");
+    writeFileSync(join(out, "kerncap.json"), JSON.stringify(m));
+    const rep = kc(["replay", out, "--json", "--iters", "1"]);
+    expect(rep.code).toBe(1);
+    const r = json(rep);
+    expect(r.verdict).toBe("mismatch");
+    expect(r.mismatches[0].va).toBe(ch.va);
+    expect(r.mismatches[0].firstDiffOffset).toBe(100);
+    expect(r.mismatches[0].bytesDiffering).toBe(1);
+  });
+
+  test("existing output folder is refused without --force, replaced with it", () => {
+    const out = join(WORK, "structs-axpy");
+    const r = kc(["run", "--kernel", "axpy", "--out", out, "--", structsBin, "1"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("already exists");
+    const f = kc(["run", "--kernel", "axpy", "--out", out, "--force", "--", structsBin, "1"]);
+    expect(f.code, f.stderr).toBe(0);
+  });
+
+  test("a kernel that never runs: exit 2 with the closest names", () => {
+    const r = kc(["run", "--kernel", "scale_job_typo", "--out", join(WORK, "nope"), "--", structsBin, "1"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("closest names");
+    expect(r.stderr).toContain("scale_jobs");
+    expect(existsSync(join(WORK, "nope"))).toBe(false);
+  });
+
+  test("--exit-after-capture ends the app right after the capture", () => {
+    const out = join(WORK, "exit-after");
+    const r = kc(["run", "--kernel", "scale_jobs", "--exit-after-capture", "--out", out, "--json", "--", structsBin, "3"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain("checksum"); // the app's final print never happened
+    expect(existsSync(join(out, "kerncap.json"))).toBe(true);
+  });
+});
+
+describe.skipIf(SKIP)("PyTorch eager", () => {
+  const app = ["python3", join(apps, "torch_app.py"), "3"];
+  test("elementwise kernel", () => {
+    const { c } = captureAndReplay("torch-elementwise", "elementwise_kernel", 1, app);
+    expect(c.kernel).toContain("elementwise");
+  });
+  test("softmax reduction", () => {
+    const { c } = captureAndReplay("torch-softmax", "softmax", 1, app);
+    expect(c.kernel.toLowerCase()).toContain("softmax");
+  });
+  test("cuBLAS GEMM behind torch.matmul (large fatbin module)", () => {
+    const l = json(kc(["list", "--json", "--", ...app]));
+    const gemm = l.kernels.find((k: any) => /gemm|nvjet|xmma|cutlass/i.test(k.name));
+    expect(gemm, JSON.stringify(l.kernels.map((k: any) => k.name))).toBeDefined();
+    const { out } = captureAndReplay("torch-gemm", gemm.name.replace(/[$^.*+?()[\]{}|\\]/g, "\\$&"), 1, app);
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    measurements["torch-gemm-module"] = { kind: m.module.kind, bytes: m.module.size, name: m.kernel.name };
+  });
+});
+
+describe.skipIf(SKIP)("Triton", () => {
+  test("kernel launched by Triton's launcher (cuLaunchKernelEx)", () => {
+    const { out } = captureAndReplay("triton-add-relu", "fused_add_relu", 1, ["python3", join(apps, "triton_app.py"), "3"]);
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    expect(m.launch.api).toBe("cuLaunchKernelEx");
+    expect(m.module.kind).toBe("cubin");
+  });
+});
