@@ -308,7 +308,7 @@ static int write_sparse(int fd, const char *buf, size_t n, uint64_t off) {
 static int open_out(const char *rel, int *fd) {
   char p[4200];
   path_join(p, sizeof p, rel);
-  *fd = open(p, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  *fd = open(p, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
   if (*fd < 0) { FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
   return 0;
 }

@@ -9,6 +9,8 @@ import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { diffBytes, median, vaSpans } from "./compare.ts";
 import { CU, cuda, type Cuda } from "./cuda.ts";
+import { overallVerdict, RegionAccumulator, type RegionNumerics } from "./tolerance.ts";
+import { regionNumericsPlan } from "./tolerance-plan.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -33,6 +35,8 @@ export interface ReplayResult {
   reserve: { spans: number; bytes: number; seconds: number };
   module: { file: string; loadSeconds: number; image?: string };
   device: { name: string; arch: string };
+  /** Element-wise report (src/replay/tolerance.ts): verdict bit-exact | within-tolerance | mismatch. */
+  numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[] };
 }
 
 export interface ReplayOptions {
@@ -42,6 +46,10 @@ export interface ReplayOptions {
   modulePath?: string;
   /** Kernel symbol to look up in that module (default: the captured mangled name). */
   kernelName?: string;
+  /** Tolerance compare (absolute, relative; default 0, 0) and element type where none is known. */
+  atol?: number;
+  rtol?: number;
+  dtype?: string;
 }
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
@@ -56,6 +64,18 @@ function hexBytes(hex: string): Uint8Array {
 }
 
 const CHUNK = 64 << 20;
+
+/**
+ * Alignment (bytes) of the spans reserved at fixed VAs. Measured on an H200 node (driver 580,
+ * CUDA 13; scripts in the issue note): cuMemAddressReserve takes `addr` as a hint only; a 2 MiB
+ * request is carved out of the driver's own VA heap wherever the hint is, while a request whose
+ * address and size are multiples of 32 MiB was granted at exactly the hint anywhere free in the
+ * user address space (0x5000_0000_0000 … 0x7ff7_f000_0000, with and without ASLR).
+ */
+export const RESERVE_ALIGN = 32 << 20;
+export function reserveAlignment(granularity: number): number {
+  return Math.max(granularity, RESERVE_ALIGN);
+}
 
 function loadModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): bigint {
   const r = cu.moduleLoad(image);
@@ -84,8 +104,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
   const cu = cuda(m.device.ordinal);
   const t0 = performance.now();
-  const gran = cu.granularity();
-  const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), gran);
+  const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), reserveAlignment(cu.granularity()));
   for (const s of spans) cu.mapAt(s.va, s.size);
   const reserve = { spans: spans.length, bytes: spans.reduce((a, s) => a + s.size, 0), seconds: (performance.now() - t0) / 1000 };
   log.debug(`reserved ${spans.length} spans, ${reserve.bytes} bytes, at the captured VAs`);
@@ -170,16 +189,20 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const after = m.memory.afterBytes ? Bun.mmap(afterPath, { shared: false }) : new Uint8Array(0);
   const host = cu.hostAlloc(CHUNK);
   const mismatches: RegionMismatch[] = [];
+  const numerics: RegionNumerics[] = [];
+  const plan = regionNumericsPlan(m, params, o);
   let bytesChecked = 0;
-  for (const r of m.regions) {
+  for (const [ri, r] of m.regions.entries()) {
     const expectedAll = (r.changed ? after : before).subarray(r.offset, r.offset + r.size);
     if (o.verify && r.changed) checkRegionHash(m.memory.after, r, expectedAll, r.sha256After!);
     let first = -1;
     let count = 0;
+    const acc = new RegionAccumulator({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed }, plan[ri]!.dtype, plan[ri]!.source, plan.tol);
     for (let done = 0; done < r.size; done += CHUNK) {
       const n = Math.min(CHUNK, r.size - done);
       const got = host.subarray(0, n);
       cu.dtoh(got, BigInt(r.va) + BigInt(done));
+      acc.add(done, got, expectedAll.subarray(done, done + n), r.changed ? before.subarray(r.offset + done, r.offset + done + n) : undefined);
       const d = diffBytes(got, expectedAll.subarray(done, done + n));
       if (d.count) {
         if (first < 0) first = done + d.first;
@@ -187,6 +210,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
       }
     }
     bytesChecked += r.size;
+    numerics.push(acc.result());
     if (count) mismatches.push({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed, firstDiffOffset: first, bytesDiffering: count });
   }
 
@@ -206,7 +230,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   return {
     dir,
     kernel: m.kernel.demangled || m.kernel.name,
-    verdict: mismatches.length ? "mismatch" : "match",
+    verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
     regionsChecked: m.regions.length,
     bytesChecked,
     mismatches,
@@ -215,5 +239,6 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     reserve,
     module: { file: modFile, loadSeconds },
     device: { name: cu.deviceName(), arch: cu.arch() },
+    numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
   };
 }

@@ -1,0 +1,731 @@
+/*
+ * kerncap_hsa.c: the HSA (AMD ROCm) capture library of kerncap.
+ *
+ * Contract: docs/raw-capture.md (the same raw capture the CUDA library writes; frontend "hip",
+ * vendor "amd", arch "gfxNNN", and the `hsa` block).
+ *
+ * Exports (nothing else is visible; built with -fvisibility=hidden):
+ *   bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_tool_count,
+ *               const char* const* failed_tool_names)   - HSA tools entry (HSA_TOOLS_LIB)
+ *   void OnUnload(void)                                  - called by hsa_shut_down
+ * The ROCm 6.2+ rocprofiler-register path is not built: ROCm 5.2's headers lack it; ROCr still
+ * honours HSA_TOOLS_LIB in 6.x.
+ *
+ * Environment: KERNCAP_OUT, KERNCAP_MODE (list|capture), KERNCAP_KERNEL (POSIX ERE on the mangled
+ * and the demangled name), KERNCAP_DISPATCH (0-based among matches), KERNCAP_EXIT_AFTER_CAPTURE,
+ * KERNCAP_LOG.
+ *
+ * How: OnLoad patches the runtime's API table. hsa_queue_create on a GPU agent becomes
+ * hsa_amd_queue_intercept_create + hsa_amd_queue_intercept_register (tools-only entries of the AMD
+ * extension table), so every AQL packet the application submits passes kc_on_packets before the
+ * hardware queue. Allocations are tracked from hsa_amd_memory_pool_allocate/free and
+ * hsa_memory_allocate/free (the hsa_amd_vmem_* API is absent from ROCm 5.2's headers and is not
+ * tracked). Code object bytes are kept from hsa_code_object_reader_create_from_memory/_file; at
+ * hsa_executable_freeze the executable's kernel symbols map kernel_object -> name, kernarg size,
+ * module.
+ *
+ * Capture of the matching dispatch (inside the packet handler, on the thread that rang the
+ * doorbell): forward the packets before it, drain the queue with a barrier-AND packet and wait,
+ * copy every live region (before state), forward the dispatch, drain again, copy every region
+ * again and keep those that changed (after state), write the files, raw.json last.
+ * Other queues are not drained (documented limitation).
+ *
+ * Threads: any application thread may create queues, allocate, load code or submit packets; one
+ * mutex guards the tables; capture runs under it. Failures never abort the application: they log,
+ * append to error.txt and disable capture.
+ *
+ * Run on AMD hardware: NEVER. This file was compiled and its exports checked on a machine without
+ * an AMD GPU (Debian 12, ROCm 5.2 headers).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hsa_api_table.h"
+
+#define KC_LIBRARY "kerncap_hsa 0.1.0"
+#define KC_EXPORT __attribute__((visibility("default")))
+#define KC_ALIGN 65536ull
+#define KC_PAGE 4096ull
+#define KC_STAGING (64ull << 20)
+
+/* ---- state: one struct, set up once ---- */
+
+typedef struct { uint64_t va, size; bool gpu, live; } kc_region;
+typedef struct { uint64_t handle; int module; } kc_reader;           /* code object reader -> module */
+typedef struct { uint64_t exec; int module; } kc_exec_module;         /* executable -> module loaded */
+typedef struct { uint8_t* bytes; size_t size; } kc_module;
+typedef struct { uint64_t kernel_object; char* name; uint32_t kernarg_size, group, priv; int module; } kc_kernel;
+typedef struct { char* name; uint64_t count; uint32_t grid[3], block[3]; int module; } kc_seen;
+typedef struct { hsa_queue_t* queue; hsa_agent_t agent; } kc_queue;
+
+#define KC_VEC(T, name) T* name; size_t n_##name, cap_##name
+#define KC_PUSH(vec, val)                                                                  \
+  do {                                                                                     \
+    if (S.n_##vec == S.cap_##vec) {                                                        \
+      size_t kc_cap_ = S.cap_##vec ? S.cap_##vec * 2 : 16;                                 \
+      void* kc_p_ = realloc(S.vec, kc_cap_ * sizeof(*S.vec));                              \
+      if (!kc_p_) { kc_fail(__FILE__, __LINE__, "realloc", "out of memory"); break; }      \
+      S.vec = kc_p_;                                                                       \
+      S.cap_##vec = kc_cap_;                                                               \
+    }                                                                                      \
+    S.vec[S.n_##vec++] = (val);                                                            \
+  } while (0)
+
+static struct {
+  pthread_once_t once;
+  pthread_mutex_t mu;
+  bool enabled, capture_mode, exit_after, log, done, in_capture;
+  char out[4096];
+  regex_t re;
+  bool have_re;
+  uint64_t target_match, matches, launches;
+  uint64_t runtime_version;
+  struct timespec t_load;
+  struct CoreApiTable core; /* the runtime's original entries */
+  struct AmdExtTable amd;
+  size_t amd_size;
+  char* (*demangle)(const char*, char*, size_t*, int*);
+  uint8_t *staging, *staging2;
+  KC_VEC(kc_region, regions);
+  KC_VEC(kc_reader, readers);
+  KC_VEC(kc_exec_module, execs);
+  KC_VEC(kc_module, modules);
+  KC_VEC(kc_kernel, kernels);
+  KC_VEC(kc_seen, seen);
+  KC_VEC(kc_queue, queues);
+} S = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- logging and checks ---- */
+
+static void kc_log(const char* fmt, ...) {
+  if (!S.log) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("[kerncap] ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* Log a failure, append it to error.txt and disable capture; the application runs on. */
+static void kc_fail(const char* file, int line, const char* call, const char* why) {
+  S.enabled = false;
+  fprintf(stderr, "[kerncap] %s:%d: %s: %s (capture disabled)\n", file, line, call, why);
+  if (!S.out[0]) return;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/error.txt", S.out);
+  FILE* f = fopen(path, "a");
+  if (f) {
+    fprintf(f, "%s:%d: %s: %s\n", file, line, call, why);
+    fclose(f);
+  }
+}
+
+static const char* kc_status(hsa_status_t st) {
+  const char* s = NULL;
+  if (S.core.hsa_status_string_fn && S.core.hsa_status_string_fn(st, &s) == HSA_STATUS_SUCCESS && s) return s;
+  return "unknown hsa_status_t";
+}
+
+#define KC_CHECK(call)                                                             \
+  do {                                                                             \
+    hsa_status_t kc_st_ = (call);                                                  \
+    if (kc_st_ != HSA_STATUS_SUCCESS && kc_st_ != HSA_STATUS_INFO_BREAK) {         \
+      kc_fail(__FILE__, __LINE__, #call, kc_status(kc_st_));                       \
+      return kc_st_;                                                               \
+    }                                                                              \
+  } while (0)
+
+#define KC_CHECK_SYS(cond, what)                                                   \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      kc_fail(__FILE__, __LINE__, what, strerror(errno));                          \
+      return HSA_STATUS_ERROR;                                                     \
+    }                                                                              \
+  } while (0)
+
+static double kc_us_since(const struct timespec* t0) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) * 1e6 + (double)(t.tv_nsec - t0->tv_nsec) / 1e3;
+}
+
+/* ---- helpers ---- */
+
+static bool kc_is_gpu(hsa_agent_t agent) {
+  hsa_device_type_t t = HSA_DEVICE_TYPE_CPU;
+  return S.core.hsa_agent_get_info_fn(agent, HSA_AGENT_INFO_DEVICE, &t) == HSA_STATUS_SUCCESS && t == HSA_DEVICE_TYPE_GPU;
+}
+
+static void kc_json_str(FILE* f, const char* s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static char* kc_demangled(const char* name) {
+  int st = -1;
+  char* d = S.demangle ? S.demangle(name, NULL, NULL, &st) : NULL;
+  return d && st == 0 ? d : strdup(name);
+}
+
+static kc_kernel* kc_kernel_of(uint64_t kernel_object) {
+  for (size_t i = 0; i < S.n_kernels; i++)
+    if (S.kernels[i].kernel_object == kernel_object) return &S.kernels[i];
+  return NULL;
+}
+
+static hsa_agent_t kc_agent_of(const hsa_queue_t* q, int* ordinal) {
+  hsa_agent_t a = {0};
+  for (size_t i = 0; i < S.n_queues; i++)
+    if (S.queues[i].queue == q) a = S.queues[i].agent;
+  *ordinal = 0;
+  return a;
+}
+
+/* ---- kernels.json ---- */
+
+static void kc_write_kernels_json(void) {
+  if (!S.out[0]) return;
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/kernels.json", S.out);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE* f = fopen(tmp, "w");
+  if (!f) return;
+  fputs("{\"kernels\":[", f);
+  for (size_t i = 0; i < S.n_seen; i++) {
+    kc_seen* k = &S.seen[i];
+    char* d = kc_demangled(k->name);
+    fputs(i ? ",{\"name\":" : "{\"name\":", f);
+    kc_json_str(f, k->name);
+    fputs(",\"demangled\":", f);
+    kc_json_str(f, d);
+    fprintf(f, ",\"count\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"module-%d\"}",
+            (unsigned long long)k->count, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->module);
+    free(d);
+  }
+  fputs("]}\n", f);
+  fclose(f);
+  rename(tmp, path);
+}
+
+/* ---- snapshots ---- */
+
+/* Write only the non-zero 4 KiB pages of buf (file offset off) so zero runs stay holes. */
+static hsa_status_t kc_write_sparse(int fd, const uint8_t* buf, uint64_t len, uint64_t off) {
+  static const uint8_t zero[KC_PAGE];
+  for (uint64_t p = 0; p < len; p += KC_PAGE) {
+    uint64_t n = len - p < KC_PAGE ? len - p : KC_PAGE;
+    if (memcmp(buf + p, zero, n) == 0) continue;
+    KC_CHECK_SYS(pwrite(fd, buf + p, n, (off_t)(off + p)) == (ssize_t)n, "pwrite");
+  }
+  return HSA_STATUS_SUCCESS;
+}
+
+/* Copy [va, va+n) into S.staging (device memory through hsa_memory_copy, host memory directly). */
+static hsa_status_t kc_read_region(const kc_region* r, uint64_t at, uint64_t n) {
+  if (!r->gpu) {
+    memcpy(S.staging, (const void*)(uintptr_t)(r->va + at), n);
+    return HSA_STATUS_SUCCESS;
+  }
+  KC_CHECK(S.core.hsa_memory_copy_fn(S.staging, (const void*)(uintptr_t)(r->va + at), n));
+  return HSA_STATUS_SUCCESS;
+}
+
+/* Offsets of each live region in before.bin/after.bin (65536-aligned, in region order). */
+static uint64_t kc_offset_of(size_t idx) {
+  uint64_t off = 0;
+  for (size_t i = 0; i < idx; i++)
+    if (S.regions[i].live) off = (off + S.regions[i].size + KC_ALIGN - 1) / KC_ALIGN * KC_ALIGN;
+  return off;
+}
+
+static hsa_status_t kc_snapshot_before(void) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/memory", S.out);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/memory/before.bin", S.out);
+  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  KC_CHECK_SYS(fd >= 0, "open before.bin");
+  uint64_t end = 0;
+  for (size_t i = 0; i < S.n_regions; i++) {
+    kc_region* r = &S.regions[i];
+    if (!r->live) continue;
+    uint64_t off = kc_offset_of(i);
+    for (uint64_t at = 0; at < r->size; at += KC_STAGING) {
+      uint64_t n = r->size - at < KC_STAGING ? r->size - at : KC_STAGING;
+      hsa_status_t st = kc_read_region(r, at, n);
+      if (st == HSA_STATUS_SUCCESS) st = kc_write_sparse(fd, S.staging, n, off + at);
+      if (st != HSA_STATUS_SUCCESS) { close(fd); return st; }
+    }
+    end = off + r->size;
+  }
+  if (ftruncate(fd, (off_t)end) != 0) kc_fail(__FILE__, __LINE__, "ftruncate before.bin", strerror(errno));
+  close(fd);
+  return HSA_STATUS_SUCCESS;
+}
+
+/* After state: copy each region again, compare with before.bin, keep changed regions in after.bin. */
+static hsa_status_t kc_snapshot_after(bool* changed) {
+  char pb[4200], pa[4200];
+  snprintf(pb, sizeof pb, "%s/memory/before.bin", S.out);
+  snprintf(pa, sizeof pa, "%s/memory/after.bin", S.out);
+  int fb = open(pb, O_RDONLY);
+  KC_CHECK_SYS(fb >= 0, "open before.bin");
+  int fa = open(pa, O_CREAT | O_TRUNC | O_RDWR, 0644);
+  if (fa < 0) { close(fb); KC_CHECK_SYS(false, "open after.bin"); }
+  uint64_t end = 0;
+  hsa_status_t st = HSA_STATUS_SUCCESS;
+  for (size_t i = 0, j = 0; i < S.n_regions && st == HSA_STATUS_SUCCESS; i++) {
+    kc_region* r = &S.regions[i];
+    if (!r->live) continue;
+    uint64_t off = kc_offset_of(i);
+    bool diff = false;
+    for (uint64_t at = 0; at < r->size && st == HSA_STATUS_SUCCESS; at += KC_STAGING) {
+      uint64_t n = r->size - at < KC_STAGING ? r->size - at : KC_STAGING;
+      st = kc_read_region(r, at, n);
+      if (st != HSA_STATUS_SUCCESS) break;
+      ssize_t got = pread(fb, S.staging2, n, (off_t)(off + at));
+      if (got < (ssize_t)n) memset(S.staging2 + (got > 0 ? got : 0), 0, n - (uint64_t)(got > 0 ? got : 0));
+      if (memcmp(S.staging, S.staging2, n) != 0) diff = true;
+      st = kc_write_sparse(fa, S.staging, n, off + at);
+    }
+    if (!diff) fallocate(fa, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)r->size);
+    else end = off + r->size;
+    changed[j++] = diff;
+  }
+  if (ftruncate(fa, (off_t)end) != 0) kc_fail(__FILE__, __LINE__, "ftruncate after.bin", strerror(errno));
+  close(fa);
+  close(fb);
+  return st;
+}
+
+/* Submit a barrier-AND packet (barrier bit set: waits for everything before it) and wait. */
+static hsa_status_t kc_drain(hsa_amd_queue_intercept_packet_writer writer) {
+  hsa_signal_t sig;
+  KC_CHECK(S.core.hsa_signal_create_fn(1, 0, NULL, &sig));
+  hsa_barrier_and_packet_t b;
+  memset(&b, 0, sizeof b);
+  b.completion_signal = sig;
+  b.header = (uint16_t)((HSA_PACKET_TYPE_BARRIER_AND << HSA_PACKET_HEADER_TYPE) | (1 << HSA_PACKET_HEADER_BARRIER) |
+                        (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE) |
+                        (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE));
+  writer(&b, 1);
+  S.core.hsa_signal_wait_scacquire_fn(sig, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED);
+  S.core.hsa_signal_destroy_fn(sig);
+  return HSA_STATUS_SUCCESS;
+}
+
+static hsa_status_t kc_write_file(const char* rel, const void* data, size_t n) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", S.out, rel);
+  FILE* f = fopen(path, "wb");
+  KC_CHECK_SYS(f != NULL, "fopen");
+  size_t w = fwrite(data, 1, n, f);
+  fclose(f);
+  KC_CHECK_SYS(w == n, "fwrite");
+  return HSA_STATUS_SUCCESS;
+}
+
+static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_kernel* k, hsa_agent_t agent,
+                               hsa_amd_queue_intercept_packet_writer writer) {
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double app_s = kc_us_since(&S.t_load) / 1e6;
+  if (!S.staging) {
+    S.staging = aligned_alloc(KC_PAGE, KC_STAGING);
+    S.staging2 = aligned_alloc(KC_PAGE, KC_STAGING);
+    KC_CHECK_SYS(S.staging && S.staging2, "aligned_alloc staging");
+  }
+  KC_CHECK(kc_drain(writer));
+  double sync_us = kc_us_since(&t0);
+
+  /* kernarg segment: lives in host-accessible kernarg memory; copy before the dispatch. */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/kernel", S.out);
+  mkdir(path, 0755);
+  KC_CHECK(kc_write_file("kernel/params.bin", d->kernarg_address, k->kernarg_size));
+  struct timespec tb;
+  clock_gettime(CLOCK_MONOTONIC, &tb);
+  KC_CHECK(kc_snapshot_before());
+  double before_us = kc_us_since(&tb);
+
+  struct timespec tl;
+  clock_gettime(CLOCK_MONOTONIC, &tl);
+  writer(d, 1);
+  KC_CHECK(kc_drain(writer));
+  double launch_us = kc_us_since(&tl);
+
+  bool* changed = calloc(S.n_regions + 1, sizeof(bool));
+  KC_CHECK_SYS(changed != NULL, "calloc");
+  struct timespec ta;
+  clock_gettime(CLOCK_MONOTONIC, &ta);
+  hsa_status_t st = kc_snapshot_after(changed);
+  double after_us = kc_us_since(&ta);
+  if (st != HSA_STATUS_SUCCESS) { free(changed); return st; }
+
+  kc_module* m = k->module >= 0 ? &S.modules[k->module] : NULL;
+  if (m) KC_CHECK(kc_write_file("kernel/module.hsaco", m->bytes, m->size));
+
+  char name[64] = {0}, product[64] = {0};
+  S.core.hsa_agent_get_info_fn(agent, HSA_AGENT_INFO_NAME, name);
+  S.core.hsa_agent_get_info_fn(agent, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_PRODUCT_NAME, product);
+  char* dem = kc_demangled(k->name);
+
+  snprintf(path, sizeof path, "%s/raw.json.tmp", S.out);
+  FILE* f = fopen(path, "w");
+  if (!f) { free(changed); free(dem); KC_CHECK_SYS(false, "fopen raw.json"); }
+  fprintf(f, "{\"raw_version\":1,\"library\":\"%s\",\"frontend\":\"hip\",\"kernel\":{\"name\":", KC_LIBRARY);
+  kc_json_str(f, k->name);
+  fputs(",\"demangled\":", f);
+  kc_json_str(f, dem);
+  fprintf(f, ",\"match_index\":%llu,\"launch_index\":%llu},", (unsigned long long)S.target_match, (unsigned long long)S.launches - 1);
+  fputs("\"device\":{\"vendor\":\"amd\",\"name\":", f);
+  kc_json_str(f, product[0] ? product : name);
+  fputs(",\"arch\":", f);
+  kc_json_str(f, name);
+  fprintf(f, ",\"driver_version\":%llu,\"ordinal\":0},", (unsigned long long)S.runtime_version);
+  fprintf(f, "\"launch\":{\"api\":\"hsa_kernel_dispatch_packet\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
+             "\"shared_mem_bytes\":%u,\"cluster\":[1,1,1],\"attributes\":[]},\"function_attributes\":[],",
+          d->grid_size_x, d->grid_size_y, d->grid_size_z, d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z,
+          d->group_segment_size);
+  fprintf(f, "\"params\":{\"file\":\"kernel/params.bin\",\"size\":%u,\"layout_source\":\"amdgpu metadata (kerncap reads kernel/module.hsaco)\",\"layout\":[]},",
+          k->kernarg_size);
+  if (m)
+    fprintf(f, "\"module\":{\"file\":\"kernel/module.hsaco\",\"kind\":\"hsaco\",\"size\":%zu,\"source\":\"hsa_code_object_reader_create_from_memory/file\"},", m->size);
+  else
+    fputs("\"module\":null,", f);
+  fputs("\"regions\":[", f);
+  for (size_t i = 0, j = 0, w = 0; i < S.n_regions; i++) {
+    kc_region* r = &S.regions[i];
+    if (!r->live) continue;
+    fprintf(f, "%s{\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"%s\",\"offset\":%llu,\"changed\":%s}", w++ ? "," : "",
+            (unsigned long long)r->va, (unsigned long long)r->size, r->gpu ? "device" : "host-mapped",
+            (unsigned long long)kc_offset_of(i), changed[j] ? "true" : "false");
+    j++;
+  }
+  fprintf(f, "],\"globals\":[],\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"launch_us\":%.1f,\"after_us\":%.1f,\"app_to_capture_s\":%.3f},",
+          sync_us, before_us, launch_us, after_us, app_s);
+  fprintf(f, "\"hsa\":{\"kernel_object\":\"0x%llx\",\"group_segment_size\":%u,\"private_segment_size\":%u,\"kernarg_address\":\"0x%llx\","
+             "\"runtime_version\":%llu}}\n",
+          (unsigned long long)d->kernel_object, d->group_segment_size, d->private_segment_size,
+          (unsigned long long)(uintptr_t)d->kernarg_address, (unsigned long long)S.runtime_version);
+  fclose(f);
+  free(changed);
+  free(dem);
+  char final_path[4200];
+  snprintf(final_path, sizeof final_path, "%s/raw.json", S.out);
+  KC_CHECK_SYS(rename(path, final_path) == 0, "rename raw.json");
+  kc_log("captured %s (launch %llu) into %s", k->name, (unsigned long long)S.launches - 1, S.out);
+  return HSA_STATUS_SUCCESS;
+}
+
+/* ---- the packet handler ---- */
+
+/* Count one dispatch; true when it is the one to capture. Called with S.mu held. */
+static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** out) {
+  S.launches++;
+  kc_kernel* k = kc_kernel_of(d->kernel_object);
+  const char* name = k ? k->name : "(unknown kernel object)";
+  kc_seen* s = NULL;
+  for (size_t i = 0; i < S.n_seen; i++)
+    if (strcmp(S.seen[i].name, name) == 0) s = &S.seen[i];
+  if (!s) {
+    kc_seen n = {strdup(name), 0, {d->grid_size_x, d->grid_size_y, d->grid_size_z},
+                 {d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z}, k ? k->module : -1};
+    KC_PUSH(seen, n);
+    s = &S.seen[S.n_seen - 1];
+  }
+  s->count++;
+  *out = k;
+  if (!S.capture_mode || S.done || !S.enabled || !k) return false;
+  bool match = !S.have_re || regexec(&S.re, k->name, 0, NULL, 0) == 0;
+  if (!match && S.have_re) {
+    char* dem = kc_demangled(k->name);
+    match = regexec(&S.re, dem, 0, NULL, 0) == 0;
+    free(dem);
+  }
+  if (!match) return false;
+  return S.matches++ == S.target_match;
+}
+
+static void kc_on_packets(const void* pkts, uint64_t count, uint64_t user_index, void* data,
+                          hsa_amd_queue_intercept_packet_writer writer) {
+  (void)user_index;
+  const hsa_kernel_dispatch_packet_t* p = pkts;
+  const hsa_queue_t* q = data;
+  uint64_t start = 0;
+  pthread_mutex_lock(&S.mu);
+  for (uint64_t i = 0; i < count; i++) {
+    uint16_t type = (p[i].header >> HSA_PACKET_HEADER_TYPE) & ((1 << HSA_PACKET_HEADER_WIDTH_TYPE) - 1);
+    if (type != HSA_PACKET_TYPE_KERNEL_DISPATCH) continue;
+    kc_kernel* k = NULL;
+    if (!kc_note_dispatch(&p[i], &k)) continue;
+    if (i > start) writer(&p[start], i - start);
+    int ordinal;
+    hsa_agent_t agent = kc_agent_of(q, &ordinal);
+    S.in_capture = true;
+    hsa_status_t st = kc_capture(&p[i], k, agent, writer);
+    S.in_capture = false;
+    S.done = true;
+    if (st != HSA_STATUS_SUCCESS) writer(&p[i], 1); /* the dispatch must still run */
+    start = i + 1;
+    kc_write_kernels_json();
+    if (st == HSA_STATUS_SUCCESS && S.exit_after) {
+      if (count > start) writer(&p[start], count - start);
+      pthread_mutex_unlock(&S.mu);
+      _exit(0);
+    }
+  }
+  pthread_mutex_unlock(&S.mu);
+  if (count > start) writer(&p[start], count - start);
+}
+
+/* ---- intercepted API calls (one list; see kc_install) ---- */
+
+#define KC_CORE_HOOKS(X)                       \
+  X(hsa_queue_create)                          \
+  X(hsa_queue_destroy)                         \
+  X(hsa_memory_allocate)                       \
+  X(hsa_memory_free)                           \
+  X(hsa_code_object_reader_create_from_memory) \
+  X(hsa_code_object_reader_create_from_file)   \
+  X(hsa_executable_load_agent_code_object)     \
+  X(hsa_executable_freeze)
+#define KC_AMD_HOOKS(X)           \
+  X(hsa_amd_memory_pool_allocate) \
+  X(hsa_amd_memory_pool_free)
+
+static void kc_track_alloc(void* ptr, size_t size) {
+  if (!ptr || !size) return;
+  hsa_amd_pointer_info_t info;
+  memset(&info, 0, sizeof info);
+  info.size = sizeof info;
+  bool gpu = false;
+  if (S.amd.hsa_amd_pointer_info_fn && S.amd.hsa_amd_pointer_info_fn(ptr, &info, NULL, NULL, NULL) == HSA_STATUS_SUCCESS)
+    gpu = kc_is_gpu(info.agentOwner);
+  kc_region r = {(uint64_t)(uintptr_t)ptr, size, gpu, true};
+  pthread_mutex_lock(&S.mu);
+  KC_PUSH(regions, r);
+  pthread_mutex_unlock(&S.mu);
+}
+
+static void kc_track_free(void* ptr) {
+  pthread_mutex_lock(&S.mu);
+  for (size_t i = 0; i < S.n_regions; i++)
+    if (S.regions[i].live && S.regions[i].va == (uint64_t)(uintptr_t)ptr) S.regions[i].live = false;
+  pthread_mutex_unlock(&S.mu);
+}
+
+static hsa_status_t kc_hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t pool, size_t size, uint32_t flags, void** ptr) {
+  hsa_status_t st = S.amd.hsa_amd_memory_pool_allocate_fn(pool, size, flags, ptr);
+  if (st == HSA_STATUS_SUCCESS && S.enabled) kc_track_alloc(*ptr, size);
+  return st;
+}
+
+static hsa_status_t kc_hsa_amd_memory_pool_free(void* ptr) {
+  if (S.enabled) kc_track_free(ptr);
+  return S.amd.hsa_amd_memory_pool_free_fn(ptr);
+}
+
+static hsa_status_t kc_hsa_memory_allocate(hsa_region_t region, size_t size, void** ptr) {
+  hsa_status_t st = S.core.hsa_memory_allocate_fn(region, size, ptr);
+  if (st == HSA_STATUS_SUCCESS && S.enabled) kc_track_alloc(*ptr, size);
+  return st;
+}
+
+static hsa_status_t kc_hsa_memory_free(void* ptr) {
+  if (S.enabled) kc_track_free(ptr);
+  return S.core.hsa_memory_free_fn(ptr);
+}
+
+static hsa_status_t kc_hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
+                                        void (*callback)(hsa_status_t, hsa_queue_t*, void*), void* data,
+                                        uint32_t private_segment_size, uint32_t group_segment_size, hsa_queue_t** queue) {
+  if (!S.enabled || !S.amd.hsa_amd_queue_intercept_create_fn || !kc_is_gpu(agent))
+    return S.core.hsa_queue_create_fn(agent, size, type, callback, data, private_segment_size, group_segment_size, queue);
+  hsa_status_t st = S.amd.hsa_amd_queue_intercept_create_fn(agent, size, type, callback, data, private_segment_size,
+                                                             group_segment_size, queue);
+  if (st != HSA_STATUS_SUCCESS) {
+    /* Not interceptable: give the application its plain queue and stop capturing. */
+    kc_fail(__FILE__, __LINE__, "hsa_amd_queue_intercept_create", kc_status(st));
+    return S.core.hsa_queue_create_fn(agent, size, type, callback, data, private_segment_size, group_segment_size, queue);
+  }
+  KC_CHECK(S.amd.hsa_amd_queue_intercept_register_fn(*queue, kc_on_packets, *queue));
+  kc_queue q = {*queue, agent};
+  pthread_mutex_lock(&S.mu);
+  KC_PUSH(queues, q);
+  pthread_mutex_unlock(&S.mu);
+  kc_log("intercepting queue %p", (void*)*queue);
+  return HSA_STATUS_SUCCESS;
+}
+
+static hsa_status_t kc_hsa_queue_destroy(hsa_queue_t* queue) {
+  pthread_mutex_lock(&S.mu);
+  for (size_t i = 0; i < S.n_queues; i++)
+    if (S.queues[i].queue == queue) S.queues[i].queue = NULL;
+  pthread_mutex_unlock(&S.mu);
+  return S.core.hsa_queue_destroy_fn(queue);
+}
+
+static void kc_keep_reader(uint64_t reader, const void* bytes, size_t size) {
+  kc_module m = {malloc(size), size};
+  if (!m.bytes) return;
+  memcpy(m.bytes, bytes, size);
+  pthread_mutex_lock(&S.mu);
+  KC_PUSH(modules, m);
+  kc_reader r = {reader, (int)S.n_modules - 1};
+  KC_PUSH(readers, r);
+  pthread_mutex_unlock(&S.mu);
+}
+
+static hsa_status_t kc_hsa_code_object_reader_create_from_memory(const void* code_object, size_t size,
+                                                                 hsa_code_object_reader_t* reader) {
+  hsa_status_t st = S.core.hsa_code_object_reader_create_from_memory_fn(code_object, size, reader);
+  if (st == HSA_STATUS_SUCCESS && S.enabled) kc_keep_reader(reader->handle, code_object, size);
+  return st;
+}
+
+static hsa_status_t kc_hsa_code_object_reader_create_from_file(hsa_file_t file, hsa_code_object_reader_t* reader) {
+  hsa_status_t st = S.core.hsa_code_object_reader_create_from_file_fn(file, reader);
+  struct stat sb;
+  if (st == HSA_STATUS_SUCCESS && S.enabled && fstat(file, &sb) == 0 && sb.st_size > 0) {
+    uint8_t* buf = malloc((size_t)sb.st_size);
+    if (buf && pread(file, buf, (size_t)sb.st_size, 0) == sb.st_size) kc_keep_reader(reader->handle, buf, (size_t)sb.st_size);
+    free(buf);
+  }
+  return st;
+}
+
+static hsa_status_t kc_hsa_executable_load_agent_code_object(hsa_executable_t exec, hsa_agent_t agent,
+                                                             hsa_code_object_reader_t reader, const char* options,
+                                                             hsa_loaded_code_object_t* loaded) {
+  hsa_status_t st = S.core.hsa_executable_load_agent_code_object_fn(exec, agent, reader, options, loaded);
+  if (st != HSA_STATUS_SUCCESS || !S.enabled) return st;
+  pthread_mutex_lock(&S.mu);
+  for (size_t i = 0; i < S.n_readers; i++)
+    if (S.readers[i].handle == reader.handle) {
+      kc_exec_module e = {exec.handle, S.readers[i].module};
+      KC_PUSH(execs, e);
+    }
+  pthread_mutex_unlock(&S.mu);
+  return st;
+}
+
+/* Symbol iteration callback: record each kernel's object, name and segment sizes. */
+static hsa_status_t kc_on_symbol(hsa_executable_t exec, hsa_executable_symbol_t sym, void* data) {
+  (void)data;
+  hsa_symbol_kind_t kind;
+  if (S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_TYPE, &kind) != HSA_STATUS_SUCCESS ||
+      kind != HSA_SYMBOL_KIND_KERNEL)
+    return HSA_STATUS_SUCCESS;
+  uint32_t len = 0;
+  KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH, &len));
+  char* name = calloc(len + 1, 1);
+  if (!name) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_NAME, name));
+  if (len > 3 && strcmp(name + len - 3, ".kd") == 0) name[len - 3] = 0;
+  kc_kernel k = {0, name, 0, 0, 0, -1};
+  KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, &k.kernel_object));
+  KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE, &k.kernarg_size));
+  KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE, &k.group));
+  KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE, &k.priv));
+  /* The module: the one code object of this executable whose bytes hold the name. */
+  for (size_t i = 0; i < S.n_execs; i++) {
+    if (S.execs[i].exec != exec.handle) continue;
+    kc_module* m = &S.modules[S.execs[i].module];
+    if (k.module < 0 || memmem(m->bytes, m->size, name, strlen(name))) k.module = S.execs[i].module;
+  }
+  KC_PUSH(kernels, k);
+  return HSA_STATUS_SUCCESS;
+}
+
+static hsa_status_t kc_hsa_executable_freeze(hsa_executable_t exec, const char* options) {
+  hsa_status_t st = S.core.hsa_executable_freeze_fn(exec, options);
+  if (st != HSA_STATUS_SUCCESS || !S.enabled) return st;
+  pthread_mutex_lock(&S.mu);
+  S.core.hsa_executable_iterate_symbols_fn(exec, kc_on_symbol, NULL);
+  pthread_mutex_unlock(&S.mu);
+  return st;
+}
+
+/* ---- setup ---- */
+
+static void kc_setup(void) {
+  clock_gettime(CLOCK_MONOTONIC, &S.t_load);
+  const char* v;
+  S.log = (v = getenv("KERNCAP_LOG")) && strcmp(v, "1") == 0;
+  S.exit_after = (v = getenv("KERNCAP_EXIT_AFTER_CAPTURE")) && strcmp(v, "1") == 0;
+  S.capture_mode = (v = getenv("KERNCAP_MODE")) && strcmp(v, "capture") == 0;
+  S.target_match = (v = getenv("KERNCAP_DISPATCH")) ? strtoull(v, NULL, 10) : 0;
+  if ((v = getenv("KERNCAP_OUT"))) snprintf(S.out, sizeof S.out, "%s", v);
+  S.enabled = S.out[0] != 0;
+  if (!S.enabled) {
+    fprintf(stderr, "[kerncap] KERNCAP_OUT is not set; the HSA capture library stays idle\n");
+    return;
+  }
+  if ((v = getenv("KERNCAP_KERNEL")) && *v) {
+    int rc = regcomp(&S.re, v, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+      char msg[256];
+      regerror(rc, &S.re, msg, sizeof msg);
+      kc_fail(__FILE__, __LINE__, "regcomp(KERNCAP_KERNEL)", msg);
+      return;
+    }
+    S.have_re = true;
+  }
+  S.demangle = (char* (*)(const char*, char*, size_t*, int*))dlsym(RTLD_DEFAULT, "__cxa_demangle");
+}
+
+static void kc_at_exit(void) {
+  pthread_mutex_lock(&S.mu);
+  kc_write_kernels_json();
+  pthread_mutex_unlock(&S.mu);
+}
+
+KC_EXPORT bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_tool_count,
+                      const char* const* failed_tool_names) {
+  (void)failed_tool_count;
+  (void)failed_tool_names;
+  pthread_once(&S.once, kc_setup);
+  struct HsaApiTable* t = table;
+  if (!S.enabled || !t || !t->core_ || !t->amd_ext_) return true;
+  if (S.core.hsa_init_fn) return true; /* already installed */
+  S.runtime_version = runtime_version;
+  size_t core_size = t->core_->version.minor_id < sizeof S.core ? t->core_->version.minor_id : sizeof S.core;
+  S.amd_size = t->amd_ext_->version.minor_id < sizeof S.amd ? t->amd_ext_->version.minor_id : sizeof S.amd;
+  memcpy(&S.core, t->core_, core_size);
+  memcpy(&S.amd, t->amd_ext_, S.amd_size);
+  if (core_size < sizeof S.core || S.amd_size < offsetof(struct AmdExtTable, hsa_amd_queue_intercept_register_fn) + sizeof(void*)) {
+    kc_fail(__FILE__, __LINE__, "OnLoad", "HSA API table is older than ROCm 5.2's; not intercepting");
+    return true;
+  }
+#define KC_INSTALL_CORE(fn) t->core_->fn##_fn = kc_##fn;
+#define KC_INSTALL_AMD(fn) t->amd_ext_->fn##_fn = kc_##fn;
+  KC_CORE_HOOKS(KC_INSTALL_CORE)
+  KC_AMD_HOOKS(KC_INSTALL_AMD)
+  atexit(kc_at_exit);
+  kc_log("loaded (%s, runtime %llu, out %s, mode %s)", KC_LIBRARY, (unsigned long long)runtime_version, S.out,
+         S.capture_mode ? "capture" : "list");
+  return true;
+}
+
+KC_EXPORT void OnUnload(void) { kc_at_exit(); }

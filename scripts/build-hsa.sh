@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Build the HSA capture library c/build/libkerncap_hsa.so with gcc against the ROCm headers in
+# /usr/include/hsa (Debian: libhsa-runtime-dev; scripts/install-rocm.sh installs it). No ROCm
+# library is linked: the runtime loads the library through HSA_TOOLS_LIB and hands over its API
+# table. Exits 0 with a message and writes nothing when the headers are missing.
+# Environment: HSA_INCLUDE (default /usr/include), CC (default gcc).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+inc="${HSA_INCLUDE:-/usr/include}"
+if [ ! -f "$inc/hsa/hsa.h" ] || [ ! -f "$inc/hsa/hsa_ext_amd.h" ]; then
+  echo "build-hsa: $inc/hsa/hsa.h not found; skipping libkerncap_hsa.so (run scripts/install-rocm.sh)"
+  exit 0
+fi
+mkdir -p "$root/c/build"
+"${CC:-gcc}" -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
+  -Wno-missing-field-initializers \
+  -I"$inc" -I"$root/c" \
+  -o "$root/c/build/libkerncap_hsa.so" "$root/c/kerncap_hsa.c" \
+  -ldl -lpthread
+echo "build-hsa: built c/build/libkerncap_hsa.so"

@@ -1,0 +1,239 @@
+/**
+ * The numerical contract of replay/validate: per region, compare the replayed bytes with the
+ * expected ones (the app's after state, or the before state for regions the app did not change)
+ * as elements of a type (from the Triton signature where known, else --dtype, else float32),
+ * with numpy.isclose's rule |got − exp| ≤ atol + rtol·|exp|. Pure functions, no GPU.
+ *
+ * Verdicts: "bit-exact" (every byte equal), "within-tolerance" (bytes differ, every element
+ * within tolerance), "mismatch". Trivial passes are refused: a region the app changed that the
+ * replay left unchanged, or left all zeros where the app wrote non-zero data, is a mismatch
+ * whatever the tolerance.
+ */
+
+export type ElementType = "fp64" | "fp32" | "fp16" | "bf16" | "i64" | "i32" | "i16" | "i8" | "u64" | "u32" | "u16" | "u8";
+
+export const ELEMENT_BYTES: Record<ElementType, number> = { fp64: 8, fp32: 4, fp16: 2, bf16: 2, i64: 8, i32: 4, i16: 2, i8: 1, u64: 8, u32: 4, u16: 2, u8: 1 };
+
+/**
+ * Map a Triton type name (signature "*fp32" without the star, or a --dtype value such as
+ * float16/bfloat16/int32) to an element type; undefined when unknown. fp8 and i1 compare as u8.
+ */
+export function elementType(name: string): ElementType | undefined {
+  const n = name.trim().toLowerCase().replace(/^\*k?/, "");
+  const alias: Record<string, ElementType> = {
+    fp64: "fp64", f64: "fp64", float64: "fp64", double: "fp64",
+    fp32: "fp32", f32: "fp32", float32: "fp32", float: "fp32",
+    fp16: "fp16", f16: "fp16", float16: "fp16", half: "fp16",
+    bf16: "bf16", bfloat16: "bf16",
+    i64: "i64", int64: "i64", i32: "i32", int32: "i32", i16: "i16", int16: "i16", i8: "i8", int8: "i8",
+    u64: "u64", uint64: "u64", u32: "u32", uint32: "u32", u16: "u16", uint16: "u16", u8: "u8", uint8: "u8", i1: "u8", bool: "u8",
+  };
+  if (alias[n]) return alias[n];
+  if (/^fp8/.test(n) || /^float8/.test(n)) return "u8";
+  return undefined;
+}
+
+export interface Tolerance {
+  atol: number;
+  rtol: number;
+}
+
+export interface RegionNumerics {
+  va: string;
+  kind: string;
+  size: number;
+  changedInApp: boolean;
+  dtype: ElementType;
+  /** Where dtype came from: the kernel signature, --dtype, or the float32 default. */
+  dtypeSource: "signature" | "option" | "default";
+  verdict: "bit-exact" | "within-tolerance" | "mismatch";
+  elements: number;
+  bytesDiffering: number;
+  /** Elements with |got − exp| > atol + rtol·|exp| (NaN against a number counts). */
+  overTolerance: number;
+  maxAbsError: number;
+  maxRelError: number;
+  /** Byte offset of the first element over tolerance, -1 when none. */
+  firstOverOffset: number;
+  /** Why a region is a mismatch although its elements are within tolerance. */
+  trivial?: "unchanged" | "all-zeros";
+}
+
+/** Running statistics of one region, fed chunk by chunk (chunks hold whole elements). */
+export class RegionAccumulator {
+  private elements = 0;
+  private bytesDiffering = 0;
+  private over = 0;
+  private maxAbs = 0;
+  private maxRel = 0;
+  private firstOver = -1;
+  private gotAllZero = true;
+  private expAllZero = true;
+  private gotEqualsBefore = true;
+
+  constructor(
+    readonly region: { va: string; kind: string; size: number; changedInApp: boolean },
+    readonly dtype: ElementType,
+    readonly dtypeSource: RegionNumerics["dtypeSource"],
+    readonly tol: Tolerance,
+  ) {}
+
+  /**
+   * Add one chunk: the replayed bytes, the expected bytes and (for regions the app changed) the
+   * before bytes at the same offset. `offset` is the chunk's byte offset inside the region.
+   */
+  add(offset: number, got: Uint8Array, expected: Uint8Array, before?: Uint8Array): void {
+    const n = got.byteLength;
+    const eb = ELEMENT_BYTES[this.dtype];
+    this.elements += Math.floor(n / eb);
+    if (this.gotAllZero && !isAllZero(got)) this.gotAllZero = false;
+    if (this.expAllZero && !isAllZero(expected)) this.expAllZero = false;
+    if (before && this.gotEqualsBefore && !bytesEqual(got, before)) this.gotEqualsBefore = false;
+    if (bytesEqual(got, expected)) return;
+    const g = decode(got, this.dtype);
+    const e = decode(expected, this.dtype);
+    for (let i = 0; i < g.length; i++) {
+      const a = g[i]!;
+      const b = e[i]!;
+      if (Object.is(a, b)) continue;
+      let bad: boolean;
+      let abs: number;
+      if (Number.isNaN(a) || Number.isNaN(b)) {
+        bad = !(Number.isNaN(a) && Number.isNaN(b));
+        abs = bad ? Infinity : 0;
+      } else if (!Number.isFinite(a) || !Number.isFinite(b)) {
+        bad = a !== b;
+        abs = bad ? Infinity : 0;
+      } else {
+        abs = Math.abs(a - b);
+        bad = abs > this.tol.atol + this.tol.rtol * Math.abs(b);
+      }
+      const rel = abs === 0 ? 0 : Math.abs(b) > 0 ? abs / Math.abs(b) : Infinity;
+      if (abs > this.maxAbs) this.maxAbs = abs;
+      if (rel > this.maxRel) this.maxRel = rel;
+      if (bad) {
+        if (this.firstOver < 0) this.firstOver = offset + i * eb;
+        this.over++;
+      }
+    }
+    // bytes that differ, for the byte-level report
+    for (let i = 0; i < n; i++) if (got[i] !== expected[i]) this.bytesDiffering++;
+  }
+
+  result(): RegionNumerics {
+    let trivial: RegionNumerics["trivial"];
+    if (this.region.changedInApp) {
+      if (this.gotEqualsBefore) trivial = "unchanged";
+      else if (this.gotAllZero && !this.expAllZero) trivial = "all-zeros";
+    }
+    const verdict: RegionNumerics["verdict"] =
+      this.bytesDiffering === 0 && !trivial ? "bit-exact" : this.over === 0 && !trivial ? "within-tolerance" : "mismatch";
+    return {
+      ...this.region,
+      dtype: this.dtype,
+      dtypeSource: this.dtypeSource,
+      verdict,
+      elements: this.elements,
+      bytesDiffering: this.bytesDiffering,
+      overTolerance: this.over,
+      maxAbsError: this.maxAbs,
+      maxRelError: this.maxRel,
+      firstOverOffset: this.firstOver,
+      ...(trivial ? { trivial } : {}),
+    };
+  }
+}
+
+/** Overall verdict: the worst region's. */
+export function overallVerdict(regions: RegionNumerics[]): RegionNumerics["verdict"] {
+  if (regions.some((r) => r.verdict === "mismatch")) return "mismatch";
+  if (regions.some((r) => r.verdict === "within-tolerance")) return "within-tolerance";
+  return "bit-exact";
+}
+
+function isAllZero(b: Uint8Array): boolean {
+  // 8 bytes at a time where aligned
+  if (b.byteOffset % 8 === 0 && b.byteLength % 8 === 0) {
+    const w = new BigUint64Array(b.buffer, b.byteOffset, b.byteLength / 8);
+    for (let i = 0; i < w.length; i++) if (w[i] !== 0n) return false;
+    return true;
+  }
+  for (let i = 0; i < b.byteLength; i++) if (b[i] !== 0) return false;
+  return true;
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}
+
+/** Decode little-endian elements into doubles (a trailing partial element is ignored). */
+export function decode(b: Uint8Array, t: ElementType): Float64Array {
+  const eb = ELEMENT_BYTES[t];
+  const n = Math.floor(b.byteLength / eb);
+  const dv = new DataView(b.buffer, b.byteOffset, n * eb);
+  const out = new Float64Array(n);
+  switch (t) {
+    case "fp64": for (let i = 0; i < n; i++) out[i] = dv.getFloat64(i * 8, true); break;
+    case "fp32": for (let i = 0; i < n; i++) out[i] = dv.getFloat32(i * 4, true); break;
+    case "fp16": for (let i = 0; i < n; i++) out[i] = halfToNumber(dv.getUint16(i * 2, true)); break;
+    case "bf16": for (let i = 0; i < n; i++) out[i] = bf16ToNumber(dv.getUint16(i * 2, true)); break;
+    case "i64": for (let i = 0; i < n; i++) out[i] = Number(dv.getBigInt64(i * 8, true)); break;
+    case "u64": for (let i = 0; i < n; i++) out[i] = Number(dv.getBigUint64(i * 8, true)); break;
+    case "i32": for (let i = 0; i < n; i++) out[i] = dv.getInt32(i * 4, true); break;
+    case "u32": for (let i = 0; i < n; i++) out[i] = dv.getUint32(i * 4, true); break;
+    case "i16": for (let i = 0; i < n; i++) out[i] = dv.getInt16(i * 2, true); break;
+    case "u16": for (let i = 0; i < n; i++) out[i] = dv.getUint16(i * 2, true); break;
+    case "i8": for (let i = 0; i < n; i++) out[i] = dv.getInt8(i); break;
+    case "u8": for (let i = 0; i < n; i++) out[i] = dv.getUint8(i); break;
+  }
+  return out;
+}
+
+export function halfToNumber(h: number): number {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const f = h & 0x3ff;
+  if (e === 0) return s * f * 2 ** -24;
+  if (e === 31) return f ? NaN : s * Infinity;
+  return s * (1 + f / 1024) * 2 ** (e - 15);
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+export function bf16ToNumber(h: number): number {
+  u32[0] = h << 16;
+  return f32[0]!;
+}
+
+/**
+ * Element type of each region from the kernel's pointer parameters: read each pointer-typed
+ * parameter's 8 bytes from the parameter buffer and find the region holding that VA. A region
+ * that two parameters of different types point into gets no type (undefined).
+ *
+ * @param params the packed parameter buffer (kernel/params.bin)
+ * @param layout the parameter slots (manifest.params.layout), in parameter order
+ * @param paramTypes the type of each kernel parameter in order ("*fp32", "i32", …; Triton:
+ *   the signature without constexprs), shorter than layout when hidden parameters follow
+ */
+export function regionTypesFromParams(
+  params: Uint8Array,
+  layout: { index: number; offset: number; size: number }[],
+  paramTypes: string[],
+  regions: { va: string; size: number }[],
+): (ElementType | undefined)[] {
+  const dv = new DataView(params.buffer, params.byteOffset, params.byteLength);
+  const spans = regions.map((r) => ({ start: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size) }));
+  const out: (ElementType | undefined | null)[] = regions.map(() => undefined);
+  paramTypes.forEach((ty, i) => {
+    const slot = layout[i];
+    if (!slot || slot.size !== 8 || !ty.startsWith("*") || slot.offset + 8 > params.byteLength) return;
+    const t = elementType(ty);
+    if (!t) return;
+    const p = dv.getBigUint64(slot.offset, true);
+    const ri = spans.findIndex((s) => p >= s.start && p < s.end);
+    if (ri < 0) return;
+    const cur = out[ri];
+    out[ri] = cur === undefined ? t : cur === t ? t : null; // null: conflicting types
+  });
+  return out.map((t) => (t === null ? undefined : t));
+}

@@ -1,0 +1,486 @@
+/**
+ * CUDA C++ reproducer project: renders templates/cuda/ into a capture folder.
+ *
+ * Output (copy mode): `src/<TU and its project-local header closure, relative layout kept>`,
+ * `src/<tu>.kerncap-slice.cu` (slice mode), `build.sh` (nvcc -cubin -arch=sm_XX with the captured
+ * flags, include paths rewritten into src/; prints the cubin's path as its last stdout line, which
+ * `kerncap validate` reads), `README.md`. Overlay mode copies only the TU and the definition file
+ * and lets every other include resolve in the original tree (include-path shadow).
+ *
+ * Flags come from compile_commands.json when present; otherwise a default set (captured arch,
+ * -O3, -std=c++17, the TU's folder as include path) and the manifest says which were assumed.
+ *
+ * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
+ * with their mode bits.
+ */
+import Handlebars from "handlebars";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { cubinKernels, cubinParamLayout } from "../codeobj/cubin.ts";
+import { parseElf, SHN_UNDEF, STT_FUNC } from "../codeobj/elf.ts";
+import { pickCubin } from "../codeobj/fatbin.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { log } from "../log.ts";
+import { shq } from "./hip.ts";
+import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
+
+export const CUDA_TEMPLATE_DIR = resolve(import.meta.dir, "../../templates/cuda");
+
+// ───────────────────────────── flags ─────────────────────────────
+
+/** One flag word; `path` marks a word (or the part after `prefix`) that names a file or folder. */
+export interface FlagWord {
+  text: string;
+  /** For include-path-like flags: the absolute folder/file, and the flag prefix ("-I", "-isystem "...). */
+  path?: string;
+  prefix?: string;
+}
+
+export interface CudaFlags {
+  words: FlagWord[];
+  /** Where they came from. */
+  from: "compile-commands" | "default";
+  /** Flags that were assumed (default set) and facts that could not be recovered. */
+  assumed: string[];
+  missing: string[];
+  /** Relocatable device code (-rdc=true, -dc, --device-c). */
+  rdc: boolean;
+  /** The arch flags of the original compile (informational). */
+  originalArch: string[];
+}
+
+const DROP_WITH_ARG = new Set(["-o", "--output-file", "-x", "--x", "-MF", "-MT", "-MQ", "-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "--compress-mode", "-compress-mode", "-Xfatbin", "--dependency-output", "--run-args"]);
+const DROP = new Set(["-c", "--compile", "-MD", "-MMD", "-M", "-MM", "-MP", "--generate-dependencies-with-compile", "--generate-nonsystem-dependencies-with-compile", "-E", "-S", "-cubin", "-ptx", "-fatbin", "-lib", "-shared", "-dlink", "--device-link", "-v"]);
+const PATH_WITH_ARG: Record<string, string> = { "-I": "-I", "-isystem": "-isystem", "-iquote": "-iquote", "--include-path": "-I", "--system-include": "-isystem", "-include": "-include", "--pre-include": "-include", "-idirafter": "-idirafter" };
+
+/**
+ * Device-relevant flags of a compile command: defines, include paths (absolute), -std, -O,
+ * fast-math, -Xptxas, -maxrregcount, -rdc, host-compiler options (they affect preprocessing) …;
+ * without the compiler, the TU, -c/-o, dependency output and arch selection (build.sh sets
+ * -arch=sm_XX for the captured device).
+ */
+export function cudaFlagsFromCommand(argv: string[], directory: string, tu: string): CudaFlags {
+  const words: FlagWord[] = [];
+  const originalArch: string[] = [];
+  let rdc = false;
+  const abs = (p: string) => (isAbsolute(p) ? p : resolve(directory, p));
+  for (let i = 1; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (abs(a) === tu) continue;
+    const eq = a.indexOf("=");
+    const key = eq > 0 ? a.slice(0, eq) : a;
+    if (/^(-arch|--gpu-architecture|-gencode|--generate-code|-code|--gpu-code)$/.test(key)) {
+      originalArch.push(eq > 0 ? a : `${a} ${argv[i + 1]}`);
+      if (eq < 0) i++;
+      continue;
+    }
+    if (DROP_WITH_ARG.has(a)) {
+      i++;
+      continue;
+    }
+    if (DROP.has(a) || /^-M[DFTQ]/.test(a) || /^--(compress-mode|dependency-output|output-file)=/.test(a) || /^-o.+/.test(a)) continue;
+    if (/^(-rdc|--relocatable-device-code)(=true)?$/.test(a) || a === "-dc" || a === "--device-c") {
+      rdc = true;
+      words.push({ text: "-rdc=true" });
+      continue;
+    }
+    if (/^(-rdc|--relocatable-device-code)=false$/.test(a)) continue;
+    const pa = PATH_WITH_ARG[a];
+    if (pa && i + 1 < argv.length) {
+      const p = abs(argv[++i]!);
+      words.push({ text: `${pa} ${p}`, path: p, prefix: pa === "-I" ? "-I" : `${pa} ` });
+      continue;
+    }
+    const m = /^(-I|-isystem|-iquote|--include-path=|--system-include=|-idirafter)(.+)$/.exec(a);
+    if (m) {
+      const prefix = m[1]!.startsWith("--include-path") ? "-I" : m[1]!.startsWith("--system-include") ? "-isystem " : m[1] === "-I" ? "-I" : `${m[1]} `;
+      const p = abs(m[2]!);
+      words.push({ text: `${prefix}${p}`, path: p, prefix });
+      continue;
+    }
+    words.push({ text: a });
+  }
+  return { words, from: "compile-commands", assumed: [], missing: [], rdc, originalArch };
+}
+
+/** The flags assumed when no compile command is known, and what that leaves unknown. */
+export function defaultCudaFlags(tu: string, sourceRoot?: string): CudaFlags {
+  const dirs = [dirname(tu), ...(sourceRoot ? [resolve(sourceRoot), join(resolve(sourceRoot), "include")] : [])].filter((d, i, a) => existsSync(d) && a.indexOf(d) === i);
+  const words: FlagWord[] = [{ text: "-O3" }, { text: "-std=c++17" }, ...dirs.map((d) => ({ text: `-I${d}`, path: d, prefix: "-I" }))];
+  return {
+    words,
+    from: "default",
+    assumed: words.map((w) => w.text),
+    missing: ["-D defines", "include folders beyond the TU's and the source root's", "-std", "-O level", "--use_fast_math/--ftz/--prec-*", "-maxrregcount/-Xptxas", "-rdc", "host-compiler options"],
+    rdc: false,
+    originalArch: [],
+  };
+}
+
+// ───────────────────────────── header closure ─────────────────────────────
+
+/** Folder holding the nvcc that will compile (its toolkit root is two levels up). */
+export function findNvcc(): string {
+  const p = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc", Bun.which("nvcc")].find((x): x is string => !!x && existsSync(x));
+  if (!p) throw new KerncapError("E_NO_NVCC", "nvcc not found", { hint: "Install the CUDA toolkit or set NVCC to its nvcc." });
+  return p;
+}
+
+/** Parse make-style dependency output (`target: a b \` …) into paths. */
+export function parseDeps(text: string): string[] {
+  const body = text.replace(/\\\r?\n/g, " ");
+  const out: string[] = [];
+  for (const line of body.split("\n")) {
+    const colon = line.search(/:(\s|$)/);
+    if (colon < 0) continue;
+    const rest = line.slice(colon + 1);
+    let cur = "";
+    for (let i = 0; i < rest.length; i++) {
+      const c = rest[i]!;
+      if (c === "\\" && rest[i + 1] === " ") {
+        cur += " ";
+        i++;
+      } else if (/\s/.test(c)) {
+        if (cur) out.push(cur);
+        cur = "";
+      } else cur += c;
+    }
+    if (cur) out.push(cur);
+  }
+  return [...new Set(out)];
+}
+
+/**
+ * Every file the TU includes (`nvcc -M` with the flags, device pass for the arch), absolute.
+ * @throws KerncapError E_REPRO with nvcc's message when preprocessing fails.
+ */
+export function headerClosure(nvcc: string, tu: string, flags: CudaFlags, arch: string, cwd: string): string[] {
+  const argv = [nvcc, "-M", "-x", "cu", `-arch=${arch}`, ...flags.words.flatMap((w) => (w.path && w.prefix?.endsWith(" ") ? [w.prefix.trim(), w.path] : [w.text])), tu];
+  const p = Bun.spawnSync(argv, { cwd, stdout: "pipe", stderr: "pipe" });
+  if (p.exitCode !== 0) {
+    throw new KerncapError("E_REPRO", `nvcc -M on ${tu} failed:\n${p.stderr.toString().trim().split("\n").slice(-20).join("\n")}`, {
+      hint: "The include folders or defines are incomplete: pass --compile-commands with the application's compile_commands.json.",
+    });
+  }
+  return parseDeps(p.stdout.toString()).map((d) => resolve(cwd, d));
+}
+
+function toolkitRoot(nvcc: string): string {
+  try {
+    return dirname(dirname(realpathSync(nvcc)));
+  } catch {
+    return dirname(dirname(nvcc));
+  }
+}
+
+const SYSTEM_PREFIXES = ["/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/lib64/", "/usr/share/"];
+
+/** Longest common folder of absolute paths. */
+export function commonDir(paths: string[]): string {
+  const split = paths.map((p) => p.split(sep));
+  const first = split[0] ?? [""];
+  let n = first.length;
+  for (const s of split) {
+    let i = 0;
+    while (i < n && i < s.length && s[i] === first[i]) i++;
+    n = i;
+  }
+  return first.slice(0, n).join(sep) || sep;
+}
+
+// ───────────────────────────── slice ─────────────────────────────
+
+export interface SlicePlan {
+  possible: boolean;
+  /** Why slicing is not possible (whole TU compiled instead). */
+  reason?: string;
+  /** Generated TU text (placed beside the TU copy). */
+  text?: string;
+}
+
+/**
+ * Plan a slice TU that compiles only the captured instantiation: the TU's preprocessor lines
+ * (includes and macros, so the definition header sees what it saw in the application), then an
+ * odr-use of `&qualified<args>`, which makes nvcc instantiate and emit exactly that kernel.
+ * The TU's own code (other explicit instantiations, host launchers) is left out.
+ * Not possible when the kernel is not a template, is defined in the TU itself (the TU would have to
+ * be compiled anyway), or its template arguments cannot be written in source (lambdas, anonymous
+ * namespaces, unnamed types).
+ */
+export function planSlice(loc: KernelLocation, tuText: string): SlicePlan {
+  const { templateArgs, qualified } = loc.names;
+  if (templateArgs === undefined) return { possible: false, reason: "the kernel is not a template: the whole TU is compiled" };
+  if (loc.definition === loc.tu) return { possible: false, reason: "the kernel template is defined in the TU itself: slicing would compile the same code" };
+  if (/\{lambda|\(anonymous namespace\)|\{unnamed|\{unnamed type|'lambda|\$_/.test(qualified)) {
+    return { possible: false, reason: `its template arguments name types that cannot be written in source (${qualified})` };
+  }
+  const lines = tuText.split("\n");
+  const keep: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (!/^\s*#/.test(lines[i]!)) continue;
+    keep.push(lines[i]!);
+    while (lines[i]!.endsWith("\\") && i + 1 < lines.length) keep.push(lines[++i]!);
+  }
+  const text = [
+    `// Generated by kerncap: the preprocessor lines of ${basename(loc.tu)}, then the one instantiation that was`,
+    `// captured. Taking its address makes nvcc instantiate and emit exactly this kernel.`,
+    `// Edit the kernel in its definition file (src/…/${basename(loc.definition)}), not here.`,
+    ...keep,
+    "",
+    `static void* const kerncap_captured_kernel = (void*)&${qualified};`,
+    "",
+  ].join("\n");
+  return { possible: true, text };
+}
+
+// ───────────────────────────── render ─────────────────────────────
+
+export interface CudaReproducerOptions {
+  outDir: string;
+  /** Mangled kernel name (cubin symbol). */
+  kernelName: string;
+  demangledName: string;
+  /** sm_90 … (the captured device's arch; build.sh compiles -arch=<arch>). */
+  arch: string;
+  location: KernelLocation;
+  /** Flags; default: from location.compileCommand, else defaultCudaFlags. */
+  flags?: CudaFlags;
+  sourceRoot?: string;
+  /** Compile only the captured instantiation when possible (default true). */
+  slice?: boolean;
+  /** Leave sources in the original tree; compile the edited copies in their place. */
+  overlay?: boolean;
+  templateDir?: string;
+  nvcc?: string;
+}
+
+export interface CudaReproducer {
+  outDir: string;
+  buildScript: string;
+  /** Paths written, relative to outDir. */
+  files: string[];
+  /** The TU build.sh compiles, relative to src/. */
+  compiledSource: string;
+  /** Definition file copy, relative to src/. */
+  definitionCopy: string;
+  /** Original root that src/ mirrors. */
+  projectRoot: string;
+  mode: "copy" | "overlay";
+  slice: { used: boolean; reason?: string };
+  flags: CudaFlags;
+  /** Facts for manifest.source.cuda. */
+  source: Record<string, unknown>;
+}
+
+function makeHandlebars(): typeof Handlebars {
+  const hb = Handlebars.create();
+  hb.registerHelper("shq", (s: unknown) => shq(String(s)));
+  return hb;
+}
+
+/**
+ * Render the reproducer into opts.outDir (see the file comment for the layout).
+ * @throws KerncapError E_REPRO (template missing, nvcc -M fails), E_RDC (relocatable device code
+ *   whose kernel needs other TUs is refused at build time, see checkRebuiltModule).
+ */
+export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproducer {
+  const templateDir = opts.templateDir ?? CUDA_TEMPLATE_DIR;
+  if (!existsSync(templateDir)) throw new KerncapError("E_REPRO", `CUDA template folder not found: ${templateDir}`);
+  const loc = opts.location;
+  const nvcc = opts.nvcc ?? findNvcc();
+  const flags = opts.flags ?? (loc.compileCommand ? cudaFlagsFromCommand(loc.compileCommand.argv, loc.compileCommand.directory, loc.tu) : defaultCudaFlags(loc.tu, opts.sourceRoot));
+  const cwd = loc.compileCommand?.directory ?? dirname(loc.tu);
+  const deps = headerClosure(nvcc, loc.tu, flags, opts.arch, cwd);
+  const tk = toolkitRoot(nvcc) + sep;
+  const isSystem = (p: string) => p.startsWith(tk) || SYSTEM_PREFIXES.some((s) => p.startsWith(s)) || p.includes(`${sep}cuda${sep}include${sep}`);
+  const local = deps.filter((d) => !isSystem(d) && d !== loc.tu);
+  const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
+  const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
+  const overlay = !!opts.overlay;
+  const copied = overlay ? [loc.tu, ...(loc.definition !== loc.tu ? [loc.definition] : [])] : [loc.tu, ...local.filter(under)];
+  const referenced = local.filter((d) => !under(d));
+
+  const outDir = resolve(opts.outDir);
+  const srcDir = join(outDir, "src");
+  mkdirSync(srcDir, { recursive: true });
+  const files: string[] = [];
+  for (const f of copied) {
+    const rel = relative(projectRoot, f);
+    mkdirSync(dirname(join(srcDir, rel)), { recursive: true });
+    copyFileSync(f, join(srcDir, rel));
+    files.push(`src/${rel}`);
+  }
+  // bash words: project paths point into src/ (copy mode); overlay adds the original folders after
+  const word = (w: FlagWord): string => {
+    if (!w.path || overlay || !under(w.path)) return shq(w.text);
+    const rel = relative(projectRoot, w.path);
+    if (!w.prefix!.endsWith(" ") && w.prefix === "-I") mkdirSync(join(srcDir, rel), { recursive: true });
+    const target = `"$here/src"${rel ? "/" + shq(rel) : ""}`;
+    return w.prefix!.endsWith(" ") ? `${w.prefix!.trim()} ${target}` : `${w.prefix}${target}`;
+  };
+  const flagWords = flags.words.map(word);
+  if (overlay) {
+    // quoted includes search the includer's folder first (the copy's), then -I: the original folders
+    for (const f of copied) flagWords.push(shq(`-I${dirname(f)}`));
+  }
+
+  const tuRel = relative(projectRoot, loc.tu);
+  let compiledSource = tuRel;
+  const sliceRes: CudaReproducer["slice"] = { used: false };
+  if (opts.slice ?? true) {
+    const plan = planSlice(loc, readFileSync(loc.tu, "utf8"));
+    if (plan.possible) {
+      compiledSource = tuRel.replace(/(\.[^./]+)?$/, ".kerncap-slice.cu");
+      writeFileSync(join(srcDir, compiledSource), plan.text!);
+      files.push(`src/${compiledSource}`);
+      sliceRes.used = true;
+    } else sliceRes.reason = plan.reason;
+  } else sliceRes.reason = "slicing turned off";
+
+  const ctx = {
+    kernelName: opts.kernelName,
+    kernelDisplayName: opts.demangledName,
+    arch: opts.arch,
+    originalSource: loc.tu,
+    definitionCopy: relative(projectRoot, loc.definition),
+    compiledSource,
+    sliced: sliceRes.used,
+    sliceReason: sliceRes.reason ?? "",
+    overlay,
+    projectRoot,
+    flags: flagWords.join(" "),
+    flagsFrom: flags.from === "compile-commands" ? `compile_commands.json (${loc.compileCommand?.from})` : "a default set (no compile_commands.json)",
+    assumed: flags.assumed.join(" "),
+    missing: flags.missing.join(", "),
+    rdc: flags.rdc,
+    method: loc.method,
+    copiedCount: copied.length,
+    referenced: referenced.length,
+  };
+  const hb = makeHandlebars();
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      const src = join(dir, name);
+      const st = statSync(src);
+      const rel = relative(templateDir, src);
+      if (st.isDirectory()) {
+        mkdirSync(join(outDir, rel), { recursive: true });
+        walk(src);
+        continue;
+      }
+      const dest = join(outDir, rel.endsWith(".hbs") ? rel.slice(0, -4) : rel);
+      if (rel.endsWith(".hbs")) writeFileSync(dest, hb.compile(readFileSync(src, "utf8"), { strict: true, noEscape: true })(ctx));
+      else copyFileSync(src, dest);
+      chmodSync(dest, st.mode & 0o777);
+      files.push(relative(outDir, dest));
+    }
+  };
+  walk(templateDir);
+
+  const source = {
+    method: loc.method,
+    tu: loc.tu,
+    definition: loc.definition,
+    otherTuCandidates: loc.otherCandidates,
+    compileCommands: loc.compileCommand?.from ?? null,
+    flagsFrom: flags.from,
+    flags: flags.words.map((w) => w.text),
+    assumedFlags: flags.assumed,
+    missingFlags: flags.missing,
+    originalArch: flags.originalArch,
+    rdc: flags.rdc,
+    mode: overlay ? "overlay" : "copy",
+    slice: sliceRes,
+    projectRoot,
+    copied: copied.map((f) => relative(projectRoot, f)),
+    referencedOutsideRoot: referenced,
+    compiledSource: `src/${compiledSource}`,
+  };
+  return { outDir, buildScript: join(outDir, "build.sh"), files, compiledSource, definitionCopy: ctx.definitionCopy, projectRoot, mode: overlay ? "overlay" : "copy", slice: sliceRes, flags, source };
+}
+
+// ───────────────────────────── checks on the rebuilt module ─────────────────────────────
+
+/**
+ * Before launching a rebuilt module: the kernel must still be there, with the captured parameter
+ * layout (cubinParamLayout of the rebuilt cubin vs manifest.params.layout), and the cubin must not
+ * depend on device code from other TUs (undefined functions of an -rdc build).
+ * @throws KerncapError exit 2: E_KERNEL_NOT_FOUND, E_PARAM_LAYOUT (names each differing parameter),
+ *   E_RDC (unresolved device functions).
+ */
+export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel" | "params" | "device">): void {
+  const bytes = new Uint8Array(readFileSync(modulePath));
+  const cubin = pickCubin(bytes, m.device.arch).cubin;
+  const elf = parseElf(cubin);
+  const undef = elf.symbols().filter((s) => s.index > 0 && s.shndx === SHN_UNDEF && s.type === STT_FUNC && s.name);
+  if (undef.length) {
+    throw new KerncapError("E_RDC", `the rebuilt module calls device functions defined in other translation units (${undef.slice(0, 5).map((s) => s.name).join(", ")}${undef.length > 5 ? ", …" : ""}): relocatable device code (-rdc) spread over several TUs is not supported by the reproducer`, {
+      hint: "Move the called device functions into the kernel's TU or a header (then build without -rdc), or replay the captured module with `kerncap replay`.",
+    });
+  }
+  if (!cubinKernels(elf).includes(m.kernel.name)) {
+    throw new KerncapError("E_KERNEL_NOT_FOUND", `the rebuilt module does not define ${m.kernel.demangled} (${m.kernel.name})`, {
+      hint: `Keep the kernel's name, template arguments and parameter list; the rebuilt module defines: ${cubinKernels(elf).slice(0, 8).join(", ") || "no kernels"}.`,
+    });
+  }
+  const got = cubinParamLayout(elf, m.kernel.name);
+  const want = m.params.layout;
+  const diffs: string[] = [];
+  for (let i = 0; i < Math.max(got.length, want.length); i++) {
+    const g = got[i];
+    const w = want[i];
+    if (!g || !w || g.offset !== w.offset || g.size !== w.size) {
+      diffs.push(`parameter ${i}: captured ${w ? `${w.size} bytes at offset ${w.offset}` : "absent"}, rebuilt ${g ? `${g.size} bytes at offset ${g.offset}` : "absent"}`);
+    }
+  }
+  if (diffs.length) {
+    throw new KerncapError("E_PARAM_LAYOUT", `the edit changed the kernel's parameter layout; nothing was launched:\n  ${diffs.join("\n  ")}`, {
+      hint: "The replay passes the captured parameter bytes unchanged: keep the parameter list (types, order, struct layouts) as captured.",
+    });
+  }
+}
+
+// ───────────────────────────── capture hook ─────────────────────────────
+
+export interface CudaReproOptions {
+  sourceRoot?: string;
+  compileCommands?: string;
+  slice?: boolean;
+  overlay?: boolean;
+}
+
+/**
+ * finalizeCapture's `beforeRename` hook for CUDA captures: locate the source, render the
+ * reproducer into the capture folder, record manifest.source.cuda. A source that cannot be found
+ * or preprocessed does not fail the capture (replay needs no source): the reason is logged and
+ * stored as manifest.source.cuda.error.
+ */
+export function cudaReproducerHook(o: CudaReproOptions): (dir: string, m: Manifest) => void {
+  return (dir, m) => {
+    if (m.kernel.frontend !== "cuda") return;
+    try {
+      const r = buildCudaReproducer(dir, m, o);
+      m.source = { ...(m.source ?? {}), cuda: r.source };
+      log.info(`reproducer: ${r.source.method} → ${r.source.tu}${r.slice.used ? " (slice)" : ""}; edit ${join(dir, "src", r.definitionCopy)}`);
+    } catch (e) {
+      const msg = (e as Error).message;
+      m.source = { ...(m.source ?? {}), cuda: { error: msg, hint: (e as KerncapError).hint ?? null } };
+      log.warn(`no reproducer project: ${msg}${(e as KerncapError).hint ? `\n${(e as KerncapError).hint}` : ""}`);
+    }
+  };
+}
+
+/** Locate + render for a capture folder whose module is at dir/m.module.file. */
+export function buildCudaReproducer(dir: string, m: Manifest, o: CudaReproOptions): CudaReproducer {
+  const input: LocateInput = {
+    kernel: m.kernel.name,
+    demangled: m.kernel.demangled,
+    module: new Uint8Array(readFileSync(join(dir, m.module.file))),
+    arch: m.device.arch,
+    sourceRoot: o.sourceRoot,
+    compileCommands: o.compileCommands,
+  };
+  const location = locateKernelSource(input);
+  return renderCudaReproducer({ outDir: dir, kernelName: m.kernel.name, demangledName: m.kernel.demangled, arch: m.device.arch.replace(/^sm_(\d+)[af]?$/, "sm_$1"), location, sourceRoot: o.sourceRoot, slice: o.slice, overlay: o.overlay });
+}

@@ -1,0 +1,103 @@
+/**
+ * The HSA capture library (c/kerncap_hsa.c), without an AMD GPU:
+ * 1. scripts/build-hsa.sh compiles it against /usr/include/hsa; `nm -D` shows OnLoad and OnUnload
+ *    as its only exports.
+ * 2. fake_hsa_runtime.c hands it a stub HSA API table (host memory as "device" memory, a queue
+ *    that runs a C function per dispatch) and plays an application; the raw capture it writes is
+ *    checked against docs/raw-capture.md. This exercises the table patching, queue interception,
+ *    name resolution, matching and before/after rules, NOT the real ROCr runtime or a GPU.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "../../..");
+const LIB = join(ROOT, "c/build/libkerncap_hsa.so");
+const haveHeaders = existsSync("/usr/include/hsa/hsa.h") && existsSync("/usr/include/hsa/hsa_ext_amd.h");
+const haveGcc = !!Bun.which("gcc") && !!Bun.which("nm");
+const SKIP = !haveHeaders || !haveGcc;
+const REASON = !haveHeaders ? "(skipped: /usr/include/hsa missing; run scripts/install-rocm.sh)" : !haveGcc ? "(skipped: gcc/nm missing)" : "";
+
+let tmp = "";
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), "kerncap-hsa-lib-"));
+});
+afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
+
+describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
+  test("builds with scripts/build-hsa.sh; exports only OnLoad and OnUnload", () => {
+    const b = Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
+    expect(b.stderr.toString()).toBe("");
+    expect(b.exitCode).toBe(0);
+    expect(existsSync(LIB)).toBe(true);
+    const nm = Bun.spawnSync(["nm", "-D", "--defined-only", LIB]).stdout.toString();
+    const exported = nm
+      .split("\n")
+      .map((l) => l.trim().split(/\s+/))
+      .filter((f) => f.length === 3 && /[TDBR]/.test(f[1]!))
+      .map((f) => f[2]);
+    expect(exported.sort()).toEqual(["OnLoad", "OnUnload"]);
+    // No ROCm library is linked: the runtime's entries come from the table OnLoad receives.
+    expect(Bun.spawnSync(["nm", "-D", "--undefined-only", LIB]).stdout.toString()).not.toContain("hsa_");
+  });
+
+  test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", () => {
+    if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
+    const exe = join(tmp, "fake_hsa_runtime");
+    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", "-I/usr/include", `-I${join(ROOT, "c")}`, "-o", exe,
+      join(import.meta.dir, "fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"]);
+    expect(cc.stderr.toString()).toBe("");
+    const co = join(tmp, "module.co");
+    Bun.write(co, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode("_Z5scalePffi other")]));
+    const out = join(tmp, "cap");
+    mkdirSync(out);
+    const r = Bun.spawnSync([exe, LIB, co], {
+      env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^scale\\(", KERNCAP_DISPATCH: "1" },
+      timeout: 30_000,
+    });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.toString()).toContain("data[3]=24"); // each dispatch ran exactly once
+    expect(existsSync(join(out, "error.txt"))).toBe(false);
+
+    const raw = JSON.parse(readFileSync(join(out, "raw.json"), "utf8"));
+    expect(raw.frontend).toBe("hip");
+    expect(raw.kernel).toEqual({ name: "_Z5scalePffi", demangled: "scale(float*, float, int)", match_index: 1, launch_index: 3 });
+    expect(raw.device).toMatchObject({ vendor: "amd", arch: "gfx90a", name: "Fake MI210" });
+    expect(raw.launch).toMatchObject({ grid: [3072, 1, 1], block: [256, 1, 1], shared_mem_bytes: 512 });
+    expect(raw.hsa).toMatchObject({ kernel_object: "0x1001", group_segment_size: 512 });
+    expect(raw.params.size).toBe(16);
+    expect(statSync(join(out, raw.params.file)).size).toBe(16);
+    expect(raw.module).toMatchObject({ file: "kernel/module.hsaco", kind: "hsaco" });
+    expect(raw.regions.map((g: { offset: number; changed: boolean; size: number }) => [g.offset, g.changed, g.size])).toEqual([
+      [0, true, 12000],
+      [65536, false, 12000],
+      [131072, false, 16],
+    ]);
+    // before = state after the first scale dispatch (k*2); after = k*4, only for the changed region.
+    const before = new Float32Array(readFileSync(join(out, "memory/before.bin")).buffer.slice(0, 16));
+    const after = new Float32Array(readFileSync(join(out, "memory/after.bin")).buffer.slice(0, 16));
+    expect([...before]).toEqual([0, 2, 4, 6]);
+    expect([...after]).toEqual([0, 4, 8, 12]);
+    expect(statSync(join(out, "memory/after.bin")).size).toBe(12000);
+
+    const kernels = JSON.parse(readFileSync(join(out, "kernels.json"), "utf8")).kernels;
+    expect(kernels.map((k: { name: string; count: number }) => [k.name, k.count])).toEqual([["other", 3], ["_Z5scalePffi", 3]]);
+  });
+
+  test("list mode counts dispatches and writes no capture", () => {
+    const exe = join(tmp, "fake_hsa_runtime");
+    const out = join(tmp, "list");
+    mkdirSync(out);
+    const r = Bun.spawnSync([exe, LIB, join(tmp, "module.co")], { env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "list" } });
+    expect(r.exitCode).toBe(0);
+    expect(existsSync(join(out, "raw.json"))).toBe(false);
+    expect(JSON.parse(readFileSync(join(out, "kernels.json"), "utf8")).kernels).toHaveLength(2);
+  });
+});
+
+test("build-hsa.sh exits 0 with a message and builds nothing when the headers are missing", () => {
+  const r = Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")], { env: { ...process.env, HSA_INCLUDE: "/nonexistent" } });
+  expect(r.exitCode).toBe(0);
+  expect(r.stdout.toString()).toContain("skipping");
+});
