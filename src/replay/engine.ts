@@ -115,15 +115,26 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const afterPath = join(dir, m.memory.after);
   const beforeBytes = m.memory.beforeBytes;
   const before = beforeBytes ? Bun.mmap(beforePath, { shared: false }) : new Uint8Array(0);
-  let registered = beforeBytes > 0 && cu.hostRegister(before, true);
+  const host = cu.hostAlloc(CHUNK);
+  // Zero-copy (pin the mmap in place with cuMemHostRegister) hung on an H200 node under driver 580
+  // (replay never returned from the restore); the default copies through a pinned staging buffer.
+  const registered = process.env.KERNCAP_HOST_REGISTER === "1" && beforeBytes > 0 && cu.hostRegister(before, true);
   for (const r of m.regions) {
     const src = before.subarray(r.offset, r.offset + r.size);
     if (o.verify) checkRegionHash(m.memory.before, r, src, r.sha256Before);
-    cu.htod(BigInt(r.va), src);
+    if (registered) cu.htod(BigInt(r.va), src);
+    else {
+      for (let done = 0; done < r.size; done += CHUNK) {
+        const n = Math.min(CHUNK, r.size - done);
+        host.set(src.subarray(done, done + n));
+        cu.htod(BigInt(r.va) + BigInt(done), host.subarray(0, n));
+      }
+    }
   }
+  log.debug(`restored ${m.regions.length} regions (host-registered: ${registered})`);
   if (registered) cu.hostUnregister(before);
   const restoreSeconds = (performance.now() - t1) / 1000;
-  const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: registered };
+  const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: Boolean(registered) };
 
   // 3. Module, function, attributes.
   const t2 = performance.now();
@@ -148,6 +159,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     if (cur !== a.value) cu.funcSetAttribute(f, a.id, a.value);
   }
   const loadSeconds = (performance.now() - t2) / 1000;
+  log.debug(`module loaded, function ${name} found, attributes applied`);
 
   const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
   const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
@@ -184,10 +196,11 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   };
 
   // 5. First launch: the one that is checked.
+  log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes`);
   launch();
   cu.sync();
+  log.debug("first launch done; comparing");
   const after = m.memory.afterBytes ? Bun.mmap(afterPath, { shared: false }) : new Uint8Array(0);
-  const host = cu.hostAlloc(CHUNK);
   const mismatches: RegionMismatch[] = [];
   const numerics: RegionNumerics[] = [];
   const plan = regionNumericsPlan(m, params, o);

@@ -79,7 +79,7 @@ export function cudaFlagsFromCommand(argv: string[], directory: string, tu: stri
       i++;
       continue;
     }
-    if (DROP.has(a) || /^-M[DFTQ]/.test(a) || /^--(compress-mode|dependency-output|output-file)=/.test(a) || /^-o.+/.test(a)) continue;
+    if (DROP.has(a) || /^-M[DFTQ]/.test(a) || /^--?(compress-mode|dependency-output|output-file)=/.test(a) || /^-o.+/.test(a)) continue;
     if (/^(-rdc|--relocatable-device-code)(=true)?$/.test(a) || a === "-dc" || a === "--device-c") {
       rdc = true;
       words.push({ text: "-rdc=true" });
@@ -92,9 +92,10 @@ export function cudaFlagsFromCommand(argv: string[], directory: string, tu: stri
       words.push({ text: `${pa} ${p}`, path: p, prefix: pa === "-I" ? "-I" : `${pa} ` });
       continue;
     }
-    const m = /^(-I|-isystem|-iquote|--include-path=|--system-include=|-idirafter)(.+)$/.exec(a);
+    const m = /^(-I|-isystem=?|-iquote=?|--include-path=|--system-include=|-idirafter=?)(.+)$/.exec(a);
     if (m) {
-      const prefix = m[1]!.startsWith("--include-path") ? "-I" : m[1]!.startsWith("--system-include") ? "-isystem " : m[1] === "-I" ? "-I" : `${m[1]} `;
+      const flag = m[1]!.replace(/=$/, "");
+      const prefix = flag === "--include-path" || flag === "-I" ? "-I" : flag === "--system-include" ? "-isystem " : `${flag} `;
       const p = abs(m[2]!);
       words.push({ text: `${prefix}${p}`, path: p, prefix });
       continue;
@@ -166,11 +167,21 @@ export function headerClosure(nvcc: string, tu: string, flags: CudaFlags, arch: 
   return parseDeps(p.stdout.toString()).map((d) => resolve(cwd, d));
 }
 
-function toolkitRoot(nvcc: string): string {
+/** Toolkit root folders of an nvcc (as named and resolved through links), with a trailing separator. */
+function toolkitRoots(nvcc: string): string[] {
+  const roots = [dirname(dirname(nvcc))];
   try {
-    return dirname(dirname(realpathSync(nvcc)));
+    roots.push(dirname(dirname(realpathSync(nvcc))));
   } catch {
-    return dirname(dirname(nvcc));
+    /* a dangling link: the named root only */
+  }
+  return roots.map((r) => r + sep);
+}
+function realOr(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
   }
 }
 
@@ -228,13 +239,23 @@ export function planSlice(loc: KernelLocation, tuText: string): SlicePlan {
     `// Edit the kernel in its definition file (src/…/${basename(loc.definition)}), not here.`,
     ...keep,
     "",
-    `static void* const kerncap_captured_kernel = (void*)&${qualified};`,
+    `void* kerncap_captured_kernel = (void*)&${qualified};`,
     "",
   ].join("\n");
   return { possible: true, text };
 }
 
 // ───────────────────────────── render ─────────────────────────────
+
+/**
+ * The -arch for build.sh: the captured device's SM ("sm_90"), as the arch-specific variant
+ * ("sm_90a") when the application compiled that variant for the same SM (wgmma and friends need it).
+ */
+export function archFor(deviceArch: string, originalArch: string[]): string {
+  const sm = /(\d+)/.exec(deviceArch)?.[1] ?? deviceArch;
+  for (const v of ["a", "f"]) if (originalArch.some((a) => new RegExp(`(sm|compute)_${sm}${v}\\b|\\b${sm}${v}(-real|-virtual)?\\b`).test(a))) return `sm_${sm}${v}`;
+  return `sm_${sm}`;
+}
 
 export interface CudaReproducerOptions {
   outDir: string;
@@ -290,10 +311,12 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
   const loc = opts.location;
   const nvcc = opts.nvcc ?? findNvcc();
   const flags = opts.flags ?? (loc.compileCommand ? cudaFlagsFromCommand(loc.compileCommand.argv, loc.compileCommand.directory, loc.tu) : defaultCudaFlags(loc.tu, opts.sourceRoot));
+  const arch = archFor(opts.arch, flags.originalArch);
   const cwd = loc.compileCommand?.directory ?? dirname(loc.tu);
-  const deps = headerClosure(nvcc, loc.tu, flags, opts.arch, cwd);
-  const tk = toolkitRoot(nvcc) + sep;
-  const isSystem = (p: string) => p.startsWith(tk) || SYSTEM_PREFIXES.some((s) => p.startsWith(s)) || p.includes(`${sep}cuda${sep}include${sep}`);
+  const deps = headerClosure(nvcc, loc.tu, flags, arch, cwd);
+  const tks = toolkitRoots(nvcc);
+  const isSystem = (p: string) =>
+    [p, realOr(p)].some((q) => tks.some((t) => q.startsWith(t)) || SYSTEM_PREFIXES.some((s) => q.startsWith(s)) || /\/cuda[^/]*\/(targets\/[^/]+\/)?include\//.test(q));
   const local = deps.filter((d) => !isSystem(d) && d !== loc.tu);
   const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
   const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
@@ -313,7 +336,8 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
   }
   // bash words: project paths point into src/ (copy mode); overlay adds the original folders after
   const word = (w: FlagWord): string => {
-    if (!w.path || overlay || !under(w.path)) return shq(w.text);
+    if (!w.path) return shq(w.text);
+    if (overlay || !under(w.path)) return w.prefix!.endsWith(" ") ? `${w.prefix!.trim()} ${shq(w.path)}` : shq(w.text);
     const rel = relative(projectRoot, w.path);
     if (!w.prefix!.endsWith(" ") && w.prefix === "-I") mkdirSync(join(srcDir, rel), { recursive: true });
     const target = `"$here/src"${rel ? "/" + shq(rel) : ""}`;
@@ -341,7 +365,7 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
   const ctx = {
     kernelName: opts.kernelName,
     kernelDisplayName: opts.demangledName,
-    arch: opts.arch,
+    arch,
     originalSource: loc.tu,
     definitionCopy: relative(projectRoot, loc.definition),
     compiledSource,
@@ -466,7 +490,8 @@ export function cudaReproducerHook(o: CudaReproOptions): (dir: string, m: Manife
     } catch (e) {
       const msg = (e as Error).message;
       m.source = { ...(m.source ?? {}), cuda: { error: msg, hint: (e as KerncapError).hint ?? null } };
-      log.warn(`no reproducer project: ${msg}${(e as KerncapError).hint ? `\n${(e as KerncapError).hint}` : ""}`);
+      // asked for (--source-root/--compile-commands): a warning; otherwise (line info only) a note
+      (o.sourceRoot || o.compileCommands ? log.warn : log.info)(`no reproducer project: ${msg}${(e as KerncapError).hint ? `\n${(e as KerncapError).hint}` : ""}`);
     }
   };
 }
@@ -482,5 +507,5 @@ export function buildCudaReproducer(dir: string, m: Manifest, o: CudaReproOption
     compileCommands: o.compileCommands,
   };
   const location = locateKernelSource(input);
-  return renderCudaReproducer({ outDir: dir, kernelName: m.kernel.name, demangledName: m.kernel.demangled, arch: m.device.arch.replace(/^sm_(\d+)[af]?$/, "sm_$1"), location, sourceRoot: o.sourceRoot, slice: o.slice, overlay: o.overlay });
+  return renderCudaReproducer({ outDir: dir, kernelName: m.kernel.name, demangledName: m.kernel.demangled, arch: m.device.arch, location, sourceRoot: o.sourceRoot, slice: o.slice, overlay: o.overlay });
 }

@@ -14,7 +14,7 @@
  * where it looked and how to point kerncap at the source.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, isAbsolute, join, resolve, sep } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { parseElf, type ElfFile } from "../codeobj/elf.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
@@ -150,9 +150,7 @@ export function cubinLineFiles(cubin: Uint8Array | ElfFile, kernel?: string): Li
     const p = { o: unit + 10 };
     p.o += 1; // minimum_instruction_length
     if (version >= 4) p.o += 1; // maximum_operations_per_instruction
-    p.o += 1; // default_is_stmt
-    const lineBase = (b[p.o++]! << 24) >> 24;
-    const lineRange = b[p.o++]!;
+    p.o += 3; // default_is_stmt, line_base, line_range: lines are not needed, only files
     const opcodeBase = b[p.o++]!;
     const stdLens = [...b.subarray(p.o, p.o + opcodeBase - 1)];
     p.o += opcodeBase - 1;
@@ -178,8 +176,6 @@ export function cubinLineFiles(cubin: Uint8Array | ElfFile, kernel?: string): Li
       seqSym = "";
       file = 1;
     };
-    void lineBase;
-    void lineRange;
     while (p.o < end) {
       const op = b[p.o++]!;
       if (op >= opcodeBase) {
@@ -404,7 +400,7 @@ function includesFile(tuText: string, header: string): boolean {
  * @throws KerncapError E_SOURCE_NOT_FOUND naming every place it looked and the options to pass.
  */
 export function locateKernelSource(inp: LocateInput): KernelLocation {
-  const names = kernelNameParts(inp.demangled || inp.kernel);
+  const names = kernelNameParts(demangle(inp.demangled || inp.kernel));
   const looked: string[] = [];
 
   // compile commands: explicit, else the usual build folders under the source root
@@ -416,7 +412,7 @@ export function locateKernelSource(inp: LocateInput): KernelLocation {
     looked.push(p);
   } else if (inp.sourceRoot) {
     const f = findCompileCommands(inp.sourceRoot);
-    looked.push(...f.looked);
+    looked.push(`compile_commands.json in ${resolve(inp.sourceRoot)}/{${f.looked.map((p) => relative(resolve(inp.sourceRoot!), dirname(p))).join(",")}}`);
     for (const p of f.found) commands.push(...readCompileCommands(p));
   }
   const commandFor = (tu: string) => commands.find((c) => c.file === tu);
@@ -439,7 +435,7 @@ export function locateKernelSource(inp: LocateInput): KernelLocation {
       const definition = existing.find((f) => definesKernel(readFileSync(f, "utf8"), names.base));
       if (definition) {
         const tus = li.files.filter((f) => f.endsWith(".cu") && existsSync(f));
-        let tu = definition.endsWith(".cu") ? definition : tus[0];
+        let tu: string | undefined = definition.endsWith(".cu") ? definition : tus[0];
         let others: string[] = [];
         if (!tu && commands.length) ({ tu, others } = pickTu(commands, definition));
         if (!tu && inp.sourceRoot) ({ tu, others } = tuIncluding(resolve(inp.sourceRoot), definition));
@@ -483,6 +479,15 @@ export function locateKernelSource(inp: LocateInput): KernelLocation {
   });
 }
 
+/** A mangled name through c++filt (binutils) when the capture holds no demangled name; else as is. */
+function demangle(name: string): string {
+  if (!name.startsWith("_Z")) return name;
+  const filt = Bun.which("c++filt") ?? Bun.which("cu++filt");
+  if (!filt) return name;
+  const out = Bun.spawnSync([filt, name], { stdout: "pipe" }).stdout.toString().trim();
+  return out || name;
+}
+
 function listCu(root: string): string[] {
   const out: string[] = [];
   const walk = (d: string) => {
@@ -500,13 +505,22 @@ function listCu(root: string): string[] {
 
 /** The .cu files under root that include the definition header directly (by file name). */
 function tuIncluding(root: string, definition: string): { tu?: string; others: string[] } {
-  const cus = listCu(root).filter((f) => includesFile(readFileSync(f, "utf8"), definition));
-  return { tu: cus[0], others: cus.slice(1) };
+  return bySize(listCu(root).filter((f) => includesFile(readFileSync(f, "utf8"), definition)));
+}
+
+/**
+ * Several TUs include the definition and nothing says which one instantiated the kernel: take the
+ * smallest (an explicit-instantiation file such as ggml's template-instances/*.cu is the likely
+ * one, and in slice mode only its preprocessor lines are used); the others are reported.
+ */
+function bySize(cands: string[]): { tu?: string; others: string[] } {
+  const sorted = [...cands].sort((a, b) => statSync(a).size - statSync(b).size || a.localeCompare(b));
+  return { tu: sorted[0], others: sorted.slice(1) };
 }
 
 /** The TU among compile commands that includes the definition header (directly, by file name). */
 function pickTu(commands: CompileCommand[], definition: string): { tu?: string; others: string[] } {
   if (commands.some((c) => c.file === definition)) return { tu: definition, others: [] };
   const cands = commands.filter((c) => existsSync(c.file) && includesFile(readFileSync(c.file, "utf8"), definition)).map((c) => c.file);
-  return { tu: cands[0], others: cands.slice(1) };
+  return bySize(cands);
 }

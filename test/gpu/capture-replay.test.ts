@@ -25,7 +25,7 @@ function kc(args: string[], env: Record<string, string> = {}): Res {
   const t0 = performance.now();
   // BUN_BE_BUN=1 runs this suite through kerncap's own Bun: it must not reach the kerncap under test
   const { BUN_BE_BUN: _, ...base } = process.env;
-  const p = Bun.spawnSync([BIN, ...args], { cwd: WORK, env: { ...base, ...env }, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync([BIN, ...args], { cwd: WORK, env: { ...base, ...env }, stdout: "pipe", stderr: "pipe", timeout: 120_000 });
   const r = { code: p.exitCode ?? -1, stdout: p.stdout.toString(), stderr: p.stderr.toString(), seconds: (performance.now() - t0) / 1000 };
   const log = process.env.KERNCAP_GPU_OUT ? join(process.env.KERNCAP_GPU_OUT, "commands.log") : undefined;
   if (log) appendFileSync(log, `$ kerncap ${args.join(" ")}\n[exit ${r.code}, ${r.seconds.toFixed(2)} s]\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}\n`);

@@ -1,7 +1,10 @@
 /** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
-import { defineCommand } from "citty";
+import { defineCommand, type ArgsDef } from "citty";
+import { readManifest } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
+import { replayHsa } from "../../replay/hsa.ts";
 import { replayCuda, type ReplayResult } from "../../replay/engine.ts";
+import { floatArg } from "../../replay/tolerance-plan.ts";
 import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes } from "./inspect.ts";
 
@@ -18,8 +21,34 @@ export function describeReplay(r: ReplayResult): string {
     L.push(`  kernel time: median ${r.timing.medianUs.toFixed(2)} µs, min ${r.timing.minUs.toFixed(2)} µs over ${r.timing.iters} launches` + (r.timing.appUs !== null ? `; in the app ${r.timing.appUs.toFixed(2)} µs (one launch)` : ""));
   }
   L.push(`  restore ${formatBytes(r.restore.bytes)} in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", host-registered mmap" : ", pageable"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
+  L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.join("\n");
+}
+
+/** The tolerance report: overall verdict, then each region that is not bit-exact. */
+export function describeNumerics(r: ReplayResult): string[] {
+  const n = r.numerics;
+  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol})`];
+  for (const x of n.regions.slice(0, 20)) {
+    L.push(
+      `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +
+        (x.firstOverOffset >= 0 ? `, first at byte ${x.firstOverOffset}` : "") +
+        (x.trivial === "unchanged" ? "; the replay left it unchanged where the app wrote it" : x.trivial === "all-zeros" ? "; the replay left it all zeros where the app wrote data" : ""),
+    );
+  }
+  return L;
+}
+
+/** --atol/--rtol/--dtype, shared by replay and validate. */
+export const toleranceArgs = {
+  atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|)", default: "0" },
+  rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
+  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (default fp32)" },
+} as const satisfies ArgsDef;
+
+export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown }): { atol?: number; rtol?: number; dtype?: string } {
+  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype: args.dtype ? String(args.dtype) : undefined };
 }
 
 export default defineCommand({
@@ -28,14 +57,29 @@ export default defineCommand({
     ...dirArg,
     iters: { type: "string", description: "Timed launches after the checked one (median, min)", default: "10" },
     verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", default: true },
+    ...toleranceArgs,
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args }) {
-    const r = await replayCuda(String(args.dir), { iters: intArg("iters", args.iters, 10), verify: args.verify !== false });
+    const dir = String(args.dir);
+    if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, intArg("iters", args.iters, 10), Boolean(args.json));
+    const r = await replayCuda(String(args.dir), { iters: intArg("iters", args.iters, 10), verify: args.verify !== false, ...toleranceOptions(args) });
     if (args.json) printJson(r);
     else process.stdout.write(describeReplay(r) + "\n");
     if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.mismatches.length} regions`);
     return r.verdict === "match" ? 0 : 1;
   },
 });
+
+/** AMD captures go to the HSA backend (src/replay/hsa.ts; never run on AMD hardware so far). */
+function replayAmd(dir: string, iters: number, json: boolean): number {
+  const m = readManifest(dir);
+  const r = replayHsa(dir, m, { iterations: Math.max(1, iters) });
+  if (json) printJson(r);
+  else {
+    const bad = r.regions.filter((x) => !x.match);
+    process.stdout.write(`${r.match ? "MATCH" : "MISMATCH"}  ${m.kernel.demangled} on ${r.device.name} ${r.device.arch}\n  ${r.regions.length} regions, ${bad.length} differ; dispatch median ${r.timing.medianUs.toFixed(2)} µs (wall clock)\n`);
+  }
+  return r.match ? 0 : 1;
+}

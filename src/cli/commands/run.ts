@@ -10,6 +10,8 @@ import { findCupti } from "../../capture/cupti.ts";
 import { finalizeCapture, readRaw } from "../../capture/finalize.ts";
 import { cudaCaptureLibrary } from "../../capture/lib.ts";
 import { closestKernels, removeTemp, resolveApp, runApp } from "../../capture/run.ts";
+import { tritonEnv, tritonFinalize } from "../../capture/triton/shim.ts";
+import { cudaReproducerHook } from "../../repro/cuda.ts";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { probeGpu } from "../../replay/probe.ts";
@@ -24,6 +26,10 @@ export default defineCommand({
     out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", description: "Replace an existing capture folder", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
+    "source-root": { type: "string", description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)" },
+    "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder) with the kernel TU's exact flags" },
+    slice: { type: "boolean", default: true, description: "CUDA templated kernels: compile only the captured instantiation (--no-slice: whole TU)" },
+    overlay: { type: "boolean", default: false, description: "CUDA: copy only the edited files; the rest is read from the original tree" },
     ...jsonArg,
     ...verboseArg,
   },
@@ -62,6 +68,7 @@ export default defineCommand({
           KERNCAP_KERNEL: pattern,
           KERNCAP_DISPATCH: String(dispatch),
           KERNCAP_CUPTI_PATH: cupti,
+          ...(await tritonEnv()), // Triton: JIT metadata shim on PYTHONPATH (src/capture/triton)
           ...(args["exit-after-capture"] ? { KERNCAP_EXIT_AFTER_CAPTURE: "1" } : {}),
           ...(args.verbose ? { KERNCAP_LOG: "1" } : {}),
         },
@@ -92,7 +99,25 @@ export default defineCommand({
           { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
         );
       }
-      const m = await finalizeCapture(raw, { tmpDir: tmp, finalDir: out, force: Boolean(args.force), command: argv, match: pattern });
+      const triton = tritonFinalize(tmp, raw, pattern, argv); // Triton: manifest.source + reproducer
+      const cudaHook = cudaReproducerHook({
+        sourceRoot: args["source-root"] ? resolve(String(args["source-root"])) : undefined,
+        compileCommands: args["compile-commands"] ? resolve(String(args["compile-commands"])) : undefined,
+        slice: args.slice !== false,
+        overlay: Boolean(args.overlay),
+      });
+      const m = await finalizeCapture(raw, {
+        tmpDir: tmp,
+        finalDir: out,
+        force: Boolean(args.force),
+        command: argv,
+        match: pattern,
+        ...triton,
+        beforeRename: async (d, mm) => {
+          await triton.beforeRename?.(d, mm);
+          cudaHook(d, mm); // CUDA: locate the source, render the reproducer (returns at once for other frontends)
+        },
+      });
       ok = true;
       const summary = {
         dir: out,

@@ -7,11 +7,12 @@ import { defineCommand } from "citty";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
+import { checkRebuiltModule } from "../../repro/cuda.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
 import { replayCuda } from "../../replay/engine.ts";
 import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { describeReplay } from "./replay.ts";
+import { describeReplay, toleranceArgs, toleranceOptions } from "./replay.ts";
 
 /**
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
@@ -48,15 +49,19 @@ export default defineCommand({
   args: {
     ...dirArg,
     iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
+    ...toleranceArgs,
+    force: { type: "boolean", description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args }) {
     const dir = String(args.dir);
     const m = readManifest(dir);
+    if (args.force) process.env.KERNCAP_FORCE = "1"; // read by the reproducer's build (templates/triton/repro.py)
     const b = await rebuild(dir, !args.verbose);
+    if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
     const t0 = performance.now();
-    const r = await replayCuda(dir, { iters: intArg("iters", args.iters, 10), verify: true, modulePath: b.module, kernelName: m.kernel.name });
+    const r = await replayCuda(dir, { iters: intArg("iters", args.iters, 10), verify: true, modulePath: b.module, kernelName: m.kernel.name, ...toleranceOptions(args) });
     const replaySeconds = (performance.now() - t0) / 1000;
     const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds };
     if (args.json) printJson(res);

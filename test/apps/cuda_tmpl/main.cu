@@ -12,7 +12,7 @@
 template <typename T, int BLOCK, kc::Op OP>
 static void run(T* y, const T* x, int n) {
   int per = BLOCK * TILE_ROWS;
-  kc::tiled_apply<T, BLOCK, OP><<<(n + per - 1) / per, BLOCK>>>(y, x, (T)KC_SCALE, n);
+  kc::tiled_apply<T, BLOCK, OP><<<(n + per - 1) / per, BLOCK>>>(y, x, kc::Coef<T>{(T)KC_SCALE}, n);
 }
 
 int main(int argc, char** argv) {

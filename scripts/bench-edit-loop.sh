@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Edit-loop benchmark on a real CUDA code base (ggml, built with its own CMake/Ninja, sm_90):
+#   (a) traditional: edit the kernel's source (ggml-cuda/mmq.cuh, where mul_mat_q is defined),
+#       rebuild the application with its own build system, rerun it up to the kernel;
+#   (b) kerncap: the same edit in the reproducer's copy, then `kerncap validate` (rebuild the
+#       captured instantiation + replay + compare).
+# Prints both times and the ratio (target: at least 30x). Needs a GPU, nvcc, cmake, ninja and
+# the ggml tarball ($KERNCAP_GGML_TAR, default .carry/ggml-src.tar.xz). Reuses the build that
+# test/gpu/cuda-repro.test.ts leaves in $KERNCAP_GGML_WORK (default $TMPDIR/kerncap-ggml);
+# builds it first (not timed) when absent. `--prepare` only unpacks, configures and builds (no
+# kerncap needed: a device call can pre-build ggml before the GPU suite). Exit 0 when it measured
+# (or prepared), 2 when it could not run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+bin="${KERNCAP_BIN:-$root/dist/kerncap}"
+tar="${KERNCAP_GGML_TAR:-${KERNCAP_LLAMA_TAR:-$root/.carry/ggml-src.tar.xz}}"
+work="${KERNCAP_GGML_WORK:-${TMPDIR:-/tmp}/kerncap-ggml}"
+jobs="${JOBS:-16}"
+nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+unset BUN_BE_BUN
+
+say() { echo "[bench-edit-loop] $*" >&2; }
+if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/nvidia0 ]; then say "skipped: no NVIDIA GPU"; exit 0; fi
+prepare_only=""; [ "${1:-}" = "--prepare" ] && prepare_only=1
+needs=("$tar" "$nvcc"); [ -n "$prepare_only" ] || needs+=("$bin")
+for need in "${needs[@]}"; do [ -e "$need" ] || { say "skipped: $need not found"; exit 0; }; done
+command -v cmake >/dev/null && command -v ninja >/dev/null || { say "skipped: cmake/ninja missing"; exit 0; }
+
+src="$work/ggml"; build="$work/build"; app="$build/bin/test-backend-ops"
+cap="$work/bench-capture"
+app_args=(-o MUL_MAT -b CUDA0 -p "type_a=q4_0,type_b=f32,m=16,n=16,")
+kernel='mul_mat_q<\(ggml_type\)2,'
+now() { date +%s.%N; }
+
+mkdir -p "$work"
+[ -f "$src/CMakeLists.txt" ] || tar -xJf "$tar" -C "$work"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DGGML_CUDA_FA=OFF -DGGML_CUDA_GRAPHS=OFF -DGGML_NATIVE=OFF -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_CUDA_COMPILER="$nvcc" >&2
+fi
+say "preparing (not timed): build test-backend-ops"
+t_prep=$(now)
+cmake --build "$build" -j"$jobs" --target test-backend-ops >&2
+if [ -n "$prepare_only" ]; then say "prepared in $(awk -v a="$t_prep" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s: $app"; exit 0; fi
+if [ ! -f "$cap/kerncap.json" ]; then
+  say "preparing (not timed): capture $kernel"
+  "$bin" run --kernel "$kernel" --dispatch 0 --compile-commands "$build/compile_commands.json" --source-root "$src" \
+    --exit-after-capture --force --out "$cap" -- "$app" "${app_args[@]}" >&2
+fi
+"$bin" validate "$cap" >&2 # warm caches (nvcc, page cache) the same way for both loops
+
+orig="$src/src/ggml-cuda/mmq.cuh"
+copy="$cap/src/src/ggml-cuda/mmq.cuh"
+[ -f "$copy" ] || { say "the capture has no reproducer copy of mmq.cuh ($copy)"; exit 2; }
+cp "$orig" "$work/mmq.cuh.orig"; cp "$copy" "$work/mmq.cuh.copy"
+restore() { cp "$work/mmq.cuh.orig" "$orig"; cp "$work/mmq.cuh.copy" "$copy"; }
+trap restore EXIT
+stamp="// kerncap bench edit $(date +%s)"
+
+# (a) traditional loop
+echo "$stamp" >> "$orig"
+t0=$(now)
+cmake --build "$build" -j"$jobs" --target test-backend-ops >"$work/bench-build.log" 2>&1
+t1=$(now)
+"$app" "${app_args[@]}" >"$work/bench-app.log" 2>&1
+t2=$(now)
+rebuilt=$(grep -c 'Building CUDA object' "$work/bench-build.log" || true)
+
+# (b) kerncap validate after the same edit
+echo "$stamp" >> "$copy"
+t3=$(now)
+"$bin" validate "$cap" --json >"$work/bench-validate.json"
+t4=$(now)
+
+awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v n="$rebuilt" 'BEGIN {
+  a = t2 - t0; b = t4 - t3
+  printf "edit-loop: traditional %.1f s (rebuild %.1f s, %d CUDA TUs; rerun app %.1f s) | kerncap validate %.2f s | speed-up %.1fx\n", a, t1 - t0, n, t2 - t1, b, a / b
+}'
+grep -o '"verdict": *"[a-z]*"' "$work/bench-validate.json" | head -1 >&2 || true

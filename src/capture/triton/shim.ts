@@ -1,0 +1,94 @@
+/**
+ * The Triton side of `kerncap run`: the Python shim (sitecustomize.py, embedded in the executable
+ * and written once to a content-hashed cache folder) put first on the application's PYTHONPATH,
+ * and, after the capture, the join of its records with the captured cubin (manifest.source,
+ * kernel.frontend = "triton", the reproducer project).
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { delimiter, join } from "node:path";
+import shimFile from "./sitecustomize.py" with { type: "file" };
+import { cacheDir } from "../lib.ts";
+import { sha256File } from "../../format/capture-dir.ts";
+import type { FinalizeOptions } from "../finalize.ts";
+import { log } from "../../log.ts";
+import { renderTritonReproducer } from "../../repro/triton.ts";
+import { joinTriton, parseTritonJsonl, type TritonSource } from "./join.ts";
+
+/** Folder holding sitecustomize.py (KERNCAP_TRITON_SHIM overrides it). */
+export async function tritonShimDir(): Promise<string> {
+  if (process.env.KERNCAP_TRITON_SHIM) return process.env.KERNCAP_TRITON_SHIM;
+  const bytes = new Uint8Array(await Bun.file(shimFile).arrayBuffer());
+  const hash = new Bun.CryptoHasher("sha256").update(bytes).digest("hex").slice(0, 16);
+  const dir = join(cacheDir(), `triton-shim-${hash}`);
+  const path = join(dir, "sitecustomize.py");
+  if (!existsSync(path)) {
+    mkdirSync(dir, { recursive: true });
+    const tmp = `${path}.tmp-${process.pid}`;
+    writeFileSync(tmp, bytes);
+    renameSync(tmp, path);
+  }
+  return dir;
+}
+
+/** PYTHONPATH with the shim first; the app's own entries (and its sitecustomize, chained) after. */
+export function shimPythonPath(shimDir: string, existing: string | undefined): string {
+  return [shimDir, ...(existing ? existing.split(delimiter).filter((p) => p !== shimDir) : [])].join(delimiter);
+}
+
+/** Environment for the application: the shim on PYTHONPATH (KERNCAP_OUT is set by run already). */
+export async function tritonEnv(): Promise<Record<string, string>> {
+  if (process.env.KERNCAP_TRITON === "0") return {};
+  return { PYTHONPATH: shimPythonPath(await tritonShimDir(), process.env.PYTHONPATH) };
+}
+
+/**
+ * After a capture: when the captured module is a cubin that the shim saw Triton compile, mark the
+ * raw capture as Triton and return the finalize options that store manifest.source and render the
+ * reproducer. Returns {} for other kernels. Never throws for a missing or partial triton.jsonl.
+ */
+export function tritonFinalize(
+  tmpDir: string,
+  raw: { frontend: string; kernel: { name: string; match_index: number }; module: { file: string; kind: string }; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
+  pattern: string,
+  command: string[],
+): Pick<FinalizeOptions, "source" | "beforeRename"> {
+  const jsonl = join(tmpDir, "triton.jsonl");
+  if (!existsSync(jsonl) || raw.module.kind !== "cubin") return {};
+  let source: TritonSource | undefined;
+  try {
+    const records = parseTritonJsonl(readFileSync(jsonl, "utf8"));
+    source = joinTriton(records, sha256File(join(tmpDir, raw.module.file)), raw.kernel.name, pattern, raw.kernel.match_index);
+  } catch (e) {
+    log.warn(`Triton metadata not joined: ${(e as Error).message}`);
+    return {};
+  }
+  if (!source) {
+    log.debug("no Triton compile record has the captured cubin's hash: not a Triton kernel");
+    return {};
+  }
+  raw.frontend = "triton";
+  if (source.launch.kind === "autotune-benchmark") {
+    log.warn(`the captured launch is an autotuner benchmark launch (config timing), not the application's own call; ${source.launch.appLaunchesBefore} app launches came before it`);
+  }
+  const s = source;
+  return {
+    source: s as unknown as Record<string, unknown>,
+    beforeRename: (dir) => {
+      try {
+        const r = renderTritonReproducer({
+          outDir: dir,
+          source: s,
+          sourceCopies: join(dir, "triton-src"),
+          command,
+          match: pattern,
+          matchIndex: raw.kernel.match_index,
+          device: `${raw.device.name} (${raw.device.arch})`,
+          sharedMemBytes: raw.launch.shared_mem_bytes,
+        });
+        log.debug(`Triton reproducer: ${r.files.join(", ")}`);
+      } catch (e) {
+        log.warn(`no Triton reproducer: ${(e as Error).message}`);
+      }
+    },
+  };
+}

@@ -1,0 +1,1 @@
+from .compiler import ASTSource, compile, make_backend  # noqa: F401

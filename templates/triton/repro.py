@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Compile the pinned Triton kernel of a kerncap reproducer into a cubin; print its path last.
+
+Reads pinned.json (written by kerncap at capture) and src/<kernel file>. No autotuning: the
+signature, constexpr values, specialization attributes and compile options are the ones of the
+launch that was captured. Exit 2 when the kernel does not compile, 3 when the toolchain is wrong.
+"""
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "pinned.json")) as f:
+    pin = json.load(f)
+
+
+def fail(msg, code=2):
+    sys.stderr.write(f"repro.py: {msg}\n")
+    sys.exit(code)
+
+
+def tup(x):
+    """JSON has no tuples; Triton's options and signatures use them."""
+    return tuple(tup(v) for v in x) if isinstance(x, list) else x
+
+
+try:
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+except Exception as e:
+    fail(f"no usable Triton in {sys.executable} ({type(e).__name__}: {e}); the capture ran {pin['python']} "
+         f"with Triton {pin['tritonVersion']}. Set KERNCAP_PYTHON to a Python that has it.", 3)
+
+if triton.__version__ != pin["tritonVersion"]:
+    msg = (f"Triton version differs: captured with {pin['tritonVersion']}, {sys.executable} has {triton.__version__}")
+    if os.environ.get("KERNCAP_FORCE") != "1":
+        fail(msg + ". Another version can compile different code; pass --force to `kerncap validate` "
+             "(or set KERNCAP_FORCE=1) to try anyway.", 3)
+    sys.stderr.write(f"repro.py: warning: {msg} (forced)\n")
+
+path = os.path.join(here, "src", pin["kernelFile"])
+spec = importlib.util.spec_from_file_location("kerncap_kernel", path)
+mod = importlib.util.module_from_spec(spec)
+sys.modules["kerncap_kernel"] = mod
+try:
+    spec.loader.exec_module(mod)
+except SyntaxError as e:
+    fail(f"{e.filename}:{e.lineno}:{e.offset or 0}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}")
+except Exception:
+    traceback.print_exc()
+    fail(f"importing {path} failed")
+
+fn = getattr(mod, pin["fnName"], None)
+for _ in range(8):
+    if fn is None or isinstance(fn, triton.runtime.jit.JITFunction):
+        break
+    fn = getattr(fn, "fn", None)
+if not isinstance(fn, triton.runtime.jit.JITFunction):
+    fail(f"{path} has no @triton.jit function named {pin['fnName']} (the replay launches that kernel)")
+
+env = {"tl": tl, "triton": triton, **vars(mod)}
+constexprs = {}
+for c in pin["constexprs"]:
+    if "expr" not in c:
+        fail(f"constexpr {c['name']} could not be recorded at capture: {c.get('error')}")
+    constexprs[tuple(c["path"])] = eval(c["expr"], env)
+signature = {k: tup(v) for k, v in pin["signature"].items()}
+attrs = {tuple(a["path"]): a["attrs"] for a in pin["attrs"]}
+t = pin["target"]
+target = GPUTarget(t["backend"], t["arch"], t["warp_size"])
+backend = make_backend(target)
+fields = type(backend.parse_options({})).__dataclass_fields__
+options = {k: tup(v) for k, v in pin["options"].items() if k in fields and v is not None}
+if any(not os.path.exists(p) for _, p in options.get("extern_libs") or ()):
+    options.pop("extern_libs")  # the capture's libdevice path is gone: Triton's default
+
+try:
+    kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options)
+except Exception as e:
+    sys.stderr.write(f"{type(e).__name__}: {e}\n")
+    fail(f"Triton could not compile {pin['fnName']} from {path}")
+
+md = kernel.metadata
+if md.name != pin["kernelName"]:
+    fail(f"the compiled kernel is named {md.name}, the capture launches {pin['kernelName']}; keep the function's name")
+if pin.get("capturedSharedBytes") is not None and md.shared > pin["capturedSharedBytes"]:
+    sys.stderr.write(f"repro.py: warning: the kernel now needs {md.shared} bytes of shared memory, "
+                     f"the captured launch gave {pin['capturedSharedBytes']}\n")
+if getattr(md, "global_scratch_size", 0) and not pin["options"].get("global_scratch_size"):
+    sys.stderr.write("repro.py: warning: the kernel now needs global scratch memory; the captured launch passed none\n")
+os.makedirs(os.path.join(here, "build"), exist_ok=True)
+out = os.path.join(here, "build", pin["kernelName"] + ".cubin")
+with open(out + ".tmp", "wb") as f:
+    f.write(kernel.asm["cubin"])
+os.replace(out + ".tmp", out)
+print(out)
