@@ -7,17 +7,16 @@ import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 
 /** Candidate libcupti paths, in search order. */
-export function cuptiCandidates(env: Record<string, string | undefined> = process.env): string[] {
+export function cuptiCandidates(env: Record<string, string | undefined> = process.env, systemRoots = true): string[] {
   const out: string[] = [];
-  if (env.KERNCAP_CUPTI_PATH) out.push(env.KERNCAP_CUPTI_PATH);
-  const homes = [env.CUDA_HOME, env.CUDA_PATH, "/usr/local/cuda", ...listCudaDirs()].filter(Boolean) as string[];
+  const homes = [env.CUDA_HOME, env.CUDA_PATH, ...(systemRoots ? ["/usr/local/cuda", ...listCudaDirs()] : [])].filter(Boolean) as string[];
   for (const h of [...new Set(homes)]) {
     out.push(join(h, "extras/CUPTI/lib64/libcupti.so"));
     out.push(join(h, "lib64/libcupti.so"));
     for (const t of safeList(join(h, "targets"))) out.push(join(h, "targets", t, "lib/libcupti.so"));
   }
-  for (const sp of pythonSitePackages()) out.push(join(sp, "nvidia/cuda_cupti/lib/libcupti.so.13"), join(sp, "nvidia/cuda_cupti/lib/libcupti.so.12"), join(sp, "nvidia/cu13/lib/libcupti.so.13"));
-  out.push("/usr/lib/x86_64-linux-gnu/libcupti.so");
+  for (const sp of systemRoots ? pythonSitePackages() : []) out.push(join(sp, "nvidia/cuda_cupti/lib/libcupti.so.13"), join(sp, "nvidia/cuda_cupti/lib/libcupti.so.12"), join(sp, "nvidia/cu13/lib/libcupti.so.13"));
+  if (systemRoots) out.push("/usr/lib/x86_64-linux-gnu/libcupti.so");
   return out;
 }
 
@@ -50,8 +49,15 @@ function pythonSitePackages(): string[] {
  * The first existing libcupti, versioned names (.so.13, .so.12) accepted beside .so.
  * @throws KerncapError E_NO_CUPTI listing every place searched.
  */
-export function findCupti(env: Record<string, string | undefined> = process.env): string {
-  const c = cuptiCandidates(env);
+export function findCupti(env: Record<string, string | undefined> = process.env, systemRoots = true): string {
+  if (env.KERNCAP_CUPTI_PATH) {
+    // an explicit path is authoritative: a typo must not silently fall back to another CUPTI
+    if (existsSync(env.KERNCAP_CUPTI_PATH)) return env.KERNCAP_CUPTI_PATH;
+    throw new KerncapError("E_NO_CUPTI", `KERNCAP_CUPTI_PATH names a file that does not exist: ${env.KERNCAP_CUPTI_PATH}`, {
+      hint: "Point it at libcupti.so (CUDA toolkit: extras/CUPTI/lib64), or unset it to search the usual places.",
+    });
+  }
+  const c = cuptiCandidates(env, systemRoots);
   for (const p of c) {
     for (const q of [p, `${p}.13`, `${p}.12`]) if (existsSync(q)) return q;
   }

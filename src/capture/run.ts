@@ -128,11 +128,19 @@ export function closestKernels(pattern: string, kernels: KernelSeen[], n = 5): s
   const scored = kernels.map((k) => {
     const b = base(k);
     const hits = words.filter((w) => b.includes(w) || k.name.toLowerCase().includes(w)).length;
-    const dist = Math.min(...(words.length ? words : [pattern.toLowerCase()]).map((w) => editDistance(w, b)));
+    const dist = Math.min(...(words.length ? words : [pattern.toLowerCase()]).map((w) => partialDistance(w, b)));
     return { k, score: -hits * 1000 + dist };
   });
   scored.sort((a, b) => a.score - b.score);
   return scored.slice(0, n).map((s) => s.k.demangled || s.k.name);
+}
+
+/** Edit distance of a to its best-matching window of b (a typo inside a long name still scores well). */
+function partialDistance(a: string, b: string): number {
+  if (b.length <= a.length) return editDistance(a, b);
+  let best = Infinity;
+  for (let i = 0; i + a.length <= b.length; i++) best = Math.min(best, editDistance(a, b.slice(i, i + a.length + 1)));
+  return best;
 }
 
 function editDistance(a: string, b: string): number {

@@ -39,7 +39,16 @@ export async function runCli(argv: string[]): Promise<number> {
     return 0;
   }
   try {
-    const { result } = await runCommand(main, { rawArgs: argv });
+    // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
+    // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
+    const verb = own.find((a) => !a.startsWith("-"));
+    if (!verb || !(verb in commands)) {
+      log.error(verb ? `unknown command: ${verb}` : "no command given");
+      log.info(`Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
+      return 2;
+    }
+    const cmd = await commands[verb as keyof typeof commands]();
+    const { result } = await runCommand(cmd, { rawArgs: argv.slice(argv.indexOf(verb) + 1) });
     return typeof result === "number" ? result : 0;
   } catch (e) {
     if (isKerncapError(e)) {

@@ -76,6 +76,25 @@ export function verifyFiles(dir: string, m: Manifest): void {
   }
 }
 
+/**
+ * Check every region's SHA-256 in both memory images (reads them once, through mmap; the page
+ * cache then serves the restore). Runs before the GPU is touched.
+ * @throws KerncapError E_CHECKSUM naming the file and the region.
+ */
+export function verifyRegions(dir: string, m: Manifest): void {
+  const all = [...m.regions, ...m.globals];
+  const open = (file: string) => (statSync(join(dir, file)).size ? Bun.mmap(join(dir, file), { shared: false }) : new Uint8Array(0));
+  if (m.memory.beforeBytes || m.globals.length) {
+    const before = open(m.memory.before);
+    for (const r of all) checkRegionHash(m.memory.before, r, before.subarray(r.offset, r.offset + r.size), r.sha256Before);
+  }
+  const changed = all.filter((r) => r.changed);
+  if (changed.length) {
+    const after = open(m.memory.after);
+    for (const r of changed) checkRegionHash(m.memory.after, r, after.subarray(r.offset, r.offset + r.size), r.sha256After ?? "");
+  }
+}
+
 /** Region checksum check on bytes already in memory. @throws KerncapError E_CHECKSUM */
 export function checkRegionHash(file: string, r: { va: string; size: number }, bytes: Uint8Array, expected: string): void {
   const h = sha256(bytes);

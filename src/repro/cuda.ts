@@ -16,6 +16,7 @@
 import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { templateRoot } from "./templates.ts";
 import { KerncapError } from "../errors.ts";
 import { cubinKernels, cubinParamLayout } from "../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../codeobj/elf.ts";
@@ -25,7 +26,7 @@ import { log } from "../log.ts";
 import { shq } from "./hip.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
 
-export const CUDA_TEMPLATE_DIR = resolve(import.meta.dir, "../../templates/cuda");
+export const CUDA_TEMPLATE_DIR = join(templateRoot(), "cuda");
 
 // ───────────────────────────── flags ─────────────────────────────
 

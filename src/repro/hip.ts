@@ -11,9 +11,10 @@
 import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
+import { templateRoot } from "./templates.ts";
 import { KerncapError } from "../errors.ts";
 
-export const HIP_TEMPLATE_DIR = resolve(import.meta.dir, "../../templates/hip");
+export const HIP_TEMPLATE_DIR = join(templateRoot(), "hip");
 
 export interface HipReproducerOptions {
   /** Folder to render into (created if missing). */

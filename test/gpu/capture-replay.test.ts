@@ -135,6 +135,45 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
     expect(r.mismatches[0].bytesDiffering).toBe(1);
   });
 
+  test("a module the GPU cannot run: exit 2, names the architectures in the module", () => {
+    const src = join(WORK, "structs-scale_jobs");
+    const out = join(WORK, "structs-wrong-arch");
+    Bun.spawnSync(["cp", "-r", src, out]);
+    const cubin = join(out, "kernel/module.cubin");
+    const p = Bun.spawnSync(["nvcc", "-cubin", "-arch=sm_100a", "-o", cubin, join(apps, "structs.cu")], { stderr: "pipe" });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    const bytes = readFileSync(cubin);
+    const f = m.files.find((x: any) => x.path === "kernel/module.cubin");
+    f.size = bytes.length;
+    f.sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+    m.module.size = bytes.length;
+    writeFileSync(join(out, "kerncap.json"), JSON.stringify(m));
+    const r = kc(["replay", out]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("cannot run on this GPU");
+    expect(r.stderr).toContain("sm_100a");
+    expect(r.stderr).toContain("sm_90");
+  });
+
+  test("a captured VA range already taken in the replay process: exit 2, names the range", () => {
+    const r = kc(["replay", join(WORK, "structs-axpy")], { KERNCAP_FAULT_VA_TAKEN: "1" });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/captured VA range 0x[0-9a-f]+-0x[0-9a-f]+ \(\d+ bytes\) is not free/);
+  });
+
+  test("an interrupted capture leaves no folder under the final name (nor a temporary one)", async () => {
+    const out = join(WORK, "interrupted");
+    const { BUN_BE_BUN: _, ...env } = process.env;
+    const p = Bun.spawn([BIN, "run", "--kernel", "never_launched", "--out", out, "--", "python3", "-c", "import torch,time; torch.zeros(1,device='cuda'); time.sleep(60)"], { cwd: WORK, env, stdout: "pipe", stderr: "pipe" });
+    await Bun.sleep(6000);
+    p.kill("SIGINT");
+    const code = await p.exited;
+    expect(code).toBe(130);
+    expect(existsSync(out)).toBe(false);
+    expect(require("node:fs").readdirSync(WORK).filter((n: string) => n.startsWith("interrupted"))).toEqual([]);
+  });
+
   test("existing output folder is refused without --force, replaced with it", () => {
     const out = join(WORK, "structs-axpy");
     const r = kc(["run", "--kernel", "axpy", "--out", out, "--", structsBin, "1"]);

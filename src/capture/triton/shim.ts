@@ -38,7 +38,13 @@ export function shimPythonPath(shimDir: string, existing: string | undefined): s
 /** Environment for the application: the shim on PYTHONPATH (KERNCAP_OUT is set by run already). */
 export async function tritonEnv(): Promise<Record<string, string>> {
   if (process.env.KERNCAP_TRITON === "0") return {};
-  return { PYTHONPATH: shimPythonPath(await tritonShimDir(), process.env.PYTHONPATH) };
+  return {
+    PYTHONPATH: shimPythonPath(await tritonShimDir(), process.env.PYTHONPATH),
+    // Inductor compiles Triton kernels in worker processes and serves them from its own caches,
+    // where no Triton hook fires; compiling in-process and uncached lets the shim see every kernel.
+    // This changes compile time only, never what the kernels compute. KERNCAP_TRITON_CACHES=1 keeps them.
+    ...(process.env.KERNCAP_TRITON_CACHES === "1" ? {} : { TORCHINDUCTOR_COMPILE_THREADS: "1", TORCHINDUCTOR_FORCE_DISABLE_CACHES: "1" }),
+  };
 }
 
 /**

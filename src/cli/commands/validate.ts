@@ -27,7 +27,7 @@ export async function rebuild(dir: string, quiet: boolean): Promise<{ module: st
     });
   }
   const t0 = performance.now();
-  const p = Bun.spawn(["bash", script], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn(["bash", script], { cwd: dir, env: { ...process.env }, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   const seconds = (performance.now() - t0) / 1000;
   if (code !== 0) {

@@ -1,0 +1,179 @@
+/**
+ * The verbs, in-process (citty runCommand) against real temp folders, on a machine without a GPU.
+ * The table at the bottom is keyed by verb: a verb without a test here is a type error.
+ */
+import { describe, expect, test } from "bun:test";
+import { runCommand } from "citty";
+import { existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { findCupti } from "../../src/capture/cupti.ts";
+import { closestKernels } from "../../src/capture/run.ts";
+import { commands } from "../../src/cli/main.ts";
+import { describeManifest } from "../../src/cli/commands/inspect.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
+
+async function verb(name: keyof typeof commands, rawArgs: string[]): Promise<unknown> {
+  const cmd = await commands[name]();
+  return (await runCommand(cmd, { rawArgs })).result;
+}
+
+/** The KerncapError a verb throws (fails the test when it throws nothing or something else). */
+async function failure(name: keyof typeof commands, rawArgs: string[]): Promise<KerncapError> {
+  try {
+    await verb(name, rawArgs);
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error(`${name} ${rawArgs.join(" ")} did not fail`);
+}
+
+async function fresh(): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  return dir;
+}
+
+const table: Record<keyof typeof commands, () => void> = {
+  inspect: () => {
+    test("human summary names kernel, launch, parameters, regions and checksums", async () => {
+      const dir = await fresh();
+      const text = describeManifest(readManifest(dir));
+      expect(text).toContain("scale(float*, int)");
+      expect(text).toContain("grid 4x1x1 block 256x1x1");
+      expect(text).toContain("[1] offset 8 size 4");
+      expect(text).toMatch(/\* 0x7f0000000000 +4\.0 KiB device/);
+      expect(text).toContain("kernel/params.bin sha256");
+    });
+    test("a folder without kerncap.json: says it is not a capture; a .tmp- folder: says interrupted", async () => {
+      const d = tempDir();
+      expect((await failure("inspect", [d])).code).toBe("E_NOT_CAPTURE");
+      const t = join(d, "cap.tmp-123");
+      mkdirSync(t);
+      expect((await failure("inspect", [t])).hint).toContain("interrupted");
+    });
+    test("a newer manifest version is refused with the version named", async () => {
+      const dir = await fresh();
+      const p = join(dir, "kerncap.json");
+      writeFileSync(p, readFileSync(p, "utf8").replace('"version": 1', '"version": 7'));
+      const e = await failure("inspect", [dir]);
+      expect(e.code).toBe("E_MANIFEST_VERSION");
+      expect(e.message).toContain("version 7");
+    });
+    test("a malformed manifest names the field", async () => {
+      const dir = await fresh();
+      const p = join(dir, "kerncap.json");
+      const m = JSON.parse(readFileSync(p, "utf8"));
+      m.launch.grid = [1, 2];
+      writeFileSync(p, JSON.stringify(m));
+      const e = await failure("inspect", [dir]);
+      expect(e.code).toBe("E_MANIFEST");
+      expect(e.message).toContain("launch.grid");
+      writeFileSync(p, "{ not json");
+      expect((await failure("inspect", [dir])).message).toContain("not valid JSON");
+    });
+  },
+  replay: () => {
+    test("an altered small file: checksum error naming the file", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "kernel/params.bin"), new Uint8Array(12).fill(9));
+      const e = await failure("replay", [dir]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(e.message).toContain("kernel/params.bin");
+    });
+    test("a truncated memory image: says truncated, names the file", async () => {
+      const dir = await fresh();
+      truncateSync(join(dir, "memory/before.bin"), 1000);
+      const e = await failure("replay", [dir]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(e.message).toContain("memory/before.bin is truncated");
+    });
+    test("one altered byte in a region: checksum error naming file and region, before any GPU work", async () => {
+      const dir = await fresh();
+      const p = join(dir, "memory/before.bin");
+      const b = readFileSync(p);
+      b[65536 + 10] ^= 1;
+      writeFileSync(p, b);
+      const e = await failure("replay", [dir]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(e.message).toContain("memory/before.bin for region 0x7f0000010000");
+    });
+    test.skipIf(HAS_GPU)("an intact capture on a machine without a GPU: says so", async () => {
+      const e = await failure("replay", [await fresh()]);
+      expect(e.code).toBe("E_NO_GPU");
+    });
+  },
+  validate: () => {
+    test("a capture without a reproducer project says how to get one", async () => {
+      const e = await failure("validate", [await fresh()]);
+      expect(e.code).toBe("E_NO_REPRODUCER");
+    });
+    test("a build that fails: compiler message, exit 2", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), "echo 'kernel.cu(3): error: expected a \";\"' >&2; exit 1\n");
+      const e = await failure("validate", [dir]);
+      expect(e.code).toBe("E_BUILD");
+      expect(e.exitCode).toBe(2);
+      expect(e.message).toContain('expected a ";"');
+    });
+  },
+  run: () => {
+    test("application not found", async () => {
+      const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "./no-such-app"]);
+      expect(e.code).toBe("E_APP_NOT_FOUND");
+    });
+    test("no application after --", async () => {
+      expect((await failure("run", ["--kernel", "x"])).code).toBe("E_USAGE");
+    });
+    test("an existing output folder is refused without --force", async () => {
+      const dir = await fresh();
+      const e = await failure("run", ["--kernel", "x", "--out", dir, "--", "/bin/true"]);
+      expect(e.code).toBe("E_EXISTS");
+      expect(e.hint).toContain("--force");
+    });
+    test("a bad --kernel regex and a bad --dispatch are usage errors", async () => {
+      expect((await failure("run", ["--kernel", "(", "--out", join(tempDir(), "c"), "--", "/bin/true"])).code).toBe("E_USAGE");
+      expect((await failure("run", ["--dispatch", "-1", "--", "/bin/true"])).code).toBe("E_USAGE");
+    });
+    test.skipIf(HAS_GPU)("no GPU: says so before starting the app", async () => {
+      const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "/bin/true"]);
+      expect(e.code).toBe("E_NO_GPU");
+    });
+  },
+  list: () => {
+    test("application not found", async () => {
+      expect((await failure("list", ["--", "no-such-app-on-path"])).code).toBe("E_APP_NOT_FOUND");
+    });
+    test.skipIf(HAS_GPU)("no GPU: says so", async () => {
+      expect((await failure("list", ["--", "/bin/true"])).code).toBe("E_NO_GPU");
+    });
+  },
+};
+
+for (const [name, tests] of Object.entries(table)) describe(`kerncap ${name}`, tests);
+
+describe("capture helpers", () => {
+  test("libcupti not found: lists every place searched and the override", () => {
+    let e: KerncapError | undefined;
+    try {
+      findCupti({ CUDA_HOME: "/nonexistent/cuda" }, false);
+    } catch (x) {
+      e = x as KerncapError;
+    }
+    expect(e?.code).toBe("E_NO_CUPTI");
+    expect(e?.message).toContain("/nonexistent/cuda/extras/CUPTI/lib64/libcupti.so");
+    expect(e?.hint).toContain("KERNCAP_CUPTI_PATH");
+  });
+  test("an explicit KERNCAP_CUPTI_PATH that does not exist is an error, not a silent fallback", () => {
+    expect(() => findCupti({ KERNCAP_CUPTI_PATH: "/nope/libcupti.so" })).toThrow("does not exist");
+  });
+  test("closest kernel names rank substring hits first", () => {
+    const k = (name: string, demangled: string) => ({ name, demangled, count: 1, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
+    const names = closestKernels("softmx", [k("_Z3addv", "add()"), k("_Z7softmaxv", "softmax_warp_forward()"), k("_Z4gemmv", "gemm()")]);
+    expect(names[0]).toBe("softmax_warp_forward()");
+  });
+});

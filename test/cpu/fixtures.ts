@@ -1,0 +1,51 @@
+/**
+ * A synthetic capture folder, written through the same finalizeCapture path as a real capture,
+ * for tests that need no GPU (inspect, checksum and manifest errors, validate's checks).
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { finalizeCapture } from "../../src/capture/finalize.ts";
+import type { Manifest } from "../../src/format/manifest.ts";
+
+export function tempDir(prefix = "kerncap-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Two regions: 0x7f0000000000 (4 KiB, changed by the "kernel") and 0x7f0000010000 (8 KiB, unchanged). */
+export async function makeCapture(finalDir: string): Promise<Manifest> {
+  const tmp = `${finalDir}.tmp-${process.pid}`;
+  mkdirSync(join(tmp, "kernel"), { recursive: true });
+  mkdirSync(join(tmp, "memory"), { recursive: true });
+  const params = new Uint8Array(12);
+  new DataView(params.buffer).setBigUint64(0, 0x7f0000000000n, true);
+  new DataView(params.buffer).setInt32(8, 1024, true);
+  writeFileSync(join(tmp, "kernel/params.bin"), params);
+  writeFileSync(join(tmp, "kernel/module.cubin"), new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0x41]));
+  const before = new Uint8Array(65536 + 8192);
+  for (let i = 0; i < 4096; i++) before[i] = i & 0xff;
+  for (let i = 0; i < 8192; i++) before[65536 + i] = (i * 7) & 0xff;
+  const after = new Uint8Array(65536 + 8192);
+  for (let i = 0; i < 4096; i++) after[i] = (i * 3) & 0xff;
+  writeFileSync(join(tmp, "memory/before.bin"), before);
+  writeFileSync(join(tmp, "memory/after.bin"), after);
+  const raw = {
+    raw_version: 1,
+    library: "test-fixture",
+    frontend: "cuda" as const,
+    kernel: { name: "_Z5scalePfi", demangled: "scale(float*, int)", match_index: 1, launch_index: 5 },
+    device: { vendor: "nvidia" as const, name: "NVIDIA H200", arch: "sm_90", driver_version: 13000, ordinal: 0 },
+    launch: { api: "cuLaunchKernel", grid: [4, 1, 1] as [number, number, number], block: [256, 1, 1] as [number, number, number], shared_mem_bytes: 0, cluster: [1, 1, 1] as [number, number, number], attributes: [] },
+    function_attributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }],
+    params: { file: "kernel/params.bin", size: 12, layout_source: "test", layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }] },
+    module: { file: "kernel/module.cubin", kind: "cubin" as const, size: 8, source: "test" },
+    regions: [
+      { va: "0x7f0000000000", size: 4096, kind: "device", offset: 0, changed: true },
+      { va: "0x7f0000010000", size: 8192, kind: "device", offset: 65536, changed: false },
+    ],
+    globals: [],
+    timing: { sync_us: 1, before_us: 2, after_us: 3, app_launch_us: 4.5, app_to_capture_s: 0.1 },
+    hsa: null,
+  };
+  return finalizeCapture(raw, { tmpDir: tmp, finalDir, force: false, command: ["./app"], match: "scale" });
+}
