@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
 
 struct Job {
   const float* in;
@@ -26,6 +28,17 @@ __global__ void axpy_inplace(T* y, const T* x, T a, int n) {
 #pragma unroll
   for (int u = 0; u < UNROLL; u++)
     if (i + u < n) y[i + u] = a * x[i + u] + y[i + u];
+}
+
+// Launched with cudaLaunchKernelEx, a cluster-dimension attribute and 64 KiB of dynamic shared
+// memory (needs cudaFuncSetAttribute): its output depends on both, so a replay must re-apply them.
+__global__ void cluster_rank(int* out, int n) {
+  extern __shared__ int smem[];
+  cg::cluster_group cluster = cg::this_cluster();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  smem[threadIdx.x] = (int)cluster.block_rank() * 1000 + (int)cluster.num_blocks();
+  __syncthreads();
+  if (i < n) out[i] = smem[(threadIdx.x + 1) % blockDim.x] + (int)(sizeof(int) * 16384 <= 65536);
 }
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
@@ -57,6 +70,21 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n; i++) hx[i] = (float)(i % 977) / 977.0f;
   CK(cudaMemcpy(x, hx, n * sizeof(float), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(y, hx, n * sizeof(float), cudaMemcpyHostToDevice));
+  int* ranks;
+  CK(cudaMalloc(&ranks, 64 * 128 * sizeof(int)));
+  CK(cudaFuncSetAttribute(cluster_rank, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(64);
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = 65536;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 4;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, cluster_rank, ranks, 64 * 128));
   for (int r = 0; r < rounds; r++) {
     for (int j = 0; j < njobs; j++) h[j].scale += 0.5f;
     CK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));

@@ -115,6 +115,16 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
     expect(r.timing.medianUs).toBeGreaterThan(0);
   });
 
+  test("cudaLaunchKernelEx with a cluster attribute and 64 KiB dynamic shared memory: both re-applied", () => {
+    const { out } = captureAndReplay("structs-cluster", "cluster_rank", 0, [structsBin, "1"], 5);
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    expect(m.launch.api).toBe("cuLaunchKernelEx");
+    expect(m.launch.cluster).toEqual([4, 1, 1]);
+    expect(m.launch.sharedMemBytes).toBe(65536);
+    expect(m.launch.attributes.map((a: any) => a.name)).toContain("CLUSTER_DIMENSION");
+    expect(m.functionAttributes.find((a: any) => a.name === "MAX_DYNAMIC_SHARED_SIZE_BYTES").value).toBe(65536);
+  });
+
   test("replay detects a kernel whose result differs (altered after state)", () => {
     const out = join(WORK, "structs-scale_jobs");
     const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
