@@ -214,7 +214,14 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const after = m.memory.afterBytes ? Bun.mmap(afterPath, { shared: false }) : new Uint8Array(0);
   const mismatches: RegionMismatch[] = [];
   const numerics: RegionNumerics[] = [];
-  const plan = regionNumericsPlan(m, params, o);
+  const plan = regionNumericsPlan(m, params, o, (ri, off) => {
+    const r = m.regions[ri]!;
+    if (!r.changed) return false;
+    const n = Math.min(64, r.size - off);
+    const a = before.subarray(r.offset + off, r.offset + off + n);
+    const b = after.subarray(r.offset + off, r.offset + off + n);
+    return !Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  });
   let bytesChecked = 0;
   for (const [ri, r] of m.regions.entries()) {
     const expectedAll = (r.changed ? after : before).subarray(r.offset, r.offset + r.size);

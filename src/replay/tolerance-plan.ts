@@ -20,7 +20,12 @@ export function tritonParamTypes(signature: Record<string, unknown>): string[] {
 }
 
 /** @throws KerncapError E_USAGE for a negative/non-numeric tolerance or an unknown --dtype. */
-export function regionNumericsPlan(m: Manifest, params: Uint8Array, o: { atol?: number; rtol?: number; dtype?: string }): NumericsPlan {
+export function regionNumericsPlan(
+  m: Manifest,
+  params: Uint8Array,
+  o: { atol?: number; rtol?: number; dtype?: string },
+  written?: (ri: number, offset: number) => boolean,
+): NumericsPlan {
   const atol = o.atol ?? 0;
   const rtol = o.rtol ?? 0;
   for (const [k, v] of [["atol", atol], ["rtol", rtol]] as const) {
@@ -35,7 +40,7 @@ export function regionNumericsPlan(m: Manifest, params: Uint8Array, o: { atol?: 
     fallbackSource = "option";
   }
   const sig = m.source && m.source.frontend === "triton" ? (m.source.signature as Record<string, unknown> | undefined) : undefined;
-  const fromSig = sig ? regionTypesFromParams(params, m.params.layout, tritonParamTypes(sig), m.regions) : m.regions.map(() => undefined);
+  const fromSig = sig ? regionTypesFromParams(params, m.params.layout, tritonParamTypes(sig), m.regions, written) : m.regions.map(() => undefined);
   const plan = m.regions.map((_, i) => (fromSig[i] ? { dtype: fromSig[i]!, source: "signature" as const } : { dtype: fallback, source: fallbackSource })) as NumericsPlan;
   plan.tol = { atol, rtol };
   return plan;

@@ -79,4 +79,21 @@ describe("tolerance compare", () => {
     const regions = [{ va: "0x1000", size: 256 }, { va: "0x2000", size: 256 }, { va: "0x3000", size: 64 }];
     expect(regionTypesFromParams(params, layout, types, regions)).toEqual(["fp16", "bf16", undefined]);
   });
+
+  test("tensors of different types in one allocator segment: the type of the tensor the launch wrote", () => {
+    // a (fp16) and b (fp16) are read, c (fp32) is written; all three live in one 2 MiB region
+    const params = new Uint8Array(24);
+    const dv = new DataView(params.buffer);
+    dv.setBigUint64(0, 0x10000n, true);
+    dv.setBigUint64(8, 0x20000n, true);
+    dv.setBigUint64(16, 0x30000n, true);
+    const layout = [0, 8, 16].map((offset, index) => ({ index, offset, size: 8 }));
+    const types = tritonParamTypes({ a_ptr: "*fp16", b_ptr: "*fp16", c_ptr: "*fp32", BLOCK_M: "constexpr" });
+    const regions = [{ va: "0x0", size: 2 << 20 }];
+    expect(regionTypesFromParams(params, layout, types, regions)).toEqual([undefined]); // ambiguous without memory
+    const writtenAt = (ri: number, off: number) => ri === 0 && off === 0x30000;
+    expect(regionTypesFromParams(params, layout, types, regions, writtenAt)).toEqual(["fp32"]);
+    const bothWritten = (_: number, off: number) => off !== 0x20000;
+    expect(regionTypesFromParams(params, layout, types, regions, bothWritten)).toEqual([undefined]); // still ambiguous: says so
+  });
 });

@@ -220,10 +220,17 @@ export function regionTypesFromParams(
   layout: { index: number; offset: number; size: number }[],
   paramTypes: string[],
   regions: { va: string; size: number }[],
+  /**
+   * Whether the app's launch wrote the bytes at `offset` of region `ri` (before ≠ after). Caching
+   * allocators put several tensors in one region (PyTorch: fp16 inputs and the fp32 output of a
+   * matmul in one 2 MiB segment); when their types differ, the written tensor's type is the one
+   * the comparison needs.
+   */
+  written?: (ri: number, offset: number) => boolean,
 ): (ElementType | undefined)[] {
   const dv = new DataView(params.buffer, params.byteOffset, params.byteLength);
   const spans = regions.map((r) => ({ start: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size) }));
-  const out: (ElementType | undefined | null)[] = regions.map(() => undefined);
+  const cands: { t: ElementType; w: boolean }[][] = regions.map(() => []);
   paramTypes.forEach((ty, i) => {
     const slot = layout[i];
     if (!slot || slot.size !== 8 || !ty.startsWith("*") || slot.offset + 8 > params.byteLength) return;
@@ -232,8 +239,9 @@ export function regionTypesFromParams(
     const p = dv.getBigUint64(slot.offset, true);
     const ri = spans.findIndex((s) => p >= s.start && p < s.end);
     if (ri < 0) return;
-    const cur = out[ri];
-    out[ri] = cur === undefined ? t : cur === t ? t : null; // null: conflicting types
+    cands[ri]!.push({ t, w: written ? written(ri, Number(p - spans[ri]!.start)) : false });
   });
-  return out.map((t) => (t === null ? undefined : t));
+  const unique = (ts: ElementType[]) => (ts.length && ts.every((t) => t === ts[0]) ? ts[0] : undefined);
+  // all pointers into the region agree, or else the ones the launch wrote agree
+  return cands.map((c) => unique(c.map((x) => x.t)) ?? unique(c.filter((x) => x.w).map((x) => x.t)));
 }

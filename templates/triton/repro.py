@@ -33,7 +33,7 @@ try:
     from triton.compiler import ASTSource
     from triton.compiler.compiler import make_backend
 except Exception as e:
-    fail(f"no usable Triton in {sys.executable} ({type(e).__name__}: {e}); the capture ran {pin['python']} "
+    fail(f"no usable Triton in {os.environ.get('KERNCAP_PYTHON_USED') or sys.executable} ({type(e).__name__}: {e}); the capture ran {pin['python']} "
          f"with Triton {pin['tritonVersion']}. Set KERNCAP_PYTHON to a Python that has it.", 3)
 
 if triton.__version__ != pin["tritonVersion"]:
