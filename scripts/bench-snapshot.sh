@@ -18,7 +18,7 @@ t=time.perf_counter(); [h.copy_(x) for _ in range(4)]; torch.cuda.synchronize();
 t0=$(date +%s.%N); dd if=/dev/zero of="$work/dd.bin" bs=64M count=32 conv=fdatasync status=none; t1=$(date +%s.%N)
 disk=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", 2.147483648/(b-a)}'); rm -f "$work/dd.bin"
 t0=$(date +%s.%N)
-"$bin" run --kernel elementwise --dispatch 1 --out "$work/cap" --json -- python3 test/apps/torch_bigmem.py "$gib" > "$work/run.json"
+"$bin" run --kernel MulFunctor --dispatch 1 --out "$work/cap" --json -- python3 test/apps/torch_bigmem.py "$gib" > "$work/run.json"
 t1=$(date +%s.%N)
 "$bin" replay "$work/cap" --iters 5 --json > "$work/replay.json"
 t2=$(date +%s.%N)

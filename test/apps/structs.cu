@@ -33,12 +33,14 @@ __global__ void axpy_inplace(T* y, const T* x, T a, int n) {
 // Launched with cudaLaunchKernelEx, a cluster-dimension attribute and 64 KiB of dynamic shared
 // memory (needs cudaFuncSetAttribute): its output depends on both, so a replay must re-apply them.
 __global__ void cluster_rank(int* out, int n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // thread block clusters exist from sm_90 on
   extern __shared__ int smem[];
   cg::cluster_group cluster = cg::this_cluster();
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   smem[threadIdx.x] = (int)cluster.block_rank() * 1000 + (int)cluster.num_blocks();
   __syncthreads();
   if (i < n) out[i] = smem[(threadIdx.x + 1) % blockDim.x] + (int)(sizeof(int) * 16384 <= 65536);
+#endif
 }
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
