@@ -13,10 +13,9 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
-import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { templateRoot } from "./templates.ts";
+import { renderTemplateDir, templateRoot } from "./templates.ts";
 import { KerncapError } from "../errors.ts";
 import { cubinKernels, cubinParamLayout } from "../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../codeobj/elf.ts";
@@ -295,11 +294,6 @@ export interface CudaReproducer {
   source: Record<string, unknown>;
 }
 
-function makeHandlebars(): typeof Handlebars {
-  const hb = Handlebars.create();
-  hb.registerHelper("shq", (s: unknown) => shq(String(s)));
-  return hb;
-}
 
 /**
  * Render the reproducer into opts.outDir (see the file comment for the layout).
@@ -383,25 +377,7 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     copiedCount: copied.length,
     referenced: referenced.length,
   };
-  const hb = makeHandlebars();
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const src = join(dir, name);
-      const st = statSync(src);
-      const rel = relative(templateDir, src);
-      if (st.isDirectory()) {
-        mkdirSync(join(outDir, rel), { recursive: true });
-        walk(src);
-        continue;
-      }
-      const dest = join(outDir, rel.endsWith(".hbs") ? rel.slice(0, -4) : rel);
-      if (rel.endsWith(".hbs")) writeFileSync(dest, hb.compile(readFileSync(src, "utf8"), { strict: true, noEscape: true })(ctx));
-      else copyFileSync(src, dest);
-      chmodSync(dest, st.mode & 0o777);
-      files.push(relative(outDir, dest));
-    }
-  };
-  walk(templateDir);
+  files.push(...renderTemplateDir(templateDir, outDir, ctx));
 
   const source = {
     method: loc.method,

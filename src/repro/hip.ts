@@ -8,10 +8,9 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
-import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { templateRoot } from "./templates.ts";
+import { renderTemplateDir, shellQuote, templateRoot } from "./templates.ts";
 import { KerncapError } from "../errors.ts";
 
 export const HIP_TEMPLATE_DIR = join(templateRoot(), "hip");
@@ -50,17 +49,9 @@ export interface HipReproducer {
 }
 
 /** Quote one word for bash. */
-export function shq(s: string): string {
-  return /^[A-Za-z0-9_\-+=.,/:@%]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
+/** POSIX shell single-quoting (shared with the other reproducers). */
+export const shq = shellQuote;
 
-function makeHandlebars(): typeof Handlebars {
-  const hb = Handlebars.create();
-  hb.registerHelper("shq", (s: unknown) => shq(String(s)));
-  // A YAML single-quoted scalar inside an unquoted bash heredoc: double ', escape $ ` \.
-  hb.registerHelper("heredocYaml", (s: unknown) => String(s).replace(/'/g, "''").replace(/([$`\\])/g, "\\$1"));
-  return hb;
-}
 
 /**
  * Render the HIP reproducer into opts.outDir.
@@ -103,28 +94,6 @@ export function renderHipReproducer(opts: HipReproducerOptions): HipReproducer {
     flags: opts.compileFlags.map(shq).join(" "),
     files: overlay,
   };
-  const hb = makeHandlebars();
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const src = join(dir, name);
-      const st = statSync(src);
-      const rel = relative(templateDir, src);
-      if (st.isDirectory()) {
-        mkdirSync(join(outDir, rel), { recursive: true });
-        walk(src);
-        continue;
-      }
-      const dest = join(outDir, rel.endsWith(".hbs") ? rel.slice(0, -4) : rel);
-      if (rel.endsWith(".hbs")) {
-        const tpl = hb.compile(readFileSync(src, "utf8"), { strict: true, noEscape: true });
-        writeFileSync(dest, tpl(ctx));
-      } else {
-        copyFileSync(src, dest);
-      }
-      chmodSync(dest, st.mode & 0o777);
-      files.push(relative(outDir, dest));
-    }
-  };
-  walk(templateDir);
+  files.push(...renderTemplateDir(templateDir, outDir, ctx));
   return { outDir, buildScript: join(outDir, "build.sh"), files, overlay };
 }

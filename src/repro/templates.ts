@@ -4,8 +4,9 @@
  * once to a content-hashed folder of the cache (with their mode bits), so the renderers can walk a
  * real folder either way.
  */
-import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import Handlebars from "handlebars";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { cacheDir } from "../capture/lib.ts";
 import cudaBuild from "../../templates/cuda/build.sh.hbs" with { type: "text" };
 import cudaReadme from "../../templates/cuda/README.md.hbs" with { type: "text" };
@@ -28,6 +29,23 @@ export const EMBEDDED_TEMPLATES: { path: string; text: string; mode: number }[] 
 
 let root: string | undefined;
 
+/** Write the embedded templates into dir (atomically: a temp folder renamed; a lost race is fine). */
+export function extractTemplates(dir: string): void {
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  for (const t of EMBEDDED_TEMPLATES) {
+    const p = join(tmp, t.path);
+    mkdirSync(dirname(p), { recursive: true });
+    writeFileSync(p, t.text);
+    chmodSync(p, t.mode);
+  }
+  try {
+    renameSync(tmp, dir);
+  } catch {
+    rmSync(tmp, { recursive: true, force: true }); // another kerncap won the race
+  }
+}
+
 /** Folder holding cuda/, hip/, triton/ templates: the checkout's templates/ or the cache copy. */
 export function templateRoot(): string {
   if (root) return root;
@@ -36,20 +54,56 @@ export function templateRoot(): string {
   const h = new Bun.CryptoHasher("sha256");
   for (const t of EMBEDDED_TEMPLATES) h.update(`${t.path}\0${t.mode}\0${t.text}\0`);
   const dir = join(cacheDir(), `templates-${h.digest("hex").slice(0, 16)}`);
-  if (!existsSync(dir)) {
-    const tmp = `${dir}.tmp-${process.pid}`;
-    rmSync(tmp, { recursive: true, force: true });
-    for (const t of EMBEDDED_TEMPLATES) {
-      const p = join(tmp, t.path);
-      mkdirSync(dirname(p), { recursive: true });
-      writeFileSync(p, t.text);
-      chmodSync(p, t.mode);
-    }
-    try {
-      renameSync(tmp, dir);
-    } catch {
-      rmSync(tmp, { recursive: true, force: true }); // another kerncap won the race
-    }
-  }
+  if (!existsSync(dir)) extractTemplates(dir);
   return (root = dir);
+}
+
+/** POSIX shell single-quoting. */
+export function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+let engine: typeof Handlebars | undefined;
+
+/**
+ * The one Handlebars instance for reproducer templates: isolated (`Handlebars.create()`), helpers
+ * registered once — `shq` (shell-quote) and `heredocYaml` (a YAML single-quoted scalar inside an
+ * unquoted bash heredoc: doubles ', escapes $ ` \). Compile with strict (a missing field throws)
+ * and noEscape (no HTML escaping in shell, C++ or Python).
+ */
+export function templateEngine(): typeof Handlebars {
+  if (engine) return engine;
+  engine = Handlebars.create();
+  engine.registerHelper("shq", (s: unknown) => shellQuote(String(s)));
+  engine.registerHelper("heredocYaml", (s: unknown) => String(s).replace(/'/g, "''").replace(/([$`\\])/g, "\\$1"));
+  return engine;
+}
+
+/**
+ * Render a template folder into outDir: `*.hbs` files rendered with ctx (the suffix dropped),
+ * every other file copied; each keeps its mode bits.
+ * @returns the paths written, relative to outDir.
+ */
+export function renderTemplateDir(templateDir: string, outDir: string, ctx: Record<string, unknown>): string[] {
+  const hb = templateEngine();
+  const files: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      const src = join(dir, name);
+      const st = statSync(src);
+      const rel = relative(templateDir, src);
+      if (st.isDirectory()) {
+        mkdirSync(join(outDir, rel), { recursive: true });
+        walk(src);
+        continue;
+      }
+      const dest = join(outDir, rel.endsWith(".hbs") ? rel.slice(0, -4) : rel);
+      if (rel.endsWith(".hbs")) writeFileSync(dest, hb.compile(readFileSync(src, "utf8"), { strict: true, noEscape: true })(ctx));
+      else copyFileSync(src, dest);
+      chmodSync(dest, st.mode & 0o777);
+      files.push(relative(outDir, dest));
+    }
+  };
+  walk(templateDir);
+  return files;
 }

@@ -7,15 +7,11 @@
  * constexprs, attrs, compile options, target, Triton version, Python), `repro.py` (compiles exactly
  * that with triton.compile; prints the cubin path last), `build.sh`, `README.md`.
  */
-import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import readmeTpl from "../../templates/triton/README.md.hbs" with { type: "text" };
-import buildTpl from "../../templates/triton/build.sh.hbs" with { type: "text" };
-import reproPy from "../../templates/triton/repro.py" with { type: "text" };
 import type { TritonSource } from "../capture/triton/join.ts";
 import { KerncapError } from "../errors.ts";
-import { shq } from "./hip.ts";
+import { renderTemplateDir, templateRoot } from "./templates.ts";
 
 export interface TritonReproducerOptions {
   outDir: string;
@@ -95,8 +91,6 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
   writeFileSync(join(outDir, "pinned.json"), JSON.stringify(pinned, null, 2) + "\n");
   files.push("pinned.json");
 
-  const hb = Handlebars.create();
-  hb.registerHelper("shq", (x: unknown) => shq(String(x)));
   const ctx = {
     kernelName: s.kernelName,
     kernelFile,
@@ -112,12 +106,6 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
     autotuneSummary: autotuneSummary(s),
     numWarps: s.options.num_warps ?? "?",
   };
-  const render = (tpl: string) => hb.compile(tpl, { strict: true, noEscape: true })(ctx);
-  writeFileSync(join(outDir, "build.sh"), render(buildTpl));
-  chmodSync(join(outDir, "build.sh"), 0o755);
-  writeFileSync(join(outDir, "README.md"), render(readmeTpl));
-  writeFileSync(join(outDir, "repro.py"), reproPy);
-  chmodSync(join(outDir, "repro.py"), 0o755);
-  files.push("build.sh", "README.md", "repro.py");
+  files.push(...renderTemplateDir(join(templateRoot(), "triton"), outDir, ctx));
   return { outDir, buildScript: join(outDir, "build.sh"), kernelFile, files };
 }
