@@ -23,32 +23,27 @@ export type Frontend = v.InferOutput<typeof Frontend>;
 
 export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "async", "host-mapped", "global"]);
 
-export const Region = v.object({
+/** Fields every snapshotted range has (allocations and module globals alike). */
+const Range = {
   /** Virtual address of the first byte (hex). */
   va: Hex,
   /** Bytes. */
   size: U,
-  kind: RegionKind,
-  /** Byte offset of this region in memory/before.bin and memory/after.bin (page-aligned). */
+  /** Byte offset of this range in memory/before.bin and memory/after.bin (page-aligned). */
   offset: U,
   /** True when the launch changed at least one byte; then memory/after.bin holds its after state. */
   changed: v.boolean(),
   /** SHA-256 of the before bytes (and of the after bytes when changed). */
   sha256Before: Sha256,
   sha256After: v.optional(Sha256),
-});
+};
+
+/** One device allocation (or VMM mapping) live at the launch. */
+export const Region = v.object({ ...Range, kind: RegionKind });
 export type Region = v.InferOutput<typeof Region>;
 
-export const Global = v.object({
-  /** Module-scope variable name (__device__ / __constant__), restored by name via cuModuleGetGlobal. */
-  name: v.string(),
-  va: Hex,
-  size: U,
-  offset: U,
-  changed: v.boolean(),
-  sha256Before: Sha256,
-  sha256After: v.optional(Sha256),
-});
+/** A module-scope variable (__device__ / __constant__), restored by name via cuModuleGetGlobal. */
+export const Global = v.object({ ...Range, name: v.string() });
 export type Global = v.InferOutput<typeof Global>;
 
 export const LaunchAttribute = v.object({

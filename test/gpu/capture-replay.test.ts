@@ -7,37 +7,14 @@
  * Writes measurements to $KERNCAP_GPU_OUT/measurements.json when that is set.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, appendFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { APPS, BIN, json, kerncap, skipReason, workDir } from "./harness.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BIN = process.env.KERNCAP_BIN ?? join(ROOT, "dist/kerncap");
-export const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
-const SKIP = !HAS_GPU || !existsSync(BIN);
-if (SKIP) console.warn(`[gpu tests] skipped: ${!HAS_GPU ? "no NVIDIA GPU on this machine" : `no kerncap binary at ${BIN}`}`);
-
-const WORK = mkdtempSync(join(tmpdir(), "kerncap-gpu-"));
+const SKIP = !!skipReason("gpu tests");
+const WORK = workDir("kerncap-gpu-");
 const measurements: Record<string, unknown> = {};
-
-interface Res { code: number; stdout: string; stderr: string; seconds: number }
-function kc(args: string[], env: Record<string, string> = {}): Res {
-  const t0 = performance.now();
-  // BUN_BE_BUN=1 runs this suite through kerncap's own Bun: it must not reach the kerncap under test
-  const { BUN_BE_BUN: _, ...base } = process.env;
-  const p = Bun.spawnSync([BIN, ...args], { cwd: WORK, env: { ...base, ...env }, stdout: "pipe", stderr: "pipe", timeout: 120_000 });
-  const r = { code: p.exitCode ?? -1, stdout: p.stdout.toString(), stderr: p.stderr.toString(), seconds: (performance.now() - t0) / 1000 };
-  const log = process.env.KERNCAP_GPU_OUT ? join(process.env.KERNCAP_GPU_OUT, "commands.log") : undefined;
-  if (log) appendFileSync(log, `$ kerncap ${args.join(" ")}\n[exit ${r.code}, ${r.seconds.toFixed(2)} s]\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}\n`);
-  return r;
-}
-function json<T = any>(r: Res): T {
-  try {
-    return JSON.parse(r.stdout) as T;
-  } catch {
-    throw new Error(`not JSON (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
-  }
-}
+const kc = (args: string[], env: Record<string, string> = {}) => kerncap(WORK, args, env);
 
 /** Capture with --json, then replay in a new process; returns both documents. */
 function captureAndReplay(label: string, kernel: string, dispatch: number, app: string[], iters = 20) {
@@ -70,7 +47,7 @@ function captureAndReplay(label: string, kernel: string, dispatch: number, app: 
   return { out, c, r };
 }
 
-const apps = join(ROOT, "test/apps");
+const apps = APPS;
 let structsBin = "";
 
 beforeAll(() => {
@@ -174,7 +151,7 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
 
   test("an interrupted capture leaves no folder under the final name (nor a temporary one)", async () => {
     const out = join(WORK, "interrupted");
-    const { BUN_BE_BUN: _, ...env } = process.env;
+    const { BUN_BE_BUN: _, ...env } = process.env; // BUN_BE_BUN must not reach the kerncap under test
     const p = Bun.spawn([BIN, "run", "--kernel", "never_launched", "--out", out, "--", "python3", "-c", "import torch,time; torch.zeros(1,device='cuda'); time.sleep(60)"], { cwd: WORK, env, stdout: "pipe", stderr: "pipe" });
     await Bun.sleep(6000);
     p.kill("SIGINT");

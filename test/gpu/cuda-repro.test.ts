@@ -11,57 +11,34 @@
  *    reproducer from compile_commands.json, validated bit-exact, then a codegen edit (must still
  *    match) and a tile-constant edit (verdict recorded).
  *
- * Only bun:test and node:* imports; drives $KERNCAP_BIN. Skips without a GPU, kerncap binary,
+ * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, kerncap binary,
  * nvcc, or (part 3) cmake/ninja/the tarball. The ggml build is kept in $KERNCAP_GGML_WORK
  * (default $TMPDIR/kerncap-ggml) so that a later call on a warm machine rebuilds incrementally;
  * scripts/bench-edit-loop.sh uses the same folder.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { APPS, BIN, json, kerncap, manifest, ROOT, run as runIn, skipReason, workDir } from "./harness.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BIN = process.env.KERNCAP_BIN ?? join(ROOT, "dist/kerncap");
-const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const NVCC = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
-const SKIP = !HAS_GPU || !existsSync(BIN) || !NVCC;
-if (SKIP) console.warn(`[cuda-repro gpu tests] skipped: ${!HAS_GPU ? "no NVIDIA GPU" : !NVCC ? "no nvcc" : `no kerncap binary at ${BIN}`}`);
+const SKIP = !!skipReason("cuda-repro gpu tests", [[!NVCC, "no nvcc"]]);
 const TAR = [process.env.KERNCAP_GGML_TAR, process.env.KERNCAP_LLAMA_TAR, join(ROOT, ".carry/ggml-src.tar.xz")].find((p): p is string => !!p && existsSync(p));
 const GGML_WORK = process.env.KERNCAP_GGML_WORK ?? join(tmpdir(), "kerncap-ggml");
 const SKIP_GGML = SKIP || !TAR || !Bun.which("cmake") || !Bun.which("ninja");
 if (!SKIP && SKIP_GGML) console.warn(`[cuda-repro gpu tests] ggml part skipped: ${!TAR ? "no ggml tarball (KERNCAP_GGML_TAR)" : "cmake/ninja missing"}`);
 
-const WORK = mkdtempSync(join(tmpdir(), "kerncap-cuda-repro-gpu-"));
-const APPS = join(ROOT, "test/apps");
+const WORK = workDir("kerncap-cuda-repro-gpu-");
 const measurements: Record<string, unknown> = {};
 
-interface Res { code: number; stdout: string; stderr: string; seconds: number }
-function run(argv: string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Res {
-  const t0 = performance.now();
-  const { BUN_BE_BUN: _, ...base } = process.env;
-  const p = Bun.spawnSync(argv, { cwd: opts.cwd ?? WORK, env: { ...base, ...opts.env }, stdout: "pipe", stderr: "pipe" });
-  const r = { code: p.exitCode ?? -1, stdout: p.stdout.toString(), stderr: p.stderr.toString(), seconds: (performance.now() - t0) / 1000 };
-  const log = process.env.KERNCAP_GPU_OUT ? join(process.env.KERNCAP_GPU_OUT, "commands.log") : undefined;
-  if (log) appendFileSync(log, `$ ${argv.join(" ")}\n[exit ${r.code}, ${r.seconds.toFixed(2)} s]\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}\n`);
-  return r;
-}
-const kc = (args: string[], env: Record<string, string> = {}) => run([BIN, ...args], { env });
-function json<T = any>(r: Res): T {
-  try {
-    return JSON.parse(r.stdout) as T;
-  } catch {
-    throw new Error(`not JSON (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
-  }
-}
+const run = (argv: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}) => runIn(argv, { cwd: opts.cwd ?? WORK, env: opts.env, timeoutMs: opts.timeoutMs });
+const kc = (args: string[], env: Record<string, string> = {}) => kerncap(WORK, args, env);
 function edit(file: string, from: string | RegExp, to: string): void {
   const text = readFileSync(file, "utf8");
   const next = text.replace(from, to);
   if (next === text) throw new Error(`edit of ${file}: ${String(from)} not found`);
   writeFileSync(file, next);
-}
-function manifest(dir: string): any {
-  return JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
 }
 
 afterAll(() => {
@@ -144,7 +121,7 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
       const c = run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DGGML_CUDA_FA=OFF", "-DGGML_CUDA_GRAPHS=OFF", "-DGGML_NATIVE=OFF", "-DGGML_BUILD_TESTS=ON", "-DGGML_BUILD_EXAMPLES=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", `-DCMAKE_CUDA_COMPILER=${NVCC}`]);
       expect(c.code, c.stdout.slice(-3000) + c.stderr.slice(-3000)).toBe(0);
     }
-    const b = run(["cmake", "--build", build, "-j16", "--target", "test-backend-ops"]);
+    const b = run(["cmake", "--build", build, "-j16", "--target", "test-backend-ops"], { timeoutMs: 600_000 });
     measurements.ggmlBuildSeconds = b.seconds;
     expect(b.code, b.stdout.slice(-4000) + b.stderr.slice(-2000)).toBe(0);
     expect(existsSync(app)).toBe(true);

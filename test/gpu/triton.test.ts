@@ -7,37 +7,15 @@
  * Appends timings to $KERNCAP_GPU_OUT/triton-measurements.json when that is set.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { APPS, json, kerncap, manifest, skipReason, workDir } from "./harness.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BIN = process.env.KERNCAP_BIN ?? join(ROOT, "dist/kerncap");
-const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
-const SKIP = !HAS_GPU || !existsSync(BIN);
-if (SKIP) console.warn(`[triton gpu tests] skipped: ${!HAS_GPU ? "no NVIDIA GPU on this machine" : `no kerncap binary at ${BIN}`}`);
-const WORK = mkdtempSync(join(tmpdir(), "kerncap-triton-"));
-const apps = join(ROOT, "test/apps");
+const SKIP = !!skipReason("triton gpu tests");
+const WORK = workDir("kerncap-triton-");
+const apps = APPS;
 const measurements: Record<string, unknown> = {};
-
-interface Res { code: number; stdout: string; stderr: string; seconds: number }
-function kc(args: string[], env: Record<string, string> = {}): Res {
-  const t0 = performance.now();
-  const { BUN_BE_BUN: _, ...base } = process.env;
-  const p = Bun.spawnSync([BIN, ...args], { cwd: WORK, env: { ...base, TRITON_CACHE_DIR: join(WORK, "triton-cache"), ...env }, stdout: "pipe", stderr: "pipe" });
-  const r = { code: p.exitCode ?? -1, stdout: p.stdout.toString(), stderr: p.stderr.toString(), seconds: (performance.now() - t0) / 1000 };
-  const log = process.env.KERNCAP_GPU_OUT ? join(process.env.KERNCAP_GPU_OUT, "commands.log") : undefined;
-  if (log) appendFileSync(log, `$ kerncap ${args.join(" ")}\n[exit ${r.code}, ${r.seconds.toFixed(2)} s]\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}\n`);
-  return r;
-}
-function json<T = any>(r: Res): T {
-  try {
-    return JSON.parse(r.stdout) as T;
-  } catch {
-    throw new Error(`not JSON (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
-  }
-}
-const manifest = (dir: string) => JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+const kc = (args: string[], env: Record<string, string> = {}) => kerncap(WORK, args, { TRITON_CACHE_DIR: join(WORK, "triton-cache"), ...env });
 
 afterAll(() => {
   if (process.env.KERNCAP_GPU_OUT) writeFileSync(join(process.env.KERNCAP_GPU_OUT, "triton-measurements.json"), JSON.stringify(measurements, null, 2));
