@@ -2,7 +2,7 @@
  * Turn a capture library's raw output (docs/raw-capture.md) into a checked capture folder:
  * kerncap.json (src/format/manifest.ts) with checksums, then an atomic rename to the final name.
  */
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { sha256, sha256File } from "../format/capture-dir.ts";
@@ -135,9 +135,43 @@ export async function finalizeCapture(raw: Raw, o: FinalizeOptions): Promise<Man
     if (f === "raw.json") rmSync(join(o.tmpDir, f), { force: true });
   }
   if (existsSync(o.finalDir)) {
-    if (!o.force) throw new KerncapError("E_EXISTS", `${o.finalDir} already exists`, { hint: "Pass --force to replace it, or choose another --out." });
-    rmSync(o.finalDir, { recursive: true, force: true });
-  }
-  renameSync(o.tmpDir, o.finalDir);
+    assertReplaceable(o.finalDir, o.force);
+    // the old capture stays until the new one is in place: a failed rename loses nothing
+    const old = `${o.finalDir}.old-${process.pid}`;
+    renameSync(o.finalDir, old);
+    try {
+      renameSync(o.tmpDir, o.finalDir);
+    } catch (e) {
+      renameSync(old, o.finalDir);
+      throw e;
+    }
+    rmSync(old, { recursive: true, force: true });
+  } else renameSync(o.tmpDir, o.finalDir);
   return m;
+}
+
+/**
+ * May `dir` (which exists) be replaced by a new capture? Only with force, and only when it is a
+ * kerncap capture folder (kerncap.json of our format) or an empty folder: --force must never
+ * delete a source tree or a home folder given by mistake.
+ * @throws KerncapError E_EXISTS saying why not.
+ */
+export function assertReplaceable(dir: string, force: boolean): void {
+  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists`, { hint: "Pass --force to replace a previous capture there, or choose another --out." });
+  let isCapture = false;
+  let empty = false;
+  try {
+    if (statSync(dir).isDirectory()) {
+      empty = readdirSync(dir).length === 0;
+      const mf = join(dir, MANIFEST_FILE);
+      isCapture = existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT;
+    }
+  } catch {
+    isCapture = false;
+  }
+  if (!isCapture && !empty) {
+    throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture; --force replaces only a previous capture`, {
+      hint: "Choose another --out (kerncap writes a new folder there).",
+    });
+  }
 }

@@ -44,7 +44,7 @@ export interface AppRunOptions {
  */
 export function resolveApp(argv: string[]): string {
   if (!argv.length || !argv[0]) {
-    throw new KerncapError("E_USAGE", "no application given", { hint: "Put the application after `--`, e.g. `kerncap run --kernel softmax -- python app.py`." });
+    throw new KerncapError("E_USAGE", "no application given", { hint: "Put the application after `--`, e.g. `kerncap list -- python app.py` or `kerncap run --kernel softmax -- python app.py`." });
   }
   const a = argv[0];
   const path = a.includes("/") ? resolve(a) : Bun.which(a);

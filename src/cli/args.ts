@@ -1,5 +1,6 @@
 /** Argument fragments shared by several verbs (typed through `as const satisfies`). */
 import type { ArgsDef } from "citty";
+import { KerncapError } from "../errors.ts";
 
 export const jsonArg = {
   json: { type: "boolean", description: "Print machine-readable JSON on stdout (logs stay on stderr)", default: false },
@@ -19,15 +20,16 @@ export function appArgv(rawArgs: string[]): string[] {
   return i < 0 ? [] : rawArgs.slice(i + 1);
 }
 
-/** Parse a non-negative integer option. @throws KerncapError E_USAGE */
-export function intArg(name: string, v: unknown, def: number): number {
-  if (v === undefined || v === "") return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) {
-    const { KerncapError } = require("../errors.ts") as typeof import("../errors.ts");
-    throw new KerncapError("E_USAGE", `--${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+/** Parse a non-negative decimal integer option, at most `max`. @throws KerncapError E_USAGE */
+export function intArg(name: string, v: unknown, def: number, max = 1_000_000): number {
+  if (v === undefined) return def;
+  const t = String(v);
+  if (!/^[0-9]+$/.test(t) || Number(t) > max) {
+    throw new KerncapError("E_USAGE", `--${name} must be a whole number from 0 to ${max}, got ${JSON.stringify(v)}`, {
+      hint: `For example --${name} ${def}.`,
+    });
   }
-  return n;
+  return Number(t);
 }
 
 /** Write a JSON document on stdout. */

@@ -4,8 +4,8 @@
  * path: every KerncapError is printed here with its hint and mapped to its exit code
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
-import { defineCommand, runCommand, showUsage, type CommandDef } from "citty";
-import { isKerncapError } from "../errors.ts";
+import { defineCommand, runCommand, showUsage, type ArgsDef, type CommandDef } from "citty";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 
@@ -22,15 +22,59 @@ export const main = defineCommand({
   subCommands: commands,
 });
 
+type Verb = keyof typeof commands;
+const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
+
+/**
+ * Reject options the verb does not define and stray positionals, before anything runs (a typo such
+ * as --dispach must not silently fall back to a default).
+ * @throws KerncapError E_USAGE
+ */
+export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]): Promise<void> {
+  const defs = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {};
+  const known = new Set<string>();
+  let positionals = 0;
+  for (const [name, d] of Object.entries(defs as ArgsDef)) {
+    if (d.type === "positional") {
+      positionals++;
+      continue;
+    }
+    known.add(name);
+    if (d.type === "boolean") known.add(`no-${name}`);
+    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.add(a);
+  }
+  const options = Object.entries(defs as ArgsDef).filter(([, d]) => d.type !== "positional").map(([n]) => `--${n}`).join(", ");
+  let seen = 0;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a.startsWith("-") && a !== "-") {
+      const name = a.replace(/^--?/, "").split("=")[0]!;
+      if (!known.has(name)) {
+        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, { hint: `Its options: ${options}. Put the application's own options after \`--\`.` });
+      }
+      const d = (defs as ArgsDef)[name];
+      if (d && d.type !== "boolean" && !a.includes("=")) i++; // the option's value
+      continue;
+    }
+    if (++seen > positionals) {
+      throw new KerncapError("E_USAGE", `unexpected argument ${JSON.stringify(a)} for \`kerncap ${verb}\``, {
+        hint: verb === "run" || verb === "list" ? "Put the application after `--`: kerncap " + verb + " [options] -- APP [ARGS…]" : `Run \`kerncap ${verb} --help\`.`,
+      });
+    }
+  }
+}
+
 /** Run the CLI on argv; returns the exit code instead of exiting (used by tests too). */
 export async function runCli(argv: string[]): Promise<number> {
-  const verbose = argv.includes("--verbose");
-  setVerbose(verbose);
-  // citty parses options everywhere; keep the app's own argv (after `--`) out of its way.
+  // kerncap's own arguments end at `--`: the application's (even a --json or --verbose of its own) follow
   const dd = argv.indexOf("--");
   const own = dd < 0 ? argv : argv.slice(0, dd);
-  if (own.length === 0 || own.includes("--help") || own.includes("-h")) {
-    const sub = own.find((a) => a in commands) as keyof typeof commands | undefined;
+  const verbose = own.includes("--verbose");
+  const wantJson = own.includes("--json");
+  setVerbose(verbose);
+  const verb = own.find((a) => !a.startsWith("-"));
+  if (own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") {
+    const sub = own.find((a) => isVerb(a)) as Verb | undefined;
     await showUsage(sub ? await commands[sub]() : main, sub ? main : undefined);
     return own.length === 0 ? 2 : 0;
   }
@@ -38,35 +82,35 @@ export async function runCli(argv: string[]): Promise<number> {
     process.stdout.write(TOOL_VERSION + "\n");
     return 0;
   }
+  const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
+    log.error(message);
+    if (hint) log.info(hint);
+    if (wantJson) process.stdout.write(JSON.stringify({ error: { code, message, hint: hint ?? null } }, null, 2) + "\n");
+    return exitCode;
+  };
   try {
     // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
-    const verb = own.find((a) => !a.startsWith("-"));
-    if (!verb || !(verb in commands)) {
-      log.error(verb ? `unknown command: ${verb}` : "no command given");
-      log.info(`Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
-      return 2;
+    if (!isVerb(verb)) {
+      return fail("E_USAGE", verb ? `unknown command: ${verb}` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
     }
-    const cmd = await commands[verb as keyof typeof commands]();
-    const { result } = await runCommand(cmd, { rawArgs: argv.slice(argv.indexOf(verb) + 1) });
+    const cmd = await commands[verb]();
+    const rest = argv.slice(argv.indexOf(verb) + 1);
+    const restDd = rest.indexOf("--");
+    await checkArgs(verb, cmd, restDd < 0 ? rest : rest.slice(0, restDd));
+    const { result } = await runCommand(cmd, { rawArgs: rest });
     return typeof result === "number" ? result : 0;
   } catch (e) {
     if (isKerncapError(e)) {
-      log.error(e.message);
-      if (e.hint) log.info(e.hint);
       if (verbose && e.stack) log.debug(e.stack);
-      if (argv.includes("--json")) process.stdout.write(JSON.stringify({ error: { code: e.code, message: e.message, hint: e.hint ?? null } }, null, 2) + "\n");
-      return e.exitCode;
+      return fail(e.code, e.message, e.hint, e.exitCode);
     }
     const err = e as Error;
     if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
-      log.error(err.message);
-      log.info("Run `kerncap --help` for the verbs and their options.");
-      return 2;
+      return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);
     }
-    log.error(`internal error: ${err.message}`);
-    if (err.stack) log.error(verbose ? err.stack : "(run with --verbose for the stack trace)");
-    return 2;
+    if (verbose && err.stack) log.error(err.stack);
+    return fail("E_INTERNAL", `internal error: ${err.message}`, verbose ? undefined : "This is a kerncap bug; run with --verbose for the stack trace and report it.");
   }
 }
 

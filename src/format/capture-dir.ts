@@ -28,6 +28,7 @@ export function sha256File(path: string): string {
 export function readManifest(dir: string): Manifest {
   const path = join(dir, MANIFEST_FILE);
   if (!existsSync(dir)) throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+  if (!statSync(dir).isDirectory()) throw new KerncapError("E_NOT_CAPTURE", `${dir} is a file, not a capture folder`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
   if (!existsSync(path)) {
     const tmp = existsSync(dir) && /\.tmp-\d+$/.test(dir);
     throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {
@@ -59,11 +60,11 @@ export function memoryExtent(regions: { offset: number; size: number }[], onlyCh
 export function verifyFiles(dir: string, m: Manifest): void {
   for (const f of m.files) {
     const p = join(dir, f.path);
-    if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
+    if (!existsSync(p) || !statSync(p).isFile()) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir} (or not a file)`, { hint: "The capture is incomplete; capture again." });
     const size = statSync(p).size;
     if (size !== f.size) throw new KerncapError("E_CHECKSUM", `${f.path} has ${size} bytes, the manifest says ${f.size} (truncated or altered)`, { hint: "Capture again; the file was damaged." });
     const h = sha256File(p);
-    if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again, or restore it." });
+    if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway)." });
   }
   const all = [...m.regions, ...m.globals];
   for (const [file, onlyChanged] of [[m.memory.before, false], [m.memory.after, true]] as const) {

@@ -153,5 +153,36 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
       hint: "The capture folder was edited or damaged; capture again with `kerncap run`.",
     });
   }
+  checkInvariants(r.output, where);
   return r.output;
+}
+
+/** Relative, inside the capture folder (no absolute path, no `..`). */
+function insideFolder(p: string): boolean {
+  return p.length > 0 && !p.startsWith("/") && !p.split(/[\\/]/).includes("..");
+}
+
+/**
+ * What the schema alone cannot say: every file path stays inside the capture folder, the
+ * parameter and module files are covered by checksums, and no two regions overlap in VA or in the
+ * memory images.
+ * @throws KerncapError E_MANIFEST
+ */
+function checkInvariants(m: Manifest, where: string): void {
+  const bad = (msg: string) => new KerncapError("E_MANIFEST", `${where} is malformed: ${msg}`, { hint: "The capture folder was edited or damaged; capture again with `kerncap run`." });
+  for (const p of [m.params.file, m.module.file, m.memory.before, m.memory.after, ...m.files.map((f) => f.path)]) {
+    if (!insideFolder(p)) throw bad(`file path ${JSON.stringify(p)} points outside the capture folder`);
+  }
+  for (const p of [m.params.file, m.module.file]) {
+    if (!m.files.some((f) => f.path === p)) throw bad(`${p} has no checksum in files[]`);
+  }
+  const byVa = [...m.regions].map((r) => ({ r, va: BigInt(r.va) })).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
+  for (let i = 1; i < byVa.length; i++) {
+    const prev = byVa[i - 1]!;
+    if (prev.va + BigInt(prev.r.size) > byVa[i]!.va) throw bad(`regions ${prev.r.va} and ${byVa[i]!.r.va} overlap`);
+  }
+  const byOff = [...m.regions, ...m.globals].sort((a, b) => a.offset - b.offset);
+  for (let i = 1; i < byOff.length; i++) {
+    if (byOff[i - 1]!.offset + byOff[i - 1]!.size > byOff[i]!.offset) throw bad(`regions at offsets ${byOff[i - 1]!.offset} and ${byOff[i]!.offset} overlap in the memory images`);
+  }
 }

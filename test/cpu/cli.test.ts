@@ -177,3 +177,93 @@ describe("capture helpers", () => {
     expect(names[0]).toBe("softmax_warp_forward()");
   });
 });
+
+describe("command line (runCli: the one error path)", () => {
+  // runCli prints through consola; only the exit code and stdout (JSON) are asserted here
+  const cli = async (argv: string[]): Promise<{ code: number; out: string }> => {
+    const { runCli } = await import("../../src/cli/main.ts");
+    const chunks: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    (process.stdout as any).write = (c: string) => (chunks.push(String(c)), true);
+    try {
+      return { code: await runCli(argv), out: chunks.join("") };
+    } finally {
+      (process.stdout as any).write = write;
+    }
+  };
+  test("Object.prototype names are not verbs", async () => {
+    for (const v of ["toString", "constructor", "__proto__", "hasOwnProperty"]) expect((await cli([v])).code).toBe(2);
+  });
+  test("an unknown option is refused before anything runs, also in JSON", async () => {
+    const r = await cli(["replay", "cap", "--iter", "5", "--json"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.message).toContain("unknown option --iter");
+    expect((await cli(["run", "--dispach", "3", "--", "/bin/true"])).code).toBe(2);
+    expect((await cli(["inspect", "a", "b"])).code).toBe(2);
+  });
+  test("the application's own --json and --verbose stay the application's", async () => {
+    const r = await cli(["run", "--out", join(tempDir(), "c"), "--", "./no-such-app", "--json"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toBe(""); // kerncap was not asked for JSON
+  });
+  test("a missing DIR with --json is a JSON error", async () => {
+    const r = await cli(["inspect", "--json"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.code).toBe("E_USAGE");
+  });
+});
+
+describe("guards", () => {
+  test("--force replaces only a previous capture, never another folder", async () => {
+    const d = tempDir();
+    writeFileSync(join(d, "notes.txt"), "keep me");
+    const e = await failure("run", ["--out", d, "--force", "--", "/bin/true"]);
+    expect(e.code).toBe("E_EXISTS");
+    expect(e.message).toContain("not a kerncap capture");
+    expect(readFileSync(join(d, "notes.txt"), "utf8")).toBe("keep me");
+    expect((await failure("run", ["--out", "", "--", "/bin/true"])).code).toBe("E_USAGE");
+  });
+  test("--kernel is a POSIX ERE, checked with regcomp: JavaScript-only syntax is refused", async () => {
+    const { compileEre } = await import("../../src/capture/posix-regex.ts");
+    const re = compileEre("mul_mat_q<\\(ggml_type\\)2,");
+    expect(re.test("void mul_mat_q<(ggml_type)2, 16, true>(char const*)")).toBe(true);
+    expect(compileEre("\\d+").test("kernel_3")).toBe(false); // ERE: \d is a literal d
+    const e = await failure("run", ["--kernel", "(?:soft)max", "--out", join(tempDir(), "c"), "--", "/bin/true"]);
+    expect(e.code).toBe("E_USAGE");
+    expect(e.message).toContain("POSIX extended regex");
+  });
+  test("integer options are whole decimal numbers within range", async () => {
+    for (const v of ["", "0x10", "1e3", " 1", "99999999999999999999"]) {
+      expect((await failure("run", ["--dispatch", v, "--", "/bin/true"])).code).toBe("E_USAGE");
+    }
+    expect((await failure("replay", [await fresh(), "--iters", "1000000000"])).code).toBe("E_USAGE");
+  });
+  test("a bad --dtype is refused before the rebuild or any GPU work", async () => {
+    const dir = await fresh();
+    writeFileSync(join(dir, "build.sh"), "touch built; echo x\n");
+    const e = await failure("validate", [dir, "--dtype", "bogus"]);
+    expect(e.code).toBe("E_USAGE");
+    expect(existsSync(join(dir, "built"))).toBe(false);
+  });
+  test("inspect checks integrity: the summary, then a checksum error naming the file", async () => {
+    const dir = await fresh();
+    writeFileSync(join(dir, "kernel/module.cubin"), "altered!");
+    const e = await failure("inspect", [dir]);
+    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.message).toContain("kernel/module.cubin");
+  });
+  test("a manifest may not point outside its folder, drop a checksum, or overlap regions", async () => {
+    for (const mutate of [
+      (m: any) => (m.module.file = "../../etc/passwd"),
+      (m: any) => (m.files = []),
+      (m: any) => (m.regions[1].va = "0x7f0000000800"),
+    ]) {
+      const dir = await fresh();
+      const p = join(dir, "kerncap.json");
+      const m = JSON.parse(readFileSync(p, "utf8"));
+      mutate(m);
+      writeFileSync(p, JSON.stringify(m));
+      expect((await failure("replay", [dir])).code).toBe("E_MANIFEST");
+    }
+  });
+});

@@ -1,6 +1,6 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
-import { readManifest } from "../../format/capture-dir.ts";
+import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
 
@@ -44,11 +44,21 @@ export function describeManifest(m: Manifest): string {
 
 export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
-  args: { ...dirArg, ...jsonArg, ...verboseArg },
+  args: {
+    ...dirArg,
+    verify: { type: "boolean", description: "Also check every region's SHA-256 (reads the memory images)", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
   run({ args }) {
-    const m = readManifest(String(args.dir));
+    const dir = String(args.dir);
+    const m = readManifest(dir);
+    // the summary first (it is what the user asked for), then the integrity verdict
+    if (!args.json) process.stdout.write(describeManifest(m) + "\n");
+    verifyFiles(dir, m); // throws E_CHECKSUM naming the file: exit 2
+    if (args.verify) verifyRegions(dir, m);
     if (args.json) printJson(m);
-    else process.stdout.write(describeManifest(m) + "\n");
+    else process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (region checksums: --verify)"}\n`);
     return 0;
   },
 });

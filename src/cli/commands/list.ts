@@ -12,7 +12,7 @@ import { log } from "../../log.ts";
 import { appArgv, jsonArg, printJson, verboseArg } from "../args.ts";
 
 export default defineCommand({
-  meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module)" },
+  meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module). Usage: kerncap list [OPTIONS] -- APP [ARGS…]" },
   args: { ...jsonArg, ...verboseArg },
   async run({ args, rawArgs }) {
     const argv = appArgv(rawArgs);

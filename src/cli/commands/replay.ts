@@ -1,8 +1,10 @@
 /** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
 import { defineCommand, type ArgsDef } from "citty";
 import { readManifest } from "../../format/capture-dir.ts";
+import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { replayHsa } from "../../replay/hsa.ts";
+import { elementType } from "../../replay/tolerance.ts";
 import { replayCuda, type ReplayResult } from "../../replay/engine.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
@@ -47,8 +49,13 @@ export const toleranceArgs = {
   dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (default fp32)" },
 } as const satisfies ArgsDef;
 
+/** --atol/--rtol/--dtype, checked before any GPU work. @throws KerncapError E_USAGE */
 export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown }): { atol?: number; rtol?: number; dtype?: string } {
-  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype: args.dtype ? String(args.dtype) : undefined };
+  const dtype = args.dtype ? String(args.dtype) : undefined;
+  if (dtype && !elementType(dtype)) {
+    throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+  }
+  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype };
 }
 
 export default defineCommand({
@@ -63,8 +70,10 @@ export default defineCommand({
   },
   async run({ args }) {
     const dir = String(args.dir);
-    if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, intArg("iters", args.iters, 10), Boolean(args.json));
-    const r = await replayCuda(String(args.dir), { iters: intArg("iters", args.iters, 10), verify: args.verify !== false, ...toleranceOptions(args) });
+    const iters = intArg("iters", args.iters, 10, 100_000);
+    const tol = toleranceOptions(args);
+    if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
+    const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol });
     if (args.json) printJson(r);
     else process.stdout.write(describeReplay(r) + "\n");
     if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.mismatches.length} regions`);

@@ -5,10 +5,11 @@
  */
 import { defineCommand } from "citty";
 import { existsSync, mkdirSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { findCupti } from "../../capture/cupti.ts";
-import { finalizeCapture, readRaw } from "../../capture/finalize.ts";
+import { assertReplaceable, finalizeCapture, readRaw } from "../../capture/finalize.ts";
 import { cudaCaptureLibrary } from "../../capture/lib.ts";
+import { compileEre } from "../../capture/posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp } from "../../capture/run.ts";
 import { tritonEnv, tritonFinalize } from "../../capture/triton/shim.ts";
 import { cudaReproducerHook } from "../../repro/cuda.ts";
@@ -19,9 +20,9 @@ import { appArgv, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes } from "./inspect.ts";
 
 export default defineCommand({
-  meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory)" },
+  meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
   args: {
-    kernel: { type: "string", description: "Extended regex matched against the mangled and the demangled kernel name (default: any)" },
+    kernel: { type: "string", description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any)" },
     dispatch: { type: "string", description: "0-based index among the matching launches", default: "0" },
     out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", description: "Replace an existing capture folder", default: false },
@@ -36,18 +37,15 @@ export default defineCommand({
   async run({ args, rawArgs }) {
     const argv = appArgv(rawArgs);
     resolveApp(argv);
-    const dispatch = intArg("dispatch", args.dispatch, 0);
+    const dispatch = intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1);
     const pattern = args.kernel ? String(args.kernel) : "";
-    if (pattern) {
-      try {
-        new RegExp(pattern);
-      } catch (e) {
-        throw new KerncapError("E_USAGE", `--kernel is not a valid regex: ${(e as Error).message}`);
-      }
-    }
+    const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
+    if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
     const out = resolve(String(args.out ?? "kerncap-capture"));
-    if (existsSync(out) && !args.force) {
-      throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another --out." });
+    if (existsSync(out)) assertReplaceable(out, Boolean(args.force));
+    if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another --out.` });
+    for (const [opt, p] of [["--source-root", args["source-root"]], ["--compile-commands", args["compile-commands"]]] as const) {
+      if (p !== undefined && !existsSync(resolve(String(p)))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
     }
     probeGpu();
     const cupti = findCupti();
@@ -82,7 +80,7 @@ export default defineCommand({
             hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
           });
         }
-        const matching = pattern ? r.kernels.filter((k) => new RegExp(pattern).test(k.name) || new RegExp(pattern).test(k.demangled)) : r.kernels;
+        const matching = ere ? r.kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : r.kernels;
         const seen = matching.reduce((a, k) => a + k.count, 0);
         if (seen > dispatch) {
           throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${r.exitCode}, signal ${r.signal ?? "none"})`, {

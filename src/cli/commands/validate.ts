@@ -58,10 +58,12 @@ export default defineCommand({
     const dir = String(args.dir);
     const m = readManifest(dir);
     if (args.force) process.env.KERNCAP_FORCE = "1"; // read by the reproducer's build (templates/triton/repro.py)
+    const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
+    const tol = toleranceOptions(args);
     const b = await rebuild(dir, !args.verbose);
     if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
     const t0 = performance.now();
-    const r = await replayCuda(dir, { iters: intArg("iters", args.iters, 10), verify: true, modulePath: b.module, kernelName: m.kernel.name, ...toleranceOptions(args) });
+    const r = await replayCuda(dir, { iters, verify: true, modulePath: b.module, kernelName: m.kernel.name, ...tol });
     const replaySeconds = (performance.now() - t0) / 1000;
     const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds };
     if (args.json) printJson(res);
