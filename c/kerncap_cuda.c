@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include "kc_json.h"
 #include <cupti.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -72,6 +73,7 @@ typedef struct {
   uint64_t count;
   unsigned grid[3], block[3];
   uint64_t module;
+  signed char match; /* --kernel verdict for this name: 0 not yet asked, 1 matches, -1 does not */
 } kstat_t;
 
 static struct {
@@ -209,17 +211,6 @@ static kstat_t *kstat_get(const char *name) {
   return &S.kstats[j];
 }
 
-/* ---- small JSON writer helpers ---- */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
 
 static char *demangle(const char *name) {
   if (S.demangle && name && name[0] == '_' && name[1] == 'Z') {
@@ -246,9 +237,9 @@ static void write_kernels_json(void) {
     if (!k->name) continue;
     char *d = demangle(k->name);
     fprintf(f, "%s\n{\"name\":", first ? "" : ",");
-    json_str(f, k->name);
+    kc_json_str(f, k->name);
     fprintf(f, ",\"demangled\":");
-    json_str(f, d);
+    kc_json_str(f, d);
     fprintf(f, ",\"count\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
             (unsigned long long)k->count, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
             k->block[2], (unsigned long long)k->module);
@@ -596,13 +587,13 @@ static void write_raw_json(module_t *m, const char *modfile) {
   p_cuDriverGetVersion(&drv);
   char *dem = demangle(C.name);
   fprintf(f, "{\"raw_version\":1,\"library\":\"%s\",\"frontend\":\"cuda\",\n\"kernel\":{\"name\":", KC_VERSION);
-  json_str(f, C.name);
+  kc_json_str(f, C.name);
   fprintf(f, ",\"demangled\":");
-  json_str(f, dem);
+  kc_json_str(f, dem);
   free(dem);
   fprintf(f, ",\"match_index\":%ld,\"launch_index\":%llu},\n", C.match_index, (unsigned long long)C.launch_index);
   fprintf(f, "\"device\":{\"vendor\":\"nvidia\",\"name\":");
-  json_str(f, devname);
+  kc_json_str(f, devname);
   fprintf(f, ",\"arch\":\"sm_%d%d\",\"driver_version\":%d,\"ordinal\":%d},\n", ma, mi, drv, (int)dev);
   unsigned cl[3] = {1, 1, 1};
   fprintf(f, "\"launch\":{\"api\":\"%s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared_mem_bytes\":%u,\"attributes\":[",
@@ -754,15 +745,20 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     k->count++;
     memcpy(k->grid, L.grid, sizeof L.grid);
     memcpy(k->block, L.block, sizeof L.block);
-    if (!k->module || (S.capture && !S.done)) {
-      CUmodule mod = module_of(L.f); /* may load the module lazily, firing MODULE_LOADED */
+    /* Once per kernel name, not per launch: this may load the function's module lazily (firing
+     * MODULE_LOADED), which binds the image to its CUmodule. A module that loads later, inside a
+     * launch, is bound at that launch's exit. */
+    if (!k->module) {
+      CUmodule mod = module_of(L.f);
       k->module = (uint64_t)(uintptr_t)mod;
       if (tl_loaded && S.capture && !S.done) module_bind(tl_loaded_id, mod);
     }
   }
   tl_loaded = 0;
   if (!S.capture || S.done || !S.enabled || C.L.api) return;
-  if (!name_matches(name)) return;
+  /* the regex (and the demangling it may need) runs once per name, not once per launch */
+  if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
+  if (k ? k->match < 0 : !name_matches(name)) return;
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
   if (p_cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
     logf_("skipping %s: its stream is being captured into a CUDA graph", name);

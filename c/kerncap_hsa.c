@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include "kc_json.h"
 #include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -67,7 +68,13 @@ typedef struct { uint64_t va, size; bool gpu, live; } kc_region;
 typedef struct { uint64_t handle; int module; } kc_reader;           /* code object reader -> module */
 typedef struct { uint64_t exec; int module; } kc_exec_module;         /* executable -> module loaded */
 typedef struct { uint8_t* bytes; size_t size; } kc_module;
-typedef struct { uint64_t kernel_object; char* name; uint32_t kernarg_size, group, priv; int module; } kc_kernel;
+typedef struct {
+  uint64_t kernel_object;
+  char* name;
+  uint32_t kernarg_size, group, priv;
+  int module;
+  int match; /* --kernel verdict, asked once per kernel rather than per dispatch: 0 unknown, 1, -1 */
+} kc_kernel;
 typedef struct { char* name; uint64_t count; uint32_t grid[3], block[3]; int module; } kc_seen;
 typedef struct { hsa_queue_t* queue; hsa_agent_t agent; } kc_queue;
 
@@ -170,16 +177,6 @@ static bool kc_is_gpu(hsa_agent_t agent) {
   return S.core.hsa_agent_get_info_fn(agent, HSA_AGENT_INFO_DEVICE, &t) == HSA_STATUS_SUCCESS && t == HSA_DEVICE_TYPE_GPU;
 }
 
-static void kc_json_str(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
 
 static char* kc_demangled(const char* name) {
   int st = -1;
@@ -457,13 +454,16 @@ static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** 
   s->count++;
   *out = k;
   if (!S.capture_mode || S.done || !S.enabled || !k) return false;
-  bool match = !S.have_re || regexec(&S.re, k->name, 0, NULL, 0) == 0;
-  if (!match && S.have_re) {
-    char* dem = kc_demangled(k->name);
-    match = regexec(&S.re, dem, 0, NULL, 0) == 0;
-    free(dem);
+  if (!k->match) {
+    bool match = !S.have_re || regexec(&S.re, k->name, 0, NULL, 0) == 0;
+    if (!match) {
+      char* dem = kc_demangled(k->name);
+      match = regexec(&S.re, dem, 0, NULL, 0) == 0;
+      free(dem);
+    }
+    k->match = match ? 1 : -1;
   }
-  if (!match) return false;
+  if (k->match < 0) return false;
   return S.matches++ == S.target_match;
 }
 
@@ -643,7 +643,7 @@ static hsa_status_t kc_on_symbol(hsa_executable_t exec, hsa_executable_symbol_t 
   if (!name) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_NAME, name));
   if (len > 3 && strcmp(name + len - 3, ".kd") == 0) name[len - 3] = 0;
-  kc_kernel k = {0, name, 0, 0, 0, -1};
+  kc_kernel k = {0, name, 0, 0, 0, -1, 0};
   KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, &k.kernel_object));
   KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE, &k.kernarg_size));
   KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE, &k.group));
