@@ -130,10 +130,7 @@ export async function finalizeCapture(raw: Raw, o: FinalizeOptions): Promise<Man
   parseManifest(m); // the writer obeys the same schema as every reader
   if (o.beforeRename) await o.beforeRename(o.tmpDir, m);
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
-  for (const f of ["raw.json", "kernels.json", "error.txt"]) {
-    // raw.json is superseded by kerncap.json; kernels.json is kept as the launch census
-    if (f === "raw.json") rmSync(join(o.tmpDir, f), { force: true });
-  }
+  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.json stays: the launch census)
   if (existsSync(o.finalDir)) {
     assertReplaceable(o.finalDir, o.force);
     // the old capture stays until the new one is in place: a failed rename loses nothing

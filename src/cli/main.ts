@@ -4,7 +4,7 @@
  * path: every KerncapError is printed here with its hint and mapped to its exit code
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
-import { defineCommand, runCommand, showUsage, type ArgsDef, type CommandDef } from "citty";
+import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -75,7 +75,9 @@ export async function runCli(argv: string[]): Promise<number> {
   const verb = own.find((a) => !a.startsWith("-"));
   if (own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") {
     const sub = own.find((a) => isVerb(a)) as Verb | undefined;
-    await showUsage(sub ? await commands[sub]() : main, sub ? main : undefined);
+    const text = await renderUsage(sub ? await commands[sub]() : main, sub ? main : undefined);
+    // citty colours its usage unconditionally; keep escape codes out of pipes and files
+    process.stdout.write((process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "")) + "\n");
     return own.length === 0 ? 2 : 0;
   }
   if (own.includes("--version")) {

@@ -7,10 +7,10 @@
  * CUmemAllocationProp 32 B (location @8), CUmemAccessDesc 12 B (flags @8), CUlaunchConfig 56 B
  * (hStream @32, attrs @40, numAttrs @48), CUlaunchAttribute 72 B (value @8, 64 B).
  */
-import { dlopen, FFIType, ptr, CString, type Pointer } from "bun:ffi";
+import { dlopen, FFIType, ptr, CString, toArrayBuffer, type Pointer } from "bun:ffi";
 import { KerncapError } from "../errors.ts";
 
-const { i32, u32, u64, ptr: P, f32 } = FFIType;
+const { i32, u32, u64, ptr: P } = FFIType;
 
 const SYMBOLS = {
   cuInit: { args: [u32], returns: i32 },
@@ -49,7 +49,6 @@ const SYMBOLS = {
   cuEventSynchronize: { args: [u64], returns: i32 },
   cuEventElapsedTime_v2: { args: [P, u64, u64], returns: i32 },
 } as const;
-void f32;
 
 type Lib = ReturnType<typeof dlopen<typeof SYMBOLS>>["symbols"];
 
@@ -234,7 +233,6 @@ export class Cuda {
   hostAlloc(size: number): Uint8Array {
     const p = new BigUint64Array(1);
     this.check("cuMemAllocHost", this.lib.cuMemAllocHost_v2(p, size));
-    const { toArrayBuffer } = require("bun:ffi") as typeof import("bun:ffi");
     return new Uint8Array(toArrayBuffer(Number(p[0]) as Pointer, 0, size));
   }
 

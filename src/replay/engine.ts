@@ -8,7 +8,7 @@ import { readManifest, verifyFiles, verifyRegions } from "../format/capture-dir.
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { describeModule } from "../codeobj/index.ts";
-import { diffBytes, median, vaSpans } from "./compare.ts";
+import { median, vaSpans } from "./compare.ts";
 import { CU, cuda, type Cuda } from "./cuda.ts";
 import { overallVerdict, RegionAccumulator, type RegionNumerics } from "./tolerance.ts";
 import { regionNumericsPlan } from "./tolerance-plan.ts";
@@ -104,7 +104,9 @@ function loadModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): big
 export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayResult> {
   const m = readManifest(dir);
   if (m.device.vendor !== "nvidia") {
-    throw new KerncapError("E_FRONTEND", `${dir} is a ${m.device.vendor} capture; the CUDA replay engine cannot run it`);
+    throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; the CUDA replay engine cannot run it`, {
+      hint: "`kerncap replay` sends AMD captures to the HSA backend; `kerncap validate` supports CUDA and Triton captures only so far (rebuild a HIP reproducer with its build.sh).",
+    });
   }
   if (o.verify) {
     verifyFiles(dir, m);
@@ -225,23 +227,17 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   let bytesChecked = 0;
   for (const [ri, r] of m.regions.entries()) {
     const expectedAll = (r.changed ? after : before).subarray(r.offset, r.offset + r.size);
-    let first = -1;
-    let count = 0;
     const acc = new RegionAccumulator({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed }, plan[ri]!.dtype, plan[ri]!.source, plan.tol);
     for (let done = 0; done < r.size; done += CHUNK) {
       const n = Math.min(CHUNK, r.size - done);
       const got = host.subarray(0, n);
       cu.dtoh(got, BigInt(r.va) + BigInt(done));
       acc.add(done, got, expectedAll.subarray(done, done + n), r.changed ? before.subarray(r.offset + done, r.offset + done + n) : undefined);
-      const d = diffBytes(got, expectedAll.subarray(done, done + n));
-      if (d.count) {
-        if (first < 0) first = done + d.first;
-        count += d.count;
-      }
     }
     bytesChecked += r.size;
-    numerics.push(acc.result());
-    if (count) mismatches.push({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed, firstDiffOffset: first, bytesDiffering: count });
+    const res = acc.result();
+    numerics.push(res);
+    if (res.bytesDiffering) mismatches.push({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed, firstDiffOffset: res.firstDiffOffset, bytesDiffering: res.bytesDiffering });
   }
 
   // 6. Timed launches, each from the before state.

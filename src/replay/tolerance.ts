@@ -10,6 +10,8 @@
  * whatever the tolerance.
  */
 
+import { diffBytes } from "./compare.ts";
+
 export type ElementType = "fp64" | "fp32" | "fp16" | "bf16" | "i64" | "i32" | "i16" | "i8" | "u64" | "u32" | "u16" | "u8";
 
 export const ELEMENT_BYTES: Record<ElementType, number> = { fp64: 8, fp32: 4, fp16: 2, bf16: 2, i64: 8, i32: 4, i16: 2, i8: 1, u64: 8, u32: 4, u16: 2, u8: 1 };
@@ -55,6 +57,8 @@ export interface RegionNumerics {
   maxRelError: number;
   /** Byte offset of the first element over tolerance, -1 when none. */
   firstOverOffset: number;
+  /** Byte offset of the first differing byte, -1 when bit-exact. */
+  firstDiffOffset: number;
   /** Why a region is a mismatch although its elements are within tolerance. */
   trivial?: "unchanged" | "all-zeros";
 }
@@ -67,6 +71,7 @@ export class RegionAccumulator {
   private maxAbs = 0;
   private maxRel = 0;
   private firstOver = -1;
+  private firstDiff = -1;
   private gotAllZero = true;
   private expAllZero = true;
   private gotEqualsBefore = true;
@@ -89,7 +94,10 @@ export class RegionAccumulator {
     if (this.gotAllZero && !isAllZero(got)) this.gotAllZero = false;
     if (this.expAllZero && !isAllZero(expected)) this.expAllZero = false;
     if (before && this.gotEqualsBefore && !bytesEqual(got, before)) this.gotEqualsBefore = false;
-    if (bytesEqual(got, expected)) return;
+    const d = diffBytes(got, expected); // memcmp first; bytes are counted only where chunks differ
+    if (!d.count) return;
+    if (this.firstDiff < 0) this.firstDiff = offset + d.first;
+    this.bytesDiffering += d.count;
     const g = decode(got, this.dtype);
     const e = decode(expected, this.dtype);
     for (let i = 0; i < g.length; i++) {
@@ -116,8 +124,6 @@ export class RegionAccumulator {
         this.over++;
       }
     }
-    // bytes that differ, for the byte-level report
-    for (let i = 0; i < n; i++) if (got[i] !== expected[i]) this.bytesDiffering++;
   }
 
   result(): RegionNumerics {
@@ -139,6 +145,7 @@ export class RegionAccumulator {
       maxAbsError: this.maxAbs,
       maxRelError: this.maxRel,
       firstOverOffset: this.firstOver,
+      firstDiffOffset: this.firstDiff,
       ...(trivial ? { trivial } : {}),
     };
   }

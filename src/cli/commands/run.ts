@@ -25,7 +25,7 @@ export default defineCommand({
     kernel: { type: "string", description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any)" },
     dispatch: { type: "string", description: "0-based index among the matching launches", default: "0" },
     out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
-    force: { type: "boolean", description: "Replace an existing capture folder", default: false },
+    force: { type: "boolean", description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
     "source-root": { type: "string", description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)" },
     "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder) with the kernel TU's exact flags" },
