@@ -3,7 +3,7 @@
  *
  * Exports: InitializeInjection() (called once by libcuda at cuInit when CUDA_INJECTION64_PATH
  *          names this file). Nothing else is visible (-fvisibility=hidden).
- * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH,
+ * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_COUNT_BENCHMARKS,
  *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG (docs/raw-capture.md).
  * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; a
@@ -71,6 +71,7 @@ typedef struct {
 typedef struct {
   char *name;
   uint64_t count;
+  uint64_t benchmark; /* launches while a frontend said "benchmarking" (kerncap_set_ignore_launches) */
   unsigned grid[3], block[3];
   uint64_t module;
   signed char match; /* --kernel verdict for this name: 0 not yet asked, 1 matches, -1 does not */
@@ -88,6 +89,7 @@ static struct {
   int have_re;
   char *re_text;
   long dispatch;
+  int count_benchmarks; /* KERNCAP_COUNT_BENCHMARKS=1: --dispatch counts autotuner benchmark launches too */
   long matches;
   uint64_t launches;
   double t0;
@@ -102,6 +104,15 @@ static struct {
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP};
 
 static __thread int in_tool; /* our own CUDA calls fire callbacks too */
+/* Set by a frontend shim (the Triton sitecustomize) while an autotuner benchmarks candidate
+ * configs: those launches are counted apart and never taken by --dispatch. Process-wide, because
+ * the autotuner may launch from any thread while it holds the flag. */
+static volatile int ignore_launches;
+
+/* Exported for frontend shims (ctypes): on != 0 while the launches that follow are benchmarks of
+ * the application's runtime (e.g. Triton's autotuner), 0 when the application's own launches
+ * resume. Nested calls are the caller's business (the shim keeps a depth counter). */
+KC_EXPORT void kerncap_set_ignore_launches(int on) { ignore_launches = on != 0; }
 /* Module id of the last MODULE_LOADED callback on this thread: a module loads inside the API call
  * that needs it (cuModuleLoad*, or lazily inside a launch or cuFuncGetModule), so the id seen
  * during a call belongs to the CUmodule that call returns or touches. */
@@ -240,8 +251,8 @@ static void write_kernels_json(void) {
     kc_json_str(f, k->name);
     fprintf(f, ",\"demangled\":");
     kc_json_str(f, d);
-    fprintf(f, ",\"count\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
-            (unsigned long long)k->count, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+    fprintf(f, ",\"count\":%llu,\"benchmark\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
+            (unsigned long long)k->count, (unsigned long long)k->benchmark, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
             k->block[2], (unsigned long long)k->module);
     free(d);
     first = 0;
@@ -591,7 +602,8 @@ static void write_raw_json(module_t *m, const char *modfile) {
   fprintf(f, ",\"demangled\":");
   kc_json_str(f, dem);
   free(dem);
-  fprintf(f, ",\"match_index\":%ld,\"launch_index\":%llu},\n", C.match_index, (unsigned long long)C.launch_index);
+  fprintf(f, ",\"match_index\":%ld,\"launch_index\":%llu,\"counts_benchmarks\":%s},\n", C.match_index,
+          (unsigned long long)C.launch_index, S.count_benchmarks ? "true" : "false");
   fprintf(f, "\"device\":{\"vendor\":\"nvidia\",\"name\":");
   kc_json_str(f, devname);
   fprintf(f, ",\"arch\":\"sm_%d%d\",\"driver_version\":%d,\"ordinal\":%d},\n", ma, mi, drv, (int)dev);
@@ -741,8 +753,10 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   uint64_t idx = S.launches++;
   kstat_t *k = kstat_get(name);
   tl_loaded = 0;
+  int bench = ignore_launches && !S.count_benchmarks;
   if (k) {
     k->count++;
+    if (bench) k->benchmark++;
     memcpy(k->grid, L.grid, sizeof L.grid);
     memcpy(k->block, L.block, sizeof L.block);
     /* Once per kernel name, not per launch: this may load the function's module lazily (firing
@@ -755,7 +769,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     }
   }
   tl_loaded = 0;
-  if (!S.capture || S.done || !S.enabled || C.L.api) return;
+  if (!S.capture || S.done || !S.enabled || C.L.api || bench) return;
   /* the regex (and the demangling it may need) runs once per name, not once per launch */
   if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
   if (k ? k->match < 0 : !name_matches(name)) return;
@@ -959,6 +973,7 @@ static int setup(void) {
   const char *mode = getenv("KERNCAP_MODE");
   S.capture = mode && !strcmp(mode, "capture");
   S.exit_after = getenv("KERNCAP_EXIT_AFTER_CAPTURE") && !strcmp(getenv("KERNCAP_EXIT_AFTER_CAPTURE"), "1");
+  S.count_benchmarks = getenv("KERNCAP_COUNT_BENCHMARKS") && !strcmp(getenv("KERNCAP_COUNT_BENCHMARKS"), "1");
   const char *d = getenv("KERNCAP_DISPATCH");
   S.dispatch = d ? strtol(d, NULL, 10) : 0;
   const char *re = getenv("KERNCAP_KERNEL");

@@ -15,7 +15,7 @@ interface Raw {
   raw_version: number;
   library: string;
   frontend: "cuda" | "triton" | "hip";
-  kernel: { name: string; demangled: string; match_index: number; launch_index: number };
+  kernel: { name: string; demangled: string; match_index: number; launch_index: number; counts_benchmarks?: boolean };
   device: { vendor: "nvidia" | "amd"; name: string; arch: string; driver_version: number; ordinal: number };
   launch: { api: string; grid: [number, number, number]; block: [number, number, number]; shared_mem_bytes: number; cluster?: [number, number, number]; attributes: { id: number; name: string; value_hex: string }[] };
   function_attributes: { id: number; name: string; value: number }[];

@@ -11,6 +11,8 @@ export interface KernelSeen {
   name: string;
   demangled: string;
   count: number;
+  /** Of `count`, launches made while an autotuner benchmarked configs (Triton shim); absent from older libraries. */
+  benchmark?: number;
   grid: [number, number, number];
   block: [number, number, number];
   module: string;

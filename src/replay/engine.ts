@@ -34,7 +34,8 @@ export interface ReplayResult {
   timing: { iters: number; medianUs: number; minUs: number; appUs: number | null };
   restore: { bytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
   reserve: { spans: number; bytes: number; seconds: number };
-  module: { file: string; loadSeconds: number; image?: string };
+  /** loadSeconds: cuModuleLoadData + attributes; waitSeconds: time spent waiting for a module still being built. */
+  module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
   device: { name: string; arch: string };
   /** Element-wise report (src/replay/tolerance.ts): verdict bit-exact | within-tolerance | mismatch. */
   numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[] };
@@ -43,8 +44,12 @@ export interface ReplayResult {
 export interface ReplayOptions {
   iters: number;
   verify: boolean;
-  /** Use this module image instead of the captured one (validate after a rebuild). */
-  modulePath?: string;
+  /**
+   * Use this module image instead of the captured one (validate after a rebuild). A promise lets
+   * the caller build it while the replay reserves, restores and verifies (awaited just before the
+   * module load; its rejection is the replay's error).
+   */
+  modulePath?: string | Promise<string>;
   /** Kernel symbol to look up in that module (default: the captured mangled name). */
   kernelName?: string;
   /** Tolerance compare (absolute, relative; default 0, 0) and element type where none is known. */
@@ -150,8 +155,10 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: Boolean(registered) };
 
   // 3. Module, function, attributes.
+  const tw = performance.now();
+  const modFile = await (o.modulePath ?? join(dir, m.module.file));
+  const moduleWaitSeconds = (performance.now() - tw) / 1000;
   const t2 = performance.now();
-  const modFile = o.modulePath ?? join(dir, m.module.file);
   const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
   const mod = loadModule(cu, image, m, modFile);
   const name = o.kernelName ?? m.kernel.name;
@@ -263,7 +270,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     timing: { iters: times.length, medianUs: times.length ? median(times) : NaN, minUs: times.length ? Math.min(...times) : NaN, appUs },
     restore,
     reserve,
-    module: { file: modFile, loadSeconds },
+    module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
     device: { name: cu.deviceName(), arch: cu.arch() },
     numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
   };

@@ -8,8 +8,9 @@
  * 3. ggml (ggml-org/ggml, 186 .cu files, trimmed tarball $KERNCAP_GGML_TAR, default
  *    .carry/ggml-src.tar.xz; $KERNCAP_LLAMA_TAR is read too): built with its own CMake/Ninja
  *    (sm_90 only), one mul_mat_q<q4_0,…> launch of `test-backend-ops -o MUL_MAT` captured,
- *    reproducer from compile_commands.json, validated bit-exact, then a codegen edit (must still
- *    match) and a tile-constant edit (verdict recorded).
+ *    reproducer from compile_commands.json, validated bit-exact, then a codegen edit, a block
+ *    constant (occupancy) and a tile constant (K_vram) edit in ggml's config table, and a tile edit
+ *    that ggml's static_asserts reject (exit 2).
  *
  * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, kerncap binary,
  * nvcc, or (part 3) cmake/ninja/the tarball. The ggml build is kept in $KERNCAP_GGML_WORK
@@ -155,19 +156,46 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
     expect(v1.code, v1.stderr.slice(-4000)).toBe(0);
     measurements.ggmlValidateUnroll1 = { rebuildSeconds: json(v1).rebuild.seconds, medianUs: json(v1).timing?.medianUs };
 
-    // a tile constant: K depth of one shared-memory tile (MMQ_ITER_K 256 → 128). ggml's own
-    // static_asserts reject it (seen on the H200 node: "bad K_vram"), so validate must stop at
-    // the build with the compiler's message and exit 2, before anything launches.
-    writeFileSync(mmq, text.replace(/#define MMQ_ITER_K\s+256/, "#define MMQ_ITER_K             128"));
-    let v2: ReturnType<typeof kc>;
+    writeFileSync(mmq, text);
+
+    // Tile and block constants of the captured configuration (Q4_0, J=16, fallback) in ggml's
+    // config table (mmq-config-ampere.cuh, used for sm_90): CASE(type, nthreads, occupancy, I, J,
+    // sram_layout, K_vram, stream_k, fallback). nthreads and I shape the launch, which the host
+    // computed and the capture fixed; occupancy (__launch_bounds__ blocks per SM) and K_vram (the
+    // VRAM tile length along K) are the kernel's own.
+    const cfg = join(cap, "src/src/ggml-cuda/mmq-config-ampere.cuh");
+    const cfgText = readFileSync(cfg, "utf8");
+    const line = "CASE(GGML_TYPE_Q4_0, 256, 1, 128,  16, GGML_CUDA_MMQ_SRAM_LAYOUT_Q8_0, MMQ_ITER_K, true, true);";
+    expect(cfgText).toContain(line);
     try {
-      v2 = kc(["validate", cap, "--json"]);
+      // occupancy 1 → 2: register budget for 2 blocks of 256 threads per SM; same arithmetic, bit-exact
+      writeFileSync(cfg, cfgText.replace(line, line.replace("256, 1, 128", "256, 2, 128")));
+      const v2 = kc(["validate", cap, "--json"]);
+      expect(v2.code, v2.stderr.slice(-4000)).toBe(0);
+      expect(json(v2).numerics.verdict).toBe("bit-exact");
+      measurements.ggmlValidateOccupancy2 = { rebuildSeconds: json(v2).rebuild.seconds, medianUs: json(v2).timing?.medianUs, verdict: json(v2).numerics.verdict };
+      // K_vram 256 → 512: twice the K depth per main-loop step. This case has k = 256 (one step
+      // either way), so the verdict is recorded; it must be a verdict, not a build or launch error
+      writeFileSync(cfg, cfgText.replace(line, line.replace("MMQ_ITER_K", "512")));
+      const v3 = kc(["validate", cap, "--json"]);
+      expect([0, 1], v3.stderr.slice(-4000)).toContain(v3.code);
+      measurements.ggmlValidateKvram512 = { exit: v3.code, rebuildSeconds: json(v3).rebuild.seconds, medianUs: json(v3).timing?.medianUs, verdict: json(v3).numerics.verdict };
+    } finally {
+      writeFileSync(cfg, cfgText);
+    }
+
+    // a tile constant that ggml's own static_asserts reject (MMQ_ITER_K 256 → 128: "bad K_vram"):
+    // validate stops at the build with the compiler's message and exit 2, before anything launches
+    writeFileSync(mmq, text.replace(/#define MMQ_ITER_K\s+256/, "#define MMQ_ITER_K             128"));
+    let v4: ReturnType<typeof kc>;
+    try {
+      v4 = kc(["validate", cap, "--json"]);
     } finally {
       writeFileSync(mmq, text);
     }
-    measurements.ggmlValidateIterK128 = { exit: v2.code, message: v2.stderr.slice(-600) };
-    expect(v2.code).toBe(2);
-    expect(v2.stderr).toContain("does not build");
-    expect(v2.stderr).toContain("static assertion failed");
+    measurements.ggmlValidateIterK128 = { exit: v4.code, message: v4.stderr.slice(-600) };
+    expect(v4.code).toBe(2);
+    expect(v4.stderr).toContain("does not build");
+    expect(v4.stderr).toContain("static assertion failed");
   }, 300_000);
 });

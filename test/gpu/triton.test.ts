@@ -27,13 +27,15 @@ describe.skipIf(SKIP)("Triton: autotuned hand-written matmul", () => {
   let best: Record<string, unknown> = {};
 
   test("capture the app's 2nd launch: Triton metadata joined, pinned config = autotuner's choice", () => {
-    // benchmark launches are deterministic in this app (fixed do_bench): total = benchmarks + 3
+    // the app launches matmul_kernel 3 times itself; the autotuner's benchmark launches (4 configs x
+    // 6, fixed do_bench) are counted apart and --dispatch skips them
     const l = kc(["list", "--json", "--", ...app]);
     expect(l.code, l.stderr).toBe(0);
     const k = json(l).kernels.find((x: any) => x.name === "matmul_kernel");
     expect(k, l.stdout).toBeDefined();
-    const dispatch = k.count - 3 + 1;
-    const cap = kc(["run", "--kernel", "^matmul_kernel$", "--dispatch", String(dispatch), "--out", out, "--json", "--", ...app]);
+    expect(k.benchmark).toBe(24);
+    expect(k.count - k.benchmark).toBe(3);
+    const cap = kc(["run", "--kernel", "^matmul_kernel$", "--dispatch", "1", "--out", out, "--json", "--", ...app]);
     expect(cap.code, cap.stderr).toBe(0);
     best = JSON.parse((cap.stderr + cap.stdout).match(/BEST (\{.*\})/)![1]!);
     const m = manifest(out);
@@ -151,12 +153,33 @@ describe.skipIf(SKIP)("Triton: Inductor (torch.compile of a transformers block)"
     const app = ["python3", join(apps, "triton_inductor_app.py"), "3"];
     const l = json(kc(["list", "--json", "--", ...app], env));
     const red = l.kernels.map((k: any) => k.name).find((n: string) => n.startsWith("triton_red_") || n.startsWith("triton_per_"));
-    if (!red) return; // this model fused its reductions elsewhere; the list is in measurements
+    expect(red, l.kernels.map((k: any) => k.name).join("\n")).toBeDefined(); // RMSNorm: a reduction
     const out = join(WORK, "inductor-red");
     const cap = kc(["run", "--kernel", `^${red}$`, "--dispatch", "1", "--out", out, "--json", "--", ...app], env);
     expect(cap.code, cap.stderr).toBe(0);
     const v = kc(["validate", out, "--json", "--iters", "5"]);
     expect(v.code, v.stderr + v.stdout).toBe(0);
+    expect(json(v).numerics.verdict).toBe("bit-exact");
     measurements.inductorReduction = { kernel: red, validateSeconds: v.seconds, verdict: json(v).numerics.verdict };
+  });
+
+  test("max-autotune matmul template kernel: the app's 2nd launch (benchmarks skipped), rebuilt, bit-exact", () => {
+    // no CUDA graphs (their replays launch nothing the library sees); Triton templates only, so a
+    // template (triton_tem_*) and not cuBLAS wins the GEMM autotuning
+    const app = ["python3", join(apps, "triton_inductor_app.py"), "3", "max-autotune-no-cudagraphs"];
+    const envT = { ...env, TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS: "TRITON" };
+    const out = join(WORK, "inductor-tem");
+    const cap = kc(["run", "--kernel", "^triton_tem_", "--dispatch", "1", "--out", out, "--json", "--", ...app], envT);
+    expect(cap.code, cap.stderr).toBe(0);
+    const m = manifest(out);
+    expect(m.kernel.name).toStartWith("triton_tem_");
+    expect(m.kernel.frontend, JSON.stringify(m.source ?? null)).toBe("triton");
+    expect(m.kernel.matchIndex).toBe(1);
+    const consts = Object.fromEntries(m.source.constexprs.map((c: any) => [c.name, c.value]));
+    expect(Object.keys(consts), JSON.stringify(consts)).toContain("BLOCK_M");
+    const v = kc(["validate", out, "--json", "--iters", "5"]);
+    expect(v.code, v.stderr + v.stdout).toBe(0);
+    expect(json(v).numerics.verdict).toBe("bit-exact");
+    measurements.inductorTemplate = { kernel: m.kernel.name, appToKernelSeconds: cap.seconds, validateSeconds: v.seconds, rebuildSeconds: json(v).rebuild.seconds, launch: m.source.launch, block: consts };
   });
 });

@@ -128,8 +128,10 @@ export function configMatches(c: TritonAutotuneRecord["config"], rec: TritonComp
  * matchIndex-th launch whose name matches `pattern` (the capture library's count), and whether the
  * autotuner was benchmarking at that moment. Launch events of every process are in one file; only
  * those of the capturing process (the one whose events reach matchIndex) are used.
+ * @param countsBenchmarks false when the library's count skipped the launches the shim marked as
+ *   autotuner benchmarks (raw.json kernel.counts_benchmarks; libraries before it counted all).
  */
-export function accountLaunch(records: TritonRecord[], kernelName: string, pattern: string, matchIndex: number): LaunchAccount {
+export function accountLaunch(records: TritonRecord[], kernelName: string, pattern: string, matchIndex: number, countsBenchmarks = true): LaunchAccount {
   const none: LaunchAccount = { kind: "unknown", appLaunchIndex: null, appLaunchesBefore: 0, benchmarkLaunchesBefore: 0 };
   let re: RegExp;
   try {
@@ -140,11 +142,12 @@ export function accountLaunch(records: TritonRecord[], kernelName: string, patte
   const launches = records.filter((r): r is TritonLaunchRecord => r.event === "launch" && typeof r.name === "string" && re.test(r.name));
   const byPid = new Map<number, TritonLaunchRecord[]>();
   for (const l of launches) byPid.set(l.pid, [...(byPid.get(l.pid) ?? []), l]);
-  for (const ls of byPid.values()) {
-    ls.sort((a, b) => a.seq - b.seq);
-    const hit = ls[matchIndex];
+  for (const all of byPid.values()) {
+    all.sort((a, b) => a.seq - b.seq);
+    const counted = countsBenchmarks ? all : all.filter((l) => !l.bench);
+    const hit = counted[matchIndex];
     if (!hit || hit.name !== kernelName) continue;
-    const before = ls.slice(0, matchIndex).filter((l) => l.name === kernelName);
+    const before = all.slice(0, all.indexOf(hit)).filter((l) => l.name === kernelName);
     const bench = before.filter((l) => l.bench).length;
     return {
       kind: hit.bench ? "autotune-benchmark" : "app",
@@ -165,7 +168,7 @@ export function accountLaunch(records: TritonRecord[], kernelName: string, patte
  * Find the compile record of the captured cubin and build manifest.source.
  * @returns undefined when no record has that cubin hash (not a Triton kernel, or the shim was off).
  */
-export function joinTriton(records: TritonRecord[], cubinSha256: string, kernelName: string, pattern: string, matchIndex: number): TritonSource | undefined {
+export function joinTriton(records: TritonRecord[], cubinSha256: string, kernelName: string, pattern: string, matchIndex: number, countsBenchmarks = true): TritonSource | undefined {
   const compiles = records.filter((r): r is TritonCompileRecord => r.event === "compile" && r.cubin_sha256 === cubinSha256);
   // Prefer a record that carries the source (an IRSource compile or a failed extraction has less).
   const rec = compiles.find((r) => r.kernel_module) ?? compiles.find((r) => r.fn) ?? compiles[0];
@@ -196,7 +199,7 @@ export function joinTriton(records: TritonRecord[], cubinSha256: string, kernelN
     kernelModule: rec.kernel_module ?? null,
     unresolvedGlobals: rec.unresolved_globals ?? [],
     autotune: tune ? { key: tune.key, keyNames: tune.key_names, config: tune.config, configs: tune.configs } : null,
-    launch: accountLaunch(records, kernelName, pattern, matchIndex),
+    launch: accountLaunch(records, kernelName, pattern, matchIndex, countsBenchmarks),
   };
 }
 

@@ -54,7 +54,7 @@ export async function tritonEnv(): Promise<Record<string, string>> {
  */
 export function tritonFinalize(
   tmpDir: string,
-  raw: { frontend: string; kernel: { name: string; match_index: number }; module: { file: string; kind: string }; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
+  raw: { frontend: string; kernel: { name: string; match_index: number; counts_benchmarks?: boolean }; module: { file: string; kind: string }; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
   pattern: string,
   command: string[],
 ): Pick<FinalizeOptions, "source" | "beforeRename"> {
@@ -63,7 +63,7 @@ export function tritonFinalize(
   let source: TritonSource | undefined;
   try {
     const records = parseTritonJsonl(readFileSync(jsonl, "utf8"));
-    source = joinTriton(records, sha256File(join(tmpDir, raw.module.file)), raw.kernel.name, pattern, raw.kernel.match_index);
+    source = joinTriton(records, sha256File(join(tmpDir, raw.module.file)), raw.kernel.name, pattern, raw.kernel.match_index, raw.kernel.counts_benchmarks ?? true);
   } catch (e) {
     log.warn(`Triton metadata not joined: ${(e as Error).message}`);
     return {};

@@ -12,7 +12,8 @@
 #             {"event": "launch", ...}    one per launch through Triton's launcher
 #           $KERNCAP_OUT/triton-src/<sha16>-<name>: a copy of each kernel source file.
 #   hooks   triton.knobs.compilation.listener (reports cache hits too, so a warm cache does not
-#           hide a kernel), triton.knobs.runtime.launch_enter_hook, Autotuner.run/_bench.
+#           hide a kernel), triton.knobs.runtime.launch_enter_hook, Autotuner.run/_bench,
+#           and Inductor's Benchmarker*.benchmark_gpu (its config timing: benchmark launches).
 #           Each hook chains to what was there before and never raises into the application.
 #
 # Triton is not imported here: a meta-path finder installs the hooks right after the application
@@ -324,6 +325,43 @@ def _kerncap_setup():
         if f:
             f(1 if on else 0)
 
+    def benchmarking(fn):
+        """Wrap fn (an autotuner's timing of one config): its launches are benchmarks, not the app's.
+        Marks the launch events (bench depth) and tells the capture library, so --dispatch skips them."""
+
+        def wrapped(*args, **kwargs):
+            bump("bench", 1)
+            try:
+                ignore_launches(True)
+            except Exception:
+                pass
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                bump("bench", -1)
+                if depth("bench") == 0:
+                    try:
+                        ignore_launches(False)
+                    except Exception:
+                        pass
+
+        wrapped.__kerncap_wrapped__ = True
+        return wrapped
+
+    def install_inductor(mod):
+        """Inductor times candidate configs (max-autotune templates, pointwise/reduction configs)
+        through torch._inductor.runtime.benchmarking; every benchmark_gpu there is a benchmark."""
+        base = getattr(mod, "Benchmarker", None)
+        n = 0
+        for obj in list(vars(mod).values()):
+            if isinstance(obj, type) and base is not None and issubclass(obj, base):
+                f = obj.__dict__.get("benchmark_gpu")
+                if callable(f) and not getattr(f, "__kerncap_wrapped__", False):
+                    setattr(obj, "benchmark_gpu", benchmarking(f))
+                    n += 1
+        if not n:
+            warn("Inductor benchmarker hooks not installed: no Benchmarker.benchmark_gpu")
+
     def install(triton):
         knobs = getattr(triton, "knobs", None)
         if knobs is None:
@@ -386,33 +424,21 @@ def _kerncap_setup():
                     except Exception as e:
                         warn(f"autotune record failed: {e}")
 
-            def _bench(self, *args, **kwargs):
-                bump("bench", 1)
-                try:
-                    ignore_launches(True)
-                except Exception:
-                    pass
-                try:
-                    return orig_bench(self, *args, **kwargs)
-                finally:
-                    bump("bench", -1)
-                    if depth("bench") == 0:
-                        try:
-                            ignore_launches(False)
-                        except Exception:
-                            pass
-
+            _bench = benchmarking(orig_bench)
             Autotuner.run, Autotuner._bench = run, _bench
         except Exception as e:
             warn(f"autotuner hooks not installed: {e}")
 
     class _Finder:
-        """Installs the hooks right after `import triton` has run triton/__init__.py."""
+        """Installs a hook right after the module it watches has been executed (import hook)."""
 
         busy = False
 
+        def __init__(self, hooks):
+            self.hooks = hooks  # module name -> installer(module)
+
         def find_spec(self, name, path=None, target=None):
-            if name != "triton" or self.busy:
+            if name not in self.hooks or self.busy:
                 return None
             self.busy = True
             try:
@@ -427,27 +453,33 @@ def _kerncap_setup():
             if loader is None or not hasattr(loader, "exec_module"):
                 return None
             orig = loader.exec_module
+            hook = self.hooks.pop(name)
 
             def exec_module(module):
                 orig(module)
+                if not self.hooks:
+                    try:
+                        sys.meta_path.remove(finder)
+                    except ValueError:
+                        pass
                 try:
-                    sys.meta_path.remove(finder)
-                except ValueError:
-                    pass
-                try:
-                    install(module)
+                    hook(module)
                 except Exception as e:
-                    warn(f"hooks not installed: {type(e).__name__}: {e}")
+                    warn(f"hooks not installed in {name}: {type(e).__name__}: {e}")
 
             loader.exec_module = exec_module
             return spec
 
-    finder = _Finder()
-    if "triton" in sys.modules:
-        install(sys.modules["triton"])
-    else:
+    hooks = {"triton": install, "torch._inductor.runtime.benchmarking": install_inductor}
+    for name in list(hooks):
+        if name in sys.modules:
+            try:
+                hooks.pop(name)(sys.modules[name])
+            except Exception as e:
+                warn(f"hooks not installed in {name}: {type(e).__name__}: {e}")
+    finder = _Finder(hooks)
+    if hooks:
         sys.meta_path.insert(0, finder)
-
 
 if _ENABLED:
     try:

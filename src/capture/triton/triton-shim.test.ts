@@ -75,6 +75,9 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
     expect(accountLaunch(records, "scale_kernel", "scale", 5)).toMatchObject({ kind: "app", appLaunchIndex: 2 });
     expect(accountLaunch(records, "scale_kernel", "scale", 1).kind).toBe("autotune-benchmark");
     expect(accountLaunch(records, "scale_kernel", "nomatch", 0).kind).toBe("unknown");
+    // a library that skipped the benchmark launches counts only the app's: its #0 is the 4th launch
+    expect(accountLaunch(records, "scale_kernel", "scale", 0, false)).toMatchObject({ kind: "app", appLaunchIndex: 0, benchmarkLaunchesBefore: 3 });
+    expect(accountLaunch(records, "scale_kernel", "scale", 2, false)).toMatchObject({ kind: "app", appLaunchIndex: 2, appLaunchesBefore: 2 });
   });
 
   test("join by cubin hash → pinned autotuned config; the reproducer rebuilds the identical cubin", () => {
@@ -145,5 +148,29 @@ describe("joinTriton (pure)", () => {
     expect(s.target).toEqual({ backend: "cuda", arch: 90, warp_size: 32 });
     expect(s.launch.kind).toBe("unknown");
     expect(s.launch.note).toContain("static launcher");
+  });
+});
+
+describe.skipIf(!PY || !Bun.which("gcc"))("Triton shim: Inductor benchmarks tell the capture library (fake torch, fake library)", () => {
+  test("launches inside Benchmarker.benchmark_gpu are flagged once around the outermost call", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kerncap-ignore-"));
+    try {
+      const lib = join(dir, "libfake.so");
+      const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", lib, join(HERE, "testdata/fake_ignore_lib.c")], { stderr: "pipe" });
+      expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+      const log = join(dir, "log");
+      const r = py([join(HERE, "testdata/fake_inductor_app.py")], {
+        PYTHONPATH: shimPythonPath(HERE, join(HERE, "testdata/fake_torch")),
+        KERNCAP_OUT: dir,
+        CUDA_INJECTION64_PATH: lib,
+        FAKE_IGNORE_LOG: log,
+      });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).not.toContain("not installed");
+      // nested benchmark_gpu (Inductor → Triton → base): flag on at each entry, off after the outermost
+      expect(readFileSync(log, "utf8").trim().split("\n")).toEqual(["1", "1", "1", "bench-launch", "0", "app-launch"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { findCupti } from "../../capture/cupti.ts";
 import { cudaCaptureLibrary } from "../../capture/lib.ts";
 import { removeTemp, resolveApp, runApp } from "../../capture/run.ts";
+import { tritonEnv } from "../../capture/triton/shim.ts";
 import { KerncapError } from "../../errors.ts";
 import { probeGpu } from "../../replay/probe.ts";
 import { log } from "../../log.ts";
@@ -26,7 +27,7 @@ export default defineCommand({
         argv,
         outDir: dir,
         mode: "list",
-        env: { CUDA_INJECTION64_PATH: lib, KERNCAP_OUT: dir, KERNCAP_MODE: "list", KERNCAP_CUPTI_PATH: cupti, ...(args.verbose ? { KERNCAP_LOG: "1" } : {}) },
+        env: { CUDA_INJECTION64_PATH: lib, KERNCAP_OUT: dir, KERNCAP_MODE: "list", KERNCAP_CUPTI_PATH: cupti, ...(await tritonEnv()), ...(args.verbose ? { KERNCAP_LOG: "1" } : {}) },
         stdoutToStderr: args.json,
       });
       if (r.libraryErrors.length) log.warn(`capture library: ${r.libraryErrors.join("; ")}`);
@@ -40,10 +41,12 @@ export default defineCommand({
       if (args.json) {
         printJson({ app: argv, exitCode: r.exitCode, launches: r.launches, kernels });
       } else {
-        const rows = kernels.map((k) => [String(k.count), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
-        const head = ["count", "grid", "block", "module", "kernel"];
+        // "bench": launches an autotuner made while timing configs; --dispatch does not count them
+        const bench = kernels.some((k) => k.benchmark);
+        const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
+        const head = ["count", ...(bench ? ["bench"] : []), "grid", "block", "module", "kernel"];
         const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-        const line = (r: string[]) => r.map((c, i) => (i < 4 ? c.padStart(w[i]!) : c)).join("  ");
+        const line = (r: string[]) => r.map((c, i) => (i < head.length - 1 ? c.padStart(w[i]!) : c)).join("  ");
         process.stdout.write([line(head), ...rows.map(line)].join("\n") + "\n");
         log.info(`${kernels.length} kernels, ${r.launches} launches; app exit code ${r.exitCode}`);
       }

@@ -23,7 +23,8 @@ export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
   args: {
     kernel: { type: "string", description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any)" },
-    dispatch: { type: "string", description: "0-based index among the matching launches", default: "0" },
+    dispatch: { type: "string", description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
+    "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
     out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
@@ -65,6 +66,7 @@ export default defineCommand({
           KERNCAP_MODE: "capture",
           KERNCAP_KERNEL: pattern,
           KERNCAP_DISPATCH: String(dispatch),
+          ...(args["count-benchmarks"] ? { KERNCAP_COUNT_BENCHMARKS: "1" } : {}),
           KERNCAP_CUPTI_PATH: cupti,
           ...(await tritonEnv()), // Triton: JIT metadata shim on PYTHONPATH (src/capture/triton)
           ...(args["exit-after-capture"] ? { KERNCAP_EXIT_AFTER_CAPTURE: "1" } : {}),
