@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include "kc_json.h"
+#include "kc_symbols.h"
 #include <cupti.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -46,7 +47,7 @@
   X(cuFuncGetAttribute) X(cuFuncGetModule) X(cuStreamIsCapturing)                   \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)                  \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime_v2)  \
-  X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2)
+  X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)
 
 #define CUPTI_FUNCS(X)                                                              \
   X(cuptiSubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
@@ -333,18 +334,40 @@ static int write_file(const char *rel, const void *data, size_t n) {
   return 0;
 }
 
-/* Before state: every live region, device→host through the pinned stage, into memory/before.bin. */
+/* Module globals of the captured kernel's module (__device__ / __constant__ variables): not
+ * allocations, so no memory callback sees them; found at capture time (kc_symbols.h +
+ * cuModuleGetGlobal) and snapshotted after the regions, in the same files. */
+typedef struct {
+  char *name;
+  uint64_t va, size;
+} kglobal_t;
+static kglobal_t *G;
+static size_t nG, cG;
+static int G_skipped, G_symbols;
+
+/* Snapshot item i: regions first, then globals. */
+static const region_t *snap_item(size_t i, region_t *tmp) {
+  if (i < S.nregions) return &S.regions[i];
+  tmp->va = G[i - S.nregions].va;
+  tmp->size = G[i - S.nregions].size;
+  tmp->kind = "global";
+  return tmp;
+}
+
+/* Before state: every live region and module global, device→host through the pinned stage, into memory/before.bin. */
 static int snapshot_before(snap_t *sn) {
   double t = now_s();
+  size_t items = S.nregions + nG;
   if (CU_CHECK(p_cuMemHostAlloc((void **)&sn->stage, KC_STAGE_BYTES, 0))) return -1;
   sn->cmp = malloc(KC_STAGE_BYTES);
-  sn->offsets = calloc(S.nregions + 1, sizeof *sn->offsets);
-  sn->changed = calloc(S.nregions + 1, sizeof *sn->changed);
+  sn->offsets = calloc(items + 1, sizeof *sn->offsets);
+  sn->changed = calloc(items + 1, sizeof *sn->changed);
   if (!sn->cmp || !sn->offsets || !sn->changed) { FAIL("out of host memory for the snapshot"); return -1; }
   if (open_out("memory/before.bin", &sn->fd_before)) return -1;
   uint64_t off = 0;
-  for (size_t i = 0; i < S.nregions; i++) {
-    region_t *r = &S.regions[i];
+  for (size_t i = 0; i < items; i++) {
+    region_t tmp;
+    const region_t *r = snap_item(i, &tmp);
     sn->offsets[i] = off;
     for (uint64_t done = 0; done < r->size;) {
       size_t n = r->size - done < KC_STAGE_BYTES ? (size_t)(r->size - done) : KC_STAGE_BYTES;
@@ -355,7 +378,7 @@ static int snapshot_before(snap_t *sn) {
       }
       done += n;
     }
-    sn->before_bytes += r->size;
+    if (i < S.nregions) sn->before_bytes += r->size;
     off += (r->size + KC_ALIGN - 1) / KC_ALIGN * KC_ALIGN;
   }
   sn->file_size = off;
@@ -368,8 +391,9 @@ static int snapshot_before(snap_t *sn) {
 static int snapshot_after(snap_t *sn) {
   double t = now_s();
   if (open_out("memory/after.bin", &sn->fd_after)) return -1;
-  for (size_t i = 0; i < S.nregions; i++) {
-    region_t *r = &S.regions[i];
+  for (size_t i = 0; i < S.nregions + nG; i++) {
+    region_t tmp;
+    const region_t *r = snap_item(i, &tmp);
     uint64_t off = sn->offsets[i];
     int changed = 0;
     for (uint64_t done = 0; done < r->size;) {
@@ -399,7 +423,7 @@ static int snapshot_after(snap_t *sn) {
       done += n;
     }
     sn->changed[i] = changed;
-    if (changed) sn->after_bytes += r->size;
+    if (changed && i < S.nregions) sn->after_bytes += r->size;
   }
   if (ftruncate(sn->fd_after, (off_t)sn->file_size)) { FAIL("truncate after.bin: %s", strerror(errno)); return -1; }
   sn->after_us = (now_s() - t) * 1e6;
@@ -646,12 +670,54 @@ static void write_raw_json(module_t *m, const char *modfile) {
             (unsigned long long)C.sn.offsets[i], C.sn.changed[i] ? "true" : "false");
   float ms = -1;
   if (C.ev0 && C.ev1) p_cuEventElapsedTime_v2(&ms, C.ev0, C.ev1);
-  fprintf(f, "],\n\"globals\":[],\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,\"app_launch_us\":%.3f,"
+  fprintf(f, "],\n\"globals\":[");
+  for (size_t i = 0; i < nG; i++) {
+    fprintf(f, "%s\n{\"name\":", i ? "," : "");
+    kc_json_str(f, G[i].name);
+    fprintf(f, ",\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"global\",\"offset\":%llu,\"changed\":%s}", (unsigned long long)G[i].va,
+            (unsigned long long)G[i].size, (unsigned long long)C.sn.offsets[S.nregions + i], C.sn.changed[S.nregions + i] ? "true" : "false");
+  }
+  fprintf(f, "],\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,\"app_launch_us\":%.3f,"
              "\"app_to_capture_s\":%.3f,\"before_bytes\":%llu,\"after_bytes\":%llu},\n\"hsa\":null}\n",
-          C.t_sync, C.sn.before_us, C.sn.after_us, ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0,
+          G_symbols, nG, G_skipped, C.t_sync, C.sn.before_us, C.sn.after_us, ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0,
           (unsigned long long)C.sn.before_bytes, (unsigned long long)C.sn.after_bytes);
   fclose(f);
   rename(t, p);
+}
+
+static void add_global(const char *name, void *ud) {
+  CUmodule h = ud;
+  CUdeviceptr d = 0;
+  size_t size = 0;
+  G_symbols++;
+  if (p_cuModuleGetGlobal_v2(&d, &size, h, name) != CUDA_SUCCESS || !d || !size) return;
+  for (size_t i = 0; i < nG; i++)
+    if (G[i].va == (uint64_t)d) return; /* the same variable in two cubin entries */
+  if (nG == cG) {
+    size_t c = cG ? cG * 2 : 16;
+    kglobal_t *g = realloc(G, c * sizeof *g);
+    if (!g) return;
+    G = g;
+    cG = c;
+  }
+  G[nG].name = strdup(name);
+  G[nG].va = d;
+  G[nG].size = size;
+  if (G[nG].name) nG++;
+}
+
+/* The module globals of the captured kernel's module, read from its image (kc_symbols.h). */
+static void collect_globals(void) {
+  CUmodule h = module_of(C.L.f);
+  module_t *m = h ? find_module(C.name, h) : NULL;
+  if (!m || !p_cuModuleGetGlobal_v2) return;
+  CUdevice dev = 0;
+  int ma = 0, mi = 0;
+  p_cuCtxGetDevice(&dev);
+  p_cuDeviceGetAttribute(&ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  p_cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  kc_module_objects((const unsigned char *)m->bytes, m->size, (unsigned)(ma * 10 + mi), add_global, h, &G_skipped);
+  logf_("module globals: %zu of %d data symbols (%d unreadable cubin entries)", nG, G_symbols, G_skipped);
 }
 
 /* Launch entry of the matched launch: sync, before state, params, module, start event. */
@@ -661,6 +727,7 @@ static void capture_enter(CUpti_CallbackData *cb) {
   double t = now_s();
   if (CU_CHECK(p_cuCtxSynchronize())) return;
   C.t_sync = (now_s() - t) * 1e6;
+  collect_globals();
   if (pack_params()) { if (S.enabled) FAIL("cannot pack kernel parameters"); return; }
   if (write_file("kernel/params.bin", C.params, C.params_size)) return;
   if (snapshot_before(&C.sn)) return;

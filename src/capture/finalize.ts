@@ -5,7 +5,8 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { sha256, sha256File } from "../format/capture-dir.ts";
+import { sha256File } from "../format/capture-dir.ts";
+import { FileImage, sha256Range } from "../format/file-image.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
 
@@ -39,10 +40,8 @@ export function readRaw(dir: string): Raw | undefined {
 }
 
 function regionHashes(dir: string, file: string, regions: RawRegion[], which: "before" | "after"): string[] {
-  const path = join(dir, file);
-  const size = existsSync(path) ? statSync(path).size : 0;
-  const mm = size ? Bun.mmap(path, { shared: false }) : new Uint8Array(0);
-  return regions.map((r) => (which === "after" && !r.changed ? "" : sha256(mm.subarray(r.offset, r.offset + r.size))));
+  const img = new FileImage(join(dir, file));
+  return regions.map((r) => (which === "after" && !r.changed ? "" : sha256Range(img, r.offset, r.size)));
 }
 
 export interface FinalizeOptions {

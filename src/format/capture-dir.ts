@@ -2,6 +2,7 @@
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
+import { FileImage, sha256Range } from "./file-image.ts";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest, type Region } from "./manifest.ts";
@@ -11,14 +12,10 @@ export function sha256(bytes: Uint8Array): string {
   return new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 }
 
-/** SHA-256 of a file read in 64 MiB pieces (never the whole file in memory). */
+/** SHA-256 of a file of any size, read through mmap windows in 64 MiB pieces. */
 export function sha256File(path: string): string {
-  const h = new Bun.CryptoHasher("sha256");
-  const size = statSync(path).size;
-  if (size === 0) return h.digest("hex");
-  const m = Bun.mmap(path, { shared: false });
-  for (let o = 0; o < size; o += 64 << 20) h.update(m.subarray(o, Math.min(size, o + (64 << 20))));
-  return h.digest("hex");
+  const img = new FileImage(path);
+  return sha256Range(img, 0, img.size);
 }
 
 /**
@@ -84,21 +81,20 @@ export function verifyFiles(dir: string, m: Manifest): void {
  */
 export function verifyRegions(dir: string, m: Manifest): void {
   const all = [...m.regions, ...m.globals];
-  const open = (file: string) => (statSync(join(dir, file)).size ? Bun.mmap(join(dir, file), { shared: false }) : new Uint8Array(0));
   if (m.memory.beforeBytes || m.globals.length) {
-    const before = open(m.memory.before);
-    for (const r of all) checkRegionHash(m.memory.before, r, before.subarray(r.offset, r.offset + r.size), r.sha256Before);
+    const before = new FileImage(join(dir, m.memory.before));
+    for (const r of all) checkRegionHash(m.memory.before, r, before, r.sha256Before);
   }
   const changed = all.filter((r) => r.changed);
   if (changed.length) {
-    const after = open(m.memory.after);
-    for (const r of changed) checkRegionHash(m.memory.after, r, after.subarray(r.offset, r.offset + r.size), r.sha256After ?? "");
+    const after = new FileImage(join(dir, m.memory.after));
+    for (const r of changed) checkRegionHash(m.memory.after, r, after, r.sha256After ?? "");
   }
 }
 
-/** Region checksum check on bytes already in memory. @throws KerncapError E_CHECKSUM */
-export function checkRegionHash(file: string, r: { va: string; size: number }, bytes: Uint8Array, expected: string): void {
-  const h = sha256(bytes);
+/** Check one region's checksum in its memory image. @throws KerncapError E_CHECKSUM */
+export function checkRegionHash(file: string, r: { va: string; size: number; offset: number }, img: FileImage, expected: string): void {
+  const h = sha256Range(img, r.offset, r.size);
   if (h !== expected) {
     throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file} for region ${r.va} (${r.size} bytes)`, {
       hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",

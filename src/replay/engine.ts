@@ -2,6 +2,7 @@
  * CUDA replay: restore a capture's memory at its exact VAs, launch the kernel with the captured
  * parameter bytes and launch attributes, compare every region with the app's after state, time.
  */
+import { FileImage, pieces } from "../format/file-image.ts";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
@@ -133,24 +134,28 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const beforePath = join(dir, m.memory.before);
   const afterPath = join(dir, m.memory.after);
   const beforeBytes = m.memory.beforeBytes;
-  const before = beforeBytes ? Bun.mmap(beforePath, { shared: false }) : new Uint8Array(0);
+  // memory images of any size, read through mmap windows (Bun.mmap maps at most 4 GiB at once)
+  const before = new FileImage(beforePath);
   const host = cu.hostAlloc(CHUNK);
   // Zero-copy (pin the mmap in place with cuMemHostRegister) hung on an H200 node under driver 580
   // (replay never returned from the restore); the default copies through a pinned staging buffer.
-  const registered = process.env.KERNCAP_HOST_REGISTER === "1" && beforeBytes > 0 && cu.hostRegister(before, true);
+  // KERNCAP_HOST_REGISTER=1 pins each piece of the mapping in place instead (for investigation).
+  let registered = process.env.KERNCAP_HOST_REGISTER === "1" && beforeBytes > 0;
   for (const r of m.regions) {
-    const src = before.subarray(r.offset, r.offset + r.size);
-    if (registered) cu.htod(BigInt(r.va), src);
-    else {
-      for (let done = 0; done < r.size; done += CHUNK) {
-        const n = Math.min(CHUNK, r.size - done);
-        host.set(src.subarray(done, done + n));
-        cu.htod(BigInt(r.va) + BigInt(done), host.subarray(0, n));
+    pieces(r.size, (done, n) => {
+      const src = before.view(r.offset + done, n);
+      const dst = BigInt(r.va) + BigInt(done);
+      if (registered && cu.hostRegister(src, true)) {
+        cu.htod(dst, src);
+        cu.hostUnregister(src);
+        return;
       }
-    }
+      registered = false;
+      host.set(src);
+      cu.htod(dst, host.subarray(0, n));
+    }, CHUNK);
   }
   log.debug(`restored ${m.regions.length} regions (host-registered: ${registered})`);
-  if (registered) cu.hostUnregister(before);
   const restoreSeconds = (performance.now() - t1) / 1000;
   const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: Boolean(registered) };
 
@@ -178,8 +183,35 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     }
     if (cur !== a.value) cu.funcSetAttribute(f, a.id, a.value);
   }
+  // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
+  // at addresses of the driver's choosing; write the captured before state into them by name.
+  const rebuilt = o.modulePath !== undefined;
+  const absent: string[] = [];
+  const globals = m.globals.flatMap((g) => {
+    const d = cu.moduleGetGlobal(mod, g.name);
+    if (!d && rebuilt) {
+      // a rebuilt slice holds only the captured kernel's TU (or instantiation): the other TUs'
+      // variables are not in it, and a variable the kernel uses is (it would not link otherwise)
+      absent.push(g.name);
+      return [];
+    }
+    if (!d) {
+      throw new KerncapError("E_GLOBAL", `the module ${modFile} has no global ${g.name} (${g.size} bytes), which the captured kernel's module had`, {
+        hint: "A rebuilt module must keep the module-scope variables the capture restores (same names); rename it back or capture again.",
+      });
+    }
+    if (d.size !== g.size) {
+      throw new KerncapError("E_GLOBAL", `global ${g.name} is ${d.size} bytes in ${modFile}, ${g.size} bytes in the capture`, {
+        hint: "Keep the variable's type and size, or capture again after the change.",
+      });
+    }
+    return [{ ...g, dva: d.va }];
+  });
+  if (absent.length) log.debug(`${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`);
+  const restoreGlobal = (g: (typeof globals)[number]) => pieces(g.size, (done, n) => cu.htod(g.dva + BigInt(done), before.view(g.offset + done, n)), CHUNK);
+  globals.forEach(restoreGlobal);
   const loadSeconds = (performance.now() - t2) / 1000;
-  log.debug(`module loaded, function ${name} found, attributes applied`);
+  log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
 
   const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
   const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
@@ -209,9 +241,10 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     }
   }
   const restoreChanged = () => {
+    for (const g of globals) if (g.changed) restoreGlobal(g);
     changed.forEach((r, i) => {
       if (backup !== undefined) cu.dtod(BigInt(r.va), backup + BigInt(backupOffsets[i]!), r.size);
-      else cu.htod(BigInt(r.va), before.subarray(r.offset, r.offset + r.size));
+      else pieces(r.size, (done, n) => cu.htod(BigInt(r.va) + BigInt(done), before.view(r.offset + done, n)), CHUNK);
     });
   };
 
@@ -220,31 +253,43 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   launch();
   cu.sync();
   log.debug("first launch done; comparing");
-  const after = m.memory.afterBytes ? Bun.mmap(afterPath, { shared: false }) : new Uint8Array(0);
+  const after = new FileImage(afterPath);
   const mismatches: RegionMismatch[] = [];
   const numerics: RegionNumerics[] = [];
   const plan = regionNumericsPlan(m, params, o, (ri, off) => {
     const r = m.regions[ri]!;
     if (!r.changed) return false;
     const n = Math.min(64, r.size - off);
-    const a = before.subarray(r.offset + off, r.offset + off + n);
-    const b = after.subarray(r.offset + off, r.offset + off + n);
+    const a = before.view(r.offset + off, n);
+    const b = after.view(r.offset + off, n);
     return !Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
   });
   let bytesChecked = 0;
   for (const [ri, r] of m.regions.entries()) {
-    const expectedAll = (r.changed ? after : before).subarray(r.offset, r.offset + r.size);
+    const expected = r.changed ? after : before;
     const acc = new RegionAccumulator({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed }, plan[ri]!.dtype, plan[ri]!.source, plan.tol);
-    for (let done = 0; done < r.size; done += CHUNK) {
-      const n = Math.min(CHUNK, r.size - done);
+    pieces(r.size, (done, n) => {
       const got = host.subarray(0, n);
       cu.dtoh(got, BigInt(r.va) + BigInt(done));
-      acc.add(done, got, expectedAll.subarray(done, done + n), r.changed ? before.subarray(r.offset + done, r.offset + done + n) : undefined);
-    }
+      acc.add(done, got, expected.view(r.offset + done, n), r.changed ? before.view(r.offset + done, n) : undefined);
+    }, CHUNK);
     bytesChecked += r.size;
     const res = acc.result();
     numerics.push(res);
     if (res.bytesDiffering) mismatches.push({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed, firstDiffOffset: res.firstDiffOffset, bytesDiffering: res.bytesDiffering });
+  }
+
+  for (const g of globals) {
+    const acc = new RegionAccumulator({ va: g.va, kind: `global ${g.name}`, size: g.size, changedInApp: g.changed }, "u8", "default", plan.tol);
+    pieces(g.size, (done, n) => {
+      const got = host.subarray(0, n);
+      cu.dtoh(got, g.dva + BigInt(done));
+      acc.add(done, got, (g.changed ? after : before).view(g.offset + done, n), g.changed ? before.view(g.offset + done, n) : undefined);
+    }, CHUNK);
+    bytesChecked += g.size;
+    const res = acc.result();
+    numerics.push(res);
+    if (res.bytesDiffering) mismatches.push({ va: g.va, kind: `global ${g.name}`, size: g.size, changedInApp: g.changed, firstDiffOffset: res.firstDiffOffset, bytesDiffering: res.bytesDiffering });
   }
 
   // 6. Timed launches, each from the before state.
@@ -264,7 +309,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     dir,
     kernel: m.kernel.demangled || m.kernel.name,
     verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
-    regionsChecked: m.regions.length,
+    regionsChecked: m.regions.length + globals.length,
     bytesChecked,
     mismatches,
     timing: { iters: times.length, medianUs: times.length ? median(times) : NaN, minUs: times.length ? Math.min(...times) : NaN, appUs },

@@ -13,6 +13,7 @@
  * Run on AMD hardware: NEVER (written and tested without an AMD GPU; only the library lookup,
  * the "no HSA GPU agent found" path and the pure helpers ran).
  */
+import { FileImage, PIECE_BYTES, pieces } from "../format/file-image.ts";
 import { CString, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -420,20 +421,21 @@ export function replayHsa(dir: string, manifest: Manifest, opts: HsaReplayOption
       h.check(vm.hsa_amd_vmem_set_access(s.va, s.size, ptr(access), 1n), "hsa_amd_vmem_set_access");
     }
 
-    // 2. Restore: before.bin mapped, each region locked and copied host→device.
-    const before = Bun.mmap(join(dir, manifest.memory.before), { shared: false });
-    const after = manifest.regions.some((r) => r.changed) ? Bun.mmap(join(dir, manifest.memory.after), { shared: false }) : null;
-    const copyIn = (r: Region) => {
-      if (r.size === 0) return;
-      const host = before.subarray(r.offset, r.offset + r.size);
-      const locked = u64();
-      h.check(L.hsa_amd_memory_lock(ptr(host), BigInt(r.size), ptr(agentArr), 1, ptr(locked)), "hsa_amd_memory_lock");
-      try {
-        h.check(L.hsa_memory_copy(BigInt(r.va), locked[0]!, BigInt(r.size)), `hsa_memory_copy to ${r.va}`);
-      } finally {
-        L.hsa_amd_memory_unlock(ptr(host));
-      }
-    };
+    // 2. Restore: before.bin mapped (in windows: images of any size), each 64 MiB piece of a
+    // region locked and copied host→device.
+    const before = new FileImage(join(dir, manifest.memory.before));
+    const after = manifest.regions.some((r) => r.changed) ? new FileImage(join(dir, manifest.memory.after)) : null;
+    const copyIn = (r: Region) =>
+      pieces(r.size, (done, n) => {
+        const host = before.view(r.offset + done, n);
+        const locked = u64();
+        h.check(L.hsa_amd_memory_lock(ptr(host), BigInt(n), ptr(agentArr), 1, ptr(locked)), "hsa_amd_memory_lock");
+        try {
+          h.check(L.hsa_memory_copy(BigInt(r.va) + BigInt(done), locked[0]!, BigInt(n)), `hsa_memory_copy to ${r.va}+${done}`);
+        } finally {
+          L.hsa_amd_memory_unlock(ptr(host));
+        }
+      });
     const restore = () => regions.forEach(copyIn);
 
     // 3. Code object and kernel object.
@@ -508,26 +510,28 @@ export function replayHsa(dir: string, manifest: Manifest, opts: HsaReplayOption
 
     // 6. Compare.
     const results: HsaRegionResult[] = [];
+    const got = new Uint8Array(Math.min(PIECE_BYTES, Math.max(1, ...regions.map((r) => r.size))));
     for (const r of regions) {
-      const want = (r.changed && after ? after : before).subarray(r.offset, r.offset + r.size);
-      const got = new Uint8Array(r.size);
-      if (r.size > 0) {
-        const locked = u64();
-        h.check(L.hsa_amd_memory_lock(ptr(got), BigInt(r.size), ptr(agentArr), 1, ptr(locked)), "hsa_amd_memory_lock");
-        try {
-          h.check(L.hsa_memory_copy(locked[0]!, BigInt(r.va), BigInt(r.size)), `hsa_memory_copy from ${r.va}`);
-        } finally {
-          L.hsa_amd_memory_unlock(ptr(got));
-        }
-      }
+      const img = r.changed && after ? after : before;
       let diff = 0;
       let first: number | undefined;
-      for (let i = 0; i < r.size; i++) {
-        if (got[i] !== want[i]) {
-          diff++;
-          first ??= i;
+      pieces(r.size, (done, n) => {
+        const buf = got.subarray(0, n);
+        const locked = u64();
+        h.check(L.hsa_amd_memory_lock(ptr(buf), BigInt(n), ptr(agentArr), 1, ptr(locked)), "hsa_amd_memory_lock");
+        try {
+          h.check(L.hsa_memory_copy(locked[0]!, BigInt(r.va) + BigInt(done), BigInt(n)), `hsa_memory_copy from ${r.va}+${done}`);
+        } finally {
+          L.hsa_amd_memory_unlock(ptr(buf));
         }
-      }
+        const want = img.view(r.offset + done, n);
+        for (let i = 0; i < n; i++) {
+          if (buf[i] !== want[i]) {
+            diff++;
+            first ??= done + i;
+          }
+        }
+      });
       results.push({ va: r.va, size: r.size, kind: r.kind, changed: r.changed, match: diff === 0, diffBytes: diff, firstDiff: first });
     }
     const sorted = [...dispatchUs].sort((a, b) => a - b);

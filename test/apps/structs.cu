@@ -1,6 +1,8 @@
 // Test app: one kernel gets a single pointer to a device array of structs that hold more device
 // pointers, so most buffers it touches appear in no kernel parameter. A second kernel updates a
-// buffer in place (reads and writes the same memory). Prints a checksum of the results.
+// buffer in place (reads and writes the same memory). scale_jobs also reads a __constant__ table
+// that the host rewrites each round (cudaMemcpyToSymbol) and counts its launches in a __device__
+// variable: module globals, which a replay must restore by name. Prints a checksum of the results.
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
@@ -14,12 +16,16 @@ struct Job {
   float scale;
 };
 
+__constant__ float c_gain[4] = {1.0f, 1.0f, 1.0f, 1.0f};  // rewritten by the host every round
+__device__ unsigned d_launches;                             // written by the kernel
+
 __global__ void scale_jobs(const Job* jobs, int njobs) {
   int j = blockIdx.y;
   if (j >= njobs) return;
+  if (blockIdx.x == 0 && j == 0 && threadIdx.x == 0) d_launches += 1;
   Job job = jobs[j];
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < job.n; i += gridDim.x * blockDim.x)
-    job.out[i] = job.in[i] * job.scale + (float)j;
+    job.out[i] = job.in[i] * job.scale * c_gain[j % 4] + (float)j;
 }
 
 template <typename T, int UNROLL>
@@ -90,6 +96,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; r++) {
     for (int j = 0; j < njobs; j++) h[j].scale += 0.5f;
     CK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+    float gain[4] = {1.25f + r, 0.75f, 2.0f, 0.5f + 0.25f * r};
+    CK(cudaMemcpyToSymbol(c_gain, gain, sizeof gain));
     scale_jobs<<<dim3(64, njobs), 256>>>(d, njobs);
     axpy_inplace<float, 4><<<(n / 4 + 255) / 256, 256>>>(y, x, 0.5f, n);
   }

@@ -82,6 +82,17 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
     // 16 job buffers + the job table + x, y: all live regions, not only the parameter's target
     expect(m.regions.length).toBeGreaterThanOrEqual(19);
     expect(m.regions.filter((x: any) => x.changed).length).toBe(8);
+    // module globals: the __constant__ table the host rewrote (round 1 values, not the
+    // initializer's) and the __device__ launch counter the kernel bumps (1 before, 2 after)
+    const gain = m.globals.find((g: any) => g.name === "c_gain");
+    const calls = m.globals.find((g: any) => g.name === "d_launches");
+    expect(gain, JSON.stringify(m.globals)).toMatchObject({ size: 16, changed: false });
+    expect(calls).toMatchObject({ size: 4, changed: true });
+    const before = readFileSync(join(out, m.memory.before));
+    expect([...new Float32Array(before.buffer.slice(before.byteOffset + gain.offset, before.byteOffset + gain.offset + 16))]).toEqual([2.25, 0.75, 2, 0.75]);
+    expect(before.readUInt32LE(calls.offset)).toBe(1);
+    expect(readFileSync(join(out, m.memory.after)).readUInt32LE(calls.offset)).toBe(2);
+    expect(r.regionsChecked).toBe(m.regions.length + m.globals.length);
     expect(r.mismatches).toEqual([]);
   });
 

@@ -83,7 +83,8 @@ export default defineCommand({
           });
         }
         const matching = ere ? r.kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : r.kernels;
-        const seen = matching.reduce((a, k) => a + k.count, 0);
+        // launches the library counted toward --dispatch (autotuner benchmarks are not, unless asked)
+        const seen = matching.reduce((a, k) => a + k.count - (args["count-benchmarks"] ? 0 : (k.benchmark ?? 0)), 0);
         if (seen > dispatch) {
           throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${r.exitCode}, signal ${r.signal ?? "none"})`, {
             hint: "Launches inside CUDA graph stream capture are skipped; run with --verbose to see why.",
@@ -98,6 +99,10 @@ export default defineCommand({
                 (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
           { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
         );
+      }
+      const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
+      if (scan?.unreadable_entries) {
+        log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
       }
       const triton = tritonFinalize(tmp, raw, pattern, argv); // Triton: manifest.source + reproducer
       const cudaHook = cudaReproducerHook({

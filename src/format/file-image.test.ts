@@ -1,0 +1,36 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FileImage, sha256Range } from "./file-image.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "kerncap-file-image-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("FileImage (mmap windows)", () => {
+  test("a sparse 5 GiB file (beyond Bun.mmap's 4 GiB): bytes past 4 GiB read back, windows move", () => {
+    const p = join(dir, "big.bin");
+    const fd = openSync(p, "w");
+    const at = 4 * 2 ** 30 + 12345;
+    writeSync(fd, Buffer.from("kerncap"), 0, 7, at);
+    writeSync(fd, Buffer.from("end"), 0, 3, 5 * 2 ** 30 - 3);
+    closeSync(fd);
+    const img = new FileImage(p, 64 << 20);
+    expect(img.size).toBe(5 * 2 ** 30);
+    expect(Buffer.from(img.view(at, 7)).toString()).toBe("kerncap");
+    expect(Buffer.from(img.view(0, 4))).toEqual(Buffer.alloc(4));
+    expect(Buffer.from(img.view(5 * 2 ** 30 - 3, 3)).toString()).toBe("end");
+    // a view across a window boundary (windows of 64 MiB here)
+    expect(Buffer.from(img.view(at - (64 << 20) + 4, 64 << 20)).subarray(-4).toString()).toBe("kern");
+    expect(() => img.view(5 * 2 ** 30 - 2, 3)).toThrow(RangeError);
+  });
+
+  test("sha256Range equals the hash of the same bytes in one piece", () => {
+    const p = join(dir, "small.bin");
+    const bytes = new Uint8Array(3 * 1024 + 7).map((_, i) => (i * 31) & 255);
+    Bun.write(p, bytes);
+    const img = new FileImage(p, 4096);
+    expect(sha256Range(img, 5, 3000)).toBe(new Bun.CryptoHasher("sha256").update(bytes.subarray(5, 3005)).digest("hex"));
+    expect(new FileImage(join(dir, "absent.bin")).size).toBe(0);
+  });
+});

@@ -1,0 +1,57 @@
+/**
+ * Read-only access to a capture's memory image (memory/before.bin, memory/after.bin) of any size,
+ * through mmap windows. Bun.mmap maps at most 4 GiB at once: a larger file throws
+ * "RangeError: Out of memory" (Bun 1.4.5; seen on a capture of a 4 GiB PyTorch app, and
+ * reproduced with a sparse 5 GiB file). Windows are mapped with Bun.mmap's offset/size options;
+ * a view stays valid while it is referenced (the mapping is released when it is collected).
+ */
+import { existsSync, statSync } from "node:fs";
+
+/** Bytes of one mmap window (1 GiB): few mappings, far below the 4 GiB limit. */
+export const WINDOW_BYTES = 1 << 30;
+/** Bytes a caller should ask for at once (64 MiB): the size of staging copies and hash updates. */
+export const PIECE_BYTES = 64 << 20;
+
+export class FileImage {
+  /** File size in bytes (0 when the file is absent: an empty image). */
+  readonly size: number;
+  private win: Uint8Array = new Uint8Array(0);
+  private winOff = 0;
+
+  constructor(
+    readonly path: string,
+    private readonly windowBytes = WINDOW_BYTES,
+  ) {
+    this.size = existsSync(path) ? statSync(path).size : 0;
+  }
+
+  /**
+   * Bytes [off, off + n) of the file, zero-copy.
+   * @param n at most 2 GiB; callers use PIECE_BYTES pieces (see pieces()).
+   * @throws RangeError when the range is outside the file.
+   */
+  view(off: number, n: number): Uint8Array {
+    if (n === 0) return new Uint8Array(0);
+    if (off < 0 || n < 0 || off + n > this.size) throw new RangeError(`bytes ${off}..${off + n} are outside ${this.path} (${this.size} bytes)`);
+    if (off < this.winOff || off + n > this.winOff + this.win.byteLength) {
+      this.win = Bun.mmap(this.path, { shared: false, offset: off, size: Math.min(Math.max(this.windowBytes, n), this.size - off) });
+      this.winOff = off;
+    }
+    return this.win.subarray(off - this.winOff, off - this.winOff + n);
+  }
+}
+
+/**
+ * Split [0, size) into pieces of at most `piece` bytes and call fn(start, length) for each, in order.
+ * @param size bytes; piece bytes (default PIECE_BYTES).
+ */
+export function pieces(size: number, fn: (start: number, n: number) => void, piece = PIECE_BYTES): void {
+  for (let done = 0; done < size; done += piece) fn(done, Math.min(piece, size - done));
+}
+
+/** SHA-256 (hex) of bytes [off, off + n) of an image, hashed in pieces. */
+export function sha256Range(img: FileImage, off: number, n: number): string {
+  const h = new Bun.CryptoHasher("sha256");
+  pieces(n, (s, k) => h.update(img.view(off + s, k)));
+  return h.digest("hex");
+}
