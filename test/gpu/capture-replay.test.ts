@@ -17,9 +17,9 @@ const measurements: Record<string, unknown> = {};
 const kc = (args: string[], env: Record<string, string> = {}) => kerncap(WORK, args, env);
 
 /** Capture with --json, then replay in a new process; returns both documents. */
-function captureAndReplay(label: string, kernel: string, dispatch: number, app: string[], iters = 20) {
+function captureAndReplay(label: string, kernel: string, dispatch: number, app: string[], iters = 20, env: Record<string, string> = {}) {
   const out = join(WORK, label);
-  const cap = kc(["run", "--kernel", kernel, "--dispatch", String(dispatch), "--out", out, "--json", "--", ...app]);
+  const cap = kc(["run", "--kernel", kernel, "--dispatch", String(dispatch), "--out", out, "--json", "--", ...app], env);
   expect(cap.code, cap.stderr).toBe(0);
   const c = json(cap);
   const rep = kc(["replay", out, "--iters", String(iters), "--json"]);
@@ -29,6 +29,7 @@ function captureAndReplay(label: string, kernel: string, dispatch: number, app: 
     captureSeconds: cap.seconds,
     appSeconds: c.appSeconds,
     regions: c.regions,
+    globals: c.globals,
     beforeBytes: c.beforeBytes,
     afterBytes: c.afterBytes,
     captureTiming: c.timing,
@@ -43,7 +44,7 @@ function captureAndReplay(label: string, kernel: string, dispatch: number, app: 
   };
   expect(rep.code, rep.stderr + rep.stdout).toBe(0);
   expect(r.verdict).toBe("match");
-  expect(r.regionsChecked).toBe(c.regions);
+  expect(r.regionsChecked).toBe(c.regions + c.globals); // every region and module global compared
   return { out, c, r };
 }
 
@@ -215,6 +216,30 @@ describe.skipIf(SKIP)("PyTorch eager", () => {
     const { out } = captureAndReplay("torch-gemm", gemm.name.replace(/[$^.*+?()[\]{}|\\]/g, "\\$&"), 1, app);
     const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
     measurements["torch-gemm-module"] = { kind: m.module.kind, bytes: m.module.size, name: m.kernel.name };
+  });
+});
+
+describe.skipIf(SKIP)("allocation kinds beyond cudaMalloc", () => {
+  const kinds = (out: string) => new Set(JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8")).regions.map((r: any) => r.kind));
+  test("managed, mapped pinned host and stream-ordered (cudaMallocAsync) memory: at their VAs, bit-exact", () => {
+    const bin = join(WORK, "allocs");
+    const b = Bun.spawnSync(["nvcc", "-O2", "-arch=sm_90", "-o", bin, join(apps, "allocs.cu")], { stderr: "pipe" });
+    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const { out, r } = captureAndReplay("allocs-mix", "mix_kinds", 1, [bin, "3"]);
+    const k = kinds(out);
+    for (const want of ["managed", "host-mapped", "async"]) expect([...k]).toContain(want);
+    expect(r.verdict).toBe("match");
+    expect(r.mismatches).toEqual([]);
+  });
+  test("PyTorch with expandable segments (cuMemCreate/cuMemMap: VMM)", () => {
+    const { out, r } = captureAndReplay("torch-vmm", "elementwise_kernel", 1, ["python3", join(apps, "torch_app.py"), "3"], 20, { PYTORCH_CUDA_ALLOC_CONF: "expandable_segments:True" });
+    expect([...kinds(out)]).toContain("vmm");
+    expect(r.verdict).toBe("match");
+  });
+  test("PyTorch with the cudaMallocAsync allocator backend", () => {
+    const { out, r } = captureAndReplay("torch-async", "elementwise_kernel", 1, ["python3", join(apps, "torch_app.py"), "3"], 20, { PYTORCH_CUDA_ALLOC_CONF: "backend:cudaMallocAsync" });
+    expect([...kinds(out)]).toContain("async");
+    expect(r.verdict).toBe("match");
   });
 });
 

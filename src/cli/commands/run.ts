@@ -129,6 +129,7 @@ export default defineCommand({
         kernel: m.kernel.demangled,
         launchIndex: m.kernel.launchIndex,
         regions: m.regions.length,
+        globals: m.globals.length,
         beforeBytes: m.memory.beforeBytes,
         afterBytes: m.memory.afterBytes,
         appSeconds: r.seconds,
@@ -137,7 +138,7 @@ export default defineCommand({
       if (args.json) printJson(summary);
       else {
         log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}) into ${out}`);
-        log.info(`${m.regions.length} regions, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${r.seconds.toFixed(2)} s`);
+        log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${r.seconds.toFixed(2)} s`);
         log.info(`next: kerncap inspect ${out} ; kerncap replay ${out}`);
       }
       return 0;
