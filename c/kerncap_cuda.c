@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include "kc_json.h"
+#include "kc_sparse.h"
 #include "kc_symbols.h"
 #include <cupti.h>
 #include <dlfcn.h>
@@ -36,7 +37,6 @@
 #define KC_VERSION "kerncap_cuda 0.1.0"
 #define KC_ALIGN (64u << 10)           /* region offset alignment in the memory files (bytes) */
 #define KC_STAGE_BYTES (64u << 20)     /* pinned staging buffer (bytes) */
-#define KC_PAGE 4096u
 #define KC_MAX_PARAMS 1024
 
 /* ---- dynamically resolved libcuda / libcupti entry points (one X-macro list each) ---- */
@@ -275,39 +275,6 @@ typedef struct {
   uint64_t before_bytes, after_bytes;
 } snap_t;
 
-static int all_zero(const char *p, size_t n) {
-  const uint64_t *w = (const uint64_t *)p;
-  for (size_t i = 0; i < n / 8; i++)
-    if (w[i]) return 0;
-  return 1;
-}
-
-/* Write buf[0..n) at file offset off, leaving all-zero pages as holes. Returns 0 on success. */
-static int write_sparse(int fd, const char *buf, size_t n, uint64_t off) {
-  size_t i = 0;
-  while (i < n) {
-    size_t len = n - i < KC_PAGE ? n - i : KC_PAGE;
-    if (all_zero(buf + i, len)) { i += len; continue; }
-    size_t j = i + len; /* extend the run of non-zero pages */
-    while (j < n) {
-      size_t l2 = n - j < KC_PAGE ? n - j : KC_PAGE;
-      if (all_zero(buf + j, l2)) break;
-      j += l2;
-    }
-    size_t done = 0;
-    while (done < j - i) {
-      ssize_t w = pwrite(fd, buf + i + done, j - i - done, (off_t)(off + i + done));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return -1;
-      }
-      done += (size_t)w;
-    }
-    i = j;
-  }
-  return 0;
-}
-
 static int open_out(const char *rel, int *fd) {
   char p[4200];
   path_join(p, sizeof p, rel);
@@ -372,7 +339,7 @@ static int snapshot_before(snap_t *sn) {
     for (uint64_t done = 0; done < r->size;) {
       size_t n = r->size - done < KC_STAGE_BYTES ? (size_t)(r->size - done) : KC_STAGE_BYTES;
       if (CU_CHECK(p_cuMemcpyDtoH_v2(sn->stage, (CUdeviceptr)(r->va + done), n))) return -1;
-      if (write_sparse(sn->fd_before, sn->stage, n, off + done)) {
+      if (kc_write_sparse(sn->fd_before, sn->stage, n, off + done)) {
         FAIL("write memory/before.bin: %s", strerror(errno));
         return -1;
       }
@@ -408,7 +375,7 @@ static int snapshot_after(snap_t *sn) {
           for (uint64_t c = 0; c < done;) {
             size_t m = done - c < KC_STAGE_BYTES ? (size_t)(done - c) : KC_STAGE_BYTES;
             if (pread(sn->fd_before, sn->cmp, m, (off_t)(off + c)) != (ssize_t)m ||
-                write_sparse(sn->fd_after, sn->cmp, m, off + c)) {
+                kc_write_sparse(sn->fd_after, sn->cmp, m, off + c)) {
               FAIL("copy into memory/after.bin: %s", strerror(errno));
               return -1;
             }
@@ -416,7 +383,7 @@ static int snapshot_after(snap_t *sn) {
           }
         }
       }
-      if (changed && write_sparse(sn->fd_after, sn->stage, n, off + done)) {
+      if (changed && kc_write_sparse(sn->fd_after, sn->stage, n, off + done)) {
         FAIL("write memory/after.bin: %s", strerror(errno));
         return -1;
       }
