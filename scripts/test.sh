@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 bash scripts/build-c.sh >/dev/null || { echo "test.sh: building the CUDA capture library failed"; echo "0 passed, 1 failed"; exit 1; }
 bash scripts/build-hsa.sh >/dev/null 2>&1 || true
 log=$(mktemp)
-node_modules/.bin/bun test "$@" 2>&1 | tee "$log"
+# every test's scratch folder (theirs, nvcc's, Python's) goes under one TMPDIR, removed at the end
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/kerncap-tests-XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+TMPDIR="$scratch" node_modules/.bin/bun test "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 pass=$(grep -Eo '^ *[0-9]+ pass$' "$log" | grep -Eo '[0-9]+' | tail -1)
 fail=$(grep -Eo '^ *[0-9]+ fail$' "$log" | grep -Eo '[0-9]+' | tail -1)

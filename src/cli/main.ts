@@ -49,11 +49,21 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     const a = args[i]!;
     if (a.startsWith("-") && a !== "-") {
       const name = a.replace(/^--?/, "").split("=")[0]!;
+      const takesApp = verb === "run" || verb === "list";
       if (!known.has(name)) {
-        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, { hint: `Its options: ${options}. Put the application's own options after \`--\`.` });
+        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, {
+          hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
+        });
       }
       const d = (defs as ArgsDef)[name];
-      if (d && d.type !== "boolean" && !a.includes("=")) i++; // the option's value
+      if (d && d.type !== "boolean" && !a.includes("=")) {
+        // the option's value: present, and not the next option (a negative number is a value)
+        const v = args[i + 1];
+        if (v === undefined || v.startsWith("--")) {
+          throw new KerncapError("E_USAGE", `${a} needs a value`, { hint: `For example ${a}=VALUE; run \`kerncap ${verb} --help\`.` });
+        }
+        i++;
+      }
       continue;
     }
     if (++seen > positionals) {
@@ -73,8 +83,10 @@ export async function runCli(argv: string[]): Promise<number> {
   const wantJson = own.includes("--json");
   setVerbose(verbose);
   const verb = own.find((a) => !a.startsWith("-"));
+  const globalOptions = new Set(["--help", "-h", "--version", "--json", "--verbose"]);
   if (own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") {
     const sub = own.find((a) => isVerb(a)) as Verb | undefined;
+    if (own.length === 0) log.error("no command given");
     const text = await renderUsage(sub ? await commands[sub]() : main, sub ? main : undefined);
     // citty colours its usage unconditionally; keep escape codes out of pipes and files
     process.stdout.write((process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "")) + "\n");
@@ -94,11 +106,15 @@ export async function runCli(argv: string[]): Promise<number> {
     // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
     if (!isVerb(verb)) {
-      return fail("E_USAGE", verb ? `unknown command: ${verb}` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
+      const stray = verb ? undefined : own.find((a) => !globalOptions.has(a));
+      return fail("E_USAGE", verb ? `unknown command: ${verb}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
     }
     const cmd = await commands[verb]();
     const rest = argv.slice(argv.indexOf(verb) + 1);
     const restDd = rest.indexOf("--");
+    if (restDd >= 0 && verb !== "run" && verb !== "list" && rest.length > restDd + 1) {
+      return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);
+    }
     await checkArgs(verb, cmd, restDd < 0 ? rest : rest.slice(0, restDd));
     const { result } = await runCommand(cmd, { rawArgs: rest });
     return typeof result === "number" ? result : 0;

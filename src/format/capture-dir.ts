@@ -41,6 +41,9 @@ export function readManifest(dir: string): Manifest {
   return parseManifest(json, path);
 }
 
+/** Alignment (bytes) of region offsets in the memory images (KC_ALIGN in both capture libraries). */
+export const MEMORY_ALIGN = 64 << 10;
+
 /** Bytes each memory image must span: max(region offset + size). */
 export function memoryExtent(regions: { offset: number; size: number }[], onlyChanged = false): number {
   let end = 0;
@@ -64,13 +67,16 @@ export function verifyFiles(dir: string, m: Manifest): void {
     if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway)." });
   }
   const all = [...m.regions, ...m.globals];
+  // the libraries lay regions out at 64 KiB-aligned offsets and size both images to the end of that layout
+  const layoutEnd = Math.ceil(memoryExtent(all) / MEMORY_ALIGN) * MEMORY_ALIGN;
   for (const [file, onlyChanged] of [[m.memory.before, false], [m.memory.after, true]] as const) {
     const need = memoryExtent(all, onlyChanged);
     const p = join(dir, file);
     if (need === 0) continue;
     if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${file} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
     const size = statSync(p).size;
-    if (size < need) throw new KerncapError("E_CHECKSUM", `${file} is truncated: ${size} bytes, regions need ${need}`, { hint: "Capture again; the file was damaged." });
+    if (size < need) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, regions need ${need}`, { hint: "Capture again; the file was damaged." });
+    if (size > layoutEnd) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} has ${size - layoutEnd} bytes after the last region's slot (${size} bytes, the layout ends at ${layoutEnd}): appended or altered`, { hint: "Capture again; the file was damaged." });
   }
 }
 

@@ -176,6 +176,11 @@ function checkInvariants(m: Manifest, where: string): void {
   for (const p of [m.params.file, m.module.file]) {
     if (!m.files.some((f) => f.path === p)) throw bad(`${p} has no checksum in files[]`);
   }
+  const params = m.files.find((f) => f.path === m.params.file);
+  if (params && params.size !== m.params.size) throw bad(`params.size is ${m.params.size} but ${m.params.file} has ${params.size} bytes`);
+  for (const r of [...m.regions, ...m.globals]) {
+    if (r.changed && !r.sha256After) throw bad(`region ${r.va} changed in the app but has no sha256After`);
+  }
   const byVa = [...m.regions].map((r) => ({ r, va: BigInt(r.va) })).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
   for (let i = 1; i < byVa.length; i++) {
     const prev = byVa[i - 1]!;

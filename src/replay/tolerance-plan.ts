@@ -29,7 +29,7 @@ export function regionNumericsPlan(
   const atol = o.atol ?? 0;
   const rtol = o.rtol ?? 0;
   for (const [k, v] of [["atol", atol], ["rtol", rtol]] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new KerncapError("E_USAGE", `--${k} must be a non-negative number, got ${v}`);
+    if (!Number.isFinite(v) || v < 0) throw new KerncapError("E_USAGE", `--${k} must be a non-negative number, got ${v}`, { hint: `For example --${k} 1e-5 (0, the default, asks for bit-exact).` });
   }
   let fallback: ElementType = "fp32";
   let fallbackSource: RegionNumerics["dtypeSource"] = "default";
@@ -50,6 +50,6 @@ export function regionNumericsPlan(
 export function floatArg(name: string, v: unknown): number | undefined {
   if (v === undefined || v === "" || v === null) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new KerncapError("E_USAGE", `--${name} must be a non-negative number, got ${JSON.stringify(v)}`);
+  if (!Number.isFinite(n) || n < 0) throw new KerncapError("E_USAGE", `--${name} must be a non-negative number, got ${JSON.stringify(v)}`, { hint: `For example --${name} 1e-5 (0, the default, asks for bit-exact).` });
   return n;
 }

@@ -412,8 +412,14 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
  */
 export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel" | "params" | "device">): void {
   const bytes = new Uint8Array(readFileSync(modulePath));
-  const cubin = pickCubin(bytes, m.device.arch).cubin;
-  const elf = parseElf(cubin);
+  let elf: ReturnType<typeof parseElf>;
+  try {
+    elf = parseElf(pickCubin(bytes, m.device.arch).cubin);
+  } catch (e) {
+    throw new KerncapError("E_BUILD", `the module build.sh produced (${modulePath}) is not a readable cubin or fatbin for ${m.device.arch}: ${(e as Error).message}`, {
+      hint: "build.sh must compile with -cubin (or -fatbin) for the captured arch and print that file's path last.",
+    });
+  }
   const undef = elf.symbols().filter((s) => s.index > 0 && s.shndx === SHN_UNDEF && s.type === STT_FUNC && s.name);
   if (undef.length) {
     throw new KerncapError("E_RDC", `the rebuilt module calls device functions defined in other translation units (${undef.slice(0, 5).map((s) => s.name).join(", ")}${undef.length > 5 ? ", …" : ""}): relocatable device code (-rdc) spread over several TUs is not supported by the reproducer`, {

@@ -4,8 +4,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
 import { findCupti } from "../../src/capture/cupti.ts";
 import { closestKernels } from "../../src/capture/run.ts";
 import { commands } from "../../src/cli/main.ts";
@@ -90,7 +90,15 @@ const table: Record<keyof typeof commands, () => void> = {
       truncateSync(join(dir, "memory/before.bin"), 1000);
       const e = await failure("replay", [dir]);
       expect(e.code).toBe("E_CHECKSUM");
-      expect(e.message).toContain("memory/before.bin is truncated");
+      expect(e.message).toContain("memory/before.bin in");
+      expect(e.message).toContain("is truncated");
+    });
+    test("bytes appended to a memory image: named, before any GPU work", async () => {
+      const dir = await fresh();
+      appendFileSync(join(dir, "memory/before.bin"), new Uint8Array(65536).fill(1));
+      const e = await failure("replay", [dir]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(e.message).toMatch(/has \d+ bytes after the last region/);
     });
     test("one altered byte in a region: checksum error naming file and region, before any GPU work", async () => {
       const dir = await fresh();
@@ -111,6 +119,25 @@ const table: Record<keyof typeof commands, () => void> = {
     test("a capture without a reproducer project says how to get one", async () => {
       const e = await failure("validate", [await fresh()]);
       expect(e.code).toBe("E_NO_REPRODUCER");
+    });
+    test("a relative DIR: build.sh is found and run inside it", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), "echo 'kernel.cu(7): error: relative works' >&2; exit 1\n");
+      const cwd = process.cwd();
+      process.chdir(join(dir, ".."));
+      try {
+        const e = await failure("validate", [basename(dir)]);
+        expect(e.code).toBe("E_BUILD");
+        expect(e.message).toContain("relative works");
+      } finally {
+        process.chdir(cwd);
+      }
+    });
+    test("build.sh names a module that does not exist: said so", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), "echo out/nothere.cubin\n");
+      const e = await failure("validate", [dir]);
+      expect(e.message).toContain("no such file");
     });
     test("a build that fails: compiler message, exit 2", async () => {
       const dir = await fresh();
@@ -201,6 +228,22 @@ describe("command line (runCli: the one error path)", () => {
     expect((await cli(["run", "--dispach", "3", "--", "/bin/true"])).code).toBe(2);
     expect((await cli(["inspect", "a", "b"])).code).toBe(2);
   });
+  test("an option without its value is refused, not swallowed", async () => {
+    const r = await cli(["run", "--kernel", "--dispatch", "1", "--", "/bin/true", "--json"]);
+    expect(r.code).toBe(2);
+    expect((await cli(["run", "--out", "--", "/bin/true"])).code).toBe(2);
+    const j = await cli(["run", "--out", "--json"]);
+    expect(JSON.parse(j.out).error.message).toContain("--out needs a value");
+    expect((await cli(["run", "--dispatch", "-1", "--json", "--", "/bin/true"])).out).toContain("whole number"); // a negative number is a value
+  });
+  test("verbs that run no application refuse arguments after --; a lone unknown option is named", async () => {
+    const r = await cli(["replay", "cap", "--json", "--", "x"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.message).toContain("runs no application");
+    const b = await cli(["--bogus", "--json"]);
+    expect(b.code).toBe(2);
+    expect(JSON.parse(b.out).error.message).toContain("unknown option --bogus");
+  });
   test("the application's own --json and --verbose stay the application's", async () => {
     const r = await cli(["run", "--out", join(tempDir(), "c"), "--", "./no-such-app", "--json"]);
     expect(r.code).toBe(2);
@@ -257,6 +300,11 @@ describe("guards", () => {
       (m: any) => (m.module.file = "../../etc/passwd"),
       (m: any) => (m.files = []),
       (m: any) => (m.regions[1].va = "0x7f0000000800"),
+      (m: any) => (m.params.size = 999), // the parameter buffer is 12 bytes (files[])
+      (m: any) => {
+        const r = m.regions.find((x: any) => x.changed);
+        delete r.sha256After;
+      },
     ]) {
       const dir = await fresh();
       const p = join(dir, "kerncap.json");

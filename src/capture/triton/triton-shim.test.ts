@@ -22,11 +22,11 @@ let out = "";
 let records: ReturnType<typeof parseTritonJsonl> = [];
 
 function py(args: string[], env: Record<string, string>, cwd = tmp) {
-  const p = Bun.spawnSync([PY!, ...args], { cwd, env: { PATH: process.env.PATH ?? "", PYTHONDONTWRITEBYTECODE: "1", ...env }, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync([PY!, ...args], { cwd, env: { PATH: process.env.PATH ?? "", TMPDIR: tmpdir(), PYTHONDONTWRITEBYTECODE: "1", ...env }, stdout: "pipe", stderr: "pipe" });
   return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
 }
 function sh(script: string, env: Record<string, string>) {
-  const p = Bun.spawnSync(["bash", script], { env: { PATH: process.env.PATH ?? "", PYTHONDONTWRITEBYTECODE: "1", ...env }, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync(["bash", script], { env: { PATH: process.env.PATH ?? "", TMPDIR: tmpdir(), PYTHONDONTWRITEBYTECODE: "1", ...env }, stdout: "pipe", stderr: "pipe" });
   return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
 }
 

@@ -23,7 +23,8 @@ import { describeReplay, toleranceArgs, toleranceOptions } from "./replay.ts";
  * @returns { module path, build seconds }
  * @throws KerncapError E_BUILD (exit 2) with the compiler's message.
  */
-export async function rebuild(dir: string, quiet: boolean): Promise<{ module: string; seconds: number }> {
+export async function rebuild(dirArg: string, quiet: boolean): Promise<{ module: string; seconds: number }> {
+  const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
   const script = join(dir, "build.sh");
   if (!existsSync(script)) {
     throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture`, {
@@ -32,8 +33,23 @@ export async function rebuild(dir: string, quiet: boolean): Promise<{ module: st
   }
   const t0 = performance.now();
   const p = Bun.spawn(["bash", script], { cwd: dir, env: { ...process.env }, stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  // Ctrl-C: stop the build and say so (exit 130), rather than report its death as a compile error
+  let interrupted = false;
+  const onInt = () => {
+    interrupted = true;
+    p.kill("SIGINT");
+  };
+  process.on("SIGINT", onInt);
+  let out: string, err: string, code: number;
+  try {
+    [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  } finally {
+    process.off("SIGINT", onInt);
+  }
   const seconds = (performance.now() - t0) / 1000;
+  if (interrupted || code === 130 || p.signalCode === "SIGINT") {
+    throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: 130 });
+  }
   if (code !== 0) {
     throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
       hint: "Fix the compile error in the edited source and run validate again.",
@@ -42,8 +58,9 @@ export async function rebuild(dir: string, quiet: boolean): Promise<{ module: st
   if (!quiet && err.trim()) log.debug(err.trim());
   const last = out.trim().split("\n").pop() ?? "";
   const module = resolve(dir, last);
-  if (!last || !existsSync(module)) {
-    throw new KerncapError("E_BUILD", `build.sh did not name the module it built (last stdout line: ${JSON.stringify(last)})`, { hint: "build.sh must print the module's path last." });
+  if (!last) throw new KerncapError("E_BUILD", "build.sh printed nothing on stdout: it must print the path of the module it built, last", { hint: "End build.sh with `echo \"$out\"` (the cubin it wrote)." });
+  if (!existsSync(module)) {
+    throw new KerncapError("E_BUILD", `build.sh named ${module} as the module it built, but there is no such file`, { hint: "Check the output path in build.sh (the -o of the compiler and the path it prints last)." });
   }
   return { module, seconds };
 }
