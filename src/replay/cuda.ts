@@ -20,6 +20,7 @@ const SYMBOLS = {
   cuDeviceGetName: { args: [P, i32, i32], returns: i32 },
   cuDeviceGetAttribute: { args: [P, i32, i32], returns: i32 },
   cuDevicePrimaryCtxRetain: { args: [P, i32], returns: i32 },
+  cuDevicePrimaryCtxReset_v2: { args: [i32], returns: i32 },
   cuCtxSetCurrent: { args: [u64], returns: i32 },
   cuCtxSynchronize: { args: [], returns: i32 },
   cuGetErrorString: { args: [i32, P], returns: i32 },
@@ -109,13 +110,23 @@ export function cuda(ordinal = 0): Cuda {
   return cached;
 }
 
+/**
+ * Destroy the primary context of the process's Cuda instance, if one was created: frees every
+ * device allocation and VA reservation it holds (e.g. before another process replays instead).
+ */
+export function resetCuda(): void {
+  if (!cached) return;
+  cached.lib.cuDevicePrimaryCtxReset_v2(cached.device);
+  cached = undefined;
+}
+
 /** Typed wrapper over libcuda; one instance per process. */
 export class Cuda {
   readonly device: number;
   readonly context: bigint;
 
   constructor(
-    private readonly lib: Lib,
+    readonly lib: Lib,
     ordinal: number,
   ) {
     const r = lib.cuInit(0);

@@ -5,6 +5,7 @@ import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { replayHsa } from "../../replay/hsa.ts";
 import { elementType } from "../../replay/tolerance.ts";
+import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCuda, type ReplayResult } from "../../replay/engine.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
@@ -73,11 +74,13 @@ export default defineCommand({
     const iters = intArg("iters", args.iters, 10, 100_000);
     const tol = toleranceOptions(args);
     if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
-    const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol });
-    if (args.json) printJson(r);
-    else process.stdout.write(describeReplay(r) + "\n");
-    if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.mismatches.length} regions`);
-    return r.verdict === "match" ? 0 : 1;
+    return withAslrRetry(async () => {
+      const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol });
+      if (args.json) printJson(r);
+      else process.stdout.write(describeReplay(r) + "\n");
+      if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
+      return r.verdict === "match" ? 0 : 1;
+    });
   },
 });
 

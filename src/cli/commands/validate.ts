@@ -14,6 +14,7 @@ import { KerncapError } from "../../errors.ts";
 import { checkRebuiltModule } from "../../repro/cuda.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
+import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCuda } from "../../replay/engine.ts";
 import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { describeReplay, toleranceArgs, toleranceOptions } from "./replay.ts";
@@ -81,33 +82,36 @@ export default defineCommand({
     if (args.force) process.env.KERNCAP_FORCE = "1"; // read by the reproducer's build (templates/triton/repro.py)
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args);
-    const t0 = performance.now();
-    let builtAt = 0;
-    const built = rebuild(dir, !args.verbose).then((b) => {
-      builtAt = performance.now();
-      if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
-      return b;
+    // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
+    return withAslrRetry(async () => {
+      const t0 = performance.now();
+      let builtAt = 0;
+      const built = rebuild(dir, !args.verbose).then((b) => {
+        builtAt = performance.now();
+        if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
+        return b;
+      });
+      const modulePath = built.then((b) => b.module);
+      // both are awaited below; a replay error that comes first must not leave them unhandled
+      built.catch(() => {});
+      modulePath.catch(() => {});
+      let r: Awaited<ReturnType<typeof replayCuda>>;
+      try {
+        r = await replayCuda(dir, { iters, verify: true, modulePath, kernelName: m.kernel.name, ...tol });
+      } catch (e) {
+        await built; // a build error is the one to report (the replay may have failed only for lack of a module)
+        throw e;
+      }
+      const b = await built;
+      // replaySeconds: what the replay added after the build (module load, launches, compare)
+      const replaySeconds = (performance.now() - Math.max(builtAt, t0)) / 1000;
+      const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
+      if (args.json) printJson(res);
+      else {
+        process.stdout.write(describeReplay(r) + "\n");
+        process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
+      }
+      return r.verdict === "match" ? 0 : 1;
     });
-    const modulePath = built.then((b) => b.module);
-    // both are awaited below; a replay error that comes first must not leave them unhandled
-    built.catch(() => {});
-    modulePath.catch(() => {});
-    let r: Awaited<ReturnType<typeof replayCuda>>;
-    try {
-      r = await replayCuda(dir, { iters, verify: true, modulePath, kernelName: m.kernel.name, ...tol });
-    } catch (e) {
-      await built; // a build error is the one to report (the replay may have failed only for lack of a module)
-      throw e;
-    }
-    const b = await built;
-    // replaySeconds: what the replay added after the build (module load, launches, compare)
-    const replaySeconds = (performance.now() - Math.max(builtAt, t0)) / 1000;
-    const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
-    if (args.json) printJson(res);
-    else {
-      process.stdout.write(describeReplay(r) + "\n");
-      process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
-    }
-    return r.verdict === "match" ? 0 : 1;
   },
 });

@@ -1,0 +1,41 @@
+/**
+ * Replay needs every captured VA range free in its own process. The replay process's host
+ * mappings (shared libraries, heaps) are placed by ASLR at random in the same 0x7f… area where the
+ * driver put the application's allocations, so now and then one of them sits in a captured range:
+ * seen once on the H200 node (a 4 GiB span of the structs app, "driver offered 0x7f75…" instead
+ * of 0x7f73…) among about 40 replays in one GPU-suite run. With randomization off (setarch -R,
+ * util-linux) the libraries sit at fixed addresses at the very top of the address space, clear of
+ * the ranges an application's allocations come from, so a second attempt there succeeds where
+ * the first collided.
+ */
+import { arch } from "node:os";
+import { isKerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+import { resetCuda } from "./cuda.ts";
+
+const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" };
+
+/**
+ * Run `body`; when it fails with E_VA_TAKEN, run this same kerncap command again in a child
+ * process without address-space randomization and return the child's exit code (its output goes
+ * straight to ours). The GPU state of the failed attempt is released first.
+ * @returns body's result, or the child's exit code.
+ * @throws what body throws when no retry is possible (already the retry: KERNCAP_ASLR_RETRY=1;
+ *   no setarch; KERNCAP_NO_ASLR_RETRY=1), or for any other error.
+ */
+export async function withAslrRetry(body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (e) {
+    const setarch = Bun.which("setarch");
+    const machine = SETARCH_ARCH[arch()];
+    if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || process.env.KERNCAP_ASLR_RETRY === "1" || process.env.KERNCAP_NO_ASLR_RETRY === "1" || !setarch || !machine) throw e;
+    log.warn(`${e.message}; running the command again in a process without address-space randomization (setarch -R)`);
+    resetCuda();
+    // a compiled kerncap is its own interpreter; under `bun src/cli/main.ts` the script comes too
+    const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
+    const { BUN_BE_BUN: _, ...env } = process.env;
+    const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: { ...env, KERNCAP_ASLR_RETRY: "1" }, stdio: ["inherit", "inherit", "inherit"] });
+    return await p.exited;
+  }
+}
