@@ -34,10 +34,9 @@ const SYMBOLS = {
   cuMemAlloc_v2: { args: [P, u64], returns: i32 },
   cuMemFree_v2: { args: [u64], returns: i32 },
   cuMemAllocHost_v2: { args: [P, u64], returns: i32 },
+  cuMemHostRegister_v2: { args: [P, u64, u32], returns: i32 },
+  cuMemHostUnregister: { args: [P], returns: i32 },
   cuMemcpyHtoD_v2: { args: [u64, P, u64], returns: i32 },
-  cuMemcpyHtoDAsync_v2: { args: [u64, P, u64, u64], returns: i32 },
-  cuStreamCreate: { args: [P, u32], returns: i32 },
-  cuStreamSynchronize: { args: [u64], returns: i32 },
   cuMemcpyDtoH_v2: { args: [P, u64, u64], returns: i32 },
   cuMemcpyDtoD_v2: { args: [u64, u64, u64], returns: i32 },
   cuModuleLoadData: { args: [P, P], returns: i32 },
@@ -248,24 +247,13 @@ export class Cuda {
     return new Uint8Array(toArrayBuffer(Number(p[0]) as Pointer, 0, size));
   }
 
-  /** Asynchronous host→device copy on `stream`; src must be pinned (hostAlloc) and stay untouched until the stream passes it. */
-  htodAsync(dst: bigint, src: Uint8Array, stream: bigint): void {
-    if (src.byteLength) this.check("cuMemcpyHtoDAsync", this.lib.cuMemcpyHtoDAsync_v2(dst, src, src.byteLength, stream));
+  /** Pin host memory in place (cuMemHostRegister, READ_ONLY when readOnly). Returns false if refused. */
+  hostRegister(view: Uint8Array, readOnly: boolean): boolean {
+    return this.lib.cuMemHostRegister_v2(view, view.byteLength, readOnly ? 0x08 : 0) === 0;
   }
 
-  /** A non-blocking stream (CU_STREAM_NON_BLOCKING). */
-  streamCreate(): bigint {
-    const s = new BigUint64Array(1);
-    this.check("cuStreamCreate", this.lib.cuStreamCreate(s, 1));
-    return s[0]!;
-  }
-
-  streamSync(s: bigint): void {
-    this.check("cuStreamSynchronize", this.lib.cuStreamSynchronize(s));
-  }
-
-  eventSync(e: bigint): void {
-    this.check("cuEventSynchronize", this.lib.cuEventSynchronize(e));
+  hostUnregister(view: Uint8Array): void {
+    this.lib.cuMemHostUnregister(view);
   }
 
   htod(dst: bigint, src: Uint8Array): void {

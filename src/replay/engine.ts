@@ -3,7 +3,6 @@
  * parameter bytes and launch attributes, compare every region with the app's after state, time.
  */
 import { FileImage, pieces } from "../format/file-image.ts";
-import { closeSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
@@ -34,7 +33,7 @@ export interface ReplayResult {
   mismatches: RegionMismatch[];
   /** Kernel time per launch from CUDA events (µs). */
   timing: { iters: number; medianUs: number; minUs: number; appUs: number | null };
-  restore: { bytes: number; seconds: number; gbPerS: number };
+  restore: { bytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
   reserve: { spans: number; bytes: number; seconds: number };
   /** loadSeconds: cuModuleLoadData + attributes; waitSeconds: time spent waiting for a module still being built. */
   module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
@@ -104,41 +103,6 @@ function loadModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): big
 }
 
 /**
- * Copy every region's before state from the memory image to the device at its VA. The file is
- * read with pread straight into two pinned buffers in turn; each is copied to the device
- * asynchronously while the next piece is read (page cache → pinned → device, one CPU copy, no
- * mmap page faults). Pinning the mapped file in place instead (cuMemHostRegister of a Bun.mmap)
- * hung on an H200 node under driver 580, so it is not used.
- * @param regions va (hex), offset in the image and size, bytes; bufs two pinned buffers of CHUNK bytes.
- */
-function restoreRegions(cu: Cuda, path: string, regions: { va: string; offset: number; size: number }[], bufs: Uint8Array[]): void {
-  if (!regions.some((r) => r.size > 0)) return;
-  const stream = cu.streamCreate();
-  const done = [cu.eventCreate(), cu.eventCreate()];
-  const fd = openSync(path, "r");
-  let k = 0;
-  try {
-    for (const r of regions) {
-      pieces(r.size, (at, n) => {
-        const slot = k++ & 1;
-        if (k > 2) cu.eventSync(done[slot]!); // the copy that last used this buffer has finished
-        const buf = bufs[slot]!.subarray(0, n);
-        for (let got = 0; got < n; ) {
-          const c = readSync(fd, buf, got, n - got, r.offset + at + got);
-          if (c <= 0) throw new KerncapError("E_CHECKSUM", `${path} ends before region ${r.va} does (truncated?)`, { hint: "Capture again." });
-          got += c;
-        }
-        cu.htodAsync(BigInt(r.va) + BigInt(at), buf, stream);
-        cu.eventRecord(done[slot]!, stream);
-      }, CHUNK);
-    }
-    cu.streamSync(stream);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
  * Replay a capture folder on device 0.
  * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
  *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
@@ -165,7 +129,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const reserve = { spans: spans.length, bytes: spans.reduce((a, s) => a + s.size, 0), seconds: (performance.now() - t0) / 1000 };
   log.debug(`reserved ${spans.length} spans, ${reserve.bytes} bytes, at the captured VAs`);
 
-  // 2. Restore the before state.
+  // 2. Restore the before state with zero copy: mmap the image, pin it in place, copy.
   const t1 = performance.now();
   const beforePath = join(dir, m.memory.before);
   const afterPath = join(dir, m.memory.after);
@@ -173,9 +137,27 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   // memory images of any size, read through mmap windows (Bun.mmap maps at most 4 GiB at once)
   const before = new FileImage(beforePath);
   const host = cu.hostAlloc(CHUNK);
-  restoreRegions(cu, beforePath, m.regions, [host, cu.hostAlloc(CHUNK)]);
+  // Zero-copy (pin the mmap in place with cuMemHostRegister) hung on an H200 node under driver 580
+  // (replay never returned from the restore); the default copies through a pinned staging buffer.
+  // KERNCAP_HOST_REGISTER=1 pins each piece of the mapping in place instead (for investigation).
+  let registered = process.env.KERNCAP_HOST_REGISTER === "1" && beforeBytes > 0;
+  for (const r of m.regions) {
+    pieces(r.size, (done, n) => {
+      const src = before.view(r.offset + done, n);
+      const dst = BigInt(r.va) + BigInt(done);
+      if (registered && cu.hostRegister(src, true)) {
+        cu.htod(dst, src);
+        cu.hostUnregister(src);
+        return;
+      }
+      registered = false;
+      host.set(src);
+      cu.htod(dst, host.subarray(0, n));
+    }, CHUNK);
+  }
+  log.debug(`restored ${m.regions.length} regions (host-registered: ${registered})`);
   const restoreSeconds = (performance.now() - t1) / 1000;
-  const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9) };
+  const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: Boolean(registered) };
 
   // 3. Module, function, attributes.
   const tw = performance.now();

@@ -23,7 +23,7 @@ export function describeReplay(r: ReplayResult): string {
   if (r.timing.iters) {
     L.push(`  kernel time: median ${r.timing.medianUs.toFixed(2)} µs, min ${r.timing.minUs.toFixed(2)} µs over ${r.timing.iters} launches` + (r.timing.appUs !== null ? `; in the app ${r.timing.appUs.toFixed(2)} µs (one launch)` : ""));
   }
-  L.push(`  restore ${formatBytes(r.restore.bytes)} in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s); ${r.reserve.spans} VA spans reserved at the captured addresses`);
+  L.push(`  restore ${formatBytes(r.restore.bytes)} in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", host-registered mmap" : ", pageable"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.join("\n");
