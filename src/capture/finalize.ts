@@ -153,7 +153,6 @@ export async function finalizeCapture(raw: Raw, o: FinalizeOptions): Promise<Man
  * @throws KerncapError E_EXISTS saying why not.
  */
 export function assertReplaceable(dir: string, force: boolean): void {
-  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists`, { hint: "Pass --force to replace a previous capture there, or choose another --out." });
   let isCapture = false;
   let empty = false;
   try {
@@ -166,8 +165,9 @@ export function assertReplaceable(dir: string, force: boolean): void {
     isCapture = false;
   }
   if (!isCapture && !empty) {
-    throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture; --force replaces only a previous capture`, {
+    throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture${force ? "; --force replaces only a previous capture" : ""}`, {
       hint: "Choose another --out (kerncap writes a new folder there).",
     });
   }
+  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists (a previous capture)`, { hint: "Pass --force to replace it, or choose another --out." });
 }

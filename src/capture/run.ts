@@ -55,8 +55,10 @@ export function resolveApp(argv: string[]): string {
       hint: a.includes("/") ? "Check the path." : "It is not on PATH; give its path (./app) or fix PATH.",
     });
   }
+  if (statSync(path).isDirectory()) {
+    throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is a directory, not a program: ${path}`, { hint: "Give the program to run after `--` (e.g. ./build/app, or python app.py)." });
+  }
   try {
-    if (statSync(path).isDirectory()) throw new Error("directory");
     accessSync(path, constants.X_OK);
   } catch {
     throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is not an executable file: ${path}`, { hint: "chmod +x it, or run it through its interpreter (python app.py)." });

@@ -161,6 +161,16 @@ const table: Record<keyof typeof commands, () => void> = {
       const e = await failure("run", ["--kernel", "x", "--out", dir, "--", "/bin/true"]);
       expect(e.code).toBe("E_EXISTS");
       expect(e.hint).toContain("--force");
+      // a folder that is not a capture: --force would not help, so the hint does not offer it
+      const other = tempDir();
+      writeFileSync(join(other, "notes.txt"), "mine");
+      const o = await failure("run", ["--kernel", "x", "--out", other, "--", "/bin/true"]);
+      expect(o.message).toContain("is not a kerncap capture");
+      expect(o.hint).not.toContain("--force");
+    });
+    test("a directory as the application: said so", async () => {
+      const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", tempDir()]);
+      expect(e.message).toContain("is a directory");
     });
     test("a bad --kernel regex and a bad --dispatch are usage errors", async () => {
       expect((await failure("run", ["--kernel", "(", "--out", join(tempDir(), "c"), "--", "/bin/true"])).code).toBe("E_USAGE");
