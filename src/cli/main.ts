@@ -88,8 +88,12 @@ export async function runCli(argv: string[]): Promise<number> {
     const sub = own.find((a) => isVerb(a)) as Verb | undefined;
     if (own.length === 0) log.error("no command given");
     const text = await renderUsage(sub ? await commands[sub]() : main, sub ? main : undefined);
-    // citty colours its usage unconditionally; keep escape codes out of pipes and files
-    process.stdout.write((process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "")) + "\n");
+    // citty colours its usage unconditionally; keep escape codes out of pipes and files; the verbs
+    // that run an application name it in their USAGE line; no trailing padding
+    let out = process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "");
+    out = out.replace(/[ \t]+$/gm, "");
+    if (sub === "run" || sub === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");
+    process.stdout.write(out + "\n");
     return own.length === 0 ? 2 : 0;
   }
   if (own.includes("--version")) {

@@ -64,7 +64,7 @@ export default defineCommand({
   args: {
     ...dirArg,
     iters: { type: "string", description: "Timed launches after the checked one (median, min)", default: "10" },
-    verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", default: true },
+    verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", negativeDescription: "Skip the checksums (faster for large captures; a damaged file goes unnoticed)", default: true },
     ...toleranceArgs,
     ...jsonArg,
     ...verboseArg,
