@@ -77,9 +77,25 @@ export class CudaError extends KerncapError {
   }
 }
 
-function libcudaCandidates(): string[] {
+/** Where libcuda is looked for, in order: KERNCAP_LIBCUDA, the loader's search path, two usual driver folders. */
+export function libcudaCandidates(): string[] {
   const env = process.env.KERNCAP_LIBCUDA;
   return [...(env ? [env] : []), "libcuda.so.1", "libcuda.so", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
+}
+
+/** dlopen's reason from a loader error, without the library name it repeats (missing file, missing symbol, wrong ELF class). */
+export function loaderReason(e: unknown): string {
+  const line = String((e as Error)?.message ?? e).split("\n")[0]!;
+  const parts = line.split(": ");
+  // 'Failed to open library "X": /path/X: cannot open shared object file: No such file or directory'
+  const i = parts.findIndex((p) => /^(cannot|undefined symbol|wrong ELF|invalid ELF)/.test(p));
+  return (i >= 0 ? parts.slice(i).join(": ") : line).slice(0, 160);
+}
+
+/** "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)". */
+export function describeTried(tried: { name: string; reason: string }[]): string {
+  const reasons = new Set(tried.map((t) => t.reason));
+  return reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
 }
 
 let cached: Cuda | undefined;
@@ -90,18 +106,18 @@ let cached: Cuda | undefined;
  */
 export function cuda(ordinal = 0): Cuda {
   if (cached) return cached;
-  const tried: string[] = [];
+  const tried: { name: string; reason: string }[] = [];
   let lib: Lib | undefined;
   for (const name of libcudaCandidates()) {
     try {
       lib = dlopen(name, SYMBOLS).symbols;
       break;
-    } catch {
-      tried.push(name);
+    } catch (e) {
+      tried.push({ name, reason: loaderReason(e) });
     }
   }
   if (!lib) {
-    throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded (tried ${tried.join(", ")})`, {
+    throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
       hint: "Run on a machine with an NVIDIA GPU and its driver, or set KERNCAP_LIBCUDA to libcuda.so.1's path.",
     });
   }

@@ -1,18 +1,20 @@
 /** A cheap check for an NVIDIA GPU before starting an application (cuInit + cuDeviceGetCount only). */
 import { dlopen, FFIType } from "bun:ffi";
 import { KerncapError } from "../errors.ts";
+import { describeTried, libcudaCandidates, loaderReason } from "./cuda.ts";
 
 /**
  * @returns the number of CUDA devices (≥ 1).
  * @throws KerncapError E_NO_GPU saying what was tried.
  */
 export function probeGpu(): number {
-  const names = [process.env.KERNCAP_LIBCUDA, "libcuda.so.1", "libcuda.so"].filter(Boolean) as string[];
-  for (const n of names) {
+  const tried: { name: string; reason: string }[] = [];
+  for (const n of libcudaCandidates()) {
     let lib;
     try {
       lib = dlopen(n, { cuInit: { args: [FFIType.u32], returns: FFIType.i32 }, cuDeviceGetCount: { args: [FFIType.ptr], returns: FFIType.i32 } });
-    } catch {
+    } catch (e) {
+      tried.push({ name: n, reason: loaderReason(e) });
       continue;
     }
     const r = lib.symbols.cuInit(0);
@@ -26,7 +28,7 @@ export function probeGpu(): number {
     }
     return c[0]!;
   }
-  throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded (tried ${names.join(", ")})`, {
-    hint: "kerncap run/list/replay need an NVIDIA GPU and its driver; `kerncap inspect` works anywhere.",
+  throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
+    hint: "kerncap run/list/replay need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); `kerncap inspect` works anywhere.",
   });
 }

@@ -180,6 +180,23 @@ const table: Record<keyof typeof commands, () => void> = {
       const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "/bin/true"]);
       expect(e.code).toBe("E_NO_GPU");
     });
+    test.skipIf(HAS_GPU || !Bun.which("gcc"))("a KERNCAP_LIBCUDA that is not the driver: the loader's reason is named", async () => {
+      const d = tempDir();
+      writeFileSync(join(d, "stub.c"), "int not_cuda;\n");
+      const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", join(d, "libstub.so"), join(d, "stub.c")], { stderr: "pipe" });
+      expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+      const old = process.env.KERNCAP_LIBCUDA;
+      process.env.KERNCAP_LIBCUDA = join(d, "libstub.so");
+      try {
+        const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "/bin/true"]);
+        expect(e.code).toBe("E_NO_GPU");
+        expect(e.message).toContain("libstub.so");
+        expect(e.message).toContain("cuInit");
+      } finally {
+        if (old === undefined) delete process.env.KERNCAP_LIBCUDA;
+        else process.env.KERNCAP_LIBCUDA = old;
+      }
+    });
   },
   list: () => {
     test("application not found", async () => {
