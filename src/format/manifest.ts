@@ -147,7 +147,7 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
   if (!r.success) {
     const issues = r.issues
       .slice(0, 5)
-      .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`)
+      .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.received === "undefined" ? "missing" : i.message}`)
       .join("; ");
     throw new KerncapError("E_MANIFEST", `${where} is malformed: ${issues}`, {
       hint: "The capture folder was edited or damaged; capture again with `kerncap run`.",

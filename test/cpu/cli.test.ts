@@ -73,6 +73,9 @@ const table: Record<keyof typeof commands, () => void> = {
       const e = await failure("inspect", [dir]);
       expect(e.code).toBe("E_MANIFEST");
       expect(e.message).toContain("launch.grid");
+      delete m.launch;
+      writeFileSync(p, JSON.stringify(m));
+      expect((await failure("inspect", [dir])).message).toContain("launch: missing");
       writeFileSync(p, "{ not json");
       expect((await failure("inspect", [dir])).message).toContain("not valid JSON");
     });
