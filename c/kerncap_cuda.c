@@ -2,7 +2,8 @@
  * kerncap_cuda.c — the CUDA capture library, injected into the application.
  *
  * Exports: InitializeInjection() (called once by libcuda at cuInit when CUDA_INJECTION64_PATH
- *          names this file). Nothing else is visible (-fvisibility=hidden).
+ *          names this file) and kerncap_set_ignore_launches(int) (for frontend shims: autotuner
+ *          benchmark launches). Nothing else is visible (-fvisibility=hidden).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_COUNT_BENCHMARKS,
  *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG (docs/raw-capture.md).
  * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last.

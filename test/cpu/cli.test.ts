@@ -136,6 +136,18 @@ const table: Record<keyof typeof commands, () => void> = {
         process.chdir(cwd);
       }
     });
+    test("Ctrl-C during the rebuild: the build is stopped, exit 130, said so", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), "sleep 30\n");
+      const t0 = performance.now();
+      const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", dir], { stdout: "pipe", stderr: "pipe" });
+      await Bun.sleep(1500);
+      p.kill("SIGINT");
+      const code = await p.exited;
+      expect(code).toBe(130);
+      expect(await new Response(p.stderr).text()).toContain("interrupted during the rebuild");
+      expect(performance.now() - t0).toBeLessThan(10_000);
+    });
     test("build.sh names a module that does not exist: said so", async () => {
       const dir = await fresh();
       writeFileSync(join(dir, "build.sh"), "echo out/nothere.cubin\n");

@@ -33,12 +33,25 @@ export async function rebuild(dirArg: string, quiet: boolean): Promise<{ module:
     });
   }
   const t0 = performance.now();
-  const p = Bun.spawn(["bash", script], { cwd: dir, env: { ...process.env }, stdout: "pipe", stderr: "pipe" });
+  // its own process group, so that Ctrl-C can stop the compiler under bash too (bash alone would
+  // wait for its foreground child before acting on the signal)
+  const p = Bun.spawn(["bash", script], { cwd: dir, env: { ...process.env }, stdout: "pipe", stderr: "pipe", detached: true });
   // Ctrl-C: stop the build and say so (exit 130), rather than report its death as a compile error
   let interrupted = false;
   const onInt = () => {
     interrupted = true;
-    p.kill("SIGINT");
+    try {
+      process.kill(-p.pid, "SIGINT");
+    } catch {
+      p.kill("SIGINT");
+    }
+    setTimeout(() => {
+      try {
+        process.kill(-p.pid, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }, 2000).unref();
   };
   process.on("SIGINT", onInt);
   let out: string, err: string, code: number;
