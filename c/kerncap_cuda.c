@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include "kc_json.h"
-#include "kc_sparse.h"
 #include "kc_symbols.h"
 #include <cupti.h>
 #include <dlfcn.h>
@@ -36,8 +35,6 @@
 
 #define KC_EXPORT __attribute__((visibility("default")))
 #define KC_VERSION "kerncap_cuda 0.1.0"
-#define KC_ALIGN (64u << 10)           /* region offset alignment in the memory files (bytes) */
-#define KC_STAGE_BYTES (64u << 20)     /* pinned staging buffer (bytes) */
 #define KC_MAX_PARAMS 1024
 
 /* ---- dynamically resolved libcuda / libcupti entry points (one X-macro list each) ---- */
@@ -48,7 +45,10 @@
   X(cuFuncGetAttribute) X(cuFuncGetModule) X(cuStreamIsCapturing)                   \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)                  \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime_v2)  \
-  X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)
+  X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)         \
+  X(cuMemcpyDtoHAsync_v2) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) \
+  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)       \
+  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery)
 
 #define CUPTI_FUNCS(X)                                                              \
   X(cuptiSubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
@@ -86,6 +86,7 @@ static struct {
   int done;      /* the one capture has been written */
   int log;
   int exit_after;
+  int own_load; /* our own cuModuleLoadData is running (the scan kernel) */
   char out[4096];
   regex_t re;
   int have_re;
@@ -264,18 +265,7 @@ static void write_kernels_json(void) {
   rename(t, p);
 }
 
-/* ---- snapshot streaming ---- */
-typedef struct {
-  char *stage;     /* pinned, KC_STAGE_BYTES */
-  char *cmp;       /* pageable, KC_STAGE_BYTES (after-state comparison) */
-  int fd_before, fd_after;
-  uint64_t *offsets; /* per region, offset in the memory files */
-  int *changed;
-  uint64_t file_size;
-  double before_us, after_us;
-  uint64_t before_bytes, after_bytes;
-} snap_t;
-
+/* ---- output files ---- */
 static int open_out(const char *rel, int *fd) {
   char p[4200];
   path_join(p, sizeof p, rel);
@@ -283,6 +273,7 @@ static int open_out(const char *rel, int *fd) {
   if (*fd < 0) { FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
   return 0;
 }
+#define kc_open_out open_out
 
 static int write_file(const char *rel, const void *data, size_t n) {
   int fd;
@@ -313,90 +304,7 @@ static kglobal_t *G;
 static size_t nG, cG;
 static int G_skipped, G_symbols;
 
-/* Snapshot item i: regions first, then globals. */
-static const region_t *snap_item(size_t i, region_t *tmp) {
-  if (i < S.nregions) return &S.regions[i];
-  tmp->va = G[i - S.nregions].va;
-  tmp->size = G[i - S.nregions].size;
-  tmp->kind = "global";
-  return tmp;
-}
-
-/* Before state: every live region and module global, device→host through the pinned stage, into memory/before.bin. */
-static int snapshot_before(snap_t *sn) {
-  double t = now_s();
-  size_t items = S.nregions + nG;
-  if (CU_CHECK(p_cuMemHostAlloc((void **)&sn->stage, KC_STAGE_BYTES, 0))) return -1;
-  sn->cmp = malloc(KC_STAGE_BYTES);
-  sn->offsets = calloc(items + 1, sizeof *sn->offsets);
-  sn->changed = calloc(items + 1, sizeof *sn->changed);
-  if (!sn->cmp || !sn->offsets || !sn->changed) { FAIL("out of host memory for the snapshot"); return -1; }
-  if (open_out("memory/before.bin", &sn->fd_before)) return -1;
-  uint64_t off = 0;
-  for (size_t i = 0; i < items; i++) {
-    region_t tmp;
-    const region_t *r = snap_item(i, &tmp);
-    sn->offsets[i] = off;
-    for (uint64_t done = 0; done < r->size;) {
-      size_t n = r->size - done < KC_STAGE_BYTES ? (size_t)(r->size - done) : KC_STAGE_BYTES;
-      if (CU_CHECK(p_cuMemcpyDtoH_v2(sn->stage, (CUdeviceptr)(r->va + done), n))) return -1;
-      if (kc_write_sparse(sn->fd_before, sn->stage, n, off + done)) {
-        FAIL("write memory/before.bin: %s", strerror(errno));
-        return -1;
-      }
-      done += n;
-    }
-    if (i < S.nregions) sn->before_bytes += r->size;
-    off += (r->size + KC_ALIGN - 1) / KC_ALIGN * KC_ALIGN;
-  }
-  sn->file_size = off;
-  if (ftruncate(sn->fd_before, (off_t)off)) { FAIL("truncate before.bin: %s", strerror(errno)); return -1; }
-  sn->before_us = (now_s() - t) * 1e6;
-  return 0;
-}
-
-/* After state: regions whose bytes differ from before.bin are written to memory/after.bin. */
-static int snapshot_after(snap_t *sn) {
-  double t = now_s();
-  if (open_out("memory/after.bin", &sn->fd_after)) return -1;
-  for (size_t i = 0; i < S.nregions + nG; i++) {
-    region_t tmp;
-    const region_t *r = snap_item(i, &tmp);
-    uint64_t off = sn->offsets[i];
-    int changed = 0;
-    for (uint64_t done = 0; done < r->size;) {
-      size_t n = r->size - done < KC_STAGE_BYTES ? (size_t)(r->size - done) : KC_STAGE_BYTES;
-      if (CU_CHECK(p_cuMemcpyDtoH_v2(sn->stage, (CUdeviceptr)(r->va + done), n))) return -1;
-      if (!changed) {
-        ssize_t got = pread(sn->fd_before, sn->cmp, n, (off_t)(off + done));
-        if (got != (ssize_t)n) { FAIL("re-read memory/before.bin: %s", strerror(errno)); return -1; }
-        if (memcmp(sn->cmp, sn->stage, n)) {
-          changed = 1;
-          /* the bytes before this chunk equal the before state: copy them over */
-          for (uint64_t c = 0; c < done;) {
-            size_t m = done - c < KC_STAGE_BYTES ? (size_t)(done - c) : KC_STAGE_BYTES;
-            if (pread(sn->fd_before, sn->cmp, m, (off_t)(off + c)) != (ssize_t)m ||
-                kc_write_sparse(sn->fd_after, sn->cmp, m, off + c)) {
-              FAIL("copy into memory/after.bin: %s", strerror(errno));
-              return -1;
-            }
-            c += m;
-          }
-        }
-      }
-      if (changed && kc_write_sparse(sn->fd_after, sn->stage, n, off + done)) {
-        FAIL("write memory/after.bin: %s", strerror(errno));
-        return -1;
-      }
-      done += n;
-    }
-    sn->changed[i] = changed;
-    if (changed && i < S.nregions) sn->after_bytes += r->size;
-  }
-  if (ftruncate(sn->fd_after, (off_t)sn->file_size)) { FAIL("truncate after.bin: %s", strerror(errno)); return -1; }
-  sn->after_us = (now_s() - t) * 1e6;
-  return 0;
-}
+#include "kc_snapshot.h"
 
 /* ---- the launch being captured ---- */
 typedef struct {
@@ -527,7 +435,7 @@ typedef struct {
   layout_t lay;
   char *params;
   size_t params_size;
-  snap_t sn;
+  kc_snap_t sn;
   CUevent ev0, ev1;
   double t_sync, t_capture_start;
   uint64_t launch_index;
@@ -589,7 +497,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
   p_cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   p_cuDriverGetVersion(&drv);
   char *dem = demangle(C.name);
-  fprintf(f, "{\"raw_version\":1,\"library\":\"%s\",\"frontend\":\"cuda\",\n\"kernel\":{\"name\":", KC_VERSION);
+  fprintf(f, "{\"raw_version\":2,\"library\":\"%s\",\"frontend\":\"cuda\",\n\"kernel\":{\"name\":", KC_VERSION);
   kc_json_str(f, C.name);
   fprintf(f, ",\"demangled\":");
   kc_json_str(f, dem);
@@ -631,24 +539,31 @@ static void write_raw_json(module_t *m, const char *modfile) {
           module_kind(m), m->size, m->id,
           module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
                            : "CUPTI module-loaded callback; image chosen by kernel name");
-  fprintf(f, "\"regions\":[");
-  for (size_t i = 0; i < S.nregions; i++)
-    fprintf(f, "%s\n{\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"%s\",\"offset\":%llu,\"changed\":%s}", i ? "," : "",
-            (unsigned long long)S.regions[i].va, (unsigned long long)S.regions[i].size, S.regions[i].kind,
-            (unsigned long long)C.sn.offsets[i], C.sn.changed[i] ? "true" : "false");
   float ms = -1;
   if (C.ev0 && C.ev1) p_cuEventElapsedTime_v2(&ms, C.ev0, C.ev1);
+  const kc_snap_t *sn = &C.sn;
+  fprintf(f, "\"memory\":{\"chunk_bytes\":%u,\"hash\":\"%s\",\"align\":%u,\"live_bytes\":%llu,\"stored_before_bytes\":%llu,"
+             "\"stored_after_bytes\":%llu,\"hashed_on_gpu\":%s,\"gpu_scan_unavailable\":",
+          sn->chunk, KC_HASH_NAME, KC_ALIGN, (unsigned long long)sn->live_bytes, (unsigned long long)sn->stored_bytes[0],
+          (unsigned long long)sn->stored_bytes[1], sn->scan_ok > 0 ? "true" : "false");
+  if (sn->scan_ok > 0) fprintf(f, "null");
+  else kc_json_str(f, sn->scan_why);
+  fprintf(f, "},\n\"regions\":[");
+  for (size_t i = 0; i < S.nregions; i++) {
+    fprintf(f, "%s\n", i ? "," : "");
+    kc_json_item(f, &sn->items[i]);
+  }
   fprintf(f, "],\n\"globals\":[");
   for (size_t i = 0; i < nG; i++) {
-    fprintf(f, "%s\n{\"name\":", i ? "," : "");
-    kc_json_str(f, G[i].name);
-    fprintf(f, ",\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"global\",\"offset\":%llu,\"changed\":%s}", (unsigned long long)G[i].va,
-            (unsigned long long)G[i].size, (unsigned long long)C.sn.offsets[S.nregions + i], C.sn.changed[S.nregions + i] ? "true" : "false");
+    fprintf(f, "%s\n", i ? "," : "");
+    kc_json_item(f, &sn->items[S.nregions + i]);
   }
-  fprintf(f, "],\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,\"app_launch_us\":%.3f,"
+  fprintf(f, "],\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,"
+             "\"scan_before_us\":%.1f,\"scan_after_us\":%.1f,\"fsync_us\":%.1f,\"app_launch_us\":%.3f,"
              "\"app_to_capture_s\":%.3f,\"before_bytes\":%llu,\"after_bytes\":%llu},\n\"hsa\":null}\n",
-          G_symbols, nG, G_skipped, C.t_sync, C.sn.before_us, C.sn.after_us, ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0,
-          (unsigned long long)C.sn.before_bytes, (unsigned long long)C.sn.after_bytes);
+          G_symbols, nG, G_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
+          ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0, (unsigned long long)sn->stored_bytes[0],
+          (unsigned long long)sn->stored_bytes[1]);
   fclose(f);
   rename(t, p);
 }
@@ -688,6 +603,23 @@ static void collect_globals(void) {
   logf_("module globals: %zu of %d data symbols (%d unreadable cubin entries)", nG, G_symbols, G_skipped);
 }
 
+/* Before state of every live region and module global (kc_snapshot.h). */
+static int snapshot_before(void) {
+  size_t n = S.nregions + nG;
+  if (kc_snap_init(&C.sn, n)) return -1;
+  for (size_t i = 0; i < S.nregions; i++)
+    if (kc_item_init(&C.sn, i, S.regions[i].va, S.regions[i].size, S.regions[i].kind, NULL)) return -1;
+  for (size_t i = 0; i < nG; i++)
+    if (kc_item_init(&C.sn, S.nregions + i, G[i].va, G[i].size, "global", G[i].name)) return -1;
+  char pp[4200];
+  path_join(pp, sizeof pp, "progress");
+  C.sn.progress_fd = open(pp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  S.own_load = 1; /* the scan module's MODULE_LOADED is ours, not the application's */
+  kc_snap_plan(&C.sn);
+  S.own_load = 0;
+  return kc_snap_pass(&C.sn, 0);
+}
+
 /* Launch entry of the matched launch: sync, before state, params, module, start event. */
 static void capture_enter(CUpti_CallbackData *cb) {
   (void)cb;
@@ -698,7 +630,7 @@ static void capture_enter(CUpti_CallbackData *cb) {
   collect_globals();
   if (pack_params()) { if (S.enabled) FAIL("cannot pack kernel parameters"); return; }
   if (write_file("kernel/params.bin", C.params, C.params_size)) return;
-  if (snapshot_before(&C.sn)) return;
+  if (snapshot_before()) { kc_snap_free(&C.sn); return; }
   if (p_cuEventCreate(&C.ev0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && p_cuEventCreate(&C.ev1, CU_EVENT_DEFAULT) == CUDA_SUCCESS)
     p_cuEventRecord(C.ev0, C.L.stream);
   else C.ev0 = C.ev1 = NULL;
@@ -707,21 +639,19 @@ static void capture_enter(CUpti_CallbackData *cb) {
 static void capture_exit(void) {
   if (C.ev1) p_cuEventRecord(C.ev1, C.L.stream);
   if (CU_CHECK(p_cuCtxSynchronize())) return;
-  if (snapshot_after(&C.sn)) return;
-  close(C.sn.fd_before);
-  close(C.sn.fd_after);
+  if (kc_snap_pass(&C.sn, 1) || kc_snap_sync(&C.sn)) { kc_snap_free(&C.sn); return; }
   module_t *m = find_module(C.name, module_of(C.L.f));
   if (!m) { FAIL("no loaded module image contains %s (%zu images seen)", C.name, S.nmodules); return; }
   char modfile[64];
   snprintf(modfile, sizeof modfile, "kernel/module.%s", module_kind(m));
   if (write_file(modfile, m->bytes, m->size)) return;
   write_raw_json(m, modfile);
-  p_cuMemFreeHost(C.sn.stage);
-  free(C.sn.cmp);
+  uint64_t bb = C.sn.stored_bytes[0], ab = C.sn.stored_bytes[1];
+  kc_snap_free(&C.sn);
   S.done = 1;
   write_kernels_json();
-  logf_("captured %s (launch %llu): %llu bytes before, %llu changed", C.name, (unsigned long long)C.launch_index,
-        (unsigned long long)C.sn.before_bytes, (unsigned long long)C.sn.after_bytes);
+  logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
+        (unsigned long long)bb, (unsigned long long)ab);
   if (S.exit_after) _exit(0);
 }
 
@@ -904,7 +834,7 @@ static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 
 static void on_module_loaded(const CUpti_ResourceData *rd) {
   const CUpti_ModuleResourceData *md = rd->resourceDescriptor;
-  if (!md) return;
+  if (!md || S.own_load) return;
   if (S.nmodules == S.cmodules) {
     size_t n = S.cmodules ? S.cmodules * 2 : 64;
     module_t *m = realloc(S.modules, n * sizeof *m);
