@@ -31,9 +31,16 @@ export function describeManifest(m: Manifest): string {
   L.push(`params     ${m.params.size} B in ${m.params.layout.length} parameters (layout from ${m.params.layoutSource})`);
   for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}`);
   const changed = m.regions.filter((r) => r.changed);
-  L.push(`memory     ${m.regions.length} regions, ${formatBytes(m.memory.beforeBytes)} before; ${changed.length} changed, ${formatBytes(m.memory.afterBytes)}`);
-  for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} sha256 ${r.sha256Before.slice(0, 12)}${r.sha256After ? ` -> ${r.sha256After.slice(0, 12)}` : ""}`);
-  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)}`);
+  const M = m.memory;
+  L.push(`memory     ${m.regions.length} regions, ${formatBytes(M.beforeBytes)} live; ${changed.length} changed (${formatBytes(M.afterBytes)} in changed chunks)`);
+  L.push(`           stored ${formatBytes(M.storedBeforeBytes)} before, ${formatBytes(M.storedAfterBytes)} after, in ${formatBytes(M.chunkBytes)} chunks (${M.hash}${M.gpuScanUnavailable ? `; hashed on the CPU: ${M.gpuScanUnavailable}` : ", hashed on the GPU"})`);
+  const chunks = (r: Manifest["regions"][number]) => {
+    const n = Math.ceil(r.size / M.chunkBytes);
+    const stored = r.before.extents.reduce((s, x) => s + x[1], 0);
+    return `${stored}/${n} chunks stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
+  };
+  for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
+  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
   const t = m.timing;
   const us = (k: string) => (typeof t[k] === "number" ? `${(t[k]! / 1000).toFixed(1)} ms` : "?");
@@ -46,7 +53,7 @@ export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
   args: {
     ...dirArg,
-    verify: { type: "boolean", description: "Also check every region's SHA-256 (reads the memory images)", default: false },
+    verify: { type: "boolean", description: "Also check every stored chunk's kc64 checksum on the CPU (reads the memory images)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
@@ -58,7 +65,7 @@ export default defineCommand({
     verifyFiles(dir, m); // throws E_CHECKSUM naming the file: exit 2
     if (args.verify) verifyRegions(dir, m);
     if (args.json) printJson(m);
-    else process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (region checksums: --verify)"}\n`);
+    else process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (chunk checksums: --verify)"}\n`);
     return 0;
   },
 });
