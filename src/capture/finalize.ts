@@ -90,8 +90,11 @@ export interface FinalizeOptions {
   match: string;
   /** Extra frontend source information to store under manifest.source. */
   source?: Record<string, unknown>;
-  /** Runs on the temp folder before the rename (e.g. render the reproducer project). */
-  beforeRename?: (dir: string, m: Manifest) => void | Promise<void>;
+  /**
+   * Runs on the temp folder before the rename (e.g. render the reproducer project); finalDir is
+   * the name the folder gets next, the one its messages must name.
+   */
+  beforeRename?: (dir: string, m: Manifest, finalDir: string) => void | Promise<void>;
 }
 
 /**
@@ -143,7 +146,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;
   parseManifest(m); // the writer obeys the same schema as every reader
-  if (o.beforeRename) await o.beforeRename(o.tmpDir, m);
+  if (o.beforeRename) await o.beforeRename(o.tmpDir, m, o.finalDir);
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
   rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.json stays: the launch census)
   if (existsSync(o.finalDir)) {

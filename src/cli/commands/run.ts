@@ -118,9 +118,9 @@ export default defineCommand({
         command: argv,
         match: pattern,
         ...triton,
-        beforeRename: async (d, mm) => {
-          await triton.beforeRename?.(d, mm);
-          cudaHook(d, mm); // CUDA: locate the source, render the reproducer (returns at once for other frontends)
+        beforeRename: async (d, mm, final) => {
+          await triton.beforeRename?.(d, mm, final);
+          cudaHook(d, mm, final); // CUDA: locate the source, render the reproducer (returns at once for other frontends)
         },
       });
       ok = true;

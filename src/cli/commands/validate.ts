@@ -11,7 +11,8 @@ import { defineCommand } from "citty";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
-import { checkRebuiltModule } from "../../repro/cuda.ts";
+import { checkRebuiltModule, rdcError } from "../../repro/cuda.ts";
+import { refreshSlice, type SliceMeta } from "../../repro/slice.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
@@ -64,7 +65,13 @@ export async function rebuild(dirArg: string, quiet: boolean): Promise<{ module:
   if (interrupted || code === 130 || p.signalCode === "SIGINT") {
     throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: 130 });
   }
+  // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always
+  const notes = err.split("\n").filter((l) => l.startsWith("kerncap: "));
+  for (const n of notes) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {
+    // an -rdc device link that found device functions no file of the reproducer defines
+    const undef = [...new Set([...err.matchAll(/nvlink error\s*:\s*Undefined reference to '([^']+)'/g)].map((x) => x[1]!))];
+    if (undef.length) throw rdcError(undef);
     throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
       hint: "Fix the compile error in the edited source and run validate again.",
     });
@@ -96,6 +103,13 @@ export default defineCommand({
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args);
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
+    // CUDA slice made from a TU copy that was edited since: remake it before build.sh runs
+    const sliceMeta = ((m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta);
+    if (m.kernel.frontend === "cuda" && sliceMeta) {
+      const r = refreshSlice(resolve(dir), sliceMeta);
+      if (r.action === "remade") log.debug(`slice src/${sliceMeta.slice} remade from the edited src/${sliceMeta.tu}`);
+      if (r.action === "removed") log.info(`no slice for the edited src/${sliceMeta.tu} (${r.reason}): the whole TU is compiled`);
+    }
     return withAslrRetry(async () => {
       const t0 = performance.now();
       let builtAt = 0;
