@@ -9,6 +9,7 @@ import { sha256File } from "../format/capture-dir.ts";
 import { FileImage, sha256Range } from "../format/file-image.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { identityFromRaw } from "./census.ts";
 
 // The raw JSON the C libraries write; only the fields used here are typed.
 interface RawRegion { va: string; size: number; kind: string; offset: number; changed: boolean; name?: string }
@@ -26,6 +27,8 @@ interface Raw {
   globals: RawRegion[];
   timing: Record<string, number>;
   hsa?: Record<string, unknown> | null;
+  /** The capturing process (c/kc_process.h); absent from older libraries. */
+  process?: Parameters<typeof identityFromRaw>[0];
 }
 
 /** Read raw.json from a library's output folder, or undefined when the capture did not complete. */
@@ -123,13 +126,14 @@ export async function finalizeCapture(raw: Raw, o: FinalizeOptions): Promise<Man
     files: fileRefs,
     timing: { ...raw.timing, finalize_s: 0 },
     hsa: raw.hsa ?? null,
+    ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
     ...(o.source ? { source: o.source } : {}),
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;
   parseManifest(m); // the writer obeys the same schema as every reader
   if (o.beforeRename) await o.beforeRename(o.tmpDir, m);
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
-  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.json stays: the launch census)
+  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
   if (existsSync(o.finalDir)) {
     assertReplaceable(o.finalDir, o.force);
     // the old capture stays until the new one is in place: a failed rename loses nothing
