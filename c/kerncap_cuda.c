@@ -2,11 +2,16 @@
  * kerncap_cuda.c — the CUDA capture library, injected into the application.
  *
  * Exports: InitializeInjection() (called once by libcuda at cuInit when CUDA_INJECTION64_PATH
- *          names this file) and kerncap_set_ignore_launches(int) (for frontend shims: autotuner
- *          benchmark launches). Nothing else is visible (-fvisibility=hidden).
+ *          names this file), kerncap_set_ignore_launches(int) (for frontend shims: autotuner
+ *          benchmark launches), and cuptiSubscribe / cuptiSubscribe_v2 wrappers that see the
+ *          application's own CUPTI requests when kerncap puts this file on LD_PRELOAD
+ *          (c/kc_cupti.h). Nothing else is visible (-fvisibility=hidden).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_COUNT_BENCHMARKS,
- *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG (docs/raw-capture.md).
- * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last.
+ *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG, KERNCAP_RANK,
+ *          KERNCAP_PROCESS (docs/raw-capture.md).
+ * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last. In a job of
+ *          several processes only the one that claims the capture writes it (c/kc_process.h);
+ *          every process writes its own census kernels.<pid>.json and error.<pid>.txt.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; a
  *          mutex guards the tables, a thread-local flag ignores the callbacks that our own
  *          CUDA calls fire, and exactly one launch is ever captured.
@@ -18,6 +23,8 @@
 #include "kc_json.h"
 #include "kc_symbols.h"
 #include <cupti.h>
+#include "kc_cupti.h"
+#include "kc_process.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -48,10 +55,10 @@
   X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)         \
   X(cuMemcpyDtoHAsync_v2) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)       \
-  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery)
+  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery) X(cuDeviceGetUuid_v2) X(cuDeviceGetPCIBusId)
 
 #define CUPTI_FUNCS(X)                                                              \
-  X(cuptiSubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
+  X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
 
 #define DECL_PTR(name) static __typeof__(name) *p_##name;
 CU_FUNCS(DECL_PTR)
@@ -107,6 +114,12 @@ static struct {
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP};
 
 static __thread int in_tool; /* our own CUDA calls fire callbacks too */
+
+/* ---- processes of a job (c/kc_process.h) ---- */
+static kc_proc_t KP;              /* this process: number, rank, selection */
+static double census_t;           /* when kernels.<pid>.json was last written (now_s) */
+static const char *counting_off;  /* why this process stopped counting (CUPTI handed back), or NULL */
+static const char *const KC_VISIBLE_VARS[] = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL};
 /* Set by a frontend shim (the Triton sitecustomize) while an autotuner benchmarks candidate
  * configs: those launches are counted apart and never taken by --dispatch. Process-wide, because
  * the autotuner may launch from any thread while it holds the flag. */
@@ -148,10 +161,11 @@ static void fail(const char *file, int line, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   S.enabled = 0;
+  if (S.capture) kc_cupti_done("capture failed", S.launches, 1); /* nothing more to see: let a profiler have CUPTI */
   fprintf(stderr, "[kerncap] capture disabled: %s (%s:%d)\n", msg, file, line);
   if (!S.out[0]) return;
   char p[4200];
-  path_join(p, sizeof p, "error.txt");
+  kc_proc_file(S.out, p, sizeof p, "error", "txt"); /* per process: error.<pid>.txt */
   FILE *f = fopen(p, "a");
   if (f) {
     fprintf(f, "%s (%s:%d)\n", msg, file, line);
@@ -236,15 +250,26 @@ static char *demangle(const char *name) {
   return strdup(name ? name : "");
 }
 
-/* Write kernels.json: every kernel seen, with its count and last launch shape. Atomic rename. */
-static void write_kernels_json(void) {
-  if (!S.out[0]) return;
+/* Write kernels.<pid>.json, this process's census: who it is, every kernel seen with its count
+ * and last launch shape, CUPTI sharing. final: written at exit (else a periodic or post-capture
+ * snapshot of the counts: a process that ends with _exit, e.g. a fork-started Python worker,
+ * leaves the last one). Atomic rename. */
+static void write_kernels_json(int final) {
+  if (!S.out[0] || kc_proc_forked(&KP)) return; /* a forked child holds its parent's tables */
   char p[4200], t[4300];
-  path_join(p, sizeof p, "kernels.json");
+  kc_proc_file(S.out, p, sizeof p, "kernels", "json");
   snprintf(t, sizeof t, "%s.part", p);
   FILE *f = fopen(t, "w");
   if (!f) return;
-  fprintf(f, "{\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
+  census_t = now_s();
+  fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":", final ? "true" : "false", getenv("KERNCAP_MODE") ? getenv("KERNCAP_MODE") : "");
+  if (counting_off) kc_json_str(f, counting_off);
+  else fputs("true", f);
+  fputs(",\"process\":", f);
+  kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
+  fputs(",\"cupti\":", f);
+  kc_cupti_json(f, S.launches);
+  fprintf(f, ",\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
   int first = 1;
   for (size_t i = 0; i < S.ckstats; i++) {
     kstat_t *k = &S.kstats[i];
@@ -507,6 +532,15 @@ static void write_raw_json(module_t *m, const char *modfile) {
   fprintf(f, "\"device\":{\"vendor\":\"nvidia\",\"name\":");
   kc_json_str(f, devname);
   fprintf(f, ",\"arch\":\"sm_%d%d\",\"driver_version\":%d,\"ordinal\":%d},\n", ma, mi, drv, (int)dev);
+  { /* ---- process identity (c/kc_process.h): who captured, on which GPU ---- */
+    char uuid[41] = "", pci[32] = "";
+    CUuuid u;
+    if (p_cuDeviceGetUuid_v2 && p_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) kc_uuid_str((const unsigned char *)u.bytes, uuid);
+    if (p_cuDeviceGetPCIBusId && p_cuDeviceGetPCIBusId(pci, sizeof pci, dev) != CUDA_SUCCESS) pci[0] = 0;
+    fputs("\"process\":", f);
+    kc_proc_json(f, &KP, KC_VISIBLE_VARS, uuid[0] ? uuid : NULL, pci[0] ? pci : NULL);
+    fputs(",\n", f);
+  }
   unsigned cl[3] = {1, 1, 1};
   fprintf(f, "\"launch\":{\"api\":\"%s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared_mem_bytes\":%u,\"attributes\":[",
           C.L.api, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem);
@@ -649,7 +683,9 @@ static void capture_exit(void) {
   uint64_t bb = C.sn.stored_bytes[0], ab = C.sn.stored_bytes[1];
   kc_snap_free(&C.sn);
   S.done = 1;
-  write_kernels_json();
+  counting_off = "capture written; CUPTI handed back"; /* run mode: a later profiler in the app gets CUPTI */
+  kc_cupti_done(counting_off, S.launches, 1);
+  write_kernels_json(0);
   logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
         (unsigned long long)bb, (unsigned long long)ab);
   if (S.exit_after) _exit(0);
@@ -734,6 +770,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     }
   }
   tl_loaded = 0;
+  if (now_s() - census_t >= 1.0) write_kernels_json(0); /* survives a process that ends with _exit */
   if (!S.capture || S.done || !S.enabled || C.L.api || bench) return;
   /* the regex (and the demangling it may need) runs once per name, not once per launch */
   if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
@@ -745,6 +782,18 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   }
   long m = S.matches++;
   if (m != S.dispatch) return;
+  { /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
+    int won = kc_claim(&KP);
+    if (won < 0) { FAIL("cannot create the capture claim %s/claim: %s", S.out, strerror(errno)); return; }
+    if (!won) {
+      logf_("pid %d: another process claimed the capture first; this one only counted", (int)getpid());
+      S.capture = 0;
+      counting_off = "another process claimed the capture; CUPTI handed back";
+      kc_cupti_done(counting_off, S.launches, 1);
+      write_kernels_json(0);
+      return;
+    }
+  }
   C.L = L;
   C.launch_index = idx;
   C.match_index = m;
@@ -874,7 +923,7 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;
-  if (!S.enabled) return;
+  if (!S.enabled || KCU.released) return;
   if (dom == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
     /* also while in_tool: our cuFuncGetModule may be what loads a lazy module */
     pthread_mutex_lock(&S.mu);
@@ -925,7 +974,7 @@ static void *open_lib(const char *const *names, char *tried, size_t n) {
 static void at_exit(void) {
   if (!S.out[0]) return;
   pthread_mutex_lock(&S.mu);
-  write_kernels_json();
+  write_kernels_json(1);
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -934,6 +983,13 @@ static int setup(void) {
   if (!out || !*out) return -1; /* not started by kerncap: stay inert */
   snprintf(S.out, sizeof S.out, "%s", out);
   S.t0 = now_s();
+  { /* ---- processes of a job (c/kc_process.h): number this one, apply --rank/--process ---- */
+    char perr[256] = "";
+    int prc = kc_proc_init(&KP, S.out, perr, sizeof perr);
+    if (KP.number < 0) fprintf(stderr, "[kerncap] cannot number this process in %s/processes: %s\n", S.out, strerror(errno));
+    atexit(at_exit); /* every process leaves its census, even when capture is off */
+    if (prc) { FAIL("%s", perr); return -1; }
+  }
   S.log = getenv("KERNCAP_LOG") && !strcmp(getenv("KERNCAP_LOG"), "1");
   const char *mode = getenv("KERNCAP_MODE");
   S.capture = mode && !strcmp(mode, "capture");
@@ -947,6 +1003,14 @@ static int setup(void) {
     S.have_re = 1;
   }
   S.enabled = 1;
+  if (S.capture && !KP.admitted) {
+    /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps
+     * working) and leave a census that says why this process was not counted */
+    counting_off = KP.why;
+    logf_("pid %d not selected (%s): not subscribing to CUPTI", KP.pid, KP.why);
+    write_kernels_json(0);
+    return 0;
+  }
 
   char tried[4096] = "";
   const char *cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
@@ -970,11 +1034,14 @@ static int setup(void) {
   void *cxx = open_lib(cxx_names, tried, sizeof tried);
   if (cxx) S.demangle = (__typeof__(S.demangle))dlsym(cxx, "__cxa_demangle");
 
-  CUptiResult r = p_cuptiSubscribe(&S.sub, (CUpti_CallbackFunc)callback, NULL);
+  /* cuptiSubscribe_v2 when libcupti has it: a refusal then names the tool holding CUPTI (c/kc_cupti.h) */
+  CUptiResult r = kc_cupti_subscribe(cp, p_cuptiSubscribe, p_cuptiUnsubscribe, &S.sub, (CUpti_CallbackFunc)callback);
   if (r != CUPTI_SUCCESS) {
     const char *s = "";
     p_cuptiGetResultString(r, &s);
-    FAIL("cuptiSubscribe failed: %s (is another CUPTI tool attached?)", s);
+    char msg[1024];
+    kc_cupti_busy_message(msg, sizeof msg, r, s);
+    FAIL("%s", msg);
     return -1;
   }
   static const CUpti_CallbackId driver_cbids[] = {
@@ -996,7 +1063,6 @@ static int setup(void) {
   for (size_t i = 0; i < sizeof driver_cbids / sizeof *driver_cbids; i++)
     p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
   p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
-  atexit(at_exit);
   logf_("injected: mode=%s kernel=%s dispatch=%ld out=%s", S.capture ? "capture" : "list", re ? re : "(any)", S.dispatch,
         S.out);
   return 0;

@@ -11,6 +11,7 @@ import { runs, storedFromWholeRanges } from "../format/chunks.ts";
 import { parseRaw, type Raw, type RawV1, type RawV2 } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { identityFromRaw } from "./census.ts";
 
 export { readRaw } from "./raw.ts";
 
@@ -142,13 +143,14 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     files: fileRefs,
     timing: { ...raw.timing, finalize_s: 0 },
     hsa: raw.hsa ?? null,
+    ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
     ...(o.source ? { source: o.source } : {}),
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;
   parseManifest(m); // the writer obeys the same schema as every reader
   if (o.beforeRename) await o.beforeRename(o.tmpDir, m, o.finalDir);
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
-  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.json stays: the launch census)
+  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
   if (existsSync(o.finalDir)) {
     assertReplaceable(o.finalDir, o.force);
     // the old capture stays until the new one is in place: a failed rename loses nothing

@@ -34,6 +34,23 @@ const Common = {
   globals_scan: v.optional(v.object({ symbols: U, globals: U, unreadable_entries: U })),
   timing: v.record(v.string(), v.number()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
+  /** The capturing process (c/kc_process.h kc_proc_json); absent from older libraries. */
+  process: v.optional(
+    v.object({
+      pid: U,
+      ppid: v.optional(U),
+      number: v.optional(v.number()),
+      hostname: v.optional(v.string()),
+      cmdline: v.optional(v.array(v.string())),
+      job_env: v.optional(v.record(v.string(), v.string())),
+      rank: v.optional(v.nullable(v.number())),
+      rank_variable: v.optional(v.nullable(v.string())),
+      selection: v.optional(v.object({ by: v.picklist(["any", "rank", "process"]), value: v.optional(v.number()), admitted: v.boolean() })),
+      visible_devices: v.optional(v.record(v.string(), v.string())),
+      device_uuid: v.optional(v.string()),
+      pci_bus_id: v.optional(v.string()),
+    }),
+  ),
 };
 
 /** raw_version 1: each range whole at `offset` in both memory files. */

@@ -2,32 +2,27 @@
  * Start the application with a capture library injected, wait for it, and report what the
  * library wrote. The library contract (environment, files) is docs/raw-capture.md.
  */
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
+import { readCensus, type Census, type KernelSeen } from "./census.ts";
 
-export interface KernelSeen {
-  name: string;
-  demangled: string;
-  count: number;
-  /** Of `count`, launches made while an autotuner benchmarked configs (Triton shim); absent from older libraries. */
-  benchmark?: number;
-  grid: [number, number, number];
-  block: [number, number, number];
-  module: string;
-}
+export type { KernelSeen } from "./census.ts";
 
 export interface AppRun {
   exitCode: number | null;
   signal: string | null;
   /** Wall time of the application run (s). */
   seconds: number;
+  /** Every process's kernels merged (src/capture/census.ts). */
   kernels: KernelSeen[];
   launches: number;
-  /** Lines of error.txt: internal failures of the capture library (capture was disabled). */
+  /** Lines of every error.<pid>.txt: internal failures of the capture library (capture was disabled in that process). */
   libraryErrors: string[];
   interrupted: boolean;
+  /** Per-process censuses, the claim, the process count. */
+  census: Census;
 }
 
 export interface AppRunOptions {
@@ -66,14 +61,6 @@ export function resolveApp(argv: string[]): string {
   return path;
 }
 
-function readJson<T>(path: string): T | undefined {
-  try {
-    return JSON.parse(readFileSync(path, "utf8")) as T;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Run the app to completion under the library. Ctrl-C is forwarded and reported as interrupted. */
 export async function runApp(o: AppRunOptions): Promise<AppRun> {
   const exe = resolveApp(o.argv);
@@ -103,17 +90,17 @@ export async function runApp(o: AppRunOptions): Promise<AppRun> {
   process.off("SIGINT", onInt);
   process.off("SIGTERM", onTerm);
   const seconds = (performance.now() - t0) / 1000;
-  const ks = readJson<{ launches: number; kernels: KernelSeen[] }>(`${o.outDir}/kernels.json`);
-  const errs = existsSync(`${o.outDir}/error.txt`) ? readFileSync(`${o.outDir}/error.txt`, "utf8").split("\n").filter(Boolean) : [];
-  log.debug(`app exited with ${exitCode} after ${seconds.toFixed(2)} s; ${ks?.kernels.length ?? 0} kernels seen`);
+  const census = readCensus(o.outDir);
+  log.debug(`app exited with ${exitCode} after ${seconds.toFixed(2)} s; ${census.kernels.length} kernels seen in ${census.processes.length} processes`);
   return {
     exitCode,
     signal: proc.signalCode == null ? null : String(proc.signalCode),
     seconds,
-    kernels: ks?.kernels ?? [],
-    launches: ks?.launches ?? 0,
-    libraryErrors: errs,
+    kernels: census.kernels,
+    launches: census.launches,
+    libraryErrors: census.errors,
     interrupted,
+    census,
   };
 }
 

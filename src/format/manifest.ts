@@ -78,6 +78,34 @@ export type ParamSlot = v.InferOutput<typeof ParamSlot>;
 export const FileRef = v.object({ path: v.string(), size: U, sha256: Sha256 });
 export type FileRef = v.InferOutput<typeof FileRef>;
 
+/**
+ * Who captured (raw.json `process`, written by c/kc_process.h in the capturing process): one
+ * process of a job (torchrun, multiprocessing, a subprocess) claims the capture.
+ */
+export const ProcessIdentity = v.object({
+  pid: U,
+  ppid: U,
+  /** 0-based order in which the job's processes initialized CUDA/HSA (--process); -1 unknown. */
+  number: v.pipe(v.number(), v.integer(), v.minValue(-1)),
+  hostname: v.string(),
+  /** /proc/self/cmdline. */
+  cmdline: v.array(v.string()),
+  /** Launcher variables that were set (RANK, LOCAL_RANK, WORLD_SIZE, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, ...). */
+  jobEnv: v.record(v.string(), v.string()),
+  /** From the first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID holding a whole number. */
+  rank: v.nullable(U),
+  rankVariable: v.nullable(v.string()),
+  /** How the capturing process was chosen: --rank, --process, or the first to reach the launch. */
+  selection: v.object({ by: v.picklist(["any", "rank", "process"]), value: v.optional(U), admitted: v.boolean() }),
+  /** CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES on AMD), those set. */
+  visibleDevices: v.record(v.string(), v.string()),
+  /** cuDeviceGetUuid_v2, as nvidia-smi prints it (GPU-…). */
+  deviceUuid: v.optional(v.string()),
+  /** cuDeviceGetPCIBusId (domain:bus:device.function). */
+  pciBusId: v.optional(v.string()),
+});
+export type ProcessIdentity = v.InferOutput<typeof ProcessIdentity>;
+
 export const Manifest = v.object({
   format: v.literal(MANIFEST_FORMAT),
   version: v.literal(MANIFEST_VERSION),
@@ -150,6 +178,8 @@ export const Manifest = v.object({
   files: v.array(FileRef),
   timing: v.record(v.string(), v.number()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
+  /** The capturing process (absent from captures made before it was recorded). */
+  process: v.optional(ProcessIdentity),
   /** Frontend-specific source information (CUDA source location, Triton JIT metadata). */
   source: v.optional(v.record(v.string(), v.unknown())),
 });

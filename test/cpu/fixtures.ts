@@ -13,7 +13,7 @@ export function tempDir(prefix = "kerncap-test-"): string {
 }
 
 /** Two regions: 0x7f0000000000 (4 KiB, changed by the "kernel") and 0x7f0000010000 (8 KiB, unchanged). */
-export async function makeCapture(finalDir: string): Promise<Manifest> {
+export async function makeCapture(finalDir: string, extra: { process?: Record<string, unknown> } = {}): Promise<Manifest> {
   const tmp = `${finalDir}.tmp-${process.pid}`;
   mkdirSync(join(tmp, "kernel"), { recursive: true });
   mkdirSync(join(tmp, "memory"), { recursive: true });
@@ -46,6 +46,7 @@ export async function makeCapture(finalDir: string): Promise<Manifest> {
     globals: [],
     timing: { sync_us: 1, before_us: 2, after_us: 3, app_launch_us: 4.5, app_to_capture_s: 0.1 },
     hsa: null,
+    ...(extra.process ? { process: extra.process as never } : {}),
   };
   return finalizeCapture(raw, { tmpDir: tmp, finalDir, force: false, command: ["./app"], match: "scale" });
 }

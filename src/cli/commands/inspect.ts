@@ -1,7 +1,7 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
-import type { Manifest } from "../../format/manifest.ts";
+import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
 
 /** Bytes in binary units: 1536 → "1.5 KiB". */
@@ -22,7 +22,8 @@ export function describeManifest(m: Manifest): string {
   L.push(`kernel     ${m.kernel.demangled}`);
   if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${m.kernel.name}`);
   L.push(`frontend   ${m.kernel.frontend}; match ${JSON.stringify(m.kernel.match)} #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
-  L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}`);
+  L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`);
+  if (m.process) L.push(...describeProcess(m.process));
   L.push(`launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`);
   for (const a of m.launch.attributes) L.push(`  attr     ${a.name} (${a.id}) = ${a.valueHex.replace(/(00)+$/, "") || "0"}`);
   const fa = m.functionAttributes.filter((a) => a.value !== 0);
@@ -47,6 +48,19 @@ export function describeManifest(m: Manifest): string {
   L.push(`capture    sync ${us("sync_us")}, before ${us("before_us")}, after ${us("after_us")}, kernel in app ${typeof t.app_launch_us === "number" ? t.app_launch_us.toFixed(1) + " µs" : "?"}, app to capture ${t.app_to_capture_s ?? "?"} s`);
   L.push(`tool       kerncap ${m.tool.version} (${m.tool.library}), ${m.createdAt}`);
   return L.join("\n");
+}
+
+/** The capturing process's lines of `inspect`: pid, host, rank, selection, visible devices, command. */
+export function describeProcess(p: ProcessIdentity): string[] {
+  const sel = p.selection.by === "any" ? "the first process to reach the launch" : `--${p.selection.by} ${p.selection.value}`;
+  const rank = p.rank === null ? "no rank variable" : `rank ${p.rank} (${p.rankVariable})`;
+  const vis = Object.entries(p.visibleDevices).map(([k, v]) => `${k}=${v}`);
+  const job = Object.entries(p.jobEnv).map(([k, v]) => `${k}=${v}`);
+  return [
+    `process    pid ${p.pid} (parent ${p.ppid}) on ${p.hostname || "?"}, ${rank}, process ${p.number >= 0 ? p.number : "?"} of the job; chosen as ${sel}`,
+    ...(vis.length || job.length ? [`  env      ${[...vis, ...job].join(" ")}`] : []),
+    `  command  ${p.cmdline.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(" ")}`,
+  ];
 }
 
 export default defineCommand({

@@ -8,6 +8,8 @@ import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { findCupti } from "../../capture/cupti.ts";
 import { assertReplaceable, finalizeCapture, readRaw } from "../../capture/finalize.ts";
+import { processLabel, type Census } from "../../capture/census.ts";
+import { cuptiNotes, injectionEnv } from "../../capture/coexist.ts";
 import { cudaCaptureLibrary } from "../../capture/lib.ts";
 import { compileEre } from "../../capture/posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp } from "../../capture/run.ts";
@@ -25,6 +27,8 @@ export default defineCommand({
     kernel: { type: "string", description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any)" },
     dispatch: { type: "string", description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
     "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
+    rank: { type: "string", description: "Multi-process jobs: capture only in the process of this rank (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)" },
+    process: { type: "string", description: "Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA" },
     out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
@@ -39,6 +43,9 @@ export default defineCommand({
     const argv = appArgv(rawArgs);
     resolveApp(argv);
     const dispatch = intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1);
+    if (args.rank !== undefined && args.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+    const rank = args.rank !== undefined ? intArg("rank", args.rank, 0, 2 ** 31 - 1) : undefined;
+    const procN = args.process !== undefined ? intArg("process", args.process, 0, 2 ** 31 - 1) : undefined;
     const pattern = args.kernel ? String(args.kernel) : "";
     const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
@@ -55,14 +62,19 @@ export default defineCommand({
     mkdirSync(tmp, { recursive: true });
     let ok = false;
     try {
-      log.start(`running ${argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${dispatch})`);
+      const sel = rank !== undefined ? ` in rank ${rank}` : procN !== undefined ? ` in process ${procN}` : "";
+      log.start(`running ${argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${dispatch}${sel})`);
+      const inj = injectionEnv(lib);
+      for (const w of inj.warnings) log.warn(w);
       const r = await runApp({
         argv,
         outDir: tmp,
         mode: "capture",
         env: {
-          CUDA_INJECTION64_PATH: lib,
+          ...inj.env,
           KERNCAP_OUT: tmp,
+          ...(rank !== undefined ? { KERNCAP_RANK: String(rank) } : {}),
+          ...(procN !== undefined ? { KERNCAP_PROCESS: String(procN) } : {}),
           KERNCAP_MODE: "capture",
           KERNCAP_KERNEL: pattern,
           KERNCAP_DISPATCH: String(dispatch),
@@ -75,16 +87,26 @@ export default defineCommand({
         stdoutToStderr: args.json,
       });
       if (r.interrupted) throw new KerncapError("E_INTERRUPTED", "capture interrupted; nothing was written", { exitCode: 130 });
+      const notes = cuptiNotes(r.census);
+      for (const w of notes.warnings) log.warn(w);
+      for (const i of notes.infos) log.info(i);
       const raw = readRaw(tmp);
       if (!raw) {
+        const who = selectionProblem(r.census, rank, procN);
+        if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${rank !== undefined ? "--rank" : "--process"}.` });
         if (r.libraryErrors.length) {
           throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${r.libraryErrors.join("; ")}`, {
             hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
           });
         }
-        const matching = ere ? r.kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : r.kernels;
-        // launches the library counted toward --dispatch (autotuner benchmarks are not, unless asked)
-        const seen = matching.reduce((a, k) => a + k.count - (args["count-benchmarks"] ? 0 : (k.benchmark ?? 0)), 0);
+        // launches the library counted toward --dispatch (autotuner benchmarks are not, unless asked);
+        // each process counts its own, so the most any one admitted process saw is what counts
+        const isMatch = (k: { name: string; demangled: string }) => !ere || ere.test(k.name) || ere.test(k.demangled);
+        const perProcess = r.census.processes
+          .filter((p) => p.process.selection.admitted)
+          .map((p) => p.kernels.filter(isMatch).reduce((a, k) => a + k.count - (args["count-benchmarks"] ? 0 : (k.benchmark ?? 0)), 0));
+        const seen = Math.max(0, ...perProcess);
+        const inOne = r.census.processes.length > 1 ? ` in any one of the ${r.census.processes.length} processes (each counts its own launches for --dispatch)` : "";
         if (seen > dispatch) {
           throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${r.exitCode}, signal ${r.signal ?? "none"})`, {
             hint: "Launches inside CUDA graph stream capture are skipped; run with --verbose to see why.",
@@ -94,7 +116,7 @@ export default defineCommand({
         throw new KerncapError(
           "E_NO_MATCH",
           seen
-            ? `only ${seen} launches matched ${JSON.stringify(pattern)} before the app exited (code ${r.exitCode}); --dispatch ${dispatch} needs ${dispatch + 1}`
+            ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app exited (code ${r.exitCode}); --dispatch ${dispatch} needs ${dispatch + 1}`
             : `no kernel matching ${JSON.stringify(pattern)} ran before the app exited (code ${r.exitCode}; ${r.launches} launches of ${r.kernels.length} kernels seen)` +
                 (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
           { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
@@ -135,9 +157,11 @@ export default defineCommand({
         appSeconds: r.seconds,
         timing: m.timing,
       };
-      if (args.json) printJson(summary);
+      const procs = r.census.processes.length;
+      const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
+      if (args.json) printJson({ ...summary, process: m.process ?? null, processes: procs });
       else {
-        log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}) into ${out}`);
+        log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}) into ${out}`);
         log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${r.seconds.toFixed(2)} s`);
         log.info(`next: kerncap inspect ${out} ; kerncap replay ${out}`);
       }
@@ -147,3 +171,17 @@ export default defineCommand({
     }
   },
 });
+
+/**
+ * Why no process could capture, when --rank/--process selected none of the processes that ran
+ * (undefined when the selection is not the reason). Facts from the censuses' identities.
+ */
+export function selectionProblem(c: Census, rank: number | undefined, procN: number | undefined): string | undefined {
+  if (rank === undefined && procN === undefined) return undefined;
+  const admitted = c.processes.filter((p) => p.process.selection.admitted);
+  if (admitted.length) return undefined;
+  const seen = c.processes.map((p) => `${processLabel(p.process)}${p.process.rank === null ? " (no rank variable)" : ""}${p.process.number >= 0 ? ` = process ${p.process.number}` : ""}`);
+  const list = seen.length ? seen.join(", ") : "none";
+  if (rank !== undefined) return `no process of the application has rank ${rank} (processes that ran CUDA: ${list})`;
+  return `--process ${procN} selects the ${procN! + 1}th process that initializes CUDA, but only ${c.numbered} did (${list})`;
+}
