@@ -60,11 +60,13 @@ export interface ChunkExpectation {
   fileOffset: number[];
   /** The before state's hash (undefined: zero) of every chunk, to tell "unchanged by the replay". */
   beforeHash: (string | undefined)[];
+  /** The before state's file offset of every stored chunk (-1: zero). */
+  beforeOffset: number[];
 }
 
 export function chunkExpectation(r: Range, chunkBytes: number): ChunkExpectation {
   const n = chunkCount(r.size, chunkBytes);
-  const e: ChunkExpectation = { state: new Array(n).fill("zero"), hash: new Array(n), fileOffset: new Array(n).fill(-1), beforeHash: new Array(n) };
+  const e: ChunkExpectation = { state: new Array(n).fill("zero"), hash: new Array(n), fileOffset: new Array(n).fill(-1), beforeHash: new Array(n), beforeOffset: new Array(n).fill(-1) };
   for (const which of ["before", "after"] as const) {
     for (const run of runs(r, r[which], chunkBytes)) {
       for (let k = 0; k < run.count; k++) {
@@ -73,7 +75,10 @@ export function chunkExpectation(r: Range, chunkBytes: number): ChunkExpectation
         e.state[c] = which;
         e.hash[c] = h;
         e.fileOffset[c] = run.fileOffset + k * chunkBytes;
-        if (which === "before") e.beforeHash[c] = h;
+        if (which === "before") {
+          e.beforeHash[c] = h;
+          e.beforeOffset[c] = run.fileOffset + k * chunkBytes;
+        }
       }
     }
   }
@@ -165,4 +170,15 @@ export function storedFromWholeRanges(
   b.hashes = bh.join("");
   a.hashes = ah.join("");
   return { before: b, after: a, changedChunks, changedBytes };
+}
+
+/**
+ * Bytes chunk c of a range must hold in state `which` ("before": what the launch found; "after":
+ * what the app left): a view of the memory file, or zeros. Shapes: `len` = chunkLen bytes.
+ */
+export function chunkBytesOf(e: ChunkExpectation, c: number, len: number, which: "before" | "after", before: FileImage, after: FileImage): Uint8Array {
+  if (which === "after" && e.state[c] === "after") return after.view(e.fileOffset[c]!, len);
+  if (e.beforeHash[c] === undefined) return new Uint8Array(len);
+  // the before file offset: the after state replaced fileOffset for changed chunks
+  return before.view(e.beforeOffset[c]!, len);
 }

@@ -41,7 +41,7 @@ export function describeManifest(m: Manifest): string {
     return `${stored}/${n} chunks stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
   };
   for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
-  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as Manifest["regions"][number])}`);
+  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
   const t = m.timing;
   const us = (k: string) => (typeof t[k] === "number" ? `${(t[k]! / 1000).toFixed(1)} ms` : "?");
