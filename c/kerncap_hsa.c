@@ -436,7 +436,7 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
             (unsigned long long)kc_offset_of(i), changed[j] ? "true" : "false");
     j++;
   }
-  fprintf(f, "],\"globals\":[],\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"launch_us\":%.1f,\"after_us\":%.1f,\"app_to_capture_s\":%.3f},",
+  fprintf(f, "],\"globals\":[],\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"app_launch_us\":%.1f,\"after_us\":%.1f,\"app_to_capture_s\":%.3f},",
           sync_us, before_us, launch_us, after_us, app_s);
   fprintf(f, "\"hsa\":{\"kernel_object\":\"0x%llx\",\"group_segment_size\":%u,\"private_segment_size\":%u,\"kernarg_address\":\"0x%llx\","
              "\"runtime_version\":%llu}}\n",

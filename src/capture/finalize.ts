@@ -106,11 +106,17 @@ export interface FinalizeOptions {
 export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promise<Manifest> {
   const t0 = performance.now();
   const raw = parseRaw(input);
+  if (!raw.module) {
+    throw new KerncapError("E_CAPTURE_FAILED", `the capture library saw the launch of ${raw.kernel.demangled || raw.kernel.name} but no loaded code object holding it`, {
+      hint: "The application loaded its code object in a way the library does not follow; run with --verbose and report the library's log.",
+    });
+  }
+  const module = raw.module;
   const mem = memoryOf(o.tmpDir, raw);
   const fileBytes = (f: string) => (existsSync(join(o.tmpDir, f)) ? statSync(join(o.tmpDir, f)).size : 0);
   mem.memory.beforeFileBytes = fileBytes(mem.memory.before);
   mem.memory.afterFileBytes = fileBytes(mem.memory.after);
-  const fileRefs = [raw.params.file, raw.module.file].map((path) => ({ path, size: statSync(join(o.tmpDir, path)).size, sha256: sha256File(join(o.tmpDir, path)) }));
+  const fileRefs = [raw.params.file, module.file].map((path) => ({ path, size: statSync(join(o.tmpDir, path)).size, sha256: sha256File(join(o.tmpDir, path)) }));
   const m: Manifest = {
     format: MANIFEST_FORMAT,
     version: MANIFEST_VERSION,
@@ -136,7 +142,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     },
     functionAttributes: raw.function_attributes,
     params: { file: raw.params.file, size: raw.params.size, layoutSource: raw.params.layout_source, layout: raw.params.layout },
-    module: { file: raw.module.file, kind: raw.module.kind, size: raw.module.size, source: raw.module.source },
+    module: { file: module.file, kind: module.kind, size: module.size, source: module.source },
     memory: mem.memory,
     regions: mem.regions,
     globals: mem.globals,

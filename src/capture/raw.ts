@@ -30,7 +30,8 @@ const Common = {
   }),
   function_attributes: v.optional(v.array(v.object({ id: U, name: v.string(), value: v.number() })), []),
   params: v.object({ file: v.string(), size: U, layout_source: v.string(), layout: v.array(v.object({ index: U, offset: U, size: U })) }),
-  module: v.object({ file: v.string(), kind: v.picklist(["cubin", "fatbin", "ptx", "hsaco", "elf"]), size: U, source: v.string() }),
+  /** null (HSA library) when no loaded code object held the kernel: finalize refuses it with a message. */
+  module: v.nullable(v.object({ file: v.string(), kind: v.picklist(["cubin", "fatbin", "ptx", "hsaco", "elf"]), size: U, source: v.string() })),
   globals_scan: v.optional(v.object({ symbols: U, globals: U, unreadable_entries: U })),
   timing: v.record(v.string(), v.number()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),

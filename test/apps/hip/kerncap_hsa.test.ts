@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { finalizeCapture } from "../../../src/capture/finalize.ts";
+import { parseRaw } from "../../../src/capture/raw.ts";
 
 const ROOT = resolve(import.meta.dir, "../../..");
 const LIB = join(ROOT, "c/build/libkerncap_hsa.so");
@@ -43,7 +45,7 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect(Bun.spawnSync(["nm", "-D", "--undefined-only", LIB]).stdout.toString()).not.toContain("hsa_");
   });
 
-  test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", () => {
+  test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", async () => {
     if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
     const exe = join(tmp, "fake_hsa_runtime");
     const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c")}`, "-o", exe,
@@ -86,6 +88,14 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
 
     const kernels = JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels;
     expect(kernels.map((k: { name: string; count: number }) => [k.name, k.count])).toEqual([["other", 3], ["_Z5scalePffi", 3]]);
+
+    // the library's real output fits the raw schema (src/capture/raw.ts) and finalizes into a
+    // chunked manifest, hashed by kerncap (raw_version 1: whole ranges)
+    expect(parseRaw(raw).raw_version).toBe(1);
+    expect(raw.timing.app_launch_us).toBeGreaterThanOrEqual(0);
+    const m = await finalizeCapture(raw, { tmpDir: out, finalDir: join(tmp, "cap-final"), force: false, command: ["fake"], match: "scale" });
+    expect(m.regions.map((g) => [g.changed, g.size, g.before.extents.length])).toEqual([[true, 12000, 1], [false, 12000, 1], [false, 16, 1]]);
+    expect(m.memory.hash).toBe("kc64/1");
   });
 
   test("list mode counts dispatches and writes no capture", () => {
