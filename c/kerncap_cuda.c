@@ -55,7 +55,9 @@
   X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)         \
   X(cuMemcpyDtoHAsync_v2) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)       \
-  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery) X(cuDeviceGetUuid_v2) X(cuDeviceGetPCIBusId)
+  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery) X(cuDeviceGetUuid_v2) X(cuDeviceGetPCIBusId) \
+  X(cuGraphKernelNodeGetParams_v2) X(cuFuncGetName) X(cuKernelGetName) X(cuGraphGetNodes)   \
+  X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)
 
 #define CUPTI_FUNCS(X)                                                              \
   X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
@@ -81,6 +83,8 @@ typedef struct {
   char *name;
   uint64_t count;
   uint64_t benchmark; /* launches while a frontend said "benchmarking" (kerncap_set_ignore_launches) */
+  uint64_t graph;     /* of count, executions as a kernel node of a CUDA graph launch (kc_graphs.h) */
+  uint64_t recorded;  /* launches recorded into a graph by stream capture (not executions: not in count) */
   unsigned grid[3], block[3];
   uint64_t module;
   signed char match; /* --kernel verdict for this name: 0 not yet asked, 1 matches, -1 does not */
@@ -254,6 +258,7 @@ static char *demangle(const char *name) {
  * and last launch shape, CUPTI sharing. final: written at exit (else a periodic or post-capture
  * snapshot of the counts: a process that ends with _exit, e.g. a fork-started Python worker,
  * leaves the last one). Atomic rename. */
+static void kc_graphs_json(FILE *f);
 static void write_kernels_json(int final) {
   if (!S.out[0] || kc_proc_forked(&KP)) return; /* a forked child holds its parent's tables */
   char p[4200], t[4300];
@@ -279,13 +284,15 @@ static void write_kernels_json(int final) {
     kc_json_str(f, k->name);
     fprintf(f, ",\"demangled\":");
     kc_json_str(f, d);
-    fprintf(f, ",\"count\":%llu,\"benchmark\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
-            (unsigned long long)k->count, (unsigned long long)k->benchmark, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+    fprintf(f, ",\"count\":%llu,\"benchmark\":%llu,\"graph\":%llu,\"recorded\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
+            (unsigned long long)k->count, (unsigned long long)k->benchmark, (unsigned long long)k->graph, (unsigned long long)k->recorded, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
             k->block[2], (unsigned long long)k->module);
     free(d);
     first = 0;
   }
-  fprintf(f, "\n]}\n");
+  fprintf(f, "\n]");
+  kc_graphs_json(f);
+  fprintf(f, "}\n");
   fclose(f);
   rename(t, p);
 }
@@ -779,6 +786,8 @@ static int name_matches(const char *name) {
   return ok;
 }
 
+#include "kc_graphs.h"
+
 static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   launch_t L;
   if (!decode_launch(cbid, cb->functionParams, &L)) return;
@@ -788,6 +797,13 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     if (tl_loaded && S.capture && !S.done) module_bind(tl_loaded_id, module_of(L.f));
     tl_loaded = 0;
     if (C.L.api && !S.done && S.enabled && C.launch_index + 1 == S.launches && !strcmp(name, C.name)) capture_exit();
+    return;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (p_cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+    /* recorded into a graph by stream capture: not an execution (the graph launch counts it) */
+    kstat_t *kr = kstat_get(name);
+    if (kr) kr->recorded++;
     return;
   }
   uint64_t idx = S.launches++;
@@ -814,11 +830,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   /* the regex (and the demangling it may need) runs once per name, not once per launch */
   if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
   if (k ? k->match < 0 : !name_matches(name)) return;
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (p_cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-    logf_("skipping %s: its stream is being captured into a CUDA graph", name);
-    return;
-  }
+  if (KG.target_in_graph) return; /* --dispatch already fell inside a graph launch */
   long m = S.matches++;
   if (m != S.dispatch) return;
   { /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
@@ -838,6 +850,15 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   C.match_index = m;
   snprintf(C.name, sizeof C.name, "%s", name);
   capture_enter((CUpti_CallbackData *)cb);
+}
+
+static void on_graph(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
+    if (cb->callbackSite == CUPTI_API_ENTER) kc_graph_launched(((const cuGraphLaunch_params *)cb->functionParams)->hGraph);
+    return;
+  }
+  if (cb->callbackSite == CUPTI_API_EXIT && cb->functionReturnValue && *(CUresult *)cb->functionReturnValue == CUDA_SUCCESS)
+    kc_graph_instantiated(cb->functionParams);
 }
 
 static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
@@ -990,6 +1011,15 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
       case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
         on_module_api(cbid, cb);
         break;
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz:
+        on_graph(cbid, cb);
+        break;
       default:
         on_memory(cbid, cb);
     }
@@ -1101,6 +1131,14 @@ static int setup(void) {
   };
   for (size_t i = 0; i < sizeof driver_cbids / sizeof *driver_cbids; i++)
     p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
+  static const CUpti_CallbackId graph_cbids[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+  };
+  for (size_t i = 0; i < sizeof graph_cbids / sizeof *graph_cbids; i++)
+    p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, graph_cbids[i]);
   p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
   logf_("injected: mode=%s kernel=%s dispatch=%ld out=%s", S.capture ? "capture" : "list", re ? re : "(any)", S.dispatch,
         S.out);
