@@ -4,6 +4,7 @@
  */
 import { FileImage, pieces } from "../format/file-image.ts";
 import { join } from "node:path";
+import { faultVaTaken, hostRegisterRestore } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -124,7 +125,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const t0 = performance.now();
   const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), reserveAlignment(cu.granularity()));
   // Fault injection for the test suite: occupy the first span first, as another mapping would.
-  if (process.env.KERNCAP_FAULT_VA_TAKEN === "1" && spans[0]) cu.mapAt(spans[0].va, spans[0].size);
+  if (faultVaTaken() && spans[0]) cu.mapAt(spans[0].va, spans[0].size);
   for (const s of spans) cu.mapAt(s.va, s.size);
   const reserve = { spans: spans.length, bytes: spans.reduce((a, s) => a + s.size, 0), seconds: (performance.now() - t0) / 1000 };
   log.debug(`reserved ${spans.length} spans, ${reserve.bytes} bytes, at the captured VAs`);
@@ -140,7 +141,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   // Zero-copy (pin the mmap in place with cuMemHostRegister) hung on an H200 node under driver 580
   // (replay never returned from the restore); the default copies through a pinned staging buffer.
   // KERNCAP_HOST_REGISTER=1 pins each piece of the mapping in place instead (for investigation).
-  let registered = process.env.KERNCAP_HOST_REGISTER === "1" && beforeBytes > 0;
+  let registered = hostRegisterRestore() && beforeBytes > 0;
   for (const r of m.regions) {
     pieces(r.size, (done, n) => {
       const src = before.view(r.offset + done, n);
