@@ -18,8 +18,8 @@ export type Reader = "kerncap" | "CUDA library" | "HSA library" | "Triton shim" 
 export interface EnvVarDoc {
   /** Who reads it. */
   readers: readonly Reader[];
-  /** "user": you may set it; "kerncap": kerncap sets it for a child process (setting it yourself has no effect or is overridden). */
-  setBy: "user" | "kerncap";
+  /** "user": you may set it; "kerncap": kerncap sets it for a child process (your own value is overridden); "build.sh": a reproducer's build script sets it. */
+  setBy: "user" | "kerncap" | "build.sh";
   /** One line, README style. */
   meaning: string;
 }
@@ -66,9 +66,9 @@ export const ENV_VARS = {
   KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
   KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
   KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
-  // ---- set by kerncap for its own children ----
+  // ---- set by kerncap (or its reproducer's build.sh) for its own children ----
   KERNCAP_ASLR_RETRY: { readers: ["kerncap"], setBy: "kerncap", meaning: "`1` in the replay child started without ASLR (setarch -R): no second retry" },
-  KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "kerncap", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
+  KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "build.sh", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
   // ---- tests and benchmark scripts (test/gpu, scripts/) ----
   KERNCAP_BIN: { readers: ["tests"], setBy: "user", meaning: "the kerncap executable the GPU tests and benchmarks drive (default dist/kerncap)" },
   KERNCAP_GPU_OUT: { readers: ["tests"], setBy: "user", meaning: "folder where the GPU tests write measurements and commands.log" },
