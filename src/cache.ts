@@ -73,9 +73,10 @@ export function writeFolderAtomically(dir: string, files: CacheFile[]): void {
 
 const warned = new Set<string>();
 
+/** "EACCES: permission denied, mkdir '/x'" (Node's message names the code, the call and the path). */
 function reason(e: unknown): string {
   const x = e as NodeJS.ErrnoException;
-  return x.code ? `${x.code}${x.syscall ? ` on ${x.syscall}` : ""}` : String(x.message ?? x);
+  return String(x.message ?? x);
 }
 
 /** A fallback folder must be a real folder of ours (not a symlink or another user's folder in a shared /tmp). */
@@ -102,21 +103,20 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
   const p = join(pref.dir, leaf);
   if (existsSync(p)) return p;
   try {
-    if (pref.from === "HOME" && !existsSync(dirname(dirname(pref.dir)))) {
-      throw Object.assign(new Error("no home folder"), { code: "ENOENT", syscall: `home folder ${dirname(dirname(pref.dir))}` });
-    }
+    const home = dirname(dirname(pref.dir));
+    if (pref.from === "HOME" && !existsSync(home)) throw new Error(`the home folder ${home} does not exist`);
     writeFolderAtomically(p, files);
     return p;
   } catch (e) {
-    failures.push(`${pref.dir} (from ${pref.from}): ${reason(e)}`);
+    failures.push(`${pref.dir} (from ${pref.from}; ${reason(e)})`);
   }
   const f = join(fallback, leaf);
   try {
     ensureOwnFolder(fallback);
     if (!existsSync(f)) writeFolderAtomically(f, files);
   } catch (e) {
-    failures.push(`${fallback}: ${reason(e)}`);
-    throw new KerncapError("E_CACHE", `kerncap cannot write its cache folder; tried ${failures.join("; ")}`, {
+    failures.push(`${fallback} (${reason(e)})`);
+    throw new KerncapError("E_CACHE", `kerncap cannot write its cache folder: tried ${failures.join(", then ")}`, {
       hint: "Set KERNCAP_CACHE to a folder you can write (or TMPDIR to a writable temp folder).",
     });
   }
