@@ -50,7 +50,16 @@ export const ENV_VARS = {
   KERNCAP_TRITON_LAUNCHES: { readers: ["Triton shim"], setBy: "user", meaning: "`0`: the shim records compiles only, no launch events" },
   KERNCAP_VERBOSE: { readers: ["kerncap"], setBy: "user", meaning: "any non-empty value: debug logs from the start, as `--verbose`" },
   KERNCAP_NO_ASLR_RETRY: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay/validate do not retry without ASLR when a captured VA range is taken" },
-  KERNCAP_HOST_REGISTER: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay restores by pinning the mapped memory image in place (cuMemHostRegister; hung on the H200 node)" },
+  KERNCAP_NO_PRELOAD: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning: "`1`: kerncap leaves LD_PRELOAD alone (the CUDA library is then only on CUDA_INJECTION64_PATH: the application's cuptiSubscribe calls go unreported)",
+  },
+  KERNCAP_CHUNK_BYTES: {
+    readers: ["CUDA library"],
+    setBy: "user",
+    meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
+  },
   KERNCAP_FAULT_VA_TAKEN: { readers: ["kerncap"], setBy: "user", meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path" },
   KERNCAP_PYTHON: { readers: ["Triton reproducer"], setBy: "user", meaning: "the Python a Triton reproducer's build.sh runs (default: the application's, recorded at capture)" },
   KERNCAP_FORCE: {
@@ -66,6 +75,12 @@ export const ENV_VARS = {
   KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
   KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
   KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
+  KERNCAP_RANK: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--rank N`: only the process of that rank captures (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)",
+  },
+  KERNCAP_PROCESS: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--process N`: only the Nth process (0-based) of the job that initializes CUDA/HSA captures" },
   // ---- set by kerncap (or its reproducer's build.sh) for its own children ----
   KERNCAP_ASLR_RETRY: { readers: ["kerncap"], setBy: "kerncap", meaning: "`1` in the replay child started without ASLR (setarch -R): no second retry" },
   KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "build.sh", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
@@ -110,8 +125,8 @@ export const verboseFromEnv = (env?: Env) => readEnv("KERNCAP_VERBOSE", env) !==
 export const isAslrRetryChild = (env?: Env) => flag("KERNCAP_ASLR_RETRY", env);
 /** KERNCAP_NO_ASLR_RETRY=1: never retry without ASLR. */
 export const aslrRetryDisabled = (env?: Env) => flag("KERNCAP_NO_ASLR_RETRY", env);
-/** KERNCAP_HOST_REGISTER=1: restore through cuMemHostRegister. */
-export const hostRegisterRestore = (env?: Env) => flag("KERNCAP_HOST_REGISTER", env);
+/** KERNCAP_NO_PRELOAD=1: the CUDA library is not put on the application's LD_PRELOAD (src/capture/coexist.ts). */
+export const preloadDisabled = (env?: Env) => flag("KERNCAP_NO_PRELOAD", env);
 /** KERNCAP_FAULT_VA_TAKEN=1: test hook, take the first captured span before the replay does. */
 export const faultVaTaken = (env?: Env) => flag("KERNCAP_FAULT_VA_TAKEN", env);
 
@@ -126,6 +141,10 @@ export interface CaptureLibrarySettings {
   kernel?: string;
   /** 0-based index among the matching launches. */
   dispatch?: number;
+  /** Only the process of this rank captures (c/kc_process.h). */
+  rank?: number;
+  /** Only the Nth process (0-based) that initializes CUDA captures. */
+  process?: number;
   countBenchmarks?: boolean;
   exitAfterCapture?: boolean;
   /** libcupti path (CUDA library). */
@@ -139,6 +158,8 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
   if (s.mode === "capture") {
     e.KERNCAP_KERNEL = s.kernel ?? "";
     e.KERNCAP_DISPATCH = String(s.dispatch ?? 0);
+    if (s.rank !== undefined) e.KERNCAP_RANK = String(s.rank);
+    if (s.process !== undefined) e.KERNCAP_PROCESS = String(s.process);
   }
   if (s.countBenchmarks) e.KERNCAP_COUNT_BENCHMARKS = "1";
   if (s.exitAfterCapture) e.KERNCAP_EXIT_AFTER_CAPTURE = "1";

@@ -9,16 +9,9 @@ import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, type StopSignal, type StopSignals } from "../process-group.ts";
 
-export interface KernelSeen {
-  name: string;
-  demangled: string;
-  count: number;
-  /** Of `count`, launches made while an autotuner benchmarked configs (Triton shim); absent from older libraries. */
-  benchmark?: number;
-  grid: [number, number, number];
-  block: [number, number, number];
-  module: string;
-}
+import type { KernelSeen } from "./census.ts";
+
+export type { KernelSeen };
 
 export interface AppRun {
   exitCode: number | null;

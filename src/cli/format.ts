@@ -2,7 +2,7 @@
  * Human-readable formatting shared by the verbs (sizes, replay results), so that no verb imports
  * another. Plain strings: the verbs write them to stdout.
  */
-import type { KernelSeen } from "../capture/run.ts";
+import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 
 /** Bytes in binary units: 1536 → "1.5 KiB". */
@@ -51,12 +51,33 @@ export function describeNumerics(r: ReplayResult): string[] {
 
 /**
  * The `list` table: count, bench (only when some kernel has autotuner benchmark launches, which
- * --dispatch does not count), grid, block, module, kernel (demangled); numbers right-aligned.
+ * --dispatch does not count), pid:count (`perProcess`: each process's count, for a job of several
+ * processes), grid, block, module, kernel (demangled); numbers right-aligned.
  */
-export function kernelTable(kernels: KernelSeen[]): string {
+export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   const bench = kernels.some((k) => k.benchmark);
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
-  const head = ["count", ...(bench ? ["bench"] : []), "grid", "block", "module", "kernel"];
+  const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
+  const head = ["count", ...(bench ? ["bench"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", "kernel"];
+  return table(head, rows);
+}
+
+/** The per-process table of `list`: process number, pid, rank, launches, kernels, command. */
+export function processTable(procs: ProcessCensus[]): string {
+  const head = ["process", "pid", "rank", "launches", "kernels", "command"];
+  const rows = procs.map((p) => [
+    p.process.number >= 0 ? String(p.process.number) : "?",
+    String(p.process.pid),
+    p.process.rank === null ? "-" : `${p.process.rank}${p.process.rankVariable && p.process.rankVariable !== "RANK" ? ` (${p.process.rankVariable})` : ""}`,
+    `${p.launches}${p.final ? "" : "+"}`, // "+": the process ended without exit handlers; counts up to its last periodic write
+    String(p.kernels.length),
+    p.process.cmdline.join(" ").slice(0, 100) || processLabel(p.process),
+  ]);
+  return table(head, rows);
+}
+
+/** Columns padded to their widest cell, right-aligned but the last. */
+function table(head: string[], rows: string[][]): string {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => r.map((c, i) => (i < head.length - 1 ? c.padStart(w[i]!) : c)).join("  ");
   return [line(head), ...rows.map(line)].join("\n");

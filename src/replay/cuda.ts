@@ -40,6 +40,7 @@ const SYMBOLS = {
   cuMemcpyHtoD_v2: { args: [u64, P, u64], returns: i32 },
   cuMemcpyDtoH_v2: { args: [P, u64, u64], returns: i32 },
   cuMemcpyDtoD_v2: { args: [u64, u64, u64], returns: i32 },
+  cuMemsetD8_v2: { args: [u64, FFIType.u8, u64], returns: i32 },
   cuModuleLoadData: { args: [P, P], returns: i32 },
   cuModuleGetFunction: { args: [P, u64, P], returns: i32 },
   cuModuleGetGlobal_v2: { args: [P, P, u64, P], returns: i32 },
@@ -283,6 +284,11 @@ export class Cuda {
 
   dtod(dst: bigint, src: bigint, size: number): void {
     if (size) this.check("cuMemcpyDtoD", this.lib.cuMemcpyDtoD_v2(dst, src, size));
+  }
+
+  /** Set `size` bytes at dst to `value` (cuMemsetD8). */
+  memset(dst: bigint, value: number, size: number): void {
+    if (size) this.check("cuMemsetD8", this.lib.cuMemsetD8_v2(dst, value, size));
   }
 
   /** Load a cubin/fatbin/PTX image (cuModuleLoadData). Returns the raw CUresult on failure too. */

@@ -2,17 +2,20 @@
  * CUDA replay: restore a capture's memory at its exact VAs, launch the kernel with the captured
  * parameter bytes and launch attributes, compare every region with the app's after state, time.
  */
-import { FileImage, pieces } from "../format/file-image.ts";
+import { FileImage } from "../format/file-image.ts";
+import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
+import { kc64 } from "../format/kc64.ts";
+import { Scanner } from "./scan.ts";
 import { join } from "node:path";
-import { faultVaTaken, hostRegisterRestore } from "../env.ts";
+import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { readManifest, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
+import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { describeModule } from "../codeobj/index.ts";
 import { median, vaSpans } from "./compare.ts";
 import { CU, cuda, type Cuda } from "./cuda.ts";
-import { overallVerdict, RegionAccumulator, type RegionNumerics } from "./tolerance.ts";
+import { overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { regionNumericsPlan } from "./tolerance-plan.ts";
 
 export interface RegionMismatch {
@@ -34,7 +37,10 @@ export interface ReplayResult {
   mismatches: RegionMismatch[];
   /** Kernel time per launch from CUDA events (µs). */
   timing: { iters: number; medianUs: number; minUs: number; appUs: number | null };
-  restore: { bytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
+  /** bytes: live bytes restored (zeros included); storedBytes: bytes copied from memory/before.bin; gbPerS over storedBytes. */
+  restore: { bytes: number; storedBytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
+  /** GPU checks: the restored state against the manifest's kc64 (verifySeconds), the replayed state (compareSeconds); bytes copied back to the host for element-wise comparison. */
+  check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number };
   reserve: { spans: number; bytes: number; seconds: number };
   /** loadSeconds: cuModuleLoadData + attributes; waitSeconds: time spent waiting for a module still being built. */
   module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
@@ -71,7 +77,6 @@ function hexBytes(hex: string): Uint8Array {
   return out;
 }
 
-const CHUNK = 64 << 20;
 
 /**
  * Alignment (bytes) of the spans reserved at fixed VAs. Measured on an H200 node (driver 580,
@@ -103,6 +108,114 @@ function loadModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): big
   throw new KerncapError("E_CUDA", `cuModuleLoadData(${file}) failed: ${r.text}`);
 }
 
+/** Host→device restore of stored chunks: pinned file mappings (cuMemHostRegister) where the driver takes them, else a pinned staging buffer. */
+export class Restorer {
+  registered = 0;
+  staged = 0;
+  private img: FileImage;
+  private pinned: Uint8Array | undefined;
+  private stage: Uint8Array | undefined;
+  private canRegister = true;
+
+  constructor(
+    private readonly cu: Cuda,
+    path: string,
+  ) {
+    // MAP_SHARED windows: the only kind cuMemHostRegister pins (FileImage's doc has the measurement)
+    this.img = new FileImage(path, undefined, true);
+    this.img.onWindow = (win) => {
+      if (this.pinned) this.cu.hostUnregister(this.pinned);
+      this.pinned = undefined;
+      if (this.canRegister && win.byteLength >= 1 << 20) {
+        if (this.cu.hostRegister(win, true)) this.pinned = win;
+        else this.canRegister = false;
+      }
+    };
+  }
+
+  /** Zero [base, base + r.size), then copy r's stored before-chunks to base + their offsets. */
+  restore(base: bigint, r: Range, chunkBytes: number): void {
+    this.cu.memset(base, 0, r.size);
+    for (const run of runs(r, r.before, chunkBytes)) {
+      for (let done = 0; done < run.bytes; ) {
+        const n = Math.min(run.bytes - done, 256 << 20);
+        const src = this.img.view(run.fileOffset + done, n);
+        const dst = base + BigInt(run.vaOffset + done);
+        if (this.pinned && src.buffer === this.pinned.buffer) {
+          this.cu.htod(dst, src);
+          this.registered++;
+        } else {
+          this.stage ??= this.cu.hostAlloc(64 << 20);
+          for (let k = 0; k < n; k += this.stage.byteLength) {
+            const m = Math.min(this.stage.byteLength, n - k);
+            this.stage.set(src.subarray(k, k + m));
+            this.cu.htod(dst + BigInt(k), this.stage.subarray(0, m));
+          }
+          this.staged++;
+        }
+        done += n;
+      }
+    }
+  }
+}
+
+/**
+ * Check restored memory on the GPU: every stored chunk's kc64 equals the manifest's, every other
+ * chunk is zero. @throws KerncapError E_CHECKSUM naming the range and the chunk.
+ */
+function checkRestored(scanner: Scanner, base: bigint, r: Range, C: number, file: string, what: string): void {
+  const s = scanner.scan(base, r.size, C);
+  const e = chunkExpectation(r, C);
+  for (let c = 0; c < s.hash.length; c++) {
+    const want = e.beforeHash[c];
+    const ok = want === undefined ? s.nonzero[c] === 0 : s.hash[c] === want;
+    if (!ok) {
+      throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file}: ${what}, chunk ${c} (bytes ${c * C}..${c * C + chunkLen(r.size, c, C)}) restored ${want === undefined ? "non-zero where the capture holds zeros" : `kc64 ${s.hash[c]}, the manifest says ${want}`}`, {
+        hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
+      });
+    }
+  }
+}
+
+const zeroHashes = new Map<number, string>();
+function zeroHash(len: number): string {
+  let h = zeroHashes.get(len);
+  if (!h) zeroHashes.set(len, (h = kc64(new Uint8Array(len)).hex));
+  return h;
+}
+
+/**
+ * Compare a replayed range with what the app left (after state for the chunks the app changed,
+ * else the before state) on the GPU: only chunks whose kc64 differs are copied back and compared
+ * element-wise into `acc`; the whole-range facts (all zero, unchanged) come from the hashes.
+ */
+function compareChunks(scanner: Scanner, cu: Cuda, host: Uint8Array, base: bigint, r: Range, C: number, before: FileImage, after: FileImage, acc: RegionAccumulator): { bytesCopiedBack: number } {
+  const s = scanner.scan(base, r.size, C);
+  const e = chunkExpectation(r, C);
+  let gotAllZero = true;
+  let expAllZero = true;
+  let gotEqualsBefore = true;
+  let back = 0;
+  for (let c = 0; c < s.hash.length; c++) {
+    const len = chunkLen(r.size, c, C);
+    if (s.nonzero[c]) gotAllZero = false;
+    const want = e.state[c] === "zero" ? undefined : e.hash[c];
+    if (want !== undefined && want !== zeroHash(len)) expAllZero = false;
+    const bh = e.beforeHash[c];
+    if (bh === undefined ? s.nonzero[c] !== 0 : s.hash[c] !== bh) gotEqualsBefore = false;
+    const match = want === undefined ? s.nonzero[c] === 0 : s.hash[c] === want;
+    if (match) continue;
+    const got = host.subarray(0, len);
+    cu.dtoh(got, base + BigInt(c * C));
+    back += len;
+    const expBytes = chunkBytesOf(e, c, len, "after", before, after);
+    const beforeBytes = r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined;
+    acc.add(c * C, got, expBytes, beforeBytes);
+  }
+  acc.setWholeRegion({ bytes: r.size, gotAllZero, expAllZero: expAllZero && r.changed, gotEqualsBefore });
+  return { bytesCopiedBack: back };
+}
+
 /**
  * Replay a capture folder on device 0.
  * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
@@ -115,10 +228,9 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
       hint: "`kerncap replay` sends AMD captures to the HSA backend; `kerncap validate` supports CUDA and Triton captures only so far (rebuild a HIP reproducer with its build.sh).",
     });
   }
-  if (o.verify) {
-    verifyFiles(dir, m);
-    verifyRegions(dir, m);
-  } else verifyFiles(dir, { ...m, files: [] });
+  // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
+  // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
+  verifyFiles(dir, o.verify ? m : { ...m, files: [] });
 
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
   const cu = cuda(m.device.ordinal);
@@ -130,35 +242,24 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const reserve = { spans: spans.length, bytes: spans.reduce((a, s) => a + s.size, 0), seconds: (performance.now() - t0) / 1000 };
   log.debug(`reserved ${spans.length} spans, ${reserve.bytes} bytes, at the captured VAs`);
 
-  // 2. Restore the before state with zero copy: mmap the image, pin it in place, copy.
+  // 2. Restore the before state: zero every range, then copy the stored chunks.
   const t1 = performance.now();
-  const beforePath = join(dir, m.memory.before);
-  const afterPath = join(dir, m.memory.after);
-  const beforeBytes = m.memory.beforeBytes;
-  // memory images of any size, read through mmap windows (Bun.mmap maps at most 4 GiB at once)
-  const before = new FileImage(beforePath);
-  const host = cu.hostAlloc(CHUNK);
-  // Zero-copy (pin the mmap in place with cuMemHostRegister) hung on an H200 node under driver 580
-  // (replay never returned from the restore); the default copies through a pinned staging buffer.
-  // KERNCAP_HOST_REGISTER=1 pins each piece of the mapping in place instead (for investigation).
-  let registered = hostRegisterRestore() && beforeBytes > 0;
-  for (const r of m.regions) {
-    pieces(r.size, (done, n) => {
-      const src = before.view(r.offset + done, n);
-      const dst = BigInt(r.va) + BigInt(done);
-      if (registered && cu.hostRegister(src, true)) {
-        cu.htod(dst, src);
-        cu.hostUnregister(src);
-        return;
-      }
-      registered = false;
-      host.set(src);
-      cu.htod(dst, host.subarray(0, n));
-    }, CHUNK);
-  }
-  log.debug(`restored ${m.regions.length} regions (host-registered: ${registered})`);
+  const C = m.memory.chunkBytes;
+  const restorer = new Restorer(cu, join(dir, m.memory.before));
+  for (const r of m.regions) restorer.restore(BigInt(r.va), r, C);
   const restoreSeconds = (performance.now() - t1) / 1000;
-  const restore = { bytes: beforeBytes, seconds: restoreSeconds, gbPerS: beforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9), hostRegistered: Boolean(registered) };
+  const restore = {
+    bytes: m.memory.beforeBytes,
+    storedBytes: m.memory.storedBeforeBytes,
+    seconds: restoreSeconds,
+    gbPerS: m.memory.storedBeforeBytes / 1e9 / Math.max(restoreSeconds, 1e-9),
+    hostRegistered: restorer.registered > 0,
+  };
+  log.debug(`restored ${m.regions.length} regions (${restorer.registered} pieces from pinned file mappings, ${restorer.staged} staged)`);
+  const scanner = await Scanner.load(cu);
+  const tv = performance.now();
+  if (o.verify) for (const r of m.regions) checkRestored(scanner, BigInt(r.va), r, C, m.memory.before, `region ${r.va}`);
+  const verifySeconds = (performance.now() - tv) / 1000;
 
   // 3. Module, function, attributes.
   const tw = performance.now();
@@ -209,8 +310,9 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     return [{ ...g, dva: d.va }];
   });
   if (absent.length) log.debug(`${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`);
-  const restoreGlobal = (g: (typeof globals)[number]) => pieces(g.size, (done, n) => cu.htod(g.dva + BigInt(done), before.view(g.offset + done, n)), CHUNK);
+  const restoreGlobal = (g: (typeof globals)[number]) => restorer.restore(g.dva, g, C);
   globals.forEach(restoreGlobal);
+  if (o.verify) for (const g of globals) checkRestored(scanner, g.dva, g, C, m.memory.before, `global ${g.name}`);
   const loadSeconds = (performance.now() - t2) / 1000;
   log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
 
@@ -223,75 +325,65 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   }
   const launch = () => cu.launch(f, m.launch.grid, m.launch.block, m.launch.sharedMemBytes, params, attrs);
 
-  // 4. Keep a device copy of the regions the kernel writes, to restore them between timed runs.
-  const changed = m.regions.filter((r) => r.changed);
-  const changedBytes = changed.reduce((a, r) => a + r.size, 0);
+  // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs.
+  const changedRuns = m.regions.flatMap((r) => runs(r, r.after, C).map((x) => ({ va: BigInt(r.va) + BigInt(x.vaOffset), bytes: x.bytes })));
+  const changedBytes = changedRuns.reduce((a, x) => a + x.bytes, 0);
   let backup: bigint | undefined;
   try {
     backup = changedBytes ? cu.memAlloc(changedBytes) : undefined;
   } catch {
     log.warn("not enough device memory for a device-side backup; restoring from the host between runs");
   }
-  const backupOffsets: number[] = [];
   {
-    let off = 0;
-    for (const r of changed) {
-      backupOffsets.push(off);
-      if (backup !== undefined) cu.dtod(backup + BigInt(off), BigInt(r.va), r.size);
-      off += r.size;
+    let off = 0n;
+    for (const x of changedRuns) {
+      if (backup !== undefined) cu.dtod(backup + off, x.va, x.bytes);
+      off += BigInt(x.bytes);
     }
   }
   const restoreChanged = () => {
     for (const g of globals) if (g.changed) restoreGlobal(g);
-    changed.forEach((r, i) => {
-      if (backup !== undefined) cu.dtod(BigInt(r.va), backup + BigInt(backupOffsets[i]!), r.size);
-      else pieces(r.size, (done, n) => cu.htod(BigInt(r.va) + BigInt(done), before.view(r.offset + done, n)), CHUNK);
-    });
+    if (backup === undefined) {
+      for (const r of m.regions) if (r.changed) restorer.restore(BigInt(r.va), r, C);
+      return;
+    }
+    let off = 0n;
+    for (const x of changedRuns) {
+      cu.dtod(x.va, backup + off, x.bytes);
+      off += BigInt(x.bytes);
+    }
   };
 
   // 5. First launch: the one that is checked.
   log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes`);
   launch();
   cu.sync();
-  log.debug("first launch done; comparing");
-  const after = new FileImage(afterPath);
+  log.debug("first launch done; comparing on the GPU (kc64 per chunk)");
+  const tc = performance.now();
+  const before = new FileImage(join(dir, m.memory.before));
+  const after = new FileImage(join(dir, m.memory.after));
+  const host = cu.hostAlloc(C);
   const mismatches: RegionMismatch[] = [];
   const numerics: RegionNumerics[] = [];
   const plan = regionNumericsPlan(m, params, o, (ri, off) => {
     const r = m.regions[ri]!;
-    if (!r.changed) return false;
-    const n = Math.min(64, r.size - off);
-    const a = before.view(r.offset + off, n);
-    const b = after.view(r.offset + off, n);
-    return !Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+    const c = Math.floor(off / C);
+    return r.after.extents.some(([first, count]) => c >= first && c < first + count);
   });
   let bytesChecked = 0;
-  for (const [ri, r] of m.regions.entries()) {
-    const expected = r.changed ? after : before;
-    const acc = new RegionAccumulator({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed }, plan[ri]!.dtype, plan[ri]!.source, plan.tol);
-    pieces(r.size, (done, n) => {
-      const got = host.subarray(0, n);
-      cu.dtoh(got, BigInt(r.va) + BigInt(done));
-      acc.add(done, got, expected.view(r.offset + done, n), r.changed ? before.view(r.offset + done, n) : undefined);
-    }, CHUNK);
+  let bytesCopiedBack = 0;
+  const compareRange = (r: Range, base: bigint, kind: string, dtype: ElementType, source: RegionNumerics["dtypeSource"]) => {
+    const acc = new RegionAccumulator({ va: r.va, kind, size: r.size, changedInApp: r.changed }, dtype, source, plan.tol);
+    const res = compareChunks(scanner, cu, host, base, r, C, before, after, acc);
+    bytesCopiedBack += res.bytesCopiedBack;
     bytesChecked += r.size;
-    const res = acc.result();
-    numerics.push(res);
-    if (res.bytesDiffering) mismatches.push({ va: r.va, kind: r.kind, size: r.size, changedInApp: r.changed, firstDiffOffset: res.firstDiffOffset, bytesDiffering: res.bytesDiffering });
-  }
-
-  for (const g of globals) {
-    const acc = new RegionAccumulator({ va: g.va, kind: `global ${g.name}`, size: g.size, changedInApp: g.changed }, "u8", "default", plan.tol);
-    pieces(g.size, (done, n) => {
-      const got = host.subarray(0, n);
-      cu.dtoh(got, g.dva + BigInt(done));
-      acc.add(done, got, (g.changed ? after : before).view(g.offset + done, n), g.changed ? before.view(g.offset + done, n) : undefined);
-    }, CHUNK);
-    bytesChecked += g.size;
-    const res = acc.result();
-    numerics.push(res);
-    if (res.bytesDiffering) mismatches.push({ va: g.va, kind: `global ${g.name}`, size: g.size, changedInApp: g.changed, firstDiffOffset: res.firstDiffOffset, bytesDiffering: res.bytesDiffering });
-  }
+    const out = acc.result();
+    numerics.push(out);
+    if (out.bytesDiffering || out.verdict === "mismatch") mismatches.push({ va: r.va, kind, size: r.size, changedInApp: r.changed, firstDiffOffset: out.firstDiffOffset, bytesDiffering: out.bytesDiffering });
+  };
+  for (const [ri, r] of m.regions.entries()) compareRange(r, BigInt(r.va), r.kind, plan[ri]!.dtype, plan[ri]!.source);
+  for (const g of globals) compareRange(g, g.dva, `global ${g.name}`, "u8", "default");
+  const compareSeconds = (performance.now() - tc) / 1000;
 
   // 6. Timed launches, each from the before state.
   const times: number[] = [];
@@ -316,6 +408,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     timing: { iters: times.length, medianUs: times.length ? median(times) : NaN, minUs: times.length ? Math.min(...times) : NaN, appUs },
     restore,
     reserve,
+    check: { verifySeconds, compareSeconds, bytesCopiedBack },
     module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
     device: { name: cu.deviceName(), arch: cu.arch() },
     numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },

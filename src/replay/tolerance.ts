@@ -126,6 +126,17 @@ export class RegionAccumulator {
     }
   }
 
+  /**
+   * Facts about the whole region that chunk hashes decide without reading every byte (the replay
+   * engine adds only the chunks whose kc64 differs): the element count and the trivial-pass flags.
+   */
+  setWholeRegion(f: { bytes: number; gotAllZero: boolean; expAllZero: boolean; gotEqualsBefore: boolean }): void {
+    this.elements = Math.floor(f.bytes / ELEMENT_BYTES[this.dtype]);
+    this.gotAllZero = f.gotAllZero;
+    this.expAllZero = f.expAllZero;
+    this.gotEqualsBefore = f.gotEqualsBefore;
+  }
+
   result(): RegionNumerics {
     let trivial: RegionNumerics["trivial"];
     if (this.region.changedInApp) {

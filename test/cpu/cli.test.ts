@@ -59,7 +59,7 @@ const table: Record<keyof typeof commands, () => void> = {
     test("a newer manifest version is refused with the version named", async () => {
       const dir = await fresh();
       const p = join(dir, "kerncap.json");
-      writeFileSync(p, readFileSync(p, "utf8").replace('"version": 1', '"version": 7'));
+      writeFileSync(p, readFileSync(p, "utf8").replace('"version": 2', '"version": 7'));
       const e = await failure("inspect", [dir]);
       expect(e.code).toBe("E_MANIFEST_VERSION");
       expect(e.message).toContain("version 7");
@@ -101,17 +101,26 @@ const table: Record<keyof typeof commands, () => void> = {
       appendFileSync(join(dir, "memory/before.bin"), new Uint8Array(65536).fill(1));
       const e = await failure("replay", [dir]);
       expect(e.code).toBe("E_CHECKSUM");
-      expect(e.message).toMatch(/has \d+ bytes after the last region/);
+      expect(e.message).toMatch(/memory\/before.bin in .* has \d+ bytes, the manifest says \d+: appended/);
     });
-    test("one altered byte in a region: checksum error naming file and region, before any GPU work", async () => {
+    test("one altered byte in a region: inspect --verify names the file, the region and the chunk", async () => {
       const dir = await fresh();
       const p = join(dir, "memory/before.bin");
       const b = readFileSync(p);
       b[65536 + 10] ^= 1;
       writeFileSync(p, b);
+      await verb("inspect", [dir]); // sizes unchanged: the quick check passes
+      const e = await failure("inspect", [dir, "--verify"]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(e.message).toContain("memory/before.bin: region 0x7f0000010000, chunk 0");
+    });
+    test("a truncated memory image is named before any GPU work", async () => {
+      const dir = await fresh();
+      const p = join(dir, "memory/before.bin");
+      writeFileSync(p, readFileSync(p).subarray(0, 70000));
       const e = await failure("replay", [dir]);
       expect(e.code).toBe("E_CHECKSUM");
-      expect(e.message).toContain("memory/before.bin for region 0x7f0000010000");
+      expect(e.message).toMatch(/memory\/before.bin in .* is truncated/);
     });
     test.skipIf(HAS_GPU)("an intact capture on a machine without a GPU: says so", async () => {
       const e = await failure("replay", [await fresh()]);
@@ -373,8 +382,10 @@ describe("guards", () => {
       (m: any) => (m.params.size = 999), // the parameter buffer is 12 bytes (files[])
       (m: any) => {
         const r = m.regions.find((x: any) => x.changed);
-        delete r.sha256After;
+        r.after = { extents: [], hashes: "" }; // changed, but no changed chunks listed
       },
+      (m: any) => (m.regions[0].before.hashes = m.regions[0].before.hashes.slice(2)),
+      (m: any) => (m.regions[1].before.extents = [[0, 5, 65536]]), // more chunks than the region has
     ]) {
       const dir = await fresh();
       const p = join(dir, "kerncap.json");

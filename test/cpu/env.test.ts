@@ -49,6 +49,10 @@ describe("KERNCAP_* variables", () => {
   const readBy: [string, Reader, RegExp][] = [
     ["c/kerncap_cuda.c", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
     ["c/kerncap_hsa.c", "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
+    // headers included by the libraries (kc_process.h by both, kc_snapshot.h by the CUDA one)
+    ["c/kc_process.h", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
+    ["c/kc_process.h", "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
+    ["c/kc_snapshot.h", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
     ["src/capture/triton/sitecustomize.py", "Triton shim", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/repro.py", "Triton reproducer", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/build.sh.hbs", "Triton reproducer", /\$\{(KERNCAP_[A-Z0-9_]+)/g],
@@ -65,6 +69,8 @@ describe("KERNCAP_* variables", () => {
   }
 
   test("the capture library's settings: list mode tells no kernel; flags only when on", () => {
+    expect(captureLibraryEnv({ out: "/o", mode: "capture", kernel: "", dispatch: 0, rank: 1 })).toEqual({ KERNCAP_OUT: "/o", KERNCAP_MODE: "capture", KERNCAP_KERNEL: "", KERNCAP_DISPATCH: "0", KERNCAP_RANK: "1" });
+    expect(captureLibraryEnv({ out: "/o", mode: "capture", process: 0 })).toEqual({ KERNCAP_OUT: "/o", KERNCAP_MODE: "capture", KERNCAP_KERNEL: "", KERNCAP_DISPATCH: "0", KERNCAP_PROCESS: "0" });
     expect(captureLibraryEnv({ out: "/o", mode: "list", cuptiPath: "/c.so" })).toEqual({ KERNCAP_OUT: "/o", KERNCAP_MODE: "list", KERNCAP_CUPTI_PATH: "/c.so" });
     expect(captureLibraryEnv({ out: "/o", mode: "capture", kernel: "soft", dispatch: 2, countBenchmarks: true, exitAfterCapture: true, log: true })).toEqual({
       KERNCAP_OUT: "/o",

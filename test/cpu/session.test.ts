@@ -45,6 +45,7 @@ function kerncapEnv(extra: Record<string, string> = {}): Record<string, string |
     KERNCAP_LIBCUDA: stubCuda,
     KERNCAP_CUPTI_PATH: "/dev/null",
     KERNCAP_CUDA_LIB: "/dev/null", // CUDA_INJECTION64_PATH of the fake app: bash never initializes CUDA
+    KERNCAP_NO_PRELOAD: "1", // nor is /dev/null put on its LD_PRELOAD (the loader would complain)
     KERNCAP_TRITON: "0",
     KERNCAP_CACHE: cacheDir,
     ...extra,
@@ -201,6 +202,83 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     const r0 = await kerncap(["run", "-f", "-o", out, "--", ok], cwd);
     expect(r0.code, r0.err).toBe(0);
     expect(r0.err).not.toContain("the application failed");
+  }, 30_000);
+});
+
+/** A census file as c/kerncap_cuda.c writes it (kernels.<pid>.json), for a fake app to echo. */
+function census(pid: number, number: number, rank: number | null, count: number, admitted = true, selection: "any" | "rank" | "process" = "any"): string {
+  return JSON.stringify({
+    final: true,
+    counting: true,
+    process: { pid, number, rank, rank_variable: rank === null ? null : "RANK", cmdline: ["worker", String(number)], selection: { by: selection, admitted } },
+    launches: count,
+    kernels: [{ name: "_Z5scalePfi", demangled: "scale(float*, int)", count, grid: [4, 1, 1], block: [256, 1, 1], module: "module-1" }],
+  });
+}
+
+describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap run/list under a fake app)", () => {
+  test("list of a two-process job: merged counts, a pid:count column, the process table, processes in --json", async () => {
+    const d = tempDir();
+    const a = app(d, "job.sh", `echo '${census(101, 0, 0, 3)}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 4)}' > "$KERNCAP_OUT/kernels.102.json"`);
+    const r = await kerncap(["list", "--", a], d);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain("pid:count");
+    expect(r.out).toMatch(/7\s+101:3 102:4\s+4x1x1/);
+    expect(r.out).toMatch(/process\s+pid\s+rank\s+launches\s+kernels\s+command/);
+    expect(r.out).toMatch(/1\s+102\s+1\s+4\s+1\s+worker 1/);
+    expect(r.err).toContain("1 kernels, 7 launches in 2 processes");
+    const j = JSON.parse((await kerncap(["list", "--json", "--", a], d)).out);
+    expect(j.launches).toBe(7);
+    expect(j.processes.map((p: { pid: number; rank: number; launches: number }) => [p.pid, p.rank, p.launches])).toEqual([[101, 0, 3], [102, 1, 4]]);
+  }, 20_000);
+
+  test("run: too few launches in any one process is said per process; --rank that no process has names the ranks seen", async () => {
+    const d = tempDir();
+    const a = app(d, "job.sh", `echo '${census(101, 0, 0, 2)}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 2)}' > "$KERNCAP_OUT/kernels.102.json"`);
+    const r = await kerncap(["run", "--kernel", "scale", "--dispatch", "3", "--out", join(d, "cap"), "--", a], d);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(`only 2 launches matched "scale" in any one of the 2 processes (each counts its own launches for --dispatch)`);
+    expect(r.err).toContain("--dispatch 3 needs 4");
+    const b = app(d, "ranks.sh", `echo '${census(101, 0, 0, 2, false, "rank")}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 2, false, "rank")}' > "$KERNCAP_OUT/kernels.102.json"`);
+    const r2 = await kerncap(["run", "--rank", "5", "--out", join(d, "cap"), "--", b], d);
+    expect(r2.code).toBe(2);
+    expect(r2.err).toContain("no process of the application has rank 5 (processes that ran CUDA: pid 101 (rank 0) = process 0, pid 102 (rank 1) = process 1)");
+    const both = await kerncap(["run", "--rank", "1", "--process", "0", "--out", join(d, "cap"), "--", b], d);
+    expect(both.code).toBe(2);
+    expect(both.err).toContain("--rank and --process both given");
+    expect(readdirSync(d).sort()).toEqual(["job.sh", "ranks.sh"]);
+  }, 20_000);
+
+  test("run tells the app KERNCAP_RANK/KERNCAP_PROCESS and injects the library through CUDA_INJECTION64_PATH and LD_PRELOAD", async () => {
+    const d = tempDir();
+    const envOut = join(d, "env.txt");
+    const a = app(d, "env.sh", `env | grep -E '^(KERNCAP_RANK|KERNCAP_PROCESS|CUDA_INJECTION64_PATH|LD_PRELOAD)=.' | sort > ${envOut}`);
+    // the stub libcuda stands in for the capture library: preloading it into bash is harmless
+    const extra = { KERNCAP_CUDA_LIB: stubCuda, KERNCAP_NO_PRELOAD: "", LD_PRELOAD: "" };
+    await kerncap(["run", "--rank", "1", "--out", join(d, "cap"), "--", a], d, extra);
+    expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual([`CUDA_INJECTION64_PATH=${stubCuda}`, "KERNCAP_RANK=1", `LD_PRELOAD=${stubCuda}`]);
+    await kerncap(["run", "--process", "0", "--out", join(d, "cap"), "--", a], d, { ...extra, KERNCAP_NO_PRELOAD: "1" });
+    expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual([`CUDA_INJECTION64_PATH=${stubCuda}`, "KERNCAP_PROCESS=0"]);
+  }, 20_000);
+
+  test("run shows the library's progress file on stderr, one line per phase when stderr is not a terminal", async () => {
+    const d = tempDir();
+    const raw = join(d, "raw");
+    writeRawCapture(raw, true);
+    const a = app(
+      d,
+      "slow.sh",
+      `printf 'before 0 4194304\n' > "$KERNCAP_OUT/progress"; sleep 1.4
+printf 'before 2097152 4194304\n' > "$KERNCAP_OUT/progress"; sleep 1.4
+printf 'after 0 2048\n' > "$KERNCAP_OUT/progress"; sleep 1.4
+cp -r ${raw}/. "$KERNCAP_OUT"/`,
+    );
+    const r = await kerncap(["run", "--out", join(d, "cap"), "--", a], d);
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).toContain("writing the before state (4.0 MiB)");
+    expect(r.err).toContain("writing the after state (2.0 KiB)");
+    expect(r.err.match(/writing the before state/g)?.length).toBe(1); // a phase is said once
+    expect(r.err).not.toContain("\r");
   }, 30_000);
 });
 

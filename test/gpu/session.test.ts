@@ -1,13 +1,14 @@
 /**
  * The capture session on a GPU, with the real capture library injected: the application's exit
  * code passed through after a complete capture, ncu's spellings, SIGTERM of `kerncap run` during a
- * CUDA application (its process group ends, nothing is left), and no files in the working folder.
+ * CUDA application (its process group ends, nothing is left), no files in the working folder, and
+ * the snapshot progress on stderr (needs PyTorch).
  * Skipped (and counted as skipped) where no NVIDIA GPU is present.
  *
  * Needs: KERNCAP_BIN (default dist/kerncap), nvcc.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { APPS, BIN, json, kerncap, skipReason, workDir } from "./harness.ts";
 
@@ -29,6 +30,17 @@ function emptyDir(name: string): string {
 }
 
 describe.skipIf(SKIP)("capture session", () => {
+  test("the library's snapshot progress shows on stderr, one line per phase (stderr is not a terminal here)", () => {
+    const out = join(WORK, "progress");
+    // 4 GiB of random data: the before state takes about a second to write (README, bench-snapshot)
+    const r = kerncap(WORK, ["run", "--kernel", "MulFunctor", "--dispatch", "1", "--out", out, "--", "python3", join(APPS, "torch_bigmem.py"), "4"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/writing the before state \([0-9.]+ GiB\)/);
+    expect(r.stderr.match(/writing the before state/g)?.length).toBe(1);
+    expect(r.stderr).not.toContain("\r");
+    rmSync(out, { recursive: true, force: true }); // 4 GiB
+  });
+
   test("ncu spellings, and the app's exit code passed through after a complete capture (which replays)", () => {
     const cwd = emptyDir("cwd-exit");
     const out = join(WORK, "exit3");

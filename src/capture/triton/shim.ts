@@ -72,7 +72,7 @@ export function tritonFinalize(
   const s = source;
   return {
     source: s as unknown as Record<string, unknown>,
-    beforeRename: (dir) => {
+    beforeRename: (dir, _m, finalDir) => {
       try {
         const r = renderTritonReproducer({
           outDir: dir,
@@ -86,7 +86,7 @@ export function tritonFinalize(
         });
         log.debug(`Triton reproducer: ${r.files.join(", ")}`);
       } catch (e) {
-        log.warn(`no Triton reproducer: ${(e as Error).message}`);
+        log.warn(`no Triton reproducer: ${(e as Error).message.split(dir).join(finalDir)}`);
       }
     },
   };

@@ -1,9 +1,10 @@
 /** `kerncap list -- <app>`: every kernel the application launches, with count, grid, block, module. */
 import { defineCommand } from "citty";
+import { processSummary } from "../../capture/census.ts";
 import { listKernels } from "../../capture/session.ts";
 import { log } from "../../log.ts";
 import { appArgv, jsonArg, printJson, verboseArg } from "../args.ts";
-import { kernelTable } from "../format.ts";
+import { kernelTable, processTable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module). Usage: kerncap list [OPTIONS] -- APP [ARGS…]" },
@@ -11,10 +12,13 @@ export default defineCommand({
   async run({ args, rawArgs }) {
     const argv = appArgv(rawArgs);
     const r = await listKernels({ argv, verbose: Boolean(args.verbose), stdoutToStderr: Boolean(args.json) });
-    if (args.json) printJson({ app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels });
+    const procs = r.census.processes;
+    if (args.json) printJson({ app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels, processes: procs.map(processSummary) });
     else {
-      process.stdout.write(kernelTable(r.kernels) + "\n");
-      log.info(`${r.kernels.length} kernels, ${r.launches} launches; app exit code ${r.app.exitCode}`);
+      // several processes: each kernel's count per process (pid:count), then the process table
+      process.stdout.write(kernelTable(r.kernels, procs.length > 1) + "\n");
+      if (procs.length > 1) process.stdout.write("\n" + processTable(procs) + "\n");
+      log.info(`${r.kernels.length} kernels, ${r.launches} launches in ${procs.length} process${procs.length === 1 ? "" : "es"}; app exit code ${r.app.exitCode}`);
     }
     return 0;
   },

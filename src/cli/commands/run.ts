@@ -8,6 +8,7 @@
  * the capture was written; 2 error; 130/143 interrupted.
  */
 import { defineCommand } from "citty";
+import { processLabel } from "../../capture/census.ts";
 import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, printJson, verboseArg } from "../args.ts";
@@ -23,6 +24,8 @@ export default defineCommand({
     },
     dispatch: { type: "string", alias: ["launch-skip"], description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
     "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
+    rank: { type: "string", description: "Multi-process jobs: capture only in the process of this rank (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)" },
+    process: { type: "string", description: "Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA" },
     out: { type: "string", alias: ["o"], description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
@@ -34,16 +37,19 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    const { dir, manifest: m, app } = await captureKernel({
+    const { dir, manifest: m, app, census } = await captureKernel({
       argv: appArgv(rawArgs),
       out: args.out === undefined ? "kerncap-capture" : String(args.out),
       force: Boolean(args.force),
       kernel: kernelPattern(args.kernel),
       dispatch: intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1),
+      rank: args.rank === undefined ? undefined : intArg("rank", args.rank, 0, 2 ** 31 - 1),
+      process: args.process === undefined ? undefined : intArg("process", args.process, 0, 2 ** 31 - 1),
       countBenchmarks: Boolean(args["count-benchmarks"]),
       exitAfterCapture: Boolean(args["exit-after-capture"]),
       verbose: Boolean(args.verbose),
       stdoutToStderr: Boolean(args.json),
+      progress: process.stderr.isTTY && !args.json ? "live" : "phases",
       cuda: {
         sourceRoot: args["source-root"] === undefined ? undefined : String(args["source-root"]),
         compileCommands: args["compile-commands"] === undefined ? undefined : String(args["compile-commands"]),
@@ -52,6 +58,7 @@ export default defineCommand({
       },
     });
     const code = applicationExitCode(app);
+    const procs = census.processes.length;
     if (args.json) {
       printJson({
         dir,
@@ -65,9 +72,12 @@ export default defineCommand({
         appExitCode: app.exitCode,
         appSignal: app.signal,
         timing: m.timing,
+        process: m.process ?? null,
+        processes: procs,
       });
     } else {
-      log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}) into ${dir}`);
+      const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
+      log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}) into ${dir}`);
       log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${app.seconds.toFixed(2)} s`);
       log.info(`next: kerncap inspect ${dir} ; kerncap replay ${dir}`);
     }

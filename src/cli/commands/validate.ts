@@ -8,7 +8,7 @@
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  */
 import { defineCommand } from "citty";
-import { buildReproducer } from "../../repro/build.ts";
+import { buildReproducer, remakeStaleSlice } from "../../repro/build.ts";
 import { checkRebuiltModule } from "../../repro/cuda.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
@@ -31,6 +31,7 @@ export default defineCommand({
     const m = readManifest(dir);
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args);
+    remakeStaleSlice(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
       const t0 = performance.now();
