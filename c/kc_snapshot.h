@@ -60,6 +60,7 @@ typedef struct {
   /* scan kernel (loaded on first use in the application's context; unloaded by kc_snap_free) */
   CUmodule mod;
   CUfunction scan;
+  CUfunction spin; /* kc_spin: hides the launch path from the in-app timing events (NULL if absent) */
   CUdeviceptr dhash, dnz;
   uint64_t dchunks;
   int scan_ok;         /* 1 loaded, -1 unavailable (CPU hashing) */
@@ -225,6 +226,7 @@ static int kc_scan_load(kc_snap_t *s) {
   else if ((r = p_cuModuleLoadData(&s->mod, kc_scan_fatbin)) != CUDA_SUCCESS) why = "cuModuleLoadData";
   else if ((r = p_cuModuleGetFunction(&s->scan, s->mod, "kc_scan")) != CUDA_SUCCESS) why = "cuModuleGetFunction";
   else {
+    if (p_cuModuleGetFunction(&s->spin, s->mod, "kc_spin") != CUDA_SUCCESS) s->spin = NULL;
     uint64_t total = 0;
     for (size_t i = 0; i < s->nitems; i++) total += s->items[i].nchunks;
     s->dchunks = total ? total : 1;

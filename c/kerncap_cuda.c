@@ -47,7 +47,7 @@
 /* ---- dynamically resolved libcuda / libcupti entry points (one X-macro list each) ---- */
 #define CU_FUNCS(X)                                                                 \
   X(cuCtxSynchronize) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)       \
-  X(cuMemcpyDtoH_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuGetErrorString)         \
+  X(cuMemcpyDtoH_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuGetErrorString) X(cuGetErrorName)         \
   X(cuFuncGetParamInfo) X(cuKernelGetParamInfo) X(cuKernelGetFunction)              \
   X(cuFuncGetAttribute) X(cuFuncGetModule) X(cuStreamIsCapturing)                   \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)                  \
@@ -465,6 +465,9 @@ typedef struct {
   double t_sync, t_capture_start;
   uint64_t launch_index;
   long match_index;
+  const char *timing_method; /* how app_launch_us was measured */
+  CUresult fault;            /* the captured launch faulted (is_kernel_fault), else 0 */
+  module_t *mod;             /* the kernel's module image, found at launch entry */
   char name[4096];
 } capture_t;
 
@@ -592,10 +595,20 @@ static void write_raw_json(module_t *m, const char *modfile) {
     fprintf(f, "%s\n", i ? "," : "");
     kc_json_item(f, &sn->items[S.nregions + i]);
   }
-  fprintf(f, "],\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,"
+  if (C.fault) {
+    const char *fname = "", *fmsg = "";
+    if (p_cuGetErrorName) p_cuGetErrorName(C.fault, &fname);
+    if (p_cuGetErrorString) p_cuGetErrorString(C.fault, &fmsg);
+    fprintf(f, "],\n\"fault\":{\"code\":%d,\"name\":", (int)C.fault);
+    kc_json_str(f, fname);
+    fprintf(f, ",\"message\":");
+    kc_json_str(f, fmsg);
+    fprintf(f, "}");
+  } else fprintf(f, "]");
+  fprintf(f, ",\n\"app_launch_method\":\"%s\",\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,"
              "\"scan_before_us\":%.1f,\"scan_after_us\":%.1f,\"fsync_us\":%.1f,\"app_launch_us\":%.3f,"
              "\"app_to_capture_s\":%.3f,\"before_bytes\":%llu,\"after_bytes\":%llu},\n\"hsa\":null}\n",
-          G_symbols, nG, G_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
+          C.timing_method ? C.timing_method : "none", G_symbols, nG, G_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
           ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0, (unsigned long long)sn->stored_bytes[0],
           (unsigned long long)sn->stored_bytes[1]);
   fclose(f);
@@ -664,17 +677,43 @@ static void capture_enter(CUpti_CallbackData *cb) {
   collect_globals();
   if (pack_params()) { if (S.enabled) FAIL("cannot pack kernel parameters"); return; }
   if (write_file("kernel/params.bin", C.params, C.params_size)) return;
+  C.mod = find_module(C.name, module_of(C.L.f)); /* now: after a fault the driver answers nothing */
   if (snapshot_before()) { kc_snap_free(&C.sn); return; }
-  if (p_cuEventCreate(&C.ev0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && p_cuEventCreate(&C.ev1, CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+  if (p_cuEventCreate(&C.ev0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && p_cuEventCreate(&C.ev1, CU_EVENT_DEFAULT) == CUDA_SUCCESS) {
+    /* 100 µs of kc_spin ahead of the start event: the stream is busy while the application's
+     * launch is submitted, so ev0→ev1 is the kernel's GPU time, not the launch path (kc_scan.cu) */
+    unsigned long long ns = 100000;
+    void *spin_args[] = {&ns};
+    C.timing_method = "events";
+    if (C.sn.spin && p_cuLaunchKernel(C.sn.spin, 1, 1, 1, 1, 1, 1, 0, C.L.stream, spin_args, NULL) == CUDA_SUCCESS)
+      C.timing_method = "events after kc_spin (launch path hidden)";
     p_cuEventRecord(C.ev0, C.L.stream);
-  else C.ev0 = C.ev1 = NULL;
+  } else C.ev0 = C.ev1 = NULL;
+}
+
+/* Errors that cuCtxSynchronize returns when the kernel itself faulted (sticky: the context is
+ * unusable afterwards, in the application as without kerncap). */
+static int is_kernel_fault(CUresult r) {
+  switch ((int)r) {
+    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719: return 1;
+    default: return 0;
+  }
 }
 
 static void capture_exit(void) {
   if (C.ev1) p_cuEventRecord(C.ev1, C.L.stream);
-  if (CU_CHECK(p_cuCtxSynchronize())) return;
-  if (kc_snap_pass(&C.sn, 1) || kc_snap_sync(&C.sn)) { kc_snap_free(&C.sn); return; }
-  module_t *m = find_module(C.name, module_of(C.L.f));
+  CUresult sr = p_cuCtxSynchronize();
+  if (sr != CUDA_SUCCESS && is_kernel_fault(sr)) {
+    /* The captured launch faulted: what the engineer wants to reproduce. The before state, the
+     * parameters and the module are already written; there is no after state (device memory
+     * cannot be read any more). The application then fails exactly as it would without us. */
+    C.fault = sr;
+    if (kc_open_out("memory/after.bin", &C.sn.fd_after) || kc_snap_sync(&C.sn)) { kc_snap_free(&C.sn); return; }
+  } else {
+    if (CU_CHECK(sr)) return;
+    if (kc_snap_pass(&C.sn, 1) || kc_snap_sync(&C.sn)) { kc_snap_free(&C.sn); return; }
+  }
+  module_t *m = C.mod ? C.mod : find_module(C.name, module_of(C.L.f));
   if (!m) { FAIL("no loaded module image contains %s (%zu images seen)", C.name, S.nmodules); return; }
   char modfile[64];
   snprintf(modfile, sizeof modfile, "kernel/module.%s", module_kind(m));

@@ -142,6 +142,8 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     globals: mem.globals,
     files: fileRefs,
     timing: { ...raw.timing, finalize_s: 0 },
+    ...(raw.raw_version === 2 && raw.app_launch_method ? { appLaunchMethod: raw.app_launch_method } : {}),
+    ...(raw.raw_version === 2 && raw.fault ? { fault: raw.fault } : {}),
     hsa: raw.hsa ?? null,
     ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
     ...(o.source ? { source: o.source } : {}),

@@ -85,6 +85,10 @@ export const RawV2 = v.object({
   }),
   regions: v.array(RangeV2),
   globals: v.array(RangeV2),
+  /** The captured launch faulted in the app (cuCtxSynchronize's error): no after state. */
+  fault: v.optional(v.object({ code: U, name: v.string(), message: v.string() })),
+  /** How timing.app_launch_us was measured (c/kerncap_cuda.c capture_enter). */
+  app_launch_method: v.optional(v.string()),
 });
 
 export const Raw = v.variant("raw_version", [RawV1, RawV2]);

@@ -177,6 +177,10 @@ export const Manifest = v.object({
   /** Per-file checksums of every file other than the memory images (those are per chunk). */
   files: v.array(FileRef),
   timing: v.record(v.string(), v.number()),
+  /** The captured launch faulted in the app (device-side assert, illegal address, trap): the CUresult; there is no after state. */
+  fault: v.optional(v.object({ code: U, name: v.string(), message: v.string() })),
+  /** How timing.app_launch_us (the kernel's GPU time in the app) was measured. */
+  appLaunchMethod: v.optional(v.string()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
   /** The capturing process (absent from captures made before it was recorded). */
   process: v.optional(ProcessIdentity),

@@ -38,6 +38,7 @@ const SYMBOLS = {
   cuMemHostRegister_v2: { args: [P, u64, u32], returns: i32 },
   cuMemHostUnregister: { args: [P], returns: i32 },
   cuMemcpyHtoD_v2: { args: [u64, P, u64], returns: i32 },
+  cuMemcpyHtoDAsync_v2: { args: [u64, P, u64, u64], returns: i32 },
   cuMemcpyDtoH_v2: { args: [P, u64, u64], returns: i32 },
   cuMemcpyDtoD_v2: { args: [u64, u64, u64], returns: i32 },
   cuMemsetD8_v2: { args: [u64, FFIType.u8, u64], returns: i32 },
@@ -276,6 +277,11 @@ export class Cuda {
 
   htod(dst: bigint, src: Uint8Array): void {
     if (src.byteLength) this.check("cuMemcpyHtoD", this.lib.cuMemcpyHtoD_v2(dst, src, src.byteLength));
+  }
+
+  /** Asynchronous host→device copy on the null stream: src must be pinned (hostAlloc or hostRegister) and stay so until sync(). */
+  htodAsync(dst: bigint, src: Uint8Array): void {
+    if (src.byteLength) this.check("cuMemcpyHtoDAsync", this.lib.cuMemcpyHtoDAsync_v2(dst, src, src.byteLength, 0n));
   }
 
   dtoh(dst: Uint8Array, src: bigint): void {

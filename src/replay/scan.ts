@@ -17,6 +17,7 @@ export interface ChunkScan {
 
 export class Scanner {
   private fn: bigint;
+  private spinFn: bigint | undefined;
   private dHash = 0n;
   private dNz = 0n;
   private cap = 0;
@@ -35,7 +36,20 @@ export class Scanner {
     if (r.module === undefined) throw new KerncapError("E_CUDA", `cannot load kerncap's scan kernel: ${r.text}`, { hint: "Pass --no-verify to replay without the GPU checks, and report this with `nvidia-smi` output." });
     const fn = cu.moduleGetFunction(r.module, "kc_scan");
     if (fn === undefined) throw new KerncapError("E_CUDA", "kerncap's scan module has no kc_scan kernel", { hint: "Rebuild kerncap (bash scripts/build.sh)." });
-    return new Scanner(cu, fn);
+    const sc = new Scanner(cu, fn);
+    sc.spinFn = cu.moduleGetFunction(r.module, "kc_spin");
+    return sc;
+  }
+
+  /**
+   * Queue kc_spin (one thread waiting `us` µs of GPU time, no memory touched) on the null stream:
+   * the stream stays busy while the next launch is submitted, so an event pair around that launch
+   * times the kernel alone. No-op when the module has no kc_spin.
+   */
+  spin(us: number): void {
+    if (this.spinFn === undefined) return;
+    const p = new BigUint64Array([BigInt(Math.round(us * 1000))]);
+    this.cu.launch(this.spinFn, [1, 1, 1], [1, 1, 1], 0, new Uint8Array(p.buffer), []);
   }
 
   /**
