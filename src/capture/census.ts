@@ -195,6 +195,24 @@ export function readCensus(dir: string): Census {
   };
 }
 
+/** One process of the job for `list --json`: identity, its launches, its kernels' counts. */
+export function processSummary(p: ProcessCensus) {
+  return {
+    pid: p.process.pid,
+    rank: p.process.rank,
+    rankVariable: p.process.rankVariable,
+    number: p.process.number,
+    hostname: p.process.hostname,
+    command: p.process.cmdline,
+    visibleDevices: p.process.visibleDevices,
+    launches: p.launches,
+    complete: p.final && p.counting === true,
+    ...(p.counting !== true ? { stoppedCounting: p.counting } : {}),
+    kernels: p.kernels.map((k) => ({ name: k.name, count: k.count })),
+    errors: p.errors,
+  };
+}
+
 /** Sum the processes' kernels by mangled name; each merged kernel lists its per-process counts. */
 export function mergeKernels(processes: ProcessCensus[]): KernelSeen[] {
   const by = new Map<string, KernelSeen>();

@@ -13,6 +13,7 @@
  * (then only the hand-back after the capture helps a later profiler, and refusals go unreported).
  */
 import { basename } from "node:path";
+import { preloadDisabled } from "../env.ts";
 import type { Census } from "./census.ts";
 import { processLabel } from "./census.ts";
 
@@ -50,7 +51,7 @@ export function injectionEnv(lib: string, env: Record<string, string | undefined
     );
   }
   const out: Record<string, string> = { CUDA_INJECTION64_PATH: lib };
-  if (env.KERNCAP_NO_PRELOAD !== "1") {
+  if (!preloadDisabled(env)) {
     const pre = (env.LD_PRELOAD ?? "").split(/[ :]/).filter((x) => x && x !== lib);
     out.LD_PRELOAD = [lib, ...pre].join(":");
   }

@@ -8,6 +8,7 @@
  * (hStream @32, attrs @40, numAttrs @48), CUlaunchAttribute 72 B (value @8, 64 B).
  */
 import { dlopen, FFIType, ptr, CString, toArrayBuffer, type Pointer } from "bun:ffi";
+import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;
@@ -81,7 +82,7 @@ export class CudaError extends KerncapError {
 
 /** Where libcuda is looked for, in order: KERNCAP_LIBCUDA, the loader's search path, two usual driver folders. */
 export function libcudaCandidates(): string[] {
-  const env = process.env.KERNCAP_LIBCUDA;
+  const env = libcudaOverride();
   return [...(env ? [env] : []), "libcuda.so.1", "libcuda.so", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
 }
 

@@ -8,6 +8,7 @@ import { kc64 } from "../format/kc64.ts";
 import { Scanner, type ChunkScan } from "./scan.ts";
 import { judgeEnvelope, mergeEnvelopes, type Envelope } from "./envelope.ts";
 import { join } from "node:path";
+import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -272,7 +273,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const t0 = performance.now();
   const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), reserveAlignment(cu.granularity()));
   // Fault injection for the test suite: occupy the first span first, as another mapping would.
-  if (process.env.KERNCAP_FAULT_VA_TAKEN === "1" && spans[0]) cu.mapAt(spans[0].va, spans[0].size);
+  if (faultVaTaken() && spans[0]) cu.mapAt(spans[0].va, spans[0].size);
   for (const s of spans) cu.mapAt(s.va, s.size);
   const reserve = { spans: spans.length, bytes: spans.reduce((a, s) => a + s.size, 0), seconds: (performance.now() - t0) / 1000 };
   log.debug(`reserved ${spans.length} spans, ${reserve.bytes} bytes, at the captured VAs`);

@@ -19,6 +19,7 @@ import { CString, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer, type Po
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
+import { hsaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest, Region } from "../format/manifest.ts";
 
@@ -47,7 +48,8 @@ const U32_MAX = 0xffffffff;
 /** Where libhsa-runtime64 is looked for, in order (KERNCAP_HSA_PATH first when set). */
 export function hsaLibraryCandidates(env: Record<string, string | undefined> = process.env): string[] {
   const c: string[] = [];
-  if (env.KERNCAP_HSA_PATH) c.push(env.KERNCAP_HSA_PATH);
+  const own = hsaOverride(env);
+  if (own) c.push(own);
   for (const root of [env.ROCM_PATH, "/opt/rocm"].filter(Boolean) as string[]) c.push(join(root, "lib", "libhsa-runtime64.so.1"));
   c.push("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1", "/usr/lib64/libhsa-runtime64.so.1", "libhsa-runtime64.so.1");
   return c;

@@ -14,7 +14,7 @@ import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { KerncapError } from "../errors.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../codeobj/elf.ts";
 import { log } from "../log.ts";
-import { rebuild } from "../cli/commands/validate.ts";
+import { buildReproducer } from "./build.ts";
 import { archFor, checkRebuiltModule, cudaFlagsFromCommand, cudaReproducerHook, parseDeps, planSlice, renderCudaReproducer, toolkitProvided } from "./cuda.ts";
 import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "./slice.ts";
 import { definesKernel, kernelNameParts, locateKernelSource, shellWords } from "./locate.ts";
@@ -372,7 +372,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     const out = join(WORK, "rdc-capture");
     const r = renderCudaReproducer({ outDir: out, kernelName: "_Z6parentPi", demangledName: "parent(int*)", arch: "sm_90", location: loc });
     expect(r.flags.rdc).toBe(true);
-    const b = await rebuild(out, true);
+    const b = await buildReproducer(out, { quiet: true, force: false });
     checkRebuiltModule(b.module, m); // linked: accepted
     // another TU's function: the device link names it, validate refuses with E_RDC
     const loc2 = locateKernelSource({ kernel: "_Z2rkPf", demangled: "rk(float*)", arch: "sm_90", compileCommands: join(dir, "build") });
@@ -380,7 +380,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     renderCudaReproducer({ outDir: out2, kernelName: "_Z2rkPf", demangledName: "rk(float*)", arch: "sm_90", location: loc2 });
     let err: unknown;
     try {
-      await rebuild(out2, true);
+      await buildReproducer(out2, { quiet: true, force: false });
     } catch (e) {
       err = e;
     }
@@ -397,7 +397,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     const m = { ...fakeManifest(module, "_Z8add_biasPfi", "add_bias(float*, int)"), module: { file: "kernel/module.fatbin" } } as any;
     m.kernel.frontend = "cuda";
     const seen: string[] = [];
-    const spies = [spyOn(log, "info"), spyOn(log, "warn")].map((s) => s.mockImplementation((...a: unknown[]) => void seen.push(a.join(" "))));
+    const spies = [spyOn(log, "info"), spyOn(log, "warn")].map((s) => s.mockImplementation(((...a: unknown[]) => void seen.push(a.join(" "))) as never));
     try {
       await cudaReproducerHook({ sourceRoot: MK })(tmp, m, final);
       // a failure whose message names a path inside the temporary folder

@@ -26,7 +26,6 @@ import { shq } from "./hip.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
-export const CUDA_TEMPLATE_DIR = join(templateRoot(), "cuda");
 
 // ───────────────────────────── flags ─────────────────────────────
 
@@ -291,7 +290,7 @@ export interface CudaReproducer {
  *   whose kernel needs other TUs is refused at build time, see checkRebuiltModule).
  */
 export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproducer {
-  const templateDir = opts.templateDir ?? CUDA_TEMPLATE_DIR;
+  const templateDir = opts.templateDir ?? join(templateRoot(), "cuda") // at first use: importing this module writes nothing to the cache;
   if (!existsSync(templateDir)) throw new KerncapError("E_REPRO", `CUDA template folder not found: ${templateDir}`);
   const loc = opts.location;
   const nvcc = opts.nvcc ?? findNvcc();

@@ -157,6 +157,19 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await new Response(p.stderr).text()).toContain("interrupted during the rebuild");
       expect(performance.now() - t0).toBeLessThan(10_000);
     });
+    test("--force reaches build.sh as KERNCAP_FORCE=1, without changing kerncap's own environment", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), 'echo "build saw KERNCAP_FORCE=${KERNCAP_FORCE:-unset}" >&2; exit 1\n');
+      const had = process.env.KERNCAP_FORCE;
+      delete process.env.KERNCAP_FORCE;
+      try {
+        expect((await failure("validate", [dir, "--force"])).message).toContain("build saw KERNCAP_FORCE=1");
+        expect(process.env.KERNCAP_FORCE).toBeUndefined();
+        expect((await failure("validate", [dir])).message).toContain("build saw KERNCAP_FORCE=unset");
+      } finally {
+        if (had !== undefined) process.env.KERNCAP_FORCE = had;
+      }
+    });
     test("build.sh names a module that does not exist: said so", async () => {
       const dir = await fresh();
       writeFileSync(join(dir, "build.sh"), "echo out/nothere.cubin\n");
@@ -299,6 +312,21 @@ describe("command line (runCli: the one error path)", () => {
     const r = await cli(["run", "--out", join(tempDir(), "c"), "--", "./no-such-app", "--json"]);
     expect(r.code).toBe(2);
     expect(r.out).toBe(""); // kerncap was not asked for JSON
+  });
+  test("-V and --version print the version", async () => {
+    const { TOOL_VERSION } = await import("../../src/version.ts");
+    for (const v of ["-V", "--version"]) expect(await cli([v])).toEqual({ code: 0, out: TOOL_VERSION + "\n" });
+  });
+  test("ncu's spellings are options of run: -k/--kernel-name, --launch-skip, -o, -f (each with its value)", async () => {
+    const r = await cli(["run", "-k", "regex:x", "--kernel-name", "y", "--launch-skip", "2", "-o", join(tempDir(), "c"), "-f", "--json", "--", "./no-such-app"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.code).toBe("E_APP_NOT_FOUND"); // past the option check
+    expect(JSON.parse((await cli(["run", "--launch-skip", "--json"])).out).error.message).toContain("--launch-skip needs a value");
+    expect(JSON.parse((await cli(["run", "-o", "--json"])).out).error.message).toContain("-o needs a value");
+    const help = (await cli(["run", "--help"])).out;
+    expect(help).toContain("-k, --kernel-name, --kernel");
+    expect(help).toContain("--launch-skip, --dispatch");
+    expect(help).toContain("-o, --out");
   });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);

@@ -3,18 +3,7 @@ import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-
-/** Bytes in binary units: 1536 → "1.5 KiB". */
-export function formatBytes(n: number): string {
-  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  let x = n;
-  while (x >= 1024 && i < u.length - 1) {
-    x /= 1024;
-    i++;
-  }
-  return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
-}
+import { formatBytes } from "../format.ts";
 
 /** Human summary of a manifest (one string, lines). */
 export function describeManifest(m: Manifest): string {
