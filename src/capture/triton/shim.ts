@@ -47,12 +47,12 @@ export async function tritonEnv(): Promise<Record<string, string>> {
  */
 export function tritonFinalize(
   tmpDir: string,
-  raw: { frontend: string; kernel: { name: string; match_index: number; counts_benchmarks?: boolean }; module: { file: string; kind: string }; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
+  raw: { frontend: string; kernel: { name: string; match_index: number; counts_benchmarks?: boolean }; module: { file: string; kind: string } | null; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
   pattern: string,
   command: string[],
 ): Pick<FinalizeOptions, "source" | "beforeRename"> {
   const jsonl = join(tmpDir, "triton.jsonl");
-  if (!existsSync(jsonl) || raw.module.kind !== "cubin") return {};
+  if (!existsSync(jsonl) || !raw.module || raw.module.kind !== "cubin") return {};
   let source: TritonSource | undefined;
   try {
     const records = parseTritonJsonl(readFileSync(jsonl, "utf8"));
