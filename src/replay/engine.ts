@@ -6,7 +6,7 @@ import { FileImage } from "../format/file-image.ts";
 import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
 import { kc64 } from "../format/kc64.ts";
 import { Scanner, type ChunkScan } from "./scan.ts";
-import { judgeEnvelope, mergeEnvelopes, type Envelope } from "./envelope.ts";
+import { judgeEnvelope, maxSpread, mergeEnvelopes, type Envelope } from "./envelope.ts";
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
@@ -71,7 +71,7 @@ export interface ReplayOptions {
   dtype?: string;
   /** Flush L2 (256 MiB memset) before each timed launch. */
   flushL2?: boolean;
-  /** Checked launches from the same before state (default 3): tells nondeterministic kernels. */
+  /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
 }
 
@@ -400,7 +400,8 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   // 5. Checked launches: `runs` launches from the same before state, each scanned on the GPU.
   // Chunks whose kc64 differs from the app's are copied back (only those); chunks that differ
   // between runs make the kernel nondeterministic, and are judged against the run-to-run envelope.
-  const nRuns = Math.max(1, o.runs ?? 3);
+  // 3 runs by default; when they differ (a nondeterministic kernel) 5 more, so the envelope has 8 samples
+  let nRuns = Math.max(1, o.runs ?? 3);
   log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${nRuns} checked runs`);
   const tc = performance.now();
   const before = new FileImage(join(dir, m.memory.before));
@@ -418,6 +419,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const copies = new Map<string, Uint8Array[]>(); // "range:chunk" → bytes per run (undefined: matched the app)
   let bytesCopiedBack = 0;
   const COPY_LIMIT = 2 ** 31;
+  const anyVaried = () => scans.slice(1).some((sr) => sr.some((sc, i) => sc.hash.some((h, c) => h !== scans[0]![i]!.hash[c])));
   for (let run = 0; run < nRuns; run++) {
     if (run > 0) restoreChanged();
     launch();
@@ -435,12 +437,13 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
           cu.dtoh(got, x.base + BigInt(c * C));
           bytesCopiedBack += len;
           const k = `${i}:${c}`;
-          if (!copies.has(k)) copies.set(k, new Array(nRuns));
+          if (!copies.has(k)) copies.set(k, []);
           copies.get(k)![run] = got;
         }
         return s;
       }),
     );
+    if (run === nRuns - 1 && o.runs === undefined && nRuns === 3 && anyVaried()) nRuns = 8;
   }
   const runsDiffering = new Set<number>();
   const mismatches: RegionMismatch[] = [];
@@ -451,6 +454,7 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
     const s0 = scans[0]![i]!;
     const acc = new RegionAccumulator({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed }, x.dtype, x.source, plan.tol);
     const envParts: { offset: number; env: Envelope }[] = [];
+    const varying: { c: number; appBytes: Uint8Array; perRun: Uint8Array[] }[] = [];
     let gotAllZero = true;
     let expAllZero = true;
     let gotEqualsBefore = true;
@@ -472,9 +476,12 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
       if (!got) continue; // every run equals the app's bytes
       const appBytes = chunkBytesOf(e, c, len, "after", before, after);
       const perRun = Array.from({ length: nRuns }, (_, run) => got[run] ?? appBytes);
-      if (varies) envParts.push({ offset: c * C, env: judgeEnvelope(x.dtype, appBytes, perRun) });
+      if (varies) varying.push({ c, appBytes, perRun });
       else acc.add(c * C, perRun[0]!, appBytes, x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined);
     }
+    // the region's noise floor first, then each varying chunk against it (src/replay/envelope.ts)
+    const floor = varying.reduce((a, v) => Math.max(a, maxSpread(x.dtype, v.perRun)), 0);
+    for (const v of varying) envParts.push({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) });
     acc.setWholeRegion({ bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore });
     const res = acc.result();
     if (envParts.length) {

@@ -3,7 +3,7 @@
  * passes, a planted wrong value fails, deterministic elements stay bit-exact, multisets.
  */
 import { expect, test } from "bun:test";
-import { judgeEnvelope, multisetDifference, ulp } from "./envelope.ts";
+import { judgeEnvelope, maxSpread, multisetDifference, ulp } from "./envelope.ts";
 
 const f32 = (xs: number[]) => new Uint8Array(new Float32Array(xs).buffer);
 const i32 = (xs: number[]) => new Uint8Array(new Int32Array(xs).buffer);
@@ -32,9 +32,12 @@ test("a planted wrong value fails, in a varying and in a deterministic element",
   const far = judgeEnvelope("fp32", f32([1.01, 2.0, 3.0]), runs);
   expect(far.outside).toBe(1);
   expect(far.firstOutsideOffset).toBe(0);
-  const det = judgeEnvelope("fp32", f32([1.0, 2.0000002, 3.0]), runs); // element 1 never varied: bit-exact contract
+  const det = judgeEnvelope("fp32", f32([1.0, 2.1, 3.0]), runs); // element 1 never varied: only the noise floor allows for it
   expect(det.outside).toBe(1);
   expect(det.firstOutsideOffset).toBe(4);
+  // the region's noise floor (A) admits an element that happened not to vary among the runs
+  expect(judgeEnvelope("fp32", f32([1.0, 2.0000002, 3.0]), runs, 1e-5).outside).toBe(0);
+  expect(judgeEnvelope("fp32", f32([1.0, 2.5, 3.0]), runs, 1e-5).outside).toBe(1);
 });
 
 test("integers (a histogram) that do not vary stay exact; NaN only where a run had NaN", () => {
@@ -54,4 +57,8 @@ test("ulp of float32 and fp16 at 1.0", () => {
 test("multiset comparison: any order of the same elements is equal; one changed element is not", () => {
   expect(multisetDifference("i32", i32([3, 1, 2, 2]), i32([2, 3, 2, 1]))).toBe(0);
   expect(multisetDifference("i32", i32([3, 1, 2, 2]), i32([2, 3, 5, 1]))).toBe(2);
+});
+
+test("maxSpread is the largest hi − lo over the runs", () => {
+  expect(maxSpread("fp32", [f32([1, 5]), f32([1.5, 5]), f32([0.75, 5])])).toBe(0.75);
 });

@@ -5,10 +5,13 @@
  *
  * Rule (documented in the README): for each element, lo/hi = min/max over the replay runs and
  * spread = hi − lo; the app's value passes when lo − m ≤ app ≤ hi + m, with the margin
- * m = spread + 4 ulp(|app|) — the app's own run is one more sample of the same distribution, so
- * it may fall a spread outside the few replayed ones. Elements that did not vary among the runs
- * keep the bit-exact contract (equal to every run, else outside). NaN passes only where a run
- * gave NaN. A planted wrong value lies outside whenever it is farther than a spread away.
+ * m = max(2·spread, A) + 8 ulp(|app|), where A is the largest spread seen anywhere in the region
+ * (the region's run-to-run noise floor). The app's own run is one more sample of the same
+ * distribution, and with a few replayed runs an element may happen not to vary among them while
+ * it varies in the app: seen on the H200 with torch index_add_ (3 runs: 4443 of 524288 elements
+ * of a varying region fell outside a per-element envelope, none outside this one). Regions whose
+ * runs never differ keep the bit-exact contract. NaN passes only where a run gave NaN. A planted
+ * wrong value fails whenever it lies farther than that margin.
  */
 import { decode, ELEMENT_BYTES, type ElementType } from "./tolerance.ts";
 
@@ -37,9 +40,10 @@ export function ulp(x: number, t: ElementType): number {
 
 /**
  * Judge one chunk: `app` = the app's after bytes, `runs` = the same bytes from each replay run
- * (≥ 2, equal lengths, whole elements of type t).
+ * (≥ 2, equal lengths, whole elements of type t); regionSpread = A, the largest element spread
+ * over the region's varying chunks (regionSpreadOf), 0 to judge the chunk alone.
  */
-export function judgeEnvelope(t: ElementType, app: Uint8Array, runs: Uint8Array[]): Envelope {
+export function judgeEnvelope(t: ElementType, app: Uint8Array, runs: Uint8Array[], regionSpread = 0): Envelope {
   const a = decode(app, t);
   const rs = runs.map((r) => decode(r, t));
   const isFloat = t === "fp64" || t === "fp32" || t === "fp16" || t === "bf16";
@@ -62,11 +66,9 @@ export function judgeEnvelope(t: ElementType, app: Uint8Array, runs: Uint8Array[
     let ok: boolean;
     if (Number.isNaN(x)) ok = nan;
     else if (lo === Infinity) ok = false; // every run NaN, the app a number
-    else if (!varied) ok = Object.is(x, lo) || x === lo;
     else {
-      const spread = hi - lo;
-      const m = spread + (isFloat ? 4 * ulp(x, t) : 0);
-      ok = x >= lo - m && x <= hi + m;
+      const m = Math.max(2 * (hi - lo), regionSpread) + (isFloat ? 8 * ulp(x, t) : 0);
+      ok = m === 0 ? x === lo : x >= lo - m && x <= hi + m;
     }
     if (varied) {
       out.elementsVarying++;
@@ -85,6 +87,25 @@ export function judgeEnvelope(t: ElementType, app: Uint8Array, runs: Uint8Array[
     }
   }
   return out;
+}
+
+/** Largest element spread (hi − lo over the runs) in one chunk: the input to A. */
+export function maxSpread(t: ElementType, runs: Uint8Array[]): number {
+  const rs = runs.map((r) => decode(r, t));
+  let a = 0;
+  for (let i = 0; i < rs[0]!.length; i++) {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const r of rs) {
+      const v = r[i]!;
+      if (Number.isFinite(v)) {
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    }
+    if (hi > lo && hi - lo > a) a = hi - lo;
+  }
+  return a;
 }
 
 /** Merge chunk envelopes of one region (offsets are made region-relative by the caller). */
