@@ -13,6 +13,10 @@ export interface KernelSeen {
   count: number;
   /** Of `count`, launches made while an autotuner benchmarked configs (Triton shim); absent from older libraries. */
   benchmark?: number;
+  /** Of `count`, executions as a kernel node of a CUDA graph launch (c/kc_graphs.h); absent from older libraries. */
+  graph?: number;
+  /** Launches recorded into a graph by stream capture: not executions, not in `count`. */
+  recorded?: number;
   grid: [number, number, number];
   block: [number, number, number];
   module: string;
@@ -45,6 +49,11 @@ export interface CuptiReport {
   appCalls: AppCuptiCall[];
 }
 
+/** One executable CUDA graph of a process (c/kc_graphs.h): id in instantiation order, nodes (child graphs included), kernel nodes, launches. */
+export interface GraphSeen { id: number; nodes: number; kernel_nodes: number; launches: number }
+/** The launch --dispatch selected ran as a kernel node of a graph (not captured). */
+export interface GraphTarget { graph: number; kernel_node: number; name: string }
+
 export interface ProcessCensus {
   /** The census file (kernels.<pid>.json), relative to the folder. */
   file: string;
@@ -56,6 +65,8 @@ export interface ProcessCensus {
   cupti?: CuptiReport;
   launches: number;
   kernels: KernelSeen[];
+  graphs: GraphSeen[];
+  graphTarget?: GraphTarget;
   /** Lines of this process's error.<pid>.txt. */
   errors: string[];
 }
@@ -99,7 +110,7 @@ interface RawCupti {
   released_at_launch?: number;
   app_calls?: { call: string; caller: string; result: number; kerncap_held: boolean; handed_back: boolean; t_s: number }[];
 }
-interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[] }
+interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[]; graphs?: GraphSeen[]; graph_target?: GraphTarget }
 
 /** The identity object of raw.json / kernels.<pid>.json in the manifest's terms (camelCase). */
 export function identityFromRaw(r: RawIdentity): ProcessIdentity {
@@ -171,6 +182,8 @@ export function readCensus(dir: string): Census {
       ...(raw.cupti ? { cupti: cuptiFromRaw(raw.cupti) } : {}),
       launches: raw.launches ?? (raw.kernels ?? []).reduce((s, k) => s + k.count, 0),
       kernels: raw.kernels ?? [],
+      graphs: raw.graphs ?? [],
+      ...(raw.graph_target ? { graphTarget: raw.graph_target } : {}),
       errors: lines(join(dir, pid ? `error.${pid}.txt` : "error.txt")),
     });
   }
@@ -179,7 +192,7 @@ export function readCensus(dir: string): Census {
     const m = /^error\.(\d+)\.txt$/.exec(f);
     if (!m || pids.has(Number(m[1]))) continue;
     const pid = Number(m[1]);
-    processes.push({ file: f, final: false, counting: "failed before counting", process: identityFromRaw({ pid }), launches: 0, kernels: [], errors: lines(join(dir, f)) });
+    processes.push({ file: f, final: false, counting: "failed before counting", process: identityFromRaw({ pid }), launches: 0, kernels: [], graphs: [], errors: lines(join(dir, f)) });
   }
   processes.sort((a, b) => (a.process.number < 0 ? 1e9 : a.process.number) - (b.process.number < 0 ? 1e9 : b.process.number) || a.process.pid - b.process.pid);
   const claim = readJson<Claim>(join(dir, "claim"));
@@ -208,7 +221,8 @@ export function processSummary(p: ProcessCensus) {
     launches: p.launches,
     complete: p.final && p.counting === true,
     ...(p.counting !== true ? { stoppedCounting: p.counting } : {}),
-    kernels: p.kernels.map((k) => ({ name: k.name, count: k.count })),
+    kernels: p.kernels.map((k) => ({ name: k.name, count: k.count, ...(k.graph ? { graph: k.graph } : {}) })),
+    graphs: p.graphs,
     errors: p.errors,
   };
 }
@@ -226,6 +240,8 @@ export function mergeKernels(processes: ProcessCensus[]): KernelSeen[] {
       }
       e.count += k.count;
       if (k.benchmark !== undefined) e.benchmark = (e.benchmark ?? 0) + k.benchmark;
+      if (k.graph !== undefined) e.graph = (e.graph ?? 0) + k.graph;
+      if (k.recorded !== undefined) e.recorded = (e.recorded ?? 0) + k.recorded;
       e.perProcess!.push(mine);
     }
   }

@@ -223,9 +223,22 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
       const perProcess = census.processes.filter((p) => p.process.selection.admitted).map((p) => countedLaunches(p.kernels, ere, req.countBenchmarks));
       const seen = Math.max(0, ...perProcess);
       const inOne = census.processes.length > 1 ? ` in any one of the ${census.processes.length} processes (each counts its own launches for --dispatch)` : "";
+      const inGraph = census.processes.find((p) => p.graphTarget);
+      if (inGraph?.graphTarget) {
+        const t = inGraph.graphTarget;
+        const g = inGraph.graphs.find((x) => x.id === t.graph);
+        const k = census.kernels.find((x) => x.name === t.name);
+        throw new KerncapError(
+          "E_GRAPH",
+          `launch #${req.dispatch} of ${k?.demangled || t.name} ran inside CUDA graph ${t.graph} (kernel node ${t.kernel_node} of ${g?.kernel_nodes ?? "?"}, ${g?.nodes ?? "?"} nodes, launched ${g?.launches ?? "?"} times): capturing a kernel launched from a CUDA graph is not supported yet`,
+          {
+            hint: `${k ? `${k.count - (k.graph ?? 0)} of its ${k.count} launches ran eagerly` : "Eager launches"} can be captured (--dispatch counts graph executions too; \`kerncap list\` shows them in its graph column). Or run the app without graphs (torch.compile mode "max-autotune-no-cudagraphs", GGML_CUDA_DISABLE_GRAPHS=1, vLLM --enforce-eager).`,
+          },
+        );
+      }
       if (seen > req.dispatch) {
         throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${app.exitCode}, signal ${app.signal ?? "none"})`, {
-          hint: "Launches inside CUDA graph stream capture are skipped; run with --verbose to see why.",
+          hint: "Run with --verbose to see why (the library's log).",
         });
       }
       const near = closestKernels(pattern || ".", census.kernels);
