@@ -79,6 +79,7 @@ typedef struct {
   pthread_cond_t cv;
   int nslot_next;
   /* files and figures */
+  const char *file[2]; /* memory/before.bin, memory/after.bin unless the caller names others */
   int fd_before, fd_after;
   uint64_t next_off[2];       /* next free offset in before.bin / after.bin */
   uint64_t live_bytes, stored_bytes[2], scanned_bytes;
@@ -346,8 +347,8 @@ static int kc_cpu_item(kc_snap_t *s, kc_item_t *it, int which) {
 /* Pass `which` (0 before, 1 after): scan, then store what the pass stores. */
 static int kc_snap_pass(kc_snap_t *s, int which) {
   double t = now_s();
-  if (which == 0 && kc_open_out("memory/before.bin", &s->fd_before)) return -1;
-  if (which == 1 && kc_open_out("memory/after.bin", &s->fd_after)) return -1;
+  if (which == 0 && kc_open_out(s->file[0], &s->fd_before)) return -1;
+  if (which == 1 && kc_open_out(s->file[1], &s->fd_after)) return -1;
   if (s->scan_ok > 0 && kc_scan_all(s, which)) return -1;
   s->phase = which ? "after" : "before";
   s->progress_done = 0;
@@ -431,6 +432,8 @@ static uint32_t kc_chunk_bytes(void) {
 static int kc_snap_init(kc_snap_t *s, size_t nitems) {
   memset(s, 0, sizeof *s);
   s->fd_before = s->fd_after = s->progress_fd = -1;
+  s->file[0] = "memory/before.bin";
+  s->file[1] = "memory/after.bin";
   s->chunk = kc_chunk_bytes();
   s->items = calloc(nitems ? nitems : 1, sizeof *s->items);
   if (!s->items) { FAIL("out of host memory for the snapshot"); return -1; }
@@ -469,6 +472,54 @@ static void kc_snap_plan(kc_snap_t *s) {
     const char *k = s->items[i].kind;
     s->items[i].gpu = gpu && strcmp(k, "managed") && strcmp(k, "host-mapped");
   }
+}
+
+/* Put the device memory back to the state of pass 0 (s->file[0]): every chunk whose kc64 differs
+ * now is rewritten from the file (or zeroed), then everything is scanned again and must match.
+ * Used after kerncap ran graph nodes itself in the application's context (kc_graphs.h).
+ * Returns 0, or -1 when the memory could not be put back exactly (then said in error.txt). */
+static int kc_snap_restore(kc_snap_t *s) {
+  if (s->scan_ok <= 0) { FAIL("cannot put the memory back without the scan kernel"); return -1; }
+  for (int pass = 0; pass < 2; pass++) {
+    if (kc_scan_all(s, 1)) return -1;
+    uint64_t bad = 0;
+    for (size_t i = 0; i < s->nitems; i++) {
+      kc_item_t *it = &s->items[i];
+      if (!it->gpu) continue; /* CPU items: restored below, unconditionally */
+      for (uint64_t c = 0; c < it->nchunks; c++) {
+        if (it->ha[c] == it->hb[c] && it->za[c] == it->zb[c]) continue;
+        bad++;
+        if (pass) continue;
+        uint64_t len = kc_chunk_len(s, it, c), off = 0;
+        int stored = 0;
+        for (size_t x = 0; x < it->before.n && !stored; x++) {
+          kc_extent_t *e = &it->before.x[x];
+          if (c >= e->first && c < e->first + e->count) { stored = 1; off = e->offset + (c - e->first) * s->chunk; }
+        }
+        CUdeviceptr dst = (CUdeviceptr)(it->va + c * s->chunk);
+        if (!stored) { if (CU_CHECK(p_cuMemsetD8_v2(dst, 0, len))) return -1; continue; }
+        if (pread(s->fd_before, s->slot[0], len, (off_t)off) != (ssize_t)len) { FAIL("re-read %s: %s", s->file[0], strerror(errno)); return -1; }
+        if (CU_CHECK(p_cuMemcpyHtoD_v2(dst, s->slot[0], len))) return -1;
+      }
+    }
+    if (pass && bad) { FAIL("%llu chunks of the application's memory could not be put back after kerncap ran the graph's nodes", (unsigned long long)bad); return -1; }
+  }
+  for (size_t i = 0; i < s->nitems; i++) { /* CPU-hashed items (managed, host-mapped): write them back whole */
+    kc_item_t *it = &s->items[i];
+    if (it->gpu) continue;
+    for (uint64_t c = 0; c < it->nchunks; c++) {
+      uint64_t len = kc_chunk_len(s, it, c), off = 0;
+      int stored = 0;
+      for (size_t x = 0; x < it->before.n && !stored; x++) {
+        kc_extent_t *e = &it->before.x[x];
+        if (c >= e->first && c < e->first + e->count) { stored = 1; off = e->offset + (c - e->first) * s->chunk; }
+      }
+      if (stored) { if (pread(s->fd_before, s->slot[0], len, (off_t)off) != (ssize_t)len) return -1; }
+      else memset(s->slot[0], 0, len);
+      if (CU_CHECK(p_cuMemcpyHtoD_v2((CUdeviceptr)(it->va + c * s->chunk), s->slot[0], len))) return -1;
+    }
+  }
+  return 0;
 }
 
 static void kc_stored_free(kc_stored_t *st) { free(st->x); free(st->hash); }

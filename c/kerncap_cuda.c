@@ -57,7 +57,9 @@
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)       \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery) X(cuDeviceGetUuid_v2) X(cuDeviceGetPCIBusId) \
   X(cuGraphKernelNodeGetParams_v2) X(cuFuncGetName) X(cuKernelGetName) X(cuGraphGetNodes)   \
-  X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)
+  X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph) X(cuGraphClone) X(cuGraphNodeFindInClone)      \
+  X(cuGraphNodeGetDependencies_v2) X(cuGraphDestroyNode) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphKernelNodeSetParams_v2) X(cuMemcpyHtoD_v2) X(cuMemsetD8_v2)
 
 #define CUPTI_FUNCS(X)                                                              \
   X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
@@ -474,11 +476,13 @@ typedef struct {
   long match_index;
   const char *timing_method; /* how app_launch_us was measured */
   CUresult fault;            /* the captured launch faulted (is_kernel_fault), else 0 */
+  int graph_id;              /* >= 0: the launch was kernel node graph_node of CUDA graph graph_id */
+  size_t graph_node;
   module_t *mod;             /* the kernel's module image, found at launch entry */
   char name[4096];
 } capture_t;
 
-static capture_t C;
+static capture_t C = {.graph_id = -1};
 
 /* Pack the kernel parameters into one buffer, as the kernel sees them. */
 static int pack_params(void) {
@@ -552,6 +556,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
     fputs(",\n", f);
   }
   unsigned cl[3] = {1, 1, 1};
+  if (C.graph_id >= 0) fprintf(f, "\"graph\":{\"id\":%d,\"kernel_node\":%zu},\n", C.graph_id, C.graph_node);
   fprintf(f, "\"launch\":{\"api\":\"%s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared_mem_bytes\":%u,\"attributes\":[",
           C.L.api, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem);
   if (C.L.config) {
@@ -644,9 +649,9 @@ static void add_global(const char *name, void *ud) {
 }
 
 /* The module globals of the captured kernel's module, read from its image (kc_symbols.h). */
-static void collect_globals(void) {
-  CUmodule h = module_of(C.L.f);
-  module_t *m = h ? find_module(C.name, h) : NULL;
+static void collect_globals_of(CUfunction f, const char *name) {
+  CUmodule h = module_of(f);
+  module_t *m = h ? find_module(name, h) : NULL;
   if (!m || !p_cuModuleGetGlobal_v2) return;
   CUdevice dev = 0;
   int ma = 0, mi = 0;
@@ -656,6 +661,7 @@ static void collect_globals(void) {
   kc_module_objects((const unsigned char *)m->bytes, m->size, (unsigned)(ma * 10 + mi), add_global, h, &G_skipped);
   logf_("module globals: %zu of %d data symbols (%d unreadable cubin entries)", nG, G_symbols, G_skipped);
 }
+static void collect_globals(void) { collect_globals_of(C.L.f, C.name); }
 
 /* Before state of every live region and module global (kc_snapshot.h). */
 static int snapshot_before(void) {
@@ -737,6 +743,22 @@ static void capture_exit(void) {
   if (S.exit_after) _exit(0);
 }
 
+/* Graph path (kc_graphs.h): C.L describes the node; capture it as a launch that kerncap makes
+ * itself on C.L.stream. Returns 0 when the capture was written. */
+static int capture_snapshot_and_launch(void) {
+  int exit_after = S.exit_after;
+  S.exit_after = 0; /* the application's state is put back first */
+  capture_enter(NULL);
+  if (!S.enabled || !C.sn.items) { S.exit_after = exit_after; return -1; }
+  CUresult r = p_cuLaunchKernel(C.L.f, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem,
+                                C.L.stream, C.L.kernel_params, C.L.extra);
+  C.timing_method = "events around kerncap's own launch of the node, after kc_spin (not inside the application's graph)";
+  if (CU_CHECK(r)) { kc_snap_free(&C.sn); S.exit_after = exit_after; return -1; }
+  capture_exit();
+  S.exit_after = exit_after;
+  return S.done ? 0 : -1;
+}
+
 /* ---- callbacks ---- */
 static int decode_launch(CUpti_CallbackId cbid, const void *params, launch_t *L) {
   memset(L, 0, sizeof *L);
@@ -786,6 +808,7 @@ static int name_matches(const char *name) {
   return ok;
 }
 
+static void on_graph_node_update(const CUpti_CallbackData *cb);
 #include "kc_graphs.h"
 
 static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
@@ -852,7 +875,13 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   capture_enter((CUpti_CallbackData *)cb);
 }
 
+static void on_graph_node_update(const CUpti_CallbackData *cb) {
+  if (cb->callbackSite == CUPTI_API_EXIT && cb->functionReturnValue && *(CUresult *)cb->functionReturnValue == CUDA_SUCCESS)
+    kc_graph_node_updated(cb->functionParams);
+}
+
 static void on_graph(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2) { if (S.capture && !S.done) on_graph_node_update(cb); return; }
   if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
     if (cb->callbackSite == CUPTI_API_ENTER) kc_graph_launched(((const cuGraphLaunch_params *)cb->functionParams)->hGraph);
     return;
@@ -1018,6 +1047,7 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
       case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags:
       case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
       case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2:
         on_graph(cbid, cb);
         break;
       default:
@@ -1135,7 +1165,7 @@ static int setup(void) {
       CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
       CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz, CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
   };
   for (size_t i = 0; i < sizeof graph_cbids / sizeof *graph_cbids; i++)
     p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, graph_cbids[i]);

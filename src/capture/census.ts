@@ -52,7 +52,7 @@ export interface CuptiReport {
 /** One executable CUDA graph of a process (c/kc_graphs.h): id in instantiation order, nodes (child graphs included), kernel nodes, launches. */
 export interface GraphSeen { id: number; nodes: number; kernel_nodes: number; launches: number }
 /** The launch --dispatch selected ran as a kernel node of a graph (not captured). */
-export interface GraphTarget { graph: number; kernel_node: number; name: string }
+export interface GraphTarget { graph: number; kernel_node: number; name: string; why?: string }
 
 export interface ProcessCensus {
   /** The census file (kernels.<pid>.json), relative to the folder. */

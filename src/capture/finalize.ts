@@ -150,6 +150,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     timing: { ...raw.timing, finalize_s: 0 },
     ...(raw.raw_version === 2 && raw.app_launch_method ? { appLaunchMethod: raw.app_launch_method } : {}),
     ...(raw.raw_version === 2 && raw.fault ? { fault: raw.fault } : {}),
+    ...(raw.raw_version === 2 && raw.graph ? { graph: { id: raw.graph.id, kernelNode: raw.graph.kernel_node } } : {}),
     hsa: raw.hsa ?? null,
     ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
     ...(o.source ? { source: o.source } : {}),

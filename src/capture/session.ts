@@ -230,7 +230,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
         const k = census.kernels.find((x) => x.name === t.name);
         throw new KerncapError(
           "E_GRAPH",
-          `launch #${req.dispatch} of ${k?.demangled || t.name} ran inside CUDA graph ${t.graph} (kernel node ${t.kernel_node} of ${g?.kernel_nodes ?? "?"}, ${g?.nodes ?? "?"} nodes, launched ${g?.launches ?? "?"} times): capturing a kernel launched from a CUDA graph is not supported yet`,
+          `launch #${req.dispatch} of ${k?.demangled || t.name} ran inside CUDA graph ${t.graph} (kernel node ${t.kernel_node} of ${g?.kernel_nodes ?? "?"}, ${g?.nodes ?? "?"} nodes, launched ${g?.launches ?? "?"} times) and could not be captured: ${t.why ?? "not supported"}`,
           {
             hint: `${k ? `${k.count - (k.graph ?? 0)} of its ${k.count} launches ran eagerly` : "Eager launches"} can be captured (--dispatch counts graph executions too; \`kerncap list\` shows them in its graph column). Or run the app without graphs (torch.compile mode "max-autotune-no-cudagraphs", GGML_CUDA_DISABLE_GRAPHS=1, vLLM --enforce-eager).`,
           },

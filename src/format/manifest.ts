@@ -177,6 +177,8 @@ export const Manifest = v.object({
   /** Per-file checksums of every file other than the memory images (those are per chunk). */
   files: v.array(FileRef),
   timing: v.record(v.string(), v.number()),
+  /** The captured launch was kernel node `kernelNode` of CUDA graph `id` (instantiation order): its ancestors were run by kerncap to reach its before state. */
+  graph: v.optional(v.object({ id: U, kernelNode: U })),
   /** The captured launch faulted in the app (device-side assert, illegal address, trap): the CUresult; there is no after state. */
   fault: v.optional(v.object({ code: U, name: v.string(), message: v.string() })),
   /** How timing.app_launch_us (the kernel's GPU time in the app) was measured. */
