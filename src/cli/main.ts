@@ -15,6 +15,8 @@ export const commands = {
   inspect: () => import("./commands/inspect.ts").then((m) => m.default),
   replay: () => import("./commands/replay.ts").then((m) => m.default),
   validate: () => import("./commands/validate.ts").then((m) => m.default),
+  pack: () => import("./commands/pack.ts").then((m) => m.default),
+  unpack: () => import("./commands/unpack.ts").then((m) => m.default),
 } satisfies Record<string, () => Promise<CommandDef<any>>>;
 
 export const main = defineCommand({
@@ -33,6 +35,7 @@ const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.h
 export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]): Promise<void> {
   const defs = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {};
   const known = new Set<string>();
+  const byAlias = new Map<string, ArgsDef[string]>();
   let positionals = 0;
   for (const [name, d] of Object.entries(defs as ArgsDef)) {
     if (d.type === "positional") {
@@ -41,7 +44,10 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     }
     known.add(name);
     if (d.type === "boolean") known.add(`no-${name}`);
-    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.add(a);
+    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) {
+      known.add(a);
+      byAlias.set(a, d);
+    }
   }
   const options = Object.entries(defs as ArgsDef).filter(([, d]) => d.type !== "positional").map(([n]) => `--${n}`).join(", ");
   let seen = 0;
@@ -55,7 +61,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
         });
       }
-      const d = (defs as ArgsDef)[name];
+      const d = (defs as ArgsDef)[name] ?? byAlias.get(name);
       if (d && d.type !== "boolean" && !a.includes("=")) {
         // the option's value: present, and not the next option (a negative number is a value)
         const v = args[i + 1];
