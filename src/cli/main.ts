@@ -8,6 +8,7 @@ import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef }
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { printJson } from "./args.ts";
 
 export const commands = {
   list: () => import("./commands/list.ts").then((m) => m.default),
@@ -17,6 +18,8 @@ export const commands = {
   validate: () => import("./commands/validate.ts").then((m) => m.default),
   pack: () => import("./commands/pack.ts").then((m) => m.default),
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
+  schema: () => import("./commands/schema.ts").then((m) => m.default),
+  doctor: () => import("./commands/doctor.ts").then((m) => m.default),
 } satisfies Record<string, () => Promise<CommandDef<any>>>;
 
 export const main = defineCommand({
@@ -109,7 +112,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
     log.error(message);
     if (hint) log.info(hint);
-    if (wantJson) process.stdout.write(JSON.stringify({ error: { code, message, hint: hint ?? null } }, null, 2) + "\n");
+    if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
     return exitCode;
   };
   try {

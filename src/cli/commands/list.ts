@@ -39,7 +39,7 @@ export default defineCommand({
         });
       }
       if (args.json) {
-        printJson({ app: argv, exitCode: r.exitCode, launches: r.launches, kernels });
+        printJson("list", { app: argv, exitCode: r.exitCode, launches: r.launches, kernels });
       } else {
         // "bench": launches an autotuner made while timing configs; --dispatch does not count them
         const bench = kernels.some((k) => k.benchmark);

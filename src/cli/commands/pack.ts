@@ -21,7 +21,7 @@ export default defineCommand({
     const dir = resolve(String(args.dir));
     const r = packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${w}`);
-    if (args.json) printJson(r);
+    if (args.json) printJson("pack", r);
     else {
       log.success(`packed ${r.files} files of ${basename(dir)} into ${r.archive}`);
       log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${basename(r.archive)}`);

@@ -135,7 +135,7 @@ export default defineCommand({
         appSeconds: r.seconds,
         timing: m.timing,
       };
-      if (args.json) printJson(summary);
+      if (args.json) printJson("run", summary);
       else {
         log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}) into ${out}`);
         log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${r.seconds.toFixed(2)} s`);

@@ -19,7 +19,7 @@ export default defineCommand({
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
     const r = unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
     for (const w of r.warnings) log.warn(`noted at pack time: ${w}`);
-    if (args.json) printJson(r);
+    if (args.json) printJson("unpack", r);
     else {
       log.success(`unpacked ${r.files} files into ${r.dir} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
       log.info(`next: kerncap inspect ${r.dir} --verify ; kerncap replay ${r.dir}`);
