@@ -23,6 +23,9 @@ export const DOCUMENT_VERSIONS = {
   unpack: 1,
   doctor: 1,
   error: 1,
+  /** MCP tools read_file and edit_file (src/mcp/server.ts). */
+  file: 1,
+  edit: 1,
 } as const;
 export type DocumentName = keyof typeof DOCUMENT_VERSIONS;
 
@@ -87,6 +90,8 @@ export const DOCUMENTS = {
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
+  file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
+  edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
 } satisfies Record<DocumentName, v.GenericSchema>;
 
 /** What `kerncap schema` can print: the manifest and every document. */

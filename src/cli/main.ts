@@ -20,6 +20,7 @@ export const commands = {
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
   schema: () => import("./commands/schema.ts").then((m) => m.default),
   doctor: () => import("./commands/doctor.ts").then((m) => m.default),
+  mcp: () => import("./commands/mcp.ts").then((m) => m.default),
 } satisfies Record<string, () => Promise<CommandDef<any>>>;
 
 export const main = defineCommand({
