@@ -9,19 +9,9 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { printJson } from "./args.ts";
+import { commands } from "./verbs.ts";
 
-export const commands = {
-  list: () => import("./commands/list.ts").then((m) => m.default),
-  run: () => import("./commands/run.ts").then((m) => m.default),
-  inspect: () => import("./commands/inspect.ts").then((m) => m.default),
-  replay: () => import("./commands/replay.ts").then((m) => m.default),
-  validate: () => import("./commands/validate.ts").then((m) => m.default),
-  pack: () => import("./commands/pack.ts").then((m) => m.default),
-  unpack: () => import("./commands/unpack.ts").then((m) => m.default),
-  schema: () => import("./commands/schema.ts").then((m) => m.default),
-  doctor: () => import("./commands/doctor.ts").then((m) => m.default),
-  mcp: () => import("./commands/mcp.ts").then((m) => m.default),
-} satisfies Record<string, () => Promise<CommandDef<any>>>;
+export { commands };
 
 export const main = defineCommand({
   meta: { name: "kerncap", version: TOOL_VERSION, description: "Capture one GPU kernel launch from an application; replay, edit and validate it in seconds" },

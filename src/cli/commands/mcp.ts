@@ -10,7 +10,12 @@ export default defineCommand({
   args: { ...verboseArg },
   async run() {
     log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
-    await serve(new StdioServerTransport());
+    // the client closing stdin ends the session (the SDK's transport does not watch for it)
+    const transport = new StdioServerTransport();
+    const done = serve(transport);
+    const end = () => void transport.close();
+    process.stdin.once("end", end).once("close", end);
+    await done;
     return 0;
   },
 });
