@@ -2,11 +2,16 @@
  * kerncap_cuda.c — the CUDA capture library, injected into the application.
  *
  * Exports: InitializeInjection() (called once by libcuda at cuInit when CUDA_INJECTION64_PATH
- *          names this file) and kerncap_set_ignore_launches(int) (for frontend shims: autotuner
- *          benchmark launches). Nothing else is visible (-fvisibility=hidden).
+ *          names this file), kerncap_set_ignore_launches(int) (for frontend shims: autotuner
+ *          benchmark launches), and cuptiSubscribe / cuptiSubscribe_v2 wrappers that see the
+ *          application's own CUPTI requests when kerncap puts this file on LD_PRELOAD
+ *          (c/kc_cupti.h). Nothing else is visible (-fvisibility=hidden).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_COUNT_BENCHMARKS,
- *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG (docs/raw-capture.md).
- * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last.
+ *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG, KERNCAP_RANK,
+ *          KERNCAP_PROCESS (docs/raw-capture.md).
+ * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last. In a job of
+ *          several processes only the one that claims the capture writes it (c/kc_process.h);
+ *          every process writes its own census kernels.<pid>.json and error.<pid>.txt.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; a
  *          mutex guards the tables, a thread-local flag ignores the callbacks that our own
  *          CUDA calls fire, and exactly one launch is ever captured.
@@ -16,9 +21,10 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include "kc_json.h"
-#include "kc_sparse.h"
 #include "kc_symbols.h"
 #include <cupti.h>
+#include "kc_cupti.h"
+#include "kc_process.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,22 +42,25 @@
 
 #define KC_EXPORT __attribute__((visibility("default")))
 #define KC_VERSION "kerncap_cuda 0.1.0"
-#define KC_ALIGN (64u << 10)           /* region offset alignment in the memory files (bytes) */
-#define KC_STAGE_BYTES (64u << 20)     /* pinned staging buffer (bytes) */
 #define KC_MAX_PARAMS 1024
 
 /* ---- dynamically resolved libcuda / libcupti entry points (one X-macro list each) ---- */
 #define CU_FUNCS(X)                                                                 \
   X(cuCtxSynchronize) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)       \
-  X(cuMemcpyDtoH_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuGetErrorString)         \
+  X(cuMemcpyDtoH_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuGetErrorString) X(cuGetErrorName)         \
   X(cuFuncGetParamInfo) X(cuKernelGetParamInfo) X(cuKernelGetFunction)              \
   X(cuFuncGetAttribute) X(cuFuncGetModule) X(cuStreamIsCapturing)                   \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)                  \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime_v2)  \
-  X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)
+  X(cuEventDestroy_v2) X(cuMemHostGetDevicePointer_v2) X(cuModuleGetGlobal_v2)         \
+  X(cuMemcpyDtoHAsync_v2) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize) \
+  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)       \
+  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuEventQuery) X(cuDeviceGetUuid_v2) X(cuDeviceGetPCIBusId) \
+  X(cuGraphKernelNodeGetParams_v2) X(cuFuncGetName) X(cuKernelGetName) X(cuGraphGetNodes)   \
+  X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)
 
 #define CUPTI_FUNCS(X)                                                              \
-  X(cuptiSubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
+  X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
 
 #define DECL_PTR(name) static __typeof__(name) *p_##name;
 CU_FUNCS(DECL_PTR)
@@ -74,6 +83,8 @@ typedef struct {
   char *name;
   uint64_t count;
   uint64_t benchmark; /* launches while a frontend said "benchmarking" (kerncap_set_ignore_launches) */
+  uint64_t graph;     /* of count, executions as a kernel node of a CUDA graph launch (kc_graphs.h) */
+  uint64_t recorded;  /* launches recorded into a graph by stream capture (not executions: not in count) */
   unsigned grid[3], block[3];
   uint64_t module;
   signed char match; /* --kernel verdict for this name: 0 not yet asked, 1 matches, -1 does not */
@@ -86,6 +97,7 @@ static struct {
   int done;      /* the one capture has been written */
   int log;
   int exit_after;
+  int own_load; /* our own cuModuleLoadData is running (the scan kernel) */
   char out[4096];
   regex_t re;
   int have_re;
@@ -106,6 +118,12 @@ static struct {
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP};
 
 static __thread int in_tool; /* our own CUDA calls fire callbacks too */
+
+/* ---- processes of a job (c/kc_process.h) ---- */
+static kc_proc_t KP;              /* this process: number, rank, selection */
+static double census_t;           /* when kernels.<pid>.json was last written (now_s) */
+static const char *counting_off;  /* why this process stopped counting (CUPTI handed back), or NULL */
+static const char *const KC_VISIBLE_VARS[] = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL};
 /* Set by a frontend shim (the Triton sitecustomize) while an autotuner benchmarks candidate
  * configs: those launches are counted apart and never taken by --dispatch. Process-wide, because
  * the autotuner may launch from any thread while it holds the flag. */
@@ -147,10 +165,11 @@ static void fail(const char *file, int line, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   S.enabled = 0;
+  if (S.capture) kc_cupti_done("capture failed", S.launches, 1); /* nothing more to see: let a profiler have CUPTI */
   fprintf(stderr, "[kerncap] capture disabled: %s (%s:%d)\n", msg, file, line);
   if (!S.out[0]) return;
   char p[4200];
-  path_join(p, sizeof p, "error.txt");
+  kc_proc_file(S.out, p, sizeof p, "error", "txt"); /* per process: error.<pid>.txt */
   FILE *f = fopen(p, "a");
   if (f) {
     fprintf(f, "%s (%s:%d)\n", msg, file, line);
@@ -235,15 +254,27 @@ static char *demangle(const char *name) {
   return strdup(name ? name : "");
 }
 
-/* Write kernels.json: every kernel seen, with its count and last launch shape. Atomic rename. */
-static void write_kernels_json(void) {
-  if (!S.out[0]) return;
+/* Write kernels.<pid>.json, this process's census: who it is, every kernel seen with its count
+ * and last launch shape, CUPTI sharing. final: written at exit (else a periodic or post-capture
+ * snapshot of the counts: a process that ends with _exit, e.g. a fork-started Python worker,
+ * leaves the last one). Atomic rename. */
+static void kc_graphs_json(FILE *f);
+static void write_kernels_json(int final) {
+  if (!S.out[0] || kc_proc_forked(&KP)) return; /* a forked child holds its parent's tables */
   char p[4200], t[4300];
-  path_join(p, sizeof p, "kernels.json");
+  kc_proc_file(S.out, p, sizeof p, "kernels", "json");
   snprintf(t, sizeof t, "%s.part", p);
   FILE *f = fopen(t, "w");
   if (!f) return;
-  fprintf(f, "{\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
+  census_t = now_s();
+  fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":", final ? "true" : "false", getenv("KERNCAP_MODE") ? getenv("KERNCAP_MODE") : "");
+  if (counting_off) kc_json_str(f, counting_off);
+  else fputs("true", f);
+  fputs(",\"process\":", f);
+  kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
+  fputs(",\"cupti\":", f);
+  kc_cupti_json(f, S.launches);
+  fprintf(f, ",\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
   int first = 1;
   for (size_t i = 0; i < S.ckstats; i++) {
     kstat_t *k = &S.kstats[i];
@@ -253,29 +284,20 @@ static void write_kernels_json(void) {
     kc_json_str(f, k->name);
     fprintf(f, ",\"demangled\":");
     kc_json_str(f, d);
-    fprintf(f, ",\"count\":%llu,\"benchmark\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
-            (unsigned long long)k->count, (unsigned long long)k->benchmark, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+    fprintf(f, ",\"count\":%llu,\"benchmark\":%llu,\"graph\":%llu,\"recorded\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
+            (unsigned long long)k->count, (unsigned long long)k->benchmark, (unsigned long long)k->graph, (unsigned long long)k->recorded, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
             k->block[2], (unsigned long long)k->module);
     free(d);
     first = 0;
   }
-  fprintf(f, "\n]}\n");
+  fprintf(f, "\n]");
+  kc_graphs_json(f);
+  fprintf(f, "}\n");
   fclose(f);
   rename(t, p);
 }
 
-/* ---- snapshot streaming ---- */
-typedef struct {
-  char *stage;     /* pinned, KC_STAGE_BYTES */
-  char *cmp;       /* pageable, KC_STAGE_BYTES (after-state comparison) */
-  int fd_before, fd_after;
-  uint64_t *offsets; /* per region, offset in the memory files */
-  int *changed;
-  uint64_t file_size;
-  double before_us, after_us;
-  uint64_t before_bytes, after_bytes;
-} snap_t;
-
+/* ---- output files ---- */
 static int open_out(const char *rel, int *fd) {
   char p[4200];
   path_join(p, sizeof p, rel);
@@ -283,6 +305,7 @@ static int open_out(const char *rel, int *fd) {
   if (*fd < 0) { FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
   return 0;
 }
+#define kc_open_out open_out
 
 static int write_file(const char *rel, const void *data, size_t n) {
   int fd;
@@ -313,90 +336,7 @@ static kglobal_t *G;
 static size_t nG, cG;
 static int G_skipped, G_symbols;
 
-/* Snapshot item i: regions first, then globals. */
-static const region_t *snap_item(size_t i, region_t *tmp) {
-  if (i < S.nregions) return &S.regions[i];
-  tmp->va = G[i - S.nregions].va;
-  tmp->size = G[i - S.nregions].size;
-  tmp->kind = "global";
-  return tmp;
-}
-
-/* Before state: every live region and module global, device→host through the pinned stage, into memory/before.bin. */
-static int snapshot_before(snap_t *sn) {
-  double t = now_s();
-  size_t items = S.nregions + nG;
-  if (CU_CHECK(p_cuMemHostAlloc((void **)&sn->stage, KC_STAGE_BYTES, 0))) return -1;
-  sn->cmp = malloc(KC_STAGE_BYTES);
-  sn->offsets = calloc(items + 1, sizeof *sn->offsets);
-  sn->changed = calloc(items + 1, sizeof *sn->changed);
-  if (!sn->cmp || !sn->offsets || !sn->changed) { FAIL("out of host memory for the snapshot"); return -1; }
-  if (open_out("memory/before.bin", &sn->fd_before)) return -1;
-  uint64_t off = 0;
-  for (size_t i = 0; i < items; i++) {
-    region_t tmp;
-    const region_t *r = snap_item(i, &tmp);
-    sn->offsets[i] = off;
-    for (uint64_t done = 0; done < r->size;) {
-      size_t n = r->size - done < KC_STAGE_BYTES ? (size_t)(r->size - done) : KC_STAGE_BYTES;
-      if (CU_CHECK(p_cuMemcpyDtoH_v2(sn->stage, (CUdeviceptr)(r->va + done), n))) return -1;
-      if (kc_write_sparse(sn->fd_before, sn->stage, n, off + done)) {
-        FAIL("write memory/before.bin: %s", strerror(errno));
-        return -1;
-      }
-      done += n;
-    }
-    if (i < S.nregions) sn->before_bytes += r->size;
-    off += (r->size + KC_ALIGN - 1) / KC_ALIGN * KC_ALIGN;
-  }
-  sn->file_size = off;
-  if (ftruncate(sn->fd_before, (off_t)off)) { FAIL("truncate before.bin: %s", strerror(errno)); return -1; }
-  sn->before_us = (now_s() - t) * 1e6;
-  return 0;
-}
-
-/* After state: regions whose bytes differ from before.bin are written to memory/after.bin. */
-static int snapshot_after(snap_t *sn) {
-  double t = now_s();
-  if (open_out("memory/after.bin", &sn->fd_after)) return -1;
-  for (size_t i = 0; i < S.nregions + nG; i++) {
-    region_t tmp;
-    const region_t *r = snap_item(i, &tmp);
-    uint64_t off = sn->offsets[i];
-    int changed = 0;
-    for (uint64_t done = 0; done < r->size;) {
-      size_t n = r->size - done < KC_STAGE_BYTES ? (size_t)(r->size - done) : KC_STAGE_BYTES;
-      if (CU_CHECK(p_cuMemcpyDtoH_v2(sn->stage, (CUdeviceptr)(r->va + done), n))) return -1;
-      if (!changed) {
-        ssize_t got = pread(sn->fd_before, sn->cmp, n, (off_t)(off + done));
-        if (got != (ssize_t)n) { FAIL("re-read memory/before.bin: %s", strerror(errno)); return -1; }
-        if (memcmp(sn->cmp, sn->stage, n)) {
-          changed = 1;
-          /* the bytes before this chunk equal the before state: copy them over */
-          for (uint64_t c = 0; c < done;) {
-            size_t m = done - c < KC_STAGE_BYTES ? (size_t)(done - c) : KC_STAGE_BYTES;
-            if (pread(sn->fd_before, sn->cmp, m, (off_t)(off + c)) != (ssize_t)m ||
-                kc_write_sparse(sn->fd_after, sn->cmp, m, off + c)) {
-              FAIL("copy into memory/after.bin: %s", strerror(errno));
-              return -1;
-            }
-            c += m;
-          }
-        }
-      }
-      if (changed && kc_write_sparse(sn->fd_after, sn->stage, n, off + done)) {
-        FAIL("write memory/after.bin: %s", strerror(errno));
-        return -1;
-      }
-      done += n;
-    }
-    sn->changed[i] = changed;
-    if (changed && i < S.nregions) sn->after_bytes += r->size;
-  }
-  if (ftruncate(sn->fd_after, (off_t)sn->file_size)) { FAIL("truncate after.bin: %s", strerror(errno)); return -1; }
-  sn->after_us = (now_s() - t) * 1e6;
-  return 0;
-}
+#include "kc_snapshot.h"
 
 /* ---- the launch being captured ---- */
 typedef struct {
@@ -527,11 +467,14 @@ typedef struct {
   layout_t lay;
   char *params;
   size_t params_size;
-  snap_t sn;
+  kc_snap_t sn;
   CUevent ev0, ev1;
   double t_sync, t_capture_start;
   uint64_t launch_index;
   long match_index;
+  const char *timing_method; /* how app_launch_us was measured */
+  CUresult fault;            /* the captured launch faulted (is_kernel_fault), else 0 */
+  module_t *mod;             /* the kernel's module image, found at launch entry */
   char name[4096];
 } capture_t;
 
@@ -589,7 +532,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
   p_cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   p_cuDriverGetVersion(&drv);
   char *dem = demangle(C.name);
-  fprintf(f, "{\"raw_version\":1,\"library\":\"%s\",\"frontend\":\"cuda\",\n\"kernel\":{\"name\":", KC_VERSION);
+  fprintf(f, "{\"raw_version\":2,\"library\":\"%s\",\"frontend\":\"cuda\",\n\"kernel\":{\"name\":", KC_VERSION);
   kc_json_str(f, C.name);
   fprintf(f, ",\"demangled\":");
   kc_json_str(f, dem);
@@ -599,6 +542,15 @@ static void write_raw_json(module_t *m, const char *modfile) {
   fprintf(f, "\"device\":{\"vendor\":\"nvidia\",\"name\":");
   kc_json_str(f, devname);
   fprintf(f, ",\"arch\":\"sm_%d%d\",\"driver_version\":%d,\"ordinal\":%d},\n", ma, mi, drv, (int)dev);
+  { /* ---- process identity (c/kc_process.h): who captured, on which GPU ---- */
+    char uuid[41] = "", pci[32] = "";
+    CUuuid u;
+    if (p_cuDeviceGetUuid_v2 && p_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) kc_uuid_str((const unsigned char *)u.bytes, uuid);
+    if (p_cuDeviceGetPCIBusId && p_cuDeviceGetPCIBusId(pci, sizeof pci, dev) != CUDA_SUCCESS) pci[0] = 0;
+    fputs("\"process\":", f);
+    kc_proc_json(f, &KP, KC_VISIBLE_VARS, uuid[0] ? uuid : NULL, pci[0] ? pci : NULL);
+    fputs(",\n", f);
+  }
   unsigned cl[3] = {1, 1, 1};
   fprintf(f, "\"launch\":{\"api\":\"%s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared_mem_bytes\":%u,\"attributes\":[",
           C.L.api, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem);
@@ -631,24 +583,41 @@ static void write_raw_json(module_t *m, const char *modfile) {
           module_kind(m), m->size, m->id,
           module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
                            : "CUPTI module-loaded callback; image chosen by kernel name");
-  fprintf(f, "\"regions\":[");
-  for (size_t i = 0; i < S.nregions; i++)
-    fprintf(f, "%s\n{\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"%s\",\"offset\":%llu,\"changed\":%s}", i ? "," : "",
-            (unsigned long long)S.regions[i].va, (unsigned long long)S.regions[i].size, S.regions[i].kind,
-            (unsigned long long)C.sn.offsets[i], C.sn.changed[i] ? "true" : "false");
   float ms = -1;
   if (C.ev0 && C.ev1) p_cuEventElapsedTime_v2(&ms, C.ev0, C.ev1);
+  const kc_snap_t *sn = &C.sn;
+  fprintf(f, "\"memory\":{\"chunk_bytes\":%u,\"hash\":\"%s\",\"align\":%u,\"live_bytes\":%llu,\"stored_before_bytes\":%llu,"
+             "\"stored_after_bytes\":%llu,\"hashed_on_gpu\":%s,\"gpu_scan_unavailable\":",
+          sn->chunk, KC_HASH_NAME, KC_ALIGN, (unsigned long long)sn->live_bytes, (unsigned long long)sn->stored_bytes[0],
+          (unsigned long long)sn->stored_bytes[1], sn->scan_ok > 0 ? "true" : "false");
+  if (sn->scan_ok > 0) fprintf(f, "null");
+  else kc_json_str(f, sn->scan_why);
+  fprintf(f, "},\n\"regions\":[");
+  for (size_t i = 0; i < S.nregions; i++) {
+    fprintf(f, "%s\n", i ? "," : "");
+    kc_json_item(f, &sn->items[i]);
+  }
   fprintf(f, "],\n\"globals\":[");
   for (size_t i = 0; i < nG; i++) {
-    fprintf(f, "%s\n{\"name\":", i ? "," : "");
-    kc_json_str(f, G[i].name);
-    fprintf(f, ",\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"global\",\"offset\":%llu,\"changed\":%s}", (unsigned long long)G[i].va,
-            (unsigned long long)G[i].size, (unsigned long long)C.sn.offsets[S.nregions + i], C.sn.changed[S.nregions + i] ? "true" : "false");
+    fprintf(f, "%s\n", i ? "," : "");
+    kc_json_item(f, &sn->items[S.nregions + i]);
   }
-  fprintf(f, "],\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,\"app_launch_us\":%.3f,"
+  if (C.fault) {
+    const char *fname = "", *fmsg = "";
+    if (p_cuGetErrorName) p_cuGetErrorName(C.fault, &fname);
+    if (p_cuGetErrorString) p_cuGetErrorString(C.fault, &fmsg);
+    fprintf(f, "],\n\"fault\":{\"code\":%d,\"name\":", (int)C.fault);
+    kc_json_str(f, fname);
+    fprintf(f, ",\"message\":");
+    kc_json_str(f, fmsg);
+    fprintf(f, "}");
+  } else fprintf(f, "]");
+  fprintf(f, ",\n\"app_launch_method\":\"%s\",\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,"
+             "\"scan_before_us\":%.1f,\"scan_after_us\":%.1f,\"fsync_us\":%.1f,\"app_launch_us\":%.3f,"
              "\"app_to_capture_s\":%.3f,\"before_bytes\":%llu,\"after_bytes\":%llu},\n\"hsa\":null}\n",
-          G_symbols, nG, G_skipped, C.t_sync, C.sn.before_us, C.sn.after_us, ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0,
-          (unsigned long long)C.sn.before_bytes, (unsigned long long)C.sn.after_bytes);
+          C.timing_method ? C.timing_method : "none", G_symbols, nG, G_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
+          ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0, (unsigned long long)sn->stored_bytes[0],
+          (unsigned long long)sn->stored_bytes[1]);
   fclose(f);
   rename(t, p);
 }
@@ -688,6 +657,23 @@ static void collect_globals(void) {
   logf_("module globals: %zu of %d data symbols (%d unreadable cubin entries)", nG, G_symbols, G_skipped);
 }
 
+/* Before state of every live region and module global (kc_snapshot.h). */
+static int snapshot_before(void) {
+  size_t n = S.nregions + nG;
+  if (kc_snap_init(&C.sn, n)) return -1;
+  for (size_t i = 0; i < S.nregions; i++)
+    if (kc_item_init(&C.sn, i, S.regions[i].va, S.regions[i].size, S.regions[i].kind, NULL)) return -1;
+  for (size_t i = 0; i < nG; i++)
+    if (kc_item_init(&C.sn, S.nregions + i, G[i].va, G[i].size, "global", G[i].name)) return -1;
+  char pp[4200];
+  path_join(pp, sizeof pp, "progress");
+  C.sn.progress_fd = open(pp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  S.own_load = 1; /* the scan module's MODULE_LOADED is ours, not the application's */
+  kc_snap_plan(&C.sn);
+  S.own_load = 0;
+  return kc_snap_pass(&C.sn, 0);
+}
+
 /* Launch entry of the matched launch: sync, before state, params, module, start event. */
 static void capture_enter(CUpti_CallbackData *cb) {
   (void)cb;
@@ -698,30 +684,56 @@ static void capture_enter(CUpti_CallbackData *cb) {
   collect_globals();
   if (pack_params()) { if (S.enabled) FAIL("cannot pack kernel parameters"); return; }
   if (write_file("kernel/params.bin", C.params, C.params_size)) return;
-  if (snapshot_before(&C.sn)) return;
-  if (p_cuEventCreate(&C.ev0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && p_cuEventCreate(&C.ev1, CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+  C.mod = find_module(C.name, module_of(C.L.f)); /* now: after a fault the driver answers nothing */
+  if (snapshot_before()) { kc_snap_free(&C.sn); return; }
+  if (p_cuEventCreate(&C.ev0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && p_cuEventCreate(&C.ev1, CU_EVENT_DEFAULT) == CUDA_SUCCESS) {
+    /* 100 µs of kc_spin ahead of the start event: the stream is busy while the application's
+     * launch is submitted, so ev0→ev1 is the kernel's GPU time, not the launch path (kc_scan.cu) */
+    unsigned long long ns = 100000;
+    void *spin_args[] = {&ns};
+    C.timing_method = "events";
+    if (C.sn.spin && p_cuLaunchKernel(C.sn.spin, 1, 1, 1, 1, 1, 1, 0, C.L.stream, spin_args, NULL) == CUDA_SUCCESS)
+      C.timing_method = "events after kc_spin (launch path hidden)";
     p_cuEventRecord(C.ev0, C.L.stream);
-  else C.ev0 = C.ev1 = NULL;
+  } else C.ev0 = C.ev1 = NULL;
+}
+
+/* Errors that cuCtxSynchronize returns when the kernel itself faulted (sticky: the context is
+ * unusable afterwards, in the application as without kerncap). */
+static int is_kernel_fault(CUresult r) {
+  switch ((int)r) {
+    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719: return 1;
+    default: return 0;
+  }
 }
 
 static void capture_exit(void) {
   if (C.ev1) p_cuEventRecord(C.ev1, C.L.stream);
-  if (CU_CHECK(p_cuCtxSynchronize())) return;
-  if (snapshot_after(&C.sn)) return;
-  close(C.sn.fd_before);
-  close(C.sn.fd_after);
-  module_t *m = find_module(C.name, module_of(C.L.f));
+  CUresult sr = p_cuCtxSynchronize();
+  if (sr != CUDA_SUCCESS && is_kernel_fault(sr)) {
+    /* The captured launch faulted: what the engineer wants to reproduce. The before state, the
+     * parameters and the module are already written; there is no after state (device memory
+     * cannot be read any more). The application then fails exactly as it would without us. */
+    C.fault = sr;
+    if (kc_open_out("memory/after.bin", &C.sn.fd_after) || kc_snap_sync(&C.sn)) { kc_snap_free(&C.sn); return; }
+  } else {
+    if (CU_CHECK(sr)) return;
+    if (kc_snap_pass(&C.sn, 1) || kc_snap_sync(&C.sn)) { kc_snap_free(&C.sn); return; }
+  }
+  module_t *m = C.mod ? C.mod : find_module(C.name, module_of(C.L.f));
   if (!m) { FAIL("no loaded module image contains %s (%zu images seen)", C.name, S.nmodules); return; }
   char modfile[64];
   snprintf(modfile, sizeof modfile, "kernel/module.%s", module_kind(m));
   if (write_file(modfile, m->bytes, m->size)) return;
   write_raw_json(m, modfile);
-  p_cuMemFreeHost(C.sn.stage);
-  free(C.sn.cmp);
+  uint64_t bb = C.sn.stored_bytes[0], ab = C.sn.stored_bytes[1];
+  kc_snap_free(&C.sn);
   S.done = 1;
-  write_kernels_json();
-  logf_("captured %s (launch %llu): %llu bytes before, %llu changed", C.name, (unsigned long long)C.launch_index,
-        (unsigned long long)C.sn.before_bytes, (unsigned long long)C.sn.after_bytes);
+  counting_off = "capture written; CUPTI handed back"; /* run mode: a later profiler in the app gets CUPTI */
+  kc_cupti_done(counting_off, S.launches, 1);
+  write_kernels_json(0);
+  logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
+        (unsigned long long)bb, (unsigned long long)ab);
   if (S.exit_after) _exit(0);
 }
 
@@ -774,6 +786,8 @@ static int name_matches(const char *name) {
   return ok;
 }
 
+#include "kc_graphs.h"
+
 static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   launch_t L;
   if (!decode_launch(cbid, cb->functionParams, &L)) return;
@@ -783,6 +797,13 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     if (tl_loaded && S.capture && !S.done) module_bind(tl_loaded_id, module_of(L.f));
     tl_loaded = 0;
     if (C.L.api && !S.done && S.enabled && C.launch_index + 1 == S.launches && !strcmp(name, C.name)) capture_exit();
+    return;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (p_cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+    /* recorded into a graph by stream capture: not an execution (the graph launch counts it) */
+    kstat_t *kr = kstat_get(name);
+    if (kr) kr->recorded++;
     return;
   }
   uint64_t idx = S.launches++;
@@ -804,22 +825,40 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     }
   }
   tl_loaded = 0;
+  if (now_s() - census_t >= 1.0) write_kernels_json(0); /* survives a process that ends with _exit */
   if (!S.capture || S.done || !S.enabled || C.L.api || bench) return;
   /* the regex (and the demangling it may need) runs once per name, not once per launch */
   if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
   if (k ? k->match < 0 : !name_matches(name)) return;
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (p_cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-    logf_("skipping %s: its stream is being captured into a CUDA graph", name);
-    return;
-  }
+  if (KG.target_in_graph) return; /* --dispatch already fell inside a graph launch */
   long m = S.matches++;
   if (m != S.dispatch) return;
+  { /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
+    int won = kc_claim(&KP);
+    if (won < 0) { FAIL("cannot create the capture claim %s/claim: %s", S.out, strerror(errno)); return; }
+    if (!won) {
+      logf_("pid %d: another process claimed the capture first; this one only counted", (int)getpid());
+      S.capture = 0;
+      counting_off = "another process claimed the capture; CUPTI handed back";
+      kc_cupti_done(counting_off, S.launches, 1);
+      write_kernels_json(0);
+      return;
+    }
+  }
   C.L = L;
   C.launch_index = idx;
   C.match_index = m;
   snprintf(C.name, sizeof C.name, "%s", name);
   capture_enter((CUpti_CallbackData *)cb);
+}
+
+static void on_graph(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
+    if (cb->callbackSite == CUPTI_API_ENTER) kc_graph_launched(((const cuGraphLaunch_params *)cb->functionParams)->hGraph);
+    return;
+  }
+  if (cb->callbackSite == CUPTI_API_EXIT && cb->functionReturnValue && *(CUresult *)cb->functionReturnValue == CUDA_SUCCESS)
+    kc_graph_instantiated(cb->functionParams);
 }
 
 static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
@@ -904,7 +943,7 @@ static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 
 static void on_module_loaded(const CUpti_ResourceData *rd) {
   const CUpti_ModuleResourceData *md = rd->resourceDescriptor;
-  if (!md) return;
+  if (!md || S.own_load) return;
   if (S.nmodules == S.cmodules) {
     size_t n = S.cmodules ? S.cmodules * 2 : 64;
     module_t *m = realloc(S.modules, n * sizeof *m);
@@ -944,7 +983,7 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;
-  if (!S.enabled) return;
+  if (!S.enabled || KCU.released) return;
   if (dom == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
     /* also while in_tool: our cuFuncGetModule may be what loads a lazy module */
     pthread_mutex_lock(&S.mu);
@@ -972,6 +1011,15 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
       case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
         on_module_api(cbid, cb);
         break;
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz:
+        on_graph(cbid, cb);
+        break;
       default:
         on_memory(cbid, cb);
     }
@@ -995,7 +1043,7 @@ static void *open_lib(const char *const *names, char *tried, size_t n) {
 static void at_exit(void) {
   if (!S.out[0]) return;
   pthread_mutex_lock(&S.mu);
-  write_kernels_json();
+  write_kernels_json(1);
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -1004,6 +1052,13 @@ static int setup(void) {
   if (!out || !*out) return -1; /* not started by kerncap: stay inert */
   snprintf(S.out, sizeof S.out, "%s", out);
   S.t0 = now_s();
+  { /* ---- processes of a job (c/kc_process.h): number this one, apply --rank/--process ---- */
+    char perr[256] = "";
+    int prc = kc_proc_init(&KP, S.out, perr, sizeof perr);
+    if (KP.number < 0) fprintf(stderr, "[kerncap] cannot number this process in %s/processes: %s\n", S.out, strerror(errno));
+    atexit(at_exit); /* every process leaves its census, even when capture is off */
+    if (prc) { FAIL("%s", perr); return -1; }
+  }
   S.log = getenv("KERNCAP_LOG") && !strcmp(getenv("KERNCAP_LOG"), "1");
   const char *mode = getenv("KERNCAP_MODE");
   S.capture = mode && !strcmp(mode, "capture");
@@ -1017,6 +1072,14 @@ static int setup(void) {
     S.have_re = 1;
   }
   S.enabled = 1;
+  if (S.capture && !KP.admitted) {
+    /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps
+     * working) and leave a census that says why this process was not counted */
+    counting_off = KP.why;
+    logf_("pid %d not selected (%s): not subscribing to CUPTI", KP.pid, KP.why);
+    write_kernels_json(0);
+    return 0;
+  }
 
   char tried[4096] = "";
   const char *cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
@@ -1040,11 +1103,14 @@ static int setup(void) {
   void *cxx = open_lib(cxx_names, tried, sizeof tried);
   if (cxx) S.demangle = (__typeof__(S.demangle))dlsym(cxx, "__cxa_demangle");
 
-  CUptiResult r = p_cuptiSubscribe(&S.sub, (CUpti_CallbackFunc)callback, NULL);
+  /* cuptiSubscribe_v2 when libcupti has it: a refusal then names the tool holding CUPTI (c/kc_cupti.h) */
+  CUptiResult r = kc_cupti_subscribe(cp, p_cuptiSubscribe, p_cuptiUnsubscribe, &S.sub, (CUpti_CallbackFunc)callback);
   if (r != CUPTI_SUCCESS) {
     const char *s = "";
     p_cuptiGetResultString(r, &s);
-    FAIL("cuptiSubscribe failed: %s (is another CUPTI tool attached?)", s);
+    char msg[1024];
+    kc_cupti_busy_message(msg, sizeof msg, r, s);
+    FAIL("%s", msg);
     return -1;
   }
   static const CUpti_CallbackId driver_cbids[] = {
@@ -1065,8 +1131,15 @@ static int setup(void) {
   };
   for (size_t i = 0; i < sizeof driver_cbids / sizeof *driver_cbids; i++)
     p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
+  static const CUpti_CallbackId graph_cbids[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+  };
+  for (size_t i = 0; i < sizeof graph_cbids / sizeof *graph_cbids; i++)
+    p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, graph_cbids[i]);
   p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
-  atexit(at_exit);
   logf_("injected: mode=%s kernel=%s dispatch=%ld out=%s", S.capture ? "capture" : "list", re ? re : "(any)", S.dispatch,
         S.out);
   return 0;

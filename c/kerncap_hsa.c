@@ -13,7 +13,8 @@
  *
  * Environment: KERNCAP_OUT, KERNCAP_MODE (list|capture), KERNCAP_KERNEL (POSIX ERE on the mangled
  * and the demangled name), KERNCAP_DISPATCH (0-based among matches), KERNCAP_EXIT_AFTER_CAPTURE,
- * KERNCAP_LOG.
+ * KERNCAP_LOG, KERNCAP_RANK, KERNCAP_PROCESS (multi-process jobs: c/kc_process.h; one process
+ * claims the capture, every process writes kernels.<pid>.json and error.<pid>.txt).
  *
  * How: OnLoad patches the runtime's API table. hsa_queue_create on a GPU agent becomes
  * hsa_amd_queue_intercept_create + hsa_amd_queue_intercept_register (tools-only entries of the AMD
@@ -43,6 +44,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include "kc_json.h"
+#include "kc_process.h"
 #include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -115,6 +117,11 @@ static struct {
   KC_VEC(kc_queue, queues);
 } S = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* ---- processes of a job (c/kc_process.h) ---- */
+static kc_proc_t KP;
+static struct timespec census_t; /* last write of kernels.<pid>.json */
+static const char* const KC_VISIBLE_VARS[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "CUDA_VISIBLE_DEVICES", NULL};
+
 /* ---- logging and checks ---- */
 
 static void kc_log(const char* fmt, ...) {
@@ -133,7 +140,7 @@ static void kc_fail(const char* file, int line, const char* call, const char* wh
   fprintf(stderr, "[kerncap] %s:%d: %s: %s (capture disabled)\n", file, line, call, why);
   if (!S.out[0]) return;
   char path[4200];
-  snprintf(path, sizeof path, "%s/error.txt", S.out);
+  kc_proc_file(S.out, path, sizeof path, "error", "txt"); /* per process: error.<pid>.txt */
   FILE* f = fopen(path, "a");
   if (f) {
     fprintf(f, "%s:%d: %s: %s\n", file, line, call, why);
@@ -200,14 +207,21 @@ static hsa_agent_t kc_agent_of(const hsa_queue_t* q, int* ordinal) {
 
 /* ---- kernels.json ---- */
 
-static void kc_write_kernels_json(void) {
-  if (!S.out[0]) return;
+/* kernels.<pid>.json: this process's census (identity, counts). final: written at exit. */
+static void kc_write_kernels_json(bool final) {
+  if (!S.out[0] || kc_proc_forked(&KP)) return; /* a forked child holds its parent's tables */
   char path[4200], tmp[4300];
-  snprintf(path, sizeof path, "%s/kernels.json", S.out);
+  const char* v;
+  kc_proc_file(S.out, path, sizeof path, "kernels", "json");
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE* f = fopen(tmp, "w");
   if (!f) return;
-  fputs("{\"kernels\":[", f);
+  clock_gettime(CLOCK_MONOTONIC, &census_t);
+  /* every dispatch is counted here, also in a process that is not selected or lost the claim */
+  fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":true", final ? "true" : "false", (v = getenv("KERNCAP_MODE")) ? v : "");
+  fputs(",\"process\":", f);
+  kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
+  fprintf(f, ",\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
   for (size_t i = 0; i < S.n_seen; i++) {
     kc_seen* k = &S.seen[i];
     char* d = kc_demangled(k->name);
@@ -400,6 +414,9 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
   fputs(",\"arch\":", f);
   kc_json_str(f, name);
   fprintf(f, ",\"driver_version\":%llu,\"ordinal\":0},", (unsigned long long)S.runtime_version);
+  fputs("\"process\":", f); /* who captured (c/kc_process.h); no device UUID on this path */
+  kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
+  fputc(',', f);
   fprintf(f, "\"launch\":{\"api\":\"hsa_kernel_dispatch_packet\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
              "\"shared_mem_bytes\":%u,\"cluster\":[1,1,1],\"attributes\":[]},\"function_attributes\":[],",
           d->grid_size_x, d->grid_size_y, d->grid_size_z, d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z,
@@ -419,7 +436,7 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
             (unsigned long long)kc_offset_of(i), changed[j] ? "true" : "false");
     j++;
   }
-  fprintf(f, "],\"globals\":[],\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"launch_us\":%.1f,\"after_us\":%.1f,\"app_to_capture_s\":%.3f},",
+  fprintf(f, "],\"globals\":[],\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"app_launch_us\":%.1f,\"after_us\":%.1f,\"app_to_capture_s\":%.3f},",
           sync_us, before_us, launch_us, after_us, app_s);
   fprintf(f, "\"hsa\":{\"kernel_object\":\"0x%llx\",\"group_segment_size\":%u,\"private_segment_size\":%u,\"kernarg_address\":\"0x%llx\","
              "\"runtime_version\":%llu}}\n",
@@ -453,6 +470,7 @@ static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** 
   }
   s->count++;
   *out = k;
+  if (kc_us_since(&census_t) >= 1e6) kc_write_kernels_json(false); /* survives a process that ends with _exit */
   if (!S.capture_mode || S.done || !S.enabled || !k) return false;
   if (!k->match) {
     bool match = !S.have_re || regexec(&S.re, k->name, 0, NULL, 0) == 0;
@@ -464,7 +482,16 @@ static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** 
     k->match = match ? 1 : -1;
   }
   if (k->match < 0) return false;
-  return S.matches++ == S.target_match;
+  if (S.matches++ != S.target_match) return false;
+  /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
+  int won = kc_claim(&KP);
+  if (won < 0) { kc_fail(__FILE__, __LINE__, "create the capture claim", strerror(errno)); return false; }
+  if (!won) {
+    kc_log("pid %d: another process claimed the capture first; this one only counts", (int)getpid());
+    S.capture_mode = false;
+    return false;
+  }
+  return true;
 }
 
 static void kc_on_packets(const void* pkts, uint64_t count, uint64_t user_index, void* data,
@@ -488,7 +515,7 @@ static void kc_on_packets(const void* pkts, uint64_t count, uint64_t user_index,
     S.done = true;
     if (st != HSA_STATUS_SUCCESS) writer(&p[i], 1); /* the dispatch must still run */
     start = i + 1;
-    kc_write_kernels_json();
+    kc_write_kernels_json(false);
     if (st == HSA_STATUS_SUCCESS && S.exit_after) {
       if (count > start) writer(&p[start], count - start);
       pthread_mutex_unlock(&S.mu);
@@ -682,6 +709,14 @@ static void kc_setup(void) {
     fprintf(stderr, "[kerncap] KERNCAP_OUT is not set; the HSA capture library stays idle\n");
     return;
   }
+  { /* ---- processes of a job (c/kc_process.h): number this one, apply --rank/--process ---- */
+    char perr[256] = "";
+    if (kc_proc_init(&KP, S.out, perr, sizeof perr)) { kc_fail(__FILE__, __LINE__, "KERNCAP_RANK/KERNCAP_PROCESS", perr); return; }
+    if (S.capture_mode && !KP.admitted) { /* not selected: count only */
+      S.capture_mode = false;
+      kc_log("pid %d not selected (%s): counting only", KP.pid, KP.why);
+    }
+  }
   if ((v = getenv("KERNCAP_KERNEL")) && *v) {
     int rc = regcomp(&S.re, v, REG_EXTENDED | REG_NOSUB);
     if (rc != 0) {
@@ -697,7 +732,7 @@ static void kc_setup(void) {
 
 static void kc_at_exit(void) {
   pthread_mutex_lock(&S.mu);
-  kc_write_kernels_json();
+  kc_write_kernels_json(true);
   pthread_mutex_unlock(&S.mu);
 }
 

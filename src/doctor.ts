@@ -3,7 +3,7 @@
  * ok / warn / fail / skip with the fix. Facts come from: dlopen of libcuda (cuDriverGetVersion,
  * cuInit, cuDeviceGetCount), the CUPTI search (src/capture/cupti.ts), `nvcc --version`,
  * python3's importlib.metadata (triton, torch; not imported), the cache folder
- * (src/capture/lib.ts cacheDir, written to), /proc/sys/kernel/randomize_va_space, and with a GPU
+ * (src/cache.ts preferredCacheDir and its TMPDIR fallback, written to), /proc/sys/kernel/randomize_va_space, and with a GPU
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
@@ -12,7 +12,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { findCupti } from "./capture/cupti.ts";
-import { cacheDir } from "./capture/lib.ts";
+import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
+import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { describeTried, libcudaCandidates, loaderReason } from "./replay/cuda.ts";
 
@@ -127,18 +128,36 @@ export function checkPython(env: Record<string, string | undefined>): Check[] {
   return [{ id: "python", status: "ok", detail: `${py}: Python ${v.python}` }, opt("triton", "Triton kernels and their reproducers"), opt("torch", "PyTorch apps")];
 }
 
-/** The cache folder for the embedded capture library: created and written to. */
-export function checkCache(): Check {
-  let dir = "";
+/** Create `dir` and write a probe file in it. @throws the file system's error. */
+function probeWritable(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  const probe = join(dir, `.doctor-${process.pid}`);
+  writeFileSync(probe, "ok");
+  rmSync(probe, { force: true });
+}
+
+/**
+ * The cache folder for the embedded capture library, Triton shim and templates, chosen as
+ * src/cache.ts chooses it: the preferred folder ($KERNCAP_CACHE, $XDG_CACHE_HOME/kerncap or
+ * ~/.cache/kerncap) written to: ok; else its $TMPDIR/kerncap-cache-<uid> fallback written to: warn;
+ * neither: fail.
+ */
+export function checkCache(env: Env = process.env): Check {
+  const pref = preferredCacheDir(env);
+  const fix = "Set KERNCAP_CACHE (or XDG_CACHE_HOME) to a writable folder: run and list write the capture library there.";
+  let why = "";
   try {
-    dir = cacheDir();
-    mkdirSync(dir, { recursive: true });
-    const probe = join(dir, `.doctor-${process.pid}`);
-    writeFileSync(probe, "ok");
-    rmSync(probe, { force: true });
-    return { id: "cache", status: "ok", detail: `${dir} is writable` };
+    probeWritable(pref.dir);
+    return { id: "cache", status: "ok", detail: `${pref.dir} (from ${pref.from}) is writable` };
   } catch (e) {
-    return { id: "cache", status: "fail", detail: `${dir || "the cache folder"} is not writable: ${(e as Error).message.split("\n")[0]}`, fix: "Set KERNCAP_CACHE (or XDG_CACHE_HOME) to a writable folder: run and list write the capture library there." };
+    why = (e as Error).message.split("\n")[0]!;
+  }
+  const fallback = fallbackCacheDir(env);
+  try {
+    probeWritable(fallback);
+    return { id: "cache", status: "warn", detail: `${pref.dir} (from ${pref.from}) is not writable (${why}); kerncap falls back to ${fallback}`, fix };
+  } catch (e) {
+    return { id: "cache", status: "fail", detail: `neither ${pref.dir} (from ${pref.from}; ${why}) nor the fallback ${fallback} (${(e as Error).message.split("\n")[0]}) is writable`, fix: `${fix} Or set TMPDIR to a writable temp folder.` };
   }
 }
 
@@ -252,7 +271,7 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" 
   const { path: nvccPath, ...nvcc } = nv;
   checks.push(nvcc);
   checks.push(...checkPython(env));
-  checks.push(checkCache());
+  checks.push(checkCache(env));
   checks.push(checkAslr());
   if (gpu.status === "ok") {
     checks.push(await checkVaReservation());

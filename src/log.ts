@@ -1,10 +1,11 @@
 /** The one tagged logger. It writes to stderr so that stdout carries only data (--json). */
 import { createConsola } from "consola";
+import { verboseFromEnv } from "./env.ts";
 
 export const log = createConsola({
   stdout: process.stderr,
   stderr: process.stderr,
-  level: process.env.KERNCAP_VERBOSE ? 4 : 3,
+  level: verboseFromEnv() ? 4 : 3,
   formatOptions: { date: false },
 }).withTag("kerncap");
 

@@ -4,6 +4,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { cuptiOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 
 /** Candidate libcupti paths, in search order. */
@@ -50,10 +51,11 @@ function pythonSitePackages(): string[] {
  * @throws KerncapError E_NO_CUPTI listing every place searched.
  */
 export function findCupti(env: Record<string, string | undefined> = process.env, systemRoots = true): string {
-  if (env.KERNCAP_CUPTI_PATH) {
+  const own = cuptiOverride(env);
+  if (own) {
     // an explicit path is authoritative: a typo must not silently fall back to another CUPTI
-    if (existsSync(env.KERNCAP_CUPTI_PATH)) return env.KERNCAP_CUPTI_PATH;
-    throw new KerncapError("E_NO_CUPTI", `KERNCAP_CUPTI_PATH names a file that does not exist: ${env.KERNCAP_CUPTI_PATH}`, {
+    if (existsSync(own)) return own;
+    throw new KerncapError("E_NO_CUPTI", `KERNCAP_CUPTI_PATH names a file that does not exist: ${own}`, {
       hint: "Point it at libcupti.so (CUDA toolkit: extras/CUPTI/lib64), or unset it to search the usual places.",
     });
   }

@@ -6,42 +6,81 @@ import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, wr
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { sha256File } from "../format/capture-dir.ts";
-import { FileImage, sha256Range } from "../format/file-image.ts";
+import { FileImage } from "../format/file-image.ts";
+import { runs, storedFromWholeRanges } from "../format/chunks.ts";
+import { parseRaw, type Raw, type RawV1, type RawV2 } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { identityFromRaw } from "./census.ts";
 
-// The raw JSON the C libraries write; only the fields used here are typed.
-interface RawRegion { va: string; size: number; kind: string; offset: number; changed: boolean; name?: string }
-interface Raw {
-  raw_version: number;
-  library: string;
-  frontend: "cuda" | "triton" | "hip";
-  kernel: { name: string; demangled: string; match_index: number; launch_index: number; counts_benchmarks?: boolean };
-  device: { vendor: "nvidia" | "amd"; name: string; arch: string; driver_version: number; ordinal: number };
-  launch: { api: string; grid: [number, number, number]; block: [number, number, number]; shared_mem_bytes: number; cluster?: [number, number, number]; attributes: { id: number; name: string; value_hex: string }[] };
-  function_attributes: { id: number; name: string; value: number }[];
-  params: { file: string; size: number; layout_source: string; layout: { index: number; offset: number; size: number }[] };
-  module: { file: string; kind: Manifest["module"]["kind"]; size: number; source: string };
-  regions: RawRegion[];
-  globals: RawRegion[];
-  timing: Record<string, number>;
-  hsa?: Record<string, unknown> | null;
-}
+export { readRaw } from "./raw.ts";
 
-/** Read raw.json from a library's output folder, or undefined when the capture did not complete. */
-export function readRaw(dir: string): Raw | undefined {
-  const p = join(dir, "raw.json");
-  if (!existsSync(p)) return undefined;
-  try {
-    return JSON.parse(readFileSync(p, "utf8")) as Raw;
-  } catch (e) {
-    throw new KerncapError("E_RAW", `the capture library wrote an unreadable raw.json: ${(e as Error).message}`, { hint: "Report this as a kerncap bug, with the app command." });
+/** Chunk size (bytes) used to hash raw_version 1 output (the HSA library's whole ranges). */
+const V1_CHUNK_BYTES = 1 << 20;
+
+type ManifestRange = Manifest["regions"][number];
+
+/** The manifest's ranges and memory summary from either raw version. */
+function memoryOf(dir: string, raw: Raw): { regions: Manifest["regions"]; globals: Manifest["globals"]; memory: Manifest["memory"] } {
+  const files = { beforeFileBytes: 0, afterFileBytes: 0 }; // set by the caller
+  const before = "memory/before.bin";
+  const after = "memory/after.bin";
+  if (raw.raw_version === 2) {
+    const conv = (r: RawV2["regions"][number]): ManifestRange => ({
+      va: r.va,
+      size: r.size,
+      kind: r.kind,
+      changed: r.changed,
+      changedChunks: r.changed_chunks,
+      changedBytes: r.changed_bytes,
+      hashedOn: r.hashed_on,
+      before: r.before,
+      after: r.after,
+    });
+    const regions = raw.regions.map(conv);
+    return {
+      regions,
+      globals: raw.globals.map((g) => ({ ...conv(g), name: g.name ?? "" })),
+      memory: {
+        before,
+        after,
+        chunkBytes: raw.memory.chunk_bytes,
+        hash: raw.memory.hash,
+        beforeBytes: raw.regions.reduce((s, r) => s + r.size, 0),
+        afterBytes: regions.reduce((s, r) => s + r.changedBytes, 0),
+        storedBeforeBytes: raw.memory.stored_before_bytes,
+        storedAfterBytes: raw.memory.stored_after_bytes,
+        ...files,
+        ...(raw.memory.gpu_scan_unavailable ? { gpuScanUnavailable: raw.memory.gpu_scan_unavailable } : {}),
+      },
+    };
   }
-}
-
-function regionHashes(dir: string, file: string, regions: RawRegion[], which: "before" | "after"): string[] {
-  const img = new FileImage(join(dir, file));
-  return regions.map((r) => (which === "after" && !r.changed ? "" : sha256Range(img, r.offset, r.size)));
+  const b = new FileImage(join(dir, before));
+  const a = new FileImage(join(dir, after));
+  const conv = (r: RawV1["regions"][number]): ManifestRange => {
+    const st = storedFromWholeRanges(b, a, r, V1_CHUNK_BYTES);
+    return { va: r.va, size: r.size, kind: r.kind, changed: st.after.extents.length > 0, changedChunks: st.changedChunks, changedBytes: st.changedBytes, hashedOn: "cpu", before: st.before, after: st.after };
+  };
+  const regions = raw.regions.map(conv);
+  const globals = raw.globals.map((g) => ({ ...conv(g), name: g.name ?? "" }));
+  const stored = (which: "before" | "after") =>
+    [...regions, ...globals].reduce((s, r) => s + runs(r, r[which], V1_CHUNK_BYTES).reduce((t, x) => t + x.bytes, 0), 0);
+  return {
+    regions,
+    globals,
+    memory: {
+      before,
+      after,
+      chunkBytes: V1_CHUNK_BYTES,
+      hash: "kc64/1",
+      beforeBytes: raw.regions.reduce((s, r) => s + r.size, 0),
+      afterBytes: regions.reduce((s, r) => s + r.changedBytes, 0),
+      storedBeforeBytes: stored("before"),
+      storedAfterBytes: stored("after"),
+      ...files,
+      gpuScanUnavailable: "raw_version 1 library (whole ranges): hashed by kerncap on the CPU",
+    },
+  };
 }
 
 export interface FinalizeOptions {
@@ -52,24 +91,32 @@ export interface FinalizeOptions {
   match: string;
   /** Extra frontend source information to store under manifest.source. */
   source?: Record<string, unknown>;
-  /** Runs on the temp folder before the rename (e.g. render the reproducer project). */
-  beforeRename?: (dir: string, m: Manifest) => void | Promise<void>;
+  /**
+   * Runs on the temp folder before the rename (e.g. render the reproducer project); finalDir is
+   * the name the folder gets next, the one its messages must name.
+   */
+  beforeRename?: (dir: string, m: Manifest, finalDir: string) => void | Promise<void>;
 }
 
 /**
- * Build and write kerncap.json in tmpDir, then rename tmpDir → finalDir (replacing an existing
+ * Check the raw capture (src/capture/raw.ts), build and write kerncap.json in tmpDir, then rename tmpDir → finalDir (replacing an existing
  * finalDir only when force is set).
  * @returns the manifest written.
  */
-export async function finalizeCapture(raw: Raw, o: FinalizeOptions): Promise<Manifest> {
+export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promise<Manifest> {
   const t0 = performance.now();
-  const before = "memory/before.bin";
-  const after = "memory/after.bin";
-  const hb = regionHashes(o.tmpDir, before, raw.regions, "before");
-  const ha = regionHashes(o.tmpDir, after, raw.regions, "after");
-  const gb = regionHashes(o.tmpDir, before, raw.globals, "before");
-  const ga = regionHashes(o.tmpDir, after, raw.globals, "after");
-  const fileRefs = [raw.params.file, raw.module.file].map((path) => ({ path, size: statSync(join(o.tmpDir, path)).size, sha256: sha256File(join(o.tmpDir, path)) }));
+  const raw = parseRaw(input);
+  if (!raw.module) {
+    throw new KerncapError("E_CAPTURE_FAILED", `the capture library saw the launch of ${raw.kernel.demangled || raw.kernel.name} but no loaded code object holding it`, {
+      hint: "The application loaded its code object in a way the library does not follow; run with --verbose and report the library's log.",
+    });
+  }
+  const module = raw.module;
+  const mem = memoryOf(o.tmpDir, raw);
+  const fileBytes = (f: string) => (existsSync(join(o.tmpDir, f)) ? statSync(join(o.tmpDir, f)).size : 0);
+  mem.memory.beforeFileBytes = fileBytes(mem.memory.before);
+  mem.memory.afterFileBytes = fileBytes(mem.memory.after);
+  const fileRefs = [raw.params.file, module.file].map((path) => ({ path, size: statSync(join(o.tmpDir, path)).size, sha256: sha256File(join(o.tmpDir, path)) }));
   const m: Manifest = {
     format: MANIFEST_FORMAT,
     version: MANIFEST_VERSION,
@@ -95,41 +142,23 @@ export async function finalizeCapture(raw: Raw, o: FinalizeOptions): Promise<Man
     },
     functionAttributes: raw.function_attributes,
     params: { file: raw.params.file, size: raw.params.size, layoutSource: raw.params.layout_source, layout: raw.params.layout },
-    module: { file: raw.module.file, kind: raw.module.kind, size: raw.module.size, source: raw.module.source },
-    memory: {
-      before,
-      after,
-      beforeBytes: raw.regions.reduce((s, r) => s + r.size, 0),
-      afterBytes: raw.regions.filter((r) => r.changed).reduce((s, r) => s + r.size, 0),
-    },
-    regions: raw.regions.map((r, i) => ({
-      va: r.va,
-      size: r.size,
-      kind: r.kind as Manifest["regions"][number]["kind"],
-      offset: r.offset,
-      changed: r.changed,
-      sha256Before: hb[i]!,
-      ...(r.changed ? { sha256After: ha[i]! } : {}),
-    })),
-    globals: raw.globals.map((g, i) => ({
-      name: g.name ?? "",
-      va: g.va,
-      size: g.size,
-      offset: g.offset,
-      changed: g.changed,
-      sha256Before: gb[i]!,
-      ...(g.changed ? { sha256After: ga[i]! } : {}),
-    })),
+    module: { file: module.file, kind: module.kind, size: module.size, source: module.source },
+    memory: mem.memory,
+    regions: mem.regions,
+    globals: mem.globals,
     files: fileRefs,
     timing: { ...raw.timing, finalize_s: 0 },
+    ...(raw.raw_version === 2 && raw.app_launch_method ? { appLaunchMethod: raw.app_launch_method } : {}),
+    ...(raw.raw_version === 2 && raw.fault ? { fault: raw.fault } : {}),
     hsa: raw.hsa ?? null,
+    ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
     ...(o.source ? { source: o.source } : {}),
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;
   parseManifest(m); // the writer obeys the same schema as every reader
-  if (o.beforeRename) await o.beforeRename(o.tmpDir, m);
+  if (o.beforeRename) await o.beforeRename(o.tmpDir, m, o.finalDir);
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
-  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.json stays: the launch census)
+  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
   if (existsSync(o.finalDir)) {
     assertReplaceable(o.finalDir, o.force);
     // the old capture stays until the new one is in place: a failed rename loses nothing

@@ -1,24 +1,20 @@
 /**
- * The capture libraries embedded in the executable, written once to a content-hashed cache path
- * (the injected process needs a real file; Bun would otherwise leave a copy in the temp folder at
- * every launch). KERNCAP_CUDA_LIB overrides the path.
+ * The CUDA capture library embedded in the executable, written once into the cache (src/cache.ts:
+ * the injected process needs a real file). KERNCAP_CUDA_LIB overrides the path.
  */
-import { mkdirSync, existsSync, renameSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
 import cudaLibFile from "../../c/build/libkerncap_cuda.so" with { type: "file" };
+import { cachedFolder } from "../cache.ts";
+import { cudaLibOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
+import { join } from "node:path";
 
-/** Cache folder: $KERNCAP_CACHE, else $XDG_CACHE_HOME/kerncap, else ~/.cache/kerncap. */
-export function cacheDir(): string {
-  if (process.env.KERNCAP_CACHE) return process.env.KERNCAP_CACHE;
-  const base = process.env.XDG_CACHE_HOME || join(homedir(), ".cache");
-  return join(base, "kerncap");
-}
-
-/** Real path of the CUDA capture library (libkerncap_cuda.so), extracted on first use. */
+/**
+ * Real path of the CUDA capture library (libkerncap_cuda.so), extracted on first use.
+ * @throws KerncapError E_LIB (not built into this kerncap), E_CACHE (no writable cache folder).
+ */
 export async function cudaCaptureLibrary(): Promise<string> {
-  if (process.env.KERNCAP_CUDA_LIB) return process.env.KERNCAP_CUDA_LIB;
+  const own = cudaLibOverride();
+  if (own) return own;
   const file = Bun.file(cudaLibFile);
   if (!(await file.exists())) {
     throw new KerncapError("E_LIB", `the embedded capture library is missing (${cudaLibFile})`, {
@@ -26,14 +22,5 @@ export async function cudaCaptureLibrary(): Promise<string> {
     });
   }
   const bytes = new Uint8Array(await file.arrayBuffer());
-  const hash = new Bun.CryptoHasher("sha256").update(bytes).digest("hex").slice(0, 16);
-  const dir = join(cacheDir(), hash);
-  const path = join(dir, "libkerncap_cuda.so");
-  if (!existsSync(path)) {
-    mkdirSync(dir, { recursive: true });
-    const tmp = `${path}.tmp-${process.pid}`;
-    writeFileSync(tmp, bytes, { mode: 0o755 });
-    renameSync(tmp, path);
-  }
-  return path;
+  return join(cachedFolder("cuda-lib", [{ path: "libkerncap_cuda.so", bytes, mode: 0o755 }]), "libkerncap_cuda.so");
 }

@@ -1,48 +1,47 @@
 /**
- * Start the application with a capture library injected, wait for it, and report what the
- * library wrote. The library contract (environment, files) is docs/raw-capture.md.
+ * The application process under `run` and `list`: find it, start it in its own process group,
+ * wait for it (kerncap's Ctrl-C/SIGTERM ends the group), and the name helpers for "no such kernel"
+ * messages. What the capture library is told and what it wrote are src/capture/session.ts's.
  */
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, rmSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
+import { forwardToGroup, type StopSignal, type StopSignals } from "../process-group.ts";
 
-export interface KernelSeen {
-  name: string;
-  demangled: string;
-  count: number;
-  /** Of `count`, launches made while an autotuner benchmarked configs (Triton shim); absent from older libraries. */
-  benchmark?: number;
-  grid: [number, number, number];
-  block: [number, number, number];
-  module: string;
-}
+import type { KernelSeen } from "./census.ts";
+
+export type { KernelSeen };
 
 export interface AppRun {
   exitCode: number | null;
+  /** The signal that ended the application, if one did ("SIGTERM"…). */
   signal: string | null;
   /** Wall time of the application run (s). */
   seconds: number;
-  kernels: KernelSeen[];
-  launches: number;
-  /** Lines of error.txt: internal failures of the capture library (capture was disabled). */
-  libraryErrors: string[];
-  interrupted: boolean;
+  /** kerncap's own SIGINT/SIGTERM that stopped the application's process group, if one came. */
+  interrupted: StopSignal | null;
 }
 
 export interface AppRunOptions {
   argv: string[];
-  /** Folder the library writes into (created here). */
-  outDir: string;
-  mode: "list" | "capture";
-  env: Record<string, string>;
+  /** The application's whole environment. */
+  env: Record<string, string | undefined>;
   /** Send the app's stdout to our stderr (keeps our stdout for --json data). */
   stdoutToStderr: boolean;
+  /** kerncap's SIGINT/SIGTERM, installed by the caller for as long as its temp folder lives. */
+  stops: StopSignals;
 }
 
 /**
+ * A stopped application gets this long (ms) after the first signal before its group gets SIGKILL;
+ * a second Ctrl-C kills at once.
+ */
+export const APP_GRACE_MS = 5000;
+
+/**
  * Resolve argv[0] like a shell would (PATH lookup unless it has a slash).
- * @throws KerncapError E_APP_NOT_FOUND / E_APP_NOT_EXECUTABLE
+ * @throws KerncapError E_USAGE (no application), E_APP_NOT_FOUND, E_APP_NOT_EXECUTABLE
  */
 export function resolveApp(argv: string[]): string {
   if (!argv.length || !argv[0]) {
@@ -66,54 +65,37 @@ export function resolveApp(argv: string[]): string {
   return path;
 }
 
-function readJson<T>(path: string): T | undefined {
-  try {
-    return JSON.parse(readFileSync(path, "utf8")) as T;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Run the app to completion under the library. Ctrl-C is forwarded and reported as interrupted. */
+/**
+ * Run the application to completion, in a process group of its own (pgid = its pid; setsid, so
+ * it has no controlling terminal: it reads an inherited terminal stdin, not /dev/tty). kerncap's
+ * SIGINT/SIGTERM goes to that whole group (launchers' workers too), then SIGKILL after
+ * APP_GRACE_MS or at a second signal, and whatever is left of the group is killed once the
+ * application has exited; `interrupted` says which signal it was.
+ */
 export async function runApp(o: AppRunOptions): Promise<AppRun> {
   const exe = resolveApp(o.argv);
-  mkdirSync(`${o.outDir}/kernel`, { recursive: true });
-  mkdirSync(`${o.outDir}/memory`, { recursive: true });
   const t0 = performance.now();
-  let interrupted = false;
   const proc = Bun.spawn([exe, ...o.argv.slice(1)], {
-    env: { ...process.env, ...o.env },
+    env: o.env,
     stdin: "inherit",
     stdout: o.stdoutToStderr ? 2 : "inherit",
     stderr: "inherit",
+    detached: true,
   });
-  const forward = (sig: NodeJS.Signals) => () => {
-    interrupted = true;
-    try {
-      proc.kill(sig);
-    } catch {
-      /* already gone */
-    }
-  };
-  const onInt = forward("SIGINT");
-  const onTerm = forward("SIGTERM");
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
-  const exitCode = await proc.exited;
-  process.off("SIGINT", onInt);
-  process.off("SIGTERM", onTerm);
+  const unhook = forwardToGroup(o.stops, proc.pid, APP_GRACE_MS);
+  let exitCode: number | null;
+  try {
+    exitCode = await proc.exited;
+  } finally {
+    unhook();
+  }
   const seconds = (performance.now() - t0) / 1000;
-  const ks = readJson<{ launches: number; kernels: KernelSeen[] }>(`${o.outDir}/kernels.json`);
-  const errs = existsSync(`${o.outDir}/error.txt`) ? readFileSync(`${o.outDir}/error.txt`, "utf8").split("\n").filter(Boolean) : [];
-  log.debug(`app exited with ${exitCode} after ${seconds.toFixed(2)} s; ${ks?.kernels.length ?? 0} kernels seen`);
+  log.debug(`app exited with ${exitCode} after ${seconds.toFixed(2)} s`);
   return {
     exitCode,
     signal: proc.signalCode == null ? null : String(proc.signalCode),
     seconds,
-    kernels: ks?.kernels ?? [],
-    launches: ks?.launches ?? 0,
-    libraryErrors: errs,
-    interrupted,
+    interrupted: o.stops.signal,
   };
 }
 

@@ -2,6 +2,8 @@
 import type { ArgsDef } from "citty";
 import { KerncapError } from "../errors.ts";
 import { documentId, type DocumentName } from "./documents.ts";
+import { elementType } from "../replay/tolerance.ts";
+import { floatArg } from "../replay/tolerance-plan.ts";
 
 export const jsonArg = {
   json: { type: "boolean", description: "Print machine-readable JSON on stdout (logs stay on stderr)", default: false },
@@ -44,4 +46,32 @@ export function printJson(name: DocumentName, doc: object): void {
 /** The document with its schema id (what printJson writes; the MCP server returns the same). */
 export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
   return { schema: documentId(name), ...doc };
+}
+
+/** --atol/--rtol/--dtype, shared by replay and validate. */
+export const toleranceArgs = {
+  atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|)", default: "0" },
+  rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
+  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (default fp32)" },
+} as const satisfies ArgsDef;
+
+/** --atol/--rtol/--dtype, checked before any GPU work. @throws KerncapError E_USAGE */
+export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown }): { atol?: number; rtol?: number; dtype?: string } {
+  const dtype = args.dtype ? String(args.dtype) : undefined;
+  if (dtype && !elementType(dtype)) {
+    throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+  }
+  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype };
+}
+
+/**
+ * --kernel/-k/--kernel-name as the capture library takes it: a POSIX ERE searched in the mangled
+ * and the demangled name. ncu's `regex:RE` spelling is accepted and means RE. Where ncu compares
+ * a name given without `regex:` exactly, kerncap still searches (`foo` == `regex:foo`); anchor it
+ * for one kernel only, e.g. `^softmax\(` (demangled) or `^_Z7softmax` (mangled).
+ */
+export function kernelPattern(v: unknown): string {
+  if (v === undefined || v === null) return "";
+  const s = String(v);
+  return s.startsWith("regex:") ? s.slice("regex:".length) : s;
 }

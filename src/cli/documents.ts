@@ -10,7 +10,7 @@
  */
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
-import { Manifest } from "../format/manifest.ts";
+import { Manifest, ProcessIdentity } from "../format/manifest.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -37,12 +37,42 @@ export function documentId(name: DocumentName): string {
 const U = v.pipe(v.number(), v.integer(), v.minValue(0));
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 
-const Kernel = v.object({ name: v.string(), demangled: v.string(), count: U, benchmark: v.optional(U), grid: v.array(U), block: v.array(U), module: v.string() });
+const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
+/** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
+const Kernel = v.object({
+  name: v.string(),
+  demangled: v.string(),
+  count: U,
+  benchmark: v.optional(U),
+  grid: v.array(U),
+  block: v.array(U),
+  module: v.string(),
+  perProcess: v.optional(v.array(PerProcess)),
+});
+
+/** One process of the job that initialized CUDA/HSA (src/capture/census.ts processSummary). */
+const ProcessRow = v.object({
+  pid: U,
+  rank: v.nullable(U),
+  rankVariable: v.nullable(v.string()),
+  /** 0-based order of CUDA/HSA initialization; -1 unknown. */
+  number: v.pipe(v.number(), v.integer(), v.minValue(-1)),
+  hostname: v.string(),
+  command: v.array(v.string()),
+  visibleDevices: v.record(v.string(), v.string()),
+  launches: U,
+  /** Its census was written at exit and it counted every launch. */
+  complete: v.boolean(),
+  /** Why it stopped counting (absent when it counted every launch). */
+  stoppedCounting: v.optional(v.string()),
+  kernels: v.array(v.object({ name: v.string(), count: U })),
+  errors: v.array(v.string()),
+});
 
 const Integrity = v.object({
   /** ok: every checked file and region matches; damaged: the first mismatch is named. */
   verdict: v.picklist(["ok", "damaged"]),
-  /** files: sizes and SHA-256 of kernel/params files, memory image extents; regions: every region's SHA-256 too (--verify). */
+  /** files: sizes and SHA-256 of the small files, memory image sizes; files+regions: every stored chunk's kc64 too (--verify). */
   checked: v.picklist(["files", "files+regions"]),
   code: v.optional(v.string()),
   message: v.optional(v.string()),
@@ -63,7 +93,7 @@ const DoctorCheck = v.object({
 
 /** valibot schema of each verb's document (and of the error document). */
 export const DOCUMENTS = {
-  list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel) }),
+  list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel), processes: v.array(ProcessRow) }),
   run: v.object({
     ...id("run"),
     dir: v.string(),
@@ -74,7 +104,15 @@ export const DOCUMENTS = {
     beforeBytes: U,
     afterBytes: U,
     appSeconds: v.number(),
+    /** The application's exit code (null when a signal ended it); kerncap run exits with it when non-zero. */
+    appExitCode: v.nullable(v.number()),
+    /** The signal that ended the application ("SIGTERM"…), or null. */
+    appSignal: v.nullable(v.string()),
     timing: v.record(v.string(), v.number()),
+    /** The capturing process (manifest `process`; null from a library that does not record it). */
+    process: v.nullable(ProcessIdentity),
+    /** How many processes of the job initialized CUDA/HSA. */
+    processes: U,
   }),
   inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
   replay: v.looseObject({ ...id("replay"), kernel: v.string(), verdict: v.optional(v.picklist(["match", "mismatch"])), match: v.optional(v.boolean()) }),

@@ -28,20 +28,17 @@ const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.h
  */
 export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]): Promise<void> {
   const defs = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {};
-  const known = new Set<string>();
-  const byAlias = new Map<string, ArgsDef[string]>();
+  // every spelling (name, no-name, aliases such as ncu's -k/--kernel-name) → the option it means
+  const known = new Map<string, string>();
   let positionals = 0;
   for (const [name, d] of Object.entries(defs as ArgsDef)) {
     if (d.type === "positional") {
       positionals++;
       continue;
     }
-    known.add(name);
-    if (d.type === "boolean") known.add(`no-${name}`);
-    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) {
-      known.add(a);
-      byAlias.set(a, d);
-    }
+    known.set(name, name);
+    if (d.type === "boolean") known.set(`no-${name}`, name);
+    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.set(a, name);
   }
   const options = Object.entries(defs as ArgsDef).filter(([, d]) => d.type !== "positional").map(([n]) => `--${n}`).join(", ");
   let seen = 0;
@@ -55,7 +52,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
         });
       }
-      const d = (defs as ArgsDef)[name] ?? byAlias.get(name);
+      const d = (defs as ArgsDef)[known.get(name)!];
       if (d && d.type !== "boolean" && !a.includes("=")) {
         // the option's value: present, and not the next option (a negative number is a value)
         const v = args[i + 1];
@@ -74,6 +71,19 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
   }
 }
 
+/** citty's usage writes every alias with one dash: long ones (--kernel-name, --launch-skip) get two. */
+async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string> {
+  const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
+  let out = usage;
+  for (const d of Object.values(defs)) {
+    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) {
+      // one more dash, one less space of the line's padding: the columns stay aligned
+      if (a.length > 1) out = out.replace(new RegExp(`^( ?)(.*?[\\s,])-${a}(?=[,\\s=])`, "gm"), (_m, _sp: string, pre: string) => `${pre}--${a}`);
+    }
+  }
+  return out;
+}
+
 /** Run the CLI on argv; returns the exit code instead of exiting (used by tests too). */
 export async function runCli(argv: string[]): Promise<number> {
   // kerncap's own arguments end at `--`: the application's (even a --json or --verbose of its own) follow
@@ -83,7 +93,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const wantJson = own.includes("--json");
   setVerbose(verbose);
   const verb = own.find((a) => !a.startsWith("-"));
-  const globalOptions = new Set(["--help", "-h", "--version", "--json", "--verbose"]);
+  const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);
   if (own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") {
     const sub = own.find((a) => isVerb(a)) as Verb | undefined;
     if (own.length === 0) log.error("no command given");
@@ -93,10 +103,11 @@ export async function runCli(argv: string[]): Promise<number> {
     let out = process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "");
     out = out.replace(/[ \t]+$/gm, "");
     if (sub === "run" || sub === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");
+    if (sub) out = await longAliases(out, await commands[sub]());
     process.stdout.write(out + "\n");
     return own.length === 0 ? 2 : 0;
   }
-  if (own.includes("--version")) {
+  if (own.includes("--version") || own.includes("-V")) {
     process.stdout.write(TOOL_VERSION + "\n");
     return 0;
   }

@@ -3,9 +3,10 @@
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
+import { storedEnd, verifyChunks } from "./chunks.ts";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { MANIFEST_FILE, parseManifest, type Manifest, type Region } from "./manifest.ts";
+import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
 export function sha256(bytes: Uint8Array): string {
@@ -62,16 +63,6 @@ function startsWithZipSignature(path: string): boolean {
   }
 }
 
-/** Alignment (bytes) of region offsets in the memory images (KC_ALIGN in both capture libraries). */
-export const MEMORY_ALIGN = 64 << 10;
-
-/** Bytes each memory image must span: max(region offset + size). */
-export function memoryExtent(regions: { offset: number; size: number }[], onlyChanged = false): number {
-  let end = 0;
-  for (const r of regions) if (!onlyChanged || (r as Region).changed) end = Math.max(end, r.offset + r.size);
-  return end;
-}
-
 /**
  * Check that every file exists with its recorded size and SHA-256 (small files), and that the
  * memory images are long enough. Region contents are checked against sha256Before/After as they
@@ -87,44 +78,24 @@ export function verifyFiles(dir: string, m: Manifest): void {
     const h = sha256File(p);
     if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway)." });
   }
-  const all = [...m.regions, ...m.globals];
-  // the libraries lay regions out at 64 KiB-aligned offsets and size both images to the end of that layout
-  const layoutEnd = Math.ceil(memoryExtent(all) / MEMORY_ALIGN) * MEMORY_ALIGN;
-  for (const [file, onlyChanged] of [[m.memory.before, false], [m.memory.after, true]] as const) {
-    const need = memoryExtent(all, onlyChanged);
+  for (const [file, want, need] of [
+    [m.memory.before, m.memory.beforeFileBytes, storedEnd(m, "before")],
+    [m.memory.after, m.memory.afterFileBytes, storedEnd(m, "after")],
+  ] as const) {
     const p = join(dir, file);
-    if (need === 0) continue;
+    if (want === 0 && need === 0) continue;
     if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${file} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
     const size = statSync(p).size;
-    if (size < need) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, regions need ${need}`, { hint: "Capture again; the file was damaged." });
-    if (size > layoutEnd) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} has ${size - layoutEnd} bytes after the last region's slot (${size} bytes, the layout ends at ${layoutEnd}): appended or altered`, { hint: "Capture again; the file was damaged." });
+    if (size < need) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, its stored chunks need ${need}`, { hint: "Capture again; the file was damaged." });
+    if (size !== want) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} has ${size} bytes, the manifest says ${want}: ${size > want ? "appended" : "truncated"} or altered`, { hint: "Capture again; the file was damaged." });
   }
 }
 
 /**
- * Check every region's SHA-256 in both memory images (reads them once, through mmap; the page
- * cache then serves the restore). Runs before the GPU is touched.
- * @throws KerncapError E_CHECKSUM naming the file and the region.
+ * Check the kc64 of every stored chunk in both memory images on the CPU (src/format/chunks.ts;
+ * reads them once, through mmap). `kerncap replay` checks the restored memory on the GPU instead.
+ * @throws KerncapError E_CHECKSUM naming the file, the range and the chunk.
  */
-export function verifyRegions(dir: string, m: Manifest): void {
-  const all = [...m.regions, ...m.globals];
-  if (m.memory.beforeBytes || m.globals.length) {
-    const before = new FileImage(join(dir, m.memory.before));
-    for (const r of all) checkRegionHash(m.memory.before, r, before, r.sha256Before);
-  }
-  const changed = all.filter((r) => r.changed);
-  if (changed.length) {
-    const after = new FileImage(join(dir, m.memory.after));
-    for (const r of changed) checkRegionHash(m.memory.after, r, after, r.sha256After ?? "");
-  }
-}
-
-/** Check one region's checksum in its memory image. @throws KerncapError E_CHECKSUM */
-export function checkRegionHash(file: string, r: { va: string; size: number; offset: number }, img: FileImage, expected: string): void {
-  const h = sha256Range(img, r.offset, r.size);
-  if (h !== expected) {
-    throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file} for region ${r.va} (${r.size} bytes)`, {
-      hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
-    });
-  }
+export function verifyRegions(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): void {
+  verifyChunks(dir, m, onBytes);
 }

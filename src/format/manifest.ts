@@ -9,7 +9,9 @@ import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 
 /** Manifest format version written by this build. Bump on any incompatible change. */
-export const MANIFEST_VERSION = 1;
+export const MANIFEST_VERSION = 2;
+/** Manifest versions this build reads (1: whole-region images with SHA-256, before chunked snapshots). */
+export const MANIFEST_VERSIONS_READ = [2] as const;
 export const MANIFEST_FORMAT = "kerncap-capture";
 export const MANIFEST_FILE = "kerncap.json";
 
@@ -23,19 +25,34 @@ export type Frontend = v.InferOutput<typeof Frontend>;
 
 export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "async", "host-mapped", "global"]);
 
+/**
+ * One stored state of a range: runs of chunks written to a memory file. extents[i] = [first chunk,
+ * chunk count, byte offset in the file] (the run's chunks lie back to back from that offset);
+ * hashes = kc64 (src/format/kc64.ts) of every stored chunk in extent order, 16 hex digits each.
+ */
+export const Stored = v.object({
+  extents: v.array(v.tuple([U, U, U])),
+  hashes: v.pipe(v.string(), v.regex(/^(?:[0-9a-f]{16})*$/, "expected kc64 hashes, 16 hex digits each")),
+});
+export type Stored = v.InferOutput<typeof Stored>;
+
 /** Fields every snapshotted range has (allocations and module globals alike). */
 const Range = {
   /** Virtual address of the first byte (hex). */
   va: Hex,
   /** Bytes. */
   size: U,
-  /** Byte offset of this range in memory/before.bin and memory/after.bin (page-aligned). */
-  offset: U,
-  /** True when the launch changed at least one byte; then memory/after.bin holds its after state. */
+  /** True when the launch changed at least one chunk; then `after` lists the changed chunks. */
   changed: v.boolean(),
-  /** SHA-256 of the before bytes (and of the after bytes when changed). */
-  sha256Before: Sha256,
-  sha256After: v.optional(Sha256),
+  /** Chunks the launch changed, and their bytes (chunk-granular: whole chunks count). */
+  changedChunks: U,
+  changedBytes: U,
+  /** Where the chunk hashes were computed: the scan kernel on the GPU, or the CPU. */
+  hashedOn: v.picklist(["gpu", "cpu"]),
+  /** The non-zero chunks before the launch (chunks not listed were all zero). */
+  before: Stored,
+  /** The chunks the launch changed, with their after state (chunks not listed kept their before state). */
+  after: Stored,
 };
 
 /** One device allocation (or VMM mapping) live at the launch. */
@@ -60,6 +77,34 @@ export type ParamSlot = v.InferOutput<typeof ParamSlot>;
 
 export const FileRef = v.object({ path: v.string(), size: U, sha256: Sha256 });
 export type FileRef = v.InferOutput<typeof FileRef>;
+
+/**
+ * Who captured (raw.json `process`, written by c/kc_process.h in the capturing process): one
+ * process of a job (torchrun, multiprocessing, a subprocess) claims the capture.
+ */
+export const ProcessIdentity = v.object({
+  pid: U,
+  ppid: U,
+  /** 0-based order in which the job's processes initialized CUDA/HSA (--process); -1 unknown. */
+  number: v.pipe(v.number(), v.integer(), v.minValue(-1)),
+  hostname: v.string(),
+  /** /proc/self/cmdline. */
+  cmdline: v.array(v.string()),
+  /** Launcher variables that were set (RANK, LOCAL_RANK, WORLD_SIZE, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, ...). */
+  jobEnv: v.record(v.string(), v.string()),
+  /** From the first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID holding a whole number. */
+  rank: v.nullable(U),
+  rankVariable: v.nullable(v.string()),
+  /** How the capturing process was chosen: --rank, --process, or the first to reach the launch. */
+  selection: v.object({ by: v.picklist(["any", "rank", "process"]), value: v.optional(U), admitted: v.boolean() }),
+  /** CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES on AMD), those set. */
+  visibleDevices: v.record(v.string(), v.string()),
+  /** cuDeviceGetUuid_v2, as nvidia-smi prints it (GPU-…). */
+  deviceUuid: v.optional(v.string()),
+  /** cuDeviceGetPCIBusId (domain:bus:device.function). */
+  pciBusId: v.optional(v.string()),
+});
+export type ProcessIdentity = v.InferOutput<typeof ProcessIdentity>;
 
 export const Manifest = v.object({
   format: v.literal(MANIFEST_FORMAT),
@@ -110,16 +155,35 @@ export const Manifest = v.object({
   memory: v.object({
     before: v.string(),
     after: v.string(),
-    /** Bytes of region data (sum of region sizes), not of the sparse files. */
+    /** Snapshot chunk size (bytes, a power of two; the last chunk of a range may be shorter). */
+    chunkBytes: U,
+    /** Chunk checksum function. */
+    hash: v.literal("kc64/1"),
+    /** Bytes of region data (sum of region sizes: live memory at the launch). */
     beforeBytes: U,
+    /** Bytes of the regions' chunks that the launch changed. */
     afterBytes: U,
+    /** Bytes stored in memory/before.bin and memory/after.bin (non-zero and changed chunks). */
+    storedBeforeBytes: U,
+    storedAfterBytes: U,
+    /** Sizes (bytes) of memory/before.bin and memory/after.bin as written: a longer or shorter file was altered. */
+    beforeFileBytes: U,
+    afterFileBytes: U,
+    /** Why chunks were hashed on the CPU instead of the GPU scan kernel (absent when it ran). */
+    gpuScanUnavailable: v.optional(v.string()),
   }),
   regions: v.array(Region),
   globals: v.array(Global),
-  /** Per-file checksums of every file other than the memory images (those are per region). */
+  /** Per-file checksums of every file other than the memory images (those are per chunk). */
   files: v.array(FileRef),
   timing: v.record(v.string(), v.number()),
+  /** The captured launch faulted in the app (device-side assert, illegal address, trap): the CUresult; there is no after state. */
+  fault: v.optional(v.object({ code: U, name: v.string(), message: v.string() })),
+  /** How timing.app_launch_us (the kernel's GPU time in the app) was measured. */
+  appLaunchMethod: v.optional(v.string()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
+  /** The capturing process (absent from captures made before it was recorded). */
+  process: v.optional(ProcessIdentity),
   /** Frontend-specific source information (CUDA source location, Triton JIT metadata). */
   source: v.optional(v.record(v.string(), v.unknown())),
 });
@@ -135,6 +199,13 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
     throw new KerncapError("E_MANIFEST", `${where} is not a kerncap capture manifest (format is not "${MANIFEST_FORMAT}")`, {
       hint: "Point kerncap at a folder written by `kerncap run`.",
     });
+  }
+  if (typeof obj.version === "number" && obj.version < MANIFEST_VERSION) {
+    throw new KerncapError(
+      "E_MANIFEST_VERSION",
+      `${where} has manifest version ${obj.version} (whole-region memory images, written by kerncap ${String((obj.tool as { version?: unknown } | undefined)?.version ?? "0.1")}); this kerncap reads version ${MANIFEST_VERSION} (chunked snapshots)`,
+      { hint: "Capture the kernel again with this kerncap (`kerncap run ...`), or replay this capture with the kerncap version that wrote it." },
+    );
   }
   if (typeof obj.version === "number" && obj.version > MANIFEST_VERSION) {
     throw new KerncapError(
@@ -178,16 +249,36 @@ function checkInvariants(m: Manifest, where: string): void {
   }
   const params = m.files.find((f) => f.path === m.params.file);
   if (params && params.size !== m.params.size) throw bad(`params.size is ${m.params.size} but ${m.params.file} has ${params.size} bytes`);
-  for (const r of [...m.regions, ...m.globals]) {
-    if (r.changed && !r.sha256After) throw bad(`region ${r.va} changed in the app but has no sha256After`);
+  const C = m.memory.chunkBytes;
+  if (C < 4096 || C & (C - 1)) throw bad(`memory.chunkBytes ${C} is not a power of two of at least 4096`);
+  const ranges = [...m.regions.map((r) => ({ r, what: `region ${r.va}` })), ...m.globals.map((g) => ({ r: g as Region | Global, what: `global ${g.name}` }))];
+  const fileRuns: Record<"before" | "after", [number, number, string][]> = { before: [], after: [] };
+  for (const { r, what } of ranges) {
+    const n = Math.ceil(r.size / C);
+    for (const which of ["before", "after"] as const) {
+      const st = r[which];
+      let next = 0;
+      let chunks = 0;
+      for (const [first, count, off] of st.extents) {
+        if (count < 1 || first < next || first + count > n) throw bad(`${what}: ${which} extent [${first}, ${count}] is out of order or outside its ${n} chunks`);
+        if (off % 4096) throw bad(`${what}: ${which} extent at file offset ${off} is not page-aligned`);
+        next = first + count;
+        chunks += count;
+        fileRuns[which].push([off, Math.min(r.size, (first + count) * C) - first * C, what]);
+      }
+      if (st.hashes.length !== chunks * 16) throw bad(`${what}: ${which} lists ${chunks} chunks but ${st.hashes.length / 16} hashes`);
+    }
+    if (r.changed !== r.after.extents.length > 0) throw bad(`${what}: changed is ${r.changed} but ${r.after.extents.length} changed extents are listed`);
+  }
+  for (const which of ["before", "after"] as const) {
+    const runs = fileRuns[which].sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < runs.length; i++) {
+      if (runs[i - 1]![0] + runs[i - 1]![1] > runs[i]![0]) throw bad(`${runs[i - 1]![2]} and ${runs[i]![2]} overlap in memory/${which}.bin`);
+    }
   }
   const byVa = [...m.regions].map((r) => ({ r, va: BigInt(r.va) })).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
   for (let i = 1; i < byVa.length; i++) {
     const prev = byVa[i - 1]!;
     if (prev.va + BigInt(prev.r.size) > byVa[i]!.va) throw bad(`regions ${prev.r.va} and ${byVa[i]!.r.va} overlap`);
-  }
-  const byOff = [...m.regions, ...m.globals].sort((a, b) => a.offset - b.offset);
-  for (let i = 1; i < byOff.length; i++) {
-    if (byOff[i - 1]!.offset + byOff[i - 1]!.size > byOff[i]!.offset) throw bad(`regions at offsets ${byOff[i - 1]!.offset} and ${byOff[i]!.offset} overlap in the memory images`);
   }
 }

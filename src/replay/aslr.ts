@@ -9,6 +9,7 @@
  * the first collided.
  */
 import { arch } from "node:os";
+import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild } from "../env.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { resetCuda } from "./cuda.ts";
@@ -29,13 +30,13 @@ export async function withAslrRetry(body: () => Promise<number>): Promise<number
   } catch (e) {
     const setarch = Bun.which("setarch");
     const machine = SETARCH_ARCH[arch()];
-    if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || process.env.KERNCAP_ASLR_RETRY === "1" || process.env.KERNCAP_NO_ASLR_RETRY === "1" || !setarch || !machine) throw e;
+    if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || isAslrRetryChild() || aslrRetryDisabled() || !setarch || !machine) throw e;
     log.warn(`${e.message}; running the command again in a process without address-space randomization (setarch -R)`);
     resetCuda();
     // a compiled kerncap is its own interpreter; under `bun src/cli/main.ts` the script comes too
     const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
     const { BUN_BE_BUN: _, ...env } = process.env;
-    const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: { ...env, KERNCAP_ASLR_RETRY: "1" }, stdio: ["inherit", "inherit", "inherit"] });
+    const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", "inherit", "inherit"] });
     return await p.exited;
   }
 }

@@ -8,6 +8,7 @@
  * (hStream @32, attrs @40, numAttrs @48), CUlaunchAttribute 72 B (value @8, 64 B).
  */
 import { dlopen, FFIType, ptr, CString, toArrayBuffer, type Pointer } from "bun:ffi";
+import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;
@@ -37,8 +38,10 @@ const SYMBOLS = {
   cuMemHostRegister_v2: { args: [P, u64, u32], returns: i32 },
   cuMemHostUnregister: { args: [P], returns: i32 },
   cuMemcpyHtoD_v2: { args: [u64, P, u64], returns: i32 },
+  cuMemcpyHtoDAsync_v2: { args: [u64, P, u64, u64], returns: i32 },
   cuMemcpyDtoH_v2: { args: [P, u64, u64], returns: i32 },
   cuMemcpyDtoD_v2: { args: [u64, u64, u64], returns: i32 },
+  cuMemsetD8_v2: { args: [u64, FFIType.u8, u64], returns: i32 },
   cuModuleLoadData: { args: [P, P], returns: i32 },
   cuModuleGetFunction: { args: [P, u64, P], returns: i32 },
   cuModuleGetGlobal_v2: { args: [P, P, u64, P], returns: i32 },
@@ -79,7 +82,7 @@ export class CudaError extends KerncapError {
 
 /** Where libcuda is looked for, in order: KERNCAP_LIBCUDA, the loader's search path, two usual driver folders. */
 export function libcudaCandidates(): string[] {
-  const env = process.env.KERNCAP_LIBCUDA;
+  const env = libcudaOverride();
   return [...(env ? [env] : []), "libcuda.so.1", "libcuda.so", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
 }
 
@@ -276,12 +279,22 @@ export class Cuda {
     if (src.byteLength) this.check("cuMemcpyHtoD", this.lib.cuMemcpyHtoD_v2(dst, src, src.byteLength));
   }
 
+  /** Asynchronous host→device copy on the null stream: src must be pinned (hostAlloc or hostRegister) and stay so until sync(). */
+  htodAsync(dst: bigint, src: Uint8Array): void {
+    if (src.byteLength) this.check("cuMemcpyHtoDAsync", this.lib.cuMemcpyHtoDAsync_v2(dst, src, src.byteLength, 0n));
+  }
+
   dtoh(dst: Uint8Array, src: bigint): void {
     if (dst.byteLength) this.check("cuMemcpyDtoH", this.lib.cuMemcpyDtoH_v2(dst, src, dst.byteLength));
   }
 
   dtod(dst: bigint, src: bigint, size: number): void {
     if (size) this.check("cuMemcpyDtoD", this.lib.cuMemcpyDtoD_v2(dst, src, size));
+  }
+
+  /** Set `size` bytes at dst to `value` (cuMemsetD8). */
+  memset(dst: bigint, value: number, size: number): void {
+    if (size) this.check("cuMemsetD8", this.lib.cuMemsetD8_v2(dst, value, size));
   }
 
   /** Load a cubin/fatbin/PTX image (cuModuleLoadData). Returns the raw CUresult on failure too. */

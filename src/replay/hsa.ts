@@ -13,11 +13,13 @@
  * Run on AMD hardware: NEVER (written and tested without an AMD GPU; only the library lookup,
  * the "no HSA GPU agent found" path and the pure helpers ran).
  */
-import { FileImage, PIECE_BYTES, pieces } from "../format/file-image.ts";
+import { FileImage, pieces } from "../format/file-image.ts";
+import { chunkBytesOf, chunkExpectation } from "../format/chunks.ts";
 import { CString, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
+import { hsaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest, Region } from "../format/manifest.ts";
 
@@ -46,7 +48,8 @@ const U32_MAX = 0xffffffff;
 /** Where libhsa-runtime64 is looked for, in order (KERNCAP_HSA_PATH first when set). */
 export function hsaLibraryCandidates(env: Record<string, string | undefined> = process.env): string[] {
   const c: string[] = [];
-  if (env.KERNCAP_HSA_PATH) c.push(env.KERNCAP_HSA_PATH);
+  const own = hsaOverride(env);
+  if (own) c.push(own);
   for (const root of [env.ROCM_PATH, "/opt/rocm"].filter(Boolean) as string[]) c.push(join(root, "lib", "libhsa-runtime64.so.1"));
   c.push("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1", "/usr/lib64/libhsa-runtime64.so.1", "libhsa-runtime64.so.1");
   return c;
@@ -424,10 +427,12 @@ export function replayHsa(dir: string, manifest: Manifest, opts: HsaReplayOption
     // 2. Restore: before.bin mapped (in windows: images of any size), each 64 MiB piece of a
     // region locked and copied host→device.
     const before = new FileImage(join(dir, manifest.memory.before));
-    const after = manifest.regions.some((r) => r.changed) ? new FileImage(join(dir, manifest.memory.after)) : null;
-    const copyIn = (r: Region) =>
+    const after = new FileImage(join(dir, manifest.memory.after));
+    const C = manifest.memory.chunkBytes;
+    const copyIn = (r: Region) => {
+      const e = chunkExpectation(r, C);
       pieces(r.size, (done, n) => {
-        const host = before.view(r.offset + done, n);
+        const host = chunkBytesOf(e, done / C, n, "before", before, after).slice();
         const locked = u64();
         h.check(L.hsa_amd_memory_lock(ptr(host), BigInt(n), ptr(agentArr), 1, ptr(locked)), "hsa_amd_memory_lock");
         try {
@@ -435,7 +440,8 @@ export function replayHsa(dir: string, manifest: Manifest, opts: HsaReplayOption
         } finally {
           L.hsa_amd_memory_unlock(ptr(host));
         }
-      });
+      }, C);
+    };
     const restore = () => regions.forEach(copyIn);
 
     // 3. Code object and kernel object.
@@ -510,9 +516,9 @@ export function replayHsa(dir: string, manifest: Manifest, opts: HsaReplayOption
 
     // 6. Compare.
     const results: HsaRegionResult[] = [];
-    const got = new Uint8Array(Math.min(PIECE_BYTES, Math.max(1, ...regions.map((r) => r.size))));
+    const got = new Uint8Array(Math.max(1, Math.min(manifest.memory.chunkBytes, Math.max(1, ...regions.map((r) => r.size)))));
     for (const r of regions) {
-      const img = r.changed && after ? after : before;
+      const e = chunkExpectation(r, C);
       let diff = 0;
       let first: number | undefined;
       pieces(r.size, (done, n) => {
@@ -524,14 +530,14 @@ export function replayHsa(dir: string, manifest: Manifest, opts: HsaReplayOption
         } finally {
           L.hsa_amd_memory_unlock(ptr(buf));
         }
-        const want = img.view(r.offset + done, n);
+        const want = chunkBytesOf(e, done / C, n, "after", before, after);
         for (let i = 0; i < n; i++) {
           if (buf[i] !== want[i]) {
             diff++;
             first ??= done + i;
           }
         }
-      });
+      }, C);
       results.push({ va: r.va, size: r.size, kind: r.kind, changed: r.changed, match: diff === 0, diffBytes: diff, firstDiff: first });
     }
     const sorted = [...dispatchUs].sort((a, b) => a - b);

@@ -48,7 +48,7 @@ export interface RegionNumerics {
   dtype: ElementType;
   /** Where dtype came from: the kernel signature, --dtype, or the float32 default. */
   dtypeSource: "signature" | "option" | "default";
-  verdict: "bit-exact" | "within-tolerance" | "mismatch";
+  verdict: "bit-exact" | "within-tolerance" | "within-spread" | "mismatch";
   elements: number;
   bytesDiffering: number;
   /** Elements with |got − exp| > atol + rtol·|exp| (NaN against a number counts). */
@@ -59,6 +59,8 @@ export interface RegionNumerics {
   firstOverOffset: number;
   /** Byte offset of the first differing byte, -1 when bit-exact. */
   firstDiffOffset: number;
+  /** Nondeterministic regions: the run-to-run envelope (src/replay/envelope.ts) the app's values were judged against. */
+  spread?: import("./envelope.ts").Envelope;
   /** Why a region is a mismatch although its elements are within tolerance. */
   trivial?: "unchanged" | "all-zeros";
 }
@@ -126,6 +128,17 @@ export class RegionAccumulator {
     }
   }
 
+  /**
+   * Facts about the whole region that chunk hashes decide without reading every byte (the replay
+   * engine adds only the chunks whose kc64 differs): the element count and the trivial-pass flags.
+   */
+  setWholeRegion(f: { bytes: number; gotAllZero: boolean; expAllZero: boolean; gotEqualsBefore: boolean }): void {
+    this.elements = Math.floor(f.bytes / ELEMENT_BYTES[this.dtype]);
+    this.gotAllZero = f.gotAllZero;
+    this.expAllZero = f.expAllZero;
+    this.gotEqualsBefore = f.gotEqualsBefore;
+  }
+
   result(): RegionNumerics {
     let trivial: RegionNumerics["trivial"];
     if (this.region.changedInApp) {
@@ -155,6 +168,7 @@ export class RegionAccumulator {
 export function overallVerdict(regions: RegionNumerics[]): RegionNumerics["verdict"] {
   if (regions.some((r) => r.verdict === "mismatch")) return "mismatch";
   if (regions.some((r) => r.verdict === "within-tolerance")) return "within-tolerance";
+  if (regions.some((r) => r.verdict === "within-spread")) return "within-spread";
   return "bit-exact";
 }
 

@@ -4,7 +4,7 @@
  * build.sh, and check with the cubin readers that the rebuilt cubin exports the same kernel with
  * the same parameter layout. Skipped when nvcc is missing.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, spyOn, test } from "bun:test";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -12,7 +12,11 @@ import { cubinKernels, cubinParamLayout } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { KerncapError } from "../errors.ts";
-import { archFor, checkRebuiltModule, cudaFlagsFromCommand, cudaReproducerHook, parseDeps, planSlice, renderCudaReproducer } from "./cuda.ts";
+import { parseElf, SHN_UNDEF, STT_FUNC } from "../codeobj/elf.ts";
+import { log } from "../log.ts";
+import { buildReproducer } from "./build.ts";
+import { archFor, checkRebuiltModule, cudaFlagsFromCommand, cudaReproducerHook, parseDeps, planSlice, renderCudaReproducer, toolkitProvided } from "./cuda.ts";
+import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "./slice.ts";
 import { definesKernel, kernelNameParts, locateKernelSource, shellWords } from "./locate.ts";
 
 const APPS = resolve(import.meta.dir, "../../test/apps");
@@ -78,11 +82,13 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
       const out = join(WORK, `structs-${kernel}`);
       const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc });
       expect(r.flags.from).toBe("default");
-      expect(r.slice.used).toBe(false); // defined in the TU itself
+      expect(r.slice.used).toBe(true); // defined in the TU itself: the TU up to its definition
+      expect(r.slice.meta?.kind).toBe("prefix");
       expect(r.files).toContain("src/structs.cu");
       expect(readFileSync(join(out, "README.md"), "utf8")).toContain("Assumed flags");
       const cubin = build(out);
       expect(cubin).toBe(join(out, "build/kernel.cubin"));
+      expect(cubinKernels(new Uint8Array(readFileSync(cubin)))).toEqual([kernel]); // the kernels after it are cut, none before it
       checkRebuiltModule(cubin, fakeManifest(module, kernel, demangled));
     }
   }, 120_000);
@@ -216,4 +222,191 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     expect((err as KerncapError).message).toContain(`${empty} (search for __global__ foo)`);
     expect((err as KerncapError).hint).toContain("--source-root");
   });
+});
+
+describe("slice text", () => {
+  test("codeMask and kernelDefinitions skip comments, strings and directives; bodies blank to declarations", () => {
+    const text = [
+      `#define K(n) __global__ void n() {}`,
+      `// __global__ void in_comment() {}`,
+      `namespace a { __global__ void __launch_bounds__(128) k1(int* p) { const char* s = "}{"; p[0] = '{'; }`,
+      `template <int N> __global__ void k2(int* p)`,
+      `{ if (N) { p[0] = 1'000; } }`,
+      `__global__ void decl(int*); }`,
+    ].join("\n");
+    const defs = kernelDefinitions(text);
+    expect(defs.map((d) => d.name)).toEqual(["k1", "k2"]);
+    expect(codeMask(text).split("\n")[0]!.trim()).toBe("");
+    const blanked = blankBodies(text, defs);
+    expect(blanked.split("\n")).toHaveLength(6);
+    expect(blanked).toContain("k1(int* p) ;");
+    expect(blanked).not.toContain("p[0] = 1");
+  });
+  test("toolkitProvided: the driver's and the device libraries' functions, not the application's", () => {
+    for (const n of ["vprintf", "malloc", "free", "__assertfail", "__cudaCDP2LaunchDeviceV2", "__cuda_syscall_cnpv2GetParameterBufferV2", "cudaGetParameterBufferV2", "cudaCGSynchronizeGrid", "__nv_sinf"]) expect(toolkitProvided(n)).toBe(true);
+    for (const n of ["_Z6helperf", "helper", "my_malloc", "cuda_helper"]) expect(toolkitProvided(n)).toBe(false);
+  });
+});
+
+/** Undefined functions of a cubin file (readelf -s: UND FUNC). */
+function undefinedFunctions(path: string): string[] {
+  return parseElf(pickCubin(new Uint8Array(readFileSync(path)), "sm_90").cubin).symbols().filter((s) => s.index > 0 && s.shndx === SHN_UNDEF && s.type === STT_FUNC).map((s) => s.name);
+}
+
+describe.skipIf(!NVCC)("driver-provided device functions and slices of non-template kernels", () => {
+  const MK = join(APPS, "multi_kernels");
+  let module: Uint8Array;
+  let all: string[];
+  const app = () => {
+    if (module) return;
+    const fat = join(WORK, "mk.fatbin");
+    nvcc(["-fatbin", "-O2", "-lineinfo", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(MK, "main.cu")]);
+    module = new Uint8Array(readFileSync(fat));
+    all = cubinKernels(pickCubin(module, "sm_90").cubin);
+  };
+  const render = (kernel: string, demangled: string, extra: Partial<Parameters<typeof renderCudaReproducer>[0]> = {}) => {
+    const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: MK });
+    const out = join(WORK, `mk-${kernel}${extra.slice === false ? "-whole" : ""}`);
+    const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: MK, ...extra });
+    return { r, out };
+  };
+
+  test("assert() and printf() in the kernel's TU: rebuilt (slice and whole TU) and accepted", () => {
+    app();
+    const kernel = "_Z12checked_copyPfPKfi";
+    for (const slice of [true, false]) {
+      const { r, out } = render(kernel, "checked_copy(float*, float const*, int)", { slice });
+      expect(r.slice.used).toBe(slice);
+      const cubin = build(out);
+      expect(undefinedFunctions(cubin)).toEqual(expect.arrayContaining(["vprintf", "__assertfail"]));
+      checkRebuiltModule(cubin, fakeManifest(module, kernel, "checked_copy(float*, float const*, int)"));
+    }
+  }, 120_000);
+
+  test("non-template kernels: each slice holds the kernel with the captured layout and fewer other kernels", () => {
+    app();
+    expect(all).toHaveLength(8);
+    const cases: [string, string, (k: string[]) => void][] = [
+      // defined in a header: the TU up to its #include; early.cuh's kernel stays, late.cuh's is cut
+      ["_Z10rows_scalePfPKffi", "rows_scale(float*, float const*, float, int)", (k) => expect(k.sort()).toEqual(["_Z10early_fillPfi", "_Z10rows_scalePfPKffi"])],
+      // defined in the TU: the headers' kernels stay, the TU's other kernels are gone
+      ["_Z8add_biasPfi", "add_bias(float*, int)", (k) => expect(k.sort()).toEqual(["_Z10early_fillPfi", "_Z10rows_scalePfPKffi", "_Z11late_squarePfi", "_Z8add_biasPfi"])],
+      ["_ZN2mk9pair_fillEPfNS_4PairEi", "mk::pair_fill(float*, mk::Pair, int)", (k) => expect(k).not.toContain("_Z8add_biasPfi")],
+      ["_Z10stride_sumILi4EEvPfPKfi", "void stride_sum<4>(float*, float const*, int)", (k) => expect(k).not.toContain("_Z12checked_copyPfPKfi")],
+    ];
+    for (const [kernel, demangled, check] of cases) {
+      const { r, out } = render(kernel, demangled);
+      expect(r.slice.used).toBe(true);
+      expect(r.slice.meta?.kind).toBe("prefix");
+      const cubin = build(out);
+      const k = cubinKernels(new Uint8Array(readFileSync(cubin)));
+      expect(k).toContain(kernel);
+      expect(k.length).toBeLessThan(all.length);
+      check(k);
+      checkRebuiltModule(cubin, fakeManifest(module, kernel, demangled)); // same parameter layout
+    }
+    const rows = render("_Z10rows_scalePfPKffi", "rows_scale(float*, float const*, float, int)").r;
+    expect(rows.slice.meta?.cutInclude).toBe(`#include "kernels/rows.cuh"`);
+  }, 240_000);
+
+  test("an edited TU: build.sh compiles the whole TU until validate remakes the slice; a compile error names src/", () => {
+    app();
+    const { out } = render("_Z8add_biasPfi", "add_bias(float*, int)");
+    const tu = join(out, "src/main.cu");
+    writeFileSync(tu, readFileSync(tu, "utf8").replace("0.25f * (i & 7)", "0.5f * (i & 7)"));
+    let r = sh(["bash", join(out, "build.sh")], out);
+    expect(r.code).toBe(0);
+    expect(r.err).toContain("kerncap: src/main.cu changed since the slice was made");
+    expect(cubinKernels(new Uint8Array(readFileSync(r.out.trim())))).toHaveLength(all.length);
+    const meta = JSON.parse(JSON.stringify(render("_Z8add_biasPfi", "add_bias(float*, int)").r.slice.meta)); // same meta as the capture recorded
+    writeFileSync(tu, readFileSync(tu, "utf8").replace("0.25f * (i & 7)", "0.5f * (i & 7)"));
+    expect(refreshSlice(out, meta).action).toBe("remade");
+    expect(readFileSync(join(out, "src/main.kerncap-slice.cu"), "utf8")).toContain("0.5f * (i & 7)");
+    r = sh(["bash", join(out, "build.sh")], out);
+    expect(r.err).not.toContain("kerncap:");
+    expect(cubinKernels(new Uint8Array(readFileSync(r.out.trim())))).toContain("_Z8add_biasPfi");
+    expect(refreshSlice(out, meta).action).toBe("fresh");
+    // a compile error in the slice is reported at the editable file's own line
+    writeFileSync(tu, readFileSync(tu, "utf8").replace("y[i] += mk_bias(i);", "y[i] += undefined_name;"));
+    refreshSlice(out, meta);
+    r = sh(["bash", join(out, "build.sh")], out);
+    expect(r.code).not.toBe(0);
+    const line = readFileSync(tu, "utf8").split("\n").findIndex((l) => l.includes("undefined_name")) + 1;
+    expect(r.err).toContain(`src/main.cu(${line}): error`);
+  }, 180_000);
+
+  test("a slice that does not build falls back to the whole TU, saying why, and is not tried again", () => {
+    const dir = join(WORK, "fwd");
+    mkdirSync(dir, { recursive: true });
+    // the kernel calls a device function that is declared before it and defined after it
+    writeFileSync(join(dir, "fwd.cu"), `__device__ float later(float);\n__global__ void fk(float* p) { p[0] = later(p[1]); }\n__device__ float later(float x) { return x * 2; }\n__global__ void other(float* p) { p[0] = 1; }\n`);
+    nvcc(["-fatbin", "-lineinfo", "-gencode", "arch=compute_90,code=sm_90", "-o", "fwd.fatbin", "fwd.cu"], dir);
+    const mod = new Uint8Array(readFileSync(join(dir, "fwd.fatbin")));
+    const loc = locateKernelSource({ kernel: "_Z2fkPf", demangled: "fk(float*)", module: mod, arch: "sm_90" });
+    const out = join(WORK, "fwd-capture");
+    const r = renderCudaReproducer({ outDir: out, kernelName: "_Z2fkPf", demangledName: "fk(float*)", arch: "sm_90", location: loc });
+    expect(r.slice.used).toBe(true);
+    let b = sh(["bash", join(out, "build.sh")], out);
+    expect(b.code).toBe(0);
+    expect(b.err).toContain("kerncap: the slice src/fwd.kerncap-slice.cu does not build (nvcc's message above): compiling the whole TU src/fwd.cu");
+    checkRebuiltModule(b.out.trim(), fakeManifest(mod, "_Z2fkPf", "fk(float*)"));
+    b = sh(["bash", join(out, "build.sh")], out);
+    expect(b.err).toContain("kerncap: the slice did not build for this text of src/fwd.cu: compiling the whole TU");
+  }, 120_000);
+
+  test("-rdc: assert() and a device launch are device-linked and accepted; a function of another TU is refused (E_RDC)", async () => {
+    const dir = join(WORK, "rdcproj");
+    mkdirSync(join(dir, "build"), { recursive: true });
+    writeFileSync(join(dir, "cdp.cu"), `#include <cassert>\n__global__ void child(int* p) { p[threadIdx.x] = 1; }\n__global__ void parent(int* p) { assert(p); if (threadIdx.x == 0) child<<<1, 32>>>(p); }\n`);
+    writeFileSync(join(dir, "x.cu"), `extern __device__ float helper(float);\n__global__ void rk(float* p) { p[0] = helper(p[1]); }\n`);
+    const cmd = (f: string) => ({ directory: join(dir, "build"), command: `${NVCC} -rdc=true -O2 -arch=sm_90 -c ${join(dir, f)} -o ${f}.o`, file: join(dir, f) });
+    writeFileSync(join(dir, "build/compile_commands.json"), JSON.stringify([cmd("cdp.cu"), cmd("x.cu")]));
+    nvcc(["-cubin", "-rdc=true", "-arch=sm_90", "-o", "cdp.rel.cubin", "cdp.cu"], dir);
+    nvcc(["-dlink", "-cubin", "-arch=sm_90", "cdp.rel.cubin", "-lcudadevrt", "-o", "cdp.cubin"], dir);
+    const mod = new Uint8Array(readFileSync(join(dir, "cdp.cubin")));
+    const m = fakeManifest(mod, "_Z6parentPi", "parent(int*)");
+    // the unlinked relocatable cubin lists only toolkit functions: not E_RDC, but not loadable either
+    expect(undefinedFunctions(join(dir, "cdp.rel.cubin"))).toEqual(expect.arrayContaining(["__assertfail", "__cudaCDP2LaunchDeviceV2"]));
+    expect(() => checkRebuiltModule(join(dir, "cdp.rel.cubin"), m)).toThrow(/relocatable cubin/);
+    const loc = locateKernelSource({ kernel: "_Z6parentPi", demangled: "parent(int*)", arch: "sm_90", compileCommands: join(dir, "build") });
+    const out = join(WORK, "rdc-capture");
+    const r = renderCudaReproducer({ outDir: out, kernelName: "_Z6parentPi", demangledName: "parent(int*)", arch: "sm_90", location: loc });
+    expect(r.flags.rdc).toBe(true);
+    const b = await buildReproducer(out, { quiet: true, force: false });
+    checkRebuiltModule(b.module, m); // linked: accepted
+    // another TU's function: the device link names it, validate refuses with E_RDC
+    const loc2 = locateKernelSource({ kernel: "_Z2rkPf", demangled: "rk(float*)", arch: "sm_90", compileCommands: join(dir, "build") });
+    const out2 = join(WORK, "rdc-capture-x");
+    renderCudaReproducer({ outDir: out2, kernelName: "_Z2rkPf", demangledName: "rk(float*)", arch: "sm_90", location: loc2 });
+    let err: unknown;
+    try {
+      await buildReproducer(out2, { quiet: true, force: false });
+    } catch (e) {
+      err = e;
+    }
+    expect((err as KerncapError).code).toBe("E_RDC");
+    expect((err as KerncapError).message).toContain("_Z6helperf");
+  }, 180_000);
+
+  test("capture hook messages name the final capture folder, never DIR.tmp-<pid>", async () => {
+    app();
+    const final = join(WORK, "named-capture");
+    const tmp = `${final}.tmp-${process.pid}`;
+    mkdirSync(join(tmp, "kernel"), { recursive: true });
+    writeFileSync(join(tmp, "kernel/module.fatbin"), module);
+    const m = { ...fakeManifest(module, "_Z8add_biasPfi", "add_bias(float*, int)"), module: { file: "kernel/module.fatbin" } } as any;
+    m.kernel.frontend = "cuda";
+    const seen: string[] = [];
+    const spies = [spyOn(log, "info"), spyOn(log, "warn")].map((s) => s.mockImplementation(((...a: unknown[]) => void seen.push(a.join(" "))) as never));
+    try {
+      await cudaReproducerHook({ sourceRoot: MK })(tmp, m, final);
+      // a failure whose message names a path inside the temporary folder
+      await cudaReproducerHook({ sourceRoot: MK, compileCommands: join(tmp, "cc.json") })(tmp, { ...m, source: undefined }, final);
+    } finally {
+      spies.forEach((s) => s.mockRestore());
+    }
+    expect(seen.some((l) => l.includes(`edit ${final}/src/main.cu`))).toBe(true);
+    expect(seen.some((l) => l.includes(`${final}/cc.json`))).toBe(true);
+    expect(seen.join("\n")).not.toContain(".tmp-");
+  }, 120_000);
 });

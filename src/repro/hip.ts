@@ -13,7 +13,6 @@ import { basename, isAbsolute, join, relative, resolve } from "node:path";
 import { renderTemplateDir, shellQuote, templateRoot } from "./templates.ts";
 import { KerncapError } from "../errors.ts";
 
-export const HIP_TEMPLATE_DIR = join(templateRoot(), "hip");
 
 export interface HipReproducerOptions {
   /** Folder to render into (created if missing). */
@@ -59,7 +58,7 @@ export const shq = shellQuote;
  *   folder is absent.
  */
 export function renderHipReproducer(opts: HipReproducerOptions): HipReproducer {
-  const templateDir = opts.templateDir ?? HIP_TEMPLATE_DIR;
+  const templateDir = opts.templateDir ?? join(templateRoot(), "hip");
   if (!existsSync(templateDir)) {
     throw new KerncapError("E_REPRO", `HIP template folder not found: ${templateDir}`);
   }

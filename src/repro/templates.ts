@@ -5,9 +5,9 @@
  * real folder either way.
  */
 import Handlebars from "handlebars";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
-import { cacheDir } from "../capture/lib.ts";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { cachedFolder, writeFolderAtomically, type CacheFile } from "../cache.ts";
 import cudaBuild from "../../templates/cuda/build.sh.hbs" with { type: "text" };
 import cudaReadme from "../../templates/cuda/README.md.hbs" with { type: "text" };
 import hipBuild from "../../templates/hip/build.sh.hbs" with { type: "text" };
@@ -29,21 +29,11 @@ export const EMBEDDED_TEMPLATES: { path: string; text: string; mode: number }[] 
 
 let root: string | undefined;
 
+const templateFiles = (): CacheFile[] => EMBEDDED_TEMPLATES.map((t) => ({ path: t.path, bytes: t.text, mode: t.mode }));
+
 /** Write the embedded templates into dir (atomically: a temp folder renamed; a lost race is fine). */
 export function extractTemplates(dir: string): void {
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  for (const t of EMBEDDED_TEMPLATES) {
-    const p = join(tmp, t.path);
-    mkdirSync(dirname(p), { recursive: true });
-    writeFileSync(p, t.text);
-    chmodSync(p, t.mode);
-  }
-  try {
-    renameSync(tmp, dir);
-  } catch {
-    rmSync(tmp, { recursive: true, force: true }); // another kerncap won the race
-  }
+  writeFolderAtomically(dir, templateFiles());
 }
 
 /** Folder holding cuda/, hip/, triton/ templates: the checkout's templates/ or the cache copy. */
@@ -51,11 +41,7 @@ export function templateRoot(): string {
   if (root) return root;
   const checkout = resolve(import.meta.dir, "../../templates");
   if (existsSync(join(checkout, "cuda"))) return (root = checkout);
-  const h = new Bun.CryptoHasher("sha256");
-  for (const t of EMBEDDED_TEMPLATES) h.update(`${t.path}\0${t.mode}\0${t.text}\0`);
-  const dir = join(cacheDir(), `templates-${h.digest("hex").slice(0, 16)}`);
-  if (!existsSync(dir)) extractTemplates(dir);
-  return (root = dir);
+  return (root = cachedFolder("templates", templateFiles()));
 }
 
 /** POSIX shell single-quoting. */

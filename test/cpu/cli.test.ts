@@ -59,7 +59,7 @@ const table: Record<keyof typeof commands, () => void> = {
     test("a newer manifest version is refused with the version named", async () => {
       const dir = await fresh();
       const p = join(dir, "kerncap.json");
-      writeFileSync(p, readFileSync(p, "utf8").replace('"version": 1', '"version": 7'));
+      writeFileSync(p, readFileSync(p, "utf8").replace('"version": 2', '"version": 7'));
       const e = await failure("inspect", [dir]);
       expect(e.code).toBe("E_MANIFEST_VERSION");
       expect(e.message).toContain("version 7");
@@ -101,17 +101,26 @@ const table: Record<keyof typeof commands, () => void> = {
       appendFileSync(join(dir, "memory/before.bin"), new Uint8Array(65536).fill(1));
       const e = await failure("replay", [dir]);
       expect(e.code).toBe("E_CHECKSUM");
-      expect(e.message).toMatch(/has \d+ bytes after the last region/);
+      expect(e.message).toMatch(/memory\/before.bin in .* has \d+ bytes, the manifest says \d+: appended/);
     });
-    test("one altered byte in a region: checksum error naming file and region, before any GPU work", async () => {
+    test("one altered byte in a region: inspect --verify names the file, the region and the chunk", async () => {
       const dir = await fresh();
       const p = join(dir, "memory/before.bin");
       const b = readFileSync(p);
       b[65536 + 10] ^= 1;
       writeFileSync(p, b);
+      await verb("inspect", [dir]); // sizes unchanged: the quick check passes
+      const e = await failure("inspect", [dir, "--verify"]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(e.message).toContain("memory/before.bin: region 0x7f0000010000, chunk 0");
+    });
+    test("a truncated memory image is named before any GPU work", async () => {
+      const dir = await fresh();
+      const p = join(dir, "memory/before.bin");
+      writeFileSync(p, readFileSync(p).subarray(0, 70000));
       const e = await failure("replay", [dir]);
       expect(e.code).toBe("E_CHECKSUM");
-      expect(e.message).toContain("memory/before.bin for region 0x7f0000010000");
+      expect(e.message).toMatch(/memory\/before.bin in .* is truncated/);
     });
     test.skipIf(HAS_GPU)("an intact capture on a machine without a GPU: says so", async () => {
       const e = await failure("replay", [await fresh()]);
@@ -147,6 +156,19 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(code).toBe(130);
       expect(await new Response(p.stderr).text()).toContain("interrupted during the rebuild");
       expect(performance.now() - t0).toBeLessThan(10_000);
+    });
+    test("--force reaches build.sh as KERNCAP_FORCE=1, without changing kerncap's own environment", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), 'echo "build saw KERNCAP_FORCE=${KERNCAP_FORCE:-unset}" >&2; exit 1\n');
+      const had = process.env.KERNCAP_FORCE;
+      delete process.env.KERNCAP_FORCE;
+      try {
+        expect((await failure("validate", [dir, "--force"])).message).toContain("build saw KERNCAP_FORCE=1");
+        expect(process.env.KERNCAP_FORCE).toBeUndefined();
+        expect((await failure("validate", [dir])).message).toContain("build saw KERNCAP_FORCE=unset");
+      } finally {
+        if (had !== undefined) process.env.KERNCAP_FORCE = had;
+      }
     });
     test("build.sh names a module that does not exist: said so", async () => {
       const dir = await fresh();
@@ -274,7 +296,8 @@ const table: Record<keyof typeof commands, () => void> = {
         Bun.spawnSync(["bash", "-c", `source ${script}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _kerncap; echo "\${COMPREPLY[*]}"`], { stdout: "pipe" }).stdout.toString().trim().split(" ");
       expect(ask(["kerncap", "un"])).toEqual(["unpack"]);
       expect(ask(["kerncap", ""])).toContain("completion");
-      expect(ask(["kerncap", "run", "--ke"])).toEqual(["--kernel"]);
+      expect(ask(["kerncap", "run", "--ke"])).toEqual(["--kernel", "--kernel-name"]); // ncu's long alias completes too
+      expect(ask(["kerncap", "run", "--launch-s"])).toEqual(["--launch-skip"]);
       expect(ask(["kerncap", "pack", "-"])).toContain("-o");
       expect(ask(["kerncap", "schema", "ma"])).toEqual(["manifest"]);
       expect(ask(["kerncap", "completion", "z"])).toEqual(["zsh"]);
@@ -363,6 +386,21 @@ describe("command line (runCli: the one error path)", () => {
     expect(r.code).toBe(2);
     expect(r.out).toBe(""); // kerncap was not asked for JSON
   });
+  test("-V and --version print the version", async () => {
+    const { TOOL_VERSION } = await import("../../src/version.ts");
+    for (const v of ["-V", "--version"]) expect(await cli([v])).toEqual({ code: 0, out: TOOL_VERSION + "\n" });
+  });
+  test("ncu's spellings are options of run: -k/--kernel-name, --launch-skip, -o, -f (each with its value)", async () => {
+    const r = await cli(["run", "-k", "regex:x", "--kernel-name", "y", "--launch-skip", "2", "-o", join(tempDir(), "c"), "-f", "--json", "--", "./no-such-app"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.code).toBe("E_APP_NOT_FOUND"); // past the option check
+    expect(JSON.parse((await cli(["run", "--launch-skip", "--json"])).out).error.message).toContain("--launch-skip needs a value");
+    expect(JSON.parse((await cli(["run", "-o", "--json"])).out).error.message).toContain("-o needs a value");
+    const help = (await cli(["run", "--help"])).out;
+    expect(help).toContain("-k, --kernel-name, --kernel");
+    expect(help).toContain("--launch-skip, --dispatch");
+    expect(help).toContain("-o, --out");
+  });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);
     expect(r.code).toBe(2);
@@ -417,8 +455,10 @@ describe("guards", () => {
       (m: any) => (m.params.size = 999), // the parameter buffer is 12 bytes (files[])
       (m: any) => {
         const r = m.regions.find((x: any) => x.changed);
-        delete r.sha256After;
+        r.after = { extents: [], hashes: "" }; // changed, but no changed chunks listed
       },
+      (m: any) => (m.regions[0].before.hashes = m.regions[0].before.hashes.slice(2)),
+      (m: any) => (m.regions[1].before.extents = [[0, 5, 65536]]), // more chunks than the region has
     ]) {
       const dir = await fresh();
       const p = join(dir, "kerncap.json");

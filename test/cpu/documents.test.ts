@@ -98,17 +98,22 @@ describe("kerncap doctor", () => {
     expect(by["capture-replay"].status).toBe("skip");
     for (const id of ["cupti", "nvcc", "python", "cache", "aslr"]) expect(by[id], id).toBeDefined();
   });
-  test("an unwritable cache folder fails with the fix; ASLR read from /proc", () => {
-    const old = process.env.KERNCAP_CACHE;
-    process.env.KERNCAP_CACHE = "/proc/kerncap-cache";
-    try {
-      const c = checkCache();
-      expect(c.status).toBe("fail");
-      expect(c.fix).toContain("KERNCAP_CACHE");
-    } finally {
-      if (old === undefined) delete process.env.KERNCAP_CACHE;
-      else process.env.KERNCAP_CACHE = old;
-    }
+  test("cache folder: ok, the TMPDIR fallback a warning, neither writable a fail with the fix; ASLR read from /proc", () => {
+    // the preferred folder unwritable, the TMPDIR fallback too: fail with the fix
+    const c = checkCache({ ...process.env, KERNCAP_CACHE: "/proc/kerncap-cache", TMPDIR: "/proc/kerncap-tmp" });
+    expect(c.status).toBe("fail");
+    expect(c.fix).toContain("KERNCAP_CACHE");
+    expect(c.detail).toContain("/proc/kerncap-tmp/kerncap-cache-");
+    // the preferred folder unwritable, the fallback writable (src/cache.ts uses it): warn, naming it
+    const tmp = tempDir();
+    const w = checkCache({ ...process.env, KERNCAP_CACHE: "/proc/kerncap-cache", TMPDIR: tmp });
+    expect(w.status).toBe("warn");
+    expect(w.detail).toContain(join(tmp, "kerncap-cache-"));
+    expect(w.fix).toContain("KERNCAP_CACHE");
+    // a writable KERNCAP_CACHE: ok
+    const own = tempDir();
+    expect(checkCache({ ...process.env, KERNCAP_CACHE: own })).toMatchObject({ status: "ok" });
+    expect(checkCache({ ...process.env, KERNCAP_CACHE: own }).detail).toContain(`${own} (from KERNCAP_CACHE)`);
     const d = tempDir();
     writeFileSync(join(d, "r"), "0\n");
     expect(checkAslr(join(d, "r")).detail).toContain("off");

@@ -13,8 +13,19 @@ export function tempDir(prefix = "kerncap-test-"): string {
 }
 
 /** Two regions: 0x7f0000000000 (4 KiB, changed by the "kernel") and 0x7f0000010000 (8 KiB, unchanged). */
-export async function makeCapture(finalDir: string): Promise<Manifest> {
+export async function makeCapture(finalDir: string, extra: { process?: Record<string, unknown> } = {}): Promise<Manifest> {
   const tmp = `${finalDir}.tmp-${process.pid}`;
+  const raw = writeRawCapture(tmp, false, extra);
+  return finalizeCapture(raw, { tmpDir: tmp, finalDir, force: false, command: ["./app"], match: "scale" });
+}
+
+/**
+ * What a capture library writes into KERNCAP_OUT for that capture (docs/raw-capture.md):
+ * kernel/, memory/, and raw.json when `rawJson` (a library writes it last); `extra.process`: the
+ * capturing process's identity (raw.json `process`, c/kc_process.h).
+ * @returns the raw capture object.
+ */
+export function writeRawCapture(tmp: string, rawJson = false, extra: { process?: Record<string, unknown> } = {}) {
   mkdirSync(join(tmp, "kernel"), { recursive: true });
   mkdirSync(join(tmp, "memory"), { recursive: true });
   const params = new Uint8Array(12);
@@ -46,6 +57,8 @@ export async function makeCapture(finalDir: string): Promise<Manifest> {
     globals: [],
     timing: { sync_us: 1, before_us: 2, after_us: 3, app_launch_us: 4.5, app_to_capture_s: 0.1 },
     hsa: null,
+    ...(extra.process ? { process: extra.process as never } : {}),
   };
-  return finalizeCapture(raw, { tmpDir: tmp, finalDir, force: false, command: ["./app"], match: "scale" });
+  if (rawJson) writeFileSync(join(tmp, "raw.json"), JSON.stringify(raw));
+  return raw;
 }

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { APPS, BIN, json, kerncap, skipReason, workDir } from "./harness.ts";
+import { kc64 } from "../../src/format/kc64.ts";
 
 const SKIP = !!skipReason("gpu tests");
 const WORK = workDir("kerncap-gpu-");
@@ -89,10 +90,15 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
     const calls = m.globals.find((g: any) => g.name === "d_launches");
     expect(gain, JSON.stringify(m.globals)).toMatchObject({ size: 16, changed: false });
     expect(calls).toMatchObject({ size: 4, changed: true });
+    // chunked snapshot: the constant table is one stored chunk; the counter's before state (1) and after state (2)
     const before = readFileSync(join(out, m.memory.before));
-    expect([...new Float32Array(before.buffer.slice(before.byteOffset + gain.offset, before.byteOffset + gain.offset + 16))]).toEqual([2.25, 0.75, 2, 0.75]);
-    expect(before.readUInt32LE(calls.offset)).toBe(1);
-    expect(readFileSync(join(out, m.memory.after)).readUInt32LE(calls.offset)).toBe(2);
+    const gOff = gain.before.extents[0][2];
+    expect([...new Float32Array(before.buffer.slice(before.byteOffset + gOff, before.byteOffset + gOff + 16))]).toEqual([2.25, 0.75, 2, 0.75]);
+    expect(before.readUInt32LE(calls.before.extents[0][2])).toBe(1);
+    expect(readFileSync(join(out, m.memory.after)).readUInt32LE(calls.after.extents[0][2])).toBe(2);
+    // hashed on the GPU by the scan kernel, and the CPU's kc64 agrees (inspect --verify)
+    expect(m.memory.gpuScanUnavailable).toBeUndefined();
+    expect(kc(["inspect", out, "--verify"]).code).toBe(0);
     expect(r.regionsChecked).toBe(m.regions.length + m.globals.length);
     expect(r.mismatches).toEqual([]);
   });
@@ -118,19 +124,21 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
     const out = join(WORK, "structs-scale_jobs");
     const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
     const ch = m.regions.find((x: any) => x.changed);
-    // flip one byte of the after image and re-seal its checksum, so only the comparison can catch it
+    // flip one byte of the after image and re-seal its chunk's kc64, so only the comparison can catch it
     const f = join(out, m.memory.after);
     const bytes = readFileSync(f);
-    bytes[ch.offset + 100] ^= 0xff;
+    const [first, , off] = ch.after.extents[0];
+    const len = Math.min(m.memory.chunkBytes, ch.size - first * m.memory.chunkBytes);
+    bytes[off + 100] ^= 0xff;
     writeFileSync(f, bytes);
-    ch.sha256After = new Bun.CryptoHasher("sha256").update(bytes.subarray(ch.offset, ch.offset + ch.size)).digest("hex");
+    ch.after.hashes = kc64(bytes.subarray(off, off + len)).hex + ch.after.hashes.slice(16);
     writeFileSync(join(out, "kerncap.json"), JSON.stringify(m));
     const rep = kc(["replay", out, "--json", "--iters", "1"]);
     expect(rep.code).toBe(1);
     const r = json(rep);
     expect(r.verdict).toBe("mismatch");
     expect(r.mismatches[0].va).toBe(ch.va);
-    expect(r.mismatches[0].firstDiffOffset).toBe(100);
+    expect(r.mismatches[0].firstDiffOffset).toBe(first * m.memory.chunkBytes + 100);
     expect(r.mismatches[0].bytesDiffering).toBe(1);
   });
 

@@ -81,6 +81,29 @@ describe.skipIf(SKIP)("CUDA reproducer on small apps", () => {
     expect(ce.stderr + ce.stdout).toContain("not_declared");
   }, 120_000);
 
+  test("multi_kernels: a non-template kernel using assert() and printf() is sliced, rebuilt and validated; messages name the final folder", () => {
+    const bin = join(WORK, "multi");
+    const b = run([NVCC!, "-O2", "-lineinfo", "-arch=sm_90", "-o", bin, join(APPS, "multi_kernels/main.cu")]);
+    expect(b.code, b.stderr).toBe(0);
+    const out = join(WORK, "multi-checked");
+    const cap = kc(["run", "--kernel", "checked_copy", "--out", out, "--", bin]);
+    expect(cap.code, cap.stderr).toBe(0);
+    expect(cap.stderr).toContain(`edit ${out}/src/main.cu`);
+    expect(cap.stderr).not.toContain(".tmp-");
+    const m = manifest(out);
+    expect(m.source.cuda.slice.used).toBe(true);
+    expect(m.source.cuda.slice.meta.kind).toBe("prefix");
+    const v = kc(["validate", out, "--json"]);
+    expect(v.code, v.stderr + v.stdout).toBe(0); // __assertfail and vprintf are the driver's: no E_RDC
+    expect(json(v).verdict).toBe("match");
+    measurements.multiKernelsValidate = { rebuildSeconds: json(v).rebuild.seconds };
+    // an edit of the TU: validate remakes the slice; a changed result is a mismatch
+    edit(join(out, "src/main.cu"), "if (i < n) y[i] = x[i];", "if (i < n) y[i] = x[i] + 1.0f;");
+    const bad = kc(["validate", out, "--json"]);
+    expect(bad.code, bad.stderr).toBe(1);
+    expect(bad.stderr).not.toContain("compiling the whole TU");
+  }, 120_000);
+
   test("header template with compile_commands.json: slice; a parameter-layout edit is refused before launch", () => {
     const proj = join(WORK, "tmplproj");
     run(["cp", "-r", join(APPS, "cuda_tmpl"), proj]);

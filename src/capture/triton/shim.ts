@@ -4,10 +4,11 @@
  * and, after the capture, the join of its records with the captured cubin (manifest.source,
  * kernel.frontend = "triton", the reproducer project).
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import shimFile from "./sitecustomize.py" with { type: "file" };
-import { cacheDir } from "../lib.ts";
+import { cachedFolder } from "../../cache.ts";
+import { tritonKeepCaches, tritonShimEnabled, tritonShimOverride } from "../../env.ts";
 import { sha256File } from "../../format/capture-dir.ts";
 import type { FinalizeOptions } from "../finalize.ts";
 import { log } from "../../log.ts";
@@ -16,18 +17,10 @@ import { joinTriton, parseTritonJsonl, type TritonSource } from "./join.ts";
 
 /** Folder holding sitecustomize.py (KERNCAP_TRITON_SHIM overrides it). */
 export async function tritonShimDir(): Promise<string> {
-  if (process.env.KERNCAP_TRITON_SHIM) return process.env.KERNCAP_TRITON_SHIM;
+  const own = tritonShimOverride();
+  if (own) return own;
   const bytes = new Uint8Array(await Bun.file(shimFile).arrayBuffer());
-  const hash = new Bun.CryptoHasher("sha256").update(bytes).digest("hex").slice(0, 16);
-  const dir = join(cacheDir(), `triton-shim-${hash}`);
-  const path = join(dir, "sitecustomize.py");
-  if (!existsSync(path)) {
-    mkdirSync(dir, { recursive: true });
-    const tmp = `${path}.tmp-${process.pid}`;
-    writeFileSync(tmp, bytes);
-    renameSync(tmp, path);
-  }
-  return dir;
+  return cachedFolder("triton-shim", [{ path: "sitecustomize.py", bytes, mode: 0o644 }]);
 }
 
 /** PYTHONPATH with the shim first; the app's own entries (and its sitecustomize, chained) after. */
@@ -35,15 +28,15 @@ export function shimPythonPath(shimDir: string, existing: string | undefined): s
   return [shimDir, ...(existing ? existing.split(delimiter).filter((p) => p !== shimDir) : [])].join(delimiter);
 }
 
-/** Environment for the application: the shim on PYTHONPATH (KERNCAP_OUT is set by run already). */
+/** Environment for the application: the shim on PYTHONPATH (KERNCAP_OUT is set by the capture session). */
 export async function tritonEnv(): Promise<Record<string, string>> {
-  if (process.env.KERNCAP_TRITON === "0") return {};
+  if (!tritonShimEnabled()) return {};
   return {
     PYTHONPATH: shimPythonPath(await tritonShimDir(), process.env.PYTHONPATH),
     // Inductor compiles Triton kernels in worker processes and serves them from its own caches,
     // where no Triton hook fires; compiling in-process and uncached lets the shim see every kernel.
     // This changes compile time only, never what the kernels compute. KERNCAP_TRITON_CACHES=1 keeps them.
-    ...(process.env.KERNCAP_TRITON_CACHES === "1" ? {} : { TORCHINDUCTOR_COMPILE_THREADS: "1", TORCHINDUCTOR_FORCE_DISABLE_CACHES: "1" }),
+    ...(tritonKeepCaches() ? {} : { TORCHINDUCTOR_COMPILE_THREADS: "1", TORCHINDUCTOR_FORCE_DISABLE_CACHES: "1" }),
   };
 }
 
@@ -54,12 +47,12 @@ export async function tritonEnv(): Promise<Record<string, string>> {
  */
 export function tritonFinalize(
   tmpDir: string,
-  raw: { frontend: string; kernel: { name: string; match_index: number; counts_benchmarks?: boolean }; module: { file: string; kind: string }; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
+  raw: { frontend: string; kernel: { name: string; match_index: number; counts_benchmarks?: boolean }; module: { file: string; kind: string } | null; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
   pattern: string,
   command: string[],
 ): Pick<FinalizeOptions, "source" | "beforeRename"> {
   const jsonl = join(tmpDir, "triton.jsonl");
-  if (!existsSync(jsonl) || raw.module.kind !== "cubin") return {};
+  if (!existsSync(jsonl) || !raw.module || raw.module.kind !== "cubin") return {};
   let source: TritonSource | undefined;
   try {
     const records = parseTritonJsonl(readFileSync(jsonl, "utf8"));
@@ -79,7 +72,7 @@ export function tritonFinalize(
   const s = source;
   return {
     source: s as unknown as Record<string, unknown>,
-    beforeRename: (dir) => {
+    beforeRename: (dir, _m, finalDir) => {
       try {
         const r = renderTritonReproducer({
           outDir: dir,
@@ -93,7 +86,7 @@ export function tritonFinalize(
         });
         log.debug(`Triton reproducer: ${r.files.join(", ")}`);
       } catch (e) {
-        log.warn(`no Triton reproducer: ${(e as Error).message}`);
+        log.warn(`no Triton reproducer: ${(e as Error).message.split(dir).join(finalDir)}`);
       }
     },
   };

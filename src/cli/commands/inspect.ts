@@ -1,23 +1,12 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
-import type { Manifest } from "../../format/manifest.ts";
+import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-
-/** Bytes in binary units: 1536 → "1.5 KiB". */
-export function formatBytes(n: number): string {
-  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  let x = n;
-  while (x >= 1024 && i < u.length - 1) {
-    x /= 1024;
-    i++;
-  }
-  return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
-}
+import { formatBytes } from "../format.ts";
 
 /** Human summary of a manifest (one string, lines). */
 export function describeManifest(m: Manifest): string {
@@ -25,7 +14,8 @@ export function describeManifest(m: Manifest): string {
   L.push(`kernel     ${m.kernel.demangled}`);
   if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${m.kernel.name}`);
   L.push(`frontend   ${m.kernel.frontend}; match ${JSON.stringify(m.kernel.match)} #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
-  L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}`);
+  L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`);
+  if (m.process) L.push(...describeProcess(m.process));
   L.push(`launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`);
   for (const a of m.launch.attributes) L.push(`  attr     ${a.name} (${a.id}) = ${a.valueHex.replace(/(00)+$/, "") || "0"}`);
   const fa = m.functionAttributes.filter((a) => a.value !== 0);
@@ -34,9 +24,16 @@ export function describeManifest(m: Manifest): string {
   L.push(`params     ${m.params.size} B in ${m.params.layout.length} parameters (layout from ${m.params.layoutSource})`);
   for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}`);
   const changed = m.regions.filter((r) => r.changed);
-  L.push(`memory     ${m.regions.length} regions, ${formatBytes(m.memory.beforeBytes)} before; ${changed.length} changed, ${formatBytes(m.memory.afterBytes)}`);
-  for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} sha256 ${r.sha256Before.slice(0, 12)}${r.sha256After ? ` -> ${r.sha256After.slice(0, 12)}` : ""}`);
-  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)}`);
+  const M = m.memory;
+  L.push(`memory     ${m.regions.length} regions, ${formatBytes(M.beforeBytes)} live; ${changed.length} changed (${formatBytes(M.afterBytes)} in changed chunks)`);
+  L.push(`           stored ${formatBytes(M.storedBeforeBytes)} before, ${formatBytes(M.storedAfterBytes)} after, in ${formatBytes(M.chunkBytes)} chunks (${M.hash}${M.gpuScanUnavailable ? `; hashed on the CPU: ${M.gpuScanUnavailable}` : ", hashed on the GPU"})`);
+  const chunks = (r: Manifest["regions"][number]) => {
+    const n = Math.ceil(r.size / M.chunkBytes);
+    const stored = r.before.extents.reduce((s, x) => s + x[1], 0);
+    return `${stored}/${n} chunks stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
+  };
+  for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
+  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
   const t = m.timing;
   const us = (k: string) => (typeof t[k] === "number" ? `${(t[k]! / 1000).toFixed(1)} ms` : "?");
@@ -46,8 +43,9 @@ export function describeManifest(m: Manifest): string {
 }
 
 /**
- * The integrity verdict: verifyFiles (sizes and SHA-256 of the small files, memory image extents)
- * and, with regions, verifyRegions (every region's SHA-256). A checksum error becomes the verdict.
+ * The integrity verdict: verifyFiles (sizes and SHA-256 of the small files, memory image sizes
+ * against memory.beforeFileBytes/afterFileBytes) and, with regions, verifyRegions (every stored
+ * chunk's kc64 checksum). A checksum error becomes the verdict.
  */
 export function checkIntegrity(dir: string, m: Manifest, regions: boolean): { verdict: "ok" | "damaged"; code?: string; message?: string; hint?: string | null } {
   try {
@@ -60,11 +58,24 @@ export function checkIntegrity(dir: string, m: Manifest, regions: boolean): { ve
   }
 }
 
+/** The capturing process's lines of `inspect`: pid, host, rank, selection, visible devices, command. */
+export function describeProcess(p: ProcessIdentity): string[] {
+  const sel = p.selection.by === "any" ? "the first process to reach the launch" : `--${p.selection.by} ${p.selection.value}`;
+  const rank = p.rank === null ? "no rank variable" : `rank ${p.rank} (${p.rankVariable})`;
+  const vis = Object.entries(p.visibleDevices).map(([k, v]) => `${k}=${v}`);
+  const job = Object.entries(p.jobEnv).map(([k, v]) => `${k}=${v}`);
+  return [
+    `process    pid ${p.pid} (parent ${p.ppid}) on ${p.hostname || "?"}, ${rank}, process ${p.number >= 0 ? p.number : "?"} of the job; chosen as ${sel}`,
+    ...(vis.length || job.length ? [`  env      ${[...vis, ...job].join(" ")}`] : []),
+    `  command  ${p.cmdline.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(" ")}`,
+  ];
+}
+
 export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
   args: {
     ...dirArg,
-    verify: { type: "boolean", description: "Also check every region's SHA-256 (reads the memory images)", default: false },
+    verify: { type: "boolean", description: "Also check every stored chunk's kc64 checksum on the CPU (reads the memory images)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
@@ -81,7 +92,7 @@ export default defineCommand({
       return integrity.verdict === "ok" ? 0 : 2;
     }
     if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
-    process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (region checksums: --verify)"}\n`);
+    process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (chunk checksums: --verify)"}\n`);
     return 0;
   },
 });

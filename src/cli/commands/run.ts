@@ -1,32 +1,33 @@
 /**
  * `kerncap run [--kernel RE] [--dispatch N] [--out DIR] -- <app> [args…]`: run the app with the
  * capture library injected; capture the Nth launch of a matching kernel into DIR (written as
- * DIR.tmp-<pid>, renamed when complete).
+ * DIR.tmp-<pid>, renamed when complete). The session (src/capture/session.ts) does the work.
+ * ncu's spellings are accepted where the meaning is the same: -k/--kernel-name (with `regex:`),
+ * --launch-skip, -o, -f.
+ * Exit: 0 captured; the application's own code (non-zero, said on stderr) when it failed after
+ * the capture was written; 2 error; 130/143 interrupted.
  */
 import { defineCommand } from "citty";
-import { existsSync, mkdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
-import { findCupti } from "../../capture/cupti.ts";
-import { assertReplaceable, finalizeCapture, readRaw } from "../../capture/finalize.ts";
-import { cudaCaptureLibrary } from "../../capture/lib.ts";
-import { compileEre } from "../../capture/posix-regex.ts";
-import { closestKernels, removeTemp, resolveApp, runApp } from "../../capture/run.ts";
-import { tritonEnv, tritonFinalize } from "../../capture/triton/shim.ts";
-import { cudaReproducerHook } from "../../repro/cuda.ts";
-import { KerncapError } from "../../errors.ts";
+import { processLabel } from "../../capture/census.ts";
+import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { log } from "../../log.ts";
-import { probeGpu } from "../../replay/probe.ts";
-import { appArgv, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes } from "./inspect.ts";
+import { appArgv, intArg, jsonArg, kernelPattern, printJson, verboseArg } from "../args.ts";
+import { formatBytes } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
   args: {
-    kernel: { type: "string", description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any)" },
-    dispatch: { type: "string", description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
+    kernel: {
+      type: "string",
+      alias: ["k", "kernel-name"],
+      description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any); ncu's `regex:RE` is the same as RE",
+    },
+    dispatch: { type: "string", alias: ["launch-skip"], description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
     "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
-    out: { type: "string", description: "Capture folder to write (default: kerncap-capture)" },
-    force: { type: "boolean", description: "Replace a previous capture at --out (never any other folder)", default: false },
+    rank: { type: "string", description: "Multi-process jobs: capture only in the process of this rank (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)" },
+    process: { type: "string", description: "Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA" },
+    out: { type: "string", alias: ["o"], description: "Capture folder to write (default: kerncap-capture)" },
+    force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
     "source-root": { type: "string", description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)" },
     "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder) with the kernel TU's exact flags" },
@@ -36,114 +37,51 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    const argv = appArgv(rawArgs);
-    resolveApp(argv);
-    const dispatch = intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1);
-    const pattern = args.kernel ? String(args.kernel) : "";
-    const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
-    if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
-    const out = resolve(String(args.out ?? "kerncap-capture"));
-    if (existsSync(out)) assertReplaceable(out, Boolean(args.force));
-    if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another --out.` });
-    for (const [opt, p] of [["--source-root", args["source-root"]], ["--compile-commands", args["compile-commands"]]] as const) {
-      if (p !== undefined && !existsSync(resolve(String(p)))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
-    }
-    probeGpu();
-    const cupti = findCupti();
-    const lib = await cudaCaptureLibrary();
-    const tmp = `${out}.tmp-${process.pid}`;
-    mkdirSync(tmp, { recursive: true });
-    let ok = false;
-    try {
-      log.start(`running ${argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${dispatch})`);
-      const r = await runApp({
-        argv,
-        outDir: tmp,
-        mode: "capture",
-        env: {
-          CUDA_INJECTION64_PATH: lib,
-          KERNCAP_OUT: tmp,
-          KERNCAP_MODE: "capture",
-          KERNCAP_KERNEL: pattern,
-          KERNCAP_DISPATCH: String(dispatch),
-          ...(args["count-benchmarks"] ? { KERNCAP_COUNT_BENCHMARKS: "1" } : {}),
-          KERNCAP_CUPTI_PATH: cupti,
-          ...(await tritonEnv()), // Triton: JIT metadata shim on PYTHONPATH (src/capture/triton)
-          ...(args["exit-after-capture"] ? { KERNCAP_EXIT_AFTER_CAPTURE: "1" } : {}),
-          ...(args.verbose ? { KERNCAP_LOG: "1" } : {}),
-        },
-        stdoutToStderr: args.json,
-      });
-      if (r.interrupted) throw new KerncapError("E_INTERRUPTED", "capture interrupted; nothing was written", { exitCode: 130 });
-      const raw = readRaw(tmp);
-      if (!raw) {
-        if (r.libraryErrors.length) {
-          throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${r.libraryErrors.join("; ")}`, {
-            hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
-          });
-        }
-        const matching = ere ? r.kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : r.kernels;
-        // launches the library counted toward --dispatch (autotuner benchmarks are not, unless asked)
-        const seen = matching.reduce((a, k) => a + k.count - (args["count-benchmarks"] ? 0 : (k.benchmark ?? 0)), 0);
-        if (seen > dispatch) {
-          throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${r.exitCode}, signal ${r.signal ?? "none"})`, {
-            hint: "Launches inside CUDA graph stream capture are skipped; run with --verbose to see why.",
-          });
-        }
-        const near = closestKernels(pattern || ".", r.kernels);
-        throw new KerncapError(
-          "E_NO_MATCH",
-          seen
-            ? `only ${seen} launches matched ${JSON.stringify(pattern)} before the app exited (code ${r.exitCode}); --dispatch ${dispatch} needs ${dispatch + 1}`
-            : `no kernel matching ${JSON.stringify(pattern)} ran before the app exited (code ${r.exitCode}; ${r.launches} launches of ${r.kernels.length} kernels seen)` +
-                (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
-          { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
-        );
-      }
-      const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
-      if (scan?.unreadable_entries) {
-        log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
-      }
-      const triton = tritonFinalize(tmp, raw, pattern, argv); // Triton: manifest.source + reproducer
-      const cudaHook = cudaReproducerHook({
-        sourceRoot: args["source-root"] ? resolve(String(args["source-root"])) : undefined,
-        compileCommands: args["compile-commands"] ? resolve(String(args["compile-commands"])) : undefined,
+    const { dir, manifest: m, app, census } = await captureKernel({
+      argv: appArgv(rawArgs),
+      out: args.out === undefined ? "kerncap-capture" : String(args.out),
+      force: Boolean(args.force),
+      kernel: kernelPattern(args.kernel),
+      dispatch: intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1),
+      rank: args.rank === undefined ? undefined : intArg("rank", args.rank, 0, 2 ** 31 - 1),
+      process: args.process === undefined ? undefined : intArg("process", args.process, 0, 2 ** 31 - 1),
+      countBenchmarks: Boolean(args["count-benchmarks"]),
+      exitAfterCapture: Boolean(args["exit-after-capture"]),
+      verbose: Boolean(args.verbose),
+      stdoutToStderr: Boolean(args.json),
+      progress: process.stderr.isTTY && !args.json ? "live" : "phases",
+      cuda: {
+        sourceRoot: args["source-root"] === undefined ? undefined : String(args["source-root"]),
+        compileCommands: args["compile-commands"] === undefined ? undefined : String(args["compile-commands"]),
         slice: args.slice !== false,
         overlay: Boolean(args.overlay),
-      });
-      const m = await finalizeCapture(raw, {
-        tmpDir: tmp,
-        finalDir: out,
-        force: Boolean(args.force),
-        command: argv,
-        match: pattern,
-        ...triton,
-        beforeRename: async (d, mm) => {
-          await triton.beforeRename?.(d, mm);
-          cudaHook(d, mm); // CUDA: locate the source, render the reproducer (returns at once for other frontends)
-        },
-      });
-      ok = true;
-      const summary = {
-        dir: out,
+      },
+    });
+    const code = applicationExitCode(app);
+    const procs = census.processes.length;
+    if (args.json) {
+      printJson("run", {
+        dir,
         kernel: m.kernel.demangled,
         launchIndex: m.kernel.launchIndex,
         regions: m.regions.length,
         globals: m.globals.length,
         beforeBytes: m.memory.beforeBytes,
         afterBytes: m.memory.afterBytes,
-        appSeconds: r.seconds,
+        appSeconds: app.seconds,
+        appExitCode: app.exitCode,
+        appSignal: app.signal,
         timing: m.timing,
-      };
-      if (args.json) printJson("run", summary);
-      else {
-        log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}) into ${out}`);
-        log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${r.seconds.toFixed(2)} s`);
-        log.info(`next: kerncap inspect ${out} ; kerncap replay ${out}`);
-      }
-      return 0;
-    } finally {
-      if (!ok) removeTemp(tmp);
+        process: m.process ?? null,
+        processes: procs,
+      });
+    } else {
+      const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
+      log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}) into ${dir}`);
+      log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${app.seconds.toFixed(2)} s`);
+      log.info(`next: kerncap inspect ${dir} ; kerncap replay ${dir}`);
     }
+    if (code) log.warn(`the application failed (${app.signal ? `ended by ${app.signal}` : `exit code ${app.exitCode}`}) after the capture was written; kerncap run exits with ${code}, the application's code`);
+    return code;
   },
 });

@@ -4,7 +4,7 @@ import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes } from "./inspect.ts";
+import { formatBytes } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },

@@ -8,76 +8,13 @@
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  */
 import { defineCommand } from "citty";
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { KerncapError } from "../../errors.ts";
+import { buildReproducer, remakeStaleSlice } from "../../repro/build.ts";
 import { checkRebuiltModule } from "../../repro/cuda.ts";
 import { readManifest } from "../../format/capture-dir.ts";
-import { log } from "../../log.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCuda } from "../../replay/engine.ts";
-import { dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { describeReplay, toleranceArgs, toleranceOptions } from "./replay.ts";
-
-/**
- * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
- * @returns { module path, build seconds }
- * @throws KerncapError E_BUILD (exit 2) with the compiler's message.
- */
-export async function rebuild(dirArg: string, quiet: boolean): Promise<{ module: string; seconds: number }> {
-  const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
-  const script = join(dir, "build.sh");
-  if (!existsSync(script)) {
-    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture`, {
-      hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
-    });
-  }
-  const t0 = performance.now();
-  // its own process group, so that Ctrl-C can stop the compiler under bash too (bash alone would
-  // wait for its foreground child before acting on the signal)
-  const p = Bun.spawn(["bash", script], { cwd: dir, env: { ...process.env }, stdout: "pipe", stderr: "pipe", detached: true });
-  // Ctrl-C: stop the build and say so (exit 130), rather than report its death as a compile error
-  let interrupted = false;
-  const onInt = () => {
-    interrupted = true;
-    try {
-      process.kill(-p.pid, "SIGINT");
-    } catch {
-      p.kill("SIGINT");
-    }
-    setTimeout(() => {
-      try {
-        process.kill(-p.pid, "SIGKILL");
-      } catch {
-        /* already gone */
-      }
-    }, 2000).unref();
-  };
-  process.on("SIGINT", onInt);
-  let out: string, err: string, code: number;
-  try {
-    [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  } finally {
-    process.off("SIGINT", onInt);
-  }
-  const seconds = (performance.now() - t0) / 1000;
-  if (interrupted || code === 130 || p.signalCode === "SIGINT") {
-    throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: 130 });
-  }
-  if (code !== 0) {
-    throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
-      hint: "Fix the compile error in the edited source and run validate again.",
-    });
-  }
-  if (!quiet && err.trim()) log.debug(err.trim());
-  const last = out.trim().split("\n").pop() ?? "";
-  const module = resolve(dir, last);
-  if (!last) throw new KerncapError("E_BUILD", "build.sh printed nothing on stdout: it must print the path of the module it built, last", { hint: "End build.sh with `echo \"$out\"` (the cubin it wrote)." });
-  if (!existsSync(module)) {
-    throw new KerncapError("E_BUILD", `build.sh named ${module} as the module it built, but there is no such file`, { hint: "Check the output path in build.sh (the -o of the compiler and the path it prints last)." });
-  }
-  return { module, seconds };
-}
+import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
+import { describeReplay } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
@@ -92,14 +29,15 @@ export default defineCommand({
   async run({ args }) {
     const dir = String(args.dir);
     const m = readManifest(dir);
-    if (args.force) process.env.KERNCAP_FORCE = "1"; // read by the reproducer's build (templates/triton/repro.py)
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args);
+    remakeStaleSlice(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
       const t0 = performance.now();
       let builtAt = 0;
-      const built = rebuild(dir, !args.verbose).then((b) => {
+      // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py)
+      const built = buildReproducer(dir, { quiet: !args.verbose, force: Boolean(args.force) }).then((b) => {
         builtAt = performance.now();
         if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
         return b;

@@ -11,10 +11,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { finalizeCapture } from "../../../src/capture/finalize.ts";
+import { parseRaw } from "../../../src/capture/raw.ts";
 
 const ROOT = resolve(import.meta.dir, "../../..");
 const LIB = join(ROOT, "c/build/libkerncap_hsa.so");
-const haveHeaders = existsSync("/usr/include/hsa/hsa.h") && existsSync("/usr/include/hsa/hsa_ext_amd.h");
+const INC = process.env.HSA_INCLUDE ?? "/usr/include"; // as scripts/build-hsa.sh reads it
+const haveHeaders = existsSync(`${INC}/hsa/hsa.h`) && existsSync(`${INC}/hsa/hsa_ext_amd.h`);
 const haveGcc = !!Bun.which("gcc") && !!Bun.which("nm");
 const SKIP = !haveHeaders || !haveGcc;
 const REASON = !haveHeaders ? "(skipped: /usr/include/hsa missing; run scripts/install-rocm.sh)" : !haveGcc ? "(skipped: gcc/nm missing)" : "";
@@ -42,10 +45,10 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect(Bun.spawnSync(["nm", "-D", "--undefined-only", LIB]).stdout.toString()).not.toContain("hsa_");
   });
 
-  test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", () => {
+  test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", async () => {
     if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
     const exe = join(tmp, "fake_hsa_runtime");
-    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", "-I/usr/include", `-I${join(ROOT, "c")}`, "-o", exe,
+    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c")}`, "-o", exe,
       join(import.meta.dir, "fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"]);
     expect(cc.stderr.toString()).toBe("");
     const co = join(tmp, "module.co");
@@ -58,7 +61,7 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     });
     expect(r.exitCode).toBe(0);
     expect(r.stdout.toString()).toContain("data[3]=24"); // each dispatch ran exactly once
-    expect(existsSync(join(out, "error.txt"))).toBe(false);
+    expect(existsSync(join(out, `error.${r.pid}.txt`))).toBe(false);
 
     const raw = JSON.parse(readFileSync(join(out, "raw.json"), "utf8"));
     expect(raw.frontend).toBe("hip");
@@ -66,6 +69,8 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect(raw.device).toMatchObject({ vendor: "amd", arch: "gfx90a", name: "Fake MI210" });
     expect(raw.launch).toMatchObject({ grid: [3072, 1, 1], block: [256, 1, 1], shared_mem_bytes: 512 });
     expect(raw.hsa).toMatchObject({ kernel_object: "0x1001", group_segment_size: 512 });
+    expect(raw.process).toMatchObject({ pid: r.pid, number: 0, selection: { by: "any", admitted: true } }); // c/kc_process.h
+    expect(JSON.parse(readFileSync(join(out, "claim"), "utf8")).pid).toBe(r.pid);
     expect(raw.params.size).toBe(16);
     expect(statSync(join(out, raw.params.file)).size).toBe(16);
     expect(raw.module).toMatchObject({ file: "kernel/module.hsaco", kind: "hsaco" });
@@ -81,8 +86,16 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect([...after]).toEqual([0, 4, 8, 12]);
     expect(statSync(join(out, "memory/after.bin")).size).toBe(12000);
 
-    const kernels = JSON.parse(readFileSync(join(out, "kernels.json"), "utf8")).kernels;
+    const kernels = JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels;
     expect(kernels.map((k: { name: string; count: number }) => [k.name, k.count])).toEqual([["other", 3], ["_Z5scalePffi", 3]]);
+
+    // the library's real output fits the raw schema (src/capture/raw.ts) and finalizes into a
+    // chunked manifest, hashed by kerncap (raw_version 1: whole ranges)
+    expect(parseRaw(raw).raw_version).toBe(1);
+    expect(raw.timing.app_launch_us).toBeGreaterThanOrEqual(0);
+    const m = await finalizeCapture(raw, { tmpDir: out, finalDir: join(tmp, "cap-final"), force: false, command: ["fake"], match: "scale" });
+    expect(m.regions.map((g) => [g.changed, g.size, g.before.extents.length])).toEqual([[true, 12000, 1], [false, 12000, 0], [false, 16, 1]]);
+    expect(m.memory.hash).toBe("kc64/1");
   });
 
   test("list mode counts dispatches and writes no capture", () => {
@@ -92,7 +105,8 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     const r = Bun.spawnSync([exe, LIB, join(tmp, "module.co")], { env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "list" } });
     expect(r.exitCode).toBe(0);
     expect(existsSync(join(out, "raw.json"))).toBe(false);
-    expect(JSON.parse(readFileSync(join(out, "kernels.json"), "utf8")).kernels).toHaveLength(2);
+    expect(JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels).toHaveLength(2);
+    expect(existsSync(join(out, "claim"))).toBe(false);
   });
 });
 

@@ -1,0 +1,349 @@
+/**
+ * A capture session: everything between "the user named an application" and "a capture folder
+ * (or a launch census) exists" — the capture library's environment (docs/raw-capture.md), the
+ * temp folder `DIR.tmp-<pid>` and its removal on every path out (an error, Ctrl-C, SIGTERM), the
+ * stale temp folders of killed runs, the application run, reading what the library reported
+ * (every process's kernels.<pid>.json and error.<pid>.txt, src/capture/census.ts; its progress
+ * file, src/capture/progress.ts), the process selection (--rank/--process), CUPTI sharing notes
+ * (src/capture/coexist.ts), counting the launches toward --dispatch, and the finalize step.
+ * The verbs `run` and `list` only parse their options, call captureKernel/listKernels and report.
+ *
+ * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>
+ * (renamed to DIR), `list` a folder under $TMPDIR, both removed when the session fails.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { captureLibraryEnv } from "../env.ts";
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { pidAlive, removeStaleTemps, tempFor } from "../leftovers.ts";
+import { log } from "../log.ts";
+import { signalExitCode, StopSignals } from "../process-group.ts";
+import { probeGpu } from "../replay/probe.ts";
+import { cudaReproducerHook } from "../repro/cuda.ts";
+import { findCupti } from "./cupti.ts";
+import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
+import { cudaCaptureLibrary } from "./lib.ts";
+import { compileEre, type PosixRegex } from "./posix-regex.ts";
+import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
+import { processLabel, readCensus, type Census } from "./census.ts";
+import { cuptiNotes, injectionEnv } from "./coexist.ts";
+import { watchProgress } from "./progress.ts";
+import { tritonEnv, tritonFinalize } from "./triton/shim.ts";
+
+/** What the application needs to have a capture library injected, besides the KERNCAP_* settings. */
+export interface Injection {
+  /** CUDA_INJECTION64_PATH, LD_PRELOAD, the Triton shim's PYTHONPATH and Inductor settings… */
+  env: Record<string, string>;
+  /** libcupti for the CUDA library (KERNCAP_CUPTI_PATH). */
+  cuptiPath?: string;
+  /** What to tell the user about the injection (another tool's CUDA_INJECTION64_PATH replaced). */
+  warnings?: string[];
+}
+
+/** Prepares the injection; run only once every input has been checked (it probes the GPU). */
+export type PrepareInjection = () => Promise<Injection>;
+
+/**
+ * The CUDA capture library: GPU probe, libcupti, the library extracted from the executable
+ * (CUDA_INJECTION64_PATH and LD_PRELOAD: src/capture/coexist.ts), the Triton shim.
+ * @throws KerncapError E_NO_GPU, E_NO_CUPTI, E_LIB, E_CACHE
+ */
+export async function cudaInjection(): Promise<Injection> {
+  probeGpu();
+  const cuptiPath = findCupti();
+  const lib = await cudaCaptureLibrary();
+  const inj = injectionEnv(lib);
+  return { env: { ...inj.env, ...(await tritonEnv()) }, cuptiPath, warnings: inj.warnings };
+}
+
+/**
+ * Launches of kernels matching `ere` (every kernel without one) that the library counted toward
+ * --dispatch: autotuner benchmark launches (kernels.<pid>.json `benchmark`) only with countBenchmarks.
+ * Each process counts its own: pass one process's kernels.
+ */
+export function countedLaunches(kernels: KernelSeen[], ere: PosixRegex | undefined, countBenchmarks: boolean): number {
+  const matching = ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels;
+  return matching.reduce((a, k) => a + k.count - (countBenchmarks ? 0 : (k.benchmark ?? 0)), 0);
+}
+
+/**
+ * The exit code `kerncap run` passes on for the application: 0 when it exited 0, its code when
+ * non-zero, 128 + N when signal N ended it.
+ */
+export function applicationExitCode(app: Pick<AppRun, "exitCode" | "signal">): number {
+  if (app.signal) return signalExitCode(app.signal);
+  return app.exitCode ?? 0;
+}
+
+/**
+ * Why no process could capture, when --rank/--process selected none of the processes that ran
+ * (undefined when the selection is not the reason). Facts from the censuses' identities.
+ */
+export function selectionProblem(c: Census, rank: number | undefined, procN: number | undefined): string | undefined {
+  if (rank === undefined && procN === undefined) return undefined;
+  const admitted = c.processes.filter((p) => p.process.selection.admitted);
+  if (admitted.length) return undefined;
+  const seen = c.processes.map((p) => `${processLabel(p.process)}${p.process.rank === null ? " (no rank variable)" : ""}${p.process.number >= 0 ? ` = process ${p.process.number}` : ""}`);
+  const list = seen.length ? seen.join(", ") : "none";
+  if (rank !== undefined) return `no process of the application has rank ${rank} (processes that ran CUDA: ${list})`;
+  return `--process ${procN} selects the ${procN! + 1}th process that initializes CUDA, but only ${c.numbered} did (${list})`;
+}
+
+/** Log the CUPTI sharing notes of the censuses (warnings; infos too when `infos`). */
+function sayCuptiNotes(c: Census, infos: boolean): void {
+  const notes = cuptiNotes(c);
+  for (const w of notes.warnings) log.warn(w);
+  if (infos) for (const i of notes.infos) log.info(i);
+}
+
+/** Say (once per folder) which stale temp folders were removed. */
+function removeStale(out: string): void {
+  for (const p of removeStaleTemps(out, existsSync(out))) {
+    const pid = /-(\d+)$/.exec(p)?.[1];
+    log.info(`removed ${p}: left by kerncap process ${pid}, which is gone (killed before it could clean up)`);
+  }
+}
+
+export interface CaptureRequest {
+  /** The application command line. */
+  argv: string[];
+  /** Capture folder (relative to the working directory or absolute). */
+  out: string;
+  /** Replace a previous capture at `out` (never another folder). */
+  force: boolean;
+  /** POSIX ERE on the mangled and the demangled name; "" matches every kernel. */
+  kernel: string;
+  /** 0-based index among the application's matching launches. */
+  dispatch: number;
+  /** Multi-process jobs: only the process of this rank captures (KERNCAP_RANK). */
+  rank?: number;
+  /** Multi-process jobs: only the Nth process (0-based) that initializes CUDA captures (KERNCAP_PROCESS). */
+  process?: number;
+  countBenchmarks: boolean;
+  exitAfterCapture: boolean;
+  /** The library and the shim log to stderr. */
+  verbose: boolean;
+  /** The application's stdout goes to our stderr (--json keeps stdout for data). */
+  stdoutToStderr: boolean;
+  /** The library's snapshot progress on stderr: "live" redrawn about once a second (a terminal), "phases" one line per phase. */
+  progress: "live" | "phases";
+  /** CUDA reproducer project (src/repro/cuda.ts). */
+  cuda: { sourceRoot?: string; compileCommands?: string; slice: boolean; overlay: boolean };
+}
+
+export interface CaptureResult {
+  /** The capture folder (absolute). */
+  dir: string;
+  manifest: Manifest;
+  app: AppRun;
+  /** Every process's census (the capturing one is manifest.process). */
+  census: Census;
+}
+
+/**
+ * Check the request, run the application with the capture library, and finalize the capture of
+ * the matching launch into `out` (written as `out.tmp-<pid>`, renamed when complete; removed on
+ * any failure or signal). Stale `out.tmp-<pid>` folders of dead kerncap processes are removed
+ * first, with a log line each.
+ * @returns the manifest and how the application ended (its exit code is not an error here).
+ * @throws KerncapError E_USAGE (also --rank with --process), E_APP_NOT_FOUND, E_EXISTS (checked
+ *   before the GPU is touched); what `prepare` throws; E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM:
+ *   the app's process group was ended, nothing was written); E_CAPTURE_FAILED; E_NO_MATCH (no
+ *   process admitted by --rank/--process; too few matching launches in any one process; no
+ *   matching kernel, with the closest names).
+ */
+export async function captureKernel(req: CaptureRequest, prepare: PrepareInjection = cudaInjection): Promise<CaptureResult> {
+  resolveApp(req.argv);
+  const pattern = req.kernel;
+  const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
+  if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+  if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
+  const out = resolve(req.out);
+  if (existsSync(out)) assertReplaceable(out, req.force);
+  if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another --out.` });
+  for (const [opt, p] of [["--source-root", req.cuda.sourceRoot], ["--compile-commands", req.cuda.compileCommands]] as const) {
+    if (p !== undefined && !existsSync(resolve(p))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
+  }
+  removeStale(out);
+  const inj = await prepare();
+  for (const w of inj.warnings ?? []) log.warn(w);
+  const tmp = tempFor(out);
+  const stops = new StopSignals().install();
+  let ok = false;
+  try {
+    mkdirSync(join(tmp, "kernel"), { recursive: true });
+    mkdirSync(join(tmp, "memory"), { recursive: true });
+    const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
+    log.start(`running ${req.argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${req.dispatch}${sel})`);
+    const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
+    let app: AppRun;
+    try {
+      app = await runApp({
+        argv: req.argv,
+        env: {
+          ...process.env,
+          ...inj.env,
+          ...captureLibraryEnv({
+            out: tmp,
+            mode: "capture",
+            kernel: pattern,
+            dispatch: req.dispatch,
+            rank: req.rank,
+            process: req.process,
+            countBenchmarks: req.countBenchmarks,
+            exitAfterCapture: req.exitAfterCapture,
+            cuptiPath: inj.cuptiPath,
+            log: req.verbose,
+          }),
+        },
+        stdoutToStderr: req.stdoutToStderr,
+        stops,
+      });
+    } finally {
+      progress.stop();
+    }
+    if (app.interrupted) {
+      throw new KerncapError("E_INTERRUPTED", `capture interrupted (${app.interrupted}); the application's process group was ended and nothing was written`, { exitCode: signalExitCode(app.interrupted) });
+    }
+    const census = readCensus(tmp);
+    log.debug(`${census.kernels.length} kernels seen in ${census.processes.length} processes`);
+    sayCuptiNotes(census, true);
+    const raw = readRaw(tmp);
+    if (!raw) {
+      const who = selectionProblem(census, req.rank, req.process);
+      if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
+      if (census.errors.length) {
+        throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${census.errors.join("; ")}`, {
+          hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
+        });
+      }
+      // each process counts its own launches toward --dispatch: the most any one admitted process saw is what counts
+      const perProcess = census.processes.filter((p) => p.process.selection.admitted).map((p) => countedLaunches(p.kernels, ere, req.countBenchmarks));
+      const seen = Math.max(0, ...perProcess);
+      const inOne = census.processes.length > 1 ? ` in any one of the ${census.processes.length} processes (each counts its own launches for --dispatch)` : "";
+      if (seen > req.dispatch) {
+        throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${app.exitCode}, signal ${app.signal ?? "none"})`, {
+          hint: "Launches inside CUDA graph stream capture are skipped; run with --verbose to see why.",
+        });
+      }
+      const near = closestKernels(pattern || ".", census.kernels);
+      throw new KerncapError(
+        "E_NO_MATCH",
+        seen
+          ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app exited (code ${app.exitCode}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
+          : `no kernel matching ${JSON.stringify(pattern)} ran before the app exited (code ${app.exitCode}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
+              (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
+        { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
+      );
+    }
+    const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
+    if (scan?.unreadable_entries) {
+      log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
+    }
+    const triton = tritonFinalize(tmp, raw, pattern, req.argv); // Triton: manifest.source + reproducer
+    const cudaHook = cudaReproducerHook({
+      sourceRoot: req.cuda.sourceRoot ? resolve(req.cuda.sourceRoot) : undefined,
+      compileCommands: req.cuda.compileCommands ? resolve(req.cuda.compileCommands) : undefined,
+      slice: req.cuda.slice,
+      overlay: req.cuda.overlay,
+    });
+    const interruptedNow = () => {
+      if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
+    };
+    const manifest = await finalizeCapture(raw, {
+      tmpDir: tmp,
+      finalDir: out,
+      force: req.force,
+      command: req.argv,
+      match: pattern,
+      ...triton,
+      beforeRename: async (d, mm, final) => {
+        interruptedNow();
+        await triton.beforeRename?.(d, mm, final);
+        cudaHook(d, mm, final); // CUDA: locate the source, render the reproducer (returns at once for other frontends)
+        interruptedNow(); // the last point before the rename: a signal until here leaves nothing
+      },
+    });
+    ok = true;
+    return { dir: out, manifest, app, census };
+  } finally {
+    if (!ok) removeTemp(tmp);
+    stops.dispose();
+  }
+}
+
+export interface ListRequest {
+  argv: string[];
+  verbose: boolean;
+  stdoutToStderr: boolean;
+}
+
+export interface ListResult {
+  app: AppRun;
+  /** Every kernel launched, most launches first. */
+  kernels: KernelSeen[];
+  launches: number;
+  /** error.<pid>.txt lines (the library's internal failures; already logged as a warning). */
+  libraryErrors: string[];
+  /** Every process's census (more than one: a multi-process job). */
+  census: Census;
+}
+
+const LIST_PREFIX = "kerncap-list-";
+
+/** Remove `$TMPDIR/kerncap-list-<pid>-*` folders whose kerncap is gone. */
+function removeStaleListFolders(): void {
+  let names: string[];
+  try {
+    names = readdirSync(tmpdir());
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    const m = new RegExp(`^${LIST_PREFIX}(\\d+)-`).exec(n);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    removeTemp(join(tmpdir(), n));
+    log.debug(`removed ${join(tmpdir(), n)}: left by kerncap process ${m[1]}, which is gone`);
+  }
+}
+
+/**
+ * Run the application with the capture library in count-only mode (folder under $TMPDIR,
+ * removed at the end whatever happens).
+ * @throws KerncapError E_USAGE/E_APP_NOT_FOUND, what `prepare` throws, E_INTERRUPTED (130/143),
+ *   E_NO_KERNELS (the application launched none).
+ */
+export async function listKernels(req: ListRequest, prepare: PrepareInjection = cudaInjection): Promise<ListResult> {
+  resolveApp(req.argv);
+  const inj = await prepare();
+  for (const w of inj.warnings ?? []) log.warn(w);
+  removeStaleListFolders();
+  const stops = new StopSignals().install();
+  const dir = mkdtempSync(join(tmpdir(), `${LIST_PREFIX}${process.pid}-`));
+  try {
+    mkdirSync(join(dir, "kernel"));
+    mkdirSync(join(dir, "memory"));
+    const app = await runApp({
+      argv: req.argv,
+      env: { ...process.env, ...inj.env, ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
+      stdoutToStderr: req.stdoutToStderr,
+      stops,
+    });
+    const census = readCensus(dir);
+    if (census.errors.length) log.warn(`capture library: ${census.errors.join("; ")}`);
+    if (app.interrupted) throw new KerncapError("E_INTERRUPTED", `interrupted (${app.interrupted}); the application's process group was ended`, { exitCode: signalExitCode(app.interrupted) });
+    sayCuptiNotes(census, false);
+    const kernels = [...census.kernels].sort((a, b) => b.count - a.count);
+    if (!kernels.length) {
+      throw new KerncapError("E_NO_KERNELS", `the application launched no CUDA kernel (exit code ${app.exitCode})`, {
+        hint: census.errors.length ? "The capture library failed; see the message above." : "Does it use the GPU? Check that it runs on its own, and that CUDA_VISIBLE_DEVICES is not empty.",
+      });
+    }
+    return { app, kernels, launches: census.launches, libraryErrors: census.errors, census };
+  } finally {
+    removeTemp(dir);
+    stops.dispose();
+  }
+}

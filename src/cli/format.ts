@@ -1,0 +1,84 @@
+/**
+ * Human-readable formatting shared by the verbs (sizes, replay results), so that no verb imports
+ * another. Plain strings: the verbs write them to stdout.
+ */
+import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
+import type { ReplayResult } from "../replay/engine.ts";
+
+/** Bytes in binary units: 1536 → "1.5 KiB". */
+export function formatBytes(n: number): string {
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let x = n;
+  while (x >= 1024 && i < u.length - 1) {
+    x /= 1024;
+    i++;
+  }
+  return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
+}
+
+/** Human lines for a replay result. */
+export function describeReplay(r: ReplayResult): string {
+  const L = [
+    `${r.verdict === "match" ? "MATCH" : "MISMATCH"}  ${r.kernel}`,
+    `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)}; ${r.mismatches.length} differ`,
+  ];
+  for (const x of r.mismatches.slice(0, 20)) {
+    L.push(`  region ${x.va} (${x.kind}, ${formatBytes(x.size)}, ${x.changedInApp ? "written by the kernel in the app" : "not written in the app"}): first difference at byte ${x.firstDiffOffset}, ${x.bytesDiffering} bytes differ`);
+  }
+  if (r.timing.iters) {
+    L.push(`  kernel time: median ${r.timing.medianUs.toFixed(2)} µs, min ${r.timing.minUs.toFixed(2)} µs over ${r.timing.iters} launches` + (r.timing.appUs !== null ? `; in the app ${r.timing.appUs.toFixed(2)} µs (one launch)` : ""));
+  }
+  L.push(`  restore ${formatBytes(r.restore.bytes)} in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", host-registered mmap" : ", pageable"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
+  L.push(...describeNumerics(r));
+  L.push(`  device ${r.device.name} ${r.device.arch}`);
+  return L.join("\n");
+}
+
+/** The tolerance report: overall verdict, then each region that is not bit-exact. */
+export function describeNumerics(r: ReplayResult): string[] {
+  const n = r.numerics;
+  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol})`];
+  for (const x of n.regions.slice(0, 20)) {
+    L.push(
+      `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +
+        (x.firstOverOffset >= 0 ? `, first at byte ${x.firstOverOffset}` : "") +
+        (x.trivial === "unchanged" ? "; the replay left it unchanged where the app wrote it" : x.trivial === "all-zeros" ? "; the replay left it all zeros where the app wrote data" : ""),
+    );
+  }
+  return L;
+}
+
+/**
+ * The `list` table: count, bench (only when some kernel has autotuner benchmark launches, which
+ * --dispatch does not count), pid:count (`perProcess`: each process's count, for a job of several
+ * processes), grid, block, module, kernel (demangled); numbers right-aligned.
+ */
+export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
+  const bench = kernels.some((k) => k.benchmark);
+  const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
+  const head = ["count", ...(bench ? ["bench"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", "kernel"];
+  return table(head, rows);
+}
+
+/** The per-process table of `list`: process number, pid, rank, launches, kernels, command. */
+export function processTable(procs: ProcessCensus[]): string {
+  const head = ["process", "pid", "rank", "launches", "kernels", "command"];
+  const rows = procs.map((p) => [
+    p.process.number >= 0 ? String(p.process.number) : "?",
+    String(p.process.pid),
+    p.process.rank === null ? "-" : `${p.process.rank}${p.process.rankVariable && p.process.rankVariable !== "RANK" ? ` (${p.process.rankVariable})` : ""}`,
+    `${p.launches}${p.final ? "" : "+"}`, // "+": the process ended without exit handlers; counts up to its last periodic write
+    String(p.kernels.length),
+    p.process.cmdline.join(" ").slice(0, 100) || processLabel(p.process),
+  ]);
+  return table(head, rows);
+}
+
+/** Columns padded to their widest cell, right-aligned but the last. */
+function table(head: string[], rows: string[][]): string {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => (i < head.length - 1 ? c.padStart(w[i]!) : c)).join("  ");
+  return [line(head), ...rows.map(line)].join("\n");
+}

@@ -1,0 +1,179 @@
+/**
+ * Every `KERNCAP_*` environment variable, in one table: its meaning, who sets it and who reads it
+ * (kerncap itself, the C capture libraries c/kerncap_cuda.c and c/kerncap_hsa.c, the Triton shim
+ * src/capture/triton/sitecustomize.py, a reproducer's build.sh/repro.py, or the test and benchmark
+ * scripts). kerncap's TypeScript reads and writes them only through the typed getters and builders
+ * below (test/cpu/env.test.ts checks that, and that the README's table lists exactly these).
+ *
+ * Getters take an optional environment (default process.env) so tests can pass their own.
+ * Flags are on only when the value is exactly "1" (what the C libraries test with strcmp);
+ * KERNCAP_TRITON is off only when exactly "0".
+ */
+
+export type Env = Record<string, string | undefined>;
+
+/** Who reads a variable. */
+export type Reader = "kerncap" | "CUDA library" | "HSA library" | "Triton shim" | "Triton reproducer" | "tests";
+
+export interface EnvVarDoc {
+  /** Who reads it. */
+  readers: readonly Reader[];
+  /** "user": you may set it; "kerncap": kerncap sets it for a child process (your own value is overridden); "build.sh": a reproducer's build script sets it. */
+  setBy: "user" | "kerncap" | "build.sh";
+  /** One line, README style. */
+  meaning: string;
+}
+
+export const ENV_VARS = {
+  // ---- set by you, read by kerncap ----
+  KERNCAP_CACHE: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "folder for the files kerncap writes out of its executable (capture library, Triton shim, reproducer templates), each in a content-hashed subfolder; default `$XDG_CACHE_HOME/kerncap`, else `~/.cache/kerncap`; when that cannot be written, `$TMPDIR/kerncap-cache-<uid>` is used and said once",
+  },
+  KERNCAP_CUDA_LIB: { readers: ["kerncap"], setBy: "user", meaning: "path of a libkerncap_cuda.so to inject instead of the embedded one" },
+  KERNCAP_CUPTI_PATH: {
+    readers: ["kerncap", "CUDA library"],
+    setBy: "user",
+    meaning: "libcupti.so to use (an explicit path that does not exist is an error); kerncap passes the one it found to the CUDA library",
+  },
+  KERNCAP_LIBCUDA: { readers: ["kerncap"], setBy: "user", meaning: "libcuda.so.1 for replay and the GPU probe, searched first" },
+  KERNCAP_HSA_PATH: { readers: ["kerncap"], setBy: "user", meaning: "libhsa-runtime64.so.1 for AMD replay, searched first" },
+  KERNCAP_TRITON: { readers: ["kerncap", "Triton shim"], setBy: "user", meaning: "`0`: no Triton shim on the application's PYTHONPATH" },
+  KERNCAP_TRITON_CACHES: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning: "`1`: keep Inductor's compile workers and caches (kerncap otherwise sets TORCHINDUCTOR_COMPILE_THREADS=1 and TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)",
+  },
+  KERNCAP_TRITON_SHIM: { readers: ["kerncap"], setBy: "user", meaning: "folder holding a sitecustomize.py to use instead of the embedded shim" },
+  KERNCAP_TRITON_LAUNCHES: { readers: ["Triton shim"], setBy: "user", meaning: "`0`: the shim records compiles only, no launch events" },
+  KERNCAP_VERBOSE: { readers: ["kerncap"], setBy: "user", meaning: "any non-empty value: debug logs from the start, as `--verbose`" },
+  KERNCAP_NO_ASLR_RETRY: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay/validate do not retry without ASLR when a captured VA range is taken" },
+  KERNCAP_NO_PRELOAD: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning: "`1`: kerncap leaves LD_PRELOAD alone (the CUDA library is then only on CUDA_INJECTION64_PATH: the application's cuptiSubscribe calls go unreported)",
+  },
+  KERNCAP_CHUNK_BYTES: {
+    readers: ["CUDA library"],
+    setBy: "user",
+    meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
+  },
+  KERNCAP_FAULT_VA_TAKEN: { readers: ["kerncap"], setBy: "user", meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path" },
+  KERNCAP_PYTHON: { readers: ["Triton reproducer"], setBy: "user", meaning: "the Python a Triton reproducer's build.sh runs (default: the application's, recorded at capture)" },
+  KERNCAP_FORCE: {
+    readers: ["Triton reproducer"],
+    setBy: "user",
+    meaning: "`1`: a Triton reproducer builds with another Triton version than the capture's; `kerncap validate --force` sets it for build.sh",
+  },
+  // ---- set by kerncap for the application (the capture library contract, docs/raw-capture.md) ----
+  KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>`)" },
+  KERNCAP_MODE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`list` (count launches) or `capture`" },
+  KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name" },
+  KERNCAP_DISPATCH: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--dispatch`: 0-based index among the matching launches" },
+  KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
+  KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
+  KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
+  KERNCAP_RANK: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--rank N`: only the process of that rank captures (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)",
+  },
+  KERNCAP_PROCESS: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--process N`: only the Nth process (0-based) of the job that initializes CUDA/HSA captures" },
+  // ---- set by kerncap (or its reproducer's build.sh) for its own children ----
+  KERNCAP_ASLR_RETRY: { readers: ["kerncap"], setBy: "kerncap", meaning: "`1` in the replay child started without ASLR (setarch -R): no second retry" },
+  KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "build.sh", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
+  // ---- tests and benchmark scripts (test/gpu, scripts/) ----
+  KERNCAP_BIN: { readers: ["tests"], setBy: "user", meaning: "the kerncap executable the GPU tests and benchmarks drive (default dist/kerncap)" },
+  KERNCAP_GPU_OUT: { readers: ["tests"], setBy: "user", meaning: "folder where the GPU tests write measurements and commands.log" },
+  KERNCAP_GGML_TAR: { readers: ["tests"], setBy: "user", meaning: "ggml source tarball for the ggml GPU test and bench-edit-loop.sh (default .carry/ggml-src.tar.xz)" },
+  KERNCAP_LLAMA_TAR: { readers: ["tests"], setBy: "user", meaning: "older name of KERNCAP_GGML_TAR, still read" },
+  KERNCAP_GGML_WORK: { readers: ["tests"], setBy: "user", meaning: "where the ggml GPU test keeps its build (default $TMPDIR/kerncap-ggml)" },
+} as const satisfies Record<`KERNCAP_${string}`, EnvVarDoc>;
+
+export type EnvName = keyof typeof ENV_VARS;
+
+/** The value, or undefined when unset or empty. */
+export function readEnv(name: EnvName, env: Env = process.env): string | undefined {
+  const v = env[name];
+  return v === undefined || v === "" ? undefined : v;
+}
+
+const flag = (name: EnvName, env: Env = process.env): boolean => env[name] === "1";
+
+// ---- typed getters (what kerncap reads) ----
+/** $KERNCAP_CACHE: the cache folder chosen by the user (src/cache.ts). */
+export const cacheOverride = (env?: Env) => readEnv("KERNCAP_CACHE", env);
+/** $KERNCAP_CUDA_LIB: a capture library to inject instead of the embedded one. */
+export const cudaLibOverride = (env?: Env) => readEnv("KERNCAP_CUDA_LIB", env);
+/** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/capture/cupti.ts). */
+export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
+/** $KERNCAP_LIBCUDA: libcuda searched first. */
+export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);
+/** $KERNCAP_HSA_PATH: libhsa-runtime64 searched first. */
+export const hsaOverride = (env?: Env) => readEnv("KERNCAP_HSA_PATH", env);
+/** $KERNCAP_TRITON_SHIM: a folder with sitecustomize.py instead of the embedded shim. */
+export const tritonShimOverride = (env?: Env) => readEnv("KERNCAP_TRITON_SHIM", env);
+/** The Triton shim goes on PYTHONPATH unless KERNCAP_TRITON=0. */
+export const tritonShimEnabled = (env: Env = process.env) => env.KERNCAP_TRITON !== "0";
+/** KERNCAP_TRITON_CACHES=1: leave Inductor's compile workers and caches on. */
+export const tritonKeepCaches = (env?: Env) => flag("KERNCAP_TRITON_CACHES", env);
+/** KERNCAP_VERBOSE set (non-empty): debug logs from the start. */
+export const verboseFromEnv = (env?: Env) => readEnv("KERNCAP_VERBOSE", env) !== undefined;
+/** This process is the no-ASLR replay child (KERNCAP_ASLR_RETRY=1). */
+export const isAslrRetryChild = (env?: Env) => flag("KERNCAP_ASLR_RETRY", env);
+/** KERNCAP_NO_ASLR_RETRY=1: never retry without ASLR. */
+export const aslrRetryDisabled = (env?: Env) => flag("KERNCAP_NO_ASLR_RETRY", env);
+/** KERNCAP_NO_PRELOAD=1: the CUDA library is not put on the application's LD_PRELOAD (src/capture/coexist.ts). */
+export const preloadDisabled = (env?: Env) => flag("KERNCAP_NO_PRELOAD", env);
+/** KERNCAP_FAULT_VA_TAKEN=1: test hook, take the first captured span before the replay does. */
+export const faultVaTaken = (env?: Env) => flag("KERNCAP_FAULT_VA_TAKEN", env);
+
+// ---- builders (what kerncap sets for a child process) ----
+
+/** What the capture library is told (docs/raw-capture.md, "Environment read by every capture library"). */
+export interface CaptureLibrarySettings {
+  /** Folder the library writes into (absolute). */
+  out: string;
+  mode: "list" | "capture";
+  /** POSIX ERE; "" matches every kernel. */
+  kernel?: string;
+  /** 0-based index among the matching launches. */
+  dispatch?: number;
+  /** Only the process of this rank captures (c/kc_process.h). */
+  rank?: number;
+  /** Only the Nth process (0-based) that initializes CUDA captures. */
+  process?: number;
+  countBenchmarks?: boolean;
+  exitAfterCapture?: boolean;
+  /** libcupti path (CUDA library). */
+  cuptiPath?: string;
+  log?: boolean;
+}
+
+/** The KERNCAP_* part of the application's environment for a capture library (and the Triton shim's KERNCAP_OUT). */
+export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, string> {
+  const e: Partial<Record<EnvName, string>> = { KERNCAP_OUT: s.out, KERNCAP_MODE: s.mode };
+  if (s.mode === "capture") {
+    e.KERNCAP_KERNEL = s.kernel ?? "";
+    e.KERNCAP_DISPATCH = String(s.dispatch ?? 0);
+    if (s.rank !== undefined) e.KERNCAP_RANK = String(s.rank);
+    if (s.process !== undefined) e.KERNCAP_PROCESS = String(s.process);
+  }
+  if (s.countBenchmarks) e.KERNCAP_COUNT_BENCHMARKS = "1";
+  if (s.exitAfterCapture) e.KERNCAP_EXIT_AFTER_CAPTURE = "1";
+  if (s.cuptiPath) e.KERNCAP_CUPTI_PATH = s.cuptiPath;
+  if (s.log) e.KERNCAP_LOG = "1";
+  return e as Record<string, string>;
+}
+
+/** Environment of a reproducer's build.sh: `force` (validate --force) sets KERNCAP_FORCE=1 (templates/triton/repro.py). */
+export function reproducerBuildEnv(o: { force: boolean }, env: Env = process.env): Record<string, string | undefined> {
+  return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}) };
+}
+
+/** Environment of the no-ASLR replay child (src/replay/aslr.ts). */
+export function aslrRetryChildEnv(env: Env): Record<string, string | undefined> {
+  return { ...env, KERNCAP_ASLR_RETRY: "1" };
+}

@@ -1,0 +1,184 @@
+/**
+ * Chunked memory snapshots (manifest version 2): a range (region or module global) of `size`
+ * bytes is cut into chunks of `memory.chunkBytes`; `before` lists its non-zero chunks and `after`
+ * the chunks the launch changed, each as runs stored back to back in memory/before.bin or
+ * memory/after.bin (src/format/manifest.ts, Stored). Pure helpers and the CPU verification.
+ */
+import { join } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { FileImage } from "./file-image.ts";
+import { kc64 } from "./kc64.ts";
+import type { Global, Manifest, Region, Stored } from "./manifest.ts";
+
+export type Range = Region | Global;
+
+/** One stored run: chunks [first, first + count) of a range, `bytes` long, at `fileOffset`; `vaOffset` = first · chunkBytes. */
+export interface Run {
+  first: number;
+  count: number;
+  fileOffset: number;
+  vaOffset: number;
+  bytes: number;
+  /** Index of the run's first chunk in the stored state's hash list. */
+  hashIndex: number;
+}
+
+/** Chunks of a range of `size` bytes. */
+export function chunkCount(size: number, chunkBytes: number): number {
+  return Math.ceil(size / chunkBytes);
+}
+
+/** Bytes of chunk c of a range of `size` bytes (the last one may be shorter). */
+export function chunkLen(size: number, c: number, chunkBytes: number): number {
+  return Math.min(chunkBytes, size - c * chunkBytes);
+}
+
+/** The runs of one stored state, in order. */
+export function runs(r: { size: number }, st: Stored, chunkBytes: number): Run[] {
+  let h = 0;
+  return st.extents.map(([first, count, fileOffset]) => {
+    const vaOffset = first * chunkBytes;
+    const run = { first, count, fileOffset, vaOffset, bytes: Math.min(r.size, (first + count) * chunkBytes) - vaOffset, hashIndex: h };
+    h += count;
+    return run;
+  });
+}
+
+/** kc64 (hex) of the k-th stored chunk. */
+export function storedHash(st: Stored, k: number): string {
+  return st.hashes.slice(16 * k, 16 * k + 16);
+}
+
+/**
+ * What chunk c of a range must hold: `state` after (changed in the app), before (stored non-zero
+ * and unchanged) or zero; with its hash and the file offset of its bytes (-1 for zero).
+ * Shapes: one entry per chunk, arrays of length chunkCount.
+ */
+export interface ChunkExpectation {
+  state: ("after" | "before" | "zero")[];
+  hash: (string | undefined)[];
+  fileOffset: number[];
+  /** The before state's hash (undefined: zero) of every chunk, to tell "unchanged by the replay". */
+  beforeHash: (string | undefined)[];
+  /** The before state's file offset of every stored chunk (-1: zero). */
+  beforeOffset: number[];
+}
+
+export function chunkExpectation(r: Range, chunkBytes: number): ChunkExpectation {
+  const n = chunkCount(r.size, chunkBytes);
+  const e: ChunkExpectation = { state: new Array(n).fill("zero"), hash: new Array(n), fileOffset: new Array(n).fill(-1), beforeHash: new Array(n), beforeOffset: new Array(n).fill(-1) };
+  for (const which of ["before", "after"] as const) {
+    for (const run of runs(r, r[which], chunkBytes)) {
+      for (let k = 0; k < run.count; k++) {
+        const c = run.first + k;
+        const h = storedHash(r[which], run.hashIndex + k);
+        e.state[c] = which;
+        e.hash[c] = h;
+        e.fileOffset[c] = run.fileOffset + k * chunkBytes;
+        if (which === "before") {
+          e.beforeHash[c] = h;
+          e.beforeOffset[c] = run.fileOffset + k * chunkBytes;
+        }
+      }
+    }
+  }
+  return e;
+}
+
+/** Bytes each memory file must hold at least: the end of its last stored run. */
+export function storedEnd(m: Manifest, which: "before" | "after"): number {
+  let end = 0;
+  for (const r of [...m.regions, ...m.globals]) for (const run of runs(r, r[which], m.memory.chunkBytes)) end = Math.max(end, run.fileOffset + run.bytes);
+  return end;
+}
+
+/**
+ * Check the kc64 of every stored chunk of both memory files on the CPU (~1 GB/s). Progress goes
+ * to `onBytes` (bytes hashed so far).
+ * @throws KerncapError E_CHECKSUM naming the file, the range and the chunk.
+ */
+export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): void {
+  const C = m.memory.chunkBytes;
+  const total = m.memory.storedBeforeBytes + m.memory.storedAfterBytes;
+  let done = 0;
+  for (const which of ["before", "after"] as const) {
+    const file = which === "before" ? m.memory.before : m.memory.after;
+    const img = new FileImage(join(dir, file));
+    const all: [Range, string][] = [...m.regions.map((r) => [r, `region ${r.va}`] as [Range, string]), ...m.globals.map((g) => [g, `global ${g.name} (${g.va})`] as [Range, string])];
+    for (const [r, what] of all) {
+      for (const run of runs(r, r[which], C)) {
+        for (let k = 0; k < run.count; k++) {
+          const len = chunkLen(r.size, run.first + k, C);
+          const off = run.fileOffset + k * C;
+          let got: string;
+          try {
+            got = kc64(img.view(off, len)).hex;
+          } catch {
+            throw new KerncapError("E_CHECKSUM", `${file} is truncated: ${what} chunk ${run.first + k} (bytes ${off}..${off + len}) is missing`, { hint: "Capture again; the file was damaged." });
+          }
+          if (got !== storedHash(r[which], run.hashIndex + k)) {
+            throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file}: ${what}, chunk ${run.first + k} (bytes ${(run.first + k) * C}..${(run.first + k) * C + len} of the range, file offset ${off})`, {
+              hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
+            });
+          }
+          done += len;
+        }
+        onBytes?.(done, total);
+      }
+    }
+  }
+}
+
+/**
+ * Convert a whole-range memory layout (raw_version 1: each range's bytes at `offset` in both
+ * files, the after file holding changed ranges whole) into stored states, hashing on the CPU:
+ * before = the non-zero chunks, after = the chunks that differ. No byte moves: the runs point into
+ * the same files. Shapes: offsets and sizes in bytes.
+ */
+export function storedFromWholeRanges(
+  before: FileImage,
+  after: FileImage,
+  r: { size: number; offset: number; changed: boolean },
+  chunkBytes: number,
+): { before: Stored; after: Stored; changedChunks: number; changedBytes: number } {
+  const n = chunkCount(r.size, chunkBytes);
+  const b: Stored = { extents: [], hashes: "" };
+  const a: Stored = { extents: [], hashes: "" };
+  const bh: string[] = [];
+  const ah: string[] = [];
+  let changedChunks = 0;
+  let changedBytes = 0;
+  const push = (st: Stored, hs: string[], c: number, h: string) => {
+    const last = st.extents[st.extents.length - 1];
+    if (last && last[0] + last[1] === c) last[1]++;
+    else st.extents.push([c, 1, r.offset + c * chunkBytes]);
+    hs.push(h);
+  };
+  for (let c = 0; c < n; c++) {
+    const len = chunkLen(r.size, c, chunkBytes);
+    const hb = kc64(before.view(r.offset + c * chunkBytes, len));
+    if (hb.nonzero) push(b, bh, c, hb.hex);
+    if (r.changed) {
+      const ha = kc64(after.view(r.offset + c * chunkBytes, len));
+      if (ha.hex !== hb.hex) {
+        push(a, ah, c, ha.hex);
+        changedChunks++;
+        changedBytes += len;
+      }
+    }
+  }
+  b.hashes = bh.join("");
+  a.hashes = ah.join("");
+  return { before: b, after: a, changedChunks, changedBytes };
+}
+
+/**
+ * Bytes chunk c of a range must hold in state `which` ("before": what the launch found; "after":
+ * what the app left): a view of the memory file, or zeros. Shapes: `len` = chunkLen bytes.
+ */
+export function chunkBytesOf(e: ChunkExpectation, c: number, len: number, which: "before" | "after", before: FileImage, after: FileImage): Uint8Array {
+  if (which === "after" && e.state[c] === "after") return after.view(e.fileOffset[c]!, len);
+  if (e.beforeHash[c] === undefined) return new Uint8Array(len);
+  // the before file offset: the after state replaced fileOffset for changed chunks
+  return before.view(e.beforeOffset[c]!, len);
+}

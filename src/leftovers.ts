@@ -1,0 +1,62 @@
+/**
+ * Temp folders named after the process that writes them (`X.tmp-<pid>`), and the removal of those
+ * a killed kerncap left behind (kill -9, OOM killer, a lost node): the pid in the name is the
+ * writer's; when no process has that pid any more, nothing will ever complete the folder.
+ */
+import { readdirSync, rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+
+/**
+ * Is there a process with this pid? kill(pid, 0) is ESRCH for none; EPERM means one exists
+ * (another user's). A pid reused by an unrelated process reads as alive: its folder is kept,
+ * never wrongly removed.
+ */
+export function pidAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The temp folder a process writes for `path`: `path.tmp-<pid>`. */
+export function tempFor(path: string, pid = process.pid): string {
+  return `${path}.tmp-${pid}`;
+}
+
+/**
+ * Remove every `<base>.tmp-<pid>` (and `<base>.old-<pid>` when `<base>` itself exists, i.e. the
+ * replacement it was kept for is in place) whose pid is gone. Never this process's own, never one
+ * whose pid is alive. Errors (a folder that cannot be read or removed) are skipped.
+ * @returns the paths removed.
+ */
+export function removeStaleTemps(base: string, baseExists: boolean): string[] {
+  const dir = dirname(base);
+  const name = basename(base);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const n of names) {
+    if (!n.startsWith(`${name}.`)) continue;
+    const m = /^\.(tmp|old)-(\d+)$/.exec(n.slice(name.length));
+    if (!m) continue;
+    const pid = Number(m[2]);
+    if (pid === process.pid || pidAlive(pid)) continue;
+    // an .old- folder is the previous capture while its replacement is renamed in; without <base> it is the only copy
+    if (m[1] === "old" && !baseExists) continue;
+    const p = join(dir, n);
+    try {
+      rmSync(p, { recursive: true, force: true });
+      removed.push(p);
+    } catch {
+      /* not ours to remove (permissions): left alone */
+    }
+  }
+  return removed;
+}

@@ -1,0 +1,84 @@
+/**
+ * Child processes that kerncap starts in their own process group (the application under `run` and
+ * `list`, a reproducer's build.sh under `validate`), and what Ctrl-C (SIGINT) or SIGTERM of kerncap
+ * does to them: the signal goes to the child's whole group (a shell waits for its foreground child
+ * before acting on a signal; a launcher's workers are in the group too), then SIGKILL to the group
+ * after a grace period or at a second signal. kerncap itself does not die of the signal: the caller
+ * sees `interrupted` and cleans up (its temp folder) before exiting 130 (SIGINT) or 143 (SIGTERM).
+ */
+import { constants } from "node:os";
+
+export type StopSignal = "SIGINT" | "SIGTERM";
+
+/** Exit code for a command ended by a signal (128 + signal number, the shell's convention). */
+export function signalExitCode(sig: StopSignal | NodeJS.Signals | string): number {
+  const n = constants.signals[sig as NodeJS.Signals];
+  return 128 + (n ?? 15);
+}
+
+/** Send sig to every process of group pgid; false when the group is gone. */
+export function killGroup(pgid: number, sig: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, sig);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * kerncap's own SIGINT/SIGTERM while `install`ed: the first one is recorded (`signal`) and
+ * passed to `onStop` (set while a child runs), a later one escalates (`onKill`). Without an
+ * onStop the signal is only recorded, for the caller to act on at its next step.
+ */
+export class StopSignals {
+  signal: StopSignal | null = null;
+  /** Called at the first signal (the child's group gets it). */
+  onStop?: (sig: StopSignal) => void;
+  /** Called at every later signal (the child's group is killed). */
+  onKill?: () => void;
+  private handlers: [StopSignal, () => void][] = [];
+
+  install(): this {
+    for (const sig of ["SIGINT", "SIGTERM"] as const) {
+      const h = () => {
+        if (this.signal) return this.onKill?.();
+        this.signal = sig;
+        this.onStop?.(sig);
+      };
+      process.on(sig, h);
+      this.handlers.push([sig, h]);
+    }
+    return this;
+  }
+
+  dispose(): void {
+    for (const [sig, h] of this.handlers) process.off(sig, h);
+    this.handlers = [];
+  }
+}
+
+/**
+ * Tie a child's process group (pgid = the child's pid: spawned with `detached: true`, i.e. setsid)
+ * to `stops`: the first signal goes to the group, SIGKILL follows after graceMs or at a second
+ * signal. Call the returned function once the child has exited: it kills what is left of the group
+ * when kerncap was interrupted (stragglers that ignored the signal) and unhooks.
+ */
+export function forwardToGroup(stops: StopSignals, pgid: number, graceMs: number): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const kill = () => killGroup(pgid, "SIGKILL");
+  const stop = (sig: StopSignal) => {
+    killGroup(pgid, sig);
+    timer = setTimeout(kill, graceMs);
+    timer.unref?.();
+  };
+  stops.onStop = stop;
+  stops.onKill = kill;
+  if (stops.signal) stop(stops.signal); // a signal that came before the child started
+  return () => {
+    if (timer) clearTimeout(timer);
+    if (stops.signal) kill();
+    stops.onStop = undefined;
+    stops.onKill = undefined;
+  };
+}

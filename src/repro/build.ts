@@ -1,0 +1,93 @@
+/**
+ * The reproducer's build: DIR/build.sh run inside DIR, in its own process group so that Ctrl-C
+ * (or SIGTERM) of kerncap stops the compiler under bash too (bash alone would wait for its
+ * foreground child before acting on the signal). Its last stdout line names the module it built;
+ * its stderr lines starting "kerncap: " are notes for the user (which source it compiled and why).
+ * Before it runs, a CUDA slice made from a TU copy that was edited since is remade (src/repro/slice.ts).
+ */
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { reproducerBuildEnv } from "../env.ts";
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { log } from "../log.ts";
+import { forwardToGroup, signalExitCode, StopSignals } from "../process-group.ts";
+import { rdcError } from "./cuda.ts";
+import { refreshSlice, type SliceMeta } from "./slice.ts";
+
+/**
+ * CUDA: remake the reproducer's slice when src/<tu> was edited since it was made (the slice
+ * records its TU's sha256), or leave a "not made" slice (build.sh then compiles the whole TU,
+ * said here) when the edited TU cannot be sliced. No-op for other frontends and unsliced projects.
+ */
+export function remakeStaleSlice(dir: string, m: Manifest): void {
+  const meta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
+  if (m.kernel.frontend !== "cuda" || !meta) return;
+  const r = refreshSlice(resolve(dir), meta);
+  if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
+  if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+}
+
+export interface BuildOptions {
+  /** Keep build.sh's stderr out of the debug log. */
+  quiet: boolean;
+  /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh). */
+  force: boolean;
+}
+
+/** The build's group gets SIGKILL this long after the first signal (ms). */
+const BUILD_GRACE_MS = 2000;
+
+/**
+ * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
+ * @returns { module: absolute path, seconds: wall time of the build }
+ * @throws KerncapError E_NO_REPRODUCER (no build.sh), E_RDC (an -rdc device link found device
+ *   functions no file of the reproducer defines), E_BUILD (exit 2, the compiler's last 30
+ *   lines), E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM: the build's group was stopped).
+ */
+export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
+  const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
+  const script = join(dir, "build.sh");
+  if (!existsSync(script)) {
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture`, {
+      hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
+    });
+  }
+  const t0 = performance.now();
+  const stops = new StopSignals().install();
+  let out: string, err: string, code: number, signalCode: string | null;
+  try {
+    const p = Bun.spawn(["bash", script], { cwd: dir, env: reproducerBuildEnv({ force: o.force }), stdout: "pipe", stderr: "pipe", detached: true });
+    const unhook = forwardToGroup(stops, p.pid, BUILD_GRACE_MS);
+    try {
+      [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    } finally {
+      unhook();
+    }
+    signalCode = p.signalCode == null ? null : String(p.signalCode);
+  } finally {
+    stops.dispose();
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  // Ctrl-C: say so (exit 130), rather than report the build's death as a compile error
+  const sig = stops.signal ?? (code === 130 || signalCode === "SIGINT" ? "SIGINT" : null);
+  if (sig) throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: signalExitCode(sig) });
+  // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always
+  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
+  if (code !== 0) {
+    // an -rdc device link that found device functions no file of the reproducer defines
+    const undef = [...new Set([...err.matchAll(/nvlink error\s*:\s*Undefined reference to '([^']+)'/g)].map((x) => x[1]!))];
+    if (undef.length) throw rdcError(undef);
+    throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
+      hint: "Fix the compile error in the edited source and run validate again.",
+    });
+  }
+  if (!o.quiet && err.trim()) log.debug(err.trim());
+  const last = out.trim().split("\n").pop() ?? "";
+  const module = resolve(dir, last);
+  if (!last) throw new KerncapError("E_BUILD", "build.sh printed nothing on stdout: it must print the path of the module it built, last", { hint: "End build.sh with `echo \"$out\"` (the cubin it wrote)." });
+  if (!existsSync(module)) {
+    throw new KerncapError("E_BUILD", `build.sh named ${module} as the module it built, but there is no such file`, { hint: "Check the output path in build.sh (the -o of the compiler and the path it prints last)." });
+  }
+  return { module, seconds };
+}

@@ -1,0 +1,2 @@
+#pragma once
+#define ROWS_GAIN 1.0f

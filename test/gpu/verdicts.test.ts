@@ -1,0 +1,118 @@
+/**
+ * Verdicts a kernel engineer can trust (issue 12), on the H200: float-atomic kernels replay as
+ * "match within the run-to-run spread", a planted wrong after state still fails, integer atomics
+ * stay bit-exact, faulting launches are captured and their fault reproduced, and the replayed
+ * kernel time agrees with the in-app GPU time. Figures go to $KERNCAP_GPU_OUT/verdicts.json.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { kc64 } from "../../src/format/kc64.ts";
+import { APPS, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
+
+const SKIP = !!skipReason("verdict tests");
+const WORK = workDir("kerncap-verdicts-");
+const kc = (args: string[]) => kerncap(WORK, args);
+const figures: Record<string, unknown> = {};
+let app = "";
+afterAll(() => {
+  if (process.env.KERNCAP_GPU_OUT) writeFileSync(join(process.env.KERNCAP_GPU_OUT, "verdicts.json"), JSON.stringify(figures, null, 2));
+});
+beforeAll(() => {
+  if (SKIP) return;
+  app = join(WORK, "verdicts");
+  const p = run(["nvcc", "-O2", "-arch=sm_90", "-o", app, join(APPS, "verdicts.cu")], { cwd: WORK });
+  if (p.code !== 0) throw new Error(p.stderr);
+});
+
+function capture(label: string, kernel: string, argv: string[], dispatch = 1): { out: string; code: number; stderr: string } {
+  const out = join(WORK, label);
+  const r = kc(["run", "--kernel", kernel, "--dispatch", String(dispatch), "--out", out, "--", ...argv]);
+  return { out, code: r.code, stderr: r.stderr };
+}
+
+describe.skipIf(SKIP)("nondeterministic kernels", () => {
+  test("fp32 atomicAdd partial sums: MATCH within the run-to-run spread; a planted wrong result fails", () => {
+    const c = capture("sum", "partial_sums", [app, "sum"]);
+    expect(c.code, c.stderr).toBe(0);
+    const rep = kc(["replay", c.out, "--json", "--iters", "5"]);
+    const r = json(rep);
+    figures.sum = { verdict: r.verdict, determinism: r.determinism, numerics: r.numerics };
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(r.verdict).toBe("match");
+    if (r.determinism.nondeterministic) expect(r.numerics.verdict).toBe("within-spread");
+    // plant a wrong accumulator (1e6 off) and re-seal its chunk hash: only the judgement can catch it
+    const m = manifest(c.out);
+    const reg = m.regions.find((x: any) => x.changed);
+    const [first, , off] = reg.after.extents[0];
+    const len = Math.min(m.memory.chunkBytes, reg.size - first * m.memory.chunkBytes);
+    const f = join(c.out, m.memory.after);
+    const bytes = readFileSync(f);
+    bytes.writeFloatLE(bytes.readFloatLE(off) + 1e6, off);
+    writeFileSync(f, bytes);
+    reg.after.hashes = kc64(bytes.subarray(off, off + len)).hex + reg.after.hashes.slice(16);
+    writeFileSync(join(c.out, "kerncap.json"), JSON.stringify(m));
+    const bad = kc(["replay", c.out, "--json", "--iters", "1"]);
+    expect(bad.code).toBe(1);
+    expect(json(bad).verdict).toBe("mismatch");
+  });
+
+  test("integer atomic histogram: deterministic, bit-exact", () => {
+    const c = capture("hist", "histogram", [app, "hist"]);
+    expect(c.code, c.stderr).toBe(0);
+    const rep = kc(["replay", c.out, "--json", "--iters", "3"]);
+    const r = json(rep);
+    figures.hist = { verdict: r.verdict, determinism: r.determinism };
+    expect(rep.code).toBe(0);
+    expect(r.determinism.nondeterministic).toBe(false);
+    expect(r.numerics.verdict).toBe("bit-exact");
+  });
+
+  test("torch index_add_ and scatter_add_ (float atomics): exit 0", () => {
+    const py = join(WORK, "index_add.py");
+    writeFileSync(py, `import torch\ntorch.manual_seed(0)\nx = torch.zeros(1000, 64, device="cuda")\nsrc = torch.randn(200000, 64, device="cuda")\nidx = torch.randint(0, 1000, (200000,), device="cuda")\nfor _ in range(2):\n    x.index_add_(0, idx, src)\ny = torch.zeros(1000, device="cuda").scatter_add_(0, idx, src[:, 0])\ntorch.cuda.synchronize()\nprint(float(x.sum()), float(y.sum()))\n`);
+    for (const [label, kernel] of [["index_add", "index(Func|_add|Add)"], ["scatter_add", "scatter"]] as const) {
+      const c = capture(label, kernel, ["python3", py], 0);
+      expect(c.code, c.stderr).toBe(0);
+      const rep = kc(["replay", c.out, "--json", "--iters", "3"]);
+      const r = json(rep);
+      figures[label] = { kernel: r.kernel, verdict: r.verdict, determinism: r.determinism, numerics: r.numerics };
+      expect(rep.code, rep.stdout).toBe(0);
+    }
+  });
+});
+
+describe.skipIf(SKIP)("faulting launches", () => {
+  for (const [mode, kernel, name] of [["oob", "write_oob", "CUDA_ERROR_ILLEGAL_ADDRESS"], ["assert", "check_index", "CUDA_ERROR_ASSERT"]] as const) {
+    test(`${mode}: captured with its fault, the app still fails, replay reproduces ${name}`, () => {
+      const plain = run([app, mode], { cwd: WORK });
+      const c = capture(mode, kernel, [app, mode], 0);
+      expect(plain.code).not.toBe(0);
+      expect(c.code).not.toBe(0); // the app's own failure passes through
+      const m = manifest(c.out);
+      expect(m.fault?.name).toBe(name);
+      const rep = kc(["replay", c.out, "--json"]);
+      const r = json(rep);
+      figures[mode] = { app: plain.code, run: c.code, fault: r.fault };
+      expect(rep.code, rep.stderr).toBe(0);
+      expect(r.fault.reproduced).toBe(true);
+      expect(r.fault.sanitizer).toContain("compute-sanitizer --tool memcheck");
+    });
+  }
+});
+
+describe.skipIf(SKIP)("kernel time", () => {
+  test("a compute-bound kernel (~250 µs): replay within 10% of the in-app GPU time; two replays within 3%", () => {
+    const c = capture("fma", "fma_loop", [app, "fma"]);
+    expect(c.code, c.stderr).toBe(0);
+    const a = json(kc(["replay", c.out, "--json", "--iters", "50"]));
+    const b = json(kc(["replay", c.out, "--json", "--iters", "50"]));
+    const f = { appUs: a.timing.appUs, a: a.timing, b: b.timing, vsApp: a.timing.medianUs / a.timing.appUs - 1, between: b.timing.medianUs / a.timing.medianUs - 1 };
+    figures.fma = f;
+    console.log(`[verdicts] timing ${JSON.stringify(f)}`);
+    expect(a.verdict).toBe("match");
+    expect(a.timing.medianUs).toBeGreaterThan(20);
+    expect(Math.abs(f.vsApp)).toBeLessThan(0.1);
+    expect(Math.abs(f.between)).toBeLessThan(0.03);
+  });
+});
