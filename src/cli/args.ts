@@ -1,6 +1,7 @@
 /** Argument fragments shared by several verbs (typed through `as const satisfies`). */
 import type { ArgsDef } from "citty";
 import { KerncapError } from "../errors.ts";
+import { documentId, type DocumentName } from "./documents.ts";
 import { elementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
 
@@ -34,9 +35,17 @@ export function intArg(name: string, v: unknown, def: number, max = 1_000_000): 
   return Number(t);
 }
 
-/** Write a JSON document on stdout. */
-export function printJson(x: unknown): void {
-  process.stdout.write(JSON.stringify(x, null, 2) + "\n");
+/**
+ * Write a verb's JSON document on stdout, with its schema id first (`"schema": "kerncap.<verb>/N"`,
+ * src/cli/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
+ */
+export function printJson(name: DocumentName, doc: object): void {
+  process.stdout.write(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");
+}
+
+/** The document with its schema id (what printJson writes; the MCP server returns the same). */
+export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
+  return { schema: documentId(name), ...doc };
 }
 
 /** --atol/--rtol/--dtype, shared by replay and validate. */

@@ -8,14 +8,10 @@ import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef }
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { printJson } from "./args.ts";
+import { commands } from "./verbs.ts";
 
-export const commands = {
-  list: () => import("./commands/list.ts").then((m) => m.default),
-  run: () => import("./commands/run.ts").then((m) => m.default),
-  inspect: () => import("./commands/inspect.ts").then((m) => m.default),
-  replay: () => import("./commands/replay.ts").then((m) => m.default),
-  validate: () => import("./commands/validate.ts").then((m) => m.default),
-} satisfies Record<string, () => Promise<CommandDef<any>>>;
+export { commands };
 
 export const main = defineCommand({
   meta: { name: "kerncap", version: TOOL_VERSION, description: "Capture one GPU kernel launch from an application; replay, edit and validate it in seconds" },
@@ -118,7 +114,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
     log.error(message);
     if (hint) log.info(hint);
-    if (wantJson) process.stdout.write(JSON.stringify({ error: { code, message, hint: hint ?? null } }, null, 2) + "\n");
+    if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
     return exitCode;
   };
   try {

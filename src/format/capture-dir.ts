@@ -1,7 +1,7 @@
 /**
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { join } from "node:path";
@@ -26,7 +26,13 @@ export function sha256File(path: string): string {
 export function readManifest(dir: string): Manifest {
   const path = join(dir, MANIFEST_FILE);
   if (!existsSync(dir)) throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
-  if (!statSync(dir).isDirectory()) throw new KerncapError("E_NOT_CAPTURE", `${dir} is a file, not a capture folder`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+  if (!statSync(dir).isDirectory()) {
+    // an archive from `kerncap pack`: say how to get the folder back
+    const zip = startsWithZipSignature(dir);
+    throw new KerncapError("E_NOT_CAPTURE", zip ? `${dir} is a capture archive, not a capture folder` : `${dir} is a file, not a capture folder`, {
+      hint: zip ? `Unpack it first: kerncap unpack ${dir} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
+    });
+  }
   if (!existsSync(path)) {
     const tmp = existsSync(dir) && /\.tmp-\d+$/.test(dir);
     throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {
@@ -40,6 +46,21 @@ export function readManifest(dir: string): Manifest {
     throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
   }
   return parseManifest(json, path);
+}
+
+/** True when the file begins with a zip local-file header (PK\3\4), as `kerncap pack` writes. */
+function startsWithZipSignature(path: string): boolean {
+  try {
+    const fd = openSync(path, "r");
+    try {
+      const b = new Uint8Array(4);
+      return readSync(fd, b, 0, 4, 0) === 4 && b[0] === 0x50 && b[1] === 0x4b && b[2] === 3 && b[3] === 4;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -243,6 +243,79 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("list", ["--", "/bin/true"])).code).toBe("E_NO_GPU");
     });
   },
+  pack: () => {
+    test("-o names the archive; an existing one needs --force (more in test/cpu/archive.test.ts)", async () => {
+      const dir = await fresh();
+      const out = join(dir, "../shared.zip");
+      expect(await verb("pack", [dir, "-o", out])).toBe(0);
+      expect(readFileSync(out).subarray(0, 2).toString()).toBe("PK");
+      expect((await failure("pack", [dir, "-o", out])).code).toBe("E_EXISTS");
+      expect(await verb("pack", [dir, "-o", out, "--force"])).toBe(0);
+    });
+  },
+  unpack: () => {
+    test("an archive back into a folder that inspect --verify accepts; a missing archive is named", async () => {
+      const dir = await fresh();
+      await verb("pack", [dir]);
+      const back = join(dir, "../back");
+      expect(await verb("unpack", [`${dir}.zip`, "-o", back])).toBe(0);
+      expect(await verb("inspect", [back, "--verify"])).toBe(0);
+      expect((await failure("unpack", [join(dir, "../none.zip")])).message).toContain("no such archive");
+    });
+  },
+  schema: () => {
+    test("an unknown schema name is refused with the names", async () => {
+      const e = await failure("schema", ["bogus"]);
+      expect(e.code).toBe("E_USAGE");
+      expect(e.hint).toContain("manifest");
+    });
+  },
+  doctor: () => {
+    test.skipIf(HAS_GPU)("without a GPU: exit 2 (libcuda fails), GPU checks skipped", async () => {
+      expect(await verb("doctor", ["--json"])).toBe(2);
+    });
+  },
+  mcp: () => {
+    test("ends when the client closes stdin (more in src/mcp/server.test.ts)", async () => {
+      const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+      p.stdin.end();
+      const t0 = performance.now();
+      expect(await p.exited).toBe(0);
+      expect(performance.now() - t0).toBeLessThan(10_000);
+      expect(await new Response(p.stdout).text()).toBe(""); // stdout carries only protocol messages
+    });
+  },
+  completion: () => {
+    test("bash: the script completes verbs, a verb's options and schema names (sourced in bash)", async () => {
+      const d = tempDir();
+      const script = join(d, "kerncap.bash");
+      const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "completion", "bash"], { stdout: "pipe" });
+      expect(p.exitCode).toBe(0);
+      writeFileSync(script, p.stdout);
+      const ask = (words: string[]) =>
+        Bun.spawnSync(["bash", "-c", `source ${script}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _kerncap; echo "\${COMPREPLY[*]}"`], { stdout: "pipe" }).stdout.toString().trim().split(" ");
+      expect(ask(["kerncap", "un"])).toEqual(["unpack"]);
+      expect(ask(["kerncap", ""])).toContain("completion");
+      expect(ask(["kerncap", "run", "--ke"])).toEqual(["--kernel", "--kernel-name"]); // ncu's long alias completes too
+      expect(ask(["kerncap", "run", "--launch-s"])).toEqual(["--launch-skip"]);
+      expect(ask(["kerncap", "pack", "-"])).toContain("-o");
+      expect(ask(["kerncap", "schema", "ma"])).toEqual(["manifest"]);
+      expect(ask(["kerncap", "completion", "z"])).toEqual(["zsh"]);
+    });
+    test.skipIf(!Bun.which("zsh") && !Bun.which("fish"))("zsh and fish scripts parse (zsh -n, fish -n)", async () => {
+      for (const sh of ["zsh", "fish"] as const) {
+        if (!Bun.which(sh)) continue;
+        const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "completion", sh], { stdout: "pipe" });
+        const f = join(tempDir(), `k.${sh}`);
+        writeFileSync(f, p.stdout);
+        const n = Bun.spawnSync([sh, "-n", f], { stderr: "pipe" });
+        expect(n.exitCode, `${sh}: ${n.stderr}`).toBe(0);
+      }
+    });
+    test("an unknown shell is refused", async () => {
+      expect((await failure("completion", ["tcsh"])).hint).toContain("bash, zsh, fish");
+    });
+  },
 };
 
 for (const [name, tests] of Object.entries(table)) describe(`kerncap ${name}`, tests);

@@ -12,6 +12,15 @@ import { join, resolve } from "node:path";
 import { applicationExitCode, countedLaunches } from "../../src/capture/session.ts";
 import { compileEre } from "../../src/capture/posix-regex.ts";
 import { kernelPattern } from "../../src/cli/args.ts";
+import { DOCUMENTS } from "../../src/cli/documents.ts";
+import * as v from "valibot";
+
+/** The document matches its valibot schema (src/cli/documents.ts); the issues, when not. */
+function expectDocument(name: keyof typeof DOCUMENTS, doc: unknown): void {
+  const r = v.safeParse(DOCUMENTS[name], doc);
+  expect(r.success, JSON.stringify(r.issues?.map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+  expect((doc as { schema: string }).schema).toBe(`kerncap.${name}/1`);
+}
 import { pidAlive } from "../../src/leftovers.ts";
 import { tempDir, writeRawCapture } from "./fixtures.ts";
 
@@ -173,6 +182,7 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     const r = await kerncap(["list", "--json", "--", a], d, { TMPDIR: scratch });
     expect(r.code, r.err).toBe(0);
     expect(JSON.parse(r.out).kernels[0].demangled).toBe("scale(float*, int)");
+    expectDocument("list", JSON.parse(r.out));
     expect(readdirSync(scratch)).toEqual([`kerncap-list-${process.pid}-def456`]);
   }, 20_000);
 
@@ -190,6 +200,7 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     const j = JSON.parse(r.out);
     expect(j.appExitCode).toBe(3);
     expect(j.kernel).toBe("scale(float*, int)");
+    expectDocument("run", j);
     const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
     expect(m.kernel.match).toBe("scale"); // regex: stripped: the library got the same ERE
     // -f (= --force) replaces it; --kernel-name is --kernel
@@ -230,6 +241,7 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     const j = JSON.parse((await kerncap(["list", "--json", "--", a], d)).out);
     expect(j.launches).toBe(7);
     expect(j.processes.map((p: { pid: number; rank: number; launches: number }) => [p.pid, p.rank, p.launches])).toEqual([[101, 0, 3], [102, 1, 4]]);
+    expectDocument("list", j);
   }, 20_000);
 
   test("run: too few launches in any one process is said per process; --rank that no process has names the ranks seen", async () => {

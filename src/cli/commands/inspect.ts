@@ -2,6 +2,9 @@
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
+import { resolve } from "node:path";
+import { isKerncapError, KerncapError } from "../../errors.ts";
+import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes } from "../format.ts";
 
@@ -39,6 +42,22 @@ export function describeManifest(m: Manifest): string {
   return L.join("\n");
 }
 
+/**
+ * The integrity verdict: verifyFiles (sizes and SHA-256 of the small files, memory image sizes
+ * against memory.beforeFileBytes/afterFileBytes) and, with regions, verifyRegions (every stored
+ * chunk's kc64 checksum). A checksum error becomes the verdict.
+ */
+export function checkIntegrity(dir: string, m: Manifest, regions: boolean): { verdict: "ok" | "damaged"; code?: string; message?: string; hint?: string | null } {
+  try {
+    verifyFiles(dir, m);
+    if (regions) verifyRegions(dir, m);
+    return { verdict: "ok" };
+  } catch (e) {
+    if (!isKerncapError(e) || e.code !== "E_CHECKSUM") throw e;
+    return { verdict: "damaged", code: e.code, message: e.message, hint: e.hint ?? null };
+  }
+}
+
 /** The capturing process's lines of `inspect`: pid, host, rank, selection, visible devices, command. */
 export function describeProcess(p: ProcessIdentity): string[] {
   const sel = p.selection.by === "any" ? "the first process to reach the launch" : `--${p.selection.by} ${p.selection.value}`;
@@ -65,10 +84,15 @@ export default defineCommand({
     const m = readManifest(dir);
     // the summary first (it is what the user asked for), then the integrity verdict
     if (!args.json) process.stdout.write(describeManifest(m) + "\n");
-    verifyFiles(dir, m); // throws E_CHECKSUM naming the file: exit 2
-    if (args.verify) verifyRegions(dir, m);
-    if (args.json) printJson(m);
-    else process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (chunk checksums: --verify)"}\n`);
+    const checked = args.verify ? "files+regions" : "files";
+    const integrity = checkIntegrity(dir, m, Boolean(args.verify));
+    if (args.json) {
+      printJson("inspect", { dir: resolve(dir), manifest: m, integrity: { checked, ...integrity } });
+      if (integrity.verdict !== "ok") log.error(integrity.message!);
+      return integrity.verdict === "ok" ? 0 : 2;
+    }
+    if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
+    process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (chunk checksums: --verify)"}\n`);
     return 0;
   },
 });

@@ -13,7 +13,7 @@ export default defineCommand({
     const argv = appArgv(rawArgs);
     const r = await listKernels({ argv, verbose: Boolean(args.verbose), stdoutToStderr: Boolean(args.json) });
     const procs = r.census.processes;
-    if (args.json) printJson({ app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels, processes: procs.map(processSummary) });
+    if (args.json) printJson("list", { app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels, processes: procs.map(processSummary) });
     else {
       // several processes: each kernel's count per process (pid:count), then the process table
       process.stdout.write(kernelTable(r.kernels, procs.length > 1) + "\n");

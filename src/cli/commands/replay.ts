@@ -25,7 +25,7 @@ export default defineCommand({
     if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
     return withAslrRetry(async () => {
       const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol });
-      if (args.json) printJson(r);
+      if (args.json) printJson("replay", r);
       else process.stdout.write(describeReplay(r) + "\n");
       if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
       return r.verdict === "match" ? 0 : 1;
@@ -37,7 +37,7 @@ export default defineCommand({
 function replayAmd(dir: string, iters: number, json: boolean): number {
   const m = readManifest(dir);
   const r = replayHsa(dir, m, { iterations: Math.max(1, iters) });
-  if (json) printJson(r);
+  if (json) printJson("replay", r);
   else {
     const bad = r.regions.filter((x) => !x.match);
     process.stdout.write(`${r.match ? "MATCH" : "MISMATCH"}  ${m.kernel.demangled} on ${r.device.name} ${r.device.arch}\n  ${r.regions.length} regions, ${bad.length} differ; dispatch median ${r.timing.medianUs.toFixed(2)} µs (wall clock)\n`);

@@ -60,7 +60,7 @@ export default defineCommand({
     const code = applicationExitCode(app);
     const procs = census.processes.length;
     if (args.json) {
-      printJson({
+      printJson("run", {
         dir,
         kernel: m.kernel.demangled,
         launchIndex: m.kernel.launchIndex,

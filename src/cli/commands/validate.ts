@@ -57,7 +57,7 @@ export default defineCommand({
       // replaySeconds: what the replay added after the build (module load, launches, compare)
       const replaySeconds = (performance.now() - Math.max(builtAt, t0)) / 1000;
       const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
-      if (args.json) printJson(res);
+      if (args.json) printJson("validate", res);
       else {
         process.stdout.write(describeReplay(r) + "\n");
         process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);

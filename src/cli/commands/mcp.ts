@@ -1,0 +1,21 @@
+/** `kerncap mcp`: an MCP server on stdin/stdout (src/mcp/server.ts); logs stay on stderr. */
+import { defineCommand } from "citty";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { log } from "../../log.ts";
+import { serve } from "../../mcp/server.ts";
+import { verboseArg } from "../args.ts";
+
+export default defineCommand({
+  meta: { name: "mcp", description: "Serve kerncap's verbs as MCP tools over stdio (list, run, inspect, replay, validate, read_file, edit_file)" },
+  args: { ...verboseArg },
+  async run() {
+    log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
+    // the client closing stdin ends the session (the SDK's transport does not watch for it)
+    const transport = new StdioServerTransport();
+    const done = serve(transport);
+    const end = () => void transport.close();
+    process.stdin.once("end", end).once("close", end);
+    await done;
+    return 0;
+  },
+});

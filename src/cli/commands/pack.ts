@@ -1,0 +1,31 @@
+/** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). */
+import { defineCommand } from "citty";
+import { basename, resolve } from "node:path";
+import { KerncapError } from "../../errors.ts";
+import { packCapture } from "../../format/archive.ts";
+import { log } from "../../log.ts";
+import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { formatBytes } from "../format.ts";
+
+export default defineCommand({
+  meta: { name: "pack", description: "Write a capture folder into one .zip to share (memory images stored, holes kept, text deflated)" },
+  args: {
+    ...dirArg,
+    out: { type: "string", alias: "o", description: "Archive to write (default: DIR.zip next to the folder)" },
+    force: { type: "boolean", description: "Replace an existing archive", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  run({ args }) {
+    if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
+    const dir = resolve(String(args.dir));
+    const r = packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
+    for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${w}`);
+    if (args.json) printJson("pack", r);
+    else {
+      log.success(`packed ${r.files} files of ${basename(dir)} into ${r.archive}`);
+      log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${basename(r.archive)}`);
+    }
+    return 0;
+  },
+});

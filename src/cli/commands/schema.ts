@@ -1,0 +1,21 @@
+/** `kerncap schema [NAME]`: the JSON Schema of the capture manifest (default) or of a verb's --json document. */
+import { defineCommand } from "citty";
+import { KerncapError } from "../../errors.ts";
+import { jsonSchemaOf, SCHEMA_NAMES } from "../documents.ts";
+import { jsonArg, verboseArg } from "../args.ts";
+
+export default defineCommand({
+  meta: { name: "schema", description: `Print a JSON Schema (draft-07, from the valibot schemas): the manifest, or a verb's --json document (${SCHEMA_NAMES.join(", ")})` },
+  args: {
+    name: { type: "positional", description: `manifest (default) or a verb: ${SCHEMA_NAMES.join(", ")}`, required: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  run({ args }) {
+    const name = args.name ? String(args.name) : "manifest";
+    const s = jsonSchemaOf(name);
+    if (!s) throw new KerncapError("E_USAGE", `no schema named ${JSON.stringify(name)}`, { hint: `Names: ${SCHEMA_NAMES.join(", ")}.` });
+    process.stdout.write(JSON.stringify(s, null, 2) + "\n");
+    return 0;
+  },
+});

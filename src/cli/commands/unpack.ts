@@ -1,0 +1,29 @@
+/** `kerncap unpack FILE [-o DIR]`: a capture folder back from `kerncap pack`'s zip, holes recreated, checksums checked. */
+import { defineCommand } from "citty";
+import { KerncapError } from "../../errors.ts";
+import { unpackArchive } from "../../format/archive.ts";
+import { log } from "../../log.ts";
+import { jsonArg, printJson, verboseArg } from "../args.ts";
+import { formatBytes } from "../format.ts";
+
+export default defineCommand({
+  meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },
+  args: {
+    file: { type: "positional", description: "Archive written by `kerncap pack`", required: true },
+    out: { type: "string", alias: "o", description: "Capture folder to write (default: the packed folder's name, in the current folder)" },
+    force: { type: "boolean", description: "Replace a previous capture at the target (never any other folder)", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  run({ args }) {
+    if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
+    const r = unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
+    for (const w of r.warnings) log.warn(`noted at pack time: ${w}`);
+    if (args.json) printJson("unpack", r);
+    else {
+      log.success(`unpacked ${r.files} files into ${r.dir} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
+      log.info(`next: kerncap inspect ${r.dir} --verify ; kerncap replay ${r.dir}`);
+    }
+    return 0;
+  },
+});

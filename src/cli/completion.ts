@@ -1,0 +1,111 @@
+/**
+ * Shell completion scripts generated from the verb table (src/cli/main.ts commands) and each
+ * verb's citty args: verbs, their options (--name, aliases, --no-name for booleans), folders for
+ * DIR, files for FILE, `bash|zsh|fish` for completion. Nothing is hard-coded per verb.
+ */
+import type { ArgsDef, CommandDef } from "citty";
+
+export interface VerbSpec {
+  name: string;
+  description: string;
+  options: { name: string; alias: string[]; boolean: boolean; description: string }[];
+  /** What the first positional completes to. */
+  positional?: "dir" | "file" | "shell" | "schema" | "none";
+}
+
+/** The verb table as completion needs it. */
+export async function verbSpecs(commands: Record<string, () => Promise<CommandDef<any>>>): Promise<VerbSpec[]> {
+  const out: VerbSpec[] = [];
+  for (const [name, load] of Object.entries(commands)) {
+    const cmd = await load();
+    const meta = (typeof cmd.meta === "function" ? await cmd.meta() : await cmd.meta) ?? {};
+    const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
+    const options: VerbSpec["options"] = [];
+    let positional: VerbSpec["positional"] = "none";
+    for (const [n, d] of Object.entries(defs)) {
+      if (d.type === "positional") {
+        positional = n === "dir" ? "dir" : n === "file" ? "file" : n === "shell" ? "shell" : n === "name" ? "schema" : "none";
+        continue;
+      }
+      options.push({ name: n, alias: [("alias" in d ? d.alias : undefined) ?? []].flat(), boolean: d.type === "boolean", description: (d.description ?? "").split(/; |\. | \(/)[0]!.trim() });
+    }
+    out.push({ name, description: (meta.description ?? "").split(/; |\. | \(/)[0]!.trim(), options, positional });
+  }
+  return out;
+}
+
+const words = (v: VerbSpec) => [...v.options.flatMap((o) => [`--${o.name}`, ...(o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force" ? [`--no-${o.name}`] : []), ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))]), "--help"];
+const sq = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+
+/** The completion script for one shell. */
+export function completionScript(shell: "bash" | "zsh" | "fish", verbs: VerbSpec[], schemaNames: readonly string[]): string {
+  const names = verbs.map((v) => v.name).join(" ");
+  if (shell === "bash") {
+    const cases = verbs
+      .map((v) => {
+        const pos = v.positional === "dir" ? `COMPREPLY+=($(compgen -d -- "$cur"))` : v.positional === "file" ? `COMPREPLY+=($(compgen -f -X '!*.zip' -- "$cur") $(compgen -d -- "$cur"))` : v.positional === "shell" ? `COMPREPLY+=($(compgen -W "bash zsh fish" -- "$cur"))` : v.positional === "schema" ? `COMPREPLY+=($(compgen -W "${schemaNames.join(" ")}" -- "$cur"))` : ":";
+        return `    ${v.name}) if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${words(v).join(" ")}" -- "$cur")); else ${pos}; fi ;;`;
+      })
+      .join("\n");
+    return `# kerncap bash completion: source it, or put it in ~/.local/share/bash-completion/completions/kerncap
+_kerncap() {
+  local cur="\${COMP_WORDS[COMP_CWORD]}" verb="" i
+  COMPREPLY=()
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    [[ "\${COMP_WORDS[i]}" == "--" ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; }
+    [[ -z "$verb" && "\${COMP_WORDS[i]}" != -* ]] && verb="\${COMP_WORDS[i]}"
+  done
+  if [[ -z "$verb" ]]; then COMPREPLY=($(compgen -W "${names} --help --version" -- "$cur")); return; fi
+  case "$verb" in
+${cases}
+  esac
+}
+complete -o filenames -F _kerncap kerncap
+`;
+  }
+  if (shell === "zsh") {
+    const verbList = verbs.map((v) => `    ${sq(`${v.name}:${v.description.replace(/:/g, "\\:")}`)}`).join("\n");
+    const cases = verbs
+      .map((v) => {
+        const opts = v.options.map((o) => {
+          const desc = o.description.replace(/[\[\]:']/g, " ");
+          const flags = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
+          const arg = o.boolean ? "" : `:${o.name}:${/out|dir|root|commands/.test(o.name) ? "_files" : " "}`;
+          return flags.length > 1 ? `'(${flags.join(" ")})'{${flags.join(",")}}'[${desc}]${arg}'` : `'${flags[0]}[${desc}]${arg}'`;
+        });
+        const pos = v.positional === "dir" ? `'1:capture folder:_files -/'` : v.positional === "file" ? `'1:archive:_files -g "*.zip"'` : v.positional === "shell" ? `'1:shell:(bash zsh fish)'` : v.positional === "schema" ? `'1:schema:(${schemaNames.join(" ")})'` : "";
+        return `    ${v.name}) _arguments -s ${[...opts, pos, ...(v.name === "run" || v.name === "list" ? [`'*::application:_normal'`] : [])].filter(Boolean).join(" ")} ;;`;
+      })
+      .join("\n");
+    return `#compdef kerncap
+# kerncap zsh completion: put it on $fpath as _kerncap, or: source <(kerncap completion zsh)
+_kerncap() {
+  local -a verbs
+  verbs=(
+${verbList}
+  )
+  if (( CURRENT == 2 )); then _describe 'kerncap command' verbs; return; fi
+  local verb=\${words[2]}
+  shift words; (( CURRENT-- ))
+  case $verb in
+${cases}
+  esac
+}
+if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _kerncap "$@"; else compdef _kerncap kerncap; fi
+`;
+  }
+  const L = [`# kerncap fish completion: kerncap completion fish > ~/.config/fish/completions/kerncap.fish`, `complete -c kerncap -f`];
+  for (const v of verbs) L.push(`complete -c kerncap -n '__fish_use_subcommand' -a ${v.name} -d ${sq(v.description)}`);
+  for (const v of verbs) {
+    const cond = `'__fish_seen_subcommand_from ${v.name}'`;
+    for (const o of v.options) {
+      const short = o.alias.find((a) => a.length === 1);
+      L.push(`complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"} -d ${sq(o.description)}`);
+    }
+    if (v.positional === "dir") L.push(`complete -c kerncap -n ${cond} -a '(__fish_complete_directories)'`);
+    if (v.positional === "file") L.push(`complete -c kerncap -n ${cond} -F`);
+    if (v.positional === "shell") L.push(`complete -c kerncap -n ${cond} -a 'bash zsh fish'`);
+    if (v.positional === "schema") L.push(`complete -c kerncap -n ${cond} -a ${sq(schemaNames.join(" "))}`);
+  }
+  return L.join("\n") + "\n";
+}

@@ -1,0 +1,148 @@
+/**
+ * The JSON documents the verbs print with --json: every one carries `schema: "kerncap.<verb>/N"`
+ * (added by printJson in ./args.ts, the one place that writes them), and each has a valibot
+ * schema here, from which `kerncap schema VERB` prints a JSON Schema (@valibot/to-json-schema,
+ * draft-07). The capture manifest's schema is the reader's own (src/format/manifest.ts).
+ *
+ * Documents whose shape belongs to another module (replay/validate: ReplayResult in
+ * src/replay/engine.ts) are described by their stable top-level fields and left open
+ * (looseObject): added fields do not bump the version; a removed or retyped field does.
+ */
+import { toJsonSchema } from "@valibot/to-json-schema";
+import * as v from "valibot";
+import { Manifest, ProcessIdentity } from "../format/manifest.ts";
+
+/** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
+export const DOCUMENT_VERSIONS = {
+  list: 1,
+  run: 1,
+  inspect: 1,
+  replay: 1,
+  validate: 1,
+  pack: 1,
+  unpack: 1,
+  doctor: 1,
+  error: 1,
+  /** MCP tools read_file and edit_file (src/mcp/server.ts). */
+  file: 1,
+  edit: 1,
+} as const;
+export type DocumentName = keyof typeof DOCUMENT_VERSIONS;
+
+/** "kerncap.<name>/<version>", the value of a document's `schema` field. */
+export function documentId(name: DocumentName): string {
+  return `kerncap.${name}/${DOCUMENT_VERSIONS[name]}`;
+}
+
+const U = v.pipe(v.number(), v.integer(), v.minValue(0));
+const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
+
+const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
+/** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
+const Kernel = v.object({
+  name: v.string(),
+  demangled: v.string(),
+  count: U,
+  benchmark: v.optional(U),
+  grid: v.array(U),
+  block: v.array(U),
+  module: v.string(),
+  perProcess: v.optional(v.array(PerProcess)),
+});
+
+/** One process of the job that initialized CUDA/HSA (src/capture/census.ts processSummary). */
+const ProcessRow = v.object({
+  pid: U,
+  rank: v.nullable(U),
+  rankVariable: v.nullable(v.string()),
+  /** 0-based order of CUDA/HSA initialization; -1 unknown. */
+  number: v.pipe(v.number(), v.integer(), v.minValue(-1)),
+  hostname: v.string(),
+  command: v.array(v.string()),
+  visibleDevices: v.record(v.string(), v.string()),
+  launches: U,
+  /** Its census was written at exit and it counted every launch. */
+  complete: v.boolean(),
+  /** Why it stopped counting (absent when it counted every launch). */
+  stoppedCounting: v.optional(v.string()),
+  kernels: v.array(v.object({ name: v.string(), count: U })),
+  errors: v.array(v.string()),
+});
+
+const Integrity = v.object({
+  /** ok: every checked file and region matches; damaged: the first mismatch is named. */
+  verdict: v.picklist(["ok", "damaged"]),
+  /** files: sizes and SHA-256 of the small files, memory image sizes; files+regions: every stored chunk's kc64 too (--verify). */
+  checked: v.picklist(["files", "files+regions"]),
+  code: v.optional(v.string()),
+  message: v.optional(v.string()),
+  hint: v.optional(v.nullable(v.string())),
+});
+
+const Bytes3 = v.object({ files: U, data: U, archive: U });
+
+const DoctorCheck = v.object({
+  /** Stable id, e.g. "libcuda", "cupti", "nvcc", "cache", "aslr", "va-reservation", "capture-replay". */
+  id: v.string(),
+  status: v.picklist(["ok", "warn", "fail", "skip"]),
+  /** What was found (a version, a path). */
+  detail: v.string(),
+  /** What to do about a warn or fail. */
+  fix: v.optional(v.string()),
+});
+
+/** valibot schema of each verb's document (and of the error document). */
+export const DOCUMENTS = {
+  list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel), processes: v.array(ProcessRow) }),
+  run: v.object({
+    ...id("run"),
+    dir: v.string(),
+    kernel: v.string(),
+    launchIndex: U,
+    regions: U,
+    globals: U,
+    beforeBytes: U,
+    afterBytes: U,
+    appSeconds: v.number(),
+    /** The application's exit code (null when a signal ended it); kerncap run exits with it when non-zero. */
+    appExitCode: v.nullable(v.number()),
+    /** The signal that ended the application ("SIGTERM"…), or null. */
+    appSignal: v.nullable(v.string()),
+    timing: v.record(v.string(), v.number()),
+    /** The capturing process (manifest `process`; null from a library that does not record it). */
+    process: v.nullable(ProcessIdentity),
+    /** How many processes of the job initialized CUDA/HSA. */
+    processes: U,
+  }),
+  inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
+  replay: v.looseObject({ ...id("replay"), kernel: v.string(), verdict: v.optional(v.picklist(["match", "mismatch"])), match: v.optional(v.boolean()) }),
+  validate: v.looseObject({
+    ...id("validate"),
+    kernel: v.string(),
+    verdict: v.picklist(["match", "mismatch"]),
+    rebuild: v.object({ module: v.string(), seconds: v.number() }),
+    replaySeconds: v.number(),
+    wallSeconds: v.number(),
+  }),
+  pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
+  unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
+  doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
+  error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
+  file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
+  edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
+} satisfies Record<DocumentName, v.GenericSchema>;
+
+/** What `kerncap schema` can print: the manifest and every document. */
+export const SCHEMA_NAMES = ["manifest", ...Object.keys(DOCUMENTS)] as const;
+
+/**
+ * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
+ * schema. Pipes without a JSON Schema form are left out (errorMode "ignore"), never guessed.
+ * @returns undefined for an unknown name
+ */
+export function jsonSchemaOf(name: string): Record<string, unknown> | undefined {
+  const s = name === "manifest" ? Manifest : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
+  if (!s) return undefined;
+  const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : documentId(name as DocumentName), title: name === "manifest" ? "kerncap capture manifest (kerncap.json)" : `kerncap ${name} --json` };
+}

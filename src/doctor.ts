@@ -1,0 +1,284 @@
+/**
+ * `kerncap doctor`: what this machine has for capture, replay and reproducers, each check
+ * ok / warn / fail / skip with the fix. Facts come from: dlopen of libcuda (cuDriverGetVersion,
+ * cuInit, cuDeviceGetCount), the CUPTI search (src/capture/cupti.ts), `nvcc --version`,
+ * python3's importlib.metadata (triton, torch; not imported), the cache folder
+ * (src/cache.ts preferredCacheDir and its TMPDIR fallback, written to), /proc/sys/kernel/randomize_va_space, and with a GPU
+ * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
+ * and a capture + replay of a built-in kernel in child kerncap processes.
+ */
+import { dlopen, FFIType } from "bun:ffi";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { findCupti } from "./capture/cupti.ts";
+import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
+import type { Env } from "./env.ts";
+import { isKerncapError } from "./errors.ts";
+import { describeTried, libcudaCandidates, loaderReason } from "./replay/cuda.ts";
+
+export type CheckStatus = "ok" | "warn" | "fail" | "skip";
+export interface Check {
+  id: string;
+  status: CheckStatus;
+  detail: string;
+  fix?: string;
+}
+
+export interface DoctorOptions {
+  /** Run the tiny capture + replay when a GPU is present (a few seconds: nvcc, the app, replay). */
+  capture?: boolean;
+  env?: Record<string, string | undefined>;
+}
+
+/** The kerncap command line that runs this same kerncap (compiled: the executable; else bun + main.ts). */
+export function selfCommand(): string[] {
+  return import.meta.dir.startsWith("/$bunfs") ? [process.execPath] : [process.execPath, resolve(import.meta.dir, "cli/main.ts")];
+}
+
+/** "13.0" from CUDA's integer version 13000. */
+export const cudaVersionText = (v: number) => `${Math.floor(v / 1000)}.${(v % 1000) / 10}`;
+
+function sh(argv: string[], timeoutMs = 20_000, env?: Record<string, string | undefined>): { code: number; out: string; err: string } {
+  try {
+    const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", timeout: timeoutMs, env: env as Record<string, string> | undefined });
+    return { code: p.exitCode ?? -1, out: p.stdout.toString(), err: p.stderr.toString() };
+  } catch (e) {
+    return { code: -1, out: "", err: (e as Error).message };
+  }
+}
+
+/** libcuda: loadable, and the driver's CUDA version (cuDriverGetVersion, no cuInit needed). */
+export function checkLibcuda(): Check & { loaded?: string } {
+  const tried: { name: string; reason: string }[] = [];
+  for (const n of libcudaCandidates()) {
+    try {
+      const lib = dlopen(n, { cuDriverGetVersion: { args: [FFIType.ptr], returns: FFIType.i32 } });
+      const v = new Int32Array(1);
+      const r = lib.symbols.cuDriverGetVersion(v);
+      lib.close();
+      if (r !== 0) return { id: "libcuda", status: "fail", detail: `${n} loaded but cuDriverGetVersion returned ${r}`, fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer)." };
+      const smi = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10_000);
+      const drv = smi.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
+      return { id: "libcuda", status: "ok", detail: `${n}: ${drv}CUDA ${cudaVersionText(v[0]!)}`, loaded: n };
+    } catch (e) {
+      tried.push({ name: n, reason: loaderReason(e) });
+    }
+  }
+  return {
+    id: "libcuda",
+    status: "fail",
+    detail: `not found; tried ${describeTried(tried)}`,
+    fix: "Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; inspect, pack, unpack and schema work without it.",
+  };
+}
+
+/** A GPU the driver can initialise (cuInit, cuDeviceGetCount). */
+export function checkGpu(libcuda: string | undefined): Check {
+  if (!libcuda) return { id: "gpu", status: "skip", detail: "no libcuda" };
+  const lib = dlopen(libcuda, { cuInit: { args: [FFIType.u32], returns: FFIType.i32 }, cuDeviceGetCount: { args: [FFIType.ptr], returns: FFIType.i32 } });
+  try {
+    const r = lib.symbols.cuInit(0);
+    const c = new Int32Array(1);
+    const r2 = r === 0 ? lib.symbols.cuDeviceGetCount(c) : r;
+    if (r !== 0 || r2 !== 0 || !c[0]) return { id: "gpu", status: "fail", detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${c[0]} devices`, fix: "Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU)." };
+    return { id: "gpu", status: "ok", detail: `${c[0]} CUDA device${c[0] === 1 ? "" : "s"} visible` };
+  } finally {
+    lib.close();
+  }
+}
+
+/** libcupti, and whether another tool is already injected (CUDA_INJECTION64_PATH): kerncap sets its own for the app. */
+export function checkCupti(env: Record<string, string | undefined>): Check {
+  try {
+    const p = findCupti(env);
+    const other = env.CUDA_INJECTION64_PATH;
+    if (other) return { id: "cupti", status: "warn", detail: `${p}; CUDA_INJECTION64_PATH is already set (${other})`, fix: "kerncap run/list replace it for the application; run kerncap outside nsys/ncu, which hold the CUPTI subscriber." };
+    return { id: "cupti", status: "ok", detail: p };
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return { id: "cupti", status: "fail", detail: e.message.split("\n")[0]!, fix: e.hint };
+  }
+}
+
+/** nvcc on PATH (or CUDA_HOME, /usr/local/cuda) and its release. */
+export function checkNvcc(env: Record<string, string | undefined>): Check & { path?: string } {
+  const cands = [env.NVCC, Bun.which("nvcc", { PATH: env.PATH ?? "" }), env.CUDA_HOME && join(env.CUDA_HOME, "bin/nvcc"), "/usr/local/cuda/bin/nvcc"].filter((x): x is string => !!x && existsSync(x));
+  if (!cands.length) return { id: "nvcc", status: "warn", detail: "not found (PATH, CUDA_HOME, /usr/local/cuda)", fix: "Install the CUDA toolkit (or set NVCC): CUDA reproducers rebuild with it (validate); capture and replay do not need it." };
+  const r = sh([cands[0]!, "--version"]);
+  const rel = /release ([0-9.]+), V([0-9.]+)/.exec(r.out);
+  if (r.code !== 0 || !rel) return { id: "nvcc", status: "warn", detail: `${cands[0]} --version failed (exit ${r.code})`, fix: "Check the CUDA toolkit installation." };
+  return { id: "nvcc", status: "ok", detail: `${cands[0]}: CUDA ${rel[2]}`, path: cands[0] };
+}
+
+/** python3 and the versions of triton and torch (importlib.metadata: nothing is imported). */
+export function checkPython(env: Record<string, string | undefined>): Check[] {
+  const py = Bun.which("python3", { PATH: env.PATH ?? "" });
+  if (!py) return [{ id: "python", status: "warn", detail: "python3 not found", fix: "Only Triton/PyTorch captures need it (the Triton reproducer runs repro.py)." }];
+  const code = "import json,sys\nfrom importlib import metadata\nd={'python':sys.version.split()[0]}\nfor p in ('triton','torch'):\n  try: d[p]=metadata.version(p)\n  except Exception: d[p]=None\nprint(json.dumps(d))";
+  const r = sh([py, "-c", code], 20_000, env);
+  let v: Record<string, string | null> = {};
+  try {
+    v = JSON.parse(r.out.trim().split("\n").pop() ?? "");
+  } catch {
+    return [{ id: "python", status: "warn", detail: `${py} did not run (exit ${r.code}): ${r.err.trim().split("\n").pop() ?? ""}`, fix: "Check the Python installation." }];
+  }
+  const opt = (name: string, what: string): Check =>
+    v[name] ? { id: name, status: "ok", detail: `${name} ${v[name]}` } : { id: name, status: "skip", detail: `not installed (optional: ${what})` };
+  return [{ id: "python", status: "ok", detail: `${py}: Python ${v.python}` }, opt("triton", "Triton kernels and their reproducers"), opt("torch", "PyTorch apps")];
+}
+
+/** Create `dir` and write a probe file in it. @throws the file system's error. */
+function probeWritable(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  const probe = join(dir, `.doctor-${process.pid}`);
+  writeFileSync(probe, "ok");
+  rmSync(probe, { force: true });
+}
+
+/**
+ * The cache folder for the embedded capture library, Triton shim and templates, chosen as
+ * src/cache.ts chooses it: the preferred folder ($KERNCAP_CACHE, $XDG_CACHE_HOME/kerncap or
+ * ~/.cache/kerncap) written to: ok; else its $TMPDIR/kerncap-cache-<uid> fallback written to: warn;
+ * neither: fail.
+ */
+export function checkCache(env: Env = process.env): Check {
+  const pref = preferredCacheDir(env);
+  const fix = "Set KERNCAP_CACHE (or XDG_CACHE_HOME) to a writable folder: run and list write the capture library there.";
+  let why = "";
+  try {
+    probeWritable(pref.dir);
+    return { id: "cache", status: "ok", detail: `${pref.dir} (from ${pref.from}) is writable` };
+  } catch (e) {
+    why = (e as Error).message.split("\n")[0]!;
+  }
+  const fallback = fallbackCacheDir(env);
+  try {
+    probeWritable(fallback);
+    return { id: "cache", status: "warn", detail: `${pref.dir} (from ${pref.from}) is not writable (${why}); kerncap falls back to ${fallback}`, fix };
+  } catch (e) {
+    return { id: "cache", status: "fail", detail: `neither ${pref.dir} (from ${pref.from}; ${why}) nor the fallback ${fallback} (${(e as Error).message.split("\n")[0]}) is writable`, fix: `${fix} Or set TMPDIR to a writable temp folder.` };
+  }
+}
+
+/** Address-space randomization (/proc/sys/kernel/randomize_va_space), and setarch for the no-ASLR retry. */
+export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Check {
+  let v: string;
+  try {
+    v = readFileSync(procFile, "utf8").trim();
+  } catch {
+    return { id: "aslr", status: "skip", detail: `${procFile} unreadable (not Linux?)` };
+  }
+  if (v === "0") return { id: "aslr", status: "ok", detail: "randomize_va_space = 0 (off): captured VAs never collide with the replay's own mappings" };
+  if (!Bun.which("setarch")) return { id: "aslr", status: "warn", detail: `randomize_va_space = ${v} and no setarch`, fix: "Install util-linux (setarch): a replay whose captured range is taken by its own mappings retries once without ASLR." };
+  return { id: "aslr", status: "ok", detail: `randomize_va_space = ${v} (on); a replay that finds a captured range taken retries once under setarch -R` };
+}
+
+/**
+ * Fixed-VA reservation, as replay does it: cuMemAlloc learns where this driver places device
+ * memory, the block is freed, and cuMemAddressReserve must give exactly that address back
+ * (Cuda.mapAt). The context is destroyed afterwards.
+ */
+export async function checkVaReservation(): Promise<Check> {
+  const { cuda, resetCuda } = await import("./replay/cuda.ts");
+  try {
+    const c = cuda();
+    const g = c.granularity();
+    const size = Math.max(g, 2 << 20);
+    const at = c.memAlloc(size);
+    c.memFree(at);
+    const va = (at + BigInt(g) - 1n) & ~(BigInt(g) - 1n);
+    c.mapAt(va, size);
+    return { id: "va-reservation", status: "ok", detail: `reserved and mapped ${size >> 20} MiB at 0x${va.toString(16)} (${c.deviceName()} ${c.arch()})` };
+  } catch (e) {
+    return { id: "va-reservation", status: "fail", detail: (e as Error).message, fix: isKerncapError(e) && e.hint ? e.hint : "Replay cannot map memory at captured addresses here; check the driver (VMM support: cuMemAddressReserve)." };
+  } finally {
+    resetCuda();
+  }
+}
+
+/** The built-in kernel of the capture + replay check. */
+export const DOCTOR_APP = `#include <cstdio>
+#include <cstdlib>
+__global__ void kerncap_doctor_axpb(float* x, float a, float b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = a * x[i] + b;
+}
+int main() {
+  const int n = 1 << 16;
+  float* h = (float*)malloc(n * sizeof(float));
+  for (int i = 0; i < n; i++) h[i] = 0.5f * i;
+  float* d = nullptr;
+  if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return 3;
+  cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
+  kerncap_doctor_axpb<<<n / 256, 256>>>(d, 3.0f, 1.0f, n);
+  cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+  printf("%g\\n", h[10]);
+  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 4;
+}
+`;
+
+/** Build the built-in app with nvcc, capture its kernel with `kerncap run`, replay it with `kerncap replay` (child processes). */
+export function checkCaptureReplay(nvcc: string | undefined, env: Record<string, string | undefined>): Check {
+  if (!nvcc) return { id: "capture-replay", status: "skip", detail: "no nvcc to build the built-in test app" };
+  const dir = mkdtempSync(join(tmpdir(), "kerncap-doctor-"));
+  try {
+    writeFileSync(join(dir, "app.cu"), DOCTOR_APP);
+    const b = sh([nvcc, "-arch=native", "-o", join(dir, "app"), join(dir, "app.cu")], 120_000, env);
+    if (b.code !== 0) return { id: "capture-replay", status: "warn", detail: `nvcc could not build the test app: ${b.err.trim().split("\n").slice(-2).join(" ")}`, fix: "Check the CUDA toolkit (nvcc -arch=native needs a visible GPU)." };
+    const { BUN_BE_BUN: _, ...base } = env;
+    const cap = join(dir, "cap");
+    const run = sh([...selfCommand(), "run", "--kernel", "kerncap_doctor_axpb", "--out", cap, "--json", "--", join(dir, "app")], 120_000, base);
+    if (run.code !== 0) return { id: "capture-replay", status: "fail", detail: `kerncap run failed (exit ${run.code}): ${lastError(run)}`, fix: "Run the same with --verbose: kerncap run --kernel NAME --verbose -- APP." };
+    const rep = sh([...selfCommand(), "replay", cap, "--iters", "3", "--json"], 120_000, base);
+    let verdict = "";
+    let us = NaN;
+    try {
+      const j = JSON.parse(rep.out);
+      verdict = j.verdict;
+      us = j.timing?.medianUs;
+    } catch {
+      /* reported below */
+    }
+    if (rep.code !== 0 || verdict !== "match") return { id: "capture-replay", status: "fail", detail: `kerncap replay: ${verdict || `exit ${rep.code}`}: ${lastError(rep)}`, fix: "Report it with the output of `kerncap replay DIR --verbose`." };
+    return { id: "capture-replay", status: "ok", detail: `captured and replayed a built-in kernel bit-exact (${Number.isFinite(us) ? us.toFixed(1) + " µs" : "timed"})` };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function lastError(r: { out: string; err: string }): string {
+  try {
+    const j = JSON.parse(r.out);
+    if (j.error) return j.error.message;
+  } catch {
+    /* not JSON */
+  }
+  return (r.err.trim().split("\n").filter(Boolean).pop() ?? "").slice(0, 300);
+}
+
+/** Every check, in order. GPU checks run only when libcuda loads and a device initialises. */
+export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" | "warn" | "fail"; checks: Check[] }> {
+  const env = o.env ?? process.env;
+  const checks: Check[] = [];
+  const lc = checkLibcuda();
+  const { loaded, ...libcuda } = lc;
+  checks.push(libcuda);
+  const gpu = checkGpu(loaded);
+  checks.push(gpu);
+  checks.push(checkCupti(env));
+  const nv = checkNvcc(env);
+  const { path: nvccPath, ...nvcc } = nv;
+  checks.push(nvcc);
+  checks.push(...checkPython(env));
+  checks.push(checkCache(env));
+  checks.push(checkAslr());
+  if (gpu.status === "ok") {
+    checks.push(await checkVaReservation());
+    checks.push(o.capture === false ? { id: "capture-replay", status: "skip", detail: "--no-capture" } : checkCaptureReplay(nvccPath, env));
+  } else {
+    checks.push({ id: "va-reservation", status: "skip", detail: "no GPU" }, { id: "capture-replay", status: "skip", detail: "no GPU" });
+  }
+  const verdict = checks.some((c) => c.status === "fail") ? "fail" : checks.some((c) => c.status === "warn") ? "warn" : "ok";
+  return { verdict, checks };
+}

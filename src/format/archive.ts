@@ -1,0 +1,477 @@
+/**
+ * One-file archives of a capture folder (`kerncap pack` / `kerncap unpack`): a zip written through
+ * fflate's streaming `Zip` (entries `ZipDeflate` for text, `ZipPassThrough` for binary), read back
+ * through the central directory with fflate's streaming `Inflate`. Nothing holds a whole file in
+ * memory: every file is read and written in PIECE-byte pieces.
+ *
+ * Format-agnostic: every file under the folder is archived as it is (the manifest, module, memory
+ * images in whatever layout the manifest version uses, the reproducer). The archive:
+ *   ROOT/kerncap-pack.json     the index (first entry, deflated): every file's path, size, mode,
+ *                              entry name and, for a sparse file, its data extents
+ *   ROOT/<path>                a dense file: deflated when text (no NUL in its first 8 KiB), stored otherwise
+ *   ROOT/<path>.kcsparse       a sparse file (SEEK_DATA/SEEK_HOLE found holes): only its data
+ *                              extents, concatenated, stored; unpack writes each extent at its
+ *                              offset and sets the size, so the holes come back as holes
+ *   ROOT/<dir>/                every folder (so empty ones survive)
+ * ROOT is the capture folder's name. Plain `unzip` gives the dense files as they are, and the
+ * sparse ones only as their packed data: `kerncap unpack` is the reader.
+ *
+ * Limits: fflate writes no ZIP64 records, so an archive (and each entry) stays under 4 GiB; pack
+ * refuses a larger one before writing. Unpack refuses entries that would land outside the target
+ * folder (zip-slip), encrypted or ZIP64 entries, and checks every entry's CRC-32 and size.
+ */
+import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
+import { assertReplaceable } from "../capture/finalize.ts";
+import { KerncapError } from "../errors.ts";
+import { TOOL_VERSION } from "../version.ts";
+import { readManifest, verifyFiles } from "./capture-dir.ts";
+import type { Manifest } from "./manifest.ts";
+import { dataExtents, type Extent } from "./sparse-extents.ts";
+
+export const PACK_INDEX = "kerncap-pack.json";
+export const SPARSE_SUFFIX = ".kcsparse";
+export const PACK_SCHEMA = "kerncap.pack/1";
+/** Bytes read or written at once. */
+const PIECE = 4 << 20;
+/** Largest offset or size a zip without ZIP64 records can hold. */
+const ZIP32_MAX = 0xffffffff;
+
+/** One file of the packed folder, as the index records it. */
+export interface PackedFile {
+  /** Path inside the capture folder, `/`-separated. */
+  path: string;
+  /** Bytes of the file (holes included). */
+  size: number;
+  /** Permission bits (0o755 for build.sh). */
+  mode: number;
+  /** Entry name in the archive (ROOT/path, or ROOT/path.kcsparse). */
+  entry: string;
+  method: "deflated" | "stored" | "sparse";
+  /** Sparse files: the data extents [offset, length] whose bytes the entry holds, in order. */
+  extents?: Extent[];
+}
+
+export interface PackIndex {
+  schema: typeof PACK_SCHEMA;
+  root: string;
+  tool: string;
+  files: PackedFile[];
+  dirs: string[];
+  warnings: string[];
+}
+
+export interface PackResult {
+  archive: string;
+  dir: string;
+  files: number;
+  sparseFiles: number;
+  /** Bytes: of the files (apparent sizes), of their data (holes left out), of the archive. */
+  bytes: { files: number; data: number; archive: number };
+  /** Reproducer paths that exist only on this machine (see portabilityWarnings). */
+  warnings: string[];
+  seconds: number;
+}
+
+export interface UnpackResult {
+  archive: string;
+  dir: string;
+  files: number;
+  sparseFiles: number;
+  bytes: { files: number; data: number };
+  /** The index's warnings, from pack time. */
+  warnings: string[];
+  seconds: number;
+}
+
+const bad = (archive: string, msg: string) => new KerncapError("E_ARCHIVE", `${archive}: ${msg}`, { hint: "The archive is damaged or was not written by `kerncap pack`; ask for it again." });
+
+/** Files and folders under dir (relative, `/`-separated, sorted); symbolic links are reported, not followed. */
+function walk(dir: string): { files: string[]; dirs: string[]; links: string[] } {
+  const out = { files: [] as string[], dirs: [] as string[], links: [] as string[] };
+  const go = (rel: string) => {
+    for (const name of readdirSync(join(dir, rel)).sort()) {
+      const r = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(dir, r));
+      if (st.isSymbolicLink()) out.links.push(r);
+      else if (st.isDirectory()) {
+        out.dirs.push(r);
+        go(r);
+      } else if (st.isFile()) out.files.push(r);
+    }
+  };
+  go("");
+  return out;
+}
+
+/** No NUL byte in the first 8 KiB: text (deflated); otherwise binary (stored). */
+function looksText(path: string): boolean {
+  const fd = openSync(path, "r");
+  try {
+    const b = new Uint8Array(8192);
+    const n = readSync(fd, b, 0, b.length, 0);
+    return !b.subarray(0, n).includes(0);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/", "/dev/", "/proc/", "/opt/rocm", "/opt/nvidia"];
+
+/**
+ * Why the reproducer would not rebuild on another machine: overlay mode (build.sh reads every
+ * unedited file from the original tree), and absolute paths in build.sh outside the capture
+ * folder and outside the system folders (include folders of the original tree, a virtualenv).
+ * Sources: manifest.source.cuda (mode, projectRoot, referencedOutsideRoot) and DIR/build.sh.
+ */
+export function portabilityWarnings(dir: string, m: Manifest): string[] {
+  const w: string[] = [];
+  const cuda = (m.source as { cuda?: { mode?: string; projectRoot?: string; referencedOutsideRoot?: string[] } } | undefined)?.cuda;
+  if (cuda?.mode === "overlay") w.push(`overlay mode: build.sh reads every unedited source file from ${cuda.projectRoot ?? "the original tree"} on this machine; capture without --overlay to copy them into src/`);
+  const script = join(dir, "build.sh");
+  if (existsSync(script)) {
+    const text = readFileSync(script, "utf8");
+    const paths = new Set<string>();
+    for (const line of text.split("\n")) {
+      if (/^\s*#/.test(line)) continue;
+      for (const hit of line.matchAll(/(?:^|[\s'"=]|-I|-isystem)(\/[^\s'"$;:)]+)/g)) {
+        const p = hit[1]!.replace(/\/+$/, "");
+        if (SYSTEM_PREFIXES.some((s) => p.startsWith(s) || p + "/" === s)) continue;
+        if (p.startsWith(resolve(dir) + "/")) continue;
+        paths.add(p);
+      }
+    }
+    if (paths.size) w.push(`build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${[...paths].slice(0, 8).join(", ")}${paths.size > 8 ? ", …" : ""}`);
+  }
+  const outside = cuda?.referencedOutsideRoot ?? [];
+  if (outside.length) w.push(`the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${outside.slice(0, 4).join(", ")}${outside.length > 4 ? ", …" : ""}`);
+  return w;
+}
+
+/**
+ * Write the capture folder `dir` into one zip at `out` (written as out.tmp-<pid>, then renamed).
+ * The folder is checked first (manifest and per-file checksums: a damaged capture is not shipped).
+ * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder, E_EXISTS when out
+ *   exists (without force), E_PACK_TOO_LARGE past 4 GiB.
+ */
+export function packCapture(dirArg: string, outArg: string, opts: { force?: boolean } = {}): PackResult {
+  const t0 = performance.now();
+  const dir = resolve(dirArg);
+  const m = readManifest(dir);
+  verifyFiles(dir, m);
+  const out = resolve(outArg);
+  if (out === dir || out.startsWith(dir + sep)) throw new KerncapError("E_USAGE", `the archive ${out} would be inside the capture folder it packs`, { hint: "Write it next to the folder: -o cap.zip." });
+  if (existsSync(out)) {
+    if (!statSync(out).isFile()) throw new KerncapError("E_EXISTS", `${out} exists and is not a file`, { hint: "Choose another -o." });
+    if (!opts.force) throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another -o." });
+  }
+  if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another -o.` });
+
+  const root = basename(dir);
+  const tree = walk(dir);
+  const warnings = portabilityWarnings(dir, m);
+  if (tree.links.length) warnings.push(`symbolic links are not archived: ${tree.links.join(", ")}`);
+  const files: PackedFile[] = [];
+  let dataTotal = 0;
+  let filesTotal = 0;
+  for (const rel of tree.files) {
+    if (rel === PACK_INDEX) continue; // an index left by hand; the archive gets its own
+    const p = join(dir, rel);
+    const mode = statSync(p).mode & 0o7777;
+    const ext = dataExtents(p);
+    filesTotal += ext.size;
+    dataTotal += ext.dataBytes;
+    if (ext.sparse) files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
+    else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: looksText(p) ? "deflated" : "stored" });
+  }
+  // deflated entries are bounded by their size (plus a little): check the 4 GiB limit up front
+  const bound = dataTotal + files.length * 1024 + (1 << 20);
+  if (bound > ZIP32_MAX || files.some((f) => f.size > ZIP32_MAX && f.method !== "sparse") || dataTotal > ZIP32_MAX) {
+    throw new KerncapError("E_PACK_TOO_LARGE", `${dir} holds ${dataTotal} bytes of data; a zip without ZIP64 records (fflate) holds at most 4 GiB`, {
+      hint: "Copy the folder with a sparse-aware tool instead (tar --sparse -cf cap.tar cap, or rsync --sparse).",
+    });
+  }
+  const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
+
+  const tmp = `${out}.tmp-${process.pid}`;
+  const fd = openSync(tmp, "w");
+  let written = 0;
+  let zipError: Error | null = null;
+  let ok = false;
+  try {
+    const zip = new Zip((err, chunk) => {
+      if (err) zipError = err;
+      else {
+        writeSync(fd, chunk);
+        written += chunk.length;
+      }
+    });
+    const entry = (name: string, deflate: boolean, mode: number, mtime: Date) => {
+      const e = deflate ? new ZipDeflate(name, { level: 6 }) : new ZipPassThrough(name);
+      // unix permissions in the central directory's external attributes (read back by unpack)
+      Object.assign(e, { os: 3, attrs: ((name.endsWith("/") ? 0o040000 : 0o100000) | mode) << 16, mtime: mtime.getFullYear() < 1980 ? new Date(1980, 0, 1) : mtime });
+      zip.add(e);
+      return e;
+    };
+    const now = new Date();
+    entry(`${root}/${PACK_INDEX}`, true, 0o644, now).push(new TextEncoder().encode(JSON.stringify(index, null, 1)), true);
+    for (const d of tree.dirs) entry(`${root}/${d}/`, false, statSync(join(dir, d)).mode & 0o7777, now).push(new Uint8Array(0), true);
+    for (const f of files) {
+      const p = join(dir, f.path);
+      const e = entry(f.entry, f.method === "deflated", f.mode, statSync(p).mtime);
+      const src = openSync(p, "r");
+      try {
+        const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
+        let pushed = false;
+        for (let i = 0; i < ranges.length; i++) {
+          const [start, len] = ranges[i]!;
+          for (let done = 0; done < len; ) {
+            const n = Math.min(PIECE, len - done);
+            const b = new Uint8Array(n);
+            const got = readSync(src, b, 0, n, start + done);
+            if (got !== n) throw new KerncapError("E_ARCHIVE", `${p} changed while it was packed (short read at byte ${start + done})`, { hint: "Pack it again when nothing writes to the capture." });
+            done += n;
+            e.push(b, i === ranges.length - 1 && done === len);
+            pushed ||= i === ranges.length - 1 && done === len;
+          }
+        }
+        if (!pushed) e.push(new Uint8Array(0), true);
+      } finally {
+        closeSync(src);
+      }
+      if (zipError) throw zipError;
+      if (written > ZIP32_MAX) throw new KerncapError("E_PACK_TOO_LARGE", `the archive passed 4 GiB while packing ${f.path}`, { hint: "Copy the folder with tar --sparse or rsync --sparse instead." });
+    }
+    zip.end();
+    if (zipError) throw zipError;
+    closeSync(fd);
+    renameSync(tmp, out);
+    ok = true;
+  } finally {
+    if (!ok) {
+      try {
+        closeSync(fd);
+      } catch {
+        /* closed above */
+      }
+      rmSync(tmp, { force: true });
+    }
+  }
+  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** One central-directory record (APPNOTE 4.3.12). */
+interface CdEntry {
+  name: string;
+  method: number;
+  flags: number;
+  crc: number;
+  csize: number;
+  usize: number;
+  mode: number;
+  localOffset: number;
+}
+
+const u16 = (b: Uint8Array, o: number) => b[o]! | (b[o + 1]! << 8);
+const u32 = (b: Uint8Array, o: number) => (b[o]! | (b[o + 1]! << 8) | (b[o + 2]! << 16) | (b[o + 3]! << 24)) >>> 0;
+
+function readAt(fd: number, off: number, n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  const got = readSync(fd, b, 0, n, off);
+  return b.subarray(0, got);
+}
+
+/** The central directory of the zip open at fd (size bytes). @throws KerncapError E_ARCHIVE */
+function centralDirectory(archive: string, fd: number, size: number): CdEntry[] {
+  const tailLen = Math.min(size, 22 + 65535);
+  const tail = readAt(fd, size - tailLen, tailLen);
+  let e = -1;
+  for (let i = tail.length - 22; i >= 0; i--) if (u32(tail, i) === 0x06054b50) { e = i; break; }
+  if (e < 0) throw bad(archive, "not a zip archive (no end-of-central-directory record)");
+  const count = u16(tail, e + 10);
+  const cdSize = u32(tail, e + 12);
+  const cdOff = u32(tail, e + 16);
+  if (count === 0xffff || cdSize === ZIP32_MAX || cdOff === ZIP32_MAX) throw bad(archive, "a ZIP64 archive (kerncap pack writes none)");
+  if (cdOff + cdSize > size) throw bad(archive, "truncated (the central directory lies past the end of the file)");
+  const cd = readAt(fd, cdOff, cdSize);
+  const out: CdEntry[] = [];
+  let o = 0;
+  for (let k = 0; k < count; k++) {
+    if (o + 46 > cd.length || u32(cd, o) !== 0x02014b50) throw bad(archive, "malformed central directory");
+    const nlen = u16(cd, o + 28);
+    const xlen = u16(cd, o + 30);
+    const clen = u16(cd, o + 32);
+    const flags = u16(cd, o + 8);
+    const nameBytes = cd.subarray(o + 46, o + 46 + nlen);
+    const name = flags & 0x800 ? new TextDecoder().decode(nameBytes) : String.fromCharCode(...nameBytes);
+    const ent: CdEntry = { name, flags, method: u16(cd, o + 10), crc: u32(cd, o + 16), csize: u32(cd, o + 20), usize: u32(cd, o + 24), mode: (u32(cd, o + 38) >>> 16) & 0o7777, localOffset: u32(cd, o + 42) };
+    if (ent.csize === ZIP32_MAX || ent.usize === ZIP32_MAX || ent.localOffset === ZIP32_MAX) throw bad(archive, `${name} is a ZIP64 entry (kerncap pack writes none)`);
+    out.push(ent);
+    o += 46 + nlen + xlen + clen;
+  }
+  return out;
+}
+
+/**
+ * A path from the archive, made safe: relative, `/`-separated, no `..`, no empty part, inside dest.
+ * @throws KerncapError E_ARCHIVE (zip-slip)
+ */
+export function safeEntryPath(archive: string, dest: string, rel: string): string {
+  const parts = rel.replace(/\/+$/, "").split("/");
+  if (!rel || isAbsolute(rel) || rel.includes("\\") || rel.includes("\0") || parts.some((p) => p === ".." || p === "." || p === "")) {
+    throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, { hint: "The archive is malicious or damaged; nothing was unpacked." });
+  }
+  const p = resolve(dest, ...parts);
+  if (!p.startsWith(resolve(dest) + sep)) throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, { hint: "The archive is malicious or damaged; nothing was unpacked." });
+  return p;
+}
+
+/**
+ * Stream one entry's uncompressed bytes (stored or deflated) to sink, in pieces, checking its
+ * CRC-32 and size against the central directory. @throws KerncapError E_ARCHIVE
+ */
+function streamEntry(archive: string, fd: number, e: CdEntry, sink: (chunk: Uint8Array) => void): void {
+  if (e.flags & 1) throw bad(archive, `${e.name} is encrypted`);
+  const lh = readAt(fd, e.localOffset, 30);
+  if (lh.length < 30 || u32(lh, 0) !== 0x04034b50) throw bad(archive, `${e.name}: no local header at byte ${e.localOffset}`);
+  const start = e.localOffset + 30 + u16(lh, 26) + u16(lh, 28);
+  let crc = 0;
+  let n = 0;
+  const take = (c: Uint8Array) => {
+    if (!c.length) return;
+    crc = Bun.hash.crc32(c, crc);
+    n += c.length;
+    if (n > e.usize) throw bad(archive, `${e.name} inflates past its recorded size ${e.usize}`);
+    sink(c);
+  };
+  let inflate: Inflate | undefined;
+  if (e.method === 8) inflate = new Inflate((c) => take(c));
+  else if (e.method !== 0) throw bad(archive, `${e.name} uses compression method ${e.method} (kerncap reads stored and deflated entries)`);
+  if (inflate && e.csize === 0) throw bad(archive, `${e.name}: an empty deflate stream`);
+  for (let done = 0; done < e.csize; ) {
+    const k = Math.min(PIECE, e.csize - done);
+    const b = readAt(fd, start + done, k);
+    if (b.length !== k) throw bad(archive, `truncated inside ${e.name}`);
+    done += k;
+    try {
+      if (inflate) inflate.push(b, done === e.csize);
+      else take(b);
+    } catch (err) {
+      if (err instanceof KerncapError) throw err;
+      throw bad(archive, `${e.name} does not inflate: ${(err as Error).message}`);
+    }
+  }
+  if (n !== e.usize) throw bad(archive, `${e.name} has ${n} bytes, the archive says ${e.usize}`);
+  if (crc >>> 0 !== e.crc) throw bad(archive, `CRC-32 mismatch in ${e.name}`);
+}
+
+/** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
+function readIndex(archive: string, fd: number, entries: CdEntry[]): PackIndex {
+  const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
+  if (!e) throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, { hint: "Unpack it with unzip if it is a plain zip of a capture folder." });
+  if (e.usize > 64 << 20) throw bad(archive, `${PACK_INDEX} is ${e.usize} bytes`);
+  const parts: Uint8Array[] = [];
+  streamEntry(archive, fd, e, (c) => parts.push(c.slice()));
+  let idx: PackIndex;
+  try {
+    idx = JSON.parse(new TextDecoder().decode(Buffer.concat(parts))) as PackIndex;
+  } catch (err) {
+    throw bad(archive, `${PACK_INDEX} is not JSON: ${(err as Error).message}`);
+  }
+  if (idx.schema !== PACK_SCHEMA || !Array.isArray(idx.files) || typeof idx.root !== "string") {
+    throw new KerncapError("E_ARCHIVE", `${archive}: ${PACK_INDEX} is not a ${PACK_SCHEMA} index (schema ${JSON.stringify(idx.schema)})`, { hint: "Upgrade kerncap to the version that packed it." });
+  }
+  return idx;
+}
+
+/** The index of an archive (what `kerncap unpack` would write), without unpacking it. */
+export function readPackIndex(archive: string): PackIndex {
+  const fd = openSync(archive, "r");
+  try {
+    return readIndex(archive, fd, centralDirectory(archive, fd, fstatSync(fd).size));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Unpack an archive written by packCapture into `outArg` (default: ./ROOT), written as
+ * DIR.tmp-<pid> and renamed when every entry has been written and the capture's files check.
+ * Sparse files are recreated with their holes (each extent written at its offset, then the size set).
+ * @throws KerncapError E_ARCHIVE (damaged, zip-slip, CRC), E_EXISTS (DIR exists, no force), E_CHECKSUM
+ */
+export function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean } = {}): UnpackResult {
+  const t0 = performance.now();
+  const archive = resolve(archiveArg);
+  if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
+  if (!statSync(archive).isFile()) throw new KerncapError("E_USAGE", `${archive} is not a file`, { hint: "Give the .zip that `kerncap pack` wrote." });
+  const fd = openSync(archive, "r");
+  let tmp: string | undefined;
+  let ok = false;
+  try {
+    const entries = centralDirectory(archive, fd, fstatSync(fd).size);
+    const idx = readIndex(archive, fd, entries);
+    if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
+    const dest = resolve(outArg ?? idx.root);
+    if (existsSync(dest)) assertReplaceable(dest, Boolean(opts.force));
+    if (!existsSync(dirname(dest))) throw new KerncapError("E_USAGE", `the folder that would hold ${dest} does not exist`, { hint: `Create ${dirname(dest)} first, or choose another -o.` });
+    const byName = new Map(entries.map((e) => [e.name, e]));
+    // every entry must be one the index knows, under ROOT/, with a safe path: checked before writing
+    const known = new Set([`${idx.root}/${PACK_INDEX}`, ...idx.files.map((f) => f.entry), ...(idx.dirs ?? []).map((d) => `${idx.root}/${d}/`)]);
+    for (const e of entries) if (!known.has(e.name)) throw bad(archive, `entry ${JSON.stringify(e.name)} is not in ${PACK_INDEX}`);
+    tmp = `${dest}.tmp-${process.pid}`;
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp);
+    for (const d of idx.dirs ?? []) mkdirSync(safeEntryPath(archive, tmp, d), { recursive: true });
+    let sparseFiles = 0;
+    let filesBytes = 0;
+    let dataBytes = 0;
+    for (const f of idx.files) {
+      const p = safeEntryPath(archive, tmp, f.path);
+      const e = byName.get(f.entry);
+      if (!e) throw bad(archive, `${f.entry} is missing`);
+      if (f.entry !== `${idx.root}/${f.path}${f.method === "sparse" ? SPARSE_SUFFIX : ""}`) throw bad(archive, `${f.entry} does not name ${f.path}`);
+      mkdirSync(dirname(p), { recursive: true });
+      const out = openSync(p, "w", 0o600);
+      try {
+        if (f.method === "sparse") {
+          sparseFiles++;
+          const ext = f.extents ?? [];
+          let x = 0; // current extent
+          let inX = 0; // bytes of it written
+          streamEntry(archive, fd, e, (c) => {
+            for (let o = 0; o < c.length; ) {
+              const cur = ext[x];
+              if (!cur || cur[0] + cur[1] > f.size) throw bad(archive, `${f.entry} holds more bytes than its extents`);
+              const n = Math.min(c.length - o, cur[1] - inX);
+              writeSync(out, c, o, n, cur[0] + inX);
+              o += n;
+              inX += n;
+              if (inX === cur[1]) (x++, (inX = 0));
+            }
+          });
+          if (x !== ext.length) throw bad(archive, `${f.entry} holds fewer bytes than its extents`);
+          ftruncateSync(out, f.size); // the trailing hole; earlier holes were never written
+        } else {
+          streamEntry(archive, fd, e, (c) => writeSync(out, c));
+        }
+        if (fstatSync(out).size !== f.size) throw bad(archive, `${f.path} unpacked to ${fstatSync(out).size} bytes, the index says ${f.size}`);
+      } finally {
+        closeSync(out);
+      }
+      chmodSync(p, f.mode & 0o777);
+      filesBytes += f.size;
+      dataBytes += e.usize;
+    }
+    // the capture's own checks (manifest, per-file checksums, memory image sizes) before the rename
+    verifyFiles(tmp, readManifest(tmp));
+    if (existsSync(dest)) rmSync(dest, { recursive: true, force: true });
+    renameSync(tmp, dest);
+    ok = true;
+    return { archive, dir: dest, files: idx.files.length, sparseFiles, bytes: { files: filesBytes, data: dataBytes }, warnings: idx.warnings ?? [], seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    closeSync(fd);
+    if (!ok && tmp) rmSync(tmp, { recursive: true, force: true });
+  }
+}
