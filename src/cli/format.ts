@@ -19,17 +19,32 @@ export function formatBytes(n: number): string {
 
 /** Human lines for a replay result. */
 export function describeReplay(r: ReplayResult): string {
+  if (r.fault) {
+    const f = r.fault;
+    return [
+      `${f.reproduced ? "MATCH (fault reproduced)" : "MISMATCH (fault not reproduced)"}  ${r.kernel}`,
+      `  the launch faulted in the app: ${f.expected.name} (${f.expected.message})`,
+      `  on replay: ${f.observed ? f.observed.name : "no fault: the kernel completed"}`,
+      `  under memcheck: ${f.sanitizer}`,
+      `  device ${r.device.name} ${r.device.arch}`,
+    ].join("\n");
+  }
+  const d = r.determinism;
+  const spread = r.numerics.verdict === "within-spread";
   const L = [
-    `${r.verdict === "match" ? "MATCH" : "MISMATCH"}  ${r.kernel}`,
-    `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)}; ${r.mismatches.length} differ`,
+    `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
+    `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)} (kc64 per chunk on the GPU, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
+    `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
   ];
   for (const x of r.mismatches.slice(0, 20)) {
     L.push(`  region ${x.va} (${x.kind}, ${formatBytes(x.size)}, ${x.changedInApp ? "written by the kernel in the app" : "not written in the app"}): first difference at byte ${x.firstDiffOffset}, ${x.bytesDiffering} bytes differ`);
   }
   if (r.timing.iters) {
-    L.push(`  kernel time: median ${r.timing.medianUs.toFixed(2)} µs, min ${r.timing.minUs.toFixed(2)} µs over ${r.timing.iters} launches` + (r.timing.appUs !== null ? `; in the app ${r.timing.appUs.toFixed(2)} µs (one launch)` : ""));
+    const t = r.timing;
+    L.push(`  kernel time: median ${t.medianUs.toFixed(2)} µs (p10 ${t.p10Us.toFixed(2)}, p90 ${t.p90Us.toFixed(2)}, min ${t.minUs.toFixed(2)}) over ${t.iters} launches` + (t.appUs !== null ? `; in the app ${t.appUs.toFixed(2)} µs` : ""));
+    L.push(`    measured by ${t.method}; in the app by ${t.appMethod}`);
   }
-  L.push(`  restore ${formatBytes(r.restore.bytes)} in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", host-registered mmap" : ", pageable"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
+  L.push(`  restore ${formatBytes(r.restore.storedBytes)} stored of ${formatBytes(r.restore.bytes)} live in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", pinned file mapping" : ", staged"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.join("\n");
@@ -43,7 +58,8 @@ export function describeNumerics(r: ReplayResult): string[] {
     L.push(
       `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +
         (x.firstOverOffset >= 0 ? `, first at byte ${x.firstOverOffset}` : "") +
-        (x.trivial === "unchanged" ? "; the replay left it unchanged where the app wrote it" : x.trivial === "all-zeros" ? "; the replay left it all zeros where the app wrote data" : ""),
+        (x.trivial === "unchanged" ? "; the replay left it unchanged where the app wrote it" : x.trivial === "all-zeros" ? "; the replay left it all zeros where the app wrote data" : "") +
+        (x.spread ? `; run-to-run spread: ${x.spread.elementsVarying} elements vary, max abs ${x.spread.maxAbsSpread.toPrecision(3)}, max rel ${x.spread.maxRelSpread.toPrecision(3)}, ${Math.round(x.spread.maxUlpSpread)} ulp; ${x.spread.outside} app elements outside the envelope` : ""),
     );
   }
   return L;
@@ -51,14 +67,16 @@ export function describeNumerics(r: ReplayResult): string[] {
 
 /**
  * The `list` table: count, bench (only when some kernel has autotuner benchmark launches, which
- * --dispatch does not count), pid:count (`perProcess`: each process's count, for a job of several
+ * --dispatch does not count), graph (only when some kernel ran from CUDA graphs: of count, the
+ * executions as a graph's kernel node), pid:count (`perProcess`: each process's count, for a job of several
  * processes), grid, block, module, kernel (demangled); numbers right-aligned.
  */
 export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   const bench = kernels.some((k) => k.benchmark);
+  const graph = kernels.some((k) => k.graph || k.recorded);
   const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
-  const head = ["count", ...(bench ? ["bench"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", "kernel"];
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
+  const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", "kernel"];
   return table(head, rows);
 }
 

@@ -12,7 +12,9 @@ export default defineCommand({
   meta: { name: "replay", description: "Replay a capture at its captured VAs, compare bit for bit, time it" },
   args: {
     ...dirArg,
-    iters: { type: "string", description: "Timed launches after the checked one (median, min)", default: "10" },
+    iters: { type: "string", description: "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min)", default: "10" },
+    runs: { type: "string", description: "Checked launches from the before state (default 3, 8 once they differ): tells nondeterministic kernels and the run-to-run envelope" },
+    "flush-l2": { type: "boolean", description: "Flush L2 (256 MiB memset) before each timed launch", default: false },
     verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", negativeDescription: "Skip the checksums (faster for large captures; a damaged file goes unnoticed)", default: true },
     ...toleranceArgs,
     ...jsonArg,
@@ -21,13 +23,16 @@ export default defineCommand({
   async run({ args }) {
     const dir = String(args.dir);
     const iters = intArg("iters", args.iters, 10, 100_000);
+    const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
     const tol = toleranceOptions(args);
     if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
     return withAslrRetry(async () => {
-      const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol });
+      const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
       if (args.json) printJson("replay", r);
       else process.stdout.write(describeReplay(r) + "\n");
-      if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
+      if (r.fault) {
+        if (!r.fault.reproduced) log.error(`the capture faulted in the app (${r.fault.expected.name}) but the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`);
+      } else if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
       return r.verdict === "match" ? 0 : 1;
     });
   },

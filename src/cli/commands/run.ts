@@ -77,7 +77,9 @@ export default defineCommand({
       });
     } else {
       const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
-      log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}) into ${dir}`);
+      const where = m.graph ? `, kernel node ${m.graph.kernelNode} of CUDA graph ${m.graph.id}: its ancestors were run by kerncap, then the app's memory put back` : "";
+      log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}${where}) into ${dir}`);
+      if (m.fault) log.warn(`the captured launch faulted in the app: ${m.fault.name} (${m.fault.message}); the capture holds its before state, and \`kerncap replay ${dir}\` reproduces the fault`);
       log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${app.seconds.toFixed(2)} s`);
       log.info(`next: kerncap inspect ${dir} ; kerncap replay ${dir}`);
     }
