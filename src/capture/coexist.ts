@@ -37,6 +37,19 @@ export interface InjectionEnv {
 }
 
 /**
+ * The NVIDIA tool that launched kerncap, from the variables its launcher puts in the environment
+ * of every process it follows (seen under `ncu --target-processes all` on the H200, Nsight
+ * Compute 2025.3: NV_TPS_LAUNCH_TOKEN, NV_NSIGHT_INJECTION_TRANSPORT_TYPE,
+ * NV_COMPUTE_PROFILER_PERFWORKS_DIR), or undefined. Such a tool injects itself into the
+ * application through CUDA's tool injection, as kerncap does: the two cannot share one process.
+ */
+export function launchingTool(env: Record<string, string | undefined> = process.env): string | undefined {
+  if (env.NV_COMPUTE_PROFILER_PERFWORKS_DIR || /compute/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "") || env.NV_TPS_LAUNCH_TOKEN === "Interactive Profile") return "Nsight Compute (ncu)";
+  if (env.NV_TPS_LAUNCH_TOKEN || env.NV_NSIGHT_INJECTION_TRANSPORT_TYPE) return "an Nsight tool (nsys or ncu)";
+  return undefined;
+}
+
+/**
  * The variables that inject the CUDA capture library `lib` into the application: CUDA_INJECTION64_PATH,
  * and LD_PRELOAD with lib first (kept: whatever was already there, e.g. a tool's own preload).
  */

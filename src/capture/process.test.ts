@@ -15,7 +15,7 @@ import { readManifest } from "../format/capture-dir.ts";
 import { ProcessIdentity } from "../format/manifest.ts";
 import { makeCapture } from "../../test/cpu/fixtures.ts";
 import { identityFromRaw, readCensus } from "./census.ts";
-import { cuptiNotes, injectionEnv } from "./coexist.ts";
+import { cuptiNotes, injectionEnv, launchingTool } from "./coexist.ts";
 
 const GCC = Bun.which("gcc");
 const dir = mkdtempSync(join(tmpdir(), "kerncap-process-"));
@@ -173,4 +173,10 @@ test("the manifest's process field: recorded by finalize, shown by inspect, opti
   const mo = await makeCapture(old);
   expect(mo.process).toBeUndefined();
   expect(describeManifest(readManifest(old))).not.toContain("process ");
+});
+
+test("running under Nsight Compute (its launcher's variables, as seen on the H200) is told apart from a plain environment", () => {
+  expect(launchingTool({ NV_TPS_LAUNCH_TOKEN: "Interactive Profile", NV_NSIGHT_INJECTION_TRANSPORT_TYPE: "uds", NV_COMPUTE_PROFILER_PERFWORKS_DIR: "/opt/nvidia/nsight-compute/x" })).toBe("Nsight Compute (ncu)");
+  expect(launchingTool({ NV_NSIGHT_INJECTION_TRANSPORT_TYPE: "uds" })).toBe("an Nsight tool (nsys or ncu)");
+  expect(launchingTool({ NV_CUDNN_VERSION: "9", PATH: "/usr/bin" })).toBeUndefined();
 });

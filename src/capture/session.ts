@@ -28,7 +28,7 @@ import { cudaCaptureLibrary } from "./lib.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, injectionEnv } from "./coexist.ts";
+import { cuptiNotes, injectionEnv, launchingTool } from "./coexist.ts";
 import { watchProgress } from "./progress.ts";
 import { tritonEnv, tritonFinalize } from "./triton/shim.ts";
 
@@ -54,6 +54,12 @@ export async function cudaInjection(): Promise<Injection> {
   probeGpu();
   const cuptiPath = findCupti();
   const lib = await cudaCaptureLibrary();
+  const tool = launchingTool();
+  if (tool) {
+    throw new KerncapError("E_TOOL", `kerncap is running under ${tool}: that tool and kerncap's capture library both need CUDA's tool injection in the application, so the application cannot run under both`, {
+      hint: "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
+    });
+  }
   const inj = injectionEnv(lib);
   return { env: { ...inj.env, ...(await tritonEnv()) }, cuptiPath, warnings: inj.warnings };
 }
