@@ -208,7 +208,7 @@ static const char *kc_graph_capture(kc_graph_t *g, size_t k) {
   /* 1. the graph's starting state */
   if (CU_CHECK(p_cuCtxSynchronize())) { free(all); free(mark); return "cuCtxSynchronize failed"; }
   collect_globals_of(np.func, g->kernels[k]);
-  size_t n_target = nG;
+  size_t n_target = S.ng;
   for (size_t i = 0; i < n; i++) { /* the earlier kernels' module globals belong to the starting state too */
     CUgraphNodeType t;
     CUDA_KERNEL_NODE_PARAMS ap;
@@ -217,18 +217,18 @@ static const char *kc_graph_capture(kc_graph_t *g, size_t k) {
     if (nm && p_cuGraphKernelNodeGetParams_v2(all[i], &ap) == CUDA_SUCCESS && ap.func) collect_globals_of(ap.func, nm);
   }
   kc_snap_t s0;
-  int ok = kc_snap_init(&s0, S.nregions + nG) == 0;
+  int ok = kc_snap_init(&s0, S.nregions + S.ng) == 0;
   s0.file[0] = "memory/graph-state.bin";
   for (size_t i = 0; ok && i < S.nregions; i++) ok = kc_item_init(&s0, i, S.regions[i].va, S.regions[i].size, S.regions[i].kind, NULL) == 0;
-  for (size_t i = 0; ok && i < nG; i++) ok = kc_item_init(&s0, S.nregions + i, G[i].va, G[i].size, "global", G[i].name) == 0;
+  for (size_t i = 0; ok && i < S.ng; i++) ok = kc_item_init(&s0, S.nregions + i, S.g[i].va, S.g[i].size, "global", S.g[i].name) == 0;
   if (ok) {
     S.own_load = 1;
     kc_snap_plan(&s0);
     S.own_load = 0;
     ok = kc_snap_pass(&s0, 0) == 0;
   }
-  for (size_t i = n_target; i < nG; i++) free(G[i].name);
-  nG = n_target; /* the capture keeps the target module's globals only */
+  for (size_t i = n_target; i < S.ng; i++) free(S.g[i].name);
+  S.ng = n_target; /* the capture keeps the target module's globals only */
   if (!ok) { kc_snap_free(&s0); free(all); free(mark); return "the graph's starting state could not be saved"; }
 
   /* 2. the node's ancestors, from a pruned copy of the graph */

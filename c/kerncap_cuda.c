@@ -8,10 +8,15 @@
  *          (c/kc_cupti.h). Nothing else is visible (-fvisibility=hidden).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_COUNT_BENCHMARKS,
  *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG, KERNCAP_RANK,
- *          KERNCAP_PROCESS (docs/raw-capture.md).
- * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md); raw.json last. In a job of
+ *          KERNCAP_PROCESS, KERNCAP_CHUNK_BYTES (docs/raw-capture.md).
+ * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md): chunked memory snapshots
+ *          (kc_snapshot.h, scan kernel kc_scan.cu), a progress file; raw.json last. In a job of
  *          several processes only the one that claims the capture writes it (c/kc_process.h);
  *          every process writes its own census kernels.<pid>.json and error.<pid>.txt.
+ * Parts:   kc_snapshot.h (memory), kc_graphs.h (CUDA graph launches and node capture),
+ *          kc_process.h (which process captures), kc_cupti.h (CUPTI sharing), kc_symbols.h
+ *          (module globals), kc_json.h; one X-macro list of driver callbacks (KC_DRIVER_CALLBACKS)
+ *          serves both the subscription and the dispatch.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; a
  *          mutex guards the tables, a thread-local flag ignores the callbacks that our own
  *          CUDA calls fire, and exactly one launch is ever captured.
@@ -92,6 +97,13 @@ typedef struct {
   signed char match; /* --kernel verdict for this name: 0 not yet asked, 1 matches, -1 does not */
 } kstat_t;
 
+/* A module-scope variable (__device__/__constant__) of the captured kernel's module. */
+typedef struct {
+  char *name;
+  uint64_t va, size;
+} kglobal_t;
+
+/* The library's process-wide state (the one capture is C, the CUDA graphs KG, below). */
 static struct {
   pthread_mutex_t mu;
   int enabled;   /* 0 after an internal failure */
@@ -116,6 +128,12 @@ static struct {
   kstat_t *kstats; /* open addressing */
   size_t ckstats, nkstats;
   CUpti_SubscriberHandle sub;
+  kglobal_t *g;             /* module globals of the captured kernel's module (collect_globals) */
+  size_t ng, cg;
+  int g_skipped, g_symbols; /* unreadable cubin entries; data symbols read */
+  int module_by_handle;     /* how find_module chose, for the manifest */
+  double census_t;          /* when kernels.<pid>.json was last written (now_s) */
+  const char *counting_off; /* why this process stopped counting (CUPTI handed back), or NULL */
   char *(*demangle)(const char *, char *, size_t *, int *);
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP};
 
@@ -123,8 +141,6 @@ static __thread int in_tool; /* our own CUDA calls fire callbacks too */
 
 /* ---- processes of a job (c/kc_process.h) ---- */
 static kc_proc_t KP;              /* this process: number, rank, selection */
-static double census_t;           /* when kernels.<pid>.json was last written (now_s) */
-static const char *counting_off;  /* why this process stopped counting (CUPTI handed back), or NULL */
 static const char *const KC_VISIBLE_VARS[] = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL};
 /* Set by a frontend shim (the Triton sitecustomize) while an autotuner benchmarks candidate
  * configs: those launches are counted apart and never taken by --dispatch. Process-wide, because
@@ -268,9 +284,9 @@ static void write_kernels_json(int final) {
   snprintf(t, sizeof t, "%s.part", p);
   FILE *f = fopen(t, "w");
   if (!f) return;
-  census_t = now_s();
+  S.census_t = now_s();
   fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":", final ? "true" : "false", getenv("KERNCAP_MODE") ? getenv("KERNCAP_MODE") : "");
-  if (counting_off) kc_json_str(f, counting_off);
+  if (S.counting_off) kc_json_str(f, S.counting_off);
   else fputs("true", f);
   fputs(",\"process\":", f);
   kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
@@ -327,17 +343,8 @@ static int write_file(const char *rel, const void *data, size_t n) {
   return 0;
 }
 
-/* Module globals of the captured kernel's module (__device__ / __constant__ variables): not
- * allocations, so no memory callback sees them; found at capture time (kc_symbols.h +
- * cuModuleGetGlobal) and snapshotted after the regions, in the same files. */
-typedef struct {
-  char *name;
-  uint64_t va, size;
-} kglobal_t;
-static kglobal_t *G;
-static size_t nG, cG;
-static int G_skipped, G_symbols;
-
+/* Module globals (S.g) are not allocations, so no memory callback sees them; they are found at
+ * capture time (kc_symbols.h + cuModuleGetGlobal) and snapshotted after the regions. */
 #include "kc_snapshot.h"
 
 /* ---- the launch being captured ---- */
@@ -411,15 +418,14 @@ static CUmodule module_of(CUfunction f) {
   return m;
 }
 
-static int module_by_handle; /* how find_module chose, for the manifest */
 
 /* Pick the module image that holds the kernel: the image bound to the function's CUmodule,
  * else the last-loaded image whose bytes contain the mangled name. */
 static module_t *find_module(const char *name, CUmodule h) {
-  module_by_handle = 1;
+  S.module_by_handle = 1;
   for (size_t i = 0; h && i < S.nmodules; i++)
     if (S.modules[i].handle == h && S.modules[i].bytes) return &S.modules[i];
-  module_by_handle = 0;
+  S.module_by_handle = 0;
   size_t nl = strlen(name);
   for (size_t i = S.nmodules; i-- > 0;)
     if (S.modules[i].bytes && memmem(S.modules[i].bytes, S.modules[i].size, name, nl)) return &S.modules[i];
@@ -586,7 +592,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
     fprintf(f, "%s{\"index\":%zu,\"offset\":%zu,\"size\":%zu}", i ? "," : "", i, C.lay.off[i], C.lay.size[i]);
   fprintf(f, "]},\n\"module\":{\"file\":\"%s\",\"kind\":\"%s\",\"size\":%zu,\"id\":%u,\"source\":\"%s\"},\n", modfile,
           module_kind(m), m->size, m->id,
-          module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
+          S.module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
                            : "CUPTI module-loaded callback; image chosen by kernel name");
   float ms = -1;
   if (C.ev0 && C.ev1) p_cuEventElapsedTime_v2(&ms, C.ev0, C.ev1);
@@ -603,7 +609,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
     kc_json_item(f, &sn->items[i]);
   }
   fprintf(f, "],\n\"globals\":[");
-  for (size_t i = 0; i < nG; i++) {
+  for (size_t i = 0; i < S.ng; i++) {
     fprintf(f, "%s\n", i ? "," : "");
     kc_json_item(f, &sn->items[S.nregions + i]);
   }
@@ -620,7 +626,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
   fprintf(f, ",\n\"app_launch_method\":\"%s\",\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,"
              "\"scan_before_us\":%.1f,\"scan_after_us\":%.1f,\"fsync_us\":%.1f,\"app_launch_us\":%.3f,"
              "\"app_to_capture_s\":%.3f,\"before_bytes\":%llu,\"after_bytes\":%llu},\n\"hsa\":null}\n",
-          C.timing_method ? C.timing_method : "none", G_symbols, nG, G_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
+          C.timing_method ? C.timing_method : "none", S.g_symbols, S.ng, S.g_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
           ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0, (unsigned long long)sn->stored_bytes[0],
           (unsigned long long)sn->stored_bytes[1]);
   fclose(f);
@@ -631,21 +637,21 @@ static void add_global(const char *name, void *ud) {
   CUmodule h = ud;
   CUdeviceptr d = 0;
   size_t size = 0;
-  G_symbols++;
+  S.g_symbols++;
   if (p_cuModuleGetGlobal_v2(&d, &size, h, name) != CUDA_SUCCESS || !d || !size) return;
-  for (size_t i = 0; i < nG; i++)
-    if (G[i].va == (uint64_t)d) return; /* the same variable in two cubin entries */
-  if (nG == cG) {
-    size_t c = cG ? cG * 2 : 16;
-    kglobal_t *g = realloc(G, c * sizeof *g);
+  for (size_t i = 0; i < S.ng; i++)
+    if (S.g[i].va == (uint64_t)d) return; /* the same variable in two cubin entries */
+  if (S.ng == S.cg) {
+    size_t c = S.cg ? S.cg * 2 : 16;
+    kglobal_t *g = realloc(S.g, c * sizeof *g);
     if (!g) return;
-    G = g;
-    cG = c;
+    S.g = g;
+    S.cg = c;
   }
-  G[nG].name = strdup(name);
-  G[nG].va = d;
-  G[nG].size = size;
-  if (G[nG].name) nG++;
+  S.g[S.ng].name = strdup(name);
+  S.g[S.ng].va = d;
+  S.g[S.ng].size = size;
+  if (S.g[S.ng].name) S.ng++;
 }
 
 /* The module globals of the captured kernel's module, read from its image (kc_symbols.h). */
@@ -658,19 +664,19 @@ static void collect_globals_of(CUfunction f, const char *name) {
   p_cuCtxGetDevice(&dev);
   p_cuDeviceGetAttribute(&ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   p_cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  kc_module_objects((const unsigned char *)m->bytes, m->size, (unsigned)(ma * 10 + mi), add_global, h, &G_skipped);
-  logf_("module globals: %zu of %d data symbols (%d unreadable cubin entries)", nG, G_symbols, G_skipped);
+  kc_module_objects((const unsigned char *)m->bytes, m->size, (unsigned)(ma * 10 + mi), add_global, h, &S.g_skipped);
+  logf_("module globals: %zu of %d data symbols (%d unreadable cubin entries)", S.ng, S.g_symbols, S.g_skipped);
 }
 static void collect_globals(void) { collect_globals_of(C.L.f, C.name); }
 
 /* Before state of every live region and module global (kc_snapshot.h). */
 static int snapshot_before(void) {
-  size_t n = S.nregions + nG;
+  size_t n = S.nregions + S.ng;
   if (kc_snap_init(&C.sn, n)) return -1;
   for (size_t i = 0; i < S.nregions; i++)
     if (kc_item_init(&C.sn, i, S.regions[i].va, S.regions[i].size, S.regions[i].kind, NULL)) return -1;
-  for (size_t i = 0; i < nG; i++)
-    if (kc_item_init(&C.sn, S.nregions + i, G[i].va, G[i].size, "global", G[i].name)) return -1;
+  for (size_t i = 0; i < S.ng; i++)
+    if (kc_item_init(&C.sn, S.nregions + i, S.g[i].va, S.g[i].size, "global", S.g[i].name)) return -1;
   char pp[4200];
   path_join(pp, sizeof pp, "progress");
   C.sn.progress_fd = open(pp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
@@ -735,8 +741,8 @@ static void capture_exit(void) {
   uint64_t bb = C.sn.stored_bytes[0], ab = C.sn.stored_bytes[1];
   kc_snap_free(&C.sn);
   S.done = 1;
-  counting_off = "capture written; CUPTI handed back"; /* run mode: a later profiler in the app gets CUPTI */
-  kc_cupti_done(counting_off, S.launches, 1);
+  S.counting_off = "capture written; CUPTI handed back"; /* run mode: a later profiler in the app gets CUPTI */
+  kc_cupti_done(S.counting_off, S.launches, 1);
   write_kernels_json(0);
   logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
         (unsigned long long)bb, (unsigned long long)ab);
@@ -848,7 +854,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     }
   }
   tl_loaded = 0;
-  if (now_s() - census_t >= 1.0) write_kernels_json(0); /* survives a process that ends with _exit */
+  if (now_s() - S.census_t >= 1.0) write_kernels_json(0); /* survives a process that ends with _exit */
   if (!S.capture || S.done || !S.enabled || C.L.api || bench) return;
   /* the regex (and the demangling it may need) runs once per name, not once per launch */
   if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
@@ -862,8 +868,8 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     if (!won) {
       logf_("pid %d: another process claimed the capture first; this one only counted", (int)getpid());
       S.capture = 0;
-      counting_off = "another process claimed the capture; CUPTI handed back";
-      kc_cupti_done(counting_off, S.launches, 1);
+      S.counting_off = "another process claimed the capture; CUPTI handed back";
+      kc_cupti_done(S.counting_off, S.launches, 1);
       write_kernels_json(0);
       return;
     }
@@ -1010,6 +1016,25 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   tl_loaded = 0;
 }
 
+/* Every driver API callback the library enables, with its handler: one list for the subscription
+ * (setup) and the dispatch (callback). */
+#define KC_DRIVER_CALLBACKS(X)                                                                             \
+  X(cuLaunchKernel, on_launch) X(cuLaunchKernel_ptsz, on_launch) X(cuLaunchKernelEx, on_launch)            \
+  X(cuLaunchKernelEx_ptsz, on_launch) X(cuLaunchCooperativeKernel, on_launch)                              \
+  X(cuLaunchCooperativeKernel_ptsz, on_launch)                                                             \
+  X(cuMemAlloc_v2, on_memory) X(cuMemAllocPitch_v2, on_memory) X(cuMemAllocManaged, on_memory)             \
+  X(cuMemAllocAsync, on_memory) X(cuMemAllocAsync_ptsz, on_memory) X(cuMemAllocFromPoolAsync, on_memory)   \
+  X(cuMemAllocFromPoolAsync_ptsz, on_memory) X(cuMemHostAlloc, on_memory) X(cuMemHostAlloc_v2, on_memory) \
+  X(cuMemHostRegister, on_memory) X(cuMemHostRegister_v2, on_memory) X(cuMemMap, on_memory)               \
+  X(cuMemUnmap, on_memory) X(cuMemFree_v2, on_memory) X(cuMemFreeAsync, on_memory)                         \
+  X(cuMemFreeAsync_ptsz, on_memory) X(cuMemFreeHost, on_memory) X(cuMemHostUnregister, on_memory)          \
+  X(cuModuleLoad, on_module_api) X(cuModuleLoadData, on_module_api) X(cuModuleLoadDataEx, on_module_api)   \
+  X(cuModuleLoadFatBinary, on_module_api)                                                                  \
+  X(cuGraphLaunch, on_graph) X(cuGraphLaunch_ptsz, on_graph) X(cuGraphInstantiate, on_graph)               \
+  X(cuGraphInstantiate_v2, on_graph) X(cuGraphInstantiateWithFlags, on_graph)                              \
+  X(cuGraphInstantiateWithParams, on_graph) X(cuGraphInstantiateWithParams_ptsz, on_graph)                 \
+  X(cuGraphExecKernelNodeSetParams_v2, on_graph)
+
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;
   if (!S.enabled || KCU.released) return;
@@ -1026,32 +1051,10 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
   if (dom == CUPTI_CB_DOMAIN_DRIVER_API) {
     const CUpti_CallbackData *cb = data;
     switch (cbid) {
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-        on_launch(cbid, cb);
-        break;
-      case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad:
-      case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
-      case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
-      case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
-        on_module_api(cbid, cb);
-        break;
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz:
-      case CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2:
-        on_graph(cbid, cb);
-        break;
-      default:
-        on_memory(cbid, cb);
+#define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
+      KC_DRIVER_CALLBACKS(KC_CASE)
+#undef KC_CASE
+      default: break;
     }
   }
   pthread_mutex_unlock(&S.mu);
@@ -1105,7 +1108,7 @@ static int setup(void) {
   if (S.capture && !KP.admitted) {
     /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps
      * working) and leave a census that says why this process was not counted */
-    counting_off = KP.why;
+    S.counting_off = KP.why;
     logf_("pid %d not selected (%s): not subscribing to CUPTI", KP.pid, KP.why);
     write_kernels_json(0);
     return 0;
@@ -1144,31 +1147,12 @@ static int setup(void) {
     return -1;
   }
   static const CUpti_CallbackId driver_cbids[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,
-      CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister,
-      CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2, CUPTI_DRIVER_TRACE_CBID_cuMemMap,
-      CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister,
-      CUPTI_DRIVER_TRACE_CBID_cuModuleLoad, CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
-      CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary,
+#define KC_ID(name, handler) CUPTI_DRIVER_TRACE_CBID_##name,
+      KC_DRIVER_CALLBACKS(KC_ID)
+#undef KC_ID
   };
   for (size_t i = 0; i < sizeof driver_cbids / sizeof *driver_cbids; i++)
     p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
-  static const CUpti_CallbackId graph_cbids[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz, CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
-  };
-  for (size_t i = 0; i < sizeof graph_cbids / sizeof *graph_cbids; i++)
-    p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, graph_cbids[i]);
   p_cuptiEnableCallback(1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
   logf_("injected: mode=%s kernel=%s dispatch=%ld out=%s", S.capture ? "capture" : "list", re ? re : "(any)", S.dispatch,
         S.out);

@@ -43,7 +43,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include "kc_hash.h" /* KC_ALIGN: the memory-file layout constant both libraries share */
 #include "kc_json.h"
+#include "kc_sparse.h"
 #include "kc_process.h"
 #include <regex.h>
 #include <stdarg.h>
@@ -60,7 +62,6 @@
 
 #define KC_LIBRARY "kerncap_hsa 0.1.0"
 #define KC_EXPORT __attribute__((visibility("default")))
-#define KC_ALIGN 65536ull
 #define KC_PAGE 4096ull
 #define KC_STAGING (64ull << 20)
 
@@ -240,14 +241,9 @@ static void kc_write_kernels_json(bool final) {
 
 /* ---- snapshots ---- */
 
-/* Write only the non-zero 4 KiB pages of buf (file offset off) so zero runs stay holes. */
-static hsa_status_t kc_write_sparse(int fd, const uint8_t* buf, uint64_t len, uint64_t off) {
-  static const uint8_t zero[KC_PAGE];
-  for (uint64_t p = 0; p < len; p += KC_PAGE) {
-    uint64_t n = len - p < KC_PAGE ? len - p : KC_PAGE;
-    if (memcmp(buf + p, zero, n) == 0) continue;
-    KC_CHECK_SYS(pwrite(fd, buf + p, n, (off_t)(off + p)) == (ssize_t)n, "pwrite");
-  }
+/* Write buf at off with all-zero pages left as holes: the one sparse writer (c/kc_sparse.h). */
+static hsa_status_t kc_write_pages(int fd, const uint8_t* buf, uint64_t len, uint64_t off) {
+  KC_CHECK_SYS(kc_write_sparse(fd, (const char*)buf, (size_t)len, off) == 0, "pwrite");
   return HSA_STATUS_SUCCESS;
 }
 
@@ -284,7 +280,7 @@ static hsa_status_t kc_snapshot_before(void) {
     for (uint64_t at = 0; at < r->size; at += KC_STAGING) {
       uint64_t n = r->size - at < KC_STAGING ? r->size - at : KC_STAGING;
       hsa_status_t st = kc_read_region(r, at, n);
-      if (st == HSA_STATUS_SUCCESS) st = kc_write_sparse(fd, S.staging, n, off + at);
+      if (st == HSA_STATUS_SUCCESS) st = kc_write_pages(fd, S.staging, n, off + at);
       if (st != HSA_STATUS_SUCCESS) { close(fd); return st; }
     }
     end = off + r->size;
@@ -317,7 +313,7 @@ static hsa_status_t kc_snapshot_after(bool* changed) {
       ssize_t got = pread(fb, S.staging2, n, (off_t)(off + at));
       if (got < (ssize_t)n) memset(S.staging2 + (got > 0 ? got : 0), 0, n - (uint64_t)(got > 0 ? got : 0));
       if (memcmp(S.staging, S.staging2, n) != 0) diff = true;
-      st = kc_write_sparse(fa, S.staging, n, off + at);
+      st = kc_write_pages(fa, S.staging, n, off + at);
     }
     if (!diff) fallocate(fa, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)r->size);
     else end = off + r->size;
