@@ -88,6 +88,18 @@ static void kc_graph_walk(kc_graph_t *g, CUgraph graph, int depth) {
   free(nodes);
 }
 
+static void kc_graph_free(kc_graph_t *g) {
+  for (size_t k = 0; k < g->nkernels; k++) {
+    free(g->kernels[k]);
+    if (g->upd && g->upd[k]) { free(g->upd[k]->packed); free(g->upd[k]); }
+  }
+  free(g->kernels);
+  free(g->orig);
+  free(g->node);
+  free(g->upd);
+  if (g->clone && p_cuGraphDestroy) p_cuGraphDestroy(g->clone);
+}
+
 /* Capture mode: keep a clone of a graph that holds a kernel --kernel matches (a capture may come
  * from one of its launches), with each top-level kernel node's handle in the clone. */
 static void kc_graph_keep(kc_graph_t *g, CUgraph graph) {
@@ -291,8 +303,7 @@ static void kc_graph_instantiated(const void *params) {
   if (!p->phGraphExec || !*p->phGraphExec) return;
   for (size_t i = 0; i < KG.n; i++)
     if (KG.g[i].exec == *p->phGraphExec) { /* handle reused after cuGraphExecDestroy */
-      for (size_t k = 0; k < KG.g[i].nkernels; k++) free(KG.g[i].kernels[k]);
-      free(KG.g[i].kernels);
+      kc_graph_free(&KG.g[i]);
       KG.g[i] = KG.g[--KG.n];
       break;
     }
