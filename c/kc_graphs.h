@@ -336,13 +336,15 @@ static void kc_graph_launched(CUgraphExec exec) {
     if (!ks) continue;
     ks->count++;
     ks->graph++;
-    if (!S.capture || S.done || bench || KG.target_in_graph) continue;
-    if (!ks->match) ks->match = name_matches(g->kernels[k]) ? 1 : -1;
-    if (ks->match < 0) continue;
-    long m = S.matches++;
+    /* several captures in one run (--kernel A --kernel B, --capture-all) take eager launches only */
+    if (!S.capture || S.done || bench || KG.target_in_graph || S.ntargets > 1 || S.capture_all) continue;
+    if (!ks->asked) { ks->mask = target_mask(g->kernels[k]); ks->asked = 1; }
+    if (!ks->mask) continue;
+    long m = S.tmatches[0]++;
     if (m != S.dispatch) continue;
-    int won = kc_claim(&KP);
+    int won = S.claimed ? 1 : kc_claim(&KP);
     if (won <= 0) { S.capture = 0; continue; } /* another process captures (or the claim failed) */
+    S.claimed = 1;
     C.launch_index = S.launches - 1;
     C.match_index = m;
     const char *why = kc_graph_capture(g, k);

@@ -48,6 +48,7 @@
 #define KC_EXPORT __attribute__((visibility("default")))
 #define KC_VERSION "kerncap_cuda 0.1.0"
 #define KC_MAX_PARAMS 1024
+#define KC_MAX_TARGETS 64
 
 /* ---- dynamically resolved libcuda / libcupti entry points (one X-macro list each) ---- */
 #define CU_FUNCS(X)                                                                 \
@@ -94,7 +95,10 @@ typedef struct {
   uint64_t recorded;  /* launches recorded into a graph by stream capture (not executions: not in count) */
   unsigned grid[3], block[3];
   uint64_t module;
-  signed char match; /* --kernel verdict for this name: 0 not yet asked, 1 matches, -1 does not */
+  signed char asked;  /* the --kernel targets were matched against this name (once per name) */
+  uint64_t mask;      /* bit t: target t's regex matches this name */
+  uint64_t own;       /* launches counted toward --dispatch (capture_all: per kernel) */
+  char captured;      /* capture_all: this kernel's capture is written */
 } kstat_t;
 
 /* A module-scope variable (__device__/__constant__) of the captured kernel's module. */
@@ -113,12 +117,17 @@ static struct {
   int exit_after;
   int own_load; /* our own cuModuleLoadData is running (the scan kernel) */
   char out[4096];
-  regex_t re;
-  int have_re;
-  char *re_text;
+  regex_t re[KC_MAX_TARGETS]; /* KERNCAP_KERNEL: one POSIX ERE per line (several: one capture each) */
+  int ntargets;                /* 0: any kernel */
   long dispatch;
+  long tmatches[KC_MAX_TARGETS]; /* matching launches seen, per target */
+  char tdone[KC_MAX_TARGETS];    /* that target's capture is written */
+  int capture_all;             /* KERNCAP_CAPTURE_ALL=1: the Nth launch of every distinct matching kernel */
+  int max_captures;            /* KERNCAP_MAX_CAPTURES (capture_all; default 64) */
+  int ncaptures;               /* captures written so far */
+  int claimed;                 /* this process holds the job's capture claim */
+  char capdir[4096];           /* several captures: the folder of the one being written (else empty) */
   int count_benchmarks; /* KERNCAP_COUNT_BENCHMARKS=1: --dispatch counts autotuner benchmark launches too */
-  long matches;
   uint64_t launches;
   double t0;
   region_t *regions;
@@ -173,7 +182,8 @@ static void logf_(const char *fmt, ...) {
   va_end(ap);
 }
 
-static void path_join(char *dst, size_t n, const char *rel) { snprintf(dst, n, "%s/%s", S.out, rel); }
+/* A file of the capture being written: in KERNCAP_OUT, or in its own folder when several are taken. */
+static void path_join(char *dst, size_t n, const char *rel) { snprintf(dst, n, "%s/%s", S.capdir[0] ? S.capdir : S.out, rel); }
 
 /* Record an internal failure: error.txt gets a line; capture stops; the app runs on. */
 static void fail(const char *file, int line, const char *fmt, ...) {
@@ -483,6 +493,7 @@ typedef struct {
   const char *timing_method; /* how app_launch_us was measured */
   CUresult fault;            /* the captured launch faulted (is_kernel_fault), else 0 */
   int graph_id;              /* >= 0: the launch was kernel node graph_node of CUDA graph graph_id */
+  int target;                /* which --kernel target this capture is (several targets) */
   size_t graph_node;
   module_t *mod;             /* the kernel's module image, found at launch entry */
   char name[4096];
@@ -562,6 +573,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
     fputs(",\n", f);
   }
   unsigned cl[3] = {1, 1, 1};
+  if (S.ntargets > 1 || S.capture_all) fprintf(f, "\"target\":%d,\n", S.capture_all ? -1 : C.target);
   if (C.graph_id >= 0) fprintf(f, "\"graph\":{\"id\":%d,\"kernel_node\":%zu},\n", C.graph_id, C.graph_node);
   fprintf(f, "\"launch\":{\"api\":\"%s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared_mem_bytes\":%u,\"attributes\":[",
           C.L.api, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem);
@@ -740,12 +752,26 @@ static void capture_exit(void) {
   write_raw_json(m, modfile);
   uint64_t bb = C.sn.stored_bytes[0], ab = C.sn.stored_bytes[1];
   kc_snap_free(&C.sn);
+  logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
+        (unsigned long long)bb, (unsigned long long)ab);
+  S.ncaptures++;
+  if (S.ntargets > 1 || S.capture_all) {
+    /* several captures: this one is complete in its folder; the next matching launch starts afresh */
+    if (!S.capture_all) S.tdone[C.target] = 1;
+    int all = 1;
+    for (int t = 0; t < S.ntargets && !S.capture_all; t++) all &= S.tdone[t];
+    if (S.capture_all) all = S.ncaptures >= S.max_captures;
+    free(C.params);
+    for (size_t i = 0; i < S.ng; i++) free(S.g[i].name);
+    S.ng = 0;
+    C = (capture_t){.graph_id = -1};
+    S.capdir[0] = 0;
+    if (!all) { write_kernels_json(0); return; }
+  }
   S.done = 1;
   S.counting_off = "capture written; CUPTI handed back"; /* run mode: a later profiler in the app gets CUPTI */
   kc_cupti_done(S.counting_off, S.launches, 1);
   write_kernels_json(0);
-  logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
-        (unsigned long long)bb, (unsigned long long)ab);
   if (S.exit_after) _exit(0);
 }
 
@@ -805,13 +831,58 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, launch_t *L)
   }
 }
 
-static int name_matches(const char *name) {
-  if (!S.have_re) return 1;
-  if (regexec(&S.re, name, 0, NULL, 0) == 0) return 1;
-  char *d = demangle(name);
-  int ok = regexec(&S.re, d, 0, NULL, 0) == 0;
+/* Which --kernel targets match a kernel name (mangled or demangled): bit t for target t; with no
+ * target, bit 0 (any kernel). Called once per name (kstat_t.asked). */
+static uint64_t target_mask(const char *name) {
+  if (!S.ntargets) return 1;
+  uint64_t m = 0;
+  char *d = NULL;
+  for (int t = 0; t < S.ntargets; t++) {
+    if (regexec(&S.re[t], name, 0, NULL, 0) == 0) { m |= 1ull << t; continue; }
+    if (!d) d = demangle(name);
+    if (regexec(&S.re[t], d, 0, NULL, 0) == 0) m |= 1ull << t;
+  }
   free(d);
-  return ok;
+  return m;
+}
+static int name_matches(const char *name) { return target_mask(name) != 0; }
+
+/* Count a matching launch toward --dispatch and say which target it is the capture of (-1: none).
+ * One target: its Nth matching launch. Several: each target's Nth. capture_all: each kernel's Nth. */
+static int pick_target(kstat_t *k) {
+  if (S.capture_all) {
+    uint64_t n = k->own++;
+    if (n != (uint64_t)S.dispatch || k->captured || S.ncaptures >= S.max_captures) return -1;
+    k->captured = 1;
+    return 0;
+  }
+  int pick = -1;
+  for (int t = 0; t < (S.ntargets ? S.ntargets : 1); t++) {
+    if (!(k->mask >> t & 1)) continue;
+    long m = S.tmatches[t]++;
+    if (m == S.dispatch && !S.tdone[t] && pick < 0) pick = t;
+  }
+  return pick;
+}
+
+/* Several captures in one run: the next one goes to KERNCAP_OUT/captures/<n>/. */
+static int open_capture_folder(void) {
+  if (!(S.ntargets > 1 || S.capture_all)) return 0;
+  const char *sub[] = {"", "/kernel", "/memory"};
+  for (int i = 0; i < 3; i++) {
+    char p[4300];
+    if (strlen(S.out) > sizeof S.capdir - 32) { FAIL("KERNCAP_OUT is too long for several captures"); return -1; }
+    int w = snprintf(S.capdir, sizeof S.capdir, "%.4000s/captures/%d", S.out, S.ncaptures);
+    (void)w;
+    snprintf(p, sizeof p, "%s%s", S.capdir, sub[i]);
+    if (i == 0) {
+      char parent[4300];
+      snprintf(parent, sizeof parent, "%s/captures", S.out);
+      mkdir(parent, 0755);
+    }
+    if (mkdir(p, 0755) && errno != EEXIST) { FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
+  }
+  return 0;
 }
 
 static void on_graph_node_update(const CUpti_CallbackData *cb);
@@ -856,13 +927,15 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   tl_loaded = 0;
   if (now_s() - S.census_t >= 1.0) write_kernels_json(0); /* survives a process that ends with _exit */
   if (!S.capture || S.done || !S.enabled || C.L.api || bench) return;
-  /* the regex (and the demangling it may need) runs once per name, not once per launch */
-  if (k && !k->match) k->match = name_matches(name) ? 1 : -1;
-  if (k ? k->match < 0 : !name_matches(name)) return;
-  if (KG.target_in_graph) return; /* --dispatch already fell inside a graph launch */
-  long m = S.matches++;
-  if (m != S.dispatch) return;
-  { /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
+  /* the regexes (and the demangling they may need) run once per name, not once per launch */
+  if (!k) return;
+  if (!k->asked) { k->mask = target_mask(name); k->asked = 1; }
+  if (!k->mask) return;
+  if (KG.target_in_graph && !S.capture_all && S.ntargets <= 1) return; /* --dispatch already fell inside a graph launch */
+  long m = S.capture_all ? (long)k->own : S.tmatches[0];
+  int target = pick_target(k);
+  if (target < 0) return;
+  if (!S.claimed) { /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
     int won = kc_claim(&KP);
     if (won < 0) { FAIL("cannot create the capture claim %s/claim: %s", S.out, strerror(errno)); return; }
     if (!won) {
@@ -873,10 +946,13 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
       write_kernels_json(0);
       return;
     }
+    S.claimed = 1;
   }
+  if (open_capture_folder()) return;
   C.L = L;
+  C.target = target;
   C.launch_index = idx;
-  C.match_index = m;
+  C.match_index = S.ntargets > 1 && !S.capture_all ? S.dispatch : m;
   snprintf(C.name, sizeof C.name, "%s", name);
   capture_enter((CUpti_CallbackData *)cb);
 }
@@ -1100,10 +1176,18 @@ static int setup(void) {
   const char *d = getenv("KERNCAP_DISPATCH");
   S.dispatch = d ? strtol(d, NULL, 10) : 0;
   const char *re = getenv("KERNCAP_KERNEL");
-  if (re && *re) {
-    if (regcomp(&S.re, re, REG_EXTENDED | REG_NOSUB)) { FAIL("invalid --kernel regex: %s", re); return -1; }
-    S.have_re = 1;
+  if (re && *re) { /* one regex per line */
+    char *copy = strdup(re), *save = NULL;
+    for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+      if (S.ntargets == KC_MAX_TARGETS) { FAIL("more than %d --kernel targets", KC_MAX_TARGETS); free(copy); return -1; }
+      if (regcomp(&S.re[S.ntargets], line, REG_EXTENDED | REG_NOSUB)) { FAIL("invalid --kernel regex: %s", line); free(copy); return -1; }
+      S.ntargets++;
+    }
+    free(copy);
   }
+  S.capture_all = getenv("KERNCAP_CAPTURE_ALL") && !strcmp(getenv("KERNCAP_CAPTURE_ALL"), "1");
+  const char *mc = getenv("KERNCAP_MAX_CAPTURES");
+  S.max_captures = mc && atoi(mc) > 0 ? atoi(mc) : 64;
   S.enabled = 1;
   if (S.capture && !KP.admitted) {
     /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps

@@ -70,8 +70,10 @@ export const ENV_VARS = {
   // ---- set by kerncap for the application (the capture library contract, docs/raw-capture.md) ----
   KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>`)" },
   KERNCAP_MODE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`list` (count launches) or `capture`" },
-  KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name" },
+  KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name; several (`--kernel A --kernel B`, CUDA library): one per line, one capture each" },
   KERNCAP_DISPATCH: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--dispatch`: 0-based index among the matching launches" },
+  KERNCAP_CAPTURE_ALL: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--capture-all`: `1` captures the Nth launch of every distinct kernel that matches, each into captures/<n>/" },
+  KERNCAP_MAX_CAPTURES: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--max-captures`: at most this many captures with `--capture-all` (default 64)" },
   KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
   KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
   KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
@@ -139,6 +141,9 @@ export interface CaptureLibrarySettings {
   mode: "list" | "capture";
   /** POSIX ERE; "" matches every kernel. */
   kernel?: string;
+  /** Capture the Nth launch of every distinct matching kernel (KERNCAP_CAPTURE_ALL). */
+  captureAll?: boolean;
+  maxCaptures?: number;
   /** 0-based index among the matching launches. */
   dispatch?: number;
   /** Only the process of this rank captures (c/kc_process.h). */
@@ -161,6 +166,8 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
     if (s.rank !== undefined) e.KERNCAP_RANK = String(s.rank);
     if (s.process !== undefined) e.KERNCAP_PROCESS = String(s.process);
   }
+  if (s.captureAll) e.KERNCAP_CAPTURE_ALL = "1";
+  if (s.maxCaptures !== undefined) e.KERNCAP_MAX_CAPTURES = String(s.maxCaptures);
   if (s.countBenchmarks) e.KERNCAP_COUNT_BENCHMARKS = "1";
   if (s.exitAfterCapture) e.KERNCAP_EXIT_AFTER_CAPTURE = "1";
   if (s.cuptiPath) e.KERNCAP_CUPTI_PATH = s.cuptiPath;

@@ -190,6 +190,8 @@ export function assertReplaceable(dir: string, force: boolean): void {
       empty = readdirSync(dir).length === 0;
       const mf = join(dir, MANIFEST_FILE);
       isCapture = existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT;
+      const set = join(dir, "kerncap-captures.json"); // a folder of several captures (src/capture/session.ts)
+      if (!isCapture && existsSync(set)) isCapture = (JSON.parse(readFileSync(set, "utf8")) as { format?: string }).format === "kerncap-capture-set";
     }
   } catch {
     isCapture = false;

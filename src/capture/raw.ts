@@ -86,6 +86,8 @@ export const RawV2 = v.object({
   }),
   regions: v.array(RangeV2),
   globals: v.array(RangeV2),
+  /** Several captures in one run: which --kernel target this one is (-1: --capture-all). */
+  target: v.optional(v.number()),
   /** The launch was a kernel node of a CUDA graph launch (c/kc_graphs.h): graph id, kernel node index. */
   graph: v.optional(v.object({ id: U, kernel_node: U })),
   /** The captured launch faulted in the app (cuCtxSynchronize's error): no after state. */

@@ -11,9 +11,9 @@
  * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>
  * (renamed to DIR), `list` a folder under $TMPDIR, both removed when the session fails.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { captureLibraryEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -121,6 +121,11 @@ export interface CaptureRequest {
   force: boolean;
   /** POSIX ERE on the mangled and the demangled name; "" matches every kernel. */
   kernel: string;
+  /** More targets (`--kernel A --kernel B`): each one's Nth launch becomes a capture of its own. */
+  moreKernels?: string[];
+  /** The Nth launch of every distinct matching kernel, one capture each (at most maxCaptures). */
+  captureAll?: boolean;
+  maxCaptures?: number;
   /** 0-based index among the application's matching launches. */
   dispatch: number;
   /** Multi-process jobs: only the process of this rank captures (KERNCAP_RANK). */
@@ -143,6 +148,8 @@ export interface CaptureResult {
   /** The capture folder (absolute). */
   dir: string;
   manifest: Manifest;
+  /** Several captures (--kernel A --kernel B, --capture-all): each one's folder (inside dir) and manifest; dir then holds CAPTURE_SET_FILE. */
+  captures?: { dir: string; manifest: Manifest }[];
   app: AppRun;
   /** Every process's census (the capturing one is manifest.process). */
   census: Census;
@@ -164,6 +171,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   resolveApp(req.argv);
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
+  for (const k of req.moreKernels ?? []) compileEre(k);
+  if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
   if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
   const out = resolve(req.out);
@@ -194,7 +203,9 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
           ...captureLibraryEnv({
             out: tmp,
             mode: "capture",
-            kernel: pattern,
+            kernel: [pattern, ...(req.moreKernels ?? [])].filter((x, i) => i === 0 || x).join("\n"),
+            captureAll: req.captureAll,
+            maxCaptures: req.maxCaptures,
             dispatch: req.dispatch,
             rank: req.rank,
             process: req.process,
@@ -216,6 +227,12 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     const census = readCensus(tmp);
     log.debug(`${census.kernels.length} kernels seen in ${census.processes.length} processes`);
     sayCuptiNotes(census, true);
+    const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0);
+    if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
+      const set = await finalizeCaptureSet(tmp, out, req, stops);
+      ok = true;
+      return { dir: out, manifest: set[0]!.manifest, captures: set, app, census };
+    }
     const raw = readRaw(tmp);
     if (!raw) {
       const who = selectionProblem(census, req.rank, req.process);
@@ -291,6 +308,75 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     if (!ok) removeTemp(tmp);
     stops.dispose();
   }
+}
+
+/** Index of a folder holding several captures (one per kernel), written by `run --kernel A --kernel B` / `--capture-all`. */
+export const CAPTURE_SET_FILE = "kerncap-captures.json";
+export const CAPTURE_SET_FORMAT = "kerncap-capture-set";
+
+/** A folder name for capture n of kernel `name`: "<n>-<identifier part of the demangled name>". */
+export function captureSubfolder(n: number, name: string): string {
+  const base = name.replace(/\(.*$/, "").replace(/<.*$/, "").split(/::|\s/).filter(Boolean).pop() ?? "kernel";
+  return `${n}-${base.replace(/[^A-Za-z0-9_]+/g, "_").slice(0, 48) || "kernel"}`;
+}
+
+/**
+ * Several captures of one run: the library wrote each into tmp/captures/<n>/ (raw.json and its
+ * files). Finalize each into tmp/<n>-<name> (its reproducer too), write the set's index, rename tmp
+ * to out (an existing out only with force, and only a previous capture or capture set).
+ */
+async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest, stops: StopSignals): Promise<{ dir: string; manifest: Manifest }[]> {
+  const root = join(tmp, "captures");
+  const subs = readdirSync(root).filter((n) => /^\d+$/.test(n)).sort((a, b) => Number(a) - Number(b));
+  const done: { dir: string; manifest: Manifest }[] = [];
+  const cudaHook = cudaReproducerHook({
+    sourceRoot: req.cuda.sourceRoot ? resolve(req.cuda.sourceRoot) : undefined,
+    compileCommands: req.cuda.compileCommands ? resolve(req.cuda.compileCommands) : undefined,
+    slice: req.cuda.slice,
+    overlay: req.cuda.overlay,
+  });
+  const patterns = [req.kernel, ...(req.moreKernels ?? [])];
+  for (const n of subs) {
+    const d = join(root, n);
+    const raw = readRaw(d);
+    if (!raw) {
+      log.warn(`capture ${n} in ${out} did not complete (the application ended or failed during it): left out`);
+      continue;
+    }
+    if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
+    const name = captureSubfolder(Number(n), raw.kernel.demangled || raw.kernel.name);
+    const target = raw.raw_version === 2 && typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
+    const pattern = patterns[target] ?? req.kernel;
+    if (existsSync(join(tmp, "triton.jsonl"))) copyFileSync(join(tmp, "triton.jsonl"), join(d, "triton.jsonl"));
+    const triton = tritonFinalize(d, raw, pattern, req.argv);
+    const manifest = await finalizeCapture(raw, {
+      tmpDir: d,
+      finalDir: join(tmp, name),
+      force: false,
+      command: req.argv,
+      match: pattern,
+      ...triton,
+      beforeRename: async (dd, mm) => {
+        await triton.beforeRename?.(dd, mm, join(out, name));
+        cudaHook(dd, mm, join(out, name));
+      },
+    });
+    done.push({ dir: join(out, name), manifest });
+  }
+  if (!done.length) throw new KerncapError("E_CAPTURE_FAILED", "none of the captures of this run completed", { hint: "Run with --verbose for the library's log." });
+  rmSync(root, { recursive: true, force: true });
+  writeFileSync(
+    join(tmp, CAPTURE_SET_FILE),
+    JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) }, null, 2) + "\n",
+  );
+  if (existsSync(out)) {
+    assertReplaceable(out, req.force);
+    const old = `${out}.old-${process.pid}`;
+    renameSync(out, old);
+    renameSync(tmp, out);
+    rmSync(old, { recursive: true, force: true });
+  } else renameSync(tmp, out);
+  return done;
 }
 
 export interface ListRequest {

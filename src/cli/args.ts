@@ -75,3 +75,20 @@ export function kernelPattern(v: unknown): string {
   const s = String(v);
   return s.startsWith("regex:") ? s.slice("regex:".length) : s;
 }
+
+/**
+ * Every value of an option given several times (citty keeps only the last): `--name V`,
+ * `--name=V`, `-a V` for each spelling in `names`, before the `--` that starts the application.
+ */
+export function repeatedOption(rawArgs: string[], names: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < rawArgs.length; i++) {
+    const a = rawArgs[i]!;
+    if (a === "--") break;
+    const m = /^--?([^=]+)(?:=(.*))?$/.exec(a);
+    if (!m || !names.includes(m[1]!)) continue;
+    if (m[2] !== undefined) out.push(m[2]);
+    else if (i + 1 < rawArgs.length) out.push(rawArgs[++i]!);
+  }
+  return out;
+}

@@ -33,6 +33,17 @@ export function readManifest(dir: string): Manifest {
       hint: zip ? `Unpack it first: kerncap unpack ${dir} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
+  if (!existsSync(path) && existsSync(join(dir, "kerncap-captures.json"))) {
+    let subs: string[] = [];
+    try {
+      subs = (JSON.parse(readFileSync(join(dir, "kerncap-captures.json"), "utf8")) as { captures?: { dir: string }[] }).captures?.map((c) => join(dir, c.dir)) ?? [];
+    } catch {
+      /* the list below stays empty */
+    }
+    throw new KerncapError("E_NOT_CAPTURE", `${dir} holds ${subs.length} captures of one run (run --kernel A --kernel B / --capture-all), not one`, {
+      hint: `Give one of them: ${subs.slice(0, 6).join(", ")}${subs.length > 6 ? ", …" : ""}.`,
+    });
+  }
   if (!existsSync(path)) {
     const tmp = existsSync(dir) && /\.tmp-\d+$/.test(dir);
     throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {

@@ -11,7 +11,7 @@ import { defineCommand } from "citty";
 import { processLabel } from "../../capture/census.ts";
 import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { log } from "../../log.ts";
-import { appArgv, intArg, jsonArg, kernelPattern, printJson, verboseArg } from "../args.ts";
+import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, verboseArg } from "../args.ts";
 import { formatBytes } from "../format.ts";
 
 export default defineCommand({
@@ -20,9 +20,11 @@ export default defineCommand({
     kernel: {
       type: "string",
       alias: ["k", "kernel-name"],
-      description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any); ncu's `regex:RE` is the same as RE",
+      description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any); ncu's `regex:RE` is the same as RE; given several times, each one's launch is captured into a folder of its own inside --out",
     },
     dispatch: { type: "string", alias: ["launch-skip"], description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
+    "capture-all": { type: "boolean", default: false, description: "Capture the --dispatch'th launch of every distinct kernel that --kernel matches (all kernels without it), one capture folder each inside --out" },
+    "max-captures": { type: "string", description: "With --capture-all: at most this many captures (default 64)" },
     "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
     rank: { type: "string", description: "Multi-process jobs: capture only in the process of this rank (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)" },
     process: { type: "string", description: "Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA" },
@@ -37,11 +39,15 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    const { dir, manifest: m, app, census } = await captureKernel({
+    const kernels = repeatedOption(rawArgs, ["kernel", "kernel-name", "k"]).map(kernelPattern);
+    const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
+      moreKernels: kernels.slice(1),
+      captureAll: Boolean(args["capture-all"]),
+      maxCaptures: args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000),
       out: args.out === undefined ? "kerncap-capture" : String(args.out),
       force: Boolean(args.force),
-      kernel: kernelPattern(args.kernel),
+      kernel: kernels[0] ?? kernelPattern(args.kernel),
       dispatch: intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1),
       rank: args.rank === undefined ? undefined : intArg("rank", args.rank, 0, 2 ** 31 - 1),
       process: args.process === undefined ? undefined : intArg("process", args.process, 0, 2 ** 31 - 1),
@@ -74,7 +80,12 @@ export default defineCommand({
         timing: m.timing,
         process: m.process ?? null,
         processes: procs,
+        ...(captures ? { captures: captures.map((c) => ({ dir: c.dir, kernel: c.manifest.kernel.demangled, launchIndex: c.manifest.kernel.launchIndex, beforeBytes: c.manifest.memory.beforeBytes })) } : {}),
       });
+    } else if (captures) {
+      log.success(`captured ${captures.length} launches into ${dir} (one capture folder each):`);
+      for (const c of captures) log.info(`  ${c.dir}: ${c.manifest.kernel.demangled} (launch ${c.manifest.kernel.launchIndex}), ${formatBytes(c.manifest.memory.beforeBytes)} live`);
+      log.info(`next: kerncap replay ${captures[0]!.dir}`);
     } else {
       const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
       const where = m.graph ? `, kernel node ${m.graph.kernelNode} of CUDA graph ${m.graph.id}: its ancestors were run by kerncap, then the app's memory put back` : "";
