@@ -43,6 +43,11 @@ export function printJson(name: DocumentName, doc: object): void {
   process.stdout.write(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");
 }
 
+/** One document on one line (JSON Lines: a stream of documents, e.g. `validate --watch --json`), with its schema id first. */
+export function printJsonLine(name: DocumentName, doc: object): void {
+  process.stdout.write(JSON.stringify(jsonDocument(name, doc)) + "\n");
+}
+
 /** The document with its schema id (what printJson writes; the MCP server returns the same). */
 export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
   return { schema: documentId(name), ...doc };

@@ -37,6 +37,15 @@ export async function withAslrRetry(body: () => Promise<number>): Promise<number
     const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
     const { BUN_BE_BUN: _, ...env } = process.env;
     const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", "inherit", "inherit"] });
-    return await p.exited;
+    // Ctrl-C/SIGTERM sent to this process alone (validate --watch stopped by its parent) reach the
+    // command that does the work; its exit code (130, 143) is ours
+    const forward = (sig: NodeJS.Signals) => () => p.kill(sig);
+    const handlers = (["SIGINT", "SIGTERM"] as const).map((sig) => [sig, forward(sig)] as const);
+    for (const [sig, h] of handlers) process.on(sig, h);
+    try {
+      return await p.exited;
+    } finally {
+      for (const [sig, h] of handlers) process.off(sig, h);
+    }
   }
 }

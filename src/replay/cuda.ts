@@ -43,6 +43,7 @@ const SYMBOLS = {
   cuMemcpyDtoD_v2: { args: [u64, u64, u64], returns: i32 },
   cuMemsetD8_v2: { args: [u64, FFIType.u8, u64], returns: i32 },
   cuModuleLoadData: { args: [P, P], returns: i32 },
+  cuModuleUnload: { args: [u64], returns: i32 },
   cuModuleGetFunction: { args: [P, u64, P], returns: i32 },
   cuModuleGetGlobal_v2: { args: [P, P, u64, P], returns: i32 },
   cuFuncGetAttribute: { args: [P, i32, u64], returns: i32 },
@@ -50,6 +51,7 @@ const SYMBOLS = {
   cuLaunchKernelEx: { args: [P, u64, P, P], returns: i32 },
   cuEventCreate: { args: [P, u32], returns: i32 },
   cuEventRecord: { args: [u64, u64], returns: i32 },
+  cuEventDestroy_v2: { args: [u64], returns: i32 },
   cuEventSynchronize: { args: [u64], returns: i32 },
   cuEventElapsedTime_v2: { args: [P, u64, u64], returns: i32 },
 } as const;
@@ -307,6 +309,15 @@ export class Cuda {
     return r === 0 ? { module: m[0]!, result: 0, text: "" } : { result: r, text: this.errorText(r) };
   }
 
+  /**
+   * Unload a module (cuModuleUnload): its functions and globals are gone. Returns the CUresult
+   * and never throws: it runs in cleanup paths, where a kernel fault (a sticky error that every
+   * later call returns) is the error to report.
+   */
+  moduleUnload(mod: bigint): number {
+    return this.lib.cuModuleUnload(mod);
+  }
+
   moduleGetFunction(mod: bigint, name: string): bigint | undefined {
     const f = new BigUint64Array(1);
     const r = this.lib.cuModuleGetFunction(f, mod, Buffer.from(name + "\0"));
@@ -375,6 +386,11 @@ export class Cuda {
     const e = new BigUint64Array(1);
     this.check("cuEventCreate", this.lib.cuEventCreate(e, 0));
     return e[0]!;
+  }
+
+  /** Destroy an event (cuEventDestroy); the CUresult is returned, never thrown (cleanup paths). */
+  eventDestroy(e: bigint): number {
+    return this.lib.cuEventDestroy_v2(e);
   }
 
   eventRecord(e: bigint, stream = 0n): void {

@@ -159,25 +159,61 @@ export class Restorer {
   /** Zero [base, base + r.size), then copy r's stored before-chunks to base + their offsets (asynchronous until finish()). */
   restore(base: bigint, r: Range, chunkBytes: number): void {
     this.cu.memset(base, 0, r.size);
-    for (const run of runs(r, r.before, chunkBytes)) {
-      for (let done = 0; done < run.bytes; ) {
-        const n = Math.min(run.bytes - done, 256 << 20);
-        const src = this.img.view(run.fileOffset + done, n);
-        const dst = base + BigInt(run.vaOffset + done);
-        if (this.pinned && src.buffer === this.pinned.buffer) {
-          this.cu.htodAsync(dst, src);
-          this.registered++;
-        } else {
-          this.stage ??= this.cu.hostAlloc(64 << 20);
-          for (let k = 0; k < n; k += this.stage.byteLength) {
-            const m = Math.min(this.stage.byteLength, n - k);
-            this.stage.set(src.subarray(k, k + m));
-            this.cu.htod(dst + BigInt(k), this.stage.subarray(0, m));
-          }
-          this.staged++;
+    for (const run of runs(r, r.before, chunkBytes)) this.copy(base + BigInt(run.vaOffset), run.fileOffset, run.bytes);
+  }
+
+  /**
+   * Put chunks `chunks` (ascending indices) of a range of `size` bytes at `base` back to the
+   * before state: zero each, then copy the stored ones (beforeOffset[c] ≥ 0: file offset in
+   * before.bin, chunkExpectation(...).beforeOffset); neighbours are merged into one memset/copy.
+   * @returns bytes put back (asynchronous until finish()).
+   */
+  restoreChunks(base: bigint, size: number, chunkBytes: number, chunks: number[], beforeOffset: number[]): number {
+    let bytes = 0;
+    for (let i = 0; i < chunks.length; ) {
+      let j = i + 1;
+      while (j < chunks.length && chunks[j] === chunks[j - 1]! + 1) j++;
+      const c0 = chunks[i]!;
+      const end = Math.min(size, chunks[j - 1]! * chunkBytes + chunkBytes);
+      this.cu.memset(base + BigInt(c0 * chunkBytes), 0, end - c0 * chunkBytes);
+      bytes += end - c0 * chunkBytes;
+      // stored chunks whose file bytes follow each other: one copy
+      for (let k = i; k < j; ) {
+        const c = chunks[k]!;
+        if (beforeOffset[c]! < 0) {
+          k++;
+          continue;
         }
-        done += n;
+        let l = k + 1;
+        while (l < j && beforeOffset[chunks[l]!] === beforeOffset[chunks[l - 1]!]! + chunkBytes) l++;
+        const last = chunks[l - 1]!;
+        this.copy(base + BigInt(c * chunkBytes), beforeOffset[c]!, Math.min(size, last * chunkBytes + chunkBytes) - c * chunkBytes);
+        k = l;
       }
+      i = j;
+    }
+    return bytes;
+  }
+
+  /** Copy `bytes` of before.bin at fileOffset to dst: pinned window asynchronously, else through the staging buffer. */
+  private copy(dst0: bigint, fileOffset: number, bytes: number): void {
+    for (let done = 0; done < bytes; ) {
+      const n = Math.min(bytes - done, 256 << 20);
+      const src = this.img.view(fileOffset + done, n);
+      const dst = dst0 + BigInt(done);
+      if (this.pinned && src.buffer === this.pinned.buffer) {
+        this.cu.htodAsync(dst, src);
+        this.registered++;
+      } else {
+        this.stage ??= this.cu.hostAlloc(64 << 20);
+        for (let k = 0; k < n; k += this.stage.byteLength) {
+          const m = Math.min(this.stage.byteLength, n - k);
+          this.stage.set(src.subarray(k, k + m));
+          this.cu.htod(dst + BigInt(k), this.stage.subarray(0, m));
+        }
+        this.staged++;
+      }
+      done += n;
     }
   }
 }
@@ -252,12 +288,61 @@ function replayFault(
   };
 }
 
+/** Options of one run of a prepared session: ReplayOptions less verify (the session's). */
+export type RunOptions = Omit<ReplayOptions, "verify">;
+
+/** What a session's reset put back before a run: chunks of the regions that differed from the before state. */
+export interface ResetStats {
+  /** Chunks and bytes put back from memory/before.bin because a previous run wrote them outside the app's changed chunks (or wrote them differently after the device backup's restore). */
+  chunks: number;
+  bytes: number;
+  /** Ranges scanned (kc64 per chunk on the GPU) and the wall time of the whole reset (s). */
+  regionsScanned: number;
+  seconds: number;
+}
+
 /**
- * Replay a capture folder on device 0.
- * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
- *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
+ * A capture's memory resident on the GPU at its captured VAs, checked, ready for any number of
+ * runs (kernel launches of the captured or a rebuilt module). One per process: the captured VAs
+ * are reserved once.
  */
-export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayResult> {
+export interface ReplaySession {
+  readonly dir: string;
+  readonly manifest: Manifest;
+  /** The restore, the VA reservation and the GPU check of open (reported in every run's result). */
+  readonly opened: { restore: ReplayResult["restore"]; reserve: ReplayResult["reserve"]; verifySeconds: number };
+  /** The last reset (null before the first). */
+  readonly lastReset: ResetStats | null;
+  /**
+   * One replay: module load, globals restore, checked runs, compare, timed launches (the result
+   * replayCuda returns). From the second run on, the memory is first put back to the before state
+   * (reset()). The module is unloaded at the end.
+   * @throws as replayCuda; a CudaError from a launch leaves the context unusable (a kernel fault):
+   *   close the session, resetCuda() and open another.
+   */
+  run(o: RunOptions): Promise<ReplayResult>;
+  /**
+   * Put back the before state of every chunk the previous runs wrote: the app's changed chunks
+   * from the device backup, then a kc64 scan of every region against the manifest's before hashes
+   * (chunkExpectation(...).beforeHash) and the chunks that still differ from memory/before.bin
+   * (a wrong kernel may write anywhere). No-op when nothing ran since the last reset. run() calls
+   * it; a caller with idle time (the watch between saves) calls it earlier to take it off the
+   * next run's path.
+   * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
+   */
+  reset(): ResetStats | undefined;
+  /** Free the session's device allocations (the VA reservations stay until the context goes: resetCuda or exit). */
+  close(): void;
+}
+
+/**
+ * Open a capture for replay on its device: check the small files, reserve every span at its
+ * captured VA, restore the before state, check it on the GPU (kc64 per chunk, when verify) and
+ * load the scan kernel. Steps 1-2 of replayCuda, done once.
+ * @throws KerncapError E_FRONTEND (an AMD capture), E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM,
+ *   E_NO_GPU, E_VA_TAKEN.
+ */
+export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
   const m = readManifest(dir);
   if (m.device.vendor !== "nvidia") {
     throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; the CUDA replay engine cannot run it`, {
@@ -297,264 +382,384 @@ export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayR
   const tv = performance.now();
   if (o.verify) for (const r of m.regions) checkRestored(scanner, BigInt(r.va), r, C, m.memory.before, `region ${r.va}`);
   const verifySeconds = (performance.now() - tv) / 1000;
+  return new CudaSession(dir, m, cu, restorer, scanner, o.verify, { restore, reserve, verifySeconds });
+}
 
-  // 3. Module, function, attributes.
-  const tw = performance.now();
-  const modFile = await (o.modulePath ?? join(dir, m.module.file));
-  const moduleWaitSeconds = (performance.now() - tw) / 1000;
-  const t2 = performance.now();
-  const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
-  const mod = loadModule(cu, image, m, modFile);
-  const name = o.kernelName ?? m.kernel.name;
-  const f = cu.moduleGetFunction(mod, name);
-  if (f === undefined) {
-    throw new KerncapError("E_KERNEL_NOT_IN_MODULE", `kernel ${name} is not in ${modFile}`, {
-      hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
-    });
-  }
-  for (const a of m.functionAttributes) {
-    if (READ_ONLY_FUNC_ATTRIBUTES.has(a.id)) continue;
-    let cur: number | undefined;
-    try {
-      cur = cu.funcGetAttribute(f, a.id);
-    } catch {
-      cur = undefined;
-    }
-    if (cur !== a.value) cu.funcSetAttribute(f, a.id, a.value);
-  }
-  // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
-  // at addresses of the driver's choosing; write the captured before state into them by name.
-  const rebuilt = o.modulePath !== undefined;
-  const absent: string[] = [];
-  const globals = m.globals.flatMap((g) => {
-    const d = cu.moduleGetGlobal(mod, g.name);
-    if (!d && rebuilt) {
-      // a rebuilt slice holds only the captured kernel's TU (or instantiation): the other TUs'
-      // variables are not in it, and a variable the kernel uses is (it would not link otherwise)
-      absent.push(g.name);
-      return [];
-    }
-    if (!d) {
-      throw new KerncapError("E_GLOBAL", `the module ${modFile} has no global ${g.name} (${g.size} bytes), which the captured kernel's module had`, {
-        hint: "A rebuilt module must keep the module-scope variables the capture restores (same names); rename it back or capture again.",
-      });
-    }
-    if (d.size !== g.size) {
-      throw new KerncapError("E_GLOBAL", `global ${g.name} is ${d.size} bytes in ${modFile}, ${g.size} bytes in the capture`, {
-        hint: "Keep the variable's type and size, or capture again after the change.",
-      });
-    }
-    return [{ ...g, dva: d.va }];
-  });
-  if (absent.length) log.debug(`${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`);
-  const restoreGlobal = (g: (typeof globals)[number]) => restorer.restore(g.dva, g, C);
-  globals.forEach(restoreGlobal);
-  restorer.finish();
-  if (o.verify) for (const g of globals) checkRestored(scanner, g.dva, g, C, m.memory.before, `global ${g.name}`);
-  const loadSeconds = (performance.now() - t2) / 1000;
-  log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
+class CudaSession implements ReplaySession {
+  lastReset: ResetStats | null = null;
+  private readonly C: number;
+  /** Some run launched since the last reset. */
+  private dirty = false;
+  /** The app's changed chunks of every region, and their before state on the device (step 4). */
+  private readonly changedRuns: { va: bigint; bytes: number }[];
+  private backup: bigint | undefined;
+  private backupMade = false;
+  private flush: bigint | undefined;
+  private events: [bigint, bigint] | undefined;
+  private readonly before: FileImage;
+  private readonly after: FileImage;
+  private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
 
-  const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
-  const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
-  if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === 2)) {
-    const v = new Uint8Array(64);
-    v[0] = 1;
-    attrs.push({ id: 2, value: v });
+  constructor(
+    readonly dir: string,
+    readonly manifest: Manifest,
+    private readonly cu: Cuda,
+    private readonly restorer: Restorer,
+    private readonly scanner: Scanner,
+    private readonly verify: boolean,
+    readonly opened: ReplaySession["opened"],
+  ) {
+    const m = manifest;
+    this.C = m.memory.chunkBytes;
+    this.changedRuns = m.regions.flatMap((r) => runs(r, r.after, this.C).map((x) => ({ va: BigInt(r.va) + BigInt(x.vaOffset), bytes: x.bytes })));
+    this.before = new FileImage(join(dir, m.memory.before));
+    this.after = new FileImage(join(dir, m.memory.after));
+    this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
   }
-  const launch = () => cu.launch(f, m.launch.grid, m.launch.block, m.launch.sharedMemBytes, params, attrs);
 
-  // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
-  if (m.fault) return replayFault(dir, m, cu, launch, { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds }, restore, reserve, verifySeconds);
-
-  // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs.
-  const changedRuns = m.regions.flatMap((r) => runs(r, r.after, C).map((x) => ({ va: BigInt(r.va) + BigInt(x.vaOffset), bytes: x.bytes })));
-  const changedBytes = changedRuns.reduce((a, x) => a + x.bytes, 0);
-  let backup: bigint | undefined;
-  try {
-    backup = changedBytes ? cu.memAlloc(changedBytes) : undefined;
-  } catch {
-    log.warn("not enough device memory for a device-side backup; restoring from the host between runs");
-  }
-  {
-    let off = 0n;
-    for (const x of changedRuns) {
-      if (backup !== undefined) cu.dtod(backup + off, x.va, x.bytes);
-      off += BigInt(x.bytes);
-    }
-  }
-  const restoreChanged = () => {
-    for (const g of globals) if (g.changed) restoreGlobal(g);
-    restorer.finish();
-    if (backup === undefined) {
-      for (const r of m.regions) if (r.changed) restorer.restore(BigInt(r.va), r, C);
+  /** The regions' app-changed chunks back to the before state: from the device backup, else whole changed regions from the host. */
+  private restoreChangedRegions(): void {
+    const { cu, restorer, C } = this;
+    if (this.backup === undefined) {
+      for (const r of this.manifest.regions) if (r.changed) restorer.restore(BigInt(r.va), r, C);
       restorer.finish();
       return;
     }
     let off = 0n;
-    for (const x of changedRuns) {
-      cu.dtod(x.va, backup + off, x.bytes);
+    for (const x of this.changedRuns) {
+      cu.dtod(x.va, this.backup + off, x.bytes);
       off += BigInt(x.bytes);
     }
-  };
-
-  // 5. Checked launches: `runs` launches from the same before state, each scanned on the GPU.
-  // Chunks whose kc64 differs from the app's are copied back (only those); chunks that differ
-  // between runs make the kernel nondeterministic, and are judged against the run-to-run envelope.
-  // 3 runs by default; when they differ (a nondeterministic kernel) 5 more, so the envelope has 8 samples
-  let nRuns = Math.max(1, o.runs ?? 3);
-  log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${nRuns} checked runs`);
-  const tc = performance.now();
-  const before = new FileImage(join(dir, m.memory.before));
-  const after = new FileImage(join(dir, m.memory.after));
-  const ranges: { r: Range; base: bigint; kind: string; dtype: ElementType; source: RegionNumerics["dtypeSource"] }[] = [];
-  const plan = regionNumericsPlan(m, params, o, (ri, off) => {
-    const r = m.regions[ri]!;
-    const c = Math.floor(off / C);
-    return r.after.extents.some(([first, count]) => c >= first && c < first + count);
-  });
-  for (const [ri, r] of m.regions.entries()) ranges.push({ r, base: BigInt(r.va), kind: r.kind, dtype: plan[ri]!.dtype, source: plan[ri]!.source });
-  for (const g of globals) ranges.push({ r: g, base: g.dva, kind: `global ${g.name}`, dtype: "u8", source: "default" });
-  const expect = ranges.map((x) => chunkExpectation(x.r, C));
-  const scans: ChunkScan[][] = [];
-  const copies = new Map<string, Uint8Array[]>(); // "range:chunk" → bytes per run (undefined: matched the app)
-  let bytesCopiedBack = 0;
-  const COPY_LIMIT = 2 ** 31;
-  const anyVaried = () => scans.slice(1).some((sr) => sr.some((sc, i) => sc.hash.some((h, c) => h !== scans[0]![i]!.hash[c])));
-  for (let run = 0; run < nRuns; run++) {
-    if (run > 0) restoreChanged();
-    launch();
-    cu.sync();
-    scans.push(
-      ranges.map((x, i) => {
-        const s = scanner.scan(x.base, x.r.size, C);
-        const e = expect[i]!;
-        for (let c = 0; c < s.hash.length; c++) {
-          const want = e.state[c] === "zero" ? undefined : e.hash[c];
-          if (want === undefined ? s.nonzero[c] === 0 : s.hash[c] === want) continue;
-          if (bytesCopiedBack > COPY_LIMIT) continue;
-          const len = chunkLen(x.r.size, c, C);
-          const got = new Uint8Array(len);
-          cu.dtoh(got, x.base + BigInt(c * C));
-          bytesCopiedBack += len;
-          const k = `${i}:${c}`;
-          if (!copies.has(k)) copies.set(k, []);
-          copies.get(k)![run] = got;
-        }
-        return s;
-      }),
-    );
-    if (run === nRuns - 1 && o.runs === undefined && nRuns === 3 && anyVaried()) nRuns = 8;
   }
-  const runsDiffering = new Set<number>();
-  const mismatches: RegionMismatch[] = [];
-  const numerics: RegionNumerics[] = [];
-  let bytesChecked = 0;
-  for (const [i, x] of ranges.entries()) {
-    const e = expect[i]!;
-    const s0 = scans[0]![i]!;
-    const acc = new RegionAccumulator({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed }, x.dtype, x.source, plan.tol);
-    const envParts: { offset: number; env: Envelope }[] = [];
-    const varying: { c: number; appBytes: Uint8Array; perRun: Uint8Array[] }[] = [];
-    let gotAllZero = true;
-    let expAllZero = true;
-    let gotEqualsBefore = true;
-    for (let c = 0; c < s0.hash.length; c++) {
-      const len = chunkLen(x.r.size, c, C);
-      if (s0.nonzero[c]) gotAllZero = false;
-      const want = e.state[c] === "zero" ? undefined : e.hash[c];
-      if (want !== undefined && want !== zeroHash(len)) expAllZero = false;
-      const bh = e.beforeHash[c];
-      if (bh === undefined ? s0.nonzero[c] !== 0 : s0.hash[c] !== bh) gotEqualsBefore = false;
-      let varies = false;
-      for (let run = 1; run < nRuns; run++) {
-        if (scans[run]![i]!.hash[c] !== s0.hash[c]) {
-          varies = true;
-          runsDiffering.add(run);
-        }
+
+  reset(): ResetStats | undefined {
+    if (!this.dirty) return undefined;
+    const t0 = performance.now();
+    const { m, C } = { m: this.manifest, C: this.C };
+    this.restoreChangedRegions();
+    let chunks = 0;
+    let bytes = 0;
+    const touched: number[] = [];
+    for (const [i, r] of m.regions.entries()) {
+      const s = this.scanner.scan(BigInt(r.va), r.size, C);
+      const e = this.regionExpect[i]!;
+      const bad: number[] = [];
+      for (let c = 0; c < s.hash.length; c++) {
+        const want = e.beforeHash[c];
+        if (!(want === undefined ? s.nonzero[c] === 0 : s.hash[c] === want)) bad.push(c);
       }
-      const got = copies.get(`${i}:${c}`);
-      if (!got) continue; // every run equals the app's bytes
-      const appBytes = chunkBytesOf(e, c, len, "after", before, after);
-      const perRun = Array.from({ length: nRuns }, (_, run) => got[run] ?? appBytes);
-      if (varies) varying.push({ c, appBytes, perRun });
-      else acc.add(c * C, perRun[0]!, appBytes, x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined);
+      if (!bad.length) continue;
+      bytes += this.restorer.restoreChunks(BigInt(r.va), r.size, C, bad, e.beforeOffset);
+      chunks += bad.length;
+      touched.push(i);
     }
-    // the region's noise floor first, then each varying chunk against it (src/replay/envelope.ts)
-    const floor = varying.reduce((a, v) => Math.max(a, maxSpread(x.dtype, v.perRun)), 0);
-    for (const v of varying) envParts.push({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) });
-    acc.setWholeRegion({ bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore });
-    const res = acc.result();
-    if (envParts.length) {
-      const env = mergeEnvelopes(envParts);
-      res.spread = env;
-      if (env.outside) {
-        res.verdict = "mismatch";
-        res.overTolerance += env.outside;
-        if (res.firstOverOffset < 0) res.firstOverOffset = env.firstOutsideOffset;
-      } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
-    }
-    bytesChecked += x.r.size;
-    numerics.push(res);
-    if (res.verdict === "mismatch") {
-      const firstDiff = res.firstDiffOffset >= 0 ? res.firstDiffOffset : res.firstOverOffset;
-      mismatches.push({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed, firstDiffOffset: firstDiff, bytesDiffering: res.bytesDiffering });
-    }
+    this.restorer.finish();
+    if (this.verify) for (const i of touched) checkRestored(this.scanner, BigInt(m.regions[i]!.va), m.regions[i]!, C, m.memory.before, `region ${m.regions[i]!.va}`);
+    this.dirty = false;
+    this.lastReset = { chunks, bytes, regionsScanned: m.regions.length, seconds: (performance.now() - t0) / 1000 };
+    if (chunks) log.debug(`reset: ${chunks} chunks (${bytes} bytes) written outside the app's changed chunks put back from ${m.memory.before}`);
+    return this.lastReset;
   }
-  const compareSeconds = (performance.now() - tc) / 1000;
-  const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
 
-  // 6. Timed launches, each from the before state: 2 warm-up launches, then `iters` timed ones.
-  // Before each: restore what the kernel writes, optionally flush L2 (a 256 MiB memset), then
-  // 30 µs of kc_spin so the stream is busy while the launch is submitted: the event pair times
-  // the kernel's GPU execution, as the capture library measured it in the app.
-  const times: number[] = [];
-  const e0 = cu.eventCreate();
-  const e1 = cu.eventCreate();
-  let flush: bigint | undefined;
-  if (o.flushL2) {
+  close(): void {
+    // best effort: after a kernel fault the context refuses every call, and the error to report is the fault
+    for (const p of [this.backup, this.flush]) {
+      try {
+        if (p !== undefined) this.cu.memFree(p);
+      } catch {
+        /* the context is gone with the fault */
+      }
+    }
+    for (const e of this.events ?? []) this.cu.eventDestroy(e);
+    this.backup = this.flush = this.events = undefined;
+  }
+
+  async run(o: RunOptions): Promise<ReplayResult> {
+    this.reset();
+    const { dir, cu } = this;
+    const m = this.manifest;
+
+    // 3. Module, function, attributes.
+    const tw = performance.now();
+    const modFile = await (o.modulePath ?? join(dir, m.module.file));
+    const moduleWaitSeconds = (performance.now() - tw) / 1000;
+    const t2 = performance.now();
+    const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
+    const mod = loadModule(cu, image, m, modFile);
     try {
-      flush = cu.memAlloc(256 << 20);
-    } catch {
-      log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
+      return await this.runModule(o, mod, modFile, moduleWaitSeconds, t2, this.opened);
+    } finally {
+      cu.moduleUnload(mod); // its globals go with it; the next run loads its own module
     }
   }
-  for (let i = -2; i < o.iters; i++) {
-    restoreChanged();
-    if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
-    scanner.spin(30);
-    cu.eventRecord(e0);
-    launch();
-    cu.eventRecord(e1);
-    const us = cu.eventElapsedMs(e0, e1) * 1000;
-    if (i >= 0) times.push(us);
+
+  private async runModule(
+    o: RunOptions,
+    mod: bigint,
+    modFile: string,
+    moduleWaitSeconds: number,
+    t2: number,
+    { restore, reserve, verifySeconds }: ReplaySession["opened"],
+  ): Promise<ReplayResult> {
+    const { dir, cu, restorer, scanner, C } = this;
+    const m = this.manifest;
+    const name = o.kernelName ?? m.kernel.name;
+    const f = cu.moduleGetFunction(mod, name);
+    if (f === undefined) {
+      throw new KerncapError("E_KERNEL_NOT_IN_MODULE", `kernel ${name} is not in ${modFile}`, {
+        hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
+      });
+    }
+    for (const a of m.functionAttributes) {
+      if (READ_ONLY_FUNC_ATTRIBUTES.has(a.id)) continue;
+      let cur: number | undefined;
+      try {
+        cur = cu.funcGetAttribute(f, a.id);
+      } catch {
+        cur = undefined;
+      }
+      if (cur !== a.value) cu.funcSetAttribute(f, a.id, a.value);
+    }
+    // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
+    // at addresses of the driver's choosing; write the captured before state into them by name.
+    const rebuilt = o.modulePath !== undefined;
+    const absent: string[] = [];
+    const globals = m.globals.flatMap((g) => {
+      const d = cu.moduleGetGlobal(mod, g.name);
+      if (!d && rebuilt) {
+        // a rebuilt slice holds only the captured kernel's TU (or instantiation): the other TUs'
+        // variables are not in it, and a variable the kernel uses is (it would not link otherwise)
+        absent.push(g.name);
+        return [];
+      }
+      if (!d) {
+        throw new KerncapError("E_GLOBAL", `the module ${modFile} has no global ${g.name} (${g.size} bytes), which the captured kernel's module had`, {
+          hint: "A rebuilt module must keep the module-scope variables the capture restores (same names); rename it back or capture again.",
+        });
+      }
+      if (d.size !== g.size) {
+        throw new KerncapError("E_GLOBAL", `global ${g.name} is ${d.size} bytes in ${modFile}, ${g.size} bytes in the capture`, {
+          hint: "Keep the variable's type and size, or capture again after the change.",
+        });
+      }
+      return [{ ...g, dva: d.va }];
+    });
+    if (absent.length) log.debug(`${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`);
+    const restoreGlobal = (g: (typeof globals)[number]) => restorer.restore(g.dva, g, C);
+    globals.forEach(restoreGlobal);
+    restorer.finish();
+    if (this.verify) for (const g of globals) checkRestored(scanner, g.dva, g, C, m.memory.before, `global ${g.name}`);
+    const loadSeconds = (performance.now() - t2) / 1000;
+    log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
+
+    const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
+    const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
+    if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === 2)) {
+      const v = new Uint8Array(64);
+      v[0] = 1;
+      attrs.push({ id: 2, value: v });
+    }
+    const launch = () => {
+      this.dirty = true;
+      cu.launch(f, m.launch.grid, m.launch.block, m.launch.sharedMemBytes, params, attrs);
+    };
+
+    // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
+    if (m.fault) return replayFault(dir, m, cu, launch, { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds }, restore, reserve, verifySeconds);
+
+    // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs
+    // (made once per session, from the before state).
+    if (!this.backupMade) {
+      this.backupMade = true;
+      const changedBytes = this.changedRuns.reduce((a, x) => a + x.bytes, 0);
+      try {
+        this.backup = changedBytes ? cu.memAlloc(changedBytes) : undefined;
+      } catch {
+        log.warn("not enough device memory for a device-side backup; restoring from the host between runs");
+      }
+      let off = 0n;
+      for (const x of this.changedRuns) {
+        if (this.backup !== undefined) cu.dtod(this.backup + off, x.va, x.bytes);
+        off += BigInt(x.bytes);
+      }
+    }
+    const restoreChanged = () => {
+      for (const g of globals) if (g.changed) restoreGlobal(g);
+      restorer.finish();
+      this.restoreChangedRegions();
+    };
+
+    // 5. Checked launches: `runs` launches from the same before state, each scanned on the GPU.
+    // Chunks whose kc64 differs from the app's are copied back (only those); chunks that differ
+    // between runs make the kernel nondeterministic, and are judged against the run-to-run envelope.
+    // 3 runs by default; when they differ (a nondeterministic kernel) 5 more, so the envelope has 8 samples
+    let nRuns = Math.max(1, o.runs ?? 3);
+    log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${nRuns} checked runs`);
+    const tc = performance.now();
+    const { before, after } = this;
+    const ranges: { r: Range; base: bigint; kind: string; dtype: ElementType; source: RegionNumerics["dtypeSource"] }[] = [];
+    const plan = regionNumericsPlan(m, params, o, (ri, off) => {
+      const r = m.regions[ri]!;
+      const c = Math.floor(off / C);
+      return r.after.extents.some(([first, count]) => c >= first && c < first + count);
+    });
+    for (const [ri, r] of m.regions.entries()) ranges.push({ r, base: BigInt(r.va), kind: r.kind, dtype: plan[ri]!.dtype, source: plan[ri]!.source });
+    for (const g of globals) ranges.push({ r: g, base: g.dva, kind: `global ${g.name}`, dtype: "u8", source: "default" });
+    const expect = ranges.map((x) => chunkExpectation(x.r, C));
+    const scans: ChunkScan[][] = [];
+    const copies = new Map<string, Uint8Array[]>(); // "range:chunk" → bytes per run (undefined: matched the app)
+    let bytesCopiedBack = 0;
+    const COPY_LIMIT = 2 ** 31;
+    const anyVaried = () => scans.slice(1).some((sr) => sr.some((sc, i) => sc.hash.some((h, c) => h !== scans[0]![i]!.hash[c])));
+    for (let run = 0; run < nRuns; run++) {
+      if (run > 0) restoreChanged();
+      launch();
+      cu.sync();
+      scans.push(
+        ranges.map((x, i) => {
+          const s = scanner.scan(x.base, x.r.size, C);
+          const e = expect[i]!;
+          for (let c = 0; c < s.hash.length; c++) {
+            const want = e.state[c] === "zero" ? undefined : e.hash[c];
+            if (want === undefined ? s.nonzero[c] === 0 : s.hash[c] === want) continue;
+            if (bytesCopiedBack > COPY_LIMIT) continue;
+            const len = chunkLen(x.r.size, c, C);
+            const got = new Uint8Array(len);
+            cu.dtoh(got, x.base + BigInt(c * C));
+            bytesCopiedBack += len;
+            const k = `${i}:${c}`;
+            if (!copies.has(k)) copies.set(k, []);
+            copies.get(k)![run] = got;
+          }
+          return s;
+        }),
+      );
+      if (run === nRuns - 1 && o.runs === undefined && nRuns === 3 && anyVaried()) nRuns = 8;
+    }
+    const runsDiffering = new Set<number>();
+    const mismatches: RegionMismatch[] = [];
+    const numerics: RegionNumerics[] = [];
+    let bytesChecked = 0;
+    for (const [i, x] of ranges.entries()) {
+      const e = expect[i]!;
+      const s0 = scans[0]![i]!;
+      const acc = new RegionAccumulator({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed }, x.dtype, x.source, plan.tol);
+      const envParts: { offset: number; env: Envelope }[] = [];
+      const varying: { c: number; appBytes: Uint8Array; perRun: Uint8Array[] }[] = [];
+      let gotAllZero = true;
+      let expAllZero = true;
+      let gotEqualsBefore = true;
+      for (let c = 0; c < s0.hash.length; c++) {
+        const len = chunkLen(x.r.size, c, C);
+        if (s0.nonzero[c]) gotAllZero = false;
+        const want = e.state[c] === "zero" ? undefined : e.hash[c];
+        if (want !== undefined && want !== zeroHash(len)) expAllZero = false;
+        const bh = e.beforeHash[c];
+        if (bh === undefined ? s0.nonzero[c] !== 0 : s0.hash[c] !== bh) gotEqualsBefore = false;
+        let varies = false;
+        for (let run = 1; run < nRuns; run++) {
+          if (scans[run]![i]!.hash[c] !== s0.hash[c]) {
+            varies = true;
+            runsDiffering.add(run);
+          }
+        }
+        const got = copies.get(`${i}:${c}`);
+        if (!got) continue; // every run equals the app's bytes
+        const appBytes = chunkBytesOf(e, c, len, "after", before, after);
+        const perRun = Array.from({ length: nRuns }, (_, run) => got[run] ?? appBytes);
+        if (varies) varying.push({ c, appBytes, perRun });
+        else acc.add(c * C, perRun[0]!, appBytes, x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined);
+      }
+      // the region's noise floor first, then each varying chunk against it (src/replay/envelope.ts)
+      const floor = varying.reduce((a, v) => Math.max(a, maxSpread(x.dtype, v.perRun)), 0);
+      for (const v of varying) envParts.push({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) });
+      acc.setWholeRegion({ bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore });
+      const res = acc.result();
+      if (envParts.length) {
+        const env = mergeEnvelopes(envParts);
+        res.spread = env;
+        if (env.outside) {
+          res.verdict = "mismatch";
+          res.overTolerance += env.outside;
+          if (res.firstOverOffset < 0) res.firstOverOffset = env.firstOutsideOffset;
+        } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
+      }
+      bytesChecked += x.r.size;
+      numerics.push(res);
+      if (res.verdict === "mismatch") {
+        const firstDiff = res.firstDiffOffset >= 0 ? res.firstDiffOffset : res.firstOverOffset;
+        mismatches.push({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed, firstDiffOffset: firstDiff, bytesDiffering: res.bytesDiffering });
+      }
+    }
+    const compareSeconds = (performance.now() - tc) / 1000;
+    const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
+
+    // 6. Timed launches, each from the before state: 2 warm-up launches, then `iters` timed ones.
+    // Before each: restore what the kernel writes, optionally flush L2 (a 256 MiB memset), then
+    // 30 µs of kc_spin so the stream is busy while the launch is submitted: the event pair times
+    // the kernel's GPU execution, as the capture library measured it in the app.
+    const times: number[] = [];
+    const [e0, e1] = (this.events ??= [cu.eventCreate(), cu.eventCreate()]);
+    let flush: bigint | undefined;
+    if (o.flushL2) {
+      try {
+        flush = this.flush ??= cu.memAlloc(256 << 20);
+      } catch {
+        log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
+      }
+    }
+    for (let i = -2; i < o.iters; i++) {
+      restoreChanged();
+      if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
+      scanner.spin(30);
+      cu.eventRecord(e0);
+      launch();
+      cu.eventRecord(e1);
+      const us = cu.eventElapsedMs(e0, e1) * 1000;
+      if (i >= 0) times.push(us);
+    }
+    cu.sync();
+    const sorted = [...times].sort((a, b) => a - b);
+    const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
+    const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
+    return {
+      dir,
+      kernel: m.kernel.demangled || m.kernel.name,
+      verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
+      regionsChecked: m.regions.length + globals.length,
+      bytesChecked,
+      mismatches,
+      timing: {
+        iters: times.length,
+        medianUs: times.length ? median(times) : NaN,
+        minUs: times.length ? sorted[0]! : NaN,
+        p10Us: pct(0.1),
+        p90Us: pct(0.9),
+        appUs,
+        method: `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flush !== undefined ? ", L2 flushed before each" : ", L2 warm"}`,
+        appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
+      },
+      restore,
+      reserve,
+      check: { verifySeconds, compareSeconds, bytesCopiedBack },
+      determinism,
+      module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
+      device: { name: cu.deviceName(), arch: cu.arch() },
+      numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
+    };
   }
-  cu.sync();
-  const sorted = [...times].sort((a, b) => a - b);
-  const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
-  const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
-  return {
-    dir,
-    kernel: m.kernel.demangled || m.kernel.name,
-    verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
-    regionsChecked: m.regions.length + globals.length,
-    bytesChecked,
-    mismatches,
-    timing: {
-      iters: times.length,
-      medianUs: times.length ? median(times) : NaN,
-      minUs: times.length ? sorted[0]! : NaN,
-      p10Us: pct(0.1),
-      p90Us: pct(0.9),
-      appUs,
-      method: `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flush !== undefined ? ", L2 flushed before each" : ", L2 warm"}`,
-      appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
-    },
-    restore,
-    reserve,
-    check: { verifySeconds, compareSeconds, bytesCopiedBack },
-    determinism,
-    module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
-    device: { name: cu.deviceName(), arch: cu.arch() },
-    numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
-  };
+}
+
+/**
+ * Replay a capture folder on device 0: openReplay, one run, close.
+ * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
+ *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
+ */
+export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayResult> {
+  const s = await openReplay(dir, o);
+  try {
+    return await s.run(o);
+  } finally {
+    s.close();
+  }
 }

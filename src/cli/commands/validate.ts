@@ -6,6 +6,10 @@
  * check, before any launch) once the build is done. So the loop costs about the build plus the
  * launch and compare, not build + context + restore.
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
+ *
+ * --watch: one process keeps the memory resident and rebuilds + replays at each save under
+ * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1); src/repro/watch.ts.
+ * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
 import { buildReproducer, remakeStaleSlice } from "../../repro/build.ts";
@@ -13,7 +17,8 @@ import { checkRebuiltModule } from "../../repro/cuda.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCuda } from "../../replay/engine.ts";
-import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
+import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
+import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
 import { describeReplay } from "../format.ts";
 
 export default defineCommand({
@@ -23,6 +28,7 @@ export default defineCommand({
     iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
     ...toleranceArgs,
     force: { type: "boolean", description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
+    watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
@@ -31,6 +37,11 @@ export default defineCommand({
     const m = readManifest(dir);
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args);
+    if (args.watch) {
+      checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
+      const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
+      return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit }));
+    }
     remakeStaleSlice(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {

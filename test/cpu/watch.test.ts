@@ -1,0 +1,263 @@
+/**
+ * `kerncap validate --watch` without a GPU (src/repro/watch.ts): which file events are saves,
+ * the debounce, the line and JSON Lines formatting, and the refusals before any GPU work.
+ * The watch itself (resident memory, rebuild, verdict lines, Ctrl-C) is test/gpu/watch.test.ts.
+ */
+import { describe, expect, test } from "bun:test";
+import { runCommand } from "citty";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { jsonDocument } from "../../src/cli/args.ts";
+import { DOCUMENTS } from "../../src/cli/documents.ts";
+import { commands } from "../../src/cli/main.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/repro/watch.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
+
+describe("which file events are saves", () => {
+  test("sources are; editor temporaries, dotfiles, caches and the slice are not", () => {
+    for (const f of ["structs.cu", "kernels/tiled.cuh", "kernel.py", "a/b/c.h", "#include.h"]) expect(isSourceSave(f), f).toBe(true);
+    const temps = [
+      ".structs.cu.swp", // vim swap (a dotfile)
+      "structs.cu.swx",
+      "4913", // vim's write probe
+      "structs.cu~", // backup
+      "#structs.cu#", // emacs autosave
+      ".#structs.cu", // emacs lock
+      "structs.cu.tmp",
+      "structs.cu___jb_tmp___",
+      "structs.cu___jb_old___",
+      "sedAb12Cd", // sed -i
+      ".goutputstream-XYZ12", // gedit
+      "__pycache__/kernel.cpython-312.pyc",
+      "kernel.pyc",
+      ".git/index",
+      "kernels/.tiled.cuh.swp",
+    ];
+    for (const f of temps) expect(isSourceSave(f), f).toBe(false);
+    expect(isSourceSave("structs.kerncap-slice.cu", new Set(["structs.kerncap-slice.cu"]))).toBe(false);
+    expect(isSourceSave("structs.cu", new Set(["structs.kerncap-slice.cu"]))).toBe(true);
+    expect(isSourceSave(null)).toBe(false);
+    expect(isSourceSave("")).toBe(false);
+  });
+});
+
+/** A hand-driven clock: set() registers, advance() fires what is due. */
+function fakeTimers(): Timers & { advance(ms: number): void; pending(): number } {
+  let now = 0;
+  let id = 0;
+  const due = new Map<number, { at: number; fn: () => void }>();
+  return {
+    now: () => now,
+    set: (fn, ms) => (due.set(++id, { at: now + ms, fn }), id),
+    clear: (h) => void due.delete(h as number),
+    advance(ms) {
+      const end = now + ms;
+      for (;;) {
+        const next = [...due.entries()].sort((a, b) => a[1].at - b[1].at)[0];
+        if (!next || next[1].at > end) break;
+        now = next[1].at;
+        due.delete(next[0]);
+        next[1].fn();
+      }
+      now = end;
+    },
+    pending: () => due.size,
+  };
+}
+
+describe("debounce of saves", () => {
+  test("a burst of events is one rebuild, 150 ms after its last event, with its files and that event's time", () => {
+    const t = fakeTimers();
+    const fired: { files: string[]; at: number }[] = [];
+    const d = new SaveDebouncer(150, (files, at) => fired.push({ files, at }), t);
+    d.poke("structs.cu"); // t=0: the editor's temporary renamed over the file…
+    t.advance(20);
+    d.poke("structs.cu"); // …then its change event
+    t.advance(30);
+    d.poke("kernel.cuh"); // t=50
+    t.advance(149);
+    expect(fired).toEqual([]); // quiet for only 149 ms
+    t.advance(1);
+    expect(fired).toEqual([{ files: ["structs.cu", "kernel.cuh"], at: 50 }]);
+    expect(t.pending()).toBe(0);
+    // a later save is a burst of its own
+    t.advance(1000);
+    d.poke("structs.cu");
+    t.advance(150);
+    expect(fired[1]).toEqual({ files: ["structs.cu"], at: 1200 });
+  });
+  test("cancel drops a pending burst", () => {
+    const t = fakeTimers();
+    let n = 0;
+    const d = new SaveDebouncer(150, () => n++, t);
+    d.poke("a.cu");
+    d.cancel();
+    t.advance(1000);
+    expect(n).toBe(0);
+    expect(t.pending()).toBe(0);
+  });
+});
+
+const AT = "2025-01-02T12:34:56.789Z";
+const verdict = (x: Partial<Extract<WatchEvent, { event: "verdict" }>> = {}): WatchEvent => ({
+  event: "verdict",
+  trigger: "save",
+  files: ["structs.cu"],
+  at: AT,
+  kernel: "scale_jobs(Job const*, int)",
+  verdict: "match",
+  numerics: "bit-exact",
+  firstMismatch: null,
+  mismatches: 0,
+  nondeterministic: false,
+  kernelMedianUs: 12.345,
+  buildSeconds: 1.5,
+  saveToVerdictSeconds: 1.72,
+  overheadSeconds: 0.22,
+  reset: { chunks: 2, bytes: 131072, seconds: 0.003 },
+  ...x,
+});
+
+describe("watch lines", () => {
+  test("a match: verdict, kernel median, build and save-to-verdict seconds, the file saved; one line", () => {
+    const l = watchLine(verdict());
+    expect(l).toBe("[12:34:56] MATCH  kernel 12.35 µs  build 1.50 s  save→verdict 1.72 s  (structs.cu)");
+    expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toStartWith("[12:34:56] MATCH within the run-to-run spread  kernel");
+    expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toContain("(nondeterministic)");
+    expect(watchLine(verdict({ trigger: "start", files: [], kernelMedianUs: null }))).toBe("[12:34:56] MATCH  kernel no timed launch  build 1.50 s  save→verdict 1.72 s");
+  });
+  test("a mismatch names the first differing region, where it differs, and how many regions differ", () => {
+    const l = watchLine(verdict({ verdict: "mismatch", numerics: "mismatch", mismatches: 2, firstMismatch: { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 64, bytesDiffering: 4032 } }));
+    expect(l).toBe("[12:34:56] MISMATCH region 0x7f0000000000 (device, 4096 B) from byte 64, 4032 bytes differ; 2 regions differ  kernel 12.35 µs  build 1.50 s  save→verdict 1.72 s  (structs.cu)");
+    expect(l.split("\n")).toHaveLength(1);
+  });
+  test("a build error: its line, then the compiler's message indented; a refusal names its code", () => {
+    const e: WatchEvent = { event: "build-error", trigger: "save", files: ["structs.cu"], at: AT, code: "E_BUILD", message: "the reproducer does not build (build.sh exit 1):\nsrc/structs.cu(28): error: identifier \"not_declared\" is undefined", hint: "Fix the compile error in the edited source and run validate again.", buildSeconds: 0.9, saveToVerdictSeconds: 1.06 };
+    const l = watchLine(e).split("\n");
+    expect(l[0]).toBe("[12:34:56] BUILD ERROR  build 0.90 s  save→verdict 1.06 s  (structs.cu)");
+    expect(l[2]).toBe('  src/structs.cu(28): error: identifier "not_declared" is undefined');
+    const r = watchLine({ ...e, event: "error", code: "E_CUDA", message: "cuCtxSynchronize failed", hint: null, reopened: true, buildSeconds: null });
+    expect(r.split("\n")[0]).toBe("[12:34:56] ERROR E_CUDA  save→verdict 1.06 s  (kernel fault: memory restored in a new context)  (structs.cu)");
+  });
+  test("--json: one document per line with its schema id, valid against kerncap.validate-watch/1", () => {
+    for (const e of [verdict(), verdict({ kernelMedianUs: null }), { event: "build-error", trigger: "start", files: [], at: AT, code: "E_BUILD", message: "x\ny", hint: null, buildSeconds: null, saveToVerdictSeconds: 0.5 } as WatchEvent]) {
+      const line = JSON.stringify(jsonDocument("validate-watch", e));
+      expect(line).not.toContain("\n");
+      const doc = JSON.parse(line);
+      expect(doc.schema).toBe("kerncap.validate-watch/1");
+      expect(Object.keys(doc)[0]).toBe("schema");
+      const ok = v.safeParse(DOCUMENTS["validate-watch"], doc);
+      expect(ok.success, JSON.stringify(ok.issues)).toBe(true);
+    }
+  });
+});
+
+async function failure(rawArgs: string[]): Promise<KerncapError> {
+  try {
+    await runCommand(await commands.validate(), { rawArgs });
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error(`validate ${rawArgs.join(" ")} did not fail`);
+}
+
+async function capture(): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  return dir;
+}
+
+describe("validate --watch refusals, before any GPU work or build", () => {
+  test("no reproducer: no build.sh, or no src/ to watch", async () => {
+    const dir = await capture();
+    const e = await failure([dir, "--watch"]);
+    expect(e.code).toBe("E_NO_REPRODUCER");
+    expect(e.message).toContain("build.sh");
+    writeFileSync(join(dir, "build.sh"), "echo should-not-run >&2; exit 1\n");
+    const s = await failure([dir, "--watch"]);
+    expect(s.code).toBe("E_NO_REPRODUCER");
+    expect(s.message).toContain("src/");
+  });
+  test("an AMD capture is refused, naming the vendor", async () => {
+    const dir = await capture();
+    writeFileSync(join(dir, "build.sh"), "exit 1\n");
+    mkdirSync(join(dir, "src"));
+    const p = join(dir, "kerncap.json");
+    const m = JSON.parse(readFileSync(p, "utf8"));
+    m.device.vendor = "amd";
+    m.device.arch = "gfx942";
+    writeFileSync(p, JSON.stringify(m));
+    const e = await failure([dir, "--watch"]);
+    expect(e.code).toBe("E_FRONTEND");
+    expect(e.message).toContain("AMD capture");
+  });
+  test("a bad option is refused before the watch starts", async () => {
+    const dir = await capture();
+    expect((await failure([dir, "--watch", "--iters", "many"])).code).toBe("E_USAGE");
+  });
+  test.skipIf(HAS_GPU)("without a GPU: E_NO_GPU once the capture is opened; the watch's signal handlers are gone", async () => {
+    const dir = await capture();
+    writeFileSync(join(dir, "build.sh"), "echo build/kernel.cubin\n");
+    mkdirSync(join(dir, "src"));
+    const before = process.listenerCount("SIGINT");
+    const e = await failure([dir, "--watch"]);
+    expect(e.code).toBe("E_NO_GPU");
+    expect(process.listenerCount("SIGINT")).toBe(before);
+  });
+});
+
+describe("the watch loop, with a replay session that needs no GPU (./watch-child.ts)", () => {
+  test("initial verdict; a save that changes results, a build error, a fix: one line each, temp files ignored; Ctrl-C exits 130", async () => {
+    const dir = await capture();
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/k.cu"), "ok\n");
+    writeFileSync(join(dir, "build.sh"), 'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n');
+    const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-child.ts"), dir], { stdout: "pipe", stderr: "pipe" });
+    const lines: any[] = [];
+    const reader = (async () => {
+      let buf = "";
+      for await (const chunk of p.stdout) {
+        buf += new TextDecoder().decode(chunk);
+        for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) lines.push(JSON.parse(buf.slice(0, i)));
+      }
+    })();
+    const next = async (n: number) => {
+      for (let t = 0; lines.length < n; t++) {
+        if (t > 200) throw new Error(`no line ${n} after 10 s; got ${JSON.stringify(lines)}\n${await new Response(p.stderr).text()}`);
+        await Bun.sleep(50);
+      }
+      await Bun.sleep(300); // room for a wrong extra line to show
+      expect(lines).toHaveLength(n);
+      return lines[n - 1];
+    };
+    try {
+      const first = await next(1);
+      expect(first).toMatchObject({ schema: "kerncap.validate-watch/1", event: "verdict", trigger: "start", verdict: "match", kernelMedianUs: 3.5, files: [] });
+      await Bun.sleep(300); // the watcher is up after the first line
+      writeFileSync(join(dir, "src/.k.cu.swp"), "x"); // editor temporaries: no rebuild
+      writeFileSync(join(dir, "src/k.cu~"), "x");
+      writeFileSync(join(dir, "src/k.cu"), "WRONG\n");
+      const bad = await next(2);
+      expect(bad).toMatchObject({ event: "verdict", trigger: "save", verdict: "mismatch", files: ["k.cu"], mismatches: 1, reset: { chunks: 1, bytes: 4096 } });
+      expect(bad.firstMismatch.va).toBe("0x7f0000000000");
+      expect(bad.saveToVerdictSeconds).toBeGreaterThanOrEqual(0.15); // the debounce
+      expect(bad.overheadSeconds).toBeCloseTo(bad.saveToVerdictSeconds - bad.buildSeconds, 6);
+      writeFileSync(join(dir, "src/k.cu"), "SYNTAX\n");
+      const ce = await next(3);
+      expect(ce).toMatchObject({ event: "build-error", code: "E_BUILD" });
+      expect(ce.message).toContain('src/k.cu(1): error: expected a ";"');
+      writeFileSync(join(dir, "src/k.cu"), "ok again\n");
+      expect(await next(4)).toMatchObject({ event: "verdict", verdict: "match" });
+      p.kill("SIGINT");
+      expect(await p.exited).toBe(130);
+    } finally {
+      p.kill("SIGKILL");
+      await reader.catch(() => {});
+    }
+  }, 30_000);
+});
