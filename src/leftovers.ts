@@ -3,7 +3,7 @@
  * a killed kerncap left behind (kill -9, OOM killer, a lost node): the pid in the name is the
  * writer's; when no process has that pid any more, nothing will ever complete the folder.
  */
-import { readdirSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 /**
@@ -21,6 +21,32 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
+/** The file kerncap puts in each temp folder it makes, so that only its own are ever removed. */
+export const TEMP_MARKER = ".kerncap-temp";
+
+/** Mark a temp folder as kerncap's (removed again before the folder gets its final name). */
+export function markTemp(dir: string): void {
+  writeFileSync(`${dir}/${TEMP_MARKER}`, `${process.pid}\n`);
+}
+
+/**
+ * Was `p` (a stale `X.tmp-<pid>` / `X.old-<pid>`) made by kerncap? A folder: it holds the marker, or
+ * it is a capture (kerncap.json) or a capture set; a file: a zip archive (pack's temp). A folder of
+ * the user's that happens to have such a name is never removed.
+ */
+export function madeByKerncap(p: string): boolean {
+  try {
+    if (statSync(p).isDirectory()) return [TEMP_MARKER, "kerncap.json", "kerncap-captures.json"].some((f) => existsSync(join(p, f)));
+    const fd = openSync(p, "r");
+    const b = Buffer.alloc(2);
+    readSync(fd, b, 0, 2, 0);
+    closeSync(fd);
+    return b.toString("latin1") === "PK";
+  } catch {
+    return false;
+  }
+}
+
 /** The temp folder a process writes for `path`: `path.tmp-<pid>`. */
 export function tempFor(path: string, pid = process.pid): string {
   return `${path}.tmp-${pid}`;
@@ -28,7 +54,7 @@ export function tempFor(path: string, pid = process.pid): string {
 
 /**
  * Remove every `<base>.tmp-<pid>` (and `<base>.old-<pid>` when `<base>` itself exists, i.e. the
- * replacement it was kept for is in place) whose pid is gone. Never this process's own, never one
+ * replacement it was kept for is in place) whose pid is gone and that kerncap made (madeByKerncap). Never this process's own, never one
  * whose pid is alive. Errors (a folder that cannot be read or removed) are skipped.
  * @returns the paths removed.
  */
@@ -51,6 +77,7 @@ export function removeStaleTemps(base: string, baseExists: boolean): string[] {
     // an .old- folder is the previous capture while its replacement is renamed in; without <base> it is the only copy
     if (m[1] === "old" && !baseExists) continue;
     const p = join(dir, n);
+    if (!madeByKerncap(p)) continue; // the user's own folder with a look-alike name
     try {
       rmSync(p, { recursive: true, force: true });
       removed.push(p);

@@ -159,7 +159,8 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   parseManifest(m); // the writer obeys the same schema as every reader
   if (o.beforeRename) await o.beforeRename(o.tmpDir, m, o.finalDir);
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
-  rmSync(join(o.tmpDir, "raw.json"), { force: true }); // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
+  rmSync(join(o.tmpDir, "raw.json"), { force: true });
+  rmSync(join(o.tmpDir, ".kerncap-temp"), { force: true }); // src/leftovers.ts TEMP_MARKER: complete now // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
   if (existsSync(o.finalDir)) {
     assertReplaceable(o.finalDir, o.force);
     // the old capture stays until the new one is in place: a failed rename loses nothing

@@ -6,7 +6,8 @@ import cudaLibFile from "../../c/build/libkerncap_cuda.so" with { type: "file" }
 import { cachedFolder } from "../cache.ts";
 import { cudaLibOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
 
 /**
  * Real path of the CUDA capture library (libkerncap_cuda.so), extracted on first use.
@@ -14,7 +15,10 @@ import { join } from "node:path";
  */
 export async function cudaCaptureLibrary(): Promise<string> {
   const own = cudaLibOverride();
-  if (own) return own;
+  if (own) {
+    if (!existsSync(own)) throw new KerncapError("E_LIB", `KERNCAP_CUDA_LIB names ${own}, which does not exist`, { hint: "Point KERNCAP_CUDA_LIB at a built libkerncap_cuda.so (bash scripts/build-c.sh writes c/build/libkerncap_cuda.so), or unset it to use the embedded one." });
+    return resolve(own); // the application may run in another folder
+  }
   const file = Bun.file(cudaLibFile);
   if (!(await file.exists())) {
     throw new KerncapError("E_LIB", `the embedded capture library is missing (${cudaLibFile})`, {

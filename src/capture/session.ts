@@ -17,7 +17,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { captureLibraryEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { pidAlive, removeStaleTemps, tempFor } from "../leftovers.ts";
+import { markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { probeGpu } from "../replay/probe.ts";
@@ -172,6 +172,9 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
   for (const k of req.moreKernels ?? []) compileEre(k);
+  for (const k of [pattern, ...(req.moreKernels ?? [])]) {
+    if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
+  }
   if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
   if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
@@ -190,6 +193,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   try {
     mkdirSync(join(tmp, "kernel"), { recursive: true });
     mkdirSync(join(tmp, "memory"), { recursive: true });
+    markTemp(tmp);
     const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
     log.start(`running ${req.argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${req.dispatch}${sel})`);
     const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
@@ -269,7 +273,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
         "E_NO_MATCH",
         seen
           ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app exited (code ${app.exitCode}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
-          : `no kernel matching ${JSON.stringify(pattern)} ran before the app exited (code ${app.exitCode}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
+          : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app exited (code ${app.exitCode}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
               (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
         { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
       );
@@ -365,6 +369,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
   }
   if (!done.length) throw new KerncapError("E_CAPTURE_FAILED", "none of the captures of this run completed", { hint: "Run with --verbose for the library's log." });
   rmSync(root, { recursive: true, force: true });
+  rmSync(join(tmp, TEMP_MARKER), { force: true });
   writeFileSync(
     join(tmp, CAPTURE_SET_FILE),
     JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) }, null, 2) + "\n",
@@ -426,7 +431,12 @@ export async function listKernels(req: ListRequest, prepare: PrepareInjection = 
   for (const w of inj.warnings ?? []) log.warn(w);
   removeStaleListFolders();
   const stops = new StopSignals().install();
-  const dir = mkdtempSync(join(tmpdir(), `${LIST_PREFIX}${process.pid}-`));
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(tmpdir(), `${LIST_PREFIX}${process.pid}-`));
+  } catch (e) {
+    throw new KerncapError("E_TMPDIR", `cannot make kerncap list's folder in ${tmpdir()}: ${(e as Error).message}`, { hint: "Set TMPDIR to a writable folder (list writes the launch census there and removes it)." });
+  }
   try {
     mkdirSync(join(dir, "kernel"));
     mkdirSync(join(dir, "memory"));

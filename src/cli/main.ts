@@ -138,7 +138,12 @@ export async function runCli(argv: string[]): Promise<number> {
       if (verbose && e.stack) log.debug(e.stack);
       return fail(e.code, e.message, e.hint, e.exitCode);
     }
-    const err = e as Error;
+    const err = e as NodeJS.ErrnoException;
+    // the reader of stdout went away (`kerncap inspect DIR --json | head`): nothing more to say
+    if (err.code === "EPIPE") return 141;
+    if (err.code === "ENOSPC" || err.code === "EIO" || err.code === "EDQUOT") {
+      return fail("E_IO", `cannot write: ${err.message}`, "The output or the folder written to is full or failing; free space or write elsewhere.");
+    }
     if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
       return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);
     }
@@ -148,5 +153,11 @@ export async function runCli(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
+  // a closed stdout (EPIPE) is the reader's choice, not a kerncap failure: exit as a piped tool does
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(141);
+    process.stderr.write(`[kerncap] cannot write the output: ${e.message} (the output is full or failing; write elsewhere)\n`);
+    process.exit(2);
+  });
   process.exitCode = await runCli(process.argv.slice(2));
 }

@@ -122,7 +122,7 @@ describe.skipIf(SKIP)(`AMDGPU code objects from hipcc ${SKIP_REASON}`, () => {
     const co3 = parseAmdgpuCodeObject(v3.bytes);
     expect(co3.codeObjectVersion).toBe(3);
     expect(co3.xnack).toBe("on");
-  });
+  }, 60_000); // four hipcc builds: 1.5 s each alone, over 5 s on a loaded 2-core machine
 });
 
 describe("AMDGPU reader errors (no compiler needed)", () => {

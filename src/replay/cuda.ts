@@ -9,6 +9,8 @@
  */
 import { dlopen, FFIType, ptr, CString, toArrayBuffer, type Pointer } from "bun:ffi";
 import { libcudaOverride } from "../env.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;
@@ -82,10 +84,21 @@ export class CudaError extends KerncapError {
   }
 }
 
-/** Where libcuda is looked for, in order: KERNCAP_LIBCUDA, the loader's search path, two usual driver folders. */
-export function libcudaCandidates(): string[] {
+/**
+ * Where libcuda is looked for, in order: KERNCAP_LIBCUDA, the loader's search path (bare names),
+ * two usual driver folders. A bare name is left out when a file of that name is in the current
+ * folder: bun:ffi's dlopen loads it from there (seen by a fresh-user trial: a libcuda.so.1 in the
+ * working folder ran its constructor in `kerncap replay`), so the working folder never supplies
+ * code to kerncap.
+ */
+export function libcudaCandidates(cwd = process.cwd()): string[] {
   const env = libcudaOverride();
-  return [...(env ? [env] : []), "libcuda.so.1", "libcuda.so", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
+  return [...(env ? [env] : []), ...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
+}
+
+/** The bare library names that no file of the working folder would shadow. */
+export function bareLibraryNames(names: string[], cwd = process.cwd()): string[] {
+  return names.filter((n) => !existsSync(join(cwd, n)));
 }
 
 /** dlopen's reason from a loader error, without the library name it repeats (missing file, missing symbol, wrong ELF class). */

@@ -21,6 +21,7 @@ import { join } from "node:path";
 import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
 import { hsaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
+import { bareLibraryNames } from "./cuda.ts";
 import type { Manifest, Region } from "../format/manifest.ts";
 
 // ---- constants (hsa.h / hsa_ext_amd.h, ROCm 5.2 and 6.x agree) ----
@@ -51,7 +52,7 @@ export function hsaLibraryCandidates(env: Record<string, string | undefined> = p
   const own = hsaOverride(env);
   if (own) c.push(own);
   for (const root of [env.ROCM_PATH, "/opt/rocm"].filter(Boolean) as string[]) c.push(join(root, "lib", "libhsa-runtime64.so.1"));
-  c.push("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1", "/usr/lib64/libhsa-runtime64.so.1", "libhsa-runtime64.so.1");
+  c.push("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1", "/usr/lib64/libhsa-runtime64.so.1", ...bareLibraryNames(["libhsa-runtime64.so.1"]));
   return c;
 }
 

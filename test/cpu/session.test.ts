@@ -158,14 +158,21 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     try {
       mkdirSync(join(`${out}.tmp-${dead}`, "memory"), { recursive: true });
       writeFileSync(join(`${out}.tmp-${dead}`, "memory/before.bin"), "12 GiB, once");
+      writeFileSync(join(`${out}.tmp-${dead}`, ".kerncap-temp"), `${dead}\n`); // made by kerncap (src/leftovers.ts)
       mkdirSync(`${out}.tmp-${live.pid}`);
+      // a folder of the user's with a look-alike name and a dead pid: not kerncap's, never removed
+      const dead2 = await deadPid();
+      const mine = `${out}.tmp-${dead2}`;
+      mkdirSync(mine);
+      writeFileSync(join(mine, "mydata.txt"), "important");
       const a = app(d, "quick.sh", "exit 0");
       const r = await kerncap(["run", "--kernel", "scale", "--out", out, "--", a], d);
       expect(r.code).toBe(2); // the app launched no kernel: no capture
       expect(r.err).toContain(`removed ${out}.tmp-${dead}: left by kerncap process ${dead}, which is gone`);
       expect(existsSync(`${out}.tmp-${dead}`)).toBe(false);
       expect(existsSync(`${out}.tmp-${live.pid}`)).toBe(true);
-      expect(readdirSync(d).sort()).toEqual(["cap.tmp-" + live.pid, "quick.sh"].sort());
+      expect(readFileSync(join(mine, "mydata.txt"), "utf8")).toBe("important");
+      expect(readdirSync(d).sort()).toEqual(["cap.tmp-" + live.pid, `cap.tmp-${dead2}`, "quick.sh"].sort());
     } finally {
       live.kill();
     }

@@ -1,5 +1,6 @@
 /** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
 import { defineCommand } from "citty";
+import { KerncapError } from "../../errors.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
 import { replayHsa } from "../../replay/hsa.ts";
@@ -24,6 +25,7 @@ export default defineCommand({
     const dir = String(args.dir);
     const iters = intArg("iters", args.iters, 10, 100_000);
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
+    if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
     const tol = toleranceOptions(args);
     if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
     return withAslrRetry(async () => {
