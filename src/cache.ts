@@ -16,7 +16,7 @@ import { dirname, join } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { log } from "./log.ts";
-import { removeStaleTemps, tempFor } from "./leftovers.ts";
+import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
 
 export interface CacheFile {
   /** Path inside the folder ("a/b.txt"). */
@@ -58,12 +58,15 @@ export function writeFolderAtomically(dir: string, files: CacheFile[]): void {
   const tmp = tempFor(dir);
   rmSync(tmp, { recursive: true, force: true });
   try {
+    mkdirSync(tmp, { recursive: true });
+    markTemp(tmp); // a killed writer's folder is then known as kerncap's (src/leftovers.ts)
     for (const f of files) {
       const p = join(tmp, f.path);
       mkdirSync(dirname(p), { recursive: true });
       writeFileSync(p, f.bytes);
       chmodSync(p, f.mode);
     }
+    rmSync(join(tmp, TEMP_MARKER), { force: true });
     renameSync(tmp, dir);
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });

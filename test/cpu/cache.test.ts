@@ -58,6 +58,7 @@ describe("cache folder", () => {
     try {
       const leaf = `thing-${contentHash(files())}`;
       mkdirSync(join(d, `${leaf}.tmp-${dead.pid}`));
+      writeFileSync(join(d, `${leaf}.tmp-${dead.pid}`, ".kerncap-temp"), `${dead.pid}\n`); // what a writer leaves (src/leftovers.ts)
       mkdirSync(join(d, `${leaf}.tmp-${live.pid}`));
       cachedFolder("thing", files(), { KERNCAP_CACHE: d });
       expect(existsSync(join(d, `${leaf}.tmp-${dead.pid}`))).toBe(false);
