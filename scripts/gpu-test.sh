@@ -22,7 +22,7 @@ if [ -z "${SKIP_GGML:-}" ] && [ -f .carry/ggml-src.tar.xz ]; then
 fi
 filter="${1:-}"
 t() { local lim=$1; shift; BUN_BE_BUN=1 timeout "$lim" dist/kerncap test --timeout 150000 ${filter:+-t "$filter"} "$@" 2>&1 | tee -a "$OUT/gpu-tests.log"; return "${PIPESTATUS[0]}"; }
-t $(( $(left) - 120 )) test/gpu/capture-replay.test.ts test/gpu/session.test.ts test/gpu/triton.test.ts test/gpu/processes.test.ts test/gpu/scale.test.ts test/gpu/verdicts.test.ts test/gpu/graphs.test.ts test/gpu/share.test.ts test/gpu/watch.test.ts; rc=$?
+t $(( $(left) - 120 )) test/gpu/capture-replay.test.ts test/gpu/session.test.ts test/gpu/triton.test.ts test/gpu/processes.test.ts test/gpu/scale.test.ts test/gpu/verdicts.test.ts test/gpu/graphs.test.ts test/gpu/share.test.ts test/gpu/watch.test.ts test/gpu/multi.test.ts; rc=$?
 [ -z "${SKIP_BENCH:-}" ] && timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
 if [ -n "${ggml_pid:-}" ]; then
   echo "waiting for the ggml build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
