@@ -650,6 +650,7 @@ static void add_global(const char *name, void *ud) {
   CUdeviceptr d = 0;
   size_t size = 0;
   S.g_symbols++;
+  if (!strncmp(name, "$str", 4)) return; /* nvcc's string literals: constants of the image itself */
   if (p_cuModuleGetGlobal_v2(&d, &size, h, name) != CUDA_SUCCESS || !d || !size) return;
   for (size_t i = 0; i < S.ng; i++)
     if (S.g[i].va == (uint64_t)d) return; /* the same variable in two cubin entries */

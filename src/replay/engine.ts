@@ -525,6 +525,9 @@ class CudaSession implements ReplaySession {
     const rebuilt = o.modulePath !== undefined;
     const absent: string[] = [];
     const globals = m.globals.flatMap((g) => {
+      // $str, $str$1…: nvcc's names for string literals (printf formats), constants of the image
+      // itself and numbered per TU: a rebuilt slice numbers them anew, so they are not restored
+      if (rebuilt && g.name.startsWith("$str")) return [];
       const d = cu.moduleGetGlobal(mod, g.name);
       if (!d && rebuilt) {
         // a rebuilt slice holds only the captured kernel's TU (or instantiation): the other TUs'
@@ -598,10 +601,21 @@ class CudaSession implements ReplaySession {
     const tc = performance.now();
     const { before, after } = this;
     const ranges: { r: Range; base: bigint; kind: string; dtype: ElementType; source: RegionNumerics["dtypeSource"] }[] = [];
+    // written: the 64 bytes at `off` differ between the app's before and after state (byte-precise,
+    // not chunk-granular: a caching allocator's segment holds inputs and outputs in one chunk)
+    const planExp = new Map<number, ReturnType<typeof chunkExpectation>>();
     const plan = regionNumericsPlan(m, params, o, (ri, off) => {
       const r = m.regions[ri]!;
       const c = Math.floor(off / C);
-      return r.after.extents.some(([first, count]) => c >= first && c < first + count);
+      if (!r.after.extents.some(([first, count]) => c >= first && c < first + count)) return false;
+      if (!planExp.has(ri)) planExp.set(ri, chunkExpectation(r, C));
+      const e = planExp.get(ri)!;
+      const len = chunkLen(r.size, c, C);
+      const at = off - c * C;
+      const n = Math.min(64, len - at);
+      const a = chunkBytesOf(e, c, len, "after", before, after).subarray(at, at + n);
+      const b = chunkBytesOf(e, c, len, "before", before, after).subarray(at, at + n);
+      return !Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
     });
     for (const [ri, r] of m.regions.entries()) ranges.push({ r, base: BigInt(r.va), kind: r.kind, dtype: plan[ri]!.dtype, source: plan[ri]!.source });
     for (const g of globals) ranges.push({ r: g, base: g.dva, kind: `global ${g.name}`, dtype: "u8", source: "default" });
