@@ -15,9 +15,9 @@ export default defineCommand({
     ...jsonArg,
     ...verboseArg,
   },
-  run({ args }) {
+  async run({ args }) {
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
-    const r = unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
+    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
     for (const w of r.warnings) log.warn(`noted at pack time: ${w}`);
     if (args.json) printJson("unpack", r);
     else {
