@@ -1,4 +1,4 @@
-/** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). */
+/** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). Exit 0; 2 error; 130/143 interrupted (the temp removed). */
 import { defineCommand } from "citty";
 import { basename, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";

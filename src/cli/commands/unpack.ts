@@ -1,4 +1,4 @@
-/** `kerncap unpack FILE [-o DIR]`: a capture folder back from `kerncap pack`'s zip, holes recreated, checksums checked. */
+/** `kerncap unpack FILE [-o DIR]`: a capture folder back from `kerncap pack`'s zip, holes recreated, checksums checked. Exit 0; 2 error; 130/143 interrupted (the temp removed). */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
