@@ -161,5 +161,14 @@ export function jsonSchemaOf(name: string): Record<string, unknown> | undefined 
   const s = name === "manifest" ? Manifest : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
   if (!s) return undefined;
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
-  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : documentId(name as DocumentName), title: name === "manifest" ? "kerncap capture manifest (kerncap.json)" : `kerncap ${name} --json` };
+  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
 }
+
+/** Titles of the schemas that are not `kerncap VERB --json`'s document. */
+const TITLES: Record<string, string> = {
+  manifest: "kerncap capture manifest (kerncap.json)",
+  "validate-watch": "kerncap validate --watch --json (one document per line)",
+  error: "kerncap VERB --json when the verb fails (exit 2)",
+  file: "kerncap mcp tool read_file",
+  edit: "kerncap mcp tool edit_file",
+};

@@ -19,14 +19,28 @@
  * Limits: fflate writes no ZIP64 records, so an archive (and each entry) stays under 4 GiB; pack
  * refuses a larger one before writing. Unpack refuses entries that would land outside the target
  * folder (zip-slip), encrypted or ZIP64 entries, and checks every entry's CRC-32 and size.
+ * Decompression bombs: every entry's size in the central directory must be the one the index
+ * gives it, the index's data must total at most 4 GiB (what pack can write), and a deflated entry
+ * is inflated INFLATE_PIECE compressed bytes at a time with a running count that stops at the
+ * first byte past its declared size (fflate inflates each push whole: 16 KiB in is at most
+ * ~16.5 MiB out, deflate's ratio being at most 1032:1).
+ *
+ * Both directions check the capture itself (every file's SHA-256, every stored memory chunk's
+ * kc64: verifyRegions), pack before writing, unpack before the rename. SIGINT/SIGTERM (src/
+ * process-group.ts StopSignals) end either at the next piece: the temp is removed and
+ * E_INTERRUPTED exits 130/143. Temps of kerncap processes that are gone (kill -9) next to the
+ * target are removed by the next pack/unpack of it (src/leftovers.ts).
  */
 import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
 import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { assertReplaceable } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
+import { removeStaleTemps, tempFor } from "../leftovers.ts";
+import { log } from "../log.ts";
+import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { readManifest, verifyFiles } from "./capture-dir.ts";
+import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import type { Manifest } from "./manifest.ts";
 import { dataExtents, type Extent } from "./sparse-extents.ts";
 
@@ -35,8 +49,12 @@ export const SPARSE_SUFFIX = ".kcsparse";
 export const PACK_SCHEMA = "kerncap.pack/1";
 /** Bytes read or written at once. */
 const PIECE = 4 << 20;
+/** Compressed bytes pushed into the inflater at once (bounds what one push can inflate to). */
+const INFLATE_PIECE = 16 << 10;
 /** Largest offset or size a zip without ZIP64 records can hold. */
 const ZIP32_MAX = 0xffffffff;
+/** Permission bits unpack applies at most: no group/other write, no setuid/setgid/sticky. */
+const FILE_MODE_MASK = 0o755;
 
 /** One file of the packed folder, as the index records it. */
 export interface PackedFile {
@@ -149,17 +167,48 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
   return w;
 }
 
+/** Say which stale temps (of kerncap processes that are gone) next to `target` were removed. */
+function removeStale(target: string, verb: "pack" | "unpack"): void {
+  for (const p of removeStaleTemps(target, existsSync(target))) {
+    log.info(`removed ${p}: left by an interrupted kerncap ${verb} (process ${/-(\d+)$/.exec(p)?.[1]}, which is gone)`);
+  }
+}
+
+/**
+ * The SIGINT/SIGTERM check between pieces: a macrotask turn (so that a signal's handler runs),
+ * then E_INTERRUPTED (exit 130/143) when one came. Cost: one setImmediate per 4 MiB piece.
+ */
+function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
+  return async () => {
+    await new Promise<void>((r) => setImmediate(r));
+    if (stops.signal) throw new KerncapError("E_INTERRUPTED", `${what} interrupted (${stops.signal}); the partial output was removed`, { exitCode: signalExitCode(stops.signal) });
+  };
+}
+
 /**
  * Write the capture folder `dir` into one zip at `out` (written as out.tmp-<pid>, then renamed).
- * The folder is checked first (manifest and per-file checksums: a damaged capture is not shipped).
- * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder, E_EXISTS when out
- *   exists (without force), E_PACK_TOO_LARGE past 4 GiB.
+ * The folder is checked first: the manifest, every file's size and SHA-256, and every stored
+ * memory chunk's kc64 (verifyRegions, on the CPU): a damaged capture is not shipped.
+ * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder (naming the file,
+ *   or the region and chunk), E_EXISTS when out exists (without force), E_PACK_TOO_LARGE past
+ *   4 GiB, E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed).
  */
-export function packCapture(dirArg: string, outArg: string, opts: { force?: boolean } = {}): PackResult {
+export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean } = {}): Promise<PackResult> {
+  const stops = new StopSignals().install();
+  try {
+    return await pack(dirArg, outArg, opts, interruptCheck(stops, "pack"));
+  } finally {
+    stops.dispose();
+  }
+}
+
+async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
   const dir = resolve(dirArg);
   const m = readManifest(dir);
   verifyFiles(dir, m);
+  verifyRegions(dir, m);
+  await tick();
   const out = resolve(outArg);
   if (out === dir || out.startsWith(dir + sep)) throw new KerncapError("E_USAGE", `the archive ${out} would be inside the capture folder it packs`, { hint: "Write it next to the folder: -o cap.zip." });
   if (existsSync(out)) {
@@ -167,6 +216,7 @@ export function packCapture(dirArg: string, outArg: string, opts: { force?: bool
     if (!opts.force) throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another -o." });
   }
   if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another -o.` });
+  removeStale(out, "pack");
 
   const root = basename(dir);
   const tree = walk(dir);
@@ -194,7 +244,7 @@ export function packCapture(dirArg: string, outArg: string, opts: { force?: bool
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
 
-  const tmp = `${out}.tmp-${process.pid}`;
+  const tmp = tempFor(out);
   const fd = openSync(tmp, "w");
   let written = 0;
   let zipError: Error | null = null;
@@ -234,6 +284,7 @@ export function packCapture(dirArg: string, outArg: string, opts: { force?: bool
             done += n;
             e.push(b, i === ranges.length - 1 && done === len);
             pushed ||= i === ranges.length - 1 && done === len;
+            await tick();
           }
         }
         if (!pushed) e.push(new Uint8Array(0), true);
@@ -246,6 +297,7 @@ export function packCapture(dirArg: string, outArg: string, opts: { force?: bool
     zip.end();
     if (zipError) throw zipError;
     closeSync(fd);
+    await tick(); // the last point before the rename: a signal until here leaves nothing
     renameSync(tmp, out);
     ok = true;
   } finally {
@@ -329,10 +381,16 @@ export function safeEntryPath(archive: string, dest: string, rel: string): strin
 
 /**
  * Stream one entry's uncompressed bytes (stored or deflated) to sink, in pieces, checking its
- * CRC-32 and size against the central directory. @throws KerncapError E_ARCHIVE
+ * CRC-32 and its size against `limit` (bytes: the size the index gives it, which the central
+ * directory's must equal) as it goes: a deflated entry is pushed INFLATE_PIECE compressed bytes at a
+ * time, and the first piece that takes the count past `limit` ends it, so a decompression bomb
+ * costs at most one piece's output. `tick` runs between pieces (the interrupt check).
+ * @throws KerncapError E_ARCHIVE
  */
-function streamEntry(archive: string, fd: number, e: CdEntry, sink: (chunk: Uint8Array) => void): void {
+async function streamEntry(archive: string, fd: number, e: CdEntry, limit: number, sink: (chunk: Uint8Array) => void, tick: () => Promise<void>): Promise<void> {
   if (e.flags & 1) throw bad(archive, `${e.name} is encrypted`);
+  if (e.usize !== limit) throw bad(archive, `${e.name}: the central directory declares ${e.usize} bytes, ${PACK_INDEX} ${limit}`);
+  if (e.method === 0 && e.csize !== e.usize) throw bad(archive, `${e.name} is stored with ${e.csize} bytes but declares ${e.usize}`);
   const lh = readAt(fd, e.localOffset, 30);
   if (lh.length < 30 || u32(lh, 0) !== 0x04034b50) throw bad(archive, `${e.name}: no local header at byte ${e.localOffset}`);
   const start = e.localOffset + 30 + u16(lh, 26) + u16(lh, 28);
@@ -340,17 +398,19 @@ function streamEntry(archive: string, fd: number, e: CdEntry, sink: (chunk: Uint
   let n = 0;
   const take = (c: Uint8Array) => {
     if (!c.length) return;
-    crc = Bun.hash.crc32(c, crc);
     n += c.length;
-    if (n > e.usize) throw bad(archive, `${e.name} inflates past its recorded size ${e.usize}`);
+    if (n > limit) throw bad(archive, `${e.name} inflates past its declared size of ${limit} bytes (a decompression bomb?); stopped at ${n} bytes`);
+    crc = Bun.hash.crc32(c, crc);
     sink(c);
   };
   let inflate: Inflate | undefined;
   if (e.method === 8) inflate = new Inflate((c) => take(c));
   else if (e.method !== 0) throw bad(archive, `${e.name} uses compression method ${e.method} (kerncap reads stored and deflated entries)`);
   if (inflate && e.csize === 0) throw bad(archive, `${e.name}: an empty deflate stream`);
+  const piece = inflate ? INFLATE_PIECE : PIECE;
+  let sinceTick = 0;
   for (let done = 0; done < e.csize; ) {
-    const k = Math.min(PIECE, e.csize - done);
+    const k = Math.min(piece, e.csize - done);
     const b = readAt(fd, start + done, k);
     if (b.length !== k) throw bad(archive, `truncated inside ${e.name}`);
     done += k;
@@ -361,18 +421,22 @@ function streamEntry(archive: string, fd: number, e: CdEntry, sink: (chunk: Uint
       if (err instanceof KerncapError) throw err;
       throw bad(archive, `${e.name} does not inflate: ${(err as Error).message}`);
     }
+    sinceTick += k;
+    if (sinceTick >= PIECE) (sinceTick = 0), await tick();
   }
-  if (n !== e.usize) throw bad(archive, `${e.name} has ${n} bytes, the archive says ${e.usize}`);
+  if (n !== limit) throw bad(archive, `${e.name} has ${n} bytes, the archive says ${limit}`);
   if (crc >>> 0 !== e.crc) throw bad(archive, `CRC-32 mismatch in ${e.name}`);
 }
 
+const noTick = async () => {};
+
 /** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
-function readIndex(archive: string, fd: number, entries: CdEntry[]): PackIndex {
+async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promise<PackIndex> {
   const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
   if (!e) throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, { hint: "Unpack it with unzip if it is a plain zip of a capture folder." });
   if (e.usize > 64 << 20) throw bad(archive, `${PACK_INDEX} is ${e.usize} bytes`);
   const parts: Uint8Array[] = [];
-  streamEntry(archive, fd, e, (c) => parts.push(c.slice()));
+  await streamEntry(archive, fd, e, e.usize, (c) => parts.push(c.slice()), noTick);
   let idx: PackIndex;
   try {
     idx = JSON.parse(new TextDecoder().decode(Buffer.concat(parts))) as PackIndex;
@@ -386,22 +450,57 @@ function readIndex(archive: string, fd: number, entries: CdEntry[]): PackIndex {
 }
 
 /** The index of an archive (what `kerncap unpack` would write), without unpacking it. */
-export function readPackIndex(archive: string): PackIndex {
+export async function readPackIndex(archive: string): Promise<PackIndex> {
   const fd = openSync(archive, "r");
   try {
-    return readIndex(archive, fd, centralDirectory(archive, fd, fstatSync(fd).size));
+    return await readIndex(archive, fd, centralDirectory(archive, fd, fstatSync(fd).size));
   } finally {
     closeSync(fd);
   }
 }
 
 /**
- * Unpack an archive written by packCapture into `outArg` (default: ./ROOT), written as
- * DIR.tmp-<pid> and renamed when every entry has been written and the capture's files check.
- * Sparse files are recreated with their holes (each extent written at its offset, then the size set).
- * @throws KerncapError E_ARCHIVE (damaged, zip-slip, CRC), E_EXISTS (DIR exists, no force), E_CHECKSUM
+ * Bytes of a file's entry as the index describes it (its size; a sparse file: the sum of its
+ * extents, which must be ascending, disjoint and inside the size). @throws KerncapError E_ARCHIVE
  */
-export function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean } = {}): UnpackResult {
+function declaredBytes(archive: string, f: PackedFile): number {
+  const int = (x: unknown) => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+  if (!int(f.size) || !int(f.mode)) throw bad(archive, `${f.entry}: bad size or mode in ${PACK_INDEX}`);
+  if (f.method !== "sparse") return f.size;
+  let end = 0;
+  let sum = 0;
+  for (const x of f.extents ?? []) {
+    if (!Array.isArray(x) || !int(x[0]) || !int(x[1]) || x[0] < end || x[0] + x[1] > f.size) throw bad(archive, `${f.entry}: bad extent ${JSON.stringify(x)} in ${PACK_INDEX}`);
+    end = x[0] + x[1];
+    sum += x[1];
+  }
+  return sum;
+}
+
+/** Mode bits unpack gives a file: the archive's, without group/other write or special bits; always owner read/write. */
+export function unpackedMode(mode: number): number {
+  return (mode & FILE_MODE_MASK) | 0o600;
+}
+
+/**
+ * Unpack an archive written by packCapture into `outArg` (default: ./ROOT), written as
+ * DIR.tmp-<pid> and renamed when every entry has been written and the capture checks (every
+ * file's SHA-256, every stored memory chunk's kc64). Sparse files are recreated with their holes
+ * (each extent written at its offset, then the size set). File modes are masked (unpackedMode).
+ * @throws KerncapError E_ARCHIVE (damaged, zip-slip, CRC, sizes past the declared ones),
+ *   E_EXISTS (DIR exists, no force), E_CHECKSUM (naming the file, or the region and chunk),
+ *   E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed)
+ */
+export async function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean } = {}): Promise<UnpackResult> {
+  const stops = new StopSignals().install();
+  try {
+    return await unpack(archiveArg, outArg, opts, interruptCheck(stops, "unpack"));
+  } finally {
+    stops.dispose();
+  }
+}
+
+async function unpack(archiveArg: string, outArg: string | undefined, opts: { force?: boolean }, tick: () => Promise<void>): Promise<UnpackResult> {
   const t0 = performance.now();
   const archive = resolve(archiveArg);
   if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
@@ -411,7 +510,7 @@ export function unpackArchive(archiveArg: string, outArg: string | undefined, op
   let ok = false;
   try {
     const entries = centralDirectory(archive, fd, fstatSync(fd).size);
-    const idx = readIndex(archive, fd, entries);
+    const idx = await readIndex(archive, fd, entries);
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
     const dest = resolve(outArg ?? idx.root);
     if (existsSync(dest)) assertReplaceable(dest, Boolean(opts.force));
@@ -420,14 +519,19 @@ export function unpackArchive(archiveArg: string, outArg: string | undefined, op
     // every entry must be one the index knows, under ROOT/, with a safe path: checked before writing
     const known = new Set([`${idx.root}/${PACK_INDEX}`, ...idx.files.map((f) => f.entry), ...(idx.dirs ?? []).map((d) => `${idx.root}/${d}/`)]);
     for (const e of entries) if (!known.has(e.name)) throw bad(archive, `entry ${JSON.stringify(e.name)} is not in ${PACK_INDEX}`);
-    tmp = `${dest}.tmp-${process.pid}`;
+    // the sizes the index declares bound what is written: at most what pack can write in all
+    const declared = idx.files.map((f) => declaredBytes(archive, f));
+    const total = declared.reduce((a, b) => a + b, 0);
+    if (total > ZIP32_MAX) throw bad(archive, `${PACK_INDEX} declares ${total} bytes of data; \`kerncap pack\` writes at most ${ZIP32_MAX}`);
+    removeStale(dest, "unpack");
+    tmp = tempFor(dest);
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp);
     for (const d of idx.dirs ?? []) mkdirSync(safeEntryPath(archive, tmp, d), { recursive: true });
     let sparseFiles = 0;
     let filesBytes = 0;
     let dataBytes = 0;
-    for (const f of idx.files) {
+    for (const [i, f] of idx.files.entries()) {
       const p = safeEntryPath(archive, tmp, f.path);
       const e = byName.get(f.entry);
       if (!e) throw bad(archive, `${f.entry} is missing`);
@@ -440,32 +544,41 @@ export function unpackArchive(archiveArg: string, outArg: string | undefined, op
           const ext = f.extents ?? [];
           let x = 0; // current extent
           let inX = 0; // bytes of it written
-          streamEntry(archive, fd, e, (c) => {
+          await streamEntry(archive, fd, e, declared[i]!, (c) => {
             for (let o = 0; o < c.length; ) {
               const cur = ext[x];
-              if (!cur || cur[0] + cur[1] > f.size) throw bad(archive, `${f.entry} holds more bytes than its extents`);
+              if (!cur) throw bad(archive, `${f.entry} holds more bytes than its extents`);
               const n = Math.min(c.length - o, cur[1] - inX);
               writeSync(out, c, o, n, cur[0] + inX);
               o += n;
               inX += n;
               if (inX === cur[1]) (x++, (inX = 0));
             }
-          });
+          }, tick);
+          while (x < ext.length && ext[x]![1] === 0) x++; // empty extents hold no bytes
           if (x !== ext.length) throw bad(archive, `${f.entry} holds fewer bytes than its extents`);
           ftruncateSync(out, f.size); // the trailing hole; earlier holes were never written
         } else {
-          streamEntry(archive, fd, e, (c) => writeSync(out, c));
+          await streamEntry(archive, fd, e, declared[i]!, (c) => writeSync(out, c), tick);
         }
         if (fstatSync(out).size !== f.size) throw bad(archive, `${f.path} unpacked to ${fstatSync(out).size} bytes, the index says ${f.size}`);
       } finally {
         closeSync(out);
       }
-      chmodSync(p, f.mode & 0o777);
+      chmodSync(p, unpackedMode(f.mode));
       filesBytes += f.size;
       dataBytes += e.usize;
     }
-    // the capture's own checks (manifest, per-file checksums, memory image sizes) before the rename
-    verifyFiles(tmp, readManifest(tmp));
+    // the capture's own checks (manifest, per-file checksums, memory image sizes, every stored chunk's kc64) before the rename
+    try {
+      const m = readManifest(tmp);
+      verifyFiles(tmp, m);
+      verifyRegions(tmp, m);
+    } catch (e) {
+      if (!(e instanceof KerncapError)) throw e;
+      throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, { hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked." });
+    }
+    await tick(); // the last point before the rename: a signal until here leaves nothing
     if (existsSync(dest)) rmSync(dest, { recursive: true, force: true });
     renameSync(tmp, dest);
     ok = true;

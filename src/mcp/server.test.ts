@@ -1,14 +1,16 @@
 /**
  * The MCP server through the SDK's own client, in-process (InMemoryTransport): the tool list and
  * its input schemas, inspect/replay/validate returning the verbs' JSON documents (tools run this
- * kerncap in child processes), read_file, edit_file confined to src/, and a stdio round trip.
+ * kerncap in child processes), read_file, edit_file confined to src/ (also when src/ is a link),
+ * clear errors for a capture without src/ and a missing cwd, a stdio round trip, and the tool
+ * children (validate's slow build.sh) ended at cancellation, SIGTERM and stdin EOF.
  */
 import { describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
 import { createMcpServer } from "./server.ts";
 
@@ -29,6 +31,47 @@ async function fresh(): Promise<string> {
 }
 
 const doc = (r: any) => r.structuredContent as Record<string, any>;
+
+/** A capture whose build.sh writes "<its pid> <its parent's (the kerncap child's)> <sleep's>" to ../pids, then sleeps. */
+async function slowBuild(): Promise<{ dir: string; pids: string }> {
+  const dir = await fresh();
+  const pids = join(dirname(dir), "pids");
+  writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nsleep 60 &\necho "$$ $PPID $!" > ${pids}.part && mv ${pids}.part ${pids}\nwait\n`, { mode: 0o755 });
+  return { dir, pids };
+}
+
+/** Running and not a zombie (/proc/PID/stat state). */
+function running(pid: number): boolean {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return st.slice(st.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function until(pred: () => boolean, ms = 20_000): Promise<void> {
+  const t0 = Date.now();
+  while (!pred()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
+    await Bun.sleep(10);
+  }
+}
+
+/** `kerncap mcp` as a child speaking newline-delimited JSON-RPC on its stdin; a validate call sent. */
+async function mcpWithSlowValidate(): Promise<{ p: Bun.Subprocess<"pipe", "pipe", "pipe">; procs: number[] }> {
+  const { dir, pids } = await slowBuild();
+  const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const send = (m: object) => p.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+  send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+  send({ method: "notifications/initialized" });
+  send({ id: 2, method: "tools/call", params: { name: "validate", arguments: { dir, force: true } } });
+  p.stdin.flush();
+  await until(() => existsSync(pids));
+  const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number);
+  expect(procs.every(running)).toBe(true);
+  return { p, procs };
+}
 
 describe("kerncap mcp", () => {
   test("tools/list: every verb and the file tools, with JSON Schema inputs", async () => {
@@ -90,5 +133,75 @@ describe("kerncap mcp", () => {
     const i = await c.callTool({ name: "inspect", arguments: { dir } });
     expect(doc(i).schema).toBe("kerncap.inspect/1");
     await c.close();
+  }, 30_000);
+
+  test("edit_file refuses a src/ that is a symbolic link out of the capture; nothing is written there", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const outside = join(dirname(dir), "outside");
+    mkdirSync(outside);
+    rmSync(join(dir, "src"), { recursive: true });
+    symlinkSync(outside, join(dir, "src"));
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "PWNED.cu", content: "x" } });
+    expect(e.isError).toBe(true);
+    expect(doc(e).error.code).toBe("E_USAGE");
+    expect(doc(e).error.message).toContain("leads outside the capture folder");
+    expect(readdirSync(outside)).toEqual([]);
+    // a link inside the capture is followed; the shown path stays relative to the capture
+    const inside = join(dirname(dir), "cap2");
+    cpSync(await fresh(), inside, { recursive: true });
+    rmSync(join(inside, "src"), { recursive: true });
+    mkdirSync(join(inside, "real-src"));
+    symlinkSync(join(inside, "real-src"), join(inside, "src"));
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "k.cu", content: "y" } });
+    expect(ok.isError, JSON.stringify(ok)).toBe(false);
+    expect(doc(ok).path).toBe("real-src/k.cu");
+    await c.close();
+  });
+
+  test("clear errors: edit_file on a capture without src/, list with a cwd that does not exist", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    rmSync(join(dir, "src"), { recursive: true });
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "k.cu", content: "x" } });
+    expect(doc(e).error.code).toBe("E_NO_REPRODUCER");
+    expect(doc(e).error.message).toContain("has no src/ folder");
+    const l = await c.callTool({ name: "list", arguments: { app: ["true"], cwd: "/nonexistent" } });
+    expect(l.isError).toBe(true);
+    expect(doc(l).error.code).toBe("E_USAGE");
+    expect(doc(l).error.message).toBe("cwd /nonexistent does not exist");
+    await c.close();
+  });
+
+  test("a cancelled call ends its child's process group (validate's build.sh)", async () => {
+    const c = await connected();
+    const { dir, pids } = await slowBuild();
+    const ac = new AbortController();
+    const call = c.callTool({ name: "validate", arguments: { dir, force: true } }, undefined, { signal: ac.signal });
+    call.catch(() => {});
+    await until(() => existsSync(pids));
+    const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number);
+    ac.abort();
+    await expect(call).rejects.toThrow();
+    await until(() => !procs.some(running), 15_000);
+    await c.close();
+  }, 30_000);
+
+  test("SIGTERM of kerncap mcp during a call ends the call's processes and exits 143", async () => {
+    const { p, procs } = await mcpWithSlowValidate();
+    p.kill("SIGTERM");
+    const code = await p.exited;
+    expect(code, await new Response(p.stderr).text()).toBe(143);
+    await until(() => !procs.some(running), 15_000);
+  }, 30_000);
+
+  test("stdin EOF during a call ends the call's processes and exits 0 without waiting for the call", async () => {
+    const { p, procs } = await mcpWithSlowValidate();
+    const t0 = Date.now();
+    await p.stdin.end();
+    const code = await p.exited;
+    expect(code, await new Response(p.stderr).text()).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    await until(() => !procs.some(running), 15_000);
   }, 30_000);
 });

@@ -8,12 +8,20 @@
  *
  * Tool inputs are valibot schemas; their JSON Schemas (from @valibot/to-json-schema) are what
  * tools/list announces, and each call's arguments are checked against the same schema.
- * edit_file and read_file touch only files under a capture folder (edit_file: only under src/).
+ * edit_file and read_file touch only files under a capture folder (edit_file: only under src/,
+ * which must itself resolve inside the folder).
+ *
+ * Each tool child runs in its own process group (it forwards to its own children's groups: the
+ * application, build.sh). It is ended (its group gets SIGTERM, SIGKILL TOOL_GRACE_MS later) when
+ * its call is cancelled (notifications/cancelled), when the transport closes (stdin EOF: nobody is
+ * left to answer) and at kerncap mcp's own SIGINT/SIGTERM (its group gets that signal), after
+ * which `serve` returns (EOF) or throws E_INTERRUPTED (exit 130/143) once every child has exited.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
+import type { Subprocess } from "bun";
 import { existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import * as v from "valibot";
@@ -21,7 +29,11 @@ import { jsonDocument } from "../cli/args.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
+
+/** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
+const TOOL_GRACE_MS = 10_000;
 
 const Dir = v.pipe(v.string(), v.minLength(1), v.description("Capture folder (written by kerncap run)"));
 const Tol = {
@@ -112,11 +124,83 @@ function errorResult(e: unknown): CallToolResult {
   return result(jsonDocument("error", { error: { code: k.code, message: k.message, hint: k.hint ?? null } }), true);
 }
 
-/** Run `kerncap ARGV` (a child process) and return its JSON document; stderr's tail goes along on failure. */
-async function runVerb(argv: string[], cwd: string | undefined): Promise<CallToolResult> {
+/**
+ * The tool children running now, each the leader of its own process group (spawned detached).
+ * `stop` sends a group its first signal (later ones are ignored: a second signal would make the
+ * child kill its own children at once) and SIGKILL after TOOL_GRACE_MS; `settled` waits for all.
+ */
+export class ToolChildren {
+  private running = new Map<number, { exited: Promise<unknown>; stopped: boolean; timer?: ReturnType<typeof setTimeout> }>();
+
+  /** Track p until it exits. */
+  add(p: Subprocess): void {
+    const c = { exited: p.exited, stopped: false } as { exited: Promise<unknown>; stopped: boolean; timer?: ReturnType<typeof setTimeout> };
+    this.running.set(p.pid, c);
+    void p.exited.finally(() => {
+      if (c.timer) clearTimeout(c.timer);
+      this.running.delete(p.pid);
+    });
+  }
+
+  /** End one child's group (pid: the child's), or every group when pid is undefined. */
+  stop(sig: StopSignal, pid?: number): void {
+    for (const [id, c] of this.running) {
+      if ((pid !== undefined && id !== pid) || c.stopped) continue;
+      c.stopped = true;
+      killGroup(id, sig);
+      c.timer = setTimeout(() => killGroup(id, "SIGKILL"), TOOL_GRACE_MS);
+      c.timer.unref?.();
+    }
+  }
+
+  /** SIGKILL every group now (a second signal to kerncap mcp). */
+  kill(): void {
+    for (const id of this.running.keys()) killGroup(id, "SIGKILL");
+  }
+
+  get size(): number {
+    return this.running.size;
+  }
+
+  /** Resolves when every child running now has exited. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.running.values()].map((c) => c.exited));
+  }
+}
+
+/** The working folder a tool child runs in. @throws KerncapError E_USAGE when it is not a folder */
+function toolCwd(cwd: string | undefined): string {
+  if (cwd === undefined) return process.cwd();
+  const d = resolve(cwd);
+  if (!existsSync(d) || !statSync(d).isDirectory()) throw new KerncapError("E_USAGE", `cwd ${d} ${existsSync(d) ? "is not a folder" : "does not exist"}`, { hint: "Give an existing folder as cwd (the application's working folder), or leave cwd out." });
+  return d;
+}
+
+/**
+ * Run `kerncap ARGV` (a child process, its own process group, tracked in `children` and ended
+ * when `signal` aborts) and return its JSON document; stderr's tail goes along on failure.
+ * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started
+ */
+async function runVerb(argv: string[], cwd: string | undefined, children: ToolChildren, signal?: AbortSignal): Promise<CallToolResult> {
   const { BUN_BE_BUN: _, ...env } = process.env;
-  const p = Bun.spawn([...selfCommand(), ...argv], { cwd: cwd ?? process.cwd(), env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  const dir = toolCwd(cwd);
+  const cmd = [...selfCommand(), ...argv];
+  if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);
+  let p: Subprocess<"ignore", "pipe", "pipe">;
+  try {
+    p = Bun.spawn(cmd, { cwd: dir, env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
+  } catch (e) {
+    throw new KerncapError("E_TOOL", `cannot start kerncap ${argv[0]} (${cmd[0]}) in ${dir}: ${(e as Error).message}`, { hint: "Check the kerncap installation (kerncap doctor); the MCP server runs its verbs with the same executable." });
+  }
+  children.add(p);
+  const cancel = () => children.stop("SIGTERM", p.pid);
+  signal?.addEventListener("abort", cancel, { once: true });
+  let out: string, err: string, code: number;
+  try {
+    [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  } finally {
+    signal?.removeEventListener("abort", cancel);
+  }
   let doc: Record<string, unknown>;
   try {
     doc = JSON.parse(out);
@@ -127,11 +211,23 @@ async function runVerb(argv: string[], cwd: string | undefined): Promise<CallToo
   return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);
 }
 
-/** A capture folder and a path inside it, resolved through symbolic links; under `sub` when given. @throws KerncapError E_USAGE */
+/**
+ * A capture folder and a path inside it, resolved through symbolic links; under `sub` when given
+ * (`sub` itself must resolve inside the folder: a src/ that is a link elsewhere is refused).
+ * `shown`: the path relative to the (resolved) capture folder.
+ * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/), E_USAGE (outside)
+ */
 function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; path: string; shown: string } {
   const dir = resolve(dirArg);
   readManifest(dir); // a capture folder, or the reader's own error
-  const base = realpathSync(sub ? join(dir, sub) : dir);
+  const realDir = realpathSync(dir);
+  let base = realDir;
+  if (sub) {
+    const s = join(dir, sub);
+    if (!existsSync(s) || !statSync(s).isDirectory()) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder." });
+    base = realpathSync(s);
+    if (!base.startsWith(realDir + sep)) throw new KerncapError("E_USAGE", `${dir}/${sub} leads outside the capture folder (to ${base})`, { hint: `Only files inside the capture folder can be edited; replace the link ${sub} with a folder.` });
+  }
   const r = sub && rel.startsWith(`${sub}/`) ? rel.slice(sub.length + 1) : rel;
   if (isAbsolute(r) || r.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${rel} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: `Give a path relative to the capture's ${sub ?? "folder"}${sub ? "/" : ""}.` });
   const p = resolve(base, r);
@@ -141,7 +237,7 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
   const real = realpathSync(q);
   if (real !== base && !real.startsWith(base + sep)) throw new KerncapError("E_USAGE", `${rel} leads outside ${base}`, { hint: `Only files under the capture's ${sub ?? "folder"} can be ${sub ? "edited" : "read"}.` });
   if (p === base) throw new KerncapError("E_USAGE", `${rel} names the folder itself`, { hint: "Give a file." });
-  return { dir, path: p, shown: relative(dir, p) };
+  return { dir, path: p, shown: relative(realDir, p) };
 }
 
 function readFileTool(a: { dir: string; path: string }): CallToolResult {
@@ -173,8 +269,12 @@ function editFileTool(a: { dir: string; path: string; oldText?: string; newText?
   return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
 }
 
-/** The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests). */
-export function createMcpServer(): Server {
+/**
+ * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
+ * `children`: where the tool children are tracked (a call's child is ended when the call is
+ * cancelled or the transport closes).
+ */
+export function createMcpServer(children = new ToolChildren()): Server {
   const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate. Every tool returns a JSON document with a schema id." });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: Object.entries(TOOLS).map(([name, t]) => {
@@ -182,7 +282,7 @@ export function createMcpServer(): Server {
       return { name, description: t.description, inputSchema: inputSchema as { type: "object" } };
     }),
   }));
-  server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = req.params.name;
     if (!Object.hasOwn(TOOLS, name)) return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
     const t = TOOLS[name as ToolName];
@@ -196,7 +296,7 @@ export function createMcpServer(): Server {
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
       const argv = (t as { argv: (x: unknown) => string[] }).argv(a);
-      return await runVerb(argv, a.cwd as string | undefined);
+      return await runVerb(argv, a.cwd as string | undefined, children, extra.signal);
     } catch (e) {
       return errorResult(e);
     }
@@ -204,10 +304,31 @@ export function createMcpServer(): Server {
   return server;
 }
 
-/** Serve until the transport closes. */
+/**
+ * Serve until the transport closes (the client closed stdin) or SIGINT/SIGTERM: either ends the
+ * running tool children's groups (the signal, or SIGTERM at a close; SIGKILL after
+ * TOOL_GRACE_MS or at a second signal) and returns once they have exited.
+ * @throws KerncapError E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM) after a signal
+ */
 export async function serve(transport: Transport): Promise<void> {
-  const server = createMcpServer();
+  const children = new ToolChildren();
+  const server = createMcpServer(children);
+  const stops = new StopSignals().install();
   const closed = new Promise<void>((res) => (server.onclose = () => res()));
-  await server.connect(transport);
-  await closed;
+  stops.onStop = (sig) => {
+    children.stop(sig);
+    void server.close();
+  };
+  stops.onKill = () => children.kill();
+  let running = 0;
+  try {
+    await server.connect(transport);
+    await closed;
+    running = children.size;
+    children.stop("SIGTERM"); // nobody is left to answer: a call's child must not outlive the session
+    await children.settled();
+  } finally {
+    stops.dispose();
+  }
+  if (stops.signal) throw new KerncapError("E_INTERRUPTED", `kerncap mcp ended by ${stops.signal}${running ? `; the processes of ${running} running tool call${running > 1 ? "s" : ""} were ended` : ""}`, { exitCode: signalExitCode(stops.signal) });
 }

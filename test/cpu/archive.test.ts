@@ -1,12 +1,14 @@
 /**
  * kerncap pack / unpack (src/format/archive.ts) on synthetic captures: bit-exact round trip,
- * holes kept, checksums verify after unpack, zip-slip, damage and overwrite refusals.
+ * holes kept, checksums verify after unpack, zip-slip, damage and overwrite refusals,
+ * decompression bombs, altered memory chunks, masked modes, SIGINT/SIGTERM and stale temps.
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
-import { closeSync, existsSync, ftruncateSync, openSync, readdirSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
@@ -21,9 +23,9 @@ async function fresh(): Promise<{ root: string; dir: string }> {
   return { root, dir };
 }
 
-function error(fn: () => unknown): KerncapError {
+async function error(fn: () => unknown): Promise<KerncapError> {
   try {
-    fn();
+    await fn();
   } catch (e) {
     if (e instanceof KerncapError) return e;
     throw e;
@@ -45,13 +47,134 @@ function tree(dir: string): Map<string, Buffer> {
   return out;
 }
 
+const MAIN = resolve(import.meta.dir, "../../src/cli/main.ts");
+
+/** One zip entry as written by rawZip: `data` is the payload as stored (already deflated for method 8). */
+interface RawEntry {
+  name: string;
+  data: Uint8Array;
+  method: 0 | 8;
+  crc: number;
+  /** The uncompressed size the local header and central directory declare. */
+  usize: number;
+}
+
+/** A zip written byte by byte (APPNOTE 4.3), so that its sizes can lie. */
+function rawZip(entries: RawEntry[]): Buffer {
+  const locals: Buffer[] = [];
+  const cds: Buffer[] = [];
+  let off = 0;
+  for (const e of entries) {
+    const name = Buffer.from(e.name);
+    const lh = Buffer.alloc(30);
+    lh.writeUInt32LE(0x04034b50, 0);
+    lh.writeUInt16LE(20, 4);
+    lh.writeUInt16LE(e.method, 8);
+    lh.writeUInt32LE(e.crc >>> 0, 14);
+    lh.writeUInt32LE(e.data.length, 18);
+    lh.writeUInt32LE(e.usize, 22);
+    lh.writeUInt16LE(name.length, 26);
+    const cd = Buffer.alloc(46);
+    cd.writeUInt32LE(0x02014b50, 0);
+    cd.writeUInt16LE(0x031e, 4);
+    cd.writeUInt16LE(20, 6);
+    cd.writeUInt16LE(e.method, 10);
+    cd.writeUInt32LE(e.crc >>> 0, 16);
+    cd.writeUInt32LE(e.data.length, 20);
+    cd.writeUInt32LE(e.usize, 24);
+    cd.writeUInt16LE(name.length, 28);
+    cd.writeUInt32LE((0o100644 << 16) >>> 0, 38);
+    cd.writeUInt32LE(off, 42);
+    locals.push(lh, name, Buffer.from(e.data));
+    cds.push(cd, name);
+    off += 30 + name.length + e.data.length;
+  }
+  const cd = Buffer.concat(cds);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(entries.length, 8);
+  end.writeUInt16LE(entries.length, 10);
+  end.writeUInt32LE(cd.length, 12);
+  end.writeUInt32LE(off, 16);
+  return Buffer.concat([...locals, cd, end]);
+}
+
+/** A raw deflate stream of `mib` MiB of zeros (about 1 KiB per MiB): sync-flushed pieces, then a final empty block. */
+function zeroBomb(mib: number): Buffer {
+  const piece = deflateRawSync(Buffer.alloc(1 << 20), { finishFlush: zc.Z_SYNC_FLUSH });
+  return Buffer.concat([...Array.from({ length: mib }, () => piece), deflateRawSync(Buffer.alloc(0))]);
+}
+
+/** An archive whose index says cap/kernel/module.cubin holds 8 bytes and whose entry inflates to `mib` MiB; `cdSize`: what the central directory declares. */
+function bombArchive(path: string, mib: number, cdSize: number): void {
+  const idx = { schema: PACK_INDEX_SCHEMA, root: "cap", tool: "x", dirs: ["kernel"], warnings: [], files: [{ path: "kernel/module.cubin", size: 8, mode: 0o644, entry: "cap/kernel/module.cubin", method: "deflated" }] };
+  const json = Buffer.from(JSON.stringify(idx));
+  writeFileSync(path, rawZip([
+    { name: `cap/${PACK_INDEX}`, data: json, method: 0, crc: Bun.hash.crc32(json), usize: json.length },
+    { name: "cap/kernel/module.cubin", data: zeroBomb(mib), method: 8, crc: 0, usize: cdSize },
+  ]));
+}
+const PACK_INDEX_SCHEMA = "kerncap.pack/1";
+
+/**
+ * Alter one byte of a stored entry's data in the zip at `path` and write the entry's new CRC-32
+ * into the central directory, so that only the capture's own checks can see the change.
+ */
+function alterStoredEntry(path: string, name: string, at: number): void {
+  const b = readFileSync(path);
+  const eocd = b.lastIndexOf(Buffer.from([0x50, 0x4b, 5, 6]));
+  const count = b.readUInt16LE(eocd + 10);
+  let o = b.readUInt32LE(eocd + 16);
+  for (let k = 0; k < count; k++) {
+    const nlen = b.readUInt16LE(o + 28);
+    const n = b.subarray(o + 46, o + 46 + nlen).toString();
+    if (n === name) {
+      expect(b.readUInt16LE(o + 10)).toBe(0); // stored
+      const lo = b.readUInt32LE(o + 42);
+      const start = lo + 30 + b.readUInt16LE(lo + 26) + b.readUInt16LE(lo + 28);
+      const data = b.subarray(start, start + b.readUInt32LE(o + 20));
+      data[at] ^= 0x5a;
+      b.writeUInt32LE(Bun.hash.crc32(data) >>> 0, o + 16);
+      writeFileSync(path, b);
+      return;
+    }
+    o += 46 + nlen + b.readUInt16LE(o + 30) + b.readUInt16LE(o + 32);
+  }
+  throw new Error(`${name} is not in ${path}`);
+}
+
+/** A file of `bytes` non-zero data (stored, dense), so that pack and unpack take a moment. */
+function denseFile(path: string, bytes: number): void {
+  const piece = new Uint8Array(4 << 20).map((_, i) => ((i * 131) & 0xff) || 1);
+  piece[0] = 0; // binary: stored, not deflated
+  const fd = openSync(path, "w");
+  for (let o = 0; o < bytes; o += piece.length) writeSync(fd, piece, 0, Math.min(piece.length, bytes - o), o);
+  closeSync(fd);
+}
+
+/** Poll until `pred` holds (every 5 ms, up to ms). */
+async function until(pred: () => boolean, ms = 20_000): Promise<void> {
+  const t0 = Date.now();
+  while (!pred()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
+    await Bun.sleep(5);
+  }
+}
+
+/** A pid that no process has: a child's, after it exited. */
+async function deadPid(): Promise<number> {
+  const p = Bun.spawn(["true"]);
+  await p.exited;
+  return p.pid;
+}
+
 describe("pack / unpack", () => {
   test("round trip: every file bit-exact, modes kept, checksums verify (inspect --verify)", async () => {
     const { root, dir } = await fresh();
     writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\necho build/kernel.cubin\n", { mode: 0o755 });
-    const p = packCapture(dir, join(root, "cap.zip"));
+    const p = await packCapture(dir, join(root, "cap.zip"));
     expect(p.files).toBe(6);
-    const u = unpackArchive(p.archive, join(root, "back"));
+    const u = await unpackArchive(p.archive, join(root, "back"));
     const a = tree(dir);
     const b = tree(u.dir);
     expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
@@ -72,10 +195,10 @@ describe("pack / unpack", () => {
     for (const o of offs) writeSync(fd, data, 0, data.length, o);
     closeSync(fd);
     if (!dataExtents(big).sparse) return; // a file system without holes: nothing to measure
-    const p = packCapture(dir, join(root, "cap.zip"));
+    const p = await packCapture(dir, join(root, "cap.zip"));
     expect(p.sparseFiles).toBe(1);
     expect(statSync(p.archive).size).toBeLessThan(5 << 20);
-    const u = unpackArchive(p.archive, join(root, "back"));
+    const u = await unpackArchive(p.archive, join(root, "back"));
     const st = statSync(join(u.dir, "memory/big.bin"));
     expect(st.size).toBe(1 << 30);
     expect(st.blocks * 512).toBeLessThan(8 << 20); // holes stayed holes
@@ -94,15 +217,15 @@ describe("pack / unpack", () => {
 
   test("the archive's index lists every file; the default target is the packed folder's name", async () => {
     const { root, dir } = await fresh();
-    const p = packCapture(dir, join(root, "x.zip"));
-    const idx = readPackIndex(p.archive);
+    const p = await packCapture(dir, join(root, "x.zip"));
+    const idx = await readPackIndex(p.archive);
     expect(idx.root).toBe("cap");
     expect(idx.files.map((f) => f.path)).toContain("kerncap.json");
     const cwd = process.cwd();
     const other = tempDir();
     process.chdir(other);
     try {
-      expect(unpackArchive(p.archive, undefined).dir).toBe(join(other, "cap"));
+      expect((await unpackArchive(p.archive, undefined)).dir).toBe(join(other, "cap"));
     } finally {
       process.chdir(cwd);
     }
@@ -110,14 +233,14 @@ describe("pack / unpack", () => {
 
   test("refuses to overwrite without --force; --force replaces only a capture", async () => {
     const { root, dir } = await fresh();
-    const p = packCapture(dir, join(root, "cap.zip"));
-    expect(error(() => packCapture(dir, p.archive)).code).toBe("E_EXISTS");
-    packCapture(dir, p.archive, { force: true });
-    expect(error(() => unpackArchive(p.archive, dir)).code).toBe("E_EXISTS");
-    unpackArchive(p.archive, dir, { force: true });
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    expect((await error(() => packCapture(dir, p.archive))).code).toBe("E_EXISTS");
+    await packCapture(dir, p.archive, { force: true });
+    expect((await error(() => unpackArchive(p.archive, dir))).code).toBe("E_EXISTS");
+    await unpackArchive(p.archive, dir, { force: true });
     const notes = tempDir();
     writeFileSync(join(notes, "mine.txt"), "keep");
-    expect(error(() => unpackArchive(p.archive, notes, { force: true })).message).toContain("not a kerncap capture");
+    expect((await error(() => unpackArchive(p.archive, notes, { force: true }))).message).toContain("not a kerncap capture");
     expect(readFileSync(join(notes, "mine.txt"), "utf8")).toBe("keep");
   });
 
@@ -126,7 +249,7 @@ describe("pack / unpack", () => {
     const idx = { schema: "kerncap.pack/1", root: "cap", tool: "x", dirs: [], warnings: [], files: [{ path: "../evil.txt", size: 4, mode: 0o644, entry: "cap/../evil.txt", method: "deflated" }] };
     const zip = zipSync({ [`cap/${PACK_INDEX}`]: strToU8(JSON.stringify(idx)), "cap/../evil.txt": strToU8("evil") });
     writeFileSync(join(root, "evil.zip"), zip);
-    const e = error(() => unpackArchive(join(root, "evil.zip"), join(root, "out")));
+    const e = await error(() => unpackArchive(join(root, "evil.zip"), join(root, "out")));
     expect(e.code).toBe("E_ARCHIVE");
     expect(e.message).toContain("outside the capture folder");
     expect(existsSync(join(root, "evil.txt"))).toBe(false);
@@ -134,35 +257,35 @@ describe("pack / unpack", () => {
     // an entry the index does not list
     const zip2 = zipSync({ [`cap/${PACK_INDEX}`]: strToU8(JSON.stringify({ ...idx, files: [] })), "/etc/x": strToU8("x") });
     writeFileSync(join(root, "evil2.zip"), zip2);
-    expect(error(() => unpackArchive(join(root, "evil2.zip"), join(root, "out"))).message).toContain("is not in");
+    expect((await error(() => unpackArchive(join(root, "evil2.zip"), join(root, "out")))).message).toContain("is not in");
   });
 
   test("a damaged archive: CRC or truncation named; no folder left behind", async () => {
     const { root, dir } = await fresh();
-    const p = packCapture(dir, join(root, "cap.zip"));
+    const p = await packCapture(dir, join(root, "cap.zip"));
     const b = readFileSync(p.archive);
     const at = b.indexOf(Buffer.from(readFileSync(join(dir, "memory/before.bin")).subarray(100, 132)));
     expect(at).toBeGreaterThan(0);
     b[at] ^= 0xff;
     writeFileSync(join(root, "bad.zip"), b);
-    const e = error(() => unpackArchive(join(root, "bad.zip"), join(root, "out")));
+    const e = await error(() => unpackArchive(join(root, "bad.zip"), join(root, "out")));
     expect(e.message).toContain("CRC-32 mismatch in cap/memory/before.bin");
     expect(existsSync(join(root, "out"))).toBe(false);
     expect(readdirSync(root).filter((n) => n.includes(".tmp-"))).toEqual([]);
     writeFileSync(join(root, "short.zip"), b.subarray(0, b.length >> 1));
-    expect(error(() => unpackArchive(join(root, "short.zip"), join(root, "out"))).code).toBe("E_ARCHIVE");
+    expect((await error(() => unpackArchive(join(root, "short.zip"), join(root, "out")))).code).toBe("E_ARCHIVE");
   });
 
   test("a damaged capture is not packed", async () => {
     const { root, dir } = await fresh();
     writeFileSync(join(dir, "kernel/params.bin"), new Uint8Array(12).fill(1));
-    expect(error(() => packCapture(dir, join(root, "cap.zip"))).code).toBe("E_CHECKSUM");
+    expect((await error(() => packCapture(dir, join(root, "cap.zip")))).code).toBe("E_CHECKSUM");
     expect(existsSync(join(root, "cap.zip"))).toBe(false);
   });
 
   test("inspect, replay and validate given an archive say how to unpack it", async () => {
     const { root, dir } = await fresh();
-    const p = packCapture(dir, join(root, "cap.zip"));
+    const p = await packCapture(dir, join(root, "cap.zip"));
     for (const v of ["inspect", "replay", "validate"] as const) {
       let e: unknown;
       try {
@@ -185,4 +308,113 @@ describe("pack / unpack", () => {
     expect(w.join("\n")).not.toContain("/usr/local/cuda");
     expect(w.join("\n")).not.toContain(dir);
   });
+
+  test("a decompression bomb whose central directory tells the truth is refused before inflating", async () => {
+    const root = tempDir();
+    bombArchive(join(root, "bomb.zip"), 64, 64 << 20);
+    const t0 = performance.now();
+    const e = await error(() => unpackArchive(join(root, "bomb.zip"), join(root, "out")));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain(`central directory declares ${64 << 20} bytes, ${PACK_INDEX} 8`);
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(readdirSync(root)).toEqual(["bomb.zip"]);
+  });
+
+  test("a decompression bomb whose sizes all lie stops at its declared size, in bounded memory", async () => {
+    const root = tempDir();
+    bombArchive(join(root, "bomb.zip"), 1024, 8); // 1 MiB of deflate, 1 GiB of zeros, declared 8 bytes
+    const p = Bun.spawn([process.execPath, MAIN, "unpack", join(root, "bomb.zip"), "-o", join(root, "out")], { stdout: "pipe", stderr: "pipe" });
+    const [, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    expect(code).toBe(2);
+    expect(err).toContain("inflates past its declared size of 8 bytes");
+    // inflating the whole entry would hold 1 GiB (old: 2 GiB peak); one 16 KiB piece inflates to ~16 MiB
+    expect(p.resourceUsage()!.maxRSS).toBeLessThan(400 << 20);
+    expect(readdirSync(root)).toEqual(["bomb.zip"]);
+  }, 30_000);
+
+  test("an altered memory chunk: pack refuses it, and unpack refuses an archive holding one (CRC-32s recomputed)", async () => {
+    const { root, dir } = await fresh();
+    const m = readManifest(dir);
+    const r = m.regions[0]!;
+    const good = await packCapture(dir, join(root, "good.zip"));
+    // the byte 100 of the first region's first stored chunk in the before image
+    const at = r.before.extents[0]![2] + 100;
+    const img = readFileSync(join(dir, m.memory.before));
+    img[at] ^= 0x5a;
+    writeFileSync(join(dir, m.memory.before), img);
+    const e = await error(() => packCapture(dir, join(root, "bad.zip")));
+    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.message).toContain(`region ${r.va}, chunk 0`);
+    expect(existsSync(join(root, "bad.zip"))).toBe(false);
+    // the archive of the intact capture, with that byte altered inside the zip
+    alterStoredEntry(good.archive, `cap/${m.memory.before}`, at);
+    const u = await error(() => unpackArchive(good.archive, join(root, "back")));
+    expect(u.code).toBe("E_CHECKSUM");
+    expect(u.message).toContain(`region ${r.va}, chunk 0`);
+    expect(u.message).not.toContain(".tmp-");
+    expect(existsSync(join(root, "back"))).toBe(false);
+    expect(readdirSync(root).filter((n) => n.includes(".tmp-"))).toEqual([]);
+  });
+
+  test("unpack masks modes: no group/other write, the executable bit kept", async () => {
+    const { root, dir } = await fresh();
+    writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\n");
+    chmodSync(join(dir, "build.sh"), 0o777);
+    chmodSync(join(dir, "kernel/params.bin"), 0o666);
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    expect((await readPackIndex(p.archive)).files.find((f) => f.path === "build.sh")!.mode).toBe(0o777);
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(statSync(join(u.dir, "build.sh")).mode & 0o7777).toBe(0o755);
+    expect(statSync(join(u.dir, "kernel/params.bin")).mode & 0o7777).toBe(0o644);
+  });
+
+  test("SIGINT (ignored by the parent shell) ends pack with 130, SIGTERM ends unpack with 143; no temp is left", async () => {
+    const { root, dir } = await fresh();
+    denseFile(join(dir, "memory/big.bin"), 384 << 20);
+    const out = join(root, "cap.zip");
+    // a shell's background job inherits SIGINT ignored; kerncap still ends on it
+    const p = Bun.spawn(["bash", "-c", `trap '' INT; exec "$0" "$@"`, process.execPath, MAIN, "pack", dir, "-o", out], { stdout: "pipe", stderr: "pipe" });
+    const tmp = `${out}.tmp-${p.pid}`;
+    await until(() => existsSync(tmp) && statSync(tmp).size > 0);
+    p.kill("SIGINT");
+    const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+    expect(code, err).toBe(130);
+    expect(err).toContain("pack interrupted (SIGINT)");
+    expect(readdirSync(root).sort()).toEqual(["cap"]);
+
+    await packCapture(dir, out);
+    const back = join(root, "back");
+    const q = Bun.spawn([process.execPath, MAIN, "unpack", out, "-o", back], { stdout: "pipe", stderr: "pipe" });
+    const qtmp = `${back}.tmp-${q.pid}`;
+    await until(() => existsSync(join(qtmp, "memory/big.bin")));
+    q.kill("SIGTERM");
+    const [qerr, qcode] = await Promise.all([new Response(q.stderr).text(), q.exited]);
+    expect(qcode, qerr).toBe(143);
+    expect(readdirSync(root).sort()).toEqual(["cap", "cap.zip"]);
+  }, 60_000);
+
+  test("temps left by a killed pack/unpack (pid gone) are removed by the next one, saying so; a live pid's are kept", async () => {
+    const { root, dir } = await fresh();
+    const out = join(root, "cap.zip");
+    const dead = await deadPid();
+    writeFileSync(`${out}.tmp-${dead}`, new Uint8Array(1024));
+    writeFileSync(`${out}.tmp-1`, "pid 1 is alive");
+    const run = async (...argv: string[]) => {
+      const p = Bun.spawn([process.execPath, MAIN, ...argv], { stdout: "pipe", stderr: "pipe" });
+      const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+      expect(code, err).toBe(0);
+      return err;
+    };
+    const err = await run("pack", dir, "-o", out);
+    expect(err).toContain(`removed ${out}.tmp-${dead}: left by an interrupted kerncap pack (process ${dead}`);
+    expect(existsSync(`${out}.tmp-${dead}`)).toBe(false);
+    expect(existsSync(`${out}.tmp-1`)).toBe(true);
+    const back = join(root, "back");
+    mkdirSync(`${back}.tmp-${dead}/memory`, { recursive: true });
+    writeFileSync(`${back}.tmp-${dead}/memory/before.bin`, new Uint8Array(4096));
+    const err2 = await run("unpack", out, "-o", back);
+    expect(err2).toContain(`removed ${back}.tmp-${dead}: left by an interrupted kerncap unpack`);
+    expect(existsSync(`${back}.tmp-${dead}`)).toBe(false);
+    expect(existsSync(join(back, "kerncap.json"))).toBe(true);
+  }, 30_000);
 });

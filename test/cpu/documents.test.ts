@@ -81,6 +81,11 @@ describe("--json documents", () => {
       expect((js.properties as any).schema.const, n).toBe(`kerncap.${n}/1`);
     }
     expect(SCHEMA_NAMES).toContain("manifest");
+    // the MCP tools' documents are titled as tools, not as verbs that do not exist
+    expect(jsonSchemaOf("file")!.title).toBe("kerncap mcp tool read_file");
+    expect(jsonSchemaOf("edit")!.title).toBe("kerncap mcp tool edit_file");
+    expect(jsonSchemaOf("validate-watch")!.title).toBe("kerncap validate --watch --json (one document per line)");
+    expect(jsonSchemaOf("pack")!.title).toBe("kerncap pack --json");
     expect((await cli(["schema", "nope"])).code).toBe(2);
   });
 });

@@ -1,4 +1,4 @@
-/** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). */
+/** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). Exit 0; 2 error; 130/143 interrupted (the temp removed). */
 import { defineCommand } from "citty";
 import { basename, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
@@ -16,10 +16,10 @@ export default defineCommand({
     ...jsonArg,
     ...verboseArg,
   },
-  run({ args }) {
+  async run({ args }) {
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
-    const r = packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
+    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${w}`);
     if (args.json) printJson("pack", r);
     else {

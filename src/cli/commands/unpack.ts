@@ -1,4 +1,4 @@
-/** `kerncap unpack FILE [-o DIR]`: a capture folder back from `kerncap pack`'s zip, holes recreated, checksums checked. */
+/** `kerncap unpack FILE [-o DIR]`: a capture folder back from `kerncap pack`'s zip, holes recreated, checksums checked. Exit 0; 2 error; 130/143 interrupted (the temp removed). */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
@@ -15,9 +15,9 @@ export default defineCommand({
     ...jsonArg,
     ...verboseArg,
   },
-  run({ args }) {
+  async run({ args }) {
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
-    const r = unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
+    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
     for (const w of r.warnings) log.warn(`noted at pack time: ${w}`);
     if (args.json) printJson("unpack", r);
     else {
