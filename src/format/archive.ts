@@ -36,7 +36,7 @@ import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, 
 import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { assertReplaceable } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
-import { removeStaleTemps, tempFor } from "../leftovers.ts";
+import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -527,6 +527,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     tmp = tempFor(dest);
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp);
+    markTemp(tmp); // known as kerncap's if this unpack is killed (src/leftovers.ts)
     for (const d of idx.dirs ?? []) mkdirSync(safeEntryPath(archive, tmp, d), { recursive: true });
     let sparseFiles = 0;
     let filesBytes = 0;
@@ -580,6 +581,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     }
     await tick(); // the last point before the rename: a signal until here leaves nothing
     if (existsSync(dest)) rmSync(dest, { recursive: true, force: true });
+    rmSync(join(tmp, TEMP_MARKER), { force: true });
     renameSync(tmp, dest);
     ok = true;
     return { archive, dir: dest, files: idx.files.length, sparseFiles, bytes: { files: filesBytes, data: dataBytes }, warnings: idx.warnings ?? [], seconds: (performance.now() - t0) / 1000 };

@@ -397,7 +397,7 @@ describe("pack / unpack", () => {
     const { root, dir } = await fresh();
     const out = join(root, "cap.zip");
     const dead = await deadPid();
-    writeFileSync(`${out}.tmp-${dead}`, new Uint8Array(1024));
+    writeFileSync(`${out}.tmp-${dead}`, Buffer.concat([Buffer.from("PK\x03\x04"), Buffer.alloc(1020)])); // a partial zip
     writeFileSync(`${out}.tmp-1`, "pid 1 is alive");
     const run = async (...argv: string[]) => {
       const p = Bun.spawn([process.execPath, MAIN, ...argv], { stdout: "pipe", stderr: "pipe" });
@@ -412,6 +412,7 @@ describe("pack / unpack", () => {
     const back = join(root, "back");
     mkdirSync(`${back}.tmp-${dead}/memory`, { recursive: true });
     writeFileSync(`${back}.tmp-${dead}/memory/before.bin`, new Uint8Array(4096));
+    writeFileSync(`${back}.tmp-${dead}/.kerncap-temp`, `${dead}\n`); // what an unpack leaves (src/leftovers.ts)
     const err2 = await run("unpack", out, "-o", back);
     expect(err2).toContain(`removed ${back}.tmp-${dead}: left by an interrupted kerncap unpack`);
     expect(existsSync(`${back}.tmp-${dead}`)).toBe(false);
