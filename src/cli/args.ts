@@ -1,4 +1,6 @@
 /** Argument fragments shared by several verbs (typed through `as const satisfies`). */
+import { writeSync } from "node:fs";
+import { dlopen, FFIType } from "bun:ffi";
 import type { ArgsDef } from "citty";
 import { KerncapError } from "../errors.ts";
 import { documentId, type DocumentName } from "./documents.ts";
@@ -40,12 +42,12 @@ export function intArg(name: string, v: unknown, def: number, max = 1_000_000): 
  * src/cli/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
  */
 export function printJson(name: DocumentName, doc: object): void {
-  process.stdout.write(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");
+  writeData(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");
 }
 
 /** One document on one line (JSON Lines: a stream of documents, e.g. `validate --watch --json`), with its schema id first. */
 export function printJsonLine(name: DocumentName, doc: object): void {
-  process.stdout.write(JSON.stringify(jsonDocument(name, doc)) + "\n");
+  writeData(JSON.stringify(jsonDocument(name, doc)) + "\n");
 }
 
 /** The document with its schema id (what printJson writes; the MCP server returns the same). */
@@ -96,4 +98,32 @@ export function repeatedOption(rawArgs: string[], names: string[]): string[] {
     else if (i + 1 < rawArgs.length) out.push(rawArgs[++i]!);
   }
   return out;
+}
+
+let dataFd: number | undefined;
+
+/** Write to the data channel: stdout, or the copy of it that keepStdoutForData() set aside. */
+function writeData(text: string): void {
+  if (dataFd === undefined) process.stdout.write(text);
+  else writeSync(dataFd, text);
+}
+
+/**
+ * With --json, stdout carries only the JSON document; but a kernel's device-side printf reaches
+ * the process's fd 1 from inside the CUDA driver (seen on the H200: `validate --json` of a kernel
+ * with printf printed its lines before the document). Set fd 1 aside for the document and point
+ * fd 1 at stderr (libc dup/dup2 through bun:ffi), so whatever else writes to fd 1 lands on stderr.
+ * A no-op when libc cannot be loaded.
+ */
+export function keepStdoutForData(): void {
+  if (dataFd !== undefined) return;
+  try {
+    const { symbols } = dlopen("libc.so.6", { dup: { args: [FFIType.i32], returns: FFIType.i32 }, dup2: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 } });
+    const saved = symbols.dup(1);
+    if (saved < 0) return;
+    if (symbols.dup2(2, 1) < 0) return;
+    dataFd = saved;
+  } catch {
+    /* stdout stays as it is */
+  }
 }

@@ -6,7 +6,7 @@ import { log } from "../../log.ts";
 import { replayHsa } from "../../replay/hsa.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCuda } from "../../replay/engine.ts";
-import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
+import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
 import { describeReplay } from "../format.ts";
 
 export default defineCommand({
@@ -22,6 +22,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args }) {
+    if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const dir = String(args.dir);
     const iters = intArg("iters", args.iters, 10, 100_000);
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);

@@ -18,7 +18,7 @@ import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCuda } from "../../replay/engine.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
-import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
+import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
 import { describeReplay } from "../format.ts";
 
 export default defineCommand({
@@ -33,6 +33,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args }) {
+    if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const dir = String(args.dir);
     const m = readManifest(dir);
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
