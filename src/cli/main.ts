@@ -42,10 +42,20 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
   }
   const options = Object.entries(defs as ArgsDef).filter(([, d]) => d.type !== "positional").map(([n]) => `--${n}`).join(", ");
   let seen = 0;
+  const given = new Map<string, string>(); // option → the spelling first given (an option given twice is refused)
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a.startsWith("-") && a !== "-") {
       const name = a.replace(/^--?/, "").split("=")[0]!;
+      const opt = known.get(name);
+      // --kernel may repeat (one capture per target); any other option once, whatever its spelling
+      if (opt && opt !== "kernel") {
+        const first = given.get(opt);
+        if (first !== undefined) {
+          throw new KerncapError("E_USAGE", `${first} and ${a} both set --${opt}`, { hint: `Give --${opt} once (ncu's spellings such as --launch-skip, -o, -f are the same options).` });
+        }
+        given.set(opt, a);
+      }
       const takesApp = verb === "run" || verb === "list";
       if (!known.has(name)) {
         throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, {

@@ -251,6 +251,15 @@ function checkInvariants(m: Manifest, where: string): void {
   }
   const params = m.files.find((f) => f.path === m.params.file);
   if (params && params.size !== m.params.size) throw bad(`params.size is ${m.params.size} but ${m.params.file} has ${params.size} bytes`);
+  for (const [what, d] of [["launch.grid", m.launch.grid], ["launch.block", m.launch.block], ["launch.cluster", m.launch.cluster]] as const) {
+    if (d.some((x) => x < 1)) throw bad(`${what} is ${JSON.stringify(d)}: every dimension is at least 1`);
+  }
+  for (const p of m.params.layout) {
+    if (p.offset + p.size > m.params.size) throw bad(`parameter ${p.index} (offset ${p.offset}, ${p.size} bytes) lies past the ${m.params.size}-byte parameter buffer`);
+  }
+  for (const r of [...m.regions, ...m.globals]) if (BigInt(r.va) === 0n) throw bad("a range at VA 0x0");
+  const live = m.regions.reduce((a, r) => a + r.size, 0);
+  if (live !== m.memory.beforeBytes) throw bad(`memory.beforeBytes is ${m.memory.beforeBytes} but the regions hold ${live} bytes`);
   const C = m.memory.chunkBytes;
   if (C < 4096 || C & (C - 1)) throw bad(`memory.chunkBytes ${C} is not a power of two of at least 4096`);
   const ranges = [...m.regions.map((r) => ({ r, what: `region ${r.va}` })), ...m.globals.map((g) => ({ r: g as Region | Global, what: `global ${g.name}` }))];

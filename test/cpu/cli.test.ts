@@ -365,6 +365,14 @@ describe("command line (runCli: the one error path)", () => {
     expect((await cli(["run", "--dispach", "3", "--", "/bin/true"])).code).toBe(2);
     expect((await cli(["inspect", "a", "b"])).code).toBe(2);
   });
+  test("an option given twice, under any spelling, is refused (--kernel may repeat: one capture each)", async () => {
+    for (const args of [["--launch-skip", "3", "--dispatch", "4"], ["-o", "a", "--out", "b"], ["--force", "-f"]]) {
+      const r = await cli(["run", ...args, "--json", "--", "/bin/true"]);
+      expect(r.code).toBe(2);
+      expect(JSON.parse(r.out).error).toMatchObject({ code: "E_USAGE" });
+      expect(JSON.parse(r.out).error.message).toContain("both set");
+    }
+  });
   test("an option without its value is refused, not swallowed", async () => {
     const r = await cli(["run", "--kernel", "--dispatch", "1", "--", "/bin/true", "--json"]);
     expect(r.code).toBe(2);
@@ -458,6 +466,10 @@ describe("guards", () => {
         r.after = { extents: [], hashes: "" }; // changed, but no changed chunks listed
       },
       (m: any) => (m.regions[0].before.hashes = m.regions[0].before.hashes.slice(2)),
+      (m: any) => (m.launch.grid = [0, 0, 0]),
+      (m: any) => (m.params.layout[1].offset = 1000), // past the 12-byte parameter buffer
+      (m: any) => (m.regions[0].va = "0x0"),
+      (m: any) => (m.memory.beforeBytes = 999), // the regions hold 12 KiB
       (m: any) => (m.regions[1].before.extents = [[0, 5, 65536]]), // more chunks than the region has
     ]) {
       const dir = await fresh();
