@@ -37,7 +37,7 @@ mkdir -p "$work"
 [ -f "$src/CMakeLists.txt" ] || tar -xJf "$tar" -C "$work"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DGGML_CUDA_FA=OFF -DGGML_CUDA_GRAPHS=OFF -DGGML_NATIVE=OFF -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF \
+    -DGGML_CUDA_FA=OFF -DGGML_CUDA_GRAPHS=ON -DGGML_NATIVE=OFF -DGGML_BUILD_TESTS=ON -DGGML_BUILD_EXAMPLES=OFF \
     -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_CUDA_COMPILER="$nvcc" >&2
 fi
 say "preparing (not timed): build test-backend-ops"

@@ -142,7 +142,7 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
     mkdirSync(GGML_WORK, { recursive: true });
     if (!existsSync(join(src, "CMakeLists.txt"))) expect(run(["tar", "-xJf", TAR!, "-C", GGML_WORK]).code).toBe(0);
     if (!existsSync(join(build, "build.ninja"))) {
-      const c = run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DGGML_CUDA_FA=OFF", "-DGGML_CUDA_GRAPHS=OFF", "-DGGML_NATIVE=OFF", "-DGGML_BUILD_TESTS=ON", "-DGGML_BUILD_EXAMPLES=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", `-DCMAKE_CUDA_COMPILER=${NVCC}`]);
+      const c = run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DGGML_CUDA_FA=OFF", "-DGGML_CUDA_GRAPHS=ON", "-DGGML_NATIVE=OFF", "-DGGML_BUILD_TESTS=ON", "-DGGML_BUILD_EXAMPLES=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", `-DCMAKE_CUDA_COMPILER=${NVCC}`]);
       expect(c.code, c.stdout.slice(-3000) + c.stderr.slice(-3000)).toBe(0);
     }
     const b = run(["cmake", "--build", build, "-j16", "--target", "test-backend-ops"], { timeoutMs: 600_000 });
@@ -222,4 +222,30 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
     expect(v4.stderr).toContain("does not build");
     expect(v4.stderr).toContain("static assertion failed");
   }, 300_000);
+
+  // ggml's CUDA backend with its default CUDA graphs (GGML_CUDA_GRAPHS on): in perf mode
+  // test-backend-ops computes the same ggml graph for at least 1 s; after two direct (eager)
+  // evaluations ggml stream-captures it into a CUDA graph and from then on only launches that graph
+  // (ggml-cuda.cu, ggml_backend_cuda_graph_compute: warm-up, then cudaGraphLaunch). Each graph holds
+  // quantize_mmq_q8_1 → mul_mat_q node pairs, so the captured node has a kernel ancestor.
+  test("a mul_mat_q execution launched from ggml's own CUDA graph: counted as a graph execution, captured, replayed bit-exact", () => {
+    expect(existsSync(app)).toBe(true);
+    const perfArgs = [app, "perf", "-o", "MUL_MAT", "-b", "CUDA0", "-p", "type_a=q4_0,type_b=f32,m=4096,n=512,k=14336,"];
+    const l = kc(["list", "--json", "--", ...perfArgs]);
+    expect(l.code, l.stderr.slice(-3000)).toBe(0);
+    const k = json(l).kernels.find((x: any) => /mul_mat_q<\(ggml_type\)2,/.test(x.demangled));
+    expect(k, JSON.stringify(json(l).kernels.map((x: any) => [x.demangled?.slice(0, 60), x.count, x.graph]))).toBeDefined();
+    expect(k.graph).toBeGreaterThan(0);
+    const eager = k.count - k.graph;
+    const out = join(WORK, "ggml-graph-mmq");
+    const c = kc(["run", "--kernel", kernelRe, "--dispatch", String(eager + 1), "--exit-after-capture", "--force", "--out", out, "--json", "--", ...perfArgs]);
+    expect(c.code, c.stderr.slice(-4000)).toBe(0);
+    const m = manifest(out);
+    expect(m.graph).toBeDefined();
+    expect(m.kernel.demangled).toContain("mul_mat_q<(ggml_type)2,");
+    const rep = kc(["replay", out, "--json", "--iters", "3"]);
+    expect(rep.code, rep.stderr.slice(-3000)).toBe(0);
+    expect(json(rep).verdict).toBe("match");
+    measurements.ggmlGraph = { listedExecutions: k.count, fromGraphs: k.graph, dispatch: eager + 1, graph: m.graph, captureSeconds: c.seconds, replayMedianUs: json(rep).timing?.medianUs };
+  }, 200_000);
 });
