@@ -4,7 +4,7 @@
  * files being written), rewritten in place while the library writes the snapshot. `run` shows it
  * on stderr: redrawn in place about once a second on a terminal, else one line per phase.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { formatBytes } from "../cli/format.ts";
 
@@ -50,21 +50,26 @@ export function watchProgress(dir: string, o: { live: boolean; draw: (s: string)
   let phase = "";
   let drawn = false;
   const tick = () => {
+    const file = newestProgressFile(dir);
+    if (!file) return; // not written yet: the capture has not started
     let text: string;
     try {
-      text = readFileSync(join(dir, "progress"), "utf8");
+      text = readFileSync(file.path, "utf8");
     } catch {
-      return; // not written yet: the capture has not started
+      return; // renamed away between the listing and the read
     }
     const p = parseProgress(text);
-    if (!p || text === last) return;
-    last = text;
+    const key = `${file.label}\0${text}`;
+    if (!p || key === last) return;
+    last = key;
+    const label = file.label ? `${file.label}: ` : "";
+    const ph = `${file.label}\0${p.phase}`;
     if (o.live) {
-      if (drawn && p.phase !== phase) o.draw("\n");
-      o.draw(`\r\x1b[K${describeProgress(p)}`);
+      if (drawn && ph !== phase) o.draw("\n");
+      o.draw(`\r\x1b[K${label}${describeProgress(p)}`);
       drawn = true;
-    } else if (p.phase !== phase) o.say(describeProgress(p, true));
-    phase = p.phase;
+    } else if (ph !== phase) o.say(label + describeProgress(p, true));
+    phase = ph;
   };
   const timer = setInterval(tick, o.intervalMs ?? (o.live ? 1000 : 250));
   return {
@@ -73,4 +78,30 @@ export function watchProgress(dir: string, o: { live: boolean; draw: (s: string)
       if (drawn) o.draw("\n");
     },
   };
+}
+
+/**
+ * The progress file being written now: DIR/progress (one capture) or, in a run with several
+ * targets (--kernel A --kernel B, --capture-all), the most recently modified
+ * DIR/captures/<n>/progress (labelled "capture <n>"). Undefined when none exists yet.
+ */
+function newestProgressFile(dir: string): { path: string; label: string } | undefined {
+  const found: { path: string; label: string; mtimeMs: number }[] = [];
+  const consider = (path: string, label: string) => {
+    try {
+      found.push({ path, label, mtimeMs: statSync(path).mtimeMs });
+    } catch {
+      /* absent */
+    }
+  };
+  consider(join(dir, "progress"), "");
+  let subs: string[] = [];
+  try {
+    subs = readdirSync(join(dir, "captures"));
+  } catch {
+    /* a single-target run */
+  }
+  for (const n of subs) consider(join(dir, "captures", n, "progress"), `capture ${n}`);
+  found.sort((a, b) => b.mtimeMs - a.mtimeMs);
+  return found[0];
 }

@@ -1,6 +1,6 @@
 /** The capture library's progress file (src/capture/progress.ts): parsing, wording, the watcher's two modes. */
 import { describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describeProgress, parseProgress, watchProgress } from "../../src/capture/progress.ts";
 import { tempDir } from "./fixtures.ts";
@@ -39,5 +39,19 @@ describe("progress file", () => {
       "\r\x1b[Kwriting the after state: 0 B of 1.0 KiB (0%)",
       "\n",
     ]);
+  });
+
+  test("several targets in one run: the capture being written now is shown, named by its number", async () => {
+    const d = tempDir();
+    const said: string[] = [];
+    const w = watchProgress(d, { live: false, draw: () => {}, say: (l) => said.push(l), intervalMs: 20 });
+    mkdirSync(join(d, "captures/0"), { recursive: true });
+    writeFileSync(join(d, "captures/0/progress"), "before 0 4096\n");
+    await Bun.sleep(80);
+    mkdirSync(join(d, "captures/1"), { recursive: true });
+    writeFileSync(join(d, "captures/1/progress"), "before 0 2048\n");
+    await Bun.sleep(80);
+    w.stop();
+    expect(said).toEqual(["capture 0: writing the before state (4.0 KiB)", "capture 1: writing the before state (2.0 KiB)"]);
   });
 });
