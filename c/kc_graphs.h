@@ -4,12 +4,13 @@
  * Kernel nodes never pass the launch callbacks: a graph runs through cuGraphLaunch. So at each
  * successful cuGraphInstantiate* the executable graph's kernel nodes are listed (recursing into
  * child-graph nodes; cuGraphGetNodes order: creation order, which for a stream-captured graph is
- * the order its launches were issued in), and each cuGraphLaunch counts one execution of each.
- * Updates in place (cuGraphExecKernelNodeSetParams) change parameters, not which kernels run, so
- * the counts stay right; in capture mode the last parameters set for each node are kept, and a
- * node selected by --dispatch is captured by kc_graph_capture (its comment says how); what it
- * cannot capture is reported by graph and node, never taken silently. cuGraphExecUpdate (a whole
- * new topology) is not followed yet: the clone then predates the update.
+ * the order its launches were issued in), and each cuGraphLaunch counts one execution of each
+ * enabled one. In capture mode a clone of the graph is kept and kept current: per-node kernel
+ * updates (cuGraphExecKernelNodeSetParams, cuGraphExecNodeSetParams) as packed copies, memcpy /
+ * memset / child-graph node updates mirrored onto the clone, cuGraphExecUpdate by cloning the
+ * update's graph, cuGraphNodeSetEnabled as flags; a node selected by --dispatch, top-level or in
+ * child graphs, is captured by kc_graph_capture (its comment says how); what it cannot capture is
+ * reported by graph and node, never taken silently.
  * Threads: called with the library's mutex held.
  */
 #ifndef KC_GRAPHS_H
