@@ -4,12 +4,13 @@
  * Kernel nodes never pass the launch callbacks: a graph runs through cuGraphLaunch. So at each
  * successful cuGraphInstantiate* the executable graph's kernel nodes are listed (recursing into
  * child-graph nodes; cuGraphGetNodes order: creation order, which for a stream-captured graph is
- * the order its launches were issued in), and each cuGraphLaunch counts one execution of each.
- * Updates in place (cuGraphExecKernelNodeSetParams) change parameters, not which kernels run, so
- * the counts stay right; in capture mode the last parameters set for each node are kept, and a
- * node selected by --dispatch is captured by kc_graph_capture (its comment says how); what it
- * cannot capture is reported by graph and node, never taken silently. cuGraphExecUpdate (a whole
- * new topology) is not followed yet: the clone then predates the update.
+ * the order its launches were issued in), and each cuGraphLaunch counts one execution of each
+ * enabled one. In capture mode a clone of the graph is kept and kept current: per-node kernel
+ * updates (cuGraphExecKernelNodeSetParams, cuGraphExecNodeSetParams) as packed copies, memcpy /
+ * memset / child-graph node updates mirrored onto the clone, cuGraphExecUpdate by cloning the
+ * update's graph, cuGraphNodeSetEnabled as flags; a node selected by --dispatch, top-level or in
+ * child graphs, is captured by kc_graph_capture (its comment says how); what it cannot capture is
+ * reported by graph and node, never taken silently.
  * Threads: called with the library's mutex held.
  */
 #ifndef KC_GRAPHS_H
@@ -27,13 +28,20 @@ typedef struct {
   CUgraphExec exec;
   uint32_t id;
   uint64_t nodes, launches;
-  char **kernels; /* mangled names of the kernel nodes, in node order */
+  char **kernels; /* mangled names of the kernel nodes, in node order (child graphs depth first) */
   size_t nkernels;
+  CUgraphNode *orig; /* per kernel node: the instantiated graph's node (NULL inside child graphs) */
+  size_t *top;       /* per kernel node: index among the top-level nodes of itself or of the child-graph node holding it */
+  char *off;         /* per kernel node: disabled by cuGraphNodeSetEnabled (not executed, not counted) */
   /* capture mode, graphs holding a kernel that --kernel matches: */
-  CUgraph clone;          /* cuGraphClone at instantiation (the app may destroy its graph) */
-  CUgraphNode *orig;      /* per kernel node: the application's node (NULL inside child graphs) */
-  CUgraphNode *node;      /* per kernel node: the same node in `clone` */
+  CUgraph clone;          /* cuGraphClone at instantiation, again at each cuGraphExecUpdate (the app may destroy its graph) */
+  CUgraphNode *top_src;   /* the instantiated graph's top-level nodes (cuGraphGetNodes order) */
+  CUgraphNode *top_clone; /* the same nodes in `clone` */
+  char *top_off;          /* per top-level node: disabled by cuGraphNodeSetEnabled */
+  size_t ntop;
+  CUgraphNode *node;      /* per kernel node: the same node in `clone` (NULL inside child graphs: found by walking) */
   kc_node_update_t **upd; /* per kernel node: the last cuGraphExecKernelNodeSetParams, or NULL */
+  const char *stale;      /* why `clone` no longer is what the executable graph runs (an update kerncap could not mirror), or NULL */
 } kc_graph_t;
 
 static struct {
@@ -49,6 +57,8 @@ static struct {
 } KG;
 
 typedef struct { CUgraphExec *phGraphExec; CUgraph hGraph; } kc_instantiate_params; /* every cuGraphInstantiate* variant starts so */
+typedef struct { CUgraphExec hGraphExec; CUgraph hGraph; } kc_exec_update_params;  /* cuGraphExecUpdate (v1 and _v2) starts so */
+typedef struct { CUgraphExec hGraphExec; CUgraphNode hNode; } kc_exec_node_params;  /* every cuGraphExec*NodeSetParams starts so */
 
 static const char *kc_node_kernel_name(CUgraphNode node) {
   CUDA_KERNEL_NODE_PARAMS p;
@@ -60,87 +70,227 @@ static const char *kc_node_kernel_name(CUgraphNode node) {
   return NULL;
 }
 
-static void kc_graph_walk(kc_graph_t *g, CUgraph graph, int depth) {
+/* All nodes of a graph (cuGraphGetNodes order) in a calloc'd array; NULL when it has none or on error. */
+static CUgraphNode *kc_graph_nodes(CUgraph graph, size_t *n) {
+  *n = 0;
+  if (!p_cuGraphGetNodes || p_cuGraphGetNodes(graph, NULL, n) != CUDA_SUCCESS || !*n) { *n = 0; return NULL; }
+  CUgraphNode *nodes = calloc(*n, sizeof *nodes);
+  if (nodes && p_cuGraphGetNodes(graph, nodes, n) == CUDA_SUCCESS) return nodes;
+  free(nodes);
+  *n = 0;
+  return NULL;
+}
+
+/* List graph's kernel nodes into g, depth first through child-graph nodes; top: the top-level index they belong to. */
+static void kc_graph_walk(kc_graph_t *g, CUgraph graph, int depth, size_t top) {
   size_t n = 0;
-  if (depth > 16 || !p_cuGraphGetNodes || p_cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS || !n) return;
-  CUgraphNode *nodes = calloc(n, sizeof *nodes);
-  if (!nodes) return;
-  if (p_cuGraphGetNodes(graph, nodes, &n) == CUDA_SUCCESS) {
-    for (size_t i = 0; i < n; i++) {
-      CUgraphNodeType t;
-      if (p_cuGraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS) continue;
-      g->nodes++;
-      if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
-        const char *name = kc_node_kernel_name(nodes[i]);
-        char **k = realloc(g->kernels, (g->nkernels + 1) * sizeof *k);
-        CUgraphNode *o = realloc(g->orig, (g->nkernels + 1) * sizeof *o);
-        if (o) g->orig = o;
-        if (!k || !o) break;
-        g->kernels = k;
-        g->orig[g->nkernels] = depth == 0 ? nodes[i] : NULL;
-        g->kernels[g->nkernels++] = strdup(name ? name : "(unknown graph kernel)");
-      } else if (t == CU_GRAPH_NODE_TYPE_GRAPH) {
-        CUgraph child;
-        if (p_cuGraphChildGraphNodeGetGraph && p_cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS) kc_graph_walk(g, child, depth + 1);
-      }
+  CUgraphNode *nodes = depth > 16 ? NULL : kc_graph_nodes(graph, &n);
+  for (size_t i = 0; i < n; i++) {
+    CUgraphNodeType t;
+    if (p_cuGraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS) continue;
+    g->nodes++;
+    size_t ti = depth == 0 ? i : top;
+    if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
+      const char *name = kc_node_kernel_name(nodes[i]);
+      size_t m = g->nkernels + 1;
+      char **k = realloc(g->kernels, m * sizeof *k);
+      if (k) g->kernels = k;
+      CUgraphNode *o = realloc(g->orig, m * sizeof *o);
+      if (o) g->orig = o;
+      size_t *tp = realloc(g->top, m * sizeof *tp);
+      if (tp) g->top = tp;
+      char *off = realloc(g->off, m);
+      if (off) g->off = off;
+      if (!k || !o || !tp || !off) break;
+      g->orig[g->nkernels] = depth == 0 ? nodes[i] : NULL;
+      g->top[g->nkernels] = ti;
+      g->off[g->nkernels] = 0;
+      g->kernels[g->nkernels++] = strdup(name ? name : "(unknown graph kernel)");
+    } else if (t == CU_GRAPH_NODE_TYPE_GRAPH) {
+      CUgraph child;
+      if (p_cuGraphChildGraphNodeGetGraph && p_cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS) kc_graph_walk(g, child, depth + 1, ti);
     }
   }
   free(nodes);
 }
 
+static void kc_graph_free_upd(kc_graph_t *g) {
+  for (size_t k = 0; g->upd && k < g->nkernels; k++)
+    if (g->upd[k]) { free(g->upd[k]->packed); free(g->upd[k]); g->upd[k] = NULL; }
+}
+
 static void kc_graph_free(kc_graph_t *g) {
-  for (size_t k = 0; k < g->nkernels; k++) {
-    free(g->kernels[k]);
-    if (g->upd && g->upd[k]) { free(g->upd[k]->packed); free(g->upd[k]); }
-  }
+  kc_graph_free_upd(g);
+  for (size_t k = 0; k < g->nkernels; k++) free(g->kernels[k]);
   free(g->kernels);
   free(g->orig);
+  free(g->top);
+  free(g->off);
   free(g->node);
   free(g->upd);
+  free(g->top_src);
+  free(g->top_clone);
+  free(g->top_off);
   if (g->clone && p_cuGraphDestroy) p_cuGraphDestroy(g->clone);
 }
 
+/* (Re)make g's clone from graph: the instantiated graph, or the graph of a cuGraphExecUpdate (whose
+ * top-level nodes pair with the instantiated graph's in cuGraphGetNodes order: topologically
+ * identical, both created in the same order). Capture mode only. */
+static void kc_graph_reclone(kc_graph_t *g, CUgraph graph) {
+  size_t n = 0;
+  CUgraphNode *src = kc_graph_nodes(graph, &n);
+  CUgraph cl = NULL;
+  CUgraphNode *dst = n ? calloc(n, sizeof *dst) : NULL;
+  if (!src || !dst || p_cuGraphClone(&cl, graph) != CUDA_SUCCESS) cl = NULL;
+  for (size_t i = 0; cl && i < n; i++)
+    if (p_cuGraphNodeFindInClone(&dst[i], src[i], cl) != CUDA_SUCCESS) dst[i] = NULL;
+  if (g->clone) p_cuGraphDestroy(g->clone);
+  free(g->top_clone);
+  g->clone = cl;
+  g->top_clone = dst;
+  if (!g->top_src) {
+    g->top_src = src;
+    g->ntop = n;
+    g->top_off = calloc(n ? n : 1, 1);
+  } else {
+    if (n != g->ntop) g->stale = "cuGraphExecUpdate gave a graph with another node count";
+    free(src);
+  }
+  if (!cl) { g->stale = "the graph could not be copied"; return; }
+  for (size_t k = 0; g->node && k < g->nkernels; k++) g->node[k] = g->orig[k] && g->top[k] < n ? dst[g->top[k]] : NULL;
+}
+
 /* Capture mode: keep a clone of a graph that holds a kernel --kernel matches (a capture may come
- * from one of its launches), with each top-level kernel node's handle in the clone. */
+ * from one of its launches), with the clone's counterpart of each top-level node. */
 static void kc_graph_keep(kc_graph_t *g, CUgraph graph) {
   if (!S.capture || S.done || !p_cuGraphClone || !p_cuGraphNodeFindInClone) return;
   int any = 0;
   for (size_t k = 0; k < g->nkernels && !any; k++) any = name_matches(g->kernels[k]);
-  if (!any || p_cuGraphClone(&g->clone, graph) != CUDA_SUCCESS) { g->clone = NULL; return; }
+  if (!any) return;
   g->node = calloc(g->nkernels ? g->nkernels : 1, sizeof *g->node);
   g->upd = calloc(g->nkernels ? g->nkernels : 1, sizeof *g->upd);
-  if (!g->node || !g->upd) return;
-  for (size_t k = 0; k < g->nkernels; k++)
-    if (g->orig[k] && p_cuGraphNodeFindInClone(&g->node[k], g->orig[k], g->clone) != CUDA_SUCCESS) g->node[k] = NULL;
+  if (!g->node || !g->upd) { g->stale = "out of host memory"; return; }
+  kc_graph_reclone(g, graph);
 }
 
-/* API exit of a successful cuGraphExecKernelNodeSetParams: keep the parameters the next launches use. */
-static void kc_graph_node_updated(const cuGraphExecKernelNodeSetParams_v2_params *a) {
-  for (size_t i = 0; i < KG.n; i++) {
-    kc_graph_t *g = &KG.g[i];
-    if (g->exec != a->hGraphExec || !g->upd) continue;
-    for (size_t k = 0; k < g->nkernels; k++) {
-      if (g->orig[k] != a->hNode) continue;
-      kc_node_update_t *u = g->upd[k] ? g->upd[k] : calloc(1, sizeof *u);
-      if (!u) return;
-      g->upd[k] = u;
-      u->p = *a->nodeParams;
-      layout_t lay;
-      param_layout(u->p.func, &lay);
-      size_t total = lay.n ? lay.off[lay.n - 1] + lay.size[lay.n - 1] : 0;
-      free(u->packed);
-      u->packed = calloc(1, total ? total : 1);
-      u->size = total;
-      if (!u->packed) return;
-      for (size_t j = 0; j < lay.n && a->nodeParams->kernelParams; j++) {
-        memcpy(u->packed + lay.off[j], a->nodeParams->kernelParams[j], lay.size[j]);
-        u->ptrs[j] = u->packed + lay.off[j];
-      }
-      u->p.kernelParams = u->ptrs;
-      u->p.extra = NULL;
-      return;
+/* The graph kerncap keeps for the executable graph exec, or NULL. */
+static kc_graph_t *kc_graph_of(CUgraphExec exec) {
+  for (size_t i = 0; i < KG.n; i++)
+    if (KG.g[i].exec == exec) return &KG.g[i];
+  return NULL;
+}
+
+/* Index of the instantiated graph's top-level node hNode, or -1. */
+static long kc_top_index(const kc_graph_t *g, CUgraphNode hNode) {
+  for (size_t i = 0; g->top_src && i < g->ntop; i++)
+    if (g->top_src[i] == hNode) return (long)i;
+  return -1;
+}
+
+/* API exit of a successful cuGraphExecKernelNodeSetParams (any version) or cuGraphExecNodeSetParams
+ * of a kernel node: keep the parameters the next launches of exec use (packed: the caller's
+ * argument pointers are dead after the call). */
+static void kc_graph_node_updated(CUgraphExec exec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *np) {
+  kc_graph_t *g = kc_graph_of(exec);
+  if (!g || !g->upd || !np) return;
+  for (size_t k = 0; k < g->nkernels; k++) {
+    if (g->orig[k] != hNode) continue;
+    kc_node_update_t *u = g->upd[k] ? g->upd[k] : calloc(1, sizeof *u);
+    if (!u) { g->stale = "out of host memory"; return; }
+    g->upd[k] = u;
+    u->p = *np;
+    layout_t lay;
+    param_layout(u->p.func ? u->p.func : (CUfunction)u->p.kern, &lay);
+    size_t total = lay.n ? lay.off[lay.n - 1] + lay.size[lay.n - 1] : 0;
+    free(u->packed);
+    u->packed = calloc(1, total ? total : 1);
+    u->size = total;
+    if (!u->packed) { g->stale = "out of host memory"; return; }
+    if (np->extra && !np->kernelParams) g->stale = "cuGraphExecKernelNodeSetParams passed its arguments in `extra`, which kerncap does not copy";
+    for (size_t j = 0; j < lay.n && np->kernelParams; j++) {
+      memcpy(u->packed + lay.off[j], np->kernelParams[j], lay.size[j]);
+      u->ptrs[j] = u->packed + lay.off[j];
     }
+    u->p.kernelParams = u->ptrs;
+    u->p.extra = NULL;
+    return;
   }
+}
+
+/* API exit of a successful cuGraphExecUpdate: exec now runs graph's node parameters (and node
+ * attributes). The kernel names are listed again (a kernel node may now run another function);
+ * in capture mode the clone is made again from graph and the earlier per-node updates dropped
+ * (the update overwrote them). Node pairing: the i-th top-level node of graph with the i-th of the
+ * instantiated graph (cuGraphGetNodes order), which holds for graphs built the same way. */
+static void kc_graph_exec_updated(const kc_exec_update_params *a) {
+  kc_graph_t *g = kc_graph_of(a->hGraphExec);
+  if (!g || !a->hGraph) return;
+  kc_graph_t t;
+  memset(&t, 0, sizeof t);
+  kc_graph_walk(&t, a->hGraph, 0, 0);
+  if (t.nkernels == g->nkernels) {
+    for (size_t k = 0; k < g->nkernels; k++) { free(g->kernels[k]); g->kernels[k] = t.kernels[k]; t.kernels[k] = NULL; }
+    g->nodes = t.nodes;
+  } else g->stale = "cuGraphExecUpdate gave a graph with another kernel node count";
+  kc_graph_free(&t);
+  if (S.done) return;
+  if (!g->upd) { kc_graph_keep(g, a->hGraph); return; } /* now it may hold a kernel --kernel matches */
+  kc_graph_free_upd(g);
+  kc_graph_reclone(g, a->hGraph);
+}
+
+/* API exit of a successful cuGraphExec{Memcpy,Memset,ChildGraph}NodeSetParams, or of
+ * cuGraphExecNodeSetParams of such a node (gp: its generic parameters; else kind and params, the
+ * type's own struct): mirror it onto the clone's node, since an ancestor kerncap runs must run with
+ * the parameters the application's launches use; mark the graph stale when that fails. Updates of
+ * other node kinds need no mirror: such a node is refused when it is an ancestor. */
+static void kc_graph_other_updated(CUgraphExec exec, CUgraphNode hNode, CUgraphNodeType kind, const void *params, CUgraphNodeParams *gp) {
+  kc_graph_t *g = kc_graph_of(exec);
+  if (!g || !g->upd || S.done) return;
+  if (gp) kind = gp->type;
+  if (kind != CU_GRAPH_NODE_TYPE_MEMCPY && kind != CU_GRAPH_NODE_TYPE_MEMSET && kind != CU_GRAPH_NODE_TYPE_GRAPH) return;
+  long i = kc_top_index(g, hNode);
+  CUgraphNode x = i >= 0 && g->top_clone ? g->top_clone[i] : NULL;
+  CUgraphNodeParams cp;
+  if (!gp && kind == CU_GRAPH_NODE_TYPE_GRAPH) { /* cuGraphExecChildGraphNodeSetParams: params is the new child graph */
+    memset(&cp, 0, sizeof cp);
+    cp.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    cp.graph.graph = (CUgraph)params;
+    gp = &cp;
+  }
+  CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+  if (x && gp && p_cuGraphNodeSetParams) r = p_cuGraphNodeSetParams(x, gp);
+  else if (x && kind == CU_GRAPH_NODE_TYPE_MEMCPY && p_cuGraphMemcpyNodeSetParams) r = p_cuGraphMemcpyNodeSetParams(x, params);
+  else if (x && kind == CU_GRAPH_NODE_TYPE_MEMSET && p_cuGraphMemsetNodeSetParams) r = p_cuGraphMemsetNodeSetParams(x, params);
+  if (r != CUDA_SUCCESS) {
+    g->stale = kind == CU_GRAPH_NODE_TYPE_GRAPH ? "a child-graph node was updated in place (cuGraphExecChildGraphNodeSetParams), which kerncap could not follow"
+                                                : "a memcpy or memset node was updated in place in a way kerncap could not follow";
+    return;
+  }
+  if (kind != CU_GRAPH_NODE_TYPE_GRAPH) return;
+  /* the child graph's kernel nodes may now run other functions: their names again, from the clone */
+  CUgraph child;
+  kc_graph_t t;
+  memset(&t, 0, sizeof t);
+  if (p_cuGraphChildGraphNodeGetGraph(x, &child) == CUDA_SUCCESS) kc_graph_walk(&t, child, 1, (size_t)i);
+  size_t first = 0, cnt = 0;
+  for (size_t k = 0; k < g->nkernels; k++)
+    if (g->top[k] == (size_t)i) { if (!cnt) first = k; cnt++; }
+  if (cnt != t.nkernels) g->stale = "a child-graph node was updated in place with another number of kernel nodes";
+  else
+    for (size_t k = 0; k < cnt; k++) { free(g->kernels[first + k]); g->kernels[first + k] = t.kernels[k]; t.kernels[k] = NULL; }
+  kc_graph_free(&t);
+}
+
+/* API exit of a successful cuGraphNodeSetEnabled: a disabled node does not run (nor count). */
+static void kc_graph_node_enabled(const cuGraphNodeSetEnabled_params *a) {
+  kc_graph_t *g = kc_graph_of(a->hGraphExec);
+  if (!g) return;
+  for (size_t k = 0; k < g->nkernels; k++)
+    if (g->orig[k] == a->hNode) g->off[k] = !a->isEnabled;
+  long i = kc_top_index(g, a->hNode);
+  if (i >= 0 && g->top_off) g->top_off[i] = !a->isEnabled;
 }
 
 /* Node kinds whose replay by kerncap in the application's process would be visible to the
@@ -181,53 +331,207 @@ static int kc_mark_ancestors(CUgraphNode n, CUgraphNode *all, size_t nall, char 
   return bad ? -1 : 0;
 }
 
+/* Node n and, for a child-graph node, everything inside it: the first kind kerncap cannot run
+ * again (kc_unreplayable_kind), or NULL; each kernel node's module globals are collected
+ * (collect_globals_of) when globals is set. */
+static const char *kc_check_subtree(CUgraphNode n, int globals, int depth) {
+  CUgraphNodeType t;
+  if (depth > 16 || p_cuGraphNodeGetType(n, &t) != CUDA_SUCCESS) return "unknown";
+  const char *bad = kc_unreplayable_kind(t);
+  if (bad) return bad;
+  if (t == CU_GRAPH_NODE_TYPE_KERNEL && globals) {
+    CUDA_KERNEL_NODE_PARAMS ap;
+    memset(&ap, 0, sizeof ap);
+    const char *nm = kc_node_kernel_name(n);
+    if (nm && p_cuGraphKernelNodeGetParams_v2(n, &ap) == CUDA_SUCCESS) {
+      if (!ap.func && ap.kern && p_cuKernelGetFunction) p_cuKernelGetFunction(&ap.func, ap.kern);
+      if (ap.func) collect_globals_of(ap.func, nm);
+    }
+  }
+  if (t != CU_GRAPH_NODE_TYPE_GRAPH) return NULL;
+  CUgraph child;
+  if (p_cuGraphChildGraphNodeGetGraph(n, &child) != CUDA_SUCCESS) return "unknown";
+  size_t m = 0;
+  CUgraphNode *in = kc_graph_nodes(child, &m);
+  for (size_t i = 0; i < m && !bad; i++) bad = kc_check_subtree(in[i], globals, depth + 1);
+  free(in);
+  return bad;
+}
+
+/* Where kernel node k sits in g's clone: levels 0..*depth, gr[l] a graph and nd[l] its node (a
+ * child-graph node for l < *depth, the kernel node at *depth). Kernel nodes inside a child graph
+ * are found by walking the clone's copy of that child graph in the same depth-first
+ * cuGraphGetNodes order as kc_graph_walk; the node's kernel name is checked. 0, or -1. */
+#define KC_MAX_DEPTH 17
+static int kc_find_in(CUgraph graph, size_t *left, CUgraph *gr, CUgraphNode *nd, int l, int *depth) {
+  if (l >= KC_MAX_DEPTH) return -1;
+  size_t n = 0;
+  CUgraphNode *all = kc_graph_nodes(graph, &n);
+  int found = -1;
+  for (size_t i = 0; i < n && found < 0; i++) {
+    CUgraphNodeType t;
+    if (p_cuGraphNodeGetType(all[i], &t) != CUDA_SUCCESS) continue;
+    gr[l] = graph;
+    nd[l] = all[i];
+    if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
+      if (!(*left)--) { *depth = l; found = 0; }
+    } else if (t == CU_GRAPH_NODE_TYPE_GRAPH) {
+      CUgraph child;
+      if (p_cuGraphChildGraphNodeGetGraph(all[i], &child) == CUDA_SUCCESS && kc_find_in(child, left, gr, nd, l + 1, depth) == 0) found = 0;
+    }
+  }
+  free(all);
+  return found;
+}
+static int kc_find_node(kc_graph_t *g, size_t k, CUgraph *gr, CUgraphNode *nd, int *depth) {
+  if (!g->clone || !g->top_clone || g->top[k] >= g->ntop || !g->top_clone[g->top[k]]) return -1;
+  gr[0] = g->clone;
+  nd[0] = g->top_clone[g->top[k]];
+  *depth = 0;
+  if (g->orig[k]) return 0;
+  size_t first = k; /* the kernel nodes of one child-graph node are consecutive in g->kernels */
+  while (first > 0 && g->top[first - 1] == g->top[k]) first--;
+  size_t left = k - first;
+  CUgraph child;
+  if (p_cuGraphChildGraphNodeGetGraph(nd[0], &child) != CUDA_SUCCESS || kc_find_in(child, &left, gr, nd, 1, depth)) return -1;
+  const char *nm = kc_node_kernel_name(nd[*depth]);
+  return nm && !strcmp(nm, g->kernels[k]) ? 0 : -1;
+}
+
+/* The launch attributes of a kernel node that change what or how it runs, for kerncap's own launch
+ * of it and the replay (raw.json "launch.attributes"): cooperative, cluster dimension (and its
+ * scheduling policy), priority, memory synchronization domain, preferred cluster dimension; an
+ * attribute at its default value (0, a cluster of 1) is left out. Returns how many were written. */
+static unsigned kc_node_attributes(CUgraphNode node, CUlaunchAttribute *out, unsigned max) {
+  static const CUlaunchAttributeID ids[] = {CU_LAUNCH_ATTRIBUTE_COOPERATIVE, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                            CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                            CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION};
+  unsigned n = 0;
+  int cluster = 0;
+  for (size_t i = 0; i < sizeof ids / sizeof *ids && n < max && p_cuGraphKernelNodeGetAttribute; i++) {
+    CUlaunchAttributeValue v;
+    memset(&v, 0, sizeof v);
+    if (p_cuGraphKernelNodeGetAttribute(node, (CUkernelNodeAttrID)ids[i], (CUkernelNodeAttrValue *)&v) != CUDA_SUCCESS) continue;
+    int keep = 0;
+    switch (ids[i]) {
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: keep = v.cooperative != 0; break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        keep = cluster = v.clusterDim.x && v.clusterDim.y && v.clusterDim.z && (uint64_t)v.clusterDim.x * v.clusterDim.y * v.clusterDim.z > 1;
+        break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: keep = cluster && v.clusterSchedulingPolicyPreference != 0; break;
+      case CU_LAUNCH_ATTRIBUTE_PRIORITY: keep = v.priority != 0; break;
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: keep = v.memSyncDomain != 0; break;
+      case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+        keep = v.preferredClusterDim.x && v.preferredClusterDim.y && v.preferredClusterDim.z &&
+               (uint64_t)v.preferredClusterDim.x * v.preferredClusterDim.y * v.preferredClusterDim.z > 1;
+        break;
+      default: break;
+    }
+    if (!keep) continue;
+    out[n].id = ids[i];
+    out[n].value = v;
+    n++;
+  }
+  return n;
+}
+
+/* Run, on stream s, what precedes node nd in graph gr: a clone of gr without nd and without every
+ * node that is not an ancestor of nd. top: gr is the top-level clone (then the application's
+ * per-node updates and disabled nodes apply). Returns 0 when it ran (or there was nothing to run). */
+static int kc_run_ancestors(kc_graph_t *g, CUgraph gr, CUgraphNode nd, int top, CUstream s) {
+  size_t n = 0;
+  CUgraphNode *all = kc_graph_nodes(gr, &n);
+  char *mark = calloc(n ? n : 1, 1);
+  CUgraphNode *off = calloc(n ? n : 1, sizeof *off); /* nodes of the pruned copy to disable */
+  size_t noff = 0, kept = 0;
+  CUgraph pr = NULL;
+  CUgraphExec ex = NULL;
+  int bad = !all || !mark || !off || kc_mark_ancestors(nd, all, n, mark, 0) || p_cuGraphClone(&pr, gr) != CUDA_SUCCESS;
+  for (size_t i = 0; i < n && !bad; i++) {
+    CUgraphNode x;
+    if (p_cuGraphNodeFindInClone(&x, all[i], pr) != CUDA_SUCCESS) { bad = 1; break; }
+    if (!mark[i]) { bad = p_cuGraphDestroyNode(x) != CUDA_SUCCESS; continue; }
+    kept++;
+    if (!top) continue;
+    for (size_t j = 0; j < g->nkernels && !bad; j++) /* the launch's own parameters for updated nodes */
+      if (g->node[j] == all[i] && g->upd[j]) bad = p_cuGraphKernelNodeSetParams_v2(x, &g->upd[j]->p) != CUDA_SUCCESS;
+    for (size_t j = 0; j < g->ntop; j++)
+      if (g->top_clone[j] == all[i] && g->top_off && g->top_off[j]) off[noff++] = x;
+  }
+  if (!bad && kept) {
+    bad = CU_CHECK(p_cuGraphInstantiateWithFlags(&ex, pr, 0)) != CUDA_SUCCESS;
+    for (size_t i = 0; i < noff && !bad; i++) bad = !p_cuGraphNodeSetEnabled || p_cuGraphNodeSetEnabled(ex, off[i], 0) != CUDA_SUCCESS;
+    if (!bad) bad = CU_CHECK(p_cuGraphLaunch(ex, s)) != CUDA_SUCCESS || CU_CHECK(p_cuStreamSynchronize(s)) != CUDA_SUCCESS;
+  }
+  if (ex) p_cuGraphExecDestroy(ex);
+  if (pr) p_cuGraphDestroy(pr);
+  free(all);
+  free(mark);
+  free(off);
+  return bad ? -1 : 0;
+}
+
+/* Every ancestor of nd in gr (child-graph contents included) is a kind kerncap can run again;
+ * globals: collect their kernels' module globals too. NULL, or the bad kind's name. */
+static const char *kc_check_ancestors(CUgraph gr, CUgraphNode nd, int globals) {
+  size_t n = 0;
+  CUgraphNode *all = kc_graph_nodes(gr, &n);
+  char *mark = calloc(n ? n : 1, 1);
+  const char *bad = !all || !mark || kc_mark_ancestors(nd, all, n, mark, 0) ? "unknown" : NULL;
+  for (size_t i = 0; i < n && !bad; i++)
+    if (mark[i]) bad = kc_check_subtree(all[i], globals, 0);
+  free(all);
+  free(mark);
+  return bad;
+}
+
 static int capture_snapshot_and_launch(void);
 
 /*
  * Capture kernel node k of graph g at the start of a launch of g, in the application's process:
  *  1. synchronize; snapshot every live range (the graph's starting state) into memory/graph-state.bin;
- *  2. run the node's ancestors (a pruned copy of the graph, with the launch's node parameters) on a
- *     private stream: the memory now holds what the node starts from;
- *  3. capture the node as any launch (before state, kerncap's own launch of it, after state);
+ *  2. run the node's ancestors (pruned copies of the graph, with the launch's node parameters) on a
+ *     private stream: the memory now holds what the node starts from. For a node inside a child
+ *     graph, level by level: the top-level graph's ancestors of the child-graph node, then, inside
+ *     that child graph, the ancestors of the next level's node, down to the kernel node's own
+ *     earlier nodes (a child graph starts only when all its node's dependencies are done);
+ *  3. capture the node as any launch (before state, kerncap's own launch of it with the node's
+ *     launch attributes, after state);
  *  4. put every changed chunk back from graph-state.bin (checked by a second scan), so the
  *     application's own graph launch then starts from exactly its own state.
  * Returns NULL, or why the launch cannot be captured this way (nothing was changed then).
  */
 static const char *kc_graph_capture(kc_graph_t *g, size_t k) {
   static char why[512];
-  if (!g->clone || !g->node || !g->node[k]) return g->orig && !g->orig[k] ? "the kernel node is inside a child graph" : "the graph was not kept at instantiation";
-  size_t n = 0;
-  if (p_cuGraphGetNodes(g->clone, NULL, &n) != CUDA_SUCCESS || !n) return "cannot list the graph's nodes";
-  CUgraphNode *all = calloc(n, sizeof *all);
-  char *mark = calloc(n, 1);
-  if (!all || !mark || p_cuGraphGetNodes(g->clone, all, &n) != CUDA_SUCCESS) { free(all); free(mark); return "cannot list the graph's nodes"; }
-  const char *res = NULL;
-  if (kc_mark_ancestors(g->node[k], all, n, mark, 0)) res = "cannot follow the graph's dependencies";
-  for (size_t i = 0; i < n && !res; i++) {
-    CUgraphNodeType t;
-    if (!mark[i] || p_cuGraphNodeGetType(all[i], &t) != CUDA_SUCCESS) continue;
-    const char *bad = kc_unreplayable_kind(t);
-    if (bad) { snprintf(why, sizeof why, "an earlier node of graph %u is a %s node, which kerncap cannot run again without the application noticing", g->id, bad); res = why; }
+  static CUlaunchAttribute attrs[8];
+  static CUlaunchConfig cfg;
+  if (g->stale) { snprintf(why, sizeof why, "graph %u changed since kerncap copied it: %s", g->id, g->stale); return why; }
+  if (!g->clone || !g->node) return "the graph was not kept at instantiation";
+  CUgraph gr[KC_MAX_DEPTH];
+  CUgraphNode nd[KC_MAX_DEPTH];
+  int depth = 0;
+  if (kc_find_node(g, k, gr, nd, &depth)) return "the kernel node was not found in kerncap's copy of the graph";
+  for (int l = 0; l <= depth; l++) {
+    const char *bad = kc_check_ancestors(gr[l], nd[l], 0);
+    if (bad) {
+      snprintf(why, sizeof why, "an earlier node of graph %u%s is a %s node, which kerncap cannot run again without the application noticing", g->id,
+               l ? " (inside a child graph)" : "", bad);
+      return why;
+    }
   }
+  CUgraphNode tn = nd[depth];
   CUDA_KERNEL_NODE_PARAMS np;
   memset(&np, 0, sizeof np);
-  if (!res && g->upd[k]) np = g->upd[k]->p;
-  else if (!res && p_cuGraphKernelNodeGetParams_v2(g->node[k], &np) != CUDA_SUCCESS) res = "cannot read the kernel node's parameters";
-  if (!res && !np.func && np.kern && p_cuKernelGetFunction) p_cuKernelGetFunction(&np.func, np.kern);
-  if (!res && !np.func) res = "the kernel node has no function handle";
-  if (res) { free(all); free(mark); return res; }
+  if (depth == 0 && g->upd[k]) np = g->upd[k]->p;
+  else if (p_cuGraphKernelNodeGetParams_v2(tn, &np) != CUDA_SUCCESS) return "cannot read the kernel node's parameters";
+  if (!np.func && np.kern && p_cuKernelGetFunction) p_cuKernelGetFunction(&np.func, np.kern);
+  if (!np.func) return "the kernel node has no function handle";
 
   /* 1. the graph's starting state */
-  if (CU_CHECK(p_cuCtxSynchronize())) { free(all); free(mark); return "cuCtxSynchronize failed"; }
+  if (CU_CHECK(p_cuCtxSynchronize())) return "cuCtxSynchronize failed";
   collect_globals_of(np.func, g->kernels[k]);
   size_t n_target = S.ng;
-  for (size_t i = 0; i < n; i++) { /* the earlier kernels' module globals belong to the starting state too */
-    CUgraphNodeType t;
-    CUDA_KERNEL_NODE_PARAMS ap;
-    if (!mark[i] || p_cuGraphNodeGetType(all[i], &t) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_KERNEL) continue;
-    const char *nm = kc_node_kernel_name(all[i]);
-    if (nm && p_cuGraphKernelNodeGetParams_v2(all[i], &ap) == CUDA_SUCCESS && ap.func) collect_globals_of(ap.func, nm);
-  }
+  for (int l = 0; l <= depth; l++) kc_check_ancestors(gr[l], nd[l], 1); /* the earlier kernels' module globals belong to the starting state too */
   kc_snap_t s0;
   int ok = kc_snap_init(&s0, S.nregions + S.ng) == 0;
   s0.file[0] = "memory/graph-state.bin";
@@ -241,26 +545,13 @@ static const char *kc_graph_capture(kc_graph_t *g, size_t k) {
   }
   for (size_t i = n_target; i < S.ng; i++) free(S.g[i].name);
   S.ng = n_target; /* the capture keeps the target module's globals only */
-  if (!ok) { kc_snap_free(&s0); free(all); free(mark); return "the graph's starting state could not be saved"; }
+  if (!ok) { kc_snap_free(&s0); return "the graph's starting state could not be saved"; }
 
-  /* 2. the node's ancestors, from a pruned copy of the graph */
-  CUgraph pr = NULL;
-  CUgraphExec ex = NULL;
+  /* 2. the node's ancestors, level by level */
   CUstream gs = NULL;
-  int ran = 0;
-  if (p_cuGraphClone(&pr, g->clone) == CUDA_SUCCESS && CU_CHECK(p_cuStreamCreate(&gs, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS) {
-    int bad = 0;
-    for (size_t i = 0; i < n && !bad; i++) {
-      CUgraphNode x;
-      if (p_cuGraphNodeFindInClone(&x, all[i], pr) != CUDA_SUCCESS) { bad = 1; break; }
-      if (!mark[i]) { bad = p_cuGraphDestroyNode(x) != CUDA_SUCCESS; continue; }
-      for (size_t j = 0; j < g->nkernels; j++) /* the launch's own parameters for updated nodes */
-        if (g->node[j] == all[i] && g->upd[j]) bad = p_cuGraphKernelNodeSetParams_v2(x, &g->upd[j]->p) != CUDA_SUCCESS;
-    }
-    if (!bad && CU_CHECK(p_cuGraphInstantiateWithFlags(&ex, pr, 0)) == CUDA_SUCCESS && CU_CHECK(p_cuGraphLaunch(ex, gs)) == CUDA_SUCCESS &&
-        CU_CHECK(p_cuStreamSynchronize(gs)) == CUDA_SUCCESS)
-      ran = 1;
-  }
+  const char *res = NULL;
+  int ran = CU_CHECK(p_cuStreamCreate(&gs, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS;
+  for (int l = 0; l <= depth && ran; l++) ran = kc_run_ancestors(g, gr[l], nd[l], l == 0, gs) == 0;
   if (!ran) res = "the node's ancestors could not be run";
   else {
     /* 3. the node itself, as any captured launch */
@@ -273,6 +564,16 @@ static const char *kc_graph_capture(kc_graph_t *g, size_t k) {
     C.L.shmem = np.sharedMemBytes;
     C.L.kernel_params = np.kernelParams;
     C.L.extra = np.extra;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.numAttrs = kc_node_attributes(tn, attrs, sizeof attrs / sizeof *attrs);
+    if (cfg.numAttrs) {
+      cfg.gridDimX = np.gridDimX; cfg.gridDimY = np.gridDimY; cfg.gridDimZ = np.gridDimZ;
+      cfg.blockDimX = np.blockDimX; cfg.blockDimY = np.blockDimY; cfg.blockDimZ = np.blockDimZ;
+      cfg.sharedMemBytes = np.sharedMemBytes;
+      cfg.hStream = gs;
+      cfg.attrs = attrs;
+      C.L.config = &cfg;
+    }
     C.graph_id = g->id;
     C.graph_node = k;
     snprintf(C.name, sizeof C.name, "%s", g->kernels[k]);
@@ -289,11 +590,7 @@ static const char *kc_graph_capture(kc_graph_t *g, size_t k) {
   path_join(gsp, sizeof gsp, s0.file[0]);
   kc_snap_free(&s0);
   unlink(gsp);
-  if (ex) p_cuGraphExecDestroy(ex);
-  if (pr) p_cuGraphDestroy(pr);
   if (gs) p_cuStreamDestroy_v2(gs);
-  free(all);
-  free(mark);
   return res;
 }
 
@@ -318,19 +615,18 @@ static void kc_graph_instantiated(const void *params) {
   memset(g, 0, sizeof *g);
   g->exec = *p->phGraphExec;
   g->id = KG.next_id++;
-  kc_graph_walk(g, p->hGraph, 0);
+  kc_graph_walk(g, p->hGraph, 0, 0);
   kc_graph_keep(g, p->hGraph);
 }
 
-/* Count a graph launch: one execution of each kernel node (in node order), toward --dispatch too. */
+/* Count a graph launch: one execution of each enabled kernel node (in node order), toward --dispatch too. */
 static void kc_graph_launched(CUgraphExec exec) {
-  kc_graph_t *g = NULL;
-  for (size_t i = 0; i < KG.n && !g; i++)
-    if (KG.g[i].exec == exec) g = &KG.g[i];
+  kc_graph_t *g = kc_graph_of(exec);
   if (!g) return;
   g->launches++;
   int bench = ignore_launches && !S.count_benchmarks;
   for (size_t k = 0; k < g->nkernels; k++) {
+    if (g->off[k]) continue;
     kstat_t *ks = kstat_get(g->kernels[k]);
     S.launches++;
     if (!ks) continue;

@@ -65,7 +65,9 @@
   X(cuGraphKernelNodeGetParams_v2) X(cuFuncGetName) X(cuKernelGetName) X(cuGraphGetNodes)   \
   X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph) X(cuGraphClone) X(cuGraphNodeFindInClone)      \
   X(cuGraphNodeGetDependencies_v2) X(cuGraphDestroyNode) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) \
-  X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphKernelNodeSetParams_v2) X(cuMemcpyHtoD_v2) X(cuMemsetD8_v2)
+  X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphKernelNodeSetParams_v2) X(cuMemcpyHtoD_v2) X(cuMemsetD8_v2) \
+  X(cuGraphKernelNodeGetAttribute) X(cuGraphNodeSetParams) X(cuGraphMemcpyNodeSetParams) X(cuGraphMemsetNodeSetParams) \
+  X(cuGraphNodeSetEnabled) X(cuLaunchKernelEx)
 
 #define CUPTI_FUNCS(X)                                                              \
   X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetResultString)
@@ -783,8 +785,10 @@ static int capture_snapshot_and_launch(void) {
   S.exit_after = 0; /* the application's state is put back first */
   capture_enter(NULL);
   if (!S.enabled || !C.sn.items) { S.exit_after = exit_after; return -1; }
-  CUresult r = p_cuLaunchKernel(C.L.f, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem,
-                                C.L.stream, C.L.kernel_params, C.L.extra);
+  /* the node's launch attributes (clusters, cooperative, priority) need cuLaunchKernelEx */
+  CUresult r = C.L.config ? (p_cuLaunchKernelEx ? p_cuLaunchKernelEx(C.L.config, C.L.f, C.L.kernel_params, C.L.extra) : CUDA_ERROR_NOT_SUPPORTED)
+                          : p_cuLaunchKernel(C.L.f, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem,
+                                             C.L.stream, C.L.kernel_params, C.L.extra);
   C.timing_method = "events around kerncap's own launch of the node, after kc_spin (not inside the application's graph)";
   if (CU_CHECK(r)) { kc_snap_free(&C.sn); S.exit_after = exit_after; return -1; }
   capture_exit();
@@ -886,7 +890,6 @@ static int open_capture_folder(void) {
   return 0;
 }
 
-static void on_graph_node_update(const CUpti_CallbackData *cb);
 #include "kc_graphs.h"
 
 static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
@@ -958,13 +961,56 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   capture_enter((CUpti_CallbackData *)cb);
 }
 
-static void on_graph_node_update(const CUpti_CallbackData *cb) {
-  if (cb->callbackSite == CUPTI_API_EXIT && cb->functionReturnValue && *(CUresult *)cb->functionReturnValue == CUDA_SUCCESS)
-    kc_graph_node_updated(cb->functionParams);
+/* Updates of an executable graph in place (kc_graphs.h): followed at API exit, when they succeeded. */
+static void on_graph_node_update(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cb->callbackSite != CUPTI_API_EXIT || !cb->functionReturnValue || *(CUresult *)cb->functionReturnValue != CUDA_SUCCESS) return;
+  const void *p = cb->functionParams;
+  const kc_exec_node_params *en = p;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2: kc_graph_exec_updated(p); break; /* list mode too: kernel names */
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled: kc_graph_node_enabled(p); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2:
+      if (S.capture && !S.done) kc_graph_node_updated(en->hGraphExec, en->hNode, ((const cuGraphExecKernelNodeSetParams_v2_params *)p)->nodeParams);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams: { /* the CUDA 11 struct: CUDA_KERNEL_NODE_PARAMS_v1, without kern and ctx */
+      const CUDA_KERNEL_NODE_PARAMS_v1 *v1 = ((const cuGraphExecKernelNodeSetParams_params *)p)->nodeParams;
+      if (!S.capture || S.done || !v1) break;
+      CUDA_KERNEL_NODE_PARAMS np;
+      memset(&np, 0, sizeof np);
+      np.func = v1->func;
+      np.gridDimX = v1->gridDimX; np.gridDimY = v1->gridDimY; np.gridDimZ = v1->gridDimZ;
+      np.blockDimX = v1->blockDimX; np.blockDimY = v1->blockDimY; np.blockDimZ = v1->blockDimZ;
+      np.sharedMemBytes = v1->sharedMemBytes;
+      np.kernelParams = v1->kernelParams;
+      np.extra = v1->extra;
+      kc_graph_node_updated(en->hGraphExec, en->hNode, &np);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams: {
+      CUgraphNodeParams *gp = ((const cuGraphExecNodeSetParams_params *)p)->nodeParams;
+      if (!S.capture || S.done || !gp) break;
+      if (gp->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+        CUDA_KERNEL_NODE_PARAMS np; /* CUDA_KERNEL_NODE_PARAMS_v3 is laid out as _v2 */
+        memcpy(&np, &gp->kernel, sizeof np);
+        kc_graph_node_updated(en->hGraphExec, en->hNode, &np);
+      } else kc_graph_other_updated(en->hGraphExec, en->hNode, gp->type, NULL, gp);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecMemcpyNodeSetParams:
+      if (S.capture && !S.done) kc_graph_other_updated(en->hGraphExec, en->hNode, CU_GRAPH_NODE_TYPE_MEMCPY, ((const cuGraphExecMemcpyNodeSetParams_params *)p)->copyParams, NULL);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecMemsetNodeSetParams:
+      if (S.capture && !S.done) kc_graph_other_updated(en->hGraphExec, en->hNode, CU_GRAPH_NODE_TYPE_MEMSET, ((const cuGraphExecMemsetNodeSetParams_params *)p)->memsetParams, NULL);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams:
+      if (S.capture && !S.done) kc_graph_other_updated(en->hGraphExec, en->hNode, CU_GRAPH_NODE_TYPE_GRAPH, ((const cuGraphExecChildGraphNodeSetParams_params *)p)->childGraph, NULL);
+      break;
+    default: break;
+  }
 }
 
 static void on_graph(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2) { if (S.capture && !S.done) on_graph_node_update(cb); return; }
   if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
     if (cb->callbackSite == CUPTI_API_ENTER) kc_graph_launched(((const cuGraphLaunch_params *)cb->functionParams)->hGraph);
     return;
@@ -1110,7 +1156,11 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   X(cuGraphLaunch, on_graph) X(cuGraphLaunch_ptsz, on_graph) X(cuGraphInstantiate, on_graph)               \
   X(cuGraphInstantiate_v2, on_graph) X(cuGraphInstantiateWithFlags, on_graph)                              \
   X(cuGraphInstantiateWithParams, on_graph) X(cuGraphInstantiateWithParams_ptsz, on_graph)                 \
-  X(cuGraphExecKernelNodeSetParams_v2, on_graph)
+  X(cuGraphExecKernelNodeSetParams_v2, on_graph_node_update) X(cuGraphExecKernelNodeSetParams, on_graph_node_update) \
+  X(cuGraphExecNodeSetParams, on_graph_node_update) X(cuGraphExecMemcpyNodeSetParams, on_graph_node_update)           \
+  X(cuGraphExecMemsetNodeSetParams, on_graph_node_update) X(cuGraphExecChildGraphNodeSetParams, on_graph_node_update) \
+  X(cuGraphExecUpdate, on_graph_node_update) X(cuGraphExecUpdate_v2, on_graph_node_update)                           \
+  X(cuGraphNodeSetEnabled, on_graph_node_update)
 
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;

@@ -2,13 +2,15 @@
  * Kernels launched from CUDA graphs (issue 11). On the H200: `list` counts kernel-node executions
  * of every graph launch (stream-captured and hand-built graphs, child graphs, in-place node
  * updates) and never counts a launch recorded during stream capture; `run --dispatch` counts graph
- * executions and captures a top-level kernel node (its ancestors run by kerncap, the app's state
- * put back), with the parameters of that launch; what it cannot capture is named by graph and node.
+ * executions and captures a kernel node, top-level or inside (nested) child graphs (its ancestors
+ * run by kerncap, the app's state put back), with the parameters of that launch (after
+ * cuGraphExecKernelNodeSetParams and cuGraphExecUpdate) and its launch attributes (a cluster);
+ * torch.compile(mode="reduce-overhead") kernels launched from its CUDA graphs are captured too.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { APPS, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
+import { APPS, BIN, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
 
 const SKIP = !!skipReason("graph tests");
 const WORK = workDir("kerncap-graphs-");
@@ -30,7 +32,12 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
     const add = l.kernels.find((k: any) => k.name === "_Z7add_onePfi");
     expect(scale).toMatchObject({ count: 7, graph: 6, recorded: 1 }); // 1 eager + 3 launches of each graph
     expect(add).toMatchObject({ count: 6, graph: 6, recorded: 1 }); // one of them in a child graph
-    expect(l.processes[0].graphs.map((g: any) => [g.kernel_nodes, g.launches])).toEqual([[2, 3], [2, 3]]);
+    // recorded twice: the graph and the graph of its cuGraphExecUpdate
+    expect(l.kernels.find((k: any) => k.name === "_Z9update_mePffi")).toMatchObject({ count: 2, graph: 2, recorded: 2 });
+    expect(l.kernels.find((k: any) => k.name === "_Z9cluster_kPfi")).toMatchObject({ count: 2, graph: 2 });
+    expect(l.kernels.find((k: any) => k.name === "_Z7child_kPfPii")).toMatchObject({ count: 2, graph: 2 }); // two child graphs deep
+    expect(l.processes[0].graphs.map((g: any) => [g.kernel_nodes, g.launches])).toEqual([[2, 3], [2, 3], [1, 2], [1, 2], [3, 2]]);
+    expect(l.processes[0].graphs[4].nodes).toBe(5);
     const text = kc(["list", "--", app]);
     expect(text.stdout).toMatch(/graph/);
   });
@@ -61,12 +68,61 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
     expect(json(rep).verdict).toBe("match");
   });
 
-  test("run: a kernel node inside a child graph is refused by graph and node", () => {
-    const r = kc(["run", "--kernel", "add_one", "--dispatch", "3", "--out", join(WORK, "child"), "--", app]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain("inside CUDA graph 1");
-    expect(r.stderr).toContain("child graph");
+  test("run: a kernel node inside a child graph is captured (the parent's updated kernel node and memcpy node ran first) and replays bit-exact", () => {
+    // add_one: 0-2 graph 0, 3 = graph 1's first launch (its child graph; scale's a = 1 set just before)
+    const out = join(WORK, "child");
+    const r = kc(["run", "--kernel", "add_one", "--dispatch", "3", "--out", out, "--", app]);
+    expect(r.code, r.stderr).toBe(0);
     expect(r.stderr + r.stdout).toContain("x[0]=42 y[0]=43");
+    const m = manifest(out);
+    expect(m.graph).toEqual({ id: 1, kernelNode: 1 });
+    const rep = kc(["replay", out, "--json", "--iters", "3"]);
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(json(rep).verdict).toBe("match");
+  });
+
+  test("run: a kernel node two child graphs deep is captured after its ancestors at every level (it traps otherwise)", () => {
+    // child_k traps unless stage_a (top level) and stage_b (first child graph) ran just before it
+    const out = join(WORK, "nested");
+    const r = kc(["run", "--kernel", "child_k", "--dispatch", "1", "--out", out, "--", app]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain("v[0]=27 cnt=2,2,2");
+    const m = manifest(out);
+    expect(m.graph).toEqual({ id: 4, kernelNode: 2 });
+    expect(m.fault).toBeUndefined();
+    const rep = kc(["replay", out, "--json", "--iters", "3"]);
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(json(rep).verdict).toBe("match");
+  });
+
+  test("run: the parameters after cuGraphExecUpdate are those captured (a = 2 before the update, 5 after)", () => {
+    for (const [dispatch, a] of [[0, 2], [1, 5]]) {
+      const out = join(WORK, `upd${dispatch}`);
+      const r = kc(["run", "--kernel", "update_me", "--dispatch", String(dispatch), "--out", out, "--", app]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout + r.stderr).toContain("z[0]=6 ");
+      const m = manifest(out);
+      expect(m.graph).toEqual({ id: 2, kernelNode: 0 });
+      expect(readFileSync(join(out, m.params.file)).readFloatLE(8)).toBe(a);
+      const rep = kc(["replay", out, "--json", "--iters", "3"]);
+      expect(rep.code, rep.stderr).toBe(0);
+      expect(json(rep).verdict).toBe("match");
+    }
+  });
+
+  test("run: a kernel node's cluster dimension (node launch attribute) is captured and applied on replay", () => {
+    // cluster_k adds its block's rank in the cluster + 1: a replay without the cluster would not match
+    const out = join(WORK, "cluster");
+    const r = kc(["run", "--kernel", "cluster_k", "--dispatch", "1", "--out", out, "--", app]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain("w[0]=2 w[256]=4 ");
+    const m = manifest(out);
+    expect(m.graph).toEqual({ id: 3, kernelNode: 0 });
+    expect(m.launch.cluster).toEqual([2, 1, 1]);
+    expect(m.launch.attributes.map((a: any) => a.name)).toContain("CLUSTER_DIMENSION");
+    const rep = kc(["replay", out, "--json", "--iters", "3"]);
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(json(rep).verdict).toBe("match");
   });
 
   test("an eager launch next to the graphs is captured as before", () => {
@@ -93,4 +149,31 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
     expect(rep.code, rep.stderr).toBe(0);
     expect(json(rep).verdict).toBe("match");
   });
+
+  test("torch.compile(mode=\"reduce-overhead\"): a kernel executed from its CUDA graph is listed, captured from a graph launch, replayed bit-exact", () => {
+    const env = { TORCHINDUCTOR_CACHE_DIR: join(WORK, "inductor-cache"), TRITON_CACHE_DIR: join(WORK, "triton-cache"), TORCHINDUCTOR_COMPILE_THREADS: "1" };
+    const py = ["python3", join(APPS, "torch_compile_graphs.py")];
+    const kc150 = (args: string[]) => run([BIN, ...args], { cwd: WORK, env, timeoutMs: 150_000 });
+    const l = kc150(["list", "--json", "--", ...py]);
+    expect(l.code, l.stderr).toBe(0);
+    expect(l.stdout + l.stderr).not.toContain("checksum nan");
+    // the Triton kernel with the most graph executions (Inductor names vary: triton_poi_fused_…)
+    const kernels = json(l).kernels.filter((k: any) => /^triton_/.test(k.name) && (k.graph ?? 0) > 0);
+    expect(kernels.length, JSON.stringify(json(l).kernels.map((k: any) => [k.name, k.count, k.graph]))).toBeGreaterThan(0);
+    const k = kernels.sort((a: any, b: any) => b.graph - a.graph)[0];
+    expect(k.graph).toBeGreaterThanOrEqual(4); // 6 calls: warm-up (eager), recording (not executed), then graph replays
+    // --dispatch counts executions, benchmark launches excluded: the last one is a graph replay
+    const last = k.count - (k.benchmark ?? 0) - 1;
+    const out = join(WORK, "compiled");
+    const r = kc150(["run", "--kernel", `^${k.name}$`, "--dispatch", String(last), "--out", out, "--", ...py]);
+    expect(r.code, r.stderr).toBe(0);
+    const m = manifest(out);
+    expect(m.kernel.name).toBe(k.name);
+    expect(m.graph).toBeDefined();
+    const check = (s: string) => s.match(/checksum \S+/)?.[0];
+    expect(check(r.stdout + r.stderr)).toBe(check(l.stdout + l.stderr)); // the app computed what it computes without kerncap
+    const rep = kc150(["replay", out, "--json", "--iters", "3"]);
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(json(rep).verdict).toBe("match");
+  }, 400_000);
 });
