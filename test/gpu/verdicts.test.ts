@@ -57,6 +57,49 @@ describe.skipIf(SKIP)("nondeterministic kernels", () => {
     expect(json(bad).verdict).toBe("mismatch");
   });
 
+  test("stream compaction (atomic append): varies bytewise; --multiset param:2 is MATCH; a planted wrong element fails", () => {
+    const c = capture("compact", "compact", [app, "compact"]);
+    expect(c.code, c.stderr).toBe(0);
+    const m = manifest(c.out);
+    const outReg = m.regions.filter((x: any) => x.changed).sort((p: any, q: any) => q.size - p.size)[0]; // out (4 MiB); the counter is 4 bytes
+    // bytewise: the order of the appended indices differs between the checked runs
+    const plain = kc(["replay", c.out, "--json", "--iters", "1"]);
+    const p = json(plain);
+    expect(p.determinism.nondeterministic).toBe(true);
+    expect(p.numerics.verdict).not.toBe("bit-exact");
+    expect(plain.code).toBe(p.verdict === "match" ? 0 : 1);
+    expect(p.multiset).toBeUndefined();
+    // as a multiset (kernel parameter 2 is out): the same indices in every run
+    const ms = kc(["replay", c.out, "--json", "--iters", "1", "--multiset", "param:2"]);
+    const r = json(ms);
+    figures.compact = { bytewise: { verdict: p.verdict, numerics: p.numerics.verdict, determinism: p.determinism }, multiset: r.multiset, verdict: r.verdict };
+    expect(ms.code, ms.stderr).toBe(0);
+    expect(r.verdict).toBe("match");
+    expect(r.numerics.verdict).toBe("multiset-equal");
+    expect(r.multiset).toHaveLength(1);
+    expect(r.multiset[0]).toMatchObject({ va: outReg.va, dtype: "fp32", verdict: "multiset-equal", unmatched: 0, elements: outReg.size / 4 });
+    expect(r.multiset[0].runsReordered).toBeGreaterThan(0);
+    const text = kc(["replay", c.out, "--iters", "1", "--runs", "3", "--multiset", outReg.va]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("MATCH as multisets");
+    expect(text.stdout).toContain(`compared as a multiset of ${outReg.size / 4} fp32 elements`);
+    // plant an index the kernel never appends (0xfffffff0) in the app's after state, re-seal its chunk hash
+    const [first, , off] = outReg.after.extents[0];
+    const len = Math.min(m.memory.chunkBytes, outReg.size - first * m.memory.chunkBytes);
+    const f = join(c.out, m.memory.after);
+    const bytes = readFileSync(f);
+    bytes.writeUInt32LE(0xfffffff0, off);
+    writeFileSync(f, bytes);
+    outReg.after.hashes = kc64(bytes.subarray(off, off + len)).hex + outReg.after.hashes.slice(16);
+    writeFileSync(join(c.out, "kerncap.json"), JSON.stringify(m));
+    const bad = kc(["replay", c.out, "--json", "--iters", "1", "--runs", "3", "--multiset", "param:2"]);
+    const b = json(bad);
+    expect(bad.code).toBe(1);
+    expect(b.verdict).toBe("mismatch");
+    expect(b.multiset[0].verdict).toBe("mismatch");
+    expect(b.multiset[0].unmatched).toBe(2); // the planted value and the index it replaced
+  });
+
   test("integer atomic histogram: deterministic, bit-exact", () => {
     const c = capture("hist", "histogram", [app, "hist"]);
     expect(c.code, c.stderr).toBe(0);
