@@ -144,6 +144,35 @@ describe.skipIf(SKIP)("faulting launches", () => {
   }
 });
 
+describe.skipIf(SKIP)("faulting launches (PyTorch)", () => {
+  test("torch embedding with an index out of range: captured faulted (CUDA_ERROR_ASSERT), the app still fails, replay reproduces it", () => {
+    const py = join(WORK, "embedding_oob.py");
+    // F.embedding is index_select on dim 0: PyTorch 2.x launches vectorized_gather_kernel (aligned rows) or
+    // indexSelectSmallIndex/indexSelectLargeIndex, each with a device-side bounds assert
+    writeFileSync(py, `import torch\nimport torch.nn.functional as F\nw = torch.randn(1000, 64, device="cuda")\nidx = torch.tensor([[1, 5, 999], [3, 1007, 2]], device="cuda")\ny = F.embedding(idx, w)\ntorch.cuda.synchronize()\nprint(float(y.sum()))\n`);
+    const plain = run(["python3", py], { cwd: WORK });
+    const c = capture("embedding", "indexSelect(Small|Large)Index|vectorized_gather_kernel", ["python3", py], 0);
+    figures.embedding = { app: plain.code, run: c.code };
+    expect(plain.code).not.toBe(0);
+    expect(plain.stderr).toContain("device-side assert");
+    expect(c.code, c.stderr).not.toBe(0); // the app's own failure passes through
+    expect(c.stderr).toContain("device-side assert"); // as the app reports it
+    const m = manifest(c.out);
+    expect(m.fault?.name).toBe("CUDA_ERROR_ASSERT");
+    const rep = kc(["replay", c.out, "--json"]);
+    const r = json(rep);
+    figures.embedding = { ...(figures.embedding as object), kernel: r.kernel, fault: r.fault };
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(r.fault.reproduced).toBe(true);
+    expect(r.fault.observed.name).toBe("CUDA_ERROR_ASSERT");
+    expect(r.fault.sanitizer).toContain("compute-sanitizer --tool memcheck");
+    const text = kc(["replay", c.out]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("MATCH (fault reproduced)");
+    expect(text.stdout).toContain(`compute-sanitizer --tool memcheck`);
+  });
+});
+
 describe.skipIf(SKIP)("kernel time", () => {
   test("a compute-bound kernel (~250 µs): replay within 10% of the in-app GPU time; two replays within 3%", () => {
     const c = capture("fma", "fma_loop", [app, "fma"]);
