@@ -25,6 +25,7 @@ import { cudaReproducerHook } from "../repro/cuda.ts";
 import { findCupti } from "./cupti.ts";
 import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
 import { cudaCaptureLibrary } from "./lib.ts";
+import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
@@ -70,8 +71,25 @@ export async function cudaInjection(): Promise<Injection> {
  * Each process counts its own: pass one process's kernels.
  */
 export function countedLaunches(kernels: KernelSeen[], ere: PosixRegex | undefined, countBenchmarks: boolean): number {
-  const matching = ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels;
+  // collective kernels are never targets (c/kc_collective.h): the library does not count them toward --dispatch
+  const matching = (ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels).filter((k) => !collectiveLibrary(k.name, k.demangled));
   return matching.reduce((a, k) => a + k.count - (countBenchmarks ? 0 : (k.benchmark ?? 0)), 0);
+}
+
+/**
+ * The refusal of a capture whose --kernel matched only collective kernels (or too few other
+ * launches): which collective kernels matched, how often, and why none is captured. Undefined when
+ * no collective kernel matched `ere` (every kernel without one).
+ */
+export function collectiveRefusal(kernels: KernelSeen[], ere: PosixRegex | undefined, pattern: string): KerncapError | undefined {
+  const hit = kernels.filter((k) => collectiveLibrary(k.name, k.demangled) && (!ere || ere.test(k.name) || ere.test(k.demangled)));
+  if (!hit.length) return undefined;
+  const names = hit.slice(0, 4).map((k) => `${k.demangled || k.name} (${collectiveLibrary(k.name, k.demangled)}, ${k.count} launches)`);
+  return new KerncapError(
+    "E_COLLECTIVE",
+    `${pattern ? `--kernel ${JSON.stringify(pattern)} matched` : "the launches were"} collective kernels: ${names.join(", ")}${hit.length > 4 ? `, and ${hit.length - 4} more` : ""}. A collective kernel waits on its peer ranks, so it cannot be captured and replayed alone; kerncap counted its launches and did not synchronize or snapshot around them (the job ran on unchanged)`,
+    { hint: "Capture a kernel that does not communicate (`kerncap list -- <app>` marks collectives in its note column), or narrow --kernel so it matches no collective; capturing collectives across GPUs is not supported yet." },
+  );
 }
 
 /**
@@ -263,6 +281,11 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
           },
         );
       }
+      // the launches the pattern matched that the library could count were too few because collectives were left out
+      if (seen <= req.dispatch) {
+        const refusal = collectiveRefusal(census.kernels, ere, pattern);
+        if (refusal) throw refusal;
+      }
       if (seen > req.dispatch) {
         throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${app.exitCode}, signal ${app.signal ?? "none"})`, {
           hint: "Run with --verbose to see why (the library's log).",
@@ -278,6 +301,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
         { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
       );
     }
+    const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
+    if (collectives.length) log.warn(`--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`);
     const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
     if (scan?.unreadable_entries) {
       log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);

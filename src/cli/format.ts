@@ -78,14 +78,16 @@ export function describeNumerics(r: ReplayResult): string[] {
  * The `list` table: count, bench (only when some kernel has autotuner benchmark launches, which
  * --dispatch does not count), graph (only when some kernel ran from CUDA graphs: of count, the
  * executions as a graph's kernel node), pid:count (`perProcess`: each process's count, for a job of several
- * processes), grid, block, module, kernel (demangled); numbers right-aligned.
+ * processes), grid, block, module, note (only when some kernel is a collective: "collective (NCCL)",
+ * never captured), kernel (demangled); numbers right-aligned.
  */
 export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   const bench = kernels.some((k) => k.benchmark);
   const graph = kernels.some((k) => k.graph || k.recorded);
+  const note = kernels.some((k) => k.collective);
   const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
-  const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", "kernel"];
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), k.demangled || k.name]);
+  const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", ...(note ? ["note"] : []), "kernel"];
   return table(head, rows);
 }
 
