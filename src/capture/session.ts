@@ -29,7 +29,7 @@ import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, injectionEnv, launchingTool } from "./coexist.ts";
+import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp } from "./coexist.ts";
 import { watchProgress } from "./progress.ts";
 import { tritonEnv, tritonFinalize } from "./triton/shim.ts";
 
@@ -58,11 +58,24 @@ export async function cudaInjection(): Promise<Injection> {
   const tool = launchingTool();
   if (tool) {
     throw new KerncapError("E_TOOL", `kerncap is running under ${tool}: that tool and kerncap's capture library both need CUDA's tool injection in the application, so the application cannot run under both`, {
-      hint: "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
+      hint: tool === "compute-sanitizer" ? SANITIZER_WAY_OUT : "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
     });
   }
   const inj = injectionEnv(lib);
   return { env: { ...inj.env, ...(await tritonEnv()) }, cuptiPath, warnings: inj.warnings };
+}
+
+/**
+ * Refuse an application command line that starts compute-sanitizer (`kerncap run -- compute-sanitizer APP`):
+ * the sanitizer re-launches APP with its own tool injection, which displaces kerncap's library.
+ * @throws KerncapError E_TOOL
+ */
+export function refuseToolAsApp(argv: string[]): void {
+  const t = toolAsApp(argv);
+  if (!t) return;
+  throw new KerncapError("E_TOOL", `the application command starts ${t}: it runs the application under its own CUDA tool injection, which kerncap's capture library needs too, so the two cannot share the application`, {
+    hint: SANITIZER_WAY_OUT,
+  });
 }
 
 /**
@@ -186,6 +199,7 @@ export interface CaptureResult {
  *   matching kernel, with the closest names).
  */
 export async function captureKernel(req: CaptureRequest, prepare: PrepareInjection = cudaInjection): Promise<CaptureResult> {
+  refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
@@ -451,6 +465,7 @@ function removeStaleListFolders(): void {
  *   E_NO_KERNELS (the application launched none).
  */
 export async function listKernels(req: ListRequest, prepare: PrepareInjection = cudaInjection): Promise<ListResult> {
+  refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const inj = await prepare();
   for (const w of inj.warnings ?? []) log.warn(w);

@@ -5,10 +5,10 @@
  * kernel time agrees with the in-app GPU time. Figures go to $KERNCAP_GPU_OUT/verdicts.json.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { kc64 } from "../../src/format/kc64.ts";
-import { APPS, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
+import { APPS, BIN, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
 
 const SKIP = !!skipReason("verdict tests");
 const WORK = workDir("kerncap-verdicts-");
@@ -186,5 +186,49 @@ describe.skipIf(SKIP)("kernel time", () => {
     expect(a.timing.medianUs).toBeGreaterThan(20);
     expect(Math.abs(f.vsApp)).toBeLessThan(0.1);
     expect(Math.abs(f.between)).toBeLessThan(0.03);
+  });
+});
+
+const SANITIZER = "/usr/local/cuda/bin/compute-sanitizer";
+describe.skipIf(SKIP || !existsSync(SANITIZER))("compute-sanitizer", () => {
+  test("`compute-sanitizer --tool memcheck kerncap replay DIR`: the replay runs under memcheck (no CUPTI needed), exit 0, 0 errors", () => {
+    const c = capture("san-hist", "histogram", [app, "hist"]);
+    expect(c.code, c.stderr).toBe(0);
+    const r = run([SANITIZER, "--tool", "memcheck", BIN, "replay", c.out, "--runs", "1", "--iters", "0"], { cwd: WORK, timeoutMs: 90_000 });
+    const out = r.stdout + r.stderr;
+    figures.sanitizerReplay = { code: r.code, seconds: r.seconds, summary: /ERROR SUMMARY: [^\n]*/.exec(out)?.[0] };
+    expect(r.code, out).toBe(0);
+    expect(out).toContain("ERROR SUMMARY: 0 errors");
+    expect(r.stdout).toContain("MATCH");
+  });
+
+  test("the command a faulted capture prints finds the fault under memcheck", () => {
+    const c = capture("san-oob", "write_oob", [app, "oob"], 0);
+    expect(manifest(c.out).fault?.name).toBe("CUDA_ERROR_ILLEGAL_ADDRESS");
+    const r = run([SANITIZER, "--tool", "memcheck", BIN, "replay", c.out, "--runs", "1", "--iters", "0"], { cwd: WORK, timeoutMs: 90_000 });
+    const out = r.stdout + r.stderr;
+    figures.sanitizerFault = { code: r.code, summary: /ERROR SUMMARY: [^\n]*/.exec(out)?.[0] };
+    expect(out).toContain("Invalid __global__ write");
+    expect(out).not.toContain("ERROR SUMMARY: 0 errors");
+  });
+
+  test("kerncap run under compute-sanitizer, and compute-sanitizer as the application: refused by name (E_TOOL) with the way out", () => {
+    // what the sanitizer's launcher puts in a child's environment (evidence for src/capture/coexist.ts underSanitizer)
+    const env = run([SANITIZER, "--tool", "memcheck", "/usr/bin/env"], { cwd: WORK, timeoutMs: 60_000 });
+    const seen = env.stdout.split("\n").filter((l) => /SANITIZER|INJECTION|PRELOAD|^NV_/i.test(l));
+    figures.sanitizerEnv = seen;
+    console.log(`[verdicts] environment under compute-sanitizer: ${JSON.stringify(seen)}`);
+    const under = run([SANITIZER, "--tool", "memcheck", BIN, "run", "--kernel", "histogram", "--out", join(WORK, "san-under"), "--json", "--", app, "hist"], { cwd: WORK, timeoutMs: 90_000 });
+    figures.sanitizerUnder = { code: under.code, stdout: under.stdout.slice(0, 2000) };
+    const e1 = json({ ...under, stdout: under.stdout.slice(under.stdout.indexOf("{"), under.stdout.lastIndexOf("}") + 1) }).error;
+    expect(e1?.code, under.stdout + under.stderr).toBe("E_TOOL");
+    expect(e1.message).toContain("compute-sanitizer");
+    expect(e1.hint).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
+    const asApp = kc(["run", "--kernel", "histogram", "--out", join(WORK, "san-app"), "--json", "--", SANITIZER, "--tool", "memcheck", app, "hist"]);
+    expect(asApp.code).toBe(2);
+    const e2 = json(asApp).error;
+    expect(e2.code).toBe("E_TOOL");
+    expect(e2.message).toContain("compute-sanitizer");
+    expect(e2.hint).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
   });
 });
