@@ -127,7 +127,7 @@ describe.skipIf(SKIP)("collective kernels", () => {
     const l = kerncap(WORK, ["list", "--json", "--", ...app], {});
     expect(l.code, l.stderr).toBe(0);
     expect(l.stderr + l.stdout).toContain("nccl done");
-    const coll = json(l).kernels.filter((k: any) => k.collective);
+    const coll = json(l).kernels.filter((k: any) => k.collective); // list marks them (its table: "collective (NCCL)", CPU-tested)
     if (!coll.length) {
       console.warn(`[processes] collective test skipped: NCCL launched no kernel on one rank (kernels: ${json(l).kernels.map((k: any) => k.name).join(", ")})`);
       return;
@@ -141,7 +141,5 @@ describe.skipIf(SKIP)("collective kernels", () => {
     expect(e.code).toBe("E_COLLECTIVE");
     expect(e.message).toContain(coll[0].demangled || coll[0].name);
     expect(e.message).toContain("cannot be captured and replayed alone");
-    const human = kerncap(WORK, ["list", "--", ...app]);
-    expect(human.stdout).toContain("collective (NCCL)");
   });
 });
