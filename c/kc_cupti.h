@@ -122,7 +122,7 @@ static void kc_cupti_busy_message(char *dst, size_t n, CUptiResult r, const char
   const char *way =
       strcasestr(h, "compute") && strcasestr(h, "nsight") ? "profile the capture instead: `ncu kerncap replay DIR` (or `ncu --mode=launch` ... ), not `ncu -- kerncap run`"
       : strcasestr(h, "systems") || strcasestr(h, "nsys") ? "run the capture outside nsys; profile the replay instead: `nsys profile kerncap replay DIR`"
-      : strcasestr(h, "sanitizer") || strcasestr(h, "memcheck") ? "run the capture outside compute-sanitizer; check the replay instead: `compute-sanitizer kerncap replay DIR`"
+      : strcasestr(h, "sanitizer") || strcasestr(h, "memcheck") ? "run the capture outside compute-sanitizer; check the replay instead: `compute-sanitizer --tool memcheck kerncap replay DIR`"
       : strcasestr(h, "gdb") ? "run the capture outside cuda-gdb; debug the replay instead: `cuda-gdb --args kerncap replay DIR`"
       : app ? "start the application's profiler (torch.profiler/Kineto) after the captured launch, or capture a run without it"
             : "run kerncap without the other CUDA tool (nsys, ncu, compute-sanitizer, cuda-gdb, or a profiler inside the application); point that tool at `kerncap replay DIR` instead";

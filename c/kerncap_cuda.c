@@ -30,6 +30,7 @@
 #include <cupti.h>
 #include "kc_cupti.h"
 #include "kc_process.h"
+#include "kc_collective.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -837,8 +838,14 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, launch_t *L)
 }
 
 /* Which --kernel targets match a kernel name (mangled or demangled): bit t for target t; with no
- * target, bit 0 (any kernel). Called once per name (kstat_t.asked). */
+ * target, bit 0 (any kernel). Called once per name (kstat_t.asked). A collective kernel (NCCL,
+ * RCCL, NVSHMEM: c/kc_collective.h) matches none: it waits on its peers, so no synchronize or
+ * snapshot may run around it; it is only counted (kerncap run then says why it was not captured). */
 static uint64_t target_mask(const char *name) {
+  if (kc_is_collective(name)) {
+    logf_("%s is a collective kernel: counted, never captured", name);
+    return 0;
+  }
   if (!S.ntargets) return 1;
   uint64_t m = 0;
   char *d = NULL;

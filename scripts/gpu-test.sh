@@ -3,7 +3,7 @@
 #  1. unpack the kerncap binary built here (.carry/kerncap.xz);
 #  2. start building ggml (the real CUDA code base of test/gpu/cuda-repro.test.ts) in the background;
 #  3. GPU suites through the binary's own Bun (BUN_BE_BUN=1): capture/replay and Triton;
-#  4. the snapshot benchmark; then, once ggml is built, the CUDA reproducer suite and the
+#  4. the snapshot benchmark and the kernel-time table (scripts/bench-timing.sh); then, once ggml is built, the CUDA reproducer suite and the
 #     edit-loop benchmark. Logs and measurements go to $OUT.
 # Usage: scripts/gpu-test.sh [test-name-filter]; SKIP_BENCH=1, SKIP_GGML=1, SKIP_REPRO=1 leave parts out; SNAP_GIB (default 8) sizes the snapshot benchmark;
 # BUDGET_S (default 470) is the wall-clock budget the steps share.
@@ -26,6 +26,8 @@ t() { local lim=$1; shift; BUN_BE_BUN=1 timeout "$lim" dist/kerncap test --timeo
 suite="${GPU_TESTS-test/gpu/capture-replay.test.ts test/gpu/session.test.ts test/gpu/triton.test.ts test/gpu/processes.test.ts test/gpu/scale.test.ts test/gpu/verdicts.test.ts test/gpu/graphs.test.ts test/gpu/share.test.ts test/gpu/watch.test.ts test/gpu/multi.test.ts}"
 rc=0; if [ -n "$suite" ]; then t $(( $(left) - 120 )) $suite; rc=$?; fi
 [ -z "${SKIP_BENCH:-}" ] && timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
+# kernel time in the app vs replayed (issue 12 targets: ≤ 10%, two replays ≤ 3%), a table in bench.log
+[ -z "${SKIP_BENCH:-}" ] && timeout 150 bash scripts/bench-timing.sh 2>&1 | tee -a "$OUT/bench.log"
 if [ -n "${ggml_pid:-}" ]; then
   echo "waiting for the ggml build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
   ( sleep "$(( $(left) > 130 ? $(left) - 130 : 1 ))"; kill "$ggml_pid" 2>/dev/null; pkill -f ninja ) & waiter=$!

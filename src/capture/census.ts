@@ -6,6 +6,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ProcessIdentity } from "../format/manifest.ts";
+import { collectiveLibrary } from "./collective.ts";
 
 export interface KernelSeen {
   name: string;
@@ -22,6 +23,8 @@ export interface KernelSeen {
   module: string;
   /** Merged censuses only: the count of each process that launched it (pid, rank, count). */
   perProcess?: { pid: number; rank: number | null; count: number }[];
+  /** A collective kernel (waits on peers; never captured): its library, from the name (src/capture/collective.ts). */
+  collective?: string;
 }
 
 /** One application cuptiSubscribe[_v2] call seen by the library's wrappers (c/kc_cupti.h). */
@@ -244,6 +247,10 @@ export function mergeKernels(processes: ProcessCensus[]): KernelSeen[] {
       if (k.recorded !== undefined) e.recorded = (e.recorded ?? 0) + k.recorded;
       e.perProcess!.push(mine);
     }
+  }
+  for (const k of by.values()) {
+    const lib = collectiveLibrary(k.name, k.demangled);
+    if (lib) k.collective = lib;
   }
   return [...by.values()];
 }

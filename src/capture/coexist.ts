@@ -44,10 +44,34 @@ export interface InjectionEnv {
  * application through CUDA's tool injection, as kerncap does: the two cannot share one process.
  */
 export function launchingTool(env: Record<string, string | undefined> = process.env): string | undefined {
+  if (underSanitizer(env)) return "compute-sanitizer";
   if (env.NV_COMPUTE_PROFILER_PERFWORKS_DIR || /compute/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "") || env.NV_TPS_LAUNCH_TOKEN === "Interactive Profile") return "Nsight Compute (ncu)";
   if (env.NV_TPS_LAUNCH_TOKEN || env.NV_NSIGHT_INJECTION_TRANSPORT_TYPE) return "an Nsight tool (nsys or ncu)";
   return undefined;
 }
+
+/**
+ * Whether compute-sanitizer launched this process: its launcher injects into every process it
+ * follows through CUDA's tool injection and preloads (CUDA_INJECTION64_PATH / LD_PRELOAD naming a
+ * library under compute-sanitizer/ or a libsanitizer-*.so), and sets variables of its own
+ * (NV_SANITIZER_*, COMPUTE_SANITIZER_*). Checked first: its launcher is the one Nsight tools use
+ * (NV_TPS_LAUNCH_TOKEN), so launchingTool would otherwise name it as an Nsight tool. Not verified
+ * on the H200 which of these compute-sanitizer 2025 sets (the GPU test runs kerncap under it).
+ */
+export function underSanitizer(env: Record<string, string | undefined> = process.env): boolean {
+  const names = (v: string | undefined) => /compute-sanitizer|libsanitizer|sanitizer-collection/i.test(v ?? "");
+  if (names(env.CUDA_INJECTION64_PATH) || names(env.LD_PRELOAD) || /sanitizer/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "")) return true;
+  return Object.keys(env).some((k) => /^(NV_SANITIZER|COMPUTE_SANITIZER|NV_COMPUTE_SANITIZER)/i.test(k));
+}
+
+/** The CUDA tool an application command line starts (compute-sanitizer, cuda-memcheck), or undefined: `kerncap run -- compute-sanitizer APP`. */
+export function toolAsApp(argv: string[]): string | undefined {
+  const exe = basename(argv[0] ?? "");
+  return exe === "compute-sanitizer" || exe === "cuda-memcheck" ? exe : undefined;
+}
+
+/** What to do instead of running kerncap and compute-sanitizer on one application: check the replay. */
+export const SANITIZER_WAY_OUT = "Capture without compute-sanitizer, then run it on the replay: `compute-sanitizer --tool memcheck kerncap replay DIR` (kerncap replay needs no CUPTI; a capture that faulted prints that command).";
 
 /**
  * The variables that inject the CUDA capture library `lib` into the application: CUDA_INJECTION64_PATH,

@@ -25,10 +25,11 @@ import { cudaReproducerHook } from "../repro/cuda.ts";
 import { findCupti } from "./cupti.ts";
 import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
 import { cudaCaptureLibrary } from "./lib.ts";
+import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, injectionEnv, launchingTool } from "./coexist.ts";
+import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp } from "./coexist.ts";
 import { watchProgress } from "./progress.ts";
 import { tritonEnv, tritonFinalize } from "./triton/shim.ts";
 
@@ -57,11 +58,24 @@ export async function cudaInjection(): Promise<Injection> {
   const tool = launchingTool();
   if (tool) {
     throw new KerncapError("E_TOOL", `kerncap is running under ${tool}: that tool and kerncap's capture library both need CUDA's tool injection in the application, so the application cannot run under both`, {
-      hint: "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
+      hint: tool === "compute-sanitizer" ? SANITIZER_WAY_OUT : "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
     });
   }
   const inj = injectionEnv(lib);
   return { env: { ...inj.env, ...(await tritonEnv()) }, cuptiPath, warnings: inj.warnings };
+}
+
+/**
+ * Refuse an application command line that starts compute-sanitizer (`kerncap run -- compute-sanitizer APP`):
+ * the sanitizer re-launches APP with its own tool injection, which displaces kerncap's library.
+ * @throws KerncapError E_TOOL
+ */
+export function refuseToolAsApp(argv: string[]): void {
+  const t = toolAsApp(argv);
+  if (!t) return;
+  throw new KerncapError("E_TOOL", `the application command starts ${t}: it runs the application under its own CUDA tool injection, which kerncap's capture library needs too, so the two cannot share the application`, {
+    hint: SANITIZER_WAY_OUT,
+  });
 }
 
 /**
@@ -70,8 +84,25 @@ export async function cudaInjection(): Promise<Injection> {
  * Each process counts its own: pass one process's kernels.
  */
 export function countedLaunches(kernels: KernelSeen[], ere: PosixRegex | undefined, countBenchmarks: boolean): number {
-  const matching = ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels;
+  // collective kernels are never targets (c/kc_collective.h): the library does not count them toward --dispatch
+  const matching = (ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels).filter((k) => !collectiveLibrary(k.name, k.demangled));
   return matching.reduce((a, k) => a + k.count - (countBenchmarks ? 0 : (k.benchmark ?? 0)), 0);
+}
+
+/**
+ * The refusal of a capture whose --kernel matched only collective kernels (or too few other
+ * launches): which collective kernels matched, how often, and why none is captured. Undefined when
+ * no collective kernel matched `ere` (every kernel without one).
+ */
+export function collectiveRefusal(kernels: KernelSeen[], ere: PosixRegex | undefined, pattern: string): KerncapError | undefined {
+  const hit = kernels.filter((k) => collectiveLibrary(k.name, k.demangled) && (!ere || ere.test(k.name) || ere.test(k.demangled)));
+  if (!hit.length) return undefined;
+  const names = hit.slice(0, 4).map((k) => `${k.demangled || k.name} (${collectiveLibrary(k.name, k.demangled)}, ${k.count} launches)`);
+  return new KerncapError(
+    "E_COLLECTIVE",
+    `${pattern ? `--kernel ${JSON.stringify(pattern)} matched` : "the launches were"} collective kernels: ${names.join(", ")}${hit.length > 4 ? `, and ${hit.length - 4} more` : ""}. A collective kernel waits on its peer ranks, so it cannot be captured and replayed alone; kerncap counted its launches and did not synchronize or snapshot around them (the job ran on unchanged)`,
+    { hint: "Capture a kernel that does not communicate (`kerncap list -- <app>` marks collectives in its note column), or narrow --kernel so it matches no collective; capturing collectives across GPUs is not supported yet." },
+  );
 }
 
 /**
@@ -168,6 +199,7 @@ export interface CaptureResult {
  *   matching kernel, with the closest names).
  */
 export async function captureKernel(req: CaptureRequest, prepare: PrepareInjection = cudaInjection): Promise<CaptureResult> {
+  refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
@@ -263,6 +295,11 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
           },
         );
       }
+      // the launches the pattern matched that the library could count were too few because collectives were left out
+      if (seen <= req.dispatch) {
+        const refusal = collectiveRefusal(census.kernels, ere, pattern);
+        if (refusal) throw refusal;
+      }
       if (seen > req.dispatch) {
         throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${app.exitCode}, signal ${app.signal ?? "none"})`, {
           hint: "Run with --verbose to see why (the library's log).",
@@ -278,6 +315,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
         { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
       );
     }
+    const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
+    if (collectives.length) log.warn(`--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`);
     const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
     if (scan?.unreadable_entries) {
       log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
@@ -426,6 +465,7 @@ function removeStaleListFolders(): void {
  *   E_NO_KERNELS (the application launched none).
  */
 export async function listKernels(req: ListRequest, prepare: PrepareInjection = cudaInjection): Promise<ListResult> {
+  refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const inj = await prepare();
   for (const w of inj.warnings ?? []) log.warn(w);

@@ -60,15 +60,32 @@ export const toleranceArgs = {
   atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|)", default: "0" },
   rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
   dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (default fp32)" },
+  multiset: {
+    type: "string",
+    description: "Compare this region as a multiset of elements (an atomic append or compaction; element size from the type, 4 bytes by default): N (inspect's order), a VA 0x… inside it, param:N, changed or all; repeat or comma-separate",
+    valueHint: "REGION",
+  },
 } as const satisfies ArgsDef;
 
-/** --atol/--rtol/--dtype, checked before any GPU work. @throws KerncapError E_USAGE */
-export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown }): { atol?: number; rtol?: number; dtype?: string } {
+/**
+ * --atol/--rtol/--dtype/--multiset, checked before any GPU work (--multiset: its syntax here, the
+ * regions it names once the manifest is read: src/replay/tolerance-plan.ts multisetRegions).
+ * `rawArgs`: the verb's raw arguments, for every value of a repeated --multiset.
+ * @throws KerncapError E_USAGE
+ */
+export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown; multiset?: unknown }, rawArgs: string[] = []): { atol?: number; rtol?: number; dtype?: string; multiset?: string[] } {
   const dtype = args.dtype ? String(args.dtype) : undefined;
   if (dtype && !elementType(dtype)) {
     throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
   }
-  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype };
+  const given = repeatedOption(rawArgs, ["multiset"]);
+  const values = (given.length ? given : args.multiset !== undefined && args.multiset !== "" ? [String(args.multiset)] : []).flatMap((v) => v.split(",")).map((v) => v.trim());
+  for (const v of values) {
+    if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(v)) {
+      throw new KerncapError("E_USAGE", `--multiset ${JSON.stringify(v)} does not name a region`, { hint: "Name it by its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all." });
+    }
+  }
+  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype, ...(values.length ? { multiset: values } : {}) };
 }
 
 /**

@@ -31,11 +31,20 @@ export function describeReplay(r: ReplayResult): string {
   }
   const d = r.determinism;
   const spread = r.numerics.verdict === "within-spread";
+  const asSets = r.numerics.verdict === "multiset-equal";
   const L = [
-    `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
+    `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
     `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)} (kc64 per chunk on the GPU, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
   ];
+  for (const x of r.multiset ?? []) {
+    const what = x.unmatched
+      ? `${x.unmatched} elements without a partner (run ${x.firstBadRun + 1} of ${x.runs}): not the app's elements`
+      : x.runsReordered
+        ? `the app's elements in every run (${x.runsReordered} of ${x.runs} runs in another order)`
+        : `bit-identical to the app in all ${x.runs} runs`;
+    L.push(`  region ${x.index} ${x.va} compared as a multiset of ${x.elements} ${x.dtype} elements: ${what}`);
+  }
   for (const x of r.mismatches.slice(0, 20)) {
     L.push(`  region ${x.va} (${x.kind}, ${formatBytes(x.size)}, ${x.changedInApp ? "written by the kernel in the app" : "not written in the app"}): first difference at byte ${x.firstDiffOffset}, ${x.bytesDiffering} bytes differ`);
   }
@@ -54,7 +63,7 @@ export function describeReplay(r: ReplayResult): string {
 export function describeNumerics(r: ReplayResult): string[] {
   const n = r.numerics;
   const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol})`];
-  for (const x of n.regions.slice(0, 20)) {
+  for (const x of n.regions.filter((x) => !x.multiset).slice(0, 20)) {
     L.push(
       `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +
         (x.firstOverOffset >= 0 ? `, first at byte ${x.firstOverOffset}` : "") +
@@ -69,14 +78,16 @@ export function describeNumerics(r: ReplayResult): string[] {
  * The `list` table: count, bench (only when some kernel has autotuner benchmark launches, which
  * --dispatch does not count), graph (only when some kernel ran from CUDA graphs: of count, the
  * executions as a graph's kernel node), pid:count (`perProcess`: each process's count, for a job of several
- * processes), grid, block, module, kernel (demangled); numbers right-aligned.
+ * processes), grid, block, module, note (only when some kernel is a collective: "collective (NCCL)",
+ * never captured), kernel (demangled); numbers right-aligned.
  */
 export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   const bench = kernels.some((k) => k.benchmark);
   const graph = kernels.some((k) => k.graph || k.recorded);
+  const note = kernels.some((k) => k.collective);
   const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, k.demangled || k.name]);
-  const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", "kernel"];
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), k.demangled || k.name]);
+  const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", ...(note ? ["note"] : []), "kernel"];
   return table(head, rows);
 }
 

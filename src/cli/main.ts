@@ -48,8 +48,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     if (a.startsWith("-") && a !== "-") {
       const name = a.replace(/^--?/, "").split("=")[0]!;
       const opt = known.get(name);
-      // --kernel may repeat (one capture per target); any other option once, whatever its spelling
-      if (opt && opt !== "kernel") {
+      // --kernel may repeat (one capture per target), --multiset too (one region each); any other option once, whatever its spelling
+      if (opt && opt !== "kernel" && opt !== "multiset") {
         const first = given.get(opt);
         if (first !== undefined) {
           throw new KerncapError("E_USAGE", `${first} and ${a} both set --${opt}`, { hint: `Give --${opt} once (ncu's spellings such as --launch-skip, -o, -f are the same options).` });

@@ -6,7 +6,7 @@ import { FileImage } from "../format/file-image.ts";
 import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
 import { kc64 } from "../format/kc64.ts";
 import { Scanner, type ChunkScan } from "./scan.ts";
-import { judgeEnvelope, maxSpread, mergeEnvelopes, type Envelope } from "./envelope.ts";
+import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
@@ -14,10 +14,10 @@ import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { describeModule } from "../codeobj/index.ts";
-import { median, vaSpans } from "./compare.ts";
+import { diffBytes, median, vaSpans } from "./compare.ts";
 import { CU, CudaError, cuda, type Cuda } from "./cuda.ts";
-import { overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
-import { regionNumericsPlan } from "./tolerance-plan.ts";
+import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
+import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -52,6 +52,16 @@ export interface ReplayResult {
   device: { name: string; arch: string };
   /** Element-wise report (src/replay/tolerance.ts): verdict bit-exact | within-tolerance | mismatch. */
   numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[] };
+  /** Regions compared as multisets of elements (--multiset), every one asked for, with its judgement; absent without --multiset. */
+  multiset?: MultisetRegion[];
+}
+
+/** One region of --multiset: which region, as what element type, and how the app's elements compare with each checked run's. */
+export interface MultisetRegion extends MultisetJudgement {
+  index: number;
+  va: string;
+  dtype: ElementType;
+  verdict: "bit-exact" | "multiset-equal" | "mismatch";
 }
 
 export interface ReplayOptions {
@@ -73,6 +83,8 @@ export interface ReplayOptions {
   flushL2?: boolean;
   /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
+  /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
+  multiset?: string[];
 }
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
@@ -618,6 +630,8 @@ class CudaSession implements ReplaySession {
       return !Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
     });
     for (const [ri, r] of m.regions.entries()) ranges.push({ r, base: BigInt(r.va), kind: r.kind, dtype: plan[ri]!.dtype, source: plan[ri]!.source });
+    const asMultiset = new Set(o.multiset?.length ? multisetRegions(m, params, o.multiset) : []);
+    const multiset: MultisetRegion[] = [];
     for (const g of globals) ranges.push({ r: g, base: g.dva, kind: `global ${g.name}`, dtype: "u8", source: "default" });
     const expect = ranges.map((x) => chunkExpectation(x.r, C));
     const scans: ChunkScan[][] = [];
@@ -657,6 +671,16 @@ class CudaSession implements ReplaySession {
     for (const [i, x] of ranges.entries()) {
       const e = expect[i]!;
       const s0 = scans[0]![i]!;
+      if (asMultiset.has(i)) {
+        // order-independent: the whole region's elements, the app's against each run's (no envelope, no tolerance)
+        const j = multisetRange(x, e, i, scans, copies, C, before, after);
+        j.runsDiffering.forEach((run) => runsDiffering.add(run));
+        multiset.push(j.report);
+        numerics.push(j.numerics);
+        bytesChecked += x.r.size;
+        if (j.numerics.verdict === "mismatch") mismatches.push({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed, firstDiffOffset: j.numerics.firstDiffOffset, bytesDiffering: j.numerics.bytesDiffering });
+        continue;
+      }
       const acc = new RegionAccumulator({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed }, x.dtype, x.source, plan.tol);
       const envParts: { offset: number; env: Envelope }[] = [];
       const varying: { c: number; appBytes: Uint8Array; perRun: Uint8Array[] }[] = [];
@@ -760,8 +784,66 @@ class CudaSession implements ReplaySession {
       module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
       device: { name: cu.deviceName(), arch: cu.arch() },
       numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
+      ...(o.multiset?.length ? { multiset } : {}),
     };
   }
+}
+
+/**
+ * --multiset for one region (ranges[i] of the checked runs): the app's whole after state and each
+ * run's whole bytes (the chunks copied back where a run's kc64 differed from the app's, the app's
+ * bytes elsewhere: equal hashes, equal bytes), judged by judgeMultiset. Holds 1 + runs copies of
+ * the region on the host, only when some run differs from the app.
+ */
+function multisetRange(
+  x: { r: Range; kind: string; dtype: ElementType; source: RegionNumerics["dtypeSource"] },
+  e: ReturnType<typeof chunkExpectation>,
+  i: number,
+  scans: ChunkScan[][],
+  copies: Map<string, Uint8Array[]>,
+  C: number,
+  before: FileImage,
+  after: FileImage,
+): { report: MultisetRegion; numerics: RegionNumerics; runsDiffering: number[] } {
+  const nRuns = scans.length;
+  const nChunks = scans[0]![i]!.hash.length;
+  const runsDiffering = scans.flatMap((sr, run) => (run > 0 && sr[i]!.hash.some((h, c) => h !== scans[0]![i]!.hash[c]) ? [run] : []));
+  const copied = Array.from({ length: nChunks }, (_, c) => copies.get(`${i}:${c}`)).map((g, c) => ({ c, g })).filter((x) => x.g);
+  let j: MultisetJudgement = { elements: Math.floor(x.r.size / ELEMENT_BYTES[x.dtype]), runs: nRuns, runsReordered: 0, unmatched: 0, firstBadRun: -1 };
+  let diff = { first: -1, count: 0 };
+  if (copied.length) {
+    const app = new Uint8Array(x.r.size);
+    for (let c = 0; c < nChunks; c++) app.set(chunkBytesOf(e, c, chunkLen(x.r.size, c, C), "after", before, after), c * C);
+    const perRun = Array.from({ length: nRuns }, (_, run) => {
+      const b = app.slice();
+      for (const { c, g } of copied) if (g![run]) b.set(g![run]!, c * C);
+      return b;
+    });
+    j = judgeMultiset(x.dtype, app, perRun);
+    diff = diffBytes(perRun[j.firstBadRun >= 0 ? j.firstBadRun : 0]!, app);
+  }
+  const verdict: MultisetRegion["verdict"] = j.unmatched ? "mismatch" : j.runsReordered ? "multiset-equal" : "bit-exact";
+  return {
+    runsDiffering,
+    report: { index: i, va: x.r.va, dtype: x.dtype, verdict, ...j },
+    numerics: {
+      va: x.r.va,
+      kind: x.kind,
+      size: x.r.size,
+      changedInApp: x.r.changed,
+      dtype: x.dtype,
+      dtypeSource: x.source,
+      verdict,
+      elements: j.elements,
+      bytesDiffering: diff.count,
+      overTolerance: j.unmatched,
+      maxAbsError: 0,
+      maxRelError: 0,
+      firstOverOffset: -1,
+      firstDiffOffset: diff.first,
+      multiset: j,
+    },
+  };
 }
 
 /**

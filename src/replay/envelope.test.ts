@@ -3,7 +3,9 @@
  * passes, a planted wrong value fails, deterministic elements stay bit-exact, multisets.
  */
 import { expect, test } from "bun:test";
-import { judgeEnvelope, maxSpread, multisetDifference, ulp } from "./envelope.ts";
+import { judgeEnvelope, judgeMultiset, maxSpread, multisetDifference, ulp } from "./envelope.ts";
+import { toleranceOptions } from "../cli/args.ts";
+import { multisetRegions } from "./tolerance-plan.ts";
 
 const f32 = (xs: number[]) => new Uint8Array(new Float32Array(xs).buffer);
 const i32 = (xs: number[]) => new Uint8Array(new Int32Array(xs).buffer);
@@ -61,4 +63,70 @@ test("multiset comparison: any order of the same elements is equal; one changed 
 
 test("maxSpread is the largest hi − lo over the runs", () => {
   expect(maxSpread("fp32", [f32([1, 5]), f32([1.5, 5]), f32([0.75, 5])])).toBe(0.75);
+});
+
+/** A stream compaction's output as an atomic append writes it: the selected values in the order `perm` gives. */
+function compacted(n: number, perm: (xs: number[]) => number[], cap = n): Uint8Array {
+  const sel = Array.from({ length: n }, (_, i) => i * 7 + 3);
+  const out = new Uint32Array(cap); // the unused tail keeps its before state (zeros)
+  out.set(perm(sel));
+  return new Uint8Array(out.buffer);
+}
+const shuffle = (seed: number) => (xs: number[]) => xs.map((v, i) => [v, Math.sin(seed * 7919 + i)] as const).sort((a, b) => a[1] - b[1]).map(([v]) => v);
+
+test("multiset: runs that append the same elements in another order match the app; bytes differ", () => {
+  const app = compacted(5000, shuffle(1), 6000);
+  const runs = [2, 3, 4].map((s) => compacted(5000, shuffle(s), 6000));
+  const j = judgeMultiset("u32", app, runs);
+  expect(j).toEqual({ elements: 6000, runs: 3, runsReordered: 3, unmatched: 0, firstBadRun: -1 });
+  expect(judgeMultiset("u32", app, [app.slice()])).toMatchObject({ runsReordered: 0, unmatched: 0 });
+});
+
+test("multiset: a planted wrong element fails; so does a different count of elements", () => {
+  const app = compacted(5000, shuffle(1), 6000);
+  const bad = app.slice();
+  new DataView(bad.buffer).setUint32(4 * 1234, 0xfffffff0, true); // one element the kernel never writes
+  const runs = [2, 3].map((s) => compacted(5000, shuffle(s), 6000));
+  const j = judgeMultiset("u32", bad, runs);
+  expect(j.unmatched).toBe(2); // the planted value and the element it replaced
+  expect(j.firstBadRun).toBe(0);
+  // the kernel appended one element fewer (the counter differs): the tail's zero takes its place
+  const fewer = compacted(4999, shuffle(5), 6000);
+  expect(judgeMultiset("u32", app, [runs[0]!, fewer])).toMatchObject({ unmatched: 2, firstBadRun: 1 });
+  // a region of another length: the extra elements have no partner
+  expect(multisetDifference("u32", compacted(10, shuffle(1)), compacted(12, shuffle(2)))).toBe(2);
+});
+
+test("multiset: elements are compared as bit patterns of the element size (8-byte, NaN, -0)", () => {
+  const u64 = (xs: bigint[]) => new Uint8Array(new BigUint64Array(xs).buffer);
+  expect(multisetDifference("u64", u64([2n ** 60n + 1n, 5n]), u64([5n, 2n ** 60n + 1n]))).toBe(0);
+  expect(multisetDifference("u64", u64([2n ** 60n + 1n, 5n]), u64([5n, 2n ** 60n]))).toBe(2); // beyond 2^53: no rounding
+  expect(multisetDifference("fp32", f32([NaN, 1]), f32([1, NaN]))).toBe(0);
+  expect(multisetDifference("fp32", f32([-0, 1]), f32([1, 0]))).toBe(2);
+  expect(multisetDifference("fp16", i32([0x00010002]), i32([0x00020001]))).toBe(0); // two 2-byte elements swapped
+});
+
+test("--multiset names regions by index, VA, param:N, changed, all; a wrong name is a usage error", () => {
+  const m = {
+    regions: [
+      { va: "0x7f0000000000", size: 4096, changed: false },
+      { va: "0x7f0000200000", size: 8192, changed: true },
+      { va: "0x7f0000400000", size: 4, changed: true },
+    ],
+    params: { layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }, { index: 2, offset: 16, size: 8 }] },
+  } as unknown as Parameters<typeof multisetRegions>[0];
+  const params = new Uint8Array(24);
+  new DataView(params.buffer).setBigUint64(0, 0x7f0000200010n, true);
+  new DataView(params.buffer).setBigUint64(16, 0x10n, true);
+  expect(multisetRegions(m, params, ["1"])).toEqual([1]);
+  expect(multisetRegions(m, params, ["0x7f0000200000"])).toEqual([1]);
+  expect(multisetRegions(m, params, ["0x7f0000000fff", "2"])).toEqual([0, 2]);
+  expect(multisetRegions(m, params, ["param:0"])).toEqual([1]);
+  expect(multisetRegions(m, params, ["changed"])).toEqual([1, 2]);
+  expect(multisetRegions(m, params, ["all,1"])).toEqual([0, 1, 2]);
+  for (const bad of ["3", "0x10", "param:1", "param:2", "param:9"]) expect(() => multisetRegions(m, params, [bad])).toThrow(/--multiset/);
+  // the CLI: every value of a repeated option, comma lists, syntax checked before any GPU work
+  expect(toleranceOptions({ multiset: "2" }, ["DIR", "--multiset", "1", "--multiset=2,0x7f00"]).multiset).toEqual(["1", "2", "0x7f00"]);
+  expect(toleranceOptions({}).multiset).toBeUndefined();
+  expect(() => toleranceOptions({ multiset: "out" }, ["--multiset", "out"])).toThrow(/does not name a region/);
 });

@@ -122,22 +122,35 @@ export function mergeEnvelopes(parts: { offset: number; env: Envelope }[]): Enve
   return out;
 }
 
+/** Elements of `b` as unsigned bit patterns of `eb` bytes (1, 2, 4, 8), sorted ascending (a copy: any alignment). */
+function sortedBits(b: Uint8Array, eb: number): Uint8Array | Uint16Array | Uint32Array | BigUint64Array {
+  const n = Math.floor(b.byteLength / eb);
+  const raw = new Uint8Array(n * eb);
+  raw.set(b.subarray(0, n * eb));
+  const xs = eb === 8 ? new BigUint64Array(raw.buffer) : eb === 4 ? new Uint32Array(raw.buffer) : eb === 2 ? new Uint16Array(raw.buffer) : raw;
+  return xs.sort(); // typed arrays sort numerically
+}
+
 /**
  * Order-independent comparison (an atomic append or compaction writes the same elements in any
- * order): the multisets of elements of type t are equal. Returns the number of elements that
- * have no partner (0 = equal as multisets).
+ * order): the multisets of elements of type t's size are equal. Elements are compared as bit
+ * patterns (exact, as the bit-exact contract: -0 ≠ +0, a NaN equals the same NaN bits); a
+ * trailing partial element is compared bytewise and counts as one element. Shapes: a and b of
+ * equal length in bytes (a different length is reported by the counts, not thrown).
+ * @returns elements of a without a partner in b plus elements of b without one in a (0 = equal).
  */
 export function multisetDifference(t: ElementType, a: Uint8Array, b: Uint8Array): number {
-  const x = Array.from(decode(a, t)).sort((p, q) => p - q);
-  const y = Array.from(decode(b, t)).sort((p, q) => p - q);
+  const eb = ELEMENT_BYTES[t];
+  const x = sortedBits(a, eb);
+  const y = sortedBits(b, eb);
   let i = 0;
   let j = 0;
   let unmatched = 0;
   while (i < x.length && j < y.length) {
-    if (Object.is(x[i], y[j]) || x[i] === y[j]) {
+    if (x[i] === y[j]) {
       i++;
       j++;
-    } else if (x[i]! < y[j]! || Number.isNaN(y[j]!)) {
+    } else if (x[i]! < y[j]!) {
       unmatched++;
       i++;
     } else {
@@ -145,5 +158,40 @@ export function multisetDifference(t: ElementType, a: Uint8Array, b: Uint8Array)
       j++;
     }
   }
-  return unmatched + (x.length - i) + (y.length - j);
+  unmatched += x.length - i + (y.length - j);
+  const ta = a.subarray(x.length * eb);
+  const tb = b.subarray(y.length * eb);
+  if (ta.byteLength || tb.byteLength) if (ta.byteLength !== tb.byteLength || !ta.every((v, k) => v === tb[k])) unmatched += 2;
+  return unmatched;
+}
+
+/** A region compared as a multiset of elements (replay/validate --multiset): the app's after state against every checked run. */
+export interface MultisetJudgement {
+  /** Elements of the region (region bytes / element size). */
+  elements: number;
+  /** Checked runs compared. */
+  runs: number;
+  /** Runs whose bytes differ from the app's (in order only, or in their elements too). */
+  runsReordered: number;
+  /** Largest multisetDifference over the runs (0: every run holds the app's elements). */
+  unmatched: number;
+  /** Index of the first run with unmatched elements, -1 when none. */
+  firstBadRun: number;
+}
+
+/**
+ * Judge one region as a multiset: `app` = the app's whole after state of the region, `runs` =
+ * the region's whole bytes after each checked run (same length). Bytewise-equal runs skip the sort.
+ */
+export function judgeMultiset(t: ElementType, app: Uint8Array, runs: Uint8Array[]): MultisetJudgement {
+  const out: MultisetJudgement = { elements: Math.floor(app.byteLength / ELEMENT_BYTES[t]), runs: runs.length, runsReordered: 0, unmatched: 0, firstBadRun: -1 };
+  const A = Buffer.from(app.buffer, app.byteOffset, app.byteLength);
+  for (const [k, r] of runs.entries()) {
+    if (A.equals(Buffer.from(r.buffer, r.byteOffset, r.byteLength))) continue;
+    out.runsReordered++;
+    const d = multisetDifference(t, app, r);
+    if (d > out.unmatched) out.unmatched = d;
+    if (d && out.firstBadRun < 0) out.firstBadRun = k;
+  }
+  return out;
 }

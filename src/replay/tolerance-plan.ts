@@ -53,3 +53,44 @@ export function floatArg(name: string, v: unknown): number | undefined {
   if (!Number.isFinite(n) || n < 0) throw new KerncapError("E_USAGE", `--${name} must be a non-negative number, got ${JSON.stringify(v)}`, { hint: `For example --${name} 1e-5 (0, the default, asks for bit-exact).` });
   return n;
 }
+
+/**
+ * Regions to compare as multisets of elements (replay/validate --multiset), from the option's
+ * values (repeatable, each a comma-separated list). A value names regions as `kerncap inspect`
+ * shows them: `N` (the Nth region, 0-based, inspect's order = the manifest's), a VA `0x…` (the
+ * region holding it: its start or any byte inside), `param:N` (the region kernel parameter N
+ * points into, read from the captured parameter buffer), `changed` (every region the app's
+ * launch wrote) or `all`. Module globals are never compared as multisets.
+ * @returns region indices, ascending, without repeats.
+ * @throws KerncapError E_USAGE for a value that names no region.
+ */
+export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params: Uint8Array, values: string[]): number[] {
+  const out = new Set<number>();
+  const spans = m.regions.map((r) => ({ start: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size) }));
+  const holding = (va: bigint) => spans.findIndex((s) => va >= s.start && va < s.end);
+  const hint = `Name a region by its index (0 to ${m.regions.length - 1}, in \`kerncap inspect\`'s order), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all.`;
+  for (const v of values.flatMap((x) => x.split(",")).map((x) => x.trim()).filter(Boolean)) {
+    const bad = (why: string) => new KerncapError("E_USAGE", `--multiset ${v}: ${why}`, { hint });
+    if (v === "all") m.regions.forEach((_, i) => out.add(i));
+    else if (v === "changed") m.regions.forEach((r, i) => r.changed && out.add(i));
+    else if (/^\d+$/.test(v)) {
+      const i = Number(v);
+      if (i >= m.regions.length) throw bad(`the capture has ${m.regions.length} regions (0 to ${m.regions.length - 1})`);
+      out.add(i);
+    } else if (/^0x[0-9a-f]+$/i.test(v)) {
+      const i = holding(BigInt(v));
+      if (i < 0) throw bad("no region of the capture holds that VA");
+      out.add(i);
+    } else if (/^param:\d+$/.test(v)) {
+      const n = Number(v.slice(6));
+      const slot = m.params.layout.find((s) => s.index === n);
+      if (!slot) throw bad(`the kernel has no parameter ${n} (${m.params.layout.length} parameters)`);
+      if (slot.size !== 8 || slot.offset + 8 > params.byteLength) throw bad(`parameter ${n} is ${slot.size} bytes, not a pointer`);
+      const p = new DataView(params.buffer, params.byteOffset, params.byteLength).getBigUint64(slot.offset, true);
+      const i = holding(p);
+      if (i < 0) throw bad(`parameter ${n} (0x${p.toString(16)}) points into no captured region`);
+      out.add(i);
+    } else throw bad("not a region name");
+  }
+  return [...out].sort((a, b) => a - b);
+}

@@ -48,7 +48,8 @@ export interface RegionNumerics {
   dtype: ElementType;
   /** Where dtype came from: the kernel signature, --dtype, or the float32 default. */
   dtypeSource: "signature" | "option" | "default";
-  verdict: "bit-exact" | "within-tolerance" | "within-spread" | "mismatch";
+  /** multiset-equal: compared as a multiset (--multiset), the same elements in another order. */
+  verdict: "bit-exact" | "within-tolerance" | "multiset-equal" | "within-spread" | "mismatch";
   elements: number;
   bytesDiffering: number;
   /** Elements with |got − exp| > atol + rtol·|exp| (NaN against a number counts). */
@@ -61,6 +62,8 @@ export interface RegionNumerics {
   firstDiffOffset: number;
   /** Nondeterministic regions: the run-to-run envelope (src/replay/envelope.ts) the app's values were judged against. */
   spread?: import("./envelope.ts").Envelope;
+  /** Regions compared as multisets (--multiset): the judgement (overTolerance = its unmatched elements). */
+  multiset?: import("./envelope.ts").MultisetJudgement;
   /** Why a region is a mismatch although its elements are within tolerance. */
   trivial?: "unchanged" | "all-zeros";
 }
@@ -168,6 +171,7 @@ export class RegionAccumulator {
 export function overallVerdict(regions: RegionNumerics[]): RegionNumerics["verdict"] {
   if (regions.some((r) => r.verdict === "mismatch")) return "mismatch";
   if (regions.some((r) => r.verdict === "within-tolerance")) return "within-tolerance";
+  if (regions.some((r) => r.verdict === "multiset-equal")) return "multiset-equal";
   if (regions.some((r) => r.verdict === "within-spread")) return "within-spread";
   return "bit-exact";
 }

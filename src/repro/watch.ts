@@ -110,7 +110,7 @@ export type WatchEvent =
       at: string;
       kernel: string;
       verdict: ReplayResult["verdict"];
-      /** bit-exact | within-tolerance | within-spread | mismatch (ReplayResult.numerics.verdict). */
+      /** bit-exact | within-tolerance | multiset-equal | within-spread | mismatch (ReplayResult.numerics.verdict). */
       numerics: ReplayResult["numerics"]["verdict"];
       /** The first differing region (null on a match) and how many differ. */
       firstMismatch: RegionMismatch | null;
@@ -144,7 +144,7 @@ export type WatchEvent =
 
 function verdictWord(e: Extract<WatchEvent, { event: "verdict" }>): string {
   if (e.verdict === "mismatch") return "MISMATCH";
-  return e.numerics === "within-spread" ? "MATCH within the run-to-run spread" : e.numerics === "within-tolerance" ? "MATCH within tolerance" : "MATCH";
+  return e.numerics === "within-spread" ? "MATCH within the run-to-run spread" : e.numerics === "within-tolerance" ? "MATCH within tolerance" : e.numerics === "multiset-equal" ? "MATCH as multisets" : "MATCH";
 }
 
 const clock = (iso: string) => iso.slice(11, 19);

@@ -1,4 +1,5 @@
-"""Test app: a Triton kernel launched by Triton's own launcher (cuLaunchKernelEx)."""
+"""Test app: a Triton kernel launched by Triton's own launcher (cuLaunchKernelEx). argv[1]: rounds
+(default 3); argv[2]: log2 of the element count (default 20; scripts/bench-timing.sh uses 24)."""
 import sys
 import torch
 import triton
@@ -17,7 +18,7 @@ def fused_add_relu(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 torch.manual_seed(0)
-n = 1 << 20
+n = 1 << (int(sys.argv[2]) if len(sys.argv) > 2 else 20)
 x = torch.randn(n, device="cuda")
 y = torch.randn(n, device="cuda")
 out = torch.empty_like(x)

@@ -4,6 +4,8 @@
 //   oob     a kernel that writes far out of bounds (illegal address: the app fails)
 //   assert  a device-side assert fires (the app fails)
 //   fma     a compute-bound kernel of ~150 µs (for timing agreement)
+//   compact stream compaction: the indices of selected elements appended through an atomic
+//           counter (4096 blocks: the order differs from run to run, the multiset does not)
 // Each mode launches its kernel twice (dispatch 0 and 1), except the faulting ones (once).
 #include <cassert>
 #include <cstdio>
@@ -35,6 +37,11 @@ __global__ void fma_loop(float *y, int n, int iters) {
   float a = y[i], b = 1.0001f;
   for (int k = 0; k < iters; k++) a = fmaf(a, b, 0.5f);
   y[i] = a;
+}
+
+__global__ void compact(const unsigned *x, int n, unsigned *out, unsigned *count) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && x[i] % 3 != 0) out[atomicAdd(count, 1u)] = (unsigned)i;
 }
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
@@ -86,6 +93,26 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 2; r++) fma_loop<<<n / 256, 256>>>(y, n, 2000);
     CK(cudaDeviceSynchronize());
     printf("fma done\n");
+    return 0;
+  }
+  if (!strcmp(mode, "compact")) {
+    const int m = 1 << 20;
+    unsigned *h = (unsigned *)malloc(m * 4);
+    for (int i = 0; i < m; i++) h[i] = i * 2654435761u;
+    unsigned *x, *out, *count;
+    CK(cudaMalloc(&x, m * 4));
+    CK(cudaMalloc(&out, m * 4));
+    CK(cudaMalloc(&count, 4));
+    CK(cudaMemcpy(x, h, m * 4, cudaMemcpyHostToDevice));
+    for (int r = 0; r < 2; r++) {
+      CK(cudaMemset(out, 0, m * 4));
+      CK(cudaMemset(count, 0, 4));
+      compact<<<m / 256, 256>>>(x, m, out, count);
+      CK(cudaDeviceSynchronize());
+    }
+    unsigned c;
+    CK(cudaMemcpy(&c, count, 4, cudaMemcpyDeviceToHost));
+    printf("compact: %u selected\n", c);
     return 0;
   }
   fprintf(stderr, "unknown mode %s\n", mode);

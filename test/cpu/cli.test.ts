@@ -372,6 +372,12 @@ describe("command line (runCli: the one error path)", () => {
       expect(JSON.parse(r.out).error).toMatchObject({ code: "E_USAGE" });
       expect(JSON.parse(r.out).error.message).toContain("both set");
     }
+    // --multiset may repeat (one region each), on replay and validate
+    const { checkArgs } = await import("../../src/cli/main.ts");
+    for (const verb of ["replay", "validate"] as const) {
+      await checkArgs(verb, await commands[verb](), ["cap", "--multiset", "0", "--multiset=param:1"]);
+      await expect(checkArgs(verb, await commands[verb](), ["cap", "--dtype", "u32", "--dtype=i32"])).rejects.toThrow(/both set/);
+    }
   });
   test("an option without its value is refused, not swallowed", async () => {
     const r = await cli(["run", "--kernel", "--dispatch", "1", "--", "/bin/true", "--json"]);

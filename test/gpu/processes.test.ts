@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { APPS, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
+import { APPS, BIN, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
 
 const SKIP = !!skipReason("processes", [[!Bun.which("python3"), "python3 missing"]]);
 const WORK = workDir("kerncap-procs-");
@@ -118,5 +118,28 @@ describe.skipIf(SKIP)("CUPTI sharing", () => {
     const r = run(["ncu", "--target-processes", "all", "--", process.env.KERNCAP_BIN ?? join(APPS, "../../dist/kerncap"), "run", "--kernel", ELEMENTWISE, "--out", join(WORK, "ncu"), "--", "python3", APP, "spawn", "1"], { cwd: WORK, timeoutMs: 300_000 });
     expect(r.stderr + r.stdout).toMatch(/running under Nsight Compute|CUPTI is already held by|CUDA_INJECTION64_PATH was already set/);
     console.log(`[processes] under ncu: exit ${r.code}`);
+  });
+});
+
+describe.skipIf(SKIP)("collective kernels", () => {
+  test("NCCL kernels (torch.distributed nccl, one rank): refused by name with E_COLLECTIVE, the job completes", () => {
+    const app = ["python3", join(APPS, "nccl_app.py")];
+    const l = kerncap(WORK, ["list", "--json", "--", ...app], {});
+    expect(l.code, l.stderr).toBe(0);
+    expect(l.stderr + l.stdout).toContain("nccl done");
+    const coll = json(l).kernels.filter((k: any) => k.collective); // list marks them (its table: "collective (NCCL)", CPU-tested)
+    if (!coll.length) {
+      console.warn(`[processes] collective test skipped: NCCL launched no kernel on one rank (kernels: ${json(l).kernels.map((k: any) => k.name).join(", ")})`);
+      return;
+    }
+    const out = join(WORK, "nccl");
+    const r = run([BIN, "run", "--kernel", "ncclDevKernel|ncclKernel", "--out", out, "--json", "--", ...app], { cwd: WORK, timeoutMs: 90_000 });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.seconds).toBeLessThan(90);
+    expect(r.stderr + r.stdout).toContain("nccl done"); // the app ran to its end (its stdout goes to stderr under --json)
+    const e = json(r).error;
+    expect(e.code).toBe("E_COLLECTIVE");
+    expect(e.message).toContain(coll[0].demangled || coll[0].name);
+    expect(e.message).toContain("cannot be captured and replayed alone");
   });
 });

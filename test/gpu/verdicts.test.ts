@@ -5,10 +5,10 @@
  * kernel time agrees with the in-app GPU time. Figures go to $KERNCAP_GPU_OUT/verdicts.json.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { kc64 } from "../../src/format/kc64.ts";
-import { APPS, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
+import { APPS, BIN, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
 
 const SKIP = !!skipReason("verdict tests");
 const WORK = workDir("kerncap-verdicts-");
@@ -57,6 +57,49 @@ describe.skipIf(SKIP)("nondeterministic kernels", () => {
     expect(json(bad).verdict).toBe("mismatch");
   });
 
+  test("stream compaction (atomic append): varies bytewise; --multiset param:2 is MATCH; a planted wrong element fails", () => {
+    const c = capture("compact", "compact", [app, "compact"]);
+    expect(c.code, c.stderr).toBe(0);
+    const m = manifest(c.out);
+    const outReg = m.regions.filter((x: any) => x.changed).sort((p: any, q: any) => q.size - p.size)[0]; // out (4 MiB); the counter is 4 bytes
+    // bytewise: the order of the appended indices differs between the checked runs
+    const plain = kc(["replay", c.out, "--json", "--iters", "1"]);
+    const p = json(plain);
+    expect(p.determinism.nondeterministic).toBe(true);
+    expect(p.numerics.verdict).not.toBe("bit-exact");
+    expect(plain.code).toBe(p.verdict === "match" ? 0 : 1);
+    expect(p.multiset).toBeUndefined();
+    // as a multiset (kernel parameter 2 is out): the same indices in every run
+    const ms = kc(["replay", c.out, "--json", "--iters", "1", "--multiset", "param:2"]);
+    const r = json(ms);
+    figures.compact = { bytewise: { verdict: p.verdict, numerics: p.numerics.verdict, determinism: p.determinism }, multiset: r.multiset, verdict: r.verdict };
+    expect(ms.code, ms.stderr).toBe(0);
+    expect(r.verdict).toBe("match");
+    expect(r.numerics.verdict).toBe("multiset-equal");
+    expect(r.multiset).toHaveLength(1);
+    expect(r.multiset[0]).toMatchObject({ va: outReg.va, dtype: "fp32", verdict: "multiset-equal", unmatched: 0, elements: outReg.size / 4 });
+    expect(r.multiset[0].runsReordered).toBeGreaterThan(0);
+    const text = kc(["replay", c.out, "--iters", "1", "--runs", "3", "--multiset", outReg.va]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("MATCH as multisets");
+    expect(text.stdout).toContain(`compared as a multiset of ${outReg.size / 4} fp32 elements`);
+    // plant an index the kernel never appends (0xfffffff0) in the app's after state, re-seal its chunk hash
+    const [first, , off] = outReg.after.extents[0];
+    const len = Math.min(m.memory.chunkBytes, outReg.size - first * m.memory.chunkBytes);
+    const f = join(c.out, m.memory.after);
+    const bytes = readFileSync(f);
+    bytes.writeUInt32LE(0xfffffff0, off);
+    writeFileSync(f, bytes);
+    outReg.after.hashes = kc64(bytes.subarray(off, off + len)).hex + outReg.after.hashes.slice(16);
+    writeFileSync(join(c.out, "kerncap.json"), JSON.stringify(m));
+    const bad = kc(["replay", c.out, "--json", "--iters", "1", "--runs", "3", "--multiset", "param:2"]);
+    const b = json(bad);
+    expect(bad.code).toBe(1);
+    expect(b.verdict).toBe("mismatch");
+    expect(b.multiset[0].verdict).toBe("mismatch");
+    expect(b.multiset[0].unmatched).toBe(2); // the planted value and the index it replaced
+  });
+
   test("integer atomic histogram: deterministic, bit-exact", () => {
     const c = capture("hist", "histogram", [app, "hist"]);
     expect(c.code, c.stderr).toBe(0);
@@ -101,6 +144,35 @@ describe.skipIf(SKIP)("faulting launches", () => {
   }
 });
 
+describe.skipIf(SKIP)("faulting launches (PyTorch)", () => {
+  test("torch embedding with an index out of range: captured faulted (CUDA_ERROR_ASSERT), the app still fails, replay reproduces it", () => {
+    const py = join(WORK, "embedding_oob.py");
+    // F.embedding is index_select on dim 0: PyTorch 2.x launches vectorized_gather_kernel (aligned rows) or
+    // indexSelectSmallIndex/indexSelectLargeIndex, each with a device-side bounds assert
+    writeFileSync(py, `import torch\nimport torch.nn.functional as F\nw = torch.randn(1000, 64, device="cuda")\nidx = torch.tensor([[1, 5, 999], [3, 1007, 2]], device="cuda")\ny = F.embedding(idx, w)\ntorch.cuda.synchronize()\nprint(float(y.sum()))\n`);
+    const plain = run(["python3", py], { cwd: WORK });
+    const c = capture("embedding", "indexSelect(Small|Large)Index|vectorized_gather_kernel", ["python3", py], 0);
+    figures.embedding = { app: plain.code, run: c.code };
+    expect(plain.code).not.toBe(0);
+    expect(plain.stderr).toContain("device-side assert");
+    expect(c.code, c.stderr).not.toBe(0); // the app's own failure passes through
+    expect(c.stderr).toContain("device-side assert"); // as the app reports it
+    const m = manifest(c.out);
+    expect(m.fault?.name).toBe("CUDA_ERROR_ASSERT");
+    const rep = kc(["replay", c.out, "--json"]);
+    const r = json(rep);
+    figures.embedding = { ...(figures.embedding as object), kernel: r.kernel, fault: r.fault };
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(r.fault.reproduced).toBe(true);
+    expect(r.fault.observed.name).toBe("CUDA_ERROR_ASSERT");
+    expect(r.fault.sanitizer).toContain("compute-sanitizer --tool memcheck");
+    const text = kc(["replay", c.out]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("MATCH (fault reproduced)");
+    expect(text.stdout).toContain(`compute-sanitizer --tool memcheck`);
+  });
+});
+
 describe.skipIf(SKIP)("kernel time", () => {
   test("a compute-bound kernel (~250 µs): replay within 10% of the in-app GPU time; two replays within 3%", () => {
     const c = capture("fma", "fma_loop", [app, "fma"]);
@@ -114,5 +186,49 @@ describe.skipIf(SKIP)("kernel time", () => {
     expect(a.timing.medianUs).toBeGreaterThan(20);
     expect(Math.abs(f.vsApp)).toBeLessThan(0.1);
     expect(Math.abs(f.between)).toBeLessThan(0.03);
+  });
+});
+
+const SANITIZER = "/usr/local/cuda/bin/compute-sanitizer";
+describe.skipIf(SKIP || !existsSync(SANITIZER))("compute-sanitizer", () => {
+  test("`compute-sanitizer --tool memcheck kerncap replay DIR`: the replay runs under memcheck (no CUPTI needed), exit 0, 0 errors", () => {
+    const c = capture("san-hist", "histogram", [app, "hist"]);
+    expect(c.code, c.stderr).toBe(0);
+    const r = run([SANITIZER, "--tool", "memcheck", BIN, "replay", c.out, "--runs", "1", "--iters", "0"], { cwd: WORK, timeoutMs: 90_000 });
+    const out = r.stdout + r.stderr;
+    figures.sanitizerReplay = { code: r.code, seconds: r.seconds, summary: /ERROR SUMMARY: [^\n]*/.exec(out)?.[0] };
+    expect(r.code, out).toBe(0);
+    expect(out).toContain("ERROR SUMMARY: 0 errors");
+    expect(r.stdout).toContain("MATCH");
+  });
+
+  test("the command a faulted capture prints finds the fault under memcheck", () => {
+    const c = capture("san-oob", "write_oob", [app, "oob"], 0);
+    expect(manifest(c.out).fault?.name).toBe("CUDA_ERROR_ILLEGAL_ADDRESS");
+    const r = run([SANITIZER, "--tool", "memcheck", BIN, "replay", c.out, "--runs", "1", "--iters", "0"], { cwd: WORK, timeoutMs: 90_000 });
+    const out = r.stdout + r.stderr;
+    figures.sanitizerFault = { code: r.code, summary: /ERROR SUMMARY: [^\n]*/.exec(out)?.[0] };
+    expect(out).toContain("Invalid __global__ write");
+    expect(out).not.toContain("ERROR SUMMARY: 0 errors");
+  });
+
+  test("kerncap run under compute-sanitizer, and compute-sanitizer as the application: refused by name (E_TOOL) with the way out", () => {
+    // what the sanitizer's launcher puts in a child's environment (evidence for src/capture/coexist.ts underSanitizer)
+    const env = run([SANITIZER, "--tool", "memcheck", "/usr/bin/env"], { cwd: WORK, timeoutMs: 60_000 });
+    const seen = env.stdout.split("\n").filter((l) => /SANITIZER|INJECTION|PRELOAD|^NV_/i.test(l));
+    figures.sanitizerEnv = seen;
+    console.log(`[verdicts] environment under compute-sanitizer: ${JSON.stringify(seen)}`);
+    const under = run([SANITIZER, "--tool", "memcheck", BIN, "run", "--kernel", "histogram", "--out", join(WORK, "san-under"), "--json", "--", app, "hist"], { cwd: WORK, timeoutMs: 90_000 });
+    figures.sanitizerUnder = { code: under.code, stdout: under.stdout.slice(0, 2000) };
+    const e1 = json({ ...under, stdout: under.stdout.slice(under.stdout.indexOf("{"), under.stdout.lastIndexOf("}") + 1) }).error;
+    expect(e1?.code, under.stdout + under.stderr).toBe("E_TOOL");
+    expect(e1.message).toContain("compute-sanitizer");
+    expect(e1.hint).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
+    const asApp = kc(["run", "--kernel", "histogram", "--out", join(WORK, "san-app"), "--json", "--", SANITIZER, "--tool", "memcheck", app, "hist"]);
+    expect(asApp.code).toBe(2);
+    const e2 = json(asApp).error;
+    expect(e2.code).toBe("E_TOOL");
+    expect(e2.message).toContain("compute-sanitizer");
+    expect(e2.hint).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
   });
 });

@@ -21,13 +21,13 @@ export default defineCommand({
     ...jsonArg,
     ...verboseArg,
   },
-  async run({ args }) {
+  async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const dir = String(args.dir);
     const iters = intArg("iters", args.iters, 10, 100_000);
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
     if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
-    const tol = toleranceOptions(args);
+    const tol = toleranceOptions(args, rawArgs);
     if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
     return withAslrRetry(async () => {
       const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });

@@ -32,12 +32,12 @@ export default defineCommand({
     ...jsonArg,
     ...verboseArg,
   },
-  async run({ args }) {
+  async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const dir = String(args.dir);
     const m = readManifest(dir);
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
-    const tol = toleranceOptions(args);
+    const tol = toleranceOptions(args, rawArgs);
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
