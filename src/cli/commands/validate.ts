@@ -13,8 +13,8 @@
  */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
-import { buildReproducer, remakeStaleSlice } from "../../repro/build.ts";
-import { checkRebuiltModule } from "../../repro/cuda.ts";
+import { frontendOf } from "../../frontends/index.ts";
+import { buildReproducer } from "../../repro/build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
@@ -44,12 +44,13 @@ export default defineCommand({
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
       return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit }));
     }
-    if (m.device.vendor !== "nvidia") {
+    const fe = frontendOf(m);
+    if (!fe.validates) {
       throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`, {
         hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
       });
     }
-    remakeStaleSlice(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
+    fe.beforeBuild?.(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
       const t0 = performance.now();
@@ -57,7 +58,7 @@ export default defineCommand({
       // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py)
       const built = buildReproducer(dir, { quiet: !args.verbose, force: Boolean(args.force) }).then((b) => {
         builtAt = performance.now();
-        if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
+        fe.checkRebuiltModule?.(b.module, m); // CUDA: parameter layout unchanged? before anything launches (exit 2)
         return b;
       });
       const modulePath = built.then((b) => b.module);
