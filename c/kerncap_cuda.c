@@ -556,94 +556,178 @@ static void write_raw_json(module_t *m, const char *modfile) {
   p_cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   p_cuDriverGetVersion(&drv);
   char *dem = demangle(C.name);
-  fprintf(f, "{\"raw_version\":2,\"library\":\"%s\",\"frontend\":\"cuda\",\n\"kernel\":{\"name\":", KC_VERSION);
-  kc_json_str(f, C.name);
-  fprintf(f, ",\"demangled\":");
-  kc_json_str(f, dem);
+  kc_json j, *w = &j; /* c/kc_json.h; the keys are the raw_version 2 schema (src/capture/raw.ts) */
+  kc_json_init(w, f);
+  kc_json_begin_object(w);
+  kc_json_ku64(w, "raw_version", 2);
+  kc_json_kstr(w, "library", KC_VERSION);
+  kc_json_kstr(w, "frontend", "cuda");
+  kc_json_key(w, "kernel");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "name", C.name);
+  kc_json_kstr(w, "demangled", dem);
   free(dem);
-  fprintf(f, ",\"match_index\":%ld,\"launch_index\":%llu,\"counts_benchmarks\":%s},\n", C.match_index,
-          (unsigned long long)C.launch_index, S.count_benchmarks ? "true" : "false");
-  fprintf(f, "\"device\":{\"vendor\":\"nvidia\",\"name\":");
-  kc_json_str(f, devname);
-  fprintf(f, ",\"arch\":\"sm_%d%d\",\"driver_version\":%d,\"ordinal\":%d},\n", ma, mi, drv, (int)dev);
+  kc_json_ki64(w, "match_index", C.match_index);
+  kc_json_ku64(w, "launch_index", C.launch_index);
+  kc_json_kbool(w, "counts_benchmarks", S.count_benchmarks);
+  kc_json_end_object(w);
+  kc_json_key(w, "device");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "vendor", "nvidia");
+  kc_json_kstr(w, "name", devname);
+  char arch[32];
+  snprintf(arch, sizeof arch, "sm_%d%d", ma, mi);
+  kc_json_kstr(w, "arch", arch);
+  kc_json_ki64(w, "driver_version", drv);
+  kc_json_ki64(w, "ordinal", (int)dev);
+  kc_json_end_object(w);
   { /* ---- process identity (c/kc_process.h): who captured, on which GPU ---- */
     char uuid[41] = "", pci[32] = "";
     CUuuid u;
     if (p_cuDeviceGetUuid_v2 && p_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) kc_uuid_str((const unsigned char *)u.bytes, uuid);
     if (p_cuDeviceGetPCIBusId && p_cuDeviceGetPCIBusId(pci, sizeof pci, dev) != CUDA_SUCCESS) pci[0] = 0;
-    fputs("\"process\":", f);
-    kc_proc_json(f, &KP, KC_VISIBLE_VARS, uuid[0] ? uuid : NULL, pci[0] ? pci : NULL);
-    fputs(",\n", f);
+    kc_json_key(w, "process");
+    kc_proc_json(kc_json_value(w), &KP, KC_VISIBLE_VARS, uuid[0] ? uuid : NULL, pci[0] ? pci : NULL);
   }
   unsigned cl[3] = {1, 1, 1};
-  if (S.ntargets > 1 || S.capture_all) fprintf(f, "\"target\":%d,\n", S.capture_all ? -1 : C.target);
-  if (C.graph_id >= 0) fprintf(f, "\"graph\":{\"id\":%d,\"kernel_node\":%zu},\n", C.graph_id, C.graph_node);
-  fprintf(f, "\"launch\":{\"api\":\"%s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared_mem_bytes\":%u,\"attributes\":[",
-          C.L.api, C.L.grid[0], C.L.grid[1], C.L.grid[2], C.L.block[0], C.L.block[1], C.L.block[2], C.L.shmem);
+  if (S.ntargets > 1 || S.capture_all) kc_json_ki64(w, "target", S.capture_all ? -1 : C.target);
+  if (C.graph_id >= 0) {
+    kc_json_key(w, "graph");
+    kc_json_begin_object(w);
+    kc_json_ki64(w, "id", C.graph_id);
+    kc_json_ku64(w, "kernel_node", C.graph_node);
+    kc_json_end_object(w);
+  }
+  kc_json_key(w, "launch");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "api", C.L.api);
+  kc_json_kdim3(w, "grid", C.L.grid[0], C.L.grid[1], C.L.grid[2]);
+  kc_json_kdim3(w, "block", C.L.block[0], C.L.block[1], C.L.block[2]);
+  kc_json_ku64(w, "shared_mem_bytes", C.L.shmem);
+  kc_json_key(w, "attributes");
+  kc_json_begin_array(w);
   if (C.L.config) {
     for (unsigned i = 0; i < C.L.config->numAttrs; i++) {
       const CUlaunchAttribute *a = &C.L.config->attrs[i];
       if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
         cl[0] = a->value.clusterDim.x; cl[1] = a->value.clusterDim.y; cl[2] = a->value.clusterDim.z;
       }
-      fprintf(f, "%s{\"id\":%d,\"name\":\"%s\",\"value_hex\":\"", i ? "," : "", (int)a->id, attr_name(a->id));
-      const unsigned char *vb = (const unsigned char *)&a->value;
-      for (size_t b = 0; b < sizeof a->value; b++) fprintf(f, "%02x", vb[b]);
-      fprintf(f, "\"}");
+      kc_json_begin_object(w);
+      kc_json_ki64(w, "id", (int)a->id);
+      kc_json_kstr(w, "name", attr_name(a->id));
+      kc_json_key(w, "value_hex");
+      kc_json_hexbytes(w, &a->value, sizeof a->value);
+      kc_json_end_object(w);
     }
   }
-  fprintf(f, "],\"cluster\":[%u,%u,%u]},\n\"function_attributes\":[", cl[0], cl[1], cl[2]);
+  kc_json_end_array(w);
+  kc_json_kdim3(w, "cluster", cl[0], cl[1], cl[2]);
+  kc_json_end_object(w);
+  kc_json_key(w, "function_attributes");
+  kc_json_begin_array(w);
   CUfunction g = as_function(C.L.f);
-  int first = 1;
   for (size_t i = 0; i < sizeof FUNC_ATTRS / sizeof *FUNC_ATTRS; i++) {
     int v;
     if (p_cuFuncGetAttribute(&v, FUNC_ATTRS[i].id, g) != CUDA_SUCCESS) continue;
-    fprintf(f, "%s{\"id\":%d,\"name\":\"%s\",\"value\":%d}", first ? "" : ",", (int)FUNC_ATTRS[i].id, FUNC_ATTRS[i].name, v);
-    first = 0;
+    kc_json_begin_object(w);
+    kc_json_ki64(w, "id", (int)FUNC_ATTRS[i].id);
+    kc_json_kstr(w, "name", FUNC_ATTRS[i].name);
+    kc_json_ki64(w, "value", v);
+    kc_json_end_object(w);
   }
-  fprintf(f, "],\n\"params\":{\"file\":\"kernel/params.bin\",\"size\":%zu,\"layout_source\":\"%s\",\"layout\":[",
-          C.params_size, C.lay.source);
-  for (size_t i = 0; i < C.lay.n; i++)
-    fprintf(f, "%s{\"index\":%zu,\"offset\":%zu,\"size\":%zu}", i ? "," : "", i, C.lay.off[i], C.lay.size[i]);
-  fprintf(f, "]},\n\"module\":{\"file\":\"%s\",\"kind\":\"%s\",\"size\":%zu,\"id\":%u,\"source\":\"%s\"},\n", modfile,
-          module_kind(m), m->size, m->id,
-          S.module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
-                           : "CUPTI module-loaded callback; image chosen by kernel name");
+  kc_json_end_array(w);
+  kc_json_key(w, "params");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "file", "kernel/params.bin");
+  kc_json_ku64(w, "size", C.params_size);
+  kc_json_kstr(w, "layout_source", C.lay.source);
+  kc_json_key(w, "layout");
+  kc_json_begin_array(w);
+  for (size_t i = 0; i < C.lay.n; i++) {
+    kc_json_begin_object(w);
+    kc_json_ku64(w, "index", i);
+    kc_json_ku64(w, "offset", C.lay.off[i]);
+    kc_json_ku64(w, "size", C.lay.size[i]);
+    kc_json_end_object(w);
+  }
+  kc_json_end_array(w);
+  kc_json_end_object(w);
+  kc_json_key(w, "module");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "file", modfile);
+  kc_json_kstr(w, "kind", module_kind(m));
+  kc_json_ku64(w, "size", m->size);
+  kc_json_ku64(w, "id", m->id);
+  kc_json_kstr(w, "source", S.module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
+                                              : "CUPTI module-loaded callback; image chosen by kernel name");
+  kc_json_end_object(w);
   float ms = -1;
   if (C.ev0 && C.ev1) p_cuEventElapsedTime_v2(&ms, C.ev0, C.ev1);
   const kc_snap_t *sn = &C.sn;
-  fprintf(f, "\"memory\":{\"chunk_bytes\":%u,\"hash\":\"%s\",\"align\":%u,\"live_bytes\":%llu,\"stored_before_bytes\":%llu,"
-             "\"stored_after_bytes\":%llu,\"hashed_on_gpu\":%s,\"gpu_scan_unavailable\":",
-          sn->chunk, KC_HASH_NAME, KC_ALIGN, (unsigned long long)sn->live_bytes, (unsigned long long)sn->stored_bytes[0],
-          (unsigned long long)sn->stored_bytes[1], sn->scan_ok > 0 ? "true" : "false");
-  if (sn->scan_ok > 0) fprintf(f, "null");
-  else kc_json_str(f, sn->scan_why);
-  fprintf(f, "},\n\"regions\":[");
+  kc_json_key(w, "memory");
+  kc_json_begin_object(w);
+  kc_json_ku64(w, "chunk_bytes", sn->chunk);
+  kc_json_kstr(w, "hash", KC_HASH_NAME);
+  kc_json_ku64(w, "align", KC_ALIGN);
+  kc_json_ku64(w, "live_bytes", sn->live_bytes);
+  kc_json_ku64(w, "stored_before_bytes", sn->stored_bytes[0]);
+  kc_json_ku64(w, "stored_after_bytes", sn->stored_bytes[1]);
+  kc_json_kbool(w, "hashed_on_gpu", sn->scan_ok > 0);
+  kc_json_key(w, "gpu_scan_unavailable");
+  if (sn->scan_ok > 0) kc_json_null(w);
+  else kc_json_string(w, sn->scan_why);
+  kc_json_end_object(w);
+  kc_json_key(w, "regions");
+  kc_json_begin_array(w);
   for (size_t i = 0; i < S.nregions; i++) {
-    fprintf(f, "%s\n", i ? "," : "");
-    kc_json_item(f, &sn->items[i]);
+    FILE *o = kc_json_value(w);
+    fputc('\n', o);
+    kc_json_item(o, &sn->items[i]);
   }
-  fprintf(f, "],\n\"globals\":[");
+  kc_json_end_array(w);
+  kc_json_key(w, "globals");
+  kc_json_begin_array(w);
   for (size_t i = 0; i < S.ng; i++) {
-    fprintf(f, "%s\n", i ? "," : "");
-    kc_json_item(f, &sn->items[S.nregions + i]);
+    FILE *o = kc_json_value(w);
+    fputc('\n', o);
+    kc_json_item(o, &sn->items[S.nregions + i]);
   }
+  kc_json_end_array(w);
   if (C.fault) {
     const char *fname = "", *fmsg = "";
     if (p_cuGetErrorName) p_cuGetErrorName(C.fault, &fname);
     if (p_cuGetErrorString) p_cuGetErrorString(C.fault, &fmsg);
-    fprintf(f, "],\n\"fault\":{\"code\":%d,\"name\":", (int)C.fault);
-    kc_json_str(f, fname);
-    fprintf(f, ",\"message\":");
-    kc_json_str(f, fmsg);
-    fprintf(f, "}");
-  } else fprintf(f, "]");
-  fprintf(f, ",\n\"app_launch_method\":\"%s\",\n\"globals_scan\":{\"symbols\":%d,\"globals\":%zu,\"unreadable_entries\":%d},\n\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"after_us\":%.1f,"
-             "\"scan_before_us\":%.1f,\"scan_after_us\":%.1f,\"fsync_us\":%.1f,\"app_launch_us\":%.3f,"
-             "\"app_to_capture_s\":%.3f,\"before_bytes\":%llu,\"after_bytes\":%llu},\n\"hsa\":null}\n",
-          C.timing_method ? C.timing_method : "none", S.g_symbols, S.ng, S.g_skipped, C.t_sync, sn->before_us, sn->after_us, sn->scan_us[0], sn->scan_us[1], sn->fsync_us,
-          ms >= 0 ? ms * 1000.0 : -1.0, C.t_capture_start - S.t0, (unsigned long long)sn->stored_bytes[0],
-          (unsigned long long)sn->stored_bytes[1]);
+    kc_json_key(w, "fault");
+    kc_json_begin_object(w);
+    kc_json_ki64(w, "code", (int)C.fault);
+    kc_json_kstr(w, "name", fname);
+    kc_json_kstr(w, "message", fmsg);
+    kc_json_end_object(w);
+  }
+  kc_json_kstr(w, "app_launch_method", C.timing_method ? C.timing_method : "none");
+  kc_json_key(w, "globals_scan");
+  kc_json_begin_object(w);
+  kc_json_ki64(w, "symbols", S.g_symbols);
+  kc_json_ku64(w, "globals", S.ng);
+  kc_json_ki64(w, "unreadable_entries", S.g_skipped);
+  kc_json_end_object(w);
+  kc_json_key(w, "timing");
+  kc_json_begin_object(w);
+  kc_json_kdouble(w, "sync_us", "%.1f", C.t_sync);
+  kc_json_kdouble(w, "before_us", "%.1f", sn->before_us);
+  kc_json_kdouble(w, "after_us", "%.1f", sn->after_us);
+  kc_json_kdouble(w, "scan_before_us", "%.1f", sn->scan_us[0]);
+  kc_json_kdouble(w, "scan_after_us", "%.1f", sn->scan_us[1]);
+  kc_json_kdouble(w, "fsync_us", "%.1f", sn->fsync_us);
+  kc_json_kdouble(w, "app_launch_us", "%.3f", ms >= 0 ? ms * 1000.0 : -1.0);
+  kc_json_kdouble(w, "app_to_capture_s", "%.3f", C.t_capture_start - S.t0);
+  kc_json_ku64(w, "before_bytes", sn->stored_bytes[0]);
+  kc_json_ku64(w, "after_bytes", sn->stored_bytes[1]);
+  kc_json_end_object(w);
+  kc_json_key(w, "hsa");
+  kc_json_null(w);
+  kc_json_end_object(w);
+  fputc('\n', f);
   fclose(f);
   rename(t, p);
 }

@@ -400,44 +400,97 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
   snprintf(path, sizeof path, "%s/raw.json.tmp", S.out);
   FILE* f = fopen(path, "w");
   if (!f) { free(changed); free(dem); KC_CHECK_SYS(false, "fopen raw.json"); }
-  fprintf(f, "{\"raw_version\":1,\"library\":\"%s\",\"frontend\":\"hip\",\"kernel\":{\"name\":", KC_LIBRARY);
-  kc_json_str(f, k->name);
-  fputs(",\"demangled\":", f);
-  kc_json_str(f, dem);
-  fprintf(f, ",\"match_index\":%llu,\"launch_index\":%llu},", (unsigned long long)S.target_match, (unsigned long long)S.launches - 1);
-  fputs("\"device\":{\"vendor\":\"amd\",\"name\":", f);
-  kc_json_str(f, product[0] ? product : name);
-  fputs(",\"arch\":", f);
-  kc_json_str(f, name);
-  fprintf(f, ",\"driver_version\":%llu,\"ordinal\":0},", (unsigned long long)S.runtime_version);
-  fputs("\"process\":", f); /* who captured (c/kc_process.h); no device UUID on this path */
-  kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
-  fputc(',', f);
-  fprintf(f, "\"launch\":{\"api\":\"hsa_kernel_dispatch_packet\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
-             "\"shared_mem_bytes\":%u,\"cluster\":[1,1,1],\"attributes\":[]},\"function_attributes\":[],",
-          d->grid_size_x, d->grid_size_y, d->grid_size_z, d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z,
-          d->group_segment_size);
-  fprintf(f, "\"params\":{\"file\":\"kernel/params.bin\",\"size\":%u,\"layout_source\":\"amdgpu metadata (kerncap reads kernel/module.hsaco)\",\"layout\":[]},",
-          k->kernarg_size);
-  if (m)
-    fprintf(f, "\"module\":{\"file\":\"kernel/module.hsaco\",\"kind\":\"hsaco\",\"size\":%zu,\"source\":\"hsa_code_object_reader_create_from_memory/file\"},", m->size);
-  else
-    fputs("\"module\":null,", f);
-  fputs("\"regions\":[", f);
-  for (size_t i = 0, j = 0, w = 0; i < S.n_regions; i++) {
+  kc_json j, *w = &j; /* c/kc_json.h; the keys are the raw_version 1 schema (src/capture/raw.ts) */
+  kc_json_init(w, f);
+  kc_json_begin_object(w);
+  kc_json_ku64(w, "raw_version", 1);
+  kc_json_kstr(w, "library", KC_LIBRARY);
+  kc_json_kstr(w, "frontend", "hip");
+  kc_json_key(w, "kernel");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "name", k->name);
+  kc_json_kstr(w, "demangled", dem);
+  kc_json_ku64(w, "match_index", S.target_match);
+  kc_json_ku64(w, "launch_index", S.launches - 1);
+  kc_json_end_object(w);
+  kc_json_key(w, "device");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "vendor", "amd");
+  kc_json_kstr(w, "name", product[0] ? product : name);
+  kc_json_kstr(w, "arch", name);
+  kc_json_ku64(w, "driver_version", S.runtime_version);
+  kc_json_ku64(w, "ordinal", 0);
+  kc_json_end_object(w);
+  kc_json_key(w, "process"); /* who captured (c/kc_process.h); no device UUID on this path */
+  kc_proc_json(kc_json_value(w), &KP, KC_VISIBLE_VARS, NULL, NULL);
+  kc_json_key(w, "launch");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "api", "hsa_kernel_dispatch_packet");
+  kc_json_kdim3(w, "grid", d->grid_size_x, d->grid_size_y, d->grid_size_z);
+  kc_json_kdim3(w, "block", d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z);
+  kc_json_ku64(w, "shared_mem_bytes", d->group_segment_size);
+  kc_json_kdim3(w, "cluster", 1, 1, 1);
+  kc_json_key(w, "attributes");
+  kc_json_begin_array(w);
+  kc_json_end_array(w);
+  kc_json_end_object(w);
+  kc_json_key(w, "function_attributes");
+  kc_json_begin_array(w);
+  kc_json_end_array(w);
+  kc_json_key(w, "params");
+  kc_json_begin_object(w);
+  kc_json_kstr(w, "file", "kernel/params.bin");
+  kc_json_ku64(w, "size", k->kernarg_size);
+  kc_json_kstr(w, "layout_source", "amdgpu metadata (kerncap reads kernel/module.hsaco)");
+  kc_json_key(w, "layout");
+  kc_json_begin_array(w);
+  kc_json_end_array(w);
+  kc_json_end_object(w);
+  kc_json_key(w, "module");
+  if (m) {
+    kc_json_begin_object(w);
+    kc_json_kstr(w, "file", "kernel/module.hsaco");
+    kc_json_kstr(w, "kind", "hsaco");
+    kc_json_ku64(w, "size", m->size);
+    kc_json_kstr(w, "source", "hsa_code_object_reader_create_from_memory/file");
+    kc_json_end_object(w);
+  } else kc_json_null(w);
+  kc_json_key(w, "regions");
+  kc_json_begin_array(w);
+  for (size_t i = 0, j2 = 0; i < S.n_regions; i++) {
     kc_region* r = &S.regions[i];
     if (!r->live) continue;
-    fprintf(f, "%s{\"va\":\"0x%llx\",\"size\":%llu,\"kind\":\"%s\",\"offset\":%llu,\"changed\":%s}", w++ ? "," : "",
-            (unsigned long long)r->va, (unsigned long long)r->size, r->gpu ? "device" : "host-mapped",
-            (unsigned long long)kc_offset_of(i), changed[j] ? "true" : "false");
-    j++;
+    kc_json_begin_object(w);
+    kc_json_khex(w, "va", r->va);
+    kc_json_ku64(w, "size", r->size);
+    kc_json_kstr(w, "kind", r->gpu ? "device" : "host-mapped");
+    kc_json_ku64(w, "offset", kc_offset_of(i));
+    kc_json_kbool(w, "changed", changed[j2]);
+    kc_json_end_object(w);
+    j2++;
   }
-  fprintf(f, "],\"globals\":[],\"timing\":{\"sync_us\":%.1f,\"before_us\":%.1f,\"app_launch_us\":%.1f,\"after_us\":%.1f,\"app_to_capture_s\":%.3f},",
-          sync_us, before_us, launch_us, after_us, app_s);
-  fprintf(f, "\"hsa\":{\"kernel_object\":\"0x%llx\",\"group_segment_size\":%u,\"private_segment_size\":%u,\"kernarg_address\":\"0x%llx\","
-             "\"runtime_version\":%llu}}\n",
-          (unsigned long long)d->kernel_object, d->group_segment_size, d->private_segment_size,
-          (unsigned long long)(uintptr_t)d->kernarg_address, (unsigned long long)S.runtime_version);
+  kc_json_end_array(w);
+  kc_json_key(w, "globals");
+  kc_json_begin_array(w);
+  kc_json_end_array(w);
+  kc_json_key(w, "timing");
+  kc_json_begin_object(w);
+  kc_json_kdouble(w, "sync_us", "%.1f", sync_us);
+  kc_json_kdouble(w, "before_us", "%.1f", before_us);
+  kc_json_kdouble(w, "app_launch_us", "%.1f", launch_us);
+  kc_json_kdouble(w, "after_us", "%.1f", after_us);
+  kc_json_kdouble(w, "app_to_capture_s", "%.3f", app_s);
+  kc_json_end_object(w);
+  kc_json_key(w, "hsa");
+  kc_json_begin_object(w);
+  kc_json_khex(w, "kernel_object", d->kernel_object);
+  kc_json_ku64(w, "group_segment_size", d->group_segment_size);
+  kc_json_ku64(w, "private_segment_size", d->private_segment_size);
+  kc_json_khex(w, "kernarg_address", (uint64_t)(uintptr_t)d->kernarg_address);
+  kc_json_ku64(w, "runtime_version", S.runtime_version);
+  kc_json_end_object(w);
+  kc_json_end_object(w);
+  fputc('\n', f);
   fclose(f);
   free(changed);
   free(dem);

@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cubinKernels } from "../src/codeobj/cubin.ts";
 import { pickCubin } from "../src/codeobj/fatbin.ts";
-import { findNvcc, renderCudaReproducer } from "../src/repro/cuda.ts";
+import { findNvcc, renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
 import { locateKernelSource } from "../src/repro/locate.ts";
 
 const N = Number(process.argv[2] ?? 48);

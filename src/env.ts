@@ -1,7 +1,7 @@
 /**
  * Every `KERNCAP_*` environment variable, in one table: its meaning, who sets it and who reads it
  * (kerncap itself, the C capture libraries c/kerncap_cuda.c and c/kerncap_hsa.c, the Triton shim
- * src/capture/triton/sitecustomize.py, a reproducer's build.sh/repro.py, or the test and benchmark
+ * src/frontends/triton/sitecustomize.py, a reproducer's build.sh/repro.py, or the test and benchmark
  * scripts). kerncap's TypeScript reads and writes them only through the typed getters and builders
  * below (test/cpu/env.test.ts checks that, and that the README's table lists exactly these).
  *

@@ -21,7 +21,6 @@ import { markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../l
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { probeGpu } from "../replay/probe.ts";
-import { cudaReproducerHook } from "../repro/cuda.ts";
 import { findCupti } from "./cupti.ts";
 import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
 import { cudaCaptureLibrary } from "./lib.ts";
@@ -31,7 +30,7 @@ import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type Kerne
 import { processLabel, readCensus, type Census } from "./census.ts";
 import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp } from "./coexist.ts";
 import { watchProgress } from "./progress.ts";
-import { tritonEnv, tritonFinalize } from "./triton/shim.ts";
+import { captureEnrichment, captureEnv, type CaptureContext } from "../frontends/index.ts";
 
 /** What the application needs to have a capture library injected, besides the KERNCAP_* settings. */
 export interface Injection {
@@ -62,7 +61,7 @@ export async function cudaInjection(): Promise<Injection> {
     });
   }
   const inj = injectionEnv(lib);
-  return { env: { ...inj.env, ...(await tritonEnv()) }, cuptiPath, warnings: inj.warnings };
+  return { env: { ...inj.env, ...(await captureEnv()) }, cuptiPath, warnings: inj.warnings };
 }
 
 /**
@@ -171,7 +170,7 @@ export interface CaptureRequest {
   stdoutToStderr: boolean;
   /** The library's snapshot progress on stderr: "live" redrawn about once a second (a terminal), "phases" one line per phase. */
   progress: "live" | "phases";
-  /** CUDA reproducer project (src/repro/cuda.ts). */
+  /** CUDA reproducer project (src/frontends/cuda/repro.ts). */
   cuda: { sourceRoot?: string; compileCommands?: string; slice: boolean; overlay: boolean };
 }
 
@@ -321,13 +320,9 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     if (scan?.unreadable_entries) {
       log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
     }
-    const triton = tritonFinalize(tmp, raw, pattern, req.argv); // Triton: manifest.source + reproducer
-    const cudaHook = cudaReproducerHook({
-      sourceRoot: req.cuda.sourceRoot ? resolve(req.cuda.sourceRoot) : undefined,
-      compileCommands: req.cuda.compileCommands ? resolve(req.cuda.compileCommands) : undefined,
-      slice: req.cuda.slice,
-      overlay: req.cuda.overlay,
-    });
+    // each frontend's enrichment (src/frontends): Triton claims its cubins (manifest.source,
+    // Python reproducer), CUDA locates the source and renders the C++ reproducer
+    const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern, command: req.argv, cuda: cudaOptions(req) });
     const interruptedNow = () => {
       if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
     };
@@ -337,11 +332,10 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
       force: req.force,
       command: req.argv,
       match: pattern,
-      ...triton,
+      ...enrich,
       beforeRename: async (d, mm, final) => {
         interruptedNow();
-        await triton.beforeRename?.(d, mm, final);
-        cudaHook(d, mm, final); // CUDA: locate the source, render the reproducer (returns at once for other frontends)
+        await enrich.beforeRename(d, mm, final);
         interruptedNow(); // the last point before the rename: a signal until here leaves nothing
       },
     });
@@ -351,6 +345,16 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     if (!ok) removeTemp(tmp);
     stops.dispose();
   }
+}
+
+/** The CUDA frontend's reproducer options from the request (paths made absolute). */
+function cudaOptions(req: CaptureRequest): CaptureContext["cuda"] {
+  return {
+    sourceRoot: req.cuda.sourceRoot ? resolve(req.cuda.sourceRoot) : undefined,
+    compileCommands: req.cuda.compileCommands ? resolve(req.cuda.compileCommands) : undefined,
+    slice: req.cuda.slice,
+    overlay: req.cuda.overlay,
+  };
 }
 
 /** Index of a folder holding several captures (one per kernel), written by `run --kernel A --kernel B` / `--capture-all`. */
@@ -372,12 +376,6 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
   const root = join(tmp, "captures");
   const subs = readdirSync(root).filter((n) => /^\d+$/.test(n)).sort((a, b) => Number(a) - Number(b));
   const done: { dir: string; manifest: Manifest }[] = [];
-  const cudaHook = cudaReproducerHook({
-    sourceRoot: req.cuda.sourceRoot ? resolve(req.cuda.sourceRoot) : undefined,
-    compileCommands: req.cuda.compileCommands ? resolve(req.cuda.compileCommands) : undefined,
-    slice: req.cuda.slice,
-    overlay: req.cuda.overlay,
-  });
   const patterns = [req.kernel, ...(req.moreKernels ?? [])];
   for (const n of subs) {
     const d = join(root, n);
@@ -391,18 +389,15 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     const target = raw.raw_version === 2 && typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
     if (existsSync(join(tmp, "triton.jsonl"))) copyFileSync(join(tmp, "triton.jsonl"), join(d, "triton.jsonl"));
-    const triton = tritonFinalize(d, raw, pattern, req.argv);
+    const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv, cuda: cudaOptions(req) });
     const manifest = await finalizeCapture(raw, {
       tmpDir: d,
       finalDir: join(tmp, name),
       force: false,
       command: req.argv,
       match: pattern,
-      ...triton,
-      beforeRename: async (dd, mm) => {
-        await triton.beforeRename?.(dd, mm, join(out, name));
-        cudaHook(dd, mm, join(out, name));
-      },
+      ...enrich,
+      beforeRename: (dd, mm) => enrich.beforeRename(dd, mm, join(out, name)),
     });
     done.push({ dir: join(out, name), manifest });
   }

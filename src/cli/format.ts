@@ -34,7 +34,7 @@ export function describeReplay(r: ReplayResult): string {
   const asSets = r.numerics.verdict === "multiset-equal";
   const L = [
     `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
-    `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)} (kc64 per chunk on the GPU, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
+    `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
   ];
   for (const x of r.multiset ?? []) {

@@ -1,11 +1,14 @@
 /**
- * CUDA replay: restore a capture's memory at its exact VAs, launch the kernel with the captured
- * parameter bytes and launch attributes, compare every region with the app's after state, time.
+ * The replay engine, one for every vendor: restore a capture's memory at its exact VAs, check it
+ * against the manifest's kc64, launch the kernel with the captured parameter bytes and launch
+ * attributes, compare every region with the app's after state (bit-exact, tolerance, run-to-run
+ * envelope), time. The device work goes through a ReplayBackend (src/replay/backend.ts: CUDA or
+ * HSA, chosen by the manifest's device vendor in openBackend).
  */
 import { FileImage } from "../format/file-image.ts";
 import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
 import { kc64 } from "../format/kc64.ts";
-import { Scanner, type ChunkScan } from "./scan.ts";
+import type { ChunkScan } from "./scan.ts";
 import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
@@ -13,9 +16,8 @@ import { KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
-import { describeModule } from "../codeobj/index.ts";
 import { diffBytes, median, vaSpans } from "./compare.ts";
-import { CU, CudaError, cuda, type Cuda } from "./cuda.ts";
+import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
 
@@ -45,7 +47,7 @@ export interface ReplayResult {
   /** Checked runs from the same before state; runsDiffering: runs whose result differed from the first (a nondeterministic kernel). */
   determinism: { runs: number; runsDiffering: number; nondeterministic: boolean };
   /** GPU checks: the restored state against the manifest's kc64 (verifySeconds), the replayed state (compareSeconds); bytes copied back to the host for element-wise comparison. */
-  check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number };
+  check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number; /** Only when the scans read memory back to the host (HSA). */ scannedOn?: "host" };
   reserve: { spans: number; bytes: number; seconds: number };
   /** loadSeconds: cuModuleLoadData + attributes; waitSeconds: time spent waiting for a module still being built. */
   module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
@@ -87,47 +89,7 @@ export interface ReplayOptions {
   multiset?: string[];
 }
 
-// Attributes that carry handles of the app's process (events): meaningless in another process.
-const DROPPED_LAUNCH_ATTRIBUTES = new Set([7 /* PROGRAMMATIC_EVENT */, 12 /* LAUNCH_COMPLETION_EVENT */]);
-// Function attributes the driver reports but does not let a caller set.
-const READ_ONLY_FUNC_ATTRIBUTES = new Set([12 /* CLUSTER_SIZE_MUST_BE_SET */]);
-
-function hexBytes(hex: string): Uint8Array {
-  const out = new Uint8Array(64);
-  for (let i = 0; i < Math.min(64, hex.length / 2); i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  return out;
-}
-
-
-/**
- * Alignment (bytes) of the spans reserved at fixed VAs. Measured on an H200 node (driver 580,
- * CUDA 13; scripts in the issue note): cuMemAddressReserve takes `addr` as a hint only; a 2 MiB
- * request is carved out of the driver's own VA heap wherever the hint is, while a request whose
- * address and size are multiples of 32 MiB was granted at exactly the hint anywhere free in the
- * user address space (0x5000_0000_0000 … 0x7ff7_f000_0000, with and without ASLR).
- */
-export const RESERVE_ALIGN = 32 << 20;
-export function reserveAlignment(granularity: number): number {
-  return Math.max(granularity, RESERVE_ALIGN);
-}
-
-function loadModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): bigint {
-  const r = cu.moduleLoad(image);
-  if (r.module !== undefined) return r.module;
-  if (r.result === CU.ERROR_NO_BINARY_FOR_GPU || r.result === CU.ERROR_INVALID_IMAGE || r.result === CU.ERROR_UNSUPPORTED_PTX_VERSION) {
-    let has = "";
-    try {
-      const d = describeModule(image);
-      if (d.archs.length) has = `; the module holds code for ${d.archs.join(", ")}`;
-    } catch {
-      /* unreadable image: the driver's message says enough */
-    }
-    throw new KerncapError("E_ARCH", `${file} cannot run on this GPU (${cu.deviceName()}, ${cu.arch()})${has}: ${r.text}`, {
-      hint: `It needs a GPU of that architecture (captured on ${m.device.name}, ${m.device.arch}); replay there, or rebuild the reproducer for ${cu.arch()}.`,
-    });
-  }
-  throw new KerncapError("E_CUDA", `cuModuleLoadData(${file}) failed: ${r.text}`);
-}
+export { RESERVE_ALIGN, reserveAlignment } from "./cuda-backend.ts";
 
 /** Host→device restore of stored chunks: pinned file mappings (cuMemHostRegister) where the driver takes them, else a pinned staging buffer. */
 export class Restorer {
@@ -139,7 +101,7 @@ export class Restorer {
   private canRegister = true;
 
   constructor(
-    private readonly cu: Cuda,
+    private readonly cu: DeviceMemory,
     path: string,
   ) {
     // MAP_SHARED windows: the only kind cuMemHostRegister pins (FileImage's doc has the measurement)
@@ -234,7 +196,7 @@ export class Restorer {
  * Check restored memory on the GPU: every stored chunk's kc64 equals the manifest's, every other
  * chunk is zero. @throws KerncapError E_CHECKSUM naming the range and the chunk.
  */
-function checkRestored(scanner: Scanner, base: bigint, r: Range, C: number, file: string, what: string): void {
+function checkRestored(scanner: DeviceScanner, base: bigint, r: Range, C: number, file: string, what: string): void {
   const s = scanner.scan(base, r.size, C);
   const e = chunkExpectation(r, C);
   for (let c = 0; c < s.hash.length; c++) {
@@ -264,7 +226,7 @@ export function sanitizerCommand(dir: string): string {
 function replayFault(
   dir: string,
   m: Manifest,
-  cu: Cuda,
+  be: ReplayBackend,
   launch: () => void,
   module: ReplayResult["module"],
   restore: ReplayResult["restore"],
@@ -274,10 +236,10 @@ function replayFault(
   let observed: { code: number; name: string } | null = null;
   try {
     launch();
-    cu.sync();
+    be.sync();
   } catch (e) {
-    if (!(e instanceof CudaError)) throw e;
-    observed = { code: e.result, name: cu.errorText(e.result).split(":")[0]! };
+    observed = be.launchFault(e);
+    if (!observed) throw e;
   }
   const reproduced = observed?.code === m.fault!.code;
   log.debug(`fault expected ${m.fault!.name}, observed ${observed ? observed.name : "none"}`);
@@ -294,7 +256,7 @@ function replayFault(
     check: { verifySeconds, compareSeconds: 0, bytesCopiedBack: 0 },
     determinism: { runs: 1, runsDiffering: 0, nondeterministic: false },
     module,
-    device: { name: cu.deviceName(), arch: cu.arch() },
+    device: { name: be.deviceName(), arch: be.arch() },
     numerics: { verdict: reproduced ? "bit-exact" : "mismatch", atol: 0, rtol: 0, regions: [] },
     fault: { expected: m.fault!, observed, reproduced, sanitizer: sanitizerCommand(dir) },
   };
@@ -327,9 +289,9 @@ export interface ReplaySession {
   readonly lastReset: ResetStats | null;
   /**
    * One replay: module load, globals restore, checked runs, compare, timed launches (the result
-   * replayCuda returns). From the second run on, the memory is first put back to the before state
+   * replay returns). From the second run on, the memory is first put back to the before state
    * (reset()). The module is unloaded at the end.
-   * @throws as replayCuda; a CudaError from a launch leaves the context unusable (a kernel fault):
+   * @throws as replay; a CudaError from a launch leaves the context unusable (a kernel fault):
    *   close the session, resetCuda() and open another.
    */
   run(o: RunOptions): Promise<ReplayResult>;
@@ -343,32 +305,36 @@ export interface ReplaySession {
    * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
    */
   reset(): ResetStats | undefined;
-  /** Free the session's device allocations (the VA reservations stay until the context goes: resetCuda or exit). */
+  /** Free the session's device allocations (CUDA: the VA reservations stay until the context goes, resetCuda or exit; HSA: they are freed). */
   close(): void;
 }
 
 /**
- * Open a capture for replay on its device: check the small files, reserve every span at its
- * captured VA, restore the before state, check it on the GPU (kc64 per chunk, when verify) and
- * load the scan kernel. Steps 1-2 of replayCuda, done once.
- * @throws KerncapError E_FRONTEND (an AMD capture), E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM,
- *   E_NO_GPU, E_VA_TAKEN.
+ * Open a capture for replay on its device (the backend of its vendor, src/replay/backend.ts):
+ * check the small files, reserve every span at its captured VA, restore the before state, check
+ * it (kc64 per chunk, when verify) and load the scan kernel. Steps 1-2 of replay, done once.
+ * @throws KerncapError E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
+ *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
 export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
   const m = readManifest(dir);
-  if (m.device.vendor !== "nvidia") {
-    throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; the CUDA replay engine cannot run it`, {
-      hint: "`kerncap replay` sends AMD captures to the HSA backend; `kerncap validate` supports CUDA and Triton captures only so far (rebuild a HIP reproducer with its build.sh).",
-    });
-  }
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
   // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
   verifyFiles(dir, o.verify ? m : { ...m, files: [] });
 
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
-  const cu = cuda(m.device.ordinal);
+  const cu = openBackend(m);
+  try {
+    return await openOn(cu, dir, m, o);
+  } catch (e) {
+    cu.close();
+    throw e;
+  }
+}
+
+async function openOn(cu: ReplayBackend, dir: string, m: Manifest, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
   const t0 = performance.now();
-  const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), reserveAlignment(cu.granularity()));
+  const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), cu.reserveAlignment());
   // Fault injection for the test suite: occupy the first span first, as another mapping would.
   if (faultVaTaken() && spans[0]) cu.mapAt(spans[0].va, spans[0].size);
   for (const s of spans) cu.mapAt(s.va, s.size);
@@ -390,14 +356,14 @@ export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">):
     hostRegistered: restorer.registered > 0,
   };
   log.debug(`restored ${m.regions.length} regions (${restorer.registered} pieces from pinned file mappings, ${restorer.staged} staged)`);
-  const scanner = await Scanner.load(cu);
+  const scanner = await cu.scanner();
   const tv = performance.now();
   if (o.verify) for (const r of m.regions) checkRestored(scanner, BigInt(r.va), r, C, m.memory.before, `region ${r.va}`);
   const verifySeconds = (performance.now() - tv) / 1000;
-  return new CudaSession(dir, m, cu, restorer, scanner, o.verify, { restore, reserve, verifySeconds });
+  return new Session(dir, m, cu, restorer, scanner, o.verify, { restore, reserve, verifySeconds });
 }
 
-class CudaSession implements ReplaySession {
+class Session implements ReplaySession {
   lastReset: ResetStats | null = null;
   private readonly C: number;
   /** Some run launched since the last reset. */
@@ -407,7 +373,6 @@ class CudaSession implements ReplaySession {
   private backup: bigint | undefined;
   private backupMade = false;
   private flush: bigint | undefined;
-  private events: [bigint, bigint] | undefined;
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
@@ -415,9 +380,9 @@ class CudaSession implements ReplaySession {
   constructor(
     readonly dir: string,
     readonly manifest: Manifest,
-    private readonly cu: Cuda,
+    private readonly cu: ReplayBackend,
     private readonly restorer: Restorer,
-    private readonly scanner: Scanner,
+    private readonly scanner: DeviceScanner,
     private readonly verify: boolean,
     readonly opened: ReplaySession["opened"],
   ) {
@@ -482,8 +447,8 @@ class CudaSession implements ReplaySession {
         /* the context is gone with the fault */
       }
     }
-    for (const e of this.events ?? []) this.cu.eventDestroy(e);
-    this.backup = this.flush = this.events = undefined;
+    this.cu.close();
+    this.backup = this.flush = undefined;
   }
 
   async run(o: RunOptions): Promise<ReplayResult> {
@@ -497,17 +462,17 @@ class CudaSession implements ReplaySession {
     const moduleWaitSeconds = (performance.now() - tw) / 1000;
     const t2 = performance.now();
     const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
-    const mod = loadModule(cu, image, m, modFile);
+    const mod = cu.loadModule(image, modFile, m);
     try {
       return await this.runModule(o, mod, modFile, moduleWaitSeconds, t2, this.opened);
     } finally {
-      cu.moduleUnload(mod); // its globals go with it; the next run loads its own module
+      mod.unload(); // its globals go with it; the next run loads its own module
     }
   }
 
   private async runModule(
     o: RunOptions,
-    mod: bigint,
+    mod: ReplayModule,
     modFile: string,
     moduleWaitSeconds: number,
     t2: number,
@@ -516,22 +481,13 @@ class CudaSession implements ReplaySession {
     const { dir, cu, restorer, scanner, C } = this;
     const m = this.manifest;
     const name = o.kernelName ?? m.kernel.name;
-    const f = cu.moduleGetFunction(mod, name);
+    const f = mod.kernel(name);
     if (f === undefined) {
       throw new KerncapError("E_KERNEL_NOT_IN_MODULE", `kernel ${name} is not in ${modFile}`, {
         hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
       });
     }
-    for (const a of m.functionAttributes) {
-      if (READ_ONLY_FUNC_ATTRIBUTES.has(a.id)) continue;
-      let cur: number | undefined;
-      try {
-        cur = cu.funcGetAttribute(f, a.id);
-      } catch {
-        cur = undefined;
-      }
-      if (cur !== a.value) cu.funcSetAttribute(f, a.id, a.value);
-    }
+    f.applyAttributes(m.functionAttributes);
     // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
     // at addresses of the driver's choosing; write the captured before state into them by name.
     const rebuilt = o.modulePath !== undefined;
@@ -540,7 +496,7 @@ class CudaSession implements ReplaySession {
       // $str, $str$1…: nvcc's names for string literals (printf formats), constants of the image
       // itself and numbered per TU: a rebuilt slice numbers them anew, so they are not restored
       if (rebuilt && g.name.startsWith("$str")) return [];
-      const d = cu.moduleGetGlobal(mod, g.name);
+      const d = mod.global(g.name);
       if (!d && rebuilt) {
         // a rebuilt slice holds only the captured kernel's TU (or instantiation): the other TUs'
         // variables are not in it, and a variable the kernel uses is (it would not link otherwise)
@@ -568,15 +524,10 @@ class CudaSession implements ReplaySession {
     log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
 
     const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
-    const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
-    if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === 2)) {
-      const v = new Uint8Array(64);
-      v[0] = 1;
-      attrs.push({ id: 2, value: v });
-    }
+    const launchKernel = f.launcher(m, params);
     const launch = () => {
       this.dirty = true;
-      cu.launch(f, m.launch.grid, m.launch.block, m.launch.sharedMemBytes, params, attrs);
+      launchKernel();
     };
 
     // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
@@ -734,10 +685,9 @@ class CudaSession implements ReplaySession {
 
     // 6. Timed launches, each from the before state: 2 warm-up launches, then `iters` timed ones.
     // Before each: restore what the kernel writes, optionally flush L2 (a 256 MiB memset), then
-    // 30 µs of kc_spin so the stream is busy while the launch is submitted: the event pair times
-    // the kernel's GPU execution, as the capture library measured it in the app.
+    // (CUDA) 30 µs of kc_spin so the stream is busy while the launch is submitted: the event pair
+    // times the kernel's GPU execution, as the capture library measured it in the app.
     const times: number[] = [];
-    const [e0, e1] = (this.events ??= [cu.eventCreate(), cu.eventCreate()]);
     let flush: bigint | undefined;
     if (o.flushL2) {
       try {
@@ -749,11 +699,7 @@ class CudaSession implements ReplaySession {
     for (let i = -2; i < o.iters; i++) {
       restoreChanged();
       if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
-      scanner.spin(30);
-      cu.eventRecord(e0);
-      launch();
-      cu.eventRecord(e1);
-      const us = cu.eventElapsedMs(e0, e1) * 1000;
+      const us = cu.timedLaunch(launch);
       if (i >= 0) times.push(us);
     }
     cu.sync();
@@ -774,12 +720,12 @@ class CudaSession implements ReplaySession {
         p10Us: pct(0.1),
         p90Us: pct(0.9),
         appUs,
-        method: `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flush !== undefined ? ", L2 flushed before each" : ", L2 warm"}`,
+        method: cu.timingMethod(flush !== undefined),
         appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
       },
       restore,
       reserve,
-      check: { verifySeconds, compareSeconds, bytesCopiedBack },
+      check: { verifySeconds, compareSeconds, bytesCopiedBack, ...(cu.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
       determinism,
       module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
       device: { name: cu.deviceName(), arch: cu.arch() },
@@ -847,11 +793,12 @@ function multisetRange(
 }
 
 /**
- * Replay a capture folder on device 0: openReplay, one run, close.
+ * Replay a capture folder on its device (CUDA or HSA, by the manifest's vendor): openReplay, one
+ * run, close.
  * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
  *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
  */
-export async function replayCuda(dir: string, o: ReplayOptions): Promise<ReplayResult> {
+export async function replay(dir: string, o: ReplayOptions): Promise<ReplayResult> {
   const s = await openReplay(dir, o);
   try {
     return await s.run(o);

@@ -1,12 +1,16 @@
 /**
  * HSA replay backend without an AMD GPU: the library lookup, the refusal on a machine without a
- * GPU agent, and the pure helpers (span merging, AQL packet encoding). Nothing here dispatches.
+ * GPU agent, and the pure helpers (span merging, AQL packet encoding). Nothing here dispatches
+ * (test/apps/hip/hsa-replay.test.ts replays against a fake runtime).
  */
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { encodeDispatchPacket, hsaLibraryCandidates, loadHsa, mergeSpans, replayHsa } from "./hsa.ts";
+import { vaSpans } from "./compare.ts";
+import { hsaBackend } from "./hsa-backend.ts";
+import { encodeDispatchPacket } from "./hsa-packet.ts";
+import { hsaLibraryCandidates, loadHsa } from "./hsa.ts";
 
 const manifest = {
   format: "kerncap-capture",
@@ -22,10 +26,10 @@ const haveLib = hsaLibraryCandidates().some((p) => p.includes("/") && existsSync
 const haveKfd = existsSync("/dev/kfd");
 
 describe("HSA replay on a machine without an AMD GPU", () => {
-  test.skipIf(haveKfd)("replayHsa refuses with 'no HSA GPU agent found' or 'libhsa-runtime64 not found'", () => {
+  test.skipIf(haveKfd)("the HSA backend refuses with 'no HSA GPU agent found' or 'libhsa-runtime64 not found'", () => {
     let err: unknown;
     try {
-      replayHsa("/nonexistent-capture", manifest);
+      hsaBackend(manifest);
     } catch (e) {
       err = e;
     }
@@ -56,20 +60,20 @@ describe("HSA replay on a machine without an AMD GPU", () => {
 });
 
 describe("pure helpers", () => {
-  test("mergeSpans rounds to the granule and merges touching regions", () => {
+  test("vaSpans (the spans both backends reserve) rounds to the granule and merges touching regions", () => {
     expect(
-      mergeSpans(
+      vaSpans(
         [
-          { va: "0x7f0000201000", size: 100 },
-          { va: "0x7f0000200000", size: 4096 },
-          { va: "0x7f0000400000", size: 0x200001 },
-          { va: "0x7f0000a00000", size: 1 },
+          { va: 0x7f0000201000n, size: 100 },
+          { va: 0x7f0000200000n, size: 4096 },
+          { va: 0x7f0000400000n, size: 0x200001 },
+          { va: 0x7f0000a00000n, size: 1 },
         ],
         0x200000,
       ),
     ).toEqual([
-      { va: 0x7f0000200000n, size: 0x600000n },
-      { va: 0x7f0000a00000n, size: 0x200000n },
+      { va: 0x7f0000200000n, size: 0x600000 },
+      { va: 0x7f0000a00000n, size: 0x200000 },
     ]);
   });
 

@@ -1,23 +1,14 @@
 /**
- * Which element type and tolerance each region of a capture is compared with: the Triton
- * signature's pointer types (manifest.source.signature, via the parameter buffer), else --dtype,
- * else float32. Pure: manifest + parameter bytes in, plan out.
+ * Which element type and tolerance each region of a capture is compared with: what the capture's
+ * frontend knows (Frontend.regionTypes: Triton's signature pointer types, via the parameter
+ * buffer), else --dtype, else float32. Pure: manifest + parameter bytes in, plan out.
  */
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { elementType, regionTypesFromParams, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { elementType, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
 
 export type NumericsPlan = { dtype: ElementType; source: RegionNumerics["dtypeSource"] }[] & { tol: Tolerance };
-
-/**
- * Kernel parameter types in launch order from a Triton signature: every entry but constexprs
- * (which Triton removes from the launched kernel's parameters).
- */
-export function tritonParamTypes(signature: Record<string, unknown>): string[] {
-  return Object.values(signature)
-    .filter((t) => t !== "constexpr")
-    .map((t) => (typeof t === "string" ? t : ""));
-}
 
 /** @throws KerncapError E_USAGE for a negative/non-numeric tolerance or an unknown --dtype. */
 export function regionNumericsPlan(
@@ -39,8 +30,7 @@ export function regionNumericsPlan(
     fallback = t;
     fallbackSource = "option";
   }
-  const sig = m.source && m.source.frontend === "triton" ? (m.source.signature as Record<string, unknown> | undefined) : undefined;
-  const fromSig = sig ? regionTypesFromParams(params, m.params.layout, tritonParamTypes(sig), m.regions, written) : m.regions.map(() => undefined);
+  const fromSig = frontendOf(m).regionTypes?.(m, params, written) ?? m.regions.map(() => undefined);
   const plan = m.regions.map((_, i) => (fromSig[i] ? { dtype: fromSig[i]!, source: "signature" as const } : { dtype: fallback, source: fallbackSource })) as NumericsPlan;
   plan.tol = { atol, rtol };
   return plan;

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { bf16ToNumber, decode, elementType, halfToNumber, overallVerdict, RegionAccumulator, regionTypesFromParams } from "./tolerance.ts";
-import { tritonParamTypes } from "./tolerance-plan.ts";
+import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 
 const f32 = (xs: number[]) => new Uint8Array(new Float32Array(xs).buffer);
 const region = (changedInApp = true) => ({ va: "0x1000", kind: "device", size: 16, changedInApp });

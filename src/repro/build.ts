@@ -12,13 +12,14 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, signalExitCode, StopSignals } from "../process-group.ts";
-import { rdcError } from "./cuda.ts";
+import { rdcError } from "../frontends/cuda/repro.ts";
 import { refreshSlice, type SliceMeta } from "./slice.ts";
 
 /**
- * CUDA: remake the reproducer's slice when src/<tu> was edited since it was made (the slice
- * records its TU's sha256), or leave a "not made" slice (build.sh then compiles the whole TU,
- * said here) when the edited TU cannot be sliced. No-op for other frontends and unsliced projects.
+ * CUDA (Frontend.beforeBuild of src/frontends/cuda): remake the reproducer's slice when src/<tu>
+ * was edited since it was made (the slice records its TU's sha256), or leave a "not made" slice
+ * (build.sh then compiles the whole TU, said here) when the edited TU cannot be sliced. No-op for
+ * other frontends and unsliced projects.
  */
 export function remakeStaleSlice(dir: string, m: Manifest): void {
   const meta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;

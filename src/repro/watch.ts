@@ -23,8 +23,8 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { CudaError, resetCuda } from "../replay/cuda.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
-import { buildReproducer, remakeStaleSlice } from "./build.ts";
-import { checkRebuiltModule } from "./cuda.ts";
+import { buildReproducer } from "./build.ts";
+import { frontendOf } from "../frontends/index.ts";
 import type { SliceMeta } from "./slice.ts";
 
 /** Quiet time after the last file event before a rebuild starts (ms). */
@@ -342,10 +342,10 @@ type Built = { ok: true; module: string; seconds: number } | { ok: false; error:
 async function build(dir: string, m: Manifest, o: WatchOptions): Promise<Built> {
   let seconds: number | null = null;
   try {
-    remakeStaleSlice(dir, m);
+    frontendOf(m).beforeBuild?.(dir, m);
     const b = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
     seconds = b.seconds;
-    if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // before anything launches it
+    frontendOf(m).checkRebuiltModule?.(b.module, m); // before anything launches it
     return { ok: true, module: b.module, seconds: b.seconds };
   } catch (e) {
     if (!isKerncapError(e) || e.code === "E_INTERRUPTED") throw e;

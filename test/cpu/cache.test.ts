@@ -132,7 +132,7 @@ describe("cache folder", () => {
     const tmp = tempDir();
     const code = `
       const { cudaCaptureLibrary } = await import(${JSON.stringify(join(ROOT, "src/capture/lib.ts"))});
-      const { tritonShimDir } = await import(${JSON.stringify(join(ROOT, "src/capture/triton/shim.ts"))});
+      const { tritonShimDir } = await import(${JSON.stringify(join(ROOT, "src/frontends/triton/shim.ts"))});
       console.log(await cudaCaptureLibrary());
       console.log(await tritonShimDir());`;
     const { KERNCAP_CACHE: _, XDG_CACHE_HOME: __, KERNCAP_CUDA_LIB: ___, KERNCAP_TRITON_SHIM: ____, ...env } = process.env;

@@ -53,7 +53,7 @@ describe("KERNCAP_* variables", () => {
     ["c/kc_process.h", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
     ["c/kc_process.h", "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
     ["c/kc_snapshot.h", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
-    ["src/capture/triton/sitecustomize.py", "Triton shim", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
+    ["src/frontends/triton/sitecustomize.py", "Triton shim", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/repro.py", "Triton reproducer", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/build.sh.hbs", "Triton reproducer", /\$\{(KERNCAP_[A-Z0-9_]+)/g],
   ];

@@ -1,11 +1,9 @@
 /** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
-import { readManifest } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
-import { replayHsa } from "../../replay/hsa.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
-import { replayCuda } from "../../replay/engine.ts";
+import { replay } from "../../replay/engine.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
 import { describeReplay } from "../format.ts";
 
@@ -28,9 +26,8 @@ export default defineCommand({
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
     if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
     const tol = toleranceOptions(args, rawArgs);
-    if (readManifest(dir).device.vendor === "amd") return replayAmd(dir, iters, Boolean(args.json));
     return withAslrRetry(async () => {
-      const r = await replayCuda(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
+      const r = await replay(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
       if (args.json) printJson("replay", r);
       else process.stdout.write(describeReplay(r) + "\n");
       if (r.fault) {
@@ -40,15 +37,3 @@ export default defineCommand({
     });
   },
 });
-
-/** AMD captures go to the HSA backend (src/replay/hsa.ts; never run on AMD hardware so far). */
-function replayAmd(dir: string, iters: number, json: boolean): number {
-  const m = readManifest(dir);
-  const r = replayHsa(dir, m, { iterations: Math.max(1, iters) });
-  if (json) printJson("replay", r);
-  else {
-    const bad = r.regions.filter((x) => !x.match);
-    process.stdout.write(`${r.match ? "MATCH" : "MISMATCH"}  ${m.kernel.demangled} on ${r.device.name} ${r.device.arch}\n  ${r.regions.length} regions, ${bad.length} differ; dispatch median ${r.timing.medianUs.toFixed(2)} µs (wall clock)\n`);
-  }
-  return r.match ? 0 : 1;
-}

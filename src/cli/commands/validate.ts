@@ -12,11 +12,12 @@
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
-import { buildReproducer, remakeStaleSlice } from "../../repro/build.ts";
-import { checkRebuiltModule } from "../../repro/cuda.ts";
+import { KerncapError } from "../../errors.ts";
+import { frontendOf } from "../../frontends/index.ts";
+import { buildReproducer } from "../../repro/build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
-import { replayCuda } from "../../replay/engine.ts";
+import { replay } from "../../replay/engine.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
 import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
 import { describeReplay } from "../format.ts";
@@ -43,7 +44,13 @@ export default defineCommand({
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
       return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit }));
     }
-    remakeStaleSlice(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
+    const fe = frontendOf(m);
+    if (!fe.validates) {
+      throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`, {
+        hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
+      });
+    }
+    fe.beforeBuild?.(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
       const t0 = performance.now();
@@ -51,16 +58,16 @@ export default defineCommand({
       // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py)
       const built = buildReproducer(dir, { quiet: !args.verbose, force: Boolean(args.force) }).then((b) => {
         builtAt = performance.now();
-        if (m.kernel.frontend === "cuda") checkRebuiltModule(b.module, m); // parameter layout unchanged? before anything launches (exit 2)
+        fe.checkRebuiltModule?.(b.module, m); // CUDA: parameter layout unchanged? before anything launches (exit 2)
         return b;
       });
       const modulePath = built.then((b) => b.module);
       // both are awaited below; a replay error that comes first must not leave them unhandled
       built.catch(() => {});
       modulePath.catch(() => {});
-      let r: Awaited<ReturnType<typeof replayCuda>>;
+      let r: Awaited<ReturnType<typeof replay>>;
       try {
-        r = await replayCuda(dir, { iters, verify: true, modulePath, kernelName: m.kernel.name, ...tol });
+        r = await replay(dir, { iters, verify: true, modulePath, kernelName: m.kernel.name, ...tol });
       } catch (e) {
         await built; // a build error is the one to report (the replay may have failed only for lack of a module)
         throw e;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { renderTritonReproducer } from "../../repro/triton.ts";
+import { renderTritonReproducer } from "./repro.ts";
 import { accountLaunch, joinTriton, parseTritonJsonl, type TritonCompileRecord } from "./join.ts";
 import { shimPythonPath } from "./shim.ts";
 

@@ -10,9 +10,9 @@ import shimFile from "./sitecustomize.py" with { type: "file" };
 import { cachedFolder } from "../../cache.ts";
 import { tritonKeepCaches, tritonShimEnabled, tritonShimOverride } from "../../env.ts";
 import { sha256File } from "../../format/capture-dir.ts";
-import type { FinalizeOptions } from "../finalize.ts";
+import type { FinalizeOptions } from "../../capture/finalize.ts";
 import { log } from "../../log.ts";
-import { renderTritonReproducer } from "../../repro/triton.ts";
+import { renderTritonReproducer } from "./repro.ts";
 import { joinTriton, parseTritonJsonl, type TritonSource } from "./join.ts";
 
 /** Folder holding sitecustomize.py (KERNCAP_TRITON_SHIM overrides it). */

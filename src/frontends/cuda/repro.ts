@@ -15,16 +15,16 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { renderTemplateDir, templateRoot } from "./templates.ts";
-import { KerncapError } from "../errors.ts";
-import { cubinKernels, cubinParamLayout } from "../codeobj/cubin.ts";
-import { parseElf, SHN_UNDEF, STT_FUNC } from "../codeobj/elf.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
-import type { Manifest } from "../format/manifest.ts";
-import { log } from "../log.ts";
-import { shq } from "./hip.ts";
-import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
-import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
+import { renderTemplateDir, templateRoot } from "../../repro/templates.ts";
+import { KerncapError } from "../../errors.ts";
+import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
+import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
+import { pickCubin } from "../../codeobj/fatbin.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import { log } from "../../log.ts";
+import { shellQuote as shq } from "../../repro/templates.ts";
+import { locateKernelSource, type KernelLocation, type LocateInput } from "../../repro/locate.ts";
+import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "../../repro/slice.ts";
 
 
 // ───────────────────────────── flags ─────────────────────────────

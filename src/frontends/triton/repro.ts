@@ -1,6 +1,6 @@
 /**
  * Triton reproducer project: renders templates/triton/ (embedded in the executable) into a capture
- * folder from manifest.source (src/capture/triton/join.ts).
+ * folder from manifest.source (./join.ts).
  *
  * Output: `src/<fn>.py` (the kernel and its @triton.jit helpers as a standalone module: the file to
  * edit), `src/original/<file>` (the captured source file, reference), `pinned.json` (signature,
@@ -9,9 +9,9 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type { TritonSource } from "../capture/triton/join.ts";
-import { KerncapError } from "../errors.ts";
-import { renderTemplateDir, templateRoot } from "./templates.ts";
+import type { TritonSource } from "./join.ts";
+import { KerncapError } from "../../errors.ts";
+import { renderTemplateDir, templateRoot } from "../../repro/templates.ts";
 
 export interface TritonReproducerOptions {
   outDir: string;

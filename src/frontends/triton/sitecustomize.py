@@ -1,4 +1,4 @@
-# kerncap Triton shim: put first on PYTHONPATH by `kerncap run` (src/capture/triton/shim.ts).
+# kerncap Triton shim: put first on PYTHONPATH by `kerncap run` (src/frontends/triton/shim.ts).
 #
 # Contract
 #   reads   KERNCAP_OUT (folder to write into; the shim does nothing without it),

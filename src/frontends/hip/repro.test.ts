@@ -8,10 +8,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { amdgpuCodeObjects, findKernel, kernargLayout, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
-import { renderHipReproducer, shq } from "./hip.ts";
+import { amdgpuCodeObjects, findKernel, kernargLayout, parseAmdgpuCodeObject } from "../../codeobj/amdgpu.ts";
+import { renderHipReproducer, shq } from "./repro.ts";
 
-const APP = resolve(import.meta.dir, "../../test/apps/hip");
+const APP = resolve(import.meta.dir, "../../../test/apps/hip");
 const hipcc = Bun.which("hipcc");
 const SKIP_REASON = hipcc ? "" : "(skipped: hipcc not found; run scripts/install-rocm.sh)";
 const FLAGS = ["-O2", "-std=c++17", "-DKERNCAP_TEST=1"];

@@ -1,0 +1,93 @@
+/**
+ * The replay backend interface: what the one replay engine (src/replay/engine.ts) asks of a
+ * vendor's runtime. Two implementations: CUDA (src/replay/cuda-backend.ts over the libcuda
+ * wrapper src/replay/cuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
+ * wrapper src/replay/hsa.ts). `openBackend` is the one place that branches on the vendor.
+ *
+ * Addresses are device virtual addresses (bigint), sizes bytes. Every call is synchronous unless
+ * its name says Async; `sync` waits for the device.
+ */
+import type { Manifest } from "../format/manifest.ts";
+import type { ChunkScan } from "./scan.ts";
+import { cudaBackend } from "./cuda-backend.ts";
+import { hsaBackend } from "./hsa-backend.ts";
+
+/** Device and host memory operations (the subset of the CUDA driver API the engine uses). */
+export interface DeviceMemory {
+  memAlloc(size: number): bigint;
+  memFree(dptr: bigint): void;
+  /** Page-locked host memory, or plain host memory where the backend has no cheaper staging. */
+  hostAlloc(size: number): Uint8Array;
+  /** Pin a host range for asynchronous copies; false when the runtime refuses (the engine stages instead). */
+  hostRegister(view: Uint8Array, readOnly: boolean): boolean;
+  hostUnregister(view: Uint8Array): void;
+  htod(dst: bigint, src: Uint8Array): void;
+  /** Asynchronous host→device copy from a registered range (complete at sync). */
+  htodAsync(dst: bigint, src: Uint8Array): void;
+  dtoh(dst: Uint8Array, src: bigint): void;
+  dtod(dst: bigint, src: bigint, size: number): void;
+  /** Set `size` bytes at dst to `value` (0..255). */
+  memset(dst: bigint, value: number, size: number): void;
+  sync(): void;
+}
+
+/** kc64 per chunk of a device range (on the GPU for CUDA, on the host for HSA) and a busy-wait to hide the launch path. */
+export interface DeviceScanner {
+  /** Shapes: arrays of ceil(size / chunkBytes) entries. */
+  scan(va: bigint, size: number, chunkBytes: number): ChunkScan;
+  /** Keep the device busy `us` µs before a timed launch; no-op where the backend times otherwise. */
+  spin(us: number): void;
+}
+
+/** A kernel of a loaded module, ready to be launched with the captured launch configuration. */
+export interface ReplayKernel {
+  /** Apply the captured function attributes (CUDA cuFuncSetAttribute; none on HSA). */
+  applyAttributes(attrs: Manifest["functionAttributes"]): void;
+  /**
+   * A launch of this kernel with the captured grid, block, dynamic shared memory, parameter bytes
+   * and launch attributes. Calling it queues one launch (CUDA, asynchronous) or dispatches and
+   * waits (HSA).
+   */
+  launcher(m: Manifest, params: Uint8Array): () => void;
+}
+
+/** A loaded module (CUDA module / HSA executable). */
+export interface ReplayModule {
+  /** The kernel named `name` (mangled), or undefined when the module has none. */
+  kernel(name: string): ReplayKernel | undefined;
+  /** A module-scope variable's address and size in this loaded module, or undefined. */
+  global(name: string): { va: bigint; size: number } | undefined;
+  unload(): void;
+}
+
+/** One vendor's runtime on one device, as the replay engine uses it. */
+export interface ReplayBackend extends DeviceMemory {
+  readonly vendor: Manifest["device"]["vendor"];
+  deviceName(): string;
+  arch(): string;
+  /** Alignment (bytes) of the VA spans reserved at fixed addresses. */
+  reserveAlignment(): number;
+  /** Reserve [va, va + size) at exactly va and back it with device memory. @throws KerncapError E_VA_TAKEN */
+  mapAt(va: bigint, size: number): void;
+  scanner(): Promise<DeviceScanner>;
+  /** Load a module image. @throws KerncapError E_ARCH (no code for this device), E_CUDA / E_HSA */
+  loadModule(image: Uint8Array, file: string, m: Manifest): ReplayModule;
+  /** Time one launch (µs): `launch` is called between the backend's timers. */
+  timedLaunch(launch: () => void): number;
+  /** How timedLaunch measures (the result's timing.method), given whether L2 is flushed before each. */
+  timingMethod(flushL2: boolean): string;
+  /** Whether the scans run on the device ("device") or read memory back to the host ("host"). */
+  readonly scansOn: "device" | "host";
+  /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */
+  launchFault(e: unknown): { code: number; name: string } | null;
+  /** Release what the backend holds for this replay (events, queues; the HSA VA reservations). */
+  close(): void;
+}
+
+/**
+ * The backend for a capture's device vendor: CUDA for NVIDIA, HSA for AMD (the one vendor branch).
+ * @throws KerncapError E_NO_GPU, E_CUDA_NOT_FOUND / E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH
+ */
+export function openBackend(m: Manifest): ReplayBackend {
+  return m.device.vendor === "amd" ? hsaBackend(m) : cudaBackend(m);
+}

@@ -1,0 +1,157 @@
+/**
+ * The CUDA replay backend (src/replay/backend.ts) over the libcuda wrapper (./cuda.ts): fixed-VA
+ * spans through the VMM API, the scan kernel on the GPU (./scan.ts), cuLaunchKernelEx with the
+ * captured launch attributes, CUDA events around each timed launch.
+ */
+import { describeModule } from "../codeobj/index.ts";
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
+import { CU, CudaError, cuda, type Cuda } from "./cuda.ts";
+import { Scanner } from "./scan.ts";
+
+// Attributes that carry handles of the app's process (events): meaningless in another process.
+const DROPPED_LAUNCH_ATTRIBUTES = new Set([7 /* PROGRAMMATIC_EVENT */, 12 /* LAUNCH_COMPLETION_EVENT */]);
+// Function attributes the driver reports but does not let a caller set.
+const READ_ONLY_FUNC_ATTRIBUTES = new Set([12 /* CLUSTER_SIZE_MUST_BE_SET */]);
+
+/**
+ * Alignment (bytes) of the spans reserved at fixed VAs. Measured on an H200 node (driver 580,
+ * CUDA 13; scripts in the issue note): cuMemAddressReserve takes `addr` as a hint only; a 2 MiB
+ * request is carved out of the driver's own VA heap wherever the hint is, while a request whose
+ * address and size are multiples of 32 MiB was granted at exactly the hint anywhere free in the
+ * user address space (0x5000_0000_0000 … 0x7ff7_f000_0000, with and without ASLR).
+ */
+export const RESERVE_ALIGN = 32 << 20;
+export function reserveAlignment(granularity: number): number {
+  return Math.max(granularity, RESERVE_ALIGN);
+}
+
+function hexBytes(hex: string): Uint8Array {
+  const out = new Uint8Array(64);
+  for (let i = 0; i < Math.min(64, hex.length / 2); i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return out;
+}
+
+/** cuModuleLoadData, with E_ARCH naming the architectures the image holds when the GPU can't run it. */
+function loadCudaModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): bigint {
+  const r = cu.moduleLoad(image);
+  if (r.module !== undefined) return r.module;
+  if (r.result === CU.ERROR_NO_BINARY_FOR_GPU || r.result === CU.ERROR_INVALID_IMAGE || r.result === CU.ERROR_UNSUPPORTED_PTX_VERSION) {
+    let has = "";
+    try {
+      const d = describeModule(image);
+      if (d.archs.length) has = `; the module holds code for ${d.archs.join(", ")}`;
+    } catch {
+      /* unreadable image: the driver's message says enough */
+    }
+    throw new KerncapError("E_ARCH", `${file} cannot run on this GPU (${cu.deviceName()}, ${cu.arch()})${has}: ${r.text}`, {
+      hint: `It needs a GPU of that architecture (captured on ${m.device.name}, ${m.device.arch}); replay there, or rebuild the reproducer for ${cu.arch()}.`,
+    });
+  }
+  throw new KerncapError("E_CUDA", `cuModuleLoadData(${file}) failed: ${r.text}`);
+}
+
+class CudaKernel implements ReplayKernel {
+  constructor(
+    private readonly cu: Cuda,
+    private readonly f: bigint,
+  ) {}
+
+  applyAttributes(attrs: Manifest["functionAttributes"]): void {
+    for (const a of attrs) {
+      if (READ_ONLY_FUNC_ATTRIBUTES.has(a.id)) continue;
+      let cur: number | undefined;
+      try {
+        cur = this.cu.funcGetAttribute(this.f, a.id);
+      } catch {
+        cur = undefined;
+      }
+      if (cur !== a.value) this.cu.funcSetAttribute(this.f, a.id, a.value);
+    }
+  }
+
+  launcher(m: Manifest, params: Uint8Array): () => void {
+    const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, value: hexBytes(a.valueHex) }));
+    if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === 2)) {
+      const v = new Uint8Array(64);
+      v[0] = 1;
+      attrs.push({ id: 2, value: v });
+    }
+    return () => this.cu.launch(this.f, m.launch.grid, m.launch.block, m.launch.sharedMemBytes, params, attrs);
+  }
+}
+
+class CudaBackend implements ReplayBackend {
+  readonly vendor = "nvidia" as const;
+  readonly scansOn = "device" as const;
+  private events: [bigint, bigint] | undefined;
+  private scan: Scanner | undefined;
+
+  constructor(private readonly cu: Cuda) {}
+
+  deviceName = () => this.cu.deviceName();
+  arch = () => this.cu.arch();
+  reserveAlignment = () => reserveAlignment(this.cu.granularity());
+  mapAt = (va: bigint, size: number) => this.cu.mapAt(va, size);
+  memAlloc = (size: number) => this.cu.memAlloc(size);
+  memFree = (p: bigint) => this.cu.memFree(p);
+  hostAlloc = (size: number) => this.cu.hostAlloc(size);
+  hostRegister = (view: Uint8Array, readOnly: boolean) => this.cu.hostRegister(view, readOnly);
+  hostUnregister = (view: Uint8Array) => this.cu.hostUnregister(view);
+  htod = (dst: bigint, src: Uint8Array) => this.cu.htod(dst, src);
+  htodAsync = (dst: bigint, src: Uint8Array) => this.cu.htodAsync(dst, src);
+  dtoh = (dst: Uint8Array, src: bigint) => this.cu.dtoh(dst, src);
+  dtod = (dst: bigint, src: bigint, size: number) => this.cu.dtod(dst, src, size);
+  memset = (dst: bigint, value: number, size: number) => this.cu.memset(dst, value, size);
+  sync = () => this.cu.sync();
+
+  async scanner(): Promise<DeviceScanner> {
+    return (this.scan ??= await Scanner.load(this.cu));
+  }
+
+  loadModule(image: Uint8Array, file: string, m: Manifest): ReplayModule {
+    const cu = this.cu;
+    const mod = loadCudaModule(cu, image, m, file);
+    return {
+      kernel: (name) => {
+        const f = cu.moduleGetFunction(mod, name);
+        return f === undefined ? undefined : new CudaKernel(cu, f);
+      },
+      global: (name) => cu.moduleGetGlobal(mod, name),
+      unload: () => void cu.moduleUnload(mod), // its globals go with it
+    };
+  }
+
+  /** 30 µs of kc_spin so the stream is busy while the launch is submitted, then an event pair around it. */
+  timedLaunch(launch: () => void): number {
+    const [e0, e1] = (this.events ??= [this.cu.eventCreate(), this.cu.eventCreate()]);
+    this.scan?.spin(30);
+    this.cu.eventRecord(e0);
+    launch();
+    this.cu.eventRecord(e1);
+    return this.cu.eventElapsedMs(e0, e1) * 1000;
+  }
+
+  timingMethod(flushL2: boolean): string {
+    return `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flushL2 ? ", L2 flushed before each" : ", L2 warm"}`;
+  }
+
+  launchFault(e: unknown): { code: number; name: string } | null {
+    if (!(e instanceof CudaError)) return null;
+    return { code: e.result, name: this.cu.errorText(e.result).split(":")[0]! };
+  }
+
+  close(): void {
+    for (const e of this.events ?? []) this.cu.eventDestroy(e);
+    this.events = undefined;
+  }
+}
+
+/**
+ * The CUDA backend on the capture's device ordinal (the process's one primary context).
+ * @throws KerncapError E_NO_GPU
+ */
+export function cudaBackend(m: Manifest): ReplayBackend {
+  return new CudaBackend(cuda(m.device.ordinal));
+}
