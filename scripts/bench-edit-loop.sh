@@ -3,8 +3,11 @@
 #   (a) traditional: edit the kernel's source (ggml-cuda/mmq.cuh, where mul_mat_q is defined),
 #       rebuild the application with its own build system, rerun it up to the kernel;
 #   (b) kerncap: the same edit in the reproducer's copy, then `kerncap validate` (rebuild the
-#       captured instantiation + replay + compare).
-# Prints both times and the ratio (target: at least 30x). Needs a GPU, nvcc, cmake, ninja and
+#       captured instantiation + replay + compare);
+#   (c) `kerncap validate --watch`: from the save of the copy to the printed verdict line.
+# Prints the three times and the ratios (targets: validate at least 30x, --watch at least 60x),
+# then runs scripts/bench-edit-loop-llmc.sh, the same loops on llm.c (its own Makefile; skipped
+# without its tarball; SKIP_LLMC=1 leaves it out). Needs a GPU, nvcc, cmake, ninja and
 # the ggml tarball ($KERNCAP_GGML_TAR, default .carry/ggml-src.tar.xz). Reuses the build that
 # test/gpu/cuda-repro.test.ts leaves in $KERNCAP_GGML_WORK (default $TMPDIR/kerncap-ggml);
 # builds it first (not timed) when absent. `--prepare` only unpacks, configures and builds (no
@@ -12,6 +15,13 @@
 # (or prepared), 2 when it could not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the measure: ggml in a child (its skips and exits are its own), then llm.c
+if [ "${1:-}" != "--prepare" ] && [ -z "${KERNCAP_BENCH_GGML_ONLY:-}" ]; then
+  rc=0
+  KERNCAP_BENCH_GGML_ONLY=1 bash scripts/bench-edit-loop.sh "$@" || rc=$?
+  if [ -z "${SKIP_LLMC:-}" ]; then bash scripts/bench-edit-loop-llmc.sh || { r=$?; [ "$rc" -ne 0 ] || rc=$r; }; fi
+  exit "$rc"
+fi
 root="$PWD"
 bin="${KERNCAP_BIN:-$root/dist/kerncap}"
 tar="${KERNCAP_GGML_TAR:-${KERNCAP_LLAMA_TAR:-$root/.carry/ggml-src.tar.xz}}"
@@ -19,6 +29,8 @@ work="${KERNCAP_GGML_WORK:-${TMPDIR:-/tmp}/kerncap-ggml}"
 jobs="${JOBS:-16}"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 unset BUN_BE_BUN
+# shellcheck source=bench-lib.sh
+. "$root/scripts/bench-lib.sh"
 
 say() { echo "[bench-edit-loop] $*" >&2; }
 if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/nvidia0 ]; then say "skipped: no NVIDIA GPU"; exit 0; fi
@@ -31,7 +43,6 @@ src="$work/ggml"; build="$work/build"; app="$build/bin/test-backend-ops"
 cap="$work/bench-capture"
 app_args=(-o MUL_MAT -b CUDA0 -p "type_a=q4_0,type_b=f32,m=16,n=16,")
 kernel='mul_mat_q<\(ggml_type\)2,'
-now() { date +%s.%N; }
 
 mkdir -p "$work"
 [ -f "$src/CMakeLists.txt" ] || tar -xJf "$tar" -C "$work"
@@ -74,8 +85,13 @@ t3=$(now)
 "$bin" validate "$cap" --json >"$work/bench-validate.json"
 t4=$(now)
 
-awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v n="$rebuilt" 'BEGIN {
+# (c) validate --watch: the same kind of save, timed from the write to the verdict line
+cp "$work/mmq.cuh.copy" "$copy"
+read -r w_s w_build w_own w_event w_verdict < <(watch_save_to_verdict "$cap" "$copy" "$work/bench-watch.jsonl") || { say "the watch measure failed"; exit 2; }
+
+awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v n="$rebuilt" -v ws="$w_s" -v wb="$w_build" -v wo="$w_own" -v we="$w_event" -v wv="$w_verdict" 'BEGIN {
   a = t2 - t0; b = t4 - t3
   printf "edit-loop: traditional %.1f s (rebuild %.1f s, %d CUDA TUs; rerun app %.1f s) | kerncap validate %.2f s | speed-up %.1fx\n", a, t1 - t0, n, t2 - t1, b, a / b
+  printf "edit-loop: validate --watch %.2f s save→verdict (build %.2f s, watch says %.2f s; %s %s) | speed-up %.1fx (target 60x)\n", ws, wb, wo, we, wv, a / ws
 }'
 grep -o '"verdict": *"[a-z]*"' "$work/bench-validate.json" | head -1 >&2 || true

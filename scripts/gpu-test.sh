@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Everything that needs the GPU, in one call on the device machine (keep it under 8 minutes):
+# Everything that needs the GPU, on the device machine (one call, or split over several calls):
 #  1. unpack the kerncap binary built here (.carry/kerncap.xz);
-#  2. start building ggml (the real CUDA code base of test/gpu/cuda-repro.test.ts) in the background;
-#  3. GPU suites through the binary's own Bun (BUN_BE_BUN=1): capture/replay and Triton;
-#  4. the snapshot benchmark and the kernel-time table (scripts/bench-timing.sh); then, once ggml is built, the CUDA reproducer suite and the
-#     edit-loop benchmark. Logs and measurements go to $OUT.
-# Usage: scripts/gpu-test.sh [test-name-filter]; SKIP_BENCH=1, SKIP_GGML=1, SKIP_REPRO=1 leave parts out; SNAP_GIB (default 8) sizes the snapshot benchmark;
-# BUDGET_S (default 470) is the wall-clock budget the steps share.
+#  2. start building ggml (the real CUDA code base of test/gpu/cuda-repro.test.ts) and llm.c (the
+#     second one, its own Makefile: test/gpu/llmc.test.ts) in the background;
+#  3. GPU suites through the binary's own Bun (BUN_BE_BUN=1): capture/replay, Triton, graphs, …;
+#  4. the snapshot benchmark and the kernel-time table (scripts/bench-timing.sh); once llm.c is
+#     built, its suite (while ggml still builds); once ggml is built, the CUDA reproducer suite
+#     and the edit-loop benchmarks (ggml, then llm.c). Logs and measurements go to $OUT.
+# Usage: scripts/gpu-test.sh [test-name-filter]
+#   SUITES="test/gpu/a.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
+#   SKIP_BENCH=1 (every benchmark), SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GGML=1, SKIP_LLMC=1,
+#   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
+#   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share.
+# The whole suite takes more than one 10-minute device call: split it, e.g.
+#   call 1: SUITES="capture-replay session triton processes scale" SKIP_BENCH=1 SKIP_REPRO=1
+#   call 2: SUITES="verdicts graphs share watch multi", with the builds and benchmarks
+# (names may be given without test/gpu/ and .test.ts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kerncap-gpu-out}"
@@ -20,20 +29,34 @@ if [ -z "${SKIP_GGML:-}" ] && [ -f .carry/ggml-src.tar.xz ]; then
   (JOBS=10 bash scripts/bench-edit-loop.sh --prepare > "$OUT/ggml-build.log" 2>&1; echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/ggml-build.log") &
   ggml_pid=$!
 fi
+if [ -z "${SKIP_LLMC:-}" ] && [ -f .carry/llmc-src.tar.xz ]; then
+  # one nvcc compile-and-link line: about one core beside ggml's jobs
+  (bash scripts/bench-edit-loop-llmc.sh --prepare > "$OUT/llmc-build.log" 2>&1; echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/llmc-build.log") &
+  llmc_pid=$!
+fi
 filter="${1:-}"
 t() { local lim=$1; shift; BUN_BE_BUN=1 timeout "$lim" dist/kerncap test --timeout 150000 ${filter:+-t "$filter"} "$@" 2>&1 | tee -a "$OUT/gpu-tests.log"; return "${PIPESTATUS[0]}"; }
-# GPU_TESTS (space-separated files) narrows the first batch, e.g. to split the suite over two device calls.
-suite="${GPU_TESTS-test/gpu/capture-replay.test.ts test/gpu/session.test.ts test/gpu/triton.test.ts test/gpu/processes.test.ts test/gpu/scale.test.ts test/gpu/verdicts.test.ts test/gpu/graphs.test.ts test/gpu/share.test.ts test/gpu/watch.test.ts test/gpu/multi.test.ts}"
-rc=0; if [ -n "$suite" ]; then t $(( $(left) - 120 )) $suite; rc=$?; fi
-[ -z "${SKIP_BENCH:-}" ] && timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
+suites=()
+for s in ${SUITES-capture-replay session triton processes scale verdicts graphs share watch multi}; do
+  case "$s" in *.ts) suites+=("$s") ;; *) suites+=("test/gpu/$s.test.ts") ;; esac
+done
+rc=0
+if [ "${#suites[@]}" -gt 0 ]; then t $(( $(left) - 120 )) "${suites[@]}"; rc=$?; fi
+nobench() { [ -n "${SKIP_BENCH:-}" ]; }
+nobench || [ -n "${SKIP_SNAP:-}" ] || timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
 # kernel time in the app vs replayed (issue 12 targets: ≤ 10%, two replays ≤ 3%), a table in bench.log
-[ -z "${SKIP_BENCH:-}" ] && timeout 150 bash scripts/bench-timing.sh 2>&1 | tee -a "$OUT/bench.log"
+nobench || [ -n "${SKIP_TIMING:-}" ] || timeout 150 bash scripts/bench-timing.sh 2>&1 | tee -a "$OUT/bench.log"
+if [ -n "${llmc_pid:-}" ]; then
+  echo "waiting for the llm.c build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
+  wait "$llmc_pid"
+  t $(( $(left) > 100 ? $(left) - 60 : 40 )) test/gpu/llmc.test.ts || rc=1
+fi
 if [ -n "${ggml_pid:-}" ]; then
   echo "waiting for the ggml build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
   ( sleep "$(( $(left) > 130 ? $(left) - 130 : 1 ))"; kill "$ggml_pid" 2>/dev/null; pkill -f ninja ) & waiter=$!
   wait "$ggml_pid"; kill "$waiter" 2>/dev/null
 fi
-[ -z "${SKIP_REPRO:-}" ] && { t $(( $(left) > 60 ? $(left) - 40 : 20 )) test/gpu/cuda-repro.test.ts || rc=1; }
-[ -z "${SKIP_BENCH:-}" ] && [ "$(left)" -gt 30 ] && timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop.sh 2>&1 | tee -a "$OUT/bench.log"
+[ -n "${SKIP_REPRO:-}" ] || t $(( $(left) > 60 ? $(left) - 40 : 20 )) test/gpu/cuda-repro.test.ts || rc=1
+nobench || [ "$(left)" -le 30 ] || timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop.sh 2>&1 | tee -a "$OUT/bench.log"
 echo "gpu-test.sh done after $(( $(date +%s) - start )) s, rc=$rc" | tee -a "$OUT/gpu-tests.log"
 exit $rc

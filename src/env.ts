@@ -92,6 +92,8 @@ export const ENV_VARS = {
   KERNCAP_GGML_TAR: { readers: ["tests"], setBy: "user", meaning: "ggml source tarball for the ggml GPU test and bench-edit-loop.sh (default .carry/ggml-src.tar.xz)" },
   KERNCAP_LLAMA_TAR: { readers: ["tests"], setBy: "user", meaning: "older name of KERNCAP_GGML_TAR, still read" },
   KERNCAP_GGML_WORK: { readers: ["tests"], setBy: "user", meaning: "where the ggml GPU test keeps its build (default $TMPDIR/kerncap-ggml)" },
+  KERNCAP_LLMC_TAR: { readers: ["tests"], setBy: "user", meaning: "llm.c source tarball for test/gpu/llmc.test.ts and bench-edit-loop-llmc.sh (default .carry/llmc-src.tar.xz, made by scripts/make-llmc-tarball.sh)" },
+  KERNCAP_LLMC_WORK: { readers: ["tests"], setBy: "user", meaning: "where the llm.c GPU test and benchmark keep its build, token shards and make dry run (default $TMPDIR/kerncap-llmc)" },
 } as const satisfies Record<`KERNCAP_${string}`, EnvVarDoc>;
 
 export type EnvName = keyof typeof ENV_VARS;

@@ -252,11 +252,22 @@ export function shellWords(cmd: string): string[] {
   return out;
 }
 
-/** Read a compile_commands.json into absolute-path entries (only CUDA TUs: .cu, or -x cu). */
-export function readCompileCommands(path: string): CompileCommand[] {
+/**
+ * Read a compile_commands.json into absolute-path entries (only CUDA TUs: .cu, or -x cu). A file
+ * whose first non-blank character is not `[` is read as a build log instead (readBuildLog): the
+ * way to give the exact flags of a Makefile project, which writes no compile_commands.json.
+ */
+export function readCompileCommands(path: string, o: { logDir?: string } = {}): CompileCommand[] {
   let json: unknown;
+  let text: string;
   try {
-    json = JSON.parse(readFileSync(path, "utf8"));
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new KerncapError("E_COMPILE_COMMANDS", `cannot read ${path}: ${(e as Error).message}`, { hint: "Regenerate it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make)." });
+  }
+  if (!/^\s*\[/.test(text)) return readBuildLog(path, text, o.logDir);
+  try {
+    json = JSON.parse(text);
   } catch (e) {
     throw new KerncapError("E_COMPILE_COMMANDS", `cannot read ${path}: ${(e as Error).message}`, { hint: "Regenerate it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make)." });
   }
@@ -268,6 +279,90 @@ export function readCompileCommands(path: string): CompileCommand[] {
     const xi = argv.indexOf("-x");
     if (!file.endsWith(".cu") && !(xi >= 0 && argv[xi + 1] === "cu")) continue;
     out.push({ file, directory: e.directory, argv, from: path });
+  }
+  return out;
+}
+
+/** A compiler word (argv[0] after any launcher): nvcc, a cross or versioned nvcc, nvcc.exe. */
+const NVCC_WORD = /(^|\/)([\w.-]*-)?nvcc(-[\d.]+)?(\.exe)?$/;
+/** Launchers that may stand before the compiler in a build log. */
+const LAUNCHERS = new Set(["ccache", "sccache", "distcc", "env", "time"]);
+/** Linker-only words of a compile-and-link command: nothing of the device compile (with their argument when separate). */
+const LINK_WITH_ARG = new Set(["-Xlinker", "--linker-options", "-L", "--library-path", "-l", "--library", "-Xnvlink", "--nvlink-options"]);
+const LINK_WORD = /^(-l\S|-L\S|--library=|--library-path=|-Wl,|--linker-options=|-Xlinker=|-Xnvlink=|--nvlink-options=)/;
+/** Inputs that are not sources: objects, archives, shared libraries. */
+const NON_SOURCE_INPUT = /\.(o|obj|a|lib|so(\.\d+)*|dll|res)$/;
+
+/**
+ * The nvcc commands of a build log (the output of `make -n -B TARGET VARS…`, `make V=1`, `ninja
+ * -v`, or any verbose build log): one entry per `.cu` file an nvcc command names (a command that
+ * compiles several names each with the others left out). Lines continued with a backslash are
+ * joined; a line is split at `&&`, `||` and `;` words, and `cd DIR` before the compiler sets its
+ * folder for that line; `make[N]: Entering directory 'DIR'` (make -w, or a recursive make) and the
+ * matching Leaving line set it for the lines between; otherwise `dir` (locateKernelSource passes
+ * --source-root: where a plain `make -n` ran) or else the log's own folder. Launchers
+ * (ccache, env VAR=…) before the compiler are skipped; link-only words (-l, -L, -Wl,, -Xlinker)
+ * and object/library inputs are left out, so a compile-and-link line (`nvcc … app.cu -lcublas -o
+ * app`, as llm.c's Makefile runs it) gives the device compile's flags.
+ * @throws KerncapError E_COMPILE_COMMANDS when the log has no nvcc command naming a .cu file.
+ */
+export function readBuildLog(path: string, text: string, dir0?: string): CompileCommand[] {
+  const out: CompileCommand[] = [];
+  const dirs: string[] = [resolve(dir0 ?? dirname(resolve(path)))];
+  const lines = text.replace(/\\\r?\n/g, " ").split(/\r?\n/);
+  for (const line of lines) {
+    const enter = /^\S*make(\[\d+\])?: Entering directory [`'"](.+)['"]\s*$/.exec(line);
+    if (enter) {
+      dirs.push(resolve(enter[2]!));
+      continue;
+    }
+    if (/^\S*make(\[\d+\])?: Leaving directory /.test(line)) {
+      if (dirs.length > 1) dirs.pop();
+      continue;
+    }
+    if (!line.includes("nvcc")) continue;
+    let dir = dirs[dirs.length - 1]!;
+    const words = shellWords(line);
+    const segments: string[][] = [[]];
+    for (const w of words) {
+      if (w === "&&" || w === "||" || w === ";") segments.push([]);
+      else segments[segments.length - 1]!.push(w);
+    }
+    for (const seg of segments) {
+      if (seg[0] === "cd" && seg[1]) {
+        dir = resolve(dir, seg[1]);
+        continue;
+      }
+      let k = 0;
+      while (k < seg.length && (LAUNCHERS.has(seg[k]!.split("/").pop()!) || /^[A-Za-z_]\w*=/.test(seg[k]!))) k++;
+      if (k >= seg.length || !NVCC_WORD.test(seg[k]!)) continue;
+      const argv: string[] = [seg[k]!];
+      const sources: string[] = [];
+      for (let i = k + 1; i < seg.length; i++) {
+        const a = seg[i]!;
+        if (LINK_WITH_ARG.has(a)) {
+          i++;
+          continue;
+        }
+        if (LINK_WORD.test(a)) continue;
+        if (a === "-o" || a === "--output-file") {
+          argv.push(a, seg[++i] ?? "");
+          continue;
+        }
+        if (!a.startsWith("-") && NON_SOURCE_INPUT.test(a)) continue;
+        if (!a.startsWith("-") && a.endsWith(".cu")) sources.push(a);
+        argv.push(a);
+      }
+      for (const src of sources) {
+        const file = resolve(dir, src);
+        out.push({ file, directory: dir, argv: argv.filter((a) => a === src || !sources.includes(a)), from: path });
+      }
+    }
+  }
+  if (!out.length) {
+    throw new KerncapError("E_COMPILE_COMMANDS", `${path} is neither a compile_commands.json nor a build log with an nvcc command that compiles a .cu file`, {
+      hint: "For a Makefile project: `make -n -B TARGET VARS… > build-commands.txt` (the build's own variables, e.g. NO_MULTI_GPU=1), then --compile-commands build-commands.txt; for CMake: -DCMAKE_EXPORT_COMPILE_COMMANDS=ON.",
+    });
   }
   return out;
 }
@@ -386,7 +481,11 @@ export interface LocateInput {
   arch: string;
   /** --source-root. */
   sourceRoot?: string;
-  /** --compile-commands (a file, or a folder that holds compile_commands.json). */
+  /**
+   * --compile-commands: a compile_commands.json, a folder that holds one, or a build log with the
+   * nvcc command lines (`make -n -B TARGET …` output: readBuildLog; its relative paths are taken
+   * from the source root unless make -w names the folder).
+   */
   compileCommands?: string;
 }
 
@@ -408,7 +507,7 @@ export function locateKernelSource(inp: LocateInput): KernelLocation {
   if (inp.compileCommands) {
     const p = existsSync(inp.compileCommands) && statSync(inp.compileCommands).isDirectory() ? join(inp.compileCommands, "compile_commands.json") : inp.compileCommands;
     if (!existsSync(p)) throw new KerncapError("E_SOURCE_NOT_FOUND", `--compile-commands ${inp.compileCommands}: no such file`, { hint: "Point it at a compile_commands.json (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON writes one into the build folder)." });
-    commands = readCompileCommands(p);
+    commands = readCompileCommands(p, { logDir: inp.sourceRoot }); // a build log's relative paths: from the source root
     looked.push(p);
   } else if (inp.sourceRoot) {
     const f = findCompileCommands(inp.sourceRoot);

@@ -6,9 +6,12 @@
  * again. Save-to-verdict minus build time (the watch's own overhead: debounce, slice refresh,
  * layout check, module load, launches, compare) is printed and must stay under 0.3 s. SIGINT
  * ends it with exit 130.
+ * Triton (the same loop for a Triton reproducer: a rebuild re-JITs src/<kernel>.py with the pinned
+ * config through the reproducer's build.sh/repro.py): test/apps/triton_app.py's fused_add_relu,
+ * MATCH, an edit MISMATCH, the revert MATCH, SIGINT exit 130.
  *
  * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU,
- * kerncap binary or nvcc.
+ * kerncap binary or nvcc (the Triton test: without python3 with torch and triton).
  */
 import { describe, expect, test } from "bun:test";
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -20,9 +23,9 @@ const SKIP = !!skipReason("watch gpu tests", [[!NVCC, "no nvcc"]]);
 const WORK = workDir("kerncap-watch-gpu-");
 
 /** The watch as a child process: its JSON lines as they come, each with its arrival time (performance.now(), ms). */
-function startWatch(dir: string) {
+function startWatch(dir: string, extraEnv: Record<string, string> = {}) {
   const { BUN_BE_BUN: _, ...env } = process.env;
-  const p = Bun.spawn([BIN, "validate", "--watch", dir, "--json"], { cwd: WORK, env, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([BIN, "validate", "--watch", dir, "--json"], { cwd: WORK, env: { ...env, ...extraEnv }, stdout: "pipe", stderr: "pipe" });
   const lines: { doc: any; at: number }[] = [];
   let stderr = "";
   const out = (async () => {
@@ -104,6 +107,52 @@ describe.skipIf(SKIP)("validate --watch", () => {
       console.log(`[watch] save-to-verdict minus build: ${fmt(overheads)} s (kerncap's measure, from the last file event); ${fmt(external)} s (from this test's write to the line); builds ${w.lines.filter((l) => l.doc.event === "verdict").map((l) => l.doc.buildSeconds.toFixed(2)).join(", ")} s; kernel ${first.kernelMedianUs.toFixed(2)} µs`);
       if (process.env.KERNCAP_GPU_OUT) appendFileSync(join(process.env.KERNCAP_GPU_OUT, "watch.log"), w.lines.map((l) => JSON.stringify(l.doc)).join("\n") + "\n" + w.stderr());
       for (const o of overheads) expect(o).toBeLessThan(0.3);
+
+      w.p.kill("SIGINT");
+      expect(await w.p.exited).toBe(130);
+    } finally {
+      w.p.kill("SIGKILL");
+      await w.done().catch(() => {});
+    }
+  }, 240_000);
+});
+
+const HAS_TRITON = !SKIP && Bun.spawnSync(["python3", "-c", "import torch, triton"], { stdout: "ignore", stderr: "ignore" }).exitCode === 0;
+if (!SKIP && !HAS_TRITON) console.warn("[watch gpu tests] Triton part skipped: python3 cannot import torch and triton");
+
+describe.skipIf(!HAS_TRITON)("validate --watch, Triton reproducer", () => {
+  test("triton_app.py fused_add_relu: MATCH, an edit MISMATCH, revert MATCH; SIGINT exits 130", async () => {
+    const env = { TRITON_CACHE_DIR: join(WORK, "triton-cache") };
+    const cap = join(WORK, "fused_add_relu");
+    const c = kerncap(WORK, ["run", "--kernel", "^fused_add_relu$", "--dispatch", "1", "--out", cap, "--json", "--", "python3", join(APPS, "triton_app.py"), "3"], env);
+    expect(c.code, c.stderr).toBe(0);
+    const file = join(cap, "src/fused_add_relu.py");
+    expect(existsSync(join(cap, "build.sh")), c.stderr).toBe(true);
+    const original = readFileSync(file, "utf8");
+    const body = "tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=m)";
+    expect(original).toContain(body);
+
+    const w = startWatch(cap, env);
+    const save = async (text: string) => {
+      const n = w.lines.length + 1;
+      await Bun.sleep(300);
+      writeFileSync(file, text);
+      return (await w.line(n)).doc;
+    };
+    try {
+      const first = (await w.line(1, 120_000)).doc;
+      expect(first, w.stderr()).toMatchObject({ schema: "kerncap.validate-watch/1", event: "verdict", trigger: "start", verdict: "match" });
+      await Bun.sleep(500); // the watcher starts right after the first line
+
+      // relu's floor 0 → 0.5: every output below 0.5 changes
+      const bad = await save(original.replace(body, body.replace("0.0)", "0.5)")));
+      expect(bad, w.stderr()).toMatchObject({ event: "verdict", trigger: "save", verdict: "mismatch", files: ["fused_add_relu.py"] });
+      expect(bad.mismatches).toBeGreaterThan(0);
+
+      const back = await save(original);
+      expect(back, w.stderr()).toMatchObject({ event: "verdict", verdict: "match" });
+      console.log(`[watch triton] builds ${w.lines.filter((l) => l.doc.event === "verdict").map((l) => l.doc.buildSeconds.toFixed(2)).join(", ")} s; overhead ${w.lines.filter((l) => l.doc.event === "verdict").map((l) => l.doc.overheadSeconds.toFixed(3)).join(", ")} s`);
+      if (process.env.KERNCAP_GPU_OUT) appendFileSync(join(process.env.KERNCAP_GPU_OUT, "watch.log"), w.lines.map((l) => JSON.stringify(l.doc)).join("\n") + "\n" + w.stderr());
 
       w.p.kill("SIGINT");
       expect(await w.p.exited).toBe(130);

@@ -32,7 +32,7 @@ export default defineCommand({
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
     "source-root": { type: "string", description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)" },
-    "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder) with the kernel TU's exact flags" },
+    "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder), or a build log such as `make -n -B TARGET` output, with the kernel TU's exact flags" },
     slice: { type: "boolean", default: true, description: "CUDA templated kernels: compile only the captured instantiation (--no-slice: whole TU)", negativeDescription: "Compile the kernel's whole translation unit in the reproducer" },
     overlay: { type: "boolean", default: false, description: "CUDA: copy only the edited files; the rest is read from the original tree" },
     ...jsonArg,
