@@ -13,7 +13,7 @@ import { cubinKernels } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { KerncapError } from "../errors.ts";
-import { cudaFlagsFromCommand, renderCudaReproducer } from "./cuda.ts";
+import { cudaFlagsFromCommand, renderCudaReproducer } from "../frontends/cuda/repro.ts";
 import { locateKernelSource, readBuildLog, readCompileCommands } from "./locate.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-buildlog-"));
