@@ -9,7 +9,7 @@
 #     and the edit-loop benchmarks (ggml, then llm.c). Logs and measurements go to $OUT.
 # Usage: scripts/gpu-test.sh [test-name-filter]
 #   SUITES="test/gpu/a.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
-#   SKIP_BENCH=1 (every benchmark), SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GGML=1, SKIP_LLMC=1,
+#   SKIP_BENCH=1 (every benchmark), SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
 #   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share.
 # The whole suite takes more than one 10-minute device call: split it, e.g.
@@ -46,6 +46,8 @@ nobench() { [ -n "${SKIP_BENCH:-}" ]; }
 nobench || [ -n "${SKIP_SNAP:-}" ] || timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
 # kernel time in the app vs replayed (issue 12 targets: ≤ 10%, two replays ≤ 3%), a table in bench.log
 nobench || [ -n "${SKIP_TIMING:-}" ] || timeout 150 bash scripts/bench-timing.sh 2>&1 | tee -a "$OUT/bench.log"
+# graph-node capture against eager capture of the same kernel (issue 11)
+nobench || [ -n "${SKIP_GRAPHS_BENCH:-}" ] || timeout 90 bash scripts/bench-graphs.sh 512 10 2>&1 | tee -a "$OUT/bench.log"
 if [ -n "${llmc_pid:-}" ]; then
   echo "waiting for the llm.c build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
   wait "$llmc_pid"
