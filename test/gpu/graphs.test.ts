@@ -150,6 +150,31 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
     expect(json(rep).verdict).toBe("match");
   });
 
+  test("torch.cuda.CUDAGraph around a LayerNorm and a cuBLAS GEMM, inputs changed between replays: the GEMM node (the LayerNorm its ancestor) captured from the 2nd replay, bit-exact", () => {
+    const py = join(WORK, "ln_gemm_graph.py");
+    writeFileSync(py, `import torch\ntorch.manual_seed(0)\nln = torch.nn.LayerNorm(1024).cuda()\nw = torch.randn(1024, 2048, device="cuda")\nx = torch.randn(256, 1024, device="cuda")\ndef step():\n    return ln(x) @ w\ny = step()\ng = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\nwith torch.cuda.stream(s):\n    step()\ntorch.cuda.current_stream().wait_stream(s)\nwith torch.cuda.graph(g):\n    y = step()\nsums = []\nfor i in range(3):\n    x.copy_(torch.randn(256, 1024, device="cuda"))\n    g.replay()\n    sums.append(float(y.sum()))\ntorch.cuda.synchronize()\nprint("sums", " ".join(f"{v:.6e}" for v in sums))\n`);
+    const l = kc(["list", "--json", "--", "python3", py]);
+    expect(l.code, l.stderr).toBe(0);
+    const names = JSON.stringify(json(l).kernels.map((k: any) => [k.demangled ?? k.name, k.count, k.graph]));
+    // cuBLAS names its GEMM kernels sm90_xmma_gemm_…, cutlass…, …sgemm…: the one executed from the graph
+    const gemm = json(l).kernels.filter((k: any) => /gemm|xmma|cutlass/i.test(k.demangled ?? k.name) && (k.graph ?? 0) > 0).sort((a: any, b: any) => b.graph - a.graph)[0];
+    expect(gemm, names).toBeDefined();
+    expect(gemm.graph).toBe(3); // one execution per replay
+    const eager = gemm.count - gemm.graph; // the warm-up calls
+    const re = "^" + gemm.name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
+    const out = join(WORK, "ln-gemm");
+    const r = kc(["run", "--kernel", re, "--dispatch", String(eager + 1), "--out", out, "--", "python3", py]);
+    expect(r.code, r.stderr).toBe(0);
+    const m = manifest(out);
+    expect(m.kernel.name).toBe(gemm.name);
+    expect(m.graph).toBeDefined();
+    const sums = (t: string) => t.match(/sums .*/)?.[0];
+    expect(sums(r.stdout + r.stderr)).toBe(sums(l.stdout + l.stderr)); // the app computed what it computes without kerncap
+    const rep = kc(["replay", out, "--json", "--iters", "3"]);
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(json(rep).verdict).toBe("match");
+  });
+
   test("torch.compile(mode=\"reduce-overhead\"): a kernel executed from its CUDA graph is listed, captured from a graph launch, replayed bit-exact", () => {
     const env = { TORCHINDUCTOR_CACHE_DIR: join(WORK, "inductor-cache"), TRITON_CACHE_DIR: join(WORK, "triton-cache"), TORCHINDUCTOR_COMPILE_THREADS: "1" };
     const py = ["python3", join(APPS, "torch_compile_graphs.py")];
