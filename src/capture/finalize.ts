@@ -27,7 +27,7 @@ function memoryOf(dir: string, raw: Raw): { regions: Manifest["regions"]; global
   const after = "memory/after.bin";
   if (raw.raw_version === 2) {
     const conv = (r: RawV2["regions"][number]): ManifestRange => ({
-      va: r.va,
+      va: r.va.toLowerCase(), // the manifest's VAs are lowercase (src/format/manifest.ts Hex); raw.json's may not be
       size: r.size,
       kind: r.kind,
       changed: r.changed,
@@ -59,7 +59,7 @@ function memoryOf(dir: string, raw: Raw): { regions: Manifest["regions"]; global
   const a = new FileImage(join(dir, after));
   const conv = (r: RawV1["regions"][number]): ManifestRange => {
     const st = storedFromWholeRanges(b, a, r, V1_CHUNK_BYTES);
-    return { va: r.va, size: r.size, kind: r.kind, changed: st.after.extents.length > 0, changedChunks: st.changedChunks, changedBytes: st.changedBytes, hashedOn: "cpu", before: st.before, after: st.after };
+    return { va: r.va.toLowerCase(), size: r.size, kind: r.kind, changed: st.after.extents.length > 0, changedChunks: st.changedChunks, changedBytes: st.changedBytes, hashedOn: "cpu", before: st.before, after: st.after };
   };
   const regions = raw.regions.map(conv);
   const globals = raw.globals.map((g) => ({ ...conv(g), name: g.name ?? "" }));

@@ -13,7 +13,12 @@
  *                              extents, concatenated, stored; unpack writes each extent at its
  *                              offset and sets the size, so the holes come back as holes
  *   ROOT/<dir>/                every folder (so empty ones survive)
- * ROOT is the capture folder's name. Plain `unzip` gives the dense files as they are, and the
+ * ROOT is the capture folder's name. Symbolic links are left out (a warning in the index), except
+ * where the manifest lists the path (files[], params, module, memory images): that one is archived
+ * as the regular file it points to (PackResult.notes). verifyFiles has refused a FIFO, device or
+ * folder at such a path (E_CHECKSUM). A file or folder name that is not UTF-8 is refused
+ * (E_PACK_NAME, naming it with \xHH escapes): zip entry names and the JSON index are UTF-8, and a
+ * reproducer file silently left out would break its build elsewhere. Plain `unzip` gives the dense files as they are, and the
  * sparse ones only as their packed data: `kerncap unpack` is the reader.
  *
  * Limits: fflate writes no ZIP64 records, so an archive (and each entry) stays under 4 GiB; pack
@@ -32,8 +37,8 @@
  * target are removed by the next pack/unpack of it (src/leftovers.ts).
  */
 import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
 import { assertReplaceable } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
@@ -87,8 +92,10 @@ export interface PackResult {
   sparseFiles: number;
   /** Bytes: of the files (apparent sizes), of their data (holes left out), of the archive. */
   bytes: { files: number; data: number; archive: number };
-  /** Reproducer paths that exist only on this machine (see portabilityWarnings). */
+  /** Reproducer paths that exist only on this machine (see portabilityWarnings); symbolic links left out. */
   warnings: string[];
+  /** Manifest-listed files that were symbolic links, archived as the regular files they point to. */
+  notes: string[];
   seconds: number;
 }
 
@@ -105,15 +112,62 @@ export interface UnpackResult {
 
 const bad = (archive: string, msg: string) => new KerncapError("E_ARCHIVE", `${archive}: ${msg}`, { hint: "The archive is damaged or was not written by `kerncap pack`; ask for it again." });
 
-/** Files and folders under dir (relative, `/`-separated, sorted); symbolic links are reported, not followed. */
-function walk(dir: string): { files: string[]; dirs: string[]; links: string[] } {
-  const out = { files: [] as string[], dirs: [] as string[], links: [] as string[] };
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A file name's bytes as printable text: valid UTF-8 characters kept (control characters excepted), every other byte as \xHH. */
+export function escapedName(b: Uint8Array): string {
+  let out = "";
+  for (let i = 0; i < b.length; ) {
+    let ch = "";
+    for (let n = 1; n <= 4 && !ch && i + n <= b.length; n++) {
+      try {
+        ch = UTF8.decode(b.subarray(i, i + n)); // fatal: throws until the bytes are one whole character
+      } catch {
+        /* try one byte more */
+      }
+    }
+    if (ch && !/[\x00-\x1f\x7f]/.test(ch)) {
+      out += ch;
+      i += Buffer.byteLength(ch);
+    } else out += `\\x${b[i++]!.toString(16).padStart(2, "0")}`;
+  }
+  return out;
+}
+
+/**
+ * Files and folders under dir (relative, `/`-separated, sorted). Symbolic links are reported, not
+ * followed, except the paths in `follow` (the files the manifest lists): a link there is archived
+ * as the regular file it points to, and reported in `followed`.
+ * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
+ * refused.
+ * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not UTF-8.
+ */
+function walk(dir: string, follow: ReadonlySet<string> = new Set()): { files: string[]; dirs: string[]; links: string[]; followed: string[] } {
+  const out = { files: [] as string[], dirs: [] as string[], links: [] as string[], followed: [] as string[] };
   const go = (rel: string) => {
-    for (const name of readdirSync(join(dir, rel)).sort()) {
+    const names: string[] = [];
+    for (const raw of readdirSync(join(dir, rel), { encoding: "buffer" })) {
+      let name: string;
+      try {
+        name = UTF8.decode(raw);
+      } catch {
+        const shown = `${rel ? `${rel}/` : ""}${escapedName(raw)}`;
+        throw new KerncapError("E_PACK_NAME", `${join(dir, shown)}: the file name is not UTF-8, which a zip entry name must be`, {
+          hint: `Rename it (e.g. mv with a UTF-8 name) or remove it, then pack again; it is not a file the manifest lists.`,
+        });
+      }
+      names.push(name);
+    }
+    for (const name of names.sort()) {
       const r = rel ? `${rel}/${name}` : name;
       const st = lstatSync(join(dir, r));
-      if (st.isSymbolicLink()) out.links.push(r);
-      else if (st.isDirectory()) {
+      if (st.isSymbolicLink()) {
+        // verifyFiles has checked that a manifest-listed path leads to a regular file
+        if (follow.has(r) && statSync(join(dir, r)).isFile()) {
+          out.files.push(r);
+          out.followed.push(r);
+        } else out.links.push(r);
+      } else if (st.isDirectory()) {
         out.dirs.push(r);
         go(r);
       } else if (st.isFile()) out.files.push(r);
@@ -219,9 +273,11 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   removeStale(out, "pack");
 
   const root = basename(dir);
-  const tree = walk(dir);
+  const listed = new Set([...m.files.map((f) => f.path), m.params.file, m.module.file, m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
+  const tree = walk(dir, listed);
   const warnings = portabilityWarnings(dir, m);
   if (tree.links.length) warnings.push(`symbolic links are not archived: ${tree.links.join(", ")}`);
+  const notes = tree.followed.map((r) => `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the file it points to is archived in its place, as a regular file`);
   const files: PackedFile[] = [];
   let dataTotal = 0;
   let filesTotal = 0;
@@ -310,7 +366,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
       rmSync(tmp, { force: true });
     }
   }
-  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, seconds: (performance.now() - t0) / 1000 };
+  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, notes, seconds: (performance.now() - t0) / 1000 };
 }
 
 /** One central-directory record (APPNOTE 4.3.12). */

@@ -1,7 +1,7 @@
 /**
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
-import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { join } from "node:path";
@@ -75,16 +75,19 @@ function startsWithZipSignature(path: string): boolean {
 }
 
 /**
- * Check that every file exists with its recorded size and SHA-256 (small files), and that the
- * memory images are long enough. Region contents are checked against sha256Before/After as they
+ * Check that every file exists as a regular file (symbolic links followed) with its recorded size
+ * and SHA-256 (small files), and that the memory images are regular files of exactly
+ * memory.beforeFileBytes/afterFileBytes (an image recorded as 0 bytes may be absent). Region contents are checked against sha256Before/After as they
  * are read (replay), so this stays cheap for tens of GB.
  * @throws KerncapError E_CHECKSUM naming the file.
  */
 export function verifyFiles(dir: string, m: Manifest): void {
   for (const f of m.files) {
     const p = join(dir, f.path);
-    if (!existsSync(p) || !statSync(p).isFile()) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir} (or not a file)`, { hint: "The capture is incomplete; capture again." });
-    const size = statSync(p).size;
+    if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
+    const st = statSync(p);
+    if (!st.isFile()) throw new KerncapError("E_CHECKSUM", `${f.path} in ${dir} is not a regular file (${fileKind(st)})`, { hint: "The capture folder was altered; capture again." });
+    const size = st.size;
     if (size !== f.size) throw new KerncapError("E_CHECKSUM", `${f.path} has ${size} bytes, the manifest says ${f.size} (truncated or altered)`, { hint: "Capture again; the file was damaged." });
     const h = sha256File(p);
     if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway)." });
@@ -94,12 +97,21 @@ export function verifyFiles(dir: string, m: Manifest): void {
     [m.memory.after, m.memory.afterFileBytes, storedEnd(m, "after")],
   ] as const) {
     const p = join(dir, file);
-    if (want === 0 && need === 0) continue;
+    // an empty image may be absent (finalizeCapture records 0 for a file the library did not
+    // write); one that is there is a regular file (a symbolic link to one counts) of the stated size
+    if (want === 0 && need === 0 && !existsSync(p)) continue;
     if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${file} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
-    const size = statSync(p).size;
+    const st = statSync(p);
+    if (!st.isFile()) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is not a regular file (${fileKind(st)})`, { hint: "The capture folder was altered; capture again." });
+    const size = st.size;
     if (size < need) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, its stored chunks need ${need}`, { hint: "Capture again; the file was damaged." });
     if (size !== want) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} has ${size} bytes, the manifest says ${want}: ${size > want ? "appended" : "truncated"} or altered`, { hint: "Capture again; the file was damaged." });
   }
+}
+
+/** What a non-regular file is, for messages: "a directory", "a FIFO", ... */
+export function fileKind(st: Stats): string {
+  return st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : st.isCharacterDevice() ? "a character device" : st.isBlockDevice() ? "a block device" : st.isSocket() ? "a socket" : st.isSymbolicLink() ? "a symbolic link" : "not a regular file";
 }
 
 /**

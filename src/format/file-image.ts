@@ -4,21 +4,56 @@
  * "RangeError: Out of memory" (Bun 1.4.5; seen on a capture of a 4 GiB PyTorch app, and
  * reproduced with a sparse 5 GiB file). Windows are mapped with Bun.mmap's offset/size options;
  * a view stays valid while it is referenced (the mapping is released when it is collected).
+ *
+ * Bun.mmap opens the file read-write (Bun 1.4.5: `EACCES ... open` as an unprivileged user on a
+ * 0444 file, checked with setpriv --reuid=nobody), so a capture folder the user cannot write to
+ * (someone else's, chmod -R a-w, a read-only mount) cannot be mapped. Then FileImage reads the
+ * requested ranges with pread (fs.readSync on a descriptor opened "r") into heap buffers instead:
+ * a window of min(windowBytes, READ_WINDOW_BYTES) bytes (or the view's size when larger) at a
+ * time, never the whole file. `mapped` says which way the last window came.
  */
-import { existsSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
 
 /** Bytes of one mmap window (1 GiB): few mappings, far below the 4 GiB limit. */
 export const WINDOW_BYTES = 1 << 30;
 /** Bytes a caller should ask for at once (64 MiB): the size of staging copies and hash updates. */
 export const PIECE_BYTES = 64 << 20;
 
+/** Bytes read at once when the file cannot be mapped (64 MiB: the size callers ask for, PIECE_BYTES). */
+export const READ_WINDOW_BYTES = 64 << 20;
+
+/**
+ * Bytes [off, off + n) of the file at `path`, read with pread into a new heap buffer (the
+ * fallback of FileImage when Bun.mmap cannot open the file: it needs write access).
+ * @throws Error (EACCES, ENOENT) when the file cannot be opened for reading; RangeError when the
+ *   file is shorter than off + n (it changed since its size was taken).
+ */
+export function readRange(path: string, off: number, n: number): Uint8Array {
+  const out = new Uint8Array(n);
+  const fd = openSync(path, "r");
+  try {
+    for (let done = 0; done < n; ) {
+      const got = readSync(fd, out, done, Math.min(n - done, 1 << 30), off + done);
+      if (got === 0) throw new RangeError(`${path} ended at byte ${off + done}, ${n - done} bytes short of ${off + n}`);
+      done += got;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return out;
+}
+
 export class FileImage {
   /** File size in bytes (0 when the file is absent: an empty image). */
   readonly size: number;
   private win: Uint8Array = new Uint8Array(0);
   private winOff = 0;
-  /** Called with each new window as it is mapped (the restore pins windows). */
+  /** Called with each new window as it is mapped (the restore pins windows); not called for windows read with pread. */
   onWindow?: (win: Uint8Array) => void;
+  /** False once Bun.mmap failed on this file (no write access): windows are then read with pread (readRange). */
+  mapped = true;
+  /** Called once when mapping fails and FileImage falls back to reading, with the mmap error. */
+  onReadFallback?: (err: Error) => void;
 
   /**
    * @param shared map MAP_SHARED (Bun.mmap's `shared`): needed to pin a view with cuMemHostRegister.
@@ -44,9 +79,19 @@ export class FileImage {
     if (off < 0 || n < 0 || off + n > this.size) throw new RangeError(`bytes ${off}..${off + n} are outside ${this.path} (${this.size} bytes)`);
     if (off < this.winOff || off + n > this.winOff + this.win.byteLength) {
       const start = off - (off % 65536); // windows start on 64 KiB (page-aligned, pinnable)
-      this.win = Bun.mmap(this.path, { shared: this.shared, offset: start, size: Math.min(Math.max(this.windowBytes, n + off - start), this.size - start) });
+      if (this.mapped) {
+        try {
+          this.win = Bun.mmap(this.path, { shared: this.shared, offset: start, size: Math.min(Math.max(this.windowBytes, n + off - start), this.size - start) });
+          this.winOff = start;
+          this.onWindow?.(this.win);
+          return this.win.subarray(off - this.winOff, off - this.winOff + n);
+        } catch (e) {
+          this.mapped = false;
+          this.onReadFallback?.(e as Error);
+        }
+      }
+      this.win = readRange(this.path, start, Math.min(Math.max(Math.min(this.windowBytes, READ_WINDOW_BYTES), n + off - start), this.size - start));
       this.winOff = start;
-      this.onWindow?.(this.win);
     }
     return this.win.subarray(off - this.winOff, off - this.winOff + n);
   }

@@ -5,6 +5,7 @@
  * One valibot schema, versioned by `version`. Readers reject an unknown format, a newer version
  * or a schema violation with a KerncapError that says what to do.
  */
+import { posix } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 
@@ -15,9 +16,11 @@ export const MANIFEST_VERSIONS_READ = [2] as const;
 export const MANIFEST_FORMAT = "kerncap-capture";
 export const MANIFEST_FILE = "kerncap.json";
 
-const Hex = v.pipe(v.string(), v.regex(/^0x[0-9a-f]+$/i, "expected a hex string such as 0x7f12..."));
+/** A 64-bit VA: 0x and 1 to 16 lowercase hex digits, as the capture libraries print it (`0x%llx`, c/kc_snapshot.h, c/kc_json.h) and the schema of `inspect --json` states it. */
+const Hex = v.pipe(v.string(), v.regex(/^0x[0-9a-f]{1,16}$/, "expected a 64-bit VA in lowercase hex (0x and 1 to 16 digits 0-9a-f, such as 0x7f12...)"));
 const U = v.pipe(v.number(), v.integer(), v.minValue(0));
-const Dim3 = v.tuple([U, U, U]);
+/** grid, block, cluster: exactly [x, y, z]. */
+const Dim3 = v.strictTuple([U, U, U], "expected exactly 3 dimensions [x, y, z]");
 const Sha256 = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/));
 
 export const Frontend = v.picklist(["cuda", "triton", "hip"]);
@@ -236,9 +239,9 @@ function insideFolder(p: string): boolean {
 }
 
 /**
- * What the schema alone cannot say: every file path stays inside the capture folder, the
- * parameter and module files are covered by checksums, and no two regions overlap in VA or in the
- * memory images.
+ * What the schema alone cannot say: every file path stays inside the capture folder, files[]
+ * lists each path once, the parameter and module files are covered by checksums with the sizes
+ * params.size and module.size state, and no two regions overlap in VA or in the memory images.
  * @throws KerncapError E_MANIFEST
  */
 function checkInvariants(m: Manifest, where: string): void {
@@ -246,11 +249,19 @@ function checkInvariants(m: Manifest, where: string): void {
   for (const p of [m.params.file, m.module.file, m.memory.before, m.memory.after, ...m.files.map((f) => f.path)]) {
     if (!insideFolder(p)) throw bad(`file path ${JSON.stringify(p)} points outside the capture folder`);
   }
+  const seen = new Set<string>();
+  for (const f of m.files) {
+    const key = posix.normalize(f.path); // kernel//a and ./kernel/a name one file
+    if (seen.has(key)) throw bad(`files[] lists ${JSON.stringify(f.path)} twice`);
+    seen.add(key);
+  }
   for (const p of [m.params.file, m.module.file]) {
     if (!m.files.some((f) => f.path === p)) throw bad(`${p} has no checksum in files[]`);
   }
   const params = m.files.find((f) => f.path === m.params.file);
   if (params && params.size !== m.params.size) throw bad(`params.size is ${m.params.size} but ${m.params.file} has ${params.size} bytes`);
+  const module = m.files.find((f) => f.path === m.module.file);
+  if (module && module.size !== m.module.size) throw bad(`module.size is ${m.module.size} but ${m.module.file} has ${module.size} bytes in files[]`);
   for (const [what, d] of [["launch.grid", m.launch.grid], ["launch.block", m.launch.block], ["launch.cluster", m.launch.cluster]] as const) {
     if (d.some((x) => x < 1)) throw bad(`${what} is ${JSON.stringify(d)}: every dimension is at least 1`);
   }

@@ -91,7 +91,7 @@ export interface ReplayOptions {
 
 export { RESERVE_ALIGN, reserveAlignment } from "./cuda-backend.ts";
 
-/** Host→device restore of stored chunks: pinned file mappings (cuMemHostRegister) where the driver takes them, else a pinned staging buffer. */
+/** Host→device restore of stored chunks: pinned file mappings (cuMemHostRegister) where the driver takes them and the file can be mapped (FileImage.mapped: a file the user cannot write cannot), else a pinned staging buffer. */
 export class Restorer {
   registered = 0;
   staged = 0;
@@ -106,6 +106,9 @@ export class Restorer {
   ) {
     // MAP_SHARED windows: the only kind cuMemHostRegister pins (FileImage's doc has the measurement)
     this.img = new FileImage(path, undefined, true);
+    // a file the user cannot write (read-only capture folder): Bun.mmap needs write access, so
+    // FileImage reads with pread and every copy goes through the pinned staging buffer
+    this.img.onReadFallback = (e) => log.info(`${path} cannot be mapped (${e.message}; a read-only capture folder?): restoring through a pinned staging buffer instead of pinning the file`);
     // Copies from a pinned window are asynchronous: the next window is registered while the DMA
     // of the previous one runs (registering costs about as much as copying: 0.14 s vs 0.12 s for
     // 4 GiB on the H200 node), and the previous one is unpinned once its copies are done.

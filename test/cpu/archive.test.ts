@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
-import { chmodSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
@@ -229,6 +229,54 @@ describe("pack / unpack", () => {
     } finally {
       process.chdir(cwd);
     }
+  });
+
+  test("a manifest-listed file that is a symbolic link: its target archived as a regular file, said so; a link elsewhere is left out as before", async () => {
+    const { root, dir } = await fresh();
+    renameSync(join(dir, "kernel/module.cubin"), join(root, "module.cubin"));
+    symlinkSync(join(root, "module.cubin"), join(dir, "kernel/module.cubin"));
+    mkdirSync(join(dir, "src"));
+    symlinkSync("/etc/hostname", join(dir, "src/elsewhere.h"));
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    expect(p.notes).toEqual([`kernel/module.cubin is a symbolic link (to ${join(root, "module.cubin")}): the file it points to is archived in its place, as a regular file`]);
+    expect(p.warnings).toContain("symbolic links are not archived: src/elsewhere.h");
+    rmSync(join(root, "module.cubin")); // the unpacked capture must not need the link's target
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(lstatSync(join(u.dir, "kernel/module.cubin")).isFile()).toBe(true);
+    expect(readFileSync(join(u.dir, "kernel/module.cubin"))).toEqual(Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0x41]));
+    expect(existsSync(join(u.dir, "src/elsewhere.h"))).toBe(false);
+    const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
+    expect(r.result).toBe(0);
+  });
+
+  test("a FIFO or a folder where a manifest-listed file should be: pack refuses, exit 2, naming the file", async () => {
+    const { root, dir } = await fresh();
+    rmSync(join(dir, "kernel/module.cubin"));
+    expect(Bun.spawnSync(["mkfifo", join(dir, "kernel/module.cubin")]).exitCode).toBe(0);
+    const p = Bun.spawnSync([process.execPath, MAIN, "pack", dir, "-o", join(root, "cap.zip")], { stdout: "pipe", stderr: "pipe", timeout: 20_000 });
+    expect(p.exitCode).toBe(2);
+    expect(p.stderr.toString()).toContain("kernel/module.cubin");
+    expect(p.stderr.toString()).toContain("a FIFO");
+    expect(p.stderr.toString()).not.toContain("internal error");
+    rmSync(join(dir, "kernel/module.cubin"));
+    mkdirSync(join(dir, "kernel/module.cubin"));
+    const e = await error(() => packCapture(dir, join(root, "cap.zip")));
+    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.message).toContain("kernel/module.cubin");
+    expect(e.message).toContain("a directory");
+    expect(existsSync(join(root, "cap.zip"))).toBe(false);
+  });
+
+  test("a file name that is not UTF-8: pack refuses, naming it escaped and saying to rename it", async () => {
+    const { root, dir } = await fresh();
+    mkdirSync(join(dir, "src"));
+    writeFileSync(Buffer.concat([Buffer.from(join(dir, "src/bad")), Buffer.from([0xff]), Buffer.from("name.cu")]), "__global__ void k() {}\n");
+    const e = await error(() => packCapture(dir, join(root, "cap.zip")));
+    expect(e.code).toBe("E_PACK_NAME");
+    expect(e.message).toContain("src/bad\\xffname.cu");
+    expect(e.message).toContain("not UTF-8");
+    expect(e.hint).toContain("Rename it");
+    expect(existsSync(join(root, "cap.zip"))).toBe(false);
   });
 
   test("refuses to overwrite without --force; --force replaces only a capture", async () => {
