@@ -5,7 +5,7 @@
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
 import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
-import { isKerncapError, KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { printJson } from "./args.ts";
@@ -151,8 +151,11 @@ export async function runCli(argv: string[]): Promise<number> {
     const err = e as NodeJS.ErrnoException;
     // the reader of stdout went away (`kerncap inspect DIR --json | head`): nothing more to say
     if (err.code === "EPIPE") return 141;
-    if (err.code === "ENOSPC" || err.code === "EIO" || err.code === "EDQUOT") {
-      return fail("E_IO", `cannot write: ${err.message}`, "The output or the folder written to is full or failing; free space or write elsewhere.");
+    // an expected file-system failure (read-only folder, dangling symbolic link as -o, disk full…) is the user's to fix, not a bug
+    const sys = systemError(err);
+    if (sys) {
+      if (verbose && err.stack) log.debug(err.stack);
+      return fail(sys.code, sys.message, sys.hint, sys.exitCode);
     }
     if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
       return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);

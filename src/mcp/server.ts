@@ -27,7 +27,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../cli/args.ts";
 import { selfCommand } from "../doctor.ts";
-import { isKerncapError, KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -120,7 +120,7 @@ function result(doc: Record<string, unknown>, isError = false, extra?: string): 
 }
 
 function errorResult(e: unknown): CallToolResult {
-  const k = isKerncapError(e) ? e : new KerncapError("E_INTERNAL", `internal error: ${(e as Error).message}`);
+  const k = isKerncapError(e) ? e : (systemError(e) ?? new KerncapError("E_INTERNAL", `internal error: ${(e as Error).message}`));
   return result(jsonDocument("error", { error: { code: k.code, message: k.message, hint: k.hint ?? null } }), true);
 }
 

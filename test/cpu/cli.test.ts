@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { findCupti } from "../../src/capture/cupti.ts";
 import { closestKernels } from "../../src/capture/run.ts";
@@ -414,6 +414,37 @@ describe("command line (runCli: the one error path)", () => {
     expect(help).toContain("-k, --kernel-name, --kernel");
     expect(help).toContain("--launch-skip, --dispatch");
     expect(help).toContain("-o, --out");
+  });
+  test("file-system failures of the user's paths are E_IO or E_USAGE naming the path, not internal errors", async () => {
+    const { systemError } = await import("../../src/errors.ts");
+    // as Bun raises them (root here: EACCES cannot be provoked, so this one is built)
+    const eacces = Object.assign(new Error("EACCES: permission denied, open '/tmp/ro/x.zip.tmp-123'"), { code: "EACCES", errno: -13, syscall: "open", path: "/tmp/ro/x.zip.tmp-123" });
+    const k = systemError(eacces)!;
+    expect(k).toMatchObject({ code: "E_IO", exitCode: 2, message: "cannot open /tmp/ro/x.zip.tmp-123: permission denied" });
+    expect(k.hint).toContain("Choose another --out / -o");
+    expect(systemError(Object.assign(new Error("x"), { code: "ENOTDIR", syscall: "rename", path: "/a/b.tmp-1", dest: "/a/dang" }))?.message).toBe("cannot rename /a/b.tmp-1 to /a/dang: a part of the path is not a folder (or is a dangling symbolic link)");
+    expect(systemError(new TypeError("undefined is not a function"))).toBeUndefined(); // a genuine bug stays E_INTERNAL
+    expect(systemError(Object.assign(new Error("x"), { code: "ERR_INVALID_ARG_TYPE" }))).toBeUndefined();
+    const dir = await fresh();
+    // a name too long for the file system: raised by the open of the temp, mapped in main
+    const long = await cli(["pack", dir, "-o", join(dir, "..", "x".repeat(300) + ".zip"), "--json"]);
+    expect(long.code).toBe(2);
+    expect(JSON.parse(long.out).error).toMatchObject({ code: "E_IO" });
+    expect(JSON.parse(long.out).error.message).toContain("the name is too long");
+    // -o through a file, -o a dangling symbolic link: refused up front
+    const file = join(dir, "..", "plain");
+    writeFileSync(file, "");
+    const under = await cli(["pack", dir, "-o", join(file, "x.zip"), "--json"]);
+    expect(JSON.parse(under.out).error).toMatchObject({ code: "E_USAGE" });
+    expect(JSON.parse(under.out).error.message).toContain("is not a folder");
+    expect((await cli(["pack", dir, "-o", join(dir, "..", "c.zip")])).code).toBe(0);
+    const dang = join(dir, "..", "dang");
+    symlinkSync(join(dir, "..", "nowhere"), dang);
+    for (const argv of [["unpack", join(dir, "..", "c.zip"), "-o", dang], ["pack", dir, "-o", dang]]) {
+      const r = await cli([...argv, "--json"]);
+      expect(r.code).toBe(2);
+      expect(JSON.parse(r.out).error.message).toContain("is a dangling symbolic link");
+    }
   });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);
