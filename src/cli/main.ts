@@ -67,7 +67,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         // the option's value: present, and not the next option (a negative number is a value)
         const v = args[i + 1];
         if (v === undefined || v.startsWith("--")) {
-          throw new KerncapError("E_USAGE", `${a} needs a value`, { hint: `For example ${a}=VALUE; run \`kerncap ${verb} --help\`.` });
+          const long = a.startsWith("--");
+          throw new KerncapError("E_USAGE", `${a} needs a value`, { hint: `For example ${long ? `${a} VALUE or ${a}=VALUE` : `${a} VALUE`}; run \`kerncap ${verb} --help\`.` });
         }
         i++;
       }
@@ -79,6 +80,19 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       });
     }
   }
+}
+
+/**
+ * kerncap's own arguments with each short option written `-x=VALUE` split into `-x VALUE`, as
+ * for the long spelling `--xx=VALUE` (citty's parser would keep "=VALUE", "=" included, as the
+ * value of a short option: `-o=eq.zip` wrote a file named "=eq.zip"). Only a single letter after
+ * one dash; everything else unchanged.
+ */
+export function shortEquals(args: string[]): string[] {
+  return args.flatMap((a) => {
+    const m = /^-([A-Za-z])=(.*)$/s.exec(a);
+    return m ? [`-${m[1]}`, m[2]!] : [a];
+  });
 }
 
 /** citty's usage writes every alias with one dash: long ones (--kernel-name, --launch-skip) get two. */
@@ -140,8 +154,11 @@ export async function runCli(argv: string[]): Promise<number> {
     if (restDd >= 0 && verb !== "run" && verb !== "list" && rest.length > restDd + 1) {
       return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);
     }
-    await checkArgs(verb, cmd, restDd < 0 ? rest : rest.slice(0, restDd));
-    const { result } = await runCommand(cmd, { rawArgs: rest });
+    // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
+    const ownRest = shortEquals(restDd < 0 ? rest : rest.slice(0, restDd));
+    const rawArgs = restDd < 0 ? ownRest : [...ownRest, ...rest.slice(restDd)];
+    await checkArgs(verb, cmd, ownRest);
+    const { result } = await runCommand(cmd, { rawArgs });
     return typeof result === "number" ? result : 0;
   } catch (e) {
     if (isKerncapError(e)) {

@@ -446,6 +446,16 @@ describe("command line (runCli: the one error path)", () => {
       expect(JSON.parse(r.out).error.message).toContain("is a dangling symbolic link");
     }
   });
+  test("-o=VALUE is -o VALUE (not a value starting with =); the missing-value hint spells each form", async () => {
+    const dir = await fresh();
+    const out = join(dir, "..", "eq.zip");
+    expect((await cli(["pack", dir, `-o=${out}`])).code).toBe(0);
+    expect(existsSync(out)).toBe(true);
+    const { shortEquals } = await import("../../src/cli/main.ts");
+    expect(shortEquals(["-k=foo", "-o", "x", "--out=y", "-=z", "--k=w"])).toEqual(["-k", "foo", "-o", "x", "--out=y", "-=z", "--k=w"]);
+    expect(JSON.parse((await cli(["pack", dir, "-o", "--json"])).out).error.hint).toMatch(/^For example -o VALUE;/);
+    expect(JSON.parse((await cli(["pack", dir, "--out", "--json"])).out).error.hint).toMatch(/^For example --out VALUE or --out=VALUE;/);
+  });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);
     expect(r.code).toBe(2);
