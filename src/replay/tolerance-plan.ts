@@ -3,6 +3,8 @@
  * frontend knows (Frontend.regionTypes: Triton's signature pointer types, via the parameter
  * buffer), else --dtype, else float32. Pure: manifest + parameter bytes in, plan out.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -83,4 +85,16 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     } else throw bad("not a region name");
   }
   return [...out].sort((a, b) => a - b);
+}
+
+/**
+ * --multiset's region names resolved against the capture folder's manifest and parameter buffer
+ * (DIR/<params.file>), before any GPU work: a name that names no region is a usage error on a
+ * machine without a GPU too. The replay resolves them again (the same function) once it runs.
+ * @throws KerncapError E_USAGE (multisetRegions), E_NOT_CAPTURE/E_MANIFEST (readManifest)
+ */
+export function checkMultiset(dir: string, m: Pick<Manifest, "regions" | "params">, values: string[] | undefined): void {
+  if (!values?.length) return;
+  const p = join(dir, m.params.file);
+  multisetRegions(m, existsSync(p) ? new Uint8Array(readFileSync(p)) : new Uint8Array(m.params.size), values);
 }

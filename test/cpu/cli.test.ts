@@ -456,6 +456,17 @@ describe("command line (runCli: the one error path)", () => {
     expect(JSON.parse((await cli(["pack", dir, "-o", "--json"])).out).error.hint).toMatch(/^For example -o VALUE;/);
     expect(JSON.parse((await cli(["pack", dir, "--out", "--json"])).out).error.hint).toMatch(/^For example --out VALUE or --out=VALUE;/);
   });
+  test("usage checks that need no GPU come before the GPU: --multiset naming no region, --max-captures 0", async () => {
+    const dir = await fresh();
+    // without --json: replay/validate --json set fd 1 aside for the document (keepStdoutForData), past this test's capture of stdout
+    for (const v of ["replay", "validate"] as const) {
+      const e = await failure(v, [dir, "--multiset", "7"]);
+      expect(e.code).toBe("E_USAGE");
+      expect(e.message).toContain("--multiset 7: the capture has 2 regions");
+    }
+    const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
+    expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be at least 1" });
+  });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);
     expect(r.code).toBe(2);

@@ -10,6 +10,7 @@
 import { defineCommand } from "citty";
 import { processLabel } from "../../capture/census.ts";
 import { applicationExitCode, captureKernel } from "../../capture/session.ts";
+import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, verboseArg } from "../args.ts";
 import { formatBytes } from "../format.ts";
@@ -40,11 +41,13 @@ export default defineCommand({
   },
   async run({ args, rawArgs }) {
     const kernels = repeatedOption(rawArgs, ["kernel", "kernel-name", "k"]).map(kernelPattern);
+    const maxCaptures = args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000);
+    if (maxCaptures === 0) throw new KerncapError("E_USAGE", "--max-captures must be at least 1", { hint: "For example --max-captures 8 (the default is 64)." });
     const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
       moreKernels: kernels.slice(1),
       captureAll: Boolean(args["capture-all"]),
-      maxCaptures: args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000),
+      maxCaptures,
       out: args.out === undefined ? "kerncap-capture" : String(args.out),
       force: Boolean(args.force),
       kernel: kernels[0] ?? kernelPattern(args.kernel),
