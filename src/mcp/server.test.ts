@@ -117,10 +117,32 @@ describe("kerncap mcp", () => {
       expect(doc(x).error.code).toBe("E_USAGE");
     }
     expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8")).format).toBe("kerncap-capture");
-    const twice = await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", oldText: "x", newText: "y" } });
+    const twice = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "x", newText: "y" } });
     expect(doc(twice).error.message).toContain("exactly once");
-    const none = await c.callTool({ name: "edit_file", arguments: { dir: tempDir(), path: "a.cu", content: "x" } });
+    const none = await c.callTool({ name: "edit_file", arguments: { dir: tempDir(), path: "src/a.cu", content: "x" } });
     expect(doc(none).error.code).toBe("E_NOT_CAPTURE");
+    await c.close();
+  });
+
+  test("read_file and edit_file resolve a path the same way (relative to the capture folder); edit_file only under src/", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    writeFileSync(join(dir, "build.sh"), "#!/bin/sh\necho build\n");
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "build.sh" } })).content).toContain("echo build");
+    for (const path of ["build.sh", "kernel.cu", "src", "src/", "./src"]) {
+      const x = await c.callTool({ name: "edit_file", arguments: { dir, path, content: "x" } });
+      expect(x.isError, path).toBe(true);
+      expect(doc(x).error.code).toBe("E_USAGE");
+    }
+    expect(existsSync(join(dir, "src/build.sh"))).toBe(false);
+    expect(existsSync(join(dir, "src/src"))).toBe(false);
+    expect(existsSync(join(dir, "src/kernel.cu/src"))).toBe(false);
+    expect(readFileSync(join(dir, "build.sh"), "utf8")).toContain("echo build");
+    const hint = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", content: "x" } })).error.hint;
+    expect(hint).toContain("Did you mean src/kernel.cu?");
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir, path: "./src/new.cu", content: "y" } });
+    expect(doc(ok)).toMatchObject({ schema: "kerncap.edit/1", path: "src/new.cu" });
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/new.cu" } })).content).toBe("y");
     await c.close();
   });
 
@@ -142,7 +164,7 @@ describe("kerncap mcp", () => {
     mkdirSync(outside);
     rmSync(join(dir, "src"), { recursive: true });
     symlinkSync(outside, join(dir, "src"));
-    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "PWNED.cu", content: "x" } });
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/PWNED.cu", content: "x" } });
     expect(e.isError).toBe(true);
     expect(doc(e).error.code).toBe("E_USAGE");
     expect(doc(e).error.message).toContain("leads outside the capture folder");
@@ -153,7 +175,7 @@ describe("kerncap mcp", () => {
     rmSync(join(inside, "src"), { recursive: true });
     mkdirSync(join(inside, "real-src"));
     symlinkSync(join(inside, "real-src"), join(inside, "src"));
-    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "k.cu", content: "y" } });
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
     expect(ok.isError, JSON.stringify(ok)).toBe(false);
     expect(doc(ok).path).toBe("real-src/k.cu");
     await c.close();
@@ -163,7 +185,7 @@ describe("kerncap mcp", () => {
     const c = await connected();
     const dir = await fresh();
     rmSync(join(dir, "src"), { recursive: true });
-    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "k.cu", content: "x" } });
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/k.cu", content: "x" } });
     expect(doc(e).error.code).toBe("E_NO_REPRODUCER");
     expect(doc(e).error.message).toContain("has no src/ folder");
     const l = await c.callTool({ name: "list", arguments: { app: ["true"], cwd: "/nonexistent" } });

@@ -8,8 +8,8 @@
  *
  * Tool inputs are valibot schemas; their JSON Schemas (from @valibot/to-json-schema) are what
  * tools/list announces, and each call's arguments are checked against the same schema.
- * edit_file and read_file touch only files under a capture folder (edit_file: only under src/,
- * which must itself resolve inside the folder).
+ * edit_file and read_file touch only files under a capture folder, both taking paths relative to
+ * it (edit_file: only paths under src/, which must itself resolve inside the folder).
  *
  * Each tool child runs in its own process group (it forwards to its own children's groups: the
  * application, build.sh). It is ended (its group gets SIGTERM, SIGKILL TOOL_GRACE_MS later) when
@@ -94,14 +94,14 @@ const TOOLS = {
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
   },
   read_file: {
-    description: "Read a text file of a capture folder (e.g. src/<kernel source>, build.sh, README.md). Document kerncap.file/1 with the content.",
+    description: "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
     input: v.object({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
   edit_file: {
-    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. Nothing outside src/ can be written. Then call validate. Document kerncap.edit/1.",
+    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu): nothing outside src/ can be written (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
     input: v.object({
       dir: Dir,
-      path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture's src/ folder (a leading src/ is accepted)")),
+      path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
       oldText: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Exact text to replace; must occur exactly once"))),
       newText: v.optional(v.string()),
       content: v.optional(v.pipe(v.string(), v.description("The whole new file (instead of oldText/newText)"))),
@@ -228,7 +228,15 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
     base = realpathSync(s);
     if (!base.startsWith(realDir + sep)) throw new KerncapError("E_USAGE", `${dir}/${sub} leads outside the capture folder (to ${base})`, { hint: `Only files inside the capture folder can be edited; replace the link ${sub} with a folder.` });
   }
-  const r = sub && rel.startsWith(`${sub}/`) ? rel.slice(sub.length + 1) : rel;
+  // one rule for both file tools: `rel` is relative to the capture folder; under `sub`, it must start with sub/
+  const norm = rel.replace(/^(\.\/)+/, "");
+  if (sub && (norm === sub || norm === `${sub}/`)) throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
+  if (sub && !norm.startsWith(`${sub}/`)) {
+    throw new KerncapError("E_USAGE", `${rel} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
+      hint: isAbsolute(rel) || rel.split(/[\\/]/).includes("..") ? `Give a path such as ${sub}/kernel.cu.` : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+    });
+  }
+  const r = sub ? norm.slice(sub.length + 1) : rel;
   if (isAbsolute(r) || r.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${rel} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: `Give a path relative to the capture's ${sub ?? "folder"}${sub ? "/" : ""}.` });
   const p = resolve(base, r);
   // the deepest existing ancestor must stay inside (a symbolic link in src/ must not lead out)
