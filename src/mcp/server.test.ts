@@ -146,6 +146,33 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("replay, validate and run take the CLI's options: runs, multiset, noVerify, flushL2; captureAll, maxCaptures, rank, process, countBenchmarks", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const props = (n: string) => Object.keys((tools.find((t) => t.name === n)!.inputSchema.properties ?? {}) as object);
+    expect(props("replay")).toEqual(expect.arrayContaining(["runs", "multiset", "noVerify", "flushL2"]));
+    expect(props("validate")).toContain("multiset");
+    expect(props("run")).toEqual(expect.arrayContaining(["captureAll", "maxCaptures", "rank", "process", "countBenchmarks"]));
+    const dir = await fresh();
+    // the values reach the verb: a region the capture lacks is the child's usage error (before any GPU work)
+    for (const name of ["replay", "validate"]) {
+      const m = await c.callTool({ name, arguments: { dir, multiset: ["0", "7"] } });
+      expect(doc(m).error.code, name).toBe("E_USAGE");
+      expect(doc(m).error.message).toContain("--multiset 7: the capture has 2 regions");
+    }
+    // the same bounds as the CLI's: runs ≥ 1, maxCaptures ≥ 1, rank/process ≥ 0
+    for (const [name, args] of [["replay", { dir, runs: 0 }], ["run", { app: ["true"], maxCaptures: 0 }], ["run", { app: ["true"], rank: -1 }], ["run", { app: ["true"], process: 1.5 }]] as const) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
+    }
+    // every flag accepted by the verb (past its option check: the GPU or the app is what fails here)
+    const r = await c.callTool({ name: "replay", arguments: { dir, runs: 2, noVerify: true, flushL2: true, multiset: ["changed"] } });
+    expect(["E_NO_GPU", "E_LIB"]).toContain(doc(r).error.code);
+    const run = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], captureAll: true, maxCaptures: 2, countBenchmarks: true, rank: 0, process: 0 } });
+    expect(doc(run).error.code).toBe("E_APP_NOT_FOUND");
+    await c.close();
+  }, 30_000);
+
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
     const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../cli/main.ts"), "mcp"], stderr: "pipe" });

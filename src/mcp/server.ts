@@ -41,7 +41,11 @@ const Tol = {
   atol: v.optional(v.pipe(v.number(), v.description("Absolute tolerance per element"))),
   rtol: v.optional(v.pipe(v.number(), v.description("Relative tolerance per element"))),
   dtype: v.optional(v.pipe(v.string(), v.description("Element type where the signature gives none (fp32, fp16, bf16, …)"))),
+  multiset: v.optional(
+    v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("Regions to compare as multisets of elements (atomic append, compaction): each N (inspect's order), a VA 0x… inside it, param:N, changed or all (--multiset)")),
+  ),
 };
+const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
 const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The application command line: program and its arguments"));
 
 /** Tool name → description, input schema, and the kerncap arguments it runs (or a local action). */
@@ -62,11 +66,21 @@ const TOOLS = {
       exitAfterCapture: v.optional(v.boolean()),
       sourceRoot: v.optional(v.pipe(v.string(), v.description("CUDA: the app's source tree"))),
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
+      captureAll: v.optional(v.pipe(v.boolean(), v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"))),
+      maxCaptures: Nat("With captureAll: at most this many captures (default 64)", 1),
+      countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
+      rank: Nat("Multi-process jobs: capture only in the process of this rank (RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"),
+      process: Nat("Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA"),
       cwd: v.optional(v.string()),
     }),
-    argv: (a: { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string }) => [
+    argv: (a: RunIn) => [
       "run",
       "--json",
+      ...(a.captureAll ? ["--capture-all"] : []),
+      ...(a.maxCaptures !== undefined ? ["--max-captures", String(a.maxCaptures)] : []),
+      ...(a.countBenchmarks ? ["--count-benchmarks"] : []),
+      ...(a.rank !== undefined ? ["--rank", String(a.rank)] : []),
+      ...(a.process !== undefined ? ["--process", String(a.process)] : []),
       ...(a.kernel !== undefined ? ["--kernel", a.kernel] : []),
       ...(a.dispatch !== undefined ? ["--dispatch", String(a.dispatch)] : []),
       ...(a.out !== undefined ? ["--out", a.out] : []),
@@ -85,8 +99,22 @@ const TOOLS = {
   },
   replay: {
     description: "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
-    input: v.object({ dir: Dir, ...Tol }),
-    argv: (a: { dir: string } & ToleranceIn) => ["replay", a.dir, "--json", ...tolArgv(a)],
+    input: v.object({
+      dir: Dir,
+      ...Tol,
+      runs: Nat("Checked launches from the before state (default 3, 8 once they differ)", 1),
+      noVerify: v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)"))),
+      flushL2: v.optional(v.pipe(v.boolean(), v.description("Flush L2 (256 MiB memset) before each timed launch"))),
+    }),
+    argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean } & ToleranceIn) => [
+      "replay",
+      a.dir,
+      "--json",
+      ...tolArgv(a),
+      ...(a.runs !== undefined ? ["--runs", String(a.runs)] : []),
+      ...(a.noVerify ? ["--no-verify"] : []),
+      ...(a.flushL2 ? ["--flush-l2"] : []),
+    ],
   },
   validate: {
     description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
@@ -109,10 +137,18 @@ const TOOLS = {
   },
 } as const;
 type ToolName = keyof typeof TOOLS;
-type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string };
+type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
+type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
+/** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
-  return [...(a.iters !== undefined ? ["--iters", String(a.iters)] : []), ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []), ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []), ...(a.dtype !== undefined ? ["--dtype", a.dtype] : [])];
+  return [
+    ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
+    ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
+    ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
+    ...(a.dtype !== undefined ? ["--dtype", a.dtype] : []),
+    ...(a.multiset ?? []).flatMap((r) => ["--multiset", r]),
+  ];
 }
 
 function result(doc: Record<string, unknown>, isError = false, extra?: string): CallToolResult {
