@@ -173,6 +173,31 @@ describe("kerncap mcp", () => {
     await c.close();
   }, 30_000);
 
+  test("over stdio: a line that is not JSON gets a -32700 parse error, one that is not JSON-RPC -32600; the session goes on", async () => {
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    p.stdin.write("this is not json\n");
+    p.stdin.write('{"hello": 1}\n');
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) + "\n");
+    p.stdin.flush();
+    const lines: any[] = [];
+    const reader = p.stdout.getReader();
+    let buf = "";
+    while (lines.length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += new TextDecoder().decode(value);
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        lines.push(JSON.parse(buf.slice(0, i)));
+        buf = buf.slice(i + 1);
+      }
+    }
+    p.stdin.end();
+    expect(await p.exited).toBe(0);
+    expect(lines[0]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
+    expect(lines[1]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
+  }, 30_000);
+
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
     const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../cli/main.ts"), "mcp"], stderr: "pipe" });

@@ -349,6 +349,25 @@ export function createMcpServer(children = new ToolChildren()): Server {
 }
 
 /**
+ * JSON-RPC 2.0 §5.1: a line that is not JSON gets a -32700 Parse error reply (id null), a JSON
+ * value that is not a JSON-RPC message a -32600 Invalid Request. The SDK's stdio transport
+ * (shared/stdio.js ReadBuffer) only passes either to transport.onerror (SyntaxError from
+ * JSON.parse, ZodError from the message schema) and drops the line; this wraps that hook (set by
+ * Server.connect) so the client hears about it too. Call after connect.
+ */
+export function answerUnreadable(transport: Transport): void {
+  const inner = transport.onerror;
+  transport.onerror = (e: Error) => {
+    inner?.(e);
+    const parse = e instanceof SyntaxError;
+    const invalid = !parse && e?.name === "ZodError";
+    if (!parse && !invalid) return;
+    const error = parse ? { code: -32700, message: `Parse error: ${e.message}` } : { code: -32600, message: "Invalid Request: not a JSON-RPC 2.0 message" };
+    void transport.send({ jsonrpc: "2.0", id: null, error } as unknown as Parameters<Transport["send"]>[0]).catch(() => {});
+  };
+}
+
+/**
  * Serve until the transport closes (the client closed stdin) or SIGINT/SIGTERM: either ends the
  * running tool children's groups (the signal, or SIGTERM at a close; SIGKILL after
  * TOOL_GRACE_MS or at a second signal) and returns once they have exited.
@@ -367,6 +386,7 @@ export async function serve(transport: Transport): Promise<void> {
   let running = 0;
   try {
     await server.connect(transport);
+    answerUnreadable(transport);
     await closed;
     running = children.size;
     children.stop("SIGTERM"); // nobody is left to answer: a call's child must not outlive the session
