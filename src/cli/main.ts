@@ -57,6 +57,12 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         given.set(opt, a);
       }
       const takesApp = verb === "run" || verb === "list";
+      if (!known.has(name) && name === "json") {
+        // the verbs without --json: their stdout is already a protocol or a script (the error still comes as a JSON document, as --json was asked for)
+        throw new KerncapError("E_USAGE", `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`, {
+          hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
+        });
+      }
       if (!known.has(name)) {
         throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, {
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,

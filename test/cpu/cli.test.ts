@@ -467,6 +467,15 @@ describe("command line (runCli: the one error path)", () => {
     const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
     expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be at least 1" });
   });
+  test("mcp and completion have no --json: refused as the other verbs refuse an unknown option, saying why, as a JSON error", async () => {
+    for (const v of ["mcp", "completion"]) {
+      const r = await cli([v, "--json"]);
+      expect(r.code).toBe(2);
+      expect(JSON.parse(r.out).error).toMatchObject({ code: "E_USAGE" });
+      expect(JSON.parse(r.out).error.message).toContain(`\`kerncap ${v}\` has no --json`);
+    }
+    expect(JSON.parse((await cli(["mcp", "--bogus", "--json"])).out).error.message).toBe("unknown option --bogus for `kerncap mcp`");
+  });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);
     expect(r.code).toBe(2);
