@@ -335,6 +335,20 @@ describe("capture helpers", () => {
   test("an explicit KERNCAP_CUPTI_PATH that does not exist is an error, not a silent fallback", () => {
     expect(() => findCupti({ KERNCAP_CUPTI_PATH: "/nope/libcupti.so" })).toThrow("does not exist");
   });
+  test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
+    const { libcudaCandidates } = await import("../../src/replay/cuda.ts");
+    expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow("KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1");
+    expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })[0]).toBe("libcuda.so.1"); // a bare name: the loader searches
+    const { checkLibcuda } = await import("../../src/doctor.ts");
+    const old = process.env.KERNCAP_LIBCUDA;
+    process.env.KERNCAP_LIBCUDA = "/nonexistent/libcuda.so.1";
+    try {
+      expect(checkLibcuda()).toMatchObject({ status: "fail", detail: expect.stringContaining("KERNCAP_LIBCUDA") });
+    } finally {
+      if (old === undefined) delete process.env.KERNCAP_LIBCUDA;
+      else process.env.KERNCAP_LIBCUDA = old;
+    }
+  });
   test("closest kernel names rank substring hits first", () => {
     const k = (name: string, demangled: string) => ({ name, demangled, count: 1, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
     const names = closestKernels("softmx", [k("_Z3addv", "add()"), k("_Z7softmaxv", "softmax_warp_forward()"), k("_Z4gemmv", "gemm()")]);
