@@ -8,7 +8,7 @@ import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef }
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { printJson } from "./args.ts";
+import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
 
 export { commands };
@@ -144,7 +144,10 @@ export async function runCli(argv: string[]): Promise<number> {
   const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
     log.error(message);
     if (hint) log.info(hint);
-    if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
+    // validate --watch --json is a JSON Lines stream (src/repro/watch.ts): an error that ends it, at startup too, is one record of it
+    if (wantJson && verb === "validate" && own.includes("--watch")) {
+      printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message, hint: hint ?? null, buildSeconds: null, saveToVerdictSeconds: 0 });
+    } else if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
     return exitCode;
   };
   try {

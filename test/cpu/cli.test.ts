@@ -490,6 +490,18 @@ describe("command line (runCli: the one error path)", () => {
     }
     expect(JSON.parse((await cli(["mcp", "--bogus", "--json"])).out).error.message).toBe("unknown option --bogus for `kerncap mcp`");
   });
+  test("validate --watch --json: a startup error is one JSON Lines record of the watch (kerncap.validate-watch/1)", async () => {
+    // a child process: validate --json sets fd 1 aside (keepStdoutForData), past this test's capture of stdout
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", tempDir(), "--watch", "--json"], { stderr: "pipe" });
+    expect(p.exitCode).toBe(2);
+    const out = p.stdout.toString();
+    expect(out.trim().split("\n")).toHaveLength(1);
+    const rec = JSON.parse(out);
+    expect(rec).toMatchObject({ schema: "kerncap.validate-watch/1", event: "error", trigger: "start", files: [], code: "E_NOT_CAPTURE", buildSeconds: null });
+    const { DOCUMENTS } = await import("../../src/cli/documents.ts");
+    const v = await import("valibot");
+    expect(v.safeParse(DOCUMENTS["validate-watch"], rec).success).toBe(true);
+  });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);
     expect(r.code).toBe(2);

@@ -8,7 +8,8 @@
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  *
  * --watch: one process keeps the memory resident and rebuilds + replays at each save under
- * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1); src/repro/watch.ts.
+ * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1, an error that ends
+ * the watch, at startup too, being one record of it: src/cli/main.ts); src/repro/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
