@@ -67,7 +67,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     else if (v === "changed") m.regions.forEach((r, i) => r.changed && out.add(i));
     else if (/^\d+$/.test(v)) {
       const i = Number(v);
-      if (i >= m.regions.length) throw bad(`the capture has ${m.regions.length} regions (0 to ${m.regions.length - 1})`);
+      if (i >= m.regions.length) throw bad(`the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})`);
       out.add(i);
     } else if (/^0x[0-9a-f]+$/i.test(v)) {
       const i = holding(BigInt(v));
@@ -76,7 +76,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     } else if (/^param:\d+$/.test(v)) {
       const n = Number(v.slice(6));
       const slot = m.params.layout.find((s) => s.index === n);
-      if (!slot) throw bad(`the kernel has no parameter ${n} (${m.params.layout.length} parameters)`);
+      if (!slot) throw bad(`the kernel has no parameter ${n} (${m.params.layout.length} parameter${m.params.layout.length === 1 ? "" : "s"})`);
       if (slot.size !== 8 || slot.offset + 8 > params.byteLength) throw bad(`parameter ${n} is ${slot.size} bytes, not a pointer`);
       const p = new DataView(params.buffer, params.byteOffset, params.byteLength).getBigUint64(slot.offset, true);
       const i = holding(p);

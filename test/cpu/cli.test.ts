@@ -48,6 +48,18 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(text).toContain("[1] offset 8 size 4");
       expect(text).toMatch(/\* 0x7f0000000000 +4\.0 KiB device/);
       expect(text).toContain("kernel/params.bin sha256");
+      expect(text).toContain("1/1 chunk stored"); // not "1 chunks"
+    });
+    test("counts agree with their nouns; suggested commands quote paths a shell would split", async () => {
+      const { plural, shellQuote } = await import("../../src/cli/format.ts");
+      expect([plural(1, "region"), plural(2, "region"), plural(0, "launch", "launches"), plural(1, "launch", "launches")]).toEqual(["1 region", "2 regions", "0 launches", "1 launch"]);
+      expect(["cap", "/tmp/x/cap.zip", "my cap", "it's", "", "$HOME"].map(shellQuote)).toEqual(["cap", "/tmp/x/cap.zip", "'my cap'", `'it'\\''s'`, "''", "'$HOME'"]);
+      // what a shell reads back is the word
+      for (const w of ["my cap", "it's", "a\"b", "$(x)"]) expect(Bun.spawnSync(["sh", "-c", `printf %s ${shellQuote(w)}`]).stdout.toString()).toBe(w);
+      const zip = join(tempDir(), "my cap.zip");
+      writeFileSync(zip, Buffer.from([0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0]));
+      const e = await failure("inspect", [zip]);
+      expect(e.hint).toContain("kerncap unpack '");
     });
     test("a folder without kerncap.json: says it is not a capture; a .tmp- folder: says interrupted", async () => {
       const d = tempDir();
