@@ -12,7 +12,7 @@
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -26,11 +26,22 @@ export interface CacheFile {
   mode: number;
 }
 
-/** The cache folder kerncap prefers, and where that choice came from. */
+/**
+ * The cache folder kerncap prefers, and where that choice came from. A relative KERNCAP_CACHE is
+ * refused (it would name a different folder in every working folder, the doctor's included:
+ * `doctor` created it in the current folder); a relative XDG_CACHE_HOME is ignored, as the XDG
+ * Base Directory specification says.
+ * @throws KerncapError E_CACHE for a KERNCAP_CACHE that is not an absolute path
+ */
 export function preferredCacheDir(env: Env = process.env): { dir: string; from: string } {
   const own = cacheOverride(env);
+  if (own && !isAbsolute(own)) {
+    throw new KerncapError("E_CACHE", `KERNCAP_CACHE must be an absolute path, got ${JSON.stringify(own)}`, {
+      hint: `Set it to an absolute folder, e.g. KERNCAP_CACHE=$PWD/${own.replace(/^\.\//, "")}, or unset it (default ~/.cache/kerncap).`,
+    });
+  }
   if (own) return { dir: own, from: "KERNCAP_CACHE" };
-  if (env.XDG_CACHE_HOME) return { dir: join(env.XDG_CACHE_HOME, "kerncap"), from: "XDG_CACHE_HOME" };
+  if (env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME)) return { dir: join(env.XDG_CACHE_HOME, "kerncap"), from: "XDG_CACHE_HOME" };
   return { dir: join(env.HOME || homedir(), ".cache", "kerncap"), from: "HOME" };
 }
 

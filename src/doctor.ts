@@ -51,7 +51,14 @@ function sh(argv: string[], timeoutMs = 20_000, env?: Record<string, string | un
 /** libcuda: loadable, and the driver's CUDA version (cuDriverGetVersion, no cuInit needed). */
 export function checkLibcuda(): Check & { loaded?: string } {
   const tried: { name: string; reason: string }[] = [];
-  for (const n of libcudaCandidates()) {
+  let candidates: string[];
+  try {
+    candidates = libcudaCandidates();
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return { id: "libcuda", status: "fail", detail: e.message, fix: e.hint ?? "Unset KERNCAP_LIBCUDA." };
+  }
+  for (const n of candidates) {
     try {
       const lib = dlopen(n, { cuDriverGetVersion: { args: [FFIType.ptr], returns: FFIType.i32 } });
       const v = new Int32Array(1);
@@ -143,7 +150,13 @@ function probeWritable(dir: string): void {
  * neither: fail.
  */
 export function checkCache(env: Env = process.env): Check {
-  const pref = preferredCacheDir(env);
+  let pref: ReturnType<typeof preferredCacheDir>;
+  try {
+    pref = preferredCacheDir(env);
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return { id: "cache", status: "fail", detail: e.message, fix: e.hint ?? "Set KERNCAP_CACHE to an absolute path." };
+  }
   const fix = "Set KERNCAP_CACHE (or XDG_CACHE_HOME) to a writable folder: run and list write the capture library there.";
   let why = "";
   try {

@@ -30,7 +30,7 @@ export const ENV_VARS = {
     readers: ["kerncap"],
     setBy: "user",
     meaning:
-      "folder for the files kerncap writes out of its executable (capture library, Triton shim, reproducer templates), each in a content-hashed subfolder; default `$XDG_CACHE_HOME/kerncap`, else `~/.cache/kerncap`; when that cannot be written, `$TMPDIR/kerncap-cache-<uid>` is used and said once",
+      "folder for the files kerncap writes out of its executable (capture library, Triton shim, reproducer templates), each in a content-hashed subfolder; default `$XDG_CACHE_HOME/kerncap`, else `~/.cache/kerncap` (an absolute path: a relative one is refused, a relative `XDG_CACHE_HOME` ignored); when that cannot be written, `$TMPDIR/kerncap-cache-<uid>` is used and said once",
   },
   KERNCAP_CUDA_LIB: { readers: ["kerncap"], setBy: "user", meaning: "path of a libkerncap_cuda.so to inject instead of the embedded one" },
   KERNCAP_CUPTI_PATH: {
@@ -38,7 +38,7 @@ export const ENV_VARS = {
     setBy: "user",
     meaning: "libcupti.so to use (an explicit path that does not exist is an error); kerncap passes the one it found to the CUDA library",
   },
-  KERNCAP_LIBCUDA: { readers: ["kerncap"], setBy: "user", meaning: "libcuda.so.1 for replay and the GPU probe, searched first" },
+  KERNCAP_LIBCUDA: { readers: ["kerncap"], setBy: "user", meaning: "libcuda.so.1 for replay and the GPU probe, searched first (a path to no file is an error, not a fallback)" },
   KERNCAP_HSA_PATH: { readers: ["kerncap"], setBy: "user", meaning: "libhsa-runtime64.so.1 for AMD replay, searched first" },
   KERNCAP_TRITON: { readers: ["kerncap", "Triton shim"], setBy: "user", meaning: "`0`: no Triton shim on the application's PYTHONPATH" },
   KERNCAP_TRITON_CACHES: {

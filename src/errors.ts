@@ -24,3 +24,68 @@ export class KerncapError extends Error {
 export function isKerncapError(e: unknown): e is KerncapError {
   return e instanceof KerncapError;
 }
+
+/** What each file-system errno means to the user (Node/Bun set `code` on system errors; see errno(3)). */
+const SYSTEM_ERRORS: Record<string, string> = {
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EROFS: "read-only file system",
+  ENOTDIR: "a part of the path is not a folder (or is a dangling symbolic link)",
+  EISDIR: "it is a folder",
+  EEXIST: "it already exists",
+  ENOTEMPTY: "the folder is not empty",
+  ENOSPC: "no space left on the device",
+  EDQUOT: "disk quota exceeded",
+  EIO: "input/output error",
+  EMFILE: "too many open files",
+  ENFILE: "too many open files in the system",
+  ENAMETOOLONG: "the name is too long",
+  ELOOP: "too many levels of symbolic links",
+  EXDEV: "it is on another file system",
+};
+
+/** syscall → what kerncap was doing, in words (Node's `syscall` field). */
+const SYSCALL_VERBS: Record<string, string> = {
+  open: "open",
+  write: "write",
+  read: "read",
+  mkdir: "create the folder",
+  rmdir: "remove the folder",
+  rm: "remove",
+  unlink: "remove",
+  rename: "rename",
+  copyfile: "copy",
+  symlink: "create the symbolic link",
+  link: "link",
+  scandir: "list the folder",
+  opendir: "list the folder",
+  stat: "read",
+  lstat: "read",
+  chmod: "change the permissions of",
+  ftruncate: "resize",
+  truncate: "resize",
+  utime: "set the times of",
+};
+
+/**
+ * An expected file-system failure (a read-only or full folder, a path through a file or a dangling
+ * symbolic link, too many open files…) as a KerncapError E_IO naming the operation and the path,
+ * e.g. "cannot open /tmp/ro/x.zip.tmp-123: permission denied"; undefined for anything else (a
+ * genuine bug stays E_INTERNAL). `e`: a Node/Bun system error (`code`, `syscall`, `path`, `dest`).
+ */
+export function systemError(e: unknown): KerncapError | undefined {
+  const err = e as NodeJS.ErrnoException & { dest?: string };
+  if (!err || typeof err !== "object" || typeof err.code !== "string") return undefined;
+  const what = SYSTEM_ERRORS[err.code];
+  if (!what) return undefined;
+  const verb = (err.syscall && SYSCALL_VERBS[err.syscall]) ?? (err.syscall ? err.syscall : "write");
+  const path = err.path ? ` ${err.path}${err.dest ? ` to ${err.dest}` : ""}` : "";
+  const message = path ? `cannot ${verb}${path}: ${what}` : `cannot ${verb}: ${what} (${err.message})`;
+  const full = err.code === "ENOSPC" || err.code === "EDQUOT" || err.code === "EIO";
+  const hint = full
+    ? "The output or the folder written to is full or failing; free space or write elsewhere (choose another --out / -o)."
+    : err.code === "EMFILE" || err.code === "ENFILE"
+      ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
+      : "Choose another --out / -o, or check the folder's permissions and that every part of the path is a folder.";
+  return new KerncapError("E_IO", message, { hint, cause: e });
+}

@@ -5,6 +5,8 @@
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 
+export { shellQuote } from "../shell-quote.ts";
+
 /** Bytes in binary units: 1536 → "1.5 KiB". */
 export function formatBytes(n: number): string {
   const u = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -15,6 +17,11 @@ export function formatBytes(n: number): string {
     i++;
   }
   return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
+}
+
+/** "1 region", "2 regions": the count and the noun, plural unless n is 1 (`many`: an irregular plural). */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 /** Human lines for a replay result. */
@@ -34,15 +41,15 @@ export function describeReplay(r: ReplayResult): string {
   const asSets = r.numerics.verdict === "multiset-equal";
   const L = [
     `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
-    `  checked ${r.regionsChecked} regions, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
+    `  checked ${plural(r.regionsChecked, "region")}, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
   ];
   for (const x of r.multiset ?? []) {
     const what = x.unmatched
       ? `${x.unmatched} elements without a partner (run ${x.firstBadRun + 1} of ${x.runs}): not the app's elements`
       : x.runsReordered
-        ? `the app's elements in every run (${x.runsReordered} of ${x.runs} runs in another order)`
-        : `bit-identical to the app in all ${x.runs} runs`;
+        ? `the app's elements in every run (${x.runsReordered} of ${plural(x.runs, "run")} in another order)`
+        : x.runs === 1 ? "bit-identical to the app in its 1 run" : `bit-identical to the app in all ${x.runs} runs`;
     L.push(`  region ${x.index} ${x.va} compared as a multiset of ${x.elements} ${x.dtype} elements: ${what}`);
   }
   for (const x of r.mismatches.slice(0, 20)) {
@@ -50,7 +57,7 @@ export function describeReplay(r: ReplayResult): string {
   }
   if (r.timing.iters) {
     const t = r.timing;
-    L.push(`  kernel time: median ${t.medianUs.toFixed(2)} µs (p10 ${t.p10Us.toFixed(2)}, p90 ${t.p90Us.toFixed(2)}, min ${t.minUs.toFixed(2)}) over ${t.iters} launches` + (t.appUs !== null ? `; in the app ${t.appUs.toFixed(2)} µs` : ""));
+    L.push(`  kernel time: median ${t.medianUs.toFixed(2)} µs (p10 ${t.p10Us.toFixed(2)}, p90 ${t.p90Us.toFixed(2)}, min ${t.minUs.toFixed(2)}) over ${plural(t.iters, "launch", "launches")}` + (t.appUs !== null ? `; in the app ${t.appUs.toFixed(2)} µs` : ""));
     L.push(`    measured by ${t.method}; in the app by ${t.appMethod}`);
   }
   L.push(`  restore ${formatBytes(r.restore.storedBytes)} stored of ${formatBytes(r.restore.bytes)} live in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", pinned file mapping" : ", staged"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);

@@ -5,10 +5,10 @@
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
 import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
-import { isKerncapError, KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { printJson } from "./args.ts";
+import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
 
 export { commands };
@@ -57,6 +57,12 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         given.set(opt, a);
       }
       const takesApp = verb === "run" || verb === "list";
+      if (!known.has(name) && name === "json") {
+        // the verbs without --json: their stdout is already a protocol or a script (the error still comes as a JSON document, as --json was asked for)
+        throw new KerncapError("E_USAGE", `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`, {
+          hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
+        });
+      }
       if (!known.has(name)) {
         throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, {
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
@@ -67,7 +73,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         // the option's value: present, and not the next option (a negative number is a value)
         const v = args[i + 1];
         if (v === undefined || v.startsWith("--")) {
-          throw new KerncapError("E_USAGE", `${a} needs a value`, { hint: `For example ${a}=VALUE; run \`kerncap ${verb} --help\`.` });
+          const long = a.startsWith("--");
+          throw new KerncapError("E_USAGE", `${a} needs a value`, { hint: `For example ${long ? `${a} VALUE or ${a}=VALUE` : `${a} VALUE`}; run \`kerncap ${verb} --help\`.` });
         }
         i++;
       }
@@ -79,6 +86,19 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       });
     }
   }
+}
+
+/**
+ * kerncap's own arguments with each short option written `-x=VALUE` split into `-x VALUE`, as
+ * for the long spelling `--xx=VALUE` (citty's parser would keep "=VALUE", "=" included, as the
+ * value of a short option: `-o=eq.zip` wrote a file named "=eq.zip"). Only a single letter after
+ * one dash; everything else unchanged.
+ */
+export function shortEquals(args: string[]): string[] {
+  return args.flatMap((a) => {
+    const m = /^-([A-Za-z])=(.*)$/s.exec(a);
+    return m ? [`-${m[1]}`, m[2]!] : [a];
+  });
 }
 
 /** citty's usage writes every alias with one dash: long ones (--kernel-name, --launch-skip) get two. */
@@ -124,7 +144,10 @@ export async function runCli(argv: string[]): Promise<number> {
   const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
     log.error(message);
     if (hint) log.info(hint);
-    if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
+    // validate --watch --json is a JSON Lines stream (src/repro/watch.ts): an error that ends it, at startup too, is one record of it
+    if (wantJson && verb === "validate" && own.includes("--watch")) {
+      printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message, hint: hint ?? null, buildSeconds: null, saveToVerdictSeconds: 0 });
+    } else if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
     return exitCode;
   };
   try {
@@ -140,8 +163,11 @@ export async function runCli(argv: string[]): Promise<number> {
     if (restDd >= 0 && verb !== "run" && verb !== "list" && rest.length > restDd + 1) {
       return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);
     }
-    await checkArgs(verb, cmd, restDd < 0 ? rest : rest.slice(0, restDd));
-    const { result } = await runCommand(cmd, { rawArgs: rest });
+    // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
+    const ownRest = shortEquals(restDd < 0 ? rest : rest.slice(0, restDd));
+    const rawArgs = restDd < 0 ? ownRest : [...ownRest, ...rest.slice(restDd)];
+    await checkArgs(verb, cmd, ownRest);
+    const { result } = await runCommand(cmd, { rawArgs });
     return typeof result === "number" ? result : 0;
   } catch (e) {
     if (isKerncapError(e)) {
@@ -151,8 +177,11 @@ export async function runCli(argv: string[]): Promise<number> {
     const err = e as NodeJS.ErrnoException;
     // the reader of stdout went away (`kerncap inspect DIR --json | head`): nothing more to say
     if (err.code === "EPIPE") return 141;
-    if (err.code === "ENOSPC" || err.code === "EIO" || err.code === "EDQUOT") {
-      return fail("E_IO", `cannot write: ${err.message}`, "The output or the folder written to is full or failing; free space or write elsewhere.");
+    // an expected file-system failure (read-only folder, dangling symbolic link as -o, disk full…) is the user's to fix, not a bug
+    const sys = systemError(err);
+    if (sys) {
+      if (verbose && err.stack) log.debug(err.stack);
+      return fail(sys.code, sys.message, sys.hint, sys.exitCode);
     }
     if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
       return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);

@@ -37,7 +37,7 @@
  * target are removed by the next pack/unpack of it (src/leftovers.ts).
  */
 import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
 import { assertReplaceable } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
@@ -221,6 +221,35 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
   return w;
 }
 
+/**
+ * The checks on an output path that cost one lstat/access, before any work: a dangling symbolic
+ * link (existsSync follows it and says no; the rename would fail ENOTDIR), a parent that is
+ * missing, not a folder, or not writable (access W_OK: EACCES, EROFS).
+ * @throws KerncapError E_USAGE (dangling link, missing or non-folder parent), E_IO (parent not writable)
+ */
+function assertOutputPath(out: string, what: string): void {
+  let link = false;
+  try {
+    link = lstatSync(out).isSymbolicLink();
+  } catch {
+    /* nothing there */
+  }
+  if (link && !existsSync(out)) {
+    throw new KerncapError("E_USAGE", `${out} is a dangling symbolic link (to ${readlinkSync(out)})`, { hint: `Remove the link, or choose another -o for the ${what}.` });
+  }
+  const parent = dirname(out);
+  if (!existsSync(parent)) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another -o.` });
+  if (!statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `${parent} is not a folder: it cannot hold ${out}`, { hint: "Choose another -o." });
+  try {
+    accessSync(parent, fsConstants.W_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new KerncapError("E_IO", `cannot write ${out}: the folder ${parent} is ${code === "EROFS" ? "on a read-only file system" : "not writable (permission denied)"}`, {
+      hint: `Choose another -o for the ${what}, or check the folder's permissions.`,
+    });
+  }
+}
+
 /** Say which stale temps (of kerncap processes that are gone) next to `target` were removed. */
 function removeStale(target: string, verb: "pack" | "unpack"): void {
   for (const p of removeStaleTemps(target, existsSync(target))) {
@@ -269,7 +298,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
     if (!statSync(out).isFile()) throw new KerncapError("E_EXISTS", `${out} exists and is not a file`, { hint: "Choose another -o." });
     if (!opts.force) throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another -o." });
   }
-  if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another -o.` });
+  assertOutputPath(out, "archive");
   removeStale(out, "pack");
 
   const root = basename(dir);
@@ -570,7 +599,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
     const dest = resolve(outArg ?? idx.root);
     if (existsSync(dest)) assertReplaceable(dest, Boolean(opts.force));
-    if (!existsSync(dirname(dest))) throw new KerncapError("E_USAGE", `the folder that would hold ${dest} does not exist`, { hint: `Create ${dirname(dest)} first, or choose another -o.` });
+    assertOutputPath(dest, "capture folder");
     const byName = new Map(entries.map((e) => [e.name, e]));
     // every entry must be one the index knows, under ROOT/, with a safe path: checked before writing
     const known = new Set([`${idx.root}/${PACK_INDEX}`, ...idx.files.map((f) => f.entry), ...(idx.dirs ?? []).map((d) => `${idx.root}/${d}/`)]);

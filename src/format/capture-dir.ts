@@ -6,6 +6,7 @@ import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { shellQuote } from "../shell-quote.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
@@ -30,7 +31,7 @@ export function readManifest(dir: string): Manifest {
     // an archive from `kerncap pack`: say how to get the folder back
     const zip = startsWithZipSignature(dir);
     throw new KerncapError("E_NOT_CAPTURE", zip ? `${dir} is a capture archive, not a capture folder` : `${dir} is a file, not a capture folder`, {
-      hint: zip ? `Unpack it first: kerncap unpack ${dir} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
+      hint: zip ? `Unpack it first: kerncap unpack ${shellQuote(dir)} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
   if (!existsSync(path) && existsSync(join(dir, "kerncap-captures.json"))) {

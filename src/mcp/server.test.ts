@@ -117,12 +117,86 @@ describe("kerncap mcp", () => {
       expect(doc(x).error.code).toBe("E_USAGE");
     }
     expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8")).format).toBe("kerncap-capture");
-    const twice = await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", oldText: "x", newText: "y" } });
+    const twice = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "x", newText: "y" } });
     expect(doc(twice).error.message).toContain("exactly once");
-    const none = await c.callTool({ name: "edit_file", arguments: { dir: tempDir(), path: "a.cu", content: "x" } });
+    const none = await c.callTool({ name: "edit_file", arguments: { dir: tempDir(), path: "src/a.cu", content: "x" } });
     expect(doc(none).error.code).toBe("E_NOT_CAPTURE");
     await c.close();
   });
+
+  test("read_file and edit_file resolve a path the same way (relative to the capture folder); edit_file only under src/", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    writeFileSync(join(dir, "build.sh"), "#!/bin/sh\necho build\n");
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "build.sh" } })).content).toContain("echo build");
+    for (const path of ["build.sh", "kernel.cu", "src", "src/", "./src"]) {
+      const x = await c.callTool({ name: "edit_file", arguments: { dir, path, content: "x" } });
+      expect(x.isError, path).toBe(true);
+      expect(doc(x).error.code).toBe("E_USAGE");
+    }
+    expect(existsSync(join(dir, "src/build.sh"))).toBe(false);
+    expect(existsSync(join(dir, "src/src"))).toBe(false);
+    expect(existsSync(join(dir, "src/kernel.cu/src"))).toBe(false);
+    expect(readFileSync(join(dir, "build.sh"), "utf8")).toContain("echo build");
+    const hint = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", content: "x" } })).error.hint;
+    expect(hint).toContain("Did you mean src/kernel.cu?");
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir, path: "./src/new.cu", content: "y" } });
+    expect(doc(ok)).toMatchObject({ schema: "kerncap.edit/1", path: "src/new.cu" });
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/new.cu" } })).content).toBe("y");
+    await c.close();
+  });
+
+  test("replay, validate and run take the CLI's options: runs, multiset, noVerify, flushL2; captureAll, maxCaptures, rank, process, countBenchmarks", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const props = (n: string) => Object.keys((tools.find((t) => t.name === n)!.inputSchema.properties ?? {}) as object);
+    expect(props("replay")).toEqual(expect.arrayContaining(["runs", "multiset", "noVerify", "flushL2"]));
+    expect(props("validate")).toContain("multiset");
+    expect(props("run")).toEqual(expect.arrayContaining(["captureAll", "maxCaptures", "rank", "process", "countBenchmarks"]));
+    const dir = await fresh();
+    // the values reach the verb: a region the capture lacks is the child's usage error (before any GPU work)
+    for (const name of ["replay", "validate"]) {
+      const m = await c.callTool({ name, arguments: { dir, multiset: ["0", "7"] } });
+      expect(doc(m).error.code, name).toBe("E_USAGE");
+      expect(doc(m).error.message).toContain("--multiset 7: the capture has 2 regions");
+    }
+    // the same bounds as the CLI's: runs ≥ 1, maxCaptures ≥ 1, rank/process ≥ 0
+    for (const [name, args] of [["replay", { dir, runs: 0 }], ["run", { app: ["true"], maxCaptures: 0 }], ["run", { app: ["true"], rank: -1 }], ["run", { app: ["true"], process: 1.5 }]] as const) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
+    }
+    // every flag accepted by the verb (past its option check: the GPU or the app is what fails here)
+    const r = await c.callTool({ name: "replay", arguments: { dir, runs: 2, noVerify: true, flushL2: true, multiset: ["changed"] } });
+    expect(["E_NO_GPU", "E_LIB"]).toContain(doc(r).error.code);
+    const run = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], captureAll: true, maxCaptures: 2, countBenchmarks: true, rank: 0, process: 0 } });
+    expect(doc(run).error.code).toBe("E_APP_NOT_FOUND");
+    await c.close();
+  }, 30_000);
+
+  test("over stdio: a line that is not JSON gets a -32700 parse error, one that is not JSON-RPC -32600; the session goes on", async () => {
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    p.stdin.write("this is not json\n");
+    p.stdin.write('{"hello": 1}\n');
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) + "\n");
+    p.stdin.flush();
+    const lines: any[] = [];
+    const reader = p.stdout.getReader();
+    let buf = "";
+    while (lines.length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += new TextDecoder().decode(value);
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        lines.push(JSON.parse(buf.slice(0, i)));
+        buf = buf.slice(i + 1);
+      }
+    }
+    p.stdin.end();
+    expect(await p.exited).toBe(0);
+    expect(lines[0]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
+    expect(lines[1]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
+  }, 30_000);
 
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
@@ -142,7 +216,7 @@ describe("kerncap mcp", () => {
     mkdirSync(outside);
     rmSync(join(dir, "src"), { recursive: true });
     symlinkSync(outside, join(dir, "src"));
-    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "PWNED.cu", content: "x" } });
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/PWNED.cu", content: "x" } });
     expect(e.isError).toBe(true);
     expect(doc(e).error.code).toBe("E_USAGE");
     expect(doc(e).error.message).toContain("leads outside the capture folder");
@@ -153,7 +227,7 @@ describe("kerncap mcp", () => {
     rmSync(join(inside, "src"), { recursive: true });
     mkdirSync(join(inside, "real-src"));
     symlinkSync(join(inside, "real-src"), join(inside, "src"));
-    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "k.cu", content: "y" } });
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
     expect(ok.isError, JSON.stringify(ok)).toBe(false);
     expect(doc(ok).path).toBe("real-src/k.cu");
     await c.close();
@@ -163,7 +237,7 @@ describe("kerncap mcp", () => {
     const c = await connected();
     const dir = await fresh();
     rmSync(join(dir, "src"), { recursive: true });
-    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "k.cu", content: "x" } });
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/k.cu", content: "x" } });
     expect(doc(e).error.code).toBe("E_NO_REPRODUCER");
     expect(doc(e).error.message).toContain("has no src/ folder");
     const l = await c.callTool({ name: "list", arguments: { app: ["true"], cwd: "/nonexistent" } });

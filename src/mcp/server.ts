@@ -8,8 +8,8 @@
  *
  * Tool inputs are valibot schemas; their JSON Schemas (from @valibot/to-json-schema) are what
  * tools/list announces, and each call's arguments are checked against the same schema.
- * edit_file and read_file touch only files under a capture folder (edit_file: only under src/,
- * which must itself resolve inside the folder).
+ * edit_file and read_file touch only files under a capture folder, both taking paths relative to
+ * it (edit_file: only paths under src/, which must itself resolve inside the folder).
  *
  * Each tool child runs in its own process group (it forwards to its own children's groups: the
  * application, build.sh). It is ended (its group gets SIGTERM, SIGKILL TOOL_GRACE_MS later) when
@@ -27,7 +27,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../cli/args.ts";
 import { selfCommand } from "../doctor.ts";
-import { isKerncapError, KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -41,7 +41,11 @@ const Tol = {
   atol: v.optional(v.pipe(v.number(), v.description("Absolute tolerance per element"))),
   rtol: v.optional(v.pipe(v.number(), v.description("Relative tolerance per element"))),
   dtype: v.optional(v.pipe(v.string(), v.description("Element type where the signature gives none (fp32, fp16, bf16, …)"))),
+  multiset: v.optional(
+    v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("Regions to compare as multisets of elements (atomic append, compaction): each N (inspect's order), a VA 0x… inside it, param:N, changed or all (--multiset)")),
+  ),
 };
+const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
 const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The application command line: program and its arguments"));
 
 /** Tool name → description, input schema, and the kerncap arguments it runs (or a local action). */
@@ -62,11 +66,21 @@ const TOOLS = {
       exitAfterCapture: v.optional(v.boolean()),
       sourceRoot: v.optional(v.pipe(v.string(), v.description("CUDA: the app's source tree"))),
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
+      captureAll: v.optional(v.pipe(v.boolean(), v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"))),
+      maxCaptures: Nat("With captureAll: at most this many captures (default 64)", 1),
+      countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
+      rank: Nat("Multi-process jobs: capture only in the process of this rank (RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"),
+      process: Nat("Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA"),
       cwd: v.optional(v.string()),
     }),
-    argv: (a: { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string }) => [
+    argv: (a: RunIn) => [
       "run",
       "--json",
+      ...(a.captureAll ? ["--capture-all"] : []),
+      ...(a.maxCaptures !== undefined ? ["--max-captures", String(a.maxCaptures)] : []),
+      ...(a.countBenchmarks ? ["--count-benchmarks"] : []),
+      ...(a.rank !== undefined ? ["--rank", String(a.rank)] : []),
+      ...(a.process !== undefined ? ["--process", String(a.process)] : []),
       ...(a.kernel !== undefined ? ["--kernel", a.kernel] : []),
       ...(a.dispatch !== undefined ? ["--dispatch", String(a.dispatch)] : []),
       ...(a.out !== undefined ? ["--out", a.out] : []),
@@ -85,8 +99,22 @@ const TOOLS = {
   },
   replay: {
     description: "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
-    input: v.object({ dir: Dir, ...Tol }),
-    argv: (a: { dir: string } & ToleranceIn) => ["replay", a.dir, "--json", ...tolArgv(a)],
+    input: v.object({
+      dir: Dir,
+      ...Tol,
+      runs: Nat("Checked launches from the before state (default 3, 8 once they differ)", 1),
+      noVerify: v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)"))),
+      flushL2: v.optional(v.pipe(v.boolean(), v.description("Flush L2 (256 MiB memset) before each timed launch"))),
+    }),
+    argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean } & ToleranceIn) => [
+      "replay",
+      a.dir,
+      "--json",
+      ...tolArgv(a),
+      ...(a.runs !== undefined ? ["--runs", String(a.runs)] : []),
+      ...(a.noVerify ? ["--no-verify"] : []),
+      ...(a.flushL2 ? ["--flush-l2"] : []),
+    ],
   },
   validate: {
     description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
@@ -94,14 +122,14 @@ const TOOLS = {
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
   },
   read_file: {
-    description: "Read a text file of a capture folder (e.g. src/<kernel source>, build.sh, README.md). Document kerncap.file/1 with the content.",
+    description: "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
     input: v.object({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
   edit_file: {
-    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. Nothing outside src/ can be written. Then call validate. Document kerncap.edit/1.",
+    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu): nothing outside src/ can be written (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
     input: v.object({
       dir: Dir,
-      path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture's src/ folder (a leading src/ is accepted)")),
+      path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
       oldText: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Exact text to replace; must occur exactly once"))),
       newText: v.optional(v.string()),
       content: v.optional(v.pipe(v.string(), v.description("The whole new file (instead of oldText/newText)"))),
@@ -109,10 +137,18 @@ const TOOLS = {
   },
 } as const;
 type ToolName = keyof typeof TOOLS;
-type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string };
+type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
+type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
+/** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
-  return [...(a.iters !== undefined ? ["--iters", String(a.iters)] : []), ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []), ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []), ...(a.dtype !== undefined ? ["--dtype", a.dtype] : [])];
+  return [
+    ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
+    ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
+    ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
+    ...(a.dtype !== undefined ? ["--dtype", a.dtype] : []),
+    ...(a.multiset ?? []).flatMap((r) => ["--multiset", r]),
+  ];
 }
 
 function result(doc: Record<string, unknown>, isError = false, extra?: string): CallToolResult {
@@ -120,7 +156,7 @@ function result(doc: Record<string, unknown>, isError = false, extra?: string): 
 }
 
 function errorResult(e: unknown): CallToolResult {
-  const k = isKerncapError(e) ? e : new KerncapError("E_INTERNAL", `internal error: ${(e as Error).message}`);
+  const k = isKerncapError(e) ? e : (systemError(e) ?? new KerncapError("E_INTERNAL", `internal error: ${(e as Error).message}`));
   return result(jsonDocument("error", { error: { code: k.code, message: k.message, hint: k.hint ?? null } }), true);
 }
 
@@ -228,7 +264,15 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
     base = realpathSync(s);
     if (!base.startsWith(realDir + sep)) throw new KerncapError("E_USAGE", `${dir}/${sub} leads outside the capture folder (to ${base})`, { hint: `Only files inside the capture folder can be edited; replace the link ${sub} with a folder.` });
   }
-  const r = sub && rel.startsWith(`${sub}/`) ? rel.slice(sub.length + 1) : rel;
+  // one rule for both file tools: `rel` is relative to the capture folder; under `sub`, it must start with sub/
+  const norm = rel.replace(/^(\.\/)+/, "");
+  if (sub && (norm === sub || norm === `${sub}/`)) throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
+  if (sub && !norm.startsWith(`${sub}/`)) {
+    throw new KerncapError("E_USAGE", `${rel} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
+      hint: isAbsolute(rel) || rel.split(/[\\/]/).includes("..") ? `Give a path such as ${sub}/kernel.cu.` : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+    });
+  }
+  const r = sub ? norm.slice(sub.length + 1) : rel;
   if (isAbsolute(r) || r.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${rel} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: `Give a path relative to the capture's ${sub ?? "folder"}${sub ? "/" : ""}.` });
   const p = resolve(base, r);
   // the deepest existing ancestor must stay inside (a symbolic link in src/ must not lead out)
@@ -305,6 +349,25 @@ export function createMcpServer(children = new ToolChildren()): Server {
 }
 
 /**
+ * JSON-RPC 2.0 §5.1: a line that is not JSON gets a -32700 Parse error reply (id null), a JSON
+ * value that is not a JSON-RPC message a -32600 Invalid Request. The SDK's stdio transport
+ * (shared/stdio.js ReadBuffer) only passes either to transport.onerror (SyntaxError from
+ * JSON.parse, ZodError from the message schema) and drops the line; this wraps that hook (set by
+ * Server.connect) so the client hears about it too. Call after connect.
+ */
+export function answerUnreadable(transport: Transport): void {
+  const inner = transport.onerror;
+  transport.onerror = (e: Error) => {
+    inner?.(e);
+    const parse = e instanceof SyntaxError;
+    const invalid = !parse && e?.name === "ZodError";
+    if (!parse && !invalid) return;
+    const error = parse ? { code: -32700, message: `Parse error: ${e.message}` } : { code: -32600, message: "Invalid Request: not a JSON-RPC 2.0 message" };
+    void transport.send({ jsonrpc: "2.0", id: null, error } as unknown as Parameters<Transport["send"]>[0]).catch(() => {});
+  };
+}
+
+/**
  * Serve until the transport closes (the client closed stdin) or SIGINT/SIGTERM: either ends the
  * running tool children's groups (the signal, or SIGTERM at a close; SIGKILL after
  * TOOL_GRACE_MS or at a second signal) and returns once they have exited.
@@ -323,6 +386,7 @@ export async function serve(transport: Transport): Promise<void> {
   let running = 0;
   try {
     await server.connect(transport);
+    answerUnreadable(transport);
     await closed;
     running = children.size;
     children.stop("SIGTERM"); // nobody is left to answer: a call's child must not outlive the session

@@ -90,9 +90,16 @@ export class CudaError extends KerncapError {
  * folder: bun:ffi's dlopen loads it from there (seen by a fresh-user trial: a libcuda.so.1 in the
  * working folder ran its constructor in `kerncap replay`), so the working folder never supplies
  * code to kerncap.
+ * @throws KerncapError E_NO_GPU when KERNCAP_LIBCUDA is a path (it has a /) to no file
  */
-export function libcudaCandidates(cwd = process.cwd()): string[] {
-  const env = libcudaOverride();
+export function libcudaCandidates(cwd = process.cwd(), environ: Record<string, string | undefined> = process.env): string[] {
+  const env = libcudaOverride(environ);
+  // an explicit path is authoritative, as KERNCAP_CUPTI_PATH's: a typo must not silently fall back to the usual search
+  if (env && env.includes("/") && !existsSync(env)) {
+    throw new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a file that does not exist: ${env}`, {
+      hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
+    });
+  }
   return [...(env ? [env] : []), ...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
 }
 

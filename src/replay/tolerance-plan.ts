@@ -3,6 +3,8 @@
  * frontend knows (Frontend.regionTypes: Triton's signature pointer types, via the parameter
  * buffer), else --dtype, else float32. Pure: manifest + parameter bytes in, plan out.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -65,7 +67,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     else if (v === "changed") m.regions.forEach((r, i) => r.changed && out.add(i));
     else if (/^\d+$/.test(v)) {
       const i = Number(v);
-      if (i >= m.regions.length) throw bad(`the capture has ${m.regions.length} regions (0 to ${m.regions.length - 1})`);
+      if (i >= m.regions.length) throw bad(`the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})`);
       out.add(i);
     } else if (/^0x[0-9a-f]+$/i.test(v)) {
       const i = holding(BigInt(v));
@@ -74,7 +76,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     } else if (/^param:\d+$/.test(v)) {
       const n = Number(v.slice(6));
       const slot = m.params.layout.find((s) => s.index === n);
-      if (!slot) throw bad(`the kernel has no parameter ${n} (${m.params.layout.length} parameters)`);
+      if (!slot) throw bad(`the kernel has no parameter ${n} (${m.params.layout.length} parameter${m.params.layout.length === 1 ? "" : "s"})`);
       if (slot.size !== 8 || slot.offset + 8 > params.byteLength) throw bad(`parameter ${n} is ${slot.size} bytes, not a pointer`);
       const p = new DataView(params.buffer, params.byteOffset, params.byteLength).getBigUint64(slot.offset, true);
       const i = holding(p);
@@ -83,4 +85,16 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     } else throw bad("not a region name");
   }
   return [...out].sort((a, b) => a - b);
+}
+
+/**
+ * --multiset's region names resolved against the capture folder's manifest and parameter buffer
+ * (DIR/<params.file>), before any GPU work: a name that names no region is a usage error on a
+ * machine without a GPU too. The replay resolves them again (the same function) once it runs.
+ * @throws KerncapError E_USAGE (multisetRegions), E_NOT_CAPTURE/E_MANIFEST (readManifest)
+ */
+export function checkMultiset(dir: string, m: Pick<Manifest, "regions" | "params">, values: string[] | undefined): void {
+  if (!values?.length) return;
+  const p = join(dir, m.params.file);
+  multisetRegions(m, existsSync(p) ? new Uint8Array(readFileSync(p)) : new Uint8Array(m.params.size), values);
 }

@@ -36,6 +36,21 @@ describe("cache folder", () => {
     expect(fallbackCacheDir({ TMPDIR: "/t" })).toMatch(/^\/t\/kerncap-cache-/);
   });
 
+  test("a relative KERNCAP_CACHE is refused (doctor says so, and creates nothing in the current folder); a relative XDG_CACHE_HOME is ignored", async () => {
+    expect(() => preferredCacheDir({ KERNCAP_CACHE: "relative/dir", HOME: "/h" })).toThrow("KERNCAP_CACHE must be an absolute path");
+    expect(preferredCacheDir({ XDG_CACHE_HOME: "rel", HOME: "/h" }).dir).toBe("/h/.cache/kerncap");
+    const { checkCache } = await import("../../src/doctor.ts");
+    const cwd = process.cwd();
+    const d = tempDir();
+    process.chdir(d);
+    try {
+      expect(checkCache({ ...process.env, KERNCAP_CACHE: "relative/dir" })).toMatchObject({ status: "fail", detail: expect.stringContaining("absolute path") });
+      expect(existsSync(join(d, "relative"))).toBe(false);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+
   test("content-hashed, written once with mode bits, reused", () => {
     const d = tempDir();
     const env = { KERNCAP_CACHE: d };

@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { findCupti } from "../../src/capture/cupti.ts";
 import { closestKernels } from "../../src/capture/run.ts";
@@ -48,6 +48,18 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(text).toContain("[1] offset 8 size 4");
       expect(text).toMatch(/\* 0x7f0000000000 +4\.0 KiB device/);
       expect(text).toContain("kernel/params.bin sha256");
+      expect(text).toContain("1/1 chunk stored"); // not "1 chunks"
+    });
+    test("counts agree with their nouns; suggested commands quote paths a shell would split", async () => {
+      const { plural, shellQuote } = await import("../../src/cli/format.ts");
+      expect([plural(1, "region"), plural(2, "region"), plural(0, "launch", "launches"), plural(1, "launch", "launches")]).toEqual(["1 region", "2 regions", "0 launches", "1 launch"]);
+      expect(["cap", "/tmp/x/cap.zip", "my cap", "it's", "", "$HOME"].map(shellQuote)).toEqual(["cap", "/tmp/x/cap.zip", "'my cap'", `'it'\\''s'`, "''", "'$HOME'"]);
+      // what a shell reads back is the word
+      for (const w of ["my cap", "it's", "a\"b", "$(x)"]) expect(Bun.spawnSync(["sh", "-c", `printf %s ${shellQuote(w)}`]).stdout.toString()).toBe(w);
+      const zip = join(tempDir(), "my cap.zip");
+      writeFileSync(zip, Buffer.from([0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0]));
+      const e = await failure("inspect", [zip]);
+      expect(e.hint).toContain("kerncap unpack '");
     });
     test("a folder without kerncap.json: says it is not a capture; a .tmp- folder: says interrupted", async () => {
       const d = tempDir();
@@ -335,6 +347,20 @@ describe("capture helpers", () => {
   test("an explicit KERNCAP_CUPTI_PATH that does not exist is an error, not a silent fallback", () => {
     expect(() => findCupti({ KERNCAP_CUPTI_PATH: "/nope/libcupti.so" })).toThrow("does not exist");
   });
+  test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
+    const { libcudaCandidates } = await import("../../src/replay/cuda.ts");
+    expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow("KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1");
+    expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })[0]).toBe("libcuda.so.1"); // a bare name: the loader searches
+    const { checkLibcuda } = await import("../../src/doctor.ts");
+    const old = process.env.KERNCAP_LIBCUDA;
+    process.env.KERNCAP_LIBCUDA = "/nonexistent/libcuda.so.1";
+    try {
+      expect(checkLibcuda()).toMatchObject({ status: "fail", detail: expect.stringContaining("KERNCAP_LIBCUDA") });
+    } finally {
+      if (old === undefined) delete process.env.KERNCAP_LIBCUDA;
+      else process.env.KERNCAP_LIBCUDA = old;
+    }
+  });
   test("closest kernel names rank substring hits first", () => {
     const k = (name: string, demangled: string) => ({ name, demangled, count: 1, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
     const names = closestKernels("softmx", [k("_Z3addv", "add()"), k("_Z7softmaxv", "softmax_warp_forward()"), k("_Z4gemmv", "gemm()")]);
@@ -414,6 +440,79 @@ describe("command line (runCli: the one error path)", () => {
     expect(help).toContain("-k, --kernel-name, --kernel");
     expect(help).toContain("--launch-skip, --dispatch");
     expect(help).toContain("-o, --out");
+  });
+  test("file-system failures of the user's paths are E_IO or E_USAGE naming the path, not internal errors", async () => {
+    const { systemError } = await import("../../src/errors.ts");
+    // as Bun raises them (root here: EACCES cannot be provoked, so this one is built)
+    const eacces = Object.assign(new Error("EACCES: permission denied, open '/tmp/ro/x.zip.tmp-123'"), { code: "EACCES", errno: -13, syscall: "open", path: "/tmp/ro/x.zip.tmp-123" });
+    const k = systemError(eacces)!;
+    expect(k).toMatchObject({ code: "E_IO", exitCode: 2, message: "cannot open /tmp/ro/x.zip.tmp-123: permission denied" });
+    expect(k.hint).toContain("Choose another --out / -o");
+    expect(systemError(Object.assign(new Error("x"), { code: "ENOTDIR", syscall: "rename", path: "/a/b.tmp-1", dest: "/a/dang" }))?.message).toBe("cannot rename /a/b.tmp-1 to /a/dang: a part of the path is not a folder (or is a dangling symbolic link)");
+    expect(systemError(new TypeError("undefined is not a function"))).toBeUndefined(); // a genuine bug stays E_INTERNAL
+    expect(systemError(Object.assign(new Error("x"), { code: "ERR_INVALID_ARG_TYPE" }))).toBeUndefined();
+    const dir = await fresh();
+    // a name too long for the file system: raised by the open of the temp, mapped in main
+    const long = await cli(["pack", dir, "-o", join(dir, "..", "x".repeat(300) + ".zip"), "--json"]);
+    expect(long.code).toBe(2);
+    expect(JSON.parse(long.out).error).toMatchObject({ code: "E_IO" });
+    expect(JSON.parse(long.out).error.message).toContain("the name is too long");
+    // -o through a file, -o a dangling symbolic link: refused up front
+    const file = join(dir, "..", "plain");
+    writeFileSync(file, "");
+    const under = await cli(["pack", dir, "-o", join(file, "x.zip"), "--json"]);
+    expect(JSON.parse(under.out).error).toMatchObject({ code: "E_USAGE" });
+    expect(JSON.parse(under.out).error.message).toContain("is not a folder");
+    expect((await cli(["pack", dir, "-o", join(dir, "..", "c.zip")])).code).toBe(0);
+    const dang = join(dir, "..", "dang");
+    symlinkSync(join(dir, "..", "nowhere"), dang);
+    for (const argv of [["unpack", join(dir, "..", "c.zip"), "-o", dang], ["pack", dir, "-o", dang]]) {
+      const r = await cli([...argv, "--json"]);
+      expect(r.code).toBe(2);
+      expect(JSON.parse(r.out).error.message).toContain("is a dangling symbolic link");
+    }
+  });
+  test("-o=VALUE is -o VALUE (not a value starting with =); the missing-value hint spells each form", async () => {
+    const dir = await fresh();
+    const out = join(dir, "..", "eq.zip");
+    expect((await cli(["pack", dir, `-o=${out}`])).code).toBe(0);
+    expect(existsSync(out)).toBe(true);
+    const { shortEquals } = await import("../../src/cli/main.ts");
+    expect(shortEquals(["-k=foo", "-o", "x", "--out=y", "-=z", "--k=w"])).toEqual(["-k", "foo", "-o", "x", "--out=y", "-=z", "--k=w"]);
+    expect(JSON.parse((await cli(["pack", dir, "-o", "--json"])).out).error.hint).toMatch(/^For example -o VALUE;/);
+    expect(JSON.parse((await cli(["pack", dir, "--out", "--json"])).out).error.hint).toMatch(/^For example --out VALUE or --out=VALUE;/);
+  });
+  test("usage checks that need no GPU come before the GPU: --multiset naming no region, --max-captures 0", async () => {
+    const dir = await fresh();
+    // without --json: replay/validate --json set fd 1 aside for the document (keepStdoutForData), past this test's capture of stdout
+    for (const v of ["replay", "validate"] as const) {
+      const e = await failure(v, [dir, "--multiset", "7"]);
+      expect(e.code).toBe("E_USAGE");
+      expect(e.message).toContain("--multiset 7: the capture has 2 regions");
+    }
+    const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
+    expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be at least 1" });
+  });
+  test("mcp and completion have no --json: refused as the other verbs refuse an unknown option, saying why, as a JSON error", async () => {
+    for (const v of ["mcp", "completion"]) {
+      const r = await cli([v, "--json"]);
+      expect(r.code).toBe(2);
+      expect(JSON.parse(r.out).error).toMatchObject({ code: "E_USAGE" });
+      expect(JSON.parse(r.out).error.message).toContain(`\`kerncap ${v}\` has no --json`);
+    }
+    expect(JSON.parse((await cli(["mcp", "--bogus", "--json"])).out).error.message).toBe("unknown option --bogus for `kerncap mcp`");
+  });
+  test("validate --watch --json: a startup error is one JSON Lines record of the watch (kerncap.validate-watch/1)", async () => {
+    // a child process: validate --json sets fd 1 aside (keepStdoutForData), past this test's capture of stdout
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", tempDir(), "--watch", "--json"], { stderr: "pipe" });
+    expect(p.exitCode).toBe(2);
+    const out = p.stdout.toString();
+    expect(out.trim().split("\n")).toHaveLength(1);
+    const rec = JSON.parse(out);
+    expect(rec).toMatchObject({ schema: "kerncap.validate-watch/1", event: "error", trigger: "start", files: [], code: "E_NOT_CAPTURE", buildSeconds: null });
+    const { DOCUMENTS } = await import("../../src/cli/documents.ts");
+    const v = await import("valibot");
+    expect(v.safeParse(DOCUMENTS["validate-watch"], rec).success).toBe(true);
   });
   test("a missing DIR with --json is a JSON error", async () => {
     const r = await cli(["inspect", "--json"]);

@@ -6,7 +6,7 @@ import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes } from "../format.ts";
+import { formatBytes, plural, shellQuote } from "../format.ts";
 
 /** Human summary of a manifest (one string, lines). */
 export function describeManifest(m: Manifest): string {
@@ -21,16 +21,16 @@ export function describeManifest(m: Manifest): string {
   const fa = m.functionAttributes.filter((a) => a.value !== 0);
   if (fa.length) L.push(`func attrs ${fa.map((a) => `${a.name}=${a.value}`).join(", ")}`);
   L.push(`module     ${m.module.file} (${m.module.kind}, ${formatBytes(m.module.size)}) from ${m.module.source}`);
-  L.push(`params     ${m.params.size} B in ${m.params.layout.length} parameters (layout from ${m.params.layoutSource})`);
+  L.push(`params     ${m.params.size} B in ${plural(m.params.layout.length, "parameter")} (layout from ${m.params.layoutSource})`);
   for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}`);
   const changed = m.regions.filter((r) => r.changed);
   const M = m.memory;
-  L.push(`memory     ${m.regions.length} regions, ${formatBytes(M.beforeBytes)} live; ${changed.length} changed (${formatBytes(M.afterBytes)} in changed chunks)`);
+  L.push(`memory     ${plural(m.regions.length, "region")}, ${formatBytes(M.beforeBytes)} live; ${changed.length} changed (${formatBytes(M.afterBytes)} in changed chunks)`);
   L.push(`           stored ${formatBytes(M.storedBeforeBytes)} before, ${formatBytes(M.storedAfterBytes)} after, in ${formatBytes(M.chunkBytes)} chunks (${M.hash}${M.gpuScanUnavailable ? `; hashed on the CPU: ${M.gpuScanUnavailable}` : ", hashed on the GPU"})`);
   const chunks = (r: Manifest["regions"][number]) => {
     const n = Math.ceil(r.size / M.chunkBytes);
     const stored = r.before.extents.reduce((s, x) => s + x[1], 0);
-    return `${stored}/${n} chunks stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
+    return `${stored}/${plural(n, "chunk")} stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
   };
   for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
   for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);

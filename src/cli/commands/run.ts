@@ -10,9 +10,10 @@
 import { defineCommand } from "citty";
 import { processLabel } from "../../capture/census.ts";
 import { applicationExitCode, captureKernel } from "../../capture/session.ts";
+import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, verboseArg } from "../args.ts";
-import { formatBytes } from "../format.ts";
+import { formatBytes, plural, shellQuote } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
@@ -40,11 +41,13 @@ export default defineCommand({
   },
   async run({ args, rawArgs }) {
     const kernels = repeatedOption(rawArgs, ["kernel", "kernel-name", "k"]).map(kernelPattern);
+    const maxCaptures = args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000);
+    if (maxCaptures === 0) throw new KerncapError("E_USAGE", "--max-captures must be at least 1", { hint: "For example --max-captures 8 (the default is 64)." });
     const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
       moreKernels: kernels.slice(1),
       captureAll: Boolean(args["capture-all"]),
-      maxCaptures: args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000),
+      maxCaptures,
       out: args.out === undefined ? "kerncap-capture" : String(args.out),
       force: Boolean(args.force),
       kernel: kernels[0] ?? kernelPattern(args.kernel),
@@ -83,16 +86,16 @@ export default defineCommand({
         ...(captures ? { captures: captures.map((c) => ({ dir: c.dir, kernel: c.manifest.kernel.demangled, launchIndex: c.manifest.kernel.launchIndex, beforeBytes: c.manifest.memory.beforeBytes })) } : {}),
       });
     } else if (captures) {
-      log.success(`captured ${captures.length} launches into ${dir} (one capture folder each):`);
+      log.success(`captured ${plural(captures.length, "launch", "launches")} into ${dir} (one capture folder each):`);
       for (const c of captures) log.info(`  ${c.dir}: ${c.manifest.kernel.demangled} (launch ${c.manifest.kernel.launchIndex}), ${formatBytes(c.manifest.memory.beforeBytes)} live`);
-      log.info(`next: kerncap replay ${captures[0]!.dir}`);
+      log.info(`next: kerncap replay ${shellQuote(captures[0]!.dir)}`);
     } else {
       const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
       const where = m.graph ? `, kernel node ${m.graph.kernelNode} of CUDA graph ${m.graph.id}: its ancestors were run by kerncap, then the app's memory put back` : "";
       log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}${where}) into ${dir}`);
-      if (m.fault) log.warn(`the captured launch faulted in the app: ${m.fault.name} (${m.fault.message}); the capture holds its before state, and \`kerncap replay ${dir}\` reproduces the fault`);
-      log.info(`${m.regions.length} regions${m.globals.length ? ` + ${m.globals.length} module globals` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${app.seconds.toFixed(2)} s`);
-      log.info(`next: kerncap inspect ${dir} ; kerncap replay ${dir}`);
+      if (m.fault) log.warn(`the captured launch faulted in the app: ${m.fault.name} (${m.fault.message}); the capture holds its before state, and \`kerncap replay ${shellQuote(dir)}\` reproduces the fault`);
+      log.info(`${plural(m.regions.length, "region")}${m.globals.length ? ` + ${plural(m.globals.length, "module global")}` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${app.seconds.toFixed(2)} s`);
+      log.info(`next: kerncap inspect ${shellQuote(dir)} ; kerncap replay ${shellQuote(dir)}`);
     }
     if (code) log.warn(`the application failed (${app.signal ? `ended by ${app.signal}` : `exit code ${app.exitCode}`}) after the capture was written; kerncap run exits with ${code}, the application's code`);
     return code;

@@ -4,7 +4,7 @@ import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes } from "../format.ts";
+import { formatBytes, plural, shellQuote } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },
@@ -21,8 +21,8 @@ export default defineCommand({
     for (const w of r.warnings) log.warn(`noted at pack time: ${w}`);
     if (args.json) printJson("unpack", r);
     else {
-      log.success(`unpacked ${r.files} files into ${r.dir} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
-      log.info(`next: kerncap inspect ${r.dir} --verify ; kerncap replay ${r.dir}`);
+      log.success(`unpacked ${plural(r.files, "file")} into ${r.dir} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
+      log.info(`next: kerncap inspect ${shellQuote(r.dir)} --verify ; kerncap replay ${shellQuote(r.dir)}`);
     }
     return 0;
   },

@@ -8,7 +8,8 @@
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  *
  * --watch: one process keeps the memory resident and rebuilds + replays at each save under
- * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1); src/repro/watch.ts.
+ * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1, an error that ends
+ * the watch, at startup too, being one record of it: src/cli/main.ts); src/repro/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
@@ -18,6 +19,7 @@ import { buildReproducer } from "../../repro/build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
+import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
 import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
 import { describeReplay } from "../format.ts";
@@ -39,6 +41,7 @@ export default defineCommand({
     const m = readManifest(dir);
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
+    checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
