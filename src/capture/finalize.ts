@@ -142,7 +142,8 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     },
     functionAttributes: raw.function_attributes,
     params: { file: raw.params.file, size: raw.params.size, layoutSource: raw.params.layout_source, layout: raw.params.layout },
-    module: { file: module.file, kind: module.kind, size: module.size, source: module.source },
+    // the size of the file written (what replay loads; files[] states it too, and readManifest checks the two agree)
+    module: { file: module.file, kind: module.kind, size: fileRefs[1]!.size, source: module.source },
     memory: mem.memory,
     regions: mem.regions,
     globals: mem.globals,
