@@ -64,10 +64,43 @@ export function underSanitizer(env: Record<string, string | undefined> = process
   return Object.keys(env).some((k) => /^(NV_SANITIZER|COMPUTE_SANITIZER|NV_COMPUTE_SANITIZER)/i.test(k));
 }
 
-/** The CUDA tool an application command line starts (compute-sanitizer, cuda-memcheck), or undefined: `kerncap run -- compute-sanitizer APP`. */
+const SANITIZER_TOOLS = new Set(["compute-sanitizer", "cuda-memcheck"]);
+/** Commands that run the rest of their command line (options and VAR=value words skipped). */
+const WRAPPERS = new Set(["env", "nohup", "time", "nice", "ionice", "stdbuf", "setarch", "chrt", "srun", "mpirun", "mpiexec", "exec"]);
+const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh"]);
+
+/**
+ * The CUDA tool an application command line starts (compute-sanitizer, cuda-memcheck), or
+ * undefined: `kerncap run -- compute-sanitizer APP`, also behind wrappers (`env X=1 …`, `srun …`,
+ * `nohup …`) and in a shell's `-c` string (`bash -c "compute-sanitizer ./app"`: any command word
+ * of it). An argument that merely mentions the tool (`python3 compute-sanitizer.py`) is not it.
+ */
 export function toolAsApp(argv: string[]): string | undefined {
-  const exe = basename(argv[0] ?? "");
-  return exe === "compute-sanitizer" || exe === "cuda-memcheck" ? exe : undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (i > 0 && (a.startsWith("-") || /^[A-Za-z_][A-Za-z0-9_]*=/.test(a))) continue; // a wrapper's option or VAR=value
+    const exe = basename(a);
+    if (SANITIZER_TOOLS.has(exe)) return exe;
+    if (SHELLS.has(exe)) {
+      const c = argv.findIndex((x, j) => j > i && /^-[a-z]*c[a-z]*$/.test(x));
+      const script = c > 0 ? argv[c + 1] : undefined;
+      if (!script) return undefined;
+      // command words: the first word of the string and of each part after ; & | ( or a newline
+      for (const part of script.split(/[;&|()\n`]+/)) {
+        const words = part.trim().split(/\s+/).filter((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w));
+        let k = 0;
+        while (k < words.length && WRAPPERS.has(basename(words[k]!))) {
+          k++;
+          while (k < words.length && words[k]!.startsWith("-")) k++;
+        }
+        const w = words[k] ? basename(words[k]!) : "";
+        if (SANITIZER_TOOLS.has(w)) return w;
+      }
+      return undefined;
+    }
+    if (!WRAPPERS.has(exe)) return undefined; // the application itself
+  }
+  return undefined;
 }
 
 /** What to do instead of running kerncap and compute-sanitizer on one application: check the replay. */

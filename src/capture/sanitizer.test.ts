@@ -25,6 +25,15 @@ test("compute-sanitizer (or cuda-memcheck) as the application: refused by name, 
   expect(toolAsApp(["/usr/local/cuda/bin/compute-sanitizer", "--tool", "memcheck", "./app"])).toBe("compute-sanitizer");
   expect(toolAsApp(["cuda-memcheck", "./app"])).toBe("cuda-memcheck");
   expect(toolAsApp(["python3", "compute-sanitizer.py"])).toBeUndefined();
+  // behind wrappers and in a shell's -c string
+  expect(toolAsApp(["env", "CUDA_VISIBLE_DEVICES=0", "compute-sanitizer", "./app"])).toBe("compute-sanitizer");
+  expect(toolAsApp(["srun", "-n", "1", "compute-sanitizer", "./app"])).toBeUndefined(); // "1" is taken for the command: no false refusal, a miss
+  expect(toolAsApp(["nohup", "/opt/cuda/bin/cuda-memcheck", "./app"])).toBe("cuda-memcheck");
+  expect(toolAsApp(["bash", "-c", "cd build && compute-sanitizer --tool memcheck ./app"])).toBe("compute-sanitizer");
+  expect(toolAsApp(["/bin/sh", "-ec", "X=1 env Y=2 compute-sanitizer ./app"])).toBe("compute-sanitizer");
+  expect(toolAsApp(["bash", "-c", "python3 run.py --log compute-sanitizer.txt"])).toBeUndefined();
+  expect(toolAsApp(["bash", "script.sh"])).toBeUndefined();
+  expect(toolAsApp(["python3", "-m", "compute-sanitizer"])).toBeUndefined();
   expect(() => refuseToolAsApp(["python3", "app.py"])).not.toThrow();
   let err: any;
   try {
