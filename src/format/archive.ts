@@ -598,7 +598,8 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const idx = await readIndex(archive, fd, entries);
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
     const dest = resolve(outArg ?? idx.root);
-    if (existsSync(dest)) assertReplaceable(dest, Boolean(opts.force));
+    const existed = existsSync(dest);
+    if (existed) assertReplaceable(dest, Boolean(opts.force));
     assertOutputPath(dest, "capture folder");
     const byName = new Map(entries.map((e) => [e.name, e]));
     // every entry must be one the index knows, under ROOT/, with a safe path: checked before writing
@@ -665,7 +666,13 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
       throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, { hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked." });
     }
     await tick(); // the last point before the rename: a signal until here leaves nothing
-    if (existsSync(dest)) rmSync(dest, { recursive: true, force: true });
+    if (existsSync(dest)) {
+      // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
+      if (!existed) throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again with --force to replace it, or choose another -o." });
+      const gone = filesNotIn(dest, new Set(idx.files.map((f) => f.path)));
+      if (gone.length) log.warn(`--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`);
+      rmSync(dest, { recursive: true, force: true });
+    }
     rmSync(join(tmp, TEMP_MARKER), { force: true });
     renameSync(tmp, dest);
     ok = true;
@@ -674,4 +681,35 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     closeSync(fd);
     if (!ok && tmp) rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/**
+ * Paths (relative, "/"-separated) of the regular files and links under `dir` that `keep` does not
+ * list: what replacing `dir` with an unpacked capture loses (a user's notes, files added to src/).
+ * Unreadable folders are skipped.
+ */
+export function filesNotIn(dir: string, keep: Set<string>): string[] {
+  const out: string[] = [];
+  const walk = (d: string, rel: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(d);
+    } catch {
+      return;
+    }
+    for (const n of names.sort()) {
+      const p = join(d, n);
+      const r = rel ? `${rel}/${n}` : n;
+      let st;
+      try {
+        st = lstatSync(p);
+      } catch {
+        continue;
+      }
+      if (st.isDirectory()) walk(p, r);
+      else if (!keep.has(r)) out.push(r);
+    }
+  };
+  walk(dir, "");
+  return out;
 }

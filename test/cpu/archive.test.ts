@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
+import { filesNotIn, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
@@ -285,11 +285,27 @@ describe("pack / unpack", () => {
     expect((await error(() => packCapture(dir, p.archive))).code).toBe("E_EXISTS");
     await packCapture(dir, p.archive, { force: true });
     expect((await error(() => unpackArchive(p.archive, dir))).code).toBe("E_EXISTS");
+    writeFileSync(join(dir, "thesis.tex"), "mine"); // a file the archive does not hold: --force removes it, and says so
+    expect(filesNotIn(dir, new Set((await readPackIndex(p.archive)).files.map((f: any) => f.path)))).toEqual(["thesis.tex"]);
     await unpackArchive(p.archive, dir, { force: true });
+    expect(existsSync(join(dir, "thesis.tex"))).toBe(false);
     const notes = tempDir();
     writeFileSync(join(notes, "mine.txt"), "keep");
     expect((await error(() => unpackArchive(p.archive, notes, { force: true }))).message).toContain("not a kerncap capture");
     expect(readFileSync(join(notes, "mine.txt"), "utf8")).toBe("keep");
+  });
+
+  test("two unpacks to one folder at once: one writes it, the other is refused (E_EXISTS), never a silent replacement", async () => {
+    const { root, dir } = await fresh();
+    mkdirSync(join(dir, "src"), { recursive: true });
+    denseFile(join(dir, "src/big.bin"), 64 << 20); // so that the two unpacks overlap
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    const out = join(root, "same");
+    const r = await Promise.allSettled([unpackArchive(p.archive, out), unpackArchive(p.archive, out)]);
+    expect(r.filter((x) => x.status === "fulfilled").length).toBe(1);
+    const no = r.find((x) => x.status === "rejected") as PromiseRejectedResult;
+    expect((no.reason as KerncapError).code).toBe("E_EXISTS");
+    verifyRegions(out, readManifest(out));
   });
 
   test("zip-slip: an entry outside the folder is refused and nothing is written", async () => {
