@@ -11,6 +11,7 @@
  * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>
  * (renamed to DIR), `list` a folder under $TMPDIR, both removed when the session fails.
  */
+import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
@@ -358,8 +359,7 @@ function cudaOptions(req: CaptureRequest): CaptureContext["cuda"] {
 }
 
 /** Index of a folder holding several captures (one per kernel), written by `run --kernel A --kernel B` / `--capture-all`. */
-export const CAPTURE_SET_FILE = "kerncap-captures.json";
-export const CAPTURE_SET_FORMAT = "kerncap-capture-set";
+export { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT };
 
 /** A folder name for capture n of kernel `name`: "<n>-<identifier part of the demangled name>". */
 export function captureSubfolder(n: number, name: string): string {
@@ -406,7 +406,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
   rmSync(join(tmp, TEMP_MARKER), { force: true });
   writeFileSync(
     join(tmp, CAPTURE_SET_FILE),
-    JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) }, null, 2) + "\n",
+    JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) } satisfies CaptureSet, null, 2) + "\n",
   );
   if (existsSync(out)) {
     assertReplaceable(out, req.force);

@@ -8,6 +8,7 @@
  * src/replay/engine.ts) are described by their stable top-level fields and left open
  * (looseObject): added fields do not bump the version; a removed or retyped field does.
  */
+import { CaptureSet } from "../format/capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "../format/manifest.ts";
@@ -150,7 +151,7 @@ export const DOCUMENTS = {
 } satisfies Record<DocumentName, v.GenericSchema>;
 
 /** What `kerncap schema` can print: the manifest and every document. */
-export const SCHEMA_NAMES = ["manifest", ...Object.keys(DOCUMENTS)] as const;
+export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS)] as const;
 
 /**
  * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
@@ -158,15 +159,16 @@ export const SCHEMA_NAMES = ["manifest", ...Object.keys(DOCUMENTS)] as const;
  * @returns undefined for an unknown name
  */
 export function jsonSchemaOf(name: string): Record<string, unknown> | undefined {
-  const s = name === "manifest" ? Manifest : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
+  const s = name === "manifest" ? Manifest : name === "capture-set" ? CaptureSet : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
   if (!s) return undefined;
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
-  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
+  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
 }
 
 /** Titles of the schemas that are not `kerncap VERB --json`'s document. */
 const TITLES: Record<string, string> = {
   manifest: "kerncap capture manifest (kerncap.json)",
+  "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   error: "kerncap VERB --json when the verb fails (exit 2)",
   file: "kerncap mcp tool read_file",

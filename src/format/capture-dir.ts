@@ -4,6 +4,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
+import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { shellQuote } from "../shell-quote.ts";
@@ -34,15 +35,11 @@ export function readManifest(dir: string): Manifest {
       hint: zip ? `Unpack it first: kerncap unpack ${shellQuote(dir)} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
-  if (!existsSync(path) && existsSync(join(dir, "kerncap-captures.json"))) {
-    let subs: string[] = [];
-    try {
-      subs = (JSON.parse(readFileSync(join(dir, "kerncap-captures.json"), "utf8")) as { captures?: { dir: string }[] }).captures?.map((c) => join(dir, c.dir)) ?? [];
-    } catch {
-      /* the list below stays empty */
-    }
-    throw new KerncapError("E_NOT_CAPTURE", `${dir} holds ${subs.length} captures of one run (run --kernel A --kernel B / --capture-all), not one`, {
-      hint: `Give one of them: ${subs.slice(0, 6).join(", ")}${subs.length > 6 ? ", …" : ""}.`,
+  if (!existsSync(path) && existsSync(join(dir, CAPTURE_SET_FILE))) {
+    const set = readCaptureSet(dir)!; // E_MANIFEST when damaged
+    const subs = set.captures.map((c) => join(dir, c.dir));
+    throw new KerncapError("E_NOT_CAPTURE", `${dir} holds ${subs.length} capture${subs.length === 1 ? "" : "s"} of one run (run --kernel A --kernel B / --capture-all), not one`, {
+      hint: subs.length ? `Give one of them: ${subs.slice(0, 6).map(shellQuote).join(", ")}${subs.length > 6 ? ", …" : ""}.` : "The set lists no capture; capture again.",
     });
   }
   if (!existsSync(path)) {

@@ -1,0 +1,51 @@
+/**
+ * The index of a folder holding several captures of one run (`run --kernel A --kernel B`,
+ * `--capture-all`): DIR/kerncap-captures.json, written by src/capture/session.ts
+ * (finalizeCaptureSet), one entry per capture folder DIR/<n>-<name>. Shape:
+ * `{format: "kerncap-capture-set", version: 1, command: [argv], captures: [{dir, kernel, launchIndex}]}`
+ * (dir: one folder name inside DIR; kernel: demangled name; launchIndex: 0-based launch captured).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { KerncapError } from "../errors.ts";
+
+export const CAPTURE_SET_FILE = "kerncap-captures.json";
+export const CAPTURE_SET_FORMAT = "kerncap-capture-set";
+
+export const CaptureSet = v.object({
+  format: v.literal(CAPTURE_SET_FORMAT),
+  version: v.literal(1),
+  command: v.array(v.string()),
+  captures: v.array(
+    v.object({
+      /** One folder name inside the set's folder (no separator, not . or ..). */
+      dir: v.pipe(v.string(), v.regex(/^(?!\.\.?$)[^/\\\0]+$/, "expected one folder name inside the capture set's folder")),
+      kernel: v.string(),
+      launchIndex: v.pipe(v.number(), v.integer(), v.minValue(0)),
+    }),
+  ),
+});
+export type CaptureSet = v.InferOutput<typeof CaptureSet>;
+
+/**
+ * DIR's capture-set index, checked against CaptureSet, or undefined when DIR has none.
+ * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field).
+ */
+export function readCaptureSet(dir: string): CaptureSet | undefined {
+  const path = join(dir, CAPTURE_SET_FILE);
+  if (!existsSync(path)) return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
+  }
+  const r = v.safeParse(CaptureSet, json);
+  if (!r.success) {
+    const i = r.issues[0]!;
+    const at = v.getDotPath(i) ?? "(top level)";
+    throw new KerncapError("E_MANIFEST", `${path} is malformed at ${at}: ${i.message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
+  }
+  return r.output;
+}

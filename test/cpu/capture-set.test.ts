@@ -1,0 +1,52 @@
+/** The index of a folder of several captures (src/format/capture-set.ts): schema, reader, and what readManifest says of such a folder. */
+import { expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { jsonSchemaOf } from "../../src/cli/documents.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import { CAPTURE_SET_FILE, readCaptureSet } from "../../src/format/capture-set.ts";
+import type { KerncapError } from "../../src/errors.ts";
+import { tempDir } from "./fixtures.ts";
+
+function setDir(index: unknown): string {
+  const d = tempDir();
+  writeFileSync(join(d, CAPTURE_SET_FILE), typeof index === "string" ? index : JSON.stringify(index));
+  return d;
+}
+const err = (f: () => unknown): KerncapError => {
+  try {
+    f();
+  } catch (e) {
+    return e as KerncapError;
+  }
+  throw new Error("no error");
+};
+const good = { format: "kerncap-capture-set", version: 1, command: ["./app"], captures: [{ dir: "0-scale", kernel: "scale(float*, int)", launchIndex: 0 }, { dir: "1-add one", kernel: "add_one(float*, int)", launchIndex: 2 }] };
+
+test("a valid index: read back; readManifest of the folder names its captures (shell-quoted) and says to give one", () => {
+  const d = setDir(good);
+  mkdirSync(join(d, "0-scale"));
+  expect(readCaptureSet(d)?.captures.map((c) => c.dir)).toEqual(["0-scale", "1-add one"]);
+  const e = err(() => readManifest(d));
+  expect(e.code).toBe("E_NOT_CAPTURE");
+  expect(e.message).toContain("holds 2 captures of one run");
+  expect(e.hint).toContain(join(d, "0-scale"));
+  expect(e.hint).toContain(`'${join(d, "1-add one")}'`);
+  expect(readCaptureSet(tempDir())).toBeUndefined();
+});
+
+test("a damaged index is E_MANIFEST naming the field; a dir outside the folder is refused", () => {
+  expect(err(() => readManifest(setDir("garbage"))).code).toBe("E_MANIFEST");
+  for (const dir of ["../cap1", "/etc", "a/b", ".."]) {
+    const e = err(() => readManifest(setDir({ ...good, captures: [{ dir, kernel: "k", launchIndex: 0 }] })));
+    expect(e.code, dir).toBe("E_MANIFEST");
+    expect(e.message, dir).toContain("captures.0.dir");
+  }
+  expect(err(() => readCaptureSet(setDir({ ...good, version: 2 }))).message).toContain("version");
+});
+
+test("kerncap schema capture-set: the index's JSON Schema", () => {
+  const js = jsonSchemaOf("capture-set")!;
+  expect(js.$id).toBe("kerncap.capture-set");
+  expect((js.properties as any).captures.items.required).toEqual(["dir", "kernel", "launchIndex"]);
+});
