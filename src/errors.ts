@@ -86,6 +86,8 @@ export function systemError(e: unknown): KerncapError | undefined {
     ? "The output or the folder written to is full or failing; free space or write elsewhere (choose another --out / -o)."
     : err.code === "EMFILE" || err.code === "ENFILE"
       ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
-      : "Choose another --out / -o, or check the folder's permissions and that every part of the path is a folder.";
+      : err.syscall === "read" || err.syscall === "stat" || err.syscall === "lstat" || err.syscall === "scandir" || err.syscall === "opendir"
+        ? "Check that you may read it (its permissions and its folders'), or work on a copy you can read."
+        : "If kerncap was reading it, check that you may read it (or work on a copy); if writing, choose another --out / -o or check the folder's permissions and that every part of the path is a folder.";
   return new KerncapError("E_IO", message, { hint, cause: e });
 }

@@ -6,6 +6,8 @@
  * (`next: kerncap replay 'my cap'`), so that they can be pasted.
  */
 export function shellQuote(word: string): string {
+  // a relative path that starts with "-" would be read as an option: ./-dashcap
+  if (word.startsWith("-")) return shellQuote(`./${word}`);
   if (word !== "" && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }

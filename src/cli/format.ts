@@ -118,3 +118,12 @@ function table(head: string[], rows: string[][]): string {
   const line = (r: string[]) => r.map((c, i) => (i < head.length - 1 ? c.padStart(w[i]!) : c)).join("  ");
   return [line(head), ...rows.map(line)].join("\n");
 }
+
+/**
+ * Text safe to print on a terminal: C0/C1 control characters other than newline and tab (escape
+ * sequences that recolour the terminal or set its title, carried by a shared capture's kernel
+ * name or path) shown as \xNN. Names from a manifest go through it before they are printed.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}

@@ -47,6 +47,13 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     const a = args[i]!;
     if (a.startsWith("-") && a !== "-") {
       const name = a.replace(/^--?/, "").split("=")[0]!;
+      // one dash takes one letter (-o, -k, -f); `-out` would be read as -o "ut", `-force` as -f -o "rce"
+      if (!a.startsWith("--") && name.length > 1) {
+        const long = known.has(name) ? `--${name}` : undefined;
+        throw new KerncapError("E_USAGE", `${a}: an option of one dash is one letter${long ? `; did you mean ${long}?` : ""}`, {
+          hint: `Long options take two dashes (${long ?? "--name"}); run \`kerncap ${verb} --help\`.`,
+        });
+      }
       const opt = known.get(name);
       // --kernel may repeat (one capture per target), --multiset too (one region each); any other option once, whatever its spelling
       if (opt && opt !== "kernel" && opt !== "multiset") {
@@ -69,6 +76,13 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       const d = (defs as ArgsDef)[known.get(name)!];
+      if (d && d.type === "boolean" && a.includes("=")) {
+        // citty takes any value but "false" as true (--force=0 forced): only the two words are taken
+        const val = a.slice(a.indexOf("=") + 1);
+        if (val !== "true" && val !== "false") {
+          throw new KerncapError("E_USAGE", `${a}: --${known.get(name)} is a switch; its value can only be true or false`, { hint: `Give --${known.get(name)} alone to set it, or leave it out (--no-${known.get(name)} where it is on by default).` });
+        }
+      }
       if (d && d.type !== "boolean" && !a.includes("=")) {
         // the option's value: present, and not the next option (a negative number is a value)
         const v = args[i + 1];
@@ -158,7 +172,11 @@ export async function runCli(argv: string[]): Promise<number> {
       return fail("E_USAGE", verb ? `unknown command: ${verb}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
     }
     const cmd = await commands[verb]();
-    const rest = argv.slice(argv.indexOf(verb) + 1);
+    // before the verb only --json and --verbose (given to the verb); anything else there would be lost
+    const before = own.slice(0, own.indexOf(verb));
+    const strayBefore = before.find((a) => a !== "--json" && a !== "--verbose");
+    if (strayBefore) return fail("E_USAGE", `${strayBefore} before the command: kerncap's options follow it`, `Write \`kerncap ${verb} ${strayBefore} …\` (run \`kerncap ${verb} --help\`).`);
+    const rest = [...before, ...argv.slice(argv.indexOf(verb) + 1)];
     const restDd = rest.indexOf("--");
     if (restDd >= 0 && verb !== "run" && verb !== "list" && rest.length > restDd + 1) {
       return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);

@@ -294,9 +294,12 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   await tick();
   const out = resolve(outArg);
   if (out === dir || out.startsWith(dir + sep)) throw new KerncapError("E_USAGE", `the archive ${out} would be inside the capture folder it packs`, { hint: "Write it next to the folder: -o cap.zip." });
-  if (existsSync(out)) {
+  const existed = existsSync(out);
+  if (existed) {
     if (!statSync(out).isFile()) throw new KerncapError("E_EXISTS", `${out} exists and is not a file`, { hint: "Choose another -o." });
     if (!opts.force) throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another -o." });
+    // --force replaces only an archive that kerncap pack wrote, never another file of that name
+    if (!(await isPackArchive(out))) throw new KerncapError("E_EXISTS", `${out} exists and is not a kerncap archive; --force replaces only one that \`kerncap pack\` wrote`, { hint: "Choose another -o." });
   }
   assertOutputPath(out, "archive");
   removeStale(out, "pack");
@@ -383,6 +386,8 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
     if (zipError) throw zipError;
     closeSync(fd);
     await tick(); // the last point before the rename: a signal until here leaves nothing
+    // a file that appeared while this pack ran (another pack to the same -o) is not replaced
+    if (!existed && existsSync(out)) throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, { hint: "Pack again with --force to replace it, or choose another -o." });
     renameSync(tmp, out);
     ok = true;
   } finally {
@@ -598,6 +603,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const idx = await readIndex(archive, fd, entries);
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
     const dest = resolve(outArg ?? idx.root);
+    if (archive === dest || archive.startsWith(dest + sep)) throw new KerncapError("E_USAGE", `the archive ${archive} lies inside ${dest}, the folder it would be unpacked into`, { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." });
     const existed = existsSync(dest);
     if (existed) assertReplaceable(dest, Boolean(opts.force));
     assertOutputPath(dest, "capture folder");
@@ -712,4 +718,18 @@ export function filesNotIn(dir: string, keep: Set<string>): string[] {
   };
   walk(dir, "");
   return out;
+}
+
+/** Whether `path` is an archive that kerncap pack wrote: a zip whose central directory names ROOT/kerncap-pack.json. Never throws. */
+export async function isPackArchive(path: string): Promise<boolean> {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const entries = centralDirectory(path, fd, fstatSync(fd).size);
+    return entries.some((e) => e.name.endsWith(`/${PACK_INDEX}`) && e.name.split("/").length === 2);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
 }

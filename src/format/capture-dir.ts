@@ -6,7 +6,7 @@ import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
-import { KerncapError } from "../errors.ts";
+import { KerncapError, systemError } from "../errors.ts";
 import { shellQuote } from "../shell-quote.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 
@@ -48,9 +48,15 @@ export function readManifest(dir: string): Manifest {
       hint: tmp ? "This is the temporary folder of an interrupted capture; run the capture again." : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw systemError(e) ?? e; // unreadable (permissions) is not damaged: E_IO naming the file
+  }
   let json: unknown;
   try {
-    json = JSON.parse(readFileSync(path, "utf8"));
+    json = JSON.parse(text);
   } catch (e) {
     throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
   }

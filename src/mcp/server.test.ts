@@ -102,6 +102,19 @@ describe("kerncap mcp", () => {
     await c.close();
   }, 30_000);
 
+  test("a value that looks like an option (--help, --json) is a value, never an option of the verb", async () => {
+    const c = await connected();
+    for (const d of ["--help", "--json", "-x"]) {
+      const r = await c.callTool({ name: "inspect", arguments: { dir: d } });
+      expect(r.isError).toBe(true);
+      expect(doc(r).error.code, d).toBe("E_NOT_CAPTURE"); // the folder ./--help does not exist
+    }
+    const r = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], kernel: "--help", out: "--json" } });
+    expect(r.isError).toBe(true);
+    expect(doc(r).error.code).not.toBe("E_INTERNAL");
+    await c.close();
+  }, 30_000);
+
   test("edit_file edits under src/ only; read_file reads it back", async () => {
     const c = await connected();
     const dir = await fresh();

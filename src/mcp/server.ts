@@ -35,7 +35,8 @@ import { TOOL_VERSION } from "../version.ts";
 /** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
 const TOOL_GRACE_MS = 10_000;
 
-const Dir = v.pipe(v.string(), v.minLength(1), v.description("Capture folder (written by kerncap run)"));
+// string values go to the verb as --name=VALUE and a folder starting with "-" as ./-x, so that no value is read as an option (--help, --json)
+const Dir = v.pipe(v.string(), v.minLength(1), v.description("Capture folder (written by kerncap run)"), v.transform((d: string) => (d.startsWith("-") ? `./${d}` : d)));
 const Tol = {
   iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description("Timed launches after the checked one"))),
   atol: v.optional(v.pipe(v.number(), v.description("Absolute tolerance per element"))),
@@ -81,13 +82,13 @@ const TOOLS = {
       ...(a.countBenchmarks ? ["--count-benchmarks"] : []),
       ...(a.rank !== undefined ? ["--rank", String(a.rank)] : []),
       ...(a.process !== undefined ? ["--process", String(a.process)] : []),
-      ...(a.kernel !== undefined ? ["--kernel", a.kernel] : []),
+      ...(a.kernel !== undefined ? [`--kernel=${a.kernel}`] : []),
       ...(a.dispatch !== undefined ? ["--dispatch", String(a.dispatch)] : []),
-      ...(a.out !== undefined ? ["--out", a.out] : []),
+      ...(a.out !== undefined ? [`--out=${a.out}`] : []),
       ...(a.force ? ["--force"] : []),
       ...(a.exitAfterCapture ? ["--exit-after-capture"] : []),
-      ...(a.sourceRoot !== undefined ? ["--source-root", a.sourceRoot] : []),
-      ...(a.compileCommands !== undefined ? ["--compile-commands", a.compileCommands] : []),
+      ...(a.sourceRoot !== undefined ? [`--source-root=${a.sourceRoot}`] : []),
+      ...(a.compileCommands !== undefined ? [`--compile-commands=${a.compileCommands}`] : []),
       "--",
       ...a.app,
     ],
@@ -146,8 +147,8 @@ function tolArgv(a: ToleranceIn): string[] {
     ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
     ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
     ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
-    ...(a.dtype !== undefined ? ["--dtype", a.dtype] : []),
-    ...(a.multiset ?? []).flatMap((r) => ["--multiset", r]),
+    ...(a.dtype !== undefined ? [`--dtype=${a.dtype}`] : []),
+    ...(a.multiset ?? []).map((r) => `--multiset=${r}`),
   ];
 }
 

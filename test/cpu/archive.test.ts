@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { filesNotIn, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
+import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
@@ -293,6 +293,35 @@ describe("pack / unpack", () => {
     writeFileSync(join(notes, "mine.txt"), "keep");
     expect((await error(() => unpackArchive(p.archive, notes, { force: true }))).message).toContain("not a kerncap capture");
     expect(readFileSync(join(notes, "mine.txt"), "utf8")).toBe("keep");
+  });
+
+  test("pack --force replaces only a kerncap archive; unpack --force never deletes the archive it reads", async () => {
+    const { root, dir } = await fresh();
+    const thesis = join(root, "thesis.tex");
+    writeFileSync(thesis, "my thesis");
+    const e = await error(() => packCapture(dir, thesis, { force: true }));
+    expect(e.code).toBe("E_EXISTS");
+    expect(e.message).toContain("not a kerncap archive");
+    expect(readFileSync(thesis, "utf8")).toBe("my thesis");
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    expect(await isPackArchive(p.archive)).toBe(true);
+    expect(await isPackArchive(thesis)).toBe(false);
+    await packCapture(dir, p.archive, { force: true }); // its own archive: replaced
+    const inside = join(dir, "cap.zip");
+    renameSync(p.archive, inside);
+    const u = await error(() => unpackArchive(inside, dir, { force: true }));
+    expect(u.code).toBe("E_USAGE");
+    expect(existsSync(inside)).toBe(true);
+  });
+
+  test("two packs to one archive at once: one writes it, the other is refused (E_EXISTS)", async () => {
+    const { root, dir } = await fresh();
+    mkdirSync(join(dir, "src"), { recursive: true });
+    denseFile(join(dir, "src/big.bin"), 64 << 20);
+    const out = join(root, "same.zip");
+    const r = await Promise.allSettled([packCapture(dir, out), packCapture(dir, out)]);
+    expect(r.filter((x) => x.status === "fulfilled").length).toBe(1);
+    expect(((r.find((x) => x.status === "rejected") as PromiseRejectedResult).reason as KerncapError).code).toBe("E_EXISTS");
   });
 
   test("two unpacks to one folder at once: one writes it, the other is refused (E_EXISTS), never a silent replacement", async () => {

@@ -447,7 +447,8 @@ describe("command line (runCli: the one error path)", () => {
     const eacces = Object.assign(new Error("EACCES: permission denied, open '/tmp/ro/x.zip.tmp-123'"), { code: "EACCES", errno: -13, syscall: "open", path: "/tmp/ro/x.zip.tmp-123" });
     const k = systemError(eacces)!;
     expect(k).toMatchObject({ code: "E_IO", exitCode: 2, message: "cannot open /tmp/ro/x.zip.tmp-123: permission denied" });
-    expect(k.hint).toContain("Choose another --out / -o");
+    expect(k.hint).toContain("choose another --out / -o");
+    expect(systemError({ ...eacces, syscall: "read" })!.hint).toContain("Check that you may read it");
     expect(systemError(Object.assign(new Error("x"), { code: "ENOTDIR", syscall: "rename", path: "/a/b.tmp-1", dest: "/a/dang" }))?.message).toBe("cannot rename /a/b.tmp-1 to /a/dang: a part of the path is not a folder (or is a dangling symbolic link)");
     expect(systemError(new TypeError("undefined is not a function"))).toBeUndefined(); // a genuine bug stays E_INTERNAL
     expect(systemError(Object.assign(new Error("x"), { code: "ERR_INVALID_ARG_TYPE" }))).toBeUndefined();
@@ -481,6 +482,54 @@ describe("command line (runCli: the one error path)", () => {
     expect(shortEquals(["-k=foo", "-o", "x", "--out=y", "-=z", "--k=w"])).toEqual(["-k", "foo", "-o", "x", "--out=y", "-=z", "--k=w"]);
     expect(JSON.parse((await cli(["pack", dir, "-o", "--json"])).out).error.hint).toMatch(/^For example -o VALUE;/);
     expect(JSON.parse((await cli(["pack", dir, "--out", "--json"])).out).error.hint).toMatch(/^For example --out VALUE or --out=VALUE;/);
+  });
+  test("one dash takes one letter (-out, -force refused with the long spelling); a switch takes only =true/=false; options before the verb", async () => {
+    const dir = await fresh();
+    for (const [argv, msg] of [
+      [["pack", dir, "-out", "x.zip"], "did you mean --out?"],
+      [["run", "-force", "--", "/bin/true"], "did you mean --force?"],
+      [["inspect", dir, "-verify"], "did you mean --verify?"],
+      [["pack", dir, "-zz"], "an option of one dash is one letter"],
+      [["pack", dir, "--force=0", "-o", "x.zip"], "its value can only be true or false"],
+      [["inspect", dir, "--verify=no"], "its value can only be true or false"],
+    ] as const) {
+      const dd = argv.indexOf("--");
+      const r = await cli(dd < 0 ? [...argv, "--json"] : [...argv.slice(0, dd), "--json", ...argv.slice(dd)]);
+      expect(r.code, argv.join(" ")).toBe(2);
+      expect(JSON.parse(r.out).error.code).toBe("E_USAGE");
+      expect(JSON.parse(r.out).error.message, argv.join(" ")).toContain(msg);
+    }
+    expect((await cli(["inspect", dir, "--verify=true"])).code).toBe(0);
+    // before the verb: --json / --verbose reach it, anything else is refused (it would be lost)
+    const j = await cli(["--json", "inspect", dir]);
+    expect(j.code).toBe(0);
+    expect(JSON.parse(j.out).schema).toBe("kerncap.inspect/1");
+    const b = await cli(["--bogus", "inspect", dir, "--json"]);
+    expect(b.code).toBe(2);
+    expect(JSON.parse(b.out).error.message).toContain("--bogus before the command");
+  });
+  test("printed text never carries a capture's terminal escape sequences (shown as \\xNN)", async () => {
+    const { printable } = await import("../../src/cli/format.ts");
+    expect(printable("k\x1b[31mRED\x1b[0m\x1b]0;t\x07\u009b\n\tok")).toBe("k\\x1b[31mRED\\x1b[0m\\x1b]0;t\\x07\\x9b\n\tok");
+    const { describeManifest } = await import("../../src/cli/commands/inspect.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const m = readManifest(await fresh());
+    m.kernel.demangled = "evil\x1b]0;title\x07";
+    expect(printable(describeManifest(m))).not.toMatch(/[\x1b\x07]/);
+  });
+
+  test("inspect names a faulted launch and a graph node; a relative path starting with - is quoted as ./-x", async () => {
+    const { describeManifest } = await import("../../src/cli/commands/inspect.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const { shellQuote } = await import("../../src/cli/format.ts");
+    const m = readManifest(await fresh());
+    m.fault = { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" };
+    m.graph = { id: 1, kernelNode: 3 };
+    const t = describeManifest(m);
+    expect(t).toContain("fault      the launch faulted in the app: CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+    expect(t).toContain("graph      kernel node 3 of CUDA graph 1");
+    expect(shellQuote("-dashcap.zip")).toBe("./-dashcap.zip");
+    expect(shellQuote("-my cap")).toBe("'./-my cap'");
   });
   test("usage checks that need no GPU come before the GPU: --multiset naming no region, --max-captures 0", async () => {
     const dir = await fresh();

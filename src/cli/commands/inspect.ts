@@ -6,7 +6,7 @@ import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellQuote } from "../format.ts";
+import { formatBytes, plural, printable, shellQuote } from "../format.ts";
 
 /** Human summary of a manifest (one string, lines). */
 export function describeManifest(m: Manifest): string {
@@ -18,6 +18,8 @@ export function describeManifest(m: Manifest): string {
   if (m.process) L.push(...describeProcess(m.process));
   L.push(`launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`);
   for (const a of m.launch.attributes) L.push(`  attr     ${a.name} (${a.id}) = ${a.valueHex.replace(/(00)+$/, "") || "0"}`);
+  if (m.fault) L.push(`fault      the launch faulted in the app: ${m.fault.name} (${m.fault.code}) ${m.fault.message}; no after state (kerncap replay reproduces the fault)`);
+  if (m.graph) L.push(`graph      kernel node ${m.graph.kernelNode} of CUDA graph ${m.graph.id} (captured at that graph launch)`);
   const fa = m.functionAttributes.filter((a) => a.value !== 0);
   if (fa.length) L.push(`func attrs ${fa.map((a) => `${a.name}=${a.value}`).join(", ")}`);
   L.push(`module     ${m.module.file} (${m.module.kind}, ${formatBytes(m.module.size)}) from ${m.module.source}`);
@@ -83,7 +85,7 @@ export default defineCommand({
     const dir = String(args.dir);
     const m = readManifest(dir);
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) process.stdout.write(describeManifest(m) + "\n");
+    if (!args.json) process.stdout.write(printable(describeManifest(m)) + "\n");
     const checked = args.verify ? "files+regions" : "files";
     const integrity = checkIntegrity(dir, m, Boolean(args.verify));
     if (args.json) {

@@ -4,7 +4,7 @@ import { processSummary } from "../../capture/census.ts";
 import { listKernels } from "../../capture/session.ts";
 import { log } from "../../log.ts";
 import { appArgv, jsonArg, printJson, verboseArg } from "../args.ts";
-import { kernelTable, processTable } from "../format.ts";
+import { kernelTable, printable, processTable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module). Usage: kerncap list [OPTIONS] -- APP [ARGS…]" },
@@ -16,7 +16,7 @@ export default defineCommand({
     if (args.json) printJson("list", { app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels, processes: procs.map(processSummary) });
     else {
       // several processes: each kernel's count per process (pid:count), then the process table
-      process.stdout.write(kernelTable(r.kernels, procs.length > 1) + "\n");
+      process.stdout.write(printable(kernelTable(r.kernels, procs.length > 1)) + "\n");
       if (procs.length > 1) process.stdout.write("\n" + processTable(procs) + "\n");
       log.info(`${r.kernels.length} kernels, ${r.launches} launches in ${procs.length} process${procs.length === 1 ? "" : "es"}; app exit code ${r.app.exitCode}`);
     }

@@ -7,7 +7,7 @@ import { replay } from "../../replay/engine.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
-import { describeReplay } from "../format.ts";
+import { describeReplay, printable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "replay", description: "Replay a capture at its captured VAs, compare bit for bit, time it" },
@@ -32,7 +32,7 @@ export default defineCommand({
     return withAslrRetry(async () => {
       const r = await replay(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
       if (args.json) printJson("replay", r);
-      else process.stdout.write(describeReplay(r) + "\n");
+      else process.stdout.write(printable(describeReplay(r)) + "\n");
       if (r.fault) {
         if (!r.fault.reproduced) log.error(`the capture faulted in the app (${r.fault.expected.name}) but the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`);
       } else if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);

@@ -22,7 +22,7 @@ import { replay } from "../../replay/engine.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
 import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
-import { describeReplay } from "../format.ts";
+import { describeReplay, printable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
@@ -81,7 +81,7 @@ export default defineCommand({
       const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
       if (args.json) printJson("validate", res);
       else {
-        process.stdout.write(describeReplay(r) + "\n");
+        process.stdout.write(printable(describeReplay(r)) + "\n");
         process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
       }
       return r.verdict === "match" ? 0 : 1;
