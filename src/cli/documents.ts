@@ -40,6 +40,37 @@ export function documentId(name: DocumentName): string {
 const U = v.pipe(v.number(), v.integer(), v.minValue(0));
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 
+const N = v.number();
+const Verdict = v.picklist(["match", "mismatch"]);
+/** The fields of a replay's result (src/replay/engine.ts ReplayResult), in the replay and validate documents; nested objects stay open. */
+const ReplayFields = {
+  dir: v.string(),
+  kernel: v.string(),
+  /** match: every region as the app left it (bit-exact, within tolerance, within the run-to-run spread, or equal as multisets); exit 0 vs 1. */
+  verdict: Verdict,
+  regionsChecked: U,
+  /** Bytes compared (regions and module globals). */
+  bytesChecked: U,
+  /** Regions that differ from the app's after state (or, unchanged in the app, from the before state). */
+  mismatches: v.array(v.looseObject({ va: v.string(), kind: v.string(), size: U, changedInApp: v.boolean(), firstDiffOffset: v.number(), bytesDiffering: U })),
+  /** Kernel time per launch in µs; method and appMethod name how each was measured. */
+  timing: v.looseObject({ iters: U, medianUs: N, minUs: N, p10Us: N, p90Us: N, appUs: v.nullable(N), method: v.string(), appMethod: v.string() }),
+  /** bytes: live bytes restored; storedBytes: copied from memory/before.bin; gbPerS over storedBytes. */
+  restore: v.looseObject({ bytes: U, storedBytes: U, seconds: N, gbPerS: N, hostRegistered: v.boolean() }),
+  /** A capture that faulted in the app: whether the replay reproduced the fault, and the compute-sanitizer command line. */
+  fault: v.optional(v.looseObject({ expected: v.looseObject({ code: U, name: v.string(), message: v.string() }), observed: v.nullable(v.looseObject({ code: U, name: v.string() })), reproduced: v.boolean(), sanitizer: v.string() })),
+  /** Checked runs from the same before state; nondeterministic when later runs differ from the first. */
+  determinism: v.looseObject({ runs: U, runsDiffering: U, nondeterministic: v.boolean() }),
+  check: v.looseObject({ verifySeconds: N, compareSeconds: N, bytesCopiedBack: U, scannedOn: v.optional(v.literal("host")) }),
+  reserve: v.looseObject({ spans: U, bytes: U, seconds: N }),
+  module: v.looseObject({ file: v.string(), loadSeconds: N }),
+  device: v.looseObject({ name: v.string(), arch: v.string() }),
+  /** Element-wise report: bit-exact, within-tolerance, within-spread (nondeterministic runs), multiset-equal, or mismatch; regions that are not bit-exact. */
+  numerics: v.looseObject({ verdict: v.string(), atol: N, rtol: N, regions: v.array(v.looseObject({ va: v.string(), verdict: v.string(), dtype: v.string() })) }),
+  /** --multiset: each region asked for and how the app's elements compare with each run's. */
+  multiset: v.optional(v.array(v.looseObject({ index: U, va: v.string(), dtype: v.string(), verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]), elements: U, runs: U, runsReordered: U, unmatched: U }))),
+};
+
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
 /** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
 const Kernel = v.object({
@@ -118,11 +149,10 @@ export const DOCUMENTS = {
     processes: U,
   }),
   inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
-  replay: v.looseObject({ ...id("replay"), kernel: v.string(), verdict: v.optional(v.picklist(["match", "mismatch"])), match: v.optional(v.boolean()) }),
+  replay: v.looseObject({ ...id("replay"), ...ReplayFields }),
   validate: v.looseObject({
     ...id("validate"),
-    kernel: v.string(),
-    verdict: v.picklist(["match", "mismatch"]),
+    ...ReplayFields,
     rebuild: v.object({ module: v.string(), seconds: v.number() }),
     replaySeconds: v.number(),
     wallSeconds: v.number(),

@@ -8,6 +8,8 @@
  * --dtype, --runs, --iters, and the result document's keys (the CUDA engine's).
  * NOT covered: the real ROCr runtime, a GPU, hsa_amd_vmem on ROCm 6.
  */
+import * as v from "valibot";
+import { DOCUMENTS } from "../../../src/cli/documents.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -133,6 +135,9 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(d.reserve.spans).toBe(2);
     expect(d.restore.storedBytes).toBeGreaterThan(0);
     for (const k of ["dir", "verdict", "regionsChecked", "bytesChecked", "mismatches", "timing", "restore", "determinism", "check", "reserve", "module", "device", "numerics"]) expect(d).toHaveProperty(k);
+    // the document as `kerncap schema replay` describes it
+    const check = v.safeParse(DOCUMENTS.replay, d);
+    expect(check.success, JSON.stringify(check.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
   });
 
   test("--verify: a damaged before.bin is E_CHECKSUM (exit 2); --no-verify replays it and the region mismatches (exit 1)", async () => {
