@@ -156,9 +156,17 @@ function walk(dir: string, follow: ReadonlySet<string> = new Set()): { files: st
           hint: `Rename it (e.g. mv with a UTF-8 name) or remove it, then pack again; it is not a file the manifest lists.`,
         });
       }
+      // unpack refuses a backslash in an entry name (a Windows path separator: a way out of the folder)
+      if (name.includes("\\")) {
+        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: the file name holds a backslash, which kerncap unpack refuses in an entry name`, { hint: "Rename it without the backslash (or remove it), then pack again." });
+      }
       names.push(name);
     }
     for (const name of names.sort()) {
+      if (name.endsWith(SPARSE_SUFFIX) && names.includes(name.slice(0, -SPARSE_SUFFIX.length))) {
+        // a sparse file NAME is archived as NAME.kcsparse: the two entries would collide
+        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: its name is that of the entry of ${name.slice(0, -SPARSE_SUFFIX.length)} when that file is sparse`, { hint: `Rename it (any name not ending in ${SPARSE_SUFFIX}), then pack again.` });
+      }
       const r = rel ? `${rel}/${name}` : name;
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {

@@ -268,7 +268,11 @@ function checkInvariants(m: Manifest, where: string): void {
   for (const p of m.params.layout) {
     if (p.offset + p.size > m.params.size) throw bad(`parameter ${p.index} (offset ${p.offset}, ${p.size} bytes) lies past the ${m.params.size}-byte parameter buffer`);
   }
-  for (const r of [...m.regions, ...m.globals]) if (BigInt(r.va) === 0n) throw bad("a range at VA 0x0");
+  for (const r of [...m.regions, ...m.globals]) {
+    if (BigInt(r.va) === 0n) throw bad("a range at VA 0x0");
+    // a 64-bit VA space (the VA's own format holds at most 16 hex digits): a range may not wrap past 2^64
+    if (BigInt(r.va) + BigInt(r.size) > 1n << 64n) throw bad(`the range at ${r.va} (${r.size} bytes) runs past the end of the 64-bit address space`);
+  }
   const live = m.regions.reduce((a, r) => a + r.size, 0);
   if (live !== m.memory.beforeBytes) throw bad(`memory.beforeBytes is ${m.memory.beforeBytes} but the regions hold ${live} bytes`);
   const C = m.memory.chunkBytes;

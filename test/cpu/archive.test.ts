@@ -279,6 +279,19 @@ describe("pack / unpack", () => {
     expect(existsSync(join(root, "cap.zip"))).toBe(false);
   });
 
+  test("names that unpack would refuse are refused at pack: a backslash, a name colliding with a sparse file's entry", async () => {
+    for (const [name, msg] of [["a\\b.cu", "backslash"], ["a.bin.kcsparse", "when that file is sparse"]] as const) {
+      const { root, dir } = await fresh();
+      mkdirSync(join(dir, "src"));
+      writeFileSync(join(dir, "src/a.bin"), "x");
+      writeFileSync(join(dir, "src", name), "y");
+      const e = await error(() => packCapture(dir, join(root, "cap.zip")));
+      expect(e.code, name).toBe("E_PACK_NAME");
+      expect(e.message, name).toContain(msg);
+      expect(existsSync(join(root, "cap.zip"))).toBe(false);
+    }
+  });
+
   test("refuses to overwrite without --force; --force replaces only a capture", async () => {
     const { root, dir } = await fresh();
     const p = await packCapture(dir, join(root, "cap.zip"));

@@ -54,6 +54,14 @@ describe("manifest consistency", () => {
     });
   }
 
+  test("a range that wraps past the end of the 64-bit address space is refused", async () => {
+    const dir = await fresh();
+    edit(dir, (m) => (m.regions[1].va = "0xfffffffffffff000"));
+    const e = failure(() => readManifest(dir));
+    expect(e.code).toBe("E_MANIFEST");
+    expect(e.message).toContain("runs past the end of the 64-bit address space");
+  });
+
   test("a 4-element grid or block is refused naming the field", async () => {
     const dir = await fresh();
     edit(dir, (m) => (m.launch.grid = [4, 1, 1, 1]));
