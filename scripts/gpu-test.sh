@@ -13,8 +13,10 @@
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
 #   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share.
 # The whole suite takes more than one 10-minute device call: split it, e.g.
-#   call 1: SUITES="capture-replay session triton processes scale" SKIP_BENCH=1 SKIP_REPRO=1
-#   call 2: SUITES="verdicts graphs share watch multi", with the builds and benchmarks
+#   call 1 (the suites, ~550 s): SUITES="graphs verdicts watch processes multi capture-replay triton
+#           session share scale" SKIP_GGML=1 SKIP_LLMC=1 SKIP_BENCH=1 SKIP_REPRO=1 BUDGET_S=720
+#   call 2 (the builds, reproducer suites and benchmarks, ~420 s): SUITES="" SKIP_SNAP=1 BUDGET_S=590
+#   (what this session ran on the H200 on 2026-12-01; the snapshot benchmark needs a call of its own)
 # (names may be given without test/gpu/ and .test.ts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
