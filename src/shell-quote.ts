@@ -6,8 +6,11 @@
  * (`next: kerncap replay 'my cap'`), so that they can be pasted.
  */
 export function shellQuote(word: string): string {
-  // a relative path that starts with "-" would be read as an option: ./-dashcap
-  if (word.startsWith("-")) return shellQuote(`./${word}`);
   if (word !== "" && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
   return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** A path as a word of a suggested command: shellQuote'd, and a relative path starting with "-" (read as an option) written ./-x. */
+export function shellPath(path: string): string {
+  return shellQuote(path.startsWith("-") ? `./${path}` : path);
 }

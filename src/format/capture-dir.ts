@@ -7,7 +7,7 @@ import { storedEnd, verifyChunks } from "./chunks.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
-import { shellQuote } from "../shell-quote.ts";
+import { shellPath } from "../shell-quote.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
@@ -32,14 +32,14 @@ export function readManifest(dir: string): Manifest {
     // an archive from `kerncap pack`: say how to get the folder back
     const zip = startsWithZipSignature(dir);
     throw new KerncapError("E_NOT_CAPTURE", zip ? `${dir} is a capture archive, not a capture folder` : `${dir} is a file, not a capture folder`, {
-      hint: zip ? `Unpack it first: kerncap unpack ${shellQuote(dir)} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
+      hint: zip ? `Unpack it first: kerncap unpack ${shellPath(dir)} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
   if (!existsSync(path) && existsSync(join(dir, CAPTURE_SET_FILE))) {
     const set = readCaptureSet(dir)!; // E_MANIFEST when damaged
     const subs = set.captures.map((c) => join(dir, c.dir));
     throw new KerncapError("E_NOT_CAPTURE", `${dir} holds ${subs.length} capture${subs.length === 1 ? "" : "s"} of one run (run --kernel A --kernel B / --capture-all), not one`, {
-      hint: subs.length ? `Give one of them: ${subs.slice(0, 6).map(shellQuote).join(", ")}${subs.length > 6 ? ", …" : ""}.` : "The set lists no capture; capture again.",
+      hint: subs.length ? `Give one of them: ${subs.slice(0, 6).map(shellPath).join(", ")}${subs.length > 6 ? ", …" : ""}.` : "The set lists no capture; capture again.",
     });
   }
   if (!existsSync(path)) {

@@ -521,15 +521,16 @@ describe("command line (runCli: the one error path)", () => {
   test("inspect names a faulted launch and a graph node; a relative path starting with - is quoted as ./-x", async () => {
     const { describeManifest } = await import("../../src/cli/commands/inspect.ts");
     const { readManifest } = await import("../../src/format/capture-dir.ts");
-    const { shellQuote } = await import("../../src/cli/format.ts");
+    const { shellPath, shellQuote } = await import("../../src/cli/format.ts");
     const m = readManifest(await fresh());
     m.fault = { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" };
     m.graph = { id: 1, kernelNode: 3 };
     const t = describeManifest(m);
     expect(t).toContain("fault      the launch faulted in the app: CUDA_ERROR_ILLEGAL_ADDRESS (700)");
     expect(t).toContain("graph      kernel node 3 of CUDA graph 1");
-    expect(shellQuote("-dashcap.zip")).toBe("./-dashcap.zip");
-    expect(shellQuote("-my cap")).toBe("'./-my cap'");
+    expect(shellPath("-dashcap.zip")).toBe("./-dashcap.zip");
+    expect(shellQuote("-O3")).toBe("-O3"); // a flag stays a flag
+    expect(shellPath("-my cap")).toBe("'./-my cap'");
   });
   test("usage checks that need no GPU come before the GPU: --multiset naming no region, --max-captures 0", async () => {
     const dir = await fresh();

@@ -5,7 +5,7 @@ import { KerncapError } from "../../errors.ts";
 import { packCapture } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellQuote } from "../format.ts";
+import { formatBytes, plural, shellPath } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "pack", description: "Write a capture folder into one .zip to share (memory images stored, holes kept, text deflated)" },
@@ -25,7 +25,7 @@ export default defineCommand({
     if (args.json) printJson("pack", r);
     else {
       log.success(`packed ${plural(r.files, "file")} of ${basename(dir)} into ${r.archive}`);
-      log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellQuote(basename(r.archive))}`);
+      log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(basename(r.archive))}`);
     }
     return 0;
   },

@@ -13,7 +13,7 @@ import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellQuote } from "../format.ts";
+import { formatBytes, plural, shellPath } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
@@ -88,14 +88,14 @@ export default defineCommand({
     } else if (captures) {
       log.success(`captured ${plural(captures.length, "launch", "launches")} into ${dir} (one capture folder each):`);
       for (const c of captures) log.info(`  ${c.dir}: ${c.manifest.kernel.demangled} (launch ${c.manifest.kernel.launchIndex}), ${formatBytes(c.manifest.memory.beforeBytes)} live`);
-      log.info(`next: kerncap replay ${shellQuote(captures[0]!.dir)}`);
+      log.info(`next: kerncap replay ${shellPath(captures[0]!.dir)}`);
     } else {
       const byWhom = m.process ? ` of ${processLabel(m.process)}${procs > 1 ? `, process ${m.process.number} of the ${procs} that ran CUDA` : ""}` : "";
       const where = m.graph ? `, kernel node ${m.graph.kernelNode} of CUDA graph ${m.graph.id}: its ancestors were run by kerncap, then the app's memory put back` : "";
       log.success(`captured ${m.kernel.demangled} (launch ${m.kernel.launchIndex}${byWhom}${where}) into ${dir}`);
-      if (m.fault) log.warn(`the captured launch faulted in the app: ${m.fault.name} (${m.fault.message}); the capture holds its before state, and \`kerncap replay ${shellQuote(dir)}\` reproduces the fault`);
+      if (m.fault) log.warn(`the captured launch faulted in the app: ${m.fault.name} (${m.fault.message}); the capture holds its before state, and \`kerncap replay ${shellPath(dir)}\` reproduces the fault`);
       log.info(`${plural(m.regions.length, "region")}${m.globals.length ? ` + ${plural(m.globals.length, "module global")}` : ""}, ${formatBytes(m.memory.beforeBytes)} before, ${formatBytes(m.memory.afterBytes)} changed; app ran ${app.seconds.toFixed(2)} s`);
-      log.info(`next: kerncap inspect ${shellQuote(dir)} ; kerncap replay ${shellQuote(dir)}`);
+      log.info(`next: kerncap inspect ${shellPath(dir)} ; kerncap replay ${shellPath(dir)}`);
     }
     if (code) log.warn(`the application failed (${app.signal ? `ended by ${app.signal}` : `exit code ${app.exitCode}`}) after the capture was written; kerncap run exits with ${code}, the application's code`);
     return code;

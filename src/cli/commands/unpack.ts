@@ -4,7 +4,7 @@ import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellQuote } from "../format.ts";
+import { formatBytes, plural, shellPath } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },
@@ -22,7 +22,7 @@ export default defineCommand({
     if (args.json) printJson("unpack", r);
     else {
       log.success(`unpacked ${plural(r.files, "file")} into ${r.dir} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
-      log.info(`next: kerncap inspect ${shellQuote(r.dir)} --verify ; kerncap replay ${shellQuote(r.dir)}`);
+      log.info(`next: kerncap inspect ${shellPath(r.dir)} --verify ; kerncap replay ${shellPath(r.dir)}`);
     }
     return 0;
   },
