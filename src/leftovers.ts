@@ -3,7 +3,7 @@
  * a killed kerncap left behind (kill -9, OOM killer, a lost node): the pid in the name is the
  * writer's; when no process has that pid any more, nothing will ever complete the folder.
  */
-import { closeSync, existsSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 /**
@@ -78,6 +78,7 @@ export function removeStaleTemps(base: string, baseExists: boolean): string[] {
     if (m[1] === "old" && !baseExists) continue;
     const p = join(dir, n);
     if (!madeByKerncap(p)) continue; // the user's own folder with a look-alike name
+    if (processesWritingInto(p).length) continue; // the application of a killed run still runs and writes there
     try {
       rmSync(p, { recursive: true, force: true });
       removed.push(p);
@@ -86,4 +87,34 @@ export function removeStaleTemps(base: string, baseExists: boolean): string[] {
     }
   }
   return removed;
+}
+
+/**
+ * Pids of the processes whose environment names `folder` as the capture library's output
+ * (KERNCAP_OUT=folder, as src/env.ts libraryEnv sets it): an application that outlived a killed
+ * `kerncap run` (kill -9 leaves its process group running) and may still write there. Read from
+ * /proc/<pid>/environ (Linux; processes of other users are unreadable and not counted). [] where
+ * /proc is absent.
+ */
+export function processesWritingInto(folder: string): number[] {
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n));
+  } catch {
+    return [];
+  }
+  const want = Buffer.from(`KERNCAP_OUT=${folder}\0`);
+  const found: number[] = [];
+  for (const pid of pids) {
+    if (Number(pid) === process.pid) continue;
+    let env: Buffer;
+    try {
+      env = readFileSync(`/proc/${pid}/environ`);
+    } catch {
+      continue; // gone, or another user's
+    }
+    // at the start or after the NUL that ends the previous variable
+    if (env.subarray(0, want.length).equals(want) || env.includes(Buffer.concat([Buffer.from([0]), want]))) found.push(Number(pid));
+  }
+  return found;
 }

@@ -178,6 +178,28 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     }
   }, 20_000);
 
+  test("a stale DIR.tmp-<pid> that an orphaned application still writes into (its KERNCAP_OUT) is kept", async () => {
+    const d = tempDir();
+    const out = join(d, "cap");
+    const dead = await deadPid();
+    const tmp = `${out}.tmp-${dead}`;
+    mkdirSync(tmp);
+    writeFileSync(join(tmp, ".kerncap-temp"), `${dead}\n`);
+    // the application of the killed run: alive, KERNCAP_OUT naming the temp folder
+    const orphan = Bun.spawn(["sleep", "30"], { env: { ...process.env, KERNCAP_OUT: tmp } });
+    try {
+      const { processesWritingInto } = await import("../../src/leftovers.ts");
+      await Bun.sleep(50);
+      expect(processesWritingInto(tmp)).toContain(orphan.pid);
+      expect(processesWritingInto(`${tmp}x`)).toEqual([]);
+      const r = await kerncap(["run", "--kernel", "scale", "--out", out, "--", app(d, "quick.sh", "exit 0")], d);
+      expect(r.code).toBe(2);
+      expect(existsSync(tmp)).toBe(true);
+    } finally {
+      orphan.kill();
+    }
+  }, 20_000);
+
   test("a stale list folder under TMPDIR whose kerncap is gone is removed by the next list", async () => {
     const d = tempDir();
     const scratch = join(d, "tmp");
