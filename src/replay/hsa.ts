@@ -158,23 +158,9 @@ export class Hsa {
 
   /** GPU agents in enumeration order (the ordinal the capture library records). */
   gpuAgents(): { handle: bigint; name: string; product: string }[] {
-    const handles: bigint[] = [];
-    const cb = new JSCallback(
-      (agent: bigint | number) => {
-        const dev = new Uint32Array(1);
-        if (this.lib.hsa_agent_get_info(big(agent), HSA_AGENT_INFO_DEVICE, ptr(dev)) === HSA_STATUS_SUCCESS && dev[0] === HSA_DEVICE_TYPE_GPU) {
-          handles.push(big(agent));
-        }
-        return HSA_STATUS_SUCCESS;
-      },
-      { args: [FFIType.u64, FFIType.ptr], returns: FFIType.u32 },
-    );
-    try {
-      this.check(this.lib.hsa_iterate_agents(cb.ptr!, null), "hsa_iterate_agents");
-    } finally {
-      cb.close();
-    }
-    return handles.map((handle) => ({ handle, name: this.agentString(handle, HSA_AGENT_INFO_NAME, 64), product: this.agentString(handle, HSA_AMD_AGENT_INFO_PRODUCT_NAME, 64) }));
+    return this.agents()
+      .filter((a) => a.type === HSA_DEVICE_TYPE_GPU)
+      .map(({ handle }) => ({ handle, name: this.agentString(handle, HSA_AGENT_INFO_NAME, 64), product: this.agentString(handle, HSA_AMD_AGENT_INFO_PRODUCT_NAME, 64) }));
   }
 
   agentString(agent: bigint, attr: number, len: number): string {
