@@ -126,6 +126,15 @@ function writeData(text: string): void {
 }
 
 /**
+ * The stdout a child kerncap should get so that its own document reaches our data channel: the
+ * fd that keepStdoutForData() set aside, or our stdout. (The no-ASLR replay retry, src/replay/aslr.ts,
+ * once inherited fd 1 after the redirect and its --json document landed on stderr: seen on the H200.)
+ */
+export function dataStdio(): number | "inherit" {
+  return dataFd ?? "inherit";
+}
+
+/**
  * With --json, stdout carries only the JSON document; but a kernel's device-side printf reaches
  * the process's fd 1 from inside the CUDA driver (seen on the H200: `validate --json` of a kernel
  * with printf printed its lines before the document). Set fd 1 aside for the document and point

@@ -18,13 +18,13 @@ const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" }
 
 /**
  * Run `body`; when it fails with E_VA_TAKEN, run this same kerncap command again in a child
- * process without address-space randomization and return the child's exit code (its output goes
- * straight to ours). The GPU state of the failed attempt is released first.
+ * process without address-space randomization and return the child's exit code (its stdout goes
+ * to our data channel, its stderr to ours). The GPU state of the failed attempt is released first.
  * @returns body's result, or the child's exit code.
  * @throws what body throws when no retry is possible (already the retry: KERNCAP_ASLR_RETRY=1;
  *   no setarch; KERNCAP_NO_ASLR_RETRY=1), or for any other error.
  */
-export async function withAslrRetry(body: () => Promise<number>): Promise<number> {
+export async function withAslrRetry(body: () => Promise<number>, stdout: number | "inherit" = "inherit"): Promise<number> {
   try {
     return await body();
   } catch (e) {
@@ -36,7 +36,7 @@ export async function withAslrRetry(body: () => Promise<number>): Promise<number
     // a compiled kerncap is its own interpreter; under `bun src/cli/main.ts` the script comes too
     const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
     const { BUN_BE_BUN: _, ...env } = process.env;
-    const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", "inherit", "inherit"] });
+    const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", stdout, "inherit"] });
     // Ctrl-C/SIGTERM sent to this process alone (validate --watch stopped by its parent) reach the
     // command that does the work; its exit code (130, 143) is ours
     const forward = (sig: NodeJS.Signals) => () => p.kill(sig);

@@ -6,7 +6,7 @@ import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { readManifest } from "../../format/capture-dir.ts";
-import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
+import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeReplay, printable } from "../format.ts";
 
 export default defineCommand({
@@ -37,6 +37,6 @@ export default defineCommand({
         if (!r.fault.reproduced) log.error(`the capture faulted in the app (${r.fault.expected.name}) but the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`);
       } else if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
       return r.verdict === "match" ? 0 : 1;
-    });
+    }, dataStdio());
   },
 });

@@ -21,7 +21,7 @@ import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
-import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData } from "../args.ts";
+import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeReplay, printable } from "../format.ts";
 
 export default defineCommand({
@@ -45,7 +45,7 @@ export default defineCommand({
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
-      return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit }));
+      return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit }), dataStdio());
     }
     const fe = frontendOf(m);
     if (!fe.validates) {
@@ -85,6 +85,6 @@ export default defineCommand({
         process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
       }
       return r.verdict === "match" ? 0 : 1;
-    });
+    }, dataStdio());
   },
 });
