@@ -62,5 +62,11 @@ if [ -n "${ggml_pid:-}" ]; then
 fi
 [ -n "${SKIP_REPRO:-}" ] || t $(( $(left) > 60 ? $(left) - 40 : 20 )) test/gpu/cuda-repro.test.ts || rc=1
 nobench || [ "$(left)" -le 30 ] || timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop.sh 2>&1 | tee -a "$OUT/bench.log"
+# what each nvcc phase of the reproducers' rebuilds costs (issue 14: what dominates --watch)
+if ! nobench; then
+  for c in "${TMPDIR:-/tmp}/kerncap-ggml/bench-capture" "${TMPDIR:-/tmp}/kerncap-llmc/bench-capture"; do
+    [ -x "$c/build.sh" ] && timeout 60 bash scripts/nvcc-phases.sh "$c" "$(basename "$(dirname "$c")")" 2>&1 | tee -a "$OUT/bench.log"
+  done
+fi
 echo "gpu-test.sh done after $(( $(date +%s) - start )) s, rc=$rc" | tee -a "$OUT/gpu-tests.log"
 exit $rc
