@@ -103,6 +103,20 @@ export function toolAsApp(argv: string[]): string | undefined {
   return undefined;
 }
 
+/**
+ * A process of the application's tree that is compute-sanitizer (or cuda-memcheck) itself, from
+ * the command lines the capture library's censuses record (/proc/self/cmdline, c/kc_process.h):
+ * the way to tell `kerncap run -- bash run.sh`, where run.sh starts the sanitizer, from a plain
+ * miss. Only processes the library ran in (on LD_PRELOAD) are seen. Undefined when none.
+ */
+export function toolInTree(c: Census): { tool: string; pid: number; command: string[] } | undefined {
+  for (const p of c.processes) {
+    const tool = toolAsApp(p.process.cmdline);
+    if (tool) return { tool, pid: p.process.pid, command: p.process.cmdline };
+  }
+  return undefined;
+}
+
 /** What to do instead of running kerncap and compute-sanitizer on one application: check the replay. */
 export const SANITIZER_WAY_OUT = "Capture without compute-sanitizer, then run it on the replay: `compute-sanitizer --tool memcheck kerncap replay DIR` (kerncap replay needs no CUPTI; a capture that faulted prints that command).";
 

@@ -29,7 +29,8 @@ import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp } from "./coexist.ts";
+import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp, toolInTree } from "./coexist.ts";
+import { shellQuote } from "../shell-quote.ts";
 import { watchProgress } from "./progress.ts";
 import { captureEnrichment, captureEnv, type CaptureContext } from "../frontends/index.ts";
 
@@ -273,6 +274,13 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     if (!raw) {
       const who = selectionProblem(census, req.rank, req.process);
       if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
+      // `kerncap run -- bash run.sh` where run.sh starts compute-sanitizer: its injection displaces the library
+      const tool = toolInTree(census);
+      if (tool) {
+        throw new KerncapError("E_TOOL", `no capture: the application started ${tool.tool} (pid ${tool.pid}: ${tool.command.map(shellQuote).join(" ")}), which runs its application under its own CUDA tool injection; kerncap's capture library needs that injection too, so the two cannot share the application`, {
+          hint: SANITIZER_WAY_OUT,
+        });
+      }
       if (census.errors.length) {
         throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${census.errors.join("; ")}`, {
           hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",

@@ -10,6 +10,7 @@ import { log, setVerbose } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
+import { printable } from "./format.ts";
 
 export { commands };
 
@@ -156,8 +157,9 @@ export async function runCli(argv: string[]): Promise<number> {
     return 0;
   }
   const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
-    log.error(message);
-    if (hint) log.info(hint);
+    // a message may carry an application's command line or a shared capture's names: no terminal escapes
+    log.error(printable(message));
+    if (hint) log.info(printable(hint));
     // validate --watch --json is a JSON Lines stream (src/repro/watch.ts): an error that ends it, at startup too, is one record of it
     if (wantJson && verb === "validate" && own.includes("--watch")) {
       printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message, hint: hint ?? null, buildSeconds: null, saveToVerdictSeconds: 0 });

@@ -290,6 +290,26 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readdirSync(d).sort()).toEqual(["job.sh", "ranks.sh"]);
   }, 20_000);
 
+  test("run of a script that starts compute-sanitizer: no capture, E_TOOL naming the sanitizer's process and the replay way out", async () => {
+    // the census of the sanitizer's own process, as the preloaded library writes it (its cmdline)
+    const c = JSON.parse(census(201, 1, null, 0));
+    c.process.cmdline = ["/usr/local/cuda/bin/compute-sanitizer", "--tool", "memcheck", "./app"];
+    c.kernels = [];
+    const d = tempDir();
+    const a = app(d, "run.sh", `echo '${census(200, 0, null, 0)}' > "$KERNCAP_OUT/kernels.200.json"\necho '${JSON.stringify(c)}' > "$KERNCAP_OUT/kernels.201.json"`);
+    const r = await kerncap(["run", "--kernel", "scale", "--out", join(d, "cap"), "--", "bash", a], d);
+    expect(r.code, r.err).toBe(2);
+    expect(r.err).toContain("no capture: the application started compute-sanitizer (pid 201: /usr/local/cuda/bin/compute-sanitizer --tool memcheck ./app)");
+    expect(r.err).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
+    const j = JSON.parse((await kerncap(["run", "--json", "--kernel", "scale", "--out", join(d, "cap"), "--", "bash", a], d)).out);
+    expect(j.error.code).toBe("E_TOOL");
+    // a plain miss (no sanitizer in the tree) is still E_NO_MATCH
+    const b = app(d, "plain.sh", `echo '${census(200, 0, null, 0)}' > "$KERNCAP_OUT/kernels.200.json"`);
+    const j2 = JSON.parse((await kerncap(["run", "--json", "--kernel", "scale", "--out", join(d, "cap"), "--", "bash", b], d)).out);
+    expect(j2.error.code).toBe("E_NO_MATCH");
+    expect(readdirSync(d).sort()).toEqual(["plain.sh", "run.sh"]);
+  }, 20_000);
+
   test("run tells the app KERNCAP_RANK/KERNCAP_PROCESS and injects the library through CUDA_INJECTION64_PATH and LD_PRELOAD", async () => {
     const d = tempDir();
     const envOut = join(d, "env.txt");

@@ -231,4 +231,17 @@ describe.skipIf(SKIP || !existsSync(SANITIZER))("compute-sanitizer", () => {
     expect(e2.message).toContain("compute-sanitizer");
     expect(e2.hint).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
   });
+
+  test("a script file that starts compute-sanitizer (`kerncap run -- bash run.sh`): no capture, E_TOOL naming the sanitizer's process", () => {
+    const script = join(WORK, "san-run.sh");
+    writeFileSync(script, `#!/usr/bin/env bash\nexec ${SANITIZER} --tool memcheck ${app} hist\n`);
+    const r = kc(["run", "--kernel", "histogram", "--out", join(WORK, "san-script"), "--json", "--", "bash", script]);
+    figures.sanitizerScript = { code: r.code, stdout: r.stdout.slice(0, 2000), stderr: r.stderr.slice(-2000) };
+    console.log(`[verdicts] kerncap run -- bash run.sh (compute-sanitizer inside): exit ${r.code}: ${r.stdout.slice(0, 600)}`);
+    expect(r.code, r.stderr).toBe(2);
+    const e = json(r).error;
+    expect(e.code, r.stderr).toBe("E_TOOL");
+    expect(e.message).toContain("the application started compute-sanitizer");
+    expect(existsSync(join(WORK, "san-script"))).toBe(false);
+  });
 });
