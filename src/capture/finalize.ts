@@ -200,8 +200,8 @@ export function assertReplaceable(dir: string, force: boolean): void {
   }
   if (!isCapture && !empty) {
     throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture${force ? "; --force replaces only a previous capture" : ""}`, {
-      hint: "Choose another --out (kerncap writes a new folder there).",
+      hint: "Choose another output folder (-o; kerncap writes a new folder there).",
     });
   }
-  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists (a previous capture)`, { hint: "Pass --force to replace it, or choose another --out." });
+  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists (${isCapture ? "a previous capture" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
 }

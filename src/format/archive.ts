@@ -37,7 +37,7 @@
  * target are removed by the next pack/unpack of it (src/leftovers.ts).
  */
 import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
-import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
 import { assertReplaceable } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
@@ -46,7 +46,7 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import type { Manifest } from "./manifest.ts";
+import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { dataExtents, type Extent } from "./sparse-extents.ts";
 
 export const PACK_INDEX = "kerncap-pack.json";
@@ -135,9 +135,29 @@ export function escapedName(b: Uint8Array): string {
 }
 
 /**
+ * `p` with every symbolic link in it resolved, for a path that may not exist yet: the real path of
+ * its longest existing ancestor, then the rest as written.
+ */
+function realPathLoose(p: string): string {
+  let head = p;
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return join(realpathSync(head), ...rest.reverse());
+    } catch {
+      const up = dirname(head);
+      if (up === head) return p;
+      rest.push(basename(head));
+      head = up;
+    }
+  }
+}
+
+/**
  * Files and folders under dir (relative, `/`-separated, sorted). Symbolic links are reported, not
- * followed, except the paths in `follow` (the files the manifest lists): a link there is archived
- * as the regular file it points to, and reported in `followed`.
+ * followed, except the paths in `follow` (the files the manifest lists, and the manifest): a link
+ * there is archived as the regular file it points to, and a link to a folder that holds such a
+ * path as that folder; both are reported in `followed`.
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not UTF-8.
@@ -171,9 +191,15 @@ function walk(dir: string, follow: ReadonlySet<string> = new Set()): { files: st
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {
         // verifyFiles has checked that a manifest-listed path leads to a regular file
-        if (follow.has(r) && statSync(join(dir, r)).isFile()) {
+        const target = statSync(join(dir, r), { throwIfNoEntry: false });
+        if (follow.has(r) && target?.isFile()) {
           out.files.push(r);
           out.followed.push(r);
+        } else if (target?.isDirectory() && [...follow].some((f) => f.startsWith(`${r}/`))) {
+          // a folder of listed files moved elsewhere (memory/ on another disk): archived as a folder
+          out.dirs.push(r);
+          out.followed.push(r);
+          go(r);
         } else out.links.push(r);
       } else if (st.isDirectory()) {
         out.dirs.push(r);
@@ -301,7 +327,12 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   verifyRegions(dir, m);
   await tick();
   const out = resolve(outArg);
-  if (out === dir || out.startsWith(dir + sep)) throw new KerncapError("E_USAGE", `the archive ${out} would be inside the capture folder it packs`, { hint: "Write it next to the folder: -o cap.zip." });
+  // through symbolic links too (-o link-to-cap/x.zip): the archive would be packed into itself next time
+  const realDir = realPathLoose(dir);
+  const realOut = realPathLoose(out);
+  if (out === dir || out.startsWith(dir + sep) || realOut === realDir || realOut.startsWith(realDir + sep)) {
+    throw new KerncapError("E_USAGE", `the archive ${out} would be inside the capture folder it packs`, { hint: "Write it next to the folder: -o cap.zip." });
+  }
   const existed = existsSync(out);
   if (existed) {
     if (!statSync(out).isFile()) throw new KerncapError("E_EXISTS", `${out} exists and is not a file`, { hint: "Choose another -o." });
@@ -313,11 +344,23 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   removeStale(out, "pack");
 
   const root = basename(dir);
-  const listed = new Set([...m.files.map((f) => f.path), m.params.file, m.module.file, m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
+  const listed = new Set([MANIFEST_FILE, ...m.files.map((f) => f.path), m.params.file, m.module.file, m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
   const tree = walk(dir, listed);
+  // what unpack will ask for must be in the archive: never an archive that exits 0 here and is refused there
+  const archived = new Set(tree.files);
+  const missing = [...listed].filter((p) => !archived.has(p));
+  if (missing.length) {
+    throw new KerncapError("E_PACK_LINK", `${dir}: ${missing.join(", ")} ${missing.length > 1 ? "are" : "is"} reached through a symbolic link that pack does not follow, so the archive would lack ${missing.length > 1 ? "them" : "it"}`, {
+      hint: "Replace the link with the file or folder itself (cp -rL), then pack again.",
+    });
+  }
   const warnings = portabilityWarnings(dir, m);
   if (tree.links.length) warnings.push(`symbolic links are not archived: ${tree.links.join(", ")}`);
-  const notes = tree.followed.map((r) => `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the file it points to is archived in its place, as a regular file`);
+  const notes = tree.followed.map((r) =>
+    statSync(join(dir, r)).isDirectory()
+      ? `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the folder it points to is archived in its place`
+      : `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the file it points to is archived in its place, as a regular file`,
+  );
   const files: PackedFile[] = [];
   let dataTotal = 0;
   let filesTotal = 0;
@@ -611,7 +654,9 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const idx = await readIndex(archive, fd, entries);
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
     const dest = resolve(outArg ?? idx.root);
-    if (archive === dest || archive.startsWith(dest + sep)) throw new KerncapError("E_USAGE", `the archive ${archive} lies inside ${dest}, the folder it would be unpacked into`, { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." });
+    const realArchive = realPathLoose(archive);
+    const realDest = realPathLoose(dest);
+    if (archive === dest || archive.startsWith(dest + sep) || realArchive === realDest || realArchive.startsWith(realDest + sep)) throw new KerncapError("E_USAGE", `the archive ${archive}${realArchive !== archive ? ` (${realArchive})` : ""} lies inside ${dest}, the folder it would be unpacked into`, { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." });
     const existed = existsSync(dest);
     if (existed) assertReplaceable(dest, Boolean(opts.force));
     assertOutputPath(dest, "capture folder");
@@ -688,7 +733,14 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
       rmSync(dest, { recursive: true, force: true });
     }
     rmSync(join(tmp, TEMP_MARKER), { force: true });
-    renameSync(tmp, dest);
+    try {
+      renameSync(tmp, dest);
+    } catch (e) {
+      // another unpack or run renamed its folder there between the check above and this rename
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOTEMPTY" || code === "EEXIST") throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again with --force to replace it, or choose another -o." });
+      throw e;
+    }
     ok = true;
     return { archive, dir: dest, files: idx.files.length, sparseFiles, bytes: { files: filesBytes, data: dataBytes }, warnings: idx.warnings ?? [], seconds: (performance.now() - t0) / 1000 };
   } finally {

@@ -118,7 +118,7 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
           }
           if (got !== storedHash(r[which], run.hashIndex + k)) {
             throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file}: ${what}, chunk ${run.first + k} (bytes ${(run.first + k) * C}..${(run.first + k) * C + len} of the range, file offset ${off})`, {
-              hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
+              hint: "The memory image was altered after capture; capture again (`kerncap replay --no-verify` replays it anyway, unchecked).",
             });
           }
           done += len;

@@ -8,6 +8,7 @@
 import { posix } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { TOOL_VERSION } from "../version.ts";
 
 /** Manifest format version written by this build. Bump on any incompatible change. */
 export const MANIFEST_VERSION = 2;
@@ -18,7 +19,8 @@ export const MANIFEST_FILE = "kerncap.json";
 
 /** A 64-bit VA: 0x and 1 to 16 lowercase hex digits, as the capture libraries print it (`0x%llx`, c/kc_snapshot.h, c/kc_json.h) and the schema of `inspect --json` states it. */
 const Hex = v.pipe(v.string(), v.regex(/^0x[0-9a-f]{1,16}$/, "expected a 64-bit VA in lowercase hex (0x and 1 to 16 digits 0-9a-f, such as 0x7f12...)"));
-const U = v.pipe(v.number(), v.integer(), v.minValue(0));
+// at most 2^53 - 1: past it a JSON number is no longer the integer written (a byte count would be misread)
+const U = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(Number.MAX_SAFE_INTEGER));
 /** grid, block, cluster: exactly [x, y, z]. */
 const Dim3 = v.strictTuple([U, U, U], "expected exactly 3 dimensions [x, y, z]");
 const Sha256 = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/));
@@ -208,8 +210,8 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
   if (typeof obj.version === "number" && obj.version < MANIFEST_VERSION) {
     throw new KerncapError(
       "E_MANIFEST_VERSION",
-      `${where} has manifest version ${obj.version} (whole-region memory images, written by kerncap ${String((obj.tool as { version?: unknown } | undefined)?.version ?? "0.1")}); this kerncap reads version ${MANIFEST_VERSION} (chunked snapshots)`,
-      { hint: "Capture the kernel again with this kerncap (`kerncap run ...`), or replay this capture with the kerncap version that wrote it." },
+      `${where} has manifest version ${obj.version} (whole-region memory images, from an earlier kerncap build: tool.version ${String((obj.tool as { version?: unknown } | undefined)?.version ?? "0.1")}); this kerncap (${TOOL_VERSION}) reads manifest version ${MANIFEST_VERSION} (chunked snapshots)`,
+      { hint: "Capture the kernel again with this kerncap (`kerncap run ...`), or replay this capture with the kerncap build that wrote it." },
     );
   }
   if (typeof obj.version === "number" && obj.version > MANIFEST_VERSION) {

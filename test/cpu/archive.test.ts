@@ -249,6 +249,60 @@ describe("pack / unpack", () => {
     expect(r.result).toBe(0);
   });
 
+  test("kerncap.json and memory/ reached through symbolic links (images moved to another disk): archived as what they point to; the unpacked capture is whole", async () => {
+    // found by a trial: pack exited 0 without them and unpack then refused the archive
+    const { root, dir } = await fresh();
+    renameSync(join(dir, "kerncap.json"), join(root, "km.json"));
+    symlinkSync(join(root, "km.json"), join(dir, "kerncap.json"));
+    renameSync(join(dir, "memory"), join(root, "mem"));
+    symlinkSync(join(root, "mem"), join(dir, "memory"));
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    expect(p.warnings.join("\n")).not.toContain("symbolic links are not archived");
+    expect(p.notes).toContain(`memory is a symbolic link (to ${join(root, "mem")}): the folder it points to is archived in its place`);
+    expect(p.notes.some((n) => n.startsWith("kerncap.json is a symbolic link"))).toBe(true);
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(lstatSync(join(u.dir, "memory")).isDirectory()).toBe(true);
+    expect(lstatSync(join(u.dir, "kerncap.json")).isFile()).toBe(true);
+    const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
+    expect(r.result).toBe(0);
+  });
+
+  test("kernel/ a symbolic link to nothing: pack refuses before writing (the listed files are missing), no archive", async () => {
+    const { root, dir } = await fresh();
+    renameSync(join(dir, "kernel"), join(root, "kernel-elsewhere"));
+    symlinkSync(join(root, "gone"), join(dir, "kernel"));
+    const e = await error(() => packCapture(dir, join(root, "cap.zip")));
+    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.message).toContain("kernel/params.bin is missing");
+    expect(existsSync(join(root, "cap.zip"))).toBe(false);
+  });
+
+  test("pack -o and unpack -o through symbolic links: the archive inside the folder it packs / is unpacked into is refused", async () => {
+    const { root, dir } = await fresh();
+    symlinkSync(dir, join(root, "caplink"));
+    const e = await error(() => packCapture(dir, join(root, "caplink/inside.zip")));
+    expect(e.code).toBe("E_USAGE");
+    expect(e.message).toContain("would be inside the capture folder it packs");
+    expect(existsSync(join(dir, "inside.zip"))).toBe(false);
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    const u = await unpackArchive(p.archive, join(root, "cap2"));
+    renameSync(p.archive, join(u.dir, "src.zip"));
+    symlinkSync(join(u.dir, "src.zip"), join(root, "link.zip"));
+    const e2 = await error(() => unpackArchive(join(root, "link.zip"), u.dir, { force: true }));
+    expect(e2.code).toBe("E_USAGE");
+    expect(e2.message).toContain("lies inside");
+    expect(existsSync(join(u.dir, "src.zip"))).toBe(true); // the archive it reads is not removed
+  });
+
+  test("an empty folder at the target is called an empty folder, not a previous capture", async () => {
+    const { root, dir } = await fresh();
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    mkdirSync(join(root, "emp"));
+    const e = await error(() => unpackArchive(p.archive, join(root, "emp")));
+    expect(e.code).toBe("E_EXISTS");
+    expect(e.message).toContain("already exists (an empty folder)");
+  });
+
   test("a FIFO or a folder where a manifest-listed file should be: pack refuses, exit 2, naming the file", async () => {
     const { root, dir } = await fresh();
     rmSync(join(dir, "kernel/module.cubin"));

@@ -542,6 +542,10 @@ describe("command line (runCli: the one error path)", () => {
     }
     const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
     expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be at least 1" });
+    // without --capture-all (or several --kernel) it would bound nothing: said, not ignored
+    const one = await cli(["run", "--kernel", "scale", "--max-captures", "5", "--json", "--", "/bin/true"]);
+    expect(JSON.parse(one.out).error.code).toBe("E_USAGE");
+    expect(JSON.parse(one.out).error.message).toContain("give it with --capture-all");
   });
   test("mcp and completion have no --json: refused as the other verbs refuse an unknown option, saying why, as a JSON error", async () => {
     for (const v of ["mcp", "completion"]) {
@@ -636,3 +640,4 @@ describe("guards", () => {
     }
   });
 });
+

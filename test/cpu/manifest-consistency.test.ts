@@ -62,6 +62,14 @@ describe("manifest consistency", () => {
     expect(e.message).toContain("runs past the end of the 64-bit address space");
   });
 
+  test("a region size past 2^53 - 1 (not read back as the integer written) is refused naming the field", async () => {
+    const dir = await fresh();
+    edit(dir, (m) => (m.regions[0].size = 2 ** 60));
+    const e = failure(() => readManifest(dir));
+    expect(e.code).toBe("E_MANIFEST");
+    expect(e.message).toContain("regions.0.size");
+  });
+
   test("a 4-element grid or block is refused naming the field", async () => {
     const dir = await fresh();
     edit(dir, (m) => (m.launch.grid = [4, 1, 1, 1]));

@@ -1,6 +1,6 @@
 /** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). Exit 0; 2 error; 130/143 interrupted (the temp removed). */
 import { defineCommand } from "citty";
-import { basename, resolve } from "node:path";
+import { basename, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { packCapture } from "../../format/archive.ts";
 import { log } from "../../log.ts";
@@ -25,8 +25,14 @@ export default defineCommand({
     if (args.json) printJson("pack", r);
     else {
       log.success(`packed ${plural(r.files, "file")} of ${basename(dir)} into ${r.archive}`);
-      log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(basename(r.archive))}`);
+      log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(fromHere(r.archive))}`);
     }
     return 0;
   },
 });
+
+/** `path` as the user would type it from the current folder: relative below it, absolute elsewhere. */
+function fromHere(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith("..") ? rel : path;
+}
