@@ -15,7 +15,7 @@ import { findCupti } from "./capture/cupti.ts";
 import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
-import { describeTried, libcudaCandidates, loaderReason } from "./replay/cuda.ts";
+import { describeTried, libcudaCandidates, loaderReason, missingSymbol, SYMBOLS } from "./replay/cuda.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -65,6 +65,13 @@ export function checkLibcuda(): Check & { loaded?: string } {
       const r = lib.symbols.cuDriverGetVersion(v);
       lib.close();
       if (r !== 0) return { id: "libcuda", status: "fail", detail: `${n} loaded but cuDriverGetVersion returned ${r}`, fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer)." };
+      // every entry point replay calls (src/replay/cuda.ts SYMBOLS): an older driver lacks some
+      try {
+        dlopen(n, SYMBOLS).close();
+      } catch (e) {
+        const sym = missingSymbol(loaderReason(e));
+        return { id: "libcuda", status: "fail", detail: `${n}: CUDA ${cudaVersionText(v[0]!)}, but it lacks ${sym ?? loaderReason(e)}, which replay calls`, fix: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1." };
+      }
       const smi = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10_000);
       const drv = smi.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
       return { id: "libcuda", status: "ok", detail: `${n}: ${drv}CUDA ${cudaVersionText(v[0]!)}`, loaded: n };

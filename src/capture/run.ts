@@ -129,7 +129,7 @@ function partialDistance(a: string, b: string): number {
   return best;
 }
 
-function editDistance(a: string, b: string): number {
+export function editDistance(a: string, b: string): number {
   const m = a.length;
   const n = b.length;
   let prev = Array.from({ length: n + 1 }, (_, j) => j);

@@ -11,6 +11,7 @@
  * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>
  * (renamed to DIR), `list` a folder under $TMPDIR, both removed when the session fails.
  */
+import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -213,7 +214,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
   const out = resolve(req.out);
   if (existsSync(out)) assertReplaceable(out, req.force);
-  if (!existsSync(dirname(out))) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${dirname(out)} first, or choose another --out.` });
+  assertOutputPath(out, "capture folder"); // a missing, non-folder or read-only parent, before the app runs
   for (const [opt, p] of [["--source-root", req.cuda.sourceRoot], ["--compile-commands", req.cuda.compileCommands]] as const) {
     if (p !== undefined && !existsSync(resolve(p))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
   }

@@ -11,6 +11,7 @@ import { TOOL_VERSION } from "../version.ts";
 import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
 import { printable } from "./format.ts";
+import { editDistance } from "../capture/run.ts";
 
 export { commands };
 
@@ -60,6 +61,12 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       if (opt && opt !== "kernel" && opt !== "multiset") {
         const first = given.get(opt);
         if (first !== undefined) {
+          const spelled = (x: string) => x.replace(/^--?/, "").split("=")[0]!;
+          const [f, g] = [spelled(first), spelled(a)];
+          if (f === g) {
+            throw new KerncapError("E_USAGE", `--${opt} is given twice (${first}, then ${a})`, { hint: `Give it once: a later value does not replace an earlier one, so that a slip in a long command line cannot pass unnoticed.` });
+          }
+          if (f === `no-${g}` || g === `no-${f}`) throw new KerncapError("E_USAGE", `${first} and ${a} contradict each other`, { hint: "Give one of them." });
           throw new KerncapError("E_USAGE", `${first} and ${a} both set --${opt}`, { hint: `Give --${opt} once (ncu's spellings such as --launch-skip, -o, -f are the same options).` });
         }
         given.set(opt, a);
@@ -171,7 +178,8 @@ export async function runCli(argv: string[]): Promise<number> {
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
     if (!isVerb(verb)) {
       const stray = verb ? undefined : own.find((a) => !globalOptions.has(a));
-      return fail("E_USAGE", verb ? `unknown command: ${verb}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
+      const near = verb ? Object.keys(commands).filter((c) => editDistance(verb, c) <= 2).sort((a, b) => editDistance(verb, a) - editDistance(verb, b))[0] : undefined;
+      return fail("E_USAGE", verb ? `unknown command: ${verb}${near ? `; did you mean ${near}?` : ""}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
     }
     const cmd = await commands[verb]();
     // before the verb only --json and --verbose (given to the verb); anything else there would be lost

@@ -261,7 +261,7 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
  * missing, not a folder, or not writable (access W_OK: EACCES, EROFS).
  * @throws KerncapError E_USAGE (dangling link, missing or non-folder parent), E_IO (parent not writable)
  */
-function assertOutputPath(out: string, what: string): void {
+export function assertOutputPath(out: string, what: string): void {
   let link = false;
   try {
     link = lstatSync(out).isSymbolicLink();

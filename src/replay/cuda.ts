@@ -15,7 +15,7 @@ import { KerncapError } from "../errors.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;
 
-const SYMBOLS = {
+export const SYMBOLS = {
   cuInit: { args: [u32], returns: i32 },
   cuDriverGetVersion: { args: [P], returns: i32 },
   cuDeviceGetCount: { args: [P], returns: i32 },
@@ -117,6 +117,11 @@ export function loaderReason(e: unknown): string {
   return (i >= 0 ? parts.slice(i).join(": ") : line).slice(0, 160);
 }
 
+/** The entry point a loader error says the library lacks (bun:ffi: `Symbol "cuX" not found`), or undefined. */
+export function missingSymbol(reason: string): string | undefined {
+  return /Symbol "([^"]+)" not found/.exec(reason)?.[1] ?? /undefined symbol: (\S+)/.exec(reason)?.[1];
+}
+
 /** "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)". */
 export function describeTried(tried: { name: string; reason: string }[]): string {
   const reasons = new Set(tried.map((t) => t.reason));
@@ -142,6 +147,13 @@ export function cuda(ordinal = 0): Cuda {
     }
   }
   if (!lib) {
+    // a libcuda that loads but lacks an entry point kerncap calls: an older driver, not a missing one
+    const lacking = tried.map((t) => ({ ...t, symbol: missingSymbol(t.reason) })).find((t) => t.symbol);
+    if (lacking) {
+      throw new KerncapError("E_NO_GPU", `${lacking.name} loads but lacks ${lacking.symbol}, which kerncap calls: the NVIDIA driver is older than kerncap needs, or this is not the driver's libcuda`, {
+        hint: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1; `kerncap doctor` checks the same.",
+      });
+    }
     throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
       hint: "Run on a machine with an NVIDIA GPU and its driver, or set KERNCAP_LIBCUDA to libcuda.so.1's path.",
     });

@@ -29,6 +29,6 @@ export function probeGpu(): number {
     return c[0]!;
   }
   throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
-    hint: "kerncap run/list/replay need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); `kerncap inspect` works anywhere.",
+    hint: "kerncap run/list/replay need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere.",
   });
 }

@@ -361,6 +361,38 @@ describe("capture helpers", () => {
       else process.env.KERNCAP_LIBCUDA = old;
     }
   });
+  test.skipIf(!Bun.which("gcc"))("a libcuda that lacks an entry point replay calls (an older driver): doctor fails naming it, replay says so instead of \"no driver\"", async () => {
+    // found by a trial: doctor said ok (cuDriverGetVersion answered) while replay said there was no driver
+    const d = tempDir();
+    writeFileSync(join(d, "old.c"), "int cuDriverGetVersion(int *v) { *v = 12000; return 0; }\nint cuInit(unsigned f) { (void)f; return 0; }\n");
+    const lib = join(d, "libcuda-old.so");
+    const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", lib, join(d, "old.c")], { stderr: "pipe" });
+    expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+    const { checkLibcuda } = await import("../../src/doctor.ts");
+    const { cuda, missingSymbol } = await import("../../src/replay/cuda.ts");
+    expect(missingSymbol('Symbol "cuDeviceGet" not found in "/x.so"')).toBe("cuDeviceGet");
+    const old = process.env.KERNCAP_LIBCUDA;
+    process.env.KERNCAP_LIBCUDA = lib;
+    try {
+      const c = checkLibcuda();
+      expect(c.status).toBe("fail");
+      expect(c.detail).toContain("CUDA 12.0, but it lacks cu");
+      if (!existsSync("/dev/nvidiactl")) {
+        // no real driver to fall back to: the error names the stub and the missing entry point
+        let err: any;
+        try {
+          cuda();
+        } catch (e) {
+          err = e;
+        }
+        expect(err?.code).toBe("E_NO_GPU");
+        expect(err.message).toMatch(new RegExp(`^${lib.replaceAll(".", "\\.")} loads but lacks cu\\w+, which kerncap calls`));
+      }
+    } finally {
+      if (old === undefined) delete process.env.KERNCAP_LIBCUDA;
+      else process.env.KERNCAP_LIBCUDA = old;
+    }
+  });
   test("closest kernel names rank substring hits first", () => {
     const k = (name: string, demangled: string) => ({ name, demangled, count: 1, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
     const names = closestKernels("softmx", [k("_Z3addv", "add()"), k("_Z7softmaxv", "softmax_warp_forward()"), k("_Z4gemmv", "gemm()")]);
@@ -385,6 +417,9 @@ describe("command line (runCli: the one error path)", () => {
     for (const v of ["toString", "constructor", "__proto__", "hasOwnProperty"]) expect((await cli([v])).code).toBe(2);
   });
   test("an unknown option is refused before anything runs, also in JSON", async () => {
+    const typo = await cli(["lst", "--json"]);
+    expect(typo.code).toBe(2);
+    expect(JSON.parse(typo.out).error.message).toBe("unknown command: lst; did you mean list?");
     const r = await cli(["replay", "cap", "--iter", "5", "--json"]);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.out).error.message).toContain("unknown option --iter");
@@ -402,8 +437,11 @@ describe("command line (runCli: the one error path)", () => {
     const { checkArgs } = await import("../../src/cli/main.ts");
     for (const verb of ["replay", "validate"] as const) {
       await checkArgs(verb, await commands[verb](), ["cap", "--multiset", "0", "--multiset=param:1"]);
-      await expect(checkArgs(verb, await commands[verb](), ["cap", "--dtype", "u32", "--dtype=i32"])).rejects.toThrow(/both set/);
+      await expect(checkArgs(verb, await commands[verb](), ["cap", "--dtype", "u32", "--dtype=i32"])).rejects.toThrow("--dtype is given twice (--dtype, then --dtype=i32)");
     }
+    // the same spelling twice, and a switch with its negation: said as what they are
+    await expect(checkArgs("replay", await commands.replay(), ["cap", "--iters", "5", "--iters", "7"])).rejects.toThrow("--iters is given twice");
+    await expect(checkArgs("replay", await commands.replay(), ["cap", "--no-verify", "--verify"])).rejects.toThrow("--no-verify and --verify contradict each other");
   });
   test("an option without its value is refused, not swallowed", async () => {
     const r = await cli(["run", "--kernel", "--dispatch", "1", "--", "/bin/true", "--json"]);
@@ -542,6 +580,11 @@ describe("command line (runCli: the one error path)", () => {
     }
     const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
     expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be at least 1" });
+    // an --out whose parent is a file: said before the GPU is probed, as pack/unpack say it
+    const f = join(tempDir(), "afile");
+    writeFileSync(f, "x");
+    const bad = await cli(["run", "--kernel", "scale", "--out", join(f, "cap"), "--json", "--", "/bin/true"]);
+    expect(JSON.parse(bad.out).error).toMatchObject({ code: "E_USAGE", message: `${f} is not a folder: it cannot hold ${join(f, "cap")}` });
     // without --capture-all (or several --kernel) it would bound nothing: said, not ignored
     const one = await cli(["run", "--kernel", "scale", "--max-captures", "5", "--json", "--", "/bin/true"]);
     expect(JSON.parse(one.out).error.code).toBe("E_USAGE");
