@@ -104,17 +104,14 @@ export function toolAsApp(argv: string[]): string | undefined {
 }
 
 /**
- * A process of the application's tree that is compute-sanitizer (or cuda-memcheck) itself, from
- * the command lines the capture library's censuses record (/proc/self/cmdline, c/kc_process.h):
- * the way to tell `kerncap run -- bash run.sh`, where run.sh starts the sanitizer, from a plain
- * miss. Only processes the library ran in (on LD_PRELOAD) are seen. Undefined when none.
+ * The process of the application whose capture library found CUPTI held by another tool, from
+ * its census error (c/kc_cupti.h kc_cupti_busy_message: "CUPTI is already held by …"). Seen on
+ * the H200 (compute-sanitizer 2025, CUDA 13.0): `kerncap run -- bash run.sh` where run.sh execs
+ * compute-sanitizer; the sanitizer's own process leaves no census (the preloaded library never
+ * wrote one there), the application's process reports CUPTI taken. Undefined when none.
  */
-export function toolInTree(c: Census): { tool: string; pid: number; command: string[] } | undefined {
-  for (const p of c.processes) {
-    const tool = toolAsApp(p.process.cmdline);
-    if (tool) return { tool, pid: p.process.pid, command: p.process.cmdline };
-  }
-  return undefined;
+export function cuptiHeldBy(c: Census): Census["processes"][number] | undefined {
+  return c.processes.find((p) => p.errors.some((e) => e.includes("CUPTI is already held")));
 }
 
 /** What to do instead of running kerncap and compute-sanitizer on one application: check the replay. */

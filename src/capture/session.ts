@@ -30,7 +30,7 @@ import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp, toolInTree } from "./coexist.ts";
+import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
 import { shellQuote } from "../shell-quote.ts";
 import { watchProgress } from "./progress.ts";
 import { captureEnrichment, captureEnv, type CaptureContext } from "../frontends/index.ts";
@@ -275,11 +275,12 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     if (!raw) {
       const who = selectionProblem(census, req.rank, req.process);
       if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
-      // `kerncap run -- bash run.sh` where run.sh starts compute-sanitizer: its injection displaces the library
-      const tool = toolInTree(census);
-      if (tool) {
-        throw new KerncapError("E_TOOL", `no capture: the application started ${tool.tool} (pid ${tool.pid}: ${tool.command.map(shellQuote).join(" ")}), which runs its application under its own CUDA tool injection; kerncap's capture library needs that injection too, so the two cannot share the application`, {
-          hint: SANITIZER_WAY_OUT,
+      // another CUDA tool held CUPTI in the application: compute-sanitizer, ncu or nsys started by
+      // the application's own command (a script that execs it): a tool conflict, said as one
+      const held = cuptiHeldBy(census);
+      if (held) {
+        throw new KerncapError("E_TOOL", `no capture: another CUDA tool held CUPTI in the application's ${processLabel(held.process)}${held.process.cmdline.length ? ` (${held.process.cmdline.map(shellQuote).join(" ")})` : ""}, so kerncap could not see its launches; compute-sanitizer, ncu or nsys started by the application's command (a script, a launcher)?`, {
+          hint: "Run the application under kerncap without that tool, then point the tool at the replay: `compute-sanitizer --tool memcheck kerncap replay DIR`, `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
         });
       }
       if (census.errors.length) {

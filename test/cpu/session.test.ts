@@ -290,24 +290,27 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readdirSync(d).sort()).toEqual(["job.sh", "ranks.sh"]);
   }, 20_000);
 
-  test("run of a script that starts compute-sanitizer: no capture, E_TOOL naming the sanitizer's process and the replay way out", async () => {
-    // the census of the sanitizer's own process, as the preloaded library writes it (its cmdline)
-    const c = JSON.parse(census(201, 1, null, 0));
-    c.process.cmdline = ["/usr/local/cuda/bin/compute-sanitizer", "--tool", "memcheck", "./app"];
+  test("run of a script that starts compute-sanitizer: no capture, E_TOOL naming the application's process whose CUPTI was held", async () => {
+    // what the H200 showed (compute-sanitizer 2025, CUDA 13.0): the application's census and the
+    // error line its capture library wrote; the sanitizer's own process left no census
+    const c = JSON.parse(census(200, 0, null, 0));
+    c.process.cmdline = ["/tmp/w/verdicts", "hist"];
     c.kernels = [];
+    const err = `CUPTI is already held by "<not provided>": kerncap cannot see launches under another CUPTI tool; run kerncap without the other CUDA tool (nsys, ncu, compute-sanitizer, cuda-gdb, or a profiler inside the application); point that tool at \`kerncap replay DIR\` instead (c/kerncap_cuda.c:1372)`;
     const d = tempDir();
-    const a = app(d, "run.sh", `echo '${census(200, 0, null, 0)}' > "$KERNCAP_OUT/kernels.200.json"\necho '${JSON.stringify(c)}' > "$KERNCAP_OUT/kernels.201.json"`);
-    const r = await kerncap(["run", "--kernel", "scale", "--out", join(d, "cap"), "--", "bash", a], d);
+    writeFileSync(join(d, "error.txt"), err + "\n");
+    const a = app(d, "run.sh", `echo '${JSON.stringify(c)}' > "$KERNCAP_OUT/kernels.200.json"\ncp ${join(d, "error.txt")} "$KERNCAP_OUT/error.200.txt"`);
+    const r = await kerncap(["run", "--kernel", "histogram", "--out", join(d, "cap"), "--", "bash", a], d);
     expect(r.code, r.err).toBe(2);
-    expect(r.err).toContain("no capture: the application started compute-sanitizer (pid 201: /usr/local/cuda/bin/compute-sanitizer --tool memcheck ./app)");
+    expect(r.err).toContain("no capture: another CUDA tool held CUPTI in the application's pid 200 (/tmp/w/verdicts hist)");
     expect(r.err).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
-    const j = JSON.parse((await kerncap(["run", "--json", "--kernel", "scale", "--out", join(d, "cap"), "--", "bash", a], d)).out);
+    const j = JSON.parse((await kerncap(["run", "--json", "--kernel", "histogram", "--out", join(d, "cap"), "--", "bash", a], d)).out);
     expect(j.error.code).toBe("E_TOOL");
-    // a plain miss (no sanitizer in the tree) is still E_NO_MATCH
-    const b = app(d, "plain.sh", `echo '${census(200, 0, null, 0)}' > "$KERNCAP_OUT/kernels.200.json"`);
-    const j2 = JSON.parse((await kerncap(["run", "--json", "--kernel", "scale", "--out", join(d, "cap"), "--", "bash", b], d)).out);
-    expect(j2.error.code).toBe("E_NO_MATCH");
-    expect(readdirSync(d).sort()).toEqual(["plain.sh", "run.sh"]);
+    // another capture failure is still E_CAPTURE_FAILED
+    writeFileSync(join(d, "error.txt"), "cannot create /x/memory/before.bin: No space left on device (c/kerncap_cuda.c:330)\n");
+    const j2 = JSON.parse((await kerncap(["run", "--json", "--kernel", "histogram", "--out", join(d, "cap"), "--", "bash", a], d)).out);
+    expect(j2.error.code).toBe("E_CAPTURE_FAILED");
+    expect(readdirSync(d).sort()).toEqual(["error.txt", "run.sh"]);
   }, 20_000);
 
   test("run tells the app KERNCAP_RANK/KERNCAP_PROCESS and injects the library through CUDA_INJECTION64_PATH and LD_PRELOAD", async () => {
