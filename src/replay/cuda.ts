@@ -85,8 +85,8 @@ export class CudaError extends KerncapError {
 }
 
 /**
- * Where libcuda is looked for, in order: KERNCAP_LIBCUDA, the loader's search path (bare names),
- * two usual driver folders. A bare name is left out when a file of that name is in the current
+ * Where libcuda is looked for: KERNCAP_LIBCUDA alone when it is set (explicit means explicit);
+ * otherwise, in order, the loader's search path (bare names) and two usual driver folders. A bare name is left out when a file of that name is in the current
  * folder: bun:ffi's dlopen loads it from there (seen by a fresh-user trial: a libcuda.so.1 in the
  * working folder ran its constructor in `kerncap replay`), so the working folder never supplies
  * code to kerncap.
@@ -100,7 +100,9 @@ export function libcudaCandidates(cwd = process.cwd(), environ: Record<string, s
       hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
     });
   }
-  return [...(env ? [env] : []), ...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
+  // and the only candidate: a file that does not load (not an ELF, the wrong one) is said, not passed over
+  if (env) return [env];
+  return [...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
 }
 
 /** The bare library names that no file of the working folder would shadow. */
@@ -152,6 +154,11 @@ export function cuda(ordinal = 0): Cuda {
     if (lacking) {
       throw new KerncapError("E_NO_GPU", `${lacking.name} loads but lacks ${lacking.symbol}, which kerncap calls: the NVIDIA driver is older than kerncap needs, or this is not the driver's libcuda`, {
         hint: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1; `kerncap doctor` checks the same.",
+      });
+    }
+    if (libcudaOverride(process.env)) {
+      throw new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, {
+        hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
       });
     }
     throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {

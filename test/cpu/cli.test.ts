@@ -350,7 +350,20 @@ describe("capture helpers", () => {
   test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
     const { libcudaCandidates } = await import("../../src/replay/cuda.ts");
     expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow("KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1");
-    expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })[0]).toBe("libcuda.so.1"); // a bare name: the loader searches
+    expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })).toEqual(["libcuda.so.1"]); // a bare name: the loader searches
+    // a file that exists but is not a library: the only candidate, said as such (no fallback to the search)
+    const notLib = join(tempDir(), "libcuda.so.1");
+    writeFileSync(notLib, "not an ELF\n");
+    expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: notLib })).toEqual([notLib]);
+    const { cuda } = await import("../../src/replay/cuda.ts");
+    const before = process.env.KERNCAP_LIBCUDA;
+    process.env.KERNCAP_LIBCUDA = notLib;
+    try {
+      expect(() => cuda()).toThrow(`KERNCAP_LIBCUDA names a library that does not load: ${notLib}`);
+    } finally {
+      if (before === undefined) delete process.env.KERNCAP_LIBCUDA;
+      else process.env.KERNCAP_LIBCUDA = before;
+    }
     const { checkLibcuda } = await import("../../src/doctor.ts");
     const old = process.env.KERNCAP_LIBCUDA;
     process.env.KERNCAP_LIBCUDA = "/nonexistent/libcuda.so.1";
