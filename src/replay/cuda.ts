@@ -124,10 +124,16 @@ export function missingSymbol(reason: string): string | undefined {
   return /Symbol "([^"]+)" not found/.exec(reason)?.[1] ?? /undefined symbol: (\S+)/.exec(reason)?.[1];
 }
 
-/** "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)". */
-export function describeTried(tried: { name: string; reason: string }[]): string {
+/**
+ * "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)"; then
+ * the bare libcuda names left out because a file of that name is in the working folder (bareLibraryNames).
+ */
+export function describeTried(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
   const reasons = new Set(tried.map((t) => t.reason));
-  return reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
+  const text = reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
+  const names = ["libcuda.so.1", "libcuda.so"];
+  const shadowed = tried.some((t) => t.name.includes("libcuda")) ? names.filter((n) => !bareLibraryNames([n], cwd).length) : [];
+  return shadowed.length ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)` : text;
 }
 
 let cached: Cuda | undefined;

@@ -3,7 +3,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { libcudaCandidates } from "./cuda.ts";
+import { describeTried, libcudaCandidates } from "./cuda.ts";
 import { hsaLibraryCandidates } from "./hsa.ts";
 
 test("a libcuda.so.1 / libhsa-runtime64.so.1 in the working folder removes that bare name from the search", () => {
@@ -15,6 +15,10 @@ test("a libcuda.so.1 / libhsa-runtime64.so.1 in the working folder removes that 
     expect(c).not.toContain("libcuda.so.1");
     expect(c).toContain("libcuda.so");
     expect(c).toContain("/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+    // and the message of a failed search says which name was left out, and why
+    expect(describeTried([{ name: "libcuda.so", reason: "cannot open shared object file" }], d)).toBe(
+      "libcuda.so: cannot open shared object file; not tried: libcuda.so.1 (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)",
+    );
     const cwd = process.cwd();
     process.chdir(d);
     writeFileSync(join(d, "libhsa-runtime64.so.1"), "x");
