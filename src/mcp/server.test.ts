@@ -137,6 +137,30 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("edit_file refuses a binary file (never rewrites its bytes as U+FFFD), text over 4 MiB, and unknown arguments", async () => {
+    // found by a trial: edit_file turned the invalid bytes of src/bin.dat into U+FFFD and said ok
+    const c = await connected();
+    const dir = await fresh();
+    const bin = Buffer.from([0x61, 0x62, 0x00, 0x63, 0x64, 0xff, 0xfe]);
+    writeFileSync(join(dir, "src/bin.dat"), bin);
+    for (const args of [{ oldText: "ab", newText: "zz" }, { content: "zz" }]) {
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/bin.dat", ...args } });
+      expect(r.isError).toBe(true);
+      expect(doc(r).error.message).toContain("is a binary file");
+    }
+    writeFileSync(join(dir, "src/latin1.h"), Buffer.from("// caf\xe9\n", "latin1")); // no NUL, not UTF-8
+    const l = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/latin1.h", oldText: "caf", newText: "tea" } });
+    expect(doc(l).error.message).toContain("is a binary file (not UTF-8)");
+    expect(readFileSync(join(dir, "src/bin.dat"))).toEqual(bin);
+    const big = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/big.cu", content: "x".repeat((4 << 20) + 1) } });
+    expect(doc(big).error.message).toContain("edit_file writes text files up to 4 MiB");
+    expect(existsSync(join(dir, "src/big.cu"))).toBe(false);
+    const extra = await c.callTool({ name: "inspect", arguments: { dir, extra: 1 } });
+    expect(extra.isError).toBe(true);
+    expect(doc(extra).error.code).toBe("E_USAGE");
+    await c.close();
+  });
+
   test("read_file and edit_file resolve a path the same way (relative to the capture folder); edit_file only under src/", async () => {
     const c = await connected();
     const dir = await fresh();

@@ -53,12 +53,12 @@ const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The appli
 const TOOLS = {
   list: {
     description: "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",
-    input: v.object({ app: App, cwd: v.optional(v.string()) }),
+    input: v.strictObject({ app: App, cwd: v.optional(v.string()) }),
     argv: (a: { app: string[] }) => ["list", "--json", "--", ...a.app],
   },
   run: {
     description: "Run an application and capture the Nth launch of a kernel (POSIX ERE on the mangled or demangled name) into a capture folder with a reproducer project. Document kerncap.run/1.",
-    input: v.object({
+    input: v.strictObject({
       app: App,
       kernel: v.optional(v.pipe(v.string(), v.description("POSIX extended regex for the kernel name"))),
       dispatch: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description("0-based index among the matching launches"))),
@@ -94,13 +94,13 @@ const TOOLS = {
     ],
   },
   inspect: {
-    description: "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every region's SHA-256 too). Document kerncap.inspect/1.",
-    input: v.object({ dir: Dir, verify: v.optional(v.boolean()) }),
+    description: "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every stored memory chunk's kc64 too). Document kerncap.inspect/1.",
+    input: v.strictObject({ dir: Dir, verify: v.optional(v.boolean()) }),
     argv: (a: { dir: string; verify?: boolean }) => ["inspect", a.dir, "--json", ...(a.verify ? ["--verify"] : [])],
   },
   replay: {
     description: "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
-    input: v.object({
+    input: v.strictObject({
       dir: Dir,
       ...Tol,
       runs: Nat("Checked launches from the before state (default 3, 8 once they differ)", 1),
@@ -119,16 +119,16 @@ const TOOLS = {
   },
   validate: {
     description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
-    input: v.object({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
+    input: v.strictObject({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
   },
   read_file: {
     description: "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
-    input: v.object({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
+    input: v.strictObject({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
   edit_file: {
     description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu): nothing outside src/ can be written (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
-    input: v.object({
+    input: v.strictObject({
       dir: Dir,
       path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
       oldText: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Exact text to replace; must occur exactly once"))),
@@ -285,13 +285,27 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
   return { dir, path: p, shown: relative(realDir, p) };
 }
 
+/** The largest text read_file returns and edit_file writes (bytes): what one can write, the other reads back. */
+const TEXT_MAX = 4 << 20;
+
+/** Refuse a file that is not text: a NUL byte, or bytes that are not UTF-8 (an edit would replace them with U+FFFD). */
+function assertText(b: Buffer, shown: string, verb: "read_file returns" | "edit_file edits"): void {
+  let utf8 = true;
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(b);
+  } catch {
+    utf8 = false;
+  }
+  if (b.includes(0) || !utf8) throw new KerncapError("E_USAGE", `${shown} is a binary file${utf8 ? "" : " (not UTF-8)"}`, { hint: `${verb} text files (sources, build.sh, README.md).` });
+}
+
 function readFileTool(a: { dir: string; path: string }): CallToolResult {
   const { dir, path, shown } = capturePath(a.dir, a.path);
   if (!existsSync(path) || !statSync(path).isFile()) throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, { hint: "List the reproducer's files with inspect (manifest source) or read README.md." });
   const size = statSync(path).size;
-  if (size > 4 << 20) throw new KerncapError("E_USAGE", `${shown} has ${size} bytes; read_file returns text files up to 4 MiB`, { hint: "Memory images are not text: use inspect and replay." });
+  if (size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} has ${size} bytes; read_file returns text files up to 4 MiB`, { hint: "Read a smaller file; memory images and modules are not text (use inspect and replay for those)." });
   const b = readFileSync(path);
-  if (b.includes(0)) throw new KerncapError("E_USAGE", `${shown} is a binary file`, { hint: "read_file returns text files (sources, build.sh, README.md)." });
+  assertText(b, shown, "read_file returns");
   return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
 }
 
@@ -304,11 +318,16 @@ function editFileTool(a: { dir: string; path: string; oldText?: string; newText?
   } else {
     if (a.oldText === undefined || a.newText === undefined) throw new KerncapError("E_USAGE", "give oldText and newText (or content)", { hint: "oldText must occur exactly once in the file." });
     if (!existsSync(path)) throw new KerncapError("E_USAGE", `${shown} does not exist`, { hint: "Create it with content, or check the path with read_file." });
-    const old = readFileSync(path, "utf8");
+    if (statSync(path).size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
+    const raw = readFileSync(path);
+    assertText(raw, shown, "edit_file edits");
+    const old = raw.toString("utf8");
     const n = old.split(a.oldText).length - 1;
     if (n !== 1) throw new KerncapError("E_USAGE", `oldText occurs ${n} times in ${shown}; it must occur exactly once`, { hint: n ? "Include more surrounding lines to make it unique." : "Read the file again (read_file); the text differs." });
     text = old.replace(a.oldText, () => a.newText!);
   }
+  if (Buffer.byteLength(text) > TEXT_MAX) throw new KerncapError("E_USAGE", `the new ${shown} would have ${Buffer.byteLength(text)} bytes; edit_file writes text files up to 4 MiB`, { hint: "read_file reads back at most 4 MiB: keep sources under that." });
+  if (a.content !== undefined && existsSync(path)) assertText(readFileSync(path), shown, "edit_file edits"); // never replace a binary file wholesale either
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, text);
   return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
