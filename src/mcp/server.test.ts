@@ -235,6 +235,41 @@ describe("kerncap mcp", () => {
     expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
   }, 30_000);
 
+  test("over stdio: a message past the 64 MiB bound gets a -32600 reply, a line on stderr and exit 2, not silence; 11 MiB is read", async () => {
+    // found by a trial: a 20 MiB ping made the server go quiet and exit 0 without a word
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { pad: "x".repeat(11 << 20) } }) + "\n");
+    p.stdin.flush();
+    const first = p.stdout.getReader();
+    let got = "";
+    while (!got.includes("\n")) {
+      const { value, done } = await first.read();
+      if (done) break;
+      got += new TextDecoder().decode(value);
+    }
+    first.releaseLock();
+    expect(JSON.parse(got.slice(0, got.indexOf("\n")))).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} }); // past the SDK's default 10 MiB
+    try {
+      p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping", params: { pad: "x".repeat(65 << 20) } }) + "\n");
+      await p.stdin.flush();
+      await p.stdin.end();
+    } catch {
+      /* EPIPE: the server ended the session before it had read all of it */
+    }
+    const reader = p.stdout.getReader();
+    let buf = "";
+    while (!buf.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += new TextDecoder().decode(value);
+    }
+    const [code, err] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+    expect(code).toBe(2); // the SDK's transport ends the session: said, and not a success
+    expect(JSON.parse(buf.slice(0, buf.indexOf("\n")))).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("a message past 64 MiB was dropped") } });
+    expect(err).toContain("larger than the stdio transport's bound");
+    expect(err).toContain("the MCP session ended");
+  }, 30_000);
+
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
     const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../cli/main.ts"), "mcp"], stderr: "pipe" });

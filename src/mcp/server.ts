@@ -29,6 +29,7 @@ import { jsonDocument } from "../cli/args.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { log } from "../log.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 
@@ -375,14 +376,35 @@ export function createMcpServer(children = new ToolChildren()): Server {
  * JSON.parse, ZodError from the message schema) and drops the line; this wraps that hook (set by
  * Server.connect) so the client hears about it too. Call after connect.
  */
+/** Transports whose session the SDK ended because a message passed its stdio bound (answerUnreadable). */
+const overflowed = new WeakSet<Transport>();
+
+/** The largest JSON-RPC message `kerncap mcp` reads (bytes): edit_file's 4 MiB of content, JSON-escaped at worst 6 bytes a byte, and room. */
+export const MCP_MESSAGE_MAX = 64 << 20;
+
+/** Whether the SDK ended this transport's session because a message passed MCP_MESSAGE_MAX. */
+export function endedByOversizedMessage(transport: Transport): boolean {
+  return overflowed.has(transport);
+}
+
 export function answerUnreadable(transport: Transport): void {
   const inner = transport.onerror;
   transport.onerror = (e: Error) => {
     inner?.(e);
     const parse = e instanceof SyntaxError;
     const invalid = !parse && e?.name === "ZodError";
-    if (!parse && !invalid) return;
-    const error = parse ? { code: -32700, message: `Parse error: ${e.message}` } : { code: -32600, message: "Invalid Request: not a JSON-RPC 2.0 message" };
+    // the SDK's stdio ReadBuffer drops a message past its bound (maxBufferSize) and says so only to onerror, then closes the transport
+    const tooLarge = !parse && !invalid && /ReadBuffer exceeded maximum size/.test(String(e?.message));
+    if (tooLarge) {
+      overflowed.add(transport);
+      log.error(`an MCP message was larger than the stdio transport's bound (${e.message}): dropped, and the SDK's transport ends the session`);
+    }
+    if (!parse && !invalid && !tooLarge) return;
+    const error = tooLarge
+      ? { code: -32600, message: `Invalid Request: a message past ${MCP_MESSAGE_MAX >> 20} MiB was dropped (${e.message}) and the session ends; send smaller messages (file contents go through read_file/edit_file, at most 4 MiB)` }
+      : parse
+        ? { code: -32700, message: `Parse error: ${e.message}` }
+        : { code: -32600, message: "Invalid Request: not a JSON-RPC 2.0 message" };
     void transport.send({ jsonrpc: "2.0", id: null, error } as unknown as Parameters<Transport["send"]>[0]).catch(() => {});
   };
 }

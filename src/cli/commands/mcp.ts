@@ -2,7 +2,8 @@
 import { defineCommand } from "citty";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { log } from "../../log.ts";
-import { serve } from "../../mcp/server.ts";
+import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve } from "../../mcp/server.ts";
+import { KerncapError } from "../../errors.ts";
 import { verboseArg } from "../args.ts";
 
 export default defineCommand({
@@ -11,11 +12,14 @@ export default defineCommand({
   async run() {
     log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
-    const transport = new StdioServerTransport();
+    const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const done = serve(transport);
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;
+    if (endedByOversizedMessage(transport)) {
+      throw new KerncapError("E_USAGE", `the MCP session ended: a message was larger than ${MCP_MESSAGE_MAX >> 20} MiB`, { hint: "Send smaller messages; file contents go through read_file/edit_file (at most 4 MiB each)." });
+    }
     return 0;
   },
 });
