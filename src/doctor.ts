@@ -15,6 +15,7 @@ import { findCupti } from "./capture/cupti.ts";
 import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
+import { libcudaOverride } from "./env.ts";
 import { describeTried, libcudaCandidates, loaderReason, missingSymbol, SYMBOLS } from "./replay/cuda.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
@@ -78,6 +79,9 @@ export function checkLibcuda(): Check & { loaded?: string } {
     } catch (e) {
       tried.push({ name: n, reason: loaderReason(e) });
     }
+  }
+  if (libcudaOverride(process.env)) {
+    return { id: "libcuda", status: "fail", detail: `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, fix: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places." };
   }
   return {
     id: "libcuda",

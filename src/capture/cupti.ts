@@ -2,7 +2,7 @@
  * Where libcupti is looked for. CUPTI ships with the CUDA toolkit (extras/CUPTI/lib64,
  * targets/<arch>/lib) and with the nvidia-cuda-cupti Python wheel that PyTorch pulls in.
  */
-import { existsSync, readdirSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { cuptiOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
@@ -50,14 +50,31 @@ function pythonSitePackages(): string[] {
  * The first existing libcupti, versioned names (.so.13, .so.12) accepted beside .so.
  * @throws KerncapError E_NO_CUPTI listing every place searched.
  */
+/** Why `path` cannot be a shared library (a folder, not a regular file, no ELF magic), or undefined. */
+function notSharedObject(path: string): string | undefined {
+  const st = statSync(path);
+  if (st.isDirectory()) return "a folder";
+  if (!st.isFile()) return "not a regular file";
+  const fd = openSync(path, "r");
+  try {
+    const b = Buffer.alloc(4);
+    const n = readSync(fd, b, 0, 4, 0);
+    return n === 4 && b[0] === 0x7f && b.toString("latin1", 1, 4) === "ELF" ? undefined : "not an ELF file";
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function findCupti(env: Record<string, string | undefined> = process.env, systemRoots = true): string {
   const own = cuptiOverride(env);
   if (own) {
     // an explicit path is authoritative: a typo must not silently fall back to another CUPTI
-    if (existsSync(own)) return own;
-    throw new KerncapError("E_NO_CUPTI", `KERNCAP_CUPTI_PATH names a file that does not exist: ${own}`, {
-      hint: "Point it at libcupti.so (CUDA toolkit: extras/CUPTI/lib64), or unset it to search the usual places.",
-    });
+    const hint = "Point it at libcupti.so (CUDA toolkit: extras/CUPTI/lib64), or unset it to search the usual places.";
+    if (!existsSync(own)) throw new KerncapError("E_NO_CUPTI", `KERNCAP_CUPTI_PATH names a file that does not exist: ${own}`, { hint });
+    // a folder or a file that is not an ELF object: the capture library's dlopen would fail inside the application
+    const why = notSharedObject(own);
+    if (why) throw new KerncapError("E_NO_CUPTI", `KERNCAP_CUPTI_PATH names ${own}, which is not a shared library (${why})`, { hint });
+    return own;
   }
   const c = cuptiCandidates(env, systemRoots);
   for (const p of c) {

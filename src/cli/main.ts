@@ -7,6 +7,7 @@
 import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
+import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
@@ -141,7 +142,8 @@ export async function runCli(argv: string[]): Promise<number> {
   // kerncap's own arguments end at `--`: the application's (even a --json or --verbose of its own) follow
   const dd = argv.indexOf("--");
   const own = dd < 0 ? argv : argv.slice(0, dd);
-  const verbose = own.includes("--verbose");
+  // KERNCAP_VERBOSE: as --verbose, for the verb too (its builds' output, the capture library's log)
+  const verbose = own.includes("--verbose") || verboseFromEnv();
   const wantJson = own.includes("--json");
   setVerbose(verbose);
   const verb = own.find((a) => !a.startsWith("-"));
@@ -193,7 +195,8 @@ export async function runCli(argv: string[]): Promise<number> {
     }
     // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
     const ownRest = shortEquals(restDd < 0 ? rest : rest.slice(0, restDd));
-    const rawArgs = restDd < 0 ? ownRest : [...ownRest, ...rest.slice(restDd)];
+    const ownArgs = verbose && !ownRest.includes("--verbose") ? [...ownRest, "--verbose"] : ownRest;
+    const rawArgs = restDd < 0 ? ownArgs : [...ownArgs, ...rest.slice(restDd)];
     await checkArgs(verb, cmd, ownRest);
     const { result } = await runCommand(cmd, { rawArgs });
     return typeof result === "number" ? result : 0;

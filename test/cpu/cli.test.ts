@@ -346,6 +346,11 @@ describe("capture helpers", () => {
   });
   test("an explicit KERNCAP_CUPTI_PATH that does not exist is an error, not a silent fallback", () => {
     expect(() => findCupti({ KERNCAP_CUPTI_PATH: "/nope/libcupti.so" })).toThrow("does not exist");
+    // a folder, or a file that is not an ELF object: said, not "ok" (found by a trial: doctor said ok for both)
+    const d = tempDir();
+    expect(() => findCupti({ KERNCAP_CUPTI_PATH: d })).toThrow(`KERNCAP_CUPTI_PATH names ${d}, which is not a shared library (a folder)`);
+    writeFileSync(join(d, "libcupti.so"), "text");
+    expect(() => findCupti({ KERNCAP_CUPTI_PATH: join(d, "libcupti.so") })).toThrow("(not an ELF file)");
   });
   test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
     const { libcudaCandidates } = await import("../../src/replay/cuda.ts");
@@ -360,6 +365,8 @@ describe("capture helpers", () => {
     process.env.KERNCAP_LIBCUDA = notLib;
     try {
       expect(() => cuda()).toThrow(`KERNCAP_LIBCUDA names a library that does not load: ${notLib}`);
+      const { checkLibcuda } = await import("../../src/doctor.ts");
+      expect(checkLibcuda()).toMatchObject({ status: "fail", detail: expect.stringContaining("KERNCAP_LIBCUDA names a library that does not load") });
     } finally {
       if (before === undefined) delete process.env.KERNCAP_LIBCUDA;
       else process.env.KERNCAP_LIBCUDA = before;
@@ -697,3 +704,15 @@ describe("guards", () => {
   });
 });
 
+
+test("KERNCAP_VERBOSE=1 is --verbose: debug logs (the error's stack) without the option", () => {
+  // found by a trial: the variable had no effect
+  const main = join(import.meta.dir, "../../src/cli/main.ts");
+  const d = tempDir();
+  const plain = Bun.spawnSync([process.execPath, main, "replay", d], { stderr: "pipe", env: { ...process.env, KERNCAP_VERBOSE: "" } });
+  const env = Bun.spawnSync([process.execPath, main, "replay", d], { stderr: "pipe", env: { ...process.env, KERNCAP_VERBOSE: "1" } });
+  expect(plain.exitCode).toBe(2);
+  expect(env.exitCode).toBe(2);
+  expect(plain.stderr.toString()).not.toContain("at readManifest");
+  expect(env.stderr.toString()).toContain("at readManifest");
+});

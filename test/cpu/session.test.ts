@@ -52,7 +52,7 @@ function kerncapEnv(extra: Record<string, string> = {}): Record<string, string |
   return {
     ...process.env,
     KERNCAP_LIBCUDA: stubCuda,
-    KERNCAP_CUPTI_PATH: "/dev/null",
+    KERNCAP_CUPTI_PATH: stubCuda, // an ELF file (the stub): findCupti refuses anything else
     KERNCAP_CUDA_LIB: "/dev/null", // CUDA_INJECTION64_PATH of the fake app: bash never initializes CUDA
     KERNCAP_NO_PRELOAD: "1", // nor is /dev/null put on its LD_PRELOAD (the loader would complain)
     KERNCAP_TRITON: "0",
