@@ -13,7 +13,8 @@
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
-import { KerncapError } from "../../errors.ts";
+import { isKerncapError, KerncapError } from "../../errors.ts";
+import { log } from "../../log.ts";
 import { frontendOf } from "../../frontends/index.ts";
 import { buildReproducer } from "../../repro/build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
@@ -72,7 +73,9 @@ export default defineCommand({
       try {
         r = await replay(dir, { iters, verify: true, modulePath, kernelName: m.kernel.name, ...tol });
       } catch (e) {
-        await built; // a build error is the one to report (the replay may have failed only for lack of a module)
+        const b = await built; // a build error is the one to report (the replay may have failed only for lack of a module)
+        // no GPU here: the edit still compiled, which is worth saying before the replay's error
+        if (isKerncapError(e) && e.code === "E_NO_GPU") log.info(`the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s); the replay needs a GPU`);
         throw e;
       }
       const b = await built;
