@@ -52,7 +52,9 @@ export function readManifest(dir: string): Manifest {
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
-    throw systemError(e) ?? e; // unreadable (permissions) is not damaged: E_IO naming the file
+    // unreadable (permissions) is not damaged: E_IO naming the file (Bun's EISDIR carries no path)
+    const io = systemError(Object.assign(e as object, { path: (e as NodeJS.ErrnoException).path ?? path }));
+    throw io ?? e;
   }
   let json: unknown;
   try {

@@ -36,7 +36,7 @@ export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "as
  * hashes = kc64 (src/format/kc64.ts) of every stored chunk in extent order, 16 hex digits each.
  */
 export const Stored = v.object({
-  extents: v.array(v.tuple([U, U, U])),
+  extents: v.array(v.strictTuple([U, U, U])),
   hashes: v.pipe(v.string(), v.regex(/^(?:[0-9a-f]{16})*$/, "expected kc64 hashes, 16 hex digits each")),
 });
 export type Stored = v.InferOutput<typeof Stored>;

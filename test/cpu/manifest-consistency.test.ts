@@ -70,6 +70,23 @@ describe("manifest consistency", () => {
     expect(e.message).toContain("regions.0.size");
   });
 
+  test("a 4-number extent is refused naming the field, as a 4-element grid is", async () => {
+    const dir = await fresh();
+    edit(dir, (m) => (m.regions[0].before.extents = [[...m.regions[0].before.extents[0], 5]]));
+    const e = failure(() => readManifest(dir));
+    expect(e.code).toBe("E_MANIFEST");
+    expect(e.message).toContain("regions.0.before.extents.0");
+  });
+
+  test("kerncap.json that is a folder: E_IO naming the file", async () => {
+    const dir = await fresh();
+    rmSync(join(dir, "kerncap.json"));
+    mkdirSync(join(dir, "kerncap.json"));
+    const e = failure(() => readManifest(dir));
+    expect(e.code).toBe("E_IO");
+    expect(e.message).toBe(`cannot read ${join(dir, "kerncap.json")}: it is a folder`);
+  });
+
   test("a 4-element grid or block is refused naming the field", async () => {
     const dir = await fresh();
     edit(dir, (m) => (m.launch.grid = [4, 1, 1, 1]));
