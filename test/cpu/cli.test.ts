@@ -574,6 +574,13 @@ describe("command line (runCli: the one error path)", () => {
     const m = readManifest(await fresh());
     m.kernel.demangled = "evil\x1b]0;title\x07";
     expect(printable(describeManifest(m))).not.toMatch(/[\x1b\x07]/);
+    // a bidi override (shows text reversed) and a newline or tab inside a name (splits the line): found by a trial
+    m.kernel.demangled = "k\u202eesrever\n\tsecond line";
+    m.kernel.match = "a\x1bb";
+    const text = printable(describeManifest(m));
+    expect(text).toContain("kernel     k\\u202eesrever\\n\\tsecond line");
+    expect(text).toContain('match "a\\x1bb"'); // escaped as the name is, not as JSON
+    expect(text).not.toMatch(/\u202e/);
   });
 
   test("inspect names a faulted launch and a graph node; a relative path starting with - is quoted as ./-x", async () => {

@@ -6,14 +6,14 @@ import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural, printable, shellQuote } from "../format.ts";
+import { formatBytes, oneLine, plural, printable, shellQuote } from "../format.ts";
 
 /** Human summary of a manifest (one string, lines). */
 export function describeManifest(m: Manifest): string {
   const L: string[] = [];
-  L.push(`kernel     ${m.kernel.demangled}`);
-  if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${m.kernel.name}`);
-  L.push(`frontend   ${m.kernel.frontend}; match ${JSON.stringify(m.kernel.match)} #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
+  L.push(`kernel     ${oneLine(m.kernel.demangled)}`);
+  if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${oneLine(m.kernel.name)}`);
+  L.push(`frontend   ${m.kernel.frontend}; match "${oneLine(m.kernel.match)}" #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
   L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`);
   if (m.process) L.push(...describeProcess(m.process));
   L.push(`launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`);
