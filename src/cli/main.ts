@@ -43,7 +43,11 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     if (d.type === "boolean") known.set(`no-${name}`, name);
     for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.set(a, name);
   }
-  const options = Object.entries(defs as ArgsDef).filter(([, d]) => d.type !== "positional").map(([n]) => `--${n}`).join(", ");
+  // a switch on by default is turned off with --no-NAME: list that spelling too
+  const options = Object.entries(defs as ArgsDef)
+    .filter(([, d]) => d.type !== "positional")
+    .map(([n, d]) => (d.type === "boolean" && d.default === true ? `--${n}, --no-${n}` : `--${n}`))
+    .join(", ");
   let seen = 0;
   const given = new Map<string, string>(); // option → the spelling first given (an option given twice is refused)
   for (let i = 0; i < args.length; i++) {
