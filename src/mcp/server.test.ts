@@ -155,6 +155,9 @@ describe("kerncap mcp", () => {
     const big = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/big.cu", content: "x".repeat((4 << 20) + 1) } });
     expect(doc(big).error.message).toContain("edit_file writes text files up to 4 MiB");
     expect(existsSync(join(dir, "src/big.cu"))).toBe(false);
+    // an argument past the command-line limit: the caller's fault, said as such (found by a trial: "check the installation")
+    const huge = await c.callTool({ name: "inspect", arguments: { dir: "x".repeat(200 << 10) } });
+    expect(doc(huge).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("too long for a command line") });
     const extra = await c.callTool({ name: "inspect", arguments: { dir, extra: 1 } });
     expect(extra.isError).toBe(true);
     expect(doc(extra).error.code).toBe("E_USAGE");
@@ -177,6 +180,9 @@ describe("kerncap mcp", () => {
     expect(readFileSync(join(dir, "build.sh"), "utf8")).toContain("echo build");
     const hint = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", content: "x" } })).error.hint;
     expect(hint).toContain("Did you mean src/kernel.cu?");
+    // SRC/k.cu: the case, not a missing src/ (found by a trial: "did you mean src/SRC/k.cu?")
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "SRC/k.cu", content: "x" } })).error.hint).toContain("Did you mean src/k.cu? (paths are case-sensitive)");
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/../build.sh", content: "x" } })).error.hint).toContain("relative to the capture folder without ..");
     const ok = await c.callTool({ name: "edit_file", arguments: { dir, path: "./src/new.cu", content: "y" } });
     expect(doc(ok)).toMatchObject({ schema: "kerncap.edit/1", path: "src/new.cu" });
     expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/new.cu" } })).content).toBe("y");

@@ -228,6 +228,11 @@ async function runVerb(argv: string[], cwd: string | undefined, children: ToolCh
   try {
     p = Bun.spawn(cmd, { cwd: dir, env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
   } catch (e) {
+    // E2BIG: the caller's arguments are past the kernel's limit on a command line, not a broken installation
+    if ((e as NodeJS.ErrnoException).code === "E2BIG" || /E2BIG|argument list too long/i.test(String((e as Error).message))) {
+      const longest = Math.max(...argv.map((a) => Buffer.byteLength(a)));
+      throw new KerncapError("E_USAGE", `the arguments of ${argv[0]} are too long for a command line (the longest has ${longest} bytes)`, { hint: "Give shorter arguments (a path, a kernel pattern); file contents go through edit_file." });
+    }
     throw new KerncapError("E_TOOL", `cannot start kerncap ${argv[0]} (${cmd[0]}) in ${dir}: ${(e as Error).message}`, { hint: "Check the kerncap installation (kerncap doctor); the MCP server runs its verbs with the same executable." });
   }
   children.add(p);
@@ -271,11 +276,16 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
   if (sub && (norm === sub || norm === `${sub}/`)) throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
   if (sub && !norm.startsWith(`${sub}/`)) {
     throw new KerncapError("E_USAGE", `${rel} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
-      hint: isAbsolute(rel) || rel.split(/[\\/]/).includes("..") ? `Give a path such as ${sub}/kernel.cu.` : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+      hint:
+        isAbsolute(rel) || rel.split(/[\\/]/).includes("..")
+          ? `Give a path such as ${sub}/kernel.cu.`
+          : norm.split("/")[0]!.toLowerCase() === sub
+            ? `Did you mean ${sub}/${norm.split("/").slice(1).join("/")}? (paths are case-sensitive)`
+            : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
     });
   }
   const r = sub ? norm.slice(sub.length + 1) : rel;
-  if (isAbsolute(r) || r.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${rel} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: `Give a path relative to the capture's ${sub ?? "folder"}${sub ? "/" : ""}.` });
+  if (isAbsolute(r) || r.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${rel} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
   const p = resolve(base, r);
   // the deepest existing ancestor must stay inside (a symbolic link in src/ must not lead out)
   let q = p;
