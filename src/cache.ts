@@ -42,7 +42,7 @@ export function preferredCacheDir(env: Env = process.env): { dir: string; from: 
   }
   if (own) return { dir: own, from: "KERNCAP_CACHE" };
   if (env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME)) return { dir: join(env.XDG_CACHE_HOME, "kerncap"), from: "XDG_CACHE_HOME" };
-  return { dir: join(env.HOME || homedir(), ".cache", "kerncap"), from: "HOME" };
+  return env.HOME ? { dir: join(env.HOME, ".cache", "kerncap"), from: "HOME" } : { dir: join(homedir(), ".cache", "kerncap"), from: "the home folder of the user (HOME is unset)" };
 }
 
 /** The fallback: $TMPDIR/kerncap-cache-<uid>. */
@@ -118,7 +118,7 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
   if (existsSync(p)) return p;
   try {
     const home = dirname(dirname(pref.dir));
-    if (pref.from === "HOME" && !existsSync(home)) throw new Error(`the home folder ${home} does not exist`);
+    if (pref.from !== "KERNCAP_CACHE" && pref.from !== "XDG_CACHE_HOME" && !existsSync(home)) throw new Error(`the home folder ${home} does not exist`);
     writeFolderAtomically(p, files);
     return p;
   } catch (e) {

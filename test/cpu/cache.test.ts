@@ -33,6 +33,8 @@ describe("cache folder", () => {
     expect(preferredCacheDir({ KERNCAP_CACHE: "/c", XDG_CACHE_HOME: "/x", HOME: "/h" }).dir).toBe("/c");
     expect(preferredCacheDir({ XDG_CACHE_HOME: "/x", HOME: "/h" }).dir).toBe("/x/kerncap");
     expect(preferredCacheDir({ HOME: "/h" }).dir).toBe("/h/.cache/kerncap");
+    // HOME unset or empty: the user's home folder from the password database, and said so (not "from HOME")
+    for (const env of [{}, { HOME: "" }]) expect(preferredCacheDir(env).from).toBe("the home folder of the user (HOME is unset)");
     expect(fallbackCacheDir({ TMPDIR: "/t" })).toMatch(/^\/t\/kerncap-cache-/);
   });
 
