@@ -4,6 +4,7 @@
  * DIR, files for FILE, `bash|zsh|fish` for completion. Nothing is hard-coded per verb.
  */
 import type { ArgsDef, CommandDef } from "citty";
+import { ELEMENT_BYTES } from "../replay/tolerance.ts";
 
 export interface VerbSpec {
   name: string;
@@ -37,9 +38,28 @@ export async function verbSpecs(commands: Record<string, () => Promise<CommandDe
 const words = (v: VerbSpec) => [...v.options.flatMap((o) => [`--${o.name}`, ...(o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force" ? [`--no-${o.name}`] : []), ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))]), "--help"];
 const sq = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
 
+/** Options whose value is a path (completed to files and folders); every other valued option's value is not completed, except --dtype. */
+const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands"]);
+const DTYPES = Object.keys(ELEMENT_BYTES);
+
+/** The spellings of the options that take a value, split into path-valued, --dtype, and the rest. */
+function valuedSpellings(verbs: VerbSpec[]): { path: string[]; dtype: string[]; other: string[] } {
+  const out = { path: new Set<string>(), dtype: new Set<string>(), other: new Set<string>() };
+  for (const v of verbs) {
+    for (const o of v.options) {
+      if (o.boolean) continue;
+      const spell = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
+      const set = PATH_OPTIONS.has(o.name) ? out.path : o.name === "dtype" ? out.dtype : out.other;
+      for (const x of spell) set.add(x);
+    }
+  }
+  return { path: [...out.path], dtype: [...out.dtype], other: [...out.other] };
+}
+
 /** The completion script for one shell. */
 export function completionScript(shell: "bash" | "zsh" | "fish", verbs: VerbSpec[], schemaNames: readonly string[]): string {
   const names = verbs.map((v) => v.name).join(" ");
+  const vs = valuedSpellings(verbs);
   if (shell === "bash") {
     const cases = verbs
       .map((v) => {
@@ -56,6 +76,12 @@ _kerncap() {
     [[ -z "$verb" && "\${COMP_WORDS[i]}" != -* ]] && verb="\${COMP_WORDS[i]}"
   done
   if [[ -z "$verb" ]]; then COMPREPLY=($(compgen -W "${names} --help --version" -- "$cur")); return; fi
+  # the value of an option: a path, a --dtype name, or nothing to offer
+  case "\${COMP_WORDS[COMP_CWORD-1]}" in
+    ${vs.path.join("|")}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    ${vs.dtype.join("|")}) COMPREPLY=($(compgen -W "${DTYPES.join(" ")}" -- "$cur")); return ;;
+    ${vs.other.join("|")}) return ;;
+  esac
   case "$verb" in
 ${cases}
   esac
@@ -84,9 +110,11 @@ _kerncap() {
   verbs=(
 ${verbList}
   )
-  if (( CURRENT == 2 )); then _describe 'kerncap command' verbs; return; fi
-  local verb=\${words[2]}
-  shift words; (( CURRENT-- ))
+  # the verb is the first word that is not an option (kerncap --verbose inspect …)
+  local verb="" i
+  for (( i = 2; i < CURRENT; i++ )); do [[ \${words[i]} != -* ]] && { verb=\${words[i]}; break; }; done
+  if [[ -z $verb ]]; then _describe 'kerncap command' verbs; return; fi
+  words=("\${(@)words[i,-1]}"); (( CURRENT = CURRENT - i + 1 ))
   case $verb in
 ${cases}
   esac
@@ -94,13 +122,24 @@ ${cases}
 if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _kerncap "$@"; else compdef _kerncap kerncap; fi
 `;
   }
-  const L = [`# kerncap fish completion: kerncap completion fish > ~/.config/fish/completions/kerncap.fish`, `complete -c kerncap -f`];
+  const L = [
+    `# kerncap fish completion: kerncap completion fish > ~/.config/fish/completions/kerncap.fish`,
+    // after \`--\`: the application and its arguments (files); before it kerncap's own words only
+    `function __kerncap_after_dd; contains -- -- (commandline -opc); end`,
+    // the verb: the first word after kerncap that is not an option (not any later word, which may be the application's)
+    `function __kerncap_verb; set -l w (commandline -opc); for x in $w[2..-1]; if test "$x" = "--"; return 1; end; if not string match -q -- '-*' $x; test "$x" = "$argv[1]"; return $status; end; end; return 1; end`,
+    `complete -c kerncap -n 'not __kerncap_after_dd' -f`,
+    `complete -c kerncap -n '__kerncap_after_dd' -F`,
+  ];
   for (const v of verbs) L.push(`complete -c kerncap -n '__fish_use_subcommand' -a ${v.name} -d ${sq(v.description)}`);
   for (const v of verbs) {
-    const cond = `'__fish_seen_subcommand_from ${v.name}'`;
+    const cond = `'__kerncap_verb ${v.name}; and not __kerncap_after_dd'`;
     for (const o of v.options) {
       const short = o.alias.find((a) => a.length === 1);
-      L.push(`complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"} -d ${sq(o.description)}`);
+      L.push(`complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : o.name === "dtype" ? ` -a ${sq(DTYPES.join(" "))}` : ""} -d ${sq(o.description)}`);
+      // the other spellings (ncu's --kernel-name, --launch-skip) and --no-NAME of a switch
+      for (const a of o.alias.filter((x) => x.length > 1)) L.push(`complete -c kerncap -n ${cond} -l ${a}${o.boolean ? "" : " -r"} -d ${sq(o.description)}`);
+      if (o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force") L.push(`complete -c kerncap -n ${cond} -l no-${o.name} -d ${sq(`not: ${o.description}`)}`);
     }
     if (v.positional === "dir") L.push(`complete -c kerncap -n ${cond} -a '(__fish_complete_directories)'`);
     if (v.positional === "file") L.push(`complete -c kerncap -n ${cond} -F`);

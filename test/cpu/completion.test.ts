@@ -1,0 +1,59 @@
+/**
+ * Shell completion (src/cli/completion.ts), run in the shells themselves: bash always; fish and
+ * zsh where installed (syntax, and fish's own `complete -C`). Found by a trial: `run --out <TAB>`
+ * offered nothing, `--dtype <TAB>` offered folders, fish completed nothing after `--`.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { tempDir } from "./fixtures.ts";
+
+const MAIN = resolve(import.meta.dir, "../../src/cli/main.ts");
+function script(shell: string): string {
+  const p = Bun.spawnSync([process.execPath, MAIN, "completion", shell], { stdout: "pipe", stderr: "pipe" });
+  expect(p.exitCode, p.stderr.toString()).toBe(0);
+  const f = join(tempDir(), `kerncap.${shell}`);
+  writeFileSync(f, p.stdout);
+  return f;
+}
+
+describe("shell completion", () => {
+  test("bash: verbs, an option's path value, --dtype's names, nothing for a number, files after --", () => {
+    const f = script("bash");
+    const d = tempDir();
+    mkdirSync(join(d, "capdir"));
+    writeFileSync(join(d, "app.sh"), "");
+    const complete = (words: string[]) => {
+      const arr = words.map((w) => `'${w}'`).join(" ");
+      const p = Bun.spawnSync(["bash", "-c", `source ${f}; COMP_WORDS=(${arr}); COMP_CWORD=${words.length - 1}; _kerncap; printf '%s\\n' "\${COMPREPLY[@]}"`], { cwd: d, stdout: "pipe", stderr: "pipe" });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      return p.stdout.toString().split("\n").filter(Boolean).sort();
+    };
+    expect(complete(["kerncap", "ins"])).toEqual(["inspect"]);
+    expect(complete(["kerncap", "run", "--out", "ca"])).toEqual(["capdir"]);
+    expect(complete(["kerncap", "replay", "--dtype", "f"])).toEqual(["fp16", "fp32", "fp64"]);
+    expect(complete(["kerncap", "replay", "--iters", ""])).toEqual([]);
+    expect(complete(["kerncap", "run", "--", "./ap"])).toEqual(["./app.sh"]);
+    expect(complete(["kerncap", "replay", "--no-v"])).toEqual(["--no-verify"]);
+  });
+
+  test.skipIf(!Bun.which("fish"))("fish: files after --, the verb is kerncap's first word (not the application's), ncu spellings and --no-NAME", () => {
+    const f = script("fish");
+    const d = tempDir();
+    writeFileSync(join(d, "app.sh"), "");
+    const complete = (line: string) => {
+      const p = Bun.spawnSync(["fish", "--no-config", "-c", `source ${f}; complete -C '${line}'`], { cwd: d, stdout: "pipe", stderr: "pipe" });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      return p.stdout.toString().split("\n").filter(Boolean).map((l) => l.split("\t")[0]!);
+    };
+    expect(complete("kerncap run -- ./ap")).toEqual(["./app.sh"]);
+    expect(complete("kerncap run --launch")).toEqual(["--launch-skip"]);
+    expect(complete("kerncap inspect --no-v")).toEqual(["--no-verify"]);
+    expect(complete("kerncap list -- python3 list --js")).toEqual([]); // after --: the application's words, never kerncap's options
+  });
+
+  test.skipIf(!Bun.which("zsh"))("zsh: the script parses", () => {
+    const p = Bun.spawnSync(["zsh", "-n", script("zsh")], { stderr: "pipe" });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+  });
+});
