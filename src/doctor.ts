@@ -16,7 +16,7 @@ import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
-import { describeTried, libcudaCandidates, loaderReason, missingSymbol, SYMBOLS } from "./replay/cuda.ts";
+import { describeTried, libcudaCandidates, loaderReason, missingSymbol, overrideDoesNotLoad, SYMBOLS } from "./replay/cuda.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -81,7 +81,8 @@ export function checkLibcuda(): Check & { loaded?: string } {
     }
   }
   if (libcudaOverride(process.env)) {
-    return { id: "libcuda", status: "fail", detail: `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, fix: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places." };
+    const e = overrideDoesNotLoad(tried);
+    return { id: "libcuda", status: "fail", detail: e.message, fix: e.hint };
   }
   return {
     id: "libcuda",

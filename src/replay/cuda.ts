@@ -119,6 +119,13 @@ export function loaderReason(e: unknown): string {
   return (i >= 0 ? parts.slice(i).join(": ") : line).slice(0, 160);
 }
 
+/** KERNCAP_LIBCUDA set to a file that does not load (cuda(), probeGpu, doctor say the same). */
+export function overrideDoesNotLoad(tried: { name: string; reason: string }[]): KerncapError {
+  return new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, {
+    hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
+  });
+}
+
 /** The entry point a loader error says the library lacks (bun:ffi: `Symbol "cuX" not found`), or undefined. */
 export function missingSymbol(reason: string): string | undefined {
   return /Symbol "([^"]+)" not found/.exec(reason)?.[1] ?? /undefined symbol: (\S+)/.exec(reason)?.[1];
@@ -162,11 +169,7 @@ export function cuda(ordinal = 0): Cuda {
         hint: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1; `kerncap doctor` checks the same.",
       });
     }
-    if (libcudaOverride(process.env)) {
-      throw new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, {
-        hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
-      });
-    }
+    if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
     throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
       hint: "Run on a machine with an NVIDIA GPU and its driver, or set KERNCAP_LIBCUDA to libcuda.so.1's path.",
     });

@@ -2,7 +2,7 @@
 import { dlopen, FFIType } from "bun:ffi";
 import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { describeTried, libcudaCandidates, loaderReason } from "./cuda.ts";
+import { describeTried, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./cuda.ts";
 
 /**
  * @returns the number of CUDA devices (≥ 1).
@@ -29,11 +29,7 @@ export function probeGpu(): number {
     }
     return c[0]!;
   }
-  if (libcudaOverride(process.env)) {
-    throw new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, {
-      hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
-    });
-  }
+  if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
   throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
     hint: "kerncap run, list, replay and validate need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere.",
   });
