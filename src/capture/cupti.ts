@@ -46,16 +46,17 @@ function pythonSitePackages(): string[] {
   return out;
 }
 
-/**
- * The first existing libcupti, versioned names (.so.13, .so.12) accepted beside .so.
- * @throws KerncapError E_NO_CUPTI listing every place searched.
- */
 /** Why `path` cannot be a shared library (a folder, not a regular file, no ELF magic), or undefined. */
 function notSharedObject(path: string): string | undefined {
   const st = statSync(path);
   if (st.isDirectory()) return "a folder";
   if (!st.isFile()) return "not a regular file";
-  const fd = openSync(path, "r");
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (e) {
+    return `unreadable: ${(e as NodeJS.ErrnoException).code ?? String(e)}`;
+  }
   try {
     const b = Buffer.alloc(4);
     const n = readSync(fd, b, 0, 4, 0);
@@ -65,6 +66,10 @@ function notSharedObject(path: string): string | undefined {
   }
 }
 
+/**
+ * The first existing libcupti, versioned names (.so.13, .so.12) accepted beside .so; KERNCAP_CUPTI_PATH alone when set (it must name an ELF file).
+ * @throws KerncapError E_NO_CUPTI listing every place searched.
+ */
 export function findCupti(env: Record<string, string | undefined> = process.env, systemRoots = true): string {
   const own = cuptiOverride(env);
   if (own) {
