@@ -6,17 +6,21 @@
 #  3. GPU suites through the binary's own Bun (BUN_BE_BUN=1): capture/replay, Triton, graphs, …;
 #  4. the snapshot benchmark and the kernel-time table (scripts/bench-timing.sh); once llm.c is
 #     built, its suite (while ggml still builds); once ggml is built, the CUDA reproducer suite
-#     and the edit-loop benchmarks (ggml, then llm.c). Logs and measurements go to $OUT.
+#     and the edit-loop benchmarks (ggml, then llm.c), then the nvcc phase breakdown of the two
+#     reproducers (scripts/nvcc-phases.sh). Logs and measurements go to $OUT (default
+#     /tmp/kerncap-gpu-out). It does not check for a GPU itself: run it on the GPU node.
 # Usage: scripts/gpu-test.sh [test-name-filter]
 #   SUITES="test/gpu/a.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
 #   SKIP_BENCH=1 (every benchmark), SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
-#   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share.
+#   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share (the suites of
+#   step 3 get BUDGET_S - 120 s; a device call's own limit, 600 s, still ends the call).
 # The whole suite takes more than one 10-minute device call: split it, e.g.
-#   call 1 (the suites, ~550 s): SUITES="graphs verdicts watch processes multi capture-replay triton
+#   call 1 (the suites, ~560 s): SUITES="graphs verdicts watch processes multi capture-replay triton
 #           session share scale" SKIP_GGML=1 SKIP_LLMC=1 SKIP_BENCH=1 SKIP_REPRO=1 BUDGET_S=720
 #   call 2 (the builds, reproducer suites and benchmarks, ~420 s): SUITES="" SKIP_SNAP=1 BUDGET_S=590
-#   (what this session ran on the H200 on 2026-12-01; the snapshot benchmark needs a call of its own)
+#   (SUITES="multi scale" there adds those two files: ~510 s); the snapshot benchmark needs a call
+#   of its own. The runs of 2026-12-01 are in the README's "Measured" section.
 # (names may be given without test/gpu/ and .test.ts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +61,7 @@ if [ -n "${llmc_pid:-}" ]; then
 fi
 if [ -n "${ggml_pid:-}" ]; then
   echo "waiting for the ggml build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
-  ( sleep "$(( $(left) > 130 ? $(left) - 130 : 1 ))"; kill "$ggml_pid" 2>/dev/null; pkill -f ninja ) & waiter=$!
+  ( sleep "$(( $(left) > 130 ? $(left) - 130 : 1 ))"; kill "$ggml_pid" 2>/dev/null; pkill -f ninja ) & waiter=$! # the node is the suite's own: every ninja there is this build's
   wait "$ggml_pid"; kill "$waiter" 2>/dev/null
 fi
 [ -n "${SKIP_REPRO:-}" ] || t $(( $(left) > 60 ? $(left) - 40 : 20 )) test/gpu/cuda-repro.test.ts || rc=1

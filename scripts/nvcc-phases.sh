@@ -7,6 +7,7 @@
 # for the edit loop (issue 14: what dominates `validate --watch`), not a timed test.
 # Usage: scripts/nvcc-phases.sh CAPTURE_DIR [LABEL]
 set -euo pipefail
+case "${1:-}" in ""|-h|--help) echo "usage: scripts/nvcc-phases.sh CAPTURE_DIR [LABEL]: each nvcc phase of the capture's build.sh (nvcc --time)" >&2; [ -n "${1:-}" ]; exit $? ;; esac
 cap="$1"; label="${2:-$(basename "$cap")}"
 [ -x "$cap/build.sh" ] || { echo "nvcc-phases: $cap/build.sh not found (a CUDA capture with a reproducer?)" >&2; exit 2; }
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT

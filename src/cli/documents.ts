@@ -66,7 +66,7 @@ const ReplayFields = {
   module: v.looseObject({ file: v.string(), loadSeconds: N }),
   device: v.looseObject({ name: v.string(), arch: v.string() }),
   /** Element-wise report: bit-exact, within-tolerance, within-spread (nondeterministic runs), multiset-equal, or mismatch; regions that are not bit-exact. */
-  numerics: v.looseObject({ verdict: v.string(), atol: N, rtol: N, regions: v.array(v.looseObject({ va: v.string(), verdict: v.string(), dtype: v.string() })) }),
+  numerics: v.looseObject({ verdict: v.string(), atol: N, rtol: N, regions: v.array(v.looseObject({ va: v.string(), verdict: v.string(), dtype: v.string(), elements: N, bytesDiffering: N, overTolerance: N, maxAbsError: v.nullable(N), maxRelError: v.nullable(N), firstDiffOffset: N })) }),
   /** --multiset: each region asked for and how the app's elements compare with each run's. */
   multiset: v.optional(v.array(v.looseObject({ index: U, va: v.string(), dtype: v.string(), verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]), elements: U, runs: U, runsReordered: U, unmatched: U }))),
 };
@@ -171,6 +171,7 @@ export const DOCUMENTS = {
     overheadSeconds: v.optional(v.number()),
     code: v.optional(v.string()),
     message: v.optional(v.string()),
+    hint: v.optional(v.nullable(v.string())),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),

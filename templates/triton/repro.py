@@ -37,7 +37,7 @@ except Exception as e:
          f"with Triton {pin['tritonVersion']}. Set KERNCAP_PYTHON to a Python that has it.", 3)
 
 if triton.__version__ != pin["tritonVersion"]:
-    msg = (f"Triton version differs: captured with {pin['tritonVersion']}, {sys.executable} has {triton.__version__}")
+    msg = (f"Triton version differs: captured with {pin['tritonVersion']}, {os.environ.get('KERNCAP_PYTHON_USED') or sys.executable} has {triton.__version__}")
     if os.environ.get("KERNCAP_FORCE") != "1":
         fail(msg + ". Another version can compile different code; pass --force to `kerncap validate` "
              "(or set KERNCAP_FORCE=1) to try anyway.", 3)
