@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -x node_modules/.bin/bun ] || npm ci --no-audit --no-fund --loglevel=error
-bash scripts/build-c.sh >/dev/null || { echo "test.sh: building the CUDA capture library failed"; echo "0 passed, 1 failed"; exit 1; }
+bash scripts/build-c.sh >/dev/null || { echo "test.sh: building the CUDA capture library failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 bash scripts/build-hsa.sh >/dev/null 2>&1 || true
 log=$(mktemp)
 # every test's scratch folder (theirs, nvcc's, Python's) goes under one TMPDIR, removed at the end
