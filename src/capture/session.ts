@@ -81,6 +81,23 @@ export function refuseToolAsApp(argv: string[]): void {
 }
 
 /**
+ * Kernels that a multi-capture run (`--kernel A --kernel B`, `--capture-all`) matched and did not
+ * capture because their eager launches were too few for --dispatch while their CUDA-graph
+ * executions (census `graph`) would have been enough: such runs take eager launches only
+ * (c/kerncap_cuda.c pick_target is not consulted for graph nodes). Collective kernels are left out
+ * (never captured anyway). `patterns` empty or blank: every kernel matches.
+ */
+export function graphOnlyMisses(kernels: KernelSeen[], patterns: (string | undefined)[], dispatch: number, captured: ReadonlySet<string>): KernelSeen[] {
+  const eres = patterns.filter((p): p is string => !!p).map((p) => compileEre(p));
+  return kernels.filter((k) => {
+    const graph = k.graph ?? 0;
+    if (!graph || captured.has(k.name) || collectiveLibrary(k.name, k.demangled)) return false;
+    if (eres.length && !eres.some((e) => e.test(k.name) || e.test(k.demangled))) return false;
+    return k.count - graph <= dispatch && k.count > dispatch;
+  });
+}
+
+/**
  * Launches of kernels matching `ere` (every kernel without one) that the library counted toward
  * --dispatch: autotuner benchmark launches (kernels.<pid>.json `benchmark`) only with countBenchmarks.
  * Each process counts its own: pass one process's kernels.
@@ -268,6 +285,11 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0);
     if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
       const set = await finalizeCaptureSet(tmp, out, req, stops);
+      const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
+      if (missed.length) {
+        const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
+        log.warn(`${missed.length} matching kernel${missed.length === 1 ? "" : "s"} ran ${req.dispatch + 1} or more times only with graph executions counted, and were not captured (several captures in one run take eager launches only): ${names.join("; ")}${missed.length > 5 ? "; …" : ""}. Capture one from its graph with \`kerncap run --kernel NAME --dispatch ${req.dispatch}\`.`);
+      }
       ok = true;
       return { dir: out, manifest: set[0]!.manifest, captures: set, app, census };
     }

@@ -9,7 +9,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { applicationExitCode, countedLaunches } from "../../src/capture/session.ts";
+import { applicationExitCode, countedLaunches, graphOnlyMisses } from "../../src/capture/session.ts";
 import { compileEre } from "../../src/capture/posix-regex.ts";
 import { kernelPattern } from "../../src/cli/args.ts";
 import { DOCUMENTS } from "../../src/cli/documents.ts";
@@ -243,6 +243,17 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     expect(r0.code, r0.err).toBe(0);
     expect(r0.err).not.toContain("the application failed");
   }, 30_000);
+});
+
+test("graphOnlyMisses: a matching kernel too rare eagerly for --dispatch but not counting its graph executions is named; captured, eager-enough and collective ones are not", () => {
+  const k = (name: string, count: number, graph: number) => ({ name, demangled: name, count, graph, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
+  const kernels = [k("layer_norm", 4, 4), k("gemm", 6, 2), k("softmax", 3, 3), k("ncclDevKernel_AllReduce", 9, 9), k("other", 5, 5)];
+  // --capture-all --kernel 'layer_norm|gemm|softmax|nccl' --dispatch 1: gemm had 4 eager launches (captured), softmax is captured too
+  const missed = graphOnlyMisses(kernels, ["layer_norm|gemm|softmax|nccl"], 1, new Set(["gemm", "softmax"]));
+  expect(missed.map((x) => x.name)).toEqual(["layer_norm"]);
+  // without a pattern every kernel matches; --dispatch 5: gemm ran 6 times, only 4 of them eagerly
+  expect(graphOnlyMisses(kernels, [""], 5, new Set()).map((x) => x.name)).toEqual(["gemm"]);
+  expect(graphOnlyMisses(kernels, [""], 3, new Set()).map((x) => x.name)).toEqual(["layer_norm", "other"]);
 });
 
 /** A census file as c/kerncap_cuda.c writes it (kernels.<pid>.json), for a fake app to echo. */
