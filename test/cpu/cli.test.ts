@@ -723,3 +723,22 @@ test("KERNCAP_VERBOSE=1 is --verbose: debug logs (the error's stack) without the
   expect(plain.stderr.toString()).not.toContain("at readManifest");
   expect(env.stderr.toString()).toContain("at readManifest");
 });
+
+// without a GPU, validate still says whether the edit compiled (found by a trial: after a good
+// build only E_NO_GPU was printed, and the user had to look for the cubin by hand)
+const NVCC_HERE = ["/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
+const GPU_HERE = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
+test.skipIf(!NVCC_HERE || GPU_HERE)("validate without a GPU: a rebuild that succeeds is said before E_NO_GPU", async () => {
+  const root = tempDir();
+  const dir = join(root, "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"), { recursive: true });
+  writeFileSync(join(dir, "src/k.cu"), "__global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }\n");
+  writeFileSync(join(dir, "build.sh"), `set -e\nmkdir -p build\n${NVCC_HERE} -cubin -arch=sm_90 src/k.cu -o build/kernel.cubin >&2\necho build/kernel.cubin\n`);
+  const main = join(import.meta.dir, "../../src/cli/main.ts");
+  const p = Bun.spawnSync([process.execPath, main, "validate", dir], { cwd: root, stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
+  const err = p.stderr.toString();
+  expect(p.exitCode, err).toBe(2);
+  expect(err).toMatch(/the rebuild succeeded \(.*build\/kernel\.cubin, [0-9.]+ s\); the replay needs a GPU/);
+  expect(err).toContain("no NVIDIA driver");
+}, 60_000);
