@@ -177,6 +177,16 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
   return e as Record<string, string>;
 }
 
+/** The variables captureLibraryEnv sets for one run: none may come from the caller's environment (a stale `KERNCAP_RANK=3`, an outer kerncap's settings). */
+const CAPTURE_SETTINGS: EnvName[] = ["KERNCAP_OUT", "KERNCAP_MODE", "KERNCAP_KERNEL", "KERNCAP_DISPATCH", "KERNCAP_RANK", "KERNCAP_PROCESS", "KERNCAP_CAPTURE_ALL", "KERNCAP_MAX_CAPTURES", "KERNCAP_COUNT_BENCHMARKS", "KERNCAP_EXIT_AFTER_CAPTURE", "KERNCAP_LOG"];
+
+/** `env` without the capture library's per-run settings (CAPTURE_SETTINGS): the base of an application's environment. */
+export function withoutCaptureSettings(env: Env = process.env): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = { ...env };
+  for (const k of CAPTURE_SETTINGS) delete out[k];
+  return out;
+}
+
 /** Environment of a reproducer's build.sh: `force` (validate --force) sets KERNCAP_FORCE=1 (templates/triton/repro.py). */
 export function reproducerBuildEnv(o: { force: boolean }, env: Env = process.env): Record<string, string | undefined> {
   return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}) };

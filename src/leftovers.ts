@@ -58,6 +58,27 @@ export function tempFor(path: string, pid = process.pid): string {
  * whose pid is alive. Errors (a folder that cannot be read or removed) are skipped.
  * @returns the paths removed.
  */
+/**
+ * The pid of another live kerncap process that is writing `<base>.tmp-<pid>` (its marker says
+ * kerncap made it), or undefined: two runs to one --out would otherwise race, and the one that
+ * finished second would lose its capture at the rename.
+ */
+export function liveTempWriter(base: string): number | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(dirname(base));
+  } catch {
+    return undefined;
+  }
+  for (const n of names) {
+    const m = n.startsWith(`${basename(base)}.`) ? /^\.tmp-(\d+)$/.exec(n.slice(basename(base).length)) : null;
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (pid !== process.pid && pidAlive(pid) && madeByKerncap(join(dirname(base), n))) return pid;
+  }
+  return undefined;
+}
+
 export function removeStaleTemps(base: string, baseExists: boolean): string[] {
   const dir = dirname(base);
   const name = basename(base);

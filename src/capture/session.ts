@@ -16,10 +16,10 @@ import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
-import { captureLibraryEnv } from "../env.ts";
+import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
+import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { probeGpu } from "../replay/probe.ts";
@@ -224,6 +224,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
   for (const k of req.moreKernels ?? []) compileEre(k);
   for (const k of [pattern, ...(req.moreKernels ?? [])]) {
+    // the library reads one pattern per line (several --kernel): a newline would split this one
+    if (k.includes("\n")) throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
     if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
   }
   if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
@@ -231,7 +233,11 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
   const out = resolve(req.out);
   if (existsSync(out)) assertReplaceable(out, req.force);
-  assertOutputPath(out, "capture folder"); // a missing, non-folder or read-only parent, before the app runs
+  assertOutputPath(out, "capture folder");
+  const writer = liveTempWriter(out);
+  if (writer !== undefined) {
+    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
+  } // a missing, non-folder or read-only parent, before the app runs
   for (const [opt, p] of [["--source-root", req.cuda.sourceRoot], ["--compile-commands", req.cuda.compileCommands]] as const) {
     if (p !== undefined && !existsSync(resolve(p))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
   }
@@ -253,7 +259,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
       app = await runApp({
         argv: req.argv,
         env: {
-          ...process.env,
+          ...withoutCaptureSettings(), // a stale KERNCAP_RANK or an outer run's settings never reach the library
           ...inj.env,
           ...captureLibraryEnv({
             out: tmp,
@@ -509,7 +515,7 @@ export async function listKernels(req: ListRequest, prepare: PrepareInjection = 
     mkdirSync(join(dir, "memory"));
     const app = await runApp({
       argv: req.argv,
-      env: { ...process.env, ...inj.env, ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
+      env: { ...withoutCaptureSettings(), ...inj.env, ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
       stdoutToStderr: req.stdoutToStderr,
       stops,
     });

@@ -336,6 +336,36 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual([`CUDA_INJECTION64_PATH=${stubCuda}`, "KERNCAP_PROCESS=0"]);
   }, 20_000);
 
+  test("the caller's stale capture settings (KERNCAP_RANK, KERNCAP_CAPTURE_ALL, …) never reach the application: kerncap sets or removes each", async () => {
+    // found by a trial: KERNCAP_RANK=3 KERNCAP_CAPTURE_ALL=1 in the shell reached the library of a plain `run`
+    const d = tempDir();
+    const envOut = join(d, "env.txt");
+    const a = app(d, "env.sh", `env | grep -E '^KERNCAP_(RANK|PROCESS|CAPTURE_ALL|MAX_CAPTURES|EXIT_AFTER_CAPTURE|COUNT_BENCHMARKS|LOG|DISPATCH)=' | sort > ${envOut}`);
+    const stale = { KERNCAP_RANK: "3", KERNCAP_PROCESS: "2", KERNCAP_CAPTURE_ALL: "1", KERNCAP_MAX_CAPTURES: "9", KERNCAP_EXIT_AFTER_CAPTURE: "1", KERNCAP_COUNT_BENCHMARKS: "1", KERNCAP_LOG: "1" };
+    await kerncap(["run", "--out", join(d, "cap"), "--", a], d, stale);
+    expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual(["KERNCAP_DISPATCH=0"]);
+    await kerncap(["list", "--", a], d, stale);
+    expect(readFileSync(envOut, "utf8").trim()).toBe("");
+  }, 20_000);
+
+  test("a newline in one --kernel is refused (the library would read two patterns); a live run writing the same --out is named", async () => {
+    const d = tempDir();
+    const a = app(d, "quick.sh", "exit 0");
+    const nl = await kerncap(["run", "--json", "--kernel", "a\nb", "--out", join(d, "cap"), "--", a], d);
+    expect(JSON.parse(nl.out).error).toMatchObject({ code: "E_USAGE", message: '--kernel "a\\nb" holds a newline' });
+    // another kerncap's temp folder (its marker) whose pid lives: refused at the start, before the app runs
+    const other = Bun.spawn(["sleep", "30"]);
+    try {
+      const tmp = join(d, `cap.tmp-${other.pid}`);
+      mkdirSync(tmp);
+      writeFileSync(join(tmp, ".kerncap-temp"), `${other.pid}\n`);
+      const r = await kerncap(["run", "--json", "--out", join(d, "cap"), "--", a], d);
+      expect(JSON.parse(r.out).error).toMatchObject({ code: "E_EXISTS", message: `another kerncap run (pid ${other.pid}) is writing ${join(d, "cap")} (${tmp})` });
+    } finally {
+      other.kill();
+    }
+  }, 20_000);
+
   test("run shows the library's progress file on stderr, one line per phase when stderr is not a terminal", async () => {
     const d = tempDir();
     const raw = join(d, "raw");
