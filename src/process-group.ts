@@ -8,7 +8,7 @@
  */
 import { constants } from "node:os";
 
-export type StopSignal = "SIGINT" | "SIGTERM";
+export type StopSignal = "SIGINT" | "SIGTERM" | "SIGHUP" | "SIGQUIT";
 
 /** Exit code for a command ended by a signal (128 + signal number, the shell's convention). */
 export function signalExitCode(sig: StopSignal | NodeJS.Signals | string): number {
@@ -40,7 +40,8 @@ export class StopSignals {
   private handlers: [StopSignal, () => void][] = [];
 
   install(): this {
-    for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    // SIGHUP (the terminal or ssh session went away) and SIGQUIT end a run as SIGTERM does: the group gets it, the temp goes
+    for (const sig of ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const) {
       const h = () => {
         if (this.signal) return this.onKill?.();
         this.signal = sig;

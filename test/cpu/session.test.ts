@@ -123,6 +123,9 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     ["run", "SIGTERM", 143],
     ["run", "SIGINT", 130],
     ["list", "SIGTERM", 143],
+    // found by a trial: a hangup (terminal or ssh gone) left the app running and the temp folder behind
+    ["run", "SIGHUP", 129],
+    ["list", "SIGQUIT", 131],
   ] as const) {
     test(`${sig} of \`kerncap ${verb}\`: the app's process group ends, its temp folder is removed, nothing is left in the working directory`, async () => {
       const d = tempDir();
