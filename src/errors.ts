@@ -28,6 +28,7 @@ export function isKerncapError(e: unknown): e is KerncapError {
 /** What each file-system errno means to the user (Node/Bun set `code` on system errors; see errno(3)). */
 const SYSTEM_ERRORS: Record<string, string> = {
   EACCES: "permission denied",
+  ENOENT: "no such file or folder (removed meanwhile, or a file system that does not allow creating it there, such as /proc)",
   EPERM: "operation not permitted",
   EROFS: "read-only file system",
   ENOTDIR: "a part of the path is not a folder (or is a dangling symbolic link)",

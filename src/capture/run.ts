@@ -3,7 +3,7 @@
  * wait for it (kerncap's Ctrl-C/SIGTERM ends the group), and the name helpers for "no such kernel"
  * messages. What the capture library is told and what it wrote are src/capture/session.ts's.
  */
-import { accessSync, constants, existsSync, rmSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -66,6 +66,30 @@ export function resolveApp(argv: string[]): string {
 }
 
 /**
+ * What the kernel's refusal to start the application means (found by a trial: these were reported
+ * as kerncap bugs): ENOEXEC (no `#!` line, not a program), ENOENT for a file that exists (its
+ * `#!` interpreter is missing), EACCES.
+ */
+export function spawnRefusal(e: unknown, exe: string): KerncapError | unknown {
+  const code = (e as NodeJS.ErrnoException)?.code ?? (/\b(ENOEXEC|ENOENT|EACCES)\b/.exec(String((e as Error)?.message)) ?? [])[1];
+  if (code === "ENOEXEC") {
+    return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} is not a program the kernel can start (no #! line, or not an executable format)`, { hint: `Run it through its interpreter (kerncap run -- bash ${exe}), or add a #! line.` });
+  }
+  if (code === "ENOENT" && existsSync(exe)) {
+    let interp = "";
+    try {
+      const head = readFileSync(exe, { encoding: "latin1" }).slice(0, 256);
+      interp = head.startsWith("#!") ? head.slice(2).split("\n")[0]!.trim() : "";
+    } catch {
+      /* unreadable: said below without the interpreter */
+    }
+    return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} cannot be started: ${interp ? `its interpreter (#!${interp}) does not exist` : "a file it needs to start (its interpreter or loader) does not exist"}`, { hint: "Fix its #! line, or run it through an interpreter that exists." });
+  }
+  if (code === "EACCES") return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} cannot be started: permission denied`, { hint: "chmod +x it (and make its folders searchable), or run it through its interpreter." });
+  return e;
+}
+
+/**
  * Run the application to completion, in a process group of its own (pgid = its pid; setsid, so
  * it has no controlling terminal: it reads an inherited terminal stdin, not /dev/tty). kerncap's
  * SIGINT/SIGTERM goes to that whole group (launchers' workers too), then SIGKILL after
@@ -75,13 +99,18 @@ export function resolveApp(argv: string[]): string {
 export async function runApp(o: AppRunOptions): Promise<AppRun> {
   const exe = resolveApp(o.argv);
   const t0 = performance.now();
-  const proc = Bun.spawn([exe, ...o.argv.slice(1)], {
-    env: o.env,
-    stdin: "inherit",
-    stdout: o.stdoutToStderr ? 2 : "inherit",
-    stderr: "inherit",
-    detached: true,
-  });
+  let proc: ReturnType<typeof Bun.spawn>;
+  try {
+    proc = Bun.spawn([exe, ...o.argv.slice(1)], {
+      env: o.env,
+      stdin: "inherit",
+      stdout: o.stdoutToStderr ? 2 : "inherit",
+      stderr: "inherit",
+      detached: true,
+    });
+  } catch (e) {
+    throw spawnRefusal(e, exe);
+  }
   const unhook = forwardToGroup(o.stops, proc.pid, APP_GRACE_MS);
   let exitCode: number | null;
   try {

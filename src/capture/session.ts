@@ -506,7 +506,7 @@ export async function listKernels(req: ListRequest, prepare: PrepareInjection = 
   const stops = new StopSignals().install();
   let dir: string;
   try {
-    dir = mkdtempSync(join(tmpdir(), `${LIST_PREFIX}${process.pid}-`));
+    dir = mkdtempSync(join(resolve(tmpdir()), `${LIST_PREFIX}${process.pid}-`));
   } catch (e) {
     throw new KerncapError("E_TMPDIR", `cannot make kerncap list's folder in ${tmpdir()}: ${(e as Error).message}`, { hint: "Set TMPDIR to a writable folder (list writes the launch census there and removes it)." });
   }

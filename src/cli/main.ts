@@ -148,7 +148,8 @@ export async function runCli(argv: string[]): Promise<number> {
   const own = dd < 0 ? argv : argv.slice(0, dd);
   // KERNCAP_VERBOSE: as --verbose, for the verb too (its builds' output, the capture library's log)
   const verbose = own.includes("--verbose") || verboseFromEnv();
-  const wantJson = own.includes("--json");
+  // --json=true is --json (a switch takes =true/=false): a failure's document must come then too
+  const wantJson = own.includes("--json") || own.includes("--json=true");
   setVerbose(verbose);
   const verb = own.find((a) => !a.startsWith("-"));
   const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);

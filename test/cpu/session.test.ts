@@ -351,6 +351,23 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readFileSync(envOut, "utf8").trim()).toBe("");
   }, 20_000);
 
+  test("an app the kernel cannot start (no #! line, a missing #! interpreter) is E_APP_NOT_EXECUTABLE, not a kerncap bug; --json=true gives the error document", async () => {
+    // found by a trial: both were "internal error … This is a kerncap bug"
+    const d = tempDir();
+    const no = join(d, "noshebang.sh");
+    writeFileSync(no, "echo hi\n");
+    chmodSync(no, 0o755);
+    const bad = join(d, "badinterp.sh");
+    writeFileSync(bad, "#!/nonexistent/interp\necho hi\n");
+    chmodSync(bad, 0o755);
+    const r1 = await kerncap(["run", "--json=true", "--out", join(d, "cap"), "--", no], d);
+    expect(r1.code).toBe(2);
+    expect(JSON.parse(r1.out).error).toMatchObject({ code: "E_APP_NOT_EXECUTABLE", message: expect.stringContaining("no #! line") });
+    const r2 = await kerncap(["run", "--json", "--out", join(d, "cap"), "--", bad], d);
+    expect(JSON.parse(r2.out).error).toMatchObject({ code: "E_APP_NOT_EXECUTABLE", message: expect.stringContaining("its interpreter (#!/nonexistent/interp) does not exist") });
+    expect(readdirSync(d).sort()).toEqual(["badinterp.sh", "noshebang.sh"]);
+  }, 20_000);
+
   test("a newline in one --kernel is refused (the library would read two patterns); a live run writing the same --out is named", async () => {
     const d = tempDir();
     const a = app(d, "quick.sh", "exit 0");
