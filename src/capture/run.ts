@@ -102,6 +102,7 @@ export async function runApp(o: AppRunOptions): Promise<AppRun> {
   let proc: ReturnType<typeof Bun.spawn>;
   try {
     proc = Bun.spawn([exe, ...o.argv.slice(1)], {
+      argv0: o.argv[0], // the name as typed (a PATH lookup does not change what the program sees as argv[0])
       env: o.env,
       stdin: "inherit",
       stdout: o.stdoutToStderr ? 2 : "inherit",

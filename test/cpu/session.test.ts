@@ -368,6 +368,18 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readdirSync(d).sort()).toEqual(["badinterp.sh", "noshebang.sh"]);
   }, 20_000);
 
+  test("an app found on PATH sees argv[0] as typed, as under a shell (not the resolved path)", async () => {
+    // found by a trial: `kerncap run -- ctool` gave the program /abs/path/ctool as argv[0]
+    const d = tempDir();
+    const bin = join(d, "bin");
+    mkdirSync(bin);
+    const out = join(d, "argv0.txt");
+    writeFileSync(join(d, "real.c"), `#include <stdio.h>\nint main(int c, char** v) { FILE* f = fopen("${out}", "w"); fprintf(f, "%s", v[0]); return 0; }\n`);
+    expect(Bun.spawnSync(["gcc", "-o", join(bin, "ctool"), join(d, "real.c")]).exitCode).toBe(0);
+    await kerncap(["run", "--out", join(d, "cap"), "--", "ctool"], d, { PATH: `${bin}:${process.env.PATH}` });
+    expect(readFileSync(out, "utf8")).toBe("ctool");
+  }, 20_000);
+
   test("a newline in one --kernel is refused (the library would read two patterns); a live run writing the same --out is named", async () => {
     const d = tempDir();
     const a = app(d, "quick.sh", "exit 0");
