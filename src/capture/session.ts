@@ -144,7 +144,7 @@ export function selectionProblem(c: Census, rank: number | undefined, procN: num
   const seen = c.processes.map((p) => `${processLabel(p.process)}${p.process.rank === null ? " (no rank variable)" : ""}${p.process.number >= 0 ? ` = process ${p.process.number}` : ""}`);
   const list = seen.length ? seen.join(", ") : "none";
   if (rank !== undefined) return `no process of the application has rank ${rank} (processes that ran CUDA: ${list})`;
-  return `--process ${procN} selects the ${procN! + 1}th process that initializes CUDA, but only ${c.numbered} did (${list})`;
+  return `--process ${procN} selects process number ${procN} (0-based) among those that initialize CUDA, but only ${c.numbered} did (${list})`;
 }
 
 /** Log the CUPTI sharing notes of the censuses (warnings; infos too when `infos`). */

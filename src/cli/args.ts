@@ -25,12 +25,12 @@ export function appArgv(rawArgs: string[]): string[] {
   return i < 0 ? [] : rawArgs.slice(i + 1);
 }
 
-/** Parse a non-negative decimal integer option, at most `max`. @throws KerncapError E_USAGE */
-export function intArg(name: string, v: unknown, def: number, max = 1_000_000): number {
+/** Parse a decimal integer option from `min` (default 0) to `max`. @throws KerncapError E_USAGE */
+export function intArg(name: string, v: unknown, def: number, max = 1_000_000, min = 0): number {
   if (v === undefined) return def;
   const t = String(v);
-  if (!/^[0-9]+$/.test(t) || Number(t) > max) {
-    throw new KerncapError("E_USAGE", `--${name} must be a whole number from 0 to ${max}, got ${JSON.stringify(v)}`, {
+  if (!/^[0-9]+$/.test(t) || Number(t) > max || Number(t) < min) {
+    throw new KerncapError("E_USAGE", `--${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`, {
       hint: `For example --${name} ${def}.`,
     });
   }

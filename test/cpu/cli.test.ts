@@ -606,7 +606,7 @@ describe("command line (runCli: the one error path)", () => {
       expect(e.message).toContain("--multiset 7: the capture has 2 regions");
     }
     const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
-    expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be at least 1" });
+    expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be a whole number from 1 to 10000, got \"0\"" });
     // an --out whose parent is a file: said before the GPU is probed, as pack/unpack say it
     const f = join(tempDir(), "afile");
     writeFileSync(f, "x");

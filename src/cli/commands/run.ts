@@ -41,8 +41,7 @@ export default defineCommand({
   },
   async run({ args, rawArgs }) {
     const kernels = repeatedOption(rawArgs, ["kernel", "kernel-name", "k"]).map(kernelPattern);
-    const maxCaptures = args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000);
-    if (maxCaptures === 0) throw new KerncapError("E_USAGE", "--max-captures must be at least 1", { hint: "For example --max-captures 8 (the default is 64)." });
+    const maxCaptures = args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000, 1);
     if (maxCaptures !== undefined && !args["capture-all"] && kernels.length < 2) {
       throw new KerncapError("E_USAGE", "--max-captures bounds several captures in one run: give it with --capture-all (or several --kernel)", { hint: "One --kernel makes one capture; drop --max-captures, or add --capture-all." });
     }
