@@ -13,7 +13,7 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
@@ -239,7 +239,15 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
   } // a missing, non-folder or read-only parent, before the app runs
   for (const [opt, p] of [["--source-root", req.cuda.sourceRoot], ["--compile-commands", req.cuda.compileCommands]] as const) {
-    if (p !== undefined && !existsSync(resolve(p))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
+    if (p === undefined) continue;
+    if (!p.trim()) throw new KerncapError("E_USAGE", `${opt} is empty`, { hint: `Give a path with ${opt}, or leave it out.` });
+    if (!existsSync(resolve(p))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
+    // checked before the application runs, not found out after it (found by a trial)
+    const dir = statSync(resolve(p)).isDirectory();
+    if (opt === "--source-root" && !dir) throw new KerncapError("E_USAGE", `--source-root ${p} is a file, not the application's source folder`, { hint: "Give the folder the application was built from (its source tree)." });
+    if (opt === "--compile-commands" && dir && !existsSync(join(resolve(p), "compile_commands.json"))) {
+      throw new KerncapError("E_USAGE", `--compile-commands ${p} is a folder without a compile_commands.json`, { hint: "Give the compile_commands.json file, or the build folder that holds it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON writes it)." });
+    }
   }
   removeStale(out);
   const inj = await prepare();

@@ -612,6 +612,19 @@ describe("command line (runCli: the one error path)", () => {
     writeFileSync(f, "x");
     const bad = await cli(["run", "--kernel", "scale", "--out", join(f, "cap"), "--json", "--", "/bin/true"]);
     expect(JSON.parse(bad.out).error).toMatchObject({ code: "E_USAGE", message: `${f} is not a folder: it cannot hold ${join(f, "cap")}` });
+    // --source-root a file, --compile-commands a folder without compile_commands.json, an empty one: before the app runs
+    const srcFile = join(tempDir(), "afile.txt");
+    writeFileSync(srcFile, "x");
+    const emptyDir = tempDir();
+    for (const [args, text] of [
+      [["--source-root", srcFile], "is a file, not the application's source folder"],
+      [["--compile-commands", emptyDir], "is a folder without a compile_commands.json"],
+      [["--source-root="], "--source-root is empty"],
+    ] as const) {
+      const r = await cli(["run", "--kernel", "scale", ...args, "--out", join(tempDir(), "c"), "--json", "--", "/bin/true"]);
+      expect(JSON.parse(r.out).error.code).toBe("E_USAGE");
+      expect(JSON.parse(r.out).error.message).toContain(text);
+    }
     // without --capture-all (or several --kernel) it would bound nothing: said, not ignored
     const one = await cli(["run", "--kernel", "scale", "--max-captures", "5", "--json", "--", "/bin/true"]);
     expect(JSON.parse(one.out).error.code).toBe("E_USAGE");
