@@ -128,6 +128,11 @@ export function collectiveRefusal(kernels: KernelSeen[], ere: PosixRegex | undef
  * The exit code `kerncap run` passes on for the application: 0 when it exited 0, its code when
  * non-zero, 128 + N when signal N ended it.
  */
+/** How the application ended, in words: "it exited with code N" or "it was ended by SIGNAME (exit 128+N)". */
+export function howAppEnded(app: Pick<AppRun, "exitCode" | "signal">): string {
+  return app.signal ? `it was ended by ${app.signal} (exit ${signalExitCode(app.signal)})` : `it exited with code ${app.exitCode ?? 0}`;
+}
+
 export function applicationExitCode(app: Pick<AppRun, "exitCode" | "signal">): number {
   if (app.signal) return signalExitCode(app.signal);
   return app.exitCode ?? 0;
@@ -347,7 +352,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
         if (refusal) throw refusal;
       }
       if (seen > req.dispatch) {
-        throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (app exit code ${app.exitCode}, signal ${app.signal ?? "none"})`, {
+        throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (${howAppEnded(app).replace(/^it /, "the app ")})`, {
           hint: "Run with --verbose to see why (the library's log).",
         });
       }
@@ -355,8 +360,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
       throw new KerncapError(
         "E_NO_MATCH",
         seen
-          ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app exited (code ${app.exitCode}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
-          : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app exited (code ${app.exitCode}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
+          ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
+          : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
               (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
         { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
       );
@@ -533,8 +538,12 @@ export async function listKernels(req: ListRequest, prepare: PrepareInjection = 
     sayCuptiNotes(census, false);
     const kernels = [...census.kernels].sort((a, b) => b.count - a.count);
     if (!kernels.length) {
-      throw new KerncapError("E_NO_KERNELS", `the application launched no CUDA kernel (exit code ${app.exitCode})`, {
-        hint: census.errors.length ? "The capture library failed; see the message above." : "Does it use the GPU? Check that it runs on its own, and that CUDA_VISIBLE_DEVICES is not empty.",
+      throw new KerncapError("E_NO_KERNELS", `the application launched no CUDA kernel (${howAppEnded(app)})`, {
+        hint: census.errors.length
+          ? "The capture library failed; see the message above."
+          : app.signal
+            ? `It died of ${app.signal} before any kernel; check that it runs on its own.`
+            : "Does it use the GPU? Check that it runs on its own, and that CUDA_VISIBLE_DEVICES is not empty.",
       });
     }
     return { app, kernels, launches: census.launches, libraryErrors: census.errors, census };

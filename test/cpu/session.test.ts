@@ -380,6 +380,15 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readFileSync(out, "utf8")).toBe("ctool");
   }, 20_000);
 
+  test("an app that dies of a signal before any kernel: the signal is named (not only its exit code)", async () => {
+    const d = tempDir();
+    const a = app(d, "segv.sh", "kill -SEGV $$");
+    const r = await kerncap(["list", "--json", "--", a], d);
+    expect(JSON.parse(r.out).error).toMatchObject({ code: "E_NO_KERNELS", message: "the application launched no CUDA kernel (it was ended by SIGSEGV (exit 139))", hint: expect.stringContaining("died of SIGSEGV") });
+    const r2 = await kerncap(["run", "--json", "--out", join(d, "cap"), "--", a], d);
+    expect(JSON.parse(r2.out).error.message).toContain("ran before the app ended (it was ended by SIGSEGV (exit 139);");
+  }, 20_000);
+
   test("a newline in one --kernel is refused (the library would read two patterns); a live run writing the same --out is named", async () => {
     const d = tempDir();
     const a = app(d, "quick.sh", "exit 0");
