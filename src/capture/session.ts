@@ -265,7 +265,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     mkdirSync(join(tmp, "memory"), { recursive: true });
     markTemp(tmp);
     const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
-    log.start(`running ${req.argv.join(" ")} (capture ${pattern ? JSON.stringify(pattern) : "any kernel"} #${req.dispatch}${sel})`);
+    const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
+    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} #${req.dispatch}${sel})`);
     const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {

@@ -385,8 +385,10 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     const a = app(d, "segv.sh", "kill -SEGV $$");
     const r = await kerncap(["list", "--json", "--", a], d);
     expect(JSON.parse(r.out).error).toMatchObject({ code: "E_NO_KERNELS", message: "the application launched no CUDA kernel (it was ended by SIGSEGV (exit 139))", hint: expect.stringContaining("died of SIGSEGV") });
-    const r2 = await kerncap(["run", "--json", "--out", join(d, "cap"), "--", a], d);
+    const r2 = await kerncap(["run", "--json", "--kernel", "foo", "--kernel-name", "bar", "--out", join(d, "cap"), "--", a, "", "my arg"], d);
     expect(JSON.parse(r2.out).error.message).toContain("ran before the app ended (it was ended by SIGSEGV (exit 139);");
+    // the running line quotes the arguments (an empty one, one with a space) and names every pattern
+    expect(r2.err).toContain(`running ${a} '' 'my arg' (capture "foo", "bar" #0)`);
   }, 20_000);
 
   test("a newline in one --kernel is refused (the library would read two patterns); a live run writing the same --out is named", async () => {
