@@ -48,6 +48,7 @@ export function resolveApp(argv: string[]): string {
     throw new KerncapError("E_USAGE", "no application given", { hint: "Put the application after `--`, e.g. `kerncap list -- python app.py` or `kerncap run --kernel softmax -- python app.py`." });
   }
   const a = argv[0];
+  if (a === "--") throw new KerncapError("E_USAGE", "`--` is given twice before the application", { hint: "One `--` ends kerncap's options: `kerncap run --kernel K -- ./app args`." });
   const path = a.includes("/") ? resolve(a) : Bun.which(a);
   if (!path || !existsSync(path)) {
     throw new KerncapError("E_APP_NOT_FOUND", `application not found: ${a}`, {

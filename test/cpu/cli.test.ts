@@ -625,6 +625,8 @@ describe("command line (runCli: the one error path)", () => {
       expect(JSON.parse(r.out).error.code).toBe("E_USAGE");
       expect(JSON.parse(r.out).error.message).toContain(text);
     }
+    const dd = await cli(["run", "--kernel", "scale", "--json", "--", "--", "/bin/true"]);
+    expect(JSON.parse(dd.out).error).toMatchObject({ code: "E_USAGE", message: "`--` is given twice before the application" });
     // without --capture-all (or several --kernel) it would bound nothing: said, not ignored
     const one = await cli(["run", "--kernel", "scale", "--max-captures", "5", "--json", "--", "/bin/true"]);
     expect(JSON.parse(one.out).error.code).toBe("E_USAGE");
