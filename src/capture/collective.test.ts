@@ -63,3 +63,14 @@ test("list marks collective kernels in a note column (and --json's kernels[].col
   expect(t.find((l) => l.includes("ncclDevKernel_AllGather"))).toContain("collective (NCCL)");
   expect(kernelTable([k("_Z3foov", 2)])).not.toContain("note");
 });
+
+test("list's table: a kernel that ran only as a graph's kernel node shows - for grid, block and module (the library knows them from eager launches only)", () => {
+  // seen on the H200 (test/apps/graphs.cu): such kernels were listed as 0x0x0, module 0x0
+  const t = kernelTable([
+    { name: "_Z5scalePffi", demangled: "scale(float*, float, int)", count: 7, graph: 6, grid: [256, 1, 1], block: [256, 1, 1], module: "0x558aa3e8b4f0" },
+    { name: "_Z7add_onePfi", demangled: "add_one(float*, int)", count: 6, graph: 6, grid: [0, 0, 0], block: [0, 0, 0], module: "0x0" },
+  ]);
+  const lines = t.split("\n");
+  expect(lines[1]).toMatch(/^\s*7\s+6\s+256x1x1\s+256x1x1\s+0x558aa3e8b4f0\s+scale/);
+  expect(lines[2]).toMatch(/^\s*6\s+6\s+-\s+-\s+-\s+add_one\(float\*, int\)$/);
+});

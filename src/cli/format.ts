@@ -86,14 +86,18 @@ export function describeNumerics(r: ReplayResult): string[] {
  * --dispatch does not count), graph (only when some kernel ran from CUDA graphs: of count, the
  * executions as a graph's kernel node), pid:count (`perProcess`: each process's count, for a job of several
  * processes), grid, block, module, note (only when some kernel is a collective: "collective (NCCL)",
- * never captured), kernel (demangled); numbers right-aligned.
+ * never captured), kernel (demangled); numbers right-aligned. Grid, block and module are those
+ * of an eager launch: "-" for a kernel that ran only as a CUDA graph's kernel node.
  */
 export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   const bench = kernels.some((k) => k.benchmark);
   const graph = kernels.some((k) => k.graph || k.recorded);
   const note = kernels.some((k) => k.collective);
   const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), k.grid.join("x"), k.block.join("x"), k.module, ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), k.demangled || k.name]);
+  // grid, block and module come from an eager launch (c/kerncap_cuda.c on_launch): a kernel that ran only as a graph's node has none (the library writes 0x0x0, 0x0)
+  const dims = (d: [number, number, number]) => (d.every((x) => x === 0) ? "-" : d.join("x"));
+  const mod = (m: string) => (m === "0x0" || m === "" ? "-" : m);
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), dims(k.grid), dims(k.block), mod(k.module), ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), k.demangled || k.name]);
   const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", ...(note ? ["note"] : []), "kernel"];
   return table(head, rows);
 }
