@@ -52,34 +52,8 @@ export function tempFor(path: string, pid = process.pid): string {
   return `${path}.tmp-${pid}`;
 }
 
-/**
- * Remove every `<base>.tmp-<pid>` (and `<base>.old-<pid>` when `<base>` itself exists, i.e. the
- * replacement it was kept for is in place) whose pid is gone and that kerncap made (madeByKerncap). Never this process's own, never one
- * whose pid is alive. Errors (a folder that cannot be read or removed) are skipped.
- * @returns the paths removed.
- */
-/**
- * The pid of another live kerncap process that is writing `<base>.tmp-<pid>` (its marker says
- * kerncap made it), or undefined: two runs to one --out would otherwise race, and the one that
- * finished second would lose its capture at the rename.
- */
-export function liveTempWriter(base: string): number | undefined {
-  let names: string[];
-  try {
-    names = readdirSync(dirname(base));
-  } catch {
-    return undefined;
-  }
-  for (const n of names) {
-    const m = n.startsWith(`${basename(base)}.`) ? /^\.tmp-(\d+)$/.exec(n.slice(basename(base).length)) : null;
-    if (!m) continue;
-    const pid = Number(m[1]);
-    if (pid !== process.pid && pidAlive(pid) && madeByKerncap(join(dirname(base), n))) return pid;
-  }
-  return undefined;
-}
-
-export function removeStaleTemps(base: string, baseExists: boolean): string[] {
+/** The `<base>.tmp-<pid>` and `<base>.old-<pid>` folders beside `base` (none when its folder cannot be read). */
+function tempSiblings(base: string): { path: string; kind: "tmp" | "old"; pid: number }[] {
   const dir = dirname(base);
   const name = basename(base);
   let names: string[];
@@ -88,16 +62,33 @@ export function removeStaleTemps(base: string, baseExists: boolean): string[] {
   } catch {
     return [];
   }
+  return names.flatMap((n) => {
+    const m = n.startsWith(`${name}.`) ? /^\.(tmp|old)-(\d+)$/.exec(n.slice(name.length)) : null;
+    return m ? [{ path: join(dir, n), kind: m[1] as "tmp" | "old", pid: Number(m[2]) }] : [];
+  });
+}
+
+/**
+ * The pid of another live kerncap process that is writing `<base>.tmp-<pid>` (its marker says
+ * kerncap made it), or undefined: two runs to one --out would otherwise race, and the one that
+ * finished second would lose its capture at the rename.
+ */
+export function liveTempWriter(base: string): number | undefined {
+  return tempSiblings(base).find((t) => t.kind === "tmp" && t.pid !== process.pid && pidAlive(t.pid) && madeByKerncap(t.path))?.pid;
+}
+
+/**
+ * Remove every `<base>.tmp-<pid>` (and `<base>.old-<pid>` when `<base>` itself exists, i.e. the
+ * replacement it was kept for is in place) whose pid is gone and that kerncap made (madeByKerncap). Never this process's own, never one
+ * whose pid is alive. Errors (a folder that cannot be read or removed) are skipped.
+ * @returns the paths removed.
+ */
+export function removeStaleTemps(base: string, baseExists: boolean): string[] {
   const removed: string[] = [];
-  for (const n of names) {
-    if (!n.startsWith(`${name}.`)) continue;
-    const m = /^\.(tmp|old)-(\d+)$/.exec(n.slice(name.length));
-    if (!m) continue;
-    const pid = Number(m[2]);
+  for (const { path: p, kind, pid } of tempSiblings(base)) {
     if (pid === process.pid || pidAlive(pid)) continue;
     // an .old- folder is the previous capture while its replacement is renamed in; without <base> it is the only copy
-    if (m[1] === "old" && !baseExists) continue;
-    const p = join(dir, n);
+    if (kind === "old" && !baseExists) continue;
     if (!madeByKerncap(p)) continue; // the user's own folder with a look-alike name
     if (processesWritingInto(p).length) continue; // the application of a killed run still runs and writes there
     try {
