@@ -16,7 +16,7 @@ import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
-import { describeTried, libcudaCandidates, loaderReason, missingSymbol, overrideDoesNotLoad, SYMBOLS } from "./replay/cuda.ts";
+import { describeLibcudaSearch, libcudaCandidates, loaderReason, missingSymbol, overrideDoesNotLoad, SYMBOLS } from "./replay/cuda.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -87,7 +87,7 @@ export function checkLibcuda(): Check & { loaded?: string } {
   return {
     id: "libcuda",
     status: "fail",
-    detail: `not found; tried ${describeTried(tried)}`,
+    detail: `not found; tried ${describeLibcudaSearch(tried)}`,
     fix: "Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; inspect, pack, unpack and schema work without it.",
   };
 }

@@ -131,15 +131,20 @@ export function missingSymbol(reason: string): string | undefined {
   return /Symbol "([^"]+)" not found/.exec(reason)?.[1] ?? /undefined symbol: (\S+)/.exec(reason)?.[1];
 }
 
-/**
- * "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)"; then
- * the bare libcuda names left out because a file of that name is in the working folder (bareLibraryNames).
- */
-export function describeTried(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
+/** "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)". */
+export function describeTried(tried: { name: string; reason: string }[]): string {
   const reasons = new Set(tried.map((t) => t.reason));
-  const text = reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
-  const names = ["libcuda.so.1", "libcuda.so"];
-  const shadowed = tried.some((t) => t.name.includes("libcuda")) ? names.filter((n) => !bareLibraryNames([n], cwd).length) : [];
+  return reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
+}
+
+/**
+ * What the usual libcuda search (libcudaCandidates without KERNCAP_LIBCUDA) tried, for its failure
+ * message: describeTried, then the bare names it left out because a file of that name is in the
+ * working folder (bareLibraryNames), which would otherwise vanish from the list unexplained.
+ */
+export function describeLibcudaSearch(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
+  const shadowed = ["libcuda.so.1", "libcuda.so"].filter((n) => !bareLibraryNames([n], cwd).length);
+  const text = describeTried(tried);
   return shadowed.length ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)` : text;
 }
 
@@ -170,7 +175,7 @@ export function cuda(ordinal = 0): Cuda {
       });
     }
     if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
-    throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeTried(tried)}`, {
+    throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
       hint: "Run on a machine with an NVIDIA GPU and its driver, or set KERNCAP_LIBCUDA to libcuda.so.1's path.",
     });
   }

@@ -3,7 +3,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describeTried, libcudaCandidates } from "./cuda.ts";
+import { describeLibcudaSearch, libcudaCandidates } from "./cuda.ts";
 import { hsaLibraryCandidates } from "./hsa.ts";
 
 test("a libcuda.so.1 / libhsa-runtime64.so.1 in the working folder removes that bare name from the search", () => {
@@ -16,7 +16,7 @@ test("a libcuda.so.1 / libhsa-runtime64.so.1 in the working folder removes that 
     expect(c).toContain("libcuda.so");
     expect(c).toContain("/usr/lib/x86_64-linux-gnu/libcuda.so.1");
     // and the message of a failed search says which name was left out, and why
-    expect(describeTried([{ name: "libcuda.so", reason: "cannot open shared object file" }], d)).toBe(
+    expect(describeLibcudaSearch([{ name: "libcuda.so", reason: "cannot open shared object file" }], d)).toBe(
       "libcuda.so: cannot open shared object file; not tried: libcuda.so.1 (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)",
     );
     const cwd = process.cwd();
