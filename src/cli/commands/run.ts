@@ -25,7 +25,7 @@ export default defineCommand({
     },
     dispatch: { type: "string", alias: ["launch-skip"], description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
     "capture-all": { type: "boolean", default: false, description: "Capture the --dispatch'th launch of every distinct kernel that --kernel matches (all kernels without it), one capture folder each inside --out" },
-    "max-captures": { type: "string", description: "With --capture-all: at most this many captures (default 64)" },
+    "max-captures": { type: "string", description: "With --capture-all or several --kernel: at most this many captures (default 64; 1 to 10000)" },
     "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
     rank: { type: "string", description: "Multi-process jobs: capture only in the process of this rank (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)" },
     process: { type: "string", description: "Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA" },
