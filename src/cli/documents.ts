@@ -165,6 +165,8 @@ export const DOCUMENTS = {
     files: v.array(v.string()),
     at: v.string(),
     buildSeconds: v.nullable(v.number()),
+    /** build.sh, or the device-only build of the pruned TU that a CUDA watch uses after its first build. */
+    builder: v.optional(v.picklist(["build.sh", "pruned"])),
     saveToVerdictSeconds: v.number(),
     verdict: v.optional(v.picklist(["match", "mismatch"])),
     kernelMedianUs: v.optional(v.nullable(v.number())),

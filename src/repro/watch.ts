@@ -15,7 +15,7 @@
  * kernel fault leaves the CUDA context unusable: the session is opened again (restore included),
  * said in the line. Ctrl-C (SIGINT) or SIGTERM ends the watch: exit 130 / 143.
  */
-import { existsSync, watch, type FSWatcher } from "node:fs";
+import { existsSync, readFileSync, rmSync, watch, type FSWatcher } from "node:fs";
 import { join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -26,6 +26,8 @@ import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession,
 import { buildReproducer } from "./build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import type { SliceMeta } from "./slice.ts";
+import { fastBuild, FastBuildUnavailable, fastBuildWork, sameKernelCode } from "./fast-build.ts";
+import { DevicePruner } from "./prune.ts";
 
 /** Quiet time after the last file event before a rebuild starts (ms). */
 export const DEBOUNCE_MS = 150;
@@ -99,6 +101,9 @@ export type Trigger = "start" | "save";
 /** What a reset put back (ResetStats of src/replay/engine.ts, less the regions scanned). */
 export type ResetLine = { chunks: number; bytes: number; seconds: number };
 
+/** build.sh, or the watch's device-only build of the pruned TU (src/repro/fast-build.ts). */
+export type Builder = "build.sh" | "pruned";
+
 /** One line of the watch (the JSON document, less its schema id, with --json). */
 export type WatchEvent =
   | {
@@ -118,8 +123,10 @@ export type WatchEvent =
       nondeterministic: boolean;
       /** Median of the timed launches (µs, CUDA events); null without timed launches (--iters 0). */
       kernelMedianUs: number | null;
-      /** build.sh's wall time (s). */
+      /** The rebuild's wall time (s). */
       buildSeconds: number;
+      /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/repro/fast-build.ts). */
+      builder: Builder;
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
@@ -137,6 +144,7 @@ export type WatchEvent =
       message: string;
       hint: string | null;
       buildSeconds: number | null;
+      builder?: Builder;
       saveToVerdictSeconds: number;
       /** error: a kernel fault made the CUDA context unusable and the memory was restored again in a new one. */
       reopened?: boolean;
@@ -161,7 +169,7 @@ export function watchLine(e: WatchEvent): string {
     const mm = e.firstMismatch;
     const region = mm ? ` region ${mm.va} (${mm.kind}, ${mm.size} B) from byte ${mm.firstDiffOffset}, ${mm.bytesDiffering} bytes differ${e.mismatches > 1 ? `; ${e.mismatches} regions differ` : ""}` : "";
     const us = e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs` : "no timed launch";
-    return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
+    return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
   }
   const head = e.event === "build-error" ? "BUILD ERROR" : `ERROR ${e.code}`;
   const build = e.buildSeconds === null ? "" : `  build ${sec(e.buildSeconds)}`;
@@ -173,7 +181,7 @@ export function watchLine(e: WatchEvent): string {
 }
 
 /** The verdict event of a replay result. */
-export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
+export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
   return {
     event: "verdict",
     trigger: x.trigger,
@@ -187,6 +195,7 @@ export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: stri
     nondeterministic: r.determinism.nondeterministic,
     kernelMedianUs: Number.isFinite(r.timing.medianUs) ? r.timing.medianUs : null,
     buildSeconds: x.buildSeconds,
+    builder: x.builder ?? "build.sh",
     saveToVerdictSeconds: x.saveToVerdictSeconds,
     overheadSeconds: x.saveToVerdictSeconds - x.buildSeconds,
     reset: x.reset,
@@ -229,6 +238,8 @@ export interface WatchOptions {
   quiet: boolean;
   /** Called with every event (the verb prints it). */
   emit: (e: WatchEvent) => void;
+  /** CUDA: after the first build, rebuild saves with the device-only build of the pruned TU when it gives the kernel build.sh's machine code (default true; --full-build: false). */
+  fastBuild?: boolean;
   /** How the capture is opened (default: openReplay with verify; the CPU tests pass a session without a GPU). */
   open?: (dir: string) => Promise<ReplaySession>;
 }
@@ -248,6 +259,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
   const stoppedP = new Promise<void>((res) => (stopped = res));
   stops.onStop = () => stopped();
   const sliceMeta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
+  const fast: FastState | undefined = m.kernel.frontend === "cuda" && o.fastBuild !== false ? { enabled: false, work: fastBuildWork(), pruner: new DevicePruner() } : undefined;
   const ignore = new Set(sliceMeta ? [sliceMeta.slice] : []);
   let session: ReplaySession | undefined;
   let watcher: FSWatcher | undefined;
@@ -295,6 +307,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
       throw e;
     }
     await Promise.race([track(cycle("start", [], t0, firstBuild)), stoppedP]);
+    if (fast && failure === undefined && !stops.signal) await Promise.race([tryFastBuild(dir, m, o, await firstBuild, fast), stoppedP]);
     if (failure === undefined && !stops.signal) {
       log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       // one cycle at a time; saves during a cycle make one more cycle after it
@@ -304,7 +317,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
           queued = { files: [...new Set([...(queued?.files ?? []), ...files])], savedAt };
           return;
         }
-        void track(cycle("save", files, savedAt, build(dir, m, o))).then(() => {
+        void track(cycle("save", files, savedAt, build(dir, m, o, fast))).then(() => {
           if (queued && !stops.signal && failure === undefined) {
             const q = queued;
             queued = undefined;
@@ -329,6 +342,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
     debouncer?.cancel();
     session?.close();
     stops.dispose();
+    if (fast) rmSync(fast.work, { recursive: true, force: true });
   }
 }
 
@@ -336,20 +350,74 @@ function exitCode(stops: StopSignals): number {
   return signalExitCode(stops.signal ?? "SIGINT");
 }
 
-type Built = { ok: true; module: string; seconds: number } | { ok: false; error: KerncapError; seconds: number | null };
+type Built = { ok: true; module: string; seconds: number; builder: Builder } | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
 
-/** Slice refresh, build.sh, the parameter-layout check of a CUDA module; a KerncapError is a result (E_INTERRUPTED is thrown). */
-async function build(dir: string, m: Manifest, o: WatchOptions): Promise<Built> {
+/** The watch's fast-build state: enabled after the first build's check, off after a pruned build failed where build.sh did not. */
+interface FastState {
+  enabled: boolean;
+  work: string;
+  pruner: DevicePruner;
+}
+
+/**
+ * Slice refresh, the rebuild (the pruned TU's device-only build when enabled, else build.sh), the
+ * parameter-layout check of a CUDA module; a KerncapError is a result (E_INTERRUPTED is thrown).
+ * A pruned build that fails is followed by build.sh's; when build.sh then succeeds, the pruned
+ * build is not used again in this watch (said once).
+ */
+async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState): Promise<Built> {
   let seconds: number | null = null;
+  let builder: Builder = "build.sh";
   try {
     frontendOf(m).beforeBuild?.(dir, m);
-    const b = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
+    let b: { module: string; seconds: number } | undefined;
+    let fastFailure: string | undefined;
+    if (fast?.enabled) {
+      const t0 = performance.now();
+      try {
+        b = await fastBuild(dir, fast.work, { force: o.force }, fast.pruner);
+        builder = "pruned";
+      } catch (e) {
+        if (!(e instanceof FastBuildUnavailable)) throw e;
+        fastFailure = e.message;
+        log.debug(`pruned build: ${e.message}; build.sh instead`);
+      }
+      if (!b) {
+        const full = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
+        b = { module: full.module, seconds: (performance.now() - t0) / 1000 };
+        fast.enabled = false;
+        log.info(`the pruned TU did not build where build.sh did (${fastFailure}): build.sh rebuilds every save from now on`);
+      }
+    } else b = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
     seconds = b.seconds;
     frontendOf(m).checkRebuiltModule?.(b.module, m); // before anything launches it
-    return { ok: true, module: b.module, seconds: b.seconds };
+    return { ok: true, module: b.module, seconds: b.seconds, builder };
   } catch (e) {
     if (!isKerncapError(e) || e.code === "E_INTERRUPTED") throw e;
-    return { ok: false, error: e, seconds };
+    return { ok: false, error: e, seconds, builder };
+  }
+}
+
+/**
+ * After the first build (build.sh's): the pruned TU's device-only build, enabled for the saves
+ * when it gives the kernel the same machine code as build.sh's module. Says which it is, with
+ * both build times and the TU's size before and after pruning.
+ */
+async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Built, fast: FastState): Promise<void> {
+  if (!first.ok) return; // tried again after a build that works (the next save)
+  try {
+    const f = await fastBuild(dir, fast.work, { force: o.force }, fast.pruner);
+    const differs = sameKernelCode(readFileSync(first.module), readFileSync(f.module), m.kernel.name);
+    const lines = f.prune.lines();
+    if (differs) {
+      log.info(`saves are rebuilt by build.sh: the pruned TU's build gives ${m.kernel.name} other machine code (${differs})`);
+      return;
+    }
+    fast.enabled = true;
+    log.info(`saves are rebuilt from the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${first.seconds!.toFixed(2)} s; the kernel's machine code is the same)`);
+  } catch (e) {
+    if (!(e instanceof FastBuildUnavailable)) throw e;
+    log.info(`saves are rebuilt by build.sh (no pruned build: ${e.message})`);
   }
 }
 
@@ -368,12 +436,12 @@ async function runCycle(
   const since = () => (performance.now() - x.savedAt) / 1000;
   const base = { trigger: x.trigger, files: x.files };
   if (!b.ok) {
-    o.emit({ event: "build-error", ...base, at: new Date().toISOString(), code: b.error.code, message: b.error.message, hint: b.error.hint ?? null, buildSeconds: b.seconds, saveToVerdictSeconds: since() });
+    o.emit({ event: "build-error", ...base, at: new Date().toISOString(), code: b.error.code, message: b.error.message, hint: b.error.hint ?? null, buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since() });
     return { ran: false, reopen: false };
   }
   try {
     const r = await session.run({ ...o.run, modulePath: b.module, kernelName: m.kernel.name });
-    o.emit(verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, saveToVerdictSeconds: since(), reset: x.reset }));
+    o.emit(verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }));
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;

@@ -116,6 +116,7 @@ const verdict = (x: Partial<Extract<WatchEvent, { event: "verdict" }>> = {}): Wa
   nondeterministic: false,
   kernelMedianUs: 12.345,
   buildSeconds: 1.5,
+  builder: "build.sh",
   saveToVerdictSeconds: 1.72,
   overheadSeconds: 0.22,
   reset: { chunks: 2, bytes: 131072, seconds: 0.003 },

@@ -33,6 +33,7 @@ export default defineCommand({
     ...toleranceArgs,
     force: { type: "boolean", description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
+    "full-build": { type: "boolean", description: "--watch, CUDA: rebuild every save with build.sh (by default saves after the first build compile a device-only TU pruned to what the kernel needs, once it is shown to give the same machine code)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
@@ -46,7 +47,7 @@ export default defineCommand({
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
-      return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit }), dataStdio());
+      return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit, fastBuild: !args["full-build"] }), dataStdio());
     }
     const fe = frontendOf(m);
     if (!fe.validates) {

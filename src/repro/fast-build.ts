@@ -1,0 +1,172 @@
+/**
+ * The device-only rebuild `kerncap validate --watch` uses for a CUDA reproducer after its first
+ * build (issue 14): the compile build.sh would run, taken apart and given less to parse.
+ *
+ * `EXTRA_FLAGS=--dryrun build.sh` makes nvcc print the commands it would run (nvcc --dryrun: a
+ * shell script of `#$ ` lines: environment settings, then gcc -E with the device-side defines,
+ * cicc, ptxas for `-cubin -arch=sm_XX`). A fast build runs those commands itself, with the
+ * preprocessed TU (the file cicc reads) pruned to the declarations the kernel's code needs
+ * (src/repro/prune.ts) in between. The plan is made again at every build (a few tens of ms), so
+ * whatever build.sh decides at that moment (the slice or the whole TU, EXTRA_FLAGS, NVCC) is what
+ * is compiled. A compile that is not exactly those three steps (relocatable device code and its
+ * device link, several architectures, -G …) has no fast build: build.sh runs as usual.
+ *
+ * The watch trusts the pruned build only after its first one gave the kernel the same machine
+ * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
+ * followed by build.sh's (which reports a real compile error as usual).
+ */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { tmpdir } from "node:os";
+import { parseElf } from "../codeobj/elf.ts";
+import { reproducerBuildEnv } from "../env.ts";
+import { DevicePruner, type PruneResult } from "./prune.ts";
+
+/** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
+export interface FastPlan {
+  /** Shell lines that set nvcc's environment (CICC_PATH, PATH, …), run before each step. */
+  env: string[];
+  /** gcc -E …, writing `fullTU`. */
+  preprocess: string;
+  /** cicc … reading `prunedTU`, then ptxas … writing `cubin`. */
+  compile: string;
+  fullTU: string;
+  prunedTU: string;
+  cubin: string;
+  /** The source nvcc was given (build.sh's choice: the slice or the whole TU). */
+  source: string;
+}
+
+/** Split one `#$ ` line of nvcc --dryrun into words (double quotes grouped, as sh would). */
+function shellWords(line: string): string[] {
+  const out: string[] = [];
+  const re = /"((?:\\.|[^"\\])*)"|(\S+)/g;
+  for (let m = re.exec(line); m; m = re.exec(line)) out.push(m[1] ?? m[2]!);
+  return out;
+}
+
+/**
+ * Make the plan from nvcc's --dryrun output (the `#$ ` lines of build.sh's stderr).
+ * @param dryrun build.sh's stderr under EXTRA_FLAGS=--dryrun
+ * @param dryCubin the output path build.sh was given (replaced by `work`/kernel.cubin)
+ * @param work the folder the fast build writes in
+ * @returns the plan, or why there is none (not exactly gcc -E, cicc, ptxas)
+ */
+export function parseDryrun(dryrun: string, dryCubin: string, work: string): FastPlan | { reason: string } {
+  const lines = dryrun.split("\n").filter((l) => l.startsWith("#$ ")).map((l) => l.slice(3).trim());
+  const env: string[] = [];
+  const cmds: string[] = [];
+  for (const l of lines) {
+    const a = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(l);
+    if (a) {
+      // nvcc's variables; the quoted ones (INCLUDES="-I…" "…") only describe what the commands already spell out
+      if (!a[2]!.includes('"')) env.push(`${a[1]}='${a[2]!.trim().replace(/'/g, "'\\''")}'`);
+    } else if (l) cmds.push(l);
+  }
+  if (cmds.length !== 3) return { reason: `nvcc runs ${cmds.length} steps, not gcc -E, cicc, ptxas (${cmds.map((c) => shellWords(c)[0]?.split("/").pop()).join(", ")})` };
+  const [pp, cicc, ptxas] = cmds as [string, string, string];
+  const ppw = shellWords(pp), cw = shellWords(cicc), pw = shellWords(ptxas);
+  if (!ppw.includes("-E")) return { reason: "nvcc's first step is not the preprocessor (gcc -E)" };
+  if (!/cicc$/.test(cw[0] ?? "")) return { reason: "nvcc's second step is not cicc" };
+  if (!/ptxas$/.test(pw[0] ?? "")) return { reason: "nvcc's third step is not ptxas" };
+  const ppOut = ppw[ppw.indexOf("-o") + 1];
+  if (!ppOut || !cicc.includes(ppOut)) return { reason: "cicc does not read what the preprocessor writes" };
+  const source = ppw[ppw.indexOf("-o") - 1] ?? "";
+  const fullTU = join(work, "full.cpp1.ii");
+  const prunedTU = join(work, "pruned.cpp1.ii");
+  const cubin = join(work, "kernel.cubin");
+  // nvcc's temporary files (…/tmpxft_<pid>_<n>-<k>_<name>) go to the work folder
+  const temps = new Map<string, string>();
+  const retemp = (s: string) => s.replace(/[^\s"]*tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
+    if (!temps.has(whole)) temps.set(whole, join(work, `nv-${rest}`));
+    return temps.get(whole)!;
+  });
+  const quoted = (p: string) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
+  const preprocess = retemp(pp.split(`"${ppOut}"`).join(quoted(fullTU)).split(ppOut).join(quoted(fullTU)));
+  const cc = retemp(cicc.split(`"${ppOut}"`).join(quoted(prunedTU)).split(ppOut).join(quoted(prunedTU)));
+  const px = retemp(ptxas.split(`"${dryCubin}"`).join(quoted(cubin)).split(dryCubin).join(quoted(cubin)));
+  if (!px.includes(cubin)) return { reason: "ptxas does not write build.sh's output" };
+  return { env, preprocess, compile: `${cc} && ${px}`, fullTU, prunedTU, cubin, source };
+}
+
+export interface FastBuilt {
+  module: string;
+  /** Wall time of the whole fast build (s), and of its steps (ms). */
+  seconds: number;
+  steps: { planMs: number; preprocessMs: number; pruneMs: number; compileMs: number };
+  prune: PruneResult;
+}
+
+async function sh(script: string, cwd: string, env: Record<string, string | undefined>): Promise<{ code: number; err: string }> {
+  const p = Bun.spawn(["bash", "-c", script], { cwd, env, stdout: "ignore", stderr: "pipe" });
+  const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+  return { code, err };
+}
+
+/** A fast build's own failure (the plan or a step): build.sh runs instead. */
+export class FastBuildUnavailable extends Error {}
+
+/**
+ * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.
+ * @param work a folder of the caller's (its files are overwritten at each build)
+ * @param pruner keeps what did not change between builds (src/repro/prune.ts DevicePruner)
+ * @returns the module built and the time of each step
+ * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh)
+ */
+export async function fastBuild(dirArg: string, work: string, o: { force: boolean }, pruner: DevicePruner = new DevicePruner()): Promise<FastBuilt> {
+  const dir = resolve(dirArg);
+  mkdirSync(work, { recursive: true });
+  const env = reproducerBuildEnv(o);
+  const t0 = performance.now();
+  const dryCubin = join(work, "dryrun.cubin");
+  const dry = Bun.spawn(["bash", join(dir, "build.sh"), dryCubin], { cwd: dir, env: { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, stdout: "ignore", stderr: "pipe" });
+  const [dryErr, dryCode] = await Promise.all([new Response(dry.stderr).text(), dry.exited]);
+  if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
+  if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
+  const plan = parseDryrun(dryErr, dryCubin, work);
+  if ("reason" in plan) throw new FastBuildUnavailable(plan.reason);
+  const t1 = performance.now();
+  const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
+  rmSync(plan.cubin, { force: true });
+  const pp = await sh(`set -e\n${envLines}\n${plan.preprocess}`, dir, env);
+  if (pp.code !== 0) throw new FastBuildUnavailable(`the preprocessor failed: ${pp.err.trim().split("\n").slice(-3).join(" / ")}`);
+  const t2 = performance.now();
+  const pruned = pruner.prune(readFileSync(plan.fullTU, "latin1"));
+  writeFileSync(plan.prunedTU, pruned.text, "latin1");
+  const t3 = performance.now();
+  const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env);
+  if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
+  const t4 = performance.now();
+  return {
+    module: plan.cubin,
+    seconds: (t4 - t0) / 1000,
+    steps: { planMs: t1 - t0, preprocessMs: t2 - t1, pruneMs: t3 - t2, compileMs: t4 - t3 },
+    prune: pruned,
+  };
+}
+
+/**
+ * Whether two cubins give `kernel` the same machine code: the bytes of its `.text.<kernel>`
+ * section (relocations aside: a cubin's text refers to other symbols through relocation entries,
+ * which are compared by count).
+ * @returns null when they match, else what differs (a sentence)
+ */
+export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): string | null {
+  const ea = parseElf(a), eb = parseElf(b);
+  const name = `.text.${kernel}`;
+  const sa = ea.section(name), sb = eb.section(name);
+  if (!sa || !sb) return `no ${name} section in the ${!sa ? "full" : "pruned"} build`;
+  const ba = ea.sectionBytes(sa), bb = eb.sectionBytes(sb);
+  if (ba.length !== bb.length) return `${name} is ${ba.length} bytes in the full build, ${bb.length} in the pruned one`;
+  for (let i = 0; i < ba.length; i++) if (ba[i] !== bb[i]) return `${name} differs at byte ${i}`;
+  const rel = (e: typeof ea) => e.sections.filter((s) => s.name === `.rel${name}` || s.name === `.rela${name}`).reduce((n, s) => n + s.size, 0);
+  if (rel(ea) !== rel(eb)) return `${name}'s relocations differ`;
+  return null;
+}
+
+/** A fresh work folder for a watch's fast builds (under the system temp folder). */
+export function fastBuildWork(): string {
+  const d = join(tmpdir(), `kerncap-fast-${process.pid}-${Date.now().toString(36)}`);
+  mkdirSync(d, { recursive: true });
+  return d;
+}
