@@ -307,7 +307,6 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
       throw e;
     }
     await Promise.race([track(cycle("start", [], t0, firstBuild)), stoppedP]);
-    if (fast && failure === undefined && !stops.signal) await Promise.race([tryFastBuild(dir, m, o, await firstBuild, fast), stoppedP]);
     if (failure === undefined && !stops.signal) {
       log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       // one cycle at a time; saves during a cycle make one more cycle after it
@@ -330,6 +329,17 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
         const rel = name === null ? null : String(name);
         if (isSourceSave(rel, ignore)) debouncer!.poke(rel!);
       });
+      // the pruned build is tried while the watch is up: a save meanwhile waits for it (one cycle after)
+      if (fast) {
+        const first = await firstBuild;
+        void track(tryFastBuild(dir, m, o, first, fast)).then(() => {
+          if (queued && !stops.signal && failure === undefined) {
+            const q = queued;
+            queued = undefined;
+            start(q.files, q.savedAt);
+          }
+        });
+      }
       await stoppedP;
     }
     watcher?.close();
@@ -416,8 +426,8 @@ async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Bu
     fast.enabled = true;
     log.info(`saves are rebuilt from the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${first.seconds!.toFixed(2)} s; the kernel's machine code is the same)`);
   } catch (e) {
-    if (!(e instanceof FastBuildUnavailable)) throw e;
-    log.info(`saves are rebuilt by build.sh (no pruned build: ${e.message})`);
+    // an optimization only: whatever went wrong, build.sh goes on rebuilding
+    log.info(`saves are rebuilt by build.sh (no pruned build: ${e instanceof Error ? e.message : String(e)})`);
   }
 }
 

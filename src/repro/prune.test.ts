@@ -1,0 +1,269 @@
+/**
+ * The device-side pruning of a preprocessed TU (src/repro/prune.ts) and the watch's fast build
+ * (src/repro/fast-build.ts). Without nvcc: hand-written gcc -E output (line markers, a system
+ * header, a project header, the primary file) checked declaration by declaration. With nvcc: a
+ * project whose kernel header pulls <vector>, <string>, <unordered_map>, <memory>, <mutex> and
+ * host structures, rendered as a reproducer; its pruned device-only build must give the kernel the
+ * same machine code as build.sh's, and an edit of the kernel must reach the pruned build.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { cubinKernels } from "../codeobj/cubin.ts";
+import { pickCubin } from "../codeobj/fatbin.ts";
+import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
+import { renderCudaReproducer } from "../frontends/cuda/repro.ts";
+import { fastBuild, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
+import { locateKernelSource } from "./locate.ts";
+import { DevicePruner, pruneDeviceTU } from "./prune.ts";
+
+const WORK = mkdtempSync(join(tmpdir(), "kerncap-prune-"));
+afterAll(() => rmSync(WORK, { recursive: true, force: true }));
+
+/** gcc -E output of a slice: a system header, a project header, the primary file. */
+const TU = [
+  '# 0 "src/slice.cu"',
+  '# 0 "<built-in>"',
+  '# 0 "<command-line>"',
+  '# 1 "src/slice.cu"',
+  '# 1 "/usr/include/c++/12/bits/stl_vector.h" 1 3',
+  "namespace std {",
+  "template<typename _Tp> class vector { public: _Tp* _M_start; void push_back(const _Tp& __x); };",
+  "template<typename _Tp> void vector<_Tp>::push_back(const _Tp& __x) { *_M_start = __x; }",
+  "template<typename _Tp> inline void swap(vector<_Tp>& __a, vector<_Tp>& __b) { }",
+  "template<typename _Tp> inline void swap(_Tp& __a, _Tp& __b) { _Tp __t = __a; __a = __b; __b = __t; }",
+  "}",
+  '# 2 "src/slice.cu" 2',
+  '# 1 "src/ops.cuh" 1',
+  "struct HostOnly { std::vector<int> v; };",
+  "static void host_helper(HostOnly& h) { h.v.push_back(1); }",
+  "enum Mode { MODE_A, MODE_B };",
+  "struct Params { float scale; Mode mode; };",
+  "constexpr int nthreads(int w) { return w * 32; }",
+  "__attribute__((device)) inline float twice(float x) { return 2 * x; }",
+  "__attribute__((device)) inline double twice(double x) { return 2 * x; }",
+  "__attribute__((device)) inline float unused_helper(float x) { return x - 1; }",
+  "template <typename T> struct Acc { T v; };",
+  "template <> struct Acc<double> { double v; int n; };",
+  "namespace detail { __attribute__((device)) inline float scaled(const Params& p, float x) { return p.mode == MODE_B ? twice(x) : p.scale * x; } }",
+  "template <typename T, int W>",
+  "__attribute__((global)) void __attribute__((launch_bounds(nthreads(W), 1)))",
+  "kern(T* y, Params p) {",
+  "  Acc<T> a{y[0]};",
+  "  float r = detail::scaled(p, a.v);",
+  "  std::swap(r, r);",
+  "  y[0] = r;",
+  "}",
+  "__attribute__((global)) void other_kernel(float* y) { y[0] = unused_helper(1.0f); }",
+  '# 3 "src/slice.cu" 2',
+  "static void* kerncap_odr_use = (void*)&kern<float, 4>;",
+  "",
+].join("\n");
+
+describe("pruneDeviceTU on hand-written gcc -E output", () => {
+  const r = pruneDeviceTU(TU);
+  const out = r.text.split("\n");
+  const has = (s: string) => out.some((l) => l.includes(s));
+  test("the kernel and what it names stay: its template, helpers (every overload), types, enumerators, the namespace member, the launch_bounds function", () => {
+    expect(has("kern(T* y, Params p) {")).toBe(true);
+    expect(has("inline float twice(float x)")).toBe(true);
+    expect(has("inline double twice(double x)")).toBe(true); // every overload of a name in use
+    expect(has("struct Params")).toBe(true);
+    expect(has("enum Mode")).toBe(true); // MODE_B names it
+    expect(has("namespace detail { __attribute__((device)) inline float scaled")).toBe(true);
+    expect(has("constexpr int nthreads")).toBe(true); // named inside __attribute__((launch_bounds(...)))
+    expect(has("template <typename T> struct Acc { T v; };")).toBe(true);
+    expect(has("template <> struct Acc<double>")).toBe(true); // a specialization of a kept template
+    expect(has("static void* kerncap_odr_use")).toBe(true);
+  });
+  test("what nothing the kernel uses names goes: another kernel, an unused device function, host structures", () => {
+    expect(has("other_kernel")).toBe(false); // a header's other kernel: only the primary file's code is a root
+    expect(has("unused_helper(float x) { return x - 1; }")).toBe(false); // …so what only it used goes too
+    expect(has("struct HostOnly")).toBe(false);
+    expect(has("host_helper(HostOnly& h)")).toBe(false);
+  });
+  test("a system header's overload whose parameters name an unneeded class goes; the generic one stays", () => {
+    expect(has("inline void swap(vector<_Tp>& __a")).toBe(false);
+    expect(has("inline void swap(_Tp& __a, _Tp& __b)")).toBe(true);
+    expect(has("class vector")).toBe(false);
+    expect(has("vector<_Tp>::push_back")).toBe(false);
+  });
+  test("line numbers and line markers are kept", () => {
+    expect(out).toHaveLength(TU.split("\n").length);
+    TU.split("\n").forEach((l, i) => {
+      if (l.startsWith("# ")) expect(out[i]).toBe(l);
+    });
+    expect(r.lines().after).toBeLessThan(r.lines().before);
+    expect(r.decls).toBeGreaterThan(r.kept);
+  });
+});
+
+describe("pruneDeviceTU: host-only definitions", () => {
+  test("a host function a kept declaration names becomes a declaration; an out-of-class host member definition goes", () => {
+    const tu = [
+      '# 1 "k.cu"',
+      '# 1 "/usr/include/x.h" 1 3',
+      "struct Big { int n; void grow(); };",
+      "void Big::grow() { n++; }",
+      '# 2 "k.cu" 2',
+      "struct Ctx { Big b; };",
+      "int host_count(Ctx& c) { c.b.grow(); return c.b.n; }",
+      "__attribute__((host)) __attribute__((device)) inline int both(Ctx& c) { return host_count(c); }",
+      "__attribute__((global)) void k(Ctx* c) { both(*c); }",
+      "",
+    ].join("\n");
+    const out = pruneDeviceTU(tu).text.split("\n");
+    expect(out[6]).toBe("int host_count(Ctx& c) ;"); // a declaration now
+    expect(out[7]).toContain("inline int both(Ctx& c) { return host_count(c); }"); // host+device: compiled for the device
+    expect(out[2]).toBe("struct Big { int n; void grow(); };");
+    expect(out[3]).toBe(""); // Big::grow's host body
+  });
+});
+
+describe("DevicePruner: an edit after the first call", () => {
+  test("the analysis of what comes before the edit is reused; the result equals a fresh prune", () => {
+    const p = new DevicePruner();
+    p.prune(TU);
+    const edited = TU.replace("float r = detail::scaled(p, a.v);", "float r = detail::scaled(p, a.v) + unused_helper(1.0f);");
+    const again = p.prune(edited);
+    expect(p.reused).toBeGreaterThan(5);
+    expect(again.text).toBe(pruneDeviceTU(edited).text);
+    // a namespace that appears: everything is read again (qualified names depend on the set)
+    const ns = `${TU}namespace fresh { int z; }\n`;
+    expect(p.prune(ns).text).toBe(pruneDeviceTU(ns).text);
+    expect(p.reused).toBe(0);
+  });
+});
+
+/** What `nvcc --dryrun -cubin -arch=sm_90` prints (CUDA 13.0), less most of its paths. */
+const DRYRUN = [
+  "#$ _NVVM_BRANCH_=nvvm",
+  "#$ _SPACE_= ",
+  "#$ CICC_PATH=/usr/local/cuda-13.0/bin/../nvvm/bin",
+  "#$ PATH=/usr/local/cuda-13.0/bin/../nvvm/bin:/usr/local/cuda-13.0/bin:/usr/bin",
+  '#$ INCLUDES="-I/usr/local/cuda-13.0/bin/../targets/x86_64-linux/include"  ',
+  '#$ SYSTEM_INCLUDES="-isystem" "/usr/local/cuda-13.0/bin/../targets/x86_64-linux/include/cccl"  ',
+  '#$ gcc -std=c++17 -D__CUDA_ARCH__=900 -E -x c++ -O3 -I"src" -include "cuda_runtime.h" -m64 "/r/src/slice.cu" -o "/tmp/tmpxft_0000218b_00000000-7_slice.cpp1.ii" ',
+  '#$ "$CICC_PATH/cicc" --c++17 --orig_src_file_name "/r/src/slice.cu" -arch compute_90 --gen_c_file_name "/tmp/tmpxft_0000218b_00000000-6_slice.cudafe1.c" "/tmp/tmpxft_0000218b_00000000-7_slice.cpp1.ii" -o "/tmp/tmpxft_0000218b_00000000-6_slice.ptx"',
+  '#$ ptxas -arch=sm_90 -m64  "/tmp/tmpxft_0000218b_00000000-6_slice.ptx"  -o "/w/dryrun.cubin" ',
+  "kerncap: compiling the slice",
+].join("\n");
+
+describe("parseDryrun", () => {
+  test("gcc -E, cicc, ptxas: the preprocessor writes the full TU, cicc reads the pruned one, nvcc's temporaries and the output go to the work folder", () => {
+    const p = parseDryrun(DRYRUN, "/w/dryrun.cubin", "/work/f");
+    if ("reason" in p) throw new Error(p.reason);
+    expect(p.preprocess).toContain('-o "/work/f/full.cpp1.ii"');
+    expect(p.preprocess).toContain('"/r/src/slice.cu"');
+    expect(p.compile).toContain('"/work/f/pruned.cpp1.ii" -o "/work/f/nv-6_slice.ptx"');
+    expect(p.compile).toContain('--gen_c_file_name "/work/f/nv-6_slice.cudafe1.c"');
+    expect(p.compile).toContain('ptxas -arch=sm_90 -m64  "/work/f/nv-6_slice.ptx"  -o "/work/f/kernel.cubin"');
+    expect(p.compile).not.toContain("tmpxft");
+    expect(p.source).toBe("/r/src/slice.cu");
+    // nvcc's variables: the plain ones are set (quoted), the descriptive quoted lists are not
+    expect(p.env).toContain("CICC_PATH='/usr/local/cuda-13.0/bin/../nvvm/bin'");
+    expect(p.env.some((l) => l.startsWith("INCLUDES") || l.startsWith("SYSTEM_INCLUDES"))).toBe(false);
+  });
+  test("any other shape of compile has no plan (a fatbinary step, no cicc)", () => {
+    const four = `${DRYRUN}\n#$ fatbinary --create="/w/x.fatbin" -64 "--image3=kind=elf,sm=90,file=/w/dryrun.cubin"`;
+    expect(parseDryrun(four, "/w/dryrun.cubin", "/work/f")).toEqual({ reason: expect.stringContaining("4 steps") });
+    expect(parseDryrun(DRYRUN.replace('"$CICC_PATH/cicc"', "cudafe++"), "/w/dryrun.cubin", "/work/f")).toEqual({ reason: "nvcc's second step is not cicc" });
+  });
+});
+
+describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", () => {
+  if (!NVCC) console.warn(NO_NVCC_REASON);
+  test("a kernel header that pulls the STL and host structures: same kernel machine code as build.sh, a much smaller TU, and an edit reaches it", async () => {
+    const proj = join(WORK, "heavy");
+    mkdirSync(join(proj, "lib"), { recursive: true });
+    writeFileSync(
+      join(proj, "lib", "common.cuh"),
+      [
+        "#pragma once",
+        "#include <vector>",
+        "#include <string>",
+        "#include <unordered_map>",
+        "#include <memory>",
+        "#include <mutex>",
+        "#include <algorithm>",
+        "#include <cuda_fp16.h>",
+        "struct device_info { std::string name; std::vector<int> sms; std::unordered_map<std::string, int> caps; };",
+        "struct pool { std::mutex m; std::vector<std::unique_ptr<float[]>> blocks; size_t total() const { return blocks.size(); } };",
+        "inline std::string describe(const device_info& d) { std::string s = d.name; for (int v : d.sms) s += std::to_string(v); return s; }",
+        "static inline int pick(const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); }",
+        "constexpr int warps_for(int cols) { return cols >= 64 ? 8 : 4; }",
+        "template <typename T> struct traits { static constexpr int vec = 1; };",
+        "template <> struct traits<__half> { static constexpr int vec = 2; };",
+        "__device__ __forceinline__ float to_f(float x) { return x; }",
+        "__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }",
+      ].join("\n") + "\n",
+    );
+    writeFileSync(
+      join(proj, "lib", "ops.cuh"),
+      [
+        "#pragma once",
+        '#include "common.cuh"',
+        "template <typename T, int COLS>",
+        "__global__ void __launch_bounds__(32 * warps_for(COLS)) row_scale(float* y, const T* x, float a, int n) {",
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        "  if (i < n) y[i] = to_f(x[i]) * a * traits<T>::vec + COLS;",
+        "}",
+        "template <typename T> __global__ void other(T* p) { p[0] = T(1); }",
+      ].join("\n") + "\n",
+    );
+    writeFileSync(
+      join(proj, "app.cu"),
+      [
+        '#include "lib/ops.cuh"',
+        "#include <cstdio>",
+        "int main() {",
+        "  device_info d; d.name = \"x\"; printf(\"%s\\n\", describe(d).c_str());",
+        "  float* y = nullptr; __half* h = nullptr;",
+        "  row_scale<__half, 64><<<1, 256>>>(y, h, 2.0f, 0); other<float><<<1, 1>>>(y);",
+        "  return 0;",
+        "}",
+      ].join("\n") + "\n",
+    );
+    const fat = join(WORK, "heavy.fatbin");
+    const b = Bun.spawnSync([NVCC!, "-fatbin", "-O3", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(proj, "app.cu")], { stdout: "pipe", stderr: "pipe" });
+    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const module = new Uint8Array(readFileSync(fat));
+    const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("row_scale"))!;
+    const demangled = "void row_scale<__half, 64>(float*, __half const*, float, int)";
+    const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: proj });
+    const out = join(WORK, "heavy-capture");
+    renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: proj });
+    const env = { ...process.env, NVCC: NVCC! };
+    const full = () => {
+      const p = Bun.spawnSync(["bash", join(out, "build.sh")], { cwd: out, stdout: "pipe", stderr: "pipe", env });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      return new Uint8Array(readFileSync(p.stdout.toString().trim().split("\n").pop()!));
+    };
+    const work = join(WORK, "heavy-fast");
+    const pruner = new DevicePruner();
+    const saved = process.env.NVCC;
+    process.env.NVCC = NVCC!;
+    try {
+      const f = await fastBuild(out, work, { force: false }, pruner);
+      const first = new Uint8Array(readFileSync(f.module));
+      expect(sameKernelCode(full(), first, kernel)).toBeNull();
+      const lines = f.prune.lines();
+      expect(lines.after * 2).toBeLessThan(lines.before); // the STL, the host structures: gone
+      // an edit of the kernel reaches the pruned build (and matches build.sh's rebuild of it)
+      const hdr = join(out, "src", "lib", "ops.cuh");
+      writeFileSync(hdr, readFileSync(hdr, "utf8").replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
+      const g = await fastBuild(out, work, { force: false }, pruner);
+      const second = new Uint8Array(readFileSync(g.module));
+      expect(sameKernelCode(first, second, kernel)).not.toBeNull();
+      expect(sameKernelCode(full(), second, kernel)).toBeNull();
+      expect(pruner.reused).toBeGreaterThan(0);
+      // an edit that does not compile: the fast build says so (the watch then runs build.sh, which reports it)
+      writeFileSync(hdr, readFileSync(hdr, "utf8").replace("int i =", "int i = undeclared_name +"));
+      await expect(fastBuild(out, work, { force: false }, pruner)).rejects.toBeInstanceOf(FastBuildUnavailable);
+    } finally {
+      if (saved === undefined) delete process.env.NVCC;
+      else process.env.NVCC = saved;
+    }
+  }, 180_000);
+});
