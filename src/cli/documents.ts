@@ -167,6 +167,8 @@ export const DOCUMENTS = {
     buildSeconds: v.nullable(v.number()),
     /** build.sh, or the device-only build of the pruned TU that a CUDA watch uses after its first build. */
     builder: v.optional(v.picklist(["build.sh", "pruned"])),
+    /** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
+    buildSteps: v.optional(v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number() })),
     saveToVerdictSeconds: v.number(),
     verdict: v.optional(v.picklist(["match", "mismatch"])),
     kernelMedianUs: v.optional(v.nullable(v.number())),

@@ -15,7 +15,7 @@
  * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
  * followed by build.sh's (which reports a real compile error as usual).
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { parseElf } from "../codeobj/elf.ts";
@@ -77,7 +77,9 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
   const cubin = join(work, "kernel.cubin");
   // nvcc's temporary files (…/tmpxft_<pid>_<n>-<k>_<name>) go to the work folder
   const temps = new Map<string, string>();
-  const retemp = (s: string) => s.replace(/[^\s"]*tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
+  // nvcc --threads sends a step's output to temporary files (`> …_stdout 2>…_stderr`): not here
+  const unredirect = (s: string) => s.replace(/\s+>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s+2>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s*$/, "");
+  const retemp = (s: string) => unredirect(s).replace(/(?:\/[^\s"]*\/)?tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
     if (!temps.has(whole)) temps.set(whole, join(work, `nv-${rest}`));
     return temps.get(whole)!;
   });
@@ -95,6 +97,24 @@ export interface FastBuilt {
   seconds: number;
   steps: { planMs: number; preprocessMs: number; pruneMs: number; compileMs: number };
   prune: PruneResult;
+}
+
+/** The plans of the work folders (one per watch), with the key they were made for. */
+const plans = new Map<string, FastPlan & { key: string }>();
+
+/**
+ * What build.sh's choice of command depends on: build.sh itself, the files its `tu=`/`slice=`
+ * lines name (the slice is compiled only while it matches the TU copy's hash), its
+ * slice-failed record, NVCC and EXTRA_FLAGS. Sizes and mtimes (ns), so a save changes the key of
+ * the TU copy it touches; a header's save does not change it (the plan stays).
+ */
+function planKey(dir: string, env: Record<string, string | undefined>): string {
+  const script = join(dir, "build.sh");
+  const text = readFileSync(script, "utf8");
+  const files = [script, join(dir, "build", "slice-failed.sha256")];
+  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
+  const st = (f: string) => { try { const s = statSync(f, { bigint: true }); return `${s.size}:${s.mtimeNs}`; } catch { return "-"; } };
+  return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
 }
 
 async function sh(script: string, cwd: string, env: Record<string, string | undefined>): Promise<{ code: number; err: string }> {
@@ -118,13 +138,19 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   mkdirSync(work, { recursive: true });
   const env = reproducerBuildEnv(o);
   const t0 = performance.now();
-  const dryCubin = join(work, "dryrun.cubin");
-  const dry = Bun.spawn(["bash", join(dir, "build.sh"), dryCubin], { cwd: dir, env: { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, stdout: "ignore", stderr: "pipe" });
-  const [dryErr, dryCode] = await Promise.all([new Response(dry.stderr).text(), dry.exited]);
-  if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
-  if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
-  const plan = parseDryrun(dryErr, dryCubin, work);
-  if ("reason" in plan) throw new FastBuildUnavailable(plan.reason);
+  const key = planKey(dir, env);
+  let plan = plans.get(work);
+  if (!plan || plan.key !== key) {
+    const dryCubin = join(work, "dryrun.cubin");
+    const dry = Bun.spawn(["bash", join(dir, "build.sh"), dryCubin], { cwd: dir, env: { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, stdout: "ignore", stderr: "pipe" });
+    const [dryErr, dryCode] = await Promise.all([new Response(dry.stderr).text(), dry.exited]);
+    if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
+    if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
+    const p = parseDryrun(dryErr, dryCubin, work);
+    if ("reason" in p) throw new FastBuildUnavailable(p.reason);
+    plan = { ...p, key };
+    plans.set(work, plan);
+  }
   const t1 = performance.now();
   const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
   rmSync(plan.cubin, { force: true });

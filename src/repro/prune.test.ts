@@ -165,6 +165,14 @@ describe("parseDryrun", () => {
     expect(p.env).toContain("CICC_PATH='/usr/local/cuda-13.0/bin/../nvvm/bin'");
     expect(p.env.some((l) => l.startsWith("INCLUDES") || l.startsWith("SYSTEM_INCLUDES"))).toBe(false);
   });
+  test("nvcc --threads: the steps' output redirections to temporary files are dropped (their messages reach the watch)", () => {
+    const threaded = DRYRUN.split("\n").map((l) => (l.startsWith("#$ gcc") || l.startsWith("#$ ptxas") ? `${l} > /tmp/tmpxft_0000218b_00000000-9_3215_stdout 2>/tmp/tmpxft_0000218b_00000000-9_3215_stderr` : l)).join("\n");
+    const p = parseDryrun(threaded, "/w/dryrun.cubin", "/work/f");
+    if ("reason" in p) throw new Error(p.reason);
+    expect(p.preprocess).toEndWith('-o "/work/f/full.cpp1.ii"');
+    expect(p.compile).toEndWith('-o "/work/f/kernel.cubin"');
+    expect(`${p.preprocess}${p.compile}`).not.toContain("_stdout");
+  });
   test("any other shape of compile has no plan (a fatbinary step, no cicc)", () => {
     const four = `${DRYRUN}\n#$ fatbinary --create="/w/x.fatbin" -64 "--image3=kind=elf,sm=90,file=/w/dryrun.cubin"`;
     expect(parseDryrun(four, "/w/dryrun.cubin", "/work/f")).toEqual({ reason: expect.stringContaining("4 steps") });

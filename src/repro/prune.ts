@@ -21,7 +21,7 @@
  *   definition is dropped (its class keeps the member's declaration); names only its body used
  *   are not needed;
  * - operators, and free functions and class-template specializations of the system headers
- *   (libstdc++, libc) whose parameters or arguments name classes, are kept when those classes are
+ *   (libstdc++, libc, the CUDA toolkit's) whose parameters or arguments name classes, are kept when those classes are
  *   needed (std::swap(vector&, vector&) does not need to bring <vector> because `swap` is used);
  * - member names (after `.`, `->`, `Class::`), template parameter names, attribute names, the
  *   name a local variable declares, are not references.
@@ -670,7 +670,8 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
   // the include depth of each item: 0 is the primary file (a #line rename keeps the depth)
   const depthOf = new Int32Array(items.length);
   const fileOf: string[] = new Array(items.length);
-  let depth = 0, file = "";
+  const sysOf = new Uint8Array(items.length);
+  let depth = 0, file = "", sys = 0;
   let seenFirst = false;
   items.forEach((it, idx) => {
     if (it.kind === "dir") {
@@ -681,11 +682,13 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
         else if (flags.includes("2")) depth = Math.max(0, depth - 1);
         if (!seenFirst) { seenFirst = true; depth = 0; }
         file = m[2]!;
+        sys = flags.includes("3") ? 1 : 0;
       }
     }
-    depthOf[idx] = depth; fileOf[idx] = file;
+    depthOf[idx] = depth; fileOf[idx] = file; sysOf[idx] = sys;
   });
-  const isSystem = (idx: number) => fileOf[idx]!.startsWith("/usr/") && !fileOf[idx]!.includes("/cuda");
+  // a system header: gcc's line-marker flag 3, or a file under /usr (libstdc++, libc, the CUDA toolkit)
+  const isSystem = (idx: number) => sysOf[idx] === 1 || fileOf[idx]!.startsWith("/usr/");
 
   const decl: number[] = [];
   items.forEach((it, idx) => { if (it.kind === "decl") decl.push(idx); });

@@ -26,11 +26,15 @@ import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession,
 import { buildReproducer } from "./build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import type { SliceMeta } from "./slice.ts";
-import { fastBuild, FastBuildUnavailable, fastBuildWork, sameKernelCode } from "./fast-build.ts";
+import { fastBuild, FastBuildUnavailable, fastBuildWork, sameKernelCode, type FastBuilt } from "./fast-build.ts";
 import { DevicePruner } from "./prune.ts";
 
-/** Quiet time after the last file event before a rebuild starts (ms). */
-export const DEBOUNCE_MS = 150;
+/**
+ * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
+ * editor's save (a temporary, a rename, a write) is a burst of a few ms; a later event of the
+ * same save still queues one more cycle, so the last text is always the one built.
+ */
+export const DEBOUNCE_MS = 50;
 
 /**
  * Whether a file event under src/ (path relative to src/, as fs.watch names it) is a save of a
@@ -127,6 +131,8 @@ export type WatchEvent =
       buildSeconds: number;
       /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/repro/fast-build.ts). */
       builder: Builder;
+      /** The pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
+      buildSteps?: { planMs: number; preprocessMs: number; pruneMs: number; compileMs: number };
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
@@ -179,6 +185,8 @@ export function watchLine(e: WatchEvent): string {
     .join("\n");
   return `[${clock(e.at)}] ${head}${build}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.reopened ? "  (kernel fault: memory restored in a new context)" : ""}${where(e.files)}\n${body}${e.hint ? `\n  ${e.hint}` : ""}`;
 }
+
+const roundSteps = (x: FastBuilt["steps"]) => ({ planMs: Math.round(x.planMs), preprocessMs: Math.round(x.preprocessMs), pruneMs: Math.round(x.pruneMs), compileMs: Math.round(x.compileMs) });
 
 /** The verdict event of a replay result. */
 export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
@@ -360,7 +368,7 @@ function exitCode(stops: StopSignals): number {
   return signalExitCode(stops.signal ?? "SIGINT");
 }
 
-type Built = { ok: true; module: string; seconds: number; builder: Builder } | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
+type Built = { ok: true; module: string; seconds: number; builder: Builder; steps?: FastBuilt["steps"] } | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
 
 /** The watch's fast-build state: enabled after the first build's check, off after a pruned build failed where build.sh did not. */
 interface FastState {
@@ -380,7 +388,7 @@ async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState
   let builder: Builder = "build.sh";
   try {
     frontendOf(m).beforeBuild?.(dir, m);
-    let b: { module: string; seconds: number } | undefined;
+    let b: { module: string; seconds: number; steps?: FastBuilt["steps"] } | undefined;
     let fastFailure: string | undefined;
     if (fast?.enabled) {
       const t0 = performance.now();
@@ -401,7 +409,7 @@ async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState
     } else b = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
     seconds = b.seconds;
     frontendOf(m).checkRebuiltModule?.(b.module, m); // before anything launches it
-    return { ok: true, module: b.module, seconds: b.seconds, builder };
+    return { ok: true, module: b.module, seconds: b.seconds, builder, ...(b.steps ? { steps: b.steps } : {}) };
   } catch (e) {
     if (!isKerncapError(e) || e.code === "E_INTERRUPTED") throw e;
     return { ok: false, error: e, seconds, builder };
@@ -451,7 +459,7 @@ async function runCycle(
   }
   try {
     const r = await session.run({ ...o.run, modulePath: b.module, kernelName: m.kernel.name });
-    o.emit(verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }));
+    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), ...(b.steps ? { buildSteps: roundSteps(b.steps) } : {}) } as WatchEvent);
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;

@@ -12,7 +12,7 @@ import { jsonDocument } from "../../src/cli/args.ts";
 import { DOCUMENTS } from "../../src/cli/documents.ts";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/repro/watch.ts";
+import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/repro/watch.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -246,7 +246,7 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
       const bad = await next(2);
       expect(bad).toMatchObject({ event: "verdict", trigger: "save", verdict: "mismatch", files: ["k.cu"], mismatches: 1, reset: { chunks: 1, bytes: 4096 } });
       expect(bad.firstMismatch.va).toBe("0x7f0000000000");
-      expect(bad.saveToVerdictSeconds).toBeGreaterThanOrEqual(0.15); // the debounce
+      expect(bad.saveToVerdictSeconds).toBeGreaterThanOrEqual(DEBOUNCE_MS / 1000); // the debounce
       expect(bad.overheadSeconds).toBeCloseTo(bad.saveToVerdictSeconds - bad.buildSeconds, 6);
       writeFileSync(join(dir, "src/k.cu"), "SYNTAX\n");
       const ce = await next(3);
