@@ -471,8 +471,8 @@ interface DeclInfo {
   /** Its tokens' texts (directives left out). */
   body: string[];
   classlike: boolean;
-  /** The gate or operator condition (finish), computed for the class names of gateKey. */
-  gateKey?: string;
+  /** The gate or operator condition (finish), computed for the class names whose hash is gateKey. */
+  gateKey?: number;
   gate?: Set<string>;
   op?: { names: Set<string>; all: boolean };
 }
@@ -598,6 +598,13 @@ interface PruneState {
   namespaces: string;
 }
 
+/** 32-bit FNV-1a of a string's UTF-16 units. */
+function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
 /** Length of the common prefix of a and b (UTF-16 units). */
 function commonPrefix(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
@@ -702,7 +709,7 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
   // gates: system-header free functions and class specializations naming classes; operators
   const gates = new Map<number, Set<string>>();
   const ops = new Map<number, { names: Set<string>; all: boolean }>();
-  const classKey = [...classNames].sort().join(" ");
+  const classKey = hashString([...classNames].sort().join(" ")); // one number: compared once per declaration
   for (const idx of decl) {
     const inf = info[idx]!;
     if (inf.gateKey === classKey) {
