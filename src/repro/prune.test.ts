@@ -7,15 +7,12 @@
  * same machine code as build.sh's, and an edit of the kernel must reach the pruned build.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cubinKernels } from "../codeobj/cubin.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
-import { renderCudaReproducer } from "../frontends/cuda/repro.ts";
 import { fastBuild, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
-import { locateKernelSource } from "./locate.ts";
+import { makeHeavyReproducer } from "./heavy-fixture.ts";
 import { DevicePruner, pruneDeviceTU } from "./prune.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-prune-"));
@@ -183,65 +180,8 @@ describe("parseDryrun", () => {
 describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", () => {
   if (!NVCC) console.warn(NO_NVCC_REASON);
   test("a kernel header that pulls the STL and host structures: same kernel machine code as build.sh, a much smaller TU, and an edit reaches it", async () => {
-    const proj = join(WORK, "heavy");
-    mkdirSync(join(proj, "lib"), { recursive: true });
-    writeFileSync(
-      join(proj, "lib", "common.cuh"),
-      [
-        "#pragma once",
-        "#include <vector>",
-        "#include <string>",
-        "#include <unordered_map>",
-        "#include <memory>",
-        "#include <mutex>",
-        "#include <algorithm>",
-        "#include <cuda_fp16.h>",
-        "struct device_info { std::string name; std::vector<int> sms; std::unordered_map<std::string, int> caps; };",
-        "struct pool { std::mutex m; std::vector<std::unique_ptr<float[]>> blocks; size_t total() const { return blocks.size(); } };",
-        "inline std::string describe(const device_info& d) { std::string s = d.name; for (int v : d.sms) s += std::to_string(v); return s; }",
-        "static inline int pick(const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); }",
-        "constexpr int warps_for(int cols) { return cols >= 64 ? 8 : 4; }",
-        "template <typename T> struct traits { static constexpr int vec = 1; };",
-        "template <> struct traits<__half> { static constexpr int vec = 2; };",
-        "__device__ __forceinline__ float to_f(float x) { return x; }",
-        "__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }",
-      ].join("\n") + "\n",
-    );
-    writeFileSync(
-      join(proj, "lib", "ops.cuh"),
-      [
-        "#pragma once",
-        '#include "common.cuh"',
-        "template <typename T, int COLS>",
-        "__global__ void __launch_bounds__(32 * warps_for(COLS)) row_scale(float* y, const T* x, float a, int n) {",
-        "  int i = blockIdx.x * blockDim.x + threadIdx.x;",
-        "  if (i < n) y[i] = to_f(x[i]) * a * traits<T>::vec + COLS;",
-        "}",
-        "template <typename T> __global__ void other(T* p) { p[0] = T(1); }",
-      ].join("\n") + "\n",
-    );
-    writeFileSync(
-      join(proj, "app.cu"),
-      [
-        '#include "lib/ops.cuh"',
-        "#include <cstdio>",
-        "int main() {",
-        "  device_info d; d.name = \"x\"; printf(\"%s\\n\", describe(d).c_str());",
-        "  float* y = nullptr; __half* h = nullptr;",
-        "  row_scale<__half, 64><<<1, 256>>>(y, h, 2.0f, 0); other<float><<<1, 1>>>(y);",
-        "  return 0;",
-        "}",
-      ].join("\n") + "\n",
-    );
-    const fat = join(WORK, "heavy.fatbin");
-    const b = Bun.spawnSync([NVCC!, "-fatbin", "-O3", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(proj, "app.cu")], { stdout: "pipe", stderr: "pipe" });
-    expect(b.exitCode, b.stderr.toString()).toBe(0);
-    const module = new Uint8Array(readFileSync(fat));
-    const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("row_scale"))!;
-    const demangled = "void row_scale<__half, 64>(float*, __half const*, float, int)";
-    const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: proj });
     const out = join(WORK, "heavy-capture");
-    renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: proj });
+    const { kernel } = makeHeavyReproducer(WORK, out);
     const env = { ...process.env, NVCC: NVCC! };
     const full = () => {
       const p = Bun.spawnSync(["bash", join(out, "build.sh")], { cwd: out, stdout: "pipe", stderr: "pipe", env });

@@ -11,7 +11,9 @@ import * as v from "valibot";
 import { jsonDocument } from "../../src/cli/args.ts";
 import { DOCUMENTS } from "../../src/cli/documents.ts";
 import { commands } from "../../src/cli/main.ts";
+import { NVCC } from "../../src/codeobj/nvcc-fixtures.ts";
 import { KerncapError } from "../../src/errors.ts";
+import { makeHeavyReproducer } from "../../src/repro/heavy-fixture.ts";
 import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/repro/watch.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
@@ -261,4 +263,55 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
       await reader.catch(() => {});
     }
   }, 30_000);
+});
+
+describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-cuda-child.ts, no GPU)", () => {
+  test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH", async () => {
+    const dir = await capture();
+    const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
+    const env = { ...process.env, NVCC: NVCC! };
+    const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
+    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], { stdout: "pipe", stderr: "pipe", env: { ...env, KERNCAP_VERBOSE: "1" } });
+    const lines: any[] = [];
+    let err = "";
+    void (async () => {
+      let buf = "";
+      for await (const chunk of p.stdout) {
+        buf += new TextDecoder().decode(chunk);
+        for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) lines.push(JSON.parse(buf.slice(0, i)));
+      }
+    })();
+    void (async () => {
+      for await (const chunk of p.stderr) err += new TextDecoder().decode(chunk);
+    })();
+    const until = async (what: string, ok: () => boolean) => {
+      for (let t = 0; !ok(); t++) {
+        if (t > 1200) throw new Error(`no ${what} after 60 s; lines ${JSON.stringify(lines)}\n${err}`);
+        await Bun.sleep(50);
+      }
+    };
+    const original = readFileSync(header, "utf8");
+    try {
+      await until("first line", () => lines.length >= 1);
+      expect(lines[0]).toMatchObject({ event: "verdict", trigger: "start", verdict: "match", builder: "build.sh" });
+      await until("the pruned build's check", () => err.includes("saves are rebuilt"));
+      expect(err).toContain("saves are rebuilt from the pruned TU");
+      writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
+      await until("line 2", () => lines.length >= 2);
+      expect(lines[1]).toMatchObject({ event: "verdict", trigger: "save", verdict: "mismatch", builder: "pruned" });
+      expect(lines[1].buildSteps.compileMs).toBeGreaterThan(0);
+      writeFileSync(header, original.replace("int i =", "int i = undeclared_name +"));
+      await until("line 3", () => lines.length >= 3);
+      expect(lines[2]).toMatchObject({ event: "build-error", code: "E_BUILD" });
+      expect(lines[2].message).toContain("undeclared_name"); // build.sh's own message, after the pruned build failed
+      writeFileSync(header, original);
+      await until("line 4", () => lines.length >= 4);
+      expect(lines[3]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" }); // still pruned: build.sh failed too
+      p.kill("SIGINT");
+      expect(await p.exited).toBe(130);
+    } finally {
+      p.kill("SIGKILL");
+    }
+  }, 180_000);
 });
