@@ -131,6 +131,6 @@ awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v vb="$vbuild" 
   printf "edit-loop llm.c: what dominates: traditional: %s; validate: %s; watch: %s\n", \
     (t1 - t0 > t2 - t1 ? sprintf("the Makefile rebuild (%.0f%%: nvcc of all of train_gpt2.cu, host code and its 26 kernels, then the link)", 100 * (t1 - t0) / a) : sprintf("the rerun (%.0f%%: program start, model init, cuBLAS, data)", 100 * (t2 - t1) / a)), \
     (vb > b - vb ? sprintf("the slice build (%.0f%%); the rest is the process, context, restore and compare", 100 * vb / b) : sprintf("the process start, context, restore and compare (%.0f%%); the slice build %.2f s", 100 * (b - vb) / b, vb)), \
-    sprintf("the slice build (%.0f%%); the rest (%.2f s) is debounce, module load, launches, compare", 100 * wb / ws, ws - wb)
+    sprintf("the rebuild (%.0f%%: the pruned TU when the watch could use it, else the slice); the rest (%.2f s) is debounce, module load, launches, compare", 100 * wb / ws, ws - wb)
 }'
 grep -o '"verdict": *"[a-z]*"' "$work/bench-validate.json" | head -1 >&2 || true
