@@ -267,7 +267,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
   const stoppedP = new Promise<void>((res) => (stopped = res));
   stops.onStop = () => stopped();
   const sliceMeta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
-  const fast: FastState | undefined = m.kernel.frontend === "cuda" && o.fastBuild !== false ? { enabled: false, work: fastBuildWork(), pruner: new DevicePruner() } : undefined;
+  const fast: FastState | undefined = m.kernel.frontend === "cuda" && o.fastBuild !== false ? { enabled: false, tried: false, work: fastBuildWork(), pruner: new DevicePruner() } : undefined;
   const ignore = new Set(sliceMeta ? [sliceMeta.slice] : []);
   let session: ReplaySession | undefined;
   let watcher: FSWatcher | undefined;
@@ -324,7 +324,11 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
           queued = { files: [...new Set([...(queued?.files ?? []), ...files])], savedAt };
           return;
         }
-        void track(cycle("save", files, savedAt, build(dir, m, o, fast))).then(() => {
+        const built = build(dir, m, o, fast);
+        void track(cycle("save", files, savedAt, built).then(async () => {
+          // a watch that started on a source that did not build: the check runs after the first save that does
+          if (fast && !fast.tried && !stops.signal) await tryFastBuild(dir, m, o, await built, fast);
+        })).then(() => {
           if (queued && !stops.signal && failure === undefined) {
             const q = queued;
             queued = undefined;
@@ -373,6 +377,8 @@ type Built = { ok: true; module: string; seconds: number; builder: Builder; step
 /** The watch's fast-build state: enabled after the first build's check, off after a pruned build failed where build.sh did not. */
 interface FastState {
   enabled: boolean;
+  /** The check against a build.sh build ran (it needs one that succeeded: at start, or the first save that builds). */
+  tried: boolean;
   work: string;
   pruner: DevicePruner;
 }
@@ -422,7 +428,8 @@ async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState
  * both build times and the TU's size before and after pruning.
  */
 async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Built, fast: FastState): Promise<void> {
-  if (!first.ok) return; // tried again after a build that works (the next save)
+  if (!first.ok || first.builder !== "build.sh" || fast.tried) return; // tried after the first save that builds
+  fast.tried = true;
   try {
     const f = await fastBuild(dir, fast.work, { force: o.force }, fast.pruner);
     const differs = sameKernelCode(readFileSync(first.module), readFileSync(f.module), m.kernel.name);
