@@ -265,6 +265,30 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
   }, 30_000);
 });
 
+/** ./watch-cuda-child.ts on DIR: its JSON lines as they come, its stderr so far, and a poll until a condition (60 s). */
+function cudaWatch(dir: string, kernel: string, env: Record<string, string | undefined>) {
+  const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], { stdout: "pipe", stderr: "pipe", env });
+  const lines: any[] = [];
+  let err = "";
+  void (async () => {
+    let buf = "";
+    for await (const chunk of p.stdout) {
+      buf += new TextDecoder().decode(chunk);
+      for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) lines.push(JSON.parse(buf.slice(0, i)));
+    }
+  })();
+  void (async () => {
+    for await (const chunk of p.stderr) err += new TextDecoder().decode(chunk);
+  })();
+  const until = async (what: string, ok: () => boolean) => {
+    for (let t = 0; !ok(); t++) {
+      if (t > 1200) throw new Error(`no ${what} after 60 s; lines ${JSON.stringify(lines)}\n${err}`);
+      await Bun.sleep(50);
+    }
+  };
+  return { p, lines, until, err: () => err };
+}
+
 describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-cuda-child.ts, no GPU)", () => {
   test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH", async () => {
     const dir = await capture();
@@ -272,31 +296,14 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
     const env = { ...process.env, NVCC: NVCC! };
     const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
     expect(b.exitCode, b.stderr.toString()).toBe(0);
-    const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], { stdout: "pipe", stderr: "pipe", env: { ...env, KERNCAP_VERBOSE: "1" } });
-    const lines: any[] = [];
-    let err = "";
-    void (async () => {
-      let buf = "";
-      for await (const chunk of p.stdout) {
-        buf += new TextDecoder().decode(chunk);
-        for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) lines.push(JSON.parse(buf.slice(0, i)));
-      }
-    })();
-    void (async () => {
-      for await (const chunk of p.stderr) err += new TextDecoder().decode(chunk);
-    })();
-    const until = async (what: string, ok: () => boolean) => {
-      for (let t = 0; !ok(); t++) {
-        if (t > 1200) throw new Error(`no ${what} after 60 s; lines ${JSON.stringify(lines)}\n${err}`);
-        await Bun.sleep(50);
-      }
-    };
+    const w = cudaWatch(dir, kernel, { ...env, KERNCAP_VERBOSE: "1" });
+    const { p, lines, until } = w;
     const original = readFileSync(header, "utf8");
     try {
       await until("first line", () => lines.length >= 1);
       expect(lines[0]).toMatchObject({ event: "verdict", trigger: "start", verdict: "match", builder: "build.sh" });
-      await until("the pruned build's check", () => err.includes("saves are rebuilt"));
-      expect(err).toContain("saves are rebuilt from the pruned TU");
+      await until("the pruned build's check", () => w.err().includes("saves are rebuilt"));
+      expect(w.err()).toContain("saves are rebuilt from the pruned TU");
       writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
       await until("line 2", () => lines.length >= 2);
       expect(lines[1]).toMatchObject({ event: "verdict", trigger: "save", verdict: "mismatch", builder: "pruned" });
@@ -322,35 +329,18 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
     expect(b.exitCode, b.stderr.toString()).toBe(0);
     const original = readFileSync(header, "utf8");
     writeFileSync(header, original.replace("int i =", "int i = undeclared_name +"));
-    const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], { stdout: "pipe", stderr: "pipe", env });
-    const lines: any[] = [];
-    let err = "";
-    void (async () => {
-      let buf = "";
-      for await (const chunk of p.stdout) {
-        buf += new TextDecoder().decode(chunk);
-        for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) lines.push(JSON.parse(buf.slice(0, i)));
-      }
-    })();
-    void (async () => {
-      for await (const chunk of p.stderr) err += new TextDecoder().decode(chunk);
-    })();
-    const until = async (what: string, ok: () => boolean) => {
-      for (let t = 0; !ok(); t++) {
-        if (t > 1200) throw new Error(`no ${what} after 60 s; lines ${JSON.stringify(lines)}\n${err}`);
-        await Bun.sleep(50);
-      }
-    };
+    const w = cudaWatch(dir, kernel, env);
+    const { p, lines, until } = w;
     try {
       await until("first line", () => lines.length >= 1);
       expect(lines[0]).toMatchObject({ event: "build-error", trigger: "start" });
       await Bun.sleep(500); // the file watcher is up
-      expect(err).not.toContain("saves are rebuilt");
+      expect(w.err()).not.toContain("saves are rebuilt");
       writeFileSync(header, original);
       await until("line 2", () => lines.length >= 2);
       expect(lines[1]).toMatchObject({ event: "verdict", verdict: "match", builder: "build.sh" });
-      await until("the pruned build's check", () => err.includes("saves are rebuilt"));
-      expect(err).toContain("saves are rebuilt from the pruned TU");
+      await until("the pruned build's check", () => w.err().includes("saves are rebuilt"));
+      expect(w.err()).toContain("saves are rebuilt from the pruned TU");
       writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
       await until("line 3", () => lines.length >= 3);
       expect(lines[2]).toMatchObject({ event: "verdict", verdict: "mismatch", builder: "pruned" });
