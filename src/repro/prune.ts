@@ -178,8 +178,12 @@ const KEYWORDS = new Set(
 const TYPE_KEYWORDS = new Set("auto bool char double float int long short signed unsigned void wchar_t char16_t char32_t char8_t const volatile".split(" "));
 const DEVICE_MARKS = new Set(["device", "global", "__device__", "__global__"]);
 const ATTRIBUTE_WORDS = new Set(["__attribute__", "__attribute", "alignas", "__declspec", "decltype", "__typeof__", "__typeof", "__asm__", "__asm", "asm", "noexcept", "throw"]);
-/** Names the front end needs without the program naming them. */
-const ALWAYS = new Set(["initializer_list", "nullptr_t", "size_t", "ptrdiff_t", "type_info", "align_val_t", "max_align_t", "byte", "destroying_delete_t", "nothrow_t"]);
+/**
+ * Names the front end needs without the program naming them (a `<<<…>>>` launch in kept host
+ * code is a call of __cudaPushCallConfiguration: cicc stops with "unable to find
+ * __cudaPushCallConfiguration declaration" without it).
+ */
+const ALWAYS = new Set(["initializer_list", "nullptr_t", "size_t", "ptrdiff_t", "type_info", "align_val_t", "max_align_t", "byte", "destroying_delete_t", "nothrow_t", "__cudaPushCallConfiguration"]);
 
 const isName = (s: string) => isIdStart(s.charCodeAt(0)) && !KEYWORDS.has(s);
 
@@ -220,21 +224,39 @@ function skipGroup(v: string[], i: number, lim: number): number {
   return i;
 }
 
-/** Index after a leading `template <...>` header (several, for member templates of templates); `i` when none. */
-function skipTemplateHeaders(v: string[], i: number, lim: number): number {
+/**
+ * Index after the leading `template <...>` headers of v from i (several, for member templates of
+ * templates; `i` when none), adding their parameter names to `tp`. A `<` after a non-type
+ * parameter's name is a comparison (`enable_if_t<_Index<2, int> = 0>`, CCCL's get.h), not an
+ * argument list; ( and [ groups are skipped.
+ */
+function templateHeaders(v: string[], i: number, lim: number, tp?: Set<string>): number {
   while (i + 1 < lim && v[i] === "template" && v[i + 1] === "<") {
+    const nontype = new Set<string>();
     let j = i + 1, d = 0;
     while (j < lim) {
       const s = v[j]!;
       if (s === "(" || s === "[") { j = skipGroup(v, j, lim); continue; }
-      if (s === "<") d++;
+      if (s === "<") { if (!nontype.has(v[j - 1]!)) d++; }
       else if (s === ">") d--;
+      else if (s === ";" || s === "{") break; // not a template header after all
+      else if (d === 1) {
+        const p = v[j - 1] ?? "", nx = v[j + 1] ?? "";
+        if ((s === "typename" || s === "class") && (p === "<" || p === "," || p === ">") && isName(nx) && v[j + 2] !== "::") tp?.add(nx);
+        else if (s === "..." && isName(nx) && (v[j + 2] === "," || v[j + 2] === ">")) tp?.add(nx);
+        else if (isName(s) && (nx === "," || nx === ">" || nx === "=") && (isName(p) || TYPE_KEYWORDS.has(p) || p === "*" || p === "&")) { tp?.add(s); nontype.add(s); }
+      }
       j++;
       if (d <= 0) break;
     }
     i = j;
   }
   return i;
+}
+
+/** Index after a leading `template <...>` header (several); `i` when none. */
+function skipTemplateHeaders(v: string[], i: number, lim: number): number {
+  return templateHeaders(v, i, lim);
 }
 
 /** Split the token stream into namespace-scope items. */
@@ -258,24 +280,29 @@ function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
       if (s === "extern" && k[i + 1] === K.Str && v[i + 2] === "{") { i = container(i, i + 3); continue; }
       // a declaration: up to ';' at depth 0, or the brace group that ends a function definition
       let q = skipTemplateHeaders(v, i, n);
-      let depth = 0, classlike = false, sawEq = false;
+      let depth = 0, classlike = false, sawEq = false, ctorInit = false;
+      let pw = ""; // the previous token (directives left out)
       while (q < n) {
         if (k[q] === K.Dir) { q++; continue; }
         const w = v[q]!;
         if (depth === 0) {
           if (w === "class" || w === "struct" || w === "union" || w === "enum" || w === "typedef") classlike = true;
-          if (w === "=" && v[q - 1] !== "operator") sawEq = true;
+          if (w === "=" && pw !== "operator") sawEq = true;
+          if (w === ":" && (pw === ")" || pw === "noexcept")) ctorInit = true; // X::X(…) noexcept : a{…}, b(…) {…}
           if (w === ";") { q++; break; }
           if (w === "{") {
+            const init = ctorInit && (pw === ">" || (isIdStart(pw.charCodeAt(0)) && !KEYWORDS.has(pw))); // a member's brace initializer
             let d = 1; q++;
             while (q < n && d) { const x = v[q]!; if (k[q] !== K.Dir) { if (x === "{") d++; else if (x === "}") d--; } q++; }
-            if (classlike || sawEq) continue; // struct X {…} x;  int a[] = {…};
+            pw = "}";
+            if (classlike || sawEq || init) continue; // struct X {…} x;  int a[] = {…};
             if (q < n && v[q] === ";") q++;
             break;
           }
         }
         if (w === "(" || w === "[") depth++;
         else if (w === ")" || w === "]") depth--;
+        pw = w;
         q++;
       }
       items.push({ kind: "decl", a: i, b: q, nest });
@@ -317,6 +344,8 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
   let head = -1;
   for (let a = 0; a < L; a++) {
     const s = body[a]!;
+    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") { a = skipGroup(body, a + 1, L) - 1; continue; } // typedef __attribute__((…)) struct
+    if (s === "[" && body[a + 1] === "[") { a = skipGroup(body, a, L) - 1; continue; }
     if (s === "(" || s === "=" || s === "{" || s === ";") break;
     if (s === "class" || s === "struct" || s === "union" || s === "enum") { head = a; break; }
   }
@@ -327,6 +356,7 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
       else if (body[b] === "class" || body[b] === "struct") b++;
       else b = skipGroup(body, b + 1, L);
     }
+    while (b + 2 < L && isName(body[b]!) && body[b + 1] === "::" && isName(body[b + 2]!)) b += 2; // class __cxx11::collate
     if (b < L && isName(body[b]!)) names.add(body[b]!);
     let rest: string[] = [];
     const s0 = body.indexOf("{", head);
@@ -415,22 +445,7 @@ function qualifierName(body: string[], q: number): string | null {
 /** Template parameter names of the leading template headers of `v`. */
 function templateParams(v: string[]): Set<string> {
   const tp = new Set<string>();
-  let a = 0;
-  while (a + 1 < v.length && v[a] === "template" && v[a + 1] === "<") {
-    let d = 0; a++;
-    while (a < v.length) {
-      const s = v[a]!;
-      if (s === "<") d++;
-      else if (s === ">") d--;
-      if (d === 1) {
-        if ((s === "typename" || s === "class") && ["<", ",", ">"].includes(v[a - 1]!) && isName(v[a + 1] ?? "") && v[a + 2] !== "::") tp.add(v[a + 1]!);
-        else if (s === "..." && isName(v[a + 1] ?? "") && [",", ">"].includes(v[a + 2] ?? "")) tp.add(v[a + 1]!);
-        else if (isName(s) && [",", ">", "="].includes(v[a + 1] ?? "") && (isName(v[a - 1] ?? "") || TYPE_KEYWORDS.has(v[a - 1] ?? ""))) tp.add(s);
-      }
-      a++;
-      if (d <= 0) break;
-    }
-  }
+  templateHeaders(v, 0, v.length, tp);
   return tp;
 }
 
@@ -503,6 +518,7 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
   let classlike = false;
   for (let a = 0; a < body.length; a++) {
     const s = body[a]!;
+    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") { a = skipGroup(body, a + 1, body.length) - 1; continue; }
     if (s === "(" || s === "{" || s === "=" || s === ";") break;
     if (s === "class" || s === "struct" || s === "union" || s === "enum") { classlike = true; break; }
   }
@@ -517,7 +533,7 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
       const s = v[a]!;
       if (s === "(" || s === "[") { d++; afterParen = true; }
       else if (s === ")" || s === "]") d--;
-      else if (d === 0 && s === ":" && afterParen && v[a - 1] === ")") { bad = true; break; }
+      else if (d === 0 && s === ":" && afterParen && (v[a - 1] === ")" || v[a - 1] === "noexcept")) { bad = true; break; } // a constructor's initializers
       else if (d === 0 && s === "=" && v[a - 1] !== "operator") { bad = true; break; }
       else if (d === 0 && s === "{") { bo = a; break; }
     }
@@ -530,7 +546,15 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
         // the token index of the body's '{'
         let seen = -1, ti = it.a;
         for (; ti < it.b; ti++) if (t.kind[ti] !== K.Dir && ++seen === bo) break;
-        const p0 = headWords.indexOf("(");
+        // the parameter list's '(' (not an attribute's: `__attribute ((__abi_tag__ ("cxx11"))) _InIter num_get<…>::_M_extract_float(`)
+        let p0 = templateHeaders(headWords, 0, headWords.length);
+        while (p0 < headWords.length && headWords[p0] !== "(") {
+          const w = headWords[p0]!;
+          if (ATTRIBUTE_WORDS.has(w) && headWords[p0 + 1] === "(") p0 = skipGroup(headWords, p0 + 1, headWords.length);
+          else if (w === "[" && headWords[p0 + 1] === "[") p0 = skipGroup(headWords, p0, headWords.length);
+          else if (w === "<" && p0 > 0 && isName(headWords[p0 - 1]!)) p0 = skipGroup(headWords, p0, headWords.length);
+          else p0++;
+        }
         let nm = headWords.includes("operator") ? headWords.indexOf("operator") : p0 - 1;
         if (nm > 0 && headWords[nm - 1] === "~") nm--;
         const member = nm >= 2 && headWords[nm - 1] === "::" && !namespaces.has(qualifierName(headWords, nm - 2) ?? "std");
@@ -573,7 +597,11 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     if (pi >= 0 && (tk[pi] === K.Str || tk[pi] === K.Chr) && t.end[pi] === t.start[wi]) { rs.add(`<udl>${ws}`); continue; }
     if (KEYWORDS.has(ws) || tparams.has(ws)) continue;
     const ps = pi >= 0 ? tx[pi]! : "";
-    if (ps === "." || ps === "->") continue; // a member
+    if (ps === ".") continue; // a member
+    if (ps === "->") { // a member (p->m, this->m, a[i]->m), or a trailing return type (`) -> T`, `const -> T`): a reference
+      const bi = a > 1 ? kept[a - 2]! : -1, bs = bi >= 0 ? tx[bi]! : "";
+      if (bs === "]" || bs === "this" || (bi >= 0 && tk[bi] === K.Id && !KEYWORDS.has(bs))) continue;
+    }
     if (ps === "::" && a > 1) {
       const qi = kept[a - 2]!, qs = tx[qi]!;
       if ((tk[qi] === K.Id && !KEYWORDS.has(qs) && !namespaces.has(qs)) || qs === ">" || qs === ")") continue; // Class::member
@@ -781,6 +809,10 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
     for (let i = s.indexOf("\n"); i >= 0; i = s.indexOf("\n", i + 1)) n++;
     return "\n".repeat(n);
   };
+  // a pragma that applies to the declaration after it (CCCL's _CCCL_EXEC_CHECK_DISABLE is
+  // `#pragma nv_exec_check_disable`) goes with that declaration: left before whatever follows,
+  // cicc stops with "this pragma must immediately precede a declaration"
+  const attached = (i: number) => /^#\s*pragma\s+(?:nv_exec_check_disable|hd_warning_disable|nv_abi)\b/.test(t.text[i]!);
   for (const idx of decl) {
     const it = items[idx]!;
     const st = stub.get(idx);
@@ -789,12 +821,27 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
     let from = drop ? it.a : (st as number);
     while (from < it.b && t.kind[from] === K.Dir) from++;
     if (from >= it.b) continue;
+    if (drop) {
+      const before: number[] = []; // the pragmas (their token indices) just before it, line markers between them
+      for (let j = idx - 1; j >= 0 && items[j]!.kind === "dir"; j--) {
+        const ti = items[j]!.a;
+        if (attached(ti)) before.push(ti);
+        else if (!/^#\s*\d/.test(t.text[ti]!)) break;
+      }
+      for (const ti of before.reverse()) {
+        if (t.start[ti]! < pos) continue;
+        out.push(text.slice(pos, t.start[ti]!));
+        pos = t.end[ti]!;
+      }
+    }
     out.push(text.slice(pos, t.start[from]!));
     if (!drop) out.push(";");
     pos = t.start[from]!;
     for (let i = from; i < it.b; i++) {
       if (t.kind[i] !== K.Dir) continue;
-      out.push(blank(text.slice(pos, t.start[i]!)), t.text[i]!);
+      // line markers stay; a pragma inside what is taken out goes with it (`#pragma unroll` of a
+      // dropped body would be left at namespace scope: "expected a declaration")
+      out.push(blank(text.slice(pos, t.start[i]!)), /^#\s*\d/.test(t.text[i]!) ? t.text[i]! : "");
       pos = t.end[i]!;
     }
     const e = t.end[it.b - 1]!;
@@ -843,3 +890,4 @@ function parameterGate(v: string[], ds: Set<string>, classNames: Set<string>, na
   }
   return g.size ? g : null;
 }
+export const __test = { tokenize, splitItems, analyse, words };
