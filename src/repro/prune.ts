@@ -398,8 +398,8 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
       if (last) {
         // Class::name( or Class<…>::name( : an out-of-class member definition declares its class
         if (lastAt >= 2 && body[lastAt - 1] === "::") {
-          const q = qualifierName(body, lastAt - 2);
-          names.add(q !== null && !namespaces.has(q) ? q : last);
+          const q = classQualifier(body, lastAt - 2, namespaces);
+          names.add(q ?? last);
           return names;
         }
         names.add(last);
@@ -425,6 +425,16 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
   }
   if (last && body[L - 1] === ";") names.add(last);
   return names;
+}
+
+/**
+ * The class name before `::` at index q, or null when there is none or it names a namespace. A
+ * name with template arguments (`complex<_Tp>::`) is a class even where a namespace has the
+ * same name (thrust's `namespace complex`, std's class template complex).
+ */
+function classQualifier(body: string[], q: number, namespaces: Set<string>): string | null {
+  const c = qualifierName(body, q);
+  return c !== null && (body[q] === ">" || !namespaces.has(c)) ? c : null;
 }
 
 /** The class name before `::` at index q (`X` of `X::` or of `X<…>::`), or null. */
@@ -506,8 +516,8 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     else if (s === ")" || s === "]" || s === "}") pd--;
     if (s === "=" || s === "{") break;
     if (pd === 0 && v[a + 1] === "::" && ((/^[A-Za-z_~]/.test(v[a + 2]!) && (v[a + 3] === "(" || v[a + 3] === "<")) || v[a + 2] === "operator" || v[a + 2] === "~")) {
-      const q = qualifierName(v, a);
-      if (q !== null && !namespaces.has(q)) {
+      const q = classQualifier(v, a, namespaces);
+      if (q !== null) {
         ds = new Set([...ds, q]);
         if (v[a + 2] === "operator") { ds.delete("operator"); ds.add("<member-operator>"); }
         break;
@@ -557,8 +567,11 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
         }
         let nm = headWords.includes("operator") ? headWords.indexOf("operator") : p0 - 1;
         if (nm > 0 && headWords[nm - 1] === "~") nm--;
-        const member = nm >= 2 && headWords[nm - 1] === "::" && !namespaces.has(qualifierName(headWords, nm - 2) ?? "std");
-        stub = member ? "drop" : ti;
+        // a qualified definition (a class's member, or a namespace's function defined outside it)
+        // goes: its declaration is elsewhere (in the class, in the namespace), and a qualified
+        // declaration outside them does not compile
+        const qualified = nm >= 1 && headWords[nm - 1] === "::";
+        stub = qualified ? "drop" : ti;
         refEnd = ti;
       }
     }
@@ -676,7 +689,11 @@ export class DevicePruner {
       items = splitItems(t);
     }
     const namespaces = new Set(["std", "__gnu_cxx", "__cxxabiv1"]);
-    for (const it of items) if (it.kind === "open") for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w);
+    for (const it of items) {
+      if (it.kind === "open") { for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w); }
+      // a namespace alias (`namespace cg = cooperative_groups;`): `cg::thread_block` names thread_block
+      else if (it.kind === "decl" && t.text[it.a] === "namespace" && t.text[it.a + 2] === "=" && isName(t.text[it.a + 1]!)) namespaces.add(t.text[it.a + 1]!);
+    }
     const nsKey = [...namespaces].sort().join(" ");
     if (st && nsKey !== st.namespaces) info = []; // a namespace appeared or went: every declaration is read again
     this.reused = 0;
