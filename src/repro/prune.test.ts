@@ -215,3 +215,95 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
     }
   }, 180_000);
 });
+
+/** gcc -E output: `sys` lines in a system header, then the primary file's `main` lines. */
+const tuOf = (sys: string[], main: string[]) =>
+  ['# 1 "k.cu"', '# 1 "/usr/include/lib.h" 1 3', ...sys, '# 2 "k.cu" 2', ...main, ""].join("\n");
+
+describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, cooperative_groups)", () => {
+  const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
+  test("a trailing return type names its type (CCCL is_swappable.h: `auto __swap(...) -> __hidden_friend_swap_found;`)", () => {
+    const out = keptLines(tuOf(
+      ["struct found_t {};", "__attribute__((device)) auto probe(...) -> found_t;", "struct member_only {};"],
+      ["__attribute__((global)) void k(int* p) { p->member_only = sizeof(probe(1)); }"],
+    ));
+    expect(out[2]).toBe("struct found_t {};");
+    expect(out[4]).toBe(""); // after `p->`: a member
+  });
+  test("a pragma that applies to the next declaration goes with it; a pragma inside a dropped body goes", () => {
+    const out = keptLines(tuOf(
+      ["#pragma nv_exec_check_disable", "template <class T> __attribute__((device)) void unused_swap(T& a) { }", "#pragma GCC diagnostic push",
+        "template <class T> struct U { __attribute__((device)) void f() {", "#pragma unroll", "for (int i = 0; i < 4; i++) { } } };", "#pragma GCC diagnostic pop"],
+      ["__attribute__((global)) void k(int* p) { }"],
+    ));
+    expect(out[2]).toBe(""); // nv_exec_check_disable before what is dropped: cicc wants a declaration after it
+    expect(out[4]).toBe("#pragma GCC diagnostic push"); // other pragmas at namespace scope stay
+    expect(out[6]).toBe(""); // #pragma unroll of the dropped U::f
+    expect(out[8]).toBe("#pragma GCC diagnostic pop");
+  });
+  test("a class head with a qualified name declares the last name (libstdc++: `class __cxx11:: collate`)", () => {
+    const out = keptLines(tuOf(
+      ["namespace std { namespace __cxx11 { template<typename _CharT> class collate; }", "template<typename _CharT> class __cxx11:: collate { public: static int id; };",
+        "template<typename _CharT> int collate<_CharT>::id; }"],
+      ["__attribute__((global)) void k(int* p) { p[0] = std::collate<char>::id; }"],
+    ));
+    expect(out[3]).toContain("class __cxx11:: collate {");
+  });
+  test("`<` after a non-type template parameter is a comparison (CCCL get.h: `enable_if_t<_Index<2, int> = 0>`): what follows is split as usual", () => {
+    const out = keptLines(tuOf(
+      ["template <bool, class T> struct en {}; template <class T> struct en<true, T> { using type = T; };",
+        "template <unsigned long _Index, class _T, typename en<_Index<2, int>::type = 0> __attribute__((device)) int get(_T) { return 1; }",
+        "struct unused_a { int x; };", "__attribute__((device)) int used_b(int v) { return v; }"],
+      ["__attribute__((global)) void k(int* p) { p[0] = used_b(get<0>(1)); }"],
+    ));
+    expect(out[3]).toContain("int get(_T)");
+    expect(out[4]).toBe(""); // a declaration of its own, dropped
+    expect(out[5]).toContain("used_b");
+  });
+  test("`typedef __attribute__((…)) struct X {…} Y;` declares Y (CUDA's driver_types.h: cudaLaunchConfig_t)", () => {
+    const out = keptLines(tuOf(
+      ["typedef __attribute__((device_builtin)) struct cfg_st { int n; } cfg_t;"],
+      ["int host_side(const cfg_t* c) { return c->n; }", "__attribute__((global)) void k(int* p) { }"],
+    ));
+    expect(out[2]).toContain("cfg_t;");
+  });
+  test("a constructor's brace initializers are not its body (CCCL chrono: `X::X(…) noexcept : __y{…}, __m{…} {}`)", () => {
+    const tu = tuOf(
+      ["struct ymd { int __y, __m; __attribute__((device)) constexpr ymd(int a) noexcept; };",
+        "__attribute__((device)) constexpr ymd::ymd(int a) noexcept", ": __y{a}", ", __m{a + 1}", "{}", "struct unused_c { int z; };"],
+      ["__attribute__((global)) void k(int* p) { ymd d(p[0]); p[1] = d.__m; }", "__attribute__((global)) void k2(int* p) { }"],
+    );
+    const out = keptLines(tu);
+    expect(out.slice(3, 7)).toEqual(tu.split("\n").slice(3, 7)); // one declaration, kept whole
+    expect(out[7]).toBe("");
+    // unused: it goes whole (not a piece `, __m{a + 1}` left at namespace scope: "expected a declaration")
+    expect(keptLines(tu.replace("k(int* p) { ymd d(p[0]); p[1] = d.__m; }", "k(int* p) { }")).slice(2, 7)).toEqual(["", "", "", "", ""]);
+  });
+  test("a qualified host definition goes whole, also when an attribute comes before its name or a namespace shares its class's name (thrust's namespace complex)", () => {
+    const tu = tuOf(
+      ["namespace thrust { namespace complex { int unrelated; } }",
+        "namespace std { template<typename _Tp> struct complex { _Tp r; complex& operator=(const _Tp& t); int ext(int) const; };",
+        "template<typename _Tp> complex<_Tp>& complex<_Tp>::operator=(const _Tp& t) { r = t; return *this; }",
+        'template<typename _Tp> __attribute ((__abi_tag__ ("cxx11"))) int complex<_Tp>::ext(int) const { return 0; } }'],
+      ["int host_side(std::complex<float>& c) { c = 1.0f; return c.ext(1); }", "__attribute__((global)) void k(float* p) { }"],
+    );
+    const out = keptLines(tu);
+    expect(out[3]).toContain("struct complex");
+    expect(out[4]).toBe(""); // not `…::operator=(const _Tp& t) ;`: a member may not be redeclared outside its class
+    expect(out[5]).toBe(" }");
+  });
+  test("a namespace alias qualifies (`namespace cg = cooperative_groups; cg::thread_block`)", () => {
+    const out = keptLines(tuOf(
+      ["namespace cooperative_groups { class thread_block { public: int r; }; }"],
+      ["namespace cg = cooperative_groups;", "__attribute__((global)) void k(int* p) { cg::thread_block b; p[0] = b.r; }"],
+    ));
+    expect(out[2]).toContain("class thread_block");
+  });
+  test("a <<<…>>> launch in kept host code keeps __cudaPushCallConfiguration (cicc: unable to find its declaration)", () => {
+    const out = keptLines(tuOf(
+      ['extern "C" __attribute__((host)) __attribute__((device)) unsigned __cudaPushCallConfiguration(int g, int b, unsigned long s = 0, void* st = 0);'],
+      ["template <class F> __attribute__((global)) void k(F f) { }", "void launch() { auto l = [] __attribute__((device)) (int) { }; k<<<1, 1>>>(l); }"],
+    ));
+    expect(out[2]).toContain("__cudaPushCallConfiguration");
+  });
+});
