@@ -7,9 +7,10 @@
  * same machine code as build.sh's, and an edit of the kernel must reach the pruned build.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { cubinKernels } from "../codeobj/cubin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { fastBuild, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
 import { makeHeavyReproducer } from "./heavy-fixture.ts";
@@ -306,4 +307,106 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
     ));
     expect(out[2]).toContain("__cudaPushCallConfiguration");
   });
+});
+
+describe("pruneDeviceTU: project headers (what a primary file's slice includes)", () => {
+  const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
+  const proj = (hdr: string[], main: string[]) => ['# 1 "k.cu"', '# 1 "h.cuh" 1', ...hdr, '# 2 "k.cu" 2', ...main, ""].join("\n");
+  test("a static data member defined out of class goes with its class (`template <class T> const int X<T>::n = 3;`)", () => {
+    const out = keptLines(proj(
+      ["template <class T> struct X { static const int n; };", "template <class T> const int X<T>::n = 3;", "struct Y { static const int k; };", "const int Y::k = 11;",
+        "__attribute__((global)) void k(int* o) { o[0] = X<int>::n + Y::k; }"],
+      ["static void* kerncap_odr_use = (void*)&k;"],
+    ));
+    expect(out[3]).toBe("template <class T> const int X<T>::n = 3;");
+    expect(out[5]).toBe("const int Y::k = 11;");
+  });
+  test("`(float)::f(x)` and `a > ::f(x)` name the global f; `X<T>::f` does not", () => {
+    const out = keptLines(proj(
+      ["__attribute__((device)) float f1(float x) { return x; }", "__attribute__((device)) int f2(int x) { return x; }", "__attribute__((device)) int f3(int x) { return x; }",
+        "template <class T> struct B { static int f3(int); };",
+        "__attribute__((global)) void k(float* y) { y[0] = (float)::f1(y[1]); y[1] = y[2] > ::f2(1); y[2] = B<int>::f3(1); }"],
+      ["static void* kerncap_odr_use = (void*)&k;"],
+    ));
+    expect(out[2]).toContain("f1");
+    expect(out[3]).toContain("f2");
+    expect(out[4]).toBe("");
+  });
+  test("every __device__ and __constant__ variable a header defines stays (ptxas writes their offsets into the kernel's code); extern, constexpr and template ones do not", () => {
+    const out = keptLines(proj(
+      ["__attribute__((constant)) float unused_table[64] = {1};", "__attribute__((device)) float unused_dev[32];", "__attribute__((device)) float (*unused_fp)(float) = 0;",
+        "extern __attribute__((device)) int ext_dev;", "constexpr __attribute__((device)) int cx_dev = 1;", "template <class T> __attribute__((device)) T vt_dev;",
+        "__attribute__((device)) float unused_fn(float x) { return x; }",
+        "__attribute__((global)) void k(float* y) { y[0] = 1; }"],
+      ["static void* kerncap_odr_use = (void*)&k;"],
+    ));
+    expect(out.slice(2, 5).every((l) => l.startsWith("__attribute__"))).toBe(true);
+    expect(out.slice(5, 9)).toEqual(["", "", "", ""]);
+  });
+});
+
+describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_groups, a launch and device tables (nvcc)", () => {
+  test("it compiles and gives each kernel of the primary file the machine code of the full build", async () => {
+    const dir = join(WORK, "cccl");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "h.cuh"), [
+      "#pragma once",
+      "#include <cub/cub.cuh>",
+      "#include <cooperative_groups.h>",
+      "#include <cooperative_groups/reduce.h>",
+      "#include <cuda/std/tuple>",
+      "namespace cg = cooperative_groups;",
+      "__constant__ float unused_coeffs[64] = {1};",
+      "__device__ float unused_scratch[32];",
+      "__constant__ float coeffs[4] = {1, 2, 3, 4};",
+      "template <int BLOCK> __global__ void block_sum(const float* in, float* out) {",
+      "  using BR = cub::BlockReduce<float, BLOCK>;",
+      "  __shared__ typename BR::TempStorage tmp;",
+      "  float s = BR(tmp).Sum(in[threadIdx.x] * coeffs[threadIdx.x & 3]);",
+      "  auto t = cuda::std::make_tuple(s, 1);",
+      "  if (threadIdx.x == 0) out[0] = cuda::std::get<0>(t);",
+      "}",
+      "__global__ void tile_sum(const int* in, int* out) {",
+      "  cg::thread_block b = cg::this_thread_block();",
+      "  cg::thread_block_tile<32> w = cg::tiled_partition<32>(b);",
+      "  int s = cg::reduce(w, in[b.thread_rank()], cg::plus<int>());",
+      "  if (w.thread_rank() == 0) atomicAdd(out, s);",
+      "}",
+      "template <class F> __global__ void map(float* y, F f) { y[threadIdx.x] = f(y[threadIdx.x]); }",
+      "",
+    ].join("\n"));
+    writeFileSync(join(dir, "k.cu"), [
+      '#include "h.cuh"',
+      "static void* kerncap_odr_use = (void*)&block_sum<256>;",
+      "static void* kerncap_odr_use2 = (void*)&tile_sum;",
+      "void launch(float* y) { map<<<1, 32>>>(y, [] __device__ (float v) { return 2 * v; }); }",
+      "",
+    ].join("\n"));
+    writeFileSync(join(dir, "build.sh"), [
+      "#!/usr/bin/env bash",
+      "set -euo pipefail",
+      'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+      'out="${1:-$here/build/kernel.cubin}"',
+      'mkdir -p "$(dirname "$out")"',
+      '"$NVCC" -cubin -arch=sm_90 -x cu -O3 -std=c++17 -extended-lambda ${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2',
+      'echo "$out"',
+      "",
+    ].join("\n"));
+    const saved = process.env.NVCC;
+    process.env.NVCC = NVCC!;
+    try {
+      const p = Bun.spawnSync(["bash", join(dir, "build.sh")], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC! } });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const full = new Uint8Array(readFileSync(join(dir, "build", "kernel.cubin")));
+      const f = await fastBuild(dir, join(WORK, "cccl-fast"), { force: false });
+      const pruned = new Uint8Array(readFileSync(f.module));
+      const kernels = cubinKernels(full).filter((k) => !k.includes("cub")); // CUB's own EmptyKernel goes (no root names it)
+      expect(kernels).toHaveLength(3);
+      for (const k of kernels) expect(sameKernelCode(full, pruned, k)).toBeNull();
+      expect(f.prune.lines().after * 2).toBeLessThan(f.prune.lines().before);
+    } finally {
+      if (saved === undefined) delete process.env.NVCC;
+      else process.env.NVCC = saved;
+    }
+  }, 180_000);
 });

@@ -496,6 +496,14 @@ interface DeclInfo {
   /** Its tokens' texts (directives left out). */
   body: string[];
   classlike: boolean;
+  /**
+   * A namespace-scope __device__ or __constant__ variable defined here (not extern, constexpr,
+   * inline nor a template): always kept. ptxas lays out the module's global and constant-bank
+   * variables and writes their offsets into the instructions (a relocation's addend, constant
+   * bank 3's offsets), so an unused table that goes moves the used ones and the kernel's machine
+   * code differs from the full build's.
+   */
+  deviceVar: boolean;
   /** The gate or operator condition (finish), computed for the class names whose hash is gateKey. */
   gateKey?: number;
   gate?: Set<string>;
@@ -515,7 +523,9 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     if (s === "(" || s === "[" || s === "{") pd++;
     else if (s === ")" || s === "]" || s === "}") pd--;
     if (s === "=" || s === "{") break;
-    if (pd === 0 && v[a + 1] === "::" && ((/^[A-Za-z_~]/.test(v[a + 2]!) && (v[a + 3] === "(" || v[a + 3] === "<")) || v[a + 2] === "operator" || v[a + 2] === "~")) {
+    // (or a static data member's: `template <class T> const int X<T>::n = 3;`, `constexpr int Y::arr[2];`)
+    const nx = v[a + 3];
+    if (pd === 0 && v[a + 1] === "::" && ((/^[A-Za-z_~]/.test(v[a + 2]!) && (nx === "(" || nx === "<" || nx === "=" || nx === ";" || nx === "[" || nx === "{")) || v[a + 2] === "operator" || v[a + 2] === "~")) {
       const q = classQualifier(v, a, namespaces);
       if (q !== null) {
         ds = new Set([...ds, q]);
@@ -617,7 +627,8 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     }
     if (ps === "::" && a > 1) {
       const qi = kept[a - 2]!, qs = tx[qi]!;
-      if ((tk[qi] === K.Id && !KEYWORDS.has(qs) && !namespaces.has(qs)) || qs === ">" || qs === ")") continue; // Class::member
+      // Class::member, Class<…>::member; not `(float)::f(x)` nor `a > ::f(x)` (spaced): the global namespace's f
+      if ((tk[qi] === K.Id && !KEYWORDS.has(qs) && !namespaces.has(qs)) || (qs === ">" && t.end[qi] === t.start[pi])) continue;
     }
     // `Type name(` / `Type name =` …: a local variable being declared, the first time
     const ns = a + 1 < kept.length ? tx[kept[a + 1]!]! : "";
@@ -627,7 +638,22 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     }
     rs.add(ws);
   }
-  return { defs: ds, refs: rs, stub, body: v, classlike };
+  let deviceVar = false;
+  if (v[0] !== "template" && !classlike && !v.includes("extern") && !v.includes("constexpr") && !v.includes("inline") && !v.includes("typedef") && !v.includes("using")) {
+    let marked = false, fn = false;
+    for (let a = 0; a < v.length; a++) {
+      const s = v[a]!;
+      if ((s === "__attribute__" || s === "__attribute") && v[a + 1] === "(") {
+        if (v[a + 2] === "(" && (v[a + 3] === "device" || v[a + 3] === "constant" || v[a + 3] === "__device__" || v[a + 3] === "__constant__")) marked = true;
+        a = skipGroup(v, a + 1, v.length) - 1; continue;
+      }
+      if (s === "=" || s === "[" || s === ";") break; // an initializer, an array, the end: a variable
+      if (s === "(" ) { if (v[a + 1] !== "*") fn = true; break; } // a function (not `T (*p)(…)`)
+      if (s === "{") { fn = true; break; }
+    }
+    deviceVar = marked && !fn;
+  }
+  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar };
 }
 
 /** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses. */
@@ -798,7 +824,7 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
   const add = (idx: number) => { if (!keep.has(idx)) { keep.add(idx); work.push(idx); } };
   for (const idx of decl) {
     const ds = defs.get(idx)!;
-    if (depthOf[idx] === 0 || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
+    if (depthOf[idx] === 0 || info[idx]!.deviceVar || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
     else if (ds.size === 0 && !bodies.get(idx)!.includes("static_assert")) add(idx); // what a declaration declares could not be told: kept
   }
   const needed = new Set<string>();
