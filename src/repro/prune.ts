@@ -24,7 +24,12 @@
  *   (libstdc++, libc, the CUDA toolkit's) whose parameters or arguments name classes, are kept when those classes are
  *   needed (std::swap(vector&, vector&) does not need to bring <vector> because `swap` is used);
  * - member names (after `.`, `->`, `Class::`), template parameter names, attribute names, the
- *   name a local variable declares, are not references.
+ *   name a local variable declares, are not references (a trailing return type after `) ->`,
+ *   `(T)::f`, a namespace alias's `cg::x` are);
+ * - every __device__ / __constant__ variable defined outside a template is kept: ptxas writes the
+ *   module's variable offsets into the kernel's code, so an unused table that goes changes it;
+ * - a pragma that applies to the next declaration (`#pragma nv_exec_check_disable`) goes with a
+ *   dropped declaration, and pragmas inside dropped text go; line markers always stay.
  * What cannot be told apart is kept. The result is only ever used when it compiles, and the
  * first build of a watch compares the kernel's machine code with that of the full build
  * (src/repro/fast-build.ts): any doubt falls back to the full compile.
@@ -933,4 +938,3 @@ function parameterGate(v: string[], ds: Set<string>, classNames: Set<string>, na
   }
   return g.size ? g : null;
 }
-export const __test = { tokenize, splitItems, analyse, words };
