@@ -7,9 +7,10 @@
  * same machine code as build.sh's, and an edit of the kernel must reach the pruned build.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { cubinKernels } from "../codeobj/cubin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { fastBuild, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
 import { makeHeavyReproducer } from "./heavy-fixture.ts";
@@ -209,6 +210,200 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       // an edit that does not compile: the fast build says so (the watch then runs build.sh, which reports it)
       writeFileSync(hdr, readFileSync(hdr, "utf8").replace("int i =", "int i = undeclared_name +"));
       await expect(fastBuild(out, work, { force: false }, pruner)).rejects.toBeInstanceOf(FastBuildUnavailable);
+    } finally {
+      if (saved === undefined) delete process.env.NVCC;
+      else process.env.NVCC = saved;
+    }
+  }, 180_000);
+});
+
+/** gcc -E output: `sys` lines in a system header, then the primary file's `main` lines. */
+const tuOf = (sys: string[], main: string[]) =>
+  ['# 1 "k.cu"', '# 1 "/usr/include/lib.h" 1 3', ...sys, '# 2 "k.cu" 2', ...main, ""].join("\n");
+
+describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, cooperative_groups)", () => {
+  const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
+  test("a trailing return type names its type (CCCL is_swappable.h: `auto __swap(...) -> __hidden_friend_swap_found;`)", () => {
+    const out = keptLines(tuOf(
+      ["struct found_t {};", "__attribute__((device)) auto probe(...) -> found_t;", "struct member_only {};"],
+      ["__attribute__((global)) void k(int* p) { p->member_only = sizeof(probe(1)); }"],
+    ));
+    expect(out[2]).toBe("struct found_t {};");
+    expect(out[4]).toBe(""); // after `p->`: a member
+  });
+  test("a pragma that applies to the next declaration goes with it; a pragma inside a dropped body goes", () => {
+    const out = keptLines(tuOf(
+      ["#pragma nv_exec_check_disable", "template <class T> __attribute__((device)) void unused_swap(T& a) { }", "#pragma GCC diagnostic push",
+        "template <class T> struct U { __attribute__((device)) void f() {", "#pragma unroll", "for (int i = 0; i < 4; i++) { } } };", "#pragma GCC diagnostic pop"],
+      ["__attribute__((global)) void k(int* p) { }"],
+    ));
+    expect(out[2]).toBe(""); // nv_exec_check_disable before what is dropped: cicc wants a declaration after it
+    expect(out[4]).toBe("#pragma GCC diagnostic push"); // other pragmas at namespace scope stay
+    expect(out[6]).toBe(""); // #pragma unroll of the dropped U::f
+    expect(out[8]).toBe("#pragma GCC diagnostic pop");
+  });
+  test("a class head with a qualified name declares the last name (libstdc++: `class __cxx11:: collate`)", () => {
+    const out = keptLines(tuOf(
+      ["namespace std { namespace __cxx11 { template<typename _CharT> class collate; }", "template<typename _CharT> class __cxx11:: collate { public: static int id; };",
+        "template<typename _CharT> int collate<_CharT>::id; }"],
+      ["__attribute__((global)) void k(int* p) { p[0] = std::collate<char>::id; }"],
+    ));
+    expect(out[3]).toContain("class __cxx11:: collate {");
+  });
+  test("`<` after a non-type template parameter is a comparison (CCCL get.h: `enable_if_t<_Index<2, int> = 0>`): what follows is split as usual", () => {
+    const out = keptLines(tuOf(
+      ["template <bool, class T> struct en {}; template <class T> struct en<true, T> { using type = T; };",
+        "template <unsigned long _Index, class _T, typename en<_Index<2, int>::type = 0> __attribute__((device)) int get(_T) { return 1; }",
+        "struct unused_a { int x; };", "__attribute__((device)) int used_b(int v) { return v; }"],
+      ["__attribute__((global)) void k(int* p) { p[0] = used_b(get<0>(1)); }"],
+    ));
+    expect(out[3]).toContain("int get(_T)");
+    expect(out[4]).toBe(""); // a declaration of its own, dropped
+    expect(out[5]).toContain("used_b");
+  });
+  test("`typedef __attribute__((…)) struct X {…} Y;` declares Y (CUDA's driver_types.h: cudaLaunchConfig_t)", () => {
+    const out = keptLines(tuOf(
+      ["typedef __attribute__((device_builtin)) struct cfg_st { int n; } cfg_t;"],
+      ["int host_side(const cfg_t* c) { return c->n; }", "__attribute__((global)) void k(int* p) { }"],
+    ));
+    expect(out[2]).toContain("cfg_t;");
+  });
+  test("a constructor's brace initializers are not its body (CCCL chrono: `X::X(…) noexcept : __y{…}, __m{…} {}`)", () => {
+    const tu = tuOf(
+      ["struct ymd { int __y, __m; __attribute__((device)) constexpr ymd(int a) noexcept; };",
+        "__attribute__((device)) constexpr ymd::ymd(int a) noexcept", ": __y{a}", ", __m{a + 1}", "{}", "struct unused_c { int z; };"],
+      ["__attribute__((global)) void k(int* p) { ymd d(p[0]); p[1] = d.__m; }", "__attribute__((global)) void k2(int* p) { }"],
+    );
+    const out = keptLines(tu);
+    expect(out.slice(3, 7)).toEqual(tu.split("\n").slice(3, 7)); // one declaration, kept whole
+    expect(out[7]).toBe("");
+    // unused: it goes whole (not a piece `, __m{a + 1}` left at namespace scope: "expected a declaration")
+    expect(keptLines(tu.replace("k(int* p) { ymd d(p[0]); p[1] = d.__m; }", "k(int* p) { }")).slice(2, 7)).toEqual(["", "", "", "", ""]);
+  });
+  test("a qualified host definition goes whole, also when an attribute comes before its name or a namespace shares its class's name (thrust's namespace complex)", () => {
+    const tu = tuOf(
+      ["namespace thrust { namespace complex { int unrelated; } }",
+        "namespace std { template<typename _Tp> struct complex { _Tp r; complex& operator=(const _Tp& t); int ext(int) const; };",
+        "template<typename _Tp> complex<_Tp>& complex<_Tp>::operator=(const _Tp& t) { r = t; return *this; }",
+        'template<typename _Tp> __attribute ((__abi_tag__ ("cxx11"))) int complex<_Tp>::ext(int) const { return 0; } }'],
+      ["int host_side(std::complex<float>& c) { c = 1.0f; return c.ext(1); }", "__attribute__((global)) void k(float* p) { }"],
+    );
+    const out = keptLines(tu);
+    expect(out[3]).toContain("struct complex");
+    expect(out[4]).toBe(""); // not `…::operator=(const _Tp& t) ;`: a member may not be redeclared outside its class
+    expect(out[5]).toBe(" }");
+  });
+  test("a namespace alias qualifies (`namespace cg = cooperative_groups; cg::thread_block`)", () => {
+    const out = keptLines(tuOf(
+      ["namespace cooperative_groups { class thread_block { public: int r; }; }"],
+      ["namespace cg = cooperative_groups;", "__attribute__((global)) void k(int* p) { cg::thread_block b; p[0] = b.r; }"],
+    ));
+    expect(out[2]).toContain("class thread_block");
+  });
+  test("a <<<…>>> launch in kept host code keeps __cudaPushCallConfiguration (cicc: unable to find its declaration)", () => {
+    const out = keptLines(tuOf(
+      ['extern "C" __attribute__((host)) __attribute__((device)) unsigned __cudaPushCallConfiguration(int g, int b, unsigned long s = 0, void* st = 0);'],
+      ["template <class F> __attribute__((global)) void k(F f) { }", "void launch() { auto l = [] __attribute__((device)) (int) { }; k<<<1, 1>>>(l); }"],
+    ));
+    expect(out[2]).toContain("__cudaPushCallConfiguration");
+  });
+});
+
+describe("pruneDeviceTU: project headers (what a primary file's slice includes)", () => {
+  const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
+  const proj = (hdr: string[], main: string[]) => ['# 1 "k.cu"', '# 1 "h.cuh" 1', ...hdr, '# 2 "k.cu" 2', ...main, ""].join("\n");
+  test("a static data member defined out of class goes with its class (`template <class T> const int X<T>::n = 3;`)", () => {
+    const out = keptLines(proj(
+      ["template <class T> struct X { static const int n; };", "template <class T> const int X<T>::n = 3;", "struct Y { static const int k; };", "const int Y::k = 11;",
+        "__attribute__((global)) void k(int* o) { o[0] = X<int>::n + Y::k; }"],
+      ["static void* kerncap_odr_use = (void*)&k;"],
+    ));
+    expect(out[3]).toBe("template <class T> const int X<T>::n = 3;");
+    expect(out[5]).toBe("const int Y::k = 11;");
+  });
+  test("`(float)::f(x)` and `a > ::f(x)` name the global f; `X<T>::f` does not", () => {
+    const out = keptLines(proj(
+      ["__attribute__((device)) float f1(float x) { return x; }", "__attribute__((device)) int f2(int x) { return x; }", "__attribute__((device)) int f3(int x) { return x; }",
+        "template <class T> struct B { static int f3(int); };",
+        "__attribute__((global)) void k(float* y) { y[0] = (float)::f1(y[1]); y[1] = y[2] > ::f2(1); y[2] = B<int>::f3(1); }"],
+      ["static void* kerncap_odr_use = (void*)&k;"],
+    ));
+    expect(out[2]).toContain("f1");
+    expect(out[3]).toContain("f2");
+    expect(out[4]).toBe("");
+  });
+  test("every __device__ and __constant__ variable a header defines stays (ptxas writes their offsets into the kernel's code); extern, constexpr and template ones do not", () => {
+    const out = keptLines(proj(
+      ["__attribute__((constant)) float unused_table[64] = {1};", "__attribute__((device)) float unused_dev[32];", "__attribute__((device)) float (*unused_fp)(float) = 0;",
+        "extern __attribute__((device)) int ext_dev;", "constexpr __attribute__((device)) int cx_dev = 1;", "template <class T> __attribute__((device)) T vt_dev;",
+        "__attribute__((device)) float unused_fn(float x) { return x; }",
+        "__attribute__((global)) void k(float* y) { y[0] = 1; }"],
+      ["static void* kerncap_odr_use = (void*)&k;"],
+    ));
+    expect(out.slice(2, 5).every((l) => l.startsWith("__attribute__"))).toBe(true);
+    expect(out.slice(5, 9)).toEqual(["", "", "", ""]);
+  });
+});
+
+describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_groups, a launch and device tables (nvcc)", () => {
+  test("it compiles and gives each kernel of the primary file the machine code of the full build", async () => {
+    const dir = join(WORK, "cccl");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "h.cuh"), [
+      "#pragma once",
+      "#include <cub/cub.cuh>",
+      "#include <cooperative_groups.h>",
+      "#include <cooperative_groups/reduce.h>",
+      "#include <cuda/std/tuple>",
+      "namespace cg = cooperative_groups;",
+      "__constant__ float unused_coeffs[64] = {1};",
+      "__device__ float unused_scratch[32];",
+      "__constant__ float coeffs[4] = {1, 2, 3, 4};",
+      "template <int BLOCK> __global__ void block_sum(const float* in, float* out) {",
+      "  using BR = cub::BlockReduce<float, BLOCK>;",
+      "  __shared__ typename BR::TempStorage tmp;",
+      "  float s = BR(tmp).Sum(in[threadIdx.x] * coeffs[threadIdx.x & 3]);",
+      "  auto t = cuda::std::make_tuple(s, 1);",
+      "  if (threadIdx.x == 0) out[0] = cuda::std::get<0>(t);",
+      "}",
+      "__global__ void tile_sum(const int* in, int* out) {",
+      "  cg::thread_block b = cg::this_thread_block();",
+      "  cg::thread_block_tile<32> w = cg::tiled_partition<32>(b);",
+      "  int s = cg::reduce(w, in[b.thread_rank()], cg::plus<int>());",
+      "  if (w.thread_rank() == 0) atomicAdd(out, s);",
+      "}",
+      "template <class F> __global__ void map(float* y, F f) { y[threadIdx.x] = f(y[threadIdx.x]); }",
+      "",
+    ].join("\n"));
+    writeFileSync(join(dir, "k.cu"), [
+      '#include "h.cuh"',
+      "static void* kerncap_odr_use = (void*)&block_sum<256>;",
+      "static void* kerncap_odr_use2 = (void*)&tile_sum;",
+      "void launch(float* y) { map<<<1, 32>>>(y, [] __device__ (float v) { return 2 * v; }); }",
+      "",
+    ].join("\n"));
+    writeFileSync(join(dir, "build.sh"), [
+      "#!/usr/bin/env bash",
+      "set -euo pipefail",
+      'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+      'out="${1:-$here/build/kernel.cubin}"',
+      'mkdir -p "$(dirname "$out")"',
+      '"$NVCC" -cubin -arch=sm_90 -x cu -O3 -std=c++17 -extended-lambda ${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2',
+      'echo "$out"',
+      "",
+    ].join("\n"));
+    const saved = process.env.NVCC;
+    process.env.NVCC = NVCC!;
+    try {
+      const p = Bun.spawnSync(["bash", join(dir, "build.sh")], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC! } });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const full = new Uint8Array(readFileSync(join(dir, "build", "kernel.cubin")));
+      const f = await fastBuild(dir, join(WORK, "cccl-fast"), { force: false });
+      const pruned = new Uint8Array(readFileSync(f.module));
+      const kernels = cubinKernels(full).filter((k) => !k.includes("cub")); // CUB's own EmptyKernel goes (no root names it)
+      expect(kernels).toHaveLength(3);
+      for (const k of kernels) expect(sameKernelCode(full, pruned, k)).toBeNull();
+      expect(f.prune.lines().after * 2).toBeLessThan(f.prune.lines().before);
     } finally {
       if (saved === undefined) delete process.env.NVCC;
       else process.env.NVCC = saved;

@@ -24,7 +24,12 @@
  *   (libstdc++, libc, the CUDA toolkit's) whose parameters or arguments name classes, are kept when those classes are
  *   needed (std::swap(vector&, vector&) does not need to bring <vector> because `swap` is used);
  * - member names (after `.`, `->`, `Class::`), template parameter names, attribute names, the
- *   name a local variable declares, are not references.
+ *   name a local variable declares, are not references (a trailing return type after `) ->`,
+ *   `(T)::f`, a namespace alias's `cg::x` are);
+ * - every __device__ / __constant__ variable defined outside a template is kept: ptxas writes the
+ *   module's variable offsets into the kernel's code, so an unused table that goes changes it;
+ * - a pragma that applies to the next declaration (`#pragma nv_exec_check_disable`) goes with a
+ *   dropped declaration, and pragmas inside dropped text go; line markers always stay.
  * What cannot be told apart is kept. The result is only ever used when it compiles, and the
  * first build of a watch compares the kernel's machine code with that of the full build
  * (src/repro/fast-build.ts): any doubt falls back to the full compile.
@@ -178,8 +183,12 @@ const KEYWORDS = new Set(
 const TYPE_KEYWORDS = new Set("auto bool char double float int long short signed unsigned void wchar_t char16_t char32_t char8_t const volatile".split(" "));
 const DEVICE_MARKS = new Set(["device", "global", "__device__", "__global__"]);
 const ATTRIBUTE_WORDS = new Set(["__attribute__", "__attribute", "alignas", "__declspec", "decltype", "__typeof__", "__typeof", "__asm__", "__asm", "asm", "noexcept", "throw"]);
-/** Names the front end needs without the program naming them. */
-const ALWAYS = new Set(["initializer_list", "nullptr_t", "size_t", "ptrdiff_t", "type_info", "align_val_t", "max_align_t", "byte", "destroying_delete_t", "nothrow_t"]);
+/**
+ * Names the front end needs without the program naming them (a `<<<…>>>` launch in kept host
+ * code is a call of __cudaPushCallConfiguration: cicc stops with "unable to find
+ * __cudaPushCallConfiguration declaration" without it).
+ */
+const ALWAYS = new Set(["initializer_list", "nullptr_t", "size_t", "ptrdiff_t", "type_info", "align_val_t", "max_align_t", "byte", "destroying_delete_t", "nothrow_t", "__cudaPushCallConfiguration"]);
 
 const isName = (s: string) => isIdStart(s.charCodeAt(0)) && !KEYWORDS.has(s);
 
@@ -220,21 +229,39 @@ function skipGroup(v: string[], i: number, lim: number): number {
   return i;
 }
 
-/** Index after a leading `template <...>` header (several, for member templates of templates); `i` when none. */
-function skipTemplateHeaders(v: string[], i: number, lim: number): number {
+/**
+ * Index after the leading `template <...>` headers of v from i (several, for member templates of
+ * templates; `i` when none), adding their parameter names to `tp`. A `<` after a non-type
+ * parameter's name is a comparison (`enable_if_t<_Index<2, int> = 0>`, CCCL's get.h), not an
+ * argument list; ( and [ groups are skipped.
+ */
+function templateHeaders(v: string[], i: number, lim: number, tp?: Set<string>): number {
   while (i + 1 < lim && v[i] === "template" && v[i + 1] === "<") {
+    const nontype = new Set<string>();
     let j = i + 1, d = 0;
     while (j < lim) {
       const s = v[j]!;
       if (s === "(" || s === "[") { j = skipGroup(v, j, lim); continue; }
-      if (s === "<") d++;
+      if (s === "<") { if (!nontype.has(v[j - 1]!)) d++; }
       else if (s === ">") d--;
+      else if (s === ";" || s === "{") break; // not a template header after all
+      else if (d === 1) {
+        const p = v[j - 1] ?? "", nx = v[j + 1] ?? "";
+        if ((s === "typename" || s === "class") && (p === "<" || p === "," || p === ">") && isName(nx) && v[j + 2] !== "::") tp?.add(nx);
+        else if (s === "..." && isName(nx) && (v[j + 2] === "," || v[j + 2] === ">")) tp?.add(nx);
+        else if (isName(s) && (nx === "," || nx === ">" || nx === "=") && (isName(p) || TYPE_KEYWORDS.has(p) || p === "*" || p === "&")) { tp?.add(s); nontype.add(s); }
+      }
       j++;
       if (d <= 0) break;
     }
     i = j;
   }
   return i;
+}
+
+/** Index after a leading `template <...>` header (several); `i` when none. */
+function skipTemplateHeaders(v: string[], i: number, lim: number): number {
+  return templateHeaders(v, i, lim);
 }
 
 /** Split the token stream into namespace-scope items. */
@@ -258,24 +285,29 @@ function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
       if (s === "extern" && k[i + 1] === K.Str && v[i + 2] === "{") { i = container(i, i + 3); continue; }
       // a declaration: up to ';' at depth 0, or the brace group that ends a function definition
       let q = skipTemplateHeaders(v, i, n);
-      let depth = 0, classlike = false, sawEq = false;
+      let depth = 0, classlike = false, sawEq = false, ctorInit = false;
+      let pw = ""; // the previous token (directives left out)
       while (q < n) {
         if (k[q] === K.Dir) { q++; continue; }
         const w = v[q]!;
         if (depth === 0) {
           if (w === "class" || w === "struct" || w === "union" || w === "enum" || w === "typedef") classlike = true;
-          if (w === "=" && v[q - 1] !== "operator") sawEq = true;
+          if (w === "=" && pw !== "operator") sawEq = true;
+          if (w === ":" && (pw === ")" || pw === "noexcept")) ctorInit = true; // X::X(…) noexcept : a{…}, b(…) {…}
           if (w === ";") { q++; break; }
           if (w === "{") {
+            const init = ctorInit && (pw === ">" || (isIdStart(pw.charCodeAt(0)) && !KEYWORDS.has(pw))); // a member's brace initializer
             let d = 1; q++;
             while (q < n && d) { const x = v[q]!; if (k[q] !== K.Dir) { if (x === "{") d++; else if (x === "}") d--; } q++; }
-            if (classlike || sawEq) continue; // struct X {…} x;  int a[] = {…};
+            pw = "}";
+            if (classlike || sawEq || init) continue; // struct X {…} x;  int a[] = {…};
             if (q < n && v[q] === ";") q++;
             break;
           }
         }
         if (w === "(" || w === "[") depth++;
         else if (w === ")" || w === "]") depth--;
+        pw = w;
         q++;
       }
       items.push({ kind: "decl", a: i, b: q, nest });
@@ -317,6 +349,8 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
   let head = -1;
   for (let a = 0; a < L; a++) {
     const s = body[a]!;
+    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") { a = skipGroup(body, a + 1, L) - 1; continue; } // typedef __attribute__((…)) struct
+    if (s === "[" && body[a + 1] === "[") { a = skipGroup(body, a, L) - 1; continue; }
     if (s === "(" || s === "=" || s === "{" || s === ";") break;
     if (s === "class" || s === "struct" || s === "union" || s === "enum") { head = a; break; }
   }
@@ -327,6 +361,7 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
       else if (body[b] === "class" || body[b] === "struct") b++;
       else b = skipGroup(body, b + 1, L);
     }
+    while (b + 2 < L && isName(body[b]!) && body[b + 1] === "::" && isName(body[b + 2]!)) b += 2; // class __cxx11::collate
     if (b < L && isName(body[b]!)) names.add(body[b]!);
     let rest: string[] = [];
     const s0 = body.indexOf("{", head);
@@ -368,8 +403,8 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
       if (last) {
         // Class::name( or Class<…>::name( : an out-of-class member definition declares its class
         if (lastAt >= 2 && body[lastAt - 1] === "::") {
-          const q = qualifierName(body, lastAt - 2);
-          names.add(q !== null && !namespaces.has(q) ? q : last);
+          const q = classQualifier(body, lastAt - 2, namespaces);
+          names.add(q ?? last);
           return names;
         }
         names.add(last);
@@ -397,6 +432,16 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
   return names;
 }
 
+/**
+ * The class name before `::` at index q, or null when there is none or it names a namespace. A
+ * name with template arguments (`complex<_Tp>::`) is a class even where a namespace has the
+ * same name (thrust's `namespace complex`, std's class template complex).
+ */
+function classQualifier(body: string[], q: number, namespaces: Set<string>): string | null {
+  const c = qualifierName(body, q);
+  return c !== null && (body[q] === ">" || !namespaces.has(c)) ? c : null;
+}
+
 /** The class name before `::` at index q (`X` of `X::` or of `X<…>::`), or null. */
 function qualifierName(body: string[], q: number): string | null {
   if (body[q] === ">") {
@@ -415,22 +460,7 @@ function qualifierName(body: string[], q: number): string | null {
 /** Template parameter names of the leading template headers of `v`. */
 function templateParams(v: string[]): Set<string> {
   const tp = new Set<string>();
-  let a = 0;
-  while (a + 1 < v.length && v[a] === "template" && v[a + 1] === "<") {
-    let d = 0; a++;
-    while (a < v.length) {
-      const s = v[a]!;
-      if (s === "<") d++;
-      else if (s === ">") d--;
-      if (d === 1) {
-        if ((s === "typename" || s === "class") && ["<", ",", ">"].includes(v[a - 1]!) && isName(v[a + 1] ?? "") && v[a + 2] !== "::") tp.add(v[a + 1]!);
-        else if (s === "..." && isName(v[a + 1] ?? "") && [",", ">"].includes(v[a + 2] ?? "")) tp.add(v[a + 1]!);
-        else if (isName(s) && [",", ">", "="].includes(v[a + 1] ?? "") && (isName(v[a - 1] ?? "") || TYPE_KEYWORDS.has(v[a - 1] ?? ""))) tp.add(s);
-      }
-      a++;
-      if (d <= 0) break;
-    }
-  }
+  templateHeaders(v, 0, v.length, tp);
   return tp;
 }
 
@@ -471,6 +501,14 @@ interface DeclInfo {
   /** Its tokens' texts (directives left out). */
   body: string[];
   classlike: boolean;
+  /**
+   * A namespace-scope __device__ or __constant__ variable defined here (not extern, constexpr,
+   * inline nor a template): always kept. ptxas lays out the module's global and constant-bank
+   * variables and writes their offsets into the instructions (a relocation's addend, constant
+   * bank 3's offsets), so an unused table that goes moves the used ones and the kernel's machine
+   * code differs from the full build's.
+   */
+  deviceVar: boolean;
   /** The gate or operator condition (finish), computed for the class names whose hash is gateKey. */
   gateKey?: number;
   gate?: Set<string>;
@@ -490,9 +528,11 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     if (s === "(" || s === "[" || s === "{") pd++;
     else if (s === ")" || s === "]" || s === "}") pd--;
     if (s === "=" || s === "{") break;
-    if (pd === 0 && v[a + 1] === "::" && ((/^[A-Za-z_~]/.test(v[a + 2]!) && (v[a + 3] === "(" || v[a + 3] === "<")) || v[a + 2] === "operator" || v[a + 2] === "~")) {
-      const q = qualifierName(v, a);
-      if (q !== null && !namespaces.has(q)) {
+    // (or a static data member's: `template <class T> const int X<T>::n = 3;`, `constexpr int Y::arr[2];`)
+    const nx = v[a + 3];
+    if (pd === 0 && v[a + 1] === "::" && ((/^[A-Za-z_~]/.test(v[a + 2]!) && (nx === "(" || nx === "<" || nx === "=" || nx === ";" || nx === "[" || nx === "{")) || v[a + 2] === "operator" || v[a + 2] === "~")) {
+      const q = classQualifier(v, a, namespaces);
+      if (q !== null) {
         ds = new Set([...ds, q]);
         if (v[a + 2] === "operator") { ds.delete("operator"); ds.add("<member-operator>"); }
         break;
@@ -503,6 +543,7 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
   let classlike = false;
   for (let a = 0; a < body.length; a++) {
     const s = body[a]!;
+    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") { a = skipGroup(body, a + 1, body.length) - 1; continue; }
     if (s === "(" || s === "{" || s === "=" || s === ";") break;
     if (s === "class" || s === "struct" || s === "union" || s === "enum") { classlike = true; break; }
   }
@@ -517,7 +558,7 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
       const s = v[a]!;
       if (s === "(" || s === "[") { d++; afterParen = true; }
       else if (s === ")" || s === "]") d--;
-      else if (d === 0 && s === ":" && afterParen && v[a - 1] === ")") { bad = true; break; }
+      else if (d === 0 && s === ":" && afterParen && (v[a - 1] === ")" || v[a - 1] === "noexcept")) { bad = true; break; } // a constructor's initializers
       else if (d === 0 && s === "=" && v[a - 1] !== "operator") { bad = true; break; }
       else if (d === 0 && s === "{") { bo = a; break; }
     }
@@ -530,11 +571,22 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
         // the token index of the body's '{'
         let seen = -1, ti = it.a;
         for (; ti < it.b; ti++) if (t.kind[ti] !== K.Dir && ++seen === bo) break;
-        const p0 = headWords.indexOf("(");
+        // the parameter list's '(' (not an attribute's: `__attribute ((__abi_tag__ ("cxx11"))) _InIter num_get<…>::_M_extract_float(`)
+        let p0 = templateHeaders(headWords, 0, headWords.length);
+        while (p0 < headWords.length && headWords[p0] !== "(") {
+          const w = headWords[p0]!;
+          if (ATTRIBUTE_WORDS.has(w) && headWords[p0 + 1] === "(") p0 = skipGroup(headWords, p0 + 1, headWords.length);
+          else if (w === "[" && headWords[p0 + 1] === "[") p0 = skipGroup(headWords, p0, headWords.length);
+          else if (w === "<" && p0 > 0 && isName(headWords[p0 - 1]!)) p0 = skipGroup(headWords, p0, headWords.length);
+          else p0++;
+        }
         let nm = headWords.includes("operator") ? headWords.indexOf("operator") : p0 - 1;
         if (nm > 0 && headWords[nm - 1] === "~") nm--;
-        const member = nm >= 2 && headWords[nm - 1] === "::" && !namespaces.has(qualifierName(headWords, nm - 2) ?? "std");
-        stub = member ? "drop" : ti;
+        // a qualified definition (a class's member, or a namespace's function defined outside it)
+        // goes: its declaration is elsewhere (in the class, in the namespace), and a qualified
+        // declaration outside them does not compile
+        const qualified = nm >= 1 && headWords[nm - 1] === "::";
+        stub = qualified ? "drop" : ti;
         refEnd = ti;
       }
     }
@@ -573,10 +625,15 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     if (pi >= 0 && (tk[pi] === K.Str || tk[pi] === K.Chr) && t.end[pi] === t.start[wi]) { rs.add(`<udl>${ws}`); continue; }
     if (KEYWORDS.has(ws) || tparams.has(ws)) continue;
     const ps = pi >= 0 ? tx[pi]! : "";
-    if (ps === "." || ps === "->") continue; // a member
+    if (ps === ".") continue; // a member
+    if (ps === "->") { // a member (p->m, this->m, a[i]->m), or a trailing return type (`) -> T`, `const -> T`): a reference
+      const bi = a > 1 ? kept[a - 2]! : -1, bs = bi >= 0 ? tx[bi]! : "";
+      if (bs === "]" || bs === "this" || (bi >= 0 && tk[bi] === K.Id && !KEYWORDS.has(bs))) continue;
+    }
     if (ps === "::" && a > 1) {
       const qi = kept[a - 2]!, qs = tx[qi]!;
-      if ((tk[qi] === K.Id && !KEYWORDS.has(qs) && !namespaces.has(qs)) || qs === ">" || qs === ")") continue; // Class::member
+      // Class::member, Class<…>::member; not `(float)::f(x)` nor `a > ::f(x)` (spaced): the global namespace's f
+      if ((tk[qi] === K.Id && !KEYWORDS.has(qs) && !namespaces.has(qs)) || (qs === ">" && t.end[qi] === t.start[pi])) continue;
     }
     // `Type name(` / `Type name =` …: a local variable being declared, the first time
     const ns = a + 1 < kept.length ? tx[kept[a + 1]!]! : "";
@@ -586,7 +643,22 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     }
     rs.add(ws);
   }
-  return { defs: ds, refs: rs, stub, body: v, classlike };
+  let deviceVar = false;
+  if (v[0] !== "template" && !classlike && !v.includes("extern") && !v.includes("constexpr") && !v.includes("inline") && !v.includes("typedef") && !v.includes("using")) {
+    let marked = false, fn = false;
+    for (let a = 0; a < v.length; a++) {
+      const s = v[a]!;
+      if ((s === "__attribute__" || s === "__attribute") && v[a + 1] === "(") {
+        if (v[a + 2] === "(" && (v[a + 3] === "device" || v[a + 3] === "constant" || v[a + 3] === "__device__" || v[a + 3] === "__constant__")) marked = true;
+        a = skipGroup(v, a + 1, v.length) - 1; continue;
+      }
+      if (s === "=" || s === "[" || s === ";") break; // an initializer, an array, the end: a variable
+      if (s === "(" ) { if (v[a + 1] !== "*") fn = true; break; } // a function (not `T (*p)(…)`)
+      if (s === "{") { fn = true; break; }
+    }
+    deviceVar = marked && !fn;
+  }
+  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar };
 }
 
 /** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses. */
@@ -648,7 +720,11 @@ export class DevicePruner {
       items = splitItems(t);
     }
     const namespaces = new Set(["std", "__gnu_cxx", "__cxxabiv1"]);
-    for (const it of items) if (it.kind === "open") for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w);
+    for (const it of items) {
+      if (it.kind === "open") { for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w); }
+      // a namespace alias (`namespace cg = cooperative_groups;`): `cg::thread_block` names thread_block
+      else if (it.kind === "decl" && t.text[it.a] === "namespace" && t.text[it.a + 2] === "=" && isName(t.text[it.a + 1]!)) namespaces.add(t.text[it.a + 1]!);
+    }
     const nsKey = [...namespaces].sort().join(" ");
     if (st && nsKey !== st.namespaces) info = []; // a namespace appeared or went: every declaration is read again
     this.reused = 0;
@@ -753,7 +829,7 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
   const add = (idx: number) => { if (!keep.has(idx)) { keep.add(idx); work.push(idx); } };
   for (const idx of decl) {
     const ds = defs.get(idx)!;
-    if (depthOf[idx] === 0 || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
+    if (depthOf[idx] === 0 || info[idx]!.deviceVar || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
     else if (ds.size === 0 && !bodies.get(idx)!.includes("static_assert")) add(idx); // what a declaration declares could not be told: kept
   }
   const needed = new Set<string>();
@@ -781,6 +857,10 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
     for (let i = s.indexOf("\n"); i >= 0; i = s.indexOf("\n", i + 1)) n++;
     return "\n".repeat(n);
   };
+  // a pragma that applies to the declaration after it (CCCL's _CCCL_EXEC_CHECK_DISABLE is
+  // `#pragma nv_exec_check_disable`) goes with that declaration: left before whatever follows,
+  // cicc stops with "this pragma must immediately precede a declaration"
+  const attached = (i: number) => /^#\s*pragma\s+(?:nv_exec_check_disable|hd_warning_disable|nv_abi)\b/.test(t.text[i]!);
   for (const idx of decl) {
     const it = items[idx]!;
     const st = stub.get(idx);
@@ -789,12 +869,27 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
     let from = drop ? it.a : (st as number);
     while (from < it.b && t.kind[from] === K.Dir) from++;
     if (from >= it.b) continue;
+    if (drop) {
+      const before: number[] = []; // the pragmas (their token indices) just before it, line markers between them
+      for (let j = idx - 1; j >= 0 && items[j]!.kind === "dir"; j--) {
+        const ti = items[j]!.a;
+        if (attached(ti)) before.push(ti);
+        else if (!/^#\s*\d/.test(t.text[ti]!)) break;
+      }
+      for (const ti of before.reverse()) {
+        if (t.start[ti]! < pos) continue;
+        out.push(text.slice(pos, t.start[ti]!));
+        pos = t.end[ti]!;
+      }
+    }
     out.push(text.slice(pos, t.start[from]!));
     if (!drop) out.push(";");
     pos = t.start[from]!;
     for (let i = from; i < it.b; i++) {
       if (t.kind[i] !== K.Dir) continue;
-      out.push(blank(text.slice(pos, t.start[i]!)), t.text[i]!);
+      // line markers stay; a pragma inside what is taken out goes with it (`#pragma unroll` of a
+      // dropped body would be left at namespace scope: "expected a declaration")
+      out.push(blank(text.slice(pos, t.start[i]!)), /^#\s*\d/.test(t.text[i]!) ? t.text[i]! : "");
       pos = t.end[i]!;
     }
     const e = t.end[it.b - 1]!;
