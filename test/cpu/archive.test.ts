@@ -487,8 +487,10 @@ describe("pack / unpack", () => {
     const [, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
     expect(code).toBe(2);
     expect(err).toContain("inflates past its declared size of 8 bytes");
-    // inflating the whole entry would hold 1 GiB (old: 2 GiB peak); one 16 KiB piece inflates to ~16 MiB
-    expect(p.resourceUsage()!.maxRSS).toBeLessThan(400 << 20);
+    // inflating the whole entry would hold 1 GiB (old: 2 GiB peak); one 16 KiB piece inflates to
+    // ~16 MiB. Measured: 103 MB alone, 467 MB once in a full suite run on a loaded 2-core machine
+    // (the collector lagging behind the pieces), so the bound is below the 1 GiB, not at 400 MB
+    expect(p.resourceUsage()!.maxRSS).toBeLessThan(768 << 20);
     expect(readdirSync(root)).toEqual(["bomb.zip"]);
   }, 30_000);
 
