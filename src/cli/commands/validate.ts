@@ -44,6 +44,7 @@ export default defineCommand({
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
     checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
+    if (args["full-build"] && !args.watch) log.info("--full-build is for --watch: validate always rebuilds with build.sh");
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
