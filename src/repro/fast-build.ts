@@ -174,7 +174,8 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
 /**
  * Whether two cubins give `kernel` the same machine code: the bytes of its `.text.<kernel>`
  * section (relocations aside: a cubin's text refers to other symbols through relocation entries,
- * which are compared by count).
+ * which are compared by count), its register count, and the sizes of its `.nv.info.<kernel>`
+ * attributes, static shared memory and parameter bank.
  * @returns null when they match, else what differs (a sentence)
  */
 export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): string | null {
@@ -187,6 +188,15 @@ export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): st
   for (let i = 0; i < ba.length; i++) if (ba[i] !== bb[i]) return `${name} differs at byte ${i}`;
   const rel = (e: typeof ea) => e.sections.filter((s) => s.name === `.rel${name}` || s.name === `.rela${name}`).reduce((n, s) => n + s.size, 0);
   if (rel(ea) !== rel(eb)) return `${name}'s relocations differ`;
+  // what the launch needs besides the code: registers (the text section's sh_info), the sizes of
+  // the kernel's attributes (.nv.info.<kernel>: their bytes hold symbol indices, which a pruned
+  // symbol table renumbers), of its static shared memory and of its parameter bank
+  // a cubin text section's sh_info: the register count in its top byte, the kernel's symbol index below (which a pruned symbol table changes)
+  if (sa.info >>> 24 !== sb.info >>> 24) return `${name}'s register count differs (${sa.info >>> 24} / ${sb.info >>> 24})`;
+  for (const side of [`.nv.info.${kernel}`, `.nv.shared.${kernel}`, `.nv.constant0.${kernel}`]) {
+    const xa = ea.section(side), xb = eb.section(side);
+    if (!xa !== !xb || (xa && xb && xa.size !== xb.size)) return `${side} differs in size`;
+  }
   return null;
 }
 
