@@ -210,7 +210,7 @@ function skipGroup(v: string[], i: number, lim: number): number {
     let d = 0;
     while (i < lim) {
       const s = v[i]!;
-      if (s === "(" || s === "[" || (s === "{" && d === 0 && false)) { i = skipGroup(v, i, lim); continue; }
+      if (s === "(" || s === "[") { i = skipGroup(v, i, lim); continue; }
       if (s === "<") d++;
       else if (s === ">") d--;
       else if (s === ";" || s === "{") return i;
