@@ -40,6 +40,34 @@ export interface BuildOptions {
 const BUILD_GRACE_MS = 2000;
 
 /**
+ * Run one command of a reproducer's build in its own process group, so that Ctrl-C (or SIGTERM)
+ * of kerncap stops the compiler under bash too; the group is killed BUILD_GRACE_MS after the first
+ * signal. Used for build.sh and for the steps of the watch's pruned build (src/repro/fast-build.ts).
+ * @returns its stdout, stderr and exit code
+ * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran
+ */
+export async function runBuildCommand(argv: string[], cwd: string, env: Record<string, string | undefined>): Promise<{ out: string; err: string; code: number }> {
+  const stops = new StopSignals().install();
+  let out: string, err: string, code: number, signalCode: string | null;
+  try {
+    const p = Bun.spawn(argv, { cwd, env, stdout: "pipe", stderr: "pipe", detached: true });
+    const unhook = forwardToGroup(stops, p.pid, BUILD_GRACE_MS);
+    try {
+      [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    } finally {
+      unhook();
+    }
+    signalCode = p.signalCode == null ? null : String(p.signalCode);
+  } finally {
+    stops.dispose();
+  }
+  // Ctrl-C: say so (exit 130), rather than report the build's death as a compile error
+  const sig = stops.signal ?? (code === 130 || signalCode === "SIGINT" ? "SIGINT" : null);
+  if (sig) throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: signalExitCode(sig) });
+  return { out, err, code };
+}
+
+/**
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), E_RDC (an -rdc device link found device
@@ -55,24 +83,8 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   const t0 = performance.now();
-  const stops = new StopSignals().install();
-  let out: string, err: string, code: number, signalCode: string | null;
-  try {
-    const p = Bun.spawn(["bash", script], { cwd: dir, env: reproducerBuildEnv({ force: o.force }), stdout: "pipe", stderr: "pipe", detached: true });
-    const unhook = forwardToGroup(stops, p.pid, BUILD_GRACE_MS);
-    try {
-      [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-    } finally {
-      unhook();
-    }
-    signalCode = p.signalCode == null ? null : String(p.signalCode);
-  } finally {
-    stops.dispose();
-  }
+  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force }));
   const seconds = (performance.now() - t0) / 1000;
-  // Ctrl-C: say so (exit 130), rather than report the build's death as a compile error
-  const sig = stops.signal ?? (code === 130 || signalCode === "SIGINT" ? "SIGINT" : null);
-  if (sig) throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: signalExitCode(sig) });
   // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {

@@ -20,6 +20,7 @@ import { join, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { parseElf } from "../codeobj/elf.ts";
 import { reproducerBuildEnv } from "../env.ts";
+import { runBuildCommand } from "./build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
@@ -117,11 +118,8 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
   return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
 }
 
-async function sh(script: string, cwd: string, env: Record<string, string | undefined>): Promise<{ code: number; err: string }> {
-  const p = Bun.spawn(["bash", "-c", script], { cwd, env, stdout: "ignore", stderr: "pipe" });
-  const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
-  return { code, err };
-}
+/** One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh). */
+const sh = (script: string, cwd: string, env: Record<string, string | undefined>) => runBuildCommand(["bash", "-c", script], cwd, env);
 
 /** A fast build's own failure (the plan or a step): build.sh runs instead. */
 export class FastBuildUnavailable extends Error {}
@@ -131,7 +129,8 @@ export class FastBuildUnavailable extends Error {}
  * @param work a folder of the caller's (its files are overwritten at each build)
  * @param pruner keeps what did not change between builds (src/repro/prune.ts DevicePruner)
  * @returns the module built and the time of each step
- * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh)
+ * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
+ *   KerncapError E_INTERRUPTED (a stop signal during a step)
  */
 export async function fastBuild(dirArg: string, work: string, o: { force: boolean }, pruner: DevicePruner = new DevicePruner()): Promise<FastBuilt> {
   const dir = resolve(dirArg);
@@ -142,8 +141,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   let plan = plans.get(work);
   if (!plan || plan.key !== key) {
     const dryCubin = join(work, "dryrun.cubin");
-    const dry = Bun.spawn(["bash", join(dir, "build.sh"), dryCubin], { cwd: dir, env: { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, stdout: "ignore", stderr: "pipe" });
-    const [dryErr, dryCode] = await Promise.all([new Response(dry.stderr).text(), dry.exited]);
+    const { err: dryErr, code: dryCode } = await runBuildCommand(["bash", join(dir, "build.sh"), dryCubin], dir, { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() });
     if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
     if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
     const p = parseDryrun(dryErr, dryCubin, work);

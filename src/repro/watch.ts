@@ -441,6 +441,7 @@ async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Bu
     fast.enabled = true;
     log.info(`saves are rebuilt from the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${first.seconds!.toFixed(2)} s; the kernel's machine code is the same)`);
   } catch (e) {
+    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e; // the watch is ending
     // an optimization only: whatever went wrong, build.sh goes on rebuilding
     log.info(`saves are rebuilt by build.sh (no pruned build: ${e instanceof Error ? e.message : String(e)})`);
   }

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
+import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 
 export function tempDir(prefix = "kerncap-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -61,4 +62,27 @@ export function writeRawCapture(tmp: string, rawJson = false, extra: { process?:
   };
   if (rawJson) writeFileSync(join(tmp, "raw.json"), JSON.stringify(raw));
   return raw;
+}
+
+/**
+ * The ReplaySession the watch children (./watch-child.ts, ./watch-cuda-child.ts) give
+ * watchReproducer: nothing restored, no GPU; `run` is the test's (its verdict from the rebuilt
+ * module), `reset` says what it put back (undefined: nothing).
+ */
+export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession["run"], reset: ReplaySession["reset"] = () => undefined): ReplaySession {
+  return {
+    dir,
+    manifest,
+    opened: { restore: { bytes: 0, storedBytes: 0, seconds: 0, gbPerS: 0, hostRegistered: false }, reserve: { spans: 0, bytes: 0, seconds: 0 }, verifySeconds: 0 },
+    lastReset: null,
+    run,
+    reset,
+    close() {},
+  };
+}
+
+/** A replay result of a run that needs no GPU: match, or mismatch in one 4 KiB device region. */
+export function noGpuResult(kernel: string, bad: boolean): ReplayResult {
+  const mm = { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 8, bytesDiffering: 4088 };
+  return { kernel, verdict: bad ? "mismatch" : "match", mismatches: bad ? [mm] : [], numerics: { verdict: bad ? "mismatch" : "bit-exact" }, determinism: { nondeterministic: false }, timing: { medianUs: 3.5 } } as unknown as ReplayResult;
 }

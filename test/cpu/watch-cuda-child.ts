@@ -12,7 +12,8 @@ import { printJsonLine } from "../../src/cli/args.ts";
 import { cubinParamLayout } from "../../src/codeobj/cubin.ts";
 import { parseElf } from "../../src/codeobj/elf.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
-import type { ReplayResult, ReplaySession, RunOptions } from "../../src/replay/engine.ts";
+import type { RunOptions } from "../../src/replay/engine.ts";
+import { noGpuResult, noGpuSession } from "./fixtures.ts";
 import { sameKernelCode } from "../../src/repro/fast-build.ts";
 import { watchReproducer } from "../../src/repro/watch.ts";
 
@@ -21,17 +22,5 @@ const first = new Uint8Array(readFileSync(firstPath));
 const m0 = readManifest(dir);
 const layout = cubinParamLayout(parseElf(first), kernel);
 const m = { ...m0, kernel: { ...m0.kernel, name: kernel, frontend: "cuda" as const }, params: { ...m0.params, layout }, device: { ...m0.device, arch: "sm_90" } };
-const session: ReplaySession = {
-  dir,
-  manifest: m,
-  opened: { restore: { bytes: 0, storedBytes: 0, seconds: 0, gbPerS: 0, hostRegistered: false }, reserve: { spans: 0, bytes: 0, seconds: 0 }, verifySeconds: 0 },
-  lastReset: null,
-  async run(o: RunOptions): Promise<ReplayResult> {
-    const bad = sameKernelCode(first, new Uint8Array(readFileSync(await o.modulePath!)), kernel) !== null;
-    const mm = { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 8, bytesDiffering: 4088 };
-    return { kernel, verdict: bad ? "mismatch" : "match", mismatches: bad ? [mm] : [], numerics: { verdict: bad ? "mismatch" : "bit-exact" }, determinism: { nondeterministic: false }, timing: { medianUs: 3.5 } } as unknown as ReplayResult;
-  },
-  reset: () => undefined,
-  close() {},
-};
+const session = noGpuSession(dir, m, async (o: RunOptions) => noGpuResult(kernel, sameKernelCode(first, new Uint8Array(readFileSync(await o.modulePath!)), kernel) !== null));
 process.exitCode = await watchReproducer(dir, m as typeof m0, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });
