@@ -126,6 +126,9 @@ const DoctorCheck = v.object({
 });
 
 /** valibot schema of each verb's document (and of the error document). */
+/** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
+const BuildSteps = v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number() });
+
 export const DOCUMENTS = {
   list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel), processes: v.array(ProcessRow) }),
   run: v.object({
@@ -153,7 +156,8 @@ export const DOCUMENTS = {
   validate: v.looseObject({
     ...id("validate"),
     ...ReplayFields,
-    rebuild: v.object({ module: v.string(), seconds: v.number() }),
+    /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/repro/validate-build.ts), and that build's steps (ms). */
+    rebuild: v.object({ module: v.string(), seconds: v.number(), builder: v.optional(v.picklist(["build.sh", "pruned"])), steps: v.optional(BuildSteps) }),
     replaySeconds: v.number(),
     wallSeconds: v.number(),
   }),
@@ -168,7 +172,7 @@ export const DOCUMENTS = {
     /** build.sh, or the device-only build of the pruned TU that a CUDA watch uses after its first build. */
     builder: v.optional(v.picklist(["build.sh", "pruned"])),
     /** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
-    buildSteps: v.optional(v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number() })),
+    buildSteps: v.optional(BuildSteps),
     saveToVerdictSeconds: v.number(),
     verdict: v.optional(v.picklist(["match", "mismatch"])),
     kernelMedianUs: v.optional(v.nullable(v.number())),

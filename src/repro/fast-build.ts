@@ -94,14 +94,36 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
 
 export interface FastBuilt {
   module: string;
+  /** sha256 of the plan's commands (planHash): what a check of the pruned build against build.sh's holds for. */
+  plan: string;
   /** Wall time of the whole fast build (s), and of its steps (ms). */
   seconds: number;
   steps: { planMs: number; preprocessMs: number; pruneMs: number; compileMs: number };
   prune: PruneResult;
 }
 
-/** The plans of the work folders (one per watch), with the key they were made for. */
+/** The plans of the work folders (one per watch, one per capture for validate), with the key they were made for. */
 const plans = new Map<string, FastPlan & { key: string }>();
+
+/** The plan file of a work folder: the plan of the last build there, for the next process (validate runs one per edit). */
+const PLAN_FILE = "plan.json";
+
+function readPlan(work: string): (FastPlan & { key: string }) | undefined {
+  try {
+    const p = JSON.parse(readFileSync(join(work, PLAN_FILE), "utf8"));
+    return typeof p?.key === "string" && typeof p?.preprocess === "string" && typeof p?.compile === "string" && Array.isArray(p?.env) ? p : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * sha256 (hex) of a plan's commands (environment lines, gcc -E, cicc + ptxas, with the work
+ * folder's paths): a check of the pruned build against build.sh's holds for exactly these.
+ */
+export function planHash(p: FastPlan): string {
+  return new Bun.CryptoHasher("sha256").update(JSON.stringify([p.env, p.preprocess, p.compile])).digest("hex");
+}
 
 /**
  * What build.sh's choice of command depends on: build.sh itself, the files its `tu=`/`slice=`
@@ -138,7 +160,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const env = reproducerBuildEnv(o);
   const t0 = performance.now();
   const key = planKey(dir, env);
-  let plan = plans.get(work);
+  let plan = plans.get(work) ?? readPlan(work);
   if (!plan || plan.key !== key) {
     const dryCubin = join(work, "dryrun.cubin");
     const { err: dryErr, code: dryCode } = await runBuildCommand(["bash", join(dir, "build.sh"), dryCubin], dir, { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() });
@@ -147,8 +169,9 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
     const p = parseDryrun(dryErr, dryCubin, work);
     if ("reason" in p) throw new FastBuildUnavailable(p.reason);
     plan = { ...p, key };
-    plans.set(work, plan);
+    writeFileSync(join(work, PLAN_FILE), JSON.stringify(plan));
   }
+  plans.set(work, plan);
   const t1 = performance.now();
   const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
   rmSync(plan.cubin, { force: true });
@@ -163,6 +186,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const t4 = performance.now();
   return {
     module: plan.cubin,
+    plan: planHash(plan),
     seconds: (t4 - t0) / 1000,
     steps: { planMs: t1 - t0, preprocessMs: t2 - t1, pruneMs: t3 - t2, compileMs: t4 - t3 },
     prune: pruned,

@@ -13,7 +13,10 @@ import { join } from "node:path";
 import { cubinKernels } from "../codeobj/cubin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { fastBuild, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
 import { makeHeavyReproducer } from "./heavy-fixture.ts";
+import { buildForValidate, PRUNED_DIR, readPrunedCheck } from "./validate-build.ts";
 import { DevicePruner, pruneDeviceTU } from "./prune.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-prune-"));
@@ -215,6 +218,61 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       else process.env.NVCC = saved;
     }
   }, 180_000);
+});
+
+describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is checked, then the pruned TU (nvcc)", () => {
+  test("the first validate checks side by side and records it; then edits build pruned; a compile error is build.sh's; a changed compile is checked again; --full-build", async () => {
+    const out = join(WORK, "validate-capture");
+    const { kernel, header } = makeHeavyReproducer(WORK, out);
+    const m = { kernel: { name: kernel, frontend: "cuda" } } as unknown as Manifest;
+    const saved = { NVCC: process.env.NVCC, EXTRA_FLAGS: process.env.EXTRA_FLAGS };
+    process.env.NVCC = NVCC!;
+    delete process.env.EXTRA_FLAGS;
+    const o = { quiet: true, force: false, fullBuild: false };
+    const code = (f: string) => new Uint8Array(readFileSync(f));
+    try {
+      const first = await buildForValidate(out, m, o);
+      expect(first.builder).toBe("build.sh");
+      expect(first.module).toBe(join(out, "build", "kernel.cubin"));
+      const check = readPrunedCheck(out)!;
+      expect(check).toMatchObject({ schema: "kerncap.pruned-check/1", kernel, same: true, reason: null });
+      expect(check.prunedSeconds).toBeGreaterThan(0);
+      const unchanged = code(first.module);
+      const original = readFileSync(header, "utf8");
+      writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
+      const edited = await buildForValidate(out, m, o);
+      expect(edited).toMatchObject({ builder: "pruned", module: join(out, PRUNED_DIR, "kernel.cubin") });
+      expect(edited.steps!.compileMs).toBeGreaterThan(0);
+      const editedCode = code(edited.module);
+      expect(sameKernelCode(unchanged, editedCode, kernel)).not.toBeNull(); // the edit reached it
+      const full = await buildForValidate(out, m, { ...o, fullBuild: true });
+      expect(full.builder).toBe("build.sh");
+      expect(sameKernelCode(code(full.module), editedCode, kernel)).toBeNull(); // build.sh's machine code
+      // a compile error: build.sh's message; the record stays
+      writeFileSync(header, original.replace("int i =", "int i = undeclared_name +"));
+      const err = await buildForValidate(out, m, o).catch((e) => e);
+      expect(err).toBeInstanceOf(KerncapError);
+      expect(err.code).toBe("E_BUILD");
+      expect(err.message).toContain("undeclared_name");
+      expect(readPrunedCheck(out)!.same).toBe(true);
+      writeFileSync(header, original);
+      expect((await buildForValidate(out, m, o)).builder).toBe("pruned");
+      // another compile (EXTRA_FLAGS): checked again side by side, then pruned
+      process.env.EXTRA_FLAGS = "-DKERNCAP_TEST_FLAG=1";
+      expect((await buildForValidate(out, m, o)).builder).toBe("build.sh");
+      expect(readPrunedCheck(out)!.plan).not.toBe(check.plan);
+      expect((await buildForValidate(out, m, o)).builder).toBe("pruned");
+      // a record that says the machine code differed: build.sh
+      const f = join(out, PRUNED_DIR, "check.json");
+      writeFileSync(f, JSON.stringify({ ...readPrunedCheck(out)!, same: false, reason: "test" }));
+      expect((await buildForValidate(out, m, o)).builder).toBe("build.sh");
+    } finally {
+      for (const [k, val] of Object.entries(saved)) {
+        if (val === undefined) delete process.env[k];
+        else process.env[k] = val;
+      }
+    }
+  }, 240_000);
 });
 
 /** gcc -E output: `sys` lines in a system header, then the primary file's `main` lines. */

@@ -1,6 +1,7 @@
 /**
- * `kerncap validate DIR`: rebuild the reproducer's (edited) kernel with DIR/build.sh, replay the
- * rebuilt module on the captured memory, compare with the app's after state.
+ * `kerncap validate DIR`: rebuild the reproducer's (edited) kernel with DIR/build.sh (CUDA: or the
+ * pruned TU's device-only build once it was checked against build.sh's: src/repro/validate-build.ts),
+ * replay the rebuilt module on the captured memory, compare with the app's after state.
  * The build runs while the replay reserves the captured VAs, creates the CUDA context, verifies
  * the checksums and restores the before state; the module is loaded (after the parameter-layout
  * check, before any launch) once the build is done. So the loop costs about the build plus the
@@ -16,7 +17,7 @@ import { defineCommand } from "citty";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { frontendOf } from "../../frontends/index.ts";
-import { buildReproducer } from "../../repro/build.ts";
+import { buildForValidate } from "../../repro/validate-build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
@@ -33,7 +34,7 @@ export default defineCommand({
     ...toleranceArgs,
     force: { type: "boolean", description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
-    "full-build": { type: "boolean", description: "--watch, CUDA: rebuild every save with build.sh (by default saves after the first build compile a device-only TU pruned to what the kernel needs, once it is shown to give the same machine code)", default: false },
+    "full-build": { type: "boolean", description: "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
@@ -44,7 +45,6 @@ export default defineCommand({
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
     checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
-    if (args["full-build"] && !args.watch) log.info("--full-build is for --watch: validate always rebuilds with build.sh");
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
@@ -62,7 +62,7 @@ export default defineCommand({
       const t0 = performance.now();
       let builtAt = 0;
       // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py)
-      const built = buildReproducer(dir, { quiet: !args.verbose, force: Boolean(args.force) }).then((b) => {
+      const built = buildForValidate(dir, m, { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) }).then((b) => {
         builtAt = performance.now();
         fe.checkRebuiltModule?.(b.module, m); // CUDA: parameter layout unchanged? before anything launches (exit 2)
         return b;
@@ -83,11 +83,11 @@ export default defineCommand({
       const b = await built;
       // replaySeconds: what the replay added after the build (module load, launches, compare)
       const replaySeconds = (performance.now() - Math.max(builtAt, t0)) / 1000;
-      const res = { ...r, rebuild: { module: b.module, seconds: b.seconds }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
+      const res = { ...r, rebuild: { module: b.module, seconds: b.seconds, builder: b.builder, ...(b.steps ? { steps: b.steps } : {}) }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
       if (args.json) printJson("validate", res);
       else {
         process.stdout.write(printable(describeReplay(r)) + "\n");
-        process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
+        process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
       }
       return r.verdict === "match" ? 0 : 1;
     }, dataStdio());

@@ -1,0 +1,127 @@
+/**
+ * The rebuild of `kerncap validate DIR` (one process per edit): build.sh, or, for a CUDA
+ * reproducer whose pruned build was checked, the device-only build of the pruned TU
+ * (src/repro/fast-build.ts) in DIR/build/pruned/.
+ *
+ * The check is the watch's (sameKernelCode: the kernel's .text bytes, register count, the sizes of
+ * its attributes, static shared memory and parameter bank), made once: the first validate (or the
+ * first after the plan of build.sh's compile changed, or after another kerncap version) runs
+ * build.sh and the pruned build side by side on the same source and records in
+ * DIR/build/pruned/check.json whether they gave the kernel the same machine code. It then reports
+ * build.sh's module; the later validates compile the pruned TU. A pruned build that fails is
+ * followed by build.sh's (which reports a real compile error as usual); when build.sh then
+ * succeeds, the record says the pruned build is off, and build.sh rebuilds from then on.
+ * `--full-build` always uses build.sh and leaves the record as it is.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Manifest } from "../format/manifest.ts";
+import { log } from "../log.ts";
+import { TOOL_VERSION } from "../version.ts";
+import { buildReproducer, type BuildOptions } from "./build.ts";
+import { fastBuild, FastBuildUnavailable, sameKernelCode, type FastBuilt } from "./fast-build.ts";
+import type { Builder } from "./watch.ts";
+
+/** validate's work folder for the pruned build, under the capture folder. */
+export const PRUNED_DIR = join("build", "pruned");
+const CHECK_FILE = "check.json";
+
+/** DIR/build/pruned/check.json: the outcome of the side-by-side build. */
+export interface PrunedCheck {
+  schema: "kerncap.pruned-check/1";
+  /** The kerncap that made it (another version prunes differently: checked again). */
+  kerncap: string;
+  /** The kernel (mangled) whose machine code was compared. */
+  kernel: string;
+  /** planHash of the compile it holds for (src/repro/fast-build.ts). */
+  plan: string;
+  /** The pruned build gave the kernel build.sh's machine code (and has not failed where build.sh built since). */
+  same: boolean;
+  /** Why not, when not. */
+  reason: string | null;
+  /** When it was made (ISO 8601), and the two build times then (s). */
+  at: string;
+  buildShSeconds: number;
+  prunedSeconds: number | null;
+}
+
+/** What validate rebuilt, with which builder; `steps`: the pruned build's (ms). */
+export interface ValidateBuilt {
+  module: string;
+  seconds: number;
+  builder: Builder;
+  steps?: FastBuilt["steps"];
+}
+
+export function readPrunedCheck(dir: string): PrunedCheck | undefined {
+  try {
+    const c = JSON.parse(readFileSync(join(dir, PRUNED_DIR, CHECK_FILE), "utf8"));
+    return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function writePrunedCheck(dir: string, c: Omit<PrunedCheck, "schema" | "kerncap" | "at">): void {
+  const doc: PrunedCheck = { schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: new Date().toISOString(), ...c };
+  writeFileSync(join(dir, PRUNED_DIR, CHECK_FILE), JSON.stringify(doc, null, 2) + "\n");
+}
+
+const viaBuildSh = async (dir: string, o: BuildOptions): Promise<ValidateBuilt> => ({ ...(await buildReproducer(dir, o)), builder: "build.sh" });
+
+/**
+ * Rebuild the reproducer in `dir` for validate.
+ * @param o.fullBuild build.sh only (--full-build)
+ * @returns the module (DIR/build/kernel.cubin by build.sh, DIR/build/pruned/kernel.cubin by the pruned build), its build time (s), the builder
+ * @throws KerncapError from build.sh (E_BUILD, E_RDC, E_NO_REPRODUCER, E_INTERRUPTED) and
+ *   E_INTERRUPTED from a pruned build's step
+ */
+export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOptions & { fullBuild: boolean }): Promise<ValidateBuilt> {
+  const dir = resolve(dirArg);
+  if (m.kernel.frontend !== "cuda" || o.fullBuild) return viaBuildSh(dir, o);
+  const work = join(dir, PRUNED_DIR);
+  mkdirSync(work, { recursive: true });
+  const kernel = m.kernel.name;
+  const check = readPrunedCheck(dir);
+  const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;
+  if (current && !current.same) {
+    log.debug(`build.sh rebuilds: ${current.reason} (${join(work, CHECK_FILE)})`);
+    return viaBuildSh(dir, o);
+  }
+  let replanned: FastBuilt | undefined;
+  if (current) {
+    try {
+      const f = await fastBuild(dir, work, { force: o.force });
+      if (f.plan === current.plan) return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+      log.info("build.sh's compile changed since the pruned build was checked: checking it again");
+      replanned = f;
+    } catch (e) {
+      if (!(e instanceof FastBuildUnavailable)) throw e;
+      const t0 = performance.now();
+      const b = await viaBuildSh(dir, o); // a real compile error: build.sh's message
+      b.seconds = (performance.now() - t0) / 1000; // what this validate's rebuild took: both attempts
+      writePrunedCheck(dir, { kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: b.seconds, prunedSeconds: null });
+      log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
+      return b;
+    }
+  }
+  // the check: both builds of the same source, side by side
+  const [full, pruned] = await Promise.allSettled([viaBuildSh(dir, o), replanned ?? fastBuild(dir, work, { force: o.force })]);
+  if (full.status === "rejected") throw full.reason;
+  if (pruned.status === "rejected") {
+    const e = pruned.reason;
+    if (!(e instanceof FastBuildUnavailable)) throw e; // E_INTERRUPTED, a kerncap bug
+    writePrunedCheck(dir, { kernel, plan: "", same: false, reason: `no pruned build: ${e.message}`, buildShSeconds: full.value.seconds, prunedSeconds: null });
+    log.info(`validate rebuilds with build.sh (no pruned build: ${e.message})`);
+    return full.value;
+  }
+  const f = pruned.value;
+  const differs = sameKernelCode(readFileSync(full.value.module), readFileSync(f.module), kernel);
+  writePrunedCheck(dir, { kernel, plan: f.plan, same: differs === null, reason: differs && `the pruned TU's build gives the kernel other machine code (${differs})`, buildShSeconds: full.value.seconds, prunedSeconds: f.seconds });
+  const lines = f.prune.lines();
+  if (differs) log.info(`validate rebuilds with build.sh: the pruned TU's build gives ${kernel} other machine code (${differs})`);
+  else log.info(`the next validates compile the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${full.value.seconds.toFixed(2)} s; the kernel's machine code is the same)`);
+  return full.value;
+}
+
+const roundSteps = (x: FastBuilt["steps"]): FastBuilt["steps"] => ({ planMs: Math.round(x.planMs), preprocessMs: Math.round(x.preprocessMs), pruneMs: Math.round(x.pruneMs), compileMs: Math.round(x.compileMs) });
