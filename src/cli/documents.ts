@@ -126,8 +126,12 @@ const DoctorCheck = v.object({
 });
 
 /** valibot schema of each verb's document (and of the error document). */
-/** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
-const BuildSteps = v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number() });
+/**
+ * A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), the preprocessing
+ * until the compiled TU was there (incremental: only what follows the edit, src/repro/incremental-pp.ts),
+ * the pruning, cicc and ptxas; the whole TU's gcc -E (always run: beside an incremental one, it verifies it).
+ */
+const BuildSteps = v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number(), incremental: v.optional(v.boolean()), fullPreprocessMs: v.optional(v.number()) });
 
 export const DOCUMENTS = {
   list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel), processes: v.array(ProcessRow) }),

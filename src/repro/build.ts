@@ -11,7 +11,7 @@ import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
-import { forwardToGroup, signalExitCode, StopSignals } from "../process-group.ts";
+import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { rdcError } from "../frontends/cuda/repro.ts";
 import { refreshSlice, type SliceMeta } from "./slice.ts";
 
@@ -43,19 +43,25 @@ const BUILD_GRACE_MS = 2000;
  * Run one command of a reproducer's build in its own process group, so that Ctrl-C (or SIGTERM)
  * of kerncap stops the compiler under bash too; the group is killed BUILD_GRACE_MS after the first
  * signal. Used for build.sh and for the steps of the watch's pruned build (src/repro/fast-build.ts).
+ * `signal`: an abort kills the group (SIGKILL); the command then returns its exit as usual.
  * @returns its stdout, stderr and exit code
  * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran
  */
-export async function runBuildCommand(argv: string[], cwd: string, env: Record<string, string | undefined>): Promise<{ out: string; err: string; code: number }> {
+export async function runBuildCommand(argv: string[], cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<{ out: string; err: string; code: number }> {
   const stops = new StopSignals().install();
   let out: string, err: string, code: number, signalCode: string | null;
   try {
     const p = Bun.spawn(argv, { cwd, env, stdout: "pipe", stderr: "pipe", detached: true });
     const unhook = forwardToGroup(stops, p.pid, BUILD_GRACE_MS);
+    // the caller's abort (a speculative step no longer wanted): the whole group, at once
+    const abort = () => killGroup(p.pid, "SIGKILL");
+    if (signal?.aborted) abort();
+    signal?.addEventListener("abort", abort);
     try {
       [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
     } finally {
       unhook();
+      signal?.removeEventListener("abort", abort);
     }
     signalCode = p.signalCode == null ? null : String(p.signalCode);
   } finally {

@@ -15,13 +15,15 @@
  * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
  * followed by build.sh's (which reports a real compile error as usual).
  */
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { parseElf } from "../codeobj/elf.ts";
 import { reproducerBuildEnv } from "../env.ts";
 import { runBuildCommand } from "./build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
+import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
+import { log } from "../log.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
 export interface FastPlan {
@@ -98,8 +100,47 @@ export interface FastBuilt {
   plan: string;
   /** Wall time of the whole fast build (s), and of its steps (ms). */
   seconds: number;
-  steps: { planMs: number; preprocessMs: number; pruneMs: number; compileMs: number };
+  steps: BuildSteps;
   prune: PruneResult;
+}
+
+/**
+ * The steps of a fast build (ms): build.sh --dryrun (0 when the plan was reused); the
+ * preprocessing until the TU that was compiled was there (incremental: the synthetic TU's, else
+ * the whole TU's gcc -E); the pruning; cicc and ptxas (after the preprocessing that was
+ * compiled); the whole TU's gcc -E, which always runs (beside an incremental one, to verify it).
+ */
+export interface BuildSteps {
+  planMs: number;
+  preprocessMs: number;
+  pruneMs: number;
+  compileMs: number;
+  incremental?: boolean;
+  fullPreprocessMs?: number;
+}
+
+/** The steps rounded to whole ms (for the JSON documents). */
+export const roundSteps = (x: BuildSteps): BuildSteps => ({
+  planMs: Math.round(x.planMs),
+  preprocessMs: Math.round(x.preprocessMs),
+  pruneMs: Math.round(x.pruneMs),
+  compileMs: Math.round(x.compileMs),
+  ...(x.incremental !== undefined ? { incremental: x.incremental } : {}),
+  ...(x.fullPreprocessMs !== undefined ? { fullPreprocessMs: Math.round(x.fullPreprocessMs) } : {}),
+});
+
+/**
+ * What a series of fast builds of one reproducer keeps between builds: the pruner's analysis
+ * (src/repro/prune.ts DevicePruner) and the last whole-TU preprocessing with the sources it was
+ * made from (the base of the next incremental one: src/repro/incremental-pp.ts).
+ */
+export class FastBuildState {
+  pruner = new DevicePruner();
+  base: (PpBase & { parsed?: ParsedBase }) | undefined;
+  /** Incremental preprocessings in a row that did not give the whole TU's output (3: not tried again in this series). */
+  misses = 0;
+  /** Why the last build did not preprocess incrementally (for the debug log and the tests), or null when it did. */
+  lastMiss: string | null = null;
 }
 
 /** The plans of the work folders (one per watch, one per capture for validate), with the key they were made for. */
@@ -141,7 +182,36 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
 }
 
 /** One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh). */
-const sh = (script: string, cwd: string, env: Record<string, string | undefined>) => runBuildCommand(["bash", "-c", script], cwd, env);
+const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) => runBuildCommand(["bash", "-c", script], cwd, env, signal);
+
+/** The texts of the reproducer's sources under `src` (absolute path → text; dot entries and files over 8 MiB left out). */
+function readSources(src: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (d: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(d);
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      if (n.startsWith(".")) continue;
+      const p = join(d, n);
+      try {
+        const st = statSync(p);
+        if (st.isDirectory()) walk(p);
+        else if (st.isFile() && st.size <= 8 << 20) out.set(p, readFileSync(p, "latin1"));
+      } catch {
+        // gone meanwhile: the next save says so
+      }
+    }
+  };
+  walk(resolve(src));
+  return out;
+}
+
+/** nvcc's gcc -E with -dD (every #define and #undef in place: the macro table the next incremental preprocessing starts from). */
+const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
 
 /** A fast build's own failure (the plan or a step): build.sh runs instead. */
 export class FastBuildUnavailable extends Error {}
@@ -154,7 +224,7 @@ export class FastBuildUnavailable extends Error {}
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)
  */
-export async function fastBuild(dirArg: string, work: string, o: { force: boolean }, pruner: DevicePruner = new DevicePruner()): Promise<FastBuilt> {
+export async function fastBuild(dirArg: string, work: string, o: { force: boolean }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
   const dir = resolve(dirArg);
   mkdirSync(work, { recursive: true });
   const env = reproducerBuildEnv(o);
@@ -175,10 +245,44 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const t1 = performance.now();
   const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
   rmSync(plan.cubin, { force: true });
-  const pp = await sh(`set -e\n${envLines}\n${plan.preprocess}`, dir, env);
-  if (pp.code !== 0) throw new FastBuildUnavailable(`the preprocessor failed: ${pp.err.trim().split("\n").slice(-3).join(" / ")}`);
-  const t2 = performance.now();
-  const pruned = pruner.prune(readFileSync(plan.fullTU, "latin1"));
+  const preprocess = withMacros(plan.preprocess);
+  const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
+  const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env);
+  full.catch(() => {});
+  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env);
+  const pp = await full;
+  const tFull = performance.now();
+  if (pp.code !== 0) {
+    spec?.abort.abort();
+    await spec?.compile.catch(() => {});
+    state.base = undefined;
+    throw new FastBuildUnavailable(`the preprocessor failed: ${pp.err.trim().split("\n").slice(-3).join(" / ")}`);
+  }
+  const fullText = readFileSync(plan.fullTU, "latin1");
+  state.base = { text: fullText, sources };
+  if (spec) {
+    const differs = verifyAssembled(spec.assembled, fullText);
+    if (!differs) {
+      state.misses = 0;
+      state.lastMiss = null;
+      const cc = await spec.compile;
+      if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
+      const t4 = performance.now();
+      return {
+        module: plan.cubin,
+        plan: planHash(plan),
+        seconds: (t4 - t0) / 1000,
+        steps: { planMs: t1 - t0, preprocessMs: spec.ppMs, pruneMs: spec.pruneMs, compileMs: t4 - spec.compiledFrom, incremental: true, fullPreprocessMs: tFull - t1 },
+        prune: spec.prune,
+      };
+    }
+    spec.abort.abort();
+    await spec.compile.catch(() => {});
+    state.misses++;
+    state.lastMiss = `its output differs from the whole TU's: ${differs}`;
+    log.debug(`incremental preprocessing (${spec.from}): ${state.lastMiss}; the whole TU's output is compiled`);
+  }
+  const pruned = state.pruner.prune(stripMacroLines(fullText));
   writeFileSync(plan.prunedTU, pruned.text, "latin1");
   const t3 = performance.now();
   const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env);
@@ -188,9 +292,76 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
     module: plan.cubin,
     plan: planHash(plan),
     seconds: (t4 - t0) / 1000,
-    steps: { planMs: t1 - t0, preprocessMs: t2 - t1, pruneMs: t3 - t2, compileMs: t4 - t3 },
+    steps: { planMs: t1 - t0, preprocessMs: tFull - t1, pruneMs: t3 - tFull, compileMs: t4 - t3, incremental: false, fullPreprocessMs: tFull - t1 },
     prune: pruned,
   };
+}
+
+interface Speculation {
+  assembled: { text: string; prefix: string };
+  prune: PruneResult;
+  compile: Promise<{ code: number; err: string }>;
+  abort: AbortController;
+  /** ms from the plan to the synthetic TU's output, of the pruning; when the compile started (performance.now()). */
+  ppMs: number;
+  pruneMs: number;
+  compiledFrom: number;
+  /** The file and line it started from (for the log). */
+  from: string;
+}
+
+/**
+ * The incremental preprocessing of one changed source (src/repro/incremental-pp.ts), pruned and
+ * compiled at once, while the whole TU's gcc -E runs; undefined when there is no base, more or
+ * fewer than one source changed, or the change cannot be cut (state.lastMiss says why).
+ */
+async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sources: Map<string, string>, preprocess: string, envLines: string, env: Record<string, string | undefined>): Promise<Speculation | undefined> {
+  const t0 = performance.now();
+  const base = state.base;
+  const miss = (why: string) => {
+    state.lastMiss = why;
+    return undefined;
+  };
+  if (!base) return miss("no previous preprocessing");
+  if (state.misses >= 3) return miss("off after 3 misses in a row");
+  if (/ -P /.test(preprocess)) return miss("gcc -E -P writes no line markers");
+  const changed = [...sources].filter(([p, t]) => base.sources.get(p) !== t).map(([p]) => p);
+  if ([...base.sources.keys()].some((p) => !sources.has(p))) return miss("a source was removed");
+  if (changed.length !== 1) return miss(`${changed.length} sources changed`);
+  const file = changed[0]!;
+  let ip: ReturnType<typeof planIncremental>;
+  try {
+    base.parsed ??= parseBase(base.text);
+    ip = planIncremental(base.parsed, file, base.sources.get(file)!, sources.get(file)!, (p) => sources.get(p) ?? readFileSync(p, "latin1"));
+  } catch (e) {
+    return miss(`the previous output cannot be read: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if ("reason" in ip) return miss(ip.reason);
+  const synthOut = join(dirname(plan.fullTU), "synth.cpp1.ii");
+  const quoted = (p: string) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
+  const src = plan.source;
+  let cmd = preprocess.replace(/\s-include\s+("[^"]*"|\S+)/g, "");
+  cmd = cmd.includes(quoted(src)) ? cmd.split(quoted(src)).join(quoted(ip.primary)) : cmd.split(` ${src} `).join(` ${quoted(ip.primary)} `);
+  cmd = cmd.split(quoted(plan.fullTU)).join(quoted(synthOut));
+  if (!cmd.includes(quoted(ip.primary)) || !cmd.includes(quoted(synthOut))) return miss("the preprocessor's command does not name its source and output as expected");
+  let r: { code: number; err: string };
+  try {
+    for (const [p, text] of ip.files) writeFileSync(p, text, "latin1");
+    r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env);
+  } finally {
+    for (const p of ip.files.keys()) rmSync(p, { force: true });
+  }
+  if (r.code !== 0) return miss(`the synthetic TU does not preprocess: ${r.err.trim().split("\n").slice(-2).join(" / ")}`);
+  const assembled = assemble(base.parsed, ip.cut, readFileSync(synthOut, "latin1"));
+  if (!assembled) return miss("no sentinel in the synthetic TU's output");
+  const t1 = performance.now();
+  const pruned = state.pruner.prune(stripMacroLines(assembled.text));
+  writeFileSync(plan.prunedTU, pruned.text, "latin1");
+  const t2 = performance.now();
+  const abort = new AbortController();
+  const compile = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, abort.signal);
+  compile.catch(() => {});
+  return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t2, from: `${ip.file}:${ip.fromLine}` };
 }
 
 /**

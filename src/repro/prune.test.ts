@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cubinKernels } from "../codeobj/cubin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
-import { fastBuild, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
+import { fastBuild, FastBuildState, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { makeHeavyReproducer } from "./heavy-fixture.ts";
@@ -193,11 +193,12 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       return new Uint8Array(readFileSync(p.stdout.toString().trim().split("\n").pop()!));
     };
     const work = join(WORK, "heavy-fast");
-    const pruner = new DevicePruner();
+    const state = new FastBuildState();
+    const pruner = state.pruner;
     const saved = process.env.NVCC;
     process.env.NVCC = NVCC!;
     try {
-      const f = await fastBuild(out, work, { force: false }, pruner);
+      const f = await fastBuild(out, work, { force: false }, state);
       const first = new Uint8Array(readFileSync(f.module));
       expect(sameKernelCode(full(), first, kernel)).toBeNull();
       const lines = f.prune.lines();
@@ -205,14 +206,16 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       // an edit of the kernel reaches the pruned build (and matches build.sh's rebuild of it)
       const hdr = join(out, "src", "lib", "ops.cuh");
       writeFileSync(hdr, readFileSync(hdr, "utf8").replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
-      const g = await fastBuild(out, work, { force: false }, pruner);
+      const g = await fastBuild(out, work, { force: false }, state);
+      expect(g.steps.incremental, state.lastMiss ?? "").toBe(true); // only what follows the edit was preprocessed, and it was verified
+      expect(g.steps.fullPreprocessMs).toBeGreaterThan(0);
       const second = new Uint8Array(readFileSync(g.module));
       expect(sameKernelCode(first, second, kernel)).not.toBeNull();
       expect(sameKernelCode(full(), second, kernel)).toBeNull();
       expect(pruner.reused).toBeGreaterThan(0);
       // an edit that does not compile: the fast build says so (the watch then runs build.sh, which reports it)
       writeFileSync(hdr, readFileSync(hdr, "utf8").replace("int i =", "int i = undeclared_name +"));
-      await expect(fastBuild(out, work, { force: false }, pruner)).rejects.toBeInstanceOf(FastBuildUnavailable);
+      await expect(fastBuild(out, work, { force: false }, state)).rejects.toBeInstanceOf(FastBuildUnavailable);
     } finally {
       if (saved === undefined) delete process.env.NVCC;
       else process.env.NVCC = saved;

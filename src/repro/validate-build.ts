@@ -19,7 +19,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { buildReproducer, type BuildOptions } from "./build.ts";
-import { fastBuild, FastBuildUnavailable, sameKernelCode, type FastBuilt } from "./fast-build.ts";
+import { fastBuild, FastBuildUnavailable, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
 import type { Builder } from "./watch.ts";
 
 /** validate's work folder for the pruned build, under the capture folder. */
@@ -123,5 +123,3 @@ export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOpti
   else log.info(`the next validates compile the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${full.value.seconds.toFixed(2)} s; the kernel's machine code is the same)`);
   return full.value;
 }
-
-const roundSteps = (x: FastBuilt["steps"]): FastBuilt["steps"] => ({ planMs: Math.round(x.planMs), preprocessMs: Math.round(x.preprocessMs), pruneMs: Math.round(x.pruneMs), compileMs: Math.round(x.compileMs) });

@@ -26,8 +26,7 @@ import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession,
 import { buildReproducer } from "./build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import type { SliceMeta } from "./slice.ts";
-import { fastBuild, FastBuildUnavailable, fastBuildWork, sameKernelCode, type FastBuilt } from "./fast-build.ts";
-import { DevicePruner } from "./prune.ts";
+import { fastBuild, FastBuildState, FastBuildUnavailable, fastBuildWork, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
 
 /**
  * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
@@ -131,8 +130,8 @@ export type WatchEvent =
       buildSeconds: number;
       /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/repro/fast-build.ts). */
       builder: Builder;
-      /** The pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
-      buildSteps?: { planMs: number; preprocessMs: number; pruneMs: number; compileMs: number };
+      /** The pruned build's steps (ms; BuildSteps of src/repro/fast-build.ts). */
+      buildSteps?: FastBuilt["steps"];
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
@@ -186,7 +185,6 @@ export function watchLine(e: WatchEvent): string {
   return `[${clock(e.at)}] ${head}${build}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.reopened ? "  (kernel fault: memory restored in a new context)" : ""}${where(e.files)}\n${body}${e.hint ? `\n  ${e.hint}` : ""}`;
 }
 
-const roundSteps = (x: FastBuilt["steps"]) => ({ planMs: Math.round(x.planMs), preprocessMs: Math.round(x.preprocessMs), pruneMs: Math.round(x.pruneMs), compileMs: Math.round(x.compileMs) });
 
 /** The verdict event of a replay result. */
 export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
@@ -267,7 +265,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
   const stoppedP = new Promise<void>((res) => (stopped = res));
   stops.onStop = () => stopped();
   const sliceMeta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
-  const fast: FastState | undefined = m.kernel.frontend === "cuda" && o.fastBuild !== false ? { enabled: false, tried: false, work: fastBuildWork(), pruner: new DevicePruner() } : undefined;
+  const fast: FastState | undefined = m.kernel.frontend === "cuda" && o.fastBuild !== false ? { enabled: false, tried: false, work: fastBuildWork(), state: new FastBuildState() } : undefined;
   const ignore = new Set(sliceMeta ? [sliceMeta.slice] : []);
   let session: ReplaySession | undefined;
   let watcher: FSWatcher | undefined;
@@ -380,7 +378,8 @@ interface FastState {
   /** The check against a build.sh build ran (it needs one that succeeded: at start, or the first save that builds). */
   tried: boolean;
   work: string;
-  pruner: DevicePruner;
+  /** The pruner's analysis and the last preprocessing, kept between builds. */
+  state: FastBuildState;
 }
 
 /**
@@ -399,7 +398,7 @@ async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState
     if (fast?.enabled) {
       const t0 = performance.now();
       try {
-        b = await fastBuild(dir, fast.work, { force: o.force }, fast.pruner);
+        b = await fastBuild(dir, fast.work, { force: o.force }, fast.state);
         builder = "pruned";
       } catch (e) {
         if (!(e instanceof FastBuildUnavailable)) throw e;
@@ -431,7 +430,7 @@ async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Bu
   if (!first.ok || first.builder !== "build.sh" || fast.tried) return; // tried after the first save that builds
   fast.tried = true;
   try {
-    const f = await fastBuild(dir, fast.work, { force: o.force }, fast.pruner);
+    const f = await fastBuild(dir, fast.work, { force: o.force }, fast.state);
     const differs = sameKernelCode(readFileSync(first.module), readFileSync(f.module), m.kernel.name);
     const lines = f.prune.lines();
     if (differs) {
