@@ -56,7 +56,7 @@ const TU = [
   "  std::swap(r, r);",
   "  y[0] = r;",
   "}",
-  "__attribute__((global)) void other_kernel(float* y) { y[0] = unused_helper(1.0f); }",
+  "template <int N> __attribute__((global)) void other_kernel(float* y) { y[0] = unused_helper(1.0f); }",
   '# 3 "src/slice.cu" 2',
   "static void* kerncap_odr_use = (void*)&kern<float, 4>;",
   "",
@@ -79,7 +79,7 @@ describe("pruneDeviceTU on hand-written gcc -E output", () => {
     expect(has("static void* kerncap_odr_use")).toBe(true);
   });
   test("what nothing the kernel uses names goes: another kernel, an unused device function, host structures", () => {
-    expect(has("other_kernel")).toBe(false); // a header's other kernel: only the primary file's code is a root
+    expect(has("other_kernel")).toBe(false); // a header's kernel template nothing instantiates: only the primary file's code is a root
     expect(has("unused_helper(float x) { return x - 1; }")).toBe(false); // …so what only it used goes too
     expect(has("struct HostOnly")).toBe(false);
     expect(has("host_helper(HostOnly& h)")).toBe(false);
@@ -404,6 +404,81 @@ describe("pruneDeviceTU: project headers (what a primary file's slice includes)"
     expect(out.slice(2, 5).every((l) => l.startsWith("__attribute__"))).toBe(true);
     expect(out.slice(5, 9)).toEqual(["", "", "", ""]);
   });
+});
+
+describe("pruneDeviceTU: the other kernels of the module", () => {
+  const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
+  const proj = (hdr: string[], main: string[]) => ['# 1 "k.cu"', '# 1 "h.cuh" 1', ...hdr, '# 2 "k.cu" 2', ...main, ""].join("\n");
+  test("every __global__ function defined outside a template stays with what it names (its assert strings take slots in the module's address table); kernel templates, declarations and host code do not", () => {
+    const hdr = [
+      "__attribute__((device)) inline int checked(int v) { return v; }", // 2: named by before_kern only
+      "struct HostCfg { int n; };", // 3
+      "__attribute__((global)) void before_kern(int* o) { if (o[0] != 32) __assertfail(\"o[0] == 32\", \"h.cuh\", 3, __PRETTY_FUNCTION__, 1); o[1] = checked(o[2]); }", // 4
+      "__attribute__((global)) void kern(float* y) { y[0] = 1; }", // 5
+      "namespace ops { __attribute__((global)) void __attribute__((launch_bounds(128, 1))) in_ns(float* y) { y[0] = 2; } }", // 6
+      'extern "C" __attribute__((global)) void c_kern(float* y) { y[0] = 3; }', // 7
+      "template <int N> __attribute__((global)) void tk(float* y) { y[0] = N; }", // 8
+      "template __attribute__((global)) void tk<4>(float* y);", // 9: an explicit instantiation: the module has tk<4>
+      "template <int N> __attribute__((global)) void tk2(float* y) { y[0] = N; }", // 10: nothing instantiates it
+      "__attribute__((global)) void declared_only(float* y);", // 11
+      "void host_launch(HostCfg c, float* y) { tk2<8><<<1, 1>>>(y); }", // 12: host code: its body goes
+    ];
+    const out = keptLines(proj(hdr, ["static void* kerncap_odr_use = (void*)&kern;"]));
+    for (const i of [2, 4, 5, 6, 7, 8, 9]) expect(out[i]).toBe(hdr[i - 2]!);
+    for (const i of [3, 10, 11, 12]) expect(out[i]).toBe("");
+  });
+});
+
+describe.skipIf(!NVCC)("the pruned build of a kernel whose header defines other kernels that assert (nvcc)", () => {
+  test("the other kernels stay: each kernel gets the full build's machine code; without them the kernel's code differs (its constant-bank-4 slots move)", async () => {
+    const dir = join(WORK, "asserts");
+    mkdirSync(dir, { recursive: true });
+    // KERN_ONLY leaves kern alone in the module, on the same line (its assert passes __LINE__)
+    writeFileSync(join(dir, "h.cuh"), [
+      "#pragma once",
+      "#include <cassert>",
+      "#ifndef KERN_ONLY",
+      "__global__ void first_kernel(int* o) { assert(blockDim.x == 64); o[threadIdx.x] = 1; }",
+      "#endif",
+      "__global__ void kern(float* y, int n) { assert(blockDim.x == 32); if (threadIdx.x < n) y[threadIdx.x] *= 2; }",
+      "#ifndef KERN_ONLY",
+      "__global__ void last_kernel(float* y) { y[threadIdx.x] = 0; }",
+      "#endif",
+      "",
+    ].join("\n"));
+    writeFileSync(join(dir, "k.cu"), ['#include "h.cuh"', "static void* kerncap_odr_use = (void*)&kern;", ""].join("\n"));
+    writeFileSync(join(dir, "build.sh"), [
+      "#!/usr/bin/env bash",
+      "set -euo pipefail",
+      'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+      'out="${1:-$here/build/kernel.cubin}"',
+      'mkdir -p "$(dirname "$out")"',
+      '"$NVCC" -cubin -arch=sm_90 -x cu -O3 ${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2',
+      'echo "$out"',
+      "",
+    ].join("\n"));
+    const saved = process.env.NVCC;
+    process.env.NVCC = NVCC!;
+    try {
+      const build = (out: string, extra: string) => {
+        const p = Bun.spawnSync(["bash", join(dir, "build.sh"), out], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC!, EXTRA_FLAGS: extra } });
+        expect(p.exitCode, p.stderr.toString()).toBe(0);
+        return new Uint8Array(readFileSync(out));
+      };
+      const full = build(join(dir, "build", "kernel.cubin"), "");
+      const kern = "_Z4kernPfi";
+      // the premise: the module's other kernels change kern's machine code
+      expect(sameKernelCode(full, build(join(dir, "build", "alone.cubin"), "-DKERN_ONLY"), kern)).not.toBeNull();
+      const f = await fastBuild(dir, join(WORK, "asserts-fast"), { force: false });
+      const pruned = new Uint8Array(readFileSync(f.module));
+      expect(cubinKernels(full).sort()).toEqual(["_Z11last_kernelPf", "_Z12first_kernelPi", kern]);
+      expect(sameKernelCode(full, pruned, kern)).toBeNull();
+      for (const k of cubinKernels(full)) expect(sameKernelCode(full, pruned, k)).toBeNull();
+    } finally {
+      if (saved === undefined) delete process.env.NVCC;
+      else process.env.NVCC = saved;
+    }
+  }, 120_000);
 });
 
 describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_groups, a launch and device tables (nvcc)", () => {

@@ -29,6 +29,14 @@
  *   `(T)::f`, a namespace alias's `cg::x` are);
  * - every __device__ / __constant__ variable defined outside a template is kept: ptxas writes the
  *   module's variable offsets into the kernel's code, so an unused table that goes changes it;
+ * - every __global__ function defined outside a template (and every explicit instantiation of a
+ *   kernel template) is kept, with what it names: the full build's module always has them, and
+ *   their strings (`assert`'s message, file and function name) are `.global` variables that take
+ *   slots in constant bank 4, the module's table of addresses the kernel's code reads by offset
+ *   (llm.c: a header's other kernels moved `__assertfail`'s slot from 0x20 to 0x0, and
+ *   `layernorm_forward_kernel6`'s `MOV R0, 0x20; LDC.64 R2, c[0x4][R0]; CALL.ABS.NOINC R2`
+ *   became `MOV R0, 0x0`). Kernel templates that only host code instantiates are not kept;
+ *   where they change the layout, the machine-code check refuses the pruned build;
  * - a pragma that applies to the next declaration (`#pragma nv_exec_check_disable`) goes with a
  *   dropped declaration, and pragmas inside dropped text go; line markers always stay.
  * What cannot be told apart is kept. The result is only ever used when it compiles, and the
@@ -511,6 +519,18 @@ interface DeclInfo {
    * code differs from the full build's.
    */
   deviceVar: boolean;
+  /**
+   * A __global__ function defined outside a template, or an explicit instantiation of a kernel
+   * template: always kept, as the full build's module always has it. ptxas gives every `.global`
+   * variable of the module (other kernels' `assert` and `printf` strings among them) a slot in
+   * constant bank 4, the module's table of symbol addresses that the driver fills at load, and
+   * the kernel reads addresses from there by offset (`ULDC.64 UR4, c[0x4][0x10]`); which kernels
+   * the module has also decides where an extern function's slot goes (`__assertfail`'s: before
+   * the variables when the kernel calling it is the module's last entry, after them otherwise;
+   * seen with CUDA 13.0's ptxas on llm.c, not documented). A pruned module without the other
+   * kernels moves those slots, so the kernel's instructions differ from the full build's.
+   */
+  kernel: boolean;
   /** The gate or operator condition (finish), computed for the class names whose hash is gateKey. */
   gateKey?: number;
   gate?: Set<string>;
@@ -660,7 +680,22 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
     }
     deviceVar = marked && !fn;
   }
-  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar };
+  // a __global__ function defined outside a template, or an explicit instantiation of a kernel
+  // template (`template __global__ void k<int>(int*);`; not `extern template`)
+  let kernel = false;
+  const instantiation = v[0] === "template" && v[1] !== "<";
+  if ((v[0] !== "template" || instantiation) && !classlike && (v[v.length - 1] === "}" || instantiation)) {
+    for (let a = 0; a < v.length; a++) {
+      const s = v[a]!;
+      if (s === "__global__") { kernel = true; break; }
+      if ((s === "__attribute__" || s === "__attribute") && v[a + 1] === "(") {
+        if (v[a + 2] === "(" && v[a + 3] === "global") { kernel = true; break; }
+        a = skipGroup(v, a + 1, v.length) - 1; continue;
+      }
+      if (s === "(" || s === "{" || s === "=" || s === ";") break; // the head ends: the parameter list
+    }
+  }
+  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar, kernel };
 }
 
 /** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses. */
@@ -831,7 +866,7 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
   const add = (idx: number) => { if (!keep.has(idx)) { keep.add(idx); work.push(idx); } };
   for (const idx of decl) {
     const ds = defs.get(idx)!;
-    if (depthOf[idx] === 0 || info[idx]!.deviceVar || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
+    if (depthOf[idx] === 0 || info[idx]!.deviceVar || info[idx]!.kernel || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
     else if (ds.size === 0 && !bodies.get(idx)!.includes("static_assert")) add(idx); // what a declaration declares could not be told: kept
   }
   const needed = new Set<string>();
