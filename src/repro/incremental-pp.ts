@@ -243,9 +243,9 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
     if (s.clean && s.open.every((g) => taken(g.branchLine, c))) break;
   }
   const open = states[c - 1]!.open.length;
-  // where the base is cut: the first line at or after F's line c
-  let cut = F.ret;
-  for (let i = F.at + 1; i < F.ret; i++) {
+  // where the base is cut: the first line at or after F's line c (from its first line: at its entry, which the synthetic TU makes again)
+  let cut = c === 1 ? F.at : F.ret;
+  for (let i = F.at + 1; i < F.ret && c > 1; i++) {
     const ei = base.entryOf[i]!;
     if (ei === fIndex) {
       const mk = parseMarker(base.lines[i]!);
@@ -325,12 +325,35 @@ export function macroTable(base: ParsedBase, cut: number): string {
   return out.join("\n") + "\n";
 }
 
-/** The output (the base's lines before the cut, then the synthetic TU's output after its sentinel), and where its new part begins. */
+/** A file name of the synthetic TU (its files beside the originals, the macro table's linemarker). */
+const synthetic = (file: string) => file.includes("/.kerncap-pp-") || file === "<kerncap macro table>";
+
+/**
+ * The output (the base's lines before the cut, then the synthetic TU's output after its
+ * sentinel), and where its new part begins. The synthetic files' own markers go: the entry into
+ * a continuation (the base has already entered that file), and the return from one, whose flag 2
+ * goes to the `#line` marker that follows (the return to the includer, as in the whole TU).
+ */
 export function assemble(base: ParsedBase, cut: number, synthOut: string): { text: string; prefix: string } | null {
   const s = synthOut.indexOf(`\n${SENTINEL}\n`);
   if (s < 0) return null;
   const prefix = base.lines.slice(0, cut).join("\n") + "\n";
-  return { text: prefix + synthOut.slice(s + SENTINEL.length + 2), prefix };
+  const rest = synthOut.slice(s + SENTINEL.length + 2).split("\n");
+  let pendingReturn = false;
+  for (let i = 0; i < rest.length; i++) {
+    const l = rest[i]!;
+    const mk = l.charCodeAt(0) === 35 ? parseMarker(l) : null;
+    if (!mk) continue;
+    if (synthetic(mk.file) && (mk.flags.includes(1) || mk.flags.includes(2))) {
+      if (mk.flags.includes(2)) pendingReturn = true;
+      rest[i] = "";
+    } else if (pendingReturn) {
+      if (synthetic(mk.file) || mk.flags.length) return null; // not the #line marker expected
+      rest[i] = `${l.trimEnd()} 2`;
+      pendingReturn = false;
+    }
+  }
+  return { text: prefix + rest.join("\n"), prefix };
 }
 
 /**
@@ -358,8 +381,9 @@ export function verifyAssembled(assembled: { text: string; prefix: string }, ful
 
 /**
  * Compare two gcc -E outputs by what they say, not how: each non-blank line that is not a
- * marker, with the file and line it comes from; blank lines and the markers themselves (a jump
- * of more than 8 lines is a marker, fewer are blank lines) do not count.
+ * marker, with the file and line it comes from, its include depth (markers' flags 1 and 2) and
+ * system-header flags (3, 4); blank lines and the markers themselves (a jump of more than 8 lines
+ * is a marker, fewer are blank lines) do not count.
  * @returns null when they say the same, else the first difference (a sentence)
  */
 export function sameLocatedText(a: string, b: string, from: { offset: number; file: string; line: number } = { offset: 0, file: "", line: 0 }): string | null {
@@ -374,6 +398,7 @@ export function sameLocatedText(a: string, b: string, from: { offset: number; fi
 
 function* located(text: string, from: { offset: number; file: string; line: number }): Generator<string> {
   let { file, line, offset: start } = from;
+  let depth = 0, sys = ""; // relative to where the comparison starts: both sides start at the same place
   while (start <= text.length) {
     let end = text.indexOf("\n", start);
     if (end < 0) end = text.length;
@@ -383,9 +408,12 @@ function* located(text: string, from: { offset: number; file: string; line: numb
     if (mk) {
       file = mk.file;
       line = mk.line;
+      if (mk.flags.includes(1)) depth++;
+      if (mk.flags.includes(2)) depth--;
+      sys = mk.flags.filter((f) => f >= 3).join(" ");
       continue;
     }
-    if (l.trim()) yield `${file}\u0000${line}\u0000${l.trimEnd()}`;
+    if (l.trim()) yield `${file}\u0000${line}\u0000${depth}\u0000${sys}\u0000${l.trimEnd()}`;
     line++;
     if (end === text.length) break;
   }
