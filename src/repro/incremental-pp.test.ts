@@ -47,6 +47,8 @@ const FILES: Record<string, string> = {
   ].join("\n"),
   "inc/nested.h": ["#pragma once", '#include "kernel.h"', "int nested_fn(int d) { return f(d) + g(d); }", ""].join("\n"),
   "main.cc": ['#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
+  // kerncap's slice: comment lines, then a #line that names it after its TU
+  "slice.cc": ["// kerncap slice of main.cc", "// generated", '#line 1 "main.cc"', '#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
 };
 
 function project(name: string): string {
@@ -65,9 +67,9 @@ const pp = (d: string, primary: string, out: string) => {
 };
 
 /** Edit `file` of a fresh project; returns what verifyAssembled says (null: the same as g++ on the whole TU) and the plan. */
-function incremental(name: string, file: string, edit: (s: string) => string) {
+function incremental(name: string, file: string, edit: (s: string) => string, main = "main.cc") {
   const d = project(name);
-  const primary = join(d, "main.cc");
+  const primary = join(d, main);
   const base = parseBase(pp(d, primary, join(d, "base.ii")));
   const path = join(d, file);
   const old = readFileSync(path, "utf8");
@@ -99,6 +101,10 @@ describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
   });
   test("an edit at the end of a file included from a header included from the primary file", () => {
     const r = incremental("nested", "inc/nested.h", (s) => s + "int more(int e) { return e + SCALE; }\n");
+    expect(r.differs).toBeNull();
+  });
+  test("a primary file that renames itself with #line (kerncap's slice): its tail is read at the real line of its #include", () => {
+    const r = incremental("renamed", "inc/nested.h", (s) => s.replace("f(d) + g(d)", "f(d) - g(d)"), "slice.cc");
     expect(r.differs).toBeNull();
   });
   test("an edit inside a group whose branch left nothing in the output: the cut moves before its #ifdef", () => {

@@ -56,13 +56,18 @@ export function stripMacroLines(text: string): string {
 
 /** One inclusion in a -dD output: the file entered, its marker's line index, its includer, where it returns. */
 interface Entry {
+  /** The name it was entered by (a path: what is read for its text). */
   file: string;
+  /** Its presumed name now (a #line in it renames it: kerncap's slice names itself after its TU). */
+  name: string;
+  /** The name its return marker gives the includer. */
+  retName: string;
   /** Index of its `# 1 "file" 1` line. */
   at: number;
   parent: Entry | null;
   /** Index of the return marker to the includer (`# N "parent" 2`), or lines.length. */
   ret: number;
-  /** The line of the #include in the includer (N − 1 of the return marker). */
+  /** The line of the #include in the includer, in its presumed numbering (N − 1 of the return marker). */
   includeLine: number;
   depth: number;
 }
@@ -105,25 +110,26 @@ export function parseBase(text: string): ParsedBase {
     if (mk) {
       if (mk.flags.includes(1)) {
         if (cur) {
-          const e: Entry = { file: mk.file, at: i, parent: cur, ret: lines.length, includeLine: 0, depth: cur.depth + 1 };
+          const e: Entry = { file: mk.file, name: mk.file, retName: "", at: i, parent: cur, ret: lines.length, includeLine: 0, depth: cur.depth + 1 };
           entries.push(e);
           cur = e;
           curIdx = entries.length - 1;
         }
       } else if (mk.flags.includes(2)) {
-        if (cur?.parent && cur.parent.file === mk.file) {
+        if (cur?.parent && cur.parent.name === mk.file) {
           cur.ret = i;
+          cur.retName = mk.file;
           cur.includeLine = mk.line - 1;
           cur = cur.parent;
           curIdx = entries.indexOf(cur);
         }
       } else if (!primary && mk.line === 1 && mk.file !== "<built-in>" && mk.file !== "<command-line>" && !mk.flags.length) {
         // `# 1 "primary.cu"`: the primary file begins (after the built-ins, the command line and -include files)
-        primary = { file: mk.file, at: i, parent: null, ret: lines.length, includeLine: 0, depth: 0 };
+        primary = { file: mk.file, name: mk.file, retName: "", at: i, parent: null, ret: lines.length, includeLine: 0, depth: 0 };
         entries.push(primary);
         cur = primary;
         curIdx = entries.length - 1;
-      }
+      } else if (cur) cur.name = mk.file; // a #line (or a resync) in the current file
       n = mk.line;
       lineNo[i] = mk.line;
       entryOf[i] = curIdx;
@@ -210,6 +216,23 @@ export interface IncrementalPlan {
   fromLine: number;
 }
 
+/**
+ * The real line of the #include that gcc's markers put at `presumed` (a `#line N` or `# N "file"`
+ * directive before it renumbers what follows), or null when no #include is there.
+ */
+export function realIncludeLine(text: string, presumed: number): number | null {
+  const lines = text.split("\n");
+  let p = 1;
+  let found: number | null = null;
+  for (let r = 1; r <= lines.length; r++, p++) {
+    const l = lines[r - 1]!;
+    if (p === presumed && /^\s*#\s*include/.test(l)) found = r;
+    const m = /^\s*#\s*(?:line\s+)?(\d+)(?:\s|$)/.exec(l);
+    if (m) p = Number(m[1]) - 1;
+  }
+  return found;
+}
+
 /** The sentinel after the macro table in the synthetic primary: the output's part after it is kept. */
 export const SENTINEL = "#pragma kerncap_incremental_cut";
 
@@ -266,19 +289,19 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
   let body: string | null = c === 1 ? null : `${ifs(open)}#line ${c} "${F.file}"\n${tail(newText, c)}`;
   let child = F;
   for (let e = F.parent; e; child = e, e = e.parent) {
-    const inc = child.includeLine;
-    if (inc < 1 || /["\\]/.test(child.file)) return { reason: `no #include line of ${child.file} in ${e.file}` };
     let text: string;
     try {
       text = readText(resolve(e.file));
     } catch {
       return { reason: `cannot read ${e.file}` };
     }
+    const inc = realIncludeLine(text, child.includeLine);
+    if (inc === null || /["\\]/.test(child.file)) return { reason: `no #include at line ${child.includeLine} of ${e.file}` };
     const st = scanLines(text, inc + 1);
     if (!st || st.length < inc + 1 || !st[inc]!.clean) return { reason: `${e.file}: something spans its #include line ${inc}` };
     const childPath = body === null ? child.file : beside(child.file);
     if (body !== null) files.set(childPath, body);
-    body = `${ifs(st[inc - 1]!.open.length)}#include "${childPath}"\n#line ${inc + 1} "${e.file}"\n${tail(text, inc + 1)}`;
+    body = `${ifs(st[inc - 1]!.open.length)}#include "${childPath}"\n#line ${child.includeLine + 1} "${child.retName}"\n${tail(text, inc + 1)}`;
   }
   if (body === null) return { reason: "the primary file changed from its first line" };
   const primary = beside(base.primary.file);
