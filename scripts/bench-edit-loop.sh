@@ -91,6 +91,12 @@ t3=$(now)
 "$bin" validate "$cap" --json >"$work/bench-validate.json"
 t4=$(now)
 vbuilder=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rebuild"].get("builder", "build.sh"))' "$work/bench-validate.json")
+python3 - "$work/bench-validate-first.json" "$work/bench-validate.json" <<'PY' >&2 || true
+import json, sys
+for name, f in zip(["first validate", "timed validate"], sys.argv[1:]):
+    d = json.load(open(f))
+    print(f"[bench] {name}: rebuild {json.dumps(d['rebuild'])}; replay after the build {d['replaySeconds']:.3f} s; wall {d['wallSeconds']:.3f} s")
+PY
 
 # (c) validate --watch: the same kind of save, timed from the write to the verdict line
 cp "$work/mmq.cuh.copy" "$copy"

@@ -46,8 +46,11 @@ rows = []
 for (span, doc) in zip(sys.argv[2:], docs):
     t0, t1 = map(float, span.split(":"))
     steps = doc.get("buildSteps")
-    rows.append((t1 - t0, doc.get("buildSeconds") or 0, doc.get("saveToVerdictSeconds", 0), doc.get("event"), doc.get("verdict", "-"), doc.get("builder", "-"), " ".join(f"{k[:-2]} {v} ms" for k, v in steps.items()) if steps else ""))
-for r in rows: print(f"[bench] watch save: {r[0]:.3f} s (build {r[1]:.3f} s by {r[5]}{': ' + r[6] if r[6] else ''}; watch says {r[2]:.3f} s, {r[3]} {r[4]})", file=sys.stderr)
+    ph = doc.get("phases") or {}
+    rows.append((t1 - t0, doc.get("buildSeconds") or 0, doc.get("saveToVerdictSeconds", 0), doc.get("event"), doc.get("verdict", "-"), doc.get("builder", "-"),
+                 " ".join(f"{k[:-2]} {v} ms" if k.endswith("Ms") else f"{k} {v}" for k, v in steps.items()) if steps else "",
+                 " ".join(f"{k[:-7]} {v:.3f} s" for k, v in ph.items())))
+for r in rows: print(f"[bench] watch save: {r[0]:.3f} s (build {r[1]:.3f} s by {r[5]}{': ' + r[6] if r[6] else ''}; watch says {r[2]:.3f} s{' = ' + r[7] if r[7] else ''}; {r[3]} {r[4]})", file=sys.stderr)
 mid = sorted(rows)[len(rows) // 2]
 print(f"{mid[0]:.3f} {mid[1]:.3f} {mid[2]:.3f} {mid[3]} {mid[4]}")
 PY

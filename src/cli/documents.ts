@@ -177,6 +177,8 @@ export const DOCUMENTS = {
     builder: v.optional(v.picklist(["build.sh", "pruned"])),
     /** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
     buildSteps: v.optional(BuildSteps),
+    /** Where a verdict's time went (s): save → build start, the build as the watch saw it, the run. */
+    phases: v.optional(v.object({ waitSeconds: v.number(), buildWallSeconds: v.number(), runSeconds: v.number() })),
     saveToVerdictSeconds: v.number(),
     verdict: v.optional(v.picklist(["match", "mismatch"])),
     kernelMedianUs: v.optional(v.nullable(v.number())),

@@ -141,7 +141,32 @@ export class FastBuildState {
   misses = 0;
   /** Why the last build did not preprocess incrementally (for the debug log and the tests), or null when it did. */
   lastMiss: string | null = null;
+
+  /**
+   * The state a work folder keeps for the next process (validate: one per edit): the base of
+   * the incremental preprocessing (the whole TU's -dD output, `full.cpp1.ii`, and the sources it
+   * was made from, `base-sources.json`). The pruner's analysis is not kept.
+   */
+  static load(work: string): FastBuildState {
+    const st = new FastBuildState();
+    try {
+      const sources = JSON.parse(readFileSync(join(work, BASE_SOURCES), "latin1")) as Record<string, string>;
+      st.base = { text: readFileSync(join(work, "full.cpp1.ii"), "latin1"), sources: new Map(Object.entries(sources)) };
+    } catch {
+      // no base yet (or a partial one): the next build preprocesses the whole TU
+    }
+    return st;
+  }
+
+  save(work: string): void {
+    const f = join(work, BASE_SOURCES);
+    if (this.base) writeFileSync(f, JSON.stringify(Object.fromEntries(this.base.sources)), "latin1");
+    else rmSync(f, { force: true });
+  }
 }
+
+/** The sources the work folder's full.cpp1.ii was preprocessed from (FastBuildState.load/save). */
+const BASE_SOURCES = "base-sources.json";
 
 /** The plans of the work folders (one per watch, one per capture for validate), with the key they were made for. */
 const plans = new Map<string, FastPlan & { key: string }>();

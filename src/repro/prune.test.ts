@@ -246,6 +246,7 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
       const edited = await buildForValidate(out, m, o);
       expect(edited).toMatchObject({ builder: "pruned", module: join(out, PRUNED_DIR, "kernel.cubin") });
       expect(edited.steps!.compileMs).toBeGreaterThan(0);
+      expect(edited.steps!.incremental).toBe(true); // from the first validate's preprocessing, kept in build/pruned
       const editedCode = code(edited.module);
       expect(sameKernelCode(unchanged, editedCode, kernel)).not.toBeNull(); // the edit reached it
       const full = await buildForValidate(out, m, { ...o, fullBuild: true });

@@ -19,7 +19,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { buildReproducer, type BuildOptions } from "./build.ts";
-import { fastBuild, FastBuildUnavailable, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
+import { fastBuild, FastBuildState, FastBuildUnavailable, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
 import type { Builder } from "./watch.ts";
 
 /** validate's work folder for the pruned build, under the capture folder. */
@@ -90,12 +90,15 @@ export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOpti
   }
   let replanned: FastBuilt | undefined;
   if (current) {
+    const state = FastBuildState.load(work); // the previous validate's preprocessing: the base of an incremental one
     try {
-      const f = await fastBuild(dir, work, { force: o.force });
+      const f = await fastBuild(dir, work, { force: o.force }, state);
+      state.save(work);
       if (f.plan === current.plan) return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
       log.info("build.sh's compile changed since the pruned build was checked: checking it again");
       replanned = f;
     } catch (e) {
+      state.save(work);
       if (!(e instanceof FastBuildUnavailable)) throw e;
       const t0 = performance.now();
       const b = await viaBuildSh(dir, o); // a real compile error: build.sh's message
@@ -106,7 +109,9 @@ export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOpti
     }
   }
   // the check: both builds of the same source, side by side
-  const [full, pruned] = await Promise.allSettled([viaBuildSh(dir, o), replanned ?? fastBuild(dir, work, { force: o.force })]);
+  const checkState = new FastBuildState();
+  const [full, pruned] = await Promise.allSettled([viaBuildSh(dir, o), replanned ?? fastBuild(dir, work, { force: o.force }, checkState)]);
+  if (!replanned) checkState.save(work);
   if (full.status === "rejected") throw full.reason;
   if (pruned.status === "rejected") {
     const e = pruned.reason;

@@ -135,6 +135,8 @@ export type WatchEvent =
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
+      /** Where the overhead went (s): from the save to the build's start (debounce, a cycle in flight), the build's wall time as the watch saw it (slice refresh and checks included), the run (module load, launches, compare). */
+      phases?: { waitSeconds: number; buildWallSeconds: number; runSeconds: number };
       overheadSeconds: number;
       /** What the previous runs wrote, put back before this run (null: nothing ran before). */
       reset: ResetLine | null;
@@ -275,8 +277,8 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
   let failure: unknown;
   // what the idle reset after the previous run put back, reported in the next verdict line
   let idleReset: ResetLine | null = null;
-  const cycle = async (trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>) => {
-    const r = await runCycle(m, session!, built, o, { trigger, files, savedAt, reset: idleReset });
+  const cycle = async (trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt) => {
+    const r = await runCycle(m, session!, built, o, { trigger, files, savedAt, buildAt, reset: idleReset });
     if (r.ran) idleReset = null;
     if (r.reopen) {
       session!.close();
@@ -322,8 +324,9 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
           queued = { files: [...new Set([...(queued?.files ?? []), ...files])], savedAt };
           return;
         }
+        const buildAt = performance.now();
         const built = build(dir, m, o, fast);
-        void track(cycle("save", files, savedAt, built).then(async () => {
+        void track(cycle("save", files, savedAt, built, buildAt).then(async () => {
           // a watch that started on a source that did not build: the check runs after the first save that does
           if (fast && !fast.tried && !stops.signal) await tryFastBuild(dir, m, o, await built, fast);
         })).then(() => {
@@ -455,7 +458,7 @@ async function runCycle(
   session: ReplaySession,
   built: Promise<Built>,
   o: WatchOptions,
-  x: { trigger: Trigger; files: string[]; savedAt: number; reset: ResetLine | null },
+  x: { trigger: Trigger; files: string[]; savedAt: number; buildAt: number; reset: ResetLine | null },
 ): Promise<{ ran: boolean; reopen: boolean }> {
   const b = await built;
   const since = () => (performance.now() - x.savedAt) / 1000;
@@ -465,8 +468,10 @@ async function runCycle(
     return { ran: false, reopen: false };
   }
   try {
+    const runAt = performance.now();
     const r = await session.run({ ...o.run, modulePath: b.module, kernelName: m.kernel.name });
-    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), ...(b.steps ? { buildSteps: roundSteps(b.steps) } : {}) } as WatchEvent);
+    const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
+    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), phases, ...(b.steps ? { buildSteps: roundSteps(b.steps) } : {}) } as WatchEvent);
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;
