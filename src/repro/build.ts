@@ -34,6 +34,8 @@ export interface BuildOptions {
   quiet: boolean;
   /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh). */
   force: boolean;
+  /** An abort kills the build (validate runs build.sh and the pruned build side by side and keeps the first). */
+  signal?: AbortSignal;
 }
 
 /** The build's group gets SIGKILL this long after the first signal (ms). */
@@ -89,8 +91,9 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   const t0 = performance.now();
-  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force }));
+  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force }), o.signal);
   const seconds = (performance.now() - t0) / 1000;
+  if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {

@@ -249,7 +249,7 @@ export class FastBuildUnavailable extends Error {}
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)
  */
-export async function fastBuild(dirArg: string, work: string, o: { force: boolean }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
+export async function fastBuild(dirArg: string, work: string, o: { force: boolean; signal?: AbortSignal }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
   const dir = resolve(dirArg);
   mkdirSync(work, { recursive: true });
   const env = reproducerBuildEnv(o);
@@ -258,7 +258,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   let plan = plans.get(work) ?? readPlan(work);
   if (!plan || plan.key !== key) {
     const dryCubin = join(work, "dryrun.cubin");
-    const { err: dryErr, code: dryCode } = await runBuildCommand(["bash", join(dir, "build.sh"), dryCubin], dir, { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() });
+    const { err: dryErr, code: dryCode } = await runBuildCommand(["bash", join(dir, "build.sh"), dryCubin], dir, { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, o.signal);
     if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
     if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
     const p = parseDryrun(dryErr, dryCubin, work);
@@ -272,9 +272,9 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   rmSync(plan.cubin, { force: true });
   const preprocess = withMacros(plan.preprocess);
   const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
-  const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env);
+  const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
   full.catch(() => {});
-  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env);
+  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal);
   const pp = await full;
   const tFull = performance.now();
   if (pp.code !== 0) {
@@ -310,7 +310,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const pruned = state.pruner.prune(stripMacroLines(fullText));
   writeFileSync(plan.prunedTU, pruned.text, "latin1");
   const t3 = performance.now();
-  const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env);
+  const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal);
   if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
   const t4 = performance.now();
   return {
@@ -340,7 +340,7 @@ interface Speculation {
  * compiled at once, while the whole TU's gcc -E runs; undefined when there is no base, more or
  * fewer than one source changed, or the change cannot be cut (state.lastMiss says why).
  */
-async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sources: Map<string, string>, preprocess: string, envLines: string, env: Record<string, string | undefined>): Promise<Speculation | undefined> {
+async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sources: Map<string, string>, preprocess: string, envLines: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<Speculation | undefined> {
   const t0 = performance.now();
   const base = state.base;
   const miss = (why: string) => {
@@ -372,7 +372,7 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   let r: { code: number; err: string };
   try {
     for (const [p, text] of ip.files) writeFileSync(p, text, "latin1");
-    r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env);
+    r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
   } finally {
     for (const p of ip.files.keys()) rmSync(p, { force: true });
   }
@@ -384,6 +384,7 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   writeFileSync(plan.prunedTU, pruned.text, "latin1");
   const t2 = performance.now();
   const abort = new AbortController();
+  signal?.addEventListener("abort", () => abort.abort());
   const compile = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, abort.signal);
   compile.catch(() => {});
   return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t2, from: `${ip.file}:${ip.fromLine}` };

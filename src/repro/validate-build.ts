@@ -8,14 +8,19 @@
  * first after the plan of build.sh's compile changed, or after another kerncap version) runs
  * build.sh and the pruned build side by side on the same source and records in
  * DIR/build/pruned/check.json whether they gave the kernel the same machine code. It then reports
- * build.sh's module; the later validates compile the pruned TU. A pruned build that fails is
- * followed by build.sh's (which reports a real compile error as usual); when build.sh then
- * succeeds, the record says the pruned build is off, and build.sh rebuilds from then on.
+ * build.sh's module. The later validates run both again, side by side, and replay the first that
+ * builds (the pruned one, from an incremental preprocessing: src/repro/incremental-pp.ts; never
+ * later than build.sh's), stopping the other. A pruned build that fails leaves build.sh's outcome
+ * (a real compile error is its message); when build.sh then succeeds, the record says the pruned
+ * build is off, and build.sh rebuilds from then on. build.sh failing where the pruned build does
+ * not (an error in host code, which the pruned TU does not compile) is said, and the pruned build's
+ * verdict stands, as in the watch.
  * `--full-build` always uses build.sh and leaves the record as it is.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
+import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { buildReproducer, type BuildOptions } from "./build.ts";
@@ -76,7 +81,7 @@ const viaBuildSh = async (dir: string, o: BuildOptions): Promise<ValidateBuilt> 
  * @throws KerncapError from build.sh (E_BUILD, E_RDC, E_NO_REPRODUCER, E_INTERRUPTED) and
  *   E_INTERRUPTED from a pruned build's step
  */
-export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOptions & { fullBuild: boolean }): Promise<ValidateBuilt> {
+export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOptions & { fullBuild: boolean; race?: boolean }): Promise<ValidateBuilt> {
   const dir = resolve(dirArg);
   if (m.kernel.frontend !== "cuda" || o.fullBuild) return viaBuildSh(dir, o);
   const work = join(dir, PRUNED_DIR);
@@ -89,28 +94,66 @@ export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOpti
     return viaBuildSh(dir, o);
   }
   let replanned: FastBuilt | undefined;
+  let replannedFull: ValidateBuilt | undefined;
   if (current) {
+    // both builds of the edit, side by side: the first that builds is the one replayed (the pruned
+    // one, when it is faster as it should be; build.sh's is never waited for longer than it takes)
     const state = FastBuildState.load(work); // the previous validate's preprocessing: the base of an incremental one
-    try {
-      const f = await fastBuild(dir, work, { force: o.force }, state);
-      state.save(work);
-      if (f.plan === current.plan) return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+    const t0 = performance.now();
+    const stopFast = new AbortController(), stopFull = new AbortController();
+    const fastP = fastBuild(dir, work, { force: o.force, signal: stopFast.signal }, state);
+    // race: false (the tests) starts build.sh only once the pruned build is done
+    const fullP = o.race === false ? fastP.then(() => viaBuildSh(dir, { ...o, signal: stopFull.signal }), () => viaBuildSh(dir, { ...o, signal: stopFull.signal })) : viaBuildSh(dir, { ...o, signal: stopFull.signal });
+    type First = { who: "pruned"; f: FastBuilt } | { who: "pruned-failed"; e: unknown } | { who: "build.sh"; b: ValidateBuilt } | { who: "build.sh-failed"; e: unknown };
+    const fastR: Promise<First> = fastP.then((f) => ({ who: "pruned" as const, f }), (e) => ({ who: "pruned-failed" as const, e }));
+    const fullR: Promise<First> = fullP.then((b) => ({ who: "build.sh" as const, b }), (e) => ({ who: "build.sh-failed" as const, e }));
+    const stop = async (c: AbortController, p: Promise<First>) => {
+      c.abort();
+      await p;
+    };
+    let first = await Promise.race([fastR, fullR]);
+    if (first.who === "build.sh-failed") {
+      const e = first.e;
+      if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw (await stop(stopFast, fastR), e);
+      // only a host-code error fails build.sh and not the pruned build (which has no host bodies): the pruned build decides, as in the watch
+      first = await fastR;
+      if (first.who !== "pruned") throw e;
+      log.warn(`build.sh fails where the pruned build (device code only) does not: ${e instanceof Error ? e.message.split("\n").slice(0, 4).join(" / ") : String(e)}`);
+    }
+    if (first.who === "pruned") {
+      const f = first.f;
+      if (f.plan === current.plan) {
+        await stop(stopFull, fullR);
+        state.save(work);
+        return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
+      }
       log.info("build.sh's compile changed since the pruned build was checked: checking it again");
       replanned = f;
-    } catch (e) {
       state.save(work);
-      if (!(e instanceof FastBuildUnavailable)) throw e;
-      const t0 = performance.now();
-      const b = await viaBuildSh(dir, o); // a real compile error: build.sh's message
-      b.seconds = (performance.now() - t0) / 1000; // what this validate's rebuild took: both attempts
-      writePrunedCheck(dir, { kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: b.seconds, prunedSeconds: null });
+      const r = await fullR;
+      if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+      replannedFull = r.b;
+    } else if (first.who === "build.sh") {
+      await stop(stopFast, fastR); // the pruned build lost the race (its preprocessing, if done, is kept)
+      state.save(work);
+      log.debug("build.sh finished before the pruned build");
+      return { ...first.b, seconds: (performance.now() - t0) / 1000 };
+    } else {
+      // the pruned build failed: build.sh's outcome is the answer (a real compile error is its message)
+      const e = first.e;
+      state.save(work);
+      if (!(e instanceof FastBuildUnavailable)) throw (await stop(stopFull, fullR), e);
+      const r = await fullR;
+      if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+      const b = { ...r.b, seconds: (performance.now() - t0) / 1000 };
+      writePrunedCheck(dir, { kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: r.b.seconds, prunedSeconds: null });
       log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
       return b;
     }
   }
   // the check: both builds of the same source, side by side
   const checkState = new FastBuildState();
-  const [full, pruned] = await Promise.allSettled([viaBuildSh(dir, o), replanned ?? fastBuild(dir, work, { force: o.force }, checkState)]);
+  const [full, pruned] = await Promise.allSettled([replannedFull ?? viaBuildSh(dir, o), replanned ?? fastBuild(dir, work, { force: o.force }, checkState)]);
   if (!replanned) checkState.save(work);
   if (full.status === "rejected") throw full.reason;
   if (pruned.status === "rejected") {
