@@ -285,21 +285,17 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   }
   const fullText = readFileSync(plan.fullTU, "latin1");
   state.base = { text: fullText, sources };
+  const done = (cc: { code: number; err: string }, steps: Omit<BuildSteps, "planMs" | "fullPreprocessMs" | "compileMs">, compiledFrom: number, prune: PruneResult): FastBuilt => {
+    if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
+    const t4 = performance.now();
+    return { module: plan.cubin, plan: planHash(plan), seconds: (t4 - t0) / 1000, steps: { planMs: t1 - t0, ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 }, prune };
+  };
   if (spec) {
     const differs = verifyAssembled(spec.assembled, fullText);
     if (!differs) {
       state.misses = 0;
       state.lastMiss = null;
-      const cc = await spec.compile;
-      if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
-      const t4 = performance.now();
-      return {
-        module: plan.cubin,
-        plan: planHash(plan),
-        seconds: (t4 - t0) / 1000,
-        steps: { planMs: t1 - t0, preprocessMs: spec.ppMs, pruneMs: spec.pruneMs, compileMs: t4 - spec.compiledFrom, incremental: true, fullPreprocessMs: tFull - t1 },
-        prune: spec.prune,
-      };
+      return done(await spec.compile, { preprocessMs: spec.ppMs, pruneMs: spec.pruneMs, incremental: true }, spec.compiledFrom, spec.prune);
     }
     spec.abort.abort();
     await spec.compile.catch(() => {});
@@ -310,16 +306,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const pruned = state.pruner.prune(stripMacroLines(fullText));
   writeFileSync(plan.prunedTU, pruned.text, "latin1");
   const t3 = performance.now();
-  const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal);
-  if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
-  const t4 = performance.now();
-  return {
-    module: plan.cubin,
-    plan: planHash(plan),
-    seconds: (t4 - t0) / 1000,
-    steps: { planMs: t1 - t0, preprocessMs: tFull - t1, pruneMs: t3 - tFull, compileMs: t4 - t3, incremental: false, fullPreprocessMs: tFull - t1 },
-    prune: pruned,
-  };
+  return done(await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal), { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
 }
 
 interface Speculation {

@@ -285,6 +285,20 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
   }, 240_000);
 });
 
+/** A reproducer's build.sh for DIR/k.cu (nvcc -cubin sm_90 with `flags`; EXTRA_FLAGS appended), printing the cubin's path last. */
+function writeBuildSh(dir: string, flags: string): void {
+  writeFileSync(join(dir, "build.sh"), [
+    "#!/usr/bin/env bash",
+    "set -euo pipefail",
+    'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+    'out="${1:-$here/build/kernel.cubin}"',
+    'mkdir -p "$(dirname "$out")"',
+    `"$NVCC" -cubin -arch=sm_90 -x cu ${flags} \${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2`,
+    'echo "$out"',
+    "",
+  ].join("\n"));
+}
+
 /** gcc -E output: `sys` lines in a system header, then the primary file's `main` lines. */
 const tuOf = (sys: string[], main: string[]) =>
   ['# 1 "k.cu"', '# 1 "/usr/include/lib.h" 1 3', ...sys, '# 2 "k.cu" 2', ...main, ""].join("\n");
@@ -454,16 +468,7 @@ describe.skipIf(!NVCC)("the pruned build of a kernel whose header defines other 
       "",
     ].join("\n"));
     writeFileSync(join(dir, "k.cu"), ['#include "h.cuh"', "static void* kerncap_odr_use = (void*)&kern;", ""].join("\n"));
-    writeFileSync(join(dir, "build.sh"), [
-      "#!/usr/bin/env bash",
-      "set -euo pipefail",
-      'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
-      'out="${1:-$here/build/kernel.cubin}"',
-      'mkdir -p "$(dirname "$out")"',
-      '"$NVCC" -cubin -arch=sm_90 -x cu -O3 ${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2',
-      'echo "$out"',
-      "",
-    ].join("\n"));
+    writeBuildSh(dir, "-O3");
     const saved = process.env.NVCC;
     process.env.NVCC = NVCC!;
     try {
@@ -525,16 +530,7 @@ describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_gr
       "void launch(float* y) { map<<<1, 32>>>(y, [] __device__ (float v) { return 2 * v; }); }",
       "",
     ].join("\n"));
-    writeFileSync(join(dir, "build.sh"), [
-      "#!/usr/bin/env bash",
-      "set -euo pipefail",
-      'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
-      'out="${1:-$here/build/kernel.cubin}"',
-      'mkdir -p "$(dirname "$out")"',
-      '"$NVCC" -cubin -arch=sm_90 -x cu -O3 -std=c++17 -extended-lambda ${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2',
-      'echo "$out"',
-      "",
-    ].join("\n"));
+    writeBuildSh(dir, "-O3 -std=c++17 -extended-lambda");
     const saved = process.env.NVCC;
     process.env.NVCC = NVCC!;
     try {
