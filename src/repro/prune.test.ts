@@ -303,6 +303,38 @@ function writeBuildSh(dir: string, flags: string): void {
 const tuOf = (sys: string[], main: string[]) =>
   ['# 1 "k.cu"', '# 1 "/usr/include/lib.h" 1 3', ...sys, '# 2 "k.cu" 2', ...main, ""].join("\n");
 
+// libstdc++ 13's bits/exception_ptr.h (GCC's libstdc++-v3/libsupc++/exception_ptr.h; gcc 12's has
+// no such line): after `} // namespace __exception_ptr`, whose last declarations are
+//     /// @relates exception_ptr
+//     inline void
+//     swap(exception_ptr& __lhs, exception_ptr& __rhs)
+//     { __lhs.swap(__rhs); }
+// it says, at namespace std scope,
+//   using __exception_ptr::swap; // So that std::swap(exp1, exp2) finds it.
+// Any kept `swap` (bits/move.h's std::swap, which std::vector's members call) kept the
+// using-declaration, while __exception_ptr::swap, a system-header overload of a class nothing
+// needs, went: cicc on the H200 (gcc 13): `/usr/include/c++/13/bits/exception_ptr.h(243): error:
+// namespace "std::__exception_ptr" has no member "swap"`.
+const EXCEPTION_PTR = [
+  "namespace std {",
+  "template<typename _Tp> __attribute__((host)) __attribute__((device)) inline void swap(_Tp& __a, _Tp& __b) { _Tp __t = __a; __a = __b; __b = __t; }", // 3: bits/move.h (host/device here: the kernel calls it)
+  "namespace __exception_ptr { class exception_ptr; }", // 4
+  "using __exception_ptr::exception_ptr;", // 5
+  "exception_ptr current_exception() noexcept;", // 6
+  "void rethrow_exception(exception_ptr) __attribute__ ((__noreturn__));", // 7
+  "namespace __exception_ptr {", // 8
+  "using std::rethrow_exception;", // 9: "So that ADL finds it."
+  "class exception_ptr { void* _M_exception_object; public: exception_ptr() noexcept; void swap(exception_ptr&) noexcept; };", // 10
+  "inline exception_ptr::exception_ptr() noexcept : _M_exception_object(0) { }", // 11
+  "inline void exception_ptr::swap(exception_ptr &__other) noexcept { void *__tmp = _M_exception_object; _M_exception_object = __other._M_exception_object; __other._M_exception_object = __tmp; }", // 12
+  "inline void", // 13
+  "swap(exception_ptr& __lhs, exception_ptr& __rhs)", // 14
+  "{ __lhs.swap(__rhs); }", // 15
+  "}", // 16
+  "using __exception_ptr::swap;", // 17
+  "}", // 18
+];
+
 describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, cooperative_groups)", () => {
   const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
   test("a trailing return type names its type (CCCL is_swappable.h: `auto __swap(...) -> __hidden_friend_swap_found;`)", () => {
@@ -382,6 +414,51 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
     ));
     expect(out[2]).toContain("class thread_block");
   });
+  test("a using-declaration whose namespace's declarations of the name all went goes too (libstdc++ 13 exception_ptr.h: `using __exception_ptr::swap;`)", () => {
+    const out = keptLines(tuOf(EXCEPTION_PTR, ["__attribute__((global)) void k(float* p) { std::swap(p[0], p[1]); }"]));
+    expect(out[3]).toBe(EXCEPTION_PTR[1]!); // std::swap: the kernel calls it
+    for (const i of [5, 6, 7, 9, 10, 11, 12, 13, 14, 15]) expect(out[i]).toBe(""); // exception_ptr: nothing needs it
+    expect(out[17]).toBe(""); // so its swap went, and with it the using-declaration
+    expect(out[8]).toBe("namespace __exception_ptr {"); // namespaces stay (an empty one is fine)
+  });
+  test("a using-declaration stays when what it names in its namespace stays (std::exception_ptr named: __exception_ptr::swap stays)", () => {
+    const out = keptLines(tuOf(EXCEPTION_PTR, ["__attribute__((global)) void k(float* p) { std::swap(p[0], p[1]); }", "void h(std::exception_ptr& a, std::exception_ptr& b) { std::swap(a, b); }"]));
+    expect(out[5]).toBe(EXCEPTION_PTR[3]!);
+    expect(out[10]).toBe(EXCEPTION_PTR[8]!);
+    expect(out.slice(13, 16)).toEqual(EXCEPTION_PTR.slice(11, 14).map((l, i) => i === 2 ? ";" : l)); // a host-only body: a declaration
+    expect(out[17]).toBe(EXCEPTION_PTR[15]!);
+  });
+  test("`using ::x;` counts declarations outside any namespace; a using-declaration that names a dropped one counts while kept (chains); an alias's is left as it is", () => {
+    const sys = [
+      "struct _IO_FILE; typedef struct _IO_FILE FILE;", // 2
+      "extern int fclose (FILE *__stream);", // 3: <stdio.h>: gated on FILE, which nothing needs
+      "namespace other { __attribute__((device)) inline int fclose(int v) { return v; } }", // 4
+      "namespace std { using ::fclose; }", // 5: <cstdio>
+      "namespace __gnu_cxx { using std::fclose; }", // 6: names only std's using-declaration
+      "namespace al = other;", // 7
+      "namespace x { using al::fclose; }", // 8: `al` is no namespace the TU opens: left as it is
+    ];
+    const out = keptLines(tuOf(sys, ["namespace al = other;", "__attribute__((global)) void k(int* p) { p[0] = al::fclose(1); }"]));
+    expect(out[3]).toBe("");
+    expect(out[4]).toBe(sys[2]!);
+    expect(out[5]).toBe("namespace std {  }");
+    expect(out[6]).toBe("namespace __gnu_cxx {  }");
+    expect(out[8]).toBe(sys[6]!);
+  });
+  test("a requires-expression's braces in a requires-clause are no body (libstdc++ 12/13 <ostream> in C++20: `requires … && requires (_Os& __os, const _Tp& __t) { __os << __t; } using …`)", () => {
+    const sys = [
+      "template<typename _Tp> concept __derived_from_ios_base = __is_class(_Tp) && requires (_Tp* __t, int* __b) { __t; };", // 2
+      "template<typename _Os, typename _Tp>", // 3
+      "requires __derived_from_ios_base<_Os>", // 4
+      "&& requires (_Os& __os, const _Tp& __t) { __os << __t; }", // 5
+      "using __rvalue_stream_insertion_t = _Os&&;", // 6
+      "template<typename _Tp> __attribute__((device)) int g(_Tp) requires (sizeof(_Tp) > 1) { return 1; }", // 7: a trailing requires-clause, then the body
+    ];
+    const named = keptLines(tuOf(sys, ["template <class O> __rvalue_stream_insertion_t<O, int> ins(O&& o);", "__attribute__((global)) void k(int* p) { p[0] = g(1); }"]));
+    expect(named.slice(2, 8)).toEqual(sys);
+    const unnamed = keptLines(tuOf(sys, ["__attribute__((global)) void k(int* p) { }"]));
+    expect(unnamed.slice(2, 8)).toEqual(["", "", "", "", "", ""]); // not `using __rvalue_stream_insertion_t = _Os&&;` alone: "identifier _Os is undefined"
+  });
   test("a <<<…>>> launch in kept host code keeps __cudaPushCallConfiguration (cicc: unable to find its declaration)", () => {
     const out = keptLines(tuOf(
       ['extern "C" __attribute__((host)) __attribute__((device)) unsigned __cudaPushCallConfiguration(int g, int b, unsigned long s = 0, void* st = 0);'],
@@ -389,6 +466,21 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
     ));
     expect(out[2]).toContain("__cudaPushCallConfiguration");
   });
+});
+
+describe.skipIf(!NVCC)("libstdc++ 13's `using __exception_ptr::swap;` in a pruned TU (nvcc)", () => {
+  test("cicc compiles the pruned TU as it does the whole one (before: `namespace \"…::__exception_ptr\" has no member \"swap\"`)", () => {
+    // `lib` for `std`: nvcc's cuda_runtime.h brings libstdc++'s own std::swap, which would make the call ambiguous
+    const sys = EXCEPTION_PTR.map((l) => l.replace("namespace std {", "namespace lib {").replace("using std::", "using lib::"));
+    const tu = tuOf(sys, ["__attribute__((global)) void k(float* p) { lib::swap(p[0], p[1]); }"]);
+    const dir = join(WORK, "exception-ptr");
+    mkdirSync(dir, { recursive: true });
+    for (const [name, text] of [["whole.cu", tu], ["pruned.cu", pruneDeviceTU(tu).text]] as const) {
+      writeFileSync(join(dir, name), text);
+      const p = Bun.spawnSync([NVCC!, "-cubin", "-arch=sm_90", name, "-o", `${name}.cubin`], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+      expect(p.exitCode, `${name}: ${p.stderr.toString()}`).toBe(0);
+    }
+  }, 60_000);
 });
 
 describe("pruneDeviceTU: project headers (what a primary file's slice includes)", () => {

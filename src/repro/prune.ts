@@ -38,7 +38,12 @@
  *   became `MOV R0, 0x0`). Kernel templates that only host code instantiates are not kept;
  *   where they change the layout, the machine-code check refuses the pruned build;
  * - a pragma that applies to the next declaration (`#pragma nv_exec_check_disable`) goes with a
- *   dropped declaration, and pragmas inside dropped text go; line markers always stay.
+ *   dropped declaration, and pragmas inside dropped text go; line markers always stay;
+ * - a using-declaration `using N::x;` stays only while a declaration of x in N before it stays
+ *   (libstdc++ 13's `using __exception_ptr::swap;` at std scope: kept for std::swap, it named
+ *   the exception_ptr overload that went with its class, and cicc stops at it);
+ * - a requires-clause after a template header is part of the declaration (C++20 <ostream>:
+ *   `requires … && requires (_Os& __os, …) { … } using … = _Os&&;`), its braces no body.
  * What cannot be told apart is kept. The result is only ever used when it compiles, and the
  * first build of a watch compares the kernel's machine code with that of the full build
  * (src/repro/fast-build.ts): any doubt falls back to the full compile.
@@ -264,9 +269,46 @@ function templateHeaders(v: string[], i: number, lim: number, tp?: Set<string>):
       j++;
       if (d <= 0) break;
     }
-    i = j;
+    i = skipRequiresClause(v, j, lim);
   }
   return i;
+}
+
+/**
+ * Index after a requires-clause at i (`requires C<T> && requires (T& t) { t.f(); } || (sizeof(T) > 4)`:
+ * id-expressions with template arguments, parenthesized expressions, requires-expressions, joined
+ * by && and ||); `i` when there is none or its shape is not one of those. Line markers between its
+ * tokens are skipped.
+ */
+function skipRequiresClause(v: string[], i: number, lim: number): number {
+  if (v[i] !== "requires") return i;
+  const dir = (j: number) => j < lim && v[j]!.charCodeAt(0) === 35;
+  let j = i + 1;
+  for (;;) {
+    while (dir(j)) j++;
+    const s = v[j];
+    if (s === "(") j = skipGroup(v, j, lim);
+    else if (s === "true" || s === "false") j++;
+    else if (s === "requires") {
+      j++;
+      while (dir(j)) j++;
+      if (v[j] === "(") j = skipGroup(v, j, lim);
+      while (dir(j)) j++;
+      if (v[j] !== "{") return i;
+      j = skipGroup(v, j, lim);
+    } else if (s === "::" || (s !== undefined && isName(s))) {
+      if (v[j] === "::") j++;
+      while (j < lim && isName(v[j]!)) {
+        j++;
+        if (v[j] === "<") j = skipGroup(v, j, lim);
+        if (v[j] !== "::") break;
+        j++;
+      }
+    } else return i;
+    while (dir(j)) j++;
+    if (v[j] === "&&" || v[j] === "||") { j++; continue; }
+    return j;
+  }
 }
 
 /** Index after a leading `template <...>` header (several); `i` when none. */
@@ -296,6 +338,10 @@ function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
       // a declaration: up to ';' at depth 0, or the brace group that ends a function definition
       let q = skipTemplateHeaders(v, i, n);
       let depth = 0, classlike = false, sawEq = false, ctorInit = false;
+      // a requires-expression in a requires-clause (`requires C<_Os> && requires (_Os& __os) { __os << __t; }`,
+      // libstdc++'s <ostream> in C++20): its `{…}` is no body. `requires` after an operator starts one;
+      // after `>` or `)` it is the clause itself (`requires (C<T>) {` is a function's body)
+      let reqExpr = false;
       let pw = ""; // the previous token (directives left out)
       while (q < n) {
         if (k[q] === K.Dir) { q++; continue; }
@@ -305,6 +351,10 @@ function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
           if (w === "=" && pw !== "operator") sawEq = true;
           if (w === ":" && (pw === ")" || pw === "noexcept")) ctorInit = true; // X::X(…) noexcept : a{…}, b(…) {…}
           if (w === ";") { q++; break; }
+          if (w === "requires" && ["&&", "||", "!", "(", ",", "=", "requires", "?", ":"].includes(pw)) reqExpr = true;
+          if (w === "{" && reqExpr && (pw === "requires" || pw === ")")) {
+            q = skipGroup(v, q, n); pw = "}"; reqExpr = false; continue;
+          }
           if (w === "{") {
             const init = ctorInit && (pw === ">" || (isIdStart(pw.charCodeAt(0)) && !KEYWORDS.has(pw))); // a member's brace initializer
             let d = 1; q++;
@@ -531,6 +581,12 @@ interface DeclInfo {
    * kernels moves those slots, so the kernel's instructions differ from the full build's.
    */
   kernel: boolean;
+  /**
+   * A using-declaration `using [::]A::…::N::x;` (at namespace scope): N (`""` for `using ::x;`)
+   * and x. It must name a declaration of x in N that comes before it (cicc: `namespace
+   * "std::__exception_ptr" has no member "swap"`), so it is kept only while one such stays.
+   */
+  using?: { ns: string; name: string };
   /** The gate or operator condition (finish), computed for the class names whose hash is gateKey. */
   gateKey?: number;
   gate?: Set<string>;
@@ -695,7 +751,7 @@ function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo {
       if (s === "(" || s === "{" || s === "=" || s === ";") break; // the head ends: the parameter list
     }
   }
-  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar, kernel };
+  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar, kernel, using: usingDeclaration(v) };
 }
 
 /** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses. */
@@ -885,6 +941,33 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
     if (!grew) break;
   }
 
+  // a kept using-declaration `using N::x;` whose N keeps no declaration of x before it goes: cicc
+  // stops at a using-declaration that names nothing (libstdc++ 13's exception_ptr.h: `using
+  // __exception_ptr::swap;` at std scope, kept for bits/move.h's std::swap, while the overload for
+  // exception_ptr went with its class). Nothing needs it then: what it would bring is not kept.
+  // Any namespace of that name around the declaration counts (inline ones, nested ones), `::x`
+  // counts declarations outside any namespace but inline ones; a using-declaration counts as a
+  // declaration of x while it is kept (chains), so this runs until nothing changes. A qualifier
+  // that is no namespace the TU opens (an alias, an enum: C++20's `using E::a;`) is left as it is.
+  const usings = decl.filter((idx) => keep.has(idx) && info[idx]!.using !== undefined);
+  if (usings.length) {
+    const { pathOf, opened } = namespacePaths(t, items);
+    const wanted = new Set(usings.map((idx) => info[idx]!.using!.name));
+    const declsOf = new Map<string, number[]>();
+    for (const idx of decl) for (const d of defs.get(idx)!) if (wanted.has(d)) { const l = declsOf.get(d); if (l) l.push(idx); else declsOf.set(d, [idx]); }
+    const targets = usings.filter((idx) => { const u = info[idx]!.using!; return u.ns === "" || opened.has(u.ns); });
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const idx of targets) {
+        if (!keep.has(idx)) continue;
+        const u = info[idx]!.using!;
+        const found = (declsOf.get(u.name) ?? []).some((c) => c < idx && keep.has(c) && stub.get(c) !== "drop" &&
+          (u.ns === "" ? pathOf[c]!.allInline : pathOf[c]!.names.includes(u.ns)));
+        if (!found) { keep.delete(idx); changed = true; }
+      }
+    }
+  }
+
   // output: a dropped declaration becomes as many newlines as it spanned, a host-only body ";" and
   // newlines; directive lines inside either (line markers) stay
   const out: string[] = [];
@@ -935,6 +1018,51 @@ function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefi
   out.push(text.slice(pos));
   const pruned = out.join("");
   return { text: pruned, decls: decl.length, kept: keep.size, lines: () => ({ before: nonBlankLines(text), after: nonBlankLines(pruned) }), ms: performance.now() - t0 };
+}
+
+/** `using [::]A::…::N::x;` (tokens v): N (`""` for `using ::x;`) and x; undefined for anything else (an operator, a directive, an alias). */
+function usingDeclaration(v: string[]): { ns: string; name: string } | undefined {
+  if (v[0] !== "using" || v[v.length - 1] !== ";" || v.length < 4) return undefined;
+  let a = 1;
+  if (v[a] === "::") a++;
+  const parts: string[] = [];
+  for (; a < v.length - 1; a += 2) {
+    if (!isName(v[a]!)) return undefined;
+    parts.push(v[a]!);
+    const sep = v[a + 1];
+    if (sep === ";") break;
+    if (sep !== "::") return undefined;
+  }
+  if (a !== v.length - 2 || (parts.length < 2 && v[1] !== "::")) return undefined;
+  return { ns: parts.length >= 2 ? parts[parts.length - 2]! : "", name: parts[parts.length - 1]! };
+}
+
+/**
+ * The namespace names around each item (one array per nesting, shared by the items inside it;
+ * `namespace a::b {` gives both names, extern "C" none) and whether each of those is inline,
+ * and the names of the namespaces the TU opens.
+ */
+function namespacePaths(t: Tokens, items: Item[]): { pathOf: { names: string[]; allInline: boolean }[]; opened: Set<string> } {
+  const root = { names: [] as string[], allInline: true };
+  const stack = [root];
+  const opened = new Set<string>();
+  const pathOf: { names: string[]; allInline: boolean }[] = new Array(items.length);
+  items.forEach((it, idx) => {
+    if (it.kind === "close") { if (stack.length > 1) stack.pop(); pathOf[idx] = stack[stack.length - 1]!; return; }
+    pathOf[idx] = stack[stack.length - 1]!;
+    if (it.kind !== "open") return;
+    const w = words(t, it.a, it.b);
+    const top = stack[stack.length - 1]!;
+    if (w[0] === "extern") { stack.push(top); return; }
+    const inline = w[0] === "inline";
+    const names: string[] = [];
+    for (let a = w.indexOf("namespace") + 1; a < w.length && w[a] !== "{"; a++) {
+      if (ATTRIBUTE_WORDS.has(w[a]!) || w[a] === "(" || w[a] === "[") break;
+      if (isName(w[a]!)) { names.push(w[a]!); opened.add(w[a]!); }
+    }
+    stack.push({ names: [...top.names, ...names], allInline: top.allInline && inline });
+  });
+  return { pathOf, opened };
 }
 
 /** Whether the declaration is a class template (partial or explicit) specialization: `template<…> struct X<…>`. */
