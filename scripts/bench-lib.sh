@@ -25,7 +25,7 @@ watch_save_to_verdict() {
   sleep 0.5 # the file watcher starts right after the first line
   # a CUDA watch then tries its pruned build (src/repro/fast-build.ts): the saves come after it says which builder it uses
   local t=$SECONDS
-  while ! grep -q "saves are rebuilt" "$log.stderr" 2>/dev/null && [ $((SECONDS - t)) -lt 30 ] && grep -q '"frontend": *"cuda"' "$cap/manifest.json" 2>/dev/null; do sleep 0.05; done
+  while ! grep -q "saves are rebuilt" "$log.stderr" 2>/dev/null && [ $((SECONDS - t)) -lt 30 ] && grep -q '"frontend": *"cuda"' "$cap/kerncap.json" 2>/dev/null; do sleep 0.05; done
   grep -h "saves are rebuilt" "$log.stderr" | sed 's/^/[bench] watch: /' >&2 || true
   # WATCH_SAVES saves (default 3), one at a time; the median of their save→verdict is reported
   local k times=()

@@ -274,6 +274,8 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
   let debouncer: SaveDebouncer | undefined;
   // the cycle in flight (awaited before cleanup: a build stops at the signal, a run is short)
   let busy: Promise<void> | undefined;
+  // the pruned build's check in flight (CUDA), and its stop
+  let check: { done: Promise<void>; abort: AbortController } | undefined;
   let failure: unknown;
   // what the idle reset after the previous run put back, reported in the next verdict line
   let idleReset: ResetLine | null = null;
@@ -319,17 +321,27 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
       log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       // one cycle at a time; saves during a cycle make one more cycle after it
       let queued: { files: string[]; savedAt: number } | undefined;
+      // the pruned build's check runs beside the cycles, never in their way: a save while it runs
+      // stops it (it would compare a build of the old text), and the next build.sh build is checked
+      const startCheck = (built: Built) => {
+        if (!fast || fast.tried || !built.ok || built.builder !== "build.sh" || stops.signal || failure !== undefined) return;
+        const prev = check?.done ?? Promise.resolve();
+        const abort = new AbortController();
+        const done = prev.then(() => (abort.signal.aborted ? undefined : tryFastBuild(dir, m, o, built, fast, abort.signal))).catch((e) => {
+          failure ??= e;
+          stopped();
+        });
+        check = { done, abort };
+      };
       const start = (files: string[], savedAt: number) => {
         if (busy) {
           queued = { files: [...new Set([...(queued?.files ?? []), ...files])], savedAt };
           return;
         }
+        check?.abort.abort();
         const buildAt = performance.now();
         const built = build(dir, m, o, fast);
-        void track(cycle("save", files, savedAt, built, buildAt).then(async () => {
-          // a watch that started on a source that did not build: the check runs after the first save that does
-          if (fast && !fast.tried && !stops.signal) await tryFastBuild(dir, m, o, await built, fast);
-        })).then(() => {
+        void track(cycle("save", files, savedAt, built, buildAt).then(async () => startCheck(await built))).then(() => {
           if (queued && !stops.signal && failure === undefined) {
             const q = queued;
             queued = undefined;
@@ -342,22 +354,13 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
         const rel = name === null ? null : String(name);
         if (isSourceSave(rel, ignore)) debouncer!.poke(rel!);
       });
-      // the pruned build is tried while the watch is up: a save meanwhile waits for it (one cycle after)
-      if (fast) {
-        const first = await firstBuild;
-        void track(tryFastBuild(dir, m, o, first, fast)).then(() => {
-          if (queued && !stops.signal && failure === undefined) {
-            const q = queued;
-            queued = undefined;
-            start(q.files, q.savedAt);
-          }
-        });
-      }
+      startCheck(await firstBuild);
       await stoppedP;
     }
     watcher?.close();
     debouncer?.cancel();
     await busy;
+    await check?.done;
     if (failure !== undefined && !(isKerncapError(failure) && failure.code === "E_INTERRUPTED")) throw failure;
     return exitCode(stops);
   } finally {
@@ -425,15 +428,17 @@ async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState
 }
 
 /**
- * After the first build (build.sh's): the pruned TU's device-only build, enabled for the saves
- * when it gives the kernel the same machine code as build.sh's module. Says which it is, with
- * both build times and the TU's size before and after pruning.
+ * After a build by build.sh (the first, or a save's until one check concludes): the pruned TU's
+ * device-only build of the same text, enabled for the saves when it gives the kernel the same
+ * machine code as build.sh's module. Says which it is, with both build times and the TU's size
+ * before and after pruning. `signal` (a save came meanwhile) stops it without a conclusion.
  */
-async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Built, fast: FastState): Promise<void> {
+async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Built, fast: FastState, signal: AbortSignal): Promise<void> {
   if (!first.ok || first.builder !== "build.sh" || fast.tried) return; // tried after the first save that builds
-  fast.tried = true;
   try {
-    const f = await fastBuild(dir, fast.work, { force: o.force }, fast.state);
+    const f = await fastBuild(dir, fast.work, { force: o.force, signal }, fast.state);
+    if (signal.aborted) return; // a save came: its build is checked instead
+    fast.tried = true;
     const differs = sameKernelCode(readFileSync(first.module), readFileSync(f.module), m.kernel.name);
     const lines = f.prune.lines();
     if (differs) {
@@ -444,6 +449,8 @@ async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Bu
     log.info(`saves are rebuilt from the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${first.seconds!.toFixed(2)} s; the kernel's machine code is the same)`);
   } catch (e) {
     if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e; // the watch is ending
+    if (signal.aborted) return; // stopped for a save: checked again after it
+    fast.tried = true;
     // an optimization only: whatever went wrong, build.sh goes on rebuilding
     log.info(`saves are rebuilt by build.sh (no pruned build: ${e instanceof Error ? e.message : String(e)})`);
   }

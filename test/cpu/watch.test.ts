@@ -321,6 +321,36 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
       p.kill("SIGKILL");
     }
   }, 180_000);
+  test("a save while the pruned build is being checked does not wait for it: build.sh builds it at once, the check is made again on that build", async () => {
+    const dir = await capture();
+    const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
+    const env = { ...process.env, NVCC: NVCC! };
+    const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
+    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const w = cudaWatch(dir, kernel, env);
+    const { p, lines, until } = w;
+    const original = readFileSync(header, "utf8");
+    try {
+      await until("first line", () => lines.length >= 1);
+      await Bun.sleep(300); // the file watcher is up; the check (about a second here) is still running
+      expect(w.err()).not.toContain("saves are rebuilt");
+      writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
+      await until("line 2", () => lines.length >= 2);
+      expect(lines[1]).toMatchObject({ event: "verdict", verdict: "mismatch", builder: "build.sh" });
+      // built by build.sh: the check was stopped (else the save would wait for it and be built from the pruned TU);
+      // the wait is the debounce and at most the check's synchronous pruning (the event loop's), not its compile
+      expect(lines[1].phases.waitSeconds).toBeLessThan(1);
+      await until("the pruned build's check", () => w.err().includes("saves are rebuilt"));
+      expect(w.err()).toContain("saves are rebuilt from the pruned TU");
+      writeFileSync(header, original);
+      await until("line 3", () => lines.length >= 3);
+      expect(lines[2]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" });
+      p.kill("SIGINT");
+      expect(await p.exited).toBe(130);
+    } finally {
+      p.kill("SIGKILL");
+    }
+  }, 180_000);
   test("a watch that starts on a source that does not build: the pruned build is checked after the first save that builds", async () => {
     const dir = await capture();
     const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
