@@ -24,6 +24,7 @@ import { runBuildCommand } from "./build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { log } from "../log.ts";
+import { isKerncapError } from "../errors.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
 export interface FastPlan {
@@ -274,7 +275,11 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
   const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
   full.catch(() => {});
-  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal);
+  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal).catch((e) => {
+    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+    state.lastMiss = `the incremental preprocessing failed: ${e instanceof Error ? e.message : String(e)}`; // a file it could not write …: the whole TU's output is compiled
+    return undefined;
+  });
   const pp = await full;
   const tFull = performance.now();
   if (pp.code !== 0) {

@@ -135,9 +135,9 @@ export type WatchEvent =
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
-      /** Where the overhead went (s): from the save to the build's start (debounce, a cycle in flight), the build's wall time as the watch saw it (slice refresh and checks included), the run (module load, launches, compare). */
-      phases?: { waitSeconds: number; buildWallSeconds: number; runSeconds: number };
       overheadSeconds: number;
+      /** Where the time went (s): from the save to the build's start (debounce, a cycle in flight), the build's wall time as the watch saw it (slice refresh and checks included), the run (module load, launches, compare). */
+      phases?: { waitSeconds: number; buildWallSeconds: number; runSeconds: number };
       /** What the previous runs wrote, put back before this run (null: nothing ran before). */
       reset: ResetLine | null;
     }
@@ -186,7 +186,6 @@ export function watchLine(e: WatchEvent): string {
     .join("\n");
   return `[${clock(e.at)}] ${head}${build}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.reopened ? "  (kernel fault: memory restored in a new context)" : ""}${where(e.files)}\n${body}${e.hint ? `\n  ${e.hint}` : ""}`;
 }
-
 
 /** The verdict event of a replay result. */
 export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
