@@ -342,13 +342,15 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   if (!base) return miss("no previous preprocessing");
   if (state.misses >= 3) return miss("off after 3 misses in a row");
   if (/ -P /.test(preprocess)) return miss("gcc -E -P writes no line markers");
-  const changed = [...sources].filter(([p, t]) => base.sources.get(p) !== t).map(([p]) => p);
   if ([...base.sources.keys()].some((p) => !sources.has(p))) return miss("a source was removed");
-  if (changed.length !== 1) return miss(`${changed.length} sources changed`);
-  const file = changed[0]!;
   let ip: ReturnType<typeof planIncremental>;
   try {
     base.parsed ??= parseBase(base.text);
+    // the changed sources that the TU read (a TU copy that kerncap's slice was remade from is not one)
+    const read = new Set(base.parsed.entries.map((e) => resolve(e.file)));
+    const changed = [...sources].filter(([p, t]) => base.sources.get(p) !== t && read.has(p)).map(([p]) => p);
+    if (changed.length !== 1) return miss(`${changed.length} sources of the TU changed`);
+    const file = changed[0]!;
     ip = planIncremental(base.parsed, file, base.sources.get(file)!, sources.get(file)!, (p) => sources.get(p) ?? readFileSync(p, "latin1"));
   } catch (e) {
     return miss(`the previous output cannot be read: ${e instanceof Error ? e.message : String(e)}`);

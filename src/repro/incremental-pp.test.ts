@@ -107,6 +107,11 @@ describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
     const r = incremental("renamed", "inc/nested.h", (s) => s.replace("f(d) + g(d)", "f(d) - g(d)"), "slice.cc");
     expect(r.differs).toBeNull();
   });
+  test("kerncap's slice remade after an edit of its TU: its first line (the TU's sha256) changes too, the cut is at the edit", () => {
+    const r = incremental("slice-edit", "slice.cc", (s) => s.replace("// kerncap slice of main.cc", "// kerncap slice of main.cc sha256=feed").replace("tail_fn(2)", "tail_fn(3)"), "slice.cc");
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBeGreaterThan(1);
+  });
   test("an edit inside a group whose branch left nothing in the output: the cut moves before its #ifdef", () => {
     const r = incremental("untaken", "inc/kernel.h", (s) => s.replace("int unused_h(void);", "int unused_h(int);"));
     expect(r.differs).toBeNull();

@@ -222,15 +222,32 @@ export interface IncrementalPlan {
  */
 export function realIncludeLine(text: string, presumed: number): number | null {
   const lines = text.split("\n");
-  let p = 1;
+  const pres = presumedLines(text);
   let found: number | null = null;
-  for (let r = 1; r <= lines.length; r++, p++) {
-    const l = lines[r - 1]!;
-    if (p === presumed && /^\s*#\s*include/.test(l)) found = r;
-    const m = /^\s*#\s*(?:line\s+)?(\d+)(?:\s|$)/.exec(l);
-    if (m) p = Number(m[1]) - 1;
-  }
+  for (let r = 1; r <= lines.length; r++) if (pres.line[r] === presumed && /^\s*#\s*include/.test(lines[r - 1]!)) found = r;
   return found;
+}
+
+/**
+ * The presumed line number and name of each real line of a source (index = real line, 1-based):
+ * a `#line N "name"` (or `# N "name"`) makes the next line N of "name" (null: the name it was
+ * entered by); `lastLineDirective(r)`: the last such directive's real line before r (0: none).
+ */
+export function presumedLines(text: string): { line: number[]; name: (string | null)[]; lastLineDirective: (r: number) => number } {
+  const lines = text.split("\n");
+  const line: number[] = [0], name: (string | null)[] = [null], directives: number[] = [];
+  let p = 1, n: string | null = null;
+  for (let r = 1; r <= lines.length + 1; r++) {
+    line.push(p);
+    name.push(n);
+    const m = /^\s*#\s*(?:line\s+)?(\d+)(?:\s+"((?:[^"\\]|\\.)*)")?/.exec(lines[r - 1] ?? "");
+    if (m) {
+      p = Number(m[1]);
+      if (m[2] !== undefined) n = m[2];
+      directives.push(r);
+    } else p++;
+  }
+  return { line, name, lastLineDirective: (r) => directives.filter((d) => d < r).pop() ?? 0 };
 }
 
 /** The sentinel after the macro table in the synthetic primary: the output's part after it is kept. */
@@ -248,22 +265,26 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
   const fe = base.entries.filter((e) => resolve(e.file) === file);
   if (fe.length !== 1) return { reason: fe.length ? `${file} is included ${fe.length} times` : `${file} is not in the TU` };
   const F = fe[0]!;
-  // the first changed line (1-based)
+  // the first changed line (1-based); a `//` comment line changed for another leaves the output as
+  // it was (kerncap's slice: its first line holds its TU's sha256, which every edit of the TU changes)
   const a = oldText.split("\n"), b = newText.split("\n");
+  const commentOnly = (l: string) => /^\s*\/\//.test(l) && !/\\\s*$/.test(l);
   let L = 1;
-  while (L <= a.length && L <= b.length && a[L - 1] === b[L - 1]) L++;
+  while (L <= a.length && L <= b.length && (a[L - 1] === b[L - 1] || (commentOnly(a[L - 1]!) && commentOnly(b[L - 1]!) && !/\\\s*$/.test(b[L - 2] ?? "")))) L++;
   if (L > a.length && L > b.length) L = b.length + 1; // unchanged: the cut at its end
   const states = scanLines(newText, L);
   if (!states) return { reason: "a raw string literal" };
   const fIndex = base.entries.indexOf(F);
-  // F's lines in the previous output that hold something (proof that their conditional group was taken)
+  // gcc's markers number F's lines as presumed (a #line renumbers and renames what follows it: kerncap's slice)
+  const pres = presumedLines(newText);
+  // F's lines in the previous output that hold something (proof that their conditional group was taken), presumed numbering
   const held: number[] = [];
   for (let i = F.at + 1; i < F.ret; i++) if (base.entryOf[i] === fIndex && base.lines[i]!.trim() && !parseMarker(base.lines[i]!)) held.push(base.lineNo[i]!);
-  const taken = (from: number, to: number) => held.some((t) => t > from && t < to);
+  const taken = (from: number, to: number) => from > pres.lastLineDirective(to) && held.some((t) => t > pres.line[from]! && t < pres.line[to]!);
   let c = Math.min(L, states.length);
   for (; c > 1; c--) {
     const s = states[c - 1]!;
-    if (s.clean && s.open.every((g) => taken(g.branchLine, c))) break;
+    if (s.clean && c > pres.lastLineDirective(c) && s.open.every((g) => taken(g.branchLine, c))) break;
   }
   const open = states[c - 1]!.open.length;
   // where the base is cut: the first line at or after F's line c (from its first line: at its entry, which the synthetic TU makes again)
@@ -273,9 +294,9 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
     if (ei === fIndex) {
       const mk = parseMarker(base.lines[i]!);
       if (mk?.flags.includes(2)) continue; // back in F from a child: its line is the one after the #include
-      if (base.lineNo[i]! >= c && !(mk && mk.line < c)) { cut = i; break; }
+      if (base.lineNo[i]! >= pres.line[c]! && !(mk && mk.line < pres.line[c]!)) { cut = i; break; }
     } else if (ei >= 0 && base.entries[ei]!.parent === F && base.entries[ei]!.at === i) {
-      if (base.entries[ei]!.includeLine >= c) { cut = i; break; }
+      if (base.entries[ei]!.includeLine >= pres.line[c]!) { cut = i; break; }
     }
   }
   // the synthetic files, innermost first
@@ -286,7 +307,7 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
   const tail = (text: string, from: number) => text.split("\n").slice(from - 1).join("\n");
   const ifs = (n: number) => "#if 1\n".repeat(n);
   // from its first line: F itself (its own #pragma once, for a header that includes it back), else its tail
-  let body: string | null = c === 1 ? null : `${ifs(open)}#line ${c} "${F.file}"\n${tail(newText, c)}`;
+  let body: string | null = c === 1 ? null : `${ifs(open)}#line ${pres.line[c]} "${pres.name[c] ?? F.file}"\n${tail(newText, c)}`;
   let child = F;
   for (let e = F.parent; e; child = e, e = e.parent) {
     let text: string;
