@@ -88,7 +88,7 @@ export function checkLibcuda(): Check & { loaded?: string } {
     id: "libcuda",
     status: "fail",
     detail: `not found; tried ${describeLibcudaSearch(tried)}`,
-    fix: "Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; inspect, pack, unpack and schema work without it.",
+    fix: "Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; inspect, pack, unpack and schema work without it, and validate still rebuilds the edited source.",
   };
 }
 

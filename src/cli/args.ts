@@ -121,8 +121,14 @@ let dataFd: number | undefined;
 
 /** Write to the data channel: stdout, or the copy of it that keepStdoutForData() set aside. */
 function writeData(text: string): void {
-  if (dataFd === undefined) process.stdout.write(text);
-  else writeSync(dataFd, text);
+  if (dataFd === undefined) return void process.stdout.write(text);
+  try {
+    writeSync(dataFd, text);
+  } catch (e) {
+    // the reader went away (`kerncap replay DIR --json | true`): exit as a piped tool does, as process.stdout's EPIPE does (src/cli/main.ts)
+    if ((e as NodeJS.ErrnoException).code === "EPIPE") process.exit(141);
+    throw e;
+  }
 }
 
 /**

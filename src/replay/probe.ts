@@ -31,6 +31,6 @@ export function probeGpu(): number {
   }
   if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
   throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: "kerncap run, list, replay and validate need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere.",
+    hint: "kerncap run, list, replay and validate need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere, and validate still rebuilds the edited source (a build error is reported first).",
   });
 }

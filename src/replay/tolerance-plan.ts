@@ -67,7 +67,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
     else if (v === "changed") m.regions.forEach((r, i) => r.changed && out.add(i));
     else if (/^\d+$/.test(v)) {
       const i = Number(v);
-      if (i >= m.regions.length) throw bad(`the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})`);
+      if (i >= m.regions.length) throw bad(m.regions.length ? `the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})` : "the capture has no regions");
       out.add(i);
     } else if (/^0x[0-9a-f]+$/i.test(v)) {
       const i = holding(BigInt(v));

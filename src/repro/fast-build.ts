@@ -67,6 +67,7 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
       if (!a[2]!.includes('"')) env.push(`${a[1]}='${a[2]!.trim().replace(/'/g, "'\\''")}'`);
     } else if (l) cmds.push(l);
   }
+  if (!cmds.length) return { reason: "build.sh's nvcc printed no steps under --dryrun (build.sh does not pass EXTRA_FLAGS to nvcc?)" };
   if (cmds.length !== 3) return { reason: `nvcc runs ${cmds.length} steps, not gcc -E, cicc, ptxas (${cmds.map((c) => shellWords(c)[0]?.split("/").pop()).join(", ")})` };
   const [pp, cicc, ptxas] = cmds as [string, string, string];
   const ppw = shellWords(pp), cw = shellWords(cicc), pw = shellWords(ptxas);

@@ -754,6 +754,19 @@ test.skipIf(!NVCC_HERE || GPU_HERE)("validate without a GPU: a rebuild that succ
   const p = Bun.spawnSync([process.execPath, main, "validate", dir], { cwd: root, stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
   const err = p.stderr.toString();
   expect(p.exitCode, err).toBe(2);
-  expect(err).toMatch(/the rebuild succeeded \(.*build\/kernel\.cubin, [0-9.]+ s\); the replay needs a GPU/);
+  expect(err).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin, [0-9.]+ s; the replay needs a GPU/);
   expect(err).toContain("no NVIDIA driver");
+  // --json: the document says it (a script learns that the edit compiles)
+  const j = Bun.spawnSync([process.execPath, main, "validate", dir, "--json"], { cwd: root, stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
+  expect(j.exitCode).toBe(2);
+  const doc = JSON.parse(j.stdout.toString());
+  expect(doc.error.code).toBe("E_NO_GPU");
+  expect(doc.error.message).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin/);
 }, 60_000);
+
+// found by a trial: `replay --json … | true` crashed on EPIPE from the set-aside data fd and exited 1 (a MISMATCH's code)
+test("replay --json with its reader gone exits 141, as a piped tool does", () => {
+  const main = join(import.meta.dir, "../../src/cli/main.ts");
+  const p = Bun.spawnSync(["bash", "-c", `"${process.execPath}" "${main}" replay --json "${join(tempDir(), "missing")}" 2>/dev/null | true; echo "\${PIPESTATUS[0]}"`], { stdout: "pipe" });
+  expect(p.stdout.toString().trim()).toBe("141");
+});

@@ -77,7 +77,10 @@ export default defineCommand({
       } catch (e) {
         const b = await built; // a build error is the one to report (the replay may have failed only for lack of a module)
         // no GPU here: the edit still compiled, which is worth saying before the replay's error
-        if (isKerncapError(e) && e.code === "E_NO_GPU") log.info(`the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s); the replay needs a GPU`);
+        if (isKerncapError(e) && e.code === "E_NO_GPU") {
+          // the document (--json) says it too: a script learns that the edit compiles
+          throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, { hint: e.hint, exitCode: e.exitCode });
+        }
         throw e;
       }
       const b = await built;
