@@ -289,13 +289,19 @@ function cudaWatch(dir: string, kernel: string, env: Record<string, string | und
   return { p, lines, until, err: () => err };
 }
 
+/** A capture with the heavy CUDA reproducer (src/repro/heavy-fixture.ts) and its first build by build.sh as DIR/first.cubin (what the watch child compares with). */
+async function heavyCapture() {
+  const dir = await capture();
+  const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
+  const env = { ...process.env, NVCC: NVCC! };
+  const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
+  expect(b.exitCode, b.stderr.toString()).toBe(0);
+  return { dir, kernel, header, env };
+}
+
 describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-cuda-child.ts, no GPU)", () => {
   test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH", async () => {
-    const dir = await capture();
-    const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
-    const env = { ...process.env, NVCC: NVCC! };
-    const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
-    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const { dir, kernel, header, env } = await heavyCapture();
     const w = cudaWatch(dir, kernel, { ...env, KERNCAP_VERBOSE: "1" });
     const { p, lines, until } = w;
     const original = readFileSync(header, "utf8");
@@ -322,11 +328,7 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
     }
   }, 180_000);
   test("a save while the pruned build is being checked does not wait for it: build.sh builds it at once, the check is made again on that build", async () => {
-    const dir = await capture();
-    const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
-    const env = { ...process.env, NVCC: NVCC! };
-    const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
-    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const { dir, kernel, header, env } = await heavyCapture();
     const w = cudaWatch(dir, kernel, env);
     const { p, lines, until } = w;
     const original = readFileSync(header, "utf8");
@@ -352,11 +354,7 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
     }
   }, 180_000);
   test("a watch that starts on a source that does not build: the pruned build is checked after the first save that builds", async () => {
-    const dir = await capture();
-    const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
-    const env = { ...process.env, NVCC: NVCC! };
-    const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
-    expect(b.exitCode, b.stderr.toString()).toBe(0);
+    const { dir, kernel, header, env } = await heavyCapture();
     const original = readFileSync(header, "utf8");
     writeFileSync(header, original.replace("int i =", "int i = undeclared_name +"));
     const w = cudaWatch(dir, kernel, env);
