@@ -195,9 +195,7 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
     const work = join(WORK, "heavy-fast");
     const state = new FastBuildState();
     const pruner = state.pruner;
-    const saved = process.env.NVCC;
-    process.env.NVCC = NVCC!;
-    try {
+    await withEnv({ NVCC: NVCC! }, async () => {
       const f = await fastBuild(out, work, { force: false }, state);
       const first = new Uint8Array(readFileSync(f.module));
       expect(sameKernelCode(full(), first, kernel)).toBeNull();
@@ -216,10 +214,7 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       // an edit that does not compile: the fast build says so (the watch then runs build.sh, which reports it)
       writeFileSync(hdr, readFileSync(hdr, "utf8").replace("int i =", "int i = undeclared_name +"));
       await expect(fastBuild(out, work, { force: false }, state)).rejects.toBeInstanceOf(FastBuildUnavailable);
-    } finally {
-      if (saved === undefined) delete process.env.NVCC;
-      else process.env.NVCC = saved;
-    }
+    });
   }, 180_000);
 });
 
@@ -228,12 +223,9 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
     const out = join(WORK, "validate-capture");
     const { kernel, header } = makeHeavyReproducer(WORK, out);
     const m = { kernel: { name: kernel, frontend: "cuda" } } as unknown as Manifest;
-    const saved = { NVCC: process.env.NVCC, EXTRA_FLAGS: process.env.EXTRA_FLAGS };
-    process.env.NVCC = NVCC!;
-    delete process.env.EXTRA_FLAGS;
     const o = { quiet: true, force: false, fullBuild: false, race: false }; // race: false: build.sh after the pruned build, so that which builds first is not a matter of load
     const code = (f: string) => new Uint8Array(readFileSync(f));
-    try {
+    await withEnv({ NVCC: NVCC!, EXTRA_FLAGS: undefined }, async () => {
       const first = await buildForValidate(out, m, o);
       expect(first.builder).toBe("build.sh");
       expect(first.module).toBe(join(out, "build", "kernel.cubin"));
@@ -276,14 +268,26 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
       const f = join(out, PRUNED_DIR, "check.json");
       writeFileSync(f, JSON.stringify({ ...readPrunedCheck(out)!, same: false, reason: "test" }));
       expect((await buildForValidate(out, m, o)).builder).toBe("build.sh");
-    } finally {
-      for (const [k, val] of Object.entries(saved)) {
-        if (val === undefined) delete process.env[k];
-        else process.env[k] = val;
-      }
-    }
+    });
   }, 240_000);
 });
+
+/** Run fn with these environment variables set (undefined: unset), then put them back as they were. */
+async function withEnv(vars: Record<string, string | undefined>, fn: () => Promise<void>): Promise<void> {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  const set = (v: Record<string, string | undefined>) => {
+    for (const [k, val] of Object.entries(v)) {
+      if (val === undefined) delete process.env[k];
+      else process.env[k] = val;
+    }
+  };
+  set(vars);
+  try {
+    await fn();
+  } finally {
+    set(saved);
+  }
+}
 
 /** A reproducer's build.sh for DIR/k.cu (nvcc -cubin sm_90 with `flags`; EXTRA_FLAGS appended), printing the cubin's path last. */
 function writeBuildSh(dir: string, flags: string): void {
@@ -561,9 +565,7 @@ describe.skipIf(!NVCC)("the pruned build of a kernel whose header defines other 
     ].join("\n"));
     writeFileSync(join(dir, "k.cu"), ['#include "h.cuh"', "static void* kerncap_odr_use = (void*)&kern;", ""].join("\n"));
     writeBuildSh(dir, "-O3");
-    const saved = process.env.NVCC;
-    process.env.NVCC = NVCC!;
-    try {
+    await withEnv({ NVCC: NVCC! }, async () => {
       const build = (out: string, extra: string) => {
         const p = Bun.spawnSync(["bash", join(dir, "build.sh"), out], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC!, EXTRA_FLAGS: extra } });
         expect(p.exitCode, p.stderr.toString()).toBe(0);
@@ -578,10 +580,7 @@ describe.skipIf(!NVCC)("the pruned build of a kernel whose header defines other 
       expect(cubinKernels(full).sort()).toEqual(["_Z11last_kernelPf", "_Z12first_kernelPi", kern]);
       expect(sameKernelCode(full, pruned, kern)).toBeNull();
       for (const k of cubinKernels(full)) expect(sameKernelCode(full, pruned, k)).toBeNull();
-    } finally {
-      if (saved === undefined) delete process.env.NVCC;
-      else process.env.NVCC = saved;
-    }
+    });
   }, 120_000);
 });
 
@@ -623,9 +622,7 @@ describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_gr
       "",
     ].join("\n"));
     writeBuildSh(dir, "-O3 -std=c++17 -extended-lambda");
-    const saved = process.env.NVCC;
-    process.env.NVCC = NVCC!;
-    try {
+    await withEnv({ NVCC: NVCC! }, async () => {
       const p = Bun.spawnSync(["bash", join(dir, "build.sh")], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC! } });
       expect(p.exitCode, p.stderr.toString()).toBe(0);
       const full = new Uint8Array(readFileSync(join(dir, "build", "kernel.cubin")));
@@ -635,9 +632,6 @@ describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_gr
       expect(kernels).toHaveLength(3);
       for (const k of kernels) expect(sameKernelCode(full, pruned, k)).toBeNull();
       expect(f.prune.lines().after * 2).toBeLessThan(f.prune.lines().before);
-    } finally {
-      if (saved === undefined) delete process.env.NVCC;
-      else process.env.NVCC = saved;
-    }
+    });
   }, 180_000);
 });
