@@ -212,28 +212,25 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
 const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) => runBuildCommand(["bash", "-c", script], cwd, env, signal);
 
 /** The texts of the reproducer's sources under `src` (absolute path → text; dot entries and files over 8 MiB left out). */
-function readSources(src: string): Map<string, string> {
+function readSources(srcArg: string): Map<string, string> {
+  const src = resolve(srcArg);
   const out = new Map<string, string>();
-  const walk = (d: string) => {
-    let names: string[];
+  let names: string[];
+  try {
+    names = readdirSync(src, { recursive: true, encoding: "utf8" });
+  } catch {
+    return out;
+  }
+  for (const rel of names) {
+    if (rel.split("/").some((part) => part.startsWith("."))) continue;
+    const p = join(src, rel);
     try {
-      names = readdirSync(d);
+      const st = statSync(p);
+      if (st.isFile() && st.size <= 8 << 20) out.set(p, readFileSync(p, "latin1"));
     } catch {
-      return;
+      // gone meanwhile: the next save says so
     }
-    for (const n of names) {
-      if (n.startsWith(".")) continue;
-      const p = join(d, n);
-      try {
-        const st = statSync(p);
-        if (st.isDirectory()) walk(p);
-        else if (st.isFile() && st.size <= 8 << 20) out.set(p, readFileSync(p, "latin1"));
-      } catch {
-        // gone meanwhile: the next save says so
-      }
-    }
-  };
-  walk(resolve(src));
+  }
   return out;
 }
 
