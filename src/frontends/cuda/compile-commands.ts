@@ -189,7 +189,7 @@ export function readCompileCommands(path: string, o: { logDir?: string } = {}): 
     if (!ninja) throw new KerncapError("E_COMPILE_COMMANDS", `${db.dir} is a Ninja build folder without a compile_commands.json, and ninja is not on PATH to list its commands`, { hint: `Write it: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${db.dir} (or put ninja on PATH).` });
     const p = Bun.spawnSync([ninja, "-C", db.dir, "-t", "compdb"], { stdout: "pipe", stderr: "pipe" });
     if (p.exitCode !== 0) throw new KerncapError("E_COMPILE_COMMANDS", `ninja -C ${db.dir} -t compdb failed: ${p.stderr.toString().trim().slice(-2000)}`, { hint: `Write the database instead: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${db.dir}` });
-    return fromJson(p.stdout.toString(), join(db.dir, "build.ninja"), db.dir);
+    return fromJson(p.stdout.toString(), `${db.dir} (ninja -t compdb)`, db.dir);
   }
   let text: string;
   try {

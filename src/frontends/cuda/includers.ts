@@ -58,6 +58,12 @@ async function eachLimited<T, R>(items: T[], jobs: number, fn: (t: T) => Promise
   return out;
 }
 
+/** The first line of a compiler's message that says error (else its last line), at most 300 characters. */
+function firstError(stderr: string): string {
+  const lines = stderr.trim().split("\n");
+  return (lines.find((l) => /\berror\b/i.test(l)) ?? lines[lines.length - 1] ?? "").trim().slice(0, 300) || "(no message)";
+}
+
 type RunResult = { ok: true; stdout: string } | { ok: false; error: string };
 const runs = new Map<string, Promise<RunResult>>();
 
@@ -72,7 +78,7 @@ function runCached(key: string, argv: string[], cwd: string, outFile?: string): 
         const full = tmp ? [...argv, "-o", join(tmp, outFile!)] : argv;
         const p = Bun.spawn(full, { cwd, stdout: "pipe", stderr: "pipe", timeout: COMPILER_TIMEOUT_MS });
         const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-        if (code !== 0) return { ok: false, error: `exit ${code}: ${stderr.trim().split("\n").slice(-3).join(" / ") || "(no message)"}` };
+        if (code !== 0) return { ok: false, error: `exit ${code}: ${firstError(stderr)}` };
         return { ok: true, stdout: tmp ? readFileSync(join(tmp, outFile!), "utf8") : stdout };
       } catch (e) {
         return { ok: false, error: (e as Error).message };
@@ -169,7 +175,7 @@ export function instantiationPattern(names: KernelNameParts): RegExp | undefined
   if (names.templateArgs === undefined) return undefined;
   const args = splitTopLevel(names.templateArgs).map((a) => a.replace(/\s+/g, ""));
   const body = args.map((a) => `\\s*${escapeRe(a).replace(/^(\d+)$/, "$1[uUlL]*")}\\s*`).join(",");
-  return new RegExp(`\\w*\\b${escapeRe(names.base)}\\s*<${body}>`);
+  return new RegExp(`\\b\\w*${escapeRe(names.base)}\\s*<${body}>`);
 }
 
 function splitTopLevel(s: string): string[] {
@@ -215,7 +221,7 @@ export async function instantiatingTu(includers: CompileCommand[], names: Kernel
   const text = new Map(includers.map((c) => [c, readFileSync(c.file, "utf8")]));
   const spelled = includers.filter((c) => pattern.test(text.get(c)!));
   if (spelled.length === 1) return { tu: spelled[0]!, others: rest(spelled[0]!), reason: `it spells ${names.base}<${names.templateArgs}> (the others include the template but do not)`, certain: true };
-  const nameRe = new RegExp(`\\b${escapeRe(names.base)}\\b`);
+  const nameRe = new RegExp(`\\b\\w*${escapeRe(names.base)}\\b`); // the template, or a launcher template named after it
   const naming = [...spelled, ...includers.filter((c) => !spelled.includes(c) && nameRe.test(text.get(c)!))];
   if (t && naming.length) {
     const checked = naming.slice(0, MAX_PTX_CHECKS);
