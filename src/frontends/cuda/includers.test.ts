@@ -73,9 +73,10 @@ describe.skipIf(!NVCC || !CMAKE)("a CMake project whose kernel template is reach
     expect(loc.tu).toBe(join(APP, "src/gemm_128.cu"));
     expect(loc.tuCertain).toBe(true);
     expect(loc.tuReason).toContain(`has the captured entry ${K128.kernel}`);
-    expect(loc.otherCandidates.sort()).toEqual(["gemm_64.cu", "reduce.cu", "scale.cu", "softmax.cu"].map((f) => join(APP, "src", f)));
+    expect(loc.otherCandidates.sort()).toEqual(["gemm_64.cu", "gemm_sweep.cu", "reduce.cu", "scale.cu", "softmax.cu"].map((f) => join(APP, "src", f)));
     expect(loc.compileCommand?.responseFiles).toEqual([join(MK, "CMakeFiles/umbrella_kernels.dir/includes_CUDA.rsp")]);
-    expect(loc.looked).toContain("  5 of 6 TUs reach " + DEF + " through their #include lines");
+    expect(loc.looked).toContain("  6 of 7 TUs reach " + DEF + " through their #include lines");
+    expect(loc.tuReason).toContain("2 of the 3 TUs that name sgemm_tiled compiled"); // the smallest first (gemm_64.cu, gemm_128.cu): not the sweep TU
     const r = await reproducerKernels(loc, K128, join(WORK, "cap-make"));
     expect(r.kernels).toContain(K128.kernel);
     expect(r.script).toContain('-I"$here/src"/include'); // the response file's folder, pointed into the copy
@@ -114,9 +115,10 @@ describe.skipIf(!NVCC || !CMAKE)("a CMake project whose kernel template is reach
   test("a source root without a compile database: the default flags miss the build's define, the #include chain still says which TUs, the choice is called a guess", async () => {
     const loc = await locateKernelSource({ ...K128, arch: "sm_90", sourceRoot: APP });
     expect(loc.method).toBe("source-root");
-    expect(loc.tu).toBe(join(APP, "src/gemm_128.cu")); // the only includer that names sgemm_tiled
+    expect(["gemm_64.cu", "gemm_128.cu", "gemm_sweep.cu"].map((f) => join(APP, "src", f))).toContain(loc.tu); // the includers that name sgemm_tiled
+    expect(loc.otherCandidates).toHaveLength(5);
     expect(loc.tuCertain).toBe(false);
-    expect(loc.tuReason).toContain("it names sgemm_tiled");
+    expect(loc.tuReason).toContain("it names sgemm_tiled (3 of 6 includers do; none's PTX had the captured entry)");
     expect(loc.compileCommand).toBeUndefined();
     expect(loc.looked.join("\n")).toContain("UMB_ACC_TYPE is set by the build");
     expect(loc.looked.join("\n")).toContain("kept by their #include lines alone");

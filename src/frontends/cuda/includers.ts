@@ -10,14 +10,15 @@
  *    through a macro) every TU is, up to MAX_LISTINGS.
  * 2. instantiation (a template kernel included by several TUs): a TU whose own text spells the
  *    captured instantiation (`k<128, 128, 8>`, or a launcher `launch_k<128, 128, 8>`) when exactly
- *    one does; otherwise the TUs that name the template are compiled to PTX (`nvcc -ptx`, the
- *    front end and NVVM without ptxas: 0.4 s for a small TU on 2 cores) and the one whose PTX has
- *    the captured `.entry` (the mangled name) is it. Only TUs that name the template are compiled
+ *    one does; otherwise the TUs that name the template are compiled to PTX one at a time, the
+ *    spelled and then the smallest first (`nvcc -ptx`, the front end and NVVM without ptxas: 0.4 s
+ *    for a small TU on 2 cores, 2 s for one with 32 instantiations), until one's PTX has the
+ *    captured `.entry` (the mangled name). Only TUs that name the template are compiled
  *    (ggml's explicit-instantiation files spell it through a macro: compiling each of those would
  *    take minutes); without a confirmed one the choice falls back to the TUs that name it, then
  *    to the smallest TU (reported as a guess, with the others).
  *
- * Compiler runs go in parallel (at most LISTING_JOBS at once) and are cached for the process by
+ * The listings run in parallel (at most LISTING_JOBS at once); compiler runs are cached for the process by
  * a hash of (what is asked, folder, argv): a second capture of the same run reuses them.
  */
 import { availableParallelism, tmpdir } from "node:os";
@@ -222,13 +223,14 @@ export async function instantiatingTu(includers: CompileCommand[], names: Kernel
   const spelled = includers.filter((c) => pattern.test(text.get(c)!));
   if (spelled.length === 1) return { tu: spelled[0]!, others: rest(spelled[0]!), reason: `it spells ${names.base}<${names.templateArgs}> (the others include the template but do not)`, certain: true };
   const nameRe = new RegExp(`\\b\\w*${escapeRe(names.base)}\\b`); // the template, or a launcher template named after it
-  const naming = [...spelled, ...includers.filter((c) => !spelled.includes(c) && nameRe.test(text.get(c)!))];
+  // the spelled ones first, then the smallest: the first PTX with the entry ends the checks, and a TU is a whole front-end compile
+  const naming = [...spelled, ...smallest(includers.filter((c) => !spelled.includes(c) && nameRe.test(text.get(c)!)))];
   if (t && naming.length) {
     const checked = naming.slice(0, MAX_PTX_CHECKS);
     const entry = new RegExp(`\\.entry\\s+${escapeRe(kernel)}\\s*\\(`);
     const res = await eachLimited(
       checked,
-      LISTING_JOBS,
+      1,
       async (c) => {
         const r = await runCached("ptx", [t.nvcc, "-ptx", "-x", "cu", `-arch=${t.arch}`, ...flagArgv(cudaFlagsFromCommand(c.argv, c.directory, c.file)), c.file], c.directory, "tu.ptx");
         return r.ok && entry.test(r.stdout);
@@ -236,7 +238,8 @@ export async function instantiatingTu(includers: CompileCommand[], names: Kernel
       (hit) => hit,
     );
     const hit = checked.find((_, i) => res[i]);
-    if (hit) return { tu: hit, others: rest(hit), reason: `its PTX (nvcc -ptx with its flags) has the captured entry ${kernel}; ${checked.length} TU${checked.length === 1 ? "" : "s"} that name ${names.base} compiled`, certain: true };
+    const compiled = res.filter((r) => r !== undefined).length;
+    if (hit) return { tu: hit, others: rest(hit), reason: `its PTX (nvcc -ptx with its flags) has the captured entry ${kernel}; ${compiled} of the ${naming.length} TUs that name ${names.base} compiled`, certain: true };
   }
   const guess = naming.length ? naming[0]! : smallest(includers)[0]!;
   return {

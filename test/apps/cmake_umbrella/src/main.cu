@@ -1,5 +1,6 @@
 // Test app of issue 25 (CMakeLists.txt says why): runs the library's kernels on a 512×512 problem
-// `rounds` times (default 2) and prints a checksum of the results.
+// `rounds` times (default 2), and shape `sweep` of the GEMM sweep once when given, and prints a
+// checksum of the results.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -7,7 +8,11 @@
 #include "launch.h"
 
 int main(int argc, char** argv) {
-  const int n = 512, rounds = argc > 1 ? atoi(argv[1]) : 2;
+  const int n = 512, rounds = argc > 1 ? atoi(argv[1]) : 2, sweep = argc > 2 ? atoi(argv[2]) : -1;
+  if (sweep >= umb_gemm_sweep_count()) {
+    fprintf(stderr, "sweep shape %d: there are %d (0..%d)\n", sweep, umb_gemm_sweep_count(), umb_gemm_sweep_count() - 1);
+    return 2;
+  }
   const size_t bytes = (size_t)n * n * sizeof(float);
   std::vector<float> h(n * n);
   for (int i = 0; i < n * n; i++) h[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
@@ -30,6 +35,7 @@ int main(int argc, char** argv) {
     umb_scale(scaled, soft, 2.0f, n * n);
     umb_row_sum(scaled, sums, n, n);
   }
+  if (sweep >= 0) umb_gemm_sweep(sweep, n, n, n, 1.0f, a, b, 0.0f, soft);
   cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     fprintf(stderr, "CUDA error: %s\n", cudaGetErrorString(err));
