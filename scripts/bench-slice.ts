@@ -13,7 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cubinKernels } from "../src/codeobj/cubin.ts";
 import { pickCubin } from "../src/codeobj/fatbin.ts";
-import { findNvcc, renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
+import { renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
+import { findNvcc } from "../src/frontends/cuda/compile-commands.ts";
 import { locateKernelSource } from "../src/repro/locate.ts";
 
 const N = Number(process.argv[2] ?? 48);
@@ -89,7 +90,7 @@ const timeBuild = (dir: string): { s: number; kernels: number } => {
 for (const i of [0, Math.floor(N / 2), N - 1]) {
   const name = `_Z${`k${i}`.length}k${i}PfPKfif`;
   const demangled = `k${i}(float*, float const*, int, float)`;
-  const loc = locateKernelSource({ kernel: name, demangled, module, arch: "sm_90" });
+  const loc = await locateKernelSource({ kernel: name, demangled, module, arch: "sm_90" });
   const res: Record<string, { s: number; kernels: number }> = {};
   for (const slice of [true, false]) {
     const dir = join(work, `k${i}-${slice ? "slice" : "whole"}`);

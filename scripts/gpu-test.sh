@@ -11,7 +11,7 @@
 #     /tmp/kerncap-gpu-out). It does not check for a GPU itself: run it on the GPU node.
 # Usage: scripts/gpu-test.sh [test-name-filter]
 #   SUITES="test/gpu/a.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
-#   SKIP_BENCH=1 (every benchmark), SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
+#   SKIP_BENCH=1 (every benchmark), SKIP_CMAKE_BENCH=1, SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
 #   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share (the suites of
 #   step 3 get BUDGET_S - 120 s; a device call's own limit, 600 s, still ends the call).
@@ -43,7 +43,7 @@ fi
 filter="${1:-}"
 t() { local lim=$1; shift; BUN_BE_BUN=1 timeout "$lim" dist/kerncap test --timeout 150000 ${filter:+-t "$filter"} "$@" 2>&1 | tee -a "$OUT/gpu-tests.log"; return "${PIPESTATUS[0]}"; }
 suites=()
-for s in ${SUITES-capture-replay session triton processes scale verdicts graphs share watch multi}; do
+for s in ${SUITES-capture-replay session triton processes scale verdicts graphs share watch multi cmake}; do
   case "$s" in *.ts) suites+=("$s") ;; *) suites+=("test/gpu/$s.test.ts") ;; esac
 done
 rc=0
@@ -66,6 +66,8 @@ if [ -n "${ggml_pid:-}" ]; then
 fi
 [ -n "${SKIP_REPRO:-}" ] || t $(( $(left) > 60 ? $(left) - 40 : 20 )) test/gpu/cuda-repro.test.ts || rc=1
 nobench || [ "$(left)" -le 30 ] || timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop.sh 2>&1 | tee -a "$OUT/bench.log"
+# the CMake project of issue 25 (test/apps/cmake_umbrella, built by the cmake suite of step 3 when it ran)
+nobench || [ -n "${SKIP_CMAKE_BENCH:-}" ] || [ "$(left)" -le 30 ] || timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop-cmake.sh 2>&1 | tee -a "$OUT/bench.log"
 # what each nvcc phase of the reproducers' rebuilds costs (issue 14: what dominates --watch)
 if ! nobench; then
   for c in "${TMPDIR:-/tmp}/kerncap-ggml/bench-capture" "${TMPDIR:-/tmp}/kerncap-llmc/bench-capture"; do

@@ -34,6 +34,7 @@ import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp, 
 import { shellQuote } from "../shell-quote.ts";
 import { watchProgress } from "./progress.ts";
 import { captureEnrichment, captureEnv, type CaptureContext } from "../frontends/index.ts";
+import { compileDatabase } from "../frontends/cuda/compile-commands.ts";
 
 /** What the application needs to have a capture library injected, besides the KERNCAP_* settings. */
 export interface Injection {
@@ -250,9 +251,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     // checked before the application runs, not found out after it (found by a trial)
     const dir = statSync(resolve(p)).isDirectory();
     if (opt === "--source-root" && !dir) throw new KerncapError("E_USAGE", `--source-root ${p} is a file, not the application's source folder`, { hint: "Give the folder the application was built from (its source tree)." });
-    if (opt === "--compile-commands" && dir && !existsSync(join(resolve(p), "compile_commands.json"))) {
-      throw new KerncapError("E_USAGE", `--compile-commands ${p} is a folder without a compile_commands.json`, { hint: "Give the compile_commands.json file, or the build folder that holds it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON writes it)." });
-    }
+    if (opt === "--compile-commands") compileDatabase(p); // a build folder without a database: the reconfigure command to write one
   }
   removeStale(out);
   const inj = await prepare();

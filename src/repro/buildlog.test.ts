@@ -13,8 +13,9 @@ import { cubinKernels } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
 import { KerncapError } from "../errors.ts";
-import { cudaFlagsFromCommand, renderCudaReproducer } from "../frontends/cuda/repro.ts";
-import { locateKernelSource, readBuildLog, readCompileCommands } from "./locate.ts";
+import { cudaFlagsFromCommand, readBuildLog, readCompileCommands } from "../frontends/cuda/compile-commands.ts";
+import { renderCudaReproducer } from "../frontends/cuda/repro.ts";
+import { locateKernelSource } from "./locate.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-buildlog-"));
 afterAll(() => rmSync(WORK, { recursive: true, force: true }));
@@ -90,7 +91,7 @@ describe("build logs as compile commands", () => {
 
 describe.skipIf(!NVCC)("a Makefile project located through make -n (nvcc)", () => {
   if (!NVCC) console.warn(NO_NVCC_REASON);
-  test("the kernel in a header, its TU compiled and linked in one nvcc line: the reproducer builds with the Makefile's -D and fast-math flags", () => {
+  test("the kernel in a header, its TU compiled and linked in one nvcc line: the reproducer builds with the Makefile's -D and fast-math flags", async () => {
     const proj = join(WORK, "mkproj");
     mkdirSync(join(proj, "lib"), { recursive: true });
     // SCALE_TYPE comes only from the Makefile: without it the header does not compile
@@ -108,7 +109,7 @@ describe.skipIf(!NVCC)("a Makefile project located through make -n (nvcc)", () =
     const module = new Uint8Array(readFileSync(fat));
     const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("scale_rows"))!;
     expect(kernel).toBeDefined();
-    const loc = locateKernelSource({ kernel, demangled: "scale_rows(float*, float const*, float, int)", module, arch: "sm_90", sourceRoot: proj, compileCommands: log });
+    const loc = await locateKernelSource({ kernel, demangled: "scale_rows(float*, float const*, float, int)", module, arch: "sm_90", sourceRoot: proj, compileCommands: log });
     expect(loc.method).toBe("compile-commands");
     expect(loc.tu).toBe(join(proj, "app.cu"));
     expect(loc.definition).toBe(join(proj, "lib", "ops.cuh"));

@@ -24,7 +24,7 @@ export interface HeavyReproducer {
  * and render its reproducer into `out`.
  * @throws Error when nvcc is missing or the project does not compile
  */
-export function makeHeavyReproducer(work: string, out: string): HeavyReproducer {
+export async function makeHeavyReproducer(work: string, out: string): Promise<HeavyReproducer> {
   if (!NVCC) throw new Error("nvcc not found");
   const proj = join(work, "heavy");
   mkdirSync(join(proj, "lib"), { recursive: true });
@@ -82,7 +82,7 @@ export function makeHeavyReproducer(work: string, out: string): HeavyReproducer 
   const module = new Uint8Array(readFileSync(fat));
   const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("row_scale"))!;
   const demangled = "void row_scale<__half, 64>(float*, __half const*, float, int)";
-  const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: proj });
+  const loc = await locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: proj });
   renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: proj });
   return { kernel, demangled, header: join(out, "src", "lib", "ops.cuh") };
 }

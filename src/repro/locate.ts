@@ -5,17 +5,21 @@
  *    line-number program sequences whose DW_LNE_set_address is relocated against the kernel's
  *    symbol (`.rela.debug_line`) name the files the kernel's code came from; the file that holds
  *    the `__global__` definition is the definition, a `.cu` file of the table is the TU.
- * 2. compile-commands: a `compile_commands.json` (given, or found in the usual build folders under
- *    the source root) gives the TU and its exact flags.
+ * 2. compile-commands: a compile database (compile_commands.json, a build folder or a build log:
+ *    src/frontends/cuda/compile-commands.ts; given, or found in the usual build folders under the
+ *    source root) gives the TUs and their exact flags; the TU is the one that defines the kernel,
+ *    or that includes (nvcc -M, through any chain of headers) the header that does, and
+ *    instantiates the captured template arguments (src/frontends/cuda/includers.ts).
  * 3. source-root: a search of `--source-root` for the `__global__` definition of the kernel's
- *    base name.
+ *    base name; its .cu files with the default flags stand in for a compile database.
  *
- * Pure functions over bytes and files; no GPU. Errors are KerncapError E_SOURCE_NOT_FOUND with
- * where it looked and how to point kerncap at the source.
+ * No GPU. Errors are KerncapError E_SOURCE_NOT_FOUND with what was tried and what it gave.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { defaultCudaFlags, findCompileCommands, findNvcc, flagArgv, readCompileCommands, type CompileCommand } from "../frontends/cuda/compile-commands.ts";
+import { instantiatingTu, tusIncluding, type ToolchainFor } from "../frontends/cuda/includers.ts";
 import { parseElf, type ElfFile } from "../codeobj/elf.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 
@@ -203,191 +207,6 @@ export function cubinLineFiles(cubin: Uint8Array | ElfFile, kernel?: string): Li
   }
   return { files, kernelFiles: [...kernelFiles], version };
 }
-
-// ───────────────────────────── compile_commands.json ─────────────────────────────
-
-export interface CompileCommand {
-  /** Absolute path of the TU. */
-  file: string;
-  /** Working folder of the compile. */
-  directory: string;
-  /** argv of the compile, compiler first. */
-  argv: string[];
-  /** The compile_commands.json it came from. */
-  from: string;
-}
-
-/** Split a shell command line into words (POSIX quoting: '' "" and backslash). */
-export function shellWords(cmd: string): string[] {
-  const out: string[] = [];
-  let cur = "";
-  let have = false;
-  for (let i = 0; i < cmd.length; i++) {
-    const c = cmd[i]!;
-    if (c === "'") {
-      const j = cmd.indexOf("'", i + 1);
-      cur += cmd.slice(i + 1, j < 0 ? undefined : j);
-      i = j < 0 ? cmd.length : j;
-      have = true;
-    } else if (c === '"') {
-      i++;
-      for (; i < cmd.length && cmd[i] !== '"'; i++) {
-        if (cmd[i] === "\\" && i + 1 < cmd.length && '"\\$`'.includes(cmd[i + 1]!)) i++;
-        cur += cmd[i];
-      }
-      have = true;
-    } else if (c === "\\" && i + 1 < cmd.length) {
-      cur += cmd[++i];
-      have = true;
-    } else if (/\s/.test(c)) {
-      if (have) out.push(cur);
-      cur = "";
-      have = false;
-    } else {
-      cur += c;
-      have = true;
-    }
-  }
-  if (have) out.push(cur);
-  return out;
-}
-
-/**
- * Read a compile_commands.json into absolute-path entries (only CUDA TUs: .cu, or -x cu). A file
- * whose first non-blank character is not `[` is read as a build log instead (readBuildLog): the
- * way to give the exact flags of a Makefile project, which writes no compile_commands.json.
- */
-export function readCompileCommands(path: string, o: { logDir?: string } = {}): CompileCommand[] {
-  let json: unknown;
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    throw new KerncapError("E_COMPILE_COMMANDS", `cannot read ${path}: ${(e as Error).message}`, { hint: "Regenerate it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make)." });
-  }
-  if (!/^\s*\[/.test(text)) return readBuildLog(path, text, o.logDir);
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new KerncapError("E_COMPILE_COMMANDS", `cannot read ${path}: ${(e as Error).message}`, { hint: "Regenerate it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON, or bear -- make)." });
-  }
-  if (!Array.isArray(json)) throw new KerncapError("E_COMPILE_COMMANDS", `${path} is not a JSON array of compile commands`);
-  const out: CompileCommand[] = [];
-  for (const e of json as { file: string; directory: string; command?: string; arguments?: string[] }[]) {
-    const argv = e.arguments ?? shellWords(e.command ?? "");
-    const file = resolve(e.directory, e.file);
-    const xi = argv.indexOf("-x");
-    if (!file.endsWith(".cu") && !(xi >= 0 && argv[xi + 1] === "cu")) continue;
-    out.push({ file, directory: e.directory, argv, from: path });
-  }
-  return out;
-}
-
-/** A compiler word (argv[0] after any launcher): nvcc, a cross or versioned nvcc, nvcc.exe. */
-const NVCC_WORD = /(^|\/)([\w.-]*-)?nvcc(-[\d.]+)?(\.exe)?$/;
-/** Launchers that may stand before the compiler in a build log. */
-const LAUNCHERS = new Set(["ccache", "sccache", "distcc", "env", "time"]);
-/** Linker-only words of a compile-and-link command: nothing of the device compile (with their argument when separate). */
-const LINK_WITH_ARG = new Set(["-Xlinker", "--linker-options", "-L", "--library-path", "-l", "--library", "-Xnvlink", "--nvlink-options"]);
-const LINK_WORD = /^(-l\S|-L\S|--library=|--library-path=|-Wl,|--linker-options=|-Xlinker=|-Xnvlink=|--nvlink-options=)/;
-/** Inputs that are not sources: objects, archives, shared libraries. */
-const NON_SOURCE_INPUT = /\.(o|obj|a|lib|so(\.\d+)*|dll|res)$/;
-
-/**
- * The nvcc commands of a build log (the output of `make -n -B TARGET VARS…`, `make V=1`, `ninja
- * -v`, or any verbose build log): one entry per `.cu` file an nvcc command names (a command that
- * compiles several names each with the others left out). Lines continued with a backslash are
- * joined; a line is split at `&&`, `||` and `;` words, and `cd DIR` before the compiler sets its
- * folder for that line; `make[N]: Entering directory 'DIR'` (make -w, or a recursive make) and the
- * matching Leaving line set it for the lines between; otherwise `dir` (locateKernelSource passes
- * --source-root: where a plain `make -n` ran) or else the log's own folder. Launchers
- * (ccache, env VAR=…) before the compiler are skipped; link-only words (-l, -L, -Wl,, -Xlinker)
- * and object/library inputs are left out, so a compile-and-link line (`nvcc … app.cu -lcublas -o
- * app`, as llm.c's Makefile runs it) gives the device compile's flags.
- * @throws KerncapError E_COMPILE_COMMANDS when the log has no nvcc command naming a .cu file.
- */
-export function readBuildLog(path: string, text: string, dir0?: string): CompileCommand[] {
-  const out: CompileCommand[] = [];
-  const dirs: string[] = [resolve(dir0 ?? dirname(resolve(path)))];
-  const lines = text.replace(/\\\r?\n/g, " ").split(/\r?\n/);
-  for (const line of lines) {
-    const enter = /^\S*make(\[\d+\])?: Entering directory [`'"](.+)['"]\s*$/.exec(line);
-    if (enter) {
-      dirs.push(resolve(enter[2]!));
-      continue;
-    }
-    if (/^\S*make(\[\d+\])?: Leaving directory /.test(line)) {
-      if (dirs.length > 1) dirs.pop();
-      continue;
-    }
-    if (!line.includes("nvcc")) continue;
-    let dir = dirs[dirs.length - 1]!;
-    const words = shellWords(line);
-    const segments: string[][] = [[]];
-    for (const w of words) {
-      if (w === "&&" || w === "||" || w === ";") segments.push([]);
-      else segments[segments.length - 1]!.push(w);
-    }
-    for (const seg of segments) {
-      if (seg[0] === "cd" && seg[1]) {
-        dir = resolve(dir, seg[1]);
-        continue;
-      }
-      let k = 0;
-      while (k < seg.length && (LAUNCHERS.has(seg[k]!.split("/").pop()!) || /^[A-Za-z_]\w*=/.test(seg[k]!))) k++;
-      if (k >= seg.length || !NVCC_WORD.test(seg[k]!)) continue;
-      const argv: string[] = [seg[k]!];
-      const sources: string[] = [];
-      for (let i = k + 1; i < seg.length; i++) {
-        const a = seg[i]!;
-        if (LINK_WITH_ARG.has(a)) {
-          i++;
-          continue;
-        }
-        if (LINK_WORD.test(a)) continue;
-        if (a === "-o" || a === "--output-file") {
-          argv.push(a, seg[++i] ?? "");
-          continue;
-        }
-        if (!a.startsWith("-") && NON_SOURCE_INPUT.test(a)) continue;
-        if (!a.startsWith("-") && a.endsWith(".cu")) sources.push(a);
-        argv.push(a);
-      }
-      for (const src of sources) {
-        const file = resolve(dir, src);
-        out.push({ file, directory: dir, argv: argv.filter((a) => a === src || !sources.includes(a)), from: path });
-      }
-    }
-  }
-  if (!out.length) {
-    throw new KerncapError("E_COMPILE_COMMANDS", `${path} is neither a compile_commands.json nor a build log with an nvcc command that compiles a .cu file`, {
-      hint: "For a Makefile project: `make -n -B TARGET VARS… > build-commands.txt` (the build's own variables, e.g. NO_MULTI_GPU=1), then --compile-commands build-commands.txt; for CMake: -DCMAKE_EXPORT_COMPILE_COMMANDS=ON.",
-    });
-  }
-  return out;
-}
-
-/** Build folders where a compile_commands.json usually sits, relative to a source root. */
-export const COMPILE_COMMANDS_PLACES = ["", "build", "out", "cmake-build-release", "cmake-build-debug", "build/release", "build/Release", "build/debug", "_build", "builddir"];
-
-/** The compile_commands.json files found under root's usual build folders (and build* folders). */
-export function findCompileCommands(root: string): { found: string[]; looked: string[] } {
-  const looked: string[] = [];
-  const places = new Set(COMPILE_COMMANDS_PLACES);
-  try {
-    for (const n of readdirSync(root)) if (/^(build|cmake-build)/i.test(n)) places.add(n);
-  } catch {
-    /* root unreadable: nothing found */
-  }
-  const found: string[] = [];
-  for (const p of places) {
-    const f = join(root, p, "compile_commands.json");
-    looked.push(f);
-    if (existsSync(f)) found.push(f);
-  }
-  return { found, looked };
-}
-
 // ───────────────────────────── source search ─────────────────────────────
 
 const SOURCE_EXT = /\.(cu|cuh|h|hh|hpp|hxx|inl|inc|cpp|cc|cxx)$/;
@@ -460,13 +279,17 @@ export interface KernelLocation {
   tu: string;
   /** Absolute path of the file holding the kernel's `__global__` definition (the TU or a header). */
   definition: string;
-  /** The TU's compile command, when a compile_commands.json has one. */
+  /** The TU's compile command, when a compile database has one. */
   compileCommand?: CompileCommand;
-  /** The TU was one of several candidates (none of the facts singled it out); the others. */
+  /** Other TUs that include the definition and were not ruled out (a guess when tuCertain is false). */
   otherCandidates: string[];
+  /** Why this TU (the only includer, the spelled instantiation, its PTX entry, a guess …). */
+  tuReason: string;
+  /** False when nothing singled the TU out (then otherCandidates are as likely). */
+  tuCertain: boolean;
   /** Source-level facts for the manifest. */
   lineInfoFiles?: string[];
-  /** Every place looked at, in order, for messages. */
+  /** Every place looked at and what it gave, in order, for messages. */
   looked: string[];
   names: KernelNameParts;
 }
@@ -482,39 +305,69 @@ export interface LocateInput {
   /** --source-root. */
   sourceRoot?: string;
   /**
-   * --compile-commands: a compile_commands.json, a folder that holds one, or a build log with the
-   * nvcc command lines (`make -n -B TARGET …` output: readBuildLog; its relative paths are taken
-   * from the source root unless make -w names the folder).
+   * --compile-commands: a compile_commands.json, a build folder (its compile_commands.json, or a
+   * Ninja build's `ninja -t compdb`), or a build log with the nvcc command lines (`make -n -B
+   * TARGET …` output: readBuildLog; its relative paths are taken from the source root unless make
+   * -w names the folder).
    */
   compileCommands?: string;
-}
-
-function includesFile(tuText: string, header: string): boolean {
-  const name = header.split(sep).pop()!;
-  return new RegExp(`#\\s*include\\s*["<][^">]*\\b${escapeRe(name)}[">]`).test(tuText);
+  /** nvcc for the dependency listings and PTX checks (default findNvcc(); without one, text only). */
+  nvcc?: string;
 }
 
 /**
- * Find the kernel's definition, its TU and (when there is one) its compile command.
- * @throws KerncapError E_SOURCE_NOT_FOUND naming every place it looked and the options to pass.
+ * Find the kernel's definition, its TU and (when there is one) its compile command: line info
+ * first, then the compile database (the TU that defines the kernel, or that includes the header
+ * that does: includers.ts), then a search of the source root.
+ * @throws KerncapError E_SOURCE_NOT_FOUND saying what was tried with what result (the database
+ *   read and its TUs, whether a definition was found and where, why no TU matched) and what to do
+ *   that was not done; E_USAGE / E_COMPILE_COMMANDS for an unusable --compile-commands.
  */
-export function locateKernelSource(inp: LocateInput): KernelLocation {
+export async function locateKernelSource(inp: LocateInput): Promise<KernelLocation> {
   const names = kernelNameParts(demangle(inp.demangled || inp.kernel));
   const looked: string[] = [];
+  let nvcc = inp.nvcc;
+  if (!nvcc) {
+    try {
+      nvcc = findNvcc();
+    } catch {
+      nvcc = undefined; // text evidence only; the reproducer's own build says that nvcc is missing
+    }
+  }
+  const tc: ToolchainFor | undefined = nvcc ? { nvcc, arch: `sm_${/(\d+)/.exec(inp.arch)?.[1] ?? "90"}` } : undefined;
 
   // compile commands: explicit, else the usual build folders under the source root
   let commands: CompileCommand[] = [];
   if (inp.compileCommands) {
-    const p = existsSync(inp.compileCommands) && statSync(inp.compileCommands).isDirectory() ? join(inp.compileCommands, "compile_commands.json") : inp.compileCommands;
-    if (!existsSync(p)) throw new KerncapError("E_SOURCE_NOT_FOUND", `--compile-commands ${inp.compileCommands}: no such file`, { hint: "Point it at a compile_commands.json (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON writes one into the build folder)." });
-    commands = readCompileCommands(p, { logDir: inp.sourceRoot }); // a build log's relative paths: from the source root
-    looked.push(p);
+    commands = readCompileCommands(inp.compileCommands, { logDir: inp.sourceRoot }); // a build log's relative paths: from the source root
+    const rsp = new Set(commands.flatMap((c) => c.responseFiles ?? []));
+    looked.push(`${commands[0]?.from ?? resolve(inp.compileCommands)}: ${commands.length} CUDA TU${commands.length === 1 ? "" : "s"}${rsp.size ? ` (${rsp.size} response file${rsp.size === 1 ? "" : "s"} read)` : ""}`);
   } else if (inp.sourceRoot) {
     const f = findCompileCommands(inp.sourceRoot);
-    looked.push(`compile_commands.json in ${resolve(inp.sourceRoot)}/{${f.looked.map((p) => relative(resolve(inp.sourceRoot!), dirname(p))).join(",")}}`);
     for (const p of f.found) commands.push(...readCompileCommands(p));
+    looked.push(`compile_commands.json in ${resolve(inp.sourceRoot)}/{${f.looked.map((p) => relative(resolve(inp.sourceRoot!), dirname(p))).join(",")}}: ${f.found.length ? `${f.found.join(", ")} (${commands.length} CUDA TUs)` : "none"}`);
   }
   const commandFor = (tu: string) => commands.find((c) => c.file === tu);
+  const found = (method: LocateMethod, definition: string, c: { tu: string; others?: string[]; reason: string; certain: boolean }): KernelLocation => ({
+    method,
+    tu: c.tu,
+    definition,
+    compileCommand: commandFor(c.tu),
+    otherCandidates: c.others ?? [],
+    tuReason: c.reason,
+    tuCertain: c.certain,
+    lineInfoFiles: lineFiles,
+    looked,
+    names,
+  });
+  /** The TU among `cands` (compile commands, or the source root's .cu files) that compiles the kernel defined in a header. */
+  const chooseTu = async (definition: string, cands: CompileCommand[]): Promise<{ tu: string; others: string[]; reason: string; certain: boolean } | undefined> => {
+    const inc = await tusIncluding(definition, cands, tc);
+    looked.push(...inc.tried.map((t) => `  ${t}`));
+    if (!inc.tus.length) return undefined;
+    const ch = await instantiatingTu(inc.tus, names, inp.kernel, definition, tc);
+    return { tu: ch.tu.file, others: ch.others.map((c) => c.file), reason: ch.reason, certain: ch.certain };
+  };
 
   // 1. line info
   let lineFiles: string[] | undefined;
@@ -534,48 +387,67 @@ export function locateKernelSource(inp: LocateInput): KernelLocation {
       const definition = existing.find((f) => definesKernel(readFileSync(f, "utf8"), names.base));
       if (definition) {
         const tus = li.files.filter((f) => f.endsWith(".cu") && existsSync(f));
-        let tu: string | undefined = definition.endsWith(".cu") ? definition : tus[0];
-        let others: string[] = [];
-        if (!tu && commands.length) ({ tu, others } = pickTu(commands, definition));
-        if (!tu && inp.sourceRoot) ({ tu, others } = tuIncluding(resolve(inp.sourceRoot), definition));
-        if (!tu) looked.push(`a TU that includes ${definition} (line info names the definition but no .cu; pass --compile-commands or --source-root)`);
-        if (tu) return { method: "line-info", tu, definition, compileCommand: commandFor(tu), otherCandidates: others, lineInfoFiles: li.files, looked, names };
+        if (definition.endsWith(".cu")) return found("line-info", definition, { tu: definition, reason: "it defines the kernel (line info)", certain: true });
+        if (tus[0]) return found("line-info", definition, { tu: tus[0], reason: "the line info of the kernel's module names it", certain: true });
+        const c = commands.length ? await chooseTu(definition, commands) : inp.sourceRoot ? await chooseTu(definition, rootTus(resolve(inp.sourceRoot), tc)) : undefined;
+        if (c) return found("line-info", definition, c);
+        looked.push(`  line info names ${definition} but no TU that includes it`);
       }
     }
   }
 
-  // 2. compile commands: search the TUs' folders for the definition
+  // 2. compile commands: a TU that defines the kernel, else one that includes a file under the roots that does
+  const searched = new Map<string, string[]>();
+  const definitionsUnder = (root: string): string[] => {
+    let defs = searched.get(root);
+    if (!defs) {
+      defs = searchKernelDefinition(root, names.base);
+      searched.set(root, defs);
+      looked.push(`${root}: ${defs.length ? `__global__ ${names.base} defined in ${defs.map((d) => relative(root, d)).join(", ")}` : `no file defines __global__ ${names.base}`}`);
+    }
+    return defs;
+  };
   if (commands.length) {
     const direct = commands.find((c) => existsSync(c.file) && definesKernel(readFileSync(c.file, "utf8"), names.base));
-    if (direct) return { method: "compile-commands", tu: direct.file, definition: direct.file, compileCommand: direct, otherCandidates: [], lineInfoFiles: lineFiles, looked, names };
+    if (direct) return found("compile-commands", direct.file, { tu: direct.file, reason: "it defines the kernel", certain: true });
     const roots = inp.sourceRoot ? [resolve(inp.sourceRoot)] : [...new Set(commands.map((c) => dirname(c.file)))];
     for (const r of roots) {
-      looked.push(`${r} (search for __global__ ${names.base})`);
-      const defs = searchKernelDefinition(r, names.base);
-      for (const def of defs) {
-        const { tu, others } = pickTu(commands, def);
-        if (tu) return { method: "compile-commands", tu, definition: def, compileCommand: commandFor(tu), otherCandidates: others, lineInfoFiles: lineFiles, looked, names };
+      for (const def of definitionsUnder(r)) {
+        const c = await chooseTu(def, commands);
+        if (c) return found("compile-commands", def, c);
       }
     }
   }
 
-  // 3. source root search
+  // 3. source root: the .cu that defines it, else the .cu files that include a header that does
   if (inp.sourceRoot) {
     const root = resolve(inp.sourceRoot);
-    looked.push(`${root} (search for __global__ ${names.base})`);
-    const defs = searchKernelDefinition(root, names.base);
-    const def = defs[0];
-    if (def) {
-      let tu = def.endsWith(".cu") ? def : undefined;
-      let others: string[] = [];
-      if (!tu) ({ tu, others } = tuIncluding(root, def));
-      if (tu) return { method: "source-root", tu, definition: def, compileCommand: commandFor(tu), otherCandidates: others, lineInfoFiles: lineFiles, looked, names };
+    const defs = definitionsUnder(root);
+    const cu = defs.find((d) => d.endsWith(".cu"));
+    if (cu) return found("source-root", cu, { tu: cu, reason: "it defines the kernel", certain: true });
+    if (defs.length && !commands.length) {
+      const tus = rootTus(root, tc);
+      looked.push(`  ${tus.length} .cu files under ${root}, with the default flags (no compile database)`);
+      for (const def of defs) {
+        const c = await chooseTu(def, tus);
+        if (c) return found("source-root", def, c);
+      }
     }
   }
 
-  throw new KerncapError("E_SOURCE_NOT_FOUND", `the source of kernel ${names.qualified} was not found; looked in:\n  ${looked.join("\n  ") || "(nowhere: no line info, no --source-root, no --compile-commands)"}`, {
-    hint: "Pass --source-root DIR (the project's source tree) and, for the exact flags, --compile-commands FILE (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON); building with -lineinfo lets kerncap find it by itself.",
-  });
+  const defined = [...searched.values()].some((d) => d.length);
+  const given = `${inp.sourceRoot ? "--source-root" : ""}${inp.sourceRoot && inp.compileCommands ? " and " : ""}${inp.compileCommands ? "--compile-commands" : ""}`;
+  const hint = !inp.sourceRoot && !inp.compileCommands
+    ? "Pass --source-root DIR (the project's source tree) and, for the exact flags, --compile-commands FILE (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON); building with -lineinfo lets kerncap find it by itself."
+    : defined
+      ? `The definition was found but no TU ${commands.length ? "of the compile database" : "under the source root"} includes it: give the compile database of the build that made the application (${inp.compileCommands ? "the one given lists other TUs" : "--compile-commands BUILD_DIR"}); when includes need the build's flags, nvcc -M's messages above say which.`
+      : `No file under ${inp.sourceRoot ? "the source root" : "the TUs' folders"} defines __global__ ${names.base}: ${inp.sourceRoot ? "give --source-root as the tree the application was built from" : "add --source-root, the tree the application was built from"}${inp.module ? "; building with -lineinfo names the file in the module" : ""}.`;
+  throw new KerncapError("E_SOURCE_NOT_FOUND", `the source of kernel ${names.qualified} was not found${given ? ` with ${given}` : ""}; tried:\n  ${looked.join("\n  ") || "(nothing: no line info, no --source-root, no --compile-commands)"}`, { hint });
+}
+
+/** The .cu files under root as compile commands with the default flags (defaultCudaFlags): the TUs of a project without a compile database. */
+function rootTus(root: string, tc: ToolchainFor | undefined): CompileCommand[] {
+  return listCu(root).map((file) => ({ file, directory: dirname(file), argv: [tc?.nvcc ?? "nvcc", ...flagArgv(defaultCudaFlags(file, root)), file], from: "--source-root" }));
 }
 
 /** A mangled name through c++filt (binutils) when the capture holds no demangled name; else as is. */
@@ -600,26 +472,4 @@ function listCu(root: string): string[] {
   };
   walk(root);
   return out.sort();
-}
-
-/** The .cu files under root that include the definition header directly (by file name). */
-function tuIncluding(root: string, definition: string): { tu?: string; others: string[] } {
-  return bySize(listCu(root).filter((f) => includesFile(readFileSync(f, "utf8"), definition)));
-}
-
-/**
- * Several TUs include the definition and nothing says which one instantiated the kernel: take the
- * smallest (an explicit-instantiation file such as ggml's template-instances/*.cu is the likely
- * one, and in slice mode only its preprocessor lines are used); the others are reported.
- */
-function bySize(cands: string[]): { tu?: string; others: string[] } {
-  const sorted = [...cands].sort((a, b) => statSync(a).size - statSync(b).size || a.localeCompare(b));
-  return { tu: sorted[0], others: sorted.slice(1) };
-}
-
-/** The TU among compile commands that includes the definition header (directly, by file name). */
-function pickTu(commands: CompileCommand[], definition: string): { tu?: string; others: string[] } {
-  if (commands.some((c) => c.file === definition)) return { tu: definition, others: [] };
-  const cands = commands.filter((c) => existsSync(c.file) && includesFile(readFileSync(c.file, "utf8"), definition)).map((c) => c.file);
-  return bySize(cands);
 }

@@ -185,7 +185,7 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
   if (!NVCC) console.warn(NO_NVCC_REASON);
   test("a kernel header that pulls the STL and host structures: same kernel machine code as build.sh, a much smaller TU, and an edit reaches it", async () => {
     const out = join(WORK, "heavy-capture");
-    const { kernel } = makeHeavyReproducer(WORK, out);
+    const { kernel } = await makeHeavyReproducer(WORK, out);
     const env = { ...process.env, NVCC: NVCC! };
     const full = () => {
       const p = Bun.spawnSync(["bash", join(out, "build.sh")], { cwd: out, stdout: "pipe", stderr: "pipe", env });
@@ -221,7 +221,7 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
 describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is checked, then the pruned TU (nvcc)", () => {
   test("the first validate checks side by side and records it; then edits build pruned; a compile error is build.sh's; a changed compile is checked again; --full-build", async () => {
     const out = join(WORK, "validate-capture");
-    const { kernel, header } = makeHeavyReproducer(WORK, out);
+    const { kernel, header } = await makeHeavyReproducer(WORK, out);
     const m = { kernel: { name: kernel, frontend: "cuda" } } as unknown as Manifest;
     const o = { quiet: true, force: false, fullBuild: false, race: false }; // race: false: build.sh after the pruned build, so that which builds first is not a matter of load
     const code = (f: string) => new Uint8Array(readFileSync(f));

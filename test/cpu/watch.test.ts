@@ -292,7 +292,7 @@ function cudaWatch(dir: string, kernel: string, env: Record<string, string | und
 /** A capture with the heavy CUDA reproducer (src/repro/heavy-fixture.ts) and its first build by build.sh as DIR/first.cubin (what the watch child compares with). */
 async function heavyCapture() {
   const dir = await capture();
-  const { kernel, header } = makeHeavyReproducer(tempDir(), dir);
+  const { kernel, header } = await makeHeavyReproducer(tempDir(), dir);
   const env = { ...process.env, NVCC: NVCC! };
   const b = Bun.spawnSync(["bash", join(dir, "build.sh"), join(dir, "first.cubin")], { cwd: dir, stdout: "pipe", stderr: "pipe", env });
   expect(b.exitCode, b.stderr.toString()).toBe(0);

@@ -15,9 +15,10 @@ import { KerncapError } from "../../errors.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { log } from "../../log.ts";
 import { buildReproducer } from "../../repro/build.ts";
-import { archFor, checkRebuiltModule, cudaFlagsFromCommand, cudaReproducerHook, parseDeps, planSlice, renderCudaReproducer, toolkitProvided } from "./repro.ts";
+import { archFor, checkRebuiltModule, cudaReproducerHook, planSlice, renderCudaReproducer, toolkitProvided } from "./repro.ts";
+import { cudaFlagsFromCommand, parseDeps, shellWords } from "./compile-commands.ts";
 import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "../../repro/slice.ts";
-import { definesKernel, kernelNameParts, locateKernelSource, shellWords } from "../../repro/locate.ts";
+import { definesKernel, kernelNameParts, locateKernelSource } from "../../repro/locate.ts";
 
 const APPS = resolve(import.meta.dir, "../../../test/apps");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-cuda-repro-"));
@@ -68,7 +69,7 @@ describe("names and parsing", () => {
 });
 
 describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
-  test("structs.cu: line info finds the TU; build.sh rebuilds the same kernels and layouts", () => {
+  test("structs.cu: line info finds the TU; build.sh rebuilds the same kernels and layouts", async () => {
     const fat = join(WORK, "structs.fatbin");
     nvcc(["-fatbin", "-O2", "-lineinfo", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(APPS, "structs.cu")]);
     const module = new Uint8Array(readFileSync(fat));
@@ -76,7 +77,7 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
       ["_Z10scale_jobsPK3Jobi", "scale_jobs(Job const*, int)"],
       ["_Z12axpy_inplaceIfLi4EEvPT_PKS0_S0_i", "void axpy_inplace<float, 4>(float*, float const*, float, int)"],
     ] as const) {
-      const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90" });
+      const loc = await locateKernelSource({ kernel, demangled, module, arch: "sm_90" });
       expect(loc.method).toBe("line-info");
       expect(loc.tu).toBe(join(APPS, "structs.cu"));
       const out = join(WORK, `structs-${kernel}`);
@@ -93,7 +94,7 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     }
   }, 120_000);
 
-  test("header template + compile_commands.json: slice compiles only the captured instantiation; a layout edit is refused", () => {
+  test("header template + compile_commands.json: slice compiles only the captured instantiation; a layout edit is refused", async () => {
     // an application tree with a CMake-like build folder and compile_commands.json
     const proj = join(WORK, "tmplproj");
     cpSync(join(APPS, "cuda_tmpl"), proj, { recursive: true });
@@ -110,7 +111,7 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     const demangled = "void kc::tiled_apply<float, 256, (kc::Op)1>(float*, float const*, kc::Coef<float>, int)";
 
     // no line info in this module: compile_commands.json found under the source root
-    const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: proj });
+    const loc = await locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: proj });
     expect(loc.method).toBe("compile-commands");
     expect(loc.tu).toBe(join(proj, "main.cu"));
     expect(loc.definition).toBe(join(proj, "kernels/tiled.cuh"));
@@ -154,13 +155,13 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     expect(bad.err).toContain("undefined_name");
   }, 180_000);
 
-  test("overlay mode: only the edited files are copied; the rest resolves in the original tree", () => {
+  test("overlay mode: only the edited files are copied; the rest resolves in the original tree", async () => {
     const proj = join(WORK, "tmplproj");
     const bdir = join(proj, "build");
     const module = new Uint8Array(readFileSync(join(bdir, "app.fatbin")));
     const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("IdLi128E"))!;
     const demangled = "void kc::tiled_apply<double, 128, (kc::Op)0>(double*, double const*, kc::Coef<double>, int)";
-    const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", compileCommands: bdir });
+    const loc = await locateKernelSource({ kernel, demangled, module, arch: "sm_90", compileCommands: bdir });
     const out = join(WORK, "tmpl-overlay");
     const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: proj, overlay: true });
     expect(r.mode).toBe("overlay");
@@ -208,18 +209,19 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     expect(m2.source.cuda.error).toContain("was not found");
   }, 120_000);
 
-  test("source not found: says where it looked and how to point kerncap at it", () => {
+  test("source not found: says where it looked and how to point kerncap at it", async () => {
     const empty = join(WORK, "empty");
     mkdirSync(empty, { recursive: true });
     let err: unknown;
     try {
-      locateKernelSource({ kernel: "_Z3fooPf", demangled: "foo(float*)", arch: "sm_90", sourceRoot: empty });
+      await locateKernelSource({ kernel: "_Z3fooPf", demangled: "foo(float*)", arch: "sm_90", sourceRoot: empty });
     } catch (e) {
       err = e;
     }
     expect((err as KerncapError).code).toBe("E_SOURCE_NOT_FOUND");
     expect((err as KerncapError).message).toContain(`compile_commands.json in ${empty}/{,build,out,`);
-    expect((err as KerncapError).message).toContain(`${empty} (search for __global__ foo)`);
+    expect((err as KerncapError).message).toContain(`${empty}: no file defines __global__ foo`);
+    expect((err as KerncapError).message).not.toContain("--source-root DIR"); // what was given is never asked for
     expect((err as KerncapError).hint).toContain("--source-root");
   });
 });
@@ -264,18 +266,18 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     module = new Uint8Array(readFileSync(fat));
     all = cubinKernels(pickCubin(module, "sm_90").cubin);
   };
-  const render = (kernel: string, demangled: string, extra: Partial<Parameters<typeof renderCudaReproducer>[0]> = {}) => {
-    const loc = locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: MK });
+  const render = async (kernel: string, demangled: string, extra: Partial<Parameters<typeof renderCudaReproducer>[0]> = {}) => {
+    const loc = await locateKernelSource({ kernel, demangled, module, arch: "sm_90", sourceRoot: MK });
     const out = join(WORK, `mk-${kernel}${extra.slice === false ? "-whole" : ""}`);
     const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: MK, ...extra });
     return { r, out };
   };
 
-  test("assert() and printf() in the kernel's TU: rebuilt (slice and whole TU) and accepted", () => {
+  test("assert() and printf() in the kernel's TU: rebuilt (slice and whole TU) and accepted", async () => {
     app();
     const kernel = "_Z12checked_copyPfPKfi";
     for (const slice of [true, false]) {
-      const { r, out } = render(kernel, "checked_copy(float*, float const*, int)", { slice });
+      const { r, out } = await render(kernel, "checked_copy(float*, float const*, int)", { slice });
       expect(r.slice.used).toBe(slice);
       const cubin = build(out);
       expect(undefinedFunctions(cubin)).toEqual(expect.arrayContaining(["vprintf", "__assertfail"]));
@@ -283,7 +285,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     }
   }, 120_000);
 
-  test("non-template kernels: each slice holds the kernel with the captured layout and fewer other kernels", () => {
+  test("non-template kernels: each slice holds the kernel with the captured layout and fewer other kernels", async () => {
     app();
     expect(all).toHaveLength(8);
     const cases: [string, string, (k: string[]) => void][] = [
@@ -295,7 +297,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
       ["_Z10stride_sumILi4EEvPfPKfi", "void stride_sum<4>(float*, float const*, int)", (k) => expect(k).not.toContain("_Z12checked_copyPfPKfi")],
     ];
     for (const [kernel, demangled, check] of cases) {
-      const { r, out } = render(kernel, demangled);
+      const { r, out } = await render(kernel, demangled);
       expect(r.slice.used).toBe(true);
       expect(r.slice.meta?.kind).toBe("prefix");
       const cubin = build(out);
@@ -305,20 +307,20 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
       check(k);
       checkRebuiltModule(cubin, fakeManifest(module, kernel, demangled)); // same parameter layout
     }
-    const rows = render("_Z10rows_scalePfPKffi", "rows_scale(float*, float const*, float, int)").r;
+    const rows = (await render("_Z10rows_scalePfPKffi", "rows_scale(float*, float const*, float, int)")).r;
     expect(rows.slice.meta?.cutInclude).toBe(`#include "kernels/rows.cuh"`);
   }, 240_000);
 
-  test("an edited TU: build.sh compiles the whole TU until validate remakes the slice; a compile error names src/", () => {
+  test("an edited TU: build.sh compiles the whole TU until validate remakes the slice; a compile error names src/", async () => {
     app();
-    const { out } = render("_Z8add_biasPfi", "add_bias(float*, int)");
+    const { out } = await render("_Z8add_biasPfi", "add_bias(float*, int)");
     const tu = join(out, "src/main.cu");
     writeFileSync(tu, readFileSync(tu, "utf8").replace("0.25f * (i & 7)", "0.5f * (i & 7)"));
     let r = sh(["bash", join(out, "build.sh")], out);
     expect(r.code).toBe(0);
     expect(r.err).toContain("kerncap: src/main.cu changed since the slice was made");
     expect(cubinKernels(new Uint8Array(readFileSync(r.out.trim())))).toHaveLength(all.length);
-    const meta = JSON.parse(JSON.stringify(render("_Z8add_biasPfi", "add_bias(float*, int)").r.slice.meta)); // same meta as the capture recorded
+    const meta = JSON.parse(JSON.stringify((await render("_Z8add_biasPfi", "add_bias(float*, int)")).r.slice.meta)); // same meta as the capture recorded
     writeFileSync(tu, readFileSync(tu, "utf8").replace("0.25f * (i & 7)", "0.5f * (i & 7)"));
     expect(refreshSlice(out, meta).action).toBe("remade");
     expect(readFileSync(join(out, "src/main.kerncap-slice.cu"), "utf8")).toContain("0.5f * (i & 7)");
@@ -335,14 +337,14 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     expect(r.err).toContain(`src/main.cu(${line}): error`);
   }, 180_000);
 
-  test("a slice that does not build falls back to the whole TU, saying why, and is not tried again", () => {
+  test("a slice that does not build falls back to the whole TU, saying why, and is not tried again", async () => {
     const dir = join(WORK, "fwd");
     mkdirSync(dir, { recursive: true });
     // the kernel calls a device function that is declared before it and defined after it
     writeFileSync(join(dir, "fwd.cu"), `__device__ float later(float);\n__global__ void fk(float* p) { p[0] = later(p[1]); }\n__device__ float later(float x) { return x * 2; }\n__global__ void other(float* p) { p[0] = 1; }\n`);
     nvcc(["-fatbin", "-lineinfo", "-gencode", "arch=compute_90,code=sm_90", "-o", "fwd.fatbin", "fwd.cu"], dir);
     const mod = new Uint8Array(readFileSync(join(dir, "fwd.fatbin")));
-    const loc = locateKernelSource({ kernel: "_Z2fkPf", demangled: "fk(float*)", module: mod, arch: "sm_90" });
+    const loc = await locateKernelSource({ kernel: "_Z2fkPf", demangled: "fk(float*)", module: mod, arch: "sm_90" });
     const out = join(WORK, "fwd-capture");
     const r = renderCudaReproducer({ outDir: out, kernelName: "_Z2fkPf", demangledName: "fk(float*)", arch: "sm_90", location: loc });
     expect(r.slice.used).toBe(true);
@@ -368,14 +370,14 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     // the unlinked relocatable cubin lists only toolkit functions: not E_RDC, but not loadable either
     expect(undefinedFunctions(join(dir, "cdp.rel.cubin"))).toEqual(expect.arrayContaining(["__assertfail", "__cudaCDP2LaunchDeviceV2"]));
     expect(() => checkRebuiltModule(join(dir, "cdp.rel.cubin"), m)).toThrow(/relocatable cubin/);
-    const loc = locateKernelSource({ kernel: "_Z6parentPi", demangled: "parent(int*)", arch: "sm_90", compileCommands: join(dir, "build") });
+    const loc = await locateKernelSource({ kernel: "_Z6parentPi", demangled: "parent(int*)", arch: "sm_90", compileCommands: join(dir, "build") });
     const out = join(WORK, "rdc-capture");
     const r = renderCudaReproducer({ outDir: out, kernelName: "_Z6parentPi", demangledName: "parent(int*)", arch: "sm_90", location: loc });
     expect(r.flags.rdc).toBe(true);
     const b = await buildReproducer(out, { quiet: true, force: false });
     checkRebuiltModule(b.module, m); // linked: accepted
     // another TU's function: the device link names it, validate refuses with E_RDC
-    const loc2 = locateKernelSource({ kernel: "_Z2rkPf", demangled: "rk(float*)", arch: "sm_90", compileCommands: join(dir, "build") });
+    const loc2 = await locateKernelSource({ kernel: "_Z2rkPf", demangled: "rk(float*)", arch: "sm_90", compileCommands: join(dir, "build") });
     const out2 = join(WORK, "rdc-capture-x");
     renderCudaReproducer({ outDir: out2, kernelName: "_Z2rkPf", demangledName: "rk(float*)", arch: "sm_90", location: loc2 });
     let err: unknown;

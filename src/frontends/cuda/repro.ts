@@ -7,7 +7,7 @@
  * `kerncap validate` reads), `README.md`. Overlay mode copies only the TU and the definition file
  * and lets every other include resolve in the original tree (include-path shadow).
  *
- * Flags come from compile_commands.json when present; otherwise a default set (captured arch,
+ * Flags come from the compile database when present (compile-commands.ts); otherwise a default set (captured arch,
  * -O3, -std=c++17, the TU's folder as include path) and the manifest says which were assumed.
  *
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
@@ -24,141 +24,18 @@ import type { Manifest } from "../../format/manifest.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../repro/templates.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "../../repro/locate.ts";
+import { cudaFlagsFromCommand, defaultCudaFlags, dependencyArgv, findNvcc, parseDeps, type CudaFlags, type FlagWord } from "./compile-commands.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "../../repro/slice.ts";
 
 
-// ───────────────────────────── flags ─────────────────────────────
-
-/** One flag word; `path` marks a word (or the part after `prefix`) that names a file or folder. */
-export interface FlagWord {
-  text: string;
-  /** For include-path-like flags: the absolute folder/file, and the flag prefix ("-I", "-isystem "...). */
-  path?: string;
-  prefix?: string;
-}
-
-export interface CudaFlags {
-  words: FlagWord[];
-  /** Where they came from. */
-  from: "compile-commands" | "default";
-  /** Flags that were assumed (default set) and facts that could not be recovered. */
-  assumed: string[];
-  missing: string[];
-  /** Relocatable device code (-rdc=true, -dc, --device-c). */
-  rdc: boolean;
-  /** The arch flags of the original compile (informational). */
-  originalArch: string[];
-}
-
-const DROP_WITH_ARG = new Set(["-o", "--output-file", "-x", "--x", "-MF", "-MT", "-MQ", "-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "--compress-mode", "-compress-mode", "-Xfatbin", "--dependency-output", "--run-args"]);
-const DROP = new Set(["-c", "--compile", "-MD", "-MMD", "-M", "-MM", "-MP", "--generate-dependencies-with-compile", "--generate-nonsystem-dependencies-with-compile", "-E", "-S", "-cubin", "-ptx", "-fatbin", "-lib", "-shared", "-dlink", "--device-link", "-v"]);
-const PATH_WITH_ARG: Record<string, string> = { "-I": "-I", "-isystem": "-isystem", "-iquote": "-iquote", "--include-path": "-I", "--system-include": "-isystem", "-include": "-include", "--pre-include": "-include", "-idirafter": "-idirafter" };
-
-/**
- * Device-relevant flags of a compile command: defines, include paths (absolute), -std, -O,
- * fast-math, -Xptxas, -maxrregcount, -rdc, host-compiler options (they affect preprocessing) …;
- * without the compiler, the TU, -c/-o, dependency output and arch selection (build.sh sets
- * -arch=sm_XX for the captured device).
- */
-export function cudaFlagsFromCommand(argv: string[], directory: string, tu: string): CudaFlags {
-  const words: FlagWord[] = [];
-  const originalArch: string[] = [];
-  let rdc = false;
-  const abs = (p: string) => (isAbsolute(p) ? p : resolve(directory, p));
-  for (let i = 1; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (abs(a) === tu) continue;
-    const eq = a.indexOf("=");
-    const key = eq > 0 ? a.slice(0, eq) : a;
-    if (/^(-arch|--gpu-architecture|-gencode|--generate-code|-code|--gpu-code)$/.test(key)) {
-      originalArch.push(eq > 0 ? a : `${a} ${argv[i + 1]}`);
-      if (eq < 0) i++;
-      continue;
-    }
-    if (DROP_WITH_ARG.has(a)) {
-      i++;
-      continue;
-    }
-    if (DROP.has(a) || /^-M[DFTQ]/.test(a) || /^--?(compress-mode|dependency-output|output-file)=/.test(a) || /^-o.+/.test(a)) continue;
-    if (/^(-rdc|--relocatable-device-code)(=true)?$/.test(a) || a === "-dc" || a === "--device-c") {
-      rdc = true;
-      words.push({ text: "-rdc=true" });
-      continue;
-    }
-    if (/^(-rdc|--relocatable-device-code)=false$/.test(a)) continue;
-    const pa = PATH_WITH_ARG[a];
-    if (pa && i + 1 < argv.length) {
-      const p = abs(argv[++i]!);
-      words.push({ text: `${pa} ${p}`, path: p, prefix: pa === "-I" ? "-I" : `${pa} ` });
-      continue;
-    }
-    const m = /^(-I|-isystem=?|-iquote=?|--include-path=|--system-include=|-idirafter=?)(.+)$/.exec(a);
-    if (m) {
-      const flag = m[1]!.replace(/=$/, "");
-      const prefix = flag === "--include-path" || flag === "-I" ? "-I" : flag === "--system-include" ? "-isystem " : `${flag} `;
-      const p = abs(m[2]!);
-      words.push({ text: `${prefix}${p}`, path: p, prefix });
-      continue;
-    }
-    words.push({ text: a });
-  }
-  return { words, from: "compile-commands", assumed: [], missing: [], rdc, originalArch };
-}
-
-/** The flags assumed when no compile command is known, and what that leaves unknown. */
-export function defaultCudaFlags(tu: string, sourceRoot?: string): CudaFlags {
-  const dirs = [dirname(tu), ...(sourceRoot ? [resolve(sourceRoot), join(resolve(sourceRoot), "include")] : [])].filter((d, i, a) => existsSync(d) && a.indexOf(d) === i);
-  const words: FlagWord[] = [{ text: "-O3" }, { text: "-std=c++17" }, ...dirs.map((d) => ({ text: `-I${d}`, path: d, prefix: "-I" }))];
-  return {
-    words,
-    from: "default",
-    assumed: words.map((w) => w.text),
-    missing: ["-D defines", "include folders beyond the TU's and the source root's", "-std", "-O level", "--use_fast_math/--ftz/--prec-*", "-maxrregcount/-Xptxas", "-rdc", "host-compiler options"],
-    rdc: false,
-    originalArch: [],
-  };
-}
-
 // ───────────────────────────── header closure ─────────────────────────────
-
-/** Folder holding the nvcc that will compile (its toolkit root is two levels up). */
-export function findNvcc(): string {
-  const p = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc", Bun.which("nvcc")].find((x): x is string => !!x && existsSync(x));
-  if (!p) throw new KerncapError("E_NO_NVCC", "nvcc not found", { hint: "Install the CUDA toolkit or set NVCC to its nvcc." });
-  return p;
-}
-
-/** Parse make-style dependency output (`target: a b \` …) into paths. */
-export function parseDeps(text: string): string[] {
-  const body = text.replace(/\\\r?\n/g, " ");
-  const out: string[] = [];
-  for (const line of body.split("\n")) {
-    const colon = line.search(/:(\s|$)/);
-    if (colon < 0) continue;
-    const rest = line.slice(colon + 1);
-    let cur = "";
-    for (let i = 0; i < rest.length; i++) {
-      const c = rest[i]!;
-      if (c === "\\" && rest[i + 1] === " ") {
-        cur += " ";
-        i++;
-      } else if (/\s/.test(c)) {
-        if (cur) out.push(cur);
-        cur = "";
-      } else cur += c;
-    }
-    if (cur) out.push(cur);
-  }
-  return [...new Set(out)];
-}
 
 /**
  * Every file the TU includes (`nvcc -M` with the flags, device pass for the arch), absolute.
  * @throws KerncapError E_REPRO with nvcc's message when preprocessing fails.
  */
 export function headerClosure(nvcc: string, tu: string, flags: CudaFlags, arch: string, cwd: string): string[] {
-  const argv = [nvcc, "-M", "-x", "cu", `-arch=${arch}`, ...flags.words.flatMap((w) => (w.path && w.prefix?.endsWith(" ") ? [w.prefix.trim(), w.path] : [w.text])), tu];
-  const p = Bun.spawnSync(argv, { cwd, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync(dependencyArgv(nvcc, tu, flags, arch), { cwd, stdout: "pipe", stderr: "pipe" });
   if (p.exitCode !== 0) {
     throw new KerncapError("E_REPRO", `nvcc -M on ${tu} failed:\n${p.stderr.toString().trim().split("\n").slice(-20).join("\n")}`, {
       hint: "The include folders or defines are incomplete: pass --compile-commands with the application's compile_commands.json.",
@@ -375,8 +252,11 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     method: loc.method,
     tu: loc.tu,
     definition: loc.definition,
+    tuReason: loc.tuReason,
+    tuCertain: loc.tuCertain,
     otherTuCandidates: loc.otherCandidates,
     compileCommands: loc.compileCommand?.from ?? null,
+    responseFiles: loc.compileCommand?.responseFiles ?? [],
     flagsFrom: flags.from,
     flags: flags.words.map((w) => w.text),
     assumedFlags: flags.assumed,
@@ -484,13 +364,14 @@ export interface CudaReproOptions {
  * stored as manifest.source.cuda.error. The hook runs while the folder still has its temporary
  * name (`dir`); every message names `finalDir`, the folder the capture is renamed to.
  */
-export function cudaReproducerHook(o: CudaReproOptions): (dir: string, m: Manifest, finalDir?: string) => void {
-  return (dir, m, finalDir = dir) => {
+export function cudaReproducerHook(o: CudaReproOptions): (dir: string, m: Manifest, finalDir?: string) => Promise<void> {
+  return async (dir, m, finalDir = dir) => {
     if (m.kernel.frontend !== "cuda") return;
     const shown = (text: string) => inFinalDir(text, dir, finalDir);
     try {
-      const r = buildCudaReproducer(dir, m, o);
+      const r = await buildCudaReproducer(dir, m, o);
       m.source = { ...(m.source ?? {}), cuda: r.source };
+      if (!r.source.tuCertain) log.warn(`reproducer: the TU ${r.source.tu} is a guess (${r.source.tuReason}); the other candidates: ${(r.source.otherTuCandidates as string[]).join(", ")}`);
       log.info(`reproducer: ${r.source.method} → ${r.source.tu}${r.slice.used ? ` (slice: ${r.slice.meta?.kind === "prefix" ? "the TU without the other kernels" : "the captured instantiation"})` : ` (whole TU: ${r.slice.reason})`}; edit ${join(finalDir, "src", r.definitionCopy)}`);
     } catch (e) {
       const msg = shown((e as Error).message);
@@ -508,7 +389,7 @@ export function inFinalDir(text: string, tmpDir: string, finalDir: string): stri
 }
 
 /** Locate + render for a capture folder whose module is at dir/m.module.file. */
-export function buildCudaReproducer(dir: string, m: Manifest, o: CudaReproOptions): CudaReproducer {
+export async function buildCudaReproducer(dir: string, m: Manifest, o: CudaReproOptions): Promise<CudaReproducer> {
   const input: LocateInput = {
     kernel: m.kernel.name,
     demangled: m.kernel.demangled,
@@ -517,6 +398,6 @@ export function buildCudaReproducer(dir: string, m: Manifest, o: CudaReproOption
     sourceRoot: o.sourceRoot,
     compileCommands: o.compileCommands,
   };
-  const location = locateKernelSource(input);
+  const location = await locateKernelSource(input);
   return renderCudaReproducer({ outDir: dir, kernelName: m.kernel.name, demangledName: m.kernel.demangled, arch: m.device.arch, location, sourceRoot: o.sourceRoot, slice: o.slice, overlay: o.overlay });
 }
