@@ -22,6 +22,8 @@ export const DOCUMENT_VERSIONS = {
   validate: 1,
   /** `validate --watch --json`: one document per line (JSON Lines), one per build (src/repro/watch.ts WatchEvent). */
   "validate-watch": 1,
+  /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
+  profile: 1,
   pack: 1,
   unpack: 1,
   doctor: 1,
@@ -186,6 +188,36 @@ export const DOCUMENTS = {
     code: v.optional(v.string()),
     message: v.optional(v.string()),
     hint: v.optional(v.nullable(v.string())),
+  }),
+  profile: v.object({
+    ...id("profile"),
+    dir: v.string(),
+    kernel: v.string(),
+    tool: v.picklist(["ncu", "nsys"]),
+    /** The report written (absolute path; DIR/profile/NAME.ncu-rep or .nsys-rep). */
+    report: v.string(),
+    module: v.string(),
+    command: v.array(v.string()),
+    verdict: v.nullable(Verdict),
+    /** Wall time (s). */
+    seconds: v.object({ build: N, profile: N, import: N }),
+    /** ncu's key figures of the profiled launch (null for nsys): time in µs, sizes in bytes, throughputs in % of peak; null where the report lacks the metric. */
+    figures: v.nullable(
+      v.object({
+        id: v.string(),
+        kernel: v.string(),
+        grid: v.string(),
+        block: v.string(),
+        device: v.string(),
+        durationUs: v.nullable(N),
+        smThroughputPct: v.nullable(N),
+        memoryThroughputPct: v.nullable(N),
+        achievedOccupancyPct: v.nullable(N),
+        registersPerThread: v.nullable(N),
+        dramBytes: v.nullable(N),
+        limiter: v.nullable(v.object({ bound: v.picklist(["compute", "memory", "latency"]), sections: v.array(v.string()), source: v.picklist(["ncu rule", "throughputs"]), text: v.string() })),
+      }),
+    ),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),

@@ -699,7 +699,8 @@ class Session implements ReplaySession {
         log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
       }
     }
-    for (let i = -2; i < o.iters; i++) {
+    // no timing (--iters 0: under a profiler, compute-sanitizer): no warm-up launches either
+    for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
       restoreChanged();
       if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
       const us = cu.timedLaunch(launch);

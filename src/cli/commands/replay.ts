@@ -1,4 +1,6 @@
 /** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
@@ -9,12 +11,21 @@ import { readManifest } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeReplay, printable } from "../format.ts";
 
+/** --module FILE: the module to launch (its kernel looked up by the captured name). @throws KerncapError E_USAGE when there is no such file */
+function moduleOption(v: unknown): { modulePath?: string } {
+  if (v === undefined || v === "") return {};
+  const file = resolve(String(v));
+  if (!existsSync(file)) throw new KerncapError("E_USAGE", `--module ${file}: no such file`, { hint: "Give the cubin a reproducer build wrote (build.sh prints its path last)." });
+  return { modulePath: file };
+}
+
 export default defineCommand({
   meta: { name: "replay", description: "Replay a capture at its captured VAs, compare bit for bit, time it" },
   args: {
     ...dirArg,
-    iters: { type: "string", description: "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min)", default: "10" },
+    iters: { type: "string", description: "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min); 0: none, no warm-up either", default: "10" },
     runs: { type: "string", description: "Checked launches from the before state (default 3, 8 once they differ): tells nondeterministic kernels and the run-to-run envelope" },
+    module: { type: "string", description: "Launch the kernel of this module image (a reproducer build's cubin) instead of the captured module", valueHint: "FILE" },
     "flush-l2": { type: "boolean", description: "Flush L2 (256 MiB memset) before each timed launch", default: false },
     verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", negativeDescription: "Skip the checksums (faster for large captures; a damaged file goes unnoticed)", default: true },
     ...toleranceArgs,
@@ -28,9 +39,10 @@ export default defineCommand({
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
     if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
     const tol = toleranceOptions(args, rawArgs);
+    const module = moduleOption(args.module);
     if (tol.multiset) checkMultiset(dir, readManifest(dir), tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
     return withAslrRetry(async () => {
-      const r = await replay(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
+      const r = await replay(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]), ...module });
       if (args.json) printJson("replay", r);
       else process.stdout.write(printable(describeReplay(r)) + "\n");
       if (r.fault) {
