@@ -25,6 +25,21 @@ describe("ncu report figures", () => {
     expect(f!.limiter!.text).toStartWith("Memory is more heavily utilized");
   });
 
+  test("real ncu 2025.3.1 output of kerncap replay on the H200 (test/fixtures/ncu-h200): ns/us units, rule rows under the section id", () => {
+    const real = (name: string) => readFileSync(join(import.meta.dir, "../../test/fixtures/ncu-h200", name), "utf8");
+    const [f] = parseNcuDetails(real("ncu-import-details.csv"));
+    expect(f).toMatchObject({ kernel: "scale_jobs(const Job *, int)", grid: "(64, 8, 1)", block: "(256, 1, 1)", durationUs: 4.64, smThroughputPct: 6, memoryThroughputPct: 12.79, achievedOccupancyPct: 42.7, registersPerThread: 20 });
+    expect(f!.limiter).toMatchObject({ bound: "latency", source: "ncu rule", sections: ["Launch Statistics"] });
+    // without -c 1 every launch of the name is profiled (the replay's checked, warm-up and timed ones): 8 here
+    const all = parseNcuDetails(real("ncu-replay-details.csv"));
+    expect(all.map((x) => x.id)).toEqual(["0", "1", "2", "3", "4", "5", "6", "7"]);
+    expect(all[0]!.durationUs).toBeCloseTo(3.712, 9); // "3,712" ns
+    // the replay's stdout before the CSV (MATCH…) is skipped
+    const t = parseNcuDetails(real("ncu-triton.csv"));
+    expect(t).toHaveLength(7);
+    expect(t[0]).toMatchObject({ kernel: "matmul_kernel", grid: "(8, 3, 1)", registersPerThread: 64, durationUs: 5.952 });
+  });
+
   test("an older layout (no rule columns, SM [%]/Memory [%], ms, thousands separators): the ncu metric name wins over the display one", () => {
     const [f] = parseNcuDetails(fixture("ncu-details-2022.csv"));
     expect(f!.kernel).toBe("void fma_loop<float>(float*, int)");

@@ -216,7 +216,9 @@ const SECTION_NAMES = ["Memory Workload Analysis", "Compute Workload Analysis", 
  * @throws KerncapError E_NCU_REPORT when there is no header row or it lacks the metric columns
  */
 export function parseNcuDetails(csv: string): NcuFigures[] {
-  const rows = parseCsv(csv);
+  // from the header line on: the replay's own output before it (mixed into ncu's stdout) may hold a stray quote
+  const at = csv.search(/^(?=.*"Metric Name")(?=.*"Metric Value")/m);
+  const rows = at < 0 ? [] : parseCsv(csv.slice(at));
   const h = rows.findIndex((r) => r.includes("Metric Name") && r.includes("Metric Value"));
   if (h < 0) throw new KerncapError("E_NCU_REPORT", "ncu's CSV has no header row with \"Metric Name\" and \"Metric Value\"", { hint: "Check the ncu version (`ncu --version`); open the report in the Nsight Compute UI meanwhile." });
   const head = rows[h]!;
