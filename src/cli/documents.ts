@@ -73,6 +73,22 @@ const ReplayFields = {
   multiset: v.optional(v.array(v.looseObject({ index: U, va: v.string(), dtype: v.string(), verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]), elements: U, runs: U, runsReordered: U, unmatched: U }))),
 };
 
+/** A candidate kernel's time against a baseline's, interleaved on the same memory (src/replay/stats.ts TimingComparison); null when not compared. */
+const Compare = v.nullable(
+  v.object({
+    pairs: U,
+    baselineMedianUs: N,
+    candidateMedianUs: N,
+    /** baseline median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+    speedup: N,
+    low: N,
+    high: N,
+    verdict: v.picklist(["faster", "slower", "same"]),
+    text: v.string(),
+    method: v.string(),
+  }),
+);
+
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
 /** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
 const Kernel = v.object({
@@ -158,12 +174,20 @@ export const DOCUMENTS = {
     processes: U,
   }),
   inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
-  replay: v.looseObject({ ...id("replay"), ...ReplayFields }),
+  replay: v.looseObject({
+    ...id("replay"),
+    ...ReplayFields,
+    /** --against: the other kernel (a capture folder's or a module's), judged on this capture's memory (its own replay result), and its time against this one's. */
+    against: v.optional(v.looseObject({ kind: v.picklist(["capture", "module"]), path: v.string(), verdict: Verdict, timing: v.looseObject({ medianUs: N }) })),
+    compare: v.optional(Compare),
+  }),
   validate: v.looseObject({
     ...id("validate"),
     ...ReplayFields,
     /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/repro/validate-build.ts), and that build's steps (ms). */
     rebuild: v.object({ module: v.string(), seconds: v.number(), builder: v.optional(v.picklist(["build.sh", "pruned"])), steps: v.optional(BuildSteps) }),
+    /** The rebuilt kernel's time against the captured module's, interleaved (null with --iters below 5). */
+    compare: v.optional(Compare),
     replaySeconds: v.number(),
     wallSeconds: v.number(),
   }),

@@ -4,6 +4,7 @@
  */
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
+import type { TimingComparison } from "../replay/stats.ts";
 
 export { shellPath, shellQuote } from "../shell-quote.ts";
 
@@ -64,6 +65,21 @@ export function describeReplay(r: ReplayResult): string {
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.join("\n");
+}
+
+/**
+ * The other kernel of `replay --against` (or validate's rebuilt one against the captured module):
+ * its verdict and its time against the baseline's, measured interleaved.
+ */
+export function describeAgainst(what: string, r: ReplayResult, c: TimingComparison | null): string {
+  const verdict = r.verdict === "match" ? "MATCH" : "MISMATCH";
+  return [`  against ${what}: ${verdict}${r.verdict === "match" ? "" : ` (${plural(r.mismatches.length, "region")} not as the app left them: its time says little)`}`, `    ${describeComparison(c)}`].join("\n");
+}
+
+/** One line: "kernel time 48.10 → 44.90 µs: 1.07× faster (1.05–1.09), 50 interleaved launch pairs". */
+export function describeComparison(c: TimingComparison | null): string {
+  if (!c) return "kernel time: not compared (fewer than 5 timed launch pairs, or a launch that faults)";
+  return `kernel time ${c.baselineMedianUs.toFixed(2)} → ${c.candidateMedianUs.toFixed(2)} µs: ${c.text}, ${c.pairs} interleaved launch pairs`;
 }
 
 /** The tolerance report: overall verdict, then each region that is not bit-exact. */

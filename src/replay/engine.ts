@@ -20,6 +20,7 @@ import { diffBytes, median, vaSpans } from "./compare.ts";
 import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
+import { compareTimings, MIN_PAIRS, type TimingComparison } from "./stats.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -83,6 +84,12 @@ export interface ReplayOptions {
   dtype?: string;
   /** Flush L2 (256 MiB memset) before each timed launch. */
   flushL2?: boolean;
+  /**
+   * Launch with this configuration instead of the captured one (another capture's launch of the
+   * same kernel on the same memory, a tuned Triton config): grid, block, dynamic shared memory,
+   * launch and function attributes, parameter bytes.
+   */
+  launch?: { launch: Manifest["launch"]; functionAttributes: Manifest["functionAttributes"]; params: Uint8Array };
   /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
@@ -265,6 +272,33 @@ function replayFault(
   };
 }
 
+/** A baseline and a candidate kernel judged on the same memory and timed interleaved (ReplaySession.runCompared). */
+export interface ComparedRuns {
+  /** The baseline's result (null when the capture's launch faults: nothing is timed then). */
+  baseline: ReplayResult | null;
+  candidate: ReplayResult;
+  /** Candidate against baseline (src/replay/stats.ts); null with fewer than MIN_PAIRS timed launches or a faulting launch. */
+  compare: TimingComparison | null;
+}
+
+/** A loaded module and how long its wait and load took. */
+interface Loaded {
+  mod: ReplayModule;
+  modFile: string;
+  moduleWaitSeconds: number;
+  /** performance.now() when the load began. */
+  t2: number;
+}
+
+/** A kernel checked and ready to time: its launch, the restore before each, and its result given the timed launches (µs). */
+interface Prepared {
+  /** The capture faulted in the app: the replay's outcome, nothing to time. */
+  fault?: ReplayResult;
+  launch: () => void;
+  restoreChanged: () => void;
+  finish: (times: number[], interleaved: boolean) => ReplayResult;
+}
+
 /** Options of one run of a prepared session: ReplayOptions less verify (the session's). */
 export type RunOptions = Omit<ReplayOptions, "verify">;
 
@@ -298,6 +332,14 @@ export interface ReplaySession {
    *   close the session, resetCuda() and open another.
    */
   run(o: RunOptions): Promise<ReplayResult>;
+  /**
+   * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one
+   * after the other from the before state, then timed interleaved (timeInterleaved) for a
+   * comparison (src/replay/stats.ts). `candidate.modulePath` may be a promise (a build still
+   * running): the baseline is checked meanwhile. iters: the larger of the two.
+   * @throws as run()
+   */
+  runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns>;
   /**
    * Put back the before state of every chunk the previous runs wrote: the app's changed chunks
    * from the device backup, then a kc64 scan of every region against the manifest's before hashes
@@ -376,6 +418,8 @@ class Session implements ReplaySession {
   private backup: bigint | undefined;
   private backupMade = false;
   private flush: bigint | undefined;
+  /** The last timed launches had L2 flushed before each. */
+  private flushed = false;
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
@@ -456,33 +500,99 @@ class Session implements ReplaySession {
 
   async run(o: RunOptions): Promise<ReplayResult> {
     this.reset();
+    const l = await this.load(o);
+    try {
+      const p = await this.prepare(o, l);
+      if (p.fault) return p.fault;
+      return p.finish(this.time([p], o), false);
+    } finally {
+      l.mod.unload(); // its globals go with it; the next run loads its own module
+    }
+  }
+
+  async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {
+    // a launch that faults in the app ends the context: nothing to time, the candidate alone is judged
+    if (this.manifest.fault) return { baseline: null, candidate: await this.run(candidate), compare: null };
+    this.reset();
+    const la = await this.load(baseline);
+    try {
+      const pa = await this.prepare(baseline, la);
+      this.reset();
+      const lb = await this.load(candidate);
+      try {
+        const pb = await this.prepare(candidate, lb);
+        const iters = Math.max(baseline.iters, candidate.iters);
+        const [ta, tb] = this.timeInterleaved([pa, pb], { ...candidate, iters });
+        return { baseline: pa.finish(ta!, true), candidate: pb.finish(tb!, true), compare: ta!.length >= MIN_PAIRS ? compareTimings(ta!, tb!) : null };
+      } finally {
+        lb.mod.unload();
+      }
+    } finally {
+      la.mod.unload();
+    }
+  }
+
+  /** 3. The module (waiting for a build still running), loaded. */
+  private async load(o: RunOptions): Promise<Loaded> {
     const { dir, cu } = this;
     const m = this.manifest;
-
-    // 3. Module, function, attributes.
     const tw = performance.now();
     const modFile = await (o.modulePath ?? join(dir, m.module.file));
     const moduleWaitSeconds = (performance.now() - tw) / 1000;
     const t2 = performance.now();
     const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
-    const mod = cu.loadModule(image, modFile, m);
-    try {
-      return await this.runModule(o, mod, modFile, moduleWaitSeconds, t2, this.opened);
-    } finally {
-      mod.unload(); // its globals go with it; the next run loads its own module
-    }
+    return { mod: cu.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2 };
   }
 
-  private async runModule(
-    o: RunOptions,
-    mod: ReplayModule,
-    modFile: string,
-    moduleWaitSeconds: number,
-    t2: number,
-    { restore, reserve, verifySeconds }: ReplaySession["opened"],
-  ): Promise<ReplayResult> {
+  /** Timed launches of one prepared kernel (the list finish takes). */
+  private time(ps: [Prepared], o: RunOptions): number[] {
+    return this.timeInterleaved(ps, o)[0]!;
+  }
+
+  /**
+   * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
+   * under a profiler or compute-sanitizer), then `iters` timed ones each. With several kernels,
+   * one launch of each per round, the first of the round alternating (A B, B A, …), so that a
+   * position effect (the launch right after the restore) falls on all alike. A flush of L2 (a
+   * memset of 256 MiB, past the H200's 50 MiB L2) before each launch with flushL2.
+   * @returns each kernel's times (µs), in launch order
+   */
+  private timeInterleaved(ps: Prepared[], o: RunOptions): number[][] {
+    const { cu } = this;
+    let flush: bigint | undefined;
+    if (o.flushL2) {
+      try {
+        flush = this.flush ??= cu.memAlloc(256 << 20);
+      } catch {
+        log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
+      }
+    }
+    this.flushed = flush !== undefined;
+    const times = ps.map(() => [] as number[]);
+    for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
+      const order = i & 1 ? [...ps.keys()].reverse() : [...ps.keys()];
+      for (const k of order) {
+        ps[k]!.restoreChanged();
+        if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
+        const us = cu.timedLaunch(ps[k]!.launch);
+        if (i >= 0) times[k]!.push(us);
+      }
+    }
+    cu.sync();
+    return times;
+  }
+
+  /**
+   * Steps 3-5 for one loaded module: the kernel, its attributes, the module globals restored, the
+   * checked runs compared with the app's after state; what remains is timing (the launch and the
+   * restore between launches) and the result (finish, given the times).
+   */
+  private async prepare(o: RunOptions, { mod, modFile, moduleWaitSeconds, t2 }: Loaded): Promise<Prepared> {
     const { dir, cu, restorer, scanner, C } = this;
+    const { restore, reserve, verifySeconds } = this.opened;
     const m = this.manifest;
+    // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
+    const lm = o.launch ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes } : m;
     const name = o.kernelName ?? m.kernel.name;
     const f = mod.kernel(name);
     if (f === undefined) {
@@ -490,7 +600,7 @@ class Session implements ReplaySession {
         hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
       });
     }
-    f.applyAttributes(m.functionAttributes);
+    f.applyAttributes(lm.functionAttributes);
     // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
     // at addresses of the driver's choosing; write the captured before state into them by name.
     const rebuilt = o.modulePath !== undefined;
@@ -526,15 +636,18 @@ class Session implements ReplaySession {
     const loadSeconds = (performance.now() - t2) / 1000;
     log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
 
-    const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
-    const launchKernel = f.launcher(m, params);
+    const params = o.launch?.params ?? new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
+    const launchKernel = f.launcher(lm, params);
     const launch = () => {
       this.dirty = true;
       launchKernel();
     };
 
     // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
-    if (m.fault) return replayFault(dir, m, cu, launch, { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds }, restore, reserve, verifySeconds);
+    if (m.fault) {
+      const fault = replayFault(dir, m, cu, launch, { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds }, restore, reserve, verifySeconds);
+      return { fault, launch, restoreChanged: () => {}, finish: () => fault };
+    }
 
     // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs
     // (made once per session, from the before state).
@@ -686,56 +799,38 @@ class Session implements ReplaySession {
     const compareSeconds = (performance.now() - tc) / 1000;
     const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
 
-    // 6. Timed launches, each from the before state: 2 warm-up launches, then `iters` timed ones.
-    // Before each: restore what the kernel writes, optionally flush L2 (a 256 MiB memset), then
-    // (CUDA) 30 µs of kc_spin so the stream is busy while the launch is submitted: the event pair
-    // times the kernel's GPU execution, as the capture library measured it in the app.
-    const times: number[] = [];
-    let flush: bigint | undefined;
-    if (o.flushL2) {
-      try {
-        flush = this.flush ??= cu.memAlloc(256 << 20);
-      } catch {
-        log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
-      }
-    }
-    // no timing (--iters 0: under a profiler, compute-sanitizer): no warm-up launches either
-    for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
-      restoreChanged();
-      if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
-      const us = cu.timedLaunch(launch);
-      if (i >= 0) times.push(us);
-    }
-    cu.sync();
-    const sorted = [...times].sort((a, b) => a - b);
-    const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
-    const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
-    return {
-      dir,
-      kernel: m.kernel.demangled || m.kernel.name,
-      verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
-      regionsChecked: m.regions.length + globals.length,
-      bytesChecked,
-      mismatches,
-      timing: {
-        iters: times.length,
-        medianUs: times.length ? median(times) : NaN,
-        minUs: times.length ? sorted[0]! : NaN,
-        p10Us: pct(0.1),
-        p90Us: pct(0.9),
-        appUs,
-        method: cu.timingMethod(flush !== undefined),
-        appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
-      },
-      restore,
-      reserve,
-      check: { verifySeconds, compareSeconds, bytesCopiedBack, ...(cu.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
-      determinism,
-      module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
-      device: { name: cu.deviceName(), arch: cu.arch() },
-      numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
-      ...(o.multiset?.length ? { multiset } : {}),
+    const finish = (times: number[], interleaved: boolean): ReplayResult => {
+      const sorted = [...times].sort((a, b) => a - b);
+      const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
+      const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
+      return {
+        dir,
+        kernel: m.kernel.demangled || m.kernel.name,
+        verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
+        regionsChecked: m.regions.length + globals.length,
+        bytesChecked,
+        mismatches,
+        timing: {
+          iters: times.length,
+          medianUs: times.length ? median(times) : NaN,
+          minUs: times.length ? sorted[0]! : NaN,
+          p10Us: pct(0.1),
+          p90Us: pct(0.9),
+          appUs,
+          method: cu.timingMethod(this.flushed) + (interleaved ? ", interleaved with the other kernel's launches" : ""),
+          appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
+        },
+        restore,
+        reserve,
+        check: { verifySeconds, compareSeconds, bytesCopiedBack, ...(cu.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
+        determinism,
+        module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
+        device: { name: cu.deviceName(), arch: cu.arch() },
+        numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
+        ...(o.multiset?.length ? { multiset } : {}),
+        };
     };
+    return { launch, restoreChanged, finish };
   }
 }
 
@@ -806,6 +901,20 @@ export async function replay(dir: string, o: ReplayOptions): Promise<ReplayResul
   const s = await openReplay(dir, o);
   try {
     return await s.run(o);
+  } finally {
+    s.close();
+  }
+}
+
+/**
+ * Replay a capture with two kernels on its memory (ReplaySession.runCompared): the baseline
+ * (by default the captured module and launch) and the candidate, judged each, timed interleaved.
+ * @throws as replay
+ */
+export async function replayCompared(dir: string, baseline: ReplayOptions, candidate: RunOptions): Promise<ComparedRuns> {
+  const s = await openReplay(dir, baseline);
+  try {
+    return await s.runCompared(baseline, candidate);
   } finally {
     s.close();
   }
