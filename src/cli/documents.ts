@@ -56,7 +56,20 @@ const ReplayFields = {
   /** Regions that differ from the app's after state (or, unchanged in the app, from the before state). */
   mismatches: v.array(v.looseObject({ va: v.string(), kind: v.string(), size: U, changedInApp: v.boolean(), firstDiffOffset: v.number(), bytesDiffering: U })),
   /** Kernel time per launch in µs; method and appMethod name how each was measured. */
-  timing: v.looseObject({ iters: U, medianUs: N, minUs: N, p10Us: N, p90Us: N, appUs: v.nullable(N), method: v.string(), appMethod: v.string() }),
+  timing: v.looseObject({
+    iters: U,
+    medianUs: N,
+    minUs: N,
+    p10Us: N,
+    p90Us: N,
+    appUs: v.nullable(N),
+    method: v.string(),
+    appMethod: v.string(),
+    /** L2 flushed before each timed launch (--flush-l2) or warm. */
+    l2: v.optional(v.picklist(["flushed", "warm"])),
+    /** The GPU's clocks (MHz) while the timed launches ran, from nvidia-smi; null when unknown. */
+    clocks: v.optional(v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() }))),
+  }),
   /** bytes: live bytes restored; storedBytes: copied from memory/before.bin; gbPerS over storedBytes. */
   restore: v.looseObject({ bytes: U, storedBytes: U, seconds: N, gbPerS: N, hostRegistered: v.boolean() }),
   /** A capture that faulted in the app: whether the replay reproduced the fault, and the compute-sanitizer command line. */

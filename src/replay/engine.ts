@@ -21,6 +21,7 @@ import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend,
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
 import { compareTimings, MIN_PAIRS, type TimingComparison } from "./stats.ts";
+import { queryClocks, type ClockState } from "./clocks.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -40,7 +41,20 @@ export interface ReplayResult {
   bytesChecked: number;
   mismatches: RegionMismatch[];
   /** Kernel time per launch from CUDA events (µs). */
-  timing: { iters: number; medianUs: number; minUs: number; p10Us: number; p90Us: number; appUs: number | null; method: string; appMethod: string };
+  timing: {
+    iters: number;
+    medianUs: number;
+    minUs: number;
+    p10Us: number;
+    p90Us: number;
+    appUs: number | null;
+    method: string;
+    appMethod: string;
+    /** Whether L2 was flushed before each timed launch (--flush-l2) or left warm from the previous one. */
+    l2?: "flushed" | "warm";
+    /** The GPU's clocks while the timed launches ran (null: unknown, or no timed launch). */
+    clocks?: ClockState | null;
+  };
   /** bytes: live bytes restored (zeros included); storedBytes: bytes copied from memory/before.bin; gbPerS over storedBytes. */
   restore: { bytes: number; storedBytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
   /** The capture faulted in the app: whether the replay reproduced the same fault, and the compute-sanitizer command for it. */
@@ -82,7 +96,7 @@ export interface ReplayOptions {
   atol?: number;
   rtol?: number;
   dtype?: string;
-  /** Flush L2 (256 MiB memset) before each timed launch. */
+  /** Flush L2 before each timed launch (a memset of 256 MiB, or twice the L2 where that is more). */
   flushL2?: boolean;
   /**
    * Launch with this configuration instead of the captured one (another capture's launch of the
@@ -296,7 +310,7 @@ interface Prepared {
   fault?: ReplayResult;
   launch: () => void;
   restoreChanged: () => void;
-  finish: (times: number[], interleaved: boolean) => ReplayResult;
+  finish: (times: number[], interleaved: boolean, clocks: ClockState | null) => ReplayResult;
 }
 
 /** Options of one run of a prepared session: ReplayOptions less verify (the session's). */
@@ -420,6 +434,8 @@ class Session implements ReplaySession {
   private flush: bigint | undefined;
   /** The last timed launches had L2 flushed before each. */
   private flushed = false;
+  /** The clocks during the last timed launches (src/replay/clocks.ts). */
+  private clocks: Promise<ClockState | null> = Promise.resolve(null);
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
@@ -504,7 +520,8 @@ class Session implements ReplaySession {
     try {
       const p = await this.prepare(o, l);
       if (p.fault) return p.fault;
-      return p.finish(this.time([p], o), false);
+      const times = this.time([p], o);
+      return p.finish(times, false, await this.clocks);
     } finally {
       l.mod.unload(); // its globals go with it; the next run loads its own module
     }
@@ -523,7 +540,8 @@ class Session implements ReplaySession {
         const pb = await this.prepare(candidate, lb);
         const iters = Math.max(baseline.iters, candidate.iters);
         const [ta, tb] = this.timeInterleaved([pa, pb], { ...candidate, iters });
-        return { baseline: pa.finish(ta!, true), candidate: pb.finish(tb!, true), compare: ta!.length >= MIN_PAIRS ? compareTimings(ta!, tb!) : null };
+        const clocks = await this.clocks;
+        return { baseline: pa.finish(ta!, true, clocks), candidate: pb.finish(tb!, true, clocks), compare: ta!.length >= MIN_PAIRS ? compareTimings(ta!, tb!) : null };
       } finally {
         lb.mod.unload();
       }
@@ -554,26 +572,29 @@ class Session implements ReplaySession {
    * under a profiler or compute-sanitizer), then `iters` timed ones each. With several kernels,
    * one launch of each per round, the first of the round alternating (A B, B A, …), so that a
    * position effect (the launch right after the restore) falls on all alike. A flush of L2 (a
-   * memset of 256 MiB, past the H200's 50 MiB L2) before each launch with flushL2.
+   * memset larger than L2) before each launch with flushL2. The clocks are read meanwhile (this.clocks).
    * @returns each kernel's times (µs), in launch order
    */
   private timeInterleaved(ps: Prepared[], o: RunOptions): number[][] {
     const { cu } = this;
     let flush: bigint | undefined;
+    // a memset of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB), evicts every line the previous launch left
+    const flushBytes = Math.max(256 << 20, 2 * (cu.l2Bytes?.() ?? 0));
     if (o.flushL2) {
       try {
-        flush = this.flush ??= cu.memAlloc(256 << 20);
+        flush = this.flush ??= cu.memAlloc(flushBytes);
       } catch {
-        log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
+        log.warn(`--flush-l2: no device memory for the ${flushBytes >> 20} MiB flush buffer; timing with a warm L2`);
       }
     }
     this.flushed = flush !== undefined;
+    this.clocks = o.iters ? queryClocks(cu.pciBusId?.()) : Promise.resolve(null);
     const times = ps.map(() => [] as number[]);
     for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
       const order = i & 1 ? [...ps.keys()].reverse() : [...ps.keys()];
       for (const k of order) {
         ps[k]!.restoreChanged();
-        if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
+        if (flush !== undefined) cu.memset(flush, i & 0xff, flushBytes);
         const us = cu.timedLaunch(ps[k]!.launch);
         if (i >= 0) times[k]!.push(us);
       }
@@ -799,7 +820,7 @@ class Session implements ReplaySession {
     const compareSeconds = (performance.now() - tc) / 1000;
     const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
 
-    const finish = (times: number[], interleaved: boolean): ReplayResult => {
+    const finish = (times: number[], interleaved: boolean, clocks: ClockState | null): ReplayResult => {
       const sorted = [...times].sort((a, b) => a - b);
       const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
       const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
@@ -819,6 +840,8 @@ class Session implements ReplaySession {
           appUs,
           method: cu.timingMethod(this.flushed) + (interleaved ? ", interleaved with the other kernel's launches" : ""),
           appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
+          l2: this.flushed ? "flushed" : "warm",
+          clocks,
         },
         restore,
         reserve,
