@@ -24,6 +24,8 @@ export const DOCUMENT_VERSIONS = {
   "validate-watch": 1,
   /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
   profile: 1,
+  /** `kerncap tune` (src/tune/triton.ts TuneResult). */
+  tune: 1,
   pack: 1,
   unpack: 1,
   doctor: 1,
@@ -101,6 +103,16 @@ const Compare = v.nullable(
     method: v.string(),
   }),
 );
+
+/** A config of kerncap tune and its outcome (src/tune/space.ts TuneRow). */
+const TuneRow = v.object({
+  config: v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
+  captured: v.boolean(),
+  verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
+  medianUs: v.nullable(N),
+  speedup: v.nullable(N),
+  error: v.optional(v.string()),
+});
 
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
 /** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
@@ -255,6 +267,16 @@ export const DOCUMENTS = {
         limiter: v.nullable(v.object({ bound: v.picklist(["compute", "memory", "latency"]), sections: v.array(v.string()), source: v.picklist(["ncu rule", "throughputs"]), text: v.string() })),
       }),
     ),
+  }),
+  tune: v.object({
+    ...id("tune"),
+    dir: v.string(),
+    kernel: v.string(),
+    grid: v.nullable(v.string()),
+    /** One row per config: the app's own first (captured: true, its module the baseline); times in µs; speedup = the app's median / this one's. */
+    rows: v.array(TuneRow),
+    winner: v.nullable(TuneRow),
+    seconds: v.object({ compile: N, replay: N }),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),

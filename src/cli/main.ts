@@ -62,8 +62,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       const opt = known.get(name);
-      // --kernel may repeat (one capture per target), --multiset too (one region each); any other option once, whatever its spelling
-      if (opt && opt !== "kernel" && opt !== "multiset") {
+      // --kernel may repeat (one capture per target), --multiset too (one region each), tune's --config (a union of spaces); any other option once, whatever its spelling
+      if (opt && opt !== "kernel" && opt !== "multiset" && opt !== "config") {
         const first = given.get(opt);
         if (first !== undefined) {
           const spelled = (x: string) => x.replace(/^--?/, "").split("=")[0]!;

@@ -12,7 +12,7 @@ import type { ChunkScan } from "./scan.ts";
 import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
-import { KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
@@ -295,6 +295,9 @@ export interface ComparedRuns {
   compare: TimingComparison | null;
 }
 
+/** One kernel of ReplaySession.runSet: its result and timed launches (µs), or why it could not run. */
+export type SetRun = { result: ReplayResult; times: number[] } | { error: KerncapError };
+
 /** A loaded module and how long its wait and load took. */
 interface Loaded {
   mod: ReplayModule;
@@ -354,6 +357,14 @@ export interface ReplaySession {
    * @throws as run()
    */
   runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns>;
+  /**
+   * Several kernels on the same memory (kerncap tune's configs): each judged as run() judges it,
+   * from the before state, then all timed interleaved with `timing`'s iters and L2 flush. With
+   * `tolerate`, a kernel that fails to load or launch (a KerncapError: too much shared memory, a
+   * kernel not in its module) is that entry's error and the others go on.
+   * @returns one entry per kernel, in order: its result and its times (µs), or its error
+   */
+  runSet(list: RunOptions[], timing: RunOptions, tolerate?: boolean): Promise<SetRun[]>;
   /**
    * Put back the before state of every chunk the previous runs wrote: the app's changed chunks
    * from the device backup, then a kc64 scan of every region against the manifest's before hashes
@@ -530,23 +541,35 @@ class Session implements ReplaySession {
   async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {
     // a launch that faults in the app ends the context: nothing to time, the candidate alone is judged
     if (this.manifest.fault) return { baseline: null, candidate: await this.run(candidate), compare: null };
-    this.reset();
-    const la = await this.load(baseline);
+    const [a, b] = await this.runSet([baseline, candidate], { ...candidate, iters: Math.max(baseline.iters, candidate.iters) }, false);
+    if ("error" in a!) throw a.error;
+    if ("error" in b!) throw b.error;
+    return { baseline: a.result, candidate: b.result, compare: a.times.length >= MIN_PAIRS ? compareTimings(a.times, b.times) : null };
+  }
+
+  async runSet(list: RunOptions[], timing: RunOptions, tolerate = true): Promise<SetRun[]> {
+    const loaded: Loaded[] = [];
+    const ready: { k: number; p: Prepared }[] = [];
+    const out: SetRun[] = [];
     try {
-      const pa = await this.prepare(baseline, la);
-      this.reset();
-      const lb = await this.load(candidate);
-      try {
-        const pb = await this.prepare(candidate, lb);
-        const iters = Math.max(baseline.iters, candidate.iters);
-        const [ta, tb] = this.timeInterleaved([pa, pb], { ...candidate, iters });
-        const clocks = await this.clocks;
-        return { baseline: pa.finish(ta!, true, clocks), candidate: pb.finish(tb!, true, clocks), compare: ta!.length >= MIN_PAIRS ? compareTimings(ta!, tb!) : null };
-      } finally {
-        lb.mod.unload();
+      for (const [k, o] of list.entries()) {
+        this.reset();
+        try {
+          const l = await this.load(o);
+          loaded.push(l);
+          ready.push({ k, p: await this.prepare(o, l) });
+        } catch (e) {
+          if (!tolerate || !isKerncapError(e)) throw e;
+          log.debug(`kernel ${k} of the set: ${e.message}`);
+          out[k] = { error: e };
+        }
       }
+      const times = this.timeInterleaved(ready.map((x) => x.p), timing);
+      const clocks = await this.clocks;
+      for (const [j, { k, p }] of ready.entries()) out[k] = { result: p.finish(times[j]!, ready.length > 1, clocks), times: times[j]! };
+      return out;
     } finally {
-      la.mod.unload();
+      for (const l of loaded) l.mod.unload();
     }
   }
 

@@ -245,6 +245,13 @@ const table: Record<keyof typeof commands, () => void> = {
       expect([e.code, e.message]).toEqual(["E_USAGE", "-k: kerncap profile sets the kernel filter (the captured kernel's mangled name) itself"]);
     });
   },
+  tune: () => {
+    // the Triton refusals before any compile: src/tune/triton.test.ts
+    test("fewer than 5 timed rounds or a bad --jobs: usage errors", async () => {
+      expect((await failure("tune", [await fresh(), "--iters", "2"])).message).toContain("--iters must be a whole number from 5");
+      expect((await failure("tune", [await fresh(), "--jobs", "0"])).message).toContain("--jobs must be a whole number from 1");
+    });
+  },
   run: () => {
     test("application not found", async () => {
       const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "./no-such-app"]);

@@ -78,6 +78,7 @@ export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession
     run,
     // the watch compares nothing: the candidate's run alone
     runCompared: async (_baseline, candidate) => ({ baseline: null, candidate: await run(candidate), compare: null }),
+    runSet: async (list) => Promise.all(list.map(async (o) => ({ result: await run(o), times: [] }))),
     reset,
     close() {},
   };
