@@ -61,7 +61,7 @@ export const ENV_VARS = {
     meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
   },
   KERNCAP_FAULT_VA_TAKEN: { readers: ["kerncap"], setBy: "user", meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path" },
-  KERNCAP_PYTHON: { readers: ["Triton reproducer"], setBy: "user", meaning: "the Python a Triton reproducer's build.sh runs (default: the application's, recorded at capture)" },
+  KERNCAP_PYTHON: { readers: ["Triton reproducer", "kerncap"], setBy: "user", meaning: "the Python a Triton reproducer's build.sh (and `kerncap tune`) runs (default: the application's, recorded at capture)" },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",
@@ -190,6 +190,16 @@ export function withoutCaptureSettings(env: Env = process.env): Record<string, s
 /** Environment of a reproducer's build.sh: `force` (validate --force) sets KERNCAP_FORCE=1 (templates/triton/repro.py). */
 export function reproducerBuildEnv(o: { force: boolean }, env: Env = process.env): Record<string, string | undefined> {
   return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}) };
+}
+
+/**
+ * Environment of the Triton reproducer's repro.py when kerncap runs it itself (`kerncap tune`):
+ * the Python it runs (KERNCAP_PYTHON, else `captured`, the application's), named in its messages
+ * as build.sh names it (KERNCAP_PYTHON_USED), and its Triton cache.
+ */
+export function tritonReproducerEnv(captured: string, cacheDir: string, env: Env = process.env): { python: string; env: Record<string, string | undefined> } {
+  const python = env.KERNCAP_PYTHON || captured;
+  return { python, env: { ...env, KERNCAP_PYTHON_USED: python, TRITON_CACHE_DIR: cacheDir } };
 }
 
 /** Environment of the no-ASLR replay child (src/replay/aslr.ts). */

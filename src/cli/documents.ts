@@ -22,6 +22,10 @@ export const DOCUMENT_VERSIONS = {
   validate: 1,
   /** `validate --watch --json`: one document per line (JSON Lines), one per build (src/repro/watch.ts WatchEvent). */
   "validate-watch": 1,
+  /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
+  profile: 1,
+  /** `kerncap tune` (src/tune/triton.ts TuneResult). */
+  tune: 1,
   pack: 1,
   unpack: 1,
   doctor: 1,
@@ -54,7 +58,20 @@ const ReplayFields = {
   /** Regions that differ from the app's after state (or, unchanged in the app, from the before state). */
   mismatches: v.array(v.looseObject({ va: v.string(), kind: v.string(), size: U, changedInApp: v.boolean(), firstDiffOffset: v.number(), bytesDiffering: U })),
   /** Kernel time per launch in µs; method and appMethod name how each was measured. */
-  timing: v.looseObject({ iters: U, medianUs: N, minUs: N, p10Us: N, p90Us: N, appUs: v.nullable(N), method: v.string(), appMethod: v.string() }),
+  timing: v.looseObject({
+    iters: U,
+    medianUs: N,
+    minUs: N,
+    p10Us: N,
+    p90Us: N,
+    appUs: v.nullable(N),
+    method: v.string(),
+    appMethod: v.string(),
+    /** L2 flushed before each timed launch (--flush-l2) or warm. */
+    l2: v.optional(v.picklist(["flushed", "warm"])),
+    /** The GPU's clocks (MHz) while the timed launches ran, from nvidia-smi; null when unknown. */
+    clocks: v.optional(v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() }))),
+  }),
   /** bytes: live bytes restored; storedBytes: copied from memory/before.bin; gbPerS over storedBytes. */
   restore: v.looseObject({ bytes: U, storedBytes: U, seconds: N, gbPerS: N, hostRegistered: v.boolean() }),
   /** A capture that faulted in the app: whether the replay reproduced the fault, and the compute-sanitizer command line. */
@@ -70,6 +87,32 @@ const ReplayFields = {
   /** --multiset: each region asked for and how the app's elements compare with each run's. */
   multiset: v.optional(v.array(v.looseObject({ index: U, va: v.string(), dtype: v.string(), verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]), elements: U, runs: U, runsReordered: U, unmatched: U }))),
 };
+
+/** A candidate kernel's time against a baseline's, interleaved on the same memory (src/replay/stats.ts TimingComparison); null when not compared. */
+const Compare = v.nullable(
+  v.object({
+    pairs: U,
+    baselineMedianUs: N,
+    candidateMedianUs: N,
+    /** baseline median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+    speedup: N,
+    low: N,
+    high: N,
+    verdict: v.picklist(["faster", "slower", "same"]),
+    text: v.string(),
+    method: v.string(),
+  }),
+);
+
+/** A config of kerncap tune and its outcome (src/tune/space.ts TuneRow). */
+const TuneRow = v.object({
+  config: v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
+  captured: v.boolean(),
+  verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
+  medianUs: v.nullable(N),
+  speedup: v.nullable(N),
+  error: v.optional(v.string()),
+});
 
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
 /** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
@@ -156,12 +199,20 @@ export const DOCUMENTS = {
     processes: U,
   }),
   inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
-  replay: v.looseObject({ ...id("replay"), ...ReplayFields }),
+  replay: v.looseObject({
+    ...id("replay"),
+    ...ReplayFields,
+    /** --against: the other kernel (a capture folder's or a module's), judged on this capture's memory (its own replay result), and its time against this one's. */
+    against: v.optional(v.looseObject({ kind: v.picklist(["capture", "module"]), path: v.string(), verdict: Verdict, timing: v.looseObject({ medianUs: N }) })),
+    compare: v.optional(Compare),
+  }),
   validate: v.looseObject({
     ...id("validate"),
     ...ReplayFields,
     /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/repro/validate-build.ts), and that build's steps (ms). */
     rebuild: v.object({ module: v.string(), seconds: v.number(), builder: v.optional(v.picklist(["build.sh", "pruned"])), steps: v.optional(BuildSteps) }),
+    /** The rebuilt kernel's time against the captured module's, interleaved (null with --iters below 5). */
+    compare: v.optional(Compare),
     replaySeconds: v.number(),
     wallSeconds: v.number(),
   }),
@@ -186,6 +237,46 @@ export const DOCUMENTS = {
     code: v.optional(v.string()),
     message: v.optional(v.string()),
     hint: v.optional(v.nullable(v.string())),
+  }),
+  profile: v.object({
+    ...id("profile"),
+    dir: v.string(),
+    kernel: v.string(),
+    tool: v.picklist(["ncu", "nsys"]),
+    /** The report written (absolute path; DIR/profile/NAME.ncu-rep or .nsys-rep). */
+    report: v.string(),
+    module: v.string(),
+    command: v.array(v.string()),
+    verdict: v.nullable(Verdict),
+    /** Wall time (s). */
+    seconds: v.object({ build: N, profile: N, import: N }),
+    /** ncu's key figures of the profiled launch (null for nsys): time in µs, sizes in bytes, throughputs in % of peak; null where the report lacks the metric. */
+    figures: v.nullable(
+      v.object({
+        id: v.string(),
+        kernel: v.string(),
+        grid: v.string(),
+        block: v.string(),
+        device: v.string(),
+        durationUs: v.nullable(N),
+        smThroughputPct: v.nullable(N),
+        memoryThroughputPct: v.nullable(N),
+        achievedOccupancyPct: v.nullable(N),
+        registersPerThread: v.nullable(N),
+        dramBytes: v.nullable(N),
+        limiter: v.nullable(v.object({ bound: v.picklist(["compute", "memory", "latency"]), sections: v.array(v.string()), source: v.picklist(["ncu rule", "throughputs"]), text: v.string() })),
+      }),
+    ),
+  }),
+  tune: v.object({
+    ...id("tune"),
+    dir: v.string(),
+    kernel: v.string(),
+    grid: v.nullable(v.string()),
+    /** One row per config: the app's own first (captured: true, its module the baseline); times in µs; speedup = the app's median / this one's. */
+    rows: v.array(TuneRow),
+    winner: v.nullable(TuneRow),
+    seconds: v.object({ compile: N, replay: N }),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),

@@ -4,6 +4,8 @@
  */
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
+import type { TimingComparison } from "../replay/stats.ts";
+import type { ClockState } from "../replay/clocks.ts";
 
 export { shellPath, shellQuote } from "../shell-quote.ts";
 
@@ -59,11 +61,33 @@ export function describeReplay(r: ReplayResult): string {
     const t = r.timing;
     L.push(`  kernel time: median ${t.medianUs.toFixed(2)} µs (p10 ${t.p10Us.toFixed(2)}, p90 ${t.p90Us.toFixed(2)}, min ${t.minUs.toFixed(2)}) over ${plural(t.iters, "launch", "launches")}` + (t.appUs !== null ? `; in the app ${t.appUs.toFixed(2)} µs` : ""));
     L.push(`    measured by ${t.method}; in the app by ${t.appMethod}`);
+    if (t.clocks) L.push(`    ${describeClocks(t.clocks)}`);
   }
   L.push(`  restore ${formatBytes(r.restore.storedBytes)} stored of ${formatBytes(r.restore.bytes)} live in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", pinned file mapping" : ", staged"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.join("\n");
+}
+
+/**
+ * The other kernel of `replay --against` (or validate's rebuilt one against the captured module):
+ * its verdict and its time against the baseline's, measured interleaved.
+ */
+export function describeAgainst(what: string, r: ReplayResult, c: TimingComparison | null): string {
+  const verdict = r.verdict === "match" ? "MATCH" : "MISMATCH";
+  return [`  against ${what}: ${verdict}${r.verdict === "match" ? "" : ` (${plural(r.mismatches.length, "region")} not as the app left them: its time says little)`}`, `    ${describeComparison(c)}`].join("\n");
+}
+
+/** One line: "kernel time 48.10 → 44.90 µs: 1.07× faster (1.05–1.09), 50 interleaved launch pairs". */
+export function describeComparison(c: TimingComparison | null): string {
+  if (!c) return "kernel time: not compared (fewer than 5 timed launch pairs, or a launch that faults)";
+  return `kernel time ${c.baselineMedianUs.toFixed(2)} → ${c.candidateMedianUs.toFixed(2)} µs: ${c.text}, ${c.pairs} interleaved launch pairs`;
+}
+
+/** "clocks while timed: SM 1980 MHz (application 1785, max 1980), memory 3201 MHz". */
+export function describeClocks(c: ClockState): string {
+  const mhz = (x: number | null) => (x === null ? "?" : String(x));
+  return `clocks while timed: SM ${mhz(c.smMHz)} MHz (application ${mhz(c.applicationsSmMHz)}, max ${mhz(c.maxSmMHz)}), memory ${mhz(c.memMHz)} MHz`;
 }
 
 /** The tolerance report: overall verdict, then each region that is not bit-exact. */

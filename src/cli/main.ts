@@ -62,8 +62,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       const opt = known.get(name);
-      // --kernel may repeat (one capture per target), --multiset too (one region each); any other option once, whatever its spelling
-      if (opt && opt !== "kernel" && opt !== "multiset") {
+      // --kernel may repeat (one capture per target), --multiset too (one region each), tune's --config (a union of spaces); any other option once, whatever its spelling
+      if (opt && opt !== "kernel" && opt !== "multiset" && opt !== "config") {
         const first = given.get(opt);
         if (first !== undefined) {
           const spelled = (x: string) => x.replace(/^--?/, "").split("=")[0]!;
@@ -162,6 +162,7 @@ export async function runCli(argv: string[]): Promise<number> {
     let out = process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "");
     out = out.replace(/[ \t]+$/gm, "");
     if (sub === "run" || sub === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");
+    if (sub === "profile") out = out.replace(/^(.*USAGE.*)$/m, "$1 [-- NCU/NSYS OPTIONS…]");
     if (sub) out = await longAliases(out, await commands[sub]());
     process.stdout.write(out + "\n");
     return own.length === 0 ? 2 : 0;
@@ -195,7 +196,8 @@ export async function runCli(argv: string[]): Promise<number> {
     if (strayBefore) return fail("E_USAGE", `${strayBefore} before the command: kerncap's options follow it`, `Write \`kerncap ${verb} ${strayBefore} …\` (run \`kerncap ${verb} --help\`).`);
     const rest = [...before, ...argv.slice(argv.indexOf(verb) + 1)];
     const restDd = rest.indexOf("--");
-    if (restDd >= 0 && verb !== "run" && verb !== "list" && rest.length > restDd + 1) {
+    // profile passes what follows `--` to ncu (or nsys)
+    if (restDd >= 0 && verb !== "run" && verb !== "list" && verb !== "profile" && rest.length > restDd + 1) {
       return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);
     }
     // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)

@@ -76,6 +76,10 @@ export interface ReplayBackend extends DeviceMemory {
   timedLaunch(launch: () => void): number;
   /** How timedLaunch measures (the result's timing.method), given whether L2 is flushed before each. */
   timingMethod(flushL2: boolean): string;
+  /** L2 cache size (bytes), where the runtime says (CUDA); sizes the L2 flush. */
+  l2Bytes?(): number;
+  /** The device's PCI address as nvidia-smi takes it (-i), where the runtime says (CUDA); names the GPU whose clocks are read. */
+  pciBusId?(): string;
   /** Whether the scans run on the device ("device") or read memory back to the host ("host"). */
   readonly scansOn: "device" | "host";
   /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */

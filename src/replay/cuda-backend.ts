@@ -92,6 +92,8 @@ class CudaBackend implements ReplayBackend {
 
   deviceName = () => this.cu.deviceName();
   arch = () => this.cu.arch();
+  l2Bytes = () => this.cu.l2Bytes();
+  pciBusId = () => this.cu.pciBusId();
   reserveAlignment = () => reserveAlignment(this.cu.granularity());
   mapAt = (va: bigint, size: number) => this.cu.mapAt(va, size);
   memAlloc = (size: number) => this.cu.memAlloc(size);
@@ -134,7 +136,7 @@ class CudaBackend implements ReplayBackend {
   }
 
   timingMethod(flushL2: boolean): string {
-    return `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flushL2 ? ", L2 flushed before each" : ", L2 warm"}`;
+    return `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flushL2 ? ", L2 flushed before each (a memset larger than L2)" : ", L2 warm"}`;
   }
 
   launchFault(e: unknown): { code: number; name: string } | null {

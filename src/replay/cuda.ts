@@ -250,13 +250,27 @@ export class Cuda {
     return new TextDecoder().decode(b.subarray(0, b.indexOf(0)));
   }
 
+  /** cuDeviceGetAttribute(attr) of this device (a CUdevice_attribute number, cuda.h). */
+  attribute(attr: number): number {
+    const v = new Int32Array(1);
+    this.check("cuDeviceGetAttribute", this.lib.cuDeviceGetAttribute(v, attr, this.device));
+    return v[0]!;
+  }
+
   /** "sm_90" from CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR (75/76). */
   arch(): string {
-    const v = new Int32Array(1);
-    this.check("cuDeviceGetAttribute", this.lib.cuDeviceGetAttribute(v, 75, this.device));
-    const major = v[0]!;
-    this.check("cuDeviceGetAttribute", this.lib.cuDeviceGetAttribute(v, 76, this.device));
-    return `sm_${major}${v[0]}`;
+    return `sm_${this.attribute(75)}${this.attribute(76)}`;
+  }
+
+  /** L2 cache size in bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 38): 50 MiB on an H200. */
+  l2Bytes(): number {
+    return this.attribute(38);
+  }
+
+  /** "00000000:1B:00.0", nvidia-smi's spelling of the PCI address (CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID 50, PCI_BUS_ID 33, PCI_DEVICE_ID 34). */
+  pciBusId(): string {
+    const hex = (x: number, n: number) => x.toString(16).toUpperCase().padStart(n, "0");
+    return `${hex(this.attribute(50), 8)}:${hex(this.attribute(33), 2)}:${hex(this.attribute(34), 2)}.0`;
   }
 
   private allocProp(): Uint8Array {

@@ -12,7 +12,7 @@ import type { ChunkScan } from "./scan.ts";
 import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
-import { KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
@@ -20,6 +20,8 @@ import { diffBytes, median, vaSpans } from "./compare.ts";
 import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
+import { compareTimings, MIN_PAIRS, type TimingComparison } from "./stats.ts";
+import { queryClocks, type ClockState } from "./clocks.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -39,7 +41,20 @@ export interface ReplayResult {
   bytesChecked: number;
   mismatches: RegionMismatch[];
   /** Kernel time per launch from CUDA events (µs). */
-  timing: { iters: number; medianUs: number; minUs: number; p10Us: number; p90Us: number; appUs: number | null; method: string; appMethod: string };
+  timing: {
+    iters: number;
+    medianUs: number;
+    minUs: number;
+    p10Us: number;
+    p90Us: number;
+    appUs: number | null;
+    method: string;
+    appMethod: string;
+    /** Whether L2 was flushed before each timed launch (--flush-l2) or left warm from the previous one. */
+    l2?: "flushed" | "warm";
+    /** The GPU's clocks while the timed launches ran (null: unknown, or no timed launch). */
+    clocks?: ClockState | null;
+  };
   /** bytes: live bytes restored (zeros included); storedBytes: bytes copied from memory/before.bin; gbPerS over storedBytes. */
   restore: { bytes: number; storedBytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
   /** The capture faulted in the app: whether the replay reproduced the same fault, and the compute-sanitizer command for it. */
@@ -81,8 +96,14 @@ export interface ReplayOptions {
   atol?: number;
   rtol?: number;
   dtype?: string;
-  /** Flush L2 (256 MiB memset) before each timed launch. */
+  /** Flush L2 before each timed launch (a memset of 256 MiB, or twice the L2 where that is more). */
   flushL2?: boolean;
+  /**
+   * Launch with this configuration instead of the captured one (another capture's launch of the
+   * same kernel on the same memory, a tuned Triton config): grid, block, dynamic shared memory,
+   * launch and function attributes, parameter bytes.
+   */
+  launch?: { launch: Manifest["launch"]; functionAttributes: Manifest["functionAttributes"]; params: Uint8Array };
   /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
@@ -265,6 +286,36 @@ function replayFault(
   };
 }
 
+/** A baseline and a candidate kernel judged on the same memory and timed interleaved (ReplaySession.runCompared). */
+export interface ComparedRuns {
+  /** The baseline's result (null when the capture's launch faults: nothing is timed then). */
+  baseline: ReplayResult | null;
+  candidate: ReplayResult;
+  /** Candidate against baseline (src/replay/stats.ts); null with fewer than MIN_PAIRS timed launches or a faulting launch. */
+  compare: TimingComparison | null;
+}
+
+/** One kernel of ReplaySession.runSet: its result and timed launches (µs), or why it could not run. */
+export type SetRun = { result: ReplayResult; times: number[] } | { error: KerncapError };
+
+/** A loaded module and how long its wait and load took. */
+interface Loaded {
+  mod: ReplayModule;
+  modFile: string;
+  moduleWaitSeconds: number;
+  /** performance.now() when the load began. */
+  t2: number;
+}
+
+/** A kernel checked and ready to time: its launch, the restore before each, and its result given the timed launches (µs). */
+interface Prepared {
+  /** The capture faulted in the app: the replay's outcome, nothing to time. */
+  fault?: ReplayResult;
+  launch: () => void;
+  restoreChanged: () => void;
+  finish: (times: number[], interleaved: boolean, clocks: ClockState | null) => ReplayResult;
+}
+
 /** Options of one run of a prepared session: ReplayOptions less verify (the session's). */
 export type RunOptions = Omit<ReplayOptions, "verify">;
 
@@ -298,6 +349,22 @@ export interface ReplaySession {
    *   close the session, resetCuda() and open another.
    */
   run(o: RunOptions): Promise<ReplayResult>;
+  /**
+   * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one
+   * after the other from the before state, then timed interleaved (timeInterleaved) for a
+   * comparison (src/replay/stats.ts). `candidate.modulePath` may be a promise (a build still
+   * running): the baseline is checked meanwhile. iters: the larger of the two.
+   * @throws as run()
+   */
+  runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns>;
+  /**
+   * Several kernels on the same memory (kerncap tune's configs): each judged as run() judges it,
+   * from the before state, then all timed interleaved with `timing`'s iters and L2 flush. With
+   * `tolerate`, a kernel that fails to load or launch (a KerncapError: too much shared memory, a
+   * kernel not in its module) is that entry's error and the others go on.
+   * @returns one entry per kernel, in order: its result and its times (µs), or its error
+   */
+  runSet(list: RunOptions[], timing: RunOptions, tolerate?: boolean): Promise<SetRun[]>;
   /**
    * Put back the before state of every chunk the previous runs wrote: the app's changed chunks
    * from the device backup, then a kc64 scan of every region against the manifest's before hashes
@@ -376,6 +443,10 @@ class Session implements ReplaySession {
   private backup: bigint | undefined;
   private backupMade = false;
   private flush: bigint | undefined;
+  /** The last timed launches had L2 flushed before each. */
+  private flushed = false;
+  /** The clocks during the last timed launches (src/replay/clocks.ts). */
+  private clocks: Promise<ClockState | null> = Promise.resolve(null);
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
@@ -456,33 +527,116 @@ class Session implements ReplaySession {
 
   async run(o: RunOptions): Promise<ReplayResult> {
     this.reset();
+    const l = await this.load(o);
+    try {
+      const p = await this.prepare(o, l);
+      if (p.fault) return p.fault;
+      const times = this.time([p], o);
+      return p.finish(times, false, await this.clocks);
+    } finally {
+      l.mod.unload(); // its globals go with it; the next run loads its own module
+    }
+  }
+
+  async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {
+    // a launch that faults in the app ends the context: nothing to time, the candidate alone is judged
+    if (this.manifest.fault) return { baseline: null, candidate: await this.run(candidate), compare: null };
+    const [a, b] = await this.runSet([baseline, candidate], { ...candidate, iters: Math.max(baseline.iters, candidate.iters) }, false);
+    if ("error" in a!) throw a.error;
+    if ("error" in b!) throw b.error;
+    return { baseline: a.result, candidate: b.result, compare: a.times.length >= MIN_PAIRS ? compareTimings(a.times, b.times) : null };
+  }
+
+  async runSet(list: RunOptions[], timing: RunOptions, tolerate = true): Promise<SetRun[]> {
+    const loaded: Loaded[] = [];
+    const ready: { k: number; p: Prepared }[] = [];
+    const out: SetRun[] = [];
+    try {
+      for (const [k, o] of list.entries()) {
+        this.reset();
+        try {
+          const l = await this.load(o);
+          loaded.push(l);
+          ready.push({ k, p: await this.prepare(o, l) });
+        } catch (e) {
+          if (!tolerate || !isKerncapError(e)) throw e;
+          log.debug(`kernel ${k} of the set: ${e.message}`);
+          out[k] = { error: e };
+        }
+      }
+      const times = this.timeInterleaved(ready.map((x) => x.p), timing);
+      const clocks = await this.clocks;
+      for (const [j, { k, p }] of ready.entries()) out[k] = { result: p.finish(times[j]!, ready.length > 1, clocks), times: times[j]! };
+      return out;
+    } finally {
+      for (const l of loaded) l.mod.unload();
+    }
+  }
+
+  /** 3. The module (waiting for a build still running), loaded. */
+  private async load(o: RunOptions): Promise<Loaded> {
     const { dir, cu } = this;
     const m = this.manifest;
-
-    // 3. Module, function, attributes.
     const tw = performance.now();
     const modFile = await (o.modulePath ?? join(dir, m.module.file));
     const moduleWaitSeconds = (performance.now() - tw) / 1000;
     const t2 = performance.now();
     const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
-    const mod = cu.loadModule(image, modFile, m);
-    try {
-      return await this.runModule(o, mod, modFile, moduleWaitSeconds, t2, this.opened);
-    } finally {
-      mod.unload(); // its globals go with it; the next run loads its own module
-    }
+    return { mod: cu.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2 };
   }
 
-  private async runModule(
-    o: RunOptions,
-    mod: ReplayModule,
-    modFile: string,
-    moduleWaitSeconds: number,
-    t2: number,
-    { restore, reserve, verifySeconds }: ReplaySession["opened"],
-  ): Promise<ReplayResult> {
+  /** Timed launches of one prepared kernel (the list finish takes). */
+  private time(ps: [Prepared], o: RunOptions): number[] {
+    return this.timeInterleaved(ps, o)[0]!;
+  }
+
+  /**
+   * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
+   * under a profiler or compute-sanitizer), then `iters` timed ones each. With several kernels,
+   * one launch of each per round, the first of the round alternating (A B, B A, …), so that a
+   * position effect (the launch right after the restore) falls on all alike. A flush of L2 (a
+   * memset larger than L2) before each launch with flushL2. The clocks are read meanwhile (this.clocks).
+   * @returns each kernel's times (µs), in launch order
+   */
+  private timeInterleaved(ps: Prepared[], o: RunOptions): number[][] {
+    const { cu } = this;
+    let flush: bigint | undefined;
+    // a memset of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB), evicts every line the previous launch left
+    const flushBytes = Math.max(256 << 20, 2 * (cu.l2Bytes?.() ?? 0));
+    if (o.flushL2) {
+      try {
+        flush = this.flush ??= cu.memAlloc(flushBytes);
+      } catch {
+        log.warn(`--flush-l2: no device memory for the ${flushBytes >> 20} MiB flush buffer; timing with a warm L2`);
+      }
+    }
+    this.flushed = flush !== undefined;
+    this.clocks = o.iters ? queryClocks(cu.pciBusId?.()) : Promise.resolve(null);
+    const times = ps.map(() => [] as number[]);
+    for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
+      const order = i & 1 ? [...ps.keys()].reverse() : [...ps.keys()];
+      for (const k of order) {
+        ps[k]!.restoreChanged();
+        if (flush !== undefined) cu.memset(flush, i & 0xff, flushBytes);
+        const us = cu.timedLaunch(ps[k]!.launch);
+        if (i >= 0) times[k]!.push(us);
+      }
+    }
+    cu.sync();
+    return times;
+  }
+
+  /**
+   * Steps 3-5 for one loaded module: the kernel, its attributes, the module globals restored, the
+   * checked runs compared with the app's after state; what remains is timing (the launch and the
+   * restore between launches) and the result (finish, given the times).
+   */
+  private async prepare(o: RunOptions, { mod, modFile, moduleWaitSeconds, t2 }: Loaded): Promise<Prepared> {
     const { dir, cu, restorer, scanner, C } = this;
+    const { restore, reserve, verifySeconds } = this.opened;
     const m = this.manifest;
+    // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
+    const lm = o.launch ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes } : m;
     const name = o.kernelName ?? m.kernel.name;
     const f = mod.kernel(name);
     if (f === undefined) {
@@ -490,7 +644,7 @@ class Session implements ReplaySession {
         hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
       });
     }
-    f.applyAttributes(m.functionAttributes);
+    f.applyAttributes(lm.functionAttributes);
     // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
     // at addresses of the driver's choosing; write the captured before state into them by name.
     const rebuilt = o.modulePath !== undefined;
@@ -526,15 +680,18 @@ class Session implements ReplaySession {
     const loadSeconds = (performance.now() - t2) / 1000;
     log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
 
-    const params = new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
-    const launchKernel = f.launcher(m, params);
+    const params = o.launch?.params ?? new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
+    const launchKernel = f.launcher(lm, params);
     const launch = () => {
       this.dirty = true;
       launchKernel();
     };
 
     // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
-    if (m.fault) return replayFault(dir, m, cu, launch, { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds }, restore, reserve, verifySeconds);
+    if (m.fault) {
+      const fault = replayFault(dir, m, cu, launch, { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds }, restore, reserve, verifySeconds);
+      return { fault, launch, restoreChanged: () => {}, finish: () => fault };
+    }
 
     // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs
     // (made once per session, from the before state).
@@ -686,55 +843,40 @@ class Session implements ReplaySession {
     const compareSeconds = (performance.now() - tc) / 1000;
     const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
 
-    // 6. Timed launches, each from the before state: 2 warm-up launches, then `iters` timed ones.
-    // Before each: restore what the kernel writes, optionally flush L2 (a 256 MiB memset), then
-    // (CUDA) 30 µs of kc_spin so the stream is busy while the launch is submitted: the event pair
-    // times the kernel's GPU execution, as the capture library measured it in the app.
-    const times: number[] = [];
-    let flush: bigint | undefined;
-    if (o.flushL2) {
-      try {
-        flush = this.flush ??= cu.memAlloc(256 << 20);
-      } catch {
-        log.warn("--flush-l2: no device memory for the 256 MiB flush buffer; timing with a warm L2");
-      }
-    }
-    for (let i = -2; i < o.iters; i++) {
-      restoreChanged();
-      if (flush !== undefined) cu.memset(flush, i & 0xff, 256 << 20);
-      const us = cu.timedLaunch(launch);
-      if (i >= 0) times.push(us);
-    }
-    cu.sync();
-    const sorted = [...times].sort((a, b) => a - b);
-    const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
-    const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
-    return {
-      dir,
-      kernel: m.kernel.demangled || m.kernel.name,
-      verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
-      regionsChecked: m.regions.length + globals.length,
-      bytesChecked,
-      mismatches,
-      timing: {
-        iters: times.length,
-        medianUs: times.length ? median(times) : NaN,
-        minUs: times.length ? sorted[0]! : NaN,
-        p10Us: pct(0.1),
-        p90Us: pct(0.9),
-        appUs,
-        method: cu.timingMethod(flush !== undefined),
-        appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
-      },
-      restore,
-      reserve,
-      check: { verifySeconds, compareSeconds, bytesCopiedBack, ...(cu.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
-      determinism,
-      module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
-      device: { name: cu.deviceName(), arch: cu.arch() },
-      numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
-      ...(o.multiset?.length ? { multiset } : {}),
+    const finish = (times: number[], interleaved: boolean, clocks: ClockState | null): ReplayResult => {
+      const sorted = [...times].sort((a, b) => a - b);
+      const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
+      const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
+      return {
+        dir,
+        kernel: m.kernel.demangled || m.kernel.name,
+        verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
+        regionsChecked: m.regions.length + globals.length,
+        bytesChecked,
+        mismatches,
+        timing: {
+          iters: times.length,
+          medianUs: times.length ? median(times) : NaN,
+          minUs: times.length ? sorted[0]! : NaN,
+          p10Us: pct(0.1),
+          p90Us: pct(0.9),
+          appUs,
+          method: cu.timingMethod(this.flushed) + (interleaved ? ", interleaved with the other kernel's launches" : ""),
+          appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
+          l2: this.flushed ? "flushed" : "warm",
+          clocks,
+        },
+        restore,
+        reserve,
+        check: { verifySeconds, compareSeconds, bytesCopiedBack, ...(cu.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
+        determinism,
+        module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
+        device: { name: cu.deviceName(), arch: cu.arch() },
+        numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
+        ...(o.multiset?.length ? { multiset } : {}),
+        };
     };
+    return { launch, restoreChanged, finish };
   }
 }
 
@@ -805,6 +947,20 @@ export async function replay(dir: string, o: ReplayOptions): Promise<ReplayResul
   const s = await openReplay(dir, o);
   try {
     return await s.run(o);
+  } finally {
+    s.close();
+  }
+}
+
+/**
+ * Replay a capture with two kernels on its memory (ReplaySession.runCompared): the baseline
+ * (by default the captured module and launch) and the candidate, judged each, timed interleaved.
+ * @throws as replay
+ */
+export async function replayCompared(dir: string, baseline: ReplayOptions, candidate: RunOptions): Promise<ComparedRuns> {
+  const s = await openReplay(dir, baseline);
+  try {
+    return await s.runCompared(baseline, candidate);
   } finally {
     s.close();
   }

@@ -11,7 +11,12 @@ import os
 import sys
 import traceback
 
-here = os.path.dirname(os.path.abspath(__file__))
+# kerncap tune runs its own copy of this script: `repro.py --dir DIR --config JSON --out CUBIN`
+# compiles one config ({"kwargs": {NAME: value}, "options": {"num_warps": …}}) instead of the
+# pinned one, for the reproducer in DIR, to CUBIN (its launch metadata beside it, CUBIN.json)
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+here = args.get("--dir") or os.path.dirname(os.path.abspath(__file__))
+tune = json.loads(args["--config"]) if "--config" in args else None
 with open(os.path.join(here, "pinned.json")) as f:
     pin = json.load(f)
 
@@ -68,7 +73,7 @@ constexprs = {}
 for c in pin["constexprs"]:
     if "expr" not in c:
         fail(f"constexpr {c['name']} could not be recorded at capture: {c.get('error')}")
-    constexprs[tuple(c["path"])] = eval(c["expr"], env)
+    constexprs[tuple(c["path"])] = tune["kwargs"][c["name"]] if tune and c["name"] in tune["kwargs"] else eval(c["expr"], env)
 signature = {k: tup(v) for k, v in pin["signature"].items()}
 attrs = {tuple(a["path"]): a["attrs"] for a in pin["attrs"]}
 t = pin["target"]
@@ -76,6 +81,11 @@ target = GPUTarget(t["backend"], t["arch"], t["warp_size"])
 backend = make_backend(target)
 fields = type(backend.parse_options({})).__dataclass_fields__
 options = {k: tup(v) for k, v in pin["options"].items() if k in fields and v is not None}
+if tune:
+    unknown = set(tune["kwargs"]) - {c["name"] for c in pin["constexprs"]}
+    if unknown:
+        fail(f"the config sets {', '.join(sorted(unknown))}, which {pin['fnName']} has no constexpr parameter of")
+    options.update({k: v for k, v in tune["options"].items() if k in fields})
 if any(not os.path.exists(p) for _, p in options.get("extern_libs") or ()):
     options.pop("extern_libs")  # the capture's libdevice path is gone: Triton's default
 
@@ -94,8 +104,12 @@ if pin.get("capturedSharedBytes") is not None and md.shared > pin["capturedShare
 if getattr(md, "global_scratch_size", 0) and not pin["options"].get("global_scratch_size"):
     sys.stderr.write("repro.py: warning: the kernel now needs global scratch memory; the captured launch passed none\n")
 os.makedirs(os.path.join(here, "build"), exist_ok=True)
-out = os.path.join(here, "build", pin["kernelName"] + ".cubin")
+out = args.get("--out") or os.path.join(here, "build", pin["kernelName"] + ".cubin")
 with open(out + ".tmp", "wb") as f:
     f.write(kernel.asm["cubin"])
 os.replace(out + ".tmp", out)
+if tune:
+    # what the launch of this config needs: its block (num_warps) and dynamic shared memory
+    with open(out + ".json", "w") as f:
+        json.dump({"shared": md.shared, "num_warps": md.num_warps, "num_ctas": getattr(md, "num_ctas", 1)}, f)
 print(out)

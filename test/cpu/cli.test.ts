@@ -4,7 +4,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import * as v from "valibot";
+import { DOCUMENTS } from "../../src/cli/documents.ts";
 import { basename, join } from "node:path";
 import { findCupti } from "../../src/capture/cupti.ts";
 import { closestKernels } from "../../src/capture/run.ts";
@@ -195,6 +197,59 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(e.code).toBe("E_BUILD");
       expect(e.exitCode).toBe(2);
       expect(e.message).toContain('expected a ";"');
+    });
+  },
+  profile: () => {
+    // a stand-in ncu: writes the report where --export says, prints the replay's verdict line, and
+    // answers --import with a stored ncu CSV (src/profile/testdata)
+    const fakeNcu = (root: string): string => {
+      const bin = join(root, "bin");
+      mkdirSync(bin);
+      const csv = join(import.meta.dir, "../../src/profile/testdata/ncu-details-2025.csv");
+      writeFileSync(
+        join(bin, "ncu"),
+        `#!/bin/sh\nif [ "$1" = --import ]; then cat '${csv}'; exit 0; fi\nprintf '%s\\n' "$@" > '${root}/ncu-args'\nwhile [ $# -gt 0 ]; do [ "$1" = --export ] && out="$2"; shift; done\necho report > "$out.ncu-rep"\necho "MATCH  scale(float*, int)"\n`,
+      );
+      chmodSync(join(bin, "ncu"), 0o755);
+      return bin;
+    };
+    const main = join(import.meta.dir, "../../src/cli/main.ts");
+    const profile = (args: string[], env: Record<string, string>) => Bun.spawnSync([process.execPath, main, "profile", ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, ...env } });
+    test("ncu on the replay of the captured launch only; the report renamed into DIR/profile; the figures in --json", async () => {
+      const dir = await fresh();
+      const root = tempDir();
+      const p = profile([dir, "--json", "--name", "base", "--", "--set", "full"], { PATH: `${fakeNcu(root)}:${process.env.PATH}` });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const doc = JSON.parse(p.stdout.toString());
+      expect(v.safeParse(DOCUMENTS.profile, doc).success).toBe(true);
+      expect(doc.report).toBe(join(dir, "profile", "base.ncu-rep"));
+      expect(readFileSync(doc.report, "utf8")).toBe("report\n");
+      expect(readdirSync(join(dir, "profile"))).toEqual(["base.ncu-rep"]); // no temp left
+      expect(doc.verdict).toBe("match");
+      expect(doc.figures).toMatchObject({ durationUs: 48.19, registersPerThread: 168, limiter: { bound: "memory" } });
+      const argv = readFileSync(join(root, "ncu-args"), "utf8").trim().split("\n");
+      expect(argv.slice(0, 6)).toEqual(["--kernel-name-base", "mangled", "--kernel-name", "_Z5scalePfi", "--launch-count", "1"]);
+      expect(argv.slice(8, 10)).toEqual(["--set", "full"]);
+      expect(argv.slice(-6)).toEqual(["replay", dir, "--runs", "1", "--iters", "0"]);
+    });
+    test("no ncu: exit 2, E_NO_NCU, saying where it looked", async () => {
+      const dir = await fresh();
+      const empty = tempDir();
+      const p = profile([dir, "--json"], { PATH: empty, CUDA_HOME: empty });
+      expect(p.exitCode).toBe(2);
+      expect(JSON.parse(p.stdout.toString()).error).toMatchObject({ code: "E_NO_NCU" });
+      expect(p.stderr.toString()).toContain(`${empty}/bin`);
+    });
+    test("an ncu option kerncap sets itself is refused before ncu runs", async () => {
+      const e = await failure("profile", [await fresh(), "--", "-k", "other"]);
+      expect([e.code, e.message]).toEqual(["E_USAGE", "-k: kerncap profile sets the kernel filter (the captured kernel's mangled name) itself"]);
+    });
+  },
+  tune: () => {
+    // the Triton refusals before any compile: src/tune/triton.test.ts
+    test("fewer than 5 timed rounds or a bad --jobs: usage errors", async () => {
+      expect((await failure("tune", [await fresh(), "--iters", "2"])).message).toContain("--iters must be a whole number from 5");
+      expect((await failure("tune", [await fresh(), "--jobs", "0"])).message).toContain("--jobs must be a whole number from 1");
     });
   },
   run: () => {

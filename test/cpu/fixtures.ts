@@ -76,6 +76,9 @@ export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession
     opened: { restore: { bytes: 0, storedBytes: 0, seconds: 0, gbPerS: 0, hostRegistered: false }, reserve: { spans: 0, bytes: 0, seconds: 0 }, verifySeconds: 0 },
     lastReset: null,
     run,
+    // the watch compares nothing: the candidate's run alone
+    runCompared: async (_baseline, candidate) => ({ baseline: null, candidate: await run(candidate), compare: null }),
+    runSet: async (list) => Promise.all(list.map(async (o) => ({ result: await run(o), times: [] }))),
     reset,
     close() {},
   };

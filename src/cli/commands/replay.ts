@@ -1,21 +1,35 @@
 /** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
-import { replay } from "../../replay/engine.ts";
+import { againstKernel } from "../../replay/against.ts";
+import { replay, replayCompared } from "../../replay/engine.ts";
+import { MIN_PAIRS } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
-import { describeReplay, printable } from "../format.ts";
+import { describeAgainst, describeReplay, printable } from "../format.ts";
+
+/** --module FILE: the module to launch (its kernel looked up by the captured name). @throws KerncapError E_USAGE when there is no such file */
+function moduleOption(v: unknown): { modulePath?: string } {
+  if (v === undefined || v === "") return {};
+  const file = resolve(String(v));
+  if (!existsSync(file)) throw new KerncapError("E_USAGE", `--module ${file}: no such file`, { hint: "Give the cubin a reproducer build wrote (build.sh prints its path last)." });
+  return { modulePath: file };
+}
 
 export default defineCommand({
   meta: { name: "replay", description: "Replay a capture at its captured VAs, compare bit for bit, time it" },
   args: {
     ...dirArg,
-    iters: { type: "string", description: "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min)", default: "10" },
+    iters: { type: "string", description: "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min): 10 by default, 50 of each kernel with --against; 0: none, no warm-up either" },
     runs: { type: "string", description: "Checked launches from the before state (default 3, 8 once they differ): tells nondeterministic kernels and the run-to-run envelope" },
-    "flush-l2": { type: "boolean", description: "Flush L2 (256 MiB memset) before each timed launch", default: false },
+    against: { type: "string", description: "Time another kernel against this one on the same memory, interleaved: another capture folder of the same launch, or a module built from the reproducer (both are checked)", valueHint: "OTHER" },
+    module: { type: "string", description: "Launch the kernel of this module image (a reproducer build's cubin) instead of the captured module", valueHint: "FILE" },
+    "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch (a memset of 256 MiB, or twice the L2 where that is more)", default: false },
     verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", negativeDescription: "Skip the checksums (faster for large captures; a damaged file goes unnoticed)", default: true },
     ...toleranceArgs,
     ...jsonArg,
@@ -28,9 +42,23 @@ export default defineCommand({
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
     if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
     const tol = toleranceOptions(args, rawArgs);
+    const module = moduleOption(args.module);
     if (tol.multiset) checkMultiset(dir, readManifest(dir), tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
+    const other = args.against === undefined ? undefined : againstKernel(readManifest(dir), String(args.against));
+    if (other && module.modulePath) throw new KerncapError("E_USAGE", "--against and --module together: give one", { hint: "--module replays one module; --against times another kernel against the captured one (or put the module in --against)." });
+    // a comparison needs pairs: 50 by default (a 95% interval of a few %), at least MIN_PAIRS
+    const pairs = other ? intArg("iters", args.iters, 50, 100_000, MIN_PAIRS) : iters;
     return withAslrRetry(async () => {
-      const r = await replay(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
+      const o = { iters: pairs, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) };
+      if (other) {
+        const c = await replayCompared(dir, o, { ...o, ...other.run });
+        const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare };
+        if (args.json) printJson("replay", doc);
+        else process.stdout.write(printable([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare)].join("\n")) + "\n");
+        if (c.candidate.verdict !== "match") log.error(`the other kernel (${other.path}) does not match the app's after state`);
+        return c.baseline?.verdict === "match" && c.candidate.verdict === "match" ? 0 : 1;
+      }
+      const r = await replay(dir, { ...o, ...module });
       if (args.json) printJson("replay", r);
       else process.stdout.write(printable(describeReplay(r)) + "\n");
       if (r.fault) {

@@ -20,11 +20,12 @@ import { frontendOf } from "../../frontends/index.ts";
 import { buildForValidate } from "../../repro/validate-build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
-import { replay } from "../../replay/engine.ts";
+import { replayCompared, type replay } from "../../replay/engine.ts";
+import type { TimingComparison } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
 import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
-import { describeReplay, printable } from "../format.ts";
+import { describeComparison, describeReplay, printable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
@@ -72,8 +73,10 @@ export default defineCommand({
       built.catch(() => {});
       modulePath.catch(() => {});
       let r: Awaited<ReturnType<typeof replay>>;
+      let compare: TimingComparison | null = null;
       try {
-        r = await replay(dir, { iters, verify: true, modulePath, kernelName: m.kernel.name, ...tol });
+        // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
+        ({ candidate: r, compare } = await replayCompared(dir, { iters, verify: true, runs: 1 }, { iters, modulePath, kernelName: m.kernel.name, ...tol }));
       } catch (e) {
         const b = await built; // a build error is the one to report (the replay may have failed only for lack of a module)
         // no GPU here: the edit still compiled, which is worth saying before the replay's error
@@ -86,10 +89,11 @@ export default defineCommand({
       const b = await built;
       // replaySeconds: what the replay added after the build (module load, launches, compare)
       const replaySeconds = (performance.now() - Math.max(builtAt, t0)) / 1000;
-      const res = { ...r, rebuild: { module: b.module, seconds: b.seconds, builder: b.builder, ...(b.steps ? { steps: b.steps } : {}) }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
+      const res = { ...r, compare, rebuild: { module: b.module, seconds: b.seconds, builder: b.builder, ...(b.steps ? { steps: b.steps } : {}) }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
       if (args.json) printJson("validate", res);
       else {
         process.stdout.write(printable(describeReplay(r)) + "\n");
+        process.stdout.write(`  against the captured module: ${describeComparison(compare)}\n`);
         process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
       }
       return r.verdict === "match" ? 0 : 1;

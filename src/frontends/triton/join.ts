@@ -39,6 +39,8 @@ export interface TritonAutotuneRecord {
   key: unknown[];
   config: { kwargs: Record<string, unknown>; num_warps: number | null; num_stages: number | null; num_ctas: number | null; maxnreg: number | null };
   configs: number;
+  /** Every config the autotuner chose among (shims before kerncap tune did not record it). */
+  config_list?: TritonAutotuneRecord["config"][];
 }
 
 export interface TritonLaunchRecord { event: "launch"; pid: number; seq: number; name: string | null; bench: boolean }
@@ -99,7 +101,7 @@ export interface TritonSource {
   cacheHit: boolean;
   kernelModule: string | null;
   unresolvedGlobals: string[];
-  autotune: { key: unknown[]; keyNames: string[]; config: TritonAutotuneRecord["config"]; configs: number } | null;
+  autotune: { key: unknown[]; keyNames: string[]; config: TritonAutotuneRecord["config"]; configs: number; configList?: TritonAutotuneRecord["config"][] } | null;
   launch: LaunchAccount;
 }
 
@@ -198,7 +200,7 @@ export function joinTriton(records: TritonRecord[], cubinSha256: string, kernelN
     cacheHit: rec.cache_hit,
     kernelModule: rec.kernel_module ?? null,
     unresolvedGlobals: rec.unresolved_globals ?? [],
-    autotune: tune ? { key: tune.key, keyNames: tune.key_names, config: tune.config, configs: tune.configs } : null,
+    autotune: tune ? { key: tune.key, keyNames: tune.key_names, config: tune.config, configs: tune.configs, ...(tune.config_list ? { configList: tune.config_list } : {}) } : null,
     launch: accountLaunch(records, kernelName, pattern, matchIndex, countsBenchmarks),
   };
 }

@@ -303,6 +303,14 @@ def _kerncap_setup():
             "key": key_json,
             "config": config,
             "configs": len(getattr(tuner, "configs", []) or []),
+            # every config the autotuner chose among: kerncap tune's default space
+            "config_list": [{
+                "kwargs": dict(getattr(c, "kwargs", {})),
+                "num_warps": getattr(c, "num_warps", None),
+                "num_stages": getattr(c, "num_stages", None),
+                "num_ctas": getattr(c, "num_ctas", None),
+                "maxnreg": getattr(c, "maxnreg", None),
+            } for c in (getattr(tuner, "configs", []) or [])],
         })
 
     def ignore_launches(on):

@@ -1,0 +1,31 @@
+/**
+ * `kerncap profile DIR [-- NCU OPTIONS…]`: Nsight Compute on the replay of the captured launch
+ * only (src/profile/profile.ts); report in DIR/profile/NAME.ncu-rep, key figures printed or in
+ * --json. --build profiles the reproducer's rebuilt kernel; --nsys takes a timeline instead.
+ * Exit 0 when a report was written, 2 otherwise.
+ */
+import { defineCommand } from "citty";
+import { describeProfile, profileCapture } from "../../profile/profile.ts";
+import { appArgv, dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { printable } from "../format.ts";
+
+export default defineCommand({
+  meta: { name: "profile", description: "Nsight Compute on the replayed launch only (no application): report in DIR/profile/, key figures printed" },
+  args: {
+    ...dirArg,
+    name: { type: "string", description: "Report name: DIR/profile/NAME.ncu-rep (default replay, or build with --build)" },
+    build: { type: "boolean", description: "Profile the reproducer's rebuilt kernel (validate's build of the edited source)", default: false },
+    nsys: { type: "boolean", description: "Nsight Systems timeline of the replay instead (DIR/profile/NAME.nsys-rep)", default: false },
+    iters: { type: "string", description: "With --nsys: timed launches of the replay", default: "10" },
+    force: { type: "boolean", description: "With --build: rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  async run({ args, rawArgs }) {
+    const iters = intArg("iters", args.iters, 10, 100_000);
+    const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args.force), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
+    if (args.json) printJson("profile", r);
+    else process.stdout.write(printable(describeProfile(r)) + "\n");
+    return 0;
+  },
+});

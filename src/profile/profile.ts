@@ -1,0 +1,172 @@
+/**
+ * `kerncap profile DIR`: Nsight Compute (or, with nsys, Nsight Systems) on the replay of a
+ * capture, without the application. The report goes to DIR/profile/NAME.ncu-rep (.nsys-rep),
+ * written under a temp name and renamed once complete; the key figures are read back from it
+ * with `ncu --import … --csv --page details` (src/profile/ncu.ts).
+ *
+ * The replay under ncu runs `kerncap replay DIR --runs 1 --iters 0`: one launch of the captured
+ * kernel, from the restored before state, no warm-up or timing loop (ncu locks the clocks and
+ * flushes the caches itself before the launch, by default; its own options after `--` change that).
+ */
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { selfCommand } from "../doctor.ts";
+import { KerncapError } from "../errors.ts";
+import { readManifest } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { log } from "../log.ts";
+import { runBuildCommand } from "../repro/build.ts";
+import { buildForValidate } from "../repro/validate-build.ts";
+import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysCommand, parseNcuDetails, replayArgv, type NcuFigures, type NsightTool } from "./ncu.ts";
+
+export interface ProfileOptions {
+  /** Report name under DIR/profile/ (default "replay", "build" with `build`). */
+  name?: string;
+  /** Profile the reproducer's rebuilt module (validate's build) instead of the captured one. */
+  build?: boolean;
+  /** Nsight Systems timeline of the replay instead of an ncu report. */
+  nsys?: boolean;
+  /** Timed launches of the replay under nsys (ncu: always 0). */
+  iters?: number;
+  /** Options for the tool, given after `--`. */
+  toolOptions: string[];
+  /** Build even when the toolchain differs from the capture's (Triton version). */
+  force?: boolean;
+  quiet?: boolean;
+}
+
+export interface ProfileResult {
+  dir: string;
+  kernel: string;
+  tool: NsightTool;
+  /** The report (absolute path). */
+  report: string;
+  /** The module profiled: the captured one, or the rebuilt one (`--build`). */
+  module: string;
+  /** The profiler's command line as run (the report's temp name in it). */
+  command: string[];
+  /** The replay's verdict as it printed it under the profiler (null when it printed none). */
+  verdict: "match" | "mismatch" | null;
+  /** Wall time (s): the build (0 without --build), the profiled replay, the import of the figures. */
+  seconds: { build: number; profile: number; import: number };
+  /** ncu's figures of the profiled launch (null for nsys). */
+  figures: NcuFigures | null;
+}
+
+/** A report name: a file name of letters, digits, '.', '_', '-' (it lands in DIR/profile/). @throws KerncapError E_USAGE */
+export function reportName(name: string): string {
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/.test(name)) {
+    throw new KerncapError("E_USAGE", `--name ${JSON.stringify(name)} is not a report name`, { hint: "Use letters, digits, '.', '_' and '-' (up to 100; not starting with '.' or '-'), e.g. --name blocks128." });
+  }
+  return name;
+}
+
+/** The profiler's output, the lines worth showing when it fails (==ERROR==, ==WARNING==, the replay's own errors), else its last lines. */
+function toolTail(out: string, err: string): string {
+  const lines = `${out}\n${err}`.split("\n").filter((l) => l.trim());
+  const marked = lines.filter((l) => /==(ERROR|WARNING)==|\[kerncap\]|ERROR|error:/.test(l));
+  return (marked.length ? marked : lines).slice(-15).join("\n");
+}
+
+/**
+ * Why ncu wrote no report, as a KerncapError naming what to do: no access to the GPU's
+ * performance counters (ERR_NVGPUCTRPERM), no launch matched, or the replay failed.
+ */
+export function ncuFailure(code: number, out: string, err: string, kernel: string): KerncapError {
+  const all = `${out}\n${err}`;
+  if (/ERR_NVGPUCTRPERM|permission to access NVIDIA GPU Performance Counters/i.test(all)) {
+    return new KerncapError("E_NCU", "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM)", {
+      hint: "Run as root, or have an administrator allow profiling for all users (the NVreg_RestrictProfilingToAdminUsers=0 option of the nvidia kernel module): https://developer.nvidia.com/ERR_NVGPUCTRPERM",
+    });
+  }
+  if (/No kernels were profiled/i.test(all)) {
+    return new KerncapError("E_NCU", `ncu profiled no kernel: no launch of ${kernel} ran under it\n${toolTail(out, err)}`, {
+      hint: "The replay failed before its launch (its error is above), or the module names the kernel otherwise; run `kerncap replay DIR` alone first.",
+    });
+  }
+  return new KerncapError("E_NCU", `ncu wrote no report (exit ${code}):\n${toolTail(out, err)}`, { hint: "Run with --verbose for ncu's whole output; run `kerncap replay DIR` alone to see that the replay works." });
+}
+
+/**
+ * Profile a capture's replay (see the file's comment).
+ * @returns the report's path and, for ncu, its key figures
+ * @throws KerncapError E_FRONTEND (an AMD capture), E_NO_NCU / E_NO_NSYS, E_USAGE (an ncu option
+ *   kerncap sets), the build's errors (--build: E_BUILD…), E_NCU / E_NSYS (no report: why),
+ *   E_NCU_REPORT (a report without the figures' columns)
+ */
+export async function profileCapture(dirArg: string, o: ProfileOptions): Promise<ProfileResult> {
+  const dir = resolve(dirArg);
+  const m: Manifest = readManifest(dir);
+  if (m.device.vendor !== "nvidia") {
+    throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap profile runs NVIDIA's Nsight tools`, { hint: "Profile an AMD replay with rocprof: rocprofv3 --kernel-trace -- kerncap replay DIR" });
+  }
+  const tool: NsightTool = o.nsys ? "nsys" : "ncu";
+  // usage errors first, then the tool
+  const userOptions = tool === "ncu" ? ncuUserOptions(o.toolOptions) : o.toolOptions;
+  const name = reportName(o.name ?? (o.build ? "build" : "replay"));
+  const exe = findNsightTool(tool);
+
+  let module = join(dir, m.module.file);
+  let buildSeconds = 0;
+  if (o.build) {
+    const fe = frontendOf(m);
+    if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
+    fe.beforeBuild?.(dir, m);
+    const b = await buildForValidate(dir, m, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false });
+    fe.checkRebuiltModule?.(b.module, m);
+    module = b.module;
+    buildSeconds = b.seconds;
+  }
+
+  const pdir = join(dir, "profile");
+  mkdirSync(pdir, { recursive: true });
+  const ext = tool === "ncu" ? ".ncu-rep" : ".nsys-rep";
+  const base = join(pdir, `.${name}.tmp-${process.pid}`);
+  const report = join(pdir, name + ext);
+  const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
+  const command = tool === "ncu" ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay }) : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });
+  const { BUN_BE_BUN: _, ...env } = process.env;
+  log.debug(`$ ${command.join(" ")}`);
+  const t0 = performance.now();
+  try {
+    const r = await runBuildCommand(command, process.cwd(), env);
+    const profileSeconds = (performance.now() - t0) / 1000;
+    if (!o.quiet) log.debug(`${tool} output:\n${r.out}\n${r.err}`);
+    if (!existsSync(base + ext)) {
+      if (tool === "ncu") throw ncuFailure(r.code, r.out, r.err, m.kernel.name);
+      throw new KerncapError("E_NSYS", `nsys wrote no report (exit ${r.code}):\n${toolTail(r.out, r.err)}`, { hint: "Run with --verbose for nsys's whole output; run `kerncap replay DIR` alone to see that the replay works." });
+    }
+    const v = /^(MATCH|MISMATCH)\b/m.exec(r.out)?.[1];
+    const verdict = v === "MATCH" ? "match" : v === "MISMATCH" ? "mismatch" : null;
+    let figures: NcuFigures | null = null;
+    const t1 = performance.now();
+    if (tool === "ncu") {
+      const imp = Bun.spawnSync(ncuImportCommand(exe, base + ext), { stdout: "pipe", stderr: "pipe", env, timeout: 120_000 });
+      if (imp.exitCode !== 0) throw new KerncapError("E_NCU_REPORT", `ncu --import of the report failed (exit ${imp.exitCode}): ${toolTail(imp.stdout.toString(), imp.stderr.toString())}`, { hint: `The report is kept at ${base + ext}; open it in the Nsight Compute UI.` });
+      const launches = parseNcuDetails(imp.stdout.toString());
+      figures = launches[0] ?? null;
+      if (!figures) throw new KerncapError("E_NCU_REPORT", "the report holds no profiled launch", { hint: `Open ${base + ext} in the Nsight Compute UI, or run with --verbose for ncu's output.` });
+    }
+    renameSync(base + ext, report);
+    return { dir, kernel: m.kernel.name, tool, report, module, command, verdict, seconds: { build: buildSeconds, profile: profileSeconds, import: (performance.now() - t1) / 1000 }, figures };
+  } finally {
+    if (existsSync(base + ext)) rmSync(base + ext, { force: true });
+  }
+}
+
+/** Human lines for a profile result. */
+export function describeProfile(r: ProfileResult): string {
+  const f = r.figures;
+  const L = [`${r.tool === "ncu" ? "Nsight Compute" : "Nsight Systems"} report: ${r.report} (${r.seconds.profile.toFixed(1)} s${r.seconds.build ? `, after a ${r.seconds.build.toFixed(1)} s build` : ""})`];
+  if (r.verdict === "mismatch") L.push("  the replayed kernel does NOT match the app's after state (the profile is of a kernel that computes something else)");
+  if (f) {
+    const pct = (x: number | null) => (x === null ? "?" : `${x.toFixed(1)}%`);
+    const mb = f.dramBytes === null ? "?" : f.dramBytes >= 1e9 ? `${(f.dramBytes / 1e9).toFixed(2)} GB` : `${(f.dramBytes / 1e6).toFixed(2)} MB`;
+    L.push(`  ${f.kernel} grid ${f.grid || "?"} block ${f.block || "?"} on ${f.device || "?"}`);
+    L.push(`  duration ${f.durationUs === null ? "?" : `${f.durationUs.toFixed(2)} µs`}; compute (SM) ${pct(f.smThroughputPct)} and memory ${pct(f.memoryThroughputPct)} of peak; achieved occupancy ${pct(f.achievedOccupancyPct)}; ${f.registersPerThread ?? "?"} registers/thread; DRAM ${mb}`);
+    if (f.limiter) L.push(`  limiter: ${f.limiter.bound}-bound${f.limiter.sections.length ? `; read ${f.limiter.sections.join(", ")}` : ""} (${f.limiter.source === "ncu rule" ? "ncu's rule" : "from the throughputs"})`);
+  }
+  L.push(`  open it: ${r.tool === "ncu" ? "ncu-ui" : "nsys-ui"} ${r.report}`);
+  return L.join("\n");
+}

@@ -1,0 +1,53 @@
+/**
+ * `kerncap replay DIR --against OTHER`: what the other kernel is. OTHER is either another capture
+ * folder of the same launch's memory (the same kernel from another build of the application, or
+ * another launch configuration of it: its module, launch configuration and parameter bytes are
+ * launched on DIR's memory) or a module image (a reproducer build's cubin: launched with DIR's
+ * launch configuration, the kernel looked up by DIR's captured name).
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { readManifest, verifyFiles } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import type { RunOptions } from "./engine.ts";
+
+export interface AgainstKernel {
+  /** "capture" (a folder) or "module" (a file), and its absolute path. */
+  kind: "capture" | "module";
+  path: string;
+  /** What RunOptions the other kernel runs with: its module, its kernel name, its launch (a capture's). */
+  run: Pick<RunOptions, "modulePath" | "kernelName" | "launch">;
+}
+
+/**
+ * Resolve --against OTHER for the capture `m` (of DIR).
+ * @throws KerncapError E_USAGE (no such file), E_AGAINST (a capture of other memory: another
+ *   region count, VA or size; another device architecture), OTHER's E_MANIFEST / E_CHECKSUM
+ */
+export function againstKernel(m: Manifest, other: string): AgainstKernel {
+  const path = resolve(other);
+  if (!existsSync(path)) throw new KerncapError("E_USAGE", `--against ${path}: no such file or folder`, { hint: "Give another capture folder of the same launch, or a module (cubin) built from this capture's reproducer." });
+  if (!statSync(path).isDirectory()) return { kind: "module", path, run: { modulePath: path, kernelName: m.kernel.name } };
+  const o = readManifest(path); // its own messages for a folder that is no capture (interrupted, a capture set)
+  verifyFiles(path, o);
+  const why = otherMemory(m, o);
+  if (why) {
+    throw new KerncapError("E_AGAINST", `${path} is not a capture of the same memory: ${why}`, {
+      hint: "The other kernel runs on this capture's memory: give a capture of the same launch (the same allocations, e.g. the app rebuilt with other flags), or a module built from this capture's reproducer.",
+    });
+  }
+  const params = new Uint8Array(readFileSync(join(path, o.params.file)));
+  return { kind: "capture", path, run: { modulePath: join(path, o.module.file), kernelName: o.kernel.name, launch: { launch: o.launch, functionAttributes: o.functionAttributes, params } } };
+}
+
+/** Why capture `o`'s launch cannot run on capture `m`'s memory, or undefined when it can (same device architecture, same regions: VA and size). */
+export function otherMemory(m: Manifest, o: Manifest): string | undefined {
+  if (o.device.vendor !== m.device.vendor || o.device.arch !== m.device.arch) return `captured on ${o.device.name} ${o.device.arch}, this one on ${m.device.name} ${m.device.arch}`;
+  if (o.regions.length !== m.regions.length) return `${o.regions.length} regions, this capture has ${m.regions.length}`;
+  for (const [i, r] of o.regions.entries()) {
+    const mine = m.regions[i]!;
+    if (BigInt(r.va) !== BigInt(mine.va) || r.size !== mine.size) return `region ${i} is ${r.size} bytes at ${r.va}, here ${mine.size} bytes at ${mine.va}`;
+  }
+  return undefined;
+}

@@ -1,0 +1,190 @@
+/**
+ * `kerncap tune`'s inputs, pure: the config space (`--config 'BLOCK_M=64,128 num_warps=4,8'`, or
+ * the autotuner's configs recorded at capture), the grid expression (`--grid
+ * 'cdiv(M,BLOCK_M)*cdiv(N,BLOCK_N),1,1'`) evaluated by a small parser of its own (no eval), and
+ * the result table with its winner.
+ */
+import { KerncapError } from "../errors.ts";
+
+/** Triton's compile options a config may set beside its constexpr kwargs (triton.Config's keyword arguments). */
+export const OPTION_NAMES = ["num_warps", "num_stages", "num_ctas", "maxnreg"] as const;
+export type OptionName = (typeof OPTION_NAMES)[number];
+
+/** One config: constexpr values by name, and the compile options it sets (absent: the captured one). */
+export interface TuneConfig {
+  kwargs: Record<string, number>;
+  options: Partial<Record<OptionName, number>>;
+}
+
+/**
+ * The configs of one or more `--config` specs: each a space-separated list of NAME=V1,V2,… (whole
+ * numbers), expanded as their cartesian product; several specs are joined, duplicates dropped.
+ * NAME is a constexpr parameter of the kernel or one of OPTION_NAMES.
+ * @throws KerncapError E_USAGE naming the bad word
+ */
+export function parseConfigSpace(specs: string[]): TuneConfig[] {
+  const out: TuneConfig[] = [];
+  const seen = new Set<string>();
+  for (const spec of specs) {
+    const axes: [string, number[]][] = [];
+    for (const word of spec.split(/\s+/).filter(Boolean)) {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=([-+]?\d+(?:,[-+]?\d+)*)$/.exec(word);
+      if (!m) throw new KerncapError("E_USAGE", `--config: ${JSON.stringify(word)} is not NAME=V1,V2,…`, { hint: "For example --config 'BLOCK_M=64,128 BLOCK_N=64,128 num_warps=4,8' (whole numbers; a constexpr of the kernel or num_warps, num_stages, num_ctas, maxnreg)." });
+      if (axes.some(([n]) => n === m[1])) throw new KerncapError("E_USAGE", `--config: ${m[1]} is given twice in ${JSON.stringify(spec)}`, { hint: "List its values once: NAME=V1,V2." });
+      axes.push([m[1]!, [...new Set(m[2]!.split(",").map(Number))]]);
+    }
+    if (!axes.length) throw new KerncapError("E_USAGE", "--config is empty", { hint: "For example --config 'num_warps=4,8'." });
+    let configs: TuneConfig[] = [{ kwargs: {}, options: {} }];
+    for (const [name, values] of axes) {
+      configs = configs.flatMap((c) => values.map((v) => ((OPTION_NAMES as readonly string[]).includes(name) ? { kwargs: c.kwargs, options: { ...c.options, [name]: v } } : { kwargs: { ...c.kwargs, [name]: v }, options: c.options })));
+    }
+    for (const c of configs) {
+      const k = configKey(c);
+      if (!seen.has(k)) seen.add(k), out.push(c);
+    }
+  }
+  return out;
+}
+
+/** A config's identity (sorted names): equal configs, equal keys. */
+export function configKey(c: TuneConfig): string {
+  const all = { ...c.kwargs, ...c.options };
+  return Object.keys(all).sort().map((k) => `${k}=${all[k as keyof typeof all]}`).join(" ");
+}
+
+/** "BLOCK_M=64 BLOCK_N=128 num_warps=4", kwargs first (the table's config column). */
+export function configLabel(c: TuneConfig): string {
+  return [...Object.entries(c.kwargs), ...Object.entries(c.options)].map(([k, v]) => `${k}=${v}`).join(" ");
+}
+
+/** The line to paste into @triton.autotune's configs: `triton.Config({"BLOCK_M": 64}, num_warps=4, num_stages=3)`. */
+export function autotuneLine(c: TuneConfig): string {
+  const kw = Object.entries(c.kwargs).map(([k, v]) => `${JSON.stringify(k)}: ${v}`).join(", ");
+  const opts = OPTION_NAMES.filter((k) => c.options[k] !== undefined).map((k) => `, ${k}=${c.options[k]}`).join("");
+  return `triton.Config({${kw}}${opts})`;
+}
+
+// ---- grid expressions ----
+
+type Tok = { t: "num"; v: number } | { t: "id"; v: string } | { t: "op"; v: string };
+
+function tokenize(src: string): Tok[] {
+  const out: Tok[] = [];
+  const re = /\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\/\/|[-+*/%(),]))/y;
+  let at = 0;
+  while (at < src.length) {
+    if (/^\s*$/.test(src.slice(at))) break;
+    re.lastIndex = at;
+    const m = re.exec(src);
+    if (!m) throw gridError(src, `unexpected ${JSON.stringify(src.slice(at).trim()[0])} at column ${at + 1}`);
+    at = re.lastIndex;
+    out.push(m[1] !== undefined ? { t: "num", v: Number(m[1]) } : m[2] !== undefined ? { t: "id", v: m[2] } : { t: "op", v: m[3]! });
+  }
+  return out;
+}
+
+function gridError(src: string, why: string): KerncapError {
+  return new KerncapError("E_USAGE", `--grid ${JSON.stringify(src)}: ${why}`, {
+    hint: "Up to three comma-separated integer expressions of the kernel's scalar arguments and the config's values: + - * // (or /: floor division) %, parentheses, cdiv(a, b), min(a, b), max(a, b); e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.",
+  });
+}
+
+const FUNCS: Record<string, (a: number, b: number) => number> = { cdiv: (a, b) => Math.floor((a + b - 1) / b), min: Math.min, max: Math.max };
+
+/**
+ * Evaluate a grid expression: up to three comma-separated integer expressions (missing ones are
+ * 1), over `vars` (the kernel's scalar arguments and the config's values by name). Integer
+ * arithmetic: `/` and `//` are floor division, as Triton's grid lambdas compute with `//` and
+ * triton.cdiv.
+ * @returns [x, y, z], each a whole number ≥ 1
+ * @throws KerncapError E_USAGE naming the fault (syntax, an unknown name, division by zero, a dimension < 1)
+ */
+export function evalGrid(src: string, vars: Record<string, number>): [number, number, number] {
+  const toks = tokenize(src);
+  let i = 0;
+  const peek = () => toks[i];
+  const take = (v?: string) => {
+    const t = toks[i];
+    if (!t || (v !== undefined && t.v !== v)) throw gridError(src, t ? `expected ${v}, found ${JSON.stringify(String(t.v))}` : `expected ${v ?? "more"} at the end`);
+    i++;
+    return t;
+  };
+  const atom = (): number => {
+    const t = take();
+    if (t.t === "num") return t.v;
+    if (t.t === "op" && t.v === "(") {
+      const v = sum();
+      take(")");
+      return v;
+    }
+    if (t.t === "op" && t.v === "-") return -atom();
+    if (t.t === "id") {
+      if (peek()?.v === "(") {
+        const f = FUNCS[t.v];
+        if (!f) throw gridError(src, `unknown function ${t.v} (cdiv, min, max)`);
+        take("(");
+        const a = sum();
+        take(",");
+        const b = sum();
+        take(")");
+        if (t.v === "cdiv" && b === 0) throw gridError(src, "cdiv by zero");
+        return f(a, b);
+      }
+      if (!(t.v in vars)) throw gridError(src, `unknown name ${t.v} (known: ${Object.keys(vars).join(", ") || "none"})`);
+      return vars[t.v]!;
+    }
+    throw gridError(src, `unexpected ${JSON.stringify(String(t.v))}`);
+  };
+  const product = (): number => {
+    let v = atom();
+    while (peek()?.t === "op" && ["*", "/", "//", "%"].includes(String(peek()!.v))) {
+      const op = take().v;
+      const r = atom();
+      if (op !== "*" && r === 0) throw gridError(src, "division by zero");
+      v = op === "*" ? v * r : op === "%" ? v - Math.floor(v / r) * r : Math.floor(v / r);
+    }
+    return v;
+  };
+  const sum = (): number => {
+    let v = product();
+    while (peek()?.t === "op" && (peek()!.v === "+" || peek()!.v === "-")) v = take().v === "+" ? v + product() : v - product();
+    return v;
+  };
+  const dims: number[] = [sum()];
+  while (peek()) {
+    take(",");
+    dims.push(sum());
+  }
+  if (dims.length > 3) throw gridError(src, `${dims.length} dimensions (at most 3)`);
+  while (dims.length < 3) dims.push(1);
+  for (const [k, d] of dims.entries()) if (!Number.isSafeInteger(d) || d < 1 || d > 2 ** 31 - 1) throw gridError(src, `dimension ${"xyz"[k]} is ${d} (a whole number from 1 to 2^31-1)`);
+  return dims as [number, number, number];
+}
+
+// ---- the table ----
+
+/** One config's outcome: compile error, mismatch, or a match with its median time (µs). */
+export interface TuneRow {
+  config: TuneConfig;
+  /** "captured": the app's own choice (the baseline). */
+  captured: boolean;
+  verdict: "match" | "mismatch" | "compile-error" | "launch-error";
+  medianUs: number | null;
+  /** captured median / this median: above 1, faster than the app's choice. */
+  speedup: number | null;
+  error?: string;
+}
+
+/** The fastest config that matches the app's after state (the captured one when none beats it). @returns undefined when none matched */
+export function pickWinner(rows: TuneRow[]): TuneRow | undefined {
+  return rows.filter((r) => r.verdict === "match" && r.medianUs !== null).sort((a, b) => a.medianUs! - b.medianUs! || Number(b.captured) - Number(a.captured))[0];
+}
+
+/** The table: config, verdict, µs, speedup against the app's choice; fastest first, the failures last. */
+export function tuneTable(rows: TuneRow[]): string {
+  const sorted = [...rows].sort((a, b) => (a.medianUs ?? Infinity) - (b.medianUs ?? Infinity));
+  const head = ["config", "verdict", "µs", "vs app"];
+  const body = sorted.map((r) => [configLabel(r.config) + (r.captured ? " (app)" : ""), r.verdict, r.medianUs === null ? "-" : r.medianUs.toFixed(2), r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×`]);
+  const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  return [head, ...body].map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]!) : c.padStart(w[i]!))).join("  ")).join("\n");
+}

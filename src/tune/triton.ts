@@ -1,0 +1,196 @@
+/**
+ * `kerncap tune DIR` for a Triton capture: every config of the space compiled by the reproducer's
+ * repro.py (kerncap's own copy, run on DIR, with KERNCAP_TUNE_CONFIG: one pinned config each, in
+ * parallel), each launched on the captured memory with its grid (the --grid expression, or the
+ * captured grid when the config leaves the tile sizes alone), block (num_warps × 32) and shared
+ * memory (the compiled kernel's), judged against the app's after state, and all timed
+ * interleaved with the captured module (the app's own choice) in one process.
+ */
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { join, resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { readManifest } from "../format/capture-dir.ts";
+import type { Manifest, ParamSlot } from "../format/manifest.ts";
+import { tritonParamTypes } from "../frontends/triton/numerics.ts";
+import { tritonReproducerEnv } from "../env.ts";
+import { log } from "../log.ts";
+import { runBuildCommand } from "../repro/build.ts";
+import { templateRoot } from "../repro/templates.ts";
+import { openReplay, type RunOptions } from "../replay/engine.ts";
+import { configKey, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, type TuneConfig, type TuneRow } from "./space.ts";
+
+export interface TuneOptions {
+  /** --config specs (src/tune/space.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
+  configs: string[];
+  /** --grid expression (src/tune/space.ts evalGrid); none: the captured grid. */
+  grid?: string;
+  /** Timed rounds (one launch of every config each). */
+  iters: number;
+  flushL2: boolean;
+  atol?: number;
+  rtol?: number;
+  /** Parallel compiles (default: the CPU count). */
+  jobs?: number;
+}
+
+export interface TuneResult {
+  dir: string;
+  kernel: string;
+  grid: string | null;
+  rows: TuneRow[];
+  /** The fastest config that matches (the app's own when none beats it), null when none matched. */
+  winner: TuneRow | null;
+  /** Wall time (s): the compiles, the replay (restore, checks, timing). */
+  seconds: { compile: number; replay: number };
+}
+
+/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a config's shared memory above 48 KiB needs it. */
+const MAX_DYNAMIC_SHARED = 8;
+
+/**
+ * The kernel's scalar arguments by name, from the parameter bytes: the signature's non-constexpr
+ * entries are the launched parameters in order (Triton drops constexprs), the layout gives each
+ * one's offset; integer types only (i1…i64, u8…u64), the grid's inputs.
+ */
+export function tritonScalarArgs(signature: Record<string, unknown>, params: Uint8Array, layout: ParamSlot[]): Record<string, number> {
+  const names = Object.keys(signature).filter((k) => signature[k] !== "constexpr");
+  const types = tritonParamTypes(signature);
+  const dv = new DataView(params.buffer, params.byteOffset, params.byteLength);
+  const out: Record<string, number> = {};
+  for (const [i, name] of names.entries()) {
+    const slot = layout.find((p) => p.index === i);
+    const m = /^([iu])(1|8|16|32|64)$/.exec(types[i] ?? "");
+    if (!slot || !m || slot.offset + slot.size > params.byteLength) continue;
+    const bits = Number(m[2]);
+    const signed = m[1] === "i" && bits > 1;
+    const v = bits === 64 ? (signed ? dv.getBigInt64(slot.offset, true) : dv.getBigUint64(slot.offset, true)) : bits === 32 ? (signed ? dv.getInt32(slot.offset, true) : dv.getUint32(slot.offset, true)) : bits === 16 ? (signed ? dv.getInt16(slot.offset, true) : dv.getUint16(slot.offset, true)) : signed ? dv.getInt8(slot.offset) : dv.getUint8(slot.offset);
+    out[name] = Number(v);
+  }
+  return out;
+}
+
+interface Pinned {
+  fnName: string;
+  python: string;
+  signature: Record<string, unknown>;
+  constexprs: { name: string; expr?: string }[];
+  options: Record<string, unknown>;
+  autotune?: { configList?: { kwargs: Record<string, unknown>; num_warps: number | null; num_stages: number | null; num_ctas: number | null; maxnreg: number | null }[] } | null;
+}
+
+/** The app's own config: the pinned constexprs that are whole numbers and the compile options. */
+export function capturedConfig(pin: Pinned): TuneConfig {
+  const kwargs: Record<string, number> = {};
+  for (const c of pin.constexprs) if (c.expr !== undefined && /^-?\d+$/.test(c.expr)) kwargs[c.name] = Number(c.expr);
+  const options: TuneConfig["options"] = {};
+  for (const k of OPTION_NAMES) if (typeof pin.options[k] === "number") options[k] = pin.options[k] as number;
+  return { kwargs, options };
+}
+
+/** The space: --config, else the autotuner's configs recorded at capture. @throws KerncapError E_USAGE when there is neither */
+export function tuneSpace(pin: Pinned, specs: string[]): TuneConfig[] {
+  if (specs.length) return parseConfigSpace(specs);
+  const list = pin.autotune?.configList;
+  if (!list?.length) {
+    throw new KerncapError("E_USAGE", `no config space: the capture recorded no autotuner configs for ${pin.fnName}`, {
+      hint: "Give one: --config 'BLOCK_M=64,128 num_warps=4,8' (constexprs of the kernel and num_warps, num_stages, maxnreg); captures made with this kerncap record @triton.autotune's configs.",
+    });
+  }
+  return list.map((c) => ({
+    kwargs: Object.fromEntries(Object.entries(c.kwargs).filter(([, v]) => typeof v === "number")) as Record<string, number>,
+    options: Object.fromEntries(OPTION_NAMES.filter((k) => typeof c[k] === "number").map((k) => [k, c[k] as number])),
+  }));
+}
+
+/**
+ * Tune a Triton capture (see the file's comment).
+ * @throws KerncapError E_FRONTEND (not Triton), E_NO_REPRODUCER (no pinned.json), E_USAGE (no
+ *   space, a config that changes the tile sizes without --grid, a bad --grid, num_ctas), the replay's errors
+ */
+export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneResult> {
+  const dir = resolve(dirArg);
+  const m: Manifest = readManifest(dir);
+  if (m.kernel.frontend !== "triton") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
+  const pinPath = join(dir, "pinned.json");
+  if (!existsSync(pinPath)) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
+  const pin = JSON.parse(readFileSync(pinPath, "utf8")) as Pinned;
+  const base = capturedConfig(pin);
+  const space = tuneSpace(pin, o.configs).map((c) => ({ kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } }));
+  const params = new Uint8Array(readFileSync(join(dir, m.params.file)));
+  const scalars = tritonScalarArgs(pin.signature, params, m.params.layout);
+  const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
+  if (!o.grid && space.some(tiles)) {
+    throw new KerncapError("E_USAGE", "the space changes constexprs (tile sizes), so the launch grid changes with them: give --grid", {
+      hint: `An expression of the kernel's integer arguments (${Object.keys(scalars).join(", ") || "none"}) and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.`,
+    });
+  }
+  if (space.some((c) => (c.options.num_ctas ?? 1) !== (base.options.num_ctas ?? 1))) throw new KerncapError("E_USAGE", "num_ctas other than the captured one is not tuned (it changes the cluster launch)", { hint: "Leave num_ctas out of --config." });
+  const gridOf = (c: TuneConfig): [number, number, number] => (o.grid ? evalGrid(o.grid, { ...scalars, ...c.kwargs }) : m.launch.grid);
+  const grids = space.map(gridOf); // a bad --grid is a usage error before anything compiles
+  if (o.grid) {
+    const g = gridOf(base);
+    if (g.join() !== m.launch.grid.join()) throw new KerncapError("E_USAGE", `--grid gives ${g.join("x")} for the app's own config, the app launched ${m.launch.grid.join("x")}`, { hint: "Write the expression as the app's grid lambda computes it." });
+  }
+  // each config once; the app's own is the captured module (the baseline), not compiled again
+  const unique = space.filter((c, i) => configKey(c) !== configKey(base) && space.findIndex((d) => configKey(d) === configKey(c)) === i);
+
+  // compile every config, a CPU each
+  const work = join(dir, "build", "tune");
+  mkdirSync(work, { recursive: true });
+  const { python: py, env } = tritonReproducerEnv(pin.python, join(dir, "build", "triton-cache"));
+  const script = join(templateRoot(), "triton", "repro.py");
+  const t0 = performance.now();
+  const jobs = Math.max(1, o.jobs ?? availableParallelism());
+  const built: ({ cubin: string; shared: number; numWarps: number } | { error: string })[] = new Array(unique.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < unique.length; i = next++) {
+      const out = join(work, `${i}.cubin`);
+      const r = await runBuildCommand([py, script, "--dir", dir, "--config", JSON.stringify(unique[i]), "--out", out], dir, env);
+      if (r.code !== 0 || !existsSync(out + ".json")) {
+        built[i] = { error: (r.err || r.out).trim().split("\n").slice(-3).join(" / ") || `exit ${r.code}` };
+        continue;
+      }
+      const md = JSON.parse(readFileSync(out + ".json", "utf8")) as { shared: number; num_warps: number };
+      built[i] = { cubin: out, shared: md.shared, numWarps: md.num_warps };
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(jobs, unique.length) }, worker));
+  const compileSeconds = (performance.now() - t0) / 1000;
+  log.info(`${unique.length} configs compiled in ${compileSeconds.toFixed(1)} s (${built.filter((b) => "error" in b).length} failed)`);
+
+  // the app's module first (the baseline), then every config that compiled
+  const t1 = performance.now();
+  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
+  const candidates: { i: number; run: RunOptions }[] = [];
+  for (const [i, b] of built.entries()) {
+    if ("error" in b) continue;
+    const attrs = m.functionAttributes.filter((a) => a.id !== MAX_DYNAMIC_SHARED).concat([{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: b.shared }]);
+    const launch = { ...m.launch, grid: grids[space.indexOf(unique[i]!)]!, block: [b.numWarps * 32, 1, 1] as [number, number, number], sharedMemBytes: b.shared };
+    candidates.push({ i, run: { ...runOpts, modulePath: b.cubin, kernelName: m.kernel.name, launch: { launch, functionAttributes: attrs, params } } });
+  }
+  const s = await openReplay(dir, { verify: true });
+  let set;
+  try {
+    set = await s.runSet([runOpts, ...candidates.map((c) => c.run)], runOpts);
+  } finally {
+    s.close();
+  }
+  const baseRun = set[0]!;
+  if ("error" in baseRun) throw baseRun.error;
+  const appUs = baseRun.times.length ? baseRun.result.timing.medianUs : null;
+  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => {
+    if (error !== undefined) return { config, captured, verdict: "compile-error", medianUs: null, speedup: null, error };
+    if (!r || "error" in r) return { config, captured, verdict: "launch-error", medianUs: null, speedup: null, error: r && "error" in r ? r.error.message : "not run" };
+    const us = r.times.length ? r.result.timing.medianUs : null;
+    return { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
+  };
+  const rows: TuneRow[] = [row(base, true, baseRun)];
+  for (const [i, c] of unique.entries()) {
+    const b = built[i]!;
+    const k = candidates.findIndex((x) => x.i === i);
+    rows.push(row(c, false, k < 0 ? undefined : set[k + 1], "error" in b ? b.error : undefined));
+  }
+  return { dir, kernel: m.kernel.name, grid: o.grid ?? null, rows, winner: pickWinner(rows) ?? null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
+}
