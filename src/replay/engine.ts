@@ -39,7 +39,7 @@ export interface ReplayResult {
   bytesChecked: number;
   mismatches: RegionMismatch[];
   /** Kernel time per launch from CUDA events (µs). */
-  timing: { iters: number; medianUs: number; minUs: number; p10Us: number; p90Us: number; appUs: number | null; method: string; appMethod: string };
+  timing: { iters: number; medianUs: number; minUs: number; p10Us: number; p90Us: number; appUs: number | null; method: string; appMethod: string; /** Only with keepSamples. */ samplesUs?: number[] };
   /** bytes: live bytes restored (zeros included); storedBytes: bytes copied from memory/before.bin; gbPerS over storedBytes. */
   restore: { bytes: number; storedBytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
   /** The capture faulted in the app: whether the replay reproduced the same fault, and the compute-sanitizer command for it. */
@@ -87,6 +87,10 @@ export interface ReplayOptions {
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
   multiset?: string[];
+  /** Device to replay on (default: the captured ordinal, manifest device.ordinal). */
+  ordinal?: number;
+  /** Keep every timed launch's time in the result (timing.samplesUs, µs, in launch order). */
+  keepSamples?: boolean;
 }
 
 export { RESERVE_ALIGN, reserveAlignment } from "./cuda-backend.ts";
@@ -131,6 +135,17 @@ export class Restorer {
     this.cu.sync();
     if (this.pinned) this.cu.hostUnregister(this.pinned);
     this.pinned = undefined;
+  }
+
+  /** Unpin what is pinned and free the staging buffer (64 MiB of page-locked memory); never throws. */
+  dispose(): void {
+    try {
+      this.finish();
+    } catch {
+      /* after a kernel fault the sync fails: the context's reset unpins */
+    }
+    if (this.stage) this.cu.hostFree(this.stage);
+    this.stage = undefined;
   }
 
   /** Zero [base, base + r.size), then copy r's stored before-chunks to base + their offsets (asynchronous until finish()). */
@@ -265,8 +280,8 @@ function replayFault(
   };
 }
 
-/** Options of one run of a prepared session: ReplayOptions less verify (the session's). */
-export type RunOptions = Omit<ReplayOptions, "verify">;
+/** Options of one run of a prepared session: ReplayOptions less verify and ordinal (the session's). */
+export type RunOptions = Omit<ReplayOptions, "verify" | "ordinal">;
 
 /** What a session's reset put back before a run: chunks of the regions that differed from the before state. */
 export interface ResetStats {
@@ -308,7 +323,7 @@ export interface ReplaySession {
    * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
    */
   reset(): ResetStats | undefined;
-  /** Free the session's device allocations (CUDA: the VA reservations stay until the context goes, resetCuda or exit; HSA: they are freed). */
+  /** Free what the session holds on the device and the host: its allocations, pinned buffers and the VA reservations (ReplayBackend.close); the context stays for the next capture. */
   close(): void;
 }
 
@@ -319,14 +334,14 @@ export interface ReplaySession {
  * @throws KerncapError E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
  *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
-export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
+export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
   const m = readManifest(dir);
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
   // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
   verifyFiles(dir, o.verify ? m : { ...m, files: [] });
 
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
-  const cu = openBackend(m);
+  const cu = openBackend(m, o.ordinal);
   try {
     return await openOn(cu, dir, m, o);
   } catch (e) {
@@ -450,6 +465,7 @@ class Session implements ReplaySession {
         /* the context is gone with the fault */
       }
     }
+    this.restorer.dispose();
     this.cu.close();
     this.backup = this.flush = undefined;
   }
@@ -725,6 +741,7 @@ class Session implements ReplaySession {
         appUs,
         method: cu.timingMethod(flush !== undefined),
         appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
+        ...(o.keepSamples ? { samplesUs: times } : {}),
       },
       restore,
       reserve,
