@@ -7,6 +7,7 @@ export const commands = {
   inspect: () => import("./commands/inspect.ts").then((m) => m.default),
   replay: () => import("./commands/replay.ts").then((m) => m.default),
   validate: () => import("./commands/validate.ts").then((m) => m.default),
+  check: () => import("./commands/check.ts").then((m) => m.default),
   pack: () => import("./commands/pack.ts").then((m) => m.default),
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
   schema: () => import("./commands/schema.ts").then((m) => m.default),
