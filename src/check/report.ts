@@ -37,7 +37,7 @@ export function timeCell(r: CheckRecord): string {
 /** What to show beside the verdict: the reason of a regression, error or skip; the note otherwise. */
 function detail(r: CheckRecord): string {
   if (r.status === "slower") return r.time?.reason ?? "";
-  return r.reason ?? r.note ?? r.numerics ?? "";
+  return r.reason ?? r.note ?? (r.numerics !== "bit-exact" ? (r.numerics ?? "") : "");
 }
 
 const us = (r: CheckRecord) => (r.timing ? `${r.timing.medianUs.toFixed(1)} µs` : "");
