@@ -143,7 +143,8 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       exitCode: signalExitCode(stops.signal),
     });
   }
-  const records = [...kept.filter((r) => mine.some((c) => c.id === r.id)), ...fresh];
+  const mineIds = new Set(mine.map((c) => c.id));
+  const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
   if (!o.baseline) {
     const added = withTimings(baseline, records, { replace: false });
     if (Object.keys(added.captures).length !== Object.keys(baseline.captures).length) writeBaseline(baselinePath, added);

@@ -128,11 +128,11 @@ export async function drain(
     let deaths = 0;
     let r: Runner | undefined;
     while (next < tasks.length && !o.stopped() && deaths < WORKER_RETRIES) {
-      r ??= open(slot, slots[slot]!);
-      runners.set(slot, r);
       const t = tasks[next++]!;
       o.onStart(t, slot);
       try {
+        r ??= open(slot, slots[slot]!);
+        runners.set(slot, r);
         const x = await r.run(t);
         deaths = 0;
         if (!o.stopped()) o.onOutcome(x, slot);

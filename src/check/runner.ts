@@ -131,5 +131,8 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     return out({ outcome: "error", kernel, captured, note, rebuild, code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message.split("\n").slice(0, 3).join(" / ") });
   } finally {
     if (tmp) rmSync(tmp, { recursive: true, force: true });
+    // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):
+    // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
+    Bun.gc(true);
   }
 }
