@@ -188,7 +188,8 @@ export function startRebuild(dir: string, m: Manifest, o: BuildOptions & { fullB
     fe.beforeBuild?.(dir, m);
     const b = await buildForValidate(dir, m, o);
     at = performance.now();
-    fe.checkRebuiltModule?.(b.module, m);
+    // the module's code is looked at for the architecture it was built for
+    fe.checkRebuiltModule?.(b.module, o.targetArch ? { ...m, device: { ...m.device, arch: o.targetArch } } : m);
     return b;
   })();
   const module = built.then((b) => b.module);
