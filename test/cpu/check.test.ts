@@ -22,6 +22,8 @@ import { judgeTime, medianInterval } from "../../src/check/timing.ts";
 import { serveTasks } from "../../src/check/worker.ts";
 import { DOCUMENTS, jsonSchemaOf } from "../../src/cli/documents.ts";
 import { runCli } from "../../src/cli/main.ts";
+import { cubinArch } from "../../src/codeobj/cubin.ts";
+import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
@@ -358,6 +360,20 @@ describe("a check with fake workers", () => {
     p.finished(record("x", "ok"), 0);
     p.stop();
     expect(tty).toStartWith("checking 1 of 2: x\r\x1b[K[1/2] ok");
+  });
+});
+
+describe("a rebuild for another architecture", () => {
+  test.skipIf(!Bun.which("nvcc"))("-arch=<this GPU> appended to EXTRA_FLAGS: nvcc compiles for the last -arch, the one build.sh's own -arch comes before", () => {
+    expect(reproducerBuildEnv({ force: false, targetArch: "sm_100" }, { EXTRA_FLAGS: "-G" }).EXTRA_FLAGS).toBe("-G -arch=sm_100");
+    expect(reproducerBuildEnv({ force: false }, {}).EXTRA_FLAGS).toBeUndefined();
+    const dir = tempDir();
+    writeFileSync(join(dir, "k.cu"), "__global__ void k(float *p) { p[0] = 1; }\n");
+    const extra = reproducerBuildEnv({ force: false, targetArch: "sm_100" }, {}).EXTRA_FLAGS!;
+    // templates/cuda/build.sh.hbs: "$nvcc" -cubin -arch={{arch}} -x cu {{flags}} ${EXTRA_FLAGS:-} SOURCE -o OUT
+    const p = Bun.spawnSync(["nvcc", "-cubin", "-arch=sm_90", "-x", "cu", ...extra.split(" "), join(dir, "k.cu"), "-o", join(dir, "k.cubin")], { stderr: "pipe" });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+    expect(cubinArch(new Uint8Array(readFileSync(join(dir, "k.cubin"))))).toBe("sm_100");
   });
 });
 
