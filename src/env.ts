@@ -187,9 +187,16 @@ export function withoutCaptureSettings(env: Env = process.env): Record<string, s
   return out;
 }
 
-/** Environment of a reproducer's build.sh: `force` (validate --force) sets KERNCAP_FORCE=1 (templates/triton/repro.py). */
-export function reproducerBuildEnv(o: { force: boolean }, env: Env = process.env): Record<string, string | undefined> {
-  return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}) };
+/**
+ * Environment of a reproducer's build.sh: `force` (validate --force) sets KERNCAP_FORCE=1
+ * (templates/triton/repro.py); `targetArch` (check --rebuild on a GPU of another architecture,
+ * CUDA) appends `-arch=<targetArch>` to EXTRA_FLAGS, which a CUDA build.sh puts after its own
+ * -arch (templates/cuda/build.sh.hbs): nvcc takes the last -arch given (nvcc 13: a warning,
+ * "incompatible redefinition for option 'gpu-architecture', the last value of this option was used").
+ */
+export function reproducerBuildEnv(o: { force: boolean; targetArch?: string }, env: Env = process.env): Record<string, string | undefined> {
+  const extra = o.targetArch ? { EXTRA_FLAGS: [env.EXTRA_FLAGS, `-arch=${o.targetArch}`].filter(Boolean).join(" ") } : {};
+  return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}), ...extra };
 }
 
 /**

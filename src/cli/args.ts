@@ -50,6 +50,11 @@ export function printJsonLine(name: DocumentName, doc: object): void {
   writeData(JSON.stringify(jsonDocument(name, doc)) + "\n");
 }
 
+/** One JSON line on the data channel that is no document (a protocol's message: `check --worker`, src/check/worker.ts). */
+export function writeDataLine(message: object): void {
+  writeData(JSON.stringify(message) + "\n");
+}
+
 /** The document with its schema id (what printJson writes; the MCP server returns the same). */
 export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
   return { schema: documentId(name), ...doc };

@@ -39,7 +39,7 @@ const words = (v: VerbSpec) => [...v.options.flatMap((o) => [`--${o.name}`, ...(
 const sq = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
 
 /** Options whose value is a path (completed to files and folders); every other valued option's value is not completed, except --dtype. */
-const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands"]);
+const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands", "results", "baseline", "write-baseline", "junit"]);
 const DTYPES = Object.keys(ELEMENT_BYTES);
 
 /** The spellings of the options that take a value, split into path-valued, --dtype, and the rest. */

@@ -8,6 +8,7 @@
  * src/replay/engine.ts) are described by their stable top-level fields and left open
  * (looseObject): added fields do not bump the version; a removed or retyped field does.
  */
+import { CheckRecord } from "../check/record.ts";
 import { CaptureSet } from "../format/capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
@@ -30,6 +31,9 @@ export const DOCUMENT_VERSIONS = {
   unpack: 1,
   doctor: 1,
   error: 1,
+  /** `kerncap check --json` (src/check/check.ts CheckReport), and each line of its results file (src/check/results.ts). */
+  check: 1,
+  "check-record": 1,
   /** MCP tools read_file and edit_file (src/mcp/server.ts). */
   file: 1,
   edit: 1,
@@ -281,6 +285,24 @@ export const DOCUMENTS = {
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
+  check: v.object({
+    ...id("check"),
+    /** The results file (JSON Lines, one record per capture; null for --merge) and the baseline timed against. */
+    results: v.nullable(v.string()),
+    baseline: v.nullable(v.string()),
+    shard: v.nullable(v.object({ index: U, count: U })),
+    workers: U,
+    rebuild: v.boolean(),
+    /** A capture is slower when its time ratio's interval lies wholly above 1 + slowerPct/100 (src/check/timing.ts). */
+    slowerPct: v.number(),
+    /** Regressions first: mismatch, slower, error, skipped, ok. */
+    captures: v.array(CheckRecord),
+    summary: v.object({ captures: U, mismatch: U, slower: U, error: U, skipped: U, ok: U, faster: U }),
+    /** 1: a mismatch or a slower capture; 2: none, but a capture could not be checked; 0: every capture ok or skipped. */
+    exitCode: U,
+    seconds: v.number(),
+  }),
+  "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
   edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
@@ -306,6 +328,7 @@ const TITLES: Record<string, string> = {
   manifest: "kerncap capture manifest (kerncap.json)",
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
+  "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
   error: "kerncap VERB --json when the verb fails (exit 2)",
   file: "kerncap mcp tool read_file",
   edit: "kerncap mcp tool edit_file",

@@ -22,6 +22,8 @@ export const main = defineCommand({
 });
 
 type Verb = keyof typeof commands;
+/** Verbs whose positional takes any number of values (`check DIR…`). */
+const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check"]);
 const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
 
 /**
@@ -107,7 +109,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       }
       continue;
     }
-    if (++seen > positionals) {
+    if (++seen > positionals && !MANY_POSITIONALS.has(verb)) {
       throw new KerncapError("E_USAGE", `unexpected argument ${JSON.stringify(a)} for \`kerncap ${verb}\``, {
         hint: verb === "run" || verb === "list" ? "Put the application after `--`: kerncap " + verb + " [options] -- APP [ARGS…]" : `Run \`kerncap ${verb} --help\`.`,
       });

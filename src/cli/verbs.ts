@@ -9,6 +9,7 @@ export const commands = {
   validate: () => import("./commands/validate.ts").then((m) => m.default),
   profile: () => import("./commands/profile.ts").then((m) => m.default),
   tune: () => import("./commands/tune.ts").then((m) => m.default),
+  check: () => import("./commands/check.ts").then((m) => m.default),
   pack: () => import("./commands/pack.ts").then((m) => m.default),
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
   schema: () => import("./commands/schema.ts").then((m) => m.default),

@@ -16,6 +16,13 @@ import { resetCuda } from "./cuda.ts";
 
 const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" };
 
+/** The command prefix that runs a program without address-space randomization (`setarch MACHINE -R`), or undefined where setarch or the machine name is missing. */
+export function noAslrPrefix(): string[] | undefined {
+  const setarch = Bun.which("setarch");
+  const machine = SETARCH_ARCH[arch()];
+  return setarch && machine ? [setarch, machine, "-R"] : undefined;
+}
+
 /**
  * Run `body`; when it fails with E_VA_TAKEN, run this same kerncap command again in a child
  * process without address-space randomization and return the child's exit code (its stdout goes
@@ -28,15 +35,14 @@ export async function withAslrRetry(body: () => Promise<number>, stdout: number 
   try {
     return await body();
   } catch (e) {
-    const setarch = Bun.which("setarch");
-    const machine = SETARCH_ARCH[arch()];
-    if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || isAslrRetryChild() || aslrRetryDisabled() || !setarch || !machine) throw e;
+    const prefix = noAslrPrefix();
+    if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || isAslrRetryChild() || aslrRetryDisabled() || !prefix) throw e;
     log.warn(`${e.message}; running the command again in a process without address-space randomization (setarch -R)`);
     resetCuda();
     // a compiled kerncap is its own interpreter; under `bun src/cli/main.ts` the script comes too
     const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
     const { BUN_BE_BUN: _, ...env } = process.env;
-    const p = Bun.spawn([setarch, machine, "-R", ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", stdout, "inherit"] });
+    const p = Bun.spawn([...prefix, ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", stdout, "inherit"] });
     // Ctrl-C/SIGTERM sent to this process alone (validate --watch stopped by its parent) reach the
     // command that does the work; its exit code (130, 143) is ours
     const forward = (sig: NodeJS.Signals) => () => p.kill(sig);

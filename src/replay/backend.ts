@@ -18,6 +18,8 @@ export interface DeviceMemory {
   memFree(dptr: bigint): void;
   /** Page-locked host memory, or plain host memory where the backend has no cheaper staging. */
   hostAlloc(size: number): Uint8Array;
+  /** Give back a hostAlloc buffer (never throws: cleanup paths). */
+  hostFree(view: Uint8Array): void;
   /** Pin a host range for asynchronous copies; false when the runtime refuses (the engine stages instead). */
   hostRegister(view: Uint8Array, readOnly: boolean): boolean;
   hostUnregister(view: Uint8Array): void;
@@ -84,14 +86,19 @@ export interface ReplayBackend extends DeviceMemory {
   readonly scansOn: "device" | "host";
   /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */
   launchFault(e: unknown): { code: number; name: string } | null;
-  /** Release what the backend holds for this replay (events, queues; the HSA VA reservations). */
+  /**
+   * Release what the backend holds for this replay: events, queues, the scan kernel's module and
+   * buffers, and every span mapAt reserved (unmapped, its memory released, the VA range freed), so
+   * that one process replays capture after capture in one context (`kerncap check`). Never throws.
+   */
   close(): void;
 }
 
 /**
- * The backend for a capture's device vendor: CUDA for NVIDIA, HSA for AMD (the one vendor branch).
+ * The backend for a capture's device vendor: CUDA for NVIDIA, HSA for AMD (the one vendor branch),
+ * on device `ordinal` (default: the captured one, manifest device.ordinal).
  * @throws KerncapError E_NO_GPU, E_CUDA_NOT_FOUND / E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH
  */
-export function openBackend(m: Manifest): ReplayBackend {
-  return m.device.vendor === "amd" ? hsaBackend(m) : cudaBackend(m);
+export function openBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
+  return m.device.vendor === "amd" ? hsaBackend(m, ordinal) : cudaBackend(m, ordinal);
 }

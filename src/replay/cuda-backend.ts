@@ -5,6 +5,7 @@
  */
 import { describeModule } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
 import { CU, CudaError, cuda, type Cuda } from "./cuda.ts";
@@ -87,6 +88,8 @@ class CudaBackend implements ReplayBackend {
   readonly scansOn = "device" as const;
   private events: [bigint, bigint] | undefined;
   private scan: Scanner | undefined;
+  /** What mapAt reserved and mapped, undone at close. */
+  private readonly spans: { va: bigint; size: number; handle: bigint }[] = [];
 
   constructor(private readonly cu: Cuda) {}
 
@@ -95,10 +98,11 @@ class CudaBackend implements ReplayBackend {
   l2Bytes = () => this.cu.l2Bytes();
   pciBusId = () => this.cu.pciBusId();
   reserveAlignment = () => reserveAlignment(this.cu.granularity());
-  mapAt = (va: bigint, size: number) => this.cu.mapAt(va, size);
+  mapAt = (va: bigint, size: number) => void this.spans.push({ va, size, handle: this.cu.mapAt(va, size) });
   memAlloc = (size: number) => this.cu.memAlloc(size);
   memFree = (p: bigint) => this.cu.memFree(p);
   hostAlloc = (size: number) => this.cu.hostAlloc(size);
+  hostFree = (view: Uint8Array) => void this.cu.hostFree(view);
   hostRegister = (view: Uint8Array, readOnly: boolean) => this.cu.hostRegister(view, readOnly);
   hostUnregister = (view: Uint8Array) => this.cu.hostUnregister(view);
   htod = (dst: bigint, src: Uint8Array) => this.cu.htod(dst, src);
@@ -147,13 +151,21 @@ class CudaBackend implements ReplayBackend {
   close(): void {
     for (const e of this.events ?? []) this.cu.eventDestroy(e);
     this.events = undefined;
+    this.scan?.unload();
+    this.scan = undefined;
+    for (const s of this.spans.splice(0).reverse()) {
+      const r = this.cu.unmapAt(s.va, s.size, s.handle);
+      // after a kernel fault every call fails: the context's reset frees the rest
+      if (r !== 0) log.debug(`releasing the span at 0x${s.va.toString(16)} (${s.size} bytes): ${this.cu.errorText(r)}`);
+    }
   }
 }
 
 /**
- * The CUDA backend on the capture's device ordinal (the process's one primary context).
+ * The CUDA backend on device `ordinal` (default: the capture's; the process's one primary
+ * context, on the device of the first call: src/replay/cuda.ts cuda).
  * @throws KerncapError E_NO_GPU
  */
-export function cudaBackend(m: Manifest): ReplayBackend {
-  return new CudaBackend(cuda(m.device.ordinal));
+export function cudaBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
+  return new CudaBackend(cuda(ordinal));
 }

@@ -33,10 +33,13 @@ export const SYMBOLS = {
   cuMemAddressFree: { args: [u64, u64], returns: i32 },
   cuMemCreate: { args: [P, u64, P, u64], returns: i32 },
   cuMemMap: { args: [u64, u64, u64, u64, u64], returns: i32 },
+  cuMemUnmap: { args: [u64, u64], returns: i32 },
+  cuMemRelease: { args: [u64], returns: i32 },
   cuMemSetAccess: { args: [u64, u64, P, u64], returns: i32 },
   cuMemAlloc_v2: { args: [P, u64], returns: i32 },
   cuMemFree_v2: { args: [u64], returns: i32 },
   cuMemAllocHost_v2: { args: [P, u64], returns: i32 },
+  cuMemFreeHost: { args: [P], returns: i32 },
   cuMemHostRegister_v2: { args: [P, u64, u32], returns: i32 },
   cuMemHostUnregister: { args: [P], returns: i32 },
   cuMemcpyHtoD_v2: { args: [u64, P, u64], returns: i32 },
@@ -292,9 +295,11 @@ export class Cuda {
   /**
    * Map device memory at exactly [va, va+size): reserve the VA range at that address, create
    * physical memory, map it, grant read/write. size and va must be granularity multiples.
-   * @throws KerncapError E_VA_TAKEN when the driver grants another address or refuses.
+   * @returns the physical allocation's handle, for unmapAt
+   * @throws KerncapError E_VA_TAKEN when the driver grants another address or refuses; a CudaError
+   *   when the memory cannot be created or mapped (what was done is undone first).
    */
-  mapAt(va: bigint, size: number): void {
+  mapAt(va: bigint, size: number): bigint {
     const out = new BigUint64Array(1);
     const r = this.lib.cuMemAddressReserve(out, size, 0, va, 0);
     const range = `0x${va.toString(16)}-0x${(va + BigInt(size)).toString(16)}`;
@@ -308,14 +313,34 @@ export class Cuda {
       );
     }
     const h = new BigUint64Array(1);
-    this.check("cuMemCreate", this.lib.cuMemCreate(h, size, this.allocProp(), 0), "Not enough free device memory for the captured regions?");
-    this.check("cuMemMap", this.lib.cuMemMap(va, size, 0, h[0]!, 0));
-    const desc = new Uint8Array(12);
-    const dv = new DataView(desc.buffer);
-    dv.setUint32(0, 1, true);
-    dv.setInt32(4, this.device, true);
-    dv.setUint32(8, 3, true); // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-    this.check("cuMemSetAccess", this.lib.cuMemSetAccess(va, size, desc, 1));
+    let mapped = false;
+    try {
+      this.check("cuMemCreate", this.lib.cuMemCreate(h, size, this.allocProp(), 0), "Not enough free device memory for the captured regions?");
+      this.check("cuMemMap", this.lib.cuMemMap(va, size, 0, h[0]!, 0));
+      mapped = true;
+      const desc = new Uint8Array(12);
+      const dv = new DataView(desc.buffer);
+      dv.setUint32(0, 1, true);
+      dv.setInt32(4, this.device, true);
+      dv.setUint32(8, 3, true); // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+      this.check("cuMemSetAccess", this.lib.cuMemSetAccess(va, size, desc, 1));
+    } catch (e) {
+      if (mapped) this.lib.cuMemUnmap(va, size);
+      if (h[0]) this.lib.cuMemRelease(h[0]);
+      this.lib.cuMemAddressFree(va, size);
+      throw e;
+    }
+    return h[0]!;
+  }
+
+  /**
+   * Undo mapAt: unmap [va, va+size), release its physical memory, free the VA reservation
+   * (cuMemUnmap, cuMemRelease, cuMemAddressFree). Returns the first failing CUresult (0: all
+   * done) and never throws: it runs in cleanup paths, after a kernel fault too.
+   */
+  unmapAt(va: bigint, size: number, handle: bigint): number {
+    const rs = [this.lib.cuMemUnmap(va, size), this.lib.cuMemRelease(handle), this.lib.cuMemAddressFree(va, size)];
+    return rs.find((r) => r !== 0) ?? 0;
   }
 
   memAlloc(size: number): bigint {
@@ -333,6 +358,11 @@ export class Cuda {
     const p = new BigUint64Array(1);
     this.check("cuMemAllocHost", this.lib.cuMemAllocHost_v2(p, size));
     return new Uint8Array(toArrayBuffer(Number(p[0]) as Pointer, 0, size));
+  }
+
+  /** Free a hostAlloc buffer (cuMemFreeHost); the CUresult is returned, never thrown (cleanup paths). */
+  hostFree(view: Uint8Array): number {
+    return this.lib.cuMemFreeHost(view);
   }
 
   /** Pin host memory in place (cuMemHostRegister, READ_ONLY when readOnly). Returns false if refused. */

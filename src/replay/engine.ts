@@ -54,6 +54,8 @@ export interface ReplayResult {
     l2?: "flushed" | "warm";
     /** The GPU's clocks while the timed launches ran (null: unknown, or no timed launch). */
     clocks?: ClockState | null;
+    /** Every timed launch's time (µs, in launch order): only with keepSamples. */
+    samplesUs?: number[];
   };
   /** bytes: live bytes restored (zeros included); storedBytes: bytes copied from memory/before.bin; gbPerS over storedBytes. */
   restore: { bytes: number; storedBytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
@@ -108,6 +110,10 @@ export interface ReplayOptions {
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
   multiset?: string[];
+  /** Device to replay on (default: the captured ordinal, manifest device.ordinal). */
+  ordinal?: number;
+  /** Keep every timed launch's time in the result (timing.samplesUs, µs, in launch order). */
+  keepSamples?: boolean;
 }
 
 export { RESERVE_ALIGN, reserveAlignment } from "./cuda-backend.ts";
@@ -152,6 +158,17 @@ export class Restorer {
     this.cu.sync();
     if (this.pinned) this.cu.hostUnregister(this.pinned);
     this.pinned = undefined;
+  }
+
+  /** Unpin what is pinned and free the staging buffer (64 MiB of page-locked memory); never throws. */
+  dispose(): void {
+    try {
+      this.finish();
+    } catch {
+      /* after a kernel fault the sync fails: the context's reset unpins */
+    }
+    if (this.stage) this.cu.hostFree(this.stage);
+    this.stage = undefined;
   }
 
   /** Zero [base, base + r.size), then copy r's stored before-chunks to base + their offsets (asynchronous until finish()). */
@@ -316,8 +333,8 @@ interface Prepared {
   finish: (times: number[], interleaved: boolean, clocks: ClockState | null) => ReplayResult;
 }
 
-/** Options of one run of a prepared session: ReplayOptions less verify (the session's). */
-export type RunOptions = Omit<ReplayOptions, "verify">;
+/** Options of one run of a prepared session: ReplayOptions less verify and ordinal (the session's). */
+export type RunOptions = Omit<ReplayOptions, "verify" | "ordinal">;
 
 /** What a session's reset put back before a run: chunks of the regions that differed from the before state. */
 export interface ResetStats {
@@ -375,7 +392,7 @@ export interface ReplaySession {
    * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
    */
   reset(): ResetStats | undefined;
-  /** Free the session's device allocations (CUDA: the VA reservations stay until the context goes, resetCuda or exit; HSA: they are freed). */
+  /** Free what the session holds on the device and the host: its allocations, pinned buffers and the VA reservations (ReplayBackend.close); the context stays for the next capture. */
   close(): void;
 }
 
@@ -386,14 +403,14 @@ export interface ReplaySession {
  * @throws KerncapError E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
  *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
-export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
+export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
   const m = readManifest(dir);
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
   // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
   verifyFiles(dir, o.verify ? m : { ...m, files: [] });
 
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
-  const cu = openBackend(m);
+  const cu = openBackend(m, o.ordinal);
   try {
     return await openOn(cu, dir, m, o);
   } catch (e) {
@@ -521,6 +538,7 @@ class Session implements ReplaySession {
         /* the context is gone with the fault */
       }
     }
+    this.restorer.dispose();
     this.cu.close();
     this.backup = this.flush = undefined;
   }
@@ -865,6 +883,7 @@ class Session implements ReplaySession {
           appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
           l2: this.flushed ? "flushed" : "warm",
           clocks,
+          ...(o.keepSamples ? { samplesUs: times } : {}),
         },
         restore,
         reserve,

@@ -84,6 +84,7 @@ class HsaBackend implements ReplayBackend {
   }
 
   hostAlloc = (size: number) => new Uint8Array(size);
+  hostFree = () => {}; // heap memory: collected
   hostRegister = () => false; // the engine stages through hostAlloc; each copy locks its bytes
   hostUnregister = () => {};
   htod = (dst: bigint, src: Uint8Array) => this.h.copyHost(this.agent.handle, src, dst, true);
@@ -198,14 +199,13 @@ class HsaKernel implements ReplayKernel {
 }
 
 /**
- * The HSA backend on the capture's GPU agent (the ordinal among GPU agents the capture library
- * recorded): its coarse-grained global pool for the regions, a CPU agent's kernarg pool.
+ * The HSA backend on GPU agent `ordinal` (default: the capture's, the ordinal among GPU agents the
+ * capture library recorded): its coarse-grained global pool for the regions, a CPU agent's kernarg pool.
  * @throws KerncapError E_HSA_NOT_FOUND, E_NO_GPU, E_ARCH (the agent's gfx arch differs from the
  *   capture's), E_HSA (no suitable pool)
  */
-export function hsaBackend(m: Manifest): ReplayBackend {
+export function hsaBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
   const { hsa: h, agents } = initHsa();
-  const ordinal = m.device.ordinal;
   const agent = agents[ordinal];
   if (!agent) throw new KerncapError("E_NO_GPU", `HSA GPU agent ${ordinal} not found (${agents.length} present)`);
   if (agent.name !== m.device.arch) {

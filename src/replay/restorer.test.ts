@@ -15,14 +15,19 @@ const BASE = 0x10000n;
 /** Device memory as one host array at BASE; counts registrations and asynchronous copies. */
 function fakeDevice(bytes: number) {
   const mem = new Uint8Array(bytes).fill(0xee);
-  const calls = { register: 0, async: 0, sync: 0 };
+  const calls = { register: 0, unregister: 0, async: 0, sync: 0, hostAlloc: [] as Uint8Array[], hostFree: [] as Uint8Array[] };
   const at = (p: bigint) => Number(p - BASE);
   const cu: DeviceMemory = {
     memAlloc: () => BASE,
     memFree: () => {},
-    hostAlloc: (n) => new Uint8Array(n),
+    hostAlloc: (n) => {
+      const b = new Uint8Array(n);
+      calls.hostAlloc.push(b);
+      return b;
+    },
+    hostFree: (b) => void calls.hostFree.push(b),
     hostRegister: () => (calls.register++, true),
-    hostUnregister: () => {},
+    hostUnregister: () => void calls.unregister++,
     htod: (dst, src) => mem.set(src, at(dst)),
     htodAsync: (dst, src) => (calls.async++, mem.set(src, at(dst))),
     dtoh: () => {},
@@ -52,6 +57,11 @@ describe("Restorer", () => {
     expect(d.calls.register).toBeGreaterThan(0);
     expect(r.registered).toBeGreaterThan(0);
     expect(r.staged).toBe(0);
+    // the last pinned window is unpinned at dispose, nothing staged to free
+    const unpinned = d.calls.unregister;
+    r.dispose();
+    expect(d.calls.unregister).toBe(unpinned);
+    expect(d.calls.hostFree.length).toBe(0);
   });
 
   test("a file that cannot be mapped (Bun.mmap throws: a read-only capture folder): staged, nothing pinned, same bytes", () => {
@@ -68,6 +78,10 @@ describe("Restorer", () => {
       expect(d.calls.register).toBe(0);
       expect(r.registered).toBe(0);
       expect(r.staged).toBeGreaterThan(0);
+      // the next capture of a `kerncap check` worker must not inherit 64 MiB of page-locked staging
+      r.dispose();
+      expect(d.calls.hostAlloc.length).toBe(1);
+      expect(d.calls.hostFree).toEqual(d.calls.hostAlloc);
     } finally {
       (Bun as { mmap: unknown }).mmap = mmap;
     }

@@ -24,9 +24,23 @@ export class Scanner {
 
   private constructor(
     private readonly cu: Cuda,
+    private readonly module: bigint,
     fn: bigint,
   ) {
     this.fn = fn;
+  }
+
+  /** Free the scan buffers and unload the module; never throws (cleanup paths, after a kernel fault too). */
+  unload(): void {
+    for (const p of this.cap ? [this.dHash, this.dNz] : []) {
+      try {
+        this.cu.memFree(p);
+      } catch {
+        /* the context is gone with a fault: its reset frees them */
+      }
+    }
+    this.cap = 0;
+    this.cu.moduleUnload(this.module);
   }
 
   /** Load the scan module into the current context. @throws KerncapError E_CUDA */
@@ -36,7 +50,7 @@ export class Scanner {
     if (r.module === undefined) throw new KerncapError("E_CUDA", `cannot load kerncap's scan kernel: ${r.text}`, { hint: "Pass --no-verify to replay without the GPU checks, and report this with `nvidia-smi` output." });
     const fn = cu.moduleGetFunction(r.module, "kc_scan");
     if (fn === undefined) throw new KerncapError("E_CUDA", "kerncap's scan module has no kc_scan kernel", { hint: "Rebuild kerncap (bash scripts/build.sh)." });
-    const sc = new Scanner(cu, fn);
+    const sc = new Scanner(cu, r.module, fn);
     sc.spinFn = cu.moduleGetFunction(r.module, "kc_spin");
     return sc;
   }

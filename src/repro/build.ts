@@ -36,6 +36,8 @@ export interface BuildOptions {
   force: boolean;
   /** An abort kills the build (validate runs build.sh and the pruned build side by side and keeps the first). */
   signal?: AbortSignal;
+  /** Build for this GPU architecture instead of the captured one (CUDA build.sh only: reproducerBuildEnv). */
+  targetArch?: string;
 }
 
 /** The build's group gets SIGKILL this long after the first signal (ms). */
@@ -91,7 +93,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   const t0 = performance.now();
-  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force }), o.signal);
+  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force, targetArch: o.targetArch }), o.signal);
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always

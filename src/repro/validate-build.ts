@@ -26,6 +26,7 @@ import { TOOL_VERSION } from "../version.ts";
 import { buildReproducer, type BuildOptions } from "./build.ts";
 import { fastBuild, FastBuildState, FastBuildUnavailable, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
 import type { Builder } from "./watch.ts";
+import { frontendOf } from "../frontends/index.ts";
 
 /** validate's work folder for the pruned build, under the capture folder. */
 export const PRUNED_DIR = join("build", "pruned");
@@ -170,4 +171,29 @@ export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOpti
   if (differs) log.info(`validate rebuilds with build.sh: the pruned TU's build gives ${kernel} other machine code (${differs})`);
   else log.info(`the next validates compile the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${full.value.seconds.toFixed(2)} s; the kernel's machine code is the same)`);
   return full.value;
+}
+
+/**
+ * validate's rebuild as it runs beside the replay (validate, check --rebuild): the frontend's step
+ * before build.sh (CUDA: a slice remade), buildForValidate, then the rebuilt module's check before
+ * anything launches (CUDA: the parameter layout, exit 2). `module` is for ReplayOptions.modulePath;
+ * both promises are marked handled (a replay error that comes first must not leave them
+ * unhandled): the caller awaits `built` for the build's error and outcome.
+ * @returns the build, its module, and when the build finished (performance.now(), 0 before)
+ */
+export function startRebuild(dir: string, m: Manifest, o: BuildOptions & { fullBuild: boolean }): { built: Promise<ValidateBuilt>; module: Promise<string>; builtAt: () => number } {
+  const fe = frontendOf(m);
+  let at = 0;
+  const built = (async () => {
+    fe.beforeBuild?.(dir, m);
+    const b = await buildForValidate(dir, m, o);
+    at = performance.now();
+    // the module's code is looked at for the architecture it was built for
+    fe.checkRebuiltModule?.(b.module, o.targetArch ? { ...m, device: { ...m.device, arch: o.targetArch } } : m);
+    return b;
+  })();
+  const module = built.then((b) => b.module);
+  built.catch(() => {});
+  module.catch(() => {});
+  return { built, module, builtAt: () => at };
 }

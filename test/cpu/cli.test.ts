@@ -141,6 +141,19 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(e.code).toBe("E_NO_GPU");
     });
   },
+  check: () => {
+    test("a folder without captures, and --merge of a results file damaged mid-way: usage/results errors naming them (the rest: test/cpu/check.test.ts)", async () => {
+      const empty = tempDir();
+      const e = await failure("check", [empty]);
+      expect(e.code).toBe("E_USAGE");
+      expect(e.message).toContain(`no captures under ${empty}`);
+      const bad = join(tempDir(), "results.jsonl");
+      writeFileSync(bad, "{ not json\n{}\n");
+      const m = await failure("check", ["--merge", bad]);
+      expect(m.code).toBe("E_RESULTS");
+      expect(m.message).toContain("results.jsonl, line 1");
+    });
+  },
   validate: () => {
     test("a capture without a reproducer project says how to get one", async () => {
       const e = await failure("validate", [await fresh()]);

@@ -17,7 +17,7 @@ import { defineCommand } from "citty";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { frontendOf } from "../../frontends/index.ts";
-import { buildForValidate } from "../../repro/validate-build.ts";
+import { startRebuild } from "../../repro/validate-build.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replayCompared, type replay } from "../../replay/engine.ts";
@@ -57,21 +57,13 @@ export default defineCommand({
         hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
       });
     }
-    fe.beforeBuild?.(dir, m); // CUDA: a slice of a TU edited since is remade before build.sh runs
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
       const t0 = performance.now();
-      let builtAt = 0;
-      // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py)
-      const built = buildForValidate(dir, m, { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) }).then((b) => {
-        builtAt = performance.now();
-        fe.checkRebuiltModule?.(b.module, m); // CUDA: parameter layout unchanged? before anything launches (exit 2)
-        return b;
-      });
-      const modulePath = built.then((b) => b.module);
-      // both are awaited below; a replay error that comes first must not leave them unhandled
-      built.catch(() => {});
-      modulePath.catch(() => {});
+      // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py); the
+      // CUDA slice of a TU edited since is remade before build.sh runs; the parameter layout is
+      // checked before anything launches (exit 2)
+      const { built, module: modulePath, builtAt } = startRebuild(dir, m, { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) });
       let r: Awaited<ReturnType<typeof replay>>;
       let compare: TimingComparison | null = null;
       try {
@@ -88,7 +80,7 @@ export default defineCommand({
       }
       const b = await built;
       // replaySeconds: what the replay added after the build (module load, launches, compare)
-      const replaySeconds = (performance.now() - Math.max(builtAt, t0)) / 1000;
+      const replaySeconds = (performance.now() - Math.max(builtAt(), t0)) / 1000;
       const res = { ...r, compare, rebuild: { module: b.module, seconds: b.seconds, builder: b.builder, ...(b.steps ? { steps: b.steps } : {}) }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
       if (args.json) printJson("validate", res);
       else {

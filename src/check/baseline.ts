@@ -1,0 +1,62 @@
+/**
+ * The timing baseline of `kerncap check`: each capture's timed launches at a check, keyed by its
+ * identity (src/check/discover.ts), on which GPU. One JSON file, never inside a capture folder
+ * (a received capture may be read-only): RESULTS/baseline.json by default, where the first check
+ * of a capture records it, or a file given with --baseline (read only) and written with
+ * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
+ * {name, arch}, samplesUs: [µs…], medianUs, at}}}`.
+ */
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import * as v from "valibot";
+import { KerncapError } from "../errors.ts";
+import type { CheckRecord } from "./record.ts";
+
+export const BASELINE_SCHEMA = "kerncap.check-baseline/1";
+export const BASELINE_FILE = "baseline.json";
+
+const Entry = v.object({
+  kernel: v.string(),
+  device: v.object({ name: v.string(), arch: v.string() }),
+  samplesUs: v.array(v.number()),
+  medianUs: v.number(),
+  at: v.string(),
+});
+export const Baseline = v.object({ schema: v.literal(BASELINE_SCHEMA), captures: v.record(v.string(), Entry) });
+export type Baseline = v.InferOutput<typeof Baseline>;
+export type BaselineEntry = v.InferOutput<typeof Entry>;
+
+/** The baseline at path, or an empty one when there is no such file. @throws KerncapError E_BASELINE (not JSON, not the schema) */
+export function readBaseline(path: string): Baseline {
+  if (!existsSync(path)) return { schema: BASELINE_SCHEMA, captures: {} };
+  const hint = "Give the baseline.json a `kerncap check` wrote (--write-baseline), or another --baseline.";
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new KerncapError("E_BASELINE", `${path} is not valid JSON: ${(e as Error).message}`, { hint });
+  }
+  const r = v.safeParse(Baseline, json);
+  if (!r.success) throw new KerncapError("E_BASELINE", `${path} is not a kerncap check baseline: ${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`, { hint });
+  return r.output;
+}
+
+/** Write a baseline through a temp file and a rename (a reader never sees half of it). */
+export function writeBaseline(path: string, b: Baseline): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, JSON.stringify(b, null, 1) + "\n");
+  renameSync(tmp, path);
+}
+
+/**
+ * `prior` with the timings of `records` that matched: every one (replace) or only those `prior`
+ * lacks (the first check of a capture records it). Mismatching captures never set a baseline.
+ */
+export function withTimings(prior: Baseline, records: CheckRecord[], o: { replace: boolean }): Baseline {
+  const captures = { ...prior.captures };
+  for (const r of records) {
+    if (r.verdict !== "match" || !r.timing?.samplesUs.length || !r.device || !r.kernel) continue;
+    if (!o.replace && captures[r.id]) continue;
+    captures[r.id] = { kernel: r.kernel, device: r.device, samplesUs: r.timing.samplesUs, medianUs: r.timing.medianUs, at: r.at };
+  }
+  return { schema: BASELINE_SCHEMA, captures };
+}

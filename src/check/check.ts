@@ -1,0 +1,205 @@
+/**
+ * `kerncap check DIR…` as library code: captures found (src/check/discover.ts), taken by shard
+ * (src/check/shard.ts), replayed — rebuilt first with --rebuild — by workers (src/check/pool.ts,
+ * src/check/runner.ts), each outcome timed against the baseline (src/check/timing.ts,
+ * src/check/baseline.ts) and written to the results file as it comes (src/check/results.ts);
+ * then the baseline and the JUnit XML. `kerncap check --merge` joins results files.
+ *
+ * Files, in the results folder (--results DIR, default ./kerncap-check): results.jsonl (this
+ * run's; the previous run's moved to results.previous.jsonl unless --resume), baseline.json (the
+ * default baseline: read, and each capture's first check recorded in it). --baseline FILE reads
+ * another baseline and never writes it; --write-baseline FILE writes this run's timings of every
+ * matching capture over that baseline's.
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import * as v from "valibot";
+import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+import { StopSignals, signalExitCode } from "../process-group.ts";
+import { BASELINE_FILE, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
+import { discoverCaptures } from "./discover.ts";
+import { junitXml } from "./junit.ts";
+import { drain, type OpenRunner } from "./pool.ts";
+import { CheckProgress } from "./progress.ts";
+import { CheckRecord, statusOf, type Outcome, type TimeJudgement } from "./record.ts";
+import { PREVIOUS_RESULTS_FILE, readResults, ResultsLog, RESULTS_FILE } from "./results.ts";
+import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
+import type { CheckSettings } from "./runner.ts";
+import { shardOf, type Shard } from "./shard.ts";
+import { judgeTime } from "./timing.ts";
+
+export const DEFAULT_RESULTS_DIR = "kerncap-check";
+
+export interface CheckOptions {
+  paths: string[];
+  settings: CheckSettings;
+  /** The results folder. */
+  results: string;
+  resume: boolean;
+  /** --baseline (read only); undefined: RESULTS/baseline.json, read and added to. */
+  baseline?: string;
+  writeBaseline?: string;
+  slowerPct: number;
+  shard?: Shard;
+  /** One entry per worker: its CUDA_VISIBLE_DEVICES (null: this process's). */
+  gpus: (string | null)[];
+  junit?: string;
+  /** Draw the status line in place (stderr is a terminal). */
+  live: boolean;
+  /** How workers are started (src/check/pool.ts workerProcesses; the CPU tests give their own), given where their log lines go. */
+  open: (say: (line: string) => void) => OpenRunner;
+}
+
+export interface CheckReport {
+  /** The results file, the baseline read. */
+  results: string | null;
+  baseline: string | null;
+  shard: Shard | null;
+  workers: number;
+  rebuild: boolean;
+  slowerPct: number;
+  /** Regressions first. */
+  captures: CheckRecord[];
+  summary: Summary;
+  exitCode: number;
+  seconds: number;
+}
+
+/** The timing judgement of an outcome against the baseline (null when it did not match or has no times). */
+export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJudgement | null {
+  if (x.outcome !== "done" || x.verdict !== "match" || !x.timing) return null;
+  const b = baseline.captures[x.id];
+  if (b && x.device && (b.device.name !== x.device.name || b.device.arch !== x.device.arch)) {
+    return { verdict: "not-comparable", ratio: null, low: null, high: null, baselineMedianUs: b.medianUs, slowerPct, reason: `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})` };
+  }
+  return judgeTime(x.timing.samplesUs, b?.samplesUs, slowerPct);
+}
+
+/** A finished record from a worker's outcome. */
+export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, worker: number, gpu: string | null): CheckRecord {
+  const time = judge(x, baseline, slowerPct);
+  return { ...x, status: statusOf(x, time), time, worker, gpu };
+}
+
+/** Write a file through a temp and a rename. */
+function writeAtomic(path: string, text: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
+/**
+ * Run a check.
+ * @throws KerncapError E_USAGE (no captures under the paths, two with one identity), E_RESULTS
+ *   (a damaged results file on --resume), E_BASELINE, E_WORKER (every worker died),
+ *   E_INTERRUPTED (exit 130/143: what finished is in the results file; --resume continues)
+ */
+export async function runCheck(o: CheckOptions): Promise<CheckReport> {
+  const t0 = performance.now();
+  const found = await discoverCaptures(o.paths);
+  for (const p of found.passedOver) log.info(`passed over ${p.path}: ${p.reason}`);
+  if (!found.captures.length) throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, { hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them." });
+  const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
+  if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
+  if (!mine.length) log.warn("this shard holds no capture (more shards than captures?)");
+
+  const dir = resolve(o.results);
+  mkdirSync(dir, { recursive: true });
+  const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
+  const baseline = readBaseline(baselinePath);
+  const { log: results, kept: keptAll, truncated } = ResultsLog.open(join(dir, RESULTS_FILE), { resume: o.resume, previous: join(dir, PREVIOUS_RESULTS_FILE) });
+  // a worker's death is no finding about the capture: checked again
+  const kept = keptAll.filter((r) => r.code !== "E_WORKER");
+  const done = new Set(kept.map((r) => r.id));
+  if (o.resume) log.info(`resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${truncated ? " (a last record cut short by the interruption dropped)" : ""}`);
+  const tasks = mine.filter((c) => !done.has(c.id));
+  const fresh: CheckRecord[] = [];
+  const progress = new CheckProgress(tasks.length, { live: o.live, write: (s) => void process.stderr.write(s) });
+  const stops = new StopSignals().install();
+  try {
+    await drain(tasks, o.gpus, o.open((l) => progress.line(l)), {
+      onStart: (t, slot) => progress.started(t.id, slot),
+      onOutcome: (x, slot) => {
+        const r = recordOf(x, baseline, o.slowerPct, slot, o.gpus[slot] ?? null);
+        results.append(r);
+        fresh.push(r);
+        progress.finished(r, slot);
+      },
+      stopped: () => stops.signal !== null,
+      onStop: (stop) => {
+        stops.onStop = stop;
+        stops.onKill = stop;
+      },
+    });
+  } finally {
+    stops.dispose();
+    progress.stop();
+    results.close();
+  }
+  if (stops.signal) {
+    throw new KerncapError("E_INTERRUPTED", `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`, {
+      hint: "Run the same command with --resume to check the rest.",
+      exitCode: signalExitCode(stops.signal),
+    });
+  }
+  const mineIds = new Set(mine.map((c) => c.id));
+  const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
+  if (!o.baseline) {
+    const added = withTimings(baseline, records, { replace: false });
+    if (Object.keys(added.captures).length !== Object.keys(baseline.captures).length) writeBaseline(baselinePath, added);
+  }
+  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(baseline, records, { replace: true }));
+  const report = reportOf(records, { results: join(dir, RESULTS_FILE), baseline: baselinePath, shard: o.shard ?? null, workers: o.gpus.length, rebuild: o.settings.rebuild, slowerPct: o.slowerPct, seconds: records.reduce((a, r) => a + r.seconds, 0) });
+  if (o.junit) writeJunit(o.junit, report);
+  return report;
+}
+
+function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures" | "summary" | "exitCode">): CheckReport {
+  return { ...o, captures: ordered(records), summary: summarize(records), exitCode: exitCodeOf(records) };
+}
+
+export function writeJunit(path: string, r: CheckReport): void {
+  const properties: Record<string, string> = { rebuild: String(r.rebuild), slowerPct: String(r.slowerPct), workers: String(r.workers) };
+  if (r.baseline) properties.baseline = r.baseline;
+  if (r.shard) properties.shard = `${r.shard.index}/${r.shard.count}`;
+  writeAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties }));
+}
+
+/** The records of a results file (results.jsonl) or of a `kerncap check --json` document. @throws KerncapError E_USAGE, E_RESULTS */
+function recordsIn(path: string): CheckRecord[] {
+  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint: "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents." });
+  if (path.endsWith(".jsonl")) return readResults(path).records;
+  let doc: { captures?: unknown };
+  try {
+    doc = JSON.parse(readFileSync(path, "utf8"));
+  } catch {
+    return readResults(path).records; // JSON Lines under another name
+  }
+  const r = v.safeParse(v.array(CheckRecord), doc?.captures);
+  if (!r.success) throw new KerncapError("E_RESULTS", `${path} is neither a results file nor a kerncap check --json document`, { hint: "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents." });
+  return r.output;
+}
+
+/**
+ * `kerncap check --merge FILE…`: the shards' records in one report (a capture in two files: the
+ * later file's record, said); with `baseline`, every record timed again against it. seconds: the
+ * captures' own, summed.
+ * @throws KerncapError E_USAGE, E_RESULTS, E_BASELINE
+ */
+export function mergeResults(files: string[], o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string }): CheckReport {
+  const byId = new Map<string, CheckRecord>();
+  for (const f of files) {
+    for (const r of recordsIn(resolve(f))) {
+      if (byId.has(r.id)) log.warn(`${r.id} is in more than one results file: the record of ${f} is kept`);
+      byId.set(r.id, r);
+    }
+  }
+  const base = o.baseline ? readBaseline(resolve(o.baseline)) : undefined;
+  const records = [...byId.values()].map((r) => (base ? recordOf(r, base, o.slowerPct, r.worker, r.gpu) : r));
+  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(base ?? readBaseline(resolve(o.writeBaseline)), records, { replace: true }));
+  const report = reportOf(records, { results: null, baseline: o.baseline ? resolve(o.baseline) : null, shard: null, workers: 0, rebuild: records.some((r) => r.rebuild !== null), slowerPct: o.slowerPct, seconds: records.reduce((a, r) => a + r.seconds, 0) });
+  if (o.junit) writeJunit(o.junit, report);
+  return report;
+}
+

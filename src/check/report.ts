@@ -1,0 +1,59 @@
+/**
+ * What `kerncap check` says: the line of each capture as it finishes (stderr, src/check/
+ * progress.ts draws it), the summary table (stdout, regressions first), the counts and the exit
+ * code: 1 when any capture mismatches or is slower beyond its interval, else 2 when any could not
+ * be checked (error), else 0 (skipped captures do not fail a check: their reason is in the table
+ * and in JUnit).
+ */
+import { STATUSES, type CheckRecord, type Status } from "./record.ts";
+
+export type Summary = Record<Status, number> & { captures: number; faster: number };
+
+export function summarize(records: CheckRecord[]): Summary {
+  const s = Object.fromEntries(STATUSES.map((x) => [x, 0])) as Record<Status, number>;
+  for (const r of records) s[r.status]++;
+  return { ...s, captures: records.length, faster: records.filter((r) => r.time?.verdict === "faster").length };
+}
+
+export function exitCodeOf(records: CheckRecord[]): number {
+  const s = summarize(records);
+  return s.mismatch || s.slower ? 1 : s.error ? 2 : 0;
+}
+
+/** Regressions first (STATUSES' order), then by identity. */
+export function ordered(records: CheckRecord[]): CheckRecord[] {
+  const rank = (r: CheckRecord) => STATUSES.indexOf(r.status);
+  return [...records].sort((a, b) => rank(a) - rank(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/** "1.02× [0.98–1.05]", "no baseline", "—". */
+export function timeCell(r: CheckRecord): string {
+  const t = r.time;
+  if (!t) return "—";
+  if (t.ratio !== null) return `${t.ratio.toFixed(2)}× [${t.low!.toFixed(2)}–${t.high!.toFixed(2)}]${t.verdict === "faster" ? " faster" : ""}`;
+  return t.verdict.replace("-", " ");
+}
+
+/** What to show beside the verdict: the reason of a regression, error or skip; the note otherwise. */
+function detail(r: CheckRecord): string {
+  if (r.status === "slower") return r.time?.reason ?? "";
+  return r.reason ?? r.note ?? (r.numerics !== "bit-exact" ? (r.numerics ?? "") : "");
+}
+
+const us = (r: CheckRecord) => (r.timing ? `${r.timing.medianUs.toFixed(1)} µs` : "");
+
+/** One capture's line: status, time ratio, median, identity, kernel, why. */
+export function recordLine(r: CheckRecord): string {
+  const kernel = r.kernel ? `  ${r.kernel.length > 60 ? r.kernel.slice(0, 57) + "…" : r.kernel}` : "";
+  const why = detail(r);
+  return `${r.status.padEnd(8)} ${timeCell(r).padEnd(22)} ${us(r).padStart(11)}  ${r.id}${kernel}${why ? ` — ${why}` : ""}`;
+}
+
+/** The summary table (regressions first) and the count line. */
+export function summaryTable(records: CheckRecord[], seconds: number): string {
+  const s = summarize(records);
+  const L = [`${"STATUS".padEnd(8)} ${"TIME vs BASELINE".padEnd(22)} ${"MEDIAN".padStart(11)}  CAPTURE  KERNEL — WHY`, ...ordered(records).map(recordLine)];
+  const parts = STATUSES.filter((x) => s[x]).map((x) => `${s[x]} ${x}`);
+  L.push(`${s.captures} captures checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`);
+  return L.join("\n");
+}

@@ -1,0 +1,101 @@
+/**
+ * The results file of `kerncap check` (RESULTS/results.jsonl): JSON Lines, one CheckRecord per
+ * finished capture (src/check/record.ts), each line `{"schema":"kerncap.check-record/1", …}`,
+ * appended and fsync'd as the capture finishes, so that a kill (SIGKILL, a lost node) loses at most
+ * the captures in flight. `--resume` reads it back: a last line cut short by the kill (no newline,
+ * or not JSON) is dropped and cut off the file before the next append; a damaged line before the
+ * last is an error, never silently skipped.
+ */
+import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import * as v from "valibot";
+import { documentId } from "../cli/documents.ts";
+import { KerncapError } from "../errors.ts";
+import { CheckRecord } from "./record.ts";
+
+export const RESULTS_FILE = "results.jsonl";
+/** Where a run that does not resume moves the previous run's results. */
+export const PREVIOUS_RESULTS_FILE = "results.previous.jsonl";
+
+export interface ReadResults {
+  records: CheckRecord[];
+  /** Bytes of the file that hold whole records (the rest: a line cut short). */
+  validBytes: number;
+  /** A last line was cut short (and is not among the records). */
+  truncated: boolean;
+}
+
+const damaged = (path: string, line: number, why: string) =>
+  new KerncapError("E_RESULTS", `${path}, line ${line}: ${why}`, { hint: "The results file was altered or is not kerncap check's; give another --results folder, or remove the file to check everything again." });
+
+/**
+ * The records of a results file (text: its contents).
+ * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last
+ */
+export function parseResults(path: string, text: string): ReadResults {
+  const records: CheckRecord[] = [];
+  let pos = 0;
+  let line = 0;
+  while (pos < text.length) {
+    line++;
+    const nl = text.indexOf("\n", pos);
+    const last = nl < 0;
+    const body = text.slice(pos, last ? text.length : nl);
+    let rec: CheckRecord | undefined;
+    try {
+      const json = JSON.parse(body);
+      if (json?.schema !== documentId("check-record")) throw new Error(`schema ${JSON.stringify(json?.schema)} is not ${documentId("check-record")}`);
+      const r = v.safeParse(CheckRecord, json);
+      if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
+      rec = r.output;
+    } catch (e) {
+      // the line a kill cut short: no newline after it, or nothing after it
+      if (last || text.slice(nl + 1).trim() === "") return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
+      throw damaged(path, line, (e as Error).message);
+    }
+    if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
+    records.push(rec);
+    pos = nl + 1;
+  }
+  return { records, validBytes: Buffer.byteLength(text), truncated: false };
+}
+
+/** parseResults of the file at path. @throws KerncapError E_RESULTS, E_USAGE when it does not exist */
+export function readResults(path: string): ReadResults {
+  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the results.jsonl a `kerncap check` wrote (in its --results folder)." });
+  return parseResults(path, readFileSync(path, "utf8"));
+}
+
+/** The results file, open for appending. */
+export class ResultsLog {
+  private constructor(
+    readonly path: string,
+    private fd: number,
+  ) {}
+
+  /**
+   * Open RESULTS_FILE at `path`: resume: keep its whole records (cut a last line short), else start
+   * an empty one (a previous one is moved to PREVIOUS_RESULTS_FILE beside it).
+   * @returns the log and the records kept
+   */
+  static open(path: string, o: { resume: boolean; previous: string }): { log: ResultsLog; kept: CheckRecord[]; truncated: boolean } {
+    if (o.resume && existsSync(path)) {
+      const r = readResults(path);
+      const fd = openSync(path, "r+");
+      ftruncateSync(fd, r.validBytes);
+      closeSync(fd);
+      return { log: new ResultsLog(path, openSync(path, "a")), kept: r.records, truncated: r.truncated };
+    }
+    if (existsSync(path)) renameSync(path, o.previous);
+    return { log: new ResultsLog(path, openSync(path, "a")), kept: [], truncated: false };
+  }
+
+  /** Append one record and fsync it. */
+  append(rec: CheckRecord): void {
+    writeSync(this.fd, JSON.stringify({ schema: documentId("check-record"), ...rec }) + "\n");
+    fsyncSync(this.fd);
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}

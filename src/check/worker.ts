@@ -1,0 +1,70 @@
+/**
+ * The worker side of `kerncap check --gpus …` (`kerncap check --worker`, started by
+ * src/check/pool.ts with its own CUDA_VISIBLE_DEVICES): one process, one CUDA context, the
+ * captures it is handed checked one after another in it.
+ *
+ * Protocol, JSON Lines: stdin's first line is `{"settings": CheckSettings}`, each later line
+ * `{"task": CaptureRef}`; for each task, stdout gets one line `{"outcome": Outcome}` once the
+ * capture is checked (src/check/record.ts). The worker ends at the end of stdin (its parent gone
+ * too). Logs go to stderr.
+ */
+import * as v from "valibot";
+import { KerncapError } from "../errors.ts";
+import type { CaptureRef } from "./discover.ts";
+import type { Outcome } from "./record.ts";
+import type { CheckSettings } from "./runner.ts";
+
+/** The lines of a byte stream (UTF-8), without their newlines; a last line without one too. */
+export async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const dec = new TextDecoder();
+  let buf = "";
+  for await (const chunk of stream) {
+    buf += dec.decode(chunk, { stream: true });
+    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+      yield buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+    }
+  }
+  buf += dec.decode();
+  if (buf) yield buf;
+}
+
+const Task = v.object({ task: v.object({ id: v.string(), path: v.string(), kind: v.picklist(["folder", "archive"]) }) });
+const Settings = v.object({
+  settings: v.object({
+    iters: v.number(),
+    runs: v.optional(v.number()),
+    verify: v.boolean(),
+    rebuild: v.boolean(),
+    force: v.boolean(),
+    tolerance: v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), multiset: v.optional(v.array(v.string())) }),
+  }),
+});
+
+function parse<T extends v.GenericSchema>(schema: T, line: string, what: string): v.InferOutput<T> {
+  let json: unknown;
+  try {
+    json = JSON.parse(line);
+  } catch {
+    json = undefined;
+  }
+  const r = v.safeParse(schema, json);
+  if (!r.success) throw new KerncapError("E_USAGE", `kerncap check --worker: stdin's line is not ${what}: ${line.slice(0, 200)}`, { hint: "--worker is kerncap check's own: its parent process writes its stdin." });
+  return r.output;
+}
+
+/**
+ * Serve tasks from `input` until it ends, checking each with `check` and giving its outcome to `emit`.
+ * @throws KerncapError E_USAGE for a line that is not the protocol's
+ */
+export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome) => void, check: (t: CaptureRef, s: CheckSettings) => Promise<Outcome>): Promise<void> {
+  let settings: CheckSettings | undefined;
+  for await (const line of input) {
+    if (!line.trim()) continue;
+    if (!settings) {
+      settings = parse(Settings, line, "the settings").settings;
+      continue;
+    }
+    emit(await check(parse(Task, line, "a task").task, settings));
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * `kerncap check DIR…`: the captures under the given folders (capture folders, `kerncap pack`
+ * archives, folders holding them) as a kernel regression suite: each replayed (--rebuild: rebuilt
+ * from its reproducer with the toolchain installed now, as `kerncap validate` builds), judged
+ * against its captured after state, and timed against a baseline (src/check/). One line per
+ * capture on stderr, the summary table on stdout (--json: the kerncap.check/1 document), JUnit XML
+ * with --junit. Spread: --gpus (one worker process per entry), --shard K/N (a CI matrix, a Slurm
+ * array); --resume continues an interrupted run; --merge joins the shards' results.
+ * Exit 1: a capture mismatches or is slower beyond its interval; 2: none did, but one could not be
+ * checked, or a usage error; 0 otherwise.
+ *
+ * `--worker` is the check's own: a worker process, stdin/stdout its protocol (src/check/worker.ts).
+ */
+import { defineCommand } from "citty";
+import { KerncapError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { DEFAULT_RESULTS_DIR, mergeResults, runCheck, type CheckReport } from "../../check/check.ts";
+import { workerProcesses } from "../../check/pool.ts";
+import { summaryTable } from "../../check/report.ts";
+import { checkCapture, type CheckSettings } from "../../check/runner.ts";
+import { parseShard } from "../../check/shard.ts";
+import { lines, serveTasks } from "../../check/worker.ts";
+import { floatArg } from "../../replay/tolerance-plan.ts";
+import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
+import { printable } from "../format.ts";
+
+/** --gpus "0,1,1": one worker per entry, each entry a CUDA_VISIBLE_DEVICES value. @throws KerncapError E_USAGE */
+export function parseGpus(text: string): string[] {
+  const gpus = text.split(",").map((g) => g.trim());
+  if (!gpus.length || gpus.some((g) => !/^[A-Za-z0-9-]+$/.test(g))) {
+    throw new KerncapError("E_USAGE", `--gpus ${JSON.stringify(text)} is not a comma-separated list of GPUs`, { hint: "Give device indices or UUIDs as CUDA_VISIBLE_DEVICES takes them, one worker each: --gpus 0,1,2,3 (--gpus 0,0 runs two workers on GPU 0)." });
+  }
+  if (gpus.length > 256) throw new KerncapError("E_USAGE", `--gpus lists ${gpus.length} workers; at most 256`, { hint: "One or a few workers per GPU is enough." });
+  return gpus;
+}
+
+export default defineCommand({
+  meta: { name: "check", description: "Check a corpus of captures as a kernel regression suite: replay (or rebuild) each, compare with its after state, time against a baseline" },
+  args: {
+    dir: { type: "positional", description: "Capture folders, archives from `kerncap pack`, or folders holding them (searched at any depth); with --merge, results files", required: false },
+    rebuild: { type: "boolean", description: "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)", default: false },
+    force: { type: "boolean", description: "With --rebuild: build even when the Triton version differs from the capture's", default: false },
+    iters: { type: "string", description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)", default: "20" },
+    runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope)" },
+    verify: { type: "boolean", description: "Check each capture's checksums", negativeDescription: "Skip the checksums", default: true },
+    ...toleranceArgs,
+    slower: { type: "string", description: "A capture is slower when its time ratio's 90% interval lies wholly above 1 + PCT/100", valueHint: "PCT", default: "10" },
+    results: { type: "string", description: `Results folder: results.jsonl (one record per capture, written as each finishes) and the default baseline.json (default ./${DEFAULT_RESULTS_DIR})`, valueHint: "DIR" },
+    resume: { type: "boolean", description: "Continue the interrupted check whose results.jsonl is in the results folder (the captures it holds are not checked again)", default: false },
+    baseline: { type: "string", description: "Time against this baseline (read only; default: the results folder's baseline.json, where each capture's first check is recorded)", valueHint: "FILE" },
+    "write-baseline": { type: "string", description: "Write this run's timings of every matching capture, over the baseline's, to FILE", valueHint: "FILE" },
+    gpus: { type: "string", description: "One worker process per entry, each with that CUDA_VISIBLE_DEVICES: 0,1,2,3 (0,0: two workers on GPU 0); default one worker on the GPUs this process sees", valueHint: "LIST" },
+    shard: { type: "string", description: "Check only shard K of N (0 ≤ K < N; a stable share by the capture's identity): a CI matrix, or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT", valueHint: "K/N" },
+    merge: { type: "boolean", description: "Join results files (the shards' results.jsonl or --json documents) into one report", default: false },
+    junit: { type: "string", description: "Write JUnit XML to FILE (failure: mismatch or slower; error; skipped)", valueHint: "FILE" },
+    worker: { type: "boolean", description: "Internal: a worker process of a check (stdin/stdout carry its protocol)", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  async run({ args, rawArgs }) {
+    if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr, the document (the protocol) to stdout
+    const paths = (args._ as string[]).map(String);
+    if (args.worker) {
+      await serveTasks(lines(Bun.stdin.stream()), (o) => writeDataLine({ outcome: o }), checkCapture);
+      return 0;
+    }
+    const slowerPct = floatArg("slower", args.slower) ?? 10;
+    if (!(slowerPct >= 0 && slowerPct < 1000)) throw new KerncapError("E_USAGE", `--slower ${args.slower}: a percentage from 0 to 1000`, { hint: "For example --slower 10 (10%)." });
+    if (!paths.length) throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", { hint: args.merge ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]" : "kerncap check DIR… (capture folders, archives, or folders holding them)" });
+    let report: CheckReport;
+    if (args.merge) {
+      const stray = (["rebuild", "resume", "gpus", "shard", "results"] as const).find((k) => args[k] !== undefined && args[k] !== false);
+      if (stray) throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, { hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--json]." });
+      report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
+    } else {
+      const settings: CheckSettings = {
+        iters: intArg("iters", args.iters, 20, 100_000, 1),
+        ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 1) } : {}),
+        verify: args.verify !== false,
+        rebuild: Boolean(args.rebuild),
+        force: Boolean(args.force),
+        tolerance: toleranceOptions(args, rawArgs),
+      };
+      if (settings.force && !settings.rebuild) throw new KerncapError("E_USAGE", "--force applies to --rebuild only", { hint: "Add --rebuild, or leave --force out." });
+      const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
+      report = await runCheck({
+        paths,
+        settings,
+        results: args.results ?? DEFAULT_RESULTS_DIR,
+        resume: Boolean(args.resume),
+        baseline: args.baseline,
+        writeBaseline: args["write-baseline"],
+        slowerPct,
+        shard: args.shard !== undefined ? parseShard(String(args.shard)) : undefined,
+        gpus,
+        junit: args.junit,
+        live: Boolean(process.stderr.isTTY),
+        open: (say) => workerProcesses(settings, (l) => say(printable(l))),
+      });
+    }
+    if (args.json) printJson("check", report);
+    else process.stdout.write(printable(summaryTable(report.captures, report.seconds)) + "\n");
+    if (report.exitCode === 1) log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);
+    else if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.captures} captures could not be checked`);
+    return report.exitCode;
+  },
+});

@@ -1,0 +1,423 @@
+/**
+ * `kerncap check` (src/check/) without a GPU: discovery, shards, the timing decision, JUnit XML,
+ * the results file and --resume after a kill, --merge, the exit codes and the progress lines, with
+ * the per-capture runner replaced by a fake (CheckOptions.open); and the worker protocol through a
+ * real worker process, whose captures fail for want of a GPU.
+ */
+import { describe, expect, test } from "bun:test";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { readBaseline } from "../../src/check/baseline.ts";
+import { mergeResults, runCheck, type CheckOptions } from "../../src/check/check.ts";
+import { discoverCaptures, type CaptureRef } from "../../src/check/discover.ts";
+import { junitXml, xmlEscape } from "../../src/check/junit.ts";
+import type { OpenRunner } from "../../src/check/pool.ts";
+import { CheckProgress } from "../../src/check/progress.ts";
+import type { CheckRecord, Outcome } from "../../src/check/record.ts";
+import { parseResults, ResultsLog } from "../../src/check/results.ts";
+import type { CheckSettings } from "../../src/check/runner.ts";
+import { parseShard, shardOf } from "../../src/check/shard.ts";
+import { judgeTime, medianInterval } from "../../src/check/timing.ts";
+import { serveTasks } from "../../src/check/worker.ts";
+import { DOCUMENTS, jsonSchemaOf } from "../../src/cli/documents.ts";
+import { runCli } from "../../src/cli/main.ts";
+import { cubinArch } from "../../src/codeobj/cubin.ts";
+import { reproducerBuildEnv } from "../../src/env.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { packCapture } from "../../src/format/archive.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, tolerance: {} };
+const H200 = { name: "NVIDIA H200", arch: "sm_90" };
+
+/** A corpus: corpus/a/one, corpus/a/two (a capture set's members), corpus/b.zip (packed), and junk. */
+async function corpus(): Promise<string> {
+  const root = join(tempDir(), "corpus");
+  await makeCapture(join(root, "a/one"));
+  await makeCapture(join(root, "a/two"));
+  await makeCapture(join(root, "packed-src"));
+  await packCapture(join(root, "packed-src"), join(root, "b.zip"));
+  require("node:fs").rmSync(join(root, "packed-src"), { recursive: true });
+  writeFileSync(join(root, "notes.txt"), "not a capture");
+  writeFileSync(join(root, "other.zip"), "PK\x03\x04 not kerncap's");
+  await makeCapture(join(root, "a/three.tmp-4242")); // being written (or left by a killed kerncap)
+  mkdirSync(join(root, "empty/deeper"), { recursive: true });
+  symlinkSync("..", join(root, "empty/loop")); // a link back up: visited once
+  return root;
+}
+
+/** Times around `us` (±2% spread), n of them. */
+const times = (us: number, n = 20) => Array.from({ length: n }, (_, i) => us * (0.98 + (0.04 * i) / (n - 1)));
+
+/** A fake worker outcome. */
+function outcome(t: CaptureRef, o: Partial<Outcome> = {}): Outcome {
+  return { id: t.id, path: t.path, kernel: "scale(float*, int)", outcome: "done", verdict: "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: H200, device: H200, rebuild: null, timing: { medianUs: 10, samplesUs: times(10) }, seconds: 0.01, replaySeconds: 0.005, at: new Date().toISOString(), ...o };
+}
+
+/** Runners that answer with `f`; `calls` counts every capture handed out, `opened` every worker started. */
+function fakeWorkers(f: (t: CaptureRef, n: number) => Outcome | Promise<Outcome>) {
+  const calls: string[] = [];
+  const opened: (string | null)[] = [];
+  const open: OpenRunner = (_slot, gpu) => {
+    opened.push(gpu);
+    return { run: async (t) => (calls.push(t.id), f(t, calls.length)), kill() {}, close: async () => {} };
+  };
+  return { calls, opened, open: () => open };
+}
+
+function options(paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions {
+  return { paths, settings: SETTINGS, results, resume: false, slowerPct: 10, gpus: [null], live: false, open, ...o };
+}
+
+/** stderr written during fn, and fn's result. */
+async function stderrOf<T>(fn: () => Promise<T>): Promise<{ err: string; value: T }> {
+  let err = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  try {
+    const value = await fn();
+    return { err, value };
+  } finally {
+    process.stderr.write = orig;
+  }
+}
+
+describe("discovery", () => {
+  test("nested folders, a packed archive; junk, temps and a link loop passed over; identities from the root's name", async () => {
+    const root = await corpus();
+    const d = await discoverCaptures([root]);
+    expect(d.captures.map((c) => [c.id, c.kind])).toEqual([
+      ["corpus/a/one", "folder"],
+      ["corpus/a/two", "folder"],
+      ["corpus/b", "archive"],
+    ]);
+    expect(d.passedOver.map((p) => p.path)).toEqual([join(root, "other.zip")]);
+    // the same corpus elsewhere (another node's mount point) gives the same identities
+    const copy = join(tempDir(), "corpus");
+    require("node:fs").cpSync(root, copy, { recursive: true, verbatimSymlinks: true });
+    expect((await discoverCaptures([copy])).captures.map((c) => c.id)).toEqual(d.captures.map((c) => c.id));
+  });
+  test("a capture folder or an archive given itself; two captures of one identity refused; a missing root is a usage error", async () => {
+    const root = await corpus();
+    const d = await discoverCaptures([join(root, "a/one"), join(root, "b.zip")]);
+    expect(d.captures.map((c) => c.id)).toEqual(["b", "one"]);
+    expect((await discoverCaptures([join(root, "a/one"), root + "/a/../a/one"])).captures.length).toBe(1); // one folder given twice: one capture
+    await makeCapture(join(root, "../elsewhere/one"));
+    const e = await discoverCaptures([join(root, "a/one"), join(root, "../elsewhere/one")]).catch((x) => x);
+    expect(e).toBeInstanceOf(KerncapError);
+    expect(e.message).toContain("have one identity, one");
+    const gone = await discoverCaptures([join(root, "nope")]).catch((x) => x);
+    expect(gone.code).toBe("E_USAGE");
+    const junk = await discoverCaptures([join(root, "notes.txt")]).catch((x) => x);
+    expect(junk.message).toContain("neither a folder nor an archive");
+  });
+});
+
+describe("shards", () => {
+  const ids = Array.from({ length: 2000 }, (_, i) => `prod/model-${i % 37}/kernel-${i}`);
+  test("every capture in exactly one shard; the same one whatever the order or the rest of the corpus", () => {
+    for (const n of [1, 2, 3, 8]) {
+      const shards = ids.map((id) => shardOf(id, n));
+      expect(shards.every((s) => s >= 0 && s < n)).toBe(true);
+      // independent of the list: the shard of each id alone, and of the ids in reverse
+      expect([...ids].reverse().map((id) => shardOf(id, n))).toEqual([...shards].reverse());
+    }
+    expect(shardOf("corpus/a/one", 4)).toBe(shardOf("corpus/a/one", 4));
+  });
+  test("balanced: each of 8 shards holds 2000/8 ± 20%", () => {
+    const counts = new Array(8).fill(0);
+    for (const id of ids) counts[shardOf(id, 8)]++;
+    for (const c of counts) expect(Math.abs(c - 250)).toBeLessThan(50);
+  });
+  test("K/N parsed; K ≥ N, N = 0 and other text refused", () => {
+    expect(parseShard("3/8")).toEqual({ index: 3, count: 8 });
+    for (const bad of ["8/8", "1/0", "a/b", "2", "-1/4"]) expect(() => parseShard(bad)).toThrow(KerncapError);
+  });
+});
+
+describe("the timing decision", () => {
+  test("median interval: order statistics x(2)..x(9) of 10, x(6)..x(15) of 20, none under 6", () => {
+    const x = Array.from({ length: 10 }, (_, i) => 10 - i); // unsorted on purpose
+    expect(medianInterval(x)).toEqual({ medianUs: 5.5, lowUs: 2, highUs: 9, n: 10 });
+    const y = Array.from({ length: 20 }, (_, i) => i + 1);
+    expect(medianInterval(y)).toMatchObject({ medianUs: 10.5, lowUs: 6, highUs: 15 });
+    expect(medianInterval([1, 2, 3, 4, 5])).toBeUndefined();
+  });
+  test("50% slower: slower; 3% slower within ±2% noise: same; 30% faster: faster; no baseline; too few runs", () => {
+    const base = times(10);
+    const slow = judgeTime(times(15), base, 10);
+    expect(slow.verdict).toBe("slower");
+    expect(slow.ratio!).toBeCloseTo(1.5, 2);
+    expect(slow.low!).toBeGreaterThan(1.1);
+    expect(slow.reason).toContain("1.50×");
+    expect(judgeTime(times(10.3), base, 10).verdict).toBe("same");
+    expect(judgeTime(times(7), base, 10).verdict).toBe("faster");
+    expect(judgeTime(times(10), undefined, 10).verdict).toBe("no-baseline");
+    expect(judgeTime(times(15, 4), base, 10).verdict).toBe("too-few-runs");
+    // a noisy kernel: a 15% shift whose interval reaches below +10% is not called slower
+    const noisy = (us: number) => Array.from({ length: 10 }, (_, i) => us * (0.7 + 0.06 * i));
+    expect(judgeTime(noisy(11.5), noisy(10), 10).verdict).toBe("same");
+  });
+});
+
+/** A structural check of JUnit XML against the common junit-10 XSD's required parts, through python3's xml.etree. */
+function junitStructure(xml: string): { suites: Record<string, string>; cases: { attrs: Record<string, string>; children: { tag: string; attrs: Record<string, string>; text: string }[] }[] } {
+  const py = `
+import json, sys, xml.etree.ElementTree as ET
+root = ET.fromstring(sys.stdin.buffer.read())
+assert root.tag == "testsuites", root.tag
+suites = list(root)
+assert len(suites) == 1 and suites[0].tag == "testsuite"
+s = suites[0]
+for a in ("name", "tests", "failures", "errors", "skipped", "time", "timestamp", "hostname"):
+    assert a in s.attrib, a
+cases = []
+for el in s:
+    assert el.tag in ("properties", "testcase", "system-out", "system-err"), el.tag
+    if el.tag != "testcase":
+        continue
+    for a in ("classname", "name", "time"):
+        assert a in el.attrib, a
+    float(el.attrib["time"])
+    kids = []
+    for k in el:
+        assert k.tag in ("failure", "error", "skipped", "system-out", "system-err"), k.tag
+        if k.tag in ("failure", "error"):
+            assert "message" in k.attrib and "type" in k.attrib
+        kids.append({"tag": k.tag, "attrs": k.attrib, "text": k.text or ""})
+    assert sum(k["tag"] in ("failure", "error", "skipped") for k in kids) <= 1
+    cases.append({"attrs": el.attrib, "children": kids})
+n = lambda t: sum(any(k["tag"] == t for k in c["children"]) for c in cases)
+assert int(s.attrib["tests"]) == len(cases)
+assert int(s.attrib["failures"]) == n("failure") and int(s.attrib["errors"]) == n("error") and int(s.attrib["skipped"]) == n("skipped")
+print(json.dumps({"suites": s.attrib, "cases": cases}))
+`;
+  const p = Bun.spawnSync(["python3", "-c", py], { stdin: Buffer.from(xml) });
+  if (p.exitCode !== 0) throw new Error(`not valid JUnit: ${p.stderr.toString()}`);
+  return JSON.parse(p.stdout.toString());
+}
+
+function record(id: string, status: CheckRecord["status"], o: Partial<CheckRecord> = {}): CheckRecord {
+  const t: CaptureRef = { id, path: `/c/${id}`, kind: "folder" };
+  return { ...outcome(t), status, time: null, worker: 0, gpu: null, ...o };
+}
+
+describe("JUnit XML", () => {
+  test("escaping: markup, quotes, control characters and a lone surrogate leave a well-formed file with the same text", () => {
+    expect(xmlEscape(`a<b>&"c'`)).toBe("a&lt;b&gt;&amp;&quot;c&apos;");
+    expect(xmlEscape("x\x01y\uD800z\n", true)).toBe("x\\x01y\\ud800z&#10;");
+    expect(xmlEscape("ok \u{1F600}")).toBe("ok \u{1F600}"); // a surrogate pair is one character, kept
+    const nasty = `template<int N> k<&"quoted"'> \x1b[31mred\x1b[0m \x00`;
+    const xml = junitXml([record("c/mm", "mismatch", { kernel: nasty, reason: `region 0x7f00 <differs> & "more"\nsecond line` })], { seconds: 1, timestamp: "2026-12-01T00:00:00", hostname: "node<1>" });
+    const s = junitStructure(xml);
+    expect(s.suites.hostname).toBe("node<1>");
+    const f = s.cases[0]!.children.find((c) => c.tag === "failure")!;
+    expect(f.attrs.message).toBe(`mismatch: region 0x7f00 <differs> & "more"\nsecond line`);
+    expect(s.cases[0]!.children.find((c) => c.tag === "system-out")!.text).toContain("template<int N> k<&\"quoted\"'> \\x1b[31mred");
+  });
+  test("structure: failure for mismatch and slower, error, skipped with its reason; counts agree", () => {
+    const slower = record("prod/attn/softmax", "slower", { time: { verdict: "slower", ratio: 1.5, low: 1.3, high: 1.7, baselineMedianUs: 10, slowerPct: 10, reason: "1.50× the baseline's 10.0 µs" } });
+    const rs = [record("prod/attn/ok", "ok"), record("prod/mm", "mismatch", { reason: "1 of 2 regions differ" }), slower, record("e", "error", { code: "E_CHECKSUM", reason: "checksum mismatch" }), record("s", "skipped", { reason: "captured on sm_90, this GPU is sm_100" })];
+    const s = junitStructure(junitXml(rs, { seconds: 2.5 }));
+    expect(s.suites).toMatchObject({ tests: "5", failures: "2", errors: "1", skipped: "1", time: "2.500" });
+    const byName = Object.fromEntries(s.cases.map((c) => [`${c.attrs.classname}.${c.attrs.name}`, c.children.map((k) => k.tag)]));
+    expect(byName).toEqual({ "prod.attn.ok": ["system-out"], "prod.mm": ["failure", "system-out"], "prod.attn.softmax": ["failure", "system-out"], "kerncap.e": ["error", "system-out"], "kerncap.s": ["skipped", "system-out"] });
+    expect(s.cases[2]!.children[0]!.attrs).toMatchObject({ type: "slower" });
+    expect(s.cases[3]!.children[0]!.attrs).toMatchObject({ type: "E_CHECKSUM", message: "checksum mismatch" });
+    expect(s.cases[4]!.children[0]!.attrs.message).toBe("captured on sm_90, this GPU is sm_100");
+  });
+});
+
+describe("results file", () => {
+  test("a last line cut short by a kill is dropped and cut off; a damaged line before the last is an error naming it", () => {
+    const dir = tempDir();
+    const path = join(dir, "results.jsonl");
+    const { log } = ResultsLog.open(path, { resume: false, previous: join(dir, "prev.jsonl") });
+    log.append(record("a", "ok"));
+    log.append(record("b", "mismatch"));
+    log.close();
+    const whole = readFileSync(path, "utf8");
+    appendFileSync(path, whole.split("\n")[0]!.slice(0, 57)); // the kill came mid-write
+    const r = parseResults(path, readFileSync(path, "utf8"));
+    expect(r.records.map((x) => x.id)).toEqual(["a", "b"]);
+    expect(r.truncated).toBe(true);
+    expect(r.validBytes).toBe(Buffer.byteLength(whole));
+    const again = ResultsLog.open(path, { resume: true, previous: join(dir, "prev.jsonl") });
+    again.log.append(record("c", "ok"));
+    again.log.close();
+    expect(parseResults(path, readFileSync(path, "utf8"))).toMatchObject({ truncated: false, records: [{ id: "a" }, { id: "b" }, { id: "c" }] });
+    const lines = readFileSync(path, "utf8").split("\n");
+    writeFileSync(path, [lines[0], "{ not json", lines[2], ""].join("\n"));
+    expect(() => parseResults(path, readFileSync(path, "utf8"))).toThrow(/results\.jsonl, line 2/);
+  });
+});
+
+describe("a check with fake workers", () => {
+  test("first check records the baseline; the next one times against it: a 50% slower kernel fails (exit 1) and JUnit says so", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "res");
+    const first = fakeWorkers((t) => outcome(t));
+    const r1 = await runCheck(options([root], results, first.open));
+    expect(r1.exitCode).toBe(0);
+    expect(r1.captures.map((c) => c.time?.verdict)).toEqual(["no-baseline", "no-baseline", "no-baseline"]);
+    expect(Object.keys(readBaseline(join(results, "baseline.json")).captures).sort()).toEqual(["corpus/a/one", "corpus/a/two", "corpus/b"]);
+    const junit = join(results, "j.xml");
+    const second = fakeWorkers((t) => outcome(t, t.id === "corpus/a/two" ? { timing: { medianUs: 15, samplesUs: times(15) } } : {}));
+    const r2 = await runCheck(options([root], results, second.open, { junit }));
+    expect(r2.exitCode).toBe(1);
+    expect(r2.captures[0]).toMatchObject({ id: "corpus/a/two", status: "slower", time: { verdict: "slower" } });
+    expect(r2.captures.slice(1).map((c) => c.status)).toEqual(["ok", "ok"]);
+    expect(existsSync(join(results, "results.previous.jsonl"))).toBe(true); // the first run's, kept
+    const s = junitStructure(readFileSync(junit, "utf8"));
+    expect(s.suites).toMatchObject({ tests: "3", failures: "1" });
+    // the default baseline keeps the first check's times: the slow run did not replace them
+    expect(readBaseline(join(results, "baseline.json")).captures["corpus/a/two"]!.medianUs).toBe(10);
+    // --baseline FILE is only read; --write-baseline writes this run's
+    const wb = join(results, "new-baseline.json");
+    await runCheck(options([root], results, second.open, { baseline: join(results, "baseline.json"), writeBaseline: wb }));
+    expect(readBaseline(wb).captures["corpus/a/two"]!.medianUs).toBe(15);
+    expect(v.safeParse(DOCUMENTS.check, { schema: "kerncap.check/1", ...r2 }).success).toBe(true);
+  });
+  test("exit codes: a mismatch 1, an error alone 2, skipped 0; a baseline on another GPU is not compared", async () => {
+    const root = await corpus();
+    const run = async (f: (t: CaptureRef) => Outcome) => (await runCheck(options([root], join(tempDir(), "r"), fakeWorkers(f).open))).exitCode;
+    expect(await run((t) => outcome(t, t.id.endsWith("one") ? { verdict: "mismatch", numerics: "mismatch", reason: "differs" } : {}))).toBe(1);
+    expect(await run((t) => outcome(t, t.id.endsWith("one") ? { outcome: "error", verdict: null, code: "E_CHECKSUM", reason: "damaged" } : {}))).toBe(2);
+    expect(await run((t) => outcome(t, t.id.endsWith("one") ? { outcome: "skipped", verdict: null, code: "E_ARCH", reason: "sm_100" } : {}))).toBe(0);
+    const results = join(tempDir(), "r");
+    await runCheck(options([root], results, fakeWorkers((t) => outcome(t)).open));
+    const other = await runCheck(options([root], results, fakeWorkers((t) => outcome(t, { device: { name: "NVIDIA B200", arch: "sm_100" }, timing: { medianUs: 30, samplesUs: times(30) } })).open));
+    expect(other.exitCode).toBe(0);
+    expect(other.captures[0]!.time).toMatchObject({ verdict: "not-comparable" });
+  });
+  test("--resume after a kill: the finished captures are not checked again, the cut line is dropped", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "res");
+    const all = await runCheck(options([root], results, fakeWorkers((t) => outcome(t)).open));
+    const path = join(results, "results.jsonl");
+    const lines = readFileSync(path, "utf8").split("\n");
+    // as a SIGKILL during the third capture's record would leave it
+    writeFileSync(path, lines.slice(0, 1).join("\n") + "\n" + lines[1]!.slice(0, 40));
+    const again = fakeWorkers((t) => outcome(t));
+    const r = await runCheck(options([root], results, again.open, { resume: true }));
+    expect(again.calls).toEqual(all.captures.map((c) => c.id).sort().slice(1));
+    expect(r.captures.map((c) => c.id).sort()).toEqual(all.captures.map((c) => c.id).sort());
+    expect(parseResults(path, readFileSync(path, "utf8"))).toMatchObject({ truncated: false });
+    expect(parseResults(path, readFileSync(path, "utf8")).records.length).toBe(3);
+  });
+  test("a worker that dies: that capture's error, a new worker for the rest; --resume checks it again", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "res");
+    const w = fakeWorkers((t, n) => {
+      if (n === 2) throw new Error("the worker process ended (SIGSEGV)");
+      return outcome(t);
+    });
+    const r = await runCheck(options([root], results, w.open));
+    expect(r.exitCode).toBe(2);
+    expect(r.captures[0]).toMatchObject({ status: "error", code: "E_WORKER", reason: "the worker process ended (SIGSEGV)" });
+    expect(w.opened.length).toBe(2);
+    const again = fakeWorkers((t) => outcome(t));
+    expect((await runCheck(options([root], results, again.open, { resume: true }))).exitCode).toBe(0);
+    expect(again.calls).toEqual([r.captures[0]!.id]);
+  });
+  test("--gpus 0,0,1: three workers, each capture once; --shard: disjoint shards whose merge is the whole corpus", async () => {
+    const root = await corpus();
+    const w = fakeWorkers(async (t) => (await Bun.sleep(5), outcome(t)));
+    const r = await runCheck(options([root], join(tempDir(), "r"), w.open, { gpus: ["0", "0", "1"] }));
+    expect(w.opened.sort()).toEqual(["0", "0", "1"]);
+    expect(w.calls.sort()).toEqual(["corpus/a/one", "corpus/a/two", "corpus/b"]);
+    expect(r.captures.map((c) => c.gpu).sort()).toEqual(["0", "0", "1"]);
+    const files: string[] = [];
+    const seen: string[] = [];
+    for (let k = 0; k < 3; k++) {
+      const res = join(tempDir(), `shard${k}`);
+      const s = await runCheck(options([root], res, fakeWorkers((t) => outcome(t, t.id === "corpus/b" ? { verdict: "mismatch", reason: "differs" } : {})).open, { shard: { index: k, count: 3 } }));
+      seen.push(...s.captures.map((c) => c.id));
+      files.push(join(res, "results.jsonl"));
+    }
+    expect(seen.sort()).toEqual(["corpus/a/one", "corpus/a/two", "corpus/b"]);
+    const junit = join(tempDir(), "all.xml");
+    const m = mergeResults(files, { slowerPct: 10, junit });
+    expect(m.captures.map((c) => c.id)).toEqual(["corpus/b", "corpus/a/one", "corpus/a/two"]); // the regression first
+    expect(m.exitCode).toBe(1);
+    expect(junitStructure(readFileSync(junit, "utf8")).suites).toMatchObject({ tests: "3", failures: "1" });
+  });
+  test("progress off a terminal: one plain line per capture, no redraw", async () => {
+    const root = await corpus();
+    const { err } = await stderrOf(() => runCheck(options([root], join(tempDir(), "r"), fakeWorkers((t) => outcome(t)).open)));
+    const done = err.split("\n").filter((l) => /^\[\d\/3\] /.test(l));
+    expect(done.length).toBe(3);
+    expect(done[0]).toMatch(/^\[1\/3\] ok +no baseline +10\.0 µs {2}corpus\/a\/one {2}scale\(float\*, int\)/);
+    expect(err).not.toContain("\r");
+    expect(err).not.toContain("\x1b[");
+    // on a terminal the status line is redrawn in place and erased before each finished line
+    let tty = "";
+    const p = new CheckProgress(2, { live: true, write: (s) => void (tty += s) });
+    p.started("x", 0);
+    p.finished(record("x", "ok"), 0);
+    p.stop();
+    expect(tty).toStartWith("checking 1 of 2: x\r\x1b[K[1/2] ok");
+  });
+});
+
+describe("a rebuild for another architecture", () => {
+  test.skipIf(!Bun.which("nvcc"))("-arch=<this GPU> appended to EXTRA_FLAGS: nvcc compiles for the last -arch, the one build.sh's own -arch comes before", () => {
+    expect(reproducerBuildEnv({ force: false, targetArch: "sm_100" }, { EXTRA_FLAGS: "-G" }).EXTRA_FLAGS).toBe("-G -arch=sm_100");
+    expect(reproducerBuildEnv({ force: false }, {}).EXTRA_FLAGS).toBeUndefined();
+    const dir = tempDir();
+    writeFileSync(join(dir, "k.cu"), "__global__ void k(float *p) { p[0] = 1; }\n");
+    const extra = reproducerBuildEnv({ force: false, targetArch: "sm_100" }, {}).EXTRA_FLAGS!;
+    // templates/cuda/build.sh.hbs: "$nvcc" -cubin -arch={{arch}} -x cu {{flags}} ${EXTRA_FLAGS:-} SOURCE -o OUT
+    const p = Bun.spawnSync(["nvcc", "-cubin", "-arch=sm_90", "-x", "cu", ...extra.split(" "), join(dir, "k.cu"), "-o", join(dir, "k.cubin")], { stderr: "pipe" });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+    expect(cubinArch(new Uint8Array(readFileSync(join(dir, "k.cubin"))))).toBe("sm_100");
+  });
+});
+
+describe("the verb", () => {
+  test("usage errors exit 2 before any work; `kerncap schema check` prints the document's schema", async () => {
+    const root = await corpus();
+    for (const argv of [["check"], ["check", root, "--shard", "2/2"], ["check", root, "--gpus", "0,,1"], ["check", "--merge", "x.jsonl", "--gpus", "0"], ["check", root, "--force"], ["check", root, "--slower", "-3"], ["check", join(root, "missing")]]) {
+      const { value } = await stderrOf(() => runCli(argv));
+      expect([argv.join(" "), value]).toEqual([argv.join(" "), 2]);
+    }
+    expect(jsonSchemaOf("check")).toMatchObject({ $id: "kerncap.check/1", title: "kerncap check --json" });
+    expect(jsonSchemaOf("check-record")).toMatchObject({ $id: "kerncap.check-record/1" });
+  });
+  test("the worker protocol: settings, then one outcome line per task line", async () => {
+    const tasks = ['{"settings":' + JSON.stringify(SETTINGS) + "}", '{"task":{"id":"a","path":"/x/a","kind":"folder"}}', "", '{"task":{"id":"b","path":"/x/b.zip","kind":"archive"}}'];
+    const got: Outcome[] = [];
+    await serveTasks(
+      (async function* () {
+        yield* tasks;
+      })(),
+      (o) => got.push(o),
+      async (t, s) => outcome(t, { note: `iters ${s.iters}` }),
+    );
+    expect(got.map((o) => [o.id, o.note])).toEqual([
+      ["a", "iters 20"],
+      ["b", "iters 20"],
+    ]);
+    const bad = await serveTasks((async function* () { yield "{}"; })(), () => {}, async (t) => outcome(t)).catch((e) => e);
+    expect(bad.code).toBe("E_USAGE");
+  });
+  test.skipIf(HAS_GPU)("a real worker process on a machine without a GPU: each capture an error naming it, exit 2, results and JUnit written", async () => {
+    const root = await corpus();
+    const cwd = tempDir();
+    const p = Bun.spawnSync([process.execPath, MAIN, "check", root, "--gpus", "0,0", "--junit", "j.xml", "--json"], { cwd, stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode).toBe(2);
+    const doc = JSON.parse(p.stdout.toString());
+    expect(v.safeParse(DOCUMENTS.check, doc).success).toBe(true);
+    expect(doc.captures.map((c: CheckRecord) => [c.id, c.status, c.code])).toEqual([
+      ["corpus/a/one", "error", "E_NO_GPU"],
+      ["corpus/a/two", "error", "E_NO_GPU"],
+      ["corpus/b", "error", "E_NO_GPU"],
+    ]);
+    expect(new Set(doc.captures.map((c: CheckRecord) => c.worker))).toEqual(new Set([0, 1]));
+    expect(parseResults("r", readFileSync(join(cwd, "kerncap-check/results.jsonl"), "utf8")).records.length).toBe(3);
+    expect(junitStructure(readFileSync(join(cwd, "j.xml"), "utf8")).suites).toMatchObject({ tests: "3", errors: "3" });
+  });
+});
