@@ -438,7 +438,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     }
     if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
     const name = captureSubfolder(Number(n), raw.kernel.demangled || raw.kernel.name);
-    const target = raw.raw_version === 2 && typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
+    const target = typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
     if (existsSync(join(tmp, "triton.jsonl"))) copyFileSync(join(tmp, "triton.jsonl"), join(d, "triton.jsonl"));
     const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv, cuda: cudaOptions(req) });
