@@ -56,8 +56,8 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     Bun.write(co, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode("_Z5scalePffi other")]));
     const out = join(tmp, "cap");
     mkdirSync(out);
-    const r = Bun.spawnSync([exe, LIB, co], {
-      env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^scale\\(", KERNCAP_DISPATCH: "1" },
+    const r = Bun.spawnSync([exe, co], {
+      env: { ...process.env, HSA_TOOLS_LIB: LIB, KERNCAP_OUT: out, KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^scale\\(", KERNCAP_DISPATCH: "1" },
       timeout: 30_000,
     });
     expect(r.exitCode).toBe(0);
@@ -111,7 +111,7 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     const exe = join(tmp, "fake_hsa_runtime");
     const out = join(tmp, "list");
     mkdirSync(out);
-    const r = Bun.spawnSync([exe, LIB, join(tmp, "module.co")], { env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "list" } });
+    const r = Bun.spawnSync([exe, join(tmp, "module.co")], { env: { ...process.env, HSA_TOOLS_LIB: LIB, KERNCAP_OUT: out, KERNCAP_MODE: "list" } });
     expect(r.exitCode).toBe(0);
     expect(existsSync(join(out, "raw.json"))).toBe(false);
     expect(JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels).toHaveLength(2);
