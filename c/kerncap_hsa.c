@@ -1,8 +1,9 @@
 /*
  * kerncap_hsa.c: the HSA (AMD ROCm) capture library of kerncap.
  *
- * Contract: docs/raw-capture.md (the same raw capture the CUDA library writes; frontend "hip",
- * vendor "amd", arch "gfxNNN", and the `hsa` block).
+ * Contract: docs/raw-capture.md (the raw capture the CUDA library writes, raw_version 2 through
+ * c/kc_raw.c; frontend "hip", vendor "amd", arch "gfxNNN", every range hashed on the CPU, and the
+ * `hsa` block).
  *
  * Exports (nothing else is visible; built with -fvisibility=hidden):
  *   bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_tool_count,
@@ -13,8 +14,9 @@
  *
  * Environment: KERNCAP_OUT, KERNCAP_MODE (list|capture), KERNCAP_KERNEL (POSIX ERE on the mangled
  * and the demangled name), KERNCAP_DISPATCH (0-based among matches), KERNCAP_EXIT_AFTER_CAPTURE,
- * KERNCAP_LOG, KERNCAP_RANK, KERNCAP_PROCESS (multi-process jobs: c/kc_process.h; one process
- * claims the capture, every process writes kernels.<pid>.json and error.<pid>.txt).
+ * KERNCAP_LOG, KERNCAP_CHUNK_BYTES (c/kc_raw.c), KERNCAP_RANK, KERNCAP_PROCESS (multi-process
+ * jobs: c/kc_process.c; one process claims the capture, every process writes kernels.<pid>.json
+ * and error.<pid>.txt).
  *
  * How: OnLoad patches the runtime's API table. hsa_queue_create on a GPU agent becomes
  * hsa_amd_queue_intercept_create + hsa_amd_queue_intercept_register (tools-only entries of the AMD
@@ -27,13 +29,14 @@
  *
  * Capture of the matching dispatch (inside the packet handler, on the thread that rang the
  * doorbell): forward the packets before it, drain the queue with a barrier-AND packet and wait,
- * copy every live region (before state), forward the dispatch, drain again, copy every region
- * again and keep those that changed (after state), write the files, raw.json last.
+ * copy every live region chunk by chunk, hash each chunk (kc64) and store the non-zero ones
+ * (before state), forward the dispatch, drain again, copy and hash again and store the chunks
+ * that changed (after state), write the files, raw.json last (c/kc_raw.c).
  * Other queues are not drained (documented limitation).
  *
  * Threads: any application thread may create queues, allocate, load code or submit packets; one
- * mutex guards the tables; capture runs under it. Failures never abort the application: they log,
- * append to error.txt and disable capture.
+ * mutex guards the tables; capture runs under it. Failures never abort the application: they go
+ * through KC_FAIL (c/kc_log.c): a log line, error.<pid>.txt, capture disabled.
  *
  * Run on AMD hardware: NEVER. This file was compiled and its exports checked on a machine without
  * an AMD GPU (Debian 12, ROCm 5.2 headers).
@@ -43,10 +46,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include "kc_hash.h" /* KC_ALIGN: the memory-file layout constant both libraries share */
 #include "kc_json.h"
-#include "kc_sparse.h"
+#include "kc_log.h"
 #include "kc_process.h"
+#include "kc_raw.h"
+#include "kc_vec.h"
 #include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -63,7 +67,7 @@
 #define KC_LIBRARY "kerncap_hsa 0.1.0"
 #define KC_EXPORT __attribute__((visibility("default")))
 #define KC_PAGE 4096ull
-#define KC_STAGING (64ull << 20)
+#define KC_STAGING (64ull << 20) /* at least the largest chunk (c/kc_raw.c kc_chunk_bytes) */
 
 /* ---- state: one struct, set up once ---- */
 
@@ -81,24 +85,12 @@ typedef struct {
 typedef struct { char* name; uint64_t count; uint32_t grid[3], block[3]; int module; } kc_seen;
 typedef struct { hsa_queue_t* queue; hsa_agent_t agent; } kc_queue;
 
-#define KC_VEC(T, name) T* name; size_t n_##name, cap_##name
-#define KC_PUSH(vec, val)                                                                  \
-  do {                                                                                     \
-    if (S.n_##vec == S.cap_##vec) {                                                        \
-      size_t kc_cap_ = S.cap_##vec ? S.cap_##vec * 2 : 16;                                 \
-      void* kc_p_ = realloc(S.vec, kc_cap_ * sizeof(*S.vec));                              \
-      if (!kc_p_) { kc_fail(__FILE__, __LINE__, "realloc", "out of memory"); break; }      \
-      S.vec = kc_p_;                                                                       \
-      S.cap_##vec = kc_cap_;                                                               \
-    }                                                                                      \
-    S.vec[S.n_##vec++] = (val);                                                            \
-  } while (0)
 
 static struct {
   pthread_once_t once;
   pthread_mutex_t mu;
-  bool enabled, capture_mode, exit_after, log, done, in_capture;
-  char out[4096];
+  kc_base_t base; /* out, verbose, enabled: the shared log/fail path (c/kc_log.c) */
+  bool capture_mode, exit_after, done, in_capture;
   regex_t re;
   bool have_re;
   uint64_t target_match, matches, launches;
@@ -108,46 +100,21 @@ static struct {
   struct AmdExtTable amd;
   size_t amd_size;
   char* (*demangle)(const char*, char*, size_t*, int*);
-  uint8_t *staging, *staging2;
-  KC_VEC(kc_region, regions);
-  KC_VEC(kc_reader, readers);
-  KC_VEC(kc_exec_module, execs);
-  KC_VEC(kc_module, modules);
-  KC_VEC(kc_kernel, kernels);
-  KC_VEC(kc_seen, seen);
-  KC_VEC(kc_queue, queues);
+  uint8_t *staging;
+  KC_VEC(kc_region) regions;
+  KC_VEC(kc_reader) readers;
+  KC_VEC(kc_exec_module) execs;
+  KC_VEC(kc_module) modules;
+  KC_VEC(kc_kernel) kernels;
+  KC_VEC(kc_seen) seen;
+  KC_VEC(kc_queue) queues;
+  kc_proc_t proc;            /* this process of the job (c/kc_process.c) */
+  struct timespec census_t;  /* last write of kernels.<pid>.json */
 } S = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* ---- processes of a job (c/kc_process.h) ---- */
-static kc_proc_t KP;
-static struct timespec census_t; /* last write of kernels.<pid>.json */
 static const char* const KC_VISIBLE_VARS[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "CUDA_VISIBLE_DEVICES", NULL};
 
-/* ---- logging and checks ---- */
-
-static void kc_log(const char* fmt, ...) {
-  if (!S.log) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("[kerncap] ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-/* Log a failure, append it to error.txt and disable capture; the application runs on. */
-static void kc_fail(const char* file, int line, const char* call, const char* why) {
-  S.enabled = false;
-  fprintf(stderr, "[kerncap] %s:%d: %s: %s (capture disabled)\n", file, line, call, why);
-  if (!S.out[0]) return;
-  char path[4200];
-  kc_proc_file(S.out, path, sizeof path, "error", "txt"); /* per process: error.<pid>.txt */
-  FILE* f = fopen(path, "a");
-  if (f) {
-    fprintf(f, "%s:%d: %s: %s\n", file, line, call, why);
-    fclose(f);
-  }
-}
+/* ---- checks ---- */
 
 static const char* kc_status(hsa_status_t st) {
   const char* s = NULL;
@@ -159,7 +126,7 @@ static const char* kc_status(hsa_status_t st) {
   do {                                                                             \
     hsa_status_t kc_st_ = (call);                                                  \
     if (kc_st_ != HSA_STATUS_SUCCESS && kc_st_ != HSA_STATUS_INFO_BREAK) {         \
-      kc_fail(__FILE__, __LINE__, #call, kc_status(kc_st_));                       \
+      kc_fail_at(__FILE__, __LINE__, "%s: %s", #call, kc_status(kc_st_));                       \
       return kc_st_;                                                               \
     }                                                                              \
   } while (0)
@@ -167,7 +134,7 @@ static const char* kc_status(hsa_status_t st) {
 #define KC_CHECK_SYS(cond, what)                                                   \
   do {                                                                             \
     if (!(cond)) {                                                                 \
-      kc_fail(__FILE__, __LINE__, what, strerror(errno));                          \
+      kc_fail_at(__FILE__, __LINE__, "%s: %s", what, strerror(errno));                          \
       return HSA_STATUS_ERROR;                                                     \
     }                                                                              \
   } while (0)
@@ -193,15 +160,15 @@ static char* kc_demangled(const char* name) {
 }
 
 static kc_kernel* kc_kernel_of(uint64_t kernel_object) {
-  for (size_t i = 0; i < S.n_kernels; i++)
-    if (S.kernels[i].kernel_object == kernel_object) return &S.kernels[i];
+  for (size_t i = 0; i < S.kernels.n; i++)
+    if (S.kernels.v[i].kernel_object == kernel_object) return &S.kernels.v[i];
   return NULL;
 }
 
 static hsa_agent_t kc_agent_of(const hsa_queue_t* q, int* ordinal) {
   hsa_agent_t a = {0};
-  for (size_t i = 0; i < S.n_queues; i++)
-    if (S.queues[i].queue == q) a = S.queues[i].agent;
+  for (size_t i = 0; i < S.queues.n; i++)
+    if (S.queues.v[i].queue == q) a = S.queues.v[i].agent;
   *ordinal = 0;
   return a;
 }
@@ -210,21 +177,21 @@ static hsa_agent_t kc_agent_of(const hsa_queue_t* q, int* ordinal) {
 
 /* kernels.<pid>.json: this process's census (identity, counts). final: written at exit. */
 static void kc_write_kernels_json(bool final) {
-  if (!S.out[0] || kc_proc_forked(&KP)) return; /* a forked child holds its parent's tables */
+  if (!S.base.out[0] || kc_proc_forked(&S.proc)) return; /* a forked child holds its parent's tables */
   char path[4200], tmp[4300];
   const char* v;
-  kc_proc_file(S.out, path, sizeof path, "kernels", "json");
+  kc_proc_file(S.base.out, path, sizeof path, "kernels", "json");
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE* f = fopen(tmp, "w");
   if (!f) return;
-  clock_gettime(CLOCK_MONOTONIC, &census_t);
+  clock_gettime(CLOCK_MONOTONIC, &S.census_t);
   /* every dispatch is counted here, also in a process that is not selected or lost the claim */
   fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":true", final ? "true" : "false", (v = getenv("KERNCAP_MODE")) ? v : "");
   fputs(",\"process\":", f);
-  kc_proc_json(f, &KP, KC_VISIBLE_VARS, NULL, NULL);
+  kc_proc_json(f, &S.proc, KC_VISIBLE_VARS, NULL, NULL);
   fprintf(f, ",\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
-  for (size_t i = 0; i < S.n_seen; i++) {
-    kc_seen* k = &S.seen[i];
+  for (size_t i = 0; i < S.seen.n; i++) {
+    kc_seen* k = &S.seen.v[i];
     char* d = kc_demangled(k->name);
     fputs(i ? ",{\"name\":" : "{\"name\":", f);
     kc_json_str(f, k->name);
@@ -239,90 +206,76 @@ static void kc_write_kernels_json(bool final) {
   rename(tmp, path);
 }
 
-/* ---- snapshots ---- */
+/* ---- snapshots (c/kc_raw.c: chunked items, hashed on the CPU) ---- */
 
-/* Write buf at off with all-zero pages left as holes: the one sparse writer (c/kc_sparse.h). */
-static hsa_status_t kc_write_pages(int fd, const uint8_t* buf, uint64_t len, uint64_t off) {
-  KC_CHECK_SYS(kc_write_sparse(fd, (const char*)buf, (size_t)len, off) == 0, "pwrite");
-  return HSA_STATUS_SUCCESS;
-}
-
-/* Copy [va, va+n) into S.staging (device memory through hsa_memory_copy, host memory directly). */
-static hsa_status_t kc_read_region(const kc_region* r, uint64_t at, uint64_t n) {
+/* kc_read_fn of an item: device memory through hsa_memory_copy, host memory directly. */
+static int kc_read_range(void* ud, uint64_t va, void* dst, size_t len) {
+  const kc_region* r = ud;
   if (!r->gpu) {
-    memcpy(S.staging, (const void*)(uintptr_t)(r->va + at), n);
-    return HSA_STATUS_SUCCESS;
+    memcpy(dst, (const void*)(uintptr_t)va, len);
+    return 0;
   }
-  KC_CHECK(S.core.hsa_memory_copy_fn(S.staging, (const void*)(uintptr_t)(r->va + at), n));
+  hsa_status_t st = S.core.hsa_memory_copy_fn(dst, (const void*)(uintptr_t)va, len);
+  if (st != HSA_STATUS_SUCCESS) { KC_FAIL("hsa_memory_copy of %zu bytes at 0x%llx: %s", len, (unsigned long long)va, kc_status(st)); return -1; }
+  return 0;
+}
+
+/* The snapshot of one capture: an item per live region (src[i] the region of items[i]). */
+typedef struct {
+  uint32_t chunk;
+  kc_item_t* items;
+  kc_region** src;
+  size_t n;
+  int fd[2];                           /* memory/before.bin, memory/after.bin */
+  uint64_t next_off[2], stored[2], live; /* bytes */
+} kc_snap;
+
+static void kc_snap_free(kc_snap* sn) {
+  for (size_t i = 0; sn->items && i < sn->n; i++) kc_item_free(&sn->items[i]);
+  free(sn->items);
+  free(sn->src);
+  for (int w = 0; w < 2; w++)
+    if (sn->fd[w] >= 0) close(sn->fd[w]);
+}
+
+static hsa_status_t kc_snap_init(kc_snap* sn) {
+  memset(sn, 0, sizeof *sn);
+  sn->fd[0] = sn->fd[1] = -1;
+  sn->chunk = kc_chunk_bytes();
+  sn->items = calloc(S.regions.n + 1, sizeof *sn->items);
+  sn->src = calloc(S.regions.n + 1, sizeof *sn->src);
+  KC_CHECK_SYS(sn->items && sn->src, "calloc snapshot items");
+  for (size_t i = 0; i < S.regions.n; i++) {
+    kc_region* r = &S.regions.v[i];
+    if (!r->live) continue;
+    if (kc_item_init(&sn->items[sn->n], r->va, r->size, r->gpu ? "device" : "host-mapped", NULL, sn->chunk)) return HSA_STATUS_ERROR;
+    sn->src[sn->n++] = r;
+    sn->live += r->size;
+  }
   return HSA_STATUS_SUCCESS;
 }
 
-/* Offsets of each live region in before.bin/after.bin (65536-aligned, in region order). */
-static uint64_t kc_offset_of(size_t idx) {
-  uint64_t off = 0;
-  for (size_t i = 0; i < idx; i++)
-    if (S.regions[i].live) off = (off + S.regions[i].size + KC_ALIGN - 1) / KC_ALIGN * KC_ALIGN;
-  return off;
-}
-
-static hsa_status_t kc_snapshot_before(void) {
+/* Pass which (0 before: non-zero chunks; 1 after: changed chunks) over every item, into its
+ * memory file, flushed to disk (a capture folder is complete only when its data is). */
+static hsa_status_t kc_snap_pass(kc_snap* sn, int which) {
+  const char* rel = which ? "memory/after.bin" : "memory/before.bin";
   char path[4200];
-  snprintf(path, sizeof path, "%s/memory", S.out);
-  mkdir(path, 0755);
-  snprintf(path, sizeof path, "%s/memory/before.bin", S.out);
-  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-  KC_CHECK_SYS(fd >= 0, "open before.bin");
-  uint64_t end = 0;
-  for (size_t i = 0; i < S.n_regions; i++) {
-    kc_region* r = &S.regions[i];
-    if (!r->live) continue;
-    uint64_t off = kc_offset_of(i);
-    for (uint64_t at = 0; at < r->size; at += KC_STAGING) {
-      uint64_t n = r->size - at < KC_STAGING ? r->size - at : KC_STAGING;
-      hsa_status_t st = kc_read_region(r, at, n);
-      if (st == HSA_STATUS_SUCCESS) st = kc_write_pages(fd, S.staging, n, off + at);
-      if (st != HSA_STATUS_SUCCESS) { close(fd); return st; }
+  snprintf(path, sizeof path, "%s/%s", S.base.out, rel);
+  sn->fd[which] = open(path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+  KC_CHECK_SYS(sn->fd[which] >= 0, rel);
+  int werr = 0;
+  uint64_t wfail = 0;
+  for (size_t i = 0; i < sn->n; i++) {
+    kc_cpu_pass_t p = {sn->chunk, which, (char*)S.staging, kc_read_range, sn->src[i], sn->fd[which], &sn->next_off[which], &sn->stored[which], NULL, &werr, &wfail};
+    if (kc_item_cpu_pass(&sn->items[i], &p)) {
+      if (werr) KC_FAIL("writing %s failed at offset %llu: %s (free space in the --out folder's file system, or choose another --out)", rel, (unsigned long long)wfail, strerror(werr));
+      return HSA_STATUS_ERROR;
     }
-    end = off + r->size;
+    if (which) kc_item_count_changes(&sn->items[i], sn->chunk);
   }
-  if (ftruncate(fd, (off_t)end) != 0) kc_fail(__FILE__, __LINE__, "ftruncate before.bin", strerror(errno));
-  close(fd);
+  KC_CHECK_SYS(ftruncate(sn->fd[which], (off_t)sn->next_off[which]) == 0, "ftruncate memory file");
+  KC_CHECK_SYS(fdatasync(sn->fd[which]) == 0, "fdatasync memory file");
   return HSA_STATUS_SUCCESS;
-}
-
-/* After state: copy each region again, compare with before.bin, keep changed regions in after.bin. */
-static hsa_status_t kc_snapshot_after(bool* changed) {
-  char pb[4200], pa[4200];
-  snprintf(pb, sizeof pb, "%s/memory/before.bin", S.out);
-  snprintf(pa, sizeof pa, "%s/memory/after.bin", S.out);
-  int fb = open(pb, O_RDONLY);
-  KC_CHECK_SYS(fb >= 0, "open before.bin");
-  int fa = open(pa, O_CREAT | O_TRUNC | O_RDWR, 0644);
-  if (fa < 0) { close(fb); KC_CHECK_SYS(false, "open after.bin"); }
-  uint64_t end = 0;
-  hsa_status_t st = HSA_STATUS_SUCCESS;
-  for (size_t i = 0, j = 0; i < S.n_regions && st == HSA_STATUS_SUCCESS; i++) {
-    kc_region* r = &S.regions[i];
-    if (!r->live) continue;
-    uint64_t off = kc_offset_of(i);
-    bool diff = false;
-    for (uint64_t at = 0; at < r->size && st == HSA_STATUS_SUCCESS; at += KC_STAGING) {
-      uint64_t n = r->size - at < KC_STAGING ? r->size - at : KC_STAGING;
-      st = kc_read_region(r, at, n);
-      if (st != HSA_STATUS_SUCCESS) break;
-      ssize_t got = pread(fb, S.staging2, n, (off_t)(off + at));
-      if (got < (ssize_t)n) memset(S.staging2 + (got > 0 ? got : 0), 0, n - (uint64_t)(got > 0 ? got : 0));
-      if (memcmp(S.staging, S.staging2, n) != 0) diff = true;
-      st = kc_write_pages(fa, S.staging, n, off + at);
-    }
-    if (!diff) fallocate(fa, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)r->size);
-    else end = off + r->size;
-    changed[j++] = diff;
-  }
-  if (ftruncate(fa, (off_t)end) != 0) kc_fail(__FILE__, __LINE__, "ftruncate after.bin", strerror(errno));
-  close(fa);
-  close(fb);
-  return st;
 }
 
 /* Submit a barrier-AND packet (barrier bit set: waits for everything before it) and wait. */
@@ -343,7 +296,7 @@ static hsa_status_t kc_drain(hsa_amd_queue_intercept_packet_writer writer) {
 
 static hsa_status_t kc_write_file(const char* rel, const void* data, size_t n) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/%s", S.out, rel);
+  snprintf(path, sizeof path, "%s/%s", S.base.out, rel);
   FILE* f = fopen(path, "wb");
   KC_CHECK_SYS(f != NULL, "fopen");
   size_t w = fwrite(data, 1, n, f);
@@ -352,152 +305,83 @@ static hsa_status_t kc_write_file(const char* rel, const void* data, size_t n) {
   return HSA_STATUS_SUCCESS;
 }
 
+/* Capture dispatch d (its packets before it already forwarded). *forwarded: d was handed to the
+ * queue (from then on a failure must not submit it again). */
 static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_kernel* k, hsa_agent_t agent,
-                               hsa_amd_queue_intercept_packet_writer writer) {
+                               hsa_amd_queue_intercept_packet_writer writer, bool* forwarded) {
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   double app_s = kc_us_since(&S.t_load) / 1e6;
   if (!S.staging) {
     S.staging = aligned_alloc(KC_PAGE, KC_STAGING);
-    S.staging2 = aligned_alloc(KC_PAGE, KC_STAGING);
-    KC_CHECK_SYS(S.staging && S.staging2, "aligned_alloc staging");
+    KC_CHECK_SYS(S.staging, "aligned_alloc staging");
   }
   KC_CHECK(kc_drain(writer));
   double sync_us = kc_us_since(&t0);
 
   /* kernarg segment: lives in host-accessible kernarg memory; copy before the dispatch. */
   char path[4200];
-  snprintf(path, sizeof path, "%s/kernel", S.out);
+  snprintf(path, sizeof path, "%s/kernel", S.base.out);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/memory", S.base.out);
   mkdir(path, 0755);
   KC_CHECK(kc_write_file("kernel/params.bin", d->kernarg_address, k->kernarg_size));
+  kc_snap sn;
+  hsa_status_t st = kc_snap_init(&sn);
   struct timespec tb;
   clock_gettime(CLOCK_MONOTONIC, &tb);
-  KC_CHECK(kc_snapshot_before());
+  if (st == HSA_STATUS_SUCCESS) st = kc_snap_pass(&sn, 0);
   double before_us = kc_us_since(&tb);
+  if (st != HSA_STATUS_SUCCESS) { kc_snap_free(&sn); return st; }
 
   struct timespec tl;
   clock_gettime(CLOCK_MONOTONIC, &tl);
   writer(d, 1);
-  KC_CHECK(kc_drain(writer));
+  *forwarded = true;
+  st = kc_drain(writer);
   double launch_us = kc_us_since(&tl);
 
-  bool* changed = calloc(S.n_regions + 1, sizeof(bool));
-  KC_CHECK_SYS(changed != NULL, "calloc");
   struct timespec ta;
   clock_gettime(CLOCK_MONOTONIC, &ta);
-  hsa_status_t st = kc_snapshot_after(changed);
+  if (st == HSA_STATUS_SUCCESS) st = kc_snap_pass(&sn, 1);
   double after_us = kc_us_since(&ta);
-  if (st != HSA_STATUS_SUCCESS) { free(changed); return st; }
-
-  kc_module* m = k->module >= 0 ? &S.modules[k->module] : NULL;
-  if (m) KC_CHECK(kc_write_file("kernel/module.hsaco", m->bytes, m->size));
+  kc_module* m = k->module >= 0 ? &S.modules.v[k->module] : NULL;
+  if (st == HSA_STATUS_SUCCESS && m) st = kc_write_file("kernel/module.hsaco", m->bytes, m->size);
+  if (st != HSA_STATUS_SUCCESS) { kc_snap_free(&sn); return st; }
 
   char name[64] = {0}, product[64] = {0};
   S.core.hsa_agent_get_info_fn(agent, HSA_AGENT_INFO_NAME, name);
   S.core.hsa_agent_get_info_fn(agent, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_PRODUCT_NAME, product);
   char* dem = kc_demangled(k->name);
-
-  snprintf(path, sizeof path, "%s/raw.json.tmp", S.out);
-  FILE* f = fopen(path, "w");
-  if (!f) { free(changed); free(dem); KC_CHECK_SYS(false, "fopen raw.json"); }
-  kc_json j, *w = &j; /* c/kc_json.h; the keys are the raw_version 1 schema (src/capture/raw.ts) */
-  kc_json_init(w, f);
-  kc_json_begin_object(w);
-  kc_json_ku64(w, "raw_version", 1);
-  kc_json_kstr(w, "library", KC_LIBRARY);
-  kc_json_kstr(w, "frontend", "hip");
-  kc_json_key(w, "kernel");
-  kc_json_begin_object(w);
-  kc_json_kstr(w, "name", k->name);
-  kc_json_kstr(w, "demangled", dem);
-  kc_json_ku64(w, "match_index", S.target_match);
-  kc_json_ku64(w, "launch_index", S.launches - 1);
-  kc_json_end_object(w);
-  kc_json_key(w, "device");
-  kc_json_begin_object(w);
-  kc_json_kstr(w, "vendor", "amd");
-  kc_json_kstr(w, "name", product[0] ? product : name);
-  kc_json_kstr(w, "arch", name);
-  kc_json_ku64(w, "driver_version", S.runtime_version);
-  kc_json_ku64(w, "ordinal", 0);
-  kc_json_end_object(w);
-  kc_json_key(w, "process"); /* who captured (c/kc_process.h); no device UUID on this path */
-  kc_proc_json(kc_json_value(w), &KP, KC_VISIBLE_VARS, NULL, NULL);
-  kc_json_key(w, "launch");
-  kc_json_begin_object(w);
-  kc_json_kstr(w, "api", "hsa_kernel_dispatch_packet");
-  kc_json_kdim3(w, "grid", d->grid_size_x, d->grid_size_y, d->grid_size_z);
-  kc_json_kdim3(w, "block", d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z);
-  kc_json_ku64(w, "shared_mem_bytes", d->group_segment_size);
-  kc_json_kdim3(w, "cluster", 1, 1, 1);
-  kc_json_key(w, "attributes");
-  kc_json_begin_array(w);
-  kc_json_end_array(w);
-  kc_json_end_object(w);
-  kc_json_key(w, "function_attributes");
-  kc_json_begin_array(w);
-  kc_json_end_array(w);
-  kc_json_key(w, "params");
-  kc_json_begin_object(w);
-  kc_json_kstr(w, "file", "kernel/params.bin");
-  kc_json_ku64(w, "size", k->kernarg_size);
-  kc_json_kstr(w, "layout_source", "amdgpu metadata (kerncap reads kernel/module.hsaco)");
-  kc_json_key(w, "layout");
-  kc_json_begin_array(w);
-  kc_json_end_array(w);
-  kc_json_end_object(w);
-  kc_json_key(w, "module");
-  if (m) {
-    kc_json_begin_object(w);
-    kc_json_kstr(w, "file", "kernel/module.hsaco");
-    kc_json_kstr(w, "kind", "hsaco");
-    kc_json_ku64(w, "size", m->size);
-    kc_json_kstr(w, "source", "hsa_code_object_reader_create_from_memory/file");
-    kc_json_end_object(w);
-  } else kc_json_null(w);
-  kc_json_key(w, "regions");
-  kc_json_begin_array(w);
-  for (size_t i = 0, j2 = 0; i < S.n_regions; i++) {
-    kc_region* r = &S.regions[i];
-    if (!r->live) continue;
-    kc_json_begin_object(w);
-    kc_json_khex(w, "va", r->va);
-    kc_json_ku64(w, "size", r->size);
-    kc_json_kstr(w, "kind", r->gpu ? "device" : "host-mapped");
-    kc_json_ku64(w, "offset", kc_offset_of(i));
-    kc_json_kbool(w, "changed", changed[j2]);
-    kc_json_end_object(w);
-    j2++;
-  }
-  kc_json_end_array(w);
-  kc_json_key(w, "globals");
-  kc_json_begin_array(w);
-  kc_json_end_array(w);
-  kc_json_key(w, "timing");
-  kc_json_begin_object(w);
-  kc_json_kdouble(w, "sync_us", "%.1f", sync_us);
-  kc_json_kdouble(w, "before_us", "%.1f", before_us);
-  kc_json_kdouble(w, "app_launch_us", "%.1f", launch_us);
-  kc_json_kdouble(w, "after_us", "%.1f", after_us);
-  kc_json_kdouble(w, "app_to_capture_s", "%.3f", app_s);
-  kc_json_end_object(w);
-  kc_json_key(w, "hsa");
-  kc_json_begin_object(w);
-  kc_json_khex(w, "kernel_object", d->kernel_object);
-  kc_json_ku64(w, "group_segment_size", d->group_segment_size);
-  kc_json_ku64(w, "private_segment_size", d->private_segment_size);
-  kc_json_khex(w, "kernarg_address", (uint64_t)(uintptr_t)d->kernarg_address);
-  kc_json_ku64(w, "runtime_version", S.runtime_version);
-  kc_json_end_object(w);
-  kc_json_end_object(w);
-  fputc('\n', f);
-  fclose(f);
-  free(changed);
+  const kc_raw_time_t timing[] = {
+      {"sync_us", "%.1f", sync_us}, {"before_us", "%.1f", before_us}, {"app_launch_us", "%.1f", launch_us},
+      {"after_us", "%.1f", after_us}, {"app_to_capture_s", "%.3f", app_s},
+  };
+  kc_raw_t r = {
+      .library = KC_LIBRARY, .frontend = "hip",
+      .name = k->name, .demangled = dem, .match_index = (int64_t)S.target_match, .launch_index = S.launches - 1, .counts_benchmarks = -1,
+      .vendor = "amd", .device_name = product[0] ? product : name, .arch = name, .driver_version = (int64_t)S.runtime_version, .ordinal = 0,
+      .proc = &S.proc, .visible_vars = KC_VISIBLE_VARS, /* no device UUID on this path */
+      .api = "hsa_kernel_dispatch_packet",
+      .grid = {d->grid_size_x, d->grid_size_y, d->grid_size_z}, .block = {d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z},
+      .cluster = {1, 1, 1}, .shared_mem_bytes = d->group_segment_size,
+      .params_file = "kernel/params.bin", .params_size = k->kernarg_size, .layout_source = "amdgpu metadata (kerncap reads kernel/module.hsaco)",
+      .module_file = m ? "kernel/module.hsaco" : NULL, .module_kind = "hsaco", .module_size = m ? m->size : 0,
+      .module_source = "hsa_code_object_reader_create_from_memory/file",
+      .chunk = sn.chunk, .live_bytes = sn.live, .stored_before_bytes = sn.stored[0], .stored_after_bytes = sn.stored[1],
+      .hashed_on_gpu = 0, .gpu_scan_unavailable = "the HSA library hashes every chunk on the CPU",
+      .items = sn.items, .nregions = sn.n,
+      .timing = timing, .ntiming = sizeof timing / sizeof *timing,
+      .has_hsa = 1, .hsa_kernel_object = d->kernel_object, .hsa_group_segment_size = d->group_segment_size,
+      .hsa_private_segment_size = d->private_segment_size, .hsa_kernarg_address = (uint64_t)(uintptr_t)d->kernarg_address,
+      .hsa_runtime_version = S.runtime_version,
+  };
+  if (!dem) KC_FAIL("out of host memory for raw.json");
+  int bad = dem ? kc_raw_write(S.base.out, &r) : -1;
   free(dem);
-  char final_path[4200];
-  snprintf(final_path, sizeof final_path, "%s/raw.json", S.out);
-  KC_CHECK_SYS(rename(path, final_path) == 0, "rename raw.json");
-  kc_log("captured %s (launch %llu) into %s", k->name, (unsigned long long)S.launches - 1, S.out);
+  kc_snap_free(&sn);
+  if (bad) return HSA_STATUS_ERROR;
+  kc_log("captured %s (launch %llu) into %s", k->name, (unsigned long long)S.launches - 1, S.base.out);
   return HSA_STATUS_SUCCESS;
 }
 
@@ -509,18 +393,18 @@ static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** 
   kc_kernel* k = kc_kernel_of(d->kernel_object);
   const char* name = k ? k->name : "(unknown kernel object)";
   kc_seen* s = NULL;
-  for (size_t i = 0; i < S.n_seen; i++)
-    if (strcmp(S.seen[i].name, name) == 0) s = &S.seen[i];
+  for (size_t i = 0; i < S.seen.n; i++)
+    if (strcmp(S.seen.v[i].name, name) == 0) s = &S.seen.v[i];
   if (!s) {
     kc_seen n = {strdup(name), 0, {d->grid_size_x, d->grid_size_y, d->grid_size_z},
                  {d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z}, k ? k->module : -1};
-    KC_PUSH(seen, n);
-    s = &S.seen[S.n_seen - 1];
+    if (KC_VEC_PUSH(S.seen, n)) { KC_FAIL("out of host memory for the kernel census"); free(n.name); return false; }
+    s = &S.seen.v[S.seen.n - 1];
   }
   s->count++;
   *out = k;
-  if (kc_us_since(&census_t) >= 1e6) kc_write_kernels_json(false); /* survives a process that ends with _exit */
-  if (!S.capture_mode || S.done || !S.enabled || !k) return false;
+  if (kc_us_since(&S.census_t) >= 1e6) kc_write_kernels_json(false); /* survives a process that ends with _exit */
+  if (!S.capture_mode || S.done || !S.base.enabled || !k) return false;
   if (!k->match) {
     bool match = !S.have_re || regexec(&S.re, k->name, 0, NULL, 0) == 0;
     if (!match) {
@@ -532,9 +416,9 @@ static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** 
   }
   if (k->match < 0) return false;
   if (S.matches++ != S.target_match) return false;
-  /* ---- exactly one process of the job captures (c/kc_process.h) ---- */
-  int won = kc_claim(&KP);
-  if (won < 0) { kc_fail(__FILE__, __LINE__, "create the capture claim", strerror(errno)); return false; }
+  /* ---- exactly one process of the job captures (c/kc_process.c) ---- */
+  int won = kc_claim(&S.proc);
+  if (won < 0) { KC_FAIL("%s: %s", "create the capture claim", strerror(errno)); return false; }
   if (!won) {
     kc_log("pid %d: another process claimed the capture first; this one only counts", (int)getpid());
     S.capture_mode = false;
@@ -559,10 +443,11 @@ static void kc_on_packets(const void* pkts, uint64_t count, uint64_t user_index,
     int ordinal;
     hsa_agent_t agent = kc_agent_of(q, &ordinal);
     S.in_capture = true;
-    hsa_status_t st = kc_capture(&p[i], k, agent, writer);
+    bool forwarded = false;
+    hsa_status_t st = kc_capture(&p[i], k, agent, writer, &forwarded);
     S.in_capture = false;
     S.done = true;
-    if (st != HSA_STATUS_SUCCESS) writer(&p[i], 1); /* the dispatch must still run */
+    if (!forwarded) writer(&p[i], 1); /* the dispatch must still run, exactly once */
     start = i + 1;
     kc_write_kernels_json(false);
     if (st == HSA_STATUS_SUCCESS && S.exit_after) {
@@ -600,55 +485,55 @@ static void kc_track_alloc(void* ptr, size_t size) {
     gpu = kc_is_gpu(info.agentOwner);
   kc_region r = {(uint64_t)(uintptr_t)ptr, size, gpu, true};
   pthread_mutex_lock(&S.mu);
-  KC_PUSH(regions, r);
+  if (KC_VEC_PUSH(S.regions, r)) KC_FAIL("out of host memory for the %s table", "regions");
   pthread_mutex_unlock(&S.mu);
 }
 
 static void kc_track_free(void* ptr) {
   pthread_mutex_lock(&S.mu);
-  for (size_t i = 0; i < S.n_regions; i++)
-    if (S.regions[i].live && S.regions[i].va == (uint64_t)(uintptr_t)ptr) S.regions[i].live = false;
+  for (size_t i = 0; i < S.regions.n; i++)
+    if (S.regions.v[i].live && S.regions.v[i].va == (uint64_t)(uintptr_t)ptr) S.regions.v[i].live = false;
   pthread_mutex_unlock(&S.mu);
 }
 
 static hsa_status_t kc_hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t pool, size_t size, uint32_t flags, void** ptr) {
   hsa_status_t st = S.amd.hsa_amd_memory_pool_allocate_fn(pool, size, flags, ptr);
-  if (st == HSA_STATUS_SUCCESS && S.enabled) kc_track_alloc(*ptr, size);
+  if (st == HSA_STATUS_SUCCESS && S.base.enabled) kc_track_alloc(*ptr, size);
   return st;
 }
 
 static hsa_status_t kc_hsa_amd_memory_pool_free(void* ptr) {
-  if (S.enabled) kc_track_free(ptr);
+  if (S.base.enabled) kc_track_free(ptr);
   return S.amd.hsa_amd_memory_pool_free_fn(ptr);
 }
 
 static hsa_status_t kc_hsa_memory_allocate(hsa_region_t region, size_t size, void** ptr) {
   hsa_status_t st = S.core.hsa_memory_allocate_fn(region, size, ptr);
-  if (st == HSA_STATUS_SUCCESS && S.enabled) kc_track_alloc(*ptr, size);
+  if (st == HSA_STATUS_SUCCESS && S.base.enabled) kc_track_alloc(*ptr, size);
   return st;
 }
 
 static hsa_status_t kc_hsa_memory_free(void* ptr) {
-  if (S.enabled) kc_track_free(ptr);
+  if (S.base.enabled) kc_track_free(ptr);
   return S.core.hsa_memory_free_fn(ptr);
 }
 
 static hsa_status_t kc_hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
                                         void (*callback)(hsa_status_t, hsa_queue_t*, void*), void* data,
                                         uint32_t private_segment_size, uint32_t group_segment_size, hsa_queue_t** queue) {
-  if (!S.enabled || !S.amd.hsa_amd_queue_intercept_create_fn || !kc_is_gpu(agent))
+  if (!S.base.enabled || !S.amd.hsa_amd_queue_intercept_create_fn || !kc_is_gpu(agent))
     return S.core.hsa_queue_create_fn(agent, size, type, callback, data, private_segment_size, group_segment_size, queue);
   hsa_status_t st = S.amd.hsa_amd_queue_intercept_create_fn(agent, size, type, callback, data, private_segment_size,
                                                              group_segment_size, queue);
   if (st != HSA_STATUS_SUCCESS) {
     /* Not interceptable: give the application its plain queue and stop capturing. */
-    kc_fail(__FILE__, __LINE__, "hsa_amd_queue_intercept_create", kc_status(st));
+    KC_FAIL("%s: %s", "hsa_amd_queue_intercept_create", kc_status(st));
     return S.core.hsa_queue_create_fn(agent, size, type, callback, data, private_segment_size, group_segment_size, queue);
   }
   KC_CHECK(S.amd.hsa_amd_queue_intercept_register_fn(*queue, kc_on_packets, *queue));
   kc_queue q = {*queue, agent};
   pthread_mutex_lock(&S.mu);
-  KC_PUSH(queues, q);
+  if (KC_VEC_PUSH(S.queues, q)) KC_FAIL("out of host memory for the %s table", "queues");
   pthread_mutex_unlock(&S.mu);
   kc_log("intercepting queue %p", (void*)*queue);
   return HSA_STATUS_SUCCESS;
@@ -656,8 +541,8 @@ static hsa_status_t kc_hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_qu
 
 static hsa_status_t kc_hsa_queue_destroy(hsa_queue_t* queue) {
   pthread_mutex_lock(&S.mu);
-  for (size_t i = 0; i < S.n_queues; i++)
-    if (S.queues[i].queue == queue) S.queues[i].queue = NULL;
+  for (size_t i = 0; i < S.queues.n; i++)
+    if (S.queues.v[i].queue == queue) S.queues.v[i].queue = NULL;
   pthread_mutex_unlock(&S.mu);
   return S.core.hsa_queue_destroy_fn(queue);
 }
@@ -667,23 +552,24 @@ static void kc_keep_reader(uint64_t reader, const void* bytes, size_t size) {
   if (!m.bytes) return;
   memcpy(m.bytes, bytes, size);
   pthread_mutex_lock(&S.mu);
-  KC_PUSH(modules, m);
-  kc_reader r = {reader, (int)S.n_modules - 1};
-  KC_PUSH(readers, r);
+  if (KC_VEC_PUSH(S.modules, m)) {
+    KC_FAIL("out of host memory for the module table");
+    free(m.bytes);
+  } else if (KC_VEC_PUSH(S.readers, ((kc_reader){reader, (int)S.modules.n - 1}))) KC_FAIL("out of host memory for the reader table");
   pthread_mutex_unlock(&S.mu);
 }
 
 static hsa_status_t kc_hsa_code_object_reader_create_from_memory(const void* code_object, size_t size,
                                                                  hsa_code_object_reader_t* reader) {
   hsa_status_t st = S.core.hsa_code_object_reader_create_from_memory_fn(code_object, size, reader);
-  if (st == HSA_STATUS_SUCCESS && S.enabled) kc_keep_reader(reader->handle, code_object, size);
+  if (st == HSA_STATUS_SUCCESS && S.base.enabled) kc_keep_reader(reader->handle, code_object, size);
   return st;
 }
 
 static hsa_status_t kc_hsa_code_object_reader_create_from_file(hsa_file_t file, hsa_code_object_reader_t* reader) {
   hsa_status_t st = S.core.hsa_code_object_reader_create_from_file_fn(file, reader);
   struct stat sb;
-  if (st == HSA_STATUS_SUCCESS && S.enabled && fstat(file, &sb) == 0 && sb.st_size > 0) {
+  if (st == HSA_STATUS_SUCCESS && S.base.enabled && fstat(file, &sb) == 0 && sb.st_size > 0) {
     uint8_t* buf = malloc((size_t)sb.st_size);
     if (buf && pread(file, buf, (size_t)sb.st_size, 0) == sb.st_size) kc_keep_reader(reader->handle, buf, (size_t)sb.st_size);
     free(buf);
@@ -695,12 +581,12 @@ static hsa_status_t kc_hsa_executable_load_agent_code_object(hsa_executable_t ex
                                                              hsa_code_object_reader_t reader, const char* options,
                                                              hsa_loaded_code_object_t* loaded) {
   hsa_status_t st = S.core.hsa_executable_load_agent_code_object_fn(exec, agent, reader, options, loaded);
-  if (st != HSA_STATUS_SUCCESS || !S.enabled) return st;
+  if (st != HSA_STATUS_SUCCESS || !S.base.enabled) return st;
   pthread_mutex_lock(&S.mu);
-  for (size_t i = 0; i < S.n_readers; i++)
-    if (S.readers[i].handle == reader.handle) {
-      kc_exec_module e = {exec.handle, S.readers[i].module};
-      KC_PUSH(execs, e);
+  for (size_t i = 0; i < S.readers.n; i++)
+    if (S.readers.v[i].handle == reader.handle) {
+      kc_exec_module e = {exec.handle, S.readers.v[i].module};
+      if (KC_VEC_PUSH(S.execs, e)) KC_FAIL("out of host memory for the %s table", "execs");
     }
   pthread_mutex_unlock(&S.mu);
   return st;
@@ -725,18 +611,18 @@ static hsa_status_t kc_on_symbol(hsa_executable_t exec, hsa_executable_symbol_t 
   KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE, &k.group));
   KC_CHECK(S.core.hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE, &k.priv));
   /* The module: the one code object of this executable whose bytes hold the name. */
-  for (size_t i = 0; i < S.n_execs; i++) {
-    if (S.execs[i].exec != exec.handle) continue;
-    kc_module* m = &S.modules[S.execs[i].module];
-    if (k.module < 0 || memmem(m->bytes, m->size, name, strlen(name))) k.module = S.execs[i].module;
+  for (size_t i = 0; i < S.execs.n; i++) {
+    if (S.execs.v[i].exec != exec.handle) continue;
+    kc_module* m = &S.modules.v[S.execs.v[i].module];
+    if (k.module < 0 || memmem(m->bytes, m->size, name, strlen(name))) k.module = S.execs.v[i].module;
   }
-  KC_PUSH(kernels, k);
+  if (KC_VEC_PUSH(S.kernels, k)) KC_FAIL("out of host memory for the %s table", "kernels");
   return HSA_STATUS_SUCCESS;
 }
 
 static hsa_status_t kc_hsa_executable_freeze(hsa_executable_t exec, const char* options) {
   hsa_status_t st = S.core.hsa_executable_freeze_fn(exec, options);
-  if (st != HSA_STATUS_SUCCESS || !S.enabled) return st;
+  if (st != HSA_STATUS_SUCCESS || !S.base.enabled) return st;
   pthread_mutex_lock(&S.mu);
   S.core.hsa_executable_iterate_symbols_fn(exec, kc_on_symbol, NULL);
   pthread_mutex_unlock(&S.mu);
@@ -748,22 +634,23 @@ static hsa_status_t kc_hsa_executable_freeze(hsa_executable_t exec, const char* 
 static void kc_setup(void) {
   clock_gettime(CLOCK_MONOTONIC, &S.t_load);
   const char* v;
-  S.log = (v = getenv("KERNCAP_LOG")) && strcmp(v, "1") == 0;
+  S.base.verbose = (v = getenv("KERNCAP_LOG")) && strcmp(v, "1") == 0;
   S.exit_after = (v = getenv("KERNCAP_EXIT_AFTER_CAPTURE")) && strcmp(v, "1") == 0;
   S.capture_mode = (v = getenv("KERNCAP_MODE")) && strcmp(v, "capture") == 0;
   S.target_match = (v = getenv("KERNCAP_DISPATCH")) ? strtoull(v, NULL, 10) : 0;
-  if ((v = getenv("KERNCAP_OUT"))) snprintf(S.out, sizeof S.out, "%s", v);
-  S.enabled = S.out[0] != 0;
-  if (!S.enabled) {
+  if ((v = getenv("KERNCAP_OUT"))) snprintf(S.base.out, sizeof S.base.out, "%s", v);
+  S.base.enabled = S.base.out[0] != 0;
+  kc_log_init(&S.base);
+  if (!S.base.enabled) {
     fprintf(stderr, "[kerncap] KERNCAP_OUT is not set; the HSA capture library stays idle\n");
     return;
   }
-  { /* ---- processes of a job (c/kc_process.h): number this one, apply --rank/--process ---- */
+  { /* ---- processes of a job (c/kc_process.c): number this one, apply --rank/--process ---- */
     char perr[256] = "";
-    if (kc_proc_init(&KP, S.out, perr, sizeof perr)) { kc_fail(__FILE__, __LINE__, "KERNCAP_RANK/KERNCAP_PROCESS", perr); return; }
-    if (S.capture_mode && !KP.admitted) { /* not selected: count only */
+    if (kc_proc_init(&S.proc, S.base.out, perr, sizeof perr)) { KC_FAIL("KERNCAP_RANK/KERNCAP_PROCESS: %s", perr); return; }
+    if (S.capture_mode && !S.proc.admitted) { /* not selected: count only */
       S.capture_mode = false;
-      kc_log("pid %d not selected (%s): counting only", KP.pid, KP.why);
+      kc_log("pid %d not selected (%s): counting only", S.proc.pid, S.proc.why);
     }
   }
   if ((v = getenv("KERNCAP_KERNEL")) && *v) {
@@ -771,7 +658,7 @@ static void kc_setup(void) {
     if (rc != 0) {
       char msg[256];
       regerror(rc, &S.re, msg, sizeof msg);
-      kc_fail(__FILE__, __LINE__, "regcomp(KERNCAP_KERNEL)", msg);
+      KC_FAIL("invalid --kernel regex (KERNCAP_KERNEL): %s", msg);
       return;
     }
     S.have_re = true;
@@ -791,7 +678,7 @@ KC_EXPORT bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_too
   (void)failed_tool_names;
   pthread_once(&S.once, kc_setup);
   struct HsaApiTable* t = table;
-  if (!S.enabled || !t || !t->core_ || !t->amd_ext_) return true;
+  if (!S.base.enabled || !t || !t->core_ || !t->amd_ext_) return true;
   if (S.core.hsa_init_fn) return true; /* already installed */
   S.runtime_version = runtime_version;
   size_t core_size = t->core_->version.minor_id < sizeof S.core ? t->core_->version.minor_id : sizeof S.core;
@@ -799,7 +686,7 @@ KC_EXPORT bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_too
   memcpy(&S.core, t->core_, core_size);
   memcpy(&S.amd, t->amd_ext_, S.amd_size);
   if (core_size < sizeof S.core || S.amd_size < offsetof(struct AmdExtTable, hsa_amd_queue_intercept_register_fn) + sizeof(void*)) {
-    kc_fail(__FILE__, __LINE__, "OnLoad", "HSA API table is older than ROCm 5.2's; not intercepting");
+    KC_FAIL("OnLoad: the HSA API table is older than ROCm 5.2's; not intercepting");
     return true;
   }
 #define KC_INSTALL_CORE(fn) t->core_->fn##_fn = kc_##fn;
@@ -807,7 +694,7 @@ KC_EXPORT bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_too
   KC_CORE_HOOKS(KC_INSTALL_CORE)
   KC_AMD_HOOKS(KC_INSTALL_AMD)
   atexit(kc_at_exit);
-  kc_log("loaded (%s, runtime %llu, out %s, mode %s)", KC_LIBRARY, (unsigned long long)runtime_version, S.out,
+  kc_log("loaded (%s, runtime %llu, out %s, mode %s)", KC_LIBRARY, (unsigned long long)runtime_version, S.base.out,
          S.capture_mode ? "capture" : "list");
   return true;
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Build the CUDA capture library c/build/libkerncap_cuda.so with gcc against the CUDA headers.
-# CUDA headers: $CUDA_HOME/include, else /usr/local/cuda/include. No link against libcuda/libcupti:
-# both are dlopen'ed at run time inside the application.
+# Build the CUDA capture library c/build/libkerncap_cuda.so with gcc against the CUDA headers, from
+# its units (c/kerncap_cuda.c says what each holds) and the units it shares with the HSA library
+# (kc_process.c, kc_raw.c, kc_log.c). -fvisibility=hidden: only the injection entry points are
+# exported (test/cpu/c-exports.test.ts). CUDA headers: $CUDA_HOME/include, else
+# /usr/local/cuda/include. No link against libcuda/libcupti: both are dlopen'ed at run time
+# inside the application.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
@@ -22,7 +25,8 @@ mkdir -p c/build
   echo "};"
 } > c/build/kc_scan_fatbin.h.tmp && mv c/build/kc_scan_fatbin.h.tmp c/build/kc_scan_fatbin.h
 out=c/build/libkerncap_cuda.so
+units=(kerncap_cuda kc_capture kc_snapshot kc_graphs kc_cupti kc_process kc_raw kc_log)
 gcc -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
-  -Ic/build "${inc[@]}" -o "$out.tmp" c/kerncap_cuda.c -ldl -lpthread
+  -Ic/build "${inc[@]}" -o "$out.tmp" $(printf "c/%s.c " "${units[@]}") -ldl -lpthread
 mv "$out.tmp" "$out"
 echo "build-c: $out"

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Build dist/kerncap: the C capture library first (embedded), then one Bun-compiled executable.
+# Build dist/kerncap: the C capture libraries first (embedded), then one Bun-compiled executable.
+# The HSA library is embedded when scripts/build-hsa.sh found the ROCm headers (src/capture/lib.ts
+# finds it in Bun.embeddedFiles); without them kerncap still builds, and `--runtime hsa` says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUN="${BUN:-node_modules/.bin/bun}"
 bash scripts/build-c.sh
+bash scripts/build-hsa.sh
+embed=()
+[ -f c/build/libkerncap_hsa.so ] && embed+=(c/build/libkerncap_hsa.so)
 mkdir -p dist
-"$BUN" build --compile --minify-syntax --sourcemap=none src/cli/main.ts --outfile dist/kerncap
+"$BUN" build --compile --minify-syntax --sourcemap=none src/cli/main.ts "${embed[@]}" --outfile dist/kerncap
 echo "build: dist/kerncap ($(du -h dist/kerncap | cut -f1))"

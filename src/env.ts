@@ -1,6 +1,6 @@
 /**
  * Every `KERNCAP_*` environment variable, in one table: its meaning, who sets it and who reads it
- * (kerncap itself, the C capture libraries c/kerncap_cuda.c and c/kerncap_hsa.c, the Triton shim
+ * (kerncap itself, the C capture libraries c/kerncap_cuda.c and c/kerncap_hsa.c with their units, the Triton shim
  * src/frontends/triton/sitecustomize.py, a reproducer's build.sh/repro.py, or the test and benchmark
  * scripts). kerncap's TypeScript reads and writes them only through the typed getters and builders
  * below (test/cpu/env.test.ts checks that, and that the README's table lists exactly these).
@@ -56,7 +56,7 @@ export const ENV_VARS = {
     meaning: "`1`: kerncap leaves LD_PRELOAD alone (the CUDA library is then only on CUDA_INJECTION64_PATH: the application's cuptiSubscribe calls go unreported)",
   },
   KERNCAP_CHUNK_BYTES: {
-    readers: ["CUDA library"],
+    readers: ["CUDA library", "HSA library"],
     setBy: "user",
     meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
   },

@@ -1,4 +1,4 @@
-/* Test driver for kc_process.h (src/capture/process.test.ts runs it).
+/* Test driver for c/kc_process.c (src/capture/process.test.ts builds it with that file and runs it).
  *   process_main race DIR N   fork N children that number themselves and race for the claim at
  *                             once; prints {"winners":w,"numbers":[...],"claimed_by":pid}
  *   process_main ident DIR    kc_proc_init in this process (selection from the environment) and
@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include "../kc_json.h"
 #include "../kc_process.h"
 
 int main(int argc, char **argv) {

@@ -6,79 +6,44 @@ import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, wr
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { sha256File } from "../format/capture-dir.ts";
-import { FileImage } from "../format/file-image.ts";
-import { runs, storedFromWholeRanges } from "../format/chunks.ts";
-import { parseRaw, type Raw, type RawV1, type RawV2 } from "./raw.ts";
+import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
 
 export { readRaw } from "./raw.ts";
 
-/** Chunk size (bytes) used to hash raw_version 1 output (the HSA library's whole ranges). */
-const V1_CHUNK_BYTES = 1 << 20;
-
 type ManifestRange = Manifest["regions"][number];
 
-/** The manifest's ranges and memory summary from either raw version. */
-function memoryOf(dir: string, raw: Raw): { regions: Manifest["regions"]; globals: Manifest["globals"]; memory: Manifest["memory"] } {
-  const files = { beforeFileBytes: 0, afterFileBytes: 0 }; // set by the caller
-  const before = "memory/before.bin";
-  const after = "memory/after.bin";
-  if (raw.raw_version === 2) {
-    const conv = (r: RawV2["regions"][number]): ManifestRange => ({
-      va: r.va.toLowerCase(), // the manifest's VAs are lowercase (src/format/manifest.ts Hex); raw.json's may not be
-      size: r.size,
-      kind: r.kind,
-      changed: r.changed,
-      changedChunks: r.changed_chunks,
-      changedBytes: r.changed_bytes,
-      hashedOn: r.hashed_on,
-      before: r.before,
-      after: r.after,
-    });
-    const regions = raw.regions.map(conv);
-    return {
-      regions,
-      globals: raw.globals.map((g) => ({ ...conv(g), name: g.name ?? "" })),
-      memory: {
-        before,
-        after,
-        chunkBytes: raw.memory.chunk_bytes,
-        hash: raw.memory.hash,
-        beforeBytes: raw.regions.reduce((s, r) => s + r.size, 0),
-        afterBytes: regions.reduce((s, r) => s + r.changedBytes, 0),
-        storedBeforeBytes: raw.memory.stored_before_bytes,
-        storedAfterBytes: raw.memory.stored_after_bytes,
-        ...files,
-        ...(raw.memory.gpu_scan_unavailable ? { gpuScanUnavailable: raw.memory.gpu_scan_unavailable } : {}),
-      },
-    };
-  }
-  const b = new FileImage(join(dir, before));
-  const a = new FileImage(join(dir, after));
-  const conv = (r: RawV1["regions"][number]): ManifestRange => {
-    const st = storedFromWholeRanges(b, a, r, V1_CHUNK_BYTES);
-    return { va: r.va.toLowerCase(), size: r.size, kind: r.kind, changed: st.after.extents.length > 0, changedChunks: st.changedChunks, changedBytes: st.changedBytes, hashedOn: "cpu", before: st.before, after: st.after };
-  };
+/** The manifest's ranges and memory summary from raw.json (chunked: c/kc_raw.c). */
+function memoryOf(raw: Raw): { regions: Manifest["regions"]; globals: Manifest["globals"]; memory: Manifest["memory"] } {
+  const conv = (r: Raw["regions"][number]): ManifestRange => ({
+    va: r.va.toLowerCase(), // the manifest's VAs are lowercase (src/format/manifest.ts Hex); raw.json's may not be
+    size: r.size,
+    kind: r.kind,
+    changed: r.changed,
+    changedChunks: r.changed_chunks,
+    changedBytes: r.changed_bytes,
+    hashedOn: r.hashed_on,
+    before: r.before,
+    after: r.after,
+  });
   const regions = raw.regions.map(conv);
-  const globals = raw.globals.map((g) => ({ ...conv(g), name: g.name ?? "" }));
-  const stored = (which: "before" | "after") =>
-    [...regions, ...globals].reduce((s, r) => s + runs(r, r[which], V1_CHUNK_BYTES).reduce((t, x) => t + x.bytes, 0), 0);
   return {
     regions,
-    globals,
+    globals: raw.globals.map((g) => ({ ...conv(g), name: g.name ?? "" })),
     memory: {
-      before,
-      after,
-      chunkBytes: V1_CHUNK_BYTES,
-      hash: "kc64/1",
+      before: "memory/before.bin",
+      after: "memory/after.bin",
+      chunkBytes: raw.memory.chunk_bytes,
+      hash: raw.memory.hash,
       beforeBytes: raw.regions.reduce((s, r) => s + r.size, 0),
       afterBytes: regions.reduce((s, r) => s + r.changedBytes, 0),
-      storedBeforeBytes: stored("before"),
-      storedAfterBytes: stored("after"),
-      ...files,
-      gpuScanUnavailable: "raw_version 1 library (whole ranges): hashed by kerncap on the CPU",
+      storedBeforeBytes: raw.memory.stored_before_bytes,
+      storedAfterBytes: raw.memory.stored_after_bytes,
+      beforeFileBytes: 0, // set by the caller
+      afterFileBytes: 0,
+      ...(raw.memory.gpu_scan_unavailable ? { gpuScanUnavailable: raw.memory.gpu_scan_unavailable } : {}),
     },
   };
 }
@@ -112,7 +77,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     });
   }
   const module = raw.module;
-  const mem = memoryOf(o.tmpDir, raw);
+  const mem = memoryOf(raw);
   const fileBytes = (f: string) => (existsSync(join(o.tmpDir, f)) ? statSync(join(o.tmpDir, f)).size : 0);
   mem.memory.beforeFileBytes = fileBytes(mem.memory.before);
   mem.memory.afterFileBytes = fileBytes(mem.memory.after);
@@ -149,9 +114,9 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     globals: mem.globals,
     files: fileRefs,
     timing: { ...raw.timing, finalize_s: 0 },
-    ...(raw.raw_version === 2 && raw.app_launch_method ? { appLaunchMethod: raw.app_launch_method } : {}),
-    ...(raw.raw_version === 2 && raw.fault ? { fault: raw.fault } : {}),
-    ...(raw.raw_version === 2 && raw.graph ? { graph: { id: raw.graph.id, kernelNode: raw.graph.kernel_node } } : {}),
+    ...(raw.app_launch_method ? { appLaunchMethod: raw.app_launch_method } : {}),
+    ...(raw.fault ? { fault: raw.fault } : {}),
+    ...(raw.graph ? { graph: { id: raw.graph.id, kernelNode: raw.graph.kernel_node } } : {}),
     hsa: raw.hsa ?? null,
     ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
     ...(o.source ? { source: o.source } : {}),

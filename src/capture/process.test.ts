@@ -24,7 +24,7 @@ const exe = join(dir, "process_main");
 let built = false;
 function build(): void {
   if (built) return;
-  const cc = Bun.spawnSync([GCC!, "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../c/test/process_main.c")], { stderr: "pipe" });
+  const cc = Bun.spawnSync([GCC!, "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../c/test/process_main.c"), resolve(import.meta.dir, "../../c/kc_process.c")], { stderr: "pipe" });
   expect(cc.exitCode, cc.stderr.toString()).toBe(0);
   built = true;
 }

@@ -1,8 +1,9 @@
 /**
  * The raw capture (docs/raw-capture.md): what a capture library writes into its output folder,
- * checked here with one valibot schema per raw_version before anything is read from it.
- * raw_version 2 (CUDA library): chunked snapshots with kc64 hashes (c/kc_snapshot.h).
- * raw_version 1 (HSA library): whole ranges at `offset`, hashed by kerncap at finalize.
+ * checked here with one valibot schema before anything is read from it. Both libraries write
+ * raw_version 2 through c/kc_raw.c: chunked snapshots with kc64 hashes, computed on the GPU
+ * (CUDA library, c/kc_snapshot.c) or on the CPU (`hashed_on: "cpu"`: the HSA library, and CUDA
+ * ranges the scan kernel does not read).
  */
 import * as v from "valibot";
 import { existsSync, readFileSync } from "node:fs";
@@ -35,7 +36,7 @@ const Common = {
   globals_scan: v.optional(v.object({ symbols: U, globals: U, unreadable_entries: U })),
   timing: v.record(v.string(), v.number()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
-  /** The capturing process (c/kc_process.h kc_proc_json); absent from older libraries. */
+  /** The capturing process (c/kc_process.c kc_proc_json); absent from older libraries. */
   process: v.optional(
     v.object({
       pid: U,
@@ -54,12 +55,8 @@ const Common = {
   ),
 };
 
-/** raw_version 1: each range whole at `offset` in both memory files. */
-const RangeV1 = v.object({ name: v.optional(v.string()), va: Hex, size: U, kind: Kind, offset: U, changed: v.boolean() });
-export const RawV1 = v.object({ raw_version: v.literal(1), ...Common, regions: v.array(RangeV1), globals: v.optional(v.array(RangeV1), []) });
-
-/** raw_version 2: chunked (c/kc_snapshot.h kc_json_item). */
-const RangeV2 = v.object({
+/** One range: chunked (c/kc_raw.c kc_json_item). */
+const Range = v.object({
   name: v.optional(v.string()),
   va: Hex,
   size: U,
@@ -71,7 +68,7 @@ const RangeV2 = v.object({
   before: Stored,
   after: Stored,
 });
-export const RawV2 = v.object({
+export const Raw = v.object({
   raw_version: v.literal(2),
   ...Common,
   memory: v.object({
@@ -84,24 +81,21 @@ export const RawV2 = v.object({
     hashed_on_gpu: v.boolean(),
     gpu_scan_unavailable: v.nullable(v.string()),
   }),
-  regions: v.array(RangeV2),
-  globals: v.array(RangeV2),
+  regions: v.array(Range),
+  globals: v.array(Range),
   /** Several captures in one run: which --kernel target this one is (-1: --capture-all). */
   target: v.optional(v.number()),
-  /** The launch was a kernel node of a CUDA graph launch (c/kc_graphs.h): graph id, kernel node index. */
+  /** The launch was a kernel node of a CUDA graph launch (c/kc_graphs.c): graph id, kernel node index. */
   graph: v.optional(v.object({ id: U, kernel_node: U })),
   /** The captured launch faulted in the app (cuCtxSynchronize's error): no after state. */
   fault: v.optional(v.object({ code: U, name: v.string(), message: v.string() })),
-  /** How timing.app_launch_us was measured (c/kerncap_cuda.c capture_enter). */
+  /** How timing.app_launch_us was measured (c/kc_capture.c kc_capture_enter). */
   app_launch_method: v.optional(v.string()),
 });
 
-export const Raw = v.variant("raw_version", [RawV1, RawV2]);
-export type RawV1 = v.InferOutput<typeof RawV1>;
-export type RawV2 = v.InferOutput<typeof RawV2>;
 export type Raw = v.InferOutput<typeof Raw>;
 /** raw_version values this build reads. */
-export const RAW_VERSIONS = [1, 2] as const;
+export const RAW_VERSIONS = [2] as const;
 
 /**
  * Check parsed raw.json against the schema of its raw_version.
@@ -109,7 +103,7 @@ export const RAW_VERSIONS = [1, 2] as const;
  */
 export function parseRaw(json: unknown, where = "raw.json"): Raw {
   const ver = (json as { raw_version?: unknown } | null)?.raw_version;
-  if (!RAW_VERSIONS.includes(ver as 1 | 2)) {
+  if (!RAW_VERSIONS.includes(ver as 2)) {
     throw new KerncapError("E_RAW", `${where} has raw_version ${JSON.stringify(ver)}; this kerncap reads ${RAW_VERSIONS.join(" and ")}`, {
       hint: "The capture library and kerncap come from different builds: rebuild kerncap (bash scripts/build.sh), which embeds its own library.",
     });

@@ -1,6 +1,7 @@
 /**
  * A capture session: everything between "the user named an application" and "a capture folder
- * (or a launch census) exists" — the capture library's environment (docs/raw-capture.md), the
+ * (or a launch census) exists" — the runtime's Injector (src/capture/injector.ts: CUDA or HSA),
+ * the capture library's environment (docs/raw-capture.md), the
  * temp folder `DIR.tmp-<pid>` and its removal on every path out (an error, Ctrl-C, SIGTERM), the
  * stale temp folders of killed runs, the application run, reading what the library reported
  * (every process's kernels.<pid>.json and error.<pid>.txt, src/capture/census.ts; its progress
@@ -22,51 +23,17 @@ import type { Manifest } from "../format/manifest.ts";
 import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
-import { probeGpu } from "../replay/probe.ts";
-import { findCupti } from "./cupti.ts";
 import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
-import { cudaCaptureLibrary } from "./lib.ts";
 import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
+import { cuptiNotes, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
+import { injectorFor, type PrepareInjection } from "./injector.ts";
 import { shellQuote } from "../shell-quote.ts";
 import { watchProgress } from "./progress.ts";
-import { captureEnrichment, captureEnv, type CaptureContext } from "../frontends/index.ts";
+import { captureEnrichment, type CaptureContext } from "../frontends/index.ts";
 import { compileDatabase } from "../frontends/cuda/compile-commands.ts";
-
-/** What the application needs to have a capture library injected, besides the KERNCAP_* settings. */
-export interface Injection {
-  /** CUDA_INJECTION64_PATH, LD_PRELOAD, the Triton shim's PYTHONPATH and Inductor settings… */
-  env: Record<string, string>;
-  /** libcupti for the CUDA library (KERNCAP_CUPTI_PATH). */
-  cuptiPath?: string;
-  /** What to tell the user about the injection (another tool's CUDA_INJECTION64_PATH replaced). */
-  warnings?: string[];
-}
-
-/** Prepares the injection; run only once every input has been checked (it probes the GPU). */
-export type PrepareInjection = () => Promise<Injection>;
-
-/**
- * The CUDA capture library: GPU probe, libcupti, the library extracted from the executable
- * (CUDA_INJECTION64_PATH and LD_PRELOAD: src/capture/coexist.ts), the Triton shim.
- * @throws KerncapError E_NO_GPU, E_NO_CUPTI, E_LIB, E_CACHE
- */
-export async function cudaInjection(): Promise<Injection> {
-  probeGpu();
-  const cuptiPath = findCupti();
-  const lib = await cudaCaptureLibrary();
-  const tool = launchingTool();
-  if (tool) {
-    throw new KerncapError("E_TOOL", `kerncap is running under ${tool}: that tool and kerncap's capture library both need CUDA's tool injection in the application, so the application cannot run under both`, {
-      hint: tool === "compute-sanitizer" ? SANITIZER_WAY_OUT : "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
-    });
-  }
-  const inj = injectionEnv(lib);
-  return { env: { ...inj.env, ...(await captureEnv()) }, cuptiPath, warnings: inj.warnings };
-}
 
 /**
  * Refuse an application command line that starts compute-sanitizer (`kerncap run -- compute-sanitizer APP`):
@@ -171,6 +138,8 @@ function removeStale(out: string): void {
 export interface CaptureRequest {
   /** The application command line. */
   argv: string[];
+  /** `--runtime cuda|hsa`; undefined: the one this machine has (src/capture/injector.ts). */
+  runtime?: string;
   /** Capture folder (relative to the working directory or absolute). */
   out: string;
   /** Replace a previous capture at `out` (never another folder). */
@@ -218,14 +187,16 @@ export interface CaptureResult {
  * first, with a log line each.
  * @returns the manifest and how the application ended (its exit code is not an error here).
  * @throws KerncapError E_USAGE (also --rank with --process), E_APP_NOT_FOUND, E_EXISTS (checked
- *   before the GPU is touched); what `prepare` throws; E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM:
+ *   before the GPU is touched; also an unknown --runtime); what `prepare` (default: the
+ *   runtime's Injector, src/capture/injector.ts) throws; E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM:
  *   the app's process group was ended, nothing was written); E_CAPTURE_FAILED; E_NO_MATCH (no
  *   process admitted by --rank/--process; too few matching launches in any one process; no
  *   matching kernel, with the closest names).
  */
-export async function captureKernel(req: CaptureRequest, prepare: PrepareInjection = cudaInjection): Promise<CaptureResult> {
+export async function captureKernel(req: CaptureRequest, prepare?: PrepareInjection): Promise<CaptureResult> {
   refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
+  const injector = injectorFor(req.runtime);
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
   for (const k of req.moreKernels ?? []) compileEre(k);
@@ -254,7 +225,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     if (opt === "--compile-commands") compileDatabase(p); // a build folder without a database: the reconfigure command to write one
   }
   removeStale(out);
-  const inj = await prepare();
+  const inj = await (prepare ?? injector.prepare)();
   for (const w of inj.warnings ?? []) log.warn(w);
   const tmp = tempFor(out);
   const stops = new StopSignals().install();
@@ -437,7 +408,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     }
     if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
     const name = captureSubfolder(Number(n), raw.kernel.demangled || raw.kernel.name);
-    const target = raw.raw_version === 2 && typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
+    const target = typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
     if (existsSync(join(tmp, "triton.jsonl"))) copyFileSync(join(tmp, "triton.jsonl"), join(d, "triton.jsonl"));
     const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv, cuda: cudaOptions(req) });
@@ -471,6 +442,8 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
 
 export interface ListRequest {
   argv: string[];
+  /** `--runtime cuda|hsa`; undefined: the one this machine has (src/capture/injector.ts). */
+  runtime?: string;
   verbose: boolean;
   stdoutToStderr: boolean;
 }
@@ -510,10 +483,11 @@ function removeStaleListFolders(): void {
  * @throws KerncapError E_USAGE/E_APP_NOT_FOUND, what `prepare` throws, E_INTERRUPTED (130/143),
  *   E_NO_KERNELS (the application launched none).
  */
-export async function listKernels(req: ListRequest, prepare: PrepareInjection = cudaInjection): Promise<ListResult> {
+export async function listKernels(req: ListRequest, prepare?: PrepareInjection): Promise<ListResult> {
   refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
-  const inj = await prepare();
+  const injector = injectorFor(req.runtime);
+  const inj = await (prepare ?? injector.prepare)();
   for (const w of inj.warnings ?? []) log.warn(w);
   removeStaleListFolders();
   const stops = new StopSignals().install();
@@ -538,12 +512,12 @@ export async function listKernels(req: ListRequest, prepare: PrepareInjection = 
     sayCuptiNotes(census, false);
     const kernels = [...census.kernels].sort((a, b) => b.count - a.count);
     if (!kernels.length) {
-      throw new KerncapError("E_NO_KERNELS", `the application launched no CUDA kernel (${howAppEnded(app)})`, {
+      throw new KerncapError("E_NO_KERNELS", `the application launched no ${injector.label} kernel (${howAppEnded(app)})`, {
         hint: census.errors.length
           ? "The capture library failed; see the message above."
           : app.signal
             ? `It died of ${app.signal} before any kernel; check that it runs on its own.`
-            : "Does it use the GPU? Check that it runs on its own, and that CUDA_VISIBLE_DEVICES is not empty.",
+            : `Does it use the GPU? Check that it runs on its own, and that ${injector.runtime === "hsa" ? "HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES are" : "CUDA_VISIBLE_DEVICES is"} not empty.`,
       });
     }
     return { app, kernels, launches: census.launches, libraryErrors: census.errors, census };

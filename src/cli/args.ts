@@ -11,6 +11,11 @@ export const jsonArg = {
   json: { type: "boolean", description: "Print machine-readable JSON on stdout (logs stay on stderr)", default: false },
 } as const satisfies ArgsDef;
 
+/** `--runtime cuda|hsa` of run and list: whose tool interface injects the capture library (src/capture/injector.ts). */
+export const runtimeArg = {
+  runtime: { type: "string", description: "cuda or hsa: the runtime that injects the capture library (CUDA_INJECTION64_PATH, HSA_TOOLS_LIB); default: the one this machine has (libcuda first, then libhsa-runtime64)" },
+} as const satisfies ArgsDef;
+
 export const verboseArg = {
   verbose: { type: "boolean", description: "Debug logs and stack traces", default: false },
 } as const satisfies ArgsDef;

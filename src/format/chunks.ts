@@ -130,49 +130,6 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
 }
 
 /**
- * Convert a whole-range memory layout (raw_version 1: each range's bytes at `offset` in both
- * files, the after file holding changed ranges whole) into stored states, hashing on the CPU:
- * before = the non-zero chunks, after = the chunks that differ. No byte moves: the runs point into
- * the same files. Shapes: offsets and sizes in bytes.
- */
-export function storedFromWholeRanges(
-  before: FileImage,
-  after: FileImage,
-  r: { size: number; offset: number; changed: boolean },
-  chunkBytes: number,
-): { before: Stored; after: Stored; changedChunks: number; changedBytes: number } {
-  const n = chunkCount(r.size, chunkBytes);
-  const b: Stored = { extents: [], hashes: "" };
-  const a: Stored = { extents: [], hashes: "" };
-  const bh: string[] = [];
-  const ah: string[] = [];
-  let changedChunks = 0;
-  let changedBytes = 0;
-  const push = (st: Stored, hs: string[], c: number, h: string) => {
-    const last = st.extents[st.extents.length - 1];
-    if (last && last[0] + last[1] === c) last[1]++;
-    else st.extents.push([c, 1, r.offset + c * chunkBytes]);
-    hs.push(h);
-  };
-  for (let c = 0; c < n; c++) {
-    const len = chunkLen(r.size, c, chunkBytes);
-    const hb = kc64(before.view(r.offset + c * chunkBytes, len));
-    if (hb.nonzero) push(b, bh, c, hb.hex);
-    if (r.changed) {
-      const ha = kc64(after.view(r.offset + c * chunkBytes, len));
-      if (ha.hex !== hb.hex) {
-        push(a, ah, c, ha.hex);
-        changedChunks++;
-        changedBytes += len;
-      }
-    }
-  }
-  b.hashes = bh.join("");
-  a.hashes = ah.join("");
-  return { before: b, after: a, changedChunks, changedBytes };
-}
-
-/**
  * Bytes chunk c of a range must hold in state `which` ("before": what the launch found; "after":
  * what the app left): a view of the memory file, or zeros. Shapes: `len` = chunkLen bytes.
  */

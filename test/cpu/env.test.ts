@@ -47,12 +47,9 @@ describe("KERNCAP_* variables", () => {
   });
 
   const readBy: [string, Reader, RegExp][] = [
-    ["c/kerncap_cuda.c", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
-    ["c/kerncap_hsa.c", "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
-    // headers included by the libraries (kc_process.h by both, kc_snapshot.h by the CUDA one)
-    ["c/kc_process.h", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
-    ["c/kc_process.h", "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
-    ["c/kc_snapshot.h", "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g],
+    // the units of each library that read the environment (their contracts say so), the shared ones in both
+    ...["kerncap_cuda.c", "kc_process.c", "kc_raw.c"].map((u) => [`c/${u}`, "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
+    ...["kerncap_hsa.c", "kc_process.c", "kc_raw.c"].map((u) => [`c/${u}`, "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
     ["src/frontends/triton/sitecustomize.py", "Triton shim", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/repro.py", "Triton reproducer", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/build.sh.hbs", "Triton reproducer", /\$\{(KERNCAP_[A-Z0-9_]+)/g],

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
+import { chunkedRanges } from "../raw-fixture.ts";
 
 export function tempDir(prefix = "kerncap-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -42,7 +43,7 @@ export function writeRawCapture(tmp: string, rawJson = false, extra: { process?:
   writeFileSync(join(tmp, "memory/before.bin"), before);
   writeFileSync(join(tmp, "memory/after.bin"), after);
   const raw = {
-    raw_version: 1,
+    raw_version: 2 as const,
     library: "test-fixture",
     frontend: "cuda" as const,
     kernel: { name: "_Z5scalePfi", demangled: "scale(float*, int)", match_index: 1, launch_index: 5 },
@@ -51,11 +52,10 @@ export function writeRawCapture(tmp: string, rawJson = false, extra: { process?:
     function_attributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }],
     params: { file: "kernel/params.bin", size: 12, layout_source: "test", layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }] },
     module: { file: "kernel/module.cubin", kind: "cubin" as const, size: 8, source: "test" },
-    regions: [
+    ...chunkedRanges(tmp, [
       { va: "0x7f0000000000", size: 4096, kind: "device", offset: 0, changed: true },
       { va: "0x7f0000010000", size: 8192, kind: "device", offset: 65536, changed: false },
-    ],
-    globals: [],
+    ]),
     timing: { sync_us: 1, before_us: 2, after_us: 3, app_launch_us: 4.5, app_to_capture_s: 0.1 },
     hsa: null,
     ...(extra.process ? { process: extra.process as never } : {}),

@@ -12,7 +12,7 @@ import { processLabel } from "../../capture/census.ts";
 import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, verboseArg } from "../args.ts";
+import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
 import { formatBytes, plural, shellPath } from "../format.ts";
 
 export default defineCommand({
@@ -36,6 +36,7 @@ export default defineCommand({
     "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder), or a build log such as `make -n -B TARGET` output, with the kernel TU's exact flags" },
     slice: { type: "boolean", default: true, description: "CUDA templated kernels: compile only the captured instantiation (--no-slice: whole TU)", negativeDescription: "Compile the kernel's whole translation unit in the reproducer" },
     overlay: { type: "boolean", default: false, description: "CUDA: copy only the edited files; the rest is read from the original tree" },
+    ...runtimeArg,
     ...jsonArg,
     ...verboseArg,
   },
@@ -47,6 +48,7 @@ export default defineCommand({
     }
     const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
+      runtime: args.runtime === undefined ? undefined : String(args.runtime),
       moreKernels: kernels.slice(1),
       captureAll: Boolean(args["capture-all"]),
       maxCaptures,

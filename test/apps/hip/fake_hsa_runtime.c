@@ -4,7 +4,8 @@
  * executes a dispatch by running a C function on the kernarg pointers), calls OnLoad, then plays
  * an application: load a code object, allocate, dispatch "scale" three times. kerncap's test checks
  * the raw capture written for KERNCAP_KERNEL/KERNCAP_DISPATCH.
- * Usage: fake_hsa_runtime LIB CODE_OBJECT
+ * Usage: HSA_TOOLS_LIB=LIB fake_hsa_runtime CODE_OBJECT (the tool library is found as ROCr finds
+ * it; without HSA_TOOLS_LIB the "application" runs with no tool, as under plain ROCr).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -88,10 +89,11 @@ static void writer(const void* pkts, uint64_t count) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) return 2;
-  void* lib = dlopen(argv[1], RTLD_NOW);
-  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
-  bool (*on_load)(void*, uint64_t, uint64_t, const char* const*) = (bool (*)(void*, uint64_t, uint64_t, const char* const*))dlsym(lib, "OnLoad");
+  if (argc < 2) return 2;
+  const char* tools = getenv("HSA_TOOLS_LIB");
+  void* lib = tools && *tools ? dlopen(tools, RTLD_NOW) : NULL;
+  if (tools && *tools && !lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+  bool (*on_load)(void*, uint64_t, uint64_t, const char* const*) = lib ? (bool (*)(void*, uint64_t, uint64_t, const char* const*))dlsym(lib, "OnLoad") : NULL;
   static struct CoreApiTable core;
   static struct AmdExtTable amd;
   static struct HsaApiTable root;
@@ -117,10 +119,10 @@ int main(int argc, char** argv) {
   amd.hsa_amd_pointer_info_fn = s_pointer_info;
   root.core_ = &core;
   root.amd_ext_ = &amd;
-  if (!on_load(&root, 1005, 0, NULL)) return 3;
+  if (on_load && !on_load(&root, 1005, 0, NULL)) return 3;
 
   /* The application, calling through the (patched) table as libhsa-runtime64's exports do. */
-  FILE* f = fopen(argv[2], "rb");
+  FILE* f = fopen(argv[1], "rb");
   static unsigned char co[1 << 20];
   size_t con = f ? fread(co, 1, sizeof co, f) : 0;
   if (f) fclose(f);
@@ -151,10 +153,11 @@ int main(int argc, char** argv) {
     pk[0].kernel_object = 0x1002; /* "other" first, then scale, in one doorbell */
     pk[1].kernel_object = 0x1001;
     pk[1].group_segment_size = 512;
-    g_handler(pk, 2, 0, g_handler_data, writer);
+    if (g_handler) g_handler(pk, 2, 0, g_handler_data, writer);
+    else writer(pk, 2); /* no tool: the packets reach the "hardware" queue as they are */
   }
-  void (*on_unload)(void) = (void (*)(void))dlsym(lib, "OnUnload");
-  on_unload();
+  void (*on_unload)(void) = lib ? (void (*)(void))dlsym(lib, "OnUnload") : NULL;
+  if (on_unload) on_unload();
   printf("data[3]=%g\n", g_bufs[0][3]);
   return 0;
 }

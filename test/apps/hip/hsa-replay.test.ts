@@ -2,7 +2,7 @@
  * `kerncap replay` of a hip capture through the one replay engine and the HSA backend, without an
  * AMD GPU: KERNCAP_HSA_PATH points at test/apps/hip/fake_libhsa.c (host memory for device memory,
  * the captured VAs mapped at their addresses, the kernel run as a C function on the dispatch
- * packet's kernarg). The capture is synthetic (raw_version 1, as c/kerncap_hsa.c writes it) with a
+ * packet's kernarg). The capture is synthetic (raw_version 2 hashed on the CPU, as c/kerncap_hsa.c writes it) with a
  * real gfx90a code object from hipcc (the engine reads its metadata for the kernel descriptor).
  * Covered: the verdict and exit codes, the shared options --verify/--no-verify, --atol/--rtol,
  * --dtype, --runs, --iters, and the result document's keys (the CUDA engine's).
@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import type { Manifest } from "../../../src/format/manifest.ts";
+import { chunkedRanges } from "../../raw-fixture.ts";
 
 const ROOT = resolve(import.meta.dir, "../../..");
 const MAIN = join(ROOT, "src/cli/main.ts");
@@ -73,7 +74,7 @@ async function hipCapture(name: string, after: (k: number) => number = (k) => 2 
   writeFileSync(join(raw, "memory/before.bin"), before);
   writeFileSync(join(raw, "memory/after.bin"), after_);
   const rawJson = {
-    raw_version: 1,
+    raw_version: 2,
     library: "kerncap_hsa test",
     frontend: "hip",
     kernel: { name: "_Z5scalePffi", demangled: "scale(float*, float, int)", match_index: 0, launch_index: 0 },
@@ -82,11 +83,10 @@ async function hipCapture(name: string, after: (k: number) => number = (k) => 2 
     function_attributes: [],
     params: { file: "kernel/params.bin", size: 16, layout_source: "amdgpu metadata (kerncap reads kernel/module.hsaco)", layout: [] },
     module: { file: "kernel/module.hsaco", kind: "hsaco", size: readFileSync(module).length, source: "test" },
-    regions: [
+    ...chunkedRanges(raw, [
       { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
       { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
-    ],
-    globals: [],
+    ]),
     timing: { sync_us: 1, before_us: 1, app_launch_us: 5, after_us: 1, app_to_capture_s: 0 },
     hsa: { kernel_object: "0x1001", group_segment_size: 0, private_segment_size: 0, kernarg_address: "0x0", runtime_version: 1 },
   };

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { parseRaw } from "../../../src/capture/raw.ts";
+import { kc64 } from "../../../src/format/kc64.ts";
 
 const ROOT = resolve(import.meta.dir, "../../..");
 const LIB = join(ROOT, "c/build/libkerncap_hsa.so");
@@ -55,8 +56,8 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     Bun.write(co, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode("_Z5scalePffi other")]));
     const out = join(tmp, "cap");
     mkdirSync(out);
-    const r = Bun.spawnSync([exe, LIB, co], {
-      env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^scale\\(", KERNCAP_DISPATCH: "1" },
+    const r = Bun.spawnSync([exe, co], {
+      env: { ...process.env, HSA_TOOLS_LIB: LIB, KERNCAP_OUT: out, KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^scale\\(", KERNCAP_DISPATCH: "1" },
       timeout: 30_000,
     });
     expect(r.exitCode).toBe(0);
@@ -74,27 +75,35 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect(raw.params.size).toBe(16);
     expect(statSync(join(out, raw.params.file)).size).toBe(16);
     expect(raw.module).toMatchObject({ file: "kernel/module.hsaco", kind: "hsaco" });
-    expect(raw.regions.map((g: { offset: number; changed: boolean; size: number }) => [g.offset, g.changed, g.size])).toEqual([
-      [0, true, 12000],
-      [65536, false, 12000],
-      [131072, false, 16],
+    // raw_version 2, as the CUDA library writes it (c/kc_raw.c): 1 MiB chunks, non-zero chunks
+    // stored before, changed chunks after, each range's extents at 64 KiB-aligned offsets
+    expect(raw.raw_version).toBe(2);
+    expect(raw.memory).toMatchObject({ chunk_bytes: 1 << 20, hash: "kc64/1", align: 65536, live_bytes: 24016, stored_before_bytes: 12016, stored_after_bytes: 12000, hashed_on_gpu: false });
+    expect(raw.memory.gpu_scan_unavailable).toContain("CPU");
+    type Range = { changed: boolean; size: number; hashed_on: string; before: { extents: number[][]; hashes: string }; after: { extents: number[][] } };
+    expect(raw.regions.map((g: Range) => [g.changed, g.size, g.hashed_on, g.before.extents, g.after.extents])).toEqual([
+      [true, 12000, "cpu", [[0, 1, 0]], [[0, 1, 0]]],
+      [false, 12000, "cpu", [], []], // all zero: nothing stored
+      [false, 16, "cpu", [[0, 1, 65536]], []],
     ]);
+    // the kc64 the library computed is the one kerncap computes over the stored bytes (src/format/kc64.ts)
+    const beforeBin = readFileSync(join(out, "memory/before.bin"));
+    expect(raw.regions[0].before.hashes).toBe(kc64(beforeBin.subarray(0, 12000)).hex);
     // before = state after the first scale dispatch (k*2); after = k*4, only for the changed region.
     const before = new Float32Array(readFileSync(join(out, "memory/before.bin")).buffer.slice(0, 16));
     const after = new Float32Array(readFileSync(join(out, "memory/after.bin")).buffer.slice(0, 16));
     expect([...before]).toEqual([0, 2, 4, 6]);
     expect([...after]).toEqual([0, 4, 8, 12]);
-    expect(statSync(join(out, "memory/after.bin")).size).toBe(12000);
+    expect(statSync(join(out, "memory/after.bin")).size).toBe(65536); // one 12000-byte chunk, the file ends aligned
 
     const kernels = JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels;
     expect(kernels.map((k: { name: string; count: number }) => [k.name, k.count])).toEqual([["other", 3], ["_Z5scalePffi", 3]]);
 
-    // the library's real output fits the raw schema (src/capture/raw.ts) and finalizes into a
-    // chunked manifest, hashed by kerncap (raw_version 1: whole ranges)
-    expect(parseRaw(raw).raw_version).toBe(1);
+    // the library's real output fits the raw schema (src/capture/raw.ts) and finalizes into a manifest
+    expect(parseRaw(raw).raw_version).toBe(2);
     expect(raw.timing.app_launch_us).toBeGreaterThanOrEqual(0);
     const m = await finalizeCapture(raw, { tmpDir: out, finalDir: join(tmp, "cap-final"), force: false, command: ["fake"], match: "scale" });
-    expect(m.regions.map((g) => [g.changed, g.size, g.before.extents.length])).toEqual([[true, 12000, 1], [false, 12000, 0], [false, 16, 1]]);
+    expect(m.regions.map((g) => [g.changed, g.size, g.hashedOn, g.before.extents.length])).toEqual([[true, 12000, "cpu", 1], [false, 12000, "cpu", 0], [false, 16, "cpu", 1]]);
     expect(m.memory.hash).toBe("kc64/1");
   });
 
@@ -102,7 +111,7 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     const exe = join(tmp, "fake_hsa_runtime");
     const out = join(tmp, "list");
     mkdirSync(out);
-    const r = Bun.spawnSync([exe, LIB, join(tmp, "module.co")], { env: { ...process.env, KERNCAP_OUT: out, KERNCAP_MODE: "list" } });
+    const r = Bun.spawnSync([exe, join(tmp, "module.co")], { env: { ...process.env, HSA_TOOLS_LIB: LIB, KERNCAP_OUT: out, KERNCAP_MODE: "list" } });
     expect(r.exitCode).toBe(0);
     expect(existsSync(join(out, "raw.json"))).toBe(false);
     expect(JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels).toHaveLength(2);
