@@ -1,17 +1,19 @@
 /**
- * One-file archives of a capture folder (`kerncap pack` / `kerncap unpack`): a zip written through
- * fflate's streaming `Zip` (entries `ZipDeflate` for text, `ZipPassThrough` for binary), read back
- * through the central directory with fflate's streaming `Inflate`. Nothing holds a whole file in
- * memory: every file is read and written in PIECE-byte pieces.
+ * One-file archives of a capture folder (`kerncap pack` / `kerncap unpack`): a zip (ZIP64 where
+ * needed) written and read by src/format/zip.ts, deflated and inflated by fflate's streaming
+ * `Deflate`/`Inflate`. Nothing holds a whole file in memory: every file is read and written in
+ * PIECE-byte pieces; holes are not read, and blocks of zeros are written as holes.
  *
  * Format-agnostic: every file under the folder is archived as it is (the manifest, module, memory
  * images in whatever layout the manifest version uses, the reproducer). The archive:
  *   ROOT/kerncap-pack.json     the index (first entry, deflated): every file's path, size, mode,
  *                              entry name and, for a sparse file, its data extents
- *   ROOT/<path>                a dense file: deflated when text (no NUL in its first 8 KiB), stored otherwise
- *   ROOT/<path>.kcsparse       a sparse file (SEEK_DATA/SEEK_HOLE found holes): only its data
+ *   ROOT/<path>                a file: deflated when text (no NUL in its first 8 KiB, no hole),
+ *                              stored otherwise (holes read as zeros, left as holes on both sides)
+ *   ROOT/<path>.kcsparse       a memory image with holes (SEEK_DATA/SEEK_HOLE): only its data
  *                              extents, concatenated, stored; unpack writes each extent at its
- *                              offset and sets the size, so the holes come back as holes
+ *                              offset and sets the size, so the holes come back as holes. Only
+ *                              the memory images: their size is bounded by the manifest's regions
  *   ROOT/<dir>/                every folder (so empty ones survive)
  * ROOT is the capture folder's name. Symbolic links are left out (a warning in the index), except
  * where the manifest lists the path (files[], params, module, memory images): that one is archived
@@ -21,14 +23,15 @@
  * reproducer file silently left out would break its build elsewhere. Plain `unzip` gives the dense files as they are, and the
  * sparse ones only as their packed data: `kerncap unpack` is the reader.
  *
- * Limits: fflate writes no ZIP64 records, so an archive (and each entry) stays under 4 GiB; pack
- * refuses a larger one before writing. Unpack refuses entries that would land outside the target
- * folder (zip-slip), encrypted or ZIP64 entries, and checks every entry's CRC-32 and size.
- * Decompression bombs: every entry's size in the central directory must be the one the index
- * gives it, the index's data must total at most 4 GiB (what pack can write), and a deflated entry
- * is inflated INFLATE_PIECE compressed bytes at a time with a running count that stops at the
- * first byte past its declared size (fflate inflates each push whole: 16 KiB in is at most
- * ~16.5 MiB out, deflate's ratio being at most 1032:1).
+ * Unpack refuses, before writing anything (planUnpack, and zip.ts centralDirectory): two entries
+ * of one name, entries sharing data, entries that would land outside the target folder
+ * (zip-slip), encrypted entries, an index or manifest that does not parse, a file the manifest
+ * lists at another size, a memory image larger than its regions allow, a sparse entry for any
+ * other file, a deflated entry declaring more than deflate's 1032:1 can give. While writing it
+ * checks every entry's CRC-32 and size: a deflated entry is inflated INFLATE_PIECE compressed
+ * bytes at a time with a running count that stops at the first byte past its declared size
+ * (fflate inflates each push whole: 16 KiB in is at most ~16.5 MiB out). Folders are made 0755 and
+ * files masked (unpackedMode), whatever the umask. docs/archives.md says why.
  *
  * Both directions check the capture itself (every file's SHA-256, every stored memory chunk's
  * kc64: verifyRegions), pack before writing, unpack before the rename. SIGINT/SIGTERM (src/
@@ -311,8 +314,9 @@ function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
  * The folder is checked first: the manifest, every file's size and SHA-256, and every stored
  * memory chunk's kc64 (verifyRegions, on the CPU): a damaged capture is not shipped.
  * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder (naming the file,
- *   or the region and chunk), E_EXISTS when out exists (without force), E_PACK_TOO_LARGE past
- *   4 GiB, E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed).
+ *   or the region and chunk), E_EXISTS when out exists (without force), E_INTERRUPTED (exit 130
+ *   SIGINT, 143 SIGTERM; the temp is removed); the file system's errors with `out` as their path
+ *   (ENOSPC, EFBIG: src/errors.ts systemError words them).
  */
 export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean } = {}): Promise<PackResult> {
   const stops = new StopSignals().install();
