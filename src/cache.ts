@@ -9,10 +9,19 @@
  * when the home folder exists: HOME=/nonexistent means "no home"). When that folder cannot be
  * written (read-only, /proc, no home) and does not already hold the files, they go to
  * $TMPDIR/kerncap-cache-<uid> (mode 0700, ours only), and a warning says so once per process.
+ *
+ * Trust (another local user may write a shared cache or /tmp): a cache folder is used only when
+ * every folder from / down to it is the user's or root's, and none that others can write is on the
+ * way (a sticky one, such as a 1777 /tmp, only above a folder of the user's); the cache folder
+ * itself and each <name>-<hash> folder are the user's and written by no one else (cacheFolderRisk).
+ * A file found there is used only when it is a regular file of the user's with the embedded bytes
+ * and mode (compared whole, before each use); one that differs is written again. A cache folder
+ * that fails goes to the fallback, and if that fails too, to a new private folder (mkdtemp, 0700)
+ * for this process, each time with a warning naming the folder and why.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
+import { dirname, isAbsolute, join, parse, sep } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -104,39 +113,147 @@ function ensureOwnFolder(dir: string): void {
 }
 
 /**
- * The folder `<cache>/<name>-<hash>` holding `files`, written on first use.
+ * Why files under `dir` could be swapped by another user, or undefined when they cannot: a folder
+ * on the way from / (the path as written, and its real path) owned by someone other than the user
+ * or root; a folder that others can write (group or other write bit), unless it is sticky and the
+ * next folder down is the user's or root's (a 1777 /tmp above a 0700 folder of the user's); `dir`
+ * itself (existing) not the user's, or writable by others, sticky or not. Folders of `dir` that do
+ * not exist yet are fine (kerncap creates them, mode 0700). Source: lstat/stat owner and mode bits.
+ * @returns e.g. "/srv/cache is writable by other users (mode 1777)"
+ */
+export function cacheFolderRisk(dir: string, uid = process.getuid?.()): string | undefined {
+  if (uid === undefined) return undefined; // no users to tell apart (not POSIX)
+  const chains = [dir];
+  try {
+    const head = longestExisting(dir);
+    chains.push(join(realpathSync(head), dir.slice(head.length)));
+  } catch {
+    /* nothing of it exists yet */
+  }
+  for (const chain of chains) {
+    const parts = chain.split(sep).filter(Boolean);
+    let path = parse(chain).root;
+    let prevOpen: string | undefined; // a sticky folder others can write, above this one
+    for (let i = 0; i <= parts.length; i++) {
+      if (i > 0) path = join(path, parts[i - 1]!);
+      let st;
+      try {
+        st = lstatSync(path);
+      } catch {
+        break; // the rest does not exist yet
+      }
+      const mode = (st.mode & 0o7777).toString(8).padStart(4, "0");
+      if (st.uid !== uid && st.uid !== 0) return `${path} belongs to another user (uid ${st.uid})`;
+      if (prevOpen && st.uid !== uid && !st.isSymbolicLink()) return `${path} is not yours, inside ${prevOpen}, which others can write`;
+      if (prevOpen && st.isSymbolicLink() && st.uid !== uid) return `${path} is a symbolic link that is not yours, inside ${prevOpen}, which others can write`;
+      prevOpen = undefined;
+      if (st.isSymbolicLink()) continue; // its target's folders are the real path's chain
+      const othersWrite = (st.mode & 0o022) !== 0;
+      const last = i === parts.length;
+      if (last && st.uid !== uid) return `${path} belongs to another user (uid ${st.uid})`;
+      if (othersWrite && (last || (st.mode & 0o1000) === 0)) return `${path} is writable by other users (mode ${mode})`;
+      if (othersWrite) prevOpen = `${path} (mode ${mode})`;
+    }
+  }
+  return undefined;
+}
+
+/** The longest prefix of `p` that exists (at worst the root). */
+function longestExisting(p: string): string {
+  let head = p;
+  while (!existsSync(head) && dirname(head) !== head) head = dirname(head);
+  return head;
+}
+
+/**
+ * Why the folder `p` (a <name>-<hash> cache folder) does not hold exactly `files`, or undefined when
+ * it does: each a regular file (not a link) of the user's, written by no one else, with the
+ * embedded bytes and mode. Reads every file whole (the capture library: ~1 MB).
+ */
+function cachedCopyRisk(p: string, files: CacheFile[], uid = process.getuid?.()): string | undefined {
+  const own = (st: { uid: number; mode: number }) => (uid === undefined || st.uid === uid) && (st.mode & 0o022) === 0;
+  if (!own(lstatSync(p))) return `${p} is not yours alone`;
+  for (const f of files) {
+    const path = join(p, f.path);
+    const st = lstatSync(path, { throwIfNoEntry: false });
+    if (!st?.isFile() || !own(st)) return `${path} is ${st ? "not a regular file of yours alone" : "missing"}`;
+    if ((st.mode & 0o7777) !== f.mode) return `${path} has mode ${(st.mode & 0o7777).toString(8)}, not ${f.mode.toString(8)}`;
+    const want = typeof f.bytes === "string" ? Buffer.from(f.bytes) : f.bytes;
+    if (st.size !== want.length || Buffer.compare(readFileSync(path), want) !== 0) return `${path} differs from the copy embedded in kerncap`;
+  }
+  return undefined;
+}
+
+/** Warn once per folder and reason. */
+function warnOnce(key: string, text: string): void {
+  if (warned.has(key)) return;
+  warned.add(key);
+  log.warn(text);
+}
+
+/**
+ * `files` in `<root>/<leaf>`, when `root` is safe (cacheFolderRisk): the copy there when it holds
+ * exactly the files, else written (again). @returns the folder, or the reason it is not used
+ * @throws the file system's error when it cannot be written
+ */
+function useCache(root: string, leaf: string, files: CacheFile[]): { dir: string } | { risk: string } {
+  const risk = cacheFolderRisk(root);
+  if (risk) return { risk };
+  const p = join(root, leaf);
+  if (existsSync(p)) {
+    const copy = cachedCopyRisk(p, files);
+    if (!copy) return { dir: p };
+    warnOnce(p, `${copy}; writing it again`);
+    rmSync(p, { recursive: true, force: true });
+  }
+  mkdirSync(root, { recursive: true, mode: 0o700 });
+  writeFolderAtomically(p, files);
+  return { dir: p };
+}
+
+/**
+ * The folder `<cache>/<name>-<hash>` holding `files`, written on first use, used only where no
+ * other user can have written it (module comment).
  * @returns its absolute path.
- * @throws KerncapError E_CACHE when neither the cache folder nor the TMPDIR fallback can be written.
+ * @throws KerncapError E_CACHE when neither the cache folder, nor the TMPDIR fallback, nor a new
+ *   private temp folder can be written.
  */
 export function cachedFolder(name: string, files: CacheFile[], env: Env = process.env): string {
   const leaf = `${name}-${contentHash(files)}`;
   const pref = preferredCacheDir(env);
   const fallback = fallbackCacheDir(env);
   const failures: string[] = [];
+  let unsafe = false; // said already: the preferred folder is not used because others could write it
   // the preferred cache: already there (even read-only) or written now
-  const p = join(pref.dir, leaf);
-  if (existsSync(p)) return p;
   try {
     const home = dirname(dirname(pref.dir));
     if (pref.from !== "KERNCAP_CACHE" && pref.from !== "XDG_CACHE_HOME" && !existsSync(home)) throw new Error(`the home folder ${home} does not exist`);
-    writeFolderAtomically(p, files);
-    return p;
+    const r = useCache(pref.dir, leaf, files);
+    if ("dir" in r) return r.dir;
+    unsafe = true;
+    warnOnce(`risk ${pref.dir}`, `cache folder ${pref.dir} (from ${pref.from}) is not used: ${r.risk}, so another user could plant a file kerncap would load; fix: chmod go-w the folder, or set KERNCAP_CACHE to a folder of your own`);
+    failures.push(`${pref.dir} (from ${pref.from}; ${r.risk})`);
   } catch (e) {
     failures.push(`${pref.dir} (from ${pref.from}; ${reason(e)})`);
   }
   const f = join(fallback, leaf);
   try {
     ensureOwnFolder(fallback);
-    if (!existsSync(f)) writeFolderAtomically(f, files);
+    const r = useCache(fallback, leaf, files);
+    if ("risk" in r) {
+      // the fallback is unsafe too: a folder of this process's own, left behind at exit as Bun's temp copies were
+      const own = mkdtempSync(join(env.TMPDIR || tmpdir(), "kerncap-private-"));
+      writeFolderAtomically(join(own, leaf), files);
+      warnOnce(`risk ${fallback}`, `the fallback cache ${fallback} is not used either: ${r.risk}; using a private copy in ${own}`);
+      return join(own, leaf);
+    }
   } catch (e) {
     failures.push(`${fallback} (${reason(e)})`);
     throw new KerncapError("E_CACHE", `kerncap cannot write its cache folder: tried ${failures.join(", then ")}`, {
       hint: "Set KERNCAP_CACHE to a folder you can write (or TMPDIR to a writable temp folder).",
     });
   }
-  if (!warned.has(pref.dir)) {
-    warned.add(pref.dir);
-    log.warn(`cache folder ${failures[0]} cannot be written; using ${fallback} instead (set KERNCAP_CACHE to choose the cache folder)`);
-  }
+  if (unsafe) warnOnce(`fallback ${pref.dir}`, `using ${fallback} instead`);
+  else warnOnce(pref.dir, `cache folder ${failures[0]} cannot be written; using ${fallback} instead (set KERNCAP_CACHE to choose the cache folder)`);
   return f;
 }

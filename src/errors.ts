@@ -36,6 +36,7 @@ const SYSTEM_ERRORS: Record<string, string> = {
   EEXIST: "it already exists",
   ENOTEMPTY: "the folder is not empty",
   ENOSPC: "no space left on the device",
+  EFBIG: "file too large (the file-size limit, ulimit -f, or the file system's largest file)",
   EDQUOT: "disk quota exceeded",
   EIO: "input/output error",
   EMFILE: "too many open files",
@@ -69,10 +70,23 @@ const SYSCALL_VERBS: Record<string, string> = {
 };
 
 /**
+ * `e` with `path` recorded when it is a system error that names none (writeSync's ENOSPC, EFBIG
+ * carry no path: the message would say "while writing the output"); anything else as it is.
+ * @returns e, for `throw withPath(e, p)`
+ */
+export function withPath(e: unknown, path: string): unknown {
+  const err = e as NodeJS.ErrnoException;
+  if (err && typeof err === "object" && typeof err.code === "string" && !err.path) err.path = path;
+  return e;
+}
+
+/**
  * An expected file-system failure (a read-only or full folder, a path through a file or a dangling
  * symbolic link, too many open files…) as a KerncapError E_IO naming the operation and the path,
- * e.g. "cannot open /tmp/ro/x.zip.tmp-123: permission denied"; undefined for anything else (a
- * genuine bug stays E_INTERNAL). `e`: a Node/Bun system error (`code`, `syscall`, `path`, `dest`).
+ * e.g. "cannot open /tmp/ro/x.zip.tmp-123: permission denied"; a full disk (ENOSPC, EDQUOT) or a
+ * file-size limit (EFBIG) in words of its own that put the fault on the output, e.g. "no space
+ * left on device while writing PATH; free space or choose another --out". Undefined for anything
+ * else (a genuine bug stays E_INTERNAL). `e`: a Node/Bun system error (`code`, `syscall`, `path`, `dest`).
  */
 export function systemError(e: unknown): KerncapError | undefined {
   const err = e as NodeJS.ErrnoException & { dest?: string };
@@ -82,9 +96,15 @@ export function systemError(e: unknown): KerncapError | undefined {
   const verb = (err.syscall && SYSCALL_VERBS[err.syscall]) ?? (err.syscall ? err.syscall : "write");
   const path = err.path ? ` ${err.path}${err.dest ? ` to ${err.dest}` : ""}` : "";
   const message = path ? `cannot ${verb}${path}: ${what}` : `cannot ${verb}: ${what} (${err.message})`;
-  const full = err.code === "ENOSPC" || err.code === "EDQUOT" || err.code === "EIO";
-  const hint = full
-    ? "The output or the folder written to is full or failing; free space or write elsewhere (choose another --out / -o)."
+  // a full disk or a size limit is the output's, never the input's (the archive, the capture): its own words
+  if (err.code === "ENOSPC" || err.code === "EDQUOT") {
+    return new KerncapError("E_IO", `${err.code === "ENOSPC" ? "no space left on device" : "disk quota exceeded"} while writing ${err.path ?? "the output"}; free space or choose another --out`, { hint: "What was written is removed; nothing is wrong with the input.", cause: e });
+  }
+  if (err.code === "EFBIG") {
+    return new KerncapError("E_IO", `file too large while writing ${err.path ?? "the output"}: past the file-size limit (ulimit -f) or the largest file its file system holds`, { hint: "Raise the limit (ulimit -f unlimited) or choose another --out on a file system that holds larger files; nothing is wrong with the input.", cause: e });
+  }
+  const hint = err.code === "EIO"
+    ? "The disk read or written is failing; write elsewhere (choose another --out / -o) or check the device."
     : err.code === "EMFILE" || err.code === "ENFILE"
       ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
       : err.syscall === "read" || err.syscall === "stat" || err.syscall === "lstat" || err.syscall === "scandir" || err.syscall === "opendir"

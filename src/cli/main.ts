@@ -5,6 +5,7 @@
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
 import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
+import { existsSync, readFileSync, readlinkSync } from "node:fs";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { verboseFromEnv } from "../env.ts";
@@ -143,6 +144,32 @@ async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string>
   return out;
 }
 
+/** O_CLOEXEC in /proc/self/fdinfo's octal `flags` (asm-generic/fcntl.h). */
+const O_CLOEXEC = 0o2000000;
+
+/**
+ * Which of stdout and stderr the caller closed (`kerncap … >&-`, `2>&-`). The Bun runtime opens
+ * /dev/null on a closed fd 0–2 at startup (with O_CLOEXEC), so output to it is silently lost; a
+ * descriptor that a shell or parent passed on never has O_CLOEXEC (it had to survive exec).
+ * A descriptor missing from /proc/self/fdinfo is closed too (a runtime that leaves it so).
+ * Source: /proc/self/fdinfo/N `flags` and /proc/self/fd/N. Linux only: undefined elsewhere.
+ */
+export function closedStdio(proc = "/proc/self"): "stdout" | "stderr" | undefined {
+  for (const [fd, name] of [[1, "stdout"], [2, "stderr"]] as const) {
+    let info: string;
+    try {
+      info = readFileSync(`${proc}/fdinfo/${fd}`, "utf8");
+    } catch {
+      // no such descriptor (a runtime that leaves it closed), unless there is no /proc at all
+      if (existsSync(`${proc}/fdinfo`)) return name;
+      continue;
+    }
+    const flags = /^flags:\s*([0-7]+)$/m.exec(info)?.[1];
+    if (flags && parseInt(flags, 8) & O_CLOEXEC && readlinkSync(`${proc}/fd/${fd}`) === "/dev/null") return name;
+  }
+  return undefined;
+}
+
 /** Run the CLI on argv; returns the exit code instead of exiting (used by tests too). */
 export async function runCli(argv: string[]): Promise<number> {
   // kerncap's own arguments end at `--`: the application's (even a --json or --verbose of its own) follow
@@ -153,6 +180,18 @@ export async function runCli(argv: string[]): Promise<number> {
   // --json=true is --json (a switch takes =true/=false): a failure's document must come then too
   const wantJson = own.includes("--json") || own.includes("--json=true");
   setVerbose(verbose);
+  const closed = closedStdio();
+  if (closed === "stdout") {
+    log.error("stdout is closed (`>&-`): kerncap's results and documents would be lost");
+    log.info("Send it to a file, a pipe or /dev/null instead (`>/dev/null` to discard it).");
+    return 2;
+  }
+  if (closed === "stderr") {
+    // the one channel left says it, so that a script sees why kerncap did nothing
+    if (wantJson) printJson("error", { error: { code: "E_STDERR_CLOSED", message: "stderr is closed (`2>&-`)", hint: "Send it to a file or /dev/null instead (`2>/dev/null`)." } });
+    else process.stdout.write("kerncap: stderr is closed (`2>&-`): its messages and errors would be lost; send it to a file or /dev/null instead (`2>/dev/null`)\n");
+    return 2;
+  }
   const verb = own.find((a) => !a.startsWith("-"));
   const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);
   if (own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") {
@@ -238,5 +277,19 @@ if (import.meta.main) {
     process.stderr.write(`[kerncap] cannot write the output: ${e.message} (the output is full or failing; write elsewhere)\n`);
     process.exit(2);
   });
-  process.exitCode = await runCli(process.argv.slice(2));
+  // stderr full or failing (`2>/dev/full`): its messages are lost, so the exit code must say so
+  let stderrFailure: NodeJS.ErrnoException | undefined;
+  process.stderr.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(141);
+    stderrFailure ??= e;
+  });
+  const argv = process.argv.slice(2);
+  const code = await runCli(argv);
+  await new Promise((r) => setImmediate(r)); // a failed write's error event comes a turn later
+  if (stderrFailure) {
+    const own = argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv;
+    // stdout carries a JSON document under --json: the exit code alone tells it there
+    if (!own.includes("--json")) process.stdout.write(`kerncap: cannot write its messages to stderr (${stderrFailure.message}); they were lost\n`);
+    process.exitCode = 2;
+  } else process.exitCode = code;
 }

@@ -1,17 +1,19 @@
 /**
- * One-file archives of a capture folder (`kerncap pack` / `kerncap unpack`): a zip written through
- * fflate's streaming `Zip` (entries `ZipDeflate` for text, `ZipPassThrough` for binary), read back
- * through the central directory with fflate's streaming `Inflate`. Nothing holds a whole file in
- * memory: every file is read and written in PIECE-byte pieces.
+ * One-file archives of a capture folder (`kerncap pack` / `kerncap unpack`): a zip (ZIP64 where
+ * needed) written and read by src/format/zip.ts, deflated and inflated by fflate's streaming
+ * `Deflate`/`Inflate`. Nothing holds a whole file in memory: every file is read and written in
+ * PIECE-byte pieces; holes are not read, and blocks of zeros are written as holes.
  *
  * Format-agnostic: every file under the folder is archived as it is (the manifest, module, memory
  * images in whatever layout the manifest version uses, the reproducer). The archive:
  *   ROOT/kerncap-pack.json     the index (first entry, deflated): every file's path, size, mode,
  *                              entry name and, for a sparse file, its data extents
- *   ROOT/<path>                a dense file: deflated when text (no NUL in its first 8 KiB), stored otherwise
- *   ROOT/<path>.kcsparse       a sparse file (SEEK_DATA/SEEK_HOLE found holes): only its data
+ *   ROOT/<path>                a file: deflated when text (no NUL in its first 8 KiB, no hole),
+ *                              stored otherwise (holes read as zeros, left as holes on both sides)
+ *   ROOT/<path>.kcsparse       a memory image with holes (SEEK_DATA/SEEK_HOLE): only its data
  *                              extents, concatenated, stored; unpack writes each extent at its
- *                              offset and sets the size, so the holes come back as holes
+ *                              offset and sets the size, so the holes come back as holes. Only
+ *                              the memory images: their size is bounded by the manifest's regions
  *   ROOT/<dir>/                every folder (so empty ones survive)
  * ROOT is the capture folder's name. Symbolic links are left out (a warning in the index), except
  * where the manifest lists the path (files[], params, module, memory images): that one is archived
@@ -21,14 +23,15 @@
  * reproducer file silently left out would break its build elsewhere. Plain `unzip` gives the dense files as they are, and the
  * sparse ones only as their packed data: `kerncap unpack` is the reader.
  *
- * Limits: fflate writes no ZIP64 records, so an archive (and each entry) stays under 4 GiB; pack
- * refuses a larger one before writing. Unpack refuses entries that would land outside the target
- * folder (zip-slip), encrypted or ZIP64 entries, and checks every entry's CRC-32 and size.
- * Decompression bombs: every entry's size in the central directory must be the one the index
- * gives it, the index's data must total at most 4 GiB (what pack can write), and a deflated entry
- * is inflated INFLATE_PIECE compressed bytes at a time with a running count that stops at the
- * first byte past its declared size (fflate inflates each push whole: 16 KiB in is at most
- * ~16.5 MiB out, deflate's ratio being at most 1032:1).
+ * Unpack refuses, before writing anything (planUnpack, and zip.ts centralDirectory): two entries
+ * of one name, entries sharing data, entries that would land outside the target folder
+ * (zip-slip), encrypted entries, an index or manifest that does not parse, a file the manifest
+ * lists at another size, a memory image larger than its regions allow, a sparse entry for any
+ * other file, a deflated entry declaring more than deflate's 1032:1 can give. While writing it
+ * checks every entry's CRC-32 and size: a deflated entry is inflated INFLATE_PIECE compressed
+ * bytes at a time with a running count that stops at the first byte past its declared size
+ * (fflate inflates each push whole: 16 KiB in is at most ~16.5 MiB out). Folders are made 0755 and
+ * files masked (unpackedMode), whatever the umask. docs/archives.md says why.
  *
  * Both directions check the capture itself (every file's SHA-256, every stored memory chunk's
  * kc64: verifyRegions), pack before writing, unpack before the rename. SIGINT/SIGTERM (src/
@@ -36,18 +39,21 @@
  * E_INTERRUPTED exits 130/143. Temps of kerncap processes that are gone (kill -9) next to the
  * target are removed by the next pack/unpack of it (src/leftovers.ts).
  */
-import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
+import { Inflate } from "fflate";
+import * as v from "valibot";
 import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
 import { assertReplaceable } from "../capture/finalize.ts";
-import { KerncapError } from "../errors.ts";
+import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
-import { dataExtents, type Extent } from "./sparse-extents.ts";
+import { imageBound } from "./chunks.ts";
+import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
+import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
+import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, ZipWriter, type CdEntry } from "./zip.ts";
 
 export const PACK_INDEX = "kerncap-pack.json";
 export const SPARSE_SUFFIX = ".kcsparse";
@@ -56,10 +62,13 @@ export const PACK_SCHEMA = "kerncap.pack/1";
 const PIECE = 4 << 20;
 /** Compressed bytes pushed into the inflater at once (bounds what one push can inflate to). */
 const INFLATE_PIECE = 16 << 10;
-/** Largest offset or size a zip without ZIP64 records can hold. */
-const ZIP32_MAX = 0xffffffff;
 /** Permission bits unpack applies at most: no group/other write, no setuid/setgid/sticky. */
 const FILE_MODE_MASK = 0o755;
+/**
+ * Mode of every folder unpack makes: the files' mask (owner writes, others read and list), set by
+ * chmod so that no umask (000 gave 0777 folders) lets another user add or swap a file in it.
+ */
+const FOLDER_MODE = 0o755;
 
 /** One file of the packed folder, as the index records it. */
 export interface PackedFile {
@@ -109,8 +118,6 @@ export interface UnpackResult {
   warnings: string[];
   seconds: number;
 }
-
-const bad = (archive: string, msg: string) => new KerncapError("E_ARCHIVE", `${archive}: ${msg}`, { hint: "The archive is damaged or was not written by `kerncap pack`; ask for it again." });
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -307,8 +314,9 @@ function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
  * The folder is checked first: the manifest, every file's size and SHA-256, and every stored
  * memory chunk's kc64 (verifyRegions, on the CPU): a damaged capture is not shipped.
  * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder (naming the file,
- *   or the region and chunk), E_EXISTS when out exists (without force), E_PACK_TOO_LARGE past
- *   4 GiB, E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed).
+ *   or the region and chunk), E_EXISTS when out exists (without force), E_INTERRUPTED (exit 130
+ *   SIGINT, 143 SIGTERM; the temp is removed); the file system's errors with `out` as their path
+ *   (ENOSPC, EFBIG: src/errors.ts systemError words them).
  */
 export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean } = {}): Promise<PackResult> {
   const stops = new StopSignals().install();
@@ -362,6 +370,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
       : `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the file it points to is archived in its place, as a regular file`,
   );
   const files: PackedFile[] = [];
+  const images = new Set([m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
   let dataTotal = 0;
   let filesTotal = 0;
   for (const rel of tree.files) {
@@ -371,70 +380,51 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
     const ext = dataExtents(p);
     filesTotal += ext.size;
     dataTotal += ext.dataBytes;
-    if (ext.sparse) files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
-    else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: looksText(p) ? "deflated" : "stored" });
-  }
-  // deflated entries are bounded by their size (plus a little): check the 4 GiB limit up front
-  const bound = dataTotal + files.length * 1024 + (1 << 20);
-  if (bound > ZIP32_MAX || files.some((f) => f.size > ZIP32_MAX && f.method !== "sparse") || dataTotal > ZIP32_MAX) {
-    throw new KerncapError("E_PACK_TOO_LARGE", `${dir} holds ${dataTotal} bytes of data; a zip without ZIP64 records (fflate) holds at most 4 GiB`, {
-      hint: "Copy the folder with a sparse-aware tool instead (tar --sparse -cf cap.tar cap, or rsync --sparse).",
-    });
+    // only a memory image may be sparse in the archive: unpack bounds its size by the manifest's regions
+    if (ext.sparse && images.has(rel)) files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
+    else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
 
   const tmp = tempFor(out);
   const fd = openSync(tmp, "w");
+  const piece = new Uint8Array(PIECE);
   let written = 0;
-  let zipError: Error | null = null;
   let ok = false;
   try {
-    const zip = new Zip((err, chunk) => {
-      if (err) zipError = err;
-      else {
-        writeSync(fd, chunk);
-        written += chunk.length;
-      }
-    });
-    const entry = (name: string, deflate: boolean, mode: number, mtime: Date) => {
-      const e = deflate ? new ZipDeflate(name, { level: 6 }) : new ZipPassThrough(name);
-      // unix permissions in the central directory's external attributes (read back by unpack)
-      Object.assign(e, { os: 3, attrs: ((name.endsWith("/") ? 0o040000 : 0o100000) | mode) << 16, mtime: mtime.getFullYear() < 1980 ? new Date(1980, 0, 1) : mtime });
-      zip.add(e);
-      return e;
-    };
+    const zip = new ZipWriter(fd, out);
     const now = new Date();
-    entry(`${root}/${PACK_INDEX}`, true, 0o644, now).push(new TextEncoder().encode(JSON.stringify(index, null, 1)), true);
-    for (const d of tree.dirs) entry(`${root}/${d}/`, false, statSync(join(dir, d)).mode & 0o7777, now).push(new Uint8Array(0), true);
+    const text = new TextEncoder().encode(JSON.stringify(index, null, 1));
+    const ix = zip.add(`${root}/${PACK_INDEX}`, { deflate: true, mode: 0o644, mtime: now, usize: text.length });
+    ix.push(text);
+    ix.end();
+    for (const d of tree.dirs) zip.add(`${root}/${d}/`, { deflate: false, mode: statSync(join(dir, d)).mode & 0o7777, mtime: now, usize: 0 }).end();
     for (const f of files) {
       const p = join(dir, f.path);
-      const e = entry(f.entry, f.method === "deflated", f.mode, statSync(p).mtime);
+      const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
+      const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: statSync(p).mtime, usize: ranges.reduce((a, r) => a + r[1], 0) });
       const src = openSync(p, "r");
+      // holes of a file stored whole are zero-filled, not read
+      const data = f.method === "stored" ? dataExtents(p) : { extents: [[0, f.size]] as Extent[], size: f.size };
       try {
-        const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
-        let pushed = false;
-        for (let i = 0; i < ranges.length; i++) {
-          const [start, len] = ranges[i]!;
+        for (const [start, len] of ranges) {
           for (let done = 0; done < len; ) {
             const n = Math.min(PIECE, len - done);
-            const b = new Uint8Array(n);
-            const got = readSync(src, b, 0, n, start + done);
+            // a stored piece is written before the next read, so one buffer serves (fresh 4 MiB buffers cost their page faults: 2 s per GiB on a loaded machine); deflate may keep what it is given
+            const b = f.method === "deflated" ? new Uint8Array(n) : piece.subarray(0, n);
+            const got = readSparse(src, b, start + done, data.extents, data.size);
             if (got !== n) throw new KerncapError("E_ARCHIVE", `${p} changed while it was packed (short read at byte ${start + done})`, { hint: "Pack it again when nothing writes to the capture." });
             done += n;
-            e.push(b, i === ranges.length - 1 && done === len);
-            pushed ||= i === ranges.length - 1 && done === len;
+            e.push(b);
             await tick();
           }
         }
-        if (!pushed) e.push(new Uint8Array(0), true);
+        e.end();
       } finally {
         closeSync(src);
       }
-      if (zipError) throw zipError;
-      if (written > ZIP32_MAX) throw new KerncapError("E_PACK_TOO_LARGE", `the archive passed 4 GiB while packing ${f.path}`, { hint: "Copy the folder with tar --sparse or rsync --sparse instead." });
     }
-    zip.end();
-    if (zipError) throw zipError;
+    written = zip.end();
     closeSync(fd);
     await tick(); // the last point before the rename: a signal until here leaves nothing
     // a file that appeared while this pack ran (another pack to the same -o) is not replaced
@@ -452,58 +442,6 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
     }
   }
   return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, notes, seconds: (performance.now() - t0) / 1000 };
-}
-
-/** One central-directory record (APPNOTE 4.3.12). */
-interface CdEntry {
-  name: string;
-  method: number;
-  flags: number;
-  crc: number;
-  csize: number;
-  usize: number;
-  mode: number;
-  localOffset: number;
-}
-
-const u16 = (b: Uint8Array, o: number) => b[o]! | (b[o + 1]! << 8);
-const u32 = (b: Uint8Array, o: number) => (b[o]! | (b[o + 1]! << 8) | (b[o + 2]! << 16) | (b[o + 3]! << 24)) >>> 0;
-
-function readAt(fd: number, off: number, n: number): Uint8Array {
-  const b = new Uint8Array(n);
-  const got = readSync(fd, b, 0, n, off);
-  return b.subarray(0, got);
-}
-
-/** The central directory of the zip open at fd (size bytes). @throws KerncapError E_ARCHIVE */
-function centralDirectory(archive: string, fd: number, size: number): CdEntry[] {
-  const tailLen = Math.min(size, 22 + 65535);
-  const tail = readAt(fd, size - tailLen, tailLen);
-  let e = -1;
-  for (let i = tail.length - 22; i >= 0; i--) if (u32(tail, i) === 0x06054b50) { e = i; break; }
-  if (e < 0) throw bad(archive, "not a zip archive (no end-of-central-directory record)");
-  const count = u16(tail, e + 10);
-  const cdSize = u32(tail, e + 12);
-  const cdOff = u32(tail, e + 16);
-  if (count === 0xffff || cdSize === ZIP32_MAX || cdOff === ZIP32_MAX) throw bad(archive, "a ZIP64 archive (kerncap pack writes none)");
-  if (cdOff + cdSize > size) throw bad(archive, "truncated (the central directory lies past the end of the file)");
-  const cd = readAt(fd, cdOff, cdSize);
-  const out: CdEntry[] = [];
-  let o = 0;
-  for (let k = 0; k < count; k++) {
-    if (o + 46 > cd.length || u32(cd, o) !== 0x02014b50) throw bad(archive, "malformed central directory");
-    const nlen = u16(cd, o + 28);
-    const xlen = u16(cd, o + 30);
-    const clen = u16(cd, o + 32);
-    const flags = u16(cd, o + 8);
-    const nameBytes = cd.subarray(o + 46, o + 46 + nlen);
-    const name = flags & 0x800 ? new TextDecoder().decode(nameBytes) : String.fromCharCode(...nameBytes);
-    const ent: CdEntry = { name, flags, method: u16(cd, o + 10), crc: u32(cd, o + 16), csize: u32(cd, o + 20), usize: u32(cd, o + 24), mode: (u32(cd, o + 38) >>> 16) & 0o7777, localOffset: u32(cd, o + 42) };
-    if (ent.csize === ZIP32_MAX || ent.usize === ZIP32_MAX || ent.localOffset === ZIP32_MAX) throw bad(archive, `${name} is a ZIP64 entry (kerncap pack writes none)`);
-    out.push(ent);
-    o += 46 + nlen + xlen + clen;
-  }
-  return out;
 }
 
 /**
@@ -526,15 +464,16 @@ export function safeEntryPath(archive: string, dest: string, rel: string): strin
  * directory's must equal) as it goes: a deflated entry is pushed INFLATE_PIECE compressed bytes at a
  * time, and the first piece that takes the count past `limit` ends it, so a decompression bomb
  * costs at most one piece's output. `tick` runs between pieces (the interrupt check).
- * @throws KerncapError E_ARCHIVE
+ * @throws KerncapError E_ARCHIVE; the sink's own errors (ENOSPC, EFBIG…) as they are, never blamed
+ *   on the archive
  */
-async function streamEntry(archive: string, fd: number, e: CdEntry, limit: number, sink: (chunk: Uint8Array) => void, tick: () => Promise<void>): Promise<void> {
+async function streamEntry(archive: string, fd: number, e: CdEntry, limit: number, sink: (chunk: Uint8Array) => void, tick: () => Promise<void>, data: ArchiveData = { extents: [[0, Number.MAX_SAFE_INTEGER]], size: Number.MAX_SAFE_INTEGER }): Promise<void> {
   if (e.flags & 1) throw bad(archive, `${e.name} is encrypted`);
   if (e.usize !== limit) throw bad(archive, `${e.name}: the central directory declares ${e.usize} bytes, ${PACK_INDEX} ${limit}`);
   if (e.method === 0 && e.csize !== e.usize) throw bad(archive, `${e.name} is stored with ${e.csize} bytes but declares ${e.usize}`);
-  const lh = readAt(fd, e.localOffset, 30);
-  if (lh.length < 30 || u32(lh, 0) !== 0x04034b50) throw bad(archive, `${e.name}: no local header at byte ${e.localOffset}`);
-  const start = e.localOffset + 30 + u16(lh, 26) + u16(lh, 28);
+  // an honest deflate stream gives at most DEFLATE_MAX_RATIO bytes per byte: a larger claim is refused before inflating
+  if (e.method === 8 && e.usize > e.csize * DEFLATE_MAX_RATIO + 1024) throw bad(archive, `${e.name} declares ${e.usize} bytes from ${e.csize} compressed bytes, more than deflate can give (${DEFLATE_MAX_RATIO}:1)`);
+  const start = e.dataOffset;
   let crc = 0;
   let n = 0;
   const take = (c: Uint8Array) => {
@@ -549,17 +488,20 @@ async function streamEntry(archive: string, fd: number, e: CdEntry, limit: numbe
   else if (e.method !== 0) throw bad(archive, `${e.name} uses compression method ${e.method} (kerncap reads stored and deflated entries)`);
   if (inflate && e.csize === 0) throw bad(archive, `${e.name}: an empty deflate stream`);
   const piece = inflate ? INFLATE_PIECE : PIECE;
+  // a stored piece is written before the next read: one buffer serves (the inflater may keep what it is given)
+  const stored = inflate ? undefined : new Uint8Array(Math.min(PIECE, e.csize));
   let sinceTick = 0;
   for (let done = 0; done < e.csize; ) {
     const k = Math.min(piece, e.csize - done);
-    const b = readAt(fd, start + done, k);
-    if (b.length !== k) throw bad(archive, `truncated inside ${e.name}`);
+    const b = stored ? stored.subarray(0, k) : new Uint8Array(k);
+    if (readSparse(fd, b, start + done, data.extents, data.size) !== k) throw bad(archive, `truncated inside ${e.name}`);
     done += k;
     try {
       if (inflate) inflate.push(b, done === e.csize);
       else take(b);
     } catch (err) {
-      if (err instanceof KerncapError) throw err;
+      // the sink's write failing (a full disk, a file-size limit) is the output's fault, not the archive's
+      if (err instanceof KerncapError || typeof (err as NodeJS.ErrnoException).code === "string") throw err;
       throw bad(archive, `${e.name} does not inflate: ${(err as Error).message}`);
     }
     sinceTick += k;
@@ -571,23 +513,44 @@ async function streamEntry(archive: string, fd: number, e: CdEntry, limit: numbe
 
 const noTick = async () => {};
 
+/** The archive's data extents and size (bytes): its holes (runs of zeros that pack left unwritten) are not read. */
+type ArchiveData = { extents: Extent[]; size: number };
+
+/** A small entry (the index, the manifest: at most 64 MiB) as JSON. @throws KerncapError E_ARCHIVE */
+async function jsonEntry(archive: string, fd: number, e: CdEntry, what: string): Promise<unknown> {
+  if (e.usize > 64 << 20) throw bad(archive, `${what} is ${e.usize} bytes`);
+  const parts: Uint8Array[] = [];
+  await streamEntry(archive, fd, e, e.usize, (c) => parts.push(c.slice()), noTick);
+  try {
+    return JSON.parse(new TextDecoder().decode(Buffer.concat(parts)));
+  } catch (err) {
+    throw bad(archive, `${what} is not JSON: ${(err as Error).message}`);
+  }
+}
+
+const Count = v.pipe(v.number(), v.safeInteger(), v.minValue(0));
+/** The index as pack writes it (PackIndex); anything else in an archive is refused before it is used. */
+const PackIndexSchema = v.object({
+  schema: v.literal(PACK_SCHEMA),
+  root: v.string(),
+  tool: v.string(),
+  files: v.array(v.object({ path: v.string(), size: Count, mode: v.pipe(Count, v.maxValue(0o7777)), entry: v.string(), method: v.picklist(["deflated", "stored", "sparse"]), extents: v.optional(v.array(v.strictTuple([Count, Count]))) })),
+  dirs: v.array(v.string()),
+  warnings: v.array(v.string()),
+});
+
 /** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
 async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promise<PackIndex> {
   const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
   if (!e) throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, { hint: "Unpack it with unzip if it is a plain zip of a capture folder." });
-  if (e.usize > 64 << 20) throw bad(archive, `${PACK_INDEX} is ${e.usize} bytes`);
-  const parts: Uint8Array[] = [];
-  await streamEntry(archive, fd, e, e.usize, (c) => parts.push(c.slice()), noTick);
-  let idx: PackIndex;
-  try {
-    idx = JSON.parse(new TextDecoder().decode(Buffer.concat(parts))) as PackIndex;
-  } catch (err) {
-    throw bad(archive, `${PACK_INDEX} is not JSON: ${(err as Error).message}`);
+  const json = await jsonEntry(archive, fd, e, PACK_INDEX);
+  const schema = (json as { schema?: unknown } | null)?.schema;
+  if (schema !== PACK_SCHEMA) {
+    throw new KerncapError("E_ARCHIVE", `${archive}: ${PACK_INDEX} is not a ${PACK_SCHEMA} index (schema ${JSON.stringify(schema)})`, { hint: "Upgrade kerncap to the version that packed it." });
   }
-  if (idx.schema !== PACK_SCHEMA || !Array.isArray(idx.files) || typeof idx.root !== "string") {
-    throw new KerncapError("E_ARCHIVE", `${archive}: ${PACK_INDEX} is not a ${PACK_SCHEMA} index (schema ${JSON.stringify(idx.schema)})`, { hint: "Upgrade kerncap to the version that packed it." });
-  }
-  return idx;
+  const r = v.safeParse(PackIndexSchema, json);
+  if (!r.success) throw bad(archive, `${PACK_INDEX} is malformed: ${r.issues.slice(0, 3).map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`).join("; ")}`);
+  return r.output;
 }
 
 /** The index of an archive (what `kerncap unpack` would write), without unpacking it. */
@@ -616,6 +579,66 @@ function declaredBytes(archive: string, f: PackedFile): number {
     sum += x[1];
   }
   return sum;
+}
+
+/** One file to unpack: its index record, its zip entry, and the bytes the entry holds. */
+interface Planned {
+  file: PackedFile;
+  entry: CdEntry;
+  bytes: number;
+}
+
+/**
+ * Every check of an archive that needs no writing, with the capture's manifest read from the
+ * archive (ROOT/kerncap.json, parsed and checked as readManifest does):
+ *  - each entry is one the index knows, each index record has its entry, no path twice, no file
+ *    where a folder is (names are unique and streams disjoint already: src/format/zip.ts);
+ *  - the apparent size of every file is one the manifest allows: a file it lists has the size
+ *    its files[] gives, a memory image the size memory.beforeFileBytes/afterFileBytes gives and
+ *    at most what its regions' layout holds (imageBound); only the memory images may be sparse,
+ *    so every other file's size is its stored bytes (bounded by deflate's ratio, streamEntry).
+ * @returns the files in index order
+ * @throws KerncapError E_ARCHIVE naming the file and the bound, E_MANIFEST* for the archived manifest
+ */
+async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: CdEntry[], dest: string): Promise<Planned[]> {
+  const byName = new Map(entries.map((e) => [e.name, e]));
+  const known = new Set([`${idx.root}/${PACK_INDEX}`, ...idx.files.map((f) => f.entry), ...idx.dirs.map((d) => `${idx.root}/${d}/`)]);
+  for (const e of entries) if (!known.has(e.name)) throw bad(archive, `entry ${JSON.stringify(e.name)} is not in ${PACK_INDEX}`);
+  for (const p of [...idx.dirs, ...idx.files.map((f) => f.path)]) safeEntryPath(archive, dest, p); // zip-slip, before anything else
+  const folders = new Set(idx.dirs.map((d) => d.replace(/\/+$/, "")));
+  const paths = new Set<string>();
+  for (const f of idx.files) {
+    const key = f.path.replace(/\/+$/, "");
+    if (paths.has(key)) throw bad(archive, `${PACK_INDEX} lists ${f.path} twice`);
+    paths.add(key);
+  }
+  for (const p of paths) {
+    for (let up = posix.dirname(p); up !== "."; up = posix.dirname(up)) if (paths.has(up)) throw bad(archive, `${PACK_INDEX} lists ${up} as a file and ${p} inside it`);
+    if (folders.has(p)) throw bad(archive, `${PACK_INDEX} lists ${p} both as a file and as a folder`);
+  }
+  const planned = idx.files.map((f) => {
+    const entry = byName.get(f.entry);
+    if (!entry) throw bad(archive, `${f.entry} is missing`);
+    if (f.entry !== `${idx.root}/${f.path}${f.method === "sparse" ? SPARSE_SUFFIX : ""}`) throw bad(archive, `${f.entry} does not name ${f.path}`);
+    const bytes = declaredBytes(archive, f);
+    if (entry.usize !== bytes) throw bad(archive, `${entry.name}: the central directory declares ${entry.usize} bytes, ${PACK_INDEX} ${bytes}`);
+    return { file: f, entry, bytes };
+  });
+  const manifestEntry = byName.get(`${idx.root}/${MANIFEST_FILE}`);
+  if (!manifestEntry) throw bad(archive, `it holds no ${MANIFEST_FILE}: not a capture`);
+  const m = parseManifest(await jsonEntry(archive, fd, manifestEntry, MANIFEST_FILE), `${archive}: ${MANIFEST_FILE}`);
+  const listed = new Map(m.files.map((f) => [posix.normalize(f.path), f.size]));
+  const images = new Map(
+    (["before", "after"] as const).map((w) => [posix.normalize(m.memory[w]), { bytes: w === "before" ? m.memory.beforeFileBytes : m.memory.afterFileBytes, bound: imageBound(m) }]),
+  );
+  for (const { file: f } of planned) {
+    const image = images.get(f.path);
+    const want = image?.bytes ?? listed.get(f.path);
+    if (want !== undefined && f.size !== want) throw bad(archive, `${f.path} would be ${f.size} bytes; the manifest says ${want}`);
+    if (image && image.bytes > image.bound) throw bad(archive, `${f.path}: the manifest gives it ${image.bytes} bytes, more than its regions and globals can fill (${image.bound} bytes)`);
+    if (f.method === "sparse" && !image) throw bad(archive, `${f.path} is packed sparse (holes), but only the manifest's memory images are: its size ${f.size} is not bounded by its data`);
+  }
+  return planned;
 }
 
 /** Mode bits unpack gives a file: the archive's, without group/other write or special bits; always owner read/write. */
@@ -660,29 +683,30 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const existed = existsSync(dest);
     if (existed) assertReplaceable(dest, Boolean(opts.force));
     assertOutputPath(dest, "capture folder");
-    const byName = new Map(entries.map((e) => [e.name, e]));
-    // every entry must be one the index knows, under ROOT/, with a safe path: checked before writing
-    const known = new Set([`${idx.root}/${PACK_INDEX}`, ...idx.files.map((f) => f.entry), ...(idx.dirs ?? []).map((d) => `${idx.root}/${d}/`)]);
-    for (const e of entries) if (!known.has(e.name)) throw bad(archive, `entry ${JSON.stringify(e.name)} is not in ${PACK_INDEX}`);
-    // the sizes the index declares bound what is written: at most what pack can write in all
-    const declared = idx.files.map((f) => declaredBytes(archive, f));
-    const total = declared.reduce((a, b) => a + b, 0);
-    if (total > ZIP32_MAX) throw bad(archive, `${PACK_INDEX} declares ${total} bytes of data; \`kerncap pack\` writes at most ${ZIP32_MAX}`);
+    // every check that needs no writing comes first: a refused archive leaves nothing behind
+    const plan = await planUnpack(archive, fd, idx, entries, dest);
+    const data = dataExtents(archive);
     removeStale(dest, "unpack");
     tmp = tempFor(dest);
     rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp);
+    mkdirSync(tmp, { mode: 0o700 });
     markTemp(tmp); // known as kerncap's if this unpack is killed (src/leftovers.ts)
-    for (const d of idx.dirs ?? []) mkdirSync(safeEntryPath(archive, tmp, d), { recursive: true });
+    const made = new Set<string>([tmp]);
+    // each folder by itself, chmod'ed: mkdir's mode is cut by the umask (0777 under umask 000), a chmod is not
+    const folder = (p: string) => {
+      if (made.has(p)) return;
+      folder(dirname(p));
+      mkdirSync(p);
+      chmodSync(p, FOLDER_MODE);
+      made.add(p);
+    };
+    for (const d of idx.dirs) folder(safeEntryPath(archive, tmp, d));
     let sparseFiles = 0;
     let filesBytes = 0;
     let dataBytes = 0;
-    for (const [i, f] of idx.files.entries()) {
+    for (const { file: f, entry: e, bytes } of plan) {
       const p = safeEntryPath(archive, tmp, f.path);
-      const e = byName.get(f.entry);
-      if (!e) throw bad(archive, `${f.entry} is missing`);
-      if (f.entry !== `${idx.root}/${f.path}${f.method === "sparse" ? SPARSE_SUFFIX : ""}`) throw bad(archive, `${f.entry} does not name ${f.path}`);
-      mkdirSync(dirname(p), { recursive: true });
+      folder(dirname(p));
       const out = openSync(p, "w", 0o600);
       try {
         if (f.method === "sparse") {
@@ -690,7 +714,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
           const ext = f.extents ?? [];
           let x = 0; // current extent
           let inX = 0; // bytes of it written
-          await streamEntry(archive, fd, e, declared[i]!, (c) => {
+          await streamEntry(archive, fd, e, bytes, (c) => {
             for (let o = 0; o < c.length; ) {
               const cur = ext[x];
               if (!cur) throw bad(archive, `${f.entry} holds more bytes than its extents`);
@@ -700,14 +724,20 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
               inX += n;
               if (inX === cur[1]) (x++, (inX = 0));
             }
-          }, tick);
+          }, tick, data);
           while (x < ext.length && ext[x]![1] === 0) x++; // empty extents hold no bytes
           if (x !== ext.length) throw bad(archive, `${f.entry} holds fewer bytes than its extents`);
-          ftruncateSync(out, f.size); // the trailing hole; earlier holes were never written
         } else {
-          await streamEntry(archive, fd, e, declared[i]!, (c) => writeSync(out, c), tick);
+          // blocks of zeros are left as holes: a stored run of zeros costs no disk here either
+          let at = 0;
+          await streamEntry(archive, fd, e, bytes, (c) => {
+            writeSparse(out, c, at);
+            at += c.length;
+          }, tick, data);
         }
-        if (fstatSync(out).size !== f.size) throw bad(archive, `${f.path} unpacked to ${fstatSync(out).size} bytes, the index says ${f.size}`);
+        ftruncateSync(out, f.size); // the trailing hole; earlier holes were never written
+      } catch (err) {
+        throw withPath(err, join(dest, f.path));
       } finally {
         closeSync(out);
       }
@@ -715,6 +745,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
       filesBytes += f.size;
       dataBytes += e.usize;
     }
+    chmodSync(tmp, FOLDER_MODE);
     // the capture's own checks (manifest, per-file checksums, memory image sizes, every stored chunk's kc64) before the rename
     try {
       const m = readManifest(tmp);

@@ -93,6 +93,20 @@ export function storedEnd(m: Manifest, which: "before" | "after"): number {
 }
 
 /**
+ * The most bytes a memory image can hold, from the manifest's ranges (regions and globals): each
+ * range's bytes, whole or as runs of its chunks, starting at most one alignment step (64 KiB) past
+ * the previous range's end and padded at most one step after a short last chunk (c/kc_snapshot.h
+ * kc_align_up, KC_ALIGN in c/kc_hash.h; c/kerncap_hsa.c lays whole regions at 65536-aligned
+ * offsets). A manifest that gives an image more lays it out as no capture library does.
+ */
+export function imageBound(m: Manifest): number {
+  return [...m.regions, ...m.globals].reduce((a, r) => a + r.size + 2 * IMAGE_ALIGN, 0);
+}
+
+/** The alignment of a range's start in a memory image (bytes). */
+const IMAGE_ALIGN = 64 << 10;
+
+/**
  * Check the kc64 of every stored chunk of both memory files on the CPU (~1 GB/s). Progress goes
  * to `onBytes` (bytes hashed so far).
  * @throws KerncapError E_CHECKSUM naming the file, the range and the chunk.

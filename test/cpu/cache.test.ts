@@ -3,9 +3,9 @@
  * TMPDIR fallback when the cache folder cannot be written (no home, /proc, read-only), said once.
  */
 import { describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { cachedFolder, contentHash, fallbackCacheDir, preferredCacheDir } from "../../src/cache.ts";
+import { cachedFolder, cacheFolderRisk, contentHash, fallbackCacheDir, preferredCacheDir } from "../../src/cache.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { tempDir } from "./fixtures.ts";
 
@@ -160,5 +160,73 @@ describe("cache folder", () => {
     expect(lib).toMatch(new RegExp(`^${tmp}/kerncap-cache-\\d+/cuda-lib-[0-9a-f]{16}/libkerncap_cuda\\.so$`));
     expect(existsSync(join(shim!, "sitecustomize.py"))).toBe(true);
     expect(err.match(/cannot be written; using/g)?.length).toBe(1);
+  });
+});
+
+// another local user may write a shared cache: a planted library must never be loaded (src/cache.ts cacheFolderRisk)
+describe("cache trust", () => {
+  const planted = "planted by another user";
+  /** A cache folder at `d` holding the leaf of files() with its first file replaced by `planted`. */
+  const plant = (d: string) => {
+    const leaf = join(d, `thing-${contentHash(files())}`);
+    mkdirSync(join(leaf, "sub"), { recursive: true });
+    writeFileSync(join(leaf, "a.txt"), planted, { mode: 0o644 });
+    writeFileSync(join(leaf, "sub/run.sh"), "#!/bin/sh\necho hi\n", { mode: 0o755 });
+    return leaf;
+  };
+
+  for (const mode of [0o777, 0o1777]) {
+    test(`a cache folder of mode ${mode.toString(8)} holding a planted copy: not used, the copy comes from a folder of the user's, a warning names the folder; doctor says so with the fix`, async () => {
+      const d = tempDir();
+      const leaf = plant(d);
+      chmodSync(d, mode);
+      const tmp = tempDir();
+      const { value: p, err } = withStderr(() => cachedFolder("thing", files(), { KERNCAP_CACHE: d, TMPDIR: tmp }));
+      expect(p.startsWith(d)).toBe(false);
+      expect(p.startsWith(tmp)).toBe(true);
+      expect(readFileSync(join(p, "a.txt"), "utf8")).toBe("hello");
+      expect(readFileSync(join(leaf, "a.txt"), "utf8")).toBe(planted); // left alone: not ours to remove
+      expect(err).toContain(`${d} is writable by other users (mode ${mode.toString(8).padStart(4, "0")})`);
+      const { checkCache } = await import("../../src/doctor.ts");
+      const c = checkCache({ KERNCAP_CACHE: d, TMPDIR: tmp });
+      expect(c.status).toBe("warn");
+      expect(c.detail).toContain(`${d} (from KERNCAP_CACHE) is not used: ${d} is writable by other users`);
+      expect(c.fix).toContain("chmod go-w");
+    });
+  }
+
+  test("a copy whose bytes differ from the embedded ones (a wrong hash) in the user's own cache: written again, said so", () => {
+    const d = tempDir();
+    chmodSync(d, 0o700);
+    const leaf = plant(d);
+    const { value: p, err } = withStderr(() => cachedFolder("thing", files(), { KERNCAP_CACHE: d }));
+    expect(p).toBe(leaf);
+    expect(readFileSync(join(p, "a.txt"), "utf8")).toBe("hello");
+    expect(err).toContain(`${join(leaf, "a.txt")} differs from the copy embedded in kerncap; writing it again`);
+  });
+
+  test("a sticky, world-writable parent (a 1777 /tmp) above the user's own 0700 cache folder is fine", () => {
+    const parent = tempDir();
+    chmodSync(parent, 0o1777);
+    const d = join(parent, "cache");
+    const p = cachedFolder("thing", files(), { KERNCAP_CACHE: d });
+    expect(p.startsWith(d)).toBe(true);
+    expect(statSync(d).mode & 0o777).toBe(0o700);
+    expect(cacheFolderRisk(d)).toBeUndefined();
+    // the same parent without its sticky bit: anyone could rename the cache folder away and put their own
+    chmodSync(parent, 0o777);
+    expect(cacheFolderRisk(d)).toBe(`${parent} is writable by other users (mode 0777)`);
+  });
+
+  test.skipIf(!IS_ROOT)("a cache folder owned by another user (or inside one) is not used", () => {
+    const d = tempDir();
+    plant(d);
+    chownSync(d, 65534, 65534);
+    expect(cacheFolderRisk(d)).toBe(`${d} belongs to another user (uid 65534)`);
+    expect(cacheFolderRisk(join(d, "sub"))).toBe(`${d} belongs to another user (uid 65534)`);
+    const tmp = tempDir();
+    const { value: p } = withStderr(() => cachedFolder("thing", files(), { KERNCAP_CACHE: d, TMPDIR: tmp }));
+    expect(p.startsWith(tmp)).toBe(true);
+    expect(readFileSync(join(p, "a.txt"), "utf8")).toBe("hello");
   });
 });

@@ -1,0 +1,129 @@
+/**
+ * What `kerncap unpack` refuses before it writes (src/format/zip.ts, src/format/archive.ts): each
+ * case an archive that once unpacked larger than it is or differently from what it lists, made
+ * from a real `kerncap pack` archive of a synthetic capture by rewriting its entries.
+ */
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { KerncapError } from "../../src/errors.ts";
+import { packCapture, PACK_INDEX, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+import { rawZip, readRawZip, storedEntry, type RawEntry } from "./zip-fixture.ts";
+
+async function refusal(fn: () => Promise<unknown>): Promise<KerncapError> {
+  try {
+    await fn();
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error("unpacked: no refusal");
+}
+
+/** A packed synthetic capture (`extra`: more files in the folder, path → text), its entries, and a function that rewrites it. */
+async function packed(extra: Record<string, string> = {}) {
+  const root = tempDir();
+  const dir = join(root, "cap");
+  await makeCapture(dir);
+  for (const [p, text] of Object.entries(extra)) {
+    mkdirSync(join(dir, p, ".."), { recursive: true });
+    writeFileSync(join(dir, p), text);
+  }
+  const p = await packCapture(dir, join(root, "cap.zip"));
+  const entries = readRawZip(p.archive);
+  const index = JSON.parse(new TextDecoder().decode(Bun.inflateSync(entries[0]!.data as Uint8Array<ArrayBuffer>))) as PackIndex;
+  /** Write `list` (the index entry replaced by `idx`, stored) as evil.zip; @returns its path. */
+  const write = (list: RawEntry[], idx: PackIndex = index) => {
+    const out = join(root, "evil.zip");
+    writeFileSync(out, rawZip([storedEntry(`cap/${PACK_INDEX}`, JSON.stringify(idx)), ...list.slice(1)]));
+    return out;
+  };
+  return { root, entries, index, write, out: join(root, "out") };
+}
+
+/** Nothing of an unpack left under root but the archives. */
+const onlyArchives = (root: string) => readdirSync(root).filter((n) => n !== "cap" && !n.endsWith(".zip"));
+
+describe("unpack refuses", () => {
+  test("two entries of one name (the last one used to win)", async () => {
+    const a = await packed();
+    const dup = a.entries.find((e) => e.name === "cap/kernel/params.bin")!;
+    const e = await refusal(() => unpackArchive(a.write([...a.entries, { ...dup }]), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain('two entries are named "cap/kernel/params.bin"');
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("two entries sharing one compressed stream (1.2 MB once unpacked to 2 GiB)", async () => {
+    const text = "kernel source line\n".repeat(1 << 16);
+    const a = await packed({ "src/a.txt": text, "src/b.txt": text });
+    const ia = a.entries.findIndex((e) => e.name === "cap/src/a.txt");
+    const list = a.entries.map((e, i) => (e.name === "cap/src/b.txt" ? { ...e, sharesWith: ia } : e));
+    const e = await refusal(() => unpackArchive(a.write(list), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toMatch(/cap\/src\/b\.txt: the local header at byte \d+ names "cap\/src\/a\.txt"/);
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("a sparse entry without data for a file the manifest does not lay out (157 KB once became 750 TiB)", async () => {
+    const a = await packed();
+    const size = 750 * 2 ** 40;
+    const idx = { ...a.index, files: [...a.index.files, { path: "memory/huge.bin", size, mode: 0o644, entry: "cap/memory/huge.bin.kcsparse", method: "sparse" as const, extents: [] }] };
+    const t0 = performance.now();
+    const e = await refusal(() => unpackArchive(a.write([...a.entries, storedEntry("cap/memory/huge.bin.kcsparse", "")], idx), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain("memory/huge.bin is packed sparse");
+    expect(e.message).toContain("only the manifest's memory images");
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("a memory image larger than the manifest's regions and their layout allow", async () => {
+    const a = await packed();
+    const i = a.index.files.findIndex((f) => f.path === "memory/before.bin");
+    const before = a.index.files[i]!;
+    const files = [...a.index.files];
+    files[i] = { ...before, size: 2 ** 40, method: "sparse", entry: `${before.entry}.kcsparse`, extents: [[0, before.size]] };
+    const list = a.entries.map((e) => (e.name === before.entry ? { ...e, name: `${before.entry}.kcsparse` } : e));
+    const e = await refusal(() => unpackArchive(a.write(list, { ...a.index, files }), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain(`memory/before.bin would be ${2 ** 40} bytes; the manifest says ${before.size}`);
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("a file the manifest lists, with another size than the manifest's", async () => {
+    const a = await packed();
+    const params = a.entries.find((e) => e.name === "cap/kernel/params.bin")!;
+    const big = new Uint8Array(1 << 20).fill(7);
+    const files = a.index.files.map((f) => (f.path === "kernel/params.bin" ? { ...f, size: big.length } : f));
+    const list = a.entries.map((e) => (e === params ? storedEntry(e.name, big) : e));
+    const e = await refusal(() => unpackArchive(a.write(list, { ...a.index, files }), a.out));
+    expect(e.message).toContain(`kernel/params.bin would be ${1 << 20} bytes; the manifest says 12`);
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("a deflated entry declaring more bytes than deflate can give from its compressed ones", async () => {
+    const a = await packed({ "src/k.cu": "__global__ void k() {}\n" });
+    const src = a.entries.find((e) => e.name === "cap/src/k.cu")!;
+    const usize = src.data.length * 2000;
+    const files = a.index.files.map((f) => (f.path === "src/k.cu" ? { ...f, size: usize } : f));
+    const list = a.entries.map((e) => (e === src ? { ...e, usize } : e));
+    const e = await refusal(() => unpackArchive(a.write(list, { ...a.index, files }), a.out));
+    expect(e.message).toContain(`cap/src/k.cu declares ${usize} bytes from ${src.data.length} compressed bytes`);
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("folders get the files' mask (no group/other write) whatever the umask; files too", async () => {
+    const a = await packed({ "src/deep/k.cu": "__global__ void k() {}\n" });
+    const old = process.umask(0);
+    try {
+      const u = await unpackArchive(join(a.root, "cap.zip"), a.out);
+      for (const d of ["", "src", "src/deep", "kernel", "memory"]) expect((statSync(join(u.dir, d)).mode & 0o7777).toString(8), d || ".").toBe("755");
+      expect((statSync(join(u.dir, "src/deep/k.cu")).mode & 0o7777).toString(8)).toBe("644");
+    } finally {
+      process.umask(old);
+    }
+    expect(existsSync(join(a.out, "kerncap.json"))).toBe(true);
+  });
+});
