@@ -82,18 +82,26 @@ export const INJECTORS: Record<Runtime, Injector> = {
   hsa: { runtime: "hsa", variable: "HSA_TOOLS_LIB", label: "HSA", prepare: () => hsaInjection() },
 };
 
-/** Whether libcuda loads in this process (the machine has an NVIDIA driver), or KERNCAP_LIBCUDA names one. */
-function hasLibcuda(): boolean {
-  if (libcudaOverride()) return true;
-  for (const n of libcudaCandidates()) {
+/**
+ * Whether one of `names` loads with `symbol` (a function taking a u32, returning an i32) found in it.
+ * Bun's dlopen refuses an empty symbol table, so the symbol is required (an empty table made every
+ * libcuda look absent on the H200, and the HSA injector was chosen there).
+ */
+export function libraryLoads(names: string[], symbol: string): boolean {
+  for (const n of names) {
     try {
-      dlopen(n, {}).close();
+      dlopen(n, { [symbol]: { args: ["u32"], returns: "i32" } }).close();
       return true;
     } catch {
       // next candidate
     }
   }
   return false;
+}
+
+/** Whether libcuda loads in this process (the machine has an NVIDIA driver), or KERNCAP_LIBCUDA names one. */
+function hasLibcuda(): boolean {
+  return Boolean(libcudaOverride()) || libraryLoads(libcudaCandidates(), "cuInit");
 }
 
 /** Whether libhsa-runtime64 (KERNCAP_HSA_PATH first) loads: the machine has ROCm. */
