@@ -12,7 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { kc64 } from "../../src/format/kc64.ts";
 import { APPS, BIN, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
 
@@ -38,6 +38,7 @@ beforeAll(() => {
     if (p.code !== 0) throw new Error(p.stderr);
   }
   const cap = (out: string, kernel: string, dispatch: number, argv: string[]) => {
+    mkdirSync(dirname(out), { recursive: true }); // run writes DIR, never its parent folders
     const r = kerncap(WORK, ["run", "--kernel", kernel, "--dispatch", String(dispatch), "--out", out, "--", ...argv]);
     if (r.code !== 0) throw new Error(`capture ${out}: ${r.stderr}`);
   };
