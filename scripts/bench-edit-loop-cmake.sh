@@ -110,6 +110,6 @@ read -r w_s w_build w_own w_event w_verdict < <(watch_save_to_verdict "$cap" "$c
 awk -v name="$(basename "$src") $kernel" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v rebuilt="$rebuilt" -v jobs="$jobs" -v vb="$vbuild" -v vbuilder="$vbuilder" -v verdict="$verdict" \
   -v ws="$w_s" -v wb="$w_build" -v wo="$w_own" -v we="$w_event" -v wv="$w_verdict" 'BEGIN {
   a = t2 - t0; b = t4 - t3
-  printf "edit-loop cmake (%s): traditional %.2f s (cmake --build -j%d %.2f s, %d objects rebuilt; rerun %.2f s) | kerncap validate %.2f s (%s build %.2f s; %s) | validate --watch %.2f s save->verdict (build %.2f s, watch says %.2f s; %s %s)\n", name, a, jobs, t1 - t0, rebuilt, t2 - t1, b, vbuilder == "pruned" ? "pruned TU" : "build.sh", vb, verdict, ws, wb, wo, we, wv
-  printf "edit-loop cmake: speed-up %.1fx validate (target >= 10x: %s), %.1fx watch (target >= 20x: %s)\n", a / b, a / b >= 10 ? "met" : "not met", a / ws, a / ws >= 20 ? "met" : "not met"
+  printf "edit-loop cmake (%s): traditional %.2f s (cmake --build -j%d %.2f s, %d objects rebuilt; rerun %.2f s) | kerncap validate %.2f s (%s build %.2f s; %s) | validate --watch %.2f s save->verdict (build %.2f s, watch says %.2f s; %s %s)\n", name, a, jobs, t1 - t0, rebuilt, t2 - t1, b, (vbuilder == "pruned" ? "pruned TU" : "build.sh"), vb, verdict, ws, wb, wo, we, wv
+  printf "edit-loop cmake: speed-up %.1fx validate (target >= 10x: %s), %.1fx watch (target >= 20x: %s)\n", a / b, (a / b >= 10 ? "met" : "not met"), a / ws, (a / ws >= 20 ? "met" : "not met")
 }'

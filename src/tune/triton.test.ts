@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
-import { capturedConfig, tritonScalarArgs, tuneSpace } from "./triton.ts";
+import { capturedConfig, tritonScalarArgs, tunableNames, tunedConfig, tuneSpace } from "./triton.ts";
+import { autotuneLine, parseConfigSpace } from "./space.ts";
 
 const SIG = { a_ptr: "*fp16", c_ptr: "*fp32", M: "i32", N: "i32", K: "i64", flag: "i1", alpha: "fp32", BLOCK_M: "constexpr", BLOCK_N: "constexpr" };
 const PIN = {
@@ -75,5 +76,19 @@ describe("kerncap tune: refused before anything compiles", () => {
     const r = cli(["tune", dir, "--json", "--config", "num_warps=4"]);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.out).error).toMatchObject({ code: "E_FRONTEND" });
+  });
+});
+
+describe("the configs reported", () => {
+  test("only the constexprs the autotuner's configs or --config name: Triton's specialization of an argument equal to 1 is no config", () => {
+    const pin = { ...PIN, constexprs: [{ name: "stride_ak", expr: "1" }, ...PIN.constexprs] };
+    const base = capturedConfig(pin);
+    expect(base.kwargs.stride_ak).toBe(1);
+    const names = tunableNames(pin, parseConfigSpace(["num_warps=2,4"]));
+    expect([...names!].sort()).toEqual(["BLOCK_M", "BLOCK_N"]);
+    expect(autotuneLine(tunedConfig(names)(base))).toBe('triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=4, num_stages=3, num_ctas=1)');
+    const none = tunableNames({ ...pin, autotune: null }, parseConfigSpace(["num_warps=2,4"]));
+    expect(none).toBeNull();
+    expect(tunedConfig(none)(base)).toEqual(base);
   });
 });

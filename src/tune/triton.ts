@@ -88,6 +88,22 @@ export function capturedConfig(pin: Pinned): TuneConfig {
   return { kwargs, options };
 }
 
+/**
+ * The constexprs a config sets: those of the autotuner's configs recorded at capture and those
+ * --config sweeps; none recorded or swept: every whole-number constexpr. Triton also makes an
+ * integer argument equal to 1 a constexpr (its specialization: stride_ak=1 in pinned.json), which
+ * is no config of @triton.autotune and must not reach the line to paste.
+ */
+export function tunableNames(pin: Pinned, swept: TuneConfig[]): Set<string> | null {
+  const names = new Set<string>([...(pin.autotune?.configList ?? []).flatMap((c) => Object.keys(c.kwargs)), ...swept.flatMap((c) => Object.keys(c.kwargs))]);
+  return names.size ? names : null;
+}
+
+/** A config as reported (table, JSON, the triton.Config line): its kwargs cut to `names` (null: all). */
+export function tunedConfig(names: Set<string> | null): (c: TuneConfig) => TuneConfig {
+  return (c) => (names ? { kwargs: Object.fromEntries(Object.entries(c.kwargs).filter(([k]) => names.has(k))), options: c.options } : c);
+}
+
 /** The space: --config, else the autotuner's configs recorded at capture. @throws KerncapError E_USAGE when there is neither */
 export function tuneSpace(pin: Pinned, specs: string[]): TuneConfig[] {
   if (specs.length) return parseConfigSpace(specs);
@@ -116,7 +132,8 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   if (!existsSync(pinPath)) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
   const pin = JSON.parse(readFileSync(pinPath, "utf8")) as Pinned;
   const base = capturedConfig(pin);
-  const space = tuneSpace(pin, o.configs).map((c) => ({ kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } }));
+  const swept = tuneSpace(pin, o.configs);
+  const space = swept.map((c) => ({ kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } }));
   const params = new Uint8Array(readFileSync(join(dir, m.params.file)));
   const scalars = tritonScalarArgs(pin.signature, params, m.params.layout);
   const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
@@ -186,11 +203,12 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
     const us = r.times.length ? r.result.timing.medianUs : null;
     return { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
   };
-  const rows: TuneRow[] = [row(base, true, baseRun)];
+  const shown = tunedConfig(tunableNames(pin, swept));
+  const rows: TuneRow[] = [row(shown(base), true, baseRun)];
   for (const [i, c] of unique.entries()) {
     const b = built[i]!;
     const k = candidates.findIndex((x) => x.i === i);
-    rows.push(row(c, false, k < 0 ? undefined : set[k + 1], "error" in b ? b.error : undefined));
+    rows.push(row(shown(c), false, k < 0 ? undefined : set[k + 1], "error" in b ? b.error : undefined));
   }
   return { dir, kernel: m.kernel.name, grid: o.grid ?? null, rows, winner: pickWinner(rows) ?? null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
 }
