@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { cubinKernels } from "../src/codeobj/cubin.ts";
 import { pickCubin } from "../src/codeobj/fatbin.ts";
 import { findNvcc, renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
-import { locateKernelSource } from "../src/repro/locate.ts";
+import { locateKernelSource } from "../src/frontends/cuda/locate.ts";
 
 const N = Number(process.argv[2] ?? 48);
 const RUNS = Number(process.argv[3] ?? 3);

@@ -16,7 +16,7 @@ import { fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
-import { describeLibcudaSearch, libcudaCandidates, loaderReason, missingSymbol, overrideDoesNotLoad, SYMBOLS } from "./replay/cuda.ts";
+import { describeLibcudaSearch, libcudaCandidates, loaderReason, missingSymbol, overrideDoesNotLoad, SYMBOLS } from "./native/libcuda.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -66,7 +66,7 @@ export function checkLibcuda(): Check & { loaded?: string } {
       const r = lib.symbols.cuDriverGetVersion(v);
       lib.close();
       if (r !== 0) return { id: "libcuda", status: "fail", detail: `${n} loaded but cuDriverGetVersion returned ${r}`, fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer)." };
-      // every entry point replay calls (src/replay/cuda.ts SYMBOLS): an older driver lacks some
+      // every entry point replay calls (src/native/libcuda.ts SYMBOLS): an older driver lacks some
       try {
         dlopen(n, SYMBOLS).close();
       } catch (e) {
@@ -205,7 +205,7 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
  * (Cuda.mapAt). The context is destroyed afterwards.
  */
 export async function checkVaReservation(): Promise<Check> {
-  const { cuda, resetCuda } = await import("./replay/cuda.ts");
+  const { cuda, resetCuda } = await import("./native/libcuda.ts");
   try {
     const c = cuda();
     const g = c.granularity();

@@ -27,11 +27,11 @@ import { findCupti } from "./cupti.ts";
 import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
 import { cudaCaptureLibrary } from "./lib.ts";
 import { collectiveLibrary } from "./collective.ts";
-import { compileEre, type PosixRegex } from "./posix-regex.ts";
+import { compileEre, type PosixRegex } from "../util/posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
 import { cuptiNotes, injectionEnv, launchingTool, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
-import { shellQuote } from "../shell-quote.ts";
+import { shellQuote } from "../util/shell-quote.ts";
 import { watchProgress } from "./progress.ts";
 import { captureEnrichment, captureEnv, type CaptureContext } from "../frontends/index.ts";
 

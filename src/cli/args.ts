@@ -3,7 +3,7 @@ import { writeSync } from "node:fs";
 import { dlopen, FFIType } from "bun:ffi";
 import type { ArgsDef } from "citty";
 import { KerncapError } from "../errors.ts";
-import { documentId, type DocumentName } from "./documents.ts";
+import { documentId, type DocumentName } from "../format/documents.ts";
 import { elementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
 
@@ -39,7 +39,7 @@ export function intArg(name: string, v: unknown, def: number, max = 1_000_000, m
 
 /**
  * Write a verb's JSON document on stdout, with its schema id first (`"schema": "kerncap.<verb>/N"`,
- * src/cli/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
+ * src/format/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
  */
 export function printJson(name: DocumentName, doc: object): void {
   writeData(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");

@@ -5,7 +5,7 @@
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 
-export { shellPath, shellQuote } from "../shell-quote.ts";
+export { shellPath, shellQuote } from "../util/shell-quote.ts";
 
 /** Bytes in binary units: 1536 → "1.5 KiB". */
 export function formatBytes(n: number): string {

@@ -7,7 +7,7 @@ import { storedEnd, verifyChunks } from "./chunks.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
-import { shellPath } from "../shell-quote.ts";
+import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */

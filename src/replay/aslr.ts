@@ -12,7 +12,7 @@ import { arch } from "node:os";
 import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild } from "../env.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
-import { resetCuda } from "./cuda.ts";
+import { resetCuda } from "../native/libcuda.ts";
 
 const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" };
 

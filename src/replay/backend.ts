@@ -1,8 +1,8 @@
 /**
  * The replay backend interface: what the one replay engine (src/replay/engine.ts) asks of a
  * vendor's runtime. Two implementations: CUDA (src/replay/cuda-backend.ts over the libcuda
- * wrapper src/replay/cuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
- * wrapper src/replay/hsa.ts). `openBackend` is the one place that branches on the vendor.
+ * wrapper src/native/libcuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
+ * wrapper src/native/libhsa.ts). `openBackend` is the one place that branches on the vendor.
  *
  * Addresses are device virtual addresses (bigint), sizes bytes. Every call is synchronous unless
  * its name says Async; `sync` waits for the device.

@@ -7,7 +7,7 @@ import { describeModule } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { CU, CudaError, cuda, type Cuda } from "./cuda.ts";
+import { CU, CudaError, cuda, type Cuda } from "../native/libcuda.ts";
 import { Scanner } from "./scan.ts";
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.

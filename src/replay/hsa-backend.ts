@@ -17,7 +17,7 @@ import { KerncapError } from "../errors.ts";
 import { kc64 } from "../format/kc64.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { FLAG_COARSE_GRAINED, FLAG_KERNARG_INIT, initHsa, type Hsa, type HsaQueue } from "./hsa.ts";
+import { FLAG_COARSE_GRAINED, FLAG_KERNARG_INIT, initHsa, type Hsa, type HsaQueue } from "../native/libhsa.ts";
 import type { ChunkScan } from "./scan.ts";
 
 /** Host bytes per copy of a memset or a scan (bounded host memory for ranges of any size). */

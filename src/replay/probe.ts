@@ -2,7 +2,7 @@
 import { dlopen, FFIType } from "bun:ffi";
 import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { describeLibcudaSearch, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./cuda.ts";
+import { describeLibcudaSearch, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "../native/libcuda.ts";
 
 /**
  * @returns the number of CUDA devices (≥ 1).

@@ -353,14 +353,14 @@ describe("capture helpers", () => {
     expect(() => findCupti({ KERNCAP_CUPTI_PATH: join(d, "libcupti.so") })).toThrow("(not an ELF file)");
   });
   test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
-    const { libcudaCandidates } = await import("../../src/replay/cuda.ts");
+    const { libcudaCandidates } = await import("../../src/native/libcuda.ts");
     expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow("KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1");
     expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })).toEqual(["libcuda.so.1"]); // a bare name: the loader searches
     // a file that exists but is not a library: the only candidate, said as such (no fallback to the search)
     const notLib = join(tempDir(), "libcuda.so.1");
     writeFileSync(notLib, "not an ELF\n");
     expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: notLib })).toEqual([notLib]);
-    const { cuda } = await import("../../src/replay/cuda.ts");
+    const { cuda } = await import("../../src/native/libcuda.ts");
     const before = process.env.KERNCAP_LIBCUDA;
     process.env.KERNCAP_LIBCUDA = notLib;
     try {
@@ -389,7 +389,7 @@ describe("capture helpers", () => {
     const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", lib, join(d, "old.c")], { stderr: "pipe" });
     expect(cc.exitCode, cc.stderr.toString()).toBe(0);
     const { checkLibcuda } = await import("../../src/doctor.ts");
-    const { cuda, missingSymbol } = await import("../../src/replay/cuda.ts");
+    const { cuda, missingSymbol } = await import("../../src/native/libcuda.ts");
     expect(missingSymbol('Symbol "cuDeviceGet" not found in "/x.so"')).toBe("cuDeviceGet");
     const old = process.env.KERNCAP_LIBCUDA;
     process.env.KERNCAP_LIBCUDA = lib;
@@ -649,7 +649,7 @@ describe("command line (runCli: the one error path)", () => {
     expect(out.trim().split("\n")).toHaveLength(1);
     const rec = JSON.parse(out);
     expect(rec).toMatchObject({ schema: "kerncap.validate-watch/1", event: "error", trigger: "start", files: [], code: "E_NOT_CAPTURE", buildSeconds: null });
-    const { DOCUMENTS } = await import("../../src/cli/documents.ts");
+    const { DOCUMENTS } = await import("../../src/format/documents.ts");
     const v = await import("valibot");
     expect(v.safeParse(DOCUMENTS["validate-watch"], rec).success).toBe(true);
   });
@@ -671,7 +671,7 @@ describe("guards", () => {
     expect((await failure("run", ["--out", "", "--", "/bin/true"])).code).toBe("E_USAGE");
   });
   test("--kernel is a POSIX ERE, checked with regcomp: JavaScript-only syntax is refused", async () => {
-    const { compileEre } = await import("../../src/capture/posix-regex.ts");
+    const { compileEre } = await import("../../src/util/posix-regex.ts");
     const re = compileEre("mul_mat_q<\\(ggml_type\\)2,");
     expect(re.test("void mul_mat_q<(ggml_type)2, 16, true>(char const*)")).toBe(true);
     expect(compileEre("\\d+").test("kernel_3")).toBe(false); // ERE: \d is a literal d

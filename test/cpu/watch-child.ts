@@ -8,7 +8,7 @@ import { printJsonLine } from "../../src/cli/args.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import type { RunOptions } from "../../src/replay/engine.ts";
 import { noGpuResult, noGpuSession } from "./fixtures.ts";
-import { watchReproducer } from "../../src/repro/watch.ts";
+import { watchReproducer } from "../../src/rebuild/watch.ts";
 
 const dir = process.argv[2]!;
 const m = readManifest(dir);

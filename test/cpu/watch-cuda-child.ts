@@ -14,8 +14,8 @@ import { parseElf } from "../../src/codeobj/elf.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import type { RunOptions } from "../../src/replay/engine.ts";
 import { noGpuResult, noGpuSession } from "./fixtures.ts";
-import { sameKernelCode } from "../../src/repro/fast-build.ts";
-import { watchReproducer } from "../../src/repro/watch.ts";
+import { sameKernelCode } from "../../src/frontends/cuda/fast-build.ts";
+import { watchReproducer } from "../../src/rebuild/watch.ts";
 
 const [dir, kernel, firstPath] = process.argv.slice(2) as [string, string, string];
 const first = new Uint8Array(readFileSync(firstPath));

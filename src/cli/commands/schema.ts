@@ -1,7 +1,7 @@
 /** `kerncap schema [NAME]`: the JSON Schema of the capture manifest (default) or of a verb's --json document. */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
-import { jsonSchemaOf, SCHEMA_NAMES } from "../documents.ts";
+import { jsonSchemaOf, SCHEMA_NAMES } from "../../format/documents.ts";
 import { jsonArg, verboseArg } from "../args.ts";
 
 export default defineCommand({

@@ -1,6 +1,6 @@
 /**
  * `kerncap validate DIR`: rebuild the reproducer's (edited) kernel with DIR/build.sh (CUDA: or the
- * pruned TU's device-only build once it was checked against build.sh's: src/repro/validate-build.ts),
+ * pruned TU's device-only build once it was checked against build.sh's: src/rebuild/rebuilder.ts),
  * replay the rebuilt module on the captured memory, compare with the app's after state.
  * The build runs while the replay reserves the captured VAs, creates the CUDA context, verifies
  * the checksums and restores the before state; the module is loaded (after the parameter-layout
@@ -10,19 +10,19 @@
  *
  * --watch: one process keeps the memory resident and rebuilds + replays at each save under
  * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1, an error that ends
- * the watch, at startup too, being one record of it: src/cli/main.ts); src/repro/watch.ts.
+ * the watch, at startup too, being one record of it: src/cli/main.ts); src/rebuild/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { frontendOf } from "../../frontends/index.ts";
-import { buildForValidate } from "../../repro/validate-build.ts";
+import { buildForValidate } from "../../rebuild/rebuilder.ts";
 import { readManifest } from "../../format/capture-dir.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
+import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
 import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeReplay, printable } from "../format.ts";
 

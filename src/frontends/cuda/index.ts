@@ -3,7 +3,7 @@
  * (./repro.ts: flags, header closure, slice, render); before a rebuild, remake a stale slice; after
  * it, check the rebuilt cubin (kernel present, parameter layout unchanged).
  */
-import { remakeStaleSlice } from "../../repro/build.ts";
+import { remakeStaleSlice } from "../build.ts";
 import type { Frontend } from "../frontend.ts";
 import { checkRebuiltModule, cudaReproducerHook } from "./repro.ts";
 

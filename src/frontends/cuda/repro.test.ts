@@ -10,14 +10,14 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
-import { NO_NVCC_REASON, NVCC } from "../../codeobj/nvcc-fixtures.ts";
+import { NO_NVCC_REASON, NVCC } from "../../../test/nvcc-fixtures.ts";
 import { KerncapError } from "../../errors.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { log } from "../../log.ts";
-import { buildReproducer } from "../../repro/build.ts";
+import { buildReproducer } from "../build.ts";
 import { archFor, checkRebuiltModule, cudaFlagsFromCommand, cudaReproducerHook, parseDeps, planSlice, renderCudaReproducer, toolkitProvided } from "./repro.ts";
-import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "../../repro/slice.ts";
-import { definesKernel, kernelNameParts, locateKernelSource, shellWords } from "../../repro/locate.ts";
+import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "./slice.ts";
+import { definesKernel, kernelNameParts, locateKernelSource, shellWords } from "./locate.ts";
 
 const APPS = resolve(import.meta.dir, "../../../test/apps");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-cuda-repro-"));

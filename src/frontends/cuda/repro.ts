@@ -15,16 +15,16 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { renderTemplateDir, templateRoot } from "../../repro/templates.ts";
+import { renderTemplateDir, templateRoot } from "../templates.ts";
 import { KerncapError } from "../../errors.ts";
 import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { log } from "../../log.ts";
-import { shellQuote as shq } from "../../repro/templates.ts";
-import { locateKernelSource, type KernelLocation, type LocateInput } from "../../repro/locate.ts";
-import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "../../repro/slice.ts";
+import { shellQuote as shq } from "../templates.ts";
+import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
+import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
 
 // ───────────────────────────── flags ─────────────────────────────
@@ -213,7 +213,7 @@ export interface SlicePlan {
 }
 
 /**
- * Plan the slice TU for a located kernel (src/repro/slice.ts explains the two kinds): a template
+ * Plan the slice TU for a located kernel (src/frontends/cuda/slice.ts explains the two kinds): a template
  * defined in a header → its one instantiation; a non-template kernel, or a template defined in the
  * TU → the TU up to the kernel's definition (or the include that brings it in) without the other
  * kernels' bodies. Not possible when template arguments cannot be written in source, when no
@@ -276,7 +276,7 @@ export interface CudaReproducer {
   /** Original root that src/ mirrors. */
   projectRoot: string;
   mode: "copy" | "overlay";
-  /** meta: how to remake the slice after an edit (src/repro/slice.ts refreshSlice). */
+  /** meta: how to remake the slice after an edit (src/frontends/cuda/slice.ts refreshSlice). */
   slice: { used: boolean; reason?: string; meta?: SliceMeta };
   flags: CudaFlags;
   /** Facts for manifest.source.cuda. */

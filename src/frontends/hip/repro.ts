@@ -10,7 +10,7 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { renderTemplateDir, shellQuote, templateRoot } from "../../repro/templates.ts";
+import { renderTemplateDir, shellQuote, templateRoot } from "../templates.ts";
 import { KerncapError } from "../../errors.ts";
 
 

@@ -11,7 +11,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "n
 import { join, resolve } from "node:path";
 import type { TritonSource } from "./join.ts";
 import { KerncapError } from "../../errors.ts";
-import { renderTemplateDir, templateRoot } from "../../repro/templates.ts";
+import { renderTemplateDir, templateRoot } from "../templates.ts";
 
 export interface TritonReproducerOptions {
   outDir: string;

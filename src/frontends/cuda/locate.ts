@@ -15,9 +15,9 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { KerncapError } from "../errors.ts";
-import { parseElf, type ElfFile } from "../codeobj/elf.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
+import { KerncapError } from "../../errors.ts";
+import { parseElf, type ElfFile } from "../../codeobj/elf.ts";
+import { pickCubin } from "../../codeobj/fatbin.ts";
 
 // ───────────────────────────── kernel names ─────────────────────────────
 

@@ -3,7 +3,7 @@
  * (or SIGTERM) of kerncap stops the compiler under bash too (bash alone would wait for its
  * foreground child before acting on the signal). Its last stdout line names the module it built;
  * its stderr lines starting "kerncap: " are notes for the user (which source it compiled and why).
- * Before it runs, a CUDA slice made from a TU copy that was edited since is remade (src/repro/slice.ts).
+ * Before it runs, a CUDA slice made from a TU copy that was edited since is remade (src/frontends/cuda/slice.ts).
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -12,8 +12,8 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
-import { rdcError } from "../frontends/cuda/repro.ts";
-import { refreshSlice, type SliceMeta } from "./slice.ts";
+import { rdcError } from "./cuda/repro.ts";
+import { refreshSlice, type SliceMeta } from "./cuda/slice.ts";
 
 /**
  * CUDA (Frontend.beforeBuild of src/frontends/cuda): remake the reproducer's slice when src/<tu>
@@ -44,7 +44,7 @@ const BUILD_GRACE_MS = 2000;
 /**
  * Run one command of a reproducer's build in its own process group, so that Ctrl-C (or SIGTERM)
  * of kerncap stops the compiler under bash too; the group is killed BUILD_GRACE_MS after the first
- * signal. Used for build.sh and for the steps of the watch's pruned build (src/repro/fast-build.ts).
+ * signal. Used for build.sh and for the steps of the watch's pruned build (src/frontends/cuda/fast-build.ts).
  * `signal`: an abort kills the group (SIGKILL); the command then returns its exit as usual.
  * @returns its stdout, stderr and exit code
  * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran
@@ -94,7 +94,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force }), o.signal);
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
-  // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always
+  // build.sh's own notes (which source it compiled and why: src/frontends/cuda/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {
     // an -rdc device link that found device functions no file of the reproducer defines

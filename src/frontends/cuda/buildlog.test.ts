@@ -9,11 +9,11 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cubinKernels } from "../codeobj/cubin.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
-import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
-import { KerncapError } from "../errors.ts";
-import { cudaFlagsFromCommand, renderCudaReproducer } from "../frontends/cuda/repro.ts";
+import { cubinKernels } from "../../codeobj/cubin.ts";
+import { pickCubin } from "../../codeobj/fatbin.ts";
+import { NO_NVCC_REASON, NVCC } from "../../../test/nvcc-fixtures.ts";
+import { KerncapError } from "../../errors.ts";
+import { cudaFlagsFromCommand, renderCudaReproducer } from "./repro.ts";
 import { locateKernelSource, readBuildLog, readCompileCommands } from "./locate.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-buildlog-"));

@@ -7,10 +7,10 @@ import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { vaSpans } from "./compare.ts";
-import { hsaBackend } from "./hsa-backend.ts";
+import { vaSpans } from "../replay/compare.ts";
+import { hsaBackend } from "../replay/hsa-backend.ts";
 import { encodeDispatchPacket } from "./hsa-packet.ts";
-import { hsaLibraryCandidates, loadHsa } from "./hsa.ts";
+import { hsaLibraryCandidates, loadHsa } from "./libhsa.ts";
 
 const manifest = {
   format: "kerncap-capture",

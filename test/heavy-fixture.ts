@@ -6,11 +6,11 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { cubinKernels } from "../codeobj/cubin.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
-import { NVCC } from "../codeobj/nvcc-fixtures.ts";
-import { renderCudaReproducer } from "../frontends/cuda/repro.ts";
-import { locateKernelSource } from "./locate.ts";
+import { cubinKernels } from "../src/codeobj/cubin.ts";
+import { pickCubin } from "../src/codeobj/fatbin.ts";
+import { NVCC } from "./nvcc-fixtures.ts";
+import { renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
+import { locateKernelSource } from "../src/frontends/cuda/locate.ts";
 
 /** The reproducer's kernel, its demangled name, and the header (under out/src) that defines it. */
 export interface HeavyReproducer {

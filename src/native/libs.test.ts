@@ -3,8 +3,8 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describeLibcudaSearch, libcudaCandidates } from "./cuda.ts";
-import { hsaLibraryCandidates } from "./hsa.ts";
+import { describeLibcudaSearch, libcudaCandidates } from "./libcuda.ts";
+import { hsaLibraryCandidates } from "./libhsa.ts";
 
 test("a libcuda.so.1 / libhsa-runtime64.so.1 in the working folder removes that bare name from the search", () => {
   const d = mkdtempSync(join(tmpdir(), "kerncap-libs-"));

@@ -6,7 +6,7 @@
  * shell script of `#$ ` lines: environment settings, then gcc -E with the device-side defines,
  * cicc, ptxas for `-cubin -arch=sm_XX`). A fast build runs those commands itself, with the
  * preprocessed TU (the file cicc reads) pruned to the declarations the kernel's code needs
- * (src/repro/prune.ts) in between. The plan is made again at every build (a few tens of ms), so
+ * (src/frontends/cuda/prune.ts) in between. The plan is made again at every build (a few tens of ms), so
  * whatever build.sh decides at that moment (the slice or the whole TU, EXTRA_FLAGS, NVCC) is what
  * is compiled. A compile that is not exactly those three steps (relocatable device code and its
  * device link, several architectures, -G …) has no fast build: build.sh runs as usual.
@@ -18,13 +18,13 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { tmpdir } from "node:os";
-import { parseElf } from "../codeobj/elf.ts";
-import { reproducerBuildEnv } from "../env.ts";
-import { runBuildCommand } from "./build.ts";
+import { parseElf } from "../../codeobj/elf.ts";
+import { reproducerBuildEnv } from "../../env.ts";
+import { runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
-import { log } from "../log.ts";
-import { isKerncapError } from "../errors.ts";
+import { log } from "../../log.ts";
+import { isKerncapError } from "../../errors.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
 export interface FastPlan {
@@ -133,8 +133,8 @@ export const roundSteps = (x: BuildSteps): BuildSteps => ({
 
 /**
  * What a series of fast builds of one reproducer keeps between builds: the pruner's analysis
- * (src/repro/prune.ts DevicePruner) and the last whole-TU preprocessing with the sources it was
- * made from (the base of the next incremental one: src/repro/incremental-pp.ts).
+ * (src/frontends/cuda/prune.ts DevicePruner) and the last whole-TU preprocessing with the sources it was
+ * made from (the base of the next incremental one: src/frontends/cuda/incremental-pp.ts).
  */
 export class FastBuildState {
   pruner = new DevicePruner();
@@ -243,7 +243,7 @@ export class FastBuildUnavailable extends Error {}
 /**
  * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.
  * @param work a folder of the caller's (its files are overwritten at each build)
- * @param pruner keeps what did not change between builds (src/repro/prune.ts DevicePruner)
+ * @param pruner keeps what did not change between builds (src/frontends/cuda/prune.ts DevicePruner)
  * @returns the module built and the time of each step
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)
@@ -326,7 +326,7 @@ interface Speculation {
 }
 
 /**
- * The incremental preprocessing of one changed source (src/repro/incremental-pp.ts), pruned and
+ * The incremental preprocessing of one changed source (src/frontends/cuda/incremental-pp.ts), pruned and
  * compiled at once, while the whole TU's gcc -E runs; undefined when there is no base, more or
  * fewer than one source changed, or the change cannot be cut (state.lastMiss says why).
  */

@@ -1,5 +1,5 @@
 /**
- * Incremental preprocessing (src/repro/incremental-pp.ts) against gcc itself: a small project
+ * Incremental preprocessing (src/frontends/cuda/incremental-pp.ts) against gcc itself: a small project
  * (a primary file, project headers with #pragma once and include guards, a system header whose
  * macros the project uses), preprocessed whole with g++ -E -dD, then edited; the output
  * assembled from the previous one and the synthetic TU must say what g++ -E says of the edited

@@ -1,5 +1,5 @@
 /**
- * Incremental preprocessing for the pruned build (src/repro/fast-build.ts): after a save that
+ * Incremental preprocessing for the pruned build (src/frontends/cuda/fast-build.ts): after a save that
  * changed one source file F, the TU's gcc -E output is the previous output up to where F's text
  * changed, followed by the preprocessing of only what comes after that point. gcc has no way to
  * resume from a point, so the rest is given to it as a small synthetic TU: the macro table at the

@@ -18,7 +18,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { hsaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { bareLibraryNames } from "./cuda.ts";
+import { bareLibraryNames } from "./libcuda.ts";
 import { encodeDispatchPacket, type DispatchPacket } from "./hsa-packet.ts";
 
 // ---- constants (hsa.h / hsa_ext_amd.h, ROCm 5.2 and 6.x agree) ----

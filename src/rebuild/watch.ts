@@ -1,7 +1,7 @@
 /**
  * `kerncap validate --watch DIR`: one process keeps the capture's memory resident on the GPU
  * (src/replay/engine.ts openReplay) and, at each save of a file under DIR/src/, rebuilds the
- * reproducer (build.sh, src/repro/build.ts), checks the rebuilt module's parameter layout (CUDA),
+ * reproducer (build.sh, src/frontends/build.ts), checks the rebuilt module's parameter layout (CUDA),
  * puts back only what earlier runs wrote (ReplaySession.reset) and replays: one line per save.
  *
  * Saves are seen through fs.watch (recursive, inotify on Linux) and debounced: a cycle starts
@@ -21,12 +21,12 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
-import { CudaError, resetCuda } from "../replay/cuda.ts";
+import { CudaError, resetCuda } from "../native/libcuda.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
-import { buildReproducer } from "./build.ts";
+import { buildReproducer } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
-import type { SliceMeta } from "./slice.ts";
-import { fastBuild, FastBuildState, FastBuildUnavailable, fastBuildWork, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
+import type { SliceMeta } from "../frontends/cuda/slice.ts";
+import { fastBuild, FastBuildState, FastBuildUnavailable, fastBuildWork, roundSteps, sameKernelCode, type FastBuilt } from "../frontends/cuda/fast-build.ts";
 
 /**
  * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
@@ -104,7 +104,7 @@ export type Trigger = "start" | "save";
 /** What a reset put back (ResetStats of src/replay/engine.ts, less the regions scanned). */
 export type ResetLine = { chunks: number; bytes: number; seconds: number };
 
-/** build.sh, or the watch's device-only build of the pruned TU (src/repro/fast-build.ts). */
+/** build.sh, or the watch's device-only build of the pruned TU (src/frontends/cuda/fast-build.ts). */
 export type Builder = "build.sh" | "pruned";
 
 /** One line of the watch (the JSON document, less its schema id, with --json). */
@@ -128,9 +128,9 @@ export type WatchEvent =
       kernelMedianUs: number | null;
       /** The rebuild's wall time (s). */
       buildSeconds: number;
-      /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/repro/fast-build.ts). */
+      /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/frontends/cuda/fast-build.ts). */
       builder: Builder;
-      /** The pruned build's steps (ms; BuildSteps of src/repro/fast-build.ts). */
+      /** The pruned build's steps (ms; BuildSteps of src/frontends/cuda/fast-build.ts). */
       buildSteps?: FastBuilt["steps"];
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;

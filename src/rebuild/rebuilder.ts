@@ -1,7 +1,7 @@
 /**
  * The rebuild of `kerncap validate DIR` (one process per edit): build.sh, or, for a CUDA
  * reproducer whose pruned build was checked, the device-only build of the pruned TU
- * (src/repro/fast-build.ts) in DIR/build/pruned/.
+ * (src/frontends/cuda/fast-build.ts) in DIR/build/pruned/.
  *
  * The check is the watch's (sameKernelCode: the kernel's .text bytes, register count, the sizes of
  * its attributes, static shared memory and parameter bank), made once: the first validate (or the
@@ -9,7 +9,7 @@
  * build.sh and the pruned build side by side on the same source and records in
  * DIR/build/pruned/check.json whether they gave the kernel the same machine code. It then reports
  * build.sh's module. The later validates run both again, side by side, and replay the first that
- * builds (the pruned one, from an incremental preprocessing: src/repro/incremental-pp.ts; never
+ * builds (the pruned one, from an incremental preprocessing: src/frontends/cuda/incremental-pp.ts; never
  * later than build.sh's), stopping the other. A pruned build that fails leaves build.sh's outcome
  * (a real compile error is its message); when build.sh then succeeds, the record says the pruned
  * build is off, and build.sh rebuilds from then on. build.sh failing where the pruned build does
@@ -23,8 +23,8 @@ import type { Manifest } from "../format/manifest.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { buildReproducer, type BuildOptions } from "./build.ts";
-import { fastBuild, FastBuildState, FastBuildUnavailable, roundSteps, sameKernelCode, type FastBuilt } from "./fast-build.ts";
+import { buildReproducer, type BuildOptions } from "../frontends/build.ts";
+import { fastBuild, FastBuildState, FastBuildUnavailable, roundSteps, sameKernelCode, type FastBuilt } from "../frontends/cuda/fast-build.ts";
 import type { Builder } from "./watch.ts";
 
 /** validate's work folder for the pruned build, under the capture folder. */
@@ -38,7 +38,7 @@ export interface PrunedCheck {
   kerncap: string;
   /** The kernel (mangled) whose machine code was compared. */
   kernel: string;
-  /** planHash of the compile it holds for (src/repro/fast-build.ts). */
+  /** planHash of the compile it holds for (src/frontends/cuda/fast-build.ts). */
   plan: string;
   /** The pruned build gave the kernel build.sh's machine code (and has not failed where build.sh built since). */
   same: boolean;

@@ -8,10 +8,10 @@
  * src/replay/engine.ts) are described by their stable top-level fields and left open
  * (looseObject): added fields do not bump the version; a removed or retyped field does.
  */
-import { CaptureSet } from "../format/capture-set.ts";
+import { CaptureSet } from "./capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
-import { Manifest, ProcessIdentity } from "../format/manifest.ts";
+import { Manifest, ProcessIdentity } from "./manifest.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -20,7 +20,7 @@ export const DOCUMENT_VERSIONS = {
   inspect: 1,
   replay: 1,
   validate: 1,
-  /** `validate --watch --json`: one document per line (JSON Lines), one per build (src/repro/watch.ts WatchEvent). */
+  /** `validate --watch --json`: one document per line (JSON Lines), one per build (src/rebuild/watch.ts WatchEvent). */
   "validate-watch": 1,
   pack: 1,
   unpack: 1,
@@ -128,7 +128,7 @@ const DoctorCheck = v.object({
 /** valibot schema of each verb's document (and of the error document). */
 /**
  * A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), the preprocessing
- * until the compiled TU was there (incremental: only what follows the edit, src/repro/incremental-pp.ts),
+ * until the compiled TU was there (incremental: only what follows the edit, src/frontends/cuda/incremental-pp.ts),
  * the pruning, cicc and ptxas; the whole TU's gcc -E (always run: beside an incremental one, it verifies it).
  */
 const BuildSteps = v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number(), incremental: v.optional(v.boolean()), fullPreprocessMs: v.optional(v.number()) });
@@ -160,7 +160,7 @@ export const DOCUMENTS = {
   validate: v.looseObject({
     ...id("validate"),
     ...ReplayFields,
-    /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/repro/validate-build.ts), and that build's steps (ms). */
+    /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/rebuild/rebuilder.ts), and that build's steps (ms). */
     rebuild: v.object({ module: v.string(), seconds: v.number(), builder: v.optional(v.picklist(["build.sh", "pruned"])), steps: v.optional(BuildSteps) }),
     replaySeconds: v.number(),
     wallSeconds: v.number(),

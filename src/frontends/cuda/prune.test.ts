@@ -1,6 +1,6 @@
 /**
- * The device-side pruning of a preprocessed TU (src/repro/prune.ts) and the watch's fast build
- * (src/repro/fast-build.ts). Without nvcc: hand-written gcc -E output (line markers, a system
+ * The device-side pruning of a preprocessed TU (src/frontends/cuda/prune.ts) and the watch's fast build
+ * (src/frontends/cuda/fast-build.ts). Without nvcc: hand-written gcc -E output (line markers, a system
  * header, a project header, the primary file) checked declaration by declaration. With nvcc: a
  * project whose kernel header pulls <vector>, <string>, <unordered_map>, <memory>, <mutex> and
  * host structures, rendered as a reproducer; its pruned device-only build must give the kernel the
@@ -10,13 +10,13 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cubinKernels } from "../codeobj/cubin.ts";
-import { NO_NVCC_REASON, NVCC } from "../codeobj/nvcc-fixtures.ts";
+import { cubinKernels } from "../../codeobj/cubin.ts";
+import { NO_NVCC_REASON, NVCC } from "../../../test/nvcc-fixtures.ts";
 import { fastBuild, FastBuildState, FastBuildUnavailable, parseDryrun, sameKernelCode } from "./fast-build.ts";
-import { KerncapError } from "../errors.ts";
-import type { Manifest } from "../format/manifest.ts";
-import { makeHeavyReproducer } from "./heavy-fixture.ts";
-import { buildForValidate, PRUNED_DIR, readPrunedCheck } from "./validate-build.ts";
+import { KerncapError } from "../../errors.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import { makeHeavyReproducer } from "../../../test/heavy-fixture.ts";
+import { buildForValidate, PRUNED_DIR, readPrunedCheck } from "../../rebuild/rebuilder.ts";
 import { DevicePruner, pruneDeviceTU } from "./prune.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-prune-"));

@@ -46,7 +46,7 @@
  *   `requires … && requires (_Os& __os, …) { … } using … = _Os&&;`), its braces no body.
  * What cannot be told apart is kept. The result is only ever used when it compiles, and the
  * first build of a watch compares the kernel's machine code with that of the full build
- * (src/repro/fast-build.ts): any doubt falls back to the full compile.
+ * (src/frontends/cuda/fast-build.ts): any doubt falls back to the full compile.
  *
  * Measured (CPU, cicc alone, CUDA 13.0): ggml's mul_mat_q<q4_0> slice 79 847 → 17 441 non-blank
  * lines (15 670 before every __device__/__constant__ variable was kept; cicc 2.26 s → 0.66 s
