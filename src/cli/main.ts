@@ -12,7 +12,7 @@ import { TOOL_VERSION } from "../version.ts";
 import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
 import { printable } from "./format.ts";
-import { editDistance } from "../capture/run.ts";
+import { editDistance } from "../util/text.ts";
 
 export { commands };
 

@@ -39,13 +39,12 @@
 import { Inflate, Zip, ZipDeflate, ZipPassThrough } from "fflate";
 import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
-import { assertReplaceable } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import { assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { dataExtents, type Extent } from "./sparse-extents.ts";
 

@@ -37,6 +37,11 @@ export function documentId(name: DocumentName): string {
   return `kerncap.${name}/${DOCUMENT_VERSIONS[name]}`;
 }
 
+/** The document with its schema id first: what the verbs print (src/cli/args.ts printJson) and the MCP server returns. */
+export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
+  return { schema: documentId(name), ...doc };
+}
+
 const U = v.pipe(v.number(), v.integer(), v.minValue(0));
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 

@@ -8,6 +8,7 @@ import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { cachedFolder, writeFolderAtomically, type CacheFile } from "../cache.ts";
+import { shellQuote } from "../util/shell-quote.ts";
 import cudaBuild from "../../templates/cuda/build.sh.hbs" with { type: "text" };
 import cudaReadme from "../../templates/cuda/README.md.hbs" with { type: "text" };
 import hipBuild from "../../templates/hip/build.sh.hbs" with { type: "text" };
@@ -42,11 +43,6 @@ export function templateRoot(): string {
   const checkout = resolve(import.meta.dir, "../../templates");
   if (existsSync(join(checkout, "cuda"))) return (root = checkout);
   return (root = cachedFolder("templates", templateFiles()));
-}
-
-/** POSIX shell single-quoting. */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 let engine: typeof Handlebars | undefined;

@@ -148,6 +148,73 @@ export function describeLibcudaSearch(tried: { name: string; reason: string }[],
   return shadowed.length ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)` : text;
 }
 
+/** cuInit and cuDeviceGetCount alone: a look at the GPUs without the full symbol table or a context. */
+const PROBE_SYMBOLS = { cuInit: { args: [u32], returns: i32 }, cuDeviceGetCount: { args: [P], returns: i32 } } as const;
+
+/**
+ * cuInit(0) and cuDeviceGetCount through the library `name` (a candidate of libcudaCandidates).
+ * @returns cuInit's CUresult (or cuDeviceGetCount's, when cuInit succeeded) and the device count
+ * @throws the loader's error when `name` does not load
+ */
+export function countDevices(name: string): { result: number; count: number } {
+  const lib = dlopen(name, PROBE_SYMBOLS);
+  try {
+    const r = lib.symbols.cuInit(0);
+    const c = new Int32Array(1);
+    return { result: r === 0 ? lib.symbols.cuDeviceGetCount(c) : r, count: c[0]! };
+  } finally {
+    lib.close();
+  }
+}
+
+/**
+ * A cheap check for an NVIDIA GPU before starting an application (cuInit + cuDeviceGetCount only).
+ * @returns the number of CUDA devices (≥ 1).
+ * @throws KerncapError E_NO_GPU saying what was tried.
+ */
+export function probeGpu(): number {
+  const tried: { name: string; reason: string }[] = [];
+  for (const n of libcudaCandidates()) {
+    let d;
+    try {
+      d = countDevices(n);
+    } catch (e) {
+      tried.push({ name: n, reason: loaderReason(e) });
+      continue;
+    }
+    if (d.result !== 0 || d.count === 0) {
+      throw new KerncapError("E_NO_GPU", `no usable NVIDIA GPU: cuInit returned ${d.result}${d.result === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}`, {
+        hint: "Check nvidia-smi and CUDA_VISIBLE_DEVICES; kerncap captures on a machine with an NVIDIA GPU.",
+      });
+    }
+    return d.count;
+  }
+  if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
+  throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
+    hint: "kerncap run, list, replay and validate need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere, and validate still rebuilds the edited source (a build error is reported first).",
+  });
+}
+
+/**
+ * The driver's CUDA version through the library `name` (cuDriverGetVersion: no cuInit needed), and
+ * the first entry point of SYMBOLS it lacks (an older driver), for `kerncap doctor`.
+ * @returns cuDriverGetVersion's CUresult, the version (13000 for 13.0), and `lacks`: the missing
+ *   symbol or the loader's reason, undefined when every entry point replay calls is there
+ * @throws the loader's error when `name` does not load
+ */
+export function driverVersion(name: string): { result: number; version: number; lacks?: string } {
+  const lib = dlopen(name, { cuDriverGetVersion: { args: [P], returns: i32 } });
+  const v = new Int32Array(1);
+  const result = lib.symbols.cuDriverGetVersion(v);
+  lib.close();
+  try {
+    dlopen(name, SYMBOLS).close();
+    return { result, version: v[0]! };
+  } catch (e) {
+    return { result, version: v[0]!, lacks: missingSymbol(loaderReason(e)) ?? loaderReason(e) };
+  }
+}
+
 let cached: Cuda | undefined;
 
 /**

@@ -21,7 +21,6 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
-import { CudaError, resetCuda } from "../native/libcuda.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
 import { buildReproducer } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -282,8 +281,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
     const r = await runCycle(m, session!, built, o, { trigger, files, savedAt, buildAt, reset: idleReset });
     if (r.ran) idleReset = null;
     if (r.reopen) {
-      session!.close();
-      resetCuda();
+      session!.close({ resetDevice: true });
       session = await open(dir);
     }
     // between saves: put back what this run wrote, so that the next save's run starts at once
@@ -481,7 +479,7 @@ async function runCycle(
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;
-    const reopen = e instanceof CudaError;
+    const reopen = session.isContextLost(e);
     o.emit({ event: "error", ...base, at: new Date().toISOString(), code: e.code, message: e.message, hint: e.hint ?? null, buildSeconds: b.seconds, saveToVerdictSeconds: since(), ...(reopen ? { reopened: true } : {}) });
     if (reopen) log.warn(`the kernel faulted (${e.message}); restoring the capture in a new CUDA context`);
     return { ran: true, reopen };

@@ -80,8 +80,12 @@ export interface ReplayBackend extends DeviceMemory {
   readonly scansOn: "device" | "host";
   /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */
   launchFault(e: unknown): { code: number; name: string } | null;
+  /** Whether `e` (from a launch) left the device context unusable (CUDA: any driver error after a kernel fault), so that only reset() and a new session go on. */
+  isContextLost(e: unknown): boolean;
   /** Release what the backend holds for this replay (events, queues; the HSA VA reservations). */
   close(): void;
+  /** After close: destroy the device context (CUDA: the primary context, and with it every allocation and VA reservation; HSA: close freed them). */
+  reset(): void;
 }
 
 /**

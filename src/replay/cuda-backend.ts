@@ -7,7 +7,7 @@ import { describeModule } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { CU, CudaError, cuda, type Cuda } from "../native/libcuda.ts";
+import { CU, CudaError, cuda, resetCuda, type Cuda } from "../native/libcuda.ts";
 import { Scanner } from "./scan.ts";
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
@@ -142,9 +142,17 @@ class CudaBackend implements ReplayBackend {
     return { code: e.result, name: this.cu.errorText(e.result).split(":")[0]! };
   }
 
+  isContextLost(e: unknown): boolean {
+    return e instanceof CudaError;
+  }
+
   close(): void {
     for (const e of this.events ?? []) this.cu.eventDestroy(e);
     this.events = undefined;
+  }
+
+  reset(): void {
+    resetCuda();
   }
 }
 

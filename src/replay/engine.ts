@@ -294,8 +294,8 @@ export interface ReplaySession {
    * One replay: module load, globals restore, checked runs, compare, timed launches (the result
    * replay returns). From the second run on, the memory is first put back to the before state
    * (reset()). The module is unloaded at the end.
-   * @throws as replay; a CudaError from a launch leaves the context unusable (a kernel fault):
-   *   close the session, resetCuda() and open another.
+   * @throws as replay; an error for which isContextLost(e) holds (a kernel fault) leaves the
+   *   context unusable: close the session with the context (close({ resetDevice: true })) and open another.
    */
   run(o: RunOptions): Promise<ReplayResult>;
   /**
@@ -308,8 +308,13 @@ export interface ReplaySession {
    * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
    */
   reset(): ResetStats | undefined;
-  /** Free the session's device allocations (CUDA: the VA reservations stay until the context goes, resetCuda or exit; HSA: they are freed). */
-  close(): void;
+  /** Whether an error of run() left the device context unusable (the backend's isContextLost). */
+  isContextLost(e: unknown): boolean;
+  /**
+   * Free the session's device allocations (CUDA: the VA reservations stay until the context goes,
+   * at exit or with `resetDevice`, which destroys it; HSA: they are freed).
+   */
+  close(o?: { resetDevice?: boolean }): void;
 }
 
 /**
@@ -330,7 +335,9 @@ export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">):
   try {
     return await openOn(cu, dir, m, o);
   } catch (e) {
+    // nothing stays reserved: the no-ASLR retry (src/replay/aslr.ts) is another process that needs these VAs
     cu.close();
+    cu.reset();
     throw e;
   }
 }
@@ -441,7 +448,11 @@ class Session implements ReplaySession {
     return this.lastReset;
   }
 
-  close(): void {
+  isContextLost(e: unknown): boolean {
+    return this.cu.isContextLost(e);
+  }
+
+  close(o: { resetDevice?: boolean } = {}): void {
     // best effort: after a kernel fault the context refuses every call, and the error to report is the fault
     for (const p of [this.backup, this.flush]) {
       try {
@@ -451,6 +462,7 @@ class Session implements ReplaySession {
       }
     }
     this.cu.close();
+    if (o.resetDevice) this.cu.reset();
     this.backup = this.flush = undefined;
   }
 

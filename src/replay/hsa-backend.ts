@@ -149,6 +149,12 @@ class HsaBackend implements ReplayBackend {
     return null; // the HSA capture library records no faulting dispatch (raw.json has no fault)
   }
 
+  isContextLost(): boolean {
+    return false; // a failed dispatch is reported through its completion signal; the queue stays usable
+  }
+
+  reset(): void {} // close() already freed the pools and VA reservations
+
   close(): void {
     const steps = [...(this.q ? [() => this.q!.destroy()] : []), ...[...this.allocs].map((p) => () => this.h.poolFree(p)), ...this.cleanup.splice(0).reverse()];
     this.q = undefined;

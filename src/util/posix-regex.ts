@@ -4,22 +4,11 @@
  * checks and the "matched / closest names" messages agree with what the library matches.
  * JavaScript's RegExp differs (\d, \b, (?:…) and lookarounds are not ERE).
  */
-import { dlopen, FFIType } from "bun:ffi";
 import { KerncapError } from "../errors.ts";
+import { libc } from "../native/libc.ts";
 
 const REG_EXTENDED = 1;
 const REG_NOSUB = 8;
-
-let libc: ReturnType<typeof open> | undefined;
-function open() {
-  const { ptr, i32, u64 } = FFIType;
-  return dlopen("libc.so.6", {
-    regcomp: { args: [ptr, ptr, i32], returns: i32 },
-    regexec: { args: [ptr, ptr, u64, ptr, i32], returns: i32 },
-    regerror: { args: [i32, ptr, ptr, u64], returns: u64 },
-    regfree: { args: [ptr], returns: FFIType.void },
-  }).symbols;
-}
 
 const cstr = (s: string) => Buffer.from(s + "\0");
 
@@ -34,18 +23,17 @@ export interface PosixRegex {
  * @throws KerncapError E_USAGE with regcomp's own message for an invalid pattern.
  */
 export function compileEre(pattern: string): PosixRegex {
-  libc ??= open();
+  const lib = libc();
   const re = new Uint8Array(256); // regex_t is 64 bytes on glibc x86-64; room to spare
-  const r = libc.regcomp(re, cstr(pattern), REG_EXTENDED | REG_NOSUB);
+  const r = lib.regcomp(re, cstr(pattern), REG_EXTENDED | REG_NOSUB);
   if (r !== 0) {
     const msg = new Uint8Array(256);
-    libc.regerror(r, re, msg, 256);
+    lib.regerror(r, re, msg, 256);
     const text = new TextDecoder().decode(msg.subarray(0, msg.indexOf(0)));
     throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(pattern)} is not a valid POSIX extended regex: ${text}`, {
       hint: "The pattern is matched with regcomp(REG_EXTENDED): use [0-9] for \\d, no (?:…) or lookarounds; quote it for the shell.",
     });
   }
-  const lib = libc;
   return {
     test: (s: string) => lib.regexec(re, cstr(s), 0, null, 0) === 0,
     free: () => lib.regfree(re),

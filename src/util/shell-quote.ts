@@ -1,4 +1,4 @@
-/** Quoting for the shell commands kerncap suggests in its messages (src/cli/format.ts re-exports it). */
+/** Quoting for the shell: the commands kerncap suggests in its messages, the words of generated build scripts. */
 
 /**
  * A word as a POSIX shell reads it back unchanged: as it is when it holds only characters no shell

@@ -51,7 +51,8 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(text).toContain("1/1 chunk stored"); // not "1 chunks"
     });
     test("counts agree with their nouns; suggested commands quote paths a shell would split", async () => {
-      const { plural, shellQuote } = await import("../../src/cli/format.ts");
+      const { plural } = await import("../../src/util/format.ts");
+      const { shellQuote } = await import("../../src/util/shell-quote.ts");
       expect([plural(1, "region"), plural(2, "region"), plural(0, "launch", "launches"), plural(1, "launch", "launches")]).toEqual(["1 region", "2 regions", "0 launches", "1 launch"]);
       expect(["cap", "/tmp/x/cap.zip", "my cap", "it's", "", "$HOME"].map(shellQuote)).toEqual(["cap", "/tmp/x/cap.zip", "'my cap'", `'it'\\''s'`, "''", "'$HOME'"]);
       // what a shell reads back is the word
@@ -586,7 +587,7 @@ describe("command line (runCli: the one error path)", () => {
   test("inspect names a faulted launch and a graph node; a relative path starting with - is quoted as ./-x", async () => {
     const { describeManifest } = await import("../../src/cli/commands/inspect.ts");
     const { readManifest } = await import("../../src/format/capture-dir.ts");
-    const { shellPath, shellQuote } = await import("../../src/cli/format.ts");
+    const { shellPath, shellQuote } = await import("../../src/util/shell-quote.ts");
     const m = readManifest(await fresh());
     m.fault = { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" };
     m.graph = { id: 1, kernelNode: 3 };

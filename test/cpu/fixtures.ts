@@ -77,6 +77,7 @@ export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession
     lastReset: null,
     run,
     reset,
+    isContextLost: () => false,
     close() {},
   };
 }

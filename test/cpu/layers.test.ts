@@ -3,7 +3,8 @@
  * never from a layer above; and no module may reach itself again through value imports (a cycle
  * decides the order in which modules evaluate, so a value read at load time may be undefined).
  * Type-only imports (`import type`, `export type`, `import { type A }`) are erased at compile
- * time: they may close a cycle, but they obey the layer order like any other import.
+ * time and a dynamic `import()` runs when called: either may close a cycle, but both obey the
+ * layer order like any other import.
  *
  *   0 base      src/*.ts but doctor.ts: errors, env, log, version, process-group, leftovers, cache
  *   1 native    src/native/: the one dlopen of each native library (libcuda, libhsa, libc)
@@ -43,7 +44,10 @@ export function layerOf(rel: string): number {
 export interface Import {
   from: string;
   to: string;
+  /** Erased at compile time: `import type`, `export type`, `import { type A }`, `import("…").T` in a type. */
   typeOnly: boolean;
+  /** A dynamic `import()`, evaluated when called (the verb table): no load-order cycle through it. */
+  lazy: boolean;
   line: number;
 }
 
@@ -54,19 +58,17 @@ export interface Import {
  */
 export function importsOf(file: string, text: string): Import[] {
   const out: Import[] = [];
-  const re = /(?:^|[\s;(])(import|export)\s*(type\s+)?([^"'`;]*?)\s*(?:from\s*)?\(?\s*["'](\.\.?\/[^"']+)["']/gm;
-  for (const m of text.matchAll(re)) {
-    const spec = m[4]!;
-    if (!/\.tsx?$/.test(spec)) continue;
-    const to = resolve(dirname(file), spec);
-    const clause = m[3]!.trim();
+  const add = (spec: string, at: number, typeOnly: boolean, lazy: boolean) => {
+    if (/\.tsx?$/.test(spec)) out.push({ from: file, to: resolve(dirname(file), spec), typeOnly, lazy, line: text.slice(0, at).split("\n").length });
+  };
+  for (const m of text.matchAll(/^\s*(import|export)\s+(type\s+)?([^"'`;]*?)\s*(?:from\s*)?["'](\.\.?\/[^"']+)["']/gm)) {
     // `import { type A, type B } from`: every named binding is a type
-    const named = /^\{([^}]*)\}$/.exec(clause);
+    const named = /^\{([^}]*)\}$/.exec(m[3]!.trim());
     const allTypes = !!named && named[1]!.split(",").map((s) => s.trim()).filter(Boolean).every((s) => s.startsWith("type "));
-    const line = text.slice(0, m.index).split("\n").length;
-    out.push({ from: file, to, typeOnly: !!m[2] || allTypes, line });
+    add(m[4]!, m.index, !!m[2] || allTypes, false);
   }
-  return out;
+  for (const m of text.matchAll(/\bimport\(\s*["'](\.\.?\/[^"']+)["']\s*\)(\.)?/g)) add(m[1]!, m.index, !!m[2], !m[2]);
+  return out.sort((a, b) => a.line - b.line);
 }
 
 function sourceFiles(dir: string): string[] {
@@ -75,10 +77,10 @@ function sourceFiles(dir: string): string[] {
     .map((f) => join(dir, f));
 }
 
-/** Cycles of the value-import graph (Tarjan's strongly connected components of more than one module, or a self-import). */
+/** Cycles of the static value-import graph (Tarjan's strongly connected components of more than one module, or a self-import). */
 export function valueCycles(edges: Import[]): string[][] {
   const next = new Map<string, string[]>();
-  for (const e of edges) if (!e.typeOnly) next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
+  for (const e of edges) if (!e.typeOnly && !e.lazy) next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
   const index = new Map<string, number>(), low = new Map<string, number>(), on = new Set<string>();
   const stack: string[] = [], sccs: string[][] = [];
   let n = 0;
@@ -117,26 +119,29 @@ describe("the layers of src/", () => {
         'export type { C } from "./c.ts";',
         'import "./side.ts";',
         'const d = await import("../d/lazy.ts");',
+        'let e: import("./env.ts").Envelope;',
         'import lib from "../../c/lib.so" with { type: "file" };',
         'import { x } from "valibot";',
       ].join("\n"),
     );
-    expect(got.map((e) => [relative("/x/src", e.to), e.typeOnly])).toEqual([
-      ["a/v.ts", false],
-      ["t.ts", true],
-      ["a/u.ts", true],
-      ["a/mixed.ts", false],
-      ["a/b.ts", false],
-      ["a/c.ts", true],
-      ["a/side.ts", false],
-      ["d/lazy.ts", false],
+    expect(got.map((e) => [relative("/x/src", e.to), e.typeOnly, e.lazy])).toEqual([
+      ["a/v.ts", false, false],
+      ["t.ts", true, false],
+      ["a/u.ts", true, false],
+      ["a/mixed.ts", false, false],
+      ["a/b.ts", false, false],
+      ["a/c.ts", true, false],
+      ["a/side.ts", false, false],
+      ["d/lazy.ts", false, true],
+      ["a/env.ts", true, false],
     ]);
   });
 
   test("the cycle finder finds a value cycle and lets a type-only one pass", () => {
-    const e = (from: string, to: string, typeOnly = false): Import => ({ from, to, typeOnly, line: 1 });
+    const e = (from: string, to: string, typeOnly = false, lazy = false): Import => ({ from, to, typeOnly, lazy, line: 1 });
     expect(valueCycles([e("a", "b"), e("b", "c"), e("c", "a"), e("c", "d")])).toEqual([["a", "b", "c"]]);
     expect(valueCycles([e("a", "b"), e("b", "a", true)])).toEqual([]);
+    expect(valueCycles([e("a", "b"), e("b", "a", false, true)])).toEqual([]);
   });
 
   test("every module of src/ belongs to a layer", () => {

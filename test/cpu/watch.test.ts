@@ -8,7 +8,7 @@ import { runCommand } from "citty";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
-import { jsonDocument } from "../../src/cli/args.ts";
+import { jsonDocument } from "../../src/format/documents.ts";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { commands } from "../../src/cli/main.ts";
 import { NVCC } from "../nvcc-fixtures.ts";

@@ -13,7 +13,8 @@ import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellPath } from "../format.ts";
+import { formatBytes, plural } from "../../util/format.ts";
+import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },

@@ -22,7 +22,7 @@ import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { log } from "../../log.ts";
-import { shellQuote as shq } from "../templates.ts";
+import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 

@@ -10,7 +10,8 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { renderTemplateDir, shellQuote, templateRoot } from "../templates.ts";
+import { renderTemplateDir, templateRoot } from "../templates.ts";
+import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { KerncapError } from "../../errors.ts";
 
 
@@ -46,10 +47,6 @@ export interface HipReproducer {
   /** The overlay mapping: original absolute path → path relative to src/. */
   overlay: { original: string; copy: string }[];
 }
-
-/** Quote one word for bash. */
-/** POSIX shell single-quoting (shared with the other reproducers). */
-export const shq = shellQuote;
 
 
 /**
