@@ -21,6 +21,20 @@ export function sha256File(path: string): string {
   return sha256Range(img, 0, img.size);
 }
 
+/** A capture folder with its manifest read and checked once (openCapture): what a verb hands to the engines. */
+export interface OpenedCapture {
+  readonly dir: string;
+  readonly manifest: Manifest;
+}
+
+/**
+ * Open a capture folder: its manifest, read and checked (readManifest).
+ * @throws as readManifest
+ */
+export function openCapture(dir: string): OpenedCapture {
+  return { dir, manifest: readManifest(dir) };
+}
+
 /**
  * Load and validate `DIR/kerncap.json`.
  * @throws KerncapError E_NOT_CAPTURE when the folder or manifest is missing, E_MANIFEST* when malformed.

@@ -206,12 +206,15 @@ export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS
 /**
  * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
  * schema. Pipes without a JSON Schema form are left out (errorMode "ignore"), never guessed.
+ * @param frontends the registry's frontend names (src/frontends/index.ts), the manifest's kernel.frontend enum
  * @returns undefined for an unknown name
  */
-export function jsonSchemaOf(name: string): Record<string, unknown> | undefined {
+export function jsonSchemaOf(name: string, frontends: readonly string[] = []): Record<string, unknown> | undefined {
   const s = name === "manifest" ? Manifest : name === "capture-set" ? CaptureSet : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
   if (!s) return undefined;
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
+  if (name === "manifest" && frontend && frontends.length) frontend.enum = [...frontends];
   return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
 }
 

@@ -25,7 +25,12 @@ const U = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(Number.MAX_S
 const Dim3 = v.strictTuple([U, U, U], "expected exactly 3 dimensions [x, y, z]");
 const Sha256 = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/));
 
-export const Frontend = v.picklist(["cuda", "triton", "hip"]);
+/**
+ * A frontend's name (kernel.frontend). The names are the frontend registry's (src/frontends/index.ts,
+ * a layer above this one): the capture that is opened is checked there (frontendOf: E_FRONTEND),
+ * and `kerncap schema manifest` lists them (jsonSchemaOf's `frontends`).
+ */
+export const Frontend = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_-]*$/, "expected a frontend name"));
 export type Frontend = v.InferOutput<typeof Frontend>;
 
 export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "async", "host-mapped", "global"]);

@@ -3,31 +3,15 @@
  * (or SIGTERM) of kerncap stops the compiler under bash too (bash alone would wait for its
  * foreground child before acting on the signal). Its last stdout line names the module it built;
  * its stderr lines starting "kerncap: " are notes for the user (which source it compiled and why).
- * Before it runs, a CUDA slice made from a TU copy that was edited since is remade (src/frontends/cuda/slice.ts).
+ * Every frontend's reproducer has one; a frontend's own faster rebuild (Frontend.fastBuild) runs
+ * its steps through runBuildCommand too.
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
-import { rdcError } from "./cuda/repro.ts";
-import { refreshSlice, type SliceMeta } from "./cuda/slice.ts";
-
-/**
- * CUDA (Frontend.beforeBuild of src/frontends/cuda): remake the reproducer's slice when src/<tu>
- * was edited since it was made (the slice records its TU's sha256), or leave a "not made" slice
- * (build.sh then compiles the whole TU, said here) when the edited TU cannot be sliced. No-op for
- * other frontends and unsliced projects.
- */
-export function remakeStaleSlice(dir: string, m: Manifest): void {
-  const meta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
-  if (m.kernel.frontend !== "cuda" || !meta) return;
-  const r = refreshSlice(resolve(dir), meta);
-  if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
-  if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
-}
 
 export interface BuildOptions {
   /** Keep build.sh's stderr out of the debug log. */
@@ -36,7 +20,12 @@ export interface BuildOptions {
   force: boolean;
   /** An abort kills the build (validate runs build.sh and the pruned build side by side and keeps the first). */
   signal?: AbortSignal;
+  /** The frontend's reading of a failed build's stderr (Frontend.explainBuildFailure). */
+  explain?: (stderr: string) => KerncapError | undefined;
 }
+
+/** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
+export class FastBuildUnavailable extends Error {}
 
 /** The build's group gets SIGKILL this long after the first signal (ms). */
 const BUILD_GRACE_MS = 2000;
@@ -78,9 +67,9 @@ export async function runBuildCommand(argv: string[], cwd: string, env: Record<s
 /**
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
- * @throws KerncapError E_NO_REPRODUCER (no build.sh), E_RDC (an -rdc device link found device
- *   functions no file of the reproducer defines), E_BUILD (exit 2, the compiler's last 30
- *   lines), E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM: the build's group was stopped).
+ * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
+ *   E_BUILD (exit 2, the compiler's last 30 lines), E_INTERRUPTED (exit 130 at SIGINT, 143 at
+ *   SIGTERM: the build's group was stopped).
  */
 export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
   const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
@@ -94,12 +83,11 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force }), o.signal);
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
-  // build.sh's own notes (which source it compiled and why: src/frontends/cuda/slice.ts) are shown always
+  // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {
-    // an -rdc device link that found device functions no file of the reproducer defines
-    const undef = [...new Set([...err.matchAll(/nvlink error\s*:\s*Undefined reference to '([^']+)'/g)].map((x) => x[1]!))];
-    if (undef.length) throw rdcError(undef);
+    const explained = o.explain?.(err);
+    if (explained) throw explained;
     throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
       hint: "Fix the compile error in the edited source and run validate again.",
     });

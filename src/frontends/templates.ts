@@ -1,48 +1,40 @@
 /**
- * Reproducer templates (templates/<frontend>/), embedded in the executable as text. In a source
- * checkout the folder itself is used; inside the compiled binary the embedded copies are written
- * once to a content-hashed folder of the cache (with their mode bits), so the renderers can walk a
- * real folder either way.
+ * Reproducer templates (templates/<frontend>/), each frontend's embedded in the executable as text
+ * by its own folder (src/frontends/<name>/templates.ts). In a source checkout the folder itself is
+ * used; inside the compiled binary the embedded copies are written once to a content-hashed
+ * folder of the cache (with their mode bits), so the renderers can walk a real folder either way.
  */
 import Handlebars from "handlebars";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
-import { cachedFolder, writeFolderAtomically, type CacheFile } from "../cache.ts";
+import { cachedFolder, type CacheFile } from "../cache.ts";
 import { shellQuote } from "../util/shell-quote.ts";
-import cudaBuild from "../../templates/cuda/build.sh.hbs" with { type: "text" };
-import cudaReadme from "../../templates/cuda/README.md.hbs" with { type: "text" };
-import hipBuild from "../../templates/hip/build.sh.hbs" with { type: "text" };
-import hipReadme from "../../templates/hip/README.md.hbs" with { type: "text" };
-import tritonBuild from "../../templates/triton/build.sh.hbs" with { type: "text" };
-import tritonReadme from "../../templates/triton/README.md.hbs" with { type: "text" };
-import tritonRepro from "../../templates/triton/repro.py" with { type: "text" };
 
-/** Every template file: path under templates/, text, mode bits. */
-export const EMBEDDED_TEMPLATES: { path: string; text: string; mode: number }[] = [
-  { path: "cuda/build.sh.hbs", text: cudaBuild, mode: 0o755 },
-  { path: "cuda/README.md.hbs", text: cudaReadme, mode: 0o644 },
-  { path: "hip/build.sh.hbs", text: hipBuild, mode: 0o755 },
-  { path: "hip/README.md.hbs", text: hipReadme, mode: 0o644 },
-  { path: "triton/build.sh.hbs", text: tritonBuild, mode: 0o755 },
-  { path: "triton/README.md.hbs", text: tritonReadme, mode: 0o644 },
-  { path: "triton/repro.py", text: tritonRepro, mode: 0o755 },
-];
-
-let root: string | undefined;
-
-const templateFiles = (): CacheFile[] => EMBEDDED_TEMPLATES.map((t) => ({ path: t.path, bytes: t.text, mode: t.mode }));
-
-/** Write the embedded templates into dir (atomically: a temp folder renamed; a lost race is fine). */
-export function extractTemplates(dir: string): void {
-  writeFolderAtomically(dir, templateFiles());
+/** One template file of a frontend: path under templates/<frontend>/, text, mode bits. */
+export interface TemplateFile {
+  path: string;
+  text: string;
+  mode: number;
 }
 
-/** Folder holding cuda/, hip/, triton/ templates: the checkout's templates/ or the cache copy. */
-export function templateRoot(): string {
-  if (root) return root;
-  const checkout = resolve(import.meta.dir, "../../templates");
-  if (existsSync(join(checkout, "cuda"))) return (root = checkout);
-  return (root = cachedFolder("templates", templateFiles()));
+/** The checkout's templates/ (absent inside the compiled binary). */
+export const CHECKOUT_TEMPLATES = resolve(import.meta.dir, "../../templates");
+
+const roots = new Map<string, string>();
+
+export const cacheFiles = (files: readonly TemplateFile[]): CacheFile[] => files.map((t) => ({ path: t.path, bytes: t.text, mode: t.mode }));
+
+/**
+ * The folder of frontend `name`'s templates: the checkout's templates/<name>, or the cache's copy
+ * of `files` (written at first use: importing a frontend writes nothing to the cache).
+ */
+export function templatesFolder(name: string, files: readonly TemplateFile[]): string {
+  let dir = roots.get(name);
+  if (dir) return dir;
+  const checkout = join(CHECKOUT_TEMPLATES, name);
+  dir = existsSync(checkout) ? checkout : cachedFolder(`templates-${name}`, cacheFiles(files));
+  roots.set(name, dir);
+  return dir;
 }
 
 let engine: typeof Handlebars | undefined;

@@ -1,31 +1,31 @@
 /**
  * `kerncap validate --watch DIR`: one process keeps the capture's memory resident on the GPU
  * (src/replay/engine.ts openReplay) and, at each save of a file under DIR/src/, rebuilds the
- * reproducer (build.sh, src/frontends/build.ts), checks the rebuilt module's parameter layout (CUDA),
+ * reproducer (the one rebuild policy: src/rebuild/rebuilder.ts), checks the rebuilt module (CUDA: its parameter layout),
  * puts back only what earlier runs wrote (ReplaySession.reset) and replays: one line per save.
  *
  * Saves are seen through fs.watch (recursive, inotify on Linux) and debounced: a cycle starts
  * DEBOUNCE_MS after the last event of a burst (an editor's save is several events: a temporary
  * file, a rename, a change); the save-to-verdict time is measured from that last event. Editor
- * temporaries, dotfiles, Python caches and the slice that validate itself writes under src/ are
- * ignored (isSourceSave). A save during a cycle queues one more cycle after it.
+ * temporaries, dotfiles, Python caches and what kerncap writes under src/ itself (CUDA's slice:
+ * Frontend.generatedSources) are ignored (isSourceSave). A save during a cycle queues one more cycle after it.
  *
  * A build that fails is a line too (with the compiler's message) and the watch goes on; so is a
  * run refused for the rebuilt module (E_KERNEL_NOT_IN_MODULE, E_GLOBAL, E_PARAM_LAYOUT …). A
- * kernel fault leaves the CUDA context unusable: the session is opened again (restore included),
+ * kernel fault leaves the device context unusable (ReplaySession.isContextLost): the session is opened again (restore included),
  * said in the line. Ctrl-C (SIGINT) or SIGTERM ends the watch: exit 130 / 143.
  */
-import { existsSync, readFileSync, rmSync, watch, type FSWatcher } from "node:fs";
+import { existsSync, watch, type FSWatcher } from "node:fs";
 import { join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
+import type { OpenedCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
-import { buildReproducer } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
-import type { SliceMeta } from "../frontends/cuda/slice.ts";
-import { fastBuild, FastBuildState, FastBuildUnavailable, fastBuildWork, roundSteps, sameKernelCode, type FastBuilt } from "../frontends/cuda/fast-build.ts";
+import type { FastBuildSteps } from "../frontends/frontend.ts";
+import { Rebuilder, type Builder, type Rebuilt } from "./rebuilder.ts";
 
 /**
  * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
@@ -103,8 +103,7 @@ export type Trigger = "start" | "save";
 /** What a reset put back (ResetStats of src/replay/engine.ts, less the regions scanned). */
 export type ResetLine = { chunks: number; bytes: number; seconds: number };
 
-/** build.sh, or the watch's device-only build of the pruned TU (src/frontends/cuda/fast-build.ts). */
-export type Builder = "build.sh" | "pruned";
+export type { Builder } from "./rebuilder.ts";
 
 /** One line of the watch (the JSON document, less its schema id, with --json). */
 export type WatchEvent =
@@ -130,7 +129,7 @@ export type WatchEvent =
       /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/frontends/cuda/fast-build.ts). */
       builder: Builder;
       /** The pruned build's steps (ms; BuildSteps of src/frontends/cuda/fast-build.ts). */
-      buildSteps?: FastBuilt["steps"];
+      buildSteps?: FastBuildSteps;
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
@@ -244,10 +243,10 @@ export interface WatchOptions {
   quiet: boolean;
   /** Called with every event (the verb prints it). */
   emit: (e: WatchEvent) => void;
-  /** CUDA: after the first build, rebuild saves with the device-only build of the pruned TU when it gives the kernel build.sh's machine code (default true; --full-build: false). */
+  /** After the first build, rebuild saves with the frontend's fast build (CUDA: the pruned TU's device-only build) when it gives the kernel build.sh's machine code (src/rebuild/rebuilder.ts; default true; --full-build: false). */
   fastBuild?: boolean;
   /** How the capture is opened (default: openReplay with verify; the CPU tests pass a session without a GPU). */
-  open?: (dir: string) => Promise<ReplaySession>;
+  open?: (c: OpenedCapture) => Promise<ReplaySession>;
 }
 
 /**
@@ -256,17 +255,18 @@ export interface WatchOptions {
  * @throws KerncapError from openReplay (the capture cannot be replayed here: E_VA_TAKEN, E_NO_GPU,
  *   E_CHECKSUM …), and anything that is not a KerncapError (a kerncap bug).
  */
-export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptions): Promise<number> {
-  const dir = resolve(dirArg);
+export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promise<number> {
+  const dir = resolve(c.dir);
+  const m = c.manifest;
   const t0 = performance.now();
-  const open = o.open ?? ((d: string) => openReplay(d, { verify: true }));
+  const open = () => (o.open ?? ((x: OpenedCapture) => openReplay(x, { verify: true })))({ dir, manifest: m });
   const stops = new StopSignals().install();
   let stopped!: () => void;
   const stoppedP = new Promise<void>((res) => (stopped = res));
   stops.onStop = () => stopped();
-  const sliceMeta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
-  const fast: FastState | undefined = m.kernel.frontend === "cuda" && o.fastBuild !== false ? { enabled: false, tried: false, work: fastBuildWork(), state: new FastBuildState() } : undefined;
-  const ignore = new Set(sliceMeta ? [sliceMeta.slice] : []);
+  const fe = frontendOf(m);
+  const rebuilder = new Rebuilder(dir, m, fe, { quiet: o.quiet, force: o.force, fullBuild: o.fastBuild === false, watch: true });
+  const ignore = new Set(fe.generatedSources?.(m) ?? []);
   let session: ReplaySession | undefined;
   let watcher: FSWatcher | undefined;
   let debouncer: SaveDebouncer | undefined;
@@ -282,7 +282,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
     if (r.ran) idleReset = null;
     if (r.reopen) {
       session!.close({ resetDevice: true });
-      session = await open(dir);
+      session = await open();
     }
     // between saves: put back what this run wrote, so that the next save's run starts at once
     const z = session!.reset();
@@ -301,9 +301,9 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
   };
   try {
     // the first build runs while the memory is reserved, restored and checked
-    const firstBuild = build(dir, m, o);
+    const firstBuild = build(rebuilder);
     firstBuild.catch(() => {});
-    const opening = open(dir);
+    const opening = open();
     opening.catch(() => {});
     await Promise.race([opening.catch(() => {}), stoppedP]);
     if (stops.signal) return exitCode(stops);
@@ -321,10 +321,10 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
       // the pruned build's check runs beside the cycles, never in their way: a save while it runs
       // stops it (it would compare a build of the old text), and the next build.sh build is checked
       const startCheck = (built: Built) => {
-        if (!fast || fast.tried || !built.ok || built.builder !== "build.sh" || stops.signal || failure !== undefined) return;
+        if (!built.ok || !rebuilder.wantsCheck(built) || stops.signal || failure !== undefined) return;
         const prev = check?.done ?? Promise.resolve();
         const abort = new AbortController();
-        const done = prev.then(() => (abort.signal.aborted ? undefined : tryFastBuild(dir, m, o, built, fast, abort.signal))).catch((e) => {
+        const done = prev.then(() => (abort.signal.aborted ? undefined : rebuilder.checkBeside(built, abort.signal))).catch((e) => {
           failure ??= e;
           stopped();
         });
@@ -337,7 +337,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
         }
         check?.abort.abort();
         const buildAt = performance.now();
-        const built = build(dir, m, o, fast);
+        const built = build(rebuilder);
         void track(cycle("save", files, savedAt, built, buildAt).then(async () => startCheck(await built))).then(() => {
           if (queued && !stops.signal && failure === undefined) {
             const q = queued;
@@ -365,7 +365,7 @@ export async function watchReproducer(dirArg: string, m: Manifest, o: WatchOptio
     debouncer?.cancel();
     session?.close();
     stops.dispose();
-    if (fast) rmSync(fast.work, { recursive: true, force: true });
+    rebuilder.close();
   }
 }
 
@@ -373,83 +373,19 @@ function exitCode(stops: StopSignals): number {
   return signalExitCode(stops.signal ?? "SIGINT");
 }
 
-type Built = { ok: true; module: string; seconds: number; builder: Builder; steps?: FastBuilt["steps"] } | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
+type Built = ({ ok: true } & Rebuilt) | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
 
-/** The watch's fast-build state: enabled after the first build's check, off after a pruned build failed where build.sh did not. */
-interface FastState {
-  enabled: boolean;
-  /** The check against a build.sh build ran (it needs one that succeeded: at start, or the first save that builds). */
-  tried: boolean;
-  work: string;
-  /** The pruner's analysis and the last preprocessing, kept between builds. */
-  state: FastBuildState;
-}
-
-/**
- * Slice refresh, the rebuild (the pruned TU's device-only build when enabled, else build.sh), the
- * parameter-layout check of a CUDA module; a KerncapError is a result (E_INTERRUPTED is thrown).
- * A pruned build that fails is followed by build.sh's; when build.sh then succeeds, the pruned
- * build is not used again in this watch (said once).
- */
-async function build(dir: string, m: Manifest, o: WatchOptions, fast?: FastState): Promise<Built> {
+/** One rebuild (src/rebuild/rebuilder.ts) and the check of its module; a KerncapError is a result (E_INTERRUPTED is thrown). */
+async function build(rebuilder: Rebuilder): Promise<Built> {
   let seconds: number | null = null;
   let builder: Builder = "build.sh";
   try {
-    frontendOf(m).beforeBuild?.(dir, m);
-    let b: { module: string; seconds: number; steps?: FastBuilt["steps"] } | undefined;
-    let fastFailure: string | undefined;
-    if (fast?.enabled) {
-      const t0 = performance.now();
-      try {
-        b = await fastBuild(dir, fast.work, { force: o.force }, fast.state);
-        builder = "pruned";
-      } catch (e) {
-        if (!(e instanceof FastBuildUnavailable)) throw e;
-        fastFailure = e.message;
-        log.debug(`pruned build: ${e.message}; build.sh instead`);
-      }
-      if (!b) {
-        const full = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
-        b = { module: full.module, seconds: (performance.now() - t0) / 1000 };
-        fast.enabled = false;
-        log.info(`the pruned TU did not build where build.sh did (${fastFailure}): build.sh rebuilds every save from now on`);
-      }
-    } else b = await buildReproducer(dir, { quiet: o.quiet, force: o.force });
-    seconds = b.seconds;
-    frontendOf(m).checkRebuiltModule?.(b.module, m); // before anything launches it
-    return { ok: true, module: b.module, seconds: b.seconds, builder, ...(b.steps ? { steps: b.steps } : {}) };
+    const b = await rebuilder.rebuildSave();
+    ({ seconds, builder } = b);
+    return { ok: true, ...rebuilder.checkRebuilt(b) };
   } catch (e) {
     if (!isKerncapError(e) || e.code === "E_INTERRUPTED") throw e;
     return { ok: false, error: e, seconds, builder };
-  }
-}
-
-/**
- * After a build by build.sh (the first, or a save's until one check concludes): the pruned TU's
- * device-only build of the same text, enabled for the saves when it gives the kernel the same
- * machine code as build.sh's module. Says which it is, with both build times and the TU's size
- * before and after pruning. `signal` (a save came meanwhile) stops it without a conclusion.
- */
-async function tryFastBuild(dir: string, m: Manifest, o: WatchOptions, first: Built, fast: FastState, signal: AbortSignal): Promise<void> {
-  if (!first.ok || first.builder !== "build.sh" || fast.tried) return; // tried after the first save that builds
-  try {
-    const f = await fastBuild(dir, fast.work, { force: o.force, signal }, fast.state);
-    if (signal.aborted) return; // a save came: its build is checked instead
-    fast.tried = true;
-    const differs = sameKernelCode(readFileSync(first.module), readFileSync(f.module), m.kernel.name);
-    const lines = f.prune.lines();
-    if (differs) {
-      log.info(`saves are rebuilt by build.sh: the pruned TU's build gives ${m.kernel.name} other machine code (${differs})`);
-      return;
-    }
-    fast.enabled = true;
-    log.info(`saves are rebuilt from the pruned TU (${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${first.seconds!.toFixed(2)} s; the kernel's machine code is the same)`);
-  } catch (e) {
-    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e; // the watch is ending
-    if (signal.aborted) return; // stopped for a save: checked again after it
-    fast.tried = true;
-    // an optimization only: whatever went wrong, build.sh goes on rebuilding
-    log.info(`saves are rebuilt by build.sh (no pruned build: ${e instanceof Error ? e.message : String(e)})`);
   }
 }
 
@@ -475,7 +411,7 @@ async function runCycle(
     const runAt = performance.now();
     const r = await session.run({ ...o.run, modulePath: b.module, kernelName: m.kernel.name });
     const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
-    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), phases, ...(b.steps ? { buildSteps: roundSteps(b.steps) } : {}) } as WatchEvent);
+    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;

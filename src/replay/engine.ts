@@ -13,7 +13,7 @@ import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope,
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { readManifest, verifyFiles } from "../format/capture-dir.ts";
+import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { diffBytes, median, vaSpans } from "./compare.ts";
@@ -318,14 +318,15 @@ export interface ReplaySession {
 }
 
 /**
- * Open a capture for replay on its device (the backend of its vendor, src/replay/backend.ts):
- * check the small files, reserve every span at its captured VA, restore the before state, check
- * it (kc64 per chunk, when verify) and load the scan kernel. Steps 1-2 of replay, done once.
- * @throws KerncapError E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
+ * Open an opened capture (src/format/capture-dir.ts openCapture) for replay on its device (the
+ * backend of its vendor, src/replay/backend.ts): check the small files, reserve every span at its
+ * captured VA, restore the before state, check it (kc64 per chunk, when verify) and load the scan
+ * kernel. Steps 1-2 of replay, done once.
+ * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
  *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
-export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
-  const m = readManifest(dir);
+export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
+  const { dir, manifest: m } = c;
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
   // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
   verifyFiles(dir, o.verify ? m : { ...m, files: [] });
@@ -808,13 +809,13 @@ function multisetRange(
 }
 
 /**
- * Replay a capture folder on its device (CUDA or HSA, by the manifest's vendor): openReplay, one
+ * Replay an opened capture on its device (CUDA or HSA, by the manifest's vendor): openReplay, one
  * run, close.
- * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
+ * @throws KerncapError for damaged captures (E_CHECKSUM),
  *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
  */
-export async function replay(dir: string, o: ReplayOptions): Promise<ReplayResult> {
-  const s = await openReplay(dir, o);
+export async function replay(c: OpenedCapture, o: ReplayOptions): Promise<ReplayResult> {
+  const s = await openReplay(c, o);
   try {
     return await s.run(o);
   } finally {

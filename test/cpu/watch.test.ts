@@ -289,7 +289,7 @@ function cudaWatch(dir: string, kernel: string, env: Record<string, string | und
   return { p, lines, until, err: () => err };
 }
 
-/** A capture with the heavy CUDA reproducer (src/repro/heavy-fixture.ts) and its first build by build.sh as DIR/first.cubin (what the watch child compares with). */
+/** A capture with the heavy CUDA reproducer (test/heavy-fixture.ts) and its first build by build.sh as DIR/first.cubin (what the watch child compares with). */
 async function heavyCapture() {
   const dir = await capture();
   const { kernel, header } = makeHeavyReproducer(tempDir(), dir);

@@ -5,7 +5,7 @@ import { log } from "../../log.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { replay } from "../../replay/engine.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { readManifest } from "../../format/capture-dir.ts";
+import { openCapture } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeReplay, printable } from "../format.ts";
 
@@ -28,9 +28,10 @@ export default defineCommand({
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000);
     if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
     const tol = toleranceOptions(args, rawArgs);
-    if (tol.multiset) checkMultiset(dir, readManifest(dir), tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
+    const capture = openCapture(dir);
+    if (tol.multiset) checkMultiset(dir, capture.manifest, tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
     return withAslrRetry(async () => {
-      const r = await replay(dir, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
+      const r = await replay(capture, { iters, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) });
       if (args.json) printJson("replay", r);
       else process.stdout.write(printable(describeReplay(r)) + "\n");
       if (r.fault) {

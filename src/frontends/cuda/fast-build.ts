@@ -20,8 +20,9 @@ import { dirname, join, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { parseElf } from "../../codeobj/elf.ts";
 import { reproducerBuildEnv } from "../../env.ts";
-import { runBuildCommand } from "../build.ts";
+import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
+import type { FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
@@ -96,7 +97,7 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
   return { env, preprocess, compile: `${cc} && ${px}`, fullTU, prunedTU, cubin, source };
 }
 
-export interface FastBuilt {
+export interface FastBuilt extends FastBuiltBase {
   module: string;
   /** sha256 of the plan's commands (planHash): what a check of the pruned build against build.sh's holds for. */
   plan: string;
@@ -112,14 +113,14 @@ export interface FastBuilt {
  * the whole TU's gcc -E); the pruning; cicc and ptxas (after the preprocessing that was
  * compiled); the whole TU's gcc -E, which always runs (beside an incremental one, to verify it).
  */
-export interface BuildSteps {
+export type BuildSteps = {
   planMs: number;
   preprocessMs: number;
   pruneMs: number;
   compileMs: number;
   incremental?: boolean;
   fullPreprocessMs?: number;
-}
+};
 
 /** The steps rounded to whole ms (for the JSON documents). */
 export const roundSteps = (x: BuildSteps): BuildSteps => ({
@@ -236,9 +237,6 @@ function readSources(srcArg: string): Map<string, string> {
 
 /** nvcc's gcc -E with -dD (every #define and #undef in place: the macro table the next incremental preprocessing starts from). */
 const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
-
-/** A fast build's own failure (the plan or a step): build.sh runs instead. */
-export class FastBuildUnavailable extends Error {}
 
 /**
  * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.

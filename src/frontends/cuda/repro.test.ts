@@ -18,6 +18,7 @@ import { buildReproducer } from "../build.ts";
 import { archFor, checkRebuiltModule, cudaFlagsFromCommand, cudaReproducerHook, parseDeps, planSlice, renderCudaReproducer, toolkitProvided } from "./repro.ts";
 import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "./slice.ts";
 import { definesKernel, kernelNameParts, locateKernelSource, shellWords } from "./locate.ts";
+import { cudaFrontend } from "./index.ts";
 
 const APPS = resolve(import.meta.dir, "../../../test/apps");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-cuda-repro-"));
@@ -380,7 +381,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     renderCudaReproducer({ outDir: out2, kernelName: "_Z2rkPf", demangledName: "rk(float*)", arch: "sm_90", location: loc2 });
     let err: unknown;
     try {
-      await buildReproducer(out2, { quiet: true, force: false });
+      await buildReproducer(out2, { quiet: true, force: false, explain: cudaFrontend.explainBuildFailure });
     } catch (e) {
       err = e;
     }

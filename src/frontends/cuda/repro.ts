@@ -15,7 +15,8 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { renderTemplateDir, templateRoot } from "../templates.ts";
+import { renderTemplateDir, templatesFolder } from "../templates.ts";
+import { CUDA_TEMPLATES } from "./templates.ts";
 import { KerncapError } from "../../errors.ts";
 import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
@@ -290,7 +291,7 @@ export interface CudaReproducer {
  *   whose kernel needs other TUs is refused at build time, see checkRebuiltModule).
  */
 export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproducer {
-  const templateDir = opts.templateDir ?? join(templateRoot(), "cuda") // at first use: importing this module writes nothing to the cache;
+  const templateDir = opts.templateDir ?? templatesFolder("cuda", CUDA_TEMPLATES) // at first use: importing this module writes nothing to the cache;
   if (!existsSync(templateDir)) throw new KerncapError("E_REPRO", `CUDA template folder not found: ${templateDir}`);
   const loc = opts.location;
   const nvcc = opts.nvcc ?? findNvcc();
@@ -459,6 +460,12 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
       hint: "The replay passes the captured parameter bytes unchanged: keep the parameter list (types, order, struct layouts) as captured.",
     });
   }
+}
+
+/** A failed build.sh's E_RDC: an -rdc device link that found device functions no file of the reproducer defines (nvlink's "Undefined reference" lines). */
+export function rdcLinkError(stderr: string): KerncapError | undefined {
+  const undef = [...new Set([...stderr.matchAll(/nvlink error\s*:\s*Undefined reference to '([^']+)'/g)].map((x) => x[1]!))];
+  return undef.length ? rdcError(undef) : undefined;
 }
 
 /** E_RDC: the kernel's TU calls device functions that only other TUs define (names: mangled). */

@@ -25,6 +25,8 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import type { Manifest } from "../../format/manifest.ts";
+import { log } from "../../log.ts";
 import type { KernelNameParts } from "./locate.ts";
 
 export interface SliceMeta {
@@ -344,4 +346,23 @@ export function refreshSlice(dir: string, meta: SliceMeta): { action: "fresh" | 
   }
   writeFileSync(slicePath, s.text);
   return { action: "remade" };
+}
+
+/** The slice a CUDA capture's reproducer was made with (manifest.source.cuda.slice.meta), if any. */
+export function sliceMetaOf(m: Pick<Manifest, "source">): SliceMeta | undefined {
+  return (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
+}
+
+/**
+ * Frontend.beforeBuild of CUDA: remake the reproducer's slice when src/<tu>
+ * was edited since it was made (the slice records its TU's sha256), or leave a "not made" slice
+ * (build.sh then compiles the whole TU, said here) when the edited TU cannot be sliced. No-op for
+ * an unsliced project.
+ */
+export function remakeStaleSlice(dir: string, m: Manifest): void {
+  const meta = sliceMetaOf(m);
+  if (!meta) return;
+  const r = refreshSlice(resolve(dir), meta);
+  if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
+  if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
 }

@@ -10,7 +10,8 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { renderTemplateDir, templateRoot } from "../templates.ts";
+import { renderTemplateDir, templatesFolder } from "../templates.ts";
+import { HIP_TEMPLATES } from "./templates.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { KerncapError } from "../../errors.ts";
 
@@ -55,7 +56,7 @@ export interface HipReproducer {
  *   folder is absent.
  */
 export function renderHipReproducer(opts: HipReproducerOptions): HipReproducer {
-  const templateDir = opts.templateDir ?? join(templateRoot(), "hip");
+  const templateDir = opts.templateDir ?? templatesFolder("hip", HIP_TEMPLATES);
   if (!existsSync(templateDir)) {
     throw new KerncapError("E_REPRO", `HIP template folder not found: ${templateDir}`);
   }
