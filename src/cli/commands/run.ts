@@ -17,12 +17,10 @@ import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, ver
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
-// each frontend's options (CUDA: --source-root, --compile-commands, --slice, --overlay), from the registry
-const frontendArgs = captureArgs();
-
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
-  args: {
+  // each frontend's options (CUDA: --source-root, --compile-commands, --slice, --overlay) come from the registry when the verb is resolved
+  args: () => ({
     kernel: {
       type: "string",
       alias: ["k", "kernel-name"],
@@ -37,10 +35,10 @@ export default defineCommand({
     out: { type: "string", alias: ["o"], description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
-    ...frontendArgs,
+    ...captureArgs(),
     ...jsonArg,
     ...verboseArg,
-  },
+  }),
   async run({ args, rawArgs }) {
     const kernels = repeatedOption(rawArgs, ["kernel", "kernel-name", "k"]).map(kernelPattern);
     const maxCaptures = args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000, 1);
@@ -63,7 +61,7 @@ export default defineCommand({
       verbose: Boolean(args.verbose),
       stdoutToStderr: Boolean(args.json),
       progress: process.stderr.isTTY && !args.json ? "live" : "phases",
-      frontendArgs: Object.fromEntries(Object.keys(frontendArgs).map((k) => [k, (args as Record<string, unknown>)[k]])),
+      frontendArgs: Object.fromEntries(Object.keys(captureArgs()).map((k) => [k, (args as Record<string, unknown>)[k]])),
     });
     const code = applicationExitCode(app);
     const procs = census.processes.length;

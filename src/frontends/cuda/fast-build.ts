@@ -17,7 +17,6 @@
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { tmpdir } from "node:os";
 import { parseElf } from "../../codeobj/elf.ts";
 import { reproducerBuildEnv } from "../../env.ts";
 import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
@@ -121,16 +120,6 @@ export type BuildSteps = {
   incremental?: boolean;
   fullPreprocessMs?: number;
 };
-
-/** The steps rounded to whole ms (for the JSON documents). */
-export const roundSteps = (x: BuildSteps): BuildSteps => ({
-  planMs: Math.round(x.planMs),
-  preprocessMs: Math.round(x.preprocessMs),
-  pruneMs: Math.round(x.pruneMs),
-  compileMs: Math.round(x.compileMs),
-  ...(x.incremental !== undefined ? { incremental: x.incremental } : {}),
-  ...(x.fullPreprocessMs !== undefined ? { fullPreprocessMs: Math.round(x.fullPreprocessMs) } : {}),
-});
 
 /**
  * What a series of fast builds of one reproducer keeps between builds: the pruner's analysis
@@ -407,11 +396,4 @@ export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): st
     if (!xa !== !xb || (xa && xb && xa.size !== xb.size)) return `${side} differs in size`;
   }
   return null;
-}
-
-/** A fresh work folder for a watch's fast builds (under the system temp folder). */
-export function fastBuildWork(): string {
-  const d = join(tmpdir(), `kerncap-fast-${process.pid}-${Date.now().toString(36)}`);
-  mkdirSync(d, { recursive: true });
-  return d;
 }
