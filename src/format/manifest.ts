@@ -30,8 +30,7 @@ const Sha256 = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/));
  * a layer above this one): the capture that is opened is checked there (frontendOf: E_FRONTEND),
  * and `kerncap schema manifest` lists them (jsonSchemaOf's `frontends`).
  */
-export const Frontend = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_-]*$/, "expected a frontend name"));
-export type Frontend = v.InferOutput<typeof Frontend>;
+const FrontendName = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_-]*$/, "expected a frontend name"));
 
 export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "async", "host-mapped", "global"]);
 
@@ -125,7 +124,7 @@ export const Manifest = v.object({
   kernel: v.object({
     name: v.string(),
     demangled: v.string(),
-    frontend: Frontend,
+    frontend: FrontendName,
     /** The regex given with --kernel. */
     match: v.string(),
     /** 0-based index among the launches that matched (--dispatch). */
