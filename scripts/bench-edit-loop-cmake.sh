@@ -75,7 +75,7 @@ fi
 copy="$cap/src/$header"
 [ -f "$copy" ] || { say "the capture has no reproducer copy of $header ($copy): see manifest.source.cuda in $cap/kerncap.json"; exit 2; }
 # the first validate (not timed below) warms nvcc and the page cache the same way for every loop
-# and makes the pruned build's side-by-side check (src/repro/validate-build.ts)
+# and makes the pruned build's side-by-side check (src/rebuild/rebuilder.ts)
 rm -rf "$cap/build/pruned"
 "$bin" validate "$cap" --json >"$work/bench-validate-first.json"
 

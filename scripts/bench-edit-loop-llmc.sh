@@ -97,7 +97,7 @@ if [ ! -f "$cap/kerncap.json" ]; then
     --exit-after-capture --force --out "$cap" -- "$app" "${app_args[@]}" >&2)
 fi
 # the first validate (not the loop timed below): warms caches (nvcc, page cache) the same way for
-# every loop, and checks the pruned TU's build against build.sh's side by side (src/repro/validate-build.ts),
+# every loop, and checks the pruned TU's build against build.sh's side by side (src/rebuild/rebuilder.ts),
 # made again here so that this run's timed validate uses a check this run made
 rm -rf "$cap/build/pruned"
 tv0=$(now)

@@ -23,7 +23,7 @@ watch_save_to_verdict() {
   }
   if ! _wait_lines 1; then echo "[bench] the watch gave no first line: $(tail -5 "$log.stderr")" >&2; kill -TERM "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null; return 1; fi
   sleep 0.5 # the file watcher starts right after the first line
-  # a CUDA watch then tries its pruned build (src/repro/fast-build.ts): the saves come after it says which builder it uses
+  # a CUDA watch then tries its pruned build (src/frontends/cuda/fast-build.ts): the saves come after it says which builder it uses
   local t=$SECONDS
   while ! grep -q "saves are rebuilt" "$log.stderr" 2>/dev/null && [ $((SECONDS - t)) -lt 30 ] && grep -q '"frontend": *"cuda"' "$cap/kerncap.json" 2>/dev/null; do sleep 0.05; done
   grep -h "saves are rebuilt" "$log.stderr" | sed 's/^/[bench] watch: /' >&2 || true

@@ -13,9 +13,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cubinKernels } from "../src/codeobj/cubin.ts";
 import { pickCubin } from "../src/codeobj/fatbin.ts";
-import { renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
 import { findNvcc } from "../src/frontends/cuda/compile-commands.ts";
-import { locateKernelSource } from "../src/repro/locate.ts";
+import { renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
+import { locateKernelSource } from "../src/frontends/cuda/locate.ts";
 
 const N = Number(process.argv[2] ?? 48);
 const RUNS = Number(process.argv[3] ?? 3);

@@ -7,7 +7,6 @@
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
-import { dlopen, FFIType } from "bun:ffi";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -16,7 +15,7 @@ import { cacheFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.ts
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
-import { describeLibcudaSearch, libcudaCandidates, loaderReason, missingSymbol, overrideDoesNotLoad, SYMBOLS } from "./replay/cuda.ts";
+import { countDevices, describeLibcudaSearch, driverVersion, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./native/libcuda.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -60,25 +59,19 @@ export function checkLibcuda(): Check & { loaded?: string } {
     return { id: "libcuda", status: "fail", detail: e.message, fix: e.hint ?? "Unset KERNCAP_LIBCUDA." };
   }
   for (const n of candidates) {
+    let d;
     try {
-      const lib = dlopen(n, { cuDriverGetVersion: { args: [FFIType.ptr], returns: FFIType.i32 } });
-      const v = new Int32Array(1);
-      const r = lib.symbols.cuDriverGetVersion(v);
-      lib.close();
-      if (r !== 0) return { id: "libcuda", status: "fail", detail: `${n} loaded but cuDriverGetVersion returned ${r}`, fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer)." };
-      // every entry point replay calls (src/replay/cuda.ts SYMBOLS): an older driver lacks some
-      try {
-        dlopen(n, SYMBOLS).close();
-      } catch (e) {
-        const sym = missingSymbol(loaderReason(e));
-        return { id: "libcuda", status: "fail", detail: `${n}: CUDA ${cudaVersionText(v[0]!)}, but it lacks ${sym ?? loaderReason(e)}, which replay calls`, fix: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1." };
-      }
-      const smi = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10_000);
-      const drv = smi.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
-      return { id: "libcuda", status: "ok", detail: `${n}: ${drv}CUDA ${cudaVersionText(v[0]!)}`, loaded: n };
+      d = driverVersion(n);
     } catch (e) {
       tried.push({ name: n, reason: loaderReason(e) });
+      continue;
     }
+    if (d.result !== 0) return { id: "libcuda", status: "fail", detail: `${n} loaded but cuDriverGetVersion returned ${d.result}`, fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer)." };
+    // every entry point replay calls (src/native/libcuda.ts SYMBOLS): an older driver lacks some
+    if (d.lacks) return { id: "libcuda", status: "fail", detail: `${n}: CUDA ${cudaVersionText(d.version)}, but it lacks ${d.lacks}, which replay calls`, fix: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1." };
+    const smi = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10_000);
+    const drv = smi.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
+    return { id: "libcuda", status: "ok", detail: `${n}: ${drv}CUDA ${cudaVersionText(d.version)}`, loaded: n };
   }
   if (libcudaOverride(process.env)) {
     const e = overrideDoesNotLoad(tried);
@@ -95,16 +88,9 @@ export function checkLibcuda(): Check & { loaded?: string } {
 /** A GPU the driver can initialise (cuInit, cuDeviceGetCount). */
 export function checkGpu(libcuda: string | undefined): Check {
   if (!libcuda) return { id: "gpu", status: "skip", detail: "no libcuda" };
-  const lib = dlopen(libcuda, { cuInit: { args: [FFIType.u32], returns: FFIType.i32 }, cuDeviceGetCount: { args: [FFIType.ptr], returns: FFIType.i32 } });
-  try {
-    const r = lib.symbols.cuInit(0);
-    const c = new Int32Array(1);
-    const r2 = r === 0 ? lib.symbols.cuDeviceGetCount(c) : r;
-    if (r !== 0 || r2 !== 0 || !c[0]) return { id: "gpu", status: "fail", detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${c[0]} devices`, fix: "Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU)." };
-    return { id: "gpu", status: "ok", detail: `${c[0]} CUDA device${c[0] === 1 ? "" : "s"} visible` };
-  } finally {
-    lib.close();
-  }
+  const { result: r, count } = countDevices(libcuda);
+  if (r !== 0 || !count) return { id: "gpu", status: "fail", detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${count} devices`, fix: "Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU)." };
+  return { id: "gpu", status: "ok", detail: `${count} CUDA device${count === 1 ? "" : "s"} visible` };
 }
 
 /** libcupti, and whether another tool is already injected (CUDA_INJECTION64_PATH): kerncap sets its own for the app. */
@@ -212,7 +198,7 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
  * (Cuda.mapAt). The context is destroyed afterwards.
  */
 export async function checkVaReservation(): Promise<Check> {
-  const { cuda, resetCuda } = await import("./replay/cuda.ts");
+  const { cuda, resetCuda } = await import("./native/libcuda.ts");
   try {
     const c = cuda();
     const g = c.granularity();

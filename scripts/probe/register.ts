@@ -1,5 +1,5 @@
 // device probe: cuMemHostRegister on Bun.mmap views (shared/private), holes vs dense
-import { cuda } from "../../src/replay/cuda.ts";
+import { cuda } from "../../src/native/libcuda.ts";
 import { openSync, writeSync, closeSync, ftruncateSync } from "node:fs";
 const [mode, file] = [process.argv[2]!, process.argv[3]!];
 const GiB = 1 << 30;

@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { kernelTable } from "../cli/format.ts";
 import { mergeKernels, type KernelSeen, type ProcessCensus } from "./census.ts";
 import { collectiveLibrary } from "./collective.ts";
-import { compileEre } from "./posix-regex.ts";
+import { compileEre } from "../util/posix-regex.ts";
 import { collectiveRefusal, countedLaunches } from "./session.ts";
 
 const NAMES: [string, string | undefined][] = [

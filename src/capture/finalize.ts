@@ -2,10 +2,10 @@
  * Turn a capture library's raw output (docs/raw-capture.md) into a checked capture folder:
  * kerncap.json (src/format/manifest.ts) with checksums, then an atomic rename to the final name.
  */
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { sha256File } from "../format/capture-dir.ts";
+import { assertReplaceable, sha256File } from "../format/capture-dir.ts";
 import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -141,32 +141,4 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     rmSync(old, { recursive: true, force: true });
   } else renameSync(o.tmpDir, o.finalDir);
   return m;
-}
-
-/**
- * May `dir` (which exists) be replaced by a new capture? Only with force, and only when it is a
- * kerncap capture folder (kerncap.json of our format) or an empty folder: --force must never
- * delete a source tree or a home folder given by mistake.
- * @throws KerncapError E_EXISTS saying why not.
- */
-export function assertReplaceable(dir: string, force: boolean): void {
-  let isCapture = false;
-  let empty = false;
-  try {
-    if (statSync(dir).isDirectory()) {
-      empty = readdirSync(dir).length === 0;
-      const mf = join(dir, MANIFEST_FILE);
-      isCapture = existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT;
-      const set = join(dir, "kerncap-captures.json"); // a folder of several captures (src/capture/session.ts)
-      if (!isCapture && existsSync(set)) isCapture = (JSON.parse(readFileSync(set, "utf8")) as { format?: string }).format === "kerncap-capture-set";
-    }
-  } catch {
-    isCapture = false;
-  }
-  if (!isCapture && !empty) {
-    throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture${force ? "; --force replaces only a previous capture" : ""}`, {
-      hint: "Choose another output folder (-o; kerncap writes a new folder there).",
-    });
-  }
-  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists (${isCapture ? "a previous capture" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
 }

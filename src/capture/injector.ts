@@ -7,12 +7,11 @@
  * API table (c/kerncap_hsa.c). Both libraries then read the same KERNCAP_* settings
  * (src/env.ts captureLibraryEnv) and write the same raw capture (docs/raw-capture.md).
  */
-import { dlopen } from "bun:ffi";
 import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { probeGpu } from "../replay/probe.ts";
-import { libcudaCandidates } from "../replay/cuda.ts";
-import { loadHsa } from "../replay/hsa.ts";
+import { libcudaCandidates, probeGpu } from "../native/libcuda.ts";
+import { loadHsa } from "../native/libhsa.ts";
+import { libraryLoads } from "../native/loader.ts";
 import { findCupti } from "./cupti.ts";
 import { cudaCaptureLibrary, hsaCaptureLibrary } from "./lib.ts";
 import { injectionEnv, launchingTool, SANITIZER_WAY_OUT } from "./coexist.ts";
@@ -64,7 +63,7 @@ export async function cudaInjection(): Promise<Injection> {
 
 /**
  * The HSA capture library through HSA_TOOLS_LIB: the ROCm runtime must load here
- * (libhsa-runtime64, KERNCAP_HSA_PATH first: src/replay/hsa.ts); the library extracted from the
+ * (libhsa-runtime64, KERNCAP_HSA_PATH first: src/native/libhsa.ts); the library extracted from the
  * executable. A tool's HSA_TOOLS_LIB (rocprof…) is replaced, with a warning: ROCr would load
  * both, and two tools intercepting one queue is not something kerncap has tried.
  * @throws KerncapError E_HSA_NOT_FOUND, E_LIB, E_CACHE
@@ -81,23 +80,6 @@ export const INJECTORS: Record<Runtime, Injector> = {
   cuda: { runtime: "cuda", variable: "CUDA_INJECTION64_PATH", label: "CUDA", prepare: cudaInjection },
   hsa: { runtime: "hsa", variable: "HSA_TOOLS_LIB", label: "HSA", prepare: () => hsaInjection() },
 };
-
-/**
- * Whether one of `names` loads with `symbol` (a function taking a u32, returning an i32) found in it.
- * Bun's dlopen refuses an empty symbol table, so the symbol is required (an empty table made every
- * libcuda look absent on the H200, and the HSA injector was chosen there).
- */
-export function libraryLoads(names: string[], symbol: string): boolean {
-  for (const n of names) {
-    try {
-      dlopen(n, { [symbol]: { args: ["u32"], returns: "i32" } }).close();
-      return true;
-    } catch {
-      // next candidate
-    }
-  }
-  return false;
-}
 
 /** Whether libcuda loads in this process (the machine has an NVIDIA driver), or KERNCAP_LIBCUDA names one. */
 function hasLibcuda(): boolean {

@@ -6,7 +6,7 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { formatBytes } from "../cli/format.ts";
+import { formatBytes } from "../util/format.ts";
 
 export interface Progress {
   phase: string;

@@ -9,6 +9,7 @@ import * as v from "valibot";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { isFrontendName } from "../frontends/index.ts";
 
 const U = v.pipe(v.number(), v.integer(), v.minValue(0));
 const Dim3 = v.tuple([U, U, U]);
@@ -18,7 +19,7 @@ const Stored = v.object({ extents: v.array(v.tuple([U, U, U])), hashes: v.pipe(v
 
 const Common = {
   library: v.string(),
-  frontend: v.picklist(["cuda", "triton", "hip"]),
+  frontend: v.pipe(v.string(), v.check(isFrontendName, (i) => `${JSON.stringify(i.input)} is no frontend this kerncap knows`)),
   kernel: v.object({ name: v.string(), demangled: v.string(), match_index: U, launch_index: U, counts_benchmarks: v.optional(v.boolean()) }),
   device: v.object({ vendor: v.picklist(["nvidia", "amd"]), name: v.string(), arch: v.string(), driver_version: U, ordinal: U }),
   launch: v.object({

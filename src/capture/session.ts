@@ -14,7 +14,7 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
@@ -23,17 +23,17 @@ import type { Manifest } from "../format/manifest.ts";
 import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
-import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
+import { finalizeCapture, readRaw } from "./finalize.ts";
+import { assertReplaceable } from "../format/capture-dir.ts";
 import { collectiveLibrary } from "./collective.ts";
-import { compileEre, type PosixRegex } from "./posix-regex.ts";
+import { compileEre, type PosixRegex } from "../util/posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
 import { processLabel, readCensus, type Census } from "./census.ts";
 import { cuptiNotes, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
 import { injectorFor, type PrepareInjection } from "./injector.ts";
-import { shellQuote } from "../shell-quote.ts";
+import { shellQuote } from "../util/shell-quote.ts";
 import { watchProgress } from "./progress.ts";
-import { captureEnrichment, type CaptureContext } from "../frontends/index.ts";
-import { compileDatabase } from "../frontends/cuda/compile-commands.ts";
+import { captureEnrichment, captureOptions } from "../frontends/index.ts";
 
 /**
  * Refuse an application command line that starts compute-sanitizer (`kerncap run -- compute-sanitizer APP`):
@@ -165,8 +165,8 @@ export interface CaptureRequest {
   stdoutToStderr: boolean;
   /** The library's snapshot progress on stderr: "live" redrawn about once a second (a terminal), "phases" one line per phase. */
   progress: "live" | "phases";
-  /** CUDA reproducer project (src/frontends/cuda/repro.ts). */
-  cuda: { sourceRoot?: string; compileCommands?: string; slice: boolean; overlay: boolean };
+  /** The values of every frontend's `kerncap run` options (src/frontends/index.ts captureArgs), by option name. */
+  frontendArgs: Readonly<Record<string, unknown>>;
 }
 
 export interface CaptureResult {
@@ -215,15 +215,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   if (writer !== undefined) {
     throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
   } // a missing, non-folder or read-only parent, before the app runs
-  for (const [opt, p] of [["--source-root", req.cuda.sourceRoot], ["--compile-commands", req.cuda.compileCommands]] as const) {
-    if (p === undefined) continue;
-    if (!p.trim()) throw new KerncapError("E_USAGE", `${opt} is empty`, { hint: `Give a path with ${opt}, or leave it out.` });
-    if (!existsSync(resolve(p))) throw new KerncapError("E_USAGE", `${opt} ${p} does not exist`, { hint: `Check the path given with ${opt}.` });
-    // checked before the application runs, not found out after it (found by a trial)
-    const dir = statSync(resolve(p)).isDirectory();
-    if (opt === "--source-root" && !dir) throw new KerncapError("E_USAGE", `--source-root ${p} is a file, not the application's source folder`, { hint: "Give the folder the application was built from (its source tree)." });
-    if (opt === "--compile-commands") compileDatabase(p); // a build folder without a database: the reconfigure command to write one
-  }
+  const frontendOptions = captureOptions(req.frontendArgs); // each frontend's paths, checked before the app runs
   removeStale(out);
   const inj = await (prepare ?? injector.prepare)();
   for (const w of inj.warnings ?? []) log.warn(w);
@@ -274,7 +266,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     sayCuptiNotes(census, true);
     const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0);
     if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
-      const set = await finalizeCaptureSet(tmp, out, req, stops);
+      const set = await finalizeCaptureSet(tmp, out, req, frontendOptions, stops);
       const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
       if (missed.length) {
         const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
@@ -345,7 +337,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     }
     // each frontend's enrichment (src/frontends): Triton claims its cubins (manifest.source,
     // Python reproducer), CUDA locates the source and renders the C++ reproducer
-    const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern, command: req.argv, cuda: cudaOptions(req) });
+    const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern, command: req.argv }, frontendOptions);
     const interruptedNow = () => {
       if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
     };
@@ -370,16 +362,6 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   }
 }
 
-/** The CUDA frontend's reproducer options from the request (paths made absolute). */
-function cudaOptions(req: CaptureRequest): CaptureContext["cuda"] {
-  return {
-    sourceRoot: req.cuda.sourceRoot ? resolve(req.cuda.sourceRoot) : undefined,
-    compileCommands: req.cuda.compileCommands ? resolve(req.cuda.compileCommands) : undefined,
-    slice: req.cuda.slice,
-    overlay: req.cuda.overlay,
-  };
-}
-
 /** Index of a folder holding several captures (one per kernel), written by `run --kernel A --kernel B` / `--capture-all`. */
 export { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT };
 
@@ -394,7 +376,7 @@ export function captureSubfolder(n: number, name: string): string {
  * files). Finalize each into tmp/<n>-<name> (its reproducer too), write the set's index, rename tmp
  * to out (an existing out only with force, and only a previous capture or capture set).
  */
-async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest, stops: StopSignals): Promise<{ dir: string; manifest: Manifest }[]> {
+async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest, frontendOptions: Record<string, unknown>, stops: StopSignals): Promise<{ dir: string; manifest: Manifest }[]> {
   const root = join(tmp, "captures");
   const subs = readdirSync(root).filter((n) => /^\d+$/.test(n)).sort((a, b) => Number(a) - Number(b));
   const done: { dir: string; manifest: Manifest }[] = [];
@@ -411,7 +393,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     const target = typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
     if (existsSync(join(tmp, "triton.jsonl"))) copyFileSync(join(tmp, "triton.jsonl"), join(d, "triton.jsonl"));
-    const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv, cuda: cudaOptions(req) });
+    const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv }, frontendOptions);
     const manifest = await finalizeCapture(raw, {
       tmpDir: d,
       finalDir: join(tmp, name),

@@ -9,7 +9,7 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
-import type { CheckRecord } from "./record.ts";
+import type { CheckRecord } from "../format/check-record.ts";
 
 export const BASELINE_SCHEMA = "kerncap.check-baseline/1";
 export const BASELINE_FILE = "baseline.json";

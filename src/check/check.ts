@@ -22,7 +22,7 @@ import { discoverCaptures } from "./discover.ts";
 import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
 import { CheckProgress } from "./progress.ts";
-import { CheckRecord, statusOf, type Outcome, type TimeJudgement } from "./record.ts";
+import { CheckRecord, statusOf, type Outcome, type TimeJudgement } from "../format/check-record.ts";
 import { PREVIOUS_RESULTS_FILE, readResults, ResultsLog, RESULTS_FILE } from "./results.ts";
 import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";

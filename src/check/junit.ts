@@ -8,7 +8,7 @@
  * a message attribute; the measurements in <system-out>.
  */
 import { hostname as machineName } from "node:os";
-import type { CheckRecord } from "./record.ts";
+import type { CheckRecord } from "../format/check-record.ts";
 
 /**
  * Text as XML 1.0 character data or attribute value: & < > " ' escaped; characters XML 1.0 does

@@ -18,7 +18,7 @@ import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { noAslrPrefix } from "../replay/aslr.ts";
 import type { CaptureRef } from "./discover.ts";
-import type { Outcome } from "./record.ts";
+import type { Outcome } from "../format/check-record.ts";
 import type { CheckSettings } from "./runner.ts";
 import { lines } from "./worker.ts";
 

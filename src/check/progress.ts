@@ -6,7 +6,7 @@
  * finished lines, nothing redrawn.
  */
 import { recordLine } from "./report.ts";
-import type { CheckRecord } from "./record.ts";
+import type { CheckRecord } from "../format/check-record.ts";
 
 export class CheckProgress {
   private done = 0;

@@ -5,7 +5,7 @@
  * be checked (error), else 0 (skipped captures do not fail a check: their reason is in the table
  * and in JUnit).
  */
-import { STATUSES, type CheckRecord, type Status } from "./record.ts";
+import { STATUSES, type CheckRecord, type Status } from "../format/check-record.ts";
 
 export type Summary = Record<Status, number> & { captures: number; faster: number };
 

@@ -1,6 +1,6 @@
 /**
  * The results file of `kerncap check` (RESULTS/results.jsonl): JSON Lines, one CheckRecord per
- * finished capture (src/check/record.ts), each line `{"schema":"kerncap.check-record/1", …}`,
+ * finished capture (src/format/check-record.ts), each line `{"schema":"kerncap.check-record/1", …}`,
  * appended and fsync'd as the capture finishes, so that a kill (SIGKILL, a lost node) loses at most
  * the captures in flight. `--resume` reads it back: a last line cut short by the kill (no newline,
  * or not JSON) is dropped and cut off the file before the next append; a damaged line before the
@@ -8,9 +8,9 @@
  */
 import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
 import * as v from "valibot";
-import { documentId } from "../cli/documents.ts";
+import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
-import { CheckRecord } from "./record.ts";
+import { CheckRecord } from "../format/check-record.ts";
 
 export const RESULTS_FILE = "results.jsonl";
 /** Where a run that does not resume moves the previous run's results. */

@@ -1,10 +1,10 @@
 /**
  * One capture's check in a worker process (src/check/worker.ts): unpack an archive into a temp
  * folder (the unpack API: every file's SHA-256 and every stored chunk's kc64 checked), with
- * --rebuild rebuild its reproducer as `kerncap validate` does (src/repro/validate-build.ts
- * startRebuild), replay it with the replay engine (verdict against the captured after state,
+ * --rebuild rebuild its reproducer as `kerncap validate` does (the one rebuild policy:
+ * src/rebuild/validate.ts startRebuild), replay it with the replay engine (verdict against the captured after state,
  * run-to-run envelope, timed launches) on device 0 of those the worker sees (its
- * CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/check/record.ts).
+ * CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
  *
  * Portability: a capture replays on any GPU its module has code for. On a GPU of another
  * architecture, --rebuild rebuilds a CUDA reproducer for this one (build.sh with
@@ -14,21 +14,22 @@
  *
  * The worker keeps one CUDA context for all its captures: the engine's session close frees every
  * device allocation and VA reservation (src/replay/backend.ts close). Only after a kernel fault
- * (a sticky error: every later call in the context fails) is the context reset.
+ * (a sticky error: every later call in the context fails) is the context reset, by the engine's
+ * replay (src/replay/engine.ts).
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isKerncapError } from "../errors.ts";
 import { unpackArchive } from "../format/archive.ts";
-import { readManifest } from "../format/capture-dir.ts";
+import { openCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { cuda, CudaError, resetCuda } from "../replay/cuda.ts";
+import { cuda } from "../native/libcuda.ts";
+import { startRebuild, type StartedRebuild } from "../rebuild/validate.ts";
 import { replay, type ReplayResult } from "../replay/engine.ts";
-import { startRebuild } from "../repro/validate-build.ts";
 import type { CaptureRef } from "./discover.ts";
-import type { Outcome } from "./record.ts";
+import type { Outcome } from "../format/check-record.ts";
 
 /** What every capture of one check is replayed with (the verb's options). */
 export interface CheckSettings {
@@ -69,31 +70,32 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
   let m: Manifest | undefined;
   let rebuild: Outcome["rebuild"] = null;
   let note: string | null = null;
-  let rebuilt: ReturnType<typeof startRebuild> | undefined;
+  let rebuilt: StartedRebuild | undefined;
   try {
     let dir = task.path;
     if (task.kind === "archive") {
       tmp = mkdtempSync(join(tmpdir(), "kerncap-check-"));
       dir = (await unpackArchive(task.path, join(tmp, "capture"))).dir;
     }
-    m = readManifest(dir);
+    const capture = openCapture(dir);
+    m = capture.manifest;
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
     const here = s.rebuild ? deviceArch(m) : undefined;
     const otherArch = here !== undefined && here !== m.device.arch;
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
-    if (s.rebuild && reproducer && otherArch && m.kernel.frontend === "triton") {
-      return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a Triton reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });
+    if (s.rebuild && reproducer && otherArch && !fe.retargets) {
+      return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a ${fe.name} reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });
     }
     if (s.rebuild && reproducer) {
-      rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: otherArch, ...(otherArch ? { targetArch: here } : {}) });
+      rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) });
       if (otherArch) note = `rebuilt from its reproducer for ${here} (captured on ${m.device.arch})`;
     } else if (s.rebuild) note = "no reproducer to rebuild (the module has no source): the captured module replayed";
     const tr = performance.now();
     let r: ReplayResult;
     try {
-      r = await replay(dir, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(rebuilt ? { modulePath: rebuilt.module, kernelName: m.kernel.name } : {}) });
+      r = await replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(rebuilt ? { modulePath: rebuilt.module, kernelName: m.kernel.name } : {}) });
     } catch (e) {
       if (rebuilt) await rebuilt.built; // a build error is the one to report
       throw e;
@@ -104,7 +106,6 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       const b = await rebuilt.built;
       rebuild = { builder: b.builder, seconds: b.seconds, targetArch: otherArch ? here! : null };
     }
-    if (r.fault) resetCuda(); // the fault is sticky: the next capture needs a fresh context
     if (!rebuilt && r.device.arch !== m.device.arch) note ??= `replayed on ${r.device.arch} (captured on ${m.device.arch}): the module's code runs here`;
     const samples = r.timing.samplesUs ?? [];
     return out({
@@ -120,7 +121,6 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples } : null,
     });
   } catch (e) {
-    if (e instanceof CudaError) resetCuda(); // a faulting launch leaves the context unusable
     const kernel = m ? m.kernel.demangled || m.kernel.name : null;
     const captured = m ? { name: m.device.name, arch: m.device.arch } : null;
     const message = (e as Error).message ?? String(e);

@@ -12,7 +12,7 @@
  * times taken in one process vary less than times taken in two (clocks, placement), and a check
  * that cries wolf at every 2% is no use.
  */
-import type { TimeJudgement } from "./record.ts";
+import type { TimeJudgement } from "../format/check-record.ts";
 
 export interface MedianInterval {
   medianUs: number;

@@ -5,13 +5,13 @@
  *
  * Protocol, JSON Lines: stdin's first line is `{"settings": CheckSettings}`, each later line
  * `{"task": CaptureRef}`; for each task, stdout gets one line `{"outcome": Outcome}` once the
- * capture is checked (src/check/record.ts). The worker ends at the end of stdin (its parent gone
+ * capture is checked (src/format/check-record.ts). The worker ends at the end of stdin (its parent gone
  * too). Logs go to stderr.
  */
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import type { CaptureRef } from "./discover.ts";
-import type { Outcome } from "./record.ts";
+import type { Outcome } from "../format/check-record.ts";
 import type { CheckSettings } from "./runner.ts";
 
 /** The lines of a byte stream (UTF-8), without their newlines; a last line without one too. */

@@ -1,9 +1,9 @@
 /** Argument fragments shared by several verbs (typed through `as const satisfies`). */
 import { writeSync } from "node:fs";
-import { dlopen, FFIType } from "bun:ffi";
 import type { ArgsDef } from "citty";
+import { libc } from "../native/libc.ts";
 import { KerncapError } from "../errors.ts";
-import { documentId, type DocumentName } from "./documents.ts";
+import { jsonDocument, type DocumentName } from "../format/documents.ts";
 import { elementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
 
@@ -44,7 +44,7 @@ export function intArg(name: string, v: unknown, def: number, max = 1_000_000, m
 
 /**
  * Write a verb's JSON document on stdout, with its schema id first (`"schema": "kerncap.<verb>/N"`,
- * src/cli/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
+ * src/format/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
  */
 export function printJson(name: DocumentName, doc: object): void {
   writeData(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");
@@ -58,11 +58,6 @@ export function printJsonLine(name: DocumentName, doc: object): void {
 /** One JSON line on the data channel that is no document (a protocol's message: `check --worker`, src/check/worker.ts). */
 export function writeDataLine(message: object): void {
   writeData(JSON.stringify(message) + "\n");
-}
-
-/** The document with its schema id (what printJson writes; the MCP server returns the same). */
-export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
-  return { schema: documentId(name), ...doc };
 }
 
 /** --atol/--rtol/--dtype, shared by replay and validate. */
@@ -160,10 +155,10 @@ export function dataStdio(): number | "inherit" {
 export function keepStdoutForData(): void {
   if (dataFd !== undefined) return;
   try {
-    const { symbols } = dlopen("libc.so.6", { dup: { args: [FFIType.i32], returns: FFIType.i32 }, dup2: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 } });
-    const saved = symbols.dup(1);
+    const { dup, dup2 } = libc();
+    const saved = dup(1);
     if (saved < 0) return;
-    if (symbols.dup2(2, 1) < 0) return;
+    if (dup2(2, 1) < 0) return;
     dataFd = saved;
   } catch {
     /* stdout stays as it is */

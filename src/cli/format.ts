@@ -1,30 +1,13 @@
 /**
- * Human-readable formatting shared by the verbs (sizes, replay results), so that no verb imports
- * another. Plain strings: the verbs write them to stdout.
+ * Human-readable formatting shared by the verbs (replay results, kernel and process tables), so
+ * that no verb imports another (sizes and counts: src/util/format.ts). Plain strings: the verbs write them to stdout.
  */
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
 import type { ClockState } from "../replay/clocks.ts";
 
-export { shellPath, shellQuote } from "../shell-quote.ts";
-
-/** Bytes in binary units: 1536 → "1.5 KiB". */
-export function formatBytes(n: number): string {
-  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  let x = n;
-  while (x >= 1024 && i < u.length - 1) {
-    x /= 1024;
-    i++;
-  }
-  return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
-}
-
-/** "1 region", "2 regions": the count and the noun, plural unless n is 1 (`many`: an irregular plural). */
-export function plural(n: number, one: string, many = `${one}s`): string {
-  return `${n} ${n === 1 ? one : many}`;
-}
+import { formatBytes, plural } from "../util/format.ts";
 
 /** Human lines for a replay result. */
 export function describeReplay(r: ReplayResult): string {

@@ -13,7 +13,7 @@ import { TOOL_VERSION } from "../version.ts";
 import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
 import { printable } from "./format.ts";
-import { editDistance } from "../capture/run.ts";
+import { editDistance } from "../util/text.ts";
 
 export { commands };
 
@@ -216,7 +216,7 @@ export async function runCli(argv: string[]): Promise<number> {
     // a message may carry an application's command line or a shared capture's names: no terminal escapes
     log.error(printable(message));
     if (hint) log.info(printable(hint));
-    // validate --watch --json is a JSON Lines stream (src/repro/watch.ts): an error that ends it, at startup too, is one record of it
+    // validate --watch --json is a JSON Lines stream (src/rebuild/watch.ts): an error that ends it, at startup too, is one record of it
     if (wantJson && verb === "validate" && own.includes("--watch")) {
       printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message, hint: hint ?? null, buildSeconds: null, saveToVerdictSeconds: 0 });
     } else if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });

@@ -11,7 +11,7 @@ import {
   parseNvInfo,
 } from "./cubin.ts";
 import { parseElf } from "./elf.ts";
-import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "./nvcc-fixtures.ts";
+import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "../../test/nvcc-fixtures.ts";
 
 /** Copy of `bytes` with EI_ABIVERSION and e_flags replaced (to exercise the CUDA <= 12 layout). */
 function withFlags(bytes: Uint8Array, abiVersion: number, flags: number): Uint8Array {

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { KerncapError } from "../errors.ts";
 import { EM_CUDA, isElf, parseElf, SHT_NOBITS, STT_FUNC, STT_OBJECT } from "./elf.ts";
-import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "./nvcc-fixtures.ts";
+import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "../../test/nvcc-fixtures.ts";
 
 /** A minimal valid ELF64 LE header with no sections. */
 function header(): Uint8Array {

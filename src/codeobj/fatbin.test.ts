@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { KerncapError } from "../errors.ts";
 import { cubinArch } from "./cubin.ts";
 import { extractFatbinFromElf, FATBIN_MAGIC, fatbinEntries, isFatbin, lz4BlockDecompress, pickCubin } from "./fatbin.ts";
-import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "./nvcc-fixtures.ts";
+import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "../../test/nvcc-fixtures.ts";
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { buildFixtures, NVCC } from "./nvcc-fixtures.ts";
+import { buildFixtures, NVCC } from "../../test/nvcc-fixtures.ts";
 
 const GCC = Bun.which("gcc");
 const dir = mkdtempSync(join(tmpdir(), "kerncap-symbols-"));

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { describeModule } from "./index.ts";
-import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "./nvcc-fixtures.ts";
+import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "../../test/nvcc-fixtures.ts";
 
 const KERNELS = ["_Z2tkIdLi3EEvPT_PKS0_i", "_Z2tkIfLi2EEvPT_PKS0_i", "emptyk", "gridk", "hugek", "structk", "typesk"];
 

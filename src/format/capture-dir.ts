@@ -1,14 +1,14 @@
 /**
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
-import { closeSync, existsSync, openSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
-import { shellPath } from "../shell-quote.ts";
-import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
+import { shellPath } from "../util/shell-quote.ts";
+import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
 export function sha256(bytes: Uint8Array): string {
@@ -19,6 +19,20 @@ export function sha256(bytes: Uint8Array): string {
 export function sha256File(path: string): string {
   const img = new FileImage(path);
   return sha256Range(img, 0, img.size);
+}
+
+/** A capture folder with its manifest read and checked once (openCapture): what a verb hands to the engines. */
+export interface OpenedCapture {
+  readonly dir: string;
+  readonly manifest: Manifest;
+}
+
+/**
+ * Open a capture folder: its manifest, read and checked (readManifest).
+ * @throws as readManifest
+ */
+export function openCapture(dir: string): OpenedCapture {
+  return { dir, manifest: readManifest(dir) };
 }
 
 /**
@@ -127,4 +141,32 @@ export function fileKind(st: Stats): string {
  */
 export function verifyRegions(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): void {
   verifyChunks(dir, m, onBytes);
+}
+
+/**
+ * May `dir` (which exists) be replaced by a new capture? Only with force, and only when it is a
+ * kerncap capture folder (kerncap.json of our format) or an empty folder: --force must never
+ * delete a source tree or a home folder given by mistake.
+ * @throws KerncapError E_EXISTS saying why not.
+ */
+export function assertReplaceable(dir: string, force: boolean): void {
+  let isCapture = false;
+  let empty = false;
+  try {
+    if (statSync(dir).isDirectory()) {
+      empty = readdirSync(dir).length === 0;
+      const mf = join(dir, MANIFEST_FILE);
+      isCapture = existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT;
+      const set = join(dir, "kerncap-captures.json"); // a folder of several captures (src/capture/session.ts)
+      if (!isCapture && existsSync(set)) isCapture = (JSON.parse(readFileSync(set, "utf8")) as { format?: string }).format === "kerncap-capture-set";
+    }
+  } catch {
+    isCapture = false;
+  }
+  if (!isCapture && !empty) {
+    throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture${force ? "; --force replaces only a previous capture" : ""}`, {
+      hint: "Choose another output folder (-o; kerncap writes a new folder there).",
+    });
+  }
+  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists (${isCapture ? "a previous capture" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
 }

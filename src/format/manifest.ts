@@ -25,8 +25,12 @@ const U = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(Number.MAX_S
 const Dim3 = v.strictTuple([U, U, U], "expected exactly 3 dimensions [x, y, z]");
 const Sha256 = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/));
 
-export const Frontend = v.picklist(["cuda", "triton", "hip"]);
-export type Frontend = v.InferOutput<typeof Frontend>;
+/**
+ * A frontend's name (kernel.frontend). The names are the frontend registry's (src/frontends/index.ts,
+ * a layer above this one): the capture that is opened is checked there (frontendOf: E_FRONTEND),
+ * and `kerncap schema manifest` lists them (jsonSchemaOf's `frontends`).
+ */
+const FrontendName = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_-]*$/, "expected a frontend name"));
 
 export const RegionKind = v.picklist(["device", "pitched", "managed", "vmm", "async", "host-mapped", "global"]);
 
@@ -120,7 +124,7 @@ export const Manifest = v.object({
   kernel: v.object({
     name: v.string(),
     demangled: v.string(),
-    frontend: Frontend,
+    frontend: FrontendName,
     /** The regex given with --kernel. */
     match: v.string(),
     /** 0-based index among the launches that matched (--dispatch). */

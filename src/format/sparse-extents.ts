@@ -1,11 +1,11 @@
 /**
  * The data extents of a (possibly sparse) file, from the kernel: lseek(2) with SEEK_DATA /
- * SEEK_HOLE through bun:ffi (libc.so.6). A file system without hole support reports the whole
+ * SEEK_HOLE through bun:ffi (src/native/libc.ts). A file system without hole support reports the whole
  * file as one data extent (Linux's generic lseek), so the answer is always usable; where libc or
  * lseek cannot be reached at all, the whole file is one extent too.
  */
-import { dlopen, FFIType } from "bun:ffi";
 import { closeSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
+import { libc } from "../native/libc.ts";
 
 const SEEK_DATA = 3;
 const SEEK_HOLE = 4;
@@ -18,8 +18,8 @@ let lseek: ((fd: number, off: number, whence: number) => number) | null | undefi
 function libcLseek(): typeof lseek {
   if (lseek !== undefined) return lseek;
   try {
-    const lib = dlopen("libc.so.6", { lseek: { args: [FFIType.i32, FFIType.i64, FFIType.i32], returns: FFIType.i64 } });
-    lseek = (fd, off, whence) => Number(lib.symbols.lseek(fd, off, whence));
+    const lib = libc();
+    lseek = (fd, off, whence) => Number(lib.lseek(fd, off, whence));
   } catch {
     lseek = null;
   }

@@ -2,14 +2,17 @@
  * The frontend interface: what kerncap does differently for kernels from CUDA C++, Triton and HIP.
  * One folder per frontend (src/frontends/<name>/) exports one `Frontend` object; the registry
  * (./index.ts) is the only place that lists them, and every caller looks its frontend up there
- * (`frontendOf(manifest)`) instead of switching on the name. Adding a frontend: a new folder and
- * one line in the registry.
+ * (`frontendOf(manifest)`) or asks the registry for what all of them add (`kerncap run`'s
+ * options, the capture environment, the enrichment) instead of switching on the name. Adding a
+ * frontend: a new folder and one line in the registry (test/frontends/toy/ is one, registered by
+ * test/cpu/frontends.test.ts).
  */
 import type { FinalizeOptions } from "../capture/finalize.ts";
 import type { Raw } from "../capture/raw.ts";
+import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { ElementType } from "../replay/tolerance.ts";
-import type { CudaReproOptions } from "./cuda/repro.ts";
+import type { TemplateFile } from "./templates.ts";
 
 /** What a frontend sees of a finished capture before finalize (the raw capture in its temporary folder). */
 export interface CaptureContext {
@@ -18,15 +21,80 @@ export interface CaptureContext {
   /** The --kernel pattern that selected the launch, and the application's command line. */
   pattern: string;
   command: string[];
-  /** kerncap run's reproducer options for CUDA sources (--source-root, --compile-commands, --slice, --overlay). */
-  cuda: CudaReproOptions;
 }
 
-export interface Frontend {
+/**
+ * One `kerncap run` option of a frontend, in citty's argument shape so that the verb spreads the
+ * registry's into its own (library code never imports citty). Its description starts with the
+ * frontend's name ("CUDA: …").
+ */
+export interface CaptureArg {
+  type: "string" | "boolean";
+  description: string;
+  default?: string | boolean;
+  negativeDescription?: string;
+}
+
+/** The steps of a fast build (ms; a frontend's own names, e.g. CUDA's planMs, compileMs) and flags about them. */
+export type FastBuildSteps = Record<string, number | boolean>;
+
+/** One fast build's module and what the rebuilder reports of it. */
+export interface FastBuilt {
+  module: string;
+  /** A hash of the commands the build ran: a check against build.sh's build holds for exactly these. */
+  plan: string;
+  /** Wall time of the whole build (s), and of its steps. */
+  seconds: number;
+  steps: FastBuildSteps;
+  /** How the frontend cut the compiled source down: its size before and after (lines). */
+  prune: { lines(): { before: number; after: number } };
+}
+
+/** What a series of fast builds of one reproducer keeps between builds (the analysis, the last preprocessing). */
+export interface FastBuildSeries {
+  /** Keep it in `work` for the next process (validate runs one per edit). */
+  save(work: string): void;
+}
+
+/**
+ * A rebuild faster than build.sh (CUDA: the pruned TU's device-only build), which the rebuilder
+ * (src/rebuild/rebuilder.ts) uses only once it gave the kernel build.sh's machine code.
+ */
+export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
+  /** A new series, or the one a previous process saved in `work`. */
+  series(work?: string): S;
+  /**
+   * One fast build of the reproducer in `dir`, its files in `work`.
+   * @throws FastBuildUnavailable (src/frontends/build.ts: build.sh instead, with the reason),
+   *   KerncapError E_INTERRUPTED (a stop signal during a step)
+   */
+  build(dir: string, work: string, o: { force: boolean; signal?: AbortSignal }, series: S): Promise<FastBuilt>;
+  /** null when the two modules give `kernel` the same machine code, else what differs (a sentence). */
+  differs(full: Uint8Array, fast: Uint8Array, kernel: string): string | null;
+}
+
+export interface Frontend<Options = unknown> {
   /** manifest.kernel.frontend */
-  readonly name: Manifest["kernel"]["frontend"];
+  readonly name: string;
   /** `kerncap validate` (rebuild + replay) is supported for its captures. */
   readonly validates: boolean;
+  /**
+   * Its build.sh builds for another GPU architecture than the captured one when asked
+   * (BuildOptions.targetArch; CUDA: `-arch=` appended to EXTRA_FLAGS, src/env.ts
+   * reproducerBuildEnv): `kerncap check --rebuild` on such a GPU. Without it, the reproducer
+   * compiles for its pinned target only (Triton).
+   */
+  readonly retargets?: boolean;
+  /** The frontend's `kerncap run` options, by option name (CUDA: --source-root, --compile-commands, --slice, --overlay). */
+  readonly captureArgs?: Readonly<Record<string, CaptureArg>>;
+  /**
+   * Its options parsed from the verb's values of captureArgs (paths made absolute), checked
+   * before the application runs; given to enrich.
+   * @throws KerncapError E_USAGE
+   */
+  captureOptions?(args: Readonly<Record<string, unknown>>): Options;
+  /** Its reproducer templates (templates/<name>/), embedded in the executable. */
+  readonly templates?: readonly TemplateFile[];
   /**
    * Environment the capture adds to the application's (Triton: its shim first on PYTHONPATH).
    * Every frontend's is added: which frontend a launch belongs to is known only after it.
@@ -38,11 +106,17 @@ export interface Frontend {
    * renders the reproducer project into the folder before its rename. {} when the capture is not
    * this frontend's. Never throws for a missing source: the reason is logged or recorded.
    */
-  enrich?(ctx: CaptureContext): Pick<FinalizeOptions, "source" | "beforeRename">;
+  enrich?(ctx: CaptureContext, options: Options): Pick<FinalizeOptions, "source" | "beforeRename">;
   /** Before the reproducer's build.sh runs (CUDA: remake a slice whose TU was edited). */
   beforeBuild?(dir: string, m: Manifest): void;
+  /** The error a failed build.sh means, from its stderr, when more than a compile error (CUDA: an -rdc link, E_RDC); undefined for a plain one. */
+  explainBuildFailure?(stderr: string): KerncapError | undefined;
   /** Check a rebuilt module before anything launches (CUDA: cubin, kernel present, parameter layout). @throws KerncapError (exit 2) */
   checkRebuiltModule?(modulePath: string, m: Manifest): void;
+  /** A rebuild faster than build.sh, once checked against it. */
+  readonly fastBuild?: FastBuilder;
+  /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
+  generatedSources?(m: Manifest): string[];
   /**
    * Element types of the captured regions this frontend knows (Triton: the signature's pointer
    * types, through the parameter buffer); undefined entries fall back to --dtype / fp32.

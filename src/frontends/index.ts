@@ -1,40 +1,82 @@
 /**
  * The frontend registry (./frontend.ts): the one list of frontends, and the lookups callers use
- * instead of switching on manifest.kernel.frontend.
+ * instead of switching on manifest.kernel.frontend. What every frontend adds (`kerncap run`'s
+ * options, the capture environment, the enrichment, the frontend names the raw capture may carry)
+ * is derived from it here.
  */
 import type { FinalizeOptions } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { cudaFrontend } from "./cuda/index.ts";
-import type { CaptureContext, Frontend } from "./frontend.ts";
+import type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
 import { tritonFrontend } from "./triton/index.ts";
 
-export type { CaptureContext, Frontend } from "./frontend.ts";
+export type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
 
 /** Every frontend, in the order their capture enrichment runs (Triton first: it claims the cubins it compiled before CUDA renders a C++ reproducer). */
-export const FRONTENDS: readonly Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
+const registry: Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
+
+/** The registered frontends, in enrichment order. */
+export function frontends(): readonly Frontend[] {
+  return registry;
+}
+
+/**
+ * Add a frontend after the built-in ones (a test's, in-process).
+ * @returns the function that removes it again
+ * @throws Error for a name already registered or an option another frontend declares (a kerncap bug)
+ */
+export function registerFrontend<O>(f: Frontend<O>): () => void {
+  if (registry.some((x) => x.name === f.name)) throw new Error(`frontend ${f.name} is registered already`);
+  const taken = Object.keys(f.captureArgs ?? {}).filter((a) => Object.hasOwn(captureArgs(), a));
+  if (taken.length) throw new Error(`frontend ${f.name}: option ${taken.join(", ")} belongs to another frontend`);
+  registry.push(f as Frontend);
+  return () => {
+    const i = registry.indexOf(f as Frontend);
+    if (i >= 0) registry.splice(i, 1);
+  };
+}
+
+/** Whether `name` is a registered frontend's (the raw capture's and the manifest's kernel.frontend). */
+export function isFrontendName(name: string): boolean {
+  return registry.some((f) => f.name === name);
+}
 
 /** The frontend of a capture (manifest.kernel.frontend). @throws KerncapError E_FRONTEND for a name no frontend has */
 export function frontendOf(m: Pick<Manifest, "kernel">): Frontend {
-  const f = FRONTENDS.find((x) => x.name === m.kernel.frontend);
-  if (!f) throw new KerncapError("E_FRONTEND", `unknown frontend ${JSON.stringify(m.kernel.frontend)}`, { hint: `This kerncap knows ${FRONTENDS.map((x) => x.name).join(", ")}.` });
+  const f = registry.find((x) => x.name === m.kernel.frontend);
+  if (!f) throw new KerncapError("E_FRONTEND", `unknown frontend ${JSON.stringify(m.kernel.frontend)}`, { hint: `This kerncap knows ${registry.map((x) => x.name).join(", ")}.` });
   return f;
+}
+
+/** `kerncap run`'s options of every frontend, by option name. */
+export function captureArgs(): Record<string, CaptureArg> {
+  return Object.assign({}, ...registry.map((f) => f.captureArgs ?? {}));
+}
+
+/**
+ * Every frontend's options parsed from the verb's values of captureArgs(), by frontend name.
+ * @throws KerncapError E_USAGE from a frontend's check
+ */
+export function captureOptions(args: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return Object.fromEntries(registry.filter((f) => f.captureOptions).map((f) => [f.name, f.captureOptions!(args)]));
 }
 
 /** The capture-time environment of every frontend, merged. */
 export async function captureEnv(): Promise<Record<string, string>> {
   const env: Record<string, string> = {};
-  for (const f of FRONTENDS) Object.assign(env, (await f.captureEnv?.()) ?? {});
+  for (const f of registry) Object.assign(env, (await f.captureEnv?.()) ?? {});
   return env;
 }
 
 /**
- * Every frontend's enrichment of one capture, in registry order: the first manifest.source, and a
- * beforeRename hook that runs each frontend's in order with the final folder's name.
+ * Every frontend's enrichment of one capture, in registry order, each with its options (by
+ * frontend name, from captureOptions): the first manifest.source, and a beforeRename hook that
+ * runs each frontend's in order with the final folder's name.
  */
-export function captureEnrichment(ctx: CaptureContext): { source?: Record<string, unknown>; beforeRename: (dir: string, m: Manifest, finalDir: string) => Promise<void> } {
-  const parts = FRONTENDS.map((f) => f.enrich?.(ctx) ?? ({} as Pick<FinalizeOptions, "source" | "beforeRename">));
+export function captureEnrichment(ctx: CaptureContext, options: Readonly<Record<string, unknown>>): { source?: Record<string, unknown>; beforeRename: (dir: string, m: Manifest, finalDir: string) => Promise<void> } {
+  const parts = registry.map((f) => f.enrich?.(ctx, options[f.name]) ?? ({} as Pick<FinalizeOptions, "source" | "beforeRename">));
   const source = parts.find((p) => p.source)?.source;
   return {
     ...(source ? { source } : {}),

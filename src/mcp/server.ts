@@ -25,7 +25,7 @@ import type { Subprocess } from "bun";
 import { existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import * as v from "valibot";
-import { jsonDocument } from "../cli/args.ts";
+import { jsonDocument } from "../format/documents.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";

@@ -16,8 +16,8 @@ import { readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
-import { runBuildCommand } from "../repro/build.ts";
-import { buildForValidate } from "../repro/validate-build.ts";
+import { runBuildCommand } from "../frontends/build.ts";
+import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysCommand, parseNcuDetails, replayArgv, type NcuFigures, type NsightTool } from "./ncu.ts";
 
 export interface ProfileOptions {
@@ -112,9 +112,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   if (o.build) {
     const fe = frontendOf(m);
     if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
-    fe.beforeBuild?.(dir, m);
-    const b = await buildForValidate(dir, m, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false });
-    fe.checkRebuiltModule?.(b.module, m);
+    const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;
   }

@@ -12,7 +12,6 @@ import { arch } from "node:os";
 import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild } from "../env.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
-import { resetCuda } from "./cuda.ts";
 
 const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" };
 
@@ -26,7 +25,8 @@ export function noAslrPrefix(): string[] | undefined {
 /**
  * Run `body`; when it fails with E_VA_TAKEN, run this same kerncap command again in a child
  * process without address-space randomization and return the child's exit code (its stdout goes
- * to our data channel, its stderr to ours). The GPU state of the failed attempt is released first.
+ * to our data channel, its stderr to ours). The failed attempt released its GPU state (openReplay
+ * resets the device context when it fails).
  * @returns body's result, or the child's exit code.
  * @throws what body throws when no retry is possible (already the retry: KERNCAP_ASLR_RETRY=1;
  *   no setarch; KERNCAP_NO_ASLR_RETRY=1), or for any other error.
@@ -38,7 +38,6 @@ export async function withAslrRetry(body: () => Promise<number>, stdout: number 
     const prefix = noAslrPrefix();
     if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || isAslrRetryChild() || aslrRetryDisabled() || !prefix) throw e;
     log.warn(`${e.message}; running the command again in a process without address-space randomization (setarch -R)`);
-    resetCuda();
     // a compiled kerncap is its own interpreter; under `bun src/cli/main.ts` the script comes too
     const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
     const { BUN_BE_BUN: _, ...env } = process.env;

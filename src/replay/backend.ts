@@ -1,8 +1,8 @@
 /**
  * The replay backend interface: what the one replay engine (src/replay/engine.ts) asks of a
  * vendor's runtime. Two implementations: CUDA (src/replay/cuda-backend.ts over the libcuda
- * wrapper src/replay/cuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
- * wrapper src/replay/hsa.ts). `openBackend` is the one place that branches on the vendor.
+ * wrapper src/native/libcuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
+ * wrapper src/native/libhsa.ts). `openBackend` is the one place that branches on the vendor.
  *
  * Addresses are device virtual addresses (bigint), sizes bytes. Every call is synchronous unless
  * its name says Async; `sync` waits for the device.
@@ -86,12 +86,16 @@ export interface ReplayBackend extends DeviceMemory {
   readonly scansOn: "device" | "host";
   /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */
   launchFault(e: unknown): { code: number; name: string } | null;
+  /** Whether `e` (from a launch) left the device context unusable (CUDA: any driver error after a kernel fault), so that only reset() and a new session go on. */
+  isContextLost(e: unknown): boolean;
   /**
    * Release what the backend holds for this replay: events, queues, the scan kernel's module and
    * buffers, and every span mapAt reserved (unmapped, its memory released, the VA range freed), so
    * that one process replays capture after capture in one context (`kerncap check`). Never throws.
    */
   close(): void;
+  /** After close: destroy the device context (CUDA: the primary context, and with it every allocation and VA reservation; HSA: close freed them). */
+  reset(): void;
 }
 
 /**

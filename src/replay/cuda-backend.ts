@@ -8,7 +8,7 @@ import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { CU, CudaError, cuda, type Cuda } from "./cuda.ts";
+import { CU, CudaError, cuda, resetCuda, type Cuda } from "../native/libcuda.ts";
 import { Scanner } from "./scan.ts";
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
@@ -148,6 +148,10 @@ class CudaBackend implements ReplayBackend {
     return { code: e.result, name: this.cu.errorText(e.result).split(":")[0]! };
   }
 
+  isContextLost(e: unknown): boolean {
+    return e instanceof CudaError;
+  }
+
   close(): void {
     for (const e of this.events ?? []) this.cu.eventDestroy(e);
     this.events = undefined;
@@ -159,11 +163,15 @@ class CudaBackend implements ReplayBackend {
       if (r !== 0) log.debug(`releasing the span at 0x${s.va.toString(16)} (${s.size} bytes): ${this.cu.errorText(r)}`);
     }
   }
+
+  reset(): void {
+    resetCuda();
+  }
 }
 
 /**
  * The CUDA backend on device `ordinal` (default: the capture's; the process's one primary
- * context, on the device of the first call: src/replay/cuda.ts cuda).
+ * context, on the device of the first call: src/native/libcuda.ts cuda).
  * @throws KerncapError E_NO_GPU
  */
 export function cudaBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {

@@ -13,7 +13,7 @@ import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope,
 import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
-import { readManifest, verifyFiles } from "../format/capture-dir.ts";
+import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { diffBytes, median, vaSpans } from "./compare.ts";
@@ -362,8 +362,8 @@ export interface ReplaySession {
    * One replay: module load, globals restore, checked runs, compare, timed launches (the result
    * replay returns). From the second run on, the memory is first put back to the before state
    * (reset()). The module is unloaded at the end.
-   * @throws as replay; a CudaError from a launch leaves the context unusable (a kernel fault):
-   *   close the session, resetCuda() and open another.
+   * @throws as replay; an error for which isContextLost(e) holds (a kernel fault) leaves the
+   *   context unusable: close the session with the context (close({ resetDevice: true })) and open another.
    */
   run(o: RunOptions): Promise<ReplayResult>;
   /**
@@ -392,19 +392,26 @@ export interface ReplaySession {
    * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
    */
   reset(): ResetStats | undefined;
-  /** Free what the session holds on the device and the host: its allocations, pinned buffers and the VA reservations (ReplayBackend.close); the context stays for the next capture. */
-  close(): void;
+  /** Whether an error of run() left the device context unusable (the backend's isContextLost). */
+  isContextLost(e: unknown): boolean;
+  /**
+   * Free what the session holds on the device and the host: its allocations, pinned buffers and
+   * the VA reservations (ReplayBackend.close); the context stays for the next capture, unless
+   * `resetDevice` destroys it (after a kernel fault: isContextLost).
+   */
+  close(o?: { resetDevice?: boolean }): void;
 }
 
 /**
- * Open a capture for replay on its device (the backend of its vendor, src/replay/backend.ts):
- * check the small files, reserve every span at its captured VA, restore the before state, check
- * it (kc64 per chunk, when verify) and load the scan kernel. Steps 1-2 of replay, done once.
- * @throws KerncapError E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
+ * Open an opened capture (src/format/capture-dir.ts openCapture) for replay on its device (the
+ * backend of its vendor, src/replay/backend.ts): check the small files, reserve every span at its
+ * captured VA, restore the before state, check it (kc64 per chunk, when verify) and load the scan
+ * kernel. Steps 1-2 of replay, done once.
+ * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
  *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
-export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
-  const m = readManifest(dir);
+export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
+  const { dir, manifest: m } = c;
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
   // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
   verifyFiles(dir, o.verify ? m : { ...m, files: [] });
@@ -414,7 +421,9 @@ export async function openReplay(dir: string, o: Pick<ReplayOptions, "verify" | 
   try {
     return await openOn(cu, dir, m, o);
   } catch (e) {
+    // nothing stays reserved (close unmaps): the no-ASLR retry (src/replay/aslr.ts) is another process that needs these VAs
     cu.close();
+    if (cu.isContextLost(e)) cu.reset();
     throw e;
   }
 }
@@ -529,7 +538,11 @@ class Session implements ReplaySession {
     return this.lastReset;
   }
 
-  close(): void {
+  isContextLost(e: unknown): boolean {
+    return this.cu.isContextLost(e);
+  }
+
+  close(o: { resetDevice?: boolean } = {}): void {
     // best effort: after a kernel fault the context refuses every call, and the error to report is the fault
     for (const p of [this.backup, this.flush]) {
       try {
@@ -540,6 +553,7 @@ class Session implements ReplaySession {
     }
     this.restorer.dispose();
     this.cu.close();
+    if (o.resetDevice) this.cu.reset();
     this.backup = this.flush = undefined;
   }
 
@@ -957,18 +971,33 @@ function multisetRange(
 }
 
 /**
- * Replay a capture folder on its device (CUDA or HSA, by the manifest's vendor): openReplay, one
+ * Run `f` on a session and close it; the device context goes with it when the run left it
+ * unusable (a kernel fault: a replayed fault, an error isContextLost holds), so that the process
+ * can replay another capture (`kerncap check`'s worker keeps one context for all of them).
+ */
+async function runClosing<T>(s: ReplaySession, f: () => Promise<T>, faulted: (r: T) => boolean): Promise<T> {
+  let lost = false;
+  try {
+    const r = await f();
+    lost = faulted(r);
+    return r;
+  } catch (e) {
+    lost = s.isContextLost(e);
+    throw e;
+  } finally {
+    s.close({ resetDevice: lost });
+  }
+}
+
+/**
+ * Replay an opened capture on its device (CUDA or HSA, by the manifest's vendor): openReplay, one
  * run, close.
- * @throws KerncapError for unreadable or damaged captures (E_NOT_CAPTURE, E_MANIFEST, E_CHECKSUM),
+ * @throws KerncapError for damaged captures (E_CHECKSUM),
  *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
  */
-export async function replay(dir: string, o: ReplayOptions): Promise<ReplayResult> {
-  const s = await openReplay(dir, o);
-  try {
-    return await s.run(o);
-  } finally {
-    s.close();
-  }
+export async function replay(c: OpenedCapture, o: ReplayOptions): Promise<ReplayResult> {
+  const s = await openReplay(c, o);
+  return runClosing(s, () => s.run(o), (r) => r.fault?.observed != null);
 }
 
 /**
@@ -976,11 +1005,7 @@ export async function replay(dir: string, o: ReplayOptions): Promise<ReplayResul
  * (by default the captured module and launch) and the candidate, judged each, timed interleaved.
  * @throws as replay
  */
-export async function replayCompared(dir: string, baseline: ReplayOptions, candidate: RunOptions): Promise<ComparedRuns> {
-  const s = await openReplay(dir, baseline);
-  try {
-    return await s.runCompared(baseline, candidate);
-  } finally {
-    s.close();
-  }
+export async function replayCompared(c: OpenedCapture, baseline: ReplayOptions, candidate: RunOptions): Promise<ComparedRuns> {
+  const s = await openReplay(c, baseline);
+  return runClosing(s, () => s.runCompared(baseline, candidate), (r) => [r.baseline, r.candidate].some((x) => x?.fault?.observed != null));
 }

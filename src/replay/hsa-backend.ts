@@ -17,7 +17,7 @@ import { KerncapError } from "../errors.ts";
 import { kc64 } from "../format/kc64.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { FLAG_COARSE_GRAINED, FLAG_KERNARG_INIT, initHsa, type Hsa, type HsaQueue } from "./hsa.ts";
+import { FLAG_COARSE_GRAINED, FLAG_KERNARG_INIT, initHsa, type Hsa, type HsaQueue } from "../native/libhsa.ts";
 import type { ChunkScan } from "./scan.ts";
 
 /** Host bytes per copy of a memset or a scan (bounded host memory for ranges of any size). */
@@ -149,6 +149,12 @@ class HsaBackend implements ReplayBackend {
   launchFault(): null {
     return null; // the HSA capture library records no faulting dispatch (raw.json has no fault)
   }
+
+  isContextLost(): boolean {
+    return false; // a failed dispatch is reported through its completion signal; the queue stays usable
+  }
+
+  reset(): void {} // close() already freed the pools and VA reservations
 
   close(): void {
     const steps = [...(this.q ? [() => this.q!.destroy()] : []), ...[...this.allocs].map((p) => () => this.h.poolFree(p)), ...this.cleanup.splice(0).reverse()];

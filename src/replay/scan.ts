@@ -6,7 +6,7 @@
  */
 import scanFatbin from "../../c/kc_scan.fatbin" with { type: "file" };
 import { KerncapError } from "../errors.ts";
-import type { Cuda } from "./cuda.ts";
+import type { Cuda } from "../native/libcuda.ts";
 
 export interface ChunkScan {
   /** kc64 of each chunk, 16 hex digits. */

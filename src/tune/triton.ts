@@ -10,13 +10,16 @@ import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { readManifest } from "../format/capture-dir.ts";
+import { openCapture } from "../format/capture-dir.ts";
 import type { Manifest, ParamSlot } from "../format/manifest.ts";
+import { runBuildCommand } from "../frontends/build.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { templatesFolder } from "../frontends/templates.ts";
+import { tritonFrontend } from "../frontends/triton/index.ts";
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
+import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
 import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
-import { runBuildCommand } from "../repro/build.ts";
-import { templateRoot } from "../repro/templates.ts";
 import { openReplay, type RunOptions } from "../replay/engine.ts";
 import { configKey, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, type TuneConfig, type TuneRow } from "./space.ts";
 
@@ -126,8 +129,9 @@ export function tuneSpace(pin: Pinned, specs: string[]): TuneConfig[] {
  */
 export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneResult> {
   const dir = resolve(dirArg);
-  const m: Manifest = readManifest(dir);
-  if (m.kernel.frontend !== "triton") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
+  const capture = openCapture(dir);
+  const m: Manifest = capture.manifest;
+  if (frontendOf(m) !== tritonFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
   const pinPath = join(dir, "pinned.json");
   if (!existsSync(pinPath)) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
   const pin = JSON.parse(readFileSync(pinPath, "utf8")) as Pinned;
@@ -156,7 +160,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   const work = join(dir, "build", "tune");
   mkdirSync(work, { recursive: true });
   const { python: py, env } = tritonReproducerEnv(pin.python, join(dir, "build", "triton-cache"));
-  const script = join(templateRoot(), "triton", "repro.py");
+  const script = join(templatesFolder("triton", TRITON_TEMPLATES), "repro.py");
   const t0 = performance.now();
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
   const built: ({ cubin: string; shared: number; numWarps: number } | { error: string })[] = new Array(unique.length);
@@ -187,7 +191,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
     const launch = { ...m.launch, grid: grids[space.indexOf(unique[i]!)]!, block: [b.numWarps * 32, 1, 1] as [number, number, number], sharedMemBytes: b.shared };
     candidates.push({ i, run: { ...runOpts, modulePath: b.cubin, kernelName: m.kernel.name, launch: { launch, functionAttributes: attrs, params } } });
   }
-  const s = await openReplay(dir, { verify: true });
+  const s = await openReplay(capture, { verify: true });
   let set;
   try {
     set = await s.runSet([runOpts, ...candidates.map((c) => c.run)], runOpts);

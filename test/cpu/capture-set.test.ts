@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { jsonSchemaOf } from "../../src/cli/documents.ts";
+import { jsonSchemaOf } from "../../src/format/documents.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "../../src/format/capture-set.ts";
 import type { KerncapError } from "../../src/errors.ts";

@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
 import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
-import { DOCUMENTS } from "../../src/cli/documents.ts";
+import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
 import { findCupti } from "../../src/capture/cupti.ts";
 import { closestKernels } from "../../src/capture/run.ts";
@@ -53,7 +53,8 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(text).toContain("1/1 chunk stored"); // not "1 chunks"
     });
     test("counts agree with their nouns; suggested commands quote paths a shell would split", async () => {
-      const { plural, shellQuote } = await import("../../src/cli/format.ts");
+      const { plural } = await import("../../src/util/format.ts");
+      const { shellQuote } = await import("../../src/util/shell-quote.ts");
       expect([plural(1, "region"), plural(2, "region"), plural(0, "launch", "launches"), plural(1, "launch", "launches")]).toEqual(["1 region", "2 regions", "0 launches", "1 launch"]);
       expect(["cap", "/tmp/x/cap.zip", "my cap", "it's", "", "$HOME"].map(shellQuote)).toEqual(["cap", "/tmp/x/cap.zip", "'my cap'", `'it'\\''s'`, "''", "'$HOME'"]);
       // what a shell reads back is the word
@@ -421,14 +422,14 @@ describe("capture helpers", () => {
     expect(() => findCupti({ KERNCAP_CUPTI_PATH: join(d, "libcupti.so") })).toThrow("(not an ELF file)");
   });
   test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
-    const { libcudaCandidates } = await import("../../src/replay/cuda.ts");
+    const { libcudaCandidates } = await import("../../src/native/libcuda.ts");
     expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow("KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1");
     expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })).toEqual(["libcuda.so.1"]); // a bare name: the loader searches
     // a file that exists but is not a library: the only candidate, said as such (no fallback to the search)
     const notLib = join(tempDir(), "libcuda.so.1");
     writeFileSync(notLib, "not an ELF\n");
     expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: notLib })).toEqual([notLib]);
-    const { cuda } = await import("../../src/replay/cuda.ts");
+    const { cuda } = await import("../../src/native/libcuda.ts");
     const before = process.env.KERNCAP_LIBCUDA;
     process.env.KERNCAP_LIBCUDA = notLib;
     try {
@@ -457,7 +458,7 @@ describe("capture helpers", () => {
     const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", lib, join(d, "old.c")], { stderr: "pipe" });
     expect(cc.exitCode, cc.stderr.toString()).toBe(0);
     const { checkLibcuda } = await import("../../src/doctor.ts");
-    const { cuda, missingSymbol } = await import("../../src/replay/cuda.ts");
+    const { cuda, missingSymbol } = await import("../../src/native/libcuda.ts");
     expect(missingSymbol('Symbol "cuDeviceGet" not found in "/x.so"')).toBe("cuDeviceGet");
     const old = process.env.KERNCAP_LIBCUDA;
     process.env.KERNCAP_LIBCUDA = lib;
@@ -654,7 +655,7 @@ describe("command line (runCli: the one error path)", () => {
   test("inspect names a faulted launch and a graph node; a relative path starting with - is quoted as ./-x", async () => {
     const { describeManifest } = await import("../../src/cli/commands/inspect.ts");
     const { readManifest } = await import("../../src/format/capture-dir.ts");
-    const { shellPath, shellQuote } = await import("../../src/cli/format.ts");
+    const { shellPath, shellQuote } = await import("../../src/util/shell-quote.ts");
     const m = readManifest(await fresh());
     m.fault = { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" };
     m.graph = { id: 1, kernelNode: 3 };
@@ -717,7 +718,7 @@ describe("command line (runCli: the one error path)", () => {
     expect(out.trim().split("\n")).toHaveLength(1);
     const rec = JSON.parse(out);
     expect(rec).toMatchObject({ schema: "kerncap.validate-watch/1", event: "error", trigger: "start", files: [], code: "E_NOT_CAPTURE", buildSeconds: null });
-    const { DOCUMENTS } = await import("../../src/cli/documents.ts");
+    const { DOCUMENTS } = await import("../../src/format/documents.ts");
     const v = await import("valibot");
     expect(v.safeParse(DOCUMENTS["validate-watch"], rec).success).toBe(true);
   });
@@ -739,7 +740,7 @@ describe("guards", () => {
     expect((await failure("run", ["--out", "", "--", "/bin/true"])).code).toBe("E_USAGE");
   });
   test("--kernel is a POSIX ERE, checked with regcomp: JavaScript-only syntax is refused", async () => {
-    const { compileEre } = await import("../../src/capture/posix-regex.ts");
+    const { compileEre } = await import("../../src/util/posix-regex.ts");
     const re = compileEre("mul_mat_q<\\(ggml_type\\)2,");
     expect(re.test("void mul_mat_q<(ggml_type)2, 16, true>(char const*)")).toBe(true);
     expect(compileEre("\\d+").test("kernel_3")).toBe(false); // ERE: \d is a literal d

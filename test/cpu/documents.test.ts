@@ -1,5 +1,5 @@
 /**
- * --json documents (src/cli/documents.ts): every one names its schema, validates against its
+ * --json documents (src/format/documents.ts): every one names its schema, validates against its
  * valibot schema, and `kerncap schema` prints JSON Schemas generated from them. doctor on a
  * machine without a GPU.
  */
@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { runCli } from "../../src/cli/main.ts";
-import { DOCUMENTS, DOCUMENT_VERSIONS, jsonSchemaOf, SCHEMA_NAMES } from "../../src/cli/documents.ts";
+import { DOCUMENTS, DOCUMENT_VERSIONS, jsonSchemaOf, SCHEMA_NAMES } from "../../src/format/documents.ts";
 import { checkAslr, checkCache } from "../../src/doctor.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 

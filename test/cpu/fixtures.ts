@@ -80,6 +80,7 @@ export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession
     runCompared: async (_baseline, candidate) => ({ baseline: null, candidate: await run(candidate), compare: null }),
     runSet: async (list) => Promise.all(list.map(async (o) => ({ result: await run(o), times: [] }))),
     reset,
+    isContextLost: () => false,
     close() {},
   };
 }

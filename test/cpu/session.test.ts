@@ -10,12 +10,12 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { applicationExitCode, countedLaunches, graphOnlyMisses } from "../../src/capture/session.ts";
-import { compileEre } from "../../src/capture/posix-regex.ts";
+import { compileEre } from "../../src/util/posix-regex.ts";
 import { kernelPattern } from "../../src/cli/args.ts";
-import { DOCUMENTS } from "../../src/cli/documents.ts";
+import { DOCUMENTS } from "../../src/format/documents.ts";
 import * as v from "valibot";
 
-/** The document matches its valibot schema (src/cli/documents.ts); the issues, when not. */
+/** The document matches its valibot schema (src/format/documents.ts); the issues, when not. */
 function expectDocument(name: keyof typeof DOCUMENTS, doc: unknown): void {
   const r = v.safeParse(DOCUMENTS[name], doc);
   expect(r.success, JSON.stringify(r.issues?.map((i) => [v.getDotPath(i), i.message]))).toBe(true);

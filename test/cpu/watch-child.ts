@@ -8,7 +8,7 @@ import { printJsonLine } from "../../src/cli/args.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import type { RunOptions } from "../../src/replay/engine.ts";
 import { noGpuResult, noGpuSession } from "./fixtures.ts";
-import { watchReproducer } from "../../src/repro/watch.ts";
+import { watchReproducer } from "../../src/rebuild/watch.ts";
 
 const dir = process.argv[2]!;
 const m = readManifest(dir);
@@ -29,5 +29,5 @@ const session = noGpuSession(
   },
 );
 // the fixture's module is no cubin: skip the CUDA parameter-layout check, as for a Triton capture
-const code = await watchReproducer(dir, { ...m, kernel: { ...m.kernel, frontend: "triton" } }, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });
+const code = await watchReproducer({ dir, manifest: { ...m, kernel: { ...m.kernel, frontend: "triton" } } }, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });
 process.exitCode = code;

@@ -1,6 +1,6 @@
 /**
  * Child process of test/cpu/watch.test.ts: `kerncap validate --watch`'s loop (watchReproducer)
- * on a real CUDA reproducer (src/repro/heavy-fixture.ts, built with the local nvcc) in the
+ * on a real CUDA reproducer (test/heavy-fixture.ts, built with the local nvcc) in the
  * synthetic capture of ./fixtures.ts, with a replay session that needs no GPU: its run compares
  * the rebuilt module's kernel machine code with the first build's (match when equal). The
  * manifest's kernel, parameter layout and arch are those of that first build, so the CUDA checks
@@ -14,8 +14,8 @@ import { parseElf } from "../../src/codeobj/elf.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import type { RunOptions } from "../../src/replay/engine.ts";
 import { noGpuResult, noGpuSession } from "./fixtures.ts";
-import { sameKernelCode } from "../../src/repro/fast-build.ts";
-import { watchReproducer } from "../../src/repro/watch.ts";
+import { sameKernelCode } from "../../src/frontends/cuda/fast-build.ts";
+import { watchReproducer } from "../../src/rebuild/watch.ts";
 
 const [dir, kernel, firstPath] = process.argv.slice(2) as [string, string, string];
 const first = new Uint8Array(readFileSync(firstPath));
@@ -23,4 +23,4 @@ const m0 = readManifest(dir);
 const layout = cubinParamLayout(parseElf(first), kernel);
 const m = { ...m0, kernel: { ...m0.kernel, name: kernel, frontend: "cuda" as const }, params: { ...m0.params, layout }, device: { ...m0.device, arch: "sm_90" } };
 const session = noGpuSession(dir, m, async (o: RunOptions) => noGpuResult(kernel, sameKernelCode(first, new Uint8Array(readFileSync(await o.modulePath!)), kernel) !== null));
-process.exitCode = await watchReproducer(dir, m as typeof m0, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });
+process.exitCode = await watchReproducer({ dir, manifest: m as typeof m0 }, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });

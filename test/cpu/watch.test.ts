@@ -1,5 +1,5 @@
 /**
- * `kerncap validate --watch` without a GPU (src/repro/watch.ts): which file events are saves,
+ * `kerncap validate --watch` without a GPU (src/rebuild/watch.ts): which file events are saves,
  * the debounce, the line and JSON Lines formatting, and the refusals before any GPU work.
  * The watch itself (resident memory, rebuild, verdict lines, Ctrl-C) is test/gpu/watch.test.ts.
  */
@@ -8,13 +8,13 @@ import { runCommand } from "citty";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
-import { jsonDocument } from "../../src/cli/args.ts";
-import { DOCUMENTS } from "../../src/cli/documents.ts";
+import { jsonDocument } from "../../src/format/documents.ts";
+import { DOCUMENTS } from "../../src/format/documents.ts";
 import { commands } from "../../src/cli/main.ts";
-import { NVCC } from "../../src/codeobj/nvcc-fixtures.ts";
+import { NVCC } from "../nvcc-fixtures.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { makeHeavyReproducer } from "../../src/repro/heavy-fixture.ts";
-import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/repro/watch.ts";
+import { makeHeavyReproducer } from "../heavy-fixture.ts";
+import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/rebuild/watch.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -289,7 +289,7 @@ function cudaWatch(dir: string, kernel: string, env: Record<string, string | und
   return { p, lines, until, err: () => err };
 }
 
-/** A capture with the heavy CUDA reproducer (src/repro/heavy-fixture.ts) and its first build by build.sh as DIR/first.cubin (what the watch child compares with). */
+/** A capture with the heavy CUDA reproducer (test/heavy-fixture.ts) and its first build by build.sh as DIR/first.cubin (what the watch child compares with). */
 async function heavyCapture() {
   const dir = await capture();
   const { kernel, header } = await makeHeavyReproducer(tempDir(), dir);

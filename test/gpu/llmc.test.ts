@@ -5,7 +5,7 @@
  * llmc/*.cuh, built by its Makefile as one nvcc compile-and-link line, and writes no
  * compile_commands.json: the flags that matter (-DENABLE_BF16: floatX is bf16; --use_fast_math)
  * reach kerncap as the Makefile's dry run (`make -n -B train_gpt2cu …` → make-n.txt, read by
- * --compile-commands as a build log, src/repro/locate.ts readBuildLog).
+ * --compile-commands as a build log, src/frontends/cuda/locate.ts readBuildLog).
  *
  * 1. Built with its Makefile by scripts/bench-edit-loop-llmc.sh --prepare (unpack, random token
  *    shards in llmc/dataloader.h's format, the dry run, `make train_gpt2cu NO_MULTI_GPU=1

@@ -2,7 +2,7 @@
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { completionScript, verbSpecs } from "../completion.ts";
-import { SCHEMA_NAMES } from "../documents.ts";
+import { SCHEMA_NAMES } from "../../format/documents.ts";
 import { verboseArg } from "../args.ts";
 
 export default defineCommand({

@@ -6,7 +6,9 @@ import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, oneLine, plural, printable, shellQuote } from "../format.ts";
+import { oneLine, printable } from "../format.ts";
+import { formatBytes, plural } from "../../util/format.ts";
+import { shellQuote } from "../../util/shell-quote.ts";
 
 /** Human summary of a manifest (one string, lines). */
 export function describeManifest(m: Manifest): string {

@@ -5,7 +5,8 @@ import { KerncapError } from "../../errors.ts";
 import { packCapture } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellPath } from "../format.ts";
+import { formatBytes, plural } from "../../util/format.ts";
+import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
   meta: { name: "pack", description: "Write a capture folder into one .zip to share (memory images stored, holes kept, text deflated)" },

@@ -9,7 +9,7 @@ import { againstKernel } from "../../replay/against.ts";
 import { replay, replayCompared } from "../../replay/engine.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { readManifest } from "../../format/capture-dir.ts";
+import { openCapture } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeAgainst, describeReplay, printable } from "../format.ts";
 
@@ -43,22 +43,23 @@ export default defineCommand({
     if (runs === 0) throw new KerncapError("E_USAGE", "--runs must be at least 1", { hint: "For example --runs 5 (the default, 3, grows to 8 when the runs differ)." });
     const tol = toleranceOptions(args, rawArgs);
     const module = moduleOption(args.module);
-    if (tol.multiset) checkMultiset(dir, readManifest(dir), tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
-    const other = args.against === undefined ? undefined : againstKernel(readManifest(dir), String(args.against));
+    const capture = openCapture(dir);
+    if (tol.multiset) checkMultiset(dir, capture.manifest, tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
+    const other = args.against === undefined ? undefined : againstKernel(capture.manifest, String(args.against));
     if (other && module.modulePath) throw new KerncapError("E_USAGE", "--against and --module together: give one", { hint: "--module replays one module; --against times another kernel against the captured one (or put the module in --against)." });
     // a comparison needs pairs: 50 by default (a 95% interval of a few %), at least MIN_PAIRS
     const pairs = other ? intArg("iters", args.iters, 50, 100_000, MIN_PAIRS) : iters;
     return withAslrRetry(async () => {
       const o = { iters: pairs, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) };
       if (other) {
-        const c = await replayCompared(dir, o, { ...o, ...other.run });
+        const c = await replayCompared(capture, o, { ...o, ...other.run });
         const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare };
         if (args.json) printJson("replay", doc);
         else process.stdout.write(printable([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare)].join("\n")) + "\n");
         if (c.candidate.verdict !== "match") log.error(`the other kernel (${other.path}) does not match the app's after state`);
         return c.baseline?.verdict === "match" && c.candidate.verdict === "match" ? 0 : 1;
       }
-      const r = await replay(dir, { ...o, ...module });
+      const r = await replay(capture, { ...o, ...module });
       if (args.json) printJson("replay", r);
       else process.stdout.write(printable(describeReplay(r)) + "\n");
       if (r.fault) {

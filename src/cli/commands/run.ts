@@ -11,13 +11,16 @@ import { defineCommand } from "citty";
 import { processLabel } from "../../capture/census.ts";
 import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
+import { captureArgs } from "../../frontends/index.ts";
 import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellPath } from "../format.ts";
+import { formatBytes, plural } from "../../util/format.ts";
+import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
-  args: {
+  // each frontend's options (CUDA: --source-root, --compile-commands, --slice, --overlay) come from the registry when the verb is resolved
+  args: () => ({
     kernel: {
       type: "string",
       alias: ["k", "kernel-name"],
@@ -32,14 +35,11 @@ export default defineCommand({
     out: { type: "string", alias: ["o"], description: "Capture folder to write (default: kerncap-capture)" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
-    "source-root": { type: "string", description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)" },
-    "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder), or a build log such as `make -n -B TARGET` output, with the kernel TU's exact flags" },
-    slice: { type: "boolean", default: true, description: "CUDA templated kernels: compile only the captured instantiation (--no-slice: whole TU)", negativeDescription: "Compile the kernel's whole translation unit in the reproducer" },
-    overlay: { type: "boolean", default: false, description: "CUDA: copy only the edited files; the rest is read from the original tree" },
+    ...captureArgs(),
     ...runtimeArg,
     ...jsonArg,
     ...verboseArg,
-  },
+  }),
   async run({ args, rawArgs }) {
     const kernels = repeatedOption(rawArgs, ["kernel", "kernel-name", "k"]).map(kernelPattern);
     const maxCaptures = args["max-captures"] === undefined ? undefined : intArg("max-captures", args["max-captures"], 64, 10_000, 1);
@@ -63,12 +63,7 @@ export default defineCommand({
       verbose: Boolean(args.verbose),
       stdoutToStderr: Boolean(args.json),
       progress: process.stderr.isTTY && !args.json ? "live" : "phases",
-      cuda: {
-        sourceRoot: args["source-root"] === undefined ? undefined : String(args["source-root"]),
-        compileCommands: args["compile-commands"] === undefined ? undefined : String(args["compile-commands"]),
-        slice: args.slice !== false,
-        overlay: Boolean(args.overlay),
-      },
+      frontendArgs: Object.fromEntries(Object.keys(captureArgs()).map((k) => [k, (args as Record<string, unknown>)[k]])),
     });
     const code = applicationExitCode(app);
     const procs = census.processes.length;

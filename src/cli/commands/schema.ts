@@ -1,7 +1,8 @@
 /** `kerncap schema [NAME]`: the JSON Schema of the capture manifest (default) or of a verb's --json document. */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
-import { jsonSchemaOf, SCHEMA_NAMES } from "../documents.ts";
+import { jsonSchemaOf, SCHEMA_NAMES } from "../../format/documents.ts";
+import { frontends } from "../../frontends/index.ts";
 import { jsonArg, verboseArg } from "../args.ts";
 
 export default defineCommand({
@@ -13,7 +14,7 @@ export default defineCommand({
   },
   run({ args }) {
     const name = args.name ? String(args.name) : "manifest";
-    const s = jsonSchemaOf(name);
+    const s = jsonSchemaOf(name, frontends().map((f) => f.name));
     if (!s) throw new KerncapError("E_USAGE", `no schema named ${JSON.stringify(name)}`, { hint: `Names: ${SCHEMA_NAMES.join(", ")}.` });
     process.stdout.write(JSON.stringify(s, null, 2) + "\n");
     return 0;

@@ -4,7 +4,8 @@ import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural, shellPath } from "../format.ts";
+import { formatBytes, plural } from "../../util/format.ts";
+import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
   meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },

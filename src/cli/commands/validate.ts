@@ -1,29 +1,21 @@
 /**
  * `kerncap validate DIR`: rebuild the reproducer's (edited) kernel with DIR/build.sh (CUDA: or the
- * pruned TU's device-only build once it was checked against build.sh's: src/repro/validate-build.ts),
- * replay the rebuilt module on the captured memory, compare with the app's after state.
- * The build runs while the replay reserves the captured VAs, creates the CUDA context, verifies
- * the checksums and restores the before state; the module is loaded (after the parameter-layout
- * check, before any launch) once the build is done. So the loop costs about the build plus the
- * launch and compare, not build + context + restore.
+ * pruned TU's device-only build once it was checked against build.sh's: src/rebuild/rebuilder.ts),
+ * replay the rebuilt module on the captured memory, compare with the app's after state; the build
+ * runs beside the replay's restore (src/rebuild/validate.ts validateOnce).
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  *
  * --watch: one process keeps the memory resident and rebuilds + replays at each save under
  * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1, an error that ends
- * the watch, at startup too, being one record of it: src/cli/main.ts); src/repro/watch.ts.
+ * the watch, at startup too, being one record of it: src/cli/main.ts); src/rebuild/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
-import { isKerncapError, KerncapError } from "../../errors.ts";
-import { log } from "../../log.ts";
-import { frontendOf } from "../../frontends/index.ts";
-import { startRebuild } from "../../repro/validate-build.ts";
-import { readManifest } from "../../format/capture-dir.ts";
+import { openCapture } from "../../format/capture-dir.ts";
+import { validateOnce } from "../../rebuild/validate.ts";
+import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
-import { replayCompared, type replay } from "../../replay/engine.ts";
-import type { TimingComparison } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { checkWatchable, watchLine, watchReproducer } from "../../repro/watch.ts";
 import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
 import { describeComparison, describeReplay, printable } from "../format.ts";
 
@@ -42,53 +34,28 @@ export default defineCommand({
   async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const dir = String(args.dir);
-    const m = readManifest(dir);
+    const capture = openCapture(dir);
+    const m = capture.manifest;
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
     checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
+    const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
-      return withAslrRetry(() => watchReproducer(dir, m, { run: { iters, ...tol }, force: Boolean(args.force), quiet: !args.verbose, emit, fastBuild: !args["full-build"] }), dataStdio());
-    }
-    const fe = frontendOf(m);
-    if (!fe.validates) {
-      throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`, {
-        hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
-      });
+      return withAslrRetry(() => watchReproducer(capture, { run: { iters, ...tol }, force: build.force, quiet: build.quiet, emit, fastBuild: !build.fullBuild }), dataStdio());
     }
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
-      const t0 = performance.now();
-      // --force reaches the reproducer's build as KERNCAP_FORCE=1 (templates/triton/repro.py); the
-      // CUDA slice of a TU edited since is remade before build.sh runs; the parameter layout is
-      // checked before anything launches (exit 2)
-      const { built, module: modulePath, builtAt } = startRebuild(dir, m, { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) });
-      let r: Awaited<ReturnType<typeof replay>>;
-      let compare: TimingComparison | null = null;
-      try {
-        // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
-        ({ candidate: r, compare } = await replayCompared(dir, { iters, verify: true, runs: 1 }, { iters, modulePath, kernelName: m.kernel.name, ...tol }));
-      } catch (e) {
-        const b = await built; // a build error is the one to report (the replay may have failed only for lack of a module)
-        // no GPU here: the edit still compiled, which is worth saying before the replay's error
-        if (isKerncapError(e) && e.code === "E_NO_GPU") {
-          // the document (--json) says it too: a script learns that the edit compiles
-          throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, { hint: e.hint, exitCode: e.exitCode });
-        }
-        throw e;
-      }
-      const b = await built;
-      // replaySeconds: what the replay added after the build (module load, launches, compare)
-      const replaySeconds = (performance.now() - Math.max(builtAt(), t0)) / 1000;
-      const res = { ...r, compare, rebuild: { module: b.module, seconds: b.seconds, builder: b.builder, ...(b.steps ? { steps: b.steps } : {}) }, replaySeconds, wallSeconds: (performance.now() - t0) / 1000 };
+      const res = await validateOnce(capture, { run: { iters, ...tol }, ...build });
+      const b = res.rebuild;
       if (args.json) printJson("validate", res);
       else {
-        process.stdout.write(printable(describeReplay(r)) + "\n");
-        process.stdout.write(`  against the captured module: ${describeComparison(compare)}\n`);
-        process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
+        process.stdout.write(printable(describeReplay(res)) + "\n");
+        process.stdout.write(`  against the captured module: ${describeComparison(res.compare)}\n`);
+        process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
       }
-      return r.verdict === "match" ? 0 : 1;
+      return res.verdict === "match" ? 0 : 1;
     }, dataStdio());
   },
 });

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { compileDatabase, cudaFlagsFromCommand, expandResponseFiles, includeDirs, readBuildLog, readCompileCommands, withoutLauncher } from "./compile-commands.ts";
 import { instantiationPattern } from "./includers.ts";
-import { kernelNameParts } from "../../repro/locate.ts";
+import { kernelNameParts } from "./locate.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-compile-commands-"));
 afterAll(() => rmSync(WORK, { recursive: true, force: true }));

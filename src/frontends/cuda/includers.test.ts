@@ -14,9 +14,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { cubinKernels } from "../../codeobj/cubin.ts";
-import { NO_NVCC_REASON, NVCC } from "../../codeobj/nvcc-fixtures.ts";
+import { NO_NVCC_REASON, NVCC } from "../../../test/nvcc-fixtures.ts";
 import { KerncapError } from "../../errors.ts";
-import { locateKernelSource } from "../../repro/locate.ts";
+import { locateKernelSource } from "./locate.ts";
 import { renderCudaReproducer } from "./repro.ts";
 
 const APP = resolve(import.meta.dir, "../../../test/apps/cmake_umbrella");

@@ -25,8 +25,8 @@ import { availableParallelism, tmpdir } from "node:os";
 import { mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { cudaFlagsFromCommand, dependencyArgv, flagArgv, includeDirs, parseDeps, type CompileCommand } from "./compile-commands.ts";
-import { includeLeadingTo } from "../../repro/slice.ts";
-import type { KernelNameParts } from "../../repro/locate.ts";
+import { includeLeadingTo } from "./slice.ts";
+import type { KernelNameParts } from "./locate.ts";
 
 /** Most TUs listed with nvcc -M when the text narrowing found none. */
 export const MAX_LISTINGS = 512;

@@ -1,16 +1,37 @@
 /**
  * The CUDA C++ frontend: at capture, locate the kernel's source and render a reproducer project
- * (./repro.ts: flags, header closure, slice, render); before a rebuild, remake a stale slice; after
- * it, check the rebuilt cubin (kernel present, parameter layout unchanged).
+ * (./options.ts: run's options; ./repro.ts: flags, header closure, slice, render; ./locate.ts);
+ * before a rebuild, remake a stale slice (./slice.ts); after it, check the rebuilt cubin (kernel
+ * present, parameter layout unchanged); once checked, rebuild from the pruned TU's device-only
+ * build (./fast-build.ts over ./prune.ts and ./incremental-pp.ts).
  */
-import { remakeStaleSlice } from "../../repro/build.ts";
-import type { Frontend } from "../frontend.ts";
-import { checkRebuiltModule, cudaReproducerHook } from "./repro.ts";
+import type { FastBuilder, Frontend } from "../frontend.ts";
+import { fastBuild, FastBuildState, sameKernelCode } from "./fast-build.ts";
+import { CUDA_CAPTURE_ARGS, cudaCaptureOptions } from "./options.ts";
+import { checkRebuiltModule, cudaReproducerHook, rdcLinkError, type CudaReproOptions } from "./repro.ts";
+import { remakeStaleSlice, sliceMetaOf } from "./slice.ts";
+import { CUDA_TEMPLATES } from "./templates.ts";
 
-export const cudaFrontend: Frontend = {
+const prunedBuild: FastBuilder<FastBuildState> = {
+  series: (work) => (work ? FastBuildState.load(work) : new FastBuildState()),
+  build: fastBuild,
+  differs: sameKernelCode,
+};
+
+export const cudaFrontend: Frontend<CudaReproOptions> = {
   name: "cuda",
   validates: true,
-  enrich: (ctx) => ({ beforeRename: cudaReproducerHook(ctx.cuda) }), // the hook returns at once for other frontends' captures
+  retargets: true,
+  captureArgs: CUDA_CAPTURE_ARGS,
+  captureOptions: cudaCaptureOptions,
+  templates: CUDA_TEMPLATES,
+  enrich: (_ctx, o) => ({ beforeRename: cudaReproducerHook(o ?? {}) }), // the hook returns at once for other frontends' captures
   beforeBuild: remakeStaleSlice,
+  explainBuildFailure: rdcLinkError,
   checkRebuiltModule,
+  fastBuild: prunedBuild as FastBuilder,
+  generatedSources: (m) => {
+    const meta = sliceMetaOf(m);
+    return meta ? [meta.slice] : [];
+  },
 };

@@ -10,15 +10,16 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
-import { NO_NVCC_REASON, NVCC } from "../../codeobj/nvcc-fixtures.ts";
+import { NO_NVCC_REASON, NVCC } from "../../../test/nvcc-fixtures.ts";
 import { KerncapError } from "../../errors.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { log } from "../../log.ts";
-import { buildReproducer } from "../../repro/build.ts";
+import { buildReproducer } from "../build.ts";
 import { archFor, checkRebuiltModule, cudaReproducerHook, planSlice, renderCudaReproducer, toolkitProvided } from "./repro.ts";
 import { cudaFlagsFromCommand, parseDeps, shellWords } from "./compile-commands.ts";
-import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "../../repro/slice.ts";
-import { definesKernel, kernelNameParts, locateKernelSource } from "../../repro/locate.ts";
+import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "./slice.ts";
+import { definesKernel, kernelNameParts, locateKernelSource } from "./locate.ts";
+import { cudaFrontend } from "./index.ts";
 
 const APPS = resolve(import.meta.dir, "../../../test/apps");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-cuda-repro-"));
@@ -382,7 +383,7 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     renderCudaReproducer({ outDir: out2, kernelName: "_Z2rkPf", demangledName: "rk(float*)", arch: "sm_90", location: loc2 });
     let err: unknown;
     try {
-      await buildReproducer(out2, { quiet: true, force: false });
+      await buildReproducer(out2, { quiet: true, force: false, explain: cudaFrontend.explainBuildFailure });
     } catch (e) {
       err = e;
     }

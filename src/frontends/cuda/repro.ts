@@ -15,17 +15,18 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { renderTemplateDir, templateRoot } from "../../repro/templates.ts";
+import { renderTemplateDir, templatesFolder } from "../templates.ts";
+import { CUDA_TEMPLATES } from "./templates.ts";
 import { KerncapError } from "../../errors.ts";
 import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { log } from "../../log.ts";
-import { shellQuote as shq } from "../../repro/templates.ts";
-import { locateKernelSource, type KernelLocation, type LocateInput } from "../../repro/locate.ts";
+import { shellQuote as shq } from "../../util/shell-quote.ts";
+import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
 import { cudaFlagsFromCommand, defaultCudaFlags, dependencyArgv, findNvcc, parseDeps, type CudaFlags, type FlagWord } from "./compile-commands.ts";
-import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "../../repro/slice.ts";
+import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
 
 // ───────────────────────────── header closure ─────────────────────────────
@@ -90,7 +91,7 @@ export interface SlicePlan {
 }
 
 /**
- * Plan the slice TU for a located kernel (src/repro/slice.ts explains the two kinds): a template
+ * Plan the slice TU for a located kernel (src/frontends/cuda/slice.ts explains the two kinds): a template
  * defined in a header → its one instantiation; a non-template kernel, or a template defined in the
  * TU → the TU up to the kernel's definition (or the include that brings it in) without the other
  * kernels' bodies. Not possible when template arguments cannot be written in source, when no
@@ -153,7 +154,7 @@ export interface CudaReproducer {
   /** Original root that src/ mirrors. */
   projectRoot: string;
   mode: "copy" | "overlay";
-  /** meta: how to remake the slice after an edit (src/repro/slice.ts refreshSlice). */
+  /** meta: how to remake the slice after an edit (src/frontends/cuda/slice.ts refreshSlice). */
   slice: { used: boolean; reason?: string; meta?: SliceMeta };
   flags: CudaFlags;
   /** Facts for manifest.source.cuda. */
@@ -167,7 +168,7 @@ export interface CudaReproducer {
  *   whose kernel needs other TUs is refused at build time, see checkRebuiltModule).
  */
 export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproducer {
-  const templateDir = opts.templateDir ?? join(templateRoot(), "cuda") // at first use: importing this module writes nothing to the cache;
+  const templateDir = opts.templateDir ?? templatesFolder("cuda", CUDA_TEMPLATES) // at first use: importing this module writes nothing to the cache;
   if (!existsSync(templateDir)) throw new KerncapError("E_REPRO", `CUDA template folder not found: ${templateDir}`);
   const loc = opts.location;
   const nvcc = opts.nvcc ?? findNvcc();
@@ -339,6 +340,12 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
       hint: "The replay passes the captured parameter bytes unchanged: keep the parameter list (types, order, struct layouts) as captured.",
     });
   }
+}
+
+/** A failed build.sh's E_RDC: an -rdc device link that found device functions no file of the reproducer defines (nvlink's "Undefined reference" lines). */
+export function rdcLinkError(stderr: string): KerncapError | undefined {
+  const undef = [...new Set([...stderr.matchAll(/nvlink error\s*:\s*Undefined reference to '([^']+)'/g)].map((x) => x[1]!))];
+  return undef.length ? rdcError(undef) : undefined;
 }
 
 /** E_RDC: the kernel's TU calls device functions that only other TUs define (names: mangled). */

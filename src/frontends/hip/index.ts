@@ -1,11 +1,15 @@
 /**
- * The HIP frontend (AMD, captured by c/kerncap_hsa.c, replayed by the HSA backend). Its reproducer
- * renderer (./repro.ts renderHipReproducer) is not wired into capture yet, and `kerncap validate`
- * does not rebuild HIP reproducers so far.
+ * The HIP frontend (AMD, captured by c/kerncap_hsa.c, replayed by the HSA backend). Its templates
+ * are registered (embedded in the executable); its reproducer renderer (./repro.ts
+ * renderHipReproducer) needs the kernel's source and compile flags, which the HSA capture does
+ * not locate yet, so it is not run at capture, and `kerncap validate` does not rebuild HIP
+ * reproducers so far.
  */
 import type { Frontend } from "../frontend.ts";
+import { HIP_TEMPLATES } from "./templates.ts";
 
 export const hipFrontend: Frontend = {
   name: "hip",
   validates: false,
+  templates: HIP_TEMPLATES,
 };

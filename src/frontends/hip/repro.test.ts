@@ -9,7 +9,8 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { amdgpuCodeObjects, findKernel, kernargLayout, parseAmdgpuCodeObject } from "../../codeobj/amdgpu.ts";
-import { renderHipReproducer, shq } from "./repro.ts";
+import { renderHipReproducer } from "./repro.ts";
+import { shellQuote as shq } from "../../util/shell-quote.ts";
 
 const APP = resolve(import.meta.dir, "../../../test/apps/hip");
 const hipcc = Bun.which("hipcc");

@@ -10,7 +10,9 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { renderTemplateDir, shellQuote, templateRoot } from "../../repro/templates.ts";
+import { renderTemplateDir, templatesFolder } from "../templates.ts";
+import { HIP_TEMPLATES } from "./templates.ts";
+import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { KerncapError } from "../../errors.ts";
 
 
@@ -47,10 +49,6 @@ export interface HipReproducer {
   overlay: { original: string; copy: string }[];
 }
 
-/** Quote one word for bash. */
-/** POSIX shell single-quoting (shared with the other reproducers). */
-export const shq = shellQuote;
-
 
 /**
  * Render the HIP reproducer into opts.outDir.
@@ -58,7 +56,7 @@ export const shq = shellQuote;
  *   folder is absent.
  */
 export function renderHipReproducer(opts: HipReproducerOptions): HipReproducer {
-  const templateDir = opts.templateDir ?? join(templateRoot(), "hip");
+  const templateDir = opts.templateDir ?? templatesFolder("hip", HIP_TEMPLATES);
   if (!existsSync(templateDir)) {
     throw new KerncapError("E_REPRO", `HIP template folder not found: ${templateDir}`);
   }

@@ -2,15 +2,17 @@
  * The Triton frontend: at capture, the Python shim (./shim.ts, ./sitecustomize.py) records what
  * Triton compiled and launched; its records are joined with the captured cubin (./join.ts), the
  * capture is marked Triton, manifest.source is stored and a Python reproducer rendered
- * (./repro.ts). At replay, the signature gives each region's element type (./numerics.ts).
+ * (./repro.ts, ./templates.ts). At replay, the signature gives each region's element type (./numerics.ts).
  */
 import type { Frontend } from "../frontend.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
 import { tritonEnv, tritonFinalize } from "./shim.ts";
+import { TRITON_TEMPLATES } from "./templates.ts";
 
 export const tritonFrontend: Frontend = {
   name: "triton",
   validates: true,
+  templates: TRITON_TEMPLATES,
   captureEnv: tritonEnv,
   enrich: (ctx) => tritonFinalize(ctx.tmpDir, ctx.raw, ctx.pattern, ctx.command),
   regionTypes: regionTypesFromSignature,

@@ -1,8 +1,10 @@
 /**
  * Join the Triton shim's records ($KERNCAP_OUT/triton.jsonl, written by sitecustomize.py) with the
  * driver-level capture: the compile record whose cubin SHA-256 equals the captured module's is the
- * kernel that ran. Pure functions over parsed records; no Triton, no GPU.
+ * kernel that ran. Functions over parsed records (the --kernel pattern through libc's regcomp, as the
+ * capture library matches it); no Triton, no GPU.
  */
+import { compileEre, type PosixRegex } from "../../util/posix-regex.ts";
 
 /** One `{"event":"compile"}` line of triton.jsonl (fields the join and the reproducer use). */
 export interface TritonCompileRecord {
@@ -135,13 +137,19 @@ export function configMatches(c: TritonAutotuneRecord["config"], rec: TritonComp
  */
 export function accountLaunch(records: TritonRecord[], kernelName: string, pattern: string, matchIndex: number, countsBenchmarks = true): LaunchAccount {
   const none: LaunchAccount = { kind: "unknown", appLaunchIndex: null, appLaunchesBefore: 0, benchmarkLaunchesBefore: 0 };
-  let re: RegExp;
+  // matched as the capture library matches it (POSIX ERE), or the counts would not line up
+  let re: PosixRegex;
   try {
-    re = new RegExp(pattern || ".");
+    re = compileEre(pattern || ".");
   } catch {
-    return { ...none, note: "the --kernel pattern is not a JavaScript regex" };
+    return { ...none, note: "the --kernel pattern is not a POSIX extended regex" };
   }
-  const launches = records.filter((r): r is TritonLaunchRecord => r.event === "launch" && typeof r.name === "string" && re.test(r.name));
+  let launches: TritonLaunchRecord[];
+  try {
+    launches = records.filter((r): r is TritonLaunchRecord => r.event === "launch" && typeof r.name === "string" && re.test(r.name));
+  } finally {
+    re.free();
+  }
   const byPid = new Map<number, TritonLaunchRecord[]>();
   for (const l of launches) byPid.set(l.pid, [...(byPid.get(l.pid) ?? []), l]);
   for (const all of byPid.values()) {

@@ -11,7 +11,8 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "n
 import { join, resolve } from "node:path";
 import type { TritonSource } from "./join.ts";
 import { KerncapError } from "../../errors.ts";
-import { renderTemplateDir, templateRoot } from "../../repro/templates.ts";
+import { renderTemplateDir, templatesFolder } from "../templates.ts";
+import { TRITON_TEMPLATES } from "./templates.ts";
 
 export interface TritonReproducerOptions {
   outDir: string;
@@ -106,6 +107,6 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
     autotuneSummary: autotuneSummary(s),
     numWarps: s.options.num_warps ?? "?",
   };
-  files.push(...renderTemplateDir(join(templateRoot(), "triton"), outDir, ctx));
+  files.push(...renderTemplateDir(templatesFolder("triton", TRITON_TEMPLATES), outDir, ctx));
   return { outDir, buildScript: join(outDir, "build.sh"), kernelFile, files };
 }

@@ -80,6 +80,13 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
     expect(accountLaunch(records, "scale_kernel", "scale", 2, false)).toMatchObject({ kind: "app", appLaunchIndex: 2, appLaunchesBefore: 2 });
   });
 
+  test("--kernel is matched as the capture library matches it: a POSIX ERE, not a JavaScript RegExp", () => {
+    // a POSIX character class: "scale_" and a letter for regcomp; for RegExp, one of "[:alph" then a literal "]"
+    expect(accountLaunch(records, "scale_kernel", "^scale_[[:alpha:]]ernel$", 3)).toMatchObject({ kind: "app", appLaunchIndex: 0 });
+    // JavaScript's (?:…) is no ERE (regcomp refuses it): no launch is claimed
+    expect(accountLaunch(records, "scale_kernel", "(?:scale)", 3)).toMatchObject({ kind: "unknown", note: "the --kernel pattern is not a POSIX extended regex" });
+  });
+
   test("join by cubin hash → pinned autotuned config; the reproducer rebuilds the identical cubin", () => {
     const c = records.filter((r): r is TritonCompileRecord => r.event === "compile");
     const chosen = c[2]!;

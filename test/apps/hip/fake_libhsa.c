@@ -1,5 +1,5 @@
 /*
- * fake_libhsa.c: a stand-in libhsa-runtime64.so.1 for the HSA replay backend (src/replay/hsa.ts,
+ * fake_libhsa.c: a stand-in libhsa-runtime64.so.1 for the HSA replay backend (src/native/libhsa.ts, src/replay/
  * hsa-backend.ts), so `kerncap replay` of a hip capture runs without an AMD GPU. Loaded through
  * KERNCAP_HSA_PATH. It exports every symbol the backend binds, with host memory for device memory:
  *  - agents: 1 (CPU, a kernarg pool 21) and 2 (GPU "gfx90a", a coarse-grained pool 20, granule 4 KiB);

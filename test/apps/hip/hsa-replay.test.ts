@@ -9,7 +9,7 @@
  * NOT covered: the real ROCr runtime, a GPU, hsa_amd_vmem on ROCm 6.
  */
 import * as v from "valibot";
-import { DOCUMENTS } from "../../../src/cli/documents.ts";
+import { DOCUMENTS } from "../../../src/format/documents.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,0 +1,343 @@
+/**
+ * The JSON documents the verbs print with --json: every one carries `schema: "kerncap.<verb>/N"`
+ * (added by printJson in ./args.ts, the one place that writes them), and each has a valibot
+ * schema here, from which `kerncap schema VERB` prints a JSON Schema (@valibot/to-json-schema,
+ * draft-07). The capture manifest's schema is the reader's own (src/format/manifest.ts).
+ *
+ * Documents whose shape belongs to another module (replay/validate: ReplayResult in
+ * src/replay/engine.ts) are described by their stable top-level fields and left open
+ * (looseObject): added fields do not bump the version; a removed or retyped field does.
+ */
+import { CheckRecord } from "./check-record.ts";
+import { CaptureSet } from "./capture-set.ts";
+import { toJsonSchema } from "@valibot/to-json-schema";
+import * as v from "valibot";
+import { Manifest, ProcessIdentity } from "./manifest.ts";
+
+/** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
+export const DOCUMENT_VERSIONS = {
+  list: 1,
+  run: 1,
+  inspect: 1,
+  replay: 1,
+  validate: 1,
+  /** `validate --watch --json`: one document per line (JSON Lines), one per build (src/rebuild/watch.ts WatchEvent). */
+  "validate-watch": 1,
+  /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
+  profile: 1,
+  /** `kerncap tune` (src/tune/triton.ts TuneResult). */
+  tune: 1,
+  pack: 1,
+  unpack: 1,
+  doctor: 1,
+  error: 1,
+  /** `kerncap check --json` (src/check/check.ts CheckReport), and each line of its results file (src/check/results.ts). */
+  check: 1,
+  "check-record": 1,
+  /** MCP tools read_file and edit_file (src/mcp/server.ts). */
+  file: 1,
+  edit: 1,
+} as const;
+export type DocumentName = keyof typeof DOCUMENT_VERSIONS;
+
+/** "kerncap.<name>/<version>", the value of a document's `schema` field. */
+export function documentId(name: DocumentName): string {
+  return `kerncap.${name}/${DOCUMENT_VERSIONS[name]}`;
+}
+
+/** The document with its schema id first: what the verbs print (src/cli/args.ts printJson) and the MCP server returns. */
+export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
+  return { schema: documentId(name), ...doc };
+}
+
+const U = v.pipe(v.number(), v.integer(), v.minValue(0));
+const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
+
+const N = v.number();
+const Verdict = v.picklist(["match", "mismatch"]);
+/** The fields of a replay's result (src/replay/engine.ts ReplayResult), in the replay and validate documents; nested objects stay open. */
+const ReplayFields = {
+  dir: v.string(),
+  kernel: v.string(),
+  /** match: every region as the app left it (bit-exact, within tolerance, within the run-to-run spread, or equal as multisets); exit 0 vs 1. */
+  verdict: Verdict,
+  regionsChecked: U,
+  /** Bytes compared (regions and module globals). */
+  bytesChecked: U,
+  /** Regions that differ from the app's after state (or, unchanged in the app, from the before state). */
+  mismatches: v.array(v.looseObject({ va: v.string(), kind: v.string(), size: U, changedInApp: v.boolean(), firstDiffOffset: v.number(), bytesDiffering: U })),
+  /** Kernel time per launch in µs; method and appMethod name how each was measured. */
+  timing: v.looseObject({
+    iters: U,
+    medianUs: N,
+    minUs: N,
+    p10Us: N,
+    p90Us: N,
+    appUs: v.nullable(N),
+    method: v.string(),
+    appMethod: v.string(),
+    /** L2 flushed before each timed launch (--flush-l2) or warm. */
+    l2: v.optional(v.picklist(["flushed", "warm"])),
+    /** The GPU's clocks (MHz) while the timed launches ran, from nvidia-smi; null when unknown. */
+    clocks: v.optional(v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() }))),
+  }),
+  /** bytes: live bytes restored; storedBytes: copied from memory/before.bin; gbPerS over storedBytes. */
+  restore: v.looseObject({ bytes: U, storedBytes: U, seconds: N, gbPerS: N, hostRegistered: v.boolean() }),
+  /** A capture that faulted in the app: whether the replay reproduced the fault, and the compute-sanitizer command line. */
+  fault: v.optional(v.looseObject({ expected: v.looseObject({ code: U, name: v.string(), message: v.string() }), observed: v.nullable(v.looseObject({ code: U, name: v.string() })), reproduced: v.boolean(), sanitizer: v.string() })),
+  /** Checked runs from the same before state; nondeterministic when later runs differ from the first. */
+  determinism: v.looseObject({ runs: U, runsDiffering: U, nondeterministic: v.boolean() }),
+  check: v.looseObject({ verifySeconds: N, compareSeconds: N, bytesCopiedBack: U, scannedOn: v.optional(v.literal("host")) }),
+  reserve: v.looseObject({ spans: U, bytes: U, seconds: N }),
+  module: v.looseObject({ file: v.string(), loadSeconds: N }),
+  device: v.looseObject({ name: v.string(), arch: v.string() }),
+  /** Element-wise report: bit-exact, within-tolerance, within-spread (nondeterministic runs), multiset-equal, or mismatch; regions that are not bit-exact. */
+  numerics: v.looseObject({ verdict: v.string(), atol: N, rtol: N, regions: v.array(v.looseObject({ va: v.string(), verdict: v.string(), dtype: v.string(), elements: N, bytesDiffering: N, overTolerance: N, maxAbsError: v.nullable(N), maxRelError: v.nullable(N), firstDiffOffset: N })) }),
+  /** --multiset: each region asked for and how the app's elements compare with each run's. */
+  multiset: v.optional(v.array(v.looseObject({ index: U, va: v.string(), dtype: v.string(), verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]), elements: U, runs: U, runsReordered: U, unmatched: U }))),
+};
+
+/** A candidate kernel's time against a baseline's, interleaved on the same memory (src/replay/stats.ts TimingComparison); null when not compared. */
+const Compare = v.nullable(
+  v.object({
+    pairs: U,
+    baselineMedianUs: N,
+    candidateMedianUs: N,
+    /** baseline median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+    speedup: N,
+    low: N,
+    high: N,
+    verdict: v.picklist(["faster", "slower", "same"]),
+    text: v.string(),
+    method: v.string(),
+  }),
+);
+
+/** A config of kerncap tune and its outcome (src/tune/space.ts TuneRow). */
+const TuneRow = v.object({
+  config: v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
+  captured: v.boolean(),
+  verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
+  medianUs: v.nullable(N),
+  speedup: v.nullable(N),
+  error: v.optional(v.string()),
+});
+
+const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
+/** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
+const Kernel = v.object({
+  name: v.string(),
+  demangled: v.string(),
+  count: U,
+  benchmark: v.optional(U),
+  grid: v.array(U),
+  block: v.array(U),
+  module: v.string(),
+  perProcess: v.optional(v.array(PerProcess)),
+});
+
+/** One process of the job that initialized CUDA/HSA (src/capture/census.ts processSummary). */
+const ProcessRow = v.object({
+  pid: U,
+  rank: v.nullable(U),
+  rankVariable: v.nullable(v.string()),
+  /** 0-based order of CUDA/HSA initialization; -1 unknown. */
+  number: v.pipe(v.number(), v.integer(), v.minValue(-1)),
+  hostname: v.string(),
+  command: v.array(v.string()),
+  visibleDevices: v.record(v.string(), v.string()),
+  launches: U,
+  /** Its census was written at exit and it counted every launch. */
+  complete: v.boolean(),
+  /** Why it stopped counting (absent when it counted every launch). */
+  stoppedCounting: v.optional(v.string()),
+  kernels: v.array(v.object({ name: v.string(), count: U })),
+  errors: v.array(v.string()),
+});
+
+const Integrity = v.object({
+  /** ok: every checked file and region matches; damaged: the first mismatch is named. */
+  verdict: v.picklist(["ok", "damaged"]),
+  /** files: sizes and SHA-256 of the small files, memory image sizes; files+regions: every stored chunk's kc64 too (--verify). */
+  checked: v.picklist(["files", "files+regions"]),
+  code: v.optional(v.string()),
+  message: v.optional(v.string()),
+  hint: v.optional(v.nullable(v.string())),
+});
+
+const Bytes3 = v.object({ files: U, data: U, archive: U });
+
+const DoctorCheck = v.object({
+  /** Stable id, e.g. "libcuda", "cupti", "nvcc", "cache", "aslr", "va-reservation", "capture-replay". */
+  id: v.string(),
+  status: v.picklist(["ok", "warn", "fail", "skip"]),
+  /** What was found (a version, a path). */
+  detail: v.string(),
+  /** What to do about a warn or fail. */
+  fix: v.optional(v.string()),
+});
+
+/** valibot schema of each verb's document (and of the error document). */
+/**
+ * A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), the preprocessing
+ * until the compiled TU was there (incremental: only what follows the edit, src/frontends/cuda/incremental-pp.ts),
+ * the pruning, cicc and ptxas; the whole TU's gcc -E (always run: beside an incremental one, it verifies it).
+ */
+const BuildSteps = v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number(), incremental: v.optional(v.boolean()), fullPreprocessMs: v.optional(v.number()) });
+
+export const DOCUMENTS = {
+  list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel), processes: v.array(ProcessRow) }),
+  run: v.object({
+    ...id("run"),
+    dir: v.string(),
+    kernel: v.string(),
+    launchIndex: U,
+    regions: U,
+    globals: U,
+    beforeBytes: U,
+    afterBytes: U,
+    appSeconds: v.number(),
+    /** The application's exit code (null when a signal ended it); kerncap run exits with it when non-zero. */
+    appExitCode: v.nullable(v.number()),
+    /** The signal that ended the application ("SIGTERM"…), or null. */
+    appSignal: v.nullable(v.string()),
+    timing: v.record(v.string(), v.number()),
+    /** The capturing process (manifest `process`; null from a library that does not record it). */
+    process: v.nullable(ProcessIdentity),
+    /** How many processes of the job initialized CUDA/HSA. */
+    processes: U,
+  }),
+  inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
+  replay: v.looseObject({
+    ...id("replay"),
+    ...ReplayFields,
+    /** --against: the other kernel (a capture folder's or a module's), judged on this capture's memory (its own replay result), and its time against this one's. */
+    against: v.optional(v.looseObject({ kind: v.picklist(["capture", "module"]), path: v.string(), verdict: Verdict, timing: v.looseObject({ medianUs: N }) })),
+    compare: v.optional(Compare),
+  }),
+  validate: v.looseObject({
+    ...id("validate"),
+    ...ReplayFields,
+    /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/rebuild/rebuilder.ts), and that build's steps (ms). */
+    rebuild: v.object({ module: v.string(), seconds: v.number(), builder: v.optional(v.picklist(["build.sh", "pruned"])), steps: v.optional(BuildSteps) }),
+    /** The rebuilt kernel's time against the captured module's, interleaved (null with --iters below 5). */
+    compare: v.optional(Compare),
+    replaySeconds: v.number(),
+    wallSeconds: v.number(),
+  }),
+  "validate-watch": v.looseObject({
+    ...id("validate-watch"),
+    /** verdict: the rebuilt kernel ran; build-error: build.sh or the parameter-layout check failed; error: the run was refused or faulted. */
+    event: v.picklist(["verdict", "build-error", "error"]),
+    trigger: v.picklist(["start", "save"]),
+    files: v.array(v.string()),
+    at: v.string(),
+    buildSeconds: v.nullable(v.number()),
+    /** build.sh, or the device-only build of the pruned TU that a CUDA watch uses after its first build. */
+    builder: v.optional(v.picklist(["build.sh", "pruned"])),
+    /** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
+    buildSteps: v.optional(BuildSteps),
+    /** Where a verdict's time went (s): save → build start, the build as the watch saw it, the run. */
+    phases: v.optional(v.object({ waitSeconds: v.number(), buildWallSeconds: v.number(), runSeconds: v.number() })),
+    saveToVerdictSeconds: v.number(),
+    verdict: v.optional(v.picklist(["match", "mismatch"])),
+    kernelMedianUs: v.optional(v.nullable(v.number())),
+    overheadSeconds: v.optional(v.number()),
+    code: v.optional(v.string()),
+    message: v.optional(v.string()),
+    hint: v.optional(v.nullable(v.string())),
+  }),
+  profile: v.object({
+    ...id("profile"),
+    dir: v.string(),
+    kernel: v.string(),
+    tool: v.picklist(["ncu", "nsys"]),
+    /** The report written (absolute path; DIR/profile/NAME.ncu-rep or .nsys-rep). */
+    report: v.string(),
+    module: v.string(),
+    command: v.array(v.string()),
+    verdict: v.nullable(Verdict),
+    /** Wall time (s). */
+    seconds: v.object({ build: N, profile: N, import: N }),
+    /** ncu's key figures of the profiled launch (null for nsys): time in µs, sizes in bytes, throughputs in % of peak; null where the report lacks the metric. */
+    figures: v.nullable(
+      v.object({
+        id: v.string(),
+        kernel: v.string(),
+        grid: v.string(),
+        block: v.string(),
+        device: v.string(),
+        durationUs: v.nullable(N),
+        smThroughputPct: v.nullable(N),
+        memoryThroughputPct: v.nullable(N),
+        achievedOccupancyPct: v.nullable(N),
+        registersPerThread: v.nullable(N),
+        dramBytes: v.nullable(N),
+        limiter: v.nullable(v.object({ bound: v.picklist(["compute", "memory", "latency"]), sections: v.array(v.string()), source: v.picklist(["ncu rule", "throughputs"]), text: v.string() })),
+      }),
+    ),
+  }),
+  tune: v.object({
+    ...id("tune"),
+    dir: v.string(),
+    kernel: v.string(),
+    grid: v.nullable(v.string()),
+    /** One row per config: the app's own first (captured: true, its module the baseline); times in µs; speedup = the app's median / this one's. */
+    rows: v.array(TuneRow),
+    winner: v.nullable(TuneRow),
+    seconds: v.object({ compile: N, replay: N }),
+  }),
+  pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
+  unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
+  doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
+  check: v.object({
+    ...id("check"),
+    /** The results file (JSON Lines, one record per capture; null for --merge) and the baseline timed against. */
+    results: v.nullable(v.string()),
+    baseline: v.nullable(v.string()),
+    shard: v.nullable(v.object({ index: U, count: U })),
+    workers: U,
+    rebuild: v.boolean(),
+    /** A capture is slower when its time ratio's interval lies wholly above 1 + slowerPct/100 (src/check/timing.ts). */
+    slowerPct: v.number(),
+    /** Regressions first: mismatch, slower, error, skipped, ok. */
+    captures: v.array(CheckRecord),
+    summary: v.object({ captures: U, mismatch: U, slower: U, error: U, skipped: U, ok: U, faster: U }),
+    /** 1: a mismatch or a slower capture; 2: none, but a capture could not be checked; 0: every capture ok or skipped. */
+    exitCode: U,
+    seconds: v.number(),
+  }),
+  "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
+  error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
+  file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
+  edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
+} satisfies Record<DocumentName, v.GenericSchema>;
+
+/** What `kerncap schema` can print: the manifest and every document. */
+export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS)] as const;
+
+/**
+ * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
+ * schema. Pipes without a JSON Schema form are left out (errorMode "ignore"), never guessed.
+ * @param frontends the registry's frontend names (src/frontends/index.ts), the manifest's kernel.frontend enum
+ * @returns undefined for an unknown name
+ */
+export function jsonSchemaOf(name: string, frontends: readonly string[] = []): Record<string, unknown> | undefined {
+  const s = name === "manifest" ? Manifest : name === "capture-set" ? CaptureSet : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
+  if (!s) return undefined;
+  const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
+  if (name === "manifest" && frontend && frontends.length) frontend.enum = [...frontends];
+  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
+}
+
+/** Titles of the schemas that are not `kerncap VERB --json`'s document. */
+const TITLES: Record<string, string> = {
+  manifest: "kerncap capture manifest (kerncap.json)",
+  "capture-set": "index of a folder of several captures (kerncap-captures.json)",
+  "validate-watch": "kerncap validate --watch --json (one document per line)",
+  "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
+  error: "kerncap VERB --json when the verb fails (exit 2)",
+  file: "kerncap mcp tool read_file",
+  edit: "kerncap mcp tool edit_file",
+};

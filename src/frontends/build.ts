@@ -1,0 +1,105 @@
+/**
+ * The reproducer's build: DIR/build.sh run inside DIR, in its own process group so that Ctrl-C
+ * (or SIGTERM) of kerncap stops the compiler under bash too (bash alone would wait for its
+ * foreground child before acting on the signal). Its last stdout line names the module it built;
+ * its stderr lines starting "kerncap: " are notes for the user (which source it compiled and why).
+ * Every frontend's reproducer has one; a frontend's own faster rebuild (Frontend.fastBuild) runs
+ * its steps through runBuildCommand too.
+ */
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { reproducerBuildEnv } from "../env.ts";
+import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
+
+export interface BuildOptions {
+  /** Keep build.sh's stderr out of the debug log. */
+  quiet: boolean;
+  /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh). */
+  force: boolean;
+  /** An abort kills the build (validate runs build.sh and the pruned build side by side and keeps the first). */
+  signal?: AbortSignal;
+  /** Build for this GPU architecture instead of the captured one (CUDA build.sh only: reproducerBuildEnv). */
+  targetArch?: string;
+  /** The frontend's reading of a failed build's stderr (Frontend.explainBuildFailure). */
+  explain?: (stderr: string) => KerncapError | undefined;
+}
+
+/** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
+export class FastBuildUnavailable extends Error {}
+
+/** The build's group gets SIGKILL this long after the first signal (ms). */
+const BUILD_GRACE_MS = 2000;
+
+/**
+ * Run one command of a reproducer's build in its own process group, so that Ctrl-C (or SIGTERM)
+ * of kerncap stops the compiler under bash too; the group is killed BUILD_GRACE_MS after the first
+ * signal. Used for build.sh and for the steps of the watch's pruned build (src/frontends/cuda/fast-build.ts).
+ * `signal`: an abort kills the group (SIGKILL); the command then returns its exit as usual.
+ * @returns its stdout, stderr and exit code
+ * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran
+ */
+export async function runBuildCommand(argv: string[], cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<{ out: string; err: string; code: number }> {
+  const stops = new StopSignals().install();
+  let out: string, err: string, code: number, signalCode: string | null;
+  try {
+    const p = Bun.spawn(argv, { cwd, env, stdout: "pipe", stderr: "pipe", detached: true });
+    const unhook = forwardToGroup(stops, p.pid, BUILD_GRACE_MS);
+    // the caller's abort (a speculative step no longer wanted): the whole group, at once
+    const abort = () => killGroup(p.pid, "SIGKILL");
+    if (signal?.aborted) abort();
+    signal?.addEventListener("abort", abort);
+    try {
+      [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    } finally {
+      unhook();
+      signal?.removeEventListener("abort", abort);
+    }
+    signalCode = p.signalCode == null ? null : String(p.signalCode);
+  } finally {
+    stops.dispose();
+  }
+  // Ctrl-C: say so (exit 130), rather than report the build's death as a compile error
+  const sig = stops.signal ?? (code === 130 || signalCode === "SIGINT" ? "SIGINT" : null);
+  if (sig) throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: signalExitCode(sig) });
+  return { out, err, code };
+}
+
+/**
+ * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
+ * @returns { module: absolute path, seconds: wall time of the build }
+ * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
+ *   E_BUILD (exit 2, the compiler's last 30 lines), E_INTERRUPTED (exit 130 at SIGINT, 143 at
+ *   SIGTERM: the build's group was stopped).
+ */
+export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
+  const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
+  const script = join(dir, "build.sh");
+  if (!existsSync(script)) {
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture`, {
+      hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
+    });
+  }
+  const t0 = performance.now();
+  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force, targetArch: o.targetArch }), o.signal);
+  const seconds = (performance.now() - t0) / 1000;
+  if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
+  // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
+  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
+  if (code !== 0) {
+    const explained = o.explain?.(err);
+    if (explained) throw explained;
+    throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
+      hint: "Fix the compile error in the edited source and run validate again.",
+    });
+  }
+  if (!o.quiet && err.trim()) log.debug(err.trim());
+  const last = out.trim().split("\n").pop() ?? "";
+  const module = resolve(dir, last);
+  if (!last) throw new KerncapError("E_BUILD", "build.sh printed nothing on stdout: it must print the path of the module it built, last", { hint: "End build.sh with `echo \"$out\"` (the cubin it wrote)." });
+  if (!existsSync(module)) {
+    throw new KerncapError("E_BUILD", `build.sh named ${module} as the module it built, but there is no such file`, { hint: "Check the output path in build.sh (the -o of the compiler and the path it prints last)." });
+  }
+  return { module, seconds };
+}

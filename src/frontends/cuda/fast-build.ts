@@ -1,0 +1,399 @@
+/**
+ * The device-only rebuild `kerncap validate --watch` uses for a CUDA reproducer after its first
+ * build (issue 14): the compile build.sh would run, taken apart and given less to parse.
+ *
+ * `EXTRA_FLAGS=--dryrun build.sh` makes nvcc print the commands it would run (nvcc --dryrun: a
+ * shell script of `#$ ` lines: environment settings, then gcc -E with the device-side defines,
+ * cicc, ptxas for `-cubin -arch=sm_XX`). A fast build runs those commands itself, with the
+ * preprocessed TU (the file cicc reads) pruned to the declarations the kernel's code needs
+ * (src/frontends/cuda/prune.ts) in between. The plan is made again at every build (a few tens of ms), so
+ * whatever build.sh decides at that moment (the slice or the whole TU, EXTRA_FLAGS, NVCC) is what
+ * is compiled. A compile that is not exactly those three steps (relocatable device code and its
+ * device link, several architectures, -G …) has no fast build: build.sh runs as usual.
+ *
+ * The watch trusts the pruned build only after its first one gave the kernel the same machine
+ * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
+ * followed by build.sh's (which reports a real compile error as usual).
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { parseElf } from "../../codeobj/elf.ts";
+import { reproducerBuildEnv } from "../../env.ts";
+import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
+import { DevicePruner, type PruneResult } from "./prune.ts";
+import type { FastBuilt as FastBuiltBase } from "../frontend.ts";
+import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
+import { log } from "../../log.ts";
+import { isKerncapError } from "../../errors.ts";
+
+/** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
+export interface FastPlan {
+  /** Shell lines that set nvcc's environment (CICC_PATH, PATH, …), run before each step. */
+  env: string[];
+  /** gcc -E …, writing `fullTU`. */
+  preprocess: string;
+  /** cicc … reading `prunedTU`, then ptxas … writing `cubin`. */
+  compile: string;
+  fullTU: string;
+  prunedTU: string;
+  cubin: string;
+  /** The source nvcc was given (build.sh's choice: the slice or the whole TU). */
+  source: string;
+}
+
+/** Split one `#$ ` line of nvcc --dryrun into words (double quotes grouped, as sh would). */
+function shellWords(line: string): string[] {
+  const out: string[] = [];
+  const re = /"((?:\\.|[^"\\])*)"|(\S+)/g;
+  for (let m = re.exec(line); m; m = re.exec(line)) out.push(m[1] ?? m[2]!);
+  return out;
+}
+
+/**
+ * Make the plan from nvcc's --dryrun output (the `#$ ` lines of build.sh's stderr).
+ * @param dryrun build.sh's stderr under EXTRA_FLAGS=--dryrun
+ * @param dryCubin the output path build.sh was given (replaced by `work`/kernel.cubin)
+ * @param work the folder the fast build writes in
+ * @returns the plan, or why there is none (not exactly gcc -E, cicc, ptxas)
+ */
+export function parseDryrun(dryrun: string, dryCubin: string, work: string): FastPlan | { reason: string } {
+  const lines = dryrun.split("\n").filter((l) => l.startsWith("#$ ")).map((l) => l.slice(3).trim());
+  const env: string[] = [];
+  const cmds: string[] = [];
+  for (const l of lines) {
+    const a = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(l);
+    if (a) {
+      // nvcc's variables; the quoted ones (INCLUDES="-I…" "…") only describe what the commands already spell out
+      if (!a[2]!.includes('"')) env.push(`${a[1]}='${a[2]!.trim().replace(/'/g, "'\\''")}'`);
+    } else if (l) cmds.push(l);
+  }
+  if (!cmds.length) return { reason: "build.sh's nvcc printed no steps under --dryrun (build.sh does not pass EXTRA_FLAGS to nvcc?)" };
+  if (cmds.length !== 3) return { reason: `nvcc runs ${cmds.length} steps, not gcc -E, cicc, ptxas (${cmds.map((c) => shellWords(c)[0]?.split("/").pop()).join(", ")})` };
+  const [pp, cicc, ptxas] = cmds as [string, string, string];
+  const ppw = shellWords(pp), cw = shellWords(cicc), pw = shellWords(ptxas);
+  if (!ppw.includes("-E")) return { reason: "nvcc's first step is not the preprocessor (gcc -E)" };
+  if (!/cicc$/.test(cw[0] ?? "")) return { reason: "nvcc's second step is not cicc" };
+  if (!/ptxas$/.test(pw[0] ?? "")) return { reason: "nvcc's third step is not ptxas" };
+  const ppOut = ppw[ppw.indexOf("-o") + 1];
+  if (!ppOut || !cicc.includes(ppOut)) return { reason: "cicc does not read what the preprocessor writes" };
+  const source = ppw[ppw.indexOf("-o") - 1] ?? "";
+  const fullTU = join(work, "full.cpp1.ii");
+  const prunedTU = join(work, "pruned.cpp1.ii");
+  const cubin = join(work, "kernel.cubin");
+  // nvcc's temporary files (…/tmpxft_<pid>_<n>-<k>_<name>) go to the work folder
+  const temps = new Map<string, string>();
+  // nvcc --threads sends a step's output to temporary files (`> …_stdout 2>…_stderr`): not here
+  const unredirect = (s: string) => s.replace(/\s+>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s+2>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s*$/, "");
+  const retemp = (s: string) => unredirect(s).replace(/(?:\/[^\s"]*\/)?tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
+    if (!temps.has(whole)) temps.set(whole, join(work, `nv-${rest}`));
+    return temps.get(whole)!;
+  });
+  const quoted = (p: string) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
+  const preprocess = retemp(pp.split(`"${ppOut}"`).join(quoted(fullTU)).split(ppOut).join(quoted(fullTU)));
+  const cc = retemp(cicc.split(`"${ppOut}"`).join(quoted(prunedTU)).split(ppOut).join(quoted(prunedTU)));
+  const px = retemp(ptxas.split(`"${dryCubin}"`).join(quoted(cubin)).split(dryCubin).join(quoted(cubin)));
+  if (!px.includes(cubin)) return { reason: "ptxas does not write build.sh's output" };
+  return { env, preprocess, compile: `${cc} && ${px}`, fullTU, prunedTU, cubin, source };
+}
+
+export interface FastBuilt extends FastBuiltBase {
+  module: string;
+  /** sha256 of the plan's commands (planHash): what a check of the pruned build against build.sh's holds for. */
+  plan: string;
+  /** Wall time of the whole fast build (s), and of its steps (ms). */
+  seconds: number;
+  steps: BuildSteps;
+  prune: PruneResult;
+}
+
+/**
+ * The steps of a fast build (ms): build.sh --dryrun (0 when the plan was reused); the
+ * preprocessing until the TU that was compiled was there (incremental: the synthetic TU's, else
+ * the whole TU's gcc -E); the pruning; cicc and ptxas (after the preprocessing that was
+ * compiled); the whole TU's gcc -E, which always runs (beside an incremental one, to verify it).
+ */
+export type BuildSteps = {
+  planMs: number;
+  preprocessMs: number;
+  pruneMs: number;
+  compileMs: number;
+  incremental?: boolean;
+  fullPreprocessMs?: number;
+};
+
+/**
+ * What a series of fast builds of one reproducer keeps between builds: the pruner's analysis
+ * (src/frontends/cuda/prune.ts DevicePruner) and the last whole-TU preprocessing with the sources it was
+ * made from (the base of the next incremental one: src/frontends/cuda/incremental-pp.ts).
+ */
+export class FastBuildState {
+  pruner = new DevicePruner();
+  base: (PpBase & { parsed?: ParsedBase }) | undefined;
+  /** Incremental preprocessings in a row that did not give the whole TU's output (3: not tried again in this series). */
+  misses = 0;
+  /** Why the last build did not preprocess incrementally (for the debug log and the tests), or null when it did. */
+  lastMiss: string | null = null;
+
+  /**
+   * The state a work folder keeps for the next process (validate: one per edit): the base of
+   * the incremental preprocessing (the whole TU's -dD output, `full.cpp1.ii`, and the sources it
+   * was made from, `base-sources.json`). The pruner's analysis is not kept.
+   */
+  static load(work: string): FastBuildState {
+    const st = new FastBuildState();
+    try {
+      const sources = JSON.parse(readFileSync(join(work, BASE_SOURCES), "latin1")) as Record<string, string>;
+      st.base = { text: readFileSync(join(work, "full.cpp1.ii"), "latin1"), sources: new Map(Object.entries(sources)) };
+    } catch {
+      // no base yet (or a partial one): the next build preprocesses the whole TU
+    }
+    return st;
+  }
+
+  save(work: string): void {
+    const f = join(work, BASE_SOURCES);
+    if (this.base) writeFileSync(f, JSON.stringify(Object.fromEntries(this.base.sources)), "latin1");
+    else rmSync(f, { force: true });
+  }
+}
+
+/** The sources the work folder's full.cpp1.ii was preprocessed from (FastBuildState.load/save). */
+const BASE_SOURCES = "base-sources.json";
+
+/** The plans of the work folders (one per watch, one per capture for validate), with the key they were made for. */
+const plans = new Map<string, FastPlan & { key: string }>();
+
+/** The plan file of a work folder: the plan of the last build there, for the next process (validate runs one per edit). */
+const PLAN_FILE = "plan.json";
+
+function readPlan(work: string): (FastPlan & { key: string }) | undefined {
+  try {
+    const p = JSON.parse(readFileSync(join(work, PLAN_FILE), "utf8"));
+    return typeof p?.key === "string" && typeof p?.preprocess === "string" && typeof p?.compile === "string" && Array.isArray(p?.env) ? p : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * sha256 (hex) of a plan's commands (environment lines, gcc -E, cicc + ptxas, with the work
+ * folder's paths): a check of the pruned build against build.sh's holds for exactly these.
+ */
+export function planHash(p: FastPlan): string {
+  return new Bun.CryptoHasher("sha256").update(JSON.stringify([p.env, p.preprocess, p.compile])).digest("hex");
+}
+
+/**
+ * What build.sh's choice of command depends on: build.sh itself, the files its `tu=`/`slice=`
+ * lines name (the slice is compiled only while it matches the TU copy's hash), its
+ * slice-failed record, NVCC and EXTRA_FLAGS. Sizes and mtimes (ns), so a save changes the key of
+ * the TU copy it touches; a header's save does not change it (the plan stays).
+ */
+function planKey(dir: string, env: Record<string, string | undefined>): string {
+  const script = join(dir, "build.sh");
+  const text = readFileSync(script, "utf8");
+  const files = [script, join(dir, "build", "slice-failed.sha256")];
+  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
+  const st = (f: string) => { try { const s = statSync(f, { bigint: true }); return `${s.size}:${s.mtimeNs}`; } catch { return "-"; } };
+  return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
+}
+
+/** One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh). */
+const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) => runBuildCommand(["bash", "-c", script], cwd, env, signal);
+
+/** The texts of the reproducer's sources under `src` (absolute path → text; dot entries and files over 8 MiB left out). */
+function readSources(srcArg: string): Map<string, string> {
+  const src = resolve(srcArg);
+  const out = new Map<string, string>();
+  let names: string[];
+  try {
+    names = readdirSync(src, { recursive: true, encoding: "utf8" });
+  } catch {
+    return out;
+  }
+  for (const rel of names) {
+    if (rel.split("/").some((part) => part.startsWith("."))) continue;
+    const p = join(src, rel);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && st.size <= 8 << 20) out.set(p, readFileSync(p, "latin1"));
+    } catch {
+      // gone meanwhile: the next save says so
+    }
+  }
+  return out;
+}
+
+/** nvcc's gcc -E with -dD (every #define and #undef in place: the macro table the next incremental preprocessing starts from). */
+const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
+
+/**
+ * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.
+ * @param work a folder of the caller's (its files are overwritten at each build)
+ * @param pruner keeps what did not change between builds (src/frontends/cuda/prune.ts DevicePruner)
+ * @returns the module built and the time of each step
+ * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
+ *   KerncapError E_INTERRUPTED (a stop signal during a step)
+ */
+export async function fastBuild(dirArg: string, work: string, o: { force: boolean; signal?: AbortSignal }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
+  const dir = resolve(dirArg);
+  mkdirSync(work, { recursive: true });
+  const env = reproducerBuildEnv(o);
+  const t0 = performance.now();
+  const key = planKey(dir, env);
+  let plan = plans.get(work) ?? readPlan(work);
+  if (!plan || plan.key !== key) {
+    const dryCubin = join(work, "dryrun.cubin");
+    const { err: dryErr, code: dryCode } = await runBuildCommand(["bash", join(dir, "build.sh"), dryCubin], dir, { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, o.signal);
+    if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
+    if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
+    const p = parseDryrun(dryErr, dryCubin, work);
+    if ("reason" in p) throw new FastBuildUnavailable(p.reason);
+    plan = { ...p, key };
+    writeFileSync(join(work, PLAN_FILE), JSON.stringify(plan));
+  }
+  plans.set(work, plan);
+  const t1 = performance.now();
+  const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
+  rmSync(plan.cubin, { force: true });
+  const preprocess = withMacros(plan.preprocess);
+  const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
+  const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
+  full.catch(() => {});
+  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal).catch((e) => {
+    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+    state.lastMiss = `the incremental preprocessing failed: ${e instanceof Error ? e.message : String(e)}`; // a file it could not write …: the whole TU's output is compiled
+    return undefined;
+  });
+  const pp = await full;
+  const tFull = performance.now();
+  if (pp.code !== 0) {
+    spec?.abort.abort();
+    await spec?.compile.catch(() => {});
+    state.base = undefined;
+    throw new FastBuildUnavailable(`the preprocessor failed: ${pp.err.trim().split("\n").slice(-3).join(" / ")}`);
+  }
+  const fullText = readFileSync(plan.fullTU, "latin1");
+  state.base = { text: fullText, sources };
+  const done = (cc: { code: number; err: string }, steps: Omit<BuildSteps, "planMs" | "fullPreprocessMs" | "compileMs">, compiledFrom: number, prune: PruneResult): FastBuilt => {
+    if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
+    const t4 = performance.now();
+    return { module: plan.cubin, plan: planHash(plan), seconds: (t4 - t0) / 1000, steps: { planMs: t1 - t0, ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 }, prune };
+  };
+  if (spec) {
+    const differs = verifyAssembled(spec.assembled, fullText);
+    if (!differs) {
+      state.misses = 0;
+      state.lastMiss = null;
+      return done(await spec.compile, { preprocessMs: spec.ppMs, pruneMs: spec.pruneMs, incremental: true }, spec.compiledFrom, spec.prune);
+    }
+    spec.abort.abort();
+    await spec.compile.catch(() => {});
+    state.misses++;
+    state.lastMiss = `its output differs from the whole TU's: ${differs}`;
+    log.debug(`incremental preprocessing (${spec.from}): ${state.lastMiss}; the whole TU's output is compiled`);
+  }
+  const pruned = state.pruner.prune(stripMacroLines(fullText));
+  writeFileSync(plan.prunedTU, pruned.text, "latin1");
+  const t3 = performance.now();
+  return done(await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal), { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
+}
+
+interface Speculation {
+  assembled: { text: string; prefix: string };
+  prune: PruneResult;
+  compile: Promise<{ code: number; err: string }>;
+  abort: AbortController;
+  /** ms from the plan to the synthetic TU's output, of the pruning; when the compile started (performance.now()). */
+  ppMs: number;
+  pruneMs: number;
+  compiledFrom: number;
+  /** The file and line it started from (for the log). */
+  from: string;
+}
+
+/**
+ * The incremental preprocessing of one changed source (src/frontends/cuda/incremental-pp.ts), pruned and
+ * compiled at once, while the whole TU's gcc -E runs; undefined when there is no base, more or
+ * fewer than one source changed, or the change cannot be cut (state.lastMiss says why).
+ */
+async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sources: Map<string, string>, preprocess: string, envLines: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<Speculation | undefined> {
+  const t0 = performance.now();
+  const base = state.base;
+  const miss = (why: string) => {
+    state.lastMiss = why;
+    return undefined;
+  };
+  if (!base) return miss("no previous preprocessing");
+  if (state.misses >= 3) return miss("off after 3 misses in a row");
+  if (/ -P /.test(preprocess)) return miss("gcc -E -P writes no line markers");
+  if ([...base.sources.keys()].some((p) => !sources.has(p))) return miss("a source was removed");
+  let ip: ReturnType<typeof planIncremental>;
+  try {
+    base.parsed ??= parseBase(base.text);
+    // the changed sources that the TU read (a TU copy that kerncap's slice was remade from is not one)
+    const read = new Set(base.parsed.entries.map((e) => resolve(e.file)));
+    const changed = [...sources].filter(([p, t]) => base.sources.get(p) !== t && read.has(p)).map(([p]) => p);
+    if (changed.length !== 1) return miss(`${changed.length} sources of the TU changed`);
+    const file = changed[0]!;
+    ip = planIncremental(base.parsed, file, base.sources.get(file)!, sources.get(file)!, (p) => sources.get(p) ?? readFileSync(p, "latin1"));
+  } catch (e) {
+    return miss(`the previous output cannot be read: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if ("reason" in ip) return miss(ip.reason);
+  const synthOut = join(dirname(plan.fullTU), "synth.cpp1.ii");
+  const quoted = (p: string) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
+  const src = plan.source;
+  let cmd = preprocess.replace(/\s-include\s+("[^"]*"|\S+)/g, "");
+  cmd = cmd.includes(quoted(src)) ? cmd.split(quoted(src)).join(quoted(ip.primary)) : cmd.split(` ${src} `).join(` ${quoted(ip.primary)} `);
+  cmd = cmd.split(quoted(plan.fullTU)).join(quoted(synthOut));
+  if (!cmd.includes(quoted(ip.primary)) || !cmd.includes(quoted(synthOut))) return miss("the preprocessor's command does not name its source and output as expected");
+  let r: { code: number; err: string };
+  try {
+    for (const [p, text] of ip.files) writeFileSync(p, text, "latin1");
+    r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
+  } finally {
+    for (const p of ip.files.keys()) rmSync(p, { force: true });
+  }
+  if (r.code !== 0) return miss(`the synthetic TU does not preprocess: ${r.err.trim().split("\n").slice(-2).join(" / ")}`);
+  const assembled = assemble(base.parsed, ip.cut, readFileSync(synthOut, "latin1"));
+  if (!assembled) return miss("no sentinel in the synthetic TU's output");
+  const t1 = performance.now();
+  const pruned = state.pruner.prune(stripMacroLines(assembled.text));
+  writeFileSync(plan.prunedTU, pruned.text, "latin1");
+  const t2 = performance.now();
+  const abort = new AbortController();
+  signal?.addEventListener("abort", () => abort.abort());
+  const compile = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, abort.signal);
+  compile.catch(() => {});
+  return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t2, from: `${ip.file}:${ip.fromLine}` };
+}
+
+/**
+ * Whether two cubins give `kernel` the same machine code: the bytes of its `.text.<kernel>`
+ * section (relocations aside: a cubin's text refers to other symbols through relocation entries,
+ * which are compared by count), its register count, and the sizes of its `.nv.info.<kernel>`
+ * attributes, static shared memory and parameter bank.
+ * @returns null when they match, else what differs (a sentence)
+ */
+export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): string | null {
+  const ea = parseElf(a), eb = parseElf(b);
+  const name = `.text.${kernel}`;
+  const sa = ea.section(name), sb = eb.section(name);
+  if (!sa || !sb) return `no ${name} section in the ${!sa ? "full" : "pruned"} build`;
+  const ba = ea.sectionBytes(sa), bb = eb.sectionBytes(sb);
+  if (ba.length !== bb.length) return `${name} is ${ba.length} bytes in the full build, ${bb.length} in the pruned one`;
+  for (let i = 0; i < ba.length; i++) if (ba[i] !== bb[i]) return `${name} differs at byte ${i}`;
+  const rel = (e: typeof ea) => e.sections.filter((s) => s.name === `.rel${name}` || s.name === `.rela${name}`).reduce((n, s) => n + s.size, 0);
+  if (rel(ea) !== rel(eb)) return `${name}'s relocations differ`;
+  // what the launch needs besides the code: registers (the text section's sh_info), the sizes of
+  // the kernel's attributes (.nv.info.<kernel>: their bytes hold symbol indices, which a pruned
+  // symbol table renumbers), of its static shared memory and of its parameter bank
+  // a cubin text section's sh_info: the register count in its top byte, the kernel's symbol index below (which a pruned symbol table changes)
+  if (sa.info >>> 24 !== sb.info >>> 24) return `${name}'s register count differs (${sa.info >>> 24} / ${sb.info >>> 24})`;
+  for (const side of [`.nv.info.${kernel}`, `.nv.shared.${kernel}`, `.nv.constant0.${kernel}`]) {
+    const xa = ea.section(side), xb = eb.section(side);
+    if (!xa !== !xb || (xa && xb && xa.size !== xb.size)) return `${side} differs in size`;
+  }
+  return null;
+}

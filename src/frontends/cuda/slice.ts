@@ -1,0 +1,368 @@
+/**
+ * Slices of a CUDA TU: the source that build.sh compiles instead of the whole TU, so that an edit
+ * rebuilds only what the captured kernel needs.
+ *
+ * Two kinds (SliceMeta.kind):
+ * - "instantiation" (a kernel template defined in a header): the TU's preprocessor lines, then an
+ *   odr-use `&qualified<args>` that makes nvcc instantiate and emit exactly that kernel.
+ * - "prefix" (a non-template kernel, or a template defined in the TU itself): the TU's text up to
+ *   and including the kernel's definition (when the TU defines it) or the `#include` that brings
+ *   the definition file in (when a header does), with the bodies of the other `__global__`
+ *   functions in that text blanked to declarations, open `#if` blocks and braces (namespaces,
+ *   `extern "C" {`) closed again, and for a template the same odr-use line.
+ *   Why a prefix: C++ needs every name declared before its use, so nothing after the definition
+ *   can be needed by a non-template kernel (a `__device__` function only declared before it and
+ *   defined after it is the exception: that slice does not build and build.sh falls back). Why
+ *   blank the other kernels: a non-template `__global__` is always emitted, so every kernel left
+ *   in the text costs front-end, NVVM and ptxas time. Kernels inside included headers stay (the
+ *   headers are the editable copies under src/ and are compiled as they are).
+ *
+ * The slice is made from the TU copy under src/ and carries that text's SHA-256 on its first
+ * line (`// kerncap slice of src/<tu> sha256=<hex>`), then `#line 1 "src/<tu>"` so that compiler
+ * messages name the editable file with its own line numbers (blanked bodies keep their newlines).
+ * build.sh compiles the slice only while that hash matches the TU copy (otherwise the whole TU,
+ * saying why); `kerncap validate` remakes a stale slice first (refreshSlice).
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import type { Manifest } from "../../format/manifest.ts";
+import { log } from "../../log.ts";
+import type { KernelNameParts } from "./locate.ts";
+
+export interface SliceMeta {
+  kind: "instantiation" | "prefix";
+  /** The TU copy the slice is made from and the slice file, relative to src/. */
+  tu: string;
+  slice: string;
+  /** Kernel base name (`tiled_apply`) and, for templates, the qualified instantiation to odr-use. */
+  base: string;
+  odrUse?: string;
+  /** prefix kind, kernel defined in a header: the TU's `#include` line that brings it in (trimmed). */
+  cutInclude?: string;
+  /** Basename of the definition file, for the comment at the top. */
+  definitionName: string;
+}
+
+export type SliceText = { ok: true; text: string } | { ok: false; reason: string };
+
+/** SHA-256 (hex) of a text as UTF-8, the value `sha256sum` prints for the file. */
+export function sha256Text(text: string): string {
+  return new Bun.CryptoHasher("sha256").update(text).digest("hex");
+}
+
+// ───────────────────────────── lexing ─────────────────────────────
+
+/**
+ * Mask of a C++ text: the same length, with comments, string/char literals (raw strings too)
+ * and preprocessor directive lines (with their continuations) replaced by spaces; newlines kept.
+ * Braces, parentheses and identifiers in code are where they were.
+ */
+export function codeMask(text: string): string {
+  const out = text.split("");
+  const n = text.length;
+  const blank = (a: number, b: number) => {
+    for (let k = a; k < b && k < n; k++) if (out[k] !== "\n") out[k] = " ";
+  };
+  let i = 0;
+  let lineStart = true;
+  while (i < n) {
+    const c = text[i]!;
+    if (c === "\n") {
+      lineStart = true;
+      i++;
+      continue;
+    }
+    if (lineStart && (c === " " || c === "\t")) {
+      i++;
+      continue;
+    }
+    if (lineStart && c === "#") {
+      let j = i;
+      while (j < n && text[j] !== "\n") {
+        if (text[j] === "\\" && text[j + 1] === "\n") j++;
+        j++;
+      }
+      blank(i, j);
+      i = j;
+      continue;
+    }
+    lineStart = false;
+    if (c === "/" && text[i + 1] === "/") {
+      let j = i;
+      while (j < n && text[j] !== "\n") j++;
+      blank(i, j);
+      i = j;
+      continue;
+    }
+    if (c === "/" && text[i + 1] === "*") {
+      const e = text.indexOf("*/", i + 2);
+      const j = e < 0 ? n : e + 2;
+      blank(i, j);
+      i = j;
+      continue;
+    }
+    const raw = /^(?:u8|u|U|L)?R"([^()\\\s]{0,16})\(/.exec(text.slice(i, i + 24));
+    if (raw && (i === 0 || !/[A-Za-z0-9_]/.test(text[i - 1]!))) {
+      const close = `)${raw[1]}"`;
+      const e = text.indexOf(close, i + raw[0].length);
+      const j = e < 0 ? n : e + close.length;
+      blank(i, j);
+      i = j;
+      continue;
+    }
+    if (c === '"' || (c === "'" && !/[0-9A-Fa-f]/.test(text[i - 1] ?? ""))) {
+      // a ' after a hex digit is a digit separator (1'000), not a char literal
+      let j = i + 1;
+      while (j < n && text[j] !== c && text[j] !== "\n") j += text[j] === "\\" ? 2 : 1;
+      blank(i, j + 1);
+      i = j + 1;
+      continue;
+    }
+    i++;
+  }
+  return out.join("");
+}
+
+/** A `__global__` function definition: its name, and the offsets of its body's `{` and `}`. */
+export interface KernelDef {
+  name: string;
+  start: number;
+  open: number;
+  close: number;
+}
+
+/**
+ * Every `__global__` function definition written out in the text (not those a macro expands to):
+ * the name is the identifier before the last parenthesised group ahead of the body (so
+ * `__launch_bounds__(256)` is skipped). Declarations (`…);`) are not listed.
+ */
+export function kernelDefinitions(text: string, mask = codeMask(text)): KernelDef[] {
+  const defs: KernelDef[] = [];
+  const re = /\b__global__\b/g;
+  for (let m = re.exec(mask); m; m = re.exec(mask)) {
+    let i = m.index + m[0].length;
+    let depth = 0;
+    let lastGroup = -1;
+    for (; i < mask.length; i++) {
+      const c = mask[i]!;
+      if (c === "(") {
+        if (depth === 0) lastGroup = i;
+        depth++;
+      } else if (c === ")") depth--;
+      else if (depth === 0 && (c === "{" || c === ";" || c === "}")) break;
+    }
+    if (mask[i] !== "{" || lastGroup < 0) continue;
+    const name = /([A-Za-z_][A-Za-z0-9_]*)\s*(?:<[^()]*>)?\s*$/.exec(mask.slice(Math.max(0, lastGroup - 400), lastGroup))?.[1];
+    const open = i;
+    let d = 0;
+    for (; i < mask.length; i++) {
+      if (mask[i] === "{") d++;
+      else if (mask[i] === "}" && --d === 0) break;
+    }
+    if (!name || i >= mask.length) continue;
+    defs.push({ name, start: m.index, open, close: i });
+    re.lastIndex = i;
+  }
+  return defs;
+}
+
+/** The text with each body replaced by `;` (its newlines kept, so line numbers do not move). */
+export function blankBodies(text: string, defs: KernelDef[]): string {
+  let out = "";
+  let at = 0;
+  for (const d of [...defs].sort((a, b) => a.open - b.open)) {
+    out += text.slice(at, d.open) + ";" + text.slice(d.open, d.close + 1).replace(/[^\n]/g, "");
+    at = d.close + 1;
+  }
+  return out + text.slice(at);
+}
+
+/** `#endif`s and `}`s that close what is still open at the end of a prefix (in that order). */
+function closers(prefix: string, mask: string): string {
+  let ifs = 0;
+  for (const line of prefix.split("\n")) {
+    if (/^\s*#\s*if(n?def)?\b/.test(line)) ifs++;
+    else if (/^\s*#\s*endif\b/.test(line)) ifs = Math.max(0, ifs - 1);
+  }
+  let braces = 0;
+  for (const c of mask) {
+    if (c === "{") braces++;
+    else if (c === "}") braces = Math.max(0, braces - 1);
+  }
+  return [...Array(braces).fill("}"), ...Array(ifs).fill("#endif")].join("\n");
+}
+
+// ───────────────────────────── includes ─────────────────────────────
+
+const INCLUDE_RE = /^\s*#\s*include\s*(["<])([^">]+)[">]/;
+
+/**
+ * The first `#include` line of the TU (trimmed) through which the definition file is reached,
+ * following the project's own headers by their text (every `#include`, whatever `#if` it is in),
+ * resolved like the compiler: the includer's folder for quoted names, then includeDirs.
+ * Undefined when none reaches it.
+ */
+export function includeLeadingTo(tuText: string, tuPath: string, definition: string, includeDirs: string[]): string | undefined {
+  const target = resolve(definition);
+  const resolveInc = (name: string, quoted: boolean, from: string): string | undefined => {
+    for (const d of [...(quoted ? [dirname(from)] : []), ...includeDirs]) {
+      const p = resolve(d, name);
+      if (existsSync(p)) return p;
+    }
+    return undefined;
+  };
+  const reaches = (file: string, seen: Set<string>): boolean => {
+    if (file === target) return true;
+    if (seen.has(file)) return false;
+    seen.add(file);
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      return false;
+    }
+    for (const line of text.split("\n")) {
+      const m = INCLUDE_RE.exec(line);
+      const p = m && resolveInc(m[2]!, m[1] === '"', file);
+      if (p && reaches(p, seen)) return true;
+    }
+    return false;
+  };
+  const seen = new Set<string>();
+  for (const line of tuText.split("\n")) {
+    const m = INCLUDE_RE.exec(line);
+    const p = m && resolveInc(m[2]!, m[1] === '"', tuPath);
+    if (p && reaches(p, seen)) return line.trim();
+  }
+  return undefined;
+}
+
+// ───────────────────────────── slices ─────────────────────────────
+
+/** Can a qualified name be written in source (no lambdas, anonymous namespaces, unnamed types)? */
+export function writableName(qualified: string): boolean {
+  return !/\{lambda|\(anonymous namespace\)|\{unnamed|'lambda|\$_/.test(qualified);
+}
+
+/** The meta of a slice for a located kernel, or why there is none. */
+export function planSliceMeta(
+  names: KernelNameParts,
+  tuRel: string,
+  definitionIsTu: boolean,
+  definitionName: string,
+  cutInclude: string | undefined,
+): { meta?: SliceMeta; reason?: string } {
+  const slice = tuRel.replace(/(\.[^./]+)?$/, ".kerncap-slice.cu");
+  const template = names.templateArgs !== undefined;
+  if (template && !writableName(names.qualified)) return { reason: `its template arguments name types that cannot be written in source (${names.qualified})` };
+  const odrUse = template ? names.qualified : undefined;
+  if (template && !definitionIsTu) return { meta: { kind: "instantiation", tu: tuRel, slice, base: names.base, odrUse, definitionName } };
+  if (!definitionIsTu && !cutInclude) return { reason: `no #include of the TU was found to lead to ${definitionName}` };
+  return { meta: { kind: "prefix", tu: tuRel, slice, base: names.base, odrUse, definitionName, ...(definitionIsTu ? {} : { cutInclude }) } };
+}
+
+/** The slice text for the TU's current text, or why it cannot be made. */
+export function sliceText(meta: SliceMeta, tuText: string): SliceText {
+  const head = [`// kerncap slice of src/${meta.tu} sha256=${sha256Text(tuText)}`];
+  const odr = meta.odrUse ? ["", `// taking its address makes nvcc instantiate and emit exactly the captured kernel`, `void* kerncap_captured_kernel = (void*)&${meta.odrUse};`] : [];
+  if (meta.kind === "instantiation") {
+    const lines = tuText.split("\n");
+    const keep: string[] = [];
+    for (let i = 0; i < lines.length; i++) {
+      if (!/^\s*#/.test(lines[i]!)) continue;
+      keep.push(lines[i]!);
+      while (lines[i]!.endsWith("\\") && i + 1 < lines.length) keep.push(lines[++i]!);
+    }
+    return {
+      ok: true,
+      text: [
+        ...head,
+        `// Generated by kerncap: the preprocessor lines of src/${meta.tu}, then the one instantiation that was captured.`,
+        `// Edit the kernel in its definition file (src/…/${meta.definitionName}), not here.`,
+        ...keep,
+        ...odr,
+        "",
+      ].join("\n"),
+    };
+  }
+  const mask = codeMask(tuText);
+  const defs = kernelDefinitions(tuText, mask);
+  let end: number;
+  if (meta.cutInclude === undefined) {
+    const own = defs.filter((d) => d.name === meta.base);
+    if (!own.length) return { ok: false, reason: `src/${meta.tu} no longer defines __global__ ${meta.base} in its own text` };
+    end = own[own.length - 1]!.close + 1;
+  } else {
+    const lines = tuText.split("\n");
+    let at = 0;
+    let found = -1;
+    for (const line of lines) {
+      if (line.trim() === meta.cutInclude && mask.slice(at, at + line.length).trim() === "") {
+        found = at + line.length;
+        break;
+      }
+      at += line.length + 1;
+    }
+    if (found < 0) return { ok: false, reason: `src/${meta.tu} no longer has the line ${meta.cutInclude}` };
+    end = found;
+  }
+  // a kernel that the captured one launches (dynamic parallelism) keeps its body
+  const ownBodies = defs.filter((d) => d.name === meta.base).map((d) => mask.slice(d.open, d.close));
+  const launched = (name: string) => ownBodies.some((b) => new RegExp(`\\b${name}\\b`).test(b));
+  const others = defs.filter((d) => d.name !== meta.base && d.close < end && !launched(d.name));
+  const prefix = blankBodies(tuText.slice(0, end), others);
+  const close = closers(tuText.slice(0, end), mask.slice(0, end));
+  return {
+    ok: true,
+    text: [
+      ...head,
+      `#line 1 "src/${meta.tu}"`,
+      prefix,
+      `// ── kerncap: src/${meta.tu} ends here for the slice; ${others.length} other kernel bodies above were left out ──`,
+      ...(close ? [close] : []),
+      ...odr,
+      "",
+    ].join("\n"),
+  };
+}
+
+/**
+ * Remake the slice of a reproducer when its TU copy changed since (first-line hash): called by
+ * `kerncap validate` before build.sh. A slice that can no longer be made is removed, so build.sh
+ * compiles the whole TU (and says so).
+ * @returns what was done, for the log.
+ */
+export function refreshSlice(dir: string, meta: SliceMeta): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string } {
+  const tuPath = join(dir, "src", meta.tu);
+  const slicePath = join(dir, "src", meta.slice);
+  if (!existsSync(tuPath)) return { action: "no-tu" };
+  const tuText = readFileSync(tuPath, "utf8");
+  const want = sha256Text(tuText);
+  if (existsSync(slicePath) && readFileSync(slicePath, "utf8").slice(0, 200).includes(`sha256=${want}`)) return { action: "fresh" };
+  const s = sliceText(meta, tuText);
+  if (!s.ok) {
+    if (existsSync(slicePath)) writeFileSync(slicePath, `// kerncap slice of src/${meta.tu} sha256=none\n// not made: ${s.reason}\n`);
+    return { action: "removed", reason: s.reason };
+  }
+  writeFileSync(slicePath, s.text);
+  return { action: "remade" };
+}
+
+/** The slice a CUDA capture's reproducer was made with (manifest.source.cuda.slice.meta), if any. */
+export function sliceMetaOf(m: Pick<Manifest, "source">): SliceMeta | undefined {
+  return (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
+}
+
+/**
+ * Frontend.beforeBuild of CUDA: remake the reproducer's slice when src/<tu>
+ * was edited since it was made (the slice records its TU's sha256), or leave a "not made" slice
+ * (build.sh then compiles the whole TU, said here) when the edited TU cannot be sliced. No-op for
+ * an unsliced project.
+ */
+export function remakeStaleSlice(dir: string, m: Manifest): void {
+  const meta = sliceMetaOf(m);
+  if (!meta) return;
+  const r = refreshSlice(resolve(dir), meta);
+  if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
+  if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+}

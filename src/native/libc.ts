@@ -1,0 +1,29 @@
+/**
+ * The one owner of libc.so.6 in the kerncap process (bun:ffi): POSIX regular expressions
+ * (regcomp/regexec, the calls the capture library makes for --kernel: src/util/posix-regex.ts),
+ * lseek's SEEK_DATA/SEEK_HOLE (sparse files: src/format/sparse-extents.ts) and dup/dup2 (stdout
+ * kept for the JSON document: src/cli/args.ts). Loaded at the first call, once.
+ */
+import { dlopen, FFIType, type Library } from "bun:ffi";
+
+const { ptr, i32, i64, u64 } = FFIType;
+
+const SYMBOLS = {
+  regcomp: { args: [ptr, ptr, i32], returns: i32 },
+  regexec: { args: [ptr, ptr, u64, ptr, i32], returns: i32 },
+  regerror: { args: [i32, ptr, ptr, u64], returns: u64 },
+  regfree: { args: [ptr], returns: FFIType.void },
+  lseek: { args: [i32, i64, i32], returns: i64 },
+  dup: { args: [i32], returns: i32 },
+  dup2: { args: [i32, i32], returns: i32 },
+} as const;
+
+let symbols: Library<typeof SYMBOLS>["symbols"] | undefined;
+
+/**
+ * libc's symbols, loaded once.
+ * @throws the loader's error where libc.so.6 cannot be loaded (not glibc): each caller decides what that means
+ */
+export function libc(): NonNullable<typeof symbols> {
+  return (symbols ??= dlopen("libc.so.6", SYMBOLS).symbols);
+}

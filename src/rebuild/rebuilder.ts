@@ -1,0 +1,318 @@
+/**
+ * The one rebuild policy of a capture's reproducer: build.sh, or the frontend's faster build
+ * (Frontend.fastBuild; CUDA: the device-only build of the pruned TU, src/frontends/cuda/fast-build.ts)
+ * once a build of the same source by both gave the kernel the same machine code (the frontend's
+ * `differs`; CUDA: the kernel's .text bytes, register count, the sizes of its attributes, static
+ * shared memory and parameter bank). One Rebuilder holds a capture's build state (the check, the
+ * fast build's series) and is used once by `kerncap validate` and `kerncap check --rebuild`
+ * (rebuildOnce, beside the replay: ./validate.ts startRebuild) and once per save by the watch
+ * (rebuildSave, with checkBeside after a build by build.sh). Both run the frontend's
+ * beforeBuild first (CUDA: a stale slice remade) and its checkRebuiltModule (checkRebuilt) before
+ * anything launches the module.
+ *
+ * validate (one process per edit) keeps the check in DIR/build/pruned/check.json: the first
+ * validate (or the first after the plan of build.sh's compile changed, or after another kerncap
+ * version) runs build.sh and the fast build side by side on the same source and records whether
+ * they gave the kernel the same machine code; it reports build.sh's module. The later validates
+ * run both again, side by side, and replay the first that builds (the fast one, from an
+ * incremental preprocessing: src/frontends/cuda/incremental-pp.ts; never later than build.sh's),
+ * stopping the other. A fast build that fails leaves build.sh's outcome (a real compile error is
+ * its message); when build.sh then succeeds, the record says the fast build is off, and build.sh
+ * rebuilds from then on. build.sh failing where the fast build does not (an error in host code,
+ * which the pruned TU does not compile) is said, and the fast build's verdict stands.
+ * `--full-build` always uses build.sh and leaves the record as it is.
+ *
+ * The watch (one process, many saves) keeps the check in memory and its fast builds' files in a
+ * temporary folder: the check runs beside the cycles after the first build by build.sh, and a
+ * fast build that fails where build.sh does not turns the fast build off for the rest of the watch.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Manifest } from "../format/manifest.ts";
+import { isKerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+import { TOOL_VERSION } from "../version.ts";
+import { buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
+import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
+
+/** validate's work folder for the fast build, under the capture folder. */
+export const PRUNED_DIR = join("build", "pruned");
+const CHECK_FILE = "check.json";
+
+/** DIR/build/pruned/check.json: the outcome of the side-by-side build. */
+export interface PrunedCheck {
+  schema: "kerncap.pruned-check/1";
+  /** The kerncap that made it (another version prunes differently: checked again). */
+  kerncap: string;
+  /** The kernel (mangled) whose machine code was compared. */
+  kernel: string;
+  /** The plan hash of the compile it holds for (FastBuilt.plan). */
+  plan: string;
+  /** The fast build gave the kernel build.sh's machine code (and has not failed where build.sh built since). */
+  same: boolean;
+  /** Why not, when not. */
+  reason: string | null;
+  /** When it was made (ISO 8601), and the two build times then (s). */
+  at: string;
+  buildShSeconds: number;
+  prunedSeconds: number | null;
+}
+
+/** build.sh, or the frontend's fast build (CUDA: the device-only build of the pruned TU). */
+export type Builder = "build.sh" | "pruned";
+
+/** A rebuilt module, checked for launch; `steps`: the fast build's (rounded to ms). */
+export interface Rebuilt {
+  module: string;
+  /** The rebuild's wall time (s). */
+  seconds: number;
+  builder: Builder;
+  steps?: FastBuildSteps;
+}
+
+export function readPrunedCheck(dir: string): PrunedCheck | undefined {
+  try {
+    const c = JSON.parse(readFileSync(join(dir, PRUNED_DIR, CHECK_FILE), "utf8"));
+    return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const roundSteps = (x: FastBuildSteps): FastBuildSteps => Object.fromEntries(Object.entries(x).map(([k, v]) => [k, typeof v === "number" ? Math.round(v) : v]));
+
+const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+export interface RebuilderOptions {
+  /** Keep build.sh's stderr out of the debug log. */
+  quiet: boolean;
+  /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh). */
+  force: boolean;
+  /** build.sh only (--full-build). */
+  fullBuild: boolean;
+  /** The watch's: the check in memory, the fast builds' files in a temporary folder (removed by close). validate's: DIR/build/pruned. */
+  watch?: boolean;
+  /** validate: start build.sh only once the fast build is done (the tests: which builds first is then not a matter of load). */
+  race?: boolean;
+  /**
+   * Build for this GPU architecture instead of the captured one (check --rebuild on a GPU of
+   * another architecture: BuildOptions.targetArch). build.sh only: the fast build compiles for
+   * the captured one, and its check against build.sh's would compare two architectures' code.
+   */
+  targetArch?: string;
+}
+
+export class Rebuilder {
+  readonly dir: string;
+  private readonly fast: FastBuilder | undefined;
+  private readonly work: string | undefined;
+  /** The watch's check: undefined until it concluded; then whether saves use the fast build. */
+  private fastEnabled: boolean | undefined;
+  /** The watch's fast builds keep their analysis and last preprocessing between saves. */
+  private series: FastBuildSeries | undefined;
+
+  constructor(
+    dir: string,
+    private readonly m: Manifest,
+    private readonly fe: Frontend,
+    private readonly o: RebuilderOptions,
+  ) {
+    this.dir = resolve(dir); // build.sh runs inside the folder
+    this.fast = o.fullBuild || o.targetArch ? undefined : fe.fastBuild;
+    if (this.fast) this.work = o.watch ? mkdtempSync(join(tmpdir(), "kerncap-fast-")) : join(this.dir, PRUNED_DIR);
+    if (this.fast && o.watch) this.series = this.fast.series();
+  }
+
+  /** Remove the watch's temporary work folder. */
+  close(): void {
+    if (this.o.watch && this.work) rmSync(this.work, { recursive: true, force: true });
+  }
+
+  private buildOptions(signal?: AbortSignal): BuildOptions {
+    return { quiet: this.o.quiet, force: this.o.force, ...(signal ? { signal } : {}), ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}), ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}) };
+  }
+
+  private async buildSh(signal?: AbortSignal): Promise<Rebuilt> {
+    return { ...(await buildReproducer(this.dir, this.buildOptions(signal))), builder: "build.sh" };
+  }
+
+  /**
+   * The frontend's check of a rebuilt module, before anything launches it (CUDA: cubin, kernel
+   * present, parameter layout). rebuildOnce makes it; the watch, after rebuildSave, so that a
+   * refused module's line still has the build time.
+   * @throws KerncapError exit 2 (E_PARAM_LAYOUT, E_RDC, E_KERNEL_NOT_FOUND …)
+   */
+  checkRebuilt(b: Rebuilt): Rebuilt {
+    // the module's code is looked at for the architecture it was built for
+    const t = this.o.targetArch;
+    this.fe.checkRebuiltModule?.(b.module, t ? { ...this.m, device: { ...this.m.device, arch: t } } : this.m);
+    return b;
+  }
+
+  /** Whether the fast build gives the kernel build.sh's machine code, and the sizes for the message. */
+  private compare(full: Rebuilt, f: FastBuilt): { differs: string | null; said: string } {
+    const differs = this.fast!.differs(readFileSync(full.module), readFileSync(f.module), this.m.kernel.name);
+    const lines = f.prune.lines();
+    const said = differs ? `the pruned TU's build gives ${this.m.kernel.name} other machine code (${differs})` : `${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${full.seconds.toFixed(2)} s; the kernel's machine code is the same`;
+    return { differs, said };
+  }
+
+  // ───────────────────────────── the watch: one rebuild per save ─────────────────────────────
+
+  /**
+   * One save's rebuild: the fast build once the check enabled it, else build.sh. A fast build
+   * that fails is followed by build.sh's; when build.sh then succeeds, the fast build is not used
+   * again (said once).
+   * @throws KerncapError from build.sh (E_BUILD, E_RDC …), E_INTERRUPTED
+   */
+  async rebuildSave(): Promise<Rebuilt> {
+    this.fe.beforeBuild?.(this.dir, this.m);
+    if (!this.fastEnabled) return this.buildSh();
+    const t0 = performance.now();
+    try {
+      const f = await this.fast!.build(this.dir, this.work!, { force: this.o.force }, this.series!);
+      return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+    } catch (e) {
+      if (!(e instanceof FastBuildUnavailable)) throw e;
+      log.debug(`pruned build: ${e.message}; build.sh instead`);
+      const full = await this.buildSh();
+      this.fastEnabled = false;
+      log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds every save from now on`);
+      return { ...full, seconds: (performance.now() - t0) / 1000 };
+    }
+  }
+
+  /** Whether the watch still wants a check beside a build by build.sh (it has a fast build that no check concluded on). */
+  wantsCheck(b: Rebuilt): boolean {
+    return this.fast !== undefined && this.fastEnabled === undefined && b.builder === "build.sh";
+  }
+
+  /**
+   * After a build by build.sh (the first, or a save's until one check concludes): the fast build
+   * of the same text, enabled for the saves when it gives the kernel build.sh's machine code. Says
+   * which it is, with both build times and the TU's size before and after pruning. `signal` (a
+   * save came meanwhile) stops it without a conclusion.
+   * @throws KerncapError E_INTERRUPTED (the watch is ending)
+   */
+  async checkBeside(full: Rebuilt, signal: AbortSignal): Promise<void> {
+    if (!this.wantsCheck(full)) return;
+    try {
+      const f = await this.fast!.build(this.dir, this.work!, { force: this.o.force, signal }, this.series!);
+      if (signal.aborted) return; // a save came: its build is checked instead
+      const { differs, said } = this.compare(full, f);
+      this.fastEnabled = differs === null;
+      log.info(differs ? `saves are rebuilt by build.sh: ${said}` : `saves are rebuilt from the pruned TU (${said})`);
+    } catch (e) {
+      if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+      if (signal.aborted) return; // stopped for a save: checked again after it
+      this.fastEnabled = false;
+      // an optimization only: whatever went wrong, build.sh goes on rebuilding
+      log.info(`saves are rebuilt by build.sh (no pruned build: ${messageOf(e)})`);
+    }
+  }
+
+  // ───────────────────────────── validate: one rebuild per process ─────────────────────────────
+
+  private writeCheck(c: Omit<PrunedCheck, "schema" | "kerncap" | "at">): void {
+    const doc: PrunedCheck = { schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: new Date().toISOString(), ...c };
+    writeFileSync(join(this.work!, CHECK_FILE), JSON.stringify(doc, null, 2) + "\n");
+  }
+
+  /**
+   * validate's rebuild, by the record in DIR/build/pruned/check.json (see the top of this file).
+   * @returns the module (DIR/build/kernel.cubin by build.sh, DIR/build/pruned/kernel.cubin by the pruned build), its build time (s), the builder
+   * @throws KerncapError from build.sh (E_BUILD, E_RDC, E_NO_REPRODUCER, E_INTERRUPTED), the
+   *   module check (E_PARAM_LAYOUT …) and E_INTERRUPTED from a fast build's step
+   */
+  async rebuildOnce(): Promise<Rebuilt> {
+    this.fe.beforeBuild?.(this.dir, this.m);
+    return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
+  }
+
+  private async raceOrCheck(fast: FastBuilder): Promise<Rebuilt> {
+    const work = this.work!;
+    mkdirSync(work, { recursive: true });
+    const kernel = this.m.kernel.name;
+    const check = readPrunedCheck(this.dir);
+    const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;
+    if (current && !current.same) {
+      log.debug(`build.sh rebuilds: ${current.reason} (${join(work, CHECK_FILE)})`);
+      return this.buildSh();
+    }
+    let replanned: FastBuilt | undefined;
+    let replannedFull: Rebuilt | undefined;
+    if (current) {
+      // both builds of the edit, side by side: the first that builds is the one replayed (the fast
+      // one, when it is faster as it should be; build.sh's is never waited for longer than it takes)
+      const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
+      const t0 = performance.now();
+      const stopFast = new AbortController(), stopFull = new AbortController();
+      const fastP = fast.build(this.dir, work, { force: this.o.force, signal: stopFast.signal }, series);
+      const full = () => this.buildSh(stopFull.signal);
+      const fullP = this.o.race === false ? fastP.then(full, full) : full();
+      type First = { who: "pruned"; f: FastBuilt } | { who: "pruned-failed"; e: unknown } | { who: "build.sh"; b: Rebuilt } | { who: "build.sh-failed"; e: unknown };
+      const fastR: Promise<First> = fastP.then((f) => ({ who: "pruned" as const, f }), (e) => ({ who: "pruned-failed" as const, e }));
+      const fullR: Promise<First> = fullP.then((b) => ({ who: "build.sh" as const, b }), (e) => ({ who: "build.sh-failed" as const, e }));
+      const stop = async (c: AbortController, p: Promise<First>) => {
+        c.abort();
+        await p;
+      };
+      let first = await Promise.race([fastR, fullR]);
+      if (first.who === "build.sh-failed") {
+        const e = first.e;
+        if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw (await stop(stopFast, fastR), e);
+        // only a host-code error fails build.sh and not the fast build (which has no host bodies): the fast build decides, as in the watch
+        first = await fastR;
+        if (first.who !== "pruned") throw e;
+        log.warn(`build.sh fails where the pruned build (device code only) does not: ${messageOf(e).split("\n").slice(0, 4).join(" / ")}`);
+      }
+      if (first.who === "pruned") {
+        const f = first.f;
+        if (f.plan === current.plan) {
+          await stop(stopFull, fullR);
+          series.save(work);
+          return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
+        }
+        log.info("build.sh's compile changed since the pruned build was checked: checking it again");
+        replanned = f;
+        series.save(work);
+        const r = await fullR;
+        if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+        replannedFull = r.b;
+      } else if (first.who === "build.sh") {
+        await stop(stopFast, fastR); // the fast build lost the race (its preprocessing, if done, is kept)
+        series.save(work);
+        log.debug("build.sh finished before the pruned build");
+        return { ...first.b, seconds: (performance.now() - t0) / 1000 };
+      } else {
+        // the fast build failed: build.sh's outcome is the answer (a real compile error is its message)
+        const e = first.e;
+        series.save(work);
+        if (!(e instanceof FastBuildUnavailable)) throw (await stop(stopFull, fullR), e);
+        const r = await fullR;
+        if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+        this.writeCheck({ kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: r.b.seconds, prunedSeconds: null });
+        log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
+        return { ...r.b, seconds: (performance.now() - t0) / 1000 };
+      }
+    }
+    // the check: both builds of the same source, side by side
+    const checkSeries = fast.series();
+    const [full, pruned] = await Promise.allSettled([replannedFull ?? this.buildSh(), replanned ?? fast.build(this.dir, work, { force: this.o.force }, checkSeries)]);
+    if (!replanned) checkSeries.save(work);
+    if (full.status === "rejected") throw full.reason;
+    if (pruned.status === "rejected") {
+      const e = pruned.reason;
+      if (!(e instanceof FastBuildUnavailable)) throw e; // E_INTERRUPTED, a kerncap bug
+      this.writeCheck({ kernel, plan: "", same: false, reason: `no pruned build: ${e.message}`, buildShSeconds: full.value.seconds, prunedSeconds: null });
+      log.info(`validate rebuilds with build.sh (no pruned build: ${e.message})`);
+      return full.value;
+    }
+    const f = pruned.value;
+    const { differs, said } = this.compare(full.value, f);
+    this.writeCheck({ kernel, plan: f.plan, same: differs === null, reason: differs && said, buildShSeconds: full.value.seconds, prunedSeconds: f.seconds });
+    log.info(differs ? `validate rebuilds with build.sh: ${said}` : `the next validates compile the pruned TU (${said})`);
+    return full.value;
+  }
+}

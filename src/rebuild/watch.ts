@@ -1,0 +1,423 @@
+/**
+ * `kerncap validate --watch DIR`: one process keeps the capture's memory resident on the GPU
+ * (src/replay/engine.ts openReplay) and, at each save of a file under DIR/src/, rebuilds the
+ * reproducer (the one rebuild policy: src/rebuild/rebuilder.ts), checks the rebuilt module (CUDA: its parameter layout),
+ * puts back only what earlier runs wrote (ReplaySession.reset) and replays: one line per save.
+ *
+ * Saves are seen through fs.watch (recursive, inotify on Linux) and debounced: a cycle starts
+ * DEBOUNCE_MS after the last event of a burst (an editor's save is several events: a temporary
+ * file, a rename, a change); the save-to-verdict time is measured from that last event. Editor
+ * temporaries, dotfiles, Python caches and what kerncap writes under src/ itself (CUDA's slice:
+ * Frontend.generatedSources) are ignored (isSourceSave). A save during a cycle queues one more cycle after it.
+ *
+ * A build that fails is a line too (with the compiler's message) and the watch goes on; so is a
+ * run refused for the rebuilt module (E_KERNEL_NOT_IN_MODULE, E_GLOBAL, E_PARAM_LAYOUT …). A
+ * kernel fault leaves the device context unusable (ReplaySession.isContextLost): the session is opened again (restore included),
+ * said in the line. Ctrl-C (SIGINT) or SIGTERM ends the watch: exit 130 / 143.
+ */
+import { existsSync, watch, type FSWatcher } from "node:fs";
+import { join, resolve } from "node:path";
+import { isKerncapError, KerncapError } from "../errors.ts";
+import type { OpenedCapture } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { log } from "../log.ts";
+import { signalExitCode, StopSignals } from "../process-group.ts";
+import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
+import { frontendOf } from "../frontends/index.ts";
+import type { FastBuildSteps } from "../frontends/frontend.ts";
+import { Rebuilder, type Builder, type Rebuilt } from "./rebuilder.ts";
+
+/**
+ * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
+ * editor's save (a temporary, a rename, a write) is a burst of a few ms; a later event of the
+ * same save still queues one more cycle, so the last text is always the one built.
+ */
+export const DEBOUNCE_MS = 50;
+
+/**
+ * Whether a file event under src/ (path relative to src/, as fs.watch names it) is a save of a
+ * source: not an editor temporary or backup (vim's .swp/.swx and 4913 probe, emacs' #autosave#
+ * and .#lock, foo~, *.tmp, JetBrains' ___jb_tmp___, sed -i's sedXXXXXX), not a dotfile or a file
+ * in a dot folder, not Python's __pycache__/.pyc (a Triton build imports src/), not a path of
+ * `ignore` (the slice validate writes itself).
+ */
+export function isSourceSave(rel: string | null | undefined, ignore: ReadonlySet<string> = new Set()): boolean {
+  if (!rel) return false;
+  const path = rel.replace(/\\/g, "/");
+  if (ignore.has(path)) return false;
+  const parts = path.split("/");
+  if (parts.some((p) => p.startsWith(".") || p === "__pycache__")) return false;
+  const name = parts[parts.length - 1]!;
+  if (/~$|\.sw[a-px]$|\.tmp$|\.temp$|\.bak$|\.orig$|\.part$|\.pyc$|\.kate-swp$|___jb_(tmp|old)___$/i.test(name)) return false;
+  if (/^#.*#$/.test(name) || name === "4913" || /^sed[A-Za-z0-9]{6}$/.test(name)) return false;
+  return true;
+}
+
+/** Timer functions of the debouncer (the real ones by default; tests pass their own clock). */
+export interface Timers {
+  now(): number;
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+const REAL_TIMERS: Timers = { now: () => performance.now(), set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) };
+
+/**
+ * Trailing-edge debounce of file saves: `fire(files, lastAt)` runs `ms` after the last poke of a
+ * burst, with the distinct files of the burst (in order of first event) and the time of its last
+ * event (Timers.now(), ms).
+ */
+export class SaveDebouncer {
+  private files: string[] = [];
+  private lastAt = 0;
+  private handle: unknown;
+
+  constructor(
+    private readonly ms: number,
+    private readonly fire: (files: string[], lastAt: number) => void,
+    private readonly timers: Timers = REAL_TIMERS,
+  ) {}
+
+  poke(file: string): void {
+    if (!this.files.includes(file)) this.files.push(file);
+    this.lastAt = this.timers.now();
+    if (this.handle !== undefined) this.timers.clear(this.handle);
+    this.handle = this.timers.set(() => {
+      const files = this.files;
+      this.files = [];
+      this.handle = undefined;
+      this.fire(files, this.lastAt);
+    }, this.ms);
+  }
+
+  /** Drop a pending burst. */
+  cancel(): void {
+    if (this.handle !== undefined) this.timers.clear(this.handle);
+    this.handle = undefined;
+    this.files = [];
+  }
+}
+
+/** What started a cycle: the watch's start (the unchanged or already edited reproducer) or a save. */
+export type Trigger = "start" | "save";
+
+/** What a reset put back (ResetStats of src/replay/engine.ts, less the regions scanned). */
+export type ResetLine = { chunks: number; bytes: number; seconds: number };
+
+export type { Builder } from "./rebuilder.ts";
+
+/** One line of the watch (the JSON document, less its schema id, with --json). */
+export type WatchEvent =
+  | {
+      event: "verdict";
+      trigger: Trigger;
+      /** Files saved (relative to src/) since the previous cycle; empty at start. */
+      files: string[];
+      /** Wall-clock time of the line (ISO 8601). */
+      at: string;
+      kernel: string;
+      verdict: ReplayResult["verdict"];
+      /** bit-exact | within-tolerance | multiset-equal | within-spread | mismatch (ReplayResult.numerics.verdict). */
+      numerics: ReplayResult["numerics"]["verdict"];
+      /** The first differing region (null on a match) and how many differ. */
+      firstMismatch: RegionMismatch | null;
+      mismatches: number;
+      nondeterministic: boolean;
+      /** Median of the timed launches (µs, CUDA events); null without timed launches (--iters 0). */
+      kernelMedianUs: number | null;
+      /** The rebuild's wall time (s). */
+      buildSeconds: number;
+      /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/frontends/cuda/fast-build.ts). */
+      builder: Builder;
+      /** The pruned build's steps (ms; BuildSteps of src/frontends/cuda/fast-build.ts). */
+      buildSteps?: FastBuildSteps;
+      /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
+      saveToVerdictSeconds: number;
+      /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
+      overheadSeconds: number;
+      /** Where the time went (s): from the save to the build's start (debounce, a cycle in flight), the build's wall time as the watch saw it (slice refresh and checks included), the run (module load, launches, compare). */
+      phases?: { waitSeconds: number; buildWallSeconds: number; runSeconds: number };
+      /** What the previous runs wrote, put back before this run (null: nothing ran before). */
+      reset: ResetLine | null;
+    }
+  | {
+      event: "build-error" | "error";
+      trigger: Trigger;
+      files: string[];
+      at: string;
+      code: string;
+      /** The compiler's message (build-error: build.sh's last lines) or the refusal's. */
+      message: string;
+      hint: string | null;
+      buildSeconds: number | null;
+      builder?: Builder;
+      saveToVerdictSeconds: number;
+      /** error: a kernel fault made the CUDA context unusable and the memory was restored again in a new one. */
+      reopened?: boolean;
+    };
+
+function verdictWord(e: Extract<WatchEvent, { event: "verdict" }>): string {
+  if (e.verdict === "mismatch") return "MISMATCH";
+  return e.numerics === "within-spread" ? "MATCH within the run-to-run spread" : e.numerics === "within-tolerance" ? "MATCH within tolerance" : e.numerics === "multiset-equal" ? "MATCH as multisets" : "MATCH";
+}
+
+const clock = (iso: string) => iso.slice(11, 19);
+const sec = (s: number) => `${s.toFixed(2)} s`;
+const where = (files: string[]) => (files.length ? `  (${files.slice(0, 3).join(", ")}${files.length > 3 ? ", …" : ""})` : "");
+
+/**
+ * The human line of an event: time, verdict (with the first differing region), kernel median,
+ * build and save-to-verdict seconds, the files saved. A build error or a refusal is followed by
+ * its message, indented (the compiler's lines).
+ */
+export function watchLine(e: WatchEvent): string {
+  if (e.event === "verdict") {
+    const mm = e.firstMismatch;
+    const region = mm ? ` region ${mm.va} (${mm.kind}, ${mm.size} B) from byte ${mm.firstDiffOffset}, ${mm.bytesDiffering} bytes differ${e.mismatches > 1 ? `; ${e.mismatches} regions differ` : ""}` : "";
+    const us = e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs` : "no timed launch";
+    return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
+  }
+  const head = e.event === "build-error" ? "BUILD ERROR" : `ERROR ${e.code}`;
+  const build = e.buildSeconds === null ? "" : `  build ${sec(e.buildSeconds)}`;
+  const body = e.message
+    .split("\n")
+    .map((l) => `  ${l}`)
+    .join("\n");
+  return `[${clock(e.at)}] ${head}${build}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.reopened ? "  (kernel fault: memory restored in a new context)" : ""}${where(e.files)}\n${body}${e.hint ? `\n  ${e.hint}` : ""}`;
+}
+
+/** The verdict event of a replay result. */
+export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
+  return {
+    event: "verdict",
+    trigger: x.trigger,
+    files: x.files,
+    at: x.at.toISOString(),
+    kernel: r.kernel,
+    verdict: r.verdict,
+    numerics: r.numerics.verdict,
+    firstMismatch: r.mismatches[0] ?? null,
+    mismatches: r.mismatches.length,
+    nondeterministic: r.determinism.nondeterministic,
+    kernelMedianUs: Number.isFinite(r.timing.medianUs) ? r.timing.medianUs : null,
+    buildSeconds: x.buildSeconds,
+    builder: x.builder ?? "build.sh",
+    saveToVerdictSeconds: x.saveToVerdictSeconds,
+    overheadSeconds: x.saveToVerdictSeconds - x.buildSeconds,
+    reset: x.reset,
+  };
+}
+
+/**
+ * Refusals before any GPU work or build: an AMD capture (the CUDA engine keeps the memory
+ * resident; HIP reproducers are rebuilt by hand), a capture of a faulting launch (the fault ends
+ * the CUDA context at every run), no reproducer (build.sh) or no src/ to watch.
+ * @throws KerncapError E_FRONTEND, E_USAGE, E_NO_REPRODUCER
+ */
+export function checkWatchable(dirArg: string, m: Manifest): void {
+  const dir = resolve(dirArg);
+  if (m.device.vendor !== "nvidia") {
+    throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; validate --watch runs CUDA and Triton captures only`, {
+      hint: "Rebuild a HIP reproducer with its build.sh and replay it with `kerncap replay`.",
+    });
+  }
+  if (m.fault) {
+    throw new KerncapError("E_USAGE", `${dir} is a capture of a launch that faulted (${m.fault.name}): every run would end the CUDA context, there is nothing to keep resident`, {
+      hint: "Use `kerncap validate` once per edit (or `kerncap replay`) for a faulting launch.",
+    });
+  }
+  if (!existsSync(join(dir, "build.sh"))) {
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture, nothing to watch`, {
+      hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
+    });
+  }
+  if (!existsSync(join(dir, "src"))) {
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no src/ folder: the reproducer's sources are what --watch watches`, { hint: "Capture again with the kernel's source available." });
+  }
+}
+
+export interface WatchOptions {
+  run: Omit<RunOptions, "modulePath" | "kernelName">;
+  /** KERNCAP_FORCE=1 for build.sh (Triton version). */
+  force: boolean;
+  /** Keep build.sh's stderr out of the debug log. */
+  quiet: boolean;
+  /** Called with every event (the verb prints it). */
+  emit: (e: WatchEvent) => void;
+  /** After the first build, rebuild saves with the frontend's fast build (CUDA: the pruned TU's device-only build) when it gives the kernel build.sh's machine code (src/rebuild/rebuilder.ts; default true; --full-build: false). */
+  fastBuild?: boolean;
+  /** How the capture is opened (default: openReplay with verify; the CPU tests pass a session without a GPU). */
+  open?: (c: OpenedCapture) => Promise<ReplaySession>;
+}
+
+/**
+ * Run the watch until SIGINT/SIGTERM.
+ * @returns the exit code: 130 (SIGINT) or 143 (SIGTERM).
+ * @throws KerncapError from openReplay (the capture cannot be replayed here: E_VA_TAKEN, E_NO_GPU,
+ *   E_CHECKSUM …), and anything that is not a KerncapError (a kerncap bug).
+ */
+export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promise<number> {
+  const dir = resolve(c.dir);
+  const m = c.manifest;
+  const t0 = performance.now();
+  const open = () => (o.open ?? ((x: OpenedCapture) => openReplay(x, { verify: true })))({ dir, manifest: m });
+  const stops = new StopSignals().install();
+  let stopped!: () => void;
+  const stoppedP = new Promise<void>((res) => (stopped = res));
+  stops.onStop = () => stopped();
+  const fe = frontendOf(m);
+  const rebuilder = new Rebuilder(dir, m, fe, { quiet: o.quiet, force: o.force, fullBuild: o.fastBuild === false, watch: true });
+  const ignore = new Set(fe.generatedSources?.(m) ?? []);
+  let session: ReplaySession | undefined;
+  let watcher: FSWatcher | undefined;
+  let debouncer: SaveDebouncer | undefined;
+  // the cycle in flight (awaited before cleanup: a build stops at the signal, a run is short)
+  let busy: Promise<void> | undefined;
+  // the pruned build's check in flight (CUDA), and its stop
+  let check: { done: Promise<void>; abort: AbortController } | undefined;
+  let failure: unknown;
+  // what the idle reset after the previous run put back, reported in the next verdict line
+  let idleReset: ResetLine | null = null;
+  const cycle = async (trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt) => {
+    const r = await runCycle(m, session!, built, o, { trigger, files, savedAt, buildAt, reset: idleReset });
+    if (r.ran) idleReset = null;
+    if (r.reopen) {
+      session!.close({ resetDevice: true });
+      session = await open();
+    }
+    // between saves: put back what this run wrote, so that the next save's run starts at once
+    const z = session!.reset();
+    if (z) idleReset = { chunks: z.chunks, bytes: z.bytes, seconds: z.seconds };
+  };
+  const track = (p: Promise<void>) => {
+    busy = p
+      .catch((e) => {
+        failure ??= e;
+        stopped();
+      })
+      .finally(() => {
+        busy = undefined;
+      });
+    return busy;
+  };
+  try {
+    // the first build runs while the memory is reserved, restored and checked
+    const firstBuild = build(rebuilder);
+    firstBuild.catch(() => {});
+    const opening = open();
+    opening.catch(() => {});
+    await Promise.race([opening.catch(() => {}), stoppedP]);
+    if (stops.signal) return exitCode(stops);
+    try {
+      session = await opening;
+    } catch (e) {
+      await firstBuild.catch(() => {}); // its process and signal handlers end before the error is reported
+      throw e;
+    }
+    await Promise.race([track(cycle("start", [], t0, firstBuild)), stoppedP]);
+    if (failure === undefined && !stops.signal) {
+      log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
+      // one cycle at a time; saves during a cycle make one more cycle after it
+      let queued: { files: string[]; savedAt: number } | undefined;
+      // the pruned build's check runs beside the cycles, never in their way: a save while it runs
+      // stops it (it would compare a build of the old text), and the next build.sh build is checked
+      const startCheck = (built: Built) => {
+        if (!built.ok || !rebuilder.wantsCheck(built) || stops.signal || failure !== undefined) return;
+        const prev = check?.done ?? Promise.resolve();
+        const abort = new AbortController();
+        const done = prev.then(() => (abort.signal.aborted ? undefined : rebuilder.checkBeside(built, abort.signal))).catch((e) => {
+          failure ??= e;
+          stopped();
+        });
+        check = { done, abort };
+      };
+      const start = (files: string[], savedAt: number) => {
+        if (busy) {
+          queued = { files: [...new Set([...(queued?.files ?? []), ...files])], savedAt };
+          return;
+        }
+        check?.abort.abort();
+        const buildAt = performance.now();
+        const built = build(rebuilder);
+        void track(cycle("save", files, savedAt, built, buildAt).then(async () => startCheck(await built))).then(() => {
+          if (queued && !stops.signal && failure === undefined) {
+            const q = queued;
+            queued = undefined;
+            start(q.files, q.savedAt);
+          }
+        });
+      };
+      debouncer = new SaveDebouncer(DEBOUNCE_MS, start);
+      watcher = watch(join(dir, "src"), { recursive: true }, (_ev, name) => {
+        const rel = name === null ? null : String(name);
+        if (isSourceSave(rel, ignore)) debouncer!.poke(rel!);
+      });
+      startCheck(await firstBuild);
+      await stoppedP;
+    }
+    watcher?.close();
+    debouncer?.cancel();
+    await busy;
+    await check?.done;
+    if (failure !== undefined && !(isKerncapError(failure) && failure.code === "E_INTERRUPTED")) throw failure;
+    return exitCode(stops);
+  } finally {
+    watcher?.close();
+    debouncer?.cancel();
+    session?.close();
+    stops.dispose();
+    rebuilder.close();
+  }
+}
+
+function exitCode(stops: StopSignals): number {
+  return signalExitCode(stops.signal ?? "SIGINT");
+}
+
+type Built = ({ ok: true } & Rebuilt) | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
+
+/** One rebuild (src/rebuild/rebuilder.ts) and the check of its module; a KerncapError is a result (E_INTERRUPTED is thrown). */
+async function build(rebuilder: Rebuilder): Promise<Built> {
+  let seconds: number | null = null;
+  let builder: Builder = "build.sh";
+  try {
+    const b = await rebuilder.rebuildSave();
+    ({ seconds, builder } = b);
+    return { ok: true, ...rebuilder.checkRebuilt(b) };
+  } catch (e) {
+    if (!isKerncapError(e) || e.code === "E_INTERRUPTED") throw e;
+    return { ok: false, error: e, seconds, builder };
+  }
+}
+
+/**
+ * One cycle once the build is done: run the rebuilt module, emit its line.
+ * @returns ran: the module was launched; reopen: a kernel fault left the CUDA context unusable.
+ */
+async function runCycle(
+  m: Manifest,
+  session: ReplaySession,
+  built: Promise<Built>,
+  o: WatchOptions,
+  x: { trigger: Trigger; files: string[]; savedAt: number; buildAt: number; reset: ResetLine | null },
+): Promise<{ ran: boolean; reopen: boolean }> {
+  const b = await built;
+  const since = () => (performance.now() - x.savedAt) / 1000;
+  const base = { trigger: x.trigger, files: x.files };
+  if (!b.ok) {
+    o.emit({ event: "build-error", ...base, at: new Date().toISOString(), code: b.error.code, message: b.error.message, hint: b.error.hint ?? null, buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since() });
+    return { ran: false, reopen: false };
+  }
+  try {
+    const runAt = performance.now();
+    const r = await session.run({ ...o.run, modulePath: b.module, kernelName: m.kernel.name });
+    const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
+    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
+    return { ran: true, reopen: false };
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    const reopen = session.isContextLost(e);
+    o.emit({ event: "error", ...base, at: new Date().toISOString(), code: e.code, message: e.message, hint: e.hint ?? null, buildSeconds: b.seconds, saveToVerdictSeconds: since(), ...(reopen ? { reopened: true } : {}) });
+    if (reopen) log.warn(`the kernel faulted (${e.message}); restoring the capture in a new CUDA context`);
+    return { ran: true, reopen };
+  }
+}

@@ -1,0 +1,18 @@
+/** Sizes and counts for people, used by every layer (progress lines, messages, the verbs' output). */
+
+/** Bytes in binary units: 1536 → "1.5 KiB". */
+export function formatBytes(n: number): string {
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let x = n;
+  while (x >= 1024 && i < u.length - 1) {
+    x /= 1024;
+    i++;
+  }
+  return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
+}
+
+/** "1 region", "2 regions": the count and the noun, plural unless n is 1 (`many`: an irregular plural). */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
