@@ -2,9 +2,9 @@
  * One capture's check in a worker process (src/check/worker.ts): unpack an archive into a temp
  * folder (the unpack API: every file's SHA-256 and every stored chunk's kc64 checked), with
  * --rebuild rebuild its reproducer as `kerncap validate` does (the one rebuild policy:
- * src/rebuild/validate.ts startRebuild), replay it with the replay engine (verdict against the captured after state,
- * run-to-run envelope, timed launches) on device 0 of those the worker sees (its
- * CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
+ * src/rebuild/validate.ts startRebuild), replay it with the replay engine (verdict against the
+ * captured after state, run-to-run envelope, timed launches) on device 0 of those the worker
+ * sees (its CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
  *
  * Portability: a capture replays on any GPU its module has code for. On a GPU of another
  * architecture, --rebuild rebuilds a CUDA reproducer for this one (build.sh with
