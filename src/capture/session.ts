@@ -13,7 +13,7 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
@@ -24,7 +24,7 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { probeGpu } from "../replay/probe.ts";
 import { findCupti } from "./cupti.ts";
-import { assertReplaceable, finalizeCapture, readRaw } from "./finalize.ts";
+import { assertReplaceable, finalizeCapture, moveIntoPlace, readRaw } from "./finalize.ts";
 import { cudaCaptureLibrary } from "./lib.ts";
 import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "./posix-regex.ts";
@@ -460,13 +460,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     join(tmp, CAPTURE_SET_FILE),
     JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) } satisfies CaptureSet, null, 2) + "\n",
   );
-  if (existsSync(out)) {
-    assertReplaceable(out, req.force);
-    const old = `${out}.old-${process.pid}`;
-    renameSync(out, old);
-    renameSync(tmp, out);
-    rmSync(old, { recursive: true, force: true });
-  } else renameSync(tmp, out);
+  moveIntoPlace(tmp, out, req.force);
   return done;
 }
 

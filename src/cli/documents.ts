@@ -25,6 +25,8 @@ export const DOCUMENT_VERSIONS = {
   pack: 1,
   unpack: 1,
   doctor: 1,
+  /** `kerncap demo`: the sample capture written (src/demo.ts). */
+  demo: 1,
   error: 1,
   /** MCP tools read_file and edit_file (src/mcp/server.ts). */
   file: 1,
@@ -190,6 +192,7 @@ export const DOCUMENTS = {
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
+  demo: v.object({ ...id("demo"), dir: v.string(), kernel: v.string(), arch: v.string(), regions: U, beforeBytes: U, /** Commands to try next, on this folder. */ next: v.array(v.string()) }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
   edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),

@@ -287,6 +287,13 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await verb("doctor", ["--json"])).toBe(2);
     });
   },
+  demo: () => {
+    test("writes a capture that the readers accept (more in ./demo.test.ts)", async () => {
+      const dir = join(tempDir(), "demo");
+      expect(await verb("demo", [dir])).toBe(0);
+      expect(readManifest(dir).kernel.name).toBe("_Z5saxpyPK5Saxpy");
+    });
+  },
   mcp: () => {
     test("ends when the client closes stdin (more in src/mcp/server.test.ts)", async () => {
       const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
