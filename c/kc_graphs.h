@@ -633,7 +633,7 @@ static void kc_graph_launched(CUgraphExec exec) {
     ks->count++;
     ks->graph++;
     /* several captures in one run (--kernel A --kernel B, --capture-all) take eager launches only */
-    if (!S.capture || S.done || bench || KG.target_in_graph || S.ntargets > 1 || S.capture_all) continue;
+    if (!S.capture || S.done || bench || KG.target_in_graph || several()) continue;
     if (!ks->asked) { ks->mask = target_mask(g->kernels[k]); ks->asked = 1; }
     if (!ks->mask) continue;
     long m = S.tmatches[0]++;

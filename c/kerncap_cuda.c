@@ -6,7 +6,7 @@
  *          benchmark launches), and cuptiSubscribe / cuptiSubscribe_v2 wrappers that see the
  *          application's own CUPTI requests when kerncap puts this file on LD_PRELOAD
  *          (c/kc_cupti.h). Nothing else is visible (-fvisibility=hidden).
- * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_COUNT_BENCHMARKS,
+ * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_LAUNCH_COUNT, KERNCAP_COUNT_BENCHMARKS,
  *          KERNCAP_EXIT_AFTER_CAPTURE, KERNCAP_CUPTI_PATH, KERNCAP_LOG, KERNCAP_RANK,
  *          KERNCAP_PROCESS, KERNCAP_CHUNK_BYTES (docs/raw-capture.md).
  * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md): chunked memory snapshots
@@ -127,6 +127,7 @@ static struct {
   char tdone[KC_MAX_TARGETS];    /* that target's capture is written */
   int capture_all;             /* KERNCAP_CAPTURE_ALL=1: the Nth launch of every distinct matching kernel */
   int max_captures;            /* KERNCAP_MAX_CAPTURES (capture_all; default 64) */
+  long launch_count;           /* KERNCAP_LAUNCH_COUNT: one target's launches dispatch .. dispatch+launch_count-1 (default 1) */
   int ncaptures;               /* captures written so far */
   int claimed;                 /* this process holds the job's capture claim */
   char capdir[4096];           /* several captures: the folder of the one being written (else empty) */
@@ -148,6 +149,10 @@ static struct {
   const char *counting_off; /* why this process stopped counting (CUPTI handed back), or NULL */
   char *(*demangle)(const char *, char *, size_t *, int *);
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP};
+
+/* More than one capture in this run (several targets, every kernel, or consecutive launches of one):
+ * each goes to a folder of its own (open_capture_folder), and graph executions are not taken. */
+static int several(void) { return S.ntargets > 1 || S.capture_all || S.launch_count > 1; }
 
 static __thread int in_tool; /* our own CUDA calls fire callbacks too */
 
@@ -590,7 +595,7 @@ static void write_raw_json(module_t *m, const char *modfile) {
     kc_proc_json(kc_json_value(w), &KP, KC_VISIBLE_VARS, uuid[0] ? uuid : NULL, pci[0] ? pci : NULL);
   }
   unsigned cl[3] = {1, 1, 1};
-  if (S.ntargets > 1 || S.capture_all) kc_json_ki64(w, "target", S.capture_all ? -1 : C.target);
+  if (several()) kc_json_ki64(w, "target", S.capture_all ? -1 : C.target);
   if (C.graph_id >= 0) {
     kc_json_key(w, "graph");
     kc_json_begin_object(w);
@@ -843,12 +848,15 @@ static void capture_exit(void) {
   logf_("captured %s (launch %llu): %llu bytes stored before, %llu after", C.name, (unsigned long long)C.launch_index,
         (unsigned long long)bb, (unsigned long long)ab);
   S.ncaptures++;
-  if (S.ntargets > 1 || S.capture_all) {
+  if (several()) {
     /* several captures: this one is complete in its folder; the next matching launch starts afresh */
-    if (!S.capture_all) S.tdone[C.target] = 1;
     int all = 1;
-    for (int t = 0; t < S.ntargets && !S.capture_all; t++) all &= S.tdone[t];
     if (S.capture_all) all = S.ncaptures >= S.max_captures;
+    else if (S.launch_count > 1) all = S.ncaptures >= S.launch_count;
+    else {
+      S.tdone[C.target] = 1;
+      for (int t = 0; t < S.ntargets; t++) all &= S.tdone[t];
+    }
     free(C.params);
     for (size_t i = 0; i < S.ng; i++) free(S.g[i].name);
     S.ng = 0;
@@ -944,7 +952,8 @@ static uint64_t target_mask(const char *name) {
 static int name_matches(const char *name) { return target_mask(name) != 0; }
 
 /* Count a matching launch toward --dispatch and say which target it is the capture of (-1: none).
- * One target: its Nth matching launch. Several: each target's Nth. capture_all: each kernel's Nth. */
+ * One target: its Nth matching launch (with KERNCAP_LAUNCH_COUNT=K, the Nth to the N+K-1th). Several:
+ * each target's Nth. capture_all: each kernel's Nth. */
 static int pick_target(kstat_t *k) {
   if (S.capture_all) {
     uint64_t n = k->own++;
@@ -956,14 +965,14 @@ static int pick_target(kstat_t *k) {
   for (int t = 0; t < (S.ntargets ? S.ntargets : 1); t++) {
     if (!(k->mask >> t & 1)) continue;
     long m = S.tmatches[t]++;
-    if (m == S.dispatch && !S.tdone[t] && pick < 0) pick = t;
+    if (m >= S.dispatch && m < S.dispatch + S.launch_count && !S.tdone[t] && pick < 0) pick = t;
   }
   return pick;
 }
 
 /* Several captures in one run: the next one goes to KERNCAP_OUT/captures/<n>/. */
 static int open_capture_folder(void) {
-  if (!(S.ntargets > 1 || S.capture_all)) return 0;
+  if (!several()) return 0;
   const char *sub[] = {"", "/kernel", "/memory"};
   for (int i = 0; i < 3; i++) {
     char p[4300];
@@ -1026,7 +1035,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   if (!k) return;
   if (!k->asked) { k->mask = target_mask(name); k->asked = 1; }
   if (!k->mask) return;
-  if (KG.target_in_graph && !S.capture_all && S.ntargets <= 1) return; /* --dispatch already fell inside a graph launch */
+  if (KG.target_in_graph && !several()) return; /* --dispatch already fell inside a graph launch */
   long m = S.capture_all ? (long)k->own : S.tmatches[0];
   int target = pick_target(k);
   if (target < 0) return;
@@ -1330,6 +1339,8 @@ static int setup(void) {
   S.capture_all = getenv("KERNCAP_CAPTURE_ALL") && !strcmp(getenv("KERNCAP_CAPTURE_ALL"), "1");
   const char *mc = getenv("KERNCAP_MAX_CAPTURES");
   S.max_captures = mc && atoi(mc) > 0 ? atoi(mc) : 64;
+  const char *lc = getenv("KERNCAP_LAUNCH_COUNT");
+  S.launch_count = lc && strtol(lc, NULL, 10) > 0 ? strtol(lc, NULL, 10) : 1;
   S.enabled = 1;
   if (S.capture && !KP.admitted) {
     /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps

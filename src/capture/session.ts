@@ -181,6 +181,8 @@ export interface CaptureRequest {
   /** The Nth launch of every distinct matching kernel, one capture each (at most maxCaptures). */
   captureAll?: boolean;
   maxCaptures?: number;
+  /** This many consecutive matching launches from `dispatch` on (ncu's --launch-count), one capture each; default 1. */
+  launchCount?: number;
   /** 0-based index among the application's matching launches. */
   dispatch: number;
   /** Multi-process jobs: only the process of this rank captures (KERNCAP_RANK). */
@@ -235,6 +237,10 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
   }
   if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
   if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+  const launchCount = req.launchCount ?? 1;
+  if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
+    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
+  }
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
   const out = resolve(req.out);
   if (existsSync(out)) assertReplaceable(out, req.force);
@@ -266,7 +272,8 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     markTemp(tmp);
     const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
     const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
-    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} #${req.dispatch}${sel})`);
+    const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
+    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
     const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
@@ -281,6 +288,7 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
             kernel: [pattern, ...(req.moreKernels ?? [])].filter((x, i) => i === 0 || x).join("\n"),
             captureAll: req.captureAll,
             maxCaptures: req.maxCaptures,
+            launchCount,
             dispatch: req.dispatch,
             rank: req.rank,
             process: req.process,
@@ -302,9 +310,12 @@ export async function captureKernel(req: CaptureRequest, prepare: PrepareInjecti
     const census = readCensus(tmp);
     log.debug(`${census.kernels.length} kernels seen in ${census.processes.length} processes`);
     sayCuptiNotes(census, true);
-    const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0);
+    const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0 || launchCount > 1);
     if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
       const set = await finalizeCaptureSet(tmp, out, req, stops);
+      if (launchCount > 1 && set.length < launchCount) {
+        log.warn(`--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`);
+      }
       const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
       if (missed.length) {
         const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);

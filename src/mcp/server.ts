@@ -70,6 +70,7 @@ const TOOLS = {
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
       captureAll: v.optional(v.pipe(v.boolean(), v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"))),
       maxCaptures: Nat("With captureAll: at most this many captures (default 64)", 1),
+      launchCount: Nat("Capture this many consecutive matching launches from dispatch on, one folder each inside out (ncu's --launch-count; default 1)", 1),
       countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
       rank: Nat("Multi-process jobs: capture only in the process of this rank (RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"),
       process: Nat("Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA"),
@@ -80,6 +81,7 @@ const TOOLS = {
       "--json",
       ...(a.captureAll ? ["--capture-all"] : []),
       ...(a.maxCaptures !== undefined ? ["--max-captures", String(a.maxCaptures)] : []),
+      ...(a.launchCount !== undefined ? ["--launch-count", String(a.launchCount)] : []),
       ...(a.countBenchmarks ? ["--count-benchmarks"] : []),
       ...(a.rank !== undefined ? ["--rank", String(a.rank)] : []),
       ...(a.process !== undefined ? ["--process", String(a.process)] : []),
@@ -140,7 +142,7 @@ const TOOLS = {
 } as const;
 type ToolName = keyof typeof TOOLS;
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
-type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; countBenchmarks?: boolean; rank?: number; process?: number };
+type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; launchCount?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
 /** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
