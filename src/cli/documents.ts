@@ -156,6 +156,8 @@ export const DOCUMENTS = {
     process: v.nullable(ProcessIdentity),
     /** How many processes of the job initialized CUDA/HSA. */
     processes: U,
+    /** Several captures in one run (several --kernel, --capture-all, --launch-count): each one's folder; dir then holds kerncap-captures.json. */
+    captures: v.optional(v.array(v.object({ dir: v.string(), kernel: v.string(), launchIndex: U, beforeBytes: U }))),
   }),
   inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
   replay: v.looseObject({ ...id("replay"), ...ReplayFields }),
