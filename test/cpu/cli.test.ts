@@ -40,6 +40,14 @@ async function fresh(): Promise<string> {
 
 const table: Record<keyof typeof commands, () => void> = {
   inspect: () => {
+    test("a truncated kerncap.json is said to be truncated, with where it ends", async () => {
+      const dir = await fresh();
+      const text = readFileSync(join(dir, "kerncap.json"), "utf8");
+      writeFileSync(join(dir, "kerncap.json"), text.slice(0, 500));
+      const e = await failure("inspect", [dir]);
+      expect(e.code).toBe("E_MANIFEST");
+      expect(e.message).toMatch(/is not valid JSON \(truncated: it ends inside a value, at line \d+, column \d+ \(500 bytes\)\)/);
+    });
     test("human summary names kernel, launch, parameters, regions and checksums", async () => {
       const dir = await fresh();
       const text = describeManifest(readManifest(dir));
