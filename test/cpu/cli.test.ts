@@ -514,6 +514,43 @@ describe("command line (runCli: the one error path)", () => {
     expect(help).toContain("--launch-skip, --dispatch");
     expect(help).toContain("-o, --out");
   });
+  test("ncu's habits everywhere: -c/-s on run, -f on every verb with --force, and a refusal lists the aliases", async () => {
+    for (const verb of Object.keys(commands) as (keyof typeof commands)[]) {
+      const cmd = await commands[verb]();
+      const force = (cmd.args as Record<string, { alias?: string[] }> | undefined)?.force;
+      if (force) expect(force.alias, verb).toContain("f");
+    }
+    const dir = await fresh();
+    const zip = join(tempDir(), "c.zip");
+    expect((await cli(["pack", dir, "-o", zip])).code).toBe(0);
+    expect((await cli(["pack", dir, "-o", zip, "-f"])).code).toBe(0); // pack's -f is --force
+    const r = await cli(["run", "-c", "2", "-s", "1", "--bogus", "--json", "--", "./app"]);
+    expect(JSON.parse(r.out).error.hint).toContain("--kernel (-k, --kernel-name), --dispatch (-s, --launch-skip), --launch-count (-c)");
+    expect(JSON.parse(r.out).error.hint).toContain("--out (-o), --force (-f)");
+    const c0 = await cli(["run", "-c", "0", "--json", "--", "./app"]);
+    expect(JSON.parse(c0.out).error.message).toContain("--launch-count must be a whole number from 1");
+  });
+  test("--help: examples under every verb and kerncap's own; the usage said once; a word that is no verb is an error", async () => {
+    const { EXAMPLES } = await import("../../src/cli/help.ts");
+    expect(Object.keys(EXAMPLES).sort()).toEqual([...Object.keys(commands), "main"].sort());
+    const top = await cli(["--help"]);
+    expect(top.code).toBe(0);
+    expect(top.out).toContain("EXAMPLES");
+    expect(top.out).toContain("kerncap demo cap && kerncap inspect cap");
+    for (const verb of Object.keys(commands)) {
+      const h = await cli([verb, "--help"]);
+      expect(h.code, verb).toBe(0);
+      expect(h.out, verb).toContain(`EXAMPLES\n\n  ${EXAMPLES[verb as keyof typeof EXAMPLES][0]![0]}`);
+      expect(h.out.match(/usage/gi)?.length, verb).toBe(1);
+    }
+    expect((await cli(["inspect", "--help"])).out).toContain("--no-verify");
+    for (const argv of [["nosuchverb", "--help"], ["help", "nosuchverb"]]) {
+      const r = await cli([...argv, "--json"]);
+      expect(r.code, argv.join(" ")).toBe(2);
+      expect(JSON.parse(r.out).error.message).toBe("unknown command: nosuchverb");
+    }
+    expect((await cli(["help", "replay"])).out).toContain("kerncap replay cap --atol");
+  });
   test("file-system failures of the user's paths are E_IO or E_USAGE naming the path, not internal errors", async () => {
     const { systemError } = await import("../../src/errors.ts");
     // as Bun raises them (root here: EACCES cannot be provoked, so this one is built)
