@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /**
- * Regenerate templates/demo/capture/, the capture that `kerncap demo` writes (src/demo.ts embeds
- * it): the saxpy kernel of templates/demo/app/saxpy.cu, compiled here with nvcc for sm_90, its
+ * Regenerate demo/capture/, the capture that `kerncap demo` writes (src/demo.ts embeds
+ * it): the saxpy kernel of demo/app/saxpy.cu, compiled here with nvcc for sm_90, its
  * memory as the application leaves it at the launch (before), and the kernel's result computed on
  * the CPU by saxpyReference (after), written through the capture format's own writer
  * (finalizeCapture, raw_version 1: whole ranges, hashed on the CPU) with the CUDA reproducer
@@ -22,10 +22,10 @@ import { captureEnrichment } from "../src/frontends/index.ts";
 import type { Manifest } from "../src/format/manifest.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
-export const DEMO_APP = join(ROOT, "templates/demo/app");
-export const DEMO_CAPTURE = join(ROOT, "templates/demo/capture");
+export const DEMO_APP = join(ROOT, "demo/app");
+export const DEMO_CAPTURE = join(ROOT, "demo/capture");
 /** How the committed files name the app's folder (instead of this checkout's absolute path). */
-const APP_SHOWN = "templates/demo/app";
+const APP_SHOWN = "demo/app";
 
 /** Where each allocation of the app lives: VAs below the host's mmap area (libraries, Bun's heap sit near 0x7f…), 2 MiB apart. */
 const VA = { params: 0x6000_0000_0000n, x: 0x6000_0020_0000n, y: 0x6000_0040_0000n } as const;
@@ -108,7 +108,7 @@ function replaceInTextFiles(dir: string, from: string, to: string): void {
   }
 }
 
-/** Write templates/demo/capture/ anew. @returns the manifest written. */
+/** Write demo/capture/ anew. @returns the manifest written. */
 export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
   const tmp = `${out}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });

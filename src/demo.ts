@@ -1,6 +1,6 @@
 /**
- * The sample capture that `kerncap demo` writes: templates/demo/capture/, embedded in the
- * executable file by file. It is the saxpy kernel of templates/demo/app/saxpy.cu, its cubin built
+ * The sample capture that `kerncap demo` writes: demo/capture/, embedded in the
+ * executable file by file. It is the saxpy kernel of demo/app/saxpy.cu, its cubin built
  * for sm_90 and its after state computed on the CPU by scripts/make-demo.ts (which regenerates the
  * folder; the manifest's device.name and tool.library say it was not captured on a GPU). With it,
  * inspect, pack/unpack, validate's rebuild and the MCP tools can be tried on any machine; its
@@ -14,15 +14,15 @@ import { assertOutputPath } from "./format/archive.ts";
 import { readManifest, verifyFiles } from "./format/capture-dir.ts";
 import type { Manifest } from "./format/manifest.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "./leftovers.ts";
-import readme from "../templates/demo/capture/README.md" with { type: "file" };
-import buildSh from "../templates/demo/capture/build.sh" with { type: "file" };
-import manifest from "../templates/demo/capture/kerncap.json" with { type: "file" };
-import cubin from "../templates/demo/capture/kernel/module.cubin" with { type: "file" };
-import params from "../templates/demo/capture/kernel/params.bin" with { type: "file" };
-import after from "../templates/demo/capture/memory/after.bin" with { type: "file" };
-import before from "../templates/demo/capture/memory/before.bin" with { type: "file" };
-import source from "../templates/demo/capture/src/saxpy.cu" with { type: "file" };
-import slice from "../templates/demo/capture/src/saxpy.kerncap-slice.cu" with { type: "file" };
+import readme from "../demo/capture/README.md" with { type: "file" };
+import buildSh from "../demo/capture/build.sh" with { type: "file" };
+import manifest from "../demo/capture/kerncap.json" with { type: "file" };
+import cubin from "../demo/capture/kernel/module.cubin" with { type: "file" };
+import params from "../demo/capture/kernel/params.bin" with { type: "file" };
+import after from "../demo/capture/memory/after.bin" with { type: "file" };
+import before from "../demo/capture/memory/before.bin" with { type: "file" };
+import source from "../demo/capture/src/saxpy.cu" with { type: "file" };
+import slice from "../demo/capture/src/saxpy.kerncap-slice.cu" with { type: "file" };
 
 /** Every file of the demo capture: its path in the folder, the embedded copy, its mode bits. */
 export const DEMO_FILES: { path: string; embedded: string; mode: number }[] = [

@@ -49,7 +49,9 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
   const options = Object.entries(defs as ArgsDef)
     .filter(([, d]) => d.type !== "positional")
     .map(([n, d]) => {
-      const aliases = [("alias" in d ? d.alias : undefined) ?? []].flat().map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
+      // citty adds the camelCase form of a hyphenated name (launchCount) to a definition it parsed with: not a spelling to offer
+      const camel = n.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+      const aliases = [("alias" in d ? d.alias : undefined) ?? []].flat().filter((a) => a !== camel).map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
       const no = d.type === "boolean" && (d.default === true || d.negativeDescription) ? [`--no-${n}`] : [];
       return `--${n}${aliases.length ? ` (${aliases.join(", ")})` : ""}${no.length ? `, ${no.join(", ")}` : ""}`;
     })

@@ -1,6 +1,6 @@
 /**
  * `kerncap demo`: the embedded sample capture (src/demo.ts) is the committed folder
- * (templates/demo/capture, made by scripts/make-demo.ts) file for file; written anywhere, it reads
+ * (demo/capture, made by scripts/make-demo.ts) file for file; written anywhere, it reads
  * as a valid, intact capture; its after state is the saxpy kernel's result on its before state
  * (the generator's CPU reference, following the pointers stored in captured memory); it packs and
  * unpacks; validate rebuilds its reproducer with nvcc and then needs a GPU.
@@ -59,7 +59,7 @@ const files = (dir: string) =>
     .sort();
 
 describe("kerncap demo", () => {
-  test("embeds every file of templates/demo/capture, byte for byte, with build.sh executable", async () => {
+  test("embeds every file of demo/capture, byte for byte, with build.sh executable", async () => {
     expect(DEMO_FILES.map((f) => f.path).sort()).toEqual(files(DEMO_CAPTURE));
     const dir = await demo();
     expect(files(dir)).toEqual(files(DEMO_CAPTURE));

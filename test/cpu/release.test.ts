@@ -62,7 +62,7 @@ describe.skipIf(!!SKIP)("release artifacts", () => {
     expect(c.out.trim().split("\n")).toHaveLength(2);
     const t = sh(["tar", "-tvJf", join(rel, files[1]!)]);
     expect(t.out).toMatch(new RegExp(`^-rwxr-xr-x 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap$`, "m"));
-  });
+   }, 60_000);
 
   test("the wheel: the executable under .data/scripts, mode 755; RECORD lists every other file with its sha256 and size", () => {
     const whl = join(rel, readdirSync(rel).find((f) => f.endsWith(".whl"))!);
@@ -89,7 +89,7 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain("Root-Is-Purelib: false");
     expect(r.out).toMatch(/^Tag: py3-none-manylinux_2_\d+_(x86_64|aarch64)$/m);
-  });
+   }, 60_000);
 
   test("pip install --no-index into a fresh venv: kerncap on PATH runs --help and demo; pip uninstall removes it", () => {
     const venv = join(work, "venv");
