@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { shellPath } from "../shell-quote.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
+import { describeJsonError } from "./json-position.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
 export function sha256(bytes: Uint8Array): string {
@@ -60,7 +61,7 @@ export function readManifest(dir: string): Manifest {
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
   }
   return parseManifest(json, path);
 }

@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { describeJsonError } from "./json-position.ts";
 
 export const CAPTURE_SET_FILE = "kerncap-captures.json";
 export const CAPTURE_SET_FORMAT = "kerncap-capture-set";
@@ -36,10 +37,11 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
   const path = join(dir, CAPTURE_SET_FILE);
   if (!existsSync(path)) return undefined;
   let json: unknown;
+  const text = readFileSync(path, "utf8");
   try {
-    json = JSON.parse(readFileSync(path, "utf8"));
+    json = JSON.parse(text);
   } catch (e) {
-    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
   }
   const r = v.safeParse(CaptureSet, json);
   if (!r.success) {

@@ -19,13 +19,14 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { Subprocess } from "bun";
 import { existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../cli/args.ts";
+import { DOCUMENTS, type DocumentName } from "../cli/documents.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
@@ -50,14 +51,32 @@ const Tol = {
 const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
 const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The application command line: program and its arguments"));
 
-/** Tool name → description, input schema, and the kerncap arguments it runs (or a local action). */
+/**
+ * What a client may assume of a tool when it asks the user for permission (MCP ToolAnnotations):
+ * list and run execute the application (open world: whatever it does); validate runs the
+ * capture's build.sh, which writes build/ inside the capture folder; edit_file rewrites a file
+ * under src/; inspect, replay and read_file change nothing on disk.
+ */
+const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+/**
+ * Tool name → title, description, annotations, input schema, the document it returns (its
+ * outputSchema, with the error document: src/cli/documents.ts), and the kerncap arguments it runs
+ * (or a local action).
+ */
 const TOOLS = {
   list: {
+    title: "List the kernels an application launches",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    output: "list",
     description: "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",
     input: v.strictObject({ app: App, cwd: v.optional(v.string()) }),
     argv: (a: { app: string[] }) => ["list", "--json", "--", ...a.app],
   },
   run: {
+    title: "Capture a kernel launch from an application",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    output: "run",
     description: "Run an application and capture the Nth launch of a kernel (POSIX ERE on the mangled or demangled name) into a capture folder with a reproducer project. Document kerncap.run/1.",
     input: v.strictObject({
       app: App,
@@ -70,6 +89,7 @@ const TOOLS = {
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
       captureAll: v.optional(v.pipe(v.boolean(), v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"))),
       maxCaptures: Nat("With captureAll: at most this many captures (default 64)", 1),
+      launchCount: Nat("Capture this many consecutive matching launches from dispatch on, one folder each inside out (ncu's --launch-count; default 1)", 1),
       countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
       rank: Nat("Multi-process jobs: capture only in the process of this rank (RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"),
       process: Nat("Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA"),
@@ -80,6 +100,7 @@ const TOOLS = {
       "--json",
       ...(a.captureAll ? ["--capture-all"] : []),
       ...(a.maxCaptures !== undefined ? ["--max-captures", String(a.maxCaptures)] : []),
+      ...(a.launchCount !== undefined ? ["--launch-count", String(a.launchCount)] : []),
       ...(a.countBenchmarks ? ["--count-benchmarks"] : []),
       ...(a.rank !== undefined ? ["--rank", String(a.rank)] : []),
       ...(a.process !== undefined ? ["--process", String(a.process)] : []),
@@ -95,11 +116,17 @@ const TOOLS = {
     ],
   },
   inspect: {
+    title: "Read a capture's manifest and integrity",
+    annotations: READS,
+    output: "inspect",
     description: "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every stored memory chunk's kc64 too). Document kerncap.inspect/1.",
     input: v.strictObject({ dir: Dir, verify: v.optional(v.boolean()) }),
     argv: (a: { dir: string; verify?: boolean }) => ["inspect", a.dir, "--json", ...(a.verify ? ["--verify"] : [])],
   },
   replay: {
+    title: "Replay a capture on the GPU and compare",
+    annotations: READS,
+    output: "replay",
     description: "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
     input: v.strictObject({
       dir: Dir,
@@ -119,15 +146,24 @@ const TOOLS = {
     ],
   },
   validate: {
+    title: "Rebuild the edited reproducer, replay and compare",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    output: "validate",
     description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
     input: v.strictObject({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
   },
   read_file: {
+    title: "Read a text file of a capture folder",
+    annotations: READS,
+    output: "file",
     description: "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
     input: v.strictObject({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
   edit_file: {
+    title: "Edit a reproducer source under src/",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    output: "edit",
     description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu): nothing outside src/ can be written (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
     input: v.strictObject({
       dir: Dir,
@@ -137,10 +173,38 @@ const TOOLS = {
       content: v.optional(v.pipe(v.string(), v.description("The whole new file (instead of oldText/newText)"))),
     }),
   },
-} as const;
+} as const satisfies Record<string, { title: string; annotations: ToolAnnotations; output: DocumentName; description: string; input: v.GenericSchema; argv?: (a: never) => string[] }>;
 type ToolName = keyof typeof TOOLS;
+
+/** A JSON Schema (draft-07) for MCP: the valibot schema's, without the keys that only a top-level document carries. */
+function toolSchema(s: v.GenericSchema): Record<string, unknown> {
+  const { $schema: _, ...js } = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  return js;
+}
+
+/** A tool's outputSchema: its document, or the error document (what every tool returns with isError). */
+function outputSchema(doc: DocumentName): { type: "object"; [k: string]: unknown } {
+  return { type: "object", anyOf: [toolSchema(DOCUMENTS[doc]), toolSchema(DOCUMENTS.error)] };
+}
+
+/**
+ * The arguments' problems in plain words: an unknown argument with the ones the tool takes, a
+ * missing one, a value of the wrong type or range (valibot's issue for it).
+ */
+function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[]): string {
+  const takes = Object.keys((TOOLS[tool].input as unknown as { entries: Record<string, unknown> }).entries);
+  return issues
+    .slice(0, 5)
+    .map((i) => {
+      const at = v.getDotPath(i) ?? "(arguments)";
+      if (i.expected === "never") return `unknown argument ${at}; the tool takes: ${takes.join(", ")}`;
+      if (i.received === "undefined") return `missing argument ${at}`;
+      return `${at}: ${i.message}`;
+    })
+    .join("; ");
+}
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
-type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; countBenchmarks?: boolean; rank?: number; process?: number };
+type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; launchCount?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
 /** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
@@ -281,7 +345,9 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
           ? `Give a path such as ${sub}/kernel.cu.`
           : norm.split("/")[0]!.toLowerCase() === sub
             ? `Did you mean ${sub}/${norm.split("/").slice(1).join("/")}? (paths are case-sensitive)`
-            : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+            : existsSync(join(dir, norm)) && !existsSync(join(dir, sub, norm))
+              ? `${norm} is the capture's own file, not a reproducer source: read it with read_file; only the sources under ${sub}/ can be edited.`
+              : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
     });
   }
   const r = sub ? norm.slice(sub.length + 1) : rel;
@@ -352,10 +418,14 @@ function editFileTool(a: { dir: string; path: string; oldText?: string; newText?
 export function createMcpServer(children = new ToolChildren()): Server {
   const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate. Every tool returns a JSON document with a schema id." });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: Object.entries(TOOLS).map(([name, t]) => {
-      const { $schema: _, ...inputSchema } = toJsonSchema(t.input, { errorMode: "ignore" }) as Record<string, unknown>;
-      return { name, description: t.description, inputSchema: inputSchema as { type: "object" } };
-    }),
+    tools: Object.entries(TOOLS).map(([name, t]) => ({
+      name,
+      title: t.title,
+      description: t.description,
+      inputSchema: toolSchema(t.input) as { type: "object" },
+      outputSchema: outputSchema(t.output),
+      annotations: { title: t.title, ...t.annotations },
+    })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = req.params.name;
@@ -363,8 +433,7 @@ export function createMcpServer(children = new ToolChildren()): Server {
     const t = TOOLS[name as ToolName];
     const parsed = v.safeParse(t.input, req.params.arguments ?? {});
     if (!parsed.success) {
-      const issues = parsed.issues.slice(0, 5).map((i) => `${v.getDotPath(i) ?? "(arguments)"}: ${i.message}`).join("; ");
-      return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${issues}`, { hint: "See the tool's inputSchema (tools/list)." }));
+      return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues)}`, { hint: "See the tool's inputSchema (tools/list)." }));
     }
     const a = parsed.output as Record<string, unknown>;
     try {

@@ -39,7 +39,7 @@ export default defineCommand({
   args: {
     dir: { type: "positional", description: "Capture folders, archives from `kerncap pack`, or folders holding them (searched at any depth); with --merge, results files", required: false },
     rebuild: { type: "boolean", description: "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)", default: false },
-    force: { type: "boolean", description: "With --rebuild: build even when the Triton version differs from the capture's", default: false },
+    force: { type: "boolean", alias: ["f"], description: "With --rebuild: build even when the Triton version differs from the capture's", default: false },
     iters: { type: "string", description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)", default: "20" },
     runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope)" },
     verify: { type: "boolean", description: "Check each capture's checksums", negativeDescription: "Skip the checksums", default: true },

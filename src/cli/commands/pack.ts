@@ -12,7 +12,7 @@ export default defineCommand({
   args: {
     ...dirArg,
     out: { type: "string", alias: "o", description: "Archive to write (default: DIR.zip next to the folder)" },
-    force: { type: "boolean", description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
+    force: { type: "boolean", alias: ["f"], description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
     ...jsonArg,
     ...verboseArg,
   },

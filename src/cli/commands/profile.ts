@@ -17,7 +17,7 @@ export default defineCommand({
     build: { type: "boolean", description: "Profile the reproducer's rebuilt kernel (validate's build of the edited source)", default: false },
     nsys: { type: "boolean", description: "Nsight Systems timeline of the replay instead (DIR/profile/NAME.nsys-rep)", default: false },
     iters: { type: "string", description: "With --nsys: timed launches of the replay", default: "10" },
-    force: { type: "boolean", description: "With --build: rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
+    force: { type: "boolean", alias: ["f"], description: "With --build: rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     ...jsonArg,
     ...verboseArg,
   },

@@ -33,7 +33,7 @@ export default defineCommand({
     ...dirArg,
     iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
     ...toleranceArgs,
-    force: { type: "boolean", description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
+    force: { type: "boolean", alias: ["f"], description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
     "full-build": { type: "boolean", description: "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)", default: false },
     ...jsonArg,
