@@ -12,6 +12,7 @@ import { parseRaw, type Raw, type RawV1, type RawV2 } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
+import { hostIdentity } from "../repro/trust.ts";
 
 export { readRaw } from "./raw.ts";
 
@@ -154,6 +155,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     ...(raw.raw_version === 2 && raw.graph ? { graph: { id: raw.graph.id, kernelNode: raw.graph.kernel_node } } : {}),
     hsa: raw.hsa ?? null,
     ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
+    host: hostIdentity(),
     ...(o.source ? { source: o.source } : {}),
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;

@@ -8,12 +8,15 @@ import { verboseArg } from "../args.ts";
 
 export default defineCommand({
   meta: { name: "mcp", description: "Serve kerncap's verbs as MCP tools over stdio (list, run, inspect, replay, validate, read_file, edit_file)" },
-  args: { ...verboseArg },
-  async run() {
+  args: {
+    "trust-builds": { type: "boolean", description: "Let validate run the build.sh of a received capture (unpacked, or made on another host); without it such a build is refused (docs/security.md)", default: false },
+    ...verboseArg,
+  },
+  async run({ args }) {
     log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(transport);
+    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]) });
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;
