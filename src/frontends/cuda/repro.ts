@@ -21,6 +21,7 @@ import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
+import { readCaptureBytes } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../repro/templates.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "../../repro/locate.ts";
@@ -519,7 +520,7 @@ export function buildCudaReproducer(dir: string, m: Manifest, o: CudaReproOption
   const input: LocateInput = {
     kernel: m.kernel.name,
     demangled: m.kernel.demangled,
-    module: new Uint8Array(readFileSync(join(dir, m.module.file))),
+    module: new Uint8Array(readCaptureBytes(dir, m.module.file, m.module.size)),
     arch: m.device.arch,
     sourceRoot: o.sourceRoot,
     compileCommands: o.compileCommands,
