@@ -17,7 +17,7 @@
  *
  * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
  */
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 
@@ -217,19 +217,22 @@ export function mkdirInCapture(dir: string, rel: string): string {
 
 /**
  * Write `data` as the file `rel` inside `dir`: its folders created (mkdirInCapture), a temporary
- * file beside it (O_CREAT|O_EXCL|O_NOFOLLOW, `mode`), then renamed over the name. A link or hard
- * link at the name is refused (resolveInCapture) and could not be written through anyway.
+ * file beside it (O_CREAT|O_EXCL|O_NOFOLLOW; the permission bits of the file it replaces, else
+ * `mode`), then renamed over the name. A link or hard link at the name is refused
+ * (resolveInCapture) and could not be written through anyway.
  * @returns the file's absolute path
  * @throws KerncapError E_UNSAFE_PATH, E_IO (ENOSPC, EACCES …)
  */
 export function writeInCapture(dir: string, rel: string, data: string | Uint8Array, mode = 0o644): string {
   const parent = rel.split("/").slice(0, -1).join("/");
-  const { path } = resolveInCapture(dir, rel);
+  const { path, stats } = resolveInCapture(dir, rel);
+  if (stats) mode = stats.mode & 0o777;
   if (parent) mkdirInCapture(dir, parent);
   const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   let fd: number | undefined;
   try {
     fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+    if (stats) fchmodSync(fd, mode); // the replaced file's bits exactly, whatever the umask
     const b = typeof data === "string" ? Buffer.from(data) : data;
     for (let done = 0; done < b.length; ) done += writeSync(fd, b, done, b.length - done);
     closeSync(fd);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { runCommand } from "citty";
-import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -302,4 +302,24 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(existsSync(join(dir, "build/ran"))).toBe(true);
     await t.close();
   }, 60_000);
+});
+
+describe("writes through the path rule", () => {
+  test("edit_file replaces a file by a rename: its permission bits kept, no temporary file left, a new file created under src/", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/run.sh"), "echo a\n", { mode: 0o750 });
+    const c = await mcp();
+    const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/run.sh", oldText: "echo a", newText: "echo b" } });
+    expect(r.isError, JSON.stringify(r)).toBe(false);
+    expect(readFileSync(join(dir, "src/run.sh"), "utf8")).toBe("echo b\n");
+    expect(statSync(join(dir, "src/run.sh")).mode & 0o777).toBe(0o750);
+    const n = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/sub/new.cu", content: "x\n" } });
+    expect(n.isError, JSON.stringify(n)).toBe(false);
+    expect(readFileSync(join(dir, "src/sub/new.cu"), "utf8")).toBe("x\n");
+    expect(readdirSync(join(dir, "src")).filter((f) => f.includes(".tmp-"))).toEqual([]);
+    await c.close();
+  });
 });
