@@ -99,19 +99,19 @@ export function resolveInCapture(dir: string, rel: string): CapturePath {
   if (problem) throw unsafe(dir, String(rel), `${problem}; a capture's paths are relative to its folder, inside it`, "The manifest, the archive or the tool call names a path that kerncap does not write; give a path such as src/kernel.cu, or capture again.");
   let p = realFolder(dir);
   const parts = rel.split("/").filter((x) => x && x !== ".");
+  const last = parts.pop()!; // relativePathProblem refused a path without a part
   for (let i = 0; i < parts.length; i++) {
     p = join(p, parts[i]!);
     const st = lstatOrNone(p);
+    if (!st) return { path: join(p, ...parts.slice(i + 1), last) };
     const shown = parts.slice(0, i + 1).join("/");
-    if (!st) return { path: join(p, ...parts.slice(i + 1)) };
-    if (i === parts.length - 1) {
-      checkEntry(dir, shown, st);
-      return { path: p, stats: st };
-    }
     if (st.isSymbolicLink()) throw unsafe(dir, shown, "is a symbolic link; a capture's files must be regular files inside it, reached through its own folders");
     if (!st.isDirectory()) throw unsafe(dir, shown, `is ${fileKind(st)}, not a folder, so ${shownPath(rel)} cannot be inside it`, "Give a path through the capture's folders.");
   }
-  return { path: p }; // unreachable: relativePathProblem refused a path with no part
+  p = join(p, last);
+  const st = lstatOrNone(p);
+  if (st) checkEntry(dir, [...parts, last].join("/"), st);
+  return { path: p, stats: st };
 }
 
 /**

@@ -258,11 +258,12 @@ async function runVerb(argv: string[], cwd: string | undefined, children: ToolCh
 /**
  * A capture folder and a path inside it, by the capture path rule (src/format/paths.ts: no link
  * followed, a regular file with one name when it exists); under `sub` when given (`sub/` must be a
- * real folder of the capture). `shown`: the path relative to the capture folder.
+ * real folder of the capture). `shown`: the path relative to the capture folder; `stats`: its
+ * lstat, undefined when there is no such file yet.
  * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/),
  *   E_USAGE (outside, or not under `sub`/), E_UNSAFE_PATH (a link, a hard link, a FIFO, a NUL …)
  */
-function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; path: string; shown: string; stats?: Stats } {
+function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; shown: string; stats?: Stats } {
   const dir = resolve(dirArg);
   readManifest(dir); // a capture folder, or the reader's own error
   if (sub) {
@@ -284,9 +285,8 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
     });
   }
   if (isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
-  const { path, stats } = resolveInCapture(dir, norm);
-  if (stats?.isDirectory()) throw new KerncapError("E_USAGE", `${rel} names a folder`, { hint: "Give a file." });
-  return { dir, path, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats };
+  const { stats } = resolveInCapture(dir, norm); // a folder is refused there too: not a regular file
+  return { dir, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats };
 }
 
 /** The largest text read_file returns and edit_file writes (bytes): what one can write, the other reads back. */
