@@ -14,6 +14,7 @@ import { assertOutputPath } from "./format/archive.ts";
 import { readManifest, verifyFiles } from "./format/capture-dir.ts";
 import type { Manifest } from "./format/manifest.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "./leftovers.ts";
+import { trustOwnBuild } from "./repro/trust.ts";
 import readme from "../demo/capture/README.md" with { type: "file" };
 import buildSh from "../demo/capture/build.sh" with { type: "file" };
 // tsc types a .json import as its content; Bun's `type: "file"` gives its path, as for the others
@@ -78,5 +79,6 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   }
   const m = readManifest(out);
   verifyFiles(out, m);
+  trustOwnBuild(out); // its build.sh is this executable's own, though its manifest names no host (src/repro/trust.ts)
   return { dir: out, manifest: m };
 }

@@ -10,6 +10,7 @@ import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
+import { hostIdentity } from "../repro/trust.ts";
 
 export { readRaw } from "./raw.ts";
 
@@ -119,6 +120,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     ...(raw.graph ? { graph: { id: raw.graph.id, kernelNode: raw.graph.kernel_node } } : {}),
     hsa: raw.hsa ?? null,
     ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
+    host: hostIdentity(),
     ...(o.source ? { source: o.source } : {}),
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;

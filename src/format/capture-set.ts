@@ -5,11 +5,11 @@
  * `{format: "kerncap-capture-set", version: 1, command: [argv], captures: [{dir, kernel, launchIndex}]}`
  * (dir: one folder name inside DIR; kernel: demangled name; launchIndex: 0-based launch captured).
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { describeJsonError } from "./json-position.ts";
+import { MANIFEST_MAX_BYTES, readInCapture } from "./paths.ts";
 
 export const CAPTURE_SET_FILE = "kerncap-captures.json";
 export const CAPTURE_SET_FORMAT = "kerncap-capture-set";
@@ -31,13 +31,14 @@ export type CaptureSet = v.InferOutput<typeof CaptureSet>;
 
 /**
  * DIR's capture-set index, checked against CaptureSet, or undefined when DIR has none.
- * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field).
+ * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field), E_UNSAFE_PATH (a link, a FIFO, past 64 MiB: src/format/paths.ts).
  */
 export function readCaptureSet(dir: string): CaptureSet | undefined {
   const path = join(dir, CAPTURE_SET_FILE);
-  if (!existsSync(path)) return undefined;
+  const bytes = readInCapture(dir, CAPTURE_SET_FILE, MANIFEST_MAX_BYTES);
+  if (!bytes) return undefined;
   let json: unknown;
-  const text = readFileSync(path, "utf8");
+  const text = bytes.toString("utf8");
   try {
     json = JSON.parse(text);
   } catch (e) {

@@ -350,7 +350,7 @@ describe("kerncap mcp", () => {
     await c.close();
   }, 30_000);
 
-  test("edit_file refuses a src/ that is a symbolic link out of the capture; nothing is written there", async () => {
+  test("edit_file refuses a src/ that is a symbolic link (out of the capture or inside it); nothing is written there", async () => {
     const c = await connected();
     const dir = await fresh();
     const outside = join(dirname(dir), "outside");
@@ -360,17 +360,17 @@ describe("kerncap mcp", () => {
     const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/PWNED.cu", content: "x" } });
     expect(e.isError).toBe(true);
     expect(doc(e).error.code).toBe("E_USAGE");
-    expect(doc(e).error.message).toContain("leads outside the capture folder");
+    expect(doc(e).error.message).toContain("src is a symbolic link");
     expect(readdirSync(outside)).toEqual([]);
-    // a link inside the capture is followed; the shown path stays relative to the capture
+    // a link that stays inside the capture is refused too: no link is followed (src/format/paths.ts)
     const inside = join(dirname(dir), "cap2");
     cpSync(await fresh(), inside, { recursive: true });
     rmSync(join(inside, "src"), { recursive: true });
     mkdirSync(join(inside, "real-src"));
     symlinkSync(join(inside, "real-src"), join(inside, "src"));
-    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
-    expect(ok.isError, JSON.stringify(ok)).toBe(false);
-    expect(doc(ok).path).toBe("real-src/k.cu");
+    const no = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
+    expect(doc(no).error.code).toBe("E_USAGE");
+    expect(readdirSync(join(inside, "real-src"))).toEqual([]);
     await c.close();
   });
 

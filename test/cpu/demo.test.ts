@@ -5,7 +5,7 @@
  * (the generator's CPU reference, following the pointers stored in captured memory); it packs and
  * unpacks; validate rebuilds its reproducer with nvcc and then needs a GPU.
  */
-import { describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import * as v from "valibot";
@@ -18,9 +18,21 @@ import { readManifest } from "../../src/format/capture-dir.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { NVCC } from "../../src/codeobj/nvcc-fixtures.ts";
 import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
+import { RECEIVED_MARK } from "../../src/repro/trust.ts";
 import { tempDir } from "./fixtures.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
+
+let savedState: string | undefined;
+beforeAll(() => {
+  // the demo's trust record (src/demo.ts) goes to a state folder of this test's own, which validate's child inherits
+  savedState = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = tempDir();
+});
+afterAll(() => {
+  if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+  else process.env.XDG_STATE_HOME = savedState;
+});
 
 /** runCli with stdout captured. */
 async function cli(argv: string[]): Promise<{ code: number; out: string }> {
@@ -110,20 +122,20 @@ describe("kerncap demo", () => {
     expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("mine");
   });
 
-  test("pack and unpack round trip: the same files, intact", async () => {
+  test("pack and unpack round trip: the same files (and unpack's mark of a received capture), intact", async () => {
     const dir = await demo();
     const zip = join(tempDir(), "demo.zip");
     expect((await cli(["pack", dir, "-o", zip])).code).toBe(0);
     const back = join(tempDir(), "back");
     expect((await cli(["unpack", zip, "-o", back])).code).toBe(0);
-    expect(files(back)).toEqual(files(dir));
+    expect(files(back)).toEqual([...files(dir), RECEIVED_MARK].sort());
     expect((await cli(["inspect", back, "--verify"])).code).toBe(0);
   });
 
-  test.skipIf(!NVCC)("validate rebuilds the reproducer with nvcc; without a GPU it then says the replay needs one", async () => {
+  test.skipIf(!NVCC)("validate rebuilds the reproducer with nvcc (no --trust: its build.sh is kerncap's own); without a GPU it then says the replay needs one", async () => {
     const dir = await demo();
     // a child process: validate --json sets fd 1 aside for its document (src/cli/args.ts keepStdoutForData)
-    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", dir, "--json", "--iters", "1"], { stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", dir, "--json", "--iters", "1"], { stdout: "pipe", stderr: "pipe", env: process.env }); // env: Bun's default is the one it started with
     const r = { code: p.exitCode };
     const doc = JSON.parse(p.stdout.toString());
     if (HAS_GPU) {

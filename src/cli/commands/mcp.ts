@@ -12,6 +12,7 @@ export default defineCommand({
   meta: { name: "mcp", description: "Serve kerncap's verbs as MCP tools over stdio (list, run, inspect, replay, validate, read_file, edit_file)" },
   args: {
     "print-config": { type: "string", valueHint: "CLIENT", description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing` },
+    "trust-builds": { type: "boolean", description: "Let validate run the build.sh of a received capture (unpacked, or made on another host); without it such a build is refused (docs/security.md)", default: false },
     ...verboseArg,
   },
   async run({ args }) {
@@ -24,7 +25,7 @@ export default defineCommand({
     log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(transport);
+    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]) });
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;
