@@ -2,7 +2,8 @@
  * One capture's check in a worker process (src/check/worker.ts): unpack an archive into a temp
  * folder (the unpack API: every file's SHA-256 and every stored chunk's kc64 checked), with
  * --rebuild rebuild its reproducer as `kerncap validate` does (src/repro/validate-build.ts
- * startRebuild), replay it with the replay engine (verdict against the captured after state,
+ * startRebuild; a received capture's build.sh only with --trust, src/repro/trust.ts: an archive
+ * unpacked here is one), replay it with the replay engine (verdict against the captured after state,
  * run-to-run envelope, timed launches) on device 0 of those the worker sees (its
  * CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/check/record.ts).
  *
@@ -26,6 +27,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { cuda, CudaError, resetCuda } from "../replay/cuda.ts";
 import { replay, type ReplayResult } from "../replay/engine.ts";
+import { requireTrustedBuild } from "../repro/trust.ts";
 import { startRebuild } from "../repro/validate-build.ts";
 import type { CaptureRef } from "./discover.ts";
 import type { Outcome } from "./record.ts";
@@ -40,6 +42,8 @@ export interface CheckSettings {
   rebuild: boolean;
   /** --force: rebuild with another Triton version than the capture's. */
   force: boolean;
+  /** --trust: rebuild received captures too (their build.sh runs with the user's rights). */
+  trust: boolean;
   tolerance: { atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 }
 
@@ -79,10 +83,12 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     m = readManifest(dir);
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
-    const here = s.rebuild ? deviceArch(m) : undefined;
-    const otherArch = here !== undefined && here !== m.device.arch;
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
+    // before any GPU work; an archive's temp folder is gone after this check: nothing to remember its trust by
+    if (s.rebuild && reproducer) requireTrustedBuild(dir, m, s.trust, { remember: task.kind !== "archive", command: "kerncap check --rebuild …" });
+    const here = s.rebuild ? deviceArch(m) : undefined;
+    const otherArch = here !== undefined && here !== m.device.arch;
     if (s.rebuild && reproducer && otherArch && m.kernel.frontend === "triton") {
       return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a Triton reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });
     }

@@ -2,7 +2,7 @@
 import { dlopen, FFIType } from "bun:ffi";
 import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { describeLibcudaSearch, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./cuda.ts";
+import { libcudaCandidates, loaderReason, noDriverError, overrideDoesNotLoad } from "./cuda.ts";
 
 /**
  * @returns the number of CUDA devices (≥ 1).
@@ -30,7 +30,5 @@ export function probeGpu(): number {
     return c[0]!;
   }
   if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
-  throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: "kerncap run, list, replay and validate need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere, and validate still rebuilds the edited source (a build error is reported first).",
-  });
+  throw noDriverError(tried);
 }

@@ -5,15 +5,17 @@
  * its stderr lines starting "kerncap: " are notes for the user (which source it compiled and why).
  * Before it runs, a CUDA slice made from a TU copy that was edited since is remade (src/repro/slice.ts).
  */
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, rmSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { rdcError } from "../frontends/cuda/repro.ts";
-import { refreshSlice, type SliceMeta } from "./slice.ts";
+import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
+import { refreshSlice } from "./slice.ts";
 
 /**
  * CUDA (Frontend.beforeBuild of src/frontends/cuda): remake the reproducer's slice when src/<tu>
@@ -22,9 +24,10 @@ import { refreshSlice, type SliceMeta } from "./slice.ts";
  * other frontends and unsliced projects.
  */
 export function remakeStaleSlice(dir: string, m: Manifest): void {
-  const meta = (m.source?.cuda as { slice?: { meta?: SliceMeta } } | undefined)?.slice?.meta;
-  if (m.kernel.frontend !== "cuda" || !meta) return;
-  const r = refreshSlice(resolve(dir), meta);
+  const recorded = (m.source?.cuda as { slice?: { meta?: unknown } } | undefined)?.slice?.meta;
+  if (m.kernel.frontend !== "cuda" || !recorded) return;
+  const meta = recorded as { slice: string; tu: string }; // refreshSlice checks it (checkSliceMeta) before any use
+  const r = refreshSlice(resolve(dir), recorded);
   if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
   if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
 }
@@ -38,6 +41,12 @@ export interface BuildOptions {
   signal?: AbortSignal;
   /** Build for this GPU architecture instead of the captured one (CUDA build.sh only: reproducerBuildEnv). */
   targetArch?: string;
+  /**
+   * validate --confine (kerncap mcp): the capture's manifest; the build must read nothing outside
+   * the capture, its recorded source root and the toolchain, and a failure says only the capture's
+   * own diagnostics (src/repro/confine.ts).
+   */
+  confine?: Pick<Manifest, "source">;
 }
 
 /** The build's group gets SIGKILL this long after the first signal (ms). */
@@ -82,7 +91,9 @@ export async function runBuildCommand(argv: string[], cwd: string, env: Record<s
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), E_RDC (an -rdc device link found device
  *   functions no file of the reproducer defines), E_BUILD (exit 2, the compiler's last 30
- *   lines), E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM: the build's group was stopped).
+ *   lines; confined: the capture's own diagnostics only), E_CONFINED (confined: the build read a
+ *   file outside, or wrote no dependency list), E_INTERRUPTED (exit 130 at SIGINT, 143 at
+ *   SIGTERM: the build's group was stopped).
  */
 export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
   const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
@@ -93,9 +104,27 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   const t0 = performance.now();
-  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force, targetArch: o.targetArch }), o.signal);
+  const env = reproducerBuildEnv({ force: o.force, targetArch: o.targetArch });
+  if (o.confine) {
+    mkdirInCapture(dir, dirname(DEPS_FILE));
+    rmSync(resolveInCapture(dir, DEPS_FILE).path, { force: true }); // a list from an earlier build says nothing of this one
+    env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${CONFINE_FLAGS}`.trim();
+  }
+  const { out, err, code } = await runBuildCommand(["bash", script], dir, env, o.signal);
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
+  if (o.confine) {
+    const deps = readInCapture(dir, DEPS_FILE, 16 << 20);
+    const outside = deps ? outsideReads(dir, o.confine, deps.toString("utf8")) : [];
+    if (outside.length) throw confinedError(outside);
+    if (code !== 0) {
+      const shown = captureDiagnostics(dir, `${err}\n${out}`);
+      throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`, {
+        hint: "Fix the compile error in the edited source and run validate again.",
+      });
+    }
+    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${DEPS_FILE}): kerncap mcp cannot tell which files the build read, so its module is not used`, { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
+  }
   // build.sh's own notes (which source it compiled and why: src/repro/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {

@@ -17,9 +17,10 @@
  * verdict stands, as in the watch.
  * `--full-build` always uses build.sh and leaves the record as it is.
  */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
+import { MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -29,7 +30,7 @@ import type { Builder } from "./watch.ts";
 import { frontendOf } from "../frontends/index.ts";
 
 /** validate's work folder for the pruned build, under the capture folder. */
-export const PRUNED_DIR = join("build", "pruned");
+export const PRUNED_DIR = "build/pruned";
 const CHECK_FILE = "check.json";
 
 /** DIR/build/pruned/check.json: the outcome of the side-by-side build. */
@@ -61,7 +62,7 @@ export interface ValidateBuilt {
 
 export function readPrunedCheck(dir: string): PrunedCheck | undefined {
   try {
-    const c = JSON.parse(readFileSync(join(dir, PRUNED_DIR, CHECK_FILE), "utf8"));
+    const c = JSON.parse(readInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, MANIFEST_MAX_BYTES)?.toString("utf8") ?? "null");
     return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
   } catch {
     return undefined;
@@ -70,7 +71,7 @@ export function readPrunedCheck(dir: string): PrunedCheck | undefined {
 
 function writePrunedCheck(dir: string, c: Omit<PrunedCheck, "schema" | "kerncap" | "at">): void {
   const doc: PrunedCheck = { schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: new Date().toISOString(), ...c };
-  writeFileSync(join(dir, PRUNED_DIR, CHECK_FILE), JSON.stringify(doc, null, 2) + "\n");
+  writeInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify(doc, null, 2) + "\n");
 }
 
 const viaBuildSh = async (dir: string, o: BuildOptions): Promise<ValidateBuilt> => ({ ...(await buildReproducer(dir, o)), builder: "build.sh" });
@@ -85,8 +86,7 @@ const viaBuildSh = async (dir: string, o: BuildOptions): Promise<ValidateBuilt> 
 export async function buildForValidate(dirArg: string, m: Manifest, o: BuildOptions & { fullBuild: boolean; race?: boolean }): Promise<ValidateBuilt> {
   const dir = resolve(dirArg);
   if (m.kernel.frontend !== "cuda" || o.fullBuild) return viaBuildSh(dir, o);
-  const work = join(dir, PRUNED_DIR);
-  mkdirSync(work, { recursive: true });
+  const work = mkdirInCapture(dir, PRUNED_DIR);
   const kernel = m.kernel.name;
   const check = readPrunedCheck(dir);
   const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;
