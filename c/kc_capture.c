@@ -251,7 +251,7 @@ static void write_raw_json(const kc_module_t *m, const char *modfile) {
       .counts_benchmarks = kc.count_benchmarks,
       .vendor = "nvidia", .device_name = devname, .arch = arch, .driver_version = drv, .ordinal = (int)dev,
       .proc = &kc.proc, .visible_vars = KC_VISIBLE_VARS, .device_uuid = uuid[0] ? uuid : NULL, .pci_bus_id = pci[0] ? pci : NULL,
-      .has_target = kc.ntargets > 1 || kc.capture_all, .target = kc.capture_all ? -1 : kc.cap.target,
+      .has_target = kc_several(), .target = kc.capture_all ? -1 : kc.cap.target,
       .has_graph = kc.cap.graph_id >= 0, .graph_id = kc.cap.graph_id, .graph_node = kc.cap.graph_node,
       .api = kc.cap.L.api,
       .grid = {kc.cap.L.grid[0], kc.cap.L.grid[1], kc.cap.L.grid[2]}, .block = {kc.cap.L.block[0], kc.cap.L.block[1], kc.cap.L.block[2]},
@@ -381,12 +381,15 @@ void kc_capture_exit(void) {
   kc_log("captured %s (launch %llu): %llu bytes stored before, %llu after", kc.cap.name, (unsigned long long)kc.cap.launch_index,
         (unsigned long long)bb, (unsigned long long)ab);
   kc.ncaptures++;
-  if (kc.ntargets > 1 || kc.capture_all) {
+  if (kc_several()) {
     /* several captures: this one is complete in its folder; the next matching launch starts afresh */
-    if (!kc.capture_all) kc.tdone[kc.cap.target] = 1;
     int all = 1;
-    for (int t = 0; t < kc.ntargets && !kc.capture_all; t++) all &= kc.tdone[t];
     if (kc.capture_all) all = kc.ncaptures >= kc.max_captures;
+    else if (kc.launch_count > 1) all = kc.ncaptures >= kc.launch_count;
+    else {
+      kc.tdone[kc.cap.target] = 1;
+      for (int t = 0; t < kc.ntargets; t++) all &= kc.tdone[t];
+    }
     free(kc.cap.params);
     for (size_t i = 0; i < kc.globals.n; i++) free(kc.globals.v[i].name);
     kc.globals.n = 0;
@@ -421,7 +424,7 @@ int kc_capture_snapshot_and_launch(void) {
 
 /* Several captures in one run: the next one goes to KERNCAP_OUT/captures/<n>/. */
 int kc_open_capture_folder(void) {
-  if (!(kc.ntargets > 1 || kc.capture_all)) return 0;
+  if (!kc_several()) return 0;
   const char *sub[] = {"", "/kernel", "/memory"};
   for (int i = 0; i < 3; i++) {
     char p[4300];

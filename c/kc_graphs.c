@@ -548,8 +548,8 @@ static void kc_graph_launched(CUgraphExec exec) {
     if (!ks) continue;
     ks->count++;
     ks->graph++;
-    /* several captures in one run (--kernel A --kernel B, --capture-all) take eager launches only */
-    if (!kc.capture || kc.done || bench || kc.graphs.target_in_graph || kc.ntargets > 1 || kc.capture_all) continue;
+    /* several captures in one run (--kernel A --kernel B, --capture-all, --launch-count) take eager launches only */
+    if (!kc.capture || kc.done || bench || kc.graphs.target_in_graph || kc_several()) continue;
     if (!ks->asked) { ks->mask = kc_target_mask(g->k.v[k].name); ks->asked = 1; }
     if (!ks->mask) continue;
     long m = kc.tmatches[0]++;

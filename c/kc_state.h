@@ -133,6 +133,7 @@ typedef struct {
   char tdone[KC_MAX_TARGETS];    /* that target's capture is written */
   int capture_all;             /* KERNCAP_CAPTURE_ALL=1: the Nth launch of every distinct matching kernel */
   int max_captures;            /* KERNCAP_MAX_CAPTURES (capture_all; default 64) */
+  long launch_count;           /* KERNCAP_LAUNCH_COUNT: one target's launches dispatch .. dispatch+launch_count-1 (default 1) */
   int ncaptures;               /* captures written so far */
   int claimed;                 /* this process holds the job's capture claim */
   char capdir[4096];           /* several captures: the folder of the one being written (else empty) */
@@ -163,6 +164,10 @@ typedef struct {
 
 extern kc_state_t kc;
 extern const char *const KC_VISIBLE_VARS[];
+
+/* More than one capture in this run (several targets, every kernel, or consecutive launches of one):
+ * each goes to a folder of its own (kc_open_capture_folder), and graph executions are not taken. */
+static inline int kc_several(void) { return kc.ntargets > 1 || kc.capture_all || kc.launch_count > 1; }
 
 static inline double kc_now_s(void) {
   struct timespec ts;

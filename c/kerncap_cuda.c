@@ -7,7 +7,7 @@
  *          benchmark launches), and the cuptiSubscribe / cuptiSubscribe_v2 wrappers of
  *          c/kc_cupti.c. Nothing else is visible (-fvisibility=hidden; test/cpu/c-exports.test.ts).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_CAPTURE_ALL,
- *          KERNCAP_MAX_CAPTURES, KERNCAP_COUNT_BENCHMARKS, KERNCAP_EXIT_AFTER_CAPTURE,
+ *          KERNCAP_MAX_CAPTURES, KERNCAP_LAUNCH_COUNT, KERNCAP_COUNT_BENCHMARKS, KERNCAP_EXIT_AFTER_CAPTURE,
  *          KERNCAP_CUPTI_PATH, KERNCAP_LOG; KERNCAP_RANK, KERNCAP_PROCESS (c/kc_process.c);
  *          KERNCAP_CHUNK_BYTES (c/kc_raw.c). docs/raw-capture.md says what each means.
  * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md): kernel/, memory/ (c/kc_snapshot.c),
@@ -215,7 +215,8 @@ uint64_t kc_target_mask(const char *name) {
 int kc_name_matches(const char *name) { return kc_target_mask(name) != 0; }
 
 /* Count a matching launch toward --dispatch and say which target it is the capture of (-1: none).
- * One target: its Nth matching launch. Several: each target's Nth. capture_all: each kernel's Nth. */
+ * One target: its Nth matching launch (with KERNCAP_LAUNCH_COUNT=K, the Nth to the N+K-1th). Several:
+ * each target's Nth. capture_all: each kernel's Nth. */
 static int pick_target(kc_kstat_t *k) {
   if (kc.capture_all) {
     uint64_t n = k->own++;
@@ -227,7 +228,7 @@ static int pick_target(kc_kstat_t *k) {
   for (int t = 0; t < (kc.ntargets ? kc.ntargets : 1); t++) {
     if (!(k->mask >> t & 1)) continue;
     long m = kc.tmatches[t]++;
-    if (m == kc.dispatch && !kc.tdone[t] && pick < 0) pick = t;
+    if (m >= kc.dispatch && m < kc.dispatch + kc.launch_count && !kc.tdone[t] && pick < 0) pick = t;
   }
   return pick;
 }
@@ -275,7 +276,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   if (!k) return;
   if (!k->asked) { k->mask = kc_target_mask(name); k->asked = 1; }
   if (!k->mask) return;
-  if (kc.graphs.target_in_graph && !kc.capture_all && kc.ntargets <= 1) return; /* --dispatch already fell inside a graph launch */
+  if (kc.graphs.target_in_graph && !kc_several()) return; /* --dispatch already fell inside a graph launch */
   long m = kc.capture_all ? (long)k->own : kc.tmatches[0];
   int target = pick_target(k);
   if (target < 0) return;
@@ -518,6 +519,8 @@ static int setup(void) {
   kc.capture_all = getenv("KERNCAP_CAPTURE_ALL") && !strcmp(getenv("KERNCAP_CAPTURE_ALL"), "1");
   const char *mc = getenv("KERNCAP_MAX_CAPTURES");
   kc.max_captures = mc && atoi(mc) > 0 ? atoi(mc) : 64;
+  const char *lc = getenv("KERNCAP_LAUNCH_COUNT");
+  kc.launch_count = lc && strtol(lc, NULL, 10) > 0 ? strtol(lc, NULL, 10) : 1;
   kc.base.enabled = 1;
   if (kc.capture && !kc.proc.admitted) {
     /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps

@@ -6,3 +6,24 @@ declare module "*.fatbin" {
   const path: string;
   export default path;
 }
+// the demo capture's files (src/demo.ts), embedded one by one: each import is the file's path
+declare module "*.md" {
+  const path: string;
+  export default path;
+}
+declare module "*.sh" {
+  const path: string;
+  export default path;
+}
+declare module "*.cubin" {
+  const path: string;
+  export default path;
+}
+declare module "*.bin" {
+  const path: string;
+  export default path;
+}
+declare module "*.cu" {
+  const path: string;
+  export default path;
+}

@@ -74,6 +74,7 @@ export const ENV_VARS = {
   KERNCAP_DISPATCH: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--dispatch`: 0-based index among the matching launches" },
   KERNCAP_CAPTURE_ALL: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--capture-all`: `1` captures the Nth launch of every distinct kernel that matches, each into captures/<n>/" },
   KERNCAP_MAX_CAPTURES: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--max-captures`: at most this many captures with `--capture-all` (default 64)" },
+  KERNCAP_LAUNCH_COUNT: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--launch-count`: the N consecutive matching launches from `--dispatch` on, each into captures/<n>/ (default 1)" },
   KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
   KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
   KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
@@ -146,6 +147,8 @@ export interface CaptureLibrarySettings {
   /** Capture the Nth launch of every distinct matching kernel (KERNCAP_CAPTURE_ALL). */
   captureAll?: boolean;
   maxCaptures?: number;
+  /** This many consecutive matching launches from `dispatch` on, one capture each (KERNCAP_LAUNCH_COUNT; default 1). */
+  launchCount?: number;
   /** 0-based index among the matching launches. */
   dispatch?: number;
   /** Only the process of this rank captures (c/kc_process.h). */
@@ -170,6 +173,7 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
   }
   if (s.captureAll) e.KERNCAP_CAPTURE_ALL = "1";
   if (s.maxCaptures !== undefined) e.KERNCAP_MAX_CAPTURES = String(s.maxCaptures);
+  if (s.launchCount !== undefined && s.launchCount > 1) e.KERNCAP_LAUNCH_COUNT = String(s.launchCount);
   if (s.countBenchmarks) e.KERNCAP_COUNT_BENCHMARKS = "1";
   if (s.exitAfterCapture) e.KERNCAP_EXIT_AFTER_CAPTURE = "1";
   if (s.cuptiPath) e.KERNCAP_CUPTI_PATH = s.cuptiPath;
@@ -178,7 +182,7 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
 }
 
 /** The variables captureLibraryEnv sets for one run: none may come from the caller's environment (a stale `KERNCAP_RANK=3`, an outer kerncap's settings). */
-const CAPTURE_SETTINGS: EnvName[] = ["KERNCAP_OUT", "KERNCAP_MODE", "KERNCAP_KERNEL", "KERNCAP_DISPATCH", "KERNCAP_RANK", "KERNCAP_PROCESS", "KERNCAP_CAPTURE_ALL", "KERNCAP_MAX_CAPTURES", "KERNCAP_COUNT_BENCHMARKS", "KERNCAP_EXIT_AFTER_CAPTURE", "KERNCAP_LOG"];
+const CAPTURE_SETTINGS: EnvName[] = ["KERNCAP_OUT", "KERNCAP_MODE", "KERNCAP_KERNEL", "KERNCAP_DISPATCH", "KERNCAP_RANK", "KERNCAP_PROCESS", "KERNCAP_CAPTURE_ALL", "KERNCAP_MAX_CAPTURES", "KERNCAP_LAUNCH_COUNT", "KERNCAP_COUNT_BENCHMARKS", "KERNCAP_EXIT_AFTER_CAPTURE", "KERNCAP_LOG"];
 
 /** `env` without the capture library's per-run settings (CAPTURE_SETTINGS): the base of an application's environment. */
 export function withoutCaptureSettings(env: Env = process.env): Record<string, string | undefined> {

@@ -3,6 +3,11 @@
  * only the CLI entry (src/cli/main.ts) prints it and sets the process exit code.
  *
  * Exit codes: 0 success / match, 1 mismatch (replay, validate), 2 usage or runtime error.
+ * The codes of the trust model (docs/security.md), all exit 2: E_UNSAFE_PATH (a path from a
+ * manifest, an archive or an MCP call that is malformed, leaves the folder, or names a link, a hard
+ * link, a FIFO, a device: src/format/paths.ts), E_PACK_LINK (a link in a folder to pack),
+ * E_UNTRUSTED (a received capture's build.sh without --trust: src/format/trust.ts), E_CONFINED (an
+ * MCP build that read a file outside the capture: src/frontends/confine.ts).
  */
 export class KerncapError extends Error {
   /** What the user can do about it; printed under the message. */

@@ -10,6 +10,7 @@ import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
+import { hostIdentity } from "../format/trust.ts";
 
 export { readRaw } from "./raw.ts";
 
@@ -119,6 +120,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
     ...(raw.graph ? { graph: { id: raw.graph.id, kernelNode: raw.graph.kernel_node } } : {}),
     hsa: raw.hsa ?? null,
     ...(raw.process ? { process: identityFromRaw(raw.process) } : {}),
+    host: hostIdentity(),
     ...(o.source ? { source: o.source } : {}),
   };
   m.timing.finalize_s = (performance.now() - t0) / 1000;
@@ -127,18 +129,26 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
   rmSync(join(o.tmpDir, "raw.json"), { force: true });
   rmSync(join(o.tmpDir, ".kerncap-temp"), { force: true }); // src/leftovers.ts TEMP_MARKER: complete now // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
-  if (existsSync(o.finalDir)) {
-    assertReplaceable(o.finalDir, o.force);
-    // the old capture stays until the new one is in place: a failed rename loses nothing
-    const old = `${o.finalDir}.old-${process.pid}`;
-    renameSync(o.finalDir, old);
-    try {
-      renameSync(o.tmpDir, o.finalDir);
-    } catch (e) {
-      renameSync(old, o.finalDir);
-      throw e;
-    }
-    rmSync(old, { recursive: true, force: true });
-  } else renameSync(o.tmpDir, o.finalDir);
+  moveIntoPlace(o.tmpDir, o.finalDir, o.force);
   return m;
+}
+
+/**
+ * Rename a complete capture folder `tmpDir` to `finalDir`, replacing a previous capture there only
+ * with `force` (assertReplaceable). The old capture stays until the new one is in place: a failed
+ * rename loses nothing.
+ * @throws KerncapError E_EXISTS (see assertReplaceable); the rename's system error.
+ */
+export function moveIntoPlace(tmpDir: string, finalDir: string, force: boolean): void {
+  if (!existsSync(finalDir)) return renameSync(tmpDir, finalDir);
+  assertReplaceable(finalDir, force);
+  const old = `${finalDir}.old-${process.pid}`;
+  renameSync(finalDir, old);
+  try {
+    renameSync(tmpDir, finalDir);
+  } catch (e) {
+    renameSync(old, finalDir);
+    throw e;
+  }
+  rmSync(old, { recursive: true, force: true });
 }

@@ -14,7 +14,7 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
@@ -23,7 +23,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
-import { finalizeCapture, readRaw } from "./finalize.ts";
+import { finalizeCapture, moveIntoPlace, readRaw } from "./finalize.ts";
 import { assertReplaceable } from "../format/capture-dir.ts";
 import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "../util/posix-regex.ts";
@@ -151,6 +151,8 @@ export interface CaptureRequest {
   /** The Nth launch of every distinct matching kernel, one capture each (at most maxCaptures). */
   captureAll?: boolean;
   maxCaptures?: number;
+  /** This many consecutive matching launches from `dispatch` on (ncu's --launch-count), one capture each; default 1. */
+  launchCount?: number;
   /** 0-based index among the application's matching launches. */
   dispatch: number;
   /** Multi-process jobs: only the process of this rank captures (KERNCAP_RANK). */
@@ -207,6 +209,10 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   }
   if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
   if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+  const launchCount = req.launchCount ?? 1;
+  if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
+    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
+  }
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
   const out = resolve(req.out);
   if (existsSync(out)) assertReplaceable(out, req.force);
@@ -228,7 +234,8 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     markTemp(tmp);
     const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
     const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
-    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} #${req.dispatch}${sel})`);
+    const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
+    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
     const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
@@ -243,6 +250,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
             kernel: [pattern, ...(req.moreKernels ?? [])].filter((x, i) => i === 0 || x).join("\n"),
             captureAll: req.captureAll,
             maxCaptures: req.maxCaptures,
+            launchCount,
             dispatch: req.dispatch,
             rank: req.rank,
             process: req.process,
@@ -264,9 +272,12 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     const census = readCensus(tmp);
     log.debug(`${census.kernels.length} kernels seen in ${census.processes.length} processes`);
     sayCuptiNotes(census, true);
-    const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0);
+    const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0 || launchCount > 1);
     if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
       const set = await finalizeCaptureSet(tmp, out, req, frontendOptions, stops);
+      if (launchCount > 1 && set.length < launchCount) {
+        log.warn(`--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`);
+      }
       const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
       if (missed.length) {
         const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
@@ -412,13 +423,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     join(tmp, CAPTURE_SET_FILE),
     JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) } satisfies CaptureSet, null, 2) + "\n",
   );
-  if (existsSync(out)) {
-    assertReplaceable(out, req.force);
-    const old = `${out}.old-${process.pid}`;
-    renameSync(out, old);
-    renameSync(tmp, out);
-    rmSync(old, { recursive: true, force: true });
-  } else renameSync(tmp, out);
+  moveIntoPlace(tmp, out, req.force);
   return done;
 }
 

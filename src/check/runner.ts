@@ -2,9 +2,10 @@
  * One capture's check in a worker process (src/check/worker.ts): unpack an archive into a temp
  * folder (the unpack API: every file's SHA-256 and every stored chunk's kc64 checked), with
  * --rebuild rebuild its reproducer as `kerncap validate` does (the one rebuild policy:
- * src/rebuild/validate.ts startRebuild), replay it with the replay engine (verdict against the
- * captured after state, run-to-run envelope, timed launches) on device 0 of those the worker
- * sees (its CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
+ * src/rebuild/validate.ts startRebuild; a received capture's build.sh only with --trust,
+ * src/format/trust.ts: an archive unpacked here is one), replay it with the replay engine (verdict
+ * against the captured after state, run-to-run envelope, timed launches) on device 0 of those the
+ * worker sees (its CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
  *
  * Portability: a capture replays on any GPU its module has code for. On a GPU of another
  * architecture, --rebuild rebuilds a CUDA reproducer for this one (build.sh with
@@ -28,6 +29,7 @@ import { frontendOf } from "../frontends/index.ts";
 import { cuda } from "../native/libcuda.ts";
 import { startRebuild, type StartedRebuild } from "../rebuild/validate.ts";
 import { replay, type ReplayResult } from "../replay/engine.ts";
+import { requireTrustedBuild } from "../format/trust.ts";
 import type { CaptureRef } from "./discover.ts";
 import type { Outcome } from "../format/check-record.ts";
 
@@ -41,6 +43,8 @@ export interface CheckSettings {
   rebuild: boolean;
   /** --force: rebuild with another Triton version than the capture's. */
   force: boolean;
+  /** --trust: rebuild received captures too (their build.sh runs with the user's rights). */
+  trust: boolean;
   tolerance: { atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 }
 
@@ -81,10 +85,12 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     m = capture.manifest;
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
-    const here = s.rebuild ? deviceArch(m) : undefined;
-    const otherArch = here !== undefined && here !== m.device.arch;
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
+    // before any GPU work; an archive's temp folder is gone after this check: nothing to remember its trust by
+    if (s.rebuild && reproducer) requireTrustedBuild(dir, m, s.trust, { remember: task.kind !== "archive", command: "kerncap check --rebuild …" });
+    const here = s.rebuild ? deviceArch(m) : undefined;
+    const otherArch = here !== undefined && here !== m.device.arch;
     if (s.rebuild && reproducer && otherArch && !fe.retargets) {
       return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a ${fe.name} reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });
     }

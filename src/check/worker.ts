@@ -37,6 +37,7 @@ const Settings = v.object({
     verify: v.boolean(),
     rebuild: v.boolean(),
     force: v.boolean(),
+    trust: v.boolean(),
     tolerance: v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), multiset: v.optional(v.array(v.string())) }),
   }),
 });

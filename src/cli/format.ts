@@ -142,6 +142,15 @@ export function printable(text: string): string {
     .replace(/[\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`); // line separators, bidi overrides (text shown reversed)
 }
 
+/**
+ * A message as the log shows it: consola's fancy reporter turns \`code\` into coloured code and
+ * " _word_ " into an underline, dropping the marks (consola characterFormat). The --json error
+ * document carries this text, so that it reads as the terminal's.
+ */
+export function asShown(text: string): string {
+  return text.replace(/`([^`]+)`/gm, "$1").replace(/\s+_([^_]+)_\s+/gm, " $1 ");
+}
+
 /** One field of a line (a kernel name, a pattern): printable, and its own tabs and newlines as \t \n too. */
 export function oneLine(text: string): string {
   return printable(text.replace(/[\t\n]/g, (c) => (c === "\t" ? "\\t" : "\\n")));

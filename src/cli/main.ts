@@ -4,7 +4,7 @@
  * path: every KerncapError is printed here with its hint and mapped to its exit code
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
-import { defineCommand, renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
+import { defineCommand, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { existsSync, readFileSync, readlinkSync } from "node:fs";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
@@ -12,7 +12,8 @@ import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
-import { printable } from "./format.ts";
+import { helpText } from "./help.ts";
+import { asShown, printable } from "./format.ts";
 import { editDistance } from "../util/text.ts";
 
 export { commands };
@@ -46,10 +47,17 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     if (d.type === "boolean") known.set(`no-${name}`, name);
     for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.set(a, name);
   }
-  // a switch on by default is turned off with --no-NAME: list that spelling too
+  // every spelling of each option, as the user may have typed it: its aliases (ncu's -k, --launch-skip, -o, -f),
+  // and --no-NAME of a switch that is on by default or documents its negation
   const options = Object.entries(defs as ArgsDef)
     .filter(([, d]) => d.type !== "positional")
-    .map(([n, d]) => (d.type === "boolean" && d.default === true ? `--${n}, --no-${n}` : `--${n}`))
+    .map(([n, d]) => {
+      // citty adds the camelCase form of a hyphenated name (launchCount) to a definition it parsed with: not a spelling to offer
+      const camel = n.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+      const aliases = [("alias" in d ? d.alias : undefined) ?? []].flat().filter((a) => a !== camel).map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
+      const no = d.type === "boolean" && (d.default === true || d.negativeDescription) ? [`--no-${n}`] : [];
+      return `--${n}${aliases.length ? ` (${aliases.join(", ")})` : ""}${no.length ? `, ${no.join(", ")}` : ""}`;
+    })
     .join(", ");
   let seen = 0;
   const given = new Map<string, string>(); // option → the spelling first given (an option given twice is refused)
@@ -131,19 +139,6 @@ export function shortEquals(args: string[]): string[] {
   });
 }
 
-/** citty's usage writes every alias with one dash: long ones (--kernel-name, --launch-skip) get two. */
-async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string> {
-  const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
-  let out = usage;
-  for (const d of Object.values(defs)) {
-    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) {
-      // one more dash, one less space of the line's padding: the columns stay aligned
-      if (a.length > 1) out = out.replace(new RegExp(`^( ?)(.*?[\\s,])-${a}(?=[,\\s=])`, "gm"), (_m, _sp: string, pre: string) => `${pre}--${a}`);
-    }
-  }
-  return out;
-}
-
 /** O_CLOEXEC in /proc/self/fdinfo's octal `flags` (asm-generic/fcntl.h). */
 const O_CLOEXEC = 0o2000000;
 
@@ -194,18 +189,12 @@ export async function runCli(argv: string[]): Promise<number> {
   }
   const verb = own.find((a) => !a.startsWith("-"));
   const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);
-  if (own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") {
-    const sub = own.find((a) => isVerb(a)) as Verb | undefined;
+  // `kerncap help VERB` is `kerncap VERB --help`; the help of a word that is no verb is the unknown-command error below
+  const helpOf = verb === "help" ? own.find((a, i) => i > own.indexOf("help") && !a.startsWith("-")) : verb;
+  if ((own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") && (helpOf === undefined || isVerb(helpOf))) {
     if (own.length === 0) log.error("no command given");
-    const text = await renderUsage(sub ? await commands[sub]() : main, sub ? main : undefined);
-    // citty colours its usage unconditionally; keep escape codes out of pipes and files; the verbs
-    // that run an application name it in their USAGE line; no trailing padding
-    let out = process.stdout.isTTY ? text : text.replace(/\x1b\[[0-9;]*m/g, "");
-    out = out.replace(/[ \t]+$/gm, "");
-    if (sub === "run" || sub === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");
-    if (sub === "profile") out = out.replace(/^(.*USAGE.*)$/m, "$1 [-- NCU/NSYS OPTIONS…]");
-    if (sub) out = await longAliases(out, await commands[sub]());
-    process.stdout.write(out + "\n");
+    const sub = helpOf as Verb | undefined;
+    process.stdout.write(await helpText(main, sub, sub ? await commands[sub]() : undefined, process.stdout.isTTY));
     return own.length === 0 ? 2 : 0;
   }
   if (own.includes("--version") || own.includes("-V")) {
@@ -217,18 +206,21 @@ export async function runCli(argv: string[]): Promise<number> {
     log.error(printable(message));
     if (hint) log.info(printable(hint));
     // validate --watch --json is a JSON Lines stream (src/rebuild/watch.ts): an error that ends it, at startup too, is one record of it
+    // the document's text is the log's (consola drops the marks of `code`)
+    const [m, h] = [asShown(message), hint === undefined ? null : asShown(hint)];
     if (wantJson && verb === "validate" && own.includes("--watch")) {
-      printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message, hint: hint ?? null, buildSeconds: null, saveToVerdictSeconds: 0 });
-    } else if (wantJson) printJson("error", { error: { code, message, hint: hint ?? null } });
+      printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message: m, hint: h, buildSeconds: null, saveToVerdictSeconds: 0 });
+    } else if (wantJson) printJson("error", { error: { code, message: m, hint: h } });
     return exitCode;
   };
   try {
     // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
     if (!isVerb(verb)) {
-      const stray = verb ? undefined : own.find((a) => !globalOptions.has(a));
-      const near = verb ? Object.keys(commands).filter((c) => editDistance(verb, c) <= 2).sort((a, b) => editDistance(verb, a) - editDistance(verb, b))[0] : undefined;
-      return fail("E_USAGE", verb ? `unknown command: ${verb}${near ? `; did you mean ${near}?` : ""}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
+      const word = verb === "help" ? helpOf : verb; // `kerncap help nosuchverb`: the word asked about
+      const stray = word ? undefined : own.find((a) => !globalOptions.has(a));
+      const near = word ? Object.keys(commands).filter((c) => editDistance(word, c) <= 2).sort((a, b) => editDistance(word, a) - editDistance(word, b))[0] : undefined;
+      return fail("E_USAGE", word ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
     }
     const cmd = await commands[verb]();
     // before the verb only --json and --verbose (given to the verb); anything else there would be lost

@@ -14,6 +14,7 @@ export const commands = {
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
   schema: () => import("./commands/schema.ts").then((m) => m.default),
   doctor: () => import("./commands/doctor.ts").then((m) => m.default),
+  demo: () => import("./commands/demo.ts").then((m) => m.default),
   mcp: () => import("./commands/mcp.ts").then((m) => m.default),
   completion: () => import("./commands/completion.ts").then((m) => m.default),
 } satisfies Record<string, () => Promise<CommandDef<any>>>;

@@ -15,10 +15,9 @@
  *                              offset and sets the size, so the holes come back as holes. Only
  *                              the memory images: their size is bounded by the manifest's regions
  *   ROOT/<dir>/                every folder (so empty ones survive)
- * ROOT is the capture folder's name. Symbolic links are left out (a warning in the index), except
- * where the manifest lists the path (files[], params, module, memory images): that one is archived
- * as the regular file it points to (PackResult.notes). verifyFiles has refused a FIFO, device or
- * folder at such a path (E_CHECKSUM). A file or folder name that is not UTF-8 is refused
+ * ROOT is the capture folder's name. Only regular files inside the folder are archived: a symbolic
+ * link anywhere in it is refused (E_PACK_LINK, naming it), as is a hard link (the capture path rule,
+ * src/format/paths.ts; verifyFiles applies it to the files the manifest lists). A file or folder name that is not UTF-8 is refused
  * (E_PACK_NAME, naming it with \xHH escapes): zip entry names and the JSON index are UTF-8, and a
  * reproducer file silently left out would break its build elsewhere. Plain `unzip` gives the dense files as they are, and the
  * sparse ones only as their packed data: `kerncap unpack` is the reader.
@@ -47,10 +46,12 @@ import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
+import { markReceived } from "./trust.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
+import { resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
 import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, ZipWriter, type CdEntry } from "./zip.ts";
 
@@ -102,8 +103,6 @@ export interface PackResult {
   bytes: { files: number; data: number; archive: number };
   /** Reproducer paths that exist only on this machine (see portabilityWarnings); symbolic links left out. */
   warnings: string[];
-  /** Manifest-listed files that were symbolic links, archived as the regular files they point to. */
-  notes: string[];
   seconds: number;
 }
 
@@ -160,16 +159,17 @@ function realPathLoose(p: string): string {
 }
 
 /**
- * Files and folders under dir (relative, `/`-separated, sorted). Symbolic links are reported, not
- * followed, except the paths in `follow` (the files the manifest lists, and the manifest): a link
- * there is archived as the regular file it points to, and a link to a folder that holds such a
- * path as that folder; both are reported in `followed`.
+ * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
+ * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
+ * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
+ * and devices are left out.
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
- * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not UTF-8.
+ * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
+ *   UTF-8, E_PACK_LINK naming a symbolic link, E_UNSAFE_PATH naming a hard link.
  */
-function walk(dir: string, follow: ReadonlySet<string> = new Set()): { files: string[]; dirs: string[]; links: string[]; followed: string[] } {
-  const out = { files: [] as string[], dirs: [] as string[], links: [] as string[], followed: [] as string[] };
+function walk(dir: string): { files: string[]; dirs: string[] } {
+  const out = { files: [] as string[], dirs: [] as string[] };
   const go = (rel: string) => {
     const names: string[] = [];
     for (const raw of readdirSync(join(dir, rel), { encoding: "buffer" })) {
@@ -196,21 +196,16 @@ function walk(dir: string, follow: ReadonlySet<string> = new Set()): { files: st
       const r = rel ? `${rel}/${name}` : name;
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {
-        // verifyFiles has checked that a manifest-listed path leads to a regular file
-        const target = statSync(join(dir, r), { throwIfNoEntry: false });
-        if (follow.has(r) && target?.isFile()) {
-          out.files.push(r);
-          out.followed.push(r);
-        } else if (target?.isDirectory() && [...follow].some((f) => f.startsWith(`${r}/`))) {
-          // a folder of listed files moved elsewhere (memory/ on another disk): archived as a folder
-          out.dirs.push(r);
-          out.followed.push(r);
-          go(r);
-        } else out.links.push(r);
+        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${readlinkSync(join(dir, r))}): pack archives only the regular files inside the folder`, {
+          hint: "Replace the link with the file or folder itself (cp -rL, or mv its target into its place) if it belongs to the capture, or remove it; then pack again.",
+        });
       } else if (st.isDirectory()) {
         out.dirs.push(r);
         go(r);
-      } else if (st.isFile()) out.files.push(r);
+      } else if (st.isFile()) {
+        resolveInCapture(dir, r); // a hard link: E_UNSAFE_PATH
+        out.files.push(r);
+      }
     }
   };
   go("");
@@ -351,23 +346,8 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   removeStale(out, "pack");
 
   const root = basename(dir);
-  const listed = new Set([MANIFEST_FILE, ...m.files.map((f) => f.path), m.params.file, m.module.file, m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
-  const tree = walk(dir, listed);
-  // what unpack will ask for must be in the archive: never an archive that exits 0 here and is refused there
-  const archived = new Set(tree.files);
-  const missing = [...listed].filter((p) => !archived.has(p));
-  if (missing.length) {
-    throw new KerncapError("E_PACK_LINK", `${dir}: ${missing.join(", ")} ${missing.length > 1 ? "are" : "is"} reached through a symbolic link that pack does not follow, so the archive would lack ${missing.length > 1 ? "them" : "it"}`, {
-      hint: "Replace the link with the file or folder itself (cp -rL), then pack again.",
-    });
-  }
+  const tree = walk(dir);
   const warnings = portabilityWarnings(dir, m);
-  if (tree.links.length) warnings.push(`symbolic links are not archived: ${tree.links.join(", ")}`);
-  const notes = tree.followed.map((r) =>
-    statSync(join(dir, r)).isDirectory()
-      ? `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the folder it points to is archived in its place`
-      : `${r} is a symbolic link (to ${readlinkSync(join(dir, r))}): the file it points to is archived in its place, as a regular file`,
-  );
   const files: PackedFile[] = [];
   const images = new Set([m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
   let dataTotal = 0;
@@ -402,7 +382,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
       const p = join(dir, f.path);
       const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
       const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: statSync(p).mtime, usize: ranges.reduce((a, r) => a + r[1], 0) });
-      const src = openSync(p, "r");
+      const src = openSync(p, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
       // holes of a file stored whole are zero-filled, not read
       const data = f.method === "stored" ? dataExtents(p) : { extents: [[0, f.size]] as Extent[], size: f.size };
       try {
@@ -440,7 +420,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
       rmSync(tmp, { force: true });
     }
   }
-  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, notes, seconds: (performance.now() - t0) / 1000 };
+  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, seconds: (performance.now() - t0) / 1000 };
 }
 
 /**
@@ -762,6 +742,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
       if (gone.length) log.warn(`--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`);
       rmSync(dest, { recursive: true, force: true });
     }
+    markReceived(tmp, archive); // validate asks before running its build.sh (src/format/trust.ts)
     rmSync(join(tmp, TEMP_MARKER), { force: true });
     try {
       renameSync(tmp, dest);

@@ -1,14 +1,16 @@
 /**
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
-import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
+import { readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
-import { KerncapError, systemError } from "../errors.ts";
+import { KerncapError } from "../errors.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
+import { describeJsonError } from "./json-position.ts";
+import { capturePath, MANIFEST_MAX_BYTES, readInCapture, resolveInCapture } from "./paths.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
 export function sha256(bytes: Uint8Array): string {
@@ -49,32 +51,27 @@ export function readManifest(dir: string): Manifest {
       hint: zip ? `Unpack it first: kerncap unpack ${shellPath(dir)} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
-  if (!existsSync(path) && existsSync(join(dir, CAPTURE_SET_FILE))) {
-    const set = readCaptureSet(dir)!; // E_MANIFEST when damaged
+  // bounded, a regular file with one name, opened without following a link or waiting on a FIFO
+  const bytes = readInCapture(dir, MANIFEST_FILE, MANIFEST_MAX_BYTES);
+  const set = bytes ? undefined : readCaptureSet(dir); // E_MANIFEST when damaged
+  if (set) {
     const subs = set.captures.map((c) => join(dir, c.dir));
     throw new KerncapError("E_NOT_CAPTURE", `${dir} holds ${subs.length} capture${subs.length === 1 ? "" : "s"} of one run (run --kernel A --kernel B / --capture-all), not one`, {
       hint: subs.length ? `Give one of them: ${subs.slice(0, 6).map(shellPath).join(", ")}${subs.length > 6 ? ", …" : ""}.` : "The set lists no capture; capture again.",
     });
   }
-  if (!existsSync(path)) {
-    const tmp = existsSync(dir) && /\.tmp-\d+$/.test(dir);
+  if (!bytes) {
+    const tmp = /\.tmp-\d+$/.test(dir);
     throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {
       hint: tmp ? "This is the temporary folder of an interrupted capture; run the capture again." : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    // unreadable (permissions) is not damaged: E_IO naming the file (Bun's EISDIR carries no path)
-    const io = systemError(Object.assign(e as object, { path: (e as NodeJS.ErrnoException).path ?? path }));
-    throw io ?? e;
-  }
+  const text = bytes.toString("utf8");
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
   }
   return parseManifest(json, path);
 }
@@ -95,43 +92,34 @@ function startsWithZipSignature(path: string): boolean {
 }
 
 /**
- * Check that every file exists as a regular file (symbolic links followed) with its recorded size
- * and SHA-256 (small files), and that the memory images are regular files of exactly
- * memory.beforeFileBytes/afterFileBytes (an image recorded as 0 bytes may be absent). Region contents are checked against sha256Before/After as they
+ * Check that every file exists as a regular file with one name inside the folder (no link
+ * followed: src/format/paths.ts) with its recorded size and SHA-256 (small files), and that the
+ * memory images are such files of exactly memory.beforeFileBytes/afterFileBytes (an image recorded
+ * as 0 bytes may be absent). Region contents are checked against sha256Before/After as they
  * are read (replay), so this stays cheap for tens of GB.
- * @throws KerncapError E_CHECKSUM naming the file.
+ * @throws KerncapError E_CHECKSUM naming the file, E_UNSAFE_PATH (a link, a hard link, a FIFO …).
  */
 export function verifyFiles(dir: string, m: Manifest): void {
   for (const f of m.files) {
-    const p = join(dir, f.path);
-    if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
-    const st = statSync(p);
-    if (!st.isFile()) throw new KerncapError("E_CHECKSUM", `${f.path} in ${dir} is not a regular file (${fileKind(st)})`, { hint: "The capture folder was altered; capture again." });
+    const st = resolveInCapture(dir, f.path).stats; // E_UNSAFE_PATH: a link, a hard link, a device, a FIFO
+    if (!st) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
     const size = st.size;
     if (size !== f.size) throw new KerncapError("E_CHECKSUM", `${f.path} has ${size} bytes, the manifest says ${f.size} (truncated or altered)`, { hint: "Capture again; the file was damaged." });
-    const h = sha256File(p);
+    const h = sha256File(capturePath(dir, f.path));
     if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway)." });
   }
   for (const [file, want, need] of [
     [m.memory.before, m.memory.beforeFileBytes, storedEnd(m, "before")],
     [m.memory.after, m.memory.afterFileBytes, storedEnd(m, "after")],
   ] as const) {
-    const p = join(dir, file);
-    // an empty image may be absent (finalizeCapture records 0 for a file the library did not
-    // write); one that is there is a regular file (a symbolic link to one counts) of the stated size
-    if (want === 0 && need === 0 && !existsSync(p)) continue;
-    if (!existsSync(p)) throw new KerncapError("E_CHECKSUM", `${file} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
-    const st = statSync(p);
-    if (!st.isFile()) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is not a regular file (${fileKind(st)})`, { hint: "The capture folder was altered; capture again." });
+    const st = resolveInCapture(dir, file).stats;
+    // an empty image may be absent (finalizeCapture records 0 for a file the library did not write)
+    if (want === 0 && need === 0 && !st) continue;
+    if (!st) throw new KerncapError("E_CHECKSUM", `${file} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
     const size = st.size;
     if (size < need) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, its stored chunks need ${need}`, { hint: "Capture again; the file was damaged." });
     if (size !== want) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} has ${size} bytes, the manifest says ${want}: ${size > want ? "appended" : "truncated"} or altered`, { hint: "Capture again; the file was damaged." });
   }
-}
-
-/** What a non-regular file is, for messages: "a directory", "a FIFO", ... */
-export function fileKind(st: Stats): string {
-  return st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : st.isCharacterDevice() ? "a character device" : st.isBlockDevice() ? "a block device" : st.isSocket() ? "a socket" : st.isSymbolicLink() ? "a symbolic link" : "not a regular file";
 }
 
 /**

@@ -5,10 +5,11 @@
  * `{format: "kerncap-capture-set", version: 1, command: [argv], captures: [{dir, kernel, launchIndex}]}`
  * (dir: one folder name inside DIR; kernel: demangled name; launchIndex: 0-based launch captured).
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { describeJsonError } from "./json-position.ts";
+import { MANIFEST_MAX_BYTES, readInCapture } from "./paths.ts";
 
 export const CAPTURE_SET_FILE = "kerncap-captures.json";
 export const CAPTURE_SET_FORMAT = "kerncap-capture-set";
@@ -30,16 +31,18 @@ export type CaptureSet = v.InferOutput<typeof CaptureSet>;
 
 /**
  * DIR's capture-set index, checked against CaptureSet, or undefined when DIR has none.
- * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field).
+ * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field), E_UNSAFE_PATH (a link, a FIFO, past 64 MiB: src/format/paths.ts).
  */
 export function readCaptureSet(dir: string): CaptureSet | undefined {
   const path = join(dir, CAPTURE_SET_FILE);
-  if (!existsSync(path)) return undefined;
+  const bytes = readInCapture(dir, CAPTURE_SET_FILE, MANIFEST_MAX_BYTES);
+  if (!bytes) return undefined;
   let json: unknown;
+  const text = bytes.toString("utf8");
   try {
-    json = JSON.parse(readFileSync(path, "utf8"));
+    json = JSON.parse(text);
   } catch (e) {
-    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON: ${(e as Error).message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
   }
   const r = v.safeParse(CaptureSet, json);
   if (!r.success) {

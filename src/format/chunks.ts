@@ -4,9 +4,9 @@
  * the chunks the launch changed, each as runs stored back to back in memory/before.bin or
  * memory/after.bin (src/format/manifest.ts, Stored). Pure helpers and the CPU verification.
  */
-import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { FileImage } from "./file-image.ts";
+import { capturePath } from "./paths.ts";
 import { kc64 } from "./kc64.ts";
 import type { Global, Manifest, Region, Stored } from "./manifest.ts";
 
@@ -117,7 +117,7 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
   let done = 0;
   for (const which of ["before", "after"] as const) {
     const file = which === "before" ? m.memory.before : m.memory.after;
-    const img = new FileImage(join(dir, file));
+    const img = new FileImage(capturePath(dir, file));
     const all: [Range, string][] = [...m.regions.map((r) => [r, `region ${r.va}`] as [Range, string]), ...m.globals.map((g) => [g, `global ${g.name} (${g.va})`] as [Range, string])];
     for (const [r, what] of all) {
       for (const run of runs(r, r[which], C)) {

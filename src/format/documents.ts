@@ -30,6 +30,8 @@ export const DOCUMENT_VERSIONS = {
   pack: 1,
   unpack: 1,
   doctor: 1,
+  /** `kerncap demo`: the sample capture written (src/demo.ts). */
+  demo: 1,
   error: 1,
   /** `kerncap check --json` (src/check/check.ts CheckReport), and each line of its results file (src/check/results.ts). */
   check: 1,
@@ -206,6 +208,8 @@ export const DOCUMENTS = {
     process: v.nullable(ProcessIdentity),
     /** How many processes of the job initialized CUDA/HSA. */
     processes: U,
+    /** Several captures in one run (several --kernel, --capture-all, --launch-count): each one's folder; dir then holds kerncap-captures.json. */
+    captures: v.optional(v.array(v.object({ dir: v.string(), kernel: v.string(), launchIndex: U, beforeBytes: U }))),
   }),
   inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
   replay: v.looseObject({
@@ -308,6 +312,7 @@ export const DOCUMENTS = {
     seconds: v.number(),
   }),
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
+  demo: v.object({ ...id("demo"), dir: v.string(), kernel: v.string(), arch: v.string(), regions: U, beforeBytes: U, /** Commands to try next, on this folder. */ next: v.array(v.string()) }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
   edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),

@@ -6,12 +6,15 @@
  * Every frontend's reproducer has one; a frontend's own faster rebuild (Frontend.fastBuild) runs
  * its steps through runBuildCommand too.
  */
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, rmSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
+import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
 
 export interface BuildOptions {
   /** Keep build.sh's stderr out of the debug log. */
@@ -24,6 +27,12 @@ export interface BuildOptions {
   targetArch?: string;
   /** The frontend's reading of a failed build's stderr (Frontend.explainBuildFailure). */
   explain?: (stderr: string) => KerncapError | undefined;
+  /**
+   * validate --confine (kerncap mcp): the capture's manifest; the build must read nothing outside
+   * the capture, its recorded source root and the toolchain, and a failure says only the capture's
+   * own diagnostics (src/frontends/confine.ts).
+   */
+  confine?: Pick<Manifest, "source">;
 }
 
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
@@ -70,7 +79,8 @@ export async function runBuildCommand(argv: string[], cwd: string, env: Record<s
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
- *   E_BUILD (exit 2, the compiler's last 30 lines), E_INTERRUPTED (exit 130 at SIGINT, 143 at
+ *   E_BUILD (exit 2, the compiler's last 30 lines; confined: the capture's own diagnostics only),
+ *   E_CONFINED (confined: the build read a file outside, or wrote no dependency list), E_INTERRUPTED (exit 130 at SIGINT, 143 at
  *   SIGTERM: the build's group was stopped).
  */
 export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
@@ -82,9 +92,27 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   const t0 = performance.now();
-  const { out, err, code } = await runBuildCommand(["bash", script], dir, reproducerBuildEnv({ force: o.force, targetArch: o.targetArch }), o.signal);
+  const env = reproducerBuildEnv({ force: o.force, targetArch: o.targetArch });
+  if (o.confine) {
+    mkdirInCapture(dir, dirname(DEPS_FILE));
+    rmSync(resolveInCapture(dir, DEPS_FILE).path, { force: true }); // a list from an earlier build says nothing of this one
+    env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${CONFINE_FLAGS}`.trim();
+  }
+  const { out, err, code } = await runBuildCommand(["bash", script], dir, env, o.signal);
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
+  if (o.confine) {
+    const deps = readInCapture(dir, DEPS_FILE, 16 << 20);
+    const outside = deps ? outsideReads(dir, o.confine, deps.toString("utf8")) : [];
+    if (outside.length) throw confinedError(outside);
+    if (code !== 0) {
+      const shown = captureDiagnostics(dir, `${err}\n${out}`);
+      throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`, {
+        hint: "Fix the compile error in the edited source and run validate again.",
+      });
+    }
+    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${DEPS_FILE}): kerncap mcp cannot tell which files the build read, so its module is not used`, { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
+  }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {

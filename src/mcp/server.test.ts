@@ -9,7 +9,8 @@ import { describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
 import { createMcpServer } from "./server.ts";
@@ -82,6 +83,68 @@ describe("kerncap mcp", () => {
     expect(run.inputSchema.required).toEqual(["app"]);
     expect((run.inputSchema.properties as any).dispatch.type).toBe("integer");
     await c.close();
+  });
+
+  test("tools/list: a title and annotations on every tool (inspect reads, edit_file writes); outputSchemas that calls conform to", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const t = Object.fromEntries(tools.map((x) => [x.name, x]));
+    for (const x of tools) {
+      expect(x.title, x.name).toBeTruthy();
+      for (const k of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) expect(typeof x.annotations?.[k], `${x.name} ${k}`).toBe("boolean");
+      expect(x.outputSchema?.type, x.name).toBe("object");
+    }
+    // what a client asks permission for: reading vs writing, the app's open world
+    for (const n of ["inspect", "read_file", "replay"]) expect(t[n]!.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    expect(t.edit_file!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: false });
+    expect(t.run!.annotations).toMatchObject({ readOnlyHint: false, openWorldHint: true });
+    expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: true });
+    // a result, a file, an edit and an error each conform to the tool's outputSchema (the SDK's own validator)
+    const ajv = new AjvJsonSchemaValidator();
+    const dir = await fresh();
+    const calls: [string, Record<string, unknown>][] = [["inspect", { dir }], ["read_file", { dir, path: "src/kernel.cu" }], ["edit_file", { dir, path: "src/kernel.cu", content: "// x\n" }], ["inspect", { dir: join(dir, "nothing") }]];
+    for (const [name, args] of calls) {
+      const r = await c.callTool({ name, arguments: args });
+      const check = ajv.getValidator(t[name]!.outputSchema as never)(r.structuredContent);
+      expect(check.valid, `${name}: ${check.errorMessage}`).toBe(true);
+    }
+    // and a document of another tool does not: the schemas say something
+    const other = await c.callTool({ name: "read_file", arguments: { dir, path: "src/kernel.cu" } });
+    expect(ajv.getValidator(t.inspect!.outputSchema as never)(other.structuredContent).valid).toBe(false);
+    await c.close();
+  }, 30_000);
+
+  test("bad arguments in plain words: an unknown one with those the tool takes, a missing one", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const u = await c.callTool({ name: "inspect", arguments: { dir, bogus: 1 } });
+    expect(doc(u).error.message).toBe("bad arguments for inspect: unknown argument bogus; the tool takes: dir, verify");
+    const m = await c.callTool({ name: "read_file", arguments: { dir } });
+    expect(doc(m).error.message).toBe("bad arguments for read_file: missing argument path");
+    // kerncap.json is the capture's own file: no "did you mean src/kerncap.json?" (found by a trial)
+    const k = await c.callTool({ name: "edit_file", arguments: { dir, path: "kerncap.json", content: "x" } });
+    expect(doc(k).error.hint).toContain("kerncap.json is the capture's own file");
+    expect(doc(k).error.hint).not.toContain("src/kerncap.json");
+    await c.close();
+  });
+
+  test("kerncap mcp --print-config CLIENT: the registration with this kerncap's path; an unknown client names the known ones", async () => {
+    const main = resolve(import.meta.dir, "../cli/main.ts");
+    const cfg = (client: string) => Bun.spawnSync([process.execPath, main, "mcp", "--print-config", client], { stdout: "pipe", stderr: "pipe" });
+    const exe = realpathSync(process.execPath);
+    const code = cfg("claude-code");
+    expect(code.exitCode).toBe(0);
+    expect(code.stdout.toString()).toBe(`claude mcp add --scope user kerncap -- ${exe} ${main} mcp\n`);
+    for (const [client, key] of [["claude-desktop", "mcpServers"], ["cursor", "mcpServers"], ["vscode", "servers"]] as const) {
+      const r = cfg(client);
+      expect(r.exitCode, client).toBe(0);
+      expect(JSON.parse(r.stdout.toString())[key].kerncap).toMatchObject({ command: exe, args: [main, "mcp"] });
+      expect(r.stderr.toString(), client).toContain(client === "claude-desktop" ? "claude_desktop_config.json" : "mcp.json");
+    }
+    expect(cfg("codex").stdout.toString()).toContain(`[mcp_servers.kerncap]\ncommand = ${JSON.stringify(exe)}`);
+    const bad = cfg("emacs");
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr.toString()).toContain("claude-code, claude-desktop, cursor, vscode, codex");
   });
 
   test("inspect returns the verb's document; replay and validate their error documents without a GPU/build", async () => {
@@ -287,7 +350,7 @@ describe("kerncap mcp", () => {
     await c.close();
   }, 30_000);
 
-  test("edit_file refuses a src/ that is a symbolic link out of the capture; nothing is written there", async () => {
+  test("edit_file refuses a src/ that is a symbolic link (out of the capture or inside it); nothing is written there", async () => {
     const c = await connected();
     const dir = await fresh();
     const outside = join(dirname(dir), "outside");
@@ -297,17 +360,17 @@ describe("kerncap mcp", () => {
     const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/PWNED.cu", content: "x" } });
     expect(e.isError).toBe(true);
     expect(doc(e).error.code).toBe("E_USAGE");
-    expect(doc(e).error.message).toContain("leads outside the capture folder");
+    expect(doc(e).error.message).toContain("src is a symbolic link");
     expect(readdirSync(outside)).toEqual([]);
-    // a link inside the capture is followed; the shown path stays relative to the capture
+    // a link that stays inside the capture is refused too: no link is followed (src/format/paths.ts)
     const inside = join(dirname(dir), "cap2");
     cpSync(await fresh(), inside, { recursive: true });
     rmSync(join(inside, "src"), { recursive: true });
     mkdirSync(join(inside, "real-src"));
     symlinkSync(join(inside, "real-src"), join(inside, "src"));
-    const ok = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
-    expect(ok.isError, JSON.stringify(ok)).toBe(false);
-    expect(doc(ok).path).toBe("real-src/k.cu");
+    const no = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
+    expect(doc(no).error.code).toBe("E_USAGE");
+    expect(readdirSync(join(inside, "real-src"))).toEqual([]);
     await c.close();
   });
 

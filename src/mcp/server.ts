@@ -19,16 +19,17 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { Subprocess } from "bun";
-import { existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { existsSync, lstatSync, statSync, type Stats } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
 import * as v from "valibot";
-import { jsonDocument } from "../format/documents.ts";
+import { DOCUMENTS, jsonDocument, type DocumentName } from "../format/documents.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { readInCapture, resolveInCapture, shownPath, writeInCapture } from "../format/paths.ts";
 import { log } from "../log.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -50,14 +51,32 @@ const Tol = {
 const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
 const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The application command line: program and its arguments"));
 
-/** Tool name → description, input schema, and the kerncap arguments it runs (or a local action). */
+/**
+ * What a client may assume of a tool when it asks the user for permission (MCP ToolAnnotations):
+ * list and run execute the application (open world: whatever it does); validate runs the
+ * capture's build.sh, which writes build/ inside the capture folder; edit_file rewrites a file
+ * under src/; inspect, replay and read_file change nothing on disk.
+ */
+const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+/**
+ * Tool name → title, description, annotations, input schema, the document it returns (its
+ * outputSchema, with the error document: src/cli/documents.ts), and the kerncap arguments it runs
+ * (or a local action).
+ */
 const TOOLS = {
   list: {
+    title: "List the kernels an application launches",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    output: "list",
     description: "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",
     input: v.strictObject({ app: App, cwd: v.optional(v.string()) }),
     argv: (a: { app: string[] }) => ["list", "--json", "--", ...a.app],
   },
   run: {
+    title: "Capture a kernel launch from an application",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    output: "run",
     description: "Run an application and capture the Nth launch of a kernel (POSIX ERE on the mangled or demangled name) into a capture folder with a reproducer project. Document kerncap.run/1.",
     input: v.strictObject({
       app: App,
@@ -70,6 +89,7 @@ const TOOLS = {
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
       captureAll: v.optional(v.pipe(v.boolean(), v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"))),
       maxCaptures: Nat("With captureAll: at most this many captures (default 64)", 1),
+      launchCount: Nat("Capture this many consecutive matching launches from dispatch on, one folder each inside out (ncu's --launch-count; default 1)", 1),
       countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
       rank: Nat("Multi-process jobs: capture only in the process of this rank (RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"),
       process: Nat("Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA"),
@@ -80,6 +100,7 @@ const TOOLS = {
       "--json",
       ...(a.captureAll ? ["--capture-all"] : []),
       ...(a.maxCaptures !== undefined ? ["--max-captures", String(a.maxCaptures)] : []),
+      ...(a.launchCount !== undefined ? ["--launch-count", String(a.launchCount)] : []),
       ...(a.countBenchmarks ? ["--count-benchmarks"] : []),
       ...(a.rank !== undefined ? ["--rank", String(a.rank)] : []),
       ...(a.process !== undefined ? ["--process", String(a.process)] : []),
@@ -95,11 +116,17 @@ const TOOLS = {
     ],
   },
   inspect: {
+    title: "Read a capture's manifest and integrity",
+    annotations: READS,
+    output: "inspect",
     description: "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every stored memory chunk's kc64 too). Document kerncap.inspect/1.",
     input: v.strictObject({ dir: Dir, verify: v.optional(v.boolean()) }),
     argv: (a: { dir: string; verify?: boolean }) => ["inspect", a.dir, "--json", ...(a.verify ? ["--verify"] : [])],
   },
   replay: {
+    title: "Replay a capture on the GPU and compare",
+    annotations: READS,
+    output: "replay",
     description: "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
     input: v.strictObject({
       dir: Dir,
@@ -119,15 +146,24 @@ const TOOLS = {
     ],
   },
   validate: {
+    title: "Rebuild the edited reproducer, replay and compare",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    output: "validate",
     description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
     input: v.strictObject({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
   },
   read_file: {
+    title: "Read a text file of a capture folder",
+    annotations: READS,
+    output: "file",
     description: "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
     input: v.strictObject({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
   edit_file: {
+    title: "Edit a reproducer source under src/",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    output: "edit",
     description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu): nothing outside src/ can be written (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
     input: v.strictObject({
       dir: Dir,
@@ -137,10 +173,38 @@ const TOOLS = {
       content: v.optional(v.pipe(v.string(), v.description("The whole new file (instead of oldText/newText)"))),
     }),
   },
-} as const;
+} as const satisfies Record<string, { title: string; annotations: ToolAnnotations; output: DocumentName; description: string; input: v.GenericSchema; argv?: (a: never) => string[] }>;
 type ToolName = keyof typeof TOOLS;
+
+/** A JSON Schema (draft-07) for MCP: the valibot schema's, without the keys that only a top-level document carries. */
+function toolSchema(s: v.GenericSchema): Record<string, unknown> {
+  const { $schema: _, ...js } = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  return js;
+}
+
+/** A tool's outputSchema: its document, or the error document (what every tool returns with isError). */
+function outputSchema(doc: DocumentName): { type: "object"; [k: string]: unknown } {
+  return { type: "object", anyOf: [toolSchema(DOCUMENTS[doc]), toolSchema(DOCUMENTS.error)] };
+}
+
+/**
+ * The arguments' problems in plain words: an unknown argument with the ones the tool takes, a
+ * missing one, a value of the wrong type or range (valibot's issue for it).
+ */
+function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[]): string {
+  const takes = Object.keys((TOOLS[tool].input as unknown as { entries: Record<string, unknown> }).entries);
+  return issues
+    .slice(0, 5)
+    .map((i) => {
+      const at = v.getDotPath(i) ?? "(arguments)";
+      if (i.expected === "never") return `unknown argument ${at}; the tool takes: ${takes.join(", ")}`;
+      if (i.received === "undefined") return `missing argument ${at}`;
+      return `${at}: ${i.message}`;
+    })
+    .join("; ");
+}
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
-type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; countBenchmarks?: boolean; rank?: number; process?: number };
+type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; launchCount?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
 /** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
@@ -255,45 +319,39 @@ async function runVerb(argv: string[], cwd: string | undefined, children: ToolCh
 }
 
 /**
- * A capture folder and a path inside it, resolved through symbolic links; under `sub` when given
- * (`sub` itself must resolve inside the folder: a src/ that is a link elsewhere is refused).
- * `shown`: the path relative to the (resolved) capture folder.
- * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/), E_USAGE (outside)
+ * A capture folder and a path inside it, by the capture path rule (src/format/paths.ts: no link
+ * followed, a regular file with one name when it exists); under `sub` when given (`sub/` must be a
+ * real folder of the capture). `shown`: the path relative to the capture folder; `stats`: its
+ * lstat, undefined when there is no such file yet.
+ * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/),
+ *   E_USAGE (outside, or not under `sub`/), E_UNSAFE_PATH (a link, a hard link, a FIFO, a NUL …)
  */
-function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; path: string; shown: string } {
+function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; shown: string; stats?: Stats } {
   const dir = resolve(dirArg);
   readManifest(dir); // a capture folder, or the reader's own error
-  const realDir = realpathSync(dir);
-  let base = realDir;
   if (sub) {
-    const s = join(dir, sub);
-    if (!existsSync(s) || !statSync(s).isDirectory()) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder." });
-    base = realpathSync(s);
-    if (!base.startsWith(realDir + sep)) throw new KerncapError("E_USAGE", `${dir}/${sub} leads outside the capture folder (to ${base})`, { hint: `Only files inside the capture folder can be edited; replace the link ${sub} with a folder.` });
+    const s = lstatSync(join(dir, sub), { throwIfNoEntry: false });
+    if (!s) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder." });
+    if (!s.isDirectory()) throw new KerncapError("E_USAGE", `${dir}/${sub} is ${s.isSymbolicLink() ? "a symbolic link" : "not a folder"}: edit_file edits only files inside the capture folder, reached through its own folders (no link followed)`, { hint: `Replace ${sub} with a folder holding the sources.` });
   }
   // one rule for both file tools: `rel` is relative to the capture folder; under `sub`, it must start with sub/
   const norm = rel.replace(/^(\.\/)+/, "");
   if (sub && (norm === sub || norm === `${sub}/`)) throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
   if (sub && !norm.startsWith(`${sub}/`)) {
-    throw new KerncapError("E_USAGE", `${rel} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
+    throw new KerncapError("E_USAGE", `${shownPath(rel)} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
       hint:
         isAbsolute(rel) || rel.split(/[\\/]/).includes("..")
           ? `Give a path such as ${sub}/kernel.cu.`
           : norm.split("/")[0]!.toLowerCase() === sub
             ? `Did you mean ${sub}/${norm.split("/").slice(1).join("/")}? (paths are case-sensitive)`
-            : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+            : existsSync(join(dir, norm)) && !existsSync(join(dir, sub, norm))
+              ? `${norm} is the capture's own file, not a reproducer source: read it with read_file; only the sources under ${sub}/ can be edited.`
+              : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
     });
   }
-  const r = sub ? norm.slice(sub.length + 1) : rel;
-  if (isAbsolute(r) || r.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${rel} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
-  const p = resolve(base, r);
-  // the deepest existing ancestor must stay inside (a symbolic link in src/ must not lead out)
-  let q = p;
-  while (!existsSync(q)) q = dirname(q);
-  const real = realpathSync(q);
-  if (real !== base && !real.startsWith(base + sep)) throw new KerncapError("E_USAGE", `${rel} leads outside ${base}`, { hint: `Only files under the capture's ${sub ?? "folder"} can be ${sub ? "edited" : "read"}.` });
-  if (p === base) throw new KerncapError("E_USAGE", `${rel} names the folder itself`, { hint: "Give a file." });
-  return { dir, path: p, shown: relative(realDir, p) };
+  if (isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
+  const { stats } = resolveInCapture(dir, norm); // a folder is refused there too: not a regular file
+  return { dir, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats };
 }
 
 /** The largest text read_file returns and edit_file writes (bytes): what one can write, the other reads back. */
@@ -311,26 +369,26 @@ function assertText(b: Buffer, shown: string, verb: "read_file returns" | "edit_
 }
 
 function readFileTool(a: { dir: string; path: string }): CallToolResult {
-  const { dir, path, shown } = capturePath(a.dir, a.path);
-  if (!existsSync(path) || !statSync(path).isFile()) throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, { hint: "List the reproducer's files with inspect (manifest source) or read README.md." });
-  const size = statSync(path).size;
+  const { dir, shown, stats } = capturePath(a.dir, a.path);
+  if (!stats) throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, { hint: "List the reproducer's files with inspect (manifest source) or read README.md." });
+  const size = stats.size;
   if (size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} has ${size} bytes; read_file returns text files up to 4 MiB`, { hint: "Read a smaller file; memory images and modules are not text (use inspect and replay for those)." });
-  const b = readFileSync(path);
+  const b = readInCapture(dir, shown, TEXT_MAX)!;
   assertText(b, shown, "read_file returns");
   return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
 }
 
 function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
-  const { dir, path, shown } = capturePath(a.dir, a.path, "src");
+  const { dir, shown, stats } = capturePath(a.dir, a.path, "src");
   let text: string;
   if (a.content !== undefined) {
     if (a.oldText !== undefined) throw new KerncapError("E_USAGE", "give content, or oldText and newText, not both", { hint: "content replaces the whole file; oldText/newText one passage." });
     text = a.content;
   } else {
     if (a.oldText === undefined || a.newText === undefined) throw new KerncapError("E_USAGE", "give oldText and newText (or content)", { hint: "oldText must occur exactly once in the file." });
-    if (!existsSync(path)) throw new KerncapError("E_USAGE", `${shown} does not exist`, { hint: "Create it with content, or check the path with read_file." });
-    if (statSync(path).size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
-    const raw = readFileSync(path);
+    if (!stats) throw new KerncapError("E_USAGE", `${shown} does not exist`, { hint: "Create it with content, or check the path with read_file." });
+    if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
+    const raw = readInCapture(dir, shown, TEXT_MAX)!;
     assertText(raw, shown, "edit_file edits");
     const old = raw.toString("utf8");
     const n = old.split(a.oldText).length - 1;
@@ -338,24 +396,56 @@ function editFileTool(a: { dir: string; path: string; oldText?: string; newText?
     text = old.replace(a.oldText, () => a.newText!);
   }
   if (Buffer.byteLength(text) > TEXT_MAX) throw new KerncapError("E_USAGE", `the new ${shown} would have ${Buffer.byteLength(text)} bytes; edit_file writes text files up to 4 MiB`, { hint: "read_file reads back at most 4 MiB: keep sources under that." });
-  if (a.content !== undefined && existsSync(path)) assertText(readFileSync(path), shown, "edit_file edits"); // never replace a binary file wholesale either
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, text);
+  if (a.content !== undefined && stats) {
+    if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
+    assertText(readInCapture(dir, shown, TEXT_MAX)!, shown, "edit_file edits"); // never replace a binary file wholesale either
+  }
+  writeInCapture(dir, shown, text); // a temporary file renamed over the name: nothing written through a link
   return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
+}
+
+/** How far `kerncap mcp` trusts what its agent asks for (docs/security.md). */
+export interface McpTrust {
+  /** `--trust-builds`: validate may run the build.sh of a received capture (validate --trust). */
+  trustBuilds?: boolean;
+}
+
+/** The first string anywhere in a tool's arguments that holds a NUL byte (no path, pattern or argv word can), as its dot path. */
+function nulArgument(x: unknown, at = ""): string | undefined {
+  if (typeof x === "string") return x.includes("\0") ? at || "(arguments)" : undefined;
+  if (Array.isArray(x)) {
+    for (let i = 0; i < x.length; i++) {
+      const r = nulArgument(x[i], `${at}[${i}]`);
+      if (r) return r;
+    }
+  } else if (x && typeof x === "object") {
+    for (const [k, y] of Object.entries(x)) {
+      const r = nulArgument(y, at ? `${at}.${k}` : k);
+      if (r) return r;
+    }
+  }
+  return undefined;
 }
 
 /**
  * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
  * `children`: where the tool children are tracked (a call's child is ended when the call is
- * cancelled or the transport closes).
+ * cancelled or the transport closes). validate always runs confined (validate --confine: a build
+ * that reads files outside the capture, its source root and the toolchain is refused, and compiler
+ * messages keep only diagnostics of the capture's own files), and runs a received capture's
+ * build.sh only with `trust.trustBuilds` (validate --trust).
  */
-export function createMcpServer(children = new ToolChildren()): Server {
+export function createMcpServer(children = new ToolChildren(), trust: McpTrust = {}): Server {
   const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate. Every tool returns a JSON document with a schema id." });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: Object.entries(TOOLS).map(([name, t]) => {
-      const { $schema: _, ...inputSchema } = toJsonSchema(t.input, { errorMode: "ignore" }) as Record<string, unknown>;
-      return { name, description: t.description, inputSchema: inputSchema as { type: "object" } };
-    }),
+    tools: Object.entries(TOOLS).map(([name, t]) => ({
+      name,
+      title: t.title,
+      description: t.description,
+      inputSchema: toolSchema(t.input) as { type: "object" },
+      outputSchema: outputSchema(t.output),
+      annotations: { title: t.title, ...t.annotations },
+    })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = req.params.name;
@@ -363,14 +453,16 @@ export function createMcpServer(children = new ToolChildren()): Server {
     const t = TOOLS[name as ToolName];
     const parsed = v.safeParse(t.input, req.params.arguments ?? {});
     if (!parsed.success) {
-      const issues = parsed.issues.slice(0, 5).map((i) => `${v.getDotPath(i) ?? "(arguments)"}: ${i.message}`).join("; ");
-      return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${issues}`, { hint: "See the tool's inputSchema (tools/list)." }));
+      return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues)}`, { hint: "See the tool's inputSchema (tools/list)." }));
     }
     const a = parsed.output as Record<string, unknown>;
+    const nul = nulArgument(req.params.arguments);
+    if (nul) return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, { hint: "Give the argument without the NUL byte." }));
     try {
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
       const argv = (t as { argv: (x: unknown) => string[] }).argv(a);
+      if (name === "validate") argv.push("--confine", ...(trust.trustBuilds ? ["--trust"] : []));
       return await runVerb(argv, a.cwd as string | undefined, children, extra.signal);
     } catch (e) {
       return errorResult(e);
@@ -425,9 +517,9 @@ export function answerUnreadable(transport: Transport): void {
  * TOOL_GRACE_MS or at a second signal) and returns once they have exited.
  * @throws KerncapError E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM) after a signal
  */
-export async function serve(transport: Transport): Promise<void> {
+export async function serve(transport: Transport, trust: McpTrust = {}): Promise<void> {
   const children = new ToolChildren();
-  const server = createMcpServer(children);
+  const server = createMcpServer(children, trust);
   const stops = new StopSignals().install();
   const closed = new Promise<void>((res) => (server.onclose = () => res()));
   stops.onStop = (sig) => {

@@ -141,6 +141,16 @@ export function describeTried(tried: { name: string; reason: string }[]): string
 }
 
 /**
+ * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
+ * every verb gives: what needs the GPU and what works without it.
+ */
+export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
+  return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
+    hint: "kerncap run, list, replay and validate's replay need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack, schema and demo work anywhere, and validate still rebuilds the edited source (a build error is reported first).",
+  });
+}
+
+/**
  * What the usual libcuda search (libcudaCandidates without KERNCAP_LIBCUDA) tried, for its failure
  * message: describeTried, then the bare names it left out because a file of that name is in the
  * working folder (bareLibraryNames), which would otherwise vanish from the list unexplained.
@@ -193,9 +203,7 @@ export function probeGpu(): number {
     return d.count;
   }
   if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
-  throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: "kerncap run, list, replay and validate need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack and schema work anywhere, and validate still rebuilds the edited source (a build error is reported first).",
-  });
+  throw noDriverError(tried);
 }
 
 /**
@@ -245,9 +253,7 @@ export function cuda(ordinal = 0): Cuda {
       });
     }
     if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
-    throw new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-      hint: "Run on a machine with an NVIDIA GPU and its driver, or set KERNCAP_LIBCUDA to libcuda.so.1's path.",
-    });
+    throw noDriverError(tried);
   }
   cached = new Cuda(lib, ordinal);
   return cached;

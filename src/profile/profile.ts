@@ -13,10 +13,12 @@ import { join, resolve } from "node:path";
 import { selfCommand } from "../doctor.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { capturePath } from "../format/paths.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
 import { runBuildCommand } from "../frontends/build.ts";
+import { requireTrustedBuild } from "../format/trust.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysCommand, parseNcuDetails, replayArgv, type NcuFigures, type NsightTool } from "./ncu.ts";
 
@@ -33,6 +35,8 @@ export interface ProfileOptions {
   toolOptions: string[];
   /** Build even when the toolchain differs from the capture's (Triton version). */
   force?: boolean;
+  /** --trust: with `build`, run a received capture's build.sh (src/format/trust.ts). */
+  trust?: boolean;
   quiet?: boolean;
 }
 
@@ -107,11 +111,12 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   const name = reportName(o.name ?? (o.build ? "build" : "replay"));
   const exe = findNsightTool(tool);
 
-  let module = join(dir, m.module.file);
+  let module = capturePath(dir, m.module.file);
   let buildSeconds = 0;
   if (o.build) {
     const fe = frontendOf(m);
     if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
+    requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap profile ${dir} --build` });
     const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;

@@ -30,6 +30,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
+import { MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -37,7 +38,7 @@ import { buildReproducer, FastBuildUnavailable, type BuildOptions } from "../fro
 import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
-export const PRUNED_DIR = join("build", "pruned");
+export const PRUNED_DIR = "build/pruned";
 const CHECK_FILE = "check.json";
 
 /** DIR/build/pruned/check.json: the outcome of the side-by-side build. */
@@ -73,7 +74,7 @@ export interface Rebuilt {
 
 export function readPrunedCheck(dir: string): PrunedCheck | undefined {
   try {
-    const c = JSON.parse(readFileSync(join(dir, PRUNED_DIR, CHECK_FILE), "utf8"));
+    const c = JSON.parse(readInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, MANIFEST_MAX_BYTES)?.toString("utf8") ?? "null");
     return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
   } catch {
     return undefined;
@@ -101,6 +102,11 @@ export interface RebuilderOptions {
    * the captured one, and its check against build.sh's would compare two architectures' code.
    */
   targetArch?: string;
+  /**
+   * validate --confine (kerncap mcp): the capture's manifest, for BuildOptions.confine. build.sh
+   * only: the fast build's steps write no dependency list.
+   */
+  confine?: Pick<Manifest, "source">;
 }
 
 export class Rebuilder {
@@ -119,7 +125,7 @@ export class Rebuilder {
     private readonly o: RebuilderOptions,
   ) {
     this.dir = resolve(dir); // build.sh runs inside the folder
-    this.fast = o.fullBuild || o.targetArch ? undefined : fe.fastBuild;
+    this.fast = o.fullBuild || o.targetArch || o.confine ? undefined : fe.fastBuild;
     if (this.fast) this.work = o.watch ? mkdtempSync(join(tmpdir(), "kerncap-fast-")) : join(this.dir, PRUNED_DIR);
     if (this.fast && o.watch) this.series = this.fast.series();
   }
@@ -130,7 +136,7 @@ export class Rebuilder {
   }
 
   private buildOptions(signal?: AbortSignal): BuildOptions {
-    return { quiet: this.o.quiet, force: this.o.force, ...(signal ? { signal } : {}), ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}), ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}) };
+    return { quiet: this.o.quiet, force: this.o.force, ...(signal ? { signal } : {}), ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}), ...(this.o.confine ? { confine: this.o.confine } : {}), ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}) };
   }
 
   private async buildSh(signal?: AbortSignal): Promise<Rebuilt> {
@@ -216,7 +222,7 @@ export class Rebuilder {
 
   private writeCheck(c: Omit<PrunedCheck, "schema" | "kerncap" | "at">): void {
     const doc: PrunedCheck = { schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: new Date().toISOString(), ...c };
-    writeFileSync(join(this.work!, CHECK_FILE), JSON.stringify(doc, null, 2) + "\n");
+    writeInCapture(this.dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify(doc, null, 2) + "\n");
   }
 
   /**
@@ -231,8 +237,7 @@ export class Rebuilder {
   }
 
   private async raceOrCheck(fast: FastBuilder): Promise<Rebuilt> {
-    const work = this.work!;
-    mkdirSync(work, { recursive: true });
+    const work = mkdirInCapture(this.dir, PRUNED_DIR);
     const kernel = this.m.kernel.name;
     const check = readPrunedCheck(this.dir);
     const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;

@@ -34,6 +34,8 @@ export interface ValidateOptions {
   force: boolean;
   /** build.sh only (--full-build). */
   fullBuild: boolean;
+  /** --confine (kerncap mcp): build.sh alone, refused when it reads outside the capture (src/frontends/confine.ts). */
+  confine?: boolean;
 }
 
 /** A rebuild running beside a replay. */
@@ -77,7 +79,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     });
   }
   const t0 = performance.now();
-  const rebuild = startRebuild(c.dir, m, { quiet: o.quiet, force: o.force, fullBuild: o.fullBuild });
+  const rebuild = startRebuild(c.dir, m, { quiet: o.quiet, force: o.force, fullBuild: o.fullBuild, ...(o.confine ? { confine: m } : {}) });
   let r: ReplayResult;
   let compare: TimingComparison | null;
   try {

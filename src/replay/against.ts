@@ -5,11 +5,12 @@
  * launched on DIR's memory) or a module image (a reproducer build's cubin: launched with DIR's
  * launch configuration, the kernel looked up by DIR's captured name).
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { capturePath, readCaptureBytes } from "../format/paths.ts";
 import type { RunOptions } from "./engine.ts";
 
 export interface AgainstKernel {
@@ -37,8 +38,9 @@ export function againstKernel(m: Manifest, other: string): AgainstKernel {
       hint: "The other kernel runs on this capture's memory: give a capture of the same launch (the same allocations, e.g. the app rebuilt with other flags), or a module built from this capture's reproducer.",
     });
   }
-  const params = new Uint8Array(readFileSync(join(path, o.params.file)));
-  return { kind: "capture", path, run: { modulePath: join(path, o.module.file), kernelName: o.kernel.name, launch: { launch: o.launch, functionAttributes: o.functionAttributes, params } } };
+  // OTHER's files by the capture path rule, as the replay opens DIR's (src/format/paths.ts)
+  const params = new Uint8Array(readCaptureBytes(path, o.params.file, o.params.size));
+  return { kind: "capture", path, run: { modulePath: capturePath(path, o.module.file), kernelName: o.kernel.name, launch: { launch: o.launch, functionAttributes: o.functionAttributes, params } } };
 }
 
 /** Why capture `o`'s launch cannot run on capture `m`'s memory, or undefined when it can (same device architecture, same regions: VA and size). */

@@ -10,10 +10,10 @@ import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../f
 import { kc64 } from "../format/kc64.ts";
 import type { ChunkScan } from "./scan.ts";
 import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
-import { join } from "node:path";
 import { faultVaTaken } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
+import { capturePath, readCaptureBytes } from "../format/paths.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { diffBytes, median, vaSpans } from "./compare.ts";
@@ -440,7 +440,7 @@ async function openOn(cu: ReplayBackend, dir: string, m: Manifest, o: Pick<Repla
   // 2. Restore the before state: zero every range, then copy the stored chunks.
   const t1 = performance.now();
   const C = m.memory.chunkBytes;
-  const restorer = new Restorer(cu, join(dir, m.memory.before));
+  const restorer = new Restorer(cu, capturePath(dir, m.memory.before));
   for (const r of m.regions) restorer.restore(BigInt(r.va), r, C);
   restorer.finish();
   const restoreSeconds = (performance.now() - t1) / 1000;
@@ -489,8 +489,8 @@ class Session implements ReplaySession {
     const m = manifest;
     this.C = m.memory.chunkBytes;
     this.changedRuns = m.regions.flatMap((r) => runs(r, r.after, this.C).map((x) => ({ va: BigInt(r.va) + BigInt(x.vaOffset), bytes: x.bytes })));
-    this.before = new FileImage(join(dir, m.memory.before));
-    this.after = new FileImage(join(dir, m.memory.after));
+    this.before = new FileImage(capturePath(dir, m.memory.before));
+    this.after = new FileImage(capturePath(dir, m.memory.after));
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
   }
 
@@ -610,10 +610,11 @@ class Session implements ReplaySession {
     const { dir, cu } = this;
     const m = this.manifest;
     const tw = performance.now();
-    const modFile = await (o.modulePath ?? join(dir, m.module.file));
+    const rebuilt = await o.modulePath; // an absolute path that the reproducer's build printed
+    const modFile = rebuilt ?? capturePath(dir, m.module.file);
     const moduleWaitSeconds = (performance.now() - tw) / 1000;
     const t2 = performance.now();
-    const image = new Uint8Array(await Bun.file(modFile).arrayBuffer());
+    const image = new Uint8Array(rebuilt ? await Bun.file(rebuilt).arrayBuffer() : readCaptureBytes(dir, m.module.file, m.module.size));
     return { mod: cu.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2 };
   }
 
@@ -712,7 +713,7 @@ class Session implements ReplaySession {
     const loadSeconds = (performance.now() - t2) / 1000;
     log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
 
-    const params = o.launch?.params ?? new Uint8Array(await Bun.file(join(dir, m.params.file)).arrayBuffer());
+    const params = o.launch?.params ?? new Uint8Array(readCaptureBytes(dir, m.params.file, m.params.size));
     const launchKernel = f.launcher(lm, params);
     const launch = () => {
       this.dirty = true;

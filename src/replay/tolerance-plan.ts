@@ -3,10 +3,9 @@
  * frontend knows (Frontend.regionTypes: Triton's signature pointer types, via the parameter
  * buffer), else --dtype, else float32. Pure: manifest + parameter bytes in, plan out.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { readInCapture } from "../format/paths.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { elementType, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
 
@@ -95,6 +94,6 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
  */
 export function checkMultiset(dir: string, m: Pick<Manifest, "regions" | "params">, values: string[] | undefined): void {
   if (!values?.length) return;
-  const p = join(dir, m.params.file);
-  multisetRegions(m, existsSync(p) ? new Uint8Array(readFileSync(p)) : new Uint8Array(m.params.size), values);
+  const params = readInCapture(dir, m.params.file, m.params.size);
+  multisetRegions(m, params ? new Uint8Array(params) : new Uint8Array(m.params.size), values);
 }

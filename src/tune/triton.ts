@@ -11,6 +11,7 @@ import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
+import { MANIFEST_MAX_BYTES, readCaptureBytes, readInCapture } from "../format/paths.ts";
 import type { Manifest, ParamSlot } from "../format/manifest.ts";
 import { runBuildCommand } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -20,6 +21,7 @@ import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
 import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
+import { requireTrustedBuild } from "../format/trust.ts";
 import { openReplay, type RunOptions } from "../replay/engine.ts";
 import { configKey, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, type TuneConfig, type TuneRow } from "./space.ts";
 
@@ -35,6 +37,8 @@ export interface TuneOptions {
   rtol?: number;
   /** Parallel compiles (default: the CPU count). */
   jobs?: number;
+  /** --trust: tune a received capture (its kernel's Python and pinned.json's interpreter run: src/format/trust.ts). */
+  trust?: boolean;
 }
 
 export interface TuneResult {
@@ -132,13 +136,15 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   const capture = openCapture(dir);
   const m: Manifest = capture.manifest;
   if (frontendOf(m) !== tritonFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
-  const pinPath = join(dir, "pinned.json");
-  if (!existsSync(pinPath)) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
-  const pin = JSON.parse(readFileSync(pinPath, "utf8")) as Pinned;
+  // each config's compile imports the capture's Python under src/ with pinned.json's interpreter: code, as validate's build is
+  requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap tune ${dir}` });
+  const pinned = readInCapture(dir, "pinned.json", MANIFEST_MAX_BYTES);
+  if (!pinned) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
+  const pin = JSON.parse(pinned.toString("utf8")) as Pinned;
   const base = capturedConfig(pin);
   const swept = tuneSpace(pin, o.configs);
   const space = swept.map((c) => ({ kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } }));
-  const params = new Uint8Array(readFileSync(join(dir, m.params.file)));
+  const params = new Uint8Array(readCaptureBytes(dir, m.params.file, m.params.size));
   const scalars = tritonScalarArgs(pin.signature, params, m.params.layout);
   const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
   if (!o.grid && space.some(tiles)) {

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
-import { chmodSync, closeSync, existsSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
@@ -14,6 +14,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
+import { RECEIVED_MARK } from "../../src/format/trust.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 import { rawZip, readRawZip } from "./zip-fixture.ts";
 
@@ -130,7 +131,7 @@ describe("pack / unpack", () => {
     const u = await unpackArchive(p.archive, join(root, "back"));
     const a = tree(dir);
     const b = tree(u.dir);
-    expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
+    expect([...b.keys()].sort()).toEqual([...a.keys(), RECEIVED_MARK].sort()); // unpack marks the folder received (src/format/trust.ts)
     for (const [k, v] of a) expect(Buffer.compare(b.get(k)!, v), k).toBe(0);
     expect(statSync(join(u.dir, "build.sh")).mode & 0o777).toBe(0o755);
     verifyRegions(u.dir, readManifest(u.dir)); // every region's SHA-256
@@ -205,49 +206,36 @@ describe("pack / unpack", () => {
     }
   });
 
-  test("a manifest-listed file that is a symbolic link: its target archived as a regular file, said so; a link elsewhere is left out as before", async () => {
+  test("a symbolic link anywhere in the folder (a listed file, a source, memory/ -> .., kerncap.json): pack refuses, naming it; no archive", async () => {
+    // issue 23: `memory -> ..` archived the parent folder (a home's .ssh/ went into the zip); a link to a file outside archived that file
+    const plant: [string, (root: string, dir: string) => void, string][] = [
+      ["a module that is a link to a file outside", (root, dir) => (renameSync(join(dir, "kernel/module.cubin"), join(root, "module.cubin")), symlinkSync(join(root, "module.cubin"), join(dir, "kernel/module.cubin"))), "kernel/module.cubin"],
+      ["a source that is a link to /etc/hostname", (_root, dir) => (mkdirSync(join(dir, "src")), symlinkSync("/etc/hostname", join(dir, "src/elsewhere.h"))), "src/elsewhere.h"],
+      ["memory/ a link to the parent folder", (root, dir) => (mkdirSync(join(root, ".ssh")), writeFileSync(join(root, ".ssh/id_rsa"), "SECRET"), renameSync(join(dir, "memory"), join(root, "mem")), symlinkSync("..", join(dir, "memory"))), "memory"],
+      ["kerncap.json a link to a file outside", (root, dir) => (renameSync(join(dir, "kerncap.json"), join(root, "km.json")), symlinkSync(join(root, "km.json"), join(dir, "kerncap.json"))), "kerncap.json"],
+      ["kernel/ a link to nothing", (root, dir) => (renameSync(join(dir, "kernel"), join(root, "kernel-elsewhere")), symlinkSync(join(root, "gone"), join(dir, "kernel"))), "kernel"],
+    ];
+    for (const [what, make, named] of plant) {
+      const { root, dir } = await fresh();
+      make(root, dir);
+      const e = await error(() => packCapture(dir, join(root, "cap.zip")));
+      expect(["E_PACK_LINK", "E_UNSAFE_PATH"], what).toContain(e.code);
+      expect(e.exitCode, what).toBe(2);
+      expect(e.message, what).toContain(`${named}`);
+      expect(e.message, what).toContain("symbolic link");
+      expect(existsSync(join(root, "cap.zip")), what).toBe(false);
+    }
+  });
+
+  test("a hard link in the folder (a name of a file outside too): pack refuses, naming it", async () => {
     const { root, dir } = await fresh();
-    renameSync(join(dir, "kernel/module.cubin"), join(root, "module.cubin"));
-    symlinkSync(join(root, "module.cubin"), join(dir, "kernel/module.cubin"));
     mkdirSync(join(dir, "src"));
-    symlinkSync("/etc/hostname", join(dir, "src/elsewhere.h"));
-    const p = await packCapture(dir, join(root, "cap.zip"));
-    expect(p.notes).toEqual([`kernel/module.cubin is a symbolic link (to ${join(root, "module.cubin")}): the file it points to is archived in its place, as a regular file`]);
-    expect(p.warnings).toContain("symbolic links are not archived: src/elsewhere.h");
-    rmSync(join(root, "module.cubin")); // the unpacked capture must not need the link's target
-    const u = await unpackArchive(p.archive, join(root, "back"));
-    expect(lstatSync(join(u.dir, "kernel/module.cubin")).isFile()).toBe(true);
-    expect(readFileSync(join(u.dir, "kernel/module.cubin"))).toEqual(Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0x41]));
-    expect(existsSync(join(u.dir, "src/elsewhere.h"))).toBe(false);
-    const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
-    expect(r.result).toBe(0);
-  });
-
-  test("kerncap.json and memory/ reached through symbolic links (images moved to another disk): archived as what they point to; the unpacked capture is whole", async () => {
-    // found by a trial: pack exited 0 without them and unpack then refused the archive
-    const { root, dir } = await fresh();
-    renameSync(join(dir, "kerncap.json"), join(root, "km.json"));
-    symlinkSync(join(root, "km.json"), join(dir, "kerncap.json"));
-    renameSync(join(dir, "memory"), join(root, "mem"));
-    symlinkSync(join(root, "mem"), join(dir, "memory"));
-    const p = await packCapture(dir, join(root, "cap.zip"));
-    expect(p.warnings.join("\n")).not.toContain("symbolic links are not archived");
-    expect(p.notes).toContain(`memory is a symbolic link (to ${join(root, "mem")}): the folder it points to is archived in its place`);
-    expect(p.notes.some((n) => n.startsWith("kerncap.json is a symbolic link"))).toBe(true);
-    const u = await unpackArchive(p.archive, join(root, "back"));
-    expect(lstatSync(join(u.dir, "memory")).isDirectory()).toBe(true);
-    expect(lstatSync(join(u.dir, "kerncap.json")).isFile()).toBe(true);
-    const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
-    expect(r.result).toBe(0);
-  });
-
-  test("kernel/ a symbolic link to nothing: pack refuses before writing (the listed files are missing), no archive", async () => {
-    const { root, dir } = await fresh();
-    renameSync(join(dir, "kernel"), join(root, "kernel-elsewhere"));
-    symlinkSync(join(root, "gone"), join(dir, "kernel"));
+    writeFileSync(join(root, "secret.txt"), "SECRET");
+    linkSync(join(root, "secret.txt"), join(dir, "src/notes.txt"));
     const e = await error(() => packCapture(dir, join(root, "cap.zip")));
-    expect(e.code).toBe("E_CHECKSUM");
-    expect(e.message).toContain("kernel/params.bin is missing");
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(e.message).toContain("src/notes.txt");
+    expect(e.message).toContain("hard link");
     expect(existsSync(join(root, "cap.zip"))).toBe(false);
   });
 
@@ -289,9 +277,9 @@ describe("pack / unpack", () => {
     rmSync(join(dir, "kernel/module.cubin"));
     mkdirSync(join(dir, "kernel/module.cubin"));
     const e = await error(() => packCapture(dir, join(root, "cap.zip")));
-    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.code).toBe("E_UNSAFE_PATH");
     expect(e.message).toContain("kernel/module.cubin");
-    expect(e.message).toContain("a directory");
+    expect(e.message).toContain("a folder");
     expect(existsSync(join(root, "cap.zip"))).toBe(false);
   });
 

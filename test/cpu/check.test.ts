@@ -16,7 +16,7 @@ import type { OpenRunner } from "../../src/check/pool.ts";
 import { CheckProgress } from "../../src/check/progress.ts";
 import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
 import { parseResults, ResultsLog } from "../../src/check/results.ts";
-import type { CheckSettings } from "../../src/check/runner.ts";
+import { checkCapture, type CheckSettings } from "../../src/check/runner.ts";
 import { parseShard, shardOf } from "../../src/check/shard.ts";
 import { judgeTime, medianInterval } from "../../src/check/timing.ts";
 import { serveTasks } from "../../src/check/worker.ts";
@@ -26,11 +26,12 @@ import { cubinArch } from "../../src/codeobj/cubin.ts";
 import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
+import { markReceived } from "../../src/format/trust.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
-const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, tolerance: {} };
+const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
 const H200 = { name: "NVIDIA H200", arch: "sm_90" };
 
 /** A corpus: corpus/a/one, corpus/a/two (a capture set's members), corpus/b.zip (packed), and junk. */
@@ -380,12 +381,33 @@ describe("a rebuild for another architecture", () => {
 describe("the verb", () => {
   test("usage errors exit 2 before any work; `kerncap schema check` prints the document's schema", async () => {
     const root = await corpus();
-    for (const argv of [["check"], ["check", root, "--shard", "2/2"], ["check", root, "--gpus", "0,,1"], ["check", "--merge", "x.jsonl", "--gpus", "0"], ["check", root, "--force"], ["check", root, "--slower", "-3"], ["check", join(root, "missing")]]) {
+    for (const argv of [["check"], ["check", root, "--shard", "2/2"], ["check", root, "--gpus", "0,,1"], ["check", "--merge", "x.jsonl", "--gpus", "0"], ["check", root, "--force"], ["check", root, "--trust"], ["check", "--merge", "x.jsonl", "--trust"], ["check", root, "--slower", "-3"], ["check", join(root, "missing")]]) {
       const { value } = await stderrOf(() => runCli(argv));
       expect([argv.join(" "), value]).toEqual([argv.join(" "), 2]);
     }
     expect(jsonSchemaOf("check")).toMatchObject({ $id: "kerncap.check/1", title: "kerncap check --json" });
     expect(jsonSchemaOf("check-record")).toMatchObject({ $id: "kerncap.check-record/1" });
+  });
+  test("--rebuild of a received capture: refused (E_UNTRUSTED) before its build.sh or the GPU, unless --trust", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    writeFileSync(join(dir, "build.sh"), `touch ${JSON.stringify(join(dir, "built"))}\n`);
+    markReceived(dir, "cap.zip");
+    const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
+    const refused = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+    expect([refused.value.outcome, refused.value.code]).toEqual(["error", "E_UNTRUSTED"]);
+    expect(refused.value.reason).toContain("received capture");
+    expect(refused.err).toContain("──── end of build.sh ────"); // printed, as validate prints it
+    expect(existsSync(join(dir, "built"))).toBe(false);
+    const state = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir(); // the trust record goes here, not into the user's state folder
+    try {
+      const trusted = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true, trust: true }));
+      expect(trusted.value.code).not.toBe("E_UNTRUSTED");
+    } finally {
+      if (state === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = state;
+    }
   });
   test("the worker protocol: settings, then one outcome line per task line", async () => {
     const tasks = ['{"settings":' + JSON.stringify(SETTINGS) + "}", '{"task":{"id":"a","path":"/x/a","kind":"folder"}}', "", '{"task":{"id":"b","path":"/x/b.zip","kind":"archive"}}'];

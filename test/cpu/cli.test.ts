@@ -42,6 +42,14 @@ async function fresh(): Promise<string> {
 
 const table: Record<keyof typeof commands, () => void> = {
   inspect: () => {
+    test("a truncated kerncap.json is said to be truncated, with where it ends", async () => {
+      const dir = await fresh();
+      const text = readFileSync(join(dir, "kerncap.json"), "utf8");
+      writeFileSync(join(dir, "kerncap.json"), text.slice(0, 500));
+      const e = await failure("inspect", [dir]);
+      expect(e.code).toBe("E_MANIFEST");
+      expect(e.message).toMatch(/is not valid JSON \(truncated: it ends inside a value, at line \d+, column \d+ \(500 bytes\)\)/);
+    });
     test("human summary names kernel, launch, parameters, regions and checksums", async () => {
       const dir = await fresh();
       const text = describeManifest(readManifest(dir));
@@ -356,6 +364,13 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await verb("doctor", ["--json"])).toBe(2);
     });
   },
+  demo: () => {
+    test("writes a capture that the readers accept (more in ./demo.test.ts)", async () => {
+      const dir = join(tempDir(), "demo");
+      expect(await verb("demo", [dir])).toBe(0);
+      expect(readManifest(dir).kernel.name).toBe("_Z5saxpyPK5Saxpy");
+    });
+  },
   mcp: () => {
     test("ends when the client closes stdin (more in src/mcp/server.test.ts)", async () => {
       const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
@@ -568,6 +583,43 @@ describe("command line (runCli: the one error path)", () => {
     expect(help).toContain("--launch-skip, --dispatch");
     expect(help).toContain("-o, --out");
   });
+  test("ncu's habits everywhere: -c/-s on run, -f on every verb with --force, and a refusal lists the aliases", async () => {
+    for (const verb of Object.keys(commands) as (keyof typeof commands)[]) {
+      const cmd = await commands[verb]();
+      const force = (cmd.args as Record<string, { alias?: string[] }> | undefined)?.force;
+      if (force) expect(force.alias, verb).toContain("f");
+    }
+    const dir = await fresh();
+    const zip = join(tempDir(), "c.zip");
+    expect((await cli(["pack", dir, "-o", zip])).code).toBe(0);
+    expect((await cli(["pack", dir, "-o", zip, "-f"])).code).toBe(0); // pack's -f is --force
+    const r = await cli(["run", "-c", "2", "-s", "1", "--bogus", "--json", "--", "./app"]);
+    expect(JSON.parse(r.out).error.hint).toContain("--kernel (-k, --kernel-name), --dispatch (-s, --launch-skip), --launch-count (-c)");
+    expect(JSON.parse(r.out).error.hint).toContain("--out (-o), --force (-f)");
+    const c0 = await cli(["run", "-c", "0", "--json", "--", "./app"]);
+    expect(JSON.parse(c0.out).error.message).toContain("--launch-count must be a whole number from 1");
+  });
+  test("--help: examples under every verb and kerncap's own; the usage said once; a word that is no verb is an error", async () => {
+    const { EXAMPLES } = await import("../../src/cli/help.ts");
+    expect(Object.keys(EXAMPLES).sort()).toEqual([...Object.keys(commands), "main"].sort());
+    const top = await cli(["--help"]);
+    expect(top.code).toBe(0);
+    expect(top.out).toContain("EXAMPLES");
+    expect(top.out).toContain("kerncap demo cap && kerncap inspect cap");
+    for (const verb of Object.keys(commands)) {
+      const h = await cli([verb, "--help"]);
+      expect(h.code, verb).toBe(0);
+      expect(h.out, verb).toContain(`EXAMPLES\n\n  ${EXAMPLES[verb as keyof typeof EXAMPLES][0]![0]}`);
+      expect(h.out.match(/usage/gi)?.length, verb).toBe(1);
+    }
+    expect((await cli(["inspect", "--help"])).out).toContain("--no-verify");
+    for (const argv of [["nosuchverb", "--help"], ["help", "nosuchverb"]]) {
+      const r = await cli([...argv, "--json"]);
+      expect(r.code, argv.join(" ")).toBe(2);
+      expect(JSON.parse(r.out).error.message).toBe("unknown command: nosuchverb");
+    }
+    expect((await cli(["help", "replay"])).out).toContain("kerncap replay cap --atol");
+  });
   test("file-system failures of the user's paths are E_IO or E_USAGE naming the path, not internal errors", async () => {
     const { systemError } = await import("../../src/errors.ts");
     // as Bun raises them (root here: EACCES cannot be provoked, so this one is built)
@@ -695,7 +747,7 @@ describe("command line (runCli: the one error path)", () => {
       expect(JSON.parse(r.out).error.message).toContain(text);
     }
     const dd = await cli(["run", "--kernel", "scale", "--json", "--", "--", "/bin/true"]);
-    expect(JSON.parse(dd.out).error).toMatchObject({ code: "E_USAGE", message: "`--` is given twice before the application" });
+    expect(JSON.parse(dd.out).error).toMatchObject({ code: "E_USAGE", message: "-- is given twice before the application" });
     // without --capture-all (or several --kernel) it would bound nothing: said, not ignored
     const one = await cli(["run", "--kernel", "scale", "--max-captures", "5", "--json", "--", "/bin/true"]);
     expect(JSON.parse(one.out).error.code).toBe("E_USAGE");
@@ -706,9 +758,9 @@ describe("command line (runCli: the one error path)", () => {
       const r = await cli([v, "--json"]);
       expect(r.code).toBe(2);
       expect(JSON.parse(r.out).error).toMatchObject({ code: "E_USAGE" });
-      expect(JSON.parse(r.out).error.message).toContain(`\`kerncap ${v}\` has no --json`);
+      expect(JSON.parse(r.out).error.message).toContain(`kerncap ${v} has no --json`);
     }
-    expect(JSON.parse((await cli(["mcp", "--bogus", "--json"])).out).error.message).toBe("unknown option --bogus for `kerncap mcp`");
+    expect(JSON.parse((await cli(["mcp", "--bogus", "--json"])).out).error.message).toBe("unknown option --bogus for kerncap mcp");
   });
   test("validate --watch --json: a startup error is one JSON Lines record of the watch (kerncap.validate-watch/1)", async () => {
     // a child process: validate --json sets fd 1 aside (keepStdoutForData), past this test's capture of stdout

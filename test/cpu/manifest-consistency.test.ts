@@ -78,13 +78,13 @@ describe("manifest consistency", () => {
     expect(e.message).toContain("regions.0.before.extents.0");
   });
 
-  test("kerncap.json that is a folder: E_IO naming the file", async () => {
+  test("kerncap.json that is a folder: E_UNSAFE_PATH naming the file", async () => {
     const dir = await fresh();
     rmSync(join(dir, "kerncap.json"));
     mkdirSync(join(dir, "kerncap.json"));
     const e = failure(() => readManifest(dir));
-    expect(e.code).toBe("E_IO");
-    expect(e.message).toBe(`cannot read ${join(dir, "kerncap.json")}: it is a folder`);
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(e.message).toBe(`kerncap.json in ${dir} is a folder; a capture's files must be regular files inside it`);
   });
 
   test("a 4-element grid or block is refused naming the field", async () => {
@@ -123,9 +123,9 @@ describe("manifest consistency", () => {
     rmSync(join(dir, "kernel/module.cubin"));
     mkdirSync(join(dir, "kernel/module.cubin"));
     const e = failure(() => check(dir));
-    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.code).toBe("E_UNSAFE_PATH");
     expect(e.message).toContain("kernel/module.cubin");
-    expect(e.message).toContain("a directory");
+    expect(e.message).toContain("a folder");
   });
 
   describe("a memory image recorded as 0 bytes", () => {
@@ -157,7 +157,7 @@ describe("manifest consistency", () => {
       mkdirSync(join(dir, "memory/after.bin"));
       let e = failure(() => check(dir));
       expect(e.message).toContain("memory/after.bin");
-      expect(e.message).toContain("a directory");
+      expect(e.message).toContain("a folder");
       rmSync(join(dir, "memory/after.bin"), { recursive: true });
       expect(Bun.spawnSync(["mkfifo", join(dir, "memory/after.bin")]).exitCode).toBe(0);
       e = failure(() => check(dir));

@@ -409,6 +409,39 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     }
   }, 20_000);
 
+  test("-c/--launch-count N (ncu's): the library is told KERNCAP_LAUNCH_COUNT; each of its captures becomes a folder of the set; fewer than N is said", async () => {
+    const d = tempDir();
+    const raw = join(d, "raw");
+    // what the library writes for launches 2, 3, 4 of scale: captures/<n>/, each a raw capture
+    for (const n of [0, 1, 2]) {
+      const c = join(raw, "captures", String(n));
+      const r = writeRawCapture(c, true);
+      writeFileSync(join(c, "raw.json"), JSON.stringify({ ...r, kernel: { ...r.kernel, match_index: 2 + n, launch_index: 10 + n } }));
+    }
+    const envOut = join(d, "env.txt");
+    const a = app(d, "three.sh", `env | grep -E '^KERNCAP_(LAUNCH_COUNT|DISPATCH)=' | sort > ${envOut}\ncp -r ${raw}/. "$KERNCAP_OUT"/`);
+    const out = join(d, "caps");
+    const r = await kerncap(["run", "-k", "scale", "-s", "2", "-c", "3", "-o", out, "--json", "--", a], d);
+    expect(r.code, r.err).toBe(0);
+    expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual(["KERNCAP_DISPATCH=2", "KERNCAP_LAUNCH_COUNT=3"]);
+    const j = JSON.parse(r.out);
+    expectDocument("run", j);
+    expect(j.captures.map((c: { dir: string; launchIndex: number }) => [c.dir, c.launchIndex])).toEqual([[join(out, "0-scale"), 10], [join(out, "1-scale"), 11], [join(out, "2-scale"), 12]]);
+    const set = JSON.parse(readFileSync(join(out, "kerncap-captures.json"), "utf8"));
+    expect(set.captures.map((c: { dir: string }) => c.dir)).toEqual(["0-scale", "1-scale", "2-scale"]);
+    expect(JSON.parse(readFileSync(join(out, "1-scale/kerncap.json"), "utf8")).kernel.matchIndex).toBe(3);
+    // the app made fewer matching launches than asked: what was captured is kept, and the shortfall said
+    const four = await kerncap(["run", "-k", "scale", "-s", "2", "-c", "4", "-f", "-o", out, "--", a], d);
+    expect(four.code, four.err).toBe(0);
+    expect(four.err).toContain("--launch-count 4: 3 of the 4 launches from #2 captured");
+    // one capture per launch of one kernel: not with several kernels or --capture-all; at least 1
+    for (const args of [["-k", "a", "-k", "b", "-c", "2"], ["--capture-all", "-c", "2"], ["-c", "0"]]) {
+      const x = await kerncap(["run", ...args, "-o", join(d, "x"), "--json", "--", a], d);
+      expect(x.code, args.join(" ")).toBe(2);
+      expect(JSON.parse(x.out).error.message).toContain("--launch-count");
+    }
+  }, 30_000);
+
   test("run shows the library's progress file on stderr, one line per phase when stderr is not a terminal", async () => {
     const d = tempDir();
     const raw = join(d, "raw");

@@ -1,6 +1,7 @@
 /**
  * Several kernels in one run (issue 15): `--kernel A --kernel B` and `--capture-all` write one
  * capture folder per kernel inside --out (with its index); each replays bit-exact on its own.
+ * ncu's `-s N -c K` (issue 26): K consecutive launches of one kernel, one folder each.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
@@ -43,6 +44,15 @@ describe.skipIf(SKIP)("several captures in one run", () => {
     const bad = kc(["replay", out]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("holds 2 captures");
+  });
+
+  test("-k scale_jobs -s 1 -c 3: launches 1, 2 and 3 of one kernel, consecutive, each replays bit-exact", () => {
+    const out = join(WORK, "count");
+    const r = kc(["run", "-k", "scale_jobs", "-s", "1", "-c", "3", "-o", out, "--json", "--", app, "5"]);
+    expect(r.code, r.stderr).toBe(0);
+    const set = replayAll(out, 3);
+    const idx = set.captures.map((c: any) => JSON.parse(readFileSync(join(out, c.dir, "kerncap.json"), "utf8")).kernel.matchIndex);
+    expect(idx).toEqual([1, 2, 3]);
   });
 
   test("--capture-all: the first launch of every distinct kernel", () => {

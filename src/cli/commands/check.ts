@@ -39,7 +39,8 @@ export default defineCommand({
   args: {
     dir: { type: "positional", description: "Capture folders, archives from `kerncap pack`, or folders holding them (searched at any depth); with --merge, results files", required: false },
     rebuild: { type: "boolean", description: "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)", default: false },
-    force: { type: "boolean", description: "With --rebuild: build even when the Triton version differs from the capture's", default: false },
+    force: { type: "boolean", alias: ["f"], description: "With --rebuild: build even when the Triton version differs from the capture's", default: false },
+    trust: { type: "boolean", description: "With --rebuild: run the build.sh of received captures too (archives, captures unpacked or made on another host), as validate --trust does (docs/security.md)", default: false },
     iters: { type: "string", description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)", default: "20" },
     runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope)" },
     verify: { type: "boolean", description: "Check each capture's checksums", negativeDescription: "Skip the checksums", default: true },
@@ -69,7 +70,7 @@ export default defineCommand({
     if (!paths.length) throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", { hint: args.merge ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]" : "kerncap check DIR… (capture folders, archives, or folders holding them)" });
     let report: CheckReport;
     if (args.merge) {
-      const stray = (["rebuild", "resume", "gpus", "shard", "results"] as const).find((k) => args[k] !== undefined && args[k] !== false);
+      const stray = (["rebuild", "trust", "resume", "gpus", "shard", "results"] as const).find((k) => args[k] !== undefined && args[k] !== false);
       if (stray) throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, { hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--json]." });
       report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
     } else {
@@ -79,9 +80,10 @@ export default defineCommand({
         verify: args.verify !== false,
         rebuild: Boolean(args.rebuild),
         force: Boolean(args.force),
+        trust: Boolean(args.trust),
         tolerance: toleranceOptions(args, rawArgs),
       };
-      if (settings.force && !settings.rebuild) throw new KerncapError("E_USAGE", "--force applies to --rebuild only", { hint: "Add --rebuild, or leave --force out." });
+      for (const k of ["force", "trust"] as const) if (settings[k] && !settings.rebuild) throw new KerncapError("E_USAGE", `--${k} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${k} out.` });
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       report = await runCheck({
         paths,

@@ -79,7 +79,7 @@ export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
   args: {
     ...dirArg,
-    verify: { type: "boolean", description: "Also check every stored chunk's kc64 checksum on the CPU (reads the memory images)", default: false },
+    verify: { type: "boolean", description: "Also check every stored chunk's kc64 checksum on the CPU (reads the memory images)", negativeDescription: "Check only the files' sizes and SHA-256 (the default)", default: false },
     ...jsonArg,
     ...verboseArg,
   },

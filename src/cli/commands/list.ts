@@ -7,7 +7,7 @@ import { appArgv, jsonArg, printJson, runtimeArg, verboseArg } from "../args.ts"
 import { kernelTable, printable, processTable } from "../format.ts";
 
 export default defineCommand({
-  meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module). Usage: kerncap list [OPTIONS] -- APP [ARGS…]" },
+  meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module)" },
   args: { ...runtimeArg, ...jsonArg, ...verboseArg },
   async run({ args, rawArgs }) {
     const argv = appArgv(rawArgs);

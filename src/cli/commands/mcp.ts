@@ -5,15 +5,27 @@ import { log } from "../../log.ts";
 import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve } from "../../mcp/server.ts";
 import { KerncapError } from "../../errors.ts";
 import { verboseArg } from "../args.ts";
+import { selfCommand } from "../../doctor.ts";
+import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 
 export default defineCommand({
   meta: { name: "mcp", description: "Serve kerncap's verbs as MCP tools over stdio (list, run, inspect, replay, validate, read_file, edit_file)" },
-  args: { ...verboseArg },
-  async run() {
+  args: {
+    "print-config": { type: "string", valueHint: "CLIENT", description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing` },
+    "trust-builds": { type: "boolean", description: "Let validate run the build.sh of a received capture (unpacked, or made on another host); without it such a build is refused (docs/security.md)", default: false },
+    ...verboseArg,
+  },
+  async run({ args }) {
+    if (args["print-config"] !== undefined) {
+      const c = clientConfig(String(args["print-config"]), selfCommand());
+      process.stdout.write(c.snippet);
+      log.info(c.where);
+      return 0;
+    }
     log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(transport);
+    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]) });
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;

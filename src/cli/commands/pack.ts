@@ -13,7 +13,7 @@ export default defineCommand({
   args: {
     ...dirArg,
     out: { type: "string", alias: "o", description: "Archive to write (default: DIR.zip next to the folder)" },
-    force: { type: "boolean", description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
+    force: { type: "boolean", alias: ["f"], description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
@@ -21,7 +21,6 @@ export default defineCommand({
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
     const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
-    for (const n of r.notes) log.info(n);
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${w}`);
     if (args.json) printJson("pack", r);
     else {

@@ -3,7 +3,7 @@
  * capture library injected; capture the Nth launch of a matching kernel into DIR (written as
  * DIR.tmp-<pid>, renamed when complete). The session (src/capture/session.ts) does the work.
  * ncu's spellings are accepted where the meaning is the same: -k/--kernel-name (with `regex:`),
- * --launch-skip, -o, -f.
+ * -s/--launch-skip, -c/--launch-count, -o, -f.
  * Exit: 0 captured; the application's own code (non-zero, said on stderr) when it failed after
  * the capture was written; 2 error; 130/143 interrupted.
  */
@@ -18,7 +18,7 @@ import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
-  meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory). Usage: kerncap run [OPTIONS] -- APP [ARGS…]" },
+  meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory)" },
   // each frontend's options (CUDA: --source-root, --compile-commands, --slice, --overlay) come from the registry when the verb is resolved
   args: () => ({
     kernel: {
@@ -26,7 +26,8 @@ export default defineCommand({
       alias: ["k", "kernel-name"],
       description: "POSIX extended regex (regcomp) matched against the mangled and the demangled kernel name (default: any); ncu's `regex:RE` is the same as RE; given several times, each one's launch is captured into a folder of its own inside --out",
     },
-    dispatch: { type: "string", alias: ["launch-skip"], description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
+    dispatch: { type: "string", alias: ["s", "launch-skip"], description: "0-based index among the application's matching launches (launches an autotuner runs while benchmarking configs are not counted)", default: "0" },
+    "launch-count": { type: "string", alias: ["c"], description: "Capture this many consecutive matching launches from --dispatch on (ncu's -c), one capture folder each inside --out (default 1; eager launches only)" },
     "capture-all": { type: "boolean", default: false, description: "Capture the --dispatch'th launch of every distinct kernel that --kernel matches (all kernels without it), one capture folder each inside --out" },
     "max-captures": { type: "string", description: "With --capture-all or several --kernel: at most this many captures (default 64; 1 to 10000)" },
     "count-benchmarks": { type: "boolean", default: false, description: "Triton: let --dispatch count (and take) the autotuner's benchmark launches too" },
@@ -46,12 +47,14 @@ export default defineCommand({
     if (maxCaptures !== undefined && !args["capture-all"] && kernels.length < 2) {
       throw new KerncapError("E_USAGE", "--max-captures bounds several captures in one run: give it with --capture-all (or several --kernel)", { hint: "One --kernel makes one capture; drop --max-captures, or add --capture-all." });
     }
+    const launchCount = args["launch-count"] === undefined ? undefined : intArg("launch-count", args["launch-count"], 1, 10_000, 1);
     const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
       runtime: args.runtime === undefined ? undefined : String(args.runtime),
       moreKernels: kernels.slice(1),
       captureAll: Boolean(args["capture-all"]),
       maxCaptures,
+      launchCount,
       out: args.out === undefined ? "kerncap-capture" : String(args.out),
       force: Boolean(args.force),
       kernel: kernels[0] ?? kernelPattern(args.kernel),

@@ -22,6 +22,7 @@ export default defineCommand({
     iters: { type: "string", description: "Timed rounds, one launch of every config each", default: "20" },
     jobs: { type: "string", description: "Parallel compiles (default: the CPU count)" },
     "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch", default: false },
+    trust: { type: "boolean", description: "Tune a received capture (unpacked, or made on another host): its kernel's Python runs, as validate --trust runs its build (docs/security.md)", default: false },
     atol: { type: "string", description: "Absolute tolerance per element against the app's after state", default: "0" },
     rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
     ...jsonArg,
@@ -31,7 +32,7 @@ export default defineCommand({
     if (args.json) keepStdoutForData();
     const iters = intArg("iters", args.iters, 20, 10_000, MIN_PAIRS);
     const jobs = args.jobs === undefined ? undefined : intArg("jobs", args.jobs, 1, 1024, 1);
-    const o = { configs: repeatedOption(rawArgs, ["config"]), grid: args.grid === undefined ? undefined : String(args.grid), iters, jobs, flushL2: Boolean(args["flush-l2"]), atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol) };
+    const o = { configs: repeatedOption(rawArgs, ["config"]), grid: args.grid === undefined ? undefined : String(args.grid), iters, jobs, flushL2: Boolean(args["flush-l2"]), atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), trust: Boolean(args.trust) };
     return withAslrRetry(async () => {
       const r = await tuneTriton(String(args.dir), o);
       if (args.json) printJson("tune", r);

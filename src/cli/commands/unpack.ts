@@ -12,7 +12,7 @@ export default defineCommand({
   args: {
     file: { type: "positional", description: "Archive written by `kerncap pack`", required: true },
     out: { type: "string", alias: "o", description: "Capture folder to write (default: the packed folder's name, in the current folder)" },
-    force: { type: "boolean", description: "Replace a previous capture at the target (never any other folder)", default: false },
+    force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at the target (never any other folder)", default: false },
     ...jsonArg,
     ...verboseArg,
   },

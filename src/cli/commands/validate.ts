@@ -5,13 +5,18 @@
  * runs beside the replay's restore (src/rebuild/validate.ts validateOnce).
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  *
+ * A received capture (unpacked, or made on another host: src/format/trust.ts) has its build.sh
+ * printed and refused until --trust. --confine (kerncap mcp): src/frontends/confine.ts.
+ *
  * --watch: one process keeps the memory resident and rebuilds + replays at each save under
  * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1, an error that ends
  * the watch, at startup too, being one record of it: src/cli/main.ts); src/rebuild/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
+import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
+import { requireTrustedBuild } from "../../format/trust.ts";
 import { validateOnce } from "../../rebuild/validate.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
@@ -25,8 +30,10 @@ export default defineCommand({
     ...dirArg,
     iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
     ...toleranceArgs,
-    force: { type: "boolean", description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
+    force: { type: "boolean", alias: ["f"], description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
+    trust: { type: "boolean", description: "Run the build.sh of a received capture (unpacked, or made on another host) after you read it; remembered for that folder and build.sh (docs/security.md)", default: false },
+    confine: { type: "boolean", description: "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)", default: false },
     "full-build": { type: "boolean", description: "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)", default: false },
     ...jsonArg,
     ...verboseArg,
@@ -39,6 +46,14 @@ export default defineCommand({
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
     checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
+    const confine = Boolean(args.confine);
+    if (confine && args.watch) throw new KerncapError("E_USAGE", "--confine and --watch do not go together", { hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch." });
+    if (confine && m.kernel.frontend === "triton" && !args.trust) {
+      throw new KerncapError("E_UNTRUSTED", `${dir} is a Triton capture: its validate imports the edited Python under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`, {
+        hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
+      });
+    }
+    requireTrustedBuild(dir, m, Boolean(args.trust)); // a received capture's build.sh: printed and refused without --trust
     const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
@@ -47,7 +62,8 @@ export default defineCommand({
     }
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
     return withAslrRetry(async () => {
-      const res = await validateOnce(capture, { run: { iters, ...tol }, ...build });
+      // confined: build.sh alone, with the compiler's dependency list (the pruned build's steps write none)
+      const res = await validateOnce(capture, { run: { iters, ...tol }, ...build, confine });
       const b = res.rebuild;
       if (args.json) printJson("validate", res);
       else {

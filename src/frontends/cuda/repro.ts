@@ -22,6 +22,7 @@ import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
+import { readCaptureBytes } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
@@ -64,6 +65,15 @@ function realOr(p: string): string {
 }
 
 const SYSTEM_PREFIXES = ["/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/lib64/", "/usr/share/"];
+
+/**
+ * Whether a header belongs to the toolchain rather than the project: under the nvcc's toolkit root
+ * (as named or through its links), a system include folder, or a CUDA include folder.
+ */
+export function toolchainHeader(nvcc: string | undefined): (path: string) => boolean {
+  const tks = nvcc ? toolkitRoots(nvcc) : [];
+  return (p) => [p, realOr(p)].some((q) => tks.some((t) => q.startsWith(t)) || SYSTEM_PREFIXES.some((s) => q.startsWith(s)) || /\/cuda[^/]*\/(targets\/[^/]+\/)?include\//.test(q));
+}
 
 /** Longest common folder of absolute paths. */
 export function commonDir(paths: string[]): string {
@@ -176,9 +186,7 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
   const arch = archFor(opts.arch, flags.originalArch);
   const cwd = loc.compileCommand?.directory ?? dirname(loc.tu);
   const deps = headerClosure(nvcc, loc.tu, flags, arch, cwd);
-  const tks = toolkitRoots(nvcc);
-  const isSystem = (p: string) =>
-    [p, realOr(p)].some((q) => tks.some((t) => q.startsWith(t)) || SYSTEM_PREFIXES.some((s) => q.startsWith(s)) || /\/cuda[^/]*\/(targets\/[^/]+\/)?include\//.test(q));
+  const isSystem = toolchainHeader(nvcc);
   const local = deps.filter((d) => !isSystem(d) && d !== loc.tu);
   const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
   const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
@@ -400,7 +408,7 @@ export async function buildCudaReproducer(dir: string, m: Manifest, o: CudaRepro
   const input: LocateInput = {
     kernel: m.kernel.name,
     demangled: m.kernel.demangled,
-    module: new Uint8Array(readFileSync(join(dir, m.module.file))),
+    module: new Uint8Array(readCaptureBytes(dir, m.module.file, m.module.size)),
     arch: m.device.arch,
     sourceRoot: o.sourceRoot,
     compileCommands: o.compileCommands,

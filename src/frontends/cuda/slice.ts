@@ -23,11 +23,14 @@
  * build.sh compiles the slice only while that hash matches the TU copy (otherwise the whole TU,
  * saying why); `kerncap validate` remakes a stale slice first (refreshSlice).
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import * as v from "valibot";
+import { KerncapError } from "../../errors.ts";
 import type { Manifest } from "../../format/manifest.ts";
+import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
-import type { KernelNameParts } from "./locate.ts";
+import { kernelNameParts, type KernelNameParts } from "./locate.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -41,6 +44,63 @@ export interface SliceMeta {
   cutInclude?: string;
   /** Basename of the definition file, for the comment at the top. */
   definitionName: string;
+}
+
+/** The slice file of a TU copy (relative to src/): `main.cu` → `main.kerncap-slice.cu`, beside it. */
+export function sliceFileFor(tuRel: string): string {
+  return tuRel.replace(/(\.[^./]+)?$/, ".kerncap-slice.cu");
+}
+
+/** A file name under src/ that can be pasted into a `#line "…"` directive and a `//` comment. */
+const SrcPath = v.pipe(
+  v.string(),
+  v.regex(/^[^\x00-\x1f\x7f"\\]+$/, "expected a file name without quotes, backslashes or control characters"),
+  v.check((p) => relativePathProblem(p) === undefined, "expected a path relative to src/, inside it"),
+);
+/** Balanced `<>`, `()` and `[]`, as a demangled name has them. */
+function balanced(s: string): boolean {
+  const open = "<([", close = ">)]";
+  const stack: string[] = [];
+  for (const c of s) {
+    if (open.includes(c)) stack.push(close[open.indexOf(c)]!);
+    else if (close.includes(c) && stack.pop() !== c) return false;
+  }
+  return stack.length === 0;
+}
+/**
+ * What kerncap itself writes as SliceMeta (planSliceMeta): every field that a slice or its comments
+ * paste is held to it, so that a received manifest cannot write outside src/ or put a line of its
+ * own (a `#include`, a directive) into a generated source.
+ */
+const SliceMetaSchema = v.pipe(
+  v.object({
+    kind: v.picklist(["instantiation", "prefix"]),
+    tu: SrcPath,
+    slice: SrcPath,
+    base: v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected a C++ identifier")),
+    // a demangled qualified name on one line: identifiers, ::, template arguments (types, numbers, casts)
+    odrUse: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_:<>,()*&[\]. +-]+$/, "expected a qualified C++ name with template arguments"), v.check(balanced, "expected balanced <>, () and []"))),
+    cutInclude: v.optional(v.pipe(v.string(), v.regex(/^#[ \t]*include[ \t]*(?:"[^"\x00-\x1f\x7f\\]+"|<[^>\x00-\x1f\x7f\\]+>)[^\x00-\x1f\x7f\\]*$/, "expected one #include line"))),
+    definitionName: v.pipe(v.string(), v.regex(/^[^\x00-\x1f\x7f/\\]+$/, "expected a file name"), v.check((n) => n !== "." && n !== "..", "expected a file name")),
+  }),
+  v.check((m) => m.slice === sliceFileFor(m.tu), "slice is not the name kerncap gives a TU's slice (<tu>.kerncap-slice.cu beside it)"),
+  v.check((m) => m.odrUse === undefined || kernelNameParts(m.odrUse).base === m.base, "odrUse does not name the kernel base names"),
+);
+
+/**
+ * A slice's meta as a manifest records it (source.cuda.slice.meta), checked against what
+ * planSliceMeta writes: file names under src/ without quotes or control characters, the slice
+ * beside its TU, an identifier, a one-line qualified name and #include line.
+ * @throws KerncapError E_MANIFEST (exit 2) naming the field
+ */
+export function checkSliceMeta(meta: unknown, where = "kerncap.json"): SliceMeta {
+  const r = v.safeParse(SliceMetaSchema, meta);
+  if (r.success) return r.output;
+  const i = r.issues[0]!;
+  const field = `source.cuda.slice.meta${v.getDotPath(i) ? `.${v.getDotPath(i)}` : ""}`;
+  throw new KerncapError("E_MANIFEST", `${where} is malformed: ${field} ${i.input === undefined ? "is missing" : `is ${JSON.stringify(i.input).slice(0, 120)}`}: ${i.message}`, {
+    hint: "kerncap writes no such value; the manifest was edited or made elsewhere. Capture again, or remove source.cuda.slice from kerncap.json (build.sh then compiles the whole TU).",
+  });
 }
 
 export type SliceText = { ok: true; text: string } | { ok: false; reason: string };
@@ -252,7 +312,7 @@ export function planSliceMeta(
   definitionName: string,
   cutInclude: string | undefined,
 ): { meta?: SliceMeta; reason?: string } {
-  const slice = tuRel.replace(/(\.[^./]+)?$/, ".kerncap-slice.cu");
+  const slice = sliceFileFor(tuRel);
   const template = names.templateArgs !== undefined;
   if (template && !writableName(names.qualified)) return { reason: `its template arguments name types that cannot be written in source (${names.qualified})` };
   const odrUse = template ? names.qualified : undefined;
@@ -329,22 +389,27 @@ export function sliceText(meta: SliceMeta, tuText: string): SliceText {
 /**
  * Remake the slice of a reproducer when its TU copy changed since (first-line hash): called by
  * `kerncap validate` before build.sh. A slice that can no longer be made is removed, so build.sh
- * compiles the whole TU (and says so).
+ * compiles the whole TU (and says so). `meta` is checked first (checkSliceMeta); the TU is read and
+ * the slice written through the capture path rule (src/format/paths.ts: no link followed, the
+ * slice written to a temporary file and renamed).
  * @returns what was done, for the log.
+ * @throws KerncapError E_MANIFEST (meta), E_UNSAFE_PATH (src/<tu> or the slice a link, a FIFO …)
  */
-export function refreshSlice(dir: string, meta: SliceMeta): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string } {
-  const tuPath = join(dir, "src", meta.tu);
-  const slicePath = join(dir, "src", meta.slice);
-  if (!existsSync(tuPath)) return { action: "no-tu" };
-  const tuText = readFileSync(tuPath, "utf8");
+export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string } {
+  const meta = checkSliceMeta(metaIn);
+  const tuBytes = readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES);
+  if (!tuBytes) return { action: "no-tu" };
+  const tuText = tuBytes.toString("utf8");
   const want = sha256Text(tuText);
-  if (existsSync(slicePath) && readFileSync(slicePath, "utf8").slice(0, 200).includes(`sha256=${want}`)) return { action: "fresh" };
+  const slicePath = `src/${meta.slice}`;
+  const old = readInCapture(dir, slicePath, MANIFEST_MAX_BYTES);
+  if (old && old.subarray(0, 200).toString("utf8").includes(`sha256=${want}`)) return { action: "fresh" };
   const s = sliceText(meta, tuText);
   if (!s.ok) {
-    if (existsSync(slicePath)) writeFileSync(slicePath, `// kerncap slice of src/${meta.tu} sha256=none\n// not made: ${s.reason}\n`);
+    if (old) writeInCapture(dir, slicePath, `// kerncap slice of src/${meta.tu} sha256=none\n// not made: ${s.reason}\n`);
     return { action: "removed", reason: s.reason };
   }
-  writeFileSync(slicePath, s.text);
+  writeInCapture(dir, slicePath, s.text);
   return { action: "remade" };
 }
 

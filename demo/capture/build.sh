@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Rebuild the cubin of _Z5saxpyPK5Saxpy from the (edited) sources in src/.
+#
+# Flags: a default set (no compile_commands.json), with the project's include folders rewritten into src/.
+# Arch: the captured device's (sm_90); the application's own arch flags are not used.
+# Compiles the slice src/saxpy.kerncap-slice.cu (the TU up to the kernel's definition, without the other kernels' bodies) while it was made from the current
+# src/saxpy.cu (the sha256 on its first line; `kerncap validate` remakes it after an edit), else
+# the whole TU; when the slice does not build, the whole TU (and the slice is not tried again for
+# that text of the TU). Lines starting with "kerncap:" on stderr say which was compiled and why.
+#
+# Usage: ./build.sh [OUTPUT]   (default build/kernel.cubin). Prints the cubin's path last
+# (kerncap validate reads it). Environment: NVCC (default nvcc), EXTRA_FLAGS (appended).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:-$here/build/kernel.cubin}"
+mkdir -p "$(dirname "$out")"
+nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+compile() { # compile SOURCE OUTPUT
+  # shellcheck disable=SC2086
+  "$nvcc" -cubin -arch=sm_90 -x cu \
+    -O3 -std=c++17 -I"$here/src" ${EXTRA_FLAGS:-} \
+    "$1" -o "$2" >&2
+}
+cubin="$out"
+tu="$here/src/saxpy.cu"
+slice="$here/src/saxpy.kerncap-slice.cu"
+failed="$(dirname "$out")/slice-failed.sha256"
+have="$( (sha256sum <"$tu" || shasum -a 256 <"$tu") 2>/dev/null | cut -d' ' -f1 || true)"
+made="$(sed -n '1s/.* sha256=\([0-9a-f]*\).*/\1/p' "$slice" 2>/dev/null || true)"
+src="$tu"
+if [ ! -f "$slice" ] || [ "$made" = "" ]; then
+  echo "kerncap: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu" >&2
+elif [ "$made" != "$have" ]; then
+  echo "kerncap: src/saxpy.cu changed since the slice was made (kerncap validate remakes it): compiling the whole TU" >&2
+elif [ -f "$failed" ] && [ "$(cat "$failed")" = "$have" ]; then
+  echo "kerncap: the slice did not build for this text of src/saxpy.cu: compiling the whole TU" >&2
+else
+  src="$slice"
+fi
+if [ "$src" = "$slice" ]; then
+  if ! compile "$slice" "$cubin"; then
+    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc's message above): compiling the whole TU src/saxpy.cu" >&2
+    compile "$tu" "$cubin"
+    echo "$have" >"$failed"
+  fi
+else
+  compile "$tu" "$cubin"
+fi
+echo "$out"

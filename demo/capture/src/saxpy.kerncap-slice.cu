@@ -1,0 +1,26 @@
+// kerncap slice of src/saxpy.cu sha256=b9407f68be50e59553867eb7cfc5f5fef45ae771f288f3db66046d5478061bdd
+#line 1 "src/saxpy.cu"
+// The application behind `kerncap demo`: y = a·x + y, with the operands reached through a block of
+// parameters in device memory. The kernel's one parameter is a pointer; the pointers to x and y
+// live in captured memory, so a replay is only right when every region is back at its own VA.
+//
+// Build and run it on a GPU:  nvcc -arch=sm_90 -o saxpy saxpy.cu && ./saxpy
+// Capture it yourself:        kerncap run -k saxpy -o saxpy-capture -- ./saxpy
+#include <cstdio>
+#include <cuda_runtime.h>
+
+struct Vec {
+  float *data;
+  int n;
+};
+
+struct Saxpy {
+  float a;
+  Vec x, y;
+};
+
+__global__ void saxpy(const Saxpy *p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p->y.n) p->y.data[i] = p->a * p->x.data[i] + p->y.data[i];
+}
+// ── kerncap: src/saxpy.cu ends here for the slice; 0 other kernel bodies above were left out ──

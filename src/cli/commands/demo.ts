@@ -1,0 +1,28 @@
+/** `kerncap demo [DIR]`: write the built-in sample capture (src/demo.ts), to try kerncap without a GPU. Exit 0; 2 error. */
+import { defineCommand } from "citty";
+import { writeDemo } from "../../demo.ts";
+import { log } from "../../log.ts";
+import { jsonArg, printJson, verboseArg } from "../args.ts";
+import { formatBytes, plural } from "../../util/format.ts";
+import { shellPath } from "../../util/shell-quote.ts";
+
+export default defineCommand({
+  meta: { name: "demo", description: "Write a small sample capture (a CUDA saxpy kernel with its reproducer project) to try inspect, pack, validate and the MCP tools without a GPU" },
+  args: {
+    dir: { type: "positional", description: "Capture folder to write (default: kerncap-demo)", required: false },
+    force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at DIR (never any other folder)", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  run({ args }) {
+    const { dir, manifest: m } = writeDemo(args.dir === undefined ? "kerncap-demo" : String(args.dir), Boolean(args.force));
+    const next = [`kerncap inspect ${shellPath(dir)}`, `kerncap validate ${shellPath(dir)}`, `kerncap pack ${shellPath(dir)}`, `kerncap replay ${shellPath(dir)}`];
+    if (args.json) printJson("demo", { dir, kernel: m.kernel.demangled, arch: m.device.arch, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, next });
+    else {
+      log.success(`wrote the demo capture of ${m.kernel.demangled} into ${dir}: ${plural(m.regions.length, "region")}, ${formatBytes(m.memory.beforeBytes)} live (made on the CPU: its after state is a CPU reference of the kernel)`);
+      log.info(`next: ${next[0]} ; ${next[1]} (rebuilds src/ with nvcc; the replay needs an ${m.device.arch} GPU) ; ${next[2]}`);
+      log.info(`edit ${shellPath(`${dir}/src/saxpy.cu`)} and validate again; on a GPU, ${next[3]} checks the kernel against the after state`);
+    }
+    return 0;
+  },
+});

@@ -1,0 +1,121 @@
+/**
+ * `kerncap [VERB] --help`: citty's usage text, made plain where it is piped (no colours, no
+ * trailing padding), with the verbs that run an application naming it in their USAGE line (profile:
+ * its ncu/nsys options), long aliases (--launch-skip, --kernel-name) written with two dashes, and
+ * examples at the end.
+ */
+import { renderUsage, type ArgsDef, type CommandDef } from "citty";
+import type { commands } from "./verbs.ts";
+
+type Verb = keyof typeof commands;
+
+/** Example command lines of each verb (and of kerncap itself, `main`): the workflow a user types, with what each one does. */
+export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
+  main: [
+    ["kerncap demo cap && kerncap inspect cap", "try it without a GPU: a sample capture"],
+    ["kerncap list -- python app.py", "which kernels run, how often"],
+    ["kerncap run -k softmax --launch-skip 2 -o cap -- python app.py", "capture the third softmax launch"],
+    ["kerncap inspect cap", "kernel, launch, parameters, regions"],
+    ["kerncap replay cap --iters 20", "same VAs, launch, bit-exact check, timing"],
+    ["$EDITOR cap/src/...; kerncap validate cap", "rebuild the edited kernel, replay, compare"],
+  ],
+  list: [
+    ["kerncap list -- ./app --size 4096", "every kernel the app launches: count, grid, block, module"],
+    ["kerncap list --json -- python train.py | jq '.kernels[0]'", "the most launched kernel, as JSON"],
+  ],
+  run: [
+    ["kerncap run -k softmax -o cap -- python app.py", "the first launch whose name matches softmax"],
+    ["kerncap run -k 'regex:^gemm' -s 3 -c 4 -o caps -- ./app", "ncu's spellings: launches 3 to 6 of gemm*, one folder each"],
+    ["kerncap run --kernel A --kernel B -o caps -- ./app", "the first launch of each of two kernels"],
+    ["kerncap run -k attn --rank 0 -o cap -- torchrun --nproc-per-node 8 train.py", "only in the process of rank 0"],
+    ["kerncap run -k scale --source-root ~/src/app -o cap -- ./app", "CUDA: with the reproducer's source found in that tree"],
+  ],
+  inspect: [
+    ["kerncap inspect cap", "the capture in words, and whether its files are intact"],
+    ["kerncap inspect cap --verify --json", "every chunk's checksum too, as JSON"],
+  ],
+  replay: [
+    ["kerncap replay cap", "restore at the captured VAs, launch, compare bit for bit, time 10 launches"],
+    ["kerncap replay cap --atol 1e-5 --rtol 1e-3 --iters 50", "compare within a tolerance; time 50 launches"],
+    ["ncu kerncap replay cap", "profile the one kernel without the application"],
+    ["kerncap replay cap --against edited/", "time another capture of the launch against this one, interleaved"],
+  ],
+  validate: [
+    ["kerncap validate cap", "rebuild src/ with build.sh, replay, compare with the app's result"],
+    ["kerncap validate cap --watch", "rebuild and replay at each save under cap/src/ (Ctrl-C ends)"],
+  ],
+  profile: [
+    ["kerncap profile cap", "Nsight Compute on the replayed launch only; report in cap/profile/"],
+    ["kerncap profile cap --build", "the same for the reproducer's rebuilt kernel"],
+    ["kerncap profile cap --nsys", "an Nsight Systems timeline of the replay instead"],
+  ],
+  tune: [
+    ["kerncap tune cap --config 'BLOCK_M=64,128 num_warps=4,8' --rtol 1e-3", "sweep a Triton kernel's configs on the captured memory"],
+  ],
+  check: [
+    ["kerncap check corpus/", "every capture under corpus/ replayed, compared, timed against the baseline"],
+    ["kerncap check corpus/ --rebuild --junit check.xml", "rebuilt from their reproducers, JUnit XML for CI"],
+  ],
+  pack: [
+    ["kerncap pack cap", "cap.zip beside the folder, to share"],
+    ["kerncap pack cap -o /tmp/softmax.zip -f", "replace an archive kerncap wrote before"],
+  ],
+  unpack: [
+    ["kerncap unpack softmax.zip", "the capture folder back, checksums checked"],
+    ["kerncap unpack softmax.zip -o cap -f", "into cap, replacing a previous capture"],
+  ],
+  schema: [
+    ["kerncap schema", "the JSON Schema of kerncap.json"],
+    ["kerncap schema replay", "the JSON Schema of replay --json's document"],
+  ],
+  doctor: [
+    ["kerncap doctor", "what this machine has for capture, replay and reproducers"],
+    ["kerncap doctor --no-capture --json", "the checks without the built-in capture, as JSON"],
+  ],
+  demo: [
+    ["kerncap demo", "write the sample capture into ./kerncap-demo"],
+    ["kerncap demo cap && kerncap validate cap", "rebuild its reproducer (the replay needs a GPU)"],
+  ],
+  mcp: [
+    ["kerncap mcp", "serve the tools over stdio (a client starts it)"],
+    ["kerncap mcp --print-config claude-code", "the command that registers kerncap with Claude Code"],
+  ],
+  completion: [
+    ["source <(kerncap completion bash)", "complete verbs and options in this bash"],
+    ["kerncap completion fish > ~/.config/fish/completions/kerncap.fish", "install it for fish"],
+  ],
+};
+
+/** The EXAMPLES section of `verb`'s help (kerncap's own with "main"). */
+export function examplesSection(verb: Verb | "main"): string {
+  const ex = EXAMPLES[verb];
+  const w = Math.max(...ex.map(([c]) => c.length));
+  return `EXAMPLES\n\n${ex.map(([c, what]) => `  ${c.padEnd(w)}   # ${what}`).join("\n")}\n`;
+}
+
+/** citty's usage writes every alias with one dash: long ones (--kernel-name, --launch-skip) get two. */
+async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string> {
+  const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
+  let out = usage;
+  for (const d of Object.values(defs)) {
+    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) {
+      // one more dash, one less space of the line's padding: the columns stay aligned
+      if (a.length > 1) out = out.replace(new RegExp(`^( ?)(.*?[\\s,])-${a}(?=[,\\s=])`, "gm"), (_m, _sp: string, pre: string) => `${pre}--${a}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * The help text of `verb` (its command `cmd`), or of kerncap itself when verb is undefined
+ * (`main`: the root command). `tty`: stdout is a terminal (citty's colours kept).
+ */
+export async function helpText(main: CommandDef<any>, verb?: Verb, cmd?: CommandDef<any>, tty = false): Promise<string> {
+  const text = await renderUsage(cmd ?? main, cmd ? main : undefined);
+  let out = tty ? text : text.replace(/\x1b\[[0-9;]*m/g, "");
+  out = out.replace(/[ \t]+$/gm, "");
+  if (verb === "run" || verb === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");
+  if (verb === "profile") out = out.replace(/^(.*USAGE.*)$/m, "$1 [-- NCU/NSYS OPTIONS…]");
+  if (cmd) out = await longAliases(out, cmd);
+  return `${out.replace(/\n+$/, "")}\n\n${examplesSection(verb ?? "main")}`;
+}

@@ -1,0 +1,85 @@
+/**
+ * The sample capture that `kerncap demo` writes: demo/capture/, embedded in the
+ * executable file by file. It is the saxpy kernel of demo/app/saxpy.cu, its cubin built
+ * for sm_90 and its after state computed on the CPU by scripts/make-demo.ts (which regenerates the
+ * folder; the manifest's device.name and tool.library say it was not captured on a GPU). With it,
+ * inspect, pack/unpack, validate's rebuild and the MCP tools can be tried on any machine; its
+ * replay needs an sm_90 GPU.
+ */
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { moveIntoPlace } from "./capture/finalize.ts";
+import { assertReplaceable } from "./format/capture-dir.ts";
+import { KerncapError } from "./errors.ts";
+import { assertOutputPath } from "./format/archive.ts";
+import { readManifest, verifyFiles } from "./format/capture-dir.ts";
+import type { Manifest } from "./format/manifest.ts";
+import { markTemp, tempFor, TEMP_MARKER } from "./leftovers.ts";
+import { trustOwnBuild } from "./format/trust.ts";
+import readme from "../demo/capture/README.md" with { type: "file" };
+import buildSh from "../demo/capture/build.sh" with { type: "file" };
+// tsc types a .json import as its content; Bun's `type: "file"` gives its path, as for the others
+import manifestFile from "../demo/capture/kerncap.json" with { type: "file" };
+import cubin from "../demo/capture/kernel/module.cubin" with { type: "file" };
+import params from "../demo/capture/kernel/params.bin" with { type: "file" };
+import after from "../demo/capture/memory/after.bin" with { type: "file" };
+import before from "../demo/capture/memory/before.bin" with { type: "file" };
+import source from "../demo/capture/src/saxpy.cu" with { type: "file" };
+import slice from "../demo/capture/src/saxpy.kerncap-slice.cu" with { type: "file" };
+
+const manifest = manifestFile as unknown as string;
+
+/** Every file of the demo capture: its path in the folder, the embedded copy, its mode bits. */
+export const DEMO_FILES: { path: string; embedded: string; mode: number }[] = [
+  { path: "README.md", embedded: readme, mode: 0o644 },
+  { path: "build.sh", embedded: buildSh, mode: 0o755 },
+  { path: "kerncap.json", embedded: manifest, mode: 0o644 },
+  { path: "kernel/module.cubin", embedded: cubin, mode: 0o644 },
+  { path: "kernel/params.bin", embedded: params, mode: 0o644 },
+  { path: "memory/after.bin", embedded: after, mode: 0o644 },
+  { path: "memory/before.bin", embedded: before, mode: 0o644 },
+  { path: "src/saxpy.cu", embedded: source, mode: 0o644 },
+  { path: "src/saxpy.kerncap-slice.cu", embedded: slice, mode: 0o644 },
+];
+
+/**
+ * Write the demo capture into `dir` (as `dir.tmp-<pid>`, renamed when complete) and check it as
+ * any capture is checked (readManifest, verifyFiles).
+ * @returns the folder (absolute) and its manifest.
+ * @throws KerncapError E_USAGE (empty name, missing parent), E_EXISTS (dir exists: --force
+ *   replaces a previous capture only), E_IO (parent not writable).
+ */
+export function writeDemo(dir: string, force: boolean): { dir: string; manifest: Manifest } {
+  if (!dir.trim()) throw new KerncapError("E_USAGE", "the demo's folder name is empty", { hint: "Give a folder to write, e.g. kerncap demo kerncap-demo." });
+  const out = resolve(dir);
+  if (existsSync(out)) {
+    // refused before anything is written; the demo takes its folder as DIR, not -o
+    try {
+      assertReplaceable(out, force);
+    } catch (e) {
+      if (e instanceof KerncapError) throw new KerncapError(e.code, e.message, { hint: force ? "Give another DIR: kerncap demo writes a new folder there." : "Pass --force to replace it, or give another DIR." });
+      throw e;
+    }
+  }
+  assertOutputPath(out, "demo capture");
+  const tmp = tempFor(out);
+  rmSync(tmp, { recursive: true, force: true });
+  try {
+    mkdirSync(tmp);
+    markTemp(tmp);
+    for (const f of DEMO_FILES) {
+      const p = join(tmp, f.path);
+      mkdirSync(dirname(p), { recursive: true });
+      writeFileSync(p, readFileSync(f.embedded));
+      chmodSync(p, f.mode);
+    }
+    rmSync(join(tmp, TEMP_MARKER));
+    moveIntoPlace(tmp, out, force);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  const m = readManifest(out);
+  verifyFiles(out, m);
+  trustOwnBuild(out); // its build.sh is this executable's own, though its manifest names no host (src/format/trust.ts)
+  return { dir: out, manifest: m };
+}

@@ -1,0 +1,114 @@
+/**
+ * Where a JSON text stops being JSON (RFC 8259 grammar), for the messages about a damaged manifest
+ * or index: JSON.parse in Bun says what it expected but not where ("JSON Parse error: Unexpected
+ * EOF"), and a truncated kerncap.json is the common case.
+ */
+
+/** Position of the first byte that breaks the grammar; `truncated`: the text ended inside a value. */
+export interface JsonErrorPosition {
+  /** 0-based index into the text (UTF-16 code units, as JavaScript strings count). */
+  offset: number;
+  /** 1-based line and column of `offset`. */
+  line: number;
+  column: number;
+  truncated: boolean;
+}
+
+/**
+ * The first position at which `text` is not valid JSON, or undefined when it is.
+ * Checks the grammar only (no duplicate keys, no number range).
+ */
+export function jsonErrorPosition(text: string): JsonErrorPosition | undefined {
+  let i = 0;
+  const fail = (): never => {
+    throw i;
+  };
+  const ws = () => {
+    while (i < text.length && " \t\n\r".includes(text[i]!)) i++;
+  };
+  const lit = (w: string) => {
+    for (const c of w) if (text[i++] !== c) (i--, fail());
+  };
+  const digits = () => {
+    const s = i;
+    while (i < text.length && text[i]! >= "0" && text[i]! <= "9") i++;
+    if (i === s) fail();
+  };
+  const string = () => {
+    i++; // the opening quote
+    for (;;) {
+      if (i >= text.length) fail();
+      const c = text[i]!;
+      if (c === '"') return void i++;
+      if (c < " ") fail();
+      if (c === "\\") {
+        i++;
+        if (text[i] === "u") {
+          for (let k = 1; k <= 4; k++) if (!/[0-9a-fA-F]/.test(text[i + k] ?? "")) ((i += k), fail());
+          i += 5;
+        } else if (text[i] !== undefined && '"\\/bfnrt'.includes(text[i]!)) i++;
+        else fail();
+      } else i++;
+    }
+  };
+  const value = (): void => {
+    ws();
+    const c = text[i];
+    if (c === "{" || c === "[") {
+      const close = c === "{" ? "}" : "]";
+      i++;
+      ws();
+      if (text[i] === close) return void i++;
+      for (;;) {
+        if (c === "{") {
+          ws();
+          if (text[i] !== '"') fail();
+          string();
+          ws();
+          if (text[i] !== ":") fail();
+          i++;
+        }
+        value();
+        ws();
+        if (text[i] === ",") i++;
+        else if (text[i] === close) return void i++;
+        else fail();
+      }
+    }
+    if (c === '"') return string();
+    if (c === "t") return lit("true");
+    if (c === "f") return lit("false");
+    if (c === "n") return lit("null");
+    if (c === "-" || (c !== undefined && c >= "0" && c <= "9")) {
+      if (text[i] === "-") i++;
+      if (text[i] === "0") i++;
+      else digits();
+      if (text[i] === ".") (i++, digits());
+      if (text[i] === "e" || text[i] === "E") {
+        i++;
+        if (text[i] === "+" || text[i] === "-") i++;
+        digits();
+      }
+      return;
+    }
+    fail();
+  };
+  try {
+    value();
+    ws();
+    if (i < text.length) fail();
+    return undefined;
+  } catch (e) {
+    if (typeof e !== "number") throw e;
+    const before = text.slice(0, e);
+    const line = before.split("\n").length;
+    return { offset: e, line, column: e - (before.lastIndexOf("\n") + 1) + 1, truncated: e >= text.length };
+  }
+}
+
+/** "at line L, column C", or "truncated: it ends inside a value, at line L, column C (N bytes)"; "" for valid JSON. */
+export function describeJsonError(text: string): string {
+  const p = jsonErrorPosition(text);
+  if (!p) return "";
+  return p.truncated ? `truncated: it ends inside a value, at line ${p.line}, column ${p.column} (${Buffer.byteLength(text)} bytes)` : `at line ${p.line}, column ${p.column}`;
+}

@@ -1,0 +1,247 @@
+/**
+ * The one rule for paths that kerncap takes from a manifest, an archive index or an MCP call: each
+ * names a file inside the capture folder, reached without following a link. A relative path
+ * (`/`-separated, no NUL or other control character, no backslash, not absolute, no `..`) is
+ * resolved under the capture folder's real path (the folder the user named may itself be a link:
+ * that name is the user's); every existing component below it must be a real folder, and the file
+ * a regular file with one name (a symbolic link, a hard link with another name elsewhere, a device,
+ * a FIFO or a socket is refused). Files are opened with O_NOFOLLOW|O_NONBLOCK and checked with
+ * fstat after the open, so that a FIFO cannot hang a reader and a link swapped in after the check
+ * is not followed; every read is bounded. Writes go to a temporary file created with
+ * O_CREAT|O_EXCL|O_NOFOLLOW in the same folder, then renamed over the name: a link or a hard link
+ * at the name is replaced, never written through.
+ *
+ * Who is guarded against (docs/security.md): a received capture or archive, another local user who
+ * made the folder, an MCP agent. A folder changed by another process while kerncap works on it is
+ * out of scope (checks and opens are separate calls for the memory images, which are mmapped).
+ *
+ * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
+ */
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { join } from "node:path";
+import { KerncapError, systemError } from "../errors.ts";
+
+/** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
+export const MANIFEST_MAX_BYTES = 64 << 20;
+
+const HINT = "A capture's files must be regular files inside its folder; kerncap follows no link out of a capture and writes nothing through one. If you made the link, replace it with the file itself (cp --remove-destination \"$(readlink -f F)\" F); a capture made elsewhere: capture again, or ask for a clean copy (kerncap pack).";
+
+/** Why `rel` cannot name a file inside a capture folder (as a sentence's end), or undefined. */
+export function relativePathProblem(rel: unknown): string | undefined {
+  if (typeof rel !== "string") return "is not a string";
+  if (rel.length === 0) return "is empty";
+  if (rel.includes("\0")) return "holds a NUL byte";
+  if (/[\x01-\x1f\x7f]/.test(rel)) return "holds a control character (a newline, a tab, …)";
+  if (rel.includes("\\")) return "holds a backslash";
+  if (rel.startsWith("/")) return "is an absolute path";
+  if (rel.split("/").includes("..")) return "climbs out of the folder with ..";
+  if (!rel.split("/").some((p) => p && p !== ".")) return "names the folder itself";
+  return undefined;
+}
+
+/** A path as a message shows it: JSON-quoted when it holds anything unprintable. */
+export function shownPath(rel: string): string {
+  return /^[\x20-\x7e\u00a0-\uffff]*$/.test(rel) && !rel.includes('"') ? rel : JSON.stringify(rel);
+}
+
+function unsafe(dir: string, rel: string, what: string, hint = HINT): KerncapError {
+  return new KerncapError("E_UNSAFE_PATH", `${shownPath(rel)} in ${dir} ${what}`, { hint });
+}
+
+/** What a file that is not a regular file is, for messages: "a FIFO", "a symbolic link" … */
+export function fileKind(st: Stats): string {
+  return st.isSymbolicLink() ? "a symbolic link" : st.isDirectory() ? "a folder" : st.isFIFO() ? "a FIFO" : st.isCharacterDevice() ? "a character device" : st.isBlockDevice() ? "a block device" : st.isSocket() ? "a socket" : "not a regular file";
+}
+
+/** The checks on a file's own entry (lstat or fstat): a regular file with one name. */
+function checkEntry(dir: string, rel: string, st: Stats): void {
+  if (!st.isFile()) throw unsafe(dir, rel, `is ${fileKind(st)}; a capture's files must be regular files inside it`);
+  if (st.nlink > 1) throw unsafe(dir, rel, `is a hard link (${st.nlink} names share its data, some perhaps outside the capture); a capture's files must be regular files with one name`, "Replace it with a copy of its own (cp F F.copy && mv F.copy F), or capture again.");
+}
+
+/** lstat, undefined when nothing is there (ENOENT, or ENOTDIR under a file). */
+function lstatOrNone(p: string): Stats | undefined {
+  try {
+    return lstatSync(p);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    throw systemError(e) ?? e;
+  }
+}
+
+/** The real path of the capture folder (the user's own name for it may be a link). @throws E_IO/E_NOT_CAPTURE */
+function realFolder(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+    throw systemError(e) ?? e;
+  }
+}
+
+export interface CapturePath {
+  /** Absolute path under the capture folder's real path. */
+  path: string;
+  /** The file's lstat, undefined when it does not exist (yet). */
+  stats?: Stats;
+}
+
+/**
+ * Resolve `rel` (a path from a manifest, an index or a tool call) inside capture folder `dir`:
+ * every existing folder on the way is a real folder, and the file, when there, is a regular file
+ * with one name. A missing file is not an error here (readers say what is missing).
+ * @throws KerncapError E_UNSAFE_PATH naming `rel` (malformed, a link, a hard link, a device, a FIFO,
+ *   a socket, a folder, a part of the path that is a file)
+ */
+export function resolveInCapture(dir: string, rel: string): CapturePath {
+  const problem = relativePathProblem(rel);
+  if (problem) throw unsafe(dir, String(rel), `${problem}; a capture's paths are relative to its folder, inside it`, "The manifest, the archive or the tool call names a path that kerncap does not write; give a path such as src/kernel.cu, or capture again.");
+  let p = realFolder(dir);
+  const parts = rel.split("/").filter((x) => x && x !== ".");
+  const last = parts.pop()!; // relativePathProblem refused a path without a part
+  for (let i = 0; i < parts.length; i++) {
+    p = join(p, parts[i]!);
+    const st = lstatOrNone(p);
+    if (!st) return { path: join(p, ...parts.slice(i + 1), last) };
+    const shown = parts.slice(0, i + 1).join("/");
+    if (st.isSymbolicLink()) throw unsafe(dir, shown, "is a symbolic link; a capture's files must be regular files inside it, reached through its own folders");
+    if (!st.isDirectory()) throw unsafe(dir, shown, `is ${fileKind(st)}, not a folder, so ${shownPath(rel)} cannot be inside it`, "Give a path through the capture's folders.");
+  }
+  p = join(p, last);
+  const st = lstatOrNone(p);
+  if (st) checkEntry(dir, [...parts, last].join("/"), st);
+  return { path: p, stats: st };
+}
+
+/**
+ * The absolute path of a file the manifest names (module, parameters, memory images, files[]),
+ * checked by the one path rule (src/format/paths.ts): inside the folder, no link followed, a
+ * regular file with one name when it exists.
+ * @throws KerncapError E_UNSAFE_PATH
+ */
+export function capturePath(dir: string, rel: string): string {
+  return resolveInCapture(dir, rel).path;
+}
+
+/**
+ * An open descriptor of the regular file `rel` inside `dir` (O_RDONLY|O_NOFOLLOW|O_NONBLOCK, then
+ * fstat: a FIFO or device is refused before any read, a link at the last component is never
+ * followed), of at most maxBytes bytes. The caller closes it.
+ * @returns undefined when there is no such file
+ * @throws KerncapError E_UNSAFE_PATH (as resolveInCapture, and a file past maxBytes), E_IO
+ */
+export function openInCapture(dir: string, rel: string, maxBytes: number): { fd: number; path: string; size: number } | undefined {
+  const { path } = resolveInCapture(dir, rel);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    if (code === "ELOOP") throw unsafe(dir, rel, "is a symbolic link; a capture's files must be regular files inside it");
+    throw systemError(Object.assign(e as object, { path })) ?? e;
+  }
+  try {
+    const st = fstatSync(fd);
+    checkEntry(dir, rel, st);
+    if (st.size > maxBytes) throw unsafe(dir, rel, `has ${st.size} bytes; kerncap reads at most ${maxBytes} bytes from it`, "It is not a file kerncap wrote; capture again.");
+    return { fd, path, size: st.size };
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+}
+
+/**
+ * The bytes of the regular file `rel` inside `dir` (openInCapture's checks), at most maxBytes.
+ * @returns undefined when there is no such file
+ * @throws KerncapError E_UNSAFE_PATH, E_IO
+ */
+export function readInCapture(dir: string, rel: string, maxBytes: number): Buffer | undefined {
+  const f = openInCapture(dir, rel, maxBytes);
+  if (!f) return undefined;
+  try {
+    const b = Buffer.alloc(f.size);
+    let done = 0;
+    for (;;) {
+      // a file that grew since fstat is read to the bound only
+      const n = readSync(f.fd, b, done, b.length - done, done);
+      if (n === 0) break;
+      done += n;
+      if (done === b.length) break;
+    }
+    return b.subarray(0, done);
+  } catch (e) {
+    throw systemError(Object.assign(e as object, { path: f.path })) ?? e;
+  } finally {
+    closeSync(f.fd);
+  }
+}
+
+/**
+ * readInCapture for a file the manifest lists, which must be there.
+ * @throws KerncapError E_CHECKSUM when it is missing, E_UNSAFE_PATH, E_IO
+ */
+export function readCaptureBytes(dir: string, rel: string, maxBytes: number): Buffer {
+  const b = readInCapture(dir, rel, maxBytes);
+  if (!b) throw new KerncapError("E_CHECKSUM", `${shownPath(rel)} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
+  return b;
+}
+
+/**
+ * Create the folders of `rel` (a folder path) inside `dir`, none of them through a link.
+ * @returns the folder's absolute path
+ * @throws KerncapError E_UNSAFE_PATH, E_IO
+ */
+export function mkdirInCapture(dir: string, rel: string): string {
+  const problem = relativePathProblem(rel);
+  if (problem) throw unsafe(dir, rel, `${problem}; a capture's paths are relative to its folder, inside it`);
+  let p = realFolder(dir);
+  const parts = rel.split("/").filter((x) => x && x !== ".");
+  for (let i = 0; i < parts.length; i++) {
+    p = join(p, parts[i]!);
+    const st = lstatOrNone(p);
+    if (!st) {
+      try {
+        mkdirSync(p);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw systemError(e) ?? e;
+      }
+    }
+    const now = lstatSync(p);
+    if (!now.isDirectory()) throw unsafe(dir, parts.slice(0, i + 1).join("/"), `is ${fileKind(now)}, not a folder`);
+  }
+  return p;
+}
+
+/**
+ * Write `data` as the file `rel` inside `dir`: its folders created (mkdirInCapture), a temporary
+ * file beside it (O_CREAT|O_EXCL|O_NOFOLLOW; the permission bits of the file it replaces, else
+ * `mode`), then renamed over the name. A link or hard link at the name is refused
+ * (resolveInCapture) and could not be written through anyway.
+ * @returns the file's absolute path
+ * @throws KerncapError E_UNSAFE_PATH, E_IO (ENOSPC, EACCES …)
+ */
+export function writeInCapture(dir: string, rel: string, data: string | Uint8Array, mode = 0o644): string {
+  const parent = rel.split("/").slice(0, -1).join("/");
+  const { path, stats } = resolveInCapture(dir, rel);
+  if (stats) mode = stats.mode & 0o777;
+  if (parent) mkdirInCapture(dir, parent);
+  const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  let fd: number | undefined;
+  try {
+    fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+    if (stats) fchmodSync(fd, mode); // the replaced file's bits exactly, whatever the umask
+    const b = typeof data === "string" ? Buffer.from(data) : data;
+    for (let done = 0; done < b.length; ) done += writeSync(fd, b, done, b.length - done);
+    closeSync(fd);
+    fd = undefined;
+    renameSync(tmp, path);
+  } catch (e) {
+    if (fd !== undefined) closeSync(fd);
+    rmSync(tmp, { force: true });
+    throw systemError(e) ?? e;
+  }
+  return path;
+}

@@ -1,0 +1,157 @@
+/**
+ * Whose build.sh `kerncap validate` runs. A capture made here by the user is theirs; a **received**
+ * capture is not: one that `kerncap unpack` wrote (it leaves RECEIVED_MARK in the folder, after the
+ * archive's own files, so an archive can neither carry nor remove it), or one whose manifest says
+ * that another host made it (manifest.host, written at capture: the host name and /etc/machine-id;
+ * before it was recorded, process.hostname), or says no host at all (edited, or from a kerncap that
+ * did not record it). A received capture's build.sh, and what it compiles and runs, runs only once
+ * the user said `--trust` after reading it (validate prints it and refuses, exit 2).
+ *
+ * The decision is recorded outside every capture, in the user's state folder
+ * ($XDG_STATE_HOME/kerncap/trusted-builds.json, else ~/.local/state/kerncap/), keyed by the
+ * folder's real path, its device and inode numbers (a folder removed and made again by someone
+ * else at that path is another folder) and the SHA-256 of its build.sh (a changed build.sh asks
+ * again). A folder someone else made cannot carry that record; the state folder is used only when
+ * it is the user's own and nobody else can write it.
+ */
+import { lstatSync, mkdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { homedir, hostname } from "node:os";
+import { isAbsolute, join } from "node:path";
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "./manifest.ts";
+import { readInCapture, writeInCapture } from "./paths.ts";
+import { log } from "../log.ts";
+import { TOOL_VERSION } from "../version.ts";
+
+/** The file `kerncap unpack` writes into every folder it unpacks. */
+export const RECEIVED_MARK = "kerncap-received.json";
+const TRUST_FILE = "trusted-builds.json";
+/** build.sh is a short script: a larger one is not printed whole (bytes). */
+const BUILD_SH_MAX = 1 << 20;
+
+/** This machine as a manifest records it: os.hostname() and /etc/machine-id (machine-id(5); null where there is none). */
+export function hostIdentity(): { name: string; machineId: string | null } {
+  for (const f of ["/etc/machine-id", "/var/lib/dbus/machine-id"]) {
+    try {
+      const id = readFileSync(f, "utf8").trim();
+      if (/^[0-9a-f]{32}$/.test(id)) return { name: hostname(), machineId: id };
+    } catch {
+      /* the next one */
+    }
+  }
+  return { name: hostname(), machineId: null };
+}
+
+/** Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the archive held). */
+export function markReceived(dir: string, archive: string): void {
+  writeInCapture(dir, RECEIVED_MARK, JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: hostIdentity(), kerncap: TOOL_VERSION }, null, 2) + "\n");
+}
+
+/** Why `dir` is a received capture (a phrase), or undefined when it was made here. */
+export function receivedBecause(dir: string, m: Manifest): string | undefined {
+  let mark: Buffer | undefined;
+  try {
+    mark = readInCapture(dir, RECEIVED_MARK, 1 << 16);
+  } catch {
+    return `${RECEIVED_MARK} is there but is not a regular file`;
+  }
+  if (mark) return "it was unpacked from an archive";
+  const here = hostIdentity();
+  if (m.host) {
+    if (m.host.machineId && here.machineId) return m.host.machineId === here.machineId ? undefined : `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${m.host.machineId}) made it`;
+    return m.host.name === here.name ? undefined : `its manifest says host ${JSON.stringify(m.host.name)} made it`;
+  }
+  if (m.process) return m.process.hostname === here.name ? undefined : `its manifest says host ${JSON.stringify(m.process.hostname)} made it`;
+  return "its manifest records no host";
+}
+
+/** The state folder holding the trust record, when it is the user's own and nobody else can write it. */
+function stateDir(env = process.env): string | undefined {
+  const base = env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : join(env.HOME || homedir(), ".local", "state");
+  const dir = join(base, "kerncap");
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = lstatSync(dir);
+    const uid = process.getuid?.();
+    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o022) return undefined;
+    return dir;
+  } catch {
+    return undefined;
+  }
+}
+
+interface TrustRecord {
+  dir: string;
+  dev: number;
+  ino: number;
+  buildSh: string;
+  at: string;
+}
+
+function readRecords(state: string): TrustRecord[] {
+  try {
+    const doc = JSON.parse(readInCapture(state, TRUST_FILE, 16 << 20)?.toString("utf8") ?? "{}");
+    return Array.isArray(doc?.builds) ? doc.builds : [];
+  } catch {
+    return []; // a damaged record trusts nothing
+  }
+}
+
+/**
+ * Before validate (or the watch, or check --rebuild) runs DIR/build.sh: a received capture's build
+ * runs only when the record says the user trusted this folder with this build.sh, or `trust`
+ * (--trust) says so now (then recorded, unless `o.remember` is false: check's temp folder of an
+ * unpacked archive is gone after its check). Otherwise build.sh is printed to stderr (control
+ * characters escaped) and the build refused. A capture made here passes without a word.
+ * `o.command`: the command line to run again with --trust, for the hint (default `kerncap validate DIR`).
+ * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received
+ */
+export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean, o: { remember?: boolean; command?: string } = {}): void {
+  const why = receivedBecause(dirArg, m);
+  if (!why) return;
+  const script = readInCapture(dirArg, "build.sh", BUILD_SH_MAX);
+  if (!script) return; // no build: the build's own error (E_NO_REPRODUCER) says so
+  const key = trustKey(dirArg, script);
+  const state = stateDir();
+  const records = state ? readRecords(state) : [];
+  if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.buildSh === key.buildSh)) return;
+  if (!trust) {
+    const shown = script.toString("utf8").replace(/[\x00-\x08\x0b-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+    process.stderr.write(`──── ${key.dir}/build.sh (the build kerncap would run) ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}──── end of build.sh ────\n`);
+    throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): its build.sh (printed above) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
+      hint: `Read build.sh and the sources under src/; if you trust them, run ${o.command ?? `kerncap validate ${dirArg}`} --trust${o.remember === false ? "" : " (remembered for this folder and this build.sh)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
+    });
+  }
+  if (o.remember === false) return;
+  if (!state) {
+    log.warn("--trust: the state folder (~/.local/state/kerncap) is not yours alone or cannot be written: the trust is not remembered");
+    return;
+  }
+  remember(state, records, key);
+  log.info(`trusted ${key.dir}/build.sh (sha256 ${key.buildSh.slice(0, 12)}…): recorded in ${join(state, TRUST_FILE)}`);
+}
+
+/**
+ * Record DIR's build.sh as trusted without asking: for a folder kerncap wrote from its own files
+ * (`kerncap demo`: the build.sh embedded in this executable), which counts as received by its
+ * manifest (no host recorded). Nothing is recorded where the state folder is unusable (then
+ * validate asks, as for any received capture).
+ */
+export function trustOwnBuild(dir: string): void {
+  const script = readInCapture(dir, "build.sh", BUILD_SH_MAX);
+  const state = stateDir();
+  if (!script || !state) return;
+  remember(state, readRecords(state), trustKey(dir, script));
+}
+
+/** What a trust record is keyed by: the folder's real path, device and inode, build.sh's SHA-256. */
+function trustKey(dir: string, script: Buffer): Omit<TrustRecord, "at"> {
+  const st = statSync(dir);
+  return { dir: realpathSync(dir), dev: st.dev, ino: st.ino, buildSh: new Bun.CryptoHasher("sha256").update(script).digest("hex") };
+}
+
+/** Write the record of `key` over any earlier one of its folder. */
+function remember(state: string, records: TrustRecord[], key: Omit<TrustRecord, "at">): void {
+  const kept = records.filter((r) => r.dir !== key.dir);
+  writeInCapture(state, TRUST_FILE, JSON.stringify({ schema: "kerncap.trusted-builds/1", builds: [...kept, { ...key, at: new Date().toISOString() }] }, null, 1) + "\n", 0o600);
+}

@@ -1,0 +1,98 @@
+/**
+ * The confined build of `kerncap mcp`'s validate (validate --confine): an MCP agent may edit src/
+ * and ask for validate, and nothing else (docs/security.md), so its edits must not make the build
+ * read a file elsewhere (`#include "/home/u/.ssh/id_rsa"`) and hand the file's lines back in the
+ * compiler's messages.
+ *
+ * The compiler says what it read: build.sh's nvcc gets `-MD -MF build/kerncap-deps.d` through
+ * EXTRA_FLAGS (templates/cuda/build.sh.hbs appends it to every compile; nvcc writes the list in its
+ * own preprocessing step, before compiling, so a failing compile leaves it too: seen with nvcc 13.0).
+ * Every file in it must lie in the capture folder, its recorded source root
+ * (manifest.source.cuda.projectRoot, and the headers recorded outside it), or the toolchain's and
+ * the system's include folders (toolchainHeader); links are resolved first. A build that read
+ * another file is refused without a line of its output; a failed build's messages are reduced to
+ * the diagnostics (file, line, the error's own text) of the capture's own files.
+ */
+import { realpathSync } from "node:fs";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { findNvcc, parseDeps } from "./cuda/compile-commands.ts";
+import { toolchainHeader } from "./cuda/repro.ts";
+
+/** The dependency list a confined build asks the compiler for, relative to the capture folder (bash splits EXTRA_FLAGS into words: no quoting). */
+export const DEPS_FILE = "build/kerncap-deps.d";
+/** What a confined build appends to EXTRA_FLAGS (nvcc and gcc spell it alike). */
+export const CONFINE_FLAGS = `-MD -MF ${DEPS_FILE}`;
+
+function real(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}
+
+const under = (p: string, root: string) => p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
+
+/**
+ * The files of a dependency list (make syntax, as `-MD -MF` writes it; relative paths are the
+ * build's working folder's, the capture folder) that a confined build may not read, as the list
+ * names them. Allowed: the capture folder, source.cuda.projectRoot and source.cuda.referencedOutsideRoot,
+ * the toolchain's and the system's include folders.
+ */
+export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText: string): string[] {
+  const cuda = (m.source?.cuda ?? {}) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
+  const roots = [real(dir)];
+  if (typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/") roots.push(real(cuda.projectRoot));
+  const files = new Set(Array.isArray(cuda.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string").map(real) : []);
+  let nvcc: string | undefined;
+  try {
+    nvcc = findNvcc();
+  } catch {
+    /* no toolkit: the system folders only */
+  }
+  const toolchain = toolchainHeader(nvcc);
+  return parseDeps(depsText).filter((d) => {
+    const p = real(resolve(dir, d));
+    return !(roots.some((r) => under(p, r)) || files.has(p) || toolchain(p));
+  });
+}
+
+/** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics. */
+const DIAGNOSTIC = [/^(.+?)\((\d+)\): ((?:catastrophic )?error|warning)(?: #[\w-]+)?: (.*)$/, /^(.+?):(\d+):(?:\d+:)? ((?:fatal )?error|warning): (.*)$/];
+
+/**
+ * A failed build's messages as the agent may see them: each diagnostic of a file inside the capture
+ * folder as `path:line: kind: text` (path relative to the folder), and build.sh's own `kerncap:`
+ * notes; everything else (source lines quoted under a diagnostic, files elsewhere, other output) is
+ * left out.
+ */
+export function captureDiagnostics(dir: string, output: string): string[] {
+  const root = real(dir);
+  const out: string[] = [];
+  for (const line of output.split("\n")) {
+    if (line.startsWith("kerncap: ")) {
+      out.push(line);
+      continue;
+    }
+    for (const re of DIAGNOSTIC) {
+      const d = re.exec(line);
+      if (!d) continue;
+      const p = real(resolve(dir, d[1]!));
+      if (under(p, root)) out.push(`${relative(root, p)}:${d[2]}: ${d[3]}: ${d[4]}`);
+      break;
+    }
+  }
+  return out;
+}
+
+/**
+ * E_CONFINED: the build read files outside what a confined build may read; names them (paths the
+ * agent's own edit wrote), never their content.
+ */
+export function confinedError(files: string[]): KerncapError {
+  return new KerncapError("E_CONFINED", `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, its source root and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}): kerncap mcp does not build such sources, and shows none of the build's output`, {
+    hint: "Include only files under src/ (or the captured project's and the toolchain's headers); remove the #include of the file named.",
+  });
+}

@@ -1,0 +1,326 @@
+/**
+ * Issue 23: what a received capture, another local user or an MCP agent could make kerncap do on
+ * the CPU, one test per attack, each failing on the code before the capture path rule
+ * (src/format/paths.ts), the slice meta check, received-capture trust (src/format/trust.ts) and
+ * the confined MCP build (src/frontends/confine.ts).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { runCommand } from "citty";
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { commands } from "../../src/cli/main.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { packCapture, unpackArchive } from "../../src/format/archive.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import { createMcpServer } from "../../src/mcp/server.ts";
+import { buildReproducer } from "../../src/frontends/build.ts";
+import { remakeStaleSlice } from "../../src/frontends/cuda/slice.ts";
+import { receivedBecause, requireTrustedBuild } from "../../src/format/trust.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const SECRET = "TOPSECRET_hunter2";
+let state: string;
+let savedState: string | undefined;
+beforeAll(() => {
+  // the trust record goes to a state folder of this test's own
+  savedState = process.env.XDG_STATE_HOME;
+  state = tempDir("kerncap-state-");
+  process.env.XDG_STATE_HOME = state;
+});
+afterAll(() => {
+  if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+  else process.env.XDG_STATE_HOME = savedState;
+});
+
+/** A capture made here, with a CUDA slice recorded in its manifest and src/main.cu. */
+async function sliced(meta: Record<string, unknown>): Promise<{ root: string; dir: string }> {
+  const root = tempDir();
+  const dir = join(root, "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/main.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+  const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+  m.source = { cuda: { slice: { used: true, meta: { kind: "prefix", tu: "main.cu", slice: "main.kerncap-slice.cu", base: "scale", definitionName: "main.cu", ...meta } } } };
+  writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+  return { root, dir };
+}
+
+async function thrown(f: () => unknown): Promise<KerncapError> {
+  try {
+    await f();
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error("no error thrown");
+}
+
+async function mcp(trustBuilds = false): Promise<Client> {
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await createMcpServer(undefined, { trustBuilds }).connect(a);
+  const c = new Client({ name: "test", version: "1" });
+  await c.connect(b);
+  return c;
+}
+const doc = (r: any) => r.structuredContent as Record<string, any>;
+
+/** A build.sh compiling src/kernel.cu with g++ (the flags a confined build adds come through EXTRA_FLAGS, as in templates/cuda/build.sh.hbs); it leaves a mark when it runs. */
+function gxxBuild(dir: string): void {
+  writeFileSync(
+    join(dir, "build.sh"),
+    `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\necho ran >"$here/build/ran"\n# shellcheck disable=SC2086\ng++ -c -x c++ \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$here/build/kernel.o" >&2\necho "$here/build/kernel.o"\n`,
+    { mode: 0o755 },
+  );
+}
+
+describe("a received capture's manifest", () => {
+  test("source.cuda.slice.meta.slice ../../x: validate refuses (exit 2) and writes nothing outside the folder", async () => {
+    const { root, dir } = await sliced({ slice: "../../x", odrUse: "scale\n#include \"/etc/passwd\"" });
+    const e = await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
+    expect(e.code).toBe("E_MANIFEST");
+    expect(e.exitCode).toBe(2);
+    expect(e.message).toContain("source.cuda.slice.meta.slice");
+    expect(existsSync(join(root, "x"))).toBe(false); // src/../../x
+
+  });
+
+  test("odrUse, cutInclude or definitionName with a line of their own, a base that is no identifier: refused before any write", async () => {
+    for (const meta of [{ odrUse: 'scale<int>;\n#include "/etc/passwd"\nvoid* y = 0' }, { cutInclude: '#include "k.h"\n#include "/etc/shadow"' }, { definitionName: "k.cu)\n#include </etc/passwd>" }, { base: "scale;system" }, { tu: 'main.cu"\n#include "/etc/passwd' }]) {
+      const { dir } = await sliced(meta);
+      writeFileSync(join(dir, "src/main.cu"), "// edited\n__global__ void scale(float* x, int n) {}\n"); // a stale slice: validate would remake it
+      const e = await thrown(() => remakeStaleSlice(dir, readManifest(dir)));
+      expect(e.code, JSON.stringify(meta)).toBe("E_MANIFEST");
+      expect(existsSync(join(dir, "src/main.kerncap-slice.cu")), JSON.stringify(meta)).toBe(false);
+    }
+    // what kerncap writes itself still goes through: a template instantiation and an include line
+    const { dir } = await sliced({ odrUse: "ns::scale<(Kind)2, 64, false>", base: "scale" });
+    expect(() => remakeStaleSlice(dir, readManifest(dir))).not.toThrow();
+  });
+
+  test("the slice a symbolic link to a file outside: its target is not written", async () => {
+    const { root, dir } = await sliced({});
+    writeFileSync(join(root, "victim"), "keep");
+    symlinkSync(join(root, "victim"), join(dir, "src/main.kerncap-slice.cu"));
+    const e = await thrown(() => remakeStaleSlice(dir, readManifest(dir)));
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(e.message).toContain("src/main.kerncap-slice.cu");
+    expect(readFileSync(join(root, "victim"), "utf8")).toBe("keep");
+  });
+
+  test("kerncap.json a FIFO: inspect refuses at once (no hang); a link to /dev/zero: refused, not ENOMEM; past 64 MiB: refused", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    rmSync(join(dir, "kerncap.json"));
+    expect(Bun.spawnSync(["mkfifo", join(dir, "kerncap.json")]).exitCode).toBe(0);
+    const t0 = performance.now();
+    const fifo = await thrown(() => readManifest(dir));
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(fifo).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
+    expect(fifo.message).toContain("kerncap.json");
+    expect(fifo.message).toContain("a FIFO");
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "inspect", dir], { stderr: "pipe", timeout: 20_000 });
+    expect(p.exitCode).toBe(2);
+    rmSync(join(dir, "kerncap.json"));
+    symlinkSync("/dev/zero", join(dir, "kerncap.json"));
+    const zero = await thrown(() => readManifest(dir));
+    expect(zero.code).toBe("E_UNSAFE_PATH");
+    expect(zero.message).toContain("symbolic link");
+    rmSync(join(dir, "kerncap.json"));
+    writeFileSync(join(dir, "kerncap.json"), "");
+    truncateSync(join(dir, "kerncap.json"), (64 << 20) + 1);
+    const big = await thrown(() => readManifest(dir));
+    expect(big.code).toBe("E_UNSAFE_PATH");
+    expect(big.message).toContain("reads at most");
+  });
+
+  test("a memory image that is a hard link: replay's checks refuse it, naming it", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    linkSync(join(dir, "memory/after.bin"), join(root, "elsewhere.bin"));
+    const e = await thrown(async () => runCommand(await commands.inspect(), { rawArgs: [dir] }));
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(e.message).toContain("memory/after.bin");
+    expect(e.message).toContain("hard link");
+  });
+});
+
+describe("MCP file tools", () => {
+  async function withSrc(): Promise<{ root: string; dir: string }> {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
+    return { root, dir };
+  }
+
+  test("edit_file on a dangling link inside src/: refused; the file it names is not created", async () => {
+    const c = await mcp();
+    const { root, dir } = await withSrc();
+    symlinkSync(join(root, "created-outside"), join(dir, "src/link.cu"));
+    const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/link.cu", content: "x" } });
+    expect(doc(r).error.code).toBe("E_UNSAFE_PATH");
+    expect(doc(r).error.message).toContain("src/link.cu");
+    expect(doc(r).error.message).toContain("symbolic link");
+    expect(existsSync(join(root, "created-outside"))).toBe(false);
+    await c.close();
+  });
+
+  test("edit_file on a hard link inside src/: refused; the outside file is unchanged", async () => {
+    const c = await mcp();
+    const { root, dir } = await withSrc();
+    writeFileSync(join(root, "outside.cu"), "keep\n");
+    linkSync(join(root, "outside.cu"), join(dir, "src/hl.cu"));
+    for (const args of [{ content: "x" }, { oldText: "keep", newText: "x" }]) {
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/hl.cu", ...args } });
+      expect(doc(r).error.code).toBe("E_UNSAFE_PATH");
+      expect(doc(r).error.message).toContain("hard link");
+    }
+    expect(readFileSync(join(root, "outside.cu"), "utf8")).toBe("keep\n");
+    await c.close();
+  });
+
+  test("a NUL byte in a path, a dir or an app argument: a usage error naming it, never an internal error", async () => {
+    const c = await mcp();
+    const { dir } = await withSrc();
+    for (const [name, args] of [
+      ["edit_file", { dir, path: "src/a\0b.cu", content: "x" }],
+      ["read_file", { dir, path: "src/kernel.cu\0" }],
+      ["read_file", { dir: `${dir}\0`, path: "src/kernel.cu" }],
+      ["inspect", { dir: `${dir}\0x` }],
+      ["run", { app: ["true\0"] }],
+    ] as const) {
+      const r = await c.callTool({ name, arguments: args });
+      expect(r.isError, name).toBe(true);
+      expect(doc(r).error.code, name).toBe("E_USAGE");
+      expect(doc(r).error.message, name).toContain("NUL byte");
+    }
+    await c.close();
+  });
+});
+
+describe("MCP validate: the build reads nothing outside the capture", () => {
+  test("an #include of a file outside: refused (E_CONFINED), the file's content not echoed; an ordinary compile error keeps only the capture's diagnostics (g++)", async () => {
+    const { root, dir } = await (async () => {
+      const root = tempDir();
+      const dir = join(root, "cap");
+      await makeCapture(dir);
+      mkdirSync(join(dir, "src"));
+      writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
+      gxxBuild(dir);
+      return { root, dir };
+    })();
+    writeFileSync(join(root, "secret"), `${SECRET} is the password\n`);
+    const c = await mcp();
+    const edit = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "int k()", newText: `#include "${join(root, "secret")}"\nint k()` } });
+    expect(edit.isError, JSON.stringify(edit)).toBe(false);
+    const v = await c.callTool({ name: "validate", arguments: { dir } });
+    const all = JSON.stringify(v);
+    expect(doc(v).error.code, all).toBe("E_CONFINED");
+    expect(doc(v).error.message).toContain(join(root, "secret"));
+    expect(all).not.toContain(SECRET);
+    // the same source on the command line (not confined): the compiler's message, which quotes the file
+    const full = await thrown(() => buildReproducer(dir, { quiet: true, force: false }));
+    expect(full.message).toContain(SECRET);
+    // an error in the capture's own file: file:line and the error's text, no quoted source line
+    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return undefined_name_here; }\n");
+    const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
+    expect(e.code).toBe("E_BUILD");
+    expect(e.message).toMatch(/src\/kernel\.cu:1: error: .*undefined_name_here/);
+    expect(e.message).not.toContain("int k() {");
+    await c.close();
+  }, 60_000);
+
+  test.skipIf(!Bun.which("nvcc"))("the same with nvcc: an #include of a file outside is refused without its content", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(root, "secret"), `${SECRET} is the password\n`);
+    writeFileSync(join(dir, "src/kernel.cu"), `#include "${join(root, "secret")}"\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n`);
+    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\n# shellcheck disable=SC2086\nnvcc -cubin -arch=sm_90 -x cu \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`, { mode: 0o755 });
+    const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
+    expect(e.code).toBe("E_CONFINED");
+    expect(e.message).not.toContain(SECRET);
+  }, 60_000);
+});
+
+describe("received captures: build.sh runs only after --trust", () => {
+  async function received(): Promise<{ root: string; dir: string }> {
+    const root = tempDir();
+    const made = join(root, "made");
+    await makeCapture(made);
+    mkdirSync(join(made, "src"));
+    writeFileSync(join(made, "src/kernel.cu"), "int k() { return 1; }\n");
+    gxxBuild(made);
+    // a forged trust record inside the archive trusts nothing: the record lives in the user's state folder
+    writeFileSync(join(made, "trusted-builds.json"), JSON.stringify({ builds: [{ dir: join(root, "got"), buildSh: "x" }] }));
+    const p = await packCapture(made, join(root, "cap.zip"));
+    const u = await unpackArchive(p.archive, join(root, "got"));
+    return { root, dir: u.dir };
+  }
+
+  test("an unpacked capture: validate prints build.sh and refuses (exit 2); --trust runs it and is remembered; a changed build.sh asks again", async () => {
+    const { dir } = await received();
+    expect(receivedBecause(dir, readManifest(dir))).toBe("it was unpacked from an archive");
+    const e = await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
+    expect(e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    expect(e.message).toContain("--trust");
+    expect(existsSync(join(dir, "build/ran"))).toBe(false);
+    // --trust: past the gate (the build runs; the replay then needs a GPU)
+    await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] })).catch(() => undefined);
+    expect(existsSync(join(dir, "build/ran"))).toBe(true);
+    expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow(); // remembered
+    expect(existsSync(join(state, "kerncap/trusted-builds.json"))).toBe(true);
+    writeFileSync(join(dir, "build.sh"), readFileSync(join(dir, "build.sh"), "utf8") + "# changed\n");
+    expect((await thrown(() => requireTrustedBuild(dir, readManifest(dir), false))).code).toBe("E_UNTRUSTED");
+  }, 60_000);
+
+  test("a folder whose manifest says another host made it is received; the MCP server runs its build only with --trust-builds", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
+    gxxBuild(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+    m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" };
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    expect(receivedBecause(dir, readManifest(dir))).toContain('host "elsewhere"');
+    const c = await mcp(false);
+    const v = await c.callTool({ name: "validate", arguments: { dir } });
+    expect(doc(v).error.code).toBe("E_UNTRUSTED");
+    expect(doc(v).error.hint).toContain("--trust-builds");
+    expect(existsSync(join(dir, "build/ran"))).toBe(false);
+    await c.close();
+    const t = await mcp(true);
+    const v2 = await t.callTool({ name: "validate", arguments: { dir } });
+    expect(doc(v2).error?.code).not.toBe("E_UNTRUSTED");
+    expect(existsSync(join(dir, "build/ran"))).toBe(true);
+    await t.close();
+  }, 60_000);
+});
+
+describe("writes through the path rule", () => {
+  test("edit_file replaces a file by a rename: its permission bits kept, no temporary file left, a new file created under src/", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/run.sh"), "echo a\n", { mode: 0o750 });
+    const c = await mcp();
+    const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/run.sh", oldText: "echo a", newText: "echo b" } });
+    expect(r.isError, JSON.stringify(r)).toBe(false);
+    expect(readFileSync(join(dir, "src/run.sh"), "utf8")).toBe("echo b\n");
+    expect(statSync(join(dir, "src/run.sh")).mode & 0o777).toBe(0o750);
+    const n = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/sub/new.cu", content: "x\n" } });
+    expect(n.isError, JSON.stringify(n)).toBe(false);
+    expect(readFileSync(join(dir, "src/sub/new.cu"), "utf8")).toBe("x\n");
+    expect(readdirSync(join(dir, "src")).filter((f) => f.includes(".tmp-"))).toEqual([]);
+    await c.close();
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * `kerncap demo`: the embedded sample capture (src/demo.ts) is the committed folder
+ * (demo/capture, made by scripts/make-demo.ts) file for file; written anywhere, it reads
+ * as a valid, intact capture; its after state is the saxpy kernel's result on its before state
+ * (the generator's CPU reference, following the pointers stored in captured memory); it packs and
+ * unpacks; validate rebuilds its reproducer with nvcc and then needs a GPU.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import * as v from "valibot";
+import { runCli } from "../../src/cli/main.ts";
+import { DOCUMENTS } from "../../src/format/documents.ts";
+import { DEMO_FILES } from "../../src/demo.ts";
+import { FileImage } from "../../src/format/file-image.ts";
+import { chunkBytesOf, chunkCount, chunkExpectation, chunkLen } from "../../src/format/chunks.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import type { Manifest } from "../../src/format/manifest.ts";
+import { NVCC } from "../nvcc-fixtures.ts";
+import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
+import { RECEIVED_MARK } from "../../src/format/trust.ts";
+import { tempDir } from "./fixtures.ts";
+
+const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
+
+let savedState: string | undefined;
+beforeAll(() => {
+  // the demo's trust record (src/demo.ts) goes to a state folder of this test's own, which validate's child inherits
+  savedState = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = tempDir();
+});
+afterAll(() => {
+  if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+  else process.env.XDG_STATE_HOME = savedState;
+});
+
+/** runCli with stdout captured. */
+async function cli(argv: string[]): Promise<{ code: number; out: string }> {
+  let out = "";
+  const orig = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((s: string | Uint8Array) => ((out += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stdout.write;
+  try {
+    return { code: await runCli(argv), out };
+  } finally {
+    process.stdout.write = orig;
+  }
+}
+
+async function demo(): Promise<string> {
+  const dir = join(tempDir(), "demo");
+  const r = await cli(["demo", dir, "--json"]);
+  expect(r.code).toBe(0);
+  const doc = v.parse(DOCUMENTS.demo, JSON.parse(r.out));
+  expect(doc.dir).toBe(dir);
+  expect(doc.kernel).toBe("saxpy(Saxpy const*)");
+  return dir;
+}
+
+/** A region's bytes in state `which`, chunk by chunk as the replay reads them (src/format/chunks.ts). */
+function regionBytes(m: Manifest, r: Manifest["regions"][number], which: "before" | "after", before: FileImage, after: FileImage): Uint8Array {
+  const e = chunkExpectation(r, m.memory.chunkBytes);
+  const out = new Uint8Array(r.size);
+  for (let c = 0; c < chunkCount(r.size, m.memory.chunkBytes); c++) out.set(chunkBytesOf(e, c, chunkLen(r.size, c, m.memory.chunkBytes), which, before, after), c * m.memory.chunkBytes);
+  return out;
+}
+
+const files = (dir: string) =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)))
+    .sort();
+
+describe("kerncap demo", () => {
+  test("embeds every file of demo/capture, byte for byte, with build.sh executable", async () => {
+    expect(DEMO_FILES.map((f) => f.path).sort()).toEqual(files(DEMO_CAPTURE));
+    const dir = await demo();
+    expect(files(dir)).toEqual(files(DEMO_CAPTURE));
+    for (const f of DEMO_FILES) expect(readFileSync(join(dir, f.path)).equals(readFileSync(join(DEMO_CAPTURE, f.path))), f.path).toBe(true);
+    expect(statSync(join(dir, "build.sh")).mode & 0o111).toBe(0o111);
+  });
+
+  test("a valid, intact capture whose device says it was generated, not captured; inspect --verify --json validates", async () => {
+    const dir = await demo();
+    const r = await cli(["inspect", dir, "--verify", "--json"]);
+    expect(r.code).toBe(0);
+    const doc = v.parse(DOCUMENTS.inspect, JSON.parse(r.out));
+    expect(doc.integrity).toMatchObject({ verdict: "ok", checked: "files+regions" });
+    expect(doc.manifest.device.name).toContain("not captured on a GPU");
+    expect(doc.manifest.tool.library).toContain("CPU reference");
+    expect(doc.manifest.device.arch).toBe("sm_90");
+    const text = await cli(["inspect", dir]);
+    expect(text.out.match(/hashed/g)?.length).toBe(1); // once, not "hashed on the CPU: … hashed by kerncap on the CPU"
+  });
+
+  test("its after state is the kernel's result on its before state (the CPU reference follows the pointers in memory)", async () => {
+    const dir = await demo();
+    const m = readManifest(dir);
+    const [b, a] = [new FileImage(join(dir, m.memory.before)), new FileImage(join(dir, m.memory.after))];
+    const before = m.regions.map((r) => ({ va: BigInt(r.va), bytes: regionBytes(m, r, "before", b, a) }));
+    const after = m.regions.map((r) => ({ va: BigInt(r.va), bytes: regionBytes(m, r, "after", b, a) }));
+    const params = new DataView(readFileSync(join(dir, m.params.file)).buffer.slice(0));
+    const threads = m.launch.grid[0] * m.launch.block[0];
+    const want = saxpyReference(before, params.getBigUint64(0, true), threads);
+    for (let i = 0; i < m.regions.length; i++) expect(Buffer.from(after[i]!.bytes).equals(Buffer.from(want[i]!.bytes)), m.regions[i]!.va).toBe(true);
+    // y changed, x and the parameter block did not; y[1] = 1.5·x[1] + y[1] = 1.5·(-13/8) + 11/4
+    expect(m.regions.map((r) => r.changed)).toEqual([false, false, true]);
+    expect(new Float32Array(after[2]!.bytes.slice(0).buffer)[1]).toBe(1.5 * (-13 / 8) + 11 / 4);
+  });
+
+  test("refuses to overwrite without --force; --force replaces a previous capture, never another folder", async () => {
+    const dir = await demo();
+    writeFileSync(join(dir, "src/saxpy.cu"), "// edited\n");
+    expect((await cli(["demo", dir])).code).toBe(2);
+    expect(readFileSync(join(dir, "src/saxpy.cu"), "utf8")).toBe("// edited\n");
+    expect((await cli(["demo", dir, "-f"])).code).toBe(0);
+    expect(readFileSync(join(dir, "src/saxpy.cu"), "utf8")).toContain("__global__ void saxpy");
+    const other = tempDir();
+    writeFileSync(join(other, "notes.txt"), "mine");
+    const r = await cli(["demo", other, "--force", "--json"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.code).toBe("E_EXISTS");
+    expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("mine");
+  });
+
+  test("pack and unpack round trip: the same files (and unpack's mark of a received capture), intact", async () => {
+    const dir = await demo();
+    const zip = join(tempDir(), "demo.zip");
+    expect((await cli(["pack", dir, "-o", zip])).code).toBe(0);
+    const back = join(tempDir(), "back");
+    expect((await cli(["unpack", zip, "-o", back])).code).toBe(0);
+    expect(files(back)).toEqual([...files(dir), RECEIVED_MARK].sort());
+    expect((await cli(["inspect", back, "--verify"])).code).toBe(0);
+  });
+
+  test.skipIf(!NVCC)("validate rebuilds the reproducer with nvcc (no --trust: its build.sh is kerncap's own); without a GPU it then says the replay needs one", async () => {
+    const dir = await demo();
+    // a child process: validate --json sets fd 1 aside for its document (src/cli/args.ts keepStdoutForData)
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", dir, "--json", "--iters", "1"], { stdout: "pipe", stderr: "pipe", env: process.env }); // env: Bun's default is the one it started with
+    const r = { code: p.exitCode };
+    const doc = JSON.parse(p.stdout.toString());
+    if (HAS_GPU) {
+      expect(r.code).toBe(0);
+      expect(doc.verdict).toBe("match");
+    } else {
+      expect(r.code).toBe(2);
+      expect(doc.error.code).toBe("E_NO_GPU");
+      expect(doc.error.message).toContain("the rebuild succeeded");
+      expect(doc.error.hint).toContain("demo work anywhere");
+    }
+  }, 60_000);
+});

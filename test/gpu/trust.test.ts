@@ -1,0 +1,63 @@
+/**
+ * The trust model on a GPU (docs/security.md): a real CUDA reproducer (test/apps/multi_kernels,
+ * sliced) validated confined (`validate --confine`, what kerncap mcp runs: the compiler's own
+ * dependency list through EXTRA_FLAGS, build.sh only) still matches; an edit that includes a file
+ * outside the capture is refused without its content; the same capture packed and unpacked is
+ * received: validate prints build.sh and refuses until --trust, which is then remembered.
+ *
+ * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, the
+ * kerncap binary or nvcc.
+ */
+import { describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { APPS, json, kerncap, run, skipReason, workDir } from "./harness.ts";
+
+const NVCC = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
+const SKIP = !!skipReason("trust gpu tests", [[!NVCC, "no nvcc"]]);
+const WORK = workDir("kerncap-trust-gpu-");
+const SECRET = "TOPSECRET_hunter2";
+// the trust record of this suite's own
+const ENV = { XDG_STATE_HOME: join(WORK, "state") };
+const kc = (args: string[]) => kerncap(WORK, args, ENV);
+
+describe.skipIf(SKIP)("trust and confinement on a real reproducer", () => {
+  test("validate --confine matches; an #include of a file outside is E_CONFINED without its content; a received copy needs --trust once", () => {
+    const bin = join(WORK, "multi");
+    const b = run([NVCC!, "-O2", "-lineinfo", "-arch=sm_90", "-o", bin, join(APPS, "multi_kernels/main.cu")], { cwd: WORK });
+    expect(b.code, b.stderr).toBe(0);
+    const out = join(WORK, "cap");
+    const cap = kc(["run", "--kernel", "checked_copy", "--out", out, "--", bin]);
+    expect(cap.code, cap.stderr).toBe(0);
+
+    const v = kc(["validate", out, "--confine", "--json"]);
+    expect(v.code, v.stderr + v.stdout).toBe(0);
+    expect(json(v).verdict).toBe("match");
+    expect(json(v).rebuild.builder).toBe("build.sh");
+    expect(readFileSync(join(out, "build/kerncap-deps.d"), "utf8")).toContain("main.cu");
+
+    writeFileSync(join(WORK, "secret"), `${SECRET} is the password\n`);
+    const tu = join(out, "src/main.cu");
+    const text = readFileSync(tu, "utf8");
+    writeFileSync(tu, `#include "${join(WORK, "secret")}"\n${text}`);
+    const c = kc(["validate", out, "--confine", "--json"]);
+    expect(c.code).toBe(2);
+    expect(json(c).error.code).toBe("E_CONFINED");
+    expect(c.stdout + c.stderr).not.toContain(SECRET);
+    writeFileSync(tu, text);
+
+    const zip = join(WORK, "cap.zip");
+    expect(kc(["pack", out, "-o", zip]).code).toBe(0);
+    const got = join(WORK, "got");
+    expect(kc(["unpack", zip, "-o", got]).code).toBe(0);
+    const refused = kc(["validate", got, "--json"]);
+    expect(refused.code).toBe(2);
+    expect(json(refused).error.code).toBe("E_UNTRUSTED");
+    expect(refused.stderr).toContain("end of build.sh");
+    const trusted = kc(["validate", got, "--trust", "--json"]);
+    expect(trusted.code, trusted.stderr).toBe(0);
+    expect(json(trusted).verdict).toBe("match");
+    const again = kc(["validate", got, "--json"]);
+    expect(again.code, again.stderr).toBe(0);
+  }, 240_000);
+});
