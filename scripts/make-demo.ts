@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * Regenerate demo/capture/, the capture that `kerncap demo` writes (src/demo.ts embeds
+ * Regenerate demo/capture/, the capture that `kerncap demo` writes (src/capture/demo.ts embeds
  * it): the saxpy kernel of demo/app/saxpy.cu, compiled here with nvcc for sm_90, its
  * memory as the application leaves it at the launch (before), and the kernel's result computed on
  * the CPU by saxpyReference (after), written through the capture format's own writer

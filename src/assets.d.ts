@@ -6,7 +6,7 @@ declare module "*.fatbin" {
   const path: string;
   export default path;
 }
-// the demo capture's files (src/demo.ts), embedded one by one: each import is the file's path
+// the demo capture's files (src/capture/demo.ts), embedded one by one: each import is the file's path
 declare module "*.md" {
   const path: string;
   export default path;

@@ -30,7 +30,7 @@ export const DOCUMENT_VERSIONS = {
   pack: 1,
   unpack: 1,
   doctor: 1,
-  /** `kerncap demo`: the sample capture written (src/demo.ts). */
+  /** `kerncap demo`: the sample capture written (src/capture/demo.ts). */
   demo: 1,
   error: 1,
   /** `kerncap check --json` (src/check/check.ts CheckReport), and each line of its results file (src/check/results.ts). */

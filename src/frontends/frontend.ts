@@ -85,6 +85,12 @@ export interface Frontend<Options = unknown> {
    * compiles for its pinned target only (Triton).
    */
   readonly retargets?: boolean;
+  /**
+   * Its build runs the edited source as code (Triton: repro.py imports the kernel's module), so a
+   * confined build (validate --confine: src/frontends/confine.ts) cannot bound what it reads: run
+   * only with --trust.
+   */
+  readonly buildRunsSource?: boolean;
   /** The frontend's `kerncap run` options, by option name (CUDA: --source-root, --compile-commands, --slice, --overlay). */
   readonly captureArgs?: Readonly<Record<string, CaptureArg>>;
   /**

@@ -1,5 +1,5 @@
 /**
- * `kerncap demo`: the embedded sample capture (src/demo.ts) is the committed folder
+ * `kerncap demo`: the embedded sample capture (src/capture/demo.ts) is the committed folder
  * (demo/capture, made by scripts/make-demo.ts) file for file; written anywhere, it reads
  * as a valid, intact capture; its after state is the saxpy kernel's result on its before state
  * (the generator's CPU reference, following the pointers stored in captured memory); it packs and
@@ -11,7 +11,7 @@ import { join, relative } from "node:path";
 import * as v from "valibot";
 import { runCli } from "../../src/cli/main.ts";
 import { DOCUMENTS } from "../../src/format/documents.ts";
-import { DEMO_FILES } from "../../src/demo.ts";
+import { DEMO_FILES } from "../../src/capture/demo.ts";
 import { FileImage } from "../../src/format/file-image.ts";
 import { chunkBytesOf, chunkCount, chunkExpectation, chunkLen } from "../../src/format/chunks.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
@@ -25,7 +25,7 @@ const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
 
 let savedState: string | undefined;
 beforeAll(() => {
-  // the demo's trust record (src/demo.ts) goes to a state folder of this test's own, which validate's child inherits
+  // the demo's trust record (src/capture/demo.ts) goes to a state folder of this test's own, which validate's child inherits
   savedState = process.env.XDG_STATE_HOME;
   process.env.XDG_STATE_HOME = tempDir();
 });

@@ -1,6 +1,6 @@
-/** `kerncap demo [DIR]`: write the built-in sample capture (src/demo.ts), to try kerncap without a GPU. Exit 0; 2 error. */
+/** `kerncap demo [DIR]`: write the built-in sample capture (src/capture/demo.ts), to try kerncap without a GPU. Exit 0; 2 error. */
 import { defineCommand } from "citty";
-import { writeDemo } from "../../demo.ts";
+import { writeDemo } from "../../capture/demo.ts";
 import { log } from "../../log.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";

@@ -16,6 +16,7 @@
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
+import { frontendOf } from "../../frontends/index.ts";
 import { requireTrustedBuild } from "../../format/trust.ts";
 import { validateOnce } from "../../rebuild/validate.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
@@ -48,8 +49,8 @@ export default defineCommand({
     checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
     const confine = Boolean(args.confine);
     if (confine && args.watch) throw new KerncapError("E_USAGE", "--confine and --watch do not go together", { hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch." });
-    if (confine && m.kernel.frontend === "triton" && !args.trust) {
-      throw new KerncapError("E_UNTRUSTED", `${dir} is a Triton capture: its validate imports the edited Python under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`, {
+    if (confine && frontendOf(m).buildRunsSource && !args.trust) {
+      throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`, {
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
       });
     }

@@ -26,7 +26,7 @@ import { mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from "node:
 import { join, resolve } from "node:path";
 import { cudaFlagsFromCommand, dependencyArgv, flagArgv, includeDirs, parseDeps, type CompileCommand } from "./compile-commands.ts";
 import { includeLeadingTo } from "./slice.ts";
-import type { KernelNameParts } from "./locate.ts";
+import type { KernelNameParts } from "./kernel-name.ts";
 
 /** Most TUs listed with nvcc -M when the text narrowing found none. */
 export const MAX_LISTINGS = 512;

@@ -23,57 +23,8 @@ import { instantiatingTu, tusIncluding, type ToolchainFor } from "./includers.ts
 import { parseElf, type ElfFile } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 
-// ───────────────────────────── kernel names ─────────────────────────────
-
-export interface KernelNameParts {
-  /** Qualified name with template arguments, e.g. `ns::mul_mat_q<(ggml_type)2, 64, false>`. */
-  qualified: string;
-  /** Last component without template arguments, e.g. `mul_mat_q`. */
-  base: string;
-  /** Text between the outermost `<>` of the last component, or undefined for a non-template. */
-  templateArgs?: string;
-}
-
-/** Index of the last top-level occurrence of `ch` in s, counting `<>` `()` `[]` nesting. */
-function lastTopLevel(s: string, ch: string): number {
-  let depth = 0;
-  let found = -1;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i]!;
-    if (depth === 0 && c === ch) found = i;
-    if (c === "<" || c === "(" || c === "[") depth++;
-    else if (c === ">" || c === ")" || c === "]") depth = Math.max(0, depth - 1);
-  }
-  return found;
-}
-
-/**
- * Split a demangled kernel name (`void ns::k<int, 4>(float*, int)`, or a plain `k` / `k(int)`)
- * into its qualified name, base name and template arguments.
- */
-export function kernelNameParts(demangled: string): KernelNameParts {
-  let s = demangled.trim();
-  const paren = lastTopLevel(s, "(");
-  if (paren > 0) s = s.slice(0, paren).trim();
-  // return type of a function template: the name is the last top-level word
-  const space = lastTopLevel(s, " ");
-  if (space >= 0) s = s.slice(space + 1);
-  // last component: after the last top-level "::"
-  let start = 0;
-  for (let i = 0, depth = 0; i < s.length; i++) {
-    const c = s[i]!;
-    if (c === "<" || c === "(") depth++;
-    else if (c === ">" || c === ")") depth--;
-    else if (depth === 0 && c === ":" && s[i + 1] === ":") start = i + 2;
-  }
-  const last = s.slice(start);
-  const i = last.indexOf("<");
-  return {
-    qualified: s,
-    base: i >= 0 ? last.slice(0, i) : last,
-    templateArgs: i >= 0 ? last.slice(i + 1, last.lastIndexOf(">")) : undefined,
-  };
-}
+import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
+export { kernelNameParts, type KernelNameParts };
 
 // ───────────────────────────── DWARF line info ─────────────────────────────
 

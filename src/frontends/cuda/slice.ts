@@ -30,7 +30,7 @@ import { KerncapError } from "../../errors.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
-import { kernelNameParts, type KernelNameParts } from "./locate.ts";
+import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";

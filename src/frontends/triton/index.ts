@@ -12,6 +12,7 @@ import { TRITON_TEMPLATES } from "./templates.ts";
 export const tritonFrontend: Frontend = {
   name: "triton",
   validates: true,
+  buildRunsSource: true,
   templates: TRITON_TEMPLATES,
   captureEnv: tritonEnv,
   enrich: (ctx) => tritonFinalize(ctx.tmpDir, ctx.raw, ctx.pattern, ctx.command),

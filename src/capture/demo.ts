@@ -8,24 +8,24 @@
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { moveIntoPlace } from "./capture/finalize.ts";
-import { assertReplaceable } from "./format/capture-dir.ts";
-import { KerncapError } from "./errors.ts";
-import { assertOutputPath } from "./format/archive.ts";
-import { readManifest, verifyFiles } from "./format/capture-dir.ts";
-import type { Manifest } from "./format/manifest.ts";
-import { markTemp, tempFor, TEMP_MARKER } from "./leftovers.ts";
-import { trustOwnBuild } from "./format/trust.ts";
-import readme from "../demo/capture/README.md" with { type: "file" };
-import buildSh from "../demo/capture/build.sh" with { type: "file" };
+import { moveIntoPlace } from "./finalize.ts";
+import { assertReplaceable } from "../format/capture-dir.ts";
+import { KerncapError } from "../errors.ts";
+import { assertOutputPath } from "../format/archive.ts";
+import { readManifest, verifyFiles } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
+import { trustOwnBuild } from "../format/trust.ts";
+import readme from "../../demo/capture/README.md" with { type: "file" };
+import buildSh from "../../demo/capture/build.sh" with { type: "file" };
 // tsc types a .json import as its content; Bun's `type: "file"` gives its path, as for the others
-import manifestFile from "../demo/capture/kerncap.json" with { type: "file" };
-import cubin from "../demo/capture/kernel/module.cubin" with { type: "file" };
-import params from "../demo/capture/kernel/params.bin" with { type: "file" };
-import after from "../demo/capture/memory/after.bin" with { type: "file" };
-import before from "../demo/capture/memory/before.bin" with { type: "file" };
-import source from "../demo/capture/src/saxpy.cu" with { type: "file" };
-import slice from "../demo/capture/src/saxpy.kerncap-slice.cu" with { type: "file" };
+import manifestFile from "../../demo/capture/kerncap.json" with { type: "file" };
+import cubin from "../../demo/capture/kernel/module.cubin" with { type: "file" };
+import params from "../../demo/capture/kernel/params.bin" with { type: "file" };
+import after from "../../demo/capture/memory/after.bin" with { type: "file" };
+import before from "../../demo/capture/memory/before.bin" with { type: "file" };
+import source from "../../demo/capture/src/saxpy.cu" with { type: "file" };
+import slice from "../../demo/capture/src/saxpy.kerncap-slice.cu" with { type: "file" };
 
 const manifest = manifestFile as unknown as string;
 
