@@ -30,6 +30,8 @@ export interface Runner {
   kill(): void;
   /** End it once idle (end of its input) and wait for it. */
   close(): Promise<void>;
+  /** Whether it said, with its last outcome, that it ends (its device context went with a kernel fault): a new one takes the next capture. */
+  retired?(): boolean;
 }
 export type OpenRunner = (slot: number, gpu: string | null) => Runner;
 
@@ -66,13 +68,16 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
       }
     })();
     let pending: { resolve: (o: Outcome) => void; reject: (e: Error) => void } | undefined;
+    let retired = false;
     const out = lines(p.stdout);
     void (async () => {
       for await (const l of out) {
         const q = pending;
         pending = undefined;
         try {
-          q?.resolve((JSON.parse(l) as { outcome: Outcome }).outcome);
+          const line = JSON.parse(l) as { outcome: Outcome; retire?: boolean };
+          retired ||= line.retire === true;
+          q?.resolve(line.outcome);
         } catch {
           q?.reject(new Error(`${label} wrote a line that is not an outcome: ${l.slice(0, 200)}`));
         }
@@ -91,6 +96,7 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
           p.stdin.write(JSON.stringify({ task }) + "\n");
           p.stdin.flush();
         }),
+      retired: () => retired,
       kill: () => p.kill("SIGTERM"),
       close: async () => {
         try {
@@ -136,6 +142,10 @@ export async function drain(
         const x = await r.run(t);
         deaths = 0;
         if (!o.stopped()) o.onOutcome(x, slot);
+        if (r.retired?.()) {
+          await r.close();
+          r = undefined;
+        }
       } catch (e) {
         if (o.stopped()) break;
         deaths++;

@@ -6,7 +6,8 @@
  * Protocol, JSON Lines: stdin's first line is `{"settings": CheckSettings}`, each later line
  * `{"task": CaptureRef}`; for each task, stdout gets one line `{"outcome": Outcome}` once the
  * capture is checked (src/format/check-record.ts). The worker ends at the end of stdin (its parent gone
- * too). Logs go to stderr.
+ * too), and after a capture that cost it its device context (a kernel fault: the line then says
+ * `"retire": true`, and the parent starts another worker for the next capture). Logs go to stderr.
  */
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -55,10 +56,12 @@ function parse<T extends v.GenericSchema>(schema: T, line: string, what: string)
 }
 
 /**
- * Serve tasks from `input` until it ends, checking each with `check` and giving its outcome to `emit`.
+ * Serve tasks from `input` until it ends, checking each with `check` and giving its outcome to
+ * `emit`; after a task for which `lost()` (the device context is gone) holds, emit it with
+ * retire = true and stop.
  * @throws KerncapError E_USAGE for a line that is not the protocol's
  */
-export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome) => void, check: (t: CaptureRef, s: CheckSettings) => Promise<Outcome>): Promise<void> {
+export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome, retire: boolean) => void, check: (t: CaptureRef, s: CheckSettings) => Promise<Outcome>, lost: () => boolean = () => false): Promise<void> {
   let settings: CheckSettings | undefined;
   for await (const line of input) {
     if (!line.trim()) continue;
@@ -66,6 +69,9 @@ export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome
       settings = parse(Settings, line, "the settings").settings;
       continue;
     }
-    emit(await check(parse(Task, line, "a task").task, settings));
+    const o = await check(parse(Task, line, "a task").task, settings);
+    const retire = lost();
+    emit(o, retire);
+    if (retire) return;
   }
 }

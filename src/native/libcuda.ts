@@ -267,6 +267,19 @@ export function resetCuda(): void {
   if (!cached) return;
   cached.lib.cuDevicePrimaryCtxReset_v2(cached.device);
   cached = undefined;
+  resets++;
+}
+
+let resets = 0;
+
+/**
+ * How many times this process reset its device context (resetCuda: after a kernel fault). The
+ * driver does not always give a context back after a sticky fault: on the H200 (driver 580) the
+ * next cuDevicePrimaryCtxRetain failed with CUDA_ERROR_ILLEGAL_ADDRESS, so a process that must
+ * go on (kerncap check's worker) ends after one and is started again.
+ */
+export function cudaResetCount(): number {
+  return resets;
 }
 
 /** Typed wrapper over libcuda; one instance per process. */

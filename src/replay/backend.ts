@@ -9,6 +9,7 @@
  */
 import type { Manifest } from "../format/manifest.ts";
 import type { ChunkScan } from "./scan.ts";
+import { cudaResetCount } from "../native/libcuda.ts";
 import { cudaBackend } from "./cuda-backend.ts";
 import { hsaBackend } from "./hsa-backend.ts";
 
@@ -105,4 +106,13 @@ export interface ReplayBackend extends DeviceMemory {
  */
 export function openBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
   return m.device.vendor === "amd" ? hsaBackend(m, ordinal) : cudaBackend(m, ordinal);
+}
+
+/**
+ * How many times this process reset a device context after a kernel fault (CUDA: resetCuda; HSA
+ * queues are not reset). A process that must go on after one starts afresh instead: the driver
+ * may not give a context back after a sticky fault (src/native/libcuda.ts cudaResetCount).
+ */
+export function deviceResets(): number {
+  return cudaResetCount();
 }

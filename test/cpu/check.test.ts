@@ -426,6 +426,32 @@ describe("the verb", () => {
     const bad = await serveTasks((async function* () { yield "{}"; })(), () => {}, async (t) => outcome(t)).catch((e) => e);
     expect(bad.code).toBe("E_USAGE");
   });
+  test("a worker whose device context went with a kernel fault says so with that outcome and stops; the queue starts another for the next capture", async () => {
+    const tasks = ['{"settings":' + JSON.stringify(SETTINGS) + "}", '{"task":{"id":"a","path":"/x/a","kind":"folder"}}', '{"task":{"id":"b","path":"/x/b","kind":"folder"}}'];
+    const got: [string, boolean][] = [];
+    let resets = 0;
+    await serveTasks(
+      (async function* () {
+        yield* tasks;
+      })(),
+      (o, retire) => got.push([o.id, retire]),
+      async (t) => (t.id === "a" && resets++, outcome(t)),
+      () => resets > 0,
+    );
+    expect(got).toEqual([["a", true]]); // b is left for the next worker
+    const root = await corpus();
+    const opened: number[] = [];
+    const seen: string[] = [];
+    const open: OpenRunner = () => {
+      const n = opened.push(opened.length);
+      let done = false;
+      return { run: async (t) => (seen.push(`${n}:${t.id}`), (done = true), outcome(t)), kill() {}, close: async () => {}, retired: () => done };
+    };
+    const r = await runCheck(options([root], join(tempDir(), "r"), () => open));
+    expect(r.exitCode).toBe(0);
+    expect(opened.length).toBe(seen.length); // one worker per capture, each retiring after its first
+    expect(new Set(seen.map((s) => s.split(":")[0])).size).toBe(seen.length);
+  });
   test.skipIf(HAS_GPU)("a real worker process on a machine without a GPU: each capture an error naming it, exit 2, results and JUnit written", async () => {
     const root = await corpus();
     const cwd = tempDir();

@@ -20,6 +20,7 @@ import { summaryTable } from "../../check/report.ts";
 import { checkCapture, type CheckSettings } from "../../check/runner.ts";
 import { parseShard } from "../../check/shard.ts";
 import { lines, serveTasks } from "../../check/worker.ts";
+import { deviceResets } from "../../replay/backend.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
 import { printable } from "../format.ts";
@@ -62,7 +63,7 @@ export default defineCommand({
     if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr, the document (the protocol) to stdout
     const paths = (args._ as string[]).map(String);
     if (args.worker) {
-      await serveTasks(lines(Bun.stdin.stream()), (o) => writeDataLine({ outcome: o }), checkCapture);
+      await serveTasks(lines(Bun.stdin.stream()), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }), checkCapture, () => deviceResets() > 0);
       return 0;
     }
     const slowerPct = floatArg("slower", args.slower) ?? 10;
