@@ -215,6 +215,19 @@ export function mkdirInCapture(dir: string, rel: string): string {
   return p;
 }
 
+/** The temporary name writeInCapture writes `path` under before its rename: `PATH.tmp-<pid>-<6 letters>`. */
+function tempNameFor(path: string): string {
+  return `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8).padEnd(6, "0")}`;
+}
+
+/**
+ * Whether a file name is one of writeInCapture's temporaries (tempNameFor): a watcher of the
+ * folder must not take kerncap's own write (the CUDA slice remade before a build) for a save.
+ */
+export function isCaptureTemp(name: string): boolean {
+  return /\.tmp-\d+-[0-9a-z]{6}$/.test(name);
+}
+
 /**
  * Write `data` as the file `rel` inside `dir`: its folders created (mkdirInCapture), a temporary
  * file beside it (O_CREAT|O_EXCL|O_NOFOLLOW; the permission bits of the file it replaces, else
@@ -228,7 +241,7 @@ export function writeInCapture(dir: string, rel: string, data: string | Uint8Arr
   const { path, stats } = resolveInCapture(dir, rel);
   if (stats) mode = stats.mode & 0o777;
   if (parent) mkdirInCapture(dir, parent);
-  const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const tmp = tempNameFor(path);
   let fd: number | undefined;
   try {
     fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);

@@ -19,6 +19,7 @@ import { existsSync, watch, type FSWatcher } from "node:fs";
 import { join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
+import { isCaptureTemp } from "../format/paths.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
@@ -39,7 +40,8 @@ export const DEBOUNCE_MS = 50;
  * source: not an editor temporary or backup (vim's .swp/.swx and 4913 probe, emacs' #autosave#
  * and .#lock, foo~, *.tmp, JetBrains' ___jb_tmp___, sed -i's sedXXXXXX), not a dotfile or a file
  * in a dot folder, not Python's __pycache__/.pyc (a Triton build imports src/), not a path of
- * `ignore` (the slice validate writes itself).
+ * `ignore` (the slice validate writes itself) nor the temporary kerncap writes it under
+ * (isCaptureTemp: seen on the H200, the remade slice's temporary started a cycle of its own).
  */
 export function isSourceSave(rel: string | null | undefined, ignore: ReadonlySet<string> = new Set()): boolean {
   if (!rel) return false;
@@ -49,7 +51,7 @@ export function isSourceSave(rel: string | null | undefined, ignore: ReadonlySet
   if (parts.some((p) => p.startsWith(".") || p === "__pycache__")) return false;
   const name = parts[parts.length - 1]!;
   if (/~$|\.sw[a-px]$|\.tmp$|\.temp$|\.bak$|\.orig$|\.part$|\.pyc$|\.kate-swp$|___jb_(tmp|old)___$/i.test(name)) return false;
-  if (/^#.*#$/.test(name) || name === "4913" || /^sed[A-Za-z0-9]{6}$/.test(name)) return false;
+  if (/^#.*#$/.test(name) || name === "4913" || /^sed[A-Za-z0-9]{6}$/.test(name) || isCaptureTemp(name)) return false;
   return true;
 }
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../../src/format/documents.ts";
@@ -15,12 +15,13 @@ import { NVCC } from "../nvcc-fixtures.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { makeHeavyReproducer } from "../heavy-fixture.ts";
 import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/rebuild/watch.ts";
+import { writeInCapture } from "../../src/format/paths.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 
 describe("which file events are saves", () => {
-  test("sources are; editor temporaries, dotfiles, caches and the slice are not", () => {
+  test("sources are; editor temporaries, dotfiles, caches, the slice and its temporary are not", async () => {
     for (const f of ["structs.cu", "kernels/tiled.cuh", "kernel.py", "a/b/c.h", "#include.h"]) expect(isSourceSave(f), f).toBe(true);
     const temps = [
       ".structs.cu.swp", // vim swap (a dotfile)
@@ -42,6 +43,17 @@ describe("which file events are saves", () => {
     for (const f of temps) expect(isSourceSave(f), f).toBe(false);
     expect(isSourceSave("structs.kerncap-slice.cu", new Set(["structs.kerncap-slice.cu"]))).toBe(false);
     expect(isSourceSave("structs.cu", new Set(["structs.kerncap-slice.cu"]))).toBe(true);
+    // the temporary kerncap writes the remade slice under (src/format/paths.ts writeInCapture), named as it names it
+    const dir = tempDir();
+    writeInCapture(dir, "src/structs.kerncap-slice.cu", "x");
+    const seen: string[] = [];
+    const w = watch(join(dir, "src"), (_e, f) => f && seen.push(String(f)));
+    writeInCapture(dir, "src/structs.kerncap-slice.cu", "y");
+    await Bun.sleep(100);
+    w.close();
+    expect(seen.some((f) => f.includes(".tmp-"))).toBe(true);
+    for (const f of seen) expect(isSourceSave(f, new Set(["structs.kerncap-slice.cu"])), f).toBe(false);
+    expect(isSourceSave("structs.cu.tmp-12-abc")).toBe(true); // another tool's name, not kerncap's pattern
     expect(isSourceSave(null)).toBe(false);
     expect(isSourceSave("")).toBe(false);
   });
