@@ -127,12 +127,20 @@ let dataFd: number | undefined;
 /** Write to the data channel: stdout, or the copy of it that keepStdoutForData() set aside. */
 function writeData(text: string): void {
   if (dataFd === undefined) return void process.stdout.write(text);
-  try {
-    writeSync(dataFd, text);
-  } catch (e) {
-    // the reader went away (`kerncap replay DIR --json | true`): exit as a piped tool does, as process.stdout's EPIPE does (src/cli/main.ts)
-    if ((e as NodeJS.ErrnoException).code === "EPIPE") process.exit(141);
-    throw e;
+  // every byte, however the pipe takes them: a write may take part of the text, or none when the
+  // reader's pipe is full and the fd non-blocking (EAGAIN) — seen on the H200, where a `check
+  // --json` document of 150 KB reached its reader cut at 64 KiB, with exit 0
+  const bytes = Buffer.from(text);
+  for (let done = 0; done < bytes.length; ) {
+    try {
+      done += writeSync(dataFd, bytes, done, bytes.length - done);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      // the reader went away (`kerncap replay DIR --json | true`): exit as a piped tool does, as process.stdout's EPIPE does (src/cli/main.ts)
+      if (code === "EPIPE") process.exit(141);
+      if (code !== "EAGAIN") throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1); // 1 ms for the reader
+    }
   }
 }
 
