@@ -10,8 +10,12 @@ kc=dist/kerncap
 if ! { [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; }; then
   echo
   echo "kerncap is built: $kc ($($kc --version))."
-  echo "This machine has no NVIDIA GPU, so the capture/replay demo cannot run here: it needs one."
+  echo "This machine has no NVIDIA GPU, so capturing and replaying cannot run here: they need one."
   echo "On a GPU machine this script continues with: $kc run --kernel scale_jobs -- <example app>; $kc replay ..."
+  echo "What runs here: the built-in sample capture (kerncap demo), inspected and checked."
+  mkdir -p build
+  $kc demo build/demo-capture --force
+  $kc inspect build/demo-capture --verify
   exit 0
 fi
 mkdir -p build/demo
