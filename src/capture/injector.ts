@@ -7,6 +7,7 @@
  * API table (c/kerncap_hsa.c). Both libraries then read the same KERNCAP_* settings
  * (src/env.ts captureLibraryEnv) and write the same raw capture (docs/raw-capture.md).
  */
+import { existsSync } from "node:fs";
 import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { libcudaCandidates, probeGpu } from "../native/libcuda.ts";
@@ -86,8 +87,13 @@ function hasLibcuda(): boolean {
   return Boolean(libcudaOverride()) || libraryLoads(libcudaCandidates(), "cuInit");
 }
 
-/** Whether libhsa-runtime64 (KERNCAP_HSA_PATH first) loads: the machine has ROCm. */
-function hasLibhsa(): boolean {
+/**
+ * Whether the machine has an AMD GPU to capture on: the kernel driver's /dev/kfd, and
+ * libhsa-runtime64 (KERNCAP_HSA_PATH first) loads. The runtime alone is not enough: a machine with
+ * Debian's ROCm packages and no GPU (CI's) must say that no NVIDIA driver is there, not try HSA.
+ */
+function hasAmdGpu(): boolean {
+  if (!existsSync("/dev/kfd")) return false;
   try {
     loadHsa();
     return true;
@@ -98,9 +104,9 @@ function hasLibhsa(): boolean {
 
 /**
  * The runtime to capture on: the one asked for, else the one the machine has (libcuda first, then
- * libhsa-runtime64; neither: CUDA, whose GPU probe then says what is missing). `has` is for tests.
+ * an AMD GPU with its runtime; neither: CUDA, whose GPU probe then says what is missing). `has` is for tests.
  */
-export function chooseRuntime(asked: Runtime | undefined, has: { cuda: () => boolean; hsa: () => boolean } = { cuda: hasLibcuda, hsa: hasLibhsa }): Runtime {
+export function chooseRuntime(asked: Runtime | undefined, has: { cuda: () => boolean; hsa: () => boolean } = { cuda: hasLibcuda, hsa: hasAmdGpu }): Runtime {
   if (asked) return asked;
   if (has.cuda()) return "cuda";
   return has.hsa() ? "hsa" : "cuda";

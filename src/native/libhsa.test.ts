@@ -102,3 +102,9 @@ describe("pure helpers", () => {
     expect(headerWord >>> 16).toBe(2);
   });
 });
+
+test("KERNCAP_HSA_PATH naming a file that does not exist is the only candidate (no fallback to the system's runtime)", () => {
+  expect(hsaLibraryCandidates({ KERNCAP_HSA_PATH: "/nonexistent/libhsa-runtime64.so.1" })).toEqual(["/nonexistent/libhsa-runtime64.so.1"]);
+  expect(hsaLibraryCandidates({ KERNCAP_HSA_PATH: "/nonexistent/libhsa-runtime64.so.1" }).length).toBe(1);
+  expect(hsaLibraryCandidates({}).length).toBeGreaterThan(1);
+});

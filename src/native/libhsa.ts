@@ -47,6 +47,8 @@ const U32_MAX = 0xffffffff;
 export function hsaLibraryCandidates(env: Record<string, string | undefined> = process.env): string[] {
   const c: string[] = [];
   const own = hsaOverride(env);
+  // an explicit path is authoritative, as KERNCAP_LIBCUDA's: a typo must not fall back to the system's runtime
+  if (own && own.includes("/") && !existsSync(own)) return [own];
   if (own) c.push(own);
   for (const root of [env.ROCM_PATH, "/opt/rocm"].filter(Boolean) as string[]) c.push(join(root, "lib", "libhsa-runtime64.so.1"));
   c.push("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1", "/usr/lib64/libhsa-runtime64.so.1", ...bareLibraryNames(["libhsa-runtime64.so.1"]));
