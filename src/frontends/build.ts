@@ -75,6 +75,10 @@ export async function runBuildCommand(argv: string[], cwd: string, env: Record<s
   return { out, err, code };
 }
 
+/** A confined build's limits (validate --confine, kerncap mcp): data size (KiB: 8 GiB) and wall clock (s). */
+export const CONFINED_DATA_KIB = 8 << 20;
+export const CONFINED_SECONDS = 600;
+
 /**
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
@@ -98,7 +102,14 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     rmSync(resolveInCapture(dir, DEPS_FILE).path, { force: true }); // a list from an earlier build says nothing of this one
     env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${CONFINE_FLAGS}`.trim();
   }
-  const { out, err, code } = await runBuildCommand(["bash", script], dir, env, o.signal);
+  // confined: the agent's edit may make the compiler read a device (`#include "/dev/zero"` took
+  // 21 GB of RAM before the dependency list could refuse it), so the build gets a data-size
+  // limit (RLIMIT_DATA counts anonymous mmaps since Linux 4.7) and a wall-clock limit
+  const argv = o.confine ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0"`, script] : ["bash", script];
+  const { out, err, code } = await runBuildCommand(argv, dir, env, o.signal);
+  if (o.confine && code === 124) {
+    throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, { hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit." });
+  }
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {

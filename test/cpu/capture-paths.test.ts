@@ -15,7 +15,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { packCapture, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
-import { buildReproducer } from "../../src/frontends/build.ts";
+import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
 import { remakeStaleSlice } from "../../src/frontends/cuda/slice.ts";
 import { receivedBecause, requireTrustedBuild } from "../../src/format/trust.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
@@ -232,6 +232,20 @@ describe("MCP validate: the build reads nothing outside the capture", () => {
     expect(e.message).toMatch(/src\/kernel\.cu:1: error: .*undefined_name_here/);
     expect(e.message).not.toContain("int k() {");
     await c.close();
+  }, 60_000);
+
+  test.skipIf(!Bun.which("g++"))("a confined build runs under a data-size limit (an #include of /dev/zero once took 21 GB); an unconfined one does not", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
+    gxxBuild(dir);
+    writeFileSync(join(dir, "build.sh"), readFileSync(join(dir, "build.sh"), "utf8").replace('echo ran >"$here/build/ran"', 'ulimit -d >"$here/build/limit"'));
+    await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) });
+    expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).toBe(String(CONFINED_DATA_KIB));
+    await buildReproducer(dir, { quiet: true, force: false });
+    expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).not.toBe(String(CONFINED_DATA_KIB));
   }, 60_000);
 
   test.skipIf(!Bun.which("nvcc"))("the same with nvcc: an #include of a file outside is refused without its content", async () => {
