@@ -159,10 +159,17 @@ function realPathLoose(p: string): string {
 }
 
 /**
+ * The folder build.sh and validate write their outputs into (the rebuilt module, the pruned build's
+ * TU, plan and check record): left out of an archive, since the receiver rebuilds it and its files
+ * carry the packer's PATH and absolute paths (a new user's trial found plan.json in a pack).
+ */
+export const BUILD_DIR = "build";
+
+/**
  * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
  * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
  * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
- * and devices are left out.
+ * and devices are left out, and so is `build/` (BUILD_DIR).
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
@@ -194,6 +201,7 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
         throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: its name is that of the entry of ${name.slice(0, -SPARSE_SUFFIX.length)} when that file is sparse`, { hint: `Rename it (any name not ending in ${SPARSE_SUFFIX}), then pack again.` });
       }
       const r = rel ? `${rel}/${name}` : name;
+      if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {
         throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${readlinkSync(join(dir, r))}): pack archives only the regular files inside the folder`, {

@@ -139,6 +139,17 @@ describe("pack / unpack", () => {
     expect(r.result).toBe(0);
   });
 
+  test("build/ (the rebuild's outputs and the pruned build's plan, which names the packer's PATH) stays out of the archive", async () => {
+    const { root, dir } = await fresh();
+    mkdirSync(join(dir, "build", "pruned"), { recursive: true });
+    writeFileSync(join(dir, "build", "pruned", "plan.json"), JSON.stringify({ env: { PATH: "/home/someone/.cargo/bin:/usr/bin" } }));
+    writeFileSync(join(dir, "build", "kernel.cubin"), "x");
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(existsSync(join(u.dir, "build"))).toBe(false);
+    expect([...tree(u.dir).keys()].sort()).toEqual([...[...tree(dir).keys()].filter((k) => !k.startsWith("build/")), RECEIVED_MARK].sort());
+  });
+
   test("a sparse memory image: packed as its data extents, unpacked with the same holes", async () => {
     const { root, dir } = await fresh();
     // the fixture's image: 4 KiB of region 0, a hole to 64 KiB, 8 KiB of region 1
