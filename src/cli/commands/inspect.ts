@@ -96,7 +96,7 @@ export default defineCommand({
       return integrity.verdict === "ok" ? 0 : 2;
     }
     if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
-    process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and checksums match (chunk checksums: --verify)"}\n`);
+    process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and small files' SHA-256 match; memory chunks not checked (--verify checks them)"}\n`);
     return 0;
   },
 });
