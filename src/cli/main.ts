@@ -95,7 +95,9 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       if (!known.has(name)) {
-        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\``, {
+        // the closest long option by edit distance (--iter → --iters, --verfy → --verify), as an unknown verb gets
+        const near = [...known.keys()].filter((k) => k.length > 1 && editDistance(name, k) <= 2).sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
+        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\`${near ? `; did you mean --${near}?` : ""}`, {
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
         });
       }

@@ -527,7 +527,11 @@ describe("command line (runCli: the one error path)", () => {
     const r = await cli(["replay", "cap", "--iter", "5", "--json"]);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.out).error.message).toContain("unknown option --iter");
-    expect((await cli(["run", "--dispach", "3", "--", "/bin/true"])).code).toBe(2);
+    expect(JSON.parse(r.out).error.message).toContain("did you mean --iters?");
+    const d = await cli(["run", "--dispach", "3", "--json", "--", "/bin/true"]);
+    expect(d.code).toBe(2);
+    expect(JSON.parse(d.out).error.message).toContain("did you mean --dispatch?");
+    expect(JSON.parse((await cli(["inspect", "cap", "--qwertyuiop", "--json"])).out).error.message).not.toContain("did you mean");
     expect((await cli(["inspect", "a", "b"])).code).toBe(2);
   });
   test("an option given twice, under any spelling, is refused (--kernel may repeat: one capture each)", async () => {
