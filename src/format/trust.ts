@@ -19,12 +19,13 @@ import { homedir, hostname } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
+import { RECEIVED_MARK } from "./file-names.ts";
 import { readInCapture, writeInCapture } from "./paths.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 
 /** The file `kerncap unpack` writes into every folder it unpacks. */
-export const RECEIVED_MARK = "kerncap-received.json";
+export { RECEIVED_MARK };
 const TRUST_FILE = "trusted-builds.json";
 /** build.sh is a short script: a larger one is not printed whole (bytes). */
 const BUILD_SH_MAX = 1 << 20;

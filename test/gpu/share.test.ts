@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { APPS, json, kerncap, skipReason, workDir } from "./harness.ts";
-import { RECEIVED_MARK } from "../../src/format/trust.ts";
+import { RECEIVED_MARK } from "../../src/format/file-names.ts";
 
 const SKIP = !!skipReason("share/doctor gpu tests");
 const WORK = workDir("kerncap-gpu-share-");
