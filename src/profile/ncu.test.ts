@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { tempDir } from "../../test/cpu/fixtures.ts";
 import { findNsightTool, metricValue, NCU_METRICS, ncuCommand, ncuUserOptions, parseCsv, parseNcuDetails, replayArgv } from "./ncu.ts";
-import { ncuFailure, reportName } from "./profile.ts";
+import { ncuFailure, printedFigures, reportName } from "./profile.ts";
 
 const fixture = (name: string) => readFileSync(join(import.meta.dir, "testdata", name), "utf8");
 
@@ -81,14 +81,30 @@ describe("ncu report figures", () => {
   });
 });
 
+describe("the details page ncu prints while it exports (no --import)", () => {
+  test("real ncu 2025.3.1 output on the H200: the app's own lines and ==PROF== lines, then the CSV", () => {
+    const out = fixture("ncu-stdout-export-2025.txt");
+    expect(out).toContain("fma done"); // the profiled program's stdout comes first
+    const f = printedFigures(out)!;
+    expect(f.kernel).toBe("fma_loop(float *, int, int)");
+    expect(f.durationUs).toBeCloseTo(407.2, 6);
+    expect(f.registersPerThread).toBe(16);
+    expect(f.grid).toBe("(16384, 1, 1)");
+  });
+  test("output without the page (an ncu that printed none): null, so the report is imported instead", () => {
+    expect(printedFigures("==PROF== Connected to process 1\nMATCH\n==PROF== Report: /x.ncu-rep\n")).toBeNull();
+  });
+});
+
 describe("ncu command line", () => {
   test("the captured launch only (mangled name, exact, one launch), the report at the temp base, then the user's options and the replay", () => {
     const replay = replayArgv(["/opt/kerncap"], "/caps/mm", { iters: 0 });
     expect(replay).toEqual(["/opt/kerncap", "replay", "/caps/mm", "--runs", "1", "--iters", "0"]);
     const cmd = ncuCommand({ ncu: "/usr/local/cuda/bin/ncu", kernel: "_Z5scalePfi", reportBase: "/caps/mm/profile/.replay.tmp-1", userOptions: ncuUserOptions(["--set", "full"]), replay });
     expect(cmd.slice(0, 9)).toEqual(["/usr/local/cuda/bin/ncu", "--kernel-name-base", "mangled", "--kernel-name", "_Z5scalePfi", "--launch-count", "1", "--export", "/caps/mm/profile/.replay.tmp-1"]);
-    expect(cmd.slice(9, 13)).toEqual(["--set", "full", "--metrics", NCU_METRICS.join(",")]);
-    expect(cmd.slice(13)).toEqual(replay);
+    expect(cmd.slice(9, 14)).toEqual(["--csv", "--page", "details", "--print-units", "base"]); // the figures printed while profiling: no --import
+    expect(cmd.slice(14, 18)).toEqual(["--set", "full", "--metrics", NCU_METRICS.join(",")]);
+    expect(cmd.slice(18)).toEqual(replay);
     expect(replayArgv(["bun", "main.ts"], "d", { iters: 5, module: "/d/build/k.cubin" })).toEqual(["bun", "main.ts", "replay", "d", "--runs", "1", "--iters", "5", "--module", "/d/build/k.cubin"]);
   });
 
@@ -96,7 +112,7 @@ describe("ncu command line", () => {
     const o = ncuUserOptions(["--metrics=l1tex__t_bytes.sum,dram__bytes_read.sum", "--clock-control", "none"]);
     expect(o.slice(0, 2)).toEqual(["--clock-control", "none"]);
     expect(o[3]!.split(",").sort()).toEqual(["l1tex__t_bytes.sum", ...NCU_METRICS].sort()); // each once
-    for (const bad of [["-k", "x"], ["--kernel-name=x"], ["-c", "2"], ["--launch-skip", "1"], ["-o", "r"], ["--export=r"], ["--csv"]]) {
+    for (const bad of [["-k", "x"], ["--kernel-name=x"], ["-c", "2"], ["--launch-skip", "1"], ["-o", "r"], ["--export=r"], ["--csv"], ["--print-units", "auto"]]) {
       expect(() => ncuUserOptions(bad)).toThrow(/kerncap profile sets/);
     }
     expect(() => ncuUserOptions(["--metrics"])).toThrow(/needs a value/);

@@ -53,6 +53,7 @@ const NCU_OWN = new Map<string, string>([
   ["--print-summary", "the printed figures (kerncap reads them from the report)"],
   ["--csv", "the printed figures (kerncap reads them from the report)"],
   ["--page", "the printed figures (kerncap reads them from the report)"],
+  ["--print-units", "the printed figures (kerncap reads them in base units)"],
 ]);
 
 /**
@@ -104,11 +105,20 @@ export function replayArgv(self: string[], dir: string, o: { module?: string; it
 }
 
 /**
+ * What ncu prints of the profiled launch while it writes the report: its details page as CSV, in
+ * base units (ns, bytes; the default scales to the value and rounds: "181.29 Mbyte"). With
+ * `--export`, ncu 2025.3 prints the page after the application's own output (measured on the
+ * H200), so the figures need no second ncu process (`--import`, 0.5–0.7 s there).
+ */
+export const NCU_PRINT = ["--csv", "--page", "details", "--print-units", "base"] as const;
+
+/**
  * ncu's command line: the captured launch only (see the file's comment), its report at
- * `reportBase`.ncu-rep (ncu adds the extension), the user's options, then the replay.
+ * `reportBase`.ncu-rep (ncu adds the extension), the details page printed (NCU_PRINT), the
+ * user's options, then the replay.
  */
 export function ncuCommand(o: { ncu: string; kernel: string; reportBase: string; userOptions: string[]; replay: string[] }): string[] {
-  return [o.ncu, "--kernel-name-base", "mangled", "--kernel-name", o.kernel, "--launch-count", "1", "--export", o.reportBase, ...o.userOptions, ...o.replay];
+  return [o.ncu, "--kernel-name-base", "mangled", "--kernel-name", o.kernel, "--launch-count", "1", "--export", o.reportBase, ...NCU_PRINT, ...o.userOptions, ...o.replay];
 }
 
 /** nsys's command line: a timeline of the whole replay (CUDA API and kernels, NVTX), its report at `reportBase`.nsys-rep. */
@@ -116,9 +126,9 @@ export function nsysCommand(o: { nsys: string; reportBase: string; userOptions: 
   return [o.nsys, "profile", "--output", o.reportBase, "--trace", "cuda,nvtx", ...o.userOptions, ...o.replay];
 }
 
-/** `ncu --import REP --csv --page details`: the report's figures as CSV (the input of parseNcuDetails). */
+/** `ncu --import REP --csv --page details --print-units base`: the report's figures as CSV (the input of parseNcuDetails), where the profiling run printed none. */
 export function ncuImportCommand(ncu: string, report: string): string[] {
-  return [ncu, "--import", report, "--csv", "--page", "details"];
+  return [ncu, "--import", report, ...NCU_PRINT];
 }
 
 /** Rows of a CSV text (RFC 4180: quoted fields, "" for a quote inside, CRLF or LF). */

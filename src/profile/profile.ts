@@ -52,7 +52,7 @@ export interface ProfileResult {
   command: string[];
   /** The replay's verdict as it printed it under the profiler (null when it printed none). */
   verdict: "match" | "mismatch" | null;
-  /** Wall time (s): the build (0 without --build), the profiled replay, the import of the figures. */
+  /** Wall time (s): the build (0 without --build), the profiled replay, the import of the figures (about 0 when ncu printed them while profiling). */
   seconds: { build: number; profile: number; import: number };
   /** ncu's figures of the profiled launch (null for nsys). */
   figures: NcuFigures | null;
@@ -145,16 +145,28 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
     let figures: NcuFigures | null = null;
     const t1 = performance.now();
     if (tool === "ncu") {
-      const imp = Bun.spawnSync(ncuImportCommand(exe, base + ext), { stdout: "pipe", stderr: "pipe", env, timeout: 120_000 });
-      if (imp.exitCode !== 0) throw new KerncapError("E_NCU_REPORT", `ncu --import of the report failed (exit ${imp.exitCode}): ${toolTail(imp.stdout.toString(), imp.stderr.toString())}`, { hint: `The report is kept at ${base + ext}; open it in the Nsight Compute UI.` });
-      const launches = parseNcuDetails(imp.stdout.toString());
-      figures = launches[0] ?? null;
+      // the details page ncu printed while profiling (NCU_PRINT); an ncu that printed none is asked again (--import)
+      figures = printedFigures(r.out);
+      if (!figures) {
+        const imp = Bun.spawnSync(ncuImportCommand(exe, base + ext), { stdout: "pipe", stderr: "pipe", env, timeout: 120_000 });
+        if (imp.exitCode !== 0) throw new KerncapError("E_NCU_REPORT", `ncu --import of the report failed (exit ${imp.exitCode}): ${toolTail(imp.stdout.toString(), imp.stderr.toString())}`, { hint: `The report is kept at ${base + ext}; open it in the Nsight Compute UI.` });
+        figures = parseNcuDetails(imp.stdout.toString())[0] ?? null;
+      }
       if (!figures) throw new KerncapError("E_NCU_REPORT", "the report holds no profiled launch", { hint: `Open ${base + ext} in the Nsight Compute UI, or run with --verbose for ncu's output.` });
     }
     renameSync(base + ext, report);
     return { dir, kernel: m.kernel.name, tool, report, module, command, verdict, seconds: { build: buildSeconds, profile: profileSeconds, import: (performance.now() - t1) / 1000 }, figures };
   } finally {
     if (existsSync(base + ext)) rmSync(base + ext, { force: true });
+  }
+}
+
+/** The figures of the first launch in ncu's printed details page, or null when its output holds none (an older ncu, or the page went elsewhere). */
+export function printedFigures(out: string): NcuFigures | null {
+  try {
+    return parseNcuDetails(out)[0] ?? null;
+  } catch {
+    return null;
   }
 }
 

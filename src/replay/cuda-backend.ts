@@ -140,7 +140,7 @@ class CudaBackend implements ReplayBackend {
   }
 
   timingMethod(flushL2: boolean): string {
-    return `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flushL2 ? ", L2 flushed before each (a memset larger than L2)" : ", L2 warm"}`;
+    return `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flushL2 ? ", L2 flushed before each (a read of a buffer larger than L2: clean lines)" : ", L2 warm"}`;
   }
 
   launchFault(e: unknown): { code: number; name: string } | null {

@@ -98,7 +98,7 @@ export interface ReplayOptions {
   atol?: number;
   rtol?: number;
   dtype?: string;
-  /** Flush L2 before each timed launch (a memset of 256 MiB, or twice the L2 where that is more). */
+  /** Flush L2 before each timed launch (a read of 256 MiB, or of twice the L2 where that is more: clean lines, as ncu's --cache-control all). */
   flushL2?: boolean;
   /**
    * Launch with this configuration instead of the captured one (another capture's launch of the
@@ -627,18 +627,23 @@ class Session implements ReplaySession {
    * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
    * under a profiler or compute-sanitizer), then `iters` timed ones each. With several kernels,
    * one launch of each per round, the first of the round alternating (A B, B A, …), so that a
-   * position effect (the launch right after the restore) falls on all alike. A flush of L2 (a
-   * memset larger than L2) before each launch with flushL2. The clocks are read meanwhile (this.clocks).
+   * position effect (the launch right after the restore) falls on all alike. A flush of L2 with
+   * flushL2 before each launch: a read of a buffer larger than L2 (DeviceScanner.evict: clean
+   * lines, as ncu's --cache-control all leaves), a memset where the backend cannot read. The clocks are read meanwhile (this.clocks).
    * @returns each kernel's times (µs), in launch order
    */
   private timeInterleaved(ps: Prepared[], o: RunOptions): number[][] {
     const { cu } = this;
     let flush: bigint | undefined;
-    // a memset of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB), evicts every line the previous launch left
+    // a buffer of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB): reading it evicts every line the previous launch left
     const flushBytes = Math.max(256 << 20, 2 * (cu.l2Bytes?.() ?? 0));
     if (o.flushL2) {
       try {
-        flush = this.flush ??= cu.memAlloc(flushBytes);
+        if (this.flush === undefined) {
+          this.flush = cu.memAlloc(flushBytes);
+          cu.memset(this.flush, 0, flushBytes);
+        }
+        flush = this.flush;
       } catch {
         log.warn(`--flush-l2: no device memory for the ${flushBytes >> 20} MiB flush buffer; timing with a warm L2`);
       }
@@ -650,7 +655,8 @@ class Session implements ReplaySession {
       const order = i & 1 ? [...ps.keys()].reverse() : [...ps.keys()];
       for (const k of order) {
         ps[k]!.restoreChanged();
-        if (flush !== undefined) cu.memset(flush, i & 0xff, flushBytes);
+        // a read of the flush buffer: L2 holds its clean lines, and the restore's dirty ones are written back before the launch
+        if (flush !== undefined && !this.scanner.evict?.(flush, flushBytes)) cu.memset(flush, i & 0xff, flushBytes);
         const us = cu.timedLaunch(ps[k]!.launch);
         if (i >= 0) times[k]!.push(us);
       }

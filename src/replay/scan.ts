@@ -15,6 +15,9 @@ export interface ChunkScan {
   nonzero: Uint32Array;
 }
 
+/** Bytes per block of an evicting read (DeviceScanner.evict): 256 MiB in 256 blocks. */
+const EVICT_CHUNK = 1 << 20;
+
 export class Scanner {
   private fn: bigint;
   private spinFn: bigint | undefined;
@@ -67,12 +70,17 @@ export class Scanner {
   }
 
   /**
-   * Scan [va, va + size) in chunks of `chunkBytes` (synchronous).
-   * Shapes: arrays of ceil(size / chunkBytes) entries.
+   * Read [va, va + size) with kc_scan, queued on the null stream, nothing read back (DeviceScanner.evict):
+   * every L2 line the range maps to ends up clean. size/EVICT_CHUNK blocks; the hashes are discarded.
    */
-  scan(va: bigint, size: number, chunkBytes: number): ChunkScan {
+  evict(va: bigint, size: number): boolean {
+    this.launchScan(va, size, EVICT_CHUNK);
+    return true;
+  }
+
+  /** Queue kc_scan over [va, va + size) into the device hash buffers (grown as needed). @returns the chunk count */
+  private launchScan(va: bigint, size: number, chunkBytes: number): number {
     const n = Math.ceil(size / chunkBytes);
-    if (n === 0) return { hash: [], nonzero: new Uint32Array(0) };
     if (n > this.cap) {
       if (this.cap) {
         this.cu.memFree(this.dHash);
@@ -90,6 +98,17 @@ export class Scanner {
     dv.setBigUint64(24, this.dHash, true);
     dv.setBigUint64(32, this.dNz, true);
     this.cu.launch(this.fn, [n, 1, 1], [256, 1, 1], 0, p, []);
+    return n;
+  }
+
+  /**
+   * Scan [va, va + size) in chunks of `chunkBytes` (synchronous).
+   * Shapes: arrays of ceil(size / chunkBytes) entries.
+   */
+  scan(va: bigint, size: number, chunkBytes: number): ChunkScan {
+    const n = Math.ceil(size / chunkBytes);
+    if (n === 0) return { hash: [], nonzero: new Uint32Array(0) };
+    this.launchScan(va, size, chunkBytes);
     const h = new BigUint64Array(n);
     const z = new Uint32Array(n);
     this.cu.dtoh(new Uint8Array(h.buffer), this.dHash);

@@ -30,6 +30,18 @@ describe("interleaved timing comparison", () => {
     expect(c.high).toBeGreaterThan(1);
     expect(c.text).toStartWith("no difference beyond noise (");
   });
+  test("a difference clear of 1 but within ±0.5% (the module against itself on the H200: 1.00005–1.00015) is not claimed", () => {
+    // a 310 µs kernel with 0.05% noise, the candidate 0.04% faster: the interval is tight and above 1
+    const r = seededRandom(3);
+    const A = Array.from({ length: 200 }, () => 310.2 * (1 + 0.0005 * (r() - 0.5)));
+    const B = A.map((x) => x / 1.0004);
+    const c = compareTimings(A, B);
+    expect(c.low).toBeGreaterThan(1);
+    expect(c.verdict).toBe("same");
+    expect(c.text).toMatch(/^no difference beyond 0\.5% \(1\.00\d–1\.00\d\)$/);
+    // 2% faster with the same tight noise: claimed
+    expect(compareTimings(A, A.map((x) => x / 1.02)).verdict).toBe("faster");
+  });
   test("a slower candidate says slower with the inverted ratio", () => {
     const c = compareTimings(...pairs(20, 100, 125));
     expect(c.verdict).toBe("slower");

@@ -20,7 +20,7 @@ export interface TimingComparison {
   /** 95% confidence interval of `speedup` (paired bootstrap). */
   low: number;
   high: number;
-  /** faster: the interval lies above 1; slower: below 1; same: it holds 1 (no difference beyond noise). */
+  /** faster: the interval lies above 1 (and not all within ±RESOLUTION); slower: below 1 (likewise); same: it holds 1, or lies within ±RESOLUTION. */
   verdict: "faster" | "slower" | "same";
   /** "1.07× faster (1.05–1.09)", "1.12× slower (1.10–1.15)", "no difference beyond noise (0.99–1.02)". */
   text: string;
@@ -38,6 +38,15 @@ export function seededRandom(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/**
+ * The smallest speed difference a comparison claims (a fraction: 0.005 = 0.5%). The same module
+ * timed against itself (`replay --against` its own cubin, 200 pairs, H200) gave a 310 µs kernel
+ * an interval of 1.00005–1.00015 once in three: clear of 1, so "1.00× faster", for no change. Below this
+ * margin a difference is not a property of the kernel but of the timing (event resolution of
+ * 32 ns, the launch's position, the L2 state the restore leaves), so "same" is said.
+ */
+export const RESOLUTION = 0.005;
 
 /** Fewest launch pairs for an interval worth printing. */
 export const MIN_PAIRS = 5;
@@ -70,8 +79,15 @@ export function compareTimings(baseline: number[], candidate: number[], o: { res
   const baselineMedianUs = median(baseline);
   const candidateMedianUs = median(candidate);
   const speedup = baselineMedianUs / candidateMedianUs;
-  const verdict = low > 1 ? "faster" : high < 1 ? "slower" : "same";
+  // an interval clear of 1 but inside ±RESOLUTION is a difference the timing cannot claim (see RESOLUTION)
+  const within = low >= 1 / (1 + RESOLUTION) && high <= 1 + RESOLUTION;
+  const verdict = within ? "same" : low > 1 ? "faster" : high < 1 ? "slower" : "same";
   const f = (x: number) => x.toFixed(2);
-  const text = verdict === "faster" ? `${f(speedup)}× faster (${f(low)}–${f(high)})` : verdict === "slower" ? `${f(1 / speedup)}× slower (${f(1 / high)}–${f(1 / low)})` : `no difference beyond noise (${f(low)}–${f(high)})`;
-  return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low, high, verdict, text, method: `ratio of medians over ${n} interleaved launch pairs, 95% paired-bootstrap interval (${resamples} resamples, fixed seed)` };
+  const f3 = (x: number) => x.toFixed(3);
+  const text =
+    verdict === "faster" ? `${f(speedup)}× faster (${f(low)}–${f(high)})`
+    : verdict === "slower" ? `${f(1 / speedup)}× slower (${f(1 / high)}–${f(1 / low)})`
+    : within && (low > 1 || high < 1) ? `no difference beyond ${RESOLUTION * 100}% (${f3(low)}–${f3(high)})`
+    : `no difference beyond noise (${f(low)}–${f(high)})`;
+  return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low, high, verdict, text, method: `ratio of medians over ${n} interleaved launch pairs, 95% paired-bootstrap interval (${resamples} resamples, fixed seed); differences within ±${RESOLUTION * 100}% are not claimed` };
 }

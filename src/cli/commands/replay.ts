@@ -29,7 +29,7 @@ export default defineCommand({
     runs: { type: "string", description: "Checked launches from the before state (default 3, 8 once they differ): tells nondeterministic kernels and the run-to-run envelope" },
     against: { type: "string", description: "Time another kernel against this one on the same memory, interleaved: another capture folder of the same launch, or a module built from the reproducer (both are checked)", valueHint: "OTHER" },
     module: { type: "string", description: "Launch the kernel of this module image (a reproducer build's cubin) instead of the captured module", valueHint: "FILE" },
-    "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch (a memset of 256 MiB, or twice the L2 where that is more)", default: false },
+    "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch (a read of 256 MiB, or of twice the L2 where that is more: clean lines, as ncu's --cache-control all)", default: false },
     verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", negativeDescription: "Skip the checksums (faster for large captures; a damaged file goes unnoticed)", default: true },
     ...toleranceArgs,
     ...jsonArg,
