@@ -246,6 +246,8 @@ export const DOCUMENTS = {
     saveToVerdictSeconds: v.number(),
     verdict: v.optional(v.picklist(["match", "mismatch"])),
     kernelMedianUs: v.optional(v.nullable(v.number())),
+    /** A verdict's rebuilt kernel against the captured module, interleaved (null with fewer than 5 timed launches). */
+    compare: v.optional(Compare),
     overheadSeconds: v.optional(v.number()),
     code: v.optional(v.string()),
     message: v.optional(v.string()),

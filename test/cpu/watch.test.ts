@@ -15,6 +15,7 @@ import { NVCC } from "../nvcc-fixtures.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { makeHeavyReproducer } from "../heavy-fixture.ts";
 import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/rebuild/watch.ts";
+import { compareTimings } from "../../src/replay/stats.ts";
 import { writeInCapture } from "../../src/format/paths.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
@@ -129,6 +130,7 @@ const verdict = (x: Partial<Extract<WatchEvent, { event: "verdict" }>> = {}): Wa
   mismatches: 0,
   nondeterministic: false,
   kernelMedianUs: 12.345,
+  compare: null,
   buildSeconds: 1.5,
   builder: "build.sh",
   saveToVerdictSeconds: 1.72,
@@ -144,6 +146,10 @@ describe("watch lines", () => {
     expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toStartWith("[12:34:56] MATCH within the run-to-run spread  kernel");
     expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toContain("(nondeterministic)");
     expect(watchLine(verdict({ trigger: "start", files: [], kernelMedianUs: null }))).toBe("[12:34:56] MATCH  kernel no timed launch  build 1.50 s  save→verdict 1.72 s");
+    // the rebuilt kernel timed interleaved against the captured module (src/replay/stats.ts)
+    const c = compareTimings([10, 10.1, 9.9, 10, 10.2, 10, 9.8], [8, 8.1, 7.9, 8, 8.2, 8, 7.8]);
+    expect(watchLine(verdict({ compare: c }))).toBe(`[12:34:56] MATCH  kernel 12.35 µs (${c.text} against the captured module)  build 1.50 s  save→verdict 1.72 s  (structs.cu)`);
+    expect(c.text).toMatch(/^1\.2\d× faster/);
   });
   test("a mismatch names the first differing region, where it differs, and how many regions differ", () => {
     const l = watchLine(verdict({ verdict: "mismatch", numerics: "mismatch", mismatches: 2, firstMismatch: { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 64, bytesDiffering: 4032 } }));
@@ -159,7 +165,7 @@ describe("watch lines", () => {
     expect(r.split("\n")[0]).toBe("[12:34:56] ERROR E_CUDA  save→verdict 1.06 s  (kernel fault: memory restored in a new context)  (structs.cu)");
   });
   test("--json: one document per line with its schema id, valid against kerncap.validate-watch/1", () => {
-    for (const e of [verdict(), verdict({ kernelMedianUs: null }), { event: "build-error", trigger: "start", files: [], at: AT, code: "E_BUILD", message: "x\ny", hint: null, buildSeconds: null, saveToVerdictSeconds: 0.5 } as WatchEvent]) {
+    for (const e of [verdict(), verdict({ kernelMedianUs: null }), verdict({ compare: compareTimings([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) }), { event: "build-error", trigger: "start", files: [], at: AT, code: "E_BUILD", message: "x\ny", hint: null, buildSeconds: null, saveToVerdictSeconds: 0.5 } as WatchEvent]) {
       const line = JSON.stringify(jsonDocument("validate-watch", e));
       expect(line).not.toContain("\n");
       const doc = JSON.parse(line);

@@ -85,6 +85,10 @@ describe.skipIf(SKIP)("validate --watch", () => {
       const first = (await w.line(1, 120_000)).doc;
       expect(first, w.stderr()).toMatchObject({ schema: "kerncap.validate-watch/1", event: "verdict", trigger: "start", verdict: "match" });
       expect(first.kernelMedianUs).toBeGreaterThan(0);
+      // the rebuilt kernel timed against the captured module, interleaved (the unedited source: no claim of a speed change beyond noise expected, but any verdict is a measurement)
+      expect(first.compare, w.stderr()).toMatchObject({ verdict: expect.stringMatching(/^(faster|slower|same)$/), pairs: expect.any(Number) });
+      expect(first.compare.low).toBeLessThanOrEqual(first.compare.high);
+      console.log(`[watch] first verdict against the captured module: ${first.compare.text}`);
       await Bun.sleep(500); // the watcher starts right after the first line
       // the check of the pruned build beside the first build (a save meanwhile would stop it: test/cpu/watch.test.ts)
       for (let t = 0; !w.stderr().includes("saves are rebuilt") && t < 600; t++) await Bun.sleep(100);
