@@ -28,6 +28,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { cuda } from "../native/libcuda.ts";
 import { startRebuild, type StartedRebuild } from "../rebuild/validate.ts";
+import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { replay, type ReplayResult } from "../replay/engine.ts";
 import { requireTrustedBuild } from "../format/trust.ts";
 import type { CaptureRef } from "./discover.ts";
@@ -101,7 +102,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const tr = performance.now();
     let r: ReplayResult;
     try {
-      r = await replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(rebuilt ? { modulePath: rebuilt.module, kernelName: m.kernel.name } : {}) });
+      r = await replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(rebuilt ? rebuiltRun(fe, m, rebuilt.module) : {}) });
     } catch (e) {
       if (rebuilt) await rebuilt.built; // a build error is the one to report
       throw e;

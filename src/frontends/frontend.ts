@@ -119,6 +119,13 @@ export interface Frontend<Options = unknown> {
   explainBuildFailure?(stderr: string): KerncapError | undefined;
   /** Check a rebuilt module before anything launches (CUDA: cubin, kernel present, parameter layout). @throws KerncapError (exit 2) */
   checkRebuiltModule?(modulePath: string, m: Manifest): void;
+  /**
+   * The block and dynamic shared memory a rebuilt module's kernel needs, where they differ from
+   * the captured launch (Triton: the compiled kernel's num_warps × 32 threads and its shared
+   * memory, from the metadata repro.py writes beside the cubin); undefined: the captured launch.
+   * The replay engine takes it as RunOptions.launchOf.
+   */
+  rebuiltLaunch?(modulePath: string, m: Manifest): { block: [number, number, number]; sharedMemBytes: number } | undefined;
   /** A rebuild faster than build.sh, once checked against it. */
   readonly fastBuild?: FastBuilder;
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */

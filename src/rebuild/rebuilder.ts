@@ -72,6 +72,15 @@ export interface Rebuilt {
   steps?: FastBuildSteps;
 }
 
+/**
+ * The run options of a rebuilt module: its path (or the promise of it, while the build runs), the
+ * captured kernel's name, and the frontend's reading of the launch the build needs
+ * (Frontend.rebuiltLaunch: a Triton kernel compiled with other num_warps gets its block).
+ */
+export function rebuiltRun(fe: Frontend, m: Manifest, module: string | Promise<string>): { modulePath: string | Promise<string>; kernelName: string; launchOf: (p: string) => ReturnType<NonNullable<Frontend["rebuiltLaunch"]>> } {
+  return { modulePath: module, kernelName: m.kernel.name, launchOf: (p) => fe.rebuiltLaunch?.(p, m) };
+}
+
 export function readPrunedCheck(dir: string): PrunedCheck | undefined {
   try {
     const c = JSON.parse(readInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, MANIFEST_MAX_BYTES)?.toString("utf8") ?? "null");

@@ -14,7 +14,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { replayCompared, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
-import { Rebuilder, type Rebuilt, type RebuilderOptions } from "./rebuilder.ts";
+import { Rebuilder, rebuiltRun, type Rebuilt, type RebuilderOptions } from "./rebuilder.ts";
 
 /** The replay result, with what the rebuild took and what the replay added after it. */
 export interface ValidateResult extends ReplayResult {
@@ -84,7 +84,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   let compare: TimingComparison | null;
   try {
     // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
-    ({ candidate: r, compare } = await replayCompared(c, { iters: o.run.iters, verify: true, runs: 1 }, { ...o.run, modulePath: rebuild.module, kernelName: m.kernel.name }));
+    ({ candidate: r, compare } = await replayCompared(c, { iters: o.run.iters, verify: true, runs: 1 }, { ...o.run, ...rebuiltRun(frontendOf(m), m, rebuild.module) }));
   } catch (e) {
     const b = await rebuild.built; // a build error is the one to report (the replay may have failed only for lack of a module)
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)

@@ -106,6 +106,13 @@ export interface ReplayOptions {
    * launch and function attributes, parameter bytes.
    */
   launch?: { launch: Manifest["launch"]; functionAttributes: Manifest["functionAttributes"]; params: Uint8Array };
+  /**
+   * The launch a rebuilt module needs, once its path is known (a build may still be running when
+   * the run starts): the frontend's reading of the build's own metadata (Triton: the compiled
+   * kernel's num_warps and shared memory, src/frontends/frontend.ts rebuiltLaunch). Only the block
+   * and dynamic shared memory change; undefined keeps the captured launch. `launch` wins over it.
+   */
+  launchOf?: (modulePath: string) => { block: [number, number, number]; sharedMemBytes: number } | undefined;
   /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
@@ -319,9 +326,25 @@ export type SetRun = { result: ReplayResult; times: number[] } | { error: Kernca
 interface Loaded {
   mod: ReplayModule;
   modFile: string;
+  /** RunOptions.launchOf's answer for a rebuilt module (undefined: the captured block and shared memory). */
+  rebuiltLaunch?: { block: [number, number, number]; sharedMemBytes: number };
   moduleWaitSeconds: number;
   /** performance.now() when the load began. */
   t2: number;
+}
+
+/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8). */
+const MAX_DYNAMIC_SHARED = 8;
+
+/**
+ * The captured launch with a rebuilt module's block and dynamic shared memory (RunOptions.launchOf),
+ * the function's dynamic shared memory limit raised to it where it needs more than captured.
+ */
+export function withRebuiltLaunch(m: Manifest, r: { block: [number, number, number]; sharedMemBytes: number }): Manifest {
+  const attrs = m.functionAttributes.filter((a) => a.id !== MAX_DYNAMIC_SHARED);
+  const cap = m.functionAttributes.find((a) => a.id === MAX_DYNAMIC_SHARED)?.value ?? 0;
+  const need = r.sharedMemBytes > cap ? [{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: r.sharedMemBytes }] : m.functionAttributes.filter((a) => a.id === MAX_DYNAMIC_SHARED);
+  return { ...m, launch: { ...m.launch, block: r.block, sharedMemBytes: r.sharedMemBytes }, functionAttributes: [...attrs, ...need] };
 }
 
 /** A kernel checked and ready to time: its launch, the restore before each, and its result given the timed launches (µs). */
@@ -615,7 +638,8 @@ class Session implements ReplaySession {
     const moduleWaitSeconds = (performance.now() - tw) / 1000;
     const t2 = performance.now();
     const image = new Uint8Array(rebuilt ? await Bun.file(rebuilt).arrayBuffer() : readCaptureBytes(dir, m.module.file, m.module.size));
-    return { mod: cu.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2 };
+    const rebuiltLaunch = rebuilt && !o.launch ? o.launchOf?.(rebuilt) : undefined;
+    return { mod: cu.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2, ...(rebuiltLaunch ? { rebuiltLaunch } : {}) };
   }
 
   /** Timed launches of one prepared kernel (the list finish takes). */
@@ -670,12 +694,12 @@ class Session implements ReplaySession {
    * checked runs compared with the app's after state; what remains is timing (the launch and the
    * restore between launches) and the result (finish, given the times).
    */
-  private async prepare(o: RunOptions, { mod, modFile, moduleWaitSeconds, t2 }: Loaded): Promise<Prepared> {
+  private async prepare(o: RunOptions, { mod, modFile, moduleWaitSeconds, t2, rebuiltLaunch }: Loaded): Promise<Prepared> {
     const { dir, cu, restorer, scanner, C } = this;
     const { restore, reserve, verifySeconds } = this.opened;
     const m = this.manifest;
     // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
-    const lm = o.launch ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes } : m;
+    const lm = o.launch ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes } : rebuiltLaunch ? withRebuiltLaunch(m, rebuiltLaunch) : m;
     const name = o.kernelName ?? m.kernel.name;
     const f = mod.kernel(name);
     if (f === undefined) {

@@ -108,8 +108,9 @@ out = args.get("--out") or os.path.join(here, "build", pin["kernelName"] + ".cub
 with open(out + ".tmp", "wb") as f:
     f.write(kernel.asm["cubin"])
 os.replace(out + ".tmp", out)
-if tune:
-    # what the launch of this config needs: its block (num_warps) and dynamic shared memory
-    with open(out + ".json", "w") as f:
-        json.dump({"shared": md.shared, "num_warps": md.num_warps, "num_ctas": getattr(md, "num_ctas", 1)}, f)
+# what the launch of this build needs: its block (num_warps) and dynamic shared memory (kerncap
+# launches the rebuilt kernel with them: src/frontends/triton/launch.ts; kerncap tune, each config)
+with open(out + ".json.tmp", "w") as f:
+    json.dump({"shared": md.shared, "num_warps": md.num_warps, "num_ctas": getattr(md, "num_ctas", 1)}, f)
+os.replace(out + ".json.tmp", out + ".json")
 print(out)

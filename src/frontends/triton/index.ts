@@ -5,6 +5,7 @@
  * (./repro.ts, ./templates.ts). At replay, the signature gives each region's element type (./numerics.ts).
  */
 import type { Frontend } from "../frontend.ts";
+import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
 import { tritonEnv, tritonFinalize } from "./shim.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
@@ -17,4 +18,5 @@ export const tritonFrontend: Frontend = {
   captureEnv: tritonEnv,
   enrich: (ctx) => tritonFinalize(ctx.tmpDir, ctx.raw, ctx.pattern, ctx.command),
   regionTypes: regionTypesFromSignature,
+  rebuiltLaunch: tritonRebuiltLaunch,
 };
