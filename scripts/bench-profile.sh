@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Profiling without the application (issue 27), on the GPU suite's apps (the cases of
-# scripts/bench-timing.sh): for each kernel, time to the first Nsight Compute report by
-# `ncu -k regex:K -s N -c 1 APP` (the whole application under ncu) against `kerncap profile DIR`
-# (the capture's replay under ncu), both with --clock-control none --cache-control none; the
-# agreement of ncu's duration and DRAM bytes between the two; and the replay's own timing
-# (`kerncap replay DIR --iters ITERS`, CUDA events) against ncu's gpu__time_duration on the app.
+# Profiling and timing without the application (issue 27), on the GPU suite's apps. For each
+# kernel (captured first):
+#  - ncu on the application, the launch alone (`--kernel-name-base demangled -k regex:K -s N -c 1`,
+#    gpu__time_duration and DRAM bytes), twice: `--clock-control none --cache-control none` (L2 as
+#    the app left it) and `--cache-control all` (L2 flushed and invalidated before the launch);
+#  - `kerncap profile DIR -- --clock-control none --cache-control all`: ncu's duration and DRAM
+#    bytes on the replay, against the app's under the same control (targets: 3% and 1%);
+#  - `kerncap replay DIR --iters ITERS` (CUDA events, L2 as the restore leaves it) against ncu's
+#    duration on the app with --cache-control none, and `--flush-l2` against --cache-control all
+#    (target: 3%, or 0.5 µs for kernels under 10 µs).
+# And the time to the first full ncu report (ncu's default set): `ncu -k … -c 1 APP` against
+# `kerncap profile DIR`, for the trivial one-kernel program (verdicts fma: target within 1 s of
+# ncu's own cost) and for the PyTorch app. Clocks: nvidia-smi before and after.
 # Figures also go to $OUT/bench-profile.json when OUT is set. Usage: scripts/bench-profile.sh [ITERS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${KERNCAP_BIN:-$PWD/dist/kerncap}"
-iters="${1:-50}"
+iters="${1:-100}"
 work="${TMPDIR:-/tmp}/kerncap-bench-profile"
 unset BUN_BE_BUN
 say() { echo "[bench-profile] $*"; }
@@ -19,14 +26,17 @@ ncu="$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")"
 rm -rf "$work"; mkdir -p "$work"
 export TRITON_CACHE_DIR="$work/triton-cache"
 nvcc -O2 -arch=sm_90 -o "$work/verdicts" test/apps/verdicts.cu || { say "nvcc failed"; exit 1; }
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.applications.graphics,clocks.max.sm --format=csv,noheader > "$work/clocks-before.txt" 2>&1
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
-# label | --kernel (kerncap ERE = ncu regex) | --dispatch | app argv
+now() { date +%s.%N; }
+# label | --kernel (kerncap ERE = ncu regex on the demangled name) | --dispatch | app argv
 cases=(
+  "cuda-fma|fma_loop|1|$work/verdicts fma"
+  "triton-add-relu|fused_add_relu|1|python3 test/apps/triton_app.py 3 24"
   "torch-mul|MulFunctor|1|python3 test/apps/torch_app.py 2 4"
   "torch-softmax|softmax|1|python3 test/apps/torch_app.py 2 4"
   "torch-gemm|gemm|nvjet|xmma|cutlass|1|python3 test/apps/torch_app.py 2 4"
-  "triton-add-relu|fused_add_relu|1|python3 test/apps/triton_app.py 3 24"
-  "cuda-fma|fma_loop|1|$work/verdicts fma"
+  "tiny-mul|MulFunctor|1|python3 test/apps/torch_app.py 2 1"
 )
 for c in "${cases[@]}"; do
   label="${c%%|*}"; rest="${c#*|}"
@@ -36,15 +46,28 @@ for c in "${cases[@]}"; do
   if ! "$bin" run --kernel "$kernel" --dispatch "$dispatch" --out "$work/$label" --json -- $app > "$work/$label.run.json" 2> "$work/$label.run.err"; then
     say "$label: capture failed: $(tail -3 "$work/$label.run.err")"; continue
   fi
-  t0=$(date +%s.%N)
-  # shellcheck disable=SC2086
-  "$ncu" --clock-control none --cache-control none -k "regex:$kernel" -s "$dispatch" -c 1 --metrics "$metrics" -o "$work/$label-app" -f $app > "$work/$label.ncu-app.out" 2>&1 || say "$label: ncu on the app exited $?"
-  t1=$(date +%s.%N)
-  "$ncu" --import "$work/$label-app.ncu-rep" --csv --page details > "$work/$label.ncu-app.csv" 2>> "$work/$label.ncu-app.out"
-  echo "$t0 $t1" > "$work/$label.ncu-app.time"
-  "$bin" profile "$work/$label" --json -- --clock-control none --cache-control none > "$work/$label.profile.json" 2> "$work/$label.profile.err" || say "$label: kerncap profile exited $? ($(tail -2 "$work/$label.profile.err"))"
+  for cc in none all; do
+    # shellcheck disable=SC2086
+    "$ncu" --clock-control none --cache-control $cc --kernel-name-base demangled -k "regex:$kernel" -s "$dispatch" -c 1 --csv --page details --print-units base --metrics "$metrics" $app > "$work/$label.ncu-app-$cc.csv" 2>&1 || say "$label: ncu on the app ($cc) exited $?"
+  done
+  "$bin" profile "$work/$label" --name all --json -- --clock-control none --cache-control all > "$work/$label.profile.json" 2> "$work/$label.profile.err" || say "$label: kerncap profile exited $? ($(tail -2 "$work/$label.profile.err"))"
   "$bin" replay "$work/$label" --iters "$iters" --json > "$work/$label.replay.json" 2> "$work/$label.replay.err" || say "$label: replay exited $?"
+  "$bin" replay "$work/$label" --iters "$iters" --flush-l2 --json > "$work/$label.replay-flush.json" 2> "$work/$label.replay-flush.err" || say "$label: replay --flush-l2 exited $?"
 done
+# time to the first full report (ncu's default set, its default clock and cache control)
+for label in cuda-fma torch-gemm; do
+  [ -d "$work/$label" ] || continue
+  for c in "${cases[@]}"; do [ "${c%%|*}" = "$label" ] && spec="$c"; done
+  rest="${spec#*|}"; app="${rest##*|}"; rest="${rest%|*}"; dispatch="${rest##*|}"; kernel="${rest%|*}"
+  t0=$(now)
+  # shellcheck disable=SC2086
+  "$ncu" --kernel-name-base demangled -k "regex:$kernel" -s "$dispatch" -c 1 -o "$work/$label-app-default" -f $app > "$work/$label.ncu-default.out" 2>&1
+  t1=$(now)
+  "$bin" profile "$work/$label" --name default --json > "$work/$label.profile-default.json" 2> "$work/$label.profile-default.err"
+  t2=$(now)
+  echo "$t0 $t1 $t2" > "$work/$label.report-times"
+done
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.applications.graphics,clocks.max.sm --format=csv,noheader > "$work/clocks-after.txt" 2>&1
 python3 - "$work" "${OUT:-}" "${cases[@]}" <<'PY'
 import csv, io, json, os, sys
 work, out, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -54,9 +77,9 @@ def load(p):
     try:
         with open(p) as f: return json.load(f)
     except Exception: return None
-def ncu_app(label):
-    """gpu__time_duration (µs) and DRAM bytes of the profiled launch, by metric name."""
-    try: text = open(os.path.join(work, f"{label}.ncu-app.csv")).read()
+def ncu_app(label, cc):
+    """gpu__time_duration (µs) and DRAM bytes (read + write) of the profiled launch, by metric name."""
+    try: text = open(os.path.join(work, f"{label}.ncu-app-{cc}.csv")).read()
     except Exception: return None, None
     i = text.find('"ID"')
     if i < 0: return None, None
@@ -66,29 +89,40 @@ def ncu_app(label):
         try: x = float(v)
         except ValueError: continue
         vals[n] = x * TIME.get(u, BYTES.get(u, 1))
-    d = vals.get("gpu__time_duration.sum", vals.get("Duration"))
+    d = vals.get("gpu__time_duration.sum")
     rd, wr = vals.get("dram__bytes_read.sum"), vals.get("dram__bytes_write.sum")
     return d, (rd + wr if rd is not None and wr is not None else None)
-rows, doc = [], {}
-pct = lambda a, b: f"{(a / b - 1) * 100:+.1f}" if a is not None and b else "?"
+def pct(a, b): return (a / b - 1) * 100 if a is not None and b else None
+fmt = lambda x, d=2: "?" if x is None else f"{x:.{d}f}"
+sgn = lambda x: "?" if x is None else f"{x:+.1f}"
+rows, doc = [], {"clocksBefore": open(f"{work}/clocks-before.txt").read().strip(), "clocksAfter": open(f"{work}/clocks-after.txt").read().strip(), "cases": {}}
 for c in cases:
     label = c.split("|", 1)[0]
-    prof, rep = load(os.path.join(work, f"{label}.profile.json")), load(os.path.join(work, f"{label}.replay.json"))
-    app_us, app_dram = ncu_app(label)
-    try: t0, t1 = map(float, open(os.path.join(work, f"{label}.ncu-app.time")).read().split())
-    except Exception: t0 = t1 = None
-    f = (prof or {}).get("figures") or {}
-    kp_s = sum((prof or {}).get("seconds", {}).values()) if prof else None
-    rep_us = (rep or {}).get("timing", {}).get("medianUs")
-    doc[label] = {"ncuAppSeconds": (t1 - t0) if t0 else None, "kerncapProfileSeconds": kp_s, "ncuAppDurationUs": app_us, "profileDurationUs": f.get("durationUs"),
-                  "ncuAppDramBytes": app_dram, "profileDramBytes": f.get("dramBytes"), "replayMedianUs": rep_us, "limiter": f.get("limiter"), "clocks": (rep or {}).get("timing", {}).get("clocks")}
-    rows.append([label, f"{t1 - t0:.1f}" if t0 else "?", f"{kp_s:.1f}" if kp_s else "?", f"{app_us:.2f}" if app_us else "?", f"{f['durationUs']:.2f}" if f.get("durationUs") else "?",
-                 pct(f.get("durationUs"), app_us), pct(f.get("dramBytes"), app_dram), f"{rep_us:.2f}" if rep_us else "?", pct(rep_us, app_us)])
-head = ["kernel", "ncu app s", "kerncap profile s", "ncu app µs", "ncu replay µs", "duration Δ%", "DRAM bytes Δ%", "replay events µs", "events vs ncu Δ%"]
+    prof = load(os.path.join(work, f"{label}.profile.json")) or {}
+    rep, repf = (load(os.path.join(work, f"{label}.{k}.json")) or {} for k in ("replay", "replay-flush"))
+    warm_us, warm_dram = ncu_app(label, "none")
+    cold_us, cold_dram = ncu_app(label, "all")
+    f = prof.get("figures") or {}
+    ev, evf = (r.get("timing", {}).get("medianUs") for r in (rep, repf))
+    d = {"ncuAppWarmUs": warm_us, "ncuAppFlushedUs": cold_us, "ncuAppFlushedDramBytes": cold_dram, "ncuAppWarmDramBytes": warm_dram,
+         "profileFlushedUs": f.get("durationUs"), "profileFlushedDramBytes": f.get("dramBytes"),
+         "replayWarmUs": ev, "replayFlushedUs": evf, "replayMethod": rep.get("timing", {}).get("method"), "clocks": rep.get("timing", {}).get("clocks")}
+    doc["cases"][label] = d
+    rows.append([label, fmt(warm_us), fmt(ev), sgn(pct(ev, warm_us)), fmt(cold_us), fmt(evf), sgn(pct(evf, cold_us)), fmt(f.get("durationUs")), sgn(pct(f.get("durationUs"), cold_us)),
+                 fmt(cold_dram, 0), fmt(f.get("dramBytes"), 0), f"{pct(f.get('dramBytes'), cold_dram):+.2f}" if pct(f.get("dramBytes"), cold_dram) is not None else "?"])
+head = ["kernel", "ncu app warm µs", "replay µs", "Δ%", "ncu app flushed µs", "replay --flush-l2 µs", "Δ%", "profile µs", "Δ%", "ncu app DRAM B", "profile DRAM B", "Δ%"]
 w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-print("[bench-profile] time to the first ncu report, ncu's figures on the app vs on the replay, the replay's event timing vs ncu's duration")
+print("[bench-profile] ncu on the app (clocks not locked; L2 warm = --cache-control none, flushed = all) against the replay's events and kerncap profile (--cache-control all)")
 print("  ".join(h.ljust(w[i]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(head)))
 for r in rows: print("  ".join(x.ljust(w[i]) if i == 0 else x.rjust(w[i]) for i, x in enumerate(r)))
+for label in ("cuda-fma", "torch-gemm"):
+    p = os.path.join(work, f"{label}.report-times")
+    if not os.path.exists(p): continue
+    t0, t1, t2 = map(float, open(p).read().split())
+    pd = load(os.path.join(work, f"{label}.profile-default.json")) or {}
+    doc["cases"].setdefault(label, {})["reportSeconds"] = {"ncuOnApp": t1 - t0, "kerncapProfile": t2 - t1, "kerncapSeconds": pd.get("seconds")}
+    print(f"[bench-profile] time to the first full ncu report, {label}: ncu on the app {t1 - t0:.2f} s, kerncap profile {t2 - t1:.2f} s (difference {t2 - t1 - (t1 - t0):+.2f} s; kerncap's own split {pd.get('seconds')})")
+print(f"[bench-profile] clocks (sm, mem, applications, max; MHz) before {doc['clocksBefore']!r}, after {doc['clocksAfter']!r}")
 if out:
     with open(os.path.join(out, "bench-profile.json"), "w") as fh: json.dump(doc, fh, indent=2)
 PY
