@@ -24,9 +24,10 @@ import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
+import { MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
 import { frontendOf } from "../frontends/index.ts";
 import type { FastBuildSteps } from "../frontends/frontend.ts";
-import { Rebuilder, type Builder, type Rebuilt } from "./rebuilder.ts";
+import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
 
 /**
  * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
@@ -126,6 +127,8 @@ export type WatchEvent =
       nondeterministic: boolean;
       /** Median of the timed launches (µs, CUDA events); null without timed launches (--iters 0). */
       kernelMedianUs: number | null;
+      /** The rebuilt kernel's time against the captured module's, interleaved on the same memory (src/replay/stats.ts); null with fewer than MIN_PAIRS timed launches. */
+      compare: TimingComparison | null;
       /** The rebuild's wall time (s). */
       buildSeconds: number;
       /** How it was rebuilt: build.sh, or the device-only build of the pruned TU (src/frontends/cuda/fast-build.ts). */
@@ -175,7 +178,7 @@ export function watchLine(e: WatchEvent): string {
   if (e.event === "verdict") {
     const mm = e.firstMismatch;
     const region = mm ? ` region ${mm.va} (${mm.kind}, ${mm.size} B) from byte ${mm.firstDiffOffset}, ${mm.bytesDiffering} bytes differ${e.mismatches > 1 ? `; ${e.mismatches} regions differ` : ""}` : "";
-    const us = e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs` : "no timed launch";
+    const us = e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs${e.compare ? ` (${e.compare.text} against the captured module)` : ""}` : "no timed launch";
     return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
   }
   const head = e.event === "build-error" ? "BUILD ERROR" : `ERROR ${e.code}`;
@@ -188,7 +191,7 @@ export function watchLine(e: WatchEvent): string {
 }
 
 /** The verdict event of a replay result. */
-export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null }): WatchEvent {
+export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null; compare?: TimingComparison | null }): WatchEvent {
   return {
     event: "verdict",
     trigger: x.trigger,
@@ -201,6 +204,7 @@ export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: stri
     mismatches: r.mismatches.length,
     nondeterministic: r.determinism.nondeterministic,
     kernelMedianUs: Number.isFinite(r.timing.medianUs) ? r.timing.medianUs : null,
+    compare: x.compare ?? null,
     buildSeconds: x.buildSeconds,
     builder: x.builder ?? "build.sh",
     saveToVerdictSeconds: x.saveToVerdictSeconds,
@@ -317,6 +321,7 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
     }
     await Promise.race([track(cycle("start", [], t0, firstBuild)), stoppedP]);
     if (failure === undefined && !stops.signal) {
+      log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       // one cycle at a time; saves during a cycle make one more cycle after it
       let queued: { files: string[]; savedAt: number } | undefined;
       // the pruned build's check runs beside the cycles, never in their way: a save while it runs
@@ -352,8 +357,6 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
         const rel = name === null ? null : String(name);
         if (isSourceSave(rel, ignore)) debouncer!.poke(rel!);
       });
-      // said once the watcher is up: a save from here on is seen (the tests wait for this line)
-      log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       startCheck(await firstBuild);
       await stoppedP;
     }
@@ -412,9 +415,11 @@ async function runCycle(
   }
   try {
     const runAt = performance.now();
-    const r = await session.run({ ...o.run, modulePath: b.module, kernelName: m.kernel.name });
+    // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
+    const candidate = { ...o.run, ...rebuiltRun(frontendOf(m), m, b.module) };
+    const { candidate: r, compare } = o.run.iters >= MIN_PAIRS ? await session.runCompared({ ...o.run }, candidate) : { candidate: await session.run(candidate), compare: null };
     const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
-    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
+    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset, compare }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;
