@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
@@ -683,6 +683,28 @@ describe("command line (runCli: the one error path)", () => {
       expect(JSON.parse(r.out).error.message, argv.join(" ")).toContain(msg);
     }
     expect((await cli(["inspect", dir, "--verify=true"])).code).toBe(0);
+    // an argument taken for an option that names a file or folder here: the error says how to write it as a path
+    const here = process.cwd();
+    process.chdir(join(dir, ".."));
+    try {
+      cpSync(dir, "-dash", { recursive: true });
+      cpSync(dir, "-verify", { recursive: true });
+      writeFileSync("--notes", "");
+      for (const [argv, msg] of [
+        [["inspect", "-dash"], "-dash: an option of one dash is one letter (a folder -dash is here: to mean it, write ./-dash)"],
+        [["inspect", "-verify"], "-verify: an option of one dash is one letter; did you mean --verify? (a folder -verify is here: to mean it, write ./-verify)"],
+        [["inspect", "--notes"], "unknown option --notes for kerncap inspect (a file --notes is here: to mean it, write ./--notes)"],
+        [["inspect", "--vrify"], "unknown option --vrify for kerncap inspect; did you mean --verify?"],
+      ] as const) {
+        const r = await cli([...argv, "--json"]);
+        expect(r.code, argv.join(" ")).toBe(2);
+        expect(JSON.parse(r.out).error.message, argv.join(" ")).toBe(msg);
+      }
+      expect(JSON.parse((await cli(["inspect", dir, "-nothere", "--json"])).out).error.message).toBe("-nothere: an option of one dash is one letter");
+      expect((await cli(["inspect", "./-dash"])).code).toBe(0);
+    } finally {
+      process.chdir(here);
+    }
     // before the verb: --json / --verbose reach it, anything else is refused (it would be lost)
     const j = await cli(["--json", "inspect", dir]);
     expect(j.code).toBe(0);
