@@ -740,6 +740,13 @@ describe("command line (runCli: the one error path)", () => {
     const t = describeManifest(m);
     expect(t).toContain("fault      the launch faulted in the app: CUDA_ERROR_ILLEGAL_ADDRESS (700)");
     expect(t).toContain("graph      kernel node 3 of CUDA graph 1");
+    // the capture's timings: those recorded, a kernel the library could not time said so (not "-1.0 µs", not "?")
+    m.timing = { sync_us: 1500, before_us: 2500, after_us: 3500, app_launch_us: 12.25, app_to_capture_s: 1.5 };
+    expect(describeManifest(m)).toContain("capture    sync 1.5 ms, before 2.5 ms, after 3.5 ms, kernel in app 12.3 µs, app to capture 1.5 s\n");
+    m.timing = { before_us: 2500, app_launch_us: -1 };
+    expect(describeManifest(m)).toContain("capture    before 2.5 ms, kernel in app not measured\n");
+    m.timing = {};
+    expect(describeManifest(m)).toContain("capture    timings not recorded in the manifest\n");
     expect(shellPath("-dashcap.zip")).toBe("./-dashcap.zip");
     expect(shellQuote("-O3")).toBe("-O3"); // a flag stays a flag
     expect(shellPath("-my cap")).toBe("'./-my cap'");
