@@ -617,6 +617,14 @@ describe("command line (runCli: the one error path)", () => {
       expect(h.out.match(/usage/gi)?.length, verb).toBe(1);
     }
     expect((await cli(["inspect", "--help"])).out).toContain("--no-verify");
+    // a default of one value is written as citty writes the defaults it knows, "(Default: X)", also where the verb applies it itself (--dtype, --results, --out)
+    for (const verb of Object.keys(commands)) {
+      const h = (await cli([verb, "--help"])).out;
+      expect(h.split("\n").filter((l) => /\(default:? [^\s,;()]+\)$/i.test(l) && !/\(Default: [^\s,;()]+\)$/.test(l)), verb).toEqual([]);
+    }
+    for (const verb of ["replay", "validate", "check"]) expect((await cli([verb, "--help"])).out, verb).toMatch(/--dtype=<dtype> +Element type for regions whose type the kernel signature does not give \(Default: fp32\)\n/);
+    expect((await cli(["check", "--help"])).out).toContain("(Default: ./kerncap-check)\n");
+    expect((await cli(["run", "--help"])).out).toContain("Capture folder to write (Default: kerncap-capture)\n");
     for (const argv of [["nosuchverb", "--help"], ["help", "nosuchverb"]]) {
       const r = await cli([...argv, "--json"]);
       expect(r.code, argv.join(" ")).toBe(2);
