@@ -48,6 +48,9 @@ function sh(argv: string[], timeoutMs = 20_000, env?: Record<string, string | un
   }
 }
 
+/** What works on a machine without a GPU (the fix of a failed libcuda or GPU check says it). */
+export const WITHOUT_GPU = "kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU, and validate still rebuilds the edited source";
+
 /** libcuda: loadable, and the driver's CUDA version (cuDriverGetVersion, no cuInit needed). */
 export function checkLibcuda(): Check & { loaded?: string } {
   const tried: { name: string; reason: string }[] = [];
@@ -81,7 +84,7 @@ export function checkLibcuda(): Check & { loaded?: string } {
     id: "libcuda",
     status: "fail",
     detail: `not found; tried ${describeLibcudaSearch(tried)}`,
-    fix: "Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; inspect, pack, unpack and schema work without it, and validate still rebuilds the edited source.",
+    fix: `Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; ${WITHOUT_GPU}.`,
   };
 }
 
@@ -89,7 +92,7 @@ export function checkLibcuda(): Check & { loaded?: string } {
 export function checkGpu(libcuda: string | undefined): Check {
   if (!libcuda) return { id: "gpu", status: "skip", detail: "no libcuda" };
   const { result: r, count } = countDevices(libcuda);
-  if (r !== 0 || !count) return { id: "gpu", status: "fail", detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${count} devices`, fix: "Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU)." };
+  if (r !== 0 || !count) return { id: "gpu", status: "fail", detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${count} devices`, fix: `Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU); ${WITHOUT_GPU}.` };
   return { id: "gpu", status: "ok", detail: `${count} CUDA device${count === 1 ? "" : "s"} visible` };
 }
 

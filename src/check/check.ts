@@ -9,9 +9,11 @@
  * run's; the previous run's moved to results.previous.jsonl unless --resume), baseline.json (the
  * default baseline: read, and each capture's first check recorded in it). --baseline FILE reads
  * another baseline and never writes it; --write-baseline FILE writes this run's timings of every
- * matching capture over that baseline's.
+ * matching capture over that baseline's. A run that finds no capture (a usage error), or whose
+ * shard holds none, writes nothing there; a results folder it made is removed again when no
+ * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -102,9 +104,16 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   if (!found.captures.length) throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, { hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them." });
   const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
-  if (!mine.length) log.warn("this shard holds no capture (more shards than captures?)");
-
   const dir = resolve(o.results);
+  if (!mine.length) {
+    // nothing to check: the results folder is neither made nor touched (a previous run's results stay where they are)
+    log.warn(`this shard holds no capture (more shards than captures?): nothing checked, nothing written to ${dir}`);
+    const report = reportOf([], { results: null, baseline: o.baseline ? resolve(o.baseline) : null, shard: o.shard ?? null, workers: o.gpus.length, rebuild: o.settings.rebuild, slowerPct: o.slowerPct, seconds: 0 });
+    if (o.junit) writeJunit(o.junit, report);
+    return report;
+  }
+
+  const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true });
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   const baseline = readBaseline(baselinePath);
@@ -136,10 +145,20 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     stops.dispose();
     progress.stop();
     results.close();
+    // a folder this run made and wrote no record into (interrupted, or failed, before the first capture finished): not left behind
+    if (made && !keptAll.length && !fresh.length) {
+      rmSync(join(dir, RESULTS_FILE), { force: true });
+      try {
+        rmdirSync(dir);
+      } catch {
+        /* something else was put there meanwhile: left as it is */
+      }
+    }
   }
   if (stops.signal) {
-    throw new KerncapError("E_INTERRUPTED", `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`, {
-      hint: "Run the same command with --resume to check the rest.",
+    const none = !kept.length && !fresh.length;
+    throw new KerncapError("E_INTERRUPTED", none ? `interrupted before any of ${mine.length} captures was checked: nothing written` : `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`, {
+      hint: none ? "Run the same command again." : "Run the same command with --resume to check the rest.",
       exitCode: signalExitCode(stops.signal),
     });
   }

@@ -64,7 +64,7 @@ export function writeDataLine(message: object): void {
 export const toleranceArgs = {
   atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|)", default: "0" },
   rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
-  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (default fp32)" },
+  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (Default: fp32)" },
   multiset: {
     type: "string",
     description: "Compare this region as a multiset of elements (an atomic append or compaction; element size from the type, 4 bytes by default): N (inspect's order), a VA 0x… inside it, param:N, changed or all; repeat or comma-separate",

@@ -5,7 +5,7 @@
  * (0 ok/match, 1 mismatch, 2 error). Stack traces only with --verbose.
  */
 import { defineCommand, runCommand, type ArgsDef, type CommandDef } from "citty";
-import { existsSync, readFileSync, readlinkSync } from "node:fs";
+import { existsSync, lstatSync, readFileSync, readlinkSync } from "node:fs";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { verboseFromEnv } from "../env.ts";
@@ -15,6 +15,7 @@ import { commands } from "./verbs.ts";
 import { helpText } from "./help.ts";
 import { asShown, printable } from "./format.ts";
 import { editDistance } from "../util/text.ts";
+import { shellPath } from "../util/shell-quote.ts";
 
 export { commands };
 
@@ -27,6 +28,21 @@ type Verb = keyof typeof commands;
 /** Verbs whose positional takes any number of values (`check DIR…`). */
 const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check"]);
 const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
+
+/**
+ * When an argument taken for an option also names a file or folder (relative to the current
+ * folder: a folder named `-dash`): how to write it as a path, in parentheses to append; "" otherwise.
+ * (`--` ends kerncap's options for `run` and `list` only, where the application follows: `./-dash` works for every verb.)
+ */
+export function dashPathHint(a: string): string {
+  let st;
+  try {
+    st = lstatSync(a);
+  } catch {
+    return "";
+  }
+  return ` (a ${st.isDirectory() ? "folder" : "file"} ${a} is here: to mean it, write ${shellPath(a)})`;
+}
 
 /**
  * Reject options the verb does not define and stray positionals, before anything runs (a typo such
@@ -68,7 +84,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       // one dash takes one letter (-o, -k, -f); `-out` would be read as -o "ut", `-force` as -f -o "rce"
       if (!a.startsWith("--") && name.length > 1) {
         const long = known.has(name) ? `--${name}` : undefined;
-        throw new KerncapError("E_USAGE", `${a}: an option of one dash is one letter${long ? `; did you mean ${long}?` : ""}`, {
+        throw new KerncapError("E_USAGE", `${a}: an option of one dash is one letter${long ? `; did you mean ${long}?` : ""}${dashPathHint(a)}`, {
           hint: `Long options take two dashes (${long ?? "--name"}); run \`kerncap ${verb} --help\`.`,
         });
       }
@@ -97,7 +113,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       if (!known.has(name)) {
         // the closest long option by edit distance (--iter → --iters, --verfy → --verify), as an unknown verb gets
         const near = [...known.keys()].filter((k) => k.length > 1 && editDistance(name, k) <= 2).sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
-        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\`${near ? `; did you mean --${near}?` : ""}`, {
+        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\`${near ? `; did you mean --${near}?` : ""}${dashPathHint(a)}`, {
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
         });
       }
@@ -222,7 +238,7 @@ export async function runCli(argv: string[]): Promise<number> {
       const word = verb === "help" ? helpOf : verb; // `kerncap help nosuchverb`: the word asked about
       const stray = word ? undefined : own.find((a) => !globalOptions.has(a));
       const near = word ? Object.keys(commands).filter((c) => editDistance(word, c) <= 2).sort((a, b) => editDistance(word, a) - editDistance(word, b))[0] : undefined;
-      return fail("E_USAGE", word ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}` : stray ? `unknown option ${stray} (no command given)` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
+      return fail("E_USAGE", word ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}` : stray ? `unknown option ${stray} (no command given)${dashPathHint(stray)}` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
     }
     const cmd = await commands[verb]();
     // before the verb only --json and --verbose (given to the verb); anything else there would be lost

@@ -46,7 +46,7 @@ import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
-import { markReceived } from "./trust.ts";
+import { markReceived, RECEIVED_MARK } from "./trust.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
@@ -746,7 +746,8 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     if (existsSync(dest)) {
       // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
       if (!existed) throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again with --force to replace it, or choose another -o." });
-      const gone = filesNotIn(dest, new Set(idx.files.map((f) => f.path)));
+      // RECEIVED_MARK is written again below, whatever the archive holds: not a file this replacement loses
+      const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
       if (gone.length) log.warn(`--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`);
       rmSync(dest, { recursive: true, force: true });
     }

@@ -298,7 +298,7 @@ export const DOCUMENTS = {
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
   check: v.object({
     ...id("check"),
-    /** The results file (JSON Lines, one record per capture; null for --merge) and the baseline timed against. */
+    /** The results file (JSON Lines, one record per capture; null for --merge, and for a shard that holds no capture: nothing written) and the baseline timed against. */
     results: v.nullable(v.string()),
     baseline: v.nullable(v.string()),
     shard: v.nullable(v.object({ index: U, count: U })),

@@ -98,16 +98,27 @@ function readRecords(state: string): TrustRecord[] {
   }
 }
 
+/** The most of build.sh an error message carries (bytes, kerncap mcp: its agent reads the message, not stderr); the rest is read with read_file. */
+const BUILD_SH_IN_MESSAGE = 64 << 10;
+
+/** build.sh as text to show: control characters but newline and tab escaped as \xNN (no terminal escapes). */
+function shownScript(script: Buffer): string {
+  return script.toString("utf8").replace(/[\x00-\x08\x0b-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
 /**
  * Before validate (or the watch, or check --rebuild) runs DIR/build.sh: a received capture's build
  * runs only when the record says the user trusted this folder with this build.sh, or `trust`
  * (--trust) says so now (then recorded, unless `o.remember` is false: check's temp folder of an
- * unpacked archive is gone after its check). Otherwise build.sh is printed to stderr (control
- * characters escaped) and the build refused. A capture made here passes without a word.
+ * unpacked archive is gone after its check). Otherwise the build is refused, and build.sh shown
+ * (control characters escaped): printed to stderr above the error, or with `o.inMessage` (validate
+ * --confine: kerncap mcp, whose agent reads the error document, not stderr) carried in the error's
+ * message with its path and SHA-256 (at most BUILD_SH_IN_MESSAGE bytes of it). A capture made here
+ * passes without a word.
  * `o.command`: the command line to run again with --trust, for the hint (default `kerncap validate DIR`).
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received
  */
-export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean, o: { remember?: boolean; command?: string } = {}): void {
+export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean, o: { remember?: boolean; command?: string; inMessage?: boolean } = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
   const script = readInCapture(dirArg, "build.sh", BUILD_SH_MAX);
@@ -117,10 +128,21 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean,
   const records = state ? readRecords(state) : [];
   if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.buildSh === key.buildSh)) return;
   if (!trust) {
-    const shown = script.toString("utf8").replace(/[\x00-\x08\x0b-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+    const command = `${o.command ?? `kerncap validate ${dirArg}`} --trust`;
+    if (o.inMessage) {
+      const cut = script.length > BUILD_SH_IN_MESSAGE;
+      const shown = shownScript(script.subarray(0, BUILD_SH_IN_MESSAGE));
+      throw new KerncapError(
+        "E_UNTRUSTED",
+        `${dirArg} is a received capture (${why}): its build.sh (${key.dir}/build.sh, ${script.length} bytes, sha256 ${key.buildSh}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
+          `──── build.sh ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}${cut ? `… (${script.length - BUILD_SH_IN_MESSAGE} bytes more: read_file build.sh reads it whole)\n` : ""}──── end of build.sh ────`,
+        { hint: `Show build.sh and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and this build.sh, which this validate then runs), or start kerncap mcp with --trust-builds.` },
+      );
+    }
+    const shown = shownScript(script);
     process.stderr.write(`──── ${key.dir}/build.sh (the build kerncap would run) ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}──── end of build.sh ────\n`);
     throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): its build.sh (printed above) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
-      hint: `Read build.sh and the sources under src/; if you trust them, run ${o.command ?? `kerncap validate ${dirArg}`} --trust${o.remember === false ? "" : " (remembered for this folder and this build.sh)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
+      hint: `Read build.sh and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and this build.sh)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
     });
   }
   if (o.remember === false) return;

@@ -321,7 +321,6 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
     }
     await Promise.race([track(cycle("start", [], t0, firstBuild)), stoppedP]);
     if (failure === undefined && !stops.signal) {
-      log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       // one cycle at a time; saves during a cycle make one more cycle after it
       let queued: { files: string[]; savedAt: number } | undefined;
       // the pruned build's check runs beside the cycles, never in their way: a save while it runs
@@ -357,6 +356,8 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
         const rel = name === null ? null : String(name);
         if (isSourceSave(rel, ignore)) debouncer!.poke(rel!);
       });
+      // said once the watcher is up: a save from here on is seen (the tests wait for this line)
+      log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
       startCheck(await firstBuild);
       await stoppedP;
     }

@@ -3,7 +3,7 @@
  * holes kept, checksums verify after unpack, zip-slip, damage and overwrite refusals,
  * decompression bombs, altered memory chunks, masked modes, SIGINT/SIGTERM and stale temps.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, spyOn, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
 import { chmodSync, closeSync, existsSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
+import { log } from "../../src/log.ts";
 import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
@@ -333,6 +334,28 @@ describe("pack / unpack", () => {
     writeFileSync(join(notes, "mine.txt"), "keep");
     expect((await error(() => unpackArchive(p.archive, notes, { force: true }))).message).toContain("not a kerncap capture");
     expect(readFileSync(join(notes, "mine.txt"), "utf8")).toBe("keep");
+  });
+
+  test("unpack --force over an unpacked folder warns of the files it loses only, not of the received mark it writes again", async () => {
+    const { root, dir } = await fresh();
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    const u = join(root, "u");
+    await unpackArchive(p.archive, u);
+    expect(existsSync(join(u, RECEIVED_MARK))).toBe(true);
+    const warned: string[] = [];
+    const spy = spyOn(log, "warn").mockImplementation(((...a: unknown[]) => void warned.push(a.join(" "))) as never);
+    try {
+      await unpackArchive(p.archive, u, { force: true });
+      expect(warned).toEqual([]);
+      writeFileSync(join(u, "notes.txt"), "mine");
+      await unpackArchive(p.archive, u, { force: true });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toContain("removes 1 file the archive does not hold: notes.txt");
+    expect(warned[0]).not.toContain(RECEIVED_MARK);
+    expect(existsSync(join(u, RECEIVED_MARK))).toBe(true);
   });
 
   test("pack --force replaces only a kerncap archive; unpack --force never deletes the archive it reads", async () => {

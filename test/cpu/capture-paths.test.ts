@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { runCommand } from "citty";
-import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, realpathSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -291,6 +291,14 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(existsSync(join(state, "kerncap/trusted-builds.json"))).toBe(true);
     writeFileSync(join(dir, "build.sh"), readFileSync(join(dir, "build.sh"), "utf8") + "# changed\n");
     expect((await thrown(() => requireTrustedBuild(dir, readManifest(dir), false))).code).toBe("E_UNTRUSTED");
+    // in the error's message (kerncap mcp's validate): escaped as on stderr, and bounded
+    writeFileSync(join(dir, "build.sh"), `#!/bin/bash\necho \x1b[31m\n# ${"x".repeat(70 << 10)}\n`);
+    const big = await thrown(() => requireTrustedBuild(dir, readManifest(dir), false, { inMessage: true }));
+    expect(big.code).toBe("E_UNTRUSTED");
+    expect(big.message).toContain("echo \\x1b[31m");
+    expect(big.message).not.toContain("\x1b");
+    expect(big.message).toMatch(/… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────$/);
+    expect(big.message.length).toBeLessThan(66 << 10);
   }, 60_000);
 
   test("a folder whose manifest says another host made it is received; the MCP server runs its build only with --trust-builds", async () => {
@@ -309,6 +317,12 @@ describe("received captures: build.sh runs only after --trust", () => {
     const v = await c.callTool({ name: "validate", arguments: { dir } });
     expect(doc(v).error.code).toBe("E_UNTRUSTED");
     expect(doc(v).error.hint).toContain("--trust-builds");
+    // the agent sees the error document, not kerncap's stderr: build.sh is in the message, with its path and SHA-256
+    const script = readFileSync(join(dir, "build.sh"));
+    expect(doc(v).error.message).not.toContain("printed above");
+    expect(doc(v).error.message).toContain(`${realpathSync(dir)}/build.sh, ${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}`);
+    expect(doc(v).error.message).toContain(`──── build.sh ────\n${script.toString("utf8")}──── end of build.sh ────`);
+    expect((v.content as { text: string }[])[0]!.text).toContain('echo ran >\\"$here/build/ran\\"');
     expect(existsSync(join(dir, "build/ran"))).toBe(false);
     await c.close();
     const t = await mcp(true);

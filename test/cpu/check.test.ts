@@ -5,7 +5,7 @@
  * real worker process, whose captures fail for want of a GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { readBaseline } from "../../src/check/baseline.ts";
@@ -323,6 +323,43 @@ describe("a check with fake workers", () => {
     const again = fakeWorkers((t) => outcome(t));
     expect((await runCheck(options([root], results, again.open, { resume: true }))).exitCode).toBe(0);
     expect(again.calls).toEqual([r.captures[0]!.id]);
+  });
+  test("nothing checked, nothing left: no capture found, a shard that holds none, an interruption before the first record", async () => {
+    const root = await corpus();
+    const cwd = tempDir();
+    // no capture at all (an empty folder, a missing path): a usage error, and no results folder
+    const empty = tempDir();
+    mkdirSync(join(empty, "deeper"));
+    for (const paths of [[empty], [join(root, "missing")], [join(root, "notes.txt")], [empty, join(root, "missing")]]) {
+      const e = await runCheck(options(paths, join(cwd, "res"), fakeWorkers((t) => outcome(t)).open)).catch((x) => x);
+      expect(e.code, paths[0]).toBe("E_USAGE");
+      expect(existsSync(join(cwd, "res")), paths[0]).toBe(false);
+    }
+    const p = Bun.spawnSync([process.execPath, MAIN, "check", empty], { cwd, stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode).toBe(2);
+    expect(readdirSync(cwd)).toEqual([]);
+    // a shard that holds none of the captures: no folder made, and a previous run's results stay as they are
+    const ids = (await discoverCaptures([root])).captures.map((c) => c.id);
+    const count = 16;
+    const index = Array.from({ length: count }, (_, k) => k).find((k) => ids.every((id) => shardOf(id, count) !== k))!;
+    expect(index).toBeDefined();
+    const none = await stderrOf(() => runCheck(options([root], join(cwd, "res"), fakeWorkers((t) => outcome(t)).open, { shard: { index, count }, junit: join(cwd, "j.xml") })));
+    expect(none.err).toContain("this shard holds no capture");
+    expect(none.value).toMatchObject({ results: null, exitCode: 0, captures: [] });
+    expect(existsSync(join(cwd, "res"))).toBe(false);
+    expect(junitStructure(readFileSync(join(cwd, "j.xml"), "utf8")).suites).toMatchObject({ tests: "0" });
+    const before = join(tempDir(), "res");
+    await runCheck(options([root], before, fakeWorkers((t) => outcome(t)).open));
+    const kept = readFileSync(join(before, "results.jsonl"), "utf8");
+    await stderrOf(() => runCheck(options([root], before, fakeWorkers((t) => outcome(t)).open, { shard: { index, count } })));
+    expect(readdirSync(before).sort()).toEqual(["baseline.json", "results.jsonl"]);
+    expect(readFileSync(join(before, "results.jsonl"), "utf8")).toBe(kept);
+    // interrupted (SIGINT) before any capture finished: the folder it made is gone again
+    const stopped = fakeWorkers(async (t) => (process.emit("SIGINT" as never), await Bun.sleep(1), outcome(t)));
+    const e = await runCheck(options([root], join(cwd, "res"), stopped.open)).catch((x) => x);
+    expect(e).toMatchObject({ code: "E_INTERRUPTED", exitCode: 130 });
+    expect(e.message).toContain("interrupted before any of 3 captures was checked: nothing written");
+    expect(existsSync(join(cwd, "res"))).toBe(false);
   });
   test("--gpus 0,0,1: three workers, each capture once; --shard: disjoint shards whose merge is the whole corpus", async () => {
     const root = await corpus();

@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
@@ -617,6 +617,14 @@ describe("command line (runCli: the one error path)", () => {
       expect(h.out.match(/usage/gi)?.length, verb).toBe(1);
     }
     expect((await cli(["inspect", "--help"])).out).toContain("--no-verify");
+    // a default of one value is written as citty writes the defaults it knows, "(Default: X)", also where the verb applies it itself (--dtype, --results, --out)
+    for (const verb of Object.keys(commands)) {
+      const h = (await cli([verb, "--help"])).out;
+      expect(h.split("\n").filter((l) => /\(default:? [^\s,;()]+\)$/i.test(l) && !/\(Default: [^\s,;()]+\)$/.test(l)), verb).toEqual([]);
+    }
+    for (const verb of ["replay", "validate", "check"]) expect((await cli([verb, "--help"])).out, verb).toMatch(/--dtype=<dtype> +Element type for regions whose type the kernel signature does not give \(Default: fp32\)\n/);
+    expect((await cli(["check", "--help"])).out).toContain("(Default: ./kerncap-check)\n");
+    expect((await cli(["run", "--help"])).out).toContain("Capture folder to write (Default: kerncap-capture)\n");
     for (const argv of [["nosuchverb", "--help"], ["help", "nosuchverb"]]) {
       const r = await cli([...argv, "--json"]);
       expect(r.code, argv.join(" ")).toBe(2);
@@ -683,6 +691,28 @@ describe("command line (runCli: the one error path)", () => {
       expect(JSON.parse(r.out).error.message, argv.join(" ")).toContain(msg);
     }
     expect((await cli(["inspect", dir, "--verify=true"])).code).toBe(0);
+    // an argument taken for an option that names a file or folder here: the error says how to write it as a path
+    const here = process.cwd();
+    process.chdir(join(dir, ".."));
+    try {
+      cpSync(dir, "-dash", { recursive: true });
+      cpSync(dir, "-verify", { recursive: true });
+      writeFileSync("--notes", "");
+      for (const [argv, msg] of [
+        [["inspect", "-dash"], "-dash: an option of one dash is one letter (a folder -dash is here: to mean it, write ./-dash)"],
+        [["inspect", "-verify"], "-verify: an option of one dash is one letter; did you mean --verify? (a folder -verify is here: to mean it, write ./-verify)"],
+        [["inspect", "--notes"], "unknown option --notes for kerncap inspect (a file --notes is here: to mean it, write ./--notes)"],
+        [["inspect", "--vrify"], "unknown option --vrify for kerncap inspect; did you mean --verify?"],
+      ] as const) {
+        const r = await cli([...argv, "--json"]);
+        expect(r.code, argv.join(" ")).toBe(2);
+        expect(JSON.parse(r.out).error.message, argv.join(" ")).toBe(msg);
+      }
+      expect(JSON.parse((await cli(["inspect", dir, "-nothere", "--json"])).out).error.message).toBe("-nothere: an option of one dash is one letter");
+      expect((await cli(["inspect", "./-dash"])).code).toBe(0);
+    } finally {
+      process.chdir(here);
+    }
     // before the verb: --json / --verbose reach it, anything else is refused (it would be lost)
     const j = await cli(["--json", "inspect", dir]);
     expect(j.code).toBe(0);
@@ -718,6 +748,13 @@ describe("command line (runCli: the one error path)", () => {
     const t = describeManifest(m);
     expect(t).toContain("fault      the launch faulted in the app: CUDA_ERROR_ILLEGAL_ADDRESS (700)");
     expect(t).toContain("graph      kernel node 3 of CUDA graph 1");
+    // the capture's timings: those recorded, a kernel the library could not time said so (not "-1.0 µs", not "?")
+    m.timing = { sync_us: 1500, before_us: 2500, after_us: 3500, app_launch_us: 12.25, app_to_capture_s: 1.5 };
+    expect(describeManifest(m)).toContain("capture    sync 1.5 ms, before 2.5 ms, after 3.5 ms, kernel in app 12.3 µs, app to capture 1.5 s\n");
+    m.timing = { before_us: 2500, app_launch_us: -1 };
+    expect(describeManifest(m)).toContain("capture    before 2.5 ms, kernel in app not measured\n");
+    m.timing = {};
+    expect(describeManifest(m)).toContain("capture    timings not recorded in the manifest\n");
     expect(shellPath("-dashcap.zip")).toBe("./-dashcap.zip");
     expect(shellQuote("-O3")).toBe("-O3"); // a flag stays a flag
     expect(shellPath("-my cap")).toBe("'./-my cap'");

@@ -90,6 +90,9 @@ describe("kerncap demo", () => {
     expect(doc.manifest.device.arch).toBe("sm_90");
     const text = await cli(["inspect", dir]);
     expect(text.out.match(/hashed/g)?.length).toBe(1); // once, not "hashed on the CPU: … hashed by kerncap on the CPU"
+    // made without a GPU, it has no capture timings: said so, not as "?" for each
+    expect(text.out).toContain("\ncapture    timings not measured (made without a GPU: kerncap demo)\n");
+    expect(text.out).not.toContain("?");
   });
 
   test("its after state is the kernel's result on its before state (the CPU reference follows the pointers in memory)", async () => {

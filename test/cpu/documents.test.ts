@@ -99,6 +99,8 @@ describe("kerncap doctor", () => {
     const by = Object.fromEntries(doc.checks.map((c: any) => [c.id, c]));
     expect(by.libcuda.status).toBe("fail");
     expect(by.libcuda.fix).toContain("KERNCAP_LIBCUDA");
+    // what one can still do without a GPU: the demo first, to try the rest on
+    expect(by.libcuda.fix).toContain("; kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU");
     expect(by["va-reservation"].status).toBe("skip");
     expect(by["capture-replay"].status).toBe("skip");
     for (const id of ["cupti", "nvcc", "python", "cache", "aslr"]) expect(by[id], id).toBeDefined();

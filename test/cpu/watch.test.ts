@@ -240,6 +240,10 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
     writeFileSync(join(dir, "build.sh"), 'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n');
     const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-child.ts"), dir], { stdout: "pipe", stderr: "pipe" });
     const lines: any[] = [];
+    let err = "";
+    const errReader = (async () => {
+      for await (const chunk of p.stderr) err += new TextDecoder().decode(chunk);
+    })();
     const reader = (async () => {
       let buf = "";
       for await (const chunk of p.stdout) {
@@ -249,7 +253,7 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
     })();
     const next = async (n: number) => {
       for (let t = 0; lines.length < n; t++) {
-        if (t > 200) throw new Error(`no line ${n} after 10 s; got ${JSON.stringify(lines)}\n${await new Response(p.stderr).text()}`);
+        if (t > 200) throw new Error(`no line ${n} after 10 s; got ${JSON.stringify(lines)}\n${err}`);
         await Bun.sleep(50);
       }
       await Bun.sleep(300); // room for a wrong extra line to show
@@ -259,7 +263,10 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
     try {
       const first = await next(1);
       expect(first).toMatchObject({ schema: "kerncap.validate-watch/1", event: "verdict", trigger: "start", verdict: "match", kernelMedianUs: 3.5, files: [] });
-      await Bun.sleep(300); // the watcher is up after the first line
+      for (let t = 0; !err.includes("watching "); t++) {
+        if (t > 200) throw new Error(`no watcher after 10 s\n${err}`);
+        await Bun.sleep(50); // until the watcher is up (said once it is)
+      }
       writeFileSync(join(dir, "src/.k.cu.swp"), "x"); // editor temporaries: no rebuild
       writeFileSync(join(dir, "src/k.cu~"), "x");
       writeFileSync(join(dir, "src/k.cu"), "WRONG\n");
@@ -279,6 +286,7 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
     } finally {
       p.kill("SIGKILL");
       await reader.catch(() => {});
+      await errReader.catch(() => {});
     }
   }, 30_000);
 });
@@ -352,7 +360,8 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
     const original = readFileSync(header, "utf8");
     try {
       await until("first line", () => lines.length >= 1);
-      await Bun.sleep(300); // the file watcher is up; the check (about a second here) is still running
+      // the file watcher is up (said once it is), and the check (a compile: about a second here) was started in the same turn, right after it
+      await until("the watcher", () => w.err().includes("watching "));
       expect(w.err()).not.toContain("saves are rebuilt");
       writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
       await until("line 2", () => lines.length >= 2);
@@ -380,7 +389,7 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
     try {
       await until("first line", () => lines.length >= 1);
       expect(lines[0]).toMatchObject({ event: "build-error", trigger: "start" });
-      await Bun.sleep(500); // the file watcher is up
+      await until("the watcher", () => w.err().includes("watching ")); // the file watcher is up
       expect(w.err()).not.toContain("saves are rebuilt");
       writeFileSync(header, original);
       await until("line 2", () => lines.length >= 2);

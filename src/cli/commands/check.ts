@@ -47,7 +47,7 @@ export default defineCommand({
     verify: { type: "boolean", description: "Check each capture's checksums", negativeDescription: "Skip the checksums", default: true },
     ...toleranceArgs,
     slower: { type: "string", description: "A capture is slower when its time ratio's 90% interval lies wholly above 1 + PCT/100", valueHint: "PCT", default: "10" },
-    results: { type: "string", description: `Results folder: results.jsonl (one record per capture, written as each finishes) and the default baseline.json (default ./${DEFAULT_RESULTS_DIR})`, valueHint: "DIR" },
+    results: { type: "string", description: `Results folder: results.jsonl (one record per capture, written as each finishes) and the default baseline.json (Default: ./${DEFAULT_RESULTS_DIR})`, valueHint: "DIR" },
     resume: { type: "boolean", description: "Continue the interrupted check whose results.jsonl is in the results folder (the captures it holds are not checked again)", default: false },
     baseline: { type: "string", description: "Time against this baseline (read only; default: the results folder's baseline.json, where each capture's first check is recorded)", valueHint: "FILE" },
     "write-baseline": { type: "string", description: "Write this run's timings of every matching capture, over the baseline's, to FILE", valueHint: "FILE" },

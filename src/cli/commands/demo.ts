@@ -9,7 +9,7 @@ import { shellPath } from "../../util/shell-quote.ts";
 export default defineCommand({
   meta: { name: "demo", description: "Write a small sample capture (a CUDA saxpy kernel with its reproducer project) to try inspect, pack, validate and the MCP tools without a GPU" },
   args: {
-    dir: { type: "positional", description: "Capture folder to write (default: kerncap-demo)", required: false },
+    dir: { type: "positional", description: "Capture folder to write (Default: kerncap-demo)", required: false },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at DIR (never any other folder)", default: false },
     ...jsonArg,
     ...verboseArg,

@@ -39,11 +39,32 @@ export function describeManifest(m: Manifest): string {
   for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
   for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
-  const t = m.timing;
-  const us = (k: string) => (typeof t[k] === "number" ? `${(t[k]! / 1000).toFixed(1)} ms` : "?");
-  L.push(`capture    sync ${us("sync_us")}, before ${us("before_us")}, after ${us("after_us")}, kernel in app ${typeof t.app_launch_us === "number" ? t.app_launch_us.toFixed(1) + " µs" : "?"}, app to capture ${t.app_to_capture_s ?? "?"} s`);
+  L.push(`capture    ${describeTimings(m)}`);
   L.push(`tool       kerncap ${m.tool.version} (${m.tool.library}), ${m.createdAt}`);
   return L.join("\n");
+}
+
+/**
+ * The capture's own timings (the capture library's: the sync before the launch, the before and after
+ * snapshots, the kernel's GPU time in the app, the time from the app's start to the capture), those
+ * the manifest records; a capture made without a GPU (`kerncap demo`'s, driver 0) has none.
+ */
+export function describeTimings(m: Manifest): string {
+  const t = m.timing;
+  const num = (k: string) => (typeof t[k] === "number" && Number.isFinite(t[k]) ? t[k] : undefined);
+  const ms = (k: string) => (num(k) === undefined ? undefined : `${(num(k)! / 1000).toFixed(1)} ms`);
+  const app = num("app_launch_us");
+  const parts: [string, string | undefined][] = [
+    ["sync", ms("sync_us")],
+    ["before", ms("before_us")],
+    ["after", ms("after_us")],
+    // -1: the library could not time the kernel in the app
+    ["kernel in app", app === undefined ? undefined : app >= 0 ? `${app.toFixed(1)} µs` : "not measured"],
+    ["app to capture", num("app_to_capture_s") === undefined ? undefined : `${num("app_to_capture_s")} s`],
+  ];
+  const shown = parts.filter(([, x]) => x !== undefined).map(([k, x]) => `${k} ${x}`);
+  if (shown.length) return shown.join(", ");
+  return m.device.driverVersion === 0 ? "timings not measured (made without a GPU: kerncap demo)" : "timings not recorded in the manifest";
 }
 
 /**

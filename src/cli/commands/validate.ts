@@ -54,7 +54,8 @@ export default defineCommand({
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
       });
     }
-    requireTrustedBuild(dir, m, Boolean(args.trust)); // a received capture's build.sh: printed and refused without --trust
+    // a received capture's build.sh: shown and refused without --trust (confined, kerncap mcp: in the error itself, which is what its agent reads)
+    requireTrustedBuild(dir, m, Boolean(args.trust), { inMessage: confine });
     const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
