@@ -145,9 +145,10 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
     let figures: NcuFigures | null = null;
     const t1 = performance.now();
     if (tool === "ncu") {
-      // the details page ncu printed while profiling (NCU_PRINT); an ncu that printed none is asked again (--import)
+      // the details page ncu printed while profiling (NCU_PRINT); an ncu that printed none, or a page without the duration, is asked again (--import)
       figures = printedFigures(r.out);
-      if (!figures) {
+      if (!figures || figures.durationUs === null) {
+        if (figures) log.debug("ncu's printed page has no duration: importing the report");
         const imp = Bun.spawnSync(ncuImportCommand(exe, base + ext), { stdout: "pipe", stderr: "pipe", env, timeout: 120_000 });
         if (imp.exitCode !== 0) throw new KerncapError("E_NCU_REPORT", `ncu --import of the report failed (exit ${imp.exitCode}): ${toolTail(imp.stdout.toString(), imp.stderr.toString())}`, { hint: `The report is kept at ${base + ext}; open it in the Nsight Compute UI.` });
         figures = parseNcuDetails(imp.stdout.toString())[0] ?? null;

@@ -230,7 +230,8 @@ const table: Record<keyof typeof commands, () => void> = {
       const csv = join(import.meta.dir, "../../src/profile/testdata/ncu-details-2025.csv");
       writeFileSync(
         join(bin, "ncu"),
-        `#!/bin/sh\nif [ "$1" = --import ]; then cat '${csv}'; exit 0; fi\nprintf '%s\\n' "$@" > '${root}/ncu-args'\nwhile [ $# -gt 0 ]; do [ "$1" = --export ] && out="$2"; shift; done\necho report > "$out.ncu-rep"\necho "MATCH  scale(float*, int)"\n`,
+        // FAKE_NCU_PRINTS=1: the details page printed after the replay's output (ncu 2025.3 with --csv --page details), and no --import answered
+        `#!/bin/sh\nif [ "$1" = --import ]; then [ -n "$FAKE_NCU_PRINTS" ] && { echo "--import called" >&2; exit 1; }; cat '${csv}'; exit 0; fi\nprintf '%s\\n' "$@" > '${root}/ncu-args'\nwhile [ $# -gt 0 ]; do [ "$1" = --export ] && out="$2"; shift; done\necho report > "$out.ncu-rep"\necho "MATCH  scale(float*, int)"\nif [ -n "$FAKE_NCU_PRINTS" ]; then echo "==PROF== Disconnected from process 1"; cat '${csv}'; fi\n`,
       );
       chmodSync(join(bin, "ncu"), 0o755);
       return bin;
@@ -251,8 +252,18 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(doc.figures).toMatchObject({ durationUs: 48.19, registersPerThread: 168, limiter: { bound: "memory" } });
       const argv = readFileSync(join(root, "ncu-args"), "utf8").trim().split("\n");
       expect(argv.slice(0, 6)).toEqual(["--kernel-name-base", "mangled", "--kernel-name", "_Z5scalePfi", "--launch-count", "1"]);
-      expect(argv.slice(8, 10)).toEqual(["--set", "full"]);
+      expect(argv.slice(8, 13)).toEqual(["--csv", "--page", "details", "--print-units", "base"]);
+      expect(argv.slice(13, 15)).toEqual(["--set", "full"]);
       expect(argv.slice(-6)).toEqual(["replay", dir, "--runs", "1", "--iters", "0"]);
+    });
+    test("the figures from the page ncu printed while profiling: no second ncu (--import) run", async () => {
+      const dir = await fresh();
+      const root = tempDir();
+      const p = profile([dir, "--json"], { PATH: `${fakeNcu(root)}:${process.env.PATH}`, FAKE_NCU_PRINTS: "1" });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const doc = JSON.parse(p.stdout.toString());
+      expect(doc.figures).toMatchObject({ durationUs: 48.19, registersPerThread: 168 });
+      expect(doc.seconds.import).toBeLessThan(0.05); // nothing spawned
     });
     test("no ncu: exit 2, E_NO_NCU, saying where it looked", async () => {
       const dir = await fresh();
