@@ -13,7 +13,11 @@ import { readManifest } from "../format/capture-dir.ts";
 import { NVCC } from "../../test/nvcc-fixtures.ts";
 import { tempDir } from "../../test/cpu/fixtures.ts";
 import { buildCudaConfigs, moduleRegisters, tuneModulePath } from "./cuda.ts";
-import { parseCudaSpace } from "./cuda-space.ts";
+import { parseCudaSpace, type CudaConfig } from "./cuda-space.ts";
+import * as v from "valibot";
+import { describeTune } from "../cli/commands/tune.ts";
+import { DOCUMENTS, jsonDocument } from "../format/documents.ts";
+import type { TuneResult } from "./space.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl");
 let savedState: string | undefined;
@@ -88,4 +92,40 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
     expect(existsSync(tuneModulePath(dir, 3))).toBe(false);
     expect(p.stderr.toString()).toContain("3 builds in");
   }, 120_000);
+});
+
+describe("tune (CUDA): what it prints", () => {
+  const cfg = (defines: Record<string, string>, maxrregcount?: number): CudaConfig => ({ defines, ...(maxrregcount ? { maxrregcount } : {}), flags: [] });
+  const r: TuneResult<CudaConfig> = {
+    dir: "/x/cap",
+    frontend: "cuda",
+    kernel: "_Z1kPf",
+    grid: null,
+    rows: [
+      { config: cfg({}), label: "captured module", captured: true, verdict: "match", medianUs: 10, speedup: 1, registers: 40 },
+      { config: cfg({}), label: "build.sh", captured: false, verdict: "match", medianUs: 10.1, speedup: 10 / 10.1, registers: 40 },
+      { config: cfg({ TILE: "32" }, 64), label: "TILE=32 maxrregcount=64", captured: false, verdict: "match", medianUs: 8, speedup: 1.25, registers: 64 },
+      { config: cfg({ TILE: "16" }, 64), label: "TILE=16 maxrregcount=64", captured: false, verdict: "match", medianUs: 10.05, speedup: 10 / 10.05, registers: 40, note: "the kernel's machine code is build.sh's: the flags change nothing in it" },
+      { config: cfg({ TILE: "x" }), label: "TILE=x", captured: false, verdict: "compile-error", medianUs: null, speedup: null, registers: null, error: "src/k.cu(3): error: identifier \"x\" is undefined" },
+    ],
+    winner: null,
+    paste: "-DTILE=32 -maxrregcount=64",
+    seconds: { compile: 2.5, replay: 1.5 },
+  };
+  r.winner = r.rows[2]!;
+  test("the table with registers, the errors and notes under it, the winner and its nvcc flags; the document conforms to kerncap.tune/1", () => {
+    const t = describeTune(r as TuneResult<unknown>).split("\n");
+    expect(t[0]).toMatch(/^config\s+verdict\s+µs\s+vs app\s+regs$/);
+    expect(t[1]).toMatch(/^TILE=32 maxrregcount=64\s+match\s+8\.00\s+1\.25×\s+64$/);
+    expect(t.slice(1, 6).map((l) => l.split(/\s{2,}/)[0])).toEqual(["TILE=32 maxrregcount=64", "captured module (app)", "TILE=16 maxrregcount=64", "build.sh", "TILE=x"]);
+    expect(t).toContain('  TILE=x: compile-error: src/k.cu(3): error: identifier "x" is undefined');
+    expect(t).toContain("  TILE=16 maxrregcount=64: the kernel's machine code is build.sh's: the flags change nothing in it");
+    expect(t).toContain("winner: TILE=32 maxrregcount=64, 1.25× the app's build");
+    expect(t).toContain("  nvcc -DTILE=32 -maxrregcount=64");
+    expect(v.safeParse(DOCUMENTS.tune, JSON.parse(JSON.stringify(jsonDocument("tune", r)))).success).toBe(true);
+    // the app's own build winning: nothing to paste
+    const own = describeTune({ ...r, winner: r.rows[0]!, paste: null } as TuneResult<unknown>);
+    expect(own).toContain("winner: captured module (the app's own build)");
+    expect(own).not.toContain("  nvcc ");
+  });
 });
