@@ -22,10 +22,10 @@ export function describeTune(r: TuneResult<unknown>): string {
   const lines = [tuneTable(r.rows), ...tuneNotes(r.rows), ""];
   if (!w) lines.push("no config matched the app's after state");
   else {
-    lines.push(`winner: ${label(w)}${w.captured ? ` (the app's own ${r.frontend === "cuda" ? "build" : "choice"})` : w.speedup ? `, ${w.speedup.toFixed(2)}× the app's ${r.frontend === "cuda" ? "build" : "choice"}` : ""}`);
-    if (r.paste !== null) lines.push(r.frontend === "cuda" ? `  nvcc ${r.paste || "(build.sh's flags, none added)"}` : `  ${r.paste}`);
+    lines.push(`winner: ${label(w)}${w.captured ? " (the app's own)" : w.speedup ? `, ${w.speedup.toFixed(2)}× the app's` : ""}`);
+    if (r.paste !== null) lines.push(`  ${r.paste || "(no flags to add: the reproducer's build as it is)"}`);
   }
-  lines.push(`  ${r.rows.length} rows: ${r.frontend === "cuda" ? "built" : "compiled"} in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s`);
+  lines.push(`  ${r.rows.length} rows: built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s`);
   return lines.join("\n");
 }
 
