@@ -51,6 +51,7 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
   ],
   tune: [
     ["kerncap tune cap --config 'BLOCK_M=64,128 num_warps=4,8' --rtol 1e-3", "sweep a Triton kernel's configs on the captured memory"],
+    ["kerncap tune cap --define TILE=16,32 --maxrregcount 32,64", "a CUDA kernel's macros and register limit, each built by build.sh"],
   ],
   check: [
     ["kerncap check corpus/", "every capture under corpus/ replayed, compared, timed against the baseline"],

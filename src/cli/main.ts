@@ -29,6 +29,9 @@ type Verb = keyof typeof commands;
 const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check"]);
 const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
 
+/** The options that may be given more than once (each use adds one value). */
+const REPEATABLE = new Set(["kernel", "multiset", "config", "define", "nvcc-flag"]);
+
 /**
  * When an argument taken for an option also names a file or folder (relative to the current
  * folder: a folder named `-dash`): how to write it as a path, in parentheses to append; "" otherwise.
@@ -89,8 +92,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       const opt = known.get(name);
-      // --kernel may repeat (one capture per target), --multiset too (one region each), tune's --config (a union of spaces); any other option once, whatever its spelling
-      if (opt && opt !== "kernel" && opt !== "multiset" && opt !== "config") {
+      // --kernel may repeat (one capture per target), --multiset too (one region each), tune's --config (a union of spaces), --define (one macro each) and --nvcc-flag (one alternative each); any other option once, whatever its spelling
+      if (opt && !REPEATABLE.has(opt)) {
         const first = given.get(opt);
         if (first !== undefined) {
           const spelled = (x: string) => x.replace(/^--?/, "").split("=")[0]!;

@@ -208,6 +208,33 @@ export function cubinKernels(input: CubinInput): string[] {
     .map((s) => s.name);
 }
 
+/** `.nv.info` attribute: a kernel's register count, SVAL payload u32 symbol index, u32 count (cuobjdump's EIATTR_REGCOUNT; observed with nvcc 13). */
+export const EIATTR_REGCOUNT = 0x2f;
+
+/**
+ * The registers per thread a kernel's code uses (ptxas's "Used N registers", the driver's
+ * CU_FUNC_ATTRIBUTE_NUM_REGS): the EIATTR_REGCOUNT record of the cubin's `.nv.info` for the
+ * kernel's symbol (nvcc 13: -maxrregcount=24 gives 24 there, observed), else the top byte of its
+ * `.text.<kernel>` section's sh_info (older toolchains; 0 in nvcc 13's cubins, which is no count).
+ * @returns the count, or undefined when the cubin says none for `kernel`
+ * @throws KerncapError E_CUBIN (not a cubin, a malformed .nv.info)
+ */
+export function cubinKernelRegisters(input: CubinInput, kernel: string): number | undefined {
+  const elf = asCubin(input);
+  const sym = elf.symbols().find((s) => s.name === kernel && s.type === STT_FUNC);
+  const info = elf.section(".nv.info");
+  if (sym && info) {
+    for (const a of parseNvInfo(elf.sectionBytes(info))) {
+      if (a.attr !== EIATTR_REGCOUNT || a.format !== EIFMT_SVAL || a.payload.length < 8) continue;
+      const dv = new DataView(a.payload.buffer, a.payload.byteOffset, 8);
+      if (dv.getUint32(0, true) === sym.index) return dv.getUint32(4, true);
+    }
+  }
+  const text = elf.section(`.text.${kernel}`);
+  const top = text ? text.info >>> 24 : 0;
+  return top || undefined;
+}
+
 // ───────────────────────────── parameter layout ─────────────────────────────
 
 /** One kernel parameter's place in the parameter buffer. */

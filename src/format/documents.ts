@@ -25,7 +25,7 @@ export const DOCUMENT_VERSIONS = {
   "validate-watch": 1,
   /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
   profile: 1,
-  /** `kerncap tune` (src/tune/triton.ts TuneResult). */
+  /** `kerncap tune` (src/tune/space.ts TuneResult). */
   tune: 1,
   pack: 1,
   unpack: 1,
@@ -117,12 +117,21 @@ const Compare = v.nullable(
 
 /** A config of kerncap tune and its outcome (src/tune/space.ts TuneRow). */
 const TuneRow = v.object({
-  config: v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
+  /** Triton: constexpr values (kwargs) and compile options; CUDA: macros (-DNAME=V), -maxrregcount, extra nvcc flags (src/tune/cuda-space.ts CudaConfig). */
+  config: v.union([
+    v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
+    v.object({ defines: v.record(v.string(), v.string()), maxrregcount: v.optional(U), flags: v.array(v.string()) }),
+  ]),
+  /** The table's config column. */
+  label: v.optional(v.string()),
   captured: v.boolean(),
   verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
   medianUs: v.nullable(N),
   speedup: v.nullable(N),
+  /** CUDA: registers per thread of the kernel in the row's module (null where the cubin says none). */
+  registers: v.optional(v.nullable(U)),
   error: v.optional(v.string()),
+  note: v.optional(v.string()),
 });
 
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
@@ -286,11 +295,14 @@ export const DOCUMENTS = {
   tune: v.object({
     ...id("tune"),
     dir: v.string(),
+    frontend: v.picklist(["triton", "cuda"]),
     kernel: v.string(),
     grid: v.nullable(v.string()),
-    /** One row per config: the app's own first (captured: true, its module the baseline); times in µs; speedup = the app's median / this one's. */
+    /** One row per config: the app's own first (captured: true, its module the baseline; CUDA: then build.sh without extra flags); times in µs; speedup = the app's median / this one's. */
     rows: v.array(TuneRow),
     winner: v.nullable(TuneRow),
+    /** The winner to paste: Triton's triton.Config(…) line; CUDA's nvcc flags ("" for build.sh's own; null when the app's build won); null when none matched. */
+    paste: v.nullable(v.string()),
     seconds: v.object({ compile: N, replay: N }),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),

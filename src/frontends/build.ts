@@ -7,7 +7,7 @@
  * its steps through runBuildCommand too.
  */
 import { existsSync, rmSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -33,6 +33,14 @@ export interface BuildOptions {
    * own diagnostics (src/frontends/confine.ts).
    */
   confine?: Pick<Manifest, "source">;
+  /**
+   * The module to build (build.sh's OUTPUT argument: an absolute path, or relative to the capture
+   * folder; default build/kernel.cubin). A confined build's dependency list goes beside it
+   * (`kerncap-deps.d`), so that builds into separate folders can run side by side.
+   */
+  out?: string;
+  /** Compiler flags appended to EXTRA_FLAGS (kerncap tune's -D, -maxrregcount): whole words, no whitespace or shell characters (bash splits EXTRA_FLAGS unquoted). */
+  extraFlags?: string[];
 }
 
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
@@ -97,15 +105,20 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   }
   const t0 = performance.now();
   const env = reproducerBuildEnv({ force: o.force, targetArch: o.targetArch });
+  if (o.extraFlags?.length) env.EXTRA_FLAGS = [env.EXTRA_FLAGS, ...o.extraFlags].filter(Boolean).join(" ");
+  const out0 = o.out === undefined ? undefined : resolve(dir, o.out);
+  const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
-    mkdirInCapture(dir, dirname(DEPS_FILE));
-    rmSync(resolveInCapture(dir, DEPS_FILE).path, { force: true }); // a list from an earlier build says nothing of this one
-    env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${CONFINE_FLAGS}`.trim();
+    if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile)) throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
+    mkdirInCapture(dir, dirname(depsFile));
+    rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one
+    env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${depsFile === DEPS_FILE ? CONFINE_FLAGS : `-MD -MF ${depsFile}`}`.trim();
   }
   // confined: the agent's edit may make the compiler read a device (`#include "/dev/zero"` took
   // 21 GB of RAM before the dependency list could refuse it), so the build gets a data-size
   // limit (RLIMIT_DATA counts anonymous mmaps since Linux 4.7) and a wall-clock limit
-  const argv = o.confine ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0"`, script] : ["bash", script];
+  const outArg = out0 ? [out0] : [];
+  const argv = o.confine ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg] : ["bash", script, ...outArg];
   const { out, err, code } = await runBuildCommand(argv, dir, env, o.signal);
   if (o.confine && code === 124) {
     throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, { hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit." });
@@ -113,7 +126,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {
-    const deps = readInCapture(dir, DEPS_FILE, 16 << 20);
+    const deps = readInCapture(dir, depsFile, 16 << 20);
     const outside = deps ? outsideReads(dir, o.confine, deps.toString("utf8")) : [];
     if (outside.length) throw confinedError(outside);
     if (code !== 0) {
@@ -122,7 +135,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
         hint: "Fix the compile error in the edited source and run validate again.",
       });
     }
-    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${DEPS_FILE}): kerncap mcp cannot tell which files the build read, so its module is not used`, { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
+    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${depsFile}): kerncap mcp cannot tell which files the build read, so its module is not used`, { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
   }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);

@@ -13,6 +13,8 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
+import { NVCC } from "../../test/nvcc-fixtures.ts";
+import { runCli } from "../cli/main.ts";
 import { createMcpServer } from "./server.ts";
 
 async function connected(): Promise<Client> {
@@ -78,7 +80,7 @@ describe("kerncap mcp", () => {
   test("tools/list: every verb and the file tools, with JSON Schema inputs", async () => {
     const c = await connected();
     const { tools } = await c.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "inspect", "list", "read_file", "replay", "run", "validate"]);
+    expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "inspect", "list", "profile", "read_file", "replay", "run", "tune", "validate"]);
     const run = tools.find((t) => t.name === "run")!;
     expect(run.inputSchema.required).toEqual(["app"]);
     expect((run.inputSchema.properties as any).dispatch.type).toBe("integer");
@@ -99,6 +101,8 @@ describe("kerncap mcp", () => {
     expect(t.edit_file!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: false });
     expect(t.run!.annotations).toMatchObject({ readOnlyHint: false, openWorldHint: true });
     expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: true });
+    // profile writes its report, tune its builds: neither reads only, neither destroys
+    for (const n of ["profile", "tune", "validate"]) expect(t[n]!.annotations, n).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: false });
     // a result, a file, an edit and an error each conform to the tool's outputSchema (the SDK's own validator)
     const ajv = new AjvJsonSchemaValidator();
     const dir = await fresh();
@@ -344,7 +348,7 @@ describe("kerncap mcp", () => {
     const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../cli/main.ts"), "mcp"], stderr: "pipe" });
     const c = new Client({ name: "test", version: "1" });
     await c.connect(t);
-    expect((await c.listTools()).tools.length).toBe(7);
+    expect((await c.listTools()).tools.length).toBe(9);
     const i = await c.callTool({ name: "inspect", arguments: { dir } });
     expect(doc(i).schema).toBe("kerncap.inspect/1");
     await c.close();
@@ -419,4 +423,65 @@ describe("kerncap mcp", () => {
     expect(Date.now() - t0).toBeLessThan(15_000);
     await until(() => !procs.some(running), 15_000);
   }, 30_000);
+
+  test("profile and tune: the CLI's options, checked by their schemas; errors are the verbs' documents, conforming to the outputSchemas", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const t = Object.fromEntries(tools.map((x) => [x.name, x]));
+    const props = (n: string) => Object.keys((t[n]!.inputSchema.properties ?? {}) as object);
+    expect(props("profile")).toEqual(expect.arrayContaining(["dir", "name", "build", "force", "metrics", "set", "clockControl", "cacheControl"]));
+    expect(props("tune")).toEqual(expect.arrayContaining(["dir", "config", "define", "maxrregcount", "nvccFlags", "grid", "iters", "jobs", "atol", "rtol", "flushL2"]));
+    const dir = await fresh();
+    for (const [name, args] of [["profile", { dir, metrics: ["a b"] }], ["profile", { dir, name: "../x" }], ["profile", { dir, clockControl: "reset" }], ["tune", { dir, maxrregcount: [0] }], ["tune", { dir, iters: 2 }], ["tune", { dir, bogus: 1 }]] as const) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
+    }
+    const ajv = new AjvJsonSchemaValidator();
+    // the verbs' own errors: no ncu (or no GPU) here; a CUDA capture without build.sh; a Triton option on a CUDA capture
+    const p = await c.callTool({ name: "profile", arguments: { dir, metrics: ["dram__bytes.sum"], set: "basic", clockControl: "none", cacheControl: "none" } });
+    expect(p.isError).toBe(true);
+    expect(doc(p).error.code).not.toBe("E_USAGE"); // the options passed ncu's check: the tool or the GPU is what fails
+    expect(ajv.getValidator(t.profile!.outputSchema as never)(p.structuredContent).valid).toBe(true);
+    const nr = await c.callTool({ name: "tune", arguments: { dir, define: ["TILE=16,32"], maxrregcount: [32, 64], nvccFlags: ["-Xptxas=-O1", ""] } });
+    expect(doc(nr).error.code).toBe("E_NO_REPRODUCER");
+    expect(ajv.getValidator(t.tune!.outputSchema as never)(nr.structuredContent).valid).toBe(true);
+    expect(doc(await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32], grid: "4" } })).error.message).toContain("--grid is a Triton tune's option");
+    expect(doc(await c.callTool({ name: "tune", arguments: { dir, nvccFlags: ["-ccbin=/tmp/x"] } })).error.message).toContain("is not a flag kerncap tune sweeps");
+    await c.close();
+  }, 60_000);
+
+  test.skipIf(!NVCC)("tune builds each config confined (a dependency list per build folder); a received capture's build.sh runs only with --trust-builds", async () => {
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir(); // the demo's trust record, and --trust's, in a state folder of this test's own
+    try {
+      const dir = join(tempDir(), "demo");
+      expect(await runCli(["demo", dir])).toBe(0);
+      const c = await connected();
+      const r = await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32, 64], jobs: 2, iters: 5 } });
+      if (!existsSync("/dev/nvidiactl")) expect(doc(r).error.code, JSON.stringify(doc(r))).toBe("E_NO_GPU");
+      // build.sh as is and the 2 configs, each with the -MD list of a confined build in its own folder
+      for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}/kerncap-deps.d`)), String(i)).toBe(true);
+      expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(false);
+      // a copy is another folder: received (the demo's manifest records no host), untrusted
+      const copy = join(tempDir(), "copy");
+      cpSync(dir, copy, { recursive: true });
+      rmSync(join(copy, "build"), { recursive: true, force: true });
+      const u = await c.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
+      expect(doc(u).error.code).toBe("E_UNTRUSTED");
+      expect(doc(u).error.hint).toContain("--trust-builds");
+      expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
+      await c.close();
+      const [a, b] = InMemoryTransport.createLinkedPair();
+      await createMcpServer(undefined, { trustBuilds: true }).connect(a);
+      const trusted = new Client({ name: "test", version: "1" });
+      await trusted.connect(b);
+      const ok = await trusted.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
+      expect(doc(ok).error?.code).not.toBe("E_UNTRUSTED");
+      expect(existsSync(join(copy, "build/tune/cuda-1/kernel.cubin"))).toBe(true);
+      await trusted.close();
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  }, 120_000);
 });

@@ -53,8 +53,9 @@ const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The appli
 
 /**
  * What a client may assume of a tool when it asks the user for permission (MCP ToolAnnotations):
- * list and run execute the application (open world: whatever it does); validate runs the
- * capture's build.sh, which writes build/ inside the capture folder; edit_file rewrites a file
+ * list and run execute the application (open world: whatever it does); validate and tune run the
+ * capture's build.sh (tune: once per config), which writes build/ inside the capture folder;
+ * profile writes its report under profile/ (and with build, build/); edit_file rewrites a file
  * under src/; inspect, replay and read_file change nothing on disk.
  */
 const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
@@ -153,6 +154,62 @@ const TOOLS = {
     input: v.strictObject({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
   },
+  profile: {
+    title: "Profile the replayed launch with Nsight Compute",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    output: "profile",
+    description:
+      "Nsight Compute on the replay of the captured launch only (no application): writes DIR/profile/NAME.ncu-rep and returns the key figures (duration µs, SM and memory throughput % of peak, achieved occupancy %, registers per thread, DRAM bytes, the limiter: compute, memory or latency). build: profile the reproducer's rebuilt kernel instead (built as validate builds it). ncu locks the clocks to base and flushes the caches by default: clockControl/cacheControl none to compare with the app's time. Document kerncap.profile/1.",
+    input: v.strictObject({
+      dir: Dir,
+      name: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/), v.description("Report name: DIR/profile/NAME.ncu-rep (default replay, or build with build)"))),
+      build: v.optional(v.pipe(v.boolean(), v.description("Profile the reproducer's rebuilt kernel (validate's build of the edited source)"))),
+      force: v.optional(v.pipe(v.boolean(), v.description("With build: rebuild even when the toolchain differs from the capture's"))),
+      metrics: v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:]+$/))), v.description("ncu metrics to collect beside kerncap's own (e.g. sm__warps_active.avg.pct_of_peak_sustained_active)"))),
+      set: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+$/), v.description("ncu section set (basic, detailed, full, …: ncu --set)"))),
+      clockControl: v.optional(v.pipe(v.picklist(["base", "none"]), v.description("ncu --clock-control (default base: clocks locked to base)"))),
+      cacheControl: v.optional(v.pipe(v.picklist(["all", "none"]), v.description("ncu --cache-control (default all: caches flushed before the launch)"))),
+    }),
+    argv: (a: ProfileIn) => {
+      const ncu = [...(a.set !== undefined ? ["--set", a.set] : []), ...(a.metrics?.length ? ["--metrics", a.metrics.join(",")] : []), ...(a.clockControl ? ["--clock-control", a.clockControl] : []), ...(a.cacheControl ? ["--cache-control", a.cacheControl] : [])];
+      return ["profile", a.dir, "--json", ...(a.name !== undefined ? [`--name=${a.name}`] : []), ...(a.build ? ["--build"] : []), ...(a.force ? ["--force"] : []), ...(ncu.length ? ["--", ...ncu] : [])];
+    },
+  },
+  tune: {
+    title: "Sweep a kernel's configs on the captured memory",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    output: "tune",
+    description:
+      "Build every config of a space, judge each on the captured memory against the app's after state and time them interleaved with the app's own module; returns a row per config (verdict, median µs, speedup vs the app, registers) and the winner as a line to paste. Triton: config specs of constexprs and num_warps, num_stages, maxnreg (default: the autotuner's configs recorded at capture), grid when tile sizes change. CUDA: macros (define, or any config name but maxrregcount), maxrregcount, nvccFlags alternatives; each built by the capture's build.sh (confined, as validate's) into build/tune/. Document kerncap.tune/1.",
+    input: v.strictObject({
+      dir: Dir,
+      config: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("Config spaces, each 'NAME=V1,V2 NAME2=V3,…' expanded as a product; several: their union (--config)"))),
+      define: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("CUDA: macros, each 'NAME=V1,V2' (-DNAME=V for each value; several: their product)"))),
+      maxrregcount: v.optional(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(255))), v.minLength(1), v.description("CUDA: nvcc -maxrregcount values"))),
+      nvccFlags: v.optional(v.pipe(v.array(v.string()), v.description("CUDA: alternatives of extra nvcc flags, one per config ('' for none), device code generation flags only, e.g. ['-Xptxas=-O1', '-Xptxas=-O3']"))),
+      grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton: launch grid of a config, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'"))),
+      iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(5), v.description("Timed rounds, one launch of every config each (default 20)"))),
+      jobs: Nat("Parallel builds (default: the CPU count)", 1),
+      atol: Tol.atol,
+      rtol: Tol.rtol,
+      flushL2: v.optional(v.pipe(v.boolean(), v.description("Flush L2 before each timed launch"))),
+    }),
+    argv: (a: TuneIn) => [
+      "tune",
+      a.dir,
+      "--json",
+      ...(a.config ?? []).map((c) => `--config=${c}`),
+      ...(a.define ?? []).map((d) => `--define=${d}`),
+      ...(a.maxrregcount?.length ? [`--maxrregcount=${a.maxrregcount.join(",")}`] : []),
+      ...(a.nvccFlags ?? []).map((f) => `--nvcc-flag=${f}`),
+      ...(a.grid !== undefined ? [`--grid=${a.grid}`] : []),
+      ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
+      ...(a.jobs !== undefined ? ["--jobs", String(a.jobs)] : []),
+      ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
+      ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
+      ...(a.flushL2 ? ["--flush-l2"] : []),
+    ],
+  },
   read_file: {
     title: "Read a text file of a capture folder",
     annotations: READS,
@@ -203,6 +260,8 @@ function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[]): strin
     })
     .join("; ");
 }
+type ProfileIn = { dir: string; name?: string; build?: boolean; force?: boolean; metrics?: string[]; set?: string; clockControl?: "base" | "none"; cacheControl?: "all" | "none" };
+type TuneIn = { dir: string; config?: string[]; define?: string[]; maxrregcount?: number[]; nvccFlags?: string[]; grid?: string; iters?: number; jobs?: number; atol?: number; rtol?: number; flushL2?: boolean };
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; launchCount?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
@@ -406,7 +465,7 @@ function editFileTool(a: { dir: string; path: string; oldText?: string; newText?
 
 /** How far `kerncap mcp` trusts what its agent asks for (docs/security.md). */
 export interface McpTrust {
-  /** `--trust-builds`: validate may run the build.sh of a received capture (validate --trust). */
+  /** `--trust-builds`: validate, tune and profile's build may run the build.sh of a received capture (--trust). */
   trustBuilds?: boolean;
 }
 
@@ -430,13 +489,14 @@ function nulArgument(x: unknown, at = ""): string | undefined {
 /**
  * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
  * `children`: where the tool children are tracked (a call's child is ended when the call is
- * cancelled or the transport closes). validate always runs confined (validate --confine: a build
- * that reads files outside the capture, its source root and the toolchain is refused, and compiler
- * messages keep only diagnostics of the capture's own files), and runs a received capture's
- * build.sh only with `trust.trustBuilds` (validate --trust).
+ * cancelled or the transport closes). Every build runs confined (validate, tune and profile with
+ * build get --confine: a build that reads files outside the capture, its source root and the
+ * toolchain is refused, and compiler messages keep only diagnostics of the capture's own files), and
+ * a received capture's build.sh (or a Triton capture's compile, which imports src/) runs only with
+ * `trust.trustBuilds` (--trust).
  */
 export function createMcpServer(children = new ToolChildren(), trust: McpTrust = {}): Server {
-  const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate. Every tool returns a JSON document with a schema id." });
+  const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate; profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune). Every tool returns a JSON document with a schema id." });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: Object.entries(TOOLS).map(([name, t]) => ({
       name,
@@ -462,7 +522,9 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
       const argv = (t as { argv: (x: unknown) => string[] }).argv(a);
-      if (name === "validate") argv.push("--confine", ...(trust.trustBuilds ? ["--trust"] : []));
+      // every build an agent asks for is confined, and a received capture's (or a Triton capture's, whose build imports src/) runs only with --trust-builds
+      const confined = name === "validate" || name === "tune" || (name === "profile" && a.build === true);
+      if (confined) argv.splice(argv.includes("--") ? argv.indexOf("--") : argv.length, 0, "--confine", ...(trust.trustBuilds ? ["--trust"] : []));
       return await runVerb(argv, a.cwd as string | undefined, children, extra.signal);
     } catch (e) {
       return errorResult(e);

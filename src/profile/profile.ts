@@ -37,6 +37,8 @@ export interface ProfileOptions {
   force?: boolean;
   /** --trust: with `build`, run a received capture's build.sh (src/format/trust.ts). */
   trust?: boolean;
+  /** --confine (kerncap mcp): with `build`, the rebuild is validate --confine's (build.sh alone, reading nothing outside the capture, its source root and the toolchain); a Triton capture's only with `trust`. */
+  confine?: boolean;
   quiet?: boolean;
 }
 
@@ -96,7 +98,7 @@ export function ncuFailure(code: number, out: string, err: string, kernel: strin
  * Profile a capture's replay (see the file's comment).
  * @returns the report's path and, for ncu, its key figures
  * @throws KerncapError E_FRONTEND (an AMD capture), E_NO_NCU / E_NO_NSYS, E_USAGE (an ncu option
- *   kerncap sets), the build's errors (--build: E_BUILD…), E_NCU / E_NSYS (no report: why),
+ *   kerncap sets), the build's errors (--build: E_BUILD…, E_UNTRUSTED, E_CONFINED), E_NCU / E_NSYS (no report: why),
  *   E_NCU_REPORT (a report without the figures' columns)
  */
 export async function profileCapture(dirArg: string, o: ProfileOptions): Promise<ProfileResult> {
@@ -116,8 +118,13 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   if (o.build) {
     const fe = frontendOf(m);
     if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
+    if (o.confine && fe.buildRunsSource && !o.trust) {
+      throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined profile --build (kerncap mcp) runs it only with --trust`, {
+        hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",
+      });
+    }
     requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap profile ${dir} --build` });
-    const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false }).rebuildOnce();
+    const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false, ...(o.confine ? { confine: m } : {}) }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;
   }

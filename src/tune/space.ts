@@ -5,6 +5,7 @@
  * the result table with its winner.
  */
 import { KerncapError } from "../errors.ts";
+import type { SetRun } from "../replay/engine.ts";
 
 /** Triton's compile options a config may set beside its constexpr kwargs (triton.Config's keyword arguments). */
 export const OPTION_NAMES = ["num_warps", "num_stages", "num_ctas", "maxnreg"] as const;
@@ -163,28 +164,78 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
 
 // ---- the table ----
 
-/** One config's outcome: compile error, mismatch, or a match with its median time (µs). */
-export interface TuneRow {
-  config: TuneConfig;
+/** One config's outcome: compile error, mismatch, or a match with its median time (µs). `C`: the frontend's config (Triton's TuneConfig, src/tune/cuda-space.ts CudaConfig). */
+export interface TuneRow<C = TuneConfig> {
+  config: C;
+  /** The table's config column (Triton: configLabel; CUDA: the flags, or what the row's module is). */
+  label?: string;
   /** "captured": the app's own choice (the baseline). */
   captured: boolean;
   verdict: "match" | "mismatch" | "compile-error" | "launch-error";
   medianUs: number | null;
   /** captured median / this median: above 1, faster than the app's choice. */
   speedup: number | null;
+  /** Registers per thread of the kernel in the row's module (CUDA; null where the cubin says none). */
+  registers?: number | null;
   error?: string;
+  /** Something to know about the row beside its verdict (CUDA: flags that leave the kernel's machine code as build.sh's). */
+  note?: string;
+}
+
+/** What `kerncap tune` found (its --json document, kerncap.tune/1). */
+export interface TuneResult<C = TuneConfig> {
+  dir: string;
+  /** The capture's frontend: what a config is (Triton: constexprs and compile options; CUDA: macros, -maxrregcount, nvcc flags). */
+  frontend: "triton" | "cuda";
+  kernel: string;
+  /** --grid (Triton), null when the captured grid was kept. */
+  grid: string | null;
+  rows: TuneRow<C>[];
+  /** The fastest config that matches (the app's own when none beats it), null when none matched. */
+  winner: TuneRow<C> | null;
+  /** The winner as a line to paste: Triton's `triton.Config(…)` for @triton.autotune; CUDA's nvcc flags (null when the app's own build won, "" for build.sh's flags unchanged); null when none matched. */
+  paste: string | null;
+  /** Wall time (s): the compiles, the replay (restore, checks, timing). */
+  seconds: { compile: number; replay: number };
+}
+
+/**
+ * A config's row from its entry of ReplaySession.runSet: its compile error (when `error` is
+ * given), its launch error (no entry: it was not run), else its verdict and median time (µs) with
+ * the speedup against `appUs`, the app's median (null: not timed).
+ */
+export function tuneRow<C>(config: C, captured: boolean, r: SetRun | undefined, appUs: number | null, error?: string): TuneRow<C> {
+  if (error !== undefined) return { config, captured, verdict: "compile-error", medianUs: null, speedup: null, error };
+  if (!r || "error" in r) return { config, captured, verdict: "launch-error", medianUs: null, speedup: null, error: r && "error" in r ? r.error.message : "not run" };
+  const us = r.times.length ? r.result.timing.medianUs : null;
+  return { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
 }
 
 /** The fastest config that matches the app's after state (the captured one when none beats it). @returns undefined when none matched */
-export function pickWinner(rows: TuneRow[]): TuneRow | undefined {
+export function pickWinner<C>(rows: TuneRow<C>[]): TuneRow<C> | undefined {
   return rows.filter((r) => r.verdict === "match" && r.medianUs !== null).sort((a, b) => a.medianUs! - b.medianUs! || Number(b.captured) - Number(a.captured))[0];
 }
 
-/** The table: config, verdict, µs, speedup against the app's choice; fastest first, the failures last. */
-export function tuneTable(rows: TuneRow[]): string {
+/**
+ * The table: config, verdict, µs, speedup against the app's choice (and registers, when some row
+ * has them); fastest first, the failures last. A row's label, else configLabel of its config.
+ */
+export function tuneTable<C>(rows: TuneRow<C>[]): string {
   const sorted = [...rows].sort((a, b) => (a.medianUs ?? Infinity) - (b.medianUs ?? Infinity));
-  const head = ["config", "verdict", "µs", "vs app"];
-  const body = sorted.map((r) => [configLabel(r.config) + (r.captured ? " (app)" : ""), r.verdict, r.medianUs === null ? "-" : r.medianUs.toFixed(2), r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×`]);
+  const regs = rows.some((r) => r.registers !== undefined);
+  const head = ["config", "verdict", "µs", "vs app", ...(regs ? ["regs"] : [])];
+  const body = sorted.map((r) => [
+    (r.label ?? configLabel(r.config as TuneConfig)) + (r.captured ? " (app)" : ""),
+    r.verdict,
+    r.medianUs === null ? "-" : r.medianUs.toFixed(2),
+    r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×`,
+    ...(regs ? [r.registers == null ? "-" : String(r.registers)] : []),
+  ]);
   const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  return [head, ...body].map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]!) : c.padStart(w[i]!))).join("  ")).join("\n");
+  return [head, ...body].map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]!) : c.padStart(w[i]!))).join("  ").trimEnd()).join("\n");
+}
+
+/** The lines under the table: each row's error (a config that did not build or launch) or note, with its label. */
+export function tuneNotes<C>(rows: TuneRow<C>[]): string[] {
+  return rows.filter((r) => r.error !== undefined || r.note !== undefined).map((r) => `  ${r.label ?? configLabel(r.config as TuneConfig)}: ${r.error !== undefined ? `${r.verdict}: ${r.error}` : r.note}`);
 }

@@ -70,12 +70,21 @@ describe("kerncap tune: refused before anything compiles", () => {
     expect((await err(["--config", "num_ctas=2"])).message).toContain("num_ctas");
     expect((await err(["--config", "BLOCK=1 BLOCK=2"])).message).toContain("BLOCK is given twice");
   });
-  test("a CUDA capture is refused with what to do instead", async () => {
+  test("the other frontend's options are refused; a CUDA capture without a reproducer says so", async () => {
+    const tdir = await tritonCapture();
+    const t = JSON.parse(cli(["tune", tdir, "--json", "--define", "BLOCK=1,2"]).out).error;
+    expect(t.message).toContain("--define: options of a CUDA capture's tune");
+    expect(t.hint).toContain("maxnreg");
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
-    const r = cli(["tune", dir, "--json", "--config", "num_warps=4"]);
+    const g = cli(["tune", dir, "--json", "--maxrregcount", "32", "--grid", "4"]);
+    expect(g.code).toBe(2);
+    expect(JSON.parse(g.out).error.message).toContain("--grid is a Triton tune's option");
+    const r = cli(["tune", dir, "--json", "--maxrregcount", "32,64"]);
     expect(r.code).toBe(2);
-    expect(JSON.parse(r.out).error).toMatchObject({ code: "E_FRONTEND" });
+    expect(JSON.parse(r.out).error).toMatchObject({ code: "E_NO_REPRODUCER" });
+    // the space first: a usage error needs no reproducer
+    expect(JSON.parse(cli(["tune", dir, "--json", "--maxrregcount", "300"]).out).error.message).toContain("from 1 to 255");
   });
 });
 

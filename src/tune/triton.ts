@@ -23,7 +23,7 @@ import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
 import { requireTrustedBuild } from "../format/trust.ts";
 import { openReplay, type RunOptions } from "../replay/engine.ts";
-import { configKey, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, type TuneConfig, type TuneRow } from "./space.ts";
+import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow } from "./space.ts";
 
 export interface TuneOptions {
   /** --config specs (src/tune/space.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
@@ -41,16 +41,7 @@ export interface TuneOptions {
   trust?: boolean;
 }
 
-export interface TuneResult {
-  dir: string;
-  kernel: string;
-  grid: string | null;
-  rows: TuneRow[];
-  /** The fastest config that matches (the app's own when none beats it), null when none matched. */
-  winner: TuneRow | null;
-  /** Wall time (s): the compiles, the replay (restore, checks, timing). */
-  seconds: { compile: number; replay: number };
-}
+export type { TuneResult } from "./space.ts";
 
 /** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a config's shared memory above 48 KiB needs it. */
 const MAX_DYNAMIC_SHARED = 8;
@@ -207,12 +198,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   const baseRun = set[0]!;
   if ("error" in baseRun) throw baseRun.error;
   const appUs = baseRun.times.length ? baseRun.result.timing.medianUs : null;
-  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => {
-    if (error !== undefined) return { config, captured, verdict: "compile-error", medianUs: null, speedup: null, error };
-    if (!r || "error" in r) return { config, captured, verdict: "launch-error", medianUs: null, speedup: null, error: r && "error" in r ? r.error.message : "not run" };
-    const us = r.times.length ? r.result.timing.medianUs : null;
-    return { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
-  };
+  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => ({ ...tuneRow(config, captured, r, appUs, error), label: configLabel(config) });
   const shown = tunedConfig(tunableNames(pin, swept));
   const rows: TuneRow[] = [row(shown(base), true, baseRun)];
   for (const [i, c] of unique.entries()) {
@@ -220,5 +206,6 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
     const k = candidates.findIndex((x) => x.i === i);
     rows.push(row(shown(c), false, k < 0 ? undefined : set[k + 1], "error" in b ? b.error : undefined));
   }
-  return { dir, kernel: m.kernel.name, grid: o.grid ?? null, rows, winner: pickWinner(rows) ?? null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
+  const winner = pickWinner(rows) ?? null;
+  return { dir, frontend: "triton", kernel: m.kernel.name, grid: o.grid ?? null, rows, winner, paste: winner ? autotuneLine(winner.config) : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
 }

@@ -12,7 +12,7 @@ export default defineCommand({
   meta: { name: "mcp", description: "Serve kerncap's verbs as MCP tools over stdio (list, run, inspect, replay, validate, read_file, edit_file)" },
   args: {
     "print-config": { type: "string", valueHint: "CLIENT", description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing` },
-    "trust-builds": { type: "boolean", description: "Let validate run the build.sh of a received capture (unpacked, or made on another host); without it such a build is refused (docs/security.md)", default: false },
+    "trust-builds": { type: "boolean", description: "Let validate, tune and profile --build run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (docs/security.md)", default: false },
     ...verboseArg,
   },
   async run({ args }) {

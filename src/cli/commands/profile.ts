@@ -19,12 +19,13 @@ export default defineCommand({
     iters: { type: "string", description: "With --nsys: timed launches of the replay", default: "10" },
     force: { type: "boolean", alias: ["f"], description: "With --build: rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     trust: { type: "boolean", description: "With --build: run the build.sh of a received capture (unpacked, or made on another host) after you read it, as validate --trust does (docs/security.md)", default: false },
+    confine: { type: "boolean", description: "With --build: what kerncap mcp's profile uses, the rebuild of validate --confine (build.sh alone, reading nothing outside the capture, its source root and the toolchain)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
     const iters = intArg("iters", args.iters, 10, 100_000);
-    const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args.force), trust: Boolean(args.trust), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
+    const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args.force), trust: Boolean(args.trust), confine: Boolean(args.confine), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
     if (args.json) printJson("profile", r);
     else process.stdout.write(printable(describeProfile(r)) + "\n");
     return 0;

@@ -1,0 +1,161 @@
+/**
+ * `kerncap tune DIR` for a CUDA capture: every config of the space (macros, -maxrregcount, nvcc
+ * flags: ./cuda-space.ts) built by the reproducer's own build.sh, with the config's words
+ * appended to its nvcc command line (EXTRA_FLAGS) and its module written to a folder of its own
+ * (DIR/build/tune/cuda-N/kernel.cubin), in parallel; build.sh as it is (no extra flags) is built
+ * beside them as a row of its own, so that what a flag changes is told apart from what the
+ * rebuild itself changes. Each module is checked as validate checks a rebuild (kernel present,
+ * parameter layout), launched with the captured launch configuration on the captured memory,
+ * judged against the app's after state, and all are timed interleaved with the captured module
+ * (the app's own build) in one process.
+ */
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { isKerncapError, KerncapError } from "../errors.ts";
+import { cubinKernelRegisters } from "../codeobj/cubin.ts";
+import { pickCubin } from "../codeobj/fatbin.ts";
+import { openCapture } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { capturePath } from "../format/paths.ts";
+import { requireTrustedBuild } from "../format/trust.ts";
+import { buildReproducer } from "../frontends/build.ts";
+import { cudaFrontend } from "../frontends/cuda/index.ts";
+import { sameKernelCode } from "../frontends/cuda/fast-build.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { log } from "../log.ts";
+import { openReplay } from "../replay/engine.ts";
+import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./cuda-space.ts";
+import { pickWinner, tuneRow, type TuneResult, type TuneRow } from "./space.ts";
+
+export interface CudaTuneOptions {
+  /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./cuda-space.ts parseCudaSpace). */
+  space: CudaSpaceSpec;
+  /** Timed rounds (one launch of every config each). */
+  iters: number;
+  flushL2: boolean;
+  atol?: number;
+  rtol?: number;
+  /** Parallel builds (default: the CPU count). */
+  jobs?: number;
+  /** --trust: tune a received capture (its build.sh runs: src/format/trust.ts). */
+  trust?: boolean;
+  /** --confine (kerncap mcp): each build is validate --confine's (src/frontends/confine.ts): it reads nothing outside the capture, its source root and the toolchain. */
+  confine?: boolean;
+}
+
+/** One config's build: its module and the kernel's registers, or why it has none (a line of the compiler's message, or the module check's). */
+export type CudaBuilt = { module: string; seconds: number; registers: number | null } | { error: string };
+
+/** Where config `i`'s module is built, under the capture folder. */
+export const tuneModulePath = (dir: string, i: number) => join(dir, "build", "tune", `cuda-${i}`, "kernel.cubin");
+
+/** The lines of a build error worth a table row: the compiler's `error` lines (at most 3), else the last 3. */
+function shortError(e: unknown): string {
+  const msg = e instanceof Error ? e.message : String(e);
+  const lines = msg.split("\n").map((l) => l.trim()).filter(Boolean);
+  const errs = lines.slice(1).filter((l) => /\berror\b/i.test(l));
+  return (errs.length ? errs.slice(0, 3) : lines.slice(-3)).join(" / ");
+}
+
+/** The kernel's registers in a module (a cubin, or a fatbin's cubin for the captured arch), null where it says none or cannot be read. */
+export function moduleRegisters(path: string, m: Pick<Manifest, "kernel" | "device">): number | null {
+  try {
+    return cubinKernelRegisters(pickCubin(new Uint8Array(readFileSync(path)), m.device.arch).cubin, m.kernel.name) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Build every config with the capture's build.sh, `jobs` at a time: config i into
+ * tuneModulePath(dir, i) (the folder emptied first), with cudaBuildFlags(config) appended to
+ * EXTRA_FLAGS; each module then checked as validate checks a rebuild (CUDA's checkRebuiltModule).
+ * A config that does not build, or whose module is refused, is its entry's error.
+ * @returns one entry per config, in order
+ * @throws KerncapError E_INTERRUPTED (a stop signal during a build), E_CONFINED (confine: a build read a file outside)
+ */
+export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: CudaConfig[], o: { jobs?: number; confine?: boolean }): Promise<CudaBuilt[]> {
+  const dir = resolve(dirArg);
+  const fe = frontendOf(m);
+  fe.beforeBuild?.(dir, m); // a slice made before an edit of the TU is remade once, not by every build
+  const out: CudaBuilt[] = new Array(configs.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < configs.length; i = next++) {
+      const module = tuneModulePath(dir, i);
+      rmSync(dirname(module), { recursive: true, force: true });
+      try {
+        const b = await buildReproducer(dir, { quiet: true, force: false, out: module, extraFlags: cudaBuildFlags(configs[i]!), ...(o.confine ? { confine: m } : {}), ...(fe.explainBuildFailure ? { explain: fe.explainBuildFailure } : {}) });
+        fe.checkRebuiltModule?.(b.module, m);
+        out[i] = { module: b.module, seconds: b.seconds, registers: moduleRegisters(b.module, m) };
+      } catch (e) {
+        if (isKerncapError(e) && (e.code === "E_INTERRUPTED" || e.code === "E_CONFINED")) throw e;
+        out[i] = { error: shortError(e) };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(o.jobs ?? availableParallelism(), configs.length)) }, worker));
+  return out;
+}
+
+/**
+ * Tune a CUDA capture (see the file's comment).
+ * @returns the rows: the app's module first (captured), build.sh without extra flags, then every
+ *   config of the space; the winner and its flags to paste
+ * @throws KerncapError E_FRONTEND (not CUDA), E_USAGE (the space), E_UNTRUSTED (a received
+ *   capture without trust), E_NO_REPRODUCER (no build.sh), E_INTERRUPTED, E_CONFINED, the replay's errors (E_NO_GPU …)
+ */
+export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<TuneResult<CudaConfig>> {
+  const dir = resolve(dirArg);
+  const capture = openCapture(dir);
+  const m = capture.manifest;
+  if (frontendOf(m) !== cudaFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
+  const swept = parseCudaSpace(o.space); // usage errors before anything runs
+  if (!existsSync(join(dir, "build.sh"))) {
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture, so there is nothing to rebuild with other flags`, {
+      hint: "Capture with the kernel's source available (--source-root, --compile-commands).",
+    });
+  }
+  requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap tune ${dir}` });
+  if (m.fault) throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, { hint: "Replay it (kerncap replay) to reproduce the fault." });
+  const plain: CudaConfig = { defines: {}, flags: [] };
+  const configs = [plain, ...swept.filter((c) => cudaConfigKey(c) !== cudaConfigKey(plain))];
+
+  const t0 = performance.now();
+  const built = await buildCudaConfigs(dir, m, configs, { jobs: o.jobs, confine: o.confine });
+  const compileSeconds = (performance.now() - t0) / 1000;
+  log.info(`${configs.length} builds in ${compileSeconds.toFixed(1)} s (${built.filter((b) => "error" in b).length} failed)`);
+
+  const t1 = performance.now();
+  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
+  const ok = built.flatMap((b, i) => ("error" in b ? [] : [{ i, module: b.module }]));
+  const s = await openReplay(capture, { verify: true });
+  let set;
+  try {
+    set = await s.runSet([runOpts, ...ok.map((c) => ({ ...runOpts, modulePath: c.module }))], runOpts);
+  } finally {
+    s.close();
+  }
+  const baseRun = set[0]!;
+  if ("error" in baseRun) throw baseRun.error;
+  const appUs = baseRun.times.length ? baseRun.result.timing.medianUs : null;
+  const plainBuilt = built[0]!;
+  const rows: TuneRow<CudaConfig>[] = [{ ...tuneRow(plain, true, baseRun, appUs), label: "captured module", registers: moduleRegisters(capturePath(dir, m.module.file), m) }];
+  for (const [i, c] of configs.entries()) {
+    const b = built[i]!;
+    const k = ok.findIndex((x) => x.i === i);
+    const row: TuneRow<CudaConfig> = { ...tuneRow(c, false, k < 0 ? undefined : set[k + 1], appUs, "error" in b ? b.error : undefined), label: i === 0 ? "build.sh" : cudaConfigLabel(c), registers: "error" in b ? null : b.registers };
+    // a macro the source defines without #ifndef (or never reads) leaves the kernel as it was: said, so that an equal time is not read as a finding
+    if (i > 0 && !("error" in b) && !("error" in plainBuilt)) {
+      try {
+        if (sameKernelCode(readFileSync(plainBuilt.module), readFileSync(b.module), m.kernel.name) === null) row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
+      } catch {
+        /* unreadable: no note */
+      }
+    }
+    rows.push(row);
+  }
+  const winner = pickWinner(rows) ?? null;
+  return { dir, frontend: "cuda", kernel: m.kernel.name, grid: null, rows, winner, paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
+}
