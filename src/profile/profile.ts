@@ -2,7 +2,8 @@
  * `kerncap profile DIR`: Nsight Compute (or, with nsys, Nsight Systems) on the replay of a
  * capture, without the application. The report goes to DIR/profile/NAME.ncu-rep (.nsys-rep),
  * written under a temp name and renamed once complete; the key figures are read back from it
- * with `ncu --import … --csv --page details` (src/profile/ncu.ts).
+ * from the details page ncu prints as it profiles (`--csv --page details --print-units base`), or
+ * with `ncu --import … --csv --page details` where it printed none (src/profile/ncu.ts).
  *
  * The replay under ncu runs `kerncap replay DIR --runs 1 --iters 0`: one launch of the captured
  * kernel, from the restored before state, no warm-up or timing loop (ncu locks the clocks and
