@@ -1,7 +1,7 @@
 /**
  * `kerncap profile DIR`: Nsight Compute (or, with nsys, Nsight Systems) on the replay of a
  * capture, without the application. The report goes to DIR/profile/NAME.ncu-rep (.nsys-rep),
- * written under a temp name and renamed once complete; the key figures are read back from it
+ * written under a temp name and renamed once complete; the key figures come
  * from the details page ncu prints as it profiles (`--csv --page details --print-units base`), or
  * with `ncu --import … --csv --page details` where it printed none (src/profile/ncu.ts).
  *
