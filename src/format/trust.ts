@@ -48,7 +48,31 @@ export function markReceived(dir: string, archive: string): void {
   writeInCapture(dir, RECEIVED_MARK, JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: hostIdentity(), kerncap: TOOL_VERSION }, null, 2) + "\n");
 }
 
-/** Why `dir` is a received capture (a phrase), or undefined when it was made here. */
+/**
+ * What in the capture folder is not the user's own (a phrase), or undefined: the folder, its
+ * build.sh, src/ and repro.py (what a rebuild runs or imports) must belong to the user running
+ * kerncap (the effective uid) and be writable by no one else. A folder another local user hands
+ * over (in /tmp, say) is that user's, whatever its manifest says about the host: its build.sh is
+ * theirs to write. Group-writable is left alone (a team's shared folder, umask 002).
+ */
+function notYours(dir: string): string | undefined {
+  const uid = process.geteuid?.() ?? process.getuid?.();
+  if (uid === undefined) return undefined;
+  for (const name of [".", "build.sh", "src", "repro.py"]) {
+    let st;
+    try {
+      st = lstatSync(name === "." ? dir : join(dir, name));
+    } catch {
+      continue; // absent: nothing of it runs
+    }
+    const what = name === "." ? "the folder" : name;
+    if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
+    if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
+  }
+  return undefined;
+}
+
+/** Why `dir` is a received capture (a phrase), or undefined when it was made here by this user. */
 export function receivedBecause(dir: string, m: Manifest): string | undefined {
   let mark: Buffer | undefined;
   try {
@@ -57,6 +81,8 @@ export function receivedBecause(dir: string, m: Manifest): string | undefined {
     return `${RECEIVED_MARK} is there but is not a regular file`;
   }
   if (mark) return "it was unpacked from an archive";
+  const theirs = notYours(dir);
+  if (theirs) return theirs;
   const here = hostIdentity();
   if (m.host) {
     if (m.host.machineId && here.machineId) return m.host.machineId === here.machineId ? undefined : `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${m.host.machineId}) made it`;

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { runCommand } from "citty";
-import { existsSync, linkSync, realpathSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, linkSync, realpathSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -299,6 +299,32 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(big.message).not.toContain("\x1b");
     expect(big.message).toMatch(/… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────$/);
     expect(big.message.length).toBeLessThan(66 << 10);
+  }, 60_000);
+
+  test("a folder another local user owns, or one every user may write, is received whatever its manifest says", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
+    gxxBuild(dir);
+    expect(receivedBecause(dir, readManifest(dir))).toBeUndefined(); // made here, by this user
+    chmodSync(join(dir, "build.sh"), 0o757);
+    expect(receivedBecause(dir, readManifest(dir))).toBe("build.sh can be written by every user (mode 757)");
+    chmodSync(join(dir, "build.sh"), 0o755);
+    chmodSync(join(dir, "src"), 0o777);
+    expect(receivedBecause(dir, readManifest(dir))).toContain("src can be written by every user");
+    chmodSync(join(dir, "src"), 0o755);
+    expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+    if (process.geteuid?.() === 0) {
+      // root is handed a folder that user 65534 (nobody) wrote: its build.sh is nobody's to change
+      chownSync(dir, 65534, 65534);
+      expect(receivedBecause(dir, readManifest(dir))).toBe("the folder belongs to another user (uid 65534; you are uid 0)");
+      chownSync(dir, 0, 0);
+      chownSync(join(dir, "build.sh"), 65534, 65534);
+      expect(receivedBecause(dir, readManifest(dir))).toContain("build.sh belongs to another user (uid 65534");
+      expect(() => requireTrustedBuild(dir, readManifest(dir), false)).toThrow(/belongs to another user/);
+    }
   }, 60_000);
 
   test("a folder whose manifest says another host made it is received; the MCP server runs its build only with --trust-builds", async () => {
