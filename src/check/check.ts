@@ -13,8 +13,8 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -87,8 +87,25 @@ export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, work
 /** Write a file through a temp and a rename. */
 function writeAtomic(path: string, text: string): void {
   const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
+  try {
+    writeFileSync(tmp, text);
+    renameSync(tmp, path);
+  } finally {
+    rmSync(tmp, { force: true }); // gone after the rename; left by a failed one
+  }
+}
+
+/**
+ * A file the run writes at its end (--junit, --write-baseline), checked before any capture is
+ * checked, so a typo does not cost the whole run: its folder exists and it is not a folder.
+ * @throws KerncapError E_USAGE naming the option and the path
+ */
+export function checkOutputFile(option: string, path: string): void {
+  const p = resolve(path);
+  const hint = `Give --${option} a file in an existing folder.`;
+  if (existsSync(p) && statSync(p).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p} is a folder`, { hint: `${hint} For example --${option} ${join(p, option === "junit" ? "check.xml" : "baseline.json")}.` });
+  const parent = dirname(p);
+  if (!existsSync(parent) || !statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p}: there is no folder ${parent}`, { hint: `${hint} Make it first (mkdir -p ${parent}).` });
 }
 
 /**
@@ -99,6 +116,8 @@ function writeAtomic(path: string, text: string): void {
  */
 export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const t0 = performance.now();
+  if (o.junit) checkOutputFile("junit", o.junit);
+  if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const found = await discoverCaptures(o.paths);
   for (const p of found.passedOver) log.info(`passed over ${p.path}: ${p.reason}`);
   if (!found.captures.length) throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, { hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them." });
@@ -185,19 +204,41 @@ export function writeJunit(path: string, r: CheckReport): void {
   writeAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties }));
 }
 
-/** The records of a results file (results.jsonl) or of a `kerncap check --json` document. @throws KerncapError E_USAGE, E_RESULTS */
+/**
+ * The records of one file given to --merge: a results file (JSON Lines) or a --json document.
+ * A results file that holds no record is an error (a shard that died before its first capture, or
+ * not a results file at all: merging it would pass for a green run); a last line cut short is
+ * said. A --json document of no capture (a shard that held none) gives none.
+ * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS
+ */
 function recordsIn(path: string): CheckRecord[] {
-  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint: "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents." });
-  if (path.endsWith(".jsonl")) return readResults(path).records;
-  let doc: { captures?: unknown };
+  const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
+  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
+  if (statSync(path).isDirectory()) throw new KerncapError("E_USAGE", `${path} is a folder, not a results file`, { hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.` });
+  const lines = (): CheckRecord[] => {
+    const r = readResults(path);
+    if (r.truncated && r.validBytes < statSync(path).size) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
+    return r.records;
+  };
+  let doc: { captures?: unknown } | undefined;
   try {
-    doc = JSON.parse(readFileSync(path, "utf8"));
+    doc = path.endsWith(".jsonl") ? undefined : JSON.parse(readFileSync(path, "utf8"));
   } catch {
-    return readResults(path).records; // JSON Lines under another name
+    doc = undefined; // JSON Lines under another name
   }
-  const r = v.safeParse(v.array(CheckRecord), doc?.captures);
-  if (!r.success) throw new KerncapError("E_RESULTS", `${path} is neither a results file nor a kerncap check --json document`, { hint: "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents." });
-  return r.output;
+  if (doc !== undefined) {
+    // a --json document says how many captures its run had: none is a shard that held none
+    const r = v.safeParse(v.array(CheckRecord), doc?.captures);
+    if (!r.success) throw new KerncapError("E_RESULTS", `${path} is neither a results file nor a kerncap check --json document`, { hint });
+    return r.output;
+  }
+  const records = lines();
+  if (!records.length) {
+    throw new KerncapError("E_RESULTS", `${path} holds no check record`, {
+      hint: "A shard that stopped before its first capture leaves an empty results file, and a file that is not kerncap check's has none: run that shard again (--resume), or leave the file out.",
+    });
+  }
+  return records;
 }
 
 /**
@@ -207,6 +248,8 @@ function recordsIn(path: string): CheckRecord[] {
  * @throws KerncapError E_USAGE, E_RESULTS, E_BASELINE
  */
 export function mergeResults(files: string[], o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string }): CheckReport {
+  if (o.junit) checkOutputFile("junit", o.junit);
+  if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const byId = new Map<string, CheckRecord>();
   for (const f of files) {
     for (const r of recordsIn(resolve(f))) {

@@ -37,11 +37,14 @@ export function regionNumericsPlan(
   return plan;
 }
 
-/** Parse a --atol/--rtol value; undefined when not given. @throws KerncapError E_USAGE */
-export function floatArg(name: string, v: unknown): number | undefined {
+/**
+ * Parse a non-negative number option (--atol/--rtol; `example`: the hint's example for another, e.g.
+ * check's --slower); undefined when not given. @throws KerncapError E_USAGE
+ */
+export function floatArg(name: string, v: unknown, example = `For example --${name} 1e-5 (0, the default, asks for bit-exact).`): number | undefined {
   if (v === undefined || v === "" || v === null) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new KerncapError("E_USAGE", `--${name} must be a non-negative number, got ${JSON.stringify(v)}`, { hint: `For example --${name} 1e-5 (0, the default, asks for bit-exact).` });
+  if (!Number.isFinite(n) || n < 0) throw new KerncapError("E_USAGE", `--${name} must be a non-negative number, got ${JSON.stringify(v)}`, { hint: example });
   return n;
 }
 

@@ -383,6 +383,42 @@ describe("a check with fake workers", () => {
     expect(m.exitCode).toBe(1);
     expect(junitStructure(readFileSync(junit, "utf8")).suites).toMatchObject({ tests: "3", failures: "1" });
   });
+  test("--merge of a results file without a record, of text that is not one, or of a folder: exit 2 naming it, never a green run", async () => {
+    const d = tempDir();
+    const empty = join(d, "empty.jsonl"), bad = join(d, "bad.jsonl"), cut = join(d, "cut.jsonl");
+    writeFileSync(empty, "");
+    writeFileSync(bad, "this is not a record");
+    writeFileSync(cut, '{"schema": "kerncap.check-record/1", "id": "x"'); // a shard killed in its first write
+    for (const f of [empty, bad, cut]) {
+      let e: unknown;
+      try {
+        mergeResults([f], { slowerPct: 10 });
+      } catch (x) {
+        e = x;
+      }
+      expect((e as KerncapError).code, f).toBe("E_RESULTS");
+      expect((e as KerncapError).message).toBe(`${f} holds no check record`);
+      expect((e as KerncapError).exitCode).toBe(2);
+    }
+    expect(() => mergeResults([d], { slowerPct: 10 })).toThrow(`${d} is a folder, not a results file`);
+  });
+  test("--junit or --write-baseline that cannot be written: refused before any capture is checked, no temp file left", async () => {
+    const root = await corpus();
+    const d = tempDir();
+    for (const [k, v, want] of [["junit", d, "is a folder"], ["junit", join(d, "no/x.xml"), "there is no folder"], ["writeBaseline", join(d, "none", "b.json"), "there is no folder"]] as const) {
+      const w = fakeWorkers((t) => outcome(t));
+      let e: unknown;
+      try {
+        await runCheck(options([root], join(tempDir(), "r"), w.open, { [k]: v }));
+      } catch (x) {
+        e = x;
+      }
+      expect((e as KerncapError).code).toBe("E_USAGE");
+      expect((e as KerncapError).message).toContain(want);
+      expect(w.calls).toEqual([]); // no capture checked
+    }
+    expect(readdirSync(d)).toEqual([]);
+  });
   test("progress off a terminal: one plain line per capture, no redraw", async () => {
     const root = await corpus();
     const { err } = await stderrOf(() => runCheck(options([root], join(tempDir(), "r"), fakeWorkers((t) => outcome(t)).open)));
@@ -422,6 +458,9 @@ describe("the verb", () => {
       const { value } = await stderrOf(() => runCli(argv));
       expect([argv.join(" "), value]).toEqual([argv.join(" "), 2]);
     }
+    const { err } = await stderrOf(() => runCli(["check", root, "--slower", "-5"]));
+    expect(err).toContain("--slower 10 (percent; 10 is the default)"); // not --atol's "1e-5 … bit-exact"
+    expect(err).not.toContain("bit-exact");
     expect(jsonSchemaOf("check")).toMatchObject({ $id: "kerncap.check/1", title: "kerncap check --json" });
     expect(jsonSchemaOf("check-record")).toMatchObject({ $id: "kerncap.check-record/1" });
   });

@@ -66,7 +66,7 @@ export default defineCommand({
       await serveTasks(lines(Bun.stdin.stream()), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }), checkCapture, () => deviceResets() > 0);
       return 0;
     }
-    const slowerPct = floatArg("slower", args.slower) ?? 10;
+    const slowerPct = floatArg("slower", args.slower, "For example --slower 10 (percent; 10 is the default): a capture is slower when its time's interval lies wholly above 1.10× the baseline.") ?? 10;
     if (!(slowerPct >= 0 && slowerPct < 1000)) throw new KerncapError("E_USAGE", `--slower ${args.slower}: a percentage from 0 to 1000`, { hint: "For example --slower 10 (10%)." });
     if (!paths.length) throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", { hint: args.merge ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]" : "kerncap check DIR… (capture folders, archives, or folders holding them)" });
     let report: CheckReport;
