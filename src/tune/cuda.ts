@@ -26,7 +26,7 @@ import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
 import { openReplay } from "../replay/engine.ts";
 import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./cuda-space.ts";
-import { pickWinner, tuneRow, type TuneResult, type TuneRow } from "./space.ts";
+import { OPTION_NAMES, pickWinner, tuneRow, type TuneResult, type TuneRow } from "./space.ts";
 
 export interface CudaTuneOptions {
   /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./cuda-space.ts parseCudaSpace). */
@@ -112,6 +112,8 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   const m = capture.manifest;
   if (frontendOf(m) !== cudaFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
   const swept = parseCudaSpace(o.space); // usage errors before anything runs
+  const tritonWords = [...new Set(swept.flatMap((c) => Object.keys(c.defines)))].filter((n) => (OPTION_NAMES as readonly string[]).includes(n));
+  if (tritonWords.length) log.warn(`${tritonWords.join(", ")}: Triton's compile option${tritonWords.length > 1 ? "s" : ""}, but this is a CUDA capture: swept as the macro${tritonWords.length > 1 ? "s" : ""} ${tritonWords.map((n) => `-D${n}`).join(", ")}`);
   if (!existsSync(join(dir, "build.sh"))) {
     throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture, so there is nothing to rebuild with other flags`, {
       hint: "Capture with the kernel's source available (--source-root, --compile-commands).",
@@ -126,6 +128,12 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   const built = await buildCudaConfigs(dir, m, configs, { jobs: o.jobs, confine: o.confine });
   const compileSeconds = (performance.now() - t0) / 1000;
   log.info(`${configs.length} builds in ${compileSeconds.toFixed(1)} s (${built.filter((b) => "error" in b).length} failed)`);
+  // each build's outcome said before the replay (which needs a GPU): a machine without one still learns which configs compile
+  for (const [i, b] of built.entries()) {
+    const label = i === 0 ? "build.sh" : cudaConfigLabel(configs[i]!);
+    if ("error" in b) log.warn(`${label}: does not build: ${b.error.split("\n").slice(0, 6).join("\n  ")}`);
+    else log.info(`${label}: built (${b.registers ?? "?"} registers/thread, ${b.seconds.toFixed(1)} s)`);
+  }
 
   const t1 = performance.now();
   const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
