@@ -15,7 +15,7 @@ import { dirname, join, resolve } from "node:path";
 import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
 import { NVCC } from "../../test/nvcc-fixtures.ts";
 import { runCli } from "../cli/main.ts";
-import { createMcpServer } from "./server.ts";
+import { createMcpServer, TOOL_NAMES } from "./server.ts";
 
 async function connected(): Promise<Client> {
   const [a, b] = InMemoryTransport.createLinkedPair();
@@ -81,6 +81,9 @@ describe("kerncap mcp", () => {
     const c = await connected();
     const { tools } = await c.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "inspect", "list", "profile", "read_file", "replay", "run", "tune", "validate"]);
+    expect(tools.map((t) => t.name)).toEqual(TOOL_NAMES); // what `kerncap mcp --help` and its start line name
+    const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
+    expect(help.stdout.toString() + help.stderr.toString()).toContain(`(${TOOL_NAMES.join(", ")})`);
     const run = tools.find((t) => t.name === "run")!;
     expect(run.inputSchema.required).toEqual(["app"]);
     expect((run.inputSchema.properties as any).dispatch.type).toBe("integer");

@@ -231,6 +231,9 @@ const TOOLS = {
     }),
   },
 } as const satisfies Record<string, { title: string; annotations: ToolAnnotations; output: DocumentName; description: string; input: v.GenericSchema; argv?: (a: never) => string[] }>;
+
+/** The tools the server lists (tools/list), in its order: for the verb's help and its start line. */
+export const TOOL_NAMES = Object.keys(TOOLS);
 type ToolName = keyof typeof TOOLS;
 
 /** A JSON Schema (draft-07) for MCP: the valibot schema's, without the keys that only a top-level document carries. */

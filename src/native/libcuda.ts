@@ -146,7 +146,7 @@ export function describeTried(tried: { name: string; reason: string }[]): string
  */
 export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
   return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: "kerncap run, list, replay and validate's replay need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack, schema and demo work anywhere, and validate still rebuilds the edited source (a build error is reported first).",
+    hint: "kerncap run, list, replay, check, profile, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack, schema and demo work anywhere, validate still rebuilds the edited source (a build error is reported first) and tune still builds every config.",
   });
 }
 

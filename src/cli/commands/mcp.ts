@@ -2,14 +2,14 @@
 import { defineCommand } from "citty";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { log } from "../../log.ts";
-import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve } from "../../mcp/server.ts";
+import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve, TOOL_NAMES } from "../../mcp/server.ts";
 import { KerncapError } from "../../errors.ts";
 import { verboseArg } from "../args.ts";
 import { selfCommand } from "../../doctor.ts";
 import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 
 export default defineCommand({
-  meta: { name: "mcp", description: "Serve kerncap's verbs as MCP tools over stdio (list, run, inspect, replay, validate, read_file, edit_file)" },
+  meta: { name: "mcp", description: `Serve kerncap's verbs as MCP tools over stdio (${TOOL_NAMES.join(", ")})` },
   args: {
     "print-config": { type: "string", valueHint: "CLIENT", description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing` },
     "trust-builds": { type: "boolean", description: "Let validate, tune and profile --build run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (docs/security.md)", default: false },
@@ -22,7 +22,7 @@ export default defineCommand({
       log.info(c.where);
       return 0;
     }
-    log.info("MCP server on stdio (tools: list, run, inspect, replay, validate, read_file, edit_file); end with Ctrl-D");
+    log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]) });
