@@ -137,10 +137,11 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   const baseline = readBaseline(baselinePath);
   const { log: results, kept: keptAll, truncated } = ResultsLog.open(join(dir, RESULTS_FILE), { resume: o.resume, previous: join(dir, PREVIOUS_RESULTS_FILE) });
-  // a worker's death is no finding about the capture: checked again
-  const kept = keptAll.filter((r) => r.code !== "E_WORKER");
+  // an error is no finding about the capture (a worker's death, no GPU, a driver that failed): checked again
+  const kept = keptAll.filter((r) => r.status !== "error");
+  const retried = keptAll.length - kept.length;
   const done = new Set(kept.map((r) => r.id));
-  if (o.resume) log.info(`resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${truncated ? " (a last record cut short by the interruption dropped)" : ""}`);
+  if (o.resume) log.info(`resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`);
   const tasks = mine.filter((c) => !done.has(c.id));
   const fresh: CheckRecord[] = [];
   const progress = new CheckProgress(tasks.length, { live: o.live, write: (s) => void process.stderr.write(s) });

@@ -324,6 +324,17 @@ describe("a check with fake workers", () => {
     expect((await runCheck(options([root], results, again.open, { resume: true }))).exitCode).toBe(0);
     expect(again.calls).toEqual([r.captures[0]!.id]);
   });
+  test("--resume checks again every capture that ended in an error (no GPU then), not those with a verdict", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "res");
+    const first = fakeWorkers((t) => (t.id === "corpus/b" ? outcome(t) : outcome(t, { outcome: "error", verdict: null, numerics: null, code: "E_NO_GPU", reason: "no NVIDIA driver", timing: null })));
+    expect((await runCheck(options([root], results, first.open))).exitCode).toBe(2);
+    const again = fakeWorkers((t) => outcome(t));
+    const { value: r, err } = await stderrOf(() => runCheck(options([root], results, again.open, { resume: true })));
+    expect(again.calls.sort()).toEqual(["corpus/a/one", "corpus/a/two"]);
+    expect(r.exitCode).toBe(0);
+    expect(err).toContain("1 captures already checked, 2 that ended in an error checked again");
+  });
   test("nothing checked, nothing left: no capture found, a shard that holds none, an interruption before the first record", async () => {
     const root = await corpus();
     const cwd = tempDir();
