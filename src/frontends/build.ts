@@ -88,6 +88,18 @@ export const CONFINED_DATA_KIB = 8 << 20;
 export const CONFINED_SECONDS = 600;
 
 /**
+ * What to do about a failed build.sh: exit 126/127 or the shell's "command not found" / "No such
+ * file or directory" for a program is a toolchain that is missing (nvcc, the capture's Python),
+ * not a compile error of the edit.
+ */
+export function buildFailureHint(code: number, output: string): string {
+  if (code === 127 || code === 126 || /: (command )?not found$|: No such file or directory$/m.test(output)) {
+    return "build.sh could not run a program it calls (exit " + code + "): the toolchain the reproducer names is missing here. Install it or point the reproducer at it (NVCC=/path/to/nvcc for a CUDA reproducer, KERNCAP_PYTHON for a Triton one; kerncap doctor checks them).";
+  }
+  return "Fix the compile error in the edited source and run validate again.";
+}
+
+/**
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
@@ -132,7 +144,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     if (code !== 0) {
       const shown = captureDiagnostics(dir, `${err}\n${out}`);
       throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`, {
-        hint: "Fix the compile error in the edited source and run validate again.",
+        hint: buildFailureHint(code, `${err}\n${out}`),
       });
     }
     if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${depsFile}): kerncap mcp cannot tell which files the build read, so its module is not used`, { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
@@ -143,7 +155,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     const explained = o.explain?.(err);
     if (explained) throw explained;
     throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
-      hint: "Fix the compile error in the edited source and run validate again.",
+      hint: buildFailureHint(code, `${err}\n${out}`),
     });
   }
   if (!o.quiet && err.trim()) log.debug(err.trim());

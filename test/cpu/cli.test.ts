@@ -219,6 +219,16 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(e.code).toBe("E_BUILD");
       expect(e.exitCode).toBe(2);
       expect(e.message).toContain('expected a ";"');
+      expect(e.hint).toContain("Fix the compile error");
+    });
+    test("a build.sh whose compiler is missing (exit 127): the hint names the toolchain, not an edit", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), "/nonexistent/nvcc -cubin src/k.cu\n");
+      const e = await failure("validate", [dir]);
+      expect(e.code).toBe("E_BUILD");
+      expect(e.message).toContain("build.sh exit 127");
+      expect(e.hint).toContain("could not run a program it calls");
+      expect(e.hint).not.toContain("Fix the compile error");
     });
   },
   profile: () => {
