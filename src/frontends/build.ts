@@ -6,7 +6,7 @@
  * Every frontend's reproducer has one; a frontend's own faster rebuild (Frontend.fastBuild) runs
  * its steps through runBuildCommand too.
  */
-import { existsSync, rmSync } from "node:fs";
+import { accessSync, constants, existsSync, rmSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
@@ -100,6 +100,24 @@ export function buildFailureHint(code: number, output: string): string {
 }
 
 /**
+ * A rebuild writes into the capture folder (build/): a folder this process may not write (a
+ * read-only copy, another user's) is said before anything runs, not as a file deep inside it.
+ * @throws KerncapError E_IO naming the folder and what to do
+ */
+export function assertRebuildWritable(dir: string): void {
+  for (const p of [dir, join(dir, "build")]) {
+    if (!existsSync(p)) continue;
+    try {
+      accessSync(p, constants.W_OK);
+    } catch {
+      throw new KerncapError("E_IO", `${p} is not writable: a rebuild writes its outputs into the capture folder (build/)`, {
+        hint: `Copy the capture to a folder of yours (cp -r ${dir} ~/caps/) and rebuild there; replay and inspect work on a read-only capture.`,
+      });
+    }
+  }
+}
+
+/**
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
@@ -115,6 +133,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
       hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
     });
   }
+  assertRebuildWritable(dir);
   const t0 = performance.now();
   const env = reproducerBuildEnv({ force: o.force, targetArch: o.targetArch });
   if (o.extraFlags?.length) env.EXTRA_FLAGS = [env.EXTRA_FLAGS, ...o.extraFlags].filter(Boolean).join(" ");

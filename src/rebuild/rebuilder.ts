@@ -34,7 +34,7 @@ import { MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } fro
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
+import { assertRebuildWritable, buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
 import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
@@ -241,6 +241,7 @@ export class Rebuilder {
    *   module check (E_PARAM_LAYOUT …) and E_INTERRUPTED from a fast build's step
    */
   async rebuildOnce(): Promise<Rebuilt> {
+    assertRebuildWritable(this.dir); // before the pruned build's folder, not as a file inside it
     this.fe.beforeBuild?.(this.dir, this.m);
     return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
   }

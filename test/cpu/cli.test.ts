@@ -8,6 +8,7 @@ import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, 
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
+import { tmpdir } from "node:os";
 import { findCupti } from "../../src/capture/cupti.ts";
 import { closestKernels } from "../../src/capture/run.ts";
 import { commands } from "../../src/cli/main.ts";
@@ -220,6 +221,34 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(e.exitCode).toBe(2);
       expect(e.message).toContain('expected a ";"');
       expect(e.hint).toContain("Fix the compile error");
+    });
+    test("a capture folder this user may not write: E_IO before anything builds, saying to copy it", async () => {
+      const dir = await fresh();
+      writeFileSync(join(dir, "build.sh"), "touch \"$(dirname \"$0\")/built\"; echo x.cubin\n");
+      const main = join(import.meta.dir, "../../src/cli/main.ts");
+      let argv: string[];
+      let env: Record<string, string | undefined> = process.env;
+      if (process.getuid?.() === 0) {
+        // root writes anywhere: validate as user nobody a folder that is root's (received: --trust)
+        const setpriv = Bun.which("setpriv");
+        if (!setpriv) throw new Error("setpriv (util-linux) is needed to run this test as root");
+        const home = tempDir();
+        Bun.spawnSync(["chown", "-R", "65534:65534", home]);
+        for (let p = dir; p !== "/" && p.startsWith(tmpdir()); p = join(p, "..")) chmodSync(p, 0o755);
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, main, "validate", dir, "--trust", "--json"];
+        env = { ...process.env, HOME: home, XDG_STATE_HOME: join(home, "state") };
+      } else {
+        chmodSync(dir, 0o555);
+        argv = [process.execPath, main, "validate", dir, "--trust", "--json"];
+      }
+      const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", env });
+      if (process.getuid?.() !== 0) chmodSync(dir, 0o755);
+      const doc = JSON.parse(p.stdout.toString() || "{}");
+      expect(p.exitCode, p.stderr.toString()).toBe(2);
+      expect(doc.error).toMatchObject({ code: "E_IO" });
+      expect(doc.error.message).toBe(`${dir} is not writable: a rebuild writes its outputs into the capture folder (build/)`);
+      expect(doc.error.hint).toContain("cp -r");
+      expect(existsSync(join(dir, "built"))).toBe(false); // build.sh never ran
     });
     test("a build.sh whose compiler is missing (exit 127): the hint names the toolchain, not an edit", async () => {
       const dir = await fresh();
