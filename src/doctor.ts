@@ -16,6 +16,7 @@ import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
 import { countDevices, describeLibcudaSearch, driverVersion, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./native/libcuda.ts";
+import { findNsightTool } from "./profile/ncu.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -117,6 +118,19 @@ export function checkNvcc(env: Record<string, string | undefined>): Check & { pa
   const rel = /release ([0-9.]+), V([0-9.]+)/.exec(r.out);
   if (r.code !== 0 || !rel) return { id: "nvcc", status: "warn", detail: `${cands[0]} --version failed (exit ${r.code})`, fix: "Check the CUDA toolkit installation." };
   return { id: "nvcc", status: "ok", detail: `${cands[0]}: CUDA ${rel[2]}`, path: cands[0] };
+}
+
+/** Nsight Compute for `kerncap profile` (src/profile/ncu.ts findNsightTool: PATH, then $CUDA_HOME/bin). */
+export function checkNcu(env: Record<string, string | undefined>): Check {
+  try {
+    const ncu = findNsightTool("ncu", env);
+    const r = sh([ncu, "--version"]);
+    const ver = /Version ([0-9.]+)/.exec(r.out)?.[1];
+    return { id: "ncu", status: "ok", detail: `${ncu}${ver ? `: Nsight Compute ${ver}` : ""}` };
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return { id: "ncu", status: "warn", detail: e.message, fix: "Only kerncap profile needs it: install Nsight Compute (with the CUDA toolkit or on its own) and put ncu on PATH or set CUDA_HOME." };
+  }
 }
 
 /** python3 and the versions of triton and torch (importlib.metadata: nothing is imported). */
@@ -291,6 +305,7 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" 
   const nv = checkNvcc(env);
   const { path: nvccPath, ...nvcc } = nv;
   checks.push(nvcc);
+  checks.push(checkNcu(env));
   checks.push(...checkPython(env));
   checks.push(checkCache(env));
   checks.push(checkAslr());

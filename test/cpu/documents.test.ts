@@ -4,12 +4,12 @@
  * machine without a GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { runCli } from "../../src/cli/main.ts";
 import { DOCUMENTS, DOCUMENT_VERSIONS, jsonSchemaOf, SCHEMA_NAMES } from "../../src/format/documents.ts";
-import { checkAslr, checkCache } from "../../src/doctor.ts";
+import { checkAslr, checkCache, checkNcu } from "../../src/doctor.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
@@ -103,7 +103,16 @@ describe("kerncap doctor", () => {
     expect(by.libcuda.fix).toContain("; kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU");
     expect(by["va-reservation"].status).toBe("skip");
     expect(by["capture-replay"].status).toBe("skip");
-    for (const id of ["cupti", "nvcc", "python", "cache", "aslr"]) expect(by[id], id).toBeDefined();
+    for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "aslr"]) expect(by[id], id).toBeDefined();
+  });
+  test("ncu: found on PATH (its version said), missing a warning that only profile needs it", () => {
+    const d = tempDir();
+    writeFileSync(join(d, "ncu"), "#!/bin/sh\necho 'Version 2025.3.1.0 (build 1)'\n");
+    chmodSync(join(d, "ncu"), 0o755);
+    expect(checkNcu({ PATH: d, CUDA_HOME: join(d, "none") })).toEqual({ id: "ncu", status: "ok", detail: `${join(d, "ncu")}: Nsight Compute 2025.3.1.0` });
+    const miss = checkNcu({ PATH: join(d, "none"), CUDA_HOME: join(d, "none") });
+    expect(miss.status).toBe("warn");
+    expect(miss.fix).toContain("Only kerncap profile needs it");
   });
   test("cache folder: ok, the TMPDIR fallback a warning, neither writable a fail with the fix; ASLR read from /proc", () => {
     // the preferred folder unwritable, the TMPDIR fallback too: fail with the fix
