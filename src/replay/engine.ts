@@ -333,8 +333,8 @@ interface Loaded {
   t2: number;
 }
 
-/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8). */
-const MAX_DYNAMIC_SHARED = 8;
+/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a kernel's dynamic shared memory above 48 KiB needs it raised. */
+export const MAX_DYNAMIC_SHARED = 8;
 
 /**
  * The captured launch with a rebuilt module's block and dynamic shared memory (RunOptions.launchOf),

@@ -22,7 +22,7 @@ import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
 import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
 import { requireTrustedBuild } from "../format/trust.ts";
-import { openReplay, type RunOptions } from "../replay/engine.ts";
+import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
 import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow } from "./space.ts";
 
 export interface TuneOptions {
@@ -43,8 +43,6 @@ export interface TuneOptions {
 
 export type { TuneResult } from "./space.ts";
 
-/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a config's shared memory above 48 KiB needs it. */
-const MAX_DYNAMIC_SHARED = 8;
 
 /**
  * The kernel's scalar arguments by name, from the parameter bytes: the signature's non-constexpr
