@@ -137,6 +137,16 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   const baseline = readBaseline(baselinePath);
   const { log: results, kept: keptAll, truncated } = ResultsLog.open(join(dir, RESULTS_FILE), { resume: o.resume, previous: join(dir, PREVIOUS_RESULTS_FILE) });
+  // --resume continues the same run: the same share of the corpus (a resume without the --shard it began with would widen it silently)
+  const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
+  const began = keptAll.find((r) => r.shard !== undefined)?.shard;
+  if (o.resume && began !== undefined && began !== shard) {
+    results.close();
+    const what = (s: string | null) => (s ? `--shard ${s}` : "the whole corpus (no --shard)");
+    throw new KerncapError("E_USAGE", `${join(dir, RESULTS_FILE)} holds a run of ${what(began)}; this one is of ${what(shard)}`, {
+      hint: `Resume with ${began ? `--shard ${began}` : "no --shard"}, or give this run another --results folder.`,
+    });
+  }
   // an error is no finding about the capture (a worker's death, no GPU, a driver that failed): checked again
   const kept = keptAll.filter((r) => r.status !== "error");
   const retried = keptAll.length - kept.length;
@@ -150,7 +160,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     await drain(tasks, o.gpus, o.open((l) => progress.line(l)), {
       onStart: (t, slot) => progress.started(t.id, slot),
       onOutcome: (x, slot) => {
-        const r = recordOf(x, baseline, o.slowerPct, slot, o.gpus[slot] ?? null);
+        const r = { ...recordOf(x, baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard };
         results.append(r);
         fresh.push(r);
         progress.finished(r, slot);

@@ -74,6 +74,8 @@ export const CheckRecord = v.object({
   /** Worker slot (0-based) and its CUDA_VISIBLE_DEVICES (null: inherited). */
   worker: v.pipe(v.number(), v.integer(), v.minValue(0)),
   gpu: v.nullable(v.string()),
+  /** The run's --shard ("K/N"), null for a whole-corpus run; absent in records of kerncap before it (--resume checks it). */
+  shard: v.optional(v.nullable(v.string())),
 });
 export type CheckRecord = v.InferOutput<typeof CheckRecord>;
 

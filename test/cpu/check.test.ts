@@ -335,6 +335,28 @@ describe("a check with fake workers", () => {
     expect(r.exitCode).toBe(0);
     expect(err).toContain("1 captures already checked, 2 that ended in an error checked again");
   });
+  test("--resume with another --shard than the run began with (or none): refused naming both, nothing checked", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "res");
+    const first = fakeWorkers((t) => outcome(t));
+    const a = await runCheck(options([root], results, first.open, { shard: { index: 0, count: 2 } }));
+    expect(a.captures.every((c) => c.shard === "0/2")).toBe(true);
+    for (const [shard, want] of [[undefined, "holds a run of --shard 0/2; this one is of the whole corpus (no --shard)"], [{ index: 1, count: 2 }, "holds a run of --shard 0/2; this one is of --shard 1/2"]] as const) {
+      const w = fakeWorkers((t) => outcome(t));
+      let e: unknown;
+      try {
+        await runCheck(options([root], results, w.open, { resume: true, ...(shard ? { shard } : {}) }));
+      } catch (x) {
+        e = x;
+      }
+      expect((e as KerncapError).code).toBe("E_USAGE");
+      expect((e as KerncapError).message).toContain(want);
+      expect(w.calls).toEqual([]);
+    }
+    // the same shard resumes
+    const same = fakeWorkers((t) => outcome(t));
+    expect((await runCheck(options([root], results, same.open, { resume: true, shard: { index: 0, count: 2 } }))).exitCode).toBe(0);
+  });
   test("nothing checked, nothing left: no capture found, a shard that holds none, an interruption before the first record", async () => {
     const root = await corpus();
     const cwd = tempDir();
