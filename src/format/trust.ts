@@ -61,7 +61,8 @@ function notYours(dir: string): string | undefined {
   for (const name of [".", "build.sh", "src", "repro.py"]) {
     let st;
     try {
-      st = lstatSync(name === "." ? dir : join(dir, name));
+      // the folder itself through any link to it (a link of yours to another user's folder is theirs); what is inside, as it lies
+      st = name === "." ? statSync(dir) : lstatSync(join(dir, name));
     } catch {
       continue; // absent: nothing of it runs
     }

@@ -320,6 +320,10 @@ describe("received captures: build.sh runs only after --trust", () => {
       // root is handed a folder that user 65534 (nobody) wrote: its build.sh is nobody's to change
       chownSync(dir, 65534, 65534);
       expect(receivedBecause(dir, readManifest(dir))).toBe("the folder belongs to another user (uid 65534; you are uid 0)");
+      // a link of one's own to that folder does not make it one's own
+      const link = join(root, "mine");
+      symlinkSync(dir, link);
+      expect(receivedBecause(link, readManifest(link))).toBe("the folder belongs to another user (uid 65534; you are uid 0)");
       chownSync(dir, 0, 0);
       chownSync(join(dir, "build.sh"), 65534, 65534);
       expect(receivedBecause(dir, readManifest(dir))).toContain("build.sh belongs to another user (uid 65534");
