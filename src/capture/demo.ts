@@ -80,6 +80,6 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   }
   const m = readManifest(out);
   verifyFiles(out, m);
-  trustOwnBuild(out); // its build.sh is this executable's own, though its manifest names no host (src/format/trust.ts)
+  trustOwnBuild(out, m); // its build.sh is this executable's own, though its manifest names no host (src/format/trust.ts)
   return { dir: out, manifest: m };
 }

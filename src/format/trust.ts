@@ -16,7 +16,7 @@
  */
 import { lstatSync, mkdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir, hostname } from "node:os";
-import { isAbsolute, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
@@ -49,16 +49,18 @@ export function markReceived(dir: string, archive: string): void {
 }
 
 /**
- * What in the capture folder is not the user's own (a phrase), or undefined: the folder, its
- * build.sh, src/ and repro.py (what a rebuild runs or imports) must belong to the user running
- * kerncap (the effective uid) and be writable by no one else. A folder another local user hands
+ * What in the capture folder is not the user's own (a phrase), or undefined: each of OWNED that
+ * exists must belong to the user running kerncap (the effective uid) and be writable by no one else. A folder another local user hands
  * over (in /tmp, say) is that user's, whatever its manifest says about the host: its build.sh is
  * theirs to write. Group-writable is left alone (a team's shared folder, umask 002).
  */
+/** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, Triton's repro.py and pinned.json (it names the interpreter), the manifest, and build/ with the pruned build's plan (its commands run as written). */
+const OWNED = [".", "build.sh", "src", "repro.py", "pinned.json", "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
+
 function notYours(dir: string): string | undefined {
   const uid = process.geteuid?.() ?? process.getuid?.();
   if (uid === undefined) return undefined;
-  for (const name of [".", "build.sh", "src", "repro.py"]) {
+  for (const name of OWNED) {
     let st;
     try {
       // the folder itself through any link to it (a link of yours to another user's folder is theirs); what is inside, as it lies
@@ -73,6 +75,28 @@ function notYours(dir: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The nearest folder above `dir` that holds RECEIVED_MARK: a capture nested inside an unpacked
+ * archive (an archive of a folder of captures) is received too, though only the archive's top
+ * folder was marked. Undefined when none is, up to the file system's root.
+ */
+function receivedAncestor(dir: string): string | undefined {
+  let p: string;
+  try {
+    p = realpathSync(dir);
+  } catch {
+    return undefined;
+  }
+  for (let up = dirname(p); up !== p; p = up, up = dirname(up)) {
+    try {
+      if (lstatSync(join(up, RECEIVED_MARK)).isFile()) return up;
+    } catch {
+      /* none here */
+    }
+  }
+  return undefined;
+}
+
 /** Why `dir` is a received capture (a phrase), or undefined when it was made here by this user. */
 export function receivedBecause(dir: string, m: Manifest): string | undefined {
   let mark: Buffer | undefined;
@@ -82,11 +106,14 @@ export function receivedBecause(dir: string, m: Manifest): string | undefined {
     return `${RECEIVED_MARK} is there but is not a regular file`;
   }
   if (mark) return "it was unpacked from an archive";
+  const inside = receivedAncestor(dir);
+  if (inside) return `it lies inside ${inside}, which was unpacked from an archive`;
   const theirs = notYours(dir);
   if (theirs) return theirs;
   const here = hostIdentity();
   if (m.host) {
-    if (m.host.machineId && here.machineId) return m.host.machineId === here.machineId ? undefined : `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${m.host.machineId}) made it`;
+    // where this machine has a machine-id, the manifest must name the same one (a host name alone is easy to know)
+    if (here.machineId) return m.host.machineId === here.machineId ? undefined : m.host.machineId ? `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${m.host.machineId}) made it` : `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
     return m.host.name === here.name ? undefined : `its manifest says host ${JSON.stringify(m.host.name)} made it`;
   }
   if (m.process) return m.process.hostname === here.name ? undefined : `its manifest says host ${JSON.stringify(m.process.hostname)} made it`;
@@ -112,8 +139,35 @@ interface TrustRecord {
   dir: string;
   dev: number;
   ino: number;
-  buildSh: string;
+  /** SHA-256 of what a rebuild runs (whatRuns): build.sh, pinned.json, repro.py and the frontend. Records without it (older kerncap) trust nothing. */
+  runs?: string;
   at: string;
+}
+
+/**
+ * What a rebuild of the capture runs, as the user is shown it and the record is keyed by: build.sh,
+ * and for a Triton capture pinned.json (which names the interpreter kerncap runs repro.py with) and
+ * the folder's repro.py; the manifest's frontend (which decides what runs). Undefined when the
+ * capture holds none of these files: nothing of it runs.
+ */
+function whatRuns(dir: string, m: Manifest): { script: Buffer | undefined; pinned: Buffer | undefined; repro: Buffer | undefined; interpreter: string | null; hash: string } | undefined {
+  const script = readInCapture(dir, "build.sh", BUILD_SH_MAX);
+  const pinned = readInCapture(dir, "pinned.json", BUILD_SH_MAX);
+  const repro = readInCapture(dir, "repro.py", BUILD_SH_MAX);
+  if (!script && !pinned && !repro) return undefined;
+  let interpreter: string | null = null;
+  try {
+    const py = pinned ? JSON.parse(pinned.toString("utf8"))?.python : undefined;
+    interpreter = typeof py === "string" ? py : null;
+  } catch {
+    interpreter = null;
+  }
+  const h = new Bun.CryptoHasher("sha256");
+  for (const [name, b] of [["frontend", Buffer.from(m.kernel.frontend ?? "")], ["build.sh", script], ["pinned.json", pinned], ["repro.py", repro]] as const) {
+    h.update(`${name}\0${b ? b.length : -1}\0`);
+    if (b) h.update(b);
+  }
+  return { script, pinned, repro, interpreter, hash: h.digest("hex") };
 }
 
 function readRecords(state: string): TrustRecord[] {
@@ -148,28 +202,31 @@ function shownScript(script: Buffer): string {
 export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean, o: { remember?: boolean; command?: string; inMessage?: boolean } = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
-  const script = readInCapture(dirArg, "build.sh", BUILD_SH_MAX);
-  if (!script) return; // no build: the build's own error (E_NO_REPRODUCER) says so
-  const key = trustKey(dirArg, script);
+  const runs = whatRuns(dirArg, m);
+  if (!runs) return; // nothing of the capture runs: the build's own error (E_NO_REPRODUCER) says so
+  const key = trustKey(dirArg, runs.hash);
   const state = stateDir();
   const records = state ? readRecords(state) : [];
-  if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.buildSh === key.buildSh)) return;
+  if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs)) return;
   if (!trust) {
     const command = `${o.command ?? `kerncap validate ${dirArg}`} --trust`;
+    const script = runs.script ?? Buffer.from("(no build.sh)\n");
+    // a Triton capture's compile runs pinned.json's interpreter on repro.py: both are what the user trusts
+    const interp = runs.pinned ? `\n──── the interpreter pinned.json names (run with ${runs.repro ? "the folder's" : "kerncap's"} repro.py) ────\n${shownScript(Buffer.from(runs.interpreter ?? "(none named: the capture's Python)"))}\n` : "";
     if (o.inMessage) {
       const cut = script.length > BUILD_SH_IN_MESSAGE;
       const shown = shownScript(script.subarray(0, BUILD_SH_IN_MESSAGE));
       throw new KerncapError(
         "E_UNTRUSTED",
-        `${dirArg} is a received capture (${why}): its build.sh (${key.dir}/build.sh, ${script.length} bytes, sha256 ${key.buildSh}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
-          `──── build.sh ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}${cut ? `… (${script.length - BUILD_SH_IN_MESSAGE} bytes more: read_file build.sh reads it whole)\n` : ""}──── end of build.sh ────`,
-        { hint: `Show build.sh and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and this build.sh, which this validate then runs), or start kerncap mcp with --trust-builds.` },
+        `${dirArg} is a received capture (${why}): its build.sh (${key.dir}/build.sh, ${script.length} bytes, sha256 ${sha256(script)}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
+          `──── build.sh ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}${cut ? `… (${script.length - BUILD_SH_IN_MESSAGE} bytes more: read_file build.sh reads it whole)\n` : ""}──── end of build.sh ────${interp}`,
+        { hint: `Show build.sh${runs.pinned ? ", pinned.json" : ""} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.` },
       );
     }
     const shown = shownScript(script);
-    process.stderr.write(`──── ${key.dir}/build.sh (the build kerncap would run) ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}──── end of build.sh ────\n`);
-    throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): its build.sh (printed above) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
-      hint: `Read build.sh and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and this build.sh)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
+    process.stderr.write(`──── ${key.dir}/build.sh (the build kerncap would run) ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}──── end of build.sh ────\n${interp}`);
+    throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): its build.sh${runs.pinned ? " and the interpreter pinned.json names" : ""} (printed above) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
+      hint: `Read build.sh${runs.pinned ? ", pinned.json" : ""} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
     });
   }
   if (o.remember === false) return;
@@ -178,8 +235,10 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean,
     return;
   }
   remember(state, records, key);
-  log.info(`trusted ${key.dir}/build.sh (sha256 ${key.buildSh.slice(0, 12)}…): recorded in ${join(state, TRUST_FILE)}`);
+  log.info(`trusted ${key.dir}'s build (sha256 ${key.runs!.slice(0, 12)}… of build.sh${runs.pinned ? ", pinned.json" : ""}): recorded in ${join(state, TRUST_FILE)}`);
 }
+
+const sha256 = (b: Buffer) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
 
 /**
  * Record DIR's build.sh as trusted without asking: for a folder kerncap wrote from its own files
@@ -187,17 +246,17 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean,
  * manifest (no host recorded). Nothing is recorded where the state folder is unusable (then
  * validate asks, as for any received capture).
  */
-export function trustOwnBuild(dir: string): void {
-  const script = readInCapture(dir, "build.sh", BUILD_SH_MAX);
+export function trustOwnBuild(dir: string, m: Manifest): void {
+  const runs = whatRuns(dir, m);
   const state = stateDir();
-  if (!script || !state) return;
-  remember(state, readRecords(state), trustKey(dir, script));
+  if (!runs || !state) return;
+  remember(state, readRecords(state), trustKey(dir, runs.hash));
 }
 
-/** What a trust record is keyed by: the folder's real path, device and inode, build.sh's SHA-256. */
-function trustKey(dir: string, script: Buffer): Omit<TrustRecord, "at"> {
+/** What a trust record is keyed by: the folder's real path, device and inode, and the SHA-256 of what runs (whatRuns). */
+function trustKey(dir: string, runs: string): Omit<TrustRecord, "at"> {
   const st = statSync(dir);
-  return { dir: realpathSync(dir), dev: st.dev, ino: st.ino, buildSh: new Bun.CryptoHasher("sha256").update(script).digest("hex") };
+  return { dir: realpathSync(dir), dev: st.dev, ino: st.ino, runs };
 }
 
 /** Write the record of `key` over any earlier one of its folder. */

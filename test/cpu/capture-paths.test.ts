@@ -67,6 +67,19 @@ async function mcp(trustBuilds = false): Promise<Client> {
 const doc = (r: any) => r.structuredContent as Record<string, any>;
 
 /** A build.sh compiling src/kernel.cu with g++ (the flags a confined build adds come through EXTRA_FLAGS, as in templates/cuda/build.sh.hbs); it leaves a mark when it runs. */
+/** Run `f` with process.stderr.write captured; @returns what it wrote. */
+function captureStderr(f: () => void): string {
+  let out = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((c: string | Uint8Array) => ((out += typeof c === "string" ? c : new TextDecoder().decode(c)), true)) as typeof process.stderr.write;
+  try {
+    f();
+  } finally {
+    process.stderr.write = orig;
+  }
+  return out;
+}
+
 function gxxBuild(dir: string): void {
   writeFileSync(
     join(dir, "build.sh"),
@@ -300,6 +313,54 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(big.message).toMatch(/… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────$/);
     expect(big.message.length).toBeLessThan(66 << 10);
   }, 60_000);
+
+  test("a Triton capture without build.sh still asks (pinned.json names the interpreter tune runs); a change to pinned.json asks again", async () => {
+    const root = tempDir();
+    const dir = join(root, "tri");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" };
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "src/evil", kernelFile: "k.py" }));
+    const err = captureStderr(() => expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(/received capture .* its build.sh and the interpreter pinned.json names/));
+    expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\nsrc/evil\n");
+    requireTrustedBuild(dir, readManifest(dir), true); // trusted, remembered
+    expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow();
+    writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/tmp/other-python", kernelFile: "k.py" }));
+    captureStderr(() => expect(() => requireTrustedBuild(dir, readManifest(dir), false)).toThrow(/E_UNTRUSTED|received capture/));
+  });
+
+  test("a capture inside a folder unpacked from an archive is received; a manifest with this host's name but no machine-id is received", async () => {
+    const root = tempDir();
+    const outer = join(root, "outer");
+    mkdirSync(outer);
+    writeFileSync(join(outer, "kerncap-received.json"), "{}");
+    const dir = join(outer, "sub");
+    await makeCapture(dir);
+    expect(receivedBecause(dir, readManifest(dir))).toBe(`it lies inside ${realpathSync(outer)}, which was unpacked from an archive`);
+    const own = join(root, "own");
+    await makeCapture(own);
+    expect(receivedBecause(own, readManifest(own))).toBeUndefined();
+    const m = JSON.parse(readFileSync(join(own, "kerncap.json"), "utf8"));
+    if (m.host?.machineId) {
+      m.host = { name: m.host.name, machineId: null };
+      writeFileSync(join(own, "kerncap.json"), JSON.stringify(m));
+      expect(receivedBecause(own, readManifest(own))).toBe(`its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`);
+    }
+  });
+
+  test("a build/ folder, or the pruned build's plan, that every user may write makes the capture received (the plan's commands run as written)", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "build/pruned"), { recursive: true });
+    expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+    chmodSync(join(dir, "build"), 0o777);
+    expect(receivedBecause(dir, readManifest(dir))).toContain("build can be written by every user");
+    chmodSync(join(dir, "build"), 0o755);
+    writeFileSync(join(dir, "build/pruned/plan.json"), "{}", { mode: 0o666 });
+    chmodSync(join(dir, "build/pruned/plan.json"), 0o666);
+    expect(receivedBecause(dir, readManifest(dir))).toContain("build/pruned/plan.json can be written by every user");
+  });
 
   test("a folder another local user owns, or one every user may write, is received whatever its manifest says", async () => {
     const root = tempDir();
