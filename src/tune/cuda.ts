@@ -26,20 +26,11 @@ import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
 import { openReplay } from "../replay/engine.ts";
 import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./cuda-space.ts";
-import { OPTION_NAMES, pickWinner, tuneRow, type TuneResult, type TuneRow } from "./space.ts";
+import { OPTION_NAMES, pickWinner, tuneRow, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
 
-export interface CudaTuneOptions {
+export interface CudaTuneOptions extends TuneRunOptions {
   /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./cuda-space.ts parseCudaSpace). */
   space: CudaSpaceSpec;
-  /** Timed rounds (one launch of every config each). */
-  iters: number;
-  flushL2: boolean;
-  atol?: number;
-  rtol?: number;
-  /** Parallel builds (default: the CPU count). */
-  jobs?: number;
-  /** --trust: tune a received capture (its build.sh runs: src/format/trust.ts). */
-  trust?: boolean;
   /** --confine (kerncap mcp): each build is validate --confine's (src/frontends/confine.ts): it reads nothing outside the capture, its source root and the toolchain. */
   confine?: boolean;
 }

@@ -11,6 +11,21 @@ import type { SetRun } from "../replay/engine.ts";
 export const OPTION_NAMES = ["num_warps", "num_stages", "num_ctas", "maxnreg"] as const;
 export type OptionName = (typeof OPTION_NAMES)[number];
 
+/** What every tune takes, whichever the frontend: the timing, the tolerance of the check, the parallel builds, trust. */
+export interface TuneRunOptions {
+  /** Timed rounds (one launch of every config each). */
+  iters: number;
+  /** Flush L2 before each timed launch (src/replay/engine.ts). */
+  flushL2: boolean;
+  /** Tolerance of each config's check against the app's after state (another tile shape sums in another order). */
+  atol?: number;
+  rtol?: number;
+  /** Parallel builds or compiles (default: the CPU count). */
+  jobs?: number;
+  /** --trust: tune a received capture (its build runs: src/format/trust.ts). */
+  trust?: boolean;
+}
+
 /** One config: constexpr values by name, and the compile options it sets (absent: the captured one). */
 export interface TuneConfig {
   kwargs: Record<string, number>;

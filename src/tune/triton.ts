@@ -23,22 +23,13 @@ import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
 import { requireTrustedBuild } from "../format/trust.ts";
 import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
-import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow } from "./space.ts";
+import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
 
-export interface TuneOptions {
+export interface TuneOptions extends TuneRunOptions {
   /** --config specs (src/tune/space.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
   configs: string[];
   /** --grid expression (src/tune/space.ts evalGrid); none: the captured grid. */
   grid?: string;
-  /** Timed rounds (one launch of every config each). */
-  iters: number;
-  flushL2: boolean;
-  atol?: number;
-  rtol?: number;
-  /** Parallel compiles (default: the CPU count). */
-  jobs?: number;
-  /** --trust: tune a received capture (its kernel's Python and pinned.json's interpreter run: src/format/trust.ts). */
-  trust?: boolean;
 }
 
 export type { TuneResult } from "./space.ts";

@@ -10,11 +10,11 @@ import { frontendOf } from "../frontends/index.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
 import { tuneCuda } from "./cuda.ts";
 import type { CudaConfig } from "./cuda-space.ts";
-import type { TuneConfig, TuneResult } from "./space.ts";
+import type { TuneConfig, TuneResult, TuneRunOptions } from "./space.ts";
 import { tuneTriton } from "./triton.ts";
 
 /** Every option of `kerncap tune`, both frontends'. */
-export interface TuneOptions {
+export interface TuneOptions extends TuneRunOptions {
   /** --config specs (Triton: src/tune/space.ts parseConfigSpace; CUDA: src/tune/cuda-space.ts parseCudaSpace). */
   configs: string[];
   /** --grid (Triton only). */
@@ -25,15 +25,6 @@ export interface TuneOptions {
   maxrregcount?: string;
   /** --nvcc-flag alternatives (CUDA only). */
   nvccFlags: string[];
-  /** Timed rounds (one launch of every config each). */
-  iters: number;
-  flushL2: boolean;
-  atol?: number;
-  rtol?: number;
-  /** Parallel compiles (default: the CPU count). */
-  jobs?: number;
-  /** --trust: tune a received capture (its build runs: src/format/trust.ts). */
-  trust?: boolean;
   /** --confine (kerncap mcp): CUDA builds confined as validate --confine's; a Triton capture (its build imports the edited source) only with trust. */
   confine?: boolean;
 }
