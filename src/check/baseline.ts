@@ -6,7 +6,8 @@
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
  * {name, arch}, samplesUs: [µs…], medianUs, at}}}`.
  */
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import type { CheckRecord } from "../format/check-record.ts";
@@ -42,9 +43,7 @@ export function readBaseline(path: string): Baseline {
 
 /** Write a baseline through a temp file and a rename (a reader never sees half of it). */
 export function writeBaseline(path: string, b: Baseline): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, JSON.stringify(b, null, 1) + "\n");
-  renameSync(tmp, path);
+  writeFileAtomic(path, JSON.stringify(b, null, 1) + "\n");
 }
 
 /**

@@ -13,8 +13,9 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -82,17 +83,6 @@ export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJu
 export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, worker: number, gpu: string | null): CheckRecord {
   const time = judge(x, baseline, slowerPct);
   return { ...x, status: statusOf(x, time), time, worker, gpu };
-}
-
-/** Write a file through a temp and a rename. */
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    writeFileSync(tmp, text);
-    renameSync(tmp, path);
-  } finally {
-    rmSync(tmp, { force: true }); // gone after the rename; left by a failed one
-  }
 }
 
 /**
@@ -212,7 +202,7 @@ export function writeJunit(path: string, r: CheckReport): void {
   const properties: Record<string, string> = { rebuild: String(r.rebuild), slowerPct: String(r.slowerPct), workers: String(r.workers) };
   if (r.baseline) properties.baseline = r.baseline;
   if (r.shard) properties.shard = `${r.shard.index}/${r.shard.count}`;
-  writeAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties }));
+  writeFileAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties }));
 }
 
 /**

@@ -8,7 +8,7 @@
  *
  *   0 base      src/*.ts but doctor.ts: errors, env, log, version, process-group, leftovers, cache
  *   1 native    src/native/: the one dlopen of each native library (libcuda, libhsa, libc)
- *   2 util      src/util/: formatting for people, edit distance, shell quoting, POSIX regex (libc's)
+ *   2 util      src/util/: formatting for people, edit distance, shell quoting, POSIX regex (libc's), whole-file writes
  *   3 format    src/format/, src/codeobj/: the capture's files and documents, module images
  *   4 engines   src/capture/, src/replay/, src/frontends/: capture, replay, each frontend's work
  *   5 rebuild   src/rebuild/: the one rebuild policy (validate and the watch)
