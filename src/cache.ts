@@ -78,7 +78,7 @@ export function writeFolderAtomically(dir: string, files: CacheFile[]): void {
   const tmp = tempFor(dir);
   rmSync(tmp, { recursive: true, force: true });
   try {
-    mkdirSync(tmp, { recursive: true });
+    mkdirSync(tmp); // never through a link at the name
     markTemp(tmp); // a killed writer's folder is then known as kerncap's (src/leftovers.ts)
     for (const f of files) {
       const p = join(tmp, f.path);

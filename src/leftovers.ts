@@ -1,8 +1,11 @@
 /**
- * Temp folders named after the process that writes them (`X.tmp-<pid>`), and the removal of those
- * a killed kerncap left behind (kill -9, OOM killer, a lost node): the pid in the name is the
- * writer's; when no process has that pid any more, nothing will ever complete the folder.
+ * Temp folders and files named after the process that writes them and a random token
+ * (`X.tmp-<pid>-<token>`), and the removal of those a killed kerncap left behind (kill -9, OOM
+ * killer, a lost node): the pid in the name is the writer's; when no process has that pid any more,
+ * nothing will ever complete the folder. The token (crypto random) makes the name unpredictable, so
+ * that another user who can write the folder cannot plant a link under the next name.
  */
+import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
@@ -47,12 +50,24 @@ export function madeByKerncap(p: string): boolean {
   }
 }
 
-/** The temp folder a process writes for `path`: `path.tmp-<pid>`. */
-export function tempFor(path: string, pid = process.pid): string {
-  return `${path}.tmp-${pid}`;
+const TOKEN_LETTERS = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+/** 16 letters of [0-9a-z] from the system's random source (about 82 bits): a temp name no one can guess. */
+export function randomToken(): string {
+  return Array.from(randomBytes(16), (b) => TOKEN_LETTERS[b % 36]).join("");
 }
 
-/** The `<base>.tmp-<pid>` and `<base>.old-<pid>` folders beside `base` (none when its folder cannot be read). */
+/** A temp name beside `path`: `path.tmp-<pid>-<random token>` (a new token at each call). */
+export function tempFor(path: string, pid = process.pid): string {
+  return `${path}.tmp-${pid}-${randomToken()}`;
+}
+
+/** Whether a name ends like tempFor's (`.tmp-<pid>-<token>`), or a temp of kerncap before the token (`.tmp-<pid>`). */
+export function isTempName(name: string): boolean {
+  return /\.tmp-\d+(-[0-9a-z]{6,})?$/.test(name);
+}
+
+/** The `<base>.tmp-<pid>[-<token>]` and `<base>.old-<pid>` folders beside `base` (none when its folder cannot be read). */
 function tempSiblings(base: string): { path: string; kind: "tmp" | "old"; pid: number }[] {
   const dir = dirname(base);
   const name = basename(base);
@@ -63,7 +78,7 @@ function tempSiblings(base: string): { path: string; kind: "tmp" | "old"; pid: n
     return [];
   }
   return names.flatMap((n) => {
-    const m = n.startsWith(`${name}.`) ? /^\.(tmp|old)-(\d+)$/.exec(n.slice(name.length)) : null;
+    const m = n.startsWith(`${name}.`) ? /^\.(tmp|old)-(\d+)(?:-[0-9a-z]{6,})?$/.exec(n.slice(name.length)) : null;
     return m ? [{ path: join(dir, n), kind: m[1] as "tmp" | "old", pid: Number(m[2]) }] : [];
   });
 }

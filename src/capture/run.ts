@@ -6,6 +6,7 @@
 import { accessSync, constants, existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { isTempName } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, type StopSignal, type StopSignals } from "../process-group.ts";
 
@@ -133,7 +134,7 @@ export async function runApp(o: AppRunOptions): Promise<AppRun> {
 
 /** Remove a temporary capture folder, never a final one. */
 export function removeTemp(dir: string): void {
-  if (/\.tmp-\d+$/.test(dir) || dir.includes("/kerncap-list-")) rmSync(dir, { recursive: true, force: true });
+  if (isTempName(dir) || dir.includes("/kerncap-list-")) rmSync(dir, { recursive: true, force: true });
 }
 
 /**

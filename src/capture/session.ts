@@ -229,8 +229,9 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   const stops = new StopSignals().install();
   let ok = false;
   try {
-    mkdirSync(join(tmp, "kernel"), { recursive: true });
-    mkdirSync(join(tmp, "memory"), { recursive: true });
+    mkdirSync(tmp); // never through a link planted at the name (tempFor's token makes it unguessable too)
+    mkdirSync(join(tmp, "kernel"));
+    mkdirSync(join(tmp, "memory"));
     markTemp(tmp);
     const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
     const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));

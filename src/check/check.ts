@@ -15,7 +15,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { writeFileAtomic } from "../util/write-file.ts";
+import { refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -87,11 +87,12 @@ export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, work
 
 /**
  * A file the run writes at its end (--junit, --write-baseline), checked before any capture is
- * checked, so a typo does not cost the whole run: its folder exists and it is not a folder.
- * @throws KerncapError E_USAGE naming the option and the path
+ * checked, so a typo does not cost the whole run: its folder exists and it is not a folder nor a symbolic link.
+ * @throws KerncapError E_USAGE naming the option and the path, E_UNSAFE_PATH for a link
  */
 export function checkOutputFile(option: string, path: string): void {
   const p = resolve(path);
+  refuseLink(p, `--${option}`); // written through no link (src/util/write-file.ts), said before the run rather than after it
   const hint = `Give --${option} a file in an existing folder.`;
   if (existsSync(p) && statSync(p).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p} is a folder`, { hint: `${hint} For example --${option} ${join(p, option === "junit" ? "check.xml" : "baseline.json")}.` });
   const parent = dirname(p);
@@ -125,6 +126,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true });
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
+  if (!o.baseline) refuseLink(baselinePath, "the baseline this check writes"); // before the run, not after it
   const baseline = readBaseline(baselinePath);
   const { log: results, kept: keptAll, truncated } = ResultsLog.open(join(dir, RESULTS_FILE), { resume: o.resume, previous: join(dir, PREVIOUS_RESULTS_FILE) });
   // --resume continues the same run: the same share of the corpus (a resume without the --shard it began with would widen it silently)

@@ -13,6 +13,7 @@
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { isTempName } from "../leftovers.ts";
 import { isPackArchive } from "../format/archive.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 
@@ -32,7 +33,7 @@ export interface Discovery {
 
 const ARCHIVE_SUFFIX = ".zip";
 /** `X.tmp-<pid>` / `X.old-<pid>` (src/leftovers.ts tempFor): being written, or left by a killed kerncap. */
-const isTemp = (name: string) => /\.(tmp|old)-\d+$/.test(name);
+const isTemp = (name: string) => isTempName(name) || /\.old-\d+$/.test(name);
 const idName = (name: string) => (name.endsWith(ARCHIVE_SUFFIX) ? name.slice(0, -ARCHIVE_SUFFIX.length) : name);
 
 /**

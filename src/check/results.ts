@@ -6,15 +6,17 @@
  * or not JSON) is dropped and cut off the file before the next append; a damaged line before the
  * last is an error, never silently skipped.
  */
-import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
 import * as v from "valibot";
 import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
 import { CheckRecord } from "../format/check-record.ts";
+import { openNoFollow, refuseLink } from "../util/write-file.ts";
 
 export const RESULTS_FILE = "results.jsonl";
 /** Where a run that does not resume moves the previous run's results. */
 export const PREVIOUS_RESULTS_FILE = "results.previous.jsonl";
+const WHAT = "the check's results file";
 
 export interface ReadResults {
   records: CheckRecord[];
@@ -78,15 +80,21 @@ export class ResultsLog {
    * @returns the log and the records kept
    */
   static open(path: string, o: { resume: boolean; previous: string }): { log: ResultsLog; kept: CheckRecord[]; truncated: boolean } {
-    if (o.resume && existsSync(path)) {
-      const r = readResults(path);
-      const fd = openSync(path, "r+");
-      ftruncateSync(fd, r.validBytes);
-      closeSync(fd);
-      return { log: new ResultsLog(path, openSync(path, "a")), kept: r.records, truncated: r.truncated };
+    // never through a link (a dangling one would create a file wherever it points): src/util/write-file.ts
+    const append = () => openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, WHAT);
+    if (o.resume && refuseLink(path, WHAT)) {
+      const fd = openNoFollow(path, constants.O_RDWR, WHAT);
+      let r: ReadResults;
+      try {
+        r = parseResults(path, readFileSync(fd, "utf8"));
+        ftruncateSync(fd, r.validBytes);
+      } finally {
+        closeSync(fd);
+      }
+      return { log: new ResultsLog(path, append()), kept: r.records, truncated: r.truncated };
     }
-    if (existsSync(path)) renameSync(path, o.previous);
-    return { log: new ResultsLog(path, openSync(path, "a")), kept: [], truncated: false };
+    if (refuseLink(path, WHAT)) renameSync(path, o.previous);
+    return { log: new ResultsLog(path, append()), kept: [], truncated: false };
   }
 
   /** Append one record and fsync it. */

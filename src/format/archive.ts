@@ -44,6 +44,7 @@ import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync,
 import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
 import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
+import { commitTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { markReceived, RECEIVED_MARK } from "./trust.ts";
@@ -296,7 +297,7 @@ export function assertOutputPath(out: string, what: string): void {
 /** Say which stale temps (of kerncap processes that are gone) next to `target` were removed. */
 function removeStale(target: string, verb: "pack" | "unpack"): void {
   for (const p of removeStaleTemps(target, existsSync(target))) {
-    log.info(`removed ${p}: left by an interrupted kerncap ${verb} (process ${/-(\d+)$/.exec(p)?.[1]}, which is gone)`);
+    log.info(`removed ${p}: left by an interrupted kerncap ${verb} (process ${/\.(?:tmp|old)-(\d+)/.exec(p)?.[1]}, which is gone)`);
   }
 }
 
@@ -312,7 +313,7 @@ function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
 }
 
 /**
- * Write the capture folder `dir` into one zip at `out` (written as out.tmp-<pid>, then renamed).
+ * Write the capture folder `dir` into one zip at `out` (written as out.tmp-<pid>-<token>, then renamed; an `out` that is a symbolic link is refused).
  * The folder is checked first: the manifest, every file's size and SHA-256, and every stored
  * memory chunk's kc64 (verifyRegions, on the CPU): a damaged capture is not shipped.
  * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder (naming the file,
@@ -373,8 +374,9 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
 
-  const tmp = tempFor(out);
-  const fd = openSync(tmp, "w");
+  refuseLink(out, "the archive");
+  // an unguessable O_EXCL|O_NOFOLLOW temp beside -o (src/util/write-file.ts): a link planted there is never followed
+  const { fd, tmp } = openTempBeside(out);
   const piece = new Uint8Array(PIECE);
   let written = 0;
   let ok = false;
@@ -412,12 +414,11 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
       }
     }
     written = zip.end();
-    closeSync(fd);
     await tick(); // the last point before the rename: a signal until here leaves nothing
     // a file that appeared while this pack ran (another pack to the same -o) is not replaced
     if (!existed && existsSync(out)) throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, { hint: "Pack again with --force to replace it, or choose another -o." });
-    renameSync(tmp, out);
-    ok = true;
+    ok = true; // commitTemp closes the fd and removes the temp when it fails
+    commitTemp(fd, tmp, out);
   } finally {
     if (!ok) {
       try {

@@ -7,6 +7,7 @@ import { storedEnd, verifyChunks } from "./chunks.ts";
 import { readCaptureSet } from "./capture-set.ts";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { isTempName } from "../leftovers.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 import { describeJsonError } from "./json-position.ts";
@@ -61,7 +62,7 @@ export function readManifest(dir: string): Manifest {
     });
   }
   if (!bytes) {
-    const tmp = /\.tmp-\d+$/.test(dir);
+    const tmp = isTempName(dir);
     throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {
       hint: tmp ? "This is the temporary folder of an interrupted capture; run the capture again." : "Give the folder that `kerncap run --out DIR` wrote.",
     });

@@ -17,9 +17,10 @@
  *
  * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
  */
-import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
+import { writeFileAtomic } from "../util/write-file.ts";
 
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
 export const MANIFEST_MAX_BYTES = 64 << 20;
@@ -215,17 +216,12 @@ export function mkdirInCapture(dir: string, rel: string): string {
   return p;
 }
 
-/** The temporary name writeInCapture writes `path` under before its rename: `PATH.tmp-<pid>-<6 letters>`. */
-function tempNameFor(path: string): string {
-  return `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8).padEnd(6, "0")}`;
-}
-
 /**
- * Whether a file name is one of writeInCapture's temporaries (tempNameFor): a watcher of the
+ * Whether a file name is one of writeInCapture's temporaries (src/leftovers.ts tempFor): a watcher of the
  * folder must not take kerncap's own write (the CUDA slice remade before a build) for a save.
  */
 export function isCaptureTemp(name: string): boolean {
-  return /\.tmp-\d+-[0-9a-z]{6}$/.test(name);
+  return /\.tmp-\d+-[0-9a-z]{6,}$/.test(name);
 }
 
 /**
@@ -239,22 +235,8 @@ export function isCaptureTemp(name: string): boolean {
 export function writeInCapture(dir: string, rel: string, data: string | Uint8Array, mode = 0o644): string {
   const parent = rel.split("/").slice(0, -1).join("/");
   const { path, stats } = resolveInCapture(dir, rel);
-  if (stats) mode = stats.mode & 0o777;
   if (parent) mkdirInCapture(dir, parent);
-  const tmp = tempNameFor(path);
-  let fd: number | undefined;
-  try {
-    fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
-    if (stats) fchmodSync(fd, mode); // the replaced file's bits exactly, whatever the umask
-    const b = typeof data === "string" ? Buffer.from(data) : data;
-    for (let done = 0; done < b.length; ) done += writeSync(fd, b, done, b.length - done);
-    closeSync(fd);
-    fd = undefined;
-    renameSync(tmp, path);
-  } catch (e) {
-    if (fd !== undefined) closeSync(fd);
-    rmSync(tmp, { force: true });
-    throw systemError(e) ?? e;
-  }
+  // the one writer (src/util/write-file.ts): an unguessable O_EXCL|O_NOFOLLOW temp, fsync, rename
+  writeFileAtomic(path, data, { mode: mode & ~process.umask() }); // a replaced file keeps its bits
   return path;
 }

@@ -9,12 +9,14 @@
  * kernel, from the restored before state, no warm-up or timing loop (ncu locks the clocks and
  * flushes the caches itself before the launch, by default; its own options after `--` change that).
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { selfCommand } from "../doctor.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
-import { capturePath } from "../format/paths.ts";
+import { capturePath, mkdirInCapture } from "../format/paths.ts";
+import { tempFor } from "../leftovers.ts";
+import { refuseLink } from "../util/write-file.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
@@ -130,10 +132,11 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
     buildSeconds = b.seconds;
   }
 
-  const pdir = join(dir, "profile");
-  mkdirSync(pdir, { recursive: true });
+  // made with mkdir, never through a link (a profile/ that is a link to another folder is refused: E_UNSAFE_PATH)
+  const pdir = mkdirInCapture(dir, "profile");
   const ext = tool === "ncu" ? ".ncu-rep" : ".nsys-rep";
-  const base = join(pdir, `.${name}.tmp-${process.pid}`);
+  refuseLink(join(pdir, name + ext), "the report");
+  const base = tempFor(join(pdir, `.${name}`)); // an unguessable name for the tool's report until it is renamed
   const report = join(pdir, name + ext);
   const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
   const command = tool === "ncu" ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay }) : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });

@@ -15,7 +15,8 @@
  * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
  * followed by build.sh's (which reports a real compile error as usual).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { writeFileAtomic } from "../../util/write-file.ts";
 import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
 import { reproducerBuildEnv } from "../../env.ts";
@@ -152,7 +153,7 @@ export class FastBuildState {
 
   save(work: string): void {
     const f = join(work, BASE_SOURCES);
-    if (this.base) writeFileSync(f, JSON.stringify(Object.fromEntries(this.base.sources)), "latin1");
+    if (this.base) writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
     else rmSync(f, { force: true });
   }
 }
@@ -165,6 +166,8 @@ const plans = new Map<string, FastPlan & { key: string }>();
 
 /** The plan file of a work folder: the plan of the last build there, for the next process (validate runs one per edit). */
 const PLAN_FILE = "plan.json";
+/** Files of build/ kerncap remakes when lost: written through no link (src/util/write-file.ts), without an fsync. */
+const SCRATCH = { sync: false } as const;
 
 function readPlan(work: string): (FastPlan & { key: string }) | undefined {
   try {
@@ -250,7 +253,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
     const p = parseDryrun(dryErr, dryCubin, work);
     if ("reason" in p) throw new FastBuildUnavailable(p.reason);
     plan = { ...p, key };
-    writeFileSync(join(work, PLAN_FILE), JSON.stringify(plan));
+    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), SCRATCH);
   }
   plans.set(work, plan);
   const t1 = performance.now();
@@ -294,7 +297,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
     log.debug(`incremental preprocessing (${spec.from}): ${state.lastMiss}; the whole TU's output is compiled`);
   }
   const pruned = state.pruner.prune(stripMacroLines(fullText));
-  writeFileSync(plan.prunedTU, pruned.text, "latin1");
+  writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
   const t3 = performance.now();
   return done(await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal), { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
 }
@@ -350,7 +353,7 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   if (!cmd.includes(quoted(ip.primary)) || !cmd.includes(quoted(synthOut))) return miss("the preprocessor's command does not name its source and output as expected");
   let r: { code: number; err: string };
   try {
-    for (const [p, text] of ip.files) writeFileSync(p, text, "latin1");
+    for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), SCRATCH);
     r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
   } finally {
     for (const p of ip.files.keys()) rmSync(p, { force: true });
@@ -360,7 +363,7 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   if (!assembled) return miss("no sentinel in the synthetic TU's output");
   const t1 = performance.now();
   const pruned = state.pruner.prune(stripMacroLines(assembled.text));
-  writeFileSync(plan.prunedTU, pruned.text, "latin1");
+  writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
   const t2 = performance.now();
   const abort = new AbortController();
   signal?.addEventListener("abort", () => abort.abort());
