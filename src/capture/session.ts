@@ -130,7 +130,7 @@ function sayCuptiNotes(c: Census, infos: boolean): void {
 /** Say (once per folder) which stale temp folders were removed. */
 function removeStale(out: string): void {
   for (const p of removeStaleTemps(out, existsSync(out))) {
-    const pid = /-(\d+)$/.exec(p)?.[1];
+    const pid = /\.(?:tmp|old)-(\d+)(?:-[0-9a-z]+)?$/.exec(p)?.[1];
     log.info(`removed ${p}: left by kerncap process ${pid}, which is gone (killed before it could clean up)`);
   }
 }

@@ -6,6 +6,7 @@
  * finished lines, nothing redrawn.
  */
 import { recordLine } from "./report.ts";
+import { escapeForTerminal } from "../escape.ts";
 import type { CheckRecord } from "../format/check-record.ts";
 
 export class CheckProgress {
@@ -35,7 +36,7 @@ export class CheckProgress {
   /** Any other line (a worker's warning), above the status line. */
   line(text: string): void {
     this.erase();
-    this.o.write(text.replace(/\n?$/, "\n"));
+    this.o.write(escapeForTerminal(text).replace(/\n?$/, "\n"));
     this.redraw();
   }
 
@@ -54,7 +55,7 @@ export class CheckProgress {
     if (!this.o.live || this.inFlight.size === 0) return;
     const ids = [...this.inFlight.values()];
     this.erase();
-    this.o.write(`checking ${this.done + 1}${ids.length > 1 ? `–${this.done + ids.length}` : ""} of ${this.total}: ${ids.slice(0, 3).join(", ")}${ids.length > 3 ? ", …" : ""}`);
+    this.o.write(`checking ${this.done + 1}${ids.length > 1 ? `–${this.done + ids.length}` : ""} of ${this.total}: ${ids.slice(0, 3).map((id) => escapeForTerminal(id, { oneLine: true })).join(", ")}${ids.length > 3 ? ", …" : ""}`);
     this.drawn = true;
   }
 }

@@ -5,6 +5,7 @@
  * be checked (error), else 0 (skipped captures do not fail a check: their reason is in the table
  * and in JUnit).
  */
+import { escapeForTerminal } from "../escape.ts";
 import { STATUSES, type CheckRecord, type Status } from "../format/check-record.ts";
 
 export type Summary = Record<Status, number> & { captures: number; faster: number };
@@ -44,9 +45,11 @@ const us = (r: CheckRecord) => (r.timing ? `${r.timing.medianUs.toFixed(1)} µs`
 
 /** One capture's line: status, time ratio, median, identity, kernel, why. */
 export function recordLine(r: CheckRecord): string {
-  const kernel = r.kernel ? `  ${r.kernel.length > 60 ? r.kernel.slice(0, 57) + "…" : r.kernel}` : "";
+  // one line whatever the names hold: a kernel name, an id or a reason from a capture or a results file may carry controls or newlines
+  const one = (s: string) => escapeForTerminal(s, { oneLine: true });
+  const kernel = r.kernel ? `  ${one(r.kernel.length > 60 ? r.kernel.slice(0, 57) + "…" : r.kernel)}` : "";
   const why = detail(r);
-  return `${r.status.padEnd(8)} ${timeCell(r).padEnd(22)} ${us(r).padStart(11)}  ${r.id}${kernel}${why ? ` — ${why}` : ""}`;
+  return `${r.status.padEnd(8)} ${timeCell(r).padEnd(22)} ${us(r).padStart(11)}  ${one(r.id)}${kernel}${why ? ` — ${one(why)}` : ""}`;
 }
 
 /** The summary table (regressions first) and the count line. */

@@ -3,6 +3,7 @@ import { writeSync } from "node:fs";
 import type { ArgsDef } from "citty";
 import { libc } from "../native/libc.ts";
 import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { jsonDocument, type DocumentName } from "../format/documents.ts";
 import { elementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
@@ -123,6 +124,15 @@ export function repeatedOption(rawArgs: string[], names: string[]): string[] {
 }
 
 let dataFd: number | undefined;
+
+/**
+ * Write human-readable text (not a --json document) on the data channel, every control character,
+ * bidi control and line separator escaped (src/escape.ts; newlines and tabs kept): a verb's report
+ * carries names from a manifest, an archive or a results file. The one printer of verbs' text.
+ */
+export function printText(text: string): void {
+  writeData(escapeForTerminal(text));
+}
 
 /** Write to the data channel: stdout, or the copy of it that keepStdoutForData() set aside. */
 function writeData(text: string): void {

@@ -8,6 +8,7 @@ import type { TimingComparison } from "../replay/stats.ts";
 import type { ClockState } from "../replay/clocks.ts";
 
 import { formatBytes, plural } from "../util/format.ts";
+import { escapeForTerminal } from "../escape.ts";
 
 /** Human lines for a replay result. */
 export function describeReplay(r: ReplayResult): string {
@@ -131,15 +132,11 @@ function table(head: string[], rows: string[][]): string {
 }
 
 /**
- * Text safe to print on a terminal: C0/C1 control characters other than newline and tab (escape
- * sequences that recolour the terminal or set its title, carried by a shared capture's kernel
- * name or path) shown as \xNN, Unicode line separators and bidi overrides as \uNNNN. Names from a
- * manifest go through it before they are printed.
+ * Text safe to print on a terminal (src/escape.ts escapeForTerminal, newlines and tabs kept):
+ * control characters, bidi controls and line separators shown as \xNN / \uNNNN.
  */
 export function printable(text: string): string {
-  return text
-    .replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)
-    .replace(/[\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`); // line separators, bidi overrides (text shown reversed)
+  return escapeForTerminal(text);
 }
 
 /**
@@ -153,5 +150,5 @@ export function asShown(text: string): string {
 
 /** One field of a line (a kernel name, a pattern): printable, and its own tabs and newlines as \t \n too. */
 export function oneLine(text: string): string {
-  return printable(text.replace(/[\t\n]/g, (c) => (c === "\t" ? "\\t" : "\\n")));
+  return escapeForTerminal(text, { oneLine: true });
 }

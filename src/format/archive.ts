@@ -297,7 +297,7 @@ export function assertOutputPath(out: string, what: string): void {
 /** Say which stale temps (of kerncap processes that are gone) next to `target` were removed. */
 function removeStale(target: string, verb: "pack" | "unpack"): void {
   for (const p of removeStaleTemps(target, existsSync(target))) {
-    log.info(`removed ${p}: left by an interrupted kerncap ${verb} (process ${/\.(?:tmp|old)-(\d+)/.exec(p)?.[1]}, which is gone)`);
+    log.info(`removed ${p}: left by an interrupted kerncap ${verb} (process ${/\.(?:tmp|old)-(\d+)(?:-[0-9a-z]+)?$/.exec(p)?.[1]}, which is gone)`);
   }
 }
 
@@ -664,6 +664,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const entries = centralDirectory(archive, fd, fstatSync(fd).size);
     const idx = await readIndex(archive, fd, entries);
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
+    if (/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(idx.root)) throw bad(archive, `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`);
     const dest = resolve(outArg ?? idx.root);
     const realArchive = realPathLoose(archive);
     const realDest = realPathLoose(dest);

@@ -14,6 +14,7 @@
  * again). A folder someone else made cannot carry that record; the state folder is used only when
  * it is the user's own and nobody else can write it.
  */
+import { escapeForTerminal } from "../escape.ts";
 import { lstatSync, mkdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir, hostname } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
@@ -184,7 +185,7 @@ const BUILD_SH_IN_MESSAGE = 64 << 10;
 
 /** build.sh as text to show: control characters but newline and tab escaped as \xNN (no terminal escapes). */
 function shownScript(script: Buffer): string {
-  return script.toString("utf8").replace(/[\x00-\x08\x0b-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  return escapeForTerminal(script.toString("utf8")); // C0, C1, bidi overrides, U+2028/9 (src/escape.ts)
 }
 
 /**

@@ -7,7 +7,7 @@ import { describe, expect, spyOn, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
 import { chmodSync, closeSync, existsSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -532,8 +532,12 @@ describe("pack / unpack", () => {
     const out = join(root, "cap.zip");
     // a shell's background job inherits SIGINT ignored; kerncap still ends on it
     const p = Bun.spawn(["bash", "-c", `trap '' INT; exec "$0" "$@"`, process.execPath, MAIN, "pack", dir, "-o", out], { stdout: "pipe", stderr: "pipe" });
-    const tmp = `${out}.tmp-${p.pid}`;
-    await until(() => existsSync(tmp) && statSync(tmp).size > 0);
+    // the temp is out.tmp-<pid>-<random token>: found by its prefix
+    const tempOf = (path: string, pid: number) => readdirSync(root).filter((n) => n.startsWith(`${basename(path)}.tmp-${pid}-`)).map((n) => join(root, n))[0];
+    await until(() => {
+      const tmp = tempOf(out, p.pid);
+      return !!tmp && statSync(tmp).size > 0;
+    });
     p.kill("SIGINT");
     const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
     expect(code, err).toBe(130);
@@ -543,8 +547,10 @@ describe("pack / unpack", () => {
     await packCapture(dir, out);
     const back = join(root, "back");
     const q = Bun.spawn([process.execPath, MAIN, "unpack", out, "-o", back], { stdout: "pipe", stderr: "pipe" });
-    const qtmp = `${back}.tmp-${q.pid}`;
-    await until(() => existsSync(join(qtmp, "memory/big.bin")));
+    await until(() => {
+      const qtmp = tempOf(back, q.pid);
+      return !!qtmp && existsSync(join(qtmp, "memory/big.bin"));
+    });
     q.kill("SIGTERM");
     const [qerr, qcode] = await Promise.all([new Response(q.stderr).text(), q.exited]);
     expect(qcode, qerr).toBe(143);

@@ -22,7 +22,7 @@ import { parseShard } from "../../check/shard.ts";
 import { lines, serveTasks } from "../../check/worker.ts";
 import { deviceResets } from "../../replay/backend.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
-import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
+import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText } from "../args.ts";
 import { printable } from "../format.ts";
 
 /** --gpus "0,1,1": one worker per entry, each entry a CUDA_VISIBLE_DEVICES value. @throws KerncapError E_USAGE */
@@ -102,7 +102,7 @@ export default defineCommand({
       });
     }
     if (args.json) printJson("check", report);
-    else process.stdout.write(printable(summaryTable(report.captures, report.seconds)) + "\n");
+    else printText(summaryTable(report.captures, report.seconds) + "\n");
     if (report.exitCode === 1) log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);
     else if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.captures} captures could not be checked`);
     return report.exitCode;

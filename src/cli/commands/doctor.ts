@@ -1,7 +1,7 @@
 /** `kerncap doctor`: what this machine has for capture, replay and reproducers (src/doctor.ts). Exit 0 with no fail, 2 otherwise. */
 import { defineCommand } from "citty";
 import { runDoctor } from "../../doctor.ts";
-import { jsonArg, printJson, verboseArg } from "../args.ts";
+import { jsonArg, printJson, verboseArg, printText } from "../args.ts";
 
 export default defineCommand({
   meta: { name: "doctor", description: "Check the driver, CUPTI, nvcc, Python/Triton/PyTorch, the cache folder, ASLR; with a GPU, a fixed-VA reservation and a tiny capture + replay" },
@@ -16,7 +16,7 @@ export default defineCommand({
     else {
       const w = Math.max(...r.checks.map((c) => c.id.length));
       const L = r.checks.map((c) => `${c.status.padEnd(4)}  ${c.id.padEnd(w)}  ${c.detail}${c.fix && (c.status === "warn" || c.status === "fail") ? `\n${" ".repeat(w + 8)}fix: ${c.fix}` : ""}`);
-      process.stdout.write(L.join("\n") + `\n${r.verdict === "fail" ? "some checks failed" : r.verdict === "warn" ? "usable, with warnings" : "everything checked is in order"}\n`);
+      printText(L.join("\n") + `\n${r.verdict === "fail" ? "some checks failed" : r.verdict === "warn" ? "usable, with warnings" : "everything checked is in order"}\n`);
     }
     return r.verdict === "fail" ? 2 : 0;
   },

@@ -5,8 +5,8 @@ import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { oneLine, printable } from "../format.ts";
+import { dirArg, jsonArg, printJson, verboseArg, printText } from "../args.ts";
+import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
 
@@ -108,7 +108,7 @@ export default defineCommand({
     const dir = String(args.dir);
     const m = readManifest(dir);
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) process.stdout.write(printable(describeManifest(m)) + "\n");
+    if (!args.json) printText(describeManifest(m) + "\n");
     const checked = args.verify ? "files+regions" : "files";
     const integrity = checkIntegrity(dir, m, Boolean(args.verify));
     if (args.json) {
@@ -117,7 +117,7 @@ export default defineCommand({
       return integrity.verdict === "ok" ? 0 : 2;
     }
     if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
-    process.stdout.write(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and small files' SHA-256 match; memory chunks not checked (--verify checks them)"}\n`);
+    printText(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and small files' SHA-256 match; memory chunks not checked (--verify checks them)"}\n`);
     return 0;
   },
 });

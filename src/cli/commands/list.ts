@@ -3,8 +3,8 @@ import { defineCommand } from "citty";
 import { processSummary } from "../../capture/census.ts";
 import { listKernels } from "../../capture/session.ts";
 import { log } from "../../log.ts";
-import { appArgv, jsonArg, printJson, runtimeArg, verboseArg } from "../args.ts";
-import { kernelTable, printable, processTable } from "../format.ts";
+import { appArgv, jsonArg, printJson, runtimeArg, verboseArg, printText } from "../args.ts";
+import { kernelTable, processTable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module)" },
@@ -16,8 +16,8 @@ export default defineCommand({
     if (args.json) printJson("list", { app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels, processes: procs.map(processSummary) });
     else {
       // several processes: each kernel's count per process (pid:count), then the process table
-      process.stdout.write(printable(kernelTable(r.kernels, procs.length > 1)) + "\n");
-      if (procs.length > 1) process.stdout.write("\n" + processTable(procs) + "\n");
+      printText(kernelTable(r.kernels, procs.length > 1) + "\n");
+      if (procs.length > 1) printText("\n" + processTable(procs) + "\n");
       log.info(`${r.kernels.length} kernels, ${r.launches} launches in ${procs.length} process${procs.length === 1 ? "" : "es"}; app exit code ${r.app.exitCode}`);
     }
     return 0;

@@ -4,6 +4,7 @@ import { basename, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { packCapture } from "../../format/archive.ts";
 import { log } from "../../log.ts";
+import { escapeForTerminal } from "../../escape.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
@@ -21,7 +22,7 @@ export default defineCommand({
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
     const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
-    for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${w}`);
+    for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     if (args.json) printJson("pack", r);
     else {
       log.success(`packed ${plural(r.files, "file")} of ${basename(dir)} into ${r.archive}`);

@@ -6,8 +6,7 @@
  */
 import { defineCommand } from "citty";
 import { describeProfile, profileCapture } from "../../profile/profile.ts";
-import { appArgv, dirArg, intArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { printable } from "../format.ts";
+import { appArgv, dirArg, intArg, jsonArg, printJson, verboseArg, printText } from "../args.ts";
 
 export default defineCommand({
   meta: { name: "profile", description: "Nsight Compute on the replayed launch only (no application): report in DIR/profile/, key figures printed" },
@@ -27,7 +26,7 @@ export default defineCommand({
     const iters = intArg("iters", args.iters, 10, 100_000);
     const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args.force), trust: Boolean(args.trust), confine: Boolean(args.confine), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
     if (args.json) printJson("profile", r);
-    else process.stdout.write(printable(describeProfile(r)) + "\n");
+    else printText(describeProfile(r) + "\n");
     return 0;
   },
 });

@@ -10,8 +10,8 @@ import { replay, replayCompared } from "../../replay/engine.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { openCapture } from "../../format/capture-dir.ts";
-import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
-import { describeAgainst, describeReplay, printable } from "../format.ts";
+import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText } from "../args.ts";
+import { describeAgainst, describeReplay } from "../format.ts";
 
 /** --module FILE: the module to launch (its kernel looked up by the captured name). @throws KerncapError E_USAGE when there is no such file */
 function moduleOption(v: unknown): { modulePath?: string } {
@@ -55,13 +55,13 @@ export default defineCommand({
         const c = await replayCompared(capture, o, { ...o, ...other.run });
         const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare };
         if (args.json) printJson("replay", doc);
-        else process.stdout.write(printable([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare)].join("\n")) + "\n");
+        else printText([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare)].join("\n") + "\n");
         if (c.candidate.verdict !== "match") log.error(`the other kernel (${other.path}) does not match the app's after state`);
         return c.baseline?.verdict === "match" && c.candidate.verdict === "match" ? 0 : 1;
       }
       const r = await replay(capture, { ...o, ...module });
       if (args.json) printJson("replay", r);
-      else process.stdout.write(printable(describeReplay(r)) + "\n");
+      else printText(describeReplay(r) + "\n");
       if (r.fault) {
         if (!r.fault.reproduced) log.error(`the capture faulted in the app (${r.fault.expected.name}) but the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`);
       } else if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);

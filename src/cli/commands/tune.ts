@@ -12,8 +12,7 @@ import { tuneCapture } from "../../tune/tune.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
-import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, verboseArg } from "../args.ts";
-import { printable } from "../format.ts";
+import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, verboseArg, printText } from "../args.ts";
 
 /** The text of a tune: the table, its errors and notes, the winner and the line to paste. */
 export function describeTune(r: TuneResult<unknown>): string {
@@ -69,7 +68,7 @@ export default defineCommand({
     return withAslrRetry(async () => {
       const r = await tuneCapture(String(args.dir), o);
       if (args.json) printJson("tune", r);
-      else process.stdout.write(printable(describeTune(r as TuneResult<unknown>)) + "\n");
+      else printText(describeTune(r as TuneResult<unknown>) + "\n");
       return r.winner ? 0 : 1;
     }, dataStdio());
   },

@@ -3,6 +3,7 @@ import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
 import { log } from "../../log.ts";
+import { escapeForTerminal } from "../../escape.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
@@ -19,10 +20,10 @@ export default defineCommand({
   async run({ args }) {
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
     const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
-    for (const w of r.warnings) log.warn(`noted at pack time: ${w}`);
+    for (const w of r.warnings) log.warn(`noted at pack time: ${escapeForTerminal(w, { oneLine: true })}`); // the archive's text: one line each
     if (args.json) printJson("unpack", r);
     else {
-      log.success(`unpacked ${plural(r.files, "file")} into ${r.dir} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
+      log.success(`unpacked ${plural(r.files, "file")} into ${escapeForTerminal(r.dir, { oneLine: true })} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
       log.info(`next: kerncap inspect ${shellPath(r.dir)} --verify ; kerncap replay ${shellPath(r.dir)}`);
     }
     return 0;

@@ -22,8 +22,8 @@ import { validateOnce } from "../../rebuild/validate.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio } from "../args.ts";
-import { describeComparison, describeReplay, printable } from "../format.ts";
+import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText } from "../args.ts";
+import { describeComparison, describeReplay } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
@@ -59,7 +59,7 @@ export default defineCommand({
     const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
-      const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => process.stdout.write(watchLine(e) + "\n");
+      const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => printText(watchLine(e) + "\n");
       return withAslrRetry(() => watchReproducer(capture, { run: { iters, ...tol }, force: build.force, quiet: build.quiet, emit, fastBuild: !build.fullBuild }), dataStdio());
     }
     // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
@@ -69,9 +69,9 @@ export default defineCommand({
       const b = res.rebuild;
       if (args.json) printJson("validate", res);
       else {
-        process.stdout.write(printable(describeReplay(res)) + "\n");
-        process.stdout.write(`  against the captured module: ${describeComparison(res.compare)}\n`);
-        process.stdout.write(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
+        printText(describeReplay(res) + "\n");
+        printText(`  against the captured module: ${describeComparison(res.compare)}\n`);
+        printText(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
       }
       return res.verdict === "match" ? 0 : 1;
     }, dataStdio());
