@@ -28,7 +28,7 @@ export type BaselineEntry = v.InferOutput<typeof Entry>;
 
 /** The baseline at path, or an empty one when there is no such file. @throws KerncapError E_BASELINE (not JSON, not the schema) */
 export function readBaseline(path: string): Baseline {
-  if (!existsSync(path)) return { schema: BASELINE_SCHEMA, captures: {} };
+  if (!existsSync(path)) return { schema: BASELINE_SCHEMA, captures: emptyCaptures() };
   const hint = "Give the baseline.json a `kerncap check` wrote (--write-baseline), or another --baseline.";
   let json: unknown;
   try {
@@ -36,9 +36,28 @@ export function readBaseline(path: string): Baseline {
   } catch (e) {
     throw new KerncapError("E_BASELINE", `${path} is not valid JSON: ${(e as Error).message}`, { hint });
   }
-  const r = v.safeParse(Baseline, json);
-  if (!r.success) throw new KerncapError("E_BASELINE", `${path} is not a kerncap check baseline: ${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`, { hint });
-  return r.output;
+  const bad = (where: string, why: string) => new KerncapError("E_BASELINE", `${path} is not a kerncap check baseline: ${where}: ${why}`, { hint });
+  const top = v.safeParse(v.object({ schema: v.literal(BASELINE_SCHEMA), captures: v.custom<Record<string, unknown>>((x) => typeof x === "object" && x !== null && !Array.isArray(x), "must be an object") }), json);
+  if (!top.success) throw bad(v.getDotPath(top.issues[0]) ?? "(top level)", top.issues[0].message);
+  // each capture by itself, from JSON.parse's own keys: valibot's record drops keys such as __proto__
+  // and constructor without a word, and an id is any string (src/check/discover.ts)
+  const captures = emptyCaptures();
+  for (const [id, entry] of Object.entries((json as { captures: Record<string, unknown> }).captures)) {
+    const r = v.safeParse(Entry, entry);
+    if (!r.success) throw bad(`captures[${JSON.stringify(id)}]${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}`, r.issues[0].message);
+    captures[id] = r.output;
+  }
+  return { schema: BASELINE_SCHEMA, captures };
+}
+
+/** A captures table keyed by capture id with no prototype: an id such as `__proto__` or `constructor` is a key like any other. */
+function emptyCaptures(): Record<string, BaselineEntry> {
+  return Object.create(null) as Record<string, BaselineEntry>;
+}
+
+/** The baseline entry of capture `id`, or undefined (own keys only). */
+export function baselineEntry(b: Baseline, id: string): BaselineEntry | undefined {
+  return Object.hasOwn(b.captures, id) ? b.captures[id] : undefined;
 }
 
 /** Write a baseline through a temp file and a rename (a reader never sees half of it). */
@@ -51,10 +70,10 @@ export function writeBaseline(path: string, b: Baseline): void {
  * lacks (the first check of a capture records it). Mismatching captures never set a baseline.
  */
 export function withTimings(prior: Baseline, records: CheckRecord[], o: { replace: boolean }): Baseline {
-  const captures = { ...prior.captures };
+  const captures = Object.assign(emptyCaptures(), prior.captures);
   for (const r of records) {
     if (r.verdict !== "match" || !r.timing?.samplesUs.length || !r.device || !r.kernel) continue;
-    if (!o.replace && captures[r.id]) continue;
+    if (!o.replace && Object.hasOwn(captures, r.id)) continue;
     captures[r.id] = { kernel: r.kernel, device: r.device, samplesUs: r.timing.samplesUs, medianUs: r.timing.medianUs, at: r.at };
   }
   return { schema: BASELINE_SCHEMA, captures };

@@ -20,12 +20,12 @@ import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
-import { BASELINE_FILE, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
+import { BASELINE_FILE, baselineEntry, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
 import { discoverCaptures } from "./discover.ts";
 import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
 import { CheckProgress } from "./progress.ts";
-import { CheckRecord, statusOf, type Outcome, type TimeJudgement } from "../format/check-record.ts";
+import { CheckRecord, recordProblem, statusOf, type Outcome, type TimeJudgement } from "../format/check-record.ts";
 import { PREVIOUS_RESULTS_FILE, readResults, ResultsLog, RESULTS_FILE } from "./results.ts";
 import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
@@ -72,7 +72,7 @@ export interface CheckReport {
 /** The timing judgement of an outcome against the baseline (null when it did not match or has no times). */
 export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJudgement | null {
   if (x.outcome !== "done" || x.verdict !== "match" || !x.timing) return null;
-  const b = baseline.captures[x.id];
+  const b = baselineEntry(baseline, x.id);
   if (b && x.device && (b.device.name !== x.device.name || b.device.arch !== x.device.arch)) {
     return { verdict: "not-comparable", ratio: null, low: null, high: null, baselineMedianUs: b.medianUs, slowerPct, reason: `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})` };
   }
@@ -232,7 +232,11 @@ function recordsIn(path: string): CheckRecord[] {
   if (doc !== undefined) {
     // a --json document says how many captures its run had: none is a shard that held none
     const r = v.safeParse(v.array(CheckRecord), doc?.captures);
-    if (!r.success) throw new KerncapError("E_RESULTS", `${path} is neither a results file nor a kerncap check --json document`, { hint });
+    if (!r.success) throw new KerncapError("E_RESULTS", `${path} is neither a results file nor a kerncap check --json document: captures${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}: ${r.issues[0].message}`, { hint });
+    r.output.forEach((x, i) => {
+      const problem = recordProblem(x);
+      if (problem) throw new KerncapError("E_RESULTS", `${path}, captures[${i}]: ${problem}`, { hint: "The document was altered or is not kerncap check's; give the shards' own results files." });
+    });
     return r.output;
   }
   const records = lines();

@@ -10,7 +10,7 @@ import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, readFileSyn
 import * as v from "valibot";
 import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
-import { CheckRecord } from "../format/check-record.ts";
+import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { openNoFollow, refuseLink } from "../util/write-file.ts";
 
 export const RESULTS_FILE = "results.jsonl";
@@ -48,6 +48,8 @@ export function parseResults(path: string, text: string): ReadResults {
       if (json?.schema !== documentId("check-record")) throw new Error(`schema ${JSON.stringify(json?.schema)} is not ${documentId("check-record")}`);
       const r = v.safeParse(CheckRecord, json);
       if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
+      const problem = recordProblem(r.output);
+      if (problem) throw new Error(problem);
       rec = r.output;
     } catch (e) {
       // the line a kill cut short: no newline after it, or nothing after it

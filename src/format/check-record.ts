@@ -86,3 +86,26 @@ export function statusOf(o: Outcome, time: TimeJudgement | null): Status {
   if (o.verdict === "mismatch") return "mismatch";
   return time?.verdict === "slower" ? "slower" : "ok";
 }
+
+/**
+ * Why a record that matches the schema still cannot be one kerncap check wrote, or undefined: its
+ * time judgement's numbers against its verdict (slower, faster and same carry a ratio, its interval
+ * and the baseline's median; the others no ratio), and its status against its outcome and time
+ * (statusOf). A results file is read back by --resume and --merge: a crafted record is refused
+ * here, naming its line, rather than failing later in the report.
+ */
+export function recordProblem(r: CheckRecord): string | undefined {
+  const t = r.time;
+  if (t) {
+    const judged = t.verdict === "slower" || t.verdict === "faster" || t.verdict === "same";
+    const nums = { ratio: t.ratio, low: t.low, high: t.high, baselineMedianUs: t.baselineMedianUs };
+    for (const [k, x] of Object.entries(nums)) {
+      if (judged && x === null) return `time.${k} is null, but a "${t.verdict}" judgement has one`;
+      if (!judged && x !== null && k !== "baselineMedianUs") return `time.${k} is ${x}, but a "${t.verdict}" judgement has none`;
+    }
+    if (judged && !(t.low! <= t.ratio! && t.ratio! <= t.high!)) return `time.ratio ${t.ratio} lies outside its interval [${t.low}, ${t.high}]`;
+  }
+  const status = statusOf(r, t);
+  if (r.status !== status) return `status is "${r.status}", but its outcome and time make it "${status}"`;
+  return undefined;
+}
