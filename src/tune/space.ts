@@ -99,8 +99,13 @@ function tokenize(src: string): Tok[] {
   return out;
 }
 
+/** The longest --grid expression (characters) and the deepest nesting of parentheses, calls and signs it takes: a bound, so that no expression can exhaust the stack. */
+export const GRID_MAX_CHARS = 4096;
+export const GRID_MAX_DEPTH = 64;
+
 function gridError(src: string, why: string): KerncapError {
-  return new KerncapError("E_USAGE", `--grid ${JSON.stringify(src)}: ${why}`, {
+  const shown = src.length > 80 ? `${src.slice(0, 60)}… (${src.length} characters)` : src;
+  return new KerncapError("E_USAGE", `--grid ${JSON.stringify(shown)}: ${why}`, {
     hint: "Up to three comma-separated integer expressions of the kernel's scalar arguments and the config's values: + - * // (or /: floor division) %, parentheses, cdiv(a, b), min(a, b), max(a, b); e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.",
   });
 }
@@ -113,11 +118,14 @@ const FUNCS: Record<string, (a: number, b: number) => number> = { cdiv: (a, b) =
  * arithmetic: `/` and `//` are floor division, as Triton's grid lambdas compute with `//` and
  * triton.cdiv.
  * @returns [x, y, z], each a whole number ≥ 1
- * @throws KerncapError E_USAGE naming the fault (syntax, an unknown name, division by zero, a dimension < 1)
+ * At most GRID_MAX_CHARS characters and GRID_MAX_DEPTH levels of nesting (parentheses, calls, signs).
+ * @throws KerncapError E_USAGE naming the fault (syntax, an unknown name, division by zero, a dimension < 1, too long or too deep)
  */
 export function evalGrid(src: string, vars: Record<string, number>): [number, number, number] {
+  if (src.length > GRID_MAX_CHARS) throw gridError(src, `longer than ${GRID_MAX_CHARS} characters`);
   const toks = tokenize(src);
   let i = 0;
+  let depth = 0;
   const peek = () => toks[i];
   const take = (v?: string) => {
     const t = toks[i];
@@ -126,6 +134,14 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
     return t;
   };
   const atom = (): number => {
+    if (++depth > GRID_MAX_DEPTH) throw gridError(src, `nested deeper than ${GRID_MAX_DEPTH} levels (parentheses, calls and signs)`);
+    try {
+      return atomAt();
+    } finally {
+      depth--;
+    }
+  };
+  const atomAt = (): number => {
     const t = take();
     if (t.t === "num") return t.v;
     if (t.t === "op" && t.v === "(") {
@@ -136,7 +152,7 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
     if (t.t === "op" && t.v === "-") return -atom();
     if (t.t === "id") {
       if (peek()?.v === "(") {
-        const f = FUNCS[t.v];
+        const f = Object.hasOwn(FUNCS, t.v) ? FUNCS[t.v] : undefined; // a name such as constructor is no function here
         if (!f) throw gridError(src, `unknown function ${t.v} (cdiv, min, max)`);
         take("(");
         const a = sum();
@@ -146,7 +162,7 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
         if (t.v === "cdiv" && b === 0) throw gridError(src, "cdiv by zero");
         return f(a, b);
       }
-      if (!(t.v in vars)) throw gridError(src, `unknown name ${t.v} (known: ${Object.keys(vars).join(", ") || "none"})`);
+      if (!Object.hasOwn(vars, t.v)) throw gridError(src, `unknown name ${t.v} (known: ${Object.keys(vars).join(", ") || "none"})`);
       return vars[t.v]!;
     }
     throw gridError(src, `unexpected ${JSON.stringify(String(t.v))}`);
