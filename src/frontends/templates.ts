@@ -9,6 +9,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSy
 import { join, relative, resolve } from "node:path";
 import { cachedFolder, type CacheFile } from "../cache.ts";
 import { shellQuote } from "../util/shell-quote.ts";
+import { escapeForTerminal } from "../escape.ts";
 
 /** One template file of a frontend: path under templates/<frontend>/, text, mode bits. */
 export interface TemplateFile {
@@ -39,17 +40,63 @@ export function templatesFolder(name: string, files: readonly TemplateFile[]): s
 
 let engine: typeof Handlebars | undefined;
 
+/** A helper's text arguments joined (Handlebars passes its options object last). */
+const joined = (args: unknown[]): string => args.slice(0, -1).map(String).join("");
+
+/** One line of text with no control character, bidi control or line separator (src/escape.ts): the base of every language's escape below. */
+const line = (s: string): string => escapeForTerminal(s, { oneLine: true });
+
 /**
- * The one Handlebars instance for reproducer templates: isolated (`Handlebars.create()`), helpers
- * registered once — `shq` (shell-quote) and `heredocYaml` (a YAML single-quoted scalar inside an
- * unquoted bash heredoc: doubles ', escapes $ ` \). Compile with strict (a missing field throws)
- * and noEscape (no HTML escaping in shell, C++ or Python).
+ * Escapes of text from a manifest (kernel names, paths, the command line, versions) for each
+ * language a template writes; every template puts manifest text through one of them, so that a
+ * name cannot end a comment, a string or a line and become code (a newline in a kernel name was
+ * a command line of build.sh).
+ * - shq A B…: one shell word (single-quoted when needed: src/util/shell-quote.ts).
+ * - shComment A B…: text in a shell comment: one line.
+ * - dq A B…: text inside a double-quoted shell string: one line, $ ` \ " escaped.
+ * - heredocYaml A: the inside of a YAML double-quoted scalar within an unquoted bash heredoc
+ *   (JSON string escapes, then $ ` \ escaped for the heredoc): one line, whatever it holds.
+ * - mdCode A B…: a Markdown code span, fenced with more backticks than the text holds.
+ * - mdText A B…: Markdown text: one line, its punctuation backslash-escaped (no link, emphasis, table cell end, HTML).
+ * - mdBlock A B…: text in a fenced code block: one line (a fence cannot close mid-line).
+ * - pyStr A B…: a Python string literal (double-quoted, every non-printable or non-ASCII character escaped).
+ * - cStr A B…: a C string literal (", \, ? and every byte outside printable ASCII as an octal escape).
+ * - cComment A B…: text in a C block comment: one line, its star-slash broken.
+ */
+export const TEMPLATE_ESCAPES: Record<string, (s: string) => string> = {
+  shq: (s) => shellQuote(s),
+  shComment: (s) => line(s),
+  dq: (s) => line(s).replace(/([$`"\\])/g, "\\$1"),
+  heredocYaml: (s) => JSON.stringify(s).slice(1, -1).replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).replace(/([$`\\])/g, "\\$1"),
+  mdCode: (s) => {
+    const text = line(s);
+    const fence = "`".repeat(Math.max(0, ...[...text.matchAll(/`+/g)].map((m) => m[0].length)) + 1);
+    const pad = text.startsWith("`") || text.endsWith("`") ? " " : "";
+    return `${fence}${pad}${text}${pad}${fence}`;
+  },
+  mdText: (s) => line(s).replace(/([\\`*_{}\[\]()#+\-.!|<>~])/g, "\\$1"),
+  mdBlock: (s) => line(s),
+  pyStr: (s) =>
+    `"${[...s].map((c) => {
+      const n = c.codePointAt(0)!;
+      if (c === "\\" || c === '"') return `\\${c}`;
+      if (n >= 0x20 && n < 0x7f) return c;
+      return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : n < 0x10000 ? `\\u${n.toString(16).padStart(4, "0")}` : `\\U${n.toString(16).padStart(8, "0")}`;
+    }).join("")}"`,
+  cStr: (s) => `"${[...Buffer.from(s)].map((b) => (b === 0x22 || b === 0x5c || b === 0x3f ? `\\${String.fromCharCode(b)}` : b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\${b.toString(8).padStart(3, "0")}`)).join("")}"`,
+  cComment: (s) => line(s).replace(/\*\//g, "*\\/"),
+};
+
+/**
+ * The one Handlebars instance for reproducer templates: isolated (`Handlebars.create()`), the
+ * escapes of TEMPLATE_ESCAPES registered once as helpers. Compile with strict (a missing field
+ * throws) and noEscape (no HTML escaping in shell, C++ or Python): every field from a manifest is
+ * put through the helper of its language instead.
  */
 export function templateEngine(): typeof Handlebars {
   if (engine) return engine;
   engine = Handlebars.create();
-  engine.registerHelper("shq", (s: unknown) => shellQuote(String(s)));
-  engine.registerHelper("heredocYaml", (s: unknown) => String(s).replace(/'/g, "''").replace(/([$`\\])/g, "\\$1"));
+  for (const [name, f] of Object.entries(TEMPLATE_ESCAPES)) engine.registerHelper(name, (...args: unknown[]) => f(joined(args)));
   return engine;
 }
 
