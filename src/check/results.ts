@@ -3,8 +3,8 @@
  * finished capture (src/format/check-record.ts), each line `{"schema":"kerncap.check-record/1", …}`,
  * appended and fsync'd as the capture finishes, so that a kill (SIGKILL, a lost node) loses at most
  * the captures in flight. `--resume` reads it back: a last line cut short by the kill (no newline,
- * or not JSON) is dropped and cut off the file before the next append; a damaged line before the
- * last is an error, never silently skipped.
+ * or not JSON) is dropped and cut off the file before the next append; a whole line (its newline
+ * written) that is not a record is an error naming it, never silently skipped.
  */
 import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
 import * as v from "valibot";
@@ -52,8 +52,8 @@ export function parseResults(path: string, text: string): ReadResults {
       if (problem) throw new Error(problem);
       rec = r.output;
     } catch (e) {
-      // the line a kill cut short: no newline after it, or nothing after it
-      if (last || text.slice(nl + 1).trim() === "") return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
+      // the line a kill cut short has no newline after it (each record and its newline are one write); a whole line that is no record is an error, never dropped
+      if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
       throw damaged(path, line, (e as Error).message);
     }
     if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again

