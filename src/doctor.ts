@@ -7,7 +7,8 @@
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { openTempBeside } from "./util/write-file.ts";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { findCupti } from "./capture/cupti.ts";
@@ -153,9 +154,10 @@ export function checkPython(env: Record<string, string | undefined>): Check[] {
 /** Create `dir` and write a probe file in it. @throws the file system's error. */
 function probeWritable(dir: string): void {
   mkdirSync(dir, { recursive: true });
-  const probe = join(dir, `.doctor-${process.pid}`);
-  writeFileSync(probe, "ok");
-  rmSync(probe, { force: true });
+  // the one writer's temp (src/util/write-file.ts): an unguessable O_EXCL|O_NOFOLLOW name, never a planted link
+  const { fd, tmp } = openTempBeside(join(dir, ".doctor"));
+  closeSync(fd);
+  rmSync(tmp, { force: true });
 }
 
 /**
