@@ -4,6 +4,7 @@
  * files being written), rewritten in place while the library writes the snapshot. `run` shows it
  * on stderr: redrawn in place about once a second on a terminal, else one line per phase.
  */
+import { escapeForTerminal } from "../escape.ts";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { formatBytes } from "../util/format.ts";
@@ -66,7 +67,7 @@ export function watchProgress(dir: string, o: { live: boolean; draw: (s: string)
     const ph = `${file.label}\0${p.phase}`;
     if (o.live) {
       if (drawn && ph !== phase) o.draw("\n");
-      o.draw(`\r\x1b[K${label}${describeProgress(p)}`);
+      o.draw(`\r\x1b[K${escapeForTerminal(label + describeProgress(p), { oneLine: true })}`); // the progress file's text: no escape of its own reaches the terminal
       drawn = true;
     } else if (ph !== phase) o.say(label + describeProgress(p, true));
     phase = ph;

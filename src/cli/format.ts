@@ -105,7 +105,7 @@ export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   // grid, block and module come from an eager launch (c/kerncap_cuda.c on_launch): a kernel that ran only as a graph's node has none (the library writes 0x0x0, 0x0)
   const dims = (d: [number, number, number]) => (d.every((x) => x === 0) ? "-" : d.join("x"));
   const mod = (m: string) => (m === "0x0" || m === "" ? "-" : m);
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), dims(k.grid), dims(k.block), mod(k.module), ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), k.demangled || k.name]);
+  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), dims(k.grid), dims(k.block), mod(k.module), ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), oneLine(k.demangled || k.name)]);
   const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", ...(note ? ["note"] : []), "kernel"];
   return table(head, rows);
 }
@@ -119,7 +119,7 @@ export function processTable(procs: ProcessCensus[]): string {
     p.process.rank === null ? "-" : `${p.process.rank}${p.process.rankVariable && p.process.rankVariable !== "RANK" ? ` (${p.process.rankVariable})` : ""}`,
     `${p.launches}${p.final ? "" : "+"}`, // "+": the process ended without exit handlers; counts up to its last periodic write
     String(p.kernels.length),
-    p.process.cmdline.join(" ").slice(0, 100) || processLabel(p.process),
+    oneLine(p.process.cmdline.join(" ").slice(0, 100) || processLabel(p.process)),
   ]);
   return table(head, rows);
 }
