@@ -68,7 +68,7 @@ export const ENV_VARS = {
     meaning: "`1`: a Triton reproducer builds with another Triton version than the capture's; `kerncap validate --force` sets it for build.sh",
   },
   // ---- set by kerncap for the application (the capture library contract, docs/raw-capture.md) ----
-  KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>`)" },
+  KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>-<token>`)" },
   KERNCAP_MODE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`list` (count launches) or `capture`" },
   KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name; several (`--kernel A --kernel B`, CUDA library): one per line, one capture each" },
   KERNCAP_DISPATCH: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--dispatch`: 0-based index among the matching launches" },
