@@ -20,7 +20,7 @@ export function describeReplay(r: ReplayResult): string {
       `  on replay: ${f.observed ? f.observed.name : "no fault: the kernel completed"}`,
       `  under memcheck: ${f.sanitizer}`,
       `  device ${r.device.name} ${r.device.arch}`,
-    ].join("\n");
+    ].map(oneLine).join("\n"); // each line one line, whatever the manifest's names hold
   }
   const d = r.determinism;
   const spread = r.numerics.verdict === "within-spread";
@@ -50,7 +50,7 @@ export function describeReplay(r: ReplayResult): string {
   L.push(`  restore ${formatBytes(r.restore.storedBytes)} stored of ${formatBytes(r.restore.bytes)} live in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", pinned file mapping" : ", staged"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
-  return L.join("\n");
+  return L.map(oneLine).join("\n"); // each line one line, whatever the manifest's names hold
 }
 
 /**

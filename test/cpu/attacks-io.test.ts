@@ -307,6 +307,21 @@ describe("untrusted text never reaches a terminal raw", () => {
     expect(err).not.toMatch(RAW_CONTROLS);
   });
 
+  test("inspect of a manifest whose text holds a newline, ESC and U+202E: no line of its own, nothing raw", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.tool.library = `lib\nFAKE: every checksum matches\x1b[2J\u202e`;
+    m.module.source = HOSTILE_TEXT;
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    const p = Bun.spawnSync([process.execPath, MAIN, "inspect", dir], { stdout: "pipe", stderr: "pipe" });
+    const out = p.stdout.toString() + p.stderr.toString();
+    expect(p.exitCode, out).toBe(0);
+    expect(out).toContain("lib\\nFAKE: every checksum matches\\x1b[2J\\u202e");
+    expect(out).not.toMatch(/^FAKE/m);
+    expect(out).not.toMatch(RAW_CONTROLS);
+  });
+
   test("the log escapes whatever it is given (a compiler's message, an error quoting a manifest); --json documents stay JSON", async () => {
     expect(escapeForTerminal(HOSTILE_TEXT)).not.toMatch(RAW_CONTROLS);
     const logged = await output(() => {

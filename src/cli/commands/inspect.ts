@@ -41,7 +41,7 @@ export function describeManifest(m: Manifest): string {
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
   L.push(`capture    ${describeTimings(m)}`);
   L.push(`tool       kerncap ${m.tool.version} (${m.tool.library}), ${m.createdAt}`);
-  return L.join("\n");
+  return L.map(oneLine).join("\n"); // each line one line: a manifest's text cannot add one
 }
 
 /**
