@@ -487,6 +487,28 @@ describe("hostile names through every reproducer template", () => {
     expect(c.exitCode, c.stderr.toString()).toBe(0);
   });
 
+  test("fuzz: 300 generated names through the shell escapes, in one script: each word and string reads back, no comment ends early", () => {
+    // an alphabet of everything that has a meaning to bash, Markdown, YAML or a terminal
+    const alphabet = ["a", "Z", "0", " ", "\n", "\r", "\t", "$", "(", ")", "`", "'", '"', "\\", ";", "&", "|", "<", ">", "*", "?", "#", "!", "~", "{", "}", "[", "]", "=", "%", "/", "-", "\x1b", "\x07", "\x9b", "\u202e", "\u2028", "é", "😀"];
+    let seed = 12345;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const names = Array.from({ length: 300 }, () => Array.from({ length: 1 + rand(24) }, () => alphabet[rand(alphabet.length)]).join(""));
+    const T = TEMPLATE_ESCAPES;
+    const script = names.map((s) => `# ${T.shComment!(s)}\nprintf '%s\\0' ${T.shq!(s)} "${T.dq!(s)}"`).join("\n") + "\n";
+    const dir = tempDir();
+    writeFileSync(join(dir, "fuzz.sh"), script);
+    const p = Bun.spawnSync(["bash", join(dir, "fuzz.sh")], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+    const got = p.stdout.toString().split("\0").slice(0, -1);
+    expect(got).toEqual(names.flatMap((s) => [s, escapeForTerminal(s, { oneLine: true })]));
+    expect(readdirSync(dir)).toEqual(["fuzz.sh"]);
+    for (const s of names) {
+      expect(T.mdCode!(s)).not.toMatch(RAW_CONTROLS);
+      expect(T.mdCode!(s)).not.toContain("\n");
+      expect(T.mdText!(s).replace(/\\./g, "")).not.toMatch(/[\n|`*_<[\]]/); // every special character escaped
+    }
+  });
+
   test("the Python and C literal escapes read back to the name in python3 and a C compiler", () => {
     const py = Bun.spawnSync(["python3", "-c", `import sys; sys.stdout.write(${TEMPLATE_ESCAPES.pyStr!(HOSTILE)})`], { stdout: "pipe", stderr: "pipe" });
     expect(py.stdout.toString(), py.stderr.toString()).toBe(HOSTILE);
