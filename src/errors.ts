@@ -5,7 +5,8 @@
  * Exit codes: 0 success / match, 1 mismatch (replay, validate), 2 usage or runtime error.
  * The codes of the trust model (docs/security.md), all exit 2: E_UNSAFE_PATH (a path from a
  * manifest, an archive or an MCP call that is malformed, leaves the folder, or names a link, a hard
- * link, a FIFO, a device: src/format/paths.ts), E_PACK_LINK (a link in a folder to pack),
+ * link, a FIFO, a device: src/format/paths.ts; or a file kerncap writes that is a symbolic link:
+ * src/util/write-file.ts), E_PACK_LINK (a link in a folder to pack),
  * E_UNTRUSTED (a received capture's build.sh without --trust: src/format/trust.ts), E_CONFINED (an
  * MCP build that read a file outside the capture: src/frontends/confine.ts).
  */
