@@ -9,7 +9,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { moveIntoPlace } from "./finalize.ts";
-import { assertReplaceable } from "../format/capture-dir.ts";
+import { assertNotNested, assertReplaceable } from "../format/capture-dir.ts";
 import { KerncapError } from "../errors.ts";
 import { assertOutputPath } from "../format/archive.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
@@ -62,6 +62,7 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
     }
   }
   assertOutputPath(out, "demo capture");
+  assertNotNested(out);
   const tmp = tempFor(out);
   rmSync(tmp, { recursive: true, force: true });
   try {

@@ -24,7 +24,7 @@ import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MAR
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { finalizeCapture, moveIntoPlace, readRaw } from "./finalize.ts";
-import { assertReplaceable } from "../format/capture-dir.ts";
+import { assertNotNested, assertReplaceable } from "../format/capture-dir.ts";
 import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "../util/posix-regex.ts";
 import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
@@ -217,6 +217,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   const out = resolve(req.out);
   if (existsSync(out)) assertReplaceable(out, req.force);
   assertOutputPath(out, "capture folder");
+  assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
   const writer = liveTempWriter(out);
   if (writer !== undefined) {
     throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });

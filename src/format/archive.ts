@@ -49,7 +49,7 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { markReceived, RECEIVED_MARK } from "./trust.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 import { resolveInCapture } from "./paths.ts";
@@ -672,6 +672,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const existed = existsSync(dest);
     if (existed) assertReplaceable(dest, Boolean(opts.force));
     assertOutputPath(dest, "capture folder");
+    assertNotNested(dest); // unpacked inside a capture it would be that capture's content, never a capture
     // every check that needs no writing comes first: a refused archive leaves nothing behind
     const plan = await planUnpack(archive, fd, idx, entries, dest);
     const data = dataExtents(archive);

@@ -1,11 +1,11 @@
 /**
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { readCaptureSet } from "./capture-set.ts";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isTempName } from "../leftovers.ts";
 import { shellPath } from "../util/shell-quote.ts";
@@ -31,7 +31,8 @@ export interface OpenedCapture {
 }
 
 /**
- * Open a capture folder: its manifest, read and checked (readManifest).
+ * Open a capture folder: its manifest, read and checked (readManifest), the folder a capture of
+ * its own (not nested inside another: assertNotNested).
  * @throws as readManifest
  */
 export function openCapture(dir: string): OpenedCapture {
@@ -39,8 +40,66 @@ export function openCapture(dir: string): OpenedCapture {
 }
 
 /**
- * Load and validate `DIR/kerncap.json`.
- * @throws KerncapError E_NOT_CAPTURE when the folder or manifest is missing, E_MANIFEST* when malformed.
+ * Whether `up/kerncap.json` makes `up` a capture folder: a regular file there (not followed through
+ * a link) that is a kerncap manifest, or that cannot be read as JSON at all (a damaged manifest is
+ * still its capture's). A kerncap.json of another format is someone else's file.
+ */
+function holdsManifest(up: string): boolean {
+  try {
+    if (!lstatSync(join(up, MANIFEST_FILE)).isFile()) return false;
+  } catch {
+    return false;
+  }
+  try {
+    const b = readInCapture(up, MANIFEST_FILE, MANIFEST_MAX_BYTES);
+    if (!b) return false;
+    return (JSON.parse(b.toString("utf8")) as { format?: unknown } | null)?.format === MANIFEST_FORMAT;
+  } catch {
+    return true; // unreadable, a hard link, past 64 MiB, not JSON: a capture's damaged manifest, never a reason to call the inner folder a capture
+  }
+}
+
+/**
+ * The nearest capture folder above `dir` (one whose kerncap.json is a capture's manifest:
+ * holdsManifest), looked for above both the path as given (made absolute) and its real path, up to
+ * `/`; undefined when there is none. A folder of captures side by side (check's corpus, a capture
+ * set, what `unpack` makes of an archive of several captures) holds no kerncap.json of its own and
+ * does not count.
+ */
+export function outerCapture(dir: string): string | undefined {
+  const starts = [resolve(dir)];
+  try {
+    const real = realpathSync(dir);
+    if (real !== starts[0]) starts.push(real);
+  } catch {
+    /* not there (yet): the path as given */
+  }
+  for (const start of starts) {
+    for (let p = start, up = dirname(p); up !== p; p = up, up = dirname(up)) if (holdsManifest(up)) return up;
+  }
+  return undefined;
+}
+
+/**
+ * Refuse a folder nested inside a capture: everything under a capture folder (its src/ above all,
+ * which an MCP agent may write) is that capture's content, never a capture of its own, so that a
+ * kerncap.json and a build.sh planted under src/ can never be opened, built or trusted as one. Every
+ * verb opens its capture through readManifest, which asks this first; `run`, `demo` and `unpack` ask
+ * it of the folder they are about to write.
+ * @throws KerncapError E_NESTED_CAPTURE naming the outer capture
+ */
+export function assertNotNested(dir: string): void {
+  const outer = outerCapture(dir);
+  if (!outer) return;
+  throw new KerncapError("E_NESTED_CAPTURE", `${dir} lies inside the capture ${outer}: a folder inside a capture is that capture's content (its sources, its build outputs), never a capture of its own`, {
+    hint: `Give the capture folder itself (${shellPath(outer)}), or a folder outside every capture.`,
+  });
+}
+
+/**
+ * Load and validate `DIR/kerncap.json`, DIR being a capture of its own (assertNotNested).
+ * @throws KerncapError E_NOT_CAPTURE when the folder or manifest is missing, E_NESTED_CAPTURE when it
+ *   lies inside another capture, E_MANIFEST* when malformed.
  */
 export function readManifest(dir: string): Manifest {
   const path = join(dir, MANIFEST_FILE);
@@ -52,6 +111,7 @@ export function readManifest(dir: string): Manifest {
       hint: zip ? `Unpack it first: kerncap unpack ${shellPath(dir)} -o DIR, then give DIR.` : "Give the folder that `kerncap run --out DIR` wrote.",
     });
   }
+  assertNotNested(dir);
   // bounded, a regular file with one name, opened without following a link or waiting on a FIFO
   const bytes = readInCapture(dir, MANIFEST_FILE, MANIFEST_MAX_BYTES);
   const set = bytes ? undefined : readCaptureSet(dir); // E_MANIFEST when damaged

@@ -5,3 +5,12 @@
 
 /** Left in a folder by `kerncap unpack` (src/format/trust.ts): the capture came from someone else. */
 export const RECEIVED_MARK = "kerncap-received.json";
+
+/**
+ * Names kerncap (or what a rebuild runs) reads as configuration or runs as a script, wherever they
+ * lie: the manifest and the received mark (every other kerncap*.json is refused too: the capture
+ * set's index), the reproducer's build.sh, Triton's pinned.json (it names the interpreter) and
+ * repro.py, and the files Python itself runs at start-up from a folder on its path. kerncap mcp's
+ * edit_file never writes one, at any depth under src/ (src/frontends/index.ts notAnEditableSource).
+ */
+export const KERNCAP_CONFIG_NAMES: readonly string[] = ["kerncap.json", RECEIVED_MARK, "build.sh", "pinned.json", "repro.py", "sitecustomize.py", "usercustomize.py"];

@@ -128,6 +128,13 @@ export interface Frontend<Options = unknown> {
   rebuiltLaunch?(modulePath: string, m: Manifest): { block: [number, number, number]; sharedMemBytes: number } | undefined;
   /** A rebuild faster than build.sh, once checked against it. */
   readonly fastBuild?: FastBuilder;
+  /**
+   * The file-name endings of the reproducer's sources under src/ (CUDA: ".cu", ".cuh", ".h", …;
+   * Triton: ".py"): the only files an MCP agent may write (kerncap mcp's edit_file; the names of
+   * kerncap's own files are refused at any depth whatever their ending: ./index.ts
+   * notAnEditableSource). None: its captures have no source an agent may edit.
+   */
+  readonly sourceSuffixes?: readonly string[];
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
   /**

@@ -6,6 +6,7 @@
  */
 import type { FinalizeOptions } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
+import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { cudaFrontend } from "./cuda/index.ts";
 import type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
@@ -84,4 +85,22 @@ export function captureEnrichment(ctx: CaptureContext, options: Readonly<Record<
       for (const p of parts) await p.beforeRename?.(dir, m, finalDir);
     },
   };
+}
+
+/**
+ * Why an MCP agent may not write `rel` (a path relative to the capture folder, under src/) in a
+ * capture of `m`'s frontend, or undefined when it may: only the frontend's sources
+ * (Frontend.sourceSuffixes), never a file kerncap reads as configuration or runs
+ * (KERNCAP_CONFIG_NAMES, any `*.sh`, a `kerncap*.json`), at any depth. A phrase to end "… because".
+ */
+export function notAnEditableSource(m: Pick<Manifest, "kernel">, rel: string): string | undefined {
+  const name = rel.split("/").pop() ?? "";
+  const lower = name.toLowerCase();
+  if (KERNCAP_CONFIG_NAMES.includes(lower) || (lower.startsWith("kerncap") && lower.endsWith(".json"))) return `${name} is a file kerncap reads as configuration or runs, which no agent may write (at any depth)`;
+  if (lower.endsWith(".sh")) return `${name} is a shell script, which no agent may write`;
+  const f = registry.find((x) => x.name === m.kernel.frontend);
+  const suffixes = f?.sourceSuffixes ?? [];
+  if (!suffixes.length) return `a ${m.kernel.frontend} capture has no source files an agent may edit`;
+  if (!suffixes.some((s) => name.endsWith(s)) || suffixes.includes(name)) return `${name} is not a ${f!.name} source file (${suffixes.join(" ")})`;
+  return undefined;
 }

@@ -213,8 +213,12 @@ describe("kerncap mcp", () => {
     const dir = await fresh();
     const bin = Buffer.from([0x61, 0x62, 0x00, 0x63, 0x64, 0xff, 0xfe]);
     writeFileSync(join(dir, "src/bin.dat"), bin);
+    writeFileSync(join(dir, "src/bin.h"), bin);
     for (const args of [{ oldText: "ab", newText: "zz" }, { content: "zz" }]) {
-      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/bin.dat", ...args } });
+      // src/bin.dat is no CUDA source at all; src/bin.h has a source's name but binary bytes
+      const d = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/bin.dat", ...args } });
+      expect(doc(d).error.code).toBe("E_NOT_SOURCE");
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/bin.h", ...args } });
       expect(r.isError).toBe(true);
       expect(doc(r).error.message).toContain("is a binary file");
     }
@@ -222,6 +226,7 @@ describe("kerncap mcp", () => {
     const l = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/latin1.h", oldText: "caf", newText: "tea" } });
     expect(doc(l).error.message).toContain("is a binary file (not UTF-8)");
     expect(readFileSync(join(dir, "src/bin.dat"))).toEqual(bin);
+    expect(readFileSync(join(dir, "src/bin.h"))).toEqual(bin);
     const big = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/big.cu", content: "x".repeat((4 << 20) + 1) } });
     expect(doc(big).error.message).toContain("edit_file writes text files up to 4 MiB");
     expect(existsSync(join(dir, "src/big.cu"))).toBe(false);

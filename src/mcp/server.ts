@@ -9,7 +9,9 @@
  * Tool inputs are valibot schemas; their JSON Schemas (from @valibot/to-json-schema) are what
  * tools/list announces, and each call's arguments are checked against the same schema.
  * edit_file and read_file touch only files under a capture folder, both taking paths relative to
- * it (edit_file: only paths under src/, which must itself resolve inside the folder).
+ * it (edit_file: only the frontend's source files under src/, which must itself resolve inside the
+ * folder; never kerncap.json, build.sh, pinned.json, repro.py or a script, at any depth). Every
+ * folder a tool is given must be a capture of its own, never one nested inside another capture.
  *
  * Each tool child runs in its own process group (it forwards to its own children's groups: the
  * application, build.sh). It is ended (its group gets SIGTERM, SIGKILL TOOL_GRACE_MS later) when
@@ -28,7 +30,9 @@ import * as v from "valibot";
 import { DOCUMENTS, jsonDocument, type DocumentName } from "../format/documents.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
-import { readManifest } from "../format/capture-dir.ts";
+import { assertNotNested, readManifest } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { notAnEditableSource } from "../frontends/index.ts";
 import { readInCapture, resolveInCapture, shownPath, writeInCapture } from "../format/paths.ts";
 import { log } from "../log.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
@@ -221,7 +225,7 @@ const TOOLS = {
     title: "Edit a reproducer source under src/",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     output: "edit",
-    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu): nothing outside src/ can be written (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
+    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu) and name a source file of the capture's frontend (CUDA: .cu .cuh .h .hpp .cpp .cc .c .inc …; Triton: .py): nothing outside src/ can be written, and no kerncap.json, build.sh, pinned.json, repro.py or script at any depth (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
     input: v.strictObject({
       dir: Dir,
       path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
@@ -388,9 +392,9 @@ async function runVerb(argv: string[], cwd: string | undefined, children: ToolCh
  * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/),
  *   E_USAGE (outside, or not under `sub`/), E_UNSAFE_PATH (a link, a hard link, a FIFO, a NUL …)
  */
-function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; shown: string; stats?: Stats } {
+function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; shown: string; stats?: Stats; manifest: Manifest } {
   const dir = resolve(dirArg);
-  readManifest(dir); // a capture folder, or the reader's own error
+  const manifest = readManifest(dir); // a capture folder of its own (not nested in another), or the reader's own error
   if (sub) {
     const s = lstatSync(join(dir, sub), { throwIfNoEntry: false });
     if (!s) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder." });
@@ -413,7 +417,7 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
   }
   if (isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
   const { stats } = resolveInCapture(dir, norm); // a folder is refused there too: not a regular file
-  return { dir, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats };
+  return { dir, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats, manifest };
 }
 
 /** The largest text read_file returns and edit_file writes (bytes): what one can write, the other reads back. */
@@ -441,7 +445,14 @@ function readFileTool(a: { dir: string; path: string }): CallToolResult {
 }
 
 function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
-  const { dir, shown, stats } = capturePath(a.dir, a.path, "src");
+  const { dir, shown, stats, manifest } = capturePath(a.dir, a.path, "src");
+  // only the frontend's sources: never a file kerncap reads as configuration or runs, at any depth (a planted src/x/kerncap.json + build.sh)
+  const why = notAnEditableSource(manifest, shown);
+  if (why) {
+    throw new KerncapError("E_NOT_SOURCE", `edit_file writes only the reproducer's source files under src/, and ${shownPath(shown)} is not one: ${why}`, {
+      hint: "Edit the kernel's sources (the files README.md names); build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change, not an agent's.",
+    });
+  }
   let text: string;
   if (a.content !== undefined) {
     if (a.oldText !== undefined) throw new KerncapError("E_USAGE", "give content, or oldText and newText, not both", { hint: "content replaces the whole file; oldText/newText one passage." });
@@ -524,6 +535,8 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
     try {
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
+      // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
+      if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
       const argv = (t as { argv: (x: unknown) => string[] }).argv(a);
       // every build an agent asks for is confined, and a received capture's (or a Triton capture's, whose build imports src/) runs only with --trust-builds
       const confined = name === "validate" || name === "tune" || (name === "profile" && a.build === true);

@@ -12,6 +12,9 @@ import { checkRebuiltModule, cudaReproducerHook, rdcLinkError, type CudaReproOpt
 import { remakeStaleSlice, sliceMetaOf } from "./slice.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 
+/** What a CUDA C++ reproducer's src/ holds: the TU, its project headers (every spelling nvcc and the host compiler read), the slice. */
+export const CUDA_SOURCE_SUFFIXES = [".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".c", ".cc", ".cpp", ".cxx", ".c++", ".inc", ".inl", ".ipp", ".tcc", ".tpp", ".def"] as const;
+
 const prunedBuild: FastBuilder<FastBuildState> = {
   series: (work) => (work ? FastBuildState.load(work) : new FastBuildState()),
   build: fastBuild,
@@ -25,6 +28,7 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
   captureArgs: CUDA_CAPTURE_ARGS,
   captureOptions: cudaCaptureOptions,
   templates: CUDA_TEMPLATES,
+  sourceSuffixes: CUDA_SOURCE_SUFFIXES,
   enrich: (_ctx, o) => ({ beforeRename: cudaReproducerHook(o ?? {}) }), // the hook returns at once for other frontends' captures
   beforeBuild: remakeStaleSlice,
   explainBuildFailure: rdcLinkError,

@@ -6,10 +6,12 @@
  * reproducers so far.
  */
 import type { Frontend } from "../frontend.ts";
+import { CUDA_SOURCE_SUFFIXES } from "../cuda/index.ts";
 import { HIP_TEMPLATES } from "./templates.ts";
 
 export const hipFrontend: Frontend = {
   name: "hip",
   validates: false,
   templates: HIP_TEMPLATES,
+  sourceSuffixes: [...CUDA_SOURCE_SUFFIXES, ".hip"],
 };

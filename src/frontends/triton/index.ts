@@ -15,6 +15,7 @@ export const tritonFrontend: Frontend = {
   validates: true,
   buildRunsSource: true,
   templates: TRITON_TEMPLATES,
+  sourceSuffixes: [".py"], // the kernel's module (pinned.json kernelFile) and what it imports
   captureEnv: tritonEnv,
   enrich: (ctx) => tritonFinalize(ctx.tmpDir, ctx.raw, ctx.pattern, ctx.command),
   regionTypes: regionTypesFromSignature,
