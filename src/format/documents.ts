@@ -220,7 +220,14 @@ export const DOCUMENTS = {
     /** Several captures in one run (several --kernel, --capture-all, --launch-count): each one's folder; dir then holds kerncap-captures.json. */
     captures: v.optional(v.array(v.object({ dir: v.string(), kernel: v.string(), launchIndex: U, beforeBytes: U }))),
   }),
-  inspect: v.object({ ...id("inspect"), dir: v.string(), manifest: Manifest, integrity: Integrity }),
+  inspect: v.object({
+    ...id("inspect"),
+    dir: v.string(),
+    manifest: Manifest,
+    /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
+    received: v.object({ received: v.boolean(), reasons: v.array(v.string()) }),
+    integrity: Integrity,
+  }),
   replay: v.looseObject({
     ...id("replay"),
     ...ReplayFields,

@@ -1,10 +1,10 @@
 /**
  * Whose build.sh `kerncap validate` runs. A capture made here by the user is theirs; a **received**
  * capture is not: one that `kerncap unpack` wrote (it leaves RECEIVED_MARK in the folder, after the
- * archive's own files, so an archive can neither carry nor remove it), or one whose manifest says
- * that another host made it (manifest.host, written at capture: the host name and /etc/machine-id;
- * before it was recorded, process.hostname), or says no host at all (edited, or from a kerncap that
- * did not record it). A received capture's build.sh, and what it compiles and runs, runs only once
+ * archive's own files, so an archive can neither carry nor remove it), or one whose manifest does
+ * not name this machine's id (manifest.host.machineId, /etc/machine-id recorded at capture: another
+ * machine's, none, or no host at all; a host name is never enough, and on a machine without a
+ * machine-id every capture is received). A received capture's build.sh, and what it compiles and runs, runs only once
  * the user said `--trust` after reading it (validate prints it and refuses, exit 2).
  *
  * The decision is recorded outside every capture, in the user's state folder
@@ -98,27 +98,47 @@ function receivedAncestor(dir: string): string | undefined {
   return undefined;
 }
 
-/** Why `dir` is a received capture (a phrase), or undefined when it was made here by this user. */
-export function receivedBecause(dir: string, m: Manifest): string | undefined {
-  let mark: Buffer | undefined;
+/**
+ * Why the manifest does not show the capture was made on this machine (a phrase), or undefined when
+ * it does: only the machine-id it recorded at capture (manifest.host.machineId, /etc/machine-id)
+ * equal to this machine's makes a capture local. A host name (manifest.host.name, the capturing
+ * process's process.hostname), a pid or a user name is easy to know and never enough; a machine with
+ * no machine-id counts every capture as received. `here`: this machine (hostIdentity()).
+ */
+export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null } = hostIdentity()): string | undefined {
+  if (!here.machineId) return "this machine has no machine-id (/etc/machine-id), so no capture counts as made here";
+  if (!m.host) return m.process ? `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(m.process.hostname)} is not enough)` : "its manifest records no host";
+  if (!m.host.machineId) return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
+  if (m.host.machineId !== here.machineId) return `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${JSON.stringify(m.host.machineId)}) made it, not this machine (machine-id ${here.machineId})`;
+  return undefined;
+}
+
+/**
+ * Every reason `dir` counts as a received capture (phrases, in this order: the received mark, a
+ * received folder above it, a file of it that is not the user's own, a manifest that does not name
+ * this machine's id), empty when it was made here by this user. What `kerncap inspect` shows, and
+ * what E_UNTRUSTED names. `here`: this machine (hostIdentity()).
+ */
+export function receivedReasons(dir: string, m: Manifest, here = hostIdentity()): string[] {
+  const why: string[] = [];
   try {
-    mark = readInCapture(dir, RECEIVED_MARK, 1 << 16);
+    if (readInCapture(dir, RECEIVED_MARK, 1 << 16)) why.push("it was unpacked from an archive");
   } catch {
-    return `${RECEIVED_MARK} is there but is not a regular file`;
+    why.push(`${RECEIVED_MARK} is there but is not a regular file`);
   }
-  if (mark) return "it was unpacked from an archive";
   const inside = receivedAncestor(dir);
-  if (inside) return `it lies inside ${inside}, which was unpacked from an archive`;
+  if (inside) why.push(`it lies inside ${inside}, which was unpacked from an archive`);
   const theirs = notYours(dir);
-  if (theirs) return theirs;
-  const here = hostIdentity();
-  if (m.host) {
-    // where this machine has a machine-id, the manifest must name the same one (a host name alone is easy to know)
-    if (here.machineId) return m.host.machineId === here.machineId ? undefined : m.host.machineId ? `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${m.host.machineId}) made it` : `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
-    return m.host.name === here.name ? undefined : `its manifest says host ${JSON.stringify(m.host.name)} made it`;
-  }
-  if (m.process) return m.process.hostname === here.name ? undefined : `its manifest says host ${JSON.stringify(m.process.hostname)} made it`;
-  return "its manifest records no host";
+  if (theirs) why.push(theirs);
+  const elsewhere = notMadeHere(m, here);
+  if (elsewhere) why.push(elsewhere);
+  return why;
+}
+
+/** Why `dir` is a received capture (receivedReasons, joined with "; "), or undefined when it was made here by this user. */
+export function receivedBecause(dir: string, m: Manifest): string | undefined {
+  const why = receivedReasons(dir, m);
+  return why.length ? why.join("; ") : undefined;
 }
 
 /** The state folder holding the trust record, when it is the user's own and nobody else can write it. */

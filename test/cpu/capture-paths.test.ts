@@ -430,12 +430,12 @@ describe("writes through the path rule", () => {
     const dir = join(root, "cap");
     await makeCapture(dir);
     mkdirSync(join(dir, "src"));
-    writeFileSync(join(dir, "src/run.sh"), "echo a\n", { mode: 0o750 });
+    writeFileSync(join(dir, "src/gen.h"), "echo a\n", { mode: 0o750 });
     const c = await mcp();
-    const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/run.sh", oldText: "echo a", newText: "echo b" } });
+    const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/gen.h", oldText: "echo a", newText: "echo b" } });
     expect(r.isError, JSON.stringify(r)).toBe(false);
-    expect(readFileSync(join(dir, "src/run.sh"), "utf8")).toBe("echo b\n");
-    expect(statSync(join(dir, "src/run.sh")).mode & 0o777).toBe(0o750);
+    expect(readFileSync(join(dir, "src/gen.h"), "utf8")).toBe("echo b\n");
+    expect(statSync(join(dir, "src/gen.h")).mode & 0o777).toBe(0o750);
     const n = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/sub/new.cu", content: "x\n" } });
     expect(n.isError, JSON.stringify(n)).toBe(false);
     expect(readFileSync(join(dir, "src/sub/new.cu"), "utf8")).toBe("x\n");

@@ -1,6 +1,7 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
+import { receivedReasons } from "../../format/trust.ts";
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
@@ -96,6 +97,12 @@ export function describeProcess(p: ProcessIdentity): string[] {
   ];
 }
 
+/** The trust line of inspect: a received capture with every reason (receivedReasons), or one made here by this user. */
+export function describeTrust(reasons: string[]): string {
+  if (!reasons.length) return "trust      made here: this machine's id, your own files; a rebuild runs its build.sh without --trust";
+  return [`trust      received: a rebuild runs its build.sh only after --trust, because`, ...reasons.map((r) => `  - ${r}`)].join("\n");
+}
+
 export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
   args: {
@@ -107,12 +114,16 @@ export default defineCommand({
   run({ args }) {
     const dir = String(args.dir);
     const m = readManifest(dir);
+    // whether a rebuild runs its build.sh without --trust, and why not (src/format/trust.ts)
+    const reasons = receivedReasons(dir, m);
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) printText(describeManifest(m) + "\n");
+    if (!args.json) printText(`${describeManifest(m)}
+${describeTrust(reasons)}
+`);
     const checked = args.verify ? "files+regions" : "files";
     const integrity = checkIntegrity(dir, m, Boolean(args.verify));
     if (args.json) {
-      printJson("inspect", { dir: resolve(dir), manifest: m, integrity: { checked, ...integrity } });
+      printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons }, integrity: { checked, ...integrity } });
       if (integrity.verdict !== "ok") log.error(integrity.message!);
       return integrity.verdict === "ok" ? 0 : 2;
     }
