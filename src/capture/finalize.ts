@@ -11,6 +11,7 @@ import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type M
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
 import { hostIdentity } from "../format/trust.ts";
+import { renderedDigests } from "../format/rendered.ts";
 
 export { readRaw } from "./raw.ts";
 
@@ -126,6 +127,9 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   m.timing.finalize_s = (performance.now() - t0) / 1000;
   parseManifest(m); // the writer obeys the same schema as every reader
   if (o.beforeRename) await o.beforeRename(o.tmpDir, m, o.finalDir);
+  // what a rebuild runs, as the templates wrote it: a confined build (kerncap mcp) runs only these bytes (src/format/rendered.ts)
+  const rendered = renderedDigests(o.tmpDir);
+  if (rendered.length) m.rendered = rendered;
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
   rmSync(join(o.tmpDir, "raw.json"), { force: true });
   rmSync(join(o.tmpDir, ".kerncap-temp"), { force: true }); // src/leftovers.ts TEMP_MARKER: complete now // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)

@@ -199,6 +199,12 @@ export const Manifest = v.object({
   host: v.optional(v.object({ name: v.string(), machineId: v.nullable(v.string()) })),
   /** Frontend-specific source information (CUDA source location, Triton JIT metadata). */
   source: v.optional(v.record(v.string(), v.unknown())),
+  /**
+   * What a rebuild runs, as kerncap wrote it at capture (build.sh; Triton's pinned.json and
+   * repro.py): each file's SHA-256. A confined build (kerncap mcp) runs only these bytes, or bytes
+   * the user trusted on the command line (src/format/rendered.ts). Absent before it was recorded.
+   */
+  rendered: v.optional(v.array(v.object({ path: v.string(), sha256: Sha256 }))),
 });
 export type Manifest = v.InferOutput<typeof Manifest>;
 

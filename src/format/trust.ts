@@ -274,6 +274,20 @@ export function trustOwnBuild(dir: string, m: Manifest): void {
   remember(state, readRecords(state), trustKey(dir, runs.hash));
 }
 
+/**
+ * Whether the user's trust record holds DIR with exactly the bytes a rebuild of it would run now
+ * (whatRuns): what `--trust` on the command line, or trustOwnBuild, recorded. A confined build
+ * (src/format/rendered.ts) runs a build.sh kerncap did not write only then. False when nothing of
+ * the capture runs or the state folder is unusable.
+ */
+export function trustRecorded(dir: string, m: Manifest): boolean {
+  const runs = whatRuns(dir, m);
+  const state = stateDir();
+  if (!runs || !state) return false;
+  const key = trustKey(dir, runs.hash);
+  return readRecords(state).some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs);
+}
+
 /** What a trust record is keyed by: the folder's real path, device and inode, and the SHA-256 of what runs (whatRuns). */
 function trustKey(dir: string, runs: string): Omit<TrustRecord, "at"> {
   const st = statSync(dir);

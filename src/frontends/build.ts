@@ -12,6 +12,7 @@ import { reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
+import { requireRenderedBuild } from "../format/rendered.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
@@ -32,7 +33,7 @@ export interface BuildOptions {
    * the capture, its recorded source root and the toolchain, and a failure says only the capture's
    * own diagnostics (src/frontends/confine.ts).
    */
-  confine?: Pick<Manifest, "source">;
+  confine?: Manifest;
   /**
    * The module to build (build.sh's OUTPUT argument: an absolute path, or relative to the capture
    * folder; default build/kernel.cubin). A confined build's dependency list goes beside it
@@ -140,6 +141,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   const out0 = o.out === undefined ? undefined : resolve(dir, o.out);
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
+    requireRenderedBuild(dir, o.confine); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile)) throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
     mkdirInCapture(dir, dirname(depsFile));
     rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one

@@ -12,7 +12,7 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
+import { makeCapture, recordRendered, tempDir } from "../../test/cpu/fixtures.ts";
 import { NVCC } from "../../test/nvcc-fixtures.ts";
 import { runCli } from "../cli/main.ts";
 import { createMcpServer, TOOL_NAMES } from "./server.ts";
@@ -40,6 +40,7 @@ async function slowBuild(): Promise<{ dir: string; pids: string }> {
   const dir = await fresh();
   const pids = join(dirname(dir), "pids");
   writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nsleep 60 &\necho "$$ $PPID $!" > ${pids}.part && mv ${pids}.part ${pids}\nwait\n`, { mode: 0o755 });
+  recordRendered(dir); // stands for the build.sh kerncap wrote (kerncap mcp's validate runs no other)
   return { dir, pids };
 }
 

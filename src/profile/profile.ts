@@ -22,6 +22,7 @@ import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
 import { runBuildCommand } from "../frontends/build.ts";
 import { requireTrustedBuild } from "../format/trust.ts";
+import { requireRenderedBuild } from "../format/rendered.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysCommand, parseNcuDetails, replayArgv, type NcuFigures, type NsightTool } from "./ncu.ts";
 
@@ -121,6 +122,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   if (o.build) {
     const fe = frontendOf(m);
     if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
+    if (o.confine) requireRenderedBuild(dir, m, "profile --build"); // before anything of the capture runs
     if (o.confine && fe.buildRunsSource && !o.trust) {
       throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined profile --build (kerncap mcp) runs it only with --trust`, {
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",

@@ -115,7 +115,7 @@ export interface RebuilderOptions {
    * validate --confine (kerncap mcp): the capture's manifest, for BuildOptions.confine. build.sh
    * only: the fast build's steps write no dependency list.
    */
-  confine?: Pick<Manifest, "source">;
+  confine?: Manifest;
 }
 
 export class Rebuilder {

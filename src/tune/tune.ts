@@ -5,6 +5,7 @@
  */
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { requireRenderedBuild } from "../format/rendered.ts";
 import { cudaFrontend } from "../frontends/cuda/index.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
@@ -36,6 +37,7 @@ export interface TuneOptions extends TuneRunOptions {
 export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResult<TuneConfig> | TuneResult<CudaConfig>> {
   const m = readManifest(dir);
   const fe = frontendOf(m);
+  if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   const cudaOnly = [o.defines.length ? "--define" : "", o.maxrregcount !== undefined ? "--maxrregcount" : "", o.nvccFlags.length ? "--nvcc-flag" : ""].filter(Boolean);
   if (fe === tritonFrontend) {
     if (cudaOnly.length) throw new KerncapError("E_USAGE", `${cudaOnly.join(", ")}: options of a CUDA capture's tune; ${dir} is a Triton capture`, { hint: "A Triton config sets its constexprs and num_warps, num_stages, maxnreg in --config, e.g. --config 'BLOCK_M=64,128 maxnreg=128'." });

@@ -18,7 +18,7 @@ import { createMcpServer } from "../../src/mcp/server.ts";
 import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
 import { remakeStaleSlice } from "../../src/frontends/cuda/slice.ts";
 import { receivedBecause, requireTrustedBuild } from "../../src/format/trust.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 
 const SECRET = "TOPSECRET_hunter2";
 let state: string;
@@ -86,6 +86,7 @@ function gxxBuild(dir: string): void {
     `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\necho ran >"$here/build/ran"\n# shellcheck disable=SC2086\ng++ -c -x c++ \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$here/build/kernel.o" >&2\necho "$here/build/kernel.o"\n`,
     { mode: 0o755 },
   );
+  recordRendered(dir); // stands for the build.sh kerncap wrote: a confined build runs no other
 }
 
 describe("a received capture's manifest", () => {
@@ -255,6 +256,7 @@ describe("MCP validate: the build reads nothing outside the capture", () => {
     writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
     gxxBuild(dir);
     writeFileSync(join(dir, "build.sh"), readFileSync(join(dir, "build.sh"), "utf8").replace('echo ran >"$here/build/ran"', 'ulimit -d >"$here/build/limit"'));
+    recordRendered(dir);
     await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) });
     expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).toBe(String(CONFINED_DATA_KIB));
     await buildReproducer(dir, { quiet: true, force: false });
@@ -269,6 +271,7 @@ describe("MCP validate: the build reads nothing outside the capture", () => {
     writeFileSync(join(root, "secret"), `${SECRET} is the password\n`);
     writeFileSync(join(dir, "src/kernel.cu"), `#include "${join(root, "secret")}"\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n`);
     writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\n# shellcheck disable=SC2086\nnvcc -cubin -arch=sm_90 -x cu \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`, { mode: 0o755 });
+    recordRendered(dir);
     const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
     expect(e.code).toBe("E_CONFINED");
     expect(e.message).not.toContain(SECRET);

@@ -2,10 +2,11 @@
  * A synthetic capture folder, written through the same finalizeCapture path as a real capture,
  * for tests that need no GPU (inspect, checksum and manifest errors, validate's checks).
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
+import { renderedDigests } from "../../src/format/rendered.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
@@ -19,6 +20,17 @@ export async function makeCapture(finalDir: string, extra: { process?: Record<st
   const tmp = `${finalDir}.tmp-${process.pid}`;
   const raw = writeRawCapture(tmp, false, extra);
   return finalizeCapture(raw, { tmpDir: tmp, finalDir, force: false, command: ["./app"], match: "scale" });
+}
+
+/**
+ * Record the folder's build.sh (and pinned.json, repro.py) in its manifest as the files kerncap
+ * wrote at capture (manifest.rendered, as finalize records the rendered templates), for a test
+ * whose hand-written build.sh stands for a rendered one; a confined build runs only those bytes.
+ */
+export function recordRendered(dir: string): void {
+  const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+  m.rendered = renderedDigests(dir);
+  writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m, null, 2) + "\n");
 }
 
 /**

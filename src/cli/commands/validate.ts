@@ -18,6 +18,7 @@ import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { frontendOf } from "../../frontends/index.ts";
 import { requireTrustedBuild } from "../../format/trust.ts";
+import { requireRenderedBuild, trustChangedBuild } from "../../format/rendered.ts";
 import { validateOnce } from "../../rebuild/validate.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
@@ -54,8 +55,12 @@ export default defineCommand({
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
       });
     }
+    // confined (kerncap mcp): only the build kerncap wrote, or one the user trusted on the command line, before anything runs
+    if (confine) requireRenderedBuild(dir, m);
     // a received capture's build.sh: shown and refused without --trust (confined, kerncap mcp: in the error itself, which is what its agent reads)
     requireTrustedBuild(dir, m, Boolean(args.trust), { inMessage: confine });
+    // --trust on the command line of a build.sh kerncap did not write: remembered, so that kerncap mcp runs it too
+    if (!confine && args.trust) trustChangedBuild(dir, m);
     const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
