@@ -111,6 +111,8 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   if (m.device.vendor !== "nvidia") {
     throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap profile runs NVIDIA's Nsight tools`, { hint: "Profile an AMD replay with rocprof: rocprofv3 --kernel-trace -- kerncap replay DIR" });
   }
+  // confined (kerncap mcp): only the build kerncap wrote, said before anything else is looked for or runs
+  if (o.confine && o.build) requireRenderedBuild(dir, m, "profile --build");
   const tool: NsightTool = o.nsys ? "nsys" : "ncu";
   // usage errors first, then the tool
   const userOptions = tool === "ncu" ? ncuUserOptions(o.toolOptions) : o.toolOptions;
@@ -122,7 +124,6 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   if (o.build) {
     const fe = frontendOf(m);
     if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
-    if (o.confine) requireRenderedBuild(dir, m, "profile --build"); // before anything of the capture runs
     if (o.confine && fe.buildRunsSource && !o.trust) {
       throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined profile --build (kerncap mcp) runs it only with --trust`, {
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",

@@ -1,0 +1,282 @@
+/**
+ * The attack suite, agent and locality rows: what an AI agent driving `kerncap mcp` (source edits
+ * and validate/tune/profile only) and a manifest that claims this host could make kerncap run.
+ * Each test reproduces one attack and asserts exit 2 with its cause, and that the planted build.sh
+ * never ran (it would create a marker file):
+ *
+ * - the agent writes `src/x/kerncap.json` (the capture's manifest, `host` removed,
+ *   `process.hostname` this machine) and `src/x/build.sh`, then validates `<cap>/src/x`: edit_file
+ *   refuses both names (E_NOT_SOURCE); planted there anyway, every verb and every MCP tool refuses
+ *   the nested folder (E_NESTED_CAPTURE, naming the outer capture);
+ * - a confined build runs only the build.sh kerncap wrote (E_NOT_RENDERED), before anything runs;
+ * - a manifest without `host` whose `process.hostname` is this machine is received (E_UNTRUSTED
+ *   without --trust); a machine without a machine-id receives everything; inspect says why.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
+import { notRendered } from "../../src/format/rendered.ts";
+import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/trust.ts";
+import { createMcpServer } from "../../src/mcp/server.ts";
+import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+
+let savedState: string | undefined;
+beforeAll(() => {
+  // trust records (validate --trust) go to a state folder of this file's own, which the MCP tools' children inherit
+  savedState = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+});
+afterAll(() => {
+  if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+  else process.env.XDG_STATE_HOME = savedState;
+});
+
+async function mcp(trustBuilds = false): Promise<Client> {
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await createMcpServer(undefined, { trustBuilds }).connect(a);
+  const c = new Client({ name: "attacker", version: "1" });
+  await c.connect(b);
+  return c;
+}
+const doc = (r: any) => r.structuredContent as Record<string, any>;
+
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+
+/** `kerncap ARGV` as a process (its real exit status): the exit code, stdout, and the --json document it printed (`json`, default on). */
+function cli(argv: string[], json = true): { code: number; doc: Record<string, any>; out: string } {
+  const dd = argv.indexOf("--");
+  const args = !json ? argv : dd < 0 ? [...argv, "--json"] : [...argv.slice(0, dd), "--json", ...argv.slice(dd)];
+  const p = Bun.spawnSync([process.execPath, MAIN, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env }, timeout: 120_000 });
+  const out = p.stdout.toString();
+  let doc: Record<string, any> = {};
+  try {
+    if (json && out.trim()) doc = JSON.parse(out);
+  } catch {
+    doc = { unparsed: out, stderr: p.stderr.toString() };
+  }
+  return { code: p.exitCode ?? -1, doc, out };
+}
+
+/** A script that leaves `marker` when it runs (what the attacker's build.sh does instead of harm), printing a module path as build.sh must. */
+const planted = (marker: string) => `#!/usr/bin/env bash\ntouch ${JSON.stringify(marker)}\necho "$0"\n`;
+
+/** A capture made here (this machine's id, this user's files) with src/kernel.cu and a build.sh standing for the one kerncap wrote (recorded in manifest.rendered) that fails without running anything. */
+async function victim(): Promise<{ root: string; cap: string; marker: string }> {
+  const root = tempDir("kerncap-attack-");
+  const cap = join(root, "cap");
+  await makeCapture(cap, { process: { pid: 4242, hostname: hostname(), cmdline: ["./app"] } });
+  mkdirSync(join(cap, "src"));
+  writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+  writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\necho "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
+  recordRendered(cap);
+  return { root, cap, marker: join(root, "PLANTED-BUILD-RAN") };
+}
+
+/** The agent's copy of the capture's manifest: `host` removed, `process.hostname` this machine (what once counted as made here). */
+function forgedManifest(cap: string): string {
+  const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+  delete m.host;
+  delete m.rendered;
+  m.process.hostname = hostname();
+  return JSON.stringify(m, null, 2);
+}
+
+describe("attack: an MCP agent plants a capture inside src/ and validates it", () => {
+  test("edit_file of src/x/kerncap.json and src/x/build.sh is refused (E_NOT_SOURCE, naming the rule); validate of <cap>/src/x is refused (E_NESTED_CAPTURE, naming the outer capture); the planted build.sh never runs", async () => {
+    const { cap, marker } = await victim();
+    const c = await mcp();
+    const x = join(cap, "src/x");
+    for (const [path, content] of [["src/x/kerncap.json", forgedManifest(cap)], ["src/x/build.sh", planted(marker)], ["src/x/Build.sh", planted(marker)], ["src/x/run.sh", planted(marker)], ["src/x/y/pinned.json", "{}"], ["src/repro.py", "import os\n"], ["src/x/notes.txt", "x"]] as const) {
+      const r = await c.callTool({ name: "edit_file", arguments: { dir: cap, path, content } });
+      expect(r.isError, path).toBe(true);
+      expect(doc(r).error.code, path).toBe("E_NOT_SOURCE");
+      expect(doc(r).error.message, path).toMatch(path.endsWith("run.sh") ? /is a shell script, which no agent may write/ : path.endsWith(".txt") ? /is not a cuda source file \(\.cu \.cuh/ : /kerncap reads as configuration or runs, which no agent may write \(at any depth\)/);
+      expect(existsSync(join(cap, path)), path).toBe(false);
+    }
+    // a source of the frontend's set, at any depth under src/, is what an agent writes
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir: cap, path: "src/x/tile.cuh", content: "#define TILE 16\n" } });
+    expect(ok.isError, JSON.stringify(ok)).toBe(false);
+    // planted anyway (a kerncap before this rule, another tool): the nested folder is the outer capture's content
+    mkdirSync(x, { recursive: true });
+    writeFileSync(join(x, "kerncap.json"), forgedManifest(cap));
+    writeFileSync(join(x, "build.sh"), planted(marker), { mode: 0o755 });
+    const v = await c.callTool({ name: "validate", arguments: { dir: x } });
+    expect(v.isError).toBe(true);
+    expect(doc(v).error.code).toBe("E_NESTED_CAPTURE");
+    expect(doc(v).error.message).toContain(`lies inside the capture ${cap}`);
+    expect(existsSync(marker)).toBe(false);
+    // every tool that takes a folder refuses it, the file tools too
+    for (const [name, args] of [
+      ["inspect", { dir: x }],
+      ["replay", { dir: x }],
+      ["tune", { dir: x, maxrregcount: [32] }],
+      ["profile", { dir: x, build: true }],
+      ["read_file", { dir: x, path: "build.sh" }],
+      ["edit_file", { dir: x, path: "src/k.cu", content: "int k;\n" }],
+      ["validate", { dir: `${x}/.` }],
+    ] as const) {
+      const r = await c.callTool({ name, arguments: args });
+      expect(doc(r).error?.code, name).toBe("E_NESTED_CAPTURE");
+    }
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(x, "src"))).toBe(false);
+    await c.close();
+  }, 60_000);
+
+  test("every verb refuses a capture nested in another with exit 2 and E_NESTED_CAPTURE; a folder of captures side by side is no capture", async () => {
+    const { root, cap, marker } = await victim();
+    const x = join(cap, "src/x");
+    mkdirSync(x, { recursive: true });
+    writeFileSync(join(x, "kerncap.json"), forgedManifest(cap));
+    writeFileSync(join(x, "build.sh"), planted(marker), { mode: 0o755 });
+    for (const argv of [["inspect", x], ["replay", x], ["validate", x], ["validate", x, "--trust"], ["validate", x, "--confine", "--trust"], ["validate", "--watch", x], ["profile", x, "--build", "--trust"], ["tune", x, "--maxrregcount", "32", "--trust"], ["pack", x, "-o", join(root, "x.zip")]]) {
+      const r = cli(argv);
+      expect(r.code, argv.join(" ")).toBe(2);
+      // validate --watch --json is a stream of events: its error is one event, with the code at the top
+      const e = r.doc.error ?? r.doc;
+      expect(e.code, argv.join(" ")).toBe("E_NESTED_CAPTURE");
+      expect(e.message, argv.join(" ")).toContain(cap);
+    }
+    // check: the nested capture is refused as its own case, never built
+    const chk = cli(["check", x, "--rebuild", "--trust"]);
+    expect(chk.code).not.toBe(0);
+    expect(JSON.stringify(chk.doc)).toContain("E_NESTED_CAPTURE");
+    // kerncap never writes a capture inside another one
+    expect((cli(["demo", join(cap, "src/demo")])).doc.error?.code).toBe("E_NESTED_CAPTURE");
+    expect(existsSync(join(cap, "src/demo"))).toBe(false);
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(root, "x.zip"))).toBe(false);
+    // a deeper folder, and the same through a link to it, name the outer capture too
+    mkdirSync(join(cap, "src/a/b"), { recursive: true });
+    expect(outerCapture(join(cap, "src/a/b"))).toBe(cap);
+    require("node:fs").symlinkSync(x, join(root, "link"));
+    expect(outerCapture(join(root, "link"))).toBe(realpathSync(cap));
+    // a folder of captures side by side (check's corpus): each is a capture of its own
+    const corpus = join(root, "corpus");
+    mkdirSync(corpus);
+    await makeCapture(join(corpus, "a"));
+    await makeCapture(join(corpus, "b"));
+    expect(() => assertNotNested(join(corpus, "a"))).not.toThrow();
+    expect(readManifest(join(corpus, "b")).kernel.name).toBe("_Z5scalePfi");
+    // a kerncap.json of another format above is not a capture's
+    writeFileSync(join(root, "kerncap.json"), JSON.stringify({ format: "something-else" }));
+    expect(outerCapture(join(corpus, "a"))).toBeUndefined();
+  }, 120_000);
+
+  test("the captures of one run (a capture set: kerncap-captures.json, no kerncap.json) and a capture inside a folder unpack marked each open as captures of their own", async () => {
+    const root = tempDir("kerncap-attack-");
+    const set = join(root, "set");
+    mkdirSync(set);
+    await makeCapture(join(set, "k0"));
+    await makeCapture(join(set, "k1"));
+    writeFileSync(join(set, "kerncap-captures.json"), JSON.stringify({ format: "kerncap-capture-set", version: 1, command: ["./app"], captures: [{ dir: "k0", kernel: "_Z5scalePfi", launchIndex: 5 }, { dir: "k1", kernel: "_Z5scalePfi", launchIndex: 5 }] }));
+    for (const k of ["k0", "k1"]) expect(cli(["inspect", join(set, k)]).code).toBe(0);
+    expect(cli(["inspect", set]).doc.error.code).toBe("E_NOT_CAPTURE"); // the set itself is no capture: it says which to give
+    const got = join(root, "got");
+    mkdirSync(got);
+    writeFileSync(join(got, "kerncap-received.json"), "{}");
+    await makeCapture(join(got, "a"));
+    const r = cli(["inspect", join(got, "a")]);
+    expect(r.code).toBe(0);
+    expect(r.doc.received.reasons).toContain(`it lies inside ${realpathSync(got)}, which was unpacked from an archive`);
+  }, 60_000);
+});
+
+describe("attack: a confined build runs a build.sh kerncap did not write", () => {
+  test("build.sh changed after capture: kerncap mcp's validate, tune and profile refuse before anything runs (E_NOT_RENDERED), --trust-builds too; the user's validate --trust on the command line is what lets it run", async () => {
+    const { cap, marker } = await victim();
+    writeFileSync(join(cap, "build.sh"), planted(marker), { mode: 0o755 });
+    expect(notRendered(cap, readManifest(cap))[0]).toContain("build.sh was changed since kerncap wrote it");
+    for (const trustBuilds of [false, true]) {
+      const c = await mcp(trustBuilds);
+      for (const [name, args] of [["validate", { dir: cap }], ["tune", { dir: cap, maxrregcount: [32] }], ["profile", { dir: cap, build: true }]] as const) {
+        const r = await c.callTool({ name, arguments: args });
+        expect(doc(r).error?.code, `${name} ${trustBuilds}`).toBe("E_NOT_RENDERED");
+        expect(doc(r).error.message).toContain("build.sh was changed since kerncap wrote it");
+        expect(doc(r).error.hint).toContain(`kerncap validate ${cap} --trust`);
+      }
+      await c.close();
+    }
+    expect(existsSync(marker)).toBe(false);
+    // the user reads it and trusts it on the command line: recorded, and kerncap mcp then runs those bytes
+    cli(["validate", cap, "--trust"]);
+    expect(existsSync(marker)).toBe(true);
+    rmMarker(marker);
+    const c = await mcp();
+    const again = await c.callTool({ name: "validate", arguments: { dir: cap } });
+    expect(doc(again).error?.code).not.toBe("E_NOT_RENDERED");
+    expect(existsSync(marker)).toBe(true);
+    // a change after that asks again
+    rmMarker(marker);
+    writeFileSync(join(cap, "build.sh"), planted(marker) + "# more\n", { mode: 0o755 });
+    expect(doc(await c.callTool({ name: "validate", arguments: { dir: cap } })).error?.code).toBe("E_NOT_RENDERED");
+    expect(existsSync(marker)).toBe(false);
+    await c.close();
+  }, 120_000);
+
+  test("a capture whose manifest records no rendered build (an older kerncap's): refused the same way, naming why", async () => {
+    const { cap, marker } = await victim();
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    delete m.rendered;
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(cap, "build.sh"), planted(marker), { mode: 0o755 });
+    const r = cli(["validate", cap, "--confine"]);
+    expect(r.code).toBe(2);
+    expect(r.doc.error.code).toBe("E_NOT_RENDERED");
+    expect(r.doc.error.message).toContain("kerncap.json records no digest of it (a capture made before kerncap recorded them)");
+    expect(existsSync(marker)).toBe(false);
+  }, 60_000);
+});
+
+describe("attack: made here means this machine's id", () => {
+  test("a manifest with no host whose process.hostname is this machine is received: build.sh does not run without --trust (exit 2, E_UNTRUSTED naming why)", async () => {
+    const { cap, marker } = await victim();
+    writeFileSync(join(cap, "kerncap.json"), forgedManifest(cap));
+    writeFileSync(join(cap, "build.sh"), planted(marker), { mode: 0o755 });
+    const m = readManifest(cap);
+    expect(m.process?.hostname).toBe(hostname());
+    expect(receivedReasons(cap, m)).toEqual([`its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(hostname())} is not enough)`]);
+    const r = cli(["validate", cap]);
+    expect(r.code).toBe(2);
+    expect(r.doc.error.code).toBe("E_UNTRUSTED");
+    expect(r.doc.error.message).toContain("the capturing process's host name");
+    expect(existsSync(marker)).toBe(false);
+    // a host name alone (this machine's, without its machine-id) is not enough either
+    const named = { ...m, host: { name: hostname(), machineId: null } };
+    expect(notMadeHere(named)).toBe(`its manifest names host ${JSON.stringify(hostname())} but no machine-id`);
+    // another machine's id with this host's name
+    expect(notMadeHere({ ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } }, { name: hostname(), machineId: "fedcba9876543210fedcba9876543210" })).toContain("not this machine");
+  }, 60_000);
+
+  test("on a machine without a machine-id, every capture is received, even one that names this host", async () => {
+    const { cap } = await victim();
+    const m = readManifest(cap);
+    const here = hostIdentity();
+    if (here.machineId) expect(receivedReasons(cap, m)).toEqual([]); // made here, by this user, on this machine
+    const none = { name: here.name, machineId: null };
+    expect(notMadeHere({ host: { name: here.name, machineId: null } }, none)).toBe("this machine has no machine-id (/etc/machine-id), so no capture counts as made here");
+    expect(receivedReasons(cap, m, none)).toEqual(["this machine has no machine-id (/etc/machine-id), so no capture counts as made here"]);
+  });
+
+  test("inspect says whether a capture counts as received and why, in text and in --json", async () => {
+    const { cap } = await victim();
+    const own = cli(["inspect", cap]);
+    expect(own.code).toBe(0);
+    expect(own.doc.received).toEqual(hostIdentity().machineId ? { received: false, reasons: [] } : { received: true, reasons: ["this machine has no machine-id (/etc/machine-id), so no capture counts as made here"] });
+    writeFileSync(join(cap, "kerncap.json"), forgedManifest(cap));
+    const forged = cli(["inspect", cap]);
+    expect(forged.doc.received.received).toBe(true);
+    expect(forged.doc.received.reasons[0]).toContain("records no host machine-id");
+    const text = cli(["inspect", cap], false);
+    expect(text.code).toBe(0);
+    expect(text.out).toContain("trust      received: a rebuild runs its build.sh only after --trust, because\n  - its manifest records no host machine-id");
+  }, 60_000);
+});
+
+function rmMarker(marker: string): void {
+  require("node:fs").rmSync(marker, { force: true });
+}
