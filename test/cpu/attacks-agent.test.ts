@@ -19,10 +19,11 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
-import { notRendered } from "../../src/format/rendered.ts";
+import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts";
+import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/trust.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
-import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir, writeRawCapture } from "./fixtures.ts";
 
 let savedState: string | undefined;
 beforeAll(() => {
@@ -217,6 +218,31 @@ describe("attack: a confined build runs a build.sh kerncap did not write", () =>
     expect(existsSync(marker)).toBe(false);
     await c.close();
   }, 120_000);
+
+  test("finalize records what the templates wrote (build.sh, pinned.json) in manifest.rendered; the capture passes the confined gate as written", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    const tmp = `${cap}.tmp-${process.pid}`;
+    const raw = writeRawCapture(tmp);
+    await finalizeCapture(raw, {
+      tmpDir: tmp,
+      finalDir: cap,
+      force: false,
+      command: ["./app"],
+      match: "scale",
+      beforeRename: (d) => {
+        writeFileSync(join(d, "build.sh"), "#!/usr/bin/env bash\nexit 1\n", { mode: 0o755 });
+        writeFileSync(join(d, "pinned.json"), "{}\n");
+      },
+    });
+    const m = readManifest(cap);
+    const sha = (t: string) => new Bun.CryptoHasher("sha256").update(t).digest("hex");
+    expect(m.rendered).toEqual([{ path: "build.sh", sha256: sha("#!/usr/bin/env bash\nexit 1\n") }, { path: "pinned.json", sha256: sha("{}\n") }]);
+    expect(notRendered(cap, m)).toEqual([]);
+    expect(() => requireRenderedBuild(cap, m)).not.toThrow();
+    writeFileSync(join(cap, "repro.py"), "import os\n");
+    expect(notRendered(cap, m)).toEqual([expect.stringContaining("repro.py (sha256 ")]);
+  });
 
   test("a capture whose manifest records no rendered build (an older kerncap's): refused the same way, naming why", async () => {
     const { cap, marker } = await victim();

@@ -2,7 +2,8 @@
  * The trust model on a GPU (docs/security.md): a real CUDA reproducer (test/apps/multi_kernels,
  * sliced) validated confined (`validate --confine`, what kerncap mcp runs: the compiler's own
  * dependency list through EXTRA_FLAGS, build.sh only) still matches; an edit that includes a file
- * outside the capture is refused without its content; the same capture packed and unpacked is
+ * outside the capture is refused without its content; a build.sh changed after capture is refused
+ * by a confined validate (E_NOT_RENDERED); the same capture packed and unpacked is
  * received: validate prints build.sh and refuses until --trust, which is then remembered.
  *
  * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, the
@@ -35,6 +36,13 @@ describe.skipIf(SKIP)("trust and confinement on a real reproducer", () => {
     expect(json(v).verdict).toBe("match");
     expect(json(v).rebuild.builder).toBe("build.sh");
     expect(readFileSync(join(out, "build/kerncap-deps.d"), "utf8")).toContain("main.cu");
+    // the build kerncap wrote is recorded at capture: a changed build.sh is refused before it runs
+    const script = readFileSync(join(out, "build.sh"), "utf8");
+    writeFileSync(join(out, "build.sh"), `${script}# changed\n`);
+    const changed = kc(["validate", out, "--confine", "--json"]);
+    expect(changed.code).toBe(2);
+    expect(json(changed).error.code).toBe("E_NOT_RENDERED");
+    writeFileSync(join(out, "build.sh"), script);
 
     writeFileSync(join(WORK, "secret"), `${SECRET} is the password\n`);
     const tu = join(out, "src/main.cu");
