@@ -225,7 +225,7 @@ export const DOCUMENTS = {
     dir: v.string(),
     manifest: Manifest,
     /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
-    received: v.object({ received: v.boolean(), reasons: v.array(v.string()) }),
+    received: v.object({ received: v.boolean(), reasons: v.array(v.string()), /** A received capture whose build you trusted as it is now (--trust: src/format/trust.ts trustRecorded). */ trusted: v.boolean() }),
     integrity: Integrity,
   }),
   replay: v.looseObject({

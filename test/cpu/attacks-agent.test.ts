@@ -292,14 +292,19 @@ describe("attack: made here means this machine's id", () => {
     const { cap } = await victim();
     const own = cli(["inspect", cap]);
     expect(own.code).toBe(0);
-    expect(own.doc.received).toEqual(hostIdentity().machineId ? { received: false, reasons: [] } : { received: true, reasons: ["this machine has no machine-id (/etc/machine-id), so no capture counts as made here"] });
+    expect(own.doc.received).toEqual(hostIdentity().machineId ? { received: false, reasons: [], trusted: false } : { received: true, reasons: ["this machine has no machine-id (/etc/machine-id), so no capture counts as made here"], trusted: false });
     writeFileSync(join(cap, "kerncap.json"), forgedManifest(cap));
     const forged = cli(["inspect", cap]);
     expect(forged.doc.received.received).toBe(true);
     expect(forged.doc.received.reasons[0]).toContain("records no host machine-id");
+    expect(forged.doc.received.trusted).toBe(false);
     const text = cli(["inspect", cap], false);
     expect(text.code).toBe(0);
     expect(text.out).toContain("trust      received: a rebuild runs its build.sh only after --trust, because\n  - its manifest records no host machine-id");
+    // once the user trusted it (validate --trust; here its build fails at once), inspect says so
+    cli(["validate", cap, "--trust"]);
+    expect(cli(["inspect", cap]).doc.received.trusted).toBe(true);
+    expect(cli(["inspect", cap], false).out).toContain("(you trusted its build as it is now");
   }, 60_000);
 });
 

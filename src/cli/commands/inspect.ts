@@ -1,7 +1,7 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
-import { receivedReasons } from "../../format/trust.ts";
+import { receivedReasons, trustRecorded } from "../../format/trust.ts";
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
@@ -97,10 +97,10 @@ export function describeProcess(p: ProcessIdentity): string[] {
   ];
 }
 
-/** The trust line of inspect: a received capture with every reason (receivedReasons), or one made here by this user. */
-export function describeTrust(reasons: string[]): string {
+/** The trust line of inspect: a received capture with every reason (receivedReasons) and whether you trusted its build as it is now (trustRecorded), or one made here by this user. */
+export function describeTrust(reasons: string[], trusted = false): string {
   if (!reasons.length) return "trust      made here: this machine's id, your own files; a rebuild runs its build.sh without --trust";
-  return [`trust      received: a rebuild runs its build.sh only after --trust, because`, ...reasons.map((r) => `  - ${r}`)].join("\n");
+  return [`trust      received: a rebuild runs its build.sh only after --trust, because`, ...reasons.map((r) => `  - ${r}`), ...(trusted ? ["  (you trusted its build as it is now: it runs without --trust until one of its files changes)"] : [])].join("\n");
 }
 
 export default defineCommand({
@@ -116,14 +116,13 @@ export default defineCommand({
     const m = readManifest(dir);
     // whether a rebuild runs its build.sh without --trust, and why not (src/format/trust.ts)
     const reasons = receivedReasons(dir, m);
+    const trusted = reasons.length > 0 && trustRecorded(dir, m);
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) printText(`${describeManifest(m)}
-${describeTrust(reasons)}
-`);
+    if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted)}\n`);
     const checked = args.verify ? "files+regions" : "files";
     const integrity = checkIntegrity(dir, m, Boolean(args.verify));
     if (args.json) {
-      printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons }, integrity: { checked, ...integrity } });
+      printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons, trusted }, integrity: { checked, ...integrity } });
       if (integrity.verdict !== "ok") log.error(integrity.message!);
       return integrity.verdict === "ok" ? 0 : 2;
     }
