@@ -51,7 +51,8 @@ const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 function cli(argv: string[], json = true): { code: number; doc: Record<string, any>; out: string } {
   const dd = argv.indexOf("--");
   const args = !json ? argv : dd < 0 ? [...argv, "--json"] : [...argv.slice(0, dd), "--json", ...argv.slice(dd)];
-  const p = Bun.spawnSync([process.execPath, MAIN, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env }, timeout: 120_000 });
+  // in a folder of its own: check writes its results (kerncap-check/) into the working folder
+  const p = Bun.spawnSync([process.execPath, MAIN, ...args], { cwd: tempDir("kerncap-cwd-"), stdout: "pipe", stderr: "pipe", env: { ...process.env }, timeout: 120_000 });
   const out = p.stdout.toString();
   let doc: Record<string, any> = {};
   try {
