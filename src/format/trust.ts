@@ -4,8 +4,9 @@
  * archive's own files, so an archive can neither carry nor remove it), or one whose manifest does
  * not name this machine's id (manifest.host.machineId, /etc/machine-id recorded at capture: another
  * machine's, none, or no host at all; a host name is never enough, and on a machine without a
- * machine-id every capture is received). A received capture's build.sh, and what it compiles and runs, runs only once
- * the user said `--trust` after reading it (validate prints it and refuses, exit 2).
+ * machine-id every capture is received). A received capture's build.sh, and what it compiles and
+ * runs, runs only once the user said `--trust` after reading it (validate prints it and refuses,
+ * exit 2).
  *
  * The decision is recorded outside every capture, in the user's state folder
  * ($XDG_STATE_HOME/kerncap/trusted-builds.json, else ~/.local/state/kerncap/), keyed by the
