@@ -22,6 +22,7 @@ import { assertNotNested, outerCapture, readManifest } from "../../src/format/ca
 import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/trust.ts";
+import { notAnEditableSource } from "../../src/frontends/index.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 import { makeCapture, recordRendered, tempDir, writeRawCapture } from "./fixtures.ts";
 
@@ -128,6 +129,17 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     expect(existsSync(join(x, "src"))).toBe(false);
     await c.close();
   }, 60_000);
+
+  test("the source set comes from the capture's frontend: Triton writes .py but never repro.py or Python's start-up files, HIP adds .hip, a frontend without sources writes nothing", () => {
+    const fe = (frontend: string) => ({ kernel: { frontend } }) as Parameters<typeof notAnEditableSource>[0];
+    expect(notAnEditableSource(fe("triton"), "src/kernels/matmul.py")).toBeUndefined();
+    for (const p of ["src/repro.py", "src/x/sitecustomize.py", "src/usercustomize.py", "src/k.cu", "src/pinned.json"]) expect(notAnEditableSource(fe("triton"), p), p).toBeDefined();
+    expect(notAnEditableSource(fe("hip"), "src/k.hip")).toBeUndefined();
+    expect(notAnEditableSource(fe("cuda"), "src/k.hip")).toContain("is not a cuda source file");
+    expect(notAnEditableSource(fe("cuda"), "src/deep/er/k.cuh")).toBeUndefined();
+    expect(notAnEditableSource(fe("cuda"), "src/deep/KERNCAP-received.JSON")).toContain("at any depth");
+    expect(notAnEditableSource(fe("nosuch"), "src/k.cu")).toBe("a nosuch capture has no source files an agent may edit");
+  });
 
   test("every verb refuses a capture nested in another with exit 2 and E_NESTED_CAPTURE; a folder of captures side by side is no capture", async () => {
     const { root, cap, marker } = await victim();
