@@ -79,7 +79,13 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   checkOutput(capDir, out, Boolean(o.force));
   const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
   const image = new Uint8Array(readCaptureBytes(capDir, m.module.file, m.module.size));
-  const archs = describeModule(image).archs;
+  let archs: string[] = [];
+  try {
+    archs = describeModule(image).archs;
+  } catch (e) {
+    // the program loads the image as it is; only the note on architectures and PTX is lost
+    log.warn(`${m.module.file} could not be read as a module image (${(e as Error).message}): the export names no architecture for it`);
+  }
   const plan = exportPlan(m, params, archs, o);
 
   const tmp = tempFor(out);

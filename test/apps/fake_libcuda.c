@@ -67,7 +67,9 @@ CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (const vo
 CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove((void *)d, (const void *)s, n); return CUDA_SUCCESS; }
 
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-  int ptx = !strncmp((const char *)image, "//", 2) || !strncmp((const char *)image, ".version", 8);
+  const char *t = (const char *)image;
+  while (*t == '\n' || *t == ' ' || *t == '\t') t++;
+  int ptx = !strncmp(t, "//", 2) || !strncmp(t, ".version", 8);
   logf_("load %s%llu", ptx ? "ptx" : "image", 0);
   if (getenv("KC_FAKE_NO_SASS") && !ptx) return CUDA_ERROR_NO_BINARY_FOR_GPU;
   *m = (CUmodule)0x2;
