@@ -175,7 +175,9 @@ static CUmodule load_module(const char *path, int captured, const char *arch) {
     const char *s = "unknown error";
     cuGetErrorString(r, &s);
     fprintf(stderr, "error: cuModuleLoadData(%s) failed: %s\n", path, s);
-    if (captured) fprintf(stderr, "  This GPU is %s; the image holds machine code for %s%s%s. Rebuild the kernel for %s (make run-src) or run on such a GPU.\n", arch, MODULE_SASS, MODULE_PTX[0] ? " and PTX " : " and no PTX", MODULE_PTX, arch);
+    if (captured)
+      fprintf(stderr, "  This GPU is %s; the image holds machine code for %s%s%s. Rebuild the kernel for %s (build.sh, make run-src) or run on such a GPU.\n", arch,
+              MODULE_SASS[0] ? MODULE_SASS : "(unknown)", MODULE_PTX[0] ? " and PTX " : " and no PTX", MODULE_PTX, arch);
     exit(2);
   }
   return mod;

@@ -135,7 +135,7 @@ describe("kerncap export: the folder", () => {
     const { cap, out, m } = await demo();
     const r = exportCapture(cap, out);
     expect(v.safeParse(DOCUMENTS.export, jsonDocument("export", r)).success).toBe(true);
-    for (const f of ["repro.c", "capture.h", "Makefile", "CMakeLists.txt", "README.md", EXPORT_FILE, "build.sh", "src/saxpy.cu", "data/kerncap.json", "data/memory/before.bin", "data/memory/after.bin", "data/kernel/module.cubin", "data/kernel/params.bin"]) {
+    for (const f of ["repro.c", "capture.h", "Makefile", "CMakeLists.txt", "README.md", EXPORT_FILE, "build.sh", "src/saxpy.cu", "data/kerncap.json", "data/memory/before.bin", "data/memory/after.bin", "data/kernel/module.fatbin", "data/kernel/params.bin", "kernel.ptx"]) {
       expect(existsSync(join(out, f))).toBe(true);
     }
     expect(existsSync(join(out, "repro.py"))).toBe(false); // a CUDA C++ kernel: no Triton script
@@ -339,17 +339,8 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(readFileSync(join(cap, "src/saxpy.cu"), "utf8")).not.toContain("(p->a + 1.0f)"); // the capture's copy is its own
   }, 120_000);
 
-  test("a fatbin with PTX: kernel.ptx is written, and on a GPU without its machine code the program JIT-compiles it and says so", async () => {
-    if (!NVCC) return;
+  test("the demo's fatbin (sm_90 machine code, compute_80 PTX): kernel.ptx is written; on an sm_80 GPU the program JIT-compiles it and says so; a bare cubin without PTX is refused with what it holds", async () => {
     const { cap, out, m } = await demo();
-    const fatbin = join(cap, "..", "module.fatbin");
-    const b = sh([NVCC, "-fatbin", "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_80,code=compute_80", "-o", fatbin, join(import.meta.dir, "../../demo/app/saxpy.cu")]);
-    expect(b.err).toBe("");
-    // the capture as if its application had loaded that fatbin
-    cpSync(fatbin, join(cap, "kernel/module.fatbin"));
-    const size = lstatSync(fatbin).size;
-    const mf = { ...m, module: { ...m.module, file: "kernel/module.fatbin", kind: "fatbin" as const, size }, files: m.files.map((f) => (f.path === m.module.file ? { path: "kernel/module.fatbin", size, sha256: sha256File(fatbin) } : f)) };
-    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(mf, null, 2));
     const r = exportCapture(cap, out);
     expect(r.module).toMatchObject({ kind: "fatbin", sass: ["sm_90"], ptx: "compute_80", ptxFile: "kernel.ptx" });
     expect(readFileSync(join(out, "kernel.ptx"), "utf8")).toContain(".entry _Z5saxpyPK5Saxpy");
@@ -359,7 +350,18 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(jit.out).toContain("module: no machine code for sm_80 in the image (it has sm_90): JIT-compiling its PTX (compute_80, kernel.ptx)");
     expect(jit.out).toContain("MATCH");
     expect(readFileSync(log, "utf8")).toContain("load ptx");
+    // a driver that JIT-compiles the fatbin's PTX itself: said too
+    const itself = repro(out, appWrites(out, m), { KC_FAKE_CC: "86" });
+    expect(itself.out).toContain("module: no machine code for sm_86 in the image (it has sm_90): the driver JIT-compiled its PTX (compute_80)");
     expect(readFileSync(join(out, "README.md"), "utf8")).toContain("the driver JIT-compiles the PTX");
+    const t = await tritonCapture(); // its module: a bare cubin, no PTX
+    const tout = join(t.cap, "..", "out");
+    exportCapture(t.cap, tout);
+    make(tout);
+    const bare = repro(tout, null, { KC_FAKE_NO_SASS: "1", KC_FAKE_CC: "80" });
+    expect(bare.err).toContain("cuModuleLoadData(./data/kernel/module.cubin) failed: no kernel image is available for execution on the device");
+    expect(bare.err).toContain("This GPU is sm_80; the image holds machine code for (unknown) and no PTX");
+    expect(bare.code).toBe(2);
   }, 120_000);
 });
 
