@@ -104,6 +104,25 @@ describe.skipIf(SKIP)("export: CUDA C++ with pointers inside structs", () => {
   }, 300_000);
 });
 
+describe.skipIf(SKIP)("export: the demo capture (a fatbin with sm_90 machine code and compute_80 PTX)", () => {
+  test("kerncap replay and the export's ./repro MATCH, also with CUDA_FORCE_PTX_JIT=1 (the PTX JIT-compiled, as on a GPU without sm_90 code)", () => {
+    const cap = join(WORK, "demo");
+    expect(kc(["demo", cap]).code).toBe(0);
+    expect(kc(["replay", cap, "--iters", "5"]).code).toBe(0);
+    expect(kc(["replay", cap, "--iters", "5"], { CUDA_FORCE_PTX_JIT: "1" }).code).toBe(0);
+    const out = join(WORK, "demo-export");
+    expect(kc(["export", cap, "-o", out]).code).toBe(0);
+    const fresh = join(WORK, "fresh", "demo");
+    cpSync(out, fresh, { recursive: true });
+    expect(run(["make"], fresh).code).toBe(0);
+    const r = run(["./repro", "-n", "5"], fresh);
+    expect(r.stdout, r.stderr).toContain("MATCH: ");
+    const jit = run(["./repro", "-n", "5"], fresh, { CUDA_FORCE_PTX_JIT: "1" });
+    expect(jit.stdout, jit.stderr).toContain("MATCH: ");
+    expect(jit.code).toBe(0);
+  }, 300_000);
+});
+
 describe.skipIf(SKIP || !TORCH)("export: a library's kernel (cuBLAS behind torch.matmul)", () => {
   test("the GEMM: MATCH, time within 3% of kerncap replay", () => {
     const app = ["python3", join(APPS, "torch_app.py"), "3"];
