@@ -15,13 +15,14 @@
  * capture (src/format/paths.ts: a hard link may share data with a file outside the folder), so a
  * hard-linked export would break the capture it came from.
  */
-import { chmodSync, constants, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, constants, copyFileSync, existsSync, ftruncateSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve, sep } from "node:path";
 import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
 import { assertOutputPath } from "../format/archive.ts";
 import { openCapture } from "../format/capture-dir.ts";
-import { FileImage } from "../format/file-image.ts";
+import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
+import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes, resolveInCapture, shownPath } from "../format/paths.ts";
@@ -180,7 +181,8 @@ function checkOutputAgain(out: string, force: boolean): void {
 
 /**
  * Share one capture file into the export: a reflink (FICLONE: the same blocks, copy-on-write)
- * where the file system can, else a copy. The source is checked by the capture path rule first.
+ * where the file system can, else a copy, sparse where the source is (its data extents only). The
+ * source is checked by the capture path rule first.
  */
 function shareFile(capDir: string, rel: string, dest: string): "reflink" | "copy" {
   const src = capturePath(capDir, rel);
@@ -190,9 +192,31 @@ function shareFile(capDir: string, rel: string, dest: string): "reflink" | "copy
     return "reflink";
   } catch {
     rmSync(dest, { force: true });
+  }
+  const { size, extents, sparse } = dataExtents(src);
+  if (!sparse) {
     copyFileSync(src, dest, constants.COPYFILE_EXCL);
     return "copy";
   }
+  // a sparse memory image stays sparse: only its data extents are copied, the holes left unwritten
+  const from = openSync(src, constants.O_RDONLY | constants.O_NOFOLLOW);
+  const to = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    const buf = new Uint8Array(Math.min(PIECE_BYTES, size));
+    for (const [off, len] of extents) {
+      for (let done = 0; done < len; ) {
+        const n = readSync(from, buf, 0, Math.min(buf.length, len - done), off + done);
+        if (n <= 0) break; // shrunk while read: the export's data checks would say so
+        writeSparse(to, buf.subarray(0, n), off + done);
+        done += n;
+      }
+    }
+    ftruncateSync(to, size);
+  } finally {
+    closeSync(from);
+    closeSync(to);
+  }
+  return "copy";
 }
 
 /** data/: the manifest, every file it lists (files[]) and both memory images, as the capture has them. */

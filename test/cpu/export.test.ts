@@ -7,7 +7,7 @@
  * (kcdata.py, standard library only) is run with python3.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, cpSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, cpSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { writeDemo } from "../../src/capture/demo.ts";
@@ -192,6 +192,32 @@ describe("kerncap export: the folder", () => {
     linkSync(join(cap, "kernel/params.bin"), join(cap, "..", "params-link"));
     expect(() => exportCapture(cap, join(out, "..", "out2"))).toThrow(/hard link/);
     expect(existsSync(join(out, "..", "out2"))).toBe(false);
+  });
+
+  test("a sparse memory image stays sparse in the export (where no reflink is made: its data extents copied, holes left)", async () => {
+    const { cap } = await tritonCapture();
+    // before.bin rewritten with a hole between x's data (12388 bytes at 0) and y's (at 65536), as a capture library leaves it
+    const before = join(cap, "memory/before.bin");
+    const bytes = readFileSync(before);
+    const fd = openSync(`${before}.new`, "w");
+    writeSync(fd, bytes, 0, 12388, 0);
+    writeSync(fd, bytes, 65536, bytes.length - 65536, 65536);
+    closeSync(fd);
+    const copy = readFileSync(`${before}.new`);
+    expect(copy.equals(bytes)).toBe(true);
+    rmSync(before);
+    renameSync(`${before}.new`, before);
+    const out = join(cap, "..", "out");
+    const r = exportCapture(cap, out);
+    const d = r.data.find((x) => x.path === "data/memory/before.bin")!;
+    expect(readFileSync(join(out, d.path)).equals(bytes)).toBe(true);
+    if (d.shared === "copy") {
+      // the source's holes (zeros past x's data: 4 KiB blocks of them) are holes in the copy too
+      const src = lstatSync(before);
+      const dst = lstatSync(join(out, d.path));
+      expect(src.blocks * 512).toBeLessThan(src.size); // this file system keeps holes
+      expect(dst.blocks).toBeLessThanOrEqual(src.blocks);
+    }
   });
 
   test("names are data: a kernel name with quotes, backslashes, a newline, */ and ?? is one C string literal, exactly", async () => {
