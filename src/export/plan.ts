@@ -58,6 +58,8 @@ export interface ExportPlan {
   ptx: string;
   /** The kernel's time in the app (µs, manifest timing.app_launch_us), -1 when unknown. */
   appLaunchUs: number;
+  /** The app's launch faulted (manifest fault: CUresult and its name): the replay must fault the same way. */
+  fault: { code: number; name: string } | null;
 }
 
 /** The 64 value bytes of a captured launch attribute (hex without 0x, at most 64 bytes). */
@@ -104,6 +106,7 @@ export function exportPlan(m: Manifest, params: Uint8Array, archs: string[], o: 
     sass: archs.filter((a) => a.startsWith("sm_")),
     ptx,
     appLaunchUs: typeof app === "number" && app >= 0 ? app : -1,
+    fault: m.fault ? { code: m.fault.code, name: m.fault.name } : null,
   };
 }
 
@@ -183,6 +186,10 @@ static const unsigned BLOCK[3] = {${p.block.join(", ")}};
 #define SHARED_MEM_BYTES ${p.sharedMemBytes}u
 /* The kernel's time in the app (us; -1: not measured). */
 #define APP_LAUNCH_US ${num(p.appLaunchUs)}
+
+/* The app's launch faulted with this CUresult (0: it did not): then the same fault is the match. */
+#define FAULT_CODE ${p.fault?.code ?? 0}
+#define FAULT_NAME ${cString(p.fault?.name ?? "")}
 
 /* cuFuncSetAttribute(CUfunction_attribute id, value), as the app's function had them. */
 #define N_FUNC_ATTRS ${p.functionAttributes.length}

@@ -9,7 +9,8 @@
  * Environment: KC_FAKE_NO_DEVICE=1 (cuInit fails), KC_FAKE_TAKEN=VA (that address is mapped
  * before the program starts: the reservation is refused), KC_FAKE_CC=80 (the compute capability),
  * KC_FAKE_NO_SASS=1 (a module image that is not PTX text fails with CUDA_ERROR_NO_BINARY_FOR_GPU),
- * KC_FAKE_LOG=FILE (each call that loads a module or launches appends a line).
+ * KC_FAKE_LOG=FILE (each call that loads a module or launches appends a line), KC_FAKE_FAULT=N
+ * (cuCtxSynchronize returns CUresult N: the kernel faulted).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -35,13 +36,13 @@ CUresult cuInit(unsigned int flags) {
   return getenv("KC_FAKE_NO_DEVICE") ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
 }
 CUresult cuGetErrorString(CUresult r, const char **s) {
-  *s = r == CUDA_ERROR_NO_DEVICE ? "no CUDA-capable device is detected" : r == CUDA_ERROR_NO_BINARY_FOR_GPU ? "no kernel image is available for execution on the device" : "fake error";
+  *s = r == CUDA_ERROR_NO_DEVICE ? "no CUDA-capable device is detected" : r == CUDA_ERROR_NO_BINARY_FOR_GPU ? "no kernel image is available for execution on the device" : r == CUDA_ERROR_ILLEGAL_ADDRESS ? "an illegal memory access was encountered" : "fake error";
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { (void)d; *c = (CUcontext)0x1; return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { return getenv("KC_FAKE_FAULT") ? (CUresult)atoi(getenv("KC_FAKE_FAULT")) : CUDA_SUCCESS; }
 CUresult cuDeviceGetName(char *name, int n, CUdevice d) { (void)d; snprintf(name, (size_t)n, "fake GPU"); return CUDA_SUCCESS; }
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   (void)d;

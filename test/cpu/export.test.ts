@@ -315,6 +315,26 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(elsewhere.code).toBe(2);
   });
 
+  test("a launch that faulted in the app: the same fault is MATCH, none is MISMATCH; a fault the app did not have is an error (exit 2)", async () => {
+    const { cap, out, m } = await demo();
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify({ ...m, fault: { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" } }, null, 2));
+    exportCapture(cap, out);
+    make(out);
+    const same = repro(out, null, { KC_FAKE_FAULT: "700" });
+    expect(same.out).toContain("MATCH: the launch gave 700 (an illegal memory access was encountered); in the app it faulted with 700 (CUDA_ERROR_ILLEGAL_ADDRESS)");
+    expect(same.code).toBe(0);
+    const none = repro(out, appWrites(out, m));
+    expect(none.out).toContain("MISMATCH: the launch gave 0");
+    expect(none.code).toBe(1);
+    const plain = join(out, "..", "plain");
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m, null, 2));
+    exportCapture(cap, plain);
+    make(plain);
+    const fault = repro(plain, null, { KC_FAKE_FAULT: "700" });
+    expect(fault.err).toContain("error: the launch faulted (700): an illegal memory access was encountered");
+    expect(fault.code).toBe(2);
+  });
+
   test("a tolerance given at export: a float within atol is within tolerance (exit 0), bit for bit it is a mismatch", async () => {
     const { cap, out, m } = await demo();
     exportCapture(cap, out, { atol: 1e-3 });
