@@ -72,7 +72,8 @@ export interface ExportResult {
  */
 export function exportCapture(dir: string, outPath: string, o: ExportOptions = {}): ExportResult {
   const t0 = performance.now();
-  const { dir: capDir, manifest: m } = openCapture(dir);
+  const { manifest: m } = openCapture(dir);
+  const capDir = realpathSync(dir);
   if (m.device.vendor !== "nvidia") {
     throw new KerncapError("E_USAGE", `${dir} holds an ${m.device.vendor.toUpperCase()} capture (${m.device.arch}); kerncap export writes a CUDA driver-API program`, { hint: "Replay it with `kerncap replay`; an HSA export is not written yet." });
   }

@@ -411,6 +411,16 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--dtype", "fp12"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--atol", "-1"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", ""])).code).toBe("E_USAGE");
+      // relative names: OUT inside the capture is seen as such
+      const cwd = process.cwd();
+      process.chdir(join(dir, ".."));
+      try {
+        expect((await failure("export", ["demo", "-o", "demo/inner"])).code).toBe("E_USAGE");
+        expect((await failure("export", ["./demo/", "-o", "."])).code).toBe("E_USAGE");
+      } finally {
+        process.chdir(cwd);
+      }
+      expect(existsSync(join(dir, "inner"))).toBe(false);
       expect(existsSync(`${dir}-x`)).toBe(false);
     });
   },
