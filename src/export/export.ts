@@ -27,6 +27,7 @@ import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes, resolveInCapture, shownPath } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
+import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type TritonArg } from "./plan.ts";
@@ -100,14 +101,14 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     const files: ExportFiles = { module: `data/${m.module.file}`, ptx: ptxFile ?? "", params: `data/${m.params.file}`, before: `data/${m.memory.before}`, after: `data/${m.memory.after}` };
     writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
     const editable = copyProject(capDir, m, tmp);
-    const triton = m.kernel.frontend === "triton" ? tritonPart(capDir, m, params, plan) : null;
+    const triton = tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton);
     writeFileSync(join(tmp, EXPORT_FILE), JSON.stringify(doc, null, 2) + "\n");
     const hasBuild = existsSync(join(tmp, "build.sh"));
     const commands = {
       build: "make",
       run: "./repro",
-      runSource: hasBuild && m.kernel.frontend !== "triton" ? "make run-src" : null,
+      runSource: hasBuild && !triton ? "make run-src" : null,
       triton: triton ? "python3 repro.py" : null,
     };
     renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data));
@@ -269,10 +270,11 @@ function copyProject(capDir: string, m: Manifest, tmp: string): string | null {
   copyTree("build.sh");
   copyTree("src");
   // the kernel's definition: src/ mirrors the project root (manifest source.cuda, src/frontends/cuda/locate.ts)
-  const source = m.source as { cuda?: { definition?: string; projectRoot?: string }; frontend?: string; fnName?: string } | undefined;
-  const def = source?.cuda?.definition;
-  const root = source?.cuda?.projectRoot;
-  const named = def ? `src/${root && def.startsWith(root + "/") ? def.slice(root.length + 1) : def.split("/").pop()}` : source?.frontend === "triton" && source.fnName ? `src/${source.fnName}.py` : undefined;
+  const cuda = (m.source as { cuda?: { definition?: string; projectRoot?: string } } | undefined)?.cuda;
+  const def = cuda?.definition;
+  const root = cuda?.projectRoot;
+  const fn = tritonSourceOf(m)?.fnName;
+  const named = def ? `src/${root && def.startsWith(root + "/") ? def.slice(root.length + 1) : def.split("/").pop()}` : fn ? `src/${fn}.py` : undefined;
   if (named && copied.includes(named)) return named;
   return copied.find((c) => c.startsWith("src/") && !c.includes(".kerncap-slice.") && !c.startsWith("src/original/")) ?? null;
 }
