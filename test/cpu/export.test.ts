@@ -17,6 +17,7 @@ import { exportCapture, EXPORT_FILE } from "../../src/export/export.ts";
 import { captureHeader, cString, exportPlan, storedPointer } from "../../src/export/plan.ts";
 import { readManifest, sha256File, verifyFiles } from "../../src/format/capture-dir.ts";
 import { runs } from "../../src/format/chunks.ts";
+import { packCapture } from "../../src/format/archive.ts";
 import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
@@ -146,6 +147,9 @@ describe("kerncap export: the folder", () => {
     for (const d of r.data) expect(lstatSync(join(out, d.path)).nlink).toBe(1);
     verifyFiles(cap, m);
     verifyFiles(join(out, "data"), readManifest(join(out, "data")));
+    // the export's data/ packs as a capture does
+    const packed = await packCapture(join(out, "data"), join(out, "..", "data.zip"), { force: false });
+    expect(packed.files).toBe(r.data.length);
     expect(r.bytes.data).toBe(r.data.reduce((a, d) => a + d.bytes, 0));
     const h = readFileSync(join(out, "capture.h"), "utf8");
     expect(h).toContain('#define KERNEL_NAME "_Z5saxpyPK5Saxpy"');
