@@ -28,7 +28,7 @@ import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes, resolveInCapture, shownPath } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
-import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
+import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
@@ -91,6 +91,8 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   }
   const plan = exportPlan(m, params, archs, o);
 
+  // what a killed export left beside OUT (its pid gone, kerncap's mark inside)
+  for (const p of removeStaleTemps(out, existsSync(out))) log.info(`removed ${p}, left by an export that was killed`);
   const tmp = tempFor(out);
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp);

@@ -174,9 +174,14 @@ describe("kerncap export: the folder", () => {
       return "ok";
     };
     expect(code(() => exportCapture(cap, out))).toBe("E_EXISTS");
+    // a temp folder a killed export left (its pid gone) is removed by the next export of OUT
+    const stale = `${out}.tmp-999999999`;
+    mkdirSync(stale);
+    writeFileSync(join(stale, ".kerncap-temp"), "999999999\n");
     writeFileSync(join(out, "mine.txt"), "x");
     expect(code(() => exportCapture(cap, out, { force: true }))).toBe("ok");
     expect(existsSync(join(out, "mine.txt"))).toBe(false); // replaced whole
+    expect(existsSync(stale)).toBe(false);
     const other = join(out, "..", "other");
     mkdirSync(other);
     writeFileSync(join(other, "notes.txt"), "keep");
