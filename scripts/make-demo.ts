@@ -1,7 +1,8 @@
 #!/usr/bin/env bun
 /**
  * Regenerate demo/capture/, the capture that `kerncap demo` writes (src/capture/demo.ts embeds
- * it): the saxpy kernel of demo/app/saxpy.cu, compiled here with nvcc for sm_90, its
+ * it): the saxpy kernel of demo/app/saxpy.cu, compiled here with nvcc into a fatbin (sm_90 machine
+ * code, compute_80 PTX: it replays on any GPU from sm_80), its
  * memory as the application leaves it at the launch (before), and the kernel's result computed on
  * the CPU by saxpyReference (after), written through the capture format's own writer
  * (finalizeCapture, of a raw_version 2 capture hashed on the CPU: test/raw-fixture.ts) with the CUDA reproducer
@@ -16,7 +17,7 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { finalizeCapture } from "../src/capture/finalize.ts";
-import { cubinKernels, cubinParamLayout } from "../src/codeobj/index.ts";
+import { cubinKernels, cubinParamLayout, pickCubin } from "../src/codeobj/index.ts";
 import { findNvcc } from "../src/frontends/cuda/compile-commands.ts";
 import { captureEnrichment } from "../src/frontends/index.ts";
 import type { Manifest } from "../src/format/manifest.ts";
@@ -117,9 +118,13 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
   mkdirSync(join(tmp, "memory"), { recursive: true });
   const nvcc = findNvcc();
   const arch = "sm_90";
-  const build = Bun.spawnSync([nvcc, "-cubin", `-arch=${arch}`, "-o", join(tmp, "kernel/module.cubin"), join(DEMO_APP, "saxpy.cu")], { stderr: "pipe" });
+  // a fatbin as nvcc embeds one in an application: sm_90 machine code and compute_80 PTX, which
+  // the driver JIT-compiles on any GPU from sm_80 (kerncap replay and an export's ./repro say so)
+  const gencode = [`arch=compute_90,code=${arch}`, "arch=compute_80,code=compute_80"];
+  const build = Bun.spawnSync([nvcc, "-fatbin", ...gencode.flatMap((g) => ["-gencode", g]), "-o", join(tmp, "kernel/module.fatbin"), join(DEMO_APP, "saxpy.cu")], { stderr: "pipe" });
   if (build.exitCode !== 0) throw new Error(`nvcc failed: ${build.stderr.toString()}`);
-  const cubin = new Uint8Array(readFileSync(join(tmp, "kernel/module.cubin")));
+  const fatbin = new Uint8Array(readFileSync(join(tmp, "kernel/module.fatbin")));
+  const cubin = pickCubin(fatbin, arch).cubin;
   const name = cubinKernels(cubin).find((k) => k.startsWith("_Z5saxpy"));
   if (!name) throw new Error(`the cubin defines no saxpy kernel: ${cubinKernels(cubin).join(", ")}`);
   const layout = cubinParamLayout(cubin, name);
@@ -161,7 +166,7 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
     launch: { api: "cuLaunchKernel", grid: [grid, 1, 1] as [number, number, number], block: [BLOCK, 1, 1] as [number, number, number], shared_mem_bytes: 0, cluster: [1, 1, 1] as [number, number, number], attributes: [] },
     function_attributes: [],
     params: { file: "kernel/params.bin", size: 8, layout_source: "cubin .nv.info (EIATTR_KPARAM_INFO)", layout },
-    module: { file: "kernel/module.cubin", kind: "cubin" as const, size: cubin.length, source: `nvcc -cubin -arch=${arch} ${APP_SHOWN}/saxpy.cu (scripts/make-demo.ts)` },
+    module: { file: "kernel/module.fatbin", kind: "fatbin" as const, size: fatbin.length, source: `nvcc -fatbin ${gencode.map((g) => `-gencode ${g}`).join(" ")} ${APP_SHOWN}/saxpy.cu (scripts/make-demo.ts)` },
     ...ranges,
     memory: { ...ranges.memory, align: 4096, gpu_scan_unavailable: generated },
     timing: {},
@@ -187,5 +192,9 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
 
 if (import.meta.main) {
   const m = await makeDemo();
+  // made here for every machine: the demo names no host (a host would make it "received" elsewhere, src/format/trust.ts)
+  const mf = join(DEMO_CAPTURE, "kerncap.json");
+  const { host: _, ...rest } = JSON.parse(readFileSync(mf, "utf8"));
+  writeFileSync(mf, JSON.stringify(rest, null, 2) + "\n");
   console.log(`make-demo: ${relative(process.cwd(), DEMO_CAPTURE)}: ${m.kernel.demangled}, ${m.regions.length} regions, ${m.memory.beforeBytes} bytes live, ${m.memory.afterBytes} changed`);
 }

@@ -39,7 +39,7 @@ else
 fi
 if [ "$src" = "$slice" ]; then
   if ! compile "$slice" "$cubin"; then
-    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc's message above): compiling the whole TU src/saxpy.cu" >&2
+    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it): compiling the whole TU src/saxpy.cu" >&2
     compile "$tu" "$cubin"
     echo "$have" >"$failed"
   fi

@@ -1,10 +1,11 @@
 /**
  * The sample capture that `kerncap demo` writes: demo/capture/, embedded in the
- * executable file by file. It is the saxpy kernel of demo/app/saxpy.cu, its cubin built
- * for sm_90 and its after state computed on the CPU by scripts/make-demo.ts (which regenerates the
- * folder; the manifest's device.name and tool.library say it was not captured on a GPU). With it,
- * inspect, pack/unpack, validate's rebuild and the MCP tools can be tried on any machine; its
- * replay needs an sm_90 GPU.
+ * executable file by file. It is the saxpy kernel of demo/app/saxpy.cu, its fatbin built with
+ * sm_90 machine code and compute_80 PTX, and its after state computed on the CPU by
+ * scripts/make-demo.ts (which regenerates the folder; the manifest's device.name and tool.library
+ * say it was not captured on a GPU). With it, inspect, pack/unpack, validate's rebuild and the MCP
+ * tools can be tried on any machine; its replay needs a GPU from sm_80 (elsewhere than sm_90 the
+ * driver JIT-compiles the PTX).
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -20,7 +21,7 @@ import readme from "../../demo/capture/README.md" with { type: "file" };
 import buildSh from "../../demo/capture/build.sh" with { type: "file" };
 // tsc types a .json import as its content; Bun's `type: "file"` gives its path, as for the others
 import manifestFile from "../../demo/capture/kerncap.json" with { type: "file" };
-import cubin from "../../demo/capture/kernel/module.cubin" with { type: "file" };
+import fatbin from "../../demo/capture/kernel/module.fatbin" with { type: "file" };
 import params from "../../demo/capture/kernel/params.bin" with { type: "file" };
 import after from "../../demo/capture/memory/after.bin" with { type: "file" };
 import before from "../../demo/capture/memory/before.bin" with { type: "file" };
@@ -34,7 +35,7 @@ export const DEMO_FILES: { path: string; embedded: string; mode: number }[] = [
   { path: "README.md", embedded: readme, mode: 0o644 },
   { path: "build.sh", embedded: buildSh, mode: 0o755 },
   { path: "kerncap.json", embedded: manifest, mode: 0o644 },
-  { path: "kernel/module.cubin", embedded: cubin, mode: 0o644 },
+  { path: "kernel/module.fatbin", embedded: fatbin, mode: 0o644 },
   { path: "kernel/params.bin", embedded: params, mode: 0o644 },
   { path: "memory/after.bin", embedded: after, mode: 0o644 },
   { path: "memory/before.bin", embedded: before, mode: 0o644 },

@@ -65,6 +65,10 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
     ["kerncap unpack softmax.zip", "the capture folder back, checksums checked"],
     ["kerncap unpack softmax.zip -o cap -f", "into cap, replacing a previous capture"],
   ],
+  export: [
+    ["kerncap export cap -o repro && cd repro && make && ./repro", "a C program that replays the launch with the CUDA toolkit alone"],
+    ["kerncap export cap -o repro --rtol 1e-3 -f", "judge float elements within a tolerance; replace a previous export"],
+  ],
   schema: [
     ["kerncap schema", "the JSON Schema of kerncap.json"],
     ["kerncap schema replay", "the JSON Schema of replay --json's document"],

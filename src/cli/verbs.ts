@@ -12,6 +12,7 @@ export const commands = {
   check: () => import("./commands/check.ts").then((m) => m.default),
   pack: () => import("./commands/pack.ts").then((m) => m.default),
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
+  export: () => import("./commands/export.ts").then((m) => m.default),
   schema: () => import("./commands/schema.ts").then((m) => m.default),
   doctor: () => import("./commands/doctor.ts").then((m) => m.default),
   demo: () => import("./commands/demo.ts").then((m) => m.default),

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { describeModule } from "./index.ts";
+import { describeModule, jitPtx } from "./index.ts";
 import { buildFixtures, type Fixtures, NO_NVCC_REASON, NVCC } from "../../test/nvcc-fixtures.ts";
 
 const KERNELS = ["_Z2tkIdLi3EEvPT_PKS0_i", "_Z2tkIfLi2EEvPT_PKS0_i", "emptyk", "gridk", "hugek", "structk", "typesk"];
@@ -37,5 +37,16 @@ describe.skipIf(!NVCC)(`describeModule on nvcc output${NVCC ? "" : ` (${NO_NVCC_
     const ptx = describeModule(fx.ptx);
     expect([ptx.kind, ptx.archs]).toEqual(["ptx", ["sm_90"]]);
     expect(sorted(ptx)).toEqual(KERNELS);
+  });
+});
+
+describe("jitPtx", () => {
+  test("machine code for the GPU: no JIT; none: the newest PTX not newer than the GPU; no usable PTX: none", () => {
+    expect(jitPtx(["sm_90", "compute_90"], "sm_90")).toBeUndefined();
+    expect(jitPtx(["sm_90a", "compute_90"], "sm_90")).toBeUndefined();
+    expect(jitPtx(["sm_90", "compute_80", "compute_75"], "sm_86")).toBe("compute_80");
+    expect(jitPtx(["sm_90", "compute_90"], "sm_80")).toBeUndefined();
+    expect(jitPtx(["sm_90"], "sm_80")).toBeUndefined();
+    expect(jitPtx(["compute_80"], "sm_100")).toBe("compute_80");
   });
 });

@@ -72,3 +72,15 @@ function describePtx(text: string): ModuleDescription {
 function ptxEntries(text: string): string[] {
   return [...text.matchAll(/^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$%.][\w$%.]*)/gm)].map((m) => m[1]!);
 }
+
+/**
+ * The PTX the driver JIT-compiles when a module with targets `archs` (describeModule's list:
+ * sm_XX machine code, compute_XX PTX) is loaded on a GPU of architecture `arch` (sm_XX): the newest
+ * PTX not newer than the GPU, when no machine code is for the GPU's own architecture (sm_90a
+ * counts for sm_90); undefined when machine code runs, or no PTX can.
+ */
+export function jitPtx(archs: string[], arch: string): string | undefined {
+  const num = (a: string) => Number(/_(\d+)/.exec(a)?.[1] ?? NaN);
+  if (archs.some((a) => a.startsWith("sm_") && num(a) === num(arch))) return undefined;
+  return archs.filter((a) => a.startsWith("compute_") && num(a) <= num(arch)).sort((a, b) => num(b) - num(a))[0];
+}

@@ -29,6 +29,8 @@ export const DOCUMENT_VERSIONS = {
   tune: 1,
   pack: 1,
   unpack: 1,
+  /** `kerncap export` (src/export/export.ts ExportResult). */
+  export: 1,
   doctor: 1,
   /** `kerncap demo`: the sample capture written (src/capture/demo.ts). */
   demo: 1,
@@ -314,6 +316,27 @@ export const DOCUMENTS = {
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
+  export: v.object({
+    ...id("export"),
+    dir: v.string(),
+    out: v.string(),
+    kernel: v.string(),
+    frontend: v.string(),
+    /** Commands run in `out`: build (make), run (./repro), runSource (rebuild src/ and run it; null without a CUDA reproducer project), triton (null for other kernels). */
+    commands: v.object({ build: v.string(), run: v.string(), runSource: v.nullable(v.string()), triton: v.nullable(v.string()) }),
+    /** The kernel source to edit, relative to out; null without a reproducer project. */
+    editable: v.nullable(v.string()),
+    /** The module image: machine-code architectures (sm_XX), its newest PTX (compute_XX) and where it was written, null when it holds none. */
+    module: v.object({ file: v.string(), kind: v.string(), sass: v.array(v.string()), ptx: v.nullable(v.string()), ptxFile: v.nullable(v.string()) }),
+    /** The Triton script; storedPointer: a captured VA found in the before state (a kernel that follows it needs the driver-API program). */
+    triton: v.nullable(v.object({ script: v.string(), storedPointer: v.nullable(v.object({ region: v.string(), offset: U, va: v.string() })) })),
+    /** Each data file, and whether it shares the capture's blocks (reflink) or was copied. */
+    data: v.array(v.object({ path: v.string(), bytes: U, shared: v.picklist(["reflink", "copy"]) })),
+    /** Bytes: every file of the export; the data files; of those, copied and reflinked. */
+    bytes: v.object({ export: U, data: U, copied: U, reflinked: U }),
+    tolerance: v.object({ atol: N, rtol: N }),
+    seconds: N,
+  }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
   check: v.object({
     ...id("check"),

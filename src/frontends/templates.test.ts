@@ -5,6 +5,7 @@ import { join, relative } from "node:path";
 import { writeFolderAtomically } from "../cache.ts";
 import { frontends } from "./index.ts";
 import { cacheFiles, CHECKOUT_TEMPLATES, renderTemplateDir } from "./templates.ts";
+import { EXPORT_TEMPLATES } from "../export/templates.ts";
 
 function tree(dir: string): Record<string, { text: string; mode: number }> {
   const out: Record<string, { text: string; mode: number }> = {};
@@ -24,8 +25,9 @@ test("the executable embeds every template file, with its content and mode bits,
   const root = mkdtempSync(join(tmpdir(), "kerncap-tpl-"));
   const withTemplates = frontends().filter((f) => f.templates?.length);
   for (const f of withTemplates) writeFolderAtomically(join(root, f.name), cacheFiles(f.templates!));
+  writeFolderAtomically(join(root, "export"), cacheFiles(EXPORT_TEMPLATES)); // kerncap export's folder (src/export/templates.ts)
   expect(tree(root)).toEqual(tree(CHECKOUT_TEMPLATES));
-  expect(readdirSync(CHECKOUT_TEMPLATES).sort()).toEqual(withTemplates.map((f) => f.name).sort());
+  expect(readdirSync(CHECKOUT_TEMPLATES).sort()).toEqual([...withTemplates.map((f) => f.name), "export"].sort());
 });
 
 test("rendering is strict: a missing field throws instead of writing an empty value", () => {

@@ -3,7 +3,7 @@
  * spans through the VMM API, the scan kernel on the GPU (./scan.ts), cuLaunchKernelEx with the
  * captured launch attributes, CUDA events around each timed launch.
  */
-import { describeModule } from "../codeobj/index.ts";
+import { describeModule, jitPtx } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -37,7 +37,10 @@ function hexBytes(hex: string): Uint8Array {
 /** cuModuleLoadData, with E_ARCH naming the architectures the image holds when the GPU can't run it. */
 function loadCudaModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string): bigint {
   const r = cu.moduleLoad(image);
-  if (r.module !== undefined) return r.module;
+  if (r.module !== undefined) {
+    noteJit(cu, image, m);
+    return r.module;
+  }
   if (r.result === CU.ERROR_NO_BINARY_FOR_GPU || r.result === CU.ERROR_INVALID_IMAGE || r.result === CU.ERROR_UNSUPPORTED_PTX_VERSION) {
     let has = "";
     try {
@@ -51,6 +54,18 @@ function loadCudaModule(cu: Cuda, image: Uint8Array, m: Manifest, file: string):
     });
   }
   throw new KerncapError("E_CUDA", `cuModuleLoadData(${file}) failed: ${r.text}`);
+}
+
+/** Say when the driver JIT-compiled the module's PTX (cuModuleLoadData does it itself for a fatbin without this GPU's machine code). */
+function noteJit(cu: Cuda, image: Uint8Array, m: Manifest): void {
+  if (m.module.kind !== "fatbin" && m.module.kind !== "ptx") return;
+  try {
+    const archs = describeModule(image).archs;
+    const ptx = jitPtx(archs, cu.arch());
+    if (ptx) log.info(`the module has no machine code for ${cu.arch()} (it holds ${archs.join(", ")}): the driver JIT-compiled its PTX (${ptx})`);
+  } catch {
+    /* an image the readers do not know: nothing to say */
+  }
 }
 
 class CudaKernel implements ReplayKernel {

@@ -402,6 +402,28 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("unpack", [join(dir, "../none.zip")])).message).toContain("no such archive");
     });
   },
+  export: () => {
+    test("writes a folder with the C program and the data; -o is required; --dtype and --atol are checked (more in ./export.test.ts)", async () => {
+      const dir = join(tempDir(), "demo");
+      await verb("demo", [dir]);
+      expect(await verb("export", [dir, "-o", `${dir}-export`])).toBe(0);
+      expect(existsSync(join(`${dir}-export`, "repro.c"))).toBe(true);
+      expect((await failure("export", [dir, "-o", `${dir}-x`, "--dtype", "fp12"])).code).toBe("E_USAGE");
+      expect((await failure("export", [dir, "-o", `${dir}-x`, "--atol", "-1"])).code).toBe("E_USAGE");
+      expect((await failure("export", [dir, "-o", ""])).code).toBe("E_USAGE");
+      // relative names: OUT inside the capture is seen as such
+      const cwd = process.cwd();
+      process.chdir(join(dir, ".."));
+      try {
+        expect((await failure("export", ["demo", "-o", "demo/inner"])).code).toBe("E_USAGE");
+        expect((await failure("export", ["./demo/", "-o", "."])).code).toBe("E_USAGE");
+      } finally {
+        process.chdir(cwd);
+      }
+      expect(existsSync(join(dir, "inner"))).toBe(false);
+      expect(existsSync(`${dir}-x`)).toBe(false);
+    });
+  },
   schema: () => {
     test("an unknown schema name is refused with the names", async () => {
       const e = await failure("schema", ["bogus"]);

@@ -20,7 +20,7 @@ export default defineCommand({
     if (args.json) printJson("demo", { dir, kernel: m.kernel.demangled, arch: m.device.arch, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, next });
     else {
       log.success(`wrote the demo capture of ${m.kernel.demangled} into ${dir}: ${plural(m.regions.length, "region")}, ${formatBytes(m.memory.beforeBytes)} live (made on the CPU: its after state is a CPU reference of the kernel)`);
-      log.info(`next: ${next[0]} ; ${next[1]} (rebuilds src/ with nvcc; the replay needs an ${m.device.arch} GPU) ; ${next[2]}`);
+      log.info(`next: ${next[0]} ; ${next[1]} (rebuilds src/ with nvcc for ${m.device.arch}; the replay needs a GPU from sm_80) ; ${next[2]}`);
       log.info(`edit ${shellPath(`${dir}/src/saxpy.cu`)} and validate again; on a GPU, ${next[3]} checks the kernel against the after state`);
     }
     return 0;

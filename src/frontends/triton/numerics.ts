@@ -4,6 +4,7 @@
  * points into (src/replay/tolerance.ts regionTypesFromParams). Pure.
  */
 import type { Manifest } from "../../format/manifest.ts";
+import type { TritonSource } from "./join.ts";
 import { regionTypesFromParams, type ElementType } from "../../replay/tolerance.ts";
 
 /**
@@ -20,4 +21,9 @@ export function tritonParamTypes(signature: Record<string, unknown>): string[] {
 export function regionTypesFromSignature(m: Manifest, params: Uint8Array, written?: (ri: number, offset: number) => boolean): (ElementType | undefined)[] {
   const sig = m.source && m.source.frontend === "triton" ? (m.source.signature as Record<string, unknown> | undefined) : undefined;
   return sig ? regionTypesFromParams(params, m.params.layout, tritonParamTypes(sig), m.regions, written) : m.regions.map(() => undefined);
+}
+
+/** manifest.source as the Triton shim recorded it (./join.ts TritonSource), or undefined for another frontend's capture. */
+export function tritonSourceOf(m: Manifest): TritonSource | undefined {
+  return m.source && m.source.frontend === "triton" ? (m.source as unknown as TritonSource) : undefined;
 }

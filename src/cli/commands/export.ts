@@ -1,0 +1,39 @@
+/** `kerncap export DIR -o OUT`: a reproducer folder that builds and runs with the CUDA toolkit alone (src/export/export.ts). Exit 0; 2 error. */
+import { defineCommand } from "citty";
+import { KerncapError } from "../../errors.ts";
+import { exportCapture } from "../../export/export.ts";
+import { floatArg } from "../../replay/tolerance-plan.ts";
+import { elementType } from "../../replay/tolerance.ts";
+import { log } from "../../log.ts";
+import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { formatBytes } from "../../util/format.ts";
+import { shellPath } from "../../util/shell-quote.ts";
+
+export default defineCommand({
+  meta: { name: "export", description: "Write a reproducer that needs no kerncap: a CUDA driver-API C program (and a Triton script for Triton kernels) with the capture's data" },
+  args: {
+    ...dirArg,
+    out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only)", required: true },
+    force: { type: "boolean", alias: ["f"], description: "Replace a previous export at OUT (never any other folder)", default: false },
+    atol: { type: "string", description: "Absolute tolerance per float element of the exported programs' comparison (Default: 0, bit for bit)" },
+    rtol: { type: "string", description: "Relative tolerance per float element (Default: 0)" },
+    dtype: { type: "string", description: "Element type of the regions whose type the kernel signature does not give (Default: fp32)" },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  run({ args }) {
+    if (!String(args.out ?? "").trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
+    const dtype = args.dtype ? String(args.dtype) : undefined;
+    if (dtype && !elementType(dtype)) throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+    const r = exportCapture(String(args.dir), String(args.out), { force: Boolean(args.force), atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype });
+    if (args.json) printJson("export", r);
+    else {
+      const shared = r.bytes.reflinked ? `${formatBytes(r.bytes.reflinked)} reflinked, ${formatBytes(r.bytes.copied)} copied` : `${formatBytes(r.bytes.copied)} copied`;
+      log.success(`exported ${r.kernel} into ${r.out}: ${formatBytes(r.bytes.export)} (data ${shared})`);
+      log.info(`run it: cd ${shellPath(r.out)} && ${r.commands.build} && ${r.commands.run}${r.commands.runSource ? ` ; after an edit of ${r.editable}: ${r.commands.runSource}` : ""}`);
+      if (r.triton) log.info(`Triton: ${r.commands.triton} (TRITON_INTERPRET=1 for the interpreter)${r.triton.storedPointer ? `; the memory holds captured VAs (${r.triton.storedPointer.va} in region ${r.triton.storedPointer.region}): a kernel that follows them needs ./repro` : ""}`);
+      if (!r.module.ptx) log.info(`the module holds machine code for ${r.module.sass.join(", ") || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`);
+    }
+    return 0;
+  },
+});

@@ -1,0 +1,372 @@
+/**
+ * `kerncap export DIR -o OUT`: a folder that reproduces the captured launch with the CUDA toolkit
+ * alone (and, for a Triton kernel, Python with Triton and PyTorch), nothing of kerncap:
+ *
+ *   data/            the capture (kerncap.json, module image, parameter bytes, memory images), its
+ *                    files shared with the capture by reflink where the file system can, else copied
+ *   repro.c capture.h CMakeLists.txt Makefile   the driver-API program (templates/export/repro.c)
+ *   build.sh src/    the capture's reproducer project (the kernel's source to edit), when it has one
+ *   repro.py kcdata.py   the Triton script, for Triton captures
+ *   kernel.ptx       the module's PTX, when its image holds some (the program JITs it where the GPU
+ *                    has no machine code in the image)
+ *   README.md kerncap-export.json
+ *
+ * Hard links are never made: a capture file with a second name is refused by every reader of a
+ * capture (src/format/paths.ts: a hard link may share data with a file outside the folder), so a
+ * hard-linked export would break the capture it came from.
+ */
+import { chmodSync, closeSync, constants, copyFileSync, existsSync, ftruncateSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve, sep } from "node:path";
+import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
+import { KerncapError } from "../errors.ts";
+import { assertOutputPath } from "../format/archive.ts";
+import { openCapture } from "../format/capture-dir.ts";
+import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
+import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
+import { runs } from "../format/chunks.ts";
+import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
+import { capturePath, readCaptureBytes, resolveInCapture, shownPath } from "../format/paths.ts";
+import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
+import { tritonSourceOf } from "../frontends/triton/numerics.ts";
+import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
+import { log } from "../log.ts";
+import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type TritonArg } from "./plan.ts";
+import { EXPORT_TEMPLATES } from "./templates.ts";
+
+/** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data. */
+export const EXPORT_FILE = "kerncap-export.json";
+export const EXPORT_FORMAT = "kerncap-export";
+
+export interface ExportOptions {
+  force?: boolean;
+  /** The judging of the exported programs (default 0, 0: bit for bit); dtype for regions the signature does not type (regionNumericsPlan). */
+  atol?: number;
+  rtol?: number;
+  dtype?: string;
+}
+
+export interface ExportResult {
+  dir: string;
+  out: string;
+  kernel: string;
+  frontend: string;
+  /** The driver-API program's and, for Triton, the script's commands, run in `out`. */
+  commands: { build: string; run: string; runSource: string | null; triton: string | null };
+  /** The kernel source to edit (relative to out), null when the capture has no reproducer project. */
+  editable: string | null;
+  module: { file: string; kind: string; sass: string[]; ptx: string | null; ptxFile: string | null };
+  /** The Triton script and why it may not reproduce the launch (pointers stored in memory), null for other kernels. */
+  triton: { script: string; storedPointer: { region: string; offset: number; va: string } | null } | null;
+  /** Every data file and how it was shared with the capture: a reflink (copy-on-write clone) or a copy. */
+  data: { path: string; bytes: number; shared: "reflink" | "copy" }[];
+  /** Bytes of the export's files (sparse holes counted as written), and of the capture folder's data files. */
+  bytes: { export: number; data: number; copied: number; reflinked: number };
+  tolerance: { atol: number; rtol: number };
+  seconds: number;
+}
+
+/**
+ * Write the export of capture `dir` into `outPath` (as `OUT.tmp-<pid>`, renamed when complete).
+ * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH (the capture), E_USAGE (an AMD
+ *   capture, OUT inside the capture or the capture inside OUT, bad tolerance), E_EXISTS (OUT
+ *   exists: only a previous export is replaced, with force), E_IO
+ */
+export function exportCapture(dir: string, outPath: string, o: ExportOptions = {}): ExportResult {
+  const t0 = performance.now();
+  const { manifest: m } = openCapture(dir);
+  const capDir = realpathSync(dir);
+  if (m.device.vendor !== "nvidia") {
+    throw new KerncapError("E_USAGE", `${dir} holds an ${m.device.vendor.toUpperCase()} capture (${m.device.arch}); kerncap export writes a CUDA driver-API program`, { hint: "Replay it with `kerncap replay`; an HSA export is not written yet." });
+  }
+  const out = resolve(outPath);
+  checkOutput(capDir, out, Boolean(o.force));
+  const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
+  const image = new Uint8Array(readCaptureBytes(capDir, m.module.file, m.module.size));
+  let archs: string[] = [];
+  try {
+    archs = describeModule(image).archs;
+  } catch (e) {
+    // the program loads the image as it is; only the note on architectures and PTX is lost
+    log.warn(`${m.module.file} could not be read as a module image (${(e as Error).message}): the export names no architecture for it`);
+  }
+  const plan = exportPlan(m, params, archs, o);
+
+  // what a killed export left beside OUT (its pid gone, kerncap's mark inside)
+  for (const p of removeStaleTemps(out, existsSync(out))) log.info(`removed ${p}, left by an export that was killed`);
+  const tmp = tempFor(out);
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp);
+  try {
+    markTemp(tmp);
+    const data = copyData(capDir, m, join(tmp, "data"));
+    const ptxFile = writePtx(m, image, plan, tmp);
+    const files: ExportFiles = { module: `data/${m.module.file}`, ptx: ptxFile ?? "", params: `data/${m.params.file}`, before: `data/${m.memory.before}`, after: `data/${m.memory.after}` };
+    writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
+    const editable = copyProject(capDir, m, tmp);
+    const triton = tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
+    const doc = exportDocument(m, plan, files, triton);
+    writeFileSync(join(tmp, EXPORT_FILE), JSON.stringify(doc, null, 2) + "\n");
+    const hasBuild = existsSync(join(tmp, "build.sh"));
+    const commands = {
+      build: "make",
+      run: "./repro",
+      runSource: hasBuild && !triton ? "make run-src" : null,
+      triton: triton ? "python3 repro.py" : null,
+    };
+    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data));
+    if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });
+    rmSync(join(tmp, TEMP_MARKER));
+    place(tmp, out, Boolean(o.force));
+    const bytes = { export: folderBytes(out), data: data.reduce((a, d) => a + d.bytes, 0), copied: 0, reflinked: 0 };
+    for (const d of data) bytes[d.shared === "copy" ? "copied" : "reflinked"] += d.bytes;
+    return {
+      dir: capDir,
+      out,
+      kernel: plan.demangled,
+      frontend: m.kernel.frontend,
+      commands,
+      editable,
+      module: { file: files.module, kind: m.module.kind, sass: plan.sass, ptx: plan.ptx || null, ptxFile },
+      triton: triton ? { script: "repro.py", storedPointer: triton.storedPointer } : null,
+      data,
+      bytes,
+      tolerance: plan.tolerance,
+      seconds: (performance.now() - t0) / 1000,
+    };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * OUT must not be the capture, inside it or hold it (a --force would delete the capture), and may
+ * exist only as an empty folder or, with force, a previous export.
+ * @throws KerncapError E_USAGE, E_EXISTS, E_IO
+ */
+function checkOutput(capDir: string, out: string, force: boolean): void {
+  assertOutputPath(out, "export");
+  const real = existsSync(out) ? realpathSync(out) : join(realpathSync(dirname(out)), out.split(sep).pop()!);
+  const within = (a: string, b: string) => a === b || a.startsWith(b + sep);
+  if (within(real, capDir) || within(capDir, real)) {
+    throw new KerncapError("E_USAGE", `${out} ${within(real, capDir) ? "is inside" : "holds"} the capture folder ${capDir}`, { hint: "Export to a folder beside the capture, e.g. -o export." });
+  }
+  if (!existsSync(out)) return;
+  const st = lstatSync(out);
+  const empty = st.isDirectory() && readdirSync(out).length === 0;
+  let isExport = false;
+  try {
+    isExport = st.isDirectory() && (JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")) as { format?: unknown }).format === EXPORT_FORMAT;
+  } catch {
+    isExport = false;
+  }
+  if (!isExport && !empty) throw new KerncapError("E_EXISTS", `${out} exists and is not a kerncap export${force ? "; --force replaces only a previous export" : ""}`, { hint: "Choose another output folder (-o)." });
+  if (!force) throw new KerncapError("E_EXISTS", `${out} already exists (${isExport ? "a previous export" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+}
+
+/** Rename the complete temp folder into place; a previous export stays until the new one is there. */
+function place(tmp: string, out: string, force: boolean): void {
+  if (!existsSync(out)) return renameSync(tmp, out);
+  checkOutputAgain(out, force);
+  const old = `${out}.old-${process.pid}`;
+  renameSync(out, old);
+  try {
+    renameSync(tmp, out);
+  } catch (e) {
+    renameSync(old, out);
+    throw e;
+  }
+  rmSync(old, { recursive: true, force: true });
+}
+
+function checkOutputAgain(out: string, force: boolean): void {
+  const empty = statSync(out).isDirectory() && readdirSync(out).length === 0;
+  if (!force && !empty) throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+}
+
+/**
+ * Share one capture file into the export: a reflink (FICLONE: the same blocks, copy-on-write)
+ * where the file system can, else a copy, sparse where the source is (its data extents only). The
+ * source is checked by the capture path rule first.
+ */
+function shareFile(capDir: string, rel: string, dest: string): "reflink" | "copy" {
+  const src = capturePath(capDir, rel);
+  mkdirSync(dirname(dest), { recursive: true });
+  try {
+    copyFileSync(src, dest, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE_FORCE);
+    return "reflink";
+  } catch {
+    rmSync(dest, { force: true });
+  }
+  const { size, extents, sparse } = dataExtents(src);
+  if (!sparse) {
+    copyFileSync(src, dest, constants.COPYFILE_EXCL);
+    return "copy";
+  }
+  // a sparse memory image stays sparse: only its data extents are copied, the holes left unwritten
+  const from = openSync(src, constants.O_RDONLY | constants.O_NOFOLLOW);
+  const to = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    const buf = new Uint8Array(Math.min(PIECE_BYTES, size));
+    for (const [off, len] of extents) {
+      for (let done = 0; done < len; ) {
+        const n = readSync(from, buf, 0, Math.min(buf.length, len - done), off + done);
+        if (n <= 0) break; // shrunk while read: the export's data checks would say so
+        writeSparse(to, buf.subarray(0, n), off + done);
+        done += n;
+      }
+    }
+    ftruncateSync(to, size);
+  } finally {
+    closeSync(from);
+    closeSync(to);
+  }
+  return "copy";
+}
+
+/** data/: the manifest, every file it lists (files[]) and both memory images, as the capture has them. */
+function copyData(capDir: string, m: Manifest, to: string): ExportResult["data"] {
+  const rels = [MANIFEST_FILE, ...m.files.map((f) => f.path), m.memory.before, m.memory.after];
+  const out: ExportResult["data"] = [];
+  for (const rel of [...new Set(rels)]) {
+    const st = resolveInCapture(capDir, rel).stats;
+    if (!st) continue; // an empty memory image may be absent (verifyFiles allows it)
+    out.push({ path: `data/${rel}`, bytes: st.size, shared: shareFile(capDir, rel, join(to, rel)) });
+  }
+  return out;
+}
+
+/** kernel.ptx: the newest PTX of a fatbin module (the fallback of a GPU without machine code in it), or the module itself when it is PTX. */
+function writePtx(m: Manifest, image: Uint8Array, plan: ExportPlan, tmp: string): string | null {
+  if (m.module.kind === "ptx") return `data/${m.module.file}`;
+  if (!plan.ptx || !isFatbin(image)) return null;
+  const e = fatbinEntries(image).find((x) => x.kind === "ptx" && x.arch === plan.ptx);
+  if (!e) return null;
+  writeFileSync(join(tmp, "kernel.ptx"), e.bytes());
+  return "kernel.ptx";
+}
+
+/**
+ * The capture's reproducer project (build.sh, src/), copied file by file: regular files only,
+ * through capturePath (no link followed, no file with a second name). The data stays shared; the
+ * source is a copy of its own, so an edit in the export leaves the capture as it was.
+ * @returns the file to edit (relative to the export), or null without a project.
+ */
+function copyProject(capDir: string, m: Manifest, tmp: string): string | null {
+  const copied: string[] = [];
+  const copyTree = (rel: string): void => {
+    let st;
+    try {
+      st = lstatSync(join(capDir, rel));
+    } catch {
+      return;
+    }
+    if (st.isDirectory()) {
+      mkdirSync(join(tmp, rel), { recursive: true });
+      for (const n of readdirSync(join(capDir, rel)).sort()) copyTree(`${rel}/${n}`);
+    } else if (st.isFile()) {
+      copyFileSync(capturePath(capDir, rel), join(tmp, rel), constants.COPYFILE_EXCL);
+      chmodSync(join(tmp, rel), st.mode & 0o755);
+      copied.push(rel);
+    } else log.warn(`not exported: ${shownPath(rel)} is not a regular file`);
+  };
+  copyTree("build.sh");
+  copyTree("src");
+  // the kernel's definition: src/ mirrors the project root (manifest source.cuda, src/frontends/cuda/locate.ts)
+  const cuda = (m.source as { cuda?: { definition?: string; projectRoot?: string } } | undefined)?.cuda;
+  const def = cuda?.definition;
+  const root = cuda?.projectRoot;
+  const fn = tritonSourceOf(m)?.fnName;
+  const named = def ? `src/${root && def.startsWith(root + "/") ? def.slice(root.length + 1) : def.split("/").pop()}` : fn ? `src/${fn}.py` : undefined;
+  if (named && copied.includes(named)) return named;
+  return copied.find((c) => c.startsWith("src/") && !c.includes(".kerncap-slice.") && !c.startsWith("src/original/")) ?? null;
+}
+
+interface TritonPart {
+  args: TritonArg[];
+  storedPointer: { region: string; offset: number; va: string } | null;
+}
+
+/** The Triton script's arguments and whether the kernel may follow pointers stored in memory. */
+function tritonPart(capDir: string, m: Manifest, params: Uint8Array, plan: ExportPlan): TritonPart {
+  const args = tritonArgs(m, params, plan.regions);
+  const before = new FileImage(capturePath(capDir, m.memory.before));
+  const byVa = new Map(m.regions.map((r) => [BigInt(r.va), r]));
+  const hit = storedPointer(plan.regions, function* (ri) {
+    const r = byVa.get(plan.regions[ri]!.va)!;
+    for (const run of runs(r, r.before, m.memory.chunkBytes)) yield { offset: run.vaOffset, bytes: before.view(run.fileOffset, run.bytes) };
+  });
+  return { args, storedPointer: hit ? { region: `0x${plan.regions[hit.region]!.va.toString(16)}`, offset: hit.offset, va: hit.va } : null };
+}
+
+/** kerncap-export.json: the export's marker and what the Triton script reads (kcdata.py). */
+function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPart | null): Record<string, unknown> {
+  const s = (m.source ?? {}) as Record<string, any>;
+  return {
+    format: EXPORT_FORMAT,
+    version: 1,
+    kernel: p.kernel,
+    demangled: p.demangled,
+    frontend: m.kernel.frontend,
+    files: f,
+    chunkBytes: p.chunkBytes,
+    tolerance: p.tolerance,
+    regions: p.regions.map((r) => ({ va: `0x${r.va.toString(16)}`, size: r.size, kind: r.name, changed: r.changed, dtype: r.dtype, before: r.before, after: r.after })),
+    ...(t
+      ? {
+          triton: {
+            fnName: s.fnName ?? null,
+            kernelFile: s.fnName ? `src/${s.fnName}.py` : null,
+            tritonVersion: s.tritonVersion ?? null,
+            grid: p.grid,
+            args: t.args,
+            constexprs: (s.constexprs ?? []).map((c: { name: string; expr?: string; value?: unknown }) => ({ name: c.name, expr: c.expr ?? null, value: c.value ?? null })),
+            options: Object.fromEntries(["num_warps", "num_stages", "num_ctas", "maxnreg"].filter((k) => s.options?.[k] !== undefined && s.options?.[k] !== null).map((k) => [k, s.options[k]])),
+            storedPointer: t.storedPointer,
+          },
+        }
+      : {}),
+  };
+}
+
+function readmeContext(m: Manifest, p: ExportPlan, f: ExportFiles, editable: string | null, commands: ExportResult["commands"], t: TritonPart | null, data: ExportResult["data"]): Record<string, unknown> {
+  return {
+    kernel: p.demangled.replace(/`/g, "'"),
+    mangled: p.kernel.replace(/`/g, "'"),
+    device: `${m.device.name} (${m.device.arch})`.replace(/`/g, "'"),
+    frontend: m.kernel.frontend,
+    grid: p.grid.join(", "),
+    block: p.block.join(", "),
+    sharedMem: p.sharedMemBytes,
+    regions: p.regions.length,
+    globals: p.globals.length,
+    chunkBytes: p.chunkBytes,
+    module: f.module,
+    moduleKind: m.module.kind,
+    sass: p.sass.join(", ") || "none",
+    ptx: p.ptx,
+    ptxFile: f.ptx,
+    before: f.before,
+    after: f.after,
+    params: f.params,
+    paramsBytes: p.paramsBytes,
+    liveBytes: m.memory.beforeBytes,
+    storedBefore: m.memory.storedBeforeBytes,
+    storedAfter: m.memory.storedAfterBytes,
+    editable: editable ?? "",
+    runSource: commands.runSource ?? "",
+    triton: Boolean(t),
+    storedPointer: t?.storedPointer ? `${t.storedPointer.va} at offset ${t.storedPointer.offset} of region ${t.storedPointer.region}` : "",
+    tolerance: p.tolerance.atol || p.tolerance.rtol ? `within atol ${p.tolerance.atol}, rtol ${p.tolerance.rtol} (float elements)` : "bit for bit",
+    dataShared: data.some((d) => d.shared === "reflink") ? "reflinked (copy-on-write clones of the capture's files)" : "copied",
+  };
+}
+
+/** Bytes of every regular file under `dir`. */
+function folderBytes(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isFile()) n += statSync(join(e.parentPath, e.name)).size;
+  }
+  return n;
+}
+

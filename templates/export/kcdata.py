@@ -1,0 +1,87 @@
+"""The captured memory of a kerncap export, read with the Python standard library alone.
+
+kerncap-export.json lists every region (VA, bytes, element type) with its stored chunks: a region
+is cut into chunks of `chunkBytes`; data/memory/before.bin holds its non-zero chunks before the
+launch, data/memory/after.bin the chunks the launch changed, each as runs of chunks stored back to
+back: an extent [first chunk, chunk count, byte offset in the file]. A chunk in neither file was
+zero (before) or unchanged (after). repro.py builds its tensors from these bytes and judges the
+result with `judge`; a test can call both without Triton or PyTorch.
+"""
+import json
+import math
+import os
+import struct
+
+ELEMENT = {"fp64": ("d", 8), "fp32": ("f", 4), "fp16": ("e", 2), "bf16": (None, 2), "i64": ("q", 8), "u64": ("Q", 8),
+           "i32": ("i", 4), "u32": ("I", 4), "i16": ("h", 2), "u16": ("H", 2), "i8": ("b", 1), "u8": ("B", 1), "i1": ("B", 1)}
+FLOATS = {"fp64", "fp32", "fp16", "bf16"}
+
+
+class Export:
+    def __init__(self, root):
+        self.root = root
+        with open(os.path.join(root, "kerncap-export.json")) as f:
+            self.doc = json.load(f)
+        self.chunk = self.doc["chunkBytes"]
+        self.regions = self.doc["regions"]
+
+    def _read(self, rel, offset, n):
+        with open(os.path.join(self.root, rel), "rb") as f:
+            f.seek(offset)
+            b = f.read(n)
+        if len(b) != n:
+            raise IOError(f"{rel} ends before byte {offset + n}")
+        return b
+
+    def region_bytes(self, i, state):
+        """Region i as it was before the launch ("before") or as the app left it ("after")."""
+        r = self.regions[i]
+        out = bytearray(r["size"])
+        files = self.doc["files"]
+        for which in (["before", "after"] if state == "after" else ["before"]):
+            for first, count, offset in r[which]:
+                start = first * self.chunk
+                n = min(r["size"], (first + count) * self.chunk) - start
+                out[start:start + n] = self._read(files[which], offset, n)
+        return out
+
+    def tensor_args(self):
+        """(argument, region index, byte offset, element count, element type) of each pointer argument."""
+        return [(a, a["region"], a["offset"], a["numel"], a["dtype"]) for a in self.doc["triton"]["args"] if a["kind"] == "tensor"]
+
+
+def _values(b, dtype):
+    fmt, size = ELEMENT.get(dtype, ("B", 1))
+    n = len(b) // size
+    if dtype == "bf16":
+        return [struct.unpack("<f", struct.pack("<I", h << 16))[0] for (h,) in struct.iter_unpack("<H", b[:n * 2])]
+    return [v for (v,) in struct.iter_unpack("<" + fmt, b[:n * size])]
+
+
+def judge(got, want, before, changed, dtype, atol=0.0, rtol=0.0):
+    """Compare a region's replayed bytes with the app's after state.
+
+    Returns (verdict, detail): "bit-exact", "within-tolerance" or "mismatch". Float elements count
+    as equal within atol + rtol * |expected|; others bit for bit. A region the app changed that the
+    replay left as it was is a mismatch whatever the tolerance.
+    """
+    got, want = bytes(got), bytes(want)
+    if changed and got == bytes(before) and got != want:
+        return "mismatch", "the app changed it, the replay left it as it was"
+    if got == want:
+        return "bit-exact", ""
+    size = ELEMENT.get(dtype, ("B", 1))[1]
+    first = next(i for i in range(len(got)) if got[i] != want[i])
+    if dtype not in FLOATS:
+        return "mismatch", f"bytes differ from offset {first}"
+    over, worst = 0, 0.0
+    for g, e in zip(_values(got, dtype), _values(want, dtype)):
+        if g == e or (math.isnan(g) and math.isnan(e)):
+            continue
+        err = abs(g - e)
+        worst = max(worst, err) if not math.isnan(err) else math.inf
+        if not err <= atol + rtol * abs(e):
+            over += 1
+    if over:
+        return "mismatch", f"{over} elements over tolerance from offset {first}, max abs error {worst:g}"
+    return "within-tolerance", f"max abs error {worst:g}"

@@ -1,0 +1,460 @@
+/*
+ * repro.c: replay one captured GPU kernel launch with the CUDA driver API alone.
+ *
+ * Written by `kerncap export`; needs the CUDA toolkit's headers and the driver, nothing of kerncap.
+ * The capture's data is in data/ (README.md describes the files); capture.h holds the tables read
+ * from data/kerncap.json: the kernel, its launch, function and launch attributes, the regions and
+ * module globals with their stored chunks.
+ *
+ *   1. reserve every captured VA range at its exact address (cuMemAddressReserve, cuMemCreate,
+ *      cuMemMap, cuMemSetAccess): pointers stored inside the memory stay valid;
+ *   2. restore the before state: zero each range, copy its stored chunks from memory/before.bin;
+ *   3. load the module (the captured image, or -m FILE), apply the function attributes, restore
+ *      the module globals by name;
+ *   4. launch once with the captured parameter bytes and launch attributes and compare every range
+ *      with the after state: bit for bit, or element-wise within ATOL + RTOL * |expected|;
+ *   5. time ITERS launches with CUDA events, each from the before state.
+ *
+ * Usage: ./repro [-m MODULE] [-n ITERS] [-d EXPORT_DIR] [-g DEVICE]   (files are found under EXPORT_DIR, default .)
+ * Exit: 0 match, 1 mismatch, 2 error (a CUDA error, a VA already taken, a missing file).
+ */
+#define _POSIX_C_SOURCE 200809L /* fseeko, ftello */
+#define _FILE_OFFSET_BITS 64
+#include <cuda.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+
+static const char *root_dir = "."; /* the export folder: -d */
+
+static void die(const char *what, const char *detail) {
+  fprintf(stderr, "error: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+  exit(2);
+}
+
+#define CK(call)                                                          \
+  do {                                                                    \
+    CUresult r_ = (call);                                                 \
+    if (r_ != CUDA_SUCCESS) {                                             \
+      const char *s_ = "unknown error";                                   \
+      cuGetErrorString(r_, &s_);                                          \
+      fprintf(stderr, "error: %s failed (%d): %s\n", #call, (int)r_, s_); \
+      exit(2);                                                            \
+    }                                                                     \
+  } while (0)
+
+static char *data_path(const char *rel) {
+  static char path[4096];
+  snprintf(path, sizeof path, "%s/%s", root_dir, rel);
+  return path;
+}
+
+static FILE *open_data(const char *rel) {
+  FILE *f = fopen(data_path(rel), "rb");
+  if (!f) die("cannot open", data_path(rel));
+  return f;
+}
+
+static void read_at(FILE *f, unsigned long long off, void *buf, size_t n, const char *name) {
+  if (n && (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(buf, 1, n, f) != n)) die("short read in", name);
+}
+
+static unsigned char *scratch_buf;
+static size_t scratch_bytes;
+/* One reusable host buffer of at least n bytes. */
+static unsigned char *scratch(size_t n) {
+  if (n > scratch_bytes) {
+    free(scratch_buf);
+    scratch_buf = malloc(n);
+    scratch_bytes = n;
+    if (!scratch_buf) die("out of host memory", NULL);
+  }
+  return scratch_buf;
+}
+
+/* ---- 1. the captured VAs --------------------------------------------------------------- */
+
+/* Spans: the regions rounded out to ALIGN, touching ones merged. The driver takes the address as
+ * a hint only; a reservation whose address and size are multiples of 32 MiB was granted exactly
+ * at the hint on the GPUs kerncap was measured on, hence max(granularity, 32 MiB), as in kerncap. */
+static void reserve_regions(CUdevice dev) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  unsigned long long align = gran > (32ull << 20) ? gran : (32ull << 20);
+  for (int i = 0; i < N_REGIONS;) { /* REGIONS are sorted by VA */
+    unsigned long long start = REGIONS[i].va / align * align;
+    unsigned long long end = (REGIONS[i].va + REGIONS[i].size + align - 1) / align * align;
+    for (i++; i < N_REGIONS && REGIONS[i].va / align * align <= end; i++) {
+      unsigned long long e = (REGIONS[i].va + REGIONS[i].size + align - 1) / align * align;
+      if (e > end) end = e;
+    }
+    size_t size = (size_t)(end - start);
+    CUdeviceptr got = 0;
+    CUresult r = cuMemAddressReserve(&got, size, 0, (CUdeviceptr)start, 0);
+    if (r != CUDA_SUCCESS || got != start) {
+      fprintf(stderr, "error: captured VA range 0x%llx-0x%llx (%zu bytes) is not free in this process", start, end, size);
+      if (r == CUDA_SUCCESS) fprintf(stderr, " (the driver offered 0x%llx)", (unsigned long long)got);
+      fprintf(stderr, "\n  Something already occupies it (another allocation, a host mapping); run ./repro on its own, or with ASLR off: setarch -R ./repro\n");
+      exit(2);
+    }
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, size, &prop, 0));
+    CK(cuMemMap((CUdeviceptr)start, size, 0, h, 0));
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CK(cuMemSetAccess((CUdeviceptr)start, size, &acc, 1));
+  }
+}
+
+/* ---- 2. the before state --------------------------------------------------------------- */
+
+/* Bytes of a stored run: its chunks, the range's last chunk cut at the range's end. */
+static unsigned long long run_bytes(const struct kc_range *r, const struct kc_extent *e) {
+  unsigned long long start = e->chunk * CHUNK_BYTES, end = (e->chunk + e->count) * CHUNK_BYTES;
+  return (end < r->size ? end : r->size) - start;
+}
+
+/* Zero [dst, dst + size), then copy the range's stored before chunks (64 MiB at a time). */
+static void restore_range(FILE *before, const struct kc_range *r, CUdeviceptr dst) {
+  CK(cuMemsetD8(dst, 0, r->size));
+  for (int k = r->before; k < r->before + r->n_before; k++) {
+    unsigned long long bytes = run_bytes(r, &EXTENTS[k]);
+    for (unsigned long long done = 0; done < bytes;) {
+      size_t n = bytes - done < (64u << 20) ? (size_t)(bytes - done) : (64u << 20);
+      unsigned char *b = scratch(n);
+      read_at(before, EXTENTS[k].offset + done, b, n, BEFORE_FILE);
+      CK(cuMemcpyHtoD(dst + EXTENTS[k].chunk * CHUNK_BYTES + done, b, n));
+      done += n;
+    }
+  }
+}
+
+/* ---- 3. the module --------------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die("cannot open", path);
+  fseeko(f, 0, SEEK_END);
+  *n = (size_t)ftello(f);
+  fseeko(f, 0, SEEK_SET);
+  char *b = malloc(*n + 1);
+  if (!b || fread(b, 1, *n, f) != *n) die("cannot read", path);
+  b[*n] = 0; /* PTX text must end with a NUL */
+  fclose(f);
+  return b;
+}
+
+/* cuModuleLoadData on a fatbin picks the GPU's machine code or JIT-compiles the fatbin's PTX; a
+ * bare cubin runs on its own architecture only, so the PTX the export extracted is the fallback. */
+static CUmodule load_module(const char *path, int captured, const char *arch) {
+  size_t n;
+  char *image = read_file(path, &n);
+  CUmodule mod;
+  CUresult r = cuModuleLoadData(&mod, image);
+  free(image);
+  int has_sass = strstr(" " MODULE_SASS " ", arch) != NULL;
+  if (r == CUDA_SUCCESS && captured && !has_sass && MODULE_PTX[0])
+    printf("module: no machine code for %s in the image (it has %s): the driver JIT-compiled its PTX (%s)\n", arch, MODULE_SASS, MODULE_PTX);
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU && captured && MODULE_PTX_FILE[0]) {
+    printf("module: no machine code for %s in the image (it has %s): JIT-compiling its PTX (%s, %s)\n", arch, MODULE_SASS, MODULE_PTX, MODULE_PTX_FILE);
+    image = read_file(data_path(MODULE_PTX_FILE), &n);
+    r = cuModuleLoadData(&mod, image);
+    free(image);
+  }
+  if (r != CUDA_SUCCESS) {
+    const char *s = "unknown error";
+    cuGetErrorString(r, &s);
+    fprintf(stderr, "error: cuModuleLoadData(%s) failed: %s\n", path, s);
+    if (captured)
+      fprintf(stderr, "  This GPU is %s; the image holds machine code for %s%s%s. Rebuild the kernel for %s (build.sh, make run-src) or run on such a GPU.\n", arch,
+              MODULE_SASS[0] ? MODULE_SASS : "(unknown)", MODULE_PTX[0] ? " and PTX " : " and no PTX", MODULE_PTX, arch);
+    exit(2);
+  }
+  return mod;
+}
+
+/* The captured function attributes; those equal to the function's own are left alone (some,
+ * such as the maximum dynamic shared memory, only rise). */
+static void apply_function_attributes(CUfunction f) {
+  for (int i = 0; i < N_FUNC_ATTRS; i++) {
+    int cur = 0;
+    if (cuFuncGetAttribute(&cur, (CUfunction_attribute)FUNC_ATTRS[i].id, f) == CUDA_SUCCESS && cur == FUNC_ATTRS[i].value) continue;
+    CK(cuFuncSetAttribute(f, (CUfunction_attribute)FUNC_ATTRS[i].id, FUNC_ATTRS[i].value));
+  }
+}
+
+/* ---- 4. launch and compare ------------------------------------------------------------- */
+
+static CUfunction kernel;
+static unsigned char *params;
+static size_t params_bytes;
+static CUlaunchAttribute launch_attrs[N_LAUNCH_ATTRS + 1];
+
+static void launch(void) {
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = GRID[0], cfg.gridDimY = GRID[1], cfg.gridDimZ = GRID[2];
+  cfg.blockDimX = BLOCK[0], cfg.blockDimY = BLOCK[1], cfg.blockDimZ = BLOCK[2];
+  cfg.sharedMemBytes = SHARED_MEM_BYTES;
+  cfg.attrs = launch_attrs;
+  cfg.numAttrs = N_LAUNCH_ATTRS;
+  /* the parameter bytes as captured: pointers in them are the captured VAs, reserved above */
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &params_bytes, CU_LAUNCH_PARAM_END};
+  CK(cuLaunchKernelEx(&cfg, kernel, NULL, extra));
+}
+
+static float half_to_float(unsigned short h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+static double element(const unsigned char *p, int dtype) {
+  float f;
+  double d;
+  unsigned short h;
+  unsigned int u;
+  switch (dtype) {
+    case DT_F32: memcpy(&f, p, 4); return f;
+    case DT_F64: memcpy(&d, p, 8); return d;
+    case DT_F16: memcpy(&h, p, 2); return half_to_float(h);
+    case DT_BF16: memcpy(&h, p, 2); u = (unsigned int)h << 16; memcpy(&f, &u, 4); return f;
+  }
+  return 0;
+}
+
+static const int DT_WIDTH[] = {[DT_BYTES_EXACT] = 1, [DT_F32] = 4, [DT_F64] = 8, [DT_F16] = 2, [DT_BF16] = 2};
+
+struct verdict { unsigned long long differing, over, first_diff; double max_abs; int same_as_before; };
+
+/* Compare n bytes got[] with want[] at byte offset `at` of a range of element type dtype. */
+static void judge(struct verdict *v, const unsigned char *got, const unsigned char *want, size_t n, unsigned long long at, int dtype) {
+  if (!memcmp(got, want, n)) return;
+  int w = DT_WIDTH[dtype];
+  for (size_t i = 0; i < n; i += w) {
+    size_t k = i + w <= n ? (size_t)w : n - i;
+    if (!memcmp(got + i, want + i, k)) continue;
+    if (v->differing++ == 0) v->first_diff = at + i;
+    if (dtype == DT_BYTES_EXACT || k < (size_t)w) { v->over++; continue; }
+    double g = element(got + i, dtype), e = element(want + i, dtype), err = fabs(g - e);
+    if (!(err <= ATOL + RTOL * fabs(e))) v->over++; /* NaN against a number is over */
+    if (err > v->max_abs || err != err) v->max_abs = err;
+  }
+}
+
+/* The state a chunk must hold: after.bin where the app changed it, else before.bin, else zeros. */
+static void expected_chunk(const struct kc_range *r, unsigned long long c, size_t len, int after_state, FILE *before, FILE *after, unsigned char *out) {
+  memset(out, 0, len);
+  for (int pass = after_state ? 1 : 0; pass >= 0; pass--) {
+    int first = pass ? r->after : r->before, n = pass ? r->n_after : r->n_before;
+    for (int k = first; k < first + n; k++) {
+      const struct kc_extent *e = &EXTENTS[k];
+      if (c < e->chunk || c >= e->chunk + e->count) continue;
+      read_at(pass ? after : before, e->offset + (c - e->chunk) * CHUNK_BYTES, out, len, pass ? AFTER_FILE : BEFORE_FILE);
+      return;
+    }
+  }
+}
+
+/* Compare one range on the device with the app's after state; print and return 1 on a mismatch. */
+static int compare_range(const struct kc_range *r, CUdeviceptr at, FILE *before, FILE *after, const char *what) {
+  struct verdict v = {0, 0, 0, 0, 1};
+  unsigned char *got = scratch(3 * CHUNK_BYTES), *want = got + CHUNK_BYTES, *prior = want + CHUNK_BYTES;
+  for (unsigned long long c = 0; c * CHUNK_BYTES < r->size; c++) {
+    size_t len = (size_t)(r->size - c * CHUNK_BYTES < CHUNK_BYTES ? r->size - c * CHUNK_BYTES : CHUNK_BYTES);
+    CK(cuMemcpyDtoH(got, at + c * CHUNK_BYTES, len));
+    expected_chunk(r, c, len, 1, before, after, want);
+    judge(&v, got, want, len, c * CHUNK_BYTES, r->dtype);
+    if (r->changed && v.same_as_before) {
+      expected_chunk(r, c, len, 0, before, after, prior);
+      v.same_as_before = !memcmp(got, prior, len);
+    }
+  }
+  /* a region the app changed that the replay left as it was is no match, whatever the tolerance */
+  int unchanged = r->changed && v.same_as_before;
+  int bad = v.over > 0 || unchanged;
+  if (bad) {
+    printf("  MISMATCH %s 0x%llx (%llu bytes, %s): ", what, r->va, r->size, r->type);
+    if (unchanged) printf("the app changed it, the replay left it as it was\n");
+    else printf("%llu elements differ, the first at byte %llu; %llu over tolerance, max abs error %g\n", v.differing, v.first_diff, v.over, v.max_abs);
+  } else if (v.differing) {
+    printf("  within tolerance %s 0x%llx (%llu bytes, %s): %llu elements differ, max abs error %g\n", what, r->va, r->size, r->type, v.differing, v.max_abs);
+  }
+  return bad;
+}
+
+/* ---- 5. timing ------------------------------------------------------------------------- */
+
+/* A kernel that waits on the GPU's global timer, queued before each start event: the stream stays
+ * busy while the host submits the launch, so the events time the kernel and not the launch path.
+ * PTX for sm_70 and later, JIT-compiled by the driver on any GPU. */
+static const char SPIN_PTX[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry kc_spin(.param .u64 ns)\n{\n"
+    "  .reg .pred %p;\n  .reg .b64 %rd<5>;\n"
+    "  ld.param.u64 %rd1, [ns];\n  mov.u64 %rd2, %globaltimer;\n"
+    "WAIT:\n  nanosleep.u32 1000;\n  mov.u64 %rd3, %globaltimer;\n"
+    "  sub.s64 %rd4, %rd3, %rd2;\n  setp.lt.u64 %p, %rd4, %rd1;\n  @%p bra WAIT;\n  ret;\n}\n";
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  const char *module_path = NULL;
+  int iters = 20, ordinal = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-m") && i + 1 < argc) module_path = argv[++i];
+    else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-d") && i + 1 < argc) root_dir = argv[++i];
+    else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)]\n", argv[0]);
+      return 2;
+    }
+  }
+  CUresult r0 = cuInit(0);
+  if (r0 != CUDA_SUCCESS) {
+    const char *s = "unknown error";
+    cuGetErrorString(r0, &s);
+    fprintf(stderr, "error: cuInit failed (%d): %s\n  This program needs an NVIDIA GPU and its driver.\n", (int)r0, s);
+    return 2;
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  CK(cuDeviceGet(&dev, ordinal));
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cuCtxSetCurrent(ctx));
+  char name[256] = "";
+  int major = 0, minor = 0;
+  CK(cuDeviceGetName(name, sizeof name, dev));
+  CK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  char arch[16];
+  snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+  printf("kernel %s\n  on %s (%s); captured on %s (%s)\n", KERNEL_DEMANGLED, name, arch, CAPTURED_DEVICE, CAPTURED_ARCH);
+
+  /* 1-2. reserve the captured VAs, restore the before state */
+  reserve_regions(dev);
+  FILE *before = open_data(BEFORE_FILE), *after = open_data(AFTER_FILE);
+  for (int i = 0; i < N_REGIONS; i++) restore_range(before, &REGIONS[i], REGIONS[i].va);
+
+  /* 3. module, function attributes, module globals */
+  CUmodule mod = load_module(module_path ? module_path : data_path(MODULE_FILE), module_path == NULL, arch);
+  CK(cuModuleGetFunction(&kernel, mod, KERNEL_NAME));
+  apply_function_attributes(kernel);
+  /* module globals: the loaded module has its own copies, found by name. A module rebuilt from
+   * src/ may lack the other TUs' variables and numbers nvcc's string literals ($str) anew: those
+   * are left out (0: not restored, not compared). */
+  CUdeviceptr global_at[N_GLOBALS + 1];
+  for (int i = 0; i < N_GLOBALS; i++) {
+    size_t size = 0;
+    global_at[i] = 0;
+    if (module_path && !strncmp(GLOBALS[i].name, "$str", 4)) continue;
+    if (cuModuleGetGlobal(&global_at[i], &size, mod, GLOBALS[i].name) != CUDA_SUCCESS) {
+      if (!module_path) die("the module has no global", GLOBALS[i].name);
+      global_at[i] = 0;
+      continue;
+    }
+    if (size != GLOBALS[i].size) die("a global's size differs from the capture's", GLOBALS[i].name);
+    restore_range(before, &GLOBALS[i], global_at[i]);
+  }
+  FILE *pf = open_data(PARAMS_FILE);
+  params_bytes = PARAMS_BYTES;
+  params = malloc(params_bytes + 8);
+  read_at(pf, 0, params, params_bytes, PARAMS_FILE);
+  fclose(pf);
+#if N_LAUNCH_ATTRS > 0 /* (without it, gcc -O0 warns of a copy from the empty table the loop never reads) */
+  for (int i = 0; i < N_LAUNCH_ATTRS; i++) {
+    CUlaunchAttribute a;
+    memset(&a, 0, sizeof a);
+    a.id = (CUlaunchAttributeID)LAUNCH_ATTRS[i].id;
+    memcpy(&a.value, LAUNCH_ATTRS[i].value, sizeof a.value < 64 ? sizeof a.value : 64);
+    launch_attrs[i] = a;
+  }
+#endif
+
+  /* a device copy of the chunks the app changed, to put them back between timed launches */
+  unsigned long long backup_bytes = 0;
+  for (int i = 0; i < N_REGIONS; i++)
+    for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) backup_bytes += run_bytes(&REGIONS[i], &EXTENTS[k]);
+  CUdeviceptr backup = 0;
+  if (backup_bytes) CK(cuMemAlloc(&backup, backup_bytes));
+#define EACH_CHANGED_RUN(BODY)                                                                     \
+  do {                                                                                             \
+    unsigned long long off = 0;                                                                    \
+    for (int i = 0; i < N_REGIONS; i++)                                                            \
+      for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) {             \
+        CUdeviceptr va = REGIONS[i].va + EXTENTS[k].chunk * CHUNK_BYTES;                          \
+        unsigned long long n = run_bytes(&REGIONS[i], &EXTENTS[k]);                               \
+        BODY;                                                                                      \
+        off += n;                                                                                  \
+      }                                                                                            \
+  } while (0)
+  EACH_CHANGED_RUN(CK(cuMemcpyDtoD(backup + off, va, n)));
+
+  /* 4. one launch, then every range against the after state */
+  launch();
+  CUresult done = cuCtxSynchronize();
+  const char *s = "no error";
+  cuGetErrorString(done, &s);
+  if (!FAULT_CODE && done != CUDA_SUCCESS) {
+    fprintf(stderr, "error: the launch faulted (%d): %s\n  The app's did not; compute-sanitizer ./repro -n 0 shows where.\n", (int)done, s);
+    return 2;
+  }
+  if (FAULT_CODE) { /* the app's launch faulted: the same fault is the match */
+    printf("%s: the launch gave %d (%s); in the app it faulted with %d (%s)\n", (int)done == FAULT_CODE ? "MATCH" : "MISMATCH", (int)done, s, FAULT_CODE, FAULT_NAME);
+    return (int)done == FAULT_CODE ? 0 : 1;
+  }
+  int bad = 0;
+  for (int i = 0; i < N_REGIONS; i++) bad |= compare_range(&REGIONS[i], REGIONS[i].va, before, after, "region");
+  for (int i = 0; i < N_GLOBALS; i++)
+    if (global_at[i]) bad |= compare_range(&GLOBALS[i], global_at[i], before, after, GLOBALS[i].name);
+
+  /* 5. timed launches, each from the before state: 2 warm-up launches, then `iters` */
+  if (iters > 0) {
+    CUmodule spin_mod;
+    CUfunction spin;
+    CUevent e0, e1;
+    CK(cuModuleLoadData(&spin_mod, SPIN_PTX));
+    CK(cuModuleGetFunction(&spin, spin_mod, "kc_spin"));
+    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    float *us = malloc(sizeof(float) * (size_t)iters);
+    for (int i = -2; i < iters; i++) {
+      EACH_CHANGED_RUN(CK(cuMemcpyDtoD(va, backup + off, n)));
+      for (int g = 0; g < N_GLOBALS; g++)
+        if (GLOBALS[g].changed && global_at[g]) restore_range(before, &GLOBALS[g], global_at[g]);
+      unsigned long long ns = 30000;
+      void *spin_args[] = {&ns};
+      CK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, spin_args, NULL));
+      CK(cuEventRecord(e0, NULL));
+      launch();
+      CK(cuEventRecord(e1, NULL));
+      CK(cuEventSynchronize(e1));
+      float ms = 0;
+      CK(cuEventElapsedTime(&ms, e0, e1));
+      if (i >= 0) us[i] = ms * 1000;
+    }
+    qsort(us, (size_t)iters, sizeof *us, cmp_float);
+    float med = iters % 2 ? us[iters / 2] : (us[iters / 2 - 1] + us[iters / 2]) / 2;
+    printf("  kernel time: median %.2f us, min %.2f us over %d launches (CUDA events, L2 warm)", med, us[0], iters);
+    if (APP_LAUNCH_US >= 0) printf("; %.2f us in the app", APP_LAUNCH_US);
+    printf("\n");
+    free(us);
+  }
+  printf("%s: %d regions, %d module globals compared with the app's after state%s\n", bad ? "MISMATCH" : "MATCH", N_REGIONS, N_GLOBALS,
+         ATOL > 0 || RTOL > 0 ? " (within tolerance)" : " (bit for bit)");
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Launch the captured Triton kernel through Triton's own JIT on the captured data.
+
+Written by `kerncap export`; needs Python with Triton and PyTorch, nothing of kerncap. Each pointer
+argument becomes a flat torch tensor of its element type over the captured region it points into
+(from the pointer to the region's end: the capture records the pointer, not the tensor's shape),
+filled from the before state; scalars take their captured values, constexprs and num_warps /
+num_stages the captured (pinned) config. After one launch every region is compared with the app's
+after state. Runs under TRITON_INTERPRET=1 (on the CPU too), pdb, proton.
+
+Usage: python3 repro.py [--bench]   (--bench: triton.testing.do_bench of the launch)
+Exit: 0 match, 1 mismatch, 2 error.
+"""
+import importlib.util
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import kcdata  # noqa: E402
+
+ex = kcdata.Export(here)
+t = ex.doc["triton"]
+if t["storedPointer"]:
+    p = t["storedPointer"]
+    print(f"note: region {p['region']} holds the VA {p['va']} (offset {p['offset']}), inside a captured region: if the kernel "
+          "follows pointers stored in memory, it needs the memory at the captured VAs, which tensors here do not have. "
+          "The driver-API program replays at those VAs: make run (README.md).", file=sys.stderr)
+
+try:
+    import torch
+    import triton
+except Exception as e:  # noqa: BLE001
+    sys.exit(f"repro.py needs PyTorch and Triton ({type(e).__name__}: {e}); the kernel was captured with Triton {t['tritonVersion']}")
+
+interpret = os.environ.get("TRITON_INTERPRET") == "1"
+device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu" and not interpret:
+    sys.exit("no GPU: run with TRITON_INTERPRET=1 to interpret the kernel on the CPU")
+
+spec = importlib.util.spec_from_file_location("kernel", os.path.join(here, t["kernelFile"]))
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+fn = getattr(mod, t["fnName"])
+while not isinstance(fn, triton.runtime.jit.JITFunction) and hasattr(fn, "fn"):
+    fn = fn.fn  # an @triton.autotune / @triton.heuristics wrapper: the pinned config is given below
+
+DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "i64": torch.int64,
+         "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8, "i1": torch.bool}
+regions = [torch.frombuffer(ex.region_bytes(i, "before"), dtype=torch.uint8).to(device) for i in range(len(ex.regions))]
+args = []
+for a in t["args"]:
+    if a["kind"] == "tensor":
+        size = kcdata.ELEMENT[a["dtype"]][1]
+        args.append(regions[a["region"]][a["offset"]:a["offset"] + a["numel"] * size].view(DTYPE.get(a["dtype"], torch.uint8)))
+    elif a["kind"] == "scalar":
+        v = a["value"]
+        args.append(int(v) if isinstance(v, str) else v)
+    else:
+        sys.exit(f"argument {a['name']} points at {a['va']}, outside every captured region: the driver-API program (make run) replays it")
+consts = {c["name"]: c["value"] if c["value"] is not None else eval(c["expr"], vars(mod)) for c in t["constexprs"]}
+
+
+def launch():
+    fn[tuple(t["grid"])](*args, **consts, **t["options"])
+
+
+launch()
+if device == "cuda":
+    torch.cuda.synchronize()
+tol = ex.doc["tolerance"]
+bad = 0
+for i, r in enumerate(ex.regions):
+    verdict, detail = kcdata.judge(regions[i].cpu().numpy().tobytes(), ex.region_bytes(i, "after"), ex.region_bytes(i, "before"), r["changed"], r["dtype"], tol["atol"], tol["rtol"])
+    if verdict != "bit-exact":
+        print(f"  {verdict} region {r['va']} ({r['size']} bytes, {r['dtype']}){': ' + detail if detail else ''}")
+    bad |= verdict == "mismatch"
+if "--bench" in sys.argv and device == "cuda":
+    print(f"  do_bench: {triton.testing.do_bench(launch) * 1000:.2f} us (the memory is not put back between launches)")
+print(f"{'MISMATCH' if bad else 'MATCH'}: {len(ex.regions)} regions compared with the app's after state")
+sys.exit(1 if bad else 0)

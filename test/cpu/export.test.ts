@@ -1,0 +1,492 @@
+/**
+ * `kerncap export` on a machine without a GPU: the exported folder is rendered from stored captures
+ * (the demo capture, a synthetic Triton capture with small chunks), its C program is compiled
+ * against the CUDA headers (every driver entry point it calls must be declared in cuda.h) and run
+ * against a fake libcuda (test/apps/fake_libcuda.c: device memory is host memory at the captured
+ * VAs; the "kernel" applies the writes a file lists), and the Triton script's reconstruction
+ * (kcdata.py, standard library only) is run with python3.
+ */
+import { beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, closeSync, cpSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { writeDemo } from "../../src/capture/demo.ts";
+import { finalizeCapture } from "../../src/capture/finalize.ts";
+import { isKerncapError } from "../../src/errors.ts";
+import { exportCapture, EXPORT_FILE } from "../../src/export/export.ts";
+import { captureHeader, cString, exportPlan, storedPointer } from "../../src/export/plan.ts";
+import { readManifest, sha256File, verifyFiles } from "../../src/format/capture-dir.ts";
+import { runs } from "../../src/format/chunks.ts";
+import { packCapture } from "../../src/format/archive.ts";
+import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
+import type { Manifest } from "../../src/format/manifest.ts";
+import { chunkedRanges } from "../raw-fixture.ts";
+import { NVCC } from "../nvcc-fixtures.ts";
+import { tempDir } from "./fixtures.ts";
+
+const CUDA_HOME = [process.env.CUDA_HOME, "/usr/local/cuda"].find((p): p is string => !!p && existsSync(join(p, "include/cuda.h")));
+const CC = Bun.which("cc") ?? Bun.which("gcc");
+const PY = Bun.which("python3");
+const CAN_BUILD = Boolean(CUDA_HOME && CC);
+const FAKE_LIBCUDA = join(import.meta.dir, "../apps/fake_libcuda.c");
+
+function sh(cmd: string[], o: { cwd?: string; env?: Record<string, string> } = {}): { code: number; out: string; err: string } {
+  const p = Bun.spawnSync(cmd, { cwd: o.cwd, env: { ...process.env, ...o.env }, stdout: "pipe", stderr: "pipe" });
+  return { code: p.exitCode ?? -1, out: p.stdout.toString(), err: p.stderr.toString() };
+}
+
+/** The fake driver, built once: DIR/libcuda.so (and .so.1). */
+let fakeDir = "";
+beforeAll(() => {
+  if (!CAN_BUILD) return;
+  fakeDir = tempDir("kerncap-fake-cuda-");
+  const r = sh([CC!, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I", join(CUDA_HOME!, "include"), FAKE_LIBCUDA, "-o", join(fakeDir, "libcuda.so.1")]);
+  if (r.code) throw new Error(r.err);
+  symlinkSync("libcuda.so.1", join(fakeDir, "libcuda.so"));
+});
+
+/** Build OUT/repro with the export's own Makefile, linked against the fake driver. */
+function make(out: string): void {
+  const r = sh(["make", `CUDA_HOME=${CUDA_HOME}`, `LDFLAGS=-L${fakeDir}`, "CFLAGS=-O2 -std=c11 -Wall -Wextra -Werror", "repro"], { cwd: out });
+  expect(r.err).not.toContain("warning");
+  expect(r.code).toBe(0);
+}
+
+/** Run OUT/repro on the fake driver; `kernel`: the fake kernel's writes (lines of fake_libcuda.c's format). */
+function repro(out: string, kernel: string | null, env: Record<string, string> = {}, args: string[] = []): { code: number; out: string; err: string } {
+  const k = join(out, "..", `kernel-${Math.random().toString(36).slice(2)}.txt`);
+  if (kernel !== null) writeFileSync(k, kernel);
+  return sh(["./repro", "-n", "5", ...args], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir, ...(kernel !== null ? { KC_FAKE_KERNEL: k } : {}), ...env } });
+}
+
+/** What the app's launch wrote, read from the manifest here (src/format/chunks.ts runs), independently of repro.c: each changed run copied from after.bin. */
+function appWrites(out: string, m: Manifest): string {
+  const after = join(out, "data", m.memory.after);
+  return m.regions
+    .flatMap((r) => runs(r, r.after, m.memory.chunkBytes).map((x) => `${(BigInt(r.va) + BigInt(x.vaOffset)).toString(16)} ${after} ${x.fileOffset} ${x.bytes}\n`))
+    .join("");
+}
+
+async function demo(): Promise<{ cap: string; out: string; m: Manifest }> {
+  const root = tempDir("kerncap-export-");
+  const { dir, manifest } = writeDemo(join(root, "cap"), false);
+  return { cap: dir, out: join(root, "out"), m: manifest };
+}
+
+/**
+ * A Triton capture with 4 KiB chunks: x (fp32, 3 chunks and 100 bytes, its middle chunk zero), y
+ * (fp32, 2 chunks, the launch changed the second), kernel parameters x, y + 64, n = 1000, alpha = 2.5.
+ */
+async function tritonCapture(): Promise<{ cap: string; m: Manifest }> {
+  const root = tempDir("kerncap-export-triton-");
+  const cap = join(root, "cap");
+  const tmp = `${cap}.tmp-${process.pid}`;
+  mkdirSync(join(tmp, "kernel"), { recursive: true });
+  mkdirSync(join(tmp, "memory"), { recursive: true });
+  const X = 0x7f0000000000n;
+  const Y = 0x7f0000100000n;
+  const params = new Uint8Array(24);
+  const dv = new DataView(params.buffer);
+  dv.setBigUint64(0, X, true);
+  dv.setBigUint64(8, Y + 64n, true);
+  dv.setInt32(16, 1000, true);
+  dv.setFloat32(20, 2.5, true);
+  writeFileSync(join(tmp, "kernel/params.bin"), params);
+  writeFileSync(join(tmp, "kernel/module.cubin"), new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0x41]));
+  const before = new Float32Array((65536 + 8192) / 4);
+  const after = new Float32Array((65536 + 8192) / 4);
+  for (let i = 0; i < (3 * 4096 + 100) / 4; i++) if (i < 1024 || i >= 2048) before[i] = i * 0.5;
+  for (let i = 0; i < 2048; i++) before[16384 + i] = after[16384 + i] = -i;
+  for (let i = 1024; i < 2048; i++) after[16384 + i] = i * 3;
+  writeFileSync(join(tmp, "memory/before.bin"), new Uint8Array(before.buffer));
+  writeFileSync(join(tmp, "memory/after.bin"), new Uint8Array(after.buffer));
+  const raw = {
+    raw_version: 2 as const,
+    library: "test-fixture",
+    frontend: "triton",
+    kernel: { name: "axpy_kernel", demangled: "axpy_kernel", match_index: 0, launch_index: 3 },
+    device: { vendor: "nvidia" as const, name: "NVIDIA H200", arch: "sm_90", driver_version: 13000, ordinal: 0 },
+    launch: { api: "cuLaunchKernelEx", grid: [8, 1, 1] as [number, number, number], block: [128, 1, 1] as [number, number, number], shared_mem_bytes: 0, cluster: [1, 1, 1] as [number, number, number], attributes: [] },
+    function_attributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }],
+    params: { file: "kernel/params.bin", size: 24, layout_source: "test", layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 8 }, { index: 2, offset: 16, size: 4 }, { index: 3, offset: 20, size: 4 }] },
+    module: { file: "kernel/module.cubin", kind: "cubin" as const, size: 8, source: "test" },
+    ...chunkedRanges(tmp, [
+      { va: `0x${X.toString(16)}`, size: 3 * 4096 + 100, kind: "device", offset: 0, changed: false },
+      { va: `0x${Y.toString(16)}`, size: 8192, kind: "device", offset: 65536, changed: true },
+    ], [], 4096),
+    timing: { sync_us: 1, before_us: 2, after_us: 3, app_launch_us: 4.5, app_to_capture_s: 0.1 },
+    hsa: null,
+  };
+  const source = {
+    frontend: "triton",
+    tritonVersion: "3.5.0",
+    fnName: "axpy_kernel",
+    signature: { x_ptr: "*fp32", y_ptr: "*fp32", n: "i32", alpha: "fp32", BLOCK: "constexpr" },
+    constexprs: [{ path: [4], name: "BLOCK", expr: "128", value: 128 }],
+    options: { num_warps: 4, num_stages: 2, shared: 0 },
+  };
+  const m = await finalizeCapture(raw, { tmpDir: tmp, finalDir: cap, force: false, command: ["python3", "app.py"], match: "axpy", source });
+  mkdirSync(join(cap, "src"));
+  writeFileSync(join(cap, "src/axpy_kernel.py"), "import triton\nimport triton.language as tl\n\n@triton.jit\ndef axpy_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):\n    pass\n");
+  return { cap, m };
+}
+
+describe("kerncap export: the folder", () => {
+  test("the demo capture: program, data, README, document; the capture and the export's data/ stay valid captures", async () => {
+    const { cap, out, m } = await demo();
+    const r = exportCapture(cap, out);
+    expect(v.safeParse(DOCUMENTS.export, jsonDocument("export", r)).success).toBe(true);
+    for (const f of ["repro.c", "capture.h", "Makefile", "CMakeLists.txt", "README.md", EXPORT_FILE, "build.sh", "src/saxpy.cu", "data/kerncap.json", "data/memory/before.bin", "data/memory/after.bin", "data/kernel/module.fatbin", "data/kernel/params.bin", "kernel.ptx"]) {
+      expect(existsSync(join(out, f))).toBe(true);
+    }
+    expect(existsSync(join(out, "repro.py"))).toBe(false); // a CUDA C++ kernel: no Triton script
+    expect(r.editable).toBe("src/saxpy.cu");
+    expect(r.commands.runSource).toBe("make run-src");
+    expect(lstatSync(join(out, "build.sh")).mode & 0o111).not.toBe(0);
+    // never a hard link: the capture's readers refuse a file with a second name
+    for (const d of r.data) expect(lstatSync(join(out, d.path)).nlink).toBe(1);
+    verifyFiles(cap, m);
+    verifyFiles(join(out, "data"), readManifest(join(out, "data")));
+    // the export's data/ packs as a capture does
+    const packed = await packCapture(join(out, "data"), join(out, "..", "data.zip"), { force: false });
+    expect(packed.files).toBe(r.data.length);
+    expect(r.bytes.data).toBe(r.data.reduce((a, d) => a + d.bytes, 0));
+    const h = readFileSync(join(out, "capture.h"), "utf8");
+    expect(h).toContain('#define KERNEL_NAME "_Z5saxpyPK5Saxpy"');
+    expect(h).toContain("#define N_REGIONS 3");
+    expect(h).toContain("{0x600000400000ull, ".replace("{", "")); // the changed region, by VA
+    const readme = readFileSync(join(out, "README.md"), "utf8");
+    expect(readme).toContain("make run-src");
+    expect(readme).toContain("[first chunk, chunk count, file offset]");
+    expect(readme).not.toContain("## Triton");
+  });
+
+  test("OUT is refused when it exists (not an export), lies inside the capture, or holds it; --force replaces a previous export only", async () => {
+    const { cap, out } = await demo();
+    exportCapture(cap, out);
+    const code = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        if (isKerncapError(e)) return e.code;
+        throw e;
+      }
+      return "ok";
+    };
+    expect(code(() => exportCapture(cap, out))).toBe("E_EXISTS");
+    // a temp folder a killed export left (its pid gone) is removed by the next export of OUT
+    const stale = `${out}.tmp-999999999`;
+    mkdirSync(stale);
+    writeFileSync(join(stale, ".kerncap-temp"), "999999999\n");
+    writeFileSync(join(out, "mine.txt"), "x");
+    expect(code(() => exportCapture(cap, out, { force: true }))).toBe("ok");
+    expect(existsSync(join(out, "mine.txt"))).toBe(false); // replaced whole
+    expect(existsSync(stale)).toBe(false);
+    const other = join(out, "..", "other");
+    mkdirSync(other);
+    writeFileSync(join(other, "notes.txt"), "keep");
+    expect(code(() => exportCapture(cap, other, { force: true }))).toBe("E_EXISTS");
+    expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("keep");
+    expect(code(() => exportCapture(cap, join(cap, "x")))).toBe("E_USAGE");
+    expect(code(() => exportCapture(cap, join(cap, "..")))).toBe("E_USAGE");
+    expect(existsSync(join(cap, "x"))).toBe(false);
+  });
+
+  test("links: a symbolic link in src/ is not followed, a data file with a second name is refused", async () => {
+    const { cap, out } = await demo();
+    writeFileSync(join(cap, "..", "secret.txt"), "secret");
+    symlinkSync(join(cap, "..", "secret.txt"), join(cap, "src/leak.cu"));
+    exportCapture(cap, out);
+    expect(existsSync(join(out, "src/leak.cu"))).toBe(false);
+    linkSync(join(cap, "kernel/params.bin"), join(cap, "..", "params-link"));
+    expect(() => exportCapture(cap, join(out, "..", "out2"))).toThrow(/hard link/);
+    expect(existsSync(join(out, "..", "out2"))).toBe(false);
+  });
+
+  test("a sparse memory image stays sparse in the export (where no reflink is made: its data extents copied, holes left)", async () => {
+    const { cap } = await tritonCapture();
+    // before.bin rewritten with a hole between x's data (12388 bytes at 0) and y's (at 65536), as a capture library leaves it
+    const before = join(cap, "memory/before.bin");
+    const bytes = readFileSync(before);
+    const fd = openSync(`${before}.new`, "w");
+    writeSync(fd, bytes, 0, 12388, 0);
+    writeSync(fd, bytes, 65536, bytes.length - 65536, 65536);
+    closeSync(fd);
+    const copy = readFileSync(`${before}.new`);
+    expect(copy.equals(bytes)).toBe(true);
+    rmSync(before);
+    renameSync(`${before}.new`, before);
+    const out = join(cap, "..", "out");
+    const r = exportCapture(cap, out);
+    const d = r.data.find((x) => x.path === "data/memory/before.bin")!;
+    expect(readFileSync(join(out, d.path)).equals(bytes)).toBe(true);
+    if (d.shared === "copy") {
+      // the source's holes (zeros past x's data: 4 KiB blocks of them) are holes in the copy too
+      const src = lstatSync(before);
+      const dst = lstatSync(join(out, d.path));
+      expect(src.blocks * 512).toBeLessThan(src.size); // this file system keeps holes
+      expect(dst.blocks).toBeLessThanOrEqual(src.blocks);
+    }
+  });
+
+  test("names are data: a kernel name with quotes, backslashes, a newline, */ and ?? is one C string literal, exactly", async () => {
+    const name = 'k"\\\n*/??=é';
+    expect(cString(name)).not.toContain("\n");
+    if (!CAN_BUILD) return;
+    const { cap, m } = await demo();
+    const plan = exportPlan({ ...m, kernel: { ...m.kernel, name, demangled: name } }, new Uint8Array(8), ["sm_90"]);
+    const dir = tempDir("kerncap-cstring-");
+    writeFileSync(join(dir, "capture.h"), captureHeader(plan, { module: "m", ptx: "", params: "p", before: "b", after: "a" }));
+    writeFileSync(join(dir, "t.c"), '#include <stdio.h>\n#include "capture.h"\nint main(void) { fputs(KERNEL_NAME, stdout); return REGIONS[0].va == 0 && N_REGIONS > 0; }\n');
+    const c = sh([CC!, "-std=c11", "-Wall", "-Werror", "-Wno-unused-const-variable", "-Wno-unused-variable", "t.c", "-o", "t"], { cwd: dir });
+    expect(c.err).toBe("");
+    const r = sh([join(dir, "t")]);
+    expect(r.out).toBe(name);
+    void cap;
+  });
+
+  test("storedPointer finds a captured VA stored in a region's memory, and nothing in memory without one", () => {
+    const regions = [
+      { name: "device", va: 0x7f0000000000n, size: 4096, changed: false, dtype: "u8" as const, before: [], after: [] },
+      { name: "device", va: 0x7f0000100000n, size: 4096, changed: true, dtype: "u8" as const, before: [], after: [] },
+    ];
+    const words = new Uint8Array(64);
+    new DataView(words.buffer).setBigUint64(40, 0x7f0000100010n, true);
+    expect(storedPointer(regions, (ri) => (ri === 1 ? [{ offset: 128, bytes: words }] : []))).toEqual({ region: 1, offset: 168, va: "0x7f0000100010" });
+    new DataView(words.buffer).setBigUint64(40, 0x7f0000200000n, true); // past both regions
+    expect(storedPointer(regions, () => [{ offset: 0, bytes: words }])).toBeUndefined();
+  });
+});
+
+describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h and run on a fake driver", () => {
+  test("every driver entry point repro.c calls is declared in cuda.h", async () => {
+    const { cap, out } = await demo();
+    exportCapture(cap, out);
+    const o = join(out, "repro.o");
+    const c = sh([CC!, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", join(CUDA_HOME!, "include"), "-c", "repro.c", "-o", o], { cwd: out });
+    expect(c.err).toBe("");
+    const undef = sh(["nm", "-u", o]).out.split("\n").map((l) => l.trim().split(/\s+/).pop()!).filter((s) => /^cu[A-Z]/.test(s));
+    expect(undef).toContain("cuMemAddressReserve");
+    expect(undef).toContain("cuLaunchKernelEx");
+    // cuda.h as the compiler sees it: its #defines give the versioned names (cuEventElapsedTime → _v2)
+    writeFileSync(join(out, "h.c"), "#include <cuda.h>\n");
+    const header = sh([CC!, "-E", "-I", join(CUDA_HOME!, "include"), "h.c"], { cwd: out }).out;
+    for (const s of undef) expect([s, new RegExp(`\\bCUresult\\s+${s}\\s*\\(`).test(header)]).toEqual([s, true]);
+  });
+
+  test("the demo capture: MATCH when the kernel writes the app's after state, MISMATCH when it writes nothing or one byte differs", async () => {
+    const { cap, out, m } = await demo();
+    exportCapture(cap, out);
+    make(out);
+    const ok = repro(out, appWrites(out, m));
+    expect(ok.err).toBe("");
+    expect(ok.out).toContain("MATCH: 3 regions");
+    expect(ok.out).toMatch(/kernel time: median 12\.50 us, min 12\.50 us over 5 launches/);
+    expect(ok.code).toBe(0);
+    const none = repro(out, null);
+    expect(none.out).toContain("MISMATCH region 0x600000400000 (16000 bytes, fp32): the app changed it, the replay left it as it was");
+    expect(none.code).toBe(1);
+    const flipped = repro(out, appWrites(out, m) + "600000400ff0 = 255\n");
+    expect(flipped.out).toMatch(/MISMATCH region 0x600000400000 \(16000 bytes, fp32\): 1 elements differ, the first at byte 4080; 1 over tolerance/);
+    expect(flipped.code).toBe(1);
+    // a stray write into a region the app did not change
+    const stray = repro(out, appWrites(out, m) + "600000200008 = 7\n");
+    expect(stray.out).toContain("MISMATCH region 0x600000200000");
+    expect(stray.code).toBe(1);
+  });
+
+  test.skipIf(!Bun.which("cmake"))("CMakeLists.txt builds the same program (CUDA::cuda_driver pointed at the fake driver: this machine has no libcuda)", async () => {
+    const { cap, out, m } = await demo();
+    exportCapture(cap, out);
+    const conf = sh(["cmake", "-B", "cmake-build", `-DCUDA_cuda_driver_LIBRARY=${join(fakeDir, "libcuda.so")}`, `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], { cwd: out });
+    expect(conf.code).toBe(0);
+    const build = sh(["cmake", "--build", "cmake-build"], { cwd: out });
+    expect(build.err).toBe("");
+    expect(build.code).toBe(0);
+    const r = sh(["./cmake-build/repro", "-n", "0"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
+    expect(r.out).toContain("MISMATCH: 3 regions");
+    expect(r.out).not.toContain("kernel time"); // -n 0: no timed launch (under compute-sanitizer, Nsight)
+    void m;
+  }, 120_000);
+
+  test("errors exit 2: a VA already taken is named by address; no driver; a missing data file", async () => {
+    const { cap, out, m } = await demo();
+    exportCapture(cap, out);
+    make(out);
+    const taken = repro(out, appWrites(out, m), { KC_FAKE_TAKEN: "0x600000200000" });
+    expect(taken.err).toContain("captured VA range 0x600000000000-0x600002000000 (33554432 bytes) is not free in this process");
+    expect(taken.code).toBe(2);
+    const nodev = repro(out, null, { KC_FAKE_NO_DEVICE: "1" });
+    expect(nodev.err).toContain("cuInit failed (100): no CUDA-capable device is detected");
+    expect(nodev.code).toBe(2);
+    const elsewhere = repro(out, null, {}, ["-d", join(out, "nowhere")]);
+    expect(elsewhere.err).toContain("nowhere/data/memory/before.bin");
+    expect(elsewhere.code).toBe(2);
+  });
+
+  test("a launch that faulted in the app: the same fault is MATCH, none is MISMATCH; a fault the app did not have is an error (exit 2)", async () => {
+    const { cap, out, m } = await demo();
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify({ ...m, fault: { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" } }, null, 2));
+    exportCapture(cap, out);
+    make(out);
+    const same = repro(out, null, { KC_FAKE_FAULT: "700" });
+    expect(same.out).toContain("MATCH: the launch gave 700 (an illegal memory access was encountered); in the app it faulted with 700 (CUDA_ERROR_ILLEGAL_ADDRESS)");
+    expect(same.code).toBe(0);
+    const none = repro(out, appWrites(out, m));
+    expect(none.out).toContain("MISMATCH: the launch gave 0");
+    expect(none.code).toBe(1);
+    const plain = join(out, "..", "plain");
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m, null, 2));
+    exportCapture(cap, plain);
+    make(plain);
+    const fault = repro(plain, null, { KC_FAKE_FAULT: "700" });
+    expect(fault.err).toContain("error: the launch faulted (700): an illegal memory access was encountered");
+    expect(fault.code).toBe(2);
+  });
+
+  test("a tolerance given at export: a float within atol is within tolerance (exit 0), bit for bit it is a mismatch", async () => {
+    const { cap, out, m } = await demo();
+    exportCapture(cap, out, { atol: 1e-3 });
+    make(out);
+    // element 10 of the changed region: its lowest mantissa byte flipped (a relative change < 1e-5)
+    const near = appWrites(out, m) + `600000400028 = ${readFileSync(join(out, "data/memory/after.bin"))[20480 + 40]! ^ 1}\n`;
+    const r = repro(out, near);
+    expect(r.out).toContain("within tolerance region 0x600000400000 (16000 bytes, fp32): 1 elements differ");
+    expect(r.out).toContain("MATCH: 3 regions, 0 module globals compared with the app's after state (within tolerance)");
+    expect(r.code).toBe(0);
+    const strict = join(out, "..", "strict");
+    exportCapture(cap, strict);
+    make(strict);
+    expect(repro(strict, near).code).toBe(1);
+  });
+
+  test("the Triton capture (4 KiB chunks, a zero chunk, a changed chunk): MATCH with the app's writes", async () => {
+    const { cap, m } = await tritonCapture();
+    const out = join(cap, "..", "out");
+    const r = exportCapture(cap, out);
+    make(out);
+    expect(m.regions[0]!.before.extents).toEqual([[0, 1, 0], [2, 2, 8192]]); // chunk 1 was zero
+    const ok = repro(out, appWrites(out, m));
+    expect(ok.out).toContain("MATCH: 2 regions");
+    expect(ok.code).toBe(0);
+    expect(repro(out, appWrites(out, m) + "7f0000001000 = 1\n").code).toBe(1); // the zero chunk written
+    expect(r.triton).toEqual({ script: "repro.py", storedPointer: null });
+  });
+
+  test("the Makefile rebuilds the kernel from src/ after an edit, and make run-src runs that module", async () => {
+    if (!NVCC) return;
+    const { cap, out } = await demo();
+    exportCapture(cap, out);
+    make(out);
+    const env = { PATH: `${join(NVCC, "..")}:${process.env.PATH}`, LD_LIBRARY_PATH: fakeDir };
+    const first = sh(["make", "build/kernel.cubin"], { cwd: out, env });
+    expect(first.code).toBe(0);
+    const a = sha256File(join(out, "build/kernel.cubin"));
+    const src = join(out, "src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("p->a * p->x.data[i]", "(p->a + 1.0f) * p->x.data[i]"));
+    expect(readFileSync(src, "utf8")).toContain("(p->a + 1.0f)");
+    // file times are coarse (a few ms): an edit right after the build could carry the cubin's own time
+    utimesSync(src, new Date(Date.now() + 2000), new Date(Date.now() + 2000));
+    const run = sh(["make", "run-src"], { cwd: out, env: { ...env, KC_FAKE_LOG: join(out, "fake.log") } });
+    expect(run.err).toContain("make: *** [Makefile");
+    expect(run.out).toContain("MISMATCH region 0x600000400000"); // the fake driver runs no kernel: the changed region stays as it was
+    expect(sha256File(join(out, "build/kernel.cubin"))).not.toBe(a);
+    expect(readFileSync(join(cap, "src/saxpy.cu"), "utf8")).not.toContain("(p->a + 1.0f)"); // the capture's copy is its own
+  }, 120_000);
+
+  test("the demo's fatbin (sm_90 machine code, compute_80 PTX): kernel.ptx is written; on an sm_80 GPU the program JIT-compiles it and says so; a bare cubin without PTX is refused with what it holds", async () => {
+    const { cap, out, m } = await demo();
+    const r = exportCapture(cap, out);
+    expect(r.module).toMatchObject({ kind: "fatbin", sass: ["sm_90"], ptx: "compute_80", ptxFile: "kernel.ptx" });
+    expect(readFileSync(join(out, "kernel.ptx"), "utf8")).toContain(".entry _Z5saxpyPK5Saxpy");
+    make(out);
+    const log = join(out, "fake.log");
+    const jit = repro(out, appWrites(out, m), { KC_FAKE_NO_SASS: "1", KC_FAKE_CC: "80", KC_FAKE_LOG: log });
+    expect(jit.out).toContain("module: no machine code for sm_80 in the image (it has sm_90): JIT-compiling its PTX (compute_80, kernel.ptx)");
+    expect(jit.out).toContain("MATCH");
+    expect(readFileSync(log, "utf8")).toContain("load ptx");
+    // a driver that JIT-compiles the fatbin's PTX itself: said too
+    const itself = repro(out, appWrites(out, m), { KC_FAKE_CC: "86" });
+    expect(itself.out).toContain("module: no machine code for sm_86 in the image (it has sm_90): the driver JIT-compiled its PTX (compute_80)");
+    expect(readFileSync(join(out, "README.md"), "utf8")).toContain("the driver JIT-compiles the PTX");
+    const t = await tritonCapture(); // its module: a bare cubin, no PTX
+    const tout = join(t.cap, "..", "out");
+    exportCapture(t.cap, tout);
+    make(tout);
+    const bare = repro(tout, null, { KC_FAKE_NO_SASS: "1", KC_FAKE_CC: "80" });
+    expect(bare.err).toContain("cuModuleLoadData(./data/kernel/module.cubin) failed: no kernel image is available for execution on the device");
+    expect(bare.err).toContain("This GPU is sm_80; the image holds machine code for (unknown) and no PTX");
+    expect(bare.code).toBe(2);
+  }, 120_000);
+});
+
+describe.skipIf(!PY)("kerncap export: the Triton script's reconstruction (kcdata.py, python3, no Triton or PyTorch)", () => {
+  test("each argument's region, offset, element count and type; region bytes before and after; judge", async () => {
+    const { cap } = await tritonCapture();
+    const out = join(cap, "..", "out");
+    const r = exportCapture(cap, out);
+    expect(r.commands.triton).toBe("python3 repro.py");
+    expect(existsSync(join(out, "src/axpy_kernel.py"))).toBe(true);
+    const doc = JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8"));
+    expect(doc.triton.args).toEqual([
+      { name: "x_ptr", kind: "tensor", dtype: "fp32", region: 0, offset: 0, numel: 3097 },
+      { name: "y_ptr", kind: "tensor", dtype: "fp32", region: 1, offset: 64, numel: 2032 },
+      { name: "n", kind: "scalar", type: "i32", value: 1000 },
+      { name: "alpha", kind: "scalar", type: "fp32", value: 2.5 },
+    ]);
+    expect(doc.triton.constexprs).toEqual([{ name: "BLOCK", expr: "128", value: 128 }]);
+    expect(doc.triton.options).toEqual({ num_warps: 4, num_stages: 2 });
+    const script = `
+import struct, sys
+sys.path.insert(0, ${JSON.stringify(out)})
+import kcdata
+ex = kcdata.Export(${JSON.stringify(out)})
+x = ex.region_bytes(0, "before")
+xs = struct.unpack("<%df" % (len(x) // 4), x[: len(x) // 4 * 4])
+assert xs[5] == 2.5 and xs[1500] == 0.0 and xs[3000] == 1500.0, (xs[5], xs[1500], xs[3000])
+y0, y1 = ex.region_bytes(1, "before"), ex.region_bytes(1, "after")
+f = lambda b, i: struct.unpack_from("<f", b, 4 * i)[0]
+assert f(y0, 1500) == -1500.0 and f(y1, 1500) == 4500.0 and f(y1, 10) == -10.0
+arg, ri, off, numel, dt = ex.tensor_args()[1]
+assert (ri, off, numel, dt) == (1, 64, 2032, "fp32")
+assert kcdata.judge(y1, y1, y0, True, "fp32") == ("bit-exact", "")
+assert kcdata.judge(y0, y1, y0, True, "fp32")[0] == "mismatch"
+near = bytearray(y1); near[4 * 1500] ^= 1
+assert kcdata.judge(near, y1, y0, True, "fp32", 1e-3, 0)[0] == "within-tolerance"
+assert kcdata.judge(near, y1, y0, True, "fp32")[0] == "mismatch"
+assert kcdata.judge(near, y1, y0, True, "i32")[0] == "mismatch"
+print("ok")
+`;
+    const p = sh([PY!, "-c", script]);
+    expect(p.err).toBe("");
+    expect(p.out.trim()).toBe("ok");
+    const syntax = sh([PY!, "-m", "py_compile", join(out, "repro.py")]);
+    expect(syntax.code).toBe(0);
+    // without PyTorch (this machine) the script says what it needs
+    const run = sh([PY!, join(out, "repro.py")]);
+    if (sh([PY!, "-c", "import torch"]).code !== 0) {
+      expect(run.err).toContain("repro.py needs PyTorch and Triton");
+      expect(run.code).toBe(1);
+    }
+    const readme = readFileSync(join(out, "README.md"), "utf8");
+    expect(readme).toContain("TRITON_INTERPRET=1 python3 repro.py");
+  });
+
+  test("a captured VA in the before state is reported, by the export and by the script", async () => {
+    const { cap, m } = await tritonCapture();
+    // region 0's first word now holds the VA of region 1: the kernel may follow it
+    const before = join(cap, "memory/before.bin");
+    const bytes = new Uint8Array(readFileSync(before));
+    new DataView(bytes.buffer).setBigUint64(0, 0x7f0000100040n, true);
+    chmodSync(before, 0o644);
+    writeFileSync(before, bytes);
+    const out = join(cap, "..", "out");
+    const r = exportCapture(cap, out);
+    expect(r.triton!.storedPointer).toEqual({ region: "0x7f0000000000", offset: 0, va: "0x7f0000100040" });
+    const run = sh([PY!, join(out, "repro.py")]);
+    expect(run.err).toContain("region 0x7f0000000000 holds the VA 0x7f0000100040");
+    expect(run.err).toContain("make run");
+    expect(readFileSync(join(out, "README.md"), "utf8")).toContain("**Pointers in memory**");
+    void m;
+  });
+});
