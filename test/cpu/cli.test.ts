@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
@@ -235,13 +235,29 @@ const table: Record<keyof typeof commands, () => void> = {
         const home = tempDir();
         Bun.spawnSync(["chown", "-R", "65534:65534", home]);
         for (let p = dir; p !== "/" && p.startsWith(tmpdir()); p = join(p, "..")) chmodSync(p, 0o755);
-        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, main, "validate", dir, "--trust", "--json"];
+        // nobody runs kerncap from a folder it may enter: the checkout may sit under a folder only
+        // root may enter (a clone in a root-only `mktemp -d` folder), so kerncap is bundled into
+        // one (and Bun copied there when nobody cannot run it where it is)
+        const prog = tempDir();
+        chmodSync(prog, 0o755);
+        const built = Bun.spawnSync([process.execPath, "build", main, "--target=bun", "--outdir", prog], { stdout: "pipe", stderr: "pipe" });
+        expect(built.exitCode, built.stderr.toString()).toBe(0);
+        const asNobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"];
+        let bun = process.execPath;
+        if (Bun.spawnSync([...asNobody, bun, "--version"], { cwd: "/", stdout: "pipe", stderr: "pipe" }).exitCode !== 0) {
+          bun = join(prog, "bun");
+          copyFileSync(process.execPath, bun);
+          chmodSync(bun, 0o755);
+        }
+        argv = [...asNobody, bun, join(prog, "main.js"), "validate", dir, "--trust", "--json"];
         env = { ...process.env, HOME: home, XDG_STATE_HOME: join(home, "state") };
       } else {
         chmodSync(dir, 0o555);
         argv = [process.execPath, main, "validate", dir, "--trust", "--json"];
       }
-      const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", env });
+      // cwd "/": the test's own folder may sit where user nobody cannot enter (a clone under a
+      // root-only `mktemp -d` folder), and Bun reads its working folder at start-up
+      const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", env, cwd: "/" });
       if (process.getuid?.() !== 0) chmodSync(dir, 0o755);
       const doc = JSON.parse(p.stdout.toString() || "{}");
       expect(p.exitCode, p.stderr.toString()).toBe(2);
