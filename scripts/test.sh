@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds what the tests need (C capture libraries, once), runs every test with
-# Bun, and ends with one line `N passed, N failed, N skipped`. GPU tests skip themselves (and are
+# Bun, type-checks the code (tsc --noEmit: one test, only when no test files are named), and ends
+# with one line `N passed, N failed, N skipped`. GPU tests skip themselves (and are
 # counted as skipped) where no NVIDIA GPU is present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,21 @@ fail=$(grep -Eo '^ *[0-9]+ fail$' "$log" | grep -Eo '[0-9]+' | tail -1)
 skip=$(grep -Eo '^ *[0-9]+ skip$' "$log" | grep -Eo '[0-9]+' | tail -1)
 rm -f "$log"
 [ "$rc" -ne 0 ] && [ "${fail:-0}" = 0 ] && fail=1 # a crash before the summary is a failure
-echo "${pass:-0} passed, ${fail:-0} failed, ${skip:-0} skipped"
+pass=${pass:-0} fail=${fail:-0} skip=${skip:-0}
+# the whole suite also type-checks the code (tsc --noEmit, tsconfig.json), counted as one test
+if [ $# -eq 0 ]; then
+  if [ -x node_modules/.bin/tsc ]; then
+    if node_modules/.bin/tsc --noEmit -p .; then
+      pass=$((pass + 1))
+    else
+      echo "test.sh: tsc --noEmit found type errors (above)"
+      fail=$((fail + 1))
+      [ "$rc" -eq 0 ] && rc=1
+    fi
+  else
+    echo "test.sh: node_modules/.bin/tsc missing (npm ci installs it): type check skipped"
+    skip=$((skip + 1))
+  fi
+fi
+echo "${pass} passed, ${fail} failed, ${skip} skipped"
 exit "$rc"
