@@ -1,6 +1,6 @@
 /**
  * Every `KERNCAP_*` environment variable, in one table: its meaning, who sets it and who reads it
- * (kerncap itself, the C capture libraries c/kerncap_cuda.c and c/kerncap_hsa.c with their units, the Triton shim
+ * (kerncap itself, the C capture libraries c/cuda/kerncap_cuda.c and c/hsa/kerncap_hsa.c with their units, the Triton shim
  * src/frontends/triton/sitecustomize.py, a reproducer's build.sh/repro.py, or the test and benchmark
  * scripts). kerncap's TypeScript reads and writes them only through the typed getters and builders
  * below (test/cpu/env.test.ts checks that, and that the README's table lists exactly these).
@@ -151,7 +151,7 @@ export interface CaptureLibrarySettings {
   launchCount?: number;
   /** 0-based index among the matching launches. */
   dispatch?: number;
-  /** Only the process of this rank captures (c/kc_process.h). */
+  /** Only the process of this rank captures (c/common/kc_process.h). */
   rank?: number;
   /** Only the Nth process (0-based) that initializes CUDA captures. */
   process?: number;

@@ -2,7 +2,7 @@
  * raw_version 2 ranges (docs/raw-capture.md) for synthetic raw captures in tests: each range's
  * bytes are laid whole at `offset` (a multiple of 65536) in DIR/memory/before.bin and, when the
  * launch changed it, in DIR/memory/after.bin. The stored states are computed here on the CPU as a
- * capture library computes them (c/kc_raw.c kc_item_cpu_pass): before = the non-zero chunks,
+ * capture library computes them (c/common/kc_raw.c kc_item_cpu_pass): before = the non-zero chunks,
  * after = the chunks whose kc64 differs; the extents point into the same files (no byte moves).
  */
 import { join } from "node:path";

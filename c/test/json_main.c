@@ -1,4 +1,4 @@
-/* json_main.c: writes one JSON document through c/kc_json.h for test/cpu/kc-json.test.ts.
+/* json_main.c: writes one JSON document through c/common/kc_json.h for test/cpu/kc-json.test.ts.
  * argv[1..]: strings written as the array "args" (the test passes names with quotes, backslashes,
  * control bytes and UTF-8). Build: gcc -std=gnu11 -Wall -Wextra -Werror -Ic -o json_main json_main.c */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Test driver for c/kc_process.c (src/capture/process.test.ts builds it with that file and runs it).
+/* Test driver for c/common/kc_process.c (src/capture/process.test.ts builds it with that file and runs it).
  *   process_main race DIR N   fork N children that number themselves and race for the claim at
  *                             once; prints {"winners":w,"numbers":[...],"claimed_by":pid}
  *   process_main ident DIR    kc_proc_init in this process (selection from the environment) and
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../kc_json.h"
-#include "../kc_process.h"
+#include "../common/kc_json.h"
+#include "../common/kc_process.h"
 
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "uuid")) {

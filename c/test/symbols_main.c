@@ -1,7 +1,7 @@
 /* Test driver for kc_symbols.h: prints the data-object symbols of a module image for an SM,
  * one per line, then "skipped N". Usage: symbols_main FILE SM */
 #include <stdio.h>
-#include "../kc_symbols.h"
+#include "../cuda/kc_symbols.h"
 
 static void print_name(const char *name, void *ud) {
   (void)ud;

@@ -1,6 +1,6 @@
 /**
  * The per-process censuses a capture library leaves in its output folder (docs/raw-capture.md,
- * c/kc_process.h): kernels.<pid>.json and error.<pid>.txt of every process of the job that
+ * c/common/kc_process.h): kernels.<pid>.json and error.<pid>.txt of every process of the job that
  * initialized CUDA/HSA, the claim file of the one process that captured, and their merge.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -14,7 +14,7 @@ export interface KernelSeen {
   count: number;
   /** Of `count`, launches made while an autotuner benchmarked configs (Triton shim); absent from older libraries. */
   benchmark?: number;
-  /** Of `count`, executions as a kernel node of a CUDA graph launch (c/kc_graphs.h); absent from older libraries. */
+  /** Of `count`, executions as a kernel node of a CUDA graph launch (c/cuda/kc_graphs.h); absent from older libraries. */
   graph?: number;
   /** Launches recorded into a graph by stream capture: not executions, not in `count`. */
   recorded?: number;
@@ -27,7 +27,7 @@ export interface KernelSeen {
   collective?: string;
 }
 
-/** One application cuptiSubscribe[_v2] call seen by the library's wrappers (c/kc_cupti.h). */
+/** One application cuptiSubscribe[_v2] call seen by the library's wrappers (c/cuda/kc_cupti.h). */
 export interface AppCuptiCall {
   call: string;
   /** The library that made the call (dladdr of the return address). */
@@ -52,7 +52,7 @@ export interface CuptiReport {
   appCalls: AppCuptiCall[];
 }
 
-/** One executable CUDA graph of a process (c/kc_graphs.h): id in instantiation order, nodes (child graphs included), kernel nodes, launches. */
+/** One executable CUDA graph of a process (c/cuda/kc_graphs.h): id in instantiation order, nodes (child graphs included), kernel nodes, launches. */
 export interface GraphSeen { id: number; nodes: number; kernel_nodes: number; launches: number }
 /** The launch --dispatch selected ran as a kernel node of a graph (not captured). */
 export interface GraphTarget { graph: number; kernel_node: number; name: string; why?: string }

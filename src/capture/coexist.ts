@@ -1,7 +1,7 @@
 /**
  * kerncap next to other CUDA tools and the application's own profiler: the injection environment
  * (CUDA_INJECTION64_PATH, LD_PRELOAD) and what to tell the user from the censuses' CUPTI reports
- * (c/kc_cupti.h writes them).
+ * (c/cuda/kc_cupti.h writes them).
  *
  * What is caught: another tool that set CUDA_INJECTION64_PATH before kerncap (nsys, ncu and
  * compute-sanitizer inject that way) — kerncap replaces it for the application, and says so;
@@ -105,7 +105,7 @@ export function toolAsApp(argv: string[]): string | undefined {
 
 /**
  * The process of the application whose capture library found CUPTI held by another tool, from
- * its census error (c/kc_cupti.h kc_cupti_busy_message: "CUPTI is already held by …"). Seen on
+ * its census error (c/cuda/kc_cupti.h kc_cupti_busy_message: "CUPTI is already held by …"). Seen on
  * the H200 (compute-sanitizer 2025, CUDA 13.0): `kerncap run -- bash run.sh` where run.sh execs
  * compute-sanitizer; the sanitizer's own process leaves no census (the preloaded library never
  * wrote one there), the application's process reports CUPTI taken. Undefined when none.

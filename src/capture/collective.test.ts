@@ -1,6 +1,6 @@
 /**
  * Collective kernels (issue 13): the name classifier (src/capture/collective.ts) and the C
- * library's (c/kc_collective.h, through c/test/collective_main.c) agree on the same names; a
+ * library's (c/common/kc_collective.h, through c/test/collective_main.c) agree on the same names; a
  * --kernel that matched only collectives is refused with E_COLLECTIVE naming them; they do not
  * count toward --dispatch; `list` marks them.
  */
@@ -32,7 +32,7 @@ test("collective kernels by name: NCCL (and RCCL) device kernels, NVSHMEM; other
   expect(collectiveLibrary("_Z3foov", "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")).toBe("NCCL");
 });
 
-test.skipIf(!Bun.which("gcc"))("the C library classifies the same names (c/kc_collective.h)", () => {
+test.skipIf(!Bun.which("gcc"))("the C library classifies the same names (c/common/kc_collective.h)", () => {
   const exe = join(dir, "collective_main");
   const cc = Bun.spawnSync(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../c/test/collective_main.c")], { stderr: "pipe" });
   expect(cc.exitCode, cc.stderr.toString()).toBe(0);

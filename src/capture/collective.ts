@@ -1,8 +1,8 @@
 /**
  * Collective kernels: kernels of communication libraries that wait on their peer ranks. A capture
  * cannot replay one alone (the replay has no peers), and the capture library's synchronize and
- * snapshot around one would stall the job; so c/kerncap_cuda.c never makes one a target (the same
- * names: c/kc_collective.h) and only counts it; `kerncap run` says why (E_COLLECTIVE) and `list`
+ * snapshot around one would stall the job; so c/cuda/kerncap_cuda.c never makes one a target (the same
+ * names: c/common/kc_collective.h) and only counts it; `kerncap run` says why (E_COLLECTIVE) and `list`
  * marks them. Pure, no GPU.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The CUDA capture library's cuptiSubscribe wrapper (c/kc_cupti.h) without a GPU: a stand-in
+ * The CUDA capture library's cuptiSubscribe wrapper (c/cuda/kc_cupti.h) without a GPU: a stand-in
  * libcupti and an application linked against it, run with the library on LD_PRELOAD as kerncap
  * runs it. The application's calls must reach its own libcupti unchanged, and the library's census
  * (kernels.<pid>.json) must record each call with the calling object; the library's own failure

@@ -17,7 +17,7 @@ export { readRaw } from "./raw.ts";
 
 type ManifestRange = Manifest["regions"][number];
 
-/** The manifest's ranges and memory summary from raw.json (chunked: c/kc_raw.c). */
+/** The manifest's ranges and memory summary from raw.json (chunked: c/common/kc_raw.c). */
 function memoryOf(raw: Raw): { regions: Manifest["regions"]; globals: Manifest["globals"]; memory: Manifest["memory"] } {
   const conv = (r: Raw["regions"][number]): ManifestRange => ({
     va: r.va.toLowerCase(), // the manifest's VAs are lowercase (src/format/manifest.ts Hex); raw.json's may not be

@@ -4,7 +4,7 @@
  * cuda|hsa`, else by what the machine has). CUDA: libcuda loads the library named by
  * CUDA_INJECTION64_PATH at cuInit (and kerncap puts it on LD_PRELOAD: src/capture/coexist.ts).
  * HSA: ROCr loads the library named by HSA_TOOLS_LIB at hsa_init and calls its OnLoad with the
- * API table (c/kerncap_hsa.c). Both libraries then read the same KERNCAP_* settings
+ * API table (c/hsa/kerncap_hsa.c). Both libraries then read the same KERNCAP_* settings
  * (src/env.ts captureLibraryEnv) and write the same raw capture (docs/raw-capture.md).
  */
 import { existsSync } from "node:fs";

@@ -1,5 +1,5 @@
 /**
- * Multi-process jobs without a GPU: c/kc_process.h through its C test driver (numbering, rank
+ * Multi-process jobs without a GPU: c/common/kc_process.h through its C test driver (numbering, rank
  * selection, the O_EXCL claim raced by forked processes, the identity JSON), the TS merge of
  * per-process censuses (src/capture/census.ts), and the manifest's optional `process` field.
  */
@@ -24,7 +24,7 @@ const exe = join(dir, "process_main");
 let built = false;
 function build(): void {
   if (built) return;
-  const cc = Bun.spawnSync([GCC!, "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../c/test/process_main.c"), resolve(import.meta.dir, "../../c/kc_process.c")], { stderr: "pipe" });
+  const cc = Bun.spawnSync([GCC!, "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../c/test/process_main.c"), resolve(import.meta.dir, "../../c/common/kc_process.c")], { stderr: "pipe" });
   expect(cc.exitCode, cc.stderr.toString()).toBe(0);
   built = true;
 }
@@ -98,7 +98,7 @@ test.skipIf(!GCC)("the device UUID is formatted as nvidia-smi prints it", () => 
   expect(Bun.spawnSync([exe, "uuid"]).stdout.toString().trim()).toBe("GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
 });
 
-/** A census file as c/kerncap_cuda.c writes it. */
+/** A census file as c/cuda/kerncap_cuda.c writes it. */
 function census(d: string, pid: number, number: number, rank: number | null, kernels: [string, number][], extra: Record<string, unknown> = {}) {
   const process = { pid, ppid: 1, number, hostname: "node1", cmdline: ["python", "w.py"], job_env: rank === null ? {} : { RANK: String(rank) }, rank, rank_variable: rank === null ? null : "RANK", selection: { by: "rank", value: 1, admitted: rank === 1 }, visible_devices: { CUDA_VISIBLE_DEVICES: "0" } };
   const ks = kernels.map(([name, count]) => ({ name, demangled: name, count, benchmark: 0, grid: [1, 1, 1], block: [128, 1, 1], module: "0x1" }));

@@ -1,5 +1,5 @@
 /**
- * The CUDA library's `progress` file in its output folder (c/kc_snapshot.h): one line
+ * The CUDA library's `progress` file in its output folder (c/cuda/kc_snapshot.h): one line
  * "phase done total" (phase `before`, `after` or `fsync`; done and total in bytes of the memory
  * files being written), rewritten in place while the library writes the snapshot. `run` shows it
  * on stderr: redrawn in place about once a second on a terminal, else one line per phase.

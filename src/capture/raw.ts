@@ -1,8 +1,8 @@
 /**
  * The raw capture (docs/raw-capture.md): what a capture library writes into its output folder,
  * checked here with one valibot schema before anything is read from it. Both libraries write
- * raw_version 2 through c/kc_raw.c: chunked snapshots with kc64 hashes, computed on the GPU
- * (CUDA library, c/kc_snapshot.c) or on the CPU (`hashed_on: "cpu"`: the HSA library, and CUDA
+ * raw_version 2 through c/common/kc_raw.c: chunked snapshots with kc64 hashes, computed on the GPU
+ * (CUDA library, c/cuda/kc_snapshot.c) or on the CPU (`hashed_on: "cpu"`: the HSA library, and CUDA
  * ranges the scan kernel does not read).
  */
 import * as v from "valibot";
@@ -37,7 +37,7 @@ const Common = {
   globals_scan: v.optional(v.object({ symbols: U, globals: U, unreadable_entries: U })),
   timing: v.record(v.string(), v.number()),
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
-  /** The capturing process (c/kc_process.c kc_proc_json); absent from older libraries. */
+  /** The capturing process (c/common/kc_process.c kc_proc_json); absent from older libraries. */
   process: v.optional(
     v.object({
       pid: U,
@@ -56,7 +56,7 @@ const Common = {
   ),
 };
 
-/** One range: chunked (c/kc_raw.c kc_json_item). */
+/** One range: chunked (c/common/kc_raw.c kc_json_item). */
 const Range = v.object({
   name: v.optional(v.string()),
   va: Hex,
@@ -86,11 +86,11 @@ export const Raw = v.object({
   globals: v.array(Range),
   /** Several captures in one run: which --kernel target this one is (-1: --capture-all). */
   target: v.optional(v.number()),
-  /** The launch was a kernel node of a CUDA graph launch (c/kc_graphs.c): graph id, kernel node index. */
+  /** The launch was a kernel node of a CUDA graph launch (c/cuda/kc_graphs.c): graph id, kernel node index. */
   graph: v.optional(v.object({ id: U, kernel_node: U })),
   /** The captured launch faulted in the app (cuCtxSynchronize's error): no after state. */
   fault: v.optional(v.object({ code: U, name: v.string(), message: v.string() })),
-  /** How timing.app_launch_us was measured (c/kc_capture.c kc_capture_enter). */
+  /** How timing.app_launch_us was measured (c/cuda/kc_capture.c kc_capture_enter). */
   app_launch_method: v.optional(v.string()),
 });
 

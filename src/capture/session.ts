@@ -52,7 +52,7 @@ export function refuseToolAsApp(argv: string[]): void {
  * Kernels that a multi-capture run (`--kernel A --kernel B`, `--capture-all`) matched and did not
  * capture because their eager launches were too few for --dispatch while their CUDA-graph
  * executions (census `graph`) would have been enough: such runs take eager launches only
- * (c/kerncap_cuda.c pick_target is not consulted for graph nodes). Collective kernels are left out
+ * (c/cuda/kerncap_cuda.c pick_target is not consulted for graph nodes). Collective kernels are left out
  * (never captured anyway). `patterns` empty or blank: every kernel matches.
  */
 export function graphOnlyMisses(kernels: KernelSeen[], patterns: (string | undefined)[], dispatch: number, captured: ReadonlySet<string>): KernelSeen[] {
@@ -71,7 +71,7 @@ export function graphOnlyMisses(kernels: KernelSeen[], patterns: (string | undef
  * Each process counts its own: pass one process's kernels.
  */
 export function countedLaunches(kernels: KernelSeen[], ere: PosixRegex | undefined, countBenchmarks: boolean): number {
-  // collective kernels are never targets (c/kc_collective.h): the library does not count them toward --dispatch
+  // collective kernels are never targets (c/common/kc_collective.h): the library does not count them toward --dispatch
   const matching = (ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels).filter((k) => !collectiveLibrary(k.name, k.demangled));
   return matching.reduce((a, k) => a + k.count - (countBenchmarks ? 0 : (k.benchmark ?? 0)), 0);
 }

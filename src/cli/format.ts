@@ -102,7 +102,7 @@ export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   const graph = kernels.some((k) => k.graph || k.recorded);
   const note = kernels.some((k) => k.collective);
   const per = (k: KernelSeen) => (k.perProcess ?? []).map((p) => `${p.pid}:${p.count}`).join(" ");
-  // grid, block and module come from an eager launch (c/kerncap_cuda.c on_launch): a kernel that ran only as a graph's node has none (the library writes 0x0x0, 0x0)
+  // grid, block and module come from an eager launch (c/cuda/kerncap_cuda.c on_launch): a kernel that ran only as a graph's node has none (the library writes 0x0x0, 0x0)
   const dims = (d: [number, number, number]) => (d.every((x) => x === 0) ? "-" : d.join("x"));
   const mod = (m: string) => (m === "0x0" || m === "" ? "-" : m);
   const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), dims(k.grid), dims(k.block), mod(k.module), ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), oneLine(k.demangled || k.name)]);

@@ -1,5 +1,5 @@
 /**
- * The capture library's module-globals scan (c/kc_symbols.h, C) on modules nvcc builds here:
+ * The capture library's module-globals scan (c/cuda/kc_symbols.h, C) on modules nvcc builds here:
  * a cubin and fatbins stored plain, LZ4- and zstd-compressed. The names it reports are what the
  * library asks cuModuleGetGlobal about at capture time. Skips without nvcc or gcc.
  */
@@ -14,7 +14,7 @@ const dir = mkdtempSync(join(tmpdir(), "kerncap-symbols-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const GLOBALS = ["const_coef", "const_init", "dev_counter", "dev_table", "man_val"];
 
-describe.skipIf(!NVCC || !GCC)("module globals scan (c/kc_symbols.h)", () => {
+describe.skipIf(!NVCC || !GCC)("module globals scan (c/cuda/kc_symbols.h)", () => {
   const exe = join(dir, "symbols_main");
   const scan = (bytes: Uint8Array, sm: number) => {
     const f = join(dir, `m-${sm}-${bytes.length}`);

@@ -95,8 +95,8 @@ export function storedEnd(m: Manifest, which: "before" | "after"): number {
 /**
  * The most bytes a memory image can hold, from the manifest's ranges (regions and globals): each
  * range's bytes, whole or as runs of its chunks, starting at most one alignment step (64 KiB) past
- * the previous range's end and padded at most one step after a short last chunk (c/kc_snapshot.h
- * kc_align_up, KC_ALIGN in c/kc_hash.h; c/kerncap_hsa.c lays whole regions at 65536-aligned
+ * the previous range's end and padded at most one step after a short last chunk (c/cuda/kc_snapshot.h
+ * kc_align_up, KC_ALIGN in c/common/kc_hash.h; c/hsa/kerncap_hsa.c lays whole regions at 65536-aligned
  * offsets). A manifest that gives an image more lays it out as no capture library does.
  */
 export function imageBound(m: Manifest): number {

@@ -1,5 +1,5 @@
 /**
- * kc64 in TypeScript (src/format/kc64.ts) equals the C reference (c/kc_hash.h) that the capture
+ * kc64 in TypeScript (src/format/kc64.ts) equals the C reference (c/common/kc_hash.h) that the capture
  * libraries and the GPU scan kernel implement, on lengths that exercise the u32 tail, unaligned
  * views, zero data and single-bit changes.
  */

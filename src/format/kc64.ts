@@ -1,6 +1,6 @@
 /**
  * kc64 ("kc64/1"), the per-chunk checksum of kerncap's memory snapshots; the definition and why it
- * is not SHA-256 are in c/kc_hash.h (the same function runs on the GPU in c/kc_scan.cu). Used on
+ * is not SHA-256 are in c/common/kc_hash.h (the same function runs on the GPU in c/cuda/kc_scan.cu). Used on
  * the CPU to verify memory files (`inspect --verify`) and to hash the raw output of capture
  * libraries that do not compute it themselves (HSA).
  */

@@ -17,7 +17,7 @@ export const MANIFEST_VERSIONS_READ = [2] as const;
 export const MANIFEST_FORMAT = "kerncap-capture";
 export const MANIFEST_FILE = "kerncap.json";
 
-/** A 64-bit VA: 0x and 1 to 16 lowercase hex digits, as the capture libraries print it (`0x%llx`, c/kc_snapshot.h, c/kc_json.h) and the schema of `inspect --json` states it. */
+/** A 64-bit VA: 0x and 1 to 16 lowercase hex digits, as the capture libraries print it (`0x%llx`, c/cuda/kc_snapshot.h, c/common/kc_json.h) and the schema of `inspect --json` states it. */
 const Hex = v.pipe(v.string(), v.regex(/^0x[0-9a-f]{1,16}$/, "expected a 64-bit VA in lowercase hex (0x and 1 to 16 digits 0-9a-f, such as 0x7f12...)"));
 // at most 2^53 - 1: past it a JSON number is no longer the integer written (a byte count would be misread)
 const U = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(Number.MAX_SAFE_INTEGER));
@@ -88,7 +88,7 @@ export const FileRef = v.object({ path: v.string(), size: U, sha256: Sha256 });
 export type FileRef = v.InferOutput<typeof FileRef>;
 
 /**
- * Who captured (raw.json `process`, written by c/kc_process.h in the capturing process): one
+ * Who captured (raw.json `process`, written by c/common/kc_process.h in the capturing process): one
  * process of a job (torchrun, multiprocessing, a subprocess) claims the capture.
  */
 export const ProcessIdentity = v.object({

@@ -1,10 +1,10 @@
 /**
- * The snapshot scan kernel (c/kc_scan.cu, shipped as c/kc_scan.fatbin and embedded in the
+ * The snapshot scan kernel (c/cuda/kc_scan.cu, shipped as c/cuda/kc_scan.fatbin and embedded in the
  * executable) run by the replay engine: kc64 and a non-zero flag for every chunk of a device
  * range, so restored memory is checked and replayed results are compared on the GPU without
  * copying unchanged memory back.
  */
-import scanFatbin from "../../c/kc_scan.fatbin" with { type: "file" };
+import scanFatbin from "../../c/cuda/kc_scan.fatbin" with { type: "file" };
 import { KerncapError } from "../errors.ts";
 import type { Cuda } from "../native/libcuda.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The --kernel pattern as the capture library reads it: a POSIX extended regular expression
- * (glibc regcomp(REG_EXTENDED|REG_NOSUB), the same call c/kerncap_cuda.c makes), so that the CLI
+ * (glibc regcomp(REG_EXTENDED|REG_NOSUB), the same call c/cuda/kerncap_cuda.c makes), so that the CLI
  * checks and the "matched / closest names" messages agree with what the library matches.
  * JavaScript's RegExp differs (\d, \b, (?:…) and lookarounds are not ERE).
  */

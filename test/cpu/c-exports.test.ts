@@ -1,7 +1,7 @@
 /**
  * The CUDA capture library's exported symbols (`nm -D`): exactly the injection entry points
  * (InitializeInjection for CUDA_INJECTION64_PATH, kerncap_set_ignore_launches for the frontend
- * shims, the cuptiSubscribe/cuptiSubscribe_v2 wrappers for LD_PRELOAD: c/kerncap_cuda.c), so that
+ * shims, the cuptiSubscribe/cuptiSubscribe_v2 wrappers for LD_PRELOAD: c/cuda/kerncap_cuda.c), so that
  * none of its units' functions can shadow or be shadowed by the application's; and no link
  * against libcuda or libcupti (both are dlopen'ed inside the application). Built by
  * scripts/build-c.sh (scripts/test.sh runs it first); skipped without nm or the library.

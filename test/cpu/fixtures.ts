@@ -36,7 +36,7 @@ export function recordRendered(dir: string): void {
 /**
  * What a capture library writes into KERNCAP_OUT for that capture (docs/raw-capture.md):
  * kernel/, memory/, and raw.json when `rawJson` (a library writes it last); `extra.process`: the
- * capturing process's identity (raw.json `process`, c/kc_process.h).
+ * capturing process's identity (raw.json `process`, c/common/kc_process.h).
  * @returns the raw capture object.
  */
 export function writeRawCapture(tmp: string, rawJson = false, extra: { process?: Record<string, unknown> } = {}) {

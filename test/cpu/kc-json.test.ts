@@ -1,5 +1,5 @@
 /**
- * c/kc_json.h, the JSON writer of both capture libraries' raw.json: a tiny C program
+ * c/common/kc_json.h, the JSON writer of both capture libraries' raw.json: a tiny C program
  * (c/test/json_main.c) writes a document through it, JSON.parse reads it back. Checks the escaping
  * (quotes, backslash, every control byte, UTF-8 kernel names), the commas (nested empty and
  * non-empty objects and arrays, a value written by another helper), numbers at their limits, hex,
@@ -18,7 +18,7 @@ beforeAll(() => {
   if (!haveGcc) return;
   tmp = mkdtempSync(join(tmpdir(), "kerncap-kc-json-"));
   exe = join(tmp, "json_main");
-  const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", `-I${join(ROOT, "c")}`, "-o", exe, join(ROOT, "c/test/json_main.c"), "-lm"], { stderr: "pipe" });
+  const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", `-I${join(ROOT, "c/common")}`, "-o", exe, join(ROOT, "c/test/json_main.c"), "-lm"], { stderr: "pipe" });
   if (cc.exitCode !== 0) throw new Error(cc.stderr.toString());
 });
 afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));

@@ -6,7 +6,7 @@ import { describeProgress, parseProgress, watchProgress } from "../../src/captur
 import { tempDir } from "./fixtures.ts";
 
 describe("progress file", () => {
-  test("the line c/kc_snapshot.h writes (padded with spaces to 127 bytes + newline) parses; anything else does not", () => {
+  test("the line c/cuda/kc_snapshot.h writes (padded with spaces to 127 bytes + newline) parses; anything else does not", () => {
     expect(parseProgress("before 1048576 4194304".padEnd(127) + "\n")).toEqual({ phase: "before", done: 1048576, total: 4194304 });
     expect(parseProgress("fsync 0 0\n")).toEqual({ phase: "fsync", done: 0, total: 0 });
     expect(parseProgress("")).toBeUndefined();

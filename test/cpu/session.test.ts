@@ -259,7 +259,7 @@ test("graphOnlyMisses: a matching kernel too rare eagerly for --dispatch but not
   expect(graphOnlyMisses(kernels, [""], 3, new Set()).map((x) => x.name)).toEqual(["layer_norm", "other"]);
 });
 
-/** A census file as c/kerncap_cuda.c writes it (kernels.<pid>.json), for a fake app to echo. */
+/** A census file as c/cuda/kerncap_cuda.c writes it (kernels.<pid>.json), for a fake app to echo. */
 function census(pid: number, number: number, rank: number | null, count: number, admitted = true, selection: "any" | "rank" | "process" = "any"): string {
   return JSON.stringify({
     final: true,
@@ -310,7 +310,7 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     const c = JSON.parse(census(200, 0, null, 0));
     c.process.cmdline = ["/tmp/w/verdicts", "hist"];
     c.kernels = [];
-    const err = `CUPTI is already held by "<not provided>": kerncap cannot see launches under another CUPTI tool; run kerncap without the other CUDA tool (nsys, ncu, compute-sanitizer, cuda-gdb, or a profiler inside the application); point that tool at \`kerncap replay DIR\` instead (c/kerncap_cuda.c:1372)`;
+    const err = `CUPTI is already held by "<not provided>": kerncap cannot see launches under another CUPTI tool; run kerncap without the other CUDA tool (nsys, ncu, compute-sanitizer, cuda-gdb, or a profiler inside the application); point that tool at \`kerncap replay DIR\` instead (c/cuda/kerncap_cuda.c:1372)`;
     const d = tempDir();
     writeFileSync(join(d, "error.txt"), err + "\n");
     const a = app(d, "run.sh", `echo '${JSON.stringify(c)}' > "$KERNCAP_OUT/kernels.200.json"\ncp ${join(d, "error.txt")} "$KERNCAP_OUT/error.200.txt"`);
@@ -321,7 +321,7 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     const j = JSON.parse((await kerncap(["run", "--json", "--kernel", "histogram", "--out", join(d, "cap"), "--", "bash", a], d)).out);
     expect(j.error.code).toBe("E_TOOL");
     // another capture failure is still E_CAPTURE_FAILED
-    writeFileSync(join(d, "error.txt"), "cannot create /x/memory/before.bin: No space left on device (c/kerncap_cuda.c:330)\n");
+    writeFileSync(join(d, "error.txt"), "cannot create /x/memory/before.bin: No space left on device (c/cuda/kerncap_cuda.c:330)\n");
     const j2 = JSON.parse((await kerncap(["run", "--json", "--kernel", "histogram", "--out", join(d, "cap"), "--", "bash", a], d)).out);
     expect(j2.error.code).toBe("E_CAPTURE_FAILED");
     expect(readdirSync(d).sort()).toEqual(["error.txt", "run.sh"]);

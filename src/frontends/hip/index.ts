@@ -1,5 +1,5 @@
 /**
- * The HIP frontend (AMD, captured by c/kerncap_hsa.c, replayed by the HSA backend). Its templates
+ * The HIP frontend (AMD, captured by c/hsa/kerncap_hsa.c, replayed by the HSA backend). Its templates
  * are registered (embedded in the executable); its reproducer renderer (./repro.ts
  * renderHipReproducer) needs the kernel's source and compile flags, which the HSA capture does
  * not locate yet, so it is not run at capture, and `kerncap validate` does not rebuild HIP

@@ -2,7 +2,7 @@
  * `kerncap replay` of a hip capture through the one replay engine and the HSA backend, without an
  * AMD GPU: KERNCAP_HSA_PATH points at test/apps/hip/fake_libhsa.c (host memory for device memory,
  * the captured VAs mapped at their addresses, the kernel run as a C function on the dispatch
- * packet's kernarg). The capture is synthetic (raw_version 2 hashed on the CPU, as c/kerncap_hsa.c writes it) with a
+ * packet's kernarg). The capture is synthetic (raw_version 2 hashed on the CPU, as c/hsa/kerncap_hsa.c writes it) with a
  * real gfx90a code object from hipcc (the engine reads its metadata for the kernel descriptor).
  * Covered: the verdict and exit codes, the shared options --verify/--no-verify, --atol/--rtol,
  * --dtype, --runs, --iters, and the result document's keys (the CUDA engine's).

@@ -29,7 +29,7 @@ beforeAll(() => {
   tmp = mkdtempSync(join(tmpdir(), "kerncap-hsa-run-"));
   if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
   app = join(tmp, "fake_hsa_runtime");
-  const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c")}`, "-o", app, join(import.meta.dir, "fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"], { stderr: "pipe" });
+  const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c/hsa")}`, `-I${join(ROOT, "c/common")}`, "-o", app, join(import.meta.dir, "fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"], { stderr: "pipe" });
   if (cc.exitCode !== 0) throw new Error(cc.stderr.toString());
   fakeHsa = join(tmp, "libfake_hsa.so");
   const cl = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", fakeHsa, join(import.meta.dir, "fake_libhsa.c")], { stderr: "pipe" });

@@ -1,5 +1,5 @@
 /**
- * The HSA capture library (c/kerncap_hsa.c), without an AMD GPU:
+ * The HSA capture library (c/hsa/kerncap_hsa.c), without an AMD GPU:
  * 1. scripts/build-hsa.sh compiles it against /usr/include/hsa; `nm -D` shows OnLoad and OnUnload
  *    as its only exports.
  * 2. fake_hsa_runtime.c hands it a stub HSA API table (host memory as "device" memory, a queue
@@ -49,7 +49,7 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
   test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", async () => {
     if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
     const exe = join(tmp, "fake_hsa_runtime");
-    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c")}`, "-o", exe,
+    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c/hsa")}`, `-I${join(ROOT, "c/common")}`, "-o", exe,
       join(import.meta.dir, "fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"]);
     expect(cc.stderr.toString()).toBe("");
     const co = join(tmp, "module.co");
@@ -70,12 +70,12 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect(raw.device).toMatchObject({ vendor: "amd", arch: "gfx90a", name: "Fake MI210" });
     expect(raw.launch).toMatchObject({ grid: [3072, 1, 1], block: [256, 1, 1], shared_mem_bytes: 512 });
     expect(raw.hsa).toMatchObject({ kernel_object: "0x1001", group_segment_size: 512 });
-    expect(raw.process).toMatchObject({ pid: r.pid, number: 0, selection: { by: "any", admitted: true } }); // c/kc_process.h
+    expect(raw.process).toMatchObject({ pid: r.pid, number: 0, selection: { by: "any", admitted: true } }); // c/common/kc_process.h
     expect(JSON.parse(readFileSync(join(out, "claim"), "utf8")).pid).toBe(r.pid);
     expect(raw.params.size).toBe(16);
     expect(statSync(join(out, raw.params.file)).size).toBe(16);
     expect(raw.module).toMatchObject({ file: "kernel/module.hsaco", kind: "hsaco" });
-    // raw_version 2, as the CUDA library writes it (c/kc_raw.c): 1 MiB chunks, non-zero chunks
+    // raw_version 2, as the CUDA library writes it (c/common/kc_raw.c): 1 MiB chunks, non-zero chunks
     // stored before, changed chunks after, each range's extents at 64 KiB-aligned offsets
     expect(raw.raw_version).toBe(2);
     expect(raw.memory).toMatchObject({ chunk_bytes: 1 << 20, hash: "kc64/1", align: 65536, live_bytes: 24016, stored_before_bytes: 12016, stored_after_bytes: 12000, hashed_on_gpu: false });

@@ -1,4 +1,4 @@
-/* kc_log.h — the one log and failure path of both capture libraries (c/kc_log.c).
+/* kc_log.h — the one log and failure path of both capture libraries (c/common/kc_log.c).
  *
  * Each library embeds a kc_base_t in its state struct and hands it to kc_log_init once, at set-up.
  * kc_log: a `[kerncap]` line on stderr when KERNCAP_LOG=1. KC_FAIL: an internal failure, never an

@@ -1,6 +1,6 @@
 /* kc_hash.h — kc64, the per-chunk checksum of kerncap's memory snapshots (format "kc64/1").
  *
- * Why not SHA-256: the capture library computes it on the GPU over every live chunk (c/kc_scan.cu,
+ * Why not SHA-256: the capture library computes it on the GPU over every live chunk (c/cuda/kc_scan.cu,
  * ~TB/s), so zero and unchanged chunks are found without copying them to the host, and replay checks
  * restored memory on the device. It must be cheap on a GPU, word-parallel and reproducible on the
  * CPU (this file, and src/format/kc64.ts): a sum of position-keyed mixes, not a chain.

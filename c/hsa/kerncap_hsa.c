@@ -2,7 +2,7 @@
  * kerncap_hsa.c: the HSA (AMD ROCm) capture library of kerncap.
  *
  * Contract: docs/raw-capture.md (the raw capture the CUDA library writes, raw_version 2 through
- * c/kc_raw.c; frontend "hip", vendor "amd", arch "gfxNNN", every range hashed on the CPU, and the
+ * c/common/kc_raw.c; frontend "hip", vendor "amd", arch "gfxNNN", every range hashed on the CPU, and the
  * `hsa` block).
  *
  * Exports (nothing else is visible; built with -fvisibility=hidden):
@@ -14,8 +14,8 @@
  *
  * Environment: KERNCAP_OUT, KERNCAP_MODE (list|capture), KERNCAP_KERNEL (POSIX ERE on the mangled
  * and the demangled name), KERNCAP_DISPATCH (0-based among matches), KERNCAP_EXIT_AFTER_CAPTURE,
- * KERNCAP_LOG, KERNCAP_CHUNK_BYTES (c/kc_raw.c), KERNCAP_RANK, KERNCAP_PROCESS (multi-process
- * jobs: c/kc_process.c; one process claims the capture, every process writes kernels.<pid>.json
+ * KERNCAP_LOG, KERNCAP_CHUNK_BYTES (c/common/kc_raw.c), KERNCAP_RANK, KERNCAP_PROCESS (multi-process
+ * jobs: c/common/kc_process.c; one process claims the capture, every process writes kernels.<pid>.json
  * and error.<pid>.txt).
  *
  * How: OnLoad patches the runtime's API table. hsa_queue_create on a GPU agent becomes
@@ -31,12 +31,12 @@
  * doorbell): forward the packets before it, drain the queue with a barrier-AND packet and wait,
  * copy every live region chunk by chunk, hash each chunk (kc64) and store the non-zero ones
  * (before state), forward the dispatch, drain again, copy and hash again and store the chunks
- * that changed (after state), write the files, raw.json last (c/kc_raw.c).
+ * that changed (after state), write the files, raw.json last (c/common/kc_raw.c).
  * Other queues are not drained (documented limitation).
  *
  * Threads: any application thread may create queues, allocate, load code or submit packets; one
  * mutex guards the tables; capture runs under it. Failures never abort the application: they go
- * through KC_FAIL (c/kc_log.c): a log line, error.<pid>.txt, capture disabled.
+ * through KC_FAIL (c/common/kc_log.c): a log line, error.<pid>.txt, capture disabled.
  *
  * Run on AMD hardware: NEVER. This file was compiled and its exports checked on a machine without
  * an AMD GPU (Debian 12, ROCm 5.2 headers).
@@ -67,7 +67,7 @@
 #define KC_LIBRARY "kerncap_hsa 0.1.0"
 #define KC_EXPORT __attribute__((visibility("default")))
 #define KC_PAGE 4096ull
-#define KC_STAGING (64ull << 20) /* at least the largest chunk (c/kc_raw.c kc_chunk_bytes) */
+#define KC_STAGING (64ull << 20) /* at least the largest chunk (c/common/kc_raw.c kc_chunk_bytes) */
 
 /* ---- state: one struct, set up once ---- */
 
@@ -89,7 +89,7 @@ typedef struct { hsa_queue_t* queue; hsa_agent_t agent; } kc_queue;
 static struct {
   pthread_once_t once;
   pthread_mutex_t mu;
-  kc_base_t base; /* out, verbose, enabled: the shared log/fail path (c/kc_log.c) */
+  kc_base_t base; /* out, verbose, enabled: the shared log/fail path (c/common/kc_log.c) */
   bool capture_mode, exit_after, done, in_capture;
   regex_t re;
   bool have_re;
@@ -108,7 +108,7 @@ static struct {
   KC_VEC(kc_kernel) kernels;
   KC_VEC(kc_seen) seen;
   KC_VEC(kc_queue) queues;
-  kc_proc_t proc;            /* this process of the job (c/kc_process.c) */
+  kc_proc_t proc;            /* this process of the job (c/common/kc_process.c) */
   struct timespec census_t;  /* last write of kernels.<pid>.json */
 } S = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -206,7 +206,7 @@ static void kc_write_kernels_json(bool final) {
   rename(tmp, path);
 }
 
-/* ---- snapshots (c/kc_raw.c: chunked items, hashed on the CPU) ---- */
+/* ---- snapshots (c/common/kc_raw.c: chunked items, hashed on the CPU) ---- */
 
 /* kc_read_fn of an item: device memory through hsa_memory_copy, host memory directly. */
 static int kc_read_range(void* ud, uint64_t va, void* dst, size_t len) {
@@ -416,7 +416,7 @@ static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** 
   }
   if (k->match < 0) return false;
   if (S.matches++ != S.target_match) return false;
-  /* ---- exactly one process of the job captures (c/kc_process.c) ---- */
+  /* ---- exactly one process of the job captures (c/common/kc_process.c) ---- */
   int won = kc_claim(&S.proc);
   if (won < 0) { KC_FAIL("%s: %s", "create the capture claim", strerror(errno)); return false; }
   if (!won) {
@@ -645,7 +645,7 @@ static void kc_setup(void) {
     fprintf(stderr, "[kerncap] KERNCAP_OUT is not set; the HSA capture library stays idle\n");
     return;
   }
-  { /* ---- processes of a job (c/kc_process.c): number this one, apply --rank/--process ---- */
+  { /* ---- processes of a job (c/common/kc_process.c): number this one, apply --rank/--process ---- */
     char perr[256] = "";
     if (kc_proc_init(&S.proc, S.base.out, perr, sizeof perr)) { KC_FAIL("KERNCAP_RANK/KERNCAP_PROCESS: %s", perr); return; }
     if (S.capture_mode && !S.proc.admitted) { /* not selected: count only */

@@ -1,4 +1,4 @@
-/* kc_graphs.h — kernels launched from CUDA graphs, for the CUDA capture library (c/kc_graphs.c).
+/* kc_graphs.h — kernels launched from CUDA graphs, for the CUDA capture library (c/cuda/kc_graphs.c).
  *
  * Kernel nodes never pass the launch callbacks: a graph runs through cuGraphLaunch. So at each
  * successful cuGraphInstantiate* the executable graph's kernel nodes are listed (recursing into
@@ -25,7 +25,7 @@ typedef struct {
   CUDA_KERNEL_NODE_PARAMS p;
   char *packed;
   size_t size;
-  void *ptrs[KC_MAX_PARAMS /* c/kc_state.h, which includes this file */]; /* p.kernelParams points here: into packed */
+  void *ptrs[KC_MAX_PARAMS /* c/cuda/kc_state.h, which includes this file */]; /* p.kernelParams points here: into packed */
 } kc_node_update_t;
 
 /* One kernel node of an executable graph. */
@@ -67,12 +67,10 @@ typedef struct { CUgraphExec *phGraphExec; CUgraph hGraph; } kc_instantiate_para
 typedef struct { CUgraphExec hGraphExec; CUgraph hGraph; } kc_exec_update_params;  /* cuGraphExecUpdate (v1 and _v2) starts so */
 typedef struct { CUgraphExec hGraphExec; CUgraphNode hNode; } kc_exec_node_params;  /* every cuGraphExec*NodeSetParams starts so */
 
-/* Driver API callbacks (c/kerncap_cuda.c KC_DRIVER_CALLBACKS). kc_on_graph: cuGraphLaunch at entry
+/* Driver API callbacks (c/cuda/kerncap_cuda.c KC_DRIVER_CALLBACKS). kc_on_graph: cuGraphLaunch at entry
  * counts one execution of each enabled kernel node (and may capture one: kc_graph_capture);
  * cuGraphInstantiate* at a successful exit lists the executable graph's kernel nodes. */
 void kc_on_graph(CUpti_CallbackId cbid, const CUpti_CallbackData *cb);
 /* Updates of an executable graph in place, followed at API exit when they succeeded. */
 void kc_on_graph_node_update(CUpti_CallbackId cbid, const CUpti_CallbackData *cb);
-/* The census's part (kernels.<pid>.json): ,"graphs":[...],"graph_target":{...} */
-void kc_graphs_json(FILE *f);
 #endif

@@ -1,5 +1,5 @@
 /*
- * kc_log.c — the log and failure path of both capture libraries (contract in c/kc_log.h).
+ * kc_log.c — the log and failure path of both capture libraries (contract in c/common/kc_log.h).
  * Exports nothing outside the library (-fvisibility=hidden). Reads no environment variable itself
  * (the library reads KERNCAP_OUT and KERNCAP_LOG into its kc_base_t). Called from any application
  * thread; a failure line is one fprintf/one append, so lines of two threads do not interleave.

@@ -2,10 +2,10 @@
  * checked on the TypeScript side by src/capture/raw.ts): chunked memory items and raw.json.
  *
  * An item is one live range (an allocation or a module global) cut into chunks of `chunk` bytes
- * (the last one may be shorter). Each chunk has a kc64 (c/kc_hash.h) and a non-zero flag, before
+ * (the last one may be shorter). Each chunk has a kc64 (c/common/kc_hash.h) and a non-zero flag, before
  * and after the launch; the stored chunks of each state are extents [first chunk, count, file
  * offset] in memory/before.bin or memory/after.bin, each extent at a KC_ALIGN-aligned offset.
- * The CUDA library fills items through its GPU scan (c/kc_snapshot.c) or kc_item_cpu_pass; the
+ * The CUDA library fills items through its GPU scan (c/cuda/kc_snapshot.c) or kc_item_cpu_pass; the
  * HSA library through kc_item_cpu_pass only (hashed_on "cpu").
  */
 #ifndef KC_RAW_H
@@ -98,7 +98,7 @@ typedef struct {
   /* device */
   const char *vendor, *device_name, *arch;
   int64_t driver_version, ordinal;
-  /* process (c/kc_process.h) */
+  /* process (c/common/kc_process.h) */
   const kc_proc_t *proc;
   const char *const *visible_vars;
   const char *device_uuid, *pci_bus_id; /* NULL: unknown */
@@ -135,6 +135,10 @@ typedef struct {
   int has_hsa;
   uint64_t hsa_kernel_object, hsa_group_segment_size, hsa_private_segment_size, hsa_kernarg_address, hsa_runtime_version;
 } kc_raw_t;
+
+/* Several captures in one run: make out/captures/<n>/ with kernel/ and memory/ in it, its path in
+ * dst (dn bytes). 0, or -1 (KC_FAIL with the cause). */
+int kc_raw_capture_dir(const char *out, int n, char *dst, size_t dn);
 
 /* Write dir/raw.json (through raw.json.part and a rename: its presence means the capture is
  * complete). 0, or -1 (KC_FAIL with the cause). */

@@ -1,6 +1,6 @@
 /*
  * kc_raw.c — chunked memory items and the raw.json writer of both capture libraries (contract in
- * c/kc_raw.h and docs/raw-capture.md). Exports nothing outside the library. Reads
+ * c/common/kc_raw.h and docs/raw-capture.md). Exports nothing outside the library. Reads
  * KERNCAP_CHUNK_BYTES. Called with the library's mutex held, on the application thread that made
  * the captured launch or dispatch.
  */
@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 uint32_t kc_chunk_bytes(void) {
@@ -275,5 +276,19 @@ int kc_raw_write(const char *dir, const kc_raw_t *r) {
   int bad = ferror(f);
   if (fclose(f) || bad) { KC_FAIL("cannot write %s: %s", t, strerror(errno)); return -1; }
   if (rename(t, p)) { KC_FAIL("cannot rename %s: %s", t, strerror(errno)); return -1; }
+  return 0;
+}
+
+int kc_raw_capture_dir(const char *out, int n, char *dst, size_t dn) {
+  if (strlen(out) + 32 > dn) { KC_FAIL("KERNCAP_OUT is too long for several captures"); return -1; }
+  char p[4300];
+  snprintf(p, sizeof p, "%s/captures", out);
+  mkdir(p, 0755);
+  snprintf(dst, dn, "%s/captures/%d", out, n);
+  const char *sub[] = {"", "/kernel", "/memory"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s%s", dst, sub[i]);
+    if (mkdir(p, 0755) && errno != EEXIST) { KC_FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
+  }
   return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * kc_process.c — numbering, selection, the capture claim and the identity of a process of a job
- * (the rules: c/kc_process.h). Exports nothing outside the library. Reads RANK, LOCAL_RANK,
+ * (the rules: c/common/kc_process.h). Exports nothing outside the library. Reads RANK, LOCAL_RANK,
  * OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID (the rank), the launcher variables of KC_JOB_VARS
  * (recorded only), KERNCAP_RANK and KERNCAP_PROCESS. Called once at the library's set-up
  * (kc_proc_init), then with the library's mutex held.

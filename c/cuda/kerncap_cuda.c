@@ -5,23 +5,27 @@
  * Exports: InitializeInjection() (called once by libcuda at cuInit when CUDA_INJECTION64_PATH
  *          names this file), kerncap_set_ignore_launches(int) (for frontend shims: autotuner
  *          benchmark launches), and the cuptiSubscribe / cuptiSubscribe_v2 wrappers of
- *          c/kc_cupti.c. Nothing else is visible (-fvisibility=hidden; test/cpu/c-exports.test.ts).
+ *          c/cuda/kc_cupti.c. Nothing else is visible (-fvisibility=hidden; test/cpu/c-exports.test.ts).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_CAPTURE_ALL,
  *          KERNCAP_MAX_CAPTURES, KERNCAP_LAUNCH_COUNT, KERNCAP_COUNT_BENCHMARKS, KERNCAP_EXIT_AFTER_CAPTURE,
- *          KERNCAP_CUPTI_PATH, KERNCAP_LOG; KERNCAP_RANK, KERNCAP_PROCESS (c/kc_process.c);
- *          KERNCAP_CHUNK_BYTES (c/kc_raw.c). docs/raw-capture.md says what each means.
- * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md): kernel/, memory/ (c/kc_snapshot.c),
- *          a progress file, raw.json last (c/kc_capture.c, c/kc_raw.c). In a job of several
- *          processes only the one that claims the capture writes it (c/kc_process.c); every
- *          process writes its own census kernels.<pid>.json and error.<pid>.txt (c/kc_log.c).
- * Units:   this file; kc_capture.c (the captured launch), kc_snapshot.c (memory), kc_graphs.c
- *          (CUDA graph launches and node capture), kc_cupti.c (CUPTI sharing), kc_process.c,
- *          kc_raw.c, kc_log.c (shared with the HSA library); all state in `kc` (c/kc_state.h).
- *          One X-macro list of driver callbacks (KC_DRIVER_CALLBACKS) serves both the
- *          subscription and the dispatch.
+ *          KERNCAP_CUPTI_PATH, KERNCAP_LOG; KERNCAP_RANK, KERNCAP_PROCESS (c/common/kc_process.c);
+ *          KERNCAP_CHUNK_BYTES (c/common/kc_raw.c). docs/raw-capture.md says what each means.
+ * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md): kernel/, memory/ (c/cuda/kc_snapshot.c),
+ *          a progress file, raw.json last (c/cuda/kc_capture.c, c/common/kc_raw.c). In a job of several
+ *          processes only the one that claims the capture writes it (c/common/kc_process.c); every
+ *          process writes its own census kernels.<pid>.json and error.<pid>.txt (c/common/kc_log.c).
+ * Units:   this file; kc_graphs.c (CUDA graph launches and node capture), kc_capture.c (the
+ *          captured launch), kc_snapshot.c (memory), kc_out.c (the files written, the census),
+ *          kc_cupti.c (CUPTI sharing); over c/common/ (shared with the HSA library: the settings,
+ *          the census, the matcher, the process of a job, the raw writer, the log). All state in
+ *          `kc` (c/cuda/kc_state.h). Two X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
+ *          KC_DRIVER_CALLBACKS) serve both the subscription and the dispatch.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; kc.mu
  *          guards the tables, a thread-local flag ignores the callbacks that our own CUDA calls
- *          fire, and each launch is captured at most once.
+ *          fire, and each launch is captured at most once. A launch that cannot be captured
+ *          (`list`, or a kernel that no --kernel matches) is counted without kc.mu: its census
+ *          entry comes from a per-thread cache by function handle, its counts are atomics
+ *          (on_launch says how).
  * Failure: never exit/abort on an error: KC_FAIL logs it to error.<pid>.txt, disables capture,
  *          returns. The application's own calls are never altered.
  */
@@ -51,6 +55,34 @@ KC_EXPORT void kerncap_set_ignore_launches(int on) { kc.ignore_launches = on != 
  * during a call belongs to the CUmodule that call returns or touches. */
 static __thread uint32_t tl_loaded_id;
 static __thread int tl_loaded;
+/* This thread is inside the launch being captured: its API exit completes the capture. */
+static __thread int tl_capturing;
+
+#define KC_PEEK(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* ---- the launch path's caches ----
+ * A launch names its kernel by a function handle (a CUfunction, or a CUkernel cast to one) and by
+ * CUPTI's symbolName. Hashing and comparing the mangled name (often hundreds of bytes) at every
+ * launch was most of the callback's cost; so each thread keeps a direct-mapped cache from handle
+ * to census entry (entries never move: c/common/kc_census.h). A handle can name another kernel
+ * once its module is unloaded or its context destroyed: those bump fn_gen, which empties every
+ * thread's cache at once. */
+#define KC_FN_CACHE 256
+typedef struct { const void *f; kc_kstat_t *k; uint32_t gen; } kc_fn_slot_t;
+static __thread kc_fn_slot_t tl_fn[KC_FN_CACHE];
+static uint32_t fn_gen = 1; /* 0 is the empty slot's */
+
+static inline kc_fn_slot_t *fn_slot(const void *f) {
+  return &tl_fn[((uintptr_t)f * 0x9E3779B97F4A7C15ull) >> 56 & (KC_FN_CACHE - 1)];
+}
+static void fn_cache_flush(void) { __atomic_fetch_add(&fn_gen, 1, __ATOMIC_ACQ_REL); }
+
+/* Stream captures open in the process (successful cuStreamBeginCapture* minus the captures their
+ * cuStreamEndCapture ended). A launch recorded into a graph is not an execution; while no capture
+ * is open no launch can be one, so cuStreamIsCapturing (a driver call) is asked only while this is
+ * non-zero. It can only be too high (an end that failed for another reason leaves it up), never
+ * too low. */
+static int open_stream_captures;
 
 /* ---- tables ---- */
 static void region_add(uint64_t va, uint64_t size, const char *kind) {
@@ -66,90 +98,6 @@ static void region_remove(uint64_t va, uint64_t size) {
     if (hit) kc.regions.v[i] = kc.regions.v[--kc.regions.n];
     else i++;
   }
-}
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
-kc_kstat_t *kc_kstat_get(const char *name) {
-  if (kc.nkstats * 2 >= kc.ckstats) {
-    size_t n = kc.ckstats ? kc.ckstats * 2 : 1024;
-    kc_kstat_t *t = calloc(n, sizeof *t);
-    if (!t) return NULL;
-    for (size_t i = 0; i < kc.ckstats; i++) {
-      if (!kc.kstats[i].name) continue;
-      size_t j = hash_str(kc.kstats[i].name) & (n - 1);
-      while (t[j].name) j = (j + 1) & (n - 1);
-      t[j] = kc.kstats[i];
-    }
-    free(kc.kstats);
-    kc.kstats = t;
-    kc.ckstats = n;
-  }
-  size_t j = hash_str(name) & (kc.ckstats - 1);
-  while (kc.kstats[j].name) {
-    if (!strcmp(kc.kstats[j].name, name)) return &kc.kstats[j];
-    j = (j + 1) & (kc.ckstats - 1);
-  }
-  kc.kstats[j].name = strdup(name);
-  kc.nkstats++;
-  return &kc.kstats[j];
-}
-
-
-char *kc_demangle(const char *name) {
-  if (kc.demangle && name && name[0] == '_' && name[1] == 'Z') {
-    int st = 0;
-    char *d = kc.demangle(name, NULL, NULL, &st);
-    if (st == 0 && d) return d;
-    free(d);
-  }
-  return strdup(name ? name : "");
-}
-
-/* Write kernels.<pid>.json, this process's census: who it is, every kernel seen with its count
- * and last launch shape, CUPTI sharing. final: written at exit (else a periodic or post-capture
- * snapshot of the counts: a process that ends with _exit, e.g. a fork-started Python worker,
- * leaves the last one). Atomic rename. */
-void kc_write_census(int final) {
-  if (!kc.base.out[0] || kc_proc_forked(&kc.proc)) return; /* a forked child holds its parent's tables */
-  char p[4200], t[4300];
-  kc_proc_file(kc.base.out, p, sizeof p, "kernels", "json");
-  snprintf(t, sizeof t, "%s.part", p);
-  FILE *f = fopen(t, "w");
-  if (!f) return;
-  kc.census_t = kc_now_s();
-  fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":", final ? "true" : "false", getenv("KERNCAP_MODE") ? getenv("KERNCAP_MODE") : "");
-  if (kc.counting_off) kc_json_str(f, kc.counting_off);
-  else fputs("true", f);
-  fputs(",\"process\":", f);
-  kc_proc_json(f, &kc.proc, KC_VISIBLE_VARS, NULL, NULL);
-  fputs(",\"cupti\":", f);
-  kc_cupti_json(f);
-  fprintf(f, ",\"launches\":%llu,\"kernels\":[", (unsigned long long)kc.launches);
-  int first = 1;
-  for (size_t i = 0; i < kc.ckstats; i++) {
-    kc_kstat_t *k = &kc.kstats[i];
-    if (!k->name) continue;
-    char *d = kc_demangle(k->name);
-    fprintf(f, "%s\n{\"name\":", first ? "" : ",");
-    kc_json_str(f, k->name);
-    fprintf(f, ",\"demangled\":");
-    kc_json_str(f, d);
-    fprintf(f, ",\"count\":%llu,\"benchmark\":%llu,\"graph\":%llu,\"recorded\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"0x%llx\"}",
-            (unsigned long long)k->count, (unsigned long long)k->benchmark, (unsigned long long)k->graph, (unsigned long long)k->recorded, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
-            k->block[2], (unsigned long long)k->module);
-    free(d);
-    first = 0;
-  }
-  fprintf(f, "\n]");
-  kc_graphs_json(f);
-  fprintf(f, "}\n");
-  fclose(f);
-  rename(t, p);
 }
 
 /* ---- callbacks ---- */
@@ -170,7 +118,7 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t 
       L->shmem = p->sharedMemBytes;
       L->stream = p->hStream;
       L->kernel_params = p->kernelParams;
-      L->extra = !strcmp(L->api, "cuLaunchKernel") ? p->extra : NULL;
+      L->extra = L->api[8] == 'K' ? p->extra : NULL; /* "cuLaunchKernel", not "cuLaunchCooperativeKernel" */
       return 1;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
@@ -192,114 +140,170 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t 
   }
 }
 
-/* Which --kernel targets match a kernel name (mangled or demangled): bit t for target t; with no
- * target, bit 0 (any kernel). Called once per name (kc_kstat_t.asked). A collective kernel (NCCL,
- * RCCL, NVSHMEM: c/kc_collective.h) matches none: it waits on its peers, so no synchronize or
- * snapshot may run around it; it is only counted (kerncap run then says why it was not captured). */
-uint64_t kc_target_mask(const char *name) {
-  if (kc_is_collective(name)) {
-    kc_log("%s is a collective kernel: counted, never captured", name);
-    return 0;
-  }
-  if (!kc.ntargets) return 1;
-  uint64_t m = 0;
-  char *d = NULL;
-  for (int t = 0; t < kc.ntargets; t++) {
-    if (regexec(&kc.re[t], name, 0, NULL, 0) == 0) { m |= 1ull << t; continue; }
-    if (!d) d = kc_demangle(name);
-    if (regexec(&kc.re[t], d, 0, NULL, 0) == 0) m |= 1ull << t;
-  }
-  free(d);
-  return m;
-}
-int kc_name_matches(const char *name) { return kc_target_mask(name) != 0; }
-
-/* Count a matching launch toward --dispatch and say which target it is the capture of (-1: none).
- * One target: its Nth matching launch (with KERNCAP_LAUNCH_COUNT=K, the Nth to the N+K-1th). Several:
- * each target's Nth. capture_all: each kernel's Nth. */
-static int pick_target(kc_kstat_t *k) {
-  if (kc.capture_all) {
-    uint64_t n = k->own++;
-    if (n != (uint64_t)kc.dispatch || k->captured || kc.ncaptures >= kc.max_captures) return -1;
-    k->captured = 1;
-    return 0;
-  }
-  int pick = -1;
-  for (int t = 0; t < (kc.ntargets ? kc.ntargets : 1); t++) {
-    if (!(k->mask >> t & 1)) continue;
-    long m = kc.tmatches[t]++;
-    if (m >= kc.dispatch && m < kc.dispatch + kc.launch_count && !kc.tdone[t] && pick < 0) pick = t;
-  }
-  return pick;
+/* The census entry of a launch's kernel: from this thread's cache by function handle, else found
+ * (or made) by name under kc.mu and cached. NULL when the host is out of memory. */
+static kc_kstat_t *launch_entry(CUfunction f, const char *name) {
+  uint32_t gen = __atomic_load_n(&fn_gen, __ATOMIC_ACQUIRE);
+  kc_fn_slot_t *e = f ? fn_slot(f) : NULL;
+  if (e && e->f == f && e->gen == gen) return e->k;
+  pthread_mutex_lock(&kc.mu);
+  kc_kstat_t *k = kc_census_get(&kc.census, name);
+  pthread_mutex_unlock(&kc.mu);
+  if (e && k) *e = (kc_fn_slot_t){f, k, gen};
+  return k;
 }
 
-static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  kc_launch_t L;
-  if (!decode_launch(cbid, cb->functionParams, &L)) return;
-  const char *name = cb->symbolName ? cb->symbolName : "(unknown)";
-  if (cb->callbackSite == CUPTI_API_EXIT) {
-    /* a lazily loaded module came in during this launch: it is the launched function's */
-    if (tl_loaded && kc.capture && !kc.done) kc_module_bind(tl_loaded_id, kc_module_of(L.f));
-    tl_loaded = 0;
-    if (kc.cap.L.api && !kc.done && kc.base.enabled && kc.cap.launch_index + 1 == kc.launches && !strcmp(name, kc.cap.name)) kc_capture_exit();
-    return;
+/* The last launch's shape, written only when it changed (relaxed atomics: the census writer
+ * reads them under kc.mu while other threads launch). */
+static inline void note_shape(kc_kstat_t *k, const kc_launch_t *L) {
+  for (int i = 0; i < 3; i++) {
+    if (KC_PEEK(k->grid[i]) != L->grid[i]) __atomic_store_n(&k->grid[i], L->grid[i], __ATOMIC_RELAXED);
+    if (KC_PEEK(k->block[i]) != L->block[i]) __atomic_store_n(&k->block[i], L->block[i], __ATOMIC_RELAXED);
   }
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (kc.cu.cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-    /* recorded into a graph by stream capture: not an execution (the graph launch counts it) */
-    kc_kstat_t *kr = kc_kstat_get(name);
-    if (kr) kr->recorded++;
-    return;
-  }
-  uint64_t idx = kc.launches++;
-  kc_kstat_t *k = kc_kstat_get(name);
-  tl_loaded = 0;
-  int bench = kc.ignore_launches && !kc.count_benchmarks;
-  if (k) {
-    k->count++;
-    if (bench) k->benchmark++;
-    memcpy(k->grid, L.grid, sizeof L.grid);
-    memcpy(k->block, L.block, sizeof L.block);
-    /* Once per kernel name, not per launch: this may load the function's module lazily (firing
-     * MODULE_LOADED), which binds the image to its CUmodule. A module that loads later, inside a
-     * launch, is bound at that launch's exit. */
-    if (!k->module) {
-      CUmodule mod = kc_module_of(L.f);
-      k->module = (uint64_t)(uintptr_t)mod;
-      if (tl_loaded && kc.capture && !kc.done) kc_module_bind(tl_loaded_id, mod);
+}
+
+/* Under kc.mu, a launch of a kernel some --kernel matches: count it toward --dispatch
+ * (c/common/kc_match.c) and, when it is the one, claim the job's capture and start it. */
+static void capture_if_picked(kc_kstat_t *k, const kc_launch_t *L, const char *name, uint64_t idx) {
+  if (!kc.capture || kc.done || !kc.base.enabled || kc.cap.L.api) return;
+  if (kc.graphs.target_in_graph && !kc_several()) return; /* --dispatch already fell inside a graph launch */
+  long m;
+  int target = kc_match_pick(&kc.match, k, &m);
+  if (target < 0) return;
+  if (!__atomic_load_n(&open_stream_captures, __ATOMIC_ACQUIRE)) {
+    /* no capture began through the calls followed (on_stream_capture); a synchronize inside one
+     * begun otherwise would break the application's graph, so ask the driver before capturing */
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (kc.cu.cuStreamIsCapturing(L->stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      kc_log("launch %llu of %s is recorded by a stream capture kerncap did not see begin: not captured", (unsigned long long)idx, name);
+      return;
     }
   }
-  tl_loaded = 0;
-  if (kc_now_s() - kc.census_t >= 1.0) kc_write_census(0); /* survives a process that ends with _exit */
-  if (!kc.capture || kc.done || !kc.base.enabled || kc.cap.L.api || bench) return;
-  /* the regexes (and the demangling they may need) run once per name, not once per launch */
-  if (!k) return;
-  if (!k->asked) { k->mask = kc_target_mask(name); k->asked = 1; }
-  if (!k->mask) return;
-  if (kc.graphs.target_in_graph && !kc_several()) return; /* --dispatch already fell inside a graph launch */
-  long m = kc.capture_all ? (long)k->own : kc.tmatches[0];
-  int target = pick_target(k);
-  if (target < 0) return;
-  if (!kc.claimed) { /* ---- exactly one process of the job captures (c/kc_process.c) ---- */
+  if (!kc.claimed) { /* ---- exactly one process of the job captures (c/common/kc_process.c) ---- */
     int won = kc_claim(&kc.proc);
     if (won < 0) { KC_FAIL("cannot create the capture claim %s/claim: %s", kc.base.out, strerror(errno)); return; }
     if (!won) {
       kc_log("pid %d: another process claimed the capture first; this one only counted", (int)getpid());
       kc.capture = 0;
       kc.counting_off = "another process claimed the capture; CUPTI handed back";
-      kc_cupti_done(kc.counting_off, kc.launches, 1);
+      kc_cupti_done(kc.counting_off, kc_census_read(&kc.census.launches), 1);
       kc_write_census(0);
       return;
     }
     kc.claimed = 1;
   }
   if (kc_open_capture_folder()) return;
-  kc.cap.L = L;
+  kc.cap.L = *L;
   kc.cap.target = target;
   kc.cap.launch_index = idx;
-  kc.cap.match_index = kc.ntargets > 1 && !kc.capture_all ? kc.dispatch : m;
+  kc.cap.match_index = m;
   snprintf(kc.cap.name, sizeof kc.cap.name, "%s", name);
   kc_capture_enter();
+  tl_capturing = 1; /* this launch's API exit completes the capture (on_launch_exit) */
+}
+
+/* Stream capture begins and ends (at API exit): open_stream_captures. */
+static void on_stream_capture(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cb->callbackSite != CUPTI_API_EXIT || !cb->functionReturnValue) return;
+  CUresult r = *(CUresult *)cb->functionReturnValue;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz: {
+      /* an invalidated capture is ended too; any other failure leaves it open (or was no capture) */
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) return;
+      int n = __atomic_load_n(&open_stream_captures, __ATOMIC_ACQUIRE);
+      while (n > 0 && !__atomic_compare_exchange_n(&open_stream_captures, &n, n - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {}
+      return;
+    }
+    default: /* every begin */
+      if (r == CUDA_SUCCESS) __atomic_fetch_add(&open_stream_captures, 1, __ATOMIC_ACQ_REL);
+  }
+}
+
+/* A module unload or a context's end: function handles may name other kernels from now on. */
+static void on_unload(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  (void)cbid;
+  (void)cb;
+  fn_cache_flush(); /* at entry and again at exit: a launch racing the unload may have cached the old handle */
+}
+
+/* Launch exit: a module loaded lazily during the launch is the launched function's; the exit of
+ * the launch being captured completes its capture. Without kc.mu unless one of the two. */
+static void on_launch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (!tl_loaded && !tl_capturing) return;
+  kc_launch_t L;
+  decode_launch(cbid, cb->functionParams, &L);
+  pthread_mutex_lock(&kc.mu);
+  if (tl_loaded && kc.capture && !kc.done) kc_module_bind(tl_loaded_id, kc_module_of(L.f));
+  tl_loaded = 0;
+  if (tl_capturing) {
+    tl_capturing = 0;
+    if (kc.cap.L.api && !kc.done && kc.base.enabled) kc_capture_exit();
+  }
+  pthread_mutex_unlock(&kc.mu);
+}
+
+/* Launch entry: count the launch; capture it when it is the one (or one of the ones) asked for.
+ * Called without kc.mu. The counting path (every launch in `list`, every launch of a kernel no
+ * --kernel matches in `run`) takes no lock once its kernel is known to this thread: census entry
+ * from the handle cache, counts as atomics, the shape stored only when it changed, the clock read
+ * every 32nd launch for the periodic census. Everything else runs under kc.mu as before. */
+static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cb->callbackSite == CUPTI_API_EXIT) { on_launch_exit(cbid, cb); return; }
+  kc_launch_t L;
+  if (!decode_launch(cbid, cb->functionParams, &L)) return;
+  const char *name = cb->symbolName ? cb->symbolName : "(unknown)";
+  tl_loaded = 0; /* from here on, a module that loads belongs to this launch's function */
+  if (__atomic_load_n(&open_stream_captures, __ATOMIC_ACQUIRE) > 0) {
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (kc.cu.cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      /* recorded into a graph by stream capture: not an execution (the graph launch counts it) */
+      kc_kstat_t *kr = launch_entry(L.f, name);
+      if (kr) kc_census_add(&kr->recorded, 1);
+      return;
+    }
+  }
+  kc_kstat_t *k = launch_entry(L.f, name);
+  uint64_t idx = __atomic_fetch_add(&kc.census.launches, 1, __ATOMIC_RELAXED);
+  int bench = kc.ignore_launches && !kc.set.count_benchmarks;
+  if (k) {
+    kc_census_add(&k->count, 1);
+    if (bench) kc_census_add(&k->benchmark, 1);
+    note_shape(k, &L);
+    /* Once per kernel name, not per launch: this may load the function's module lazily (firing
+     * MODULE_LOADED), which binds the image to its CUmodule. A module that loads later, inside a
+     * launch, is bound at that launch's exit. */
+    if (!KC_PEEK(k->module)) {
+      pthread_mutex_lock(&kc.mu);
+      if (!k->module) {
+        CUmodule mod = kc_module_of(L.f);
+        __atomic_store_n(&k->module, (int64_t)(uintptr_t)mod, __ATOMIC_RELAXED);
+        if (tl_loaded && kc.capture && !kc.done) kc_module_bind(tl_loaded_id, mod);
+      }
+      pthread_mutex_unlock(&kc.mu);
+    }
+  }
+  tl_loaded = 0;
+  if (!(idx & 31)) { /* survives a process that ends with _exit */
+    double last, now = kc_now_s();
+    __atomic_load(&kc.census_t, &last, __ATOMIC_RELAXED);
+    if (now - last >= 1.0) {
+      pthread_mutex_lock(&kc.mu);
+      if (now - kc.census_t >= 1.0) kc_write_census(0);
+      pthread_mutex_unlock(&kc.mu);
+    }
+  }
+  if (!KC_PEEK(kc.capture) || KC_PEEK(kc.done) || !KC_PEEK(kc.base.enabled) || bench || !k) return;
+  /* the regexes (and the demangling they may need) run once per name, not once per launch */
+  if (!__atomic_load_n(&k->asked, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&kc.mu);
+    kc_match_mask(&kc.match, k);
+    pthread_mutex_unlock(&kc.mu);
+  }
+  if (!k->mask) return;
+  pthread_mutex_lock(&kc.mu);
+  capture_if_picked(k, &L, name, idx);
+  pthread_mutex_unlock(&kc.mu);
 }
 
 static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
@@ -412,12 +416,25 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   tl_loaded = 0;
 }
 
-/* Every driver API callback the library enables, with its handler: one list for the subscription
- * (setup) and the dispatch (callback). */
-#define KC_DRIVER_CALLBACKS(X)                                                                             \
+/* The driver API callbacks whose handlers run without kc.mu (they take it when they need it): the
+ * launches, and what keeps the launch path's caches right (stream captures, unloads). */
+#define KC_LAUNCH_CALLBACKS(X)                                                                             \
   X(cuLaunchKernel, on_launch) X(cuLaunchKernel_ptsz, on_launch) X(cuLaunchKernelEx, on_launch)            \
   X(cuLaunchKernelEx_ptsz, on_launch) X(cuLaunchCooperativeKernel, on_launch)                              \
   X(cuLaunchCooperativeKernel_ptsz, on_launch)                                                             \
+  X(cuStreamBeginCapture, on_stream_capture) X(cuStreamBeginCapture_ptsz, on_stream_capture)               \
+  X(cuStreamBeginCapture_v2, on_stream_capture) X(cuStreamBeginCapture_v2_ptsz, on_stream_capture)         \
+  X(cuStreamBeginCaptureToGraph, on_stream_capture) X(cuStreamBeginCaptureToGraph_ptsz, on_stream_capture) \
+  X(cuStreamCreateForCaptureToCig, on_stream_capture)                                                      \
+  X(cuStreamEndCapture, on_stream_capture) X(cuStreamEndCapture_ptsz, on_stream_capture)                   \
+  X(cuModuleUnload, on_unload) X(cuLibraryUnload, on_unload) X(cuCtxDestroy, on_unload)                    \
+  X(cuCtxDestroy_v2, on_unload) X(cuDevicePrimaryCtxRelease, on_unload)                                    \
+  X(cuDevicePrimaryCtxRelease_v2, on_unload) X(cuDevicePrimaryCtxReset, on_unload)                         \
+  X(cuDevicePrimaryCtxReset_v2, on_unload) X(cuGreenCtxDestroy, on_unload)
+
+/* Every other driver API callback the library enables, with its handler (run with kc.mu held):
+ * with the list above, one list for the subscription (setup) and the dispatch (callback). */
+#define KC_DRIVER_CALLBACKS(X)                                                                             \
   X(cuMemAlloc_v2, on_memory) X(cuMemAllocPitch_v2, on_memory) X(cuMemAllocManaged, on_memory)             \
   X(cuMemAllocAsync, on_memory) X(cuMemAllocAsync_ptsz, on_memory) X(cuMemAllocFromPoolAsync, on_memory)   \
   X(cuMemAllocFromPoolAsync_ptsz, on_memory) X(cuMemHostAlloc, on_memory) X(cuMemHostAlloc_v2, on_memory) \
@@ -438,33 +455,41 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;
   if (!kc.base.enabled || kc.cupti.released) return;
-  if (dom == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
-    /* also while in_tool: our cuFuncGetModule may be what loads a lazy module */
-    pthread_mutex_lock(&kc.mu);
-    on_module_loaded(data);
-    pthread_mutex_unlock(&kc.mu);
+  if (dom == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
+      /* also while in_tool: our cuFuncGetModule may be what loads a lazy module */
+      pthread_mutex_lock(&kc.mu);
+      on_module_loaded(data);
+      pthread_mutex_unlock(&kc.mu);
+    } else if (cbid == CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING || cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+      fn_cache_flush();
+    }
     return;
   }
-  if (in_tool) return;
+  if (in_tool || dom != CUPTI_CB_DOMAIN_DRIVER_API) return;
   in_tool = 1;
-  pthread_mutex_lock(&kc.mu);
-  if (dom == CUPTI_CB_DOMAIN_DRIVER_API) {
-    const CUpti_CallbackData *cb = data;
-    switch (cbid) {
+  const CUpti_CallbackData *cb = data;
+  switch (cbid) {
 #define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
-      KC_DRIVER_CALLBACKS(KC_CASE)
+    KC_LAUNCH_CALLBACKS(KC_CASE)
 #undef KC_CASE
-      default: break;
-    }
+    default:
+      pthread_mutex_lock(&kc.mu);
+      switch (cbid) {
+#define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
+        KC_DRIVER_CALLBACKS(KC_CASE)
+#undef KC_CASE
+        default: break;
+      }
+      pthread_mutex_unlock(&kc.mu);
   }
-  pthread_mutex_unlock(&kc.mu);
   in_tool = 0;
 }
 
 /* ---- set-up ---- */
 /* After an internal failure nothing more is to be seen: let a profiler in the application have CUPTI. */
 static void on_fail(void) {
-  if (kc.capture) kc_cupti_done("capture failed", kc.launches, 1);
+  if (kc.capture) kc_cupti_done("capture failed", kc_census_read(&kc.census.launches), 1);
 }
 
 static void *open_lib(const char *const *names, char *tried, size_t n) {
@@ -492,35 +517,21 @@ static int setup(void) {
   kc.base.on_fail = on_fail;
   kc_log_init(&kc.base);
   kc.t0 = kc_now_s();
-  { /* ---- processes of a job (c/kc_process.c): number this one, apply --rank/--process ---- */
+  { /* ---- processes of a job (c/common/kc_process.c): number this one, apply --rank/--process ---- */
     char perr[256] = "";
     int prc = kc_proc_init(&kc.proc, kc.base.out, perr, sizeof perr);
     if (kc.proc.number < 0) fprintf(stderr, "[kerncap] cannot number this process in %s/processes: %s\n", kc.base.out, strerror(errno));
     atexit(at_exit); /* every process leaves its census, even when capture is off */
     if (prc) { KC_FAIL("%s", perr); return -1; }
   }
-  kc.base.verbose = getenv("KERNCAP_LOG") && !strcmp(getenv("KERNCAP_LOG"), "1");
-  const char *mode = getenv("KERNCAP_MODE");
-  kc.capture = mode && !strcmp(mode, "capture");
-  kc.exit_after = getenv("KERNCAP_EXIT_AFTER_CAPTURE") && !strcmp(getenv("KERNCAP_EXIT_AFTER_CAPTURE"), "1");
-  kc.count_benchmarks = getenv("KERNCAP_COUNT_BENCHMARKS") && !strcmp(getenv("KERNCAP_COUNT_BENCHMARKS"), "1");
-  const char *d = getenv("KERNCAP_DISPATCH");
-  kc.dispatch = d ? strtol(d, NULL, 10) : 0;
-  const char *re = getenv("KERNCAP_KERNEL");
-  if (re && *re) { /* one regex per line */
-    char *copy = strdup(re), *save = NULL;
-    for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
-      if (kc.ntargets == KC_MAX_TARGETS) { KC_FAIL("more than %d --kernel targets", KC_MAX_TARGETS); free(copy); return -1; }
-      if (regcomp(&kc.re[kc.ntargets], line, REG_EXTENDED | REG_NOSUB)) { KC_FAIL("invalid --kernel regex: %s", line); free(copy); return -1; }
-      kc.ntargets++;
-    }
-    free(copy);
-  }
-  kc.capture_all = getenv("KERNCAP_CAPTURE_ALL") && !strcmp(getenv("KERNCAP_CAPTURE_ALL"), "1");
-  const char *mc = getenv("KERNCAP_MAX_CAPTURES");
-  kc.max_captures = mc && atoi(mc) > 0 ? atoi(mc) : 64;
-  const char *lc = getenv("KERNCAP_LAUNCH_COUNT");
-  kc.launch_count = lc && strtol(lc, NULL, 10) > 0 ? strtol(lc, NULL, 10) : 1;
+  char serr[1200] = "";
+  int src = kc_settings_read(&kc.set, serr, sizeof serr); /* c/common/kc_settings.c, as the HSA library reads them */
+  kc.base.verbose = kc.set.verbose;
+  kc.capture = kc.set.capture;
+  kc.exit_after = kc.set.exit_after;
+  kc.census.module_fmt = "0x%llx";
+  kc.match = (kc_match_t){.s = &kc.set, .census = &kc.census};
+  if (src) { KC_FAIL("%s", serr); return -1; }
   kc.base.enabled = 1;
   if (kc.capture && !kc.proc.admitted) {
     /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps
@@ -548,12 +559,9 @@ static int setup(void) {
   if (!kc.cupti_api.name) { KC_FAIL("libcupti lacks %s", #name); return -1; }
   KC_CUPTI_FUNCS(LOAD_CUPTI)
 
-  const char *cxx_names[] = {"libstdc++.so.6", NULL};
-  tried[0] = 0;
-  void *cxx = open_lib(cxx_names, tried, sizeof tried);
-  if (cxx) kc.demangle = (__typeof__(kc.demangle))dlsym(cxx, "__cxa_demangle");
+  kc.census.demangle = kc_find_demangler();
 
-  /* cuptiSubscribe_v2 when libcupti has it: a refusal then names the tool holding CUPTI (c/kc_cupti.c) */
+  /* cuptiSubscribe_v2 when libcupti has it: a refusal then names the tool holding CUPTI (c/cuda/kc_cupti.c) */
   CUptiResult r = kc_cupti_subscribe(cp, kc.cupti_api.cuptiSubscribe, kc.cupti_api.cuptiUnsubscribe, &kc.sub, (CUpti_CallbackFunc)callback);
   if (r != CUPTI_SUCCESS) {
     const char *s = "";
@@ -565,14 +573,16 @@ static int setup(void) {
   }
   static const CUpti_CallbackId driver_cbids[] = {
 #define KC_ID(name, handler) CUPTI_DRIVER_TRACE_CBID_##name,
-      KC_DRIVER_CALLBACKS(KC_ID)
+      KC_LAUNCH_CALLBACKS(KC_ID) KC_DRIVER_CALLBACKS(KC_ID)
 #undef KC_ID
   };
   for (size_t i = 0; i < sizeof driver_cbids / sizeof *driver_cbids; i++)
     kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
   kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
-  kc_log("injected: mode=%s kernel=%s dispatch=%ld out=%s", kc.capture ? "capture" : "list", re ? re : "(any)", kc.dispatch,
-        kc.base.out);
+  kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING);
+  kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+  kc_log("injected: mode=%s kernel=%s dispatch=%ld out=%s", kc.capture ? "capture" : "list", kc.set.kernel ? kc.set.kernel : "(any)",
+         kc.set.dispatch, kc.base.out);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 /*
  * kc_cupti.c — CUPTI's one subscriber slot, shared with the application (the three cases:
- * c/kc_cupti.h). Exports cuptiSubscribe and cuptiSubscribe_v2 (wrappers that LD_PRELOAD puts
+ * c/cuda/kc_cupti.h). Exports cuptiSubscribe and cuptiSubscribe_v2 (wrappers that LD_PRELOAD puts
  * before libcupti); nothing else. Reads no environment variable. Called at set-up (subscribe),
  * from any application thread (the wrappers, the census), and from a short-lived thread of its
  * own (the hand-back); kc.cupti.mu guards kc.cupti.

@@ -1,5 +1,5 @@
 /*
- * kc_cupti.h — sharing CUPTI's one subscriber slot (CUDA library only; c/kc_cupti.c).
+ * kc_cupti.h — sharing CUPTI's one subscriber slot (CUDA library only; c/cuda/kc_cupti.c).
  *
  * CUPTI admits one subscriber per process (CUDA 13 still). Three cases:
  *  1. Another tool holds it when kerncap subscribes (nsys, ncu, compute-sanitizer, cuda-gdb, or the

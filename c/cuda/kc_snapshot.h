@@ -1,7 +1,7 @@
-/* kc_snapshot.h — chunk-granular memory snapshots for the CUDA capture library (c/kc_snapshot.c).
+/* kc_snapshot.h — chunk-granular memory snapshots for the CUDA capture library (c/cuda/kc_snapshot.c).
  *
- * A snapshot item (c/kc_raw.h kc_item_t) is one live range: an allocation or a module global. The
- * scan kernel (c/kc_scan.cu, embedded fatbin) computes kc64 (c/kc_hash.h) and a non-zero flag of
+ * A snapshot item (c/common/kc_raw.h kc_item_t) is one live range: an allocation or a module global. The
+ * scan kernel (c/cuda/kc_scan.cu, embedded fatbin) computes kc64 (c/common/kc_hash.h) and a non-zero flag of
  * every chunk on the GPU, so:
  *  - before state: only the non-zero chunks are copied to the host and written (memory/before.bin,
  *    packed: runs of chunks at KC_ALIGN-aligned file offsets);
@@ -85,7 +85,7 @@ int kc_snap_sync(kc_snap_t *s);
 
 /* Put the device memory back to the state of pass 0 (s->file[0]): every chunk whose kc64 differs
  * now is rewritten from the file (or zeroed), then everything is scanned again and must match.
- * Used after kerncap ran graph nodes itself in the application's context (c/kc_graphs.c).
+ * Used after kerncap ran graph nodes itself in the application's context (c/cuda/kc_graphs.c).
  * Returns 0, or -1 when the memory could not be put back exactly (then said in error.txt). */
 int kc_snap_restore(kc_snap_t *s);
 

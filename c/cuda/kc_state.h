@@ -1,11 +1,17 @@
 /* kc_state.h — the CUDA capture library's one state struct and its libcuda/libcupti pointer
- * table, shared by its units (c/kerncap_cuda.c, kc_capture.c, kc_snapshot.c, kc_graphs.c,
- * kc_cupti.c). Everything here is hidden inside the library (-fvisibility=hidden).
+ * table, shared by its units (c/cuda/kerncap_cuda.c, kc_capture.c, kc_snapshot.c, kc_graphs.c,
+ * kc_cupti.c, kc_out.c) over the units it shares with the HSA library (c/common/). Everything here
+ * is hidden inside the library (-fvisibility=hidden).
  *
- * `kc` is set up once (c/kerncap_cuda.c setup, under pthread_once); from then on every field but
+ * The units call downwards only: kerncap_cuda.c (set-up, callback) → kc_graphs.c → kc_capture.c →
+ * kc_snapshot.c → kc_out.c (the files it writes, the census) → kc_cupti.c → c/common/.
+ *
+ * `kc` is set up once (c/cuda/kerncap_cuda.c setup, under pthread_once); from then on every field but
  * `cupti` (its own mutex) is read and written with kc.mu held, by the application thread whose
- * CUDA call fired the callback. Per-thread flags (re-entry, the module a call loaded) are
- * thread-locals of c/kerncap_cuda.c.
+ * CUDA call fired the callback, except the launch counters (kc.census.launches and each census
+ * entry's counts: atomics, bumped by the launch path without the mutex: c/cuda/kerncap_cuda.c
+ * on_launch). Per-thread flags (re-entry, the module a call loaded, the function-handle cache) are
+ * thread-locals of c/cuda/kerncap_cuda.c.
  */
 #ifndef KC_STATE_H
 #define KC_STATE_H
@@ -18,10 +24,12 @@
 
 #define KC_VERSION "kerncap_cuda 0.1.0"
 #define KC_MAX_PARAMS 1024
-#define KC_MAX_TARGETS 64
 
+#include "kc_census.h"
 #include "kc_log.h"
+#include "kc_match.h"
 #include "kc_process.h"
+#include "kc_settings.h"
 #include "kc_vec.h"
 #include "kc_cupti.h"
 #include "kc_snapshot.h"
@@ -60,22 +68,8 @@ typedef struct {
   uint32_t id;       /* CUPTI module id */
   size_t size;
   char *bytes;       /* the image, copied at load (capture mode only) */
-  CUmodule handle;   /* learnt later (c/kerncap_cuda.c tl_loaded_id); NULL while unknown */
+  CUmodule handle;   /* learnt later (c/cuda/kerncap_cuda.c tl_loaded_id); NULL while unknown */
 } kc_module_t;
-
-typedef struct {
-  char *name;
-  uint64_t count;
-  uint64_t benchmark; /* launches while a frontend said "benchmarking" (kerncap_set_ignore_launches) */
-  uint64_t graph;     /* of count, executions as a kernel node of a CUDA graph launch (kc_graphs.c) */
-  uint64_t recorded;  /* launches recorded into a graph by stream capture (not executions: not in count) */
-  unsigned grid[3], block[3];
-  uint64_t module;
-  signed char asked;  /* the --kernel targets were matched against this name (once per name) */
-  uint64_t mask;      /* bit t: target t's regex matches this name */
-  uint64_t own;       /* launches counted toward --dispatch (capture_all: per kernel) */
-  char captured;      /* capture_all: this kernel's capture is written */
-} kc_kstat_t;
 
 /* A module-scope variable (__device__/__constant__) of the captured kernel's module. */
 typedef struct {
@@ -120,54 +114,44 @@ typedef struct {
 } kc_capture_t;
 
 typedef struct {
-  kc_base_t base;   /* out, verbose, enabled: the shared log/fail path (c/kc_log.c) */
+  kc_base_t base;   /* out, verbose, enabled: the shared log/fail path (c/common/kc_log.c) */
   pthread_mutex_t mu;
-  int capture;      /* mode capture (else list) */
-  int done;         /* the run's captures are written */
-  int exit_after;
+  kc_settings_t set; /* the KERNCAP_* settings (c/common/kc_settings.c) */
+  kc_census_t census; /* every kernel seen, its counts (c/common/kc_census.c) */
+  kc_match_t match;  /* --kernel / --dispatch (c/common/kc_match.c) */
+  int capture;      /* mode capture (else list); cleared when another process claims the capture */
+  volatile int done; /* the run's captures are written */
+  int exit_after;   /* KERNCAP_EXIT_AFTER_CAPTURE (cleared while kerncap runs a graph node itself) */
   int own_load;     /* our own cuModuleLoadData is running (the scan kernel) */
-  regex_t re[KC_MAX_TARGETS]; /* KERNCAP_KERNEL: one POSIX ERE per line (several: one capture each) */
-  int ntargets;                /* 0: any kernel */
-  long dispatch;
-  long tmatches[KC_MAX_TARGETS]; /* matching launches seen, per target */
-  char tdone[KC_MAX_TARGETS];    /* that target's capture is written */
-  int capture_all;             /* KERNCAP_CAPTURE_ALL=1: the Nth launch of every distinct matching kernel */
-  int max_captures;            /* KERNCAP_MAX_CAPTURES (capture_all; default 64) */
-  long launch_count;           /* KERNCAP_LAUNCH_COUNT: one target's launches dispatch .. dispatch+launch_count-1 (default 1) */
-  int ncaptures;               /* captures written so far */
   int claimed;                 /* this process holds the job's capture claim */
   char capdir[4096];           /* several captures: the folder of the one being written (else empty) */
-  int count_benchmarks; /* KERNCAP_COUNT_BENCHMARKS=1: --dispatch counts autotuner benchmark launches too */
   /* Set by a frontend shim (kerncap_set_ignore_launches) while an autotuner benchmarks candidate
    * configs: process-wide, because the autotuner may launch from any thread while it holds it. */
   volatile int ignore_launches;
-  uint64_t launches;
   double t0;
   KC_VEC(kc_region_t) regions;
   KC_VEC(kc_module_t) modules;
-  kc_kstat_t *kstats; /* open addressing, power-of-two size */
-  size_t ckstats, nkstats;
   CUpti_SubscriberHandle sub;
   KC_VEC(kc_global_t) globals; /* module globals of the captured kernel's module (kc_collect_globals_of) */
   int g_skipped, g_symbols;    /* unreadable cubin entries; data symbols read */
   int module_by_handle;        /* how kc_find_module chose, for raw.json */
   double census_t;             /* when kernels.<pid>.json was last written (kc_now_s) */
   const char *counting_off;    /* why this process stopped counting (CUPTI handed back), or NULL */
-  char *(*demangle)(const char *, char *, size_t *, int *);
   kc_driver_t cu;
   kc_cupti_api_t cupti_api;
-  kc_proc_t proc;      /* this process of the job: number, rank, selection (c/kc_process.c) */
+  kc_proc_t proc;      /* this process of the job: number, rank, selection (c/common/kc_process.c) */
   kc_capture_t cap;    /* the capture being written */
-  kc_graphs_t graphs;  /* executable CUDA graphs (c/kc_graphs.c) */
-  kc_cupti_share_t cupti; /* CUPTI's one subscriber slot (c/kc_cupti.c) */
+  volatile int capturing; /* kc.cap holds a launch between its entry and exit (read without kc.mu) */
+  kc_graphs_t graphs;  /* executable CUDA graphs (c/cuda/kc_graphs.c) */
+  kc_cupti_share_t cupti; /* CUPTI's one subscriber slot (c/cuda/kc_cupti.c) */
 } kc_state_t;
 
 extern kc_state_t kc;
 extern const char *const KC_VISIBLE_VARS[];
 
-/* More than one capture in this run (several targets, every kernel, or consecutive launches of one):
- * each goes to a folder of its own (kc_open_capture_folder), and graph executions are not taken. */
-static inline int kc_several(void) { return kc.ntargets > 1 || kc.capture_all || kc.launch_count > 1; }
+/* More than one capture in this run (c/common/kc_settings.h): each goes to a folder of its own
+ * (kc_open_capture_folder), and graph executions are not taken. */
+static inline int kc_several(void) { return kc_settings_several(&kc.set); }
 
 static inline double kc_now_s(void) {
   struct timespec ts;
@@ -175,18 +159,22 @@ static inline double kc_now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* ---- c/cuda/kc_out.c: what the library writes ---- */
 /* Check a driver call: on error KC_FAIL with file:line, the call text and the driver's string; returns it. */
 CUresult kc_cu_check(CUresult r, const char *call, const char *file, int line);
 #define CU_CHECK(call) kc_cu_check((call), #call, __FILE__, __LINE__)
-
-/* ---- c/kerncap_cuda.c ---- */
-kc_kstat_t *kc_kstat_get(const char *name);
-char *kc_demangle(const char *name); /* malloc'd; the name itself when it is not a C++ name */
-uint64_t kc_target_mask(const char *name);
-int kc_name_matches(const char *name);
+/* The folder of the capture being written: KERNCAP_OUT, or its own folder when several are taken. */
+const char *kc_capture_dir(void);
+void kc_path_join(char *dst, size_t n, const char *rel);
+int kc_open_out(const char *rel, int *fd);
+/* Several captures: the next one goes to KERNCAP_OUT/captures/<n>/ (kc.capdir). 0, or -1 (KC_FAIL). */
+int kc_open_capture_folder(void);
+/* kernels.<pid>.json: the census with the CUDA parts (CUPTI sharing, graphs). final: at exit. */
 void kc_write_census(int final);
+/* The demangled name of a kernel of the census (the name itself when it is not a C++ name). */
+const char *kc_demangled(const char *name);
 
-/* ---- c/kc_capture.c: the captured launch ---- */
+/* ---- c/cuda/kc_capture.c: the captured launch ---- */
 void kc_param_layout(CUfunction f, kc_layout_t *L);
 void kc_module_bind(uint32_t id, CUmodule h);
 CUmodule kc_module_of(CUfunction f);
@@ -194,9 +182,6 @@ void kc_collect_globals_of(CUfunction f, const char *name);
 /* A snapshot of every live region and module global (items set, hashing planned); before_file:
  * the file of its pass 0. 0, or -1 (KC_FAIL; s is to be freed with kc_snap_free). */
 int kc_snap_live(kc_snap_t *s, const char *before_file);
-void kc_path_join(char *dst, size_t n, const char *rel);
-int kc_open_out(const char *rel, int *fd);
-int kc_open_capture_folder(void);
 void kc_capture_enter(void);
 void kc_capture_exit(void);
 int kc_capture_snapshot_and_launch(void);

@@ -1,10 +1,10 @@
 /*
  * kc_capture.c — the one launch the CUDA capture library captures: its kernel parameters and
  * their layout, its module image and module globals, the before/after snapshots around it
- * (c/kc_snapshot.c), the files of the capture folder and raw.json (c/kc_raw.c).
+ * (c/cuda/kc_snapshot.c), the files of the capture folder and raw.json (c/common/kc_raw.c).
  * Exports nothing outside the library. Reads no environment variable (set-up did:
- * c/kerncap_cuda.c). Called from the CUPTI callback with kc.mu held, on the application thread
- * that made the captured launch (or the graph launch holding it: c/kc_graphs.c).
+ * c/cuda/kerncap_cuda.c). Called from the CUPTI callback with kc.mu held, on the application thread
+ * that made the captured launch (or the graph launch holding it: c/cuda/kc_graphs.c).
  */
 #define _GNU_SOURCE
 #include "kc_state.h"
@@ -16,28 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The folder of the capture being written: KERNCAP_OUT, or its own folder when several are taken. */
-static const char *kc_capture_dir(void) { return kc.capdir[0] ? kc.capdir : kc.base.out; }
-
-void kc_path_join(char *dst, size_t n, const char *rel) { snprintf(dst, n, "%s/%s", kc_capture_dir(), rel); }
-
-CUresult kc_cu_check(CUresult r, const char *call, const char *file, int line) {
-  if (r != CUDA_SUCCESS) {
-    const char *s = "unknown";
-    if (kc.cu.cuGetErrorString) kc.cu.cuGetErrorString(r, &s);
-    kc_fail_at(file, line, "%s failed: %s (%d)", call, s, (int)r);
-  }
-  return r;
-}
-
 /* ---- output files ---- */
-int kc_open_out(const char *rel, int *fd) {
-  char p[4200];
-  kc_path_join(p, sizeof p, rel);
-  *fd = open(p, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
-  if (*fd < 0) { KC_FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
-  return 0;
-}
 static int kc_write_file(const char *rel, const void *data, size_t n) {
   int fd;
   if (kc_open_out(rel, &fd)) return -1;
@@ -199,7 +178,7 @@ static int pack_params(void) {
   return 0;
 }
 
-/* raw.json of the capture (c/kc_raw.c): the launch, the device, the module, the snapshot's items. */
+/* raw.json of the capture (c/common/kc_raw.c): the launch, the device, the module, the snapshot's items. */
 static void write_raw_json(const kc_module_t *m, const char *modfile) {
   CUdevice dev = 0;
   char devname[256] = "unknown", arch[32], uuid[41] = "", pci[32] = "";
@@ -210,14 +189,14 @@ static void write_raw_json(const kc_module_t *m, const char *modfile) {
   kc.cu.cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   kc.cu.cuDriverGetVersion(&drv);
   snprintf(arch, sizeof arch, "sm_%d%d", ma, mi);
-  CUuuid u; /* who captured, on which GPU (c/kc_process.c) */
+  CUuuid u; /* who captured, on which GPU (c/common/kc_process.c) */
   if (kc.cu.cuDeviceGetUuid_v2 && kc.cu.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) kc_uuid_str((const unsigned char *)u.bytes, uuid);
   if (kc.cu.cuDeviceGetPCIBusId && kc.cu.cuDeviceGetPCIBusId(pci, sizeof pci, dev) != CUDA_SUCCESS) pci[0] = 0;
   const CUlaunchConfig *cfg = kc.cap.L.config;
   size_t nattrs = cfg ? cfg->numAttrs : 0;
   kc_raw_launch_attr_t *attrs = calloc(nattrs ? nattrs : 1, sizeof *attrs);
-  char *dem = kc_demangle(kc.cap.name);
-  if (!attrs || !dem) { KC_FAIL("out of host memory for raw.json"); free(attrs); free(dem); return; }
+  const char *dem = kc_demangled(kc.cap.name);
+  if (!attrs) { KC_FAIL("out of host memory for raw.json"); return; }
   unsigned cl[3] = {1, 1, 1};
   for (size_t i = 0; i < nattrs; i++) {
     const CUlaunchAttribute *a = &cfg->attrs[i];
@@ -248,10 +227,10 @@ static void write_raw_json(const kc_module_t *m, const char *modfile) {
   kc_raw_t r = {
       .library = KC_VERSION, .frontend = "cuda",
       .name = kc.cap.name, .demangled = dem, .match_index = kc.cap.match_index, .launch_index = kc.cap.launch_index,
-      .counts_benchmarks = kc.count_benchmarks,
+      .counts_benchmarks = kc.set.count_benchmarks,
       .vendor = "nvidia", .device_name = devname, .arch = arch, .driver_version = drv, .ordinal = (int)dev,
       .proc = &kc.proc, .visible_vars = KC_VISIBLE_VARS, .device_uuid = uuid[0] ? uuid : NULL, .pci_bus_id = pci[0] ? pci : NULL,
-      .has_target = kc_several(), .target = kc.capture_all ? -1 : kc.cap.target,
+      .has_target = kc_several(), .target = kc.set.capture_all ? -1 : kc.cap.target,
       .has_graph = kc.cap.graph_id >= 0, .graph_id = kc.cap.graph_id, .graph_node = kc.cap.graph_node,
       .api = kc.cap.L.api,
       .grid = {kc.cap.L.grid[0], kc.cap.L.grid[1], kc.cap.L.grid[2]}, .block = {kc.cap.L.block[0], kc.cap.L.block[1], kc.cap.L.block[2]},
@@ -272,7 +251,6 @@ static void write_raw_json(const kc_module_t *m, const char *modfile) {
   };
   kc_raw_write(kc_capture_dir(), &r);
   free(attrs);
-  free(dem);
 }
 
 static void add_global(const char *name, void *ud) {
@@ -288,7 +266,7 @@ static void add_global(const char *name, void *ud) {
   if (!copy || KC_VEC_PUSH(kc.globals, (kc_global_t){copy, d, size})) free(copy);
 }
 
-/* The module globals of the captured kernel's module, read from its image (c/kc_symbols.h). */
+/* The module globals of the captured kernel's module, read from its image (c/cuda/kc_symbols.h). */
 void kc_collect_globals_of(CUfunction f, const char *name) {
   CUmodule h = kc_module_of(f);
   kc_module_t *m = h ? kc_find_module(name, h) : NULL;
@@ -316,7 +294,7 @@ int kc_snap_live(kc_snap_t *s, const char *before_file) {
   return 0;
 }
 
-/* Before state of every live region and module global, with a progress file (c/kc_snapshot.c). */
+/* Before state of every live region and module global, with a progress file (c/cuda/kc_snapshot.c). */
 static int snapshot_before(void) {
   if (kc_snap_live(&kc.cap.sn, "memory/before.bin")) return -1;
   char pp[4200];
@@ -380,31 +358,25 @@ void kc_capture_exit(void) {
   kc_snap_free(&kc.cap.sn);
   kc_log("captured %s (launch %llu): %llu bytes stored before, %llu after", kc.cap.name, (unsigned long long)kc.cap.launch_index,
         (unsigned long long)bb, (unsigned long long)ab);
-  kc.ncaptures++;
+  int all = kc_match_captured(&kc.match, kc.cap.target);
   if (kc_several()) {
     /* several captures: this one is complete in its folder; the next matching launch starts afresh */
-    int all = 1;
-    if (kc.capture_all) all = kc.ncaptures >= kc.max_captures;
-    else if (kc.launch_count > 1) all = kc.ncaptures >= kc.launch_count;
-    else {
-      kc.tdone[kc.cap.target] = 1;
-      for (int t = 0; t < kc.ntargets; t++) all &= kc.tdone[t];
-    }
     free(kc.cap.params);
     for (size_t i = 0; i < kc.globals.n; i++) free(kc.globals.v[i].name);
     kc.globals.n = 0;
     kc.cap = (kc_capture_t){.graph_id = -1};
+    kc.capturing = 0;
     kc.capdir[0] = 0;
     if (!all) { kc_write_census(0); return; }
   }
   kc.done = 1;
   kc.counting_off = "capture written; CUPTI handed back"; /* run mode: a later profiler in the app gets CUPTI */
-  kc_cupti_done(kc.counting_off, kc.launches, 1);
+  kc_cupti_done(kc.counting_off, kc_census_read(&kc.census.launches), 1);
   kc_write_census(0);
   if (kc.exit_after) _exit(0);
 }
 
-/* Graph path (c/kc_graphs.c): kc.cap.L describes the node; capture it as a launch that kerncap makes
+/* Graph path (c/cuda/kc_graphs.c): kc.cap.L describes the node; capture it as a launch that kerncap makes
  * itself on kc.cap.L.stream. Returns 0 when the capture was written. */
 int kc_capture_snapshot_and_launch(void) {
   int exit_after = kc.exit_after;
@@ -420,24 +392,4 @@ int kc_capture_snapshot_and_launch(void) {
   kc_capture_exit();
   kc.exit_after = exit_after;
   return kc.done ? 0 : -1;
-}
-
-/* Several captures in one run: the next one goes to KERNCAP_OUT/captures/<n>/. */
-int kc_open_capture_folder(void) {
-  if (!kc_several()) return 0;
-  const char *sub[] = {"", "/kernel", "/memory"};
-  for (int i = 0; i < 3; i++) {
-    char p[4300];
-    if (strlen(kc.base.out) > sizeof kc.capdir - 32) { KC_FAIL("KERNCAP_OUT is too long for several captures"); return -1; }
-    int w = snprintf(kc.capdir, sizeof kc.capdir, "%.4000s/captures/%d", kc.base.out, kc.ncaptures);
-    (void)w;
-    snprintf(p, sizeof p, "%s%s", kc.capdir, sub[i]);
-    if (i == 0) {
-      char parent[4300];
-      snprintf(parent, sizeof parent, "%s/captures", kc.base.out);
-      mkdir(parent, 0755);
-    }
-    if (mkdir(p, 0755) && errno != EEXIST) { KC_FAIL("cannot create %s: %s", p, strerror(errno)); return -1; }
-  }
-  return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * kc_graphs.c — kernels launched from CUDA graphs (what is followed and how a node is captured:
- * c/kc_graphs.h). Exports nothing outside the library. Reads no environment variable. Called from
+ * c/cuda/kc_graphs.h). Exports nothing outside the library. Reads no environment variable. Called from
  * the CUPTI callback with kc.mu held, on the application thread of the graph API call.
  */
 #define _GNU_SOURCE
@@ -100,7 +100,7 @@ static void kc_graph_reclone(kc_graph_t *g, CUgraph graph) {
 static void kc_graph_keep(kc_graph_t *g, CUgraph graph) {
   if (!kc.capture || kc.done || !kc.cu.cuGraphClone || !kc.cu.cuGraphNodeFindInClone) return;
   int any = 0;
-  for (size_t k = 0; k < g->k.n && !any; k++) any = kc_name_matches(g->k.v[k].name);
+  for (size_t k = 0; k < g->k.n && !any; k++) any = kc_match_name(&kc.match, g->k.v[k].name);
   if (!any) return;
   g->node = calloc(g->k.n ? g->k.n : 1, sizeof *g->node);
   g->upd = calloc(g->k.n ? g->k.n : 1, sizeof *g->upd);
@@ -540,24 +540,23 @@ static void kc_graph_launched(CUgraphExec exec) {
   kc_graph_t *g = kc_graph_of(exec);
   if (!g) return;
   g->launches++;
-  int bench = kc.ignore_launches && !kc.count_benchmarks;
+  int bench = kc.ignore_launches && !kc.set.count_benchmarks;
   for (size_t k = 0; k < g->k.n; k++) {
     if (g->k.v[k].off) continue;
-    kc_kstat_t *ks = kc_kstat_get(g->k.v[k].name);
-    kc.launches++;
+    kc_kstat_t *ks = kc_census_get(&kc.census, g->k.v[k].name);
+    kc_census_add(&kc.census.launches, 1);
     if (!ks) continue;
-    ks->count++;
-    ks->graph++;
+    kc_census_add(&ks->count, 1);
+    kc_census_add(&ks->graph, 1);
     /* several captures in one run (--kernel A --kernel B, --capture-all, --launch-count) take eager launches only */
     if (!kc.capture || kc.done || bench || kc.graphs.target_in_graph || kc_several()) continue;
-    if (!ks->asked) { ks->mask = kc_target_mask(g->k.v[k].name); ks->asked = 1; }
-    if (!ks->mask) continue;
-    long m = kc.tmatches[0]++;
-    if (m != kc.dispatch) continue;
+    if (!kc_match_mask(&kc.match, ks)) continue;
+    long m;
+    if (kc_match_pick(&kc.match, ks, &m) < 0) continue;
     int won = kc.claimed ? 1 : kc_claim(&kc.proc);
     if (won <= 0) { kc.capture = 0; continue; } /* another process captures (or the claim failed) */
     kc.claimed = 1;
-    kc.cap.launch_index = kc.launches - 1;
+    kc.cap.launch_index = kc_census_read(&kc.census.launches) - 1;
     kc.cap.match_index = m;
     const char *why = kc_graph_capture(g, k);
     if (!why && kc.done) {
@@ -570,21 +569,6 @@ static void kc_graph_launched(CUgraphExec exec) {
     snprintf(kc.graphs.target_name, sizeof kc.graphs.target_name, "%s", g->k.v[k].name);
     snprintf(kc.graphs.target_why, sizeof kc.graphs.target_why, "%s", why ? why : "not captured");
     kc_log("the selected launch of %s runs inside CUDA graph %u (kernel node %zu): not captured: %s", g->k.v[k].name, g->id, k, kc.graphs.target_why);
-  }
-}
-
-void kc_graphs_json(FILE *f) {
-  fputs(",\"graphs\":[", f);
-  for (size_t i = 0; i < kc.graphs.list.n; i++)
-    fprintf(f, "%s{\"id\":%u,\"nodes\":%llu,\"kernel_nodes\":%zu,\"launches\":%llu}", i ? "," : "", kc.graphs.list.v[i].id,
-            (unsigned long long)kc.graphs.list.v[i].nodes, kc.graphs.list.v[i].k.n, (unsigned long long)kc.graphs.list.v[i].launches);
-  fputs("]", f);
-  if (kc.graphs.target_in_graph) {
-    fprintf(f, ",\"graph_target\":{\"graph\":%u,\"kernel_node\":%llu,\"name\":", kc.graphs.target_graph, (unsigned long long)kc.graphs.target_node);
-    kc_json_str(f, kc.graphs.target_name);
-    fputs(",\"why\":", f);
-    kc_json_str(f, kc.graphs.target_why);
-    fputs("}", f);
   }
 }
 

@@ -1,5 +1,5 @@
-// kc_scan.cu — the snapshot scan kernel: kc64 (c/kc_hash.h) and a non-zero flag for every chunk of
-// one memory range, in one pass over device memory. Shipped as c/kc_scan.fatbin (sm_90 SASS + PTX
+// kc_scan.cu — the snapshot scan kernel: kc64 (c/common/kc_hash.h) and a non-zero flag for every chunk of
+// one memory range, in one pass over device memory. Shipped as c/cuda/kc_scan.fatbin (sm_90 SASS + PTX
 // for JIT elsewhere; scripts/build-scan.sh), loaded by the capture library (capture mode only) and
 // by the replay engine (restore check, changed-chunk compare).
 //

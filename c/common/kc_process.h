@@ -1,5 +1,5 @@
 /*
- * kc_process.h — which process of a multi-process job captures, and who it is (c/kc_process.c).
+ * kc_process.h — which process of a multi-process job captures, and who it is (c/common/kc_process.c).
  * Shared by the CUDA and the HSA capture libraries (no CUDA/HSA types here, so
  * c/test/process_main.c tests it with plain gcc).
  *
