@@ -12,11 +12,14 @@
  * The ROCm 6.2+ rocprofiler-register path is not built: ROCm 5.2's headers lack it; ROCr still
  * honours HSA_TOOLS_LIB in 6.x.
  *
- * Environment: KERNCAP_OUT, KERNCAP_MODE (list|capture), KERNCAP_KERNEL (POSIX ERE on the mangled
- * and the demangled name), KERNCAP_DISPATCH (0-based among matches), KERNCAP_EXIT_AFTER_CAPTURE,
- * KERNCAP_LOG, KERNCAP_CHUNK_BYTES (c/common/kc_raw.c), KERNCAP_RANK, KERNCAP_PROCESS (multi-process
+ * Environment: the KERNCAP_* settings as the CUDA library reads them, through the same code
+ * (c/common/kc_settings.h: KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL one ERE per line, KERNCAP_DISPATCH,
+ * KERNCAP_CAPTURE_ALL, KERNCAP_MAX_CAPTURES, KERNCAP_LAUNCH_COUNT, KERNCAP_EXIT_AFTER_CAPTURE,
+ * KERNCAP_LOG); KERNCAP_CHUNK_BYTES (c/common/kc_raw.c), KERNCAP_RANK, KERNCAP_PROCESS (multi-process
  * jobs: c/common/kc_process.c; one process claims the capture, every process writes kernels.<pid>.json
- * and error.<pid>.txt).
+ * and error.<pid>.txt). Which dispatch is captured: c/common/kc_match.h, the CUDA library's rules
+ * (several --kernel targets and --capture-all write KERNCAP_OUT/captures/<n>/ each). The census:
+ * c/common/kc_census.c.
  *
  * How: OnLoad patches the runtime's API table. hsa_queue_create on a GPU agent becomes
  * hsa_amd_queue_intercept_create + hsa_amd_queue_intercept_register (tools-only entries of the AMD
@@ -46,12 +49,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include "kc_census.h"
 #include "kc_json.h"
 #include "kc_log.h"
+#include "kc_match.h"
 #include "kc_process.h"
 #include "kc_raw.h"
+#include "kc_settings.h"
 #include "kc_vec.h"
-#include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -80,9 +85,8 @@ typedef struct {
   char* name;
   uint32_t kernarg_size, group, priv;
   int module;
-  int match; /* --kernel verdict, asked once per kernel rather than per dispatch: 0 unknown, 1, -1 */
+  kc_kstat_t* stat; /* its census entry (c/common/kc_census.h), found on its first dispatch */
 } kc_kernel;
-typedef struct { char* name; uint64_t count; uint32_t grid[3], block[3]; int module; } kc_seen;
 typedef struct { hsa_queue_t* queue; hsa_agent_t agent; } kc_queue;
 
 
@@ -90,23 +94,24 @@ static struct {
   pthread_once_t once;
   pthread_mutex_t mu;
   kc_base_t base; /* out, verbose, enabled: the shared log/fail path (c/common/kc_log.c) */
-  bool capture_mode, exit_after, done, in_capture;
-  regex_t re;
-  bool have_re;
-  uint64_t target_match, matches, launches;
+  kc_settings_t set;  /* the KERNCAP_* settings (c/common/kc_settings.c) */
+  kc_census_t census; /* every kernel dispatched, its counts (c/common/kc_census.c) */
+  kc_match_t match;   /* --kernel / --dispatch (c/common/kc_match.c) */
+  bool capture_mode, done, in_capture, claimed;
+  char capdir[4096];  /* several captures: the folder of the one being written (else empty) */
   uint64_t runtime_version;
   struct timespec t_load;
   struct CoreApiTable core; /* the runtime's original entries */
   struct AmdExtTable amd;
   size_t amd_size;
-  char* (*demangle)(const char*, char*, size_t*, int*);
   uint8_t *staging;
   KC_VEC(kc_region) regions;
   KC_VEC(kc_reader) readers;
   KC_VEC(kc_exec_module) execs;
   KC_VEC(kc_module) modules;
   KC_VEC(kc_kernel) kernels;
-  KC_VEC(kc_seen) seen;
+  uint32_t* kernel_slot; /* open addressing by kernel_object: 1 + index into kernels, 0 empty */
+  size_t kernel_cap;
   KC_VEC(kc_queue) queues;
   kc_proc_t proc;            /* this process of the job (c/common/kc_process.c) */
   struct timespec census_t;  /* last write of kernels.<pid>.json */
@@ -153,16 +158,38 @@ static bool kc_is_gpu(hsa_agent_t agent) {
 }
 
 
-static char* kc_demangled(const char* name) {
-  int st = -1;
-  char* d = S.demangle ? S.demangle(name, NULL, NULL, &st) : NULL;
-  return d && st == 0 ? d : strdup(name);
+/* The folder of the capture being written: KERNCAP_OUT, or its own folder when several are taken. */
+static const char* kc_dir(void) { return S.capdir[0] ? S.capdir : S.base.out; }
+
+static size_t kc_kernel_hash(uint64_t kernel_object, size_t cap) { return (size_t)((kernel_object * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1); }
+
+/* The kernel a dispatch packet names, by its kernel_object (a table lookup: it runs per dispatch). */
+static kc_kernel* kc_kernel_of(uint64_t kernel_object) {
+  if (!S.kernel_cap) return NULL;
+  for (size_t j = kc_kernel_hash(kernel_object, S.kernel_cap); S.kernel_slot[j]; j = (j + 1) & (S.kernel_cap - 1))
+    if (S.kernels.v[S.kernel_slot[j] - 1].kernel_object == kernel_object) return &S.kernels.v[S.kernel_slot[j] - 1];
+  return NULL;
 }
 
-static kc_kernel* kc_kernel_of(uint64_t kernel_object) {
-  for (size_t i = 0; i < S.kernels.n; i++)
-    if (S.kernels.v[i].kernel_object == kernel_object) return &S.kernels.v[i];
-  return NULL;
+/* Index kernels.v[i] by its kernel_object (the table at most half full). 0, or -1 (out of memory). */
+static int kc_kernel_index(size_t i) {
+  if ((i + 1) * 2 > S.kernel_cap) {
+    size_t cap = S.kernel_cap ? S.kernel_cap * 2 : 256;
+    uint32_t* t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t k = 0; k < i; k++) {
+      size_t j = kc_kernel_hash(S.kernels.v[k].kernel_object, cap);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = (uint32_t)k + 1;
+    }
+    free(S.kernel_slot);
+    S.kernel_slot = t;
+    S.kernel_cap = cap;
+  }
+  size_t j = kc_kernel_hash(S.kernels.v[i].kernel_object, S.kernel_cap);
+  while (S.kernel_slot[j]) j = (j + 1) & (S.kernel_cap - 1);
+  S.kernel_slot[j] = (uint32_t)i + 1;
+  return 0;
 }
 
 static hsa_agent_t kc_agent_of(const hsa_queue_t* q, int* ordinal) {
@@ -175,35 +202,12 @@ static hsa_agent_t kc_agent_of(const hsa_queue_t* q, int* ordinal) {
 
 /* ---- kernels.json ---- */
 
-/* kernels.<pid>.json: this process's census (identity, counts). final: written at exit. */
+/* kernels.<pid>.json: this process's census (identity, counts; c/common/kc_census.c). final: written at exit. */
 static void kc_write_kernels_json(bool final) {
-  if (!S.base.out[0] || kc_proc_forked(&S.proc)) return; /* a forked child holds its parent's tables */
-  char path[4200], tmp[4300];
-  const char* v;
-  kc_proc_file(S.base.out, path, sizeof path, "kernels", "json");
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE* f = fopen(tmp, "w");
-  if (!f) return;
   clock_gettime(CLOCK_MONOTONIC, &S.census_t);
   /* every dispatch is counted here, also in a process that is not selected or lost the claim */
-  fprintf(f, "{\"final\":%s,\"mode\":\"%s\",\"counting\":true", final ? "true" : "false", (v = getenv("KERNCAP_MODE")) ? v : "");
-  fputs(",\"process\":", f);
-  kc_proc_json(f, &S.proc, KC_VISIBLE_VARS, NULL, NULL);
-  fprintf(f, ",\"launches\":%llu,\"kernels\":[", (unsigned long long)S.launches);
-  for (size_t i = 0; i < S.seen.n; i++) {
-    kc_seen* k = &S.seen.v[i];
-    char* d = kc_demangled(k->name);
-    fputs(i ? ",{\"name\":" : "{\"name\":", f);
-    kc_json_str(f, k->name);
-    fputs(",\"demangled\":", f);
-    kc_json_str(f, d);
-    fprintf(f, ",\"count\":%llu,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"module\":\"module-%d\"}",
-            (unsigned long long)k->count, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->module);
-    free(d);
-  }
-  fputs("]}\n", f);
-  fclose(f);
-  rename(tmp, path);
+  kc_census_doc_t d = {.final = final, .mode = S.set.mode, .proc = &S.proc, .visible_vars = KC_VISIBLE_VARS};
+  kc_census_write(&S.census, S.base.out, &d);
 }
 
 /* ---- snapshots (c/common/kc_raw.c: chunked items, hashed on the CPU) ---- */
@@ -260,7 +264,7 @@ static hsa_status_t kc_snap_init(kc_snap* sn) {
 static hsa_status_t kc_snap_pass(kc_snap* sn, int which) {
   const char* rel = which ? "memory/after.bin" : "memory/before.bin";
   char path[4200];
-  snprintf(path, sizeof path, "%s/%s", S.base.out, rel);
+  snprintf(path, sizeof path, "%s/%s", kc_dir(), rel);
   sn->fd[which] = open(path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
   KC_CHECK_SYS(sn->fd[which] >= 0, rel);
   int werr = 0;
@@ -296,7 +300,7 @@ static hsa_status_t kc_drain(hsa_amd_queue_intercept_packet_writer writer) {
 
 static hsa_status_t kc_write_file(const char* rel, const void* data, size_t n) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/%s", S.base.out, rel);
+  snprintf(path, sizeof path, "%s/%s", kc_dir(), rel);
   FILE* f = fopen(path, "wb");
   KC_CHECK_SYS(f != NULL, "fopen");
   size_t w = fwrite(data, 1, n, f);
@@ -305,9 +309,12 @@ static hsa_status_t kc_write_file(const char* rel, const void* data, size_t n) {
   return HSA_STATUS_SUCCESS;
 }
 
-/* Capture dispatch d (its packets before it already forwarded). *forwarded: d was handed to the
- * queue (from then on a failure must not submit it again). */
-static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_kernel* k, hsa_agent_t agent,
+/* Which dispatch this capture is (c/common/kc_match.c). */
+typedef struct { int target; long match_index; uint64_t launch_index; } kc_pick;
+
+/* Capture dispatch d (its packets before it already forwarded) into kc_dir(). *forwarded: d was
+ * handed to the queue (from then on a failure must not submit it again). */
+static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, kc_kernel* k, const kc_pick* pk, hsa_agent_t agent,
                                hsa_amd_queue_intercept_packet_writer writer, bool* forwarded) {
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -321,9 +328,9 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
 
   /* kernarg segment: lives in host-accessible kernarg memory; copy before the dispatch. */
   char path[4200];
-  snprintf(path, sizeof path, "%s/kernel", S.base.out);
+  snprintf(path, sizeof path, "%s/kernel", kc_dir());
   mkdir(path, 0755);
-  snprintf(path, sizeof path, "%s/memory", S.base.out);
+  snprintf(path, sizeof path, "%s/memory", kc_dir());
   mkdir(path, 0755);
   KC_CHECK(kc_write_file("kernel/params.bin", d->kernarg_address, k->kernarg_size));
   kc_snap sn;
@@ -352,16 +359,17 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
   char name[64] = {0}, product[64] = {0};
   S.core.hsa_agent_get_info_fn(agent, HSA_AGENT_INFO_NAME, name);
   S.core.hsa_agent_get_info_fn(agent, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_PRODUCT_NAME, product);
-  char* dem = kc_demangled(k->name);
+  const char* dem = k->stat ? kc_census_demangled(&S.census, k->stat) : k->name;
   const kc_raw_time_t timing[] = {
       {"sync_us", "%.1f", sync_us}, {"before_us", "%.1f", before_us}, {"app_launch_us", "%.1f", launch_us},
       {"after_us", "%.1f", after_us}, {"app_to_capture_s", "%.3f", app_s},
   };
   kc_raw_t r = {
       .library = KC_LIBRARY, .frontend = "hip",
-      .name = k->name, .demangled = dem, .match_index = (int64_t)S.target_match, .launch_index = S.launches - 1, .counts_benchmarks = -1,
+      .name = k->name, .demangled = dem, .match_index = pk->match_index, .launch_index = pk->launch_index, .counts_benchmarks = -1,
       .vendor = "amd", .device_name = product[0] ? product : name, .arch = name, .driver_version = (int64_t)S.runtime_version, .ordinal = 0,
       .proc = &S.proc, .visible_vars = KC_VISIBLE_VARS, /* no device UUID on this path */
+      .has_target = kc_settings_several(&S.set), .target = S.set.capture_all ? -1 : pk->target,
       .api = "hsa_kernel_dispatch_packet",
       .grid = {d->grid_size_x, d->grid_size_y, d->grid_size_z}, .block = {d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z},
       .cluster = {1, 1, 1}, .shared_mem_bytes = d->group_segment_size,
@@ -376,55 +384,48 @@ static hsa_status_t kc_capture(const hsa_kernel_dispatch_packet_t* d, const kc_k
       .hsa_private_segment_size = d->private_segment_size, .hsa_kernarg_address = (uint64_t)(uintptr_t)d->kernarg_address,
       .hsa_runtime_version = S.runtime_version,
   };
-  if (!dem) KC_FAIL("out of host memory for raw.json");
-  int bad = dem ? kc_raw_write(S.base.out, &r) : -1;
-  free(dem);
+  int bad = kc_raw_write(kc_dir(), &r);
   kc_snap_free(&sn);
   if (bad) return HSA_STATUS_ERROR;
-  kc_log("captured %s (launch %llu) into %s", k->name, (unsigned long long)S.launches - 1, S.base.out);
+  kc_log("captured %s (launch %llu) into %s", k->name, (unsigned long long)pk->launch_index, kc_dir());
   return HSA_STATUS_SUCCESS;
 }
 
 /* ---- the packet handler ---- */
 
-/* Count one dispatch; true when it is the one to capture. Called with S.mu held. */
-static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** out) {
-  S.launches++;
+/* Count one dispatch; true when it is one to capture (*pk says which). Called with S.mu held. */
+static bool kc_note_dispatch(const hsa_kernel_dispatch_packet_t* d, kc_kernel** out, kc_pick* pk) {
+  pk->launch_index = S.census.launches++;
   kc_kernel* k = kc_kernel_of(d->kernel_object);
-  const char* name = k ? k->name : "(unknown kernel object)";
-  kc_seen* s = NULL;
-  for (size_t i = 0; i < S.seen.n; i++)
-    if (strcmp(S.seen.v[i].name, name) == 0) s = &S.seen.v[i];
+  kc_kstat_t* s = k ? k->stat : NULL;
   if (!s) {
-    kc_seen n = {strdup(name), 0, {d->grid_size_x, d->grid_size_y, d->grid_size_z},
-                 {d->workgroup_size_x, d->workgroup_size_y, d->workgroup_size_z}, k ? k->module : -1};
-    if (KC_VEC_PUSH(S.seen, n)) { KC_FAIL("out of host memory for the kernel census"); free(n.name); return false; }
-    s = &S.seen.v[S.seen.n - 1];
+    s = kc_census_get(&S.census, k ? k->name : "(unknown kernel object)");
+    if (!s) { KC_FAIL("out of host memory for the kernel census"); return false; }
+    if (k) k->stat = s;
+    if (!s->count) s->module = k ? k->module : -1;
   }
   s->count++;
+  s->grid[0] = d->grid_size_x; s->grid[1] = d->grid_size_y; s->grid[2] = d->grid_size_z;
+  s->block[0] = d->workgroup_size_x; s->block[1] = d->workgroup_size_y; s->block[2] = d->workgroup_size_z;
   *out = k;
   if (kc_us_since(&S.census_t) >= 1e6) kc_write_kernels_json(false); /* survives a process that ends with _exit */
   if (!S.capture_mode || S.done || !S.base.enabled || !k) return false;
-  if (!k->match) {
-    bool match = !S.have_re || regexec(&S.re, k->name, 0, NULL, 0) == 0;
-    if (!match) {
-      char* dem = kc_demangled(k->name);
-      match = regexec(&S.re, dem, 0, NULL, 0) == 0;
-      free(dem);
-    }
-    k->match = match ? 1 : -1;
-  }
-  if (k->match < 0) return false;
-  if (S.matches++ != S.target_match) return false;
+  if (!kc_match_mask(&S.match, s)) return false;
+  pk->target = kc_match_pick(&S.match, s, &pk->match_index);
+  if (pk->target < 0) return false;
   /* ---- exactly one process of the job captures (c/common/kc_process.c) ---- */
-  int won = kc_claim(&S.proc);
-  if (won < 0) { KC_FAIL("%s: %s", "create the capture claim", strerror(errno)); return false; }
-  if (!won) {
-    kc_log("pid %d: another process claimed the capture first; this one only counts", (int)getpid());
-    S.capture_mode = false;
-    return false;
+  int won = 1;
+  if (!S.claimed) {
+    won = kc_claim(&S.proc);
+    if (won < 0) { KC_FAIL("%s: %s", "create the capture claim", strerror(errno)); return false; }
+    if (!won) {
+      kc_log("pid %d: another process claimed the capture first; this one only counts", (int)getpid());
+      S.capture_mode = false;
+      return false;
+    }
+    S.claimed = true;
   }
-  return true;
+  return kc_settings_several(&S.set) ? kc_raw_capture_dir(S.base.out, S.match.ncaptures, S.capdir, sizeof S.capdir) == 0 : true;
 }
 
 static void kc_on_packets(const void* pkts, uint64_t count, uint64_t user_index, void* data,
@@ -438,19 +439,22 @@ static void kc_on_packets(const void* pkts, uint64_t count, uint64_t user_index,
     uint16_t type = (p[i].header >> HSA_PACKET_HEADER_TYPE) & ((1 << HSA_PACKET_HEADER_WIDTH_TYPE) - 1);
     if (type != HSA_PACKET_TYPE_KERNEL_DISPATCH) continue;
     kc_kernel* k = NULL;
-    if (!kc_note_dispatch(&p[i], &k)) continue;
+    kc_pick pk;
+    if (!kc_note_dispatch(&p[i], &k, &pk)) continue;
     if (i > start) writer(&p[start], i - start);
     int ordinal;
     hsa_agent_t agent = kc_agent_of(q, &ordinal);
     S.in_capture = true;
     bool forwarded = false;
-    hsa_status_t st = kc_capture(&p[i], k, agent, writer, &forwarded);
+    hsa_status_t st = kc_capture(&p[i], k, &pk, agent, writer, &forwarded);
     S.in_capture = false;
-    S.done = true;
+    /* several captures: the next matching dispatch starts afresh until every one is written */
+    S.done = st != HSA_STATUS_SUCCESS || kc_match_captured(&S.match, pk.target);
+    S.capdir[0] = 0;
     if (!forwarded) writer(&p[i], 1); /* the dispatch must still run, exactly once */
     start = i + 1;
     kc_write_kernels_json(false);
-    if (st == HSA_STATUS_SUCCESS && S.exit_after) {
+    if (st == HSA_STATUS_SUCCESS && S.done && S.set.exit_after) {
       if (count > start) writer(&p[start], count - start);
       pthread_mutex_unlock(&S.mu);
       _exit(0);
@@ -616,7 +620,7 @@ static hsa_status_t kc_on_symbol(hsa_executable_t exec, hsa_executable_symbol_t 
     kc_module* m = &S.modules.v[S.execs.v[i].module];
     if (k.module < 0 || memmem(m->bytes, m->size, name, strlen(name))) k.module = S.execs.v[i].module;
   }
-  if (KC_VEC_PUSH(S.kernels, k)) KC_FAIL("out of host memory for the %s table", "kernels");
+  if (KC_VEC_PUSH(S.kernels, k) || kc_kernel_index(S.kernels.n - 1)) KC_FAIL("out of host memory for the %s table", "kernels");
   return HSA_STATUS_SUCCESS;
 }
 
@@ -633,13 +637,14 @@ static hsa_status_t kc_hsa_executable_freeze(hsa_executable_t exec, const char* 
 
 static void kc_setup(void) {
   clock_gettime(CLOCK_MONOTONIC, &S.t_load);
-  const char* v;
-  S.base.verbose = (v = getenv("KERNCAP_LOG")) && strcmp(v, "1") == 0;
-  S.exit_after = (v = getenv("KERNCAP_EXIT_AFTER_CAPTURE")) && strcmp(v, "1") == 0;
-  S.capture_mode = (v = getenv("KERNCAP_MODE")) && strcmp(v, "capture") == 0;
-  S.target_match = (v = getenv("KERNCAP_DISPATCH")) ? strtoull(v, NULL, 10) : 0;
-  if ((v = getenv("KERNCAP_OUT"))) snprintf(S.base.out, sizeof S.base.out, "%s", v);
+  char serr[1200] = "";
+  int src = kc_settings_read(&S.set, serr, sizeof serr); /* c/common/kc_settings.c, as the CUDA library reads them */
+  S.base.verbose = S.set.verbose;
+  S.capture_mode = S.set.capture;
+  if (S.set.out) snprintf(S.base.out, sizeof S.base.out, "%s", S.set.out);
   S.base.enabled = S.base.out[0] != 0;
+  S.census.module_fmt = "module-%lld";
+  S.match = (kc_match_t){.s = &S.set, .census = &S.census};
   kc_log_init(&S.base);
   if (!S.base.enabled) {
     fprintf(stderr, "[kerncap] KERNCAP_OUT is not set; the HSA capture library stays idle\n");
@@ -653,17 +658,8 @@ static void kc_setup(void) {
       kc_log("pid %d not selected (%s): counting only", S.proc.pid, S.proc.why);
     }
   }
-  if ((v = getenv("KERNCAP_KERNEL")) && *v) {
-    int rc = regcomp(&S.re, v, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-      char msg[256];
-      regerror(rc, &S.re, msg, sizeof msg);
-      KC_FAIL("invalid --kernel regex (KERNCAP_KERNEL): %s", msg);
-      return;
-    }
-    S.have_re = true;
-  }
-  S.demangle = (char* (*)(const char*, char*, size_t*, int*))dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  if (src) { KC_FAIL("%s", serr); return; }
+  S.census.demangle = kc_find_demangler();
 }
 
 static void kc_at_exit(void) {
