@@ -45,18 +45,10 @@
 kc_state_t kc = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cupti = {.mu = PTHREAD_MUTEX_INITIALIZER}, .cap = {.graph_id = -1}};
 const char *const KC_VISIBLE_VARS[] = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL};
 
-static __thread int in_tool; /* our own CUDA calls fire callbacks too */
 /* Exported for frontend shims (ctypes): on != 0 while the launches that follow are benchmarks of
  * the application's runtime (e.g. Triton's autotuner), 0 when the application's own launches
  * resume. Nested calls are the caller's business (the shim keeps a depth counter). */
 KC_EXPORT void kerncap_set_ignore_launches(int on) { kc.ignore_launches = on != 0; }
-/* Module id of the last MODULE_LOADED callback on this thread: a module loads inside the API call
- * that needs it (cuModuleLoad*, or lazily inside a launch or cuFuncGetModule), so the id seen
- * during a call belongs to the CUmodule that call returns or touches. */
-static __thread uint32_t tl_loaded_id;
-static __thread int tl_loaded;
-/* This thread is inside the launch being captured: its API exit completes the capture. */
-static __thread int tl_capturing;
 
 #define KC_PEEK(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -69,11 +61,30 @@ static __thread int tl_capturing;
  * thread's cache at once. */
 #define KC_FN_CACHE 256
 typedef struct { const void *f; kc_kstat_t *k; uint32_t gen; } kc_fn_slot_t;
-static __thread kc_fn_slot_t tl_fn[KC_FN_CACHE];
 static uint32_t fn_gen = 1; /* 0 is the empty slot's */
+static pthread_key_t fn_key; /* frees a thread's cache when the thread ends */
+
+/* Per-thread state, in the static TLS block (initial-exec: read without a __tls_get_addr call on
+ * the launch path; kerncap preloads the library, so the block is reserved at start-up). */
+typedef struct {
+  int in_tool;        /* our own CUDA calls fire callbacks too */
+  /* Module id of the last MODULE_LOADED callback on this thread: a module loads inside the API
+   * call that needs it (cuModuleLoad*, or lazily inside a launch or cuFuncGetModule), so the id
+   * seen during a call belongs to the CUmodule that call returns or touches. */
+  int loaded;
+  uint32_t loaded_id;
+  int capturing;      /* this thread is inside the launch being captured: its API exit completes the capture */
+  kc_fn_slot_t *fn;   /* KC_FN_CACHE slots, made at this thread's first launch */
+} kc_tls_t;
+static __thread kc_tls_t tl __attribute__((tls_model("initial-exec")));
 
 static inline kc_fn_slot_t *fn_slot(const void *f) {
-  return &tl_fn[((uintptr_t)f * 0x9E3779B97F4A7C15ull) >> 56 & (KC_FN_CACHE - 1)];
+  if (!tl.fn) {
+    tl.fn = calloc(KC_FN_CACHE, sizeof *tl.fn);
+    if (!tl.fn) return NULL;
+    pthread_setspecific(fn_key, tl.fn);
+  }
+  return &tl.fn[((uintptr_t)f * 0x9E3779B97F4A7C15ull) >> 56 & (KC_FN_CACHE - 1)];
 }
 static void fn_cache_flush(void) { __atomic_fetch_add(&fn_gen, 1, __ATOMIC_ACQ_REL); }
 
@@ -144,7 +155,7 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t 
  * (or made) by name under kc.mu and cached. NULL when the host is out of memory. */
 static kc_kstat_t *launch_entry(CUfunction f, const char *name) {
   uint32_t gen = __atomic_load_n(&fn_gen, __ATOMIC_ACQUIRE);
-  kc_fn_slot_t *e = f ? fn_slot(f) : NULL;
+  kc_fn_slot_t *e = f ? fn_slot(f) : NULL; /* NULL: out of memory, found by name every time */
   if (e && e->f == f && e->gen == gen) return e->k;
   pthread_mutex_lock(&kc.mu);
   kc_kstat_t *k = kc_census_get(&kc.census, name);
@@ -199,7 +210,7 @@ static void capture_if_picked(kc_kstat_t *k, const kc_launch_t *L, const char *n
   kc.cap.match_index = m;
   snprintf(kc.cap.name, sizeof kc.cap.name, "%s", name);
   kc_capture_enter();
-  tl_capturing = 1; /* this launch's API exit completes the capture (on_launch_exit) */
+  tl.capturing = 1; /* this launch's API exit completes the capture (on_launch_exit) */
 }
 
 /* Stream capture begins and ends (at API exit): open_stream_captures. */
@@ -230,14 +241,14 @@ static void on_unload(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 /* Launch exit: a module loaded lazily during the launch is the launched function's; the exit of
  * the launch being captured completes its capture. Without kc.mu unless one of the two. */
 static void on_launch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  if (!tl_loaded && !tl_capturing) return;
+  if (!tl.loaded && !tl.capturing) return;
   kc_launch_t L;
   decode_launch(cbid, cb->functionParams, &L);
   pthread_mutex_lock(&kc.mu);
-  if (tl_loaded && kc.capture && !kc.done) kc_module_bind(tl_loaded_id, kc_module_of(L.f));
-  tl_loaded = 0;
-  if (tl_capturing) {
-    tl_capturing = 0;
+  if (tl.loaded && kc.capture && !kc.done) kc_module_bind(tl.loaded_id, kc_module_of(L.f));
+  tl.loaded = 0;
+  if (tl.capturing) {
+    tl.capturing = 0;
     if (kc.cap.L.api && !kc.done && kc.base.enabled) kc_capture_exit();
   }
   pthread_mutex_unlock(&kc.mu);
@@ -253,7 +264,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   kc_launch_t L;
   if (!decode_launch(cbid, cb->functionParams, &L)) return;
   const char *name = cb->symbolName ? cb->symbolName : "(unknown)";
-  tl_loaded = 0; /* from here on, a module that loads belongs to this launch's function */
+  tl.loaded = 0; /* from here on, a module that loads belongs to this launch's function */
   if (__atomic_load_n(&open_stream_captures, __ATOMIC_ACQUIRE) > 0) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     if (kc.cu.cuStreamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -272,18 +283,20 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     note_shape(k, &L);
     /* Once per kernel name, not per launch: this may load the function's module lazily (firing
      * MODULE_LOADED), which binds the image to its CUmodule. A module that loads later, inside a
-     * launch, is bound at that launch's exit. */
-    if (!KC_PEEK(k->module)) {
+     * launch, is bound at that launch's exit. While the driver names no module, asked again at
+     * the kernel's 2nd, 4th, 8th… launch only. */
+    uint64_t c = KC_PEEK(k->count);
+    if (!KC_PEEK(k->module) && !(c & (c - 1))) {
       pthread_mutex_lock(&kc.mu);
       if (!k->module) {
         CUmodule mod = kc_module_of(L.f);
         __atomic_store_n(&k->module, (int64_t)(uintptr_t)mod, __ATOMIC_RELAXED);
-        if (tl_loaded && kc.capture && !kc.done) kc_module_bind(tl_loaded_id, mod);
+        if (tl.loaded && kc.capture && !kc.done) kc_module_bind(tl.loaded_id, mod);
       }
       pthread_mutex_unlock(&kc.mu);
     }
   }
-  tl_loaded = 0;
+  tl.loaded = 0;
   if (!(idx & 31)) { /* survives a process that ends with _exit */
     double last, now = kc_now_s();
     __atomic_load(&kc.census_t, &last, __ATOMIC_RELAXED);
@@ -391,8 +404,8 @@ static void on_module_loaded(const CUpti_ResourceData *rd) {
   if (!md || kc.own_load) return;
   if (KC_VEC_PUSH(kc.modules, (kc_module_t){md->moduleId, md->cubinSize, NULL, NULL})) { KC_FAIL("out of host memory for the module table"); return; }
   kc_module_t *m = &kc.modules.v[kc.modules.n - 1];
-  tl_loaded_id = md->moduleId;
-  tl_loaded = 1;
+  tl.loaded_id = md->moduleId;
+  tl.loaded = 1;
   /* the image is only valid during the callback: keep a copy while a capture may still come */
   if (kc.capture && !kc.done && md->pCubin && md->cubinSize) {
     m->bytes = malloc(md->cubinSize);
@@ -402,8 +415,8 @@ static void on_module_loaded(const CUpti_ResourceData *rd) {
 
 /* Explicit module loads: bind the CUmodule they return to the image just seen. */
 static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  if (cb->callbackSite == CUPTI_API_ENTER) { tl_loaded = 0; return; }
-  if (!tl_loaded || !cb->functionReturnValue || *(CUresult *)cb->functionReturnValue != CUDA_SUCCESS) return;
+  if (cb->callbackSite == CUPTI_API_ENTER) { tl.loaded = 0; return; }
+  if (!tl.loaded || !cb->functionReturnValue || *(CUresult *)cb->functionReturnValue != CUDA_SUCCESS) return;
   CUmodule *out = NULL;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad: out = ((const cuModuleLoad_params *)cb->functionParams)->module; break;
@@ -412,8 +425,8 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary: out = ((const cuModuleLoadFatBinary_params *)cb->functionParams)->module; break;
     default: return;
   }
-  if (out) kc_module_bind(tl_loaded_id, *out);
-  tl_loaded = 0;
+  if (out) kc_module_bind(tl.loaded_id, *out);
+  tl.loaded = 0;
 }
 
 /* The driver API callbacks whose handlers run without kc.mu (they take it when they need it): the
@@ -457,7 +470,7 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
   if (!kc.base.enabled || kc.cupti.released) return;
   if (dom == CUPTI_CB_DOMAIN_RESOURCE) {
     if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
-      /* also while in_tool: our cuFuncGetModule may be what loads a lazy module */
+      /* also while tl.in_tool: our cuFuncGetModule may be what loads a lazy module */
       pthread_mutex_lock(&kc.mu);
       on_module_loaded(data);
       pthread_mutex_unlock(&kc.mu);
@@ -466,8 +479,8 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
     }
     return;
   }
-  if (in_tool || dom != CUPTI_CB_DOMAIN_DRIVER_API) return;
-  in_tool = 1;
+  if (tl.in_tool || dom != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  tl.in_tool = 1;
   const CUpti_CallbackData *cb = data;
   switch (cbid) {
 #define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
@@ -483,7 +496,7 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
       }
       pthread_mutex_unlock(&kc.mu);
   }
-  in_tool = 0;
+  tl.in_tool = 0;
 }
 
 /* ---- set-up ---- */
@@ -588,9 +601,10 @@ static int setup(void) {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init_once(void) {
-  in_tool = 1;
+  if (pthread_key_create(&fn_key, free)) fn_key = 0; /* without it a thread's handle cache outlives the thread */
+  tl.in_tool = 1;
   setup();
-  in_tool = 0;
+  tl.in_tool = 0;
 }
 
 /* Entry point named by CUDA's injection contract (CUDA_INJECTION64_PATH). Returns 1 (success)

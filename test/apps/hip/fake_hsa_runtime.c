@@ -6,6 +6,9 @@
  * the raw capture written for KERNCAP_KERNEL/KERNCAP_DISPATCH.
  * Usage: HSA_TOOLS_LIB=LIB fake_hsa_runtime CODE_OBJECT (the tool library is found as ROCr finds
  * it; without HSA_TOOLS_LIB the "application" runs with no tool, as under plain ROCr).
+ *        HSA_TOOLS_LIB=LIB fake_hsa_runtime CODE_OBJECT NAME...: the code object's kernels are the
+ * distinct NAMEs, and the application dispatches one packet per NAME, in order, each alone in
+ * its doorbell (test/cpu/c-match.test.ts: which dispatches the library captures).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -21,6 +24,17 @@ static int g_nsignals;
 static float* g_bufs[2];
 
 struct scale_args { float* data; float factor; int n; };
+
+/* NAME... mode: the kernels (distinct names; symbol i has handle i + 1, kernel object 0x2000 + i) */
+static const char** g_names;
+static int g_nnames;
+static const char* g_kernel[256];
+static int g_nkernels;
+static int kernel_index(const char* name) {
+  for (int i = 0; i < g_nkernels; i++)
+    if (!strcmp(g_kernel[i], name)) return i;
+  return -1;
+}
 
 static hsa_status_t s_agent_get_info(hsa_agent_t a, hsa_agent_info_t attr, void* v) {
   if (attr == HSA_AGENT_INFO_DEVICE) *(hsa_device_type_t*)v = a.handle == 2 ? HSA_DEVICE_TYPE_GPU : HSA_DEVICE_TYPE_CPU;
@@ -49,17 +63,23 @@ static hsa_status_t s_load(hsa_executable_t e, hsa_agent_t a, hsa_code_object_re
 }
 static hsa_status_t s_freeze(hsa_executable_t e, const char* o) { (void)e; (void)o; return HSA_STATUS_SUCCESS; }
 static hsa_status_t s_iterate_symbols(hsa_executable_t e, hsa_status_t (*cb)(hsa_executable_t, hsa_executable_symbol_t, void*), void* d) {
+  if (g_nkernels) {
+    for (int i = 0; i < g_nkernels; i++) cb(e, (hsa_executable_symbol_t){(uint64_t)i + 1}, d);
+    return HSA_STATUS_SUCCESS;
+  }
   hsa_executable_symbol_t s1 = {1}, s2 = {2};
   cb(e, s1, d);
   return cb(e, s2, d);
 }
 static hsa_status_t s_symbol_info(hsa_executable_symbol_t s, hsa_executable_symbol_info_t attr, void* v) {
-  const char* name = s.handle == 1 ? "_Z5scalePffi.kd" : "other.kd";
+  char kd[512];
+  if (g_nkernels) snprintf(kd, sizeof kd, "%s.kd", g_kernel[s.handle - 1]);
+  const char* name = g_nkernels ? kd : s.handle == 1 ? "_Z5scalePffi.kd" : "other.kd";
   switch (attr) {
     case HSA_EXECUTABLE_SYMBOL_INFO_TYPE: *(hsa_symbol_kind_t*)v = HSA_SYMBOL_KIND_KERNEL; break;
     case HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH: *(uint32_t*)v = (uint32_t)strlen(name); break;
     case HSA_EXECUTABLE_SYMBOL_INFO_NAME: memcpy(v, name, strlen(name)); break;
-    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT: *(uint64_t*)v = 0x1000 + s.handle; break;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT: *(uint64_t*)v = (g_nkernels ? 0x1fff : 0x1000) + s.handle; break;
     case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE: *(uint32_t*)v = sizeof(struct scale_args); break;
     default: *(uint32_t*)v = 0;
   }
@@ -90,6 +110,10 @@ static void writer(const void* pkts, uint64_t count) {
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
+  g_names = (const char**)argv + 2;
+  g_nnames = argc - 2;
+  for (int i = 0; i < g_nnames; i++)
+    if (kernel_index(g_names[i]) < 0 && g_nkernels < 256) g_kernel[g_nkernels++] = g_names[i];
   const char* tools = getenv("HSA_TOOLS_LIB");
   void* lib = tools && *tools ? dlopen(tools, RTLD_NOW) : NULL;
   if (tools && *tools && !lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
@@ -140,7 +164,19 @@ int main(int argc, char** argv) {
   for (int k = 0; k < n; k++) g_bufs[0][k] = (float)k;
   struct scale_args* args;
   root.amd_ext_->hsa_amd_memory_pool_allocate_fn(pool, sizeof *args, 0, (void**)&args);
-  for (int it = 0; it < 3; it++) {
+  for (int i = 0; i < g_nnames; i++) { /* NAME... mode: one dispatch per name, nothing computed */
+    *args = (struct scale_args){g_bufs[0], 1.0f, 0};
+    hsa_kernel_dispatch_packet_t pk;
+    memset(&pk, 0, sizeof pk);
+    pk.header = HSA_PACKET_TYPE_KERNEL_DISPATCH;
+    pk.workgroup_size_x = 64; pk.workgroup_size_y = 1; pk.workgroup_size_z = 1;
+    pk.grid_size_x = 64 * (uint32_t)(i + 1); pk.grid_size_y = 1; pk.grid_size_z = 1;
+    pk.kernarg_address = args;
+    pk.kernel_object = 0x2000 + (uint64_t)kernel_index(g_names[i]);
+    if (g_handler) g_handler(&pk, 1, 0, g_handler_data, writer);
+    else writer(&pk, 1);
+  }
+  for (int it = 0; g_nnames == 0 && it < 3; it++) {
     *args = (struct scale_args){g_bufs[0], 2.0f, n};
     hsa_kernel_dispatch_packet_t pk[2];
     memset(pk, 0, sizeof pk);

@@ -1,0 +1,88 @@
+/* Plays a CUDA application's launches into the CUDA capture library without a GPU: loads the
+ * library (as libcuda would at cuInit), takes the callback it subscribed from the stand-in
+ * libcupti (c/test/fake_cuda.c), announces one module image holding every kernel name, then calls
+ * the callback at API entry and exit of a cuLaunchKernel for each launch, as CUPTI does.
+ *
+ *   launch_main LIB seq NAME...          one launch per NAME, in order (test/cpu/c-match.test.ts)
+ *   launch_main LIB bench N NAME...      N launches cycling over the NAMEs; prints the ns per
+ *                                        launch of the callbacks (scripts/bench-launch-path.sh)
+ *
+ * Each distinct name gets its own function handle, as a module's functions do. The library reads
+ * its KERNCAP_* settings from the environment; it finds the stand-in libcuda.so.1 through
+ * LD_LIBRARY_PATH and libcupti through KERNCAP_CUPTI_PATH. Links against the stand-in libcupti. */
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef void (*kc_fake_cb)(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *);
+kc_fake_cb fake_cupti_callback(void);
+
+static const char **names;
+static int nnames;
+static CUresult ok = CUDA_SUCCESS;
+
+static CUfunction *handles;
+
+/* The function handle of each name: one per distinct name (the index of its first occurrence). */
+static void make_handles(void) {
+  handles = calloc(nnames, sizeof *handles);
+  for (int i = 0; i < nnames; i++) {
+    int j = 0;
+    while (strcmp(names[j], names[i])) j++;
+    handles[i] = (CUfunction)(uintptr_t)(0x10000 + 64 * j);
+  }
+}
+
+/* One cuLaunchKernel of kernel i through the callback (entry, then exit). 0, or -1 once the
+ * library has handed CUPTI back (no callback any more). */
+static int launch(int i, unsigned grid) {
+  kc_fake_cb cb = fake_cupti_callback();
+  if (!cb) return -1;
+  cuLaunchKernel_params p = {.f = handles[i], .gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1};
+  CUpti_CallbackData d = {.callbackSite = CUPTI_API_ENTER, .functionName = "cuLaunchKernel", .functionParams = &p,
+                          .functionReturnValue = &ok, .symbolName = names[i]};
+  cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d);
+  d.callbackSite = CUPTI_API_EXIT;
+  cb = fake_cupti_callback();
+  if (cb) cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME...\n", argv[0]); return 2; }
+  int bench = !strcmp(argv[2], "bench");
+  long n = bench ? atol(argv[3]) : 0;
+  names = (const char **)argv + (bench ? 4 : 3);
+  nnames = argc - (bench ? 4 : 3);
+  if (nnames < 1) return 2;
+  make_handles();
+  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+  int (*init)(void) = (int (*)(void))dlsym(lib, "InitializeInjection");
+  if (!init || init() != 1) { fprintf(stderr, "InitializeInjection missing or failed\n"); return 2; }
+  kc_fake_cb cb = fake_cupti_callback();
+  if (!cb) { fprintf(stderr, "the library did not subscribe (see its error file)\n"); return 3; }
+  /* the module image: every name, NUL-separated (the library finds a kernel's image by its name) */
+  size_t size = 0;
+  for (int i = 0; i < nnames; i++) size += strlen(names[i]) + 1;
+  char *image = calloc(1, size + 1), *at = image;
+  for (int i = 0; i < nnames; i++) at = stpcpy(at, names[i]) + 1;
+  CUpti_ModuleResourceData md = {.moduleId = 1, .cubinSize = size, .pCubin = image};
+  CUpti_ResourceData rd = {.resourceDescriptor = &md};
+  cb(NULL, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &rd);
+  if (!bench) {
+    for (int i = 0; i < nnames && launch(i, 1 + i) == 0; i++) {}
+    return 0;
+  }
+  for (int i = 0; i < 1000; i++) launch(i % nnames, 1); /* warm-up: every name known */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 0; i < n; i++) launch((int)(i % nnames), 1);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / (double)n);
+  return 0;
+}
