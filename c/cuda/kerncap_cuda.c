@@ -482,6 +482,11 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
   if (tl.in_tool || dom != CUPTI_CB_DOMAIN_DRIVER_API) return;
   tl.in_tool = 1;
   const CUpti_CallbackData *cb = data;
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) { /* the runtime's launches: most callbacks, ahead of the switch */
+    on_launch(cbid, cb);
+    tl.in_tool = 0;
+    return;
+  }
   switch (cbid) {
 #define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
     KC_LAUNCH_CALLBACKS(KC_CASE)
