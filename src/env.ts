@@ -70,12 +70,12 @@ export const ENV_VARS = {
   // ---- set by kerncap for the application (the capture library contract, docs/raw-capture.md) ----
   KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>-<token>`)" },
   KERNCAP_MODE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`list` (count launches) or `capture`" },
-  KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name; several (`--kernel A --kernel B`, CUDA library): one per line, one capture each" },
+  KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name; several (`--kernel A --kernel B`): one per line, one capture each" },
   KERNCAP_DISPATCH: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--dispatch`: 0-based index among the matching launches" },
-  KERNCAP_CAPTURE_ALL: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--capture-all`: `1` captures the Nth launch of every distinct kernel that matches, each into captures/<n>/" },
-  KERNCAP_MAX_CAPTURES: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--max-captures`: at most this many captures with `--capture-all` (default 64)" },
-  KERNCAP_LAUNCH_COUNT: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--launch-count`: the N consecutive matching launches from `--dispatch` on, each into captures/<n>/ (default 1)" },
-  KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
+  KERNCAP_CAPTURE_ALL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--capture-all`: `1` captures the Nth launch of every distinct kernel that matches, each into captures/<n>/" },
+  KERNCAP_MAX_CAPTURES: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--max-captures`: at most this many captures with `--capture-all` (default 64)" },
+  KERNCAP_LAUNCH_COUNT: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--launch-count`: the N consecutive matching launches from `--dispatch` on, each into captures/<n>/ (default 1)" },
+  KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
   KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
   KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
   KERNCAP_RANK: {

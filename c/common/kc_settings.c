@@ -9,10 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int flag(const char *name) {
-  const char *v = getenv(name);
-  return v && !strcmp(v, "1");
-}
+static int is_one(const char *v) { return v && !strcmp(v, "1"); }
 
 int kc_settings_read(kc_settings_t *s, char *err, size_t errn) {
   memset(s, 0, sizeof *s);
@@ -20,10 +17,10 @@ int kc_settings_read(kc_settings_t *s, char *err, size_t errn) {
   const char *mode = getenv("KERNCAP_MODE");
   s->mode = mode ? mode : "";
   s->capture = mode && !strcmp(mode, "capture");
-  s->verbose = flag("KERNCAP_LOG");
-  s->exit_after = flag("KERNCAP_EXIT_AFTER_CAPTURE");
-  s->count_benchmarks = flag("KERNCAP_COUNT_BENCHMARKS");
-  s->capture_all = flag("KERNCAP_CAPTURE_ALL");
+  s->verbose = is_one(getenv("KERNCAP_LOG"));
+  s->exit_after = is_one(getenv("KERNCAP_EXIT_AFTER_CAPTURE"));
+  s->count_benchmarks = is_one(getenv("KERNCAP_COUNT_BENCHMARKS"));
+  s->capture_all = is_one(getenv("KERNCAP_CAPTURE_ALL"));
   const char *d = getenv("KERNCAP_DISPATCH");
   s->dispatch = d ? strtol(d, NULL, 10) : 0;
   const char *mc = getenv("KERNCAP_MAX_CAPTURES");

@@ -48,8 +48,9 @@ describe("KERNCAP_* variables", () => {
 
   const readBy: [string, Reader, RegExp][] = [
     // the units of each library that read the environment (their contracts say so), the shared ones in both
-    ...["kerncap_cuda.c", "kc_process.c", "kc_raw.c"].map((u) => [`c/${u}`, "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
-    ...["kerncap_hsa.c", "kc_process.c", "kc_raw.c"].map((u) => [`c/${u}`, "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
+    // (c/hsa/kerncap_hsa.c reads every setting through c/common/kc_settings.c)
+    ...["cuda/kerncap_cuda.c", "common/kc_settings.c", "common/kc_process.c", "common/kc_raw.c"].map((u) => [`c/${u}`, "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
+    ...["common/kc_settings.c", "common/kc_process.c", "common/kc_raw.c"].map((u) => [`c/${u}`, "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
     ["src/frontends/triton/sitecustomize.py", "Triton shim", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/repro.py", "Triton reproducer", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/build.sh.hbs", "Triton reproducer", /\$\{(KERNCAP_[A-Z0-9_]+)/g],
