@@ -63,6 +63,7 @@ KC_EXPORT void kerncap_set_ignore_launches(int on) { kc.ignore_launches = on != 
 typedef struct { const void *f; kc_kstat_t *k; uint32_t gen; } kc_fn_slot_t;
 static uint32_t fn_gen = 1; /* 0 is the empty slot's */
 static pthread_key_t fn_key; /* frees a thread's cache when the thread ends */
+static int fn_key_ok;
 
 /* Per-thread state, in the static TLS block (initial-exec: read without a __tls_get_addr call on
  * the launch path; kerncap preloads the library, so the block is reserved at start-up). */
@@ -82,11 +83,16 @@ static inline kc_fn_slot_t *fn_slot(const void *f) {
   if (!tl.fn) {
     tl.fn = calloc(KC_FN_CACHE, sizeof *tl.fn);
     if (!tl.fn) return NULL;
-    pthread_setspecific(fn_key, tl.fn);
+    if (fn_key_ok) pthread_setspecific(fn_key, tl.fn);
   }
   return &tl.fn[((uintptr_t)f * 0x9E3779B97F4A7C15ull) >> 56 & (KC_FN_CACHE - 1)];
 }
 static void fn_cache_flush(void) { __atomic_fetch_add(&fn_gen, 1, __ATOMIC_ACQ_REL); }
+/* The thread ends: its cache goes (and a launch from a later destructor on it makes a new one). */
+static void fn_cache_free(void *p) {
+  if (tl.fn == p) tl.fn = NULL;
+  free(p);
+}
 
 /* Stream captures open in the process (successful cuStreamBeginCapture* minus the captures their
  * cuStreamEndCapture ended). A launch recorded into a graph is not an execution; while no capture
@@ -606,7 +612,7 @@ static int setup(void) {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init_once(void) {
-  if (pthread_key_create(&fn_key, free)) fn_key = 0; /* without it a thread's handle cache outlives the thread */
+  fn_key_ok = pthread_key_create(&fn_key, fn_cache_free) == 0; /* without it a thread's handle cache outlives the thread */
   tl.in_tool = 1;
   setup();
   tl.in_tool = 0;
