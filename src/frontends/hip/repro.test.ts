@@ -106,5 +106,5 @@ describe.skipIf(!hipcc)(`HIP reproducer build with hipcc ${SKIP_REASON}`, () => 
     expect(co.kernels.some((k) => k.name === "kerncap_edit_marker")).toBe(true);
     expect(refCo.kernels.some((k) => k.name === "kerncap_edit_marker")).toBe(false);
     expect(readFileSync(original, "utf8")).toBe(originalBytes);
-  });
+  }, 60_000); // two hipcc builds: seconds each on a loaded machine
 });
