@@ -6,6 +6,8 @@
  *   launch_main LIB seq NAME...          one launch per NAME, in order (test/cpu/c-match.test.ts)
  *   launch_main LIB bench N NAME...      N launches cycling over the NAMEs; prints the ns per
  *                                        launch of the callbacks (scripts/bench-launch-path.sh)
+ *   launch_main LIB threads T N NAME...  T threads at once, N launches each cycling over the NAMEs
+ *                                        (test/cpu/c-match.test.ts: every one counted)
  *
  * Each distinct name gets its own function handle, as a module's functions do. The library reads
  * its KERNCAP_* settings from the environment; it finds the stand-in libcuda.so.1 through
@@ -13,6 +15,7 @@
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,12 +55,21 @@ static int launch(int i, unsigned grid) {
   return 0;
 }
 
+static long per_thread;
+static void *thread_main(void *arg) {
+  for (long i = 0; i < per_thread; i++) launch((int)((i + (long)(intptr_t)arg) % nnames), 1 + (unsigned)(i & 7));
+  return NULL;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME...\n", argv[0]); return 2; }
-  int bench = !strcmp(argv[2], "bench");
+  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME...\n", argv[0]); return 2; }
+  int bench = !strcmp(argv[2], "bench"), threads = !strcmp(argv[2], "threads") ? atoi(argv[3]) : 0;
   long n = bench ? atol(argv[3]) : 0;
-  names = (const char **)argv + (bench ? 4 : 3);
-  nnames = argc - (bench ? 4 : 3);
+  int skip = bench ? 4 : threads ? 5 : 3;
+  if (threads && argc < 6) return 2;
+  per_thread = threads ? atol(argv[4]) : 0;
+  names = (const char **)argv + skip;
+  nnames = argc - skip;
   if (nnames < 1) return 2;
   make_handles();
   void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -74,6 +86,13 @@ int main(int argc, char **argv) {
   CUpti_ModuleResourceData md = {.moduleId = 1, .cubinSize = size, .pCubin = image};
   CUpti_ResourceData rd = {.resourceDescriptor = &md};
   cb(NULL, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &rd);
+  if (threads) {
+    pthread_t t[64];
+    if (threads > 64) threads = 64;
+    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, thread_main, (void *)(intptr_t)i);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    return 0;
+  }
   if (!bench) {
     for (int i = 0; i < nnames && launch(i, 1 + i) == 0; i++) {}
     return 0;

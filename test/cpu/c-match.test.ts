@@ -149,7 +149,7 @@ beforeAll(() => {
   if (haveCuda) {
     gcc(["-shared", "-fPIC", "-DFAKE_LIBCUDA", "-o", join(tmp, "libcuda.so.1"), join(ROOT, "c/test/fake_cuda.c")]);
     gcc(["-shared", "-fPIC", "-DFAKE_LIBCUPTI", "-o", join(tmp, "libcupti.so"), join(ROOT, "c/test/fake_cuda.c")]);
-    gcc([...CUDA_INC.map((d) => `-I${d}`), "-o", join(tmp, "launch_main"), join(ROOT, "c/test/launch_main.c"), `-L${tmp}`, "-l:libcupti.so", `-Wl,-rpath,${tmp}`, "-ldl"]);
+    gcc([...CUDA_INC.map((d) => `-I${d}`), "-o", join(tmp, "launch_main"), join(ROOT, "c/test/launch_main.c"), `-L${tmp}`, "-l:libcupti.so", `-Wl,-rpath,${tmp}`, "-ldl", "-lpthread"]);
   }
   if (haveHsa) {
     gcc([`-I${HSA_INC}`, `-I${join(ROOT, "c/hsa")}`, `-I${join(ROOT, "c/common")}`, "-o", join(tmp, "fake_hsa_runtime"), join(ROOT, "test/apps/hip/fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"]);
@@ -212,6 +212,21 @@ describe.skipIf(!haveGcc)("one matching table through the common matcher and bot
       expect(runHsa(r)).toEqual(model(r));
     });
   }
+
+  test.skipIf(!haveCuda)("CUDA library: launches from 8 threads at once are each counted once (the launch path takes no lock)", () => {
+    for (const mode of ["list", "capture"]) {
+      const out = freshOut();
+      const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), KERNCAP_MODE: mode, KERNCAP_KERNEL: "^nomatch$" };
+      const p = Bun.spawnSync([join(tmp, "launch_main"), CUDA_LIB, "threads", "8", "20000", A, B, C, D], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const census = JSON.parse(readFileSync(join(out, `kernels.${p.pid}.json`), "utf8"));
+      expect(census.final).toBe(true);
+      expect(census.launches).toBe(8 * 20000);
+      expect(Object.fromEntries(census.kernels.map((k: { name: string; count: number }) => [k.name, k.count]))).toEqual({ [A]: 40000, [B]: 40000, [C]: 40000, [D]: 40000 });
+      for (const k of census.kernels) expect(k.grid[0]).toBeGreaterThanOrEqual(1); // a shape some launch had
+      expect(existsSync(join(out, "raw.json"))).toBe(false);
+    }
+  }, 120_000);
 
   test.skipIf(!haveCuda || !haveHsa || !Bun.which("nm"))("both libraries hold the code of every c/common unit, compiled alike", () => {
     // local (hidden) symbols with their sizes: `nm -S` reads the symbol table (the libraries are not stripped)
