@@ -107,6 +107,22 @@ export function kernelPattern(v: unknown): string {
 }
 
 /**
+ * `--trust` or `--trust=DIGEST` (the digest a refusal showed: src/format/trust.ts requireTrustedBuild).
+ * citty reads a boolean flag's `=VALUE` as true and drops the value, so the digest is taken from
+ * the raw arguments before `--`.
+ * @returns false, true (plain --trust) or the digest (64 hex digits, `sha256:` allowed before them)
+ * @throws KerncapError E_USAGE for a value that is not a SHA-256 digest
+ */
+export function trustArg(flag: unknown, rawArgs: string[]): boolean | string {
+  const end = rawArgs.indexOf("--");
+  let digest: string | undefined;
+  for (const a of end < 0 ? rawArgs : rawArgs.slice(0, end)) if (a.startsWith("--trust=")) digest = a.slice("--trust=".length);
+  if (digest === undefined) return Boolean(flag);
+  if (!/^(sha256:)?[0-9a-fA-F]{64}$/.test(digest)) throw new KerncapError("E_USAGE", `--trust=${JSON.stringify(digest).slice(1, -1)} is not a digest`, { hint: "Give the sha256 that the refusal printed (64 hex digits): --trust=DIGEST; or plain --trust in a folder of your own." });
+  return digest;
+}
+
+/**
  * Every value of an option given several times (citty keeps only the last): `--name V`,
  * `--name=V`, `-a V` for each spelling in `names`, before the `--` that starts the application.
  */

@@ -43,6 +43,7 @@ import * as v from "valibot";
 import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, posix, resolve, sep } from "node:path";
 import { KerncapError, withPath } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { commitTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { log } from "../log.ts";
@@ -433,6 +434,24 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
 }
 
 /**
+ * Why a name in an archive (its root folder, or a `/`-separated path inside it) is not portable
+ * (a phrase), or undefined: each part is letters, digits and `._+-` only, and starts with no `-`.
+ * Names are data: such a name can reach a shell or a compiler's command line unquoted (nvcc runs
+ * its steps through sh), and a terminal (escape sequences), so unpack refuses anything else.
+ */
+export function unportableName(name: string): string | undefined {
+  for (const part of name.split("/")) {
+    if (part === "") return "has an empty part";
+    if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
+    if (part.startsWith("-")) return "has a part starting with - (read as an option)";
+  }
+  return undefined;
+}
+
+/** `name` for a message: quoted, on one line, every control, bidi control and line separator escaped (src/escape.ts). */
+const escapedForMessage = (name: string) => escapeForTerminal(JSON.stringify(name), { oneLine: true });
+
+/**
  * A path from the archive, made safe: relative, `/`-separated, no `..`, no empty part, inside dest.
  * @throws KerncapError E_ARCHIVE (zip-slip)
  */
@@ -665,6 +684,11 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const idx = await readIndex(archive, fd, entries);
     if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
     if (/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(idx.root)) throw bad(archive, `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`);
+    // names are data: a root or entry name outside the portable set is refused before any folder is made
+    for (const [what, name] of [["root folder name", idx.root] as const, ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const), ...idx.files.map((f) => ["file", f.path] as const)]) {
+      const why = unportableName(name);
+      if (why) throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, { hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again." });
+    }
     const dest = resolve(outArg ?? idx.root);
     const realArchive = realPathLoose(archive);
     const realDest = realPathLoose(dest);

@@ -8,21 +8,26 @@
  * runs, runs only once the user said `--trust` after reading it (validate prints it and refuses,
  * exit 2).
  *
+ * What runs is what was trusted: the refusal shows every file the build would execute (build.sh;
+ * for Triton pinned.json, repro.py, the kernel file under src/, the interpreter) and one digest of
+ * them; a build let run executes a private copy of exactly those bytes (stageTrustedBuild), never
+ * the capture's files read again. `--trust=DIGEST` runs only when the digest is still the one shown.
+ *
  * The decision is recorded outside every capture, in the user's state folder
  * ($XDG_STATE_HOME/kerncap/trusted-builds.json, else ~/.local/state/kerncap/), keyed by the
  * folder's real path, its device and inode numbers (a folder removed and made again by someone
- * else at that path is another folder) and the SHA-256 of its build.sh (a changed build.sh asks
- * again). A folder someone else made cannot carry that record; the state folder is used only when
- * it is the user's own and nobody else can write it.
+ * else at that path is another folder) and the digest of what runs (a change asks again). A
+ * folder someone else made cannot carry that record; the state folder is used only when it is the
+ * user's own and nobody else can write it.
  */
 import { escapeForTerminal } from "../escape.ts";
-import { lstatSync, mkdirSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { homedir, hostname } from "node:os";
+import { closeSync, constants, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeSync } from "node:fs";
+import { homedir, hostname, tmpdir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
-import { readInCapture, writeInCapture } from "./paths.ts";
+import { mkdirInCapture, readInCapture, relativePathProblem, writeInCapture } from "./paths.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 
@@ -161,35 +166,94 @@ interface TrustRecord {
   dir: string;
   dev: number;
   ino: number;
-  /** SHA-256 of what a rebuild runs (whatRuns): build.sh, pinned.json, repro.py and the frontend. Records without it (older kerncap) trust nothing. */
+  /** The digest of what a rebuild runs (WhatRuns.digest). Records without it (older kerncap) trust nothing. */
   runs?: string;
   at: string;
 }
 
+/** One file a rebuild runs (or reads commands from), as read once: its name in the capture folder and its bytes. */
+export interface RunFile {
+  name: string;
+  bytes: Buffer;
+}
+
 /**
- * What a rebuild of the capture runs, as the user is shown it and the record is keyed by: build.sh,
- * and for a Triton capture pinned.json (which names the interpreter kerncap runs repro.py with) and
- * the folder's repro.py; the manifest's frontend (which decides what runs). Undefined when the
- * capture holds none of these files: nothing of it runs.
+ * What a rebuild of the capture runs, read once: the user is shown these bytes, the digest is
+ * computed over them, and a trusted build executes a private copy of them (stageTrustedBuild).
+ * `files`: build.sh; for a Triton capture also pinned.json (it names the interpreter, and its
+ * constexpr expressions are evaluated), repro.py and the kernel file pinned.json names
+ * (`src/<kernelFile>`, which repro.py imports), each present one in that order.
+ * `digest`: TRUST_DIGEST_SCHEME, lower-case hex SHA-256 (see runsDigest).
  */
-function whatRuns(dir: string, m: Manifest): { script: Buffer | undefined; pinned: Buffer | undefined; repro: Buffer | undefined; interpreter: string | null; hash: string } | undefined {
-  const script = readInCapture(dir, "build.sh", BUILD_SH_MAX);
-  const pinned = readInCapture(dir, "pinned.json", BUILD_SH_MAX);
-  const repro = readInCapture(dir, "repro.py", BUILD_SH_MAX);
-  if (!script && !pinned && !repro) return undefined;
-  let interpreter: string | null = null;
-  try {
-    const py = pinned ? JSON.parse(pinned.toString("utf8"))?.python : undefined;
-    interpreter = typeof py === "string" ? py : null;
-  } catch {
-    interpreter = null;
-  }
+export interface WhatRuns {
+  frontend: string;
+  files: RunFile[];
+  /** The interpreter pinned.json names (Triton), null where none. */
+  interpreter: string | null;
+  digest: string;
+}
+
+/** The name of the digest's canonical listing, said in docs/security.md. */
+export const TRUST_DIGEST_SCHEME = "kerncap.trust-digest/1";
+
+/**
+ * The digest of what runs: SHA-256 over a canonical listing, entries sorted by name, each
+ * `NAME\n<byte count>\n<bytes>\n`, with two entries that are no file: `(frontend)` (the manifest's
+ * frontend, which decides what runs) and `(interpreter)` (the path pinned.json names, when it names one).
+ */
+function runsDigest(frontend: string, files: RunFile[], interpreter: string | null): string {
+  const entries: [string, Buffer][] = [["(frontend)", Buffer.from(frontend)], ...files.map((f) => [f.name, f.bytes] as [string, Buffer])];
+  if (interpreter !== null) entries.push(["(interpreter)", Buffer.from(interpreter)]);
+  entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   const h = new Bun.CryptoHasher("sha256");
-  for (const [name, b] of [["frontend", Buffer.from(m.kernel.frontend ?? "")], ["build.sh", script], ["pinned.json", pinned], ["repro.py", repro]] as const) {
-    h.update(`${name}\0${b ? b.length : -1}\0`);
-    if (b) h.update(b);
+  h.update(`${TRUST_DIGEST_SCHEME}\n`);
+  for (const [name, b] of entries) {
+    h.update(`${name}\n${b.length}\n`);
+    h.update(b);
+    h.update("\n");
   }
-  return { script, pinned, repro, interpreter, hash: h.digest("hex") };
+  return h.digest("hex");
+}
+
+/**
+ * Read what a rebuild of the capture runs (WhatRuns), each file once, through the path rule
+ * (src/format/paths.ts). A Triton capture runs only files under src/: pinned.json's kernelFile is a
+ * relative path that stays under src/, else E_UNSAFE_PATH before anything runs.
+ * @returns undefined when the capture holds none of build.sh, pinned.json, repro.py: nothing of it runs
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (pinned.json's kernelFile is no string)
+ */
+export function readWhatRuns(dir: string, frontend: string): WhatRuns | undefined {
+  const files: RunFile[] = [];
+  const add = (name: string) => {
+    const b = readInCapture(dir, name, BUILD_SH_MAX);
+    if (b) files.push({ name, bytes: b });
+    return b;
+  };
+  add("build.sh");
+  const pinned = add("pinned.json");
+  add("repro.py");
+  if (!files.length) return undefined;
+  let interpreter: string | null = null;
+  let pin: { python?: unknown; kernelFile?: unknown } | undefined;
+  try {
+    pin = pinned ? JSON.parse(pinned.toString("utf8")) : undefined;
+  } catch {
+    pin = undefined; // repro.py fails on it before importing anything
+  }
+  if (pin && typeof pin === "object") {
+    interpreter = typeof pin.python === "string" ? pin.python : null;
+    if (pin.kernelFile !== undefined) {
+      if (typeof pin.kernelFile !== "string") throw new KerncapError("E_MANIFEST", `${dir}/pinned.json: kernelFile is not a string`, { hint: "pinned.json is kerncap's record of the Triton kernel; capture again." });
+      const problem = relativePathProblem(pin.kernelFile);
+      if (problem) {
+        throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the kernel file ${JSON.stringify(pin.kernelFile)}, which ${problem}: a Triton reproducer runs only files under src/`, {
+          hint: "The capture was altered (kerncap writes src/<function>.py); nothing was run. Capture again, or ask for a clean copy.",
+        });
+      }
+      add(`src/${pin.kernelFile}`);
+    }
+  }
+  return { frontend, files, interpreter, digest: runsDigest(frontend, files, interpreter) };
 }
 
 function readRecords(state: string): TrustRecord[] {
@@ -201,7 +265,7 @@ function readRecords(state: string): TrustRecord[] {
   }
 }
 
-/** The most of build.sh an error message carries (bytes, kerncap mcp: its agent reads the message, not stderr); the rest is read with read_file. */
+/** The most of the files an error message carries (bytes, kerncap mcp: its agent reads the message, not stderr); the rest is read with read_file. */
 const BUILD_SH_IN_MESSAGE = 64 << 10;
 
 /** build.sh as text to show: control characters but newline and tab escaped as \xNN (no terminal escapes). */
@@ -210,57 +274,213 @@ function shownScript(script: Buffer): string {
 }
 
 /**
- * Before validate (or the watch, or check --rebuild) runs DIR/build.sh: a received capture's build
- * runs only when the record says the user trusted this folder with this build.sh, or `trust`
- * (--trust) says so now (then recorded, unless `o.remember` is false: check's temp folder of an
- * unpacked archive is gone after its check). Otherwise the build is refused, and build.sh shown
- * (control characters escaped): printed to stderr above the error, or with `o.inMessage` (validate
- * --confine: kerncap mcp, whose agent reads the error document, not stderr) carried in the error's
- * message with its path and SHA-256 (at most BUILD_SH_IN_MESSAGE bytes of it). A capture made here
- * passes without a word.
- * `o.command`: the command line to run again with --trust, for the hint (default `kerncap validate DIR`).
- * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received
+ * The files of `runs` as the user is shown them: each between `──── NAME (N bytes, sha256 H) ────` and
+ * `──── end of NAME ────`, escaped (shownScript); `budget`: the most bytes shown in all (kerncap
+ * mcp's message), the rest said as a count.
  */
-export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean, o: { remember?: boolean; command?: string; inMessage?: boolean } = {}): void {
+function shownFiles(runs: WhatRuns, budget = Infinity): string {
+  let out = "";
+  let left = budget;
+  for (const f of runs.files) {
+    const n = Math.max(0, Math.min(f.bytes.length, left));
+    left -= n;
+    const shown = shownScript(f.bytes.subarray(0, n));
+    out += `──── ${f.name} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}) ────\n${shown}${shown === "" || shown.endsWith("\n") ? "" : "\n"}${n < f.bytes.length ? `… (${f.bytes.length - n} bytes more: read_file ${f.name} reads it whole)\n` : ""}──── end of ${f.name} ────\n`;
+  }
+  return out;
+}
+
+/** What the refusal says about the interpreter: a Triton compile runs it on repro.py. */
+function shownInterpreter(runs: WhatRuns): string {
+  const pinned = runs.files.some((f) => f.name === "pinned.json");
+  if (!pinned) return "";
+  const repro = runs.files.some((f) => f.name === "repro.py");
+  return `──── the interpreter pinned.json names (run with ${repro ? "the folder's" : "kerncap's"} repro.py) ────\n${shownScript(Buffer.from(runs.interpreter ?? "(none named: the capture's Python)"))}\n`;
+}
+
+/** The folders this process's trust gate let run (real path → the approved digest and frontend): the builds of this process execute only those bytes (stageTrustedBuild). */
+const approved = new Map<string, { digest: string; frontend: string }>();
+
+/** Whether this process's trust gate let DIR's build run as a received capture's: its builds then execute a private copy (stageTrustedBuild), and only build.sh (no faster build that runs commands read from the folder). */
+export function runsTrustedCopy(dir: string): boolean {
+  try {
+    return approved.has(realpathSync(dir));
+  } catch {
+    return false;
+  }
+}
+
+/** `--trust=DIGEST` as the user may type it: with or without `sha256:`, any case. */
+function normalDigest(d: string): string {
+  return d.trim().toLowerCase().replace(/^sha256:/, "");
+}
+
+/**
+ * Before validate (or the watch, tune, profile --build, check --rebuild) runs a received capture's
+ * build: it runs only when the record says the user trusted this folder with these files (the
+ * digest of WhatRuns), or `trust` says so now, then recorded (unless `o.remember` is false:
+ * check's temp folder of an unpacked archive is gone after its check).
+ *  - `trust` a string (`--trust=DIGEST`): the digest the refusal showed; a different current digest
+ *    is refused (E_TRUST_CHANGED: the files changed since they were shown).
+ *  - `trust` true (plain `--trust`): runs what is read now and says its digest; refused
+ *    (E_UNTRUSTED) when another user owns or every user can write the folder or a file of it (they
+ *    could change the files between the user's reading and --trust): --trust=DIGEST there.
+ * Otherwise the build is refused, and every file it would execute shown (escaped) with the one
+ * digest: printed to stderr above the error, or with `o.inMessage` (validate --confine: kerncap
+ * mcp, whose agent reads the error document, not stderr) carried in the error's message (at most
+ * BUILD_SH_IN_MESSAGE bytes of the files). A capture made here passes without a word.
+ * A build let run is remembered for this process: buildReproducer and tune execute a private copy
+ * of the files, read again and held to the same digest (stageTrustedBuild).
+ * `o.command`: the command line to run again with --trust, for the hint (default `kerncap validate DIR`).
+ * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
+ *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
+ */
+export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: { remember?: boolean; command?: string; inMessage?: boolean } = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
-  const runs = whatRuns(dirArg, m);
+  const runs = readWhatRuns(dirArg, m.kernel.frontend ?? "");
   if (!runs) return; // nothing of the capture runs: the build's own error (E_NO_REPRODUCER) says so
-  const key = trustKey(dirArg, runs.hash);
+  const key = trustKey(dirArg, runs.digest);
   const state = stateDir();
   const records = state ? readRecords(state) : [];
-  if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs)) return;
-  if (!trust) {
-    const command = `${o.command ?? `kerncap validate ${dirArg}`} --trust`;
-    const script = runs.script ?? Buffer.from("(no build.sh)\n");
-    // a Triton capture's compile runs pinned.json's interpreter on repro.py: both are what the user trusts
-    const interp = runs.pinned ? `\n──── the interpreter pinned.json names (run with ${runs.repro ? "the folder's" : "kerncap's"} repro.py) ────\n${shownScript(Buffer.from(runs.interpreter ?? "(none named: the capture's Python)"))}\n` : "";
+  const approve = () => approved.set(key.dir, { digest: runs.digest, frontend: runs.frontend });
+  const base = o.command ?? `kerncap validate ${dirArg}`;
+  const names = runs.files.map((f) => f.name).join(", ");
+  const show = () => {
+    if (!o.inMessage) process.stderr.write(`──── ${key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownFiles(runs)}${shownInterpreter(runs)}`);
+  };
+  if (typeof trust === "string") {
+    if (normalDigest(trust) !== runs.digest) {
+      show();
+      throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs (${names}) changed since they were shown: their digest is now ${runs.digest}, --trust gave ${trust}`, {
+        hint: `Nothing was run. Read the files again (printed above); if you trust them, run ${base} --trust=${runs.digest}.`,
+      });
+    }
+  } else if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs)) {
+    approve();
+    return;
+  } else if (!trust) {
+    const command = `${base} --trust=${runs.digest}`;
     if (o.inMessage) {
-      const cut = script.length > BUILD_SH_IN_MESSAGE;
-      const shown = shownScript(script.subarray(0, BUILD_SH_IN_MESSAGE));
       throw new KerncapError(
         "E_UNTRUSTED",
-        `${dirArg} is a received capture (${why}): its build.sh (${key.dir}/build.sh, ${script.length} bytes, sha256 ${sha256(script)}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
-          `──── build.sh ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}${cut ? `… (${script.length - BUILD_SH_IN_MESSAGE} bytes more: read_file build.sh reads it whole)\n` : ""}──── end of build.sh ────${interp}`,
-        { hint: `Show build.sh${runs.pinned ? ", pinned.json" : ""} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.` },
+        `${dirArg} is a received capture (${why}): what its build runs (${names} in ${key.dir}; sha256 ${runs.digest}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
+          `${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
+        { hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.` },
       );
     }
-    const shown = shownScript(script);
-    process.stderr.write(`──── ${key.dir}/build.sh (the build kerncap would run) ────\n${shown}${shown.endsWith("\n") ? "" : "\n"}──── end of build.sh ────\n${interp}`);
-    throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): its build.sh${runs.pinned ? " and the interpreter pinned.json names" : ""} (printed above) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
-      hint: `Read build.sh${runs.pinned ? ", pinned.json" : ""} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
+    show();
+    throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? ", the interpreter pinned.json names" : ""}: printed above, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
+      hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
     });
+  } else {
+    const theirs = notYours(dirArg);
+    if (theirs) {
+      show();
+      throw new KerncapError("E_UNTRUSTED", `${dirArg}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`, {
+        hint: `Read them (printed above, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
+      });
+    }
   }
+  approve();
+  log.info(`trusted ${key.dir}'s build: ${names} (sha256 ${runs.digest})`);
   if (o.remember === false) return;
   if (!state) {
     log.warn("--trust: the state folder (~/.local/state/kerncap) is not yours alone or cannot be written: the trust is not remembered");
     return;
   }
   remember(state, records, key);
-  log.info(`trusted ${key.dir}'s build (sha256 ${key.runs!.slice(0, 12)}… of build.sh${runs.pinned ? ", pinned.json" : ""}): recorded in ${join(state, TRUST_FILE)}`);
+  log.info(`recorded in ${join(state, TRUST_FILE)}`);
 }
 
-const sha256 = (b: Buffer) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
+/** A private copy of the files a trusted build runs (stageTrustedBuild). */
+export interface StagedBuild {
+  /** The private folder: a fresh mkdtemp folder (0700, the user's), with the trusted files written O_EXCL and links to the capture's other entries. */
+  folder: string;
+  /** The capture folder's real path (the links' target). */
+  dir: string;
+  /** The digest of the files copied (for a received capture, the one the gate approved). */
+  digest: string;
+  /** `text` with the private folder's path read as the capture folder's (the build's messages, the module it printed). */
+  unstage(text: string): string;
+  /** Remove the private folder (the links only, never what they point at). */
+  dispose(): void;
+}
+
+/** Whether a shell may read path `p` unquoted as one plain word: `/`-separated parts of letters, digits and `._+-`. */
+const plainPath = (p: string) => p.split("/").every((part) => /^[A-Za-z0-9._+-]*$/.test(part));
+
+/**
+ * For a capture the trust gate let run in this process (requireTrustedBuild): read what runs once
+ * more, hold it to the approved digest, and write those bytes into a private folder that no one
+ * else can write (mkdtemp: a fresh 0700 folder of the user's; each file created O_EXCL|O_NOFOLLOW).
+ * The build then executes that copy: a file of the capture replaced or rewritten after this read
+ * (while the compiler runs) is never executed. The private folder mirrors the capture folder:
+ * every other top-level entry (src/ with the sources the compiler reads, build/ where outputs go)
+ * is a symbolic link to the capture's, except a Triton capture's src/, which holds only the
+ * trusted kernel file (repro.py imports it from there).
+ * A capture made here whose folder's path is not plain (letters, digits, `._+-`) is staged the same
+ * way, without a digest to hold it to: nvcc pastes the source's absolute path (from its working
+ * folder) into the shell lines it runs, so the build works from the private folder's plain name.
+ * @returns undefined for a capture made here in a plainly named folder (its build runs in place)
+ * @throws KerncapError E_TRUST_CHANGED (exit 2) when the files changed since the gate read them
+ */
+export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
+  let real: string;
+  try {
+    real = realpathSync(dirArg);
+  } catch {
+    return undefined;
+  }
+  const ok = approved.get(real);
+  // a capture of the user's own in a folder whose path is not plain (the user renamed it `cap$(id>X)`):
+  // nvcc pastes the source's absolute path into sh -c lines, so it builds from the private folder's plain path too
+  if (!ok && plainPath(real)) return undefined;
+  const runs = readWhatRuns(real, ok?.frontend ?? "");
+  if (!runs) return undefined;
+  if (ok && runs.digest !== ok.digest) {
+    throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs changed since they were trusted (digest ${ok.digest}, now ${runs.digest}); nothing was run`, {
+      hint: "Someone changed build.sh, pinned.json, repro.py or the Triton kernel file meanwhile. Run the command again without --trust to see them, then trust the digest it shows.",
+    });
+  }
+  mkdirInCapture(real, "build"); // outputs go through the link into the capture's build/
+  const folder = mkdtempSync(join(tmpdir(), "kerncap-run-"));
+  try {
+    const st = lstatSync(folder);
+    const uid = process.geteuid?.();
+    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o077) throw new Error(`mkdtemp made ${folder} with mode ${(st.mode & 0o7777).toString(8)}`);
+    const copied = new Set<string>();
+    for (const f of runs.files) {
+      const parts = f.name.split("/");
+      copied.add(parts[0]!);
+      for (let i = 1; i < parts.length; i++) {
+        const d = join(folder, ...parts.slice(0, i));
+        try {
+          mkdirSync(d, { mode: 0o700 });
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+        }
+      }
+      const fd = openSync(join(folder, ...parts), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, f.name === "build.sh" ? 0o700 : 0o600);
+      try {
+        writeSync(fd, f.bytes);
+      } finally {
+        closeSync(fd);
+      }
+    }
+    for (const name of readdirSync(real)) if (!copied.has(name)) symlinkSync(join(real, name), join(folder, name));
+  } catch (e) {
+    rmSync(folder, { recursive: true, force: true });
+    throw e;
+  }
+  return {
+    folder,
+    dir: real,
+    digest: runs.digest,
+    unstage: (text) => text.split(folder).join(real),
+    dispose: () => rmSync(folder, { recursive: true, force: true }),
+  };
+}
 
 /**
  * Record DIR's build.sh as trusted without asking: for a folder kerncap wrote from its own files
@@ -269,27 +489,27 @@ const sha256 = (b: Buffer) => new Bun.CryptoHasher("sha256").update(b).digest("h
  * validate asks, as for any received capture).
  */
 export function trustOwnBuild(dir: string, m: Manifest): void {
-  const runs = whatRuns(dir, m);
+  const runs = readWhatRuns(dir, m.kernel.frontend ?? "");
   const state = stateDir();
   if (!runs || !state) return;
-  remember(state, readRecords(state), trustKey(dir, runs.hash));
+  remember(state, readRecords(state), trustKey(dir, runs.digest));
 }
 
 /**
  * Whether the user's trust record holds DIR with exactly the bytes a rebuild of it would run now
- * (whatRuns): what `--trust` on the command line, or trustOwnBuild, recorded. A confined build
+ * (readWhatRuns): what `--trust` on the command line, or trustOwnBuild, recorded. A confined build
  * (src/format/rendered.ts) runs a build.sh kerncap did not write only then. False when nothing of
  * the capture runs or the state folder is unusable.
  */
 export function trustRecorded(dir: string, m: Manifest): boolean {
-  const runs = whatRuns(dir, m);
+  const runs = readWhatRuns(dir, m.kernel.frontend ?? "");
   const state = stateDir();
   if (!runs || !state) return false;
-  const key = trustKey(dir, runs.hash);
+  const key = trustKey(dir, runs.digest);
   return readRecords(state).some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs);
 }
 
-/** What a trust record is keyed by: the folder's real path, device and inode, and the SHA-256 of what runs (whatRuns). */
+/** What a trust record is keyed by: the folder's real path, device and inode, and the digest of what runs (WhatRuns). */
 function trustKey(dir: string, runs: string): Omit<TrustRecord, "at"> {
   const st = statSync(dir);
   return { dir: realpathSync(dir), dev: st.dev, ino: st.ino, runs };

@@ -13,6 +13,7 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
+import { stageTrustedBuild } from "../format/trust.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
@@ -135,6 +136,17 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   assertRebuildWritable(dir);
+  // a received capture the trust gate let run: a private copy of the bytes it approved (src/format/trust.ts)
+  const staged = stageTrustedBuild(dir);
+  try {
+    return await runBuildSh(dir, staged ? join(staged.folder, "build.sh") : script, staged?.unstage ?? ((t) => t), o);
+  } finally {
+    staged?.dispose();
+  }
+}
+
+/** buildReproducer's run of `script` (the capture's build.sh, or the private copy of a trusted one) with cwd DIR; `unstage` reads the private folder's path in its output as DIR. */
+async function runBuildSh(dir: string, script: string, unstage: (text: string) => string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
   const t0 = performance.now();
   const env = reproducerBuildEnv({ force: o.force, targetArch: o.targetArch });
   if (o.extraFlags?.length) env.EXTRA_FLAGS = [env.EXTRA_FLAGS, ...o.extraFlags].filter(Boolean).join(" ");
@@ -147,12 +159,15 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one
     env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${depsFile === DEPS_FILE ? CONFINE_FLAGS : `-MD -MF ${depsFile}`}`.trim();
   }
+  // relative to DIR where it lies inside (cwd): nvcc runs its steps through a shell, so the capture folder's own name stays off its command line
+  const outRel = out0 === undefined ? undefined : relative(dir, out0);
+  const outArg = out0 === undefined ? [] : [outRel && !outRel.startsWith("..") && !isAbsolute(outRel) ? outRel : out0];
   // confined: the agent's edit may make the compiler read a device (`#include "/dev/zero"` took
   // 21 GB of RAM before the dependency list could refuse it), so the build gets a data-size
   // limit (RLIMIT_DATA counts anonymous mmaps since Linux 4.7) and a wall-clock limit
-  const outArg = out0 ? [out0] : [];
   const argv = o.confine ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg] : ["bash", script, ...outArg];
-  const { out, err, code } = await runBuildCommand(argv, dir, env, o.signal);
+  const ran = await runBuildCommand(argv, dir, env, o.signal);
+  const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
   if (o.confine && code === 124) {
     throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, { hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit." });
   }
@@ -160,7 +175,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {
     const deps = readInCapture(dir, depsFile, 16 << 20);
-    const outside = deps ? outsideReads(dir, o.confine, deps.toString("utf8")) : [];
+    const outside = deps ? outsideReads(dir, o.confine, unstage(deps.toString("utf8"))) : [];
     if (outside.length) throw confinedError(outside);
     if (code !== 0) {
       const shown = captureDiagnostics(dir, `${err}\n${out}`);

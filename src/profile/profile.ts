@@ -40,7 +40,7 @@ export interface ProfileOptions {
   /** Build even when the toolchain differs from the capture's (Triton version). */
   force?: boolean;
   /** --trust: with `build`, run a received capture's build.sh (src/format/trust.ts). */
-  trust?: boolean;
+  trust?: boolean | string;
   /** --confine (kerncap mcp): with `build`, the rebuild is validate --confine's (build.sh alone, reading nothing outside the capture, its source root and the toolchain); a Triton capture's only with `trust`. */
   confine?: boolean;
   quiet?: boolean;
@@ -129,7 +129,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",
       });
     }
-    requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap profile ${dir} --build` });
+    requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap profile ${dir} --build` });
     const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false, ...(o.confine ? { confine: m } : {}) }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;

@@ -35,6 +35,7 @@ import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertRebuildWritable, buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
+import { runsTrustedCopy } from "../format/trust.ts";
 import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
@@ -134,7 +135,8 @@ export class Rebuilder {
     private readonly o: RebuilderOptions,
   ) {
     this.dir = resolve(dir); // build.sh runs inside the folder
-    this.fast = o.fullBuild || o.targetArch || o.confine ? undefined : fe.fastBuild;
+    // a received capture's build runs the private copy of what was trusted: build.sh only (the fast build runs build.sh --dryrun and its plan from the folder)
+    this.fast = o.fullBuild || o.targetArch || o.confine || runsTrustedCopy(this.dir) ? undefined : fe.fastBuild;
     if (this.fast) this.work = o.watch ? mkdtempSync(join(tmpdir(), "kerncap-fast-")) : join(this.dir, PRUNED_DIR);
     if (this.fast && o.watch) this.series = this.fast.series();
   }

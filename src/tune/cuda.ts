@@ -110,7 +110,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
       hint: "Capture with the kernel's source available (--source-root, --compile-commands).",
     });
   }
-  requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap tune ${dir}` });
+  requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
   if (m.fault) throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, { hint: "Replay it (kerncap replay) to reproduce the fault." });
   const plain: CudaConfig = { defines: {}, flags: [] };
   const configs = [plain, ...swept.filter((c) => cudaConfigKey(c) !== cudaConfigKey(plain))];

@@ -23,7 +23,7 @@ export interface TuneRunOptions {
   /** Parallel builds or compiles (default: the CPU count). */
   jobs?: number;
   /** --trust: tune a received capture (its build runs: src/format/trust.ts). */
-  trust?: boolean;
+  trust?: boolean | string;
 }
 
 /** One config: constexpr values by name, and the compile options it sets (absent: the captured one). */

@@ -21,7 +21,7 @@ import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
 import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
-import { requireTrustedBuild } from "../format/trust.ts";
+import { requireTrustedBuild, stageTrustedBuild } from "../format/trust.ts";
 import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
 import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
 
@@ -117,8 +117,20 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   const m: Manifest = capture.manifest;
   if (frontendOf(m) !== tritonFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
   // each config's compile imports the capture's Python under src/ with pinned.json's interpreter: code, as validate's build is
-  requireTrustedBuild(dir, m, Boolean(o.trust), { command: `kerncap tune ${dir}` });
-  const pinned = readInCapture(dir, "pinned.json", MANIFEST_MAX_BYTES);
+  requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
+  // a received capture: repro.py compiles from a private copy of the pinned.json and kernel file that were trusted (src/format/trust.ts)
+  const staged = stageTrustedBuild(dir);
+  try {
+    return await tuneFrom(dir, staged?.folder ?? dir, staged?.unstage ?? ((t) => t), capture, o);
+  } finally {
+    staged?.dispose();
+  }
+}
+
+/** tuneTriton's work once trusted: repro.py reads pinned.json and the kernel file from `from` (DIR, or the private copy of a trusted one); `unstage` reads that copy's path in messages as DIR. */
+async function tuneFrom(dir: string, from: string, unstage: (text: string) => string, capture: ReturnType<typeof openCapture>, o: TuneOptions): Promise<TuneResult> {
+  const m: Manifest = capture.manifest;
+  const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);
   if (!pinned) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
   const pin = JSON.parse(pinned.toString("utf8")) as Pinned;
   const base = capturedConfig(pin);
@@ -154,9 +166,9 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   const worker = async () => {
     for (let i = next++; i < unique.length; i = next++) {
       const out = join(work, `${i}.cubin`);
-      const r = await runBuildCommand([py, script, "--dir", dir, "--config", JSON.stringify(unique[i]), "--out", out], dir, env);
+      const r = await runBuildCommand([py, script, "--dir", from, "--config", JSON.stringify(unique[i]), "--out", out], dir, env);
       if (r.code !== 0 || !existsSync(out + ".json")) {
-        built[i] = { error: (r.err || r.out).trim().split("\n").slice(-3).join(" / ") || `exit ${r.code}` };
+        built[i] = { error: unstage((r.err || r.out).trim().split("\n").slice(-3).join(" / ")) || `exit ${r.code}` };
         continue;
       }
       const md = JSON.parse(readFileSync(out + ".json", "utf8")) as { shared: number; num_warps: number };

@@ -325,7 +325,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" };
     writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
     writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "src/evil", kernelFile: "k.py" }));
-    const err = captureStderr(() => expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(/received capture .* its build.sh and the interpreter pinned.json names/));
+    const err = captureStderr(() => expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(/received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above, sha256 [0-9a-f]{64}\)/));
     expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\nsrc/evil\n");
     requireTrustedBuild(dir, readManifest(dir), true); // trusted, remembered
     expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow();
@@ -411,11 +411,11 @@ describe("received captures: build.sh runs only after --trust", () => {
     const v = await c.callTool({ name: "validate", arguments: { dir } });
     expect(doc(v).error.code).toBe("E_UNTRUSTED");
     expect(doc(v).error.hint).toContain("--trust-builds");
-    // the agent sees the error document, not kerncap's stderr: build.sh is in the message, with its path and SHA-256
+    // the agent sees the error document, not kerncap's stderr: build.sh is in the message, with its folder, size and SHA-256, and the digest to trust
     const script = readFileSync(join(dir, "build.sh"));
     expect(doc(v).error.message).not.toContain("printed above");
-    expect(doc(v).error.message).toContain(`${realpathSync(dir)}/build.sh, ${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}`);
-    expect(doc(v).error.message).toContain(`──── build.sh ────\n${script.toString("utf8")}──── end of build.sh ────`);
+    expect(doc(v).error.message).toMatch(new RegExp(`what its build runs \\(build.sh in ${realpathSync(dir)}; sha256 [0-9a-f]{64}; below\\)`));
+    expect(doc(v).error.message).toContain(`──── build.sh (${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}) ────\n${script.toString("utf8")}──── end of build.sh ────`);
     expect((v.content as { text: string }[])[0]!.text).toContain('echo ran >\\"$here/build/ran\\"');
     expect(existsSync(join(dir, "build/ran"))).toBe(false);
     await c.close();

@@ -4,7 +4,9 @@
  * dependency list through EXTRA_FLAGS, build.sh only) still matches; an edit that includes a file
  * outside the capture is refused without its content; a build.sh changed after capture is refused
  * by a confined validate (E_NOT_RENDERED); the same capture packed and unpacked is
- * received: validate prints build.sh and refuses until --trust, which is then remembered.
+ * received: validate prints build.sh and refuses until --trust, which is then remembered;
+ * --trust=DIGEST runs the digest shown and refuses a changed build.sh; a capture folder renamed
+ * `cap$(id>X)` validates with its stock build.sh and runs nothing.
  *
  * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, the
  * kerncap binary or nvcc.
@@ -67,5 +69,28 @@ describe.skipIf(SKIP)("trust and confinement on a real reproducer", () => {
     expect(json(trusted).verdict).toBe("match");
     const again = kc(["validate", got, "--json"]);
     expect(again.code, again.stderr).toBe(0);
+
+    // --trust=DIGEST on a real reproducer: the digest the refusal showed runs (from a private copy); a changed build.sh is refused
+    const got2 = join(WORK, "got2");
+    expect(kc(["unpack", zip, "-o", got2]).code).toBe(0);
+    const shown = kc(["validate", got2, "--json"]);
+    const digest = /sha256 ([0-9a-f]{64})/.exec(json(shown).error.message)?.[1];
+    expect(digest, json(shown).error.message).toBeDefined();
+    const byDigest = kc(["validate", got2, `--trust=${digest}`, "--json"]);
+    expect(byDigest.code, byDigest.stderr).toBe(0);
+    expect(json(byDigest).verdict).toBe("match");
+    writeFileSync(join(got2, "build.sh"), readFileSync(join(got2, "build.sh"), "utf8") + "touch changed\n");
+    const altered = kc(["validate", got2, `--trust=${digest}`, "--json"]);
+    expect(altered.code).toBe(2);
+    expect(json(altered).error.code).toBe("E_TRUST_CHANGED");
+    expect(existsSync(join(got2, "changed"))).toBe(false);
+
+    // a capture folder renamed cap$(id>X): its stock build.sh rebuilds it (nvcc runs its steps through sh) and runs nothing
+    const odd = join(WORK, "cap$(id>X)");
+    expect(run(["cp", "-r", out, odd], { cwd: WORK }).code).toBe(0);
+    const o = kc(["validate", odd, "--json"]);
+    expect(o.code, o.stderr + o.stdout).toBe(0);
+    expect(json(o).verdict).toBe("match");
+    for (const d of [WORK, odd]) expect(existsSync(join(d, "X"))).toBe(false);
   }, 240_000);
 });

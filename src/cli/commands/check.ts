@@ -84,6 +84,8 @@ export default defineCommand({
         trust: Boolean(args.trust),
         tolerance: toleranceOptions(args, rawArgs),
       };
+      // one digest names one capture's files: check's --trust is plain (each capture's build is read once, hashed and run from a private copy)
+      if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--"))) throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", { hint: "Trust each capture with kerncap validate DIR --trust=DIGEST, or pass plain --trust to check." });
       for (const k of ["force", "trust"] as const) if (settings[k] && !settings.rebuild) throw new KerncapError("E_USAGE", `--${k} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${k} out.` });
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       report = await runCheck({

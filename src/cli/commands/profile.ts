@@ -6,7 +6,7 @@
  */
 import { defineCommand } from "citty";
 import { describeProfile, profileCapture } from "../../profile/profile.ts";
-import { appArgv, dirArg, intArg, jsonArg, printJson, verboseArg, printText } from "../args.ts";
+import { appArgv, dirArg, intArg, jsonArg, printJson, trustArg, verboseArg, printText } from "../args.ts";
 
 export default defineCommand({
   meta: { name: "profile", description: "Nsight Compute on the replayed launch only (no application): report in DIR/profile/, key figures printed" },
@@ -17,14 +17,14 @@ export default defineCommand({
     nsys: { type: "boolean", description: "Nsight Systems timeline of the replay instead (DIR/profile/NAME.nsys-rep)", default: false },
     iters: { type: "string", description: "With --nsys: timed launches of the replay", default: "10" },
     force: { type: "boolean", alias: ["f"], description: "With --build: rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
-    trust: { type: "boolean", description: "With --build: run the build.sh of a received capture (unpacked, or made on another host) after you read it, as validate --trust does (docs/security.md)", default: false },
+    trust: { type: "boolean", description: "With --build: run the build of a received capture (unpacked, or made on another host) after you read it, as validate --trust does; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)", default: false },
     confine: { type: "boolean", description: "With --build: what kerncap mcp's profile uses, the rebuild of validate --confine (build.sh alone, reading nothing outside the capture, its source root and the toolchain)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
     const iters = intArg("iters", args.iters, 10, 100_000);
-    const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args.force), trust: Boolean(args.trust), confine: Boolean(args.confine), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
+    const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args.force), trust: trustArg(args.trust, rawArgs), confine: Boolean(args.confine), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
     if (args.json) printJson("profile", r);
     else printText(describeProfile(r) + "\n");
     return 0;

@@ -12,7 +12,7 @@ import { tuneCapture } from "../../tune/tune.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
-import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, verboseArg, printText } from "../args.ts";
+import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, trustArg, verboseArg, printText } from "../args.ts";
 
 /** The text of a tune: the table, its errors and notes, the winner and the line to paste. */
 export function describeTune(r: TuneResult<unknown>): string {
@@ -40,7 +40,7 @@ export default defineCommand({
     iters: { type: "string", description: "Timed rounds, one launch of every config each", default: "20" },
     jobs: { type: "string", description: "Parallel compiles (default: the CPU count)" },
     "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch", default: false },
-    trust: { type: "boolean", description: "Tune a received capture (unpacked, or made on another host): its build (build.sh, the kernel's Python) runs, as validate --trust runs it (docs/security.md)", default: false },
+    trust: { type: "boolean", description: "Tune a received capture (unpacked, or made on another host): its build (build.sh, the kernel's Python) runs, as validate --trust runs it; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)", default: false },
     confine: { type: "boolean", description: "What kerncap mcp's tune uses: CUDA builds read nothing outside the capture, its source root and the toolchain (as validate --confine); a Triton capture only with --trust", default: false },
     atol: { type: "string", description: "Absolute tolerance per element against the app's after state", default: "0" },
     rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
@@ -62,7 +62,7 @@ export default defineCommand({
       flushL2: Boolean(args["flush-l2"]),
       atol: floatArg("atol", args.atol),
       rtol: floatArg("rtol", args.rtol),
-      trust: Boolean(args.trust),
+      trust: trustArg(args.trust, rawArgs),
       confine: Boolean(args.confine),
     };
     return withAslrRetry(async () => {

@@ -17,13 +17,14 @@ import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { frontendOf } from "../../frontends/index.ts";
-import { requireTrustedBuild } from "../../format/trust.ts";
+import { requireTrustedBuild, runsTrustedCopy } from "../../format/trust.ts";
 import { requireRenderedBuild, trustChangedBuild } from "../../format/rendered.ts";
 import { validateOnce } from "../../rebuild/validate.ts";
 import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { dirArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText } from "../args.ts";
+import { assertRebuildWritable } from "../../frontends/build.ts";
+import { dirArg, trustArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText } from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
 export default defineCommand({
@@ -34,7 +35,7 @@ export default defineCommand({
     ...toleranceArgs,
     force: { type: "boolean", alias: ["f"], description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
     watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
-    trust: { type: "boolean", description: "Run the build.sh of a received capture (unpacked, or made on another host) after you read it; remembered for that folder and build.sh (docs/security.md)", default: false },
+    trust: { type: "boolean", description: "Run the build of a received capture (unpacked, made on another host, or another user's folder) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)", default: false },
     confine: { type: "boolean", description: "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)", default: false },
     "full-build": { type: "boolean", description: "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)", default: false },
     ...jsonArg,
@@ -49,8 +50,9 @@ export default defineCommand({
     const tol = toleranceOptions(args, rawArgs);
     checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
     const confine = Boolean(args.confine);
+    const trust = trustArg(args.trust, rawArgs);
     if (confine && args.watch) throw new KerncapError("E_USAGE", "--confine and --watch do not go together", { hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch." });
-    if (confine && frontendOf(m).buildRunsSource && !args.trust) {
+    if (confine && frontendOf(m).buildRunsSource && !trust) {
       throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`, {
         hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
       });
@@ -58,9 +60,11 @@ export default defineCommand({
     // confined (kerncap mcp): only the build kerncap wrote, or one the user trusted on the command line, before anything runs
     if (confine) requireRenderedBuild(dir, m);
     // a received capture's build.sh: shown and refused without --trust (confined, kerncap mcp: in the error itself, which is what its agent reads)
-    requireTrustedBuild(dir, m, Boolean(args.trust), { inMessage: confine });
+    assertRebuildWritable(dir); // a folder this user may not write: said before the trust question
+    requireTrustedBuild(dir, m, trust, { inMessage: confine });
     // --trust on the command line of a build.sh kerncap did not write: remembered, so that kerncap mcp runs it too
-    if (!confine && args.trust) trustChangedBuild(dir, m);
+    // (a received capture's was recorded above, with the digest the user approved, not read again)
+    if (!confine && trust && !runsTrustedCopy(dir)) trustChangedBuild(dir, m);
     const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work

@@ -196,7 +196,7 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
   const script = join(dir, "build.sh");
   const text = readFileSync(script, "utf8");
   const files = [script, join(dir, "build", "slice-failed.sha256")];
-  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
+  for (const m of text.matchAll(/^(?:tu|slice)="(?:\$here\/)?(.*)"$/gm)) files.push(join(dir, m[1]!));
   const st = (f: string) => { try { const s = statSync(f, { bigint: true }); return `${s.size}:${s.mtimeNs}`; } catch { return "-"; } };
   return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
 }
@@ -227,6 +227,9 @@ function readSources(srcArg: string): Map<string, string> {
   return out;
 }
 
+/** Whether the fast build's shell lines may hold path `p` unquoted: `/`-separated parts of letters, digits and `._+-`, none starting with `-`. */
+const shellSafePath = (p: string) => p.split("/").every((part) => part === "" || /^(?!-)[A-Za-z0-9._+-]+$/.test(part));
+
 /** nvcc's gcc -E with -dD (every #define and #undef in place: the macro table the next incremental preprocessing starts from). */
 const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
 
@@ -240,6 +243,8 @@ const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD "
  */
 export async function fastBuild(dirArg: string, work: string, o: { force: boolean; signal?: AbortSignal }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
   const dir = resolve(dirArg);
+  // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
+  for (const p of [dir, work]) if (!shellSafePath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
   mkdirSync(work, { recursive: true });
   const env = reproducerBuildEnv(o);
   const t0 = performance.now();

@@ -1,0 +1,269 @@
+/**
+ * The attack suite of "what runs is what was trusted" and "names are data" (docs/security.md), on
+ * the CPU: one test per attack, each run as an attacker would (another local user who can write
+ * the folder, a colleague's archive), each failing on the code before the trust digest, the
+ * private copy, the portable archive names and build.sh's relative nvcc paths.
+ *  - build.sh replaced between the E_UNTRUSTED refusal and `--trust=DIGEST`: refused (E_TRUST_CHANGED);
+ *  - build.sh rewritten in place while the compiler runs: the appended tail never runs;
+ *  - an archive whose root folder is `cap$(id>X)`: refused at unpack, no folder made; a capture
+ *    folder the user renamed so, built with kerncap's stock build.sh: nothing runs;
+ *  - a received Triton capture whose pinned.json names `../.notes/readme.py`: refused, nothing runs.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { runCommand } from "citty";
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { delimiter, join, resolve } from "node:path";
+import { commands } from "../../src/cli/main.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { packCapture, unpackArchive } from "../../src/format/archive.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import { requireTrustedBuild } from "../../src/format/trust.ts";
+import { buildReproducer } from "../../src/frontends/build.ts";
+import { templateEngine } from "../../src/frontends/templates.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const saved: Record<string, string | undefined> = {};
+beforeAll(() => {
+  // the trust record goes to a state folder of this test's own
+  for (const k of ["XDG_STATE_HOME", "PATH", "NVCC"]) saved[k] = process.env[k];
+  process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+});
+afterAll(() => {
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+});
+
+async function thrown(f: () => unknown): Promise<KerncapError> {
+  try {
+    await f();
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error("no error thrown");
+}
+
+/** Run `f` with process.stderr.write captured; @returns what it wrote and f's error. */
+async function quietly(f: () => unknown): Promise<{ err: string; e: KerncapError }> {
+  let err = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((c: string | Uint8Array) => ((err += typeof c === "string" ? c : new TextDecoder().decode(c)), true)) as typeof process.stderr.write;
+  try {
+    const e = await thrown(f);
+    return { err, e };
+  } finally {
+    process.stderr.write = orig;
+  }
+}
+
+/** A capture made in `made` (its build.sh `script`), packed and unpacked into ROOT/got: received. */
+async function received(root: string, script: string, more: (made: string) => void = () => {}): Promise<string> {
+  const made = join(root, "made");
+  await makeCapture(made);
+  mkdirSync(join(made, "src"));
+  writeFileSync(join(made, "src/kernel.cu"), "int k() { return 1; }\n");
+  writeFileSync(join(made, "build.sh"), script, { mode: 0o755 });
+  more(made);
+  const p = await packCapture(made, join(root, "cap.zip"));
+  return (await unpackArchive(p.archive, join(root, "got"))).dir;
+}
+
+/** A build.sh that marks that it ran and prints a module it made. */
+const HONEST = `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\necho ran >build/ran\n: >build/k.o\necho build/k.o\n`;
+
+/** A folder on PATH holding an executable `name` with `body`. */
+function fakeTool(name: string, body: string): string {
+  const bin = tempDir("kerncap-bin-");
+  writeFileSync(join(bin, name), `#!/usr/bin/env bash\n${body}`, { mode: 0o755 });
+  return bin;
+}
+
+describe("what runs is what was trusted", () => {
+  test("another user replaces build.sh between the refusal and --trust=DIGEST: refused (E_TRUST_CHANGED), the new script never runs; plain --trust is not enough in a folder every user can write", async () => {
+    const root = tempDir();
+    const marker = join(root, "attacker-ran");
+    const dir = await received(root, HONEST);
+    chmodSync(dir, 0o777); // a folder another local user can write (a shared /tmp hand-over)
+    const refused = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
+    expect(refused.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    const digest = /sha256 ([0-9a-f]{64})/.exec(refused.e.message)?.[1];
+    expect(digest).toBeDefined();
+    expect(refused.e.hint).toContain(`--trust=${digest}`);
+    // the attacker swaps build.sh after the user read it
+    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(marker)}\necho build/k.o\n`);
+    const changed = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, `--trust=${digest}`] }));
+    expect(changed.e).toMatchObject({ code: "E_TRUST_CHANGED", exitCode: 2 });
+    expect(changed.e.message).toContain("changed since they were shown");
+    expect(changed.err).toContain(`touch ${JSON.stringify(marker)}`); // shown again, for the user to read
+    // plain --trust would run whatever lies there now: refused where another user can write
+    const plain = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] }));
+    expect(plain.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    expect(plain.e.message).toContain("plain --trust is not enough");
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(dir, "build/ran"))).toBe(false);
+    // the digest of what lies there now runs exactly that
+    writeFileSync(join(dir, "build.sh"), HONEST);
+    await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, `--trust=${digest}`] }));
+    expect(existsSync(join(dir, "build/ran"))).toBe(true);
+    chmodSync(dir, 0o755);
+  }, 60_000);
+
+  test("build.sh rewritten in place while the compiler runs: the appended tail does not run (the build executes a private copy)", async () => {
+    const root = tempDir();
+    const started = join(root, "nvcc-started");
+    const marker = join(root, "tail-ran");
+    // nvcc that takes a while: bash reads a script as it goes, so a line appended meanwhile would run next
+    process.env.PATH = `${fakeTool("nvcc", `touch ${JSON.stringify(started)}\nsleep 3\n`)}${delimiter}${saved.PATH}`;
+    const dir = await received(root, `#!/usr/bin/env bash\nset -euo pipefail\nnvcc -cubin src/kernel.cu\nmkdir -p build\n: >build/k.o\necho build/k.o\n`);
+    requireTrustedBuild(dir, readManifest(dir), true); // the user read it and said --trust
+    const build = buildReproducer(dir, { quiet: true, force: false });
+    for (let i = 0; i < 200 && !existsSync(started); i++) await Bun.sleep(25);
+    expect(existsSync(started)).toBe(true);
+    appendFileSync(join(dir, "build.sh"), `touch ${JSON.stringify(marker)}\n`);
+    const b = await build;
+    expect(b.module).toBe(join(realpathSync(dir), "build/k.o"));
+    expect(existsSync(marker)).toBe(false);
+    // the next build reads the files again: changed since trusted, refused before it runs
+    expect((await thrown(() => buildReproducer(dir, { quiet: true, force: false }))).code).toBe("E_TRUST_CHANGED");
+    expect(existsSync(marker)).toBe(false);
+    process.env.PATH = saved.PATH;
+  }, 60_000);
+
+  test("the refusal of a received Triton capture shows every file its compile runs (build.sh, pinned.json, repro.py, the kernel file, the interpreter) and one digest; an edit of the kernel file changes it", async () => {
+    const root = tempDir();
+    const dir = await received(root, HONEST, (made) => {
+      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+      m.kernel.frontend = "triton";
+      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "/opt/py/bin/python3", kernelFile: "k.py" }));
+      writeFileSync(join(made, "src/k.py"), "import os  # the kernel's module: code that runs\n");
+    });
+    const { err, e } = await quietly(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` }));
+    expect(e.code).toBe("E_UNTRUSTED");
+    for (const name of ["build.sh", "pinned.json", "repro.py", "src/k.py"]) expect(err).toMatch(new RegExp(`──── ${name} \\(\\d+ bytes, sha256 [0-9a-f]{64}\\) ────\\n`));
+    expect(err).toContain("import os  # the kernel's module");
+    expect(err).toContain("──── the interpreter pinned.json names (run with the folder's repro.py) ────\n/opt/py/bin/python3\n");
+    const digest = /sha256 ([0-9a-f]{64})\)/.exec(e.message)?.[1];
+    expect(err).toContain(`what the build would run (sha256 ${digest})`);
+    expect(e.hint).toContain(`kerncap tune ${dir} --trust=${digest}`);
+    writeFileSync(join(dir, "src/k.py"), "import os; os.system('id')\n");
+    const changed = await quietly(() => requireTrustedBuild(dir, readManifest(dir), digest!));
+    expect(changed.e.code).toBe("E_TRUST_CHANGED");
+    // what --trust takes: a digest, or nothing
+    expect((await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust=yes"] }))).code).toBe("E_USAGE");
+    expect((await thrown(async () => runCommand(await commands.check(), { rawArgs: [dir, "--rebuild", `--trust=${digest}`] }))).code).toBe("E_USAGE");
+  }, 60_000);
+
+  test("a received Triton capture whose pinned.json kernelFile is ../.notes/readme.py: refused before anything runs", async () => {
+    const root = tempDir();
+    const marker = join(root, "readme-ran");
+    // a Triton stand-in: repro.py imports these before it imports the kernel file
+    const site = tempDir("kerncap-fake-triton-");
+    const pkg = join(site, "triton");
+    for (const d of ["", "backends", "compiler"]) mkdirSync(join(pkg, d), { recursive: true });
+    writeFileSync(join(pkg, "__init__.py"), "__version__ = '3.0.0'\nfrom . import language, backends, compiler\n");
+    writeFileSync(join(pkg, "language.py"), "");
+    writeFileSync(join(pkg, "backends/__init__.py"), "from . import compiler\n");
+    writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
+    writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
+    writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
+    const dir = await received(root, `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH=${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`, (made) => {
+      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+      m.kernel.frontend = "triton";
+      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "python3", tritonVersion: "3.0.0", kernelFile: "../.notes/readme.py", constexprs: [], signature: {}, attrs: [], options: {}, target: {}, kernelName: "k" }));
+      mkdirSync(join(made, ".notes"));
+      writeFileSync(join(made, ".notes/readme.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
+    });
+    const { e } = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] }));
+    expect(e).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
+    expect(e.message).toContain("../.notes/readme.py");
+    expect(e.message).toContain("runs only files under src/");
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(dir, "build"))).toBe(false);
+  }, 60_000);
+});
+
+/** kerncap's own CUDA build.sh (templates/cuda/build.sh.hbs) for src/k.cu with an include folder under src/, as a capture renders it. */
+function stockCudaBuildSh(): string {
+  const text = readFileSync(resolve(import.meta.dir, "../../templates/cuda/build.sh.hbs"), "utf8");
+  return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags: '-I"$here/src"/include', tuSource: "k.cu", compiledSource: "k.cu", sliceKind: "none" });
+}
+
+/** A stand-in for nvcc that runs its step as nvcc does: through `sh -c`, with the paths it was given and the source's absolute path (`--orig_src_path_name "/cwd/src/k.cu"`) pasted into the command line. */
+const SHELL_NVCC = `src= out=\nwhile [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2;; -*) shift;; *) src="$1"; shift;; esac; done\ncase "$src" in /*) abs="$src" ;; *) abs="$(pwd -P)/$src" ;; esac\nsh -c "cp \\"$abs\\" $out"\n`;
+
+describe("names are data", () => {
+  const HOSTILE = "cap$(id>X)";
+
+  test("an archive whose root folder is named cap$(id>X): unpack refuses it (exit 2, the name escaped), and makes no folder", async () => {
+    const root = tempDir();
+    const made = join(root, HOSTILE);
+    await makeCapture(made);
+    const p = await packCapture(made, join(root, "cap.zip"));
+    const out = join(root, "out");
+    mkdirSync(out);
+    const prev = process.cwd();
+    process.chdir(out);
+    let e: KerncapError;
+    try {
+      e = await thrown(() => unpackArchive(p.archive, undefined));
+    } finally {
+      process.chdir(prev);
+    }
+    expect(e).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+    expect(e.message).toContain(`root folder name "${HOSTILE}"`);
+    expect(readdirSync(out)).toEqual([]);
+    // an entry name with terminal controls: refused, escaped in the message, never raw
+    const esc = join(root, "esc");
+    await makeCapture(esc);
+    writeFileSync(join(esc, "note\u202e\u009b2J.txt"), "x"); // a bidi override, a C1 CSI
+    const q = await packCapture(esc, join(root, "esc.zip"));
+    const e2 = await thrown(() => unpackArchive(q.archive, join(out, "esc")));
+    expect(e2.code).toBe("E_ARCHIVE");
+    expect(e2.message).toContain("note\\u202e\\x9b2J.txt");
+    expect(e2.message).not.toMatch(/[\u202e\u009b]/);
+    expect(readdirSync(out)).toEqual([]);
+  }, 60_000);
+
+  test("a capture folder the user renamed cap$(id>X), built with kerncap's stock build.sh: nvcc never sees the name, nothing runs", async () => {
+    const root = tempDir();
+    const dir = join(root, HOSTILE);
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src/include"), { recursive: true });
+    writeFileSync(join(dir, "src/k.cu"), "__global__ void k(float* x) { x[0] = 1.0f; }\n");
+    writeFileSync(join(dir, "build.sh"), stockCudaBuildSh(), { mode: 0o755 });
+    process.env.NVCC = join(fakeTool("nvcc", SHELL_NVCC), "nvcc");
+    try {
+      const b = await buildReproducer(dir, { quiet: true, force: false });
+      expect(b.module).toBe(join(dir, "build/kernel.cubin"));
+      expect(readFileSync(b.module, "utf8")).toContain("__global__ void k");
+      // tune's builds pass their module's path: relative to the folder, off the compiler's command line too
+      const t = await buildReproducer(dir, { quiet: true, force: false, out: join(dir, "build/tune/cuda-0/kernel.cubin") });
+      expect(t.module).toBe(join(dir, "build/tune/cuda-0/kernel.cubin"));
+      // the same build.sh run by hand in that folder: it compiles from a plainly named temporary folder
+      const byHand = Bun.spawnSync(["bash", "./build.sh"], { cwd: dir, env: { ...process.env }, stdout: "pipe", stderr: "pipe" });
+      expect(byHand.exitCode, byHand.stderr.toString()).toBe(0);
+      expect(byHand.stdout.toString().trim()).toBe(join(dir, "build/kernel.cubin"));
+    } finally {
+      delete process.env.NVCC;
+    }
+    for (const d of [root, dir, process.cwd()]) expect(existsSync(join(d, "X"))).toBe(false);
+    // the real nvcc, where there is one (it runs its steps through sh)
+    const nvcc = Bun.which("nvcc");
+    if (nvcc) {
+      process.env.NVCC = nvcc;
+      try {
+        const b = await buildReproducer(dir, { quiet: true, force: false });
+        expect(existsSync(b.module)).toBe(true);
+      } finally {
+        delete process.env.NVCC;
+      }
+      for (const d of [root, dir, process.cwd()]) expect(existsSync(join(d, "X"))).toBe(false);
+    }
+  }, 120_000);
+});
