@@ -136,7 +136,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   assertRebuildWritable(dir);
-  // a received capture the trust gate let run: a private copy of the bytes it approved (src/format/trust.ts)
+  // a received capture the trust gate let run (or a folder whose path is not plain): a private copy of the bytes it approved (src/format/trust.ts)
   const staged = stageTrustedBuild(dir);
   try {
     return await runBuildSh(dir, staged ? join(staged.folder, "build.sh") : script, staged?.unstage ?? ((t) => t), o);

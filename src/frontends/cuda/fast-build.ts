@@ -196,7 +196,7 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
   const script = join(dir, "build.sh");
   const text = readFileSync(script, "utf8");
   const files = [script, join(dir, "build", "slice-failed.sha256")];
-  for (const m of text.matchAll(/^(?:tu|slice)="(?:\$here\/)?(.*)"$/gm)) files.push(join(dir, m[1]!));
+  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
   const st = (f: string) => { try { const s = statSync(f, { bigint: true }); return `${s.size}:${s.mtimeNs}`; } catch { return "-"; } };
   return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
 }
