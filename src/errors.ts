@@ -7,7 +7,8 @@
  * manifest, an archive or an MCP call that is malformed, leaves the folder, or names a link, a hard
  * link, a FIFO, a device: src/format/paths.ts; or a file kerncap writes that is a symbolic link:
  * src/util/write-file.ts), E_PACK_LINK (a link in a folder to pack),
- * E_UNTRUSTED (a received capture's build.sh without --trust: src/format/trust.ts), E_CONFINED (an
+ * E_UNTRUSTED (a received capture's build.sh without --trust: src/format/trust.ts), E_TRUST_CHANGED
+ * (--trust=DIGEST, or a build after it, found the files changed since they were shown), E_CONFINED (an
  * MCP build that read a file outside the capture: src/frontends/confine.ts), E_NESTED_CAPTURE (a
  * folder inside another capture given as a capture: src/format/capture-dir.ts assertNotNested),
  * E_NOT_SOURCE (an MCP edit_file of a file that is not one of the frontend's sources: src/mcp/server.ts).

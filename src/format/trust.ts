@@ -28,6 +28,7 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
 import { mkdirInCapture, readInCapture, relativePathProblem, writeInCapture } from "./paths.ts";
+import { isPlainPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 
@@ -407,9 +408,6 @@ export interface StagedBuild {
   dispose(): void;
 }
 
-/** Whether a shell may read path `p` unquoted as one plain word: `/`-separated parts of letters, digits and `._+-`. */
-const plainPath = (p: string) => p.split("/").every((part) => /^[A-Za-z0-9._+-]*$/.test(part));
-
 /**
  * For a capture the trust gate let run in this process (requireTrustedBuild): read what runs once
  * more, hold it to the approved digest, and write those bytes into a private folder that no one
@@ -435,7 +433,7 @@ export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
   const ok = approved.get(real);
   // a capture of the user's own in a folder whose path is not plain (the user renamed it `cap$(id>X)`):
   // nvcc pastes the source's absolute path into sh -c lines, so it builds from the private folder's plain path too
-  if (!ok && plainPath(real)) return undefined;
+  if (!ok && isPlainPath(real)) return undefined;
   const runs = readWhatRuns(real, ok?.frontend ?? "");
   if (!runs) return undefined;
   if (ok && runs.digest !== ok.digest) {

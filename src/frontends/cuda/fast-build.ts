@@ -20,6 +20,7 @@ import { writeFileAtomic } from "../../util/write-file.ts";
 import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
 import { reproducerBuildEnv } from "../../env.ts";
+import { isPlainPath } from "../../util/shell-quote.ts";
 import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
 import type { FastBuilt as FastBuiltBase } from "../frontend.ts";
@@ -227,9 +228,6 @@ function readSources(srcArg: string): Map<string, string> {
   return out;
 }
 
-/** Whether the fast build's shell lines may hold path `p` unquoted: `/`-separated parts of letters, digits and `._+-`, none starting with `-`. */
-const shellSafePath = (p: string) => p.split("/").every((part) => part === "" || /^(?!-)[A-Za-z0-9._+-]+$/.test(part));
-
 /** nvcc's gcc -E with -dD (every #define and #undef in place: the macro table the next incremental preprocessing starts from). */
 const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
 
@@ -244,7 +242,7 @@ const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD "
 export async function fastBuild(dirArg: string, work: string, o: { force: boolean; signal?: AbortSignal }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
   const dir = resolve(dirArg);
   // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
-  for (const p of [dir, work]) if (!shellSafePath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
+  for (const p of [dir, work]) if (!isPlainPath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
   mkdirSync(work, { recursive: true });
   const env = reproducerBuildEnv(o);
   const t0 = performance.now();
