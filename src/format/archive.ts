@@ -175,7 +175,8 @@ export const BUILD_DIR = "build";
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
- *   UTF-8, E_PACK_LINK naming a symbolic link, E_UNSAFE_PATH naming a hard link.
+ *   UTF-8 or not portable (unportableName: unpack refuses it), E_PACK_LINK naming a symbolic link,
+ *   E_UNSAFE_PATH naming a hard link.
  */
 function walk(dir: string): { files: string[]; dirs: string[] } {
   const out = { files: [] as string[], dirs: [] as string[] };
@@ -204,6 +205,8 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       }
       const r = rel ? `${rel}/${name}` : name;
       if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+      const why = unportableName(name);
+      if (why) throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, { hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again." });
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {
         throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${readlinkSync(join(dir, r))}): pack archives only the regular files inside the folder`, {
@@ -334,6 +337,8 @@ export async function packCapture(dirArg: string, outArg: string, opts: { force?
 async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
   const dir = resolve(dirArg);
+  const rootWhy = unportableName(basename(dir));
+  if (rootWhy) throw new KerncapError("E_PACK_NAME", `${dir}: the folder's name ${escapedForMessage(basename(dir))} ${rootWhy}, which kerncap unpack refuses as an archive's root`, { hint: "Copy or rename the folder to a name of letters, digits and ._+- (cp -r DIR plain-name), then pack that." });
   const m = readManifest(dir);
   verifyFiles(dir, m);
   verifyRegions(dir, m);

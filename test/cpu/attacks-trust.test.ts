@@ -15,12 +15,13 @@ import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, 
 import { delimiter, join, resolve } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { packCapture, unpackArchive } from "../../src/format/archive.ts";
+import { PACK_INDEX, packCapture, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { buildReproducer } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
+import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const saved: Record<string, string | undefined> = {};
 beforeAll(() => {
@@ -200,18 +201,34 @@ const SHELL_NVCC = `src= out=\nwhile [ $# -gt 0 ]; do case "$1" in -o) out="$2";
 describe("names are data", () => {
   const HOSTILE = "cap$(id>X)";
 
-  test("an archive whose root folder is named cap$(id>X): unpack refuses it (exit 2, the name escaped), and makes no folder", async () => {
-    const root = tempDir();
-    const made = join(root, HOSTILE);
-    await makeCapture(made);
-    const p = await packCapture(made, join(root, "cap.zip"));
-    const out = join(root, "out");
+  /**
+   * An archive as pack writes it for a capture holding note.txt, then with its root folder renamed
+   * `root` and note.txt renamed `note` in the index and the entries (kerncap pack refuses such names:
+   * an attacker writes the zip by hand).
+   */
+  async function craftedArchive(root: string, note = "note.txt"): Promise<{ dir: string; archive: string }> {
+    const dir = tempDir();
+    await makeCapture(join(dir, "cap"));
+    writeFileSync(join(dir, "cap/note.txt"), "x");
+    const p = await packCapture(join(dir, "cap"), join(dir, "cap.zip"));
+    const entries = readRawZip(p.archive);
+    const idx = JSON.parse(new TextDecoder().decode(Bun.inflateSync(entries[0]!.data as Uint8Array<ArrayBuffer>))) as PackIndex;
+    const rename = (n: string) => `${root}${n.slice("cap".length)}`.replace(/\/note\.txt$/, `/${note}`);
+    const files = idx.files.map((f) => ({ ...f, path: f.path === "note.txt" ? note : f.path, entry: rename(f.entry) }));
+    const archive = join(dir, "evil.zip");
+    writeFileSync(archive, rawZip([storedEntry(`${root}/${PACK_INDEX}`, JSON.stringify({ ...idx, root, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]));
+    return { dir, archive };
+  }
+
+  test("an archive whose root folder is named cap$(id>X): unpack refuses it (exit 2, the name escaped), and makes no folder; pack refuses such names too", async () => {
+    const a = await craftedArchive(HOSTILE);
+    const out = join(a.dir, "out");
     mkdirSync(out);
     const prev = process.cwd();
     process.chdir(out);
     let e: KerncapError;
     try {
-      e = await thrown(() => unpackArchive(p.archive, undefined));
+      e = await thrown(() => unpackArchive(a.archive, undefined));
     } finally {
       process.chdir(prev);
     }
@@ -219,15 +236,20 @@ describe("names are data", () => {
     expect(e.message).toContain(`root folder name "${HOSTILE}"`);
     expect(readdirSync(out)).toEqual([]);
     // an entry name with terminal controls: refused, escaped in the message, never raw
-    const esc = join(root, "esc");
-    await makeCapture(esc);
-    writeFileSync(join(esc, "note\u202e\u009b2J.txt"), "x"); // a bidi override, a C1 CSI
-    const q = await packCapture(esc, join(root, "esc.zip"));
-    const e2 = await thrown(() => unpackArchive(q.archive, join(out, "esc")));
-    expect(e2.code).toBe("E_ARCHIVE");
+    const b = await craftedArchive("cap", "note\u202e\u009b2J.txt"); // a bidi override, a C1 CSI
+    const e2 = await thrown(() => unpackArchive(b.archive, join(out, "esc")));
+    expect(e2).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
     expect(e2.message).toContain("note\\u202e\\x9b2J.txt");
     expect(e2.message).not.toMatch(/[\u202e\u009b]/);
     expect(readdirSync(out)).toEqual([]);
+    // the sender learns it at pack time
+    const named = join(a.dir, HOSTILE);
+    await makeCapture(named);
+    expect((await thrown(() => packCapture(named, join(a.dir, "named.zip")))).code).toBe("E_PACK_NAME");
+    const spaced = join(a.dir, "spaced");
+    await makeCapture(spaced);
+    writeFileSync(join(spaced, "my notes.txt"), "x");
+    expect((await thrown(() => packCapture(spaced, join(a.dir, "spaced.zip")))).message).toContain('"my notes.txt": the name holds a character outside');
   }, 60_000);
 
   test("a capture folder the user renamed cap$(id>X), built with kerncap's stock build.sh: nvcc never sees the name, nothing runs", async () => {
