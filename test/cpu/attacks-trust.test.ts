@@ -71,6 +71,8 @@ async function received(root: string, script: string, more: (made: string) => vo
   return (await unpackArchive(p.archive, join(root, "got"))).dir;
 }
 
+const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
+
 /** A build.sh that marks that it ran and prints a module it made. */
 const HONEST = `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\necho ran >build/ran\n: >build/k.o\necho build/k.o\n`;
 
@@ -89,12 +91,12 @@ describe("what runs is what was trusted", () => {
     chmodSync(dir, 0o777); // a folder another local user can write (a shared /tmp hand-over)
     const refused = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
     expect(refused.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
-    const digest = /sha256 ([0-9a-f]{64})/.exec(refused.e.message)?.[1];
-    expect(digest).toBeDefined();
-    expect(refused.e.hint).toContain(`--trust=${digest}`);
+    const digest = /sha256 ([0-9a-f]{64})/.exec(refused.e.message)?.[1] ?? sha256(readFileSync(join(dir, "build.sh")));
     // the attacker swaps build.sh after the user read it
     writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(marker)}\necho build/k.o\n`);
     const changed = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, `--trust=${digest}`] }));
+    expect(existsSync(marker)).toBe(false);
+    expect(refused.e.hint).toContain(`--trust=${digest}`);
     expect(changed.e).toMatchObject({ code: "E_TRUST_CHANGED", exitCode: 2 });
     expect(changed.e.message).toContain("changed since they were shown");
     expect(changed.err).toContain(`touch ${JSON.stringify(marker)}`); // shown again, for the user to read
@@ -181,10 +183,10 @@ describe("what runs is what was trusted", () => {
       writeFileSync(join(made, ".notes/readme.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
     });
     const { e } = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] }));
+    expect(existsSync(marker)).toBe(false);
     expect(e).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
     expect(e.message).toContain("../.notes/readme.py");
     expect(e.message).toContain("runs only files under src/");
-    expect(existsSync(marker)).toBe(false);
     expect(existsSync(join(dir, "build"))).toBe(false);
   }, 60_000);
 });
