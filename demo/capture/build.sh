@@ -8,10 +8,26 @@
 # the whole TU; when the slice does not build, the whole TU (and the slice is not tried again for
 # that text of the TU). Lines starting with "kerncap:" on stderr say which was compiled and why.
 #
-# Usage: ./build.sh [OUTPUT]   (default build/kernel.cubin). Prints the cubin's path last
+# Usage: ./build.sh [OUTPUT]   (default build/kernel.cubin; a relative OUTPUT is relative to this
+# folder). Prints the cubin's path last
 # (kerncap validate reads it). Environment: NVCC (default nvcc), EXTRA_FLAGS (appended).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# nvcc runs its steps through a shell, pasting in each path it is given and the source's absolute
+# path: they name a folder with a plain name, this one, or, when its path holds other characters
+# (a space, $, quotes…), a temporary folder linking to its src/ and build/ (the folder's own name
+# never reaches a command line)
+dir="$here"
+mkdir -p "$dir/build"
+case "$dir" in
+  *[!A-Za-z0-9._+/-]*)
+    here="$(mktemp -d)"
+    trap 'rm -rf "$here"' EXIT
+    ln -s "$dir/src" "$here/src"
+    ln -s "$dir/build" "$here/build"
+    ;;
+esac
+cd "$here"
 out="${1:-$here/build/kernel.cubin}"
 mkdir -p "$(dirname "$out")"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
@@ -22,8 +38,8 @@ compile() { # compile SOURCE OUTPUT
     "$1" -o "$2" >&2
 }
 cubin="$out"
-tu="$here/src/saxpy.cu"
-slice="$here/src/saxpy.kerncap-slice.cu"
+tu="$here/src/"saxpy.cu
+slice="$here/src/"saxpy.kerncap-slice.cu
 failed="$(dirname "$out")/slice-failed.sha256"
 have="$( (sha256sum <"$tu" || shasum -a 256 <"$tu") 2>/dev/null | cut -d' ' -f1 || true)"
 made="$(sed -n '1s/.* sha256=\([0-9a-f]*\).*/\1/p' "$slice" 2>/dev/null || true)"
@@ -46,4 +62,5 @@ if [ "$src" = "$slice" ]; then
 else
   compile "$tu" "$cubin"
 fi
-echo "$out"
+# the module's path last (in this folder, not the temporary one), as every reproducer's build.sh prints it
+echo "${out/#"$here"/"$dir"}"

@@ -79,6 +79,14 @@ describe("kerncap demo", () => {
     expect(statSync(join(dir, "build.sh")).mode & 0o111).toBe(0o111);
   });
 
+  test("the digests it records as rendered (build.sh) are those of its files: a confined build of the demo is never E_NOT_RENDERED", () => {
+    const m = JSON.parse(readFileSync(join(DEMO_CAPTURE, "kerncap.json"), "utf8")) as { rendered?: { path: string; sha256: string }[] };
+    expect(m.rendered?.length ?? 0).toBeGreaterThan(0);
+    for (const r of m.rendered ?? []) {
+      const actual = new Bun.CryptoHasher("sha256").update(readFileSync(join(DEMO_CAPTURE, r.path))).digest("hex");
+      expect(actual, `${r.path}: remake the demo with scripts/make-demo.ts`).toBe(r.sha256);
+    }
+  });
   test("a valid, intact capture whose device says it was generated, not captured; inspect --verify --json validates", async () => {
     const dir = await demo();
     const r = await cli(["inspect", dir, "--verify", "--json"]);
