@@ -27,7 +27,10 @@ mkdir -p c/build
 out=c/build/libkerncap_cuda.so
 units=(kerncap_cuda kc_graphs kc_capture kc_snapshot kc_out kc_cupti)
 common=$(sed -e 's/#.*//' c/common/units)
+# c/common/kc_glibc.h pins the glibc symbol versions (the library loads on glibc 2.17 and later);
+# libdl and libpthread stay DT_NEEDED, where the pinned dl*/pthread_* symbols live before glibc 2.34
 gcc -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
-  -Ic/build -Ic/cuda -Ic/common "${inc[@]}" -o "$out.tmp" $(printf "c/cuda/%s.c " "${units[@]}") $(printf "c/common/%s.c " $common) -ldl -lpthread
+  -include c/common/kc_glibc.h -Ic/build -Ic/cuda -Ic/common "${inc[@]}" -o "$out.tmp" $(printf "c/cuda/%s.c " "${units[@]}") $(printf "c/common/%s.c " $common) \
+  -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
 mv "$out.tmp" "$out"
 echo "build-c: $out"

@@ -19,7 +19,7 @@ common=()
 for u in $(sed -e 's/#.*//' "$root/c/common/units"); do common+=("$root/c/common/$u.c"); done
 "${CC:-gcc}" -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
   -Wno-missing-field-initializers \
-  -I"$inc" -I"$root/c/hsa" -I"$root/c/common" \
+  -include "$root/c/common/kc_glibc.h" -I"$inc" -I"$root/c/hsa" -I"$root/c/common" \
   -o "$root/c/build/libkerncap_hsa.so" "$root/c/hsa/kerncap_hsa.c" "${common[@]}" \
-  -ldl -lpthread
+  -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
 echo "build-hsa: built c/build/libkerncap_hsa.so"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The release artifacts, in dist/release/ (or $RELEASE_DIR):
-#   kerncap-VERSION-py3-none-manylinux_2_N_ARCH.whl   pip/uv/pipx install it: `kerncap` on PATH (scripts/build-wheel.py)
+#   kerncap-VERSION-py3-none-manylinux_2_17_ARCH.manylinux2014_ARCH.whl  pip/uv/pipx install it: `kerncap` on PATH (scripts/build-wheel.py)
 #   kerncap-VERSION-linux-ARCH.tar.xz                 the executable alone, in a folder of that name
 #   SHA256SUMS                                        `sha256sum -c SHA256SUMS` checks both
 # Builds dist/kerncap first (scripts/build.sh) unless KERNCAP_BINARY names an executable to ship.
+# Arguments go to scripts/build-wheel.py (--project-url LABEL=URL, beside package.json's URLs).
+# Offline: nothing is downloaded (test/cpu/release.test.ts runs it and installs the wheel with
+# pip --no-index into a fresh venv).
 # XZ_OPT (xz's own, default -6 -T0) and WHEEL_COMPRESSLEVEL (0-9, default 9) trade size for time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +26,7 @@ case "$(od -An -tu2 -j18 -N2 "$bin" | tr -d ' ')" in
 esac
 rm -rf "$out"
 mkdir -p "$out"
-python3 scripts/build-wheel.py --binary "$bin" --out "$out" --version "$version" --compresslevel "${WHEEL_COMPRESSLEVEL:-9}" >/dev/null
+python3 scripts/build-wheel.py --binary "$bin" --out "$out" --version "$version" --compresslevel "${WHEEL_COMPRESSLEVEL:-9}" "$@" >/dev/null
 name="kerncap-$version-linux-$arch"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT

@@ -2,12 +2,15 @@
  * The release artifacts (scripts/release.sh, scripts/build-wheel.py) from a freshly compiled
  * kerncap: the checksums check, the tarball holds the executable, the wheel's RECORD is right, and
  * the wheel installs offline into a fresh venv (`pip install --no-index`) as `kerncap` on PATH that
- * runs (--help, demo, inspect) and uninstalls cleanly. Skipped where python3 lacks venv/ensurepip,
+ * runs (--help, demo, inspect) and as `python -m kerncap`, and uninstalls cleanly; its tag is
+ * manylinux2014 and no binary in it needs a newer glibc (read from the ELF: test/cpu/elf-needs.ts);
+ * its metadata carries the licence, classifiers, project URLs and the README as description. Skipped where python3 lacks venv/ensurepip,
  * or xz/sha256sum are missing. Fast settings (xz -0, deflate level 1): the same files, bigger.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { elfNeeds, newestGlibcMinor } from "./elf-needs.ts";
 import { tempDir } from "./fixtures.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -19,6 +22,7 @@ const has = (argv: string[]) => {
   }
 };
 const LIB = join(ROOT, "c/build/libkerncap_cuda.so");
+const HSA = join(ROOT, "c/build/libkerncap_hsa.so");
 const SKIP = !has(["python3", "-c", "import venv, ensurepip"])
   ? "python3 with venv and ensurepip"
   : !has(["xz", "--version"]) || !has(["sha256sum", "--version"])
@@ -33,6 +37,7 @@ function sh(argv: string[], opts: { cwd?: string; env?: Record<string, string> }
   return { code: p.exitCode ?? -1, out: p.stdout.toString(), err: p.stderr.toString() };
 }
 
+const SOURCE = "https://example.org/kerncap";
 let rel = "";
 let work = "";
 beforeAll(() => {
@@ -40,10 +45,10 @@ beforeAll(() => {
   work = tempDir("kerncap-release-");
   // compiled here, not dist/kerncap: another build may be writing that one
   const bin = join(work, "kerncap");
-  const b = sh([process.execPath, "build", "--compile", "--minify-syntax", "--sourcemap=none", "src/cli/main.ts", "--outfile", bin]);
+  const b = sh([process.execPath, "build", "--compile", "--minify-syntax", "--sourcemap=none", "src/cli/main.ts", ...(existsSync(HSA) ? [HSA] : []), "--outfile", bin]); // as scripts/build.sh embeds it
   if (b.code !== 0) throw new Error(b.err);
   rel = join(work, "release");
-  const r = sh(["bash", "scripts/release.sh"], { env: { RELEASE_DIR: rel, KERNCAP_BINARY: bin, XZ_OPT: "-0", WHEEL_COMPRESSLEVEL: "1" } });
+  const r = sh(["bash", "scripts/release.sh", "--project-url", `Source=${SOURCE}`], { env: { RELEASE_DIR: rel, KERNCAP_BINARY: bin, XZ_OPT: "-0", WHEEL_COMPRESSLEVEL: "1" } });
   if (r.code !== 0) throw new Error(`release.sh: ${r.err}`);
 }, 120_000);
 afterAll(() => {
@@ -56,7 +61,7 @@ describe.skipIf(!!SKIP)("release artifacts", () => {
     expect(files).toHaveLength(3);
     expect(files[0]).toBe("SHA256SUMS");
     expect(files[1]).toMatch(/^kerncap-\d+\.\d+\.\d+-linux-(x86_64|aarch64)\.tar\.xz$/);
-    expect(files[2]).toMatch(/^kerncap-\d+\.\d+\.\d+-py3-none-manylinux_2_\d+_(x86_64|aarch64)\.whl$/);
+    expect(files[2]).toMatch(/^kerncap-\d+\.\d+\.\d+-py3-none-manylinux_2_17_(x86_64|aarch64)\.manylinux2014_\1\.whl$/);
     const c = sh(["sha256sum", "-c", "SHA256SUMS"], { cwd: rel });
     expect(c.code, c.err).toBe(0);
     expect(c.out.trim().split("\n")).toHaveLength(2);
@@ -88,8 +93,38 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     const r = sh(["python3", "-c", check, whl]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain("Root-Is-Purelib: false");
-    expect(r.out).toMatch(/^Tag: py3-none-manylinux_2_\d+_(x86_64|aarch64)$/m);
+    expect(r.out).toMatch(/^Tag: py3-none-manylinux_2_17_(x86_64|aarch64)$/m);
+    expect(r.out).toMatch(/^Tag: py3-none-manylinux2014_(x86_64|aarch64)$/m);
    }, 60_000);
+
+  test("no binary in the release needs a glibc newer than the tag's 2.17: the executable and the libraries it embeds", () => {
+    const bin = join(work, "kerncap");
+    const libs = ["c/build/libkerncap_cuda.so", "c/build/libkerncap_hsa.so"].map((p) => join(ROOT, p)).filter(existsSync);
+    const exe = readFileSync(bin);
+    for (const path of [bin, ...libs]) {
+      const bytes = readFileSync(path);
+      expect(newestGlibcMinor(elfNeeds(bytes)), path).toBeLessThanOrEqual(17);
+      // the libraries shipped are the ones embedded in the executable (byte for byte)
+      if (path !== bin) expect(exe.indexOf(bytes.subarray(0, 4096)), path).toBeGreaterThan(0);
+    }
+  }, 60_000);
+
+  test("the wheel's metadata: MIT licence and its file, classifiers, project URL, the README as description", () => {
+    const whl = join(rel, readdirSync(rel).find((f) => f.endsWith(".whl"))!);
+    const r = sh(["python3", "-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(z.read([n for n in z.namelist() if n.endswith('.dist-info/METADATA')][0]).decode()); print('LICENSE-FILE' if any(n.endswith('.dist-info/LICENSE') for n in z.namelist()) else '')", whl]);
+    expect(r.code, r.err).toBe(0);
+    const [head, body] = [r.out.slice(0, r.out.indexOf("\n\n")), r.out.slice(r.out.indexOf("\n\n"))];
+    expect(head).toMatch(/^License: MIT$/m);
+    expect(head).toMatch(/^Classifier: License :: OSI Approved :: MIT License$/m);
+    expect(head).toMatch(/^Classifier: Operating System :: POSIX :: Linux$/m);
+    expect(head).toContain(`Project-URL: Source, ${SOURCE}`);
+    expect(head).toMatch(/^Summary: .*GPU kernel/m);
+    expect(body).toContain("# kerncap");
+    expect(body).toContain("## Install");
+    expect(body).not.toContain("scripts/quickstart.sh"); // the clone's build notes are not the description
+    expect(body).toContain(`(${SOURCE}/blob/main/docs/verbs.md)`); // relative links made absolute
+    expect(r.out).toContain("LICENSE-FILE");
+  }, 60_000);
 
   test("pip install --no-index into a fresh venv: kerncap on PATH runs --help and demo; pip uninstall removes it", () => {
     const venv = join(work, "venv");
@@ -107,7 +142,15 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     const ins = sh(["kerncap", "inspect", "demo", "--verify"], { cwd: work, env });
     expect(ins.code, ins.err).toBe(0);
     expect(ins.out).toContain("saxpy(Saxpy const*)");
+    // python -m kerncap: the same executable, found beside the package and exec'ed
+    const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version;
+    const m = sh([join(venv, "bin/python"), "-m", "kerncap", "--version"], { cwd: work, env: { KERNCAP_CACHE: env.KERNCAP_CACHE } });
+    expect(m.code, m.err).toBe(0);
+    expect(m.out.trim()).toBe(version);
+    const bad = sh([join(venv, "bin/python"), "-m", "kerncap", "inspect", join(work, "no-such-capture")], { cwd: work, env: { KERNCAP_CACHE: env.KERNCAP_CACHE } });
+    expect(bad.code).toBe(2); // kerncap's own exit status comes through
     expect(sh([...pip, "uninstall", "-y", "kerncap"]).code).toBe(0);
     expect(existsSync(join(venv, "bin/kerncap"))).toBe(false);
+    expect(sh([join(venv, "bin/python"), "-c", "import kerncap"]).code).not.toBe(0);
   }, 60_000);
 });
