@@ -65,7 +65,7 @@ export const ENV_VARS = {
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",
-    meaning: "`1`: a Triton reproducer builds with another Triton version than the capture's; `kerncap validate --force` sets it for build.sh",
+    meaning: "`1`: a Triton reproducer builds with another Triton version than the capture's; `kerncap validate --allow-version-mismatch` sets it for build.sh",
   },
   // ---- set by kerncap for the application (the capture library contract, docs/raw-capture.md) ----
   KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>-<token>`)" },
@@ -192,7 +192,7 @@ export function withoutCaptureSettings(env: Env = process.env): Record<string, s
 }
 
 /**
- * Environment of a reproducer's build.sh: `force` (validate --force) sets KERNCAP_FORCE=1
+ * Environment of a reproducer's build.sh: `force` (validate --allow-version-mismatch) sets KERNCAP_FORCE=1
  * (templates/triton/repro.py); `targetArch` (check --rebuild on a GPU of another architecture,
  * CUDA) appends `-arch=<targetArch>` to EXTRA_FLAGS, which a CUDA build.sh puts after its own
  * -arch (templates/cuda/build.sh.hbs): nvcc takes the last -arch given (nvcc 13: a warning,

@@ -61,6 +61,36 @@ export function writeDataLine(message: object): void {
   writeData(JSON.stringify(message) + "\n");
 }
 
+/**
+ * --verify, said once: replay and check read every stored chunk anyway (the restore), so checking
+ * each chunk's kc64 checksum there costs little and is on (`--no-verify` skips it); inspect
+ * otherwise reads only the manifest and the small files, so reading the memory images is asked for
+ * (`--verify`). Same checksums, same errors (E_CHECKSUM) in all three.
+ */
+export function verifyArg(on: boolean) {
+  return {
+    verify: {
+      type: "boolean",
+      description: on
+        ? "Check the capture's checksums, every restored memory chunk's on the GPU (on by default; --no-verify skips it: faster on large captures, a damaged file goes unnoticed)"
+        : "Also check every stored memory chunk's checksum (reads the memory images; replay and check do it by default)",
+      negativeDescription: on ? "Skip the memory chunks' checksums" : "Check only the files' sizes and small files' SHA-256 (the default)",
+      default: on,
+    },
+  } as const satisfies ArgsDef;
+}
+
+/**
+ * --allow-version-mismatch of validate, profile --build and check --rebuild: build a reproducer
+ * with another toolchain than the capture's (a Triton reproducer refuses another Triton version:
+ * KERNCAP_FORCE=1 for its build.sh, templates/triton/repro.py). Not -f, which replaces an output.
+ */
+export function allowVersionMismatchArg(when = "") {
+  return {
+    "allow-version-mismatch": { type: "boolean", description: `${when}Build even when the toolchain differs from the capture's (another Triton version can compile different code)`, default: false },
+  } as const satisfies ArgsDef;
+}
+
 /** --atol/--rtol/--dtype, shared by replay and validate. */
 export const toleranceArgs = {
   atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|)", default: "0" },

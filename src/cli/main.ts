@@ -48,11 +48,24 @@ export function dashPathHint(a: string): string {
 }
 
 /**
+ * Old spellings that now mean something else: `-f`/`--force` replaces a verb's output (ncu's
+ * `-f`); the toolchain override of validate, profile --build and check --rebuild, which it once
+ * also named, is `--allow-version-mismatch`. Said where a verb has no output to replace.
+ */
+const RENAMED: Record<string, { to: string; why: string }> = {
+  f: { to: "allow-version-mismatch", why: "-f replaces an output (as ncu's -f); building with another Triton version than the capture's is --allow-version-mismatch" },
+  force: { to: "allow-version-mismatch", why: "--force replaces an output (as ncu's -f); building with another Triton version than the capture's is --allow-version-mismatch" },
+};
+
+/**
  * Reject options the verb does not define and stray positionals, before anything runs (a typo such
- * as --dispach must not silently fall back to a default).
+ * as --dispach must not silently fall back to a default). An option that takes one value and is
+ * given more than once is set by its last use (ncu's rule): the earlier uses are left out of the
+ * arguments returned, which are what the verb parses.
+ * @returns `args` without the earlier uses of options given again
  * @throws KerncapError E_USAGE
  */
-export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]): Promise<void> {
+export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]): Promise<string[]> {
   const defs = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {};
   // every spelling (name, no-name, aliases such as ncu's -k/--kernel-name) → the option it means
   const known = new Map<string, string>();
@@ -79,7 +92,11 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     })
     .join(", ");
   let seen = 0;
-  const given = new Map<string, string>(); // option → the spelling first given (an option given twice is refused)
+  // option → where its last use starts and ends in `args`: an option that takes one value, given
+  // again (under any spelling, a switch with its negation too), is set by its last use, as ncu and
+  // most command-line tools do (an alias or a script's defaults, then the user's own choice)
+  const last = new Map<string, [number, number]>();
+  const dropped = new Set<number>();
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a.startsWith("-") && a !== "-") {
@@ -92,26 +109,17 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       const opt = known.get(name);
-      // --kernel may repeat (one capture per target), --multiset too (one region each), tune's --config (a union of spaces), --define (one macro each) and --nvcc-flag (one alternative each); any other option once, whatever its spelling
-      if (opt && !REPEATABLE.has(opt)) {
-        const first = given.get(opt);
-        if (first !== undefined) {
-          const spelled = (x: string) => x.replace(/^--?/, "").split("=")[0]!;
-          const [f, g] = [spelled(first), spelled(a)];
-          if (f === g) {
-            throw new KerncapError("E_USAGE", `--${opt} is given twice (${first}, then ${a})`, { hint: `Give it once: a later value does not replace an earlier one, so that a slip in a long command line cannot pass unnoticed.` });
-          }
-          if (f === `no-${g}` || g === `no-${f}`) throw new KerncapError("E_USAGE", `${first} and ${a} contradict each other`, { hint: "Give one of them." });
-          throw new KerncapError("E_USAGE", `${first} and ${a} both set --${opt}`, { hint: `Give --${opt} once (ncu's spellings such as --launch-skip, -o, -f are the same options).` });
-        }
-        given.set(opt, a);
-      }
+      const start = i;
       const takesApp = verb === "run" || verb === "list";
       if (!known.has(name) && name === "json") {
         // the verbs without --json: their stdout is already a protocol or a script (the error still comes as a JSON document, as --json was asked for)
         throw new KerncapError("E_USAGE", `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`, {
           hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
         });
+      }
+      const renamed = RENAMED[name];
+      if (!known.has(name) && renamed && known.has(renamed.to)) {
+        throw new KerncapError("E_USAGE", `${a}: \`kerncap ${verb}\` writes no output for it to replace; ${renamed.why}`, { hint: `Write --${renamed.to}.` });
       }
       if (!known.has(name)) {
         // the closest long option by edit distance (--iter → --iters, --verfy → --verify), as an unknown verb gets
@@ -137,6 +145,12 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         }
         i++;
       }
+      // --kernel, --multiset, --config, --define and --nvcc-flag add one value each use (REPEATABLE)
+      if (opt && !REPEATABLE.has(opt)) {
+        const prev = last.get(opt);
+        if (prev) for (let k = prev[0]; k <= prev[1]; k++) dropped.add(k);
+        last.set(opt, [start, i]);
+      }
       continue;
     }
     if (++seen > positionals && !MANY_POSITIONALS.has(verb)) {
@@ -145,6 +159,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       });
     }
   }
+  return args.filter((_a, k) => !dropped.has(k));
 }
 
 /**
@@ -255,10 +270,9 @@ export async function runCli(argv: string[]): Promise<number> {
       return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);
     }
     // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
-    const ownRest = shortEquals(restDd < 0 ? rest : rest.slice(0, restDd));
+    const ownRest = await checkArgs(verb, cmd, shortEquals(restDd < 0 ? rest : rest.slice(0, restDd)));
     const ownArgs = verbose && !ownRest.includes("--verbose") ? [...ownRest, "--verbose"] : ownRest;
     const rawArgs = restDd < 0 ? ownArgs : [...ownArgs, ...rest.slice(restDd)];
-    await checkArgs(verb, cmd, ownRest);
     const { result } = await runCommand(cmd, { rawArgs });
     return typeof result === "number" ? result : 0;
   } catch (e) {

@@ -156,7 +156,7 @@ const TOOLS = {
     output: "validate",
     description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
     input: v.strictObject({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
-    argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--force"] : [])],
+    argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--allow-version-mismatch"] : [])],
   },
   profile: {
     title: "Profile the replayed launch with Nsight Compute",
@@ -176,7 +176,7 @@ const TOOLS = {
     }),
     argv: (a: ProfileIn) => {
       const ncu = [...(a.set !== undefined ? ["--set", a.set] : []), ...(a.metrics?.length ? ["--metrics", a.metrics.join(",")] : []), ...(a.clockControl ? ["--clock-control", a.clockControl] : []), ...(a.cacheControl ? ["--cache-control", a.cacheControl] : [])];
-      return ["profile", a.dir, "--json", ...(a.name !== undefined ? [`--name=${a.name}`] : []), ...(a.build ? ["--build"] : []), ...(a.force ? ["--force"] : []), ...(ncu.length ? ["--", ...ncu] : [])];
+      return ["profile", a.dir, "--json", ...(a.name !== undefined ? [`--name=${a.name}`] : []), ...(a.build ? ["--build"] : []), ...(a.force ? ["--allow-version-mismatch"] : []), ...(ncu.length ? ["--", ...ncu] : [])];
     },
   },
   tune: {

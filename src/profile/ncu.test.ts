@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { tempDir } from "../../test/cpu/fixtures.ts";
 import { findNsightTool, metricValue, NCU_METRICS, ncuCommand, ncuUserOptions, parseCsv, parseNcuDetails, replayArgv } from "./ncu.ts";
-import { ncuFailure, printedFigures, reportName } from "./profile.ts";
+import { exportPath, ncuFailure, printedFigures, profileCapture, reportName } from "./profile.ts";
 
 const fixture = (name: string) => readFileSync(join(import.meta.dir, "testdata", name), "utf8");
 
@@ -143,5 +143,35 @@ describe("ncu command line", () => {
     expect(ncuFailure(1, "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "", "k").hint).toContain("NVreg_RestrictProfilingToAdminUsers");
     expect(ncuFailure(0, "==WARNING== No kernels were profiled.", "", "_Z1kv").message).toContain("no launch of _Z1kv");
     expect(ncuFailure(2, "", "[kerncap] ERROR  no NVIDIA driver\nother", "k").message).toContain("no NVIDIA driver");
+  });
+});
+
+describe("profile -o/--export (ncu's option) and -f", () => {
+  test("the report's path: the extension added when missing, an existing file replaced only with -f, a folder or a missing parent refused", () => {
+    const d = tempDir();
+    expect(exportPath(join(d, "r"), ".ncu-rep", false)).toBe(join(d, "r.ncu-rep"));
+    expect(exportPath(join(d, "r.ncu-rep"), ".ncu-rep", false)).toBe(join(d, "r.ncu-rep"));
+    expect(exportPath(join(d, "t"), ".nsys-rep", false)).toBe(join(d, "t.nsys-rep"));
+    writeFileSync(join(d, "r.ncu-rep"), "old");
+    const e = (() => {
+      try {
+        exportPath(join(d, "r"), ".ncu-rep", false);
+      } catch (x) {
+        return x as KerncapError;
+      }
+    })();
+    expect(e?.code).toBe("E_EXISTS");
+    expect(e?.hint).toContain("-f");
+    expect(exportPath(join(d, "r"), ".ncu-rep", true)).toBe(join(d, "r.ncu-rep"));
+    mkdirSync(join(d, "dir.ncu-rep"));
+    expect(() => exportPath(join(d, "dir"), ".ncu-rep", true)).toThrow(/not a regular file/);
+    expect(() => exportPath(join(d, "none", "r"), ".ncu-rep", true)).toThrow(/does not exist/);
+  });
+  test("--name and --export together are refused before ncu is looked for; -o after `--` points at kerncap's own -o", async () => {
+    const { makeCapture } = await import("../../test/cpu/fixtures.ts");
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    await expect(profileCapture(dir, { name: "a", export: join(tempDir(), "b"), toolOptions: [] })).rejects.toThrow("--name and --export both name the report");
+    expect(() => ncuUserOptions(["-o", "x"])).toThrow(/kerncap profile DIR -o PATH/);
   });
 });

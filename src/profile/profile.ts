@@ -1,7 +1,8 @@
 /**
  * `kerncap profile DIR`: Nsight Compute (or, with nsys, Nsight Systems) on the replay of a
- * capture, without the application. The report goes to DIR/profile/NAME.ncu-rep (.nsys-rep),
- * written under a temp name and renamed once complete; the key figures come
+ * capture, without the application. The report goes to DIR/profile/NAME.ncu-rep (.nsys-rep), or
+ * to the path of `-o/--export` (ncu's option: the extension added when missing, an existing file
+ * replaced only with `-f/--force`), written under a temp name beside it and renamed once complete; the key figures come
  * from the details page ncu prints as it profiles (`--csv --page details --print-units base`), or
  * with `ncu --import … --csv --page details` where it printed none (src/profile/ncu.ts).
  *
@@ -9,8 +10,8 @@
  * kernel, from the restored before state, no warm-up or timing loop (ncu locks the clocks and
  * flushes the caches itself before the launch, by default; its own options after `--` change that).
  */
-import { existsSync, renameSync, rmSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, lstatSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { selfCommand } from "../doctor.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
@@ -29,6 +30,10 @@ import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysComma
 export interface ProfileOptions {
   /** Report name under DIR/profile/ (default "replay", "build" with `build`). */
   name?: string;
+  /** -o/--export: the report's path instead (the tool's extension added when it lacks it; a relative path from the current folder). */
+  export?: string;
+  /** -f/--force: replace an existing file at `export` (a report under DIR/profile/ is always replaced). */
+  overwrite?: boolean;
   /** Profile the reproducer's rebuilt module (validate's build) instead of the captured one. */
   build?: boolean;
   /** Nsight Systems timeline of the replay instead of an ncu report. */
@@ -70,6 +75,27 @@ export function reportName(name: string): string {
     throw new KerncapError("E_USAGE", `--name ${JSON.stringify(name)} is not a report name`, { hint: "Use letters, digits, '.', '_' and '-' (up to 100; not starting with '.' or '-'), e.g. --name blocks128." });
   }
   return name;
+}
+
+/**
+ * The report path of `-o/--export FILE`, as ncu takes it: FILE, with the tool's extension added
+ * when it lacks it, from the current folder; its folder must exist.
+ * @throws KerncapError E_USAGE (empty), E_EXISTS (a file there without `overwrite`, or anything
+ *   that is not a regular file), E_USAGE (no such folder)
+ */
+export function exportPath(file: string, ext: string, overwrite: boolean): string {
+  if (!file) throw new KerncapError("E_USAGE", "--export needs a file name", { hint: `For example -o report${ext}.` });
+  const path = resolve(file.endsWith(ext) ? file : file + ext);
+  if (!existsSync(dirname(path))) throw new KerncapError("E_USAGE", `${dirname(path)} does not exist (the folder of --export ${file})`, { hint: "Create the folder first, or give a path in an existing one." });
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch {
+    return path;
+  }
+  if (!st.isFile()) throw new KerncapError("E_EXISTS", `${path} exists and is not a regular file`, { hint: "Choose another -o." });
+  if (!overwrite) throw new KerncapError("E_EXISTS", `${path} already exists`, { hint: "Pass -f (--force) to replace it, as ncu does, or choose another -o." });
+  return path;
 }
 
 /** The profiler's output, the lines worth showing when it fails (==ERROR==, ==WARNING==, the replay's own errors), else its last lines. */
@@ -116,7 +142,10 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   const tool: NsightTool = o.nsys ? "nsys" : "ncu";
   // usage errors first, then the tool
   const userOptions = tool === "ncu" ? ncuUserOptions(o.toolOptions) : o.toolOptions;
+  if (o.name !== undefined && o.export !== undefined) throw new KerncapError("E_USAGE", "--name and --export both name the report", { hint: "Give one: --name NAME (DIR/profile/NAME) or -o PATH." });
   const name = reportName(o.name ?? (o.build ? "build" : "replay"));
+  const ext = tool === "ncu" ? ".ncu-rep" : ".nsys-rep";
+  const exported = o.export === undefined ? undefined : exportPath(o.export, ext, Boolean(o.overwrite));
   const exe = findNsightTool(tool);
 
   let module = capturePath(dir, m.module.file);
@@ -135,12 +164,12 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
     buildSeconds = b.seconds;
   }
 
-  // made with mkdir, never through a link (a profile/ that is a link to another folder is refused: E_UNSAFE_PATH)
-  const pdir = mkdirInCapture(dir, "profile");
-  const ext = tool === "ncu" ? ".ncu-rep" : ".nsys-rep";
-  refuseLink(join(pdir, name + ext), "the report");
-  const base = tempFor(join(pdir, `.${name}`)); // an unguessable name for the tool's report until it is renamed
-  const report = join(pdir, name + ext);
+  // made with mkdir, never through a link (a profile/ that is a link to another folder is refused: E_UNSAFE_PATH);
+  // -o/--export: the user's folder, the temp beside the report so that the rename stays on one file system
+  const pdir = exported ? dirname(exported) : mkdirInCapture(dir, "profile");
+  const report = exported ?? join(pdir, name + ext);
+  refuseLink(report, "the report");
+  const base = tempFor(join(pdir, `.${basename(report, ext)}`)); // an unguessable name for the tool's report until it is renamed
   const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
   const command = tool === "ncu" ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay }) : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });
   const { BUN_BE_BUN: _, ...env } = process.env;

@@ -44,7 +44,7 @@ except Exception as e:
 if triton.__version__ != pin["tritonVersion"]:
     msg = (f"Triton version differs: captured with {pin['tritonVersion']}, {os.environ.get('KERNCAP_PYTHON_USED') or sys.executable} has {triton.__version__}")
     if os.environ.get("KERNCAP_FORCE") != "1":
-        fail(msg + ". Another version can compile different code; pass --force to `kerncap validate` "
+        fail(msg + ". Another version can compile different code; pass --allow-version-mismatch to `kerncap validate` "
              "(or set KERNCAP_FORCE=1) to try anyway.", 3)
     sys.stderr.write(f"repro.py: warning: {msg} (forced)\n")
 

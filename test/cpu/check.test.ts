@@ -487,7 +487,7 @@ describe("a rebuild for another architecture", () => {
 describe("the verb", () => {
   test("usage errors exit 2 before any work; `kerncap schema check` prints the document's schema", async () => {
     const root = await corpus();
-    for (const argv of [["check"], ["check", root, "--shard", "2/2"], ["check", root, "--gpus", "0,,1"], ["check", "--merge", "x.jsonl", "--gpus", "0"], ["check", root, "--force"], ["check", root, "--trust"], ["check", "--merge", "x.jsonl", "--trust"], ["check", root, "--slower", "-3"], ["check", join(root, "missing")]]) {
+    for (const argv of [["check"], ["check", root, "--shard", "2/2"], ["check", root, "--gpus", "0,,1"], ["check", "--merge", "x.jsonl", "--gpus", "0"], ["check", root, "--allow-version-mismatch"], ["check", root, "--force"], ["check", root, "-f"], ["check", root, "--trust"], ["check", "--merge", "x.jsonl", "--trust"], ["check", root, "--slower", "-3"], ["check", join(root, "missing")]]) {
       const { value } = await stderrOf(() => runCli(argv));
       expect([argv.join(" "), value]).toEqual([argv.join(" "), 2]);
     }

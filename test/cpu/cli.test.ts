@@ -194,13 +194,13 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await new Response(p.stderr).text()).toContain("interrupted during the rebuild");
       expect(performance.now() - t0).toBeLessThan(10_000);
     });
-    test("--force reaches build.sh as KERNCAP_FORCE=1, without changing kerncap's own environment", async () => {
+    test("--allow-version-mismatch reaches build.sh as KERNCAP_FORCE=1, without changing kerncap's own environment", async () => {
       const dir = await fresh();
       writeFileSync(join(dir, "build.sh"), 'echo "build saw KERNCAP_FORCE=${KERNCAP_FORCE:-unset}" >&2; exit 1\n');
       const had = process.env.KERNCAP_FORCE;
       delete process.env.KERNCAP_FORCE;
       try {
-        expect((await failure("validate", [dir, "--force"])).message).toContain("build saw KERNCAP_FORCE=1");
+        expect((await failure("validate", [dir, "--allow-version-mismatch"])).message).toContain("build saw KERNCAP_FORCE=1");
         expect(process.env.KERNCAP_FORCE).toBeUndefined();
         expect((await failure("validate", [dir])).message).toContain("build saw KERNCAP_FORCE=unset");
       } finally {
@@ -622,22 +622,23 @@ describe("command line (runCli: the one error path)", () => {
     expect(JSON.parse((await cli(["inspect", "cap", "--qwertyuiop", "--json"])).out).error.message).not.toContain("did you mean");
     expect((await cli(["inspect", "a", "b"])).code).toBe(2);
   });
-  test("an option given twice, under any spelling, is refused (--kernel may repeat: one capture each)", async () => {
-    for (const args of [["--launch-skip", "3", "--dispatch", "4"], ["-o", "a", "--out", "b"], ["--force", "-f"]]) {
-      const r = await cli(["run", ...args, "--json", "--", "/bin/true"]);
-      expect(r.code).toBe(2);
-      expect(JSON.parse(r.out).error).toMatchObject({ code: "E_USAGE" });
-      expect(JSON.parse(r.out).error.message).toContain("both set");
-    }
-    // --multiset may repeat (one region each), on replay and validate
+  test("an option given twice, under any spelling, is set by its last use, as ncu's are (--kernel, --multiset… add one value each)", async () => {
     const { checkArgs } = await import("../../src/cli/main.ts");
+    const kept = async (verb: keyof typeof commands, args: string[]) => checkArgs(verb, await commands[verb](), args);
+    expect(await kept("run", ["--launch-skip", "3", "--dispatch", "4"])).toEqual(["--dispatch", "4"]);
+    expect(await kept("run", ["-o", "a", "--out=b", "-k", "x", "--kernel", "y"])).toEqual(["--out=b", "-k", "x", "--kernel", "y"]);
+    expect(await kept("run", ["--force", "-f", "--no-force"])).toEqual(["--no-force"]);
+    expect(await kept("replay", ["cap", "--iters", "5", "--no-verify", "--iters=7", "--verify"])).toEqual(["cap", "--iters=7", "--verify"]);
     for (const verb of ["replay", "validate"] as const) {
-      await checkArgs(verb, await commands[verb](), ["cap", "--multiset", "0", "--multiset=param:1"]);
-      await expect(checkArgs(verb, await commands[verb](), ["cap", "--dtype", "u32", "--dtype=i32"])).rejects.toThrow("--dtype is given twice (--dtype, then --dtype=i32)");
+      expect(await kept(verb, ["cap", "--multiset", "0", "--multiset=param:1"])).toEqual(["cap", "--multiset", "0", "--multiset=param:1"]);
+      expect(await kept(verb, ["cap", "--dtype", "u32", "--dtype=i32"])).toEqual(["cap", "--dtype=i32"]);
     }
-    // the same spelling twice, and a switch with its negation: said as what they are
-    await expect(checkArgs("replay", await commands.replay(), ["cap", "--iters", "5", "--iters", "7"])).rejects.toThrow("--iters is given twice");
-    await expect(checkArgs("replay", await commands.replay(), ["cap", "--no-verify", "--verify"])).rejects.toThrow("--no-verify and --verify contradict each other");
+    // end to end: the last --dispatch is the one run uses (a good first value does not hide a bad last one)
+    const r = await cli(["run", "--dispatch", "1", "--dispatch", "x", "--json", "--", "/bin/true"]);
+    expect(JSON.parse(r.out).error.message).toContain('got "x"');
+    // and a later valid value replaces an earlier invalid one
+    const ok = await cli(["run", "--dispatch", "x", "--dispatch", "1", "--json", "--", "./no-such-app"]);
+    expect(JSON.parse(ok.out).error.code).toBe("E_APP_NOT_FOUND");
   });
   test("an option without its value is refused, not swallowed", async () => {
     const r = await cli(["run", "--kernel", "--dispatch", "1", "--", "/bin/true", "--json"]);
@@ -675,11 +676,26 @@ describe("command line (runCli: the one error path)", () => {
     expect(help).toContain("--launch-skip, --dispatch");
     expect(help).toContain("-o, --out");
   });
-  test("ncu's habits everywhere: -c/-s on run, -f on every verb with --force, and a refusal lists the aliases", async () => {
+  test("ncu's habits everywhere: -c/-s on run, -f on every verb with --force, which replaces an output, and a refusal lists the aliases", async () => {
+    const withForce: string[] = [];
     for (const verb of Object.keys(commands) as (keyof typeof commands)[]) {
       const cmd = await commands[verb]();
-      const force = (cmd.args as Record<string, { alias?: string[] }> | undefined)?.force;
-      if (force) expect(force.alias, verb).toContain("f");
+      const args = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) as Record<string, { alias?: string[]; description?: string }> | undefined;
+      const force = args?.force;
+      if (force) {
+        withForce.push(verb);
+        expect(force.alias, verb).toContain("f");
+        expect(force.description, verb).toMatch(/^Replace /);
+      }
+      // one name for the toolchain override, never -f
+      if (args?.["allow-version-mismatch"]) expect(args["allow-version-mismatch"].alias, verb).toBeUndefined();
+    }
+    expect(withForce.sort()).toEqual(["demo", "pack", "profile", "run", "unpack"]);
+    // where -f once meant the toolchain override, it says the new name
+    for (const [verb, f] of [["validate", "-f"], ["validate", "--force"], ["check", "-f"]]) {
+      const e = JSON.parse((await cli([verb!, "cap", f!, "--json"])).out).error;
+      expect([e.code, e.message]).toEqual(["E_USAGE", expect.stringContaining("is --allow-version-mismatch")]);
+      expect(e.hint).toBe("Write --allow-version-mismatch.");
     }
     const dir = await fresh();
     const zip = join(tempDir(), "c.zip");

@@ -22,7 +22,7 @@ import { parseShard } from "../../check/shard.ts";
 import { lines, serveTasks } from "../../check/worker.ts";
 import { deviceResets } from "../../replay/backend.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
-import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText } from "../args.ts";
+import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText, allowVersionMismatchArg, verifyArg } from "../args.ts";
 import { printable } from "../format.ts";
 
 /** --gpus "0,1,1": one worker per entry, each entry a CUDA_VISIBLE_DEVICES value. @throws KerncapError E_USAGE */
@@ -40,11 +40,11 @@ export default defineCommand({
   args: {
     dir: { type: "positional", description: "Capture folders, archives from `kerncap pack`, or folders holding them (searched at any depth); with --merge, results files", required: false },
     rebuild: { type: "boolean", description: "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)", default: false },
-    force: { type: "boolean", alias: ["f"], description: "With --rebuild: build even when the Triton version differs from the capture's", default: false },
+    ...allowVersionMismatchArg("With --rebuild: "),
     trust: { type: "boolean", description: "With --rebuild: run the build.sh of received captures too (archives, captures unpacked or made on another host), as validate --trust does (docs/security.md)", default: false },
     iters: { type: "string", description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)", default: "20" },
     runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope)" },
-    verify: { type: "boolean", description: "Check each capture's checksums", negativeDescription: "Skip the checksums", default: true },
+    ...verifyArg(true),
     ...toleranceArgs,
     slower: { type: "string", description: "A capture is slower when its time ratio's 90% interval lies wholly above 1 + PCT/100", valueHint: "PCT", default: "10" },
     results: { type: "string", description: `Results folder: results.jsonl (one record per capture, written as each finishes) and the default baseline.json (Default: ./${DEFAULT_RESULTS_DIR})`, valueHint: "DIR" },
@@ -80,13 +80,13 @@ export default defineCommand({
         ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 1) } : {}),
         verify: args.verify !== false,
         rebuild: Boolean(args.rebuild),
-        force: Boolean(args.force),
+        force: Boolean(args["allow-version-mismatch"]),
         trust: Boolean(args.trust),
         tolerance: toleranceOptions(args, rawArgs),
       };
       // one digest names one capture's files: check's --trust is plain (each capture's build is read once, hashed and run from a private copy)
       if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--"))) throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", { hint: "Trust each capture with kerncap validate DIR --trust=DIGEST, or pass plain --trust to check." });
-      for (const k of ["force", "trust"] as const) if (settings[k] && !settings.rebuild) throw new KerncapError("E_USAGE", `--${k} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${k} out.` });
+      for (const [k, flag] of [["force", "allow-version-mismatch"], ["trust", "trust"]] as const) if (settings[k] && !settings.rebuild) throw new KerncapError("E_USAGE", `--${flag} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${flag} out.` });
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       report = await runCheck({
         paths,

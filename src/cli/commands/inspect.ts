@@ -6,7 +6,7 @@ import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { dirArg, jsonArg, printJson, verboseArg, printText } from "../args.ts";
+import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
@@ -107,7 +107,7 @@ export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
   args: {
     ...dirArg,
-    verify: { type: "boolean", description: "Also check every stored chunk's kc64 checksum on the CPU (reads the memory images)", negativeDescription: "Check only the files' sizes and SHA-256 (the default)", default: false },
+    ...verifyArg(false),
     ...jsonArg,
     ...verboseArg,
   },

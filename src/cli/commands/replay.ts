@@ -10,7 +10,7 @@ import { replay, replayCompared } from "../../replay/engine.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { openCapture } from "../../format/capture-dir.ts";
-import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText } from "../args.ts";
+import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText, verifyArg } from "../args.ts";
 import { describeAgainst, describeReplay } from "../format.ts";
 
 /** --module FILE: the module to launch (its kernel looked up by the captured name). @throws KerncapError E_USAGE when there is no such file */
@@ -30,7 +30,7 @@ export default defineCommand({
     against: { type: "string", description: "Time another kernel against this one on the same memory, interleaved: another capture folder of the same launch, or a module built from the reproducer (both are checked)", valueHint: "OTHER" },
     module: { type: "string", description: "Launch the kernel of this module image (a reproducer build's cubin) instead of the captured module", valueHint: "FILE" },
     "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch (a read of 256 MiB, or of twice the L2 where that is more: clean lines, as ncu's --cache-control all)", default: false },
-    verify: { type: "boolean", description: "Check the capture's checksums (--no-verify skips it)", negativeDescription: "Skip the checksums (faster for large captures; a damaged file goes unnoticed)", default: true },
+    ...verifyArg(true),
     ...toleranceArgs,
     ...jsonArg,
     ...verboseArg,

@@ -24,7 +24,7 @@ import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { assertRebuildWritable } from "../../frontends/build.ts";
-import { dirArg, trustArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText } from "../args.ts";
+import { dirArg, trustArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText, allowVersionMismatchArg } from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
 export default defineCommand({
@@ -33,7 +33,7 @@ export default defineCommand({
     ...dirArg,
     iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
     ...toleranceArgs,
-    force: { type: "boolean", alias: ["f"], description: "Rebuild even when the toolchain differs from the capture's (Triton version)", default: false },
+    ...allowVersionMismatchArg(),
     watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
     trust: { type: "boolean", description: "Run the build of a received capture (unpacked, made on another host, or another user's folder) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)", default: false },
     confine: { type: "boolean", description: "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)", default: false },
@@ -65,7 +65,7 @@ export default defineCommand({
     // --trust on the command line of a build.sh kerncap did not write: remembered, so that kerncap mcp runs it too
     // (a received capture's was recorded above, with the digest the user approved, not read again)
     if (!confine && trust && !runsTrustedCopy(dir)) trustChangedBuild(dir, m);
-    const build = { quiet: !args.verbose, force: Boolean(args.force), fullBuild: Boolean(args["full-build"]) };
+    const build = { quiet: !args.verbose, force: Boolean(args["allow-version-mismatch"]), fullBuild: Boolean(args["full-build"]) };
     if (args.watch) {
       checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
       const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => printText(watchLine(e) + "\n");
