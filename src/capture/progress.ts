@@ -8,6 +8,7 @@ import { escapeForTerminal } from "../escape.ts";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { formatBytes } from "../util/format.ts";
+import { describeProgressLine } from "../util/progress.ts";
 
 export interface Progress {
   phase: string;
@@ -24,15 +25,15 @@ export function parseProgress(text: string): Progress | undefined {
 }
 
 /**
- * One line for the user: "writing the before state: 1.5 GiB of 4.0 GiB (37%)"; `phaseOnly`:
- * "writing the before state (4.0 GiB)".
+ * One line for the user, the shared progress line's (src/util/progress.ts): "writing the before
+ * state: 1.5 GiB of 4.0 GiB (37%), about 20 s left" (the estimate once `elapsedMs` of the phase
+ * passed a second); `phaseOnly`: "writing the before state (4.0 GiB)".
  */
-export function describeProgress(p: Progress, phaseOnly = false): string {
+export function describeProgress(p: Progress, phaseOnly = false, elapsedMs = 0): string {
   if (p.phase === "fsync") return "flushing the memory files to disk";
   const what = p.phase === "before" ? "the before state" : p.phase === "after" ? "the after state" : p.phase;
   if (phaseOnly) return `writing ${what} (${formatBytes(p.total)})`;
-  const pct = p.total > 0 ? ` (${Math.min(100, Math.floor((100 * p.done) / p.total))}%)` : "";
-  return `writing ${what}: ${formatBytes(p.done)} of ${formatBytes(p.total)}${pct}`;
+  return describeProgressLine(`writing ${what}`, p.done, p.total, "bytes", elapsedMs);
 }
 
 export interface ProgressWatch {
@@ -46,9 +47,11 @@ export interface ProgressWatch {
  * change and at stop. Otherwise (default every 250 ms, the library's own cadence, so that a short
  * phase is seen too) `say` gets one line per phase seen.
  */
-export function watchProgress(dir: string, o: { live: boolean; draw: (s: string) => void; say: (line: string) => void; intervalMs?: number }): ProgressWatch {
+export function watchProgress(dir: string, o: { live: boolean; draw: (s: string) => void; say: (line: string) => void; intervalMs?: number; now?: () => number }): ProgressWatch {
+  const now = o.now ?? (() => performance.now());
   let last = "";
   let phase = "";
+  let phaseStart = now();
   let drawn = false;
   const tick = () => {
     const file = newestProgressFile(dir);
@@ -65,9 +68,10 @@ export function watchProgress(dir: string, o: { live: boolean; draw: (s: string)
     last = key;
     const label = file.label ? `${file.label}: ` : "";
     const ph = `${file.label}\0${p.phase}`;
+    if (ph !== phase) phaseStart = now(); // the estimate is the rate of this phase
     if (o.live) {
       if (drawn && ph !== phase) o.draw("\n");
-      o.draw(`\r\x1b[K${escapeForTerminal(label + describeProgress(p), { oneLine: true })}`); // the progress file's text: no escape of its own reaches the terminal
+      o.draw(`\r\x1b[K${escapeForTerminal(label + describeProgress(p, false, now() - phaseStart), { oneLine: true })}`); // the progress file's text: no escape of its own reaches the terminal
       drawn = true;
     } else if (ph !== phase) o.say(label + describeProgress(p, true));
     phase = ph;

@@ -9,6 +9,28 @@ import type { ClockState } from "../replay/clocks.ts";
 
 import { formatBytes, plural } from "../util/format.ts";
 import { escapeForTerminal } from "../escape.ts";
+import { stderrProgress, type ProgressLine } from "../util/progress.ts";
+import type { ArchiveProgress } from "../format/archive.ts";
+
+/**
+ * The progress line of pack and unpack (src/util/progress.ts): one line whose label follows the
+ * archive's phases (checking NAME's memory chunks, packing NAME, unpacking NAME), in bytes.
+ * `update` goes to packCapture/unpackArchive's onProgress; `end` erases the line.
+ */
+export function archiveProgress(name: string, json: boolean): { update: ArchiveProgress; end: () => void } {
+  let line: ProgressLine | undefined;
+  let phase = "";
+  const label = (p: string) => (p === "checking" ? `checking ${name}'s memory chunks` : `${p} ${name}`);
+  return {
+    update: (p, done, total) => {
+      if (!line) line = stderrProgress(label(p), total, "bytes", json);
+      else if (p !== phase) line.phase(label(p), total);
+      phase = p;
+      line.update(done);
+    },
+    end: () => line?.end(),
+  };
+}
 
 /** Human lines for a replay result. */
 export function describeReplay(r: ReplayResult): string {

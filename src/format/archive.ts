@@ -325,7 +325,13 @@ function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
  *   SIGINT, 143 SIGTERM; the temp is removed); the file system's errors with `out` as their path
  *   (ENOSPC, EFBIG: src/errors.ts systemError words them).
  */
-export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean } = {}): Promise<PackResult> {
+/**
+ * How far a pack or unpack is, for a progress line (src/util/progress.ts): `checking` the memory
+ * chunks' kc64 (bytes of stored chunks), `packing` or `unpacking` the files' data (bytes).
+ */
+export type ArchiveProgress = (phase: "checking" | "packing" | "unpacking", done: number, total: number) => void;
+
+export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress } = {}): Promise<PackResult> {
   const stops = new StopSignals().install();
   try {
     return await pack(dirArg, outArg, opts, interruptCheck(stops, "pack"));
@@ -334,14 +340,14 @@ export async function packCapture(dirArg: string, outArg: string, opts: { force?
   }
 }
 
-async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, tick: () => Promise<void>): Promise<PackResult> {
+async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
   const dir = resolve(dirArg);
   const rootWhy = unportableName(basename(dir));
   if (rootWhy) throw new KerncapError("E_PACK_NAME", `${dir}: the folder's name ${escapedForMessage(basename(dir))} ${rootWhy}, which kerncap unpack refuses as an archive's root`, { hint: "Copy or rename the folder to a name of letters, digits and ._+- (cp -r DIR plain-name), then pack that." });
   const m = readManifest(dir);
   verifyFiles(dir, m);
-  verifyRegions(dir, m);
+  verifyRegions(dir, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
   await tick();
   const out = resolve(outArg);
   // through symbolic links too (-o link-to-cap/x.zip): the archive would be packed into itself next time
@@ -385,6 +391,9 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
   const { fd, tmp } = openTempBeside(out);
   const piece = new Uint8Array(PIECE);
   let written = 0;
+  const packTotal = files.reduce((a, f) => a + (f.method === "sparse" ? f.extents!.reduce((b, r) => b + r[1], 0) : f.size), 0);
+  let packed = 0;
+  opts.onProgress?.("packing", 0, packTotal);
   let ok = false;
   try {
     const zip = new ZipWriter(fd, out);
@@ -411,6 +420,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean }, t
             if (got !== n) throw new KerncapError("E_ARCHIVE", `${p} changed while it was packed (short read at byte ${start + done})`, { hint: "Pack it again when nothing writes to the capture." });
             done += n;
             e.push(b);
+            opts.onProgress?.("packing", (packed += n), packTotal);
             await tick();
           }
         }
@@ -667,7 +677,7 @@ export function unpackedMode(mode: number): number {
  *   E_EXISTS (DIR exists, no force), E_CHECKSUM (naming the file, or the region and chunk),
  *   E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed)
  */
-export async function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean } = {}): Promise<UnpackResult> {
+export async function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean; onProgress?: ArchiveProgress } = {}): Promise<UnpackResult> {
   const stops = new StopSignals().install();
   try {
     return await unpack(archiveArg, outArg, opts, interruptCheck(stops, "unpack"));
@@ -676,7 +686,7 @@ export async function unpackArchive(archiveArg: string, outArg: string | undefin
   }
 }
 
-async function unpack(archiveArg: string, outArg: string | undefined, opts: { force?: boolean }, tick: () => Promise<void>): Promise<UnpackResult> {
+async function unpack(archiveArg: string, outArg: string | undefined, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<UnpackResult> {
   const t0 = performance.now();
   const archive = resolve(archiveArg);
   if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
@@ -723,6 +733,10 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     let sparseFiles = 0;
     let filesBytes = 0;
     let dataBytes = 0;
+    const unpackTotal = plan.reduce((a, p) => a + p.entry.usize, 0);
+    let unpacked = 0;
+    const progress = opts.onProgress && ((c: Uint8Array) => opts.onProgress!("unpacking", (unpacked += c.length), unpackTotal));
+    progress?.(new Uint8Array(0));
     for (const { file: f, entry: e, bytes } of plan) {
       const p = safeEntryPath(archive, tmp, f.path);
       folder(dirname(p));
@@ -734,6 +748,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
           let x = 0; // current extent
           let inX = 0; // bytes of it written
           await streamEntry(archive, fd, e, bytes, (c) => {
+            progress?.(c);
             for (let o = 0; o < c.length; ) {
               const cur = ext[x];
               if (!cur) throw bad(archive, `${f.entry} holds more bytes than its extents`);
@@ -750,6 +765,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
           // blocks of zeros are left as holes: a stored run of zeros costs no disk here either
           let at = 0;
           await streamEntry(archive, fd, e, bytes, (c) => {
+            progress?.(c);
             writeSparse(out, c, at);
             at += c.length;
           }, tick, data);
@@ -769,7 +785,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     try {
       const m = readManifest(tmp);
       verifyFiles(tmp, m);
-      verifyRegions(tmp, m);
+      verifyRegions(tmp, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
     } catch (e) {
       if (!(e instanceof KerncapError)) throw e;
       throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, { hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked." });

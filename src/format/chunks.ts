@@ -136,8 +136,8 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
             });
           }
           done += len;
+          onBytes?.(done, total); // per chunk: one run can be a whole 48 GiB region
         }
-        onBytes?.(done, total);
       }
     }
   }

@@ -66,8 +66,11 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
   test("-D and -maxrregcount reach nvcc: the registers follow them; a config that does not build is its error, the others build", async () => {
     const m = readManifest(dir);
     const configs = [{ defines: {}, flags: [] }, ...parseCudaSpace({ configs: [], defines: ["HEAVY=1"], maxrregcount: "24,255", nvccFlags: [] }), ...parseCudaSpace({ configs: ["BROKEN=1"], defines: [], nvccFlags: [] })];
-    const built = await buildCudaConfigs(dir, m, configs, { jobs: 2 });
+    const seen: [number, number][] = [];
+    const built = await buildCudaConfigs(dir, m, configs, { jobs: 2, onBuilt: (done, total) => void seen.push([done, total]) });
     expect(built).toHaveLength(4);
+    // the progress line's counts: 0 at the start, then one per build, failed ones too
+    expect(seen).toEqual([[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]]);
     const ok = built.map((b) => ("error" in b ? undefined : b));
     // each into its own folder
     for (const i of [0, 1, 2]) expect(ok[i]!.module, String(i)).toBe(tuneModulePath(dir, i));

@@ -66,14 +66,16 @@ export function moduleRegisters(path: string, m: Pick<Manifest, "kernel" | "devi
  * @returns one entry per config, in order
  * @throws KerncapError E_INTERRUPTED (a stop signal during a build), E_CONFINED (confine: a build read a file outside)
  */
-export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: CudaConfig[], o: { jobs?: number; confine?: boolean }): Promise<CudaBuilt[]> {
+export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: CudaConfig[], o: { jobs?: number; confine?: boolean; onBuilt?: (done: number, total: number) => void }): Promise<CudaBuilt[]> {
   const dir = resolve(dirArg);
   const fe = frontendOf(m);
   fe.beforeBuild?.(dir, m); // a slice made before an edit of the TU is remade once, not by every build
   const out: CudaBuilt[] = new Array(configs.length);
   let next = 0;
+  let finished = 0;
+  o.onBuilt?.(0, configs.length);
   const worker = async () => {
-    for (let i = next++; i < configs.length; i = next++) {
+    for (let i = next++; i < configs.length; i = next++, o.onBuilt?.(++finished, configs.length)) {
       const module = tuneModulePath(dir, i);
       rmSync(dirname(module), { recursive: true, force: true });
       try {
@@ -116,7 +118,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   const configs = [plain, ...swept.filter((c) => cudaConfigKey(c) !== cudaConfigKey(plain))];
 
   const t0 = performance.now();
-  const built = await buildCudaConfigs(dir, m, configs, { jobs: o.jobs, confine: o.confine });
+  const built = await buildCudaConfigs(dir, m, configs, { jobs: o.jobs, confine: o.confine, onBuilt: o.onBuilt });
   const compileSeconds = (performance.now() - t0) / 1000;
   log.info(`${configs.length} builds in ${compileSeconds.toFixed(1)} s (${built.filter((b) => "error" in b).length} failed)`);
   // each build's outcome said before the replay (which needs a GPU): a machine without one still learns which configs compile

@@ -24,6 +24,8 @@ export interface TuneRunOptions {
   jobs?: number;
   /** --trust: tune a received capture (its build runs: src/format/trust.ts). */
   trust?: boolean | string;
+  /** Called as each config's build or compile ends, failed ones too: configs done, configs to build (a progress line: src/util/progress.ts). */
+  onBuilt?: (done: number, total: number) => void;
 }
 
 /** One config: constexpr values by name, and the compile options it sets (absent: the captured one). */

@@ -163,8 +163,10 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
   const built: ({ cubin: string; shared: number; numWarps: number } | { error: string })[] = new Array(unique.length);
   let next = 0;
+  let finished = 0;
+  o.onBuilt?.(0, unique.length);
   const worker = async () => {
-    for (let i = next++; i < unique.length; i = next++) {
+    for (let i = next++; i < unique.length; i = next++, o.onBuilt?.(++finished, unique.length)) {
       const out = join(work, `${i}.cubin`);
       const r = await runBuildCommand([py, script, "--dir", from, "--config", JSON.stringify(unique[i]), "--out", out], dir, env);
       if (r.code !== 0 || !existsSync(out + ".json")) {

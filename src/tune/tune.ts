@@ -50,7 +50,7 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   }
   if (fe === cudaFrontend) {
     if (o.grid !== undefined) throw new KerncapError("E_USAGE", `--grid is a Triton tune's option; ${dir} is a CUDA capture, whose configs keep the captured launch`, { hint: "Sweep macros and flags with --define, --maxrregcount, --nvcc-flag or --config." });
-    return tuneCuda(dir, { space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags }, iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, jobs: o.jobs, trust: o.trust, confine: o.confine });
+    return tuneCuda(dir, { space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags }, iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, jobs: o.jobs, trust: o.trust, confine: o.confine, onBuilt: o.onBuilt });
   }
   throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps CUDA and Triton captures`, { hint: "Rebuild it with its build.sh and compare with `kerncap replay DIR --against BUILT`." });
 }

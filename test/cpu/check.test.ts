@@ -462,11 +462,17 @@ describe("a check with fake workers", () => {
     expect(err).not.toContain("\x1b[");
     // on a terminal the status line is redrawn in place and erased before each finished line
     let tty = "";
-    const p = new CheckProgress(2, { live: true, write: (s) => void (tty += s) });
+    let clock = 0;
+    const p = new CheckProgress(2, { live: true, write: (s) => void (tty += s), now: () => clock });
     p.started("x", 0);
+    clock = 4000;
     p.finished(record("x", "ok"), 0);
+    p.started("y", 0);
     p.stop();
-    expect(tty).toStartWith("checking 1 of 2: x\r\x1b[K[1/2] ok");
+    // drawn, erased for the finished line, drawn again with the time left (1 of 2 in 4 s: 4 s more)
+    expect(tty).toStartWith("\r\x1b[Kchecking: 0 of 2 captures (0%); now x\r\x1b[K[1/2] ok");
+    expect(tty).toContain("\r\x1b[Kchecking: 1 of 2 captures (50%), about 4 s left");
+    expect(tty).toEndWith("\r\x1b[K");
   });
 });
 

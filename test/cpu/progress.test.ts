@@ -17,6 +17,8 @@ describe("progress file", () => {
     expect(describeProgress({ phase: "before", done: 1536 * 1024 * 1024, total: 4 * 1024 ** 3 })).toBe("writing the before state: 1.5 GiB of 4.0 GiB (37%)");
     expect(describeProgress({ phase: "after", done: 0, total: 2048 }, true)).toBe("writing the after state (2.0 KiB)");
     expect(describeProgress({ phase: "fsync", done: 5, total: 5 })).toBe("flushing the memory files to disk");
+    // the time left, as every progress line says it (src/util/progress.ts), from the phase's rate
+    expect(describeProgress({ phase: "before", done: 1024 ** 3, total: 4 * 1024 ** 3 }, false, 10_000)).toBe("writing the before state: 1.0 GiB of 4.0 GiB (25%), about 30 s left");
   });
 
   test("live: one line redrawn in place while it changes, a new line at each phase and at stop", async () => {
@@ -53,5 +55,57 @@ describe("progress file", () => {
     await Bun.sleep(80);
     w.stop();
     expect(said).toEqual(["capture 0: writing the before state (4.0 KiB)", "capture 1: writing the before state (2.0 KiB)"]);
+  });
+});
+
+describe("progress of pack, unpack and inspect --verify (src/util/progress.ts through the verbs' callbacks)", () => {
+  test("pack: checking the chunks, then packing, in bytes up to their totals; unpack: unpacking, then checking", async () => {
+    const { makeCapture } = await import("./fixtures.ts");
+    const { packCapture, unpackArchive } = await import("../../src/format/archive.ts");
+    const { archiveProgress } = await import("../../src/cli/format.ts");
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    const events: [string, number, number][] = [];
+    await packCapture(dir, join(root, "cap.zip"), { onProgress: (p, done, total) => void events.push([p, done, total]) });
+    const phases = (ev: typeof events) => ev.map((e) => e[0]).filter((p, i, a) => a[i - 1] !== p);
+    expect(phases(events)).toEqual(["checking", "packing"]);
+    for (const p of ["checking", "packing"]) {
+      const mine = events.filter((e) => e[0] === p);
+      expect(mine.at(-1)![1], p).toBe(mine.at(-1)![2]); // ends at its total
+      expect(mine.every((e, i) => i === 0 || e[1] >= mine[i - 1]![1]), p).toBe(true); // never backwards
+    }
+    const back: typeof events = [];
+    await unpackArchive(join(root, "cap.zip"), join(root, "back"), { onProgress: (p, done, total) => void back.push([p, done, total]) });
+    expect(phases(back)).toEqual(["unpacking", "checking"]);
+    expect(back.filter((e) => e[0] === "unpacking").at(-1)![1]).toBeGreaterThan(0);
+    // the verbs' line under --json: nothing
+    const line = archiveProgress("cap", true);
+    const write = process.stderr.write;
+    let err = "";
+    (process.stderr as any).write = (s: string) => ((err += s), true);
+    try {
+      line.update("packing", 1, 2);
+      line.end();
+    } finally {
+      (process.stderr as any).write = write;
+    }
+    expect(err).toBe("");
+  });
+
+  test("inspect --verify: on a terminal (script(1)'s pseudo-terminal) a line redrawn in place and erased; off one, nothing for a small capture", async () => {
+    const { makeCapture } = await import("./fixtures.ts");
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const argv = [process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "inspect", dir, "--verify"];
+    const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+    expect(p.stderr.toString()).not.toContain("checking"); // a plain line comes only every 10 s
+    if (!Bun.which("script")) return;
+    const t = Bun.spawnSync(["script", "-qec", argv.map((a) => `'${a}'`).join(" "), "/dev/null"], { stdout: "pipe", stderr: "pipe" });
+    const tty = t.stdout.toString();
+    expect(t.exitCode, tty).toBe(0);
+    expect(tty).toMatch(/\r\x1b\[Kchecking cap's memory chunks: [\d.]+ (B|KiB) of [\d.]+ KiB \(\d+%\)/);
+    expect(tty).toMatch(/\r\x1b\[K(\r\n)?integrity  every checksum matches/); // erased before the verdict
   });
 });

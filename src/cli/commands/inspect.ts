@@ -3,7 +3,8 @@ import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import { receivedReasons, trustRecorded } from "../../format/trust.ts";
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
-import { resolve } from "node:path";
+import { basename, resolve } from "node:path";
+import { stderrProgress } from "../../util/progress.ts";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
@@ -73,10 +74,10 @@ export function describeTimings(m: Manifest): string {
  * against memory.beforeFileBytes/afterFileBytes) and, with regions, verifyRegions (every stored
  * chunk's kc64 checksum). A checksum error becomes the verdict.
  */
-export function checkIntegrity(dir: string, m: Manifest, regions: boolean): { verdict: "ok" | "damaged"; code?: string; message?: string; hint?: string | null } {
+export function checkIntegrity(dir: string, m: Manifest, regions: boolean, onBytes?: (done: number, total: number) => void): { verdict: "ok" | "damaged"; code?: string; message?: string; hint?: string | null } {
   try {
     verifyFiles(dir, m);
-    if (regions) verifyRegions(dir, m);
+    if (regions) verifyRegions(dir, m, onBytes);
     return { verdict: "ok" };
   } catch (e) {
     if (!isKerncapError(e) || e.code !== "E_CHECKSUM") throw e;
@@ -120,7 +121,14 @@ export default defineCommand({
     // the summary first (it is what the user asked for), then the integrity verdict
     if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted)}\n`);
     const checked = args.verify ? "files+regions" : "files";
-    const integrity = checkIntegrity(dir, m, Boolean(args.verify));
+    // --verify reads every memory image (minutes for tens of GiB): a progress line on stderr
+    const progress = args.verify ? stderrProgress(`checking ${basename(resolve(dir))}'s memory chunks`, m.memory.storedBeforeBytes + m.memory.storedAfterBytes, "bytes", Boolean(args.json)) : undefined;
+    let integrity: ReturnType<typeof checkIntegrity>;
+    try {
+      integrity = checkIntegrity(dir, m, Boolean(args.verify), progress && ((done) => progress.update(done)));
+    } finally {
+      progress?.end();
+    }
     if (args.json) {
       printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons, trusted }, integrity: { checked, ...integrity } });
       if (integrity.verdict !== "ok") log.error(integrity.message!);

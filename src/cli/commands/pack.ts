@@ -7,6 +7,7 @@ import { log } from "../../log.ts";
 import { escapeForTerminal } from "../../escape.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
+import { archiveProgress } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
@@ -21,7 +22,8 @@ export default defineCommand({
   async run({ args }) {
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
-    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force) });
+    const progress = archiveProgress(basename(dir), Boolean(args.json));
+    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force), onProgress: progress.update }).finally(progress.end);
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     if (args.json) printJson("pack", r);
     else {

@@ -13,6 +13,7 @@ import { floatArg } from "../../replay/tolerance-plan.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, trustArg, verboseArg, printText } from "../args.ts";
+import { stderrProgress, type ProgressLine } from "../../util/progress.ts";
 
 /** The text of a tune: the table, its errors and notes, the winner and the line to paste. */
 export function describeTune(r: TuneResult<unknown>): string {
@@ -26,6 +27,16 @@ export function describeTune(r: TuneResult<unknown>): string {
   }
   lines.push(`  ${r.rows.length} rows: built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s`);
   return lines.join("\n");
+}
+
+/** Tune's builds as a progress line (configs built of all, the time left), erased once all are built. */
+function buildProgress(json: boolean): (done: number, total: number) => void {
+  let line: ProgressLine | undefined;
+  return (done, total) => {
+    line ??= stderrProgress("building configs", total, { noun: "built" }, json);
+    line.update(done);
+    if (done >= total) line.end();
+  };
 }
 
 export default defineCommand({
@@ -64,6 +75,7 @@ export default defineCommand({
       rtol: floatArg("rtol", args.rtol),
       trust: trustArg(args.trust, rawArgs),
       confine: Boolean(args.confine),
+      onBuilt: buildProgress(Boolean(args.json)),
     };
     return withAslrRetry(async () => {
       const r = await tuneCapture(String(args.dir), o);

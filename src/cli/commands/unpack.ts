@@ -6,6 +6,8 @@ import { log } from "../../log.ts";
 import { escapeForTerminal } from "../../escape.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
+import { basename } from "node:path";
+import { archiveProgress } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
@@ -19,7 +21,8 @@ export default defineCommand({
   },
   async run({ args }) {
     if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
-    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force) });
+    const progress = archiveProgress(basename(String(args.file)), Boolean(args.json));
+    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force), onProgress: progress.update }).finally(progress.end);
     for (const w of r.warnings) log.warn(`noted at pack time: ${escapeForTerminal(w, { oneLine: true })}`); // the archive's text: one line each
     if (args.json) printJson("unpack", r);
     else {
