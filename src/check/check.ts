@@ -15,7 +15,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { refuseLink, writeFileAtomic } from "../util/write-file.ts";
+import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -85,19 +85,8 @@ export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, work
   return { ...x, status: statusOf(x, time), time, worker, gpu };
 }
 
-/**
- * A file the run writes at its end (--junit, --write-baseline), checked before any capture is
- * checked, so a typo does not cost the whole run: its folder exists and it is not a folder nor a symbolic link.
- * @throws KerncapError E_USAGE naming the option and the path, E_UNSAFE_PATH for a link
- */
-export function checkOutputFile(option: string, path: string): void {
-  const p = resolve(path);
-  refuseLink(p, `--${option}`); // written through no link (src/util/write-file.ts), said before the run rather than after it
-  const hint = `Give --${option} a file in an existing folder.`;
-  if (existsSync(p) && statSync(p).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p} is a folder`, { hint: `${hint} For example --${option} ${join(p, option === "junit" ? "check.xml" : "baseline.json")}.` });
-  const parent = dirname(p);
-  if (!existsSync(parent) || !statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p}: there is no folder ${parent}`, { hint: `${hint} Make it first (mkdir -p ${parent}).` });
-}
+/** A file the run writes at its end, checked before any capture is (src/util/write-file.ts). */
+export { checkOutputFile };
 
 /**
  * Run a check.

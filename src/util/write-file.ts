@@ -11,7 +11,8 @@
  * Appended files (check's results.jsonl) are opened with openNoFollow: O_NOFOLLOW, so a link at
  * the name (dangling or not) is refused rather than followed.
  */
-import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, fchmodSync, fsyncSync, lstatSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { tempFor } from "../leftovers.ts";
 
@@ -116,3 +117,19 @@ export function openNoFollow(path: string, flags: number, what: string, mode = 0
     throw systemError(Object.assign(e as object, { path })) ?? e;
   }
 }
+
+/**
+ * A file a verb writes at its end (check's --junit, --write-baseline, --report, --csv; tune's
+ * --report, --csv), checked before the work starts, so a typo does not cost the whole run: its
+ * folder exists and it is neither a folder nor a symbolic link.
+ * @throws KerncapError E_USAGE naming the option and the path, E_UNSAFE_PATH for a link
+ */
+export function checkOutputFile(option: string, path: string): void {
+  const p = resolve(path);
+  refuseLink(p, `--${option}`); // written through no link (writeFileAtomic), said before the work rather than after it
+  const hint = `Give --${option} a file in an existing folder.`;
+  if (existsSync(p) && statSync(p).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p} is a folder`, { hint: `${hint} For example --${option} ${join(p, ({ junit: "check.xml", report: "report.html", csv: "report.csv" } as Record<string, string>)[option] ?? "baseline.json")}.` });
+  const parent = dirname(p);
+  if (!existsSync(parent) || !statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p}: there is no folder ${parent}`, { hint: `${hint} Make it first (mkdir -p ${parent}).` });
+}
+

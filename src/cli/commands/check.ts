@@ -14,7 +14,10 @@
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { DEFAULT_RESULTS_DIR, mergeResults, runCheck, type CheckReport } from "../../check/check.ts";
+import { resolve } from "node:path";
+import { checkOutputFile, DEFAULT_RESULTS_DIR, mergeResults, runCheck, type CheckReport } from "../../check/check.ts";
+import { checkCsv, checkHtml } from "../../check/html.ts";
+import { writeFileAtomic } from "../../util/write-file.ts";
 import { workerProcesses } from "../../check/pool.ts";
 import { summaryTable } from "../../check/report.ts";
 import { checkCapture, type CheckSettings } from "../../check/runner.ts";
@@ -55,6 +58,8 @@ export default defineCommand({
     shard: { type: "string", description: "Check only shard K of N (0 ≤ K < N; a stable share by the capture's identity): a CI matrix, or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT", valueHint: "K/N" },
     merge: { type: "boolean", description: "Join results files (the shards' results.jsonl or --json documents) into one report", default: false },
     junit: { type: "string", description: "Write JUnit XML to FILE (failure: mismatch or slower; error; skipped)", valueHint: "FILE" },
+    report: { type: "string", description: "Write an HTML report to FILE: each capture's time ratio against the baseline with its interval as a chart, the table, each failed capture's first differing region (one self-contained file)", valueHint: "FILE" },
+    csv: { type: "string", description: "Write the table to FILE as CSV (one row per capture: status, ratio and its interval, medians µs, identity, reason)", valueHint: "FILE" },
     worker: { type: "boolean", description: "Internal: a worker process of a check (stdin/stdout carry its protocol)", default: false },
     ...jsonArg,
     ...verboseArg,
@@ -69,10 +74,12 @@ export default defineCommand({
     const slowerPct = floatArg("slower", args.slower, "For example --slower 10 (percent; 10 is the default): a capture is slower when its time's interval lies wholly above 1.10× the baseline.") ?? 10;
     if (!(slowerPct >= 0 && slowerPct < 1000)) throw new KerncapError("E_USAGE", `--slower ${args.slower}: a percentage from 0 to 1000`, { hint: "For example --slower 10 (10%)." });
     if (!paths.length) throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", { hint: args.merge ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]" : "kerncap check DIR… (capture folders, archives, or folders holding them)" });
+    // the report files' folders checked before any capture is (as --junit's)
+    for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k]));
     let report: CheckReport;
     if (args.merge) {
       const stray = (["rebuild", "trust", "resume", "gpus", "shard", "results"] as const).find((k) => args[k] !== undefined && args[k] !== false);
-      if (stray) throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, { hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--json]." });
+      if (stray) throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, { hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json]." });
       report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
     } else {
       const settings: CheckSettings = {
@@ -103,6 +110,8 @@ export default defineCommand({
         open: (say) => workerProcesses(settings, (l) => say(printable(l))),
       });
     }
+    if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), checkHtml(report, paths.join(" ")));
+    if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), checkCsv(report));
     if (args.json) printJson("check", report);
     else printText(summaryTable(report.captures, report.seconds) + "\n");
     if (report.exitCode === 1) log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);

@@ -13,6 +13,9 @@ import { floatArg } from "../../replay/tolerance-plan.ts";
 import { withAslrRetry } from "../../replay/aslr.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, trustArg, verboseArg, printText } from "../args.ts";
+import { resolve } from "node:path";
+import { tuneCsv, tuneHtml } from "../../tune/html.ts";
+import { checkOutputFile, writeFileAtomic } from "../../util/write-file.ts";
 import { stderrProgress, type ProgressLine } from "../../util/progress.ts";
 
 /** The text of a tune: the table, its errors and notes, the winner and the line to paste. */
@@ -53,6 +56,8 @@ export default defineCommand({
     "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch", default: false },
     trust: { type: "boolean", description: "Tune a received capture (unpacked, or made on another host): its build (build.sh, the kernel's Python) runs, as validate --trust runs it; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)", default: false },
     confine: { type: "boolean", description: "What kerncap mcp's tune uses: CUDA builds read nothing outside the capture, its source root and the toolchain (as validate --confine); a Triton capture only with --trust", default: false },
+    report: { type: "string", description: "Write an HTML report to FILE: the configs as a table and a bar chart of their times, a heatmap when two parameters vary (one self-contained file)", valueHint: "FILE" },
+    csv: { type: "string", description: "Write the configs to FILE as CSV (one row each: parameters, verdict, median µs, speedup)", valueHint: "FILE" },
     atol: { type: "string", description: "Absolute tolerance per element against the app's after state", default: "0" },
     rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
     ...jsonArg,
@@ -77,8 +82,11 @@ export default defineCommand({
       confine: Boolean(args.confine),
       onBuilt: buildProgress(Boolean(args.json)),
     };
+    for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
     return withAslrRetry(async () => {
       const r = await tuneCapture(String(args.dir), o);
+      if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), tuneHtml(r));
+      if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), tuneCsv(r));
       if (args.json) printJson("tune", r);
       else printText(describeTune(r as TuneResult<unknown>) + "\n");
       return r.winner ? 0 : 1;
