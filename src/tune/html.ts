@@ -43,7 +43,7 @@ export function tuneHtml(r: TuneResult<TuneConfig> | TuneResult<CudaConfig>): st
   const vary = varyingParams(rows);
   if (vary.length === 2) {
     const [px, py] = vary as [string, string];
-    const swept = rows.filter((x) => !x.captured);
+    const swept = [...rows.filter((x) => !x.captured), ...rows.filter((x) => x.captured)]; // the app's config is a cell too, where it has both parameters
     const xs = numericOrder([...new Set(swept.map((x) => configParams(x.config)[px]).filter((v): v is string => v !== undefined))]);
     const ys = numericOrder([...new Set(swept.map((x) => configParams(x.config)[py]).filter((v): v is string => v !== undefined))]);
     sections.push(`<h2>${esc(px)} × ${esc(py)}</h2>`);
