@@ -8,6 +8,13 @@ import { jsonDocument, type DocumentName } from "../format/documents.ts";
 import { elementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
 
+/**
+ * Options of a verb's internal protocol, not for people (check --worker: the worker process that
+ * `check` starts, src/check/worker.ts): left out of --help, completion and the option lists of
+ * usage errors; still accepted.
+ */
+export const HIDDEN_OPTIONS: ReadonlySet<string> = new Set(["worker"]);
+
 export const jsonArg = {
   json: { type: "boolean", description: "Print machine-readable JSON on stdout (logs stay on stderr)", default: false },
 } as const satisfies ArgsDef;

@@ -5,6 +5,8 @@
  */
 import type { ArgsDef, CommandDef } from "citty";
 import { ELEMENT_BYTES } from "../replay/tolerance.ts";
+import { CLIENT_NAMES } from "../mcp/clients.ts";
+import { HIDDEN_OPTIONS } from "./args.ts";
 
 export interface VerbSpec {
   name: string;
@@ -24,6 +26,7 @@ export async function verbSpecs(commands: Record<string, () => Promise<CommandDe
     const options: VerbSpec["options"] = [];
     let positional: VerbSpec["positional"] = "none";
     for (const [n, d] of Object.entries(defs)) {
+      if (HIDDEN_OPTIONS.has(n)) continue; // check --worker: kerncap's own protocol
       if (d.type === "positional") {
         positional = n === "dir" ? "dir" : n === "file" ? "file" : n === "shell" ? "shell" : n === "name" ? "schema" : "none";
         continue;
@@ -38,22 +41,27 @@ export async function verbSpecs(commands: Record<string, () => Promise<CommandDe
 const words = (v: VerbSpec) => [...v.options.flatMap((o) => [`--${o.name}`, ...(o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force" ? [`--no-${o.name}`] : []), ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))]), "--help"];
 const sq = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
 
-/** Options whose value is a path (completed to files and folders); every other valued option's value is not completed, except --dtype. */
-const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands", "results", "baseline", "write-baseline", "junit"]);
+/** Options whose value is a path (completed to files and folders); every other valued option's value is not completed, except those of CHOICES. */
+const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands", "results", "baseline", "write-baseline", "junit", "against", "module", "export", "report", "csv"]);
 const DTYPES = Object.keys(ELEMENT_BYTES);
+/** Options whose value is one of a few words: --dtype's element types, mcp --print-config's clients. */
+const CHOICES: Record<string, readonly string[]> = { dtype: DTYPES, "print-config": CLIENT_NAMES };
 
-/** The spellings of the options that take a value, split into path-valued, --dtype, and the rest. */
-function valuedSpellings(verbs: VerbSpec[]): { path: string[]; dtype: string[]; other: string[] } {
-  const out = { path: new Set<string>(), dtype: new Set<string>(), other: new Set<string>() };
+/** The spellings of the options that take a value, split into path-valued, one list per CHOICES option, and the rest. */
+function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[], readonly string[]][]; other: string[] } {
+  const path = new Set<string>();
+  const other = new Set<string>();
+  const choices = new Map<string, Set<string>>();
   for (const v of verbs) {
     for (const o of v.options) {
       if (o.boolean) continue;
       const spell = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
-      const set = PATH_OPTIONS.has(o.name) ? out.path : o.name === "dtype" ? out.dtype : out.other;
+      const set = PATH_OPTIONS.has(o.name) ? path : CHOICES[o.name] ? (choices.get(o.name) ?? choices.set(o.name, new Set()).get(o.name)!) : other;
       for (const x of spell) set.add(x);
     }
   }
-  return { path: [...out.path], dtype: [...out.dtype], other: [...out.other] };
+  // a spelling is a path wherever one verb's option of that spelling takes a path (-o: run's folder, pack's archive, profile's report)
+  return { path: [...path], choices: [...choices].map(([n, s]) => [[...s].filter((x) => !path.has(x)), CHOICES[n]!]), other: [...other].filter((x) => !path.has(x)) };
 }
 
 /** The completion script for one shell. */
@@ -79,7 +87,7 @@ _kerncap() {
   # the value of an option: a path, a --dtype name, or nothing to offer
   case "\${COMP_WORDS[COMP_CWORD-1]}" in
     ${vs.path.join("|")}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    ${vs.dtype.join("|")}) COMPREPLY=($(compgen -W "${DTYPES.join(" ")}" -- "$cur")); return ;;
+${vs.choices.map(([spell, words]) => `    ${spell.join("|")}) COMPREPLY=($(compgen -W "${words.join(" ")}" -- "$cur")); return ;;`).join("\n")}
     ${vs.other.join("|")}) return ;;
   esac
   case "$verb" in
@@ -96,7 +104,7 @@ complete -o filenames -F _kerncap kerncap
         const opts = v.options.map((o) => {
           const desc = o.description.replace(/[\[\]:']/g, " ");
           const flags = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
-          const arg = o.boolean ? "" : `:${o.name}:${/out|dir|root|commands/.test(o.name) ? "_files" : " "}`;
+          const arg = o.boolean ? "" : `:${o.name}:${PATH_OPTIONS.has(o.name) ? "_files" : CHOICES[o.name] ? `(${CHOICES[o.name]!.join(" ")})` : " "}`;
           return flags.length > 1 ? `'(${flags.join(" ")})'{${flags.join(",")}}'[${desc}]${arg}'` : `'${flags[0]}[${desc}]${arg}'`;
         });
         const pos = v.positional === "dir" ? `'1:capture folder:_files -/'` : v.positional === "file" ? `'1:archive:_files -g "*.zip"'` : v.positional === "shell" ? `'1:shell:(bash zsh fish)'` : v.positional === "schema" ? `'1:schema:(${schemaNames.join(" ")})'` : "";
@@ -136,7 +144,7 @@ if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _kerncap "$@"; else compdef
     const cond = `'__kerncap_verb ${v.name}; and not __kerncap_after_dd'`;
     for (const o of v.options) {
       const short = o.alias.find((a) => a.length === 1);
-      L.push(`complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : o.name === "dtype" ? ` -a ${sq(DTYPES.join(" "))}` : ""} -d ${sq(o.description)}`);
+      L.push(`complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : CHOICES[o.name] ? ` -a ${sq(CHOICES[o.name]!.join(" "))}` : ""} -d ${sq(o.description)}`);
       // the other spellings (ncu's --kernel-name, --launch-skip) and --no-NAME of a switch
       for (const a of o.alias.filter((x) => x.length > 1)) L.push(`complete -c kerncap -n ${cond} -l ${a}${o.boolean ? "" : " -r"} -d ${sq(o.description)}`);
       if (o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force") L.push(`complete -c kerncap -n ${cond} -l no-${o.name} -d ${sq(`not: ${o.description}`)}`);

@@ -6,6 +6,7 @@
  */
 import { renderUsage, type ArgsDef, type CommandDef } from "citty";
 import type { commands } from "./verbs.ts";
+import { HIDDEN_OPTIONS } from "./args.ts";
 
 type Verb = keyof typeof commands;
 
@@ -98,6 +99,12 @@ export function examplesSection(verb: Verb | "main"): string {
   return `EXAMPLES\n\n${ex.map(([c, what]) => `  ${c.padEnd(w)}   # ${what}`).join("\n")}\n`;
 }
 
+/** The command with its hidden options (HIDDEN_OPTIONS: check --worker) taken out, for its usage. */
+async function withoutHidden(cmd: CommandDef<any>): Promise<CommandDef<any>> {
+  const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
+  return { ...cmd, args: Object.fromEntries(Object.entries(defs).filter(([n]) => !HIDDEN_OPTIONS.has(n))) };
+}
+
 /** citty's usage writes every alias with one dash: long ones (--kernel-name, --launch-skip) get two. */
 async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string> {
   const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
@@ -116,7 +123,8 @@ async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string>
  * (`main`: the root command). `tty`: stdout is a terminal (citty's colours kept).
  */
 export async function helpText(main: CommandDef<any>, verb?: Verb, cmd?: CommandDef<any>, tty = false): Promise<string> {
-  const text = await renderUsage(cmd ?? main, cmd ? main : undefined);
+  const shown = cmd ? await withoutHidden(cmd) : main;
+  const text = await renderUsage(shown, cmd ? main : undefined);
   let out = tty ? text : text.replace(/\x1b\[[0-9;]*m/g, "");
   out = out.replace(/[ \t]+$/gm, "");
   if (verb === "run" || verb === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");

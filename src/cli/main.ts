@@ -10,7 +10,7 @@ import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { printJson, printJsonLine } from "./args.ts";
+import { HIDDEN_OPTIONS, printJson, printJsonLine } from "./args.ts";
 import { commands } from "./verbs.ts";
 import { helpText } from "./help.ts";
 import { asShown, printable } from "./format.ts";
@@ -82,7 +82,7 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
   // every spelling of each option, as the user may have typed it: its aliases (ncu's -k, --launch-skip, -o, -f),
   // and --no-NAME of a switch that is on by default or documents its negation
   const options = Object.entries(defs as ArgsDef)
-    .filter(([, d]) => d.type !== "positional")
+    .filter(([n, d]) => d.type !== "positional" && !HIDDEN_OPTIONS.has(n))
     .map(([n, d]) => {
       // citty adds the camelCase form of a hyphenated name (launchCount) to a definition it parsed with: not a spelling to offer
       const camel = n.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());

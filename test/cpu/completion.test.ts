@@ -4,7 +4,7 @@
  * offered nothing, `--dtype <TAB>` offered folders, fish completed nothing after `--`.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { tempDir } from "./fixtures.ts";
 
@@ -35,6 +35,25 @@ describe("shell completion", () => {
     expect(complete(["kerncap", "replay", "--iters", ""])).toEqual([]);
     expect(complete(["kerncap", "run", "--", "./ap"])).toEqual(["./app.sh"]);
     expect(complete(["kerncap", "replay", "--no-v"])).toEqual(["--no-verify"]);
+    // paths after --against and --module (another capture, a rebuilt module), the clients after mcp --print-config
+    expect(complete(["kerncap", "replay", "cap", "--against", "ca"])).toEqual(["capdir"]);
+    expect(complete(["kerncap", "replay", "cap", "--module", "ap"])).toEqual(["app.sh"]);
+    expect(complete(["kerncap", "check", "x", "--report", "ap"])).toEqual(["app.sh"]);
+    expect(complete(["kerncap", "mcp", "--print-config", "c"])).toEqual(["claude-code", "claude-desktop", "codex", "cursor"]);
+    // check's internal --worker is not offered
+    expect(complete(["kerncap", "check", "--w"])).toEqual(["--write-baseline"]);
+  });
+
+  test("--worker (check's protocol) is in no completion script, no --help and no usage error's list of options, and still works", async () => {
+    for (const shell of ["bash", "zsh", "fish"]) expect(readFileSync(script(shell), "utf8"), shell).not.toMatch(/--worker|-l worker\b/);
+    const help = Bun.spawnSync([process.execPath, MAIN, "check", "--help"], { stdout: "pipe" }).stdout.toString();
+    expect(help).toContain("--junit");
+    expect(help).not.toContain("--worker");
+    const bad = Bun.spawnSync([process.execPath, MAIN, "check", "--bogus", "--json"], { stdout: "pipe", stderr: "pipe" });
+    expect(JSON.parse(bad.stdout.toString()).error.hint).not.toContain("--worker");
+    const { checkArgs } = await import("../../src/cli/main.ts");
+    const { commands } = await import("../../src/cli/verbs.ts");
+    expect(await checkArgs("check", await commands.check(), ["--worker"])).toEqual(["--worker"]);
   });
 
   test.skipIf(!Bun.which("fish"))("fish: files after --, the verb is kerncap's first word (not the application's), ncu spellings and --no-NAME", () => {
