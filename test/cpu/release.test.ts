@@ -67,6 +67,8 @@ describe.skipIf(!!SKIP)("release artifacts", () => {
     expect(c.out.trim().split("\n")).toHaveLength(2);
     const t = sh(["tar", "-tvJf", join(rel, files[1]!)]);
     expect(t.out).toMatch(new RegExp(`^-rwxr-xr-x 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap$`, "m"));
+    expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap\\.1$`, "m"));
+    expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/LICENSE$`, "m"));
    }, 60_000);
 
   test("the wheel: the executable under .data/scripts, mode 755; RECORD lists every other file with its sha256 and size", () => {
@@ -149,6 +151,7 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     expect(m.out.trim()).toBe(version);
     const bad = sh([join(venv, "bin/python"), "-m", "kerncap", "inspect", join(work, "no-such-capture")], { cwd: work, env: { KERNCAP_CACHE: env.KERNCAP_CACHE } });
     expect(bad.code).toBe(2); // kerncap's own exit status comes through
+    expect(readFileSync(join(venv, "share/man/man1/kerncap.1"), "utf8")).toBe(readFileSync(join(ROOT, "docs/kerncap.1"), "utf8")); // man -M venv/share/man kerncap
     expect(sh([...pip, "uninstall", "-y", "kerncap"]).code).toBe(0);
     expect(existsSync(join(venv, "bin/kerncap"))).toBe(false);
     expect(sh([join(venv, "bin/python"), "-c", "import kerncap"]).code).not.toBe(0);
