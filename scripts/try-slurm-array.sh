@@ -7,7 +7,8 @@
 # SLURM_ARRAY_JOB_ID, CUDA_VISIBLE_DEVICES of the task's GPUs: here 0). The first baseline is made
 # as the doc says (a check with --write-baseline). Then the doc's merge command joins the shards:
 # the merged JUnit must hold every capture once, and the exit must be 0.
-# What it does not try: Slurm itself (scheduling, --gpus-per-node, requeue).
+# What it does not try: Slurm itself (scheduling, --gpus-per-node, requeue): scripts/slurm-one-node.sh
+# submits the same script to a real one-node Slurm where slurm-wlm is installed.
 # Usage: scripts/try-slurm-array.sh CORPUS_DIR [TASKS]   (default TASKS 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
