@@ -4,8 +4,9 @@
 # munge`), private to this run: its own munge key and socket, its own ports, state and logs under
 # one scratch folder, the daemons stopped at the end. The job script is the doc's own (its first
 # ```bash block under "### Slurm job array", with /shared put in the scratch folder), submitted
-# with `sbatch --array=0-(TASKS-1) --wait`: command-line options override its #SBATCH lines (the
-# array's size, a log per task). The node declares GPUS generic resources (gres gpu, by count) so
+# with `sbatch --array=0-(TASKS-1)` (command-line options override its #SBATCH lines: the
+# array's size, a log per task), then waited for until it leaves the queue (a task held after a
+# failed launch ends the run with slurmd's error). The node declares SLURM_GPUS generic resources (gres gpu, empty files of its own) so
 # the script's `--gpus-per-node` can be met on a machine without GPUs. Then the doc's merge
 # command joins the shards' results into one JUnit report, which must hold every capture once.
 # On a CPU machine each capture's record is an error (E_NO_GPU) or, with --rebuild, its build;
@@ -28,7 +29,9 @@ for t in slurmctld slurmd munged sbatch scontrol squeue; do
 done
 export PATH="/usr/sbin:$PATH"
 [ -x "$bin" ] || { say "no kerncap executable at $bin (bash scripts/build.sh, or KERNCAP_BIN)"; exit 2; }
-work="$(mktemp -d "${TMPDIR:-/tmp}/kerncap-slurm-XXXXXX")"
+# under /tmp whatever TMPDIR says: slurmd's and slurmstepd's Unix sockets live in it, and a socket
+# path is at most 108 bytes (a test's nested TMPDIR made "launch failed requeued held")
+work="$(mktemp -d /tmp/kcslurm.XXXXXX)"
 chmod 755 "$work"
 host="$(hostname -s)"
 # ports of our own, so that another cluster on this machine (or a second run) is not disturbed
@@ -43,6 +46,8 @@ cleanup() {
   if [ "${KEEP:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 mkdir -p "$work"/{conf,run,state,spool,log,munge,shared,bin}
 chmod 700 "$work/munge"
 
@@ -120,15 +125,24 @@ n=$(find "$work/shared/corpus" -mindepth 1 -maxdepth 1 -type d | wc -l)
 # the first baseline, as the doc says: a check of the whole corpus with --write-baseline
 PATH="$work/bin:$PATH" kerncap check "$work/shared/corpus" --results "$work/first" --write-baseline "$work/shared/corpus-baseline.json" --iters 10 >/dev/null 2>"$work/first.log" || true
 [ -f "$work/shared/corpus-baseline.json" ] || { say "the first check wrote no baseline: $(tail -3 "$work/first.log")"; exit 1; }
-say "$n captures, $tasks array tasks: sbatch --array=0-$((tasks - 1)) --wait the doc's job script"
+say "$n captures, $tasks array tasks: sbatch --array=0-$((tasks - 1)) the doc's job script"
 t2=$(date +%s.%N)
-set +e
-job="$(cd "$work" && PATH="$work/bin:$PATH" sbatch --parsable --wait --array=0-$((tasks - 1)) --output="$work/check-%a.log" --export=ALL job.sh)"
-rc=$?
-set -e
-t3=$(date +%s.%N)
+job="$(cd "$work" && PATH="$work/bin:$PATH" sbatch --parsable --array=0-$((tasks - 1)) --output="$work/check-%a.log" --export=ALL job.sh)"
 job="${job%%;*}"
-say "array job $job ended (sbatch exit $rc) in $(python3 -c "print(f'{$t3 - $t2:.1f}')") s"
+# until the array leaves the queue; a task that cannot start (held after a failed launch) ends the run
+for _ in $(seq 1 ${SLURM_WAIT_S:-300}); do
+  q="$(squeue -h -j "$job" -o '%T %r' 2>/dev/null || true)"
+  [ -z "$q" ] && break
+  if grep -q "held" <<<"$q"; then
+    say "the array's tasks could not start ($q): $(grep -i error "$work/log/slurmd.log" | grep -v -i pmix | tail -3)"
+    scancel "$job" 2>/dev/null || true
+    exit 1
+  fi
+  sleep 1
+done
+[ -z "$q" ] || { say "the array job $job did not finish in ${SLURM_WAIT_S:-300} s ($q)"; scancel "$job" 2>/dev/null || true; exit 1; }
+t3=$(date +%s.%N)
+say "array job $job left the queue in $(python3 -c "print(f'{$t3 - $t2:.1f}')") s"
 set +e
 JOB="$job" PATH="$work/bin:$PATH" bash "$work/merge.sh" >"$work/merge.log" 2>&1
 mrc=$?

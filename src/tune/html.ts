@@ -35,7 +35,7 @@ export function tuneHtml(r: TuneResult<TuneConfig> | TuneResult<CudaConfig>): st
   const rows = r.rows as TuneRow<TuneConfig | CudaConfig>[];
   const app = rows.find((x) => x.captured);
   const w = r.winner;
-  const sub = `${r.frontend === "cuda" ? "CUDA" : "Triton"} kernel ${r.kernel}; ${rows.length} rows, built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s; ${w ? `winner: ${label(w)}${w.speedup && !w.captured ? `, ${w.speedup.toFixed(2)}× the app's` : ""}` : "no config matched the app's after state"}`;
+  const sub = `kernel ${r.kernel} (${r.frontend}); ${rows.length} rows, built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s; ${w ? `winner: ${label(w)}${w.speedup && !w.captured ? `, ${w.speedup.toFixed(2)}× the app's` : ""}` : "no config matched the app's after state"}`;
   const sections: string[] = [];
   if (w && r.paste) sections.push(`<h2>To paste</h2><pre><code>${esc(r.paste)}</code></pre>`);
   sections.push(`<h2>Median time per config</h2>`);
@@ -56,12 +56,14 @@ export function tuneHtml(r: TuneResult<TuneConfig> | TuneResult<CudaConfig>): st
       }, { xAxis: px, yAxis: py, empty: "—", title: `median µs over ${px} and ${py}` }),
     );
   }
+  // registers per thread where the frontend reads them from its modules (CUDA's cubins)
+  const regs = rows.some((x) => x.registers !== undefined);
   sections.push(`<h2>Configs</h2>`);
   sections.push(
     table(
-      ["config", "verdict", "median µs", "vs the app's", ...(r.frontend === "cuda" ? ["registers"] : []), "note"],
-      rows.map((x) => [label(x), tag(x.verdict, VERDICT_COLOR[x.verdict]), x.medianUs !== null ? x.medianUs.toFixed(2) : null, x.speedup !== null ? `${x.speedup.toFixed(2)}×` : null, ...(r.frontend === "cuda" ? [x.registers ?? null] : []), x.error ?? x.note ?? ""]),
-      { numeric: [2, 3, ...(r.frontend === "cuda" ? [4] : [])] },
+      ["config", "verdict", "median µs", "vs the app's", ...(regs ? ["registers"] : []), "note"],
+      rows.map((x) => [label(x), tag(x.verdict, VERDICT_COLOR[x.verdict]), x.medianUs !== null ? x.medianUs.toFixed(2) : null, x.speedup !== null ? `${x.speedup.toFixed(2)}×` : null, ...(regs ? [x.registers ?? null] : []), x.error ?? x.note ?? ""]),
+      { numeric: [2, 3, ...(regs ? [4] : [])] },
     ),
   );
   return page(`kerncap tune: ${r.dir}`, sub, sections);

@@ -25,7 +25,7 @@ test.skipIf(!HAS_SLURM)("the doc's array job under sbatch on a one-node Slurm: t
   const out = r.stdout.toString() + r.stderr.toString();
   expect(r.exitCode, out).toBe(0);
   expect(out).toMatch(/one-node cluster up on \S+/);
-  expect(out).toMatch(/array job \d+ ended/);
+  expect(out).toMatch(/array job \d+ left the queue/);
   expect(out).toContain("2 shard reports of 2 tasks");
   expect(out).toContain("merged JUnit 3 test cases (3 distinct) of 3 captures");
   // no daemon of the run is left behind
