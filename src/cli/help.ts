@@ -49,14 +49,17 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
     ["kerncap profile cap", "Nsight Compute on the replayed launch only; report in cap/profile/"],
     ["kerncap profile cap --build", "the same for the reproducer's rebuilt kernel"],
     ["kerncap profile cap --nsys", "an Nsight Systems timeline of the replay instead"],
+    ["kerncap profile cap -o softmax -f", "the report at ./softmax.ncu-rep (ncu's -o), replacing one there"],
   ],
   tune: [
     ["kerncap tune cap --config 'BLOCK_M=64,128 num_warps=4,8' --rtol 1e-3", "sweep a Triton kernel's configs on the captured memory"],
     ["kerncap tune cap --define TILE=16,32 --maxrregcount 32,64", "a CUDA kernel's macros and register limit, each built by build.sh"],
+    ["kerncap tune cap --config 'BLOCK_M=64,128 num_warps=4,8' --report tune.html", "the configs as a page: a bar chart, a heatmap over the two swept"],
   ],
   check: [
     ["kerncap check corpus/", "every capture under corpus/ replayed, compared, timed against the baseline"],
     ["kerncap check corpus/ --rebuild --junit check.xml", "rebuilt from their reproducers, JUnit XML for CI"],
+    ["kerncap check corpus/ --report check.html --csv check.csv", "the time ratios with their intervals as a page, the table as CSV"],
   ],
   pack: [
     ["kerncap pack cap", "cap.zip beside the folder, to share"],
