@@ -106,7 +106,7 @@ export default defineCommand({
         shard: args.shard !== undefined ? parseShard(String(args.shard)) : undefined,
         gpus,
         junit: args.junit,
-        live: Boolean(process.stderr.isTTY),
+        live: Boolean(process.stderr.isTTY) && !args.json, // under --json no redrawn line: a log of plain lines beside the document
         open: (say) => workerProcesses(settings, (l) => say(printable(l))),
       });
     }
