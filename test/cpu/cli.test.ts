@@ -690,7 +690,7 @@ describe("command line (runCli: the one error path)", () => {
       // one name for the toolchain override, never -f
       if (args?.["allow-version-mismatch"]) expect(args["allow-version-mismatch"].alias, verb).toBeUndefined();
     }
-    expect(withForce.sort()).toEqual(["demo", "pack", "profile", "run", "unpack"]);
+    expect(withForce.sort()).toEqual(["demo", "export", "pack", "profile", "run", "unpack"]);
     // where -f once meant the toolchain override, it says the new name
     for (const [verb, f] of [["validate", "-f"], ["validate", "--force"], ["check", "-f"]]) {
       const e = JSON.parse((await cli([verb!, "cap", f!, "--json"])).out).error;
