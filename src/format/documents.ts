@@ -107,11 +107,19 @@ const Compare = v.nullable(
     pairs: U,
     baselineMedianUs: N,
     candidateMedianUs: N,
-    /** baseline median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+    /** baseline time / candidate time (Hodges–Lehmann over balanced blocks): above 1, the candidate is faster; low–high its 99% interval. */
     speedup: N,
     low: N,
     high: N,
     verdict: v.picklist(["faster", "slower", "same"]),
+    /** The interval lies wholly beyond the margin (a claim) or wholly within it: more launches would not change the verdict. */
+    decided: v.boolean(),
+    /** The smallest difference claimed (fraction): 0.01, or the kernel's own A/A floor where larger. */
+    margin: N,
+    /** The baseline against a second load of its module in the same rounds (speedup and its interval); null when not timed. */
+    aa: v.nullable(v.object({ speedup: N, low: N, high: N })),
+    /** The smallest difference (fraction) this measurement would have claimed; null with too few launches for an interval. */
+    detectable: v.nullable(N),
     text: v.string(),
     method: v.string(),
   }),
@@ -130,6 +138,8 @@ const TuneRow = v.object({
   verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
   medianUs: v.nullable(N),
   speedup: v.nullable(N),
+  /** This config against the app's from the interleaved rounds (src/replay/stats.ts): faster/slower only beyond the noise. */
+  vsApp: v.optional(v.object({ verdict: v.picklist(["faster", "slower", "same"]), text: v.string() })),
   /** CUDA: registers per thread of the kernel in the row's module (null where the cubin says none). */
   registers: v.optional(v.nullable(U)),
   error: v.optional(v.string()),

@@ -20,7 +20,7 @@ import { diffBytes, median, vaSpans } from "./compare.ts";
 import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
-import { compareTimings, MIN_PAIRS, type TimingComparison } from "./stats.ts";
+import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import { queryClocks, type ClockState } from "./clocks.ts";
 
 export interface RegionMismatch {
@@ -121,6 +121,12 @@ export interface ReplayOptions {
   ordinal?: number;
   /** Keep every timed launch's time in the result (timing.samplesUs, µs, in launch order). */
   keepSamples?: boolean;
+  /**
+   * Two kernels compared (runCompared): wall-clock seconds it may spend on more timed rounds
+   * after the first `iters`, until the comparison is decided (src/replay/stats.ts
+   * adaptiveCompare; default COMPARE_SECONDS). 0: `iters` rounds only.
+   */
+  compareBudgetSeconds?: number;
 }
 
 export { RESERVE_ALIGN, reserveAlignment } from "./cuda-backend.ts";
@@ -596,13 +602,45 @@ class Session implements ReplaySession {
   async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {
     // a launch that faults in the app ends the context: nothing to time, the candidate alone is judged
     if (this.manifest.fault) return { baseline: null, candidate: await this.run(candidate), compare: null };
-    const [a, b] = await this.runSet([baseline, candidate], { ...candidate, iters: Math.max(baseline.iters, candidate.iters) }, false);
+    const iters = Math.max(baseline.iters, candidate.iters);
+    const timing = { ...candidate, iters };
+    if (iters < MIN_PAIRS) {
+      const [a, b] = await this.runSet([baseline, candidate], timing, false);
+      if ("error" in a!) throw a.error;
+      if ("error" in b!) throw b.error;
+      return { baseline: a.result, candidate: b.result, compare: null };
+    }
+    // the baseline loaded a second time (one checked run: it is the baseline's module again) and
+    // timed in the same rounds: its difference from the baseline is the kernel's own noise floor
+    // (src/replay/stats.ts); more rounds until the comparison is decided or the budget ends
+    let compare: TimingComparison | null = null;
+    const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }], false, async (ps) => {
+      let round = 0;
+      const out = await adaptiveCompare(
+        (n) => {
+          const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
+          round += n;
+          return { a: t[0]!, b: t[1]!, aa: t[2]! };
+        },
+        { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
+      );
+      compare = out.compare;
+      return this.roundTimes;
+    });
     if ("error" in a!) throw a.error;
     if ("error" in b!) throw b.error;
-    return { baseline: a.result, candidate: b.result, compare: a.times.length >= MIN_PAIRS ? compareTimings(a.times, b.times) : null };
+    return { baseline: a.result, candidate: b.result, compare };
   }
 
   async runSet(list: RunOptions[], timing: RunOptions, tolerate = true): Promise<SetRun[]> {
+    return this.withPrepared(list, tolerate, (ps) => this.timeInterleaved(ps, timing, 0));
+  }
+
+  /**
+   * Load and prepare (check) each kernel of `list` from the before state, then time them with
+   * `time` (each kernel's times, µs) and finish each result; modules unloaded at the end.
+   */
+  private async withPrepared(list: RunOptions[], tolerate: boolean, time: (ps: Prepared[]) => number[][] | Promise<number[][]>): Promise<SetRun[]> {
     const loaded: Loaded[] = [];
     const ready: { k: number; p: Prepared }[] = [];
     const out: SetRun[] = [];
@@ -619,7 +657,7 @@ class Session implements ReplaySession {
           out[k] = { error: e };
         }
       }
-      const times = this.timeInterleaved(ready.map((x) => x.p), timing);
+      const times = await time(ready.map((x) => x.p));
       const clocks = await this.clocks;
       for (const [j, { k, p }] of ready.entries()) out[k] = { result: p.finish(times[j]!, ready.length > 1, clocks), times: times[j]! };
       return out;
@@ -644,19 +682,23 @@ class Session implements ReplaySession {
 
   /** Timed launches of one prepared kernel (the list finish takes). */
   private time(ps: [Prepared], o: RunOptions): number[] {
-    return this.timeInterleaved(ps, o)[0]!;
+    return this.timeInterleaved(ps, o, 0)[0]!;
   }
+
+  /** Every kernel's times of the timeInterleaved calls since the last one at round 0 (µs, in launch order). */
+  private roundTimes: number[][] = [];
 
   /**
    * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
-   * under a profiler or compute-sanitizer), then `iters` timed ones each. With several kernels,
-   * one launch of each per round, the first of the round alternating (A B, B A, …), so that a
-   * position effect (the launch right after the restore) falls on all alike. A flush of L2 with
+   * under a profiler or compute-sanitizer; none when `firstRound` > 0, a continuation), then
+   * `iters` timed ones each. With several kernels, one launch of each per round in the balanced
+   * order of src/replay/stats.ts roundOrder (A B, B A, …; rounds numbered from `firstRound`), so
+   * that a position effect (the launch right after the restore) falls on all alike. A flush of L2 with
    * flushL2 before each launch: a read of a buffer larger than L2 (DeviceScanner.evict: clean
    * lines, as ncu's --cache-control all leaves), a memset where the backend cannot read. The clocks are read meanwhile (this.clocks).
-   * @returns each kernel's times (µs), in launch order
+   * @returns each kernel's times of this call (µs), in launch order; this.roundTimes holds them since round 0
    */
-  private timeInterleaved(ps: Prepared[], o: RunOptions): number[][] {
+  private timeInterleaved(ps: Prepared[], o: RunOptions, firstRound: number): number[][] {
     const { cu } = this;
     let flush: bigint | undefined;
     // a buffer of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB): reading it evicts every line the previous launch left
@@ -673,16 +715,22 @@ class Session implements ReplaySession {
       }
     }
     this.flushed = flush !== undefined;
-    this.clocks = o.iters ? queryClocks(cu.pciBusId?.()) : Promise.resolve(null);
+    if (firstRound === 0) {
+      this.clocks = o.iters ? queryClocks(cu.pciBusId?.()) : Promise.resolve(null);
+      this.roundTimes = ps.map(() => []);
+    }
     const times = ps.map(() => [] as number[]);
-    for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
-      const order = i & 1 ? [...ps.keys()].reverse() : [...ps.keys()];
+    for (let i = o.iters && firstRound === 0 ? -2 : 0; i < o.iters; i++) {
+      const order = roundOrder(ps.length, i < 0 ? i + 2 : firstRound + i);
       for (const k of order) {
         ps[k]!.restoreChanged();
         // a read of the flush buffer: L2 holds its clean lines, and the restore's dirty ones are written back before the launch
         if (flush !== undefined && !this.scanner.evict?.(flush, flushBytes)) cu.memset(flush, i & 0xff, flushBytes);
         const us = cu.timedLaunch(ps[k]!.launch);
-        if (i >= 0) times[k]!.push(us);
+        if (i >= 0) {
+          times[k]!.push(us);
+          this.roundTimes[k]!.push(us);
+        }
       }
     }
     cu.sync();

@@ -198,8 +198,7 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   }
   const baseRun = set[0]!;
   if ("error" in baseRun) throw baseRun.error;
-  const appUs = baseRun.times.length ? baseRun.result.timing.medianUs : null;
-  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => ({ ...tuneRow(config, captured, r, appUs, error), label: configLabel(config) });
+  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => ({ ...tuneRow(config, captured, r, baseRun, error), label: configLabel(config) });
   const shown = tunedConfig(tunableNames(pin, swept));
   const rows: TuneRow[] = [row(shown(base), true, baseRun)];
   for (const [i, c] of unique.entries()) {

@@ -21,7 +21,8 @@ export function describeTune(r: TuneResult<unknown>): string {
   const lines = [tuneTable(r.rows), ...tuneNotes(r.rows), ""];
   if (!w) lines.push("no config matched the app's after state");
   else {
-    lines.push(`winner: ${label(w)}${w.captured ? " (the app's own)" : w.speedup ? `, ${w.speedup.toFixed(2)}× the app's` : ""}`);
+    const beaten = r.rows.some((x) => x.vsApp) && w.captured ? " (the app's own: no config is faster beyond the noise)" : w.captured ? " (the app's own)" : "";
+    lines.push(`winner: ${label(w)}${beaten}${!w.captured && w.speedup ? `, ${w.speedup.toFixed(2)}× the app's${w.vsApp ? ` (${w.vsApp.text})` : ""}` : ""}`);
     if (r.paste !== null) lines.push(`  ${r.paste || "(no flags to add: the reproducer's build as it is)"}`);
   }
   lines.push(`  ${r.rows.length} rows: built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s`);

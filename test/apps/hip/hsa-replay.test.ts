@@ -176,6 +176,21 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(u8.doc.numerics.regions[0]).toMatchObject({ dtype: "u8", dtypeSource: "option", verdict: "mismatch" });
   });
 
+  test("--against itself: the baseline, the candidate and the baseline's second load timed in balanced rounds (the A/A floor), whole blocks of 6, the document's compare", async () => {
+    const dir = await hipCapture("against");
+    const dir2 = await hipCapture("against2");
+    const r = replay(dir, "--against", dir2, "--iters", "10");
+    expect(r.code).toBe(0);
+    const c = r.doc.compare;
+    expect(c.aa).not.toBeNull();
+    expect(c.pairs).toBeGreaterThanOrEqual(12);
+    expect(c.pairs % 6).toBe(0);
+    expect(c.method).toContain("its module loaded twice");
+    expect(c.margin).toBeGreaterThanOrEqual(0.01);
+    expect(r.doc.against.timing.iters).toBe(c.pairs);
+    const check = v.safeParse(DOCUMENTS.replay, r.doc);
+    expect(check.success, JSON.stringify(check.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+  });
   test("a kernel the module lacks is E_KERNEL_NOT_IN_MODULE; a taken VA is E_VA_TAKEN", async () => {
     const dir = await hipCapture("renamed");
     const mf = join(dir, "kerncap.json");
