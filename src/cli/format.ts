@@ -68,6 +68,14 @@ export function describeComparison(c: TimingComparison | null): string {
   return `kernel time ${c.baselineMedianUs.toFixed(2)} → ${c.candidateMedianUs.toFixed(2)} µs: ${c.text}, ${c.pairs} interleaved launch pairs`;
 }
 
+/** --repeat: "20 comparisons: 0 faster, 0 slower, 20 same; a comparison took 0.41 s (median), 1200 launch pairs (median)". */
+export function describeRepeats(rs: { compare: TimingComparison | null; seconds: number }[]): string {
+  const n = (v: string) => rs.filter((r) => r.compare?.verdict === v).length;
+  const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+  const pairs = rs.flatMap((r) => (r.compare ? [r.compare.pairs] : []));
+  return `    ${rs.length} comparisons: ${n("faster")} faster, ${n("slower")} slower, ${n("same")} same${rs.some((r) => !r.compare) ? `, ${rs.filter((r) => !r.compare).length} not compared` : ""}; a comparison took ${mid(rs.map((r) => r.seconds)).toFixed(2)} s, ${pairs.length ? mid(pairs) : 0} launch pairs (medians)`;
+}
+
 /** "clocks while timed: SM 1980 MHz (application 1785, max 1980), memory 3201 MHz". */
 export function describeClocks(c: ClockState): string {
   const mhz = (x: number | null) => (x === null ? "?" : String(x));

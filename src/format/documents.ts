@@ -246,6 +246,8 @@ export const DOCUMENTS = {
     /** --against: the other kernel (a capture folder's or a module's), judged on this capture's memory (its own replay result), and its time against this one's. */
     against: v.optional(v.looseObject({ kind: v.picklist(["capture", "module"]), path: v.string(), verdict: Verdict, timing: v.looseObject({ medianUs: N }) })),
     compare: v.optional(Compare),
+    /** --repeat: every comparison made (the first is `compare`) and its wall time (s). */
+    repeats: v.optional(v.array(v.object({ compare: Compare, seconds: N }))),
   }),
   validate: v.looseObject({
     ...id("validate"),

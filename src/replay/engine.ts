@@ -1079,12 +1079,35 @@ export async function replay(c: OpenedCapture, o: ReplayOptions): Promise<Replay
   return runClosing(s, () => s.run(o), (r) => r.fault?.observed != null);
 }
 
+/** One comparison of replayCompared's `repeat`: its compare and its wall time (s: module loads, checked runs, the timed rounds). */
+export interface RepeatedCompare {
+  compare: TimingComparison | null;
+  seconds: number;
+}
+
 /**
  * Replay a capture with two kernels on its memory (ReplaySession.runCompared): the baseline
  * (by default the captured module and launch) and the candidate, judged each, timed interleaved.
+ * `repeat` > 1: the whole comparison (module loads included) made that many times on the one
+ * restored memory, each one's compare in `repeats` (is a claimed difference stable? the verdict
+ * benchmark, scripts/bench-verdicts.sh); the results are the first comparison's.
  * @throws as replay
  */
-export async function replayCompared(c: OpenedCapture, baseline: ReplayOptions, candidate: RunOptions): Promise<ComparedRuns> {
+export async function replayCompared(c: OpenedCapture, baseline: ReplayOptions, candidate: RunOptions, repeat = 1): Promise<ComparedRuns & { repeats?: RepeatedCompare[] }> {
   const s = await openReplay(c, baseline);
-  return runClosing(s, () => s.runCompared(baseline, candidate), (r) => [r.baseline, r.candidate].some((x) => x?.fault?.observed != null));
+  return runClosing(
+    s,
+    async () => {
+      let first: ComparedRuns | undefined;
+      const repeats: RepeatedCompare[] = [];
+      for (let i = 0; i < repeat; i++) {
+        const t0 = performance.now();
+        const r = await s.runCompared(baseline, candidate);
+        repeats.push({ compare: r.compare, seconds: (performance.now() - t0) / 1000 });
+        first ??= r;
+      }
+      return repeat > 1 ? { ...first!, repeats } : first!;
+    },
+    (r) => [r.baseline, r.candidate].some((x) => x?.fault?.observed != null),
+  );
 }

@@ -190,7 +190,16 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(r.doc.against.timing.iters).toBe(c.pairs);
     const check = v.safeParse(DOCUMENTS.replay, r.doc);
     expect(check.success, JSON.stringify(check.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+    // --repeat: the whole comparison 3 times on the one restored memory
+    const rep = replay(dir, "--against", dir2, "--iters", "6", "--repeat", "3");
+    expect(rep.code).toBe(0);
+    expect(rep.doc.repeats).toHaveLength(3);
+    expect(rep.doc.repeats[0].compare).toEqual(rep.doc.compare);
+    for (const x of rep.doc.repeats) expect(x.seconds).toBeGreaterThan(0);
+    expect(v.safeParse(DOCUMENTS.replay, rep.doc).success).toBe(true);
+    expect(replay(dir, "--repeat", "3").doc.error.code).toBe("E_USAGE");
   });
+
   test("a kernel the module lacks is E_KERNEL_NOT_IN_MODULE; a taken VA is E_VA_TAKEN", async () => {
     const dir = await hipCapture("renamed");
     const mf = join(dir, "kerncap.json");
