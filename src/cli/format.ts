@@ -85,7 +85,7 @@ export function describeClocks(c: ClockState): string {
 /** The tolerance report: overall verdict, then each region that is not bit-exact. */
 export function describeNumerics(r: ReplayResult): string[] {
   const n = r.numerics;
-  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol})`];
+  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol}${n.settings ? `; the capture's judging settings: ${n.settings.used.join(", ")}, from ${n.settings.file}` : ""})`];
   for (const x of n.regions.filter((x) => !x.multiset).slice(0, 20)) {
     L.push(
       `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +

@@ -38,6 +38,8 @@ export const DOCUMENT_VERSIONS = {
   /** `kerncap check --json` (src/check/check.ts CheckReport), and each line of its results file (src/check/results.ts). */
   check: 1,
   "check-record": 1,
+  /** `kerncap judge --json`: a capture's judging settings (src/replay/judge-settings.ts). */
+  judge: 1,
   /** MCP tools read_file and edit_file (src/mcp/server.ts). */
   file: 1,
   edit: 1,
@@ -239,6 +241,8 @@ export const DOCUMENTS = {
     /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
     received: v.object({ received: v.boolean(), reasons: v.array(v.string()), /** A received capture whose build you trusted as it is now (--trust: src/format/trust.ts trustRecorded). */ trusted: v.boolean() }),
     integrity: Integrity,
+    /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
+    judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
   }),
   replay: v.looseObject({
     ...id("replay"),
@@ -325,6 +329,25 @@ export const DOCUMENTS = {
     /** The winner to paste: Triton's triton.Config(…) line; CUDA's nvcc flags ("" for build.sh's own; null when the app's build won); null when none matched. */
     paste: v.nullable(v.string()),
     seconds: v.object({ compile: N, replay: N }),
+  }),
+  judge: v.object({
+    ...id("judge"),
+    dir: v.string(),
+    /** The settings file in the capture folder (kerncap-judge.json), null when the capture has none. */
+    file: v.nullable(v.string()),
+    /** Whether this command changed them. */
+    changed: v.boolean(),
+    /** Every replay of the capture is judged with these unless its own options say otherwise. */
+    settings: v.object({
+      atol: v.optional(N),
+      rtol: v.optional(N),
+      dtype: v.optional(v.string()),
+      /** Element type per region (its name as --multiset takes it → the type). */
+      dtypes: v.optional(v.record(v.string(), v.string())),
+      multiset: v.optional(v.array(v.string())),
+      /** Expected nondeterministic (true) or deterministic (false); absent: found out. */
+      nondeterministic: v.optional(v.boolean()),
+    }),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),

@@ -20,6 +20,8 @@ import { diffBytes, median, vaSpans } from "./compare.ts";
 import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
+import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.ts";
+import { JUDGE_FILE } from "../format/file-names.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import { queryClocks, type ClockState } from "./clocks.ts";
 
@@ -62,7 +64,7 @@ export interface ReplayResult {
   /** The capture faulted in the app: whether the replay reproduced the same fault, and the compute-sanitizer command for it. */
   fault?: { expected: { code: number; name: string; message: string }; observed: { code: number; name: string } | null; reproduced: boolean; sanitizer: string };
   /** Checked runs from the same before state; runsDiffering: runs whose result differed from the first (a nondeterministic kernel). */
-  determinism: { runs: number; runsDiffering: number; nondeterministic: boolean };
+  determinism: { runs: number; runsDiffering: number; nondeterministic: boolean; /** What the capture's judging settings say: runs that differ where "deterministic" is expected make the verdict a mismatch. */ expected?: "deterministic" | "nondeterministic" };
   /** GPU checks: the restored state against the manifest's kc64 (verifySeconds), the replayed state (compareSeconds); bytes copied back to the host for element-wise comparison. */
   check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number; /** Only when the scans read memory back to the host (HSA). */ scannedOn?: "host" };
   reserve: { spans: number; bytes: number; seconds: number };
@@ -70,7 +72,7 @@ export interface ReplayResult {
   module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
   device: { name: string; arch: string };
   /** Element-wise report (src/replay/tolerance.ts): verdict bit-exact | within-tolerance | mismatch. */
-  numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[] };
+  numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[]; /** The capture's judging settings used (kerncap judge: those this run's options did not override). */ settings?: { file: string; used: string[] } };
   /** Regions compared as multisets of elements (--multiset), every one asked for, with its judgement; absent without --multiset. */
   multiset?: MultisetRegion[];
 }
@@ -117,6 +119,10 @@ export interface ReplayOptions {
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
   multiset?: string[];
+  /** Element type per region (a region name as multiset's → a type name): `--dtype REGION=T`; wins over the signature's type. */
+  dtypes?: Record<string, string>;
+  /** Expected nondeterministic (8 checked runs from the start) or deterministic (checked runs that differ make the verdict a mismatch); undefined: found out (3 runs, 8 when they differ). */
+  nondeterministic?: boolean;
   /** Device to replay on (default: the captured ordinal, manifest device.ordinal). */
   ordinal?: number;
   /** Keep every timed launch's time in the result (timing.samplesUs, µs, in launch order). */
@@ -490,6 +496,8 @@ async function openOn(cu: ReplayBackend, dir: string, m: Manifest, o: Pick<Repla
 
 class Session implements ReplaySession {
   lastReset: ResetStats | null = null;
+  /** The capture's judging settings (src/replay/judge-settings.ts), read once at open: each run's options override them. */
+  private readonly judging: JudgeSettings | undefined;
   private readonly C: number;
   /** Some run launched since the last reset. */
   private dirty = false;
@@ -521,6 +529,7 @@ class Session implements ReplaySession {
     this.before = new FileImage(capturePath(dir, m.memory.before));
     this.after = new FileImage(capturePath(dir, m.memory.after));
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
+    this.judging = readJudging(dir);
   }
 
   /** The regions' app-changed chunks back to the before state: from the device backup, else whole changed regions from the host. */
@@ -742,8 +751,11 @@ class Session implements ReplaySession {
    * checked runs compared with the app's after state; what remains is timing (the launch and the
    * restore between launches) and the result (finish, given the times).
    */
-  private async prepare(o: RunOptions, { mod, modFile, moduleWaitSeconds, t2, rebuiltLaunch }: Loaded): Promise<Prepared> {
+  private async prepare(given: RunOptions, { mod, modFile, moduleWaitSeconds, t2, rebuiltLaunch }: Loaded): Promise<Prepared> {
     const { dir, cu, restorer, scanner, C } = this;
+    // the capture's judging settings under this run's options (src/replay/judge-settings.ts)
+    const judged = mergeJudging(this.judging, given);
+    const o: RunOptions = { ...given, ...judged.options };
     const { restore, reserve, verifySeconds } = this.opened;
     const m = this.manifest;
     // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
@@ -830,7 +842,7 @@ class Session implements ReplaySession {
     // Chunks whose kc64 differs from the app's are copied back (only those); chunks that differ
     // between runs make the kernel nondeterministic, and are judged against the run-to-run envelope.
     // 3 runs by default; when they differ (a nondeterministic kernel) 5 more, so the envelope has 8 samples
-    let nRuns = Math.max(1, o.runs ?? 3);
+    let nRuns = Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3));
     log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${nRuns} checked runs`);
     const tc = performance.now();
     const { before, after } = this;
@@ -952,7 +964,9 @@ class Session implements ReplaySession {
       }
     }
     const compareSeconds = (performance.now() - tc) / 1000;
-    const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
+    const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0, ...(o.nondeterministic !== undefined ? { expected: o.nondeterministic ? ("nondeterministic" as const) : ("deterministic" as const) } : {}) };
+    // a kernel said to be deterministic whose runs differ: a race or an atomic the edit brought in
+    const unexpectedlyVaried = o.nondeterministic === false && runsDiffering.size > 0;
 
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null): ReplayResult => {
       const sorted = [...times].sort((a, b) => a - b);
@@ -961,7 +975,7 @@ class Session implements ReplaySession {
       return {
         dir,
         kernel: m.kernel.demangled || m.kernel.name,
-        verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
+        verdict: overallVerdict(numerics) === "mismatch" || unexpectedlyVaried ? "mismatch" : "match",
         regionsChecked: m.regions.length + globals.length,
         bytesChecked,
         mismatches,
@@ -984,7 +998,7 @@ class Session implements ReplaySession {
         determinism,
         module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
         device: { name: cu.deviceName(), arch: cu.arch() },
-        numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
+        numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact"), ...(judged.fromCapture.length ? { settings: { file: JUDGE_FILE, used: judged.fromCapture } } : {}) },
         ...(o.multiset?.length ? { multiset } : {}),
         };
     };

@@ -176,6 +176,35 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(u8.doc.numerics.regions[0]).toMatchObject({ dtype: "u8", dtypeSource: "option", verdict: "mismatch" });
   });
 
+  test("judging settings stored in the capture (kerncap judge): used by replay, overridden by an option for one run; a mixed corpus in one check run", async () => {
+    const noisy = await hipCapture("judged", (k) => 2 * k * (1 + 1e-6));
+    const plain = await hipCapture("plain-noisy", (k) => 2 * k * (1 + 1e-6));
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1" };
+    const kc = (...a: string[]) => Bun.spawnSync([process.execPath, MAIN, ...a], { env, stdout: "pipe", stderr: "pipe", timeout: 120_000 });
+    const j = kc("judge", noisy, "--rtol", "1e-5", "--dtype", "0=fp32", "--json");
+    expect(j.exitCode, j.stderr.toString()).toBe(0);
+    expect(JSON.parse(j.stdout.toString())).toMatchObject({ changed: true, settings: { rtol: 1e-5, dtypes: { "0": "fp32" } } });
+    const r = replay(noisy, "--iters", "0");
+    expect(r.code).toBe(0);
+    expect(r.doc.numerics).toMatchObject({ verdict: "within-tolerance", rtol: 1e-5, settings: { file: "kerncap-judge.json", used: ["rtol", "dtypes"] } });
+    expect(r.doc.numerics.regions[0]).toMatchObject({ dtypeSource: "option" });
+    // the option given for one run wins; the settings stay
+    expect(replay(noisy, "--iters", "0", "--rtol", "0").code).toBe(1);
+    expect(replay(noisy, "--iters", "0").code).toBe(0);
+    expect(replay(plain, "--iters", "0").code).toBe(1);
+    // one check run over both: each capture judged with its own settings
+    const res = join(tmp, "check-res");
+    const c = kc("check", noisy, plain, "--results", res, "--iters", "1", "--json");
+    const doc = JSON.parse(c.stdout.toString());
+    const byDir = Object.fromEntries(doc.captures.map((x: any) => [x.id.split("/").pop(), x.verdict]));
+    expect(byDir, c.stderr.toString()).toEqual({ judged: "match", "plain-noisy": "mismatch" });
+    // --expect deterministic: the deterministic fake kernel stays a match, and the expectation is in the document
+    kc("judge", plain, "--rtol", "1e-5", "--expect", "deterministic");
+    const d = replay(plain, "--iters", "0");
+    expect(d.code).toBe(0);
+    expect(d.doc.determinism.expected).toBe("deterministic");
+  });
+
   test("--against itself: the baseline, the candidate and the baseline's second load timed in balanced rounds (the A/A floor), whole blocks of 6, the document's compare", async () => {
     const dir = await hipCapture("against");
     const dir2 = await hipCapture("against2");
