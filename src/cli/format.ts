@@ -25,8 +25,10 @@ export function describeReplay(r: ReplayResult): string {
   const d = r.determinism;
   const spread = r.numerics.verdict === "within-spread";
   const asSets = r.numerics.verdict === "multiset-equal";
+  const kernelLevel = r.numerics.regions.some((x) => x.kernelNoise && x.kernelNoise.elementsDiffering > 0);
   const L = [
-    `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
+    `${r.verdict === "match" ? (spread ? (kernelLevel ? "MATCH within the kernel's nondeterminism" : "MATCH within the run-to-run spread") : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
+    ...r.numerics.regions.flatMap((x) => (x.kernelNoise && x.kernelNoise.elementsDiffering > 0 ? [`  ${describeKernelNoise(x)}`] : [])),
     `  checked ${plural(r.regionsChecked, "region")}, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
   ];
@@ -66,6 +68,21 @@ export function describeAgainst(what: string, r: ReplayResult, c: TimingComparis
 export function describeComparison(c: TimingComparison | null): string {
   if (!c) return "kernel time: not compared (fewer than 5 timed launch pairs, or a launch that faults)";
   return `kernel time ${c.baselineMedianUs.toFixed(2)} → ${c.candidateMedianUs.toFixed(2)} µs: ${c.text}, ${c.pairs} interleaved launch pairs`;
+}
+
+/**
+ * A region judged by the kernel's noise (src/replay/envelope.ts judgeHeld): "region 3 never
+ * varied in 32 runs; the app differs by 1 ulp, within the 2 ulp seen in regions 1, 4, 5" (region
+ * numbers as inspect lists them), or "… by 6 ulp in 1 element, beyond the 2 ulp …".
+ */
+export function describeKernelNoise(x: ReplayResult["numerics"]["regions"][number]): string {
+  const k = x.kernelNoise!;
+  const name = `region ${k.region}`;
+  const seen = k.regions.length === 1 ? `region ${k.regions[0]}` : `regions ${k.regions.join(", ")}`;
+  const ulps = (u: number) => `${+u.toFixed(u < 10 ? 1 : 0)} ulp`;
+  return k.outside
+    ? `${name} never varied in ${k.runs} runs; the app differs by up to ${ulps(k.appUlp)} in ${k.outside} of ${k.elementsDiffering} differing elements, beyond the ${ulps(k.ulp)} seen in ${seen}`
+    : `${name} never varied in ${k.runs} runs; the app differs by ${ulps(k.appUlp)} (${k.elementsDiffering} ${k.elementsDiffering === 1 ? "element" : "elements"}), within the ${ulps(k.ulp)} seen in ${seen}`;
 }
 
 /** --repeat: "20 comparisons: 0 faster, 0 slower, 20 same; a comparison took 0.41 s (median), 1200 launch pairs (median)". */

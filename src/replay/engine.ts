@@ -9,7 +9,7 @@ import { FileImage } from "../format/file-image.ts";
 import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
 import { kc64 } from "../format/kc64.ts";
 import type { ChunkScan } from "./scan.ts";
-import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
+import { isFloatType, judgeEnvelope, judgeHeld, judgeMultiset, kernelNoise, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
 import { faultVaTaken } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
@@ -344,6 +344,13 @@ interface Loaded {
   /** performance.now() when the load began. */
   t2: number;
 }
+
+/**
+ * Checked runs of a nondeterministic kernel: 8, then 8 more while the last 8 still changed the
+ * run-to-run envelope, up to MAX_CHECKED_RUNS or CHECKED_RUNS_SECONDS of checking (ReplayOptions.runs fixes the count).
+ */
+export const MAX_CHECKED_RUNS = 32;
+export const CHECKED_RUNS_SECONDS = 2;
 
 /** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a kernel's dynamic shared memory above 48 KiB needs it raised. */
 export const MAX_DYNAMIC_SHARED = 8;
@@ -872,6 +879,25 @@ class Session implements ReplaySession {
     const copies = new Map<string, Uint8Array[]>(); // "range:chunk" → bytes per run (undefined: matched the app)
     let bytesCopiedBack = 0;
     const COPY_LIMIT = 2 ** 31;
+    // the envelope's shape so far: per range, its varying chunks and their largest spread (src/replay/envelope.ts maxSpread)
+    let lastSignature = "";
+    const envelopeSignature = () =>
+      ranges
+        .map((x, i) => {
+          let n = 0;
+          let spread = 0;
+          for (let c = 0; c < scans[0]![i]!.hash.length; c++) {
+            if (!scans.some((sr) => sr[i]!.hash[c] !== scans[0]![i]!.hash[c])) continue;
+            n++;
+            const got = copies.get(`${i}:${c}`);
+            if (got) {
+              const app = chunkBytesOf(expect[i]!, c, chunkLen(x.r.size, c, C), "after", before, after);
+              spread = Math.max(spread, maxSpread(x.dtype, scans.map((_, run) => got[run] ?? app)));
+            }
+          }
+          return `${n}:${spread}`;
+        })
+        .join(",");
     const anyVaried = () => scans.slice(1).some((sr) => sr.some((sc, i) => sc.hash.some((h, c) => h !== scans[0]![i]!.hash[c])));
     for (let run = 0; run < nRuns; run++) {
       if (run > 0) restoreChanged();
@@ -897,11 +923,23 @@ class Session implements ReplaySession {
         }),
       );
       if (run === nRuns - 1 && o.runs === undefined && nRuns === 3 && anyVaried()) nRuns = 8;
+      else if (run === nRuns - 1 && o.runs === undefined && nRuns >= 8 && nRuns < MAX_CHECKED_RUNS && anyVaried() && (performance.now() - tc) / 1000 < CHECKED_RUNS_SECONDS) {
+        // 8 more runs while the last ones still changed the envelope (which chunks vary, and by how much)
+        const sig = envelopeSignature();
+        if (sig !== lastSignature) nRuns += 8;
+        lastSignature = sig;
+      }
     }
     const runsDiffering = new Set<number>();
     const mismatches: RegionMismatch[] = [];
     const numerics: RegionNumerics[] = [];
     let bytesChecked = 0;
+    // the kernel's runs varied somewhere: a written float region whose runs all agree but differ
+    // from the app's is judged against the kernel's own noise (src/replay/envelope.ts kernelNoise)
+    const kernelVaried = anyVaried();
+    type Held = { c: number; appBytes: Uint8Array; got: Uint8Array; before: Uint8Array | undefined };
+    const regionWork: ({ multiset: RegionNumerics } | { acc: RegionAccumulator; env?: Envelope; held: Held[]; whole: Parameters<RegionAccumulator["setWholeRegion"]>[0] })[] = [];
+    const varyingRegions: { index: number; dtype: ElementType; env: Envelope }[] = [];
     for (const [i, x] of ranges.entries()) {
       const e = expect[i]!;
       const s0 = scans[0]![i]!;
@@ -910,14 +948,12 @@ class Session implements ReplaySession {
         const j = multisetRange(x, e, i, scans, copies, C, before, after);
         j.runsDiffering.forEach((run) => runsDiffering.add(run));
         multiset.push(j.report);
-        numerics.push(j.numerics);
-        bytesChecked += x.r.size;
-        if (j.numerics.verdict === "mismatch") mismatches.push({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed, firstDiffOffset: j.numerics.firstDiffOffset, bytesDiffering: j.numerics.bytesDiffering });
+        regionWork.push({ multiset: j.numerics });
         continue;
       }
       const acc = new RegionAccumulator({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed }, x.dtype, x.source, plan.tol);
-      const envParts: { offset: number; env: Envelope }[] = [];
       const varying: { c: number; appBytes: Uint8Array; perRun: Uint8Array[] }[] = [];
+      const held: Held[] = [];
       let gotAllZero = true;
       let expAllZero = true;
       let gotEqualsBefore = true;
@@ -939,22 +975,55 @@ class Session implements ReplaySession {
         if (!got) continue; // every run equals the app's bytes
         const appBytes = chunkBytesOf(e, c, len, "after", before, after);
         const perRun = Array.from({ length: nRuns }, (_, run) => got[run] ?? appBytes);
+        const beforeBytes = x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined;
         if (varies) varying.push({ c, appBytes, perRun });
-        else acc.add(c * C, perRun[0]!, appBytes, x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined);
+        else if (kernelVaried && x.r.changed && isFloatType(x.dtype)) held.push({ c, appBytes, got: perRun[0]!, before: beforeBytes });
+        else acc.add(c * C, perRun[0]!, appBytes, beforeBytes);
       }
+      const whole = { bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore };
       // the region's noise floor first, then each varying chunk against it (src/replay/envelope.ts)
       const floor = varying.reduce((a, v) => Math.max(a, maxSpread(x.dtype, v.perRun)), 0);
-      for (const v of varying) envParts.push({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) });
-      acc.setWholeRegion({ bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore });
-      const res = acc.result();
-      if (envParts.length) {
-        const env = mergeEnvelopes(envParts);
-        res.spread = env;
-        if (env.outside) {
-          res.verdict = "mismatch";
-          res.overTolerance += env.outside;
-          if (res.firstOverOffset < 0) res.firstOverOffset = env.firstOutsideOffset;
-        } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
+      const env = varying.length ? mergeEnvelopes(varying.map((v) => ({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) }))) : undefined;
+      if (env) varyingRegions.push({ index: i, dtype: x.dtype, env });
+      regionWork.push({ acc, env, held, whole });
+    }
+    // each region's verdict, the held chunks judged by the kernel's noise of their element type
+    // (bit for bit, or by the tolerance, where no region of that type varied)
+    const noise = kernelNoise(varyingRegions);
+    for (const [i, x] of ranges.entries()) {
+      const j = regionWork[i]!;
+      let res: RegionNumerics;
+      if ("multiset" in j) res = j.multiset;
+      else {
+        const k = noise.get(x.dtype);
+        const held = { differing: 0, appUlp: 0, outside: 0, first: -1 };
+        for (const h of j.held) {
+          if (!k) {
+            j.acc.add(h.c * C, h.got, h.appBytes, h.before);
+            continue;
+          }
+          const r = judgeHeld(x.dtype, h.appBytes, h.got, k.ulp);
+          held.differing += r.differing;
+          held.appUlp = Math.max(held.appUlp, r.maxUlp);
+          held.outside += r.outside;
+          if (held.first < 0 && r.firstOutsideOffset >= 0) held.first = h.c * C + r.firstOutsideOffset;
+          j.acc.add(h.c * C, h.got, h.appBytes, h.before, { judgedElsewhere: true });
+        }
+        j.acc.setWholeRegion(j.whole);
+        res = j.acc.result();
+        for (const [bad, first, add] of [
+          [j.env?.outside ?? 0, j.env?.firstOutsideOffset ?? -1, j.env !== undefined],
+          [held.outside, held.first, k !== undefined && j.held.length > 0],
+        ] as const) {
+          if (!add) continue;
+          if (bad) {
+            res.verdict = "mismatch";
+            res.overTolerance += bad;
+            if (res.firstOverOffset < 0) res.firstOverOffset = first;
+          } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
+        }
+        if (j.env) res.spread = j.env;
+        if (k && j.held.length) res.kernelNoise = { region: i, ulp: k.ulp, regions: k.regions, appUlp: held.appUlp, elementsDiffering: held.differing, outside: held.outside, runs: nRuns };
       }
       bytesChecked += x.r.size;
       numerics.push(res);

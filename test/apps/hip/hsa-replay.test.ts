@@ -51,7 +51,7 @@ afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
  * A hip capture of scale(data, 2, N): data holds k before and `after(k)` after (2k: what the
  * kernel computes), an input region the kernel does not touch.
  */
-async function hipCapture(name: string, after: (k: number) => number = (k) => 2 * k): Promise<string> {
+async function hipCapture(name: string, after: (k: number) => number = (k) => 2 * k, chunkBytes?: number): Promise<string> {
   const raw = join(tmp, `${name}.raw`);
   mkdirSync(join(raw, "kernel"), { recursive: true });
   mkdirSync(join(raw, "memory"), { recursive: true });
@@ -86,7 +86,7 @@ async function hipCapture(name: string, after: (k: number) => number = (k) => 2 
     ...chunkedRanges(raw, [
       { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
       { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
-    ]),
+    ], [], chunkBytes),
     timing: { sync_us: 1, before_us: 1, app_launch_us: 5, after_us: 1, app_to_capture_s: 0 },
     hsa: { kernel_object: "0x1001", group_segment_size: 0, private_segment_size: 0, kernarg_address: "0x0", runtime_version: 1 },
   };
@@ -203,6 +203,41 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     const d = replay(plain, "--iters", "0");
     expect(d.code).toBe(0);
     expect(d.doc.determinism.expected).toBe("deterministic");
+  });
+
+  test("a nondeterministic kernel (FAKE_HSA_JITTER): chunks whose replays never varied but differ from the app by 1 ulp are judged by the kernel's noise (MATCH within the kernel's nondeterminism); 5 ulp planted there: MISMATCH", async () => {
+    // element 2000 (a chunk past the jittering first 64 elements) is 1 ulp off in the app's after state
+    const bump = (x: number, u: number) => {
+      const f = new Float32Array([x]);
+      new Uint32Array(f.buffer)[0]! += u;
+      return f[0]!;
+    };
+    // 4 KiB chunks: the jittering elements in chunk 0, element 2000 in chunk 1 (its replays never vary)
+    const dir = await hipCapture("jitter", (k) => (k === 2000 ? bump(2 * k, 1) : 2 * k), 4096);
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_JITTER: "64" };
+    const rep = (d: string) => {
+      const p = Bun.spawnSync([process.execPath, MAIN, "replay", d, "--iters", "0"], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
+      const j = Bun.spawnSync([process.execPath, MAIN, "replay", d, "--iters", "1", "--json"], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
+      return { code: p.exitCode, text: p.stdout.toString(), doc: JSON.parse(j.stdout.toString()) };
+    };
+    const ok = rep(dir);
+    expect(ok.code, ok.text).toBe(0);
+    expect(ok.doc.determinism.nondeterministic).toBe(true);
+    expect(ok.doc.determinism.runs).toBeGreaterThanOrEqual(8);
+    const region = ok.doc.numerics.regions[0];
+    expect(region.kernelNoise).toMatchObject({ region: 0, ulp: 2, regions: [0], appUlp: 1, elementsDiffering: 1, outside: 0 });
+    expect(ok.text).toStartWith("MATCH within the kernel's nondeterminism");
+    expect(ok.text).toMatch(/region 0 never varied in \d+ runs; the app differs by 1 ulp \(1 element\), within the 2 ulp seen in region 0/);
+    const sv = v.safeParse(DOCUMENTS.replay, ok.doc);
+    expect(sv.success, JSON.stringify(sv.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+    // the same 1 ulp without the jitter (a deterministic kernel): bit for bit, a MISMATCH
+    expect(replay(dir, "--iters", "0").code).toBe(1);
+    // planted: 5 ulp in one element of a chunk that never varies
+    const bad = await hipCapture("jitter-planted", (k) => (k === 2000 ? bump(2 * k, 1) : k === 2500 ? bump(2 * k, 5) : 2 * k), 4096);
+    const b = rep(bad);
+    expect(b.code).toBe(1);
+    expect(b.doc.numerics.regions[0].kernelNoise).toMatchObject({ outside: 1, appUlp: 5 });
+    expect(b.text).toMatch(/the app differs by up to 5 ulp in 1 of 2 differing elements, beyond the 2 ulp seen in region 0/);
   });
 
   test("--against itself: the baseline, the candidate and the baseline's second load timed in balanced rounds (the A/A floor), whole blocks of 6, the document's compare", async () => {
