@@ -323,6 +323,8 @@ export const DOCUMENTS = {
     frontend: v.picklist(["triton", "cuda"]),
     kernel: v.string(),
     grid: v.nullable(v.string()),
+    /** Triton: the grid is the formula inferred from the capture (the captured grid, integer arguments and tile constexprs), not a --grid given. */
+    gridInferred: v.optional(v.boolean()),
     /** One row per config: the app's own first (captured: true, its module the baseline; CUDA: then build.sh without extra flags); times in µs; speedup = the app's median / this one's. */
     rows: v.array(TuneRow),
     winner: v.nullable(TuneRow),

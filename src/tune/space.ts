@@ -223,8 +223,10 @@ export interface TuneResult<C = TuneConfig> {
   /** The capture's frontend: what a config is (Triton: constexprs and compile options; CUDA: macros, -maxrregcount, nvcc flags). */
   frontend: "triton" | "cuda";
   kernel: string;
-  /** --grid (Triton), null when the captured grid was kept. */
+  /** --grid (Triton), or the formula inferred from the capture (gridInferred), null when the captured grid was kept. */
   grid: string | null;
+  /** The grid is the formula tune inferred (src/tune/grid.ts), not a --grid given. */
+  gridInferred?: boolean;
   rows: TuneRow<C>[];
   /** The fastest config that matches (the app's own when none beats it), null when none matched. */
   winner: TuneRow<C> | null;
