@@ -13,8 +13,7 @@ import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
 import { describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
-import { dirArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
-import { printable } from "../format.ts";
+import { dirArg, jsonArg, printJson, printText, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
 
 /** The settings after this command: `prior` (nothing with `clear`) with each option given replacing its key; `expect` "any" drops the expectation. */
 export function judgedSettings(prior: JudgeSettings | undefined, given: ReturnType<typeof toleranceOptions>, expect: string | undefined, clear: boolean): JudgeSettings {
@@ -60,7 +59,7 @@ export default defineCommand({
       file = writeJudging(dir, settings) ?? null;
     }
     if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings });
-    else process.stdout.write(printable(`${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}`) + "\n");
+    else printText(`${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}\n`);
     return 0;
   },
 });

@@ -58,9 +58,7 @@ export default defineCommand({
         const c = await replayCompared(capture, o, { ...o, ...other.run }, repeat);
         const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare, ...(c.repeats ? { repeats: c.repeats } : {}) };
         if (args.json) printJson("replay", doc);
-        else printText([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare), ...(c.repeats ? [describeRepeats(c.repeats)] : [])].join("
-") + "
-");
+        else printText([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare), ...(c.repeats ? [describeRepeats(c.repeats)] : [])].join("\n") + "\n");
         if (c.candidate.verdict !== "match") log.error(`the other kernel (${other.path}) does not match the app's after state`);
         return c.baseline?.verdict === "match" && c.candidate.verdict === "match" ? 0 : 1;
       }
