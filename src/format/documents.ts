@@ -120,6 +120,8 @@ const Compare = v.nullable(
     margin: N,
     /** The baseline against a second load of its module in the same rounds (speedup and its interval); null when not timed. */
     aa: v.nullable(v.object({ speedup: N, low: N, high: N })),
+    /** The candidate against a second load of its module, likewise. */
+    bb: v.optional(v.nullable(v.object({ speedup: N, low: N, high: N }))),
     /** The smallest difference (fraction) this measurement would have claimed; null with too few launches for an interval. */
     detectable: v.nullable(N),
     text: v.string(),

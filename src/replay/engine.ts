@@ -410,8 +410,9 @@ export interface ReplaySession {
   run(o: RunOptions): Promise<ReplayResult>;
   /**
    * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one
-   * after the other from the before state, then timed interleaved (timeInterleaved) for a
-   * comparison (src/replay/stats.ts). `candidate.modulePath` may be a promise (a build still
+   * after the other from the before state, then timed interleaved (timeInterleaved) with a
+   * second load of each module, in rounds taken until the comparison (src/replay/stats.ts
+   * adaptiveCompare) is decided or `candidate.compareBudgetSeconds` ends. `candidate.modulePath` may be a promise (a build still
    * running): the baseline is checked meanwhile. iters: the larger of the two.
    * @throws as run()
    */
@@ -626,17 +627,18 @@ class Session implements ReplaySession {
       if ("error" in b!) throw b.error;
       return { baseline: a.result, candidate: b.result, compare: null };
     }
-    // the baseline loaded a second time (one checked run: it is the baseline's module again) and
-    // timed in the same rounds: its difference from the baseline is the kernel's own noise floor
-    // (src/replay/stats.ts); more rounds until the comparison is decided or the budget ends
+    // each module loaded a second time (one checked run: the same module again) and timed in the
+    // same rounds: the placement's share of a difference halves, and each A/A difference is the
+    // kernel's own noise floor (src/replay/stats.ts); more rounds until the comparison is decided
+    // or the budget ends
     let compare: TimingComparison | null = null;
-    const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }], false, async (ps) => {
+    const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
       let round = 0;
       const out = await adaptiveCompare(
         (n) => {
           const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
           round += n;
-          return { a: t[0]!, b: t[1]!, aa: t[2]! };
+          return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
         },
         { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
       );

@@ -14,9 +14,10 @@
  *   Hodges–Lehmann median of the block differences' Walsh averages, its interval the Wilcoxon
  *   signed-rank one, at 99%: rank-based, so one launch 10× slow moves neither.
  * - Differences that are real but not the kernel's (a module loaded at another address, the
- *   L2 state a restore leaves): the baseline is timed a second time in the same rounds (a second
- *   load of its module, `aa`); the interval of that A/A difference is the kernel's own noise
- *   floor, and no difference inside it, or inside MIN_MARGIN, is claimed.
+ *   L2 state a restore leaves): each kernel is timed from two loads of its module in the same
+ *   rounds (`aa`, `bb`); each side is the geometric mean of its two loads (the placement's share
+ *   of the difference halved), the intervals of the two A/A differences are the kernels' own
+ *   noise floor, and no difference inside it, or inside MIN_MARGIN, is claimed.
  * - Too few samples: adaptiveCompare takes more rounds until the interval is decided (clear of
  *   the margin, or inside it) and the times' distribution has stopped changing (the entropy
  *   criterion of NVIDIA nvbench, nvbench/detail/entropy_criterion.cxx), or a time budget ends.
@@ -44,6 +45,8 @@ export interface TimingComparison {
   margin: number;
   /** The baseline against its second load in the same rounds (speedup interval), when timed: the kernel's own noise floor. */
   aa: { speedup: number; low: number; high: number } | null;
+  /** The candidate against its second load, likewise (null when not timed). */
+  bb: { speedup: number; low: number; high: number } | null;
   /** The smallest difference (a fraction) that this measurement would have claimed: margin + half the interval's width (null: too few launches for an interval). */
   detectable: number | null;
   /** "1.07× faster (1.05–1.09)", "1.12× slower (1.10–1.15)", "same within 1% (0.996–1.004)", "no difference claimed: …". */
@@ -183,16 +186,25 @@ export interface CompareOptions {
   block?: number;
   /** The baseline's times again, from a second load of its module in the same rounds: its difference from `baseline` is the A/A floor. */
   aa?: readonly number[];
+  /**
+   * The candidate's times again, from a second load of its module (with `aa`): each side is then
+   * the geometric mean of its two loads, which halves the variance a module's placement adds, and
+   * the floor is the larger of the two A/A intervals' edges.
+   */
+  bb?: readonly number[];
   /** Smallest difference claimed (fraction); default MIN_MARGIN. */
   margin?: number;
   confidence?: number;
 }
 
-function checkTimes(baseline: readonly number[], candidate: readonly number[], aa?: readonly number[]): void {
+function checkTimes(baseline: readonly number[], candidate: readonly number[], aa?: readonly number[], bb?: readonly number[]): void {
   const n = baseline.length;
-  if (n !== candidate.length || n < MIN_PAIRS || (aa && aa.length !== n)) throw new Error(`compareTimings: ${n} and ${candidate.length} timings (equal counts, at least ${MIN_PAIRS})`);
-  if (![...baseline, ...candidate, ...(aa ?? [])].every((x) => Number.isFinite(x) && x > 0)) throw new Error("compareTimings: a time that is not a positive number");
+  if (n !== candidate.length || n < MIN_PAIRS || (aa && aa.length !== n) || (bb && bb.length !== n)) throw new Error(`compareTimings: ${n} and ${candidate.length} timings (equal counts, at least ${MIN_PAIRS})`);
+  if (![...baseline, ...candidate, ...(aa ?? []), ...(bb ?? [])].every((x) => Number.isFinite(x) && x > 0)) throw new Error("compareTimings: a time that is not a positive number");
 }
+
+/** Per round, the geometric mean of two loads' times (µs). */
+const geo = (x: readonly number[], y: readonly number[]) => x.map((v, i) => Math.sqrt(v * y[i]!));
 
 const pct = (x: number) => `${+(x * 100).toFixed(x < 0.1 ? 1 : 0)}%`;
 
@@ -203,26 +215,31 @@ const pct = (x: number) => `${+(x * 100).toFixed(x < 0.1 ? 1 : 0)}%`;
  *   check --iters first) or a time that is not a positive number
  */
 export function compareTimings(baseline: readonly number[], candidate: readonly number[], o: CompareOptions = {}): TimingComparison {
-  checkTimes(baseline, candidate, o.aa);
+  checkTimes(baseline, candidate, o.aa, o.bb);
   const block = Math.max(1, o.block ?? 2);
   const confidence = o.confidence ?? CONFIDENCE;
   const n = baseline.length;
-  const ci = signedRankInterval(blockDifferences(baseline, candidate, block), confidence);
+  const both = o.aa !== undefined && o.bb !== undefined;
+  const ci = signedRankInterval(both ? blockDifferences(geo(baseline, o.aa!), geo(candidate, o.bb!), block) : blockDifferences(baseline, candidate, block), confidence);
   const aaCi = o.aa ? signedRankInterval(blockDifferences(baseline, o.aa, block), confidence) : undefined;
+  const bbCi = both ? signedRankInterval(blockDifferences(candidate, o.bb!, block), confidence) : undefined;
   // the A/A floor: the largest difference the kernel shows against itself at this confidence
-  const floor = aaCi ? Math.expm1(Math.max(Math.abs(aaCi.low), Math.abs(aaCi.high))) : 0;
+  const edge = (x: { low: number; high: number } | undefined) => (x ? Math.max(Math.abs(x.low), Math.abs(x.high)) : 0);
+  const floor = Math.expm1(Math.max(edge(aaCi), edge(bbCi)));
   const margin = Math.max(o.margin ?? MIN_MARGIN, floor);
   const baselineMedianUs = median([...baseline]);
   const candidateMedianUs = median([...candidate]);
   const method =
     `${n} launch pairs interleaved in balanced blocks of ${block} (A B, B A), ln-time differences per block; Hodges–Lehmann estimate, ${confidence * 100}% Wilcoxon signed-rank interval; ` +
-    `differences within ±${pct(margin)} are not claimed (${aaCi ? `the larger of ${pct(o.margin ?? MIN_MARGIN)} and the kernel's own A/A interval, its module loaded twice` : `the least claimed`})`;
-  const aa = aaCi ? { speedup: Math.exp(aaCi.estimate), low: Math.exp(aaCi.low), high: Math.exp(aaCi.high) } : null;
+    `${both ? "each kernel's module loaded twice, each side the geometric mean of its two loads; " : ""}differences within ±${pct(margin)} are not claimed (${aaCi ? `the larger of ${pct(o.margin ?? MIN_MARGIN)} and the kernel's own A/A interval${both ? "s" : ""}, ${both ? "each module" : "its module"} loaded twice` : `the least claimed`})`;
+  const asSpeedup = (x: { estimate: number; low: number; high: number } | undefined) => (x ? { speedup: Math.exp(x.estimate), low: Math.exp(x.low), high: Math.exp(x.high) } : null);
+  const aa = asSpeedup(aaCi);
+  const bb = asSpeedup(bbCi);
   if (!ci) {
     // no interval: the range of the pairs' ratios stands in for it (never a claim)
     const ratios = baseline.map((x, i) => x / candidate[i]!);
     const speedup = baselineMedianUs / candidateMedianUs;
-    return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low: Math.min(...ratios), high: Math.max(...ratios), verdict: "same", decided: false, margin, aa, detectable: null, text: `no difference claimed: ${n} launch pairs are too few for an interval (at least ${MIN_BLOCKS * block})`, method };
+    return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low: Math.min(...ratios), high: Math.max(...ratios), verdict: "same", decided: false, margin, aa, bb, detectable: null, text: `no difference claimed: ${n} launch pairs are too few for an interval (at least ${MIN_BLOCKS * block})`, method };
   }
   const speedup = Math.exp(ci.estimate);
   const [low, high] = [Math.exp(ci.low), Math.exp(ci.high)];
@@ -237,7 +254,7 @@ export function compareTimings(baseline: readonly number[], candidate: readonly 
     : slower ? `${f(1 / speedup)}× slower (${f(1 / high)}–${f(1 / low)})`
     : within ? `same within ${pct(margin)} (${f3(low)}–${f3(high)})`
     : `no difference claimed (${f3(low)}–${f3(high)}): the smallest this measurement could have seen is ${pct(detectable)}`;
-  return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low, high, verdict: faster ? "faster" : slower ? "slower" : "same", decided: faster || slower || within, margin, aa, detectable, text, method };
+  return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low, high, verdict: faster ? "faster" : slower ? "slower" : "same", decided: faster || slower || within, margin, aa, bb, detectable, text, method };
 }
 
 /**
@@ -312,6 +329,7 @@ export interface RoundTimes {
   a: number[];
   b: number[];
   aa?: number[];
+  bb?: number[];
 }
 
 /** Default wall-clock budget (s) of adaptiveCompare's batches after the first. */
@@ -344,7 +362,9 @@ export async function adaptiveCompare(take: (rounds: number) => RoundTimes | Pro
   const a: number[] = [];
   const b: number[] = [];
   const aa: number[] = [];
+  const bb: number[] = [];
   let withAa = false;
+  let withBb = false;
   let batches = 0;
   let want = whole(Math.max(o.minRounds, MIN_PAIRS));
   for (;;) {
@@ -356,7 +376,11 @@ export async function adaptiveCompare(take: (rounds: number) => RoundTimes | Pro
       withAa = true;
       aa.push(...got.aa);
     }
-    const c = compareTimings(a, b, { ...o, block, ...(withAa ? { aa } : {}) });
+    if (got.bb) {
+      withBb = true;
+      bb.push(...got.bb);
+    }
+    const c = compareTimings(a, b, { ...o, block, ...(withAa ? { aa } : {}), ...(withBb ? { bb } : {}) });
     const stable = entropyStable(a, entropyBinUs(a)) && entropyStable(b, entropyBinUs(b));
     const spent = now() - t0;
     const budget = o.budgetSeconds ?? COMPARE_SECONDS;

@@ -240,16 +240,17 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(b.text).toMatch(/the app differs by up to 5 ulp in 1 of 2 differing elements, beyond the 2 ulp seen in region 0/);
   });
 
-  test("--against itself: the baseline, the candidate and the baseline's second load timed in balanced rounds (the A/A floor), whole blocks of 6, the document's compare", async () => {
+  test("--against itself: the baseline, the candidate and a second load of each timed in balanced rounds (the A/A floors), whole blocks of 8, the document's compare", async () => {
     const dir = await hipCapture("against");
     const dir2 = await hipCapture("against2");
     const r = replay(dir, "--against", dir2, "--iters", "10");
     expect(r.code).toBe(0);
     const c = r.doc.compare;
     expect(c.aa).not.toBeNull();
-    expect(c.pairs).toBeGreaterThanOrEqual(12);
-    expect(c.pairs % 6).toBe(0);
-    expect(c.method).toContain("its module loaded twice");
+    expect(c.bb).not.toBeNull();
+    expect(c.pairs).toBeGreaterThanOrEqual(16);
+    expect(c.pairs % 8).toBe(0);
+    expect(c.method).toContain("each module loaded twice");
     expect(c.margin).toBeGreaterThanOrEqual(0.01);
     expect(r.doc.against.timing.iters).toBe(c.pairs);
     const check = v.safeParse(DOCUMENTS.replay, r.doc);
