@@ -46,7 +46,8 @@ export interface CheckSettings {
   force: boolean;
   /** --trust: rebuild received captures too (their build.sh runs with the user's rights). */
   trust: boolean;
-  tolerance: { atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
+  /** Options given for the whole run (each capture's own judging settings, kerncap judge, fill in the rest: src/replay/judge-settings.ts). */
+  tolerance: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] };
 }
 
 /** The worker's GPU architecture ("sm_90"), asked of the driver once; undefined for AMD captures (not retargeted). */

@@ -39,7 +39,7 @@ const Settings = v.object({
     rebuild: v.boolean(),
     force: v.boolean(),
     trust: v.boolean(),
-    tolerance: v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), multiset: v.optional(v.array(v.string())) }),
+    tolerance: v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), dtypes: v.optional(v.record(v.string(), v.string())), multiset: v.optional(v.array(v.string())) }),
   }),
 });
 

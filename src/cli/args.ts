@@ -100,9 +100,9 @@ export function allowVersionMismatchArg(when = "") {
 
 /** --atol/--rtol/--dtype, shared by replay and validate. */
 export const toleranceArgs = {
-  atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|)", default: "0" },
-  rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
-  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give (Default: fp32)" },
+  atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|); else the capture's judging settings' (kerncap judge) (Default: 0)" },
+  rtol: { type: "string", description: "Relative tolerance per element; else the capture's judging settings' (Default: 0)" },
+  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give, or REGION=T for one region (N, 0x…, param:N; repeatable); else the capture's judging settings' (kerncap judge) (Default: fp32)", valueHint: "T|REGION=T" },
   multiset: {
     type: "string",
     description: "Compare this region as a multiset of elements (an atomic append or compaction; element size from the type, 4 bytes by default): N (inspect's order), a VA 0x… inside it, param:N, changed or all; repeat or comma-separate",
@@ -116,10 +116,19 @@ export const toleranceArgs = {
  * `rawArgs`: the verb's raw arguments, for every value of a repeated --multiset.
  * @throws KerncapError E_USAGE
  */
-export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown; multiset?: unknown }, rawArgs: string[] = []): { atol?: number; rtol?: number; dtype?: string; multiset?: string[] } {
-  const dtype = args.dtype ? String(args.dtype) : undefined;
-  if (dtype && !elementType(dtype)) {
-    throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown; multiset?: unknown }, rawArgs: string[] = []): { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] } {
+  // --dtype T (every region without a signature type) and --dtype REGION=T (that region), repeatable
+  const typed = repeatedOption(rawArgs, ["dtype"]);
+  const dtypeValues = typed.length ? typed : args.dtype ? [String(args.dtype)] : [];
+  let dtype: string | undefined;
+  const dtypes: Record<string, string> = {};
+  for (const d of dtypeValues.flatMap((x) => x.split(",")).map((x) => x.trim()).filter(Boolean)) {
+    const eq = d.indexOf("=");
+    const [region, t] = eq < 0 ? [undefined, d] : [d.slice(0, eq).trim(), d.slice(eq + 1).trim()];
+    if (!elementType(t)) throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(t)} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64 (REGION=T for one region)." });
+    if (region === undefined) dtype = t;
+    else if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(region)) throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(region)} does not name a region`, { hint: "Name it as --multiset does: its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N, changed or all; e.g. --dtype 2=bf16." });
+    else dtypes[region] = t;
   }
   const given = repeatedOption(rawArgs, ["multiset"]);
   const values = (given.length ? given : args.multiset !== undefined && args.multiset !== "" ? [String(args.multiset)] : []).flatMap((v) => v.split(",")).map((v) => v.trim());
@@ -128,7 +137,7 @@ export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?:
       throw new KerncapError("E_USAGE", `--multiset ${JSON.stringify(v)} does not name a region`, { hint: "Name it by its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all." });
     }
   }
-  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype, ...(values.length ? { multiset: values } : {}) };
+  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype, ...(Object.keys(dtypes).length ? { dtypes } : {}), ...(values.length ? { multiset: values } : {}) };
 }
 
 /**

@@ -47,8 +47,10 @@ export function describeReplay(r: ReplayResult): string {
   const d = r.determinism;
   const spread = r.numerics.verdict === "within-spread";
   const asSets = r.numerics.verdict === "multiset-equal";
+  const kernelLevel = r.numerics.regions.some((x) => x.kernelNoise && x.kernelNoise.elementsDiffering > 0);
   const L = [
-    `${r.verdict === "match" ? (spread ? "MATCH within the run-to-run spread" : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
+    `${r.verdict === "match" ? (spread ? (kernelLevel ? "MATCH within the kernel's nondeterminism" : "MATCH within the run-to-run spread") : asSets ? "MATCH as multisets (same elements, another order)" : "MATCH") : "MISMATCH"}  ${r.kernel}`,
+    ...r.numerics.regions.flatMap((x) => (x.kernelNoise && x.kernelNoise.elementsDiffering > 0 ? [`  ${describeKernelNoise(x)}`] : [])),
     `  checked ${plural(r.regionsChecked, "region")}, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
   ];
@@ -90,6 +92,29 @@ export function describeComparison(c: TimingComparison | null): string {
   return `kernel time ${c.baselineMedianUs.toFixed(2)} → ${c.candidateMedianUs.toFixed(2)} µs: ${c.text}, ${c.pairs} interleaved launch pairs`;
 }
 
+/**
+ * A region judged by the kernel's noise (src/replay/envelope.ts judgeHeld): "region 3 never
+ * varied in 32 runs; the app differs by 1 ulp, within the 2 ulp seen in regions 1, 4, 5" (region
+ * numbers as inspect lists them), or "… by 6 ulp in 1 element, beyond the 2 ulp …".
+ */
+export function describeKernelNoise(x: ReplayResult["numerics"]["regions"][number]): string {
+  const k = x.kernelNoise!;
+  const name = `region ${k.region}`;
+  const seen = k.regions.length === 1 ? `region ${k.regions[0]}` : `regions ${k.regions.join(", ")}`;
+  const ulps = (u: number) => `${+u.toFixed(u < 10 ? 1 : 0)} ulp`;
+  return k.outside
+    ? `${name} never varied in ${k.runs} runs; the app differs by up to ${ulps(k.appUlp)} in ${k.outside} of ${k.elementsDiffering} differing elements, beyond the ${ulps(k.ulp)} seen in ${seen}`
+    : `${name} never varied in ${k.runs} runs; the app differs by ${ulps(k.appUlp)} (${k.elementsDiffering} ${k.elementsDiffering === 1 ? "element" : "elements"}), within the ${ulps(k.ulp)} seen in ${seen}`;
+}
+
+/** --repeat: "20 comparisons: 0 faster, 0 slower, 20 same; a comparison took 0.41 s (median), 1200 launch pairs (median)". */
+export function describeRepeats(rs: { compare: TimingComparison | null; seconds: number }[]): string {
+  const n = (v: string) => rs.filter((r) => r.compare?.verdict === v).length;
+  const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+  const pairs = rs.flatMap((r) => (r.compare ? [r.compare.pairs] : []));
+  return `    ${rs.length} comparisons: ${n("faster")} faster, ${n("slower")} slower, ${n("same")} same${rs.some((r) => !r.compare) ? `, ${rs.filter((r) => !r.compare).length} not compared` : ""}; a comparison took ${mid(rs.map((r) => r.seconds)).toFixed(2)} s, ${pairs.length ? mid(pairs) : 0} launch pairs (medians)`;
+}
+
 /** "clocks while timed: SM 1980 MHz (application 1785, max 1980), memory 3201 MHz". */
 export function describeClocks(c: ClockState): string {
   const mhz = (x: number | null) => (x === null ? "?" : String(x));
@@ -99,7 +124,7 @@ export function describeClocks(c: ClockState): string {
 /** The tolerance report: overall verdict, then each region that is not bit-exact. */
 export function describeNumerics(r: ReplayResult): string[] {
   const n = r.numerics;
-  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol})`];
+  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol}${n.settings ? `; the capture's judging settings: ${n.settings.used.join(", ")}, from ${n.settings.file}` : ""})`];
   for (const x of n.regions.filter((x) => !x.multiset).slice(0, 20)) {
     L.push(
       `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +

@@ -61,6 +61,11 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
     ["kerncap check corpus/ --rebuild --junit check.xml", "rebuilt from their reproducers, JUnit XML for CI"],
     ["kerncap check corpus/ --report check.html --csv check.csv", "the time ratios with their intervals as a page, the table as CSV"],
   ],
+  judge: [
+    ["kerncap judge cap --rtol 1e-3 --multiset 2", "judge every replay of cap within rtol 1e-3, region 2 as a multiset"],
+    ["kerncap judge cap --dtype 1=bf16 --expect nondeterministic", "region 1 holds bf16; 8 checked runs from the start"],
+    ["kerncap judge cap", "show the capture's judging settings"],
+  ],
   pack: [
     ["kerncap pack cap", "cap.zip beside the folder, to share"],
     ["kerncap pack cap -o /tmp/softmax.zip -f", "replace an archive kerncap wrote before"],

@@ -10,6 +10,7 @@ export const commands = {
   profile: () => import("./commands/profile.ts").then((m) => m.default),
   tune: () => import("./commands/tune.ts").then((m) => m.default),
   check: () => import("./commands/check.ts").then((m) => m.default),
+  judge: () => import("./commands/judge.ts").then((m) => m.default),
   pack: () => import("./commands/pack.ts").then((m) => m.default),
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),
   export: () => import("./commands/export.ts").then((m) => m.default),

@@ -38,6 +38,8 @@ export const DOCUMENT_VERSIONS = {
   /** `kerncap check --json` (src/check/check.ts CheckReport), and each line of its results file (src/check/results.ts). */
   check: 1,
   "check-record": 1,
+  /** `kerncap judge --json`: a capture's judging settings (src/replay/judge-settings.ts). */
+  judge: 1,
   /** MCP tools read_file and edit_file (src/mcp/server.ts). */
   file: 1,
   edit: 1,
@@ -107,11 +109,21 @@ const Compare = v.nullable(
     pairs: U,
     baselineMedianUs: N,
     candidateMedianUs: N,
-    /** baseline median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+    /** baseline time / candidate time (Hodges–Lehmann over balanced blocks): above 1, the candidate is faster; low–high its 99% interval. */
     speedup: N,
     low: N,
     high: N,
     verdict: v.picklist(["faster", "slower", "same"]),
+    /** The interval lies wholly beyond the margin (a claim) or wholly within it: more launches would not change the verdict. */
+    decided: v.boolean(),
+    /** The smallest difference claimed (fraction): 0.01, or the kernel's own A/A floor where larger. */
+    margin: N,
+    /** The baseline against a second load of its module in the same rounds (speedup and its interval); null when not timed. */
+    aa: v.nullable(v.object({ speedup: N, low: N, high: N })),
+    /** The candidate against a second load of its module, likewise. */
+    bb: v.optional(v.nullable(v.object({ speedup: N, low: N, high: N }))),
+    /** The smallest difference (fraction) this measurement would have claimed; null with too few launches for an interval. */
+    detectable: v.nullable(N),
     text: v.string(),
     method: v.string(),
   }),
@@ -130,6 +142,8 @@ const TuneRow = v.object({
   verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
   medianUs: v.nullable(N),
   speedup: v.nullable(N),
+  /** This config against the app's from the interleaved rounds (src/replay/stats.ts): faster/slower only beyond the noise. */
+  vsApp: v.optional(v.object({ verdict: v.picklist(["faster", "slower", "same"]), text: v.string() })),
   /** CUDA: registers per thread of the kernel in the row's module (null where the cubin says none). */
   registers: v.optional(v.nullable(U)),
   error: v.optional(v.string()),
@@ -229,6 +243,8 @@ export const DOCUMENTS = {
     /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
     received: v.object({ received: v.boolean(), reasons: v.array(v.string()), /** A received capture whose build you trusted as it is now (--trust: src/format/trust.ts trustRecorded). */ trusted: v.boolean() }),
     integrity: Integrity,
+    /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
+    judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
   }),
   replay: v.looseObject({
     ...id("replay"),
@@ -236,6 +252,8 @@ export const DOCUMENTS = {
     /** --against: the other kernel (a capture folder's or a module's), judged on this capture's memory (its own replay result), and its time against this one's. */
     against: v.optional(v.looseObject({ kind: v.picklist(["capture", "module"]), path: v.string(), verdict: Verdict, timing: v.looseObject({ medianUs: N }) })),
     compare: v.optional(Compare),
+    /** --repeat: every comparison made (the first is `compare`) and its wall time (s). */
+    repeats: v.optional(v.array(v.object({ compare: Compare, seconds: N }))),
   }),
   validate: v.looseObject({
     ...id("validate"),
@@ -307,12 +325,33 @@ export const DOCUMENTS = {
     frontend: v.picklist(["triton", "cuda"]),
     kernel: v.string(),
     grid: v.nullable(v.string()),
+    /** Triton: the grid is the formula inferred from the capture (the captured grid, integer arguments and tile constexprs), not a --grid given. */
+    gridInferred: v.optional(v.boolean()),
     /** One row per config: the app's own first (captured: true, its module the baseline; CUDA: then build.sh without extra flags); times in µs; speedup = the app's median / this one's. */
     rows: v.array(TuneRow),
     winner: v.nullable(TuneRow),
     /** The winner to paste: Triton's triton.Config(…) line; CUDA's nvcc flags ("" for build.sh's own; null when the app's build won); null when none matched. */
     paste: v.nullable(v.string()),
     seconds: v.object({ compile: N, replay: N }),
+  }),
+  judge: v.object({
+    ...id("judge"),
+    dir: v.string(),
+    /** The settings file in the capture folder (kerncap-judge.json), null when the capture has none. */
+    file: v.nullable(v.string()),
+    /** Whether this command changed them. */
+    changed: v.boolean(),
+    /** Every replay of the capture is judged with these unless its own options say otherwise. */
+    settings: v.object({
+      atol: v.optional(N),
+      rtol: v.optional(N),
+      dtype: v.optional(v.string()),
+      /** Element type per region (its name as --multiset takes it → the type). */
+      dtypes: v.optional(v.record(v.string(), v.string())),
+      multiset: v.optional(v.array(v.string())),
+      /** Expected nondeterministic (true) or deterministic (false); absent: found out. */
+      nondeterministic: v.optional(v.boolean()),
+    }),
   }),
   pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
   unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),

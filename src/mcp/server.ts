@@ -45,9 +45,9 @@ const TOOL_GRACE_MS = 10_000;
 const Dir = v.pipe(v.string(), v.minLength(1), v.description("Capture folder (written by kerncap run)"), v.transform((d: string) => (d.startsWith("-") ? `./${d}` : d)));
 const Tol = {
   iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description("Timed launches after the checked one"))),
-  atol: v.optional(v.pipe(v.number(), v.description("Absolute tolerance per element"))),
-  rtol: v.optional(v.pipe(v.number(), v.description("Relative tolerance per element"))),
-  dtype: v.optional(v.pipe(v.string(), v.description("Element type where the signature gives none (fp32, fp16, bf16, …)"))),
+  atol: v.optional(v.pipe(v.number(), v.description("Absolute tolerance per element (default: the capture's judging settings, kerncap judge, else 0)"))),
+  rtol: v.optional(v.pipe(v.number(), v.description("Relative tolerance per element (default: the capture's judging settings, else 0)"))),
+  dtype: v.optional(v.pipe(v.string(), v.description("Element type where the signature gives none (fp32, fp16, bf16, …), or REGION=T for one region (default: the capture's judging settings, else fp32)"))),
   multiset: v.optional(
     v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("Regions to compare as multisets of elements (atomic append, compaction): each N (inspect's order), a VA 0x… inside it, param:N, changed or all (--multiset)")),
   ),

@@ -35,6 +35,8 @@ import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.t
  * same save still queues one more cycle, so the last text is always the one built.
  */
 export const DEBOUNCE_MS = 50;
+/** A save's comparison takes more timed rounds for at most this long (s) when undecided: the verdict of a save must come fast. */
+export const WATCH_COMPARE_SECONDS = 0.3;
 
 /**
  * Whether a file event under src/ (path relative to src/, as fs.watch names it) is a save of a
@@ -418,7 +420,7 @@ async function runCycle(
     const runAt = performance.now();
     // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
     const candidate = { ...o.run, ...rebuiltRun(frontendOf(m), m, b.module) };
-    const { candidate: r, compare } = o.run.iters >= MIN_PAIRS ? await session.runCompared({ ...o.run }, candidate) : { candidate: await session.run(candidate), compare: null };
+    const { candidate: r, compare } = o.run.iters >= MIN_PAIRS ? await session.runCompared({ ...o.run }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate }) : { candidate: await session.run(candidate), compare: null };
     const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
     o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset, compare }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
     return { ran: true, reopen: false };

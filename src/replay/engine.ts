@@ -9,7 +9,7 @@ import { FileImage } from "../format/file-image.ts";
 import { chunkBytesOf, chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
 import { kc64 } from "../format/kc64.ts";
 import type { ChunkScan } from "./scan.ts";
-import { judgeEnvelope, judgeMultiset, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
+import { isFloatType, judgeEnvelope, judgeHeld, judgeMultiset, kernelNoise, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
 import { faultVaTaken } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
@@ -20,7 +20,9 @@ import { diffBytes, median, vaSpans } from "./compare.ts";
 import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
 import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
-import { compareTimings, MIN_PAIRS, type TimingComparison } from "./stats.ts";
+import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.ts";
+import { JUDGE_FILE } from "../format/file-names.ts";
+import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import { queryClocks, type ClockState } from "./clocks.ts";
 
 export interface RegionMismatch {
@@ -62,7 +64,7 @@ export interface ReplayResult {
   /** The capture faulted in the app: whether the replay reproduced the same fault, and the compute-sanitizer command for it. */
   fault?: { expected: { code: number; name: string; message: string }; observed: { code: number; name: string } | null; reproduced: boolean; sanitizer: string };
   /** Checked runs from the same before state; runsDiffering: runs whose result differed from the first (a nondeterministic kernel). */
-  determinism: { runs: number; runsDiffering: number; nondeterministic: boolean };
+  determinism: { runs: number; runsDiffering: number; nondeterministic: boolean; /** What the capture's judging settings say: runs that differ where "deterministic" is expected make the verdict a mismatch. */ expected?: "deterministic" | "nondeterministic" };
   /** GPU checks: the restored state against the manifest's kc64 (verifySeconds), the replayed state (compareSeconds); bytes copied back to the host for element-wise comparison. */
   check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number; /** Only when the scans read memory back to the host (HSA). */ scannedOn?: "host" };
   reserve: { spans: number; bytes: number; seconds: number };
@@ -70,7 +72,7 @@ export interface ReplayResult {
   module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
   device: { name: string; arch: string };
   /** Element-wise report (src/replay/tolerance.ts): verdict bit-exact | within-tolerance | mismatch. */
-  numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[] };
+  numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[]; /** The capture's judging settings used (kerncap judge: those this run's options did not override). */ settings?: { file: string; used: string[] } };
   /** Regions compared as multisets of elements (--multiset), every one asked for, with its judgement; absent without --multiset. */
   multiset?: MultisetRegion[];
 }
@@ -117,10 +119,20 @@ export interface ReplayOptions {
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */
   multiset?: string[];
+  /** Element type per region (a region name as multiset's → a type name): `--dtype REGION=T`; wins over the signature's type. */
+  dtypes?: Record<string, string>;
+  /** Expected nondeterministic (8 checked runs from the start) or deterministic (checked runs that differ make the verdict a mismatch); undefined: found out (3 runs, 8 when they differ). */
+  nondeterministic?: boolean;
   /** Device to replay on (default: the captured ordinal, manifest device.ordinal). */
   ordinal?: number;
   /** Keep every timed launch's time in the result (timing.samplesUs, µs, in launch order). */
   keepSamples?: boolean;
+  /**
+   * Two kernels compared (runCompared): wall-clock seconds it may spend on more timed rounds
+   * after the first `iters`, until the comparison is decided (src/replay/stats.ts
+   * adaptiveCompare; default COMPARE_SECONDS). 0: `iters` rounds only.
+   */
+  compareBudgetSeconds?: number;
 }
 
 export { RESERVE_ALIGN, reserveAlignment } from "./cuda-backend.ts";
@@ -333,6 +345,13 @@ interface Loaded {
   t2: number;
 }
 
+/**
+ * Checked runs of a nondeterministic kernel: 8, then 8 more while the last 8 still changed the
+ * run-to-run envelope, up to MAX_CHECKED_RUNS or CHECKED_RUNS_SECONDS of checking (ReplayOptions.runs fixes the count).
+ */
+export const MAX_CHECKED_RUNS = 32;
+export const CHECKED_RUNS_SECONDS = 2;
+
 /** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a kernel's dynamic shared memory above 48 KiB needs it raised. */
 export const MAX_DYNAMIC_SHARED = 8;
 
@@ -391,8 +410,9 @@ export interface ReplaySession {
   run(o: RunOptions): Promise<ReplayResult>;
   /**
    * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one
-   * after the other from the before state, then timed interleaved (timeInterleaved) for a
-   * comparison (src/replay/stats.ts). `candidate.modulePath` may be a promise (a build still
+   * after the other from the before state, then timed interleaved (timeInterleaved) with a
+   * second load of each module, in rounds taken until the comparison (src/replay/stats.ts
+   * adaptiveCompare) is decided or `candidate.compareBudgetSeconds` ends. `candidate.modulePath` may be a promise (a build still
    * running): the baseline is checked meanwhile. iters: the larger of the two.
    * @throws as run()
    */
@@ -484,6 +504,8 @@ async function openOn(cu: ReplayBackend, dir: string, m: Manifest, o: Pick<Repla
 
 class Session implements ReplaySession {
   lastReset: ResetStats | null = null;
+  /** The capture's judging settings (src/replay/judge-settings.ts), read once at open: each run's options override them. */
+  private readonly judging: JudgeSettings | undefined;
   private readonly C: number;
   /** Some run launched since the last reset. */
   private dirty = false;
@@ -515,6 +537,7 @@ class Session implements ReplaySession {
     this.before = new FileImage(capturePath(dir, m.memory.before));
     this.after = new FileImage(capturePath(dir, m.memory.after));
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
+    this.judging = readJudging(dir);
   }
 
   /** The regions' app-changed chunks back to the before state: from the device backup, else whole changed regions from the host. */
@@ -596,13 +619,46 @@ class Session implements ReplaySession {
   async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {
     // a launch that faults in the app ends the context: nothing to time, the candidate alone is judged
     if (this.manifest.fault) return { baseline: null, candidate: await this.run(candidate), compare: null };
-    const [a, b] = await this.runSet([baseline, candidate], { ...candidate, iters: Math.max(baseline.iters, candidate.iters) }, false);
+    const iters = Math.max(baseline.iters, candidate.iters);
+    const timing = { ...candidate, iters };
+    if (iters < MIN_PAIRS) {
+      const [a, b] = await this.runSet([baseline, candidate], timing, false);
+      if ("error" in a!) throw a.error;
+      if ("error" in b!) throw b.error;
+      return { baseline: a.result, candidate: b.result, compare: null };
+    }
+    // each module loaded a second time (one checked run: the same module again) and timed in the
+    // same rounds: the placement's share of a difference halves, and each A/A difference is the
+    // kernel's own noise floor (src/replay/stats.ts); more rounds until the comparison is decided
+    // or the budget ends
+    let compare: TimingComparison | null = null;
+    const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
+      let round = 0;
+      const out = await adaptiveCompare(
+        (n) => {
+          const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
+          round += n;
+          return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
+        },
+        { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
+      );
+      compare = out.compare;
+      return this.roundTimes;
+    });
     if ("error" in a!) throw a.error;
     if ("error" in b!) throw b.error;
-    return { baseline: a.result, candidate: b.result, compare: a.times.length >= MIN_PAIRS ? compareTimings(a.times, b.times) : null };
+    return { baseline: a.result, candidate: b.result, compare };
   }
 
   async runSet(list: RunOptions[], timing: RunOptions, tolerate = true): Promise<SetRun[]> {
+    return this.withPrepared(list, tolerate, (ps) => this.timeInterleaved(ps, timing, 0));
+  }
+
+  /**
+   * Load and prepare (check) each kernel of `list` from the before state, then time them with
+   * `time` (each kernel's times, µs) and finish each result; modules unloaded at the end.
+   */
+  private async withPrepared(list: RunOptions[], tolerate: boolean, time: (ps: Prepared[]) => number[][] | Promise<number[][]>): Promise<SetRun[]> {
     const loaded: Loaded[] = [];
     const ready: { k: number; p: Prepared }[] = [];
     const out: SetRun[] = [];
@@ -619,7 +675,7 @@ class Session implements ReplaySession {
           out[k] = { error: e };
         }
       }
-      const times = this.timeInterleaved(ready.map((x) => x.p), timing);
+      const times = await time(ready.map((x) => x.p));
       const clocks = await this.clocks;
       for (const [j, { k, p }] of ready.entries()) out[k] = { result: p.finish(times[j]!, ready.length > 1, clocks), times: times[j]! };
       return out;
@@ -644,19 +700,23 @@ class Session implements ReplaySession {
 
   /** Timed launches of one prepared kernel (the list finish takes). */
   private time(ps: [Prepared], o: RunOptions): number[] {
-    return this.timeInterleaved(ps, o)[0]!;
+    return this.timeInterleaved(ps, o, 0)[0]!;
   }
+
+  /** Every kernel's times of the timeInterleaved calls since the last one at round 0 (µs, in launch order). */
+  private roundTimes: number[][] = [];
 
   /**
    * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
-   * under a profiler or compute-sanitizer), then `iters` timed ones each. With several kernels,
-   * one launch of each per round, the first of the round alternating (A B, B A, …), so that a
-   * position effect (the launch right after the restore) falls on all alike. A flush of L2 with
+   * under a profiler or compute-sanitizer; none when `firstRound` > 0, a continuation), then
+   * `iters` timed ones each. With several kernels, one launch of each per round in the balanced
+   * order of src/replay/stats.ts roundOrder (A B, B A, …; rounds numbered from `firstRound`), so
+   * that a position effect (the launch right after the restore) falls on all alike. A flush of L2 with
    * flushL2 before each launch: a read of a buffer larger than L2 (DeviceScanner.evict: clean
    * lines, as ncu's --cache-control all leaves), a memset where the backend cannot read. The clocks are read meanwhile (this.clocks).
-   * @returns each kernel's times (µs), in launch order
+   * @returns each kernel's times of this call (µs), in launch order; this.roundTimes holds them since round 0
    */
-  private timeInterleaved(ps: Prepared[], o: RunOptions): number[][] {
+  private timeInterleaved(ps: Prepared[], o: RunOptions, firstRound: number): number[][] {
     const { cu } = this;
     let flush: bigint | undefined;
     // a buffer of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB): reading it evicts every line the previous launch left
@@ -673,16 +733,22 @@ class Session implements ReplaySession {
       }
     }
     this.flushed = flush !== undefined;
-    this.clocks = o.iters ? queryClocks(cu.pciBusId?.()) : Promise.resolve(null);
+    if (firstRound === 0) {
+      this.clocks = o.iters ? queryClocks(cu.pciBusId?.()) : Promise.resolve(null);
+      this.roundTimes = ps.map(() => []);
+    }
     const times = ps.map(() => [] as number[]);
-    for (let i = o.iters ? -2 : 0; i < o.iters; i++) {
-      const order = i & 1 ? [...ps.keys()].reverse() : [...ps.keys()];
+    for (let i = o.iters && firstRound === 0 ? -2 : 0; i < o.iters; i++) {
+      const order = roundOrder(ps.length, i < 0 ? i + 2 : firstRound + i);
       for (const k of order) {
         ps[k]!.restoreChanged();
         // a read of the flush buffer: L2 holds its clean lines, and the restore's dirty ones are written back before the launch
         if (flush !== undefined && !this.scanner.evict?.(flush, flushBytes)) cu.memset(flush, i & 0xff, flushBytes);
         const us = cu.timedLaunch(ps[k]!.launch);
-        if (i >= 0) times[k]!.push(us);
+        if (i >= 0) {
+          times[k]!.push(us);
+          this.roundTimes[k]!.push(us);
+        }
       }
     }
     cu.sync();
@@ -694,8 +760,11 @@ class Session implements ReplaySession {
    * checked runs compared with the app's after state; what remains is timing (the launch and the
    * restore between launches) and the result (finish, given the times).
    */
-  private async prepare(o: RunOptions, { mod, modFile, moduleWaitSeconds, t2, rebuiltLaunch }: Loaded): Promise<Prepared> {
+  private async prepare(given: RunOptions, { mod, modFile, moduleWaitSeconds, t2, rebuiltLaunch }: Loaded): Promise<Prepared> {
     const { dir, cu, restorer, scanner, C } = this;
+    // the capture's judging settings under this run's options (src/replay/judge-settings.ts)
+    const judged = mergeJudging(this.judging, given);
+    const o: RunOptions = { ...given, ...judged.options };
     const { restore, reserve, verifySeconds } = this.opened;
     const m = this.manifest;
     // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
@@ -782,7 +851,7 @@ class Session implements ReplaySession {
     // Chunks whose kc64 differs from the app's are copied back (only those); chunks that differ
     // between runs make the kernel nondeterministic, and are judged against the run-to-run envelope.
     // 3 runs by default; when they differ (a nondeterministic kernel) 5 more, so the envelope has 8 samples
-    let nRuns = Math.max(1, o.runs ?? 3);
+    let nRuns = Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3));
     log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${nRuns} checked runs`);
     const tc = performance.now();
     const { before, after } = this;
@@ -812,6 +881,25 @@ class Session implements ReplaySession {
     const copies = new Map<string, Uint8Array[]>(); // "range:chunk" → bytes per run (undefined: matched the app)
     let bytesCopiedBack = 0;
     const COPY_LIMIT = 2 ** 31;
+    // the envelope's shape so far: per range, its varying chunks and their largest spread (src/replay/envelope.ts maxSpread)
+    let lastSignature = "";
+    const envelopeSignature = () =>
+      ranges
+        .map((x, i) => {
+          let n = 0;
+          let spread = 0;
+          for (let c = 0; c < scans[0]![i]!.hash.length; c++) {
+            if (!scans.some((sr) => sr[i]!.hash[c] !== scans[0]![i]!.hash[c])) continue;
+            n++;
+            const got = copies.get(`${i}:${c}`);
+            if (got) {
+              const app = chunkBytesOf(expect[i]!, c, chunkLen(x.r.size, c, C), "after", before, after);
+              spread = Math.max(spread, maxSpread(x.dtype, scans.map((_, run) => got[run] ?? app)));
+            }
+          }
+          return `${n}:${spread}`;
+        })
+        .join(",");
     const anyVaried = () => scans.slice(1).some((sr) => sr.some((sc, i) => sc.hash.some((h, c) => h !== scans[0]![i]!.hash[c])));
     for (let run = 0; run < nRuns; run++) {
       if (run > 0) restoreChanged();
@@ -837,11 +925,23 @@ class Session implements ReplaySession {
         }),
       );
       if (run === nRuns - 1 && o.runs === undefined && nRuns === 3 && anyVaried()) nRuns = 8;
+      else if (run === nRuns - 1 && o.runs === undefined && nRuns >= 8 && nRuns < MAX_CHECKED_RUNS && anyVaried() && (performance.now() - tc) / 1000 < CHECKED_RUNS_SECONDS) {
+        // 8 more runs while the last ones still changed the envelope (which chunks vary, and by how much)
+        const sig = envelopeSignature();
+        if (sig !== lastSignature) nRuns += 8;
+        lastSignature = sig;
+      }
     }
     const runsDiffering = new Set<number>();
     const mismatches: RegionMismatch[] = [];
     const numerics: RegionNumerics[] = [];
     let bytesChecked = 0;
+    // the kernel's runs varied somewhere: a written float region whose runs all agree but differ
+    // from the app's is judged against the kernel's own noise (src/replay/envelope.ts kernelNoise)
+    const kernelVaried = anyVaried();
+    type Held = { c: number; appBytes: Uint8Array; got: Uint8Array; before: Uint8Array | undefined };
+    const regionWork: ({ multiset: RegionNumerics } | { acc: RegionAccumulator; env?: Envelope; held: Held[]; whole: Parameters<RegionAccumulator["setWholeRegion"]>[0] })[] = [];
+    const varyingRegions: { index: number; dtype: ElementType; env: Envelope }[] = [];
     for (const [i, x] of ranges.entries()) {
       const e = expect[i]!;
       const s0 = scans[0]![i]!;
@@ -850,14 +950,12 @@ class Session implements ReplaySession {
         const j = multisetRange(x, e, i, scans, copies, C, before, after);
         j.runsDiffering.forEach((run) => runsDiffering.add(run));
         multiset.push(j.report);
-        numerics.push(j.numerics);
-        bytesChecked += x.r.size;
-        if (j.numerics.verdict === "mismatch") mismatches.push({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed, firstDiffOffset: j.numerics.firstDiffOffset, bytesDiffering: j.numerics.bytesDiffering });
+        regionWork.push({ multiset: j.numerics });
         continue;
       }
       const acc = new RegionAccumulator({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed }, x.dtype, x.source, plan.tol);
-      const envParts: { offset: number; env: Envelope }[] = [];
       const varying: { c: number; appBytes: Uint8Array; perRun: Uint8Array[] }[] = [];
+      const held: Held[] = [];
       let gotAllZero = true;
       let expAllZero = true;
       let gotEqualsBefore = true;
@@ -879,22 +977,55 @@ class Session implements ReplaySession {
         if (!got) continue; // every run equals the app's bytes
         const appBytes = chunkBytesOf(e, c, len, "after", before, after);
         const perRun = Array.from({ length: nRuns }, (_, run) => got[run] ?? appBytes);
+        const beforeBytes = x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined;
         if (varies) varying.push({ c, appBytes, perRun });
-        else acc.add(c * C, perRun[0]!, appBytes, x.r.changed ? chunkBytesOf(e, c, len, "before", before, after) : undefined);
+        else if (kernelVaried && x.r.changed && isFloatType(x.dtype)) held.push({ c, appBytes, got: perRun[0]!, before: beforeBytes });
+        else acc.add(c * C, perRun[0]!, appBytes, beforeBytes);
       }
+      const whole = { bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore };
       // the region's noise floor first, then each varying chunk against it (src/replay/envelope.ts)
       const floor = varying.reduce((a, v) => Math.max(a, maxSpread(x.dtype, v.perRun)), 0);
-      for (const v of varying) envParts.push({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) });
-      acc.setWholeRegion({ bytes: x.r.size, gotAllZero, expAllZero: expAllZero && x.r.changed, gotEqualsBefore });
-      const res = acc.result();
-      if (envParts.length) {
-        const env = mergeEnvelopes(envParts);
-        res.spread = env;
-        if (env.outside) {
-          res.verdict = "mismatch";
-          res.overTolerance += env.outside;
-          if (res.firstOverOffset < 0) res.firstOverOffset = env.firstOutsideOffset;
-        } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
+      const env = varying.length ? mergeEnvelopes(varying.map((v) => ({ offset: v.c * C, env: judgeEnvelope(x.dtype, v.appBytes, v.perRun, floor) }))) : undefined;
+      if (env) varyingRegions.push({ index: i, dtype: x.dtype, env });
+      regionWork.push({ acc, env, held, whole });
+    }
+    // each region's verdict, the held chunks judged by the kernel's noise of their element type
+    // (bit for bit, or by the tolerance, where no region of that type varied)
+    const noise = kernelNoise(varyingRegions);
+    for (const [i, x] of ranges.entries()) {
+      const j = regionWork[i]!;
+      let res: RegionNumerics;
+      if ("multiset" in j) res = j.multiset;
+      else {
+        const k = noise.get(x.dtype);
+        const held = { differing: 0, appUlp: 0, outside: 0, first: -1 };
+        for (const h of j.held) {
+          if (!k) {
+            j.acc.add(h.c * C, h.got, h.appBytes, h.before);
+            continue;
+          }
+          const r = judgeHeld(x.dtype, h.appBytes, h.got, k.ulp);
+          held.differing += r.differing;
+          held.appUlp = Math.max(held.appUlp, r.maxUlp);
+          held.outside += r.outside;
+          if (held.first < 0 && r.firstOutsideOffset >= 0) held.first = h.c * C + r.firstOutsideOffset;
+          j.acc.add(h.c * C, h.got, h.appBytes, h.before, { judgedElsewhere: true });
+        }
+        j.acc.setWholeRegion(j.whole);
+        res = j.acc.result();
+        for (const [bad, first, add] of [
+          [j.env?.outside ?? 0, j.env?.firstOutsideOffset ?? -1, j.env !== undefined],
+          [held.outside, held.first, k !== undefined && j.held.length > 0],
+        ] as const) {
+          if (!add) continue;
+          if (bad) {
+            res.verdict = "mismatch";
+            res.overTolerance += bad;
+            if (res.firstOverOffset < 0) res.firstOverOffset = first;
+          } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
+        }
+        if (j.env) res.spread = j.env;
+        if (k && j.held.length) res.kernelNoise = { region: i, ulp: k.ulp, regions: k.regions, appUlp: held.appUlp, elementsDiffering: held.differing, outside: held.outside, runs: nRuns };
       }
       bytesChecked += x.r.size;
       numerics.push(res);
@@ -904,7 +1035,9 @@ class Session implements ReplaySession {
       }
     }
     const compareSeconds = (performance.now() - tc) / 1000;
-    const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0 };
+    const determinism = { runs: nRuns, runsDiffering: runsDiffering.size, nondeterministic: runsDiffering.size > 0, ...(o.nondeterministic !== undefined ? { expected: o.nondeterministic ? ("nondeterministic" as const) : ("deterministic" as const) } : {}) };
+    // a kernel said to be deterministic whose runs differ: a race or an atomic the edit brought in
+    const unexpectedlyVaried = o.nondeterministic === false && runsDiffering.size > 0;
 
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null): ReplayResult => {
       const sorted = [...times].sort((a, b) => a - b);
@@ -913,7 +1046,7 @@ class Session implements ReplaySession {
       return {
         dir,
         kernel: m.kernel.demangled || m.kernel.name,
-        verdict: overallVerdict(numerics) === "mismatch" ? "mismatch" : "match",
+        verdict: overallVerdict(numerics) === "mismatch" || unexpectedlyVaried ? "mismatch" : "match",
         regionsChecked: m.regions.length + globals.length,
         bytesChecked,
         mismatches,
@@ -936,7 +1069,7 @@ class Session implements ReplaySession {
         determinism,
         module: { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds },
         device: { name: cu.deviceName(), arch: cu.arch() },
-        numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact") },
+        numerics: { verdict: overallVerdict(numerics), atol: plan.tol.atol, rtol: plan.tol.rtol, regions: numerics.filter((x) => x.verdict !== "bit-exact"), ...(judged.fromCapture.length ? { settings: { file: JUDGE_FILE, used: judged.fromCapture } } : {}) },
         ...(o.multiset?.length ? { multiset } : {}),
         };
     };
@@ -1031,12 +1164,35 @@ export async function replay(c: OpenedCapture, o: ReplayOptions): Promise<Replay
   return runClosing(s, () => s.run(o), (r) => r.fault?.observed != null);
 }
 
+/** One comparison of replayCompared's `repeat`: its compare and its wall time (s: module loads, checked runs, the timed rounds). */
+export interface RepeatedCompare {
+  compare: TimingComparison | null;
+  seconds: number;
+}
+
 /**
  * Replay a capture with two kernels on its memory (ReplaySession.runCompared): the baseline
  * (by default the captured module and launch) and the candidate, judged each, timed interleaved.
+ * `repeat` > 1: the whole comparison (module loads included) made that many times on the one
+ * restored memory, each one's compare in `repeats` (is a claimed difference stable? the verdict
+ * benchmark, scripts/bench-verdicts.sh); the results are the first comparison's.
  * @throws as replay
  */
-export async function replayCompared(c: OpenedCapture, baseline: ReplayOptions, candidate: RunOptions): Promise<ComparedRuns> {
+export async function replayCompared(c: OpenedCapture, baseline: ReplayOptions, candidate: RunOptions, repeat = 1): Promise<ComparedRuns & { repeats?: RepeatedCompare[] }> {
   const s = await openReplay(c, baseline);
-  return runClosing(s, () => s.runCompared(baseline, candidate), (r) => [r.baseline, r.candidate].some((x) => x?.fault?.observed != null));
+  return runClosing(
+    s,
+    async () => {
+      let first: ComparedRuns | undefined;
+      const repeats: RepeatedCompare[] = [];
+      for (let i = 0; i < repeat; i++) {
+        const t0 = performance.now();
+        const r = await s.runCompared(baseline, candidate);
+        repeats.push({ compare: r.compare, seconds: (performance.now() - t0) / 1000 });
+        first ??= r;
+      }
+      return repeat > 1 ? { ...first!, repeats } : first!;
+    },
+    (r) => [r.baseline, r.candidate].some((x) => x?.fault?.observed != null),
+  );
 }

@@ -2,8 +2,8 @@
  * The run-to-run envelope (src/replay/envelope.ts) on synthetic data: float-atomic-like noise
  * passes, a planted wrong value fails, deterministic elements stay bit-exact, multisets.
  */
-import { expect, test } from "bun:test";
-import { judgeEnvelope, judgeMultiset, maxSpread, multisetDifference, ulp } from "./envelope.ts";
+import { describe, expect, test } from "bun:test";
+import { judgeEnvelope, judgeHeld, judgeMultiset, kernelNoise, maxSpread, multisetDifference, ulp } from "./envelope.ts";
 import { toleranceOptions } from "../cli/args.ts";
 import { multisetRegions } from "./tolerance-plan.ts";
 
@@ -129,4 +129,62 @@ test("--multiset names regions by index, VA, param:N, changed, all; a wrong name
   expect(toleranceOptions({ multiset: "2" }, ["DIR", "--multiset", "1", "--multiset=2,0x7f00"]).multiset).toEqual(["1", "2", "0x7f00"]);
   expect(toleranceOptions({}).multiset).toBeUndefined();
   expect(() => toleranceOptions({ multiset: "out" }, ["--multiset", "out"])).toThrow(/does not name a region/);
+});
+
+/**
+ * The held-back case of the H200 (a float-atomics kernel: 8 warps per block atomicAdd into one
+ * float per block): the replays vary in some accumulators by 1-2 ulp, one accumulator never
+ * varies in any replay, and the app's value of it is 1 ulp away. Judged with the kernel's own
+ * noise, not bit for bit; a planted change of a few ulp there is still caught.
+ */
+describe("the kernel's nondeterminism (regions whose replays never varied)", () => {
+  /** 8 partial sums added in an order given by `seed`, in float32 (one block's accumulator). */
+  const blockSum = (block: number, seed: number) => {
+    const parts = Array.from({ length: 8 }, (_, w) => Math.fround(Math.sin(block * 31 + w) * 10 ** ((w % 4) - 1)));
+    return atomicSum(parts, seed);
+  };
+  /** Region r's accumulators (64 blocks) after a run with `seed`; region 3's blocks are summed in one fixed order in every replay. */
+  const region = (r: number, seed: number) => f32(Array.from({ length: 64 }, (_, b) => blockSum(r * 64 + b, r === 3 ? 0 : seed)));
+  const seeds = Array.from({ length: 32 }, (_, k) => k + 1);
+  const envOf = (r: number) => judgeEnvelope("fp32", region(r, 99), seeds.map((s) => region(r, s)));
+
+  test("the noise: the largest ulp spread per element type over the regions that varied, and which", () => {
+    const envs = [1, 4, 5].map((r) => ({ index: r, dtype: "fp32" as const, env: envOf(r) }));
+    for (const e of envs) expect(e.env.maxUlpSpread).toBeGreaterThan(0);
+    const n = kernelNoise([...envs, { index: 6, dtype: "i32", env: { ...envs[0]!.env } }, { index: 7, dtype: "fp32", env: { ...envs[0]!.env, elementsVarying: 0, maxUlpSpread: 0 } }]);
+    expect([...n.keys()]).toEqual(["fp32"]);
+    expect(n.get("fp32")!.regions).toEqual([1, 4, 5]);
+    expect(n.get("fp32")!.ulp).toBe(Math.ceil(Math.max(...envs.map((e) => e.env.maxUlpSpread))));
+  });
+
+  test("the app 1 ulp away in a region that never varied: within the kernel's noise; a few ulp planted in one element: outside", () => {
+    const runs = seeds.map((s) => region(3, s));
+    expect(runs.every((r) => Buffer.from(r).equals(Buffer.from(runs[0]!)))).toBe(true); // region 3 never varied
+    const app = new Float32Array(region(3, 0).buffer.slice(0));
+    const next = (x: number, k: number) => {
+      const b = new Float32Array([x]);
+      new Int32Array(b.buffer)[0]! += k; // k ulp further from zero (same sign)
+      return b[0]!;
+    };
+    app[17] = next(app[17]!, 1);
+    const bytes = new Uint8Array(app.buffer);
+    const noise = 2;
+    const j = judgeHeld("fp32", bytes, runs[0]!, noise);
+    expect(j).toEqual({ differing: 1, maxUlp: 1, outside: 0, firstOutsideOffset: -1 });
+    // bit for bit (how a region whose chunks never varied was judged before): a difference, so a MISMATCH
+    expect(Buffer.from(bytes).equals(Buffer.from(runs[0]!))).toBe(false);
+    // planted: 5 ulp in element 40 of the same region
+    app[40] = next(app[40]!, 5);
+    const bad = judgeHeld("fp32", new Uint8Array(app.buffer), runs[0]!, noise);
+    expect(bad.outside).toBe(1);
+    expect(bad.firstOutsideOffset).toBe(40 * 4);
+    expect(bad.maxUlp).toBe(5);
+    // exactly at the noise passes; NaN against a number never does; -0 against +0 is no difference in ulp
+    expect(judgeHeld("fp32", f32([next(1, 2)]), f32([1]), 2).outside).toBe(0);
+    expect(judgeHeld("fp32", f32([NaN]), f32([1]), 2).outside).toBe(1);
+    expect(judgeHeld("fp32", f32([-0]), f32([0]), 0).outside).toBe(0);
+    // ulp at the element's magnitude: 2 ulp of 1e6 is far more than 2 ulp of 1
+    expect(judgeHeld("fp32", f32([1e6 + 0.125]), f32([1e6]), 2).outside).toBe(0);
+    expect(judgeHeld("fp32", f32([1 + 0.125]), f32([1]), 2).outside).toBe(1);
+  });
 });

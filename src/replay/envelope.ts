@@ -108,6 +108,71 @@ export function maxSpread(t: ElementType, runs: Uint8Array[]): number {
   return a;
 }
 
+/**
+ * The kernel's own nondeterminism, per element type: the largest run-to-run spread (ulp at the
+ * element's magnitude, Envelope.maxUlpSpread) over every region of that type whose runs varied,
+ * and which regions showed it. The app's launch ran under other timing than any replay (cold
+ * caches, other work on the GPU: seen on the H200), so an accumulator whose replays all agree
+ * may still have come out of the app another way; its difference is judged against this noise
+ * (judgeHeld) instead of bit for bit. Floats only: integer atomics are exact.
+ * @param regions each varying region's index, element type and envelope
+ */
+export function kernelNoise(regions: { index: number; dtype: ElementType; env: Envelope }[]): Map<ElementType, { ulp: number; regions: number[] }> {
+  const out = new Map<ElementType, { ulp: number; regions: number[] }>();
+  for (const r of regions) {
+    if (!isFloatType(r.dtype) || r.env.elementsVarying === 0 || r.env.maxUlpSpread <= 0) continue;
+    const k = out.get(r.dtype) ?? { ulp: 0, regions: [] };
+    k.ulp = Math.max(k.ulp, Math.ceil(r.env.maxUlpSpread - 1e-9));
+    k.regions.push(r.index);
+    out.set(r.dtype, k);
+  }
+  for (const k of out.values()) k.regions.sort((a, b) => a - b);
+  return out;
+}
+
+export function isFloatType(t: ElementType): boolean {
+  return t === "fp64" || t === "fp32" || t === "fp16" || t === "bf16";
+}
+
+/** What judgeHeld found in one chunk of a region whose replays did not vary. */
+export interface HeldJudgement {
+  /** Elements where the app's value differs from the replays' (which all agree). */
+  differing: number;
+  /** Largest difference, in ulp at the element's magnitude. */
+  maxUlp: number;
+  /** Elements farther than the kernel's noise (or NaN/infinite against a number), and the byte offset of the first. */
+  outside: number;
+  firstOutsideOffset: number;
+}
+
+/**
+ * Judge the app's bytes against a replay's where every replay agreed but the app differs, with
+ * the kernel's noise `noiseUlp` (kernelNoise): an element passes when |app − replay| ≤ noiseUlp
+ * ulp at max(|app|, |replay|). No margin is added: a planted change of a few ulp beyond what the
+ * kernel shows elsewhere is caught. Shapes: app and got of equal length, whole elements of type t.
+ */
+export function judgeHeld(t: ElementType, app: Uint8Array, got: Uint8Array, noiseUlp: number): HeldJudgement {
+  const a = decode(app, t);
+  const g = decode(got, t);
+  const eb = ELEMENT_BYTES[t];
+  const out: HeldJudgement = { differing: 0, maxUlp: 0, outside: 0, firstOutsideOffset: -1 };
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = g[i]!;
+    if (Object.is(x, y)) continue;
+    out.differing++;
+    const finite = Number.isFinite(x) && Number.isFinite(y);
+    const d = finite ? Math.abs(x - y) / ulp(Math.max(Math.abs(x), Math.abs(y)), t) : Infinity;
+    if (d > out.maxUlp) out.maxUlp = d;
+    // -0 against +0 is 0 ulp apart: the order of atomics gives either
+    if (d > noiseUlp) {
+      out.outside++;
+      if (out.firstOutsideOffset < 0) out.firstOutsideOffset = i * eb;
+    }
+  }
+  return out;
+}
+
 /** Merge chunk envelopes of one region (offsets are made region-relative by the caller). */
 export function mergeEnvelopes(parts: { offset: number; env: Envelope }[]): Envelope {
   const out: Envelope = { elementsVarying: 0, maxAbsSpread: 0, maxRelSpread: 0, maxUlpSpread: 0, outside: 0, firstOutsideOffset: -1 };

@@ -15,7 +15,7 @@ export type NumericsPlan = { dtype: ElementType; source: RegionNumerics["dtypeSo
 export function regionNumericsPlan(
   m: Manifest,
   params: Uint8Array,
-  o: { atol?: number; rtol?: number; dtype?: string },
+  o: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string> },
   written?: (ri: number, offset: number) => boolean,
 ): NumericsPlan {
   const atol = o.atol ?? 0;
@@ -32,7 +32,14 @@ export function regionNumericsPlan(
     fallbackSource = "option";
   }
   const fromSig = frontendOf(m).regionTypes?.(m, params, written) ?? m.regions.map(() => undefined);
-  const plan = m.regions.map((_, i) => (fromSig[i] ? { dtype: fromSig[i]!, source: "signature" as const } : { dtype: fallback, source: fallbackSource })) as NumericsPlan;
+  // a type named for a region (`--dtype 2=bf16`, `kerncap judge`) wins over the signature's
+  const named = new Map<number, ElementType>();
+  for (const [name, t] of Object.entries(o.dtypes ?? {})) {
+    const et = elementType(t);
+    if (!et) throw new KerncapError("E_USAGE", `--dtype ${name}=${t}: not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+    for (const i of multisetRegions(m, params, [name], "dtype")) named.set(i, et);
+  }
+  const plan = m.regions.map((_, i) => (named.has(i) ? { dtype: named.get(i)!, source: "option" as const } : fromSig[i] ? { dtype: fromSig[i]!, source: "signature" as const } : { dtype: fallback, source: fallbackSource })) as NumericsPlan;
   plan.tol = { atol, rtol };
   return plan;
 }
@@ -50,7 +57,8 @@ export function floatArg(name: string, v: unknown, example = `For example --${na
 
 /**
  * Regions to compare as multisets of elements (replay/validate --multiset), from the option's
- * values (repeatable, each a comma-separated list). A value names regions as `kerncap inspect`
+ * values (repeatable, each a comma-separated list; also the regions of `--dtype REGION=T`, `option`
+ * naming the option in errors). A value names regions as `kerncap inspect`
  * shows them: `N` (the Nth region, 0-based, inspect's order = the manifest's), a VA `0x…` (the
  * region holding it: its start or any byte inside), `param:N` (the region kernel parameter N
  * points into, read from the captured parameter buffer), `changed` (every region the app's
@@ -58,13 +66,13 @@ export function floatArg(name: string, v: unknown, example = `For example --${na
  * @returns region indices, ascending, without repeats.
  * @throws KerncapError E_USAGE for a value that names no region.
  */
-export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params: Uint8Array, values: string[]): number[] {
+export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params: Uint8Array, values: string[], option = "multiset"): number[] {
   const out = new Set<number>();
   const spans = m.regions.map((r) => ({ start: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size) }));
   const holding = (va: bigint) => spans.findIndex((s) => va >= s.start && va < s.end);
   const hint = `Name a region by its index (0 to ${m.regions.length - 1}, in \`kerncap inspect\`'s order), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all.`;
   for (const v of values.flatMap((x) => x.split(",")).map((x) => x.trim()).filter(Boolean)) {
-    const bad = (why: string) => new KerncapError("E_USAGE", `--multiset ${v}: ${why}`, { hint });
+    const bad = (why: string) => new KerncapError("E_USAGE", `--${option} ${v}: ${why}`, { hint });
     if (v === "all") m.regions.forEach((_, i) => out.add(i));
     else if (v === "changed") m.regions.forEach((r, i) => r.changed && out.add(i));
     else if (/^\d+$/.test(v)) {

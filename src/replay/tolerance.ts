@@ -62,6 +62,13 @@ export interface RegionNumerics {
   firstDiffOffset: number;
   /** Nondeterministic regions: the run-to-run envelope (src/replay/envelope.ts) the app's values were judged against. */
   spread?: import("./envelope.ts").Envelope;
+  /**
+   * A written region whose replays never varied while the kernel's others did, and whose bytes
+   * differ from the app's: judged against the kernel's own noise (src/replay/envelope.ts
+   * kernelNoise, judgeHeld). region: this region (inspect's index); ulp: the largest run-to-run
+   * spread of its element type; regions: where it was seen; appUlp: the app's largest difference.
+   */
+  kernelNoise?: { region: number; ulp: number; regions: number[]; appUlp: number; elementsDiffering: number; outside: number; runs: number };
   /** Regions compared as multisets (--multiset): the judgement (overTolerance = its unmatched elements). */
   multiset?: import("./envelope.ts").MultisetJudgement;
   /** Why a region is a mismatch although its elements are within tolerance. */
@@ -72,6 +79,8 @@ export interface RegionNumerics {
 export class RegionAccumulator {
   private elements = 0;
   private bytesDiffering = 0;
+  /** Of bytesDiffering, those in elements the caller judges (add's judgedElsewhere): they alone leave the verdict bit-exact for the caller to name. */
+  private bytesJudgedElsewhere = 0;
   private over = 0;
   private maxAbs = 0;
   private maxRel = 0;
@@ -91,8 +100,10 @@ export class RegionAccumulator {
   /**
    * Add one chunk: the replayed bytes, the expected bytes and (for regions the app changed) the
    * before bytes at the same offset. `offset` is the chunk's byte offset inside the region.
+   * `judgedElsewhere`: the caller judges these elements (src/replay/envelope.ts judgeHeld); their
+   * differences are counted but none is over tolerance here.
    */
-  add(offset: number, got: Uint8Array, expected: Uint8Array, before?: Uint8Array): void {
+  add(offset: number, got: Uint8Array, expected: Uint8Array, before?: Uint8Array, o: { judgedElsewhere?: boolean } = {}): void {
     const n = got.byteLength;
     const eb = ELEMENT_BYTES[this.dtype];
     this.elements += Math.floor(n / eb);
@@ -103,6 +114,7 @@ export class RegionAccumulator {
     if (!d.count) return;
     if (this.firstDiff < 0) this.firstDiff = offset + d.first;
     this.bytesDiffering += d.count;
+    if (o.judgedElsewhere) this.bytesJudgedElsewhere += d.count;
     const g = decode(got, this.dtype);
     const e = decode(expected, this.dtype);
     for (let i = 0; i < g.length; i++) {
@@ -121,6 +133,8 @@ export class RegionAccumulator {
         abs = Math.abs(a - b);
         bad = abs > this.tol.atol + this.tol.rtol * Math.abs(b);
       }
+      // differences the caller judges itself (the kernel's own noise): counted and measured, never over tolerance here
+      if (o.judgedElsewhere) bad = false;
       const rel = abs === 0 ? 0 : Math.abs(b) > 0 ? abs / Math.abs(b) : Infinity;
       if (abs > this.maxAbs) this.maxAbs = abs;
       if (rel > this.maxRel) this.maxRel = rel;
@@ -149,7 +163,7 @@ export class RegionAccumulator {
       else if (this.gotAllZero && !this.expAllZero) trivial = "all-zeros";
     }
     const verdict: RegionNumerics["verdict"] =
-      this.bytesDiffering === 0 && !trivial ? "bit-exact" : this.over === 0 && !trivial ? "within-tolerance" : "mismatch";
+      this.bytesDiffering === this.bytesJudgedElsewhere && !trivial ? "bit-exact" : this.over === 0 && !trivial ? "within-tolerance" : "mismatch";
     return {
       ...this.region,
       dtype: this.dtype,

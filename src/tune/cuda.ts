@@ -140,13 +140,12 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   }
   const baseRun = set[0]!;
   if ("error" in baseRun) throw baseRun.error;
-  const appUs = baseRun.times.length ? baseRun.result.timing.medianUs : null;
   const plainBuilt = built[0]!;
-  const rows: TuneRow<CudaConfig>[] = [{ ...tuneRow(plain, true, baseRun, appUs), label: "captured module", registers: moduleRegisters(capturePath(dir, m.module.file), m) }];
+  const rows: TuneRow<CudaConfig>[] = [{ ...tuneRow(plain, true, baseRun, baseRun), label: "captured module", registers: moduleRegisters(capturePath(dir, m.module.file), m) }];
   for (const [i, c] of configs.entries()) {
     const b = built[i]!;
     const k = ok.findIndex((x) => x.i === i);
-    const row: TuneRow<CudaConfig> = { ...tuneRow(c, false, k < 0 ? undefined : set[k + 1], appUs, "error" in b ? b.error : undefined), label: i === 0 ? "build.sh" : cudaConfigLabel(c), registers: "error" in b ? null : b.registers };
+    const row: TuneRow<CudaConfig> = { ...tuneRow(c, false, k < 0 ? undefined : set[k + 1], baseRun, "error" in b ? b.error : undefined), label: i === 0 ? "build.sh" : cudaConfigLabel(c), registers: "error" in b ? null : b.registers };
     // a macro the source defines without #ifndef (or never reads) leaves the kernel as it was: said, so that an equal time is not read as a finding
     if (i > 0 && !("error" in b) && !("error" in plainBuilt)) {
       try {

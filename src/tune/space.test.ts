@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { autotuneLine, configLabel, evalGrid, parseConfigSpace, pickWinner, tuneTable, type TuneRow } from "./space.ts";
+import { autotuneLine, configLabel, evalGrid, parseConfigSpace, pickWinner, tuneRow, tuneTable, type TuneRow } from "./space.ts";
+import type { ReplayResult, SetRun } from "../replay/engine.ts";
+import { seededRandom } from "../replay/stats.ts";
 
 describe("tune: the config space", () => {
   test("NAME=V1,V2 words expand to their cartesian product; options apart from constexprs; specs joined without duplicates", () => {
@@ -62,5 +64,20 @@ describe("tune: the table and the winner", () => {
     expect(t[0]).toMatch(/^config\s+verdict\s+µs\s+vs app$/);
     expect(t.slice(1).map((l) => l.split(/\s{2,}/)[0])).toEqual(["B=2", "B=3", "B=1 (app)", "B=4"]);
     expect(t[2]).toMatch(/B=3\s+match\s+8\.00\s+1\.25×$/);
+  });
+  test("rows compared with the app's in the same rounds: a config 1% faster by its median but the same within the noise does not win; one faster beyond it does", () => {
+    const r = seededRandom(2);
+    const app = Array.from({ length: 40 }, () => 10 * (1 + 0.04 * (r() - 0.5)));
+    const set = (times: number[]): SetRun => ({ result: { verdict: "match", timing: { medianUs: [...times].sort((a, b) => a - b)[20]! } } as ReplayResult, times });
+    const appRun = set(app);
+    const noisy = tuneRow({ kwargs: { B: 2 }, options: {} }, false, set(app.map((x) => x * 0.99 * (1 + 0.04 * (r() - 0.5)))), appRun);
+    expect(noisy.vsApp!.verdict).toBe("same");
+    const own = tuneRow({ kwargs: { B: 1 }, options: {} }, true, appRun, appRun);
+    expect(own.vsApp).toBeUndefined();
+    expect(pickWinner([own, noisy])!.captured).toBe(true);
+    const fast = tuneRow({ kwargs: { B: 3 }, options: {} }, false, set(app.map((x) => x * 0.8)), appRun);
+    expect(fast.vsApp!.verdict).toBe("faster");
+    expect(pickWinner([own, noisy, fast])!.config.kwargs).toEqual({ B: 3 });
+    expect(tuneTable([own, noisy, fast])).toContain("(same)");
   });
 });

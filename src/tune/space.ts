@@ -6,6 +6,8 @@
  */
 import { KerncapError } from "../errors.ts";
 import type { SetRun } from "../replay/engine.ts";
+import { median } from "../replay/compare.ts";
+import { compareTimings, MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
 
 /** Triton's compile options a config may set beside its constexpr kwargs (triton.Config's keyword arguments). */
 export const OPTION_NAMES = ["num_warps", "num_stages", "num_ctas", "maxnreg"] as const;
@@ -208,6 +210,8 @@ export interface TuneRow<C = TuneConfig> {
   medianUs: number | null;
   /** captured median / this median: above 1, faster than the app's choice. */
   speedup: number | null;
+  /** This config against the app's, from the interleaved rounds (src/replay/stats.ts compareTimings): faster or slower only beyond the noise; absent with too few rounds. */
+  vsApp?: { verdict: TimingComparison["verdict"]; text: string };
   /** Registers per thread of the kernel in the row's module (CUDA; null where the cubin says none). */
   registers?: number | null;
   error?: string;
@@ -221,8 +225,10 @@ export interface TuneResult<C = TuneConfig> {
   /** The capture's frontend: what a config is (Triton: constexprs and compile options; CUDA: macros, -maxrregcount, nvcc flags). */
   frontend: "triton" | "cuda";
   kernel: string;
-  /** --grid (Triton), null when the captured grid was kept. */
+  /** --grid (Triton), or the formula inferred from the capture (gridInferred), null when the captured grid was kept. */
   grid: string | null;
+  /** The grid is the formula tune inferred (src/tune/grid.ts), not a --grid given. */
+  gridInferred?: boolean;
   rows: TuneRow<C>[];
   /** The fastest config that matches (the app's own when none beats it), null when none matched. */
   winner: TuneRow<C> | null;
@@ -235,18 +241,34 @@ export interface TuneResult<C = TuneConfig> {
 /**
  * A config's row from its entry of ReplaySession.runSet: its compile error (when `error` is
  * given), its launch error (no entry: it was not run), else its verdict and median time (µs) with
- * the speedup against `appUs`, the app's median (null: not timed).
+ * the speedup against the app's run `app` (its times, µs, in the same rounds; null: not timed),
+ * and the shared compare's verdict against it (src/replay/stats.ts: a difference claimed only
+ * beyond the noise).
  */
-export function tuneRow<C>(config: C, captured: boolean, r: SetRun | undefined, appUs: number | null, error?: string): TuneRow<C> {
+export function tuneRow<C>(config: C, captured: boolean, r: SetRun | undefined, app: SetRun | null, error?: string): TuneRow<C> {
   if (error !== undefined) return { config, captured, verdict: "compile-error", medianUs: null, speedup: null, error };
   if (!r || "error" in r) return { config, captured, verdict: "launch-error", medianUs: null, speedup: null, error: r && "error" in r ? r.error.message : "not run" };
   const us = r.times.length ? r.result.timing.medianUs : null;
-  return { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
+  const appTimes = app && !("error" in app) ? app.times : [];
+  const appUs = appTimes.length ? median([...appTimes]) : null;
+  const row: TuneRow<C> = { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
+  if (!captured && appTimes.length >= MIN_PAIRS && appTimes.length === r.times.length) {
+    const c = compareTimings(appTimes, r.times);
+    row.vsApp = { verdict: c.verdict, text: c.text };
+  }
+  return row;
 }
 
-/** The fastest config that matches the app's after state (the captured one when none beats it). @returns undefined when none matched */
+/**
+ * The config to paste: the fastest that matches the app's after state and is faster than the
+ * app's beyond the noise (vsApp "faster"); the app's own when none is (or the fastest match when
+ * the app's own did not match, or no row was compared). @returns undefined when none matched
+ */
 export function pickWinner<C>(rows: TuneRow<C>[]): TuneRow<C> | undefined {
-  return rows.filter((r) => r.verdict === "match" && r.medianUs !== null).sort((a, b) => a.medianUs! - b.medianUs! || Number(b.captured) - Number(a.captured))[0];
+  const matched = rows.filter((r) => r.verdict === "match" && r.medianUs !== null).sort((a, b) => a.medianUs! - b.medianUs! || Number(b.captured) - Number(a.captured));
+  const own = matched.find((r) => r.captured);
+  if (!own || !matched.some((r) => r.vsApp)) return matched[0];
+  return matched.find((r) => r.vsApp?.verdict === "faster") ?? own;
 }
 
 /**
@@ -261,7 +283,7 @@ export function tuneTable<C>(rows: TuneRow<C>[]): string {
     (r.label ?? configLabel(r.config as TuneConfig)) + (r.captured ? " (app)" : ""),
     r.verdict,
     r.medianUs === null ? "-" : r.medianUs.toFixed(2),
-    r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×`,
+    r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×${r.vsApp && r.vsApp.verdict === "same" ? " (same)" : ""}`,
     ...(regs ? [r.registers == null ? "-" : String(r.registers)] : []),
   ]);
   const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));

@@ -61,14 +61,30 @@ function cli(argv: string[]): { code: number; out: string } {
 describe("kerncap tune: refused before anything compiles", () => {
   test("tile sizes that change without --grid; a --grid that misses the app's own grid; a bad --grid; num_ctas", async () => {
     const dir = await tritonCapture();
-    const err = async (args: string[]) => JSON.parse(cli(["tune", dir, "--json", ...args]).out).error;
-    expect((await err(["--config", "BLOCK=128,512"])).message).toContain("give --grid");
-    expect((await err(["--config", "BLOCK=128,512"])).hint).toContain("integer arguments (n)");
+    const err = async (args: string[], d = dir) => JSON.parse(cli(["tune", d, "--json", ...args]).out).error;
+    // a captured grid of 7 blocks: no cdiv(n, BLOCK) (n = 1024) gives it; what was tried is said
+    const odd = await tritonCapture();
+    const m = JSON.parse(readFileSync(join(odd, "kerncap.json"), "utf8"));
+    m.launch.grid = [7, 1, 1];
+    writeFileSync(join(odd, "kerncap.json"), JSON.stringify(m));
+    const e = await err(["--config", "BLOCK=128,512"], odd);
+    expect(e.message).toContain("no formula of the capture's values fits");
+    expect(e.message).toContain("give --grid");
+    expect(e.hint).toContain("Tried, per axis: axis x = 7: cdiv(ARG, TILE), cdiv(ARG, TILE) * cdiv(ARG, TILE)");
+    expect(e.hint).toContain("integer arguments (n)");
     // the fixture launched 4 blocks: cdiv(n, BLOCK) = cdiv(1024, 256) = 4 is right, n // 128 is not
     expect((await err(["--config", "BLOCK=128", "--grid", "n // 128"])).message).toBe("--grid gives 8x1x1 for the app's own config, the app launched 4x1x1");
     expect((await err(["--config", "BLOCK=128", "--grid", "cdiv(n, BLOCKS)"])).message).toContain("unknown name BLOCKS");
     expect((await err(["--config", "num_ctas=2"])).message).toContain("num_ctas");
     expect((await err(["--config", "BLOCK=1 BLOCK=2"])).message).toContain("BLOCK is given twice");
+  });
+  test("tile sizes that change without --grid: the grid inferred from the capture (cdiv(n, BLOCK): 4 blocks for n = 1024, BLOCK = 256), said, and tune goes on", async () => {
+    const dir = await tritonCapture();
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../cli/main.ts"), "tune", dir, "--json", "--config", "BLOCK=128,512"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
+    expect(p.stderr.toString()).toContain("launch grid inferred from the capture: cdiv(n, BLOCK) (4x1x1 for the app's config, as captured)");
+    // past the grid: what stops it here is the build or the missing GPU, not a usage error about the grid
+    const doc = JSON.parse(p.stdout.toString());
+    expect(doc.error?.message ?? "").not.toContain("--grid");
   });
   test("the other frontend's options are refused; a CUDA capture without a reproducer says so", async () => {
     const tdir = await tritonCapture();

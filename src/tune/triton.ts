@@ -23,6 +23,7 @@ import { tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
 import { requireTrustedBuild, stageTrustedBuild } from "../format/trust.ts";
 import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
+import { inferGrid } from "./grid.ts";
 import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
 
 export interface TuneOptions extends TuneRunOptions {
@@ -109,7 +110,8 @@ export function tuneSpace(pin: Pinned, specs: string[]): TuneConfig[] {
 /**
  * Tune a Triton capture (see the file's comment).
  * @throws KerncapError E_FRONTEND (not Triton), E_NO_REPRODUCER (no pinned.json), E_USAGE (no
- *   space, a config that changes the tile sizes without --grid, a bad --grid, num_ctas), the replay's errors
+ *   space, a config that changes the tile sizes without --grid when no grid formula fits the
+ *   capture (src/tune/grid.ts), a bad --grid, num_ctas), the replay's errors
  */
 export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneResult> {
   const dir = resolve(dirArg);
@@ -139,15 +141,22 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   const params = new Uint8Array(readCaptureBytes(dir, m.params.file, m.params.size));
   const scalars = tritonScalarArgs(pin.signature, params, m.params.layout);
   const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
-  if (!o.grid && space.some(tiles)) {
-    throw new KerncapError("E_USAGE", "the space changes constexprs (tile sizes), so the launch grid changes with them: give --grid", {
-      hint: `An expression of the kernel's integer arguments (${Object.keys(scalars).join(", ") || "none"}) and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.`,
-    });
+  // the space changes tile sizes and no --grid: the grid's formula inferred from the capture (src/tune/grid.ts)
+  let grid = o.grid;
+  if (!grid && space.some(tiles)) {
+    const g = inferGrid(m.launch.grid, scalars, base.kwargs, space.map((c) => c.kwargs));
+    if (g.grid === null) {
+      throw new KerncapError("E_USAGE", `the space changes constexprs (tile sizes), so the launch grid changes with them, and no formula of the capture's values fits: ${g.why}; give --grid`, {
+        hint: `Tried, per axis: ${g.tried.join("; ")}. Give an expression of the kernel's integer arguments (${Object.keys(scalars).join(", ") || "none"}) and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.`,
+      });
+    }
+    grid = g.grid;
+    log.info(`launch grid inferred from the capture: ${grid} (${m.launch.grid.join("x")} for the app's config, as captured); --grid overrides it`);
   }
   if (space.some((c) => (c.options.num_ctas ?? 1) !== (base.options.num_ctas ?? 1))) throw new KerncapError("E_USAGE", "num_ctas other than the captured one is not tuned (it changes the cluster launch)", { hint: "Leave num_ctas out of --config." });
-  const gridOf = (c: TuneConfig): [number, number, number] => (o.grid ? evalGrid(o.grid, { ...scalars, ...c.kwargs }) : m.launch.grid);
+  const gridOf = (c: TuneConfig): [number, number, number] => (grid ? evalGrid(grid, { ...scalars, ...c.kwargs }) : m.launch.grid);
   const grids = space.map(gridOf); // a bad --grid is a usage error before anything compiles
-  if (o.grid) {
+  if (grid) {
     const g = gridOf(base);
     if (g.join() !== m.launch.grid.join()) throw new KerncapError("E_USAGE", `--grid gives ${g.join("x")} for the app's own config, the app launched ${m.launch.grid.join("x")}`, { hint: "Write the expression as the app's grid lambda computes it." });
   }
@@ -200,8 +209,7 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   }
   const baseRun = set[0]!;
   if ("error" in baseRun) throw baseRun.error;
-  const appUs = baseRun.times.length ? baseRun.result.timing.medianUs : null;
-  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => ({ ...tuneRow(config, captured, r, appUs, error), label: configLabel(config) });
+  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => ({ ...tuneRow(config, captured, r, baseRun, error), label: configLabel(config) });
   const shown = tunedConfig(tunableNames(pin, swept));
   const rows: TuneRow[] = [row(shown(base), true, baseRun)];
   for (const [i, c] of unique.entries()) {
@@ -210,5 +218,5 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
     rows.push(row(shown(c), false, k < 0 ? undefined : set[k + 1], "error" in b ? b.error : undefined));
   }
   const winner = pickWinner(rows) ?? null;
-  return { dir, frontend: "triton", kernel: m.kernel.name, grid: o.grid ?? null, rows, winner, paste: winner ? autotuneLine(winner.config) : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
+  return { dir, frontend: "triton", kernel: m.kernel.name, grid: grid ?? null, ...(grid && !o.grid ? { gridInferred: true } : {}), rows, winner, paste: winner ? autotuneLine(winner.config) : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
 }

@@ -18,7 +18,7 @@ import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
 import { parseResults, ResultsLog } from "../../src/check/results.ts";
 import { checkCapture, type CheckSettings } from "../../src/check/runner.ts";
 import { parseShard, shardOf } from "../../src/check/shard.ts";
-import { judgeTime, medianInterval } from "../../src/check/timing.ts";
+import { judgeTime } from "../../src/check/timing.ts";
 import { serveTasks } from "../../src/check/worker.ts";
 import { DOCUMENTS, jsonSchemaOf } from "../../src/format/documents.ts";
 import { runCli } from "../../src/cli/main.ts";
@@ -140,13 +140,6 @@ describe("shards", () => {
 });
 
 describe("the timing decision", () => {
-  test("median interval: order statistics x(2)..x(9) of 10, x(6)..x(15) of 20, none under 6", () => {
-    const x = Array.from({ length: 10 }, (_, i) => 10 - i); // unsorted on purpose
-    expect(medianInterval(x)).toEqual({ medianUs: 5.5, lowUs: 2, highUs: 9, n: 10 });
-    const y = Array.from({ length: 20 }, (_, i) => i + 1);
-    expect(medianInterval(y)).toMatchObject({ medianUs: 10.5, lowUs: 6, highUs: 15 });
-    expect(medianInterval([1, 2, 3, 4, 5])).toBeUndefined();
-  });
   test("50% slower: slower; 3% slower within ±2% noise: same; 30% faster: faster; no baseline; too few runs", () => {
     const base = times(10);
     const slow = judgeTime(times(15), base, 10);

@@ -398,6 +398,48 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("list", ["--", "/bin/true"])).code).toBe("E_NO_GPU");
     });
   },
+  judge: () => {
+    const main = join(import.meta.dir, "../../src/cli/main.ts");
+    const kc = (...a: string[]) => Bun.spawnSync([process.execPath, main, ...a], { stdout: "pipe", stderr: "pipe" });
+    test("settings stored in the capture: shown by judge and inspect, kept by pack/unpack, changed key by key, --clear; the --json document is the schema's", async () => {
+      const dir = await fresh();
+      expect(await verb("judge", [dir, "--rtol", "1e-3", "--multiset", "0", "--dtype", "1=bf16", "--expect", "nondeterministic"])).toBe(0);
+      const j = kc("judge", dir, "--json");
+      const doc = JSON.parse(j.stdout.toString());
+      expect(doc).toMatchObject({ schema: "kerncap.judge/1", changed: false, settings: { rtol: 1e-3, multiset: ["0"], dtypes: { "1": "bf16" }, nondeterministic: true } });
+      expect(v.safeParse(DOCUMENTS.judge, doc).success).toBe(true);
+      expect(kc("inspect", dir).stdout.toString()).toMatch(/^judging +rtol 0\.001, dtype 1=bf16, multiset 0, nondeterministic \(kerncap judge, kerncap-judge\.json\)$/m);
+      const ins = JSON.parse(kc("inspect", dir, "--json").stdout.toString());
+      expect(ins.judging).toMatchObject({ rtol: 1e-3 });
+      expect(v.safeParse(DOCUMENTS.inspect, ins).success).toBe(true);
+      // one key changed, the others kept
+      expect(await verb("judge", [dir, "--atol", "1e-6", "--expect", "any"])).toBe(0);
+      expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings).toEqual({ atol: 1e-6, rtol: 1e-3, dtypes: { "1": "bf16" }, multiset: ["0"] });
+      // pack and unpack keep it (and its checksum)
+      await verb("pack", [dir]);
+      const back = join(dir, "../judged-back");
+      expect(await verb("unpack", [`${dir}.zip`, "-o", back])).toBe(0);
+      expect(JSON.parse(kc("judge", back, "--json").stdout.toString()).settings).toEqual({ atol: 1e-6, rtol: 1e-3, dtypes: { "1": "bf16" }, multiset: ["0"] });
+      // --clear alone removes the file
+      expect(await verb("judge", [back, "--clear"])).toBe(0);
+      expect(existsSync(join(back, "kerncap-judge.json"))).toBe(false);
+      expect(kc("inspect", back).stdout.toString()).toContain("judging    as captured");
+    });
+    test("a region the capture lacks, an unknown type or --expect value: usage errors, nothing written; a hand-edited file is a checksum error", async () => {
+      const dir = await fresh();
+      expect((await failure("judge", [dir, "--multiset", "7"])).message).toContain("the capture has 2 regions");
+      expect((await failure("judge", [dir, "--dtype", "0=float128"])).code).toBe("E_USAGE");
+      expect((await failure("judge", [dir, "--dtype", "nope=fp32"])).message).toContain("does not name a region");
+      expect((await failure("judge", [dir, "--expect", "sometimes"])).code).toBe("E_USAGE");
+      expect(existsSync(join(dir, "kerncap-judge.json"))).toBe(false);
+      await verb("judge", [dir, "--rtol", "1e-3"]);
+      const f = join(dir, "kerncap-judge.json");
+      writeFileSync(f, readFileSync(f, "utf8").replace("0.001", "0.5"));
+      const e = await failure("judge", [dir]);
+      expect(e.code).toBe("E_CHECKSUM");
+      expect(kc("inspect", dir).stdout.toString()).toMatch(/^judging +checksum mismatch in kerncap-judge\.json/m);
+    });
+  },
   pack: () => {
     test("-o names the archive; an existing one needs --force (more in test/cpu/archive.test.ts)", async () => {
       const dir = await fresh();
@@ -726,7 +768,7 @@ describe("command line (runCli: the one error path)", () => {
       const h = (await cli([verb, "--help"])).out;
       expect(h.split("\n").filter((l) => /\(default:? [^\s,;()]+\)$/i.test(l) && !/\(Default: [^\s,;()]+\)$/.test(l)), verb).toEqual([]);
     }
-    for (const verb of ["replay", "validate", "check"]) expect((await cli([verb, "--help"])).out, verb).toMatch(/--dtype=<dtype> +Element type for regions whose type the kernel signature does not give \(Default: fp32\)\n/);
+    for (const verb of ["replay", "validate", "check"]) expect((await cli([verb, "--help"])).out, verb).toMatch(/--dtype=<T\|REGION=T> +Element type for regions whose type the kernel signature does not give, or REGION=T for one region .*\(Default: fp32\)\n/);
     expect((await cli(["check", "--help"])).out).toContain("(Default: ./kerncap-check)\n");
     expect((await cli(["run", "--help"])).out).toContain("Capture folder to write (Default: kerncap-capture)\n");
     for (const argv of [["nosuchverb", "--help"], ["help", "nosuchverb"]]) {

@@ -47,6 +47,17 @@ describe.skipIf(SKIP)("kerncap tune (Triton)", () => {
     expect(d.rows.filter((x: any) => x.verdict === "compile-error" || x.verdict === "launch-error"), JSON.stringify(d.rows)).toEqual([]);
   }, 300_000);
 
+  test("without --grid: the app's grid lambda inferred from the capture (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)), printed; every config matches", () => {
+    const r = kc(["tune", cap, ...TOL, "--json"]);
+    if (OUT) writeFileSync(join(OUT, "tune-inferred.json"), r.stdout + "\n" + r.stderr);
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    const d = json(r);
+    expect(d.grid).toBe(GRID);
+    expect(d.gridInferred).toBe(true);
+    expect(r.stderr).toContain(`launch grid inferred from the capture: ${GRID}`);
+    expect(d.rows.filter((x: any) => x.verdict !== "match"), JSON.stringify(d.rows)).toEqual([]);
+  }, 300_000);
+
   test("36 configs from --config in at most 30 s; the winner matches and is the app's choice or faster", () => {
     const r = kc(["tune", cap, "--config", "BLOCK_M=32,64,128 BLOCK_N=32,64,128 num_warps=4,8 num_stages=2,3", "--grid", GRID, ...TOL, "--json"]);
     if (OUT) writeFileSync(join(OUT, "tune-grid.json"), r.stdout + "\n" + r.stderr);

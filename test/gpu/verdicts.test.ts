@@ -9,6 +9,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { kc64 } from "../../src/format/kc64.ts";
 import { APPS, BIN, json, kerncap, manifest, run, skipReason, workDir } from "./harness.ts";
+import { plantUlps } from "./plant.ts";
 
 const SKIP = !!skipReason("verdict tests");
 const WORK = workDir("kerncap-verdicts-");
@@ -245,5 +246,79 @@ describe.skipIf(SKIP || !existsSync(SANITIZER))("compute-sanitizer", () => {
     expect(e.message).toContain("no capture: another CUDA tool held CUPTI in the application's pid");
     expect(e.hint).toContain("compute-sanitizer --tool memcheck kerncap replay DIR");
     expect(existsSync(join(WORK, "san-script"))).toBe(false);
+  });
+});
+
+/**
+ * Verdicts left unattended: float atomics judged at the kernel's level (test/apps/atomics_timing.cu
+ * atomics: 8 warps per block atomicAdd into one float per block, pointers through a table of
+ * structs, the captured launch run after an L2 eviction and a busy stream), and comparisons that
+ * claim a difference only when it is real (atomics_timing.cu spin N). Figures in verdicts.json.
+ */
+describe.skipIf(SKIP)("the kernel's nondeterminism and the timing compare (atomics_timing.cu)", () => {
+  let at = "";
+  beforeAll(() => {
+    at = join(WORK, "atomics_timing");
+    const p = run(["nvcc", "-O2", "-arch=sm_90", "-o", at, join(APPS, "atomics_timing.cu")], { cwd: WORK });
+    if (p.code !== 0) throw new Error(p.stderr);
+  });
+
+  test("float atomics captured at the 2nd launch: MATCH in 10 of 10 replays; a few ulp more than the kernel's noise planted in the region that never varies: MISMATCH", () => {
+    const c = capture("atomics", "block_sums", [at, "atomics"], 1);
+    expect(c.code, c.stderr).toBe(0);
+    const m = manifest(c.out);
+    const N = 10;
+    const docs = Array.from({ length: N }, () => kc(["replay", c.out, "--json", "--iters", "1"]));
+    const rs = docs.map((d) => json(d));
+    const matches = rs.filter((r) => r.verdict === "match").length;
+    // the largest run-to-run spread (ulp) seen in any replay, and the regions that never varied in any
+    const spreadUlp = Math.max(0, ...rs.flatMap((r) => r.numerics.regions.map((x: any) => x.spread?.maxUlpSpread ?? 0)));
+    const varied = new Set(rs.flatMap((r) => r.numerics.regions.filter((x: any) => x.spread).map((x: any) => x.va)));
+    const accs = m.regions.map((r: any, i: number) => ({ ...r, i })).filter((r: any) => r.changed); // the kernel writes only the accumulators
+    const quiet = accs.filter((r: any) => !varied.has(r.va));
+    figures.atomics = {
+      matches,
+      of: N,
+      runs: rs.map((r) => r.determinism.runs),
+      nondeterministic: rs.filter((r) => r.determinism.nondeterministic).length,
+      heldBack: rs.map((r) => r.numerics.regions.filter((x: any) => x.kernelNoise?.elementsDiffering).map((x: any) => x.kernelNoise)),
+      spreadUlp,
+      quietRegions: quiet.map((r: any) => r.i),
+      text: kc(["replay", c.out, "--iters", "1"]).stdout.split("\n").slice(0, 4),
+    };
+    console.log(`[verdicts] atomics: ${matches}/${N} MATCH; ${JSON.stringify(figures.atomics)}`);
+    expect(rs.filter((r) => r.determinism.nondeterministic).length).toBeGreaterThan(0);
+    expect(matches).toBe(N);
+    // the 1-warp entry adds +0.0 only: its accumulators never vary; a change of spread + 3 ulp there is caught
+    expect(quiet.length).toBeGreaterThan(0);
+    const target = quiet[quiet.length - 1];
+    plantUlps(c.out, target.i, 5, Math.ceil(spreadUlp) + 3);
+    const bad = Array.from({ length: 3 }, () => kc(["replay", c.out, "--json", "--iters", "1"]));
+    figures.atomicsPlanted = bad.map((b) => ({ code: b.code, verdict: json(b).verdict, region: json(b).numerics.regions.find((x: any) => x.va === target.va) }));
+    for (const b of bad) {
+      expect(b.code).toBe(1);
+      expect(json(b).verdict).toBe("mismatch");
+    }
+  });
+
+  test("timing compare: a kernel against an identical capture of itself claims nothing in 20 comparisons; 10% more work is found slower in at least 19", () => {
+    const caps = ["a", "a2", "b"].map((l, k) => capture(`spin-${l}`, "fma_spin", [at, "spin", String(k === 2 ? 8800 : 8000)]));
+    for (const x of caps) expect(x.code, x.stderr).toBe(0);
+    const aa = json(kc(["replay", caps[0]!.out, "--against", caps[1]!.out, "--iters", "24", "--repeat", "20", "--json"]));
+    const ab = kc(["replay", caps[0]!.out, "--against", caps[2]!.out, "--iters", "24", "--repeat", "20", "--json"]);
+    const slow = json(ab);
+    const tally = (d: any) => d.repeats.reduce((a: Record<string, number>, r: any) => ((a[r.compare?.verdict ?? "none"] = (a[r.compare?.verdict ?? "none"] ?? 0) + 1), a), {});
+    figures.compare = {
+      aa: tally(aa),
+      tenPercent: tally(slow),
+      secondsPerCompare: aa.repeats.map((r: any) => r.seconds).sort((p: number, q: number) => p - q)[10],
+      pairs: aa.repeats.map((r: any) => r.compare.pairs),
+      detectable: aa.repeats.map((r: any) => r.compare.detectable),
+      example: [aa.compare.text, slow.compare.text],
+    };
+    console.log(`[verdicts] compare: ${JSON.stringify(figures.compare)}`);
+    expect(aa.repeats).toHaveLength(20);
+    expect(tally(aa).same).toBe(20);
+    expect(tally(slow).slower ?? 0).toBeGreaterThanOrEqual(19);
   });
 });

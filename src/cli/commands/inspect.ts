@@ -8,6 +8,8 @@ import { stderrProgress } from "../../util/progress.ts";
 import { isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
+import { JUDGE_FILE } from "../../format/file-names.ts";
+import { describeJudging, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
@@ -118,8 +120,18 @@ export default defineCommand({
     // whether a rebuild runs its build.sh without --trust, and why not (src/format/trust.ts)
     const reasons = receivedReasons(dir, m);
     const trusted = reasons.length > 0 && trustRecorded(dir, m);
+    // the capture's judging settings (kerncap judge): a damaged file is said here, as the replay would
+    let judging: JudgeSettings | null = null;
+    let judgingError: string | null = null;
+    try {
+      judging = readJudging(dir) ?? null;
+    } catch (e) {
+      if (!isKerncapError(e)) throw e;
+      judgingError = e.message;
+    }
+    const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted)}\n`);
+    if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted)}\n${judgingLine}\n`);
     const checked = args.verify ? "files+regions" : "files";
     // --verify reads every memory image (minutes for tens of GiB): a progress line on stderr
     const progress = args.verify ? stderrProgress(`checking ${basename(resolve(dir))}'s memory chunks`, m.memory.storedBeforeBytes + m.memory.storedAfterBytes, "bytes", Boolean(args.json)) : undefined;
@@ -130,7 +142,7 @@ export default defineCommand({
       progress?.end();
     }
     if (args.json) {
-      printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons, trusted }, integrity: { checked, ...integrity } });
+      printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons, trusted }, integrity: { checked, ...integrity }, judging: judgingError ? { error: judgingError } : judging });
       if (integrity.verdict !== "ok") log.error(integrity.message!);
       return integrity.verdict === "ok" ? 0 : 2;
     }

@@ -11,7 +11,7 @@ import { MIN_PAIRS } from "../../replay/stats.ts";
 import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText, verifyArg } from "../args.ts";
-import { describeAgainst, describeReplay } from "../format.ts";
+import { describeAgainst, describeRepeats, describeReplay } from "../format.ts";
 
 /** --module FILE: the module to launch (its kernel looked up by the captured name). @throws KerncapError E_USAGE when there is no such file */
 function moduleOption(v: unknown): { modulePath?: string } {
@@ -28,6 +28,7 @@ export default defineCommand({
     iters: { type: "string", description: "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min): 10 by default, 50 of each kernel with --against; 0: none, no warm-up either" },
     runs: { type: "string", description: "Checked launches from the before state (default 3, 8 once they differ): tells nondeterministic kernels and the run-to-run envelope" },
     against: { type: "string", description: "Time another kernel against this one on the same memory, interleaved: another capture folder of the same launch, or a module built from the reproducer (both are checked)", valueHint: "OTHER" },
+    repeat: { type: "string", description: "With --against: make the whole comparison this many times on the one restored memory and say how often each verdict came (is a difference stable?); default 1", valueHint: "N" },
     module: { type: "string", description: "Launch the kernel of this module image (a reproducer build's cubin) instead of the captured module", valueHint: "FILE" },
     "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch (a read of 256 MiB, or of twice the L2 where that is more: clean lines, as ncu's --cache-control all)", default: false },
     ...verifyArg(true),
@@ -47,15 +48,17 @@ export default defineCommand({
     if (tol.multiset) checkMultiset(dir, capture.manifest, tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
     const other = args.against === undefined ? undefined : againstKernel(capture.manifest, String(args.against));
     if (other && module.modulePath) throw new KerncapError("E_USAGE", "--against and --module together: give one", { hint: "--module replays one module; --against times another kernel against the captured one (or put the module in --against)." });
-    // a comparison needs pairs: 50 by default (a 95% interval of a few %), at least MIN_PAIRS
+    // a comparison needs pairs: 50 by default to start with (more are taken until it is decided), at least MIN_PAIRS
     const pairs = other ? intArg("iters", args.iters, 50, 100_000, MIN_PAIRS) : iters;
+    const repeat = intArg("repeat", args.repeat, 1, 100_000, 1);
+    if (repeat > 1 && !other) throw new KerncapError("E_USAGE", "--repeat needs --against", { hint: "Repeat a comparison: kerncap replay DIR --against OTHER --repeat 20." });
     return withAslrRetry(async () => {
       const o = { iters: pairs, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) };
       if (other) {
-        const c = await replayCompared(capture, o, { ...o, ...other.run });
-        const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare };
+        const c = await replayCompared(capture, o, { ...o, ...other.run }, repeat);
+        const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare, ...(c.repeats ? { repeats: c.repeats } : {}) };
         if (args.json) printJson("replay", doc);
-        else printText([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare)].join("\n") + "\n");
+        else printText([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare), ...(c.repeats ? [describeRepeats(c.repeats)] : [])].join("\n") + "\n");
         if (c.candidate.verdict !== "match") log.error(`the other kernel (${other.path}) does not match the app's after state`);
         return c.baseline?.verdict === "match" && c.candidate.verdict === "match" ? 0 : 1;
       }

@@ -25,7 +25,8 @@ export function describeTune(r: TuneResult<unknown>): string {
   const lines = [tuneTable(r.rows), ...tuneNotes(r.rows), ""];
   if (!w) lines.push("no config matched the app's after state");
   else {
-    lines.push(`winner: ${label(w)}${w.captured ? " (the app's own)" : w.speedup ? `, ${w.speedup.toFixed(2)}× the app's` : ""}`);
+    const beaten = r.rows.some((x) => x.vsApp) && w.captured ? " (the app's own: no config is faster beyond the noise)" : w.captured ? " (the app's own)" : "";
+    lines.push(`winner: ${label(w)}${beaten}${!w.captured && w.speedup ? `, ${w.speedup.toFixed(2)}× the app's${w.vsApp ? ` (${w.vsApp.text})` : ""}` : ""}`);
     if (r.paste !== null) lines.push(`  ${r.paste || "(no flags to add: the reproducer's build as it is)"}`);
   }
   lines.push(`  ${r.rows.length} rows: built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s`);
@@ -58,8 +59,8 @@ export default defineCommand({
     confine: { type: "boolean", description: "What kerncap mcp's tune uses: CUDA builds read nothing outside the capture, its source root and the toolchain (as validate --confine); a Triton capture only with --trust", default: false },
     report: { type: "string", description: "Write an HTML report to FILE: the configs as a table and a bar chart of their times, a heatmap when two parameters vary (one self-contained file)", valueHint: "FILE" },
     csv: { type: "string", description: "Write the configs to FILE as CSV (one row each: parameters, verdict, median µs, speedup)", valueHint: "FILE" },
-    atol: { type: "string", description: "Absolute tolerance per element against the app's after state", default: "0" },
-    rtol: { type: "string", description: "Relative tolerance per element", default: "0" },
+    atol: { type: "string", description: "Absolute tolerance per element against the app's after state; else the capture's judging settings' (Default: 0)" },
+    rtol: { type: "string", description: "Relative tolerance per element; else the capture's judging settings' (Default: 0)" },
     ...jsonArg,
     ...verboseArg,
   },

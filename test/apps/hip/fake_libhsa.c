@@ -6,8 +6,9 @@
  *  - hsa_amd_vmem_address_reserve maps the requested address itself (MAP_FIXED_NOREPLACE), so a
  *    taken VA fails as on a GPU; hsa_memory_copy is memcpy; a lock returns the host pointer;
  *  - the code object is not run: kernel descriptor "_Z5scalePffi.kd" is a C function (data[k] *=
- *    factor over {float* data; float factor; int n}); a doorbell runs the queued dispatch packets
- *    and sets their completion signals to 0.
+ *    factor over {float* data; float factor; int n}; FAKE_HSA_JITTER=N moves the first N results
+ *    by 0-2 ulp from dispatch to dispatch: a nondeterministic kernel); a doorbell runs the queued
+ *    dispatch packets and sets their completion signals to 0.
  * It checks nothing an HSA runtime checks; it tests kerncap's use of the calls, not ROCr.
  * Build: gcc -shared -fPIC -o libfake_hsa.so fake_libhsa.c
  */
@@ -129,6 +130,17 @@ static void run_packets(uint64_t upto) {
     if (p->kernel_object == 0x1001) {
       struct scale_args* a = p->kernarg;
       for (int k = 0; k < a->n; k++) a->data[k] *= a->factor;
+      /* FAKE_HSA_JITTER=N: the first N results move by 0, 1 or 2 ulp from dispatch to dispatch, as
+         float atomics summed in another order do (a nondeterministic kernel) */
+      static int dispatches;
+      const char* jitter = getenv("FAKE_HSA_JITTER");
+      int nj = jitter ? atoi(jitter) : 0, d = dispatches++ % 3;
+      for (int k = 0; k < nj && k < a->n; k++) {
+        uint32_t bits;
+        memcpy(&bits, &a->data[k], 4);
+        if (bits & 0x7fffffff) bits += (uint32_t)d;
+        memcpy(&a->data[k], &bits, 4);
+      }
     }
     p->header = 1; /* HSA_PACKET_TYPE_INVALID: consumed */
     if (p->completion) g_signals[p->completion] = 0;

@@ -51,7 +51,7 @@ afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
  * A hip capture of scale(data, 2, N): data holds k before and `after(k)` after (2k: what the
  * kernel computes), an input region the kernel does not touch.
  */
-async function hipCapture(name: string, after: (k: number) => number = (k) => 2 * k): Promise<string> {
+async function hipCapture(name: string, after: (k: number) => number = (k) => 2 * k, chunkBytes?: number): Promise<string> {
   const raw = join(tmp, `${name}.raw`);
   mkdirSync(join(raw, "kernel"), { recursive: true });
   mkdirSync(join(raw, "memory"), { recursive: true });
@@ -86,7 +86,7 @@ async function hipCapture(name: string, after: (k: number) => number = (k) => 2 
     ...chunkedRanges(raw, [
       { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
       { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
-    ]),
+    ], [], chunkBytes),
     timing: { sync_us: 1, before_us: 1, app_launch_us: 5, after_us: 1, app_to_capture_s: 0 },
     hsa: { kernel_object: "0x1001", group_segment_size: 0, private_segment_size: 0, kernarg_address: "0x0", runtime_version: 1 },
   };
@@ -174,6 +174,95 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     const u8 = replay(dir, "--iters", "0", "--rtol", "1e-5", "--dtype", "u8");
     expect(u8.code).toBe(1);
     expect(u8.doc.numerics.regions[0]).toMatchObject({ dtype: "u8", dtypeSource: "option", verdict: "mismatch" });
+  });
+
+  test("judging settings stored in the capture (kerncap judge): used by replay, overridden by an option for one run; a mixed corpus in one check run", async () => {
+    const noisy = await hipCapture("judged", (k) => 2 * k * (1 + 1e-6));
+    const plain = await hipCapture("plain-noisy", (k) => 2 * k * (1 + 1e-6));
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1" };
+    const kc = (...a: string[]) => Bun.spawnSync([process.execPath, MAIN, ...a], { env, stdout: "pipe", stderr: "pipe", timeout: 120_000 });
+    const j = kc("judge", noisy, "--rtol", "1e-5", "--dtype", "0=fp32", "--json");
+    expect(j.exitCode, j.stderr.toString()).toBe(0);
+    expect(JSON.parse(j.stdout.toString())).toMatchObject({ changed: true, settings: { rtol: 1e-5, dtypes: { "0": "fp32" } } });
+    const r = replay(noisy, "--iters", "0");
+    expect(r.code).toBe(0);
+    expect(r.doc.numerics).toMatchObject({ verdict: "within-tolerance", rtol: 1e-5, settings: { file: "kerncap-judge.json", used: ["rtol", "dtypes"] } });
+    expect(r.doc.numerics.regions[0]).toMatchObject({ dtypeSource: "option" });
+    // the option given for one run wins; the settings stay
+    expect(replay(noisy, "--iters", "0", "--rtol", "0").code).toBe(1);
+    expect(replay(noisy, "--iters", "0").code).toBe(0);
+    expect(replay(plain, "--iters", "0").code).toBe(1);
+    // one check run over both: each capture judged with its own settings
+    const res = join(tmp, "check-res");
+    const c = kc("check", noisy, plain, "--results", res, "--iters", "1", "--json");
+    const doc = JSON.parse(c.stdout.toString());
+    const byDir = Object.fromEntries(doc.captures.map((x: any) => [x.id.split("/").pop(), x.verdict]));
+    expect(byDir, c.stderr.toString()).toEqual({ judged: "match", "plain-noisy": "mismatch" });
+    // --expect deterministic: the deterministic fake kernel stays a match, and the expectation is in the document
+    kc("judge", plain, "--rtol", "1e-5", "--expect", "deterministic");
+    const d = replay(plain, "--iters", "0");
+    expect(d.code).toBe(0);
+    expect(d.doc.determinism.expected).toBe("deterministic");
+  });
+
+  test("a nondeterministic kernel (FAKE_HSA_JITTER): chunks whose replays never varied but differ from the app by 1 ulp are judged by the kernel's noise (MATCH within the kernel's nondeterminism); 5 ulp planted there: MISMATCH", async () => {
+    // element 2000 (a chunk past the jittering first 64 elements) is 1 ulp off in the app's after state
+    const bump = (x: number, u: number) => {
+      const f = new Float32Array([x]);
+      new Uint32Array(f.buffer)[0]! += u;
+      return f[0]!;
+    };
+    // 4 KiB chunks: the jittering elements in chunk 0, element 2000 in chunk 1 (its replays never vary)
+    const dir = await hipCapture("jitter", (k) => (k === 2000 ? bump(2 * k, 1) : 2 * k), 4096);
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_JITTER: "64" };
+    const rep = (d: string) => {
+      const p = Bun.spawnSync([process.execPath, MAIN, "replay", d, "--iters", "0"], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
+      const j = Bun.spawnSync([process.execPath, MAIN, "replay", d, "--iters", "1", "--json"], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
+      return { code: p.exitCode, text: p.stdout.toString(), doc: JSON.parse(j.stdout.toString()) };
+    };
+    const ok = rep(dir);
+    expect(ok.code, ok.text).toBe(0);
+    expect(ok.doc.determinism.nondeterministic).toBe(true);
+    expect(ok.doc.determinism.runs).toBeGreaterThanOrEqual(8);
+    const region = ok.doc.numerics.regions[0];
+    expect(region.kernelNoise).toMatchObject({ region: 0, ulp: 2, regions: [0], appUlp: 1, elementsDiffering: 1, outside: 0 });
+    expect(ok.text).toStartWith("MATCH within the kernel's nondeterminism");
+    expect(ok.text).toMatch(/region 0 never varied in \d+ runs; the app differs by 1 ulp \(1 element\), within the 2 ulp seen in region 0/);
+    const sv = v.safeParse(DOCUMENTS.replay, ok.doc);
+    expect(sv.success, JSON.stringify(sv.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+    // the same 1 ulp without the jitter (a deterministic kernel): bit for bit, a MISMATCH
+    expect(replay(dir, "--iters", "0").code).toBe(1);
+    // planted: 5 ulp in one element of a chunk that never varies
+    const bad = await hipCapture("jitter-planted", (k) => (k === 2000 ? bump(2 * k, 1) : k === 2500 ? bump(2 * k, 5) : 2 * k), 4096);
+    const b = rep(bad);
+    expect(b.code).toBe(1);
+    expect(b.doc.numerics.regions[0].kernelNoise).toMatchObject({ outside: 1, appUlp: 5 });
+    expect(b.text).toMatch(/the app differs by up to 5 ulp in 1 of 2 differing elements, beyond the 2 ulp seen in region 0/);
+  });
+
+  test("--against itself: the baseline, the candidate and a second load of each timed in balanced rounds (the A/A floors), whole blocks of 8, the document's compare", async () => {
+    const dir = await hipCapture("against");
+    const dir2 = await hipCapture("against2");
+    const r = replay(dir, "--against", dir2, "--iters", "10");
+    expect(r.code).toBe(0);
+    const c = r.doc.compare;
+    expect(c.aa).not.toBeNull();
+    expect(c.bb).not.toBeNull();
+    expect(c.pairs).toBeGreaterThanOrEqual(16);
+    expect(c.pairs % 8).toBe(0);
+    expect(c.method).toContain("each module loaded twice");
+    expect(c.margin).toBeGreaterThanOrEqual(0.01);
+    expect(r.doc.against.timing.iters).toBe(c.pairs);
+    const check = v.safeParse(DOCUMENTS.replay, r.doc);
+    expect(check.success, JSON.stringify(check.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+    // --repeat: the whole comparison 3 times on the one restored memory
+    const rep = replay(dir, "--against", dir2, "--iters", "6", "--repeat", "3");
+    expect(rep.code).toBe(0);
+    expect(rep.doc.repeats).toHaveLength(3);
+    expect(rep.doc.repeats[0].compare).toEqual(rep.doc.compare);
+    for (const x of rep.doc.repeats) expect(x.seconds).toBeGreaterThan(0);
+    expect(v.safeParse(DOCUMENTS.replay, rep.doc).success).toBe(true);
+    expect(replay(dir, "--repeat", "3").doc.error.code).toBe("E_USAGE");
   });
 
   test("a kernel the module lacks is E_KERNEL_NOT_IN_MODULE; a taken VA is E_VA_TAKEN", async () => {

@@ -1,0 +1,65 @@
+/**
+ * `kerncap judge DIR [--atol A] [--rtol R] [--dtype T|REGION=T]… [--multiset REGION]… [--expect
+ * nondeterministic|deterministic|any] [--clear]`: set how the capture's replays are judged, stored
+ * in the capture folder (src/replay/judge-settings.ts) and used by every replay of it (replay,
+ * validate, check, tune, the MCP tools; their own options override it for one run). With no
+ * setting given, prints the settings.
+ */
+import { defineCommand } from "citty";
+import { resolve } from "node:path";
+import { KerncapError } from "../../errors.ts";
+import { openCapture } from "../../format/capture-dir.ts";
+import { JUDGE_FILE } from "../../format/file-names.ts";
+import { readInCapture } from "../../format/paths.ts";
+import { describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { multisetRegions } from "../../replay/tolerance-plan.ts";
+import { dirArg, jsonArg, printJson, printText, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
+
+/** The settings after this command: `prior` (nothing with `clear`) with each option given replacing its key; `expect` "any" drops the expectation. */
+export function judgedSettings(prior: JudgeSettings | undefined, given: ReturnType<typeof toleranceOptions>, expect: string | undefined, clear: boolean): JudgeSettings {
+  const s: JudgeSettings = clear ? {} : { ...(prior ?? {}) };
+  if (given.atol !== undefined) s.atol = given.atol;
+  if (given.rtol !== undefined) s.rtol = given.rtol;
+  if (given.dtype !== undefined) s.dtype = given.dtype;
+  if (given.dtypes) s.dtypes = { ...(s.dtypes ?? {}), ...given.dtypes };
+  if (given.multiset) s.multiset = given.multiset;
+  if (expect !== undefined) {
+    if (!["nondeterministic", "deterministic", "any"].includes(expect)) throw new KerncapError("E_USAGE", `--expect ${JSON.stringify(expect)}: give nondeterministic, deterministic or any`, { hint: "nondeterministic: 8 checked runs from the start; deterministic: runs that differ are a mismatch; any: find out (the default)." });
+    if (expect === "any") delete s.nondeterministic;
+    else s.nondeterministic = expect === "nondeterministic";
+  }
+  return s;
+}
+
+export default defineCommand({
+  meta: { name: "judge", description: "Set how a capture's replays are judged (tolerance, element types, multiset regions, expected nondeterminism), stored in the capture folder; with no setting, show them" },
+  args: {
+    ...dirArg,
+    ...toleranceArgs,
+    expect: { type: "string", description: "nondeterministic (8 checked runs from the start), deterministic (runs that differ are a mismatch) or any (find out; the default)", valueHint: "KIND" },
+    clear: { type: "boolean", description: "Start from no settings (then any given here); alone, remove them", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  run({ args, rawArgs }) {
+    const dir = String(args.dir);
+    const { manifest: m } = openCapture(dir);
+    const given = toleranceOptions(args, rawArgs);
+    const prior = readJudging(dir);
+    const changing = args.clear || args.expect !== undefined || Object.values(given).some((x) => x !== undefined);
+    let settings = prior ?? {};
+    let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
+    if (changing) {
+      settings = judgedSettings(prior, given, args.expect === undefined ? undefined : String(args.expect), Boolean(args.clear));
+      // every region named must be one of this capture's, before anything is written
+      const params = readInCapture(dir, m.params.file, m.params.size);
+      const p = params ? new Uint8Array(params) : new Uint8Array(m.params.size);
+      if (settings.multiset) multisetRegions(m, p, settings.multiset);
+      for (const r of Object.keys(settings.dtypes ?? {})) multisetRegions(m, p, [r], "dtype");
+      file = writeJudging(dir, settings) ?? null;
+    }
+    if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings });
+    else printText(`${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}\n`);
+    return 0;
+  },
+});
