@@ -129,7 +129,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         });
       }
       const d = (defs as ArgsDef)[known.get(name)!];
-      if (d && d.type === "boolean" && a.includes("=")) {
+      // --trust=DIGEST: a switch that also takes the digest a refusal printed (args.ts trustArg checks it)
+      if (d && d.type === "boolean" && a.includes("=") && !OPTIONAL_VALUE_SWITCHES.has(known.get(name)!)) {
         // citty takes any value but "false" as true (--force=0 forced): only the two words are taken
         const val = a.slice(a.indexOf("=") + 1);
         if (val !== "true" && val !== "false") {
@@ -200,6 +201,9 @@ export function closedStdio(proc = "/proc/self"): "stdout" | "stderr" | undefine
   }
   return undefined;
 }
+
+/** Switches that also take a value after `=`: `--trust=DIGEST` (src/cli/args.ts trustArg). */
+const OPTIONAL_VALUE_SWITCHES = new Set(["trust"]);
 
 /** Run the CLI on argv; returns the exit code instead of exiting (used by tests too). */
 export async function runCli(argv: string[]): Promise<number> {

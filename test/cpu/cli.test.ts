@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
@@ -681,6 +681,20 @@ describe("command line (runCli: the one error path)", () => {
     // and a later valid value replaces an earlier invalid one
     const ok = await cli(["run", "--dispatch", "x", "--dispatch", "1", "--json", "--", "./no-such-app"]);
     expect(JSON.parse(ok.out).error.code).toBe("E_APP_NOT_FOUND");
+  });
+  test("--trust=DIGEST passes the argument check (the refusal's own advice), a digest that is none is E_USAGE; other switches still take only true/false", async () => {
+    const { checkArgs } = await import("../../src/cli/main.ts");
+    const digest = "a".repeat(64);
+    for (const verb of ["validate", "tune"] as const) expect(await checkArgs(verb, await commands[verb](), ["cap", `--trust=${digest}`])).toEqual(["cap", `--trust=${digest}`]);
+    const dir = join(mkdtempSync(join(tmpdir(), "kc-trustarg-")), "cap");
+    expect((await cli(["demo", dir])).code).toBe(0);
+    // (no --json in-process: validate sets stdout aside for its data) a digest that is none is refused by trustArg
+    expect((await cli(["validate", dir, "--trust=xyz"])).code).toBe(2);
+    const { trustArg } = await import("../../src/cli/args.ts");
+    expect(() => trustArg(true, ["--trust=xyz"])).toThrow("is not a digest");
+    expect(trustArg(true, [`--trust=${digest}`])).toBe(digest);
+    const f = await cli(["run", "--force=1", "--json", "--", "/bin/true"]);
+    expect(JSON.parse(f.out).error.message).toContain("is a switch");
   });
   test("an option without its value is refused, not swallowed", async () => {
     const r = await cli(["run", "--kernel", "--dispatch", "1", "--", "/bin/true", "--json"]);
