@@ -21,8 +21,9 @@
  * user's own and nobody else can write it.
  */
 import { escapeForTerminal } from "../escape.ts";
-import { closeSync, constants, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeSync } from "node:fs";
 import { homedir, hostname, tmpdir } from "node:os";
+import { randomBytes } from "node:crypto";
 import { dirname, isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
@@ -38,7 +39,13 @@ const TRUST_FILE = "trusted-builds.json";
 /** build.sh is a short script: a larger one is not printed whole (bytes). */
 const BUILD_SH_MAX = 1 << 20;
 
-/** This machine as a manifest records it: os.hostname() and /etc/machine-id (machine-id(5); null where there is none). */
+/**
+ * This machine as a manifest records it: os.hostname() and its id: /etc/machine-id (machine-id(5)),
+ * else /var/lib/dbus/machine-id, else an id kerncap made once for this user on this machine
+ * (32 random hex digits in the user's own state folder, `machine-id`: containers often have no
+ * machine-id, and without one no capture of theirs would count as made here); null where none of
+ * them can be had (no state folder of the user's own).
+ */
 export function hostIdentity(): { name: string; machineId: string | null } {
   for (const f of ["/etc/machine-id", "/var/lib/dbus/machine-id"]) {
     try {
@@ -48,7 +55,42 @@ export function hostIdentity(): { name: string; machineId: string | null } {
       /* the next one */
     }
   }
-  return { name: hostname(), machineId: null };
+  return { name: hostname(), machineId: kerncapMachineId() };
+}
+
+/** The id kerncap keeps for this user on a machine without machine-id (hostIdentity), made on first use; null without a state folder of the user's own. */
+export function kerncapMachineId(): string | null {
+  const state = stateDir();
+  if (!state) return null;
+  const file = join(state, "machine-id");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        const st = fstatSync(fd);
+        const id = readFileSync(fd, "utf8").trim();
+        const uid = process.getuid?.();
+        if (st.isFile() && (uid === undefined || st.uid === uid) && !(st.mode & 0o022) && /^[0-9a-f]{32}$/.test(id)) return id;
+        return null;
+      } finally {
+        closeSync(fd);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") return null;
+    }
+    try {
+      // O_EXCL: two kerncaps at once make one id (the loser reads the winner's)
+      const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      try {
+        writeSync(fd, randomBytes(16).toString("hex") + "\n");
+      } finally {
+        closeSync(fd);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return null;
+    }
+  }
+  return null;
 }
 
 /** Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the archive held). */
@@ -113,7 +155,7 @@ function receivedAncestor(dir: string): string | undefined {
  * no machine-id counts every capture as received. `here`: this machine (hostIdentity()).
  */
 export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null } = hostIdentity()): string | undefined {
-  if (!here.machineId) return "this machine has no machine-id (/etc/machine-id), so no capture counts as made here";
+  if (!here.machineId) return "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here";
   if (!m.host) return m.process ? `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(m.process.hostname)} is not enough)` : "its manifest records no host";
   if (!m.host.machineId) return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
   if (m.host.machineId !== here.machineId) return `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${JSON.stringify(m.host.machineId)}) made it, not this machine (machine-id ${here.machineId})`;

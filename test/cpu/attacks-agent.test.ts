@@ -15,8 +15,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
-import { hostname } from "node:os";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts";
@@ -291,21 +291,46 @@ describe("attack: made here means this machine's id", () => {
     expect(notMadeHere({ ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } }, { name: hostname(), machineId: "fedcba9876543210fedcba9876543210" })).toContain("not this machine");
   }, 60_000);
 
+  test("without /etc/machine-id (a container), kerncap's own id for this user: made once in the user's state folder (0600, O_EXCL), the same on every call; none in a state folder others can write", async () => {
+    const { kerncapMachineId } = await import("../../src/format/trust.ts");
+    const saved = process.env.XDG_STATE_HOME;
+    const state = mkdtempSync(join(tmpdir(), "kc-mid-"));
+    process.env.XDG_STATE_HOME = state;
+    try {
+      const a = kerncapMachineId();
+      expect(a).toMatch(/^[0-9a-f]{32}$/);
+      expect(kerncapMachineId()).toBe(a);
+      expect(statSync(join(state, "kerncap/machine-id")).mode & 0o777).toBe(0o600);
+      // another state folder (another user's, or a fresh machine): another id, so a copied manifest of it is not made here
+      process.env.XDG_STATE_HOME = mkdtempSync(join(tmpdir(), "kc-mid-"));
+      expect(kerncapMachineId()).not.toBe(a);
+      // a state folder every user can write: no id (nothing there can be trusted)
+      const open = mkdtempSync(join(tmpdir(), "kc-mid-"));
+      mkdirSync(join(open, "kerncap"), { mode: 0o777 });
+      chmodSync(join(open, "kerncap"), 0o777);
+      process.env.XDG_STATE_HOME = open;
+      expect(kerncapMachineId()).toBeNull();
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  });
+
   test("on a machine without a machine-id, every capture is received, even one that names this host", async () => {
     const { cap } = await victim();
     const m = readManifest(cap);
     const here = hostIdentity();
     if (here.machineId) expect(receivedReasons(cap, m)).toEqual([]); // made here, by this user, on this machine
     const none = { name: here.name, machineId: null };
-    expect(notMadeHere({ host: { name: here.name, machineId: null } }, none)).toBe("this machine has no machine-id (/etc/machine-id), so no capture counts as made here");
-    expect(receivedReasons(cap, m, none)).toEqual(["this machine has no machine-id (/etc/machine-id), so no capture counts as made here"]);
+    expect(notMadeHere({ host: { name: here.name, machineId: null } }, none)).toBe("this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here");
+    expect(receivedReasons(cap, m, none)).toEqual(["this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here"]);
   });
 
   test("inspect says whether a capture counts as received and why, in text and in --json", async () => {
     const { cap } = await victim();
     const own = cli(["inspect", cap]);
     expect(own.code).toBe(0);
-    expect(own.doc.received).toEqual(hostIdentity().machineId ? { received: false, reasons: [], trusted: false } : { received: true, reasons: ["this machine has no machine-id (/etc/machine-id), so no capture counts as made here"], trusted: false });
+    expect(own.doc.received).toEqual(hostIdentity().machineId ? { received: false, reasons: [], trusted: false } : { received: true, reasons: ["this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here"], trusted: false });
     writeFileSync(join(cap, "kerncap.json"), forgedManifest(cap));
     const forged = cli(["inspect", cap]);
     expect(forged.doc.received.received).toBe(true);
