@@ -42,7 +42,8 @@ spec = importlib.util.spec_from_file_location("kernel", os.path.join(here, t["ke
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
 fn = getattr(mod, t["fnName"])
-while not isinstance(fn, triton.runtime.jit.JITFunction) and hasattr(fn, "fn"):
+# under TRITON_INTERPRET=1, @triton.jit makes an InterpretedFunction (no JITFunction): stop there too
+while not (isinstance(fn, triton.runtime.jit.JITFunction) or type(fn).__name__ == "InterpretedFunction") and hasattr(fn, "fn"):
     fn = fn.fn  # an @triton.autotune / @triton.heuristics wrapper: the pinned config is given below
 
 DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "i64": torch.int64,

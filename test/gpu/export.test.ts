@@ -77,7 +77,7 @@ beforeAll(() => {
 
 describe.skipIf(SKIP)("export: CUDA C++ with pointers inside structs", () => {
   test("structs.cu scale_jobs: MATCH from a fresh copy built with make and CMake, time within 3% of kerncap replay; an edit gives MISMATCH", () => {
-    const { fresh, r, us, replayUs, doc } = captureAndExport("structs", "scale_jobs", [structsBin, "3"]);
+    const { fresh, r, us, replayUs, doc } = captureAndExport("structs-cap", "scale_jobs", [structsBin, "3"]);
     expect(r.stdout, r.stderr).toContain("MATCH: ");
     expect(r.code).toBe(0);
     sameTime(us, replayUs);

@@ -304,9 +304,12 @@ describe.skipIf(SKIP)("the kernel's nondeterminism and the timing compare (atomi
   test("timing compare: a kernel against an identical capture of itself claims nothing in 20 comparisons; 10% more work is found slower in at least 19", () => {
     const caps = ["a", "a2", "b"].map((l, k) => capture(`spin-${l}`, "fma_spin", [at, "spin", String(k === 2 ? 8800 : 8000)]));
     for (const x of caps) expect(x.code, x.stderr).toBe(0);
-    const aa = json(kc(["replay", caps[0]!.out, "--against", caps[1]!.out, "--iters", "24", "--repeat", "20", "--json"]));
+    const aaRun = kc(["replay", caps[0]!.out, "--against", caps[1]!.out, "--iters", "24", "--repeat", "20", "--json"]);
+    const aa = json(aaRun);
+    expect(aa.repeats, `${aaRun.code}: ${aaRun.stdout.slice(0, 3000)} ${aaRun.stderr.slice(-3000)}`).toBeDefined();
     const ab = kc(["replay", caps[0]!.out, "--against", caps[2]!.out, "--iters", "24", "--repeat", "20", "--json"]);
     const slow = json(ab);
+    expect(slow.repeats, `${ab.code}: ${ab.stdout.slice(0, 3000)} ${ab.stderr.slice(-3000)}`).toBeDefined();
     const tally = (d: any) => d.repeats.reduce((a: Record<string, number>, r: any) => ((a[r.compare?.verdict ?? "none"] = (a[r.compare?.verdict ?? "none"] ?? 0) + 1), a), {});
     figures.compare = {
       aa: tally(aa),
