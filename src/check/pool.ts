@@ -16,16 +16,17 @@ import type { Subprocess } from "bun";
 import { selfCommand } from "../doctor.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
+import { killGroup } from "../process-group.ts";
 import { noAslrPrefix } from "../replay/aslr.ts";
 import type { CaptureRef } from "./discover.ts";
 import type { Outcome } from "../format/check-record.ts";
 import type { CheckSettings } from "./runner.ts";
 import { lines } from "./worker.ts";
 
-/** A worker as the queue sees it. */
-export interface Runner {
-  /** Check one capture. @throws Error when the worker died meanwhile */
-  run(task: CaptureRef): Promise<Outcome>;
+/** A worker as the queue sees it: tasks T in, outcomes O out (check: a capture and its Outcome; eval: a candidate on one input). */
+export interface Runner<T = CaptureRef, O = Outcome> {
+  /** Check one capture. @throws Error when the worker died meanwhile; TaskEnded when the runner ended the task itself (its watchdog) */
+  run(task: T): Promise<O>;
   /** End it now (the capture in flight is abandoned). */
   kill(): void;
   /** End it once idle (end of its input) and wait for it. */
@@ -33,7 +34,21 @@ export interface Runner {
   /** Whether it said, with its last outcome, that it ends (its device context went with a kernel fault): a new one takes the next capture. */
   retired?(): boolean;
 }
-export type OpenRunner = (slot: number, gpu: string | null) => Runner;
+export type OpenRunner<T = CaptureRef, O = Outcome> = (slot: number, gpu: string | null) => Runner<T, O>;
+
+/**
+ * A task's outcome decided by the runner rather than by the worker (eval's watchdog killed a hung
+ * kernel's worker: the outcome is `timeout`): drain reports it, replaces the worker, and does not
+ * count it as a death of the slot.
+ */
+export class TaskEnded<O> extends Error {
+  constructor(readonly outcome: O) {
+    super("the task was ended by its runner");
+  }
+}
+
+/** Where the queue takes its tasks: a list, or a source that yields them as they become ready (eval's builds); undefined: no more. */
+export type TaskSource<T> = T[] | { take(): Promise<T | undefined> };
 
 const WORKER_RETRIES = 3;
 
@@ -48,10 +63,21 @@ function noAslr(): string[] {
  * @param say where each worker's stderr lines go, prefixed with its slot and GPU
  */
 export function workerProcesses(settings: CheckSettings, say: (line: string) => void): OpenRunner {
+  return workerCommand([...selfCommand(), "check", "--worker", ...(log.level >= 4 ? ["--verbose"] : [])], settings, say);
+}
+
+/**
+ * Workers as child processes running `argv` (started without ASLR where setarch can), speaking
+ * the protocol of src/check/worker.ts: settings, then one task a line in; one `{"outcome": O}` a
+ * line out (`"retire": true`: it ends after it). A line `{"started": true}` before the outcome
+ * arms `o.watchdog`: when the outcome has not come `watchdog(task)` ms later, the worker's group
+ * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded).
+ */
+export function workerCommand<T, O>(argv: string[], settings: unknown, say: (line: string) => void, o: { watchdog?: (t: T) => number; timedOut?: (t: T, ms: number) => O } = {}): OpenRunner<T, O> {
   const prefix = noAslr();
   return (slot, gpu) => {
     const { BUN_BE_BUN: _, ...env } = process.env;
-    const p: Subprocess<"pipe", "pipe", "pipe"> = Bun.spawn([...prefix, ...selfCommand(), "check", "--worker", ...(log.level >= 4 ? ["--verbose"] : [])], {
+    const p: Subprocess<"pipe", "pipe", "pipe"> = Bun.spawn([...prefix, ...argv], {
       env: { ...env, ...(gpu !== null ? { CUDA_VISIBLE_DEVICES: gpu } : {}) },
       stdin: "pipe",
       stdout: "pipe",
@@ -67,22 +93,43 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
         say(`${label} ${l}`);
       }
     })();
-    let pending: { resolve: (o: Outcome) => void; reject: (e: Error) => void } | undefined;
+    let pending: { task: T; resolve: (o: O) => void; reject: (e: Error) => void; timer?: ReturnType<typeof setTimeout> } | undefined;
     let retired = false;
     const out = lines(p.stdout);
     void (async () => {
       for await (const l of out) {
         const q = pending;
-        pending = undefined;
+        let line: { outcome?: O; retire?: boolean; started?: boolean };
         try {
-          const line = JSON.parse(l) as { outcome: Outcome; retire?: boolean };
-          retired ||= line.retire === true;
-          q?.resolve(line.outcome);
+          line = JSON.parse(l);
         } catch {
-          q?.reject(new Error(`${label} wrote a line that is not an outcome: ${l.slice(0, 200)}`));
+          line = {};
         }
+        if (line.started === true && line.outcome === undefined) {
+          // the worker is launching the kernel: the watchdog runs from here (a restore of many GiB before it is not a hang)
+          if (q && o.watchdog && o.timedOut && !q.timer) {
+            const ms = o.watchdog(q.task);
+            q.timer = setTimeout(() => {
+              if (pending !== q) return;
+              pending = undefined;
+              retired = true;
+              killGroup(p.pid, "SIGKILL");
+              q.reject(new TaskEnded(o.timedOut!(q.task, ms)));
+            }, ms);
+          }
+          continue;
+        }
+        pending = undefined;
+        if (q?.timer) clearTimeout(q.timer);
+        if (line.outcome === undefined) {
+          q?.reject(new Error(`${label} wrote a line that is not an outcome: ${l.slice(0, 200)}`));
+          continue;
+        }
+        retired ||= line.retire === true;
+        q?.resolve(line.outcome);
       }
       const code = await p.exited;
+      if (pending?.timer) clearTimeout(pending.timer);
       pending?.reject(new Error(`the worker process ended (${p.signalCode ?? `exit ${code}`})${tail.length ? `: ${tail.join(" / ")}` : ""}`));
       pending = undefined;
     })();
@@ -90,14 +137,14 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
     p.stdin.flush();
     return {
       run: (task) =>
-        new Promise<Outcome>((resolve, reject) => {
+        new Promise<O>((resolve, reject) => {
           if (p.exitCode !== null || p.signalCode !== null) return reject(new Error(`the worker process had ended (${p.signalCode ?? `exit ${p.exitCode}`})${tail.length ? `: ${tail.join(" / ")}` : ""}`));
-          pending = { resolve, reject };
+          pending = { task, resolve, reject };
           p.stdin.write(JSON.stringify({ task }) + "\n");
           p.stdin.flush();
         }),
       retired: () => retired,
-      kill: () => p.kill("SIGTERM"),
+      kill: () => killGroup(p.pid, "SIGTERM"),
       close: async () => {
         try {
           p.stdin.end();
@@ -124,17 +171,40 @@ export async function drain(
   open: OpenRunner,
   o: { onStart: (t: CaptureRef, slot: number) => void; onOutcome: (x: Outcome, slot: number) => void; stopped: () => boolean; onStop: (stop: () => void) => void },
 ): Promise<void> {
+  await drainQueue(tasks, slots, open, {
+    ...o,
+    died: (t, reason) => ({ id: t.id, path: t.path, kernel: null, outcome: "error", verdict: null, numerics: null, reason, code: "E_WORKER", note: null, captured: null, device: null, rebuild: null, timing: null, seconds: 0, replaySeconds: 0, at: new Date().toISOString() }),
+    what: "captures were not checked",
+  });
+}
+
+/**
+ * drain for any task and outcome (check's captures, eval's candidates): `died(t, reason)` is the
+ * outcome of a task whose worker died under it; a TaskEnded from a runner is that task's outcome
+ * (its worker replaced, not counted as a death). Tasks come from a list or a source that yields
+ * them as they become ready.
+ * @throws KerncapError E_WORKER when every slot's worker died WORKER_RETRIES times in a row
+ */
+export async function drainQueue<T, O>(
+  tasks: TaskSource<T>,
+  slots: (string | null)[],
+  open: OpenRunner<T, O>,
+  o: { onStart: (t: T, slot: number) => void; onOutcome: (x: O, slot: number) => void; stopped: () => boolean; onStop: (stop: () => void) => void; died: (t: T, reason: string) => O; what: string },
+): Promise<void> {
   let next = 0;
-  const runners = new Map<number, Runner>();
+  let left = 0;
+  const take = Array.isArray(tasks) ? async () => tasks[next++] : () => tasks.take();
+  const runners = new Map<number, Runner<T, O>>();
   o.onStop(() => {
     for (const r of runners.values()) r.kill();
   });
   let lastDeath = "";
   const work = async (slot: number) => {
     let deaths = 0;
-    let r: Runner | undefined;
-    while (next < tasks.length && !o.stopped() && deaths < WORKER_RETRIES) {
-      const t = tasks[next++]!;
+    let r: Runner<T, O> | undefined;
+    while (!o.stopped() && deaths < WORKER_RETRIES) {
+      const t = await take();
+      if (t === undefined || o.stopped()) break;
       o.onStart(t, slot);
       try {
         r ??= open(slot, slots[slot]!);
@@ -148,9 +218,16 @@ export async function drain(
         }
       } catch (e) {
         if (o.stopped()) break;
+        if (e instanceof TaskEnded) {
+          o.onOutcome(e.outcome as O, slot);
+          r?.kill();
+          await r?.close();
+          r = undefined;
+          continue;
+        }
         deaths++;
         lastDeath = (e as Error).message;
-        o.onOutcome({ id: t.id, path: t.path, kernel: null, outcome: "error", verdict: null, numerics: null, reason: lastDeath, code: "E_WORKER", note: null, captured: null, device: null, rebuild: null, timing: null, seconds: 0, replaySeconds: 0, at: new Date().toISOString() }, slot);
+        o.onOutcome(o.died(t, lastDeath), slot);
         r = undefined;
       }
     }
@@ -159,9 +236,12 @@ export async function drain(
     return deaths >= WORKER_RETRIES;
   };
   const gaveUp = await Promise.all(slots.map((_, i) => work(i)));
-  if (next < tasks.length && !o.stopped() && gaveUp.every(Boolean)) {
-    throw new KerncapError("E_WORKER", `every worker died ${WORKER_RETRIES} times in a row; ${tasks.length - next} captures were not checked (last: ${lastDeath})`, {
-      hint: "Run with --verbose for the workers' logs; `kerncap doctor` checks the GPU and the driver; --resume continues once it is fixed.",
-    });
+  if (!o.stopped() && gaveUp.every(Boolean)) {
+    for (let t = await take(); t !== undefined; t = await take()) left++;
+    if (left) {
+      throw new KerncapError("E_WORKER", `every worker died ${WORKER_RETRIES} times in a row; ${left} ${o.what} (last: ${lastDeath})`, {
+        hint: "Run with --verbose for the workers' logs; `kerncap doctor` checks the GPU and the driver; --resume continues once it is fixed.",
+      });
+    }
   }
 }

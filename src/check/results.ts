@@ -4,7 +4,8 @@
  * appended and fsync'd as the capture finishes, so that a kill (SIGKILL, a lost node) loses at most
  * the captures in flight. `--resume` reads it back: a last line cut short by the kill (no newline,
  * or not JSON) is dropped and cut off the file before the next append; a whole line (its newline
- * written) that is not a record is an error naming it, never silently skipped.
+ * written) that is not a record is an error naming it, never silently skipped. The same file, for
+ * other records (`kerncap eval --jsonl`: src/eval/eval.ts), through RecordLog and parseRecords.
  */
 import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
 import * as v from "valibot";
@@ -16,7 +17,6 @@ import { openNoFollow, refuseLink } from "../util/write-file.ts";
 export const RESULTS_FILE = "results.jsonl";
 /** Where a run that does not resume moves the previous run's results. */
 export const PREVIOUS_RESULTS_FILE = "results.previous.jsonl";
-const WHAT = "the check's results file";
 
 export interface ReadResults {
   records: CheckRecord[];
@@ -26,15 +26,39 @@ export interface ReadResults {
   truncated: boolean;
 }
 
-const damaged = (path: string, line: number, why: string) =>
-  new KerncapError("E_RESULTS", `${path}, line ${line}: ${why}`, { hint: "The results file was altered or is not kerncap check's; give another --results folder, or remove the file to check everything again." });
+/** What a JSON Lines results file holds: its document id (each line's `schema`), the record's schema, a further check of a parsed record, what the file is (in messages) and what to say of a damaged one. */
+export interface RecordKind<R> {
+  schema: string;
+  record: v.GenericSchema<unknown, R>;
+  problem?: (r: R) => string | undefined;
+  what: string;
+  hint: string;
+}
+
+const CHECK_RECORDS: RecordKind<CheckRecord> = {
+  schema: documentId("check-record"),
+  record: CheckRecord,
+  problem: recordProblem,
+  what: "the check's results file",
+  hint: "The results file was altered or is not kerncap check's; give another --results folder, or remove the file to check everything again.",
+};
 
 /**
  * The records of a results file (text: its contents).
  * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last
  */
 export function parseResults(path: string, text: string): ReadResults {
-  const records: CheckRecord[] = [];
+  return parseRecords(path, text, CHECK_RECORDS);
+}
+
+/**
+ * The records of a JSON Lines file of `kind` (check's results, eval's): a last line cut short is
+ * dropped (truncated), a whole damaged line an error.
+ * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last
+ */
+export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>): { records: R[]; validBytes: number; truncated: boolean } {
+  const damaged = (line: number, why: string) => new KerncapError("E_RESULTS", `${path}, line ${line}: ${why}`, { hint: kind.hint });
+  const records: R[] = [];
   let pos = 0;
   let line = 0;
   while (pos < text.length) {
@@ -42,22 +66,22 @@ export function parseResults(path: string, text: string): ReadResults {
     const nl = text.indexOf("\n", pos);
     const last = nl < 0;
     const body = text.slice(pos, last ? text.length : nl);
-    let rec: CheckRecord | undefined;
+    let rec: R | undefined;
     try {
       const json = JSON.parse(body);
-      if (json?.schema !== documentId("check-record")) throw new Error(`schema ${JSON.stringify(json?.schema)} is not ${documentId("check-record")}`);
-      const r = v.safeParse(CheckRecord, json);
+      if (json?.schema !== kind.schema) throw new Error(`schema ${JSON.stringify(json?.schema)} is not ${kind.schema}`);
+      const r = v.safeParse(kind.record, json);
       if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
-      const problem = recordProblem(r.output);
+      const problem = kind.problem?.(r.output);
       if (problem) throw new Error(problem);
       rec = r.output;
     } catch (e) {
       // the line a kill cut short has no newline after it (each record and its newline are one write); a whole line that is no record is an error, never dropped
       if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
-      throw damaged(path, line, (e as Error).message);
+      throw damaged(line, (e as Error).message);
     }
     if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
-    records.push(rec);
+    records.push(rec as R);
     pos = nl + 1;
   }
   return { records, validBytes: Buffer.byteLength(text), truncated: false };
@@ -69,43 +93,56 @@ export function readResults(path: string): ReadResults {
   return parseResults(path, readFileSync(path, "utf8"));
 }
 
-/** The results file, open for appending. */
-export class ResultsLog {
-  private constructor(
+/** A JSON Lines file of records, open for appending (each fsync'd: a kill loses at most the records in flight). */
+export class RecordLog<R> {
+  protected constructor(
     readonly path: string,
     private fd: number,
+    private readonly schema: string,
   ) {}
 
+  /**
+   * Open the file at `path` for records of `kind`: resume: keep its whole records (cut a last line
+   * short), else start an empty one (a previous one is moved to `o.previous`).
+   * @returns the log and the records kept
+   */
+  static openKind<R>(path: string, kind: RecordKind<R>, o: { resume: boolean; previous: string }): { log: RecordLog<R>; kept: R[]; truncated: boolean } {
+    // never through a link (a dangling one would create a file wherever it points): src/util/write-file.ts
+    const append = () => openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, kind.what);
+    if (o.resume && refuseLink(path, kind.what)) {
+      const fd = openNoFollow(path, constants.O_RDWR, kind.what);
+      let r: { records: R[]; validBytes: number; truncated: boolean };
+      try {
+        r = parseRecords(path, readFileSync(fd, "utf8"), kind);
+        ftruncateSync(fd, r.validBytes);
+      } finally {
+        closeSync(fd);
+      }
+      return { log: new this(path, append(), kind.schema), kept: r.records, truncated: r.truncated };
+    }
+    if (refuseLink(path, kind.what)) renameSync(path, o.previous);
+    return { log: new this(path, append(), kind.schema), kept: [], truncated: false };
+  }
+
+  /** Append one record and fsync it. */
+  append(rec: R): void {
+    writeSync(this.fd, JSON.stringify({ schema: this.schema, ...rec }) + "\n");
+    fsyncSync(this.fd);
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+/** The results file, open for appending. */
+export class ResultsLog extends RecordLog<CheckRecord> {
   /**
    * Open RESULTS_FILE at `path`: resume: keep its whole records (cut a last line short), else start
    * an empty one (a previous one is moved to PREVIOUS_RESULTS_FILE beside it).
    * @returns the log and the records kept
    */
   static open(path: string, o: { resume: boolean; previous: string }): { log: ResultsLog; kept: CheckRecord[]; truncated: boolean } {
-    // never through a link (a dangling one would create a file wherever it points): src/util/write-file.ts
-    const append = () => openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, WHAT);
-    if (o.resume && refuseLink(path, WHAT)) {
-      const fd = openNoFollow(path, constants.O_RDWR, WHAT);
-      let r: ReadResults;
-      try {
-        r = parseResults(path, readFileSync(fd, "utf8"));
-        ftruncateSync(fd, r.validBytes);
-      } finally {
-        closeSync(fd);
-      }
-      return { log: new ResultsLog(path, append()), kept: r.records, truncated: r.truncated };
-    }
-    if (refuseLink(path, WHAT)) renameSync(path, o.previous);
-    return { log: new ResultsLog(path, append()), kept: [], truncated: false };
-  }
-
-  /** Append one record and fsync it. */
-  append(rec: CheckRecord): void {
-    writeSync(this.fd, JSON.stringify({ schema: documentId("check-record"), ...rec }) + "\n");
-    fsyncSync(this.fd);
-  }
-
-  close(): void {
-    closeSync(this.fd);
+    return ResultsLog.openKind(path, CHECK_RECORDS, o) as { log: ResultsLog; kept: CheckRecord[]; truncated: boolean };
   }
 }

@@ -43,7 +43,7 @@ const Settings = v.object({
   }),
 });
 
-function parse<T extends v.GenericSchema>(schema: T, line: string, what: string): v.InferOutput<T> {
+export function parse<T extends v.GenericSchema>(schema: T, line: string, what: string): v.InferOutput<T> {
   let json: unknown;
   try {
     json = JSON.parse(line);
@@ -51,7 +51,7 @@ function parse<T extends v.GenericSchema>(schema: T, line: string, what: string)
     json = undefined;
   }
   const r = v.safeParse(schema, json);
-  if (!r.success) throw new KerncapError("E_USAGE", `kerncap check --worker: stdin's line is not ${what}: ${line.slice(0, 200)}`, { hint: "--worker is kerncap check's own: its parent process writes its stdin." });
+  if (!r.success) throw new KerncapError("E_USAGE", `kerncap --worker: stdin's line is not ${what}: ${line.slice(0, 200)}`, { hint: "--worker is kerncap check's and eval's own: its parent process writes its stdin." });
   return r.output;
 }
 
@@ -62,14 +62,31 @@ function parse<T extends v.GenericSchema>(schema: T, line: string, what: string)
  * @throws KerncapError E_USAGE for a line that is not the protocol's
  */
 export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome, retire: boolean) => void, check: (t: CaptureRef, s: CheckSettings) => Promise<Outcome>, lost: () => boolean = () => false): Promise<void> {
-  let settings: CheckSettings | undefined;
+  await serveProtocol(input, { settings: Settings, task: Task }, (t, s) => check(t, s), emit, lost);
+}
+
+/**
+ * The worker side of the protocol for any settings and task (check's, eval's: src/eval/worker.ts):
+ * the first line `{"settings": …}` checked by `schemas.settings`, each later `{"task": …}` by
+ * `schemas.task`; `handle`'s outcome goes to `emit`, with retire when `lost()` holds after it (then
+ * the worker stops).
+ * @throws KerncapError E_USAGE for a line that is not the protocol's
+ */
+export async function serveProtocol<S extends v.GenericSchema, T extends v.GenericSchema, O>(
+  input: AsyncIterable<string>,
+  schemas: { settings: S; task: T },
+  handle: (t: v.InferOutput<T>["task"], s: v.InferOutput<S>["settings"]) => Promise<O>,
+  emit: (o: O, retire: boolean) => void,
+  lost: () => boolean = () => false,
+): Promise<void> {
+  let settings: v.InferOutput<S>["settings"] | undefined;
   for await (const line of input) {
     if (!line.trim()) continue;
-    if (!settings) {
-      settings = parse(Settings, line, "the settings").settings;
+    if (settings === undefined) {
+      settings = parse(schemas.settings, line, "the settings").settings;
       continue;
     }
-    const o = await check(parse(Task, line, "a task").task, settings);
+    const o = await handle(parse(schemas.task, line, "a task").task, settings);
     const retire = lost();
     emit(o, retire);
     if (retire) return;
