@@ -56,7 +56,7 @@ function deviceArch(m: Manifest): string | undefined {
 }
 
 /** One line: why a replay mismatched. */
-function mismatchReason(r: ReplayResult): string {
+export function mismatchReason(r: ReplayResult): string {
   if (r.fault) return `the capture faulted in the app (${r.fault.expected.name}); the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`;
   const x = r.mismatches[0];
   const more = r.mismatches.length > 1 ? ` (and ${r.mismatches.length - 1} more)` : "";

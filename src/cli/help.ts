@@ -66,6 +66,11 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
     ["kerncap judge cap --dtype 1=bf16 --expect nondeterministic", "region 1 holds bf16; 8 checked runs from the start"],
     ["kerncap judge cap", "show the capture's judging settings"],
   ],
+  eval: [
+    ["kerncap eval cap edits/v1 edits/v2.patch kernel.cu", "three candidates built in parallel, judged and timed on the GPU, ranked"],
+    ["kerncap eval caps/ cand-*/ --gpus 0,1 --jsonl out.jsonl", "every input of a capture set (run -c N); records in out.jsonl (--resume)"],
+    ["kerncap eval cap 'BLOCK_M=64 num_warps=4' 'BLOCK_M=128 num_warps=8' --grid 'cdiv(M, BLOCK_M), 1, 1'", "Triton configs as candidates"],
+  ],
   pack: [
     ["kerncap pack cap", "cap.zip beside the folder, to share"],
     ["kerncap pack cap -o /tmp/softmax.zip -f", "replace an archive kerncap wrote before"],

@@ -235,6 +235,28 @@ export function cubinKernelRegisters(input: CubinInput, kernel: string): number 
   return top || undefined;
 }
 
+/** `.nv.info` attribute: a kernel's stack frame per thread (bytes), SVAL payload u32 symbol index, u32 size (EIATTR_FRAME_SIZE; ptxas -v's "N bytes stack frame": 400 for a kernel that spilled, observed with nvcc 13). */
+export const EIATTR_FRAME_SIZE = 0x11;
+
+/**
+ * The bytes of local memory a kernel's thread frame takes (ptxas's "bytes stack frame"), where its
+ * spilled registers and local arrays go: the EIATTR_FRAME_SIZE record of `.nv.info` for its symbol.
+ * @returns the size, or undefined when the cubin records none for `kernel`
+ * @throws KerncapError E_CUBIN (not a cubin, a malformed .nv.info)
+ */
+export function cubinKernelFrameBytes(input: CubinInput, kernel: string): number | undefined {
+  const elf = asCubin(input);
+  const sym = elf.symbols().find((s) => s.name === kernel && s.type === STT_FUNC);
+  const info = elf.section(".nv.info");
+  if (!sym || !info) return undefined;
+  for (const a of parseNvInfo(elf.sectionBytes(info))) {
+    if (a.attr !== EIATTR_FRAME_SIZE || a.format !== EIFMT_SVAL || a.payload.length < 8) continue;
+    const dv = new DataView(a.payload.buffer, a.payload.byteOffset, 8);
+    if (dv.getUint32(0, true) === sym.index) return dv.getUint32(4, true);
+  }
+  return undefined;
+}
+
 // ───────────────────────────── parameter layout ─────────────────────────────
 
 /** One kernel parameter's place in the parameter buffer. */

@@ -9,6 +9,7 @@
  * (looseObject): added fields do not bump the version; a removed or retyped field does.
  */
 import { CheckRecord } from "./check-record.ts";
+import { EVAL_VERDICTS, EvalRecord } from "./eval-record.ts";
 import { CaptureSet } from "./capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
@@ -40,6 +41,9 @@ export const DOCUMENT_VERSIONS = {
   "check-record": 1,
   /** `kerncap judge --json`: a capture's judging settings (src/replay/judge-settings.ts). */
   judge: 1,
+  /** `kerncap eval --json`'s last line (src/eval/eval.ts EvalReport), and each record line before it and in its --jsonl file. */
+  eval: 1,
+  "eval-record": 1,
   /** MCP tools read_file and edit_file (src/mcp/server.ts). */
   file: 1,
   edit: 1,
@@ -395,6 +399,41 @@ export const DOCUMENTS = {
     seconds: v.number(),
   }),
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
+  eval: v.object({
+    ...id("eval"),
+    /** The capture folder whose reproducer was built (the first input), and every input's identity. */
+    dir: v.string(),
+    inputs: v.array(v.string()),
+    /** The --jsonl results file (null without one, and for --merge). */
+    results: v.nullable(v.string()),
+    shard: v.nullable(v.object({ index: U, count: U })),
+    workers: U,
+    /** Ranked: the matching candidates fastest first (rank 1, 2 …), then the rest, worst verdict first. */
+    candidates: v.array(
+      v.object({
+        candidate: v.string(),
+        label: v.string(),
+        kind: v.picklist(["tree", "patch", "file", "config"]),
+        /** match only when it matched on every input; else the worst of its inputs' verdicts. */
+        verdict: v.picklist(EVAL_VERDICTS),
+        inputs: v.array(v.object({ input: v.string(), verdict: v.picklist(EVAL_VERDICTS) })),
+        /** Geometric mean over the inputs of the captured median / this one's (above 1: faster); low/high: the inputs' intervals' extremes. */
+        speedup: v.nullable(N),
+        low: v.nullable(N),
+        high: v.nullable(N),
+        registers: v.nullable(N),
+        stackFrameBytes: v.nullable(N),
+        reason: v.nullable(v.string()),
+        rank: v.nullable(U),
+      }),
+    ),
+    records: v.array(EvalRecord),
+    summary: v.object({ candidates: U, ...Object.fromEntries(EVAL_VERDICTS.map((k) => [k, U])) } as Record<string, typeof U>),
+    seconds: v.object({ wall: N, build: N, run: N }),
+    /** 2 when a candidate could not be judged (error), else 0. */
+    exitCode: U,
+  }),
+  "eval-record": v.object({ ...id("eval-record"), ...EvalRecord.entries }),
   demo: v.object({ ...id("demo"), dir: v.string(), kernel: v.string(), arch: v.string(), regions: U, beforeBytes: U, /** Commands to try next, on this folder. */ next: v.array(v.string()) }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
@@ -425,6 +464,7 @@ const TITLES: Record<string, string> = {
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
+  "eval-record": "one candidate on one input: a line of kerncap eval's --jsonl file and of its --json output",
   error: "kerncap VERB --json when the verb fails (exit 2)",
   file: "kerncap mcp tool read_file",
   edit: "kerncap mcp tool edit_file",

@@ -8,7 +8,7 @@
  */
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { MANIFEST_MAX_BYTES, readCaptureBytes, readInCapture } from "../format/paths.ts";
@@ -58,7 +58,7 @@ export function tritonScalarArgs(signature: Record<string, unknown>, params: Uin
   return out;
 }
 
-interface Pinned {
+export interface Pinned {
   fnName: string;
   python: string;
   signature: Record<string, unknown>;
@@ -107,6 +107,42 @@ export function tuneSpace(pin: Pinned, specs: string[]): TuneConfig[] {
   }));
 }
 
+/** One config compiled by repro.py: the cubin (its metadata beside it, `<cubin>.json`), the kernel's shared memory (bytes) and num_warps; or the compiler's last lines. */
+export type TritonBuilt = { cubin: string; shared: number; numWarps: number } | { error: string };
+
+/**
+ * A compiler of pinned configs for the Triton reproducer in `dir` (kerncap's own repro.py, run in
+ * `dir` with pinned.json's interpreter and a Triton cache under DIR/build/triton-cache):
+ * compile(config, out) writes `out` and `out.json`. `o.from`: where repro.py reads pinned.json and
+ * the kernel file (a private copy of a trusted capture's: src/format/trust.ts stageTrustedBuild;
+ * default `dir`), and `o.unstage` reads that copy's path in messages as DIR. `signal`: an abort
+ * kills the compile. Used by tune and by eval.
+ * @throws KerncapError E_INTERRUPTED (a stop signal during a compile)
+ */
+export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o: { from?: string; unstage?: (text: string) => string } = {}): (config: TuneConfig, out: string, signal?: AbortSignal) => Promise<TritonBuilt> {
+  const { python: py, env } = tritonReproducerEnv(pin.python, join(dir, "build", "triton-cache"));
+  const script = join(templatesFolder("triton", TRITON_TEMPLATES), "repro.py");
+  const unstage = o.unstage ?? ((t: string) => t);
+  return async (config, out, signal) => {
+    mkdirSync(dirname(out), { recursive: true });
+    const r = await runBuildCommand([py, script, "--dir", o.from ?? dir, "--config", JSON.stringify(config), "--out", out], dir, env, signal);
+    if (r.code !== 0 || !existsSync(out + ".json")) return { error: unstage((r.err || r.out).trim().split("\n").slice(-3).join(" / ")) || `exit ${r.code}` };
+    const md = JSON.parse(readFileSync(out + ".json", "utf8")) as { shared: number; num_warps: number };
+    return { cubin: out, shared: md.shared, numWarps: md.num_warps };
+  };
+}
+
+/**
+ * A Triton capture's pinned.json (the Triton shim's record, templates/triton/repro.py reads it),
+ * read from `from` (the capture folder, or a private copy of it); `dir` names the capture in the error.
+ * @throws KerncapError E_NO_REPRODUCER when there is none
+ */
+export function readPinned(from: string, dir = from): Pinned {
+  const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);
+  if (!pinned) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
+  return JSON.parse(pinned.toString("utf8")) as Pinned;
+}
+
 /**
  * Tune a Triton capture (see the file's comment).
  * @throws KerncapError E_FRONTEND (not Triton), E_NO_REPRODUCER (no pinned.json), E_USAGE (no
@@ -132,9 +168,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
 /** tuneTriton's work once trusted: repro.py reads pinned.json and the kernel file from `from` (DIR, or the private copy of a trusted one); `unstage` reads that copy's path in messages as DIR. */
 async function tuneFrom(dir: string, from: string, unstage: (text: string) => string, capture: ReturnType<typeof openCapture>, o: TuneOptions): Promise<TuneResult> {
   const m: Manifest = capture.manifest;
-  const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);
-  if (!pinned) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
-  const pin = JSON.parse(pinned.toString("utf8")) as Pinned;
+  const pin = readPinned(from, dir);
   const base = capturedConfig(pin);
   const swept = tuneSpace(pin, o.configs);
   const space = swept.map((c) => ({ kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } }));
@@ -166,25 +200,15 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   // compile every config, a CPU each
   const work = join(dir, "build", "tune");
   mkdirSync(work, { recursive: true });
-  const { python: py, env } = tritonReproducerEnv(pin.python, join(dir, "build", "triton-cache"));
-  const script = join(templatesFolder("triton", TRITON_TEMPLATES), "repro.py");
+  const compile = tritonConfigCompiler(dir, pin, { from, unstage });
   const t0 = performance.now();
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
-  const built: ({ cubin: string; shared: number; numWarps: number } | { error: string })[] = new Array(unique.length);
+  const built: TritonBuilt[] = new Array(unique.length);
   let next = 0;
   let finished = 0;
   o.onBuilt?.(0, unique.length);
   const worker = async () => {
-    for (let i = next++; i < unique.length; i = next++, o.onBuilt?.(++finished, unique.length)) {
-      const out = join(work, `${i}.cubin`);
-      const r = await runBuildCommand([py, script, "--dir", from, "--config", JSON.stringify(unique[i]), "--out", out], dir, env);
-      if (r.code !== 0 || !existsSync(out + ".json")) {
-        built[i] = { error: unstage((r.err || r.out).trim().split("\n").slice(-3).join(" / ")) || `exit ${r.code}` };
-        continue;
-      }
-      const md = JSON.parse(readFileSync(out + ".json", "utf8")) as { shared: number; num_warps: number };
-      built[i] = { cubin: out, shared: md.shared, numWarps: md.num_warps };
-    }
+    for (let i = next++; i < unique.length; i = next++, o.onBuilt?.(++finished, unique.length)) built[i] = await compile(unique[i]!, join(work, `${i}.cubin`));
   };
   await Promise.all(Array.from({ length: Math.min(jobs, unique.length) }, worker));
   const compileSeconds = (performance.now() - t0) / 1000;

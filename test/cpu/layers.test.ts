@@ -12,8 +12,9 @@
  *   3 format    src/format/, src/codeobj/: the capture's files and documents, module images
  *   4 engines   src/capture/, src/replay/, src/frontends/: capture, replay, each frontend's work
  *   5 rebuild   src/rebuild/: the one rebuild policy (validate and the watch)
- *   6 services  src/doctor.ts, src/mcp/, src/check/, src/profile/, src/tune/, src/export/: what the CLI and agents
- *               call (the verbs' work above one replay: a corpus check, Nsight, a config sweep)
+ *   6 services  src/doctor.ts, src/mcp/, src/check/, src/profile/, src/tune/, src/export/, src/eval/:
+ *               what the CLI and agents call (the verbs' work above one replay: a corpus check,
+ *               Nsight, a config sweep, many candidates)
  *   7 cli       src/cli/: argument parsing, verbs, printing
  *
  * And a native library is opened (bun:ffi dlopen) in src/native/ only, so that one module holds
@@ -32,7 +33,7 @@ const LAYERS: [name: string, prefixes: string[]][] = [
   ["format", ["format/", "codeobj/"]],
   ["engines", ["capture/", "replay/", "frontends/"]],
   ["rebuild", ["rebuild/"]],
-  ["services", ["doctor.ts", "mcp/", "check/", "profile/", "tune/", "export/"]],
+  ["services", ["doctor.ts", "mcp/", "check/", "profile/", "tune/", "export/", "eval/"]],
   ["cli", ["cli/"]],
 ];
 

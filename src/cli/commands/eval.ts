@@ -1,0 +1,111 @@
+/**
+ * `kerncap eval DIR… CANDIDATE…`: many candidate versions of a captured kernel (edited src/
+ * folders, patches, replacement files, Triton configs), each built in a private copy of the
+ * reproducer and judged on every input against the app's after state, timed against the captured
+ * module (src/eval/). One line per result on stderr, then the ranked table on stdout; --json: each
+ * record as a JSON Lines document as it finishes, then the kerncap.eval document (one line).
+ * Exit 0 when every candidate was judged (whatever its verdict), 2 when one could not be.
+ *
+ * `--worker` is the eval's own: a GPU worker process, stdin/stdout its protocol (src/eval/worker.ts).
+ */
+import { defineCommand } from "citty";
+import { availableParallelism } from "node:os";
+import { KerncapError } from "../../errors.ts";
+import { selfCommand } from "../../doctor.ts";
+import { log } from "../../log.ts";
+import { workerCommand } from "../../check/pool.ts";
+import { parseShard } from "../../check/shard.ts";
+import { lines, serveProtocol } from "../../check/worker.ts";
+import { mergeEval, rankedTable, runEval, type EvalReport } from "../../eval/eval.ts";
+import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
+import { intArg, jsonArg, keepStdoutForData, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
+import { printable } from "../format.ts";
+import { parseGpus } from "./check.ts";
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
+
+/**
+ * The positionals split into inputs and candidates: the leading capture folders (kerncap.json
+ * inside) and capture sets (kerncap-captures.json), then the candidates.
+ * @throws KerncapError E_USAGE when the first is no capture, or no candidate follows
+ */
+export function splitPositionals(args: string[]): { dirs: string[]; candidates: string[] } {
+  let n = 0;
+  const isInput = (p: string) => existsSync(p) && statSync(p).isDirectory() && (existsSync(join(p, "kerncap.json")) || existsSync(join(p, "kerncap-captures.json")));
+  while (n < args.length && isInput(args[n]!)) n++;
+  if (n === 0) throw new KerncapError("E_USAGE", args.length ? `${args[0]} is not a capture folder or a capture set` : "no capture given", { hint: "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N)." });
+  if (n === args.length) throw new KerncapError("E_USAGE", "no candidates given", { hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, .patch/.diff files, replacement files, Triton configs such as 'BLOCK_M=64 num_warps=4')." });
+  return { dirs: args.slice(0, n), candidates: args.slice(n) };
+}
+
+export default defineCommand({
+  meta: { name: "eval", description: "Evaluate many candidate versions of a captured kernel: each built in a private copy, judged on every input against the app's after state, timed against the captured module; ranked" },
+  args: {
+    dir: { type: "positional", description: "Capture folders or capture sets (the inputs), then the candidates: edited src/ folders, .patch/.diff files, replacement files, Triton configs ('BLOCK_M=64 num_warps=4'); with --merge, results files", required: false },
+    iters: { type: "string", description: "Timed launches of each candidate and of the captured module, interleaved (at least 10 for a comparison)", default: "20" },
+    runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ)" },
+    verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
+    ...toleranceArgs,
+    gpus: { type: "string", description: "GPUs for the workers, each as CUDA_VISIBLE_DEVICES takes it: 0,1,2,3 (default: the GPUs this process sees, one worker)", valueHint: "LIST" },
+    "workers-per-gpu": { type: "string", description: "Worker processes per GPU (small kernels leave room for several)", default: "1", valueHint: "N" },
+    jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
+    timeout: { type: "string", description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`, default: "10", valueHint: "S" },
+    grid: { type: "string", description: "Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)' (default: the captured grid)", valueHint: "EXPR" },
+    force: { type: "boolean", alias: ["f"], description: "Build even when the toolchain differs from the capture's", default: false },
+    trust: { type: "boolean", description: "Build a received capture's reproducer too (its build.sh runs with your rights: docs/security.md)", default: false },
+    jsonl: { type: "string", description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins", valueHint: "FILE" },
+    resume: { type: "boolean", description: "Continue the interrupted eval whose --jsonl FILE is given (candidates it holds are not evaluated again)", default: false },
+    shard: { type: "string", description: "Evaluate only shard K of N of the candidates (0 ≤ K < N; a stable share by the candidate's identity)", valueHint: "K/N" },
+    merge: { type: "boolean", description: "Join --jsonl files of shards into one ranked report", default: false },
+    worker: { type: "boolean", description: "Internal: a GPU worker process of an eval (stdin/stdout carry its protocol)", default: false },
+    ...jsonArg,
+    ...verboseArg,
+  },
+  async run({ args, rawArgs }) {
+    if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr, the data (the protocol) to stdout
+    if (args.worker) {
+      const judge = new EvalJudge(() => writeDataLine({ started: true }));
+      await serveProtocol(lines(Bun.stdin.stream()), EVAL_PROTOCOL, (t, s) => judge.judge(t, s), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }), () => judge.lost());
+      judge.close();
+      return 0;
+    }
+    const positionals = (args._ as string[]).map(String);
+    let report: EvalReport;
+    if (args.merge) {
+      if (!positionals.length) throw new KerncapError("E_USAGE", "--merge needs results files", { hint: "kerncap eval --merge shard-*.jsonl" });
+      report = mergeEval(positionals);
+    } else {
+      const { dirs, candidates } = splitPositionals(positionals);
+      const settings: EvalSettings = {
+        iters: intArg("iters", args.iters, 20, 100_000, 1),
+        ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 1) } : {}),
+        verify: args.verify !== false,
+        tolerance: toleranceOptions(args, rawArgs),
+      };
+      const perGpu = intArg("workers-per-gpu", args["workers-per-gpu"], 1, 64, 1);
+      const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
+      const slots = gpus.flatMap((g) => Array.from({ length: perGpu }, () => g));
+      const verbose = log.level >= 4 ? ["--verbose"] : [];
+      report = await runEval({
+        dirs,
+        candidates,
+        settings,
+        build: { force: Boolean(args.force), ...(args.grid !== undefined ? { grid: String(args.grid) } : {}) },
+        ...(args.jsonl !== undefined ? { jsonl: String(args.jsonl) } : {}),
+        resume: Boolean(args.resume),
+        ...(args.shard !== undefined ? { shard: parseShard(String(args.shard)) } : {}),
+        slots,
+        jobs: args.jobs !== undefined ? intArg("jobs", args.jobs, availableParallelism(), 1024, 1) : availableParallelism(),
+        timeoutS: intArg("timeout", args.timeout, 10, 86_400, 1),
+        trust: Boolean(args.trust),
+        live: Boolean(process.stderr.isTTY),
+        open: (say, watchdog) => workerCommand([...selfCommand(), "eval", "--worker", ...verbose], settings, (l) => say(printable(l)), { watchdog: watchdog.ms, timedOut: watchdog.timedOut }),
+        ...(args.json ? { onRecord: (r) => printJsonLine("eval-record", r) } : {}),
+      });
+    }
+    if (args.json) printJsonLine("eval", report);
+    else process.stdout.write(printable(rankedTable(report)) + "\n");
+    if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.candidates} candidates could not be judged (error): --resume tries them again`);
+    return report.exitCode;
+  },
+});

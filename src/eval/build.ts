@@ -1,0 +1,117 @@
+/**
+ * One candidate's build in `kerncap eval`: its private copy of the reproducer made
+ * (./candidates.ts materialise), then built as `kerncap validate --confine` builds (the one
+ * rebuild policy, src/rebuild/rebuilder.ts, build.sh alone; confined where the reproducer's
+ * compiler writes a dependency list: src/frontends/confine.ts), or, for a Triton config, compiled
+ * by repro.py as `kerncap tune` compiles one (src/tune/triton.ts); the rebuilt module checked by
+ * the frontend before anything launches it. The outcome is the module with the kernel's registers
+ * and stack frame, or the candidate's verdict when it never reaches a GPU: compile-error (the
+ * compiler's message), layout-change (the kernel's parameters are not the captured ones), error.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { cubinKernelFrameBytes, cubinKernelRegisters } from "../codeobj/cubin.ts";
+import { pickCubin } from "../codeobj/fatbin.ts";
+import { isKerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { readCaptureBytes } from "../format/paths.ts";
+import { Rebuilder } from "../rebuild/rebuilder.ts";
+import { capturedConfig, readPinned, tritonConfigCompiler, tritonScalarArgs } from "../tune/triton.ts";
+import { evalGrid } from "../tune/space.ts";
+import { materialise, type Candidate } from "./candidates.ts";
+import type { EvalVerdict } from "../format/eval-record.ts";
+
+/** A candidate's build that gave a module to run. */
+export interface BuiltModule {
+  module: string;
+  /** Wall time of the copy and the build (s). */
+  seconds: number;
+  registers: number | null;
+  stackFrameBytes: number | null;
+  /** The launch grid of a Triton config that changes the tile sizes (--grid); undefined: the captured grid. */
+  grid?: [number, number, number];
+}
+
+/** A candidate that never reaches a GPU: its verdict, the error's code and its message (the compiler's, once). */
+export interface BuildFailure {
+  verdict: Extract<EvalVerdict, "compile-error" | "layout-change" | "error">;
+  code: string;
+  reason: string;
+  seconds: number;
+}
+
+export type BuildOutcome = { built: BuiltModule } | { failed: BuildFailure };
+
+/** The error codes of a candidate that does not build (its own fault, not kerncap's). */
+const COMPILE_ERRORS = new Set(["E_BUILD", "E_PATCH", "E_RDC", "E_CONFINED", "E_KERNEL_NOT_FOUND"]);
+
+/** The verdict of a build's error. */
+export function buildVerdict(e: unknown): BuildFailure["verdict"] {
+  if (!isKerncapError(e)) return "error";
+  if (e.code === "E_PARAM_LAYOUT") return "layout-change";
+  return COMPILE_ERRORS.has(e.code) ? "compile-error" : "error";
+}
+
+/** The kernel's registers and stack frame in a module (a cubin, or a fatbin's cubin for the captured arch); nulls where it cannot be read. */
+export function moduleFigures(path: string, m: Pick<Manifest, "kernel" | "device">): { registers: number | null; stackFrameBytes: number | null } {
+  try {
+    const cubin = pickCubin(new Uint8Array(readFileSync(path)), m.device.arch).cubin;
+    return { registers: cubinKernelRegisters(cubin, m.kernel.name) ?? null, stackFrameBytes: cubinKernelFrameBytes(cubin, m.kernel.name) ?? null };
+  } catch {
+    return { registers: null, stackFrameBytes: null };
+  }
+}
+
+export interface BuildSettings {
+  /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1). */
+  force: boolean;
+  /** A Triton config's launch grid expression (src/tune/space.ts evalGrid). */
+  grid?: string;
+}
+
+/**
+ * Whether the reproducer's build can be confined: its compiler writes the dependency list that
+ * confinement reads (a CUDA reproducer's nvcc, whose source root the manifest records). A Triton
+ * reproducer's compile writes none: it runs unconfined, on the capture's own Python sources.
+ */
+export function confinable(m: Manifest): boolean {
+  return m.source?.cuda !== undefined;
+}
+
+/**
+ * Build one candidate into `dest` (its private copy, made here from the capture folder `dir`).
+ * Never throws for the candidate's own faults: they are its BuildFailure.
+ * @throws KerncapError E_INTERRUPTED (a stop signal during the build)
+ */
+export async function buildCandidate(dir: string, m: Manifest, c: Candidate, dest: string, s: BuildSettings): Promise<BuildOutcome> {
+  const t0 = performance.now();
+  const seconds = () => (performance.now() - t0) / 1000;
+  const fe = frontendOf(m);
+  try {
+    await materialise(dir, c, dest);
+    let module: string;
+    let grid: [number, number, number] | undefined;
+    if (c.kind === "config") {
+      const pin = readPinned(dest);
+      const base = capturedConfig(pin);
+      const config = { kwargs: { ...base.kwargs, ...c.config!.kwargs }, options: { ...base.options, ...c.config!.options } };
+      if (s.grid) {
+        const params = new Uint8Array(readCaptureBytes(dest, m.params.file, m.params.size));
+        grid = evalGrid(s.grid, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
+      }
+      const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
+      if ("error" in b) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error, seconds: seconds() } };
+      module = b.cubin;
+      fe.checkRebuiltModule?.(module, m);
+    } else {
+      const r = new Rebuilder(dest, m, fe, { quiet: true, force: s.force, fullBuild: true, ...(confinable(m) ? { confine: m } : {}) });
+      module = (await r.rebuildOnce()).module;
+    }
+    return { built: { module, seconds: seconds(), ...moduleFigures(module, m), ...(grid ? { grid } : {}) } };
+  } catch (e) {
+    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+    const message = e instanceof Error ? e.message : String(e);
+    return { failed: { verdict: buildVerdict(e), code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message, seconds: seconds() } };
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * `kerncap eval`'s candidates: what each one is, its identity, and its private copy of the
+ * capture's reproducer.
+ *
+ * A candidate is given on the command line as one of:
+ * - a folder: an edited source tree, mirroring the reproducer's src/ (it replaces src/ whole);
+ * - a `.patch` or `.diff` file: a unified diff applied to src/ (`git apply`, which refuses paths
+ *   with `..`, absolute paths and writes through links); paths as `diff -ru src edited` or
+ *   `git diff` inside src/ write them (one leading component stripped), or as `git diff` from the
+ *   capture folder writes them (a/src/… : two);
+ * - any other file: a single replacement for the one file of src/ with its name;
+ * - text of the form `NAME=VALUE …` that is no file: a Triton config (constexprs and num_warps,
+ *   num_stages, maxnreg: src/tune/space.ts), compiled from the capture's own sources.
+ *
+ * Its identity is its label (the file or folder name, the config) and the SHA-256 of its content:
+ * `--resume` and `--shard` key on it, so an edited candidate is a new one.
+ */
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { basename, join, relative, resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { isCaptureTemp } from "../format/paths.ts";
+import { parseConfigSpace, type TuneConfig } from "../tune/space.ts";
+
+export type CandidateKind = "tree" | "patch" | "file" | "config";
+
+export interface Candidate {
+  /** label@first 12 hex digits of the content's SHA-256. */
+  id: string;
+  /** What the user gave, shortened: the file or folder name, or the config text. */
+  label: string;
+  kind: CandidateKind;
+  /** The file or folder (absolute), for tree, patch and file. */
+  path?: string;
+  /** The config, for config. */
+  config?: TuneConfig;
+}
+
+/** The largest candidate file or tree read (bytes): sources, not data. */
+const CANDIDATE_MAX_BYTES = 64 << 20;
+
+/** The regular files of a folder (relative paths, sorted); links and other kinds refused by name. @throws KerncapError E_USAGE */
+function treeFiles(root: string): string[] {
+  const out: string[] = [];
+  let bytes = 0;
+  const walk = (d: string) => {
+    for (const name of readdirSync(d).sort()) {
+      const p = join(d, name);
+      const st = lstatSync(p);
+      if (st.isDirectory()) walk(p);
+      else if (st.isFile()) {
+        bytes += st.size;
+        out.push(relative(root, p));
+      } else throw new KerncapError("E_USAGE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, { hint: "A candidate tree holds regular files and folders only (it replaces src/ in a private copy): copy the file in instead of linking it." });
+    }
+  };
+  walk(root);
+  if (bytes > CANDIDATE_MAX_BYTES) throw new KerncapError("E_USAGE", `candidate ${root} holds ${bytes} bytes of files; a source tree is expected (at most 64 MiB)`, { hint: "Give the kernel's source folder (a copy of src/ with the edit), not a build or data folder." });
+  return out;
+}
+
+function digestOf(kind: CandidateKind, parts: (string | Uint8Array)[]): string {
+  const h = createHash("sha256").update(kind);
+  for (const p of parts) h.update(String(typeof p === "string" ? p.length : p.byteLength)).update(":").update(p);
+  return h.digest("hex");
+}
+
+/**
+ * A candidate from its command-line text (see the file's comment).
+ * @throws KerncapError E_USAGE: no such file and not a config; an empty or oversized file; a tree
+ *   with links; a config that names no value or more than one
+ */
+export function parseCandidate(spec: string): Candidate {
+  const path = resolve(spec);
+  if (existsSync(path)) {
+    const st = statSync(path);
+    const label = basename(path);
+    if (st.isDirectory()) {
+      const files = treeFiles(path);
+      if (!files.length) throw new KerncapError("E_USAGE", `candidate ${path} is an empty folder`, { hint: "A tree candidate mirrors src/: the reproducer's sources with the edit." });
+      const digest = digestOf("tree", files.flatMap((f) => [f, readFileSync(join(path, f))]));
+      return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path };
+    }
+    if (!st.isFile()) throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, { hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config." });
+    if (st.size > CANDIDATE_MAX_BYTES) throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
+    const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
+    const digest = digestOf(kind, [kind === "file" ? label : "", readFileSync(path)]);
+    return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path };
+  }
+  if (/^[A-Za-z_]\w*=/.test(spec.trim())) {
+    const space = parseConfigSpace([spec]);
+    if (space.length !== 1) throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, { hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space." });
+    const label = spec.trim().replace(/\s+/g, " ");
+    const digest = digestOf("config", [label]);
+    return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config: space[0]! };
+  }
+  throw new KerncapError("E_USAGE", `candidate ${spec}: no such file or folder, and not a Triton config (NAME=VALUE …)`, {
+    hint: "Give edited src/ folders, .patch/.diff files, replacement files, or Triton configs such as 'BLOCK_M=64 num_warps=4'.",
+  });
+}
+
+/**
+ * The candidates of the command line, each once (the same content given twice is evaluated once).
+ * @throws KerncapError E_USAGE as parseCandidate; none given
+ */
+export function parseCandidates(specs: string[]): Candidate[] {
+  if (!specs.length) throw new KerncapError("E_USAGE", "no candidates given", { hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, patches, replacement files, Triton configs)." });
+  const seen = new Map<string, Candidate>();
+  for (const s of specs) {
+    const c = parseCandidate(s);
+    if (!seen.has(c.id)) seen.set(c.id, c);
+  }
+  return [...seen.values()];
+}
+
+/** What a private copy leaves out of the capture folder: the memory images, build outputs, reports and kerncap's temporaries. */
+const NOT_COPIED = new Set(["memory", "build", "profile"]);
+
+/**
+ * Make `dest` a private copy of the capture's reproducer (every file of the capture folder but
+ * memory/, build/ and profile/; links are not copied) with the candidate applied. The capture
+ * folder itself is only read.
+ * @throws KerncapError E_USAGE (a replacement file that names no file of src/, or several),
+ *   E_PATCH (a patch that does not apply: the candidate's own fault, reported as a compile error)
+ */
+export async function materialise(capture: string, c: Candidate, dest: string): Promise<void> {
+  rmSync(dest, { recursive: true, force: true });
+  mkdirSync(dest, { recursive: true });
+  for (const name of readdirSync(capture)) {
+    if (NOT_COPIED.has(name) || isCaptureTemp(name)) continue;
+    const from = join(capture, name);
+    if (lstatSync(from).isSymbolicLink()) continue;
+    cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
+  }
+  const src = join(dest, "src");
+  if (c.kind === "tree") {
+    rmSync(src, { recursive: true, force: true });
+    mkdirSync(src);
+    for (const f of treeFiles(c.path!)) {
+      mkdirSync(join(src, f, ".."), { recursive: true });
+      writeFileSync(join(src, f), readFileSync(join(c.path!, f)));
+    }
+  } else if (c.kind === "file") {
+    const name = basename(c.path!);
+    const hits = existsSync(src) ? treeFiles(src).filter((f) => basename(f) === name) : [];
+    if (hits.length !== 1) {
+      throw new KerncapError("E_USAGE", `candidate ${c.path}: ${hits.length ? `${hits.length} files of src/ are named ${name} (${hits.join(", ")})` : `src/ has no file named ${name}`}`, {
+        hint: "A replacement file takes the name of the one file of src/ it replaces; otherwise give a tree (an edited copy of src/) or a patch.",
+      });
+    }
+    writeFileSync(join(src, hits[0]!), readFileSync(c.path!));
+  } else if (c.kind === "patch") {
+    await applyPatch(src, c.path!);
+  }
+}
+
+/** The number of leading path components to strip from the patch's paths so that they name files of src/. */
+function stripCount(src: string, patch: string): number {
+  const paths = [...patch.matchAll(/^(?:\+\+\+|---) (\S+)/gm)].map((m) => m[1]!).filter((p) => p !== "/dev/null");
+  const firstTwo = paths.map((p) => p.split("/").slice(1));
+  return paths.length && firstTwo.every((parts) => parts[0] === "src" && parts.length > 1) && !existsSync(join(src, "src")) ? 2 : 1;
+}
+
+async function applyPatch(src: string, patchFile: string): Promise<void> {
+  const text = readFileSync(patchFile, "utf8");
+  const p = Bun.spawn(["git", "apply", `-p${stripCount(src, text)}`, "--whitespace=nowarn", patchFile], { cwd: src, stdout: "pipe", stderr: "pipe", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } });
+  const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) {
+    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}`, { hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/)." });
+  }
+}

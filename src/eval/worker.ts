@@ -1,0 +1,134 @@
+/**
+ * The GPU side of `kerncap eval` (`kerncap eval --worker`, started by src/eval/eval.ts through
+ * check's pool, src/check/pool.ts workerCommand, with its own CUDA_VISIBLE_DEVICES): one process,
+ * one CUDA context; the captured memory of an input restored once (src/replay/engine.ts
+ * openReplay) and kept on the GPU for every candidate judged on it, as `validate --watch` keeps it
+ * between saves. Before each candidate the session puts back only what earlier runs wrote
+ * (ReplaySession.reset: the app's changed chunks from the device backup, then every chunk whose
+ * kc64 differs from the before state), so a candidate never sees another's writes: each starts
+ * from the captured before state, and its checked runs each start from it again.
+ *
+ * Protocol (check's, src/check/worker.ts serveProtocol): stdin's first line `{"settings":
+ * EvalSettings}`, then `{"task": EvalTask}` lines; for each task stdout gets `{"started": true}`
+ * once the input is resident and the candidate's launches begin (the parent's watchdog runs from
+ * there: a hung kernel is killed with its worker), then `{"outcome": EvalOutcome}`. After a kernel
+ * fault (the device context is lost) the outcome says `"retire": true` and the worker ends: the
+ * parent starts a fresh one for the next candidate.
+ *
+ * The time compared is the kernel's own on the captured input: the candidate and the captured
+ * module are launched alternately on the same memory, each launch from the same before state
+ * with the same inputs (src/replay/engine.ts runCompared); a candidate that caches a result in
+ * device memory across launches is caught by the restore between checked runs, whose results must
+ * each match the app's after state.
+ */
+import { resolve } from "node:path";
+import * as v from "valibot";
+import { mismatchReason } from "../check/runner.ts";
+import { isKerncapError } from "../errors.ts";
+import { openCapture } from "../format/capture-dir.ts";
+import type { EvalOutcome } from "../format/eval-record.ts";
+import { readCaptureBytes } from "../format/paths.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { rebuiltRun } from "../rebuild/rebuilder.ts";
+import { openReplay, withRebuiltLaunch, type ComparedRuns, type ReplaySession, type RunOptions } from "../replay/engine.ts";
+import { timingOf } from "./timing.ts";
+
+/** What every candidate of one eval is judged with (the verb's options). */
+export interface EvalSettings {
+  /** Timed launches of the candidate and of the captured module, interleaved. */
+  iters: number;
+  /** Checked launches of the candidate (default: the engine's 3, then 8 when they differ). */
+  runs?: number;
+  verify: boolean;
+  tolerance: { atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
+}
+
+/** One candidate on one input, as the parent hands it to a worker. */
+export interface EvalTask {
+  candidate: string;
+  /** The input's identity and its capture folder. */
+  input: string;
+  dir: string;
+  /** The candidate's built module (in its private copy). */
+  module: string;
+  /** A Triton config's grid where it changes the tile sizes. */
+  grid?: [number, number, number];
+}
+
+const Tolerance = v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), multiset: v.optional(v.array(v.string())) });
+/** The protocol's lines (src/check/worker.ts serveProtocol). */
+export const EVAL_PROTOCOL = {
+  settings: v.object({ settings: v.object({ iters: v.number(), runs: v.optional(v.number()), verify: v.boolean(), tolerance: Tolerance }) }),
+  task: v.object({ task: v.object({ candidate: v.string(), input: v.string(), dir: v.string(), module: v.string(), grid: v.optional(v.tuple([v.number(), v.number(), v.number()])) }) }),
+};
+
+/**
+ * Judges candidates in this process, keeping one input's memory on the GPU (see the file's comment).
+ * `started` is called when a candidate's launches are about to begin.
+ */
+export class EvalJudge {
+  private session: ReplaySession | undefined;
+  private contextLost = false;
+
+  constructor(private readonly started: () => void) {}
+
+  /** Whether a kernel fault took this process's device context (the worker retires). */
+  lost(): boolean {
+    return this.contextLost;
+  }
+
+  private async sessionFor(dir: string, s: EvalSettings): Promise<ReplaySession> {
+    const want = resolve(dir);
+    if (this.session && resolve(this.session.dir) === want) return this.session;
+    this.close();
+    this.session = await openReplay(openCapture(want), { verify: s.verify, ordinal: 0 });
+    return this.session;
+  }
+
+  /** Free the resident input (its VAs, device memory). */
+  close(): void {
+    this.session?.close();
+    this.session = undefined;
+    // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts): before another input's fixed VAs
+    Bun.gc(true);
+  }
+
+  /** Judge one candidate on one input. Never throws: a failure is the outcome's error or fault. */
+  async judge(t: EvalTask, s: EvalSettings): Promise<EvalOutcome> {
+    const t0 = performance.now();
+    const base = { candidate: t.candidate, input: t.input, reason: null, code: null, numerics: null, timing: null, device: null };
+    let session: ReplaySession | undefined;
+    try {
+      session = await this.sessionFor(t.dir, s);
+      const m = session.manifest;
+      const fe = frontendOf(m);
+      const run: RunOptions = { iters: s.iters, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...rebuiltRun(fe, m, t.module) };
+      if (t.grid) {
+        const rebuilt = fe.rebuiltLaunch?.(t.module, m);
+        const mg = { ...m, launch: { ...m.launch, grid: t.grid } };
+        const w = rebuilt ? withRebuiltLaunch(mg, rebuilt) : mg;
+        run.launch = { launch: w.launch, functionAttributes: w.functionAttributes, params: new Uint8Array(readCaptureBytes(session.dir, m.params.file, m.params.size)) };
+      }
+      this.started();
+      const r = await session.runCompared({ iters: s.iters, runs: 1 }, run);
+      return { ...base, ...verdictOf(r), runSeconds: (performance.now() - t0) / 1000, device: r.candidate.device };
+    } catch (e) {
+      const message = (e instanceof Error ? e.message : String(e)).split("\n").slice(0, 3).join(" / ");
+      const code = isKerncapError(e) ? e.code : "E_INTERNAL";
+      if (session?.isContextLost(e)) {
+        this.contextLost = true;
+        session.close({ resetDevice: true });
+        this.session = undefined;
+        return { ...base, verdict: "fault", code, reason: message, runSeconds: (performance.now() - t0) / 1000 };
+      }
+      return { ...base, verdict: "error", code, reason: message, runSeconds: (performance.now() - t0) / 1000 };
+    }
+  }
+}
+
+/** The verdict, numerics, reason and timing of a candidate's compared runs. */
+export function verdictOf(r: ComparedRuns): Pick<EvalOutcome, "verdict" | "numerics" | "reason" | "timing"> {
+  const c = r.candidate;
+  if (c.verdict === "mismatch") return { verdict: "mismatch", numerics: c.numerics.verdict, reason: mismatchReason(c), timing: null };
+  return { verdict: "match", numerics: c.numerics.verdict, reason: null, timing: timingOf(r.compare) };
+}

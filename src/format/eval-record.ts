@@ -1,0 +1,80 @@
+/**
+ * One candidate judged on one input in `kerncap eval` (src/eval/): the shape of each line of its
+ * JSON Lines results (`--jsonl FILE`, and stdout with --json: written as each finishes, read back
+ * by --resume and --merge), of what an eval worker sends back (src/eval/worker.ts; the parent adds
+ * the build, worker and shard fields) and of the `records` of the kerncap.eval document. Here with
+ * the other documents (./documents.ts), below the eval that writes it.
+ */
+import * as v from "valibot";
+
+const N = v.number();
+
+/**
+ * How a candidate ended on one input, exactly one of: match (the kernel's outputs are the app's,
+ * timed against the captured module), mismatch (the first differing region), fault (the launch
+ * faulted; the worker's context went with it and the worker was replaced), timeout (the launches
+ * ran past the watchdog's bound, derived from the captured kernel time; the worker was killed and
+ * replaced), compile-error (the build failed: the compiler's message, once), layout-change (the
+ * rebuilt kernel's parameters are not the captured ones: nothing launched), error (kerncap could
+ * not judge it: a worker that died, a refused module, no GPU; --resume tries it again).
+ */
+export const EVAL_VERDICTS = ["match", "mismatch", "fault", "timeout", "compile-error", "layout-change", "error"] as const;
+export type EvalVerdict = (typeof EVAL_VERDICTS)[number];
+
+/** The candidate's time against the captured module's, timed interleaved on the same memory (src/replay/stats.ts TimingComparison, cut to its figures). */
+export const EvalTiming = v.object({
+  /** The captured module's and the candidate's median kernel time (µs, CUDA events). */
+  baselineMedianUs: N,
+  candidateMedianUs: N,
+  /** Captured median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+  speedup: N,
+  low: N,
+  high: N,
+  verdict: v.picklist(["faster", "slower", "same"]),
+  text: v.string(),
+});
+export type EvalTiming = v.InferOutput<typeof EvalTiming>;
+
+/** What a worker measures of one candidate on one input. */
+export const EvalOutcomeFields = {
+  /** The candidate's identity: its label and the SHA-256 of what it is (src/eval/candidates.ts candidateId). */
+  candidate: v.string(),
+  /** The input's identity (src/check/discover.ts: the capture's path from the root given). */
+  input: v.string(),
+  verdict: v.picklist(EVAL_VERDICTS),
+  /** One line: why it mismatched (the first differing region), faulted, timed out, failed. */
+  reason: v.nullable(v.string()),
+  /** The error's code (E_BUILD, E_PARAM_LAYOUT, E_WORKER …) where there is one. */
+  code: v.nullable(v.string()),
+  /** bit-exact, within-tolerance, within-spread, multiset-equal or mismatch (match and mismatch only). */
+  numerics: v.nullable(v.string()),
+  timing: v.nullable(EvalTiming),
+  /** Wall time of the run in the worker (s; 0 when nothing ran). */
+  runSeconds: N,
+  /** The GPU it ran on (null when nothing ran). */
+  device: v.nullable(v.object({ name: v.string(), arch: v.string() })),
+};
+export const EvalOutcome = v.object(EvalOutcomeFields);
+export type EvalOutcome = v.InferOutput<typeof EvalOutcome>;
+
+export const EvalRecord = v.object({
+  ...EvalOutcomeFields,
+  /** The candidate as given: its label (a file name, a config) and kind. */
+  label: v.string(),
+  kind: v.picklist(["tree", "patch", "file", "config"]),
+  /**
+   * The build: wall time (s); the kernel's registers per thread and its thread's stack frame
+   * (bytes of local memory, where spilled registers and local arrays go: ptxas's "bytes stack
+   * frame"), both from the cubin's .nv.info (src/codeobj/cubin.ts); null where unknown (a failed
+   * build, a module that is not a cubin).
+   */
+  build: v.object({ seconds: N, registers: v.nullable(N), stackFrameBytes: v.nullable(N) }),
+  /** Worker slot (0-based) and its CUDA_VISIBLE_DEVICES (null: inherited; null slot: nothing ran). */
+  worker: v.nullable(v.pipe(v.number(), v.integer(), v.minValue(0))),
+  gpu: v.nullable(v.string()),
+  /** The run's --shard ("K/N"), null for the whole set. */
+  shard: v.nullable(v.string()),
+  /** When it finished (ISO 8601). */
+  at: v.string(),
+});
+export type EvalRecord = v.InferOutput<typeof EvalRecord>;
