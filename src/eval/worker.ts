@@ -70,7 +70,14 @@ export class EvalJudge {
   private session: ReplaySession | undefined;
   private contextLost = false;
 
-  constructor(private readonly started: () => void) {}
+  /**
+   * @param started called when a candidate's launches are about to begin
+   * @param open how an input is made resident (openReplay; the CPU tests give a session without a GPU)
+   */
+  constructor(
+    private readonly started: () => void,
+    private readonly open: (dir: string, s: EvalSettings) => Promise<ReplaySession> = (dir, s) => openReplay(openCapture(dir), { verify: s.verify, ordinal: 0 }),
+  ) {}
 
   /** Whether a kernel fault took this process's device context (the worker retires). */
   lost(): boolean {
@@ -81,7 +88,7 @@ export class EvalJudge {
     const want = resolve(dir);
     if (this.session && resolve(this.session.dir) === want) return this.session;
     this.close();
-    this.session = await openReplay(openCapture(want), { verify: s.verify, ordinal: 0 });
+    this.session = await this.open(want, s);
     return this.session;
   }
 

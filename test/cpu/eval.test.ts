@@ -1,0 +1,458 @@
+/**
+ * `kerncap eval` (src/eval/) without a GPU: candidates and their private copies, the scheduling
+ * (N candidates on M workers, records in the order they finish, the ranked table), several inputs
+ * (right only when right on all), the isolation of real worker processes (a hung kernel killed by
+ * the watchdog, a worker killed mid-candidate, a fault: each that candidate's verdict, the rest go
+ * on), --resume after SIGKILL, --shard and --merge, the judge's resident input, and real builds
+ * with nvcc (a compile error once, a changed parameter layout). GPU workers are fakes
+ * (./eval-fake-worker.ts, or runners in this process) where a replay would need the GPU.
+ */
+import { describe, expect, test } from "bun:test";
+import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { OpenRunner } from "../../src/check/pool.ts";
+import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
+import { BUILD_INPUT, mergeEval, rankedTable, runEval, summarize, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
+import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
+import { documentId } from "../../src/format/documents.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { splitPositionals } from "../../src/cli/commands/eval.ts";
+import * as v from "valibot";
+import { makeCapture, noGpuResult, noGpuSession, tempDir } from "./fixtures.ts";
+import { fakeBuild, fakeWorkers, SETTINGS } from "./eval-child.ts";
+import { NVCC } from "../nvcc-fixtures.ts";
+
+/** A capture with a reproducer source (src/kernel.cu, src/util.h) and the given build.sh. */
+async function captureWithSource(buildSh = "#!/usr/bin/env bash\nexit 1\n"): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/kernel.cu"), '#include "util.h"\n__global__ void scale(float* x, int n) { x[threadIdx.x] *= TWO; }\n');
+  writeFileSync(join(dir, "src/util.h"), "#define TWO 2.0f\n");
+  writeFileSync(join(dir, "build.sh"), buildSh, { mode: 0o755 });
+  return dir;
+}
+
+/** Candidate files in a folder: name → text (what the fake build makes the module say). */
+function candidateFiles(texts: Record<string, string>): string[] {
+  const d = tempDir("kerncap-cands-");
+  return Object.entries(texts).map(([name, text]) => {
+    writeFileSync(join(d, name), text);
+    return join(d, name);
+  });
+}
+
+/** The files of a folder with their bytes (to see that a capture folder is untouched). */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out[p.slice(dir.length)] = readFileSync(p).toString("base64");
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+/** Runners in this process that answer from the module's text as the fake worker does, after `delay(task)` ms; `running` tracks the tasks in flight. */
+function inProcess(delay: (t: EvalTask) => number = () => 5) {
+  let running = 0;
+  let most = 0;
+  const opened: number[] = [];
+  const open: OpenRunner<EvalTask, EvalOutcome> = (slot) => {
+    opened.push(slot);
+    return {
+      run: async (t) => {
+        running++;
+        most = Math.max(most, running);
+        await Bun.sleep(delay(t));
+        running--;
+        const [what, sp] = readFileSync(t.module, "utf8").trim().split(/\s+/);
+        const s = Number(sp ?? 1);
+        const base = { candidate: t.candidate, input: t.input, code: null, runSeconds: delay(t) / 1000, device: { name: "fake GPU", arch: "sm_90" } };
+        return what === "mismatch"
+          ? { ...base, verdict: "mismatch", reason: "0x7f0000000000 differs", numerics: "mismatch", timing: null }
+          : { ...base, verdict: "match", reason: null, numerics: "bit-exact", timing: { baselineMedianUs: 10, candidateMedianUs: 10 / s, speedup: s, low: s * 0.98, high: s * 1.02, verdict: "same", text: "" } };
+      },
+      kill() {},
+      close: async () => {},
+    };
+  };
+  return { open: () => open, most: () => most, opened };
+}
+
+function options(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
+  return { dirs, candidates, settings: SETTINGS, build: { force: false }, resume: false, slots: [null], jobs: 2, trust: false, live: false, open: inProcess().open, buildWith: fakeBuild(), ...o };
+}
+
+/** stderr written during fn (the progress lines), and fn's result. */
+async function quiet<T>(fn: () => Promise<T>): Promise<{ err: string; value: T }> {
+  let err = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  try {
+    const value = await fn();
+    return { err, value };
+  } finally {
+    process.stderr.write = orig;
+  }
+}
+
+function running(pid: number): boolean {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return st.slice(st.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+describe("candidates", () => {
+  test("a folder is a tree, .patch/.diff a patch, another file a replacement, NAME=V a Triton config; identity follows content", () => {
+    const d = tempDir();
+    mkdirSync(join(d, "tree"));
+    writeFileSync(join(d, "tree/kernel.cu"), "a");
+    writeFileSync(join(d, "fix.patch"), "--- a/x\n+++ b/x\n");
+    writeFileSync(join(d, "kernel.cu"), "b");
+    const [t, p, f] = ["tree", "fix.patch", "kernel.cu"].map((n) => parseCandidate(join(d, n)));
+    expect([t!.kind, p!.kind, f!.kind]).toEqual(["tree", "patch", "file"]);
+    const c = parseCandidate("BLOCK_M=64  num_warps=4");
+    expect(c).toMatchObject({ kind: "config", label: "BLOCK_M=64 num_warps=4", config: { kwargs: { BLOCK_M: 64 }, options: { num_warps: 4 } } });
+    const before = f!.id;
+    writeFileSync(join(d, "kernel.cu"), "c");
+    expect(parseCandidate(join(d, "kernel.cu")).id).not.toBe(before); // an edited candidate is a new one
+    expect(parseCandidate(join(d, "kernel.cu")).id).toBe(parseCandidate(join(d, "kernel.cu")).id);
+    expect(parseCandidates([join(d, "kernel.cu"), join(d, "kernel.cu")]).length).toBe(1);
+    expect(() => parseCandidate(join(d, "nope.cu"))).toThrow(/no such file or folder, and not a Triton config/);
+    expect(() => parseCandidate("BLOCK_M=64,128")).toThrow(/is 2 configs/);
+    expect(() => parseCandidates([])).toThrow(KerncapError);
+  });
+
+  test("materialise: a private copy (no memory/, no build/), the candidate applied; the capture folder untouched", async () => {
+    const cap = await captureWithSource();
+    mkdirSync(join(cap, "build"));
+    writeFileSync(join(cap, "build/kernel.cubin"), "old");
+    const before = snapshot(cap);
+    const d = tempDir();
+    const dest = join(d, "copy");
+    // a replacement file: the one file of src/ with its name
+    writeFileSync(join(d, "util.h"), "#define TWO 3.0f\n");
+    await materialise(cap, parseCandidate(join(d, "util.h")), dest);
+    expect(readFileSync(join(dest, "src/util.h"), "utf8")).toContain("3.0f");
+    expect(existsSync(join(dest, "memory")) || existsSync(join(dest, "build"))).toBe(false);
+    expect(existsSync(join(dest, "kerncap.json")) && existsSync(join(dest, "build.sh"))).toBe(true);
+    // a tree replaces src/ whole
+    mkdirSync(join(d, "tree"));
+    writeFileSync(join(d, "tree/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+    await materialise(cap, parseCandidate(join(d, "tree")), dest);
+    expect(readdirSync(join(dest, "src"))).toEqual(["kernel.cu"]);
+    // patches: paths as diff -ru src edited writes them (-p1), and as git diff from the capture folder (a/src/…: -p2)
+    writeFileSync(join(d, "p1.patch"), "--- src/util.h\n+++ edited/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 4.0f\n");
+    await materialise(cap, parseCandidate(join(d, "p1.patch")), dest);
+    expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("#define TWO 4.0f\n");
+    writeFileSync(join(d, "p2.diff"), "diff --git a/src/util.h b/src/util.h\n--- a/src/util.h\n+++ b/src/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 5.0f\n");
+    await materialise(cap, parseCandidate(join(d, "p2.diff")), dest);
+    expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("#define TWO 5.0f\n");
+    writeFileSync(join(d, "bad.patch"), "--- a/util.h\n+++ b/util.h\n@@ -1 +1 @@\n-#define NOT THERE\n+#define X\n");
+    expect(materialise(cap, parseCandidate(join(d, "bad.patch")), dest)).rejects.toMatchObject({ code: "E_PATCH" });
+    writeFileSync(join(d, "evil.patch"), "--- a/../../escape.txt\n+++ b/../../escape.txt\n@@ -0,0 +1 @@\n+owned\n");
+    expect(materialise(cap, parseCandidate(join(d, "evil.patch")), dest)).rejects.toMatchObject({ code: "E_PATCH" });
+    expect(existsSync(join(d, "escape.txt"))).toBe(false);
+    writeFileSync(join(d, "other.cu"), "x");
+    expect(materialise(cap, parseCandidate(join(d, "other.cu")), dest)).rejects.toThrow(/src\/ has no file named other.cu/);
+    expect(snapshot(cap)).toEqual(before);
+  });
+});
+
+describe("scheduling", () => {
+  test("12 candidates on 3 workers: each judged once, never more than 3 at once, records in the order they finish, a ranked table", async () => {
+    const cap = await captureWithSource();
+    const texts: Record<string, string> = {};
+    for (let i = 0; i < 10; i++) texts[`c${i}.cu`] = `match ${(0.8 + 0.05 * i).toFixed(2)}`;
+    texts["broken.cu"] = "compile-error";
+    texts["wider.cu"] = "layout-change";
+    const files = candidateFiles(texts);
+    // c0 is slow: it finishes after candidates that started later
+    const w = inProcess((t) => (t.candidate.startsWith("c0.cu") ? 300 : 10));
+    const streamed: Rec[] = [];
+    const jsonl = join(tempDir(), "out.jsonl");
+    const { err, value: r } = await quiet(() => runEval(options([cap], files, { slots: [null, null, null], open: w.open, jsonl, onRecord: (x) => streamed.push(x) })));
+    expect(w.most()).toBe(3);
+    expect(streamed.length).toBe(12);
+    expect(new Set(streamed.map((x) => x.candidate)).size).toBe(12);
+    const c0 = streamed.findIndex((x) => x.label === "c0.cu");
+    expect(c0).toBeGreaterThan(streamed.findIndex((x) => x.label === "c3.cu")); // finish order, not the order given
+    // the file holds the same records, in the same order, each a valid eval-record line
+    const lines = readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.candidate)).toEqual(streamed.map((x) => x.candidate));
+    for (const l of lines) {
+      expect(l.schema).toBe(documentId("eval-record"));
+      expect(v.safeParse(EvalRecord, l).success).toBe(true);
+    }
+    // a build failure never reaches a worker and is one record, with the compiler's message once
+    const broken = streamed.filter((x) => x.label === "broken.cu");
+    expect(broken).toMatchObject([{ input: BUILD_INPUT, verdict: "compile-error", code: "E_BUILD", worker: null }]);
+    expect(streamed.find((x) => x.label === "wider.cu")).toMatchObject({ verdict: "layout-change" });
+    // ranked: fastest match first (c9: 1.25×), c0 (0.80×) last of the matches, then the failures
+    expect(r.candidates.map((c) => c.label)).toEqual(["c9.cu", "c8.cu", "c7.cu", "c6.cu", "c5.cu", "c4.cu", "c3.cu", "c2.cu", "c1.cu", "c0.cu", "broken.cu", "wider.cu"]);
+    expect(r.candidates.map((c) => c.rank)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, null, null]);
+    expect(r.summary).toMatchObject({ candidates: 12, match: 10, "compile-error": 1, "layout-change": 1 });
+    expect(r.exitCode).toBe(0);
+    const table = rankedTable(r);
+    expect(table.split("\n")[1]).toMatch(/^1\s+match\s+1\.25×\s+1\.23–1\.27\s+32\s+0\s+1\/1\s+c9\.cu$/);
+    expect(table).toContain("expected a \";\"");
+    expect(err).toMatch(/\[ *12\/12\]/); // progress: candidates finished of those to evaluate
+  });
+
+  test("several inputs: a candidate is right only when right on all; each input's verdict said; a capture set's members are inputs", async () => {
+    const set = join(tempDir(), "set");
+    await makeCapture(join(set, "0-scale"));
+    await makeCapture(join(set, "1-scale"));
+    writeFileSync(join(set, "kerncap-captures.json"), JSON.stringify({ format: "kerncap-capture-set", version: 1, command: ["./app"], captures: [{ dir: "0-scale", kernel: "scale(float*, int)", launchIndex: 0 }, { dir: "1-scale", kernel: "scale(float*, int)", launchIndex: 1 }] }));
+    const files = candidateFiles({ "good.cu": "match 1.21", "overfit.cu": "match 2.0\nset/1-scale=mismatch" });
+    const { value: r } = await quiet(() =>
+      runEval(
+        options([set], files, {
+          open: () => (slot) => {
+            const inner = inProcess().open()(slot, null);
+            // the fake reads INPUT=WORD lines as the fake worker does
+            return { ...inner, run: async (t) => (readFileSync(t.module, "utf8").includes(`${t.input}=mismatch`) ? { ...(await inner.run(t)), verdict: "mismatch", reason: "differs", timing: null } : inner.run(t)) };
+          },
+        }),
+      ),
+    );
+    expect(r.inputs).toEqual(["set/0-scale", "set/1-scale"]);
+    const good = r.candidates.find((c) => c.label === "good.cu")!;
+    const over = r.candidates.find((c) => c.label === "overfit.cu")!;
+    expect(good).toMatchObject({ verdict: "match", rank: 1, inputs: [{ verdict: "match" }, { verdict: "match" }] });
+    expect(good.speedup!).toBeCloseTo(1.21, 5);
+    expect(over.verdict).toBe("mismatch");
+    expect(over.rank).toBeNull();
+    expect(over.inputs.map((i) => `${i.input}:${i.verdict}`).sort()).toEqual(["set/0-scale:match", "set/1-scale:mismatch"]);
+    expect(over.reason).toStartWith("set/1-scale: ");
+    // inputs of two kernels are refused
+    const other = join(tempDir(), "other");
+    await makeCapture(other);
+    const m = JSON.parse(readFileSync(join(other, "kerncap.json"), "utf8"));
+    m.kernel.name = "_Z4axpyPfi";
+    writeFileSync(join(other, "kerncap.json"), JSON.stringify(m));
+    expect(runEval(options([set, other], files))).rejects.toThrow(/captures of one kernel/);
+  });
+
+  test("summaries: the geometric mean over inputs; the worst verdict wins; a later record of one input replaces an earlier", () => {
+    const rec = (candidate: string, input: string, verdict: Rec["verdict"], speedup?: number): Rec => ({
+      candidate, input, verdict, reason: verdict === "match" ? null : verdict, code: null, numerics: null, runSeconds: 0, device: null,
+      timing: speedup ? { baselineMedianUs: 1, candidateMedianUs: 1 / speedup, speedup, low: speedup, high: speedup, verdict: "same", text: "" } : null,
+      label: candidate, kind: "file", build: { seconds: 0, registers: null, stackFrameBytes: null }, worker: 0, gpu: null, shard: null, at: "",
+    });
+    const s = summarize([rec("a", "x", "match", 2), rec("a", "y", "match", 0.5), rec("b", "x", "error"), rec("b", "x", "timeout"), rec("b", "y", "mismatch"), rec("c", "x", "fault"), rec("c", "y", "error")]);
+    expect(s.map((c) => [c.candidate, c.verdict])).toEqual([["a", "match"], ["c", "fault"], ["b", "timeout"]]);
+    expect(s[0]!.speedup!).toBeCloseTo(1, 10);
+  });
+});
+
+describe("isolation: real worker processes", () => {
+  test("a hung kernel is killed at the watchdog's bound (timeout), a worker killed mid-candidate is that candidate's error, a fault retires its worker; the rest go on", async () => {
+    const cap = await captureWithSource();
+    const log = join(tempDir(), "log");
+    writeFileSync(log, "");
+    process.env.EVAL_FAKE_LOG = log;
+    const files = candidateFiles({ "a.cu": "match 1.1", "hang.cu": "hang", "b.cu": "match 0.9", "die.cu": "die", "fault.cu": "fault", "c.cu": "match 1.3", "d.cu": "mismatch" });
+    const t0 = performance.now();
+    let r;
+    try {
+      ({ value: r } = await quiet(() => runEval(options([cap], files, { slots: [null, null], open: fakeWorkers(), timeoutS: 1 }))));
+    } finally {
+      delete process.env.EVAL_FAKE_LOG;
+    }
+    const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+    expect(by["hang.cu"]).toMatchObject({ verdict: "timeout", code: "E_TIMEOUT" });
+    expect(by["hang.cu"]!.reason).toMatch(/ran past 1\.0 s/);
+    expect(by["die.cu"]).toMatchObject({ verdict: "error", code: "E_WORKER" });
+    expect(by["die.cu"]!.reason).toContain("SIGKILL");
+    expect(by["fault.cu"]).toMatchObject({ verdict: "fault" });
+    expect(by["d.cu"]).toMatchObject({ verdict: "mismatch" });
+    for (const ok of ["a.cu", "b.cu", "c.cu"]) expect(by[ok]).toMatchObject({ verdict: "match" });
+    expect(r.records.length).toBe(7);
+    expect(performance.now() - t0).toBeLessThan(15_000);
+    // the hung worker is gone; the candidate after a fault ran in another process than the fault
+    const started = readFileSync(log, "utf8").trim().split("\n").map((l) => l.split(" "));
+    const pidOf = (label: string) => Number(started.find((s) => s[1]!.startsWith(label))![0]);
+    expect(running(pidOf("hang.cu"))).toBe(false);
+    const faultPid = pidOf("fault.cu");
+    const after = started.slice(started.findIndex((s) => s[1]!.startsWith("fault.cu")) + 1);
+    expect(after.every((s) => Number(s[0]) !== faultPid)).toBe(true);
+    expect(r.exitCode).toBe(2); // die.cu could not be judged: --resume tries it again
+    expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
+  }, 30_000);
+
+  test("the judge keeps an input resident across candidates and opens another input once; a lost context is a fault and retires it", async () => {
+    const a = await captureWithSource();
+    const b = await captureWithSource();
+    const opened: string[] = [];
+    let n = 0;
+    const judge = new EvalJudge(
+      () => n++,
+      async (dir) => {
+        opened.push(dir);
+        const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+        return {
+          ...noGpuSession(dir, m, async (o) => {
+            const text = readFileSync(await o.modulePath!, "utf8");
+            if (text === "fault") throw new KerncapError("E_LAUNCH", "CUDA_ERROR_ILLEGAL_ADDRESS");
+            return noGpuResult(m.kernel.name, text === "bad");
+          }),
+          isContextLost: (e: unknown) => (e as KerncapError).code === "E_LAUNCH",
+        };
+      },
+    );
+    const mod = (text: string) => {
+      const p = join(tempDir(), "m");
+      writeFileSync(p, text);
+      return p;
+    };
+    const task = (dir: string, text: string): EvalTask => ({ candidate: text, input: dir, dir, module: mod(text) });
+    expect(await judge.judge(task(a, "good"), SETTINGS)).toMatchObject({ verdict: "match" });
+    expect(await judge.judge(task(a, "bad"), SETTINGS)).toMatchObject({ verdict: "mismatch", reason: expect.stringContaining("0x7f0000000000") });
+    expect(await judge.judge(task(b, "good"), SETTINGS)).toMatchObject({ verdict: "match" });
+    expect(opened).toEqual([a, b]);
+    expect(n).toBe(3);
+    expect(judge.lost()).toBe(false);
+    expect(await judge.judge(task(b, "fault"), SETTINGS)).toMatchObject({ verdict: "fault", code: "E_LAUNCH" });
+    expect(judge.lost()).toBe(true);
+  });
+});
+
+describe("--resume, --shard, --merge", () => {
+  test("after SIGKILL: the records written are kept, a last line cut short dropped, the rest evaluated once", async () => {
+    const cap = await captureWithSource();
+    const texts: Record<string, string> = {};
+    for (let i = 0; i < 8; i++) texts[`k${i}.cu`] = `match 1.${i}`;
+    const files = candidateFiles(texts);
+    const jsonl = join(tempDir(), "r.jsonl");
+    const child = Bun.spawn([process.execPath, join(import.meta.dir, "eval-child.ts"), cap, jsonl, "250", ...files], { stdout: "ignore", stderr: "pipe" });
+    const t0 = Date.now();
+    while (!(existsSync(jsonl) && readFileSync(jsonl, "utf8").split("\n").length > 3)) {
+      if (Date.now() - t0 > 20_000) throw new Error("the child wrote no records");
+      await Bun.sleep(20);
+    }
+    child.kill("SIGKILL");
+    await child.exited;
+    const before = readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l).label as string);
+    expect(before.length).toBeGreaterThanOrEqual(3);
+    expect(before.length).toBeLessThan(8);
+    appendFileSync(jsonl, '{"schema":"kerncap.eval-record/1","candidate":"k7'); // the kill's cut
+    const built: string[] = [];
+    const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, built) })));
+    expect(built.sort()).toEqual(Object.keys(texts).filter((k) => !before.includes(k)).sort());
+    expect(r.candidates.length).toBe(8);
+    const after = readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(after.length).toBe(8);
+    expect(new Set(after.map((x) => x.candidate)).size).toBe(8);
+  }, 40_000);
+
+  test("shards are disjoint and cover the candidates; --merge ranks them together; a resume of another shard is refused", async () => {
+    const cap = await captureWithSource();
+    const texts: Record<string, string> = {};
+    for (let i = 0; i < 9; i++) texts[`s${i}.cu`] = `match 1.0${i}`;
+    const files = candidateFiles(texts);
+    const d = tempDir();
+    const outs = [0, 1, 2].map((k) => join(d, `shard-${k}.jsonl`));
+    const labels: string[] = [];
+    for (const [k, f] of outs.entries()) {
+      const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl: f, shard: { index: k, count: 3 } })));
+      labels.push(...r.candidates.map((c) => c.label));
+    }
+    expect(labels.sort()).toEqual(Object.keys(texts).sort());
+    const merged = mergeEval(outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length));
+    expect(merged.candidates.map((c) => c.label)).toEqual(["s8.cu", "s7.cu", "s6.cu", "s5.cu", "s4.cu", "s3.cu", "s2.cu", "s1.cu", "s0.cu"]);
+    const used = outs.find((f) => readFileSync(f, "utf8").length)!;
+    expect(runEval(options([cap], files, { jsonl: used, resume: true }))).rejects.toThrow(/holds an eval of --shard/);
+    expect(runEval(options([cap], files, { resume: true }))).rejects.toThrow(/--resume continues the results file of --jsonl/);
+  });
+});
+
+describe.skipIf(!NVCC)("real builds (nvcc, no GPU)", () => {
+  const BUILD_SH = `#!/usr/bin/env bash
+set -euo pipefail
+here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+out="\${1:-$here/build/kernel.cubin}"
+mkdir -p "$(dirname "$out")"
+"${NVCC}" -cubin -arch=sm_90 \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$out" >&2
+echo "$out"
+`;
+  /** The capture of an extern "C" kernel (its name says nothing of its parameters: a changed layout is not a missing kernel). */
+  async function externC(): Promise<string> {
+    const cap = await captureWithSource(BUILD_SH);
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    m.kernel.name = "scale";
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(cap, "src/kernel.cu"), '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { x[threadIdx.x] *= TWO; }\n');
+    return cap;
+  }
+  test("each candidate built in its own copy, in parallel: a compile error once with the compiler's message, a changed parameter layout, registers of the rest; the capture untouched", async () => {
+    const cap = await externC();
+    const before = snapshot(cap);
+    const d = tempDir("kerncap-cands-");
+    writeFileSync(join(d, "kernel.cu"), '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= TWO; }\n');
+    mkdirSync(join(d, "syntax"));
+    writeFileSync(join(d, "syntax/kernel.cu"), 'extern "C" __global__ void scale(float* x, int n) { x[0] = oops }\n');
+    mkdirSync(join(d, "wider"));
+    writeFileSync(join(d, "wider/kernel.cu"), 'extern "C" __global__ void scale(float* x, long n) { x[0] = n; }\n');
+    mkdirSync(join(d, "renamed"));
+    writeFileSync(join(d, "renamed/kernel.cu"), 'extern "C" __global__ void scale2(float* x, int n) { x[0] = n; }\n');
+    writeFileSync(join(d, "three.patch"), "--- a/util.h\n+++ b/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 3.0f\n");
+    const cands = ["kernel.cu", "syntax", "wider", "renamed", "three.patch"].map((n) => join(d, n));
+    const modules: string[] = [];
+    const open: EvalOptions["open"] = () => () => ({
+      run: async (t) => (modules.push(t.module), { candidate: t.candidate, input: t.input, verdict: "match", reason: null, code: null, numerics: "bit-exact", timing: null, runSeconds: 0, device: null }),
+      kill() {},
+      close: async () => {},
+    });
+    const { value: r } = await quiet(() => runEval({ ...options([cap], cands, { open }), buildWith: undefined }));
+    const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+    expect(by["syntax"]).toMatchObject({ verdict: "compile-error", code: "E_BUILD", input: BUILD_INPUT });
+    expect(by["syntax"]!.reason!.match(/identifier "oops" is undefined/g)?.length).toBe(1);
+    expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
+    expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
+    for (const ok of ["kernel.cu", "three.patch"]) {
+      expect(by[ok]).toMatchObject({ verdict: "match" });
+      expect(by[ok]!.build.registers).toBeGreaterThan(0);
+      expect(by[ok]!.build.stackFrameBytes).toBe(0);
+    }
+    expect(new Set(modules).size).toBe(2); // two private copies, two modules
+    for (const m of modules) expect(m.startsWith(join(cap, "build/eval/"))).toBe(true);
+    const copy = modules.find((m) => existsSync(join(m, "../../src/util.h")) && readFileSync(join(m, "../../src/util.h"), "utf8").includes("3.0f"));
+    expect(copy).toBeDefined();
+    const now = snapshot(cap);
+    for (const k of Object.keys(before)) expect(now[k]).toBe(before[k]!); // nothing of the capture's changed (build/eval/ is new)
+  }, 120_000);
+
+  test("the verb: --json streams each record, then the kerncap.eval document; without a GPU each candidate is an error (exit 2), builds still judged", async () => {
+    const cap = await captureWithSource(BUILD_SH);
+    const d = tempDir("kerncap-cands-");
+    mkdirSync(join(d, "syntax"));
+    writeFileSync(join(d, "syntax/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] = oops }\n");
+    writeFileSync(join(d, "kernel.cu"), '#include "util.h"\n__global__ void scale(float* x, int n) { x[0] *= TWO; }\n');
+    const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "eval", cap, join(d, "syntax"), join(d, "kernel.cu"), "--json", "--iters", "10"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CUDA_VISIBLE_DEVICES: "" } });
+    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    const lines = out.trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.schema)).toEqual([documentId("eval-record"), documentId("eval-record"), documentId("eval")]);
+    const doc = lines.at(-1)!;
+    expect(doc.candidates.map((c: { label: string; verdict: string }) => `${c.label}:${c.verdict}`)).toEqual(["syntax:compile-error", "kernel.cu:error"]);
+    expect(code).toBe(2);
+    expect(err).toContain("could not be judged");
+  }, 120_000);
+});
+
+test("usage: the inputs come first; a candidate that is no file and no config, and a config for a CUDA kernel, are refused by name", async () => {
+  const cap = await captureWithSource();
+  expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"] });
+  expect(() => splitPositionals([cap])).toThrow(/no candidates given/);
+  expect(() => splitPositionals(["a.cu", cap])).toThrow(/a\.cu is not a capture folder or a capture set/);
+  expect(runEval(options([cap], ["nope.cu"]))).rejects.toThrow(/nope\.cu: no such file/);
+  expect(runEval(options([cap], ["BLOCK=64"]))).rejects.toThrow(/needs a Triton capture/);
+});
