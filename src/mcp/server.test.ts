@@ -81,7 +81,7 @@ describe("kerncap mcp", () => {
   test("tools/list: every verb and the file tools, with JSON Schema inputs", async () => {
     const c = await connected();
     const { tools } = await c.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "inspect", "list", "profile", "read_file", "replay", "run", "tune", "validate"]);
+    expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "evaluate", "inspect", "list", "profile", "read_file", "replay", "run", "tune", "validate"]);
     expect(tools.map((t) => t.name)).toEqual(TOOL_NAMES); // what `kerncap mcp --help` and its start line name
     const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
     expect(help.stdout.toString() + help.stderr.toString()).toContain(`(${TOOL_NAMES.join(", ")})`);
@@ -357,7 +357,7 @@ describe("kerncap mcp", () => {
     const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../cli/main.ts"), "mcp"], stderr: "pipe" });
     const c = new Client({ name: "test", version: "1" });
     await c.connect(t);
-    expect((await c.listTools()).tools.length).toBe(9);
+    expect((await c.listTools()).tools.length).toBe(10);
     const i = await c.callTool({ name: "inspect", arguments: { dir } });
     expect(doc(i).schema).toBe("kerncap.inspect/1");
     await c.close();

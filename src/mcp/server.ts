@@ -24,7 +24,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { Subprocess } from "bun";
-import { existsSync, lstatSync, statSync, type Stats } from "node:fs";
+import { existsSync, lstatSync, rmSync, statSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS, jsonDocument, type DocumentName } from "../format/documents.ts";
@@ -37,6 +37,8 @@ import { readInCapture, resolveInCapture, shownPath, writeInCapture } from "../f
 import { log } from "../log.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { McpCandidate, writeCandidates } from "./evaluate.ts";
+import { progressSender, ToolProgress } from "./progress.ts";
 
 /** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
 const TOOL_GRACE_MS = 10_000;
@@ -214,6 +216,36 @@ const TOOLS = {
       ...(a.flushL2 ? ["--flush-l2"] : []),
     ],
   },
+  evaluate: {
+    title: "Evaluate many candidate kernels on the captured memory",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    output: "eval",
+    description:
+      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module. Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), or layout-change. Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
+    input: v.strictObject({
+      dir: Dir,
+      inputs: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on"))),
+      candidates: v.pipe(v.array(McpCandidate), v.minLength(1), v.maxLength(1024), v.description("The candidates")),
+      iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Timed launches of each candidate and of the captured module, interleaved (default 20)"))),
+      gpus: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*$/), v.description("GPUs for the workers, as CUDA_VISIBLE_DEVICES takes them: 0,1"))),
+      workersPerGpu: Nat("Worker processes per GPU (default 1)", 1),
+      grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), 1, 1'"))),
+      atol: Tol.atol,
+      rtol: Tol.rtol,
+    }),
+    argv: (a: EvaluateIn) => [
+      "eval",
+      a.dir,
+      ...(a.inputs ?? []).map((d) => (d.startsWith("-") ? `./${d}` : d)),
+      "--json",
+      ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
+      ...(a.gpus !== undefined ? [`--gpus=${a.gpus}`] : []),
+      ...(a.workersPerGpu !== undefined ? ["--workers-per-gpu", String(a.workersPerGpu)] : []),
+      ...(a.grid !== undefined ? [`--grid=${a.grid}`] : []),
+      ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
+      ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
+    ],
+  },
   read_file: {
     title: "Read a text file of a capture folder",
     annotations: READS,
@@ -269,6 +301,7 @@ function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[]): strin
 }
 type ProfileIn = { dir: string; name?: string; build?: boolean; force?: boolean; metrics?: string[]; set?: string; clockControl?: "base" | "none"; cacheControl?: "all" | "none" };
 type TuneIn = { dir: string; config?: string[]; define?: string[]; maxrregcount?: number[]; nvccFlags?: string[]; grid?: string; iters?: number; jobs?: number; atol?: number; rtol?: number; flushL2?: boolean };
+type EvaluateIn = { dir: string; inputs?: string[]; candidates: McpCandidate[]; iters?: number; gpus?: string; workersPerGpu?: number; grid?: string; atol?: number; rtol?: number };
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; launchCount?: number; countBenchmarks?: boolean; rank?: number; process?: number };
 
@@ -346,10 +379,12 @@ function toolCwd(cwd: string | undefined): string {
 
 /**
  * Run `kerncap ARGV` (a child process, its own process group, tracked in `children` and ended
- * when `signal` aborts) and return its JSON document; stderr's tail goes along on failure.
+ * when `signal` aborts) and return its JSON document (a verb that streams JSON Lines, eval: its
+ * last line); stderr's tail goes along on failure. `progress` gets every stderr line as it comes
+ * and heartbeats while the child runs (./progress.ts).
  * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started
  */
-async function runVerb(argv: string[], cwd: string | undefined, children: ToolChildren, signal?: AbortSignal): Promise<CallToolResult> {
+async function runVerb(argv: string[], cwd: string | undefined, children: ToolChildren, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
   const { BUN_BE_BUN: _, ...env } = process.env;
   const dir = toolCwd(cwd);
   const cmd = [...selfCommand(), ...argv];
@@ -369,19 +404,50 @@ async function runVerb(argv: string[], cwd: string | undefined, children: ToolCh
   const cancel = () => children.stop("SIGTERM", p.pid);
   signal?.addEventListener("abort", cancel, { once: true });
   let out: string, err: string, code: number;
+  progress?.start();
   try {
-    [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    [out, err, code] = await Promise.all([new Response(p.stdout).text(), progress ? streamLines(p.stderr, (l) => progress.line(l)) : new Response(p.stderr).text(), p.exited]);
   } finally {
+    progress?.stop();
     signal?.removeEventListener("abort", cancel);
   }
   let doc: Record<string, unknown>;
   try {
-    doc = JSON.parse(out);
+    doc = lastDocument(out);
   } catch {
     return errorResult(new KerncapError("E_INTERNAL", `kerncap ${argv[0]} printed no JSON document (exit ${code}): ${err.trim().split("\n").slice(-5).join(" | ")}`));
   }
   const tail = err.trim() ? `stderr (last lines):\n${err.trim().split("\n").slice(-40).join("\n")}` : undefined;
   return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);
+}
+
+/** A child's stderr, whole, with each line handed to `onLine` as it comes. */
+async function streamLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void): Promise<string> {
+  const dec = new TextDecoder();
+  let all = "";
+  let buf = "";
+  for await (const chunk of stream) {
+    const t = dec.decode(chunk, { stream: true });
+    all += t;
+    buf += t;
+    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+      onLine(buf.slice(0, nl));
+      buf = buf.slice(nl + 1);
+    }
+  }
+  if (buf) onLine(buf);
+  return all + dec.decode();
+}
+
+/** The verb's JSON document: stdout whole, or its last line when it streams JSON Lines (eval --json). @throws SyntaxError when neither is JSON */
+function lastDocument(out: string): Record<string, unknown> {
+  try {
+    return JSON.parse(out);
+  } catch (e) {
+    const last = out.trim().split("\n").pop();
+    if (!last) throw e;
+    return JSON.parse(last);
+  }
 }
 
 /**
@@ -501,6 +567,22 @@ function nulArgument(x: unknown, at = ""): string | undefined {
 }
 
 /**
+ * The evaluate tool: the candidates written into a private temporary folder (./evaluate.ts),
+ * `kerncap eval` run on them (its builds confined; a received capture's only with
+ * --trust-builds), the folder removed after.
+ */
+async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTrust, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
+  const dir = resolve(a.dir);
+  readManifest(dir); // a capture folder, or the reader's own error: nothing is copied from elsewhere
+  const { folder, args } = writeCandidates(dir, a.candidates);
+  try {
+    return await runVerb([...TOOLS.evaluate.argv(a), ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+/**
  * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
  * `children`: where the tool children are tracked (a call's child is ended when the call is
  * cancelled or the transport closes). Every build runs confined (validate, tune and profile with
@@ -509,8 +591,8 @@ function nulArgument(x: unknown, at = ""): string | undefined {
  * a received capture's build.sh (or a Triton capture's compile, which imports src/) runs only with
  * `trust.trustBuilds` (--trust).
  */
-export function createMcpServer(children = new ToolChildren(), trust: McpTrust = {}): Server {
-  const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate; profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune). Every tool returns a JSON document with a schema id." });
+export function createMcpServer(children = new ToolChildren(), trust: McpTrust = {}, o: { progressMs?: number } = {}): Server {
+  const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate; profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id." });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: Object.entries(TOOLS).map(([name, t]) => ({
       name,
@@ -537,11 +619,14 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
       // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
       if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
+      const send = progressSender(req.params._meta, extra.sendNotification);
+      const progress = send ? new ToolProgress(send, `kerncap ${name}`, o.progressMs) : undefined;
+      if (name === "evaluate") return await evaluateTool(a as EvaluateIn, children, trust, extra.signal, progress);
       const argv = (t as { argv: (x: unknown) => string[] }).argv(a);
       // every build an agent asks for is confined, and a received capture's (or a Triton capture's, whose build imports src/) runs only with --trust-builds
       const confined = name === "validate" || name === "tune" || (name === "profile" && a.build === true);
       if (confined) argv.splice(argv.includes("--") ? argv.indexOf("--") : argv.length, 0, "--confine", ...(trust.trustBuilds ? ["--trust"] : []));
-      return await runVerb(argv, a.cwd as string | undefined, children, extra.signal);
+      return await runVerb(argv, a.cwd as string | undefined, children, extra.signal, progress);
     } catch (e) {
       return errorResult(e);
     }
