@@ -1,0 +1,145 @@
+/**
+ * `kerncap mcp` for long work, through the SDK's own client with a short request timeout (2 s):
+ * progress notifications keep a longer call alive (resetTimeoutOnProgress) where the same call
+ * without them times out; the evaluate tool (many candidates in one call) reports each finished
+ * candidate; a cancelled evaluate ends the eval, its builds and their children.
+ */
+import { describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { createMcpServer, ToolChildren } from "../../src/mcp/server.ts";
+import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+async function connected(progressMs = 300): Promise<Client> {
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await createMcpServer(new ToolChildren(), {}, { progressMs }).connect(a);
+  const client = new Client({ name: "test", version: "1" });
+  await client.connect(b);
+  return client;
+}
+
+/**
+ * A capture whose build.sh, for a source holding "slow", writes "<its pid> <sleep's pid>" to
+ * ../pids and sleeps `seconds`; then fails with a compile error naming src/kernel.cu.
+ */
+async function slowFailingBuild(seconds: number): Promise<{ dir: string; pids: string }> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) { slow }\n");
+  const pids = join(dirname(dir), "pids");
+  writeFileSync(
+    join(dir, "build.sh"),
+    `#!/usr/bin/env bash
+here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+if grep -q slow "$here/src/kernel.cu"; then sleep ${seconds} & echo "$$ $!" > ${pids}.part && mv ${pids}.part ${pids}; wait; fi
+echo "$here/src/kernel.cu(1): error: identifier \\"slow\\" is undefined" >&2
+exit 1
+`,
+    { mode: 0o755 },
+  );
+  return { dir, pids };
+}
+
+function running(pid: number): boolean {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return st.slice(st.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function until(pred: () => boolean, ms = 20_000): Promise<void> {
+  const t0 = Date.now();
+  while (!pred()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
+    await Bun.sleep(20);
+  }
+}
+
+const doc = (r: any) => r.structuredContent as Record<string, any>;
+
+describe("progress notifications", () => {
+  test("a validate that builds for 4 s outlives a 2 s client timeout with progress; without, the client times out", async () => {
+    const c = await connected();
+    const { dir } = await slowFailingBuild(4);
+    const seen: ProgressUpdate[] = [];
+    const r = await c.callTool({ name: "validate", arguments: { dir } }, undefined, { timeout: 2000, resetTimeoutOnProgress: true, onprogress: (p) => void seen.push(p) });
+    expect(doc(r).error.code).toBe("E_BUILD"); // the build's answer came back: the call was not cut
+    expect(seen.length).toBeGreaterThanOrEqual(5);
+    for (let i = 1; i < seen.length; i++) expect(seen[i]!.progress).toBeGreaterThan(seen[i - 1]!.progress);
+    expect(seen.some((p) => /kerncap validate running/.test(p.message ?? ""))).toBe(true);
+    const plain = await c.callTool({ name: "validate", arguments: { dir } }, undefined, { timeout: 2000 }).catch((e) => e);
+    expect(String(plain?.message)).toMatch(/timed out/i);
+    await c.close();
+  }, 30_000);
+
+  test("the value strictly increases: heartbeats stay below the next finished item; a count gives the total", () => {
+    const got: ProgressUpdate[] = [];
+    const p = new ToolProgress((x) => got.push(x), "kerncap eval", 1_000_000);
+    (p as any).beat();
+    (p as any).beat();
+    p.line("[1/3] compile-error  c1");
+    (p as any).beat();
+    p.line("[1/3] again: ignored");
+    p.line("some other line");
+    (p as any).beat();
+    p.line("[3/3] match  c3");
+    expect(got.map((g) => g.total)).toEqual([undefined, undefined, 3, 3, 3, 3]);
+    expect(got.map((g) => g.progress)).toEqual([0.5, 1 - 1 / 3, 1, 1.5, 2 - 1 / 3, 3]);
+    expect(got[4]!.message).toBe("kerncap eval running: some other line");
+  });
+});
+
+describe("evaluate", () => {
+  test("many candidates in one call: each reported as it finishes, the ranked document back; bad candidates refused by name", async () => {
+    const c = await connected();
+    const { dir } = await slowFailingBuild(0);
+    const seen: ProgressUpdate[] = [];
+    const r = await c.callTool(
+      {
+        name: "evaluate",
+        arguments: {
+          dir,
+          candidates: [
+            { name: "one", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { one }\n" } },
+            { name: "two", patch: "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { slow }\n+__global__ void scale(float* x, int n) { two }\n" },
+            { name: "three", patch: "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-not in the file\n+x\n" },
+          ],
+        },
+      },
+      undefined,
+      { timeout: 30_000, onprogress: (p) => void seen.push(p) },
+    );
+    const d = doc(r);
+    expect(r.isError).toBeFalsy();
+    expect(d.schema).toBe("kerncap.eval/1");
+    expect(d.candidates.map((x: any) => `${x.label}:${x.verdict}`).sort()).toEqual(["one:compile-error", "three.patch:compile-error", "two.patch:compile-error"]);
+    expect(d.candidates.find((x: any) => x.label === "three.patch").reason).toContain("does not apply");
+    expect(seen.filter((p) => p.total === 3).map((p) => p.progress)).toContain(3);
+    const bad = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "x", files: { "../escape.cu": "x" } }] } });
+    expect(doc(bad).error.message).toContain("is not under src/");
+    const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ patch: "x", config: "A=1" }] } });
+    expect(doc(both).error.message).toContain("gives patch and config; give exactly one");
+    await c.close();
+  }, 60_000);
+
+  test("a cancelled evaluate ends the eval and its builds (their children too)", async () => {
+    const c = await connected();
+    const { dir, pids } = await slowFailingBuild(60);
+    const ac = new AbortController();
+    const call = c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "slow", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { slow }\n" } }] } }, undefined, { signal: ac.signal, timeout: 60_000 });
+    call.catch(() => {});
+    await until(() => existsSync(pids));
+    const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number);
+    expect(procs.every(running)).toBe(true);
+    ac.abort();
+    await expect(call).rejects.toThrow();
+    await until(() => !procs.some(running), 15_000);
+    await c.close();
+  }, 40_000);
+});
