@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Helper of scripts/bench-eval.sh.
+
+candidates CAP cuda|triton N OUT: N candidates as edited copies of CAP/src/ in OUT/<NN-name>/:
+  N-3 edits that build and run (for CUDA's fma_loop: #pragma unroll factors, __restrict__, an early
+  return, and a few that change the result; for Triton's fused_add_relu: load/store cache hints and
+  equivalent expressions, and a few that change the result), then one that hangs, one that faults
+  and one that does not compile.
+report WORK N WORKERS: the figures (JSON on stdout) from the eval documents, the validate outputs
+  and the GPU utilization samples the shell script left in WORK.
+"""
+import itertools
+import json
+import os
+import re
+import shutil
+import sys
+
+
+def kernel_file(cap, needle, prefer):
+    hits = []
+    for d, _, files in os.walk(os.path.join(cap, "src")):
+        for f in files:
+            p = os.path.join(d, f)
+            try:
+                if needle in open(p, encoding="utf-8").read():
+                    hits.append(p)
+            except (UnicodeDecodeError, OSError):
+                pass
+    if not hits:
+        sys.exit(f"no file of {cap}/src holds {needle}")
+    hits.sort(key=lambda p: (os.path.basename(p) != prefer, p))
+    return os.path.relpath(hits[0], os.path.join(cap, "src"))
+
+
+def cuda_edits(n):
+    loop = "  for (int k = 0; k < iters; k++) a = fmaf(a, b, 0.5f);"
+    good = []
+    for u in [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32]:
+        good.append((f"unroll{u}", [(loop, f"  #pragma unroll {u}\n{loop}")]))
+    for u in [1, 2, 3, 4, 6, 8, 16, 32]:
+        good.append((f"restrict-unroll{u}", [("float *y, int n, int iters", "float *__restrict__ y, int n, int iters"), (loop, f"  #pragma unroll {u}\n{loop}")]))
+    for u in [1, 2, 3, 4, 6, 8, 16, 32]:
+        good.append((f"early-unroll{u}", [("if (i >= n) return;", "if (i >= n || iters < 0) return;"), (loop, f"  #pragma unroll {u}\n{loop}")]))
+    wrong = [
+        ("wrong-c", [("fmaf(a, b, 0.5f)", "fmaf(a, b, 0.5001f)")]),
+        ("wrong-b", [("b = 1.0001f", "b = 1.0002f")]),
+        ("wrong-iters", [("k < iters", "k <= iters")]),
+        ("wrong-add", [("fmaf(a, b, 0.5f)", "fmaf(a, b, 0.25f)")]),
+    ]
+    regular = (wrong[:2] + good[: max(0, n - 3 - 4)] + wrong[2:])[: n - 3]
+    special = [
+        ("hang", [(loop, "  for (int k = 0; ; k++) { a = fmaf(a, b, 0.5f); if (clock64() < 0) break; }")]),
+        ("fault", [("  y[i] = a;\n}", "  if (i == 0) *(volatile float *)(y + (1ll << 40)) = a;\n  y[i] = a;\n}")]),
+        ("nocompile", [(loop, loop.replace("0.5f);", "0.5f) this_is_not_cuda;"))]),
+    ]
+    return regular + special
+
+
+def triton_edits(n):
+    loads = [("", "default"), (', eviction_policy="evict_first"', "evfirst"), (', eviction_policy="evict_last"', "evlast"), (', cache_modifier=".cg"', "cg"), (", other=0.0", "other")]
+    exprs = [("tl.maximum(x + y, 0.0)", "max"), ("tl.maximum(y + x, 0.0)", "maxyx"), ("tl.where(x + y > 0.0, x + y, 0.0)", "where"), ("tl.maximum(0.0, x + y)", "max0")]
+    stores = [("", ""), (', cache_modifier=".cs"', "-cs")]
+    good = []
+    for (ld, ln), (ex, en), (st, sn) in itertools.product(loads, exprs, stores):
+        if sn and ln not in ("default", "cg"):
+            continue
+        good.append((f"{ln}-{en}{sn}", [
+            ("x = tl.load(x_ptr + offs, mask=m)", f"x = tl.load(x_ptr + offs, mask=m{ld})"),
+            ("y = tl.load(y_ptr + offs, mask=m)", f"y = tl.load(y_ptr + offs, mask=m{ld})"),
+            ("tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=m)", f"tl.store(out_ptr + offs, {ex}, mask=m{st})"),
+        ]))
+    wrong = [
+        ("wrong-floor", [("tl.maximum(x + y, 0.0)", "tl.maximum(x + y, 0.1)")]),
+        ("wrong-sub", [("tl.maximum(x + y, 0.0)", "tl.maximum(x - y, 0.0)")]),
+        ("wrong-norelu", [("tl.maximum(x + y, 0.0)", "x + y")]),
+        ("wrong-mul", [("tl.maximum(x + y, 0.0)", "tl.maximum(x * y, 0.0)")]),
+    ]
+    regular = (wrong[:2] + good[: max(0, n - 3 - 4)] + wrong[2:])[: n - 3]
+    store = "    tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=m)"
+    special = [
+        ("hang", [(store, "    k = tl.load(x_ptr) * 0.0 + 1.0\n    while k > 0.0:\n        k = tl.atomic_add(out_ptr, 0.0) * 0.0 + 1.0\n" + store)]),
+        ("fault", [(store, "    tl.store(out_ptr + offs + (1 << 40), x, mask=m)\n" + store)]),
+        ("nocompile", [(store, "    x = tl.no_such_function(x)\n" + store)]),
+    ]
+    return regular + special
+
+
+def candidates(cap, fe, n, out):
+    needle, prefer, edits = ("void fma_loop", "verdicts.cu", cuda_edits(n)) if fe == "cuda" else ("def fused_add_relu", "triton_app.py", triton_edits(n))
+    rel = kernel_file(cap, needle, prefer)
+    text = open(os.path.join(cap, "src", rel), encoding="utf-8").read()
+    os.makedirs(out, exist_ok=True)
+    for i, (name, subs) in enumerate(edits):
+        t = text
+        for a, b in subs:
+            if a not in t:
+                sys.exit(f"{fe} candidate {name}: {a!r} is not in src/{rel}")
+            t = t.replace(a, b, 1)
+        d = os.path.join(out, f"{i:02d}-{name}")
+        shutil.copytree(os.path.join(cap, "src"), d)
+        open(os.path.join(d, rel), "w", encoding="utf-8").write(t)
+    print(f"[bench-eval] {fe}: {len(edits)} candidates of src/{rel} in {out}")
+
+
+COMPILE = {"E_BUILD", "E_KERNEL_NOT_FOUND", "E_RDC", "E_CONFINED", "E_PATCH"}
+
+
+def validate_verdict(rc, out):
+    if rc in (124, 137):
+        return "timeout"
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return f"no-document(exit {rc})"
+    if rc in (0, 1):
+        return doc.get("verdict", f"exit {rc}")
+    code = (doc.get("error") or {}).get("code", "")
+    if code in COMPILE:
+        return "compile-error"
+    if code == "E_PARAM_LAYOUT":
+        return "layout-change"
+    if code == "E_CUDA":
+        return "fault"
+    return f"error:{code}"
+
+
+def busy(path, span):
+    try:
+        xs = [float(l) for l in open(path) if l.strip().replace(".", "", 1).isdigit()]
+    except OSError:
+        xs = []
+    # utilization.gpu: the percent of the last sample period in which a kernel ran
+    return (sum(xs) / len(xs) / 100.0) if xs else None
+
+
+def report(work, n, workers):
+    out = {"candidates": n, "workers": workers, "batches": {}}
+    for fe in ("cuda", "triton"):
+        t0, t1 = map(float, open(os.path.join(work, f"{fe}-eval.span")).read().split())
+        v0, v1 = map(float, open(os.path.join(work, f"{fe}-validate.span")).read().split())
+        lines = [json.loads(l) for l in open(os.path.join(work, f"{fe}-eval.json")) if l.strip()]
+        doc = lines[-1]
+        ev = {c["label"]: c["verdict"] for c in doc.get("candidates", [])}
+        val = {}
+        for row in open(os.path.join(work, f"{fe}-validate.tsv")):
+            label, rc, text = row.rstrip("\n").split("\t", 2)
+            val[label] = validate_verdict(int(rc), text)
+        differ = {k: {"eval": ev.get(k), "validate": val[k]} for k in val if ev.get(k) != val[k]}
+        es, vs = t1 - t0, v1 - v0
+        out["batches"][fe] = {
+            "candidates": len(val),
+            "eval": {"seconds": es, "perMinute": len(val) / es * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-eval.util"), (t0, t1)), "exit": int(open(os.path.join(work, f"{fe}-eval.rc")).read()), "summary": doc.get("summary"), "evalSeconds": doc.get("seconds")},
+            "validate": {"seconds": vs, "perMinute": len(val) / vs * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-validate.util"), (v0, v1))},
+            "speedup": vs / es,
+            "equal": len(val) - len(differ),
+            "differ": differ,
+            "evalVerdicts": ev,
+            "validateVerdicts": val,
+            "ranked": [{k: c[k] for k in ("rank", "label", "verdict", "speedup", "low", "high", "registers", "stackFrameBytes")} for c in doc.get("candidates", [])],
+        }
+    return out
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "candidates":
+        candidates(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    elif cmd == "report":
+        print(json.dumps(report(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])), indent=2))
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# kerncap eval against sequential kerncap validate, one run on the GPU node (about 5 minutes on
+# an H200 with 16 cores):
+#  1. captures: fma_loop of test/apps/verdicts.cu (CUDA, found by --source-root) and
+#     fused_add_relu of test/apps/triton_app.py (Triton), each with `kerncap run`;
+#  2. N candidate edits of each (default 32; scripts/bench-eval.py writes them as edited copies
+#     of src/): N-3 that build and run (most match, a few mismatch), one that hangs (a loop that
+#     never ends), one that faults (a store far outside any allocation), one that does not compile;
+#  3. `kerncap eval CAP CANDIDATE… --gpus 0 --workers-per-gpu W --timeout T --jsonl …` against N
+#     sequential `kerncap validate` processes, each on a copy of the capture with that candidate's
+#     src/ (a hung validate is stopped by `timeout` at VALIDATE_TIMEOUT s and counted a timeout);
+#  4. figures: candidates per minute of each, the ratio, the fraction of each's wall time the GPU
+#     was busy (nvidia-smi's utilization.gpu sampled every 100 ms), and every eval verdict against
+#     validate's verdict of the same candidate (match, mismatch, fault, timeout, compile-error,
+#     layout-change).
+# Figures in $KERNCAP_GPU_OUT/bench-eval.json (or the work folder), a summary on stdout.
+# Usage: scripts/bench-eval.sh [N]   (WORKERS, default 4 workers on GPU 0; EVAL_TIMEOUT, default 5 s;
+#        VALIDATE_TIMEOUT, default 20 s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bin="${KERNCAP_BIN:-$PWD/dist/kerncap}"
+n="${1:-32}"
+workers="${WORKERS:-4}"
+etimeout="${EVAL_TIMEOUT:-5}"
+vtimeout="${VALIDATE_TIMEOUT:-20}"
+work="${TMPDIR:-/tmp}/kerncap-bench-eval"
+out="${KERNCAP_GPU_OUT:-$work}"
+unset BUN_BE_BUN
+say() { echo "[bench-eval] $*"; }
+if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/nvidia0 ]; then say "skipped: no NVIDIA GPU"; exit 0; fi
+[ -x "$bin" ] || bash scripts/build.sh >/dev/null
+rm -rf "$work"; mkdir -p "$work" "$out"
+export TRITON_CACHE_DIR="$work/triton-cache"
+now() { date +%s.%N; }
+
+# GPU utilization sampled every 100 ms into FILE until stop_sampling
+start_sampling() { nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 -lms 100 >"$1" 2>/dev/null & sampler=$!; }
+stop_sampling() { kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; }
+
+nvcc -O2 -arch=sm_90 -o "$work/verdicts" test/apps/verdicts.cu
+say "capturing"
+"$bin" run --kernel "^fma_loop" --dispatch 1 --source-root test/apps --out "$work/cuda-cap" -- "$work/verdicts" fma >/dev/null 2>"$work/cuda-cap.err" || { say "CUDA capture failed: $(tail -3 "$work/cuda-cap.err")"; exit 1; }
+"$bin" run --kernel "^fused_add_relu$" --dispatch 1 --out "$work/triton-cap" -- python3 test/apps/triton_app.py 3 20 >/dev/null 2>"$work/triton-cap.err" || { say "Triton capture failed: $(tail -3 "$work/triton-cap.err")"; exit 1; }
+
+python3 scripts/bench-eval.py candidates "$work/cuda-cap" cuda "$n" "$work/cands-cuda"
+python3 scripts/bench-eval.py candidates "$work/triton-cap" triton "$n" "$work/cands-triton"
+
+for fe in cuda triton; do
+  cap="$work/$fe-cap"
+  cands=("$work/cands-$fe"/*)
+  say "$fe: ${#cands[@]} candidates: kerncap eval ($workers workers on GPU 0)"
+  start_sampling "$work/$fe-eval.util"
+  t0=$(now)
+  set +e
+  "$bin" eval "$cap" "${cands[@]}" --gpus 0 --workers-per-gpu "$workers" --timeout "$etimeout" --jsonl "$work/$fe-eval.jsonl" --json >"$work/$fe-eval.json" 2>"$work/$fe-eval.log"
+  echo $? >"$work/$fe-eval.rc"
+  set -e
+  t1=$(now)
+  stop_sampling
+  echo "$t0 $t1" >"$work/$fe-eval.span"
+  say "$fe: eval $(python3 -c "print(round($t1 - $t0, 1))") s (exit $(cat "$work/$fe-eval.rc")); now ${#cands[@]} sequential validate"
+  # the validates: one copy of the capture, its src/ replaced by each candidate's in turn (a user's edit loop)
+  cp -r "$cap" "$work/$fe-val"
+  : >"$work/$fe-validate.tsv"
+  start_sampling "$work/$fe-validate.util"
+  t0=$(now)
+  for c in "${cands[@]}"; do
+    rm -rf "$work/$fe-val/src"; cp -r "$c" "$work/$fe-val/src"
+    set +e
+    timeout -k 5 "$vtimeout" "$bin" validate "$work/$fe-val" --json >"$work/$fe-val.out" 2>"$work/$fe-val.err"; rc=$?
+    set -e
+    printf '%s\t%s\t%s\n' "$(basename "$c")" "$rc" "$(tr -d '\n\t' <"$work/$fe-val.out")" >>"$work/$fe-validate.tsv"
+  done
+  t1=$(now)
+  stop_sampling
+  echo "$t0 $t1" >"$work/$fe-validate.span"
+done
+
+python3 scripts/bench-eval.py report "$work" "$n" "$workers" >"$out/bench-eval.json"
+python3 - "$out/bench-eval.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for fe, x in r["batches"].items():
+    print(f"[bench-eval] {fe}: eval {x['eval']['seconds']:.1f} s = {x['eval']['perMinute']:.1f}/min (GPU busy {x['eval']['gpuBusy']:.0%}), "
+          f"validate {x['validate']['seconds']:.1f} s = {x['validate']['perMinute']:.1f}/min (GPU busy {x['validate']['gpuBusy']:.0%}): "
+          f"{x['speedup']:.2f}x; verdicts equal {x['equal']}/{x['candidates']}" + (f"; differ: {x['differ']}" if x["differ"] else ""))
+    print(f"[bench-eval] {fe}: eval verdicts {x['evalVerdicts']}")
+PY
+say "figures in $out/bench-eval.json"
