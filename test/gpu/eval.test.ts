@@ -1,0 +1,99 @@
+/**
+ * `kerncap eval` on the GPU: fma_loop of test/apps/verdicts.cu captured at both of its launches
+ * (`-c 2`: a capture set, two inputs), its source found by --source-root; candidates as edited
+ * copies of src/: the source as captured and an unrolled loop (match on both inputs, timed),
+ * a changed constant (mismatch), a loop that never ends (timeout: the watchdog kills the worker),
+ * a store far outside any allocation (fault), a syntax error (compile-error, the compiler's message
+ * once). Each verdict equals validate's of the same edit; the capture folder is unchanged.
+ */
+import { beforeAll, describe, expect, test } from "bun:test";
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { APPS, BIN, kerncap, run, skipReason, workDir } from "./harness.ts";
+
+const SKIP = !!skipReason("eval tests");
+const WORK = workDir("kerncap-eval-");
+const kc = (args: string[]) => kerncap(WORK, args);
+let app = "";
+let set = "";
+let member = "";
+let tu = "";
+
+beforeAll(() => {
+  if (SKIP) return;
+  app = join(WORK, "verdicts");
+  const p = run(["nvcc", "-O2", "-arch=sm_90", "-o", app, join(APPS, "verdicts.cu")], { cwd: WORK });
+  if (p.code !== 0) throw new Error(p.stderr);
+  set = join(WORK, "fma");
+  const r = kc(["run", "--kernel", "^fma_loop", "--dispatch", "0", "--launch-count", "2", "--source-root", APPS, "--out", set, "--", app, "fma"]);
+  if (r.code !== 0) throw new Error(r.stderr);
+  const index = JSON.parse(readFileSync(join(set, "kerncap-captures.json"), "utf8"));
+  member = join(set, index.captures[0].dir);
+  tu = readdirSync(join(member, "src")).find((f) => f === "verdicts.cu") ?? "verdicts.cu";
+});
+
+/** An edited copy of src/ named `name`, with `from` replaced by `to` in the kernel's TU. */
+function candidate(name: string, from: string, to: string): string {
+  const d = join(WORK, "cands", name);
+  rmSync(d, { recursive: true, force: true });
+  cpSync(join(member, "src"), d, { recursive: true });
+  const text = readFileSync(join(d, tu), "utf8");
+  if (from && !text.includes(from)) throw new Error(`${from} is not in src/${tu}`);
+  writeFileSync(join(d, tu), text.replace(from, to));
+  return d;
+}
+
+const LOOP = "  for (int k = 0; k < iters; k++) a = fmaf(a, b, 0.5f);";
+
+describe.skipIf(SKIP)("kerncap eval", () => {
+  test("six candidates on the two launches of fma_loop: match, mismatch, timeout, fault, compile-error; each as validate says", () => {
+    const cands = {
+      same: candidate("same", "", ""),
+      unroll4: candidate("unroll4", LOOP, `  #pragma unroll 4\n${LOOP}`),
+      wrong: candidate("wrong", "fmaf(a, b, 0.5f)", "fmaf(a, b, 0.25f)"),
+      hang: candidate("hang", LOOP, "  for (int k = 0; ; k++) { a = fmaf(a, b, 0.5f); if (clock64() < 0) break; }"),
+      fault: candidate("fault", "  y[i] = a;\n}", "  if (i == 0) *(volatile float *)(y + (1ll << 40)) = a;\n  y[i] = a;\n}"),
+      broken: candidate("broken", LOOP, LOOP.replace("0.5f);", "0.5f) not_cuda;")),
+    };
+    const before = readFileSync(join(member, "src", tu), "utf8");
+    const jsonl = join(WORK, "eval.jsonl");
+    const t0 = performance.now();
+    const r = run([BIN, "eval", set, ...Object.values(cands), "--gpus", "0", "--workers-per-gpu", "2", "--timeout", "3", "--jsonl", jsonl, "--json"], { cwd: WORK, timeoutMs: 300_000 });
+    const seconds = (performance.now() - t0) / 1000;
+    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const doc = lines.at(-1);
+    expect(doc.schema, r.stderr).toBe("kerncap.eval/1");
+    const by = Object.fromEntries(doc.candidates.map((c: any) => [c.label, c]));
+    expect(doc.inputs.length).toBe(2);
+    expect(by.same.verdict, r.stderr).toBe("match");
+    expect(by.same.inputs.map((i: any) => i.verdict)).toEqual(["match", "match"]);
+    expect(by.same.speedup).toBeGreaterThan(0.5);
+    expect(by.unroll4.verdict).toBe("match");
+    expect(by.unroll4.registers).toBeGreaterThan(0);
+    expect(by.wrong.verdict).toBe("mismatch");
+    expect(by.hang.verdict).toBe("timeout");
+    expect(by.fault.verdict).toBe("fault");
+    expect(by.broken.verdict).toBe("compile-error");
+    expect(by.broken.reason).toContain("not_cuda");
+    expect(readFileSync(join(member, "src", tu), "utf8")).toBe(before);
+    // validate of the same edits (the hang stopped by `timeout`): the same verdicts
+    const val = join(WORK, "val");
+    cpSync(member, val, { recursive: true });
+    const vres: Record<string, string> = {};
+    for (const [name, dir] of Object.entries(cands)) {
+      rmSync(join(val, "src"), { recursive: true, force: true });
+      cpSync(dir, join(val, "src"), { recursive: true });
+      const v = run(["timeout", "-k", "5", "20", BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 60_000 });
+      let d: any = {};
+      try {
+        d = JSON.parse(v.stdout);
+      } catch {
+        /* a killed validate prints nothing */
+      }
+      vres[name] = v.code === 124 || v.code === 137 ? "timeout" : v.code <= 1 ? d.verdict : d.error?.code === "E_BUILD" ? "compile-error" : d.error?.code === "E_CUDA" ? "fault" : `error:${d.error?.code}`;
+    }
+    for (const name of Object.keys(cands)) expect(`${name}: ${by[name].verdict}`).toBe(`${name}: ${vres[name]}`);
+    const out = process.env.KERNCAP_GPU_OUT;
+    if (out && existsSync(out)) writeFileSync(join(out, "eval-figures.json"), JSON.stringify({ seconds, candidates: doc.candidates, validate: vres }, null, 2));
+  }, 400_000);
+});
