@@ -16,10 +16,11 @@
  * parent starts a fresh one for the next candidate.
  *
  * The time compared is the kernel's own on the captured input: the candidate and the captured
- * module are launched alternately on the same memory, each launch from the same before state
- * with the same inputs (src/replay/engine.ts runCompared); a candidate that caches a result in
- * device memory across launches is caught by the restore between checked runs, whose results must
- * each match the app's after state.
+ * module are timed alternately on the same memory (src/replay/engine.ts runCompared). A candidate
+ * that keeps a result in device memory (a module global, a spare region) and skips the work when
+ * it finds it is caught before it is timed: its checked runs (at least two, the CLI's --runs
+ * floor) each start from the restored before state, so the second finds the cache, skips, and
+ * leaves the outputs at their before state: a mismatch.
  */
 import { resolve } from "node:path";
 import * as v from "valibot";

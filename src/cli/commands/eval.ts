@@ -43,7 +43,7 @@ export default defineCommand({
   args: {
     dir: { type: "positional", description: "Capture folders or capture sets (the inputs), then the candidates: edited src/ folders, .patch/.diff files, replacement files, Triton configs ('BLOCK_M=64 num_warps=4'); with --merge, results files", required: false },
     iters: { type: "string", description: "Timed launches of each candidate and of the captured module, interleaved (at least 10 for a comparison)", default: "20" },
-    runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ)" },
+    runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2)" },
     verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
     ...toleranceArgs,
     gpus: { type: "string", description: "GPUs for the workers, each as CUDA_VISIBLE_DEVICES takes it: 0,1,2,3 (default: the GPUs this process sees, one worker)", valueHint: "LIST" },
@@ -78,7 +78,8 @@ export default defineCommand({
       const { dirs, candidates } = splitPositionals(positionals);
       const settings: EvalSettings = {
         iters: intArg("iters", args.iters, 20, 100_000, 1),
-        ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 1) } : {}),
+        // at least two checked runs, each from the before state: a candidate that keeps a result in device memory and skips the work when it finds it fails the second
+        ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 2) } : {}),
         verify: args.verify !== false,
         tolerance: toleranceOptions(args, rawArgs),
       };
