@@ -289,6 +289,29 @@ describe("isolation: real worker processes", () => {
     expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
   }, 30_000);
 
+  test("SIGTERM during the GPU work ends the worker under a hung kernel and the eval; the records written stay", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "ok.cu": "match 1.1", "stuck.cu": "hang" });
+    const d = tempDir();
+    const log = join(d, "log");
+    const jsonl = join(d, "r.jsonl");
+    writeFileSync(log, "");
+    const child = Bun.spawn([process.execPath, join(import.meta.dir, "eval-child.ts"), cap, jsonl, "0", ...files], { stdout: "ignore", stderr: "pipe", env: { ...process.env, EVAL_FAKE_LOG: log } });
+    const t0 = Date.now();
+    while (!readFileSync(log, "utf8").includes("stuck.cu")) {
+      if (Date.now() - t0 > 20_000) throw new Error(`the hung candidate never started: ${await new Response(child.stderr).text()}`);
+      await Bun.sleep(20);
+    }
+    const worker = Number(readFileSync(log, "utf8").split("\n").find((l) => l.includes("stuck.cu"))!.split(" ")[0]);
+    expect(running(worker)).toBe(true);
+    child.kill("SIGTERM");
+    await child.exited;
+    const t1 = Date.now();
+    while (running(worker) && Date.now() - t1 < 15_000) await Bun.sleep(20);
+    expect(running(worker)).toBe(false);
+    expect(readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l).label)).toEqual(["ok.cu"]);
+  }, 40_000);
+
   test("the judge keeps an input resident across candidates and opens another input once; a lost context is a fault and retires it", async () => {
     const a = await captureWithSource();
     const b = await captureWithSource();
