@@ -22,7 +22,7 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -304,7 +304,6 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
       queue.end();
     }
   })();
-  if (!existsSync(work) && pending.length) mkdirSync(work, { recursive: true });
   try {
     await drainQueue(queue, o.slots, o.open((l) => progress.line(l), watchdog), {
       onStart: (t, slot) => progress.started(`${byId.get(t.candidate)?.label ?? t.candidate} on ${t.input}`, slot),
@@ -338,10 +337,17 @@ function truncatedNote(t: boolean | undefined): string {
   return t ? " (a last record cut short by the interruption dropped)" : "";
 }
 
+/** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed). */
+export function shortReason(reason: string | null, max = 160): string {
+  const lines = (reason ?? "").split("\n").map((l) => l.trim()).filter(Boolean);
+  const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
+  return (err ?? lines[0] ?? "").slice(0, max);
+}
+
 /** One record as a progress line: "match  1.07× [1.05–1.09]  label  input". */
 export function recordLine(r: EvalRecord): string {
   const t = r.timing ? `${r.timing.speedup.toFixed(2)}× [${r.timing.low.toFixed(2)}–${r.timing.high.toFixed(2)}]` : "";
-  const why = r.verdict === "match" ? "" : `  ${(r.reason ?? "").split("\n")[0]!.slice(0, 160)}`;
+  const why = r.verdict === "match" ? "" : `  ${shortReason(r.reason)}`;
   return `${r.verdict.padEnd(13)} ${t.padEnd(20)} ${r.label}  ${r.input}${why}`;
 }
 
@@ -428,7 +434,7 @@ export function rankedTable(r: EvalReport): string {
     c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
     `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
     c.label,
-    c.verdict === "match" ? "" : (c.reason ?? "").split("\n")[0]!.slice(0, 100),
+    c.verdict === "match" ? "" : shortReason(c.reason, 120),
   ]);
   const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i]!.length)));

@@ -441,6 +441,8 @@ echo "$out"
     expect(by["syntax"]!.reason!.match(/identifier "oops" is undefined/g)?.length).toBe(1);
     expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
     expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
+    // the table says the compiler's error line, not build.sh's "does not build"
+    expect(rankedTable(r).split("\n").find((l) => l.includes("syntax"))).toContain('identifier "oops" is undefined');
     for (const ok of ["kernel.cu", "three.patch"]) {
       expect(by[ok]).toMatchObject({ verdict: "match" });
       expect(by[ok]!.build.registers).toBeGreaterThan(0);
