@@ -9,7 +9,7 @@
  * compiler's message), layout-change (the kernel's parameters are not the captured ones), error.
  */
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { cubinKernelFrameBytes, cubinKernelRegisters } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 import { isKerncapError } from "../errors.ts";
@@ -101,7 +101,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         grid = evalGrid(s.grid, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
       }
       const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
-      if ("error" in b) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error, seconds: seconds() } };
+      if ("error" in b) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error.split(`${resolve(dest)}/`).join(""), seconds: seconds() } };
       module = b.cubin;
       fe.checkRebuiltModule?.(module, m);
     } else {
@@ -111,7 +111,8 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     return { built: { module, seconds: seconds(), ...moduleFigures(module, m), ...(grid ? { grid } : {}) } };
   } catch (e) {
     if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
-    const message = e instanceof Error ? e.message : String(e);
+    // the private copy's path says nothing to the user: the compiler's messages name src/… as in the capture
+    const message = (e instanceof Error ? e.message : String(e)).split(`${resolve(dest)}/`).join("");
     return { failed: { verdict: buildVerdict(e), code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message, seconds: seconds() } };
   }
 }
