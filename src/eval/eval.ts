@@ -204,6 +204,11 @@ class TaskQueue<T> {
 
 const key = (candidate: string, input: string) => `${candidate}\u0000${input}`;
 
+/** A candidate's private copy's folder name under EVAL_WORK_DIR: 16 hex digits of its identity's SHA-256 (two candidates of one content under two names get two copies). */
+export function copyName(id: string): string {
+  return new Bun.CryptoHasher("sha256").update(id).digest("hex").slice(0, 16);
+}
+
 /**
  * Run an evaluation (see the file's comment).
  * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
@@ -285,7 +290,7 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
     const builder = async () => {
       for (let i = next++; i < pending.length && !stopped(); i = next++) {
         const { c, inputs: todo } = pending[i]!;
-        const b = await buildWith(home.dir, m, c, join(work, c.id.split("@").pop()!));
+        const b = await buildWith(home.dir, m, c, join(work, copyName(c.id)));
         if (stopped()) return;
         if ("failed" in b) {
           builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });

@@ -12,7 +12,7 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSyn
 import { join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
-import { BUILD_INPUT, mergeEval, rankedTable, runEval, summarize, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { BUILD_INPUT, copyName, mergeEval, rankedTable, runEval, summarize, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
 import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
 import { documentId } from "../../src/format/documents.ts";
@@ -126,6 +126,11 @@ describe("candidates", () => {
     expect(parseCandidate(join(d, "kernel.cu")).id).not.toBe(before); // an edited candidate is a new one
     expect(parseCandidate(join(d, "kernel.cu")).id).toBe(parseCandidate(join(d, "kernel.cu")).id);
     expect(parseCandidates([join(d, "kernel.cu"), join(d, "kernel.cu")]).length).toBe(1);
+    // one content under two names: two candidates, two private copies
+    cpSync(join(d, "tree"), join(d, "tree2"), { recursive: true });
+    const [t1, t2] = parseCandidates([join(d, "tree"), join(d, "tree2")]);
+    expect(t1!.id).not.toBe(t2!.id);
+    expect(copyName(t1!.id)).not.toBe(copyName(t2!.id));
     expect(() => parseCandidate(join(d, "nope.cu"))).toThrow(/no such file or folder, and not a Triton config/);
     expect(() => parseCandidate("BLOCK_M=64,128")).toThrow(/is 2 configs/);
     expect(() => parseCandidates([])).toThrow(KerncapError);
