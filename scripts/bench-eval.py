@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Helper of scripts/bench-eval.sh.
 
-candidates CAP cuda|triton N OUT: N candidates as edited copies of CAP/src/ in OUT/<NN-name>/:
+candidates CAP cuda|triton|triton-configs N OUT: N candidates as edited copies of CAP/src/ in OUT/<NN-name>/:
   N-3 edits that build and run (for CUDA's fma_loop: #pragma unroll factors, __restrict__, an early
   return, and a few that change the result; for Triton's fused_add_relu: load/store cache hints and
   equivalent expressions, and a few that change the result), then one that hangs, one that faults
-  and one that does not compile.
+  and one that does not compile. triton-configs: N-3 Triton configs of compile options (num_warps,
+  num_stages) in OUT.configs, one a line, and the three edits that hang, fault, do not compile.
+pin VAL CONFIG: write a config's compile options into VAL/pinned.json (what validate compiles).
 report WORK N WORKERS: the figures (JSON on stdout) from the eval documents, the validate outputs
   and the GPU utilization samples the shell script left in WORK.
 """
@@ -86,9 +88,36 @@ def triton_edits(n):
     return regular + special
 
 
+def triton_configs(n):
+    """N-3 configs of compile options (the tile size BLOCK stays the captured one: the captured grid holds)."""
+    return [f"num_warps={w} num_stages={st}" for w in (1, 2, 4, 8, 16, 32) for st in (1, 2, 3, 4, 5)][: n - 3]
+
+
+def pin(val, config):
+    """Pin `config` (NAME=VALUE words of compile options) in VAL/pinned.json: what validate then compiles."""
+    path = os.path.join(val, "pinned.json")
+    p = json.load(open(path))
+    for word in config.split():
+        k, v = word.split("=")
+        p["options"][k] = int(v)
+    json.dump(p, open(path, "w"), indent=2)
+
+
 def candidates(cap, fe, n, out):
+    if fe == "triton-configs":
+        # the Triton batch: N-3 configs, then the hang, fault and compile-error edits of the source
+        os.makedirs(out, exist_ok=True)
+        with open(out + ".configs", "w") as f:
+            f.write("\n".join(triton_configs(n)) + "\n")
+        edits = triton_edits(n)[-3:]
+        rel = kernel_file(cap, "def fused_add_relu", "fused_add_relu.py")
+        return write_edits(cap, rel, edits, out, "triton")
     needle, prefer, edits = ("void fma_loop", "verdicts.cu", cuda_edits(n)) if fe == "cuda" else ("def fused_add_relu", "triton_app.py", triton_edits(n))
     rel = kernel_file(cap, needle, prefer)
+    write_edits(cap, rel, edits, out, fe)
+
+
+def write_edits(cap, rel, edits, out, fe):
     text = open(os.path.join(cap, "src", rel), encoding="utf-8").read()
     os.makedirs(out, exist_ok=True)
     for i, (name, subs) in enumerate(edits):
@@ -136,7 +165,7 @@ def busy(path, span):
 
 def report(work, n, workers):
     out = {"candidates": n, "workers": workers, "batches": {}}
-    for fe in ("cuda", "triton"):
+    for fe in [f for f in ("cuda", "triton", "triton-configs") if os.path.exists(os.path.join(work, f"{f}-eval.span"))]:
         t0, t1 = map(float, open(os.path.join(work, f"{fe}-eval.span")).read().split())
         v0, v1 = map(float, open(os.path.join(work, f"{fe}-validate.span")).read().split())
         lines = [json.loads(l) for l in open(os.path.join(work, f"{fe}-eval.json")) if l.strip()]
@@ -166,6 +195,8 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "candidates":
         candidates(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    elif cmd == "pin":
+        pin(sys.argv[2], sys.argv[3])
     elif cmd == "report":
         print(json.dumps(report(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])), indent=2))
     else:

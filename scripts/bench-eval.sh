@@ -3,19 +3,21 @@
 # an H200 with 16 cores):
 #  1. captures: fma_loop of test/apps/verdicts.cu (CUDA, found by --source-root) and
 #     fused_add_relu of test/apps/triton_app.py (Triton), each with `kerncap run`;
-#  2. N candidate edits of each (default 32; scripts/bench-eval.py writes them as edited copies
-#     of src/): N-3 that build and run (most match, a few mismatch), one that hangs (a loop that
+#  2. N candidates of each (default 32; scripts/bench-eval.py writes them): CUDA, N-3 edited
+#     copies of src/ that build and run (most match, a few mismatch); Triton, N-3 configs of
+#     compile options (num_warps × num_stages); and in each batch one edit that hangs (a loop that
 #     never ends), one that faults (a store far outside any allocation), one that does not compile;
 #  3. `kerncap eval CAP CANDIDATE… --gpus 0 --workers-per-gpu W --timeout T --jsonl …` against N
-#     sequential `kerncap validate` processes, each on a copy of the capture with that candidate's
-#     src/ (a hung validate is stopped by `timeout` at VALIDATE_TIMEOUT s and counted a timeout);
+#     sequential `kerncap validate` processes on a copy of the capture with that candidate's src/
+#     (a config: pinned in its pinned.json); a hung validate is stopped by `timeout` at
+#     VALIDATE_TIMEOUT s and counted a timeout;
 #  4. figures: candidates per minute of each, the ratio, the fraction of each's wall time the GPU
 #     was busy (nvidia-smi's utilization.gpu sampled every 100 ms), and every eval verdict against
 #     validate's verdict of the same candidate (match, mismatch, fault, timeout, compile-error,
 #     layout-change).
 # Figures in $KERNCAP_GPU_OUT/bench-eval.json (or the work folder), a summary on stdout.
 # Usage: scripts/bench-eval.sh [N]   (WORKERS, default 4 workers on GPU 0; EVAL_TIMEOUT, default 5 s;
-#        VALIDATE_TIMEOUT, default 20 s)
+#        VALIDATE_TIMEOUT, default 20 s; BATCHES, default "cuda triton-configs", "triton" adds edits)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -24,6 +26,8 @@ n="${1:-32}"
 workers="${WORKERS:-4}"
 etimeout="${EVAL_TIMEOUT:-5}"
 vtimeout="${VALIDATE_TIMEOUT:-20}"
+# cuda: edits of fma_loop; triton-configs: configs of fused_add_relu (and its three bad edits); triton: edits of it
+batches="${BATCHES:-cuda triton-configs}"
 work="${TMPDIR:-/tmp}/kerncap-bench-eval"
 out="${KERNCAP_GPU_OUT:-$work}"
 unset BUN_BE_BUN
@@ -43,34 +47,47 @@ say "capturing"
 "$bin" run --kernel "^fma_loop" --dispatch 1 --source-root test/apps --out "$work/cuda-cap" -- "$work/verdicts" fma >/dev/null 2>"$work/cuda-cap.err" || { say "CUDA capture failed: $(tail -3 "$work/cuda-cap.err")"; exit 1; }
 "$bin" run --kernel "^fused_add_relu$" --dispatch 1 --out "$work/triton-cap" -- python3 test/apps/triton_app.py 3 20 >/dev/null 2>"$work/triton-cap.err" || { say "Triton capture failed: $(tail -3 "$work/triton-cap.err")"; exit 1; }
 
-python3 scripts/bench-eval.py candidates "$work/cuda-cap" cuda "$n" "$work/cands-cuda"
-python3 scripts/bench-eval.py candidates "$work/triton-cap" triton "$n" "$work/cands-triton"
+for fe in $batches; do
+  python3 scripts/bench-eval.py candidates "$work/${fe%%-*}-cap" "$fe" "$n" "$work/cands-$fe"
+done
 
-for fe in cuda triton; do
-  cap="$work/$fe-cap"
+for fe in $batches; do
+  cap="$work/${fe%%-*}-cap"
   cands=("$work/cands-$fe"/*)
-  say "$fe: ${#cands[@]} candidates: kerncap eval ($workers workers on GPU 0)"
+  configs=()
+  if [ -f "$work/cands-$fe.configs" ]; then mapfile -t configs <"$work/cands-$fe.configs"; fi
+  all=("${configs[@]}" "${cands[@]}")
+  say "$fe: ${#all[@]} candidates: kerncap eval ($workers workers on GPU 0)"
   start_sampling "$work/$fe-eval.util"
   t0=$(now)
   set +e
-  "$bin" eval "$cap" "${cands[@]}" --gpus 0 --workers-per-gpu "$workers" --timeout "$etimeout" --jsonl "$work/$fe-eval.jsonl" --json >"$work/$fe-eval.json" 2>"$work/$fe-eval.log"
+  "$bin" eval "$cap" "${all[@]}" --gpus 0 --workers-per-gpu "$workers" --timeout "$etimeout" --jsonl "$work/$fe-eval.jsonl" --json >"$work/$fe-eval.json" 2>"$work/$fe-eval.log"
   echo $? >"$work/$fe-eval.rc"
   set -e
   t1=$(now)
   stop_sampling
   echo "$t0 $t1" >"$work/$fe-eval.span"
-  say "$fe: eval $(python3 -c "print(round($t1 - $t0, 1))") s (exit $(cat "$work/$fe-eval.rc")); now ${#cands[@]} sequential validate"
-  # the validates: one copy of the capture, its src/ replaced by each candidate's in turn (a user's edit loop)
+  say "$fe: eval $(python3 -c "print(round($t1 - $t0, 1))") s (exit $(cat "$work/$fe-eval.rc")); now ${#all[@]} sequential validate"
+  # the validates: one copy of the capture; each candidate's src/ (or, for a config, its compile
+  # options pinned in pinned.json) put in place in turn, as a user's edit loop would
   cp -r "$cap" "$work/$fe-val"
   : >"$work/$fe-validate.tsv"
   start_sampling "$work/$fe-validate.util"
   t0=$(now)
-  for c in "${cands[@]}"; do
-    rm -rf "$work/$fe-val/src"; cp -r "$c" "$work/$fe-val/src"
+  for c in "${all[@]}"; do
+    rm -rf "$work/$fe-val/src"
+    if [ -d "$c" ]; then
+      cp -r "$c" "$work/$fe-val/src"; label=$(basename "$c")
+      [ ! -f "$cap/pinned.json" ] || cp "$cap/pinned.json" "$work/$fe-val/pinned.json"
+    else
+      cp -r "$cap/src" "$work/$fe-val/src"; label="$c"
+      cp "$cap/pinned.json" "$work/$fe-val/pinned.json"
+      python3 scripts/bench-eval.py pin "$work/$fe-val" "$c"
+    fi
     set +e
     timeout -k 5 "$vtimeout" "$bin" validate "$work/$fe-val" --json >"$work/$fe-val.out" 2>"$work/$fe-val.err"; rc=$?
     set -e
-    printf '%s\t%s\t%s\n' "$(basename "$c")" "$rc" "$(tr -d '\n\t' <"$work/$fe-val.out")" >>"$work/$fe-validate.tsv"
+    printf '%s\t%s\t%s\n' "$label" "$rc" "$(tr -d '\n\t' <"$work/$fe-val.out")" >>"$work/$fe-validate.tsv"
   done
   t1=$(now)
   stop_sampling

@@ -39,6 +39,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { requireTrustedBuild } from "../format/trust.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
+import { capturedConfig, readPinned } from "../tune/triton.ts";
 import { buildCandidate, type BuildOutcome, type BuildSettings } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
@@ -224,6 +225,14 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   const all = parseCandidates(o.candidates);
   if (all.some((c) => c.kind === "config") && frontendOf(m) !== tritonFrontend) {
     throw new KerncapError("E_USAGE", `a config candidate (${all.find((c) => c.kind === "config")!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`, { hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags)." });
+  }
+  const configs = all.filter((c) => c.kind === "config");
+  const captured = configs.length ? capturedConfig(readPinned(home.dir)) : undefined;
+  const tiles = configs.filter((c) => Object.entries(c.config!.kwargs).some(([k, v]) => captured!.kwargs[k] !== v));
+  if (tiles.length && !o.build.grid) {
+    throw new KerncapError("E_USAGE", `the config ${tiles[0]!.label} changes constexprs (tile sizes), so the launch grid changes with them: give --grid`, {
+      hint: "An expression of the kernel's integer arguments and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(n, BLOCK), 1, 1'.",
+    });
   }
   if (o.resume && !o.jsonl) throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)

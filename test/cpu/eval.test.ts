@@ -478,6 +478,21 @@ echo "$out"
   }, 120_000);
 });
 
+test("Triton configs: one that changes a constexpr (the tile size) needs --grid; one of compile options alone runs on the captured grid", async () => {
+  const cap = await captureWithSource();
+  const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+  m.kernel.frontend = "triton";
+  writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+  writeFileSync(join(cap, "pinned.json"), JSON.stringify({ fnName: "scale", python: "python3", signature: { x: "*fp32", n: "i32", BLOCK: "constexpr" }, constexprs: [{ name: "BLOCK", expr: "1024" }], options: { num_warps: 4, num_stages: 3 } }));
+  expect(runEval(options([cap], ["BLOCK=512 num_warps=4"]))).rejects.toThrow(/changes constexprs \(tile sizes\).*give --grid/);
+  const built: string[] = [];
+  const { value: r } = await quiet(() =>
+    runEval(options([cap], ["num_warps=8", "BLOCK=1024 num_stages=2"], { buildWith: async (_d, _m, c) => (built.push(c.label), { failed: { verdict: "compile-error", code: "E_BUILD", reason: `not on this machine: ${JSON.stringify(c.config)}`, seconds: 0 } }) })),
+  );
+  expect(built.sort()).toEqual(["BLOCK=1024 num_stages=2", "num_warps=8"]);
+  expect(r.candidates.map((c) => c.kind)).toEqual(["config", "config"]);
+});
+
 test("usage: the inputs come first; a candidate that is no file and no config, and a config for a CUDA kernel, are refused by name", async () => {
   const cap = await captureWithSource();
   expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"] });

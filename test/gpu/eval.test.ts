@@ -97,3 +97,27 @@ describe.skipIf(SKIP)("kerncap eval", () => {
     if (out && existsSync(out)) writeFileSync(join(out, "eval-figures.json"), JSON.stringify({ seconds, candidates: doc.candidates, validate: vres }, null, 2));
   }, 400_000);
 });
+
+const HAS_TRITON = !SKIP && Bun.spawnSync(["python3", "-c", "import torch, triton"], { stdout: "ignore", stderr: "ignore" }).exitCode === 0;
+if (!SKIP && !HAS_TRITON) console.warn("[eval tests] Triton part skipped: python3 cannot import torch and triton");
+
+describe.skipIf(!HAS_TRITON)("kerncap eval, Triton configs", () => {
+  test("fused_add_relu: configs of num_warps and num_stages match and are timed; a tile size without --grid is refused", () => {
+    const env = { TRITON_CACHE_DIR: join(WORK, "triton-cache") };
+    const cap = join(WORK, "fused_add_relu");
+    const c = kerncap(WORK, ["run", "--kernel", "^fused_add_relu$", "--dispatch", "1", "--out", cap, "--", "python3", join(APPS, "triton_app.py"), "3"], env);
+    expect(c.code, c.stderr).toBe(0);
+    const r = kerncap(WORK, ["eval", cap, "num_warps=2", "num_warps=8 num_stages=2", "num_warps=1", "--gpus", "0", "--workers-per-gpu", "2", "--json"], env);
+    const doc = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    expect(doc.schema, r.stderr).toBe("kerncap.eval/1");
+    for (const x of doc.candidates) {
+      expect(`${x.label}: ${x.verdict}`, r.stderr).toBe(`${x.label}: match`);
+      expect(x.speedup).toBeGreaterThan(0);
+    }
+    expect(doc.candidates.map((x: any) => x.rank).sort()).toEqual([1, 2, 3]);
+    const tiles = kerncap(WORK, ["eval", cap, "BLOCK=512"], env);
+    expect(tiles.code).toBe(2);
+    expect(tiles.stderr).toContain("--grid");
+  }, 300_000);
+});
+
