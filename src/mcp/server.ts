@@ -27,7 +27,7 @@ import type { Subprocess } from "bun";
 import { existsSync, lstatSync, rmSync, statSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import * as v from "valibot";
-import { DOCUMENTS, jsonDocument, type DocumentName } from "../format/documents.ts";
+import { DOCUMENTS, documentId, jsonDocument, type DocumentName } from "../format/documents.ts";
 import { selfCommand } from "../doctor.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { assertNotNested, readManifest } from "../format/capture-dir.ts";
@@ -576,7 +576,9 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
   readManifest(dir); // a capture folder, or the reader's own error: nothing is copied from elsewhere
   const { folder, args } = writeCandidates(dir, a.candidates);
   try {
-    return await runVerb([...TOOLS.evaluate.argv(a), ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
+    const r = await runVerb([...TOOLS.evaluate.argv(a), ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
+    // eval exits 2 when a candidate could not be judged; the evaluation itself is the result (its candidates say which)
+    return (r.structuredContent as { schema?: unknown } | undefined)?.schema === documentId("eval") ? { ...r, isError: false } : r;
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }

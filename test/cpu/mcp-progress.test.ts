@@ -12,6 +12,7 @@ import { dirname, join } from "node:path";
 import { createMcpServer, ToolChildren } from "../../src/mcp/server.ts";
 import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
+import { NVCC } from "../nvcc-fixtures.ts";
 
 async function connected(progressMs = 300): Promise<Client> {
   const [a, b] = InMemoryTransport.createLinkedPair();
@@ -125,6 +126,23 @@ describe("evaluate", () => {
     expect(doc(bad).error.message).toContain("is not under src/");
     const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ patch: "x", config: "A=1" }] } });
     expect(doc(both).error.message).toContain("gives patch and config; give exactly one");
+    await c.close();
+  }, 60_000);
+
+  test.skipIf(!NVCC)("a candidate that builds but cannot be judged here (no GPU) is its record's error; the call is no error (exit 2 of eval is data)", async () => {
+    const c = await connected();
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.kernel.name = "scale";
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), 'extern "C" __global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n');
+    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nset -e\nhere="$(cd "$(dirname "$0")" && pwd)"\nmkdir -p "$here/build"\n"${NVCC}" -cubin -arch=sm_90 "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`, { mode: 0o755 });
+    const r = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "triple", files: { "src/kernel.cu": 'extern "C" __global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n' } }] } }, undefined, { timeout: 60_000 });
+    expect(r.isError).toBe(false);
+    expect(doc(r).candidates).toMatchObject([{ label: "triple", verdict: "error" }]);
+    expect(doc(r).exitCode).toBe(2);
     await c.close();
   }, 60_000);
 
