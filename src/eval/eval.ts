@@ -213,7 +213,8 @@ export function copyName(id: string): string {
 /**
  * Run an evaluation (see the file's comment).
  * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
- *   kernel that is not Triton's), E_UNTRUSTED (a received capture without --trust), E_RESULTS (a
+ *   kernel that is not Triton's, or one that changes a tile size without --grid), E_FRONTEND (a
+ *   frontend validate does not rebuild: HIP), E_UNTRUSTED (a received capture without --trust), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
  */
@@ -222,6 +223,11 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   const inputs = resolveInputs(o.dirs);
   const home = inputs[0]!;
   const m = home.manifest;
+  if (!frontendOf(m).validates) {
+    throw new KerncapError("E_FRONTEND", `${home.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap eval judges CUDA and Triton candidates only so far (as validate)`, {
+      hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
+    });
+  }
   const all = parseCandidates(o.candidates);
   if (all.some((c) => c.kind === "config") && frontendOf(m) !== tritonFrontend) {
     throw new KerncapError("E_USAGE", `a config candidate (${all.find((c) => c.kind === "config")!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`, { hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags)." });

@@ -500,4 +500,8 @@ test("usage: the inputs come first; a candidate that is no file and no config, a
   expect(() => splitPositionals(["a.cu", cap])).toThrow(/a\.cu is not a capture folder or a capture set/);
   expect(runEval(options([cap], ["nope.cu"]))).rejects.toThrow(/nope\.cu: no such file/);
   expect(runEval(options([cap], ["BLOCK=64"]))).rejects.toThrow(/needs a Triton capture/);
+  const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+  m.kernel.frontend = "hip";
+  writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+  expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_FRONTEND" });
 });
