@@ -11,6 +11,11 @@
  * A worker that dies while checking a capture (a crash in the driver) gives that capture an error
  * outcome and is started again; after WORKER_RETRIES deaths in a row without a capture checked its
  * slot is given up, and when every slot is, the check fails (E_WORKER).
+ *
+ * The same pool serves `kerncap eval` (src/eval/eval.ts): workerCommand and drainQueue take any
+ * task and outcome, tasks from a source that yields them as builds finish, and a watchdog that
+ * kills a worker whose task runs past its bound (the task's outcome then comes from the runner:
+ * TaskEnded).
  */
 import type { Subprocess } from "bun";
 import { selfCommand } from "../doctor.ts";
