@@ -85,8 +85,14 @@ export interface EvalOptions {
   jobs?: number;
   /** The watchdog's floor (s; default TIMEOUT_FLOOR_S). */
   timeoutS?: number;
-  /** --trust: build received captures' reproducers too. */
+  /** --trust: build received captures' reproducers too (and, with confine, a frontend's whose build runs the edited source). */
   trust: boolean;
+  /**
+   * --confine (kerncap mcp's evaluate): a frontend whose build runs the edited source as code
+   * (Triton: repro.py imports src/) is built only with --trust, as validate --confine refuses it.
+   * CUDA builds are confined either way (src/eval/build.ts confinable).
+   */
+  confine?: boolean;
   /** Draw the status line in place (stderr is a terminal). */
   live: boolean;
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */
@@ -241,6 +247,11 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
     });
   }
   if (o.resume && !o.jsonl) throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
+  if (o.confine && frontendOf(m).buildRunsSource && !o.trust) {
+    throw new KerncapError("E_UNTRUSTED", `${home.dir} is a ${m.kernel.frontend} capture: its build imports each candidate's source, which runs as code with your rights, so a confined eval (kerncap mcp) runs it only with --trust`, {
+      hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton candidates run, or evaluate on the command line.",
+    });
+  }
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
   requireTrustedBuild(home.dir, m, o.trust, { command: `kerncap eval ${home.dir} … --trust`, inMessage: true });
   const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;

@@ -39,6 +39,7 @@ import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../proc
 import { TOOL_VERSION } from "../version.ts";
 import { McpCandidate, writeCandidates } from "./evaluate.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
+import { lines } from "../check/worker.ts";
 
 /** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
 const TOOL_GRACE_MS = 10_000;
@@ -221,7 +222,7 @@ const TOOLS = {
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     output: "eval",
     description:
-      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module. Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), or layout-change. Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
+      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's: a received or Triton capture's only with --trust-builds; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module. Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), or layout-change. Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
     input: v.strictObject({
       dir: Dir,
       inputs: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on"))),
@@ -238,6 +239,7 @@ const TOOLS = {
       a.dir,
       ...(a.inputs ?? []).map((d) => (d.startsWith("-") ? `./${d}` : d)),
       "--json",
+      "--confine",
       ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
       ...(a.gpus !== undefined ? [`--gpus=${a.gpus}`] : []),
       ...(a.workersPerGpu !== undefined ? ["--workers-per-gpu", String(a.workersPerGpu)] : []),
@@ -423,20 +425,12 @@ async function runVerb(argv: string[], cwd: string | undefined, children: ToolCh
 
 /** A child's stderr, whole, with each line handed to `onLine` as it comes. */
 async function streamLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void): Promise<string> {
-  const dec = new TextDecoder();
   let all = "";
-  let buf = "";
-  for await (const chunk of stream) {
-    const t = dec.decode(chunk, { stream: true });
-    all += t;
-    buf += t;
-    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
-      onLine(buf.slice(0, nl));
-      buf = buf.slice(nl + 1);
-    }
+  for await (const l of lines(stream)) {
+    all += `${l}\n`;
+    onLine(l);
   }
-  if (buf) onLine(buf);
-  return all + dec.decode();
+  return all;
 }
 
 /** The verb's JSON document: stdout whole, or its last line when it streams JSON Lines (eval --json). @throws SyntaxError when neither is JSON */
@@ -568,8 +562,8 @@ function nulArgument(x: unknown, at = ""): string | undefined {
 
 /**
  * The evaluate tool: the candidates written into a private temporary folder (./evaluate.ts),
- * `kerncap eval` run on them (its builds confined; a received capture's only with
- * --trust-builds), the folder removed after.
+ * `kerncap eval --confine` run on them (its builds confined; a received capture's, or a Triton
+ * capture's, only with --trust-builds), the folder removed after.
  */
 async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTrust, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
   const dir = resolve(a.dir);

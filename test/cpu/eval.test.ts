@@ -485,6 +485,8 @@ test("Triton configs: one that changes a constexpr (the tile size) needs --grid;
   writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
   writeFileSync(join(cap, "pinned.json"), JSON.stringify({ fnName: "scale", python: "python3", signature: { x: "*fp32", n: "i32", BLOCK: "constexpr" }, constexprs: [{ name: "BLOCK", expr: "1024" }], options: { num_warps: 4, num_stages: 3 } }));
   expect(runEval(options([cap], ["BLOCK=512 num_warps=4"]))).rejects.toThrow(/changes constexprs \(tile sizes\).*give --grid/);
+  // kerncap mcp's evaluate (--confine): a Triton build runs the candidate's Python, so only with --trust
+  expect(runEval(options([cap], ["num_warps=8"], { confine: true }))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
   const built: string[] = [];
   const { value: r } = await quiet(() =>
     runEval(options([cap], ["num_warps=8", "BLOCK=1024 num_stages=2"], { buildWith: async (_d, _m, c) => (built.push(c.label), { failed: { verdict: "compile-error", code: "E_BUILD", reason: `not on this machine: ${JSON.stringify(c.config)}`, seconds: 0 } }) })),
