@@ -25,6 +25,7 @@ import { availableParallelism } from "node:os";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, type OpenRunner } from "../check/pool.ts";
@@ -368,18 +369,21 @@ function truncatedNote(t: boolean | undefined): string {
   return t ? " (a last record cut short by the interruption dropped)" : "";
 }
 
-/** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed). */
+/** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
+const one = (s: string) => escapeForTerminal(s, { oneLine: true });
+
+/** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed), escaped. */
 export function shortReason(reason: string | null, max = 160): string {
   const lines = (reason ?? "").split("\n").map((l) => l.trim()).filter(Boolean);
   const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
-  return (err ?? lines[0] ?? "").slice(0, max);
+  return one((err ?? lines[0] ?? "").slice(0, max));
 }
 
 /** One record as a progress line: "match  1.07× [1.05–1.09]  label  input". */
 export function recordLine(r: EvalRecord): string {
   const t = r.timing ? `${r.timing.speedup.toFixed(2)}× [${r.timing.low.toFixed(2)}–${r.timing.high.toFixed(2)}]` : "";
   const why = r.verdict === "match" ? "" : `  ${shortReason(r.reason)}`;
-  return `${r.verdict.padEnd(13)} ${t.padEnd(20)} ${r.label}  ${r.input}${why}`;
+  return `${r.verdict.padEnd(13)} ${t.padEnd(20)} ${one(r.label)}  ${one(r.input)}${why}`;
 }
 
 /**
@@ -464,7 +468,7 @@ export function rankedTable(r: EvalReport): string {
     c.registers !== null ? String(c.registers) : "",
     c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
     `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
-    c.label,
+    one(c.label),
     c.verdict === "match" ? "" : shortReason(c.reason, 120),
   ]);
   const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];

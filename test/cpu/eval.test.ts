@@ -12,7 +12,7 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSyn
 import { join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
-import { BUILD_INPUT, copyName, mergeEval, rankedTable, runEval, summarize, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { BUILD_INPUT, copyName, mergeEval, rankedTable, runEval, shortReason, summarize, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
 import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
 import { documentId } from "../../src/format/documents.ts";
@@ -245,6 +245,19 @@ describe("scheduling", () => {
     m.kernel.name = "_Z4axpyPfi";
     writeFileSync(join(other, "kerncap.json"), JSON.stringify(m));
     expect(runEval(options([set, other], files))).rejects.toThrow(/captures of one kernel/);
+  });
+
+  test("names and messages are escaped on the terminal: a candidate named with an escape sequence, a compiler message with a newline", async () => {
+    const cap = await captureWithSource();
+    const d = tempDir("kerncap-cands-");
+    const evil = join(d, "x\u001b[2Jy.cu");
+    writeFileSync(evil, "compile-error");
+    const { err, value: r } = await quiet(() => runEval(options([cap], [evil])));
+    const table = rankedTable(r);
+    expect(table).not.toContain("\u001b");
+    expect(table).toContain("x\\x1b[2Jy.cu");
+    expect(err).not.toContain("\u001b");
+    expect(shortReason("build failed\nsrc/k.cu(1): error: bad \u202e thing")).toBe("src/k.cu(1): error: bad \\u202e thing");
   });
 
   test("summaries: the geometric mean over inputs; the worst verdict wins; a later record of one input replaces an earlier", () => {

@@ -18,7 +18,7 @@ import { parseShard } from "../../check/shard.ts";
 import { lines, serveProtocol } from "../../check/worker.ts";
 import { mergeEval, rankedTable, runEval, type EvalReport } from "../../eval/eval.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
-import { intArg, jsonArg, keepStdoutForData, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
+import { intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
 import { printable } from "../format.ts";
 import { parseGpus } from "./check.ts";
 import { existsSync, statSync } from "node:fs";
@@ -107,7 +107,7 @@ export default defineCommand({
       });
     }
     if (args.json) printJsonLine("eval", report);
-    else process.stdout.write(printable(rankedTable(report)) + "\n");
+    else printText(rankedTable(report) + "\n");
     if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.candidates} candidates could not be judged (error): --resume tries them again`);
     return report.exitCode;
   },
