@@ -124,8 +124,9 @@ const NOT_COPIED = new Set(["memory", "build", "profile"]);
  *   E_PATCH (a patch that does not apply: the candidate's own fault, reported as a compile error)
  */
 export async function materialise(capture: string, c: Candidate, dest: string): Promise<void> {
+  // dest's parent is the caller's, made with no link followed (src/eval/eval.ts); a link at dest itself is removed, not followed
   rmSync(dest, { recursive: true, force: true });
-  mkdirSync(dest, { recursive: true });
+  mkdirSync(dest);
   for (const name of readdirSync(capture)) {
     if (NOT_COPIED.has(name) || isCaptureTemp(name)) continue;
     const from = join(capture, name);

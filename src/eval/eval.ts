@@ -34,6 +34,7 @@ import { parseRecords, RecordLog, type RecordKind } from "../check/results.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
+import { mkdirInCapture } from "../format/paths.ts";
 import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalOutcome, type EvalVerdict } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -308,7 +309,8 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
-  const work = join(home.dir, EVAL_WORK_DIR);
+  // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
+  const work = pending.length ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
   const buildWith = o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, o.build));
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
   let buildError: unknown;

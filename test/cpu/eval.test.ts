@@ -8,7 +8,7 @@
  * (./eval-fake-worker.ts, or runners in this process) where a replay would need the GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
@@ -258,6 +258,16 @@ describe("scheduling", () => {
     expect(table).toContain("x\\x1b[2Jy.cu");
     expect(err).not.toContain("\u001b");
     expect(shortReason("build failed\nsrc/k.cu(1): error: bad \u202e thing")).toBe("src/k.cu(1): error: bad \\u202e thing");
+  });
+
+  test("a capture whose build/ is a link out of it: refused before anything is written there", async () => {
+    const cap = await captureWithSource();
+    const outside = tempDir("kerncap-outside-");
+    symlinkSync(outside, join(cap, "build"));
+    // without --trust, the trust check refuses it first (a build/ anyone may write makes it received)
+    expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
+    expect(runEval(options([cap], candidateFiles({ "k.cu": "match" }), { trust: true }))).rejects.toMatchObject({ code: "E_UNSAFE_PATH" });
+    expect(readdirSync(outside)).toEqual([]);
   });
 
   test("summaries: the geometric mean over inputs; the worst verdict wins; a later record of one input replaces an earlier", () => {
