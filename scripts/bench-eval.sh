@@ -20,7 +20,6 @@
 #        VALIDATE_TIMEOUT, default 20 s; BATCHES, default "cuda triton-configs", "triton" adds edits)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 bin="${KERNCAP_BIN:-$PWD/dist/kerncap}"
 n="${1:-32}"
 workers="${WORKERS:-4}"
