@@ -20,6 +20,7 @@ import { mergeEval, rankedTable, runEval, type EvalReport } from "../../eval/eva
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import { intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
 import { printable } from "../format.ts";
+import { MIN_PAIRS } from "../../replay/stats.ts";
 import { parseGpus } from "./check.ts";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -42,7 +43,7 @@ export default defineCommand({
   meta: { name: "eval", description: "Evaluate many candidate versions of a captured kernel: each built in a private copy, judged on every input against the app's after state, timed against the captured module; ranked" },
   args: {
     dir: { type: "positional", description: "Capture folders or capture sets (the inputs), then the candidates: edited src/ folders, .patch/.diff files, replacement files, Triton configs ('BLOCK_M=64 num_warps=4'); with --merge, results files", required: false },
-    iters: { type: "string", description: "Timed launches of each candidate and of the captured module, interleaved (at least 10 for a comparison)", default: "20" },
+    iters: { type: "string", description: `Timed launches of each candidate and of the captured module, interleaved (at least ${MIN_PAIRS} for a comparison)`, default: "20" },
     runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2)" },
     verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
     ...toleranceArgs,
