@@ -7,6 +7,9 @@
 import type { EvalTiming } from "../format/eval-record.ts";
 import type { TimingComparison } from "../replay/stats.ts";
 
+/** The fewest timed launches that give a comparison (src/replay/stats.ts). */
+export { MIN_PAIRS } from "../replay/stats.ts";
+
 /** A comparison as eval records it; null when there was none (fewer than MIN_PAIRS timed launches, a capture that faults). */
 export function timingOf(c: TimingComparison | null): EvalTiming | null {
   if (!c) return null;

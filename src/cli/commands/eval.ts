@@ -20,7 +20,7 @@ import { mergeEval, rankedTable, runEval, type EvalReport } from "../../eval/eva
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import { intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, verboseArg, writeDataLine } from "../args.ts";
 import { printable } from "../format.ts";
-import { MIN_PAIRS } from "../../replay/stats.ts";
+import { MIN_PAIRS } from "../../eval/timing.ts";
 import { parseGpus } from "./check.ts";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
