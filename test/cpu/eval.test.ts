@@ -19,7 +19,7 @@ import { documentId } from "../../src/format/documents.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals } from "../../src/cli/commands/eval.ts";
 import * as v from "valibot";
-import { makeCapture, noGpuResult, noGpuSession, tempDir } from "./fixtures.ts";
+import { makeCapture, noGpuResult, noGpuSession, recordRendered, tempDir } from "./fixtures.ts";
 import { fakeBuild, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 
@@ -260,13 +260,12 @@ describe("scheduling", () => {
     expect(shortReason("build failed\nsrc/k.cu(1): error: bad \u202e thing")).toBe("src/k.cu(1): error: bad \\u202e thing");
   });
 
-  test("a capture whose build/ is a link out of it: refused before anything is written there", async () => {
+  test("a capture whose build/eval/ is a link out of it: refused before anything is written there", async () => {
     const cap = await captureWithSource();
     const outside = tempDir("kerncap-outside-");
-    symlinkSync(outside, join(cap, "build"));
-    // without --trust, the trust check refuses it first (a build/ anyone may write makes it received)
-    expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
-    expect(runEval(options([cap], candidateFiles({ "k.cu": "match" }), { trust: true }))).rejects.toMatchObject({ code: "E_UNSAFE_PATH" });
+    mkdirSync(join(cap, "build"));
+    symlinkSync(outside, join(cap, "build/eval"));
+    expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_UNSAFE_PATH" });
     expect(readdirSync(outside)).toEqual([]);
   });
 
@@ -482,6 +481,35 @@ echo "$out"
     expect(copy).toBeDefined();
     const now = snapshot(cap);
     for (const k of Object.keys(before)) expect(now[k]).toBe(before[k]!); // nothing of the capture's changed (build/eval/ is new)
+  }, 120_000);
+
+  test("confined builds (a CUDA capture with a recorded source): an #include of a file outside the capture is a compile-error naming it, never its content; a changed build.sh runs nowhere", async () => {
+    const cap = await externC();
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    m.source = { cuda: { method: "source-root" } };
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    recordRendered(cap); // the build.sh of this test stands for the one kerncap wrote
+    const secret = join(tempDir("kerncap-secret-"), "secret.h");
+    writeFileSync(secret, "#define SECRET_TOKEN 12345\n");
+    const d = tempDir("kerncap-cands-");
+    writeFileSync(join(d, "kernel.cu"), '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { x[0] *= TWO; }\n');
+    mkdirSync(join(d, "leak"));
+    writeFileSync(join(d, "leak/kernel.cu"), `#include "${secret}"\nextern "C" __global__ void scale(float* x, int n) { x[0] = SECRET_TOKEN + oops; }\n`);
+    const open: EvalOptions["open"] = () => () => ({
+      run: async (t) => ({ candidate: t.candidate, input: t.input, verdict: "match", reason: null, code: null, numerics: "bit-exact", timing: null, runSeconds: 0, device: null }),
+      kill() {},
+      close: async () => {},
+    });
+    const { value: r } = await quiet(() => runEval({ ...options([cap], [join(d, "kernel.cu"), join(d, "leak")], { open }), buildWith: undefined }));
+    const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+    expect(by["kernel.cu"]).toMatchObject({ verdict: "match" });
+    expect(by["leak"]).toMatchObject({ verdict: "compile-error", code: "E_CONFINED" });
+    expect(by["leak"]!.reason).toContain("secret.h");
+    expect(JSON.stringify(r)).not.toContain("12345");
+    // build.sh changed after capture (not what kerncap wrote, not trusted): no candidate's build runs
+    writeFileSync(join(cap, "build.sh"), readFileSync(join(cap, "build.sh"), "utf8") + "# changed\n");
+    const { value: r2 } = await quiet(() => runEval({ ...options([cap], [join(d, "kernel.cu")], { open }), buildWith: undefined }));
+    expect(r2.records).toMatchObject([{ verdict: "error", code: "E_NOT_RENDERED" }]);
   }, 120_000);
 
   test("the verb: --json streams each record, then the kerncap.eval document; without a GPU each candidate is an error (exit 2), builds still judged", async () => {

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { createMcpServer, ToolChildren } from "../../src/mcp/server.ts";
 import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 
 async function connected(progressMs = 300): Promise<Client> {
@@ -42,6 +42,7 @@ exit 1
 `,
     { mode: 0o755 },
   );
+  recordRendered(dir); // stands for the build.sh kerncap wrote (a confined build runs no other)
   return { dir, pids };
 }
 
