@@ -178,7 +178,7 @@ export async function drain(
 ): Promise<void> {
   await drainQueue(tasks, slots, open, {
     ...o,
-    died: (t, reason) => ({ id: t.id, path: t.path, kernel: null, outcome: "error", verdict: null, numerics: null, reason, code: "E_WORKER", note: null, captured: null, device: null, rebuild: null, timing: null, seconds: 0, replaySeconds: 0, at: new Date().toISOString() }),
+    died: (t, reason): Outcome => ({ id: t.id, path: t.path, kernel: null, outcome: "error", verdict: null, numerics: null, reason, code: "E_WORKER", note: null, captured: null, device: null, rebuild: null, timing: null, seconds: 0, replaySeconds: 0, at: new Date().toISOString() }),
     what: "captures were not checked",
   });
 }

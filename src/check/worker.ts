@@ -72,14 +72,14 @@ export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome
  * the worker stops).
  * @throws KerncapError E_USAGE for a line that is not the protocol's
  */
-export async function serveProtocol<S extends v.GenericSchema, T extends v.GenericSchema, O>(
+export async function serveProtocol<S, T, O>(
   input: AsyncIterable<string>,
-  schemas: { settings: S; task: T },
-  handle: (t: v.InferOutput<T>["task"], s: v.InferOutput<S>["settings"]) => Promise<O>,
+  schemas: { settings: v.GenericSchema<unknown, { settings: S }>; task: v.GenericSchema<unknown, { task: T }> },
+  handle: (t: T, s: S) => Promise<O>,
   emit: (o: O, retire: boolean) => void,
   lost: () => boolean = () => false,
 ): Promise<void> {
-  let settings: v.InferOutput<S>["settings"] | undefined;
+  let settings: S | undefined;
   for await (const line of input) {
     if (!line.trim()) continue;
     if (settings === undefined) {

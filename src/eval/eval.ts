@@ -147,6 +147,7 @@ export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-c
 export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   schema: documentId("eval-record"),
   record: EvalRecord,
+  what: "the eval's results file",
   hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
 };
 
@@ -347,7 +348,7 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
         stops.onStop = stop;
         stops.onKill = stop;
       },
-      died: (t, reason) => ({ candidate: t.candidate, input: t.input, verdict: "error", reason, code: "E_WORKER", numerics: null, timing: null, runSeconds: 0, device: null }),
+      died: (t, reason): EvalOutcome => ({ candidate: t.candidate, input: t.input, verdict: "error", reason, code: "E_WORKER", numerics: null, timing: null, runSeconds: 0, device: null }),
       what: "candidate runs were not made",
     });
     await building;

@@ -164,6 +164,21 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(m.message).toContain("results.jsonl, line 1");
     });
   },
+  eval: () => {
+    test("no candidates, a candidate that is no file and no config, and --merge of a damaged results file: errors naming them (the rest: test/cpu/eval.test.ts)", async () => {
+      const dir = await fresh();
+      const none = await failure("eval", [dir]);
+      expect(none.code).toBe("E_USAGE");
+      expect(none.message).toBe("no candidates given");
+      const missing = await failure("eval", [dir, join(dir, "nope.cu")]);
+      expect(missing.message).toContain("nope.cu: no such file or folder, and not a Triton config");
+      const bad = join(tempDir(), "r.jsonl");
+      writeFileSync(bad, "{ not json\n{}\n");
+      const m = await failure("eval", ["--merge", bad]);
+      expect(m.code).toBe("E_RESULTS");
+      expect(m.message).toContain("r.jsonl, line 1");
+    });
+  },
   validate: () => {
     test("a capture without a reproducer project says how to get one", async () => {
       const e = await failure("validate", [await fresh()]);
