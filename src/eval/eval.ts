@@ -87,8 +87,8 @@ export interface EvalOptions {
   jobs?: number;
   /** The watchdog's floor (s; default TIMEOUT_FLOOR_S). */
   timeoutS?: number;
-  /** --trust: build received captures' reproducers too (and, with confine, a frontend's whose build runs the edited source). */
-  trust: boolean;
+  /** --trust[=DIGEST]: build received captures' reproducers too (and, with confine, a frontend's whose build runs the edited source); a digest: only the files it names (src/format/trust.ts). */
+  trust: boolean | string;
   /**
    * --confine (kerncap mcp's evaluate): a frontend whose build runs the edited source as code
    * (Triton: repro.py imports src/) is built only with --trust, as validate --confine refuses it.
