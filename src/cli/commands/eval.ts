@@ -18,7 +18,7 @@ import { parseShard } from "../../check/shard.ts";
 import { lines, serveProtocol } from "../../check/worker.ts";
 import { mergeEval, rankedTable, runEval, type EvalReport } from "../../eval/eval.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
-import { intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, trustArg, verboseArg, writeDataLine } from "../args.ts";
+import { allowVersionMismatchArg, intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, trustArg, verboseArg, writeDataLine } from "../args.ts";
 import { printable } from "../format.ts";
 import { MIN_PAIRS } from "../../eval/timing.ts";
 import { parseGpus } from "./check.ts";
@@ -52,7 +52,7 @@ export default defineCommand({
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
     timeout: { type: "string", description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`, default: "10", valueHint: "S" },
     grid: { type: "string", description: "Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)' (default: the captured grid)", valueHint: "EXPR" },
-    force: { type: "boolean", alias: ["f"], description: "Build even when the toolchain differs from the capture's", default: false },
+    ...allowVersionMismatchArg(),
     trust: { type: "boolean", description: "Build a received capture's reproducer too (its build runs with your rights) after you read what it runs; --trust=DIGEST only if the files are still the ones the refusal showed (docs/security.md)", default: false },
     confine: { type: "boolean", description: "What kerncap mcp's evaluate uses: a Triton capture's candidates (whose build runs their Python) only with --trust; CUDA builds are confined always", default: false },
     jsonl: { type: "string", description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins", valueHint: "FILE" },
@@ -93,7 +93,7 @@ export default defineCommand({
         dirs,
         candidates,
         settings,
-        build: { force: Boolean(args.force), ...(args.grid !== undefined ? { grid: String(args.grid) } : {}) },
+        build: { force: Boolean(args["allow-version-mismatch"]), ...(args.grid !== undefined ? { grid: String(args.grid) } : {}) },
         ...(args.jsonl !== undefined ? { jsonl: String(args.jsonl) } : {}),
         resume: Boolean(args.resume),
         ...(args.shard !== undefined ? { shard: parseShard(String(args.shard)) } : {}),
