@@ -330,9 +330,10 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
 
 function readmeContext(m: Manifest, p: ExportPlan, f: ExportFiles, editable: string | null, commands: ExportResult["commands"], t: TritonPart | null, data: ExportResult["data"]): Record<string, unknown> {
   return {
-    kernel: p.demangled.replace(/`/g, "'"),
-    mangled: p.kernel.replace(/`/g, "'"),
-    device: `${m.device.name} (${m.device.arch})`.replace(/`/g, "'"),
+    // manifest text, raw: the template puts each through its Markdown escape (mdCode, mdText: src/frontends/templates.ts)
+    kernel: p.demangled,
+    mangled: p.kernel,
+    device: `${m.device.name} (${m.device.arch})`,
     frontend: m.kernel.frontend,
     grid: p.grid.join(", "),
     block: p.block.join(", "),

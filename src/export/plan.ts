@@ -10,6 +10,7 @@ import type { Manifest, Stored } from "../format/manifest.ts";
 import { regionNumericsPlan } from "../replay/tolerance-plan.ts";
 import type { ElementType, Tolerance } from "../replay/tolerance.ts";
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
+import { TEMPLATE_ESCAPES } from "../frontends/templates.ts";
 
 // Launch attributes that carry handles of the app's process (events): meaningless in another
 // process; the replay drops them too (src/replay/cuda-backend.ts).
@@ -116,19 +117,11 @@ function archNumber(a: string): number {
 }
 
 /**
- * A C string literal holding `s` exactly: printable ASCII as is (quote and backslash escaped),
- * every other byte of its UTF-8 as a three-digit octal escape (no hex escape, which would swallow
- * a following hex digit). Names are data (a kernel's name may hold anything).
+ * A C string literal holding `s` exactly: the templates' C escape (src/frontends/templates.ts cStr:
+ * printable ASCII as is, quote, backslash and `?` escaped, every other byte of its UTF-8 a
+ * three-digit octal escape). Names are data (a kernel's name may hold anything).
  */
-export function cString(s: string): string {
-  let out = '"';
-  for (const b of Buffer.from(s, "utf8")) {
-    if (b === 0x22 || b === 0x5c) out += "\\" + String.fromCharCode(b);
-    else if (b >= 0x20 && b < 0x7f && b !== 0x3f) out += String.fromCharCode(b); // '?' escaped: no trigraphs
-    else out += "\\" + b.toString(8).padStart(3, "0");
-  }
-  return out + '"';
-}
+export const cString = (s: string): string => TEMPLATE_ESCAPES.cStr!(s);
 
 /** Files the C program reads, relative to the export folder (README.md describes them). */
 export interface ExportFiles {

@@ -28,6 +28,7 @@ import { dirname, isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
+import { parsePinned, PinnedRuns } from "./pinned.ts";
 import { mkdirInCapture, readInCapture, relativePathProblem, writeInCapture } from "./paths.ts";
 import { isPlainPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
@@ -263,7 +264,7 @@ function runsDigest(frontend: string, files: RunFile[], interpreter: string | nu
  * (src/format/paths.ts). A Triton capture runs only files under src/: pinned.json's kernelFile is a
  * relative path that stays under src/, else E_UNSAFE_PATH before anything runs.
  * @returns undefined when the capture holds none of build.sh, pinned.json, repro.py: nothing of it runs
- * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (pinned.json's kernelFile is no string)
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (pinned.json is not JSON or breaks its schema: src/format/pinned.ts)
  */
 export function readWhatRuns(dir: string, frontend: string): WhatRuns | undefined {
   const files: RunFile[] = [];
@@ -277,16 +278,11 @@ export function readWhatRuns(dir: string, frontend: string): WhatRuns | undefine
   add("repro.py");
   if (!files.length) return undefined;
   let interpreter: string | null = null;
-  let pin: { python?: unknown; kernelFile?: unknown } | undefined;
-  try {
-    pin = pinned ? JSON.parse(pinned.toString("utf8")) : undefined;
-  } catch {
-    pin = undefined; // repro.py fails on it before importing anything
-  }
-  if (pin && typeof pin === "object") {
-    interpreter = typeof pin.python === "string" ? pin.python : null;
+  // checked against its schema before anything is shown or trusted: a crafted one is E_MANIFEST naming the field
+  const pin = pinned ? parsePinned(dir, pinned, PinnedRuns) : undefined;
+  if (pin) {
+    interpreter = pin.python ?? null;
     if (pin.kernelFile !== undefined) {
-      if (typeof pin.kernelFile !== "string") throw new KerncapError("E_MANIFEST", `${dir}/pinned.json: kernelFile is not a string`, { hint: "pinned.json is kerncap's record of the Triton kernel; capture again." });
       const problem = relativePathProblem(pin.kernelFile);
       if (problem) {
         throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the kernel file ${JSON.stringify(pin.kernelFile)}, which ${problem}: a Triton reproducer runs only files under src/`, {

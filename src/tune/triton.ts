@@ -13,6 +13,7 @@ import { KerncapError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { MANIFEST_MAX_BYTES, readCaptureBytes, readInCapture } from "../format/paths.ts";
 import type { Manifest, ParamSlot } from "../format/manifest.ts";
+import { parsePinned, type Pinned } from "../format/pinned.ts";
 import { runBuildCommand } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { templatesFolder } from "../frontends/templates.ts";
@@ -58,14 +59,7 @@ export function tritonScalarArgs(signature: Record<string, unknown>, params: Uin
   return out;
 }
 
-export interface Pinned {
-  fnName: string;
-  python: string;
-  signature: Record<string, unknown>;
-  constexprs: { name: string; expr?: string }[];
-  options: Record<string, unknown>;
-  autotune?: { configList?: { kwargs: Record<string, unknown>; num_warps: number | null; num_stages: number | null; num_ctas: number | null; maxnreg: number | null }[] } | null;
-}
+export type { Pinned }; // the schema's type (src/format/pinned.ts), as the tune and eval code names it
 
 /** The app's own config: the pinned constexprs that are whole numbers and the compile options. */
 export function capturedConfig(pin: Pinned): TuneConfig {
@@ -135,12 +129,12 @@ export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o
 /**
  * A Triton capture's pinned.json (the Triton shim's record, templates/triton/repro.py reads it),
  * read from `from` (the capture folder, or a private copy of it); `dir` names the capture in the error.
- * @throws KerncapError E_NO_REPRODUCER when there is none
+ * @throws KerncapError E_NO_REPRODUCER when there is none, E_MANIFEST when it breaks its schema (src/format/pinned.ts), naming the field
  */
 export function readPinned(from: string, dir = from): Pinned {
   const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);
   if (!pinned) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
-  return JSON.parse(pinned.toString("utf8")) as Pinned;
+  return parsePinned(dir, pinned); // anyone's bytes in a received capture: E_MANIFEST naming the field
 }
 
 /**

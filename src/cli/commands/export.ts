@@ -7,6 +7,7 @@ import { elementType } from "../../replay/tolerance.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes } from "../../util/format.ts";
+import { oneLine } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
@@ -29,10 +30,11 @@ export default defineCommand({
     if (args.json) printJson("export", r);
     else {
       const shared = r.bytes.reflinked ? `${formatBytes(r.bytes.reflinked)} reflinked, ${formatBytes(r.bytes.copied)} copied` : `${formatBytes(r.bytes.copied)} copied`;
-      log.success(`exported ${r.kernel} into ${r.out}: ${formatBytes(r.bytes.export)} (data ${shared})`);
-      log.info(`run it: cd ${shellPath(r.out)} && ${r.commands.build} && ${r.commands.run}${r.commands.runSource ? ` ; after an edit of ${r.editable}: ${r.commands.runSource}` : ""}`);
-      if (r.triton) log.info(`Triton: ${r.commands.triton} (TRITON_INTERPRET=1 for the interpreter)${r.triton.storedPointer ? `; the memory holds captured VAs (${r.triton.storedPointer.va} in region ${r.triton.storedPointer.region}): a kernel that follows them needs ./repro` : ""}`);
-      if (!r.module.ptx) log.info(`the module holds machine code for ${r.module.sass.join(", ") || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`);
+      // the kernel name and paths come from the manifest (a received capture): one line each, whatever they hold
+      log.success(`exported ${oneLine(r.kernel)} into ${oneLine(r.out)}: ${formatBytes(r.bytes.export)} (data ${shared})`);
+      log.info(`run it: cd ${oneLine(shellPath(r.out))} && ${r.commands.build} && ${r.commands.run}${r.commands.runSource ? ` ; after an edit of ${oneLine(r.editable ?? "")}: ${r.commands.runSource}` : ""}`);
+      if (r.triton) log.info(`Triton: ${r.commands.triton} (TRITON_INTERPRET=1 for the interpreter)${r.triton.storedPointer ? `; the memory holds captured VAs (${oneLine(r.triton.storedPointer.va)} in region ${oneLine(r.triton.storedPointer.region)}): a kernel that follows them needs ./repro` : ""}`);
+      if (!r.module.ptx) log.info(`the module holds machine code for ${oneLine(r.module.sass.join(", ")) || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`);
     }
     return 0;
   },
