@@ -89,12 +89,20 @@ export function statusOf(o: Outcome, time: TimeJudgement | null): Status {
 
 /**
  * Why a record that matches the schema still cannot be one kerncap check wrote, or undefined: its
- * time judgement's numbers against its verdict (slower, faster and same carry a ratio, its interval
+ * status against its outcome and time judgement (statusOf: "slower" only with a slower time
+ * comparison), its time judgement's numbers against its verdict (slower, faster and same carry a ratio, its interval
  * and the baseline's median; the others no ratio), which the report and JUnit print. A results file is read back by --resume and --merge: a crafted record is refused
  * here, naming its line, rather than failing later in the report.
  */
 export function recordProblem(r: CheckRecord): string | undefined {
   const t = r.time;
+  // the status is the outcome's and the time judgement's (statusOf, as check writes it): a "slower" without its comparison is no judgement
+  const status = statusOf(r, t);
+  if (r.status !== status) {
+    return r.status === "slower"
+      ? `status is "slower" but ${t ? `time.verdict is "${t.verdict}"` : "time is null"}: a slower judgement carries its time comparison (time.verdict "slower", its ratio and interval)`
+      : `status is "${r.status}", but its outcome, verdict and time judgement make it "${status}"`;
+  }
   if (t) {
     const judged = t.verdict === "slower" || t.verdict === "faster" || t.verdict === "same";
     const nums = { ratio: t.ratio, low: t.low, high: t.high, baselineMedianUs: t.baselineMedianUs };

@@ -34,6 +34,8 @@ import { assertNotNested, readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
 import { readInCapture, resolveInCapture, shownPath, writeInCapture } from "../format/paths.ts";
+import { unportableName } from "../format/archive.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { log } from "../log.ts";
 import { killGroup, signalExitCode, StopSignals, type StopSignal } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -259,7 +261,7 @@ const TOOLS = {
     title: "Edit a reproducer source under src/",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     output: "edit",
-    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu) and name a source file of the capture's frontend (CUDA: .cu .cuh .h .hpp .cpp .cc .c .inc …; Triton: .py): nothing outside src/ can be written, and no kerncap.json, build.sh, pinned.json, repro.py or script at any depth (build.sh and README.md are read-only here). Then call validate. Document kerncap.edit/1.",
+    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu) and name a source file of the capture's frontend (CUDA: .cu .cuh .h .hpp .cpp .cc .c .inc …; Triton: .py): nothing outside src/ can be written, and no kerncap.json, build.sh, pinned.json, repro.py or script at any depth (build.sh and README.md are read-only here). Each part of path is a portable name (letters, digits and ._+-, not starting with -), as kerncap pack requires. Then call validate. Document kerncap.edit/1.",
     input: v.strictObject({
       dir: Dir,
       path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
@@ -506,6 +508,13 @@ function readFileTool(a: { dir: string; path: string }): CallToolResult {
 
 function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
   const { dir, shown, stats, manifest } = capturePath(a.dir, a.path, "src");
+  // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
+  const unportable = unportableName(shown);
+  if (unportable) {
+    throw new KerncapError("E_PACK_NAME", `edit_file writes only portable names, and ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${unportable}, which kerncap pack and unpack refuse`, {
+      hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -), e.g. src/kernel_v2.cu.",
+    });
+  }
   // only the frontend's sources: never a file kerncap reads as configuration or runs, at any depth (a planted src/x/kerncap.json + build.sh)
   const why = notAnEditableSource(manifest, shown);
   if (why) {

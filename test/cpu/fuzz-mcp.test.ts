@@ -1,11 +1,11 @@
 /**
  * Property-based tests (fast-check) of MCP tool sequences, as an agent would send them: edit_file
  * calls on generated paths (kerncap.json, build.sh, pinned.json, repro.py, scripts, sources, at any
- * depth, with `..`, `.` and case variants) whose contents are a planted build.sh or a forged manifest,
+ * depth, with `..`, `.` and case variants, and names pack refuses: spaces, `$(…)`, U+202E, controls) whose contents are a planted build.sh or a forged manifest,
  * then validate, tune or profile (with build) on the capture, on its src/, on a capture planted in
  * src/ or on a generated folder under it. After every sequence: no planted script ran (it would
  * leave a marker file), nothing outside the capture's src/ changed (kerncap's own build/ and
- * profile/ outputs aside), and every file edit_file wrote is a CUDA source under src/.
+ * profile/ outputs aside), and every file edit_file wrote is a CUDA source under src/ with a portable name.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -15,6 +15,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileS
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { CUDA_SOURCE_SUFFIXES } from "../../src/frontends/cuda/index.ts";
+import { unportableName } from "../../src/format/archive.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 
@@ -87,6 +88,8 @@ function plantedScript(): string {
 const NAME = fc.oneof(
   fc.constantFrom("kerncap.json", "build.sh", "BUILD.SH", "Build.sh", "pinned.json", "repro.py", "run.sh", "x.sh", "sitecustomize.py", "kerncap-received.json", "kerncap-captures.json", "kernel.cu", "k.cuh", "k.h", "k.py", "notes.txt", "planted", "x", ".", "..", ""),
   fc.stringMatching(/^[a-z]{1,4}(\.(cu|h|sh|json|py))?$/),
+  // names pack and unpack refuse (src/format/archive.ts unportableName): a space, shell syntax, a bidi override, a control, a leading -
+  fc.constantFrom(" a.cu", "a b.cu", "$(id).cu", "`id`.cu", "a;b.cu", "a\u202eb.cu", "a\nb.cu", "a\x1bb.cu", "-x.cu", "\u00e9.cu", "a*.cu"),
 );
 /** A path under src/ as an agent would write it (sometimes not under src/ at all). */
 const PATH = fc.tuple(fc.boolean(), fc.array(NAME, { minLength: 1, maxLength: 4 })).map(([under, parts]) => (under ? "src/" : "") + parts.join("/"));
@@ -110,6 +113,7 @@ describe("fuzz: MCP tool sequences", () => {
           // what was written: under src/, with a CUDA source's name, never one kerncap reads as configuration
           expect(d.path.startsWith("src/")).toBe(true);
           expect(CUDA_SOURCE_SUFFIXES.some((s) => d.path.endsWith(s))).toBe(true);
+          expect(unportableName(d.path)).toBeUndefined(); // the capture still packs
         }
         const dir = sub ? join(cap, sub) : cap;
         const args = verb === "tune" ? { dir, maxrregcount: [32] } : verb === "profile" ? { dir, build: true } : { dir };

