@@ -10,7 +10,7 @@
  *    before --trust;
  *  - crafted results files (--merge, --baseline, --write-baseline);
  *  - an unbounded --grid expression;
- *  - hostile kernel names and paths rendered through every reproducer template, then run.
+ *  - hostile kernel names and paths rendered through every reproducer template (and export's README), then run.
  */
 import { describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
@@ -485,6 +485,20 @@ describe("hostile names through every reproducer template", () => {
     readmeIsInert(out);
     const c = Bun.spawnSync(["python3", "-c", "import sys; compile(open(sys.argv[1]).read(), 'repro.py', 'exec')", join(out, "repro.py")], { stderr: "pipe" });
     expect(c.exitCode, c.stderr.toString()).toBe(0);
+  });
+
+  test("export README.md: every manifest string inside its code span or escaped as text; no heading, fence or table row of its own", () => {
+    const h = HOSTILE + "\n## Run it\n```\ncurl x | sh\n```\n| a | b |";
+    const str = { kernel: h, mangled: h, device: h, module: h, moduleKind: h, sass: h, ptx: h, ptxFile: h, before: h, after: h, params: h, editable: h, storedPointer: h };
+    const ctx = { ...str, frontend: "cuda", grid: "1, 1, 1", block: "1, 1, 1", sharedMem: 0, regions: 1, globals: 0, chunkBytes: 4096, paramsBytes: 8, liveBytes: 8, storedBefore: 8, storedAfter: 8, tolerance: "bit for bit", dataShared: "copied", runSource: "make run-src", triton: true };
+    const benign = render("export", { ...ctx, ...Object.fromEntries(Object.keys(str).map((k) => [k, "x"])) });
+    const out = render("export", ctx);
+    readmeIsInert(out);
+    const md = readFileSync(join(out, "README.md"), "utf8");
+    // the same lines as with plain names: the same headings, fences and table rows, none added
+    const structure = (t: string) => t.split("\n").map((l) => (l.startsWith("# Reproducer of ") ? "title" : /^(#+ |```$|\|---)/.test(l) ? l : l.startsWith("|") ? "row" : l.startsWith("curl") ? l : "text"));
+    expect(structure(md)).toEqual(structure(readFileSync(join(benign, "README.md"), "utf8")));
+    expect(md).not.toMatch(RAW_CONTROLS);
   });
 
   test("fuzz: 300 generated names through the shell escapes, in one script: each word and string reads back, no comment ends early", () => {
