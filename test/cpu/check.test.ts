@@ -231,7 +231,7 @@ describe("results file", () => {
     const path = join(dir, "results.jsonl");
     const { log } = ResultsLog.open(path, { resume: false, previous: join(dir, "prev.jsonl") });
     log.append(record("a", "ok"));
-    log.append(record("b", "mismatch"));
+    log.append(record("b", "mismatch", { verdict: "mismatch" })); // as check writes it: the status follows from the verdict
     log.close();
     const whole = readFileSync(path, "utf8");
     appendFileSync(path, whole.split("\n")[0]!.slice(0, 57)); // the kill came mid-write
