@@ -25,7 +25,7 @@ import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
-import { capturePath, readCaptureBytes, resolveInCapture, shownPath } from "../format/paths.ts";
+import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture, shownPath } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
@@ -159,8 +159,12 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   } catch {
     isExport = false;
   }
-  if (!isExport && !empty) throw new KerncapError("E_EXISTS", `${out} exists and is not a kerncap export${force ? "; --force replaces only a previous export" : ""}`, { hint: "Choose another output folder (-o)." });
-  if (!force) throw new KerncapError("E_EXISTS", `${out} already exists (${isExport ? "a previous export" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+  refuseExisting(out, force, {
+    found: isExport ? "a previous export" : empty ? "an empty folder" : false,
+    why: "is not a kerncap export",
+    replaces: "a previous export or an empty folder",
+    another: "output folder (-o)",
+  });
 }
 
 /** Rename the complete temp folder into place; a previous export stays until the new one is there. */
@@ -180,7 +184,7 @@ function place(tmp: string, out: string, force: boolean): void {
 
 function checkOutputAgain(out: string, force: boolean): void {
   const empty = statSync(out).isDirectory() && readdirSync(out).length === 0;
-  if (!force && !empty) throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+  if (!force && !empty) throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, { hint: "Export again (it then says whether --force may replace what is there), or choose another output folder (-o)." });
 }
 
 /**

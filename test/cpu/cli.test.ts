@@ -998,6 +998,39 @@ describe("command line (runCli: the one error path)", () => {
 });
 
 describe("guards", () => {
+  test("an existing output: the hint offers --force only where --force replaces it (demo, pack, export, unpack, run)", async () => {
+    const cap = await fresh();
+    await verb("pack", [cap, "-o", `${cap}.zip`]);
+    const d = tempDir();
+    const folder = join(d, "notcap");
+    mkdirSync(folder);
+    writeFileSync(join(folder, "f"), "hi");
+    const file = join(d, "notes.txt");
+    writeFileSync(file, "text");
+    const attempts: [keyof typeof commands, string[]][] = [
+      ["demo", [folder]],
+      ["pack", [cap, "-o", file]],
+      ["export", [cap, "-o", folder]],
+      ["unpack", [`${cap}.zip`, "-o", folder]],
+      ["run", ["--out", folder, "--", "/bin/true"]],
+    ];
+    for (const [name, args] of attempts) {
+      for (const force of [false, true]) {
+        const e = await failure(name, force ? [...args, "--force"] : args);
+        expect([name, force, e.code]).toEqual([name, force, "E_EXISTS"]);
+        // --force is refused here, so neither try offers it as the way out
+        expect([name, force, /pass --force|with --force|--force to replace/i.test(e.hint ?? "")]).toEqual([name, force, false]);
+        expect([name, force, e.hint]).toEqual([name, force, expect.stringMatching(/another|remove/i)]);
+      }
+    }
+    expect(readFileSync(file, "utf8")).toBe("text");
+    expect(readFileSync(join(folder, "f"), "utf8")).toBe("hi");
+    // where --force would replace it, the hint says so
+    const again = join(d, "demo");
+    await verb("demo", [again]);
+    expect((await failure("demo", [again])).hint).toContain("--force");
+    expect((await failure("pack", [cap, "-o", `${cap}.zip`])).hint).toContain("--force");
+  });
   test("--force replaces only a previous capture, never another folder", async () => {
     const d = tempDir();
     writeFileSync(join(d, "notes.txt"), "keep me");
