@@ -20,7 +20,7 @@ import { dirname, join, resolve, sep } from "node:path";
 import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
 import { assertOutputPath } from "../format/archive.ts";
-import { openCapture } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
@@ -67,7 +67,9 @@ export interface ExportResult {
 
 /**
  * Write the export of capture `dir` into `outPath` (as `OUT.tmp-<pid>`, renamed when complete).
- * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH (the capture), E_USAGE (an AMD
+ * The capture is checked first as pack checks it (verifyFiles, verifyRegions: every file's and
+ * memory chunk's checksum).
+ * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH/E_CHECKSUM (the capture), E_USAGE (an AMD
  *   capture, OUT inside the capture or the capture inside OUT, bad tolerance), E_EXISTS (OUT
  *   exists: only a previous export is replaced, with force), E_IO
  */
@@ -75,6 +77,10 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   const t0 = performance.now();
   const { manifest: m } = openCapture(dir);
   const capDir = realpathSync(dir);
+  // checked as pack checks it: an export of altered memory would replay into a MISMATCH that has
+  // nothing to do with the kernel
+  verifyFiles(capDir, m);
+  verifyRegions(capDir, m);
   if (m.device.vendor !== "nvidia") {
     throw new KerncapError("E_USAGE", `${dir} holds an ${m.device.vendor.toUpperCase()} capture (${m.device.arch}); kerncap export writes a CUDA driver-API program`, { hint: "Replay it with `kerncap replay`; an HSA export is not written yet." });
   }
