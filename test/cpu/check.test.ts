@@ -517,6 +517,35 @@ describe("the verb", () => {
       else process.env.XDG_STATE_HOME = state;
     }
   });
+  test("--rebuild of an archive: the refusal and --trust name the archive, never the temporary folder it is unpacked into; nothing is recorded", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    writeFileSync(join(dir, "build.sh"), `touch ${JSON.stringify(join(dir, "built"))}\n`);
+    const zip = join(tempDir(), "cap.zip");
+    await packCapture(dir, zip);
+    const task: CaptureRef = { id: "cap", path: zip, kind: "archive" };
+    const refused = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+    expect([refused.value.outcome, refused.value.code]).toEqual(["error", "E_UNTRUSTED"]);
+    expect(refused.value.reason).toContain(zip);
+    expect(refused.value.reason).not.toContain("kerncap-check-");
+    expect(refused.value.reason).not.toContain("printed above"); // the record and the table come after, far from the print
+    expect(refused.err).toContain(`──── ${zip}`);
+    expect(refused.err).toContain("──── end of build.sh ────");
+    expect(refused.err).not.toContain("kerncap-check-");
+    const state = process.env.XDG_STATE_HOME;
+    const here = tempDir();
+    process.env.XDG_STATE_HOME = here;
+    try {
+      const trusted = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true, trust: true }));
+      expect(trusted.value.code).not.toBe("E_UNTRUSTED");
+      expect(trusted.err).toContain(zip);
+      expect(trusted.err).not.toContain("kerncap-check-");
+      expect(existsSync(join(here, "kerncap/trusted-builds.json"))).toBe(false); // no trust record for a folder that is gone after the check
+    } finally {
+      if (state === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = state;
+    }
+  });
   test("the worker protocol: settings, then one outcome line per task line", async () => {
     const tasks = ['{"settings":' + JSON.stringify(SETTINGS) + "}", '{"task":{"id":"a","path":"/x/a","kind":"folder"}}', "", '{"task":{"id":"b","path":"/x/b.zip","kind":"archive"}}'];
     const got: Outcome[] = [];
