@@ -998,6 +998,17 @@ describe("command line (runCli: the one error path)", () => {
 });
 
 describe("guards", () => {
+  test("what needs a GPU: every verb is in one of the two lists, which the no-GPU hint and docs/install.md give whole", async () => {
+    const { GPU_VERBS, NO_GPU_VERBS, noDriverError } = await import("../../src/native/libcuda.ts");
+    const listed: string[] = [...GPU_VERBS, ...NO_GPU_VERBS];
+    expect([...listed].sort()).toEqual(Object.keys(commands).sort());
+    expect(new Set(listed).size).toBe(listed.length);
+    const hint = noDriverError([{ name: "libcuda.so.1", reason: "not found" }]).hint ?? "";
+    for (const verb of listed) expect([verb, hint.includes(verb)]).toEqual([verb, true]);
+    const install = readFileSync(join(import.meta.dir, "../../docs/install.md"), "utf8");
+    const anywhere = /^- Anywhere: (.*(?:\n  .*)*)/m.exec(install)?.[1] ?? ""; // the list item, continuation lines too
+    expect([...anywhere.matchAll(/`([a-z]+)`/g)].map((x) => x[1]).sort()).toEqual([...NO_GPU_VERBS].sort());
+  });
   test("an existing output: the hint offers --force only where --force replaces it (demo, pack, export, unpack, run)", async () => {
     const cap = await fresh();
     await verb("pack", [cap, "-o", `${cap}.zip`]);
