@@ -496,6 +496,24 @@ describe("the verb", () => {
     expect(jsonSchemaOf("check")).toMatchObject({ $id: "kerncap.check/1", title: "kerncap check --json" });
     expect(jsonSchemaOf("check-record")).toMatchObject({ $id: "kerncap.check-record/1" });
   });
+  test("--gpus: device indices (non-negative integers) or GPU-/MIG- UUIDs, comma-separated; anything else is a usage error with a hint", async () => {
+    const { parseGpus } = await import("../../src/cli/commands/check.ts");
+    expect(parseGpus("0,1, 1")).toEqual(["0", "1", "1"]);
+    expect(parseGpus("GPU-5a3b6c1e-0d2f-4a4b-9c1d-2e3f4a5b6c7d,MIG-4f1e2d3c-1a2b-3c4d-5e6f-7a8b9c0d1e2f")).toHaveLength(2);
+    for (const bad of ["x", "-1", "1.5", "0,x", "gpu0", "+1", "0x1", ""]) {
+      let e: unknown;
+      try {
+        parseGpus(bad);
+      } catch (x) {
+        e = x;
+      }
+      expect([bad, e instanceof KerncapError && e.code === "E_USAGE" && (e.hint ?? "").includes("--gpus 0,1")]).toEqual([bad, true]);
+    }
+    const root = await corpus();
+    const { value, err } = await stderrOf(() => runCli(["check", root, "--gpus", "x"]));
+    expect(value).toBe(2);
+    expect(err).toContain('--gpus "x"');
+  });
   test("--rebuild of a received capture: refused (E_UNTRUSTED) before its build.sh or the GPU, unless --trust", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
