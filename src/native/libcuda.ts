@@ -145,7 +145,7 @@ export function describeTried(tried: { name: string; reason: string }[]): string
  * their replays only (they build without one). Every verb of src/cli/verbs.ts is in this list or
  * in NO_GPU_VERBS (test/cpu/cli.test.ts), and docs/install.md gives both.
  */
-export const GPU_VERBS = ["run", "list", "replay", "check", "profile", "validate", "tune"] as const;
+export const GPU_VERBS = ["run", "list", "replay", "check", "eval", "profile", "validate", "tune"] as const;
 
 /** The verbs that work on a machine without a GPU (doctor reports the missing driver; mcp's validate and replay tools still need one). */
 export const NO_GPU_VERBS = ["inspect", "pack", "unpack", "export", "judge", "schema", "demo", "doctor", "completion", "mcp"] as const;
