@@ -55,12 +55,7 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   const out = resolve(dir);
   if (existsSync(out)) {
     // refused before anything is written; the demo takes its folder as DIR, not -o
-    try {
-      assertReplaceable(out, force);
-    } catch (e) {
-      if (e instanceof KerncapError) throw new KerncapError(e.code, e.message, { hint: force ? "Give another DIR: kerncap demo writes a new folder there." : "Pass --force to replace it, or give another DIR." });
-      throw e;
-    }
+    assertReplaceable(out, force, "DIR (kerncap demo writes a new folder there)");
   }
   assertOutputPath(out, "demo capture");
   assertNotNested(out);

@@ -90,7 +90,14 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
     // before any GPU work; an archive's temp folder is gone after this check: nothing to remember its trust by
-    if (s.rebuild && reproducer) requireTrustedBuild(dir, m, s.trust, { remember: task.kind !== "archive", command: "kerncap check --rebuild …" });
+    if (s.rebuild && reproducer) {
+      requireTrustedBuild(dir, m, s.trust, {
+        remember: task.kind !== "archive",
+        command: "kerncap check --rebuild …",
+        shown: "printed on stderr as it was checked",
+        ...(task.kind === "archive" ? { name: `${task.path} (the capture inside it, unpacked for this check)` } : {}),
+      });
+    }
     const here = s.rebuild ? deviceArch(m) : undefined;
     const otherArch = here !== undefined && here !== m.device.arch;
     if (s.rebuild && reproducer && otherArch && !fe.retargets) {

@@ -20,12 +20,12 @@ import { dirname, join, resolve, sep } from "node:path";
 import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
 import { KerncapError } from "../errors.ts";
 import { assertOutputPath } from "../format/archive.ts";
-import { openCapture } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
-import { capturePath, readCaptureBytes, resolveInCapture, shownPath } from "../format/paths.ts";
+import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture, shownPath } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
@@ -67,7 +67,9 @@ export interface ExportResult {
 
 /**
  * Write the export of capture `dir` into `outPath` (as `OUT.tmp-<pid>`, renamed when complete).
- * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH (the capture), E_USAGE (an AMD
+ * The capture is checked first as pack checks it (verifyFiles, verifyRegions: every file's and
+ * memory chunk's checksum).
+ * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH/E_CHECKSUM (the capture), E_USAGE (an AMD
  *   capture, OUT inside the capture or the capture inside OUT, bad tolerance), E_EXISTS (OUT
  *   exists: only a previous export is replaced, with force), E_IO
  */
@@ -75,6 +77,10 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   const t0 = performance.now();
   const { manifest: m } = openCapture(dir);
   const capDir = realpathSync(dir);
+  // checked as pack checks it: an export of altered memory would replay into a MISMATCH that has
+  // nothing to do with the kernel
+  verifyFiles(capDir, m);
+  verifyRegions(capDir, m);
   if (m.device.vendor !== "nvidia") {
     throw new KerncapError("E_USAGE", `${dir} holds an ${m.device.vendor.toUpperCase()} capture (${m.device.arch}); kerncap export writes a CUDA driver-API program`, { hint: "Replay it with `kerncap replay`; an HSA export is not written yet." });
   }
@@ -159,8 +165,12 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   } catch {
     isExport = false;
   }
-  if (!isExport && !empty) throw new KerncapError("E_EXISTS", `${out} exists and is not a kerncap export${force ? "; --force replaces only a previous export" : ""}`, { hint: "Choose another output folder (-o)." });
-  if (!force) throw new KerncapError("E_EXISTS", `${out} already exists (${isExport ? "a previous export" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+  refuseExisting(out, force, {
+    found: isExport ? "a previous export" : empty ? "an empty folder" : false,
+    why: "is not a kerncap export",
+    replaces: "a previous export or an empty folder",
+    another: "output folder (-o)",
+  });
 }
 
 /** Rename the complete temp folder into place; a previous export stays until the new one is there. */
@@ -180,7 +190,7 @@ function place(tmp: string, out: string, force: boolean): void {
 
 function checkOutputAgain(out: string, force: boolean): void {
   const empty = statSync(out).isDirectory() && readdirSync(out).length === 0;
-  if (!force && !empty) throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+  if (!force && !empty) throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, { hint: "Export again (it then says whether --force may replace what is there), or choose another output folder (-o)." });
 }
 
 /**

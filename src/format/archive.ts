@@ -53,7 +53,7 @@ import { TOOL_VERSION } from "../version.ts";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
-import { resolveInCapture } from "./paths.ts";
+import { refuseExisting, resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
 import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, ZipWriter, type CdEntry } from "./zip.ts";
 
@@ -358,10 +358,14 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
   }
   const existed = existsSync(out);
   if (existed) {
-    if (!statSync(out).isFile()) throw new KerncapError("E_EXISTS", `${out} exists and is not a file`, { hint: "Choose another -o." });
-    if (!opts.force) throw new KerncapError("E_EXISTS", `${out} already exists`, { hint: "Pass --force to replace it, or choose another -o." });
     // --force replaces only an archive that kerncap pack wrote, never another file of that name
-    if (!(await isPackArchive(out))) throw new KerncapError("E_EXISTS", `${out} exists and is not a kerncap archive; --force replaces only one that \`kerncap pack\` wrote`, { hint: "Choose another -o." });
+    const isFile = statSync(out).isFile();
+    refuseExisting(out, Boolean(opts.force), {
+      found: isFile && (await isPackArchive(out)) ? "an archive kerncap pack wrote" : false,
+      why: isFile ? "is not a kerncap archive" : "is not a file",
+      replaces: "an archive that `kerncap pack` wrote",
+      another: "archive name (-o)",
+    });
   }
   assertOutputPath(out, "archive");
   removeStale(out, "pack");
@@ -432,7 +436,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
     written = zip.end();
     await tick(); // the last point before the rename: a signal until here leaves nothing
     // a file that appeared while this pack ran (another pack to the same -o) is not replaced
-    if (!existed && existsSync(out)) throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, { hint: "Pack again with --force to replace it, or choose another -o." });
+    if (!existed && existsSync(out)) throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, { hint: "Pack again (it then says whether --force may replace what is there), or choose another -o." });
     ok = true; // commitTemp closes the fd and removes the temp when it fails
     commitTemp(fd, tmp, out);
   } finally {
@@ -793,7 +797,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     await tick(); // the last point before the rename: a signal until here leaves nothing
     if (existsSync(dest)) {
       // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
-      if (!existed) throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again with --force to replace it, or choose another -o." });
+      if (!existed) throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o." });
       // RECEIVED_MARK is written again below, whatever the archive holds: not a file this replacement loses
       const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
       if (gone.length) log.warn(`--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`);
@@ -806,7 +810,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     } catch (e) {
       // another unpack or run renamed its folder there between the check above and this rename
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOTEMPTY" || code === "EEXIST") throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again with --force to replace it, or choose another -o." });
+      if (code === "ENOTEMPTY" || code === "EEXIST") throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o." });
       throw e;
     }
     ok = true;

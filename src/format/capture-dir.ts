@@ -11,7 +11,7 @@ import { isTempName } from "../leftovers.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 import { describeJsonError } from "./json-position.ts";
-import { capturePath, MANIFEST_MAX_BYTES, readInCapture, resolveInCapture } from "./paths.ts";
+import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
 export function sha256(bytes: Uint8Array): string {
@@ -196,9 +196,10 @@ export function verifyRegions(dir: string, m: Manifest, onBytes?: (done: number,
  * May `dir` (which exists) be replaced by a new capture? Only with force, and only when it is a
  * kerncap capture folder (kerncap.json of our format) or an empty folder: --force must never
  * delete a source tree or a home folder given by mistake.
+ * `another` is how the verb names another output, for the hint (refuseExisting).
  * @throws KerncapError E_EXISTS saying why not.
  */
-export function assertReplaceable(dir: string, force: boolean): void {
+export function assertReplaceable(dir: string, force: boolean, another = "output folder (-o; kerncap writes a new folder there)"): void {
   let isCapture = false;
   let empty = false;
   try {
@@ -212,10 +213,10 @@ export function assertReplaceable(dir: string, force: boolean): void {
   } catch {
     isCapture = false;
   }
-  if (!isCapture && !empty) {
-    throw new KerncapError("E_EXISTS", `${dir} exists and is not a kerncap capture${force ? "; --force replaces only a previous capture" : ""}`, {
-      hint: "Choose another output folder (-o; kerncap writes a new folder there).",
-    });
-  }
-  if (!force) throw new KerncapError("E_EXISTS", `${dir} already exists (${isCapture ? "a previous capture" : "an empty folder"})`, { hint: "Pass --force to replace it, or choose another output folder (-o)." });
+  refuseExisting(dir, force, {
+    found: isCapture ? "a previous capture" : empty ? "an empty folder" : false,
+    why: "is not a kerncap capture",
+    replaces: "a previous capture or an empty folder",
+    another: another,
+  });
 }

@@ -245,7 +245,7 @@ export const DOCUMENTS = {
     dir: v.string(),
     manifest: Manifest,
     /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
-    received: v.object({ received: v.boolean(), reasons: v.array(v.string()), /** A received capture whose build you trusted as it is now (--trust: src/format/trust.ts trustRecorded). */ trusted: v.boolean() }),
+    received: v.object({ received: v.boolean(), reasons: v.array(v.string()), /** A received capture whose build as it is now is trusted, so a rebuild runs it without --trust (recorded by --trust, or by kerncap for the demo it wrote: src/format/trust.ts trustRecorded). */ trusted: v.boolean() }),
     integrity: Integrity,
     /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),

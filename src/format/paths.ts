@@ -240,3 +240,24 @@ export function writeInCapture(dir: string, rel: string, data: string | Uint8Arr
   writeFileAtomic(path, data, { mode: mode & ~process.umask() }); // a replaced file keeps its bits
   return path;
 }
+
+/**
+ * Refuse an output path that already exists, unless `force` is given and what is there is the one
+ * thing --force may replace. The hint offers --force only where --force would replace it; where it
+ * would not, it says to choose another name or to move the thing away yourself. One wording for
+ * every writer (demo, run, pack, unpack, export).
+ * @param path the output, as it will be named in the message.
+ * @param o.found what is there when --force may replace it ("a previous capture", "an empty
+ *   folder"), or false when it may not; o.why then says what it is ("is not a kerncap capture").
+ * @param o.replaces what --force replaces ("a previous capture or an empty folder").
+ * @param o.another how to name another output ("output folder (-o)", "DIR").
+ * @throws KerncapError E_EXISTS; returns only when `force` and `o.found`.
+ */
+export function refuseExisting(path: string, force: boolean, o: { found: string | false; why: string; replaces: string; another: string }): void {
+  if (o.found === false) {
+    throw new KerncapError("E_EXISTS", `${path} exists and ${o.why}; ${force ? "--force" : "kerncap"} replaces only ${o.replaces}`, {
+      hint: `Choose another ${o.another}, or move or remove ${path} yourself if it should go.`,
+    });
+  }
+  if (!force) throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, { hint: `Pass --force to replace it, or choose another ${o.another}.` });
+}

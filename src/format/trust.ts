@@ -371,10 +371,13 @@ function normalDigest(d: string): string {
  * A build let run is remembered for this process: buildReproducer and tune execute a private copy
  * of the files, read again and held to the same digest (stageTrustedBuild).
  * `o.command`: the command line to run again with --trust, for the hint (default `kerncap validate DIR`).
+ * `o.name`: how messages name the capture (default DIR; check names the archive, never the
+ * temporary folder it unpacked it into); `o.shown`: where the messages say the files were printed
+ * (default "printed above"; check's outcome is read in its table and results file, far from them).
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
  *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
  */
-export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: { remember?: boolean; command?: string; inMessage?: boolean } = {}): void {
+export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: { remember?: boolean; command?: string; inMessage?: boolean; name?: string; shown?: string } = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
   const runs = readWhatRuns(dirArg, m.kernel.frontend ?? "");
@@ -385,14 +388,16 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const approve = () => approved.set(key.dir, { digest: runs.digest, frontend: runs.frontend });
   const base = o.command ?? `kerncap validate ${dirArg}`;
   const names = runs.files.map((f) => f.name).join(", ");
+  const name = o.name ?? dirArg;
+  const shown = o.shown ?? "printed above";
   const show = () => {
-    if (!o.inMessage) process.stderr.write(`──── ${key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownFiles(runs)}${shownInterpreter(runs)}`);
+    if (!o.inMessage) process.stderr.write(`──── ${o.name ?? key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownFiles(runs)}${shownInterpreter(runs)}`);
   };
   if (typeof trust === "string") {
     if (normalDigest(trust) !== runs.digest) {
       show();
-      throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs (${names}) changed since they were shown: their digest is now ${runs.digest}, --trust gave ${trust}`, {
-        hint: `Nothing was run. Read the files again (printed above); if you trust them, run ${base} --trust=${runs.digest}.`,
+      throw new KerncapError("E_TRUST_CHANGED", `${name}: the files its build runs (${names}) changed since they were shown: their digest is now ${runs.digest}, --trust gave ${trust}`, {
+        hint: `Nothing was run. Read the files again (${shown}); if you trust them, run ${base} --trust=${runs.digest}.`,
       });
     }
   } else if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs)) {
@@ -409,21 +414,24 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       );
     }
     show();
-    throw new KerncapError("E_UNTRUSTED", `${dirArg} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? ", the interpreter pinned.json names" : ""}: printed above, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
+    throw new KerncapError("E_UNTRUSTED", `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? ", the interpreter pinned.json names" : ""}: ${shown}, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
       hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
     });
   } else {
     const theirs = notYours(dirArg);
     if (theirs) {
       show();
-      throw new KerncapError("E_UNTRUSTED", `${dirArg}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`, {
-        hint: `Read them (printed above, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
+      throw new KerncapError("E_UNTRUSTED", `${name}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`, {
+        hint: `Read them (${shown}, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
       });
     }
   }
   approve();
+  if (o.remember === false) {
+    log.info(`trusted ${name}'s build for this run only: ${names} (sha256 ${runs.digest}; not recorded)`);
+    return;
+  }
   log.info(`trusted ${key.dir}'s build: ${names} (sha256 ${runs.digest})`);
-  if (o.remember === false) return;
   if (!state) {
     log.warn("--trust: the state folder (~/.local/state/kerncap) is not yours alone or cannot be written: the trust is not remembered");
     return;

@@ -394,10 +394,12 @@ describe("kerncap mcp", () => {
     const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/k.cu", content: "x" } });
     expect(doc(e).error.code).toBe("E_NO_REPRODUCER");
     expect(doc(e).error.message).toContain("has no src/ folder");
-    const l = await c.callTool({ name: "list", arguments: { app: ["true"], cwd: "/nonexistent" } });
+    // a path of this test's own: /nonexistent exists on some machines (nobody's home folder)
+    const missing = join(tempDir(), "nonexistent");
+    const l = await c.callTool({ name: "list", arguments: { app: ["true"], cwd: missing } });
     expect(l.isError).toBe(true);
     expect(doc(l).error.code).toBe("E_USAGE");
-    expect(doc(l).error.message).toBe("cwd /nonexistent does not exist");
+    expect(doc(l).error.message).toBe(`cwd ${missing} does not exist`);
     await c.close();
   });
 

@@ -141,12 +141,28 @@ export function describeTried(tried: { name: string; reason: string }[]): string
 }
 
 /**
+ * The verbs that need an NVIDIA GPU and its driver: capture, replay, Nsight; validate and tune for
+ * their replays only (they build without one). Every verb of src/cli/verbs.ts is in this list or
+ * in NO_GPU_VERBS (test/cpu/cli.test.ts), and docs/install.md gives both.
+ */
+export const GPU_VERBS = ["run", "list", "replay", "check", "eval", "profile", "validate", "tune"] as const;
+
+/** The verbs that work on a machine without a GPU (doctor reports the missing driver; mcp's validate and replay tools still need one). */
+export const NO_GPU_VERBS = ["inspect", "pack", "unpack", "export", "judge", "schema", "demo", "doctor", "completion", "mcp"] as const;
+
+/** "a, b and c" */
+function joined(words: readonly string[]): string {
+  return words.length > 1 ? `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}` : words.join("");
+}
+
+/**
  * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
- * every verb gives: what needs the GPU and what works without it.
+ * every verb gives: what needs the GPU and what works without it (GPU_VERBS, NO_GPU_VERBS).
  */
 export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
+  const whole = GPU_VERBS.filter((v) => v !== "validate" && v !== "tune");
   return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: "kerncap run, list, replay, check, profile, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); inspect, pack, unpack, schema and demo work anywhere, validate still rebuilds the edited source (a build error is reported first) and tune still builds every config.",
+    hint: `kerncap ${whole.join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); ${joined(NO_GPU_VERBS)} work anywhere, validate still rebuilds the edited source (a build error is reported first) and tune still builds every config.`,
   });
 }
 

@@ -342,7 +342,7 @@ describe("attack: made here means this machine's id", () => {
     // once the user trusted it (validate --trust; here its build fails at once), inspect says so
     cli(["validate", cap, "--trust"]);
     expect(cli(["inspect", cap]).doc.received.trusted).toBe(true);
-    expect(cli(["inspect", cap], false).out).toContain("(you trusted its build as it is now");
+    expect(cli(["inspect", cap], false).out).toContain("trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because\n  - its manifest records no host machine-id");
   }, 60_000);
 });
 

@@ -496,6 +496,24 @@ describe("the verb", () => {
     expect(jsonSchemaOf("check")).toMatchObject({ $id: "kerncap.check/1", title: "kerncap check --json" });
     expect(jsonSchemaOf("check-record")).toMatchObject({ $id: "kerncap.check-record/1" });
   });
+  test("--gpus: device indices (non-negative integers) or GPU-/MIG- UUIDs, comma-separated; anything else is a usage error with a hint", async () => {
+    const { parseGpus } = await import("../../src/cli/commands/check.ts");
+    expect(parseGpus("0,1, 1")).toEqual(["0", "1", "1"]);
+    expect(parseGpus("GPU-5a3b6c1e-0d2f-4a4b-9c1d-2e3f4a5b6c7d,MIG-4f1e2d3c-1a2b-3c4d-5e6f-7a8b9c0d1e2f")).toHaveLength(2);
+    for (const bad of ["x", "-1", "1.5", "0,x", "gpu0", "+1", "0x1", ""]) {
+      let e: unknown;
+      try {
+        parseGpus(bad);
+      } catch (x) {
+        e = x;
+      }
+      expect([bad, e instanceof KerncapError && e.code === "E_USAGE" && (e.hint ?? "").includes("--gpus 0,1")]).toEqual([bad, true]);
+    }
+    const root = await corpus();
+    const { value, err } = await stderrOf(() => runCli(["check", root, "--gpus", "x"]));
+    expect(value).toBe(2);
+    expect(err).toContain('--gpus "x"');
+  });
   test("--rebuild of a received capture: refused (E_UNTRUSTED) before its build.sh or the GPU, unless --trust", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
@@ -512,6 +530,35 @@ describe("the verb", () => {
     try {
       const trusted = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true, trust: true }));
       expect(trusted.value.code).not.toBe("E_UNTRUSTED");
+    } finally {
+      if (state === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = state;
+    }
+  });
+  test("--rebuild of an archive: the refusal and --trust name the archive, never the temporary folder it is unpacked into; nothing is recorded", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    writeFileSync(join(dir, "build.sh"), `touch ${JSON.stringify(join(dir, "built"))}\n`);
+    const zip = join(tempDir(), "cap.zip");
+    await packCapture(dir, zip);
+    const task: CaptureRef = { id: "cap", path: zip, kind: "archive" };
+    const refused = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+    expect([refused.value.outcome, refused.value.code]).toEqual(["error", "E_UNTRUSTED"]);
+    expect(refused.value.reason).toContain(zip);
+    expect(refused.value.reason).not.toContain("kerncap-check-");
+    expect(refused.value.reason).not.toContain("printed above"); // the record and the table come after, far from the print
+    expect(refused.err).toContain(`──── ${zip}`);
+    expect(refused.err).toContain("──── end of build.sh ────");
+    expect(refused.err).not.toContain("kerncap-check-");
+    const state = process.env.XDG_STATE_HOME;
+    const here = tempDir();
+    process.env.XDG_STATE_HOME = here;
+    try {
+      const trusted = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true, trust: true }));
+      expect(trusted.value.code).not.toBe("E_UNTRUSTED");
+      expect(trusted.err).toContain(zip);
+      expect(trusted.err).not.toContain("kerncap-check-");
+      expect(existsSync(join(here, "kerncap/trusted-builds.json"))).toBe(false); // no trust record for a folder that is gone after the check
     } finally {
       if (state === undefined) delete process.env.XDG_STATE_HOME;
       else process.env.XDG_STATE_HOME = state;

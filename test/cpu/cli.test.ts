@@ -998,6 +998,50 @@ describe("command line (runCli: the one error path)", () => {
 });
 
 describe("guards", () => {
+  test("what needs a GPU: every verb is in one of the two lists, which the no-GPU hint and docs/install.md give whole", async () => {
+    const { GPU_VERBS, NO_GPU_VERBS, noDriverError } = await import("../../src/native/libcuda.ts");
+    const listed: string[] = [...GPU_VERBS, ...NO_GPU_VERBS];
+    expect([...listed].sort()).toEqual(Object.keys(commands).sort());
+    expect(new Set(listed).size).toBe(listed.length);
+    const hint = noDriverError([{ name: "libcuda.so.1", reason: "not found" }]).hint ?? "";
+    for (const verb of listed) expect([verb, hint.includes(verb)]).toEqual([verb, true]);
+    const install = readFileSync(join(import.meta.dir, "../../docs/install.md"), "utf8");
+    const anywhere = /^- Anywhere: (.*(?:\n  .*)*)/m.exec(install)?.[1] ?? ""; // the list item, continuation lines too
+    expect([...anywhere.matchAll(/`([a-z]+)`/g)].map((x) => x[1]).sort()).toEqual([...NO_GPU_VERBS].sort());
+  });
+  test("an existing output: the hint offers --force only where --force replaces it (demo, pack, export, unpack, run)", async () => {
+    const cap = await fresh();
+    await verb("pack", [cap, "-o", `${cap}.zip`]);
+    const d = tempDir();
+    const folder = join(d, "notcap");
+    mkdirSync(folder);
+    writeFileSync(join(folder, "f"), "hi");
+    const file = join(d, "notes.txt");
+    writeFileSync(file, "text");
+    const attempts: [keyof typeof commands, string[]][] = [
+      ["demo", [folder]],
+      ["pack", [cap, "-o", file]],
+      ["export", [cap, "-o", folder]],
+      ["unpack", [`${cap}.zip`, "-o", folder]],
+      ["run", ["--out", folder, "--", "/bin/true"]],
+    ];
+    for (const [name, args] of attempts) {
+      for (const force of [false, true]) {
+        const e = await failure(name, force ? [...args, "--force"] : args);
+        expect([name, force, e.code]).toEqual([name, force, "E_EXISTS"]);
+        // --force is refused here, so neither try offers it as the way out
+        expect([name, force, /pass --force|with --force|--force to replace/i.test(e.hint ?? "")]).toEqual([name, force, false]);
+        expect([name, force, e.hint]).toEqual([name, force, expect.stringMatching(/another|remove/i)]);
+      }
+    }
+    expect(readFileSync(file, "utf8")).toBe("text");
+    expect(readFileSync(join(folder, "f"), "utf8")).toBe("hi");
+    // where --force would replace it, the hint says so
+    const again = join(d, "demo");
+    await verb("demo", [again]);
+    expect((await failure("demo", [again])).hint).toContain("--force");
+    expect((await failure("pack", [cap, "-o", `${cap}.zip`])).hint).toContain("--force");
+  });
   test("--force replaces only a previous capture, never another folder", async () => {
     const d = tempDir();
     writeFileSync(join(d, "notes.txt"), "keep me");

@@ -133,6 +133,21 @@ describe("kerncap demo", () => {
     expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("mine");
   });
 
+  test("inspect of a fresh demo: one coherent trust line (its build is trusted, so a rebuild runs it without --trust), text and --json alike", async () => {
+    const dir = await demo();
+    const doc = JSON.parse((await cli(["inspect", dir, "--json"])).out);
+    const text = (await cli(["inspect", dir])).out;
+    const trust = text.slice(text.indexOf("\ntrust ") + 1).split(/\n(?! )/)[0]!;
+    if (doc.received.received) {
+      expect(doc.received.trusted).toBe(true);
+      expect(trust).not.toContain("only after --trust"); // it runs without --trust: the line must not say both
+      expect(trust).not.toContain("you trusted"); // kerncap recorded it when it wrote the demo
+      expect(trust).toMatch(/^trust +received, its build trusted as it is now: a rebuild runs its build\.sh without --trust/);
+      for (const r of doc.received.reasons) expect(trust).toContain(`  - ${r}`);
+    } else {
+      expect(trust).toMatch(/^trust +made here/);
+    }
+  });
   test("pack and unpack round trip: the same files (and unpack's mark of a received capture), intact", async () => {
     const dir = await demo();
     const zip = join(tempDir(), "demo.zip");
@@ -156,7 +171,7 @@ describe("kerncap demo", () => {
       expect(r.code).toBe(2);
       expect(doc.error.code).toBe("E_NO_GPU");
       expect(doc.error.message).toContain("the rebuild succeeded");
-      expect(doc.error.hint).toContain("demo work anywhere");
+      expect(doc.error.hint).toMatch(/inspect, .*demo.* work anywhere/);
     }
   }, 60_000);
 });

@@ -77,7 +77,8 @@ async function demo(): Promise<{ cap: string; out: string; m: Manifest }> {
  * A Triton capture with 4 KiB chunks: x (fp32, 3 chunks and 100 bytes, its middle chunk zero), y
  * (fp32, 2 chunks, the launch changed the second), kernel parameters x, y + 64, n = 1000, alpha = 2.5.
  */
-async function tritonCapture(): Promise<{ cap: string; m: Manifest }> {
+/** `edit` changes the before state before its checksums are taken. */
+async function tritonCapture(edit?: (before: DataView) => void): Promise<{ cap: string; m: Manifest }> {
   const root = tempDir("kerncap-export-triton-");
   const cap = join(root, "cap");
   const tmp = `${cap}.tmp-${process.pid}`;
@@ -98,6 +99,7 @@ async function tritonCapture(): Promise<{ cap: string; m: Manifest }> {
   for (let i = 0; i < (3 * 4096 + 100) / 4; i++) if (i < 1024 || i >= 2048) before[i] = i * 0.5;
   for (let i = 0; i < 2048; i++) before[16384 + i] = after[16384 + i] = -i;
   for (let i = 1024; i < 2048; i++) after[16384 + i] = i * 3;
+  edit?.(new DataView(before.buffer));
   writeFileSync(join(tmp, "memory/before.bin"), new Uint8Array(before.buffer));
   writeFileSync(join(tmp, "memory/after.bin"), new Uint8Array(after.buffer));
   const raw = {
@@ -192,6 +194,25 @@ describe("kerncap export: the folder", () => {
     expect(existsSync(join(cap, "x"))).toBe(false);
   });
 
+  test("a damaged capture (bytes altered in memory/before.bin) is refused as pack refuses it, and nothing is written", async () => {
+    const { cap, out } = await demo();
+    const fd = openSync(join(cap, "memory/before.bin"), "r+");
+    writeSync(fd, Buffer.from("XXXXXXXXXX"), 0, 10, 4200);
+    closeSync(fd);
+    const refusal = async (f: () => unknown) => {
+      try {
+        await f();
+      } catch (e) {
+        if (isKerncapError(e)) return { code: e.code, message: e.message };
+        throw e;
+      }
+      return null;
+    };
+    const packed = await refusal(() => packCapture(cap, join(out, "../damaged.zip")));
+    expect(packed?.code).toBe("E_CHECKSUM");
+    expect(await refusal(() => exportCapture(cap, out))).toEqual(packed);
+    expect(existsSync(out)).toBe(false);
+  });
   test("links: a symbolic link in src/ is not followed, a data file with a second name is refused", async () => {
     const { cap, out } = await demo();
     writeFileSync(join(cap, "..", "secret.txt"), "secret");
@@ -473,13 +494,8 @@ print("ok")
   });
 
   test("a captured VA in the before state is reported, by the export and by the script", async () => {
-    const { cap, m } = await tritonCapture();
-    // region 0's first word now holds the VA of region 1: the kernel may follow it
-    const before = join(cap, "memory/before.bin");
-    const bytes = new Uint8Array(readFileSync(before));
-    new DataView(bytes.buffer).setBigUint64(0, 0x7f0000100040n, true);
-    chmodSync(before, 0o644);
-    writeFileSync(before, bytes);
+    // region 0's first word holds the VA of region 1: the kernel may follow it
+    const { cap, m } = await tritonCapture((before) => before.setBigUint64(0, 0x7f0000100040n, true));
     const out = join(cap, "..", "out");
     const r = exportCapture(cap, out);
     expect(r.triton!.storedPointer).toEqual({ region: "0x7f0000000000", offset: 0, va: "0x7f0000100040" });

@@ -28,11 +28,19 @@ import { floatArg } from "../../replay/tolerance-plan.ts";
 import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText, allowVersionMismatchArg, verifyArg } from "../args.ts";
 import { printable } from "../format.ts";
 
-/** --gpus "0,1,1": one worker per entry, each entry a CUDA_VISIBLE_DEVICES value. @throws KerncapError E_USAGE */
+/**
+ * --gpus "0,1,1": one worker per entry, each entry a CUDA_VISIBLE_DEVICES value: a device index
+ * (a non-negative integer) or a UUID as nvidia-smi -L prints it (GPU-…, MIG-…). Anything else
+ * would reach each worker's driver as a device it cannot find, a failure per capture.
+ * @throws KerncapError E_USAGE
+ */
 export function parseGpus(text: string): string[] {
   const gpus = text.split(",").map((g) => g.trim());
-  if (!gpus.length || gpus.some((g) => !/^[A-Za-z0-9-]+$/.test(g))) {
-    throw new KerncapError("E_USAGE", `--gpus ${JSON.stringify(text)} is not a comma-separated list of GPUs`, { hint: "Give device indices or UUIDs as CUDA_VISIBLE_DEVICES takes them, one worker each: --gpus 0,1,2,3 (--gpus 0,0 runs two workers on GPU 0)." });
+  const bad = gpus.find((g) => !/^(?:\d{1,9}|(?:GPU|MIG)-[A-Za-z0-9/-]+)$/.test(g));
+  if (bad !== undefined) {
+    throw new KerncapError("E_USAGE", `--gpus ${JSON.stringify(text)} is not a comma-separated list of GPUs (${bad === "" ? "an empty entry" : `${JSON.stringify(bad)} is neither a device index nor a GPU-/MIG- UUID`})`, {
+      hint: "Give device indices (0, 1, …) or UUIDs as nvidia-smi -L prints them, one worker each: --gpus 0,1,2,3 (--gpus 0,0 runs two workers on GPU 0).",
+    });
   }
   if (gpus.length > 256) throw new KerncapError("E_USAGE", `--gpus lists ${gpus.length} workers; at most 256`, { hint: "One or a few workers per GPU is enough." });
   return gpus;

@@ -100,10 +100,18 @@ export function describeProcess(p: ProcessIdentity): string[] {
   ];
 }
 
-/** The trust line of inspect: a received capture with every reason (receivedReasons) and whether you trusted its build as it is now (trustRecorded), or one made here by this user. */
+/**
+ * The trust line of inspect: one made here by this user, or a received capture with every reason
+ * (receivedReasons) and one statement of whether a rebuild runs its build.sh now: only after
+ * --trust, or without it because its build as it is now is trusted (trustRecorded: by --trust, or
+ * by kerncap itself for the demo it wrote).
+ */
 export function describeTrust(reasons: string[], trusted = false): string {
   if (!reasons.length) return "trust      made here: this machine's id, your own files; a rebuild runs its build.sh without --trust";
-  return [`trust      received: a rebuild runs its build.sh only after --trust, because`, ...reasons.map((r) => `  - ${r}`), ...(trusted ? ["  (you trusted its build as it is now: it runs without --trust until one of its files changes)"] : [])].join("\n");
+  const head = trusted
+    ? "trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because"
+    : "trust      received: a rebuild runs its build.sh only after --trust, because";
+  return [head, ...reasons.map((r) => `  - ${r}`)].join("\n");
 }
 
 export default defineCommand({
