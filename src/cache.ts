@@ -13,7 +13,7 @@
  * Trust (another local user may write a shared cache or /tmp): a cache folder is used only when
  * every folder from / down to it is the user's or root's, and none that others can write is on the
  * way (a sticky one, such as a 1777 /tmp, only above a folder of the user's); the cache folder
- * itself and each <name>-<hash> folder are the user's and written by no one else (cacheFolderRisk).
+ * itself and each <name>-<hash> folder are the user's and written by no one else (privateFolderRisk).
  * A file found there is used only when it is a regular file of the user's with the embedded bytes
  * and mode (compared whole, before each use); one that differs is written again. A cache folder
  * that fails goes to the fallback, and if that fails too, to a new private folder (mkdtemp, 0700)
@@ -119,9 +119,11 @@ function ensureOwnFolder(dir: string): void {
  * next folder down is the user's or root's (a 1777 /tmp above a 0700 folder of the user's); `dir`
  * itself (existing) not the user's, or writable by others, sticky or not. Folders of `dir` that do
  * not exist yet are fine (kerncap creates them, mode 0700). Source: lstat/stat owner and mode bits.
+ * The one test for every folder kerncap keeps its own files in: the cache folder, and the state
+ * folder of the trust records (src/format/trust.ts).
  * @returns e.g. "/srv/cache is writable by other users (mode 1777)"
  */
-export function cacheFolderRisk(dir: string, uid = process.getuid?.()): string | undefined {
+export function privateFolderRisk(dir: string, uid = process.getuid?.()): string | undefined {
   if (uid === undefined) return undefined; // no users to tell apart (not POSIX)
   const chains = [dir];
   try {
@@ -192,12 +194,12 @@ function warnOnce(key: string, text: string): void {
 }
 
 /**
- * `files` in `<root>/<leaf>`, when `root` is safe (cacheFolderRisk): the copy there when it holds
+ * `files` in `<root>/<leaf>`, when `root` is safe (privateFolderRisk): the copy there when it holds
  * exactly the files, else written (again). @returns the folder, or the reason it is not used
  * @throws the file system's error when it cannot be written
  */
 function useCache(root: string, leaf: string, files: CacheFile[]): { dir: string } | { risk: string } {
-  const risk = cacheFolderRisk(root);
+  const risk = privateFolderRisk(root);
   if (risk) return { risk };
   const p = join(root, leaf);
   if (existsSync(p)) {

@@ -12,7 +12,7 @@ import { openTempBeside } from "./util/write-file.ts";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { findCupti } from "./capture/cupti.ts";
-import { cacheFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.ts";
+import { privateFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
@@ -163,7 +163,7 @@ function probeWritable(dir: string): void {
 /**
  * The cache folder for the embedded capture library, Triton shim and templates, chosen as
  * src/cache.ts chooses it: the preferred folder ($KERNCAP_CACHE, $XDG_CACHE_HOME/kerncap or
- * ~/.cache/kerncap) written to: ok; one that other users could write (cacheFolderRisk): warn,
+ * ~/.cache/kerncap) written to: ok; one that other users could write (privateFolderRisk): warn,
  * naming the folder and the fix; else its $TMPDIR/kerncap-cache-<uid> fallback written to: warn;
  * neither: fail.
  */
@@ -176,8 +176,8 @@ export function checkCache(env: Env = process.env): Check {
     return { id: "cache", status: "fail", detail: e.message, fix: e.hint ?? "Set KERNCAP_CACHE to an absolute path." };
   }
   const fix = "Set KERNCAP_CACHE (or XDG_CACHE_HOME) to a writable folder: run and list write the capture library there.";
-  // a cache that others can write is not used (src/cache.ts cacheFolderRisk): say which folder and how to close it
-  const risk = cacheFolderRisk(pref.dir);
+  // a cache that others can write is not used (src/cache.ts privateFolderRisk): say which folder and how to close it
+  const risk = privateFolderRisk(pref.dir);
   if (risk) {
     const fallback = fallbackCacheDir(env);
     return { id: "cache", status: "warn", detail: `${pref.dir} (from ${pref.from}) is not used: ${risk}, so another user could plant a library that kerncap would load into your application; kerncap uses ${fallback} (or a private copy) instead`, fix: `chmod go-w the folder named (and make it yours: chown), or set KERNCAP_CACHE to a folder of your own, mode 0700 (mkdir -m 700 ~/.cache/kerncap).` };

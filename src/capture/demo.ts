@@ -62,11 +62,11 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   const tmp = tempFor(out);
   rmSync(tmp, { recursive: true, force: true });
   try {
-    mkdirSync(tmp);
+    mkdirSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/trust.ts)
     markTemp(tmp);
     for (const f of DEMO_FILES) {
       const p = join(tmp, f.path);
-      mkdirSync(dirname(p), { recursive: true });
+      mkdirSync(dirname(p), { recursive: true, mode: 0o755 });
       writeFileSync(p, readFileSync(f.embedded));
       chmodSync(p, f.mode);
     }

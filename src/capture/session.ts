@@ -230,9 +230,10 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   const stops = new StopSignals().install();
   let ok = false;
   try {
-    mkdirSync(tmp); // never through a link planted at the name (tempFor's token makes it unguessable too)
-    mkdirSync(join(tmp, "kernel"));
-    mkdirSync(join(tmp, "memory"));
+    // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/trust.ts)
+    mkdirSync(tmp, 0o755);
+    mkdirSync(join(tmp, "kernel"), 0o755);
+    mkdirSync(join(tmp, "memory"), 0o755);
     markTemp(tmp);
     const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
     const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));

@@ -13,11 +13,12 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { BASELINE_FILE, baselineEntry, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
@@ -89,8 +90,46 @@ export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, work
 export { checkOutputFile };
 
 /**
+ * Refuse, before any capture is checked, a results folder another local user could have written:
+ * the folder `dir` (when it exists), its results.jsonl, results.previous.jsonl and baseline.json,
+ * and a --baseline file (`baseline`), each owned by another user or writable by group or others.
+ * Their records would be taken as checked on --resume, their baseline would judge the timings,
+ * and this run's results would land in their folder. Source: stat owner and mode bits (the folder
+ * through a link to it, as mkdir and the writers would use it; the files as they lie).
+ * @throws KerncapError E_UNSAFE_PATH (exit 2) naming the path, its owner or mode, and another --results
+ */
+export function refuseSharedResults(dir: string, baseline?: string): void {
+  const uid = process.geteuid?.() ?? process.getuid?.();
+  if (uid === undefined) return; // no users to tell apart (not POSIX)
+  const paths: [string, string, boolean][] = [
+    [dir, "the results folder", true],
+    ...[RESULTS_FILE, PREVIOUS_RESULTS_FILE, BASELINE_FILE].map((f): [string, string, boolean] => [join(dir, f), f === BASELINE_FILE ? "the results folder's baseline" : "the results file", false]),
+  ];
+  if (baseline) paths.push([baseline, "the --baseline file", false]);
+  for (const [path, what, follow] of paths) {
+    let st;
+    try {
+      st = follow ? statSync(path) : lstatSync(path);
+    } catch {
+      continue; // not there: this run makes it, its own
+    }
+    const mode = (st.mode & 0o7777).toString(8);
+    const why = st.uid !== uid ? `belongs to another user (uid ${st.uid}; you are uid ${uid})` : st.mode & 0o022 ? `can be written by ${st.mode & 0o002 ? "every user" : "every member of its group"} (mode ${mode})` : undefined;
+    if (!why) continue;
+    const label = what === "the --baseline file" ? "--baseline" : "--results";
+    throw new KerncapError("E_UNSAFE_PATH", `${path} (${what}) ${why}: another user could have written its records or baseline, which check would take as its own`, {
+      hint:
+        label === "--results"
+          ? `Nothing was checked. Give a folder of your own that no one else can write: --results DIR (a new one is made, mode 0755)${st.uid === uid ? `, or close it: chmod go-w ${shellPath(path)}` : ""}.`
+          : `Nothing was checked. Copy the baseline into a file of your own (cp ${shellPath(path)} mine.json; chmod go-w mine.json) and give --baseline mine.json.`,
+    });
+  }
+}
+
+/**
  * Run a check.
- * @throws KerncapError E_USAGE (no captures under the paths, two with one identity), E_RESULTS
+ * @throws KerncapError E_USAGE (no captures under the paths, two with one identity), E_UNSAFE_PATH
+ *   (a results folder, results file or baseline another user could write: refuseSharedResults), E_RESULTS
  *   (a damaged results file on --resume), E_BASELINE, E_WORKER (every worker died),
  *   E_INTERRUPTED (exit 130/143: what finished is in the results file; --resume continues)
  */
@@ -112,8 +151,9 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     return report;
   }
 
+  refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const made = !existsSync(dir);
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o755 }); // no group write whatever the umask: the next run would refuse it
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   if (!o.baseline) refuseLink(baselinePath, "the baseline this check writes"); // before the run, not after it
   const baseline = readBaseline(baselinePath);

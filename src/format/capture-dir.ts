@@ -61,10 +61,18 @@ function holdsManifest(up: string): boolean {
 
 /**
  * The nearest capture folder above `dir` (one whose kerncap.json is a capture's manifest:
- * holdsManifest), looked for above both the path as given (made absolute) and its real path, up to
- * `/`; undefined when there is none. A folder of captures side by side (check's corpus, a capture
+ * holdsManifest), looked for above both the path as given (made absolute) and its real path;
+ * undefined when there is none. A folder of captures side by side (check's corpus, a capture
  * set, what `unpack` makes of an archive of several captures) holds no kerncap.json of its own and
  * does not count.
+ *
+ * Only a capture of the user's own can hold `dir`, so that no other local user can make someone
+ * else's folders unusable by dropping a kerncap.json above them (a /tmp/kerncap.json): the walk
+ * up stops at a folder that every user can write or that is sticky (/tmp), or that belongs to
+ * someone other than `dir`'s owner and the effective user; an ancestor's kerncap.json counts only
+ * when it belongs to one of those two. A kerncap.json an MCP agent writes under the user's capture
+ * (src/x/kerncap.json) is inside the user's own capture folder, so it is still refused.
+ * Source: lstat owner and mode bits (`dir` not there yet: the effective user's).
  */
 export function outerCapture(dir: string): string | undefined {
   const starts = [resolve(dir)];
@@ -74,8 +82,27 @@ export function outerCapture(dir: string): string | undefined {
   } catch {
     /* not there (yet): the path as given */
   }
+  const euid = process.geteuid?.() ?? process.getuid?.();
+  let owner = euid;
+  try {
+    owner = statSync(dir).uid;
+  } catch {
+    /* not there yet: the folder kerncap is about to write, the effective user's */
+  }
+  const ours = (uid: number) => euid === undefined || uid === euid || uid === owner;
   for (const start of starts) {
-    for (let p = start, up = dirname(p); up !== p; p = up, up = dirname(up)) if (holdsManifest(up)) return up;
+    for (let p = start, up = dirname(p); up !== p; p = up, up = dirname(up)) {
+      let st;
+      try {
+        st = lstatSync(up);
+      } catch {
+        continue; // not there (yet): nothing in it
+      }
+      if (st.isSymbolicLink()) continue; // the path as given passes through it; the real path's walk sees where it leads
+      // a folder others can write or may share (1777 /tmp), or someone else's: what lies in it and above is not the user's capture
+      if (euid !== undefined && (st.mode & 0o002 || st.mode & 0o1000 || !ours(st.uid))) break;
+      if (holdsManifest(up) && ours(lstatSync(join(up, MANIFEST_FILE), { throwIfNoEntry: false })?.uid ?? -1)) return up;
+    }
   }
   return undefined;
 }

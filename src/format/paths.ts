@@ -205,7 +205,7 @@ export function mkdirInCapture(dir: string, rel: string): string {
     const st = lstatOrNone(p);
     if (!st) {
       try {
-        mkdirSync(p);
+        mkdirSync(p, 0o755); // never group-writable, whatever the umask (002 too): a group-writable capture counts as received (src/format/trust.ts)
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw systemError(e) ?? e;
       }

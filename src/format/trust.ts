@@ -26,6 +26,7 @@ import { homedir, hostname, tmpdir } from "node:os";
 import { randomBytes } from "node:crypto";
 import { dirname, isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { privateFolderRisk } from "../cache.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
 import { parsePinned, PinnedRuns } from "./pinned.ts";
@@ -101,9 +102,11 @@ export function markReceived(dir: string, archive: string): void {
 
 /**
  * What in the capture folder is not the user's own (a phrase), or undefined: each of OWNED that
- * exists must belong to the user running kerncap (the effective uid) and be writable by no one else. A folder another local user hands
- * over (in /tmp, say) is that user's, whatever its manifest says about the host: its build.sh is
- * theirs to write. Group-writable is left alone (a team's shared folder, umask 002).
+ * exists must belong to the user running kerncap (the effective uid) and be writable by no one else
+ * (neither group nor other write bit). A folder another local user hands over (in /tmp, say) is
+ * that user's, whatever its manifest says about the host: its build.sh is theirs to write. A
+ * group-writable one (a team's shared folder) is every group member's to write, so it is received
+ * too: a member who appends a line to build.sh in place leaves its owner unchanged.
  */
 /** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, Triton's repro.py and pinned.json (it names the interpreter), the manifest, and build/ with the pruned build's plan (its commands run as written). */
 const OWNED = [".", "build.sh", "src", "repro.py", "pinned.json", "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
@@ -122,6 +125,7 @@ function notYours(dir: string): string | undefined {
     const what = name === "." ? "the folder" : name;
     if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
     if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
+    if (st.mode & 0o020) return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
   }
   return undefined;
 }
@@ -191,20 +195,28 @@ export function receivedBecause(dir: string, m: Manifest): string | undefined {
   return why.length ? why.join("; ") : undefined;
 }
 
-/** The state folder holding the trust record, when it is the user's own and nobody else can write it. */
+/**
+ * The state folder holding the trust record, when no other user can swap it: every folder from /
+ * down to it the user's or root's, none that others can write on the way (a sticky one only above
+ * a folder of the user's), the folder itself the user's alone. The same test as the cache folder's
+ * (src/cache.ts privateFolderRisk), made before the folder is created and again after.
+ */
 function stateDir(env = process.env): string | undefined {
   const base = env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : join(env.HOME || homedir(), ".local", "state");
   const dir = join(base, "kerncap");
   try {
+    stateRisk = privateFolderRisk(dir);
+    if (stateRisk) return undefined;
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const st = lstatSync(dir);
-    const uid = process.getuid?.();
-    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o022) return undefined;
-    return dir;
-  } catch {
+    stateRisk = lstatSync(dir).isDirectory() ? privateFolderRisk(dir) : `${dir} is not a folder`;
+    return stateRisk ? undefined : dir;
+  } catch (e) {
+    stateRisk = `${dir} cannot be made (${(e as Error).message})`;
     return undefined;
   }
 }
+/** Why stateDir() last gave no folder (for the warning). */
+let stateRisk: string | undefined;
 
 interface TrustRecord {
   dir: string;
@@ -433,7 +445,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   }
   log.info(`trusted ${key.dir}'s build: ${names} (sha256 ${runs.digest})`);
   if (!state) {
-    log.warn("--trust: the state folder (~/.local/state/kerncap) is not yours alone or cannot be written: the trust is not remembered");
+    log.warn(`--trust: the state folder is not used (${stateRisk ?? "it is not yours alone or cannot be written"}): the trust is not remembered`);
     return;
   }
   remember(state, records, key);

@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { cachedFolder, cacheFolderRisk, contentHash, fallbackCacheDir, preferredCacheDir } from "../../src/cache.ts";
+import { cachedFolder, privateFolderRisk, contentHash, fallbackCacheDir, preferredCacheDir } from "../../src/cache.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { tempDir } from "./fixtures.ts";
 
@@ -163,7 +163,7 @@ describe("cache folder", () => {
   });
 });
 
-// another local user may write a shared cache: a planted library must never be loaded (src/cache.ts cacheFolderRisk)
+// another local user may write a shared cache: a planted library must never be loaded (src/cache.ts privateFolderRisk)
 describe("cache trust", () => {
   const planted = "planted by another user";
   /** A cache folder at `d` holding the leaf of files() with its first file replaced by `planted`. */
@@ -212,18 +212,18 @@ describe("cache trust", () => {
     const p = cachedFolder("thing", files(), { KERNCAP_CACHE: d });
     expect(p.startsWith(d)).toBe(true);
     expect(statSync(d).mode & 0o777).toBe(0o700);
-    expect(cacheFolderRisk(d)).toBeUndefined();
+    expect(privateFolderRisk(d)).toBeUndefined();
     // the same parent without its sticky bit: anyone could rename the cache folder away and put their own
     chmodSync(parent, 0o777);
-    expect(cacheFolderRisk(d)).toBe(`${parent} is writable by other users (mode 0777)`);
+    expect(privateFolderRisk(d)).toBe(`${parent} is writable by other users (mode 0777)`);
   });
 
   test.skipIf(!IS_ROOT)("a cache folder owned by another user (or inside one) is not used", () => {
     const d = tempDir();
     plant(d);
     chownSync(d, 65534, 65534);
-    expect(cacheFolderRisk(d)).toBe(`${d} belongs to another user (uid 65534)`);
-    expect(cacheFolderRisk(join(d, "sub"))).toBe(`${d} belongs to another user (uid 65534)`);
+    expect(privateFolderRisk(d)).toBe(`${d} belongs to another user (uid 65534)`);
+    expect(privateFolderRisk(join(d, "sub"))).toBe(`${d} belongs to another user (uid 65534)`);
     const tmp = tempDir();
     const { value: p } = withStderr(() => cachedFolder("thing", files(), { KERNCAP_CACHE: d, TMPDIR: tmp }));
     expect(p.startsWith(tmp)).toBe(true);
