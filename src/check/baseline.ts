@@ -62,7 +62,7 @@ export function baselineEntry(b: Baseline, id: string): BaselineEntry | undefine
 
 /** Write a baseline through a temp file and a rename (a reader never sees half of it). */
 export function writeBaseline(path: string, b: Baseline): void {
-  writeFileAtomic(path, JSON.stringify(b, null, 1) + "\n");
+  writeFileAtomic(path, JSON.stringify(b, null, 1) + "\n", { mode: 0o644 & ~process.umask() }); // no group write whatever the umask: check refuses a baseline others can write
 }
 
 /**

@@ -1,0 +1,302 @@
+/**
+ * The attack suite, local-user rows: another user of this machine who can write a folder the
+ * victim uses (a team's group-writable folder, /tmp, a results folder, the folder above the state
+ * folder). Each test runs the attack and asserts it is refused (and that nothing planted ran):
+ *
+ * - a capture made here in a group-writable folder: a group member appends a command to build.sh
+ *   in place (its owner unchanged); the capture counts as received (inspect says which file and
+ *   why), validate refuses it (E_UNTRUSTED) and the appended command never runs;
+ * - a kerncap.json dropped in /tmp (a sticky folder every user can write), in a folder every user
+ *   can write, or by another user, makes no capture below it "nested": inspect, demo and unpack
+ *   work there; a kerncap.json under the user's own capture (the MCP agent's src/x) is still refused;
+ * - `kerncap check` refuses a results folder (or its results.jsonl, baseline.json) that another user
+ *   owns or can write before any capture is checked: a forged "ok" record is never taken on --resume;
+ * - the trust store (trusted-builds.json) is kept only where the cache folder would be: no folder on
+ *   the way another user owns, none others can write unless sticky above a folder of the user's.
+ *
+ * Tests that need another user's file run as root only (chown to uid 65534); the rest need none.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
+import { receivedReasons, trustOwnBuild, trustRecorded } from "../../src/format/trust.ts";
+import { runCheck, type CheckOptions } from "../../src/check/check.ts";
+import type { OpenRunner } from "../../src/check/pool.ts";
+import type { CheckSettings } from "../../src/check/runner.ts";
+import type { Outcome } from "../../src/format/check-record.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const ROOT = process.geteuid?.() === 0;
+const NOBODY = 65534;
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+
+let savedState: string | undefined;
+beforeAll(() => {
+  savedState = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+});
+afterAll(() => {
+  if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+  else process.env.XDG_STATE_HOME = savedState;
+});
+
+/** `kerncap ARGV --json` as a process: exit code, the --json document, stderr. */
+function cli(argv: string[], env: Record<string, string> = {}): { code: number; doc: Record<string, any>; err: string } {
+  const p = Bun.spawnSync([process.execPath, MAIN, ...argv, "--json"], { cwd: tempDir("kerncap-cwd-"), stdout: "pipe", stderr: "pipe", env: { ...process.env, ...env }, timeout: 120_000 });
+  let doc: Record<string, any> = {};
+  try {
+    doc = JSON.parse(p.stdout.toString());
+  } catch {
+    doc = { unparsed: p.stdout.toString() };
+  }
+  return { code: p.exitCode ?? -1, doc, err: p.stderr.toString() };
+}
+
+/** The KerncapError `fn` throws (or a failed expectation when it throws none). */
+async function refusal(fn: () => unknown): Promise<KerncapError> {
+  try {
+    await fn();
+  } catch (e) {
+    if (e instanceof KerncapError) return e;
+    throw e;
+  }
+  throw new Error("no refusal");
+}
+
+describe("attack: a group member edits build.sh of a capture made here in a team folder", () => {
+  test("a group-writable build.sh (or folder, src/) makes the capture received; validate refuses it and the appended command never runs", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    const m = await makeCapture(cap); // this machine's id, this user's files
+    const marker = join(root, "GROUP-MEMBER-RAN");
+    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\necho "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
+    expect(receivedReasons(cap, m)).toEqual([]); // made here, by this user
+    // the team folder: group-writable, as `chmod -R g+w` leaves it; a member appends in place
+    chmodSync(join(cap, "build.sh"), 0o775);
+    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(marker)}\nexit 1\n`); // same inode, same owner
+    expect(receivedReasons(cap, m)).toEqual([`build.sh can be written by every member of its group (gid ${statSync(join(cap, "build.sh")).gid}, mode 775), who could change what the build runs`]);
+    const ins = cli(["inspect", cap]);
+    expect(ins.code).toBe(0);
+    expect(ins.doc.received.received).toBe(true);
+    expect(ins.doc.received.reasons.join("; ")).toContain("build.sh can be written by every member of its group");
+    const v = cli(["validate", cap]);
+    expect(v.code).toBe(2);
+    expect(v.doc.error.code).toBe("E_UNTRUSTED");
+    expect(existsSync(marker)).toBe(false);
+    // plain --trust is not enough either: the member could change the file after it was read
+    const t = cli(["validate", cap, "--trust"]);
+    expect(t.code).toBe(2);
+    expect(t.doc.error.message).toContain("plain --trust is not enough here");
+    expect(existsSync(marker)).toBe(false);
+    // the folder itself, or src/, group-writable: the same
+    chmodSync(join(cap, "build.sh"), 0o755);
+    expect(receivedReasons(cap, m)).toEqual([]);
+    mkdirSync(join(cap, "src"), { mode: 0o755 });
+    chmodSync(join(cap, "src"), 0o775);
+    expect(receivedReasons(cap, m)[0]).toStartWith("src can be written by every member of its group");
+    chmodSync(join(cap, "src"), 0o755);
+    chmodSync(cap, 0o770);
+    expect(receivedReasons(cap, m)[0]).toStartWith("the folder can be written by every member of its group");
+  }, 60_000);
+
+  test("a capture kerncap writes under umask 002 is not group-writable (so it is not received for that)", async () => {
+    const old = process.umask(0o002);
+    try {
+      const root = tempDir("kerncap-attack-");
+      const r = cli(["demo", join(root, "d")]);
+      expect(r.code).toBe(0);
+      for (const p of [".", "src", "kernel", "memory"]) if (existsSync(join(root, "d", p))) expect(statSync(join(root, "d", p)).mode & 0o022, p).toBe(0);
+      const m = readManifest(join(root, "d"));
+      expect(receivedReasons(join(root, "d"), m)).toEqual(["its manifest records no host"]); // demo's sample names no host; nothing else (no group-writable folder)
+    } finally {
+      process.umask(old);
+    }
+  }, 60_000);
+});
+
+describe("attack: another user drops a kerncap.json above the victim's captures", () => {
+  test("in a sticky folder every user can write (/tmp): no capture below is nested; demo, inspect, unpack write and read there", async () => {
+    const root = tempDir("kerncap-attack-");
+    const tmp = join(root, "tmp");
+    mkdirSync(tmp);
+    chmodSync(tmp, 0o1777);
+    const mine = join(tmp, "mine");
+    await makeCapture(mine);
+    copyFileSync(join(mine, "kerncap.json"), join(tmp, "kerncap.json")); // a valid manifest, in /tmp
+    if (ROOT) chownSync(join(tmp, "kerncap.json"), NOBODY, NOBODY);
+    expect(outerCapture(mine)).toBeUndefined();
+    expect(() => readManifest(mine)).not.toThrow();
+    expect(cli(["inspect", mine]).code).toBe(0);
+    const d = cli(["demo", join(tmp, "demo")]);
+    expect(d.code).toBe(0);
+    expect(existsSync(join(tmp, "demo/kerncap.json"))).toBe(true);
+    const z = join(root, "mine.zip");
+    expect(cli(["pack", mine, "-o", z]).code).toBe(0);
+    expect(cli(["unpack", z, "-o", join(tmp, "got")]).code).toBe(0);
+    // the MCP agent's attack still fails there: a kerncap.json under the user's own capture
+    mkdirSync(join(mine, "src/x"), { recursive: true });
+    copyFileSync(join(mine, "kerncap.json"), join(mine, "src/x/kerncap.json"));
+    expect(outerCapture(join(mine, "src/x"))).toBe(mine);
+    expect(cli(["inspect", join(mine, "src/x")]).doc.error.code).toBe("E_NESTED_CAPTURE");
+  }, 120_000);
+
+  test("in a folder every user can write (not sticky): the walk stops there", async () => {
+    const root = tempDir("kerncap-attack-");
+    const open = join(root, "open");
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    await makeCapture(join(open, "c"));
+    copyFileSync(join(open, "c/kerncap.json"), join(open, "kerncap.json"));
+    expect(outerCapture(join(open, "c"))).toBeUndefined();
+    expect(() => assertNotNested(join(open, "new"))).not.toThrow();
+    // a capture of the user's own in a folder of the user's own still holds what lies in it
+    chmodSync(open, 0o755);
+    expect(outerCapture(join(open, "c"))).toBe(open);
+  }, 60_000);
+
+  test.skipIf(!ROOT)("another user's kerncap.json, or one in another user's folder, holds none of the victim's captures", async () => {
+    const root = tempDir("kerncap-attack-");
+    chmodSync(root, 0o755);
+    const team = join(root, "team");
+    mkdirSync(team, { mode: 0o755 });
+    await makeCapture(join(team, "c"));
+    copyFileSync(join(team, "c/kerncap.json"), join(team, "kerncap.json"));
+    expect(outerCapture(join(team, "c"))).toBe(team); // the user's own kerncap.json: a capture holds it
+    chownSync(join(team, "kerncap.json"), NOBODY, NOBODY); // another user's file in a folder of ours
+    expect(outerCapture(join(team, "c"))).toBeUndefined();
+    chownSync(join(team, "kerncap.json"), 0, 0);
+    chownSync(team, NOBODY, NOBODY); // the folder another user's: their files, not the user's capture
+    expect(outerCapture(join(team, "c"))).toBeUndefined();
+    expect(cli(["inspect", join(team, "c")]).code).toBe(0);
+  }, 60_000);
+});
+
+describe("attack: a results folder another user made (check --resume)", () => {
+  const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
+  const H200 = { name: "NVIDIA H200", arch: "sm_90" };
+  const done = (t: { id: string; path: string }): Outcome => ({ id: t.id, path: t.path, kernel: "scale(float*, int)", outcome: "done", verdict: "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: H200, device: H200, rebuild: null, timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + i * 0.01) }, seconds: 0.01, replaySeconds: 0.005, at: new Date().toISOString() });
+  function workers() {
+    const calls: string[] = [];
+    const open: OpenRunner = () => ({ run: async (t) => (calls.push(t.id), done(t)), kill() {}, close: async () => {} });
+    return { calls, open: () => open };
+  }
+  const options = (paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions => ({ paths, settings: SETTINGS, results, resume: false, slowerPct: 10, gpus: [null], live: false, open, ...o });
+
+  test("a results folder every user can write, holding a forged ok record: refused before any capture, E_UNSAFE_PATH naming it", async () => {
+    const root = tempDir("kerncap-attack-");
+    await makeCapture(join(root, "corpus/c1"));
+    // the attacker's forged record: what a real check of c1 writes (made in a folder of the test's own)
+    const real = join(root, "real");
+    expect((await runCheck(options([join(root, "corpus")], real, workers().open))).exitCode).toBe(0);
+    const shared = join(root, "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    writeFileSync(join(shared, "results.jsonl"), readFileSync(join(real, "results.jsonl")));
+    const w = workers();
+    const e = await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })));
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(e.message).toContain(`${shared} (the results folder) can be written by every user (mode 777)`);
+    expect(e.hint).toContain("--results DIR");
+    expect(w.calls).toEqual([]);
+    // closed (chmod go-w), the folder is the user's again; the results file written by another (group-writable) is not
+    chmodSync(shared, 0o755);
+    chmodSync(join(shared, "results.jsonl"), 0o664);
+    expect((await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })))).message).toContain("results.jsonl (the results file) can be written by every member of its group");
+    chmodSync(join(shared, "results.jsonl"), 0o644);
+    writeFileSync(join(shared, "baseline.json"), "{}");
+    chmodSync(join(shared, "baseline.json"), 0o666);
+    expect((await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })))).message).toContain("baseline.json (the results folder's baseline) can be written by every user");
+    expect(w.calls).toEqual([]);
+  }, 60_000);
+
+  test("the CLI: exit 2 with the hint, nothing checked; a folder check makes under umask 002 is not refused the next time", async () => {
+    const root = tempDir("kerncap-attack-");
+    await makeCapture(join(root, "corpus/c1"));
+    const shared = join(root, "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    const r = cli(["check", join(root, "corpus"), "--results", shared, "--resume"]);
+    expect(r.code).toBe(2);
+    expect(r.doc.error.code).toBe("E_UNSAFE_PATH");
+    expect(existsSync(join(shared, "results.jsonl"))).toBe(false);
+    const old = process.umask(0o002);
+    try {
+      const mine = join(root, "mine");
+      await runCheck(options([join(root, "corpus")], mine, workers().open));
+      expect(statSync(mine).mode & 0o022).toBe(0);
+      expect((await runCheck(options([join(root, "corpus")], mine, workers().open, { resume: true }))).exitCode).toBe(0);
+    } finally {
+      process.umask(old);
+    }
+  }, 120_000);
+
+  test.skipIf(!ROOT)("a results folder another user owns (mode 0755) is refused too", async () => {
+    const root = tempDir("kerncap-attack-");
+    await makeCapture(join(root, "corpus/c1"));
+    const theirs = join(root, "theirs");
+    mkdirSync(theirs, { mode: 0o755 });
+    chownSync(theirs, NOBODY, NOBODY);
+    const w = workers();
+    expect((await refusal(() => runCheck(options([join(root, "corpus")], theirs, w.open)))).message).toContain(`${theirs} (the results folder) belongs to another user (uid ${NOBODY}`);
+    expect(w.calls).toEqual([]);
+  }, 60_000);
+});
+
+describe("attack: the state folder inside a folder another user can write", () => {
+  /** Whether trustOwnBuild recorded `cap` with XDG_STATE_HOME=`state`, and whether the trust file is there. */
+  async function recordsIn(state: string): Promise<boolean> {
+    const cap = join(tempDir("kerncap-attack-"), "cap");
+    const m = await makeCapture(cap);
+    writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\nexit 1\n", { mode: 0o755 });
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = state;
+    try {
+      trustOwnBuild(cap, m);
+      return trustRecorded(cap, m) || existsSync(join(state, "kerncap/trusted-builds.json"));
+    } finally {
+      process.env.XDG_STATE_HOME = saved;
+    }
+  }
+
+  test("XDG_STATE_HOME in a folder every user can write (not sticky): no trust record is kept there", async () => {
+    const open = join(tempDir("kerncap-attack-"), "open");
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    expect(await recordsIn(open)).toBe(false);
+    expect(existsSync(join(open, "kerncap"))).toBe(false); // not even made there
+    // a folder of the user's own: kept
+    const own = tempDir("kerncap-state-");
+    expect(await recordsIn(own)).toBe(true);
+    // under a sticky folder every user can write, in a folder of the user's own: kept (the cache folder's rule)
+    const sticky = join(tempDir("kerncap-attack-"), "tmp");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    mkdirSync(join(sticky, "me"), { mode: 0o700 });
+    expect(await recordsIn(join(sticky, "me"))).toBe(true);
+  }, 60_000);
+
+  test.skipIf(!ROOT)("XDG_STATE_HOME in another user's folder: no trust record is kept there", async () => {
+    const theirs = join(tempDir("kerncap-attack-"), "theirs");
+    mkdirSync(theirs, { mode: 0o755 });
+    chownSync(theirs, NOBODY, NOBODY);
+    expect(await recordsIn(theirs)).toBe(false);
+    expect(existsSync(join(theirs, "kerncap"))).toBe(false);
+  }, 60_000);
+
+  test("validate --trust warns that the trust is not remembered, and why", async () => {
+    const open = join(tempDir("kerncap-attack-"), "open");
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    const cap = join(tempDir("kerncap-attack-"), "cap");
+    await makeCapture(cap);
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    delete m.host; // received: validate asks
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\necho no compiler >&2\nexit 1\n", { mode: 0o755 });
+    const r = cli(["validate", cap, "--trust"], { XDG_STATE_HOME: open });
+    expect(r.err).toContain(`the state folder is not used (${open} is writable by other users (mode 0777))`);
+    expect(existsSync(join(open, "kerncap"))).toBe(false);
+  }, 60_000);
+});
