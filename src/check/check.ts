@@ -113,6 +113,7 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
     } catch {
       continue; // not there: this run makes it, its own
     }
+    if (st.isSymbolicLink()) continue; // a link's own mode says nothing: the writers refuse a link (E_UNSAFE_PATH, src/util/write-file.ts)
     const mode = (st.mode & 0o7777).toString(8);
     const why = st.uid !== uid ? `belongs to another user (uid ${st.uid}; you are uid ${uid})` : st.mode & 0o022 ? `can be written by ${st.mode & 0o002 ? "every user" : "every member of its group"} (mode ${mode})` : undefined;
     if (!why) continue;
