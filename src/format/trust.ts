@@ -195,6 +195,8 @@ export function receivedBecause(dir: string, m: Manifest): string | undefined {
   return why.length ? why.join("; ") : undefined;
 }
 
+/** Why stateDir() last gave no folder (for the warning). */
+let stateRisk: string | undefined;
 /**
  * The state folder holding the trust record, when no other user can swap it: every folder from /
  * down to it the user's or root's, none that others can write on the way (a sticky one only above
@@ -215,8 +217,6 @@ function stateDir(env = process.env): string | undefined {
     return undefined;
   }
 }
-/** Why stateDir() last gave no folder (for the warning). */
-let stateRisk: string | undefined;
 
 interface TrustRecord {
   dir: string;
