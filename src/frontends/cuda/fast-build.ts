@@ -15,11 +15,11 @@
  * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
  * followed by build.sh's (which reports a real compile error as usual).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
-import { reproducerBuildEnv } from "../../env.ts";
+import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { isPlainPath } from "../../util/shell-quote.ts";
 import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
@@ -244,7 +244,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
   for (const p of [dir, work]) if (!isPlainPath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
   mkdirSync(work, { recursive: true });
-  const env = reproducerBuildEnv(o);
+  const env = buildChildEnv(reproducerBuildEnv(o), [dir, realpathSync(dir)]); // no loader or Python path entry inside the capture, none empty or relative
   const t0 = performance.now();
   const key = planKey(dir, env);
   let plan = plans.get(work) ?? readPlan(work);
