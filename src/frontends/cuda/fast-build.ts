@@ -66,7 +66,10 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
     const a = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(l);
     if (a) {
       // nvcc's variables; the quoted ones (INCLUDES="-I…" "…") only describe what the commands already spell out
-      if (!a[2]!.includes('"')) env.push(`${a[1]}='${a[2]!.trim().replace(/'/g, "'\\''")}'`);
+      // nvcc's LD_LIBRARY_PATH ends in an empty entry (`<cuda>/lib:`: the working folder, the capture
+      // folder here) and its PATH may: only absolute entries are kept (docs/security.md)
+      const value = /^(LD_LIBRARY_PATH|PATH)$/.test(a[1]!) ? a[2]!.trim().split(":").filter((e) => e.startsWith("/")).join(":") : a[2]!.trim();
+      if (!value.includes('"')) env.push(`${a[1]}='${value.replace(/'/g, "'\\''")}'`);
     } else if (l) cmds.push(l);
   }
   if (!cmds.length) return { reason: "build.sh's nvcc printed no steps under --dryrun (build.sh does not pass EXTRA_FLAGS to nvcc?)" };
