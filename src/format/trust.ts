@@ -476,10 +476,11 @@ export interface StagedBuild {
  * outputs never go through a link in build/ either (a folder a group shares), and nvcc, which
  * pastes the source's absolute path (from its working folder) into the shell lines it runs, works
  * from the private folder's plain name whatever the capture folder is called.
+ * `frontend`: the manifest's kernel.frontend (part of the digest, WhatRuns), for a capture the gate did not approve.
  * @returns undefined when the capture holds nothing that runs (no build.sh, pinned.json, repro.py)
  * @throws KerncapError E_TRUST_CHANGED (exit 2) when the files changed since the gate read them
  */
-export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
+export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | undefined {
   let real: string;
   try {
     real = realpathSync(dirArg);
@@ -487,7 +488,7 @@ export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
     return undefined;
   }
   const ok = approved.get(real);
-  const runs = readWhatRuns(real, ok?.frontend ?? "");
+  const runs = readWhatRuns(real, ok?.frontend ?? frontend);
   if (!runs) return undefined;
   if (ok && runs.digest !== ok.digest) {
     throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs changed since they were trusted (digest ${ok.digest}, now ${runs.digest}); nothing was run`, {
@@ -593,13 +594,14 @@ export function trustOwnBuild(dir: string, m: Manifest): void {
  * Whether the user's trust record holds DIR with exactly the bytes a rebuild of it would run now
  * (readWhatRuns): what `--trust` on the command line, or trustOwnBuild, recorded. A confined build
  * (src/format/rendered.ts) runs a build.sh kerncap did not write only then. False when nothing of
- * the capture runs or the state folder is unusable.
+ * the capture runs or the state folder is unusable. `digest`: of the bytes a build will run (a
+ * private copy's, StagedBuild.digest) instead of the folder's read now.
  */
-export function trustRecorded(dir: string, m: Manifest): boolean {
-  const runs = readWhatRuns(dir, m.kernel.frontend ?? "");
+export function trustRecorded(dir: string, m: Manifest, digest?: string): boolean {
+  const runs = digest === undefined ? readWhatRuns(dir, m.kernel.frontend ?? "")?.digest : digest;
   const state = stateDir();
   if (!runs || !state) return false;
-  const key = trustKey(dir, runs.digest);
+  const key = trustKey(dir, runs);
   return readRecords(state).some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs);
 }
 

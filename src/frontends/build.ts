@@ -139,7 +139,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   // every build runs from a private folder (src/format/trust.ts stageTrustedBuild): a copy of the
   // bytes the trust gate approved (a received capture) or read now (the user's own), src/ linked,
   // a private build/ whose files are moved into the capture's afterwards; nothing else of the capture
-  const staged = stageTrustedBuild(dir);
+  const staged = stageTrustedBuild(dir, o.confine?.kernel.frontend ?? "");
   if (!staged) throw new KerncapError("E_NO_REPRODUCER", `${dir}/build.sh could not be read`, { hint: "Check the file's permissions." });
   try {
     return await runBuildSh(dir, staged, o);
@@ -159,7 +159,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const out0 = o.out === undefined ? undefined : resolve(dir, o.out);
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
-    requireRenderedBuild(dir, o.confine); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
+    requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile)) throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
     mkdirInCapture(dir, dirname(depsFile));
     rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one
