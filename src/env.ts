@@ -203,6 +203,33 @@ export function reproducerBuildEnv(o: { force: boolean; targetArch?: string }, e
   return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}), ...extra };
 }
 
+/** The variables that name where a build's programs load code from: a library path list, libraries preloaded, Python's module path and home. */
+const LOAD_PATH_VARS = ["LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"] as const;
+
+/**
+ * `env` for a program of a reproducer's build (build.sh, the compiler, Triton's repro.py): in
+ * LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH and PYTHONHOME, every entry that is empty, relative or
+ * inside one of `capture` (the capture folder's path and real path) is dropped (a variable left
+ * empty is removed), and PYTHONSAFEPATH=1 (Python 3.11+: neither the script's folder nor the
+ * working folder goes first on sys.path). An empty entry means the working folder to the dynamic
+ * loader, and nvcc itself appends `<cuda>/lib:` to LD_LIBRARY_PATH for its steps: the build's
+ * working folder must hold nothing the capture controls, and no entry may name the capture.
+ */
+export function buildChildEnv(env: Record<string, string | undefined>, capture: string[]): Record<string, string | undefined> {
+  const roots = capture.filter(Boolean).map((c) => c.replace(/\/+$/, ""));
+  const inside = (p: string) => roots.some((r) => p === r || p.startsWith(r + "/"));
+  const out: Record<string, string | undefined> = { ...env, PYTHONSAFEPATH: "1" };
+  for (const k of LOAD_PATH_VARS) {
+    const v = out[k];
+    if (v === undefined) continue;
+    // LD_PRELOAD separates its entries by spaces or colons (ld.so(8)); the others by colons
+    const kept = v.split(k === "LD_PRELOAD" ? /[:\s]/ : ":").filter((e) => e !== "" && e.startsWith("/") && !inside(e));
+    if (kept.length) out[k] = kept.join(k === "LD_PRELOAD" ? " " : ":");
+    else delete out[k];
+  }
+  return out;
+}
+
 /**
  * Environment of the Triton reproducer's repro.py when kerncap runs it itself (`kerncap tune`):
  * the Python it runs (KERNCAP_PYTHON, else `captured`, the application's), named in its messages

@@ -70,12 +70,15 @@ export function notRendered(dir: string, m: Pick<Manifest, "rendered">): string[
 /**
  * The gate of every confined build, before anything of the capture runs: what would run is what
  * kerncap rendered (notRendered is empty), or bytes the user trusted on the command line for this
- * folder (trustRecorded). `command`: the verb to name in the hint.
+ * folder (trustRecorded). `command`: the verb to name in the hint. `staged`: the private copy a
+ * build will execute (StagedBuild): judged instead of the folder, so a file swapped back after
+ * the copy was made cannot pass.
  * @throws KerncapError E_NOT_RENDERED naming each file and its digests
  */
-export function requireRenderedBuild(dir: string, m: Manifest, command = "validate"): void {
-  const changed = notRendered(dir, m);
-  if (!changed.length || trustRecorded(dir, m)) return;
+export function requireRenderedBuild(dir: string, m: Manifest, command = "validate", staged?: { folder: string; digest: string }): void {
+  // a build's private copy (src/format/trust.ts stageTrustedBuild): its bytes are the ones judged, not the folder's read again
+  const changed = notRendered(staged?.folder ?? dir, m);
+  if (!changed.length || trustRecorded(dir, m, staged?.digest)) return;
   throw new KerncapError("E_NOT_RENDERED", `a confined ${command} (kerncap mcp) runs only the build kerncap wrote for ${dir}, and ${changed.join("; ")}: nothing was run`, {
     hint: `Show the file to the user. An agent can never change or write build.sh, pinned.json or repro.py; if the user changed them and trusts them, they run kerncap validate ${dir} --trust once on the command line (recorded for these bytes, which kerncap mcp then runs).`,
   });

@@ -30,8 +30,9 @@ import { privateFolderRisk } from "../cache.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
 import { parsePinned, PinnedRuns } from "./pinned.ts";
-import { mkdirInCapture, readInCapture, relativePathProblem, writeInCapture } from "./paths.ts";
+import { mkdirInCapture, readInCapture, relativePathProblem, resolveInCapture, writeInCapture } from "./paths.ts";
 import { isPlainPath } from "../util/shell-quote.ts";
+import { writeFileAtomic } from "../util/write-file.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 
@@ -462,6 +463,14 @@ export interface StagedBuild {
   digest: string;
   /** `text` with the private folder's path read as the capture folder's (the build's messages, the module it printed). */
   unstage(text: string): string;
+  /**
+   * Move what the build wrote into the private build/ (every regular file, but Triton's cache
+   * `triton-cache/`) into the capture's build/ with the one safe writer: an unguessable
+   * O_EXCL|O_NOFOLLOW temp renamed over the name, a link at the name or on the way refused.
+   * @returns the capture-relative paths written
+   * @throws KerncapError E_UNSAFE_PATH naming a link (or other non-file) in the capture's build/
+   */
+  collect(): string[];
   /** Remove the private folder (the links only, never what they point at). */
   dispose(): void;
 }
@@ -471,17 +480,24 @@ export interface StagedBuild {
  * more, hold it to the approved digest, and write those bytes into a private folder that no one
  * else can write (mkdtemp: a fresh 0700 folder of the user's; each file created O_EXCL|O_NOFOLLOW).
  * The build then executes that copy: a file of the capture replaced or rewritten after this read
- * (while the compiler runs) is never executed. The private folder mirrors the capture folder:
- * every other top-level entry (src/ with the sources the compiler reads, build/ where outputs go)
- * is a symbolic link to the capture's, except a Triton capture's src/, which holds only the
- * trusted kernel file (repro.py imports it from there).
- * A capture made here whose folder's path is not plain (letters, digits, `._+-`) is staged the same
- * way, without a digest to hold it to: nvcc pastes the source's absolute path (from its working
- * folder) into the shell lines it runs, so the build works from the private folder's plain name.
- * @returns undefined for a capture made here in a plainly named folder (its build runs in place)
+ * (while the compiler runs) is never executed. The private folder holds nothing else of the
+ * capture: the copies, `src` (a link to the capture's src/ with the sources the compiler reads;
+ * a Triton capture's src/ is a private folder holding only the trusted kernel file, which
+ * repro.py imports), and `build/`, a private folder the build writes into (seeded with the
+ * capture's build/slice-failed.sha256), whose files collect() moves into the capture's build/.
+ * The build runs with this folder as its working folder: nvcc gives its steps
+ * LD_LIBRARY_PATH=`<cuda>/lib:` (the empty entry is the working folder) and Python puts a
+ * script's folder first on sys.path, so no other top-level name of the capture may be there; and
+ * nothing the build writes goes through a link someone planted in the capture's build/.
+ * A capture made here is staged the same way, without a digest to hold it to: its build.sh's
+ * outputs never go through a link in build/ either (a folder a group shares), and nvcc, which
+ * pastes the source's absolute path (from its working folder) into the shell lines it runs, works
+ * from the private folder's plain name whatever the capture folder is called.
+ * `frontend`: the manifest's kernel.frontend (part of the digest, WhatRuns), for a capture the gate did not approve.
+ * @returns undefined when the capture holds nothing that runs (no build.sh, pinned.json, repro.py)
  * @throws KerncapError E_TRUST_CHANGED (exit 2) when the files changed since the gate read them
  */
-export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
+export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | undefined {
   let real: string;
   try {
     real = realpathSync(dirArg);
@@ -489,10 +505,7 @@ export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
     return undefined;
   }
   const ok = approved.get(real);
-  // a capture of the user's own in a folder whose path is not plain (the user renamed it `cap$(id>X)`):
-  // nvcc pastes the source's absolute path into sh -c lines, so it builds from the private folder's plain path too
-  if (!ok && isPlainPath(real)) return undefined;
-  const runs = readWhatRuns(real, ok?.frontend ?? "");
+  const runs = readWhatRuns(real, ok?.frontend ?? frontend);
   if (!runs) return undefined;
   if (ok && runs.digest !== ok.digest) {
     throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs changed since they were trusted (digest ${ok.digest}, now ${runs.digest}); nothing was run`, {
@@ -517,14 +530,13 @@ export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
           if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
         }
       }
-      const fd = openSync(join(folder, ...parts), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, f.name === "build.sh" ? 0o700 : 0o600);
-      try {
-        writeSync(fd, f.bytes);
-      } finally {
-        closeSync(fd);
-      }
+      writeNew(join(folder, ...parts), f.bytes, f.name === "build.sh" ? 0o700 : 0o600);
     }
-    for (const name of readdirSync(real)) if (!copied.has(name)) symlinkSync(join(real, name), join(folder, name));
+    // src/ (when no trusted file lies under it: the CUDA sources the compiler reads) and nothing else of the capture's top level
+    if (!copied.has("src") && lstatOrUndefined(join(real, "src"))?.isDirectory()) symlinkSync(join(real, "src"), join(folder, "src"));
+    mkdirSync(join(folder, "build"), { mode: 0o700 });
+    const failed = readInCapture(real, SLICE_FAILED, 4096); // the slice that did not build for this TU text is not tried again
+    if (failed) writeNew(join(folder, SLICE_FAILED), failed, 0o600);
   } catch (e) {
     rmSync(folder, { recursive: true, force: true });
     throw e;
@@ -534,8 +546,52 @@ export function stageTrustedBuild(dirArg: string): StagedBuild | undefined {
     dir: real,
     digest: runs.digest,
     unstage: (text) => text.split(folder).join(real),
+    collect: () => collectBuild(join(folder, "build"), real),
     dispose: () => rmSync(folder, { recursive: true, force: true }),
   };
+}
+
+/** build.sh's record of a slice that did not build (templates/cuda/build.sh.hbs), beside the default module. */
+const SLICE_FAILED = "build/slice-failed.sha256";
+
+/** A new file at `path` (O_EXCL|O_NOFOLLOW: never an existing name, never through a link) holding `bytes`. */
+function writeNew(path: string, bytes: Uint8Array, mode: number): void {
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    writeSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function lstatOrUndefined(p: string) {
+  try {
+    return lstatSync(p);
+  } catch {
+    return undefined;
+  }
+}
+
+/** StagedBuild.collect: the regular files under the private `from` (the build's output folder) written into `capture`'s build/, through no link. */
+function collectBuild(from: string, capture: string): string[] {
+  const written: string[] = [];
+  const walk = (rel: string) => {
+    for (const name of readdirSync(join(from, rel))) {
+      const r = rel ? `${rel}/${name}` : name;
+      if (r === "triton-cache") continue; // Triton's compile cache of this build: not worth copying
+      const st = lstatSync(join(from, r));
+      if (st.isDirectory()) walk(r);
+      else if (st.isFile()) {
+        const target = `build/${r}`;
+        const { path } = resolveInCapture(capture, target); // a link, a hard link or a non-file at the name: E_UNSAFE_PATH
+        mkdirInCapture(capture, dirname(target));
+        writeFileAtomic(path, readFileSync(join(from, r)), { mode: st.mode & 0o777, sync: false, what: `the build's output ${target}` });
+        written.push(target);
+      }
+    }
+  };
+  walk("");
+  return written;
 }
 
 /**
@@ -555,13 +611,14 @@ export function trustOwnBuild(dir: string, m: Manifest): void {
  * Whether the user's trust record holds DIR with exactly the bytes a rebuild of it would run now
  * (readWhatRuns): what `--trust` on the command line, or trustOwnBuild, recorded. A confined build
  * (src/format/rendered.ts) runs a build.sh kerncap did not write only then. False when nothing of
- * the capture runs or the state folder is unusable.
+ * the capture runs or the state folder is unusable. `digest`: of the bytes a build will run (a
+ * private copy's, StagedBuild.digest) instead of the folder's read now.
  */
-export function trustRecorded(dir: string, m: Manifest): boolean {
-  const runs = readWhatRuns(dir, m.kernel.frontend ?? "");
+export function trustRecorded(dir: string, m: Manifest, digest?: string): boolean {
+  const runs = digest === undefined ? readWhatRuns(dir, m.kernel.frontend ?? "")?.digest : digest;
   const state = stateDir();
   if (!runs || !state) return false;
-  const key = trustKey(dir, runs.digest);
+  const key = trustKey(dir, runs);
   return readRecords(state).some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs);
 }
 

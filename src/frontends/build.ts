@@ -8,12 +8,12 @@
  */
 import { accessSync, constants, existsSync, rmSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { reproducerBuildEnv } from "../env.ts";
+import { buildChildEnv, reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
-import { stageTrustedBuild } from "../format/trust.ts";
+import { stageTrustedBuild, type StagedBuild } from "../format/trust.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
@@ -136,24 +136,30 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   assertRebuildWritable(dir);
-  // a received capture the trust gate let run (or a folder whose path is not plain): a private copy of the bytes it approved (src/format/trust.ts)
-  const staged = stageTrustedBuild(dir);
+  // every build runs from a private folder (src/format/trust.ts stageTrustedBuild): a copy of the
+  // bytes the trust gate approved (a received capture) or read now (the user's own), src/ linked,
+  // a private build/ whose files are moved into the capture's afterwards; nothing else of the capture
+  const staged = stageTrustedBuild(dir, o.confine?.kernel.frontend ?? "");
+  if (!staged) throw new KerncapError("E_NO_REPRODUCER", `${dir}/build.sh could not be read`, { hint: "Check the file's permissions." });
   try {
-    return await runBuildSh(dir, staged ? join(staged.folder, "build.sh") : script, staged?.unstage ?? ((t) => t), o);
+    return await runBuildSh(dir, staged, o);
   } finally {
-    staged?.dispose();
+    staged.dispose();
   }
 }
 
-/** buildReproducer's run of `script` (the capture's build.sh, or the private copy of a trusted one) with cwd DIR; `unstage` reads the private folder's path in its output as DIR. */
-async function runBuildSh(dir: string, script: string, unstage: (text: string) => string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
+/** buildReproducer's run of the private copy of build.sh with cwd the private folder; its output read with the private folder's path as DIR's, its build/ collected into DIR's. */
+async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Promise<{ module: string; seconds: number }> {
+  const { unstage } = staged;
+  const script = join(staged.folder, "build.sh");
   const t0 = performance.now();
-  const env = reproducerBuildEnv({ force: o.force, targetArch: o.targetArch });
+  // no loader or Python path entry that is empty, relative or inside the capture (src/env.ts buildChildEnv)
+  const env = buildChildEnv(reproducerBuildEnv({ force: o.force, targetArch: o.targetArch }), [dir, staged.dir]);
   if (o.extraFlags?.length) env.EXTRA_FLAGS = [env.EXTRA_FLAGS, ...o.extraFlags].filter(Boolean).join(" ");
   const out0 = o.out === undefined ? undefined : resolve(dir, o.out);
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
-    requireRenderedBuild(dir, o.confine); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
+    requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile)) throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
     mkdirInCapture(dir, dirname(depsFile));
     rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one
@@ -166,7 +172,11 @@ async function runBuildSh(dir: string, script: string, unstage: (text: string) =
   // 21 GB of RAM before the dependency list could refuse it), so the build gets a data-size
   // limit (RLIMIT_DATA counts anonymous mmaps since Linux 4.7) and a wall-clock limit
   const argv = o.confine ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg] : ["bash", script, ...outArg];
-  const ran = await runBuildCommand(argv, dir, env, o.signal);
+  // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
+  // working folder), so it must hold nothing of the capture's but the copies and src/
+  const ran = await runBuildCommand(argv, staged.folder, env, o.signal);
+  // what it wrote into the private build/, into the capture's through no link (E_UNSAFE_PATH names one)
+  staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
   if (o.confine && code === 124) {
     throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, { hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit." });

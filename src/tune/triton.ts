@@ -6,7 +6,7 @@
  * memory (the compiled kernel's), judged against the app's after state, and all timed
  * interleaved with the captured module (the app's own choice) in one process.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -20,7 +20,7 @@ import { templatesFolder } from "../frontends/templates.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
-import { tritonReproducerEnv } from "../env.ts";
+import { buildChildEnv, tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
 import { requireTrustedBuild, stageTrustedBuild } from "../format/trust.ts";
 import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
@@ -106,7 +106,7 @@ export type TritonBuilt = { cubin: string; shared: number; numWarps: number } | 
 
 /**
  * A compiler of pinned configs for the Triton reproducer in `dir` (kerncap's own repro.py, run in
- * `dir` with pinned.json's interpreter and a Triton cache under DIR/build/triton-cache):
+ * `o.from` with pinned.json's interpreter and a Triton cache under FROM/build/triton-cache):
  * compile(config, out) writes `out` and `out.json`. `o.from`: where repro.py reads pinned.json and
  * the kernel file (a private copy of a trusted capture's: src/format/trust.ts stageTrustedBuild;
  * default `dir`), and `o.unstage` reads that copy's path in messages as DIR. `signal`: an abort
@@ -114,12 +114,17 @@ export type TritonBuilt = { cubin: string; shared: number; numWarps: number } | 
  * @throws KerncapError E_INTERRUPTED (a stop signal during a compile)
  */
 export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o: { from?: string; unstage?: (text: string) => string } = {}): (config: TuneConfig, out: string, signal?: AbortSignal) => Promise<TritonBuilt> {
-  const { python: py, env } = tritonReproducerEnv(pin.python, join(dir, "build", "triton-cache"));
+  const from = o.from ?? dir;
+  // the Triton cache in `from`'s build/ (a private copy's own: nothing written through a link of the capture's build/)
+  const { python: py, env: reproEnv } = tritonReproducerEnv(pin.python, join(from, "build", "triton-cache"));
+  // no loader or Python path entry that is empty, relative or inside the capture; PYTHONSAFEPATH (src/env.ts buildChildEnv)
+  const env = buildChildEnv(reproEnv, [dir, realpathSync(dir)]);
   const script = join(templatesFolder("triton", TRITON_TEMPLATES), "repro.py");
   const unstage = o.unstage ?? ((t: string) => t);
   return async (config, out, signal) => {
     mkdirSync(dirname(out), { recursive: true });
-    const r = await runBuildCommand([py, script, "--dir", o.from ?? dir, "--config", JSON.stringify(config), "--out", out], dir, env, signal);
+    // working folder `from` (a private copy: nothing of the capture's top level there)
+    const r = await runBuildCommand([py, script, "--dir", from, "--config", JSON.stringify(config), "--out", out], from, env, signal);
     if (r.code !== 0 || !existsSync(out + ".json")) return { error: unstage((r.err || r.out).trim().split("\n").slice(-3).join(" / ")) || `exit ${r.code}` };
     const md = JSON.parse(readFileSync(out + ".json", "utf8")) as { shared: number; num_warps: number };
     return { cubin: out, shared: md.shared, numWarps: md.num_warps };
@@ -192,7 +197,8 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   const unique = space.filter((c, i) => configKey(c) !== configKey(base) && space.findIndex((d) => configKey(d) === configKey(c)) === i);
 
   // compile every config, a CPU each
-  const work = join(dir, "build", "tune");
+  // into the private folder's build/ (0700, the user's: src/format/trust.ts), never through a link planted in the capture's build/
+  const work = join(from, "build", "tune");
   mkdirSync(work, { recursive: true });
   const compile = tritonConfigCompiler(dir, pin, { from, unstage });
   const t0 = performance.now();

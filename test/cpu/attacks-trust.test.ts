@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -196,6 +196,149 @@ function stockCudaBuildSh(): string {
   const text = readFileSync(resolve(import.meta.dir, "../../templates/cuda/build.sh.hbs"), "utf8");
   return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags: '-I"$here/src"/include', tuSource: "k.cu", compiledSource: "k.cu", sliceKind: "none" });
 }
+
+/** A Triton stand-in on a PYTHONPATH of its own: repro.py imports these before it imports the kernel file. @returns the site folder */
+function fakeTritonSite(): string {
+  const site = tempDir("kerncap-fake-triton-");
+  const pkg = join(site, "triton");
+  for (const d of ["", "backends", "compiler"]) mkdirSync(join(pkg, d), { recursive: true });
+  writeFileSync(join(pkg, "__init__.py"), "__version__ = '3.0.0'\nfrom . import language, backends, compiler\n");
+  writeFileSync(join(pkg, "language.py"), "");
+  writeFileSync(join(pkg, "backends/__init__.py"), "from . import compiler\n");
+  writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
+  writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
+  writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
+  return site;
+}
+
+describe("the build's folder, outputs and environment hold nothing the capture controls", () => {
+  const env0: Record<string, string | undefined> = {};
+  beforeAll(() => {
+    for (const k of ["LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "NVCC"]) env0[k] = process.env[k];
+  });
+  afterAll(() => {
+    for (const [k, v] of Object.entries(env0)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+
+  const KERNEL = "__global__ void k(float* x) { x[0] = 1.0f; }\n";
+
+  test("a received archive carrying a top-level libzstd.so.1, kerncap's stock build.sh trusted: nvcc's LD_LIBRARY_PATH (`<cuda>/lib:`, the empty entry the working folder) never loads it", async () => {
+    const nvcc = Bun.which("nvcc");
+    const gcc = Bun.which("gcc");
+    const zstd = "/usr/lib/x86_64-linux-gnu/libzstd.so.1";
+    if (!nvcc || !gcc || !existsSync(zstd)) return; // the real toolchain's own loading is the attack (nvcc and gcc are on the CPU test machine)
+    const root = tempDir();
+    const marker = join(root, "library-ran");
+    const evil = join(root, "evil.c");
+    writeFileSync(evil, `#include <stdio.h>\n__attribute__((constructor)) static void pwn(void) { FILE *f = fopen(${JSON.stringify(marker)}, "a"); if (f) { fputs("ran\\n", f); fclose(f); } }\n`);
+    const dir = await received(root, stockCudaBuildSh(), (made) => {
+      writeFileSync(join(made, "src/k.cu"), KERNEL);
+      const cc = Bun.spawnSync([gcc, "-shared", "-fPIC", "-o", join(made, "libzstd.so.1"), evil, "-Wl,-soname,libzstd.so.1", "-Wl,--no-as-needed", zstd], { stderr: "pipe" });
+      expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+    });
+    expect(existsSync(join(dir, "libzstd.so.1"))).toBe(true); // the archive brought it
+    requireTrustedBuild(dir, readManifest(dir), true); // what the prompt showed: kerncap's own build.sh
+    process.env.NVCC = nvcc;
+    delete process.env.LD_LIBRARY_PATH;
+    const b = await buildReproducer(dir, { quiet: true, force: false });
+    expect(existsSync(b.module)).toBe(true);
+    expect(existsSync(marker)).toBe(false);
+  }, 120_000);
+
+  test("the build's working folder holds only the trusted copies, src and a private build/; LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH entries that are empty, relative or in the capture are dropped", async () => {
+    const root = tempDir();
+    const seen = join(root, "seen");
+    const dir = await received(root, stockCudaBuildSh(), (made) => {
+      writeFileSync(join(made, "src/k.cu"), KERNEL);
+      writeFileSync(join(made, "libzstd.so.1"), "x");
+      writeFileSync(join(made, "json.py"), "x");
+    });
+    requireTrustedBuild(dir, readManifest(dir), true);
+    // nvcc's stand-in says where it runs, what lies there and what it was given to load from
+    process.env.NVCC = join(fakeTool("nvcc", `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`), "nvcc");
+    process.env.LD_LIBRARY_PATH = `/usr/local/cuda/lib64::lib:${dir}/lib:${realpathSync(dir)}`;
+    process.env.LD_PRELOAD = `${dir}/evil.so ./x.so`;
+    process.env.PYTHONPATH = `${dir}/py:/opt/site`;
+    await buildReproducer(dir, { quiet: true, force: false });
+    const lines = readFileSync(seen, "utf8").split("\n");
+    const listing = lines.slice(0, lines.findIndex((l) => l.startsWith("LD="))).sort();
+    expect(listing).toEqual(["build", "build.sh", "src"]);
+    expect(lines).toContain("LD=/usr/local/cuda/lib64");
+    expect(lines).toContain("PRE=");
+    expect(lines).toContain("PY=/opt/site");
+    expect(lines).toContain("SAFE=1");
+  }, 60_000);
+
+  test("a received Triton capture with a top-level json.py (never shown) and PYTHONPATH naming a folder in it: --trust runs neither", async () => {
+    const root = tempDir();
+    const marker = join(root, "json-ran");
+    const marker2 = join(root, "sitecustomize-ran");
+    const site = fakeTritonSite();
+    const dir = await received(root, `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH="\${PYTHONPATH:+$PYTHONPATH:}"${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`, (made) => {
+      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+      m.kernel.frontend = "triton";
+      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "python3", tritonVersion: "3.0.0", kernelFile: "k.py", constexprs: [], signature: {}, attrs: [], options: {}, target: {}, kernelName: "k" }));
+      writeFileSync(join(made, "src/k.py"), "import triton\n");
+      // repro.py's second import, from the script's folder when that is first on sys.path
+      writeFileSync(join(made, "json.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
+      mkdirSync(join(made, "lib"));
+      writeFileSync(join(made, "lib/sitecustomize.py"), `open(${JSON.stringify(marker2)}, "w").close()\n`);
+    });
+    process.env.PYTHONPATH = join(dir, "lib");
+    const refused = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
+    expect(refused.err).not.toContain("json.py"); // not among what the build runs: it must not run
+    await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] }));
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(marker2)).toBe(false);
+    delete process.env.PYTHONPATH;
+  }, 60_000);
+
+  test("build/kernel.cubin (and build/ran) planted as links to a file outside by someone who can write build/: the build's outputs never go through them (E_UNSAFE_PATH naming the link)", async () => {
+    const root = tempDir();
+    const victim = join(root, "victim.txt");
+    const created = join(root, "created.txt");
+    writeFileSync(victim, "VICTIM ORIGINAL\n");
+    process.env.NVCC = join(fakeTool("nvcc", SHELL_NVCC), "nvcc");
+    // a received capture the user trusted, and a capture of the user's own
+    const got = await received(root, stockCudaBuildSh(), (made) => writeFileSync(join(made, "src/k.cu"), KERNEL));
+    requireTrustedBuild(got, readManifest(got), true);
+    const own = join(root, "own");
+    await makeCapture(own);
+    mkdirSync(join(own, "src"));
+    writeFileSync(join(own, "src/k.cu"), KERNEL);
+    writeFileSync(join(own, "build.sh"), stockCudaBuildSh(), { mode: 0o755 });
+    for (const dir of [got, own]) {
+      mkdirSync(join(dir, "build"), { recursive: true });
+      symlinkSync(victim, join(dir, "build/kernel.cubin"));
+      const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false }));
+      expect(e).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
+      expect(e.message).toContain("build/kernel.cubin");
+      expect(readFileSync(victim, "utf8")).toBe("VICTIM ORIGINAL\n");
+      // a dangling link: nothing created where it points
+      rmSync(join(dir, "build/kernel.cubin"));
+      symlinkSync(created, join(dir, "build/kernel.cubin"));
+      expect((await thrown(() => buildReproducer(dir, { quiet: true, force: false }))).code).toBe("E_UNSAFE_PATH");
+      expect(existsSync(created)).toBe(false);
+      // the link gone, the build writes its module into build/ as before
+      rmSync(join(dir, "build/kernel.cubin"));
+      const b = await buildReproducer(dir, { quiet: true, force: false });
+      expect(b.module).toBe(join(realpathSync(dir), "build/kernel.cubin"));
+      expect(readFileSync(b.module, "utf8")).toBe(KERNEL);
+    }
+    // a script's own write (build.sh's `echo >build/ran`): through no link either
+    const honest = await received(join(root, "h"), HONEST);
+    requireTrustedBuild(honest, readManifest(honest), true);
+    mkdirSync(join(honest, "build"));
+    symlinkSync(victim, join(honest, "build/ran"));
+    expect((await thrown(() => buildReproducer(honest, { quiet: true, force: false }))).code).toBe("E_UNSAFE_PATH");
+    expect(readFileSync(victim, "utf8")).toBe("VICTIM ORIGINAL\n");
+  }, 60_000);
+});
 
 /** A stand-in for nvcc that runs its step as nvcc does: through `sh -c`, with the paths it was given and the source's absolute path (`--orig_src_path_name "/cwd/src/k.cu"`) pasted into the command line. */
 const SHELL_NVCC = `src= out=\nwhile [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2;; -*) shift;; *) src="$1"; shift;; esac; done\ncase "$src" in /*) abs="$src" ;; *) abs="$(pwd -P)/$src" ;; esac\nsh -c "cp \\"$abs\\" $out"\n`;

@@ -15,11 +15,11 @@
  * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
  * followed by build.sh's (which reports a real compile error as usual).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
-import { reproducerBuildEnv } from "../../env.ts";
+import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { isPlainPath } from "../../util/shell-quote.ts";
 import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneResult } from "./prune.ts";
@@ -66,7 +66,10 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
     const a = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(l);
     if (a) {
       // nvcc's variables; the quoted ones (INCLUDES="-I…" "…") only describe what the commands already spell out
-      if (!a[2]!.includes('"')) env.push(`${a[1]}='${a[2]!.trim().replace(/'/g, "'\\''")}'`);
+      // nvcc's LD_LIBRARY_PATH ends in an empty entry (`<cuda>/lib:`: the working folder, the capture
+      // folder here) and its PATH may: only absolute entries are kept (docs/security.md)
+      const value = /^(LD_LIBRARY_PATH|PATH)$/.test(a[1]!) ? a[2]!.trim().split(":").filter((e) => e.startsWith("/")).join(":") : a[2]!.trim();
+      if (!value.includes('"')) env.push(`${a[1]}='${value.replace(/'/g, "'\\''")}'`);
     } else if (l) cmds.push(l);
   }
   if (!cmds.length) return { reason: "build.sh's nvcc printed no steps under --dryrun (build.sh does not pass EXTRA_FLAGS to nvcc?)" };
@@ -244,7 +247,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
   for (const p of [dir, work]) if (!isPlainPath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
   mkdirSync(work, { recursive: true });
-  const env = reproducerBuildEnv(o);
+  const env = buildChildEnv(reproducerBuildEnv(o), [dir, realpathSync(dir)]); // no loader or Python path entry inside the capture, none empty or relative
   const t0 = performance.now();
   const key = planKey(dir, env);
   let plan = plans.get(work) ?? readPlan(work);

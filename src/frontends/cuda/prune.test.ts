@@ -168,6 +168,13 @@ describe("parseDryrun", () => {
     expect(p.env).toContain("CICC_PATH='/usr/local/cuda-13.0/bin/../nvvm/bin'");
     expect(p.env.some((l) => l.startsWith("INCLUDES") || l.startsWith("SYSTEM_INCLUDES"))).toBe(false);
   });
+  test("nvcc's LD_LIBRARY_PATH=<cuda>/lib: and a PATH with empty or relative entries: only the absolute entries are kept (the steps run in the capture folder, which an empty entry names)", () => {
+    const withLd = DRYRUN.replace("#$ PATH=", "#$ LD_LIBRARY_PATH=/usr/local/cuda-13.0/bin/../lib:\n#$ PATH=.:lib::");
+    const p = parseDryrun(withLd, "/w/dryrun.cubin", "/work/f");
+    if ("reason" in p) throw new Error(p.reason);
+    expect(p.env).toContain("LD_LIBRARY_PATH='/usr/local/cuda-13.0/bin/../lib'");
+    expect(p.env).toContain("PATH='/usr/local/cuda-13.0/bin/../nvvm/bin:/usr/local/cuda-13.0/bin:/usr/bin'");
+  });
   test("nvcc --threads: the steps' output redirections to temporary files are dropped (their messages reach the watch)", () => {
     const threaded = DRYRUN.split("\n").map((l) => (l.startsWith("#$ gcc") || l.startsWith("#$ ptxas") ? `${l} > /tmp/tmpxft_0000218b_00000000-9_3215_stdout 2>/tmp/tmpxft_0000218b_00000000-9_3215_stderr` : l)).join("\n");
     const p = parseDryrun(threaded, "/w/dryrun.cubin", "/work/f");
