@@ -7,10 +7,12 @@
 #     append, --multiset param:2), torch index_add_ when torch is there; target 0;
 #  2. the planted change: spread + 3 ulp in one element of the atomics capture's region that never
 #     varies (test/gpu/plant.ts), replayed PLANTED (default 5) times; target: MISMATCH every time;
-#  3. A/A false claims: `replay A --against A2 --repeat AA` (default 60 each, 240 in all) where A and
-#     A2 are two captures of atomics_timing.cu spin N (an identical rebuild), on 4 kernel sizes
+#  3. A/A false claims: `replay A --against A/kernel/module.cubin --repeat AA` (default 60 each, 240
+#     in all; two captures never share VAs, so the launch is timed against its own module) where A
+#     is a capture of atomics_timing.cu spin N, on 4 kernel sizes
 #     (SIZES, default "100 1500 8000 60000" FMAs: about 2, 20, 80 and 300 µs); target ≤ 1%;
-#  4. power: B captured with 3% and 10% more FMAs (POWER, default 40 comparisons each, on the 2nd
+#  4. power: against a module built with -DSPIN_PCT=103 and 110 (the same kernel doing 3% and 10%
+#     more FMAs on the same memory; POWER, default 40 comparisons each, on the 2nd
 #     and 3rd size); target ≥ 95% found slower; the measured ratio of the medians is printed;
 #  and the time one comparison takes (median). Figures to $OUT/bench-verdicts.json when OUT is set.
 # Usage: scripts/bench-verdicts.sh   (KERNCAP_BIN: the kerncap binary, default dist/kerncap)
@@ -76,13 +78,13 @@ say "planted change done after $(( $(date +%s) - t0 )) s"
 for i in "${!sizes[@]}"; do
   n=${sizes[$i]}
   cap "spin$n-a" fma_spin 1 "$work/atomics_timing" spin "$n"
-  cap "spin$n-a2" fma_spin 1 "$work/atomics_timing" spin "$n"
-  "$bin" replay "$work/spin$n-a" --against "$work/spin$n-a2" --iters 24 --repeat "$aa" --json > "$work/aa$n.json" 2> "$work/aa$n.err" || say "A/A $n: exit $? ($(tail -1 "$work/aa$n.err"))"
+  # two captures are two processes, never the same VAs: A/A is the launch against its own module
+  "$bin" replay "$work/spin$n-a" --against "$work/spin$n-a/kernel/module.cubin" --iters 24 --repeat "$aa" --json > "$work/aa$n.json" 2> "$work/aa$n.err" || say "A/A $n: exit $? ($(tail -1 "$work/aa$n.err"))"
   if [ "$i" -eq 1 ] || [ "$i" -eq 2 ]; then
     for pct in 3 10; do
-      m=$(( n * (100 + pct) / 100 ))
-      cap "spin$n-p$pct" fma_spin 1 "$work/atomics_timing" spin "$m"
-      "$bin" replay "$work/spin$n-a" --against "$work/spin$n-p$pct" --iters 24 --repeat "$power" --json > "$work/p$pct-$n.json" 2> "$work/p$pct-$n.err"
+      # the same kernel doing pct% more FMAs on the same memory and parameters (SPIN_PCT)
+      [ -f "$work/spin-p$pct.cubin" ] || nvcc -cubin -O2 -arch=sm_90 -DSPIN_PCT=$(( 100 + pct )) -o "$work/spin-p$pct.cubin" test/apps/atomics_timing.cu
+      "$bin" replay "$work/spin$n-a" --against "$work/spin-p$pct.cubin" --iters 24 --repeat "$power" --json > "$work/p$pct-$n.json" 2> "$work/p$pct-$n.err" || say "power $pct% $n: exit $? ($(tail -1 "$work/p$pct-$n.err"))"
     done
   fi
   say "size $n done after $(( $(date +%s) - t0 )) s"

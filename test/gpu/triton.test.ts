@@ -100,7 +100,7 @@ describe.skipIf(SKIP)("Triton: autotuned hand-written matmul", () => {
     expect(v.stderr).toContain("SyntaxError");
   });
 
-  test("another Triton version at rebuild: refused naming both, tried with --force", () => {
+  test("another Triton version at rebuild: refused naming both, tried with --allow-version-mismatch (-f means replace an output)", () => {
     const p = join(out, "pinned.json");
     const orig = readFileSync(p, "utf8");
     const pin = JSON.parse(orig);
@@ -108,7 +108,7 @@ describe.skipIf(SKIP)("Triton: autotuned hand-written matmul", () => {
     let v: ReturnType<typeof kc>, f: ReturnType<typeof kc>;
     try {
       v = kc(["validate", out]);
-      f = kc(["validate", out, "--force", "--iters", "1"]);
+      f = kc(["validate", out, "--allow-version-mismatch", "--iters", "1"]);
     } finally {
       writeFileSync(p, orig);
     }
