@@ -10,5 +10,5 @@ bash scripts/build-hsa.sh
 embed=()
 [ -f c/build/libkerncap_hsa.so ] && embed+=(c/build/libkerncap_hsa.so)
 mkdir -p dist
-"$BUN" build --compile --minify-syntax --sourcemap=none src/cli/main.ts "${embed[@]}" --outfile dist/kerncap
+"$BUN" build --compile --no-compile-autoload-bunfig --no-compile-autoload-dotenv --minify-syntax --sourcemap=none src/cli/main.ts "${embed[@]}" --outfile dist/kerncap
 echo "build: dist/kerncap ($(du -h dist/kerncap | cut -f1))"

@@ -223,6 +223,9 @@ interface TrustRecord {
   dir: string;
   dev: number;
   ino: number;
+  /** The folder's owner and its birth time (statx; 0 where the file system keeps none): a folder made later at the same path, even on a reused inode, is another folder. Records without them (older kerncap) match nothing. */
+  uid?: number;
+  birth?: number;
   /** The digest of what a rebuild runs (WhatRuns.digest). Records without it (older kerncap) trust nothing. */
   runs?: string;
   at: string;
@@ -305,7 +308,45 @@ export function readWhatRuns(dir: string, frontend: string): WhatRuns | undefine
       add(`src/${pin.kernelFile}`);
     }
   }
+  if (interpreter !== null) {
+    const problem = interpreterProblem(dir, interpreter);
+    if (problem) {
+      throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the interpreter ${escapeForTerminal(JSON.stringify(interpreter))}, which ${problem}: its bytes are not shown or hashed, so whoever can change it would run code with your rights`, {
+        hint: "Nothing was run. Point pinned.json's \"python\" at an interpreter of your own (or root's) outside the capture, e.g. the output of `command -v python3`.",
+      });
+    }
+  }
   return { frontend, files, interpreter, digest: runsDigest(frontend, files, interpreter) };
+}
+
+/**
+ * Why the interpreter a Triton capture's pinned.json names may not run, or undefined: it lies
+ * inside the capture folder, or it or a folder on its real path belongs to a user other than
+ * root and this one, or is writable by its group or every user (a sticky folder such as /tmp
+ * excepted: its entries are still checked). A bare name (found on PATH) or a missing
+ * file is left to the build.
+ */
+export function interpreterProblem(dir: string, interpreter: string): string | undefined {
+  if (!isAbsolute(interpreter)) return undefined;
+  let real: string;
+  try {
+    real = realpathSync(interpreter);
+  } catch {
+    return undefined;
+  }
+  const cap = realpathSync(dir);
+  if (real === cap || real.startsWith(cap + "/")) return "lies inside the capture folder";
+  const uid = process.getuid?.();
+  let p = real;
+  for (;;) {
+    const st = statSync(p);
+    if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is reached through ${p}, which belongs to another user (uid ${st.uid})`;
+    const parent = dirname(p);
+    // a sticky folder (/tmp) is writable by all, yet no one may replace another's entry in it
+    if (st.mode & 0o022 && !(st.isDirectory() && st.mode & 0o1000)) return `is reached through ${p}, which its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
+    if (parent === p) return undefined;
+    p = parent;
+  }
 }
 
 function readRecords(state: string): TrustRecord[] {
@@ -413,7 +454,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
         hint: `Nothing was run. Read the files again (${shown}); if you trust them, run ${base} --trust=${runs.digest}.`,
       });
     }
-  } else if (records.some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs)) {
+  } else if (records.some((r) => sameTrustKey(r, key))) {
     approve();
     return;
   } else if (!trust) {
@@ -619,13 +660,18 @@ export function trustRecorded(dir: string, m: Manifest, digest?: string): boolea
   const state = stateDir();
   if (!runs || !state) return false;
   const key = trustKey(dir, runs);
-  return readRecords(state).some((r) => r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.runs === key.runs);
+  return readRecords(state).some((r) => sameTrustKey(r, key));
 }
 
 /** What a trust record is keyed by: the folder's real path, device and inode, and the digest of what runs (WhatRuns). */
 function trustKey(dir: string, runs: string): Omit<TrustRecord, "at"> {
   const st = statSync(dir);
-  return { dir: realpathSync(dir), dev: st.dev, ino: st.ino, runs };
+  return { dir: realpathSync(dir), dev: st.dev, ino: st.ino, uid: st.uid, birth: Math.round(st.birthtimeMs || 0), runs };
+}
+
+/** Whether a stored record is the one of `key`: the same folder (path, device, inode, owner, birth time) and the same digest. */
+function sameTrustKey(r: TrustRecord, key: Omit<TrustRecord, "at">): boolean {
+  return r.dir === key.dir && r.dev === key.dev && r.ino === key.ino && r.uid === key.uid && r.birth === key.birth && r.runs === key.runs;
 }
 
 /** Write the record of `key` over any earlier one of its folder. */

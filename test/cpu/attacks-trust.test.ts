@@ -434,3 +434,30 @@ describe("names are data", () => {
     }
   }, 120_000);
 });
+
+describe("the interpreter pinned.json names (a re-attack: an interpreter in another user's folder, swapped after the digest)", () => {
+  test("one inside the capture, or reached through a folder others can write or another user owns, is refused; root's own is not", async () => {
+    const { interpreterProblem } = await import("../../src/format/trust.ts");
+    const { mkdtempSync, mkdirSync, writeFileSync, chmodSync, chownSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const base = mkdtempSync(join(tmpdir(), "kc-interp-"));
+    const cap = join(base, "cap");
+    mkdirSync(join(cap, ".venv/bin"), { recursive: true });
+    writeFileSync(join(cap, ".venv/bin/python3"), "#!/bin/sh\n");
+    expect(interpreterProblem(cap, join(cap, ".venv/bin/python3"))).toBe("lies inside the capture folder");
+    const shared = join(base, "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    writeFileSync(join(shared, "python3"), "#!/bin/sh\n");
+    expect(interpreterProblem(cap, join(shared, "python3"))).toContain("its group or every user can write");
+    if (process.getuid?.() === 0) {
+      const theirs = join(base, "theirs");
+      mkdirSync(theirs);
+      writeFileSync(join(theirs, "python3"), "#!/bin/sh\n");
+      chownSync(theirs, 65534, 65534);
+      expect(interpreterProblem(cap, join(theirs, "python3"))).toContain("belongs to another user");
+    }
+    expect(interpreterProblem(cap, "/bin/sh")).toBeUndefined();
+    expect(interpreterProblem(cap, "python3")).toBeUndefined(); // found on PATH, the user's own
+  });
+});

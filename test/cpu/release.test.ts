@@ -8,7 +8,7 @@
  * or xz/sha256sum are missing. Fast settings (xz -0, deflate level 1): the same files, bigger.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { elfNeeds, newestGlibcMinor } from "./elf-needs.ts";
 import { tempDir } from "./fixtures.ts";
@@ -38,6 +38,8 @@ function sh(argv: string[], opts: { cwd?: string; env?: Record<string, string> }
 }
 
 const SOURCE = "https://example.org/kerncap";
+// the executable's own settings, read from scripts/build.sh (one place): no bunfig.toml or .env of the working folder is loaded
+const BUILD_FLAGS = readFileSync("scripts/build.sh", "utf8").match(/--no-compile-autoload-[a-z]+/g) ?? [];
 let rel = "";
 let work = "";
 beforeAll(() => {
@@ -45,7 +47,7 @@ beforeAll(() => {
   work = tempDir("kerncap-release-");
   // compiled here, not dist/kerncap: another build may be writing that one
   const bin = join(work, "kerncap");
-  const b = sh([process.execPath, "build", "--compile", "--minify-syntax", "--sourcemap=none", "src/cli/main.ts", ...(existsSync(HSA) ? [HSA] : []), "--outfile", bin]); // as scripts/build.sh embeds it
+  const b = sh([process.execPath, "build", "--compile", ...BUILD_FLAGS, "--minify-syntax", "--sourcemap=none", "src/cli/main.ts", ...(existsSync(HSA) ? [HSA] : []), "--outfile", bin]); // as scripts/build.sh embeds it
   if (b.code !== 0) throw new Error(b.err);
   rel = join(work, "release");
   const r = sh(["bash", "scripts/release.sh", "--project-url", `Source=${SOURCE}`], { env: { RELEASE_DIR: rel, KERNCAP_BINARY: bin, XZ_OPT: "-0", WHEEL_COMPRESSLEVEL: "1" } });
@@ -56,6 +58,20 @@ afterAll(() => {
 });
 
 describe.skipIf(!!SKIP)("release artifacts", () => {
+  test("the executable loads no bunfig.toml (preload) and no .env from the folder it runs in: a received archive or another user's /tmp runs nothing in kerncap", () => {
+    expect(BUILD_FLAGS).toEqual(expect.arrayContaining(["--no-compile-autoload-bunfig", "--no-compile-autoload-dotenv"]));
+    const dir = join(work, "hostile-cwd");
+    mkdirSync(dir, { recursive: true });
+    const marker = join(work, "preload-ran");
+    writeFileSync(join(dir, "notes.js"), `require("fs").writeFileSync(${JSON.stringify(marker)}, "ran");\n`);
+    writeFileSync(join(dir, "bunfig.toml"), `preload = ["./notes.js"]\n`);
+    writeFileSync(join(dir, ".env"), "KERNCAP_VERBOSE=1\n");
+    const r = sh([join(work, "kerncap"), "inspect", "no-such-capture"], { cwd: dir });
+    expect(r.code).toBe(2);
+    expect(existsSync(marker)).toBe(false);
+    expect(r.err).not.toMatch(/at (async )?runCli/); // .env's KERNCAP_VERBOSE=1 (a stack in the error) was not read
+  }, 60_000);
+
   test("a wheel, a tarball of the executable and their SHA-256 sums, which check", () => {
     const files = readdirSync(rel).sort();
     expect(files).toHaveLength(3);
