@@ -31,7 +31,7 @@ import { documentId } from "../../src/format/documents.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { CHECKOUT_TEMPLATES, renderTemplateDir, TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
 import { evalGrid } from "../../src/tune/space.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, tempDir, output } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const H200 = { name: "NVIDIA H200", arch: "sm_90" };
@@ -41,26 +41,6 @@ const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029
 /** An OSC that sets the window title, a screen clear, a C1 CSI, a bidi override, a line separator, a fake line. */
 const HOSTILE_TEXT = "k\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202eexe.txt\u2028\nFAKE: all good";
 
-/** stderr and stdout written during fn, and fn's result or error. */
-async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string; out: string; value?: T; error?: unknown }> {
-  let err = "";
-  let out = "";
-  const [e0, o0] = [process.stderr.write.bind(process.stderr), process.stdout.write.bind(process.stdout)];
-  const grab = (add: (s: string) => void) => ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
-  process.stderr.write = grab((s) => (err += s));
-  process.stdout.write = grab((s) => (out += s));
-  let value: T | undefined;
-  let error: unknown;
-  try {
-    value = await fn();
-  } catch (e) {
-    error = e;
-  } finally {
-    process.stderr.write = e0;
-    process.stdout.write = o0;
-  }
-  return { err, out, value, error };
-}
 
 async function refusal(fn: () => unknown): Promise<KerncapError> {
   try {

@@ -18,32 +18,12 @@ import { runCli } from "../../src/cli/main.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { documentId } from "../../src/format/documents.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
-import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir, output } from "./fixtures.ts";
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 /** What a terminal must never be given raw: C0 but tab and newline, DEL, C1, bidi controls, line separators. */
 const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
-/** stderr and stdout written during fn, and fn's result. */
-async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string; out: string; value?: T; error?: unknown }> {
-  let err = "";
-  let out = "";
-  const [e0, o0] = [process.stderr.write.bind(process.stderr), process.stdout.write.bind(process.stdout)];
-  const grab = (add: (s: string) => void) => ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
-  process.stderr.write = grab((s) => (err += s));
-  process.stdout.write = grab((s) => (out += s));
-  let value: T | undefined;
-  let error: unknown;
-  try {
-    value = await fn();
-  } catch (e) {
-    error = e;
-  } finally {
-    process.stderr.write = e0;
-    process.stdout.write = o0;
-  }
-  return { err, out, value, error };
-}
 
 /** kerncap in a child process, --json: its exit status and error document. */
 function cliJson(argv: string[]): { code: number; error: { code: string; message: string } | undefined } {

@@ -102,3 +102,24 @@ export function noGpuResult(kernel: string, bad: boolean): ReplayResult {
   const mm = { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 8, bytesDiffering: 4088 };
   return { kernel, verdict: bad ? "mismatch" : "match", mismatches: bad ? [mm] : [], numerics: { verdict: bad ? "mismatch" : "bit-exact" }, determinism: { nondeterministic: false }, timing: { medianUs: 3.5 } } as unknown as ReplayResult;
 }
+
+/** stderr and stdout written during fn, and fn's result or error. */
+export async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string; out: string; value?: T; error?: unknown }> {
+  let err = "";
+  let out = "";
+  const [e0, o0] = [process.stderr.write.bind(process.stderr), process.stdout.write.bind(process.stdout)];
+  const grab = (add: (s: string) => void) => ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  process.stderr.write = grab((s) => (err += s));
+  process.stdout.write = grab((s) => (out += s));
+  let value: T | undefined;
+  let error: unknown;
+  try {
+    value = await fn();
+  } catch (e) {
+    error = e;
+  } finally {
+    process.stderr.write = e0;
+    process.stdout.write = o0;
+  }
+  return { err, out, value, error };
+}
