@@ -137,7 +137,10 @@ for pct in (3, 10):
         cs = [r["compare"] for r in d["repeats"] if r["compare"]]
         found = sum(x["verdict"] == "slower" for x in cs)
         ratio = st.median([x["candidateMedianUs"] / x["baselineMedianUs"] for x in cs])
-        doc[f"power{pct}.{s}"] = {"comparisons": len(cs), "slower": found, "measuredRatio": ratio}
+        # the comparisons that missed the planted change, as the compare said them (margin and interval: why no claim)
+        missed = [{"verdict": x["verdict"], "text": x["text"], "margin": x["margin"], "aa": x.get("aa"), "bb": x.get("bb"), "pairs": x["pairs"]} for x in cs if x["verdict"] != "slower"]
+        for x in missed: print(f"[bench-verdicts] power {pct}% spin {s} missed: {x['text']} (margin {x['margin']*100:.2f}%, {x['pairs']} pairs)", file=sys.stderr)
+        doc[f"power{pct}.{s}"] = {"comparisons": len(cs), "slower": found, "measuredRatio": ratio, "missed": missed}
         row(f"power at {pct}%", f"{st.median([x['baselineMedianUs'] for x in cs]):.1f} µs (measured ×{ratio:.3f})", f"{found} of {len(cs)}", "≥ 95%", "yes" if found >= 0.95 * len(cs) else "NO")
 if secs_all:
     doc["secondsPerCompare"] = {"median": st.median(secs_all), "max": max(secs_all)}
