@@ -9,8 +9,9 @@
  */
 import { closeSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { openTempBeside } from "./util/write-file.ts";
+import { selfCommand, selfEnv } from "./util/self-exec.ts";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { findCupti } from "./capture/cupti.ts";
 import { privateFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
@@ -31,11 +32,6 @@ export interface DoctorOptions {
   /** Run the tiny capture + replay when a GPU is present (a few seconds: nvcc, the app, replay). */
   capture?: boolean;
   env?: Record<string, string | undefined>;
-}
-
-/** The kerncap command line that runs this same kerncap (compiled: the executable; else bun + main.ts). */
-export function selfCommand(): string[] {
-  return import.meta.dir.startsWith("/$bunfs") ? [process.execPath] : [process.execPath, resolve(import.meta.dir, "cli/main.ts")];
 }
 
 /** "13.0" from CUDA's integer version 13000. */
@@ -263,7 +259,7 @@ export function checkCaptureReplay(nvcc: string | undefined, env: Record<string,
     writeFileSync(join(dir, "app.cu"), DOCTOR_APP);
     const b = sh([nvcc, "-arch=native", "-o", join(dir, "app"), join(dir, "app.cu")], 120_000, env);
     if (b.code !== 0) return { id: "capture-replay", status: "warn", detail: `nvcc could not build the test app: ${b.err.trim().split("\n").slice(-2).join(" ")}`, fix: "Check the CUDA toolkit (nvcc -arch=native needs a visible GPU)." };
-    const { BUN_BE_BUN: _, ...base } = env;
+    const base = selfEnv(env);
     const cap = join(dir, "cap");
     const run = sh([...selfCommand(), "run", "--kernel", "kerncap_doctor_axpb", "--out", cap, "--json", "--", join(dir, "app")], 120_000, base);
     if (run.code !== 0) return { id: "capture-replay", status: "fail", detail: `kerncap run failed (exit ${run.code}): ${lastError(run)}`, fix: "Run the same with --verbose: kerncap run --kernel NAME --verbose -- APP." };

@@ -1,7 +1,7 @@
 /**
  * The workers of a check and the queue they drain (`--gpus 0,1,…`: one worker per entry, `0,0`
  * two on one GPU; without --gpus one worker on the GPUs this process sees). A worker is a
- * `kerncap check --worker` process of this same executable (src/doctor.ts selfCommand) with its
+ * `kerncap check --worker` process of this same executable (src/util/self-exec.ts workerArgv) with its
  * own CUDA_VISIBLE_DEVICES, in its own process group (a Ctrl-C reaches kerncap, which stops
  * them: the captures in flight are not recorded, so --resume checks them again), started
  * without address-space randomization where setarch can (the captured VAs stay clear of the
@@ -18,7 +18,7 @@
  * TaskEnded).
  */
 import type { Subprocess } from "bun";
-import { selfCommand } from "../doctor.ts";
+import { selfEnv, workerArgv } from "../util/self-exec.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { killGroup } from "../process-group.ts";
@@ -68,7 +68,7 @@ function noAslr(): string[] {
  * @param say where each worker's stderr lines go, prefixed with its slot and GPU
  */
 export function workerProcesses(settings: CheckSettings, say: (line: string) => void): OpenRunner {
-  return workerCommand([...selfCommand(), "check", "--worker", ...(log.level >= 4 ? ["--verbose"] : [])], settings, say);
+  return workerCommand(workerArgv("check", log.level >= 4), settings, say);
 }
 
 /**
@@ -81,7 +81,7 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
 export function workerCommand<T, O>(argv: string[], settings: unknown, say: (line: string) => void, o: { watchdog?: (t: T) => number; timedOut?: (t: T, ms: number) => O } = {}): OpenRunner<T, O> {
   const prefix = noAslr();
   return (slot, gpu) => {
-    const { BUN_BE_BUN: _, ...env } = process.env;
+    const env = selfEnv();
     const p: Subprocess<"pipe", "pipe", "pipe"> = Bun.spawn([...prefix, ...argv], {
       env: { ...env, ...(gpu !== null ? { CUDA_VISIBLE_DEVICES: gpu } : {}) },
       stdin: "pipe",

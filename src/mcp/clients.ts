@@ -51,7 +51,7 @@ const json = (o: object) => JSON.stringify(o, null, 2) + "\n";
 
 /**
  * The registration of `kerncap mcp` with `client`; `self`: the command line that runs this kerncap
- * (src/doctor.ts selfCommand), its executable resolved through symbolic links: clients start a
+ * (src/util/self-exec.ts selfCommand), its executable resolved through symbolic links: clients start a
  * server with their own environment (Claude Desktop's PATH is not the shell's), so a bare
  * `kerncap` may not be found.
  * @throws KerncapError E_USAGE for a client this kerncap knows no configuration of (naming those it knows).

@@ -1,7 +1,7 @@
 /**
  * `kerncap mcp`: a Model Context Protocol server (official TypeScript SDK, low-level `Server`)
  * whose tools are the verbs. Each tool runs this same kerncap in a child process with --json
- * (src/doctor.ts selfCommand): every capture, replay and validate gets a fresh process (its own
+ * (src/util/self-exec.ts selfCommand): every capture, replay and validate gets a fresh process (its own
  * CUDA context and VA space, as on the command line) and the tool returns the verb's JSON
  * document (`schema: "kerncap.<verb>/N"`) as structured content and as text. A verb that exits
  * 2 returns its error document with isError; a mismatch (exit 1) is a result, not an error.
@@ -28,7 +28,7 @@ import { existsSync, lstatSync, rmSync, statSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS, documentId, jsonDocument, type DocumentName } from "../format/documents.ts";
-import { selfCommand } from "../doctor.ts";
+import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { assertNotNested, readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -389,7 +389,7 @@ function toolCwd(cwd: string | undefined): string {
  * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started
  */
 async function runVerb(argv: string[], cwd: string | undefined, children: ToolChildren, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
-  const { BUN_BE_BUN: _, ...env } = process.env;
+  const env = selfEnv();
   const dir = toolCwd(cwd);
   const cmd = [...selfCommand(), ...argv];
   if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);

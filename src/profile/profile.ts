@@ -12,7 +12,7 @@
  */
 import { existsSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { selfCommand } from "../doctor.ts";
+import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { capturePath, mkdirInCapture } from "../format/paths.ts";
@@ -172,7 +172,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   const base = tempFor(join(pdir, `.${basename(report, ext)}`)); // an unguessable name for the tool's report until it is renamed
   const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
   const command = tool === "ncu" ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay }) : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });
-  const { BUN_BE_BUN: _, ...env } = process.env;
+  const env = selfEnv();
   log.debug(`$ ${command.join(" ")}`);
   const t0 = performance.now();
   try {

@@ -12,6 +12,7 @@ import { arch } from "node:os";
 import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild } from "../env.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
+import { selfEnv, thisCommandAgain } from "../util/self-exec.ts";
 
 const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" };
 
@@ -38,10 +39,7 @@ export async function withAslrRetry(body: () => Promise<number>, stdout: number 
     const prefix = noAslrPrefix();
     if (!isKerncapError(e) || e.code !== "E_VA_TAKEN" || isAslrRetryChild() || aslrRetryDisabled() || !prefix) throw e;
     log.warn(`${e.message}; running the command again in a process without address-space randomization (setarch -R)`);
-    // a compiled kerncap is its own interpreter; under `bun src/cli/main.ts` the script comes too
-    const self = process.argv[1]?.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, process.argv[1]!];
-    const { BUN_BE_BUN: _, ...env } = process.env;
-    const p = Bun.spawn([...prefix, ...self, ...process.argv.slice(2)], { env: aslrRetryChildEnv(env), stdio: ["inherit", stdout, "inherit"] });
+    const p = Bun.spawn([...prefix, ...thisCommandAgain()], { env: aslrRetryChildEnv(selfEnv()), stdio: ["inherit", stdout, "inherit"] });
     // Ctrl-C/SIGTERM sent to this process alone (validate --watch stopped by its parent) reach the
     // command that does the work; its exit code (130, 143) is ours
     const forward = (sig: NodeJS.Signals) => () => p.kill(sig);

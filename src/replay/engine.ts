@@ -24,6 +24,7 @@ import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import { queryClocks, type ClockState } from "./clocks.ts";
+import { selfName } from "../util/self-exec.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -279,8 +280,7 @@ function zeroHash(len: number): string {
 
 /** The command line that runs this replay under compute-sanitizer's memcheck. */
 export function sanitizerCommand(dir: string): string {
-  const self = process.execPath.endsWith("/bun") ? "kerncap" : process.execPath;
-  return `compute-sanitizer --tool memcheck ${self} replay ${dir} --runs 1 --iters 0`;
+  return `compute-sanitizer --tool memcheck ${selfName()} replay ${dir} --runs 1 --iters 0`;
 }
 
 function replayFault(

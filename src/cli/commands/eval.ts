@@ -11,7 +11,7 @@
 import { defineCommand } from "citty";
 import { availableParallelism } from "node:os";
 import { KerncapError } from "../../errors.ts";
-import { selfCommand } from "../../doctor.ts";
+import { workerArgv } from "../../util/self-exec.ts";
 import { log } from "../../log.ts";
 import { workerCommand } from "../../check/pool.ts";
 import { parseShard } from "../../check/shard.ts";
@@ -88,7 +88,7 @@ export default defineCommand({
       const perGpu = intArg("workers-per-gpu", args["workers-per-gpu"], 1, 64, 1);
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       const slots = gpus.flatMap((g) => Array.from({ length: perGpu }, () => g));
-      const verbose = log.level >= 4 ? ["--verbose"] : [];
+      const verbose = log.level >= 4;
       report = await runEval({
         dirs,
         candidates,
@@ -103,7 +103,7 @@ export default defineCommand({
         trust: trustArg(args.trust, rawArgs),
         confine: Boolean(args.confine),
         live: Boolean(process.stderr.isTTY),
-        open: (say, watchdog) => workerCommand([...selfCommand(), "eval", "--worker", ...verbose], settings, (l) => say(printable(l)), { watchdog: watchdog.ms, timedOut: watchdog.timedOut }),
+        open: (say, watchdog) => workerCommand(workerArgv("eval", verbose), settings, (l) => say(printable(l)), { watchdog: watchdog.ms, timedOut: watchdog.timedOut }),
         ...(args.json ? { onRecord: (r) => printJsonLine("eval-record", r) } : {}),
       });
     }

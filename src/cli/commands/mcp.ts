@@ -5,7 +5,7 @@ import { log } from "../../log.ts";
 import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve, TOOL_NAMES } from "../../mcp/server.ts";
 import { KerncapError } from "../../errors.ts";
 import { verboseArg } from "../args.ts";
-import { selfCommand } from "../../doctor.ts";
+import { selfCommand } from "../../util/self-exec.ts";
 import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 
 export default defineCommand({
