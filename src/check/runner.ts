@@ -1,38 +1,9 @@
 /**
- * One capture's check in a worker process (src/check/worker.ts): unpack an archive into a temp
- * folder (the unpack API: every file's SHA-256 and every stored chunk's kc64 checked), with
- * --rebuild rebuild its reproducer as `kerncap validate` does (the one rebuild policy:
- * src/rebuild/validate.ts startRebuild; a received capture's build.sh only with --trust,
- * src/format/trust.ts: an archive unpacked here is one), replay it with the replay engine (verdict
- * against the captured after state, run-to-run envelope, timed launches) on device 0 of those the
- * worker sees (its CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
- *
- * Portability: a capture replays on any GPU its module has code for. On a GPU of another
- * architecture, --rebuild rebuilds a CUDA reproducer for this one (build.sh with
- * `-arch=<this GPU>` appended: src/env.ts reproducerBuildEnv) and says so in the note; a capture
- * whose module the GPU cannot run and that has no reproducer (or a Triton one, which compiles for
- * its pinned target) is `skipped`, its reason naming the architectures.
- *
- * The worker keeps one CUDA context for all its captures: the engine's session close frees every
- * device allocation and VA reservation (src/replay/backend.ts close). Only after a kernel fault
- * (a sticky error: every later call in the context fails) is the context reset, by the engine's
- * replay (src/replay/engine.ts).
+ * What every capture of one check is replayed with (the settings a worker is handed: its
+ * protocol, ./worker.ts) and how a mismatch is said in one line. The per-capture check itself,
+ * with its gates, is a workflow: src/ops/check.ts checkCapture.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { isKerncapError } from "../errors.ts";
-import { unpackArchive } from "../format/archive.ts";
-import { openCapture } from "../format/capture-dir.ts";
-import type { Manifest } from "../format/manifest.ts";
-import { frontendOf } from "../frontends/index.ts";
-import { cuda } from "../native/libcuda.ts";
-import { startRebuild, type StartedRebuild } from "../rebuild/validate.ts";
-import { rebuiltRun } from "../rebuild/rebuilder.ts";
-import { replay, type ReplayResult } from "../replay/engine.ts";
-import { requireTrustedBuild } from "../format/trust.ts";
-import type { CaptureRef } from "./discover.ts";
-import type { Outcome } from "../format/check-record.ts";
+import type { ReplayResult } from "../replay/engine.ts";
 
 /** What every capture of one check is replayed with (the verb's options). */
 export interface CheckSettings {
@@ -50,104 +21,10 @@ export interface CheckSettings {
   tolerance: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] };
 }
 
-/** The worker's GPU architecture ("sm_90"), asked of the driver once; undefined for AMD captures (not retargeted). */
-function deviceArch(m: Manifest): string | undefined {
-  return m.device.vendor === "nvidia" ? cuda(0).arch() : undefined;
-}
-
 /** One line: why a replay mismatched. */
 export function mismatchReason(r: ReplayResult): string {
   if (r.fault) return `the capture faulted in the app (${r.fault.expected.name}); the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`;
   const x = r.mismatches[0];
   const more = r.mismatches.length > 1 ? ` (and ${r.mismatches.length - 1} more)` : "";
   return x ? `${r.mismatches.length} of ${r.regionsChecked} regions differ from the app's after state: ${x.va} (${x.kind}), ${x.bytesDiffering} bytes from byte ${x.firstDiffOffset}${more}` : `numerics ${r.numerics.verdict}`;
-}
-
-/**
- * Check one capture. Never throws: a failure is the Outcome's error (code, one-line reason).
- * @returns its outcome; seconds: the whole check's wall time, replaySeconds: the replay call's
- */
-export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<Outcome> {
-  const t0 = performance.now();
-  let replaySeconds = 0;
-  const base = { id: task.id, path: task.path, kernel: null, verdict: null, numerics: null, reason: null, code: null, note: null, captured: null, device: null, rebuild: null, timing: null };
-  const out = (o: Partial<Outcome> & Pick<Outcome, "outcome">): Outcome => ({ ...base, ...o, seconds: (performance.now() - t0) / 1000, replaySeconds, at: new Date().toISOString() });
-  let tmp: string | undefined;
-  let m: Manifest | undefined;
-  let rebuild: Outcome["rebuild"] = null;
-  let note: string | null = null;
-  let rebuilt: StartedRebuild | undefined;
-  try {
-    let dir = task.path;
-    if (task.kind === "archive") {
-      tmp = mkdtempSync(join(tmpdir(), "kerncap-check-"));
-      dir = (await unpackArchive(task.path, join(tmp, "capture"))).dir;
-    }
-    const capture = openCapture(dir);
-    m = capture.manifest;
-    const captured = { name: m.device.name, arch: m.device.arch };
-    const kernel = m.kernel.demangled || m.kernel.name;
-    const fe = frontendOf(m);
-    const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
-    // before any GPU work; an archive's temp folder is gone after this check: nothing to remember its trust by
-    if (s.rebuild && reproducer) {
-      requireTrustedBuild(dir, m, s.trust, {
-        remember: task.kind !== "archive",
-        command: "kerncap check --rebuild …",
-        shown: "printed on stderr as it was checked",
-        ...(task.kind === "archive" ? { name: `${task.path} (the capture inside it, unpacked for this check)` } : {}),
-      });
-    }
-    const here = s.rebuild ? deviceArch(m) : undefined;
-    const otherArch = here !== undefined && here !== m.device.arch;
-    if (s.rebuild && reproducer && otherArch && !fe.retargets) {
-      return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a ${fe.name} reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });
-    }
-    if (s.rebuild && reproducer) {
-      rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) });
-      if (otherArch) note = `rebuilt from its reproducer for ${here} (captured on ${m.device.arch})`;
-    } else if (s.rebuild) note = "no reproducer to rebuild (the module has no source): the captured module replayed";
-    const tr = performance.now();
-    let r: ReplayResult;
-    try {
-      r = await replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(rebuilt ? rebuiltRun(fe, m, rebuilt.module) : {}) });
-    } catch (e) {
-      if (rebuilt) await rebuilt.built; // a build error is the one to report
-      throw e;
-    } finally {
-      replaySeconds = (performance.now() - Math.max(tr, rebuilt?.builtAt() ?? 0)) / 1000;
-    }
-    if (rebuilt) {
-      const b = await rebuilt.built;
-      rebuild = { builder: b.builder, seconds: b.seconds, targetArch: otherArch ? here! : null };
-    }
-    if (!rebuilt && r.device.arch !== m.device.arch) note ??= `replayed on ${r.device.arch} (captured on ${m.device.arch}): the module's code runs here`;
-    const samples = r.timing.samplesUs ?? [];
-    return out({
-      outcome: "done",
-      kernel,
-      captured,
-      verdict: r.verdict,
-      numerics: r.numerics.verdict,
-      reason: r.verdict === "mismatch" ? mismatchReason(r) : null,
-      note,
-      device: r.device,
-      rebuild,
-      timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples } : null,
-    });
-  } catch (e) {
-    const kernel = m ? m.kernel.demangled || m.kernel.name : null;
-    const captured = m ? { name: m.device.name, arch: m.device.arch } : null;
-    const message = (e as Error).message ?? String(e);
-    if (isKerncapError(e) && e.code === "E_ARCH" && m) {
-      const why = rebuilt ? "(rebuilt from its reproducer)" : s.rebuild ? "(no reproducer to rebuild it from: the module has no source)" : "(--rebuild rebuilds it from its reproducer, where it has one)";
-      return out({ outcome: "skipped", kernel, captured, code: e.code, note, rebuild, reason: `${message.split("\n")[0]} ${why}` });
-    }
-    return out({ outcome: "error", kernel, captured, note, rebuild, code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message.split("\n").slice(0, 3).join(" / ") });
-  } finally {
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
-    // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):
-    // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
-    Bun.gc(true);
-  }
 }

@@ -38,7 +38,6 @@ import { mkdirInCapture } from "../format/paths.ts";
 import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalOutcome, type EvalVerdict } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { requireTrustedBuild } from "../format/trust.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
 import { capturedConfig, readPinned } from "../tune/triton.ts";
@@ -220,14 +219,16 @@ export function copyName(id: string): string {
 }
 
 /**
- * Run an evaluation (see the file's comment).
+ * Run an evaluation (see the file's comment): the workflow of src/ops/eval.ts runEval, whose
+ * `gate` (the trust gates of the first input's build) is asked once the candidates are known
+ * good, before any build.
  * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
  *   kernel that is not Triton's, or one that changes a tile size without --grid), E_FRONTEND (a
- *   frontend validate does not rebuild: HIP), E_UNTRUSTED (a received capture without --trust), E_RESULTS (a
+ *   frontend validate does not rebuild: HIP), the gate's (E_UNTRUSTED), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
  */
-export async function runEval(o: EvalOptions): Promise<EvalReport> {
+export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Manifest) => void): Promise<EvalReport> {
   const t0 = performance.now();
   const inputs = resolveInputs(o.dirs);
   const home = inputs[0]!;
@@ -250,13 +251,8 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
     });
   }
   if (o.resume && !o.jsonl) throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
-  if (o.confine && frontendOf(m).buildRunsSource && !o.trust) {
-    throw new KerncapError("E_UNTRUSTED", `${home.dir} is a ${m.kernel.frontend} capture: its build imports each candidate's source, which runs as code with your rights, so a confined eval (kerncap mcp) runs it only with --trust`, {
-      hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton candidates run, or evaluate on the command line.",
-    });
-  }
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
-  requireTrustedBuild(home.dir, m, o.trust, { command: `kerncap eval ${home.dir} … --trust`, inMessage: true });
+  gate(home.dir, m);
   const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;

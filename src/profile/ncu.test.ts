@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { tempDir } from "../../test/cpu/fixtures.ts";
 import { findNsightTool, metricValue, NCU_METRICS, ncuCommand, ncuUserOptions, parseCsv, parseNcuDetails, replayArgv } from "./ncu.ts";
-import { exportPath, ncuFailure, printedFigures, profileCapture, reportName } from "./profile.ts";
+import { exportPath, ncuFailure, printedFigures, reportName } from "./profile.ts";
+import { profileCapture } from "../ops/profile.ts";
 
 const fixture = (name: string) => readFileSync(join(import.meta.dir, "testdata", name), "utf8");
 

@@ -14,7 +14,6 @@ import { existsSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { KerncapError } from "../errors.ts";
-import { readManifest } from "../format/capture-dir.ts";
 import { capturePath, mkdirInCapture } from "../format/paths.ts";
 import { tempFor } from "../leftovers.ts";
 import { refuseLink } from "../util/write-file.ts";
@@ -22,8 +21,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
 import { runBuildCommand } from "../frontends/build.ts";
-import { requireTrustedBuild } from "../format/trust.ts";
-import { requireRenderedBuild } from "../format/rendered.ts";
+import type { BuildGate } from "../rebuild/gate.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysCommand, parseNcuDetails, replayArgv, type NcuFigures, type NsightTool } from "./ncu.ts";
 
@@ -125,20 +123,24 @@ export function ncuFailure(code: number, out: string, err: string, kernel: strin
 }
 
 /**
- * Profile a capture's replay (see the file's comment).
- * @returns the report's path and, for ncu, its key figures
- * @throws KerncapError E_FRONTEND (an AMD capture), E_NO_NCU / E_NO_NSYS, E_USAGE (an ncu option
- *   kerncap sets), the build's errors (--build: E_BUILD…, E_UNTRUSTED, E_CONFINED), E_NCU / E_NSYS (no report: why),
- *   E_NCU_REPORT (a report without the figures' columns)
+ * The capture is one the Nsight tools can profile: an NVIDIA one.
+ * @throws KerncapError E_FRONTEND (an AMD capture)
  */
-export async function profileCapture(dirArg: string, o: ProfileOptions): Promise<ProfileResult> {
-  const dir = resolve(dirArg);
-  const m: Manifest = readManifest(dir);
+export function assertProfilable(dir: string, m: Manifest): void {
   if (m.device.vendor !== "nvidia") {
     throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap profile runs NVIDIA's Nsight tools`, { hint: "Profile an AMD replay with rocprof: rocprofv3 --kernel-trace -- kerncap replay DIR" });
   }
-  // confined (kerncap mcp): only the build kerncap wrote, said before anything else is looked for or runs
-  if (o.confine && o.build) requireRenderedBuild(dir, m, "profile --build");
+}
+
+/**
+ * Profile a capture's replay (see the file's comment): the workflow of src/ops/profile.ts, which
+ * applies the gates (`gate`, called before a --build's rebuild runs).
+ * @returns the report's path and, for ncu, its key figures
+ * @throws KerncapError E_NO_NCU / E_NO_NSYS, E_USAGE (an ncu option kerncap sets), the build's
+ *   errors (--build: E_BUILD…, E_CONFINED), the gate's (E_UNTRUSTED), E_NCU / E_NSYS (no report:
+ *   why), E_NCU_REPORT (a report without the figures' columns)
+ */
+export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions & { gate: BuildGate }): Promise<ProfileResult> {
   const tool: NsightTool = o.nsys ? "nsys" : "ncu";
   // usage errors first, then the tool
   const userOptions = tool === "ncu" ? ncuUserOptions(o.toolOptions) : o.toolOptions;
@@ -153,12 +155,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
   if (o.build) {
     const fe = frontendOf(m);
     if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
-    if (o.confine && fe.buildRunsSource && !o.trust) {
-      throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined profile --build (kerncap mcp) runs it only with --trust`, {
-        hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",
-      });
-    }
-    requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap profile ${dir} --build` });
+    o.gate(); // a confined build of a capture that runs its source, a received capture's build.sh: src/ops/profile.ts
     const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false, ...(o.confine ? { confine: m } : {}) }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;

@@ -18,7 +18,7 @@ import { pickCubin } from "../codeobj/fatbin.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { capturePath } from "../format/paths.ts";
-import { requireTrustedBuild } from "../format/trust.ts";
+import type { BuildGate } from "../rebuild/gate.ts";
 import { buildReproducer } from "../frontends/build.ts";
 import { cudaFrontend } from "../frontends/cuda/index.ts";
 import { sameKernelCode } from "../frontends/cuda/fast-build.ts";
@@ -33,6 +33,8 @@ export interface CudaTuneOptions extends TuneRunOptions {
   space: CudaSpaceSpec;
   /** --confine (kerncap mcp): each build is validate --confine's (src/frontends/confine.ts): it reads nothing outside the capture, its source root and the toolchain. */
   confine?: boolean;
+  /** The trust gate (src/ops/tune.ts), asked once the space and the reproducer are known good, before any build. */
+  gate: BuildGate;
 }
 
 /** One config's build: its module and the kernel's registers, or why it has none (a line of the compiler's message, or the module check's). */
@@ -112,7 +114,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
       hint: "Capture with the kernel's source available (--source-root, --compile-commands).",
     });
   }
-  requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
+  o.gate();
   if (m.fault) throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, { hint: "Replay it (kerncap replay) to reproduce the fault." });
   const plain: CudaConfig = { defines: {}, flags: [] };
   const configs = [plain, ...swept.filter((c) => cudaConfigKey(c) !== cudaConfigKey(plain))];

@@ -22,7 +22,8 @@ import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
 import { buildChildEnv, tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
-import { requireTrustedBuild, stageTrustedBuild } from "../format/trust.ts";
+import { stageTrustedBuild } from "../format/trust.ts";
+import type { BuildGate } from "../rebuild/gate.ts";
 import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
 import { inferGrid } from "./grid.ts";
 import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
@@ -32,6 +33,8 @@ export interface TuneOptions extends TuneRunOptions {
   configs: string[];
   /** --grid expression (src/tune/space.ts evalGrid); none: the captured grid. */
   grid?: string;
+  /** The trust gate (src/ops/tune.ts), asked before any config's compile runs. */
+  gate: BuildGate;
 }
 
 export type { TuneResult } from "./space.ts";
@@ -154,7 +157,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   const m: Manifest = capture.manifest;
   if (frontendOf(m) !== tritonFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
   // each config's compile imports the capture's Python under src/ with pinned.json's interpreter: code, as validate's build is
-  requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
+  o.gate();
   // a received capture: repro.py compiles from a private copy of the pinned.json and kernel file that were trusted (src/format/trust.ts)
   const staged = stageTrustedBuild(dir);
   try {

@@ -20,7 +20,7 @@ function compiled(): boolean {
 
 /** The command line that runs this same kerncap (compiled: the executable; else bun + src/cli/main.ts); a verb and its options follow. */
 export function selfCommand(): string[] {
-  return compiled() ? [process.execPath] : [process.execPath, resolve(import.meta.dir, "../cli/main.ts")];
+  return compiled() ? [process.execPath] : [process.execPath, resolve(import.meta.dir, "..", "cli", "main.ts")];
 }
 
 /**

@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { workerCommand } from "../../src/check/pool.ts";
 import type { Candidate } from "../../src/eval/candidates.ts";
 import type { BuildOutcome } from "../../src/eval/build.ts";
-import { runEval, type EvalOptions } from "../../src/eval/eval.ts";
+import type { EvalOptions } from "../../src/eval/eval.ts";
+import { runEval } from "../../src/ops/eval.ts";
 import type { EvalSettings } from "../../src/eval/worker.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 

@@ -12,10 +12,13 @@
  *   3 format    src/format/, src/codeobj/: the capture's files and documents, module images
  *   4 engines   src/capture/, src/replay/, src/frontends/: capture, replay, each frontend's work
  *   5 rebuild   src/rebuild/: the one rebuild policy (validate and the watch)
- *   6 services  src/doctor.ts, src/mcp/, src/check/, src/profile/, src/tune/, src/export/, src/eval/:
- *               what the CLI and agents call (the verbs' work above one replay: a corpus check,
- *               Nsight, a config sweep, many candidates)
- *   7 cli       src/cli/: argument parsing, verbs, printing
+ *   6 services  src/doctor.ts, src/check/, src/profile/, src/tune/, src/export/, src/eval/:
+ *               the verbs' work above one replay (a corpus check, Nsight, a config sweep, many
+ *               candidates)
+ *   7 ops       src/ops/: one workflow per verb (validate, replay, profile, tune, check's
+ *               per-capture work, eval) with its gates applied once: what the CLI, check's
+ *               workers and the MCP server's tool children call
+ *   8 cli       src/cli/, src/mcp/: argument parsing, verbs, printing; the MCP server
  *
  * And a native library is opened (bun:ffi dlopen) in src/native/ only, so that one module holds
  * each symbol table, its error checks and its search path.
@@ -33,8 +36,9 @@ const LAYERS: [name: string, prefixes: string[]][] = [
   ["format", ["format/", "codeobj/"]],
   ["engines", ["capture/", "replay/", "frontends/"]],
   ["rebuild", ["rebuild/"]],
-  ["services", ["doctor.ts", "mcp/", "check/", "profile/", "tune/", "export/", "eval/"]],
-  ["cli", ["cli/"]],
+  ["services", ["doctor.ts", "check/", "profile/", "tune/", "export/", "eval/"]],
+  ["ops", ["ops/"]],
+  ["cli", ["cli/", "mcp/"]],
 ];
 
 /** The layer index of a path relative to src/, or -1 when none claims it. */

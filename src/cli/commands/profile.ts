@@ -5,7 +5,8 @@
  * Exit 0 when a report was written, 2 otherwise.
  */
 import { defineCommand } from "citty";
-import { describeProfile, profileCapture } from "../../profile/profile.ts";
+import { profileCapture } from "../../ops/profile.ts";
+import { describeProfile } from "../../profile/profile.ts";
 import { appArgv, dirArg, intArg, jsonArg, printJson, trustArg, verboseArg, printText, allowVersionMismatchArg } from "../args.ts";
 
 export default defineCommand({

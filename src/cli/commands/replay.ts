@@ -1,14 +1,12 @@
-/** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing. Exit 0 match, 1 mismatch, 2 error. */
+/** `kerncap replay DIR`: same VAs, launch, bit-exact check, timing (the workflow: src/ops/replay.ts). Exit 0 match, 1 mismatch, 2 error. */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { withAslrRetry } from "../../replay/aslr.ts";
 import { againstKernel } from "../../replay/against.ts";
-import { replay, replayCompared } from "../../replay/engine.ts";
+import { replayCapture } from "../../ops/replay.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
-import { checkMultiset } from "../../replay/tolerance-plan.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { dirArg, intArg, jsonArg, printJson, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText, verifyArg } from "../args.ts";
 import { describeAgainst, describeRepeats, describeReplay } from "../format.ts";
@@ -45,30 +43,29 @@ export default defineCommand({
     const tol = toleranceOptions(args, rawArgs);
     const module = moduleOption(args.module);
     const capture = openCapture(dir);
-    if (tol.multiset) checkMultiset(dir, capture.manifest, tol.multiset); // a region the capture lacks: a usage error before the GPU is opened
     const other = args.against === undefined ? undefined : againstKernel(capture.manifest, String(args.against));
     if (other && module.modulePath) throw new KerncapError("E_USAGE", "--against and --module together: give one", { hint: "--module replays one module; --against times another kernel against the captured one (or put the module in --against)." });
     // a comparison needs pairs: 50 by default to start with (more are taken until it is decided), at least MIN_PAIRS
     const pairs = other ? intArg("iters", args.iters, 50, 100_000, MIN_PAIRS) : iters;
     const repeat = intArg("repeat", args.repeat, 1, 100_000, 1);
     if (repeat > 1 && !other) throw new KerncapError("E_USAGE", "--repeat needs --against", { hint: "Repeat a comparison: kerncap replay DIR --against OTHER --repeat 20." });
-    return withAslrRetry(async () => {
-      const o = { iters: pairs, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]) };
-      if (other) {
-        const c = await replayCompared(capture, o, { ...o, ...other.run }, repeat);
+    const run = { iters: pairs, verify: args.verify !== false, ...tol, ...(runs !== undefined ? { runs: Math.max(1, runs) } : {}), flushL2: Boolean(args["flush-l2"]), ...module };
+    return replayCapture(capture, { run, ...(other ? { against: other } : {}), repeat, stdout: dataStdio() }, {
+      compared: (c, other) => {
         const doc = { ...(c.baseline ?? c.candidate), against: { kind: other.kind, path: other.path, ...c.candidate }, compare: c.compare, ...(c.repeats ? { repeats: c.repeats } : {}) };
         if (args.json) printJson("replay", doc);
         else printText([describeReplay(c.baseline ?? c.candidate), describeAgainst(other.path, c.candidate, c.compare), ...(c.repeats ? [describeRepeats(c.repeats)] : [])].join("\n") + "\n");
         if (c.candidate.verdict !== "match") log.error(`the other kernel (${other.path}) does not match the app's after state`);
         return c.baseline?.verdict === "match" && c.candidate.verdict === "match" ? 0 : 1;
-      }
-      const r = await replay(capture, { ...o, ...module });
-      if (args.json) printJson("replay", r);
-      else printText(describeReplay(r) + "\n");
-      if (r.fault) {
-        if (!r.fault.reproduced) log.error(`the capture faulted in the app (${r.fault.expected.name}) but the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`);
-      } else if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
-      return r.verdict === "match" ? 0 : 1;
-    }, dataStdio());
+      },
+      replayed: (r) => {
+        if (args.json) printJson("replay", r);
+        else printText(describeReplay(r) + "\n");
+        if (r.fault) {
+          if (!r.fault.reproduced) log.error(`the capture faulted in the app (${r.fault.expected.name}) but the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`);
+        } else if (r.verdict !== "match") log.error(`replay does not match the app's after state in ${r.numerics.regions.filter((x) => x.verdict === "mismatch").length} of ${r.regionsChecked} regions and module globals`);
+        return r.verdict === "match" ? 0 : 1;
+      },
+    });
   },
 });

@@ -1,5 +1,5 @@
 /**
- * `kerncap tune DIR`: sweep a kernel's configs on the captured memory (src/tune/tune.ts): a
+ * `kerncap tune DIR`: sweep a kernel's configs on the captured memory (the workflow: src/ops/tune.ts): a
  * Triton kernel's constexprs and compile options (compiled by repro.py), a CUDA kernel's macros,
  * -maxrregcount and nvcc flags (built by build.sh); each judged against the app's after state and
  * timed interleaved with the app's own build; a table, and the winner as a line to paste
@@ -8,9 +8,8 @@
  */
 import { defineCommand } from "citty";
 import { tuneNotes, tuneTable, type TuneResult } from "../../tune/space.ts";
-import { tuneCapture } from "../../tune/tune.ts";
+import { tuneVerb } from "../../ops/tune.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
-import { withAslrRetry } from "../../replay/aslr.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, trustArg, verboseArg, printText } from "../args.ts";
 import { resolve } from "node:path";
@@ -84,8 +83,7 @@ export default defineCommand({
       onBuilt: buildProgress(Boolean(args.json)),
     };
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
-    return withAslrRetry(async () => {
-      const r = await tuneCapture(String(args.dir), o);
+    return tuneVerb(String(args.dir), o, (r) => {
       if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), tuneHtml(r));
       if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), tuneCsv(r));
       if (args.json) printJson("tune", r);

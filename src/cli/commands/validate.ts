@@ -2,7 +2,7 @@
  * `kerncap validate DIR`: rebuild the reproducer's (edited) kernel with DIR/build.sh (CUDA: or the
  * pruned TU's device-only build once it was checked against build.sh's: src/rebuild/rebuilder.ts),
  * replay the rebuilt module on the captured memory, compare with the app's after state; the build
- * runs beside the replay's restore (src/rebuild/validate.ts validateOnce).
+ * runs beside the replay's restore; the workflow and its gates: src/ops/validate.ts.
  * Exit 0 match, 1 mismatch, 2 build or runtime error.
  *
  * A received capture (unpacked, or made on another host: src/format/trust.ts) has its build.sh
@@ -14,16 +14,9 @@
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
 import { defineCommand } from "citty";
-import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
-import { frontendOf } from "../../frontends/index.ts";
-import { requireTrustedBuild, runsTrustedCopy } from "../../format/trust.ts";
-import { requireRenderedBuild, trustChangedBuild } from "../../format/rendered.ts";
-import { validateOnce } from "../../rebuild/validate.ts";
-import { checkWatchable, watchLine, watchReproducer } from "../../rebuild/watch.ts";
-import { withAslrRetry } from "../../replay/aslr.ts";
-import { checkMultiset } from "../../replay/tolerance-plan.ts";
-import { assertRebuildWritable } from "../../frontends/build.ts";
+import { validate } from "../../ops/validate.ts";
+import { watchLine } from "../../rebuild/watch.ts";
 import { dirArg, trustArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText, allowVersionMismatchArg } from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
@@ -43,46 +36,31 @@ export default defineCommand({
   },
   async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
-    const dir = String(args.dir);
-    const capture = openCapture(dir);
-    const m = capture.manifest;
+    const capture = openCapture(String(args.dir));
     const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
-    checkMultiset(dir, m, tol.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
-    const confine = Boolean(args.confine);
-    const trust = trustArg(args.trust, rawArgs);
-    if (confine && args.watch) throw new KerncapError("E_USAGE", "--confine and --watch do not go together", { hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch." });
-    if (confine && frontendOf(m).buildRunsSource && !trust) {
-      throw new KerncapError("E_UNTRUSTED", `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`, {
-        hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
-      });
-    }
-    // confined (kerncap mcp): only the build kerncap wrote, or one the user trusted on the command line, before anything runs
-    if (confine) requireRenderedBuild(dir, m);
-    // a received capture's build.sh: shown and refused without --trust (confined, kerncap mcp: in the error itself, which is what its agent reads)
-    assertRebuildWritable(dir); // a folder this user may not write: said before the trust question
-    requireTrustedBuild(dir, m, trust, { inMessage: confine });
-    // --trust on the command line of a build.sh kerncap did not write: remembered, so that kerncap mcp runs it too
-    // (a received capture's was recorded above, with the digest the user approved, not read again)
-    if (!confine && trust && !runsTrustedCopy(dir)) trustChangedBuild(dir, m);
-    const build = { quiet: !args.verbose, force: Boolean(args["allow-version-mismatch"]), fullBuild: Boolean(args["full-build"]) };
-    if (args.watch) {
-      checkWatchable(dir, m); // AMD, a faulting launch, no reproducer: refused before any GPU work
-      const emit = args.json ? (e: object) => printJsonLine("validate-watch", e) : (e: Parameters<typeof watchLine>[0]) => printText(watchLine(e) + "\n");
-      return withAslrRetry(() => watchReproducer(capture, { run: { iters, ...tol }, force: build.force, quiet: build.quiet, emit, fastBuild: !build.fullBuild }), dataStdio());
-    }
-    // a captured VA range taken by this process's own mappings: once more without ASLR (src/replay/aslr.ts)
-    return withAslrRetry(async () => {
-      // confined: build.sh alone, with the compiler's dependency list (the pruned build's steps write none)
-      const res = await validateOnce(capture, { run: { iters, ...tol }, ...build, confine });
-      const b = res.rebuild;
-      if (args.json) printJson("validate", res);
-      else {
-        printText(describeReplay(res) + "\n");
-        printText(`  against the captured module: ${describeComparison(res.compare)}\n`);
-        printText(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
-      }
-      return res.verdict === "match" ? 0 : 1;
-    }, dataStdio());
+    const request = {
+      run: { iters, ...tol },
+      trust: trustArg(args.trust, rawArgs),
+      confine: Boolean(args.confine),
+      watch: Boolean(args.watch),
+      quiet: !args.verbose,
+      force: Boolean(args["allow-version-mismatch"]),
+      fullBuild: Boolean(args["full-build"]),
+      stdout: dataStdio(),
+    };
+    return validate(capture, request, {
+      emit: args.json ? (e) => printJsonLine("validate-watch", e) : (e) => printText(watchLine(e) + "\n"),
+      report: (res) => {
+        const b = res.rebuild;
+        if (args.json) printJson("validate", res);
+        else {
+          printText(describeReplay(res) + "\n");
+          printText(`  against the captured module: ${describeComparison(res.compare)}\n`);
+          printText(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
+        }
+        return res.verdict === "match" ? 0 : 1;
+      },
+    });
   },
 });

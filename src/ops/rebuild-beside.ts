@@ -1,0 +1,52 @@
+/**
+ * A capture's rebuild started beside its replay, the step `kerncap validate` and check's
+ * per-capture work (--rebuild) share: the build runs while the replay reserves the captured VAs,
+ * creates the device context, verifies the checksums, restores the before state and checks the
+ * captured module; the rebuilt module is loaded (after the frontend's check of it, before any
+ * launch) once the build is done. When the replay fails, the build's error is the one reported
+ * (the replay may have failed only for lack of a module).
+ */
+import type { Manifest } from "../format/manifest.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { Rebuilder, type Rebuilt, type RebuilderOptions } from "../rebuild/rebuilder.ts";
+
+/** A rebuild running beside a replay. */
+export interface StartedRebuild {
+  /** The rebuilt module, checked for launch (the build's error: the one to report). */
+  built: Promise<Rebuilt>;
+  /** Its path, for ReplayOptions.modulePath. */
+  module: Promise<string>;
+  /** When the build finished (performance.now(); 0 before). */
+  builtAt(): number;
+}
+
+/**
+ * Start a capture's rebuild (Rebuilder.rebuildOnce: the frontend's step before build.sh, the
+ * build, the rebuilt module's check) to run beside its replay. Both promises are marked handled:
+ * a replay error that comes first must not leave them unhandled; the caller awaits `built`
+ * (replayBeside does). The trust gates are the caller's (src/ops/gates.ts), said before this.
+ */
+export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions, "watch">): StartedRebuild {
+  let at = 0;
+  const built = new Rebuilder(dir, m, frontendOf(m), o).rebuildOnce().then((b) => {
+    at = performance.now();
+    return b;
+  });
+  const module = built.then((b) => b.module);
+  built.catch(() => {});
+  module.catch(() => {});
+  return { built, module, builtAt: () => at };
+}
+
+/**
+ * Run `replay` beside `rebuild` (none: just run it). When it throws, the build's error is thrown
+ * instead where the build failed; else the replay's error, once the build has ended.
+ */
+export async function replayBeside<T>(rebuild: StartedRebuild | undefined, replay: () => Promise<T>): Promise<T> {
+  try {
+    return await replay();
+  } catch (e) {
+    if (rebuild) await rebuild.built; // a build error is the one to report (the replay may have failed only for lack of a module)
+    throw e;
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * `kerncap validate`'s workflow (the verb, src/cli/commands/validate.ts, parses and prints; MCP's
+ * validate tool runs that verb with --confine in a child): the gates, in order (--multiset's
+ * regions, a confined build of a capture that runs its source only with --trust, only the build
+ * kerncap wrote when confined, a folder this user may write, a received capture's build.sh only
+ * after --trust: src/ops/gates.ts), then the rebuild beside the replay (./rebuild-beside.ts),
+ * the rebuilt kernel judged and timed interleaved against the captured module, inside the no-ASLR
+ * retry (src/replay/aslr.ts); or, with watch, the resident watch (src/rebuild/watch.ts).
+ *
+ * One validate costs about the build plus the launches and compare, not build + context +
+ * restore: the replay's set-up runs while the reproducer builds.
+ */
+import { isKerncapError, KerncapError } from "../errors.ts";
+import type { OpenedCapture } from "../format/capture-dir.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { assertRebuildWritable } from "../frontends/build.ts";
+import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
+import { checkWatchable, watchReproducer, type WatchEvent } from "../rebuild/watch.ts";
+import { withAslrRetry } from "../replay/aslr.ts";
+import { replayCompared, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
+import type { TimingComparison } from "../replay/stats.ts";
+import { checkMultiset } from "../replay/tolerance-plan.ts";
+import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
+import { replayBeside, startRebuild } from "./rebuild-beside.ts";
+
+/** The replay result, with what the rebuild took and what the replay added after it. */
+export interface ValidateResult extends ReplayResult {
+  rebuild: Rebuilt;
+  /** The rebuilt kernel's time against the captured module's, interleaved (null with fewer than MIN_PAIRS iters, or a faulting capture). */
+  compare: TimingComparison | null;
+  /** What the replay added after the build (module load, launches, compare; s). */
+  replaySeconds: number;
+  wallSeconds: number;
+}
+
+export interface ValidateOptions {
+  run: Omit<ReplayOptions, "verify" | "modulePath" | "kernelName">;
+  /** Keep build.sh's stderr out of the debug log. */
+  quiet: boolean;
+  /** Rebuild even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh, templates/triton/repro.py). */
+  force: boolean;
+  /** build.sh only (--full-build). */
+  fullBuild: boolean;
+  /** --confine (kerncap mcp): build.sh alone, refused when it reads outside the capture (src/frontends/confine.ts). */
+  confine?: boolean;
+}
+
+/** What `kerncap validate` was asked (its options, checked by the verb). */
+export interface ValidateRequest extends ValidateOptions {
+  /** --trust or --trust=DIGEST (src/format/trust.ts). */
+  trust: boolean | string;
+  /** --watch: rebuild and replay at each save under DIR/src/. */
+  watch: boolean;
+  /** Where a retried command's stdout goes (the data channel: src/cli/args.ts dataStdio). */
+  stdout: number | "inherit";
+}
+
+/** What validate's caller does with its results: print one (exit status back), or each watch event. */
+export interface ValidateOutput {
+  report(r: ValidateResult): number;
+  emit(e: WatchEvent): void;
+}
+
+/**
+ * validate's gates, in the order they are said (each before the rebuild and the GPU).
+ * @throws KerncapError E_USAGE (a --multiset region the capture lacks, --confine with --watch),
+ *   E_UNTRUSTED (a confined build that runs the capture's source without trust; a received
+ *   capture without --trust), E_RENDERED (confined: a build kerncap did not write), E_READONLY
+ */
+export function validateGates(c: OpenedCapture, r: ValidateRequest): void {
+  const { dir, manifest: m } = c;
+  checkMultiset(dir, m, r.run.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
+  if (r.confine && r.watch) throw new KerncapError("E_USAGE", "--confine and --watch do not go together", { hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch." });
+  refuseUntrustedSource(m, r, () => ({
+    message: `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`,
+    hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
+  }));
+  // confined (kerncap mcp): only the build kerncap wrote, or one the user trusted on the command line, before anything runs
+  if (r.confine) requireRenderedBuild(dir, m);
+  // a received capture's build.sh: shown and refused without --trust (confined, kerncap mcp: in the error itself, which is what its agent reads)
+  assertRebuildWritable(dir); // a folder this user may not write: said before the trust question
+  requireTrustedBuild(dir, m, r.trust, { inMessage: r.confine });
+  // --trust on the command line of a build.sh kerncap did not write: remembered, so that kerncap mcp runs it too
+  // (a received capture's was recorded above, with the digest the user approved, not read again)
+  if (!r.confine && r.trust && !runsTrustedCopy(dir)) trustChangedBuild(dir, m);
+}
+
+/**
+ * `kerncap validate DIR`: the gates, then one rebuild and replay (report's exit status: 0 match,
+ * 1 mismatch), or the watch (its exit status: 130/143 at a signal); a captured VA range taken by
+ * this process's own mappings: the whole command once more without ASLR (src/replay/aslr.ts).
+ * @throws what validateGates, validateOnce and the watch throw
+ */
+export async function validate(c: OpenedCapture, r: ValidateRequest, out: ValidateOutput): Promise<number> {
+  validateGates(c, r);
+  if (r.watch) {
+    checkWatchable(c.dir, c.manifest); // AMD, a faulting launch, no reproducer: refused before any GPU work
+    return withAslrRetry(() => watchReproducer(c, { run: r.run, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }), r.stdout);
+  }
+  // confined: build.sh alone, with the compiler's dependency list (the pruned build's steps write none)
+  return withAslrRetry(async () => out.report(await validateOnce(c, r)), r.stdout);
+}
+
+/**
+ * Rebuild and replay once (no gates: validate's, and tests').
+ * @throws KerncapError E_FRONTEND (a frontend without validate: HIP), the rebuild's (E_BUILD,
+ *   E_RDC, E_PARAM_LAYOUT …: reported before a replay error, which may come only from the lack of
+ *   a module), the replay's; E_NO_GPU says that the rebuild succeeded (the edit compiles) when it did
+ */
+export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promise<ValidateResult> {
+  const m = c.manifest;
+  if (!frontendOf(m).validates) {
+    throw new KerncapError("E_FRONTEND", `${c.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`, {
+      hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
+    });
+  }
+  const t0 = performance.now();
+  const rebuild = startRebuild(c.dir, m, { quiet: o.quiet, force: o.force, fullBuild: o.fullBuild, ...(o.confine ? { confine: m } : {}) });
+  let r: ReplayResult;
+  let compare: TimingComparison | null;
+  try {
+    // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
+    ({ candidate: r, compare } = await replayBeside(rebuild, () => replayCompared(c, { iters: o.run.iters, verify: true, runs: 1 }, { ...o.run, ...rebuiltRun(frontendOf(m), m, rebuild.module) })));
+  } catch (e) {
+    // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
+    if (isKerncapError(e) && e.code === "E_NO_GPU") {
+      const b = await rebuild.built;
+      throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, { hint: e.hint, exitCode: e.exitCode });
+    }
+    throw e;
+  }
+  const b = await rebuild.built;
+  return { ...r, compare, rebuild: b, replaySeconds: (performance.now() - Math.max(rebuild.builtAt(), t0)) / 1000, wallSeconds: (performance.now() - t0) / 1000 };
+}
