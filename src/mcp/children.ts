@@ -1,0 +1,151 @@
+/**
+ * The MCP server's tool children: each tool that runs a verb runs this same kerncap in a child
+ * process with --json (src/util/self-exec.ts): every capture, replay and validate gets a fresh
+ * process (its own CUDA context and VA space, as on the command line), and the tool returns the
+ * verb's JSON document (`schema: "kerncap.<verb>/N"`) as structured content and as text. A verb
+ * that exits 2 returns its error document with isError; a mismatch (exit 1) is a result, not an
+ * error.
+ *
+ * Each child runs in its own process group (it forwards to its own children's groups: the
+ * application, build.sh); ToolChildren ends a group (SIGTERM, SIGKILL TOOL_GRACE_MS later) when
+ * its call is cancelled, when the transport closes and at kerncap mcp's own SIGINT/SIGTERM.
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { Subprocess } from "bun";
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { lines } from "../check/worker.ts";
+import { isKerncapError, KerncapError, systemError } from "../errors.ts";
+import { jsonDocument } from "../format/documents.ts";
+import { killGroup, type StopSignal } from "../process-group.ts";
+import { selfCommand, selfEnv } from "../util/self-exec.ts";
+import type { ToolProgress } from "./progress.ts";
+
+/** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
+const TOOL_GRACE_MS = 10_000;
+
+export function result(doc: Record<string, unknown>, isError = false, extra?: string): CallToolResult {
+  return { content: [{ type: "text", text: JSON.stringify(doc, null, 2) }, ...(extra ? [{ type: "text" as const, text: extra }] : [])], structuredContent: doc, isError };
+}
+
+export function errorResult(e: unknown): CallToolResult {
+  const k = isKerncapError(e) ? e : (systemError(e) ?? new KerncapError("E_INTERNAL", `internal error: ${(e as Error).message}`));
+  return result(jsonDocument("error", { error: { code: k.code, message: k.message, hint: k.hint ?? null } }), true);
+}
+
+/**
+ * The tool children running now, each the leader of its own process group (spawned detached).
+ * `stop` sends a group its first signal (later ones are ignored: a second signal would make the
+ * child kill its own children at once) and SIGKILL after TOOL_GRACE_MS; `settled` waits for all.
+ */
+export class ToolChildren {
+  private running = new Map<number, { exited: Promise<unknown>; stopped: boolean; timer?: ReturnType<typeof setTimeout> }>();
+
+  /** Track p until it exits. */
+  add(p: Subprocess): void {
+    const c = { exited: p.exited, stopped: false } as { exited: Promise<unknown>; stopped: boolean; timer?: ReturnType<typeof setTimeout> };
+    this.running.set(p.pid, c);
+    void p.exited.finally(() => {
+      if (c.timer) clearTimeout(c.timer);
+      this.running.delete(p.pid);
+    });
+  }
+
+  /** End one child's group (pid: the child's), or every group when pid is undefined. */
+  stop(sig: StopSignal, pid?: number): void {
+    for (const [id, c] of this.running) {
+      if ((pid !== undefined && id !== pid) || c.stopped) continue;
+      c.stopped = true;
+      killGroup(id, sig);
+      c.timer = setTimeout(() => killGroup(id, "SIGKILL"), TOOL_GRACE_MS);
+      c.timer.unref?.();
+    }
+  }
+
+  /** SIGKILL every group now (a second signal to kerncap mcp). */
+  kill(): void {
+    for (const id of this.running.keys()) killGroup(id, "SIGKILL");
+  }
+
+  get size(): number {
+    return this.running.size;
+  }
+
+  /** Resolves when every child running now has exited. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.running.values()].map((c) => c.exited));
+  }
+}
+
+/** The working folder a tool child runs in. @throws KerncapError E_USAGE when it is not a folder */
+function toolCwd(cwd: string | undefined): string {
+  if (cwd === undefined) return process.cwd();
+  const d = resolve(cwd);
+  if (!existsSync(d) || !statSync(d).isDirectory()) throw new KerncapError("E_USAGE", `cwd ${d} ${existsSync(d) ? "is not a folder" : "does not exist"}`, { hint: "Give an existing folder as cwd (the application's working folder), or leave cwd out." });
+  return d;
+}
+
+/**
+ * Run `kerncap ARGV` (a child process, its own process group, tracked in `children` and ended
+ * when `signal` aborts) and return its JSON document (a verb that streams JSON Lines, eval: its
+ * last line); stderr's tail goes along on failure. `progress` gets every stderr line as it comes
+ * and heartbeats while the child runs (./progress.ts).
+ * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started
+ */
+export async function runVerb(argv: string[], cwd: string | undefined, children: ToolChildren, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
+  const env = selfEnv();
+  const dir = toolCwd(cwd);
+  const cmd = [...selfCommand(), ...argv];
+  if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);
+  let p: Subprocess<"ignore", "pipe", "pipe">;
+  try {
+    p = Bun.spawn(cmd, { cwd: dir, env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
+  } catch (e) {
+    // E2BIG: the caller's arguments are past the kernel's limit on a command line, not a broken installation
+    if ((e as NodeJS.ErrnoException).code === "E2BIG" || /E2BIG|argument list too long/i.test(String((e as Error).message))) {
+      const longest = Math.max(...argv.map((a) => Buffer.byteLength(a)));
+      throw new KerncapError("E_USAGE", `the arguments of ${argv[0]} are too long for a command line (the longest has ${longest} bytes)`, { hint: "Give shorter arguments (a path, a kernel pattern); file contents go through edit_file." });
+    }
+    throw new KerncapError("E_TOOL", `cannot start kerncap ${argv[0]} (${cmd[0]}) in ${dir}: ${(e as Error).message}`, { hint: "Check the kerncap installation (kerncap doctor); the MCP server runs its verbs with the same executable." });
+  }
+  children.add(p);
+  const cancel = () => children.stop("SIGTERM", p.pid);
+  signal?.addEventListener("abort", cancel, { once: true });
+  let out: string, err: string, code: number;
+  progress?.start();
+  try {
+    [out, err, code] = await Promise.all([new Response(p.stdout).text(), progress ? streamLines(p.stderr, (l) => progress.line(l)) : new Response(p.stderr).text(), p.exited]);
+  } finally {
+    progress?.stop();
+    signal?.removeEventListener("abort", cancel);
+  }
+  let doc: Record<string, unknown>;
+  try {
+    doc = lastDocument(out);
+  } catch {
+    return errorResult(new KerncapError("E_INTERNAL", `kerncap ${argv[0]} printed no JSON document (exit ${code}): ${err.trim().split("\n").slice(-5).join(" | ")}`));
+  }
+  const tail = err.trim() ? `stderr (last lines):\n${err.trim().split("\n").slice(-40).join("\n")}` : undefined;
+  return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);
+}
+
+/** A child's stderr, whole, with each line handed to `onLine` as it comes. */
+async function streamLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void): Promise<string> {
+  let all = "";
+  for await (const l of lines(stream)) {
+    all += `${l}\n`;
+    onLine(l);
+  }
+  return all;
+}
+
+/** The verb's JSON document: stdout whole, or its last line when it streams JSON Lines (eval --json). @throws SyntaxError when neither is JSON */
+function lastDocument(out: string): Record<string, unknown> {
+  try {
+    return JSON.parse(out);
+  } catch (e) {
+    const last = out.trim().split("\n").pop();
+    if (!last) throw e;
+    return JSON.parse(last);
+  }
+}

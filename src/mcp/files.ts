@@ -1,0 +1,119 @@
+/**
+ * The MCP server's two local tools, read_file and edit_file: they touch only files under a
+ * capture folder, both taking paths relative to it by the capture path rule
+ * (src/format/paths.ts); edit_file writes only the frontend's source files under src/, which
+ * must itself resolve inside the folder; never kerncap.json, build.sh, pinned.json, repro.py or a
+ * script, at any depth.
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { existsSync, lstatSync, type Stats } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
+import { unportableName } from "../format/archive.ts";
+import { readManifest } from "../format/capture-dir.ts";
+import { jsonDocument } from "../format/documents.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { readInCapture, resolveInCapture, shownPath, writeInCapture } from "../format/paths.ts";
+import { notAnEditableSource } from "../frontends/index.ts";
+import { result } from "./children.ts";
+
+/**
+ * A capture folder and a path inside it, by the capture path rule (src/format/paths.ts: no link
+ * followed, a regular file with one name when it exists); under `sub` when given (`sub/` must be a
+ * real folder of the capture). `shown`: the path relative to the capture folder; `stats`: its
+ * lstat, undefined when there is no such file yet.
+ * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/),
+ *   E_USAGE (outside, or not under `sub`/), E_UNSAFE_PATH (a link, a hard link, a FIFO, a NUL …)
+ */
+function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; shown: string; stats?: Stats; manifest: Manifest } {
+  const dir = resolve(dirArg);
+  const manifest = readManifest(dir); // a capture folder of its own (not nested in another), or the reader's own error
+  if (sub) {
+    const s = lstatSync(join(dir, sub), { throwIfNoEntry: false });
+    if (!s) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder." });
+    if (!s.isDirectory()) throw new KerncapError("E_USAGE", `${dir}/${sub} is ${s.isSymbolicLink() ? "a symbolic link" : "not a folder"}: edit_file edits only files inside the capture folder, reached through its own folders (no link followed)`, { hint: `Replace ${sub} with a folder holding the sources.` });
+  }
+  // one rule for both file tools: `rel` is relative to the capture folder; under `sub`, it must start with sub/
+  const norm = rel.replace(/^(\.\/)+/, "");
+  if (sub && (norm === sub || norm === `${sub}/`)) throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
+  if (sub && !norm.startsWith(`${sub}/`)) {
+    throw new KerncapError("E_USAGE", `${shownPath(rel)} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
+      hint:
+        isAbsolute(rel) || rel.split(/[\\/]/).includes("..")
+          ? `Give a path such as ${sub}/kernel.cu.`
+          : norm.split("/")[0]!.toLowerCase() === sub
+            ? `Did you mean ${sub}/${norm.split("/").slice(1).join("/")}? (paths are case-sensitive)`
+            : existsSync(join(dir, norm)) && !existsSync(join(dir, sub, norm))
+              ? `${norm} is the capture's own file, not a reproducer source: read it with read_file; only the sources under ${sub}/ can be edited.`
+              : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+    });
+  }
+  if (isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
+  const { stats } = resolveInCapture(dir, norm); // a folder is refused there too: not a regular file
+  return { dir, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats, manifest };
+}
+
+/** The largest text read_file returns and edit_file writes (bytes): what one can write, the other reads back. */
+const TEXT_MAX = 4 << 20;
+
+/** Refuse a file that is not text: a NUL byte, or bytes that are not UTF-8 (an edit would replace them with U+FFFD). */
+function assertText(b: Buffer, shown: string, verb: "read_file returns" | "edit_file edits"): void {
+  let utf8 = true;
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(b);
+  } catch {
+    utf8 = false;
+  }
+  if (b.includes(0) || !utf8) throw new KerncapError("E_USAGE", `${shown} is a binary file${utf8 ? "" : " (not UTF-8)"}`, { hint: `${verb} text files (sources, build.sh, README.md).` });
+}
+
+export function readFileTool(a: { dir: string; path: string }): CallToolResult {
+  const { dir, shown, stats } = capturePath(a.dir, a.path);
+  if (!stats) throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, { hint: "List the reproducer's files with inspect (manifest source) or read README.md." });
+  const size = stats.size;
+  if (size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} has ${size} bytes; read_file returns text files up to 4 MiB`, { hint: "Read a smaller file; memory images and modules are not text (use inspect and replay for those)." });
+  const b = readInCapture(dir, shown, TEXT_MAX)!;
+  assertText(b, shown, "read_file returns");
+  return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
+}
+
+export function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
+  const { dir, shown, stats, manifest } = capturePath(a.dir, a.path, "src");
+  // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
+  const unportable = unportableName(shown);
+  if (unportable) {
+    throw new KerncapError("E_PACK_NAME", `edit_file writes only portable names, and ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${unportable}, which kerncap pack and unpack refuse`, {
+      hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -), e.g. src/kernel_v2.cu.",
+    });
+  }
+  // only the frontend's sources: never a file kerncap reads as configuration or runs, at any depth (a planted src/x/kerncap.json + build.sh)
+  const why = notAnEditableSource(manifest, shown);
+  if (why) {
+    throw new KerncapError("E_NOT_SOURCE", `edit_file writes only the reproducer's source files under src/, and ${shownPath(shown)} is not one: ${why}`, {
+      hint: "Edit the kernel's sources (the files README.md names); build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change, not an agent's.",
+    });
+  }
+  let text: string;
+  if (a.content !== undefined) {
+    if (a.oldText !== undefined) throw new KerncapError("E_USAGE", "give content, or oldText and newText, not both", { hint: "content replaces the whole file; oldText/newText one passage." });
+    text = a.content;
+  } else {
+    if (a.oldText === undefined || a.newText === undefined) throw new KerncapError("E_USAGE", "give oldText and newText (or content)", { hint: "oldText must occur exactly once in the file." });
+    if (!stats) throw new KerncapError("E_USAGE", `${shown} does not exist`, { hint: "Create it with content, or check the path with read_file." });
+    if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
+    const raw = readInCapture(dir, shown, TEXT_MAX)!;
+    assertText(raw, shown, "edit_file edits");
+    const old = raw.toString("utf8");
+    const n = old.split(a.oldText).length - 1;
+    if (n !== 1) throw new KerncapError("E_USAGE", `oldText occurs ${n} times in ${shown}; it must occur exactly once`, { hint: n ? "Include more surrounding lines to make it unique." : "Read the file again (read_file); the text differs." });
+    text = old.replace(a.oldText, () => a.newText!);
+  }
+  if (Buffer.byteLength(text) > TEXT_MAX) throw new KerncapError("E_USAGE", `the new ${shown} would have ${Buffer.byteLength(text)} bytes; edit_file writes text files up to 4 MiB`, { hint: "read_file reads back at most 4 MiB: keep sources under that." });
+  if (a.content !== undefined && stats) {
+    if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
+    assertText(readInCapture(dir, shown, TEXT_MAX)!, shown, "edit_file edits"); // never replace a binary file wholesale either
+  }
+  writeInCapture(dir, shown, text); // a temporary file renamed over the name: nothing written through a link
+  return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
+}
