@@ -148,7 +148,7 @@ describe("a received capture's build runs through no workflow without --trust", 
     expect(() => validateGates(c, request)).toThrow(expect.objectContaining({ code: "E_UNTRUSTED" }));
     // confined (kerncap mcp): a build.sh kerncap did not write is refused first
     expect(() => validateGates(c, { ...request, confine: true })).toThrow(expect.objectContaining({ code: "E_NOT_RENDERED" }));
-    await expect(quiet(() => tuneCapture(dir, { configs: [], defines: ["X=1,2"], nvccFlags: [], iters: 20 }))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
+    await expect(quiet(() => tuneCapture(dir, { configs: [], defines: ["X=1,2"], nvccFlags: [], iters: 20, flushL2: false }))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
     const outcome = await quiet(() => checkCapture({ id: "got", path: dir, kind: "folder" }, { iters: 1, verify: true, rebuild: true, force: false, trust: false, tolerance: {} }));
     expect(outcome).toMatchObject({ outcome: "error", code: "E_UNTRUSTED" });
     expect(ran(root)).toBe(false);
