@@ -33,6 +33,8 @@ import { replay, type ReplayResult } from "../replay/engine.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import type { CaptureRef } from "../check/discover.ts";
 import { mismatchReason, type CheckSettings } from "../check/runner.ts";
+import { lines, serveTasks } from "../check/worker.ts";
+import { deviceResets } from "../replay/backend.ts";
 import type { Outcome } from "../format/check-record.ts";
 import { requireTrustedBuild } from "./gates.ts";
 import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-beside.ts";
@@ -128,4 +130,16 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
     Bun.gc(true);
   }
+}
+
+/**
+ * The worker process of a check (`kerncap check --worker`, started by src/check/pool.ts through
+ * src/util/self-exec.ts workerArgv): the settings and then one capture a line from `input`
+ * (src/check/worker.ts, its protocol), each checked with checkCapture and its outcome handed to
+ * `emit`; after a kernel fault cost the device context (the backend's device resets), the
+ * outcome says retire and the worker ends.
+ * @throws KerncapError E_USAGE for a line that is not the protocol's
+ */
+export async function checkWorker(input: ReadableStream<Uint8Array>, emit: (o: Outcome, retire: boolean) => void): Promise<void> {
+  await serveTasks(lines(input), emit, checkCapture, () => deviceResets() > 0);
 }

@@ -74,10 +74,11 @@ describe("the gates are applied in src/ops/ only", () => {
     }
   });
 
-  test("check's worker checks each capture with the ops workflow (checkCapture of src/ops/check.ts)", () => {
+  test("check's worker checks each capture with the ops workflow (src/ops/check.ts checkWorker, checkCapture)", () => {
     const text = files.find((f) => f.rel === "cli/commands/check.ts")!.text;
-    expect(text).toMatch(/import \{ checkCapture \} from "\.\.\/\.\.\/ops\/check\.ts"/);
-    expect(text).toMatch(/serveTasks\([^\n]*checkCapture/);
+    expect(text).toMatch(/import \{ checkWorker \} from "\.\.\/\.\.\/ops\/check\.ts"/);
+    expect(text).toMatch(/if \(args\.worker\) \{\s*await checkWorker\(/);
+    expect(files.find((f) => f.rel === "ops/check.ts")!.text).toMatch(/serveTasks\([^\n]*checkCapture/);
   });
 
   test("every MCP tool that builds runs its verb confined, with --trust only under --trust-builds; its verb's command calls ops", () => {

@@ -9,7 +9,8 @@
  * Exit 1: a capture mismatches or is slower beyond its interval; 2: none did, but one could not be
  * checked, or a usage error; 0 otherwise.
  *
- * `--worker` is the check's own: a worker process, stdin/stdout its protocol (src/check/worker.ts).
+ * `--worker` is the check's own: a worker process, stdin/stdout its protocol (src/check/worker.ts),
+ * each capture checked by the per-capture workflow (src/ops/check.ts checkWorker).
  */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
@@ -21,10 +22,8 @@ import { writeFileAtomic } from "../../util/write-file.ts";
 import { workerProcesses } from "../../check/pool.ts";
 import { summaryTable } from "../../check/report.ts";
 import type { CheckSettings } from "../../check/runner.ts";
-import { checkCapture } from "../../ops/check.ts";
+import { checkWorker } from "../../ops/check.ts";
 import { parseShard } from "../../check/shard.ts";
-import { lines, serveTasks } from "../../check/worker.ts";
-import { deviceResets } from "../../replay/backend.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText, allowVersionMismatchArg, verifyArg } from "../args.ts";
 import { printable } from "../format.ts";
@@ -77,7 +76,7 @@ export default defineCommand({
     if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr, the document (the protocol) to stdout
     const paths = (args._ as string[]).map(String);
     if (args.worker) {
-      await serveTasks(lines(Bun.stdin.stream()), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }), checkCapture, () => deviceResets() > 0);
+      await checkWorker(Bun.stdin.stream(), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }));
       return 0;
     }
     const slowerPct = floatArg("slower", args.slower, "For example --slower 10 (percent; 10 is the default): a capture is slower when its time's interval lies wholly above 1.10× the baseline.") ?? 10;
