@@ -1,7 +1,7 @@
 /**
  * `kerncap check DIR…` as library code: captures found (src/check/discover.ts), taken by shard
  * (src/check/shard.ts), replayed — rebuilt first with --rebuild — by workers (src/check/pool.ts,
- * src/check/runner.ts), each outcome timed against the baseline (src/check/timing.ts,
+ * src/ops/check.ts checkCapture), each outcome timed against the baseline (src/check/timing.ts,
  * src/check/baseline.ts) and written to the results file as it comes (src/check/results.ts);
  * then the baseline and the JUnit XML. `kerncap check --merge` joins results files.
  *

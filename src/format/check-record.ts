@@ -32,7 +32,7 @@ export const TimeJudgement = v.object({
 });
 export type TimeJudgement = v.InferOutput<typeof TimeJudgement>;
 
-/** What a worker measures of one capture (src/check/runner.ts). */
+/** What a worker measures of one capture (src/ops/check.ts checkCapture). */
 const OutcomeFields = {
   /** The capture's identity (src/check/discover.ts): the shard and baseline key. */
   id: v.string(),
