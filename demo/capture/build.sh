@@ -18,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # (a space, $, quotes…), a temporary folder linking to its src/ and build/ (the folder's own name
 # never reaches a command line)
 dir="$here"
-mkdir -p "$dir/build"
+mkdir -p -m 0755 "$dir/build" # no group write whatever the umask: a group-writable build/ makes the capture received
 case "$dir" in
   *[!A-Za-z0-9._+/-]*)
     here="$(mktemp -d)"

@@ -235,7 +235,43 @@ interface TrustRecord {
 export interface RunFile {
   name: string;
   bytes: Buffer;
+  /** Hashed and listed (name, size, SHA-256) but not printed whole: a file under src/ that a build.sh of its own can reach, which it does not name and which does not look like a program. */
+  listedOnly?: boolean;
 }
+
+/** A program, plugin or option file a build names, with the option (or variable) that names it; `kind` "program": a bare name is looked up on PATH; "file": a path (relative: the build's folder); "run": an option a module build has no use for. */
+export interface NamedProgram {
+  flag: string;
+  value: string;
+  kind: "program" | "file" | "run";
+}
+
+/**
+ * A frontend's reading of the files a build runs (src/frontends/stock-build.ts): `stock` when build.sh
+ * (and Triton's repro.py) is what this kerncap's templates write, so that it runs only the
+ * template's commands and what its slots name (`programs`); otherwise `why`, and what a lexical
+ * reading of build.sh names (`programs`, and `named`: words that may be paths in the build's folder).
+ */
+export interface BuildScriptReading {
+  stock: boolean;
+  why?: string;
+  programs: NamedProgram[];
+  named: string[];
+}
+
+type BuildScriptReader = (frontend: string, files: readonly RunFile[]) => BuildScriptReading;
+let reader: BuildScriptReader | undefined;
+/**
+ * Set by the frontend registry (src/frontends/index.ts), which this layer may not import: how a
+ * received capture's build.sh is read against its frontend's templates. Without one, no build.sh
+ * counts as the stock one (the safe side: what the build can reach is hashed, --trust=DIGEST).
+ */
+export function setBuildScriptReader(r: BuildScriptReader): void {
+  reader = r;
+}
+/** The most files, and bytes in all, of src/ that a build.sh of its own makes part of what runs. */
+const REACHABLE_MAX_FILES = 20000;
+const REACHABLE_MAX_BYTES = 512 << 20;
 
 /**
  * What a rebuild of the capture runs, read once: the user is shown these bytes, the digest is
@@ -248,6 +284,12 @@ export interface RunFile {
 export interface WhatRuns {
   frontend: string;
   files: RunFile[];
+  /**
+   * For a received capture: build.sh (and repro.py) is what this kerncap's templates write (true),
+   * or not, and why (a phrase): then `files` holds every file under src/ too (the build can run any
+   * of them), and plain --trust is not enough. Undefined for a capture of the user's own.
+   */
+  notStock?: string;
   /** The interpreter pinned.json names (Triton), null where none. */
   interpreter: string | null;
   digest: string;
@@ -282,7 +324,7 @@ function runsDigest(frontend: string, files: RunFile[], interpreter: string | nu
  * @returns undefined when the capture holds none of build.sh, pinned.json, repro.py: nothing of it runs
  * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (pinned.json is not JSON or breaks its schema: src/format/pinned.ts)
  */
-export function readWhatRuns(dir: string, frontend: string): WhatRuns | undefined {
+export function readWhatRuns(dir: string, frontend: string, received = false): WhatRuns | undefined {
   const files: RunFile[] = [];
   const add = (name: string) => {
     const b = readInCapture(dir, name, BUILD_SH_MAX);
@@ -316,7 +358,85 @@ export function readWhatRuns(dir: string, frontend: string): WhatRuns | undefine
       });
     }
   }
-  return { frontend, files, interpreter, digest: runsDigest(frontend, files, interpreter) };
+  let notStock: string | undefined;
+  if (received) {
+    const reading = reader?.(frontend, files) ?? { stock: false, why: "no frontend could read it", programs: [], named: [] };
+    const refused = reading.programs.map((p) => programProblem(dir, p)).filter((p): p is string => !!p);
+    if (refused.length) {
+      throw new KerncapError("E_UNSAFE_PATH", `${dir}/build.sh ${refused.join("; ")}: a received capture's build runs no program, plugin or option file of the capture (its bytes would not be the ones shown and hashed) nor one that another user can change`, {
+        hint: "Nothing was run. Edit build.sh to name the compiler (and any plugin) of your own toolchain, outside the capture, or ask the sender for a capture whose build.sh kerncap wrote.",
+      });
+    }
+    if (!reading.stock) {
+      notStock = reading.why ?? "build.sh is not the one this kerncap writes";
+      addReachable(dir, files, reading.named);
+    }
+  }
+  return { frontend, files, interpreter, notStock, digest: runsDigest(frontend, files, interpreter) };
+}
+
+/**
+ * Why a build may not use the program, plugin or option file `p` names (a phrase), or undefined:
+ * an option no module build needs; a relative path (the build's folder: the capture's src/, or
+ * the copies of its files); an absolute path inside the capture, or one another user can change
+ * (interpreterProblem). A bare program name (looked up on PATH, the user's) and a value that is
+ * computed when the script runs (holding `$`) are left: the script is shown whole.
+ */
+function programProblem(dir: string, p: NamedProgram): string | undefined {
+  const what = `names ${escapeForTerminal(JSON.stringify(p.value))} (${p.flag})`;
+  if (p.kind === "run") return `passes ${p.flag}, which runs another program: a module build has no use for it`;
+  if (/[$\x60]/.test(p.value) || p.value === "") return undefined;
+  // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's
+  if (!p.value.includes("/") && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;
+  if (!isAbsolute(p.value)) return `${what}, a path inside the build's folder (the capture's src/ or its own files)`;
+  const problem = interpreterProblem(dir, p.value);
+  return problem ? `${what}, which ${problem}` : undefined;
+}
+
+/** Whether `b` looks like something that runs: an ELF image or a script with #!. */
+const looksLikeProgram = (b: Buffer) => (b[0] === 0x7f && b.subarray(1, 4).toString() === "ELF") || b.subarray(0, 2).toString() === "#!";
+
+/**
+ * A build.sh of its own can run any file of what its folder holds (the copies and src/): add every
+ * regular file under src/ to `files` (each read once, through the path rule), printed whole when
+ * the script names it (`named`, relative to the build's folder) or it looks like a program (mode
+ * with an x bit, #!, ELF), listed otherwise.
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO… under src/), E_UNTRUSTED (src/ past REACHABLE_MAX_FILES or REACHABLE_MAX_BYTES)
+ */
+function addReachable(dir: string, files: RunFile[], named: string[]): void {
+  const have = new Set(files.map((f) => f.name));
+  const names = new Set(named.map((n) => n.replace(/\/+$/, "")));
+  let count = 0;
+  let bytes = 0;
+  const walk = (rel: string) => {
+    let entries: string[];
+    try {
+      entries = readdirSync(join(dir, rel)).sort();
+    } catch {
+      return;
+    }
+    for (const name of entries) {
+      const r = `${rel}/${name}`;
+      const st = lstatSync(join(dir, r));
+      if (st.isDirectory()) {
+        walk(r);
+        continue;
+      }
+      if (have.has(r)) continue;
+      const b = readInCapture(dir, r, REACHABLE_MAX_BYTES)!; // a link, a hard link, a FIFO: E_UNSAFE_PATH
+      count += 1;
+      bytes += b.length;
+      if (count > REACHABLE_MAX_FILES || bytes > REACHABLE_MAX_BYTES) {
+        throw new KerncapError("E_UNTRUSTED", `${dir}: its build.sh is not the one kerncap writes, so every file under src/ is part of what it runs, and src/ holds more than ${REACHABLE_MAX_FILES} files or ${REACHABLE_MAX_BYTES >> 20} MiB`, {
+          hint: "Nothing was run. Ask the sender for a capture whose build.sh kerncap wrote, or build it yourself outside kerncap.",
+        });
+      }
+      const shown = names.has(r) || names.has(r.slice(4)) || (st.mode & 0o111) !== 0 || looksLikeProgram(b);
+      files.push({ name: r, bytes: b, listedOnly: !shown });
+    }
+  };
+  const src = lstatOrUndefined(join(dir, "src"));
+  if (src?.isDirectory()) walk("src");
 }
 
 /**
@@ -375,12 +495,22 @@ function shownFiles(runs: WhatRuns, budget = Infinity): string {
   let out = "";
   let left = budget;
   for (const f of runs.files) {
+    if (f.listedOnly) {
+      out += `──── ${escapeForTerminal(f.name, { oneLine: true })} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}; build.sh can reach it: part of the digest, not printed) ────\n`;
+      continue;
+    }
     const n = Math.max(0, Math.min(f.bytes.length, left));
     left -= n;
     const shown = shownScript(f.bytes.subarray(0, n));
     out += `──── ${f.name} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}) ────\n${shown}${shown === "" || shown.endsWith("\n") ? "" : "\n"}${n < f.bytes.length ? `… (${f.bytes.length - n} bytes more: read_file ${f.name} reads it whole)\n` : ""}──── end of ${f.name} ────\n`;
   }
   return out;
+}
+
+/** What the refusal says first when build.sh is not kerncap's own: why, and that every file under src/ is part of what runs. */
+function shownNotStock(runs: WhatRuns): string {
+  if (runs.notStock === undefined) return "";
+  return `──── NOT kerncap's own build: ${shownScript(Buffer.from(runs.notStock))}. It can run any file of src/: each is listed, part of the digest, and copied privately for the build; those it names or that look like programs are printed whole. Plain --trust is not enough: --trust=DIGEST ────\n`;
 }
 
 /** What the refusal says about the interpreter: a Triton compile runs it on repro.py. */
@@ -434,7 +564,7 @@ function normalDigest(d: string): string {
 export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: { remember?: boolean; command?: string; inMessage?: boolean; name?: string; shown?: string } = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
-  const runs = readWhatRuns(dirArg, m.kernel.frontend ?? "");
+  const runs = readWhatRuns(dirArg, m.kernel.frontend ?? "", true);
   if (!runs) return; // nothing of the capture runs: the build's own error (E_NO_REPRODUCER) says so
   const key = trustKey(dirArg, runs.digest);
   const state = stateDir();
@@ -445,7 +575,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const name = o.name ?? dirArg;
   const shown = o.shown ?? "printed above";
   const show = () => {
-    if (!o.inMessage) process.stderr.write(`──── ${o.name ?? key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownFiles(runs)}${shownInterpreter(runs)}`);
+    if (!o.inMessage) process.stderr.write(`──── ${o.name ?? key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`);
   };
   if (typeof trust === "string") {
     if (normalDigest(trust) !== runs.digest) {
@@ -463,7 +593,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       throw new KerncapError(
         "E_UNTRUSTED",
         `${dirArg} is a received capture (${why}): what its build runs (${names} in ${key.dir}; sha256 ${runs.digest}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
-          `${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
+          `${shownNotStock(runs)}${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
         { hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.` },
       );
     }
@@ -472,6 +602,12 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
     });
   } else {
+    if (runs.notStock !== undefined) {
+      show();
+      throw new KerncapError("E_UNTRUSTED", `${name}: plain --trust is not enough here: ${runs.notStock}, so what it runs is build.sh and every file under src/ (${runs.files.length} files, ${shown}), not only what kerncap's own build.sh runs`, {
+        hint: `Read build.sh and the files marked as run (${shown}, sha256 ${runs.digest}); if you trust them all, run ${base} --trust=${runs.digest}. Every change under src/ then asks again; ask the sender for a capture whose build.sh kerncap wrote to edit it freely.`,
+      });
+    }
     const theirs = notYours(dirArg);
     if (theirs) {
       show();
@@ -546,7 +682,7 @@ export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | 
     return undefined;
   }
   const ok = approved.get(real);
-  const runs = readWhatRuns(real, ok?.frontend ?? frontend);
+  const runs = readWhatRuns(real, ok?.frontend ?? frontend, ok !== undefined); // a received capture the gate let run: read as the gate read it
   if (!runs) return undefined;
   if (ok && runs.digest !== ok.digest) {
     throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs changed since they were trusted (digest ${ok.digest}, now ${runs.digest}); nothing was run`, {
@@ -642,7 +778,7 @@ function collectBuild(from: string, capture: string): string[] {
  * validate asks, as for any received capture).
  */
 export function trustOwnBuild(dir: string, m: Manifest): void {
-  const runs = readWhatRuns(dir, m.kernel.frontend ?? "");
+  const runs = readWhatRuns(dir, m.kernel.frontend ?? "", receivedBecause(dir, m) !== undefined);
   const state = stateDir();
   if (!runs || !state) return;
   remember(state, readRecords(state), trustKey(dir, runs.digest));
@@ -656,7 +792,7 @@ export function trustOwnBuild(dir: string, m: Manifest): void {
  * private copy's, StagedBuild.digest) instead of the folder's read now.
  */
 export function trustRecorded(dir: string, m: Manifest, digest?: string): boolean {
-  const runs = digest === undefined ? readWhatRuns(dir, m.kernel.frontend ?? "")?.digest : digest;
+  const runs = digest === undefined ? readWhatRuns(dir, m.kernel.frontend ?? "", receivedBecause(dir, m) !== undefined)?.digest : digest;
   const state = stateDir();
   if (!runs || !state) return false;
   const key = trustKey(dir, runs);

@@ -8,15 +8,20 @@ import type { FinalizeOptions } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
 import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { setBuildScriptReader } from "../format/trust.ts";
 import { cudaFrontend } from "./cuda/index.ts";
 import type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
+import { readBuildScripts } from "./stock-build.ts";
 import { tritonFrontend } from "./triton/index.ts";
 
 export type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
 
 /** Every frontend, in the order their capture enrichment runs (Triton first: it claims the cubins it compiled before CUDA renders a C++ reproducer). */
 const registry: Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
+
+// the trust gate (a lower layer) reads a received capture's build.sh against its frontend's templates through this
+setBuildScriptReader((name, files) => readBuildScripts(registry.find((f) => f.name === name)?.templates, files));
 
 /** The registered frontends, in enrichment order. */
 export function frontends(): readonly Frontend[] {

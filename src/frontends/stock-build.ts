@@ -1,0 +1,255 @@
+/**
+ * Whether a received capture's build.sh (and repro.py) is the one this kerncap's templates write,
+ * and which programs, plugins and option files it names (docs/security.md, "What build.sh names").
+ *
+ * A build.sh rendered from a frontend's `build.sh.hbs` runs nvcc (hipcc, the capture's Python)
+ * with text from the manifest only in the template's slots, each put through the escape of its
+ * language (src/frontends/templates.ts). Matching a script against the template's structure (its
+ * Handlebars parse, each slot a pattern of what that escape can produce) therefore says what it
+ * can run: the template's own commands, plus whatever its `flags` words (the captured compile
+ * command's) or its `python` name. Those words are read with the compiler's option syntax
+ * (codeLoadingWords) so that a flag that runs a program or loads code (`-ccbin DIR`,
+ * `-Xcompiler -fplugin=P`, `-B`, `--options-file`, `@file`, …) is named with its path.
+ *
+ * A script that does not match is read only lexically (a best effort: shell words, variables that
+ * name the build's folder dropped), for the flags it names and the capture files it mentions; the
+ * trust gate then treats everything the build can reach as what runs (src/format/trust.ts).
+ */
+import Handlebars from "handlebars";
+import type { BuildScriptReading, NamedProgram, RunFile } from "../format/trust.ts";
+import type { TemplateFile } from "./templates.ts";
+
+/** What each escape helper of src/frontends/templates.ts can produce, as a regular expression (no capture groups). */
+const SLOT: Record<string, string> = {
+  // shellQuote: a plain word, or single quotes with ' written '\''
+  shq: String.raw`(?:[A-Za-z0-9_@%+=:,./-]+|'(?:[^']|'\\'')*')`,
+  // one line of a comment: whatever it holds, it does not run
+  shComment: String.raw`[^\n]*`,
+  // inside "…": no $, `, \ or " but escaped
+  dq: String.raw`(?:[^\n"$\x60\\]|\\[$\x60"\\])*`,
+  // inside an unquoted heredoc: a backslash pairs with the next character; no bare $ or `
+  heredocYaml: String.raw`(?:[^\n$\x60\\]|\\[^\n])*`,
+};
+/** One word of the flags slot: shellQuote'd parts and the reproducer's `"$here/src"` (src/frontends/cuda/repro.ts word()). */
+const FLAG_WORD = String.raw`(?:[A-Za-z0-9_@%+=:,./-]|'[^']*'|\\'|"\$here/src")+`;
+/** The bare fields a build.sh template may print unescaped, and their patterns. */
+const BARE: Record<string, string> = { flags: `(?:${FLAG_WORD}(?: ${FLAG_WORD})*)?` };
+/** Slots whose text the reading returns (the first occurrence of each). */
+const CAPTURED = new Set(["flags", "python"]);
+/** A line longer than this is no template's (bytes): the matcher stays linear in practice. */
+const MAX_LINE = 1 << 16;
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+
+interface Compiled {
+  re: RegExp;
+  groups: Map<string, number>;
+}
+const compiled = new Map<string, Compiled>();
+
+/**
+ * The regular expression of every text a Handlebars template can render to, with each slot the
+ * pattern of its escape (SLOT, BARE); `{{#if}}` optional or alternative, `{{#each}}` repeated.
+ * @throws Error for a slot the matcher does not know (a template changed without this file: a kerncap bug, caught by the tests)
+ */
+export function templatePattern(template: string): Compiled {
+  const hit = compiled.get(template);
+  if (hit) return hit;
+  const groups = new Map<string, number>();
+  let group = 0;
+  const slot = (name: string, pattern: string) => {
+    if (!CAPTURED.has(name) || groups.has(name)) return pattern;
+    groups.set(name, ++group);
+    return `(${pattern})`;
+  };
+  const walk = (program: hbs.AST.Program | undefined): string => {
+    let out = "";
+    for (const s of program?.body ?? []) {
+      if (s.type === "ContentStatement") out += escapeRe((s as hbs.AST.ContentStatement).value);
+      else if (s.type === "CommentStatement") continue;
+      else if (s.type === "MustacheStatement") {
+        const m = s as hbs.AST.MustacheStatement;
+        const name = (m.path as hbs.AST.PathExpression).original;
+        if (m.params.length) {
+          const pattern = SLOT[name];
+          if (!pattern) throw new Error(`build.sh template: unknown helper ${name}`);
+          out += slot((m.params[0] as hbs.AST.PathExpression).original ?? "", pattern);
+        } else {
+          const pattern = BARE[name];
+          if (!pattern) throw new Error(`build.sh template: unescaped field ${name}`);
+          out += slot(name, pattern);
+        }
+      } else if (s.type === "BlockStatement") {
+        const b = s as hbs.AST.BlockStatement;
+        const kind = (b.path as hbs.AST.PathExpression).original;
+        const body = walk(b.program);
+        if (kind === "each") out += `(?:${body})*`;
+        else if (kind === "if" || kind === "unless") out += b.inverse ? `(?:${body}|${walk(b.inverse)})` : `(?:${body})?`;
+        else throw new Error(`build.sh template: unknown block ${kind}`);
+      } else throw new Error(`build.sh template: unknown statement ${s.type}`);
+    }
+    return out;
+  };
+  const c = { re: new RegExp(`^${walk(Handlebars.parse(template))}$`), groups };
+  compiled.set(template, c);
+  return c;
+}
+
+/** The slots of `text` when it is a rendering of `template` (CAPTURED slot → its text), else undefined. */
+export function matchTemplate(template: string, text: string): Record<string, string> | undefined {
+  if (text.split("\n").some((l) => l.length > MAX_LINE)) return undefined;
+  const { re, groups } = templatePattern(template);
+  const m = re.exec(text);
+  if (!m) return undefined;
+  return Object.fromEntries([...groups].map(([name, i]) => [name, m[i] ?? ""]));
+}
+
+/** The words of the flags slot (FLAG_WORD syntax) with their quotes removed; `"$here/src"` read as `./src` (the build's folder: the capture's src/). */
+export function flagWords(text: string): string[] {
+  const words: string[] = [];
+  for (const w of text.match(new RegExp(FLAG_WORD, "g")) ?? []) {
+    let v = "";
+    for (const part of w.match(/'[^']*'|\\'|"\$here\/src"|[^'"\\]+/g) ?? []) {
+      if (part.startsWith("'")) v += part.slice(1, -1);
+      else if (part === "\\'") v += "'";
+      else if (part === '"$here/src"') v += "./src";
+      else v += part;
+    }
+    words.push(v);
+  }
+  return words;
+}
+
+/** Options that name a program to run (a bare name is looked up on PATH). `=`: also as `--opt=VALUE`; attached: `-BVALUE`. */
+const PROGRAM_OPTS = new Set(["-ccbin", "--compiler-bindir", "-arbin", "--archiver-binary", "--ld-path", "-fuse-ld", "--gcc-toolchain", "-gcc-toolchain", "--hip-path", "--rocm-path", "-ccc-install-dir", "-wrapper"]);
+/** Options that name a file the compiler loads as code or reads options from (a relative path is the build's folder's). */
+const FILE_OPTS = new Set(["-fplugin", "-fpass-plugin", "-load", "-plugin", "--plugin", "-specs", "--specs", "-iplugindir", "-optf", "--options-file", "--config", "-B"]);
+/** Options whose value is more options, for another program (nvcc: comma-separated; the -W?, forms too). */
+const PASS_OPTS = new Set(["-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xarchive", "--archive-options", "-Xclang", "-mllvm", "-Xpreprocessor", "-Xassembler", "-Xnvlink", "--nvlink-options", "-Xptxas", "--ptxas-options"]);
+/** Options with no use in a reproducer's module build that run something else (nvcc -run runs the program it built). */
+const RUN_OPTS = new Set(["-run", "--run", "-run-args", "--run-args", "-idp", "--input-drive-prefix", "-ddp", "--dependency-drive-prefix", "-dp", "--drive-prefix"]);
+
+/**
+ * The programs, plugins and option files a compiler command's words name (nvcc's, gcc's and
+ * clang's option syntax, into -Xcompiler/-Xlinker/-Wl,/-Wp,/-Xclang values), each with the option
+ * that names it. `kind`: "program" (a bare name is looked up on PATH), "file" (a path, relative
+ * to the build's folder), "run" (an option a module build has no use for: refused as such).
+ */
+export function codeLoadingWords(words: string[]): NamedProgram[] {
+  const out: NamedProgram[] = [];
+  const walk = (ws: string[]) => {
+    for (let i = 0; i < ws.length; i++) {
+      const w = ws[i]!;
+      const eq = w.indexOf("=");
+      const [opt, inline] = w.startsWith("-") && eq > 0 ? [w.slice(0, eq), w.slice(eq + 1)] : [w, undefined];
+      const next = () => (inline !== undefined ? inline : ws[++i]);
+      if (w.startsWith("@") && w.length > 1) out.push({ flag: "@file", value: w.slice(1), kind: "file" });
+      else if (RUN_OPTS.has(opt)) out.push({ flag: opt, value: inline ?? "", kind: "run" });
+      else if (PROGRAM_OPTS.has(opt)) {
+        const v = next();
+        if (v !== undefined) out.push({ flag: opt, value: opt === "-wrapper" ? v.split(",")[0]! : v, kind: "program" });
+      } else if (FILE_OPTS.has(opt)) {
+        const v = next();
+        if (v !== undefined) out.push({ flag: opt, value: v, kind: "file" });
+      } else if (PASS_OPTS.has(opt)) {
+        // every value of this option in a row (clang's -Xclang -load -Xclang P.so), split at commas and spaces as nvcc and the shell do
+        const values: string[] = [];
+        for (let v: string | undefined = next(); v !== undefined; v = ws[i + 1] === opt ? ws[(i += 2)] : undefined) values.push(...v.split(/[,\s]+/).filter(Boolean));
+        walk(values);
+      } else if (/^-W[pla],/.test(w)) walk(w.slice(4).split(","));
+      else if (/^-B./.test(w) && !/^-B(static|dynamic|symbolic.*|shareable|group|no-symbolic)$/.test(w)) out.push({ flag: "-B", value: w.slice(2), kind: "file" }); // gcc's program prefix, not the linker's -Bstatic
+    }
+  };
+  walk(words);
+  return out;
+}
+
+/** Environment variables that make a program load code or find programs, as a build.sh may set them (`LD_PRELOAD=… nvcc`). */
+const CODE_ENV = new Set(["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PATH", "BASH_ENV", "ENV", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "NVCC_CCBIN", "COMPILER_PATH", "GCC_EXEC_PREFIX", "CC", "CXX", "NVCC", "HIPCC", "KERNCAP_PYTHON", "GCONV_PATH"]);
+const FLAG_ENV = new Set(["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "EXTRA_FLAGS", "CFLAGS", "CXXFLAGS", "HIPCC_COMPILE_FLAGS_APPEND"]);
+
+/**
+ * The words of a shell script, read lexically (comments dropped; quotes removed; `$here/`,
+ * `${here}/`, `$dir/` and the like, which name the script's folder, read as `./`). A best effort:
+ * what a script computes at run time is not seen.
+ */
+export function scriptWords(text: string): string[] {
+  const words: string[] = [];
+  let cur = "";
+  let has = false;
+  const end = () => {
+    if (has) words.push(cur.replace(/^\$\{?(here|dir|DIR|HERE|PWD|root|ROOT|SCRIPT_DIR|script_dir)\}?\//, "./").replace(/^\$\((dirname|cd)[^)]*\)\//, "./"));
+    cur = "";
+    has = false;
+  };
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === "\\" && i + 1 < text.length) {
+      if (text[i + 1] !== "\n") (cur += text[i + 1]), (has = true);
+      i++;
+    } else if (c === "'") {
+      const j = text.indexOf("'", i + 1);
+      cur += text.slice(i + 1, j < 0 ? undefined : j);
+      has = true;
+      i = j < 0 ? text.length : j;
+    } else if (c === '"') {
+      let j = i + 1;
+      for (; j < text.length && text[j] !== '"'; j++) if (text[j] === "\\") j++;
+      cur += text.slice(i + 1, j).replace(/\\([$`"\\])/g, "$1");
+      has = true;
+      i = j;
+    } else if (c === "#" && !has) {
+      const j = text.indexOf("\n", i);
+      i = j < 0 ? text.length : j - 1;
+    } else if (/[\s;&|()<>`]/.test(c)) end();
+    else (cur += c), (has = true);
+  }
+  end();
+  return words;
+}
+
+/**
+ * What a non-template script names: the code-loading options among its words (codeLoadingWords),
+ * the environment it sets for its commands (`VAR=VALUE`: CODE_ENV values as programs or paths,
+ * FLAG_ENV values as more options), and every word that may be a path inside the build's folder.
+ */
+export function readScript(text: string): { programs: NamedProgram[]; named: string[] } {
+  const words = scriptWords(text);
+  const programs = codeLoadingWords(words);
+  const named = new Set<string>();
+  for (const w of words) {
+    const a = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(w);
+    if (a && CODE_ENV.has(a[1]!)) for (const v of a[2]!.split(":")) if (v) programs.push({ flag: `${a[1]}=`, value: v, kind: /^(CC|CXX|NVCC|HIPCC|NVCC_CCBIN|KERNCAP_PYTHON)$/.test(a[1]!) ? "program" : "file" });
+    if (a && FLAG_ENV.has(a[1]!)) programs.push(...codeLoadingWords(scriptWords(a[2]!)));
+    for (const part of (a ? a[2]! : w).split(/[=,:]/)) if (part && !part.startsWith("-") && !part.startsWith("/") && !part.includes("$")) named.add(part.replace(/^(\.\/)+/, ""));
+  }
+  return { programs, named: [...named] };
+}
+
+/**
+ * The reading of the files a build runs against a frontend's templates (the trust gate's hook,
+ * src/format/trust.ts setBuildScriptReader): `stock` when build.sh is a rendering of its
+ * `build.sh.hbs` and every raw template file present (Triton's repro.py) is the template's own
+ * bytes; the programs the stock slots name (the flags' code-loading options; the Python it runs);
+ * otherwise why not, and what a lexical reading of build.sh names.
+ */
+export function readBuildScripts(templates: readonly TemplateFile[] | undefined, files: readonly RunFile[]): BuildScriptReading {
+  const build = files.find((f) => f.name === "build.sh");
+  const tpl = templates?.find((t) => t.path === "build.sh.hbs");
+  const lexical = (why: string): BuildScriptReading => ({ stock: false, why, ...(build ? readScript(build.bytes.toString("utf8")) : { programs: [], named: [] }) });
+  for (const t of templates ?? []) {
+    if (t.path.endsWith(".hbs")) continue;
+    const f = files.find((x) => x.name === t.path);
+    if (f && !f.bytes.equals(Buffer.from(t.text))) return lexical(`${t.path} is not the one this kerncap writes`);
+  }
+  if (!build) return { stock: true, programs: [], named: [] }; // Triton's files without a build.sh: kerncap's own repro.py runs them
+  if (!tpl) return lexical("this kerncap has no build.sh template for the capture's frontend");
+  const slots = matchTemplate(tpl.text, build.bytes.toString("utf8"));
+  if (!slots) return lexical("build.sh is not the one this kerncap writes (it does not match the frontend's build.sh template)");
+  const programs = codeLoadingWords(flagWords(slots.flags ?? ""));
+  if (slots.python !== undefined) {
+    const py = flagWords(slots.python)[0];
+    if (py) programs.push({ flag: "build.sh's Python", value: py, kind: "program" });
+  }
+  return { stock: true, programs, named: [] };
+}
