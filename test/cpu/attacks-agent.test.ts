@@ -24,7 +24,7 @@ import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/trust.ts";
 import { notAnEditableSource } from "../../src/frontends/index.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
-import { makeCapture, recordRendered, tempDir, writeRawCapture } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
 
 let savedState: string | undefined;
 beforeAll(() => {
@@ -217,7 +217,7 @@ describe("attack: a confined build runs a build.sh kerncap did not write", () =>
     }
     expect(existsSync(marker)).toBe(false);
     // the user reads it and trusts it on the command line: recorded, and kerncap mcp then runs those bytes
-    cli(["validate", cap, "--trust"]);
+    cli(["validate", cap, `--trust=${trustDigest(cap)}`]);
     expect(existsSync(marker)).toBe(true);
     rmMarker(marker);
     const c = await mcp();
@@ -340,7 +340,7 @@ describe("attack: made here means this machine's id", () => {
     expect(text.code).toBe(0);
     expect(text.out).toContain("trust      received: a rebuild runs its build.sh only after --trust, because\n  - its manifest records no host machine-id");
     // once the user trusted it (validate --trust; here its build fails at once), inspect says so
-    cli(["validate", cap, "--trust"]);
+    cli(["validate", cap, `--trust=${trustDigest(cap)}`]);
     expect(cli(["inspect", cap]).doc.received.trusted).toBe(true);
     expect(cli(["inspect", cap], false).out).toContain("trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because\n  - its manifest records no host machine-id");
   }, 60_000);

@@ -26,7 +26,7 @@ import type { OpenRunner } from "../../src/check/pool.ts";
 import type { CheckSettings } from "../../src/check/runner.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
 
 const ROOT = process.geteuid?.() === 0;
 const NOBODY = 65534;
@@ -295,7 +295,7 @@ describe("attack: the state folder inside a folder another user can write", () =
     delete m.host; // received: validate asks
     writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
     writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\necho no compiler >&2\nexit 1\n", { mode: 0o755 });
-    const r = cli(["validate", cap, "--trust"], { XDG_STATE_HOME: open });
+    const r = cli(["validate", cap, `--trust=${trustDigest(cap)}`], { XDG_STATE_HOME: open });
     expect(r.err).toContain(`the state folder is not used (${open} is writable by other users (mode 0777))`);
     expect(existsSync(join(open, "kerncap"))).toBe(false);
   }, 60_000);

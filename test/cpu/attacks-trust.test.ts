@@ -20,7 +20,7 @@ import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { buildReproducer } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const saved: Record<string, string | undefined> = {};
@@ -120,7 +120,7 @@ describe("what runs is what was trusted", () => {
     // nvcc that takes a while: bash reads a script as it goes, so a line appended meanwhile would run next
     process.env.PATH = `${fakeTool("nvcc", `touch ${JSON.stringify(started)}\nsleep 3\n`)}${delimiter}${saved.PATH}`;
     const dir = await received(root, `#!/usr/bin/env bash\nset -euo pipefail\nnvcc -cubin src/kernel.cu\nmkdir -p build\n: >build/k.o\necho build/k.o\n`);
-    requireTrustedBuild(dir, readManifest(dir), true); // the user read it and said --trust
+    requireTrustedBuild(dir, readManifest(dir), trustDigest(dir)); // the user read it and trusted its digest (a build.sh of its own: plain --trust is not enough)
     const build = buildReproducer(dir, { quiet: true, force: false });
     for (let i = 0; i < 200 && !existsSync(started); i++) await Bun.sleep(25);
     expect(existsSync(started)).toBe(true);
@@ -332,7 +332,7 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     }
     // a script's own write (build.sh's `echo >build/ran`): through no link either
     const honest = await received(join(root, "h"), HONEST);
-    requireTrustedBuild(honest, readManifest(honest), true);
+    requireTrustedBuild(honest, readManifest(honest), trustDigest(honest));
     mkdirSync(join(honest, "build"));
     symlinkSync(victim, join(honest, "build/ran"));
     expect((await thrown(() => buildReproducer(honest, { quiet: true, force: false }))).code).toBe("E_UNSAFE_PATH");

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { renderedDigests } from "../../src/format/rendered.ts";
+import { readWhatRuns } from "../../src/format/trust.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
@@ -31,6 +32,15 @@ export function recordRendered(dir: string): void {
   const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
   m.rendered = renderedDigests(dir);
   writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m, null, 2) + "\n");
+}
+
+/**
+ * The digest a received capture's E_UNTRUSTED refusal shows (`--trust=DIGEST`): a build.sh that is
+ * not kerncap's own (a test's hand-written one) is trusted with it, not with plain --trust.
+ */
+export function trustDigest(dir: string): string {
+  const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+  return readWhatRuns(dir, m.kernel?.frontend ?? "", true)!.digest;
 }
 
 /**
