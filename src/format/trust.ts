@@ -384,7 +384,7 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
  */
 function programProblem(dir: string, p: NamedProgram): string | undefined {
   const what = `names ${escapeForTerminal(JSON.stringify(p.value))} (${p.flag})`;
-  if (p.kind === "run") return `passes ${p.flag}, which runs another program: a module build has no use for it`;
+  if (p.kind === "run") return `passes an option that runs another program (${p.flag}): a module build has no use for it`;
   if (/[$\x60]/.test(p.value) || p.value === "") return undefined;
   // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's
   if (!p.value.includes("/") && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;

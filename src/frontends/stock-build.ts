@@ -178,7 +178,7 @@ export function scriptWords(text: string): string[] {
   let cur = "";
   let has = false;
   const end = () => {
-    if (has) words.push(cur.replace(/^\$\{?(here|dir|DIR|HERE|PWD|root|ROOT|SCRIPT_DIR|script_dir)\}?\//, "./").replace(/^\$\((dirname|cd)[^)]*\)\//, "./"));
+    if (has) words.push(cur.replace(/(^|[=:,])\$\{?(here|dir|DIR|HERE|PWD|root|ROOT|SCRIPT_DIR|script_dir)\}?\//g, "$1./").replace(/(^|[=:,])\$\((dirname|cd|pwd)[^)]*\)\//g, "$1./"));
     cur = "";
     has = false;
   };

@@ -1,0 +1,242 @@
+/**
+ * The attack suite of "what build.sh names" (docs/security.md): a received capture whose build.sh
+ * runs a program that lies in the capture, whose bytes the trust prompt never showed or hashed.
+ *  - kerncap's own build.sh (the template's structure) whose flags slot names a program, a plugin
+ *    or an option file in the capture (`-ccbin src/tools/gcc`, `-Xcompiler -fplugin=…`, `-B…`,
+ *    `--options-file`, `@file`, `-run`) or in a folder another user can write: refused before
+ *    anything runs, with --trust too;
+ *  - a build.sh of its own that runs `bash src/tools/gen.sh`: every file under src/ is part of the
+ *    digest and the private copy, the named one printed; plain --trust is refused, --trust=DIGEST
+ *    runs it, and a later change of src/tools/gen.sh asks again instead of running;
+ *  - the template matcher: every template rendered with hostile names is kerncap's own; a line
+ *    added, a command changed or a `$(…)` in the flags is not.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { runCommand } from "citty";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { commands } from "../../src/cli/main.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { packCapture, unpackArchive } from "../../src/format/archive.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
+import { readWhatRuns, requireTrustedBuild, type RunFile } from "../../src/format/trust.ts";
+import { CUDA_TEMPLATES } from "../../src/frontends/cuda/templates.ts";
+import { HIP_TEMPLATES } from "../../src/frontends/hip/templates.ts";
+import "../../src/frontends/index.ts"; // registers the frontends' reading of build.sh with the trust gate
+import { codeLoadingWords, flagWords, readBuildScripts, scriptWords } from "../../src/frontends/stock-build.ts";
+import { TEMPLATE_ESCAPES, templateEngine, type TemplateFile } from "../../src/frontends/templates.ts";
+import { TRITON_TEMPLATES } from "../../src/frontends/triton/templates.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const saved: Record<string, string | undefined> = {};
+beforeAll(() => {
+  for (const k of ["XDG_STATE_HOME", "NVCC"]) saved[k] = process.env[k];
+  process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+});
+afterAll(() => {
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+});
+
+async function quietly(f: () => unknown): Promise<{ err: string; e?: KerncapError }> {
+  let err = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((c: string | Uint8Array) => ((err += typeof c === "string" ? c : new TextDecoder().decode(c)), true)) as typeof process.stderr.write;
+  try {
+    await f();
+    return { err };
+  } catch (e) {
+    if (e instanceof KerncapError) return { err, e };
+    throw e;
+  } finally {
+    process.stderr.write = orig;
+  }
+}
+
+const validate = async (argv: string[]) => quietly(async () => runCommand(await commands.validate(), { rawArgs: argv }));
+
+/** kerncap's own CUDA build.sh for src/kernel.cu, its flags slot `flags` (shell words, as the renderer writes them). */
+function stockCudaBuildSh(flags: string, more: Record<string, unknown> = {}): string {
+  const text = CUDA_TEMPLATES.find((t) => t.path === "build.sh.hbs")!.text;
+  return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags, tuSource: "kernel.cu", compiledSource: "kernel.cu", sliceKind: "none", ...more });
+}
+
+/** A capture made in ROOT/made with `script` as build.sh, src/kernel.cu and `more`'s files, packed and unpacked: received. */
+async function received(root: string, script: string, more: (made: string) => void = () => {}): Promise<string> {
+  const made = join(root, "made");
+  await makeCapture(made);
+  mkdirSync(join(made, "src/tools"), { recursive: true });
+  writeFileSync(join(made, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+  writeFileSync(join(made, "build.sh"), script, { mode: 0o755 });
+  more(made);
+  const p = await packCapture(made, join(root, "cap.zip"));
+  return (await unpackArchive(p.archive, join(root, "got"))).dir;
+}
+
+/** A stand-in nvcc that runs every program its words name whose name holds "payload" (as nvcc runs -ccbin's compiler and gcc loads a plugin), then writes its -o. */
+function fakeNvcc(): string {
+  const bin = tempDir("kerncap-bin-");
+  writeFileSync(
+    join(bin, "nvcc"),
+    `#!/usr/bin/env bash\nfor a in "$@"; do for w in $(printf '%s' "$a" | tr ',=@' '   '); do case "$w" in -B*) w="\${w#-B}";; esac; case "$w" in *payload*) [ -f "$w" ] && bash "$w";; esac; done; done\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then : >"$2"; fi; shift; done\n`,
+    { mode: 0o755 },
+  );
+  return join(bin, "nvcc");
+}
+
+describe("the template matcher", () => {
+  const HOSTILE = "evil\n touch PWNED_NL\n$(touch PWNED_SUB)`touch PWNED_BT`'\"*/\"\"\"\u202e#";
+  const ctx = (extra: Record<string, unknown> = {}) => {
+    const h = HOSTILE;
+    return {
+      kernelName: h, kernelDisplayName: h, arch: h, originalSource: h, definitionCopy: h, compiledSource: h, tuSource: h, sliceKind: h, sliceReason: h,
+      projectRoot: h, flags: `${TEMPLATE_ESCAPES.shq!(`-DX=${h}`)} -I"$here/src"/${TEMPLATE_ESCAPES.shq!(h)} -O3`, flagsFrom: h, assumed: h, missing: h, method: h, copiedCount: 1, referenced: 0, overlay: true, rdc: false, sliced: true,
+      sourceCopy: h, files: [{ original: h, copy: h }, { original: "a", copy: "b" }], kernelFile: h, tritonVersion: h, python: h, ...extra,
+    };
+  };
+  const render = (templates: readonly TemplateFile[], c: Record<string, unknown>) => templateEngine().compile(templates.find((t) => t.path === "build.sh.hbs")!.text, { strict: true, noEscape: true })(c);
+  const files = (script: string, extra: RunFile[] = []): RunFile[] => [{ name: "build.sh", bytes: Buffer.from(script) }, ...extra];
+
+  test("every build.sh template rendered with hostile names (newlines, $(…), backticks, quotes, U+202E) in every slot is kerncap's own; its flags read back word for word", () => {
+    for (const [sliced, rdc, overlay] of [[true, false, true], [false, true, false], [true, true, false]]) {
+      const script = render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay }));
+      const r = readBuildScripts(CUDA_TEMPLATES, files(script));
+      expect(r.stock, `cuda sliced=${sliced} rdc=${rdc}`).toBe(true);
+      expect(r.programs).toEqual([]);
+    }
+    expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(true);
+    const triton = readBuildScripts(TRITON_TEMPLATES, files(render(TRITON_TEMPLATES, ctx()), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]));
+    expect(triton.stock).toBe(true);
+    expect(triton.programs).toEqual([{ flag: "build.sh's Python", value: HOSTILE, kind: "program" }]);
+    expect(flagWords(ctx().flags as string)).toEqual([`-DX=${HOSTILE}`, `-I./src/${HOSTILE}`, "-O3"]);
+    // the demo kerncap writes is the current template's
+    expect(readBuildScripts(CUDA_TEMPLATES, files(readFileSync(join(import.meta.dir, "../../demo/capture/build.sh"), "utf8"))).stock).toBe(true);
+  });
+
+  test("a line added, a command changed, an unquoted $(…) or ; in the flags, another repro.py: not kerncap's own", () => {
+    const stock = stockCudaBuildSh("-O3 -std=c++17");
+    expect(readBuildScripts(CUDA_TEMPLATES, files(stock)).stock).toBe(true);
+    const changed = [
+      stock + "bash src/tools/gen.sh\n",
+      stock.replace("set -euo pipefail\n", "set -euo pipefail\nsource src/env.sh\n"),
+      stock.replace('compile "$tu" "$cubin"', 'compile "$tu" "$cubin"; ./src/tools/post'),
+      stockCudaBuildSh("-O3 $(touch x)"),
+      stockCudaBuildSh("-O3 ; touch x"),
+      stockCudaBuildSh('-O3 "$(id)"'),
+      stock.replace("# Rebuild the cubin of k from", "# Rebuild the cubin of k\ntouch x\n# from"),
+    ];
+    for (const s of changed) expect(readBuildScripts(CUDA_TEMPLATES, files(s)).stock, s.slice(0, 0)).toBe(false);
+    const repro = { name: "repro.py", bytes: Buffer.from("import os\n") };
+    expect(readBuildScripts(TRITON_TEMPLATES, files(render(TRITON_TEMPLATES, ctx()), [repro])).why).toContain("repro.py is not the one this kerncap writes");
+    // a very long line is no template's, and says so quickly
+    const t0 = performance.now();
+    expect(readBuildScripts(CUDA_TEMPLATES, files(stock.replace("# Rebuild the cubin of k", `# Rebuild the cubin of ${"k (".repeat(400_000)}`))).stock).toBe(false);
+    expect(performance.now() - t0).toBeLessThan(2000);
+  });
+
+  test("the options that run or load a program are read in every spelling (nvcc's -Xcompiler values, gcc's -W?, and -B, clang's -Xclang pairs, @files)", () => {
+    const named = (ws: string[]) => codeLoadingWords(ws).map((p) => `${p.flag} ${p.value}`);
+    expect(named(["-ccbin", "src/g", "--compiler-bindir=/opt/g", "-arbin", "a"])).toEqual(["-ccbin src/g", "--compiler-bindir /opt/g", "-arbin a"]);
+    expect(named(["-Xcompiler", "-O3,-fplugin=src/p.so", "-Xcompiler=-Bsrc/b", "--compiler-options", "-wrapper,src/w,x"])).toEqual(["-fplugin src/p.so", "-B src/b", "-wrapper src/w"]);
+    expect(named(["-Xclang", "-load", "-Xclang", "src/l.so", "-Wp,-fplugin=q.so", "-Wl,-Bstatic,-plugin,src/lto.so"])).toEqual(["-load src/l.so", "-fplugin q.so", "-plugin src/lto.so"]);
+    expect(named(["@src/opts", "-optf", "o", "--options-file=p", "-specs=s", "-run", "--dependency-drive-prefix", "x"])).toEqual(["@file src/opts", "-optf o", "--options-file p", "-specs s", "-run ", "--dependency-drive-prefix "]);
+    expect(named(["-O3", "-I./src", "-DX=1", "-std=c++17", "-Xptxas=-v", "-Wl,-Bdynamic"])).toEqual([]);
+    // a script read lexically: comments dropped, quotes removed, $here/ read as the build's folder
+    expect(scriptWords(`# -ccbin x\nLD_PRELOAD="$here/src/x.so" nvcc -ccbin '\${here}/src/g' # c\n`)).toEqual(["LD_PRELOAD=./src/x.so", "nvcc", "-ccbin", "./src/g"]);
+  });
+});
+
+describe("a received capture's build.sh that names a program in the capture", () => {
+  const CASES: [string, string][] = [
+    ["-ccbin src/tools/payload", "-ccbin"],
+    ['-ccbin "$here/src"/tools/payload', "-ccbin"],
+    ["-Xcompiler -fplugin=src/tools/payload", "-fplugin"],
+    ["-Xcompiler=-O2,-fplugin=src/tools/payload", "-fplugin"],
+    ["-Xcompiler -Bsrc/tools/payload", "-B"],
+    ["--options-file src/tools/payload", "--options-file"],
+    ["@src/tools/payload", "@file"],
+    ["-run", "-run"],
+  ];
+  for (const [flags, flag] of CASES) {
+    test(`kerncap's own build.sh with ${flags}: refused (E_UNSAFE_PATH naming ${flag}) before anything runs, --trust or not`, async () => {
+      const root = tempDir();
+      const marker = join(root, "payload-ran");
+      process.env.NVCC = fakeNvcc();
+      const dir = await received(root, stockCudaBuildSh(flags), (made) => writeFileSync(join(made, "src/tools/payload"), `touch ${JSON.stringify(marker)}\n`, { mode: 0o755 }));
+      for (const argv of [[dir], [dir, "--trust"]]) {
+        const { e } = await validate(argv);
+        expect(e).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
+        expect(e!.message).toContain(`(${flag})`);
+        expect(existsSync(marker)).toBe(false);
+      }
+    }, 60_000);
+  }
+
+  test("a compiler in a folder every user can write (not sticky) is refused; a bare name (PATH) and root's compiler are not", async () => {
+    const root = tempDir();
+    const open = join(root, "open");
+    mkdirSync(open);
+    writeFileSync(join(open, "g++"), "#!/bin/sh\n", { mode: 0o755 });
+    chmodSync(open, 0o777);
+    process.env.NVCC = fakeNvcc();
+    const bad = await received(join(root, "a"), stockCudaBuildSh(`-ccbin ${open}/g++`));
+    const { e } = await validate([bad, "--trust"]);
+    expect(e?.code).toBe("E_UNSAFE_PATH");
+    expect(e!.message).toContain("which its group or every user can write");
+    for (const flags of ["-ccbin g++-12", "-ccbin /usr/bin/g++ -Xcompiler -fplugin=annobin", "-Xcompiler -Wl,-Bstatic -O3"]) {
+      const ok = await received(tempDir(), stockCudaBuildSh(flags));
+      const r = await validate([ok, "--trust"]);
+      expect(r.e?.code, flags).not.toBe("E_UNSAFE_PATH"); // the build ran (and failed or needed a GPU)
+      expect(r.e?.code, flags).not.toBe("E_UNTRUSTED");
+    }
+    chmodSync(open, 0o755);
+  }, 60_000);
+});
+
+describe("a received capture's build.sh of its own", () => {
+  const SCRIPT = `#!/usr/bin/env bash\nset -euo pipefail\nbash src/tools/gen.sh\nmkdir -p build\n: >build/k.o\necho build/k.o\n`;
+
+  test("bash src/tools/gen.sh: the refusal prints gen.sh and lists every file of src/; plain --trust is refused; --trust=DIGEST runs it; gen.sh changed afterwards asks again and never runs", async () => {
+    const root = tempDir();
+    const marker = join(root, "gen-ran");
+    const changed = join(root, "changed-gen-ran");
+    const dir = await received(root, SCRIPT, (made) => writeFileSync(join(made, "src/tools/gen.sh"), `touch ${JSON.stringify(marker)}\n`));
+    const refused = await validate([dir]);
+    expect(refused.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    expect(refused.err).toContain("NOT kerncap's own build: build.sh is not the one this kerncap writes");
+    expect(refused.err).toMatch(/──── src\/tools\/gen\.sh \(\d+ bytes, sha256 [0-9a-f]{64}\) ────\ntouch /); // printed whole: build.sh names it
+    expect(refused.err).toMatch(/──── src\/kernel\.cu \(\d+ bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────/);
+    const digest = /what the build would run \(sha256 ([0-9a-f]{64})\)/.exec(refused.err)![1]!;
+    expect(refused.e!.hint).toContain(`--trust=${digest}`);
+    // plain --trust: not enough for a build.sh of its own
+    const plain = await validate([dir, "--trust"]);
+    expect(plain.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    expect(plain.e!.message).toContain("plain --trust is not enough here: build.sh is not the one this kerncap writes");
+    expect(existsSync(marker)).toBe(false);
+    // the digest shown: runs, from the private copy of src/
+    await validate([dir, `--trust=${digest}`]);
+    expect(existsSync(marker)).toBe(true);
+    rmSync(marker);
+    // the sender's file changes after the user trusted it (build.sh unchanged): asks again, never runs
+    writeFileSync(join(dir, "src/tools/gen.sh"), `touch ${JSON.stringify(changed)}\n`);
+    expect((await validate([dir])).e?.code).toBe("E_UNTRUSTED");
+    expect((await validate([dir, `--trust=${digest}`])).e?.code).toBe("E_TRUST_CHANGED");
+    expect(existsSync(changed)).toBe(false);
+    // the MCP server's --trust-builds is plain --trust: not enough either
+    const mcp = await quietly(() => requireTrustedBuild(dir, readManifest(dir), true, { inMessage: true }));
+    expect(mcp.e?.code).toBe("E_UNTRUSTED");
+    expect(existsSync(changed)).toBe(false);
+  }, 60_000);
+
+  test("a build.sh of its own whose words name a program in the capture (LD_PRELOAD=src/…, -ccbin src/…, NVCC_PREPEND_FLAGS=-ccbin src/…): refused before anything runs", async () => {
+    for (const line of ["LD_PRELOAD=src/tools/x.so nvcc -c src/kernel.cu", 'nvcc -ccbin "$here/src/tools" -c src/kernel.cu', "export NVCC_PREPEND_FLAGS='-ccbin src/tools/gcc'"]) {
+      const root = tempDir();
+      const dir = await received(root, `#!/usr/bin/env bash\nhere="$(dirname "$0")"\n${line}\necho build/k.o\n`);
+      const { e } = await quietly(() => readWhatRuns(dir, "cuda", true));
+      expect(e?.code, line).toBe("E_UNSAFE_PATH");
+      expect(e!.message).toContain("a path inside the build's folder");
+    }
+  }, 60_000);
+});
