@@ -68,6 +68,8 @@ export interface BuildSettings {
   force: boolean;
   /** A Triton config's launch grid expression (src/tune/space.ts evalGrid). */
   grid?: string;
+  /** kerncap mcp's evaluate (eval --confine): every build whose frontend's build does not run the source is confined, recorded source root or not. */
+  confine?: boolean;
 }
 
 /**
@@ -105,7 +107,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
       module = b.cubin;
       fe.checkRebuiltModule?.(module, m);
     } else {
-      const r = new Rebuilder(dest, m, fe, { quiet: true, force: s.force, fullBuild: true, ...(confinable(m) ? { confine: m } : {}) });
+      const r = new Rebuilder(dest, m, fe, { quiet: true, force: s.force, fullBuild: true, ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m } : {}) });
       module = (await r.rebuildOnce()).module;
     }
     return { built: { module, seconds: seconds(), ...moduleFigures(module, m), ...(grid ? { grid } : {}) } };

@@ -308,7 +308,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const stopped = () => stops.signal !== null;
   // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
   const work = pending.length ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
-  const buildWith = o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, o.build));
+  const buildWith = o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
   let buildError: unknown;
   const building = (async () => {

@@ -17,6 +17,7 @@ import { stageTrustedBuild, type StagedBuild } from "../format/trust.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
+import { assertNoProbes } from "./confine-sources.ts";
 
 export interface BuildOptions {
   /** Keep build.sh's stderr out of the debug log. */
@@ -160,6 +161,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
+    assertNoProbes(dir, o.confine); // and no source that makes the preprocessor look up a file outside (its existence would show in the result)
     if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile)) throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
     mkdirInCapture(dir, dirname(depsFile));
     rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one

@@ -2,37 +2,41 @@
  * A confined build's sources name no file outside (docs/security.md, "A file's existence"): the
  * dependency list (./confine.ts) says which files the compiler *read*, but the preprocessor also
  * learns whether a file *exists* without reading it (`#if __has_include("/home/u/.ssh/id_rsa")`,
- * `#pragma GCC dependency`, an `#include` that fails or not), and the build's success, or the
- * kernel it compiles, hands that bit to the agent. So before a confined build every source under
- * src/ is read with the preprocessor's own tokens (comments, string and raw string literals,
- * line splices) and refused when it could make the preprocessor look up a path outside:
- *  - `__has_include`, `__has_include_next`, `__has_embed`: only with a header name written out
- *    (`"x.h"` or `<x.h>`), relative and without `..` (a macro argument is refused: `#define P
- *    "/etc/x"` then `__has_include(P)`);
- *  - `#include`, `#include_next`, `#import`, `#embed`: a header name written out, not absolute,
- *    whose `..` stay inside the capture folder (`<…>`: no `..`); a computed `#include MACRO` is refused;
- *  - `#if`/`#elif`: no function-like macro but `defined` and the compilers' `__has_builtin`-like
- *    queries, and no macro defined in these sources whose body holds a call, `#` or `##` (a token
- *    pasted into `__has_include` only works there);
- *  - `_Pragma` only with a string literal, and no `dependency` anywhere (`#pragma GCC dependency`
- *    fails the build on a missing file);
- *  - no string literal that is an absolute path or climbs with `..`, and no `/` or `..` starting a
- *    macro argument (`S(/etc/x)` stringized into one).
+ * `#pragma GCC dependency "…"`, an `#include` that fails or not), and the build's success, or the
+ * kernel it compiles, hands that bit to the agent. The preprocessor can only look up a name that
+ * is written somewhere, so before a confined build every source under src/ is read with the
+ * preprocessor's own tokens (comments, string and raw string literals, line splices, digraphs) and
+ * refused when it writes a path a confined build may not read (./confine.ts confinedReadable), in
+ * any form the preprocessor can turn into a file name:
+ *  - a string literal anywhere (an `#include` operand, a macro's body `#define P "/etc/x"`, an
+ *    argument, a `_Pragma`), absolute or climbing with `..` out of what a confined build reads;
+ *  - a header name `<…>` (after `#include`, `__has_include(`): the same, any `..` refused;
+ *  - (`__has_include(P)` with `#define P "/etc/x"`: P's string is checked where it is written;
+ *    strings cannot be pasted together, only stringized from tokens, which the next rule catches)
+ *  - the tokens that only a path being stringized can hold: a `/` that starts a macro argument, a
+ *    header name or a macro's body (`S(/etc/x)`), and `..` outside a literal.
+ * What is left is a relative name, looked up in the capture's and the recorded build's include
+ * folders, which a confined build may read anyway.
  */
-import { lstatSync, readdirSync } from "node:fs";
-import { join, posix } from "node:path";
+import { lstatSync, readdirSync, realpathSync } from "node:fs";
+import { join, posix, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
 import { readInCapture } from "../format/paths.ts";
+import { confinedReadable } from "./confine.ts";
 
 /** The largest source read (bytes); a larger file under src/ is refused. */
 const SOURCE_MAX = 16 << 20;
 /** The most files under src/ read. */
 const SOURCES_MAX = 20000;
 
-/** Queries of the compilers that look no file up. */
-const SAFE_QUERIES = new Set(["defined", "__has_builtin", "__has_attribute", "__has_cpp_attribute", "__has_c_attribute", "__has_declspec_attribute", "__has_feature", "__has_extension", "__has_warning", "__is_identifier", "__is_target_arch", "__is_target_vendor", "__is_target_os", "__is_target_environment", "__building_module"]);
+/** The sources the C preprocessor reads (C, C++, CUDA, HIP): what an agent may write under src/, and the headers they include. */
+const C_SOURCES = /\.(cu|cuh|h|hh|hpp|hxx|h\+\+|c|cc|cpp|cxx|c\+\+|inc|inl|ipp|tcc|tpp|def|hip|cl)$/;
+
 /** The preprocessor's queries that look a file up. */
 const FILE_QUERIES = new Set(["__has_include", "__has_include_next", "__has_embed", "__has_include__", "__has_include_next__"]);
+/** The directives that look a file up by the name that follows. */
+const FILE_DIRECTIVES = new Set(["include", "include_next", "import", "embed"]);
 
 interface Token {
   kind: "id" | "num" | "str" | "punct";
@@ -96,8 +100,8 @@ export function ppTokens(src: string): Token[] {
         const end = close < 0 ? text.length : close + delim.length + 2;
         const body = text.slice(i, end);
         for (const ch of body) if (ch === "\n") line++;
-        push("str", body, at);
         i = end;
+        push("str", t + body, at);
       } else if (/^(u8|u|U|L)$/.test(t) && (text[i] === '"' || text[i] === "'")) {
         push("str", quoted(), at);
       } else push("id", t, at);
@@ -138,76 +142,105 @@ export function ppTokens(src: string): Token[] {
   }
 }
 
-/** The text of a string literal token (no prefix, no quotes; escapes as written). */
-const literal = (t: string) => t.replace(/^(u8|u|U|L)?R?/, "").replace(/^"|"$/g, "");
-
-/** Why a header name written in a source may not be looked up (a phrase), or undefined: absolute, `~`, or `..` that leaves the capture (quoted: from the source's folder `from`, capture-relative) or any `..` (`<…>`). */
-function headerProblem(name: string, angled: boolean, from: string): string | undefined {
-  if (name.startsWith("/") || name.startsWith("~") || /^[A-Za-z]:/.test(name)) return `names ${JSON.stringify(name)}, an absolute path`;
-  const parts = name.split("/");
-  if (!parts.includes("..")) return undefined;
-  if (angled) return `names <${name}>, which climbs with ..`;
-  const resolved = posix.normalize(posix.join(from, name));
-  if (resolved === ".." || resolved.startsWith("../")) return `names ${JSON.stringify(name)}, which leaves the capture folder`;
-  return undefined;
+/** The text of a string literal token (no prefix, no quotes, escapes as written; a raw string's body). */
+function literal(t: string): string {
+  const raw = /^(?:u8|u|U|L)?R"([^(]*)\(([\s\S]*)\)\1"$/.exec(t);
+  if (raw) return raw[2]!;
+  return t.replace(/^(u8|u|U|L)?/, "").replace(/^"|"$/g, "");
 }
 
 /**
- * What in one source (its text; `rel`: its capture-relative path) could make the preprocessor look
- * up a file outside the capture (phrases with the line). `defs`: the bodies of the macros defined
- * in all the sources checked (name → body tokens), for the `#if` rule.
+ * Why a file name written in a source may not be looked up in a confined build (a phrase), or
+ * undefined. `from`: the source's folder (absolute); `readable`: confinedReadable. Absolute names
+ * and names with `..` (from the source's folder) must be readable; `~` never is; a `<…>` name may
+ * hold no `..` (its include folder is not known here). A relative name without `..` is left: it
+ * is looked up in include folders a confined build reads anyway.
  */
-export function probeProblems(text: string, rel: string, defs: Map<string, Token[]> = definitions([ppTokens(text)])): string[] {
+function pathProblem(name: string, angled: boolean, from: string, readable: (p: string) => boolean): string | undefined {
+  const shown = JSON.stringify(name.length > 120 ? `${name.slice(0, 120)}…` : name);
+  if (name.startsWith("~")) return `names ${shown}, in a home folder`;
+  const climbs = name.split(/[/\\]/).includes("..");
+  if (angled && climbs) return `names <${name}>, which climbs with ..`;
+  if (name.startsWith("/")) return readable(resolve(name)) ? undefined : `names ${shown}, outside what a confined build reads`;
+  if (climbs) return readable(resolve(from, name)) ? undefined : `names ${shown}, which climbs out of what a confined build reads`;
+  return undefined;
+}
+
+/** Whether a string literal's text looks like a path (one that pathProblem is asked about): absolute, `~`, or with a `..` part. */
+const pathLike = (s: string) => /^(\/[^\s/]|~)/.test(s) || /(^|[/\\])\.\.([/\\]|$)/.test(s);
+
+/**
+ * What in one source could make the preprocessor look up a file a confined build may not read
+ * (phrases naming the line): see the file comment. `rel`: its capture-relative path; `abs`: its
+ * absolute path (a relative name's base); `readable`: confinedReadable of the capture.
+ */
+export function probeProblems(text: string, rel: string, abs: string, readable: (p: string) => boolean): string[] {
   const toks = ppTokens(text);
-  const from = posix.dirname(rel);
+  const from = posix.dirname(abs);
   const out: string[] = [];
   const say = (t: Token, what: string) => out.push(`${rel}:${t.line}: ${what}`);
+  let directive = "";
+  let bodyStart = -1;
   for (let i = 0; i < toks.length; i++) {
     const t = toks[i]!;
+    const prev = toks[i - 1];
     const next = toks[i + 1];
-    // a directive
+    if (t.bol) directive = "";
     if (t.bol && t.text === "#" && t.kind === "punct") {
-      const name = next?.kind === "id" ? next.text : "";
-      let end = i + 1;
-      while (end < toks.length && !toks[end]!.bol) end++;
-      const rest = toks.slice(i + 2, end);
-      if (["include", "include_next", "import", "embed"].includes(name)) {
-        const op = rest[0];
-        if (op?.kind === "str" && op.text.startsWith('"')) {
-          const p = headerProblem(literal(op.text), false, from);
-          if (p) say(op, `#${name} ${p}`);
-        } else if (op?.text === "<") {
-          const close = rest.findIndex((x) => x.text === ">");
-          const hn = rest.slice(1, close < 0 ? undefined : close).map((x) => x.text).join("");
-          const p = headerProblem(hn, true, from);
-          if (p) say(op, `#${name} ${p}`);
-        } else say(next ?? t, `#${name} of a computed name (a macro): kerncap mcp cannot tell which file it looks up`);
-      } else if (name === "if" || name === "elif") {
-        for (const p of ifProblems(rest, defs, new Set())) say(next ?? t, `#${name} ${p}`);
-      } else if (name === "pragma" && rest.some((x) => /dependency/.test(x.text))) say(next ?? t, "#pragma … dependency looks a file up");
-      // the tokens of every directive (a #define's body too) go through the checks below as well
+      directive = next?.kind === "id" ? next.text : "#";
+      // where a #define's body starts (after the name, and the parameters of a function-like macro)
+      bodyStart = -1;
+      if (directive === "define" && toks[i + 2]?.kind === "id") {
+        let b = i + 3;
+        if (toks[b]?.text === "(" && toks[b]!.glued && !toks[b]!.bol) {
+          while (b < toks.length && !toks[b]!.bol && toks[b]!.text !== ")") b++;
+          b++;
+        }
+        bodyStart = b;
+      }
+      if (FILE_DIRECTIVES.has(directive)) {
+        const op = toks[i + 2];
+        if (op?.text === "<" && !op.bol) {
+          let j = i + 3;
+          let hn = "";
+          for (; j < toks.length && !toks[j]!.bol && toks[j]!.text !== ">"; j++) hn += (toks[j]!.glued || j === i + 3 ? "" : " ") + toks[j]!.text;
+          const p = pathProblem(hn, true, from, readable);
+          if (p) say(op, `#${directive} ${p}`);
+        }
+        // a quoted name is a string literal: checked below; a computed one's text is checked where it is written
+      }
     }
-    // `defined(__has_include)`, `#ifdef __has_include`: asks whether the query exists, looks nothing up
-    const asked = toks[i - 1]?.text === "defined" || (toks[i - 1]?.text === "(" && toks[i - 2]?.text === "defined") || (toks[i - 2]?.text === "#" && /^(ifdef|ifndef|elifdef|elifndef|undef)$/.test(toks[i - 1]?.text ?? ""));
-    if (t.kind === "id" && FILE_QUERIES.has(t.text) && asked) continue;
     if (t.kind === "id" && FILE_QUERIES.has(t.text)) {
+      // `__has_include(<…>)`: a header name, not a string token; a macro argument (`__has_include(P)`) is
+      // checked where P's text is written (a string, or a path stringized from tokens, below)
       const arg = headerArgument(toks, i + 1);
-      if (!arg) say(t, `${t.text} without a header name written out (a macro, or a name pasted together): kerncap mcp cannot tell which file it looks up`);
-      else {
-        const p = headerProblem(arg.name, arg.angled, from);
+      if (arg?.angled) {
+        const p = pathProblem(arg.name, true, from, readable);
         if (p) say(t, `${t.text} ${p}`);
       }
-    } else if (t.kind === "id" && t.text === "_Pragma") {
-      const a = toks[i + 1]?.text === "(" ? toks[i + 2] : undefined;
-      if (!a || a.kind !== "str" || toks[i + 3]?.text !== ")") say(t, "_Pragma of anything but a string literal: kerncap mcp cannot tell what it asks for");
-    } else if (/dependency/.test(t.text) && (t.kind === "id" || t.kind === "str")) say(t, "`dependency` (#pragma GCC dependency looks a file up)");
-    else if (t.kind === "str" && !t.text.startsWith("'")) {
+    }
+    // _Pragma("…") is a #pragma line once destringized: checked as one
+    if (t.kind === "id" && t.text === "_Pragma" && next?.text === "(" && toks[i + 2]?.kind === "str") {
+      const line = literal(toks[i + 2]!.text).replace(/\\(["\\])/g, "$1");
+      for (const p of probeProblems(`#pragma ${line}\n`, rel, abs, readable)) say(t, `_Pragma: ${p.slice(p.indexOf(": ") + 2)}`);
+    }
+    if (t.kind === "str" && !/^(u8|u|U|L)?'/.test(t.text)) {
       const s = literal(t.text);
-      const prev = toks[i - 1];
-      const operand = prev?.kind === "id" && ["include", "include_next", "import", "embed"].includes(prev.text) && toks[i - 2]?.text === "#";
-      if (!operand && (/^(\/|~\/)[^\s]/.test(s) || /(^|\/)\.\.(\/|$)/.test(s))) say(t, `the string ${JSON.stringify(s.slice(0, 80))} is a path outside (absolute, or climbing with ..)`);
-    } else if (t.kind === "punct" && (t.text === "(" || t.text === ",") && next?.text === "/") say(next, "a macro argument starting with / (a path, stringized)");
-    else if (t.kind === "punct" && (t.text === "(" || t.text === "," || t.text === "/") && next?.text === "." && toks[i + 2]?.text === ".") say(next, "`..` in a macro argument (a path, stringized)");
+      if (pathLike(s)) {
+        const p = pathProblem(s, false, from, readable);
+        if (p) say(t, `the string ${p}`);
+      }
+    }
+    // C's / is always binary: after ( , < # or at the start of a macro's body, and followed at once by a
+    // name, it can only begin a path (an operator passed to a macro, `F(/, divides)`, is not one)
+    // a header name after #include or __has_include( is checked whole above
+    const headerName = prev?.text === "<" && (FILE_DIRECTIVES.has(toks[i - 2]?.text ?? "") || (toks[i - 2]?.text === "(" && FILE_QUERIES.has(toks[i - 3]?.text ?? "")));
+    const startsName = !headerName && next !== undefined && next.glued === true && !next.bol && (next.kind === "id" || next.kind === "num" || next.text === ".");
+    if (t.kind === "punct" && t.text === "/" && startsName && (prev === undefined || ["(", ",", "<", "#", "##"].includes(prev.text) || i === bodyStart)) {
+      say(t, "a / that starts a path (a macro argument, a header name or a macro's body, stringized into a file name)");
+    }
+    if (t.kind === "punct" && t.text === "." && next?.text === "." && next.glued) say(t, "`..` outside a string literal (a path, stringized into a file name)");
+    if (t.kind === "num" && /\.\./.test(t.text)) say(t, "`..` in a number-like token (a path, stringized into a file name)");
   }
   return out;
 }
@@ -221,77 +254,23 @@ function headerArgument(toks: Token[], i: number): { name: string; angled: boole
   let j = i + 2;
   let name = "";
   for (; j < toks.length && toks[j]!.text !== ">"; j++) {
-    if (toks[j]!.line !== a.line || ["(", ")", "#", "##"].includes(toks[j]!.text)) return undefined;
+    if (toks[j]!.line !== a.line || ["(", ")", "#", "##", ","].includes(toks[j]!.text) || (toks[j]!.kind === "id" && !toks[j]!.glued && j > i + 2)) return undefined;
     name += toks[j]!.text;
   }
   return toks[j]?.text === ">" && toks[j + 1]?.text === ")" ? { name, angled: true } : undefined;
 }
 
 /**
- * Why an `#if` expression may look a file up (phrases): a call of a function-like macro other
- * than `defined` and the compilers' own queries (SAFE_QUERIES; the file queries are checked where
- * they stand), or a macro defined in the sources whose body holds such a call, `#` or `##`.
- */
-function ifProblems(expr: Token[], defs: Map<string, Token[]>, seen: Set<string>): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < expr.length; i++) {
-    const t = expr[i]!;
-    if (t.kind === "punct" && (t.text === "#" || t.text === "##")) out.push(`uses ${t.text} (a token pasted or stringized)`);
-    if (t.kind !== "id") continue;
-    if (t.text === "defined") {
-      i += expr[i + 1]?.text === "(" ? 3 : 1; // defined X, defined(X): X is not expanded
-      continue;
-    }
-    if (expr[i + 1]?.text === "(") {
-      if (SAFE_QUERIES.has(t.text) || FILE_QUERIES.has(t.text)) {
-        let depth = 0;
-        for (i++; i < expr.length; i++) {
-          if (expr[i]!.text === "(") depth++;
-          else if (expr[i]!.text === ")" && --depth === 0) break;
-        }
-        continue;
-      }
-      out.push(`calls ${t.text}(…), a function-like macro: its expansion is not checked`);
-      continue;
-    }
-    const body = defs.get(t.text);
-    if (body && !seen.has(t.text)) {
-      seen.add(t.text);
-      for (const p of ifProblems(body, defs, seen)) out.push(`uses ${t.text}, which ${p}`);
-    }
-  }
-  return out;
-}
-
-/** Whether the #define's name at `i` is a function-like macro's: its ( follows with no space (C's rule). */
-function fnLike(toks: Token[], i: number): boolean {
-  return toks[i + 1]?.text === "(" && toks[i + 1]!.glued === true;
-}
-
-/** The object-like macros the sources define: name → body tokens. */
-export function definitions(sources: Token[][]): Map<string, Token[]> {
-  const defs = new Map<string, Token[]>();
-  for (const toks of sources) {
-    for (let i = 0; i < toks.length; i++) {
-      const t = toks[i]!;
-      if (!(t.bol && t.text === "#" && toks[i + 1]?.text === "define" && toks[i + 2]?.kind === "id")) continue;
-      let end = i + 1;
-      while (end < toks.length && !toks[end]!.bol) end++;
-      const name = toks[i + 2]!.text;
-      // an object-like macro's body: what it expands to in an #if (a function-like one is a call there, refused as such)
-      if (!fnLike(toks, i + 2)) defs.set(name, toks.slice(i + 3, end));
-    }
-  }
-  return defs;
-}
-
-/**
- * Before a confined build: every file under the capture's src/ whose name ends as `suffixes` do
- * (the frontend's sources, what an agent may write) is read and checked (probeProblems).
+ * Before a confined build: every C, C++, CUDA or HIP source under the capture's src/ (C_SOURCES:
+ * what an agent may write, and a received capture's own) is read and checked (probeProblems),
+ * against what a confined build of `m` may read.
  * @throws KerncapError E_CONFINED naming each file and line (at most 10), E_UNSAFE_PATH (a link… under src/)
  */
-export function assertNoProbes(dir: string, suffixes: readonly string[]): void {
-  const files: { rel: string; text: string }[] = [];
+export function assertNoProbes(dir: string, m: Pick<Manifest, "source">): void {
+  const readable = confinedReadable(dir, m);
+  const root = realpathSync(dir);
+  const problems: string[] = [];
+  let count = 0;
   const walk = (rel: string) => {
     let names: string[];
     try {
@@ -303,18 +282,16 @@ export function assertNoProbes(dir: string, suffixes: readonly string[]): void {
       const r = `${rel}/${n}`;
       const st = lstatSync(join(dir, r));
       if (st.isDirectory()) walk(r);
-      else if (suffixes.some((s) => n.endsWith(s))) {
-        if (files.length >= SOURCES_MAX) throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: kerncap mcp checks each before a confined build`, { hint: "Validate on the command line." });
-        files.push({ rel: r, text: readInCapture(dir, r, SOURCE_MAX)!.toString("utf8") });
+      else if (C_SOURCES.test(n)) {
+        if (++count > SOURCES_MAX) throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: kerncap mcp checks each before a confined build`, { hint: "Validate on the command line." });
+        problems.push(...probeProblems(readInCapture(dir, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
       }
     }
   };
   walk("src");
-  const defs = definitions(files.map((f) => ppTokens(f.text)));
-  const problems = files.flatMap((f) => probeProblems(f.text, f.rel, defs));
   if (problems.length) {
-    throw new KerncapError("E_CONFINED", `the sources could make the preprocessor look up a file outside the capture, which a confined build (kerncap mcp) does not allow: whether it exists would show in the build's result (${problems.length}): ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? "; …" : ""}`, {
-      hint: "Name headers under src/ (or the toolchain's) with a relative path written out; no __has_include, #include or _Pragma of a macro, no absolute path. Nothing was built. The user may validate such sources on the command line.",
+    throw new KerncapError("E_CONFINED", `the sources could make the preprocessor look up a file that a confined build (kerncap mcp) may not read, and whether it exists would show in the build's result (${problems.length}): ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? "; …" : ""}`, {
+      hint: "Name headers under src/ (or the toolchain's) with a relative path written out: no absolute path or .. out of the capture, no __has_include of a macro. Nothing was built. The user may validate such sources on the command line.",
     });
   }
 }

@@ -42,6 +42,16 @@ const under = (p: string, root: string) => p === root || p.startsWith(root.endsW
  * the toolchain's and the system's include folders.
  */
 export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText: string): string[] {
+  const readable = confinedReadable(dir, m);
+  return parseDeps(depsText).filter((d) => !readable(resolve(dir, d)));
+}
+
+/**
+ * Whether a confined build may read the file at absolute path `p` (links resolved): it lies in the
+ * capture folder, source.cuda.projectRoot, is one of source.cuda.referencedOutsideRoot, or lies in
+ * the toolchain's or the system's include folders.
+ */
+export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: string) => boolean {
   const cuda = (m.source?.cuda ?? {}) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
   const roots = [real(dir)];
   if (typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/") roots.push(real(cuda.projectRoot));
@@ -53,10 +63,10 @@ export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText:
     /* no toolkit: the system folders only */
   }
   const toolchain = toolchainHeader(nvcc);
-  return parseDeps(depsText).filter((d) => {
-    const p = real(resolve(dir, d));
-    return !(roots.some((r) => under(p, r)) || files.has(p) || toolchain(p));
-  });
+  return (path: string) => {
+    const p = real(path);
+    return roots.some((r) => under(p, r)) || files.has(p) || toolchain(p);
+  };
 }
 
 /** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics. */

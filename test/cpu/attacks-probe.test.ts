@@ -1,0 +1,116 @@
+/**
+ * The attack of "a file's existence" (docs/security.md): an MCP agent edits a source so that the
+ * preprocessor looks up a file outside the capture and the build's result says whether it exists
+ * (`#if __has_include("/home/u/.ssh/id_rsa")`, and every other spelling: a macro, `<…>`,
+ * `#include_next`, `..`, a path stringized from tokens, a query pasted together, `#pragma GCC
+ * dependency`, `_Pragma`, raw strings, digraphs, line splices). A confined build refuses each
+ * before anything runs (E_CONFINED), and leaves ordinary code alone.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { probeProblems } from "../../src/frontends/confine-sources.ts";
+import { createMcpServer } from "../../src/mcp/server.ts";
+import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+
+/** What a confined build reads: the capture /cap and the system's headers (a stand-in for confinedReadable). */
+const readable = (p: string) => p === "/cap" || p.startsWith("/cap/") || p.startsWith("/usr/include/");
+const problems = (text: string) => probeProblems(text, "src/k.cu", "/cap/src/k.cu", readable);
+
+describe("the sources of a confined build", () => {
+  const ATTACKS: Record<string, string> = {
+    "a literal __has_include": '#if __has_include("/home/u/.ssh/id_rsa")\n#error yes\n#endif\n',
+    "__has_include_next": '#if __has_include_next("/etc/shadow")\n#endif\n',
+    "a macro naming the path (#define P then __has_include(P))": '#define P "/home/u/.ssh/id_rsa"\n#if __has_include(P)\nint yes;\n#endif\n',
+    "<…> with an absolute path": "#if __has_include(</home/u/.ssh/id_rsa>)\n#endif\n",
+    "<…> climbing with ..": "#if __has_include(<../../../../home/u/.ssh/id_rsa>)\n#endif\n",
+    "a quoted name climbing out of the capture": '#if __has_include("../../home/u/.ssh/id_rsa")\n#endif\n',
+    "#include_next of an absolute path": '#include_next "/etc/hostname"\n',
+    "#include of a macro holding the path": '#define H "/etc/hostname"\n#include H\n',
+    "a path stringized from tokens": "#define S(x) #x\n#define X(x) S(x)\n#if __has_include(X(/home/u/.ssh/id_rsa))\n#endif\n",
+    "a query pasted together": '#define C(a, b) a##b\n#if C(__has_, include)("/etc/hostname")\n#endif\n',
+    "a pasted query over a stringized path": "#define C(a, b) a##b\n#define S(x) #x\n#if C(__has_, include)(S(/etc/hostname))\n#endif\n",
+    "a stringized path climbing with ..": "#define S(x) #x\n#if __has_include(S(a/../../../../etc/hostname))\n#endif\n",
+    "#pragma GCC dependency": '#pragma GCC dependency "/etc/hostname"\n',
+    "_Pragma": '_Pragma("GCC dependency \\"/etc/hostname\\"")\n',
+    "a raw string": '#define P R"x(/etc/hostname)x"\n',
+    "a digraph directive": '%:include "/etc/hostname"\n',
+    "a line splice inside the query": '#if __has_inc\\\nlude("/etc/ho\\\nstname")\n#endif\n',
+    "a macro body starting with /": "#define P /etc/hostname\n#define S(x) #x\n#define X(x) S(x)\n#if __has_include(X(P))\n#endif\n",
+    "a home folder": '#if __has_include("~/.ssh/id_rsa")\n#endif\n',
+  };
+  for (const [name, text] of Object.entries(ATTACKS)) {
+    test(`refused: ${name}`, () => {
+      const p = problems(text);
+      expect(p.length, text).toBeGreaterThan(0);
+      expect(p[0]).toStartWith("src/k.cu:");
+    });
+  }
+
+  test("ordinary sources pass: headers of the capture and the system, queries of the compiler, division, an operator passed to a macro, comments", () => {
+    const ok = [
+      '#include "../src/common.h"\n#include "detail/x.cuh"\n#include <cuda_fp16.h>\n#include </usr/include/stdio.h>\n',
+      "#if defined(__has_include)\n#if __has_include(<cuda_fp8.h>) && __has_builtin(__builtin_expect)\n#endif\n#endif\n#ifdef __has_include\n#endif\n",
+      "#define HAS(x) __has_include(x)\n#if HAS(<cuda_bf16.h>)\n#endif\n",
+      "__global__ void k(float* x, int n) { x[0] = x[1] / 2.0f; int a = (n) / 4; float r = 1.f/x[2]; }\n",
+      "#define DIV(a, b) ((a) / (b))\n#define OP(o, f) f\nOP(/, divides)\nOP(/=, div_assign)\n",
+      '// #include "/etc/hostname"\n/* __has_include("/etc/shadow") */\nconst char* s = "1/2 ../ a";\nconst char* t = "/";\n',
+      'const char* u = R"(not a path)";\nint v = 0x1.8p3 + 1e-3;\n',
+    ];
+    for (const text of ok) expect(problems(text), text).toEqual([]);
+  });
+});
+
+describe("kerncap mcp: the agent's edit that asks whether a file exists", () => {
+  let savedState: string | undefined;
+  let client: Client;
+  let cap: string;
+  let ran: string;
+  beforeAll(async () => {
+    savedState = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+    const root = tempDir();
+    cap = join(root, "cap");
+    ran = join(root, "build-ran");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+    // kerncap's build as far as this test needs: it marks that it ran (the preprocessor would have looked the file up)
+    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(ran)}\necho "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
+    recordRendered(cap);
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    await createMcpServer(undefined, { trustBuilds: false }).connect(a);
+    client = new Client({ name: "probe", version: "1" });
+    await client.connect(b);
+  });
+  afterAll(async () => {
+    await client?.close();
+    if (savedState === undefined) delete process.env.XDG_STATE_HOME;
+    else process.env.XDG_STATE_HOME = savedState;
+  });
+
+  test("edit_file writes #define P \"/etc/hostname\" + __has_include(P); validate, tune, profile and evaluate refuse it (E_CONFINED) before build.sh runs, naming the line, not the answer", async () => {
+    const probe = '#define P "/etc/hostname"\n#if __has_include(P)\n#error exists\n#endif\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n';
+    const w = await client.callTool({ name: "edit_file", arguments: { dir: cap, path: "src/kernel.cu", content: probe } });
+    expect(w.isError).toBeFalsy();
+    for (const [name, args] of [["validate", { dir: cap }], ["tune", { dir: cap, maxrregcount: [32] }], ["profile", { dir: cap, build: true }]] as const) {
+      const r = await client.callTool({ name, arguments: args });
+      const d = r.structuredContent as Record<string, any>;
+      if (name === "profile" && d.error?.code === "E_NO_NCU") continue; // no Nsight Compute here: refused before any build too
+      expect(d.error?.code, name).toBe("E_CONFINED");
+      expect(d.error.message).toContain("src/kernel.cu:1:");
+      expect(existsSync(ran)).toBe(false);
+    }
+    const e = await client.callTool({ name: "evaluate", arguments: { dir: cap, candidates: [{ name: "v1", files: { "src/kernel.cu": probe.replace("/etc/hostname", "/etc/nonexistent-file") } }] } });
+    const ed = e.structuredContent as Record<string, any>;
+    expect(JSON.stringify(ed)).toContain("E_CONFINED");
+    expect(existsSync(ran)).toBe(false);
+    // an ordinary edit builds (here: build.sh runs and fails, as it does)
+    await client.callTool({ name: "edit_file", arguments: { dir: cap, path: "src/kernel.cu", content: readFileSync(join(cap, "src/kernel.cu"), "utf8").replace(/^#.*\n/gm, "") } });
+    const ok = await client.callTool({ name: "validate", arguments: { dir: cap } });
+    expect((ok.structuredContent as Record<string, any>).error?.code).toBe("E_BUILD");
+    expect(existsSync(ran)).toBe(true);
+  }, 120_000);
+});
