@@ -792,7 +792,12 @@ export function trustOwnBuild(dir: string, m: Manifest): void {
  * private copy's, StagedBuild.digest) instead of the folder's read now.
  */
 export function trustRecorded(dir: string, m: Manifest, digest?: string): boolean {
-  const runs = digest === undefined ? readWhatRuns(dir, m.kernel.frontend ?? "", receivedBecause(dir, m) !== undefined)?.digest : digest;
+  let runs: string | undefined;
+  try {
+    runs = digest === undefined ? readWhatRuns(dir, m.kernel.frontend ?? "", receivedBecause(dir, m) !== undefined)?.digest : digest;
+  } catch {
+    return false; // what the gate refuses (a program in the capture, a link) was never trusted; the gate says why
+  }
   const state = stateDir();
   if (!runs || !state) return false;
   const key = trustKey(dir, runs);

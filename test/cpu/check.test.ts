@@ -28,7 +28,7 @@ import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/trust.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
@@ -518,7 +518,11 @@ describe("the verb", () => {
   test("--rebuild of a received capture: refused (E_UNTRUSTED) before its build.sh or the GPU, unless --trust", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
-    writeFileSync(join(dir, "build.sh"), `touch ${JSON.stringify(join(dir, "built"))}\n`);
+    writeFileSync(join(dir, "build.sh"), stockBuildSh()); // kerncap's own: plain --trust runs it (a hand-written one needs --trust=DIGEST)
+    const nvcc = join(tempDir(), "nvcc");
+    writeFileSync(nvcc, `#!/bin/sh\ntouch ${JSON.stringify(join(dir, "built"))}\n`, { mode: 0o755 });
+    const savedNvcc = process.env.NVCC;
+    process.env.NVCC = nvcc;
     markReceived(dir, "cap.zip");
     const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
     const refused = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
@@ -534,12 +538,14 @@ describe("the verb", () => {
     } finally {
       if (state === undefined) delete process.env.XDG_STATE_HOME;
       else process.env.XDG_STATE_HOME = state;
+      if (savedNvcc === undefined) delete process.env.NVCC;
+      else process.env.NVCC = savedNvcc;
     }
   });
   test("--rebuild of an archive: the refusal and --trust name the archive, never the temporary folder it is unpacked into; nothing is recorded", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
-    writeFileSync(join(dir, "build.sh"), `touch ${JSON.stringify(join(dir, "built"))}\n`);
+    writeFileSync(join(dir, "build.sh"), stockBuildSh()); // kerncap's own: check's plain --trust runs it
     const zip = join(tempDir(), "cap.zip");
     await packCapture(dir, zip);
     const task: CaptureRef = { id: "cap", path: zip, kind: "archive" };

@@ -8,6 +8,8 @@ import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { renderedDigests } from "../../src/format/rendered.ts";
 import { readWhatRuns } from "../../src/format/trust.ts";
+import { CUDA_TEMPLATES } from "../../src/frontends/cuda/templates.ts";
+import { templateEngine } from "../../src/frontends/templates.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
@@ -41,6 +43,16 @@ export function recordRendered(dir: string): void {
 export function trustDigest(dir: string): string {
   const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
   return readWhatRuns(dir, m.kernel?.frontend ?? "", true)!.digest;
+}
+
+/**
+ * kerncap's own CUDA build.sh (templates/cuda/build.sh.hbs) for src/kernel.cu with plain flags, as
+ * a capture renders it: a received capture's build.sh that plain --trust runs (a hand-written one
+ * needs --trust=DIGEST). It runs $NVCC when set.
+ */
+export function stockBuildSh(flags = "-O2"): string {
+  const text = CUDA_TEMPLATES.find((t) => t.path === "build.sh.hbs")!.text;
+  return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags, tuSource: "kernel.cu", compiledSource: "kernel.cu", sliceKind: "none" });
 }
 
 /**

@@ -20,6 +20,15 @@ import { cudaFlagsFromCommand, parseDeps, shellWords } from "./compile-commands.
 import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "./slice.ts";
 import { definesKernel, kernelNameParts, locateKernelSource } from "./locate.ts";
 import { cudaFrontend } from "./index.ts";
+import { readBuildScripts } from "../stock-build.ts";
+import { CUDA_TEMPLATES } from "./templates.ts";
+
+/** A rendered build.sh is kerncap's own to the trust gate's reading (src/frontends/stock-build.ts), with no program among its flags. */
+function expectStock(out: string): void {
+  const r = readBuildScripts(CUDA_TEMPLATES, [{ name: "build.sh", bytes: readFileSync(join(out, "build.sh")) }]);
+  expect(r.stock, r.why).toBe(true);
+  expect(r.programs).toEqual([]);
+}
 
 const APPS = resolve(import.meta.dir, "../../../test/apps");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-cuda-repro-"));
@@ -84,6 +93,7 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
       const out = join(WORK, `structs-${kernel}`);
       const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc });
       expect(r.flags.from).toBe("default");
+      expectStock(out);
       expect(r.slice.used).toBe(true); // defined in the TU itself: the TU up to its definition
       expect(r.slice.meta?.kind).toBe("prefix");
       expect(r.files).toContain("src/structs.cu");
@@ -124,6 +134,7 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     expect(r.slice.used).toBe(true);
     expect(r.files).toEqual(expect.arrayContaining(["src/main.cu", "src/kernels/tiled.cuh", "src/include/tile_config.h", "src/main.kerncap-slice.cu"]));
     const script = readFileSync(join(out, "build.sh"), "utf8");
+    expectStock(out);
     expect(script).toContain(`-I"$here/src"/include`);
     expect(script).not.toContain(`-I${proj}`);
     const cubin = build(out);
@@ -166,6 +177,7 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     const out = join(WORK, "tmpl-overlay");
     const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: proj, overlay: true });
     expect(r.mode).toBe("overlay");
+    expectStock(out);
     expect(r.files.filter((f) => f.startsWith("src/")).sort()).toEqual(["src/kernels/tiled.cuh", "src/main.cu", "src/main.kerncap-slice.cu"]);
     const before = readFileSync(join(proj, "kernels/tiled.cuh"), "utf8");
     // the edit lives only in the copy: the original is untouched and still wins nowhere
