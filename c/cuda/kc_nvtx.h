@@ -8,7 +8,8 @@
  *   PUSHPOP  := ["["] ITEM ("/" ITEM)* ("/" | "]" | "]/")     also "[" ITEM ("/" ITEM)* with no end mark
  *   ITEM     := NAME | "*" (any number of ranges, none included) | "+" (exactly one range)
  *   STARTEND := NAME ("," NAME)*
- *   "\" takes the next character literally ("\/", "\,", "\@", "\[", "\]", "\\").
+ *   "\" takes the next of / , @ [ ] \ literally ("\/", "\,", "\@", "\[", "\]", "\\"); before any other
+ *   character it stays (a regex's "\."). In a regex, "[" and "]" inside a name are its brackets.
  * A push/pop expression matches a launch when its items match consecutive ranges of the launching
  * thread's push/pop stack in that domain, outermost first: "[" ties the first item to the
  * outermost range, "]" the last item to the innermost; without either the items may sit anywhere

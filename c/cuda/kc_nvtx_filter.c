@@ -30,12 +30,13 @@ static long find_unescaped(const char *s, size_t n, char c) {
   return -1;
 }
 
-/* A copy of s[0..n) with its escapes removed; NULL out of memory. */
+/* A copy of s[0..n) with the escapes of the grammar's characters removed (any other backslash
+ * stays: a regex's "\." is its own); NULL out of memory. */
 static char *unescape(const char *s, size_t n) {
   char *o = malloc(n + 1), *p = o;
   if (!o) return NULL;
   for (size_t i = 0; i < n; i++) {
-    if (s[i] == '\\' && i + 1 < n) i++;
+    if (s[i] == '\\' && i + 1 < n && special(s[i + 1])) i++; /* "\." stays for a regex */
     *p++ = s[i];
   }
   *p = 0;
@@ -122,7 +123,7 @@ int kc_nvtx_parse(const char *text, kc_nvtx_expr_t *e, char *err, size_t errn) {
   }
   for (const char *c = s; c < s + n; c++) {
     if (*c == '\\') { c++; continue; }
-    if (*c == '[' || *c == ']' || (!e->pushpop && *c == '/')) {
+    if ((!e->regex && (*c == '[' || *c == ']')) || (!e->pushpop && *c == '/')) { /* a regex's own brackets stay */
       snprintf(err, errn, "NVTX expression \"%.200s\": '%c' is only allowed %s (escape a literal one as \\%c)", text, *c,
                *c == '/' ? "in a push/pop expression, which ends with '/'" : *c == '[' ? "at the start" : "at the end", *c);
       kc_nvtx_expr_free(e);
@@ -131,6 +132,15 @@ int kc_nvtx_parse(const char *text, kc_nvtx_expr_t *e, char *err, size_t errn) {
   }
   if (split_items(e, s, n, e->pushpop ? '/' : ',', text, err, errn)) { kc_nvtx_expr_free(e); return -1; }
   return 0;
+}
+
+/* Whether the canonical spelling escapes *c of name: a grammar character (a regex's brackets too,
+ * so that the spelling parses back alike; a backslash only where the parser would take it as an
+ * escape), or a lone "*"/"+" push/pop name. */
+static int needs_escape(const kc_nvtx_expr_t *e, const char *name, const char *c) {
+  if (*c == '\\') return !c[1] || special(c[1]);
+  if (special(*c)) return 1;
+  return e->pushpop && (*c == '*' || *c == '+') && c == name && !c[1];
 }
 
 void kc_nvtx_expr_format(const kc_nvtx_expr_t *e, char *out, size_t n) {
@@ -146,7 +156,7 @@ void kc_nvtx_expr_format(const kc_nvtx_expr_t *e, char *out, size_t n) {
     if (it->kind == KC_NVTX_ANY) PUT("*");
     else if (it->kind == KC_NVTX_ONE) PUT("+");
     else
-      for (const char *c = it->name; *c; c++) PUT(special(*c) || (e->pushpop && (*c == '*' || *c == '+') && !c[1] && c == it->name) ? "\\%c" : "%c", *c);
+      for (const char *c = it->name; *c; c++) PUT(needs_escape(e, it->name, c) ? "\\%c" : "%c", *c);
   }
   if (e->top) PUT("]");
   else if (e->pushpop) PUT("/");

@@ -70,6 +70,8 @@ export interface ProcessCensus {
   kernels: KernelSeen[];
   graphs: GraphSeen[];
   graphTarget?: GraphTarget;
+  /** --nvtx-include/--nvtx-exclude (c/cuda/kc_nvtx.c): whether the application's NVTX loaded the library's injection, and the launches left out (not in `launches`). */
+  nvtx?: { injected: boolean; filteredOut: number };
   /** Lines of this process's error.<pid>.txt. */
   errors: string[];
 }
@@ -113,7 +115,7 @@ interface RawCupti {
   released_at_launch?: number;
   app_calls?: { call: string; caller: string; result: number; kerncap_held: boolean; handed_back: boolean; t_s: number }[];
 }
-interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[]; graphs?: GraphSeen[]; graph_target?: GraphTarget }
+interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[]; graphs?: GraphSeen[]; graph_target?: GraphTarget; nvtx?: { injected?: boolean; filtered_out?: number } }
 
 /** The identity object of raw.json / kernels.<pid>.json in the manifest's terms (camelCase). */
 export function identityFromRaw(r: RawIdentity): ProcessIdentity {
@@ -187,6 +189,7 @@ export function readCensus(dir: string): Census {
       kernels: raw.kernels ?? [],
       graphs: raw.graphs ?? [],
       ...(raw.graph_target ? { graphTarget: raw.graph_target } : {}),
+      ...(raw.nvtx ? { nvtx: { injected: raw.nvtx.injected === true, filteredOut: raw.nvtx.filtered_out ?? 0 } } : {}),
       errors: lines(join(dir, pid ? `error.${pid}.txt` : "error.txt")),
     });
   }

@@ -32,7 +32,9 @@ import { processLabel, readCensus, type Census } from "./census.ts";
 import { cuptiNotes, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
 import { injectorFor, type PrepareInjection } from "./injector.ts";
 import { shellQuote } from "../util/shell-quote.ts";
+import { plural } from "../util/format.ts";
 import { watchProgress } from "./progress.ts";
+import { nvtxEnv, type NvtxSelection } from "./nvtx.ts";
 import { captureEnrichment, captureOptions } from "../frontends/index.ts";
 
 /**
@@ -169,6 +171,8 @@ export interface CaptureRequest {
   progress: "live" | "phases";
   /** The values of every frontend's `kerncap run` options (src/frontends/index.ts captureArgs), by option name. */
   frontendArgs: Readonly<Record<string, unknown>>;
+  /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges count. */
+  nvtx?: NvtxSelection;
 }
 
 export interface CaptureResult {
@@ -199,6 +203,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const injector = injectorFor(req.runtime);
+  refuseNvtxOff(req.nvtx, injector.runtime);
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
   for (const k of req.moreKernels ?? []) compileEre(k);
@@ -247,6 +252,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
         env: {
           ...withoutCaptureSettings(), // a stale KERNCAP_RANK or an outer run's settings never reach the library
           ...inj.env,
+          ...nvtxAppEnv(req.nvtx, inj.env),
           ...captureLibraryEnv({
             out: tmp,
             mode: "capture",
@@ -273,6 +279,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
       throw new KerncapError("E_INTERRUPTED", `capture interrupted (${app.interrupted}); the application's process group was ended and nothing was written`, { exitCode: signalExitCode(app.interrupted) });
     }
     const census = readCensus(tmp);
+    sayNvtx(census, req.nvtx);
     log.debug(`${census.kernels.length} kernels seen in ${census.processes.length} processes`);
     sayCuptiNotes(census, true);
     const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0 || launchCount > 1);
@@ -430,12 +437,40 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
   return done;
 }
 
+/** NVTX ranges are NVIDIA's: the HSA library has no NVTX injection. */
+function refuseNvtxOff(sel: NvtxSelection | undefined, runtime: string): void {
+  if (sel && runtime !== "cuda") throw new KerncapError("E_USAGE", `--nvtx selects launches by NVIDIA's NVTX ranges; the ${runtime} capture library does not follow them`, { hint: "Drop --nvtx/--nvtx-include/--nvtx-exclude, or capture on CUDA (--runtime cuda)." });
+}
+
+/** The application's NVTX settings for a selection: NVTX_INJECTION64_PATH names the library CUDA_INJECTION64_PATH names. */
+function nvtxAppEnv(sel: NvtxSelection | undefined, injEnv: Record<string, string>): Record<string, string> {
+  if (!sel) return {};
+  const lib = injEnv.CUDA_INJECTION64_PATH;
+  if (!lib) return {}; // a test's stand-in injection: no library to name
+  const r = nvtxEnv(sel, lib);
+  for (const w of r.warnings) log.warn(w);
+  return r.env;
+}
+
+/** What the NVTX selection left out, or that no NVTX call reached the library (the application makes none, or its NVTX loads no tool). */
+function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
+  if (!sel || (!sel.include.length && !sel.exclude.length)) return;
+  const seen = census.processes.filter((p) => p.nvtx);
+  const out = seen.reduce((n, p) => n + (p.nvtx?.filteredOut ?? 0), 0);
+  if (sel.include.length && seen.length && !seen.some((p) => p.nvtx?.injected)) {
+    log.warn("no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so no launch was inside --nvtx-include's ranges");
+  }
+  if (out) log.info(`${plural(out, "launch")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
+}
+
 export interface ListRequest {
   argv: string[];
   /** `--runtime cuda|hsa`; undefined: the one this machine has (src/capture/injector.ts). */
   runtime?: string;
   verbose: boolean;
   stdoutToStderr: boolean;
+  /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges are listed. */
+  nvtx?: NvtxSelection;
 }
 
 export interface ListResult {
@@ -477,6 +512,7 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
   refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const injector = injectorFor(req.runtime);
+  refuseNvtxOff(req.nvtx, injector.runtime);
   const inj = await (prepare ?? injector.prepare)();
   for (const w of inj.warnings ?? []) log.warn(w);
   removeStaleListFolders();
@@ -492,11 +528,12 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
     mkdirSync(join(dir, "memory"));
     const app = await runApp({
       argv: req.argv,
-      env: { ...withoutCaptureSettings(), ...inj.env, ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
+      env: { ...withoutCaptureSettings(), ...inj.env, ...nvtxAppEnv(req.nvtx, inj.env), ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
       stdoutToStderr: req.stdoutToStderr,
       stops,
     });
     const census = readCensus(dir);
+    sayNvtx(census, req.nvtx);
     if (census.errors.length) log.warn(`capture library: ${census.errors.join("; ")}`);
     if (app.interrupted) throw new KerncapError("E_INTERRUPTED", `interrupted (${app.interrupted}); the application's process group was ended`, { exitCode: signalExitCode(app.interrupted) });
     sayCuptiNotes(census, false);

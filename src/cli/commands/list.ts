@@ -3,15 +3,16 @@ import { defineCommand } from "citty";
 import { processSummary } from "../../capture/census.ts";
 import { listKernels } from "../../capture/session.ts";
 import { log } from "../../log.ts";
-import { appArgv, jsonArg, printJson, runtimeArg, verboseArg, printText } from "../args.ts";
+import { appArgv, jsonArg, nvtxArgs, nvtxOption, printJson, runtimeArg, verboseArg, printText } from "../args.ts";
 import { kernelTable, processTable } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "list", description: "List the kernels an application launches (name, count, grid, block, module)" },
-  args: { ...runtimeArg, ...jsonArg, ...verboseArg },
+  args: { ...nvtxArgs, ...runtimeArg, ...jsonArg, ...verboseArg },
   async run({ args, rawArgs }) {
     const argv = appArgv(rawArgs);
-    const r = await listKernels({ argv, runtime: args.runtime === undefined ? undefined : String(args.runtime), verbose: Boolean(args.verbose), stdoutToStderr: Boolean(args.json) });
+    const nvtx = nvtxOption(args, rawArgs);
+    const r = await listKernels({ argv, runtime: args.runtime === undefined ? undefined : String(args.runtime), verbose: Boolean(args.verbose), stdoutToStderr: Boolean(args.json), ...(nvtx ? { nvtx } : {}) });
     const procs = r.census.processes;
     if (args.json) printJson("list", { app: argv, exitCode: r.app.exitCode, launches: r.launches, kernels: r.kernels, processes: procs.map(processSummary) });
     else {

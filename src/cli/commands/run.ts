@@ -13,7 +13,7 @@ import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
 import { captureArgs } from "../../frontends/index.ts";
 import { log } from "../../log.ts";
-import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
+import { appArgv, intArg, jsonArg, kernelPattern, nvtxArgs, nvtxOption, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
@@ -36,6 +36,7 @@ export default defineCommand({
     out: { type: "string", alias: ["o"], description: "Capture folder to write (Default: kerncap-capture)" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
+    ...nvtxArgs,
     ...captureArgs(),
     ...runtimeArg,
     ...jsonArg,
@@ -48,6 +49,7 @@ export default defineCommand({
       throw new KerncapError("E_USAGE", "--max-captures bounds several captures in one run: give it with --capture-all (or several --kernel)", { hint: "One --kernel makes one capture; drop --max-captures, or add --capture-all." });
     }
     const launchCount = args["launch-count"] === undefined ? undefined : intArg("launch-count", args["launch-count"], 1, 10_000, 1);
+    const nvtx = nvtxOption(args, rawArgs);
     const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
       runtime: args.runtime === undefined ? undefined : String(args.runtime),
@@ -67,6 +69,7 @@ export default defineCommand({
       stdoutToStderr: Boolean(args.json),
       progress: process.stderr.isTTY && !args.json ? "live" : "phases",
       frontendArgs: Object.fromEntries(Object.keys(captureArgs()).map((k) => [k, (args as Record<string, unknown>)[k]])),
+      ...(nvtx ? { nvtx } : {}),
     });
     const code = applicationExitCode(app);
     const procs = census.processes.length;

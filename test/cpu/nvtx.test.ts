@@ -1,0 +1,179 @@
+/**
+ * NVTX range selection (`run`/`list` --nvtx-include/--nvtx-exclude): one table of expressions run
+ * through both parsers — the capture library's (c/cuda/kc_nvtx_filter.c, through
+ * c/test/nvtx_main.c built here with gcc) and kerncap's check before the application starts
+ * (src/capture/nvtx.ts) — which must accept and refuse the same ones and spell them alike; one
+ * table of NVTX call sequences run through the library's real NVTX injection (c/cuda/kc_nvtx.c,
+ * loaded by NVTX 3's own loader), each launch's verdict checked; and the plumbing from the command
+ * line to the application's environment. The C parts skip without gcc or NVTX 3's headers.
+ */
+import { describe, expect, test } from "bun:test";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { nvtxEnv, nvtxSelection, parseNvtxExpr } from "../../src/capture/nvtx.ts";
+import { listKernels } from "../../src/capture/session.ts";
+import { nvtxOption } from "../../src/cli/args.ts";
+import { captureLibraryEnv, withoutCaptureSettings } from "../../src/env.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const NVTX_INC = [process.env.CUDA_HOME ?? "", "/usr/local/cuda"].filter(Boolean).map((h) => `${h}/include`).find((d) => existsSync(join(d, "nvtx3/nvToolsExt.h")));
+const canBuild = !!Bun.which("gcc") && !!NVTX_INC;
+
+/** expression → its canonical spelling, or null when both parsers must refuse it */
+const PARSE: [string, string | null][] = [
+  ["A/", "A/"],
+  ["A/B/", "A/B/"],
+  ["A/*/B/", "A/*/B/"],
+  ["A/+/B/", "A/+/B/"],
+  ["[A/B/", "[A/B/"],
+  ["[A", "[A/"],
+  ["A]", "A]"],
+  ["A/B]", "A/B]"],
+  ["[A]", "[A]"],
+  ["A]/", "A]"],
+  ["A", "A"],
+  ["A,B", "A,B"],
+  ["dom@A/", "dom@A/"],
+  ["dom@A,B", "dom@A,B"],
+  ["regex:step_[0-9]+/", "regex:step_\\[0-9\\]+/"],
+  ["regex:step_\\[0-9\\]+/", "regex:step_\\[0-9\\]+/"],
+  ["regex:d.*@x+/", "regex:d.*@x+/"],
+  ["aten::mm\\, seq = 3/", "aten::mm\\, seq = 3/"],
+  ["aten::mm, seq = 3/", null],
+  ["a\\/b/", "a\\/b/"],
+  ["a\\,b", "a\\,b"],
+  ["a\\@b/", "a\\@b/"],
+  ["a\\\\/", "a\\\\/"],
+  ["\\*/", "\\*/"],
+  ["", null],
+  ["regex:", null],
+  ["@A/", null],
+  ["d@e@A/", null],
+  ["A//", null],
+  ["/A/", null],
+  ["/", null],
+  ["A/B", null],
+  ["A,B/", null],
+  ["A,,B", null],
+  ["A[B/", null],
+  ["A]B/", null],
+  ["regex:(/", null],
+  ["regex:a\\.b/", "regex:a\\.b/"],
+];
+
+/** include, exclude, NVTX calls (c/test/nvtx_main.c's events), the verdict expected at each "launch" */
+const MATCH: { include?: string[]; exclude?: string[]; events: string[]; want: number[] }[] = [
+  { include: ["A/"], events: ["launch", "push:A", "launch", "push:B", "launch", "pop", "pop", "launch"], want: [0, 1, 1, 0] },
+  { include: ["A/B/"], events: ["push:A", "launch", "push:B", "launch", "push:C", "launch", "pop", "pop", "push:X", "push:B", "launch"], want: [0, 1, 1, 0] },
+  { include: ["A/*/C/"], events: ["push:A", "push:B", "push:C", "launch", "pop", "pop", "push:C", "launch"], want: [1, 1] },
+  { include: ["A/+/C/"], events: ["push:A", "push:C", "launch", "pop", "push:B", "push:C", "launch"], want: [0, 1] },
+  { include: ["[B/"], events: ["push:A", "push:B", "launch", "pop", "pop", "push:B", "launch"], want: [0, 1] },
+  { include: ["A]"], events: ["push:A", "launch", "push:B", "launch", "pop", "launch"], want: [1, 0, 1] },
+  { include: ["[A]"], events: ["push:X", "push:A", "launch", "pop", "pop", "push:A", "launch"], want: [0, 1] },
+  // a domain's ranges are their own stack; the default domain is not a named one
+  { include: ["dom@A/"], events: ["push:A", "launch", "push:dom@A", "launch", "pop:dom", "launch"], want: [0, 1, 0] },
+  { include: ["A/"], events: ["push:dom@A", "launch", "pushw:A", "launch"], want: [0, 1] },
+  { include: ["dom@[A/B]"], events: ["push:dom@A", "push:C", "pushreg:dom@B", "launch", "pop:dom", "launch"], want: [1, 0] },
+  // a pop of the default domain leaves a named domain's range open
+  { include: ["dom@A/"], events: ["push:dom@A", "push:X", "pop", "launch"], want: [1] },
+  // start/end ranges: every name open, in any thread
+  { include: ["S,T"], events: ["start:S", "launch", "start:T", "launch", "end:1", "launch"], want: [0, 1, 0] },
+  { include: ["dom@S"], events: ["start:S", "launch", "start:dom@S", "launch"], want: [0, 1] },
+  // regexes, unanchored as --kernel
+  { include: ["regex:^step_[0-9]+$/"], events: ["push:step_12", "launch", "pop", "push:step_x", "launch"], want: [1, 0] },
+  { include: ["regex:^aten::mm/"], events: ["push:aten::mm, seq = 4, op_id = 9", "launch"], want: [1] },
+  // any include; every exclude
+  { include: ["A/", "B/"], events: ["push:B", "launch"], want: [1] },
+  { include: ["A/"], exclude: ["A/warmup/"], events: ["push:A", "launch", "push:warmup", "launch", "pop", "launch"], want: [1, 0, 1] },
+  { exclude: ["warmup/"], events: ["launch", "push:warmup", "launch"], want: [1, 0] },
+  // a pop with nothing pushed changes nothing
+  { include: ["A/"], events: ["pop", "push:A", "launch"], want: [1] },
+];
+
+describe("NVTX range expressions", () => {
+  let tmp = "";
+  let driver = "";
+  const build = () => {
+    if (driver) return driver;
+    tmp = mkdtempSync(join(tmpdir(), "kerncap-nvtx-"));
+    driver = join(tmp, "nvtx_main");
+    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", `-I${NVTX_INC}`, "-o", driver, join(ROOT, "c/test/nvtx_main.c"), join(ROOT, "c/cuda/kc_nvtx.c"), join(ROOT, "c/cuda/kc_nvtx_filter.c"), "-ldl", "-lpthread"], { stderr: "pipe" });
+    expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+    return driver;
+  };
+
+  test("kerncap's check accepts, refuses and spells them as the table says", () => {
+    for (const [expr, want] of PARSE) {
+      if (want === null) expect(() => parseNvtxExpr(expr), expr).toThrow(expect.objectContaining({ code: "E_USAGE" }));
+      else expect(parseNvtxExpr(expr).canonical, expr).toBe(want);
+    }
+    expect(parseNvtxExpr("dom@A/").kind).toBe("push/pop");
+    expect(parseNvtxExpr("A,B").kind).toBe("start/end");
+  });
+
+  test.skipIf(!canBuild)("the capture library's parser agrees with kerncap's on every expression", () => {
+    const r = Bun.spawnSync([build(), "parse", ...PARSE.map(([e]) => e)], { stdout: "pipe", stderr: "pipe" });
+    expect(r.exitCode, r.stderr.toString()).toBe(0);
+    const lines = r.stdout.toString().trimEnd().split("\n");
+    expect(lines.length).toBe(PARSE.length);
+    PARSE.forEach(([expr, want], i) => expect(lines[i], expr).toEqual(want === null ? expect.stringMatching(/^error /) : `ok ${want}`));
+  });
+
+  test.skipIf(!canBuild)("the library's NVTX injection selects exactly the launches inside the ranges", () => {
+    const bin = build();
+    for (const c of MATCH) {
+      const env = { PATH: process.env.PATH ?? "", ...(c.include ? { KERNCAP_NVTX_INCLUDE: c.include.join("\n") } : {}), ...(c.exclude ? { KERNCAP_NVTX_EXCLUDE: c.exclude.join("\n") } : {}) };
+      const r = Bun.spawnSync([bin, "run", ...c.events], { env, stdout: "pipe", stderr: "pipe" });
+      const label = `include ${JSON.stringify(c.include ?? [])} exclude ${JSON.stringify(c.exclude ?? [])}: ${c.events.join(" ")}`;
+      expect(r.exitCode, `${label}\n${r.stderr}`).toBe(0);
+      expect(r.stdout.toString().trim().split("\n").map(Number), label).toEqual(c.want);
+    }
+  });
+
+  test.skipIf(!canBuild)("an expression the library cannot parse is its set-up error (nothing filtered)", () => {
+    const r = Bun.spawnSync([build(), "run", "launch"], { env: { KERNCAP_NVTX_INCLUDE: "A//" }, stdout: "pipe" });
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout.toString()).toContain("empty range name");
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  });
+});
+
+describe("NVTX options to the application's environment", () => {
+  test("--nvtx-include and --nvtx-exclude are repeatable, imply --nvtx, and are checked", () => {
+    expect(nvtxOption({ nvtx: false }, ["--kernel", "k", "--", "app", "--nvtx-include", "X/"])).toBeUndefined();
+    expect(nvtxOption({ nvtx: true }, ["--nvtx", "--", "app"])).toEqual({ include: [], exclude: [] });
+    expect(nvtxOption({ nvtx: false }, ["--nvtx-include", "A/", "--nvtx-include=B/", "--nvtx-exclude", "A/w/", "--", "app", "--nvtx-include", "C/"])).toEqual({ include: ["A/", "B/"], exclude: ["A/w/"] });
+    expect(() => nvtxOption({}, ["--nvtx-include", "A//"])).toThrow(expect.objectContaining({ code: "E_USAGE" }));
+    expect(() => nvtxSelection(true, Array.from({ length: 33 }, (_, i) => `r${i}/`), [])).toThrow(/more than 32/);
+  });
+
+  test("the library gets the expressions one per line, and NVTX names the library", () => {
+    const e = nvtxEnv({ include: ["A/", "dom@B,C"], exclude: ["w/"] }, "/cache/libkerncap_cuda.so", {});
+    expect(e.env).toEqual({ NVTX_INJECTION64_PATH: "/cache/libkerncap_cuda.so", KERNCAP_NVTX_INCLUDE: "A/\ndom@B,C", KERNCAP_NVTX_EXCLUDE: "w/" });
+    expect(e.warnings).toEqual([]);
+    expect(nvtxEnv({ include: [], exclude: [] }, "/l.so", { NVTX_INJECTION64_PATH: "/opt/nsys/libToolsInjection64.so" }).warnings[0]).toContain("libToolsInjection64.so");
+    // an outer run's expressions never reach the application
+    expect(withoutCaptureSettings({ KERNCAP_NVTX_INCLUDE: "A/", KERNCAP_NVTX_EXCLUDE: "B/", HOME: "/h" })).toEqual({ HOME: "/h" });
+    expect(captureLibraryEnv({ out: "/o", mode: "list" })).not.toHaveProperty("KERNCAP_NVTX_INCLUDE");
+  });
+
+  test("list hands the selection to the application (a stand-in injection; the app records its environment)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kerncap-nvtx-app-"));
+    try {
+      const app = join(dir, "app.sh");
+      writeFileSync(app, `#!/bin/sh\nenv > ${join(dir, "env.txt")}\n`);
+      chmodSync(app, 0o755);
+      const prepare = async () => ({ env: { CUDA_INJECTION64_PATH: "/stand-in/libkerncap_cuda.so" } });
+      await expect(listKernels({ argv: [app], verbose: false, stdoutToStderr: false, nvtx: { include: ["step/"], exclude: ["warmup/"] } }, prepare)).rejects.toMatchObject({ code: "E_NO_KERNELS" });
+      const env = readFileSync(join(dir, "env.txt"), "utf8");
+      expect(env).toContain("NVTX_INJECTION64_PATH=/stand-in/libkerncap_cuda.so");
+      expect(env).toContain("KERNCAP_NVTX_INCLUDE=step/");
+      expect(env).toContain("KERNCAP_NVTX_EXCLUDE=warmup/");
+      // the HSA library follows no NVTX: refused before anything runs
+      await expect(listKernels({ argv: [app], runtime: "hsa", verbose: false, stdoutToStderr: false, nvtx: { include: ["step/"], exclude: [] } }, prepare)).rejects.toMatchObject({ code: "E_USAGE" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
