@@ -41,6 +41,18 @@ export function nvtxOption(args: { nvtx?: unknown }, rawArgs: string[]): NvtxSel
   return nvtxSelection(Boolean(args.nvtx), repeatedOption(rawArgs, ["nvtx-include"]), repeatedOption(rawArgs, ["nvtx-exclude"]));
 }
 
+/**
+ * `--print-summary MODE` (ncu's option, for `list` and `check`): one of `modes`, `fallback` when
+ * not given.
+ * @throws KerncapError E_USAGE for another value, naming the ones there are.
+ */
+export function printSummaryArg<T extends string>(value: unknown, modes: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  const v = String(value);
+  if ((modes as readonly string[]).includes(v)) return v as T;
+  throw new KerncapError("E_USAGE", `--print-summary ${v}: not one of ${modes.join(", ")}`, { hint: `For example --print-summary ${modes.find((m) => m !== fallback) ?? fallback}.` });
+}
+
 export const verboseArg = {
   verbose: { type: "boolean", description: "Debug logs and stack traces", default: false },
 } as const satisfies ArgsDef;

@@ -171,6 +171,30 @@ export function processTable(procs: ProcessCensus[]): string {
   return table(head, rows);
 }
 
+/** `list --print-summary` (ncu's option): the per-kernel table (the default), per GPU, or none (the count line only). */
+export const LIST_SUMMARIES = ["per-kernel", "per-gpu", "none"] as const;
+
+/**
+ * `list --print-summary per-gpu`: one row per set of GPUs a process could see (its
+ * CUDA_VISIBLE_DEVICES, else NVIDIA_VISIBLE_DEVICES, else "all": the census records what each
+ * process was given, not which device its contexts used): processes, launches, distinct kernels.
+ */
+export function gpuTable(procs: ProcessCensus[]): string {
+  const groups = new Map<string, ProcessCensus[]>();
+  for (const p of procs) {
+    const v = p.process.visibleDevices;
+    const k = v.CUDA_VISIBLE_DEVICES ?? v.NVIDIA_VISIBLE_DEVICES ?? v.HIP_VISIBLE_DEVICES ?? v.ROCR_VISIBLE_DEVICES ?? "all";
+    groups.set(k, [...(groups.get(k) ?? []), p]);
+  }
+  const rows = [...groups].map(([k, ps]) => [
+    oneLine(k),
+    String(ps.length),
+    String(ps.reduce((n, p) => n + p.launches, 0)),
+    String(new Set(ps.flatMap((p) => p.kernels.map((x) => x.name))).size),
+  ]);
+  return table(["visible GPUs", "processes", "launches", "kernels"], rows);
+}
+
 /** Columns padded to their widest cell, right-aligned but the last. */
 function table(head: string[], rows: string[][]): string {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
