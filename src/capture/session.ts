@@ -34,6 +34,7 @@ import { injectorFor, type PrepareInjection } from "./injector.ts";
 import { shellQuote } from "../util/shell-quote.ts";
 import { plural } from "../util/format.ts";
 import { watchProgress } from "./progress.ts";
+import type { ProgressMode } from "../util/progress.ts";
 import { nvtxEnv, type NvtxSelection } from "./nvtx.ts";
 import { captureEnrichment, captureOptions } from "../frontends/index.ts";
 
@@ -167,8 +168,8 @@ export interface CaptureRequest {
   verbose: boolean;
   /** The application's stdout goes to our stderr (--json keeps stdout for data). */
   stdoutToStderr: boolean;
-  /** The library's snapshot progress on stderr: "live" redrawn about once a second (a terminal), "phases" one line per phase. */
-  progress: "live" | "phases";
+  /** The library's snapshot progress on stderr (src/util/progress.ts's modes): "live" redrawn about once a second (a terminal), "lines" a line per phase and every few seconds (src/capture/progress.ts), "off" none (--json). */
+  progress: ProgressMode;
   /** The values of every frontend's `kerncap run` options (src/frontends/index.ts captureArgs), by option name. */
   frontendArgs: Readonly<Record<string, unknown>>;
   /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges count. */
@@ -244,7 +245,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
     const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
     log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
-    const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
+    const progress = req.progress === "off" ? { stop() {} } : watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
       app = await runApp({

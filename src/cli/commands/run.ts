@@ -16,6 +16,7 @@ import { log } from "../../log.ts";
 import { appArgv, intArg, jsonArg, kernelPattern, nvtxArgs, nvtxOption, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
+import { progressMode } from "../../util/progress.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory)" },
@@ -67,7 +68,7 @@ export default defineCommand({
       exitAfterCapture: Boolean(args["exit-after-capture"]),
       verbose: Boolean(args.verbose),
       stdoutToStderr: Boolean(args.json),
-      progress: process.stderr.isTTY && !args.json ? "live" : "phases",
+      progress: progressMode({ json: Boolean(args.json), isTTY: process.stderr.isTTY }),
       frontendArgs: Object.fromEntries(Object.keys(captureArgs()).map((k) => [k, (args as Record<string, unknown>)[k]])),
       ...(nvtx ? { nvtx } : {}),
     });
