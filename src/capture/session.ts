@@ -348,7 +348,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
           ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
           : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
               (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
-        { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
+        { hint: req.nvtx ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch." : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
       );
     }
     const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
