@@ -5,7 +5,7 @@
  * Exports: InitializeInjectionNvtx2 (NVTX's injection entry: the application's NVTX, header-only
  *          NVTX 3 or libnvToolsExt, calls it at its first NVTX call when NVTX_INJECTION64_PATH names
  *          this library; kerncap sets that only with --nvtx, src/capture/nvtx.ts).
- * Reads:   KERNCAP_NVTX_INCLUDE, KERNCAP_NVTX_EXCLUDE (one expression per line).
+ * Reads:   KERNCAP_NVTX_INCLUDE, KERNCAP_NVTX_EXCLUDE (one expression per line), KERNCAP_NVTX_SUMMARY.
  * Why its own injection rather than CUPTI's NVTX callback domain: CUPTI sees NVTX only when
  *          NVTX_INJECTION64_PATH names libcupti and only once kerncap has subscribed, at cuInit;
  *          PyTorch often pushes a range before the first CUDA call (`with nvtx.range("step"):
@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "kc_nvtx.h"
+#include "kc_json.h"
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@
 #define KC_EXPORT __attribute__((visibility("default")))
 
 static kc_nvtx_filter_t filter;
-static int filtering, injected;
+static int filtering, injected, summarizing;
 static uint64_t filtered_out;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int setup_rc;
@@ -47,6 +48,8 @@ typedef struct {
   uint64_t gen;        /* bumped at each push and pop */
   uint64_t cached_gen, cached_se; /* the cached answer's state */
   int cached, cached_pass;
+  char *path;          /* kc_nvtx_note_launch: the stack as "A/B/", made again when gen moved */
+  uint64_t path_gen;
 } kc_stack_t;
 static __thread kc_stack_t *ts;
 static pthread_key_t ts_key;
@@ -63,6 +66,7 @@ static void stack_free(void *p) {
   kc_stack_t *s = p;
   for (size_t i = 0; i < s->n; i++) free((char *)s->v[i].name);
   free(s->v);
+  free(s->path);
   free(s);
   if (ts == p) ts = NULL;
 }
@@ -78,6 +82,8 @@ static void do_setup(void) {
   ts_key_ok = pthread_key_create(&ts_key, stack_free) == 0;
   setup_rc = kc_nvtx_filter_parse(&filter, getenv("KERNCAP_NVTX_INCLUDE"), getenv("KERNCAP_NVTX_EXCLUDE"), setup_err, sizeof setup_err);
   filtering = !setup_rc && (filter.ninclude || filter.nexclude);
+  const char *sum = getenv("KERNCAP_NVTX_SUMMARY");
+  summarizing = sum && !strcmp(sum, "1");
 }
 
 int kc_nvtx_setup(char *err, size_t errn) {
@@ -87,6 +93,7 @@ int kc_nvtx_setup(char *err, size_t errn) {
 }
 
 int kc_nvtx_filtering(void) { return filtering; }
+int kc_nvtx_summarizing(void) { return summarizing; }
 uint64_t kc_nvtx_filtered_out(void) { return __atomic_load_n(&filtered_out, __ATOMIC_RELAXED); }
 int kc_nvtx_injected(void) { return __atomic_load_n(&injected, __ATOMIC_RELAXED); }
 
@@ -106,9 +113,78 @@ int kc_nvtx_launch_passes(void) {
   int pass = kc_nvtx_filter_pass(&filter, s ? s->v : NULL, s ? s->n : 0, open, open ? nopen : 0);
   pthread_mutex_unlock(&se_mu);
   free(open);
-  if (s) *s = (kc_stack_t){s->v, s->n, s->cap, s->gen, s->gen, g, 1, pass};
+  if (s) {
+    s->cached_gen = s->gen;
+    s->cached_se = g;
+    s->cached = 1;
+    s->cached_pass = pass;
+  }
   if (!pass) __atomic_fetch_add(&filtered_out, 1, __ATOMIC_RELAXED);
   return pass;
+}
+
+/* ---- the per-range summary (KERNCAP_NVTX_SUMMARY) ---- */
+typedef struct { char *path; const char *kernel; uint64_t count; } kc_range_count_t;
+static pthread_mutex_t sum_mu = PTHREAD_MUTEX_INITIALIZER;
+static kc_range_count_t sums[KC_NVTX_MAX_PATHS * 2]; /* open addressing, at most half full */
+static size_t nsums;
+static uint64_t sums_dropped;
+
+/* The thread's ranges as one string, outermost first: "A/B/", a named domain's as "dom@X/"; "" outside any. */
+static const char *stack_path(kc_stack_t *s) {
+  if (s->path && s->path_gen == s->gen) return s->path;
+  size_t n = 1;
+  for (size_t i = 0; i < s->n; i++) n += strlen(s->v[i].name) + (s->v[i].domain ? strlen(s->v[i].domain) + 1 : 0) + 1;
+  char *p = malloc(n);
+  if (!p) return NULL;
+  size_t l = 0;
+  for (size_t i = 0; i < s->n; i++) l += (size_t)sprintf(p + l, "%s%s%s/", s->v[i].domain ? s->v[i].domain : "", s->v[i].domain ? "@" : "", s->v[i].name);
+  p[l] = 0;
+  free(s->path);
+  s->path = p;
+  s->path_gen = s->gen;
+  return p;
+}
+
+void kc_nvtx_note_launch(const char *kernel) {
+  if (!summarizing || !kernel) return;
+  kc_stack_t *s = stack();
+  const char *path = s ? stack_path(s) : NULL;
+  if (!path) return;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = path; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  for (const char *c = kernel; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  pthread_mutex_lock(&sum_mu);
+  const size_t cap = sizeof sums / sizeof *sums;
+  for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+    kc_range_count_t *e = &sums[i];
+    if (e->path && (e->kernel == kernel || !strcmp(e->kernel, kernel)) && !strcmp(e->path, path)) { e->count++; break; }
+    if (!e->path) {
+      if (nsums >= KC_NVTX_MAX_PATHS || !(e->path = strdup(path))) { sums_dropped++; break; }
+      e->kernel = kernel;
+      e->count = 1;
+      nsums++;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&sum_mu);
+}
+
+void kc_nvtx_ranges_json(FILE *f) {
+  pthread_mutex_lock(&sum_mu);
+  fputs(",\"ranges\":[", f);
+  int first = 1;
+  for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {
+    if (!sums[i].path) continue;
+    fputs(first ? "{\"range\":" : ",{\"range\":", f);
+    kc_json_str(f, sums[i].path);
+    fputs(",\"kernel\":", f);
+    kc_json_str(f, sums[i].kernel);
+    fprintf(f, ",\"count\":%llu}", (unsigned long long)sums[i].count);
+    first = 0;
+  }
+  fprintf(f, "],\"ranges_dropped\":%llu", (unsigned long long)sums_dropped);
+  pthread_mutex_unlock(&sum_mu);
 }
 
 /* ---- the messages ---- */

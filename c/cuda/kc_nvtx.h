@@ -24,6 +24,7 @@
 #define KC_NVTX_H
 #include <regex.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define KC_NVTX_MAX_EXPRS 32
@@ -87,4 +88,15 @@ int kc_nvtx_launch_passes(void);
 uint64_t kc_nvtx_filtered_out(void);
 /* Whether the application's NVTX called InitializeInjectionNvtx2 (any NVTX call was made). */
 int kc_nvtx_injected(void);
+/* KERNCAP_NVTX_SUMMARY=1 (`list --print-summary per-nvtx`): count each launch by the launching
+ * thread's open push/pop ranges ("A/B/", "dom@X/A/": outermost first, a named domain's ranges
+ * with their domain) and kernel. */
+int kc_nvtx_summarizing(void);
+/* Count one launch of `kernel` (a name that outlives the process's census: the census entry's) under
+ * the calling thread's ranges; at most KC_NVTX_MAX_PATHS distinct (ranges, kernel) pairs, the
+ * launches of any more only counted as dropped. */
+#define KC_NVTX_MAX_PATHS 4096
+void kc_nvtx_note_launch(const char *kernel);
+/* The census's ,"ranges":[{"range","kernel","count"}…],"ranges_dropped":N of the counts above. */
+void kc_nvtx_ranges_json(FILE *f);
 #endif

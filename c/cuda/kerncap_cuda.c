@@ -291,6 +291,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   int bench = kc.ignore_launches && !kc.set.count_benchmarks;
   if (k) {
     kc_census_add(&k->count, 1);
+    kc_nvtx_note_launch(k->name); /* list --print-summary per-nvtx (nothing otherwise) */
     if (bench) kc_census_add(&k->benchmark, 1);
     note_shape(k, &L);
     /* Once per kernel name, not per launch: this may load the function's module lazily (firing

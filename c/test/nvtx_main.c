@@ -3,10 +3,11 @@
  * statically here (the weak InitializeInjectionNvtx2_fnptr its loader looks for), so the calls below
  * are real NVTX calls that reach kerncap's table.
  *   nvtx_main parse EXPR…     one line per EXPR: "ok CANONICAL" or "error MESSAGE"
- *   nvtx_main run EVENT…      with KERNCAP_NVTX_INCLUDE/EXCLUDE set; one line per "launch": 1 passes, 0 not
+ *   nvtx_main run EVENT…      with KERNCAP_NVTX_INCLUDE/EXCLUDE set; one line per "launch": 1 passes, 0 not;
+ *                             with KERNCAP_NVTX_SUMMARY=1 a last line: {"summary":true,"ranges":[…],…}
  * EVENTs: push:NAME, push:DOMAIN@NAME (nvtxDomainRangePushEx), pushw:NAME (wide), pushreg:DOMAIN@NAME
  * (a registered string), pop, pop:DOMAIN, start:NAME, start:DOMAIN@NAME, end:N (the Nth start,
- * 1-based), launch. test/cpu/nvtx.test.ts runs its table through this and through src/capture/nvtx.ts. */
+ * 1-based), launch, note:KERNEL (a launch of KERNEL counted as the library counts it). test/cpu/nvtx.test.ts runs its table through this and through src/capture/nvtx.ts. */
 #define _GNU_SOURCE
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
@@ -69,6 +70,9 @@ int main(int argc, char **argv) {
     if (arg) *arg++ = 0;
     const char *name = NULL;
     if (!strcmp(ev, "launch")) printf("%d\n", kc_nvtx_launch_passes());
+    else if (!strcmp(ev, "note")) { /* a launch of kernel ARG as the library counts one: filter, then the summary */
+      if (kc_nvtx_launch_passes()) kc_nvtx_note_launch(arg);
+    }
     else if (!strcmp(ev, "push")) {
       nvtxDomainHandle_t d = split(arg, &name);
       if (d) {
@@ -97,6 +101,11 @@ int main(int argc, char **argv) {
       int n = atoi(arg);
       if (n >= 1 && n <= nids) nvtxRangeEnd(ids[n - 1]);
     } else { fprintf(stderr, "unknown event %s\n", ev); return 2; }
+  }
+  if (kc_nvtx_summarizing()) {
+    fputs("{\"summary\":true", stdout);
+    kc_nvtx_ranges_json(stdout);
+    fputs("}\n", stdout);
   }
   return 0;
 }

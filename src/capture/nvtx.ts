@@ -4,7 +4,7 @@
  * application starts, with the grammar the capture library parses and matches them with
  * (c/cuda/kc_nvtx.h says it; test/cpu/nvtx.test.ts runs one table through both), and turned into
  * the application's environment: KERNCAP_NVTX_INCLUDE / KERNCAP_NVTX_EXCLUDE (one expression per
- * line) and NVTX_INJECTION64_PATH naming the capture library, whose InitializeInjectionNvtx2 then
+ * line), KERNCAP_NVTX_SUMMARY (`list --print-summary per-nvtx`) and NVTX_INJECTION64_PATH naming the capture library, whose InitializeInjectionNvtx2 then
  * follows every thread's ranges (c/cuda/kc_nvtx.c).
  */
 import { KerncapError } from "../errors.ts";
@@ -131,6 +131,8 @@ export function parseNvtxExpr(text: string): NvtxExpr {
 export interface NvtxSelection {
   include: string[];
   exclude: string[];
+  /** `list --print-summary per-nvtx`: the library counts each launch by its thread's open ranges (KERNCAP_NVTX_SUMMARY). */
+  summary?: boolean;
 }
 
 /**
@@ -159,5 +161,6 @@ export function nvtxEnv(sel: NvtxSelection, lib: string, env: Record<string, str
   const out: Record<string, string> = { NVTX_INJECTION64_PATH: lib };
   if (sel.include.length) out.KERNCAP_NVTX_INCLUDE = sel.include.join("\n");
   if (sel.exclude.length) out.KERNCAP_NVTX_EXCLUDE = sel.exclude.join("\n");
+  if (sel.summary) out.KERNCAP_NVTX_SUMMARY = "1";
   return { env: out, warnings };
 }

@@ -455,12 +455,14 @@ function nvtxAppEnv(sel: NvtxSelection | undefined, injEnv: Record<string, strin
 
 /** What the NVTX selection left out, or that no NVTX call reached the library (the application makes none, or its NVTX loads no tool). */
 function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
-  if (!sel || (!sel.include.length && !sel.exclude.length)) return;
+  if (!sel || (!sel.include.length && !sel.exclude.length && !sel.summary)) return;
   const seen = census.processes.filter((p) => p.nvtx);
   const out = seen.reduce((n, p) => n + (p.nvtx?.filteredOut ?? 0), 0);
-  if (sel.include.length && seen.length && !seen.some((p) => p.nvtx?.injected)) {
-    log.warn("no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so no launch was inside --nvtx-include's ranges");
+  if ((sel.include.length || sel.summary) && seen.length && !seen.some((p) => p.nvtx?.injected)) {
+    log.warn(`no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so ${sel.include.length ? "no launch was inside --nvtx-include's ranges" : "every launch is outside any range"}`);
   }
+  const dropped = seen.reduce((n, p) => n + (p.nvtx?.rangesDropped ?? 0), 0);
+  if (dropped) log.warn(`${plural(dropped, "launch")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`);
   if (out) log.info(`${plural(out, "launch")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
 }
 

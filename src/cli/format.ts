@@ -171,8 +171,28 @@ export function processTable(procs: ProcessCensus[]): string {
   return table(head, rows);
 }
 
-/** `list --print-summary` (ncu's option): the per-kernel table (the default), per GPU, or none (the count line only). */
-export const LIST_SUMMARIES = ["per-kernel", "per-gpu", "none"] as const;
+/** `list --print-summary` (ncu's option): the per-kernel table (the default), per GPU, per set of open NVTX ranges, or none (the count line only). */
+export const LIST_SUMMARIES = ["per-kernel", "per-gpu", "per-nvtx", "none"] as const;
+
+/**
+ * `list --print-summary per-nvtx`: launches per set of NVTX ranges open in the launching thread
+ * (outermost first, "A/B/"; a named domain's "dom@X/"; "(no range)") and kernel, summed over the
+ * processes; by range, then most launches first. Kernel names demangled from `kernels`.
+ */
+export function nvtxTable(procs: ProcessCensus[], kernels: KernelSeen[]): string {
+  const by = new Map<string, { range: string; kernel: string; count: number }>();
+  for (const p of procs)
+    for (const r of p.nvtx?.ranges ?? []) {
+      const key = `${r.range}\0${r.kernel}`;
+      const e = by.get(key) ?? by.set(key, { range: r.range, kernel: r.kernel, count: 0 }).get(key)!;
+      e.count += r.count;
+    }
+  const names = new Map(kernels.map((k) => [k.name, k.demangled || k.name]));
+  const rows = [...by.values()]
+    .sort((a, b) => (a.range < b.range ? -1 : a.range > b.range ? 1 : b.count - a.count))
+    .map((e) => [oneLine(e.range || "(no range)"), String(e.count), oneLine(names.get(e.kernel) ?? e.kernel)]);
+  return table(["NVTX ranges", "count", "kernel"], rows);
+}
 
 /**
  * `list --print-summary per-gpu`: one row per set of GPUs a process could see (its

@@ -7,7 +7,7 @@
  * loaded by NVTX 3's own loader), each launch's verdict checked; and the plumbing from the command
  * line to the application's environment. The C parts skip without gcc or NVTX 3's headers.
  */
-import { describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -98,10 +98,14 @@ describe("NVTX range expressions", () => {
     if (driver) return driver;
     tmp = mkdtempSync(join(tmpdir(), "kerncap-nvtx-"));
     driver = join(tmp, "nvtx_main");
-    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", `-I${NVTX_INC}`, "-o", driver, join(ROOT, "c/test/nvtx_main.c"), join(ROOT, "c/cuda/kc_nvtx.c"), join(ROOT, "c/cuda/kc_nvtx_filter.c"), "-ldl", "-lpthread"], { stderr: "pipe" });
+    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", `-I${NVTX_INC}`, `-I${join(ROOT, "c/common")}`, "-o", driver, join(ROOT, "c/test/nvtx_main.c"), join(ROOT, "c/cuda/kc_nvtx.c"), join(ROOT, "c/cuda/kc_nvtx_filter.c"), "-ldl", "-lpthread"], { stderr: "pipe" });
     expect(cc.exitCode, cc.stderr.toString()).toBe(0);
     return driver;
   };
+
+  // gcc on a loaded machine may take more than a test's 5 s
+  beforeAll(() => void (canBuild && build()), 120_000);
+  afterAll(() => void (tmp && rmSync(tmp, { recursive: true, force: true })));
 
   test("kerncap's check accepts, refuses and spells them as the table says", () => {
     for (const [expr, want] of PARSE) {
@@ -131,11 +135,32 @@ describe("NVTX range expressions", () => {
     }
   });
 
+  test.skipIf(!canBuild)("per-nvtx summary: each launch counted by its thread's open ranges (named domains marked) and kernel, after the filter", () => {
+    const bin = build();
+    const summary = (env: Record<string, string>, events: string[]) => {
+      const r = Bun.spawnSync([bin, "run", ...events], { env: { KERNCAP_NVTX_SUMMARY: "1", ...env }, stdout: "pipe", stderr: "pipe" });
+      expect(r.exitCode, r.stderr.toString()).toBe(0);
+      const doc = JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!);
+      return { dropped: doc.ranges_dropped, ranges: (doc.ranges as { range: string; kernel: string; count: number }[]).sort((a, b) => (a.range !== b.range ? (a.range < b.range ? -1 : 1) : a.kernel < b.kernel ? -1 : 1)) };
+    };
+    expect(summary({}, ["note:k1", "push:A", "note:k1", "note:k2", "push:lib@X", "note:k1", "pop:lib", "push:B", "note:k1", "pop", "pop", "note:k1"])).toEqual({
+      dropped: 0,
+      ranges: [
+        { range: "", kernel: "k1", count: 2 },
+        { range: "A/", kernel: "k1", count: 1 },
+        { range: "A/", kernel: "k2", count: 1 },
+        { range: "A/B/", kernel: "k1", count: 1 },
+        { range: "A/lib@X/", kernel: "k1", count: 1 },
+      ],
+    });
+    // with a filter, only the launches it keeps
+    expect(summary({ KERNCAP_NVTX_INCLUDE: "A/" }, ["note:k1", "push:A", "note:k1", "note:k1"]).ranges).toEqual([{ range: "A/", kernel: "k1", count: 2 }]);
+  });
+
   test.skipIf(!canBuild)("an expression the library cannot parse is its set-up error (nothing filtered)", () => {
     const r = Bun.spawnSync([build(), "run", "launch"], { env: { KERNCAP_NVTX_INCLUDE: "A//" }, stdout: "pipe" });
     expect(r.exitCode).toBe(1);
     expect(r.stdout.toString()).toContain("empty range name");
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
   });
 });
 
@@ -149,12 +174,13 @@ describe("NVTX options to the application's environment", () => {
   });
 
   test("the library gets the expressions one per line, and NVTX names the library", () => {
+    expect(nvtxEnv({ include: [], exclude: [], summary: true }, "/l.so", {}).env).toEqual({ NVTX_INJECTION64_PATH: "/l.so", KERNCAP_NVTX_SUMMARY: "1" });
     const e = nvtxEnv({ include: ["A/", "dom@B,C"], exclude: ["w/"] }, "/cache/libkerncap_cuda.so", {});
     expect(e.env).toEqual({ NVTX_INJECTION64_PATH: "/cache/libkerncap_cuda.so", KERNCAP_NVTX_INCLUDE: "A/\ndom@B,C", KERNCAP_NVTX_EXCLUDE: "w/" });
     expect(e.warnings).toEqual([]);
     expect(nvtxEnv({ include: [], exclude: [] }, "/l.so", { NVTX_INJECTION64_PATH: "/opt/nsys/libToolsInjection64.so" }).warnings[0]).toContain("libToolsInjection64.so");
     // an outer run's expressions never reach the application
-    expect(withoutCaptureSettings({ KERNCAP_NVTX_INCLUDE: "A/", KERNCAP_NVTX_EXCLUDE: "B/", HOME: "/h" })).toEqual({ HOME: "/h" });
+    expect(withoutCaptureSettings({ KERNCAP_NVTX_INCLUDE: "A/", KERNCAP_NVTX_EXCLUDE: "B/", KERNCAP_NVTX_SUMMARY: "1", HOME: "/h" })).toEqual({ HOME: "/h" });
     expect(captureLibraryEnv({ out: "/o", mode: "list" })).not.toHaveProperty("KERNCAP_NVTX_INCLUDE");
   });
 

@@ -1,14 +1,18 @@
 /**
  * `--print-summary` (ncu's option) of `list` and `check`: the tables each mode prints (check:
  * per-capture, per-kernel with each status's count and the geometric mean time ratio, per-gpu,
- * none; list: per-kernel, per-gpu, none), and a mode the verb does not have is a usage error
+ * none; list: per-kernel, per-gpu, per-nvtx from the census's per-range counts, none), and a mode the verb does not have is a usage error
  * naming the ones it has, before anything runs.
  */
 import { describe, expect, test } from "bun:test";
 import { CHECK_SUMMARIES, groupTable, summaryTable } from "../../src/check/report.ts";
 import type { ProcessCensus } from "../../src/capture/census.ts";
 import { printSummaryArg } from "../../src/cli/args.ts";
-import { gpuTable, LIST_SUMMARIES } from "../../src/cli/format.ts";
+import { gpuTable, LIST_SUMMARIES, nvtxTable } from "../../src/cli/format.ts";
+import { processSummary, readCensus } from "../../src/capture/census.ts";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { runCli } from "../../src/cli/main.ts";
 import type { CheckRecord } from "../../src/format/check-record.ts";
 import { output } from "./fixtures.ts";
@@ -75,13 +79,39 @@ describe("list --print-summary", () => {
     ]);
   });
 
+  test("per-nvtx: launches per open ranges and kernel, summed over processes, demangled, by range", () => {
+    const withRanges = (pid: number, ranges: { range: string; kernel: string; count: number }[]) => ({ ...proc(pid, {}, [], 0), nvtx: { injected: true, filteredOut: 0, ranges } }) as ProcessCensus;
+    const t = nvtxTable(
+      [withRanges(1, [{ range: "A/B/", kernel: "_Z1kv", count: 2 }, { range: "", kernel: "_Z1kv", count: 5 }]), withRanges(2, [{ range: "A/B/", kernel: "_Z1kv", count: 3 }, { range: "A/", kernel: "_Z1gv", count: 1 }])],
+      [{ name: "_Z1kv", demangled: "k()" }, { name: "_Z1gv", demangled: "g()" }] as any,
+    );
+    expect(t.split("\n").map((l) => l.trim().split(/\s{2,}/))).toEqual([
+      ["NVTX ranges", "count", "kernel"],
+      ["(no range)", "5", "k()"],
+      ["A/", "1", "g()"],
+      ["A/B/", "5", "k()"],
+    ]);
+  });
+
+  test("the census's per-range counts reach list --json (kernels.<pid>.json as c/cuda/kc_out.c writes it)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kerncap-census-nvtx-"));
+    try {
+      writeFileSync(join(dir, "kernels.7.json"), JSON.stringify({ final: true, counting: true, process: { pid: 7 }, launches: 3, kernels: [{ name: "_Z1kv", demangled: "k()", count: 3, grid: [1, 1, 1], block: [32, 1, 1], module: "0x1" }], graphs: [], nvtx: { injected: true, filtered_out: 2, ranges: [{ range: "A/", kernel: "_Z1kv", count: 3 }], ranges_dropped: 0 } }));
+      const p = readCensus(dir).processes[0]!;
+      expect(p.nvtx).toEqual({ injected: true, filteredOut: 2, ranges: [{ range: "A/", kernel: "_Z1kv", count: 3 }], rangesDropped: 0 });
+      expect(processSummary(p).nvtx).toEqual(p.nvtx!);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("the modes, and a usage error for another before the application runs", async () => {
     expect(printSummaryArg(undefined, LIST_SUMMARIES, "per-kernel")).toBe("per-kernel");
     expect(printSummaryArg("none", LIST_SUMMARIES, "per-kernel")).toBe("none");
-    expect(() => printSummaryArg("per-capture", LIST_SUMMARIES, "per-kernel")).toThrow(/not one of per-kernel, per-gpu, none/);
+    expect(() => printSummaryArg("per-capture", LIST_SUMMARIES, "per-kernel")).toThrow(/not one of per-kernel, per-gpu, per-nvtx, none/);
     expect(CHECK_SUMMARIES).toContain("per-capture");
-    const r = await output(() => runCli(["list", "--print-summary", "per-nvtx", "--", "/nonexistent/app"]));
+    const r = await output(() => runCli(["list", "--print-summary", "per-capture", "--", "/nonexistent/app"]));
     expect(r.value).toBe(2);
-    expect(r.err).toContain("--print-summary per-nvtx");
+    expect(r.err).toContain("--print-summary per-capture: not one of");
   });
 });

@@ -55,6 +55,26 @@ describe.skipIf(SKIP)("NVTX range selection (CUDA app)", () => {
     expect(counts(["--nvtx-include", "A/", "--nvtx-exclude", "A/B/"])).toMatchObject({ mark: 2, inner: 0 });
   });
 
+  test("list --print-summary per-nvtx: each launch under the ranges open in its thread", () => {
+    const r = kc(["list", "--print-summary", "per-nvtx", "--json", "--", app]);
+    expect(r.code, r.stderr).toBe(0);
+    const ranges = json(r).processes[0].nvtx.ranges as { range: string; kernel: string; count: number }[];
+    const got = Object.fromEntries(ranges.map((x) => [`${x.range} ${x.kernel}`, x.count]));
+    expect(got).toEqual({
+      [`init/ ${MARK}`]: 1,
+      [` ${MARK}`]: 2, // tag 1, and tag 6 (inside start/end range S only)
+      [`A/ ${MARK}`]: 2,
+      [`A/B/ ${MARK}`]: 1,
+      [`A/B/ ${INNER}`]: 1,
+      [`C/ ${MARK}`]: 1,
+      [`lib@A/ ${MARK}`]: 1,
+    });
+    const text = kc(["list", "--print-summary", "per-nvtx", "--", app]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/^\s*A\/B\/\s+1\s+inner\(int\*\)$/m);
+    expect(text.stdout).toMatch(/^\s*\(no range\)\s+2\s+mark\(int\*, int\)$/m);
+  });
+
   test("run: --dispatch counts only the launches inside the range, and that launch is captured", () => {
     const out = join(WORK, "cap-a1");
     const r = kc(["run", "--nvtx-include", "A/", "--kernel", "^mark", "--dispatch", "1", "--out", out, "--json", "--", app]);
