@@ -132,6 +132,7 @@ step "The same, one row per kernel (\`--print-summary\`, as ncu's):" "$kc" check
 if [ -x "$work/nvtx_ranges" ]; then
   echo -e "\n## Only the launches inside an NVTX range: \`list --nvtx-include\`" >> "$md"
   step "Every launch of \`test/apps/nvtx_ranges.cu\` (one kernel, \`mark\`, launched in and out of NVTX ranges):" "$kc" list -- ./nvtx_ranges
+  step "The same launches by the NVTX ranges open at each (\`--print-summary per-nvtx\`): the names to select by:" "$kc" list --print-summary per-nvtx -- ./nvtx_ranges
   step "Only those inside push/pop range A, at any depth (ncu's syntax):" "$kc" list --nvtx --nvtx-include A/ -- ./nvtx_ranges
 fi
 
