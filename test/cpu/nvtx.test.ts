@@ -5,14 +5,16 @@
  * (src/capture/nvtx.ts) — which must accept and refuse the same ones and spell them alike; one
  * table of NVTX call sequences run through the library's real NVTX injection (c/cuda/kc_nvtx.c,
  * loaded by NVTX 3's own loader), each launch's verdict checked; and the plumbing from the command
- * line to the application's environment. The C parts skip without gcc or NVTX 3's headers.
+ * line to the application's environment; and the capture library itself on a stand-in libcuda,
+ * its NVTX loaded by NVTX_INJECTION64_PATH. The C parts skip without gcc, NVTX 3's or CUPTI's headers.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { nvtxEnv, nvtxSelection, parseNvtxExpr } from "../../src/capture/nvtx.ts";
 import { listKernels } from "../../src/capture/session.ts";
+import { readCensus } from "../../src/capture/census.ts";
 import { nvtxOption } from "../../src/cli/args.ts";
 import { captureLibraryEnv, withoutCaptureSettings } from "../../src/env.ts";
 
@@ -161,6 +163,63 @@ describe("NVTX range expressions", () => {
     const r = Bun.spawnSync([build(), "run", "launch"], { env: { KERNCAP_NVTX_INCLUDE: "A//" }, stdout: "pipe" });
     expect(r.exitCode).toBe(1);
     expect(r.stdout.toString()).toContain("empty range name");
+  });
+});
+
+// The capture library itself on the stand-in libcuda/libcupti (c/test/fake_cuda.c), its launches
+// played by c/test/launch_main.c between real NVTX calls, NVTX_INJECTION64_PATH naming the library.
+const CUDA_LIB = join(ROOT, "c/build/libkerncap_cuda.so");
+const CUDA_INC = ["/usr/local/cuda", process.env.CUDA_HOME ?? ""].filter(Boolean).flatMap((h) => [`${h}/include`, `${h}/extras/CUPTI/include`]).filter((d) => existsSync(d));
+const canRunLib = canBuild && existsSync(CUDA_LIB) && CUDA_INC.some((d) => existsSync(join(d, "cupti.h")));
+describe.skipIf(!canRunLib)("the CUDA capture library with an NVTX selection (stand-in libcuda)", () => {
+  let dir = "";
+  let n = 0;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "kerncap-nvtx-lib-"));
+    const gcc = (args: string[]) => {
+      const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-O1", ...args], { stderr: "pipe" });
+      expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+    };
+    gcc(["-shared", "-fPIC", "-DFAKE_LIBCUDA", "-o", join(dir, "libcuda.so.1"), join(ROOT, "c/test/fake_cuda.c")]);
+    gcc(["-shared", "-fPIC", "-DFAKE_LIBCUPTI", "-o", join(dir, "libcupti.so"), join(ROOT, "c/test/fake_cuda.c")]);
+    gcc([...CUDA_INC.map((d) => `-I${d}`), "-o", join(dir, "launch_main"), join(ROOT, "c/test/launch_main.c"), `-L${dir}`, "-l:libcupti.so", `-Wl,-rpath,${dir}`, "-ldl", "-lpthread"]);
+  }, 120_000);
+  afterAll(() => void (dir && rmSync(dir, { recursive: true, force: true })));
+
+  /** Play the events with these settings; the output folder. */
+  const play = (settings: Record<string, string>, events: string[]): string => {
+    const out = join(dir, `out-${n++}`);
+    mkdirSync(join(out, "kernel"), { recursive: true });
+    mkdirSync(join(out, "memory"));
+    const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: dir, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(dir, "libcupti.so"), NVTX_INJECTION64_PATH: CUDA_LIB, ...settings };
+    const p = Bun.spawnSync([join(dir, "launch_main"), CUDA_LIB, "nvtx", ...events], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+    expect(p.exitCode, p.stderr.toString()).toBe(0);
+    expect(readdirSync(out).filter((f) => f.startsWith("error.")), p.stderr.toString()).toEqual([]);
+    return out;
+  };
+  const EVENTS = ["_Z2k1v", "push:A", "_Z2k1v", "_Z2k2v", "push:B", "_Z2k2v", "pop", "pop", "_Z2k2v"];
+
+  test("list: only the launches inside the range are counted; the census says how many were left out, and the per-range counts", () => {
+    const out = play({ KERNCAP_MODE: "list", KERNCAP_NVTX_INCLUDE: "A/", KERNCAP_NVTX_SUMMARY: "1" }, EVENTS);
+    const c = readCensus(out);
+    expect(Object.fromEntries(c.kernels.map((k) => [k.name, k.count]))).toEqual({ _Z2k1v: 1, _Z2k2v: 2 });
+    expect(c.launches).toBe(3);
+    const nv = c.processes[0]!.nvtx!;
+    expect({ injected: nv.injected, filteredOut: nv.filteredOut }).toEqual({ injected: true, filteredOut: 2 });
+    expect(nv.ranges!.map((r) => `${r.range} ${r.kernel} ${r.count}`).sort()).toEqual(["A/ _Z2k1v 1", "A/ _Z2k2v 1", "A/B/ _Z2k2v 1"]);
+  });
+
+  test("capture: --dispatch counts only the launches inside the range", () => {
+    const out = play({ KERNCAP_MODE: "capture", KERNCAP_KERNEL: "k2", KERNCAP_DISPATCH: "1", KERNCAP_NVTX_INCLUDE: "A/" }, EVENTS);
+    const raw = JSON.parse(readFileSync(join(out, "raw.json"), "utf8"));
+    expect(raw.kernel).toMatchObject({ name: "_Z2k2v", match_index: 1 });
+    expect(raw.launch.grid).toEqual([4, 1, 1]); // launch_main's 4th launch (grid 1 + its ordinal): k2 inside A/B
+  });
+
+  test("without a selection every launch counts and the census has no nvtx part", () => {
+    const c = readCensus(play({ KERNCAP_MODE: "list" }, EVENTS));
+    expect(c.launches).toBe(5);
+    expect(c.processes[0]!.nvtx).toBeUndefined();
   });
 });
 
