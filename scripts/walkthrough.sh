@@ -64,7 +64,7 @@ step() {
 } > "$md"
 
 nvcc -O2 -lineinfo -arch=native -o "$work/structs" test/apps/structs.cu || { echo "walkthrough: nvcc failed" >&2; exit 1; }
-nvcc -O2 -arch=native -o "$work/nvtx_ranges" test/apps/nvtx_ranges.cu || echo "walkthrough: nvtx_ranges did not build; its step is left out" >&2
+nvcc -O2 -arch=native -o "$work/nvtx_ranges" test/apps/nvtx_ranges.cu -ldl || echo "walkthrough: nvtx_ranges did not build; its step is left out" >&2
 
 echo -e "\n## Find the kernel: \`list\`" >> "$md"
 step "Every kernel the application launches, with its launch count, last grid and block, and module:" "$kc" list -- ./structs 3

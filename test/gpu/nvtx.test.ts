@@ -21,7 +21,7 @@ let app = "";
 beforeAll(() => {
   if (SKIP) return;
   app = join(WORK, "nvtx_ranges");
-  const p = run(["nvcc", "-O2", "-arch=sm_90", "-o", app, join(APPS, "nvtx_ranges.cu")], { cwd: WORK });
+  const p = run(["nvcc", "-O2", "-arch=sm_90", "-o", app, join(APPS, "nvtx_ranges.cu"), "-ldl"], { cwd: WORK }); // NVTX 3 dlopens its tool (libdl before glibc 2.34)
   if (p.code !== 0) throw new Error(p.stderr);
 });
 
