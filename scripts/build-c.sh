@@ -25,7 +25,7 @@ mkdir -p c/build
   echo "};"
 } > c/build/kc_scan_fatbin.h.tmp && mv c/build/kc_scan_fatbin.h.tmp c/build/kc_scan_fatbin.h
 out=c/build/libkerncap_cuda.so
-units=(kerncap_cuda kc_graphs kc_capture kc_snapshot kc_out kc_cupti)
+units=(kerncap_cuda kc_graphs kc_capture kc_snapshot kc_out kc_cupti kc_nvtx kc_nvtx_filter)
 common=$(sed -e 's/#.*//' c/common/units)
 # c/common/kc_glibc.h pins the glibc symbol versions (the library loads on glibc 2.17 and later);
 # libdl and libpthread stay DT_NEEDED, where the pinned dl*/pthread_* symbols live before glibc 2.34

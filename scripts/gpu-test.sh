@@ -43,7 +43,7 @@ fi
 filter="${1:-}"
 t() { local lim=$1; shift; BUN_BE_BUN=1 timeout "$lim" dist/kerncap test --timeout 150000 ${filter:+-t "$filter"} "$@" 2>&1 | tee -a "$OUT/gpu-tests.log"; return "${PIPESTATUS[0]}"; }
 suites=()
-for s in ${SUITES-capture-replay session triton processes scale verdicts graphs share watch multi cmake}; do
+for s in ${SUITES-capture-replay session triton processes scale verdicts graphs share watch multi cmake nvtx progress}; do
   case "$s" in *.ts) suites+=("$s") ;; *) suites+=("test/gpu/$s.test.ts") ;; esac
 done
 rc=0

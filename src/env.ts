@@ -84,6 +84,9 @@ export const ENV_VARS = {
     meaning: "`--rank N`: only the process of that rank captures (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)",
   },
   KERNCAP_PROCESS: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--process N`: only the Nth process (0-based) of the job that initializes CUDA/HSA captures" },
+  KERNCAP_NVTX_INCLUDE: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--nvtx-include`: NVTX range expressions (ncu's syntax), one per line; only launches inside one of them count (kerncap also sets NVTX_INJECTION64_PATH to the library)" },
+  KERNCAP_NVTX_EXCLUDE: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--nvtx-exclude`: NVTX range expressions, one per line; launches inside any of them do not count" },
+  KERNCAP_NVTX_SUMMARY: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`list --print-summary per-nvtx`: `1` counts each launch by the NVTX ranges open in its thread (the census's `nvtx.ranges`)" },
   // ---- set by kerncap (or its reproducer's build.sh) for its own children ----
   KERNCAP_ASLR_RETRY: { readers: ["kerncap"], setBy: "kerncap", meaning: "`1` in the replay child started without ASLR (setarch -R): no second retry" },
   KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "build.sh", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
@@ -182,7 +185,7 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
 }
 
 /** The variables captureLibraryEnv sets for one run: none may come from the caller's environment (a stale `KERNCAP_RANK=3`, an outer kerncap's settings). */
-const CAPTURE_SETTINGS: EnvName[] = ["KERNCAP_OUT", "KERNCAP_MODE", "KERNCAP_KERNEL", "KERNCAP_DISPATCH", "KERNCAP_RANK", "KERNCAP_PROCESS", "KERNCAP_CAPTURE_ALL", "KERNCAP_MAX_CAPTURES", "KERNCAP_LAUNCH_COUNT", "KERNCAP_COUNT_BENCHMARKS", "KERNCAP_EXIT_AFTER_CAPTURE", "KERNCAP_LOG"];
+const CAPTURE_SETTINGS: EnvName[] = ["KERNCAP_OUT", "KERNCAP_MODE", "KERNCAP_KERNEL", "KERNCAP_DISPATCH", "KERNCAP_RANK", "KERNCAP_PROCESS", "KERNCAP_CAPTURE_ALL", "KERNCAP_MAX_CAPTURES", "KERNCAP_LAUNCH_COUNT", "KERNCAP_COUNT_BENCHMARKS", "KERNCAP_EXIT_AFTER_CAPTURE", "KERNCAP_LOG", "KERNCAP_NVTX_INCLUDE", "KERNCAP_NVTX_EXCLUDE", "KERNCAP_NVTX_SUMMARY"];
 
 /** `env` without the capture library's per-run settings (CAPTURE_SETTINGS): the base of an application's environment. */
 export function withoutCaptureSettings(env: Env = process.env): Record<string, string | undefined> {

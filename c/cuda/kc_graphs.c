@@ -539,6 +539,7 @@ static void kc_graph_instantiated(const void *params) {
 static void kc_graph_launched(CUgraphExec exec) {
   kc_graph_t *g = kc_graph_of(exec);
   if (!g) return;
+  if (!kc_nvtx_launch_passes()) return; /* outside --nvtx-include's ranges: its kernel nodes are not counted (c/cuda/kc_nvtx.h) */
   g->launches++;
   int bench = kc.ignore_launches && !kc.set.count_benchmarks;
   for (size_t k = 0; k < g->k.n; k++) {

@@ -44,8 +44,13 @@ const char *kc_demangled(const char *name) {
   return k ? kc_census_demangled(&kc.census, k) : name;
 }
 
-/* The census's CUDA parts: ,"cupti":{…},"graphs":[…],"graph_target":{…} */
+/* The census's CUDA parts: ,"cupti":{…},"nvtx":{…},"graphs":[…],"graph_target":{…} */
 static void census_extra(FILE *f) {
+  if (kc_nvtx_filtering() || kc_nvtx_summarizing()) {
+    fprintf(f, ",\"nvtx\":{\"injected\":%s,\"filtered_out\":%llu", kc_nvtx_injected() ? "true" : "false", (unsigned long long)kc_nvtx_filtered_out());
+    if (kc_nvtx_summarizing()) kc_nvtx_ranges_json(f);
+    fputs("}", f);
+  }
   fputs(",\"cupti\":", f);
   kc_cupti_json(f);
   fputs(",\"graphs\":[", f);

@@ -34,6 +34,7 @@
 #include "kc_cupti.h"
 #include "kc_snapshot.h"
 #include "kc_graphs.h"
+#include "kc_nvtx.h"
 
 /* ---- libcuda / libcupti entry points, resolved with dlsym at set-up (one X-macro list each) ---- */
 #define KC_CU_FUNCS(X)                                                                \

@@ -4,11 +4,13 @@
  *
  * Exports: InitializeInjection() (called once by libcuda at cuInit when CUDA_INJECTION64_PATH
  *          names this file), kerncap_set_ignore_launches(int) (for frontend shims: autotuner
- *          benchmark launches), and the cuptiSubscribe / cuptiSubscribe_v2 wrappers of
- *          c/cuda/kc_cupti.c. Nothing else is visible (-fvisibility=hidden; test/cpu/c-exports.test.ts).
+ *          benchmark launches), the cuptiSubscribe / cuptiSubscribe_v2 wrappers of
+ *          c/cuda/kc_cupti.c, and InitializeInjectionNvtx2 (NVTX_INJECTION64_PATH: c/cuda/kc_nvtx.c).
+ *          Nothing else is visible (-fvisibility=hidden; test/cpu/c-exports.test.ts).
  * Reads:   KERNCAP_OUT, KERNCAP_MODE, KERNCAP_KERNEL, KERNCAP_DISPATCH, KERNCAP_CAPTURE_ALL,
  *          KERNCAP_MAX_CAPTURES, KERNCAP_LAUNCH_COUNT, KERNCAP_COUNT_BENCHMARKS, KERNCAP_EXIT_AFTER_CAPTURE,
- *          KERNCAP_CUPTI_PATH, KERNCAP_LOG; KERNCAP_RANK, KERNCAP_PROCESS (c/common/kc_process.c);
+ *          KERNCAP_CUPTI_PATH, KERNCAP_LOG; KERNCAP_NVTX_INCLUDE, KERNCAP_NVTX_EXCLUDE (c/cuda/kc_nvtx.c);
+ *          KERNCAP_RANK, KERNCAP_PROCESS (c/common/kc_process.c);
  *          KERNCAP_CHUNK_BYTES (c/common/kc_raw.c). docs/raw-capture.md says what each means.
  * Writes:  the raw capture into KERNCAP_OUT (docs/raw-capture.md): kernel/, memory/ (c/cuda/kc_snapshot.c),
  *          a progress file, raw.json last (c/cuda/kc_capture.c, c/common/kc_raw.c). In a job of several
@@ -16,7 +18,8 @@
  *          process writes its own census kernels.<pid>.json and error.<pid>.txt (c/common/kc_log.c).
  * Units:   this file; kc_graphs.c (CUDA graph launches and node capture), kc_capture.c (the
  *          captured launch), kc_snapshot.c (memory), kc_out.c (the files written, the census),
- *          kc_cupti.c (CUPTI sharing); over c/common/ (shared with the HSA library: the settings,
+ *          kc_cupti.c (CUPTI sharing), kc_nvtx.c and kc_nvtx_filter.c (NVTX range selection); over
+ *          c/common/ (shared with the HSA library: the settings,
  *          the census, the matcher, the process of a job, the raw writer, the log). All state in
  *          `kc` (c/cuda/kc_state.h). Two X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
  *          KC_DRIVER_CALLBACKS) serve both the subscription and the dispatch.
@@ -280,11 +283,15 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
       return;
     }
   }
+  /* --nvtx-include/--nvtx-exclude: a launch outside the ranges asked for is neither counted nor
+   * captured (ncu's --launch-skip counts only the launches its filters keep) */
+  if (!kc_nvtx_launch_passes()) return;
   kc_kstat_t *k = launch_entry(L.f, name);
   uint64_t idx = __atomic_fetch_add(&kc.census.launches, 1, __ATOMIC_RELAXED);
   int bench = kc.ignore_launches && !kc.set.count_benchmarks;
   if (k) {
     kc_census_add(&k->count, 1);
+    kc_nvtx_note_launch(k->name); /* list --print-summary per-nvtx (nothing otherwise) */
     if (bench) kc_census_add(&k->benchmark, 1);
     note_shape(k, &L);
     /* Once per kernel name, not per launch: this may load the function's module lazily (firing
@@ -556,6 +563,7 @@ static int setup(void) {
   kc.census.module_fmt = "0x%llx";
   kc.match = (kc_match_t){.s = &kc.set, .census = &kc.census};
   if (src) { KC_FAIL("%s", serr); return -1; }
+  if (kc_nvtx_setup(serr, sizeof serr)) { KC_FAIL("%s", serr); return -1; } /* c/cuda/kc_nvtx.c (NVTX may have read it first) */
   kc.base.enabled = 1;
   if (kc.capture && !kc.proc.admitted) {
     /* not selected by --rank/--process: hold no CUPTI at all (the application's profiler keeps

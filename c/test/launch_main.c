@@ -8,12 +8,16 @@
  *                                        launch of the callbacks (scripts/bench-launch-path.sh)
  *   launch_main LIB threads T N NAME...  T threads at once, N launches each cycling over the NAMEs
  *                                        (test/cpu/c-match.test.ts: every one counted)
+ *   launch_main LIB nvtx EVENT...        NAME launches as seq does, between real NVTX calls: push:R
+ *                                        (nvtxRangePushA), pop (nvtxRangePop); NVTX 3 loads the
+ *                                        library named by NVTX_INJECTION64_PATH (test/cpu/nvtx.test.ts)
  *
  * Each distinct name gets its own function handle, as a module's functions do. The library reads
  * its KERNCAP_* settings from the environment; it finds the stand-in libcuda.so.1 through
  * LD_LIBRARY_PATH and libcupti through KERNCAP_CUPTI_PATH. Links against the stand-in libcupti. */
 #include <cuda.h>
 #include <cupti.h>
+#include <nvtx3/nvToolsExt.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,11 +69,20 @@ int main(int argc, char **argv) {
   if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME...\n", argv[0]); return 2; }
   int bench = !strcmp(argv[2], "bench"), threads = !strcmp(argv[2], "threads") ? atoi(argv[3]) : 0;
   long n = bench ? atol(argv[3]) : 0;
+  int nvtx = !strcmp(argv[2], "nvtx");
   int skip = bench ? 4 : threads ? 5 : 3;
   if (threads && argc < 6) return 2;
   per_thread = threads ? atol(argv[4]) : 0;
   names = (const char **)argv + skip;
   nnames = argc - skip;
+  const char **events = names;
+  int nevents = nnames;
+  if (nvtx) { /* the kernels are the events that are not NVTX calls */
+    names = calloc(nevents, sizeof *names);
+    nnames = 0;
+    for (int i = 0; i < nevents; i++)
+      if (strncmp(events[i], "push:", 5) && strcmp(events[i], "pop")) names[nnames++] = events[i];
+  }
   if (nnames < 1) return 2;
   make_handles();
   void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -91,6 +104,15 @@ int main(int argc, char **argv) {
     if (threads > 64) threads = 64;
     for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, thread_main, (void *)(intptr_t)i);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    return 0;
+  }
+  if (nvtx) {
+    for (int i = 0, k = 0; i < nevents; i++) {
+      if (!strncmp(events[i], "push:", 5)) nvtxRangePushA(events[i] + 5);
+      else if (!strcmp(events[i], "pop")) nvtxRangePop();
+      else if (launch(k, 1 + k) == 0) k++;
+      else break;
+    }
     return 0;
   }
   if (!bench) {

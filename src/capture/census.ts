@@ -57,6 +57,9 @@ export interface GraphSeen { id: number; nodes: number; kernel_nodes: number; la
 /** The launch --dispatch selected ran as a kernel node of a graph (not captured). */
 export interface GraphTarget { graph: number; kernel_node: number; name: string; why?: string }
 
+/** `list --print-summary per-nvtx`: launches of one kernel under one set of open NVTX ranges ("A/B/", "dom@X/"; "" outside any: c/cuda/kc_nvtx.h). */
+export interface RangeCount { range: string; kernel: string; count: number }
+
 export interface ProcessCensus {
   /** The census file (kernels.<pid>.json), relative to the folder. */
   file: string;
@@ -70,6 +73,8 @@ export interface ProcessCensus {
   kernels: KernelSeen[];
   graphs: GraphSeen[];
   graphTarget?: GraphTarget;
+  /** --nvtx-include/--nvtx-exclude (c/cuda/kc_nvtx.c): whether the application's NVTX loaded the library's injection, and the launches left out (not in `launches`). */
+  nvtx?: { injected: boolean; filteredOut: number; ranges?: RangeCount[]; rangesDropped?: number };
   /** Lines of this process's error.<pid>.txt. */
   errors: string[];
 }
@@ -113,7 +118,7 @@ interface RawCupti {
   released_at_launch?: number;
   app_calls?: { call: string; caller: string; result: number; kerncap_held: boolean; handed_back: boolean; t_s: number }[];
 }
-interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[]; graphs?: GraphSeen[]; graph_target?: GraphTarget }
+interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[]; graphs?: GraphSeen[]; graph_target?: GraphTarget; nvtx?: { injected?: boolean; filtered_out?: number; ranges?: RangeCount[]; ranges_dropped?: number } }
 
 /** The identity object of raw.json / kernels.<pid>.json in the manifest's terms (camelCase). */
 export function identityFromRaw(r: RawIdentity): ProcessIdentity {
@@ -187,6 +192,9 @@ export function readCensus(dir: string): Census {
       kernels: raw.kernels ?? [],
       graphs: raw.graphs ?? [],
       ...(raw.graph_target ? { graphTarget: raw.graph_target } : {}),
+      ...(raw.nvtx
+        ? { nvtx: { injected: raw.nvtx.injected === true, filteredOut: raw.nvtx.filtered_out ?? 0, ...(raw.nvtx.ranges ? { ranges: raw.nvtx.ranges, rangesDropped: raw.nvtx.ranges_dropped ?? 0 } : {}) } }
+        : {}),
       errors: lines(join(dir, pid ? `error.${pid}.txt` : "error.txt")),
     });
   }
@@ -226,6 +234,7 @@ export function processSummary(p: ProcessCensus) {
     ...(p.counting !== true ? { stoppedCounting: p.counting } : {}),
     kernels: p.kernels.map((k) => ({ name: k.name, count: k.count, ...(k.graph ? { graph: k.graph } : {}) })),
     graphs: p.graphs,
+    ...(p.nvtx ? { nvtx: p.nvtx } : {}),
     errors: p.errors,
   };
 }

@@ -2,7 +2,9 @@
  * The CUDA library's `progress` file in its output folder (c/cuda/kc_snapshot.h): one line
  * "phase done total" (phase `before`, `after` or `fsync`; done and total in bytes of the memory
  * files being written), rewritten in place while the library writes the snapshot. `run` shows it
- * on stderr: redrawn in place about once a second on a terminal, else one line per phase.
+ * on stderr as every long task shows its progress (src/util/progress.ts): redrawn in place about
+ * once a second on a terminal; else a line when a phase starts and one every few seconds while it
+ * runs (done/total, the time left); nothing under --json.
  */
 import { escapeForTerminal } from "../escape.ts";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -41,17 +43,25 @@ export interface ProgressWatch {
   stop(): void;
 }
 
+/** A plain progress line of the snapshot at most this often (ms) when stderr is not a terminal: a
+ * snapshot takes seconds to a minute (48 GiB: 29 s, docs/benchmarks.md), where the 10 s of the
+ * other verbs would say little. */
+export const SNAPSHOT_LINE_EVERY_MS = 2000;
+
 /**
  * Poll DIR/progress every `intervalMs`. `live` (a terminal; default every 1000 ms): redraw one
  * line in place through `draw` ("\r", erase line) whenever it changed, ending the line at a phase
  * change and at stop. Otherwise (default every 250 ms, the library's own cadence, so that a short
- * phase is seen too) `say` gets one line per phase seen.
+ * phase is seen too) `say` gets one line per phase seen and, while a phase runs, one line with its
+ * done/total and the time left every `everyMs` (default SNAPSHOT_LINE_EVERY_MS).
  */
-export function watchProgress(dir: string, o: { live: boolean; draw: (s: string) => void; say: (line: string) => void; intervalMs?: number; now?: () => number }): ProgressWatch {
+export function watchProgress(dir: string, o: { live: boolean; draw: (s: string) => void; say: (line: string) => void; intervalMs?: number; everyMs?: number; now?: () => number }): ProgressWatch {
   const now = o.now ?? (() => performance.now());
+  const everyMs = o.everyMs ?? SNAPSHOT_LINE_EVERY_MS;
   let last = "";
   let phase = "";
   let phaseStart = now();
+  let lastSaid = now();
   let drawn = false;
   const tick = () => {
     const file = newestProgressFile(dir);
@@ -73,7 +83,13 @@ export function watchProgress(dir: string, o: { live: boolean; draw: (s: string)
       if (drawn && ph !== phase) o.draw("\n");
       o.draw(`\r\x1b[K${escapeForTerminal(label + describeProgress(p, false, now() - phaseStart), { oneLine: true })}`); // the progress file's text: no escape of its own reaches the terminal
       drawn = true;
-    } else if (ph !== phase) o.say(label + describeProgress(p, true));
+    } else if (ph !== phase) {
+      o.say(label + describeProgress(p, true));
+      lastSaid = now();
+    } else if (now() - lastSaid >= everyMs && p.phase !== "fsync" && p.done < p.total) {
+      o.say(label + describeProgress(p, false, now() - phaseStart));
+      lastSaid = now();
+    }
     phase = ph;
   };
   const timer = setInterval(tick, o.intervalMs ?? (o.live ? 1000 : 250));

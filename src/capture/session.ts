@@ -32,7 +32,10 @@ import { processLabel, readCensus, type Census } from "./census.ts";
 import { cuptiNotes, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
 import { injectorFor, type PrepareInjection } from "./injector.ts";
 import { shellQuote } from "../util/shell-quote.ts";
+import { plural } from "../util/format.ts";
 import { watchProgress } from "./progress.ts";
+import type { ProgressMode } from "../util/progress.ts";
+import { nvtxEnv, type NvtxSelection } from "./nvtx.ts";
 import { captureEnrichment, captureOptions } from "../frontends/index.ts";
 
 /**
@@ -165,10 +168,12 @@ export interface CaptureRequest {
   verbose: boolean;
   /** The application's stdout goes to our stderr (--json keeps stdout for data). */
   stdoutToStderr: boolean;
-  /** The library's snapshot progress on stderr: "live" redrawn about once a second (a terminal), "phases" one line per phase. */
-  progress: "live" | "phases";
+  /** The library's snapshot progress on stderr (src/util/progress.ts's modes): "live" redrawn about once a second (a terminal), "lines" a line per phase and every few seconds (src/capture/progress.ts), "off" none (--json). */
+  progress: ProgressMode;
   /** The values of every frontend's `kerncap run` options (src/frontends/index.ts captureArgs), by option name. */
   frontendArgs: Readonly<Record<string, unknown>>;
+  /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges count. */
+  nvtx?: NvtxSelection;
 }
 
 export interface CaptureResult {
@@ -199,6 +204,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const injector = injectorFor(req.runtime);
+  refuseNvtxOff(req.nvtx, injector.runtime);
   const pattern = req.kernel;
   const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
   for (const k of req.moreKernels ?? []) compileEre(k);
@@ -239,7 +245,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
     const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
     log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
-    const progress = watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
+    const progress = req.progress === "off" ? { stop() {} } : watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
       app = await runApp({
@@ -247,6 +253,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
         env: {
           ...withoutCaptureSettings(), // a stale KERNCAP_RANK or an outer run's settings never reach the library
           ...inj.env,
+          ...nvtxAppEnv(req.nvtx, inj.env),
           ...captureLibraryEnv({
             out: tmp,
             mode: "capture",
@@ -273,6 +280,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
       throw new KerncapError("E_INTERRUPTED", `capture interrupted (${app.interrupted}); the application's process group was ended and nothing was written`, { exitCode: signalExitCode(app.interrupted) });
     }
     const census = readCensus(tmp);
+    sayNvtx(census, req.nvtx);
     log.debug(`${census.kernels.length} kernels seen in ${census.processes.length} processes`);
     sayCuptiNotes(census, true);
     const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0 || launchCount > 1);
@@ -340,7 +348,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
           ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
           : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
               (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
-        { hint: "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
+        { hint: req.nvtx ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch." : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
       );
     }
     const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
@@ -430,12 +438,42 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
   return done;
 }
 
+/** NVTX ranges are NVIDIA's: the HSA library has no NVTX injection. */
+function refuseNvtxOff(sel: NvtxSelection | undefined, runtime: string): void {
+  if (sel && runtime !== "cuda") throw new KerncapError("E_USAGE", `--nvtx selects launches by NVIDIA's NVTX ranges; the ${runtime} capture library does not follow them`, { hint: "Drop --nvtx/--nvtx-include/--nvtx-exclude, or capture on CUDA (--runtime cuda)." });
+}
+
+/** The application's NVTX settings for a selection: NVTX_INJECTION64_PATH names the library CUDA_INJECTION64_PATH names. */
+function nvtxAppEnv(sel: NvtxSelection | undefined, injEnv: Record<string, string>): Record<string, string> {
+  if (!sel) return {};
+  const lib = injEnv.CUDA_INJECTION64_PATH;
+  if (!lib) return {}; // a test's stand-in injection: no library to name
+  const r = nvtxEnv(sel, lib);
+  for (const w of r.warnings) log.warn(w);
+  return r.env;
+}
+
+/** What the NVTX selection left out, or that no NVTX call reached the library (the application makes none, or its NVTX loads no tool). */
+function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
+  if (!sel || (!sel.include.length && !sel.exclude.length && !sel.summary)) return;
+  const seen = census.processes.filter((p) => p.nvtx);
+  const out = seen.reduce((n, p) => n + (p.nvtx?.filteredOut ?? 0), 0);
+  if ((sel.include.length || sel.summary) && seen.length && !seen.some((p) => p.nvtx?.injected)) {
+    log.warn(`no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so ${sel.include.length ? "no launch was inside --nvtx-include's ranges" : "every launch is outside any range"}`);
+  }
+  const dropped = seen.reduce((n, p) => n + (p.nvtx?.rangesDropped ?? 0), 0);
+  if (dropped) log.warn(`${plural(dropped, "launch")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`);
+  if (out) log.info(`${plural(out, "launch")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
+}
+
 export interface ListRequest {
   argv: string[];
   /** `--runtime cuda|hsa`; undefined: the one this machine has (src/capture/injector.ts). */
   runtime?: string;
   verbose: boolean;
   stdoutToStderr: boolean;
+  /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges are listed. */
+  nvtx?: NvtxSelection;
 }
 
 export interface ListResult {
@@ -477,6 +515,7 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
   refuseToolAsApp(req.argv); // by name, before the PATH lookup
   resolveApp(req.argv);
   const injector = injectorFor(req.runtime);
+  refuseNvtxOff(req.nvtx, injector.runtime);
   const inj = await (prepare ?? injector.prepare)();
   for (const w of inj.warnings ?? []) log.warn(w);
   removeStaleListFolders();
@@ -492,11 +531,12 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
     mkdirSync(join(dir, "memory"));
     const app = await runApp({
       argv: req.argv,
-      env: { ...withoutCaptureSettings(), ...inj.env, ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
+      env: { ...withoutCaptureSettings(), ...inj.env, ...nvtxAppEnv(req.nvtx, inj.env), ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
       stdoutToStderr: req.stdoutToStderr,
       stops,
     });
     const census = readCensus(dir);
+    sayNvtx(census, req.nvtx);
     if (census.errors.length) log.warn(`capture library: ${census.errors.join("; ")}`);
     if (app.interrupted) throw new KerncapError("E_INTERRUPTED", `interrupted (${app.interrupted}); the application's process group was ended`, { exitCode: signalExitCode(app.interrupted) });
     sayCuptiNotes(census, false);

@@ -52,11 +52,44 @@ export function recordLine(r: CheckRecord): string {
   return `${r.status.padEnd(8)} ${timeCell(r).padEnd(22)} ${us(r).padStart(11)}  ${one(r.id)}${kernel}${why ? ` — ${one(why)}` : ""}`;
 }
 
-/** The summary table (regressions first) and the count line. */
-export function summaryTable(records: CheckRecord[], seconds: number): string {
+/** `--print-summary` of check (ncu's option): one line per capture (the default), per kernel, per GPU, or the count line only. */
+export const CHECK_SUMMARIES = ["per-capture", "per-kernel", "per-gpu", "none"] as const;
+export type CheckSummary = (typeof CHECK_SUMMARIES)[number];
+
+/** The summary table (regressions first, or one row per kernel or GPU: groupTable) and the count line. */
+export function summaryTable(records: CheckRecord[], seconds: number, by: CheckSummary = "per-capture"): string {
   const s = summarize(records);
-  const L = [`${"STATUS".padEnd(8)} ${"TIME vs BASELINE".padEnd(22)} ${"MEDIAN".padStart(11)}  CAPTURE  KERNEL — WHY`, ...ordered(records).map(recordLine)];
+  const L =
+    by === "per-capture" ? [`${"STATUS".padEnd(8)} ${"TIME vs BASELINE".padEnd(22)} ${"MEDIAN".padStart(11)}  CAPTURE  KERNEL — WHY`, ...ordered(records).map(recordLine)]
+    : by === "none" ? []
+    : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")];
   const parts = STATUSES.filter((x) => s[x]).map((x) => `${s[x]} ${x}`);
   L.push(`${s.captures} captures checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`);
   return L.join("\n");
+}
+
+/**
+ * One row per kernel (the record's kernel name; "?" when the capture could not be read) or per GPU
+ * (the CUDA_VISIBLE_DEVICES entry its worker had; "-": the GPUs the check process saw): captures,
+ * the count of each status, and the geometric mean of the time ratios against the baseline (of
+ * the captures that have one; "—" when none). Groups with a regression first, then by name.
+ */
+export function groupTable(records: CheckRecord[], by: "kernel" | "gpu"): string {
+  const one = (x: string) => escapeForTerminal(x, { oneLine: true });
+  const groups = new Map<string, CheckRecord[]>();
+  for (const r of records) {
+    const k = by === "kernel" ? (r.kernel ?? "?") : (r.gpu ?? "-");
+    groups.set(k, [...(groups.get(k) ?? []), r]);
+  }
+  const rows = [...groups].map(([name, rs]) => {
+    const s = summarize(rs);
+    const ratios = rs.map((r) => r.time?.ratio).filter((x): x is number => typeof x === "number" && x > 0);
+    const geo = ratios.length ? Math.exp(ratios.reduce((a, x) => a + Math.log(x), 0) / ratios.length) : null;
+    return { bad: s.mismatch + s.slower + s.error, cells: [String(s.captures), ...STATUSES.map((x) => String(s[x])), geo === null ? "—" : `${geo.toFixed(2)}×`, one(name.length > 80 ? name.slice(0, 77) + "…" : name)] };
+  });
+  rows.sort((a, b) => Number(b.bad > 0) - Number(a.bad > 0) || (a.cells.at(-1)! < b.cells.at(-1)! ? -1 : 1));
+  const head = ["captures", ...STATUSES, "time (geomean)", by === "kernel" ? "kernel" : "gpu"];
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r.cells[i]!.length)));
+  const line = (c: string[]) => c.map((x, i) => (i < head.length - 1 ? x.padStart(w[i]!) : x)).join("  ");
+  return [line(head), ...rows.map((r) => line(r.cells))].join("\n");
 }

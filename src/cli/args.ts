@@ -7,6 +7,7 @@ import { escapeForTerminal } from "../escape.ts";
 import { jsonDocument, type DocumentName } from "../format/documents.ts";
 import { elementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
+import { nvtxSelection, type NvtxSelection } from "../capture/nvtx.ts";
 
 /**
  * Options of a verb's internal protocol, not for people (check --worker: the worker process that
@@ -23,6 +24,34 @@ export const jsonArg = {
 export const runtimeArg = {
   runtime: { type: "string", description: "cuda or hsa: the runtime that injects the capture library (CUDA_INJECTION64_PATH, HSA_TOOLS_LIB); default: the one this machine has (libcuda first, then libhsa-runtime64)" },
 } as const satisfies ArgsDef;
+
+/** `run` and `list`: NVTX range selection in Nsight Compute's spelling (src/capture/nvtx.ts; the grammar: c/cuda/kc_nvtx.h). */
+export const nvtxArgs = {
+  nvtx: { type: "boolean", default: false, description: "Follow the application's NVTX ranges (set by --nvtx-include/--nvtx-exclude too)" },
+  "nvtx-include": {
+    type: "string",
+    description: "Only launches inside these NVTX ranges count, as ncu writes them: \"A/\" inside push/pop range A, \"A/B/\" B directly in A, \"A/*/B/\", \"[A/\" A outermost, \"A]\" A innermost, \"A,B\" start/end ranges, \"DOMAIN@A/\", \"regex:RE/\"; repeatable (any one)",
+    valueHint: "EXPR",
+  },
+  "nvtx-exclude": { type: "string", description: "Launches inside these NVTX ranges do not count (same syntax; repeatable)", valueHint: "EXPR" },
+} as const satisfies ArgsDef;
+
+/** The NVTX selection of a `run`/`list` command line (undefined: none asked). @throws KerncapError E_USAGE for an expression that does not parse. */
+export function nvtxOption(args: { nvtx?: unknown }, rawArgs: string[]): NvtxSelection | undefined {
+  return nvtxSelection(Boolean(args.nvtx), repeatedOption(rawArgs, ["nvtx-include"]), repeatedOption(rawArgs, ["nvtx-exclude"]));
+}
+
+/**
+ * `--print-summary MODE` (ncu's option, for `list` and `check`): one of `modes`, `fallback` when
+ * not given.
+ * @throws KerncapError E_USAGE for another value, naming the ones there are.
+ */
+export function printSummaryArg<T extends string>(value: unknown, modes: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  const v = String(value);
+  if ((modes as readonly string[]).includes(v)) return v as T;
+  throw new KerncapError("E_USAGE", `--print-summary ${v}: not one of ${modes.join(", ")}`, { hint: `For example --print-summary ${modes.find((m) => m !== fallback) ?? fallback}.` });
+}
 
 export const verboseArg = {
   verbose: { type: "boolean", description: "Debug logs and stack traces", default: false },

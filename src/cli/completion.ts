@@ -7,6 +7,8 @@ import type { ArgsDef, CommandDef } from "citty";
 import { ELEMENT_BYTES } from "../replay/tolerance.ts";
 import { CLIENT_NAMES } from "../mcp/clients.ts";
 import { HIDDEN_OPTIONS } from "./args.ts";
+import { CHECK_SUMMARIES } from "../check/report.ts";
+import { LIST_SUMMARIES } from "./format.ts";
 
 export interface VerbSpec {
   name: string;
@@ -44,8 +46,8 @@ const sq = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
 /** Options whose value is a path (completed to files and folders); every other valued option's value is not completed, except those of CHOICES. */
 const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands", "results", "baseline", "write-baseline", "junit", "against", "module", "export", "report", "csv"]);
 const DTYPES = Object.keys(ELEMENT_BYTES);
-/** Options whose value is one of a few words: --dtype's element types, mcp --print-config's clients. */
-const CHOICES: Record<string, readonly string[]> = { dtype: DTYPES, "print-config": CLIENT_NAMES };
+/** Options whose value is one of a few words: --dtype's element types, mcp --print-config's clients, list's and check's --print-summary modes. */
+const CHOICES: Record<string, readonly string[]> = { dtype: DTYPES, "print-config": CLIENT_NAMES, "print-summary": [...new Set([...LIST_SUMMARIES, ...CHECK_SUMMARIES])] };
 
 /** The spellings of the options that take a value, split into path-valued, one list per CHOICES option, and the rest. */
 function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[], readonly string[]][]; other: string[] } {

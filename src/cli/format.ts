@@ -171,6 +171,50 @@ export function processTable(procs: ProcessCensus[]): string {
   return table(head, rows);
 }
 
+/** `list --print-summary` (ncu's option): the per-kernel table (the default), per GPU, per set of open NVTX ranges, or none (the count line only). */
+export const LIST_SUMMARIES = ["per-kernel", "per-gpu", "per-nvtx", "none"] as const;
+
+/**
+ * `list --print-summary per-nvtx`: launches per set of NVTX ranges open in the launching thread
+ * (outermost first, "A/B/"; a named domain's "dom@X/"; "(no range)") and kernel, summed over the
+ * processes; by range, then most launches first. Kernel names demangled from `kernels`.
+ */
+export function nvtxTable(procs: ProcessCensus[], kernels: KernelSeen[]): string {
+  const by = new Map<string, { range: string; kernel: string; count: number }>();
+  for (const p of procs)
+    for (const r of p.nvtx?.ranges ?? []) {
+      const key = `${r.range}\0${r.kernel}`;
+      const e = by.get(key) ?? by.set(key, { range: r.range, kernel: r.kernel, count: 0 }).get(key)!;
+      e.count += r.count;
+    }
+  const names = new Map(kernels.map((k) => [k.name, k.demangled || k.name]));
+  const rows = [...by.values()]
+    .sort((a, b) => (a.range < b.range ? -1 : a.range > b.range ? 1 : b.count - a.count))
+    .map((e) => [oneLine(e.range || "(no range)"), String(e.count), oneLine(names.get(e.kernel) ?? e.kernel)]);
+  return table(["NVTX ranges", "count", "kernel"], rows);
+}
+
+/**
+ * `list --print-summary per-gpu`: one row per set of GPUs a process could see (its
+ * CUDA_VISIBLE_DEVICES, else NVIDIA_VISIBLE_DEVICES, else "all": the census records what each
+ * process was given, not which device its contexts used): processes, launches, distinct kernels.
+ */
+export function gpuTable(procs: ProcessCensus[]): string {
+  const groups = new Map<string, ProcessCensus[]>();
+  for (const p of procs) {
+    const v = p.process.visibleDevices;
+    const k = v.CUDA_VISIBLE_DEVICES ?? v.NVIDIA_VISIBLE_DEVICES ?? v.HIP_VISIBLE_DEVICES ?? v.ROCR_VISIBLE_DEVICES ?? "all";
+    groups.set(k, [...(groups.get(k) ?? []), p]);
+  }
+  const rows = [...groups].map(([k, ps]) => [
+    oneLine(k),
+    String(ps.length),
+    String(ps.reduce((n, p) => n + p.launches, 0)),
+    String(new Set(ps.flatMap((p) => p.kernels.map((x) => x.name))).size),
+  ]);
+  return table(["visible GPUs", "processes", "launches", "kernels"], rows);
+}
+
 /** Columns padded to their widest cell, right-aligned but the last. */
 function table(head: string[], rows: string[][]): string {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));

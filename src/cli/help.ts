@@ -23,12 +23,15 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
   list: [
     ["kerncap list -- ./app --size 4096", "every kernel the app launches: count, grid, block, module"],
     ["kerncap list --json -- python train.py | jq '.kernels[0]'", "the most launched kernel, as JSON"],
+    ["kerncap list --print-summary per-nvtx -- python train.py", "launches per kernel and NVTX ranges open at each (the names --nvtx-include takes)"],
+    ["kerncap list --nvtx --nvtx-include 'step/' -- python train.py", "only the launches inside push/pop range step (ncu's syntax)"],
   ],
   run: [
     ["kerncap run -k softmax -o cap -- python app.py", "the first launch whose name matches softmax"],
     ["kerncap run -k 'regex:^gemm' -s 3 -c 4 -o caps -- ./app", "ncu's spellings: launches 3 to 6 of gemm*, one folder each"],
     ["kerncap run --kernel A --kernel B -o caps -- ./app", "the first launch of each of two kernels"],
     ["kerncap run -k attn --rank 0 -o cap -- torchrun --nproc-per-node 8 train.py", "only in the process of rank 0"],
+    ["kerncap run --nvtx-include 'fwd/' -k gemm -s 1 -o cap -- python train.py", "the 2nd gemm launch inside NVTX range fwd"],
     ["kerncap run -k scale --source-root ~/src/app -o cap -- ./app", "CUDA: with the reproducer's source found in that tree"],
   ],
   inspect: [

@@ -183,6 +183,8 @@ const ProcessRow = v.object({
   /** Why it stopped counting (absent when it counted every launch). */
   stoppedCounting: v.optional(v.string()),
   kernels: v.array(v.object({ name: v.string(), count: U })),
+  /** With --nvtx-include/--nvtx-exclude or --print-summary per-nvtx: whether NVTX loaded the library, launches left out, launches per (open ranges, kernel). */
+  nvtx: v.optional(v.object({ injected: v.boolean(), filteredOut: U, ranges: v.optional(v.array(v.object({ range: v.string(), kernel: v.string(), count: U }))), rangesDropped: v.optional(U) })),
   errors: v.array(v.string()),
 });
 

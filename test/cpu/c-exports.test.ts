@@ -1,6 +1,6 @@
 /**
  * The CUDA capture library's exported symbols (`nm -D`): exactly the injection entry points
- * (InitializeInjection for CUDA_INJECTION64_PATH, kerncap_set_ignore_launches for the frontend
+ * (InitializeInjection for CUDA_INJECTION64_PATH, InitializeInjectionNvtx2 for NVTX_INJECTION64_PATH, kerncap_set_ignore_launches for the frontend
  * shims, the cuptiSubscribe/cuptiSubscribe_v2 wrappers for LD_PRELOAD: c/cuda/kerncap_cuda.c), so that
  * none of its units' functions can shadow or be shadowed by the application's; and no link
  * against libcuda or libcupti (both are dlopen'ed inside the application). Built by
@@ -27,7 +27,7 @@ function dynamicSymbols(lib: string, which: "--defined-only" | "--undefined-only
 }
 
 test.skipIf(!Bun.which("nm") || !existsSync(LIB))("libkerncap_cuda.so exports exactly its injection entry points and links neither libcuda nor libcupti", () => {
-  expect(dynamicSymbols(LIB, "--defined-only").sort()).toEqual(["InitializeInjection", "cuptiSubscribe", "cuptiSubscribe_v2", "kerncap_set_ignore_launches"]);
+  expect(dynamicSymbols(LIB, "--defined-only").sort()).toEqual(["InitializeInjection", "InitializeInjectionNvtx2", "cuptiSubscribe", "cuptiSubscribe_v2", "kerncap_set_ignore_launches"]);
   const undef = dynamicSymbols(LIB, "--undefined-only");
   expect(undef.filter((s) => /^cu[A-Z]|^cupti/.test(s))).toEqual([]);
   expect(undef).toContain("dlopen"); // libcuda and libcupti are found at run time
@@ -37,7 +37,7 @@ test.skipIf(!Bun.which("nm") || !existsSync(LIB))("libkerncap_cuda.so exports ex
 
 // The CUDA library's units call downwards only (c/cuda/kc_state.h gives the order): each unit's
 // object is compiled alone and its undefined symbols are looked up among the other units' defined ones.
-const CUDA_UNITS = ["kerncap_cuda", "kc_graphs", "kc_capture", "kc_snapshot", "kc_out", "kc_cupti"];
+const CUDA_UNITS = ["kerncap_cuda", "kc_graphs", "kc_capture", "kc_snapshot", "kc_out", "kc_cupti", "kc_nvtx", "kc_nvtx_filter"];
 const cudaInclude = ["/usr/local/cuda", process.env.CUDA_HOME ?? ""].filter(Boolean).flatMap((h) => [`${h}/include`, `${h}/extras/CUPTI/include`]).filter((d) => existsSync(join(d, "cuda.h")) || existsSync(join(d, "cupti.h")));
 test.skipIf(!Bun.which("gcc") || !Bun.which("nm") || !existsSync(join(ROOT, "c/build/kc_scan_fatbin.h")) || !cudaInclude.length)("the CUDA library's units call only the units below them", () => {
   const tmp = mkdtempSync(join(tmpdir(), "kerncap-c-units-"));

@@ -43,6 +43,26 @@ describe("progress file", () => {
     ]);
   });
 
+  test("not a terminal: a line when a phase starts, then done/total with the time left every everyMs while it runs", async () => {
+    const d = tempDir();
+    const said: string[] = [];
+    let t = 0;
+    const w = watchProgress(d, { live: false, draw: () => {}, say: (l) => said.push(l), intervalMs: 10, everyMs: 2000, now: () => t });
+    const step = async (line: string, at: number) => {
+      t = at;
+      writeFileSync(join(d, "progress"), line + "\n");
+      await Bun.sleep(40);
+    };
+    await step("before 0 4096", 0);
+    await step("before 1024 4096", 1000); // within 2 s of the phase's line: nothing
+    await step("before 2048 4096", 2500); // 2.5 s: a line, 2 KiB in 2.5 s leaves 2.5 s
+    await step("before 3072 4096", 3000); // 0.5 s after it: nothing
+    await step("before 4096 4096", 5000); // done: no line for a finished phase
+    await step("fsync 0 0", 5100);
+    w.stop();
+    expect(said).toEqual(["writing the before state (4.0 KiB)", "writing the before state: 2.0 KiB of 4.0 KiB (50%), about 3 s left", "flushing the memory files to disk"]);
+  });
+
   test("several targets in one run: the capture being written now is shown, named by its number", async () => {
     const d = tempDir();
     const said: string[] = [];

@@ -173,3 +173,20 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     expect(sh([join(venv, "bin/python"), "-c", "import kerncap"]).code).not.toBe(0);
   }, 60_000);
 });
+
+// A project URL is named only where one is configured (package.json's homepage/repository/bugs, or
+// --project-url): never a placeholder. This repository's package.json names none, so its wheels
+// carry no Project-URL unless release.sh is given one.
+test.skipIf(!has(["python3", "-c", "pass"]))("project URLs come only from package.json and --project-url", () => {
+  const py = `import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("bw", sys.argv[1]); bw = importlib.util.module_from_spec(spec); spec.loader.exec_module(bw)
+print(json.dumps([bw.project_urls([]), bw.project_urls(["Docs=https://docs.invalid/k"])]))`;
+  const r = sh(["python3", "-c", py, join(ROOT, "scripts/build-wheel.py")]);
+  expect(r.code, r.err).toBe(0);
+  const [none, given] = JSON.parse(r.out) as [string, string][][];
+  const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+  const configured = ["homepage", "repository", "bugs"].map((k) => pkg[k]).filter(Boolean).length;
+  expect(none.length).toBe(configured);
+  for (const [, url] of none) expect(url).not.toMatch(/example\.(org|com)|placeholder|TODO/i);
+  expect(given.at(-1)).toEqual(["Docs", "https://docs.invalid/k"]);
+});

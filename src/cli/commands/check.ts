@@ -20,12 +20,12 @@ import { checkOutputFile, DEFAULT_RESULTS_DIR, mergeResults, runCheck, type Chec
 import { checkCsv, checkHtml } from "../../check/html.ts";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { workerProcesses } from "../../check/pool.ts";
-import { summaryTable } from "../../check/report.ts";
+import { CHECK_SUMMARIES, summaryTable } from "../../check/report.ts";
 import type { CheckSettings } from "../../check/runner.ts";
 import { checkWorker } from "../../ops/check.ts";
 import { parseShard } from "../../check/shard.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
-import { intArg, jsonArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText, allowVersionMismatchArg, verifyArg } from "../args.ts";
+import { intArg, jsonArg, printSummaryArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText, allowVersionMismatchArg, verifyArg } from "../args.ts";
 import { printable } from "../format.ts";
 
 /**
@@ -68,6 +68,7 @@ export default defineCommand({
     junit: { type: "string", description: "Write JUnit XML to FILE (failure: mismatch or slower; error; skipped)", valueHint: "FILE" },
     report: { type: "string", description: "Write an HTML report to FILE: each capture's time ratio against the baseline with its interval as a chart, the table, each failed capture's first differing region (one self-contained file)", valueHint: "FILE" },
     csv: { type: "string", description: "Write the table to FILE as CSV (one row per capture: status, ratio and its interval, medians µs, identity, reason)", valueHint: "FILE" },
+    "print-summary": { type: "string", description: "What the text summary shows (ncu's option): per-capture (one line each, the default), per-kernel or per-gpu (one row per kernel or GPU: captures, statuses, geometric mean time ratio), none (the count line only)", valueHint: CHECK_SUMMARIES.join("|") },
     worker: { type: "boolean", description: "Internal: a worker process of a check (stdin/stdout carry its protocol)", default: false },
     ...jsonArg,
     ...verboseArg,
@@ -79,6 +80,7 @@ export default defineCommand({
       await checkWorker(Bun.stdin.stream(), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }));
       return 0;
     }
+    const summary = printSummaryArg(args["print-summary"], CHECK_SUMMARIES, "per-capture");
     const slowerPct = floatArg("slower", args.slower, "For example --slower 10 (percent; 10 is the default): a capture is slower when its time's interval lies wholly above 1.10× the baseline.") ?? 10;
     if (!(slowerPct >= 0 && slowerPct < 1000)) throw new KerncapError("E_USAGE", `--slower ${args.slower}: a percentage from 0 to 1000`, { hint: "For example --slower 10 (10%)." });
     if (!paths.length) throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", { hint: args.merge ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]" : "kerncap check DIR… (capture folders, archives, or folders holding them)" });
@@ -121,7 +123,7 @@ export default defineCommand({
     if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), checkHtml(report, paths.join(" ")));
     if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), checkCsv(report));
     if (args.json) printJson("check", report);
-    else printText(summaryTable(report.captures, report.seconds) + "\n");
+    else printText(summaryTable(report.captures, report.seconds, summary) + "\n");
     if (report.exitCode === 1) log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);
     else if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.captures} captures could not be checked`);
     return report.exitCode;

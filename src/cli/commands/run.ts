@@ -13,9 +13,10 @@ import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
 import { captureArgs } from "../../frontends/index.ts";
 import { log } from "../../log.ts";
-import { appArgv, intArg, jsonArg, kernelPattern, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
+import { appArgv, intArg, jsonArg, kernelPattern, nvtxArgs, nvtxOption, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
+import { progressMode } from "../../util/progress.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run an application and capture one kernel launch (code object, parameters, all device memory)" },
@@ -36,6 +37,7 @@ export default defineCommand({
     out: { type: "string", alias: ["o"], description: "Capture folder to write (Default: kerncap-capture)" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
+    ...nvtxArgs,
     ...captureArgs(),
     ...runtimeArg,
     ...jsonArg,
@@ -48,6 +50,7 @@ export default defineCommand({
       throw new KerncapError("E_USAGE", "--max-captures bounds several captures in one run: give it with --capture-all (or several --kernel)", { hint: "One --kernel makes one capture; drop --max-captures, or add --capture-all." });
     }
     const launchCount = args["launch-count"] === undefined ? undefined : intArg("launch-count", args["launch-count"], 1, 10_000, 1);
+    const nvtx = nvtxOption(args, rawArgs);
     const { dir, manifest: m, app, census, captures } = await captureKernel({
       argv: appArgv(rawArgs),
       runtime: args.runtime === undefined ? undefined : String(args.runtime),
@@ -65,8 +68,9 @@ export default defineCommand({
       exitAfterCapture: Boolean(args["exit-after-capture"]),
       verbose: Boolean(args.verbose),
       stdoutToStderr: Boolean(args.json),
-      progress: process.stderr.isTTY && !args.json ? "live" : "phases",
+      progress: progressMode({ json: Boolean(args.json), isTTY: process.stderr.isTTY }),
       frontendArgs: Object.fromEntries(Object.keys(captureArgs()).map((k) => [k, (args as Record<string, unknown>)[k]])),
+      ...(nvtx ? { nvtx } : {}),
     });
     const code = applicationExitCode(app);
     const procs = census.processes.length;
