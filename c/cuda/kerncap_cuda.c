@@ -36,6 +36,7 @@
 #include "kc_state.h"
 #include "kc_collective.h"
 #include "kc_json.h"
+#include "kc_fatbin.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -77,6 +78,7 @@ typedef struct {
    * seen during a call belongs to the CUmodule that call returns or touches. */
   int loaded;
   uint32_t loaded_id;
+  uint64_t image;     /* the image handed to the module/library load this thread is inside, 0 outside one */
   int capturing;      /* this thread is inside the launch being captured: its API exit completes the capture */
   kc_fn_slot_t *fn;   /* KC_FN_CACHE slots, made at this thread's first launch */
 } kc_tls_t;
@@ -415,7 +417,7 @@ static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 static void on_module_loaded(const CUpti_ResourceData *rd) {
   const CUpti_ModuleResourceData *md = rd->resourceDescriptor;
   if (!md || kc.own_load) return;
-  if (KC_VEC_PUSH(kc.modules, (kc_module_t){md->moduleId, md->cubinSize, NULL, NULL})) { KC_FAIL("out of host memory for the module table"); return; }
+  if (KC_VEC_PUSH(kc.modules, (kc_module_t){md->moduleId, md->cubinSize, NULL, NULL, tl.image})) { KC_FAIL("out of host memory for the module table"); return; }
   kc_module_t *m = &kc.modules.v[kc.modules.n - 1];
   tl.loaded_id = md->moduleId;
   tl.loaded = 1;
@@ -426,9 +428,37 @@ static void on_module_loaded(const CUpti_ResourceData *rd) {
   }
 }
 
+/* The image a module or library load hands the driver: at the call's entry, a fatbin holding PTX
+ * is recorded by address (kc_fatbin.h: the capture keeps it whole when it holds the kernel's cubin). */
+static uint64_t load_image(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData: return (uint64_t)(uintptr_t)((const cuModuleLoadData_params *)cb->functionParams)->image;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx: return (uint64_t)(uintptr_t)((const cuModuleLoadDataEx_params *)cb->functionParams)->image;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary: return (uint64_t)(uintptr_t)((const cuModuleLoadFatBinary_params *)cb->functionParams)->fatCubin;
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData: return (uint64_t)(uintptr_t)((const cuLibraryLoadData_params *)cb->functionParams)->code;
+    default: return 0;
+  }
+}
+
+static void note_ptx_image(uint64_t image) {
+  uint64_t addr = 0;
+  int has_ptx = 0;
+  uint64_t size = kc_fatbin_at(image, &addr, &has_ptx);
+  if (!size || !has_ptx) return;
+  for (size_t i = 0; i < kc.ptx_images.n; i++)
+    if (kc.ptx_images.v[i].addr == addr) { kc.ptx_images.v[i].size = size; return; }
+  if (KC_VEC_PUSH(kc.ptx_images, ((kc_image_t){addr, size}))) KC_FAIL("out of host memory for the image table");
+}
+
 /* Explicit module loads: bind the CUmodule they return to the image just seen. */
 static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  if (cb->callbackSite == CUPTI_API_ENTER) { tl.loaded = 0; return; }
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    tl.loaded = 0;
+    tl.image = load_image(cbid, cb);
+    if (tl.image && kc.capture && !kc.done) note_ptx_image(tl.image);
+    return;
+  }
+  tl.image = 0;
   if (!tl.loaded || !cb->functionReturnValue || *(CUresult *)cb->functionReturnValue != CUDA_SUCCESS) return;
   CUmodule *out = NULL;
   switch (cbid) {
@@ -468,7 +498,7 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   X(cuMemUnmap, on_memory) X(cuMemFree_v2, on_memory) X(cuMemFreeAsync, on_memory)                         \
   X(cuMemFreeAsync_ptsz, on_memory) X(cuMemFreeHost, on_memory) X(cuMemHostUnregister, on_memory)          \
   X(cuModuleLoad, on_module_api) X(cuModuleLoadData, on_module_api) X(cuModuleLoadDataEx, on_module_api)   \
-  X(cuModuleLoadFatBinary, on_module_api)                                                                  \
+  X(cuModuleLoadFatBinary, on_module_api) X(cuLibraryLoadData, on_module_api)                              \
   X(cuGraphLaunch, kc_on_graph) X(cuGraphLaunch_ptsz, kc_on_graph) X(cuGraphInstantiate, kc_on_graph)               \
   X(cuGraphInstantiate_v2, kc_on_graph) X(cuGraphInstantiateWithFlags, kc_on_graph)                              \
   X(cuGraphInstantiateWithParams, kc_on_graph) X(cuGraphInstantiateWithParams_ptsz, kc_on_graph)                 \

@@ -10,6 +10,9 @@
  * 4. an Inductor kernel (test/apps/inductor_small.py: torch.compile of a pointwise function): the
  *    driver-API program and repro.py over Inductor's Triton source; an edit of it gives MISMATCH.
  * 5. a JAX fusion (test/apps/jax_fusion.py, XLA's cubin, no source): the driver-API program.
+ * 6. PTX kept in a real capture: structs.cu built for sm_90 machine code and compute_80 PTX (a
+ *    runtime-API app): the capture's module is the app's fatbin, the export extracts its PTX, and
+ *    kerncap replay and ./repro MATCH with the PTX JIT-compiled (CUDA_FORCE_PTX_JIT=1).
  *
  * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, the
  * kerncap binary, nvcc, make or cc; parts 2-4 without python3 and PyTorch (3-4: Triton), part 5
@@ -110,6 +113,36 @@ describe.skipIf(SKIP)("export: CUDA C++ with pointers inside structs", () => {
     utimesSync(src, new Date(Date.now() + 2000), new Date(Date.now() + 2000));
     const again = run(["make", "run-src"], fresh);
     expect(again.code, again.stdout + again.stderr).toBe(0);
+  }, 300_000);
+});
+
+describe.skipIf(SKIP)("PTX kept in a real capture (a runtime-API app built with compute_80 PTX and sm_90 machine code)", () => {
+  test("the capture's module is the app's fatbin; kerncap replay and the export's ./repro MATCH, also with the PTX JIT-compiled", () => {
+    const bin = join(WORK, "structs-ptx");
+    const b = run([NVCC!, "-O2", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "-o", bin, join(APPS, "structs.cu")]);
+    expect(b.code, b.stderr).toBe(0);
+    const cap = join(WORK, "structs-ptx-cap");
+    const c = kc(["run", "--kernel", "scale_jobs", "--dispatch", "1", "--out", cap, "--json", "--", bin, "3"]);
+    expect(c.code, c.stderr).toBe(0);
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    measurements.ptxCapture = { module: m.module };
+    expect(m.module.kind, JSON.stringify(m.module)).toBe("fatbin");
+    expect(m.module.source).toContain("fatbin");
+    expect(kc(["replay", cap, "--iters", "5"]).code).toBe(0);
+    const jit = kc(["replay", cap, "--iters", "5"], { CUDA_FORCE_PTX_JIT: "1" });
+    expect(jit.code, jit.stdout + jit.stderr).toBe(0);
+    const ex = kc(["export", cap, "-o", join(WORK, "structs-ptx-export"), "--json"]);
+    expect(ex.code, ex.stderr).toBe(0);
+    const doc = json(ex);
+    expect(doc.module).toMatchObject({ kind: "fatbin", sass: ["sm_90"], ptx: "compute_80", ptxFile: "kernel.ptx" });
+    const fresh = join(WORK, "fresh", "structs-ptx");
+    cpSync(doc.out, fresh, { recursive: true });
+    expect(run(["make"], fresh).code).toBe(0);
+    const r = run(["./repro", "-n", "5"], fresh);
+    expect(r.stdout, r.stderr).toContain("MATCH: ");
+    const forced = run(["./repro", "-n", "5"], fresh, { CUDA_FORCE_PTX_JIT: "1" });
+    expect(forced.stdout, forced.stderr).toContain("MATCH: ");
+    expect(forced.code).toBe(0);
   }, 300_000);
 });
 
