@@ -1,6 +1,7 @@
 /** The export's templates (templates/export/), embedded in the executable as text (src/frontends/templates.ts renders them). */
 import readme from "../../templates/export/README.md.hbs" with { type: "text" };
 import reproC from "../../templates/export/repro.c" with { type: "text" };
+import reproCommon from "../../templates/export/repro_common.h" with { type: "text" };
 import makefile from "../../templates/export/Makefile" with { type: "text" };
 import cmake from "../../templates/export/CMakeLists.txt" with { type: "text" };
 import reproPy from "../../templates/export/repro.py" with { type: "text" };
@@ -10,6 +11,7 @@ import type { TemplateFile } from "../frontends/templates.ts";
 export const EXPORT_TEMPLATES: readonly TemplateFile[] = [
   { path: "README.md.hbs", text: readme, mode: 0o644 },
   { path: "repro.c", text: reproC, mode: 0o644 },
+  { path: "repro_common.h", text: reproCommon, mode: 0o644 },
   { path: "Makefile", text: makefile, mode: 0o644 },
   { path: "CMakeLists.txt", text: cmake, mode: 0o644 },
   { path: "repro.py", text: reproPy, mode: 0o755 },
