@@ -18,8 +18,9 @@
  *          process writes its own census kernels.<pid>.json and error.<pid>.txt (c/common/kc_log.c).
  * Units:   this file; kc_graphs.c (CUDA graph launches and node capture), kc_capture.c (the
  *          captured launch), kc_snapshot.c (memory), kc_out.c (the files written, the census),
- *          kc_cupti.c (CUPTI sharing), kc_nvtx.c and kc_nvtx_filter.c (NVTX range selection); over
- *          c/common/ (shared with the HSA library: the settings,
+ *          kc_cupti.c (CUPTI sharing), kc_nvtx.c and kc_nvtx_filter.c (NVTX range selection); the
+ *          headers kc_symbols.h (a module's data symbols) and kc_fatbin.h (the app's fatbin around a
+ *          loaded cubin, kept for its PTX); over c/common/ (shared with the HSA library: the settings,
  *          the census, the matcher, the process of a job, the raw writer, the log). All state in
  *          `kc` (c/cuda/kc_state.h). Two X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
  *          KC_DRIVER_CALLBACKS) serve both the subscription and the dispatch.
