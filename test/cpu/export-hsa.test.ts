@@ -155,7 +155,7 @@ describe.skipIf(!READY)(`kerncap export of a hip capture: the HSA program ${REAS
     expect(r.code).toBe(1);
   });
 
-  test("errors exit 2: a file that is no code object (-m), a GPU agent that is not there", async () => {
+  test("errors exit 2: a file that is no code object (-m), a GPU agent that is not there, a ROCm 5 runtime (no virtual memory API)", async () => {
     const { fresh } = await exported("errors");
     writeFileSync(join(fresh, "other.hsaco"), "not a code object");
     const notThere = repro(fresh, ["-m", "other.hsaco"]);
@@ -164,6 +164,14 @@ describe.skipIf(!READY)(`kerncap export of a hip capture: the HSA program ${REAS
     const agent = repro(fresh, ["-g", "3"]);
     expect(agent.code).toBe(2);
     expect(agent.err).toContain("GPU agent 3 not found (1 present)");
+    // the stand-in runtime without hsa_amd_vmem_address_reserve, as ROCm 5.x is
+    const rocm5 = join(tmp, "rocm5");
+    mkdirSync(rocm5, { recursive: true });
+    const cc = sh(["gcc", "-shared", "-fPIC", "-Dhsa_amd_vmem_address_reserve=absent_in_rocm5", "-o", join(rocm5, "libhsa-runtime64.so.1"), FAKE_LIBHSA]);
+    expect(cc.code, cc.err).toBe(0);
+    const old = sh(["./repro", "-n", "0"], { cwd: fresh, env: { LD_LIBRARY_PATH: rocm5 } });
+    expect(old.code).toBe(2);
+    expect(old.err).toContain("this HSA runtime lacks hsa_amd_vmem_address_reserve: replaying at the captured VAs needs ROCm 6.0 or newer");
   });
 
   test("CMake builds the same program against Debian's hsa-runtime64 package", async () => {
