@@ -7,7 +7,8 @@
  * the image the application handed it; PTX beside that cubin (what lets the module run on another
  * architecture) is only in the application's image. Two places hold such images: the images given
  * to cuModuleLoadData/Ex, cuModuleLoadFatBinary and cuLibraryLoadData (their address, recorded at
- * the call's entry when the image is a fatbin with PTX), and the `.nv_fatbin` sections of the
+ * the call's entry when the image is a fatbin with PTX; for cuModuleLoad and cuLibraryLoadFromFile
+ * a copy of the file), and the `.nv_fatbin` sections of the
  * loaded ELF objects (the CUDA runtime's registered fatbins, whatever path the runtime loads them
  * by). An image is read through process_vm_readv, so one the application freed since is an error
  * (EFAULT), never a crash.

@@ -40,9 +40,11 @@
 #include "kc_fatbin.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define KC_EXPORT __attribute__((visibility("default")))
@@ -441,14 +443,40 @@ static uint64_t load_image(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) 
   }
 }
 
-static void note_ptx_image(uint64_t image) {
+static int note_ptx_image(uint64_t image) {
   uint64_t addr = 0;
   int has_ptx = 0;
   uint64_t size = kc_fatbin_at(image, &addr, &has_ptx);
-  if (!size || !has_ptx) return;
+  if (!size || !has_ptx) return 0;
   for (size_t i = 0; i < kc.ptx_images.n; i++)
-    if (kc.ptx_images.v[i].addr == addr) { kc.ptx_images.v[i].size = size; return; }
-  if (KC_VEC_PUSH(kc.ptx_images, ((kc_image_t){addr, size}))) KC_FAIL("out of host memory for the image table");
+    if (kc.ptx_images.v[i].addr == addr) { kc.ptx_images.v[i].size = size; return 1; }
+  if (KC_VEC_PUSH(kc.ptx_images, ((kc_image_t){addr, size}))) { KC_FAIL("out of host memory for the image table"); return 0; }
+  return 1;
+}
+
+/* The file a module or library load names (cuModuleLoad, cuLibraryLoadFromFile), NULL for the others. */
+static const char *load_file(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuModuleLoad) return ((const cuModuleLoad_params *)cb->functionParams)->fname;
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile) return ((const cuLibraryLoadFromFile_params *)cb->functionParams)->fileName;
+  return NULL;
+}
+
+/* A load from a file: the file read when it is a fatbin holding PTX, and that copy recorded as the
+ * image (the file may change or go before the capture). The copy lives as long as the process:
+ * only fatbins with PTX loaded while a capture is pending are kept. Returns its address, or 0. */
+static uint64_t note_ptx_file(const char *path) {
+  int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0) return 0;
+  unsigned char h[16];
+  struct stat st;
+  unsigned char *b = NULL;
+  uint64_t at = 0;
+  if (!fstat(fd, &st) && st.st_size >= 16 && (uint64_t)st.st_size <= KC_FATBIN_MAX && pread(fd, h, 16, 0) == 16 && kc_rd(h, 4) == KC_FATBIN_MAGIC &&
+      (b = malloc((size_t)st.st_size)) && pread(fd, b, (size_t)st.st_size, 0) == st.st_size && note_ptx_image((uint64_t)(uintptr_t)b))
+    at = (uint64_t)(uintptr_t)b, b = NULL;
+  free(b);
+  close(fd);
+  return at;
 }
 
 /* Explicit module loads: bind the CUmodule they return to the image just seen. */
@@ -456,7 +484,10 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   if (cb->callbackSite == CUPTI_API_ENTER) {
     tl.loaded = 0;
     tl.image = load_image(cbid, cb);
-    if (tl.image && kc.capture && !kc.done) note_ptx_image(tl.image);
+    if (kc.capture && !kc.done) {
+      if (tl.image) note_ptx_image(tl.image);
+      else tl.image = note_ptx_file(load_file(cbid, cb));
+    }
     return;
   }
   tl.image = 0;
@@ -500,6 +531,7 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   X(cuMemFreeAsync_ptsz, on_memory) X(cuMemFreeHost, on_memory) X(cuMemHostUnregister, on_memory)          \
   X(cuModuleLoad, on_module_api) X(cuModuleLoadData, on_module_api) X(cuModuleLoadDataEx, on_module_api)   \
   X(cuModuleLoadFatBinary, on_module_api) X(cuLibraryLoadData, on_module_api)                              \
+  X(cuLibraryLoadFromFile, on_module_api)                                                                  \
   X(cuGraphLaunch, kc_on_graph) X(cuGraphLaunch_ptsz, kc_on_graph) X(cuGraphInstantiate, kc_on_graph)               \
   X(cuGraphInstantiate_v2, kc_on_graph) X(cuGraphInstantiateWithFlags, kc_on_graph)                              \
   X(cuGraphInstantiateWithParams, kc_on_graph) X(cuGraphInstantiateWithParams_ptsz, kc_on_graph)                 \

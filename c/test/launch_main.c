@@ -13,6 +13,7 @@
  *                                        library named by NVTX_INJECTION64_PATH (test/cpu/nvtx.test.ts)
  *   launch_main LIB module IMAGE CUBIN NAME...   the module announced as a load of a real image:
  *                                        cuModuleLoadData(IMAGE) whose MODULE_LOADED hands CUBIN
+ *   launch_main LIB file IMAGE CUBIN NAME...     the same through cuModuleLoad(IMAGE's path)
  *   launch_main LIB library IMAGE CUBIN NAME...  cuLibraryLoadData(IMAGE in a __fatBinC_Wrapper_t),
  *                                        then CUBIN's MODULE_LOADED later, outside any call (lazy)
  *   launch_main LIB lazy - CUBIN NAME...  CUBIN's MODULE_LOADED alone, as the runtime's lazy load of
@@ -104,6 +105,11 @@ static int load_real(const char *mode, const char *image_path, const char *cubin
     api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, "cuModuleLoadData", &p, CUPTI_API_ENTER);
     module_loaded(cubin, n);
     api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, "cuModuleLoadData", &p, CUPTI_API_EXIT);
+  } else if (!strcmp(mode, "file")) {
+    cuModuleLoad_params p = {.module = &mod, .fname = image_path};
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoad, "cuModuleLoad", &p, CUPTI_API_ENTER);
+    module_loaded(cubin, n);
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoad, "cuModuleLoad", &p, CUPTI_API_EXIT);
   } else if (!strcmp(mode, "library")) {
     struct { unsigned magic, version; const void *data; void *unused; } wrapper = {0x466243b1u, 1, image, NULL};
     CUlibrary lib = NULL;
@@ -128,9 +134,9 @@ static void *thread_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB module|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB module|file|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
   int bench = !strcmp(argv[2], "bench"), threads = !strcmp(argv[2], "threads") ? atoi(argv[3]) : 0;
-  int real = !strcmp(argv[2], "module") || !strcmp(argv[2], "library") || !strcmp(argv[2], "lazy");
+  int real = !strcmp(argv[2], "module") || !strcmp(argv[2], "file") || !strcmp(argv[2], "library") || !strcmp(argv[2], "lazy");
   if (real && argc < 6) return 2;
   long n = bench ? atol(argv[3]) : 0;
   int nvtx = !strcmp(argv[2], "nvtx");

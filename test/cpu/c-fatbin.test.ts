@@ -6,7 +6,7 @@
  * code and compute_80 PTX). CUPTI's module-loaded callback hands over the sm_90 cubin alone (here:
  * the fatbin's entry, decompressed by src/codeobj); the capture must write the whole fatbin, which
  * src/codeobj reads back with its PTX, whichever way the application loaded it:
- *  - cuModuleLoadData of the fatbin (the module loads inside the call);
+ *  - cuModuleLoadData of the fatbin (the module loads inside the call), or cuModuleLoad of its file;
  *  - cuLibraryLoadData of a __fatBinC_Wrapper_t around it, the module loaded later (lazy loading);
  *  - nothing seen but the module itself (the CUDA runtime's registered fatbins): found in this
  *    program's .nv_fatbin section.
@@ -65,7 +65,7 @@ afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
 
 let outs = 0;
 /** Run the library on one load of `image` (a file, or "-": none) whose module is k.cubin, capture `twice`: the module file it wrote and raw.json. */
-function capture(program: string, mode: "module" | "library" | "lazy", image: string) {
+function capture(program: string, mode: "module" | "file" | "library" | "lazy", image: string) {
   const out = join(tmp, `out-${outs++}`);
   mkdirSync(join(out, "kernel"), { recursive: true });
   mkdirSync(join(out, "memory"));
@@ -93,6 +93,10 @@ describe.skipIf(!READY)("the capture keeps the application's fatbin with its PTX
     keptFatbin(capture("launch_main", "module", join(tmp, "k.fatbin")));
   });
 
+  test("cuModuleLoad of a fatbin file: the file's fatbin, read at the load", () => {
+    keptFatbin(capture("launch_main", "file", join(tmp, "k.fatbin")));
+  });
+
   test("cuLibraryLoadData of a __fatBinC_Wrapper_t, the module loaded later (lazy loading): the fatbin", () => {
     keptFatbin(capture("launch_main", "library", join(tmp, "k.fatbin")));
   });
@@ -103,7 +107,7 @@ describe.skipIf(!READY)("the capture keeps the application's fatbin with its PTX
 
   test("a cubin loaded as it is (Triton, XLA), a fatbin without PTX, no fatbin anywhere: the cubin is kept", () => {
     writeFileSync(join(tmp, "noptx.fatbin"), noPtx);
-    for (const c of [capture("launch_main", "module", join(tmp, "k.cubin")), capture("launch_main", "module", join(tmp, "noptx.fatbin")), capture("launch_main", "lazy", "-")]) {
+    for (const c of [capture("launch_main", "module", join(tmp, "k.cubin")), capture("launch_main", "file", join(tmp, "k.cubin")), capture("launch_main", "module", join(tmp, "noptx.fatbin")), capture("launch_main", "lazy", "-")]) {
       expect(c.raw.module.kind).toBe("cubin");
       expect(Buffer.from(c.module).equals(Buffer.from(cubin))).toBe(true);
       expect(describeModule(c.module).archs).toEqual(["sm_90"]);
