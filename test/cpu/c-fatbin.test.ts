@@ -45,6 +45,9 @@ beforeAll(() => {
   writeFileSync(join(tmp, "k.cu"), KERNEL_CU);
   sh([NVCC!, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "-o", join(tmp, "k.fatbin"), join(tmp, "k.cu")]);
   sh([NVCC!, "-fatbin", "-gencode", "arch=compute_90,code=sm_90", "-o", join(tmp, "noptx.fatbin"), join(tmp, "k.cu")]);
+  // the same fatbin with its entries stored as they are, and LZ4-compressed (the default is zstd)
+  sh([NVCC!, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "--no-compress", "-o", join(tmp, "plain.fatbin"), join(tmp, "k.cu")]);
+  sh([NVCC!, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "--compress-mode=speed", "-Xfatbin", "-compress-all", "-o", join(tmp, "lz4.fatbin"), join(tmp, "k.cu")]);
   fatbin = new Uint8Array(readFileSync(join(tmp, "k.fatbin")));
   noPtx = new Uint8Array(readFileSync(join(tmp, "noptx.fatbin")));
   // what CUPTI hands over: the one cubin the driver picked (the sm_90 entry, decompressed)
@@ -65,24 +68,24 @@ afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
 
 let outs = 0;
 /** Run the library on one load of `image` (a file, or "-": none) whose module is k.cubin, capture `twice`: the module file it wrote and raw.json. */
-function capture(program: string, mode: "module" | "file" | "library" | "lazy", image: string) {
+function capture(program: string, mode: "module" | "file" | "library" | "lazy", image: string, cubinFile = "k.cubin") {
   const out = join(tmp, `out-${outs++}`);
   mkdirSync(join(out, "kernel"), { recursive: true });
   mkdirSync(join(out, "memory"));
   const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^twice$", KERNCAP_DISPATCH: "0" };
-  const p = Bun.spawnSync([join(tmp, program), CUDA_LIB, mode, image, join(tmp, "k.cubin"), "twice"], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+  const p = Bun.spawnSync([join(tmp, program), CUDA_LIB, mode, image, join(tmp, cubinFile), "twice"], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
   expect(p.exitCode, p.stderr.toString()).toBe(0);
   expect(readdirSync(out).filter((f) => f.startsWith("error.")), p.stderr.toString()).toEqual([]);
   const raw = JSON.parse(readFileSync(join(out, "raw.json"), "utf8"));
   return { raw, module: new Uint8Array(readFileSync(join(out, raw.module.file))) };
 }
 
-/** The kept module is the application's whole fatbin: sm_90 machine code and the compute_80 PTX of `twice`. */
-function keptFatbin(c: ReturnType<typeof capture>): void {
+/** The kept module is the application's whole fatbin (`app`, default k.fatbin): sm_90 machine code and the compute_80 PTX of `twice`. */
+function keptFatbin(c: ReturnType<typeof capture>, app: Uint8Array = fatbin): void {
   expect(c.raw.module.kind).toBe("fatbin");
   expect(c.raw.module.file).toBe("kernel/module.fatbin");
   expect(c.raw.module.source).toContain("fatbin that holds the loaded cubin byte for byte");
-  expect(Buffer.from(c.module).equals(Buffer.from(fatbin))).toBe(true);
+  expect(Buffer.from(c.module).equals(Buffer.from(app))).toBe(true);
   expect(describeModule(c.module).archs.sort()).toEqual(["compute_80", "sm_90"]);
   const ptx = fatbinEntries(c.module).find((e) => e.kind === "ptx")!;
   expect(new TextDecoder().decode(ptx.bytes())).toContain(".entry twice");
@@ -91,6 +94,25 @@ function keptFatbin(c: ReturnType<typeof capture>): void {
 describe.skipIf(!READY)("the capture keeps the application's fatbin with its PTX", () => {
   test("cuModuleLoadData of the fatbin: the whole fatbin is the captured module", () => {
     keptFatbin(capture("launch_main", "module", join(tmp, "k.fatbin")));
+  });
+
+  test("entries stored uncompressed or LZ4-compressed: the loaded cubin is found in them too", () => {
+    for (const name of ["plain.fatbin", "lz4.fatbin"]) {
+      const app = new Uint8Array(readFileSync(join(tmp, name)));
+      const e = fatbinEntries(app).find((x) => x.kind === "cubin")!;
+      expect(e.compression).toBe(name === "plain.fatbin" ? "none" : "lz4");
+      keptFatbin(capture("launch_main", "module", join(tmp, name)), app);
+    }
+  });
+
+  test("a loaded cubin one byte off the fatbin's entry (as if the driver touched it): kept by its size and the kernel's name, and said so", () => {
+    const touched = cubin.slice();
+    touched[touched.length - 1] ^= 0x01; // the last byte of the section header table, no name
+    writeFileSync(join(tmp, "touched.cubin"), touched);
+    const c = capture("launch_main", "module", join(tmp, "k.fatbin"), "touched.cubin");
+    expect(c.raw.module.kind).toBe("fatbin");
+    expect(c.raw.module.source).toContain("an entry of the loaded cubin's size naming the kernel");
+    expect(Buffer.from(c.module).equals(Buffer.from(fatbin))).toBe(true);
   });
 
   test("cuModuleLoad of a fatbin file: the file's fatbin, read at the load", () => {
