@@ -134,7 +134,7 @@ static void *thread_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB module|file|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB nvtx EVENT... | LIB module|file|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
   int bench = !strcmp(argv[2], "bench"), threads = !strcmp(argv[2], "threads") ? atoi(argv[3]) : 0;
   int real = !strcmp(argv[2], "module") || !strcmp(argv[2], "file") || !strcmp(argv[2], "library") || !strcmp(argv[2], "lazy");
   if (real && argc < 6) return 2;
