@@ -7,7 +7,7 @@
 #     append, --multiset param:2), torch index_add_ when torch is there; target 0;
 #  2. the planted change: spread + 3 ulp in one element of the atomics capture's region that never
 #     varies (test/gpu/plant.ts), replayed PLANTED (default 5) times; target: MISMATCH every time;
-#  3. A/A false claims: `replay A --against A/kernel/module.cubin --repeat AA` (default 60 each, 240
+#  3. A/A false claims: `replay A --against A/kernel/module.* --repeat AA` (default 60 each, 240
 #     in all; two captures never share VAs, so the launch is timed against its own module) where A
 #     is a capture of atomics_timing.cu spin N, on 4 kernel sizes
 #     (SIZES, default "100 1500 8000 60000" FMAs: about 2, 20, 80 and 300 µs); target ≤ 1%;
@@ -79,7 +79,8 @@ for i in "${!sizes[@]}"; do
   n=${sizes[$i]}
   cap "spin$n-a" fma_spin 1 "$work/atomics_timing" spin "$n"
   # two captures are two processes, never the same VAs: A/A is the launch against its own module
-  "$bin" replay "$work/spin$n-a" --against "$work/spin$n-a/kernel/module.cubin" --iters 24 --repeat "$aa" --json > "$work/aa$n.json" 2> "$work/aa$n.err" || say "A/A $n: exit $? ($(tail -1 "$work/aa$n.err"))"
+  own=$(echo "$work/spin$n-a"/kernel/module.*) # the cubin, or the app's fatbin where it had PTX beside it
+  "$bin" replay "$work/spin$n-a" --against "$own" --iters 24 --repeat "$aa" --json > "$work/aa$n.json" 2> "$work/aa$n.err" || say "A/A $n: exit $? ($(tail -1 "$work/aa$n.err"))"
   if [ "$i" -eq 1 ] || [ "$i" -eq 2 ]; then
     for pct in 3 10; do
       # the same kernel doing pct% more FMAs on the same memory and parameters (SPIN_PCT)

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "kc_state.h"
 #include "kc_symbols.h"
+#include "kc_fatbin.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -103,6 +104,57 @@ static kc_module_t *kc_find_module(const char *name, CUmodule h) {
   return NULL;
 }
 
+/* ---- the application's fatbin (c/cuda/kc_fatbin.h) ---- */
+typedef struct {
+  const kc_module_t *m;
+  const char *kernel;
+  uint64_t addr, size;
+  int how; /* kc_fatbin_holds: 1 the cubin itself, 2 an entry of its size naming the kernel */
+} kc_fb_search_t;
+
+static int fb_try(uint64_t addr, uint64_t size, void *ud) {
+  kc_fb_search_t *s = ud;
+  int h = kc_fatbin_holds(addr, size, (const unsigned char *)s->m->bytes, s->m->size, s->kernel);
+  if (h == 1 || (h == 2 && !s->how)) { s->addr = addr; s->size = size; s->how = h; }
+  return h == 1;
+}
+
+/* The application's fatbin that holds module m's cubin and PTX, copied (malloc'd, *n bytes), or
+ * NULL: m's own load call handed a fatbin (that one is the only candidate; a cubin or PTX given
+ * there has no fatbin around it), else the fatbins with PTX the app loaded, then the .nv_fatbin
+ * sections of the loaded objects. *how says which was found, for raw.json. */
+static unsigned char *kc_app_fatbin(const kc_module_t *m, const char *kernel, size_t *n, const char **how) {
+  kc_fb_search_t s = {m, kernel, 0, 0, 0};
+  if (!m->bytes || m->size < 4 || memcmp(m->bytes, "\x7f" "ELF", 4)) return NULL;
+  uint64_t addr = 0;
+  int ptx = 0;
+  if (m->image) {
+    uint64_t size = kc_fatbin_at(m->image, &addr, &ptx);
+    if (!size || !ptx) return NULL;
+    fb_try(addr, size, &s);
+  } else {
+    for (size_t i = kc.ptx_images.n; i-- > 0 && s.how != 1;) fb_try(kc.ptx_images.v[i].addr, kc.ptx_images.v[i].size, &s);
+    if (s.how != 1) {
+      kc_range_t *secs = calloc(KC_MAX_SECTIONS, sizeof *secs);
+      if (secs) {
+        dl_iterate_phdr(kc_nv_fatbin_of, secs);
+        for (size_t k = 0; k < KC_MAX_SECTIONS && secs[k].addr; k++)
+          if (kc_each_container(secs[k], fb_try, &s)) break;
+        free(secs);
+      }
+    }
+  }
+  if (!s.how) return NULL;
+  unsigned char *b = malloc(s.size);
+  if (!b || kc_peek(s.addr, b, s.size)) { free(b); return NULL; }
+  *n = s.size;
+  *how = s.how == 1 ? "the application's fatbin that holds the loaded cubin byte for byte, kept whole for its PTX"
+                    : "the application's fatbin with an entry of the loaded cubin's size naming the kernel, kept whole for its PTX";
+  kc_log("module: the application's fatbin at 0x%llx (%llu bytes, with PTX) holds the kernel's cubin%s", (unsigned long long)s.addr,
+         (unsigned long long)s.size, s.how == 1 ? "" : " (matched by size and name)");
+  return b;
+}
+
 static const char *module_kind(const kc_module_t *m) {
   const unsigned char *b = (const unsigned char *)m->bytes;
   if (m->size >= 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return "cubin";
@@ -179,7 +231,7 @@ static int pack_params(void) {
 }
 
 /* raw.json of the capture (c/common/kc_raw.c): the launch, the device, the module, the snapshot's items. */
-static void write_raw_json(const kc_module_t *m, const char *modfile) {
+static void write_raw_json(const kc_module_t *m, const char *modfile, const char *fatbin_how) {
   CUdevice dev = 0;
   char devname[256] = "unknown", arch[32], uuid[41] = "", pci[32] = "";
   int ma = 0, mi = 0, drv = 0;
@@ -239,8 +291,9 @@ static void write_raw_json(const kc_module_t *m, const char *modfile) {
       .params_file = "kernel/params.bin", .params_size = kc.cap.params_size, .layout_source = kc.cap.lay.source,
       .nparams = kc.cap.lay.n, .param_offset = kc.cap.lay.off, .param_size = kc.cap.lay.size,
       .module_file = modfile, .module_kind = module_kind(m), .module_size = m->size, .has_module_id = 1, .module_id = m->id,
-      .module_source = kc.module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
-                                           : "CUPTI module-loaded callback; image chosen by kernel name",
+      .module_source = fatbin_how ? fatbin_how
+                       : kc.module_by_handle ? "CUPTI module-loaded callback; image bound to the function's CUmodule"
+                                             : "CUPTI module-loaded callback; image chosen by kernel name",
       .chunk = sn->chunk, .live_bytes = sn->live_bytes, .stored_before_bytes = sn->stored_bytes[0], .stored_after_bytes = sn->stored_bytes[1],
       .hashed_on_gpu = sn->scan_ok > 0, .gpu_scan_unavailable = sn->scan_why,
       .items = sn->items, .nregions = kc.regions.n, .nglobals = kc.globals.n,
@@ -351,9 +404,18 @@ void kc_capture_exit(void) {
   kc_module_t *m = kc.cap.mod ? kc.cap.mod : kc_find_module(kc.cap.name, kc_module_of(kc.cap.L.f));
   if (!m) { KC_FAIL("no loaded module image contains %s (%zu images seen)", kc.cap.name, kc.modules.n); return; }
   char modfile[64];
-  snprintf(modfile, sizeof modfile, "kernel/module.%s", module_kind(m));
-  if (kc_write_file(modfile, m->bytes, m->size)) return;
-  write_raw_json(m, modfile);
+  /* where the app's image was a fatbin with PTX, that fatbin: the replay and the export JIT its
+   * PTX on a GPU the cubin does not run on; on this one the driver picks the same cubin again */
+  size_t fb_size = 0;
+  const char *fb_how = NULL;
+  unsigned char *fb = kc_app_fatbin(m, kc.cap.name, &fb_size, &fb_how);
+  kc_module_t kept = *m;
+  if (fb) kept.bytes = (char *)fb, kept.size = fb_size;
+  snprintf(modfile, sizeof modfile, "kernel/module.%s", module_kind(&kept));
+  int werr = kc_write_file(modfile, kept.bytes, kept.size);
+  if (!werr) write_raw_json(&kept, modfile, fb_how);
+  free(fb);
+  if (werr) return;
   uint64_t bb = kc.cap.sn.stored_bytes[0], ab = kc.cap.sn.stored_bytes[1];
   kc_snap_free(&kc.cap.sn);
   kc_log("captured %s (launch %llu): %llu bytes stored before, %llu after", kc.cap.name, (unsigned long long)kc.cap.launch_index,

@@ -70,7 +70,15 @@ typedef struct {
   size_t size;
   char *bytes;       /* the image, copied at load (capture mode only) */
   CUmodule handle;   /* learnt later (c/cuda/kerncap_cuda.c tl_loaded_id); NULL while unknown */
+  uint64_t image;    /* the image the load call handed the driver (its address in the app), 0 when
+                      * the module loaded outside such a call (lazily, or through the runtime) */
 } kc_module_t;
+
+/* A fatbin holding PTX that the application handed to a module or library load (c/cuda/kc_fatbin.h):
+ * where it lies in the app's memory, read back only at capture. */
+typedef struct {
+  uint64_t addr, size;
+} kc_image_t;
 
 /* A module-scope variable (__device__/__constant__) of the captured kernel's module. */
 typedef struct {
@@ -132,6 +140,7 @@ typedef struct {
   double t0;
   KC_VEC(kc_region_t) regions;
   KC_VEC(kc_module_t) modules;
+  KC_VEC(kc_image_t) ptx_images; /* fatbins with PTX the app loaded, newest last (kerncap_cuda.c on_module_api) */
   CUpti_SubscriberHandle sub;
   KC_VEC(kc_global_t) globals; /* module globals of the captured kernel's module (kc_collect_globals_of) */
   int g_skipped, g_symbols;    /* unreadable cubin entries; data symbols read */

@@ -19,7 +19,7 @@
 
 typedef void (*kc_symbol_fn)(const char *name, void *ud);
 
-static uint64_t kc_rd(const unsigned char *p, int n) {
+static inline uint64_t kc_rd(const unsigned char *p, int n) {
   uint64_t v = 0;
   for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
   return v;
@@ -27,7 +27,7 @@ static uint64_t kc_rd(const unsigned char *p, int n) {
 
 /* Every sized STT_OBJECT symbol of an ELF64 little-endian image. Returns how many were reported,
  * -1 when the bytes are not a well-formed ELF64 image. */
-static int kc_elf_objects(const unsigned char *b, size_t n, kc_symbol_fn fn, void *ud) {
+static inline int kc_elf_objects(const unsigned char *b, size_t n, kc_symbol_fn fn, void *ud) {
   if (n < 64 || memcmp(b, "\x7f" "ELF", 4) || b[4] != 2 || b[5] != 1) return -1;
   uint64_t shoff = kc_rd(b + 40, 8), shentsize = kc_rd(b + 58, 2), shnum = kc_rd(b + 60, 2);
   if (shentsize < 64 || shoff > n || shnum > (n - shoff) / shentsize) return -1;
@@ -54,7 +54,7 @@ static int kc_elf_objects(const unsigned char *b, size_t n, kc_symbol_fn fn, voi
 }
 
 /* Decompress one fatbin payload into a malloc'd buffer of raw bytes (NULL when impossible). */
-static unsigned char *kc_inflate(const unsigned char *src, size_t n, size_t raw, int zstd) {
+static inline unsigned char *kc_inflate(const unsigned char *src, size_t n, size_t raw, int zstd) {
   static void *zlib, *lz4lib;
   static size_t (*zstd_decompress)(void *, size_t, const void *, size_t);
   static unsigned (*zstd_is_error)(size_t);
@@ -84,7 +84,7 @@ static unsigned char *kc_inflate(const unsigned char *src, size_t n, size_t raw,
  * that SM (one per variant, or per linked object): all are read. Returns the symbols reported;
  * *skipped counts cubin entries for that SM that could not be read (compressed without a
  * decompressor, or malformed). */
-static int kc_module_objects(const unsigned char *b, size_t n, unsigned sm, kc_symbol_fn fn, void *ud, int *skipped) {
+static inline int kc_module_objects(const unsigned char *b, size_t n, unsigned sm, kc_symbol_fn fn, void *ud, int *skipped) {
   *skipped = 0;
   if (n >= 4 && !memcmp(b, "\x7f" "ELF", 4)) {
     int r = kc_elf_objects(b, n, fn, ud);

@@ -18,8 +18,9 @@
  *          process writes its own census kernels.<pid>.json and error.<pid>.txt (c/common/kc_log.c).
  * Units:   this file; kc_graphs.c (CUDA graph launches and node capture), kc_capture.c (the
  *          captured launch), kc_snapshot.c (memory), kc_out.c (the files written, the census),
- *          kc_cupti.c (CUPTI sharing), kc_nvtx.c and kc_nvtx_filter.c (NVTX range selection); over
- *          c/common/ (shared with the HSA library: the settings,
+ *          kc_cupti.c (CUPTI sharing), kc_nvtx.c and kc_nvtx_filter.c (NVTX range selection); the
+ *          headers kc_symbols.h (a module's data symbols) and kc_fatbin.h (the app's fatbin around a
+ *          loaded cubin, kept for its PTX); over c/common/ (shared with the HSA library: the settings,
  *          the census, the matcher, the process of a job, the raw writer, the log). All state in
  *          `kc` (c/cuda/kc_state.h). Two X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
  *          KC_DRIVER_CALLBACKS) serve both the subscription and the dispatch.
@@ -36,11 +37,14 @@
 #include "kc_state.h"
 #include "kc_collective.h"
 #include "kc_json.h"
+#include "kc_fatbin.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define KC_EXPORT __attribute__((visibility("default")))
@@ -77,6 +81,7 @@ typedef struct {
    * seen during a call belongs to the CUmodule that call returns or touches. */
   int loaded;
   uint32_t loaded_id;
+  uint64_t image;     /* the image handed to the module/library load this thread is inside, 0 outside one */
   int capturing;      /* this thread is inside the launch being captured: its API exit completes the capture */
   kc_fn_slot_t *fn;   /* KC_FN_CACHE slots, made at this thread's first launch */
 } kc_tls_t;
@@ -415,7 +420,7 @@ static void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 static void on_module_loaded(const CUpti_ResourceData *rd) {
   const CUpti_ModuleResourceData *md = rd->resourceDescriptor;
   if (!md || kc.own_load) return;
-  if (KC_VEC_PUSH(kc.modules, (kc_module_t){md->moduleId, md->cubinSize, NULL, NULL})) { KC_FAIL("out of host memory for the module table"); return; }
+  if (KC_VEC_PUSH(kc.modules, (kc_module_t){md->moduleId, md->cubinSize, NULL, NULL, tl.image})) { KC_FAIL("out of host memory for the module table"); return; }
   kc_module_t *m = &kc.modules.v[kc.modules.n - 1];
   tl.loaded_id = md->moduleId;
   tl.loaded = 1;
@@ -426,9 +431,66 @@ static void on_module_loaded(const CUpti_ResourceData *rd) {
   }
 }
 
+/* The image a module or library load hands the driver: at the call's entry, a fatbin holding PTX
+ * is recorded by address (kc_fatbin.h: the capture keeps it whole when it holds the kernel's cubin). */
+static uint64_t load_image(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData: return (uint64_t)(uintptr_t)((const cuModuleLoadData_params *)cb->functionParams)->image;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx: return (uint64_t)(uintptr_t)((const cuModuleLoadDataEx_params *)cb->functionParams)->image;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary: return (uint64_t)(uintptr_t)((const cuModuleLoadFatBinary_params *)cb->functionParams)->fatCubin;
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData: return (uint64_t)(uintptr_t)((const cuLibraryLoadData_params *)cb->functionParams)->code;
+    default: return 0;
+  }
+}
+
+static int note_ptx_image(uint64_t image) {
+  uint64_t addr = 0;
+  int has_ptx = 0;
+  uint64_t size = kc_fatbin_at(image, &addr, &has_ptx);
+  if (!size || !has_ptx) return 0;
+  for (size_t i = 0; i < kc.ptx_images.n; i++)
+    if (kc.ptx_images.v[i].addr == addr) { kc.ptx_images.v[i].size = size; return 1; }
+  if (KC_VEC_PUSH(kc.ptx_images, ((kc_image_t){addr, size}))) { KC_FAIL("out of host memory for the image table"); return 0; }
+  return 1;
+}
+
+/* The file a module or library load names (cuModuleLoad, cuLibraryLoadFromFile), NULL for the others. */
+static const char *load_file(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuModuleLoad) return ((const cuModuleLoad_params *)cb->functionParams)->fname;
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile) return ((const cuLibraryLoadFromFile_params *)cb->functionParams)->fileName;
+  return NULL;
+}
+
+/* A load from a file: the file read when it is a fatbin holding PTX, and that copy recorded as the
+ * image (the file may change or go before the capture). The copy lives as long as the process:
+ * only fatbins with PTX loaded while a capture is pending are kept. Returns its address, or 0. */
+static uint64_t note_ptx_file(const char *path) {
+  int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0) return 0;
+  unsigned char h[16];
+  struct stat st;
+  unsigned char *b = NULL;
+  uint64_t at = 0;
+  if (!fstat(fd, &st) && st.st_size >= 16 && (uint64_t)st.st_size <= KC_FATBIN_MAX && pread(fd, h, 16, 0) == 16 && kc_rd(h, 4) == KC_FATBIN_MAGIC &&
+      (b = malloc((size_t)st.st_size)) && pread(fd, b, (size_t)st.st_size, 0) == st.st_size && note_ptx_image((uint64_t)(uintptr_t)b))
+    at = (uint64_t)(uintptr_t)b, b = NULL;
+  free(b);
+  close(fd);
+  return at;
+}
+
 /* Explicit module loads: bind the CUmodule they return to the image just seen. */
 static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  if (cb->callbackSite == CUPTI_API_ENTER) { tl.loaded = 0; return; }
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    tl.loaded = 0;
+    tl.image = load_image(cbid, cb);
+    if (kc.capture && !kc.done) {
+      if (tl.image) note_ptx_image(tl.image);
+      else tl.image = note_ptx_file(load_file(cbid, cb));
+    }
+    return;
+  }
+  tl.image = 0;
   if (!tl.loaded || !cb->functionReturnValue || *(CUresult *)cb->functionReturnValue != CUDA_SUCCESS) return;
   CUmodule *out = NULL;
   switch (cbid) {
@@ -468,7 +530,8 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   X(cuMemUnmap, on_memory) X(cuMemFree_v2, on_memory) X(cuMemFreeAsync, on_memory)                         \
   X(cuMemFreeAsync_ptsz, on_memory) X(cuMemFreeHost, on_memory) X(cuMemHostUnregister, on_memory)          \
   X(cuModuleLoad, on_module_api) X(cuModuleLoadData, on_module_api) X(cuModuleLoadDataEx, on_module_api)   \
-  X(cuModuleLoadFatBinary, on_module_api)                                                                  \
+  X(cuModuleLoadFatBinary, on_module_api) X(cuLibraryLoadData, on_module_api)                              \
+  X(cuLibraryLoadFromFile, on_module_api)                                                                  \
   X(cuGraphLaunch, kc_on_graph) X(cuGraphLaunch_ptsz, kc_on_graph) X(cuGraphInstantiate, kc_on_graph)               \
   X(cuGraphInstantiate_v2, kc_on_graph) X(cuGraphInstantiateWithFlags, kc_on_graph)                              \
   X(cuGraphInstantiateWithParams, kc_on_graph) X(cuGraphInstantiateWithParams_ptsz, kc_on_graph)                 \

@@ -11,6 +11,15 @@
  *   launch_main LIB nvtx EVENT...        NAME launches as seq does, between real NVTX calls: push:R
  *                                        (nvtxRangePushA), pop (nvtxRangePop); NVTX 3 loads the
  *                                        library named by NVTX_INJECTION64_PATH (test/cpu/nvtx.test.ts)
+ *   launch_main LIB module IMAGE CUBIN NAME...   the module announced as a load of a real image:
+ *                                        cuModuleLoadData(IMAGE) whose MODULE_LOADED hands CUBIN
+ *   launch_main LIB file IMAGE CUBIN NAME...     the same through cuModuleLoad(IMAGE's path)
+ *   launch_main LIB library IMAGE CUBIN NAME...  cuLibraryLoadData(IMAGE in a __fatBinC_Wrapper_t),
+ *                                        then CUBIN's MODULE_LOADED later, outside any call (lazy)
+ *   launch_main LIB lazy - CUBIN NAME...  CUBIN's MODULE_LOADED alone, as the runtime's lazy load of
+ *                                        a fatbin in this program's .nv_fatbin section (the test
+ *                                        links one in); then one launch per NAME
+ *                                        (test/cpu/c-fatbin.test.ts: which image the capture keeps)
  *
  * Each distinct name gets its own function handle, as a module's functions do. The library reads
  * its KERNCAP_* settings from the environment; it finds the stand-in libcuda.so.1 through
@@ -59,6 +68,65 @@ static int launch(int i, unsigned grid) {
   return 0;
 }
 
+static char *read_all(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc(*n + 1);
+  if (b && fread(b, 1, *n, f) != *n) { free(b); b = NULL; }
+  fclose(f);
+  return b;
+}
+
+/* One driver API call with a module or library load inside, as CUPTI reports it. */
+static void api_call(CUpti_CallbackId cbid, const char *name, void *params, int site) {
+  kc_fake_cb cb = fake_cupti_callback();
+  CUpti_CallbackData d = {.callbackSite = site, .functionName = name, .functionParams = params, .functionReturnValue = &ok};
+  if (cb) cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+}
+
+static void module_loaded(const char *cubin, size_t n) {
+  kc_fake_cb cb = fake_cupti_callback();
+  CUpti_ModuleResourceData md = {.moduleId = 1, .cubinSize = n, .pCubin = cubin};
+  CUpti_ResourceData rd = {.resourceDescriptor = &md};
+  if (cb) cb(NULL, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &rd);
+}
+
+/* module / library / lazy: announce CUBIN as the loaded module of IMAGE (see the usage above). */
+static int load_real(const char *mode, const char *image_path, const char *cubin_path) {
+  size_t n = 0, in = 0;
+  char *cubin = read_all(cubin_path, &n), *image = strcmp(image_path, "-") ? read_all(image_path, &in) : NULL;
+  if (!cubin || (strcmp(image_path, "-") && !image)) { fprintf(stderr, "cannot read %s or %s\n", image_path, cubin_path); return 2; }
+  CUmodule mod = (CUmodule)(uintptr_t)0x5000; /* what the stand-in cuFuncGetModule answers */
+  if (!strcmp(mode, "module")) {
+    cuModuleLoadData_params p = {.module = &mod, .image = image};
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, "cuModuleLoadData", &p, CUPTI_API_ENTER);
+    module_loaded(cubin, n);
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, "cuModuleLoadData", &p, CUPTI_API_EXIT);
+  } else if (!strcmp(mode, "file")) {
+    cuModuleLoad_params p = {.module = &mod, .fname = image_path};
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoad, "cuModuleLoad", &p, CUPTI_API_ENTER);
+    module_loaded(cubin, n);
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoad, "cuModuleLoad", &p, CUPTI_API_EXIT);
+  } else if (!strcmp(mode, "library")) {
+    struct { unsigned magic, version; const void *data; void *unused; } wrapper = {0x466243b1u, 1, image, NULL};
+    CUlibrary lib = NULL;
+    cuLibraryLoadData_params p = {.library = &lib, .code = &wrapper};
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, "cuLibraryLoadData", &p, CUPTI_API_ENTER);
+    api_call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, "cuLibraryLoadData", &p, CUPTI_API_EXIT);
+    module_loaded(cubin, n);
+  } else {
+    module_loaded(cubin, n);
+  }
+  /* the image stays allocated until the capture is written, as an application's would */
+  for (int i = 0; i < nnames && launch(i, 1 + i) == 0; i++) {}
+  free(image);
+  free(cubin);
+  return 0;
+}
+
 static long per_thread;
 static void *thread_main(void *arg) {
   for (long i = 0; i < per_thread; i++) launch((int)((i + (long)(intptr_t)arg) % nnames), 1 + (unsigned)(i & 7));
@@ -66,11 +134,13 @@ static void *thread_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME...\n", argv[0]); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB nvtx EVENT... | LIB module|file|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
   int bench = !strcmp(argv[2], "bench"), threads = !strcmp(argv[2], "threads") ? atoi(argv[3]) : 0;
+  int real = !strcmp(argv[2], "module") || !strcmp(argv[2], "file") || !strcmp(argv[2], "library") || !strcmp(argv[2], "lazy");
+  if (real && argc < 6) return 2;
   long n = bench ? atol(argv[3]) : 0;
   int nvtx = !strcmp(argv[2], "nvtx");
-  int skip = bench ? 4 : threads ? 5 : 3;
+  int skip = bench ? 4 : threads ? 5 : real ? 5 : 3;
   if (threads && argc < 6) return 2;
   per_thread = threads ? atol(argv[4]) : 0;
   names = (const char **)argv + skip;
@@ -91,6 +161,7 @@ int main(int argc, char **argv) {
   if (!init || init() != 1) { fprintf(stderr, "InitializeInjection missing or failed\n"); return 2; }
   kc_fake_cb cb = fake_cupti_callback();
   if (!cb) { fprintf(stderr, "the library did not subscribe (see its error file)\n"); return 3; }
+  if (real) return load_real(argv[2], argv[3], argv[4]);
   /* the module image: every name, NUL-separated (the library finds a kernel's image by its name) */
   size_t size = 0;
   for (int i = 0; i < nnames; i++) size += strlen(names[i]) + 1;

@@ -11,3 +11,7 @@ declare module "*.txt" {
   const text: string;
   export default text;
 }
+declare module "*.h" {
+  const text: string;
+  export default text;
+}

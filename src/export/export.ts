@@ -4,11 +4,16 @@
  *
  *   data/            the capture (kerncap.json, module image, parameter bytes, memory images), its
  *                    files shared with the capture by reflink where the file system can, else copied
- *   repro.c capture.h CMakeLists.txt Makefile   the driver-API program (templates/export/repro.c)
+ *   repro.c repro_common.h capture.h CMakeLists.txt Makefile   the driver-API program
+ *                    (templates/export/repro.c); for an AMD (hip) capture the HSA program instead
+ *                    (templates/export/hsa/), which has never run on AMD hardware: it is built
+ *                    against Debian's ROCm headers and run on a stand-in runtime by the tests
  *   build.sh src/    the capture's reproducer project (the kernel's source to edit), when it has one
  *   repro.py kcdata.py   the Triton script, for Triton captures
  *   kernel.ptx       the module's PTX, when its image holds some (the program JITs it where the GPU
  *                    has no machine code in the image)
+ *   kernel.hsaco     an AMD capture's code object for its architecture, when the captured module
+ *                    is an offload bundle
  *   README.md kerncap-export.json
  *
  * Hard links are never made: a capture file with a second name is refused by every reader of a
@@ -18,6 +23,7 @@
 import { chmodSync, closeSync, constants, copyFileSync, existsSync, ftruncateSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve, sep } from "node:path";
 import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
+import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
 import { KerncapError } from "../errors.ts";
 import { assertOutputPath } from "../format/archive.ts";
 import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
@@ -30,7 +36,7 @@ import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
-import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type TritonArg } from "./plan.ts";
+import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
 
 /** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data. */
@@ -69,9 +75,10 @@ export interface ExportResult {
  * Write the export of capture `dir` into `outPath` (as `OUT.tmp-<pid>`, renamed when complete).
  * The capture is checked first as pack checks it (verifyFiles, verifyRegions: every file's and
  * memory chunk's checksum).
- * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH/E_CHECKSUM (the capture), E_USAGE (an AMD
- *   capture, OUT inside the capture or the capture inside OUT, bad tolerance), E_EXISTS (OUT
- *   exists: only a previous export is replaced, with force), E_IO
+ * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH/E_CHECKSUM (the capture), E_USAGE (OUT
+ *   inside the capture or the capture inside OUT, bad tolerance), E_EXISTS (OUT exists: only a
+ *   previous export is replaced, with force), E_CODEOBJ/E_ARCH (an AMD capture whose code object
+ *   lacks the kernel or its architecture), E_IO
  */
 export function exportCapture(dir: string, outPath: string, o: ExportOptions = {}): ExportResult {
   const t0 = performance.now();
@@ -81,21 +88,20 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   // nothing to do with the kernel
   verifyFiles(capDir, m);
   verifyRegions(capDir, m);
-  if (m.device.vendor !== "nvidia") {
-    throw new KerncapError("E_USAGE", `${dir} holds an ${m.device.vendor.toUpperCase()} capture (${m.device.arch}); kerncap export writes a CUDA driver-API program`, { hint: "Replay it with `kerncap replay`; an HSA export is not written yet." });
-  }
   const out = resolve(outPath);
   checkOutput(capDir, out, Boolean(o.force));
   const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
   const image = new Uint8Array(readCaptureBytes(capDir, m.module.file, m.module.size));
+  const amd = m.device.vendor === "amd";
   let archs: string[] = [];
   try {
-    archs = describeModule(image).archs;
+    if (!amd) archs = describeModule(image).archs;
   } catch (e) {
     // the program loads the image as it is; only the note on architectures and PTX is lost
     log.warn(`${m.module.file} could not be read as a module image (${(e as Error).message}): the export names no architecture for it`);
   }
-  const plan = exportPlan(m, params, archs, o);
+  const hsa = amd ? hsaCodeObject(m, image) : null;
+  const plan = exportPlan(m, params, archs, o, hsa?.dispatch ?? null);
 
   // what a killed export left beside OUT (its pid gone, kerncap's mark inside)
   for (const p of removeStaleTemps(out, existsSync(out))) log.info(`removed ${p}, left by an export that was killed`);
@@ -105,11 +111,14 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   try {
     markTemp(tmp);
     const data = copyData(capDir, m, join(tmp, "data"));
-    const ptxFile = writePtx(m, image, plan, tmp);
-    const files: ExportFiles = { module: `data/${m.module.file}`, ptx: ptxFile ?? "", params: `data/${m.params.file}`, before: `data/${m.memory.before}`, after: `data/${m.memory.after}` };
+    const ptxFile = amd ? null : writePtx(m, image, plan, tmp);
+    // an offload bundle's code object for the captured architecture, beside the data (ROCr loads ELF code objects only)
+    if (hsa?.unbundled) writeFileSync(join(tmp, "kernel.hsaco"), hsa.unbundled);
+    const module = hsa?.unbundled ? "kernel.hsaco" : `data/${m.module.file}`;
+    const files: ExportFiles = { module, ptx: ptxFile ?? "", params: `data/${m.params.file}`, before: `data/${m.memory.before}`, after: `data/${m.memory.after}` };
     writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
     const editable = copyProject(capDir, m, tmp);
-    const triton = tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
+    const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton);
     writeFileSync(join(tmp, EXPORT_FILE), JSON.stringify(doc, null, 2) + "\n");
     const hasBuild = existsSync(join(tmp, "build.sh"));
@@ -121,6 +130,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     };
     renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data));
     if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });
+    // the HSA program and its build files in place of the CUDA ones (templates/export/hsa/)
+    if (amd) for (const f of readdirSync(join(tmp, "hsa"))) renameSync(join(tmp, "hsa", f), join(tmp, f));
+    rmSync(join(tmp, "hsa"), { recursive: true, force: true });
     rmSync(join(tmp, TEMP_MARKER));
     place(tmp, out, Boolean(o.force));
     const bytes = { export: folderBytes(out), data: data.reduce((a, d) => a + d.bytes, 0), copied: 0, reflinked: 0 };
@@ -245,6 +257,37 @@ function copyData(capDir: string, m: Manifest, to: string): ExportResult["data"]
   return out;
 }
 
+/**
+ * An AMD capture's code object and dispatch facts: the ELF code object for the captured
+ * architecture (unbundled when the module is a clang offload bundle: `unbundled`, written as
+ * kernel.hsaco), the kernel's descriptor symbol and segment sizes (HsaDispatch).
+ * @throws KerncapError E_ARCH (a bundle without the captured architecture), E_CODEOBJ (the kernel
+ *   is not in the code object, or it is not an AMDGPU code object)
+ */
+function hsaCodeObject(m: Manifest, image: Uint8Array): { dispatch: HsaDispatch; unbundled: Uint8Array | null } {
+  let co = image;
+  let unbundled: Uint8Array | null = null;
+  if (isOffloadBundle(image)) {
+    const e = amdgpuCodeObjects(image, m.device.arch)[0];
+    if (!e) throw new KerncapError("E_ARCH", `${m.module.file} holds no code object for ${m.device.arch}, the captured architecture`, { hint: "The capture is damaged or was edited; capture the kernel again." });
+    co = unbundled = new Uint8Array(e.bytes);
+  }
+  const k = findKernel(parseAmdgpuCodeObject(co), m.kernel.name);
+  // the app's packet (manifest hsa, what the capture library read from it), else the metadata's fixed sizes
+  const info = (m.hsa ?? {}) as Record<string, unknown>;
+  const num = (v: unknown, dflt: number) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : dflt);
+  return {
+    dispatch: {
+      symbol: k.symbol || `${k.name}.kd`,
+      kernargBytes: k.kernargSegmentSize,
+      groupBytes: num(info.group_segment_size, Math.max(m.launch.sharedMemBytes, k.groupSegmentFixedSize)),
+      privateBytes: num(info.private_segment_size, k.privateSegmentFixedSize),
+      ordinal: m.device.ordinal,
+    },
+    unbundled,
+  };
+}
+
 /** kernel.ptx: the newest PTX of a fatbin module (the fallback of a GPU without machine code in it), or the module itself when it is PTX. */
 function writePtx(m: Manifest, image: Uint8Array, plan: ExportPlan, tmp: string): string | null {
   if (m.module.kind === "ptx") return `data/${m.module.file}`;
@@ -344,6 +387,8 @@ function readmeContext(m: Manifest, p: ExportPlan, f: ExportFiles, editable: str
     kernel: p.demangled,
     mangled: p.kernel,
     device: `${m.device.name} (${m.device.arch})`,
+    arch: m.device.arch,
+    hsa: Boolean(p.hsa),
     frontend: m.kernel.frontend,
     grid: p.grid.join(", "),
     block: p.block.join(", "),

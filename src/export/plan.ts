@@ -3,7 +3,8 @@
  * with their stored chunks (the extents of kerncap.json, src/format/manifest.ts Stored), the
  * launch, the function and launch attributes, the element type and tolerance of each range, the
  * module's architectures; and its two renderings, capture.h for the driver-API program
- * (templates/export/repro.c) and export.json for the Triton script (templates/export/repro.py).
+ * (templates/export/repro.c; for an AMD capture the HSA program, templates/export/hsa/repro.c) and
+ * export.json for the Triton script (templates/export/repro.py).
  * Pure: manifest and parameter bytes in, text out; no file is read here.
  */
 import type { Manifest, Stored } from "../format/manifest.ts";
@@ -61,6 +62,23 @@ export interface ExportPlan {
   appLaunchUs: number;
   /** The app's launch faulted (manifest fault: CUresult and its name): the replay must fault the same way. */
   fault: { code: number; name: string } | null;
+  /** The dispatch of an AMD (HSA) capture, null for CUDA: see HsaDispatch. */
+  hsa: HsaDispatch | null;
+}
+
+/**
+ * What the HSA program's AQL dispatch packet needs beyond the launch: the kernel descriptor symbol
+ * and kernarg segment size (bytes) from the code object's metadata (src/codeobj/amdgpu.ts
+ * findKernel), the group (LDS) and private segment sizes (bytes) of the app's packet (manifest
+ * hsa.group_segment_size / private_segment_size, else the metadata's fixed sizes), and the GPU
+ * agent's ordinal among GPU agents (manifest device.ordinal).
+ */
+export interface HsaDispatch {
+  symbol: string;
+  kernargBytes: number;
+  groupBytes: number;
+  privateBytes: number;
+  ordinal: number;
 }
 
 /** The 64 value bytes of a captured launch attribute (hex without 0x, at most 64 bytes). */
@@ -77,7 +95,7 @@ function attrBytes(hex: string): Uint8Array {
  * (describeModule's list: sm_XX machine code, compute_XX PTX).
  * @throws KerncapError E_USAGE for a bad tolerance or --dtype (regionNumericsPlan)
  */
-export function exportPlan(m: Manifest, params: Uint8Array, archs: string[], o: { atol?: number; rtol?: number; dtype?: string } = {}): ExportPlan {
+export function exportPlan(m: Manifest, params: Uint8Array, archs: string[], o: { atol?: number; rtol?: number; dtype?: string } = {}, hsa: HsaDispatch | null = null): ExportPlan {
   const types = regionNumericsPlan(m, params, o);
   const range = (r: Manifest["regions"][number], name: string, dtype: ElementType): PlanRange => ({ name, va: BigInt(r.va), size: r.size, changed: r.changed, dtype, before: r.before.extents, after: r.after.extents });
   const regions = m.regions.map((r, i) => range(r, r.kind, types[i]!.dtype)).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
@@ -108,6 +126,7 @@ export function exportPlan(m: Manifest, params: Uint8Array, archs: string[], o: 
     ptx,
     appLaunchUs: typeof app === "number" && app >= 0 ? app : -1,
     fault: m.fault ? { code: m.fault.code, name: m.fault.name } : null,
+    hsa,
   };
 }
 
@@ -151,7 +170,6 @@ export function captureHeader(p: ExportPlan, f: ExportFiles): string {
   const regions = p.regions.map(rangeRow);
   const globals = p.globals.map(rangeRow);
   const num = (x: number) => (Number.isInteger(x) ? `${x}.0` : String(x));
-  const bytes = (v: Uint8Array) => [...v].map((b) => `0x${b.toString(16).padStart(2, "0")}`).join(", ");
   return `/* capture.h: written by kerncap export from data/kerncap.json; the tables repro.c reads. */
 #ifndef KERNCAP_CAPTURE_H
 #define KERNCAP_CAPTURE_H
@@ -162,13 +180,7 @@ export function captureHeader(p: ExportPlan, f: ExportFiles): string {
 #define CAPTURED_DEVICE ${cString(p.capturedDevice)}
 #define CAPTURED_ARCH ${cString(p.capturedArch)}
 
-/* Files, relative to the export folder (-d). MODULE_SASS: the architectures the image has machine
- * code for; MODULE_PTX: its PTX ("" when none), extracted to MODULE_PTX_FILE. */
-#define MODULE_FILE ${cString(f.module)}
-#define MODULE_SASS ${cString(p.sass.join(" "))}
-#define MODULE_PTX ${cString(p.ptx)}
-#define MODULE_PTX_FILE ${cString(f.ptx)}
-#define PARAMS_FILE ${cString(f.params)}
+${p.hsa ? hsaFacts(p.hsa, f) : cudaModule(p, f)}#define PARAMS_FILE ${cString(f.params)}
 #define PARAMS_BYTES ${p.paramsBytes}
 #define BEFORE_FILE ${cString(f.before)}
 #define AFTER_FILE ${cString(f.after)}
@@ -180,22 +192,7 @@ static const unsigned BLOCK[3] = {${p.block.join(", ")}};
 /* The kernel's time in the app (us; -1: not measured). */
 #define APP_LAUNCH_US ${num(p.appLaunchUs)}
 
-/* The app's launch faulted with this CUresult (0: it did not): then the same fault is the match. */
-#define FAULT_CODE ${p.fault?.code ?? 0}
-#define FAULT_NAME ${cString(p.fault?.name ?? "")}
-
-/* cuFuncSetAttribute(CUfunction_attribute id, value), as the app's function had them. */
-#define N_FUNC_ATTRS ${p.functionAttributes.length}
-static const struct { int id; int value; } FUNC_ATTRS[] = {
-${p.functionAttributes.map((a) => `  {${a.id}, ${a.value}},`).join("\n") || "  {0, 0}, /* none */"}
-};
-
-/* CUlaunchAttribute id and its CUlaunchAttributeValue bytes, as the app launched with them. */
-#define N_LAUNCH_ATTRS ${p.launchAttributes.length}
-static const struct { int id; unsigned char value[64]; } LAUNCH_ATTRS[] = {
-${p.launchAttributes.map((a) => `  {${a.id}, {${bytes(a.value)}}},`).join("\n") || "  {0, {0}}, /* none */"}
-};
-
+${p.hsa ? "" : cudaLaunch(p)}
 /* Judging: elements of a float type within ATOL + RTOL * |expected|; others bit for bit. */
 #define ATOL ${num(p.tolerance.atol)}
 #define RTOL ${num(p.tolerance.rtol)}
@@ -228,6 +225,52 @@ ${globals.join("\n") || '  {"", 0, 0, 0, 0, "", 0, 0, 0, 0}, /* none */'}
 };
 
 #endif
+`;
+}
+
+/** capture.h's module part for the CUDA program: the image, its machine code and PTX. */
+function cudaModule(p: ExportPlan, f: ExportFiles): string {
+  return `/* Files, relative to the export folder (-d). MODULE_SASS: the architectures the image has machine
+ * code for; MODULE_PTX: its PTX ("" when none), extracted to MODULE_PTX_FILE. */
+#define MODULE_FILE ${cString(f.module)}
+#define MODULE_SASS ${cString(p.sass.join(" "))}
+#define MODULE_PTX ${cString(p.ptx)}
+#define MODULE_PTX_FILE ${cString(f.ptx)}
+`;
+}
+
+/** capture.h's module part for the HSA program: the code object and the dispatch packet's facts. */
+function hsaFacts(h: HsaDispatch, f: ExportFiles): string {
+  return `/* Files, relative to the export folder (-d): the code object for CAPTURED_ARCH (an AMDGPU ELF). */
+#define MODULE_FILE ${cString(f.module)}
+/* The dispatch packet: the kernel descriptor symbol, the kernarg, group (LDS) and private segment
+ * bytes, the GPU agent's ordinal among GPU agents (-g). */
+#define KERNEL_SYMBOL ${cString(h.symbol)}
+#define KERNARG_SEGMENT_BYTES ${h.kernargBytes}u
+#define GROUP_SEGMENT_BYTES ${h.groupBytes}u
+#define PRIVATE_SEGMENT_BYTES ${h.privateBytes}u
+#define CAPTURED_ORDINAL ${h.ordinal}
+`;
+}
+
+/** capture.h's CUDA launch part: the fault, the function and launch attributes. */
+function cudaLaunch(p: ExportPlan): string {
+  const bytes = (v: Uint8Array) => [...v].map((b) => `0x${b.toString(16).padStart(2, "0")}`).join(", ");
+  return `/* The app's launch faulted with this CUresult (0: it did not): then the same fault is the match. */
+#define FAULT_CODE ${p.fault?.code ?? 0}
+#define FAULT_NAME ${cString(p.fault?.name ?? "")}
+
+/* cuFuncSetAttribute(CUfunction_attribute id, value), as the app's function had them. */
+#define N_FUNC_ATTRS ${p.functionAttributes.length}
+static const struct { int id; int value; } FUNC_ATTRS[] = {
+${p.functionAttributes.map((a) => `  {${a.id}, ${a.value}},`).join("\n") || "  {0, 0}, /* none */"}
+};
+
+/* CUlaunchAttribute id and its CUlaunchAttributeValue bytes, as the app launched with them. */
+#define N_LAUNCH_ATTRS ${p.launchAttributes.length}
+static const struct { int id; unsigned char value[64]; } LAUNCH_ATTRS[] = {
+${p.launchAttributes.map((a) => `  {${a.id}, {${bytes(a.value)}}},`).join("\n") || "  {0, {0}}, /* none */"}
+};
 `;
 }
 

@@ -4,7 +4,8 @@
  * Written by `kerncap export`; needs the CUDA toolkit's headers and the driver, nothing of kerncap.
  * The capture's data is in data/ (README.md describes the files); capture.h holds the tables read
  * from data/kerncap.json: the kernel, its launch, function and launch attributes, the regions and
- * module globals with their stored chunks.
+ * module globals with their stored chunks; repro_common.h the reading of the data files, the
+ * restore and the judging, the same for every GPU runtime.
  *
  *   1. reserve every captured VA range at its exact address (cuMemAddressReserve, cuMemCreate,
  *      cuMemMap, cuMemSetAccess): pointers stored inside the memory stay valid;
@@ -21,19 +22,9 @@
 #define _POSIX_C_SOURCE 200809L /* fseeko, ftello */
 #define _FILE_OFFSET_BITS 64
 #include <cuda.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "capture.h"
-
-static const char *root_dir = "."; /* the export folder: -d */
-
-static void die(const char *what, const char *detail) {
-  fprintf(stderr, "error: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-  exit(2);
-}
+#include "repro_common.h"
 
 #define CK(call)                                                          \
   do {                                                                    \
@@ -46,34 +37,9 @@ static void die(const char *what, const char *detail) {
     }                                                                     \
   } while (0)
 
-static char *data_path(const char *rel) {
-  static char path[4096];
-  snprintf(path, sizeof path, "%s/%s", root_dir, rel);
-  return path;
-}
-
-static FILE *open_data(const char *rel) {
-  FILE *f = fopen(data_path(rel), "rb");
-  if (!f) die("cannot open", data_path(rel));
-  return f;
-}
-
-static void read_at(FILE *f, unsigned long long off, void *buf, size_t n, const char *name) {
-  if (n && (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(buf, 1, n, f) != n)) die("short read in", name);
-}
-
-static unsigned char *scratch_buf;
-static size_t scratch_bytes;
-/* One reusable host buffer of at least n bytes. */
-static unsigned char *scratch(size_t n) {
-  if (n > scratch_bytes) {
-    free(scratch_buf);
-    scratch_buf = malloc(n);
-    scratch_bytes = n;
-    if (!scratch_buf) die("out of host memory", NULL);
-  }
-  return scratch_buf;
-}
+static void dev_zero(unsigned long long va, unsigned long long n) { CK(cuMemsetD8((CUdeviceptr)va, 0, n)); }
+static void dev_write(unsigned long long va, const void *src, size_t n) { CK(cuMemcpyHtoD((CUdeviceptr)va, src, n)); }
+static void dev_read(void *dst, unsigned long long va, size_t n) { CK(cuMemcpyDtoH(dst, (CUdeviceptr)va, n)); }
 
 /* ---- 1. the captured VAs --------------------------------------------------------------- */
 
@@ -116,43 +82,7 @@ static void reserve_regions(CUdevice dev) {
   }
 }
 
-/* ---- 2. the before state --------------------------------------------------------------- */
-
-/* Bytes of a stored run: its chunks, the range's last chunk cut at the range's end. */
-static unsigned long long run_bytes(const struct kc_range *r, const struct kc_extent *e) {
-  unsigned long long start = e->chunk * CHUNK_BYTES, end = (e->chunk + e->count) * CHUNK_BYTES;
-  return (end < r->size ? end : r->size) - start;
-}
-
-/* Zero [dst, dst + size), then copy the range's stored before chunks (64 MiB at a time). */
-static void restore_range(FILE *before, const struct kc_range *r, CUdeviceptr dst) {
-  CK(cuMemsetD8(dst, 0, r->size));
-  for (int k = r->before; k < r->before + r->n_before; k++) {
-    unsigned long long bytes = run_bytes(r, &EXTENTS[k]);
-    for (unsigned long long done = 0; done < bytes;) {
-      size_t n = bytes - done < (64u << 20) ? (size_t)(bytes - done) : (64u << 20);
-      unsigned char *b = scratch(n);
-      read_at(before, EXTENTS[k].offset + done, b, n, BEFORE_FILE);
-      CK(cuMemcpyHtoD(dst + EXTENTS[k].chunk * CHUNK_BYTES + done, b, n));
-      done += n;
-    }
-  }
-}
-
 /* ---- 3. the module --------------------------------------------------------------------- */
-
-static char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die("cannot open", path);
-  fseeko(f, 0, SEEK_END);
-  *n = (size_t)ftello(f);
-  fseeko(f, 0, SEEK_SET);
-  char *b = malloc(*n + 1);
-  if (!b || fread(b, 1, *n, f) != *n) die("cannot read", path);
-  b[*n] = 0; /* PTX text must end with a NUL */
-  fclose(f);
-  return b;
-}
 
 /* cuModuleLoadData on a fatbin picks the GPU's machine code or JIT-compiles the fatbin's PTX; a
  * bare cubin runs on its own architecture only, so the PTX the export extracted is the fallback. */
@@ -213,86 +143,6 @@ static void launch(void) {
   CK(cuLaunchKernelEx(&cfg, kernel, NULL, extra));
 }
 
-static float half_to_float(unsigned short h) {
-  int e = (h >> 10) & 31, m = h & 1023;
-  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-static double element(const unsigned char *p, int dtype) {
-  float f;
-  double d;
-  unsigned short h;
-  unsigned int u;
-  switch (dtype) {
-    case DT_F32: memcpy(&f, p, 4); return f;
-    case DT_F64: memcpy(&d, p, 8); return d;
-    case DT_F16: memcpy(&h, p, 2); return half_to_float(h);
-    case DT_BF16: memcpy(&h, p, 2); u = (unsigned int)h << 16; memcpy(&f, &u, 4); return f;
-  }
-  return 0;
-}
-
-static const int DT_WIDTH[] = {[DT_BYTES_EXACT] = 1, [DT_F32] = 4, [DT_F64] = 8, [DT_F16] = 2, [DT_BF16] = 2};
-
-struct verdict { unsigned long long differing, over, first_diff; double max_abs; int same_as_before; };
-
-/* Compare n bytes got[] with want[] at byte offset `at` of a range of element type dtype. */
-static void judge(struct verdict *v, const unsigned char *got, const unsigned char *want, size_t n, unsigned long long at, int dtype) {
-  if (!memcmp(got, want, n)) return;
-  int w = DT_WIDTH[dtype];
-  for (size_t i = 0; i < n; i += w) {
-    size_t k = i + w <= n ? (size_t)w : n - i;
-    if (!memcmp(got + i, want + i, k)) continue;
-    if (v->differing++ == 0) v->first_diff = at + i;
-    if (dtype == DT_BYTES_EXACT || k < (size_t)w) { v->over++; continue; }
-    double g = element(got + i, dtype), e = element(want + i, dtype), err = fabs(g - e);
-    if (!(err <= ATOL + RTOL * fabs(e))) v->over++; /* NaN against a number is over */
-    if (err > v->max_abs || err != err) v->max_abs = err;
-  }
-}
-
-/* The state a chunk must hold: after.bin where the app changed it, else before.bin, else zeros. */
-static void expected_chunk(const struct kc_range *r, unsigned long long c, size_t len, int after_state, FILE *before, FILE *after, unsigned char *out) {
-  memset(out, 0, len);
-  for (int pass = after_state ? 1 : 0; pass >= 0; pass--) {
-    int first = pass ? r->after : r->before, n = pass ? r->n_after : r->n_before;
-    for (int k = first; k < first + n; k++) {
-      const struct kc_extent *e = &EXTENTS[k];
-      if (c < e->chunk || c >= e->chunk + e->count) continue;
-      read_at(pass ? after : before, e->offset + (c - e->chunk) * CHUNK_BYTES, out, len, pass ? AFTER_FILE : BEFORE_FILE);
-      return;
-    }
-  }
-}
-
-/* Compare one range on the device with the app's after state; print and return 1 on a mismatch. */
-static int compare_range(const struct kc_range *r, CUdeviceptr at, FILE *before, FILE *after, const char *what) {
-  struct verdict v = {0, 0, 0, 0, 1};
-  unsigned char *got = scratch(3 * CHUNK_BYTES), *want = got + CHUNK_BYTES, *prior = want + CHUNK_BYTES;
-  for (unsigned long long c = 0; c * CHUNK_BYTES < r->size; c++) {
-    size_t len = (size_t)(r->size - c * CHUNK_BYTES < CHUNK_BYTES ? r->size - c * CHUNK_BYTES : CHUNK_BYTES);
-    CK(cuMemcpyDtoH(got, at + c * CHUNK_BYTES, len));
-    expected_chunk(r, c, len, 1, before, after, want);
-    judge(&v, got, want, len, c * CHUNK_BYTES, r->dtype);
-    if (r->changed && v.same_as_before) {
-      expected_chunk(r, c, len, 0, before, after, prior);
-      v.same_as_before = !memcmp(got, prior, len);
-    }
-  }
-  /* a region the app changed that the replay left as it was is no match, whatever the tolerance */
-  int unchanged = r->changed && v.same_as_before;
-  int bad = v.over > 0 || unchanged;
-  if (bad) {
-    printf("  MISMATCH %s 0x%llx (%llu bytes, %s): ", what, r->va, r->size, r->type);
-    if (unchanged) printf("the app changed it, the replay left it as it was\n");
-    else printf("%llu elements differ, the first at byte %llu; %llu over tolerance, max abs error %g\n", v.differing, v.first_diff, v.over, v.max_abs);
-  } else if (v.differing) {
-    printf("  within tolerance %s 0x%llx (%llu bytes, %s): %llu elements differ, max abs error %g\n", what, r->va, r->size, r->type, v.differing, v.max_abs);
-  }
-  return bad;
-}
-
 /* ---- 5. timing ------------------------------------------------------------------------- */
 
 /* A kernel that waits on the GPU's global timer, queued before each start event: the stream stays
@@ -305,11 +155,6 @@ static const char SPIN_PTX[] =
     "  ld.param.u64 %rd1, [ns];\n  mov.u64 %rd2, %globaltimer;\n"
     "WAIT:\n  nanosleep.u32 1000;\n  mov.u64 %rd3, %globaltimer;\n"
     "  sub.s64 %rd4, %rd3, %rd2;\n  setp.lt.u64 %p, %rd4, %rd1;\n  @%p bra WAIT;\n  ret;\n}\n";
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
   const char *module_path = NULL;

@@ -146,12 +146,13 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
     const src = join(WORK, "structs-scale_jobs");
     const out = join(WORK, "structs-wrong-arch");
     Bun.spawnSync(["cp", "-r", src, out]);
-    const cubin = join(out, "kernel/module.cubin");
+    // the captured module (the cubin, or the app's fatbin where it had PTX) replaced by an sm_100a cubin
+    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
+    const cubin = join(out, m.module.file);
     const p = Bun.spawnSync(["nvcc", "-cubin", "-arch=sm_100a", "-o", cubin, join(apps, "structs.cu")], { stderr: "pipe" });
     expect(p.exitCode, p.stderr.toString()).toBe(0);
-    const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
     const bytes = readFileSync(cubin);
-    const f = m.files.find((x: any) => x.path === "kernel/module.cubin");
+    const f = m.files.find((x: any) => x.path === m.module.file);
     f.size = bytes.length;
     f.sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
     m.module.size = bytes.length;

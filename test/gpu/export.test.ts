@@ -7,10 +7,17 @@
  * 1. test/apps/structs.cu scale_jobs (pointers inside structs in device memory, module globals).
  * 2. a cuBLAS GEMM behind torch.matmul (test/apps/torch_app.py; a library's module).
  * 3. a Triton kernel (test/apps/triton_app.py fused_add_relu).
+ * 4. an Inductor kernel (test/apps/inductor_small.py: torch.compile of a pointwise function): the
+ *    driver-API program and repro.py over Inductor's Triton source; an edit of it gives MISMATCH.
+ * 5. a JAX fusion (test/apps/jax_fusion.py, XLA's cubin, no source): the driver-API program.
+ * 6. PTX kept in a real capture: structs.cu built for sm_90 machine code and compute_80 PTX (a
+ *    runtime-API app): the capture's module is the app's fatbin, the export extracts its PTX, and
+ *    kerncap replay and ./repro MATCH with the PTX JIT-compiled (CUDA_FORCE_PTX_JIT=1).
  *
  * Only bun:test, node:* and ./harness.ts imports; drives $KERNCAP_BIN. Skips without a GPU, the
- * kerncap binary, nvcc, make or cc; parts 2-3 without python3 and PyTorch (3: Triton).
- * Measurements (times, sizes) go to $KERNCAP_GPU_OUT/export-measurements.json.
+ * kerncap binary, nvcc, make or cc; parts 2-4 without python3 and PyTorch (3-4: Triton), part 5
+ * without JAX. Measurements (times, the export's size against the capture's) go to
+ * $KERNCAP_GPU_OUT/export-measurements.json.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
@@ -23,6 +30,7 @@ const PY = Bun.which("python3");
 const hasPy = (mod: string) => !!PY && Bun.spawnSync([PY, "-c", `import ${mod}`]).exitCode === 0;
 const TORCH = !SKIP && hasPy("torch");
 const TRITON = TORCH && hasPy("triton");
+const JAX = !SKIP && hasPy("jax");
 
 const WORK = workDir("kerncap-export-gpu-");
 const measurements: Record<string, unknown> = {};
@@ -57,7 +65,8 @@ function captureAndExport(label: string, kernel: string, app: string[], env: Rec
   const r = run(["./repro", "-n", String(iters)], fresh);
   const us = Number(/median ([\d.]+) us/.exec(r.stdout)?.[1]);
   const replayUs = json(rep).timing.medianUs;
-  measurements[label] = { kernel: doc.kernel, exportUs: us, replayUs, ratio: us / replayUs, exportBytes: doc.bytes.export, captureBytes: bytesUnder(cap), dataShared: doc.data.map((d: any) => d.shared), exportSeconds: ex.seconds, reproSeconds: r.seconds };
+  const captureBytes = bytesUnder(cap);
+  measurements[label] = { kernel: doc.kernel, exportUs: us, replayUs, ratio: us / replayUs, exportBytes: doc.bytes.export, captureBytes, exportToCapture: doc.bytes.export / captureBytes, module: doc.module, dataShared: doc.data.map((d: any) => d.shared), exportSeconds: ex.seconds, reproSeconds: r.seconds };
   return { cap, fresh, doc, r, us, replayUs };
 }
 
@@ -104,6 +113,36 @@ describe.skipIf(SKIP)("export: CUDA C++ with pointers inside structs", () => {
     utimesSync(src, new Date(Date.now() + 2000), new Date(Date.now() + 2000));
     const again = run(["make", "run-src"], fresh);
     expect(again.code, again.stdout + again.stderr).toBe(0);
+  }, 300_000);
+});
+
+describe.skipIf(SKIP)("PTX kept in a real capture (a runtime-API app built with compute_80 PTX and sm_90 machine code)", () => {
+  test("the capture's module is the app's fatbin; kerncap replay and the export's ./repro MATCH, also with the PTX JIT-compiled", () => {
+    const bin = join(WORK, "structs-ptx");
+    const b = run([NVCC!, "-O2", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "-o", bin, join(APPS, "structs.cu")]);
+    expect(b.code, b.stderr).toBe(0);
+    const cap = join(WORK, "structs-ptx-cap");
+    const c = kc(["run", "--kernel", "scale_jobs", "--dispatch", "1", "--out", cap, "--json", "--", bin, "3"]);
+    expect(c.code, c.stderr).toBe(0);
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    measurements.ptxCapture = { module: m.module };
+    expect(m.module.kind, JSON.stringify(m.module)).toBe("fatbin");
+    expect(m.module.source).toContain("fatbin");
+    expect(kc(["replay", cap, "--iters", "5"]).code).toBe(0);
+    const jit = kc(["replay", cap, "--iters", "5"], { CUDA_FORCE_PTX_JIT: "1" });
+    expect(jit.code, jit.stdout + jit.stderr).toBe(0);
+    const ex = kc(["export", cap, "-o", join(WORK, "structs-ptx-export"), "--json"]);
+    expect(ex.code, ex.stderr).toBe(0);
+    const doc = json(ex);
+    expect(doc.module).toMatchObject({ kind: "fatbin", sass: ["sm_90"], ptx: "compute_80", ptxFile: "kernel.ptx" });
+    const fresh = join(WORK, "fresh", "structs-ptx");
+    cpSync(doc.out, fresh, { recursive: true });
+    expect(run(["make"], fresh).code).toBe(0);
+    const r = run(["./repro", "-n", "5"], fresh);
+    expect(r.stdout, r.stderr).toContain("MATCH: ");
+    const forced = run(["./repro", "-n", "5"], fresh, { CUDA_FORCE_PTX_JIT: "1" });
+    expect(forced.stdout, forced.stderr).toContain("MATCH: ");
+    expect(forced.code).toBe(0);
   }, 300_000);
 });
 
@@ -163,5 +202,68 @@ describe.skipIf(SKIP || !TRITON)("export: a Triton kernel", () => {
     const i = run(["python3", "repro.py"], fresh, { TRITON_INTERPRET: "1" }, 300_000);
     expect(i.stdout, i.stderr).toContain("MATCH: ");
     expect(i.code).toBe(0);
+  }, 600_000);
+});
+
+/** A kernel name as a --kernel pattern that matches it alone. */
+const exactly = (name: string) => `^${name.replace(/[$^.*+?()[\]{}|\\]/g, "\\$&")}$`;
+
+describe.skipIf(SKIP || !TRITON)("export: an Inductor kernel (torch.compile)", () => {
+  const env = { TORCHINDUCTOR_CACHE_DIR: join(WORK, "inductor-cache"), TRITON_CACHE_DIR: join(WORK, "triton-cache"), TORCHINDUCTOR_COMPILE_THREADS: "1" };
+  test("the fused pointwise kernel: ./repro MATCH within 3% of kerncap replay; repro.py over Inductor's source MATCH; an edit of it gives MISMATCH", () => {
+    const app = ["python3", join(APPS, "inductor_small.py"), "3"];
+    const l = kc(["list", "--json", "--", ...app], env);
+    expect(l.code, l.stderr).toBe(0);
+    const names: string[] = json(l).kernels.map((k: any) => k.name);
+    const poi = names.find((n) => n.startsWith("triton_poi_"));
+    expect(poi, names.join("\n")).toBeDefined();
+    const { fresh, r, us, replayUs, doc } = captureAndExport("inductor", exactly(poi!), app, env);
+    expect(r.stdout, r.stderr).toContain("MATCH: ");
+    expect(r.code).toBe(0);
+    sameTime(us, replayUs);
+    expect(doc.frontend).toBe("triton");
+    expect(doc.triton?.script).toBe("repro.py");
+    // Inductor's kernel reads its tensors through the parameters only: the script needs no VA
+    expect(doc.triton.storedPointer).toBeNull();
+    const py = run(["python3", "repro.py", "--bench"], fresh, env, 300_000);
+    expect(py.stdout, py.stderr).toContain("MATCH: ");
+    expect(py.code).toBe(0);
+    measurements.inductorBench = /do_bench: ([\d.]+) us/.exec(py.stdout)?.[1];
+    // an edit of Inductor's kernel source: 1.0 added to the value its first tl.store writes
+    const src = join(fresh, doc.editable);
+    const text = readFileSync(src, "utf8");
+    const edited = text.replace(/tl\.store\([^,]+,\s*/, (head) => `${head}1.0 + `);
+    expect(edited, text.slice(0, 4000)).not.toBe(text);
+    writeFileSync(src, edited);
+    const bad = run(["python3", "repro.py"], fresh, env, 300_000);
+    expect(bad.stdout, bad.stderr).toContain("MISMATCH");
+    expect(bad.code).toBe(1);
+  }, 600_000);
+});
+
+describe.skipIf(SKIP || !JAX)("export: a JAX fusion (XLA's cubin, no source)", () => {
+  // no preallocation: the driver-API program maps and compares every captured region whole, and a
+  // 105 GiB arena would be read back over PCIe (kerncap replay scans it on the GPU instead)
+  const env = { XLA_PYTHON_CLIENT_PREALLOCATE: "false" };
+  test("the fusion launched once per jit call: ./repro MATCH within 3% of kerncap replay; the export is the driver-API program alone", () => {
+    const rounds = 5;
+    const app = ["python3", join(APPS, "jax_fusion.py"), String(rounds)];
+    const l = kc(["list", "--json", "--", ...app], env);
+    expect(l.code, l.stderr).toBe(0);
+    const kernels: { name: string; count: number }[] = json(l).kernels;
+    // the jit function's kernel: launched once per call (XLA names fusions by their ops)
+    const once = kernels.filter((k) => k.count === rounds);
+    const fusion = once.find((k) => /fusion/i.test(k.name)) ?? once[0];
+    expect(fusion, JSON.stringify(kernels)).toBeDefined();
+    const { fresh, r, us, replayUs, doc } = captureAndExport("jax", exactly(fusion!.name), app, env);
+    expect(r.stdout, r.stderr).toContain("MATCH: ");
+    expect(r.code).toBe(0);
+    sameTime(us, replayUs);
+    // XLA hands the driver a cubin and kerncap has no source for it: nothing to edit, no script
+    expect(doc.editable).toBeNull();
+    expect(doc.triton).toBeNull();
+    expect(doc.commands.runSource).toBeNull();
+    expect(existsSync(join(fresh, "repro.py"))).toBe(false);
+    expect(readFileSync(join(fresh, "README.md"), "utf8")).toContain("./repro");
   }, 600_000);
 });

@@ -309,7 +309,9 @@ describe.skipIf(SKIP)("the kernel's nondeterminism and the timing compare (atomi
     const slower = join(WORK, "spin110.cubin");
     const b = run(["nvcc", "-cubin", "-O2", "-arch=sm_90", "-DSPIN_PCT=110", "-o", slower, join(APPS, "atomics_timing.cu")], { cwd: WORK });
     expect(b.code, b.stderr).toBe(0);
-    const aaRun = kc(["replay", cap.out, "--against", join(cap.out, "kernel/module.cubin"), "--iters", "24", "--repeat", "20", "--json"]);
+    // the captured module: the cubin, or the app's fatbin where it had PTX beside it
+    const own = join(cap.out, manifest(cap.out).module.file);
+    const aaRun = kc(["replay", cap.out, "--against", own, "--iters", "24", "--repeat", "20", "--json"]);
     const aa = json(aaRun);
     expect(aa.repeats, `${aaRun.code}: ${aaRun.stdout.slice(0, 3000)} ${aaRun.stderr.slice(-3000)}`).toBeDefined();
     const ab = kc(["replay", cap.out, "--against", slower, "--iters", "24", "--repeat", "20", "--json"]);

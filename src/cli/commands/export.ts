@@ -1,4 +1,4 @@
-/** `kerncap export DIR -o OUT`: a reproducer folder that builds and runs with the CUDA toolkit alone (src/export/export.ts). Exit 0; 2 error. */
+/** `kerncap export DIR -o OUT`: a reproducer folder that builds and runs with the CUDA toolkit alone, or for an AMD capture the HSA runtime (src/export/export.ts). Exit 0; 2 error. */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { exportCapture } from "../../export/export.ts";
@@ -11,7 +11,7 @@ import { oneLine } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
-  meta: { name: "export", description: "Write a reproducer that needs no kerncap: a CUDA driver-API C program (and a Triton script for Triton kernels) with the capture's data" },
+  meta: { name: "export", description: "Write a reproducer that needs no kerncap: a CUDA driver-API C program (an HSA one for an AMD capture; and a Triton script for Triton kernels) with the capture's data" },
   args: {
     ...dirArg,
     out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only)", required: true },
@@ -34,7 +34,9 @@ export default defineCommand({
       log.success(`exported ${oneLine(r.kernel)} into ${oneLine(r.out)}: ${formatBytes(r.bytes.export)} (data ${shared})`);
       log.info(`run it: cd ${oneLine(shellPath(r.out))} && ${r.commands.build} && ${r.commands.run}${r.commands.runSource ? ` ; after an edit of ${oneLine(r.editable ?? "")}: ${r.commands.runSource}` : ""}`);
       if (r.triton) log.info(`Triton: ${r.commands.triton} (TRITON_INTERPRET=1 for the interpreter)${r.triton.storedPointer ? `; the memory holds captured VAs (${oneLine(r.triton.storedPointer.va)} in region ${oneLine(r.triton.storedPointer.region)}): a kernel that follows them needs ./repro` : ""}`);
-      if (!r.module.ptx) log.info(`the module holds machine code for ${oneLine(r.module.sass.join(", ")) || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`);
+      // an AMD code object is for one architecture by design: nothing to say of PTX there
+      const nvidia = ["cubin", "fatbin", "ptx"].includes(r.module.kind);
+      if (nvidia && !r.module.ptx) log.info(`the module holds machine code for ${oneLine(r.module.sass.join(", ")) || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`);
     }
     return 0;
   },
