@@ -462,8 +462,8 @@ function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
     log.warn(`no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so ${sel.include.length ? "no launch was inside --nvtx-include's ranges" : "every launch is outside any range"}`);
   }
   const dropped = seen.reduce((n, p) => n + (p.nvtx?.rangesDropped ?? 0), 0);
-  if (dropped) log.warn(`${plural(dropped, "launch")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`);
-  if (out) log.info(`${plural(out, "launch")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
+  if (dropped) log.warn(`${plural(dropped, "launch", "launches")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`);
+  if (out) log.info(`${plural(out, "launch", "launches")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
 }
 
 export interface ListRequest {

@@ -12,7 +12,7 @@ export function formatBytes(n: number): string {
   return i ? `${x.toFixed(1)} ${u[i]}` : `${n} B`;
 }
 
-/** "1 region", "2 regions": the count and the noun, plural unless n is 1 (`many`: an irregular plural). */
-export function plural(n: number, one: string, many = `${one}s`): string {
+/** "1 region", "2 regions", "2 launches": the count and the noun, plural unless n is 1 (English's -es after s, x, z, ch, sh; `many`: an irregular plural). */
+export function plural(n: number, one: string, many = /(s|x|z|ch|sh)$/.test(one) ? `${one}es` : `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
