@@ -1,17 +1,21 @@
 /**
  * The replay backend interface: what the one replay engine (src/replay/engine.ts) asks of a
- * vendor's runtime. Two implementations: CUDA (src/replay/cuda-backend.ts over the libcuda
- * wrapper src/native/libcuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
- * wrapper src/native/libhsa.ts). `openBackend` is the one place that branches on the vendor.
+ * vendor's runtime. Two implementations: CUDA (./cuda.ts over the libcuda wrapper
+ * src/native/libcuda.ts) and HSA (./hsa.ts over the libhsa-runtime64 wrapper
+ * src/native/libhsa.ts). ./factory.ts is the one place that branches on the vendor.
  *
  * Addresses are device virtual addresses (bigint), sizes bytes. Every call is synchronous unless
  * its name says Async; `sync` waits for the device.
  */
-import type { Manifest } from "../format/manifest.ts";
-import type { ChunkScan } from "./scan.ts";
-import { cudaResetCount } from "../native/libcuda.ts";
-import { cudaBackend } from "./cuda-backend.ts";
-import { hsaBackend } from "./hsa-backend.ts";
+import type { Manifest } from "../../format/manifest.ts";
+
+/** The kc64 scan of a device range: one entry per chunk. */
+export interface ChunkScan {
+  /** kc64 of each chunk, 16 hex digits. */
+  hash: string[];
+  /** 1 when the chunk holds a non-zero byte. */
+  nonzero: Uint32Array;
+}
 
 /** Device and host memory operations (the subset of the CUDA driver API the engine uses). */
 export interface DeviceMemory {
@@ -104,22 +108,4 @@ export interface ReplayBackend extends DeviceMemory {
   close(): void;
   /** After close: destroy the device context (CUDA: the primary context, and with it every allocation and VA reservation; HSA: close freed them). */
   reset(): void;
-}
-
-/**
- * The backend for a capture's device vendor: CUDA for NVIDIA, HSA for AMD (the one vendor branch),
- * on device `ordinal` (default: the captured one, manifest device.ordinal).
- * @throws KerncapError E_NO_GPU, E_CUDA_NOT_FOUND / E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH
- */
-export function openBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
-  return m.device.vendor === "amd" ? hsaBackend(m, ordinal) : cudaBackend(m, ordinal);
-}
-
-/**
- * How many times this process reset a device context after a kernel fault (CUDA: resetCuda; HSA
- * queues are not reset). A process that must go on after one starts afresh instead: the driver
- * may not give a context back after a sticky fault (src/native/libcuda.ts cudaResetCount).
- */
-export function deviceResets(): number {
-  return cudaResetCount();
 }
