@@ -24,6 +24,7 @@ import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MAR
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { finalizeCapture, moveIntoPlace, readRaw } from "./finalize.ts";
+import type { Raw } from "./raw.ts";
 import { assertNotNested, assertReplaceable } from "../format/capture-dir.ts";
 import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "../util/posix-regex.ts";
@@ -205,29 +206,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   resolveApp(req.argv);
   const injector = injectorFor(req.runtime);
   refuseNvtxOff(req.nvtx, injector.runtime);
-  const pattern = req.kernel;
-  const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
-  for (const k of req.moreKernels ?? []) compileEre(k);
-  for (const k of [pattern, ...(req.moreKernels ?? [])]) {
-    // the library reads one pattern per line (several --kernel): a newline would split this one
-    if (k.includes("\n")) throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
-    if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
-  }
-  if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
-  if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
-  const launchCount = req.launchCount ?? 1;
-  if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
-    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
-  }
-  if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
-  const out = resolve(req.out);
-  if (existsSync(out)) assertReplaceable(out, req.force);
-  assertOutputPath(out, "capture folder");
-  assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
-  const writer = liveTempWriter(out);
-  if (writer !== undefined) {
-    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
-  } // a missing, non-folder or read-only parent, before the app runs
+  const { pattern, ere, launchCount, out } = checkCaptureRequest(req);
   const frontendOptions = captureOptions(req.frontendArgs); // each frontend's paths, checked before the app runs
   removeStale(out);
   const inj = await (prepare ?? injector.prepare)();
@@ -286,77 +265,13 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0 || launchCount > 1);
     if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
       const set = await finalizeCaptureSet(tmp, out, req, frontendOptions, stops);
-      if (launchCount > 1 && set.length < launchCount) {
-        log.warn(`--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`);
-      }
-      const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
-      if (missed.length) {
-        const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
-        log.warn(`${missed.length} matching kernel${missed.length === 1 ? "" : "s"} ran ${req.dispatch + 1} or more times only with graph executions counted, and were not captured (several captures in one run take eager launches only): ${names.join("; ")}${missed.length > 5 ? "; …" : ""}. Capture one from its graph with \`kerncap run --kernel NAME --dispatch ${req.dispatch}\`.`);
-      }
+      warnMissedLaunches(set, census, req, launchCount);
       ok = true;
       return { dir: out, manifest: set[0]!.manifest, captures: set, app, census };
     }
     const raw = readRaw(tmp);
-    if (!raw) {
-      const who = selectionProblem(census, req.rank, req.process);
-      if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
-      // another CUDA tool held CUPTI in the application: compute-sanitizer, ncu or nsys started by
-      // the application's own command (a script that execs it): a tool conflict, said as one
-      const held = cuptiHeldBy(census);
-      if (held) {
-        throw new KerncapError("E_TOOL", `no capture: another CUDA tool held CUPTI in the application's ${processLabel(held.process)}${held.process.cmdline.length ? ` (${held.process.cmdline.map(shellQuote).join(" ")})` : ""}, so kerncap could not see its launches; compute-sanitizer, ncu or nsys started by the application's command (a script, a launcher)?`, {
-          hint: "Run the application under kerncap without that tool, then point the tool at the replay: `compute-sanitizer --tool memcheck kerncap replay DIR`, `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
-        });
-      }
-      if (census.errors.length) {
-        throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${census.errors.join("; ")}`, {
-          hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
-        });
-      }
-      // each process counts its own launches toward --dispatch: the most any one admitted process saw is what counts
-      const perProcess = census.processes.filter((p) => p.process.selection.admitted).map((p) => countedLaunches(p.kernels, ere, req.countBenchmarks));
-      const seen = Math.max(0, ...perProcess);
-      const inOne = census.processes.length > 1 ? ` in any one of the ${census.processes.length} processes (each counts its own launches for --dispatch)` : "";
-      const inGraph = census.processes.find((p) => p.graphTarget);
-      if (inGraph?.graphTarget) {
-        const t = inGraph.graphTarget;
-        const g = inGraph.graphs.find((x) => x.id === t.graph);
-        const k = census.kernels.find((x) => x.name === t.name);
-        throw new KerncapError(
-          "E_GRAPH",
-          `launch #${req.dispatch} of ${k?.demangled || t.name} ran inside CUDA graph ${t.graph} (kernel node ${t.kernel_node} of ${g?.kernel_nodes ?? "?"}, ${g?.nodes ?? "?"} nodes, launched ${g?.launches ?? "?"} times) and could not be captured: ${t.why ?? "not supported"}`,
-          {
-            hint: `${k ? `${k.count - (k.graph ?? 0)} of its ${k.count} launches ran eagerly` : "Eager launches"} can be captured (--dispatch counts graph executions too; \`kerncap list\` shows them in its graph column). Or run the app without graphs (torch.compile mode "max-autotune-no-cudagraphs", GGML_CUDA_DISABLE_GRAPHS=1, vLLM --enforce-eager).`,
-          },
-        );
-      }
-      // the launches the pattern matched that the library could count were too few because collectives were left out
-      if (seen <= req.dispatch) {
-        const refusal = collectiveRefusal(census.kernels, ere, pattern);
-        if (refusal) throw refusal;
-      }
-      if (seen > req.dispatch) {
-        throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (${howAppEnded(app).replace(/^it /, "the app ")})`, {
-          hint: "Run with --verbose to see why (the library's log).",
-        });
-      }
-      const near = closestKernels(pattern || ".", census.kernels);
-      throw new KerncapError(
-        "E_NO_MATCH",
-        seen
-          ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
-          : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
-              (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
-        { hint: req.nvtx ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch." : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
-      );
-    }
-    const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
-    if (collectives.length) log.warn(`--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`);
-    const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
-    if (scan?.unreadable_entries) {
-      log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
-    }
+    if (!raw) explainNoCapture(census, req, app, ere, pattern);
+    warnPartialMatch(census, raw, ere);
     // each frontend's enrichment (src/frontends): Triton claims its cubins (manifest.source,
     // Python reproducer), CUDA locates the source and renders the C++ reproducer
     const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern, command: req.argv }, frontendOptions);
@@ -382,6 +297,122 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     if (!ok) removeTemp(tmp);
     stops.dispose();
   }
+}
+
+/**
+ * The request's checks that need no application run: the --kernel patterns (POSIX ERE, one per
+ * line, at most 64), --rank with --process, --launch-count with several targets, the output
+ * folder (replaceable, writable, not inside a capture, not being written by another run).
+ * @returns the first pattern, its compiled ERE, the launch count and the output folder (absolute)
+ * @throws KerncapError E_USAGE, E_EXISTS
+ */
+function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: PosixRegex | undefined; launchCount: number; out: string } {
+  const pattern = req.kernel;
+  const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
+  for (const k of req.moreKernels ?? []) compileEre(k);
+  for (const k of [pattern, ...(req.moreKernels ?? [])]) {
+    // the library reads one pattern per line (several --kernel): a newline would split this one
+    if (k.includes("\n")) throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
+    if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
+  }
+  if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
+  if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+  const launchCount = req.launchCount ?? 1;
+  if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
+    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
+  }
+  if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
+  const out = resolve(req.out);
+  if (existsSync(out)) assertReplaceable(out, req.force);
+  assertOutputPath(out, "capture folder");
+  assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
+  const writer = liveTempWriter(out);
+  if (writer !== undefined) {
+    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
+  } // a missing, non-folder or read-only parent, before the app runs
+  return { pattern, ere, launchCount, out };
+}
+
+/** Warn about what a run of several captures did not take: launches past the last one captured (--launch-count), kernels that ran only in graph executions. */
+function warnMissedLaunches(set: Awaited<ReturnType<typeof finalizeCaptureSet>>, census: Census, req: CaptureRequest, launchCount: number): void {
+  if (launchCount > 1 && set.length < launchCount) {
+    log.warn(`--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`);
+  }
+  const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
+  if (missed.length) {
+    const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
+    log.warn(`${missed.length} matching kernel${missed.length === 1 ? "" : "s"} ran ${req.dispatch + 1} or more times only with graph executions counted, and were not captured (several captures in one run take eager launches only): ${names.join("; ")}${missed.length > 5 ? "; …" : ""}. Capture one from its graph with \`kerncap run --kernel NAME --dispatch ${req.dispatch}\`.`);
+  }
+}
+
+/** Warn about what a capture leaves out: collective kernels --kernel also matched (never captured), module globals in cubin entries that could not be read. */
+function warnPartialMatch(census: Census, raw: Raw, ere: PosixRegex | undefined): void {
+  const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
+  if (collectives.length) log.warn(`--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`);
+  const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
+  if (scan?.unreadable_entries) {
+    log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
+  }
+}
+
+/**
+ * Why no capture was written, as the error to throw: the process selection admitted none, another
+ * CUDA tool held CUPTI, the library failed, the launch was in a CUDA graph, the matching launches
+ * were collectives, too few launches matched (with the closest kernel names).
+ * @throws KerncapError E_NO_MATCH, E_TOOL, E_CAPTURE_FAILED, E_GRAPH, or the collective refusal; always
+ */
+function explainNoCapture(census: Census, req: CaptureRequest, app: AppRun, ere: PosixRegex | undefined, pattern: string): never {
+  const who = selectionProblem(census, req.rank, req.process);
+  if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
+  // another CUDA tool held CUPTI in the application: compute-sanitizer, ncu or nsys started by
+  // the application's own command (a script that execs it): a tool conflict, said as one
+  const held = cuptiHeldBy(census);
+  if (held) {
+    throw new KerncapError("E_TOOL", `no capture: another CUDA tool held CUPTI in the application's ${processLabel(held.process)}${held.process.cmdline.length ? ` (${held.process.cmdline.map(shellQuote).join(" ")})` : ""}, so kerncap could not see its launches; compute-sanitizer, ncu or nsys started by the application's command (a script, a launcher)?`, {
+      hint: "Run the application under kerncap without that tool, then point the tool at the replay: `compute-sanitizer --tool memcheck kerncap replay DIR`, `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
+    });
+  }
+  if (census.errors.length) {
+    throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${census.errors.join("; ")}`, {
+      hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
+    });
+  }
+  // each process counts its own launches toward --dispatch: the most any one admitted process saw is what counts
+  const perProcess = census.processes.filter((p) => p.process.selection.admitted).map((p) => countedLaunches(p.kernels, ere, req.countBenchmarks));
+  const seen = Math.max(0, ...perProcess);
+  const inOne = census.processes.length > 1 ? ` in any one of the ${census.processes.length} processes (each counts its own launches for --dispatch)` : "";
+  const inGraph = census.processes.find((p) => p.graphTarget);
+  if (inGraph?.graphTarget) {
+    const t = inGraph.graphTarget;
+    const g = inGraph.graphs.find((x) => x.id === t.graph);
+    const k = census.kernels.find((x) => x.name === t.name);
+    throw new KerncapError(
+      "E_GRAPH",
+      `launch #${req.dispatch} of ${k?.demangled || t.name} ran inside CUDA graph ${t.graph} (kernel node ${t.kernel_node} of ${g?.kernel_nodes ?? "?"}, ${g?.nodes ?? "?"} nodes, launched ${g?.launches ?? "?"} times) and could not be captured: ${t.why ?? "not supported"}`,
+      {
+        hint: `${k ? `${k.count - (k.graph ?? 0)} of its ${k.count} launches ran eagerly` : "Eager launches"} can be captured (--dispatch counts graph executions too; \`kerncap list\` shows them in its graph column). Or run the app without graphs (torch.compile mode "max-autotune-no-cudagraphs", GGML_CUDA_DISABLE_GRAPHS=1, vLLM --enforce-eager).`,
+      },
+    );
+  }
+  // the launches the pattern matched that the library could count were too few because collectives were left out
+  if (seen <= req.dispatch) {
+    const refusal = collectiveRefusal(census.kernels, ere, pattern);
+    if (refusal) throw refusal;
+  }
+  if (seen > req.dispatch) {
+    throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (${howAppEnded(app).replace(/^it /, "the app ")})`, {
+      hint: "Run with --verbose to see why (the library's log).",
+    });
+  }
+  const near = closestKernels(pattern || ".", census.kernels);
+  throw new KerncapError(
+    "E_NO_MATCH",
+    seen
+      ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
+      : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
+          (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
+    { hint: req.nvtx ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch." : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
+  );
 }
 
 /** Index of a folder holding several captures (one per kernel), written by `run --kernel A --kernel B` / `--capture-all`. */
