@@ -13,6 +13,7 @@ import type { ComparedRuns, ReplayOptions, ReplayResult, RunOptions } from "./re
 import { openReplay, type ReplaySession } from "./session.ts";
 import type { TimingComparison } from "./stats.ts";
 
+export type { ClockState } from "./backends/interface.ts";
 export type { ComparedRuns, MultisetRegion, RegionMismatch, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
 export { MAX_DYNAMIC_SHARED, openReplay, withRebuiltLaunch, type ReplaySession } from "./session.ts";
 export { CHECKED_RUNS_SECONDS, MAX_CHECKED_RUNS } from "./checked-runs.ts";

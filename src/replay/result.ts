@@ -5,7 +5,7 @@
  */
 import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import type { ClockState } from "./clocks.ts";
+import type { ClockState } from "./backends/interface.ts";
 import type { MultisetJudgement } from "./envelope.ts";
 import type { TimingComparison } from "./stats.ts";
 import type { ElementType, RegionNumerics } from "./tolerance.ts";

@@ -14,9 +14,8 @@ import { capturePath, readCaptureBytes } from "../format/paths.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { openBackend } from "./backends/factory.ts";
-import type { DeviceScanner, ReplayBackend, ReplayModule } from "./backends/interface.ts";
+import type { ClockState, DeviceScanner, ReplayBackend, ReplayModule } from "./backends/interface.ts";
 import { checkedRanges, checkedRuns } from "./checked-runs.ts";
-import { queryClocks, type ClockState } from "./clocks.ts";
 import { median } from "./compare.ts";
 import { judgeRuns, replayFault, type Judged } from "./judging.ts";
 import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.ts";
@@ -164,7 +163,7 @@ class Session implements ReplaySession {
   private flush: bigint | undefined;
   /** The last timed launches had L2 flushed before each. */
   private flushed = false;
-  /** The clocks during the last timed launches (src/replay/clocks.ts). */
+  /** The clocks during the last timed launches (the backend's clocks). */
   private clocks: Promise<ClockState | null> = Promise.resolve(null);
   private readonly before: FileImage;
   private readonly after: FileImage;
@@ -350,7 +349,7 @@ class Session implements ReplaySession {
     }
     this.flushed = flush !== undefined;
     if (firstRound === 0) {
-      this.clocks = o.iters ? queryClocks(be.pciBusId?.()) : Promise.resolve(null);
+      this.clocks = (o.iters ? be.clocks?.() : undefined) ?? Promise.resolve(null);
       this.roundTimes = ps.map(() => []);
     }
     const times = ps.map(() => [] as number[]);

@@ -9,7 +9,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { EXCEPTIONS, functionSizes, layoutViolations, measureLayout } from "../../scripts/layout.ts";
+import { EXCEPTIONS, functionSizes, importsOf, layoutViolations, measureLayout, sourceFiles, SRC } from "../../scripts/layout.ts";
+import { relative } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const scratch = mkdtempSync(join(tmpdir(), "kerncap-layout-"));
@@ -84,5 +85,27 @@ describe("the layout of src/", () => {
     expect(paths).toContain("src/replay/backends/factory.ts");
     expect(paths).toContain("src/replay/backends/interface.ts");
     for (const p of paths.filter((p) => !p.includes("<"))) expect(existsSync(join(ROOT, p))).toBe(true);
+  });
+});
+
+describe("the replay engine is vendor-neutral", () => {
+  test("outside src/replay/backends/, replay imports no native library and no vendor's backend: only the interface and the factory", () => {
+    const replay = sourceFiles(join(SRC, "replay")).filter((f) => !relative(SRC, f).startsWith("replay/backends/"));
+    expect(replay.length).toBeGreaterThan(10);
+    const bad = replay.flatMap((f) =>
+      importsOf(f, readFileSync(f, "utf8"))
+        .map((e) => relative(SRC, e.to))
+        .filter((to) => to.startsWith("native/") || (to.startsWith("replay/backends/") && !["replay/backends/interface.ts", "replay/backends/factory.ts"].includes(to)))
+        .map((to) => `${relative(SRC, f)} imports ${to}`),
+    );
+    expect(bad).toEqual([]);
+  });
+
+  test("a vendor's backend modules are reached from outside src/replay/backends/ only through the factory", () => {
+    const vendor = ["replay/backends/cuda.ts", "replay/backends/hsa.ts", "replay/backends/cuda-scan.ts", "replay/backends/cuda-clocks.ts"];
+    const users = sourceFiles()
+      .filter((f) => !relative(SRC, f).startsWith("replay/backends/"))
+      .flatMap((f) => importsOf(f, readFileSync(f, "utf8")).filter((e) => vendor.includes(relative(SRC, e.to))).map((e) => `${relative(SRC, f)} imports ${relative(SRC, e.to)}`));
+    expect(users).toEqual([]);
   });
 });

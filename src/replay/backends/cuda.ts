@@ -9,6 +9,7 @@ import { log } from "../../log.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./interface.ts";
 import { CU, CudaError, cuda, cudaResetCount, resetCuda, type Cuda } from "../../native/libcuda.ts";
+import { queryClocks } from "./cuda-clocks.ts";
 import { Scanner } from "./cuda-scan.ts";
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
@@ -111,7 +112,7 @@ class CudaBackend implements ReplayBackend {
   deviceName = () => this.cu.deviceName();
   arch = () => this.cu.arch();
   l2Bytes = () => this.cu.l2Bytes();
-  pciBusId = () => this.cu.pciBusId();
+  clocks = () => queryClocks(this.cu.pciBusId());
   reserveAlignment = () => reserveAlignment(this.cu.granularity());
   mapAt = (va: bigint, size: number) => void this.spans.push({ va, size, handle: this.cu.mapAt(va, size) });
   memAlloc = (size: number) => this.cu.memAlloc(size);

@@ -17,6 +17,17 @@ export interface ChunkScan {
   nonzero: Uint32Array;
 }
 
+/** The GPU's clock state while the timed launches ran (ReplayBackend.clocks; CUDA: ./cuda-clocks.ts, from nvidia-smi). */
+export interface ClockState {
+  /** MHz, null where nvidia-smi says [N/A] or [Not Supported]. */
+  smMHz: number | null;
+  memMHz: number | null;
+  applicationsSmMHz: number | null;
+  maxSmMHz: number | null;
+  /** Where the figures come from. */
+  source: string;
+}
+
 /** Device and host memory operations (the subset of the CUDA driver API the engine uses). */
 export interface DeviceMemory {
   memAlloc(size: number): bigint;
@@ -92,8 +103,12 @@ export interface ReplayBackend extends DeviceMemory {
   timingMethod(flushL2: boolean): string;
   /** L2 cache size (bytes), where the runtime says (CUDA); sizes the L2 flush. */
   l2Bytes?(): number;
-  /** The device's PCI address as nvidia-smi takes it (-i), where the runtime says (CUDA); names the GPU whose clocks are read. */
-  pciBusId?(): string;
+  /**
+   * Start reading the device's clocks as the timed launches start (read after them: the clocks
+   * of a busy GPU), where the backend can (CUDA: nvidia-smi on the device's PCI address).
+   * @returns a promise of the state, null when unknown; never rejects
+   */
+  clocks?(): Promise<ClockState | null>;
   /** Whether the scans run on the device ("device") or read memory back to the host ("host"). */
   readonly scansOn: "device" | "host";
   /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */
