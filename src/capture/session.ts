@@ -215,15 +215,8 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   const stops = new StopSignals().install();
   let ok = false;
   try {
-    // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/trust.ts)
-    mkdirSync(tmp, 0o755);
-    mkdirSync(join(tmp, "kernel"), 0o755);
-    mkdirSync(join(tmp, "memory"), 0o755);
-    markTemp(tmp);
-    const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
-    const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
-    const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
-    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
+    makeTempFolder(tmp);
+    sayRunning(req, pattern, launchCount);
     const progress = req.progress === "off" ? { stop() {} } : watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
@@ -297,6 +290,23 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     if (!ok) removeTemp(tmp);
     stops.dispose();
   }
+}
+
+/** The capture's temp folder with its kernel/ and memory/ folders, marked as a kerncap temp (src/leftovers.ts). */
+function makeTempFolder(tmp: string): void {
+  // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/trust.ts)
+  mkdirSync(tmp, 0o755);
+  mkdirSync(join(tmp, "kernel"), 0o755);
+  mkdirSync(join(tmp, "memory"), 0o755);
+  markTemp(tmp);
+}
+
+/** The line that says what runs and what is captured. */
+function sayRunning(req: CaptureRequest, pattern: string, launchCount: number): void {
+  const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
+  const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
+  const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
+  log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
 }
 
 /**
