@@ -14,7 +14,7 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
@@ -25,11 +25,10 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { finalizeCapture, moveIntoPlace, readRaw } from "./finalize.ts";
 import { assertNotNested, assertReplaceable } from "../format/capture-dir.ts";
-import { collectiveLibrary } from "./collective.ts";
 import { compileEre, type PosixRegex } from "../util/posix-regex.ts";
-import { closestKernels, removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
-import { processLabel, readCensus, type Census } from "./census.ts";
-import { cuptiNotes, SANITIZER_WAY_OUT, toolAsApp, cuptiHeldBy } from "./coexist.ts";
+import { removeTemp, resolveApp, runApp, type AppRun, type KernelSeen } from "./run.ts";
+import { readCensus, type Census } from "./census.ts";
+import { cuptiNotes, SANITIZER_WAY_OUT, toolAsApp } from "./coexist.ts";
 import { injectorFor, type PrepareInjection } from "./injector.ts";
 import { shellQuote } from "../util/shell-quote.ts";
 import { plural } from "../util/format.ts";
@@ -37,7 +36,8 @@ import { watchProgress } from "./progress.ts";
 import type { ProgressMode } from "../util/progress.ts";
 import { nvtxEnv, type NvtxSelection } from "./nvtx.ts";
 import { captureEnrichment, captureOptions } from "../frontends/index.ts";
-
+import { explainNoCapture, howAppEnded, warnMissedLaunches, warnPartialMatch } from "./outcome.ts";
+export { collectiveRefusal, countedLaunches, graphOnlyMisses, selectionProblem } from "./outcome.ts";
 /**
  * Refuse an application command line that starts compute-sanitizer (`kerncap run -- compute-sanitizer APP`):
  * the sanitizer re-launches APP with its own tool injection, which displaces kerncap's library.
@@ -50,86 +50,16 @@ export function refuseToolAsApp(argv: string[]): void {
     hint: SANITIZER_WAY_OUT,
   });
 }
-
-/**
- * Kernels that a multi-capture run (`--kernel A --kernel B`, `--capture-all`) matched and did not
- * capture because their eager launches were too few for --dispatch while their CUDA-graph
- * executions (census `graph`) would have been enough: such runs take eager launches only
- * (c/cuda/kerncap_cuda.c pick_target is not consulted for graph nodes). Collective kernels are left out
- * (never captured anyway). `patterns` empty or blank: every kernel matches.
- */
-export function graphOnlyMisses(kernels: KernelSeen[], patterns: (string | undefined)[], dispatch: number, captured: ReadonlySet<string>): KernelSeen[] {
-  const eres = patterns.filter((p): p is string => !!p).map((p) => compileEre(p));
-  return kernels.filter((k) => {
-    const graph = k.graph ?? 0;
-    if (!graph || captured.has(k.name) || collectiveLibrary(k.name, k.demangled)) return false;
-    if (eres.length && !eres.some((e) => e.test(k.name) || e.test(k.demangled))) return false;
-    return k.count - graph <= dispatch && k.count > dispatch;
-  });
-}
-
-/**
- * Launches of kernels matching `ere` (every kernel without one) that the library counted toward
- * --dispatch: autotuner benchmark launches (kernels.<pid>.json `benchmark`) only with countBenchmarks.
- * Each process counts its own: pass one process's kernels.
- */
-export function countedLaunches(kernels: KernelSeen[], ere: PosixRegex | undefined, countBenchmarks: boolean): number {
-  // collective kernels are never targets (c/common/kc_collective.h): the library does not count them toward --dispatch
-  const matching = (ere ? kernels.filter((k) => ere.test(k.name) || ere.test(k.demangled)) : kernels).filter((k) => !collectiveLibrary(k.name, k.demangled));
-  return matching.reduce((a, k) => a + k.count - (countBenchmarks ? 0 : (k.benchmark ?? 0)), 0);
-}
-
-/**
- * The refusal of a capture whose --kernel matched only collective kernels (or too few other
- * launches): which collective kernels matched, how often, and why none is captured. Undefined when
- * no collective kernel matched `ere` (every kernel without one).
- */
-export function collectiveRefusal(kernels: KernelSeen[], ere: PosixRegex | undefined, pattern: string): KerncapError | undefined {
-  const hit = kernels.filter((k) => collectiveLibrary(k.name, k.demangled) && (!ere || ere.test(k.name) || ere.test(k.demangled)));
-  if (!hit.length) return undefined;
-  const names = hit.slice(0, 4).map((k) => `${k.demangled || k.name} (${collectiveLibrary(k.name, k.demangled)}, ${k.count} launches)`);
-  return new KerncapError(
-    "E_COLLECTIVE",
-    `${pattern ? `--kernel ${JSON.stringify(pattern)} matched` : "the launches were"} collective kernels: ${names.join(", ")}${hit.length > 4 ? `, and ${hit.length - 4} more` : ""}. A collective kernel waits on its peer ranks, so it cannot be captured and replayed alone; kerncap counted its launches and did not synchronize or snapshot around them (the job ran on unchanged)`,
-    { hint: "Capture a kernel that does not communicate (`kerncap list -- <app>` marks collectives in its note column), or narrow --kernel so it matches no collective; capturing collectives across GPUs is not supported yet." },
-  );
-}
-
-/**
- * The exit code `kerncap run` passes on for the application: 0 when it exited 0, its code when
- * non-zero, 128 + N when signal N ended it.
- */
-/** How the application ended, in words: "it exited with code N" or "it was ended by SIGNAME (exit 128+N)". */
-export function howAppEnded(app: Pick<AppRun, "exitCode" | "signal">): string {
-  return app.signal ? `it was ended by ${app.signal} (exit ${signalExitCode(app.signal)})` : `it exited with code ${app.exitCode ?? 0}`;
-}
-
 export function applicationExitCode(app: Pick<AppRun, "exitCode" | "signal">): number {
   if (app.signal) return signalExitCode(app.signal);
   return app.exitCode ?? 0;
 }
-
-/**
- * Why no process could capture, when --rank/--process selected none of the processes that ran
- * (undefined when the selection is not the reason). Facts from the censuses' identities.
- */
-export function selectionProblem(c: Census, rank: number | undefined, procN: number | undefined): string | undefined {
-  if (rank === undefined && procN === undefined) return undefined;
-  const admitted = c.processes.filter((p) => p.process.selection.admitted);
-  if (admitted.length) return undefined;
-  const seen = c.processes.map((p) => `${processLabel(p.process)}${p.process.rank === null ? " (no rank variable)" : ""}${p.process.number >= 0 ? ` = process ${p.process.number}` : ""}`);
-  const list = seen.length ? seen.join(", ") : "none";
-  if (rank !== undefined) return `no process of the application has rank ${rank} (processes that ran CUDA: ${list})`;
-  return `--process ${procN} selects process number ${procN} (0-based) among those that initialize CUDA, but only ${c.numbered} did (${list})`;
-}
-
 /** Log the CUPTI sharing notes of the censuses (warnings; infos too when `infos`). */
 function sayCuptiNotes(c: Census, infos: boolean): void {
   const notes = cuptiNotes(c);
   for (const w of notes.warnings) log.warn(w);
   if (infos) for (const i of notes.infos) log.info(i);
 }
-
 /** Say (once per folder) which stale temp folders were removed. */
 function removeStale(out: string): void {
   for (const p of removeStaleTemps(out, existsSync(out))) {
@@ -137,7 +67,6 @@ function removeStale(out: string): void {
     log.info(`removed ${p}: left by kerncap process ${pid}, which is gone (killed before it could clean up)`);
   }
 }
-
 export interface CaptureRequest {
   /** The application command line. */
   argv: string[];
@@ -175,7 +104,6 @@ export interface CaptureRequest {
   /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges count. */
   nvtx?: NvtxSelection;
 }
-
 export interface CaptureResult {
   /** The capture folder (absolute). */
   dir: string;
@@ -186,7 +114,6 @@ export interface CaptureResult {
   /** Every process's census (the capturing one is manifest.process). */
   census: Census;
 }
-
 /**
  * Check the request, run the application with the capture library, and finalize the capture of
  * the matching launch into `out` (written as `out.tmp-<pid>`, renamed when complete; removed on
@@ -205,29 +132,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   resolveApp(req.argv);
   const injector = injectorFor(req.runtime);
   refuseNvtxOff(req.nvtx, injector.runtime);
-  const pattern = req.kernel;
-  const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
-  for (const k of req.moreKernels ?? []) compileEre(k);
-  for (const k of [pattern, ...(req.moreKernels ?? [])]) {
-    // the library reads one pattern per line (several --kernel): a newline would split this one
-    if (k.includes("\n")) throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
-    if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
-  }
-  if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
-  if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
-  const launchCount = req.launchCount ?? 1;
-  if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
-    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
-  }
-  if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
-  const out = resolve(req.out);
-  if (existsSync(out)) assertReplaceable(out, req.force);
-  assertOutputPath(out, "capture folder");
-  assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
-  const writer = liveTempWriter(out);
-  if (writer !== undefined) {
-    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
-  } // a missing, non-folder or read-only parent, before the app runs
+  const { pattern, ere, launchCount, out } = checkCaptureRequest(req);
   const frontendOptions = captureOptions(req.frontendArgs); // each frontend's paths, checked before the app runs
   removeStale(out);
   const inj = await (prepare ?? injector.prepare)();
@@ -236,15 +141,8 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   const stops = new StopSignals().install();
   let ok = false;
   try {
-    // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/trust.ts)
-    mkdirSync(tmp, 0o755);
-    mkdirSync(join(tmp, "kernel"), 0o755);
-    mkdirSync(join(tmp, "memory"), 0o755);
-    markTemp(tmp);
-    const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
-    const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
-    const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
-    log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
+    makeTempFolder(tmp);
+    sayRunning(req, pattern, launchCount);
     const progress = req.progress === "off" ? { stop() {} } : watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
@@ -286,77 +184,13 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     const many = Boolean(req.captureAll || (req.moreKernels?.length ?? 0) > 0 || launchCount > 1);
     if (many && existsSync(join(tmp, "captures")) && readdirSync(join(tmp, "captures")).length) {
       const set = await finalizeCaptureSet(tmp, out, req, frontendOptions, stops);
-      if (launchCount > 1 && set.length < launchCount) {
-        log.warn(`--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`);
-      }
-      const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
-      if (missed.length) {
-        const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
-        log.warn(`${missed.length} matching kernel${missed.length === 1 ? "" : "s"} ran ${req.dispatch + 1} or more times only with graph executions counted, and were not captured (several captures in one run take eager launches only): ${names.join("; ")}${missed.length > 5 ? "; …" : ""}. Capture one from its graph with \`kerncap run --kernel NAME --dispatch ${req.dispatch}\`.`);
-      }
+      warnMissedLaunches(set, census, req, launchCount);
       ok = true;
       return { dir: out, manifest: set[0]!.manifest, captures: set, app, census };
     }
     const raw = readRaw(tmp);
-    if (!raw) {
-      const who = selectionProblem(census, req.rank, req.process);
-      if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
-      // another CUDA tool held CUPTI in the application: compute-sanitizer, ncu or nsys started by
-      // the application's own command (a script that execs it): a tool conflict, said as one
-      const held = cuptiHeldBy(census);
-      if (held) {
-        throw new KerncapError("E_TOOL", `no capture: another CUDA tool held CUPTI in the application's ${processLabel(held.process)}${held.process.cmdline.length ? ` (${held.process.cmdline.map(shellQuote).join(" ")})` : ""}, so kerncap could not see its launches; compute-sanitizer, ncu or nsys started by the application's command (a script, a launcher)?`, {
-          hint: "Run the application under kerncap without that tool, then point the tool at the replay: `compute-sanitizer --tool memcheck kerncap replay DIR`, `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
-        });
-      }
-      if (census.errors.length) {
-        throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${census.errors.join("; ")}`, {
-          hint: "The application ran on unchanged. Run with --verbose for the library's log, and report the message if it persists.",
-        });
-      }
-      // each process counts its own launches toward --dispatch: the most any one admitted process saw is what counts
-      const perProcess = census.processes.filter((p) => p.process.selection.admitted).map((p) => countedLaunches(p.kernels, ere, req.countBenchmarks));
-      const seen = Math.max(0, ...perProcess);
-      const inOne = census.processes.length > 1 ? ` in any one of the ${census.processes.length} processes (each counts its own launches for --dispatch)` : "";
-      const inGraph = census.processes.find((p) => p.graphTarget);
-      if (inGraph?.graphTarget) {
-        const t = inGraph.graphTarget;
-        const g = inGraph.graphs.find((x) => x.id === t.graph);
-        const k = census.kernels.find((x) => x.name === t.name);
-        throw new KerncapError(
-          "E_GRAPH",
-          `launch #${req.dispatch} of ${k?.demangled || t.name} ran inside CUDA graph ${t.graph} (kernel node ${t.kernel_node} of ${g?.kernel_nodes ?? "?"}, ${g?.nodes ?? "?"} nodes, launched ${g?.launches ?? "?"} times) and could not be captured: ${t.why ?? "not supported"}`,
-          {
-            hint: `${k ? `${k.count - (k.graph ?? 0)} of its ${k.count} launches ran eagerly` : "Eager launches"} can be captured (--dispatch counts graph executions too; \`kerncap list\` shows them in its graph column). Or run the app without graphs (torch.compile mode "max-autotune-no-cudagraphs", GGML_CUDA_DISABLE_GRAPHS=1, vLLM --enforce-eager).`,
-          },
-        );
-      }
-      // the launches the pattern matched that the library could count were too few because collectives were left out
-      if (seen <= req.dispatch) {
-        const refusal = collectiveRefusal(census.kernels, ere, pattern);
-        if (refusal) throw refusal;
-      }
-      if (seen > req.dispatch) {
-        throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (${howAppEnded(app).replace(/^it /, "the app ")})`, {
-          hint: "Run with --verbose to see why (the library's log).",
-        });
-      }
-      const near = closestKernels(pattern || ".", census.kernels);
-      throw new KerncapError(
-        "E_NO_MATCH",
-        seen
-          ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
-          : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
-              (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
-        { hint: req.nvtx ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch." : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
-      );
-    }
-    const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
-    if (collectives.length) log.warn(`--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`);
-    const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
-    if (scan?.unreadable_entries) {
-      log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
-    }
+    if (!raw) explainNoCapture(census, req, app, ere, pattern);
+    warnPartialMatch(census, raw, ere);
     // each frontend's enrichment (src/frontends): Triton claims its cubins (manifest.source,
     // Python reproducer), CUDA locates the source and renders the C++ reproducer
     const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern, command: req.argv }, frontendOptions);
@@ -383,16 +217,59 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     stops.dispose();
   }
 }
-
-/** Index of a folder holding several captures (one per kernel), written by `run --kernel A --kernel B` / `--capture-all`. */
-export { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT };
-
+/** The capture's temp folder with its kernel/ and memory/ folders, marked as a kerncap temp (src/leftovers.ts). */
+function makeTempFolder(tmp: string): void {
+  // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/trust.ts)
+  mkdirSync(tmp, 0o755);
+  mkdirSync(join(tmp, "kernel"), 0o755);
+  mkdirSync(join(tmp, "memory"), 0o755);
+  markTemp(tmp);
+}
+/** The line that says what runs and what is captured. */
+function sayRunning(req: CaptureRequest, pattern: string, launchCount: number): void {
+  const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
+  const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
+  const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
+  log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
+}
+/**
+ * The request's checks that need no application run: the --kernel patterns (POSIX ERE, one per
+ * line, at most 64), --rank with --process, --launch-count with several targets, the output
+ * folder (replaceable, writable, not inside a capture, not being written by another run).
+ * @returns the first pattern, its compiled ERE, the launch count and the output folder (absolute)
+ * @throws KerncapError E_USAGE, E_EXISTS
+ */
+function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: PosixRegex | undefined; launchCount: number; out: string } {
+  const pattern = req.kernel;
+  const ere = pattern ? compileEre(pattern) : undefined; // the library's own matching (POSIX ERE)
+  for (const k of req.moreKernels ?? []) compileEre(k);
+  for (const k of [pattern, ...(req.moreKernels ?? [])]) {
+    // the library reads one pattern per line (several --kernel): a newline would split this one
+    if (k.includes("\n")) throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
+    if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
+  }
+  if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
+  if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+  const launchCount = req.launchCount ?? 1;
+  if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
+    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
+  }
+  if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
+  const out = resolve(req.out);
+  if (existsSync(out)) assertReplaceable(out, req.force);
+  assertOutputPath(out, "capture folder");
+  assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
+  const writer = liveTempWriter(out);
+  if (writer !== undefined) {
+    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
+  } // a missing, non-folder or read-only parent, before the app runs
+  return { pattern, ere, launchCount, out };
+}
 /** A folder name for capture n of kernel `name`: "<n>-<identifier part of the demangled name>". */
 export function captureSubfolder(n: number, name: string): string {
   const base = name.replace(/\(.*$/, "").replace(/<.*$/, "").split(/::|\s/).filter(Boolean).pop() ?? "kernel";
   return `${n}-${base.replace(/[^A-Za-z0-9_]+/g, "_").slice(0, 48) || "kernel"}`;
 }
-
 /**
  * Several captures of one run: the library wrote each into tmp/captures/<n>/ (raw.json and its
  * files). Finalize each into tmp/<n>-<name> (its reproducer too), write the set's index, rename tmp
@@ -437,12 +314,10 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
   moveIntoPlace(tmp, out, req.force);
   return done;
 }
-
 /** NVTX ranges are NVIDIA's: the HSA library has no NVTX injection. */
 function refuseNvtxOff(sel: NvtxSelection | undefined, runtime: string): void {
   if (sel && runtime !== "cuda") throw new KerncapError("E_USAGE", `--nvtx selects launches by NVIDIA's NVTX ranges; the ${runtime} capture library does not follow them`, { hint: "Drop --nvtx/--nvtx-include/--nvtx-exclude, or capture on CUDA (--runtime cuda)." });
 }
-
 /** The application's NVTX settings for a selection: NVTX_INJECTION64_PATH names the library CUDA_INJECTION64_PATH names. */
 function nvtxAppEnv(sel: NvtxSelection | undefined, injEnv: Record<string, string>): Record<string, string> {
   if (!sel) return {};
@@ -452,7 +327,6 @@ function nvtxAppEnv(sel: NvtxSelection | undefined, injEnv: Record<string, strin
   for (const w of r.warnings) log.warn(w);
   return r.env;
 }
-
 /** What the NVTX selection left out, or that no NVTX call reached the library (the application makes none, or its NVTX loads no tool). */
 function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
   if (!sel || (!sel.include.length && !sel.exclude.length && !sel.summary)) return;
@@ -465,7 +339,6 @@ function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
   if (dropped) log.warn(`${plural(dropped, "launch", "launches")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`);
   if (out) log.info(`${plural(out, "launch", "launches")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
 }
-
 export interface ListRequest {
   argv: string[];
   /** `--runtime cuda|hsa`; undefined: the one this machine has (src/capture/injector.ts). */
@@ -475,7 +348,6 @@ export interface ListRequest {
   /** --nvtx, --nvtx-include, --nvtx-exclude (src/capture/nvtx.ts): only launches inside those NVTX ranges are listed. */
   nvtx?: NvtxSelection;
 }
-
 export interface ListResult {
   app: AppRun;
   /** Every kernel launched, most launches first. */
@@ -486,9 +358,7 @@ export interface ListResult {
   /** Every process's census (more than one: a multi-process job). */
   census: Census;
 }
-
 const LIST_PREFIX = "kerncap-list-";
-
 /** Remove `$TMPDIR/kerncap-list-<pid>-*` folders whose kerncap is gone. */
 function removeStaleListFolders(): void {
   let names: string[];
@@ -504,7 +374,6 @@ function removeStaleListFolders(): void {
     log.debug(`removed ${join(tmpdir(), n)}: left by kerncap process ${m[1]}, which is gone`);
   }
 }
-
 /**
  * Run the application with the capture library in count-only mode (folder under $TMPDIR,
  * removed at the end whatever happens).

@@ -5,7 +5,7 @@
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
-import type { ClockState } from "../replay/clocks.ts";
+import type { ClockState } from "../replay/engine.ts";
 
 import { formatBytes, plural } from "../util/format.ts";
 import { escapeForTerminal } from "../escape.ts";

@@ -2,6 +2,7 @@
  * The one owner of libcuda in the kerncap process (bun:ffi). Every call's CUresult is checked and
  * turned into a KerncapError carrying the driver's own string (cuGetErrorName/cuGetErrorString).
  * Raw pointers stay inside this module; callers see numbers (device VAs as bigint) and buffers.
+ * Where the library is looked for, and why one does not load: ./libcuda-search.ts.
  *
  * Struct layouts below were read off CUDA 13's cuda.h with gcc's sizeof/offsetof:
  * CUmemAllocationProp 32 B (location @8), CUmemAccessDesc 12 B (flags @8), CUlaunchConfig 56 B
@@ -9,9 +10,9 @@
  */
 import { dlopen, FFIType, ptr, CString, toArrayBuffer, type Pointer } from "bun:ffi";
 import { libcudaOverride } from "../env.ts";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { libcudaCandidates, loaderReason, missingSymbol, noDriverError, overrideDoesNotLoad } from "./libcuda-search.ts";
+export { bareLibraryNames, describeLibcudaSearch, describeTried, GPU_VERBS, libcudaCandidates, loaderReason, missingSymbol, NO_GPU_VERBS, noDriverError, overrideDoesNotLoad } from "./libcuda-search.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;
 
@@ -60,9 +61,7 @@ export const SYMBOLS = {
   cuEventSynchronize: { args: [u64], returns: i32 },
   cuEventElapsedTime_v2: { args: [P, u64, u64], returns: i32 },
 } as const;
-
 type Lib = ReturnType<typeof dlopen<typeof SYMBOLS>>["symbols"];
-
 /** CUresult values this tool reacts to (cuda.h). */
 export const CU = {
   SUCCESS: 0,
@@ -74,7 +73,6 @@ export const CU = {
   ERROR_OUT_OF_MEMORY: 2,
   ERROR_ALREADY_MAPPED: 208,
 } as const;
-
 /** Raised for a failing driver call; `result` is the CUresult. */
 export class CudaError extends KerncapError {
   constructor(
@@ -86,100 +84,8 @@ export class CudaError extends KerncapError {
     super("E_CUDA", `${call} failed: ${text} (CUresult ${result})`, { hint });
   }
 }
-
-/**
- * Where libcuda is looked for: KERNCAP_LIBCUDA alone when it is set (explicit means explicit);
- * otherwise, in order, the loader's search path (bare names) and two usual driver folders. A bare name is left out when a file of that name is in the current
- * folder: bun:ffi's dlopen loads it from there (seen by a fresh-user trial: a libcuda.so.1 in the
- * working folder ran its constructor in `kerncap replay`), so the working folder never supplies
- * code to kerncap.
- * @throws KerncapError E_NO_GPU when KERNCAP_LIBCUDA is a path (it has a /) to no file
- */
-export function libcudaCandidates(cwd = process.cwd(), environ: Record<string, string | undefined> = process.env): string[] {
-  const env = libcudaOverride(environ);
-  // an explicit path is authoritative, as KERNCAP_CUPTI_PATH's: a typo must not silently fall back to the usual search
-  if (env && env.includes("/") && !existsSync(env)) {
-    throw new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a file that does not exist: ${env}`, {
-      hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
-    });
-  }
-  // and the only candidate: a file that does not load (not an ELF, the wrong one) is said, not passed over
-  if (env) return [env];
-  return [...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
-}
-
-/** The bare library names that no file of the working folder would shadow. */
-export function bareLibraryNames(names: string[], cwd = process.cwd()): string[] {
-  return names.filter((n) => !existsSync(join(cwd, n)));
-}
-
-/** dlopen's reason from a loader error, without the library name it repeats (missing file, missing symbol, wrong ELF class). */
-export function loaderReason(e: unknown): string {
-  const line = String((e as Error)?.message ?? e).split("\n")[0]!;
-  const parts = line.split(": ");
-  // 'Failed to open library "X": /path/X: cannot open shared object file: No such file or directory'
-  const i = parts.findIndex((p) => /^(cannot|undefined symbol|wrong ELF|invalid ELF)/.test(p));
-  return (i >= 0 ? parts.slice(i).join(": ") : line).slice(0, 160);
-}
-
-/** KERNCAP_LIBCUDA set to a file that does not load (cuda(), probeGpu, doctor say the same). */
-export function overrideDoesNotLoad(tried: { name: string; reason: string }[]): KerncapError {
-  return new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, {
-    hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
-  });
-}
-
-/** The entry point a loader error says the library lacks (bun:ffi: `Symbol "cuX" not found`), or undefined. */
-export function missingSymbol(reason: string): string | undefined {
-  return /Symbol "([^"]+)" not found/.exec(reason)?.[1] ?? /undefined symbol: (\S+)/.exec(reason)?.[1];
-}
-
-/** "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)". */
-export function describeTried(tried: { name: string; reason: string }[]): string {
-  const reasons = new Set(tried.map((t) => t.reason));
-  return reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
-}
-
-/**
- * The verbs that need an NVIDIA GPU and its driver: capture, replay, Nsight; validate and tune for
- * their replays only (they build without one). Every verb of src/cli/verbs.ts is in this list or
- * in NO_GPU_VERBS (test/cpu/cli.test.ts), and docs/install.md gives both.
- */
-export const GPU_VERBS = ["run", "list", "replay", "check", "eval", "profile", "validate", "tune"] as const;
-
-/** The verbs that work on a machine without a GPU (doctor reports the missing driver; mcp's validate and replay tools still need one). */
-export const NO_GPU_VERBS = ["inspect", "pack", "unpack", "export", "judge", "schema", "demo", "doctor", "completion", "mcp"] as const;
-
-/** "a, b and c" */
-function joined(words: readonly string[]): string {
-  return words.length > 1 ? `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}` : words.join("");
-}
-
-/**
- * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
- * every verb gives: what needs the GPU and what works without it (GPU_VERBS, NO_GPU_VERBS).
- */
-export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
-  const whole = GPU_VERBS.filter((v) => v !== "validate" && v !== "tune");
-  return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: `kerncap ${whole.join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); ${joined(NO_GPU_VERBS)} work anywhere, validate still rebuilds the edited source (a build error is reported first) and tune still builds every config.`,
-  });
-}
-
-/**
- * What the usual libcuda search (libcudaCandidates without KERNCAP_LIBCUDA) tried, for its failure
- * message: describeTried, then the bare names it left out because a file of that name is in the
- * working folder (bareLibraryNames), which would otherwise vanish from the list unexplained.
- */
-export function describeLibcudaSearch(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
-  const shadowed = ["libcuda.so.1", "libcuda.so"].filter((n) => !bareLibraryNames([n], cwd).length);
-  const text = describeTried(tried);
-  return shadowed.length ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)` : text;
-}
-
 /** cuInit and cuDeviceGetCount alone: a look at the GPUs without the full symbol table or a context. */
 const PROBE_SYMBOLS = { cuInit: { args: [u32], returns: i32 }, cuDeviceGetCount: { args: [P], returns: i32 } } as const;
-
 /**
  * cuInit(0) and cuDeviceGetCount through the library `name` (a candidate of libcudaCandidates).
  * @returns cuInit's CUresult (or cuDeviceGetCount's, when cuInit succeeded) and the device count
@@ -195,7 +101,6 @@ export function countDevices(name: string): { result: number; count: number } {
     lib.close();
   }
 }
-
 /**
  * A cheap check for an NVIDIA GPU before starting an application (cuInit + cuDeviceGetCount only).
  * @returns the number of CUDA devices (≥ 1).
@@ -221,7 +126,6 @@ export function probeGpu(): number {
   if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
   throw noDriverError(tried);
 }
-
 /**
  * The driver's CUDA version through the library `name` (cuDriverGetVersion: no cuInit needed), and
  * the first entry point of SYMBOLS it lacks (an older driver), for `kerncap doctor`.
@@ -241,9 +145,7 @@ export function driverVersion(name: string): { result: number; version: number; 
     return { result, version: v[0]!, lacks: missingSymbol(loaderReason(e)) ?? loaderReason(e) };
   }
 }
-
 let cached: Cuda | undefined;
-
 /**
  * The CUDA driver, initialised (cuInit) with device `ordinal`'s primary context current.
  * @throws KerncapError E_NO_GPU when libcuda cannot be loaded or no CUDA device is present.
@@ -274,7 +176,6 @@ export function cuda(ordinal = 0): Cuda {
   cached = new Cuda(lib, ordinal);
   return cached;
 }
-
 /**
  * Destroy the primary context of the process's Cuda instance, if one was created: frees every
  * device allocation and VA reservation it holds (e.g. before another process replays instead).
@@ -285,9 +186,7 @@ export function resetCuda(): void {
   cached = undefined;
   resets++;
 }
-
 let resets = 0;
-
 /**
  * How many times this process reset its device context (resetCuda: after a kernel fault). The
  * driver does not always give a context back after a sticky fault: on the H200 (driver 580) the
@@ -297,7 +196,6 @@ let resets = 0;
 export function cudaResetCount(): number {
   return resets;
 }
-
 /** Typed wrapper over libcuda; one instance per process. */
 export class Cuda {
   readonly device: number;

@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { vaSpans } from "../replay/compare.ts";
-import { hsaBackend } from "../replay/hsa-backend.ts";
+import { hsaBackend } from "../replay/backends/hsa.ts";
 import { encodeDispatchPacket } from "./hsa-packet.ts";
 import { hsaLibraryCandidates, loadHsa } from "./libhsa.ts";
 

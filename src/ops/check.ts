@@ -27,22 +27,16 @@ import { unpackArchive } from "../format/archive.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { cuda } from "../native/libcuda.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { replay, type ReplayResult } from "../replay/engine.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import type { CaptureRef } from "../check/discover.ts";
 import { mismatchReason, type CheckSettings } from "../check/runner.ts";
 import { lines, serveTasks } from "../check/worker.ts";
-import { deviceResets } from "../replay/backend.ts";
+import { deviceArch, deviceResets } from "../replay/backends/factory.ts";
 import type { Outcome } from "../format/check-record.ts";
 import { requireTrustedBuild } from "./gates.ts";
 import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-beside.ts";
-
-/** The worker's GPU architecture ("sm_90"), asked of the driver once; undefined for AMD captures (not retargeted). */
-function deviceArch(m: Manifest): string | undefined {
-  return m.device.vendor === "nvidia" ? cuda(0).arch() : undefined;
-}
 
 /**
  * Check one capture. Never throws: a failure is the Outcome's error (code, one-line reason).
@@ -80,7 +74,8 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       });
     }
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
-    const here = s.rebuild ? deviceArch(m) : undefined;
+    // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
+    const here = s.rebuild ? deviceArch(m.device.vendor) : undefined;
     const otherArch = here !== undefined && here !== m.device.arch;
     if (s.rebuild && reproducer && otherArch && !fe.retargets) {
       return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a ${fe.name} reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });

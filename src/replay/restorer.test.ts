@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Range } from "../format/chunks.ts";
-import type { DeviceMemory } from "./backend.ts";
+import type { DeviceMemory } from "./backends/interface.ts";
 import { Restorer } from "./engine.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kerncap-restorer-"));

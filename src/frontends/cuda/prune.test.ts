@@ -19,7 +19,7 @@ import type { Manifest } from "../../format/manifest.ts";
 import { makeHeavyReproducer } from "../../../test/heavy-fixture.ts";
 import { PRUNED_DIR, readPrunedCheck, Rebuilder, type RebuilderOptions } from "../../rebuild/rebuilder.ts";
 import { cudaFrontend } from "./index.ts";
-import { DevicePruner, pruneDeviceTU } from "./prune.ts";
+import { DevicePruner, pruneDeviceTU } from "./prune/cache.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-prune-"));
 afterAll(() => rmSync(WORK, { recursive: true, force: true }));

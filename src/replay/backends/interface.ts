@@ -1,17 +1,32 @@
 /**
  * The replay backend interface: what the one replay engine (src/replay/engine.ts) asks of a
- * vendor's runtime. Two implementations: CUDA (src/replay/cuda-backend.ts over the libcuda
- * wrapper src/native/libcuda.ts) and HSA (src/replay/hsa-backend.ts over the libhsa-runtime64
- * wrapper src/native/libhsa.ts). `openBackend` is the one place that branches on the vendor.
+ * vendor's runtime. Two implementations: CUDA (./cuda.ts over the libcuda wrapper
+ * src/native/libcuda.ts) and HSA (./hsa.ts over the libhsa-runtime64 wrapper
+ * src/native/libhsa.ts). ./factory.ts is the one place that branches on the vendor.
  *
  * Addresses are device virtual addresses (bigint), sizes bytes. Every call is synchronous unless
  * its name says Async; `sync` waits for the device.
  */
-import type { Manifest } from "../format/manifest.ts";
-import type { ChunkScan } from "./scan.ts";
-import { cudaResetCount } from "../native/libcuda.ts";
-import { cudaBackend } from "./cuda-backend.ts";
-import { hsaBackend } from "./hsa-backend.ts";
+import type { Manifest } from "../../format/manifest.ts";
+
+/** The kc64 scan of a device range: one entry per chunk. */
+export interface ChunkScan {
+  /** kc64 of each chunk, 16 hex digits. */
+  hash: string[];
+  /** 1 when the chunk holds a non-zero byte. */
+  nonzero: Uint32Array;
+}
+
+/** The GPU's clock state while the timed launches ran (ReplayBackend.clocks; CUDA: ./cuda-clocks.ts, from nvidia-smi). */
+export interface ClockState {
+  /** MHz, null where nvidia-smi says [N/A] or [Not Supported]. */
+  smMHz: number | null;
+  memMHz: number | null;
+  applicationsSmMHz: number | null;
+  maxSmMHz: number | null;
+  /** Where the figures come from. */
+  source: string;
+}
 
 /** Device and host memory operations (the subset of the CUDA driver API the engine uses). */
 export interface DeviceMemory {
@@ -88,8 +103,12 @@ export interface ReplayBackend extends DeviceMemory {
   timingMethod(flushL2: boolean): string;
   /** L2 cache size (bytes), where the runtime says (CUDA); sizes the L2 flush. */
   l2Bytes?(): number;
-  /** The device's PCI address as nvidia-smi takes it (-i), where the runtime says (CUDA); names the GPU whose clocks are read. */
-  pciBusId?(): string;
+  /**
+   * Start reading the device's clocks as the timed launches start (read after them: the clocks
+   * of a busy GPU), where the backend can (CUDA: nvidia-smi on the device's PCI address).
+   * @returns a promise of the state, null when unknown; never rejects
+   */
+  clocks?(): Promise<ClockState | null>;
   /** Whether the scans run on the device ("device") or read memory back to the host ("host"). */
   readonly scansOn: "device" | "host";
   /** The runtime error of a faulting launch as { code, name }, or null when `e` is not one. */
@@ -104,22 +123,4 @@ export interface ReplayBackend extends DeviceMemory {
   close(): void;
   /** After close: destroy the device context (CUDA: the primary context, and with it every allocation and VA reservation; HSA: close freed them). */
   reset(): void;
-}
-
-/**
- * The backend for a capture's device vendor: CUDA for NVIDIA, HSA for AMD (the one vendor branch),
- * on device `ordinal` (default: the captured one, manifest device.ordinal).
- * @throws KerncapError E_NO_GPU, E_CUDA_NOT_FOUND / E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH
- */
-export function openBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
-  return m.device.vendor === "amd" ? hsaBackend(m, ordinal) : cudaBackend(m, ordinal);
-}
-
-/**
- * How many times this process reset a device context after a kernel fault (CUDA: resetCuda; HSA
- * queues are not reset). A process that must go on after one starts afresh instead: the driver
- * may not give a context back after a sticky fault (src/native/libcuda.ts cudaResetCount).
- */
-export function deviceResets(): number {
-  return cudaResetCount();
 }

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { describeClocks } from "../cli/format.ts";
-import { CLOCK_QUERY, parseClocks } from "./clocks.ts";
+import { describeClocks } from "../../cli/format.ts";
+import { CLOCK_QUERY, parseClocks } from "./cuda-clocks.ts";
 
 test("nvidia-smi's clock answer (MHz, no units) and its [N/A]s; anything else is no answer", () => {
   const c = parseClocks("1980, 3201, 1785, 1980\n");

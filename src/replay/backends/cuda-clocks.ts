@@ -1,23 +1,14 @@
 /**
- * The clock state a timing was taken at, so that two timings can be told comparable or not: the
- * SM and memory clocks while the timed launches ran, the application clock (what the driver runs
+ * The CUDA backend's clocks (./interface.ts ReplayBackend.clocks), so that two timings can be told
+ * comparable or not: the SM and memory clocks while the timed launches ran, the application clock (what the driver runs
  * the SMs at under load unless boost or a lock says otherwise) and the maximum, from nvidia-smi
  * (`--query-gpu=clocks.sm,clocks.mem,clocks.applications.graphics,clocks.max.sm
  * --format=csv,noheader,nounits`, MHz). The query starts with the timed launches and is read
  * after them: the clocks are those of a busy GPU, and the replay does not wait for nvidia-smi
  * longer than the launches take unless they are shorter than its start-up (~0.1 s).
  */
-import { log } from "../log.ts";
-
-export interface ClockState {
-  /** MHz, null where nvidia-smi says [N/A] or [Not Supported]. */
-  smMHz: number | null;
-  memMHz: number | null;
-  applicationsSmMHz: number | null;
-  maxSmMHz: number | null;
-  /** Where the figures come from. */
-  source: string;
-}
+import { log } from "../../log.ts";
+import type { ClockState } from "./interface.ts";
 
 export const CLOCK_QUERY = ["--query-gpu=clocks.sm,clocks.mem,clocks.applications.graphics,clocks.max.sm", "--format=csv,noheader,nounits"];
 

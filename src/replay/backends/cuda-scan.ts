@@ -4,16 +4,11 @@
  * range, so restored memory is checked and replayed results are compared on the GPU without
  * copying unchanged memory back.
  */
-import scanFatbin from "../../c/cuda/kc_scan.fatbin" with { type: "file" };
-import { KerncapError } from "../errors.ts";
-import type { Cuda } from "../native/libcuda.ts";
+import scanFatbin from "../../../c/cuda/kc_scan.fatbin" with { type: "file" };
+import { KerncapError } from "../../errors.ts";
+import type { Cuda } from "../../native/libcuda.ts";
+import type { ChunkScan } from "./interface.ts";
 
-export interface ChunkScan {
-  /** kc64 of each chunk, 16 hex digits. */
-  hash: string[];
-  /** 1 when the chunk holds a non-zero byte. */
-  nonzero: Uint32Array;
-}
 
 /** Bytes per block of an evicting read (DeviceScanner.evict): 256 MiB in 256 blocks. */
 const EVICT_CHUNK = 1 << 20;

@@ -1,15 +1,16 @@
 /**
- * The CUDA replay backend (src/replay/backend.ts) over the libcuda wrapper (./cuda.ts): fixed-VA
- * spans through the VMM API, the scan kernel on the GPU (./scan.ts), cuLaunchKernelEx with the
+ * The CUDA replay backend (./interface.ts) over the libcuda wrapper (src/native/libcuda.ts): fixed-VA
+ * spans through the VMM API, the scan kernel on the GPU (./cuda-scan.ts), cuLaunchKernelEx with the
  * captured launch attributes, CUDA events around each timed launch.
  */
-import { describeModule, jitPtx } from "../codeobj/index.ts";
-import { KerncapError } from "../errors.ts";
-import { log } from "../log.ts";
-import type { Manifest } from "../format/manifest.ts";
-import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { CU, CudaError, cuda, resetCuda, type Cuda } from "../native/libcuda.ts";
-import { Scanner } from "./scan.ts";
+import { describeModule, jitPtx } from "../../codeobj/index.ts";
+import { KerncapError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./interface.ts";
+import { CU, CudaError, cuda, cudaResetCount, resetCuda, type Cuda } from "../../native/libcuda.ts";
+import { queryClocks } from "./cuda-clocks.ts";
+import { Scanner } from "./cuda-scan.ts";
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
 const DROPPED_LAUNCH_ATTRIBUTES = new Set([7 /* PROGRAMMATIC_EVENT */, 12 /* LAUNCH_COMPLETION_EVENT */]);
@@ -111,7 +112,7 @@ class CudaBackend implements ReplayBackend {
   deviceName = () => this.cu.deviceName();
   arch = () => this.cu.arch();
   l2Bytes = () => this.cu.l2Bytes();
-  pciBusId = () => this.cu.pciBusId();
+  clocks = () => queryClocks(this.cu.pciBusId());
   reserveAlignment = () => reserveAlignment(this.cu.granularity());
   mapAt = (va: bigint, size: number) => void this.spans.push({ va, size, handle: this.cu.mapAt(va, size) });
   memAlloc = (size: number) => this.cu.memAlloc(size);
@@ -191,4 +192,14 @@ class CudaBackend implements ReplayBackend {
  */
 export function cudaBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
   return new CudaBackend(cuda(ordinal));
+}
+
+/** The architecture ("sm_90") of CUDA device `ordinal`, from its compute capability. @throws KerncapError E_NO_GPU */
+export function cudaDeviceArch(ordinal: number): string {
+  return cuda(ordinal).arch();
+}
+
+/** How many times this process reset its primary context after a kernel fault (src/native/libcuda.ts cudaResetCount). */
+export function cudaDeviceResets(): number {
+  return cudaResetCount();
 }

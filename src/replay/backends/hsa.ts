@@ -1,5 +1,5 @@
 /**
- * The HSA replay backend (src/replay/backend.ts) over the libhsa-runtime64 wrapper (./hsa.ts),
+ * The HSA replay backend (./interface.ts) over the libhsa-runtime64 wrapper (src/native/libhsa.ts),
  * for hip captures: the captured spans reserved at their VAs through the ROCm 6.0+ virtual memory
  * API and backed by the GPU agent's coarse-grained pool, host↔device copies through locked host
  * views, the code object loaded into a frozen executable (unbundled for the agent's arch when an
@@ -12,13 +12,12 @@
  *
  * Run on AMD hardware: NEVER (tested against the fake runtime test/apps/hip/fake_libhsa.c).
  */
-import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
-import { KerncapError } from "../errors.ts";
-import { kc64 } from "../format/kc64.ts";
-import type { Manifest } from "../format/manifest.ts";
-import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./backend.ts";
-import { FLAG_COARSE_GRAINED, FLAG_KERNARG_INIT, initHsa, type Hsa, type HsaQueue } from "../native/libhsa.ts";
-import type { ChunkScan } from "./scan.ts";
+import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../../codeobj/amdgpu.ts";
+import { KerncapError } from "../../errors.ts";
+import { kc64 } from "../../format/kc64.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import { FLAG_COARSE_GRAINED, FLAG_KERNARG_INIT, initHsa, type Hsa, type HsaQueue } from "../../native/libhsa.ts";
+import type { ChunkScan, DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./interface.ts";
 
 /** Host bytes per copy of a memset or a scan (bounded host memory for ranges of any size). */
 const PIECE = 64 << 20;

@@ -1,0 +1,215 @@
+/**
+ * What pack and unpack share (./archive.ts has the archive's design): the index's format (its
+ * entry name, schema, records), the result types, the name rules (portable names, UTF-8 names
+ * shown with \xHH escapes, entry paths kept inside the target), the output-path checks, the
+ * removal of stale temps and the SIGINT/SIGTERM check between pieces.
+ */
+import { accessSync, constants as fsConstants, existsSync, lstatSync, readlinkSync, realpathSync, statSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
+import { removeStaleTemps } from "../leftovers.ts";
+import { log } from "../log.ts";
+import { signalExitCode, StopSignals } from "../process-group.ts";
+import type { Extent } from "./sparse-extents.ts";
+
+export const PACK_INDEX = "kerncap-pack.json";
+
+export const SPARSE_SUFFIX = ".kcsparse";
+
+export const PACK_SCHEMA = "kerncap.pack/1";
+
+/** Bytes read or written at once. */
+export const PIECE = 4 << 20;
+
+/** Compressed bytes pushed into the inflater at once (bounds what one push can inflate to). */
+export const INFLATE_PIECE = 16 << 10;
+
+/** Permission bits unpack applies at most: no group/other write, no setuid/setgid/sticky. */
+export const FILE_MODE_MASK = 0o755;
+
+/**
+ * Mode of every folder unpack makes: the files' mask (owner writes, others read and list), set by
+ * chmod so that no umask (000 gave 0777 folders) lets another user add or swap a file in it.
+ */
+export const FOLDER_MODE = 0o755;
+
+/** One file of the packed folder, as the index records it. */
+export interface PackedFile {
+  /** Path inside the capture folder, `/`-separated. */
+  path: string;
+  /** Bytes of the file (holes included). */
+  size: number;
+  /** Permission bits (0o755 for build.sh). */
+  mode: number;
+  /** Entry name in the archive (ROOT/path, or ROOT/path.kcsparse). */
+  entry: string;
+  method: "deflated" | "stored" | "sparse";
+  /** Sparse files: the data extents [offset, length] whose bytes the entry holds, in order. */
+  extents?: Extent[];
+}
+
+export interface PackIndex {
+  schema: typeof PACK_SCHEMA;
+  root: string;
+  tool: string;
+  files: PackedFile[];
+  dirs: string[];
+  warnings: string[];
+}
+
+export interface PackResult {
+  archive: string;
+  dir: string;
+  files: number;
+  sparseFiles: number;
+  /** Bytes: of the files (apparent sizes), of their data (holes left out), of the archive. */
+  bytes: { files: number; data: number; archive: number };
+  /** Reproducer paths that exist only on this machine (see portabilityWarnings); symbolic links left out. */
+  warnings: string[];
+  seconds: number;
+}
+
+export interface UnpackResult {
+  archive: string;
+  dir: string;
+  files: number;
+  sparseFiles: number;
+  bytes: { files: number; data: number };
+  /** The index's warnings, from pack time. */
+  warnings: string[];
+  seconds: number;
+}
+
+/**
+ * How far a pack or unpack is, for a progress line (src/util/progress.ts): `checking` the memory
+ * chunks' kc64 (bytes of stored chunks), `packing` or `unpacking` the files' data (bytes).
+ */
+export type ArchiveProgress = (phase: "checking" | "packing" | "unpacking", done: number, total: number) => void;
+
+export const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A file name's bytes as printable text: valid UTF-8 characters kept (control characters excepted), every other byte as \xHH. */
+export function escapedName(b: Uint8Array): string {
+  let out = "";
+  for (let i = 0; i < b.length; ) {
+    let ch = "";
+    for (let n = 1; n <= 4 && !ch && i + n <= b.length; n++) {
+      try {
+        ch = UTF8.decode(b.subarray(i, i + n)); // fatal: throws until the bytes are one whole character
+      } catch {
+        /* try one byte more */
+      }
+    }
+    if (ch && !/[\x00-\x1f\x7f]/.test(ch)) {
+      out += ch;
+      i += Buffer.byteLength(ch);
+    } else out += `\\x${b[i++]!.toString(16).padStart(2, "0")}`;
+  }
+  return out;
+}
+
+/**
+ * Why a name in an archive (its root folder, or a `/`-separated path inside it) is not portable
+ * (a phrase), or undefined: each part is letters, digits and `._+-` only, and starts with no `-`.
+ * Names are data: such a name can reach a shell or a compiler's command line unquoted (nvcc runs
+ * its steps through sh), and a terminal (escape sequences), so unpack refuses anything else.
+ */
+export function unportableName(name: string): string | undefined {
+  for (const part of name.split("/")) {
+    if (part === "") return "has an empty part";
+    if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
+    if (part.startsWith("-")) return "has a part starting with - (read as an option)";
+  }
+  return undefined;
+}
+
+/** `name` for a message: quoted, on one line, every control, bidi control and line separator escaped (src/escape.ts). */
+export const escapedForMessage = (name: string) => escapeForTerminal(JSON.stringify(name), { oneLine: true });
+
+/**
+ * A path from the archive, made safe: relative, `/`-separated, no `..`, no empty part, inside dest.
+ * @throws KerncapError E_ARCHIVE (zip-slip)
+ */
+export function safeEntryPath(archive: string, dest: string, rel: string): string {
+  const parts = rel.replace(/\/+$/, "").split("/");
+  if (!rel || isAbsolute(rel) || rel.includes("\\") || rel.includes("\0") || parts.some((p) => p === ".." || p === "." || p === "")) {
+    throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, { hint: "The archive is malicious or damaged; nothing was unpacked." });
+  }
+  const p = resolve(dest, ...parts);
+  if (!p.startsWith(resolve(dest) + sep)) throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, { hint: "The archive is malicious or damaged; nothing was unpacked." });
+  return p;
+}
+
+/**
+ * `p` with every symbolic link in it resolved, for a path that may not exist yet: the real path of
+ * its longest existing ancestor, then the rest as written.
+ */
+export function realPathLoose(p: string): string {
+  let head = p;
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return join(realpathSync(head), ...rest.reverse());
+    } catch {
+      const up = dirname(head);
+      if (up === head) return p;
+      rest.push(basename(head));
+      head = up;
+    }
+  }
+}
+
+/**
+ * The folder build.sh and validate write their outputs into (the rebuilt module, the pruned build's
+ * TU, plan and check record): left out of an archive, since the receiver rebuilds it and its files
+ * carry the packer's PATH and absolute paths (a new user's trial found plan.json in a pack).
+ */
+export const BUILD_DIR = "build";
+
+/**
+ * The checks on an output path that cost one lstat/access, before any work: a dangling symbolic
+ * link (existsSync follows it and says no; the rename would fail ENOTDIR), a parent that is
+ * missing, not a folder, or not writable (access W_OK: EACCES, EROFS).
+ * @throws KerncapError E_USAGE (dangling link, missing or non-folder parent), E_IO (parent not writable)
+ */
+export function assertOutputPath(out: string, what: string): void {
+  let link = false;
+  try {
+    link = lstatSync(out).isSymbolicLink();
+  } catch {
+    /* nothing there */
+  }
+  if (link && !existsSync(out)) {
+    throw new KerncapError("E_USAGE", `${out} is a dangling symbolic link (to ${readlinkSync(out)})`, { hint: `Remove the link, or choose another -o for the ${what}.` });
+  }
+  const parent = dirname(out);
+  if (!existsSync(parent)) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another -o.` });
+  if (!statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `${parent} is not a folder: it cannot hold ${out}`, { hint: "Choose another -o." });
+  try {
+    accessSync(parent, fsConstants.W_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new KerncapError("E_IO", `cannot write ${out}: the folder ${parent} is ${code === "EROFS" ? "on a read-only file system" : "not writable (permission denied)"}`, {
+      hint: `Choose another -o for the ${what}, or check the folder's permissions.`,
+    });
+  }
+}
+
+/** Say which stale temps (of kerncap processes that are gone) next to `target` were removed. */
+export function removeStale(target: string, verb: "pack" | "unpack"): void {
+  for (const p of removeStaleTemps(target, existsSync(target))) {
+    log.info(`removed ${p}: left by an interrupted kerncap ${verb} (process ${/\.(?:tmp|old)-(\d+)(?:-[0-9a-z]+)?$/.exec(p)?.[1]}, which is gone)`);
+  }
+}
+
+/**
+ * The SIGINT/SIGTERM check between pieces: a macrotask turn (so that a signal's handler runs),
+ * then E_INTERRUPTED (exit 130/143) when one came. Cost: one setImmediate per 4 MiB piece.
+ */
+export function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
+  return async () => {
+    await new Promise<void>((r) => setImmediate(r));
+    if (stops.signal) throw new KerncapError("E_INTERRUPTED", `${what} interrupted (${stops.signal}); the partial output was removed`, { exitCode: signalExitCode(stops.signal) });
+  };
+}

@@ -1,0 +1,274 @@
+/**
+ * `kerncap pack`: a capture folder, checked, written into one zip (./archive.ts has the design):
+ * the folder's files and folders (walk: symbolic and hard links refused, names that unpack would
+ * refuse refused here first), the index, then every file in PIECE-byte pieces, memory images
+ * with holes as their data extents only.
+ */
+import { closeSync, constants as fsConstants, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, rmSync, statSync } from "node:fs";
+import { basename, join, posix, resolve, sep } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { commitTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
+import { StopSignals } from "../process-group.ts";
+import { TOOL_VERSION } from "../version.ts";
+import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import type { Manifest } from "./manifest.ts";
+import { refuseExisting, resolveInCapture } from "./paths.ts";
+import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
+import { ZipWriter } from "./zip.ts";
+import { type ArchiveProgress, assertOutputPath, BUILD_DIR, escapedForMessage, escapedName, interruptCheck, PACK_INDEX, PACK_SCHEMA, type PackedFile, type PackIndex, type PackResult, PIECE, realPathLoose, removeStale, SPARSE_SUFFIX, unportableName, UTF8 } from "./archive-common.ts";
+import { isPackArchive } from "./unpack.ts";
+
+/**
+ * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
+ * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
+ * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
+ * and devices are left out, and so is `build/` (BUILD_DIR).
+ * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
+ * refused.
+ * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
+ *   UTF-8 or not portable (unportableName: unpack refuses it), E_PACK_LINK naming a symbolic link,
+ *   E_UNSAFE_PATH naming a hard link.
+ */
+function walk(dir: string): { files: string[]; dirs: string[] } {
+  const out = { files: [] as string[], dirs: [] as string[] };
+  const go = (rel: string) => {
+    const names: string[] = [];
+    for (const raw of readdirSync(join(dir, rel), { encoding: "buffer" })) {
+      let name: string;
+      try {
+        name = UTF8.decode(raw);
+      } catch {
+        const shown = `${rel ? `${rel}/` : ""}${escapedName(raw)}`;
+        throw new KerncapError("E_PACK_NAME", `${join(dir, shown)}: the file name is not UTF-8, which a zip entry name must be`, {
+          hint: `Rename it (e.g. mv with a UTF-8 name) or remove it, then pack again; it is not a file the manifest lists.`,
+        });
+      }
+      // unpack refuses a backslash in an entry name (a Windows path separator: a way out of the folder)
+      if (name.includes("\\")) {
+        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: the file name holds a backslash, which kerncap unpack refuses in an entry name`, { hint: "Rename it without the backslash (or remove it), then pack again." });
+      }
+      names.push(name);
+    }
+    for (const name of names.sort()) {
+      if (name.endsWith(SPARSE_SUFFIX) && names.includes(name.slice(0, -SPARSE_SUFFIX.length))) {
+        // a sparse file NAME is archived as NAME.kcsparse: the two entries would collide
+        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: its name is that of the entry of ${name.slice(0, -SPARSE_SUFFIX.length)} when that file is sparse`, { hint: `Rename it (any name not ending in ${SPARSE_SUFFIX}), then pack again.` });
+      }
+      const r = rel ? `${rel}/${name}` : name;
+      if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+      const why = unportableName(name);
+      if (why) throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, { hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again." });
+      const st = lstatSync(join(dir, r));
+      if (st.isSymbolicLink()) {
+        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${readlinkSync(join(dir, r))}): pack archives only the regular files inside the folder`, {
+          hint: "Replace the link with the file or folder itself (cp -rL, or mv its target into its place) if it belongs to the capture, or remove it; then pack again.",
+        });
+      } else if (st.isDirectory()) {
+        out.dirs.push(r);
+        go(r);
+      } else if (st.isFile()) {
+        resolveInCapture(dir, r); // a hard link: E_UNSAFE_PATH
+        out.files.push(r);
+      }
+    }
+  };
+  go("");
+  return out;
+}
+
+/** No NUL byte in the first 8 KiB: text (deflated); otherwise binary (stored). */
+function looksText(path: string): boolean {
+  const fd = openSync(path, "r");
+  try {
+    const b = new Uint8Array(8192);
+    const n = readSync(fd, b, 0, b.length, 0);
+    return !b.subarray(0, n).includes(0);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/", "/dev/", "/proc/", "/opt/rocm", "/opt/nvidia"];
+
+/**
+ * Why the reproducer would not rebuild on another machine: overlay mode (build.sh reads every
+ * unedited file from the original tree), and absolute paths in build.sh outside the capture
+ * folder and outside the system folders (include folders of the original tree, a virtualenv).
+ * Sources: manifest.source.cuda (mode, projectRoot, referencedOutsideRoot) and DIR/build.sh.
+ */
+export function portabilityWarnings(dir: string, m: Manifest): string[] {
+  const w: string[] = [];
+  const cuda = (m.source as { cuda?: { mode?: string; projectRoot?: string; referencedOutsideRoot?: string[] } } | undefined)?.cuda;
+  if (cuda?.mode === "overlay") w.push(`overlay mode: build.sh reads every unedited source file from ${cuda.projectRoot ?? "the original tree"} on this machine; capture without --overlay to copy them into src/`);
+  const script = join(dir, "build.sh");
+  if (existsSync(script)) {
+    const text = readFileSync(script, "utf8");
+    const paths = new Set<string>();
+    for (const line of text.split("\n")) {
+      if (/^\s*#/.test(line)) continue;
+      for (const hit of line.matchAll(/(?:^|[\s'"=]|-I|-isystem)(\/[^\s'"$;:)]+)/g)) {
+        const p = hit[1]!.replace(/\/+$/, "");
+        if (SYSTEM_PREFIXES.some((s) => p.startsWith(s) || p + "/" === s)) continue;
+        if (p.startsWith(resolve(dir) + "/")) continue;
+        paths.add(p);
+      }
+    }
+    if (paths.size) w.push(`build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${[...paths].slice(0, 8).join(", ")}${paths.size > 8 ? ", …" : ""}`);
+  }
+  const outside = cuda?.referencedOutsideRoot ?? [];
+  if (outside.length) w.push(`the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${outside.slice(0, 4).join(", ")}${outside.length > 4 ? ", …" : ""}`);
+  return w;
+}
+
+/**
+ * Write the capture folder `dir` into one zip at `out` (written as out.tmp-<pid>-<token>, then renamed; an `out` that is a symbolic link is refused).
+ * The folder is checked first: the manifest, every file's size and SHA-256, and every stored
+ * memory chunk's kc64 (verifyRegions, on the CPU): a damaged capture is not shipped.
+ * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* / E_CHECKSUM for the folder (naming the file,
+ *   or the region and chunk), E_EXISTS when out exists (without force), E_INTERRUPTED (exit 130
+ *   SIGINT, 143 SIGTERM; the temp is removed); the file system's errors with `out` as their path
+ *   (ENOSPC, EFBIG: src/errors.ts systemError words them).
+ */
+export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress } = {}): Promise<PackResult> {
+  const stops = new StopSignals().install();
+  try {
+    return await pack(dirArg, outArg, opts, interruptCheck(stops, "pack"));
+  } finally {
+    stops.dispose();
+  }
+}
+
+async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<PackResult> {
+  const t0 = performance.now();
+  const dir = resolve(dirArg);
+  const rootWhy = unportableName(basename(dir));
+  if (rootWhy) throw new KerncapError("E_PACK_NAME", `${dir}: the folder's name ${escapedForMessage(basename(dir))} ${rootWhy}, which kerncap unpack refuses as an archive's root`, { hint: "Copy or rename the folder to a name of letters, digits and ._+- (cp -r DIR plain-name), then pack that." });
+  const m = readManifest(dir);
+  verifyFiles(dir, m);
+  verifyRegions(dir, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
+  await tick();
+  const out = resolve(outArg);
+  // through symbolic links too (-o link-to-cap/x.zip): the archive would be packed into itself next time
+  const realDir = realPathLoose(dir);
+  const realOut = realPathLoose(out);
+  if (out === dir || out.startsWith(dir + sep) || realOut === realDir || realOut.startsWith(realDir + sep)) {
+    throw new KerncapError("E_USAGE", `the archive ${out} would be inside the capture folder it packs`, { hint: "Write it next to the folder: -o cap.zip." });
+  }
+  const existed = existsSync(out);
+  if (existed) {
+    // --force replaces only an archive that kerncap pack wrote, never another file of that name
+    const isFile = statSync(out).isFile();
+    refuseExisting(out, Boolean(opts.force), {
+      found: isFile && (await isPackArchive(out)) ? "an archive kerncap pack wrote" : false,
+      why: isFile ? "is not a kerncap archive" : "is not a file",
+      replaces: "an archive that `kerncap pack` wrote",
+      another: "archive name (-o)",
+    });
+  }
+  assertOutputPath(out, "archive");
+  removeStale(out, "pack");
+
+  const { index, filesTotal, dataTotal } = packIndex(dir, m);
+  const written = await writeArchive(dir, out, index, existed, opts, tick);
+  const { files, warnings } = index;
+  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, seconds: (performance.now() - t0) / 1000 };
+}
+
+/**
+ * The index of the capture folder `dir` (PackIndex): every file with its size, mode, entry name
+ * and method (a memory image with holes: sparse, its data extents; text: deflated; else stored),
+ * every folder, the portability warnings; and the bytes of the files (apparent sizes) and of their data.
+ * @throws KerncapError as walk
+ */
+function packIndex(dir: string, m: Manifest): { index: PackIndex; filesTotal: number; dataTotal: number } {
+  const root = basename(dir);
+  const tree = walk(dir);
+  const warnings = portabilityWarnings(dir, m);
+  const files: PackedFile[] = [];
+  const images = new Set([m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
+  let dataTotal = 0;
+  let filesTotal = 0;
+  for (const rel of tree.files) {
+    if (rel === PACK_INDEX) continue; // an index left by hand; the archive gets its own
+    const p = join(dir, rel);
+    const mode = statSync(p).mode & 0o7777;
+    const ext = dataExtents(p);
+    filesTotal += ext.size;
+    dataTotal += ext.dataBytes;
+    // only a memory image may be sparse in the archive: unpack bounds its size by the manifest's regions
+    if (ext.sparse && images.has(rel)) files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
+    else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
+  }
+  const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
+  return { index, filesTotal, dataTotal };
+}
+
+/**
+ * Write the archive of `index` at `out`: an unguessable temp beside it, the index entry first,
+ * the folders, then each file in PIECE-byte pieces (`tick` between them), renamed into place.
+ * @returns the archive's size (bytes)
+ * @throws KerncapError E_ARCHIVE (a file changed while packed), E_EXISTS (out appeared meanwhile), E_INTERRUPTED
+ */
+async function writeArchive(dir: string, out: string, index: PackIndex, existed: boolean, opts: { onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<number> {
+  const { root, files } = index;
+  refuseLink(out, "the archive");
+  // an unguessable O_EXCL|O_NOFOLLOW temp beside -o (src/util/write-file.ts): a link planted there is never followed
+  const { fd, tmp } = openTempBeside(out);
+  const piece = new Uint8Array(PIECE);
+  let written = 0;
+  const packTotal = files.reduce((a, f) => a + (f.method === "sparse" ? f.extents!.reduce((b, r) => b + r[1], 0) : f.size), 0);
+  let packed = 0;
+  opts.onProgress?.("packing", 0, packTotal);
+  let ok = false;
+  try {
+    const zip = new ZipWriter(fd, out);
+    const now = new Date();
+    const text = new TextEncoder().encode(JSON.stringify(index, null, 1));
+    const ix = zip.add(`${root}/${PACK_INDEX}`, { deflate: true, mode: 0o644, mtime: now, usize: text.length });
+    ix.push(text);
+    ix.end();
+    for (const d of index.dirs) zip.add(`${root}/${d}/`, { deflate: false, mode: statSync(join(dir, d)).mode & 0o7777, mtime: now, usize: 0 }).end();
+    for (const f of files) {
+      const p = join(dir, f.path);
+      const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
+      const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: statSync(p).mtime, usize: ranges.reduce((a, r) => a + r[1], 0) });
+      const src = openSync(p, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+      // holes of a file stored whole are zero-filled, not read
+      const data = f.method === "stored" ? dataExtents(p) : { extents: [[0, f.size]] as Extent[], size: f.size };
+      try {
+        for (const [start, len] of ranges) {
+          for (let done = 0; done < len; ) {
+            const n = Math.min(PIECE, len - done);
+            // a stored piece is written before the next read, so one buffer serves (fresh 4 MiB buffers cost their page faults: 2 s per GiB on a loaded machine); deflate may keep what it is given
+            const b = f.method === "deflated" ? new Uint8Array(n) : piece.subarray(0, n);
+            const got = readSparse(src, b, start + done, data.extents, data.size);
+            if (got !== n) throw new KerncapError("E_ARCHIVE", `${p} changed while it was packed (short read at byte ${start + done})`, { hint: "Pack it again when nothing writes to the capture." });
+            done += n;
+            e.push(b);
+            opts.onProgress?.("packing", (packed += n), packTotal);
+            await tick();
+          }
+        }
+        e.end();
+      } finally {
+        closeSync(src);
+      }
+    }
+    written = zip.end();
+    await tick(); // the last point before the rename: a signal until here leaves nothing
+    // a file that appeared while this pack ran (another pack to the same -o) is not replaced
+    if (!existed && existsSync(out)) throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, { hint: "Pack again (it then says whether --force may replace what is there), or choose another -o." });
+    ok = true; // commitTemp closes the fd and removes the temp when it fails
+    commitTemp(fd, tmp, out);
+  } finally {
+    if (!ok) {
+      try {
+        closeSync(fd);
+      } catch {
+        /* closed above */
+      }
+      rmSync(tmp, { force: true });
+    }
+  }
+  return written;
+}

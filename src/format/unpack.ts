@@ -1,0 +1,445 @@
+/**
+ * `kerncap unpack`: an archive that pack wrote, checked before anything is written (the index,
+ * every entry against it, sizes against the archived manifest: planUnpack), then streamed into a
+ * temp folder with every CRC-32 and size checked as it goes (streamEntry), the capture checked,
+ * and the folder renamed into place (./archive.ts has the design).
+ */
+import { Inflate } from "fflate";
+import * as v from "valibot";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { dirname, join, posix, resolve, sep } from "node:path";
+import { KerncapError, withPath } from "../errors.ts";
+import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
+import { log } from "../log.ts";
+import { StopSignals } from "../process-group.ts";
+import { markReceived, RECEIVED_MARK } from "./trust.ts";
+import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import { imageBound } from "./chunks.ts";
+import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
+import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
+import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, type CdEntry } from "./zip.ts";
+import { type ArchiveProgress, assertOutputPath, escapedForMessage, FILE_MODE_MASK, FOLDER_MODE, INFLATE_PIECE, interruptCheck, PACK_INDEX, PACK_SCHEMA, type PackedFile, type PackIndex, PIECE, realPathLoose, removeStale, safeEntryPath, SPARSE_SUFFIX, type UnpackResult, unportableName } from "./archive-common.ts";
+
+/**
+ * Stream one entry's uncompressed bytes (stored or deflated) to sink, in pieces, checking its
+ * CRC-32 and its size against `limit` (bytes: the size the index gives it, which the central
+ * directory's must equal) as it goes: a deflated entry is pushed INFLATE_PIECE compressed bytes at a
+ * time, and the first piece that takes the count past `limit` ends it, so a decompression bomb
+ * costs at most one piece's output. `tick` runs between pieces (the interrupt check).
+ * @throws KerncapError E_ARCHIVE; the sink's own errors (ENOSPC, EFBIG…) as they are, never blamed
+ *   on the archive
+ */
+async function streamEntry(archive: string, fd: number, e: CdEntry, limit: number, sink: (chunk: Uint8Array) => void, tick: () => Promise<void>, data: ArchiveData = { extents: [[0, Number.MAX_SAFE_INTEGER]], size: Number.MAX_SAFE_INTEGER }): Promise<void> {
+  if (e.flags & 1) throw bad(archive, `${e.name} is encrypted`);
+  if (e.usize !== limit) throw bad(archive, `${e.name}: the central directory declares ${e.usize} bytes, ${PACK_INDEX} ${limit}`);
+  if (e.method === 0 && e.csize !== e.usize) throw bad(archive, `${e.name} is stored with ${e.csize} bytes but declares ${e.usize}`);
+  // an honest deflate stream gives at most DEFLATE_MAX_RATIO bytes per byte: a larger claim is refused before inflating
+  if (e.method === 8 && e.usize > e.csize * DEFLATE_MAX_RATIO + 1024) throw bad(archive, `${e.name} declares ${e.usize} bytes from ${e.csize} compressed bytes, more than deflate can give (${DEFLATE_MAX_RATIO}:1)`);
+  const start = e.dataOffset;
+  let crc = 0;
+  let n = 0;
+  const take = (c: Uint8Array) => {
+    if (!c.length) return;
+    n += c.length;
+    if (n > limit) throw bad(archive, `${e.name} inflates past its declared size of ${limit} bytes (a decompression bomb?); stopped at ${n} bytes`);
+    crc = Bun.hash.crc32(c, crc);
+    sink(c);
+  };
+  let inflate: Inflate | undefined;
+  if (e.method === 8) inflate = new Inflate((c) => take(c));
+  else if (e.method !== 0) throw bad(archive, `${e.name} uses compression method ${e.method} (kerncap reads stored and deflated entries)`);
+  if (inflate && e.csize === 0) throw bad(archive, `${e.name}: an empty deflate stream`);
+  const piece = inflate ? INFLATE_PIECE : PIECE;
+  // a stored piece is written before the next read: one buffer serves (the inflater may keep what it is given)
+  const stored = inflate ? undefined : new Uint8Array(Math.min(PIECE, e.csize));
+  let sinceTick = 0;
+  for (let done = 0; done < e.csize; ) {
+    const k = Math.min(piece, e.csize - done);
+    const b = stored ? stored.subarray(0, k) : new Uint8Array(k);
+    if (readSparse(fd, b, start + done, data.extents, data.size) !== k) throw bad(archive, `truncated inside ${e.name}`);
+    done += k;
+    try {
+      if (inflate) inflate.push(b, done === e.csize);
+      else take(b);
+    } catch (err) {
+      // the sink's write failing (a full disk, a file-size limit) is the output's fault, not the archive's
+      if (err instanceof KerncapError || typeof (err as NodeJS.ErrnoException).code === "string") throw err;
+      throw bad(archive, `${e.name} does not inflate: ${(err as Error).message}`);
+    }
+    sinceTick += k;
+    if (sinceTick >= PIECE) (sinceTick = 0), await tick();
+  }
+  if (n !== limit) throw bad(archive, `${e.name} has ${n} bytes, the archive says ${limit}`);
+  if (crc >>> 0 !== e.crc) throw bad(archive, `CRC-32 mismatch in ${e.name}`);
+}
+
+const noTick = async () => {};
+
+/** The archive's data extents and size (bytes): its holes (runs of zeros that pack left unwritten) are not read. */
+type ArchiveData = { extents: Extent[]; size: number };
+
+/** A small entry (the index, the manifest: at most 64 MiB) as JSON. @throws KerncapError E_ARCHIVE */
+async function jsonEntry(archive: string, fd: number, e: CdEntry, what: string): Promise<unknown> {
+  if (e.usize > 64 << 20) throw bad(archive, `${what} is ${e.usize} bytes`);
+  const parts: Uint8Array[] = [];
+  await streamEntry(archive, fd, e, e.usize, (c) => parts.push(c.slice()), noTick);
+  try {
+    return JSON.parse(new TextDecoder().decode(Buffer.concat(parts)));
+  } catch (err) {
+    throw bad(archive, `${what} is not JSON: ${(err as Error).message}`);
+  }
+}
+
+const Count = v.pipe(v.number(), v.safeInteger(), v.minValue(0));
+
+/** The index as pack writes it (PackIndex); anything else in an archive is refused before it is used. */
+const PackIndexSchema = v.object({
+  schema: v.literal(PACK_SCHEMA),
+  root: v.string(),
+  tool: v.string(),
+  files: v.array(v.object({ path: v.string(), size: Count, mode: v.pipe(Count, v.maxValue(0o7777)), entry: v.string(), method: v.picklist(["deflated", "stored", "sparse"]), extents: v.optional(v.array(v.strictTuple([Count, Count]))) })),
+  dirs: v.array(v.string()),
+  warnings: v.array(v.string()),
+});
+
+/** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
+async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promise<PackIndex> {
+  const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
+  if (!e) throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, { hint: "Unpack it with unzip if it is a plain zip of a capture folder." });
+  const json = await jsonEntry(archive, fd, e, PACK_INDEX);
+  const schema = (json as { schema?: unknown } | null)?.schema;
+  if (schema !== PACK_SCHEMA) {
+    throw new KerncapError("E_ARCHIVE", `${archive}: ${PACK_INDEX} is not a ${PACK_SCHEMA} index (schema ${JSON.stringify(schema)})`, { hint: "Upgrade kerncap to the version that packed it." });
+  }
+  const r = v.safeParse(PackIndexSchema, json);
+  if (!r.success) throw bad(archive, `${PACK_INDEX} is malformed: ${r.issues.slice(0, 3).map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`).join("; ")}`);
+  return r.output;
+}
+
+/** The index of an archive (what `kerncap unpack` would write), without unpacking it. */
+export async function readPackIndex(archive: string): Promise<PackIndex> {
+  const fd = openSync(archive, "r");
+  try {
+    return await readIndex(archive, fd, centralDirectory(archive, fd, fstatSync(fd).size));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Bytes of a file's entry as the index describes it (its size; a sparse file: the sum of its
+ * extents, which must be ascending, disjoint and inside the size). @throws KerncapError E_ARCHIVE
+ */
+function declaredBytes(archive: string, f: PackedFile): number {
+  const int = (x: unknown) => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+  if (!int(f.size) || !int(f.mode)) throw bad(archive, `${f.entry}: bad size or mode in ${PACK_INDEX}`);
+  if (f.method !== "sparse") return f.size;
+  let end = 0;
+  let sum = 0;
+  for (const x of f.extents ?? []) {
+    if (!Array.isArray(x) || !int(x[0]) || !int(x[1]) || x[0] < end || x[0] + x[1] > f.size) throw bad(archive, `${f.entry}: bad extent ${JSON.stringify(x)} in ${PACK_INDEX}`);
+    end = x[0] + x[1];
+    sum += x[1];
+  }
+  return sum;
+}
+
+/** One file to unpack: its index record, its zip entry, and the bytes the entry holds. */
+interface Planned {
+  file: PackedFile;
+  entry: CdEntry;
+  bytes: number;
+}
+
+/**
+ * Every check of an archive that needs no writing, with the capture's manifest read from the
+ * archive (ROOT/kerncap.json, parsed and checked as readManifest does):
+ *  - each entry is one the index knows, each index record has its entry, no path twice, no file
+ *    where a folder is (names are unique and streams disjoint already: src/format/zip.ts);
+ *  - the apparent size of every file is one the manifest allows: a file it lists has the size
+ *    its files[] gives, a memory image the size memory.beforeFileBytes/afterFileBytes gives and
+ *    at most what its regions' layout holds (imageBound); only the memory images may be sparse,
+ *    so every other file's size is its stored bytes (bounded by deflate's ratio, streamEntry).
+ * @returns the files in index order
+ * @throws KerncapError E_ARCHIVE naming the file and the bound, E_MANIFEST* for the archived manifest
+ */
+async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: CdEntry[], dest: string): Promise<Planned[]> {
+  const byName = new Map(entries.map((e) => [e.name, e]));
+  const known = new Set([`${idx.root}/${PACK_INDEX}`, ...idx.files.map((f) => f.entry), ...idx.dirs.map((d) => `${idx.root}/${d}/`)]);
+  for (const e of entries) if (!known.has(e.name)) throw bad(archive, `entry ${JSON.stringify(e.name)} is not in ${PACK_INDEX}`);
+  for (const p of [...idx.dirs, ...idx.files.map((f) => f.path)]) safeEntryPath(archive, dest, p); // zip-slip, before anything else
+  const folders = new Set(idx.dirs.map((d) => d.replace(/\/+$/, "")));
+  const paths = new Set<string>();
+  for (const f of idx.files) {
+    const key = f.path.replace(/\/+$/, "");
+    if (paths.has(key)) throw bad(archive, `${PACK_INDEX} lists ${f.path} twice`);
+    paths.add(key);
+  }
+  for (const p of paths) {
+    for (let up = posix.dirname(p); up !== "."; up = posix.dirname(up)) if (paths.has(up)) throw bad(archive, `${PACK_INDEX} lists ${up} as a file and ${p} inside it`);
+    if (folders.has(p)) throw bad(archive, `${PACK_INDEX} lists ${p} both as a file and as a folder`);
+  }
+  const planned = idx.files.map((f) => {
+    const entry = byName.get(f.entry);
+    if (!entry) throw bad(archive, `${f.entry} is missing`);
+    if (f.entry !== `${idx.root}/${f.path}${f.method === "sparse" ? SPARSE_SUFFIX : ""}`) throw bad(archive, `${f.entry} does not name ${f.path}`);
+    const bytes = declaredBytes(archive, f);
+    if (entry.usize !== bytes) throw bad(archive, `${entry.name}: the central directory declares ${entry.usize} bytes, ${PACK_INDEX} ${bytes}`);
+    return { file: f, entry, bytes };
+  });
+  const manifestEntry = byName.get(`${idx.root}/${MANIFEST_FILE}`);
+  if (!manifestEntry) throw bad(archive, `it holds no ${MANIFEST_FILE}: not a capture`);
+  const m = parseManifest(await jsonEntry(archive, fd, manifestEntry, MANIFEST_FILE), `${archive}: ${MANIFEST_FILE}`);
+  const listed = new Map(m.files.map((f) => [posix.normalize(f.path), f.size]));
+  const images = new Map(
+    (["before", "after"] as const).map((w) => [posix.normalize(m.memory[w]), { bytes: w === "before" ? m.memory.beforeFileBytes : m.memory.afterFileBytes, bound: imageBound(m) }]),
+  );
+  for (const { file: f } of planned) {
+    const image = images.get(f.path);
+    const want = image?.bytes ?? listed.get(f.path);
+    if (want !== undefined && f.size !== want) throw bad(archive, `${f.path} would be ${f.size} bytes; the manifest says ${want}`);
+    if (image && image.bytes > image.bound) throw bad(archive, `${f.path}: the manifest gives it ${image.bytes} bytes, more than its regions and globals can fill (${image.bound} bytes)`);
+    if (f.method === "sparse" && !image) throw bad(archive, `${f.path} is packed sparse (holes), but only the manifest's memory images are: its size ${f.size} is not bounded by its data`);
+  }
+  return planned;
+}
+
+/** Mode bits unpack gives a file: the archive's, without group/other write or special bits; always owner read/write. */
+export function unpackedMode(mode: number): number {
+  return (mode & FILE_MODE_MASK) | 0o600;
+}
+
+/**
+ * Unpack an archive written by packCapture into `outArg` (default: ./ROOT), written as
+ * DIR.tmp-<pid> and renamed when every entry has been written and the capture checks (every
+ * file's SHA-256, every stored memory chunk's kc64). Sparse files are recreated with their holes
+ * (each extent written at its offset, then the size set). File modes are masked (unpackedMode).
+ * @throws KerncapError E_ARCHIVE (damaged, zip-slip, CRC, sizes past the declared ones),
+ *   E_EXISTS (DIR exists, no force), E_CHECKSUM (naming the file, or the region and chunk),
+ *   E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed)
+ */
+export async function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean; onProgress?: ArchiveProgress } = {}): Promise<UnpackResult> {
+  const stops = new StopSignals().install();
+  try {
+    return await unpack(archiveArg, outArg, opts, interruptCheck(stops, "unpack"));
+  } finally {
+    stops.dispose();
+  }
+}
+
+async function unpack(archiveArg: string, outArg: string | undefined, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<UnpackResult> {
+  const t0 = performance.now();
+  const archive = resolve(archiveArg);
+  if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
+  if (!statSync(archive).isFile()) throw new KerncapError("E_USAGE", `${archive} is not a file`, { hint: "Give the .zip that `kerncap pack` wrote." });
+  const fd = openSync(archive, "r");
+  let tmp: string | undefined;
+  let ok = false;
+  try {
+    const entries = centralDirectory(archive, fd, fstatSync(fd).size);
+    const idx = await readIndex(archive, fd, entries);
+    refuseUnsafeNames(archive, idx);
+    const dest = resolve(outArg ?? idx.root);
+    const realArchive = realPathLoose(archive);
+    const realDest = realPathLoose(dest);
+    if (archive === dest || archive.startsWith(dest + sep) || realArchive === realDest || realArchive.startsWith(realDest + sep)) throw new KerncapError("E_USAGE", `the archive ${archive}${realArchive !== archive ? ` (${realArchive})` : ""} lies inside ${dest}, the folder it would be unpacked into`, { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." });
+    const existed = existsSync(dest);
+    if (existed) assertReplaceable(dest, Boolean(opts.force));
+    assertOutputPath(dest, "capture folder");
+    assertNotNested(dest); // unpacked inside a capture it would be that capture's content, never a capture
+    // every check that needs no writing comes first: a refused archive leaves nothing behind
+    const plan = await planUnpack(archive, fd, idx, entries, dest);
+    const data = dataExtents(archive);
+    removeStale(dest, "unpack");
+    tmp = tempFor(dest);
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { mode: 0o700 });
+    markTemp(tmp); // known as kerncap's if this unpack is killed (src/leftovers.ts)
+    const made = new Set<string>([tmp]);
+    // each folder by itself, chmod'ed: mkdir's mode is cut by the umask (0777 under umask 000), a chmod is not
+    const folder = (p: string) => {
+      if (made.has(p)) return;
+      folder(dirname(p));
+      mkdirSync(p);
+      chmodSync(p, FOLDER_MODE);
+      made.add(p);
+    };
+    for (const d of idx.dirs) folder(safeEntryPath(archive, tmp, d));
+    const { sparseFiles, filesBytes, dataBytes } = await writeFiles(archive, fd, tmp, dest, plan, folder, data, opts, tick);
+    chmodSync(tmp, FOLDER_MODE);
+    // the capture's own checks (manifest, per-file checksums, memory image sizes, every stored chunk's kc64) before the rename
+    try {
+      const m = readManifest(tmp);
+      verifyFiles(tmp, m);
+      verifyRegions(tmp, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
+    } catch (e) {
+      if (!(e instanceof KerncapError)) throw e;
+      throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, { hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked." });
+    }
+    await tick(); // the last point before the rename: a signal until here leaves nothing
+    replaceWithTemp(tmp, dest, existed, idx, archive);
+    ok = true;
+    return { archive, dir: dest, files: idx.files.length, sparseFiles, bytes: { files: filesBytes, data: dataBytes }, warnings: idx.warnings ?? [], seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    closeSync(fd);
+    if (!ok && tmp) rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Paths (relative, "/"-separated) of the regular files and links under `dir` that `keep` does not
+ * list: what replacing `dir` with an unpacked capture loses (a user's notes, files added to src/).
+ * Unreadable folders are skipped.
+ */
+export function filesNotIn(dir: string, keep: Set<string>): string[] {
+  const out: string[] = [];
+  const walk = (d: string, rel: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(d);
+    } catch {
+      return;
+    }
+    for (const n of names.sort()) {
+      const p = join(d, n);
+      const r = rel ? `${rel}/${n}` : n;
+      let st;
+      try {
+        st = lstatSync(p);
+      } catch {
+        continue;
+      }
+      if (st.isDirectory()) walk(p, r);
+      else if (!keep.has(r)) out.push(r);
+    }
+  };
+  walk(dir, "");
+  return out;
+}
+
+/** Whether `path` is an archive that kerncap pack wrote: a zip whose central directory names ROOT/kerncap-pack.json. Never throws. */
+export async function isPackArchive(path: string): Promise<boolean> {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const entries = centralDirectory(path, fd, fstatSync(fd).size);
+    return entries.some((e) => e.name.endsWith(`/${PACK_INDEX}`) && e.name.split("/").length === 2);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * The archive's root folder name and every folder and file name in its index: no separator, no
+ * `.`/`..`, no control character, portable (unportableName): names are data, refused before any
+ * folder is made. @throws KerncapError E_ARCHIVE
+ */
+function refuseUnsafeNames(archive: string, idx: PackIndex): void {
+  if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
+  if (/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(idx.root)) throw bad(archive, `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`);
+  // names are data: a root or entry name outside the portable set is refused before any folder is made
+  for (const [what, name] of [["root folder name", idx.root] as const, ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const), ...idx.files.map((f) => ["file", f.path] as const)]) {
+    const why = unportableName(name);
+    if (why) throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, { hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again." });
+  }
+}
+
+/**
+ * Write every planned file under `tmp` (folders made by `folder`), streamed from the archive with
+ * its CRC-32 and size checked: a sparse one extent by extent at its offsets, the others with
+ * blocks of zeros left as holes; modes masked (unpackedMode).
+ * @returns sparse files, the files' bytes (apparent sizes) and the entries' data bytes
+ * @throws KerncapError E_ARCHIVE; the file system's errors with the file's path in `dest`
+ */
+async function writeFiles(
+  archive: string,
+  fd: number,
+  tmp: string,
+  dest: string,
+  plan: Planned[],
+  folder: (p: string) => void,
+  data: ArchiveData,
+  opts: { onProgress?: ArchiveProgress },
+  tick: () => Promise<void>,
+): Promise<{ sparseFiles: number; filesBytes: number; dataBytes: number }> {
+  let sparseFiles = 0;
+  let filesBytes = 0;
+  let dataBytes = 0;
+  const unpackTotal = plan.reduce((a, p) => a + p.entry.usize, 0);
+  let unpacked = 0;
+  const progress = opts.onProgress && ((c: Uint8Array) => opts.onProgress!("unpacking", (unpacked += c.length), unpackTotal));
+  progress?.(new Uint8Array(0));
+  for (const { file: f, entry: e, bytes } of plan) {
+    const p = safeEntryPath(archive, tmp, f.path);
+    folder(dirname(p));
+    const out = openSync(p, "w", 0o600);
+    try {
+      if (f.method === "sparse") {
+        sparseFiles++;
+        const ext = f.extents ?? [];
+        let x = 0; // current extent
+        let inX = 0; // bytes of it written
+        await streamEntry(archive, fd, e, bytes, (c) => {
+          progress?.(c);
+          for (let o = 0; o < c.length; ) {
+            const cur = ext[x];
+            if (!cur) throw bad(archive, `${f.entry} holds more bytes than its extents`);
+            const n = Math.min(c.length - o, cur[1] - inX);
+            writeSync(out, c, o, n, cur[0] + inX);
+            o += n;
+            inX += n;
+            if (inX === cur[1]) (x++, (inX = 0));
+          }
+        }, tick, data);
+        while (x < ext.length && ext[x]![1] === 0) x++; // empty extents hold no bytes
+        if (x !== ext.length) throw bad(archive, `${f.entry} holds fewer bytes than its extents`);
+      } else {
+        // blocks of zeros are left as holes: a stored run of zeros costs no disk here either
+        let at = 0;
+        await streamEntry(archive, fd, e, bytes, (c) => {
+          progress?.(c);
+          writeSparse(out, c, at);
+          at += c.length;
+        }, tick, data);
+      }
+      ftruncateSync(out, f.size); // the trailing hole; earlier holes were never written
+    } catch (err) {
+      throw withPath(err, join(dest, f.path));
+    } finally {
+      closeSync(out);
+    }
+    chmodSync(p, unpackedMode(f.mode));
+    filesBytes += f.size;
+    dataBytes += e.usize;
+  }
+  return { sparseFiles, filesBytes, dataBytes };
+}
+
+/**
+ * Put the checked temp folder at `dest`: a folder that appeared there meanwhile is refused, one
+ * that existed (--force) is removed (the files the archive does not hold named in a warning), the
+ * received mark written (src/format/trust.ts), then the rename.
+ * @throws KerncapError E_EXISTS
+ */
+function replaceWithTemp(tmp: string, dest: string, existed: boolean, idx: PackIndex, archive: string): void {
+  if (existsSync(dest)) {
+    // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
+    if (!existed) throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o." });
+    // RECEIVED_MARK is written again below, whatever the archive holds: not a file this replacement loses
+    const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
+    if (gone.length) log.warn(`--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`);
+    rmSync(dest, { recursive: true, force: true });
+  }
+  markReceived(tmp, archive); // validate asks before running its build.sh (src/format/trust.ts)
+  rmSync(join(tmp, TEMP_MARKER), { force: true });
+  try {
+    renameSync(tmp, dest);
+  } catch (e) {
+    // another unpack or run renamed its folder there between the check above and this rename
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOTEMPTY" || code === "EEXIST") throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o." });
+    throw e;
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * The device-side pruning's entry points (./policy.ts has the whole design): pruneDeviceTU, and
+ * DevicePruner, which keeps the tokens and the analysis of every declaration from one call to the
+ * next and reads again only what follows the first changed character (the watch loop's saves).
+ */
+import { isName, tokenize, type Tokens } from "./tokens.ts";
+import { type Item, splitItems, words } from "./declarations.ts";
+import { analyse, type DeclInfo } from "./names.ts";
+import { finish, type PruneResult } from "./policy.ts";
+
+/** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses. */
+interface PruneState {
+  text: string;
+  t: Tokens;
+  items: Item[];
+  info: (DeclInfo | undefined)[];
+  namespaces: string;
+}
+
+
+/** Length of the common prefix of a and b (UTF-16 units). */
+function commonPrefix(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  // 64 KiB, then 1 KiB chunks compared as strings (a native compare), then characters
+  for (const step of [65536, 1024]) while (i + step <= n && a.slice(i, i + step) === b.slice(i, i + step)) i += step;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
+
+/**
+ * A pruner that reuses, from one call to the next, the tokens and the analysis of every
+ * namespace-scope declaration that ends before the first character that changed (the watch
+ * loop's saves change one file of the TU: what comes before it is the same text). Same result
+ * as pruneDeviceTU.
+ */
+export class DevicePruner {
+  private state: PruneState | undefined;
+  /** Declarations whose analysis the last call reused. */
+  reused = 0;
+
+  prune(text: string): PruneResult {
+    const t0 = performance.now();
+    let t: Tokens, items: Item[], info: (DeclInfo | undefined)[] = [];
+    const st = this.state;
+    let k = -1;
+    if (st) {
+      const L = commonPrefix(st.text, text);
+      for (let i = st.items.length - 1; i >= 0; i--) {
+        const it = st.items[i]!;
+        if (it.nest === 0 && it.kind !== "open" && it.b > it.a && st.t.end[it.b - 1]! <= L) { k = i; break; }
+      }
+    }
+    if (st && k >= 0) {
+      const tb = st.items[k]!.b;
+      t = tokenize(text, st.t.end[tb - 1]!, st.t, tb);
+      items = splitItems(t, tb, st.items.slice(0, k + 1));
+      info = st.info.slice(0, k + 1);
+    } else {
+      t = tokenize(text);
+      items = splitItems(t);
+    }
+    const namespaces = new Set(["std", "__gnu_cxx", "__cxxabiv1"]);
+    for (const it of items) {
+      if (it.kind === "open") { for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w); }
+      // a namespace alias (`namespace cg = cooperative_groups;`): `cg::thread_block` names thread_block
+      else if (it.kind === "decl" && t.text[it.a] === "namespace" && t.text[it.a + 2] === "=" && isName(t.text[it.a + 1]!)) namespaces.add(t.text[it.a + 1]!);
+    }
+    const nsKey = [...namespaces].sort().join(" ");
+    if (st && nsKey !== st.namespaces) info = []; // a namespace appeared or went: every declaration is read again
+    this.reused = 0;
+    for (let idx = 0; idx < items.length; idx++) {
+      if (items[idx]!.kind !== "decl") continue;
+      if (info[idx]) this.reused++;
+      else info[idx] = analyse(t, items[idx]!, namespaces);
+    }
+    this.state = { text, t, items, info, namespaces: nsKey };
+    return finish(text, t, items, info, namespaces, t0);
+  }
+}
+
+/**
+ * Prune a gcc-preprocessed CUDA TU (the input of cicc: `gcc -E` with nvcc's device-side
+ * defines, line markers included) to the declarations the primary file's code needs (see the
+ * module comment). Pure text in, text out; no compiler is run.
+ * @param text the preprocessed TU (gcc -E output, read as latin1 so that bytes round-trip)
+ * @returns the pruned text (same number of lines), counts and the time taken (ms)
+ */
+export function pruneDeviceTU(text: string): PruneResult {
+  return new DevicePruner().prune(text);
+}

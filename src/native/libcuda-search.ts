@@ -1,0 +1,90 @@
+/**
+ * Where kerncap looks for libcuda (KERNCAP_LIBCUDA, else the loader's search for libcuda.so.1)
+ * and how a library that does not load is explained: which names were tried and why each failed,
+ * which verbs need a GPU. No library is opened here: src/native/libcuda.ts opens it, doctor
+ * reports the search (src/doctor.ts).
+ */
+import { libcudaOverride } from "../env.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { KerncapError } from "../errors.ts";
+
+/**
+ * Where libcuda is looked for: KERNCAP_LIBCUDA alone when it is set (explicit means explicit);
+ * otherwise, in order, the loader's search path (bare names) and two usual driver folders. A bare name is left out when a file of that name is in the current
+ * folder: bun:ffi's dlopen loads it from there (seen by a fresh-user trial: a libcuda.so.1 in the
+ * working folder ran its constructor in `kerncap replay`), so the working folder never supplies
+ * code to kerncap.
+ * @throws KerncapError E_NO_GPU when KERNCAP_LIBCUDA is a path (it has a /) to no file
+ */
+export function libcudaCandidates(cwd = process.cwd(), environ: Record<string, string | undefined> = process.env): string[] {
+  const env = libcudaOverride(environ);
+  // an explicit path is authoritative, as KERNCAP_CUPTI_PATH's: a typo must not silently fall back to the usual search
+  if (env && env.includes("/") && !existsSync(env)) {
+    throw new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a file that does not exist: ${env}`, {
+      hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
+    });
+  }
+  // and the only candidate: a file that does not load (not an ELF, the wrong one) is said, not passed over
+  if (env) return [env];
+  return [...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
+}
+/** The bare library names that no file of the working folder would shadow. */
+export function bareLibraryNames(names: string[], cwd = process.cwd()): string[] {
+  return names.filter((n) => !existsSync(join(cwd, n)));
+}
+/** dlopen's reason from a loader error, without the library name it repeats (missing file, missing symbol, wrong ELF class). */
+export function loaderReason(e: unknown): string {
+  const line = String((e as Error)?.message ?? e).split("\n")[0]!;
+  const parts = line.split(": ");
+  // 'Failed to open library "X": /path/X: cannot open shared object file: No such file or directory'
+  const i = parts.findIndex((p) => /^(cannot|undefined symbol|wrong ELF|invalid ELF)/.test(p));
+  return (i >= 0 ? parts.slice(i).join(": ") : line).slice(0, 160);
+}
+/** KERNCAP_LIBCUDA set to a file that does not load (cuda(), probeGpu, doctor say the same). */
+export function overrideDoesNotLoad(tried: { name: string; reason: string }[]): KerncapError {
+  return new KerncapError("E_NO_GPU", `KERNCAP_LIBCUDA names a library that does not load: ${describeTried(tried)}`, {
+    hint: "Point it at the driver's libcuda.so.1 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1), or unset it to search the usual places.",
+  });
+}
+/** The entry point a loader error says the library lacks (bun:ffi: `Symbol "cuX" not found`), or undefined. */
+export function missingSymbol(reason: string): string | undefined {
+  return /Symbol "([^"]+)" not found/.exec(reason)?.[1] ?? /undefined symbol: (\S+)/.exec(reason)?.[1];
+}
+/** "a, b, c: reason" when every candidate failed the same way, else "a (reason); b (reason)". */
+export function describeTried(tried: { name: string; reason: string }[]): string {
+  const reasons = new Set(tried.map((t) => t.reason));
+  return reasons.size === 1 ? `${tried.map((t) => t.name).join(", ")}: ${[...reasons][0]}` : tried.map((t) => `${t.name} (${t.reason})`).join("; ");
+}
+/**
+ * The verbs that need an NVIDIA GPU and its driver: capture, replay, Nsight; validate and tune for
+ * their replays only (they build without one). Every verb of src/cli/verbs.ts is in this list or
+ * in NO_GPU_VERBS (test/cpu/cli.test.ts), and docs/install.md gives both.
+ */
+export const GPU_VERBS = ["run", "list", "replay", "check", "eval", "profile", "validate", "tune"] as const;
+/** The verbs that work on a machine without a GPU (doctor reports the missing driver; mcp's validate and replay tools still need one). */
+export const NO_GPU_VERBS = ["inspect", "pack", "unpack", "export", "judge", "schema", "demo", "doctor", "completion", "mcp"] as const;
+/** "a, b and c" */
+function joined(words: readonly string[]): string {
+  return words.length > 1 ? `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}` : words.join("");
+}
+/**
+ * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
+ * every verb gives: what needs the GPU and what works without it (GPU_VERBS, NO_GPU_VERBS).
+ */
+export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
+  const whole = GPU_VERBS.filter((v) => v !== "validate" && v !== "tune");
+  return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
+    hint: `kerncap ${whole.join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); ${joined(NO_GPU_VERBS)} work anywhere, validate still rebuilds the edited source (a build error is reported first) and tune still builds every config.`,
+  });
+}
+/**
+ * What the usual libcuda search (libcudaCandidates without KERNCAP_LIBCUDA) tried, for its failure
+ * message: describeTried, then the bare names it left out because a file of that name is in the
+ * working folder (bareLibraryNames), which would otherwise vanish from the list unexplained.
+ */
+export function describeLibcudaSearch(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
+  const shadowed = ["libcuda.so.1", "libcuda.so"].filter((n) => !bareLibraryNames([n], cwd).length);
+  const text = describeTried(tried);
+  return shadowed.length ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)` : text;
+}

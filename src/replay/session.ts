@@ -1,0 +1,504 @@
+/**
+ * A capture's memory resident on the device (ReplaySession): opened once (./restore.ts: spans
+ * reserved at the captured VAs, the before state restored and checked), then any number of runs,
+ * each a module load, the checked runs (./checked-runs.ts), their judging (./judging.ts) and the
+ * timed launches, with the memory put back to the before state between runs. Device work goes
+ * through the backend of the capture's vendor (./backends/factory.ts openBackend).
+ */
+import { chunkExpectation } from "../format/chunks.ts";
+import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
+import { FileImage } from "../format/file-image.ts";
+import { JUDGE_FILE } from "../format/file-names.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { capturePath, readCaptureBytes } from "../format/paths.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+import { openBackend } from "./backends/factory.ts";
+import type { ClockState, DeviceScanner, ReplayBackend, ReplayModule } from "./backends/interface.ts";
+import { checkedRanges, checkedRuns } from "./checked-runs.ts";
+import { median } from "./compare.ts";
+import { judgeRuns, replayFault, type Judged } from "./judging.ts";
+import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.ts";
+import { ChangedChunks, checkRestored, moduleGlobals, putBackWritten, reserveSpans, restoreBefore, type LoadedGlobal, type Restorer } from "./restore.ts";
+import type { ComparedRuns, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
+import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
+import { overallVerdict } from "./tolerance.ts";
+
+/**
+ * A capture's memory resident on the GPU at its captured VAs, checked, ready for any number of
+ * runs (kernel launches of the captured or a rebuilt module). One per process: the captured VAs
+ * are reserved once.
+ */
+export interface ReplaySession {
+  readonly dir: string;
+  readonly manifest: Manifest;
+  /** The restore, the VA reservation and the GPU check of open (reported in every run's result). */
+  readonly opened: { restore: ReplayResult["restore"]; reserve: ReplayResult["reserve"]; verifySeconds: number };
+  /** The last reset (null before the first). */
+  readonly lastReset: ResetStats | null;
+  /**
+   * One replay: module load, globals restore, checked runs, compare, timed launches (the result
+   * replay returns). From the second run on, the memory is first put back to the before state
+   * (reset()). The module is unloaded at the end.
+   * @throws as replay; an error for which isContextLost(e) holds (a kernel fault) leaves the
+   *   context unusable: close the session with the context (close({ resetDevice: true })) and open another.
+   */
+  run(o: RunOptions): Promise<ReplayResult>;
+  /**
+   * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one
+   * after the other from the before state, then timed interleaved (timeInterleaved) with a
+   * second load of each module, in rounds taken until the comparison (src/replay/stats.ts
+   * adaptiveCompare) is decided or `candidate.compareBudgetSeconds` ends. `candidate.modulePath` may be a promise (a build still
+   * running): the baseline is checked meanwhile. iters: the larger of the two.
+   * @throws as run()
+   */
+  runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns>;
+  /**
+   * Several kernels on the same memory (kerncap tune's configs): each judged as run() judges it,
+   * from the before state, then all timed interleaved with `timing`'s iters and L2 flush. With
+   * `tolerate`, a kernel that fails to load or launch (a KerncapError: too much shared memory, a
+   * kernel not in its module) is that entry's error and the others go on.
+   * @returns one entry per kernel, in order: its result and its times (µs), or its error
+   */
+  runSet(list: RunOptions[], timing: RunOptions, tolerate?: boolean): Promise<SetRun[]>;
+  /**
+   * Put back the before state of every chunk the previous runs wrote: the app's changed chunks
+   * from the device backup, then a kc64 scan of every region against the manifest's before hashes
+   * (chunkExpectation(...).beforeHash) and the chunks that still differ from memory/before.bin
+   * (a wrong kernel may write anywhere). No-op when nothing ran since the last reset. run() calls
+   * it; a caller with idle time (the watch between saves) calls it earlier to take it off the
+   * next run's path.
+   * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
+   */
+  reset(): ResetStats | undefined;
+  /** Whether an error of run() left the device context unusable (the backend's isContextLost). */
+  isContextLost(e: unknown): boolean;
+  /**
+   * Free what the session holds on the device and the host: its allocations, pinned buffers and
+   * the VA reservations (ReplayBackend.close); the context stays for the next capture, unless
+   * `resetDevice` destroys it (after a kernel fault: isContextLost).
+   */
+  close(o?: { resetDevice?: boolean }): void;
+}
+
+/**
+ * Open an opened capture (src/format/capture-dir.ts openCapture) for replay on its device (the
+ * backend of its vendor, src/replay/backends/factory.ts): check the small files, reserve every span at its
+ * captured VA, restore the before state, check it (kc64 per chunk, when verify) and load the scan
+ * kernel. Steps 1-2 of replay, done once.
+ * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
+ *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
+ */
+export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
+  const { dir, manifest: m } = c;
+  // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
+  // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
+  verifyFiles(dir, o.verify ? m : { ...m, files: [] });
+
+  // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
+  const be = openBackend(m, o.ordinal);
+  try {
+    return await openOn(be, dir, m, o);
+  } catch (e) {
+    // nothing stays reserved (close unmaps): the no-ASLR retry (src/replay/aslr.ts) is another process that needs these VAs
+    be.close();
+    if (be.isContextLost(e)) be.reset();
+    throw e;
+  }
+}
+
+async function openOn(be: ReplayBackend, dir: string, m: Manifest, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
+  const reserve = reserveSpans(be, m);
+  const { restorer, restore } = restoreBefore(be, dir, m);
+  const scanner = await be.scanner();
+  const tv = performance.now();
+  if (o.verify) for (const r of m.regions) checkRestored(scanner, BigInt(r.va), r, m.memory.chunkBytes, m.memory.before, `region ${r.va}`);
+  const verifySeconds = (performance.now() - tv) / 1000;
+  return new Session(dir, m, be, restorer, scanner, o.verify, { restore, reserve, verifySeconds });
+}
+
+/** A loaded module and how long its wait and load took. */
+interface Loaded {
+  mod: ReplayModule;
+  modFile: string;
+  /** RunOptions.launchOf's answer for a rebuilt module (undefined: the captured block and shared memory). */
+  rebuiltLaunch?: { block: [number, number, number]; sharedMemBytes: number };
+  moduleWaitSeconds: number;
+  /** performance.now() when the load began. */
+  t2: number;
+}
+
+/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a kernel's dynamic shared memory above 48 KiB needs it raised. */
+export const MAX_DYNAMIC_SHARED = 8;
+
+/**
+ * The captured launch with a rebuilt module's block and dynamic shared memory (RunOptions.launchOf),
+ * the function's dynamic shared memory limit raised to it where it needs more than captured.
+ */
+export function withRebuiltLaunch(m: Manifest, r: { block: [number, number, number]; sharedMemBytes: number }): Manifest {
+  const attrs = m.functionAttributes.filter((a) => a.id !== MAX_DYNAMIC_SHARED);
+  const cap = m.functionAttributes.find((a) => a.id === MAX_DYNAMIC_SHARED)?.value ?? 0;
+  const need = r.sharedMemBytes > cap ? [{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: r.sharedMemBytes }] : m.functionAttributes.filter((a) => a.id === MAX_DYNAMIC_SHARED);
+  return { ...m, launch: { ...m.launch, block: r.block, sharedMemBytes: r.sharedMemBytes }, functionAttributes: [...attrs, ...need] };
+}
+
+/** A kernel checked and ready to time: its launch, the restore before each, and its result given the timed launches (µs). */
+interface Prepared {
+  /** The capture faulted in the app: the replay's outcome, nothing to time. */
+  fault?: ReplayResult;
+  launch: () => void;
+  restoreChanged: () => void;
+  finish: (times: number[], interleaved: boolean, clocks: ClockState | null) => ReplayResult;
+}
+
+class Session implements ReplaySession {
+  lastReset: ResetStats | null = null;
+  /** The capture's judging settings (src/replay/judge-settings.ts), read once at open: each run's options override them. */
+  private readonly judging: JudgeSettings | undefined;
+  private readonly C: number;
+  /** Some run launched since the last reset. */
+  private dirty = false;
+  /** The app's changed chunks of every region, and their before state on the device (step 4). */
+  private readonly changed: ChangedChunks;
+  private flush: bigint | undefined;
+  /** The last timed launches had L2 flushed before each. */
+  private flushed = false;
+  /** The clocks during the last timed launches (the backend's clocks). */
+  private clocks: Promise<ClockState | null> = Promise.resolve(null);
+  private readonly before: FileImage;
+  private readonly after: FileImage;
+  private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
+
+  constructor(
+    readonly dir: string,
+    readonly manifest: Manifest,
+    private readonly be: ReplayBackend,
+    private readonly restorer: Restorer,
+    private readonly scanner: DeviceScanner,
+    private readonly verify: boolean,
+    readonly opened: ReplaySession["opened"],
+  ) {
+    const m = manifest;
+    this.C = m.memory.chunkBytes;
+    this.changed = new ChangedChunks(be, m, restorer);
+    this.before = new FileImage(capturePath(dir, m.memory.before));
+    this.after = new FileImage(capturePath(dir, m.memory.after));
+    this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
+    this.judging = readJudging(dir);
+  }
+
+  reset(): ResetStats | undefined {
+    if (!this.dirty) return undefined;
+    const t0 = performance.now();
+    const m = this.manifest;
+    this.changed.restore();
+    const { chunks, bytes } = putBackWritten(this.scanner, this.restorer, m, this.regionExpect, this.verify);
+    this.dirty = false;
+    this.lastReset = { chunks, bytes, regionsScanned: m.regions.length, seconds: (performance.now() - t0) / 1000 };
+    if (chunks) log.debug(`reset: ${chunks} chunks (${bytes} bytes) written outside the app's changed chunks put back from ${m.memory.before}`);
+    return this.lastReset;
+  }
+
+  isContextLost(e: unknown): boolean {
+    return this.be.isContextLost(e);
+  }
+
+  close(o: { resetDevice?: boolean } = {}): void {
+    // best effort: after a kernel fault the context refuses every call, and the error to report is the fault
+    this.changed.free();
+    try {
+      if (this.flush !== undefined) this.be.memFree(this.flush);
+    } catch {
+      /* the context is gone with the fault */
+    }
+    this.restorer.dispose();
+    this.be.close();
+    if (o.resetDevice) this.be.reset();
+    this.flush = undefined;
+  }
+
+
+  async run(o: RunOptions): Promise<ReplayResult> {
+    this.reset();
+    const l = await this.load(o);
+    try {
+      const p = await this.prepare(o, l);
+      if (p.fault) return p.fault;
+      const times = this.time([p], o);
+      return p.finish(times, false, await this.clocks);
+    } finally {
+      l.mod.unload(); // its globals go with it; the next run loads its own module
+    }
+  }
+
+  async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {
+    // a launch that faults in the app ends the context: nothing to time, the candidate alone is judged
+    if (this.manifest.fault) return { baseline: null, candidate: await this.run(candidate), compare: null };
+    const iters = Math.max(baseline.iters, candidate.iters);
+    const timing = { ...candidate, iters };
+    if (iters < MIN_PAIRS) {
+      const [a, b] = await this.runSet([baseline, candidate], timing, false);
+      if ("error" in a!) throw a.error;
+      if ("error" in b!) throw b.error;
+      return { baseline: a.result, candidate: b.result, compare: null };
+    }
+    // each module loaded a second time (one checked run: the same module again) and timed in the
+    // same rounds: the placement's share of a difference halves, and each A/A difference is the
+    // kernel's own noise floor (src/replay/stats.ts); more rounds until the comparison is decided
+    // or the budget ends
+    let compare: TimingComparison | null = null;
+    const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
+      let round = 0;
+      const out = await adaptiveCompare(
+        (n) => {
+          const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
+          round += n;
+          return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
+        },
+        { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
+      );
+      compare = out.compare;
+      return this.roundTimes;
+    });
+    if ("error" in a!) throw a.error;
+    if ("error" in b!) throw b.error;
+    return { baseline: a.result, candidate: b.result, compare };
+  }
+
+  async runSet(list: RunOptions[], timing: RunOptions, tolerate = true): Promise<SetRun[]> {
+    return this.withPrepared(list, tolerate, (ps) => this.timeInterleaved(ps, timing, 0));
+  }
+
+  /**
+   * Load and prepare (check) each kernel of `list` from the before state, then time them with
+   * `time` (each kernel's times, µs) and finish each result; modules unloaded at the end.
+   */
+  private async withPrepared(list: RunOptions[], tolerate: boolean, time: (ps: Prepared[]) => number[][] | Promise<number[][]>): Promise<SetRun[]> {
+    const loaded: Loaded[] = [];
+    const ready: { k: number; p: Prepared }[] = [];
+    const out: SetRun[] = [];
+    try {
+      for (const [k, o] of list.entries()) {
+        this.reset();
+        try {
+          const l = await this.load(o);
+          loaded.push(l);
+          ready.push({ k, p: await this.prepare(o, l) });
+        } catch (e) {
+          if (!tolerate || !isKerncapError(e)) throw e;
+          log.debug(`kernel ${k} of the set: ${e.message}`);
+          out[k] = { error: e };
+        }
+      }
+      const times = await time(ready.map((x) => x.p));
+      const clocks = await this.clocks;
+      for (const [j, { k, p }] of ready.entries()) out[k] = { result: p.finish(times[j]!, ready.length > 1, clocks), times: times[j]! };
+      return out;
+    } finally {
+      for (const l of loaded) l.mod.unload();
+    }
+  }
+
+  /** 3. The module (waiting for a build still running), loaded. */
+  private async load(o: RunOptions): Promise<Loaded> {
+    const { dir, be } = this;
+    const m = this.manifest;
+    const tw = performance.now();
+    const rebuilt = await o.modulePath; // an absolute path that the reproducer's build printed
+    const modFile = rebuilt ?? capturePath(dir, m.module.file);
+    const moduleWaitSeconds = (performance.now() - tw) / 1000;
+    const t2 = performance.now();
+    const image = new Uint8Array(rebuilt ? await Bun.file(rebuilt).arrayBuffer() : readCaptureBytes(dir, m.module.file, m.module.size));
+    const rebuiltLaunch = rebuilt && !o.launch ? o.launchOf?.(rebuilt) : undefined;
+    return { mod: be.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2, ...(rebuiltLaunch ? { rebuiltLaunch } : {}) };
+  }
+
+  /** Timed launches of one prepared kernel (the list finish takes). */
+  private time(ps: [Prepared], o: RunOptions): number[] {
+    return this.timeInterleaved(ps, o, 0)[0]!;
+  }
+
+  /** Every kernel's times of the timeInterleaved calls since the last one at round 0 (µs, in launch order). */
+  private roundTimes: number[][] = [];
+
+  /**
+   * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
+   * under a profiler or compute-sanitizer; none when `firstRound` > 0, a continuation), then
+   * `iters` timed ones each. With several kernels, one launch of each per round in the balanced
+   * order of src/replay/stats.ts roundOrder (A B, B A, …; rounds numbered from `firstRound`), so
+   * that a position effect (the launch right after the restore) falls on all alike. A flush of L2 with
+   * flushL2 before each launch: a read of a buffer larger than L2 (DeviceScanner.evict: clean
+   * lines, as ncu's --cache-control all leaves), a memset where the backend cannot read. The clocks are read meanwhile (this.clocks).
+   * @returns each kernel's times of this call (µs), in launch order; this.roundTimes holds them since round 0
+   */
+  private timeInterleaved(ps: Prepared[], o: RunOptions, firstRound: number): number[][] {
+    const { be } = this;
+    let flush: bigint | undefined;
+    // a buffer of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB): reading it evicts every line the previous launch left
+    const flushBytes = Math.max(256 << 20, 2 * (be.l2Bytes?.() ?? 0));
+    if (o.flushL2) {
+      try {
+        if (this.flush === undefined) {
+          this.flush = be.memAlloc(flushBytes);
+          be.memset(this.flush, 0, flushBytes);
+        }
+        flush = this.flush;
+      } catch {
+        log.warn(`--flush-l2: no device memory for the ${flushBytes >> 20} MiB flush buffer; timing with a warm L2`);
+      }
+    }
+    this.flushed = flush !== undefined;
+    if (firstRound === 0) {
+      this.clocks = (o.iters ? be.clocks?.() : undefined) ?? Promise.resolve(null);
+      this.roundTimes = ps.map(() => []);
+    }
+    const times = ps.map(() => [] as number[]);
+    for (let i = o.iters && firstRound === 0 ? -2 : 0; i < o.iters; i++) {
+      const order = roundOrder(ps.length, i < 0 ? i + 2 : firstRound + i);
+      for (const k of order) {
+        ps[k]!.restoreChanged();
+        // a read of the flush buffer: L2 holds its clean lines, and the restore's dirty ones are written back before the launch
+        if (flush !== undefined && !this.scanner.evict?.(flush, flushBytes)) be.memset(flush, i & 0xff, flushBytes);
+        const us = be.timedLaunch(ps[k]!.launch);
+        if (i >= 0) {
+          times[k]!.push(us);
+          this.roundTimes[k]!.push(us);
+        }
+      }
+    }
+    be.sync();
+    return times;
+  }
+
+  /**
+   * Steps 3-5 for one loaded module: the kernel, its attributes, the module globals restored, the
+   * checked runs compared with the app's after state; what remains is timing (the launch and the
+   * restore between launches) and the result (finish, given the times).
+   */
+  private async prepare(given: RunOptions, l: Loaded): Promise<Prepared> {
+    const { dir, be, restorer, scanner, C } = this;
+    const { mod, modFile, moduleWaitSeconds, t2, rebuiltLaunch } = l;
+    // the capture's judging settings under this run's options (src/replay/judge-settings.ts)
+    const judged = mergeJudging(this.judging, given);
+    const o: RunOptions = { ...given, ...judged.options };
+    const { restore, reserve, verifySeconds } = this.opened;
+    const m = this.manifest;
+    // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
+    const lm = o.launch ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes } : rebuiltLaunch ? withRebuiltLaunch(m, rebuiltLaunch) : m;
+    const name = o.kernelName ?? m.kernel.name;
+    const f = mod.kernel(name);
+    if (f === undefined) {
+      throw new KerncapError("E_KERNEL_NOT_IN_MODULE", `kernel ${name} is not in ${modFile}`, {
+        hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
+      });
+    }
+    f.applyAttributes(lm.functionAttributes);
+    // Module globals (__device__/__constant__ variables): the loaded module has its own copies,
+    // at addresses of the runtime's choosing; write the captured before state into them by name.
+    const globals = moduleGlobals(mod, m, modFile, o.modulePath !== undefined);
+    const restoreGlobal = (g: LoadedGlobal) => restorer.restore(g.dva, g, C);
+    globals.forEach(restoreGlobal);
+    restorer.finish();
+    if (this.verify) for (const g of globals) checkRestored(scanner, g.dva, g, C, m.memory.before, `global ${g.name}`);
+    const loadSeconds = (performance.now() - t2) / 1000;
+    log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
+
+    const params = o.launch?.params ?? new Uint8Array(readCaptureBytes(dir, m.params.file, m.params.size));
+    const launchKernel = f.launcher(lm, params);
+    const launch = () => {
+      this.dirty = true;
+      launchKernel();
+    };
+    const module = { file: modFile, loadSeconds, waitSeconds: moduleWaitSeconds };
+
+    // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
+    if (m.fault) {
+      const fault = replayFault(dir, m, be, launch, module, restore, reserve, verifySeconds);
+      return { fault, launch, restoreChanged: () => {}, finish: () => fault };
+    }
+
+    // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs
+    // (made once per session, from the before state).
+    this.changed.keep();
+    const restoreChanged = () => {
+      for (const g of globals) if (g.changed) restoreGlobal(g);
+      restorer.finish();
+      this.changed.restore();
+    };
+
+    // 5. Checked launches from the same before state (./checked-runs.ts), judged (./judging.ts).
+    const images = { before: this.before, after: this.after };
+    log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3))} checked runs`);
+    const tc = performance.now();
+    const { ranges, tol, asMultiset } = checkedRanges(m, params, o, globals, images);
+    const expect = ranges.map((x) => chunkExpectation(x.r, C));
+    const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged }, C, images);
+    const judgedRuns = judgeRuns(ranges, expect, runs, asMultiset, tol, C, images);
+    const compareSeconds = (performance.now() - tc) / 1000;
+    const base = { dir, m, o, module, globals: globals.length, check: { verifySeconds, compareSeconds, bytesCopiedBack: runs.bytesCopiedBack }, runs: runs.runs, tol, judgedFrom: judged.fromCapture };
+    const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) => resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed });
+    return { launch, restoreChanged, finish };
+  }
+}
+
+/** What a run's result is made of besides the judging and the timed launches (Session.prepare). */
+interface RunFacts {
+  dir: string;
+  m: Manifest;
+  o: RunOptions;
+  module: ReplayResult["module"];
+  /** Module globals restored and checked. */
+  globals: number;
+  check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number };
+  runs: number;
+  tol: { atol: number; rtol: number };
+  /** The judging settings taken from the capture (kerncap judge), by name. */
+  judgedFrom: string[];
+}
+
+/** The result of one run: the judging's verdict, the timed launches' figures (µs), what the session's open and the run cost. */
+function resultOf(
+  be: ReplayBackend,
+  opened: ReplaySession["opened"],
+  f: RunFacts,
+  j: Judged,
+  t: { times: number[]; interleaved: boolean; clocks: ClockState | null; flushed: boolean },
+): ReplayResult {
+  const { m, o } = f;
+  const { times } = t;
+  const determinism = { runs: f.runs, runsDiffering: j.runsDiffering.size, nondeterministic: j.runsDiffering.size > 0, ...(o.nondeterministic !== undefined ? { expected: o.nondeterministic ? ("nondeterministic" as const) : ("deterministic" as const) } : {}) };
+  // a kernel said to be deterministic whose runs differ: a race or an atomic the edit brought in
+  const unexpectedlyVaried = o.nondeterministic === false && j.runsDiffering.size > 0;
+  const sorted = [...times].sort((a, b) => a - b);
+  const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
+  const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
+  return {
+    dir: f.dir,
+    kernel: m.kernel.demangled || m.kernel.name,
+    verdict: overallVerdict(j.numerics) === "mismatch" || unexpectedlyVaried ? "mismatch" : "match",
+    regionsChecked: m.regions.length + f.globals,
+    bytesChecked: j.bytesChecked,
+    mismatches: j.mismatches,
+    timing: {
+      iters: times.length,
+      medianUs: times.length ? median(times) : NaN,
+      minUs: times.length ? sorted[0]! : NaN,
+      p10Us: pct(0.1),
+      p90Us: pct(0.9),
+      appUs,
+      method: be.timingMethod(t.flushed) + (t.interleaved ? ", interleaved with the other kernel's launches" : ""),
+      appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
+      l2: t.flushed ? "flushed" : "warm",
+      clocks: t.clocks,
+      ...(o.keepSamples ? { samplesUs: times } : {}),
+    },
+    restore: opened.restore,
+    reserve: opened.reserve,
+    check: { ...f.check, ...(be.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
+    determinism,
+    module: f.module,
+    device: { name: be.deviceName(), arch: be.arch() },
+    numerics: { verdict: overallVerdict(j.numerics), atol: f.tol.atol, rtol: f.tol.rtol, regions: j.numerics.filter((x) => x.verdict !== "bit-exact"), ...(f.judgedFrom.length ? { settings: { file: JUDGE_FILE, used: f.judgedFrom } } : {}) },
+    ...(o.multiset?.length ? { multiset: j.multiset } : {}),
+  };
+}
