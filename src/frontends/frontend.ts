@@ -7,17 +7,38 @@
  * frontend: a new folder and one line in the registry (test/frontends/toy/ is one, registered by
  * test/cpu/frontends.test.ts).
  */
-import type { FinalizeOptions } from "../capture/finalize.ts";
-import type { Raw } from "../capture/raw.ts";
 import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { ElementType } from "../replay/tolerance.ts";
 import type { TemplateFile } from "./templates.ts";
 
+/**
+ * What a frontend reads of the raw capture (raw.json, docs/raw-capture.md; src/capture/raw.ts
+ * `Raw` has these fields and more). `frontend` is the one field a frontend writes: the one that
+ * recognises the launch as its own claims it (Triton: a cubin its shim saw compiled).
+ */
+export interface RawLaunch {
+  frontend: string;
+  kernel: { name: string; demangled: string; match_index: number; counts_benchmarks?: boolean };
+  device: { name: string; arch: string };
+  launch: { shared_mem_bytes: number };
+  module: { file: string; kind: string } | null;
+}
+
+/**
+ * What a frontend's enrichment gives finalize (src/capture/finalize.ts FinalizeOptions has the
+ * same two fields): what to store under manifest.source, and a hook that renders the reproducer
+ * project into the temporary folder `dir` before its rename to `finalDir`.
+ */
+export interface Enrichment {
+  source?: Record<string, unknown>;
+  beforeRename?: (dir: string, m: Manifest, finalDir: string) => void | Promise<void>;
+}
+
 /** What a frontend sees of a finished capture before finalize (the raw capture in its temporary folder). */
 export interface CaptureContext {
   tmpDir: string;
-  raw: Raw;
+  raw: RawLaunch;
   /** The --kernel pattern that selected the launch, and the application's command line. */
   pattern: string;
   command: string[];
@@ -112,7 +133,7 @@ export interface Frontend<Options = unknown> {
    * renders the reproducer project into the folder before its rename. {} when the capture is not
    * this frontend's. Never throws for a missing source: the reason is logged or recorded.
    */
-  enrich?(ctx: CaptureContext, options: Options): Pick<FinalizeOptions, "source" | "beforeRename">;
+  enrich?(ctx: CaptureContext, options: Options): Enrichment;
   /** Before the reproducer's build.sh runs (CUDA: remake a slice whose TU was edited). */
   beforeBuild?(dir: string, m: Manifest): void;
   /** The error a failed build.sh means, from its stderr, when more than a compile error (CUDA: an -rdc link, E_RDC); undefined for a plain one. */

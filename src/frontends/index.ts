@@ -4,18 +4,18 @@
  * options, the capture environment, the enrichment, the frontend names the raw capture may carry)
  * is derived from it here.
  */
-import type { FinalizeOptions } from "../capture/finalize.ts";
 import { KerncapError } from "../errors.ts";
 import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { setBuildScriptReader } from "../format/trust.ts";
+import type { RegionTypes } from "../replay/tolerance-plan.ts";
 import { cudaFrontend } from "./cuda/index.ts";
-import type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
+import type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
 import { readBuildScripts } from "./stock-build.ts";
 import { tritonFrontend } from "./triton/index.ts";
 
-export type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
+export type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 
 /** Every frontend, in the order their capture enrichment runs (Triton first: it claims the cubins it compiled before CUDA renders a C++ reproducer). */
 const registry: Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
@@ -56,6 +56,17 @@ export function frontendOf(m: Pick<Manifest, "kernel">): Frontend {
   return f;
 }
 
+/**
+ * The element types the capture's frontend knows for its regions (Frontend.regionTypes), bound to
+ * the capture: what the replay takes as RunOptions.regionTypes and src/replay/tolerance-plan.ts
+ * regionNumericsPlan as `regionTypes`. undefined when its frontend knows none.
+ * @throws KerncapError E_FRONTEND for a name no frontend has
+ */
+export function regionTypesOf(m: Manifest): RegionTypes | undefined {
+  const f = frontendOf(m);
+  return f.regionTypes ? (params, written) => f.regionTypes!(m, params, written) : undefined;
+}
+
 /** `kerncap run`'s options of every frontend, by option name. */
 export function captureArgs(): Record<string, CaptureArg> {
   return Object.assign({}, ...registry.map((f) => f.captureArgs ?? {}));
@@ -82,7 +93,7 @@ export async function captureEnv(): Promise<Record<string, string>> {
  * runs each frontend's in order with the final folder's name.
  */
 export function captureEnrichment(ctx: CaptureContext, options: Readonly<Record<string, unknown>>): { source?: Record<string, unknown>; beforeRename: (dir: string, m: Manifest, finalDir: string) => Promise<void> } {
-  const parts = registry.map((f) => f.enrich?.(ctx, options[f.name]) ?? ({} as Pick<FinalizeOptions, "source" | "beforeRename">));
+  const parts = registry.map((f) => f.enrich?.(ctx, options[f.name]) ?? ({} as Enrichment));
   const source = parts.find((p) => p.source)?.source;
   return {
     ...(source ? { source } : {}),

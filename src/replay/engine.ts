@@ -19,7 +19,7 @@ import { log } from "../log.ts";
 import { diffBytes, median, vaSpans } from "./compare.ts";
 import { openBackend, type DeviceMemory, type DeviceScanner, type ReplayBackend, type ReplayModule } from "./backend.ts";
 import { ELEMENT_BYTES, overallVerdict, RegionAccumulator, type ElementType, type RegionNumerics } from "./tolerance.ts";
-import { multisetRegions, regionNumericsPlan } from "./tolerance-plan.ts";
+import { multisetRegions, regionNumericsPlan, type RegionTypes } from "./tolerance-plan.ts";
 import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
@@ -116,6 +116,13 @@ export interface ReplayOptions {
    * and dynamic shared memory change; undefined keeps the captured launch. `launch` wins over it.
    */
   launchOf?: (modulePath: string) => { block: [number, number, number]; sharedMemBytes: number } | undefined;
+  /**
+   * The element types the capture's frontend knows for its regions (src/frontends/index.ts
+   * regionTypesOf: Triton's signature pointer types, through the parameter buffer); a region
+   * without one is compared as `dtype`, else fp32. Required so that no caller forgets its
+   * frontend's; undefined where the caller has none.
+   */
+  regionTypes: RegionTypes | undefined;
   /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */

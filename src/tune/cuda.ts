@@ -131,7 +131,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   }
 
   const t1 = performance.now();
-  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
+  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1, regionTypes: undefined }; // no element types from a CUDA capture: --dtype, else fp32
   const ok = built.flatMap((b, i) => ("error" in b ? [] : [{ i, module: b.module }]));
   const s = await openReplay(capture, { verify: true });
   let set;

@@ -18,7 +18,7 @@ import { runBuildCommand } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { templatesFolder } from "../frontends/templates.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
-import { tritonParamTypes } from "../frontends/triton/numerics.ts";
+import { regionTypesFromSignature, tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
 import { buildChildEnv, tritonReproducerEnv } from "../env.ts";
 import { log } from "../log.ts";
@@ -219,7 +219,7 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
 
   // the app's module first (the baseline), then every config that compiled
   const t1 = performance.now();
-  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
+  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1, regionTypes: (p: Uint8Array, w?: (ri: number, offset: number) => boolean) => regionTypesFromSignature(m, p, w) };
   const candidates: { i: number; run: RunOptions }[] = [];
   for (const [i, b] of built.entries()) {
     if ("error" in b) continue;
