@@ -3,7 +3,7 @@
  * (./candidates.ts materialise), then built as `kerncap validate --confine` builds (the one
  * rebuild policy, src/rebuild/rebuilder.ts, build.sh alone; confined where the reproducer's
  * compiler writes a dependency list: src/frontends/confine.ts), or, for a Triton config, compiled
- * by repro.py as `kerncap tune` compiles one (src/tune/triton.ts); the rebuilt module checked by
+ * by repro.py as `kerncap tune` compiles one (src/frontends/triton/tune.ts); the rebuilt module checked by
  * the frontend before anything launches it. The outcome is the module with the kernel's registers
  * and stack frame, or the candidate's verdict when it never reaches a GPU: compile-error (the
  * compiler's message), layout-change (the kernel's parameters are not the captured ones), error.
@@ -17,8 +17,8 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { readCaptureBytes } from "../format/paths.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
-import { capturedConfig, readPinned, tritonConfigCompiler, tritonScalarArgs } from "../tune/triton.ts";
-import { evalGrid } from "../tune/space.ts";
+import { capturedConfig, readPinned, tritonConfigCompiler, tritonScalarArgs } from "../frontends/triton/tune.ts";
+import { evalGrid } from "../frontends/tune.ts";
 import { materialise, type Candidate } from "./candidates.ts";
 import type { EvalVerdict } from "../format/eval-record.ts";
 
@@ -66,7 +66,7 @@ export function moduleFigures(path: string, m: Pick<Manifest, "kernel" | "device
 export interface BuildSettings {
   /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1). */
   force: boolean;
-  /** A Triton config's launch grid expression (src/tune/space.ts evalGrid). */
+  /** A Triton config's launch grid expression (src/frontends/tune.ts evalGrid). */
   grid?: string;
   /** kerncap mcp's evaluate (eval --confine): every build whose frontend's build does not run the source is confined, recorded source root or not. */
   confine?: boolean;

@@ -40,7 +40,7 @@ import { EVAL_VERDICTS, EvalRecord, type EvalOutcome, type EvalVerdict } from ".
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { tritonFrontend } from "../frontends/triton/index.ts";
-import { capturedConfig, readPinned } from "../tune/triton.ts";
+import { capturedConfig, readPinned } from "../frontends/triton/tune.ts";
 import { buildCandidate, type BuildOutcome, type BuildSettings } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";

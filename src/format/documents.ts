@@ -26,7 +26,7 @@ export const DOCUMENT_VERSIONS = {
   "validate-watch": 1,
   /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
   profile: 1,
-  /** `kerncap tune` (src/tune/space.ts TuneResult). */
+  /** `kerncap tune` (src/frontends/tune.ts TuneResult). */
   tune: 1,
   pack: 1,
   unpack: 1,
@@ -133,9 +133,9 @@ const Compare = v.nullable(
   }),
 );
 
-/** A config of kerncap tune and its outcome (src/tune/space.ts TuneRow). */
+/** A config of kerncap tune and its outcome (src/frontends/tune.ts TuneRow). */
 const TuneRow = v.object({
-  /** Triton: constexpr values (kwargs) and compile options; CUDA: macros (-DNAME=V), -maxrregcount, extra nvcc flags (src/tune/cuda-space.ts CudaConfig). */
+  /** Triton: constexpr values (kwargs) and compile options; CUDA: macros (-DNAME=V), -maxrregcount, extra nvcc flags (src/frontends/cuda/tune-space.ts CudaConfig). */
   config: v.union([
     v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
     v.object({ defines: v.record(v.string(), v.string()), maxrregcount: v.optional(U), flags: v.array(v.string()) }),

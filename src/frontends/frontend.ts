@@ -11,6 +11,7 @@ import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { ElementType } from "../replay/tolerance.ts";
 import type { TemplateFile } from "./templates.ts";
+import type { TuneDriver } from "./tune.ts";
 
 /**
  * What a frontend reads of the raw capture (raw.json, docs/raw-capture.md; src/capture/raw.ts
@@ -97,6 +98,8 @@ export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
 export interface Frontend<Options = unknown> {
   /** manifest.kernel.frontend */
   readonly name: string;
+  /** Its name in messages ("CUDA", "Triton"); default `name`. */
+  readonly label?: string;
   /** `kerncap validate` (rebuild + replay) is supported for its captures. */
   readonly validates: boolean;
   /**
@@ -158,6 +161,8 @@ export interface Frontend<Options = unknown> {
   readonly sourceSuffixes?: readonly string[];
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
+  /** Its `kerncap tune` (Triton: ./triton/tune.ts, constexprs and compile options compiled by repro.py; CUDA: ./cuda/tune.ts, macros and nvcc flags through build.sh). None: tune refuses its captures. */
+  readonly tune?: TuneDriver;
   /**
    * Element types of the captured regions this frontend knows (Triton: the signature's pointer
    * types, through the parameter buffer); undefined entries fall back to --dtype / fp32.

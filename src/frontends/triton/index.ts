@@ -9,9 +9,11 @@ import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
 import { tritonEnv, tritonFinalize } from "./shim.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
+import { tritonTune } from "./tune.ts";
 
 export const tritonFrontend: Frontend = {
   name: "triton",
+  label: "Triton",
   validates: true,
   buildRunsSource: true,
   templates: TRITON_TEMPLATES,
@@ -20,4 +22,5 @@ export const tritonFrontend: Frontend = {
   enrich: (ctx) => tritonFinalize(ctx.tmpDir, ctx.raw, ctx.pattern, ctx.command),
   regionTypes: regionTypesFromSignature,
   rebuiltLaunch: tritonRebuiltLaunch,
+  tune: tritonTune,
 };
