@@ -7,6 +7,7 @@
  * frontend: a new folder and one line in the registry (test/frontends/toy/ is one, registered by
  * test/cpu/frontends.test.ts).
  */
+import type { EnvVarDoc } from "../env.ts";
 import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { ElementType } from "../replay/tolerance.ts";
@@ -100,6 +101,12 @@ export interface Frontend<Options = unknown> {
   readonly name: string;
   /** Its name in messages ("CUDA", "Triton"); default `name`. */
   readonly label?: string;
+  /**
+   * Its `KERNCAP_*` variables (Triton: ./triton/env.ts, the shim's switches and the reproducer's
+   * Python), read only through getters in its own env.ts; listed with the core's (src/env.ts) by
+   * ./index.ts envVars() and in docs/environment.md.
+   */
+  readonly env?: Readonly<Record<`KERNCAP_${string}`, EnvVarDoc>>;
   /** `kerncap validate` (rebuild + replay) is supported for its captures. */
   readonly validates: boolean;
   /**

@@ -4,6 +4,7 @@
  * options, the capture environment, the enrichment, the frontend names the raw capture may carry)
  * is derived from it here.
  */
+import { ENV_VARS, type EnvVarDoc } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -31,12 +32,15 @@ export function frontends(): readonly Frontend[] {
 /**
  * Add a frontend after the built-in ones (a test's, in-process).
  * @returns the function that removes it again
- * @throws Error for a name already registered or an option another frontend declares (a kerncap bug)
+ * @throws Error for a name already registered, or an option or variable another frontend (or the core) declares (a kerncap bug)
  */
 export function registerFrontend<O>(f: Frontend<O>): () => void {
   if (registry.some((x) => x.name === f.name)) throw new Error(`frontend ${f.name} is registered already`);
   const taken = Object.keys(f.captureArgs ?? {}).filter((a) => Object.hasOwn(captureArgs(), a));
   if (taken.length) throw new Error(`frontend ${f.name}: option ${taken.join(", ")} belongs to another frontend`);
+  const known = envVars();
+  const vars = Object.keys(f.env ?? {}).filter((k) => Object.hasOwn(known, k));
+  if (vars.length) throw new Error(`frontend ${f.name}: variable ${vars.join(", ")} is declared already`);
   registry.push(f as Frontend);
   return () => {
     const i = registry.indexOf(f as Frontend);
@@ -65,6 +69,22 @@ export function frontendOf(m: Pick<Manifest, "kernel">): Frontend {
 export function regionTypesOf(m: Manifest): RegionTypes | undefined {
   const f = frontendOf(m);
   return f.regionTypes ? (params, written) => f.regionTypes!(m, params, written) : undefined;
+}
+
+/**
+ * Every `KERNCAP_*` variable: the core's (src/env.ts ENV_VARS), then each frontend's
+ * (Frontend.env), by name: what docs/environment.md lists.
+ * @throws Error for a name two of them declare (a kerncap bug)
+ */
+export function envVars(): Record<string, EnvVarDoc> {
+  const all: Record<string, EnvVarDoc> = { ...ENV_VARS };
+  for (const f of registry) {
+    for (const [k, v] of Object.entries(f.env ?? {})) {
+      if (Object.hasOwn(all, k)) throw new Error(`frontend ${f.name}: variable ${k} is declared already`);
+      all[k] = v;
+    }
+  }
+  return all;
 }
 
 /** `kerncap run`'s options of every frontend, by option name. */

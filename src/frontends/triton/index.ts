@@ -5,6 +5,7 @@
  * (./repro.ts, ./templates.ts). At replay, the signature gives each region's element type (./numerics.ts).
  */
 import type { Frontend } from "../frontend.ts";
+import { TRITON_ENV_VARS } from "./env.ts";
 import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
 import { tritonEnv, tritonFinalize } from "./shim.ts";
@@ -14,6 +15,7 @@ import { tritonTune } from "./tune.ts";
 export const tritonFrontend: Frontend = {
   name: "triton",
   label: "Triton",
+  env: TRITON_ENV_VARS,
   validates: true,
   buildRunsSource: true,
   templates: TRITON_TEMPLATES,

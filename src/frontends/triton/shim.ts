@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import shimFile from "./sitecustomize.py" with { type: "file" };
 import { cachedFolder } from "../../cache.ts";
-import { tritonKeepCaches, tritonShimEnabled, tritonShimOverride } from "../../env.ts";
+import { tritonKeepCaches, tritonShimEnabled, tritonShimOverride } from "./env.ts";
 import { sha256File } from "../../format/capture-dir.ts";
 import { log } from "../../log.ts";
 import type { Enrichment, RawLaunch } from "../frontend.ts";
