@@ -37,6 +37,14 @@ export interface Enrichment {
   beforeRename?: (dir: string, m: Manifest, finalDir: string) => void | Promise<void>;
 }
 
+/** One line of `kerncap doctor` (src/doctor.ts Check): ok / warn / fail / skip, and the fix. */
+export interface DoctorCheck {
+  id: string;
+  status: "ok" | "warn" | "fail" | "skip";
+  detail: string;
+  fix?: string;
+}
+
 /** What a frontend sees of a finished capture before finalize (the raw capture in its temporary folder). */
 export interface CaptureContext {
   tmpDir: string;
@@ -107,6 +115,14 @@ export interface Frontend<Options = unknown> {
    * ./index.ts envVars() and in docs/environment.md.
    */
   readonly env?: Readonly<Record<`KERNCAP_${string}`, EnvVarDoc>>;
+  /** Its `kerncap doctor` checks of this machine (Triton: python3, triton, torch), in the environment `env`; never throws. */
+  doctor?(env: Record<string, string | undefined>): DoctorCheck[];
+  /**
+   * Files its capture-time code writes into the capture library's output folder beside the
+   * captures (Triton: the shim's triton.jsonl), which every capture of a run reads at its
+   * enrichment: copied into each capture's own folder first (src/capture/session.ts).
+   */
+  readonly captureFiles?: readonly string[];
   /** `kerncap validate` (rebuild + replay) is supported for its captures. */
   readonly validates: boolean;
   /**

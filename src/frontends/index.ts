@@ -100,6 +100,11 @@ export function captureOptions(args: Readonly<Record<string, unknown>>): Record<
   return Object.fromEntries(registry.filter((f) => f.captureOptions).map((f) => [f.name, f.captureOptions!(args)]));
 }
 
+/** The files every frontend's capture-time code writes beside the captures (Frontend.captureFiles), for each capture's enrichment. */
+export function captureFiles(): string[] {
+  return registry.flatMap((f) => f.captureFiles ?? []);
+}
+
 /** The capture-time environment of every frontend, merged. */
 export async function captureEnv(): Promise<Record<string, string>> {
   const env: Record<string, string> = {};

@@ -15,6 +15,9 @@ import type { Enrichment, RawLaunch } from "../frontend.ts";
 import { renderTritonReproducer } from "./repro.ts";
 import { joinTriton, parseTritonJsonl, type TritonSource } from "./join.ts";
 
+/** The shim's records (compiles and launches, one JSON object a line), in the capture library's output folder. */
+export const TRITON_RECORDS = "triton.jsonl";
+
 /** Folder holding sitecustomize.py (KERNCAP_TRITON_SHIM overrides it). */
 export async function tritonShimDir(): Promise<string> {
   const own = tritonShimOverride();
@@ -51,7 +54,7 @@ export function tritonFinalize(
   pattern: string,
   command: string[],
 ): Enrichment {
-  const jsonl = join(tmpDir, "triton.jsonl");
+  const jsonl = join(tmpDir, TRITON_RECORDS);
   if (!existsSync(jsonl) || !raw.module || raw.module.kind !== "cubin") return {};
   let source: TritonSource | undefined;
   try {
