@@ -10,6 +10,7 @@
 import type { EnvVarDoc } from "../env.ts";
 import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import type { RunFiles } from "../format/run-files.ts";
 import type { ElementType } from "../replay/tolerance.ts";
 import type { TemplateFile } from "./templates.ts";
 import type { TuneDriver } from "./tune.ts";
@@ -123,6 +124,13 @@ export interface Frontend<Options = unknown> {
    * enrichment: copied into each capture's own folder first (src/capture/session.ts).
    */
   readonly captureFiles?: readonly string[];
+  /**
+   * The files its rebuild runs or reads commands from besides build.sh (Triton: ./triton/runs.ts,
+   * pinned.json, repro.py, the kernel file and interpreter pinned.json names): what the trust gate
+   * shows, hashes and stages for every capture, whatever frontend its manifest names
+   * (src/format/run-files.ts), and what a confined build holds to their rendered bytes.
+   */
+  readonly runFiles?: RunFiles;
   /** `kerncap validate` (rebuild + replay) is supported for its captures. */
   readonly validates: boolean;
   /**

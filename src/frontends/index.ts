@@ -7,6 +7,7 @@
 import { ENV_VARS, type EnvVarDoc } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
+import { addRunFiles, runFilesLoaded } from "../format/run-files.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { setBuildScriptReader } from "../format/trust.ts";
 import type { RegionTypes } from "../replay/tolerance-plan.ts";
@@ -23,6 +24,10 @@ const registry: Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
 
 // the trust gate (a lower layer) reads a received capture's build.sh against its frontend's templates through this
 setBuildScriptReader((name, files) => readBuildScripts(registry.find((f) => f.name === name)?.templates, files));
+
+// what each one's build runs besides build.sh, for the trust gate (src/format/run-files.ts): asked for before this loaded, it refuses
+for (const f of registry) if (f.runFiles) addRunFiles(f.runFiles);
+runFilesLoaded();
 
 /** The registered frontends, in enrichment order. */
 export function frontends(): readonly Frontend[] {
@@ -42,9 +47,11 @@ export function registerFrontend<O>(f: Frontend<O>): () => void {
   const vars = Object.keys(f.env ?? {}).filter((k) => Object.hasOwn(known, k));
   if (vars.length) throw new Error(`frontend ${f.name}: variable ${vars.join(", ")} is declared already`);
   registry.push(f as Frontend);
+  const removeRunFiles = f.runFiles ? addRunFiles(f.runFiles) : () => {};
   return () => {
     const i = registry.indexOf(f as Frontend);
     if (i >= 0) registry.splice(i, 1);
+    removeRunFiles();
   };
 }
 

@@ -7,6 +7,7 @@
 import type { Frontend } from "../frontend.ts";
 import { checkPython } from "./doctor.ts";
 import { TRITON_ENV_VARS } from "./env.ts";
+import { tritonRunFiles } from "./runs.ts";
 import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
 import { TRITON_RECORDS, tritonEnv, tritonFinalize } from "./shim.ts";
@@ -19,6 +20,7 @@ export const tritonFrontend: Frontend = {
   env: TRITON_ENV_VARS,
   doctor: checkPython,
   captureFiles: [TRITON_RECORDS],
+  runFiles: tritonRunFiles,
   validates: true,
   buildRunsSource: true,
   templates: TRITON_TEMPLATES,

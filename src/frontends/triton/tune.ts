@@ -13,7 +13,7 @@ import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { MANIFEST_MAX_BYTES, readCaptureBytes, readInCapture } from "../../format/paths.ts";
 import type { Manifest, ParamSlot } from "../../format/manifest.ts";
-import { parsePinned, type Pinned } from "../../format/pinned.ts";
+import { parsePinned, type Pinned } from "./pinned.ts";
 import { runBuildCommand } from "../build.ts";
 import { templatesFolder } from "../templates.ts";
 import { regionTypesFromSignature, tritonParamTypes } from "./numerics.ts";
@@ -82,7 +82,7 @@ export function tritonScalarArgs(signature: Record<string, unknown>, params: Uin
   return out;
 }
 
-export type { Pinned }; // the schema's type (src/format/pinned.ts), as the tune and eval code names it
+export type { Pinned }; // the schema's type (src/frontends/triton/pinned.ts), as the tune and eval code names it
 
 /** The app's own config: the pinned constexprs that are whole numbers and the compile options. */
 export function capturedConfig(pin: Pinned): TuneConfig {
@@ -157,7 +157,7 @@ export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o
 /**
  * A Triton capture's pinned.json (the Triton shim's record, templates/triton/repro.py reads it),
  * read from `from` (the capture folder, or a private copy of it); `dir` names the capture in the error.
- * @throws KerncapError E_NO_REPRODUCER when there is none, E_MANIFEST when it breaks its schema (src/format/pinned.ts), naming the field
+ * @throws KerncapError E_NO_REPRODUCER when there is none, E_MANIFEST when it breaks its schema (src/frontends/triton/pinned.ts), naming the field
  */
 export function readPinned(from: string, dir = from): Pinned {
   const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);

@@ -10,9 +10,9 @@
  */
 import { join } from "node:path";
 import * as v from "valibot";
-import { KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
-import { describeJsonError } from "./json-position.ts";
+import { KerncapError } from "../../errors.ts";
+import { escapeForTerminal } from "../../escape.ts";
+import { describeJsonError } from "../../format/json-position.ts";
 
 export const PINNED_FILE = "pinned.json";
 
