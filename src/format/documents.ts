@@ -328,7 +328,8 @@ export const DOCUMENTS = {
   tune: v.object({
     ...id("tune"),
     dir: v.string(),
-    frontend: v.picklist(["triton", "cuda"]),
+    /** The capture's frontend (manifest kernel.frontend), whose tune made the rows (src/frontends/<name>/tune.ts); its JSON Schema enum is the registry's names. */
+    frontend: v.string(),
     kernel: v.string(),
     grid: v.nullable(v.string()),
     /** Triton: the grid is the formula inferred from the capture (the captured grid, integer arguments and tile constexprs), not a --grid given. */
@@ -448,7 +449,7 @@ export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS
 /**
  * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
  * schema. Pipes without a JSON Schema form are left out (errorMode "ignore"), never guessed.
- * @param frontends the registry's frontend names (src/frontends/index.ts), the manifest's kernel.frontend enum
+ * @param frontends the registry's frontend names (src/frontends/index.ts), the manifest's kernel.frontend enum and the tune document's frontend enum
  * @returns undefined for an unknown name
  */
 export function jsonSchemaOf(name: string, frontends: readonly string[] = []): Record<string, unknown> | undefined {
@@ -457,6 +458,8 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
   const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
   if (name === "manifest" && frontend && frontends.length) frontend.enum = [...frontends];
+  const tuned = (js.properties as { frontend?: Record<string, unknown> } | undefined)?.frontend;
+  if (name === "tune" && tuned && frontends.length) tuned.enum = [...frontends];
   return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
 }
 
