@@ -15,10 +15,7 @@ import { pickCubin } from "../codeobj/fatbin.ts";
 import { isKerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { readCaptureBytes } from "../format/paths.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
-import { capturedConfig, readPinned, tritonConfigCompiler, tritonScalarArgs } from "../frontends/triton/tune.ts";
-import { evalGrid } from "../frontends/tune.ts";
 import { materialise, type Candidate } from "./candidates.ts";
 import type { EvalVerdict } from "../format/eval-record.ts";
 
@@ -95,16 +92,11 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     let module: string;
     let grid: [number, number, number] | undefined;
     if (c.kind === "config") {
-      const pin = readPinned(dest);
-      const base = capturedConfig(pin);
-      const config = { kwargs: { ...base.kwargs, ...c.config!.kwargs }, options: { ...base.options, ...c.config!.options } };
-      if (s.grid) {
-        const params = new Uint8Array(readCaptureBytes(dest, m.params.file, m.params.size));
-        grid = evalGrid(s.grid, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
-      }
-      const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
+      // one config of the frontend's tune space, built its way (Triton: compiled by repro.py; eval.ts refused a frontend without)
+      const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid);
       if ("error" in b) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error.split(`${resolve(dest)}/`).join(""), seconds: seconds() } };
-      module = b.cubin;
+      module = b.module;
+      grid = b.grid;
       fe.checkRebuiltModule?.(module, m);
     } else {
       const r = new Rebuilder(dest, m, fe, { quiet: true, force: s.force, fullBuild: true, ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m } : {}) });

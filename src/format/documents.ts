@@ -135,11 +135,13 @@ const Compare = v.nullable(
 
 /** A config of kerncap tune and its outcome (src/frontends/tune.ts TuneRow). */
 const TuneRow = v.object({
-  /** Triton: constexpr values (kwargs) and compile options; CUDA: macros (-DNAME=V), -maxrregcount, extra nvcc flags (src/frontends/cuda/tune-space.ts CudaConfig). */
-  config: v.union([
-    v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
-    v.object({ defines: v.record(v.string(), v.string()), maxrregcount: v.optional(U), flags: v.array(v.string()) }),
-  ]),
+  /**
+   * The config in its frontend's own shape (its tune, src/frontends/<name>/tune.ts, owns it;
+   * TuneDriver.params reads it by parameter name): Triton's {kwargs, options} (constexpr values
+   * and compile options), CUDA's {defines, maxrregcount?, flags} (macros -DNAME=V, -maxrregcount,
+   * extra nvcc flags: src/frontends/cuda/tune-space.ts CudaConfig).
+   */
+  config: v.record(v.string(), v.unknown()),
   /** The table's config column. */
   label: v.optional(v.string()),
   captured: v.boolean(),

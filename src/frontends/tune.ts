@@ -5,6 +5,7 @@
  * the result table with its winner.
  */
 import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
 import type { SetRun } from "../replay/engine.ts";
 import { median } from "../replay/compare.ts";
 import { compareTimings, MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
@@ -52,8 +53,31 @@ export interface TuneSweepOptions extends TuneRunOptions {
   gate: () => void;
 }
 
+/**
+ * One config of a frontend's space built on its own, as a candidate of `kerncap eval` (a
+ * `NAME=VALUE …` candidate, parsed by parseConfigSpace: src/eval/candidates.ts): Triton's
+ * constexprs and compile options compiled by repro.py.
+ */
+export interface ConfigCandidates {
+  /**
+   * Why `config` needs a launch grid given (--grid) to run on the capture in `dir`: it changes
+   * the tile sizes the captured grid was computed from; undefined when the captured grid holds.
+   */
+  needsGrid(dir: string, config: TuneConfig): boolean;
+  /**
+   * Build `config` in `dest` (a private copy of the capture) into dest/build/, with `grid` (an
+   * expression of the kernel's integer arguments and the config's values) evaluated to the launch
+   * grid it runs with.
+   * @returns the module, the grid ([x, y, z]) when one was given, or the compiler's error (a compile error of the candidate)
+   * @throws KerncapError E_USAGE (a bad grid), E_NO_REPRODUCER, E_MANIFEST, E_INTERRUPTED
+   */
+  build(dest: string, m: Manifest, config: TuneConfig, grid?: string): Promise<{ module: string; grid?: [number, number, number] } | { error: string }>;
+}
+
 /** A frontend's `kerncap tune` (Frontend.tune): its space, its builds, its rows. */
 export interface TuneDriver {
+  /** Its configs as eval's candidates (Triton), one at a time; none: eval takes no config candidate for its captures. */
+  readonly candidates?: ConfigCandidates;
   /**
    * Sweep the space `o` gives on the capture in `dir` (its manifest's frontend is this one).
    * @throws KerncapError E_USAGE (an option it does not take, a bad space), E_UNTRUSTED, the builds' and the replay's errors

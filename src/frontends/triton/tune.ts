@@ -52,6 +52,24 @@ export const tritonTune: TuneDriver = {
     }
     return tuneTriton(dir, o);
   },
+  candidates: {
+    needsGrid(dir, config) {
+      const captured = capturedConfig(readPinned(dir));
+      return Object.entries(config.kwargs).some(([k, v]) => captured.kwargs[k] !== v);
+    },
+    async build(dest, m, c, gridExpr) {
+      const pin = readPinned(dest);
+      const base = capturedConfig(pin);
+      const config = { kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } };
+      let grid: [number, number, number] | undefined;
+      if (gridExpr) {
+        const params = new Uint8Array(readCaptureBytes(dest, m.params.file, m.params.size));
+        grid = evalGrid(gridExpr, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
+      }
+      const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
+      return "error" in b ? { error: b.error } : { module: b.cubin, ...(grid ? { grid } : {}) };
+    },
+  },
   params: (c) => {
     if (!c || typeof c !== "object" || !("kwargs" in c)) return undefined;
     const t = c as TuneConfig;
