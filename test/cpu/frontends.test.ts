@@ -109,26 +109,45 @@ export function codeOf(text: string): string {
  * other file reaches a frontend through the registry (src/frontends/index.ts) and the Frontend
  * interface only.
  */
-const MAY_NAME_A_FRONTEND: Record<string, string> = {};
+const EXPORT_WHY =
+  "kerncap export's Triton script (templates/export/repro.py and kcdata.py, the kernel's arguments from the Triton signature, the kerncap.export/1 document's `triton` and `commands.triton` fields) is being extended to Inductor and JAX exports; it moves behind a Frontend hook of its own with them";
+const MAY_NAME_A_FRONTEND: Record<string, { why: string; lines?: RegExp }> = {
+  "export/export.ts": { why: EXPORT_WHY },
+  "export/plan.ts": { why: EXPORT_WHY },
+  "cli/commands/export.ts": { why: EXPORT_WHY, lines: /r\.triton|commands\.triton/ },
+  "format/documents.ts": { why: EXPORT_WHY, lines: /^\s*(commands: v\.object\(\{ build|triton: v\.nullable)/ },
+};
 
 test("no file outside src/frontends/ names a concrete frontend (imports of its folder, its names in code, its identity)", () => {
   const frontendFolder = /from\s+["'][^"']*\/frontends\/(triton|cuda|hip)\//;
   const hits: string[] = [];
   for (const f of readdirSync(SRC, { recursive: true, encoding: "utf8" })) {
     if (!f.endsWith(".ts") || f.endsWith(".test.ts") || f.endsWith(".d.ts") || f.startsWith("frontends/")) continue;
-    if (Object.hasOwn(MAY_NAME_A_FRONTEND, f)) continue;
+    const allowed = MAY_NAME_A_FRONTEND[f];
+    if (allowed && !allowed.lines) continue;
     const text = readFileSync(join(SRC, f), "utf8");
     const lines = text.split("\n");
     codeOf(text)
       .split("\n")
       .forEach((code, i) => {
         const why = frontendFolder.test(lines[i]!) ? "imports a frontend's folder" : /triton/i.test(code) ? "names Triton" : /["'`](triton|hip)["'`]/.test(code) ? "names a frontend" : /\bfrontend\b[^;]{0,40}["'`]cuda["'`]|["'`]cuda["'`][^;]{0,40}\bfrontend\b/.test(code) ? "compares with the CUDA frontend" : undefined;
-        if (why) hits.push(`src/${f}:${i + 1} ${why}: ${lines[i]!.trim().slice(0, 120)}`);
+        if (why && !allowed?.lines?.test(lines[i]!)) hits.push(`src/${f}:${i + 1} ${why}: ${lines[i]!.trim().slice(0, 120)}`);
       });
   }
   // the reader itself: prose is blanked, names and code are kept
   expect(codeOf('log("a Triton capture"); x = "triton.jsonl"; // Triton\nf(`${tritonX} is`)')).toBe('log("                "); x = "triton.jsonl"; \nf(`    tritonX`)');
   expect(hits).toEqual([]);
+  // and the allow-list holds only what still names one (a file cleaned up leaves it)
+  const stale = Object.entries(MAY_NAME_A_FRONTEND)
+    .filter(([f, a]) => {
+      const text = readFileSync(join(SRC, f), "utf8");
+      const lines = text.split("\n");
+      return !codeOf(text)
+        .split("\n")
+        .some((code, i) => /triton/i.test(code) && (!a.lines || a.lines.test(lines[i]!)));
+    })
+    .map(([f]) => f);
+  expect(stale).toEqual([]);
 });
 
 test("docs/layout.md lists the files touched to add a frontend; the toy's modules all lie in its one folder", () => {

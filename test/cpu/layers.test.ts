@@ -10,7 +10,10 @@
  *   1 native    src/native/: the one dlopen of each native library (libcuda, libhsa, libc)
  *   2 util      src/util/: formatting for people, edit distance, shell quoting, POSIX regex (libc's), whole-file writes
  *   3 format    src/format/, src/codeobj/: the capture's files and documents, module images
- *   4 engines   src/capture/, src/replay/, src/frontends/: capture, replay, each frontend's work
+ *   4 engines   src/capture/, src/replay/, src/frontends/: capture, replay, each frontend's work;
+ *               inside it replay/ → frontends/ → capture/, lowest first (the replay asks no
+ *               frontend: its caller passes what the frontend knows; the Frontend interface has its
+ *               own types, not capture's)
  *   5 rebuild   src/rebuild/: the one rebuild policy (validate and the watch)
  *   6 services  src/doctor.ts, src/check/, src/profile/, src/tune/, src/export/, src/eval/:
  *               the verbs' work above one replay (a corpus check, Nsight, a config sweep, many
@@ -160,6 +163,14 @@ describe("the layers of src/", () => {
       .filter((e) => existsSync(e.to) && e.to.startsWith(SRC + "/"))
       .filter((e) => layerOf(rel(e.to)) > layerOf(rel(e.from)))
       .map((e) => `${rel(e.from)}:${e.line} (${LAYERS[layerOf(rel(e.from))]![0]}) imports ${rel(e.to)} (${LAYERS[layerOf(rel(e.to))]![0]})${e.typeOnly ? " [type]" : ""}`);
+    expect(up).toEqual([]);
+  });
+
+  test("inside the engines layer: src/replay/ imports neither src/frontends/ nor src/capture/, src/frontends/ not src/capture/", () => {
+    const rank = (r: string) => (r.startsWith("replay/") ? 0 : r.startsWith("frontends/") ? 1 : r.startsWith("capture/") ? 2 : -1);
+    const up = edges
+      .filter((e) => e.to.startsWith(SRC + "/") && rank(rel(e.from)) >= 0 && rank(rel(e.to)) > rank(rel(e.from)))
+      .map((e) => `${rel(e.from)}:${e.line} imports ${rel(e.to)}${e.typeOnly ? " [type]" : ""}`);
     expect(up).toEqual([]);
   });
 
