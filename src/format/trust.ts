@@ -321,10 +321,12 @@ function runsDigest(frontend: string, files: RunFile[], interpreter: string | nu
 
 /**
  * Read what a rebuild of the capture runs (WhatRuns), each file once, through the path rule
- * (src/format/paths.ts). A Triton capture runs only files under src/: pinned.json's kernelFile is a
- * relative path that stays under src/, else E_UNSAFE_PATH before anything runs.
- * @returns undefined when the capture holds none of build.sh, pinned.json, repro.py: nothing of it runs
- * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (pinned.json is not JSON or breaks its schema: src/format/pinned.ts)
+ * (src/format/paths.ts): build.sh, every registered frontend's run files (src/format/run-files.ts,
+ * whatever `frontend` the manifest names), then what those name (RunFiles.follow: a Triton capture
+ * runs only files under src/, so pinned.json's kernelFile is a relative path that stays under
+ * src/, else E_UNSAFE_PATH before anything runs), then the interpreter's check.
+ * @returns undefined when the capture holds none of build.sh and the run files: nothing of it runs
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (a frontend run file that breaks its schema: Triton's pinned.json, src/frontends/triton/pinned.ts)
  */
 export function readWhatRuns(dir: string, frontend: string, received = false): WhatRuns | undefined {
   const files: RunFile[] = [];

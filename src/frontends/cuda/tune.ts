@@ -1,6 +1,6 @@
 /**
  * `kerncap tune DIR` for a CUDA capture: every config of the space (macros, -maxrregcount, nvcc
- * flags: ./cuda-space.ts) built by the reproducer's own build.sh, with the config's words
+ * flags: ./tune-space.ts) built by the reproducer's own build.sh, with the config's words
  * appended to its nvcc command line (EXTRA_FLAGS) and its module written to a folder of its own
  * (DIR/build/tune/cuda-N/kernel.cubin), in parallel; build.sh as it is (no extra flags) is built
  * beside them as a row of its own, so that what a flag changes is told apart from what the
@@ -28,7 +28,7 @@ import { checkRebuiltModule, rdcLinkError } from "./repro.ts";
 import { remakeStaleSlice } from "./slice.ts";
 
 export interface CudaTuneOptions extends TuneRunOptions {
-  /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./cuda-space.ts parseCudaSpace). */
+  /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./tune-space.ts parseCudaSpace). */
   space: CudaSpaceSpec;
   /** --confine (kerncap mcp): each build is validate --confine's (src/frontends/confine.ts): it reads nothing outside the capture, its source root and the toolchain. */
   confine?: boolean;
