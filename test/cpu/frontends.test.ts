@@ -23,7 +23,7 @@ import { DOCUMENTS } from "../../src/format/documents.ts";
 import { renderedDigests } from "../../src/format/rendered.ts";
 import { markReceived, readWhatRuns, requireTrustedBuild } from "../../src/format/trust.ts";
 import { configParams, tuneCsv } from "../../src/tune/html.ts";
-import { tuneCapture } from "../../src/tune/tune.ts";
+import { tuneCapture } from "../../src/ops/tune.ts";
 import { runDoctor } from "../../src/doctor.ts";
 import * as v from "valibot";
 

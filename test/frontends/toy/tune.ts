@@ -31,12 +31,14 @@ export const toyTune: TuneDriver = {
     const foreign = [o.defines.length ? "--define" : "", o.maxrregcount !== undefined ? "--maxrregcount" : "", o.nvccFlags.length ? "--nvcc-flag" : "", o.grid !== undefined ? "--grid" : ""].filter(Boolean);
     if (foreign.length) throw new KerncapError("E_USAGE", `${foreign.join(", ")}: not options of a toy capture's tune`, { hint: "Sweep its levels: --config 'LEVEL=1,2,3'." });
     const m = readManifest(dir);
+    const space = toySpace(o.configs); // its usage errors, then the trust gate, before any "build"
+    o.gate();
     const text = readFileSync(join(dir, "src", "kernel.txt"), "utf8");
     const row = (config: ToyConfig, captured: boolean): TuneRow<ToyConfig> => {
       const us = text.length * config.level;
       return { config, captured, label: `LEVEL=${config.level}`, verdict: text.trim() === m.kernel.name ? "match" : "mismatch", medianUs: us, speedup: text.length / us };
     };
-    const rows = [row({ level: 1 }, true), ...toySpace(o.configs).filter((c) => c.level !== 1).map((c) => row(c, false))];
+    const rows = [row({ level: 1 }, true), ...space.filter((c) => c.level !== 1).map((c) => row(c, false))];
     const winner = pickWinner(rows) ?? null;
     return { dir, frontend: "toy", kernel: m.kernel.name, grid: null, rows, winner, paste: winner ? `LEVEL=${winner.config.level}` : null, seconds: { compile: 0, replay: 0 } };
   },
