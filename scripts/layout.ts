@@ -224,9 +224,6 @@ export function measureLayout(src = SRC, limits = { file: 600, function: 100 }):
  *   arrowUp: "from-unit → to-unit"; circle: the circle's first module; file, function: "file" / "file name".
  */
 export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; what: string; why: string }[] = [
-  { kind: "arrowUp", what: "frontends → capture", why: "the Frontend interface is typed with capture's FinalizeOptions and Raw; it gets types of its own" },
-  { kind: "arrowUp", what: "replay → frontends", why: "replay/tolerance-plan.ts asks the frontend registry for region types; the caller is to pass them" },
-  { kind: "circle", what: "capture/finalize.ts", why: "the same Frontend typing: capture → frontend registry → Frontend → capture's types" },
   { kind: "file", what: "format/trust.ts", why: "a frontend's trusted files move behind the Frontend interface" },
   { kind: "function", what: "eval/eval.ts evalCandidates", why: "eval's loop is being reworked (tune as a candidate producer)" },
   { kind: "function", what: "frontends/cuda/locate.ts locateKernelSource", why: "frontend code being reshaped behind the Frontend interface" },

@@ -1,8 +1,8 @@
 /**
  * `kerncap doctor`: what this machine has for capture, replay and reproducers, each check
  * ok / warn / fail / skip with the fix. Facts come from: dlopen of libcuda (cuDriverGetVersion,
- * cuInit, cuDeviceGetCount), the CUPTI search (src/capture/cupti.ts), `nvcc --version`,
- * python3's importlib.metadata (triton, torch; not imported), the cache folder
+ * cuInit, cuDeviceGetCount), the CUPTI search (src/capture/cupti.ts), `nvcc --version`, each
+ * frontend's own checks (Frontend.doctor: Triton's python3 and its packages), the cache folder
  * (src/cache.ts preferredCacheDir and its TMPDIR fallback, written to), /proc/sys/kernel/randomize_va_space, and with a GPU
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
@@ -19,6 +19,7 @@ import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
 import { countDevices, describeLibcudaSearch, driverVersion, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./native/libcuda.ts";
 import { findNsightTool } from "./profile/ncu.ts";
+import { frontends } from "./frontends/index.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -128,23 +129,6 @@ export function checkNcu(env: Record<string, string | undefined>): Check {
     if (!isKerncapError(e)) throw e;
     return { id: "ncu", status: "warn", detail: e.message, fix: "Only kerncap profile needs it: install Nsight Compute (with the CUDA toolkit or on its own) and put ncu on PATH or set CUDA_HOME." };
   }
-}
-
-/** python3 and the versions of triton and torch (importlib.metadata: nothing is imported). */
-export function checkPython(env: Record<string, string | undefined>): Check[] {
-  const py = Bun.which("python3", { PATH: env.PATH ?? "" });
-  if (!py) return [{ id: "python", status: "warn", detail: "python3 not found", fix: "Only Triton/PyTorch captures need it (the Triton reproducer runs repro.py)." }];
-  const code = "import json,sys\nfrom importlib import metadata\nd={'python':sys.version.split()[0]}\nfor p in ('triton','torch'):\n  try: d[p]=metadata.version(p)\n  except Exception: d[p]=None\nprint(json.dumps(d))";
-  const r = sh([py, "-c", code], 20_000, env);
-  let v: Record<string, string | null> = {};
-  try {
-    v = JSON.parse(r.out.trim().split("\n").pop() ?? "");
-  } catch {
-    return [{ id: "python", status: "warn", detail: `${py} did not run (exit ${r.code}): ${r.err.trim().split("\n").pop() ?? ""}`, fix: "Check the Python installation." }];
-  }
-  const opt = (name: string, what: string): Check =>
-    v[name] ? { id: name, status: "ok", detail: `${name} ${v[name]}` } : { id: name, status: "skip", detail: `not installed (optional: ${what})` };
-  return [{ id: "python", status: "ok", detail: `${py}: Python ${v.python}` }, opt("triton", "Triton kernels and their reproducers"), opt("torch", "PyTorch apps")];
 }
 
 /** Create `dir` and write a probe file in it. @throws the file system's error. */
@@ -304,7 +288,7 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" 
   const { path: nvccPath, ...nvcc } = nv;
   checks.push(nvcc);
   checks.push(checkNcu(env));
-  checks.push(...checkPython(env));
+  checks.push(...frontends().flatMap((f) => f.doctor?.(env) ?? [])); // each frontend's toolchain (Triton: python3, triton, torch)
   checks.push(checkCache(env));
   checks.push(checkAslr());
   if (gpu.status === "ok") {

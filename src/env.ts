@@ -1,19 +1,21 @@
 /**
- * Every `KERNCAP_*` environment variable, in one table: its meaning, who sets it and who reads it
- * (kerncap itself, the C capture libraries c/cuda/kerncap_cuda.c and c/hsa/kerncap_hsa.c with their units, the Triton shim
- * src/frontends/triton/sitecustomize.py, a reproducer's build.sh/repro.py, or the test and benchmark
- * scripts). kerncap's TypeScript reads and writes them only through the typed getters and builders
- * below (test/cpu/env.test.ts checks that, and that the README's table lists exactly these).
+ * Every `KERNCAP_*` environment variable of kerncap's core, in one table: its meaning, who sets it
+ * and who reads it (kerncap itself, the C capture libraries c/cuda/kerncap_cuda.c and
+ * c/hsa/kerncap_hsa.c with their units, a frontend's capture-time code, a reproducer's
+ * build.sh, or the test and benchmark scripts). A frontend's own variables sit in its folder
+ * (src/frontends/<name>/env.ts, Frontend.env); src/frontends/index.ts envVars() is the whole
+ * list. kerncap's TypeScript reads and writes them only through the typed getters and builders of
+ * these env.ts modules (test/cpu/env.test.ts checks that, and that docs/environment.md lists
+ * exactly these).
  *
  * Getters take an optional environment (default process.env) so tests can pass their own.
- * Flags are on only when the value is exactly "1" (what the C libraries test with strcmp);
- * KERNCAP_TRITON is off only when exactly "0".
+ * Flags are on only when the value is exactly "1" (what the C libraries test with strcmp).
  */
 
 export type Env = Record<string, string | undefined>;
 
-/** Who reads a variable. */
-export type Reader = "kerncap" | "CUDA library" | "HSA library" | "Triton shim" | "Triton reproducer" | "tests";
+/** Who reads a variable: kerncap, a capture library, the tests, or a frontend's readers (its shim, its reproducer: "Triton shim"). */
+export type Reader = "kerncap" | "CUDA library" | "HSA library" | "tests" | `${string} shim` | `${string} reproducer`;
 
 export interface EnvVarDoc {
   /** Who reads it. */
@@ -40,14 +42,6 @@ export const ENV_VARS = {
   },
   KERNCAP_LIBCUDA: { readers: ["kerncap"], setBy: "user", meaning: "libcuda.so.1 for replay and the GPU probe, searched first (a path to no file is an error, not a fallback)" },
   KERNCAP_HSA_PATH: { readers: ["kerncap"], setBy: "user", meaning: "libhsa-runtime64.so.1 for AMD replay, searched first" },
-  KERNCAP_TRITON: { readers: ["kerncap", "Triton shim"], setBy: "user", meaning: "`0`: no Triton shim on the application's PYTHONPATH" },
-  KERNCAP_TRITON_CACHES: {
-    readers: ["kerncap"],
-    setBy: "user",
-    meaning: "`1`: keep Inductor's compile workers and caches (kerncap otherwise sets TORCHINDUCTOR_COMPILE_THREADS=1 and TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)",
-  },
-  KERNCAP_TRITON_SHIM: { readers: ["kerncap"], setBy: "user", meaning: "folder holding a sitecustomize.py to use instead of the embedded shim" },
-  KERNCAP_TRITON_LAUNCHES: { readers: ["Triton shim"], setBy: "user", meaning: "`0`: the shim records compiles only, no launch events" },
   KERNCAP_VERBOSE: { readers: ["kerncap"], setBy: "user", meaning: "any non-empty value: debug logs from the start, as `--verbose`" },
   KERNCAP_NO_ASLR_RETRY: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay/validate do not retry without ASLR when a captured VA range is taken" },
   KERNCAP_NO_PRELOAD: {
@@ -61,7 +55,6 @@ export const ENV_VARS = {
     meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
   },
   KERNCAP_FAULT_VA_TAKEN: { readers: ["kerncap"], setBy: "user", meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path" },
-  KERNCAP_PYTHON: { readers: ["Triton reproducer", "kerncap"], setBy: "user", meaning: "the Python a Triton reproducer's build.sh (and `kerncap tune`) runs (default: the application's, recorded at capture)" },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",
@@ -89,7 +82,6 @@ export const ENV_VARS = {
   KERNCAP_NVTX_SUMMARY: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`list --print-summary per-nvtx`: `1` counts each launch by the NVTX ranges open in its thread (the census's `nvtx.ranges`)" },
   // ---- set by kerncap (or its reproducer's build.sh) for its own children ----
   KERNCAP_ASLR_RETRY: { readers: ["kerncap"], setBy: "kerncap", meaning: "`1` in the replay child started without ASLR (setarch -R): no second retry" },
-  KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "build.sh", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
   // ---- tests and benchmark scripts (test/gpu, scripts/) ----
   KERNCAP_BIN: { readers: ["tests"], setBy: "user", meaning: "the kerncap executable the GPU tests and benchmarks drive (default dist/kerncap)" },
   KERNCAP_GPU_OUT: { readers: ["tests"], setBy: "user", meaning: "folder where the GPU tests write measurements and commands.log" },
@@ -121,12 +113,6 @@ export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
 export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);
 /** $KERNCAP_HSA_PATH: libhsa-runtime64 searched first. */
 export const hsaOverride = (env?: Env) => readEnv("KERNCAP_HSA_PATH", env);
-/** $KERNCAP_TRITON_SHIM: a folder with sitecustomize.py instead of the embedded shim. */
-export const tritonShimOverride = (env?: Env) => readEnv("KERNCAP_TRITON_SHIM", env);
-/** The Triton shim goes on PYTHONPATH unless KERNCAP_TRITON=0. */
-export const tritonShimEnabled = (env: Env = process.env) => env.KERNCAP_TRITON !== "0";
-/** KERNCAP_TRITON_CACHES=1: leave Inductor's compile workers and caches on. */
-export const tritonKeepCaches = (env?: Env) => flag("KERNCAP_TRITON_CACHES", env);
 /** KERNCAP_VERBOSE set (non-empty): debug logs from the start. */
 export const verboseFromEnv = (env?: Env) => readEnv("KERNCAP_VERBOSE", env) !== undefined;
 /** This process is the no-ASLR replay child (KERNCAP_ASLR_RETRY=1). */
@@ -231,16 +217,6 @@ export function buildChildEnv(env: Record<string, string | undefined>, capture: 
     else delete out[k];
   }
   return out;
-}
-
-/**
- * Environment of the Triton reproducer's repro.py when kerncap runs it itself (`kerncap tune`):
- * the Python it runs (KERNCAP_PYTHON, else `captured`, the application's), named in its messages
- * as build.sh names it (KERNCAP_PYTHON_USED), and its Triton cache.
- */
-export function tritonReproducerEnv(captured: string, cacheDir: string, env: Env = process.env): { python: string; env: Record<string, string | undefined> } {
-  const python = env.KERNCAP_PYTHON || captured;
-  return { python, env: { ...env, KERNCAP_PYTHON_USED: python, TRITON_CACHE_DIR: cacheDir } };
 }
 
 /** Environment of the no-ASLR replay child (src/replay/aslr.ts). */

@@ -35,7 +35,7 @@ import { plural } from "../util/format.ts";
 import { watchProgress } from "./progress.ts";
 import type { ProgressMode } from "../util/progress.ts";
 import { nvtxEnv, type NvtxSelection } from "./nvtx.ts";
-import { captureEnrichment, captureOptions } from "../frontends/index.ts";
+import { captureEnrichment, captureFiles, captureOptions } from "../frontends/index.ts";
 import { explainNoCapture, howAppEnded, warnMissedLaunches, warnPartialMatch } from "./outcome.ts";
 export { collectiveRefusal, countedLaunches, graphOnlyMisses, selectionProblem } from "./outcome.ts";
 /**
@@ -291,7 +291,7 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     const name = captureSubfolder(Number(n), raw.kernel.demangled || raw.kernel.name);
     const target = typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
-    if (existsSync(join(tmp, "triton.jsonl"))) copyFileSync(join(tmp, "triton.jsonl"), join(d, "triton.jsonl"));
+    for (const f of captureFiles()) if (existsSync(join(tmp, f))) copyFileSync(join(tmp, f), join(d, f)); // what each frontend's enrichment reads (Frontend.captureFiles)
     const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv }, frontendOptions);
     const manifest = await finalizeCapture(raw, {
       tmpDir: d,

@@ -3,7 +3,7 @@
  * (./candidates.ts materialise), then built as `kerncap validate --confine` builds (the one
  * rebuild policy, src/rebuild/rebuilder.ts, build.sh alone; confined where the reproducer's
  * compiler writes a dependency list: src/frontends/confine.ts), or, for a Triton config, compiled
- * by repro.py as `kerncap tune` compiles one (src/tune/triton.ts); the rebuilt module checked by
+ * by repro.py as `kerncap tune` compiles one (src/frontends/triton/tune.ts); the rebuilt module checked by
  * the frontend before anything launches it. The outcome is the module with the kernel's registers
  * and stack frame, or the candidate's verdict when it never reaches a GPU: compile-error (the
  * compiler's message), layout-change (the kernel's parameters are not the captured ones), error.
@@ -15,10 +15,7 @@ import { pickCubin } from "../codeobj/fatbin.ts";
 import { isKerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { readCaptureBytes } from "../format/paths.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
-import { capturedConfig, readPinned, tritonConfigCompiler, tritonScalarArgs } from "../tune/triton.ts";
-import { evalGrid } from "../tune/space.ts";
 import { materialise, type Candidate } from "./candidates.ts";
 import type { EvalVerdict } from "../format/eval-record.ts";
 
@@ -66,7 +63,7 @@ export function moduleFigures(path: string, m: Pick<Manifest, "kernel" | "device
 export interface BuildSettings {
   /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1). */
   force: boolean;
-  /** A Triton config's launch grid expression (src/tune/space.ts evalGrid). */
+  /** A Triton config's launch grid expression (src/frontends/tune.ts evalGrid). */
   grid?: string;
   /** kerncap mcp's evaluate (eval --confine): every build whose frontend's build does not run the source is confined, recorded source root or not. */
   confine?: boolean;
@@ -95,16 +92,11 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     let module: string;
     let grid: [number, number, number] | undefined;
     if (c.kind === "config") {
-      const pin = readPinned(dest);
-      const base = capturedConfig(pin);
-      const config = { kwargs: { ...base.kwargs, ...c.config!.kwargs }, options: { ...base.options, ...c.config!.options } };
-      if (s.grid) {
-        const params = new Uint8Array(readCaptureBytes(dest, m.params.file, m.params.size));
-        grid = evalGrid(s.grid, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
-      }
-      const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
+      // one config of the frontend's tune space, built its way (Triton: compiled by repro.py; eval.ts refused a frontend without)
+      const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid);
       if ("error" in b) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error.split(`${resolve(dest)}/`).join(""), seconds: seconds() } };
-      module = b.cubin;
+      module = b.module;
+      grid = b.grid;
       fe.checkRebuiltModule?.(module, m);
     } else {
       const r = new Rebuilder(dest, m, fe, { quiet: true, force: s.force, fullBuild: true, ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m } : {}) });

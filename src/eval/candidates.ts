@@ -10,7 +10,7 @@
  *   capture folder writes them (a/src/… : two);
  * - any other file: a single replacement for the one file of src/ with its name;
  * - text of the form `NAME=VALUE …` that is no file: a Triton config (constexprs and num_warps,
- *   num_stages, maxnreg: src/tune/space.ts), compiled from the capture's own sources.
+ *   num_stages, maxnreg: src/frontends/tune.ts), compiled from the capture's own sources.
  *
  * Its identity is its label (the file or folder name, the config) and the SHA-256 of its content:
  * `--resume` and `--shard` key on it, so an edited candidate is a new one.
@@ -20,7 +20,7 @@ import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rm
 import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isCaptureTemp } from "../format/paths.ts";
-import { parseConfigSpace, type TuneConfig } from "../tune/space.ts";
+import { parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
 
 export type CandidateKind = "tree" | "patch" | "file" | "config";
 

@@ -29,7 +29,7 @@ import { isKerncapError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import type { EvalOutcome } from "../format/eval-record.ts";
 import { readCaptureBytes } from "../format/paths.ts";
-import { frontendOf } from "../frontends/index.ts";
+import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { openReplay, withRebuiltLaunch, type ComparedRuns, type ReplaySession, type RunOptions } from "../replay/engine.ts";
 import { timingOf } from "./timing.ts";
@@ -110,7 +110,7 @@ export class EvalJudge {
       session = await this.sessionFor(t.dir, s);
       const m = session.manifest;
       const fe = frontendOf(m);
-      const run: RunOptions = { iters: s.iters, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...rebuiltRun(fe, m, t.module) };
+      const run: RunOptions = { iters: s.iters, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, regionTypes: regionTypesOf(m), ...rebuiltRun(fe, m, t.module) };
       if (t.grid) {
         const rebuilt = fe.rebuiltLaunch?.(t.module, m);
         const mg = { ...m, launch: { ...m.launch, grid: t.grid } };
@@ -118,7 +118,7 @@ export class EvalJudge {
         run.launch = { launch: w.launch, functionAttributes: w.functionAttributes, params: new Uint8Array(readCaptureBytes(session.dir, m.params.file, m.params.size)) };
       }
       this.started();
-      const r = await session.runCompared({ iters: s.iters, runs: 1 }, run);
+      const r = await session.runCompared({ iters: s.iters, runs: 1, regionTypes: run.regionTypes }, run);
       return { ...base, ...verdictOf(r), runSeconds: (performance.now() - t0) / 1000, device: r.candidate.device };
     } catch (e) {
       const message = (e instanceof Error ? e.message : String(e)).split("\n").slice(0, 3).join(" / ");

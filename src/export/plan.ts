@@ -12,6 +12,7 @@ import { regionNumericsPlan } from "../replay/tolerance-plan.ts";
 import type { ElementType, Tolerance } from "../replay/tolerance.ts";
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TEMPLATE_ESCAPES } from "../frontends/templates.ts";
+import { regionTypesOf } from "../frontends/index.ts";
 
 // Launch attributes that carry handles of the app's process (events): meaningless in another
 // process; the replay drops them too (src/replay/cuda-backend.ts).
@@ -96,7 +97,7 @@ function attrBytes(hex: string): Uint8Array {
  * @throws KerncapError E_USAGE for a bad tolerance or --dtype (regionNumericsPlan)
  */
 export function exportPlan(m: Manifest, params: Uint8Array, archs: string[], o: { atol?: number; rtol?: number; dtype?: string } = {}, hsa: HsaDispatch | null = null): ExportPlan {
-  const types = regionNumericsPlan(m, params, o);
+  const types = regionNumericsPlan(m, params, { ...o, regionTypes: regionTypesOf(m) });
   const range = (r: Manifest["regions"][number], name: string, dtype: ElementType): PlanRange => ({ name, va: BigInt(r.va), size: r.size, changed: r.changed, dtype, before: r.before.extents, after: r.after.extents });
   const regions = m.regions.map((r, i) => range(r, r.kind, types[i]!.dtype)).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
   const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, name: a.name, value: attrBytes(a.valueHex) }));

@@ -26,7 +26,7 @@ export const DOCUMENT_VERSIONS = {
   "validate-watch": 1,
   /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
   profile: 1,
-  /** `kerncap tune` (src/tune/space.ts TuneResult). */
+  /** `kerncap tune` (src/frontends/tune.ts TuneResult). */
   tune: 1,
   pack: 1,
   unpack: 1,
@@ -133,13 +133,15 @@ const Compare = v.nullable(
   }),
 );
 
-/** A config of kerncap tune and its outcome (src/tune/space.ts TuneRow). */
+/** A config of kerncap tune and its outcome (src/frontends/tune.ts TuneRow). */
 const TuneRow = v.object({
-  /** Triton: constexpr values (kwargs) and compile options; CUDA: macros (-DNAME=V), -maxrregcount, extra nvcc flags (src/tune/cuda-space.ts CudaConfig). */
-  config: v.union([
-    v.object({ kwargs: v.record(v.string(), N), options: v.record(v.string(), N) }),
-    v.object({ defines: v.record(v.string(), v.string()), maxrregcount: v.optional(U), flags: v.array(v.string()) }),
-  ]),
+  /**
+   * The config in its frontend's own shape (its tune, src/frontends/<name>/tune.ts, owns it;
+   * TuneDriver.params reads it by parameter name): Triton's {kwargs, options} (constexpr values
+   * and compile options), CUDA's {defines, maxrregcount?, flags} (macros -DNAME=V, -maxrregcount,
+   * extra nvcc flags: src/frontends/cuda/tune-space.ts CudaConfig).
+   */
+  config: v.record(v.string(), v.unknown()),
   /** The table's config column. */
   label: v.optional(v.string()),
   captured: v.boolean(),
@@ -328,7 +330,8 @@ export const DOCUMENTS = {
   tune: v.object({
     ...id("tune"),
     dir: v.string(),
-    frontend: v.picklist(["triton", "cuda"]),
+    /** The capture's frontend (manifest kernel.frontend), whose tune made the rows (src/frontends/<name>/tune.ts); its JSON Schema enum is the registry's names. */
+    frontend: v.string(),
     kernel: v.string(),
     grid: v.nullable(v.string()),
     /** Triton: the grid is the formula inferred from the capture (the captured grid, integer arguments and tile constexprs), not a --grid given. */
@@ -448,7 +451,7 @@ export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS
 /**
  * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
  * schema. Pipes without a JSON Schema form are left out (errorMode "ignore"), never guessed.
- * @param frontends the registry's frontend names (src/frontends/index.ts), the manifest's kernel.frontend enum
+ * @param frontends the registry's frontend names (src/frontends/index.ts), the manifest's kernel.frontend enum and the tune document's frontend enum
  * @returns undefined for an unknown name
  */
 export function jsonSchemaOf(name: string, frontends: readonly string[] = []): Record<string, unknown> | undefined {
@@ -457,6 +460,8 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
   const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
   if (name === "manifest" && frontend && frontends.length) frontend.enum = [...frontends];
+  const tuned = (js.properties as { frontend?: Record<string, unknown> } | undefined)?.frontend;
+  if (name === "tune" && tuned && frontends.length) tuned.enum = [...frontends];
   return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
 }
 

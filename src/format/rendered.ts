@@ -2,7 +2,7 @@
  * A confined build (kerncap mcp's validate, tune and profile's build: `--confine`) is confined before
  * anything runs: it runs only the build kerncap rendered for the capture, never a build.sh someone
  * else wrote. At capture, finalize records the SHA-256 of every file a rebuild runs that the
- * reproducer's templates wrote (RUN_FILES: build.sh; Triton's pinned.json, which names the
+ * reproducer's templates wrote (runFiles(): build.sh; Triton's pinned.json, which names the
  * interpreter, and repro.py) in manifest.rendered. Before a confined build, each of those files must
  * have its recorded bytes, or the user must have trusted the folder's current ones on the command
  * line (`kerncap validate DIR --trust`: the trust record of src/format/trust.ts, kept outside every
@@ -16,23 +16,24 @@
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { readInCapture } from "./paths.ts";
+import { frontendRunFiles } from "./run-files.ts";
 import { trustOwnBuild, trustRecorded } from "./trust.ts";
 
-/** The files of a reproducer that a rebuild runs or reads its commands from, relative to the capture folder. */
-export const RUN_FILES = ["build.sh", "pinned.json", "repro.py"] as const;
+/** The files of a reproducer that a rebuild runs or reads its commands from, relative to the capture folder: build.sh and every frontend's (src/format/run-files.ts; Triton's pinned.json and repro.py). */
+const runFiles = () => ["build.sh", ...frontendRunFiles()];
 /** The largest such file read (bytes): build.sh and pinned.json are small. */
 const RUN_FILE_MAX = 1 << 20;
 
 const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
 
 /**
- * The SHA-256 of each of RUN_FILES the folder holds, for manifest.rendered (finalize, once the
+ * The SHA-256 of each of runFiles() the folder holds, for manifest.rendered (finalize, once the
  * templates were rendered into the capture's temporary folder).
  * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO …: src/format/paths.ts)
  */
 export function renderedDigests(dir: string): { path: string; sha256: string }[] {
   const out: { path: string; sha256: string }[] = [];
-  for (const path of RUN_FILES) {
+  for (const path of runFiles()) {
     const b = readInCapture(dir, path, RUN_FILE_MAX);
     if (b) out.push({ path, sha256: sha256(b) });
   }
@@ -40,14 +41,14 @@ export function renderedDigests(dir: string): { path: string; sha256: string }[]
 }
 
 /**
- * Each of RUN_FILES whose bytes in the folder are not those manifest.rendered records (a phrase
+ * Each of runFiles() whose bytes in the folder are not those manifest.rendered records (a phrase
  * naming it and both digests), empty when all are: one that is there but not recorded, recorded but
  * gone, or changed.
  */
 export function notRendered(dir: string, m: Pick<Manifest, "rendered">): string[] {
   const rec = new Map((m.rendered ?? []).map((r) => [r.path, r.sha256]));
   const out: string[] = [];
-  for (const path of RUN_FILES) {
+  for (const path of runFiles()) {
     let b: Buffer | undefined;
     try {
       b = readInCapture(dir, path, RUN_FILE_MAX);
@@ -85,7 +86,7 @@ export function requireRenderedBuild(dir: string, m: Manifest, command = "valida
 }
 
 /**
- * `--trust` on the command line (not confined) of a capture whose RUN_FILES are not the ones kerncap
+ * `--trust` on the command line (not confined) of a capture whose runFiles() are not the ones kerncap
  * wrote: record the folder's current bytes as the user's trusted build (trustOwnBuild), so that a
  * confined build of kerncap mcp runs them too. Nothing when they are kerncap's own.
  */

@@ -29,8 +29,8 @@ import { KerncapError } from "../errors.ts";
 import { privateFolderRisk } from "../cache.ts";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
-import { parsePinned, PinnedRuns } from "./pinned.ts";
-import { mkdirInCapture, readInCapture, relativePathProblem, resolveInCapture, writeInCapture } from "./paths.ts";
+import { mkdirInCapture, readInCapture, resolveInCapture, writeInCapture } from "./paths.ts";
+import { frontendRunFiles, runFileSpecs, type RunFiles } from "./run-files.ts";
 import { isPlainPath } from "../util/shell-quote.ts";
 import { writeFileAtomic } from "../util/write-file.ts";
 import { log } from "../log.ts";
@@ -102,20 +102,20 @@ export function markReceived(dir: string, archive: string): void {
 }
 
 /**
- * What in the capture folder is not the user's own (a phrase), or undefined: each of OWNED that
+ * What in the capture folder is not the user's own (a phrase), or undefined: each of owned() that
  * exists must belong to the user running kerncap (the effective uid) and be writable by no one else
  * (neither group nor other write bit). A folder another local user hands over (in /tmp, say) is
  * that user's, whatever its manifest says about the host: its build.sh is theirs to write. A
  * group-writable one (a team's shared folder) is every group member's to write, so it is received
  * too: a member who appends a line to build.sh in place leaves its owner unchanged.
  */
-/** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, Triton's repro.py and pinned.json (it names the interpreter), the manifest, and build/ with the pruned build's plan (its commands run as written). */
-const OWNED = [".", "build.sh", "src", "repro.py", "pinned.json", "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
+/** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, every frontend's run files (src/format/run-files.ts: Triton's pinned.json, which names the interpreter, and repro.py), the manifest, and build/ with the pruned build's plan (its commands run as written). */
+const owned = () => [".", "build.sh", "src", ...frontendRunFiles(), "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
 
 function notYours(dir: string): string | undefined {
   const uid = process.geteuid?.() ?? process.getuid?.();
   if (uid === undefined) return undefined;
-  for (const name of OWNED) {
+  for (const name of owned()) {
     let st;
     try {
       // the folder itself through any link to it (a link of yours to another user's folder is theirs); what is inside, as it lies
@@ -290,8 +290,10 @@ export interface WhatRuns {
    * of them), and plain --trust is not enough. Undefined for a capture of the user's own.
    */
   notStock?: string;
-  /** The interpreter pinned.json names (Triton), null where none. */
+  /** The interpreter a frontend's run file names (Triton: pinned.json's), null where none. */
   interpreter: string | null;
+  /** How the refusal speaks of it (RunFiles.interpreter.named: "the interpreter pinned.json names"). */
+  interpreterNamed?: string;
   digest: string;
 }
 
@@ -319,45 +321,36 @@ function runsDigest(frontend: string, files: RunFile[], interpreter: string | nu
 
 /**
  * Read what a rebuild of the capture runs (WhatRuns), each file once, through the path rule
- * (src/format/paths.ts). A Triton capture runs only files under src/: pinned.json's kernelFile is a
- * relative path that stays under src/, else E_UNSAFE_PATH before anything runs.
- * @returns undefined when the capture holds none of build.sh, pinned.json, repro.py: nothing of it runs
- * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (pinned.json is not JSON or breaks its schema: src/format/pinned.ts)
+ * (src/format/paths.ts): build.sh, every registered frontend's run files (src/format/run-files.ts,
+ * whatever `frontend` the manifest names), then what those name (RunFiles.follow: a Triton capture
+ * runs only files under src/, so pinned.json's kernelFile is a relative path that stays under
+ * src/, else E_UNSAFE_PATH before anything runs), then the interpreter's check.
+ * @returns undefined when the capture holds none of build.sh and the run files: nothing of it runs
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO…, a kernelFile outside src/), E_MANIFEST (a frontend run file that breaks its schema: Triton's pinned.json, src/frontends/triton/pinned.ts)
  */
 export function readWhatRuns(dir: string, frontend: string, received = false): WhatRuns | undefined {
   const files: RunFile[] = [];
+  const read = new Map<string, Buffer>();
   const add = (name: string) => {
     const b = readInCapture(dir, name, BUILD_SH_MAX);
-    if (b) files.push({ name, bytes: b });
+    if (b) files.push({ name, bytes: b }), read.set(name, b);
     return b;
   };
+  const specs = runFileSpecs();
   add("build.sh");
-  const pinned = add("pinned.json");
-  add("repro.py");
+  for (const name of frontendRunFiles()) add(name);
   if (!files.length) return undefined;
+  // what those files name that runs too (Triton: the kernel file and the interpreter pinned.json names), each checked by its frontend before anything is shown or trusted
   let interpreter: string | null = null;
-  // checked against its schema before anything is shown or trusted: a crafted one is E_MANIFEST naming the field
-  const pin = pinned ? parsePinned(dir, pinned, PinnedRuns) : undefined;
-  if (pin) {
-    interpreter = pin.python ?? null;
-    if (pin.kernelFile !== undefined) {
-      const problem = relativePathProblem(pin.kernelFile);
-      if (problem) {
-        throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the kernel file ${JSON.stringify(pin.kernelFile)}, which ${problem}: a Triton reproducer runs only files under src/`, {
-          hint: "The capture was altered (kerncap writes src/<function>.py); nothing was run. Capture again, or ask for a clean copy.",
-        });
-      }
-      add(`src/${pin.kernelFile}`);
-    }
+  let by: RunFiles | undefined;
+  for (const s of specs) {
+    const more = s.follow?.(dir, read);
+    if (!more) continue;
+    for (const f of more.files) add(f);
+    if (interpreter === null && more.interpreter !== null) (interpreter = more.interpreter), (by = s);
   }
-  if (interpreter !== null) {
-    const problem = interpreterProblem(dir, interpreter);
-    if (problem) {
-      throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the interpreter ${escapeForTerminal(JSON.stringify(interpreter))}, which ${problem}: its bytes are not shown or hashed, so whoever can change it would run code with your rights`, {
-        hint: "Nothing was run. Point pinned.json's \"python\" at an interpreter of your own (or root's) outside the capture, e.g. the output of `command -v python3`.",
-      });
-    }
-  }
+  if (interpreter !== null) by?.interpreter?.check(dir, interpreter);
+  const interpreterNamed = interpreter !== null ? by?.interpreter?.named : undefined;
   let notStock: string | undefined;
   if (received) {
     const reading = reader?.(frontend, files) ?? { stock: false, why: "no frontend could read it", programs: [], named: [] };
@@ -372,7 +365,7 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
       addReachable(dir, files, reading.named);
     }
   }
-  return { frontend, files, interpreter, notStock, digest: runsDigest(frontend, files, interpreter) };
+  return { frontend, files, interpreter, ...(interpreterNamed ? { interpreterNamed } : {}), notStock, digest: runsDigest(frontend, files, interpreter) };
 }
 
 /**
@@ -513,12 +506,15 @@ function shownNotStock(runs: WhatRuns): string {
   return `──── NOT kerncap's own build: ${shownScript(Buffer.from(runs.notStock))}. It can run any file of src/: each is listed, part of the digest, and copied privately for the build; those it names or that look like programs are printed whole. Plain --trust is not enough: --trust=DIGEST ────\n`;
 }
 
-/** What the refusal says about the interpreter: a Triton compile runs it on repro.py. */
+/** What the refusal says about the interpreter, as each frontend shows it (RunFiles.interpreter.shown: a Triton compile runs it on repro.py). */
 function shownInterpreter(runs: WhatRuns): string {
-  const pinned = runs.files.some((f) => f.name === "pinned.json");
-  if (!pinned) return "";
-  const repro = runs.files.some((f) => f.name === "repro.py");
-  return `──── the interpreter pinned.json names (run with ${repro ? "the folder's" : "kerncap's"} repro.py) ────\n${shownScript(Buffer.from(runs.interpreter ?? "(none named: the capture's Python)"))}\n`;
+  const present = new Set(runs.files.map((f) => f.name));
+  return runFileSpecs().map((s) => s.interpreter?.shown(present, runs.interpreter) ?? "").join("");
+}
+
+/** An interpreter's name as the refusal shows it: escaped, as a script's text is. */
+export function shownInterpreterName(interpreter: string): string {
+  return shownScript(Buffer.from(interpreter));
 }
 
 /** The folders this process's trust gate let run (real path → the approved digest and frontend): the builds of this process execute only those bytes (stageTrustedBuild). */
@@ -598,7 +594,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       );
     }
     show();
-    throw new KerncapError("E_UNTRUSTED", `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? ", the interpreter pinned.json names" : ""}: ${shown}, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
+    throw new KerncapError("E_UNTRUSTED", `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
       hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
     });
   } else {
@@ -752,10 +748,11 @@ function lstatOrUndefined(p: string) {
 /** StagedBuild.collect: the regular files under the private `from` (the build's output folder) written into `capture`'s build/, through no link. */
 function collectBuild(from: string, capture: string): string[] {
   const written: string[] = [];
+  const uncollected = new Set(runFileSpecs().flatMap((s) => s.uncollected ?? []));
   const walk = (rel: string) => {
     for (const name of readdirSync(join(from, rel))) {
       const r = rel ? `${rel}/${name}` : name;
-      if (r === "triton-cache") continue; // Triton's compile cache of this build: not worth copying
+      if (uncollected.has(r)) continue; // a frontend's compile cache of this build (RunFiles.uncollected: Triton's triton-cache): not worth copying
       const st = lstatSync(join(from, r));
       if (st.isDirectory()) walk(r);
       else if (st.isFile()) {

@@ -7,17 +7,49 @@
  * frontend: a new folder and one line in the registry (test/frontends/toy/ is one, registered by
  * test/cpu/frontends.test.ts).
  */
-import type { FinalizeOptions } from "../capture/finalize.ts";
-import type { Raw } from "../capture/raw.ts";
+import type { EnvVarDoc } from "../env.ts";
 import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import type { RunFiles } from "../format/run-files.ts";
 import type { ElementType } from "../replay/tolerance.ts";
 import type { TemplateFile } from "./templates.ts";
+import type { TuneDriver } from "./tune.ts";
+
+/**
+ * What a frontend reads of the raw capture (raw.json, docs/raw-capture.md; src/capture/raw.ts
+ * `Raw` has these fields and more). `frontend` is the one field a frontend writes: the one that
+ * recognises the launch as its own claims it (Triton: a cubin its shim saw compiled).
+ */
+export interface RawLaunch {
+  frontend: string;
+  kernel: { name: string; demangled: string; match_index: number; counts_benchmarks?: boolean };
+  device: { name: string; arch: string };
+  launch: { shared_mem_bytes: number };
+  module: { file: string; kind: string } | null;
+}
+
+/**
+ * What a frontend's enrichment gives finalize (src/capture/finalize.ts FinalizeOptions has the
+ * same two fields): what to store under manifest.source, and a hook that renders the reproducer
+ * project into the temporary folder `dir` before its rename to `finalDir`.
+ */
+export interface Enrichment {
+  source?: Record<string, unknown>;
+  beforeRename?: (dir: string, m: Manifest, finalDir: string) => void | Promise<void>;
+}
+
+/** One line of `kerncap doctor` (src/doctor.ts Check): ok / warn / fail / skip, and the fix. */
+export interface DoctorCheck {
+  id: string;
+  status: "ok" | "warn" | "fail" | "skip";
+  detail: string;
+  fix?: string;
+}
 
 /** What a frontend sees of a finished capture before finalize (the raw capture in its temporary folder). */
 export interface CaptureContext {
   tmpDir: string;
-  raw: Raw;
+  raw: RawLaunch;
   /** The --kernel pattern that selected the launch, and the application's command line. */
   pattern: string;
   command: string[];
@@ -76,6 +108,29 @@ export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
 export interface Frontend<Options = unknown> {
   /** manifest.kernel.frontend */
   readonly name: string;
+  /** Its name in messages ("CUDA", "Triton"); default `name`. */
+  readonly label?: string;
+  /**
+   * Its `KERNCAP_*` variables (Triton: ./triton/env.ts, the shim's switches and the reproducer's
+   * Python), read only through getters in its own env.ts; listed with the core's (src/env.ts) by
+   * ./index.ts envVars() and in docs/environment.md.
+   */
+  readonly env?: Readonly<Record<`KERNCAP_${string}`, EnvVarDoc>>;
+  /** Its `kerncap doctor` checks of this machine (Triton: python3, triton, torch), in the environment `env`; never throws. */
+  doctor?(env: Record<string, string | undefined>): DoctorCheck[];
+  /**
+   * Files its capture-time code writes into the capture library's output folder beside the
+   * captures (Triton: the shim's triton.jsonl), which every capture of a run reads at its
+   * enrichment: copied into each capture's own folder first (src/capture/session.ts).
+   */
+  readonly captureFiles?: readonly string[];
+  /**
+   * The files its rebuild runs or reads commands from besides build.sh (Triton: ./triton/runs.ts,
+   * pinned.json, repro.py, the kernel file and interpreter pinned.json names): what the trust gate
+   * shows, hashes and stages for every capture, whatever frontend its manifest names
+   * (src/format/run-files.ts), and what a confined build holds to their rendered bytes.
+   */
+  readonly runFiles?: RunFiles;
   /** `kerncap validate` (rebuild + replay) is supported for its captures. */
   readonly validates: boolean;
   /**
@@ -112,7 +167,7 @@ export interface Frontend<Options = unknown> {
    * renders the reproducer project into the folder before its rename. {} when the capture is not
    * this frontend's. Never throws for a missing source: the reason is logged or recorded.
    */
-  enrich?(ctx: CaptureContext, options: Options): Pick<FinalizeOptions, "source" | "beforeRename">;
+  enrich?(ctx: CaptureContext, options: Options): Enrichment;
   /** Before the reproducer's build.sh runs (CUDA: remake a slice whose TU was edited). */
   beforeBuild?(dir: string, m: Manifest): void;
   /** The error a failed build.sh means, from its stderr, when more than a compile error (CUDA: an -rdc link, E_RDC); undefined for a plain one. */
@@ -137,6 +192,8 @@ export interface Frontend<Options = unknown> {
   readonly sourceSuffixes?: readonly string[];
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
+  /** Its `kerncap tune` (Triton: ./triton/tune.ts, constexprs and compile options compiled by repro.py; CUDA: ./cuda/tune.ts, macros and nvcc flags through build.sh). None: tune refuses its captures. */
+  readonly tune?: TuneDriver;
   /**
    * Element types of the captured regions this frontend knows (Triton: the signature's pointer
    * types, through the parameter buffer); undefined entries fall back to --dtype / fp32.

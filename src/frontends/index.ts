@@ -4,24 +4,30 @@
  * options, the capture environment, the enrichment, the frontend names the raw capture may carry)
  * is derived from it here.
  */
-import type { FinalizeOptions } from "../capture/finalize.ts";
+import { ENV_VARS, type EnvVarDoc } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
+import { addRunFiles, runFilesLoaded } from "../format/run-files.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { setBuildScriptReader } from "../format/trust.ts";
+import type { RegionTypes } from "../replay/tolerance-plan.ts";
 import { cudaFrontend } from "./cuda/index.ts";
-import type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
+import type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
 import { readBuildScripts } from "./stock-build.ts";
 import { tritonFrontend } from "./triton/index.ts";
 
-export type { CaptureArg, CaptureContext, Frontend } from "./frontend.ts";
+export type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 
 /** Every frontend, in the order their capture enrichment runs (Triton first: it claims the cubins it compiled before CUDA renders a C++ reproducer). */
 const registry: Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
 
 // the trust gate (a lower layer) reads a received capture's build.sh against its frontend's templates through this
 setBuildScriptReader((name, files) => readBuildScripts(registry.find((f) => f.name === name)?.templates, files));
+
+// what each one's build runs besides build.sh, for the trust gate (src/format/run-files.ts): asked for before this loaded, it refuses
+for (const f of registry) if (f.runFiles) addRunFiles(f.runFiles);
+runFilesLoaded();
 
 /** The registered frontends, in enrichment order. */
 export function frontends(): readonly Frontend[] {
@@ -31,16 +37,21 @@ export function frontends(): readonly Frontend[] {
 /**
  * Add a frontend after the built-in ones (a test's, in-process).
  * @returns the function that removes it again
- * @throws Error for a name already registered or an option another frontend declares (a kerncap bug)
+ * @throws Error for a name already registered, or an option or variable another frontend (or the core) declares (a kerncap bug)
  */
 export function registerFrontend<O>(f: Frontend<O>): () => void {
   if (registry.some((x) => x.name === f.name)) throw new Error(`frontend ${f.name} is registered already`);
   const taken = Object.keys(f.captureArgs ?? {}).filter((a) => Object.hasOwn(captureArgs(), a));
   if (taken.length) throw new Error(`frontend ${f.name}: option ${taken.join(", ")} belongs to another frontend`);
+  const known = envVars();
+  const vars = Object.keys(f.env ?? {}).filter((k) => Object.hasOwn(known, k));
+  if (vars.length) throw new Error(`frontend ${f.name}: variable ${vars.join(", ")} is declared already`);
   registry.push(f as Frontend);
+  const removeRunFiles = f.runFiles ? addRunFiles(f.runFiles) : () => {};
   return () => {
     const i = registry.indexOf(f as Frontend);
     if (i >= 0) registry.splice(i, 1);
+    removeRunFiles();
   };
 }
 
@@ -56,6 +67,33 @@ export function frontendOf(m: Pick<Manifest, "kernel">): Frontend {
   return f;
 }
 
+/**
+ * The element types the capture's frontend knows for its regions (Frontend.regionTypes), bound to
+ * the capture: what the replay takes as RunOptions.regionTypes and src/replay/tolerance-plan.ts
+ * regionNumericsPlan as `regionTypes`. undefined when its frontend knows none.
+ * @throws KerncapError E_FRONTEND for a name no frontend has
+ */
+export function regionTypesOf(m: Manifest): RegionTypes | undefined {
+  const f = frontendOf(m);
+  return f.regionTypes ? (params, written) => f.regionTypes!(m, params, written) : undefined;
+}
+
+/**
+ * Every `KERNCAP_*` variable: the core's (src/env.ts ENV_VARS), then each frontend's
+ * (Frontend.env), by name: what docs/environment.md lists.
+ * @throws Error for a name two of them declare (a kerncap bug)
+ */
+export function envVars(): Record<string, EnvVarDoc> {
+  const all: Record<string, EnvVarDoc> = { ...ENV_VARS };
+  for (const f of registry) {
+    for (const [k, v] of Object.entries(f.env ?? {})) {
+      if (Object.hasOwn(all, k)) throw new Error(`frontend ${f.name}: variable ${k} is declared already`);
+      all[k] = v;
+    }
+  }
+  return all;
+}
+
 /** `kerncap run`'s options of every frontend, by option name. */
 export function captureArgs(): Record<string, CaptureArg> {
   return Object.assign({}, ...registry.map((f) => f.captureArgs ?? {}));
@@ -67,6 +105,11 @@ export function captureArgs(): Record<string, CaptureArg> {
  */
 export function captureOptions(args: Readonly<Record<string, unknown>>): Record<string, unknown> {
   return Object.fromEntries(registry.filter((f) => f.captureOptions).map((f) => [f.name, f.captureOptions!(args)]));
+}
+
+/** The files every frontend's capture-time code writes beside the captures (Frontend.captureFiles), for each capture's enrichment. */
+export function captureFiles(): string[] {
+  return registry.flatMap((f) => f.captureFiles ?? []);
 }
 
 /** The capture-time environment of every frontend, merged. */
@@ -82,7 +125,7 @@ export async function captureEnv(): Promise<Record<string, string>> {
  * runs each frontend's in order with the final folder's name.
  */
 export function captureEnrichment(ctx: CaptureContext, options: Readonly<Record<string, unknown>>): { source?: Record<string, unknown>; beforeRename: (dir: string, m: Manifest, finalDir: string) => Promise<void> } {
-  const parts = registry.map((f) => f.enrich?.(ctx, options[f.name]) ?? ({} as Pick<FinalizeOptions, "source" | "beforeRename">));
+  const parts = registry.map((f) => f.enrich?.(ctx, options[f.name]) ?? ({} as Enrichment));
   const source = parts.find((p) => p.source)?.source;
   return {
     ...(source ? { source } : {}),

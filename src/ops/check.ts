@@ -26,7 +26,7 @@ import { isKerncapError } from "../errors.ts";
 import { unpackArchive } from "../format/archive.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { frontendOf } from "../frontends/index.ts";
+import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { replay, type ReplayResult } from "../replay/engine.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
@@ -88,7 +88,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     let r: ReplayResult;
     try {
       const beside = rebuilt;
-      r = await replayBeside(beside, () => replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}) }));
+      r = await replayBeside(beside, () => replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, regionTypes: regionTypesOf(capture.manifest), ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}) }));
     } finally {
       replaySeconds = (performance.now() - Math.max(tr, rebuilt?.builtAt() ?? 0)) / 1000;
     }

@@ -6,6 +6,7 @@
  * retry (src/replay/aslr.ts).
  */
 import type { OpenedCapture } from "../format/capture-dir.ts";
+import { regionTypesOf } from "../frontends/index.ts";
 import type { AgainstKernel } from "../replay/against.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
 import { replay, replayCompared, type ComparedRuns, type RepeatedCompare, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
@@ -13,8 +14,8 @@ import { checkMultiset } from "../replay/tolerance-plan.ts";
 
 /** What `kerncap replay` was asked (its options, checked by the verb). */
 export interface ReplayRequest {
-  /** The replay's options (timed launches, checked runs, verify, tolerances, --flush-l2). */
-  run: ReplayOptions;
+  /** The replay's options (timed launches, checked runs, verify, tolerances, --flush-l2); the element types the capture's frontend knows are added here. */
+  run: Omit<ReplayOptions, "regionTypes">;
   /** --against OTHER, resolved (src/replay/against.ts againstKernel). */
   against?: AgainstKernel;
   /** With against: how many times the whole comparison is made on the one restored memory. */
@@ -36,8 +37,9 @@ export interface ReplayOutput {
  */
 export async function replayCapture(c: OpenedCapture, r: ReplayRequest, out: ReplayOutput): Promise<number> {
   checkMultiset(c.dir, c.manifest, r.run.multiset); // a region the capture lacks: a usage error before the GPU is opened
+  const run = { ...r.run, regionTypes: regionTypesOf(c.manifest) }; // what the capture's frontend knows of its regions (Triton: the signature's types)
   return withAslrRetry(async () => {
-    if (r.against) return out.compared(await replayCompared(c, r.run, { ...r.run, ...r.against.run }, r.repeat), r.against);
-    return out.replayed(await replay(c, r.run));
+    if (r.against) return out.compared(await replayCompared(c, run, { ...run, ...r.against.run }, r.repeat), r.against);
+    return out.replayed(await replay(c, run));
   }, r.stdout);
 }

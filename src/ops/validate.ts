@@ -12,7 +12,7 @@
  */
 import { isKerncapError, KerncapError } from "../errors.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
-import { frontendOf } from "../frontends/index.ts";
+import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { assertRebuildWritable } from "../frontends/build.ts";
 import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
 import { checkWatchable, watchReproducer, type WatchEvent } from "../rebuild/watch.ts";
@@ -34,7 +34,7 @@ export interface ValidateResult extends ReplayResult {
 }
 
 export interface ValidateOptions {
-  run: Omit<ReplayOptions, "verify" | "modulePath" | "kernelName">;
+  run: Omit<ReplayOptions, "verify" | "modulePath" | "kernelName" | "regionTypes">;
   /** Keep build.sh's stderr out of the debug log. */
   quiet: boolean;
   /** Rebuild even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh, templates/triton/repro.py). */
@@ -120,7 +120,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   let compare: TimingComparison | null;
   try {
     // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
-    ({ candidate: r, compare } = await replayBeside(rebuild, () => replayCompared(c, { iters: o.run.iters, verify: true, runs: 1 }, { ...o.run, ...rebuiltRun(frontendOf(m), m, rebuild.module) })));
+    ({ candidate: r, compare } = await replayBeside(rebuild, () => replayCompared(c, { iters: o.run.iters, verify: true, runs: 1, regionTypes: regionTypesOf(m) }, { ...o.run, regionTypes: regionTypesOf(m), ...rebuiltRun(frontendOf(m), m, rebuild.module) })));
   } catch (e) {
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {

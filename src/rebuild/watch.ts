@@ -25,7 +25,7 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
 import { MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
-import { frontendOf } from "../frontends/index.ts";
+import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import type { FastBuildSteps } from "../frontends/frontend.ts";
 import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
 
@@ -244,7 +244,7 @@ export function checkWatchable(dirArg: string, m: Manifest): void {
 }
 
 export interface WatchOptions {
-  run: Omit<RunOptions, "modulePath" | "kernelName">;
+  run: Omit<RunOptions, "modulePath" | "kernelName" | "regionTypes">;
   /** KERNCAP_FORCE=1 for build.sh (Triton version). */
   force: boolean;
   /** Keep build.sh's stderr out of the debug log. */
@@ -419,8 +419,9 @@ async function runCycle(
   try {
     const runAt = performance.now();
     // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
-    const candidate = { ...o.run, ...rebuiltRun(frontendOf(m), m, b.module) };
-    const { candidate: r, compare } = o.run.iters >= MIN_PAIRS ? await session.runCompared({ ...o.run }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate }) : { candidate: await session.run(candidate), compare: null };
+    const regionTypes = regionTypesOf(m);
+    const candidate = { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, b.module) };
+    const { candidate: r, compare } = o.run.iters >= MIN_PAIRS ? await session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate }) : { candidate: await session.run(candidate), compare: null };
     const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
     o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset, compare }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
     return { ran: true, reopen: false };

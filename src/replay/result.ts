@@ -9,6 +9,7 @@ import type { ClockState } from "./backends/interface.ts";
 import type { MultisetJudgement } from "./envelope.ts";
 import type { TimingComparison } from "./stats.ts";
 import type { ElementType, RegionNumerics } from "./tolerance.ts";
+import type { RegionTypes } from "./tolerance-plan.ts";
 
 export interface RegionMismatch {
   va: string;
@@ -100,6 +101,13 @@ export interface ReplayOptions {
    * and dynamic shared memory change; undefined keeps the captured launch. `launch` wins over it.
    */
   launchOf?: (modulePath: string) => { block: [number, number, number]; sharedMemBytes: number } | undefined;
+  /**
+   * The element types the capture's frontend knows for its regions (src/frontends/index.ts
+   * regionTypesOf: Triton's signature pointer types, through the parameter buffer); a region
+   * without one is compared as `dtype`, else fp32. Required so that no caller forgets its
+   * frontend's; undefined where the caller has none.
+   */
+  regionTypes: RegionTypes | undefined;
   /** Checked launches from the same before state (default 3, then 8 when they differ): tells nondeterministic kernels. */
   runs?: number;
   /** Regions to compare as multisets of elements (order-dependent outputs: atomic append, compaction); names as multisetRegions (src/replay/tolerance-plan.ts) takes them. */

@@ -1,13 +1,20 @@
 /**
  * Which element type and tolerance each region of a capture is compared with: what the capture's
  * frontend knows (Frontend.regionTypes: Triton's signature pointer types, via the parameter
- * buffer), else --dtype, else float32. Pure: manifest + parameter bytes in, plan out.
+ * buffer; the caller passes it, bound to the capture by src/frontends/index.ts regionTypesOf),
+ * else --dtype, else float32. Pure: manifest + parameter bytes in, plan out.
  */
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { readInCapture } from "../format/paths.ts";
-import { frontendOf } from "../frontends/index.ts";
 import { elementType, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
+
+/**
+ * The element type of each region (manifest order) that a capture's frontend knows from the
+ * parameter bytes; undefined entries fall back to --dtype / fp32. `written(region, offset)`:
+ * whether the app changed the 64 bytes at offset.
+ */
+export type RegionTypes = (params: Uint8Array, written?: (ri: number, offset: number) => boolean) => (ElementType | undefined)[];
 
 export type NumericsPlan = { dtype: ElementType; source: RegionNumerics["dtypeSource"] }[] & { tol: Tolerance };
 
@@ -15,7 +22,7 @@ export type NumericsPlan = { dtype: ElementType; source: RegionNumerics["dtypeSo
 export function regionNumericsPlan(
   m: Manifest,
   params: Uint8Array,
-  o: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string> },
+  o: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; regionTypes?: RegionTypes },
   written?: (ri: number, offset: number) => boolean,
 ): NumericsPlan {
   const atol = o.atol ?? 0;
@@ -31,7 +38,7 @@ export function regionNumericsPlan(
     fallback = t;
     fallbackSource = "option";
   }
-  const fromSig = frontendOf(m).regionTypes?.(m, params, written) ?? m.regions.map(() => undefined);
+  const fromSig = o.regionTypes?.(params, written) ?? m.regions.map(() => undefined);
   // a type named for a region (`--dtype 2=bf16`, `kerncap judge`) wins over the signature's
   const named = new Map<number, ElementType>();
   for (const [name, t] of Object.entries(o.dtypes ?? {})) {

@@ -5,22 +5,25 @@
  * the time over those two (src/util/html-report.ts draws and escapes: compiler errors and config
  * names come from the capture).
  */
-import type { CudaConfig } from "./cuda-space.ts";
-import type { TuneConfig, TuneResult, TuneRow } from "./space.ts";
+import { frontends } from "../frontends/index.ts";
+import type { TuneResult, TuneRow } from "../frontends/tune.ts";
 import { barChart, COLORS, csv, esc, heatmap, page, table, tag } from "../util/html-report.ts";
 
 const VERDICT_COLOR: Record<TuneRow["verdict"], string> = { match: COLORS.good, mismatch: COLORS.bad, "compile-error": COLORS.neutral, "launch-error": COLORS.bad };
 
-/** A config's parameters by name (Triton: constexprs and compile options; CUDA: macros, maxrregcount, the extra flags as one). */
-export function configParams(c: TuneConfig | CudaConfig): Record<string, string> {
-  if ("kwargs" in c) return Object.fromEntries([...Object.entries(c.kwargs), ...Object.entries(c.options)].map(([k, v]) => [k, String(v)]));
-  return { ...Object.fromEntries(Object.entries(c.defines).map(([k, v]) => [k, String(v)])), ...(c.maxrregcount !== undefined ? { maxrregcount: String(c.maxrregcount) } : {}), ...(c.flags.length ? { flags: c.flags.join(" ") } : {}) };
+/** A config's parameters by name, as the frontend whose tune made it reads them (TuneDriver.params: Triton's constexprs and compile options; CUDA's macros, maxrregcount, the extra flags as one); {} when none does. */
+export function configParams(c: unknown): Record<string, string> {
+  for (const f of frontends()) {
+    const p = f.tune?.params(c);
+    if (p) return p;
+  }
+  return {};
 }
 
 const label = (r: TuneRow<unknown>) => (r.captured ? `${r.label || "app's config"} (the app's)` : r.label || "(no parameters)");
 
 /** The parameters that take more than one value among the configs swept (the app's own row left out), in first-seen order. */
-export function varyingParams(rows: TuneRow<TuneConfig | CudaConfig>[]): string[] {
+export function varyingParams(rows: TuneRow<unknown>[]): string[] {
   const values = new Map<string, Set<string>>();
   for (const r of rows) if (!r.captured) for (const [k, v] of Object.entries(configParams(r.config))) values.set(k, (values.get(k) ?? new Set()).add(v));
   return [...values].filter(([, s]) => s.size > 1).map(([k]) => k);
@@ -31,8 +34,8 @@ function numericOrder(vals: string[]): string[] {
 }
 
 /** The tune as one self-contained HTML page. */
-export function tuneHtml(r: TuneResult<TuneConfig> | TuneResult<CudaConfig>): string {
-  const rows = r.rows as TuneRow<TuneConfig | CudaConfig>[];
+export function tuneHtml(r: TuneResult<unknown>): string {
+  const rows = r.rows as TuneRow<unknown>[];
   const app = rows.find((x) => x.captured);
   const w = r.winner;
   const sub = `kernel ${r.kernel} (${r.frontend}); ${rows.length} rows, built in ${r.seconds.compile.toFixed(1)} s, checked and timed in ${r.seconds.replay.toFixed(1)} s; ${w ? `winner: ${label(w)}${w.speedup && !w.captured ? `, ${w.speedup.toFixed(2)}× the app's` : ""}` : "no config matched the app's after state"}`;
@@ -70,8 +73,8 @@ export function tuneHtml(r: TuneResult<TuneConfig> | TuneResult<CudaConfig>): st
 }
 
 /** The configs as CSV: one row each, a column per parameter, then the verdict and times. */
-export function tuneCsv(r: TuneResult<TuneConfig> | TuneResult<CudaConfig>): string {
-  const rows = r.rows as TuneRow<TuneConfig | CudaConfig>[];
+export function tuneCsv(r: TuneResult<unknown>): string {
+  const rows = r.rows as TuneRow<unknown>[];
   const params = [...new Set(rows.flatMap((x) => Object.keys(configParams(x.config))))];
   return csv([
     ["config", "captured", ...params, "verdict", "median_us", "speedup", "registers", "error"],

@@ -30,7 +30,7 @@ import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
 import { documentId } from "../../src/format/documents.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { CHECKOUT_TEMPLATES, renderTemplateDir, TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
-import { evalGrid } from "../../src/tune/space.ts";
+import { evalGrid } from "../../src/frontends/tune.ts";
 import { makeCapture, tempDir, output } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 

@@ -349,7 +349,7 @@ const table: Record<keyof typeof commands, () => void> = {
     });
   },
   tune: () => {
-    // the Triton refusals before any compile: src/tune/triton.test.ts
+    // the Triton refusals before any compile: src/frontends/triton/tune.test.ts
     test("fewer than 5 timed rounds or a bad --jobs: usage errors", async () => {
       expect((await failure("tune", [await fresh(), "--iters", "2"])).message).toContain("--iters must be a whole number from 5");
       expect((await failure("tune", [await fresh(), "--jobs", "0"])).message).toContain("--jobs must be a whole number from 1");

@@ -1,14 +1,16 @@
 /**
- * src/env.ts owns every KERNCAP_* variable: kerncap's TypeScript touches none outside it, the
+ * src/env.ts and each frontend's env.ts own every KERNCAP_* variable: kerncap's TypeScript touches none outside them, the
  * docs/environment.md lists exactly its names, and every name the C libraries, the Triton shim and the
  * reproducer templates read is in it, with that reader named.
  */
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
-import { captureLibraryEnv, ENV_VARS, type Reader } from "../../src/env.ts";
+import { captureLibraryEnv, type Reader } from "../../src/env.ts";
+import { envVars } from "../../src/frontends/index.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
+const ENV_VARS = envVars(); // the core's (src/env.ts) and every frontend's (src/frontends/<name>/env.ts)
 const NAMES = new Set(Object.keys(ENV_VARS));
 
 function files(dir: string, keep: (p: string) => boolean): string[] {
@@ -24,7 +26,7 @@ function files(dir: string, keep: (p: string) => boolean): string[] {
 const names = (text: string, re: RegExp) => [...text.matchAll(re)].map((m) => m[1]!);
 
 describe("KERNCAP_* variables", () => {
-  test("kerncap's TypeScript reads and writes them only in src/env.ts", () => {
+  test("kerncap's TypeScript reads and writes them only in src/env.ts and a frontend's env.ts", () => {
     const offenders: string[] = [];
     for (const f of files(join(ROOT, "src"), (p) => p.endsWith(".ts") && !p.endsWith(".test.ts") && !p.endsWith("/env.ts"))) {
       const lines = readFileSync(f, "utf8").split("\n");
@@ -36,7 +38,7 @@ describe("KERNCAP_* variables", () => {
     expect(offenders).toEqual([]);
   });
 
-  test("docs/environment.md lists exactly the variables of src/env.ts", () => {
+  test("docs/environment.md lists exactly the variables of src/env.ts and the frontends'", () => {
     const readme = readFileSync(join(ROOT, "docs/environment.md"), "utf8"); // the manual's table of variables
     const section = readme;
     const listed = names(section, /^\| `(KERNCAP_[A-Z0-9_]+)`/gm);

@@ -72,6 +72,14 @@ describe("the layers of src/", () => {
     expect(up).toEqual([]);
   });
 
+  test("inside the engines layer: src/replay/ imports neither src/frontends/ nor src/capture/, src/frontends/ not src/capture/", () => {
+    const rank = (r: string) => (r.startsWith("replay/") ? 0 : r.startsWith("frontends/") ? 1 : r.startsWith("capture/") ? 2 : -1);
+    const up = edges
+      .filter((e) => e.to.startsWith(SRC + "/") && rank(rel(e.from)) >= 0 && rank(rel(e.to)) > rank(rel(e.from)))
+      .map((e) => `${rel(e.from)}:${e.line} imports ${rel(e.to)}${e.typeOnly ? " [type]" : ""}`);
+    expect(up).toEqual([]);
+  });
+
   test("dlopen is called in src/native/ only", () => {
     const opens = files.filter((f) => !rel(f).startsWith("native/") && /\bdlopen\s*\(/.test(readFileSync(f, "utf8")));
     expect(opens.map(rel)).toEqual([]);

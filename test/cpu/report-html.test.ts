@@ -14,7 +14,7 @@ import { exitCodeOf, ordered, summarize } from "../../src/check/report.ts";
 import type { CheckReport } from "../../src/check/check.ts";
 import type { CheckRecord } from "../../src/format/check-record.ts";
 import { configParams, tuneCsv, tuneHtml, varyingParams } from "../../src/tune/html.ts";
-import type { TuneConfig, TuneResult, TuneRow } from "../../src/tune/space.ts";
+import type { TuneConfig, TuneResult, TuneRow } from "../../src/frontends/tune.ts";
 import { csv, esc } from "../../src/util/html-report.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 

@@ -2,6 +2,7 @@
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import { receivedReasons, trustRecorded } from "../../format/trust.ts";
+import "../../frontends/index.ts"; // the frontend registry: trustRecorded reads every frontend's run files (src/format/run-files.ts)
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { basename, resolve } from "node:path";
 import { stderrProgress } from "../../util/progress.ts";

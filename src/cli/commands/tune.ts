@@ -7,7 +7,7 @@
  * did, 2 on error.
  */
 import { defineCommand } from "citty";
-import { tuneNotes, tuneTable, type TuneResult } from "../../tune/space.ts";
+import { tuneNotes, tuneTable, type TuneResult } from "../../frontends/tune.ts";
 import { tuneVerb } from "../../ops/tune.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";

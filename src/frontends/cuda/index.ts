@@ -11,6 +11,7 @@ import { CUDA_CAPTURE_ARGS, cudaCaptureOptions } from "./options.ts";
 import { checkRebuiltModule, cudaReproducerHook, rdcLinkError, type CudaReproOptions } from "./repro.ts";
 import { remakeStaleSlice, sliceMetaOf } from "./slice.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
+import { cudaTune } from "./tune.ts";
 
 /** What a CUDA C++ reproducer's src/ holds: the TU, its project headers (every spelling nvcc and the host compiler read), the slice. */
 export const CUDA_SOURCE_SUFFIXES = [".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".c", ".cc", ".cpp", ".cxx", ".c++", ".inc", ".inl", ".ipp", ".tcc", ".tpp", ".def"] as const;
@@ -23,6 +24,7 @@ const prunedBuild: FastBuilder<FastBuildState> = {
 
 export const cudaFrontend: Frontend<CudaReproOptions> = {
   name: "cuda",
+  label: "CUDA",
   validates: true,
   retargets: true,
   captureArgs: CUDA_CAPTURE_ARGS,
@@ -34,6 +36,7 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
   explainBuildFailure: rdcLinkError,
   checkRebuiltModule,
   fastBuild: prunedBuild as FastBuilder,
+  tune: cudaTune,
   generatedSources: (m) => {
     const meta = sliceMetaOf(m);
     return meta ? [meta.slice] : [];

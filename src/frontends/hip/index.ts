@@ -11,6 +11,7 @@ import { HIP_TEMPLATES } from "./templates.ts";
 
 export const hipFrontend: Frontend = {
   name: "hip",
+  label: "HIP",
   validates: false,
   templates: HIP_TEMPLATES,
   sourceSuffixes: [...CUDA_SOURCE_SUFFIXES, ".hip"],

@@ -5,13 +5,22 @@
  * (./repro.ts, ./templates.ts). At replay, the signature gives each region's element type (./numerics.ts).
  */
 import type { Frontend } from "../frontend.ts";
+import { checkPython } from "./doctor.ts";
+import { TRITON_ENV_VARS } from "./env.ts";
+import { tritonRunFiles } from "./runs.ts";
 import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
-import { tritonEnv, tritonFinalize } from "./shim.ts";
+import { TRITON_RECORDS, tritonEnv, tritonFinalize } from "./shim.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
+import { tritonTune } from "./tune.ts";
 
 export const tritonFrontend: Frontend = {
   name: "triton",
+  label: "Triton",
+  env: TRITON_ENV_VARS,
+  doctor: checkPython,
+  captureFiles: [TRITON_RECORDS],
+  runFiles: tritonRunFiles,
   validates: true,
   buildRunsSource: true,
   templates: TRITON_TEMPLATES,
@@ -20,4 +29,5 @@ export const tritonFrontend: Frontend = {
   enrich: (ctx) => tritonFinalize(ctx.tmpDir, ctx.raw, ctx.pattern, ctx.command),
   regionTypes: regionTypesFromSignature,
   rebuiltLaunch: tritonRebuiltLaunch,
+  tune: tritonTune,
 };

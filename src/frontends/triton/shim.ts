@@ -8,12 +8,15 @@ import { existsSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import shimFile from "./sitecustomize.py" with { type: "file" };
 import { cachedFolder } from "../../cache.ts";
-import { tritonKeepCaches, tritonShimEnabled, tritonShimOverride } from "../../env.ts";
+import { tritonKeepCaches, tritonShimEnabled, tritonShimOverride } from "./env.ts";
 import { sha256File } from "../../format/capture-dir.ts";
-import type { FinalizeOptions } from "../../capture/finalize.ts";
 import { log } from "../../log.ts";
+import type { Enrichment, RawLaunch } from "../frontend.ts";
 import { renderTritonReproducer } from "./repro.ts";
 import { joinTriton, parseTritonJsonl, type TritonSource } from "./join.ts";
+
+/** The shim's records (compiles and launches, one JSON object a line), in the capture library's output folder. */
+export const TRITON_RECORDS = "triton.jsonl";
 
 /** Folder holding sitecustomize.py (KERNCAP_TRITON_SHIM overrides it). */
 export async function tritonShimDir(): Promise<string> {
@@ -47,11 +50,11 @@ export async function tritonEnv(): Promise<Record<string, string>> {
  */
 export function tritonFinalize(
   tmpDir: string,
-  raw: { frontend: string; kernel: { name: string; match_index: number; counts_benchmarks?: boolean }; module: { file: string; kind: string } | null; launch: { shared_mem_bytes: number }; device: { name: string; arch: string } },
+  raw: Pick<RawLaunch, "frontend" | "module" | "launch" | "device"> & { kernel: Omit<RawLaunch["kernel"], "demangled"> },
   pattern: string,
   command: string[],
-): Pick<FinalizeOptions, "source" | "beforeRename"> {
-  const jsonl = join(tmpDir, "triton.jsonl");
+): Enrichment {
+  const jsonl = join(tmpDir, TRITON_RECORDS);
   if (!existsSync(jsonl) || !raw.module || raw.module.kind !== "cubin") return {};
   let source: TritonSource | undefined;
   try {

@@ -5,13 +5,18 @@
  * build/kernel.bin, and its fast build copies it into the work folder, with one byte more when the
  * text holds TOY_FAST_DIFFERS, so that the rebuild policy's check has something to refuse. A
  * module holding BAD_LAYOUT is refused by its module check, as a changed parameter layout is.
+ * What it owns, as a real frontend does: its variable (./env.ts, KERNCAP_TOY_LEVEL), the file its
+ * build reads commands from beside build.sh (recipe.txt: trust covers it), its tune space
+ * (./tune.ts), its doctor check and its templates (./templates.ts).
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../../../src/errors.ts";
 import type { FastBuilder, Frontend } from "../../../src/frontends/frontend.ts";
 import { renderTemplateDir, templatesFolder } from "../../../src/frontends/templates.ts";
+import { TOY_ENV_VARS, toyLevelDefault } from "./env.ts";
 import { TOY_TEMPLATES } from "./templates.ts";
+import { toyTune } from "./tune.ts";
 
 export interface ToyOptions {
   level: number;
@@ -35,13 +40,17 @@ const copyBuild: FastBuilder = {
 export const toyFrontend: Frontend<ToyOptions> = {
   name: "toy",
   validates: true,
-  captureArgs: { "toy-level": { type: "string", description: "Toy: how much the reproducer says", default: "1" } },
+  captureArgs: { "toy-level": { type: "string", description: "Toy: how much the reproducer says (default $KERNCAP_TOY_LEVEL, else 1)" } },
   captureOptions(args) {
-    const level = Number(args["toy-level"] ?? 1);
-    if (!Number.isInteger(level) || level < 0) throw new KerncapError("E_USAGE", `--toy-level ${String(args["toy-level"])} is not a whole number`, { hint: "For example --toy-level 2." });
+    const level = Number(args["toy-level"] ?? toyLevelDefault());
+    if (!Number.isInteger(level) || level < 0) throw new KerncapError("E_USAGE", `--toy-level ${String(args["toy-level"] ?? toyLevelDefault())} is not a whole number`, { hint: "For example --toy-level 2." });
     return { level };
   },
   templates: TOY_TEMPLATES,
+  env: TOY_ENV_VARS,
+  runFiles: { files: ["recipe.txt"] },
+  tune: toyTune,
+  doctor: () => [{ id: "toy", status: "ok", detail: "the toy needs nothing of this machine" }],
   enrich: (ctx, o) =>
     ctx.raw.frontend !== "toy"
       ? {}

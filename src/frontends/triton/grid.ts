@@ -1,7 +1,7 @@
 /**
  * The launch grid of an autotuned Triton kernel, inferred from what the capture holds: the
  * captured grid (manifest launch.grid), the kernel's integer arguments (from the parameter bytes,
- * src/tune/triton.ts tritonScalarArgs) and the app's tile constexprs (pinned.json). Triton's grid
+ * src/frontends/triton/tune.ts tritonScalarArgs) and the app's tile constexprs (pinned.json). Triton's grid
  * lambdas are nearly always, per axis, `cdiv(ARG, TILE)`, a product of two such terms (a matmul's
  * flattened `cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)`), such a term times an argument (a batch), an
  * argument alone, or 1. Each form that gives the captured value with the app's config is a
@@ -9,7 +9,7 @@
  * no grid inputs); candidates that still differ on some config of the space make the answer
  * ambiguous, and `tune` asks for --grid, listing what it tried. Pure functions.
  */
-import { evalGrid } from "./space.ts";
+import { evalGrid } from "../tune.ts";
 
 export type GridInference = { grid: string; axes: string[] } | { grid: null; why: string; tried: string[] };
 

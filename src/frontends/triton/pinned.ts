@@ -1,6 +1,6 @@
 /**
  * Triton's pinned.json: what src/frontends/triton/repro.ts writes beside a Triton reproducer and
- * what `kerncap tune` (src/tune/triton.ts) and the trust decision (src/format/trust.ts: it names
+ * what `kerncap tune` (src/frontends/triton/tune.ts) and the trust decision (src/format/trust.ts: it names
  * the interpreter and the kernel file that run) read back. A received capture's pinned.json is
  * anyone's bytes: one valibot schema checks it wherever it is read, so a crafted one is E_MANIFEST
  * naming the file and the field, never a failure deep inside a verb. Shape (fields kerncap reads;
@@ -10,9 +10,9 @@
  */
 import { join } from "node:path";
 import * as v from "valibot";
-import { KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
-import { describeJsonError } from "./json-position.ts";
+import { KerncapError } from "../../errors.ts";
+import { escapeForTerminal } from "../../escape.ts";
+import { describeJsonError } from "../../format/json-position.ts";
 
 export const PINNED_FILE = "pinned.json";
 

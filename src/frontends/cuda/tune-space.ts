@@ -3,13 +3,13 @@
  * and alternatives of extra code-generation flags, each config turned into the words build.sh
  * appends to its nvcc command line (EXTRA_FLAGS).
  *
- * The grammar is the Triton tune's (src/tune/space.ts): `--config` specs of NAME=V1,V2 words,
+ * The grammar is the Triton tune's (src/frontends/tune.ts): `--config` specs of NAME=V1,V2 words,
  * expanded as their product, several specs joined. For a CUDA capture `maxrregcount` is nvcc's
  * option and every other NAME a macro. `--define NAME=V1,V2` (repeatable) and `--maxrregcount
  * V1,V2` add the same words to every spec; `--nvcc-flag=FLAGS` (repeatable) gives one more axis
  * whose values are whole alternatives (`--nvcc-flag=-Xptxas=-O1 --nvcc-flag=`: with and without).
  */
-import { KerncapError } from "../errors.ts";
+import { KerncapError } from "../../errors.ts";
 
 /** One CUDA config: the macros it defines, the register limit, the extra flags (words). Absent: the reproducer's own. */
 export interface CudaConfig {

@@ -5,6 +5,7 @@
  * the result table with its winner.
  */
 import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
 import type { SetRun } from "../replay/engine.ts";
 import { median } from "../replay/compare.ts";
 import { compareTimings, MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
@@ -28,6 +29,62 @@ export interface TuneRunOptions {
   trust?: boolean | string;
   /** Called as each config's build or compile ends, failed ones too: configs done, configs to build (a progress line: src/util/progress.ts). */
   onBuilt?: (done: number, total: number) => void;
+}
+
+/**
+ * Every option of `kerncap tune`, as the verb and the MCP tool pass them to the capture's
+ * frontend (Frontend.tune); a frontend refuses the options it does not take (E_USAGE) before
+ * anything runs.
+ */
+export interface TuneSweepOptions extends TuneRunOptions {
+  /** --config specs (Triton: parseConfigSpace; CUDA: src/frontends/cuda/tune-space.ts parseCudaSpace). */
+  configs: string[];
+  /** --grid (Triton only). */
+  grid?: string;
+  /** --define NAME=V1,V2 (CUDA only). */
+  defines: string[];
+  /** --maxrregcount V1,V2 (CUDA only). */
+  maxrregcount?: string;
+  /** --nvcc-flag alternatives (CUDA only). */
+  nvccFlags: string[];
+  /** --confine (kerncap mcp): builds confined as validate --confine's; a capture whose build runs its source (Frontend.buildRunsSource) only with trust. */
+  confine?: boolean;
+  /** The trust gate (src/ops/tune.ts trustGate: src/rebuild/gate.ts BuildGate), which the sweep asks once its usage errors are said, before its first build. */
+  gate: () => void;
+}
+
+/**
+ * One config of a frontend's space built on its own, as a candidate of `kerncap eval` (a
+ * `NAME=VALUE …` candidate, parsed by parseConfigSpace: src/eval/candidates.ts): Triton's
+ * constexprs and compile options compiled by repro.py.
+ */
+export interface ConfigCandidates {
+  /**
+   * Why `config` needs a launch grid given (--grid) to run on the capture in `dir`: it changes
+   * the tile sizes the captured grid was computed from; undefined when the captured grid holds.
+   */
+  needsGrid(dir: string, config: TuneConfig): boolean;
+  /**
+   * Build `config` in `dest` (a private copy of the capture) into dest/build/, with `grid` (an
+   * expression of the kernel's integer arguments and the config's values) evaluated to the launch
+   * grid it runs with.
+   * @returns the module, the grid ([x, y, z]) when one was given, or the compiler's error (a compile error of the candidate)
+   * @throws KerncapError E_USAGE (a bad grid), E_NO_REPRODUCER, E_MANIFEST, E_INTERRUPTED
+   */
+  build(dest: string, m: Manifest, config: TuneConfig, grid?: string): Promise<{ module: string; grid?: [number, number, number] } | { error: string }>;
+}
+
+/** A frontend's `kerncap tune` (Frontend.tune): its space, its builds, its rows. */
+export interface TuneDriver {
+  /** Its configs as eval's candidates (Triton), one at a time; none: eval takes no config candidate for its captures. */
+  readonly candidates?: ConfigCandidates;
+  /**
+   * Sweep the space `o` gives on the capture in `dir` (its manifest's frontend is this one).
+   * @throws KerncapError E_USAGE (an option it does not take, a bad space), E_UNTRUSTED, the builds' and the replay's errors
+   */
+  run(dir: string, o: TuneSweepOptions): Promise<TuneResult<unknown>>;
+  /** A config of its rows by parameter name, for the report's columns and heatmap; undefined for a config that is not of its shape. */
+  params(config: unknown): Record<string, string> | undefined;
 }
 
 /** One config: constexpr values by name, and the compile options it sets (absent: the captured one). */
@@ -199,7 +256,7 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
 
 // ---- the table ----
 
-/** One config's outcome: compile error, mismatch, or a match with its median time (µs). `C`: the frontend's config (Triton's TuneConfig, src/tune/cuda-space.ts CudaConfig). */
+/** One config's outcome: compile error, mismatch, or a match with its median time (µs). `C`: the frontend's config (Triton's TuneConfig, src/frontends/cuda/tune-space.ts CudaConfig). */
 export interface TuneRow<C = TuneConfig> {
   config: C;
   /** The table's config column (Triton: configLabel; CUDA: the flags, or what the row's module is). */
@@ -223,11 +280,11 @@ export interface TuneRow<C = TuneConfig> {
 export interface TuneResult<C = TuneConfig> {
   dir: string;
   /** The capture's frontend: what a config is (Triton: constexprs and compile options; CUDA: macros, -maxrregcount, nvcc flags). */
-  frontend: "triton" | "cuda";
+  frontend: string;
   kernel: string;
   /** --grid (Triton), or the formula inferred from the capture (gridInferred), null when the captured grid was kept. */
   grid: string | null;
-  /** The grid is the formula tune inferred (src/tune/grid.ts), not a --grid given. */
+  /** The grid is the formula tune inferred (src/frontends/triton/grid.ts), not a --grid given. */
   gridInferred?: boolean;
   rows: TuneRow<C>[];
   /** The fastest config that matches (the app's own when none beats it), null when none matched. */

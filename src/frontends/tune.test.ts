@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { autotuneLine, configLabel, evalGrid, parseConfigSpace, pickWinner, tuneRow, tuneTable, type TuneRow } from "./space.ts";
+import { autotuneLine, configLabel, evalGrid, parseConfigSpace, pickWinner, tuneRow, tuneTable, type TuneRow } from "./tune.ts";
 import type { ReplayResult, SetRun } from "../replay/engine.ts";
 import { seededRandom } from "../replay/stats.ts";
 

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
-import { capturedConfig, tritonScalarArgs, tunableNames, tunedConfig, tuneSpace } from "./triton.ts";
-import { autotuneLine, parseConfigSpace } from "./space.ts";
+import { makeCapture, tempDir } from "../../../test/cpu/fixtures.ts";
+import { capturedConfig, tritonScalarArgs, tunableNames, tunedConfig, tuneSpace } from "./tune.ts";
+import { autotuneLine, parseConfigSpace } from "../tune.ts";
 
 const SIG = { a_ptr: "*fp16", c_ptr: "*fp32", M: "i32", N: "i32", K: "i64", flag: "i1", alpha: "fp32", BLOCK_M: "constexpr", BLOCK_N: "constexpr" };
 const PIN = {
@@ -54,7 +54,7 @@ async function tritonCapture(): Promise<string> {
 
 /** kerncap in a child process (--json sets stdout aside for the document: not in this process). */
 function cli(argv: string[]): { code: number; out: string } {
-  const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../cli/main.ts"), ...argv], { stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../cli/main.ts"), ...argv], { stdout: "pipe", stderr: "pipe" });
   return { code: p.exitCode, out: p.stdout.toString() };
 }
 
@@ -80,7 +80,7 @@ describe("kerncap tune: refused before anything compiles", () => {
   });
   test("tile sizes that change without --grid: the grid inferred from the capture (cdiv(n, BLOCK): 4 blocks for n = 1024, BLOCK = 256), said, and tune goes on", async () => {
     const dir = await tritonCapture();
-    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../cli/main.ts"), "tune", dir, "--json", "--config", "BLOCK=128,512"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../cli/main.ts"), "tune", dir, "--json", "--config", "BLOCK=128,512"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
     expect(p.stderr.toString()).toContain("launch grid inferred from the capture: cdiv(n, BLOCK) (4x1x1 for the app's config, as captured)");
     // past the grid: what stops it here is the build or the missing GPU, not a usage error about the grid
     const doc = JSON.parse(p.stdout.toString());

@@ -1,6 +1,6 @@
 /**
  * `kerncap tune DIR` for a CUDA capture: every config of the space (macros, -maxrregcount, nvcc
- * flags: ./cuda-space.ts) built by the reproducer's own build.sh, with the config's words
+ * flags: ./tune-space.ts) built by the reproducer's own build.sh, with the config's words
  * appended to its nvcc command line (EXTRA_FLAGS) and its module written to a folder of its own
  * (DIR/build/tune/cuda-N/kernel.cubin), in parallel; build.sh as it is (no extra flags) is built
  * beside them as a row of its own, so that what a flag changes is told apart from what the
@@ -12,29 +12,28 @@
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { isKerncapError, KerncapError } from "../errors.ts";
-import { cubinKernelRegisters } from "../codeobj/cubin.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
-import { openCapture } from "../format/capture-dir.ts";
-import type { Manifest } from "../format/manifest.ts";
-import { capturePath } from "../format/paths.ts";
-import type { BuildGate } from "../rebuild/gate.ts";
-import { buildReproducer } from "../frontends/build.ts";
-import { cudaFrontend } from "../frontends/cuda/index.ts";
-import { sameKernelCode } from "../frontends/cuda/fast-build.ts";
-import { frontendOf } from "../frontends/index.ts";
-import { log } from "../log.ts";
-import { openReplay } from "../replay/engine.ts";
-import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./cuda-space.ts";
-import { OPTION_NAMES, pickWinner, tuneRow, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
+import { isKerncapError, KerncapError } from "../../errors.ts";
+import { cubinKernelRegisters } from "../../codeobj/cubin.ts";
+import { pickCubin } from "../../codeobj/fatbin.ts";
+import { openCapture } from "../../format/capture-dir.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import { capturePath } from "../../format/paths.ts";
+import { buildReproducer } from "../build.ts";
+import { sameKernelCode } from "./fast-build.ts";
+import { log } from "../../log.ts";
+import { openReplay } from "../../replay/engine.ts";
+import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./tune-space.ts";
+import { OPTION_NAMES, pickWinner, tuneRow, type TuneDriver, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
+import { checkRebuiltModule, rdcLinkError } from "./repro.ts";
+import { remakeStaleSlice } from "./slice.ts";
 
 export interface CudaTuneOptions extends TuneRunOptions {
-  /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./cuda-space.ts parseCudaSpace). */
+  /** The space as given (--config, --define, --maxrregcount, --nvcc-flag: ./tune-space.ts parseCudaSpace). */
   space: CudaSpaceSpec;
   /** --confine (kerncap mcp): each build is validate --confine's (src/frontends/confine.ts): it reads nothing outside the capture, its source root and the toolchain. */
   confine?: boolean;
-  /** The trust gate (src/ops/tune.ts), asked once the space and the reproducer are known good, before any build. */
-  gate: BuildGate;
+  /** The trust gate (src/ops/tune.ts: src/rebuild/gate.ts BuildGate), asked once the space and the reproducer are known good, before any build. */
+  gate: () => void;
 }
 
 /** One config's build: its module and the kernel's registers, or why it has none (a line of the compiler's message, or the module check's). */
@@ -70,8 +69,7 @@ export function moduleRegisters(path: string, m: Pick<Manifest, "kernel" | "devi
  */
 export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: CudaConfig[], o: { jobs?: number; confine?: boolean; onBuilt?: (done: number, total: number) => void }): Promise<CudaBuilt[]> {
   const dir = resolve(dirArg);
-  const fe = frontendOf(m);
-  fe.beforeBuild?.(dir, m); // a slice made before an edit of the TU is remade once, not by every build
+  remakeStaleSlice(dir, m); // a slice made before an edit of the TU is remade once, not by every build
   const out: CudaBuilt[] = new Array(configs.length);
   let next = 0;
   let finished = 0;
@@ -81,8 +79,8 @@ export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: Cud
       const module = tuneModulePath(dir, i);
       rmSync(dirname(module), { recursive: true, force: true });
       try {
-        const b = await buildReproducer(dir, { quiet: true, force: false, out: module, extraFlags: cudaBuildFlags(configs[i]!), ...(o.confine ? { confine: m } : {}), ...(fe.explainBuildFailure ? { explain: fe.explainBuildFailure } : {}) });
-        fe.checkRebuiltModule?.(b.module, m);
+        const b = await buildReproducer(dir, { quiet: true, force: false, out: module, extraFlags: cudaBuildFlags(configs[i]!), ...(o.confine ? { confine: m } : {}), explain: rdcLinkError });
+        checkRebuiltModule(b.module, m);
         out[i] = { module: b.module, seconds: b.seconds, registers: moduleRegisters(b.module, m) };
       } catch (e) {
         if (isKerncapError(e) && (e.code === "E_INTERRUPTED" || e.code === "E_CONFINED")) throw e;
@@ -105,7 +103,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   const dir = resolve(dirArg);
   const capture = openCapture(dir);
   const m = capture.manifest;
-  if (frontendOf(m) !== cudaFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
+  if (m.kernel.frontend !== "cuda") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
   const swept = parseCudaSpace(o.space); // usage errors before anything runs
   const tritonWords = [...new Set(swept.flatMap((c) => Object.keys(c.defines)))].filter((n) => (OPTION_NAMES as readonly string[]).includes(n));
   if (tritonWords.length) log.warn(`${tritonWords.join(", ")}: Triton's compile option${tritonWords.length > 1 ? "s" : ""}, but this is a CUDA capture: swept as the macro${tritonWords.length > 1 ? "s" : ""} ${tritonWords.map((n) => `-D${n}`).join(", ")}`);
@@ -131,7 +129,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   }
 
   const t1 = performance.now();
-  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
+  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1, regionTypes: undefined }; // no element types from a CUDA capture: --dtype, else fp32
   const ok = built.flatMap((b, i) => ("error" in b ? [] : [{ i, module: b.module }]));
   const s = await openReplay(capture, { verify: true });
   let set;
@@ -161,3 +159,16 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   const winner = pickWinner(rows) ?? null;
   return { dir, frontend: "cuda", kernel: m.kernel.name, grid: null, rows, winner, paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
 }
+
+/** The CUDA frontend's tune (Frontend.tune): Triton's --grid refused (its configs keep the captured launch), then tuneCuda. */
+export const cudaTune: TuneDriver = {
+  run(dir, o) {
+    if (o.grid !== undefined) throw new KerncapError("E_USAGE", `--grid is a Triton tune's option; ${dir} is a CUDA capture, whose configs keep the captured launch`, { hint: "Sweep macros and flags with --define, --maxrregcount, --nvcc-flag or --config." });
+    return tuneCuda(dir, { space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags }, iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, jobs: o.jobs, trust: o.trust, confine: o.confine, onBuilt: o.onBuilt, gate: o.gate });
+  },
+  params: (c) => {
+    if (!c || typeof c !== "object" || !("defines" in c)) return undefined;
+    const k = c as CudaConfig;
+    return { ...Object.fromEntries(Object.entries(k.defines).map(([n, v]) => [n, String(v)])), ...(k.maxrregcount !== undefined ? { maxrregcount: String(k.maxrregcount) } : {}), ...(k.flags.length ? { flags: k.flags.join(" ") } : {}) };
+  },
+};

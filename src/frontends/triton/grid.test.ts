@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { inferGrid, nameScore } from "./grid.ts";
-import { tritonScalarArgs } from "./triton.ts";
+import { tritonScalarArgs } from "./tune.ts";
 
 /**
  * Grid inference on what captures hold: the captured grid, the integer arguments (from the

@@ -9,35 +9,73 @@
 import { existsSync, mkdirSync, readFileSync, realpathSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { KerncapError } from "../errors.ts";
-import { openCapture } from "../format/capture-dir.ts";
-import { MANIFEST_MAX_BYTES, readCaptureBytes, readInCapture } from "../format/paths.ts";
-import type { Manifest, ParamSlot } from "../format/manifest.ts";
-import { parsePinned, type Pinned } from "../format/pinned.ts";
-import { runBuildCommand } from "../frontends/build.ts";
-import { frontendOf } from "../frontends/index.ts";
-import { templatesFolder } from "../frontends/templates.ts";
-import { tritonFrontend } from "../frontends/triton/index.ts";
-import { tritonParamTypes } from "../frontends/triton/numerics.ts";
-import { TRITON_TEMPLATES } from "../frontends/triton/templates.ts";
-import { buildChildEnv, tritonReproducerEnv } from "../env.ts";
-import { log } from "../log.ts";
-import { stageTrustedBuild } from "../format/trust.ts";
-import type { BuildGate } from "../rebuild/gate.ts";
-import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../replay/engine.ts";
+import { KerncapError } from "../../errors.ts";
+import { openCapture } from "../../format/capture-dir.ts";
+import { MANIFEST_MAX_BYTES, readCaptureBytes, readInCapture } from "../../format/paths.ts";
+import type { Manifest, ParamSlot } from "../../format/manifest.ts";
+import { parsePinned, type Pinned } from "./pinned.ts";
+import { runBuildCommand } from "../build.ts";
+import { templatesFolder } from "../templates.ts";
+import { regionTypesFromSignature, tritonParamTypes } from "./numerics.ts";
+import { TRITON_TEMPLATES } from "./templates.ts";
+import { buildChildEnv } from "../../env.ts";
+import { tritonReproducerEnv } from "./env.ts";
+import { log } from "../../log.ts";
+import { stageTrustedBuild } from "../../format/trust.ts";
+import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../../replay/engine.ts";
 import { inferGrid } from "./grid.ts";
-import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneResult, type TuneRow, type TuneRunOptions } from "./space.ts";
+import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneDriver, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
 
 export interface TuneOptions extends TuneRunOptions {
-  /** --config specs (src/tune/space.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
+  /** --config specs (src/frontends/tune.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
   configs: string[];
-  /** --grid expression (src/tune/space.ts evalGrid); none: the captured grid. */
+  /** --grid expression (src/frontends/tune.ts evalGrid); none: the captured grid. */
   grid?: string;
-  /** The trust gate (src/ops/tune.ts), asked before any config's compile runs. */
-  gate: BuildGate;
+  /** The trust gate (src/ops/tune.ts: src/rebuild/gate.ts BuildGate), asked before any config's compile runs. */
+  gate: () => void;
 }
 
-export type { TuneResult } from "./space.ts";
+export type { TuneResult } from "../tune.ts";
+
+/**
+ * The Triton frontend's tune (Frontend.tune): CUDA's options refused, a confined tune (kerncap
+ * mcp) only with trust (each config's compile imports the kernel's source), then tuneTriton.
+ */
+export const tritonTune: TuneDriver = {
+  async run(dir, o) {
+    const cudaOnly = [o.defines.length ? "--define" : "", o.maxrregcount !== undefined ? "--maxrregcount" : "", o.nvccFlags.length ? "--nvcc-flag" : ""].filter(Boolean);
+    if (cudaOnly.length) throw new KerncapError("E_USAGE", `${cudaOnly.join(", ")}: options of a CUDA capture's tune; ${dir} is a Triton capture`, { hint: "A Triton config sets its constexprs and num_warps, num_stages, maxnreg in --config, e.g. --config 'BLOCK_M=64,128 maxnreg=128'." });
+    if (o.confine && !o.trust) {
+      throw new KerncapError("E_UNTRUSTED", `${dir} is a Triton capture: each config's compile imports the kernel's source under src/, which runs as code with your rights, so a confined tune (kerncap mcp) runs it only with --trust`, {
+        hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton tunes run, or tune on the command line.",
+      });
+    }
+    return tuneTriton(dir, o);
+  },
+  candidates: {
+    needsGrid(dir, config) {
+      const captured = capturedConfig(readPinned(dir));
+      return Object.entries(config.kwargs).some(([k, v]) => captured.kwargs[k] !== v);
+    },
+    async build(dest, m, c, gridExpr) {
+      const pin = readPinned(dest);
+      const base = capturedConfig(pin);
+      const config = { kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } };
+      let grid: [number, number, number] | undefined;
+      if (gridExpr) {
+        const params = new Uint8Array(readCaptureBytes(dest, m.params.file, m.params.size));
+        grid = evalGrid(gridExpr, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
+      }
+      const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
+      return "error" in b ? { error: b.error } : { module: b.cubin, ...(grid ? { grid } : {}) };
+    },
+  },
+  params: (c) => {
+    if (!c || typeof c !== "object" || !("kwargs" in c)) return undefined;
+    const t = c as TuneConfig;
+    return Object.fromEntries([...Object.entries(t.kwargs), ...Object.entries(t.options)].map(([k, v]) => [k, String(v)]));
+  },
+};
 
 
 /**
@@ -62,7 +100,7 @@ export function tritonScalarArgs(signature: Record<string, unknown>, params: Uin
   return out;
 }
 
-export type { Pinned }; // the schema's type (src/format/pinned.ts), as the tune and eval code names it
+export type { Pinned }; // the schema's type (src/frontends/triton/pinned.ts), as the tune and eval code names it
 
 /** The app's own config: the pinned constexprs that are whole numbers and the compile options. */
 export function capturedConfig(pin: Pinned): TuneConfig {
@@ -137,7 +175,7 @@ export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o
 /**
  * A Triton capture's pinned.json (the Triton shim's record, templates/triton/repro.py reads it),
  * read from `from` (the capture folder, or a private copy of it); `dir` names the capture in the error.
- * @throws KerncapError E_NO_REPRODUCER when there is none, E_MANIFEST when it breaks its schema (src/format/pinned.ts), naming the field
+ * @throws KerncapError E_NO_REPRODUCER when there is none, E_MANIFEST when it breaks its schema (src/frontends/triton/pinned.ts), naming the field
  */
 export function readPinned(from: string, dir = from): Pinned {
   const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);
@@ -149,13 +187,13 @@ export function readPinned(from: string, dir = from): Pinned {
  * Tune a Triton capture (see the file's comment).
  * @throws KerncapError E_FRONTEND (not Triton), E_NO_REPRODUCER (no pinned.json), E_USAGE (no
  *   space, a config that changes the tile sizes without --grid when no grid formula fits the
- *   capture (src/tune/grid.ts), a bad --grid, num_ctas), the replay's errors
+ *   capture (src/frontends/triton/grid.ts), a bad --grid, num_ctas), the replay's errors
  */
 export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneResult> {
   const dir = resolve(dirArg);
   const capture = openCapture(dir);
   const m: Manifest = capture.manifest;
-  if (frontendOf(m) !== tritonFrontend) throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
+  if (m.kernel.frontend !== "triton") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
   // each config's compile imports the capture's Python under src/ with pinned.json's interpreter: code, as validate's build is
   o.gate();
   // a received capture: repro.py compiles from a private copy of the pinned.json and kernel file that were trusted (src/format/trust.ts)
@@ -177,7 +215,7 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   const params = new Uint8Array(readCaptureBytes(dir, m.params.file, m.params.size));
   const scalars = tritonScalarArgs(pin.signature, params, m.params.layout);
   const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
-  // the space changes tile sizes and no --grid: the grid's formula inferred from the capture (src/tune/grid.ts)
+  // the space changes tile sizes and no --grid: the grid's formula inferred from the capture (src/frontends/triton/grid.ts)
   let grid = o.grid;
   if (!grid && space.some(tiles)) {
     const g = inferGrid(m.launch.grid, scalars, base.kwargs, space.map((c) => c.kwargs));
@@ -219,7 +257,7 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
 
   // the app's module first (the baseline), then every config that compiled
   const t1 = performance.now();
-  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1 };
+  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1, regionTypes: (p: Uint8Array, w?: (ri: number, offset: number) => boolean) => regionTypesFromSignature(m, p, w) };
   const candidates: { i: number; run: RunOptions }[] = [];
   for (const [i, b] of built.entries()) {
     if ("error" in b) continue;

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, nvccTuneFlags, parseCudaSpace, type CudaSpaceSpec } from "./cuda-space.ts";
+import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, nvccTuneFlags, parseCudaSpace, type CudaSpaceSpec } from "./tune-space.ts";
 
 const spec = (o: Partial<CudaSpaceSpec>): CudaSpaceSpec => ({ configs: [], defines: [], nvccFlags: [], ...o });
 const flags = (o: Partial<CudaSpaceSpec>) => parseCudaSpace(spec(o)).map((c) => cudaBuildFlags(c).join(" "));

@@ -8,16 +8,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runCli } from "../cli/main.ts";
-import { readManifest } from "../format/capture-dir.ts";
-import { NVCC } from "../../test/nvcc-fixtures.ts";
-import { tempDir } from "../../test/cpu/fixtures.ts";
-import { buildCudaConfigs, moduleRegisters, tuneModulePath } from "./cuda.ts";
-import { parseCudaSpace, type CudaConfig } from "./cuda-space.ts";
+import { runCli } from "../../cli/main.ts";
+import { readManifest } from "../../format/capture-dir.ts";
+import { NVCC } from "../../../test/nvcc-fixtures.ts";
+import { tempDir } from "../../../test/cpu/fixtures.ts";
+import { buildCudaConfigs, moduleRegisters, tuneModulePath } from "./tune.ts";
+import { parseCudaSpace, type CudaConfig } from "./tune-space.ts";
 import * as v from "valibot";
-import { describeTune } from "../cli/commands/tune.ts";
-import { DOCUMENTS, jsonDocument } from "../format/documents.ts";
-import type { TuneResult } from "./space.ts";
+import { describeTune } from "../../cli/commands/tune.ts";
+import { DOCUMENTS, jsonDocument } from "../../format/documents.ts";
+import type { TuneResult } from "../tune.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl");
 let savedState: string | undefined;
@@ -87,7 +87,7 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
 
   test("kerncap tune builds every config (the build.sh row too) and, without a GPU, stops at the replay", async () => {
     if (HAS_GPU) return; // the GPU suite runs the whole tune (test/gpu/tune.test.ts)
-    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../cli/main.ts"), "tune", dir, "--json", "--config", "HEAVY=0,1 maxrregcount=32", "--config", "BROKEN=1", "--config", "num_warps=4", "--jobs", "2"], { stdout: "pipe", stderr: "pipe", env: process.env });
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../cli/main.ts"), "tune", dir, "--json", "--config", "HEAVY=0,1 maxrregcount=32", "--config", "BROKEN=1", "--config", "num_warps=4", "--jobs", "2"], { stdout: "pipe", stderr: "pipe", env: process.env });
     expect(p.exitCode, p.stderr.toString()).toBe(2);
     expect(JSON.parse(p.stdout.toString()).error.code).toBe("E_NO_GPU");
     // build.sh as is, HEAVY=0 maxrregcount=32, HEAVY=1 maxrregcount=32, and BROKEN=1 (a union of two specs)
