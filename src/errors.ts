@@ -2,31 +2,41 @@
  * One error path for the whole tool: library code throws KerncapError (message + hint + exit code);
  * only the CLI entry (src/cli/main.ts) prints it and sets the process exit code.
  *
- * Exit codes: 0 success / match, 1 mismatch (replay, validate), 2 usage or runtime error.
- * The codes of the trust model (docs/security.md), all exit 2: E_UNSAFE_PATH (a path from a
- * manifest, an archive or an MCP call that is malformed, leaves the folder, or names a link, a hard
- * link, a FIFO, a device: src/format/paths.ts; or a file kerncap writes that is a symbolic link:
- * src/util/write-file.ts), E_PACK_LINK (a link in a folder to pack),
- * E_UNTRUSTED (a received capture's build.sh without --trust: src/format/trust.ts), E_TRUST_CHANGED
- * (--trust=DIGEST, or a build after it, found the files changed since they were shown), E_CONFINED (an
- * MCP build that read a file outside the capture: src/frontends/confine.ts), E_NESTED_CAPTURE (a
- * folder inside another capture given as a capture: src/format/capture-dir.ts assertNotNested),
- * E_NOT_SOURCE (an MCP edit_file of a file that is not one of the frontend's sources: src/mcp/server.ts).
+ * Exit codes: 0 success / match, 1 mismatch (replay, validate), 2 usage or runtime error, 130/143
+ * interrupted. Every code, its exit status and its default hint are one row of ERROR_CODES
+ * (src/error-codes.ts, listed in docs/errors.md); the codes of the trust model (E_UNSAFE_PATH,
+ * E_PACK_LINK, E_UNTRUSTED, E_TRUST_CHANGED, E_CONFINED, E_NESTED_CAPTURE, E_NOT_SOURCE) are
+ * described in docs/security.md.
  */
-export class KerncapError extends Error {
-  /** What the user can do about it; printed under the message. */
-  readonly hint?: string;
-  /** Process exit code the CLI uses for this error (2 unless a verb says otherwise). */
-  readonly exitCode: number;
-  /** Stable machine-readable code for --json consumers, e.g. "E_CHECKSUM". */
-  readonly code: string;
+import { ERROR_CODES, type ErrorCode } from "./error-codes.ts";
 
-  constructor(code: string, message: string, opts: { hint?: string; exitCode?: number; cause?: unknown } = {}) {
+export { ERROR_CODES, type ErrorCode, isErrorCode } from "./error-codes.ts";
+
+/**
+ * A throw site's options. `exitCode` only for E_INTERRUPTED (the signal's own status, 128 + its
+ * number: signalExitCode); every other code exits with its table's status.
+ */
+export type KerncapErrorOptions<C extends ErrorCode> = {
+  /** Replaces the table's hint when the site knows better (the path, the option to change). */
+  hint?: string;
+  cause?: unknown;
+} & (C extends "E_INTERRUPTED" ? { exitCode?: number } : { exitCode?: never });
+
+export class KerncapError<C extends ErrorCode = ErrorCode> extends Error {
+  /** What the user can do about it; printed under the message (the site's, else the table's). */
+  readonly hint?: string;
+  /** Process exit code the CLI uses for this error (the table's, src/error-codes.ts). */
+  readonly exitCode: number;
+  /** Stable machine-readable code for --json consumers, e.g. "E_CHECKSUM" (a key of ERROR_CODES). */
+  readonly code: C;
+
+  constructor(code: C, message: string, opts: KerncapErrorOptions<C> = {} as KerncapErrorOptions<C>) {
     super(message, { cause: opts.cause });
     this.name = "KerncapError";
     this.code = code;
-    this.hint = opts.hint;
-    this.exitCode = opts.exitCode ?? 2;
+    const row = ERROR_CODES[code];
+    this.hint = opts.hint ?? row?.hint;
+    this.exitCode = (code === "E_INTERRUPTED" ? opts.exitCode : undefined) ?? row?.exit ?? 2;
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import { defineCommand, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { existsSync, lstatSync, readFileSync, readlinkSync } from "node:fs";
-import { isKerncapError, KerncapError, systemError } from "../errors.ts";
+import { type ErrorCode, isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -241,7 +241,7 @@ export async function runCli(argv: string[]): Promise<number> {
     process.stdout.write(TOOL_VERSION + "\n");
     return 0;
   }
-  const fail = (code: string, message: string, hint?: string, exitCode = 2): number => {
+  const fail = (code: ErrorCode, message: string, hint?: string, exitCode = 2): number => {
     // a message may carry an application's command line or a shared capture's names: no terminal escapes
     log.error(printable(message));
     if (hint) log.info(printable(hint));

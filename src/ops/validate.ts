@@ -125,7 +125,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {
       const b = await rebuild.built;
-      throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, { hint: e.hint, exitCode: e.exitCode });
+      throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, { hint: e.hint });
     }
     throw e;
   }

@@ -353,10 +353,10 @@ describe("isolation: real worker processes", () => {
         return {
           ...noGpuSession(dir, m, async (o) => {
             const text = readFileSync(await o.modulePath!, "utf8");
-            if (text === "fault") throw new KerncapError("E_LAUNCH", "CUDA_ERROR_ILLEGAL_ADDRESS");
+            if (text === "fault") throw new KerncapError("E_CUDA", "CUDA_ERROR_ILLEGAL_ADDRESS");
             return noGpuResult(m.kernel.name, text === "bad");
           }),
-          isContextLost: (e: unknown) => (e as KerncapError).code === "E_LAUNCH",
+          isContextLost: (e: unknown) => (e as KerncapError).code === "E_CUDA",
         };
       },
     );
@@ -372,7 +372,7 @@ describe("isolation: real worker processes", () => {
     expect(opened).toEqual([a, b]);
     expect(n).toBe(3);
     expect(judge.lost()).toBe(false);
-    expect(await judge.judge(task(b, "fault"), SETTINGS)).toMatchObject({ verdict: "fault", code: "E_LAUNCH" });
+    expect(await judge.judge(task(b, "fault"), SETTINGS)).toMatchObject({ verdict: "fault", code: "E_CUDA" });
     expect(judge.lost()).toBe(true);
   });
 });

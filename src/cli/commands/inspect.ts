@@ -6,7 +6,7 @@ import "../../frontends/index.ts"; // the frontend registry: trustRecorded reads
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { basename, resolve } from "node:path";
 import { stderrProgress } from "../../util/progress.ts";
-import { isKerncapError, KerncapError } from "../../errors.ts";
+import { type ErrorCode, isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
@@ -77,7 +77,7 @@ export function describeTimings(m: Manifest): string {
  * against memory.beforeFileBytes/afterFileBytes) and, with regions, verifyRegions (every stored
  * chunk's kc64 checksum). A checksum error becomes the verdict.
  */
-export function checkIntegrity(dir: string, m: Manifest, regions: boolean, onBytes?: (done: number, total: number) => void): { verdict: "ok" | "damaged"; code?: string; message?: string; hint?: string | null } {
+export function checkIntegrity(dir: string, m: Manifest, regions: boolean, onBytes?: (done: number, total: number) => void): { verdict: "ok" | "damaged"; code?: ErrorCode; message?: string; hint?: string | null } {
   try {
     verifyFiles(dir, m);
     if (regions) verifyRegions(dir, m, onBytes);
