@@ -10,7 +10,7 @@
 #     reproducers (scripts/nvcc-phases.sh). Logs and measurements go to $OUT (default
 #     /tmp/kerncap-gpu-out). It does not check for a GPU itself: run it on the GPU node.
 # Usage: scripts/gpu-test.sh [test-name-filter]
-#   SUITES="test/gpu/a.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
+#   SUITES="test/gpu/export.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
 #   SKIP_BENCH=1 (every benchmark), SKIP_CMAKE_BENCH=1, SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
 #   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share (the suites of

@@ -1,6 +1,6 @@
 /**
  * The JSON documents the verbs print with --json: every one carries `schema: "kerncap.<verb>/N"`
- * (added by printJson in ./args.ts, the one place that writes them), and each has a valibot
+ * (added by printJson in src/cli/args.ts, the one place that writes them), and each has a valibot
  * schema here, from which `kerncap schema VERB` prints a JSON Schema (@valibot/to-json-schema,
  * draft-07). The capture manifest's schema is the reader's own (src/format/manifest.ts).
  *

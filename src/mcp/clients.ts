@@ -6,7 +6,7 @@
  * MCP"); Claude Desktop claude_desktop_config.json `mcpServers` (modelcontextprotocol.io, "Connect
  * to local MCP servers"); Cursor mcp.json `mcpServers` (docs.cursor.com, "Model Context
  * Protocol"); VS Code mcp.json `servers` with `type: "stdio"` (code.visualstudio.com, "Use MCP
- * servers in VS Code"); Codex config.toml `[mcp_servers.NAME]` (github.com/openai/codex, docs/config.md).
+ * servers in VS Code"); Codex config.toml `[mcp_servers.NAME]` (github.com/openai/codex/blob/main/docs/config.md).
  */
 import { realpathSync } from "node:fs";
 import { KerncapError } from "../errors.ts";

@@ -38,7 +38,7 @@ const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true
 
 /**
  * Tool name → title, description, annotations, input schema, the document it returns (its
- * outputSchema, with the error document: src/cli/documents.ts), and the kerncap arguments it runs
+ * outputSchema, with the error document: src/format/documents.ts), and the kerncap arguments it runs
  * (or a local action).
  */
 export const TOOLS = {
