@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Edit-loop benchmark on a CMake CUDA project (issue 25): by default test/apps/cmake_umbrella (a
+# Edit-loop benchmark on a CMake CUDA project: by default test/apps/cmake_umbrella (a
 # kernels library whose kernel templates live in src/kernels/*.cuh, reached from each TU through
 # src/umbrella.cuh; Unix Makefiles, the include folders in a response file; the heaviest TU holds a
 # sweep of 32 GEMM shapes), or another CMake project named by the variables below. The kernel: its

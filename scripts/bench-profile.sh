@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Profiling and timing without the application (issue 27), on the GPU suite's apps. For each
+# Profiling and timing without the application, on the GPU suite's apps. For each
 # kernel (captured first):
 #  - ncu on the application, the launch alone (`--kernel-name-base demangled -k regex:K -s N -c 1`,
 #    gpu__time_duration and DRAM bytes), twice: `--clock-control none --cache-control none` (L2 as

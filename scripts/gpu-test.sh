@@ -50,9 +50,9 @@ rc=0
 if [ "${#suites[@]}" -gt 0 ]; then t $(( $(left) - 120 )) "${suites[@]}"; rc=$?; fi
 nobench() { [ -n "${SKIP_BENCH:-}" ]; }
 nobench || [ -n "${SKIP_SNAP:-}" ] || timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
-# kernel time in the app vs replayed (issue 12 targets: ≤ 10%, two replays ≤ 3%), a table in bench.log
+# kernel time in the app vs replayed (targets: ≤ 10%, two replays ≤ 3%), a table in bench.log
 nobench || [ -n "${SKIP_TIMING:-}" ] || timeout 150 bash scripts/bench-timing.sh 2>&1 | tee -a "$OUT/bench.log"
-# graph-node capture against eager capture of the same kernel (issue 11)
+# graph-node capture against eager capture of the same kernel
 nobench || [ -n "${SKIP_GRAPHS_BENCH:-}" ] || timeout 90 bash scripts/bench-graphs.sh 512 10 2>&1 | tee -a "$OUT/bench.log"
 if [ -n "${llmc_pid:-}" ]; then
   echo "waiting for the llm.c build ($(left) s left)" | tee -a "$OUT/gpu-tests.log"
@@ -68,7 +68,7 @@ fi
 nobench || [ "$(left)" -le 30 ] || timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop.sh 2>&1 | tee -a "$OUT/bench.log"
 # the CMake project of issue 25 (test/apps/cmake_umbrella, built by the cmake suite of step 3 when it ran)
 nobench || [ -n "${SKIP_CMAKE_BENCH:-}" ] || [ "$(left)" -le 30 ] || timeout "$(( $(left) - 5 ))" bash scripts/bench-edit-loop-cmake.sh 2>&1 | tee -a "$OUT/bench.log"
-# what each nvcc phase of the reproducers' rebuilds costs (issue 14: what dominates --watch)
+# what each nvcc phase of the reproducers' rebuilds costs (what dominates --watch)
 if ! nobench; then
   for c in "${TMPDIR:-/tmp}/kerncap-ggml/bench-capture" "${TMPDIR:-/tmp}/kerncap-llmc/bench-capture"; do
     [ -x "$c/build.sh" ] && timeout 60 bash scripts/nvcc-phases.sh "$c" "$(basename "$(dirname "$c")")" 2>&1 | tee -a "$OUT/bench.log"

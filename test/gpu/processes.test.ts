@@ -1,5 +1,5 @@
 /**
- * Multi-process jobs and CUPTI sharing on a GPU (issue 13): which process captured is recorded,
+ * Multi-process jobs and CUPTI sharing on a GPU: which process captured is recorded,
  * exactly one process writes the capture, --rank/--process pick it, and the application's own
  * profiler is told (or served) when kerncap holds CUPTI. Skipped without an NVIDIA GPU.
  *

@@ -1,5 +1,5 @@
 /**
- * Verdicts a kernel engineer can trust (issue 12), on the H200: float-atomic kernels replay as
+ * Verdicts a kernel engineer can trust, on the H200: float-atomic kernels replay as
  * "match within the run-to-run spread", a planted wrong after state still fails, integer atomics
  * stay bit-exact, faulting launches are captured and their fault reproduced, and the replayed
  * kernel time agrees with the in-app GPU time. Figures go to $KERNCAP_GPU_OUT/verdicts.json.

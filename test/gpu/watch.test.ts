@@ -1,5 +1,5 @@
 /**
- * `kerncap validate --watch DIR --json` on a GPU (issue 14 point 3): structs.cu's scale_jobs
+ * `kerncap validate --watch DIR --json` on a GPU: structs.cu's scale_jobs
  * captured with its reproducer (--source-root), the watch started as a child process; its first
  * line is the unchanged reproducer's MATCH; an edit that changes results gives a MISMATCH line,
  * the revert MATCH, a syntax error a build-error line with the compiler's message, the fix MATCH
