@@ -1,0 +1,113 @@
+/**
+ * Where tests live (docs/layout.md, "test/"): CPU tests under test/cpu/, a test of one module at
+ * its src/ path (src/replay/compare.ts → test/cpu/replay/compare.test.ts), suites across modules at
+ * test/cpu/<topic>.test.ts; GPU suites in test/gpu/; the data tests read under test/fixtures/,
+ * never in src/. A new test elsewhere fails here; ALLOWED lists the places that predate the rule.
+ */
+import { expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+
+const ROOT = join(import.meta.dir, "../..");
+
+/** Tests and data that predate the rule, to be moved to their place (then removed from here). */
+const ALLOWED = new Set<string>([
+  "src/capture/collective.test.ts",
+  "src/capture/cupti-share.test.ts",
+  "src/capture/process.test.ts",
+  "src/capture/sanitizer.test.ts",
+  "src/codeobj/amdgpu.test.ts",
+  "src/codeobj/cubin.test.ts",
+  "src/codeobj/elf.test.ts",
+  "src/codeobj/fatbin.test.ts",
+  "src/codeobj/globals-scan.test.ts",
+  "src/codeobj/index.test.ts",
+  "src/format/file-image.test.ts",
+  "src/format/json-position.test.ts",
+  "src/format/kc64.test.ts",
+  "src/frontends/cuda/buildlog.test.ts",
+  "src/frontends/cuda/compile-commands.test.ts",
+  "src/frontends/cuda/includers.test.ts",
+  "src/frontends/cuda/incremental-pp.test.ts",
+  "src/frontends/cuda/prune.test.ts",
+  "src/frontends/cuda/repro.test.ts",
+  "src/frontends/hip/repro.test.ts",
+  "src/frontends/templates.test.ts",
+  "src/frontends/triton/launch.test.ts",
+  "src/frontends/triton/triton-shim.test.ts",
+  "src/mcp/server.test.ts",
+  "src/native/libhsa.test.ts",
+  "src/native/libs.test.ts",
+  "src/native/loader.test.ts",
+  "src/profile/ncu.test.ts",
+  "src/replay/against.test.ts",
+  "src/replay/clocks.test.ts",
+  "src/replay/envelope.test.ts",
+  "src/replay/judge-settings.test.ts",
+  "src/replay/restorer.test.ts",
+  "src/replay/stats.test.ts",
+  "src/replay/tolerance.test.ts",
+  "src/tune/cuda-space.test.ts",
+  "src/tune/cuda.test.ts",
+  "src/tune/grid.test.ts",
+  "src/tune/space.test.ts",
+  "src/tune/triton.test.ts",
+  "src/util/progress.test.ts",
+  "test/apps/hip/hsa-replay.test.ts",
+  "test/apps/hip/hsa-run.test.ts",
+  "test/apps/hip/kerncap_hsa.test.ts",
+  "src/frontends/triton/testdata/",
+  "src/profile/testdata/",
+]);
+
+function files(): string[] {
+  const git = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard"], { cwd: ROOT });
+  return git.stdout.toString().trim().split("\n").filter((f) => f && existsSync(join(ROOT, f)));
+}
+
+/** Why `path` (a test file) is out of place, or undefined when it sits where the rule puts it. */
+export function misplaced(path: string, exists: (p: string) => boolean): string | undefined {
+  if (path.startsWith("test/gpu/")) return path.slice(9).includes("/") ? "GPU suites sit at the top of test/gpu/" : undefined;
+  if (!path.startsWith("test/cpu/")) return "a test goes under test/cpu/ (mirroring src/) or test/gpu/";
+  const rel = path.slice(9);
+  if (!rel.includes("/")) return undefined; // a suite across modules
+  const folder = dirname(rel);
+  if (!exists(`src/${folder}`)) return `test/cpu/${folder}/ mirrors no folder of src/`;
+  const module = basename(rel).split(".")[0]!;
+  if (!exists(`src/${folder}/${module}.ts`)) return `no module src/${folder}/${module}.ts for it to test (a suite across modules goes at the top of test/cpu/)`;
+  return undefined;
+}
+
+test("every test sits where docs/layout.md's rule puts it, and test data is not in src/", () => {
+  const exists = (p: string) => existsSync(join(ROOT, p));
+  const wrong: string[] = [];
+  for (const f of files()) {
+    const data = /^src\/(.*\/)?testdata\//.exec(f);
+    if (data) {
+      if (!ALLOWED.has(data[0])) wrong.push(`${f}: test data goes under test/fixtures/`);
+      continue;
+    }
+    if (!f.endsWith(".test.ts") || ALLOWED.has(f)) continue;
+    const why = misplaced(f, exists);
+    if (why) wrong.push(`${f}: ${why}`);
+  }
+  expect(wrong).toEqual([]);
+});
+
+test("the allow-list names only places that still exist (a moved test leaves it)", () => {
+  expect([...ALLOWED].filter((f) => !existsSync(join(ROOT, f)))).toEqual([]);
+});
+
+test("the rule itself", () => {
+  const have = new Set(["src/replay", "src/replay/compare.ts", "src/format", "src/format/zip.ts"]);
+  const exists = (p: string) => have.has(p);
+  expect(misplaced("test/cpu/replay/compare.test.ts", exists)).toBeUndefined();
+  expect(misplaced("test/cpu/replay/compare.multiset.test.ts", exists)).toBeUndefined();
+  expect(misplaced("test/cpu/cli.test.ts", exists)).toBeUndefined();
+  expect(misplaced("test/gpu/watch.test.ts", exists)).toBeUndefined();
+  expect(misplaced("src/replay/compare.test.ts", exists)).toContain("test/cpu/");
+  expect(misplaced("test/apps/hip/hsa-run.test.ts", exists)).toContain("test/cpu/");
+  expect(misplaced("test/cpu/replay/nothing.test.ts", exists)).toContain("no module");
+  expect(misplaced("test/cpu/nowhere/zip.test.ts", exists)).toContain("mirrors no folder");
+  expect(misplaced("test/gpu/sub/x.test.ts", exists)).toContain("top of test/gpu/");
+});
