@@ -5,7 +5,7 @@
  * `differs`; CUDA: the kernel's .text bytes, register count, the sizes of its attributes, static
  * shared memory and parameter bank). One Rebuilder holds a capture's build state (the check, the
  * fast build's series) and is used once by `kerncap validate` and `kerncap check --rebuild`
- * (rebuildOnce, beside the replay: ./validate.ts startRebuild) and once per save by the watch
+ * (rebuildOnce, beside the replay: src/ops/rebuild-beside.ts startRebuild) and once per save by the watch
  * (rebuildSave, with checkBeside after a build by build.sh). Both run the frontend's
  * beforeBuild first (CUDA: a stale slice remade) and its checkRebuiltModule (checkRebuilt) before
  * anything launches the module.
