@@ -1,7 +1,7 @@
 /* kc_fatbin.h — the application's fatbin that holds a loaded cubin, so that a capture keeps the
  * PTX of the module where the application's image had it. Header-only, for the capture library
  * (kerncap_cuda.c records images at load, kc_capture.c looks the kernel's cubin up at capture) and
- * its test driver (c/test/fatbin_main.c).
+ * its test (test/cpu/c-fatbin.test.ts, through c/test/launch_main.c).
  *
  * Why: CUPTI's module-loaded callback hands over the one cubin the driver picked for the GPU, not
  * the image the application handed it; PTX beside that cubin (what lets the module run on another

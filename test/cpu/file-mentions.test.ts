@@ -5,7 +5,8 @@
  * (`[x](security.md)`), and in a comment a path from its own folder (`./progress.ts`). A file moved or removed without its mentions fails here, naming each.
  *
  * Not checked: a path with a placeholder or a glob (`src/<function>.py`, `c/kc_*.c`, `$OUT/…`), a
- * `..` in it, build outputs git ignores (c/build/, dist/), and, under `src/`, a path that is not
+ * `..` in it, build outputs git ignores (c/build/, dist/), a file recorded on the GPU node and
+ * committed from there (RECORDED_ON_GPU), and, under `src/`, a path that is not
  * one of kerncap's own (a capture's reproducer has its own src/: `src/kernel.cu`, `src/x/build.sh`),
  * told apart by being neither a `.ts` file nor under an existing folder of src/.
  */
@@ -17,6 +18,9 @@ const ROOT = join(import.meta.dir, "../..");
 
 /** Build outputs (git ignores them): named by scripts and docs, absent from a fresh checkout. */
 const BUILT = ["c/build/", "dist/"];
+
+/** Files a script writes on the GPU node, to be committed from there: named before they exist. */
+const RECORDED_ON_GPU = new Set(["docs/walkthrough.md"]); // scripts/walkthrough.sh
 
 /** The files scanned, as [path from the root, what counts as a mention]. */
 function scanned(): [string, "doc" | "comment" | "hash-comment"][] {
@@ -55,7 +59,7 @@ const RELATIVE = /(?<![\w./`-])(\.\.?\/[\w./+-]*\.(?:ts|c|h|cu|md|sh|py|json|hbs
 /** Whether a matched path is one this test holds to the repository (see the file's comment). */
 function checked(path: string, next: string): boolean {
   if (/[*<{$…]/.test(next) || path.includes("..")) return false;
-  if (BUILT.some((b) => path.startsWith(b))) return false;
+  if (BUILT.some((b) => path.startsWith(b)) || RECORDED_ON_GPU.has(path)) return false;
   if (path.startsWith("src/")) {
     const first = path.slice(4).split("/")[0]!;
     return /\.ts$/.test(path) || (path.slice(4).includes("/") && SRC_FOLDERS.has(first));
