@@ -4,7 +4,7 @@
 # library is linked: the runtime loads the library through HSA_TOOLS_LIB and hands over its API
 # table. Sources: c/hsa/kerncap_hsa.c and the units it shares with the CUDA library (c/common/units,
 # the list scripts/build-c.sh compiles too); -fvisibility=hidden: only OnLoad and OnUnload are exported
-# (test/apps/hip/kerncap_hsa.test.ts). Exits 0 with a message and writes nothing when the headers
+# (test/cpu/c-hsa.test.ts). Exits 0 with a message and writes nothing when the headers
 # are missing.
 # Environment: HSA_INCLUDE (default /usr/include), CC (default gcc).
 set -euo pipefail

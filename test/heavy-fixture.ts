@@ -2,7 +2,7 @@
  * Test helper (not shipped code): a CUDA project whose kernel header pulls <vector>, <string>,
  * <unordered_map>, <memory>, <mutex>, <algorithm>, cuda_fp16 and host structures, as real code
  * bases do; compiled with the local nvcc (sm_90) and rendered as a kerncap reproducer.
- * Used by src/frontends/cuda/prune.test.ts and test/cpu/watch.test.ts (both skip without nvcc).
+ * Used by test/cpu/frontends/cuda/prune.test.ts and test/cpu/watch.test.ts (both skip without nvcc).
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -4,7 +4,7 @@
  * side kernels). Captured alone they could not run (a replay has no peers), and the capture's
  * synchronize and snapshot around one would stall every rank of the job waiting on it; so the
  * library never makes one a target (target_mask in c/cuda/kerncap_cuda.c): it counts its launches and
- * nothing more. The same list is src/capture/collective.ts's (test: src/capture/collective.test.ts
+ * nothing more. The same list is src/capture/collective.ts's (test: test/cpu/capture/collective.test.ts
  * runs c/test/collective_main.c on the same names).
  */
 #ifndef KC_COLLECTIVE_H

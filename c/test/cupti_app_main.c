@@ -1,4 +1,4 @@
-/* Test app for the cuptiSubscribe wrappers of c/cuda/kc_cupti.h (src/capture/cupti-share.test.ts).
+/* Test app for the cuptiSubscribe wrappers of c/cuda/kc_cupti.h (test/cpu/capture/cupti-share.test.ts).
  * Built twice: with -DFAKE_CUPTI as a stand-in libcupti (first cuptiSubscribe succeeds, later
  * ones fail with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39, as the one-subscriber rule
  * does), and as the application, linked against it. The application calls InitializeInjection

@@ -1,5 +1,5 @@
 /* Prints kc64 (c/common/kc_hash.h) of the file named by argv[1] taken at offset argv[2], length argv[3]:
- * "<16 hex> <nz>". src/format/kc64.test.ts compares it with the TypeScript implementation. */
+ * "<16 hex> <nz>". test/cpu/format/kc64.test.ts compares it with the TypeScript implementation. */
 #include "../common/kc_hash.h"
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Test driver for c/common/kc_process.c (src/capture/process.test.ts builds it with that file and runs it).
+/* Test driver for c/common/kc_process.c (test/cpu/capture/process.test.ts builds it with that file and runs it).
  *   process_main race DIR N   fork N children that number themselves and race for the claim at
  *                             once; prints {"winners":w,"numbers":[...],"claimed_by":pid}
  *   process_main ident DIR    kc_proc_init in this process (selection from the environment) and

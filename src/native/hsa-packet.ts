@@ -1,5 +1,5 @@
 /**
- * Pure helpers of the HSA replay backend (no runtime needed; tested in hsa.test.ts): the AQL
+ * Pure helpers of the HSA replay backend (no runtime needed; tested in test/cpu/native/libhsa.test.ts): the AQL
  * kernel dispatch packet (hsa.h hsa_kernel_dispatch_packet_t).
  */
 const HSA_PACKET_TYPE_KERNEL_DISPATCH = 2;

@@ -293,11 +293,11 @@ const table: Record<keyof typeof commands, () => void> = {
   },
   profile: () => {
     // a stand-in ncu: writes the report where --export says, prints the replay's verdict line, and
-    // answers --import with a stored ncu CSV (src/profile/testdata)
+    // answers --import with a stored ncu CSV (test/fixtures/profile)
     const fakeNcu = (root: string): string => {
       const bin = join(root, "bin");
       mkdirSync(bin);
-      const csv = join(import.meta.dir, "../../src/profile/testdata/ncu-details-2025.csv");
+      const csv = join(import.meta.dir, "../fixtures/profile/ncu-details-2025.csv");
       writeFileSync(
         join(bin, "ncu"),
         // FAKE_NCU_PRINTS=1: the details page printed after the replay's output (ncu 2025.3 with --csv --page details), and no --import answered
@@ -349,7 +349,7 @@ const table: Record<keyof typeof commands, () => void> = {
     });
   },
   tune: () => {
-    // the Triton refusals before any compile: src/frontends/triton/tune.test.ts
+    // the Triton refusals before any compile: test/cpu/frontends/triton/tune.test.ts
     test("fewer than 5 timed rounds or a bad --jobs: usage errors", async () => {
       expect((await failure("tune", [await fresh(), "--iters", "2"])).message).toContain("--iters must be a whole number from 5");
       expect((await failure("tune", [await fresh(), "--jobs", "0"])).message).toContain("--jobs must be a whole number from 1");
@@ -517,7 +517,7 @@ const table: Record<keyof typeof commands, () => void> = {
     });
   },
   mcp: () => {
-    test("ends when the client closes stdin (more in src/mcp/server.test.ts)", async () => {
+    test("ends when the client closes stdin (more in test/cpu/mcp/server.test.ts)", async () => {
       const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
       p.stdin.end();
       const t0 = performance.now();

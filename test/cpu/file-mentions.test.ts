@@ -28,8 +28,8 @@ function scanned(): [string, "doc" | "comment" | "hash-comment"][] {
   const files = git.stdout.toString().trim().split("\n").filter((f) => f && existsSync(join(ROOT, f)));
   const out: [string, "doc" | "comment" | "hash-comment"][] = [];
   for (const f of files) {
-    if (f.endsWith(".md") && !f.startsWith("demo/") && !f.startsWith("templates/") && !f.includes("/testdata/")) out.push([f, "doc"]);
-    else if (/^(src|test|scripts|c)\/.*\.(ts|c|h|cu|cpp)$/.test(f) && !f.includes("/testdata/")) out.push([f, "comment"]);
+    if (f.endsWith(".md") && !f.startsWith("demo/") && !f.startsWith("templates/") && !f.startsWith("test/fixtures/")) out.push([f, "doc"]);
+    else if (/^(src|test|scripts|c)\/.*\.(ts|c|h|cu|cpp)$/.test(f) && !f.startsWith("test/fixtures/")) out.push([f, "comment"]);
     else if (/^(scripts\/.*\.(sh|py)|\.ci\/run)$/.test(f)) out.push([f, "hash-comment"]);
   }
   return out;

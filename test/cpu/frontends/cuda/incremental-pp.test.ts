@@ -1,0 +1,147 @@
+/**
+ * Incremental preprocessing (src/frontends/cuda/incremental-pp.ts) against gcc itself: a small project
+ * (a primary file, project headers with #pragma once and include guards, a system header whose
+ * macros the project uses), preprocessed whole with g++ -E -dD, then edited; the output
+ * assembled from the previous one and the synthetic TU must say what g++ -E says of the edited
+ * project, line by line with file, line, include depth and system-header flags; and where the
+ * model is known not to hold (a #pragma once header included again after the cut) the
+ * verification must see the difference. Skips without g++.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { assemble, parseBase, planIncremental, scanLines, stripMacroLines, verifyAssembled } from "../../../../src/frontends/cuda/incremental-pp.ts";
+
+const GXX = Bun.which("g++");
+const WORK = mkdtempSync(join(tmpdir(), "kerncap-incpp-"));
+afterAll(() => rmSync(WORK, { recursive: true, force: true }));
+
+const FILES: Record<string, string> = {
+  "sys/sysdefs.h": ["#ifndef SYSDEFS_H", "#define SYSDEFS_H", "#define SYS_ATTR(x) __attribute__((x))", "#define SYS_ONE 1", "typedef int sys_int;", "#endif", ""].join("\n"),
+  "inc/common.h": ["#pragma once", "#include <sysdefs.h>", "#define SCALE 3", "struct common_t { int v; };", ""].join("\n"),
+  "inc/guarded.h": ["#ifndef GUARDED_H", "#define GUARDED_H", '#include "common.h"', "inline int twice(int x) { return 2 * x; }", "#endif", ""].join("\n"),
+  "inc/kernel.h": [
+    "#pragma once",
+    '#include "common.h"',
+    '#include "guarded.h"',
+    "#define LOCAL(x) ((x) + SCALE)",
+    "#if SYS_ONE",
+    "SYS_ATTR(noinline) int f(int a) {",
+    "  int r = LOCAL(a);",
+    '  const char* where = __FILE__; (void)where;',
+    "  return r + __LINE__;",
+    "}",
+    "#else",
+    "int f(int a) { return a; }",
+    "#endif",
+    "int g(int b) {",
+    "  return twice(b)",
+    "    + SCALE;",
+    "}",
+    "#ifdef NEVER_DEFINED",
+    "int unused_h(void);",
+    "#endif",
+    "int tail_fn(int c) { return c * SYS_ONE; }",
+    "",
+  ].join("\n"),
+  "inc/nested.h": ["#pragma once", '#include "kernel.h"', "int nested_fn(int d) { return f(d) + g(d); }", ""].join("\n"),
+  "main.cc": ['#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
+  // kerncap's slice: comment lines, then a #line that names it after its TU
+  "slice.cc": ["// kerncap slice of main.cc", "// generated", '#line 1 "main.cc"', '#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
+};
+
+function project(name: string): string {
+  const d = join(WORK, name);
+  for (const [rel, text] of Object.entries(FILES)) {
+    mkdirSync(join(d, rel, ".."), { recursive: true });
+    writeFileSync(join(d, rel), text);
+  }
+  return d;
+}
+
+const pp = (d: string, primary: string, out: string) => {
+  const p = Bun.spawnSync([GXX!, "-E", "-dD", "-isystem", join(d, "sys"), "-I", join(d, "inc"), primary, "-o", out], { cwd: d, stderr: "pipe" });
+  if (p.exitCode !== 0) throw new Error(p.stderr.toString());
+  return readFileSync(out, "latin1");
+};
+
+/** Edit `file` of a fresh project; returns what verifyAssembled says (null: the same as g++ on the whole TU) and the plan. */
+function incremental(name: string, file: string, edit: (s: string) => string, main = "main.cc") {
+  const d = project(name);
+  const primary = join(d, main);
+  const base = parseBase(pp(d, primary, join(d, "base.ii")));
+  const path = join(d, file);
+  const old = readFileSync(path, "utf8");
+  const now = edit(old);
+  expect(now).not.toBe(old);
+  writeFileSync(path, now);
+  const plan = planIncremental(base, path, old, now, (p) => readFileSync(p, "utf8"));
+  if ("reason" in plan) throw new Error(plan.reason);
+  for (const [p, t] of plan.files) writeFileSync(p, t);
+  const synth = pp(d, plan.primary, join(d, "synth.ii"));
+  const full = pp(d, primary, join(d, "full.ii"));
+  const asm = assemble(base, plan.cut, synth);
+  expect(asm).not.toBeNull();
+  return { differs: verifyAssembled(asm!, full), plan, asm: asm!, full };
+}
+
+describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
+  test("an edit in a function body after the includes: cut at the edit's statement, same output as the whole TU (__FILE__, __LINE__, a system header's macro)", () => {
+    const r = incremental("body", "inc/kernel.h", (s) => s.replace("  int r = LOCAL(a);", "  int r = LOCAL(a) * 2;"));
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBeGreaterThan(4); // after the #includes and #define, inside the taken #if
+    expect(r.asm.text).toContain("((a) + 3) * 2;"); // the edit, its macros expanded
+    expect(stripMacroLines(r.asm.text)).not.toMatch(/^#define /m);
+  });
+  test("an edit after a statement that spans lines: the cut goes before it", () => {
+    const r = incremental("span", "inc/kernel.h", (s) => s.replace("    + SCALE;", "    + SCALE + 1;"));
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBeLessThanOrEqual(15); // not between `return twice(b)` and its continuation
+  });
+  test("an edit at the end of a file included from a header included from the primary file", () => {
+    const r = incremental("nested", "inc/nested.h", (s) => s + "int more(int e) { return e + SCALE; }\n");
+    expect(r.differs).toBeNull();
+  });
+  test("a primary file that renames itself with #line (kerncap's slice): its tail is read at the real line of its #include", () => {
+    const r = incremental("renamed", "inc/nested.h", (s) => s.replace("f(d) + g(d)", "f(d) - g(d)"), "slice.cc");
+    expect(r.differs).toBeNull();
+  });
+  test("kerncap's slice remade after an edit of its TU: its first line (the TU's sha256) changes too, the cut is at the edit", () => {
+    const r = incremental("slice-edit", "slice.cc", (s) => s.replace("// kerncap slice of main.cc", "// kerncap slice of main.cc sha256=feed").replace("tail_fn(2)", "tail_fn(3)"), "slice.cc");
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBeGreaterThan(1);
+  });
+  test("an edit inside a group whose branch left nothing in the output: the cut moves before its #ifdef", () => {
+    const r = incremental("untaken", "inc/kernel.h", (s) => s.replace("int unused_h(void);", "int unused_h(int);"));
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBeLessThanOrEqual(18);
+  });
+  test("an edit of the first line: the file itself is included (its #pragma once holds)", () => {
+    const r = incremental("first", "inc/kernel.h", (s) => "// edited\n" + s);
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBe(1);
+  });
+  test("a #pragma once header included again after the cut is a difference the verification sees", () => {
+    // common.h was entered before the cut; the edit's new #include of it would be skipped by g++ on the whole TU
+    const r = incremental("once", "inc/kernel.h", (s) => s.replace("int tail_fn(int c)", '#include "common.h"\nint tail_fn(int c)'));
+    expect(r.differs).not.toBeNull();
+  });
+});
+
+describe("scanLines: where a cut may go", () => {
+  test("a comment, a continued directive, an open parenthesis or a name at the end of the previous line spans into the next line", () => {
+    const s = scanLines(["int a;", "/* x", "y */ int b;", "#define M(x) \\", "  x", "f(1,", "2);", "int c = FOO", "(1);", "int d;"].join("\n"), 11)!;
+    const clean = s.map((x) => x.clean);
+    expect(clean).toEqual([true, true, false, true, false, true, false, true, false, true, true]);
+  });
+  test("the conditional groups open at each line: the #if and the branch", () => {
+    const s = scanLines(["#if A", "x", "#else", "y", "#endif", "z"].join("\n"), 6)!;
+    expect(s[1]!.open).toEqual([{ ifLine: 1, branchLine: 1 }]);
+    expect(s[3]!.open).toEqual([{ ifLine: 1, branchLine: 3 }]);
+    expect(s[5]!.open).toEqual([]);
+  });
+  test("a raw string literal: no answer", () => {
+    expect(scanLines('const char* s = R"(x\n)";', 2)).toBeNull();
+  });
+});

@@ -1,0 +1,498 @@
+/**
+ * The MCP server through the SDK's own client, in-process (InMemoryTransport): the tool list and
+ * its input schemas, inspect/replay/validate returning the verbs' JSON documents (tools run this
+ * kerncap in child processes), read_file, edit_file confined to src/ (also when src/ is a link),
+ * clear errors for a capture without src/ and a missing cwd, a stdio round trip, and the tool
+ * children (validate's slow build.sh) ended at cancellation, SIGTERM and stdin EOF.
+ */
+import { describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
+import { NVCC } from "../../nvcc-fixtures.ts";
+import { runCli } from "../../../src/cli/main.ts";
+import { createMcpServer, TOOL_NAMES } from "../../../src/mcp/server.ts";
+
+async function connected(): Promise<Client> {
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await createMcpServer().connect(a);
+  const client = new Client({ name: "test", version: "1" });
+  await client.connect(b);
+  return client;
+}
+
+async function fresh(): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+  return dir;
+}
+
+const doc = (r: any) => r.structuredContent as Record<string, any>;
+
+/** A capture whose build.sh writes "<its pid> <its parent's (the kerncap child's)> <sleep's>" to ../pids, then sleeps. */
+async function slowBuild(): Promise<{ dir: string; pids: string }> {
+  const dir = await fresh();
+  const pids = join(dirname(dir), "pids");
+  writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nsleep 60 &\necho "$$ $PPID $!" > ${pids}.part && mv ${pids}.part ${pids}\nwait\n`, { mode: 0o755 });
+  recordRendered(dir); // stands for the build.sh kerncap wrote (kerncap mcp's validate runs no other)
+  return { dir, pids };
+}
+
+/** Running and not a zombie (/proc/PID/stat state). */
+function running(pid: number): boolean {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return st.slice(st.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function until(pred: () => boolean, ms = 20_000): Promise<void> {
+  const t0 = Date.now();
+  while (!pred()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
+    await Bun.sleep(10);
+  }
+}
+
+/** `kerncap mcp` as a child speaking newline-delimited JSON-RPC on its stdin; a validate call sent. */
+async function mcpWithSlowValidate(): Promise<{ p: Bun.Subprocess<"pipe", "pipe", "pipe">; procs: number[] }> {
+  const { dir, pids } = await slowBuild();
+  const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const send = (m: object) => p.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+  send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+  send({ method: "notifications/initialized" });
+  send({ id: 2, method: "tools/call", params: { name: "validate", arguments: { dir, force: true } } });
+  p.stdin.flush();
+  await until(() => existsSync(pids));
+  const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number);
+  expect(procs.every(running)).toBe(true);
+  return { p, procs };
+}
+
+describe("kerncap mcp", () => {
+  test("tools/list: every verb and the file tools, with JSON Schema inputs", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "evaluate", "inspect", "list", "profile", "read_file", "replay", "run", "tune", "validate"]);
+    expect(tools.map((t) => t.name)).toEqual(TOOL_NAMES); // what `kerncap mcp --help` and its start line name
+    const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
+    expect(help.stdout.toString() + help.stderr.toString()).toContain(`(${TOOL_NAMES.join(", ")})`);
+    const run = tools.find((t) => t.name === "run")!;
+    expect(run.inputSchema.required).toEqual(["app"]);
+    expect((run.inputSchema.properties as any).dispatch.type).toBe("integer");
+    await c.close();
+  });
+
+  test("tools/list: a title and annotations on every tool (inspect reads, edit_file writes); outputSchemas that calls conform to", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const t = Object.fromEntries(tools.map((x) => [x.name, x]));
+    for (const x of tools) {
+      expect(x.title, x.name).toBeTruthy();
+      for (const k of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) expect(typeof x.annotations?.[k], `${x.name} ${k}`).toBe("boolean");
+      expect(x.outputSchema?.type, x.name).toBe("object");
+    }
+    // what a client asks permission for: reading vs writing, the app's open world
+    for (const n of ["inspect", "read_file", "replay"]) expect(t[n]!.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    expect(t.edit_file!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: false });
+    expect(t.run!.annotations).toMatchObject({ readOnlyHint: false, openWorldHint: true });
+    expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: true });
+    // profile writes its report, tune its builds: neither reads only, neither destroys
+    for (const n of ["profile", "tune", "validate"]) expect(t[n]!.annotations, n).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: false });
+    // a result, a file, an edit and an error each conform to the tool's outputSchema (the SDK's own validator)
+    const ajv = new AjvJsonSchemaValidator();
+    const dir = await fresh();
+    const calls: [string, Record<string, unknown>][] = [["inspect", { dir }], ["read_file", { dir, path: "src/kernel.cu" }], ["edit_file", { dir, path: "src/kernel.cu", content: "// x\n" }], ["inspect", { dir: join(dir, "nothing") }]];
+    for (const [name, args] of calls) {
+      const r = await c.callTool({ name, arguments: args });
+      const check = ajv.getValidator(t[name]!.outputSchema as never)(r.structuredContent);
+      expect(check.valid, `${name}: ${check.errorMessage}`).toBe(true);
+    }
+    // and a document of another tool does not: the schemas say something
+    const other = await c.callTool({ name: "read_file", arguments: { dir, path: "src/kernel.cu" } });
+    expect(ajv.getValidator(t.inspect!.outputSchema as never)(other.structuredContent).valid).toBe(false);
+    await c.close();
+  }, 30_000);
+
+  test("bad arguments in plain words: an unknown one with those the tool takes, a missing one", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const u = await c.callTool({ name: "inspect", arguments: { dir, bogus: 1 } });
+    expect(doc(u).error.message).toBe("bad arguments for inspect: unknown argument bogus; the tool takes: dir, verify");
+    const m = await c.callTool({ name: "read_file", arguments: { dir } });
+    expect(doc(m).error.message).toBe("bad arguments for read_file: missing argument path");
+    // kerncap.json is the capture's own file: no "did you mean src/kerncap.json?" (found by a trial)
+    const k = await c.callTool({ name: "edit_file", arguments: { dir, path: "kerncap.json", content: "x" } });
+    expect(doc(k).error.hint).toContain("kerncap.json is the capture's own file");
+    expect(doc(k).error.hint).not.toContain("src/kerncap.json");
+    await c.close();
+  });
+
+  test("kerncap mcp --print-config CLIENT: the registration with this kerncap's path; an unknown client names the known ones", async () => {
+    const main = resolve(import.meta.dir, "../../../src/cli/main.ts");
+    const cfg = (client: string) => Bun.spawnSync([process.execPath, main, "mcp", "--print-config", client], { stdout: "pipe", stderr: "pipe" });
+    const exe = realpathSync(process.execPath);
+    const code = cfg("claude-code");
+    expect(code.exitCode).toBe(0);
+    expect(code.stdout.toString()).toBe(`claude mcp add --scope user kerncap -- ${exe} ${main} mcp\n`);
+    for (const [client, key] of [["claude-desktop", "mcpServers"], ["cursor", "mcpServers"], ["vscode", "servers"]] as const) {
+      const r = cfg(client);
+      expect(r.exitCode, client).toBe(0);
+      expect(JSON.parse(r.stdout.toString())[key].kerncap).toMatchObject({ command: exe, args: [main, "mcp"] });
+      expect(r.stderr.toString(), client).toContain(client === "claude-desktop" ? "claude_desktop_config.json" : "mcp.json");
+    }
+    expect(cfg("codex").stdout.toString()).toContain(`[mcp_servers.kerncap]\ncommand = ${JSON.stringify(exe)}`);
+    const bad = cfg("emacs");
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr.toString()).toContain("claude-code, claude-desktop, cursor, vscode, codex");
+  });
+
+  test("inspect returns the verb's document; replay and validate their error documents without a GPU/build", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const i = await c.callTool({ name: "inspect", arguments: { dir, verify: true } });
+    expect(i.isError).toBe(false);
+    expect(doc(i).schema).toBe("kerncap.inspect/1");
+    expect(doc(i).integrity.verdict).toBe("ok");
+    expect(JSON.parse((i.content as any)[0].text).manifest.kernel.name).toBe("_Z5scalePfi");
+    const v = await c.callTool({ name: "validate", arguments: { dir, iters: 1 } });
+    expect(v.isError).toBe(true);
+    expect(doc(v).schema).toBe("kerncap.error/1");
+    expect(doc(v).error.code).toBe("E_NO_REPRODUCER");
+    const bad = await c.callTool({ name: "replay", arguments: { dir, iters: -1 } });
+    expect(bad.isError).toBe(true);
+    expect(doc(bad).error.message).toContain("iters");
+    await c.close();
+  }, 30_000);
+
+  test("a value that looks like an option (--help, --json) is a value, never an option of the verb", async () => {
+    const c = await connected();
+    for (const d of ["--help", "--json", "-x"]) {
+      const r = await c.callTool({ name: "inspect", arguments: { dir: d } });
+      expect(r.isError).toBe(true);
+      expect(doc(r).error.code, d).toBe("E_NOT_CAPTURE"); // the folder ./--help does not exist
+    }
+    const r = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], kernel: "--help", out: "--json" } });
+    expect(r.isError).toBe(true);
+    expect(doc(r).error.code).not.toBe("E_INTERNAL");
+    await c.close();
+  }, 30_000);
+
+  test("edit_file edits under src/ only; read_file reads it back", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "2.0f", newText: "3.0f" } });
+    expect(e.isError, JSON.stringify(e)).toBe(false);
+    expect(doc(e)).toMatchObject({ schema: "kerncap.edit/1", path: "src/kernel.cu" });
+    expect(readFileSync(join(dir, "src/kernel.cu"), "utf8")).toContain("3.0f");
+    const r = await c.callTool({ name: "read_file", arguments: { dir, path: "src/kernel.cu" } });
+    expect(doc(r).content).toContain("x[0] *= 3.0f");
+    for (const path of ["../kerncap.json", "../../x", "/etc/passwd"]) {
+      const x = await c.callTool({ name: "edit_file", arguments: { dir, path, content: "x" } });
+      expect(x.isError, path).toBe(true);
+      expect(doc(x).error.code).toBe("E_USAGE");
+    }
+    expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8")).format).toBe("kerncap-capture");
+    const twice = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "x", newText: "y" } });
+    expect(doc(twice).error.message).toContain("exactly once");
+    const none = await c.callTool({ name: "edit_file", arguments: { dir: tempDir(), path: "src/a.cu", content: "x" } });
+    expect(doc(none).error.code).toBe("E_NOT_CAPTURE");
+    await c.close();
+  });
+
+  test("edit_file refuses a binary file (never rewrites its bytes as U+FFFD), text over 4 MiB, and unknown arguments", async () => {
+    // found by a trial: edit_file turned the invalid bytes of src/bin.dat into U+FFFD and said ok
+    const c = await connected();
+    const dir = await fresh();
+    const bin = Buffer.from([0x61, 0x62, 0x00, 0x63, 0x64, 0xff, 0xfe]);
+    writeFileSync(join(dir, "src/bin.dat"), bin);
+    writeFileSync(join(dir, "src/bin.h"), bin);
+    for (const args of [{ oldText: "ab", newText: "zz" }, { content: "zz" }]) {
+      // src/bin.dat is no CUDA source at all; src/bin.h has a source's name but binary bytes
+      const d = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/bin.dat", ...args } });
+      expect(doc(d).error.code).toBe("E_NOT_SOURCE");
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/bin.h", ...args } });
+      expect(r.isError).toBe(true);
+      expect(doc(r).error.message).toContain("is a binary file");
+    }
+    writeFileSync(join(dir, "src/latin1.h"), Buffer.from("// caf\xe9\n", "latin1")); // no NUL, not UTF-8
+    const l = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/latin1.h", oldText: "caf", newText: "tea" } });
+    expect(doc(l).error.message).toContain("is a binary file (not UTF-8)");
+    expect(readFileSync(join(dir, "src/bin.dat"))).toEqual(bin);
+    expect(readFileSync(join(dir, "src/bin.h"))).toEqual(bin);
+    const big = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/big.cu", content: "x".repeat((4 << 20) + 1) } });
+    expect(doc(big).error.message).toContain("edit_file writes text files up to 4 MiB");
+    expect(existsSync(join(dir, "src/big.cu"))).toBe(false);
+    // an argument past the command-line limit: the caller's fault, said as such (found by a trial: "check the installation")
+    const huge = await c.callTool({ name: "inspect", arguments: { dir: "x".repeat(200 << 10) } });
+    expect(doc(huge).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("too long for a command line") });
+    const extra = await c.callTool({ name: "inspect", arguments: { dir, extra: 1 } });
+    expect(extra.isError).toBe(true);
+    expect(doc(extra).error.code).toBe("E_USAGE");
+    await c.close();
+  });
+
+  test("read_file and edit_file resolve a path the same way (relative to the capture folder); edit_file only under src/", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    writeFileSync(join(dir, "build.sh"), "#!/bin/sh\necho build\n");
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "build.sh" } })).content).toContain("echo build");
+    for (const path of ["build.sh", "kernel.cu", "src", "src/", "./src"]) {
+      const x = await c.callTool({ name: "edit_file", arguments: { dir, path, content: "x" } });
+      expect(x.isError, path).toBe(true);
+      expect(doc(x).error.code).toBe("E_USAGE");
+    }
+    expect(existsSync(join(dir, "src/build.sh"))).toBe(false);
+    expect(existsSync(join(dir, "src/src"))).toBe(false);
+    expect(existsSync(join(dir, "src/kernel.cu/src"))).toBe(false);
+    expect(readFileSync(join(dir, "build.sh"), "utf8")).toContain("echo build");
+    const hint = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", content: "x" } })).error.hint;
+    expect(hint).toContain("Did you mean src/kernel.cu?");
+    // SRC/k.cu: the case, not a missing src/ (found by a trial: "did you mean src/SRC/k.cu?")
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "SRC/k.cu", content: "x" } })).error.hint).toContain("Did you mean src/k.cu? (paths are case-sensitive)");
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/../build.sh", content: "x" } })).error.hint).toContain("relative to the capture folder without ..");
+    const ok = await c.callTool({ name: "edit_file", arguments: { dir, path: "./src/new.cu", content: "y" } });
+    expect(doc(ok)).toMatchObject({ schema: "kerncap.edit/1", path: "src/new.cu" });
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/new.cu" } })).content).toBe("y");
+    await c.close();
+  });
+
+  test("replay, validate and run take the CLI's options: runs, multiset, noVerify, flushL2; captureAll, maxCaptures, rank, process, countBenchmarks", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const props = (n: string) => Object.keys((tools.find((t) => t.name === n)!.inputSchema.properties ?? {}) as object);
+    expect(props("replay")).toEqual(expect.arrayContaining(["runs", "multiset", "noVerify", "flushL2"]));
+    expect(props("validate")).toContain("multiset");
+    expect(props("run")).toEqual(expect.arrayContaining(["captureAll", "maxCaptures", "rank", "process", "countBenchmarks"]));
+    const dir = await fresh();
+    // the values reach the verb: a region the capture lacks is the child's usage error (before any GPU work)
+    for (const name of ["replay", "validate"]) {
+      const m = await c.callTool({ name, arguments: { dir, multiset: ["0", "7"] } });
+      expect(doc(m).error.code, name).toBe("E_USAGE");
+      expect(doc(m).error.message).toContain("--multiset 7: the capture has 2 regions");
+    }
+    // the same bounds as the CLI's: runs ≥ 1, maxCaptures ≥ 1, rank/process ≥ 0
+    for (const [name, args] of [["replay", { dir, runs: 0 }], ["run", { app: ["true"], maxCaptures: 0 }], ["run", { app: ["true"], rank: -1 }], ["run", { app: ["true"], process: 1.5 }]] as const) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
+    }
+    // every flag accepted by the verb (past its option check: the GPU or the app is what fails here)
+    const r = await c.callTool({ name: "replay", arguments: { dir, runs: 2, noVerify: true, flushL2: true, multiset: ["changed"] } });
+    expect(["E_NO_GPU", "E_LIB"]).toContain(doc(r).error.code);
+    const run = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], captureAll: true, maxCaptures: 2, countBenchmarks: true, rank: 0, process: 0 } });
+    expect(doc(run).error.code).toBe("E_APP_NOT_FOUND");
+    await c.close();
+  }, 30_000);
+
+  test("over stdio: a line that is not JSON gets a -32700 parse error, one that is not JSON-RPC -32600; the session goes on", async () => {
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    p.stdin.write("this is not json\n");
+    p.stdin.write('{"hello": 1}\n');
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) + "\n");
+    p.stdin.flush();
+    const lines: any[] = [];
+    const reader = p.stdout.getReader();
+    let buf = "";
+    while (lines.length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += new TextDecoder().decode(value);
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        lines.push(JSON.parse(buf.slice(0, i)));
+        buf = buf.slice(i + 1);
+      }
+    }
+    p.stdin.end();
+    expect(await p.exited).toBe(0);
+    expect(lines[0]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
+    expect(lines[1]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
+  }, 30_000);
+
+  test("over stdio: a message past the 64 MiB bound gets a -32600 reply, a line on stderr and exit 2, not silence; 11 MiB is read", async () => {
+    // found by a trial: a 20 MiB ping made the server go quiet and exit 0 without a word
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { pad: "x".repeat(11 << 20) } }) + "\n");
+    p.stdin.flush();
+    const first = p.stdout.getReader();
+    let got = "";
+    while (!got.includes("\n")) {
+      const { value, done } = await first.read();
+      if (done) break;
+      got += new TextDecoder().decode(value);
+    }
+    first.releaseLock();
+    expect(JSON.parse(got.slice(0, got.indexOf("\n")))).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} }); // past the SDK's default 10 MiB
+    try {
+      p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping", params: { pad: "x".repeat(65 << 20) } }) + "\n");
+      await p.stdin.flush();
+      await p.stdin.end();
+    } catch {
+      /* EPIPE: the server ended the session before it had read all of it */
+    }
+    const reader = p.stdout.getReader();
+    let buf = "";
+    while (!buf.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += new TextDecoder().decode(value);
+    }
+    const [code, err] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+    expect(code).toBe(2); // the SDK's transport ends the session: said, and not a success
+    expect(JSON.parse(buf.slice(0, buf.indexOf("\n")))).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("a message past 64 MiB was dropped") } });
+    expect(err).toContain("larger than the stdio transport's bound");
+    expect(err).toContain("the MCP session ended");
+  }, 30_000);
+
+  test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
+    const dir = await fresh();
+    const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], stderr: "pipe" });
+    const c = new Client({ name: "test", version: "1" });
+    await c.connect(t);
+    expect((await c.listTools()).tools.length).toBe(10);
+    const i = await c.callTool({ name: "inspect", arguments: { dir } });
+    expect(doc(i).schema).toBe("kerncap.inspect/1");
+    await c.close();
+  }, 30_000);
+
+  test("edit_file refuses a src/ that is a symbolic link (out of the capture or inside it); nothing is written there", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const outside = join(dirname(dir), "outside");
+    mkdirSync(outside);
+    rmSync(join(dir, "src"), { recursive: true });
+    symlinkSync(outside, join(dir, "src"));
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/PWNED.cu", content: "x" } });
+    expect(e.isError).toBe(true);
+    expect(doc(e).error.code).toBe("E_USAGE");
+    expect(doc(e).error.message).toContain("src is a symbolic link");
+    expect(readdirSync(outside)).toEqual([]);
+    // a link that stays inside the capture is refused too: no link is followed (src/format/paths.ts)
+    const inside = join(dirname(dir), "cap2");
+    cpSync(await fresh(), inside, { recursive: true });
+    rmSync(join(inside, "src"), { recursive: true });
+    mkdirSync(join(inside, "real-src"));
+    symlinkSync(join(inside, "real-src"), join(inside, "src"));
+    const no = await c.callTool({ name: "edit_file", arguments: { dir: inside, path: "src/k.cu", content: "y" } });
+    expect(doc(no).error.code).toBe("E_USAGE");
+    expect(readdirSync(join(inside, "real-src"))).toEqual([]);
+    await c.close();
+  });
+
+  test("clear errors: edit_file on a capture without src/, list with a cwd that does not exist", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    rmSync(join(dir, "src"), { recursive: true });
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/k.cu", content: "x" } });
+    expect(doc(e).error.code).toBe("E_NO_REPRODUCER");
+    expect(doc(e).error.message).toContain("has no src/ folder");
+    // a path of this test's own: /nonexistent exists on some machines (nobody's home folder)
+    const missing = join(tempDir(), "nonexistent");
+    const l = await c.callTool({ name: "list", arguments: { app: ["true"], cwd: missing } });
+    expect(l.isError).toBe(true);
+    expect(doc(l).error.code).toBe("E_USAGE");
+    expect(doc(l).error.message).toBe(`cwd ${missing} does not exist`);
+    await c.close();
+  });
+
+  test("a cancelled call ends its child's process group (validate's build.sh)", async () => {
+    const c = await connected();
+    const { dir, pids } = await slowBuild();
+    const ac = new AbortController();
+    const call = c.callTool({ name: "validate", arguments: { dir, force: true } }, undefined, { signal: ac.signal });
+    call.catch(() => {});
+    await until(() => existsSync(pids));
+    const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number);
+    ac.abort();
+    await expect(call).rejects.toThrow();
+    await until(() => !procs.some(running), 15_000);
+    await c.close();
+  }, 30_000);
+
+  test("SIGTERM of kerncap mcp during a call ends the call's processes and exits 143", async () => {
+    const { p, procs } = await mcpWithSlowValidate();
+    p.kill("SIGTERM");
+    const code = await p.exited;
+    expect(code, await new Response(p.stderr).text()).toBe(143);
+    await until(() => !procs.some(running), 15_000);
+  }, 30_000);
+
+  test("stdin EOF during a call ends the call's processes and exits 0 without waiting for the call", async () => {
+    const { p, procs } = await mcpWithSlowValidate();
+    const t0 = Date.now();
+    await p.stdin.end();
+    const code = await p.exited;
+    expect(code, await new Response(p.stderr).text()).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    await until(() => !procs.some(running), 15_000);
+  }, 30_000);
+
+  test("profile and tune: the CLI's options, checked by their schemas; errors are the verbs' documents, conforming to the outputSchemas", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const t = Object.fromEntries(tools.map((x) => [x.name, x]));
+    const props = (n: string) => Object.keys((t[n]!.inputSchema.properties ?? {}) as object);
+    expect(props("profile")).toEqual(expect.arrayContaining(["dir", "name", "build", "force", "metrics", "set", "clockControl", "cacheControl"]));
+    expect(props("tune")).toEqual(expect.arrayContaining(["dir", "config", "define", "maxrregcount", "nvccFlags", "grid", "iters", "jobs", "atol", "rtol", "flushL2"]));
+    const dir = await fresh();
+    for (const [name, args] of [["profile", { dir, metrics: ["a b"] }], ["profile", { dir, name: "../x" }], ["profile", { dir, clockControl: "reset" }], ["tune", { dir, maxrregcount: [0] }], ["tune", { dir, iters: 2 }], ["tune", { dir, bogus: 1 }]] as const) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
+    }
+    const ajv = new AjvJsonSchemaValidator();
+    // the verbs' own errors: no ncu (or no GPU) here; a CUDA capture without build.sh; a Triton option on a CUDA capture
+    const p = await c.callTool({ name: "profile", arguments: { dir, metrics: ["dram__bytes.sum"], set: "basic", clockControl: "none", cacheControl: "none" } });
+    expect(p.isError).toBe(true);
+    expect(doc(p).error.code).not.toBe("E_USAGE"); // the options passed ncu's check: the tool or the GPU is what fails
+    expect(ajv.getValidator(t.profile!.outputSchema as never)(p.structuredContent).valid).toBe(true);
+    const nr = await c.callTool({ name: "tune", arguments: { dir, define: ["TILE=16,32"], maxrregcount: [32, 64], nvccFlags: ["-Xptxas=-O1", ""] } });
+    expect(doc(nr).error.code).toBe("E_NO_REPRODUCER");
+    expect(ajv.getValidator(t.tune!.outputSchema as never)(nr.structuredContent).valid).toBe(true);
+    expect(doc(await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32], grid: "4" } })).error.message).toContain("--grid is a Triton tune's option");
+    expect(doc(await c.callTool({ name: "tune", arguments: { dir, nvccFlags: ["-ccbin=/tmp/x"] } })).error.message).toContain("is not a flag kerncap tune sweeps");
+    await c.close();
+  }, 60_000);
+
+  test.skipIf(!NVCC)("tune builds each config confined (a dependency list per build folder); a received capture's build.sh runs only with --trust-builds", async () => {
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir(); // the demo's trust record, and --trust's, in a state folder of this test's own
+    try {
+      const dir = join(tempDir(), "demo");
+      expect(await runCli(["demo", dir])).toBe(0);
+      const c = await connected();
+      const r = await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32, 64], jobs: 2, iters: 5 } });
+      if (!existsSync("/dev/nvidiactl")) expect(doc(r).error.code, JSON.stringify(doc(r))).toBe("E_NO_GPU");
+      // build.sh as is and the 2 configs, each with the -MD list of a confined build in its own folder
+      for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}/kerncap-deps.d`)), String(i)).toBe(true);
+      expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(false);
+      // a copy is another folder: received (the demo's manifest records no host), untrusted
+      const copy = join(tempDir(), "copy");
+      cpSync(dir, copy, { recursive: true });
+      rmSync(join(copy, "build"), { recursive: true, force: true });
+      const u = await c.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
+      expect(doc(u).error.code).toBe("E_UNTRUSTED");
+      expect(doc(u).error.hint).toContain("--trust-builds");
+      expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
+      await c.close();
+      const [a, b] = InMemoryTransport.createLinkedPair();
+      await createMcpServer(undefined, { trustBuilds: true }).connect(a);
+      const trusted = new Client({ name: "test", version: "1" });
+      await trusted.connect(b);
+      const ok = await trusted.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
+      expect(doc(ok).error?.code).not.toBe("E_UNTRUSTED");
+      expect(existsSync(join(copy, "build/tune/cuda-1/kernel.cubin"))).toBe(true);
+      await trusted.close();
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  }, 120_000);
+});

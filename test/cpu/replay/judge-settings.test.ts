@@ -1,0 +1,47 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describeJudging, mergeJudging, readJudging, writeJudging } from "../../../src/replay/judge-settings.ts";
+
+const dir = () => mkdtempSync(join(tmpdir(), "kerncap-judge-"));
+
+describe("a capture's judging settings", () => {
+  test("round trip: written with its checksum, read back the same (keys in a fixed order); none stored: undefined; empty settings remove the file", () => {
+    const d = dir();
+    expect(readJudging(d)).toBeUndefined();
+    const s = { multiset: ["2"], rtol: 1e-3, dtypes: { "param:1": "bf16", "0": "fp16" }, nondeterministic: true };
+    writeJudging(d, s);
+    const text = readFileSync(join(d, "kerncap-judge.json"), "utf8");
+    expect(JSON.parse(text)).toMatchObject({ schema: "kerncap.judge-settings/1", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(readJudging(d)).toEqual({ rtol: 1e-3, dtypes: { "0": "fp16", "param:1": "bf16" }, multiset: ["2"], nondeterministic: true });
+    expect(Object.keys(JSON.parse(text).settings)).toEqual(["rtol", "dtypes", "multiset", "nondeterministic"]);
+    expect(writeJudging(d, {})).toBeUndefined();
+    expect(existsSync(join(d, "kerncap-judge.json"))).toBe(false);
+  });
+  test("a damaged or altered file is refused: not JSON, another shape, settings that do not hash as the file says, a link at its name", () => {
+    const d = dir();
+    const f = join(d, "kerncap-judge.json");
+    writeFileSync(f, "{");
+    expect(() => readJudging(d)).toThrow(/not valid JSON/);
+    writeFileSync(f, JSON.stringify({ schema: "kerncap.judge-settings/1", settings: { rtol: "big" }, sha256: "0".repeat(64) }));
+    expect(() => readJudging(d)).toThrow(/settings\.rtol/);
+    writeJudging(d, { rtol: 1e-3 });
+    writeFileSync(f, readFileSync(f, "utf8").replace("0.001", "1"));
+    expect(() => readJudging(d)).toThrow(/checksum mismatch in kerncap-judge\.json/);
+    const e = dir();
+    writeJudging(d, { rtol: 1e-3 });
+    symlinkSync(f, join(e, "kerncap-judge.json"));
+    expect(() => readJudging(e)).toThrow(/symbolic link|link/);
+    expect(() => writeJudging(e, { rtol: 1 })).toThrow(/link/);
+    expect(() => writeJudging(d, { dtype: "float128" })).toThrow(/not a known element type/);
+  });
+  test("one run's options over the stored settings: each option given wins, per-region types merged; the settings in effect are named", () => {
+    const stored = { rtol: 1e-3, atol: 1e-6, multiset: ["2"], dtypes: { "0": "bf16", "1": "fp16" }, nondeterministic: true };
+    const m = mergeJudging(stored, { rtol: 0, dtypes: { "1": "fp32" } });
+    expect(m.options).toEqual({ rtol: 0, atol: 1e-6, multiset: ["2"], dtypes: { "0": "bf16", "1": "fp32" }, nondeterministic: true });
+    expect(m.fromCapture.sort()).toEqual(["atol", "dtypes", "multiset", "nondeterministic"]);
+    expect(mergeJudging(undefined, { atol: 1 })).toEqual({ options: { atol: 1 }, fromCapture: [] });
+    expect(describeJudging(stored)).toBe("atol 0.000001, rtol 0.001, dtype 0=bf16, dtype 1=fp16, multiset 2, nondeterministic");
+  });
+});
