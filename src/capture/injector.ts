@@ -1,6 +1,6 @@
 /**
  * How a capture library gets into the application, beside the replay's ReplayBackend
- * (src/replay/backend.ts): one Injector per vendor runtime, chosen once per run (`--runtime
+ * (src/replay/backends/interface.ts): one Injector per vendor runtime, chosen once per run (`--runtime
  * cuda|hsa`, else by what the machine has). CUDA: libcuda loads the library named by
  * CUDA_INJECTION64_PATH at cuInit (and kerncap puts it on LD_PRELOAD: src/capture/coexist.ts).
  * HSA: ROCr loads the library named by HSA_TOOLS_LIB at hsa_init and calls its OnLoad with the

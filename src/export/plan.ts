@@ -15,7 +15,7 @@ import { TEMPLATE_ESCAPES } from "../frontends/templates.ts";
 import { regionTypesOf } from "../frontends/index.ts";
 
 // Launch attributes that carry handles of the app's process (events): meaningless in another
-// process; the replay drops them too (src/replay/cuda-backend.ts).
+// process; the replay drops them too (src/replay/backends/cuda.ts).
 const DROPPED_LAUNCH_ATTRIBUTES = new Set([7 /* PROGRAMMATIC_EVENT */, 12 /* LAUNCH_COMPLETION_EVENT */]);
 // Function attributes the driver reports but does not let a caller set (CLUSTER_SIZE_MUST_BE_SET).
 const READ_ONLY_FUNC_ATTRIBUTES = new Set([12]);

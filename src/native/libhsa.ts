@@ -1,5 +1,5 @@
 /**
- * bun:ffi bindings to libhsa-runtime64 (AMD) for the HSA replay backend (src/replay/hsa-backend.ts):
+ * bun:ffi bindings to libhsa-runtime64 (AMD) for the HSA replay backend (src/replay/backends/hsa.ts):
  * runtime and agent discovery, memory pools, the virtual memory API, copies, code objects,
  * queues, signals and AQL dispatch.
  *

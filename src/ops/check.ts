@@ -15,7 +15,7 @@
  * its pinned target) is `skipped`, its reason naming the architectures.
  *
  * The worker keeps one CUDA context for all its captures: the engine's session close frees every
- * device allocation and VA reservation (src/replay/backend.ts close). Only after a kernel fault
+ * device allocation and VA reservation (src/replay/backends/interface.ts close). Only after a kernel fault
  * (a sticky error: every later call in the context fails) is the context reset, by the engine's
  * replay (src/replay/engine.ts).
  */

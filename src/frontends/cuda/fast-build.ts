@@ -6,7 +6,7 @@
  * shell script of `#$ ` lines: environment settings, then gcc -E with the device-side defines,
  * cicc, ptxas for `-cubin -arch=sm_XX`). A fast build runs those commands itself, with the
  * preprocessed TU (the file cicc reads) pruned to the declarations the kernel's code needs
- * (src/frontends/cuda/prune.ts) in between. The plan is made again at every build (a few tens of ms), so
+ * (src/frontends/cuda/prune/) in between. The plan is made again at every build (a few tens of ms), so
  * whatever build.sh decides at that moment (the slice or the whole TU, EXTRA_FLAGS, NVCC) is what
  * is compiled. A compile that is not exactly those three steps (relocatable device code and its
  * device link, several architectures, -G …) has no fast build: build.sh runs as usual.
@@ -129,7 +129,7 @@ export type BuildSteps = {
 
 /**
  * What a series of fast builds of one reproducer keeps between builds: the pruner's analysis
- * (src/frontends/cuda/prune.ts DevicePruner) and the last whole-TU preprocessing with the sources it was
+ * (src/frontends/cuda/prune/ DevicePruner) and the last whole-TU preprocessing with the sources it was
  * made from (the base of the next incremental one: src/frontends/cuda/incremental-pp.ts).
  */
 export class FastBuildState {
@@ -238,7 +238,7 @@ const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD "
 /**
  * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.
  * @param work a folder of the caller's (its files are overwritten at each build)
- * @param pruner keeps what did not change between builds (src/frontends/cuda/prune.ts DevicePruner)
+ * @param pruner keeps what did not change between builds (src/frontends/cuda/prune/ DevicePruner)
  * @returns the module built and the time of each step
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)

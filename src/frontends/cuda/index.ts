@@ -3,7 +3,7 @@
  * (./options.ts: run's options; ./repro.ts: flags, header closure, slice, render; ./locate.ts);
  * before a rebuild, remake a stale slice (./slice.ts); after it, check the rebuilt cubin (kernel
  * present, parameter layout unchanged); once checked, rebuild from the pruned TU's device-only
- * build (./fast-build.ts over ./prune.ts and ./incremental-pp.ts).
+ * build (./fast-build.ts over ./prune/ and ./incremental-pp.ts).
  */
 import type { FastBuilder, Frontend } from "../frontend.ts";
 import { fastBuild, FastBuildState, sameKernelCode } from "./fast-build.ts";

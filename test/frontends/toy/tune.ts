@@ -2,7 +2,7 @@
  * The toy frontend's tune (Frontend.tune), a space of its own: `--config 'LEVEL=1,2,3'`. Each
  * config's "module" is src/kernel.txt written LEVEL times; its "time" is that module's length
  * (µs), and it matches when the text is the captured kernel's name. No GPU: it stands for a
- * frontend's sweep, reached through `kerncap tune` (src/tune/tune.ts) by the registry alone.
+ * frontend's sweep, reached through `kerncap tune` (src/ops/tune.ts) by the registry alone.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

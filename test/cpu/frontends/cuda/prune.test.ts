@@ -1,5 +1,5 @@
 /**
- * The device-side pruning of a preprocessed TU (src/frontends/cuda/prune.ts) and the watch's fast build
+ * The device-side pruning of a preprocessed TU (src/frontends/cuda/prune/) and the watch's fast build
  * (src/frontends/cuda/fast-build.ts). Without nvcc: hand-written gcc -E output (line markers, a system
  * header, a project header, the primary file) checked declaration by declaration. With nvcc: a
  * project whose kernel header pulls <vector>, <string>, <unordered_map>, <memory>, <mutex> and
