@@ -18,7 +18,7 @@ import { createMcpServer } from "../../src/mcp/server.ts";
 import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
 import { remakeStaleSlice } from "../../src/frontends/cuda/slice.ts";
 import { receivedBecause, requireTrustedBuild } from "../../src/format/trust.ts";
-import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir, trustDigest } from "./fixtures.ts";
 
 const SECRET = "TOPSECRET_hunter2";
 let state: string;
@@ -300,8 +300,8 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
     expect(e.message).toContain("--trust");
     expect(existsSync(join(dir, "build/ran"))).toBe(false);
-    // --trust: past the gate (the build runs; the replay then needs a GPU)
-    await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] })).catch(() => undefined);
+    // --trust=DIGEST (a hand-written build.sh: plain --trust is not enough, docs/security.md): past the gate (the build runs; the replay then needs a GPU)
+    await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir, `--trust=${trustDigest(dir)}`] })).catch(() => undefined);
     expect(existsSync(join(dir, "build/ran"))).toBe(true);
     expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow(); // remembered
     expect(existsSync(join(state, "kerncap/trusted-builds.json"))).toBe(true);
@@ -313,7 +313,8 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(big.code).toBe("E_UNTRUSTED");
     expect(big.message).toContain("echo \\x1b[31m");
     expect(big.message).not.toContain("\x1b");
-    expect(big.message).toMatch(/… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────$/);
+    // bounded, then the src/ files a hand-written build.sh can reach, listed by name and digest
+    expect(big.message).toMatch(/… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────\n──── src\/kernel.cu \(22 bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────$/);
     expect(big.message.length).toBeLessThan(66 << 10);
   }, 60_000);
 
@@ -414,15 +415,17 @@ describe("received captures: build.sh runs only after --trust", () => {
     // the agent sees the error document, not kerncap's stderr: build.sh is in the message, with its folder, size and SHA-256, and the digest to trust
     const script = readFileSync(join(dir, "build.sh"));
     expect(doc(v).error.message).not.toContain("printed above");
-    expect(doc(v).error.message).toMatch(new RegExp(`what its build runs \\(build.sh in ${realpathSync(dir)}; sha256 [0-9a-f]{64}; below\\)`));
+    expect(doc(v).error.message).toMatch(new RegExp(`what its build runs \\(build.sh, src/kernel.cu in ${realpathSync(dir)}; sha256 [0-9a-f]{64}; below\\)`));
     expect(doc(v).error.message).toContain(`──── build.sh (${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}) ────\n${script.toString("utf8")}──── end of build.sh ────`);
     expect((v.content as { text: string }[])[0]!.text).toContain('echo ran >\\"$here/build/ran\\"');
     expect(existsSync(join(dir, "build/ran"))).toBe(false);
     await c.close();
+    // --trust-builds runs a received build.sh that is kerncap's own template only: this one is hand-written, so even then it is refused (docs/security.md: only --trust=DIGEST on the command line runs it)
     const t = await mcp(true);
     const v2 = await t.callTool({ name: "validate", arguments: { dir } });
-    expect(doc(v2).error?.code).not.toBe("E_UNTRUSTED");
-    expect(existsSync(join(dir, "build/ran"))).toBe(true);
+    expect(doc(v2).error?.code).toBe("E_UNTRUSTED");
+    expect(doc(v2).error.message).toContain("plain --trust is not enough here: build.sh is not the one this kerncap writes");
+    expect(existsSync(join(dir, "build/ran"))).toBe(false);
     await t.close();
   }, 60_000);
 });
