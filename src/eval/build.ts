@@ -3,17 +3,20 @@
  * (./candidates.ts materialise), then built as `kerncap validate --confine` builds (the one
  * rebuild policy, src/rebuild/rebuilder.ts, build.sh alone; confined where the reproducer's
  * compiler writes a dependency list: src/frontends/confine.ts), or, for a Triton config, compiled
- * by repro.py as `kerncap tune` compiles one (src/frontends/triton/tune.ts); the rebuilt module checked by
+ * by repro.py as `kerncap tune` compiles one (src/frontends/triton/tune.ts), or, for kerncap tune's CUDA
+ * config (a flags candidate), built in place by the capture's build.sh with the config's words
+ * appended to its nvcc command line (no copy: the sources are the capture's); the rebuilt module checked by
  * the frontend before anything launches it. The outcome is the module with the kernel's registers
  * and stack frame, or the candidate's verdict when it never reaches a GPU: compile-error (the
  * compiler's message), layout-change (the kernel's parameters are not the captured ones), error.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { cubinKernelFrameBytes, cubinKernelRegisters } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 import { isKerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { buildReproducer } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { materialise, type Candidate } from "./candidates.ts";
@@ -65,7 +68,7 @@ export interface BuildSettings {
   force: boolean;
   /** A Triton config's launch grid expression (src/frontends/tune.ts evalGrid). */
   grid?: string;
-  /** kerncap mcp's evaluate (eval --confine): every build whose frontend's build does not run the source is confined, recorded source root or not. */
+  /** kerncap mcp's evaluate (eval --confine) and tune --confine: every build whose frontend's build does not run the source is confined, recorded source root or not (a flags candidate, kerncap tune's CUDA config: only then). */
   confine?: boolean;
 }
 
@@ -88,9 +91,16 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
   const seconds = () => (performance.now() - t0) / 1000;
   const fe = frontendOf(m);
   try {
-    await materialise(dir, c, dest);
     let module: string;
     let grid: [number, number, number] | undefined;
+    if (c.kind === "flags") {
+      // the capture's own sources, build.sh with the words appended (src/frontends/build.ts extraFlags), the module into `dest` (emptied first)
+      rmSync(dest, { recursive: true, force: true });
+      const b = await buildReproducer(dir, { quiet: true, force: s.force, out: join(dest, "kernel.cubin"), extraFlags: c.flags!, ...(s.confine ? { confine: m } : {}), ...(fe.explainBuildFailure ? { explain: fe.explainBuildFailure } : {}) });
+      fe.checkRebuiltModule?.(b.module, m);
+      return { built: { module: b.module, seconds: seconds(), ...moduleFigures(b.module, m) } };
+    }
+    await materialise(dir, c, dest);
     if (c.kind === "config") {
       // one config of the frontend's tune space, built its way (Triton: compiled by repro.py; eval.ts refused a frontend without)
       const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid);
@@ -109,4 +119,20 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     const message = (e instanceof Error ? e.message : String(e)).split(`${resolve(dest)}/`).join("");
     return { failed: { verdict: buildVerdict(e), code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message, seconds: seconds() } };
   }
+}
+
+/**
+ * The build pool: `build(item, i)` for every item, at most `jobs` at once, in order of the list;
+ * no item is started once `stopped()` says so. Used by kerncap eval (each candidate) and kerncap
+ * tune's configs (src/tune/evaluate.ts, through eval's loop).
+ * @throws the first error a build throws (the others still running finish first)
+ */
+export async function buildPool<T>(items: readonly T[], jobs: number, build: (item: T, i: number) => Promise<void>, stopped: () => boolean = () => false): Promise<void> {
+  let next = 0;
+  const builder = async () => {
+    for (let i = next++; i < items.length && !stopped(); i = next++) await build(items[i]!, i);
+  };
+  const all = await Promise.allSettled(Array.from({ length: Math.max(1, Math.min(jobs, items.length)) }, builder));
+  const failed = all.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) throw failed.reason;
 }

@@ -12,6 +12,10 @@
  * - text of the form `NAME=VALUE …` that is no file: a Triton config (constexprs and num_warps,
  *   num_stages, maxnreg: src/frontends/tune.ts), compiled from the capture's own sources.
  *
+ * `kerncap tune` makes its own (configCandidate, flagsCandidate): a Triton config, or a CUDA
+ * config's nvcc words (macros, -maxrregcount, flags: src/frontends/cuda/tune-space.ts) appended to build.sh's
+ * nvcc command line, the capture's sources unchanged.
+ *
  * Its identity is its label (the file or folder name, the config) and the SHA-256 of its content:
  * `--resume` and `--shard` key on it, so an edited candidate is a new one.
  */
@@ -22,7 +26,7 @@ import { KerncapError } from "../errors.ts";
 import { isCaptureTemp } from "../format/paths.ts";
 import { parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
 
-export type CandidateKind = "tree" | "patch" | "file" | "config";
+export type CandidateKind = "tree" | "patch" | "file" | "config" | "flags";
 
 export interface Candidate {
   /** label@first 12 hex digits of the content's SHA-256. */
@@ -34,6 +38,8 @@ export interface Candidate {
   path?: string;
   /** The config, for config. */
   config?: TuneConfig;
+  /** The words appended to build.sh's nvcc command line (EXTRA_FLAGS), for flags. */
+  flags?: string[];
 }
 
 /** The largest candidate file or tree read (bytes): sources, not data. */
@@ -99,15 +105,28 @@ export function parseCandidate(spec: string): Candidate {
   });
 }
 
+/** A Triton config as a candidate (kerncap tune's): labelled as `label` (default: its words, kwargs first). */
+export function configCandidate(config: TuneConfig, label = [...Object.entries(config.kwargs), ...Object.entries(config.options)].map(([k, v]) => `${k}=${v}`).join(" ")): Candidate {
+  const digest = digestOf("config", [JSON.stringify([Object.entries(config.kwargs).sort(), Object.entries(config.options).sort()])]);
+  return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config };
+}
+
+/** A CUDA build's extra nvcc words as a candidate (kerncap tune's): the capture's sources, build.sh with `flags` appended. */
+export function flagsCandidate(label: string, flags: string[]): Candidate {
+  const digest = digestOf("flags", flags);
+  return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "flags", flags };
+}
+
 /**
- * The candidates of the command line, each once (the same content given twice is evaluated once).
+ * The candidates of the command line (text, parsed by parseCandidate) or made by a producer
+ * (kerncap tune), each once (the same content given twice is evaluated once).
  * @throws KerncapError E_USAGE as parseCandidate; none given
  */
-export function parseCandidates(specs: string[]): Candidate[] {
+export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   if (!specs.length) throw new KerncapError("E_USAGE", "no candidates given", { hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, patches, replacement files, Triton configs)." });
   const seen = new Map<string, Candidate>();
   for (const s of specs) {
-    const c = parseCandidate(s);
+    const c = typeof s === "string" ? parseCandidate(s) : s;
     if (!seen.has(c.id)) seen.set(c.id, c);
   }
   return [...seen.values()];

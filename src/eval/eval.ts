@@ -28,7 +28,8 @@ import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
-import { drainQueue, type OpenRunner } from "../check/pool.ts";
+import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
+import { workerArgv } from "../util/self-exec.ts";
 import { CheckProgress } from "../check/progress.ts";
 import { parseRecords, RecordLog, type RecordKind } from "../check/results.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
@@ -39,7 +40,7 @@ import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalOutcome, type EvalVerdict } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { buildCandidate, type BuildOutcome, type BuildSettings } from "./build.ts";
+import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
@@ -70,8 +71,8 @@ export interface Watchdog {
 export interface EvalOptions {
   /** Capture folders and capture sets (the inputs). */
   dirs: string[];
-  /** Candidates as given (src/eval/candidates.ts). */
-  candidates: string[];
+  /** Candidates as given (src/eval/candidates.ts parseCandidate), or made by a producer (kerncap tune: configCandidate, flagsCandidate). */
+  candidates: (string | Candidate)[];
   settings: EvalSettings;
   build: BuildSettings;
   /** The results file (JSON Lines), for --resume and --merge. */
@@ -100,6 +101,10 @@ export interface EvalOptions {
   onRecord?: (r: EvalRecord) => void;
   /** How a candidate is built (default src/eval/build.ts buildCandidate; the CPU tests give slow or failing ones). */
   buildWith?: (dir: string, m: Manifest, c: Candidate, dest: string) => Promise<BuildOutcome>;
+  /** Where a candidate is built, inside the first input's capture folder (default EVAL_WORK_DIR/copyName(id); kerncap tune: build/tune/cuda-N). */
+  buildDir?: (c: Candidate) => string;
+  /** Each candidate's build as it ends, failed ones too (kerncap tune's lines and progress). */
+  onBuild?: (c: Candidate, b: BuildOutcome) => void;
 }
 
 /** One candidate over every input. */
@@ -186,6 +191,16 @@ export function watchdogMs(m: Manifest, s: EvalSettings, floorS: number): number
   const launches = 1 + (s.runs ?? 8) + 2 * s.iters + 4;
   const restoreMs = m.regions.reduce((a, r) => a + r.size, 0) / 1e6;
   return Math.round(Math.max(floorS * 1000, (TIMEOUT_FACTOR * appUs * launches) / 1000) + restoreMs);
+}
+
+/**
+ * The GPU workers of an eval: `kerncap eval --worker` processes of this same kerncap
+ * (src/check/pool.ts workerCommand, src/util/self-exec.ts workerArgv), each with the watchdog's bound;
+ * each line a worker prints on stderr goes to `say` through `clean` (untrusted text: a kernel's
+ * printf). What `kerncap eval` and `kerncap tune` run their candidates on.
+ */
+export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (line: string) => string): EvalOptions["open"] {
+  return (say, watchdog) => workerCommand(workerArgv("eval", verbose), settings, (l) => say(clean(l)), { watchdog: watchdog.ms, timedOut: watchdog.timedOut });
 }
 
 /** A queue the builds push into and the GPU workers take from; take() waits until a task comes or end(). */
@@ -305,28 +320,24 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
   // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
-  const work = pending.length ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
+  const work = pending.length && !o.buildDir ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
   const buildWith = o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
   let buildError: unknown;
   const building = (async () => {
-    let next = 0;
-    const builder = async () => {
-      for (let i = next++; i < pending.length && !stopped(); i = next++) {
-        const { c, inputs: todo } = pending[i]!;
-        const b = await buildWith(home.dir, m, c, join(work, copyName(c.id)));
+    try {
+      await buildPool(pending, jobs, async ({ c, inputs: todo }) => {
+        const b = await buildWith(home.dir, m, c, o.buildDir?.(c) ?? join(work, copyName(c.id)));
         if (stopped()) return;
+        o.onBuild?.(c, b);
         if ("failed" in b) {
           builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
           emit(recordOf({ candidate: c.id, input: BUILD_INPUT, verdict: b.failed.verdict, reason: b.failed.reason, code: b.failed.code, numerics: null, timing: null, runSeconds: 0, device: null }, null, null));
-          continue;
+          return;
         }
         builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
         for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
-      }
-    };
-    try {
-      await Promise.all(Array.from({ length: Math.min(jobs, pending.length) }, builder));
+      }, stopped);
     } catch (e) {
       buildError = e; // E_INTERRUPTED: the stop signal ends the queue too
     } finally {

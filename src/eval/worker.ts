@@ -42,6 +42,10 @@ export interface EvalSettings {
   runs?: number;
   verify: boolean;
   tolerance: { atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
+  /** Flush L2 before each timed launch (src/replay/engine.ts RunOptions.flushL2; kerncap tune --flush-l2). */
+  flushL2?: boolean;
+  /** Seconds the comparison may spend on more timed rounds after `iters` until it is decided (src/replay/stats.ts adaptiveCompare; default the engine's). 0: `iters` rounds only (kerncap tune: many configs, each timed alike). */
+  compareBudgetSeconds?: number;
 }
 
 /** One candidate on one input, as the parent hands it to a worker. */
@@ -59,7 +63,7 @@ export interface EvalTask {
 const Tolerance = v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), multiset: v.optional(v.array(v.string())) });
 /** The protocol's lines (src/check/worker.ts serveProtocol). */
 export const EVAL_PROTOCOL = {
-  settings: v.object({ settings: v.object({ iters: v.number(), runs: v.optional(v.number()), verify: v.boolean(), tolerance: Tolerance }) }),
+  settings: v.object({ settings: v.object({ iters: v.number(), runs: v.optional(v.number()), verify: v.boolean(), tolerance: Tolerance, flushL2: v.optional(v.boolean()), compareBudgetSeconds: v.optional(v.number()) }) }),
   task: v.object({ task: v.object({ candidate: v.string(), input: v.string(), dir: v.string(), module: v.string(), grid: v.optional(v.tuple([v.number(), v.number(), v.number()])) }) }),
 };
 
@@ -110,7 +114,8 @@ export class EvalJudge {
       session = await this.sessionFor(t.dir, s);
       const m = session.manifest;
       const fe = frontendOf(m);
-      const run: RunOptions = { iters: s.iters, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, regionTypes: regionTypesOf(m), ...rebuiltRun(fe, m, t.module) };
+      const timed = { ...(s.flushL2 ? { flushL2: true } : {}), ...(s.compareBudgetSeconds !== undefined ? { compareBudgetSeconds: s.compareBudgetSeconds } : {}) };
+      const run: RunOptions = { iters: s.iters, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...timed, regionTypes: regionTypesOf(m), ...rebuiltRun(fe, m, t.module) };
       if (t.grid) {
         const rebuilt = fe.rebuiltLaunch?.(t.module, m);
         const mg = { ...m, launch: { ...m.launch, grid: t.grid } };
@@ -118,7 +123,7 @@ export class EvalJudge {
         run.launch = { launch: w.launch, functionAttributes: w.functionAttributes, params: new Uint8Array(readCaptureBytes(session.dir, m.params.file, m.params.size)) };
       }
       this.started();
-      const r = await session.runCompared({ iters: s.iters, runs: 1, regionTypes: run.regionTypes }, run);
+      const r = await session.runCompared({ iters: s.iters, runs: 1, regionTypes: run.regionTypes, ...timed }, run);
       return { ...base, ...verdictOf(r), runSeconds: (performance.now() - t0) / 1000, device: r.candidate.device };
     } catch (e) {
       const message = (e instanceof Error ? e.message : String(e)).split("\n").slice(0, 3).join(" / ");
@@ -135,8 +140,9 @@ export class EvalJudge {
 }
 
 /** The verdict, numerics, reason and timing of a candidate's compared runs. */
-export function verdictOf(r: ComparedRuns): Pick<EvalOutcome, "verdict" | "numerics" | "reason" | "timing"> {
+export function verdictOf(r: ComparedRuns): Pick<EvalOutcome, "verdict" | "numerics" | "reason" | "timing" | "baseline"> {
   const c = r.candidate;
-  if (c.verdict === "mismatch") return { verdict: "mismatch", numerics: c.numerics.verdict, reason: mismatchReason(c), timing: null };
-  return { verdict: "match", numerics: c.numerics.verdict, reason: null, timing: timingOf(r.compare) };
+  const baseline = r.baseline ? { baseline: r.baseline.verdict } : {};
+  if (c.verdict === "mismatch") return { verdict: "mismatch", numerics: c.numerics.verdict, reason: mismatchReason(c), timing: null, ...baseline };
+  return { verdict: "match", numerics: c.numerics.verdict, reason: null, timing: timingOf(r.compare), ...baseline };
 }

@@ -418,7 +418,7 @@ export const DOCUMENTS = {
       v.object({
         candidate: v.string(),
         label: v.string(),
-        kind: v.picklist(["tree", "patch", "file", "config"]),
+        kind: v.picklist(["tree", "patch", "file", "config", "flags"]),
         /** match only when it matched on every input; else the worst of its inputs' verdicts. */
         verdict: v.picklist(EVAL_VERDICTS),
         inputs: v.array(v.object({ input: v.string(), verdict: v.picklist(EVAL_VERDICTS) })),

@@ -53,15 +53,17 @@ export const EvalOutcomeFields = {
   runSeconds: N,
   /** The GPU it ran on (null when nothing ran). */
   device: v.nullable(v.object({ name: v.string(), arch: v.string() })),
+  /** The captured module's own check on this input in the same judgement (against the app's after state); absent where it was not run. */
+  baseline: v.optional(v.picklist(["match", "mismatch"])),
 };
 export const EvalOutcome = v.object(EvalOutcomeFields);
 export type EvalOutcome = v.InferOutput<typeof EvalOutcome>;
 
 export const EvalRecord = v.object({
   ...EvalOutcomeFields,
-  /** The candidate as given: its label (a file name, a config) and kind. */
+  /** The candidate as given: its label (a file name, a config; kerncap tune's: a config's words) and kind (flags: tune's CUDA nvcc words). */
   label: v.string(),
-  kind: v.picklist(["tree", "patch", "file", "config"]),
+  kind: v.picklist(["tree", "patch", "file", "config", "flags"]),
   /**
    * The build: wall time (s); the kernel's registers per thread and its thread's stack frame
    * (bytes of local memory, where spilled registers and local arrays go: ptxas's "bytes stack

@@ -51,7 +51,42 @@ export interface TuneSweepOptions extends TuneRunOptions {
   confine?: boolean;
   /** The trust gate (src/ops/tune.ts trustGate: src/rebuild/gate.ts BuildGate), which the sweep asks once its usage errors are said, before its first build. */
   gate: () => void;
+  /** Eval's machinery (src/ops/tune.ts hands src/tune/evaluate.ts tuneEvaluator): each config built in eval's build pool, judged and timed on its GPU worker against the captured module. */
+  evaluate: TuneEvaluate;
 }
+
+/**
+ * One config as tune hands it to eval's machinery: a config of the frontend's space (a `config`
+ * candidate, built by its TuneDriver.candidates), or words appended to build.sh's compiler
+ * command line (a `flags` candidate, built in place by the capture's build.sh into `buildDir`).
+ */
+export type TuneSpec = { kind: "config"; config: TuneConfig } | { kind: "flags"; flags: string[]; buildDir?: string };
+
+/** A config of the sweep: its value (reported), its label (the table's column), what is built. */
+export interface TuneItem<C> {
+  config: C;
+  label: string;
+  spec: TuneSpec;
+}
+
+/** One config's build: its module and the kernel's registers, or why it has none (the compiler's error lines, or the module check's). */
+export type TuneBuilt = { module: string; seconds: number; registers: number | null } | { error: string };
+
+/** What eval's machinery found: a row per item (in order), the captured module's row, each item's build (absent: not built), wall times (s). */
+export interface TuneEvaluated<C> {
+  rows: TuneRow<C>[];
+  /** The captured module's row (the baseline), shown as `config` and `label`. */
+  captured: (config: C, label: string) => TuneRow<C>;
+  built: (TuneBuilt | undefined)[];
+  seconds: { compile: number; replay: number };
+}
+
+/**
+ * Build, judge and time `items` on the capture `dir` (src/tune/evaluate.ts tuneEvaluator);
+ * `onBuild(i, b)` as item i's build ends (tune's lines).
+ * @throws KerncapError E_INTERRUPTED, E_CONFINED (a confined build read outside), E_BUILD (no config built), the workers' error when none could be judged on a GPU (E_NO_GPU …)
+ */
+export type TuneEvaluate = <C>(dir: string, items: TuneItem<C>[], o: TuneRunOptions & { confine?: boolean; grid?: string; onBuild?: (i: number, b: TuneBuilt) => void }) => Promise<TuneEvaluated<C>>;
 
 /**
  * One config of a frontend's space built on its own, as a candidate of `kerncap eval` (a

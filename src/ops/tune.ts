@@ -7,17 +7,19 @@
  * capture whose build runs its source without --trust) before anything runs. The gates
  * (./gates.ts): confined, only the build kerncap wrote; a received capture's build only after
  * --trust (handed to the sweep, which asks it after its own usage errors, before its first
- * build); the whole tune inside the no-ASLR retry (tuneVerb).
+ * build); each config a candidate of eval's machinery (src/tune/evaluate.ts tuneEvaluator: eval's
+ * build pool, GPU worker and compare); the whole tune inside the no-ASLR retry (tuneVerb).
  */
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { frontendOf, frontends } from "../frontends/index.ts";
 import type { TuneResult, TuneSweepOptions } from "../frontends/tune.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
+import { tuneEvaluator } from "../tune/evaluate.ts";
 import { requireRenderedBuild, trustGate } from "./gates.ts";
 
-/** Every option of `kerncap tune`, every frontend's (src/frontends/tune.ts), but the gate, which is this workflow's. */
-export type TuneOptions = Omit<TuneSweepOptions, "gate">;
+/** Every option of `kerncap tune`, every frontend's (src/frontends/tune.ts), but the gate and eval's machinery, which are this workflow's. */
+export type TuneOptions = Omit<TuneSweepOptions, "gate" | "evaluate">;
 
 /**
  * Tune a capture with its frontend's sweep.
@@ -29,7 +31,7 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
   const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
-  if (fe.tune) return fe.tune.run(dir, { ...o, gate });
+  if (fe.tune) return fe.tune.run(dir, { ...o, gate, evaluate: tuneEvaluator() });
   const tunable = frontends().filter((f) => f.tune).map((f) => f.label ?? f.name);
   throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps ${tunable.slice(0, -1).join(", ")}${tunable.length > 1 ? " and " : ""}${tunable.at(-1) ?? "no"} captures`, { hint: "Rebuild it with its build.sh and compare with `kerncap replay DIR --against BUILT`." });
 }

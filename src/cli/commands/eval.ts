@@ -11,12 +11,10 @@
 import { defineCommand } from "citty";
 import { availableParallelism } from "node:os";
 import { KerncapError } from "../../errors.ts";
-import { workerArgv } from "../../util/self-exec.ts";
 import { log } from "../../log.ts";
-import { workerCommand } from "../../check/pool.ts";
 import { parseShard } from "../../check/shard.ts";
 import { lines, serveProtocol } from "../../check/worker.ts";
-import { mergeEval, rankedTable, type EvalReport } from "../../eval/eval.ts";
+import { evalWorkers, mergeEval, rankedTable, type EvalReport } from "../../eval/eval.ts";
 import { runEval } from "../../ops/eval.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import { allowVersionMismatchArg, intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, trustArg, verboseArg, writeDataLine } from "../args.ts";
@@ -104,7 +102,7 @@ export default defineCommand({
         trust: trustArg(args.trust, rawArgs),
         confine: Boolean(args.confine),
         live: Boolean(process.stderr.isTTY),
-        open: (say, watchdog) => workerCommand(workerArgv("eval", verbose), settings, (l) => say(printable(l)), { watchdog: watchdog.ms, timedOut: watchdog.timedOut }),
+        open: evalWorkers(settings, verbose, printable),
         ...(args.json ? { onRecord: (r) => printJsonLine("eval-record", r) } : {}),
       });
     }

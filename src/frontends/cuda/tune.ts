@@ -6,8 +6,9 @@
  * beside them as a row of its own, so that what a flag changes is told apart from what the
  * rebuild itself changes. Each module is checked as validate checks a rebuild (kernel present,
  * parameter layout), launched with the captured launch configuration on the captured memory,
- * judged against the app's after state, and all are timed interleaved with the captured module
- * (the app's own build) in one process.
+ * judged against the app's after state, and timed interleaved with the captured module (the
+ * app's own build): each config a candidate of kerncap eval's machinery (handed in by
+ * src/ops/tune.ts: src/tune/evaluate.ts; eval's build pool and GPU worker, the one compare).
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
@@ -21,9 +22,8 @@ import { capturePath } from "../../format/paths.ts";
 import { buildReproducer } from "../build.ts";
 import { sameKernelCode } from "./fast-build.ts";
 import { log } from "../../log.ts";
-import { openReplay } from "../../replay/engine.ts";
 import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./tune-space.ts";
-import { OPTION_NAMES, pickWinner, tuneRow, type TuneDriver, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
+import { OPTION_NAMES, pickWinner, type TuneDriver, type TuneEvaluate, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
 import { checkRebuiltModule, rdcLinkError } from "./repro.ts";
 import { remakeStaleSlice } from "./slice.ts";
 
@@ -34,6 +34,8 @@ export interface CudaTuneOptions extends TuneRunOptions {
   confine?: boolean;
   /** The trust gate (src/ops/tune.ts: src/rebuild/gate.ts BuildGate), asked once the space and the reproducer are known good, before any build. */
   gate: () => void;
+  /** Eval's machinery (src/frontends/tune.ts TuneEvaluate): each config a flags candidate built by build.sh, judged and timed on eval's GPU worker. */
+  evaluate: TuneEvaluate;
 }
 
 /** One config's build: its module and the kernel's registers, or why it has none (a line of the compiler's message, or the module check's). */
@@ -97,12 +99,11 @@ export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: Cud
  * @returns the rows: the app's module first (captured), build.sh without extra flags, then every
  *   config of the space; the winner and its flags to paste
  * @throws KerncapError E_FRONTEND (not CUDA), E_USAGE (the space), E_UNTRUSTED (a received
- *   capture without trust), E_NO_REPRODUCER (no build.sh), E_INTERRUPTED, E_CONFINED, the replay's errors (E_NO_GPU …)
+ *   capture without trust), E_NO_REPRODUCER (no build.sh), E_INTERRUPTED, E_CONFINED, E_BUILD (no config built), the workers' errors (E_NO_GPU …)
  */
 export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<TuneResult<CudaConfig>> {
   const dir = resolve(dirArg);
-  const capture = openCapture(dir);
-  const m = capture.manifest;
+  const m = openCapture(dir).manifest;
   if (m.kernel.frontend !== "cuda") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
   const swept = parseCudaSpace(o.space); // usage errors before anything runs
   const tritonWords = [...new Set(swept.flatMap((c) => Object.keys(c.defines)))].filter((n) => (OPTION_NAMES as readonly string[]).includes(n));
@@ -116,38 +117,32 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   if (m.fault) throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, { hint: "Replay it (kerncap replay) to reproduce the fault." });
   const plain: CudaConfig = { defines: {}, flags: [] };
   const configs = [plain, ...swept.filter((c) => cudaConfigKey(c) !== cudaConfigKey(plain))];
+  // config i: build.sh with cudaBuildFlags(config) appended (a flags candidate of eval's machinery), into tuneModulePath(dir, i)
+  const items = configs.map((config, i) => ({ config, label: i === 0 ? "build.sh" : cudaConfigLabel(config), spec: { kind: "flags" as const, flags: cudaBuildFlags(config), buildDir: dirname(tuneModulePath(dir, i)) } }));
+  remakeStaleSlice(dir, m); // a slice made before an edit of the TU is remade once, not by every build
 
+  // each build's outcome said as it ends, before the GPU judges it: a machine without one still learns which configs compile
+  let failed = 0;
+  let ended = 0;
   const t0 = performance.now();
-  const built = await buildCudaConfigs(dir, m, configs, { jobs: o.jobs, confine: o.confine, onBuilt: o.onBuilt });
-  const compileSeconds = (performance.now() - t0) / 1000;
-  log.info(`${configs.length} builds in ${compileSeconds.toFixed(1)} s (${built.filter((b) => "error" in b).length} failed)`);
-  // each build's outcome said before the replay (which needs a GPU): a machine without one still learns which configs compile
-  for (const [i, b] of built.entries()) {
-    const label = i === 0 ? "build.sh" : cudaConfigLabel(configs[i]!);
-    if ("error" in b) log.warn(`${label}: does not build: ${b.error.split("\n").slice(0, 6).join("\n  ")}`);
-    else log.info(`${label}: built (${b.registers ?? "?"} registers/thread, ${b.seconds.toFixed(1)} s)`);
-  }
-
-  const t1 = performance.now();
-  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1, regionTypes: undefined }; // no element types from a CUDA capture: --dtype, else fp32
-  const ok = built.flatMap((b, i) => ("error" in b ? [] : [{ i, module: b.module }]));
-  const s = await openReplay(capture, { verify: true });
-  let set;
-  try {
-    set = await s.runSet([runOpts, ...ok.map((c) => ({ ...runOpts, modulePath: c.module }))], runOpts);
-  } finally {
-    s.close();
-  }
-  const baseRun = set[0]!;
-  if ("error" in baseRun) throw baseRun.error;
-  const plainBuilt = built[0]!;
-  const rows: TuneRow<CudaConfig>[] = [{ ...tuneRow(plain, true, baseRun, baseRun), label: "captured module", registers: moduleRegisters(capturePath(dir, m.module.file), m) }];
+  const e = await o.evaluate(dir, items, {
+    ...o,
+    onBuild: (i, x) => {
+      const label = items[i]!.label;
+      if ("error" in x) {
+        failed++;
+        log.warn(`${label}: does not build: ${x.error.split("\n").slice(0, 6).join("\n  ")}`);
+      } else log.info(`${label}: built (${x.registers ?? "?"} registers/thread, ${x.seconds.toFixed(1)} s)`);
+      if (++ended === configs.length) log.info(`${configs.length} builds in ${((performance.now() - t0) / 1000).toFixed(1)} s (${failed} failed)`);
+    },
+  });
+  const plainBuilt = e.built[0];
+  const rows: TuneRow<CudaConfig>[] = [{ ...e.captured(plain, "captured module"), registers: moduleRegisters(capturePath(dir, m.module.file), m) }];
   for (const [i, c] of configs.entries()) {
-    const b = built[i]!;
-    const k = ok.findIndex((x) => x.i === i);
-    const row: TuneRow<CudaConfig> = { ...tuneRow(c, false, k < 0 ? undefined : set[k + 1], baseRun, "error" in b ? b.error : undefined), label: i === 0 ? "build.sh" : cudaConfigLabel(c), registers: "error" in b ? null : b.registers };
+    const b = e.built[i];
+    const row: TuneRow<CudaConfig> = { ...e.rows[i]!, registers: b && !("error" in b) ? b.registers : null };
     // a macro the source defines without #ifndef (or never reads) leaves the kernel as it was: said, so that an equal time is not read as a finding
-    if (i > 0 && !("error" in b) && !("error" in plainBuilt)) {
+    if (i > 0 && b && !("error" in b) && plainBuilt && !("error" in plainBuilt)) {
       try {
         if (sameKernelCode(readFileSync(plainBuilt.module), readFileSync(b.module), m.kernel.name) === null) row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
       } catch {
@@ -157,14 +152,14 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     rows.push(row);
   }
   const winner = pickWinner(rows) ?? null;
-  return { dir, frontend: "cuda", kernel: m.kernel.name, grid: null, rows, winner, paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
+  return { dir, frontend: "cuda", kernel: m.kernel.name, grid: null, rows, winner, paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null, seconds: e.seconds };
 }
 
 /** The CUDA frontend's tune (Frontend.tune): Triton's --grid refused (its configs keep the captured launch), then tuneCuda. */
 export const cudaTune: TuneDriver = {
   run(dir, o) {
     if (o.grid !== undefined) throw new KerncapError("E_USAGE", `--grid is a Triton tune's option; ${dir} is a CUDA capture, whose configs keep the captured launch`, { hint: "Sweep macros and flags with --define, --maxrregcount, --nvcc-flag or --config." });
-    return tuneCuda(dir, { space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags }, iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, jobs: o.jobs, trust: o.trust, confine: o.confine, onBuilt: o.onBuilt, gate: o.gate });
+    return tuneCuda(dir, { space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags }, iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, jobs: o.jobs, trust: o.trust, confine: o.confine, onBuilt: o.onBuilt, gate: o.gate, evaluate: o.evaluate });
   },
   params: (c) => {
     if (!c || typeof c !== "object" || !("defines" in c)) return undefined;

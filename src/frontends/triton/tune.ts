@@ -3,11 +3,12 @@
  * repro.py (kerncap's own copy, run on DIR, with KERNCAP_TUNE_CONFIG: one pinned config each, in
  * parallel), each launched on the captured memory with its grid (the --grid expression, or the
  * captured grid when the config leaves the tile sizes alone), block (num_warps × 32) and shared
- * memory (the compiled kernel's), judged against the app's after state, and all timed
- * interleaved with the captured module (the app's own choice) in one process.
+ * memory (the compiled kernel's), judged against the app's after state, and timed interleaved
+ * with the captured module (the app's own choice): each config a candidate of kerncap eval's
+ * machinery (handed in by src/ops/tune.ts: eval's build pool, GPU worker and compare), compiled
+ * in eval's private copy by this frontend's candidates.build.
  */
 import { existsSync, mkdirSync, readFileSync, realpathSync } from "node:fs";
-import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
@@ -16,15 +17,14 @@ import type { Manifest, ParamSlot } from "../../format/manifest.ts";
 import { parsePinned, type Pinned } from "./pinned.ts";
 import { runBuildCommand } from "../build.ts";
 import { templatesFolder } from "../templates.ts";
-import { regionTypesFromSignature, tritonParamTypes } from "./numerics.ts";
+import { tritonParamTypes } from "./numerics.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
 import { buildChildEnv } from "../../env.ts";
 import { tritonReproducerEnv } from "./env.ts";
 import { log } from "../../log.ts";
 import { stageTrustedBuild } from "../../format/trust.ts";
-import { MAX_DYNAMIC_SHARED, openReplay, type RunOptions } from "../../replay/engine.ts";
 import { inferGrid } from "./grid.ts";
-import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, tuneRow, type TuneConfig, type TuneDriver, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
+import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, type TuneConfig, type TuneDriver, type TuneEvaluate, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
 
 export interface TuneOptions extends TuneRunOptions {
   /** --config specs (src/frontends/tune.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
@@ -33,6 +33,10 @@ export interface TuneOptions extends TuneRunOptions {
   grid?: string;
   /** The trust gate (src/ops/tune.ts: src/rebuild/gate.ts BuildGate), asked before any config's compile runs. */
   gate: () => void;
+  /** Eval's machinery (src/frontends/tune.ts TuneEvaluate): each config a config candidate, compiled in its private copy, judged and timed on eval's GPU worker. */
+  evaluate: TuneEvaluate;
+  /** --confine (kerncap mcp): refused without trust before (tritonTune.run); eval's builds as eval --confine's. */
+  confine?: boolean;
 }
 
 export type { TuneResult } from "../tune.ts";
@@ -187,36 +191,51 @@ export function readPinned(from: string, dir = from): Pinned {
  * Tune a Triton capture (see the file's comment).
  * @throws KerncapError E_FRONTEND (not Triton), E_NO_REPRODUCER (no pinned.json), E_USAGE (no
  *   space, a config that changes the tile sizes without --grid when no grid formula fits the
- *   capture (src/frontends/triton/grid.ts), a bad --grid, num_ctas), the replay's errors
+ *   capture (src/frontends/triton/grid.ts), a bad --grid, num_ctas), E_UNTRUSTED (a received
+ *   capture without trust), E_BUILD (no config compiled), the workers' errors (E_NO_GPU …)
  */
 export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneResult> {
   const dir = resolve(dirArg);
-  const capture = openCapture(dir);
-  const m: Manifest = capture.manifest;
+  const m: Manifest = openCapture(dir).manifest;
   if (m.kernel.frontend !== "triton") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
   // each config's compile imports the capture's Python under src/ with pinned.json's interpreter: code, as validate's build is
   o.gate();
-  // a received capture: repro.py compiles from a private copy of the pinned.json and kernel file that were trusted (src/format/trust.ts)
-  const staged = stageTrustedBuild(dir);
-  try {
-    return await tuneFrom(dir, staged?.folder ?? dir, staged?.unstage ?? ((t) => t), capture, o);
-  } finally {
-    staged?.dispose();
-  }
-}
-
-/** tuneTriton's work once trusted: repro.py reads pinned.json and the kernel file from `from` (DIR, or the private copy of a trusted one); `unstage` reads that copy's path in messages as DIR. */
-async function tuneFrom(dir: string, from: string, unstage: (text: string) => string, capture: ReturnType<typeof openCapture>, o: TuneOptions): Promise<TuneResult> {
-  const m: Manifest = capture.manifest;
-  const pin = readPinned(from, dir);
+  const pin = readPinned(dir);
   const base = capturedConfig(pin);
   const swept = tuneSpace(pin, o.configs);
   const space = swept.map((c) => ({ kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } }));
+  const grid = tuneGrid(dir, m, pin, base, space, o.grid);
+  // each config once; the app's own is the captured module (the baseline), not compiled again
+  const unique = space.filter((c, i) => configKey(c) !== configKey(base) && space.findIndex((d) => configKey(d) === configKey(c)) === i);
+  // each a config candidate of eval's machinery (compiled in its private copy by this frontend's candidates.build)
+  const shown = tunedConfig(tunableNames(pin, swept));
+  const items = unique.map((config) => ({ config: shown(config), label: configLabel(shown(config)), spec: { kind: "config" as const, config } }));
+  let failed = 0;
+  let ended = 0;
+  const t0 = performance.now();
+  const e = await o.evaluate(dir, items, {
+    ...o,
+    ...(grid ? { grid } : {}),
+    onBuild: (_i, b) => {
+      if ("error" in b) failed++;
+      if (++ended === items.length) log.info(`${items.length} configs compiled in ${((performance.now() - t0) / 1000).toFixed(1)} s (${failed} failed)`);
+    },
+  });
+  const rows: TuneRow[] = [e.captured(shown(base), configLabel(shown(base))), ...e.rows];
+  const winner = pickWinner(rows) ?? null;
+  return { dir, frontend: "triton", kernel: m.kernel.name, grid: grid ?? null, ...(grid && !o.grid ? { gridInferred: true } : {}), rows, winner, paste: winner ? autotuneLine(winner.config) : null, seconds: e.seconds };
+}
+
+/**
+ * The launch grid expression of the sweep: --grid, else, when the space changes tile sizes, the
+ * formula inferred from the capture (./grid.ts inferGrid); undefined: the captured grid holds.
+ * @throws KerncapError E_USAGE (no formula fits, a bad --grid, one that misses the app's grid, num_ctas)
+ */
+function tuneGrid(dir: string, m: Manifest, pin: Pinned, base: TuneConfig, space: TuneConfig[], given: string | undefined): string | undefined {
   const params = new Uint8Array(readCaptureBytes(dir, m.params.file, m.params.size));
   const scalars = tritonScalarArgs(pin.signature, params, m.params.layout);
   const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
-  // the space changes tile sizes and no --grid: the grid's formula inferred from the capture (src/frontends/triton/grid.ts)
-  let grid = o.grid;
+  let grid = given;
   if (!grid && space.some(tiles)) {
     const g = inferGrid(m.launch.grid, scalars, base.kwargs, space.map((c) => c.kwargs));
     if (g.grid === null) {
@@ -229,59 +248,10 @@ async function tuneFrom(dir: string, from: string, unstage: (text: string) => st
   }
   if (space.some((c) => (c.options.num_ctas ?? 1) !== (base.options.num_ctas ?? 1))) throw new KerncapError("E_USAGE", "num_ctas other than the captured one is not tuned (it changes the cluster launch)", { hint: "Leave num_ctas out of --config." });
   const gridOf = (c: TuneConfig): [number, number, number] => (grid ? evalGrid(grid, { ...scalars, ...c.kwargs }) : m.launch.grid);
-  const grids = space.map(gridOf); // a bad --grid is a usage error before anything compiles
+  for (const c of space) gridOf(c); // a bad --grid is a usage error before anything compiles
   if (grid) {
     const g = gridOf(base);
     if (g.join() !== m.launch.grid.join()) throw new KerncapError("E_USAGE", `--grid gives ${g.join("x")} for the app's own config, the app launched ${m.launch.grid.join("x")}`, { hint: "Write the expression as the app's grid lambda computes it." });
   }
-  // each config once; the app's own is the captured module (the baseline), not compiled again
-  const unique = space.filter((c, i) => configKey(c) !== configKey(base) && space.findIndex((d) => configKey(d) === configKey(c)) === i);
-
-  // compile every config, a CPU each
-  // into the private folder's build/ (0700, the user's: src/format/trust.ts), never through a link planted in the capture's build/
-  const work = join(from, "build", "tune");
-  mkdirSync(work, { recursive: true });
-  const compile = tritonConfigCompiler(dir, pin, { from, unstage });
-  const t0 = performance.now();
-  const jobs = Math.max(1, o.jobs ?? availableParallelism());
-  const built: TritonBuilt[] = new Array(unique.length);
-  let next = 0;
-  let finished = 0;
-  o.onBuilt?.(0, unique.length);
-  const worker = async () => {
-    for (let i = next++; i < unique.length; i = next++, o.onBuilt?.(++finished, unique.length)) built[i] = await compile(unique[i]!, join(work, `${i}.cubin`));
-  };
-  await Promise.all(Array.from({ length: Math.min(jobs, unique.length) }, worker));
-  const compileSeconds = (performance.now() - t0) / 1000;
-  log.info(`${unique.length} configs compiled in ${compileSeconds.toFixed(1)} s (${built.filter((b) => "error" in b).length} failed)`);
-
-  // the app's module first (the baseline), then every config that compiled
-  const t1 = performance.now();
-  const runOpts = { iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, runs: 1, regionTypes: (p: Uint8Array, w?: (ri: number, offset: number) => boolean) => regionTypesFromSignature(m, p, w) };
-  const candidates: { i: number; run: RunOptions }[] = [];
-  for (const [i, b] of built.entries()) {
-    if ("error" in b) continue;
-    const attrs = m.functionAttributes.filter((a) => a.id !== MAX_DYNAMIC_SHARED).concat([{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: b.shared }]);
-    const launch = { ...m.launch, grid: grids[space.indexOf(unique[i]!)]!, block: [b.numWarps * 32, 1, 1] as [number, number, number], sharedMemBytes: b.shared };
-    candidates.push({ i, run: { ...runOpts, modulePath: b.cubin, kernelName: m.kernel.name, launch: { launch, functionAttributes: attrs, params } } });
-  }
-  const s = await openReplay(capture, { verify: true });
-  let set;
-  try {
-    set = await s.runSet([runOpts, ...candidates.map((c) => c.run)], runOpts);
-  } finally {
-    s.close();
-  }
-  const baseRun = set[0]!;
-  if ("error" in baseRun) throw baseRun.error;
-  const row = (config: TuneConfig, captured: boolean, r: (typeof set)[number] | undefined, error?: string): TuneRow => ({ ...tuneRow(config, captured, r, baseRun, error), label: configLabel(config) });
-  const shown = tunedConfig(tunableNames(pin, swept));
-  const rows: TuneRow[] = [row(shown(base), true, baseRun)];
-  for (const [i, c] of unique.entries()) {
-    const b = built[i]!;
-    const k = candidates.findIndex((x) => x.i === i);
-    rows.push(row(shown(c), false, k < 0 ? undefined : set[k + 1], "error" in b ? b.error : undefined));
-  }
-  const winner = pickWinner(rows) ?? null;
-  return { dir, frontend: "triton", kernel: m.kernel.name, grid: grid ?? null, ...(grid && !o.grid ? { gridInferred: true } : {}), rows, winner, paste: winner ? autotuneLine(winner.config) : null, seconds: { compile: compileSeconds, replay: (performance.now() - t1) / 1000 } };
+  return grid;
 }

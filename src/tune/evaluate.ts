@@ -1,0 +1,173 @@
+/**
+ * `kerncap tune`'s configs judged by `kerncap eval`'s machinery (src/eval/eval.ts runEval): tune
+ * makes the candidates (src/eval/candidates.ts configCandidate for a Triton config, flagsCandidate
+ * for a CUDA config's nvcc words), eval builds them in its build pool, judges and times each on a
+ * GPU worker against the captured module (src/replay/stats.ts, the one compare), and tune makes
+ * its rows from eval's records: one build pool, one worker pool, one compare for both verbs.
+ *
+ * Each config is timed interleaved with the captured module in its own judgement (`iters`
+ * rounds, no adaptive extension: every config timed alike), so a row's speedup and its "vs app"
+ * verdict are the comparison of that config with the captured module on the same memory in the
+ * same rounds. The captured module's row takes the median of its medians over the judgements, and
+ * its verdict from its own check in each (mismatch when one said so).
+ */
+import { join } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
+import { BUILD_INPUT, evalCandidates, evalWorkers } from "../eval/eval.ts";
+import type { BuildOutcome } from "../eval/build.ts";
+import type { Candidate } from "../eval/candidates.ts";
+import type { EvalSettings } from "../eval/worker.ts";
+import type { EvalRecord } from "../format/eval-record.ts";
+import { log } from "../log.ts";
+import { median } from "../replay/compare.ts";
+import { configCandidate, flagsCandidate } from "../eval/candidates.ts";
+import type { TuneBuilt, TuneEvaluate, TuneRow, TuneRunOptions } from "../frontends/tune.ts";
+
+/** One config of a tune and the candidate that is built and judged for it. */
+export interface TuneCandidate<C> {
+  config: C;
+  candidate: Candidate;
+}
+
+export interface TuneEvalOptions extends TuneRunOptions {
+  /** tune --confine (kerncap mcp): CUDA flags builds confined (src/eval/build.ts BuildSettings.confine); a Triton capture refused without trust (as eval --confine). */
+  confine?: boolean;
+  /** A Triton config's launch grid expression (--grid, or the formula tune inferred). */
+  grid?: string;
+  /** Where a candidate is built (default: eval's private copy). */
+  buildDir?: (c: Candidate) => string;
+  /** Each config's build as it ends (tune's lines). */
+  onBuild?: (c: Candidate, b: BuildOutcome) => void;
+}
+
+/** What eval found of each config, and of the captured module. */
+export interface TuneEvaluation {
+  /** By candidate id: its build's outcome (absent: not built, an interrupted tune) and its record on the capture (absent: it never reached a GPU). */
+  builds: Map<string, BuildOutcome>;
+  records: Map<string, EvalRecord>;
+  /** The captured module: its verdict in its own checks, and the median of its medians (µs; null: no config was timed). */
+  captured: { verdict: "match" | "mismatch" | null; medianUs: number | null };
+  /** Wall time (s): until the last build ended; after it, until the last judgement ended. */
+  seconds: { compile: number; replay: number };
+}
+
+/** The lines of a build error worth a table row: the compiler's `error` lines (at most 3), else the last 3. */
+export function shortError(message: string): string {
+  const lines = message.split("\n").map((l) => l.trim()).filter(Boolean);
+  const errs = lines.slice(1).filter((l) => /\berror\b/i.test(l));
+  return (errs.length ? errs.slice(0, 3) : lines.slice(-3)).join(" / ");
+}
+
+/**
+ * Build, judge and time tune's candidates on the capture `dir` through runEval, one GPU worker on
+ * this process's GPUs.
+ * @throws KerncapError the eval's (E_INTERRUPTED …); the workers' error when no config could be
+ *   judged on the GPU (E_NO_GPU on a machine without one: every build's outcome said before)
+ */
+export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: TuneEvalOptions): Promise<TuneEvaluation> {
+  const t0 = performance.now();
+  let lastBuild = t0;
+  const builds = new Map<string, BuildOutcome>();
+  let done = 0;
+  o.onBuilt?.(0, list.length);
+  const settings: EvalSettings = { iters: o.iters, verify: true, tolerance: { ...(o.atol !== undefined ? { atol: o.atol } : {}), ...(o.rtol !== undefined ? { rtol: o.rtol } : {}) }, ...(o.flushL2 ? { flushL2: true } : {}), compareBudgetSeconds: 0 };
+  // the trust gate is tune's, asked before its first build (src/ops/tune.ts): none here
+  const report = await evalCandidates({
+    dirs: [dir],
+    candidates: list.map((x) => x.candidate),
+    settings,
+    build: { force: false, ...(o.grid ? { grid: o.grid } : {}) },
+    resume: false,
+    slots: [null],
+    ...(o.jobs !== undefined ? { jobs: o.jobs } : {}),
+    trust: o.trust ?? false,
+    ...(o.confine ? { confine: true } : {}),
+    live: false,
+    open: evalWorkers(settings, log.level >= 4, (l) => escapeForTerminal(l, { oneLine: true })),
+    ...(o.buildDir ? { buildDir: o.buildDir } : {}),
+    onBuild: (c, b) => {
+      builds.set(c.id, b);
+      lastBuild = performance.now();
+      o.onBuild?.(c, b);
+      o.onBuilt?.(++done, list.length);
+    },
+  }, () => {});
+  const records = new Map(report.records.filter((r) => r.input !== BUILD_INPUT).map((r) => [r.candidate, r]));
+  // no config judged on a GPU, only errors (no GPU, a driver that refuses): the tune has no result; the first error is why
+  const judged = [...records.values()];
+  if (judged.length && judged.every((r) => r.verdict === "error")) {
+    const first = judged[0]!;
+    throw new KerncapError(first.code ?? "E_WORKER", first.reason ?? "no config could be judged on the GPU", { hint: "Every config that built is in the lines above; run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks)." });
+  }
+  const baselines = judged.flatMap((r) => (r.timing ? [r.timing.baselineMedianUs] : []));
+  const verdicts = judged.flatMap((r) => (r.baseline ? [r.baseline] : []));
+  const end = performance.now();
+  return {
+    builds,
+    records,
+    captured: { verdict: verdicts.includes("mismatch") ? "mismatch" : verdicts.length ? "match" : null, medianUs: baselines.length ? median(baselines) : null },
+    seconds: { compile: (lastBuild - t0) / 1000, replay: (end - lastBuild) / 1000 },
+  };
+}
+
+/**
+ * A config's row from eval's outcome: compile-error (its build failed: `error` the compiler's
+ * error lines), match (its median µs and speedup against the captured module from the same
+ * rounds, and the compare's verdict), mismatch, or launch-error (fault, timeout, a worker's error,
+ * or never run). `label` is the table's config column.
+ */
+export function rowOf<C>(config: C, label: string, c: Candidate, e: TuneEvaluation): TuneRow<C> {
+  const b = e.builds.get(c.id);
+  const base = { config, label, captured: false };
+  if (b && "failed" in b) return { ...base, verdict: "compile-error", medianUs: null, speedup: null, error: shortError(b.failed.reason) };
+  const r = e.records.get(c.id);
+  if (!r) return { ...base, verdict: "launch-error", medianUs: null, speedup: null, error: "not run" };
+  if (r.verdict === "match" || r.verdict === "mismatch") {
+    const t = r.timing;
+    return { ...base, verdict: r.verdict, medianUs: t ? t.candidateMedianUs : null, speedup: t ? t.speedup : null, ...(t ? { vsApp: { verdict: t.verdict, text: t.text } } : {}), ...(r.verdict === "mismatch" && r.reason ? { error: r.reason } : {}) };
+  }
+  return { ...base, verdict: "launch-error", medianUs: null, speedup: null, error: `${r.verdict}: ${r.reason ?? r.code ?? ""}` };
+}
+
+/** The captured module's row (the baseline: speedup 1), `verdict` launch-error when no config reached the GPU to judge it beside. */
+export function capturedRow<C>(config: C, label: string, e: TuneEvaluation): TuneRow<C> {
+  const v = e.captured.verdict;
+  if (v === null) return { config, label, captured: true, verdict: "launch-error", medianUs: null, speedup: null, error: "not run: no config reached the GPU to be judged beside it" };
+  return { config, label, captured: true, verdict: v, medianUs: e.captured.medianUs, speedup: e.captured.medianUs !== null ? 1 : null };
+}
+
+
+/** A build's outcome as tune reports it. */
+function builtOf(b: BuildOutcome): TuneBuilt {
+  return "failed" in b ? { error: shortError(b.failed.reason) } : { module: b.built.module, seconds: b.built.seconds, registers: b.built.registers };
+}
+
+/**
+ * The frontends' sweeps' way into eval's machinery (src/frontends/tune.ts TuneEvaluate, handed
+ * to Frontend.tune by src/ops/tune.ts): each item's candidate made (configCandidate,
+ * flagsCandidate), built, judged and timed by evaluateTune, its row made by rowOf.
+ * @throws KerncapError as evaluateTune
+ */
+export function tuneEvaluator(): TuneEvaluate {
+  return async (dir, items, o) => {
+    const list = items.map((x) => ({ config: x.config, candidate: x.spec.kind === "config" ? configCandidate(x.spec.config, x.label) : flagsCandidate(x.label, x.spec.flags) }));
+    const index = new Map(list.map((x, i) => [x.candidate.id, i]));
+    const dirs = new Map(items.flatMap((x, i) => (x.spec.kind === "flags" && x.spec.buildDir ? [[list[i]!.candidate.id, x.spec.buildDir] as const] : [])));
+    const { onBuild, ...rest } = o;
+    const e = await evaluateTune(dir, list, {
+      ...rest,
+      ...(dirs.size ? { buildDir: (c: Candidate) => dirs.get(c.id) ?? join(dir, "build", "tune", c.id.replace(/[^\w.-]/g, "_")) } : {}),
+      ...(onBuild ? { onBuild: (c: Candidate, b: BuildOutcome) => onBuild(index.get(c.id)!, builtOf(b)) } : {}),
+    });
+    return {
+      rows: items.map((x, i) => rowOf(x.config, x.label, list[i]!.candidate, e)),
+      captured: (config, label) => capturedRow(config, label, e),
+      built: list.map((x) => {
+        const b = e.builds.get(x.candidate.id);
+        return b ? builtOf(b) : undefined;
+      }),
+      seconds: e.seconds,
+    };
+  };
+}
