@@ -14,7 +14,7 @@
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
-import { BUILD_INPUT, evalCandidates, evalWorkers } from "../eval/eval.ts";
+import { BUILD_INPUT, evalCandidates, evalWorkers, type EvalOptions } from "../eval/eval.ts";
 import type { BuildOutcome } from "../eval/build.ts";
 import type { Candidate } from "../eval/candidates.ts";
 import type { EvalSettings } from "../eval/worker.ts";
@@ -39,6 +39,8 @@ export interface TuneEvalOptions extends TuneRunOptions {
   buildDir?: (c: Candidate) => string;
   /** Each config's build as it ends (tune's lines). */
   onBuild?: (c: Candidate, b: BuildOutcome) => void;
+  /** The CPU tests' fakes: how candidates are built and how GPU workers start, the watchdog's floor (s). */
+  fakes?: Partial<Pick<EvalOptions, "open" | "buildWith" | "timeoutS">>;
 }
 
 /** What eval found of each config, and of the captured module. */
@@ -85,6 +87,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
     ...(o.confine ? { confine: true } : {}),
     live: false,
     open: evalWorkers(settings, log.level >= 4, (l) => escapeForTerminal(l, { oneLine: true })),
+    ...o.fakes,
     ...(o.buildDir ? { buildDir: o.buildDir } : {}),
     onBuild: (c, b) => {
       builds.set(c.id, b);

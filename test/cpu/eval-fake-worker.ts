@@ -33,9 +33,9 @@ await serveProtocol(
       lost = true;
       return { ...base, verdict: "fault", code: "E_LAUNCH", reason: "CUDA_ERROR_ILLEGAL_ADDRESS" } satisfies EvalOutcome;
     }
-    if (what === "mismatch") return { ...base, verdict: "mismatch", numerics: "mismatch", reason: "1 of 2 regions differ from the app's after state: 0x7f0000000000 (device), 12 bytes from byte 0" } satisfies EvalOutcome;
+    if (what === "mismatch") return { ...base, verdict: "mismatch", numerics: "mismatch", baseline: "match", reason: "1 of 2 regions differ from the app's after state: 0x7f0000000000 (device), 12 bytes from byte 0" } satisfies EvalOutcome;
     const s = Number(sp ?? 1);
-    return { ...base, verdict: "match", numerics: "bit-exact", timing: { baselineMedianUs: 10, candidateMedianUs: 10 / s, speedup: s, low: s * 0.98, high: s * 1.02, verdict: s > 1.03 ? "faster" : s < 0.97 ? "slower" : "same", text: `${s}×` } } satisfies EvalOutcome;
+    return { ...base, verdict: "match", numerics: "bit-exact", baseline: "match", timing: { baselineMedianUs: 10, candidateMedianUs: 10 / s, speedup: s, low: s * 0.98, high: s * 1.02, verdict: s > 1.03 ? "faster" : s < 0.97 ? "slower" : "same", text: `${s}×` } } satisfies EvalOutcome;
   },
   (o, retire) => write({ outcome: o, ...(retire ? { retire } : {}) }),
   () => lost,

@@ -1,0 +1,78 @@
+/**
+ * kerncap tune's configs through kerncap eval's machinery without a GPU (src/tune/evaluate.ts):
+ * the configs as flags candidates, built in eval's build pool (a fake build: the config's module
+ * says what its kernel does), judged by fake GPU worker processes through eval's pool and
+ * watchdog (test/cpu/eval-fake-worker.ts), and the tune's rows made from eval's records: a faster
+ * config wins, a mismatch, a hung kernel (the watchdog's timeout), a compile error, and the
+ * captured module's row from its medians in the same judgements.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { BuildOutcome } from "../eval/build.ts";
+import { flagsCandidate, type Candidate } from "../eval/candidates.ts";
+import type { EvalOptions } from "../eval/eval.ts";
+import { fakeWorkers } from "../../test/cpu/eval-child.ts";
+import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
+import { capturedRow, evaluateTune, rowOf, shortError } from "./evaluate.ts";
+import { pickWinner } from "./space.ts";
+
+/** A build whose module is the text `texts` gives the candidate's label (src/../test/cpu/eval-fake-worker.ts reads it); "compile-error" fails as nvcc would. */
+function fakeBuild(texts: Record<string, string>, built: string[]): NonNullable<EvalOptions["buildWith"]> {
+  return async (_dir, _m, c: Candidate, dest): Promise<BuildOutcome> => {
+    built.push(c.label);
+    const text = texts[c.label]!;
+    if (text === "compile-error") return { failed: { verdict: "compile-error", code: "E_BUILD", reason: `build.sh failed\nsrc/kernel.cu(3): error: BROKEN is defined\n1 error detected`, seconds: 0.01 } };
+    mkdirSync(dest, { recursive: true });
+    writeFileSync(join(dest, "module"), text);
+    return { built: { module: join(dest, "module"), seconds: 0.01, registers: 40, stackFrameBytes: 0 } };
+  };
+}
+
+describe("tune's configs as eval candidates", () => {
+  test("built in eval's pool, judged by its workers and watchdog; rows, the captured module's row and the winner from eval's records", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const texts: Record<string, string> = { "build.sh": "match 1", "FAST=1": "match 1.25", "BAD=1": "mismatch", "HANG=1": "hang", "BROKEN=1": "compile-error" };
+    const list = Object.keys(texts).map((label) => ({ config: label, candidate: flagsCandidate(label, label === "build.sh" ? [] : [`-D${label}`]) }));
+    const built: string[] = [];
+    const seen: [number, number][] = [];
+    const e = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 2, onBuilt: (d, t) => void seen.push([d, t]), fakes: { open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 1 } });
+    expect(built.sort()).toEqual(Object.keys(texts).sort());
+    expect(seen).toEqual([0, 1, 2, 3, 4, 5].map((d) => [d, 5]));
+    const rows = list.map(({ config, candidate }) => rowOf(config, config, candidate, e));
+    const by = Object.fromEntries(rows.map((r) => [r.label, r]));
+    expect(by["FAST=1"]).toMatchObject({ verdict: "match", medianUs: 8, speedup: 1.25, vsApp: { verdict: "faster" } });
+    expect(by["build.sh"]).toMatchObject({ verdict: "match", medianUs: 10, speedup: 1, vsApp: { verdict: "same" } });
+    expect(by["BAD=1"]).toMatchObject({ verdict: "mismatch", medianUs: null });
+    expect(by["BAD=1"]!.error).toContain("differ from the app's after state");
+    expect(by["HANG=1"]!.verdict).toBe("launch-error");
+    expect(by["HANG=1"]!.error).toMatch(/^timeout: its launches ran past/);
+    expect(by["BROKEN=1"]).toMatchObject({ verdict: "compile-error", error: "src/kernel.cu(3): error: BROKEN is defined / 1 error detected" });
+    // the captured module: its median over the judgements' baselines, its own checks' verdict
+    const own = capturedRow("app", "captured module", e);
+    expect(own).toMatchObject({ captured: true, verdict: "match", medianUs: 10, speedup: 1 });
+    expect(pickWinner([own, ...rows])!.label).toBe("FAST=1");
+    expect(e.seconds.compile).toBeGreaterThanOrEqual(0);
+    expect(e.seconds.replay).toBeGreaterThan(0.5); // the hung candidate held its worker until the watchdog's 1 s
+  }, 60_000);
+
+  test("no config judged on a GPU, only the workers' errors: the tune ends with their error (E_NO_GPU on a machine without one)", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const open: EvalOptions["open"] = () => () => ({
+      run: async (t) => ({ candidate: t.candidate, input: t.input, verdict: "error", reason: "no NVIDIA GPU: libcuda.so.1 is not loadable", code: "E_NO_GPU", numerics: null, timing: null, runSeconds: 0, device: null }),
+      kill() {},
+      close: async () => {},
+    });
+    const list = ["A=1", "A=2"].map((label) => ({ config: label, candidate: flagsCandidate(label, [`-D${label}`]) }));
+    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, fakes: { open, buildWith: fakeBuild({ "A=1": "match 1", "A=2": "match 1" }, []) } }).catch((x) => x);
+    expect(err.code).toBe("E_NO_GPU");
+    expect(err.message).toContain("no NVIDIA GPU");
+  }, 60_000);
+
+  test("a build error's row keeps the compiler's error lines", () => {
+    expect(shortError("build.sh failed\nk.cu(1): warning: x\nk.cu(2): error: a\nk.cu(3): error: b")).toBe("k.cu(2): error: a / k.cu(3): error: b");
+    expect(shortError("exit 1\nlast\nlines\nhere")).toBe("last / lines / here");
+  });
+});
