@@ -16,7 +16,11 @@
  * they gave the kernel the same machine code; it reports build.sh's module. The later validates
  * run both again, side by side, and replay the first that builds (the fast one, from an
  * incremental preprocessing: src/frontends/cuda/incremental-pp.ts; never later than build.sh's),
- * stopping the other. A fast build that fails leaves build.sh's outcome (a real compile error is
+ * stopping the other — where the machine has the cores for both (RACE_MIN_CPUS). On a smaller
+ * one two builds side by side slow each other, so validate runs only the cheaper of the two by
+ * their measured costs (the record's `costs`: the check's times, then an average with each later
+ * build's, per capture and machine: chooseStrategy); a 2-core machine is then never slower than
+ * build.sh alone. A fast build that fails leaves build.sh's outcome (a real compile error is
  * its message); when build.sh then succeeds, the record says the fast build is off, and build.sh
  * rebuilds from then on. build.sh failing where the fast build does not (an error in host code,
  * which the pruned TU does not compile) is said, and the fast build's verdict stands.
@@ -25,9 +29,12 @@
  * The watch (one process, many saves) keeps the check in memory and its fast builds' files in a
  * temporary folder: the check runs beside the cycles after the first build by build.sh, and a
  * fast build that fails where build.sh does not turns the fast build off for the rest of the watch.
+ * Its saves are rebuilt by the fast build while its measured cost (an average over the saves: the
+ * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
+ * WATCH_MIN_SAVES saves); past it, by build.sh.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
@@ -59,7 +66,42 @@ export interface PrunedCheck {
   at: string;
   buildShSeconds: number;
   prunedSeconds: number | null;
+  /** The measured cost of each build on this machine (s): the check's times, then each later build's averaged in (BuildCosts); absent in a record of an older kerncap (the check's times are used). */
+  costs?: BuildCosts;
 }
+
+/** What each build costs on one machine (s, wall time of a build of an edit), and the CPU count it was measured with. */
+export interface BuildCosts {
+  cpus: number;
+  buildSh: number;
+  pruned: number;
+}
+
+/**
+ * How validate rebuilds once the check found the fast build's machine code build.sh's: both
+ * side by side, the first that builds replayed (race); or one alone, the cheaper by its measured cost.
+ */
+export type Strategy = "race" | "pruned" | "build.sh";
+
+/** The fewest CPUs on which build.sh and the fast build run side by side without slowing each other (each is a gcc -E, cicc and ptxas, and the fast build verifies its incremental preprocessing with a second gcc -E). */
+export const RACE_MIN_CPUS = 4;
+
+/**
+ * The strategy for a machine of `cpus` CPUs from the measured costs: the race where there are
+ * the cores for it (the first to build wins: never later than the cheaper); else the cheaper
+ * build alone (build.sh when the costs are equal).
+ */
+export function chooseStrategy(costs: BuildCosts, cpus: number): Strategy {
+  if (cpus >= RACE_MIN_CPUS) return "race";
+  return costs.pruned < costs.buildSh ? "pruned" : "build.sh";
+}
+
+/** The watch leaves the fast build for build.sh once its saves (at least WATCH_MIN_SAVES of them) cost more than WATCH_MARGIN × build.sh's: a measure, not a single slow save. */
+export const WATCH_MIN_SAVES = 2;
+export const WATCH_MARGIN = 1.2;
+
+/** A cost averaged with a new measure (the last builds weigh most: an incremental preprocessing, a warm cache, change the cost). */
+const averaged = (old: number, now: number) => (old + now) / 2;
 
 /** build.sh, or the frontend's fast build (CUDA: the device-only build of the pruned TU). */
 export type Builder = "build.sh" | "pruned";
@@ -117,6 +159,10 @@ export interface RebuilderOptions {
    * only: the fast build's steps write no dependency list.
    */
   confine?: Manifest;
+  /** validate's strategy once checked (default: chooseStrategy by the measured costs; the tests fix one). */
+  strategy?: Strategy;
+  /** The CPU count the strategy is chosen for (default: availableParallelism; the tests give one). */
+  cpus?: number;
 }
 
 export class Rebuilder {
@@ -127,6 +173,8 @@ export class Rebuilder {
   private fastEnabled: boolean | undefined;
   /** The watch's fast builds keep their analysis and last preprocessing between saves. */
   private series: FastBuildSeries | undefined;
+  /** The watch's measured costs (s, averaged over its builds): build.sh's, and the fast build's on saves (not the check's cold one). */
+  private watchCosts: { buildSh: number | null; pruned: number | null; prunedSaves: number } = { buildSh: null, pruned: null, prunedSaves: 0 };
 
   constructor(
     dir: string,
@@ -185,10 +233,22 @@ export class Rebuilder {
    */
   async rebuildSave(): Promise<Rebuilt> {
     this.fe.beforeBuild?.(this.dir, this.m);
-    if (!this.fastEnabled) return this.buildSh();
+    const c = this.watchCosts;
+    if (!this.fastEnabled) {
+      const b = await this.buildSh();
+      c.buildSh = c.buildSh === null ? b.seconds : averaged(c.buildSh, b.seconds);
+      return b;
+    }
     const t0 = performance.now();
     try {
       const f = await this.fast!.build(this.dir, this.work!, { force: this.o.force }, this.series!);
+      c.pruned = c.pruned === null ? f.seconds : averaged(c.pruned, f.seconds);
+      c.prunedSaves++;
+      if (c.buildSh !== null && c.prunedSaves >= WATCH_MIN_SAVES && c.pruned > WATCH_MARGIN * c.buildSh) {
+        // measured on this machine: the fast build costs more than build.sh (a machine too small for its parallel steps, a TU pruning does not shrink)
+        this.fastEnabled = false;
+        log.info(`the pruned build takes ${c.pruned.toFixed(2)} s a save, build.sh ${c.buildSh.toFixed(2)} s: build.sh rebuilds the saves from now on`);
+      }
       return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
     } catch (e) {
       if (!(e instanceof FastBuildUnavailable)) throw e;
@@ -219,6 +279,7 @@ export class Rebuilder {
       if (signal.aborted) return; // a save came: its build is checked instead
       const { differs, said } = this.compare(full, f);
       this.fastEnabled = differs === null;
+      this.watchCosts.buildSh ??= full.seconds;
       log.info(differs ? `saves are rebuilt by build.sh: ${said}` : `saves are rebuilt from the pruned TU (${said})`);
     } catch (e) {
       if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
@@ -231,8 +292,8 @@ export class Rebuilder {
 
   // ───────────────────────────── validate: one rebuild per process ─────────────────────────────
 
-  private writeCheck(c: Omit<PrunedCheck, "schema" | "kerncap" | "at">): void {
-    const doc: PrunedCheck = { schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: new Date().toISOString(), ...c };
+  private writeCheck(c: Omit<PrunedCheck, "schema" | "kerncap" | "at"> & { schema?: string; kerncap?: string; at?: string }): void {
+    const doc: PrunedCheck = { ...c, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: c.at ?? new Date().toISOString() };
     writeInCapture(this.dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify(doc, null, 2) + "\n");
   }
 
@@ -259,7 +320,39 @@ export class Rebuilder {
     }
     let replanned: FastBuilt | undefined;
     let replannedFull: Rebuilt | undefined;
-    if (current) {
+    const cpus = this.o.cpus ?? availableParallelism();
+    const costs: BuildCosts | undefined = current ? (current.costs?.cpus === cpus ? current.costs : { cpus, buildSh: current.buildShSeconds, pruned: current.prunedSeconds ?? Infinity }) : undefined;
+    const strategy = current && costs ? (this.o.strategy ?? chooseStrategy(costs, cpus)) : undefined;
+    if (current && costs && strategy !== "race") log.debug(`validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`);
+    if (current && costs && strategy === "build.sh") {
+      const b = await this.buildSh();
+      this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, b.seconds) } });
+      return b;
+    }
+    if (current && costs && strategy === "pruned") {
+      const series = fast.series(work);
+      const t0 = performance.now();
+      let f: FastBuilt | undefined;
+      try {
+        f = await fast.build(this.dir, work, { force: this.o.force }, series);
+      } catch (e) {
+        series.save(work);
+        if (!(e instanceof FastBuildUnavailable)) throw e;
+        // as in the race: build.sh's outcome is the answer (a real compile error is its message)
+        const b = await this.buildSh();
+        this.writeCheck({ kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: b.seconds, prunedSeconds: null });
+        log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
+        return { ...b, seconds: (performance.now() - t0) / 1000 };
+      }
+      series.save(work);
+      if (f.plan === current.plan) {
+        this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
+        return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+      }
+      log.info("build.sh's compile changed since the pruned build was checked: checking it again");
+      replanned = f;
+      replannedFull = await this.buildSh();
+    } else if (current) {
       // both builds of the edit, side by side: the first that builds is the one replayed (the fast
       // one, when it is faster as it should be; build.sh's is never waited for longer than it takes)
       const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
@@ -289,6 +382,7 @@ export class Rebuilder {
         if (f.plan === current.plan) {
           await stop(stopFull, fullR);
           series.save(work);
+          if (costs) this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
           return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
         }
         log.info("build.sh's compile changed since the pruned build was checked: checking it again");
@@ -300,6 +394,7 @@ export class Rebuilder {
       } else if (first.who === "build.sh") {
         await stop(stopFast, fastR); // the fast build lost the race (its preprocessing, if done, is kept)
         series.save(work);
+        if (costs) this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, first.b.seconds) } });
         log.debug("build.sh finished before the pruned build");
         return { ...first.b, seconds: (performance.now() - t0) / 1000 };
       } else {
@@ -328,7 +423,7 @@ export class Rebuilder {
     }
     const f = pruned.value;
     const { differs, said } = this.compare(full.value, f);
-    this.writeCheck({ kernel, plan: f.plan, same: differs === null, reason: differs && said, buildShSeconds: full.value.seconds, prunedSeconds: f.seconds });
+    this.writeCheck({ kernel, plan: f.plan, same: differs === null, reason: differs && said, buildShSeconds: full.value.seconds, prunedSeconds: f.seconds, costs: { cpus, buildSh: full.value.seconds, pruned: f.seconds } });
     log.info(differs ? `validate rebuilds with build.sh: ${said}` : `the next validates compile the pruned TU (${said})`);
     return full.value;
   }

@@ -232,7 +232,7 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
     const out = join(WORK, "validate-capture");
     const { kernel, header } = await makeHeavyReproducer(WORK, out);
     const m = { kernel: { name: kernel, frontend: "cuda" } } as unknown as Manifest;
-    const o: RebuilderOptions = { quiet: true, force: false, fullBuild: false, race: false }; // race: false: build.sh after the pruned build, so that which builds first is not a matter of load
+    const o: RebuilderOptions = { quiet: true, force: false, fullBuild: false, race: false, strategy: "race" }; // race: false: build.sh after the pruned build, so that which builds first is not a matter of load (the race whatever the measured costs: chooseStrategy is test/cpu/frontends.test.ts's)
     // the policy alone: the fixture's manifest has no parameter layout for the module check
     const buildForValidate = (dir: string, mm: Manifest, oo: RebuilderOptions) => new Rebuilder(dir, mm, { ...cudaFrontend, checkRebuiltModule: undefined }, oo).rebuildOnce();
     const code = (f: string) => new Uint8Array(readFileSync(f));

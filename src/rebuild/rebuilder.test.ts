@@ -1,0 +1,129 @@
+/**
+ * validate's build strategy chosen by measured cost (src/rebuild/rebuilder.ts chooseStrategy),
+ * with the toy frontend (test/frontends/toy/: build.sh copies the kernel's text, its fast build
+ * copies it too) made slow on one path: a fast build that sleeps, or a build.sh that sleeps. The
+ * check records both costs; on a machine of 2 CPUs the next validates run the cheaper alone (the
+ * other is never started), with the cost averaged in; on 16 CPUs both race. The watch leaves a
+ * fast build whose saves cost more than build.sh's.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { finalizeCapture } from "../capture/finalize.ts";
+import { parseRaw } from "../capture/raw.ts";
+import type { FastBuilder, Frontend } from "../frontends/frontend.ts";
+import { captureEnrichment, captureOptions, registerFrontend } from "../frontends/index.ts";
+import { toyFrontend } from "../../test/frontends/toy/index.ts";
+import { tempDir, writeRawCapture } from "../../test/cpu/fixtures.ts";
+import { chooseStrategy, readPrunedCheck, Rebuilder, type RebuilderOptions } from "./rebuilder.ts";
+
+let unregister: () => void;
+const cache = process.env.KERNCAP_CACHE;
+beforeAll(() => {
+  process.env.KERNCAP_CACHE = tempDir("kerncap-toy-cache-"); // the toy's templates are not in the checkout's templates/
+  unregister = registerFrontend(toyFrontend);
+});
+afterAll(() => {
+  unregister();
+  if (cache === undefined) delete process.env.KERNCAP_CACHE;
+  else process.env.KERNCAP_CACHE = cache;
+});
+
+async function toyCapture() {
+  const finalDir = join(tempDir(), "cap");
+  const tmp = `${finalDir}.tmp-${process.pid}`;
+  const raw = parseRaw({ ...writeRawCapture(tmp), frontend: "toy" });
+  const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern: "scale", command: ["./app"] }, captureOptions({ "toy-level": "1" }));
+  const m = await finalizeCapture(raw, { tmpDir: tmp, finalDir, force: false, command: ["./app"], match: "scale", ...enrich });
+  return { dir: finalDir, m };
+}
+
+/** The toy frontend with its fast build taking `ms` longer; `calls` counts its builds. */
+function slowFast(ms: number, calls: { n: number }): Frontend {
+  const fast = toyFrontend.fastBuild!;
+  const slow: FastBuilder = {
+    ...fast,
+    async build(dir, work, o, series) {
+      calls.n++;
+      const t0 = performance.now();
+      await Bun.sleep(ms);
+      const f = await fast.build(dir, work, o, series);
+      return { ...f, seconds: (performance.now() - t0) / 1000 };
+    },
+  };
+  return { ...(toyFrontend as Frontend), fastBuild: slow };
+}
+
+/** build.sh made to sleep `s` seconds before it builds (the compiler slow on that path). */
+function slowBuildSh(dir: string, s: number): void {
+  const f = join(dir, "build.sh");
+  writeFileSync(f, readFileSync(f, "utf8").replace("set -euo pipefail\n", `set -euo pipefail\nsleep ${s}\n`));
+}
+
+const opts = (cpus: number): RebuilderOptions => ({ quiet: true, force: false, fullBuild: false, race: false, cpus });
+
+describe("validate's build strategy by measured cost", () => {
+  test("the choice: the race on a machine with the cores for it, else the cheaper build alone", () => {
+    expect(chooseStrategy({ cpus: 16, buildSh: 1, pruned: 3 }, 16)).toBe("race");
+    expect(chooseStrategy({ cpus: 2, buildSh: 1, pruned: 3 }, 2)).toBe("build.sh");
+    expect(chooseStrategy({ cpus: 2, buildSh: 3, pruned: 1 }, 2)).toBe("pruned");
+    expect(chooseStrategy({ cpus: 2, buildSh: 1, pruned: 1 }, 2)).toBe("build.sh");
+  });
+
+  test("a slow fast build: 2 CPUs rebuild by build.sh alone (the fast build is not started); 16 CPUs race", async () => {
+    const { dir, m } = await toyCapture();
+    const calls = { n: 0 };
+    const fe = slowFast(400, calls);
+    const first = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
+    expect(first.builder).toBe("build.sh"); // the check: both, side by side
+    expect(calls.n).toBe(1);
+    const check = readPrunedCheck(dir)!;
+    expect(check.same).toBe(true);
+    expect(check.costs!.cpus).toBe(2);
+    expect(check.costs!.pruned).toBeGreaterThanOrEqual(0.4);
+    expect(check.costs!.buildSh).toBeLessThan(check.costs!.pruned);
+    const second = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
+    expect(second.builder).toBe("build.sh");
+    expect(calls.n).toBe(1); // not started
+    const after = readPrunedCheck(dir)!.costs!;
+    expect(after.pruned).toBe(check.costs!.pruned);
+    expect(after.buildSh).toBeCloseTo((check.costs!.buildSh + second.seconds) / 2, 6); // averaged in
+    // another machine (16 CPUs): the record's costs are another machine's, and the cores are there: the race
+    await new Rebuilder(dir, m, fe, opts(16)).rebuildOnce();
+    expect(calls.n).toBe(2);
+  }, 30_000);
+
+  test("a slow build.sh: 2 CPUs rebuild by the fast build alone (build.sh is not started)", async () => {
+    const { dir, m } = await toyCapture();
+    slowBuildSh(dir, 0.5);
+    const calls = { n: 0 };
+    const fe = slowFast(0, calls);
+    expect((await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce()).builder).toBe("build.sh");
+    expect(readPrunedCheck(dir)!.costs!.buildSh).toBeGreaterThanOrEqual(0.5);
+    rmSync(join(dir, "build", "kernel.bin"));
+    const t0 = performance.now();
+    const second = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
+    expect(second.builder).toBe("pruned");
+    expect(performance.now() - t0).toBeLessThan(450); // build.sh's sleep was not waited for
+    expect(existsSync(join(dir, "build", "kernel.bin"))).toBe(false); // build.sh did not run
+    expect(calls.n).toBe(2);
+  }, 30_000);
+
+  test("the watch: a fast build whose saves cost more than build.sh's gives the saves back to build.sh", async () => {
+    const { dir, m } = await toyCapture();
+    const calls = { n: 0 };
+    const r = new Rebuilder(dir, m, slowFast(300, calls), { quiet: true, force: false, fullBuild: false, watch: true });
+    try {
+      const first = await r.rebuildSave();
+      expect(first.builder).toBe("build.sh");
+      await r.checkBeside(first, new AbortController().signal); // the same machine code: the saves go to the fast build
+      expect((await r.rebuildSave()).builder).toBe("pruned");
+      expect((await r.rebuildSave()).builder).toBe("pruned"); // two saves measured, both slower than build.sh
+      expect((await r.rebuildSave()).builder).toBe("build.sh");
+      expect(calls.n).toBe(3);
+    } finally {
+      r.close();
+    }
+  }, 30_000);
+});
+
