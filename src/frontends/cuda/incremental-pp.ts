@@ -8,11 +8,18 @@
  * that includes F has after its #include line, in files beside the originals (their quoted
  * #includes resolve as before).
  *
+ * A header with `#pragma once` that was entered before the cut is skipped by gcc when something
+ * after the cut includes it again (code bases that use #pragma once throughout include their
+ * common header from every header: ggml). The synthetic TU makes gcc see it once too: after the
+ * macro table it #includes each such header (their output, before the sentinel, is not kept),
+ * then puts the macro table back as it was at the cut (every macro those headers define undone,
+ * the cut's definitions again).
+ *
  * It is speculative: the pruned build compiles this TU at once and runs gcc -E on the whole TU
  * beside it; the compile is kept only when both give the same text at the same file and line,
  * line by line (sameLocatedText), else it is stopped and the whole TU's output is compiled. So
- * an edge this model misses (push_macro, __COUNTER__, #include_next, a #pragma once header
- * included again after the cut …) costs time, never a wrong build.
+ * an edge this model misses (push_macro, __COUNTER__, #include_next, a #pragma once header whose
+ * text depends on where it was first included …) costs time, never a wrong build.
  *
  * The cut is at the start of a line L' ≤ the first changed line where nothing spans lines: no
  * comment, string or directive continues across it, no parenthesis is open, and the text before
@@ -24,6 +31,7 @@
  * command-line ones (under `# 0 "<built-in>"` / `"<command-line>"`); #pragma push_macro/pop_macro
  * are not printed (and pop_macro's restore is not a #define): hence the verification.
  */
+import { statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 
 /** A line marker of gcc -E output: `# N "file" flags`. */
@@ -308,6 +316,13 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
   const ifs = (n: number) => "#if 1\n".repeat(n);
   // from its first line: F itself (its own #pragma once, for a header that includes it back), else its tail
   let body: string | null = c === 1 ? null : `${ifs(open)}#line ${pres.line[c]} "${pres.name[c] ?? F.file}"\n${tail(newText, c)}`;
+  // the files open at the cut (F, its includers) that may be included whole before the synthetic TU's body: none when F is
+  // included from its first line; else up the chain while no tail (F's from the cut, each includer's after its #include)
+  // includes a file (their inclusion there would include it first, and the tail's #include of it would then be skipped)
+  const includes = (t: string) => /^[ \t]*#[ \t]*include/m.test(t);
+  const openOnce = new Set<Entry>();
+  let quiet = c > 1 && !includes(tail(newText, c));
+  if (quiet) openOnce.add(F);
   let child = F;
   for (let e = F.parent; e; child = e, e = e.parent) {
     let text: string;
@@ -320,23 +335,60 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
     if (inc === null || /["\\]/.test(child.file)) return { reason: `no #include at line ${child.includeLine} of ${e.file}` };
     const st = scanLines(text, inc + 1);
     if (!st || st.length < inc + 1 || !st[inc]!.clean) return { reason: `${e.file}: something spans its #include line ${inc}` };
+    quiet &&= !includes(tail(text, inc + 1));
+    if (quiet) openOnce.add(e);
     const childPath = body === null ? child.file : beside(child.file);
     if (body !== null) files.set(childPath, body);
     body = `${ifs(st[inc - 1]!.open.length)}#include "${childPath}"\n#line ${child.includeLine + 1} "${child.retName}"\n${tail(text, inc + 1)}`;
   }
   if (body === null) return { reason: "the primary file changed from its first line" };
   const primary = beside(base.primary.file);
-  files.set(primary, `${macroTable(base, cut)}${SENTINEL}\n${body}`);
+  // the #pragma once headers entered before the cut, seen once by gcc again: those it left before the cut, and openOnce's
+  const once: string[] = [];
+  const seen = new Set<string>([resolve(base.primary.file)]);
+  for (const e of base.entries) {
+    const p = resolve(e.file);
+    if (e.at >= cut || seen.has(p) || /["\\\n]/.test(p) || (e.ret >= cut && !openOnce.has(e))) continue;
+    seen.add(p);
+    if (pragmaOnce(p, readText)) once.push(p);
+  }
+  const marks = once.length ? `${once.map((p) => `#include "${p}"`).join("\n")}\n${macroTable(base, cut, true)}` : "";
+  files.set(primary, `${macroTable(base, cut)}${marks}${SENTINEL}\n${body}`);
   return { files, primary, cut, file: F.file, fromLine: c };
+}
+
+/** Whether a file's text holds `#pragma once`, by path, size and mtime (the system headers of a TU are read once a process). */
+const onceCache = new Map<string, boolean>();
+function pragmaOnce(path: string, readText: (path: string) => string): boolean {
+  let key = path;
+  try {
+    const st = statSync(path);
+    key = `${path}\0${st.size}\0${st.mtimeMs}`;
+  } catch {
+    return false;
+  }
+  let v = onceCache.get(key);
+  if (v === undefined) {
+    try {
+      v = /^[ \t]*#[ \t]*pragma[ \t]+once\b/m.test(readText(path));
+    } catch {
+      v = false;
+    }
+    onceCache.set(key, v);
+  }
+  return v;
 }
 
 /**
  * The #define/#undef lines that turn the predefined macros (the built-in and command-line ones,
  * before the first file is entered, which gcc defines again for the synthetic TU) into the macro
- * table at line `cut` of the base.
+ * table at line `cut` of the base. `restore`: from any state that the files entered before the
+ * cut made (the #pragma once headers included again), also an #undef of every macro those files
+ * defined, before the table's definitions.
  */
-export function macroTable(base: ParsedBase, cut: number): string {
+export function macroTable(base: ParsedBase, cut: number, restore = false): string {
   const pre = new Map<string, string>(), now = new Map<string, { line: string; sys: number }>();
+  const inFiles = new Set<string>();
   let predefined = true;
   for (let i = 0; i < cut; i++) {
     const l = base.lines[i]!;
@@ -347,6 +399,7 @@ export function macroTable(base: ParsedBase, cut: number): string {
       now.delete(d); // a redefinition goes to the end (its place, its system-header flag)
       now.set(d, { line: l, sys: base.sys[i]! });
       if (predefined) pre.set(d, l);
+      else inFiles.add(d);
     } else if (u) {
       now.delete(u);
       if (predefined) pre.delete(u);
@@ -357,9 +410,10 @@ export function macroTable(base: ParsedBase, cut: number): string {
   const FLAGS = ["", " 3", " 3 4"];
   const out: string[] = [];
   for (const k of pre.keys()) if (!now.has(k)) out.push(`#undef ${k}`);
+  if (restore) for (const k of inFiles) if (!pre.has(k)) out.push(`#undef ${k}`);
   let sys = -1;
   for (const [k, d] of now) {
-    if (pre.get(k) === d.line) continue;
+    if (pre.get(k) === d.line && !(restore && inFiles.has(k))) continue;
     if (d.sys !== sys) out.push(`# 1 "<kerncap macro table>"${FLAGS[d.sys]}`);
     sys = d.sys;
     if (pre.has(k)) out.push(`#undef ${k}`);

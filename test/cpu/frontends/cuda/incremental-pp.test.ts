@@ -4,8 +4,8 @@
  * macros the project uses), preprocessed whole with g++ -E -dD, then edited; the output
  * assembled from the previous one and the synthetic TU must say what g++ -E says of the edited
  * project, line by line with file, line, include depth and system-header flags; and where the
- * model is known not to hold (a #pragma once header included again after the cut) the
- * verification must see the difference. Skips without g++.
+ * model is known not to hold (the edited header included again after the cut, when a tail
+ * includes a file) the verification must see the difference. Skips without g++.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -47,6 +47,10 @@ const FILES: Record<string, string> = {
   ].join("\n"),
   "inc/nested.h": ["#pragma once", '#include "kernel.h"', "int nested_fn(int d) { return f(d) + g(d); }", ""].join("\n"),
   "main.cc": ['#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
+  // ggml's shape: every header #pragma once and including the common header, a TU that includes the edited header and then headers that include it (and the common one) again
+  "inc/quant.h": ["#pragma once", '#include "common.h"', '#include "kernel.h"', "inline int quant(int q) { return f(q) / SCALE; }", ""].join("\n"),
+  "inc/another.h": ["#pragma once", "int another_fn(int z);", ""].join("\n"),
+  "mmq.cc": ['#include "common.h"', '#include "kernel.h"', '#include "quant.h"', "int main() { return quant(1) + g(2); }", ""].join("\n"),
   // kerncap's slice: comment lines, then a #line that names it after its TU
   "slice.cc": ["// kerncap slice of main.cc", "// generated", '#line 1 "main.cc"', '#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
 };
@@ -122,9 +126,26 @@ describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
     expect(r.differs).toBeNull();
     expect(r.plan.fromLine).toBe(1);
   });
-  test("a #pragma once header included again after the cut is a difference the verification sees", () => {
-    // common.h was entered before the cut; the edit's new #include of it would be skipped by g++ on the whole TU
+  test("a #pragma once header included again after the cut is skipped, as g++ skips it on the whole TU", () => {
+    // common.h was entered before the cut; the edit's new #include of it
     const r = incremental("once", "inc/kernel.h", (s) => s.replace("int tail_fn(int c)", '#include "common.h"\nint tail_fn(int c)'));
+    expect(r.differs).toBeNull();
+    expect(r.plan.fromLine).toBeGreaterThan(1);
+  });
+  test("ggml's shape: a line appended to the edited header, then headers that include it and the common header again (#pragma once): the whole TU's output", () => {
+    for (const [name, edit] of [
+      ["append", (s: string) => s + "// kerncap bench watch edit 1\n"],
+      ["body", (s: string) => s.replace("  int r = LOCAL(a);", "  int r = LOCAL(a) + 1;\n  r += 2;")], // the lines after it move down
+    ] as const) {
+      const r = incremental(`ggml-${name}`, "inc/kernel.h", edit, "mmq.cc");
+      expect(r.differs, name).toBeNull();
+      expect(r.plan.fromLine, name).toBeGreaterThan(1);
+      expect(stripMacroLines(r.asm.text).match(/inline int quant\(/g), name).toHaveLength(1);
+    }
+  });
+  test("the edited header included again after the cut, where its tail includes a file: a difference the verification sees", () => {
+    // kernel.h is open at the cut and its tail includes another.h: it is not marked seen before the tail, and quant.h's #include of it is not skipped
+    const r = incremental("ggml-tail-include", "inc/kernel.h", (s) => s + '#include "another.h"\n', "mmq.cc");
     expect(r.differs).not.toBeNull();
   });
 });
