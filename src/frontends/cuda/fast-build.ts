@@ -139,6 +139,8 @@ export class FastBuildState {
   misses = 0;
   /** Why the last build did not preprocess incrementally (for the debug log and the tests), or null when it did. */
   lastMiss: string | null = null;
+  /** Whether the work folder's full.cpp1.ii holds base.text: false from the start of a whole-TU gcc -E until its output is read (a build stopped meanwhile, validate's race lost, left another text there). */
+  baseOnDisk = true;
 
   /**
    * The state a work folder keeps for the next process (validate: one per edit): the base of
@@ -158,8 +160,12 @@ export class FastBuildState {
 
   save(work: string): void {
     const f = join(work, BASE_SOURCES);
-    if (this.base) writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
-    else rmSync(f, { force: true });
+    if (this.base) {
+      // a whole-TU gcc -E stopped midway wrote part of another text there: the base's own text back, so that text and sources agree
+      if (!this.baseOnDisk) writeFileAtomic(join(work, "full.cpp1.ii"), Buffer.from(this.base.text, "latin1"), SCRATCH);
+      writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
+      this.baseOnDisk = true;
+    } else rmSync(f, { force: true });
   }
 }
 
@@ -268,6 +274,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   rmSync(plan.cubin, { force: true });
   const preprocess = withMacros(plan.preprocess);
   const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
+  state.baseOnDisk = false; // gcc -E writes plan.fullTU from now on
   const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
   full.catch(() => {});
   const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal).catch((e) => {
@@ -285,6 +292,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   }
   const fullText = readFileSync(plan.fullTU, "latin1");
   state.base = { text: fullText, sources };
+  state.baseOnDisk = true;
   const done = (cc: { code: number; err: string }, steps: Omit<BuildSteps, "planMs" | "fullPreprocessMs" | "compileMs">, compiledFrom: number, prune: PruneResult): FastBuilt => {
     if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
     const t4 = performance.now();

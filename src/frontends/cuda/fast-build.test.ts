@@ -1,0 +1,27 @@
+/**
+ * The fast build's state between validates (src/frontends/cuda/fast-build.ts FastBuildState): the
+ * base of the next incremental preprocessing is the whole TU's output with the sources it was
+ * made from, and a build stopped while gcc -E rewrote that output (validate's race lost) leaves
+ * the two agreeing: the base's own text is written back.
+ */
+import { expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "../../../test/cpu/fixtures.ts";
+import { FastBuildState } from "./fast-build.ts";
+
+test("save and load: the base's text and sources together; a stopped gcc -E's partial output is replaced by the base's text", () => {
+  const work = tempDir("kerncap-fast-state-");
+  const st = new FastBuildState();
+  st.base = { text: '# 1 "k.cu"\nint a;\n', sources: new Map([["/x/src/k.cu", "int a;\n"]]) };
+  st.baseOnDisk = false; // in memory only: save writes it
+  st.save(work);
+  const back = FastBuildState.load(work);
+  expect(back.base?.sources.get("/x/src/k.cu")).toBe("int a;\n");
+  // a build started: gcc -E rewrites full.cpp1.ii, then is stopped (the sources of this edit were never the base's)
+  back.baseOnDisk = false;
+  writeFileSync(join(work, "full.cpp1.ii"), '# 1 "k.cu"\nint b; // cut sh');
+  back.save(work);
+  expect(readFileSync(join(work, "full.cpp1.ii"), "latin1")).toBe('# 1 "k.cu"\nint a;\n');
+  expect(FastBuildState.load(work).base?.text).toBe('# 1 "k.cu"\nint a;\n');
+});
