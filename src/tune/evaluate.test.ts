@@ -71,6 +71,15 @@ describe("tune's configs as eval candidates", () => {
     expect(err.message).toContain("no NVIDIA GPU");
   }, 60_000);
 
+  test("no config built: the tune ends with E_BUILD and the first compiler error (nothing to judge beside the captured module)", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const list = ["A=1", "A=2"].map((label) => ({ config: label, candidate: flagsCandidate(label, [`-D${label}`]) }));
+    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, fakes: { open: fakeWorkers(), buildWith: fakeBuild({ "A=1": "compile-error", "A=2": "compile-error" }, []) } }).catch((x) => x);
+    expect(err.code).toBe("E_BUILD");
+    expect(err.message).toContain("none of the 2 configs built; the first: src/kernel.cu(3): error: BROKEN is defined");
+  }, 60_000);
+
   test("a build error's row keeps the compiler's error lines", () => {
     expect(shortError("build.sh failed\nk.cu(1): warning: x\nk.cu(2): error: a\nk.cu(3): error: b")).toBe("k.cu(2): error: a / k.cu(3): error: b");
     expect(shortError("exit 1\nlast\nlines\nhere")).toBe("last / lines / here");

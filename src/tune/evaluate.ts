@@ -64,8 +64,9 @@ export function shortError(message: string): string {
 /**
  * Build, judge and time tune's candidates on the capture `dir` through runEval, one GPU worker on
  * this process's GPUs.
- * @throws KerncapError the eval's (E_INTERRUPTED …); the workers' error when no config could be
- *   judged on the GPU (E_NO_GPU on a machine without one: every build's outcome said before)
+ * @throws KerncapError the eval's (E_INTERRUPTED …); E_BUILD when no config built; the workers'
+ *   error when no config could be judged on the GPU (E_NO_GPU on a machine without one: every
+ *   build's outcome said before)
  */
 export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: TuneEvalOptions): Promise<TuneEvaluation> {
   const t0 = performance.now();
@@ -97,6 +98,11 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
     },
   }, () => {});
   const records = new Map(report.records.filter((r) => r.input !== BUILD_INPUT).map((r) => [r.candidate, r]));
+  // no config built: nothing to judge or time beside the captured module
+  const failed = [...builds.values()].flatMap((b) => ("failed" in b ? [b.failed] : []));
+  if (list.length && failed.length === list.length) {
+    throw new KerncapError("E_BUILD", `none of the ${list.length} configs built; the first: ${shortError(failed[0]!.reason)}`, { hint: "Each config's error is in the lines above; check that the capture's own build works (kerncap validate DIR), then tune again." });
+  }
   // no config judged on a GPU, only errors (no GPU, a driver that refuses): the tune has no result; the first error is why
   const judged = [...records.values()];
   if (judged.length && judged.every((r) => r.verdict === "error")) {
