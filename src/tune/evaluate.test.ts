@@ -80,6 +80,16 @@ describe("tune's configs as eval candidates", () => {
     expect(err.message).toContain("none of the 2 configs built; the first: src/kernel.cu(3): error: BROKEN is defined");
   }, 60_000);
 
+  test("a confined build that read a file outside (tune --confine, kerncap mcp): the tune ends with E_CONFINED, not a row", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const confined: NonNullable<EvalOptions["buildWith"]> = async () => ({ failed: { verdict: "compile-error", code: "E_CONFINED", reason: "src/kernel.cu:1: names /etc/hostname", seconds: 0 } });
+    const list = [{ config: "A=1", candidate: flagsCandidate("A=1", ["-DA=1"]) }];
+    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, confine: true, fakes: { open: fakeWorkers(), buildWith: confined } }).catch((x) => x);
+    expect(err.code).toBe("E_CONFINED");
+    expect(err.message).toContain("src/kernel.cu:1:");
+  }, 60_000);
+
   test("a build error's row keeps the compiler's error lines", () => {
     expect(shortError("build.sh failed\nk.cu(1): warning: x\nk.cu(2): error: a\nk.cu(3): error: b")).toBe("k.cu(2): error: a / k.cu(3): error: b");
     expect(shortError("exit 1\nlast\nlines\nhere")).toBe("last / lines / here");

@@ -54,6 +54,16 @@ export interface TuneEvaluation {
   seconds: { compile: number; replay: number };
 }
 
+/**
+ * A confined build (tune --confine: kerncap mcp) that read a file outside the capture ends the
+ * tune, as a confined validate's does: the sources are refused, not one config.
+ * @throws KerncapError E_CONFINED with the first such build's message
+ */
+export function refuseConfined(failed: { code: string; reason: string }[]): void {
+  const c = failed.find((f) => f.code === "E_CONFINED");
+  if (c) throw new KerncapError("E_CONFINED", c.reason, { hint: "Edit the sources so that they name only files of the capture and the toolchain; kerncap mcp builds nothing else." });
+}
+
 /** The lines of a build error worth a table row: the compiler's `error` lines (at most 3), else the last 3. */
 export function shortError(message: string): string {
   const lines = message.split("\n").map((l) => l.trim()).filter(Boolean);
@@ -64,7 +74,7 @@ export function shortError(message: string): string {
 /**
  * Build, judge and time tune's candidates on the capture `dir` through runEval, one GPU worker on
  * this process's GPUs.
- * @throws KerncapError the eval's (E_INTERRUPTED …); E_BUILD when no config built; the workers'
+ * @throws KerncapError the eval's (E_INTERRUPTED …); E_CONFINED (refuseConfined); E_BUILD when no config built; the workers'
  *   error when no config could be judged on the GPU (E_NO_GPU on a machine without one: every
  *   build's outcome said before)
  */
@@ -100,6 +110,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   const records = new Map(report.records.filter((r) => r.input !== BUILD_INPUT).map((r) => [r.candidate, r]));
   // no config built: nothing to judge or time beside the captured module
   const failed = [...builds.values()].flatMap((b) => ("failed" in b ? [b.failed] : []));
+  refuseConfined(failed);
   if (list.length && failed.length === list.length) {
     throw new KerncapError("E_BUILD", `none of the ${list.length} configs built; the first: ${shortError(failed[0]!.reason)}`, { hint: "Each config's error is in the lines above; check that the capture's own build works (kerncap validate DIR), then tune again." });
   }
