@@ -14,8 +14,8 @@ import { flagsCandidate, type Candidate } from "../eval/candidates.ts";
 import type { EvalOptions } from "../eval/eval.ts";
 import { fakeWorkers } from "../../test/cpu/eval-child.ts";
 import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
-import { capturedRow, evaluateTune, rowOf, shortError } from "./evaluate.ts";
-import { pickWinner } from "./space.ts";
+import { capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator } from "./evaluate.ts";
+import { pickWinner } from "../frontends/tune.ts";
 
 /** A build whose module is the text `texts` gives the candidate's label (src/../test/cpu/eval-fake-worker.ts reads it); "compile-error" fails as nvcc would. */
 function fakeBuild(texts: Record<string, string>, built: string[]): NonNullable<EvalOptions["buildWith"]> {
@@ -88,6 +88,22 @@ describe("tune's configs as eval candidates", () => {
     const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, confine: true, fakes: { open: fakeWorkers(), buildWith: confined } }).catch((x) => x);
     expect(err.code).toBe("E_CONFINED");
     expect(err.message).toContain("src/kernel.cu:1:");
+  }, 60_000);
+
+  test("the frontends' way in (tuneEvaluator, Frontend.tune's evaluate): items as flags candidates, a row and a build per item in order, each build's end by the item's index", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const texts: Record<string, string> = { "build.sh": "match 1", "FAST=1": "match 1.25", "BROKEN=1": "compile-error" };
+    const items = Object.keys(texts).map((label, i) => ({ config: { i }, label, spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) } }));
+    const built: string[] = [];
+    const ended: [number, boolean][] = [];
+    const e = await tuneEvaluator({ open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 5 })(dir, items, { iters: 20, flushL2: false, jobs: 1, onBuild: (i, b) => void ended.push([i, "error" in b]) });
+    expect(ended.sort()).toEqual([[0, false], [1, false], [2, true]]);
+    expect(e.rows.map((r) => [r.label, r.config.i, r.verdict])).toEqual([["build.sh", 0, "match"], ["FAST=1", 1, "match"], ["BROKEN=1", 2, "compile-error"]]);
+    expect(e.rows[1]).toMatchObject({ medianUs: 8, speedup: 1.25 });
+    expect(e.built[0]).toMatchObject({ module: join(dir, "build", "tune", "cuda-0", "module"), registers: 40 });
+    expect(e.built[2]).toEqual({ error: "src/kernel.cu(3): error: BROKEN is defined / 1 error detected" });
+    expect(e.captured({ i: -1 }, "captured module")).toMatchObject({ captured: true, verdict: "match", medianUs: 10, speedup: 1 });
   }, 60_000);
 
   test("a build error's row keeps the compiler's error lines", () => {

@@ -166,10 +166,11 @@ function builtOf(b: BuildOutcome): TuneBuilt {
 /**
  * The frontends' sweeps' way into eval's machinery (src/frontends/tune.ts TuneEvaluate, handed
  * to Frontend.tune by src/ops/tune.ts): each item's candidate made (configCandidate,
- * flagsCandidate), built, judged and timed by evaluateTune, its row made by rowOf.
+ * flagsCandidate), built, judged and timed by evaluateTune, its row made by rowOf. `fakes`: the
+ * CPU tests' builds and workers.
  * @throws KerncapError as evaluateTune
  */
-export function tuneEvaluator(): TuneEvaluate {
+export function tuneEvaluator(fakes?: TuneEvalOptions["fakes"]): TuneEvaluate {
   return async (dir, items, o) => {
     const list = items.map((x) => ({ config: x.config, candidate: x.spec.kind === "config" ? configCandidate(x.spec.config, x.label) : flagsCandidate(x.label, x.spec.flags) }));
     const index = new Map(list.map((x, i) => [x.candidate.id, i]));
@@ -179,6 +180,7 @@ export function tuneEvaluator(): TuneEvaluate {
       ...rest,
       ...(dirs.size ? { buildDir: (c: Candidate) => dirs.get(c.id) ?? join(dir, "build", "tune", c.id.replace(/[^\w.-]/g, "_")) } : {}),
       ...(onBuild ? { onBuild: (c: Candidate, b: BuildOutcome) => onBuild(index.get(c.id)!, builtOf(b)) } : {}),
+      ...(fakes ? { fakes } : {}),
     });
     return {
       rows: items.map((x, i) => rowOf(x.config, x.label, list[i]!.candidate, e)),
