@@ -330,28 +330,9 @@ export class Rebuilder {
       return b;
     }
     if (current && costs && strategy === "pruned") {
-      const series = fast.series(work);
-      const t0 = performance.now();
-      let f: FastBuilt | undefined;
-      try {
-        f = await fast.build(this.dir, work, { force: this.o.force }, series);
-      } catch (e) {
-        series.save(work);
-        if (!(e instanceof FastBuildUnavailable)) throw e;
-        // as in the race: build.sh's outcome is the answer (a real compile error is its message)
-        const b = await this.buildSh();
-        this.writeCheck({ kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: b.seconds, prunedSeconds: null });
-        log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
-        return { ...b, seconds: (performance.now() - t0) / 1000 };
-      }
-      series.save(work);
-      if (f.plan === current.plan) {
-        this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
-        return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
-      }
-      log.info("build.sh's compile changed since the pruned build was checked: checking it again");
-      replanned = f;
-      replannedFull = await this.buildSh();
+      const r = await this.prunedAlone(fast, work, current, costs);
+      if ("module" in r) return r;
+      ({ replanned, replannedFull } = r);
     } else if (current) {
       // both builds of the edit, side by side: the first that builds is the one replayed (the fast
       // one, when it is faster as it should be; build.sh's is never waited for longer than it takes)
@@ -409,7 +390,43 @@ export class Rebuilder {
         return { ...r.b, seconds: (performance.now() - t0) / 1000 };
       }
     }
-    // the check: both builds of the same source, side by side
+    return this.checkBoth(fast, work, cpus, replanned, replannedFull);
+  }
+
+  /**
+   * validate's rebuild by the pruned build alone (the strategy of a small machine when it is the
+   * cheaper): its time averaged into the costs; build.sh's outcome when it cannot build (the
+   * pruned build off from then on).
+   * @returns the rebuild, or the pruned build and build.sh's when build.sh's compile changed since the check (checked again)
+   */
+  private async prunedAlone(fast: FastBuilder, work: string, current: PrunedCheck, costs: BuildCosts): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
+    const kernel = this.m.kernel.name;
+    const series = fast.series(work);
+    const t0 = performance.now();
+    let f: FastBuilt | undefined;
+    try {
+      f = await fast.build(this.dir, work, { force: this.o.force }, series);
+    } catch (e) {
+      series.save(work);
+      if (!(e instanceof FastBuildUnavailable)) throw e;
+      // as in the race: build.sh's outcome is the answer (a real compile error is its message)
+      const b = await this.buildSh();
+      this.writeCheck({ kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: b.seconds, prunedSeconds: null });
+      log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
+      return { ...b, seconds: (performance.now() - t0) / 1000 };
+    }
+    series.save(work);
+    if (f.plan === current.plan) {
+      this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
+      return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+    }
+    log.info("build.sh's compile changed since the pruned build was checked: checking it again");
+    return { replanned: f, replannedFull: await this.buildSh() };
+  }
+
+  /** The check: both builds of the same source, side by side (or those already made), and check.json written with their verdict and costs. @returns build.sh's rebuild */
+  private async checkBoth(fast: FastBuilder, work: string, cpus: number, replanned?: FastBuilt, replannedFull?: Rebuilt): Promise<Rebuilt> {
+    const kernel = this.m.kernel.name;
     const checkSeries = fast.series();
     const [full, pruned] = await Promise.allSettled([replannedFull ?? this.buildSh(), replanned ?? fast.build(this.dir, work, { force: this.o.force }, checkSeries)]);
     if (!replanned) checkSeries.save(work);
