@@ -12,6 +12,7 @@
  * its verdict from its own check in each (mismatch when one said so).
  */
 import { join } from "node:path";
+import { isErrorCode } from "../error-codes.ts";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { BUILD_INPUT, evalCandidates, evalWorkers, type EvalOptions } from "../eval/eval.ts";
@@ -118,7 +119,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   const judged = [...records.values()];
   if (judged.length && judged.every((r) => r.verdict === "error")) {
     const first = judged[0]!;
-    throw new KerncapError(first.code ?? "E_WORKER", first.reason ?? "no config could be judged on the GPU", { hint: "Every config that built is in the lines above; run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks)." });
+    throw new KerncapError(first.code && isErrorCode(first.code) ? first.code : "E_WORKER", first.reason ?? "no config could be judged on the GPU", { hint: "Every config that built is in the lines above; run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks)." });
   }
   const baselines = judged.flatMap((r) => (r.timing ? [r.timing.baselineMedianUs] : []));
   const verdicts = judged.flatMap((r) => (r.baseline ? [r.baseline] : []));

@@ -7,8 +7,8 @@
 import { expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir } from "../../../test/cpu/fixtures.ts";
-import { FastBuildState } from "./fast-build.ts";
+import { tempDir } from "../../fixtures.ts";
+import { FastBuildState } from "../../../../src/frontends/cuda/fast-build.ts";
 
 test("save and load: the base's text and sources together; a stopped gcc -E's partial output is replaced by the base's text", () => {
   const work = tempDir("kerncap-fast-state-");

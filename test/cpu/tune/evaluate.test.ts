@@ -9,15 +9,15 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { BuildOutcome } from "../eval/build.ts";
-import { flagsCandidate, type Candidate } from "../eval/candidates.ts";
-import type { EvalOptions } from "../eval/eval.ts";
-import { fakeWorkers } from "../../test/cpu/eval-child.ts";
-import { makeCapture, tempDir } from "../../test/cpu/fixtures.ts";
-import { capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator } from "./evaluate.ts";
-import { pickWinner } from "../frontends/tune.ts";
+import type { BuildOutcome } from "../../../src/eval/build.ts";
+import { flagsCandidate, type Candidate } from "../../../src/eval/candidates.ts";
+import type { EvalOptions } from "../../../src/eval/eval.ts";
+import { fakeWorkers } from "../eval-child.ts";
+import { makeCapture, tempDir } from "../fixtures.ts";
+import { capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator } from "../../../src/tune/evaluate.ts";
+import { pickWinner } from "../../../src/frontends/tune.ts";
 
-/** A build whose module is the text `texts` gives the candidate's label (src/../test/cpu/eval-fake-worker.ts reads it); "compile-error" fails as nvcc would. */
+/** A build whose module is the text `texts` gives the candidate's label (test/cpu/eval-fake-worker.ts reads it); "compile-error" fails as nvcc would. */
 function fakeBuild(texts: Record<string, string>, built: string[]): NonNullable<EvalOptions["buildWith"]> {
   return async (_dir, _m, c: Candidate, dest): Promise<BuildOutcome> => {
     built.push(c.label);

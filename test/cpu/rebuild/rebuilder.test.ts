@@ -9,13 +9,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { finalizeCapture } from "../capture/finalize.ts";
-import { parseRaw } from "../capture/raw.ts";
-import type { FastBuilder, Frontend } from "../frontends/frontend.ts";
-import { captureEnrichment, captureOptions, registerFrontend } from "../frontends/index.ts";
-import { toyFrontend } from "../../test/frontends/toy/index.ts";
-import { tempDir, writeRawCapture } from "../../test/cpu/fixtures.ts";
-import { chooseStrategy, readPrunedCheck, Rebuilder, type RebuilderOptions } from "./rebuilder.ts";
+import { finalizeCapture } from "../../../src/capture/finalize.ts";
+import { parseRaw } from "../../../src/capture/raw.ts";
+import type { FastBuilder, Frontend } from "../../../src/frontends/frontend.ts";
+import { captureEnrichment, captureOptions, registerFrontend } from "../../../src/frontends/index.ts";
+import { toyFrontend } from "../../frontends/toy/index.ts";
+import { tempDir, writeRawCapture } from "../fixtures.ts";
+import { chooseStrategy, readPrunedCheck, Rebuilder, type RebuilderOptions } from "../../../src/rebuild/rebuilder.ts";
 
 let unregister: () => void;
 const cache = process.env.KERNCAP_CACHE;
