@@ -8,7 +8,7 @@
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
 import { closeSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { openTempBeside } from "./util/write-file.ts";
+import { discardTemp, openTempBeside } from "./util/write-file.ts";
 import { selfCommand, selfEnv } from "./util/self-exec.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -136,8 +136,7 @@ function probeWritable(dir: string): void {
   mkdirSync(dir, { recursive: true });
   // the one writer's temp (src/util/write-file.ts): an unguessable O_EXCL|O_NOFOLLOW name, never a planted link
   const { fd, tmp } = openTempBeside(join(dir, ".doctor"));
-  closeSync(fd);
-  rmSync(tmp, { force: true });
+  discardTemp(fd, tmp);
 }
 
 /**

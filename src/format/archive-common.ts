@@ -181,7 +181,13 @@ export function assertOutputPath(out: string, what: string): void {
     /* nothing there */
   }
   if (link && !existsSync(out)) {
-    throw new KerncapError("E_USAGE", `${out} is a dangling symbolic link (to ${readlinkSync(out)})`, { hint: `Remove the link, or choose another -o for the ${what}.` });
+    throw new KerncapError("E_USAGE", `${out} is a dangling symbolic link (to ${(() => {
+      try {
+        return escapedForMessage(readlinkSync(out));
+      } catch {
+        return "?"; // no longer a link: it changed meanwhile
+      }
+    })()})`, { hint: `Remove the link, or choose another -o for the ${what}.` });
   }
   const parent = dirname(out);
   if (!existsSync(parent)) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another -o.` });

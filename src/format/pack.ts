@@ -7,12 +7,12 @@
 import { closeSync, constants as fsConstants, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, rmSync, statSync } from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { commitTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
+import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import type { Manifest } from "./manifest.ts";
-import { refuseExisting, resolveInCapture } from "./paths.ts";
+import { changed, fileKind, openInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
 import { ZipWriter } from "./zip.ts";
 import { type ArchiveProgress, assertOutputPath, BUILD_DIR, escapedForMessage, escapedName, interruptCheck, PACK_INDEX, PACK_SCHEMA, type PackedFile, type PackIndex, type PackResult, PIECE, realPathLoose, removeStale, SPARSE_SUFFIX, unportableName, UTF8 } from "./archive-common.ts";
@@ -60,7 +60,7 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       if (why) throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, { hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again." });
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {
-        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${readlinkSync(join(dir, r))}): pack archives only the regular files inside the folder`, {
+        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${linkTarget(dir, r)}): pack archives only the regular files inside the folder`, {
           hint: "Replace the link with the file or folder itself (cp -rL, or mv its target into its place) if it belongs to the capture, or remove it; then pack again.",
         });
       } else if (st.isDirectory()) {
@@ -69,11 +69,28 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       } else if (st.isFile()) {
         resolveInCapture(dir, r); // a hard link: E_UNSAFE_PATH
         out.files.push(r);
+      } else {
+        // a FIFO, a socket, a device: not a capture's file, and leaving it out silently would ship a different folder
+        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is ${fileKind(st)}: pack archives only the regular files and folders inside the folder`, {
+          hint: "Remove it (it is not a file kerncap writes), then pack again.",
+        });
       }
     }
   };
   go("");
   return out;
+}
+
+/**
+ * Where the link `rel` in `dir` points, escaped for a message.
+ * @throws KerncapError E_UNSAFE_PATH naming it when it is no longer a link (readlink's EINVAL) or gone: it changed while kerncap read the folder
+ */
+export function linkTarget(dir: string, rel: string): string {
+  try {
+    return escapedForMessage(readlinkSync(join(dir, rel)));
+  } catch {
+    throw changed(dir, rel);
+  }
 }
 
 /** No NUL byte in the first 8 KiB: text (deflated); otherwise binary (stored). */
@@ -232,7 +249,11 @@ async function writeArchive(dir: string, out: string, index: PackIndex, existed:
       const p = join(dir, f.path);
       const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
       const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: statSync(p).mtime, usize: ranges.reduce((a, r) => a + r[1], 0) });
-      const src = openSync(p, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+      // opened through the capture's folders one by one with no link followed (src/format/paths.ts openInCapture), the
+      // file opened the one its check saw (device and inode): a folder or file swapped meanwhile is refused, never archived
+      const opened = openInCapture(dir, f.path, Number.MAX_SAFE_INTEGER);
+      if (!opened) throw changed(dir, f.path);
+      const src = opened.fd;
       // holes of a file stored whole are zero-filled, not read
       const data = f.method === "stored" ? dataExtents(p) : { extents: [[0, f.size]] as Extent[], size: f.size };
       try {
@@ -261,14 +282,7 @@ async function writeArchive(dir: string, out: string, index: PackIndex, existed:
     ok = true; // commitTemp closes the fd and removes the temp when it fails
     commitTemp(fd, tmp, out);
   } finally {
-    if (!ok) {
-      try {
-        closeSync(fd);
-      } catch {
-        /* closed above */
-      }
-      rmSync(tmp, { force: true });
-    }
+    if (!ok) discardTemp(fd, tmp);
   }
   return written;
 }

@@ -17,10 +17,10 @@
  *
  * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
  */
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
-import { writeFileAtomic } from "../util/write-file.ts";
+import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
 
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
 export const MANIFEST_MAX_BYTES = 64 << 20;
@@ -133,24 +133,57 @@ export function capturePath(dir: string, rel: string): string {
  * @throws KerncapError E_UNSAFE_PATH (as resolveInCapture, and a file past maxBytes), E_IO
  */
 export function openInCapture(dir: string, rel: string, maxBytes: number): { fd: number; path: string; size: number } | undefined {
-  const { path } = resolveInCapture(dir, rel);
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
-    if (code === "ELOOP") throw unsafe(dir, rel, "is a symbolic link; a capture's files must be regular files inside it");
-    throw systemError(Object.assign(e as object, { path })) ?? e;
-  }
+  const { path, stats } = resolveInCapture(dir, rel);
+  if (!stats) return undefined;
+  const fd = openFileWalk(dir, rel, path);
+  if (fd === undefined) return undefined;
   try {
     const st = fstatSync(fd);
     checkEntry(dir, rel, st);
+    // the file opened is the one the check saw (a swap between the two is refused, not read)
+    if (st.dev !== stats.dev || st.ino !== stats.ino) throw changed(dir, rel);
     if (st.size > maxBytes) throw unsafe(dir, rel, `has ${st.size} bytes; kerncap reads at most ${maxBytes} bytes from it`, "It is not a file kerncap wrote; capture again.");
     return { fd, path, size: st.size };
   } catch (e) {
     closeSync(fd);
     throw e;
+  }
+}
+
+/** E_UNSAFE_PATH: `rel` changed between kerncap's check and its use (another process at work in the folder). */
+export function changed(dir: string, rel: string): KerncapError {
+  return unsafe(dir, rel, "changed while kerncap was reading it (replaced, or a folder on its way swapped for a link)", "Another process is changing the folder: if other users can write it, work on a copy only you can write (cp -r); otherwise try again when nothing writes to it.");
+}
+
+/**
+ * Open the file `rel` inside capture folder `dir` read-only (O_RDONLY|O_NOFOLLOW|O_NONBLOCK)
+ * through folders opened one by one with O_DIRECTORY|O_NOFOLLOW from the folder's real path
+ * (src/util/write-file.ts openDirWalk): a folder on the way swapped for a link after a check is
+ * never followed. The caller fstats and closes the fd.
+ * @returns undefined when there is no such file
+ * @throws KerncapError E_UNSAFE_PATH (a link at any component), E_IO
+ */
+export function openFileWalk(dir: string, rel: string, path = join(dir, rel)): number | undefined {
+  const parts = rel.split("/").filter((x) => x && x !== ".");
+  const last = parts.pop()!;
+  let d: { fd: number };
+  try {
+    d = openDirWalk(dir, parts);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? (e as { cause?: NodeJS.ErrnoException }).cause?.code;
+    if (code === "ENOENT") return undefined;
+    if (e instanceof KerncapError && e.code === "E_UNSAFE_PATH") throw changed(dir, rel);
+    throw e;
+  }
+  try {
+    return openSync(fdPath(d.fd, last), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    if (code === "ELOOP") throw unsafe(dir, rel, "is a symbolic link; a capture's files must be regular files inside it");
+    throw systemError(Object.assign(e as object, { path })) ?? e;
+  } finally {
+    closeSync(d.fd);
   }
 }
 
@@ -203,16 +236,11 @@ export function mkdirInCapture(dir: string, rel: string): string {
   for (let i = 0; i < parts.length; i++) {
     p = join(p, parts[i]!);
     const st = lstatOrNone(p);
-    if (!st) {
-      try {
-        mkdirSync(p, 0o755); // never group-writable, whatever the umask (002 too): a group-writable capture counts as received (src/format/trust.ts)
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw systemError(e) ?? e;
-      }
-    }
-    const now = lstatSync(p);
-    if (!now.isDirectory()) throw unsafe(dir, parts.slice(0, i + 1).join("/"), `is ${fileKind(now)}, not a folder`);
+    if (st && !st.isDirectory()) throw unsafe(dir, parts.slice(0, i + 1).join("/"), `is ${fileKind(st)}, not a folder`);
   }
+  // made inside folders opened with O_NOFOLLOW one by one (mode 0755, never group-writable whatever the umask:
+  // a group-writable capture counts as received, src/format/trust.ts): a folder swapped for a link meanwhile is refused
+  closeSync(openDirWalk(dir, parts, { create: true }).fd);
   return p;
 }
 
@@ -233,11 +261,10 @@ export function isCaptureTemp(name: string): boolean {
  * @throws KerncapError E_UNSAFE_PATH, E_IO (ENOSPC, EACCES …)
  */
 export function writeInCapture(dir: string, rel: string, data: string | Uint8Array, mode = 0o644): string {
-  const parent = rel.split("/").slice(0, -1).join("/");
-  const { path, stats } = resolveInCapture(dir, rel);
-  if (parent) mkdirInCapture(dir, parent);
-  // the one writer (src/util/write-file.ts): an unguessable O_EXCL|O_NOFOLLOW temp, fsync, rename
-  writeFileAtomic(path, data, { mode: mode & ~process.umask() }); // a replaced file keeps its bits
+  const { path } = resolveInCapture(dir, rel);
+  // the one writer (src/util/write-file.ts): folders opened from the capture's real path with no link followed,
+  // an unguessable O_EXCL|O_NOFOLLOW temp in the open folder, fsync, rename within it
+  writeFileAtomic(path, data, { mode: mode & ~process.umask(), root: realFolder(dir), create: true }); // a replaced file keeps its bits
   return path;
 }
 

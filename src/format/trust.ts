@@ -758,8 +758,8 @@ function collectBuild(from: string, capture: string): string[] {
       else if (st.isFile()) {
         const target = `build/${r}`;
         const { path } = resolveInCapture(capture, target); // a link, a hard link or a non-file at the name: E_UNSAFE_PATH
-        mkdirInCapture(capture, dirname(target));
-        writeFileAtomic(path, readFileSync(join(from, r)), { mode: st.mode & 0o777, sync: false, what: `the build's output ${target}` });
+        // walked from the capture's real path, each folder opened with no link followed: build/ swapped for a link meanwhile is refused
+        writeFileAtomic(path, readFileSync(join(from, r)), { mode: st.mode & 0o777, sync: false, what: `the build's output ${target}`, root: capture, create: true });
         written.push(target);
       }
     }

@@ -10,11 +10,87 @@
  *
  * Appended files (check's results.jsonl) are opened with openNoFollow: O_NOFOLLOW, so a link at
  * the name (dangling or not) is refused rather than followed.
+ *
+ * No link in a middle component either, even one swapped in after a check: the folder a file goes
+ * into is opened once by walking from `/` (openDirWalk: each component opened with
+ * O_DIRECTORY|O_NOFOLLOW relative to the one before, through /proc/self/fd/N, which the kernel
+ * resolves to the open folder itself and not by name), and the temp's create and the rename name
+ * `/proc/self/fd/N/NAME`: another user who swaps a folder of the path for a link after that open
+ * changes nothing kerncap writes (Linux's openat/renameat, which Bun has no call for). The walk
+ * starts from the real path of a trusted root (the user's own name for a folder may be a link; a
+ * capture folder's own name is the user's too); below the root no link is followed.
  */
-import { closeSync, constants, existsSync, fchmodSync, fsyncSync, lstatSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { closeSync, constants, existsSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { tempFor } from "../leftovers.ts";
+
+/** The path of `name` inside the folder open as `fd` (the kernel resolves /proc/self/fd/N to the folder itself). */
+export function fdPath(fd: number, name?: string): string {
+  return name === undefined ? `/proc/self/fd/${fd}` : `/proc/self/fd/${fd}/${name}`;
+}
+
+/** The open folder fd that a fdPath names, or undefined for any other path. */
+function fdOfPath(p: string): number | undefined {
+  const m = /^\/proc\/self\/fd\/(\d+)\//.exec(p);
+  return m ? Number(m[1]) : undefined;
+}
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/**
+ * Open the folder `root`/`below…` with no link followed below `root`'s real path: `root` is
+ * resolved once (realpath: the user's own name, links and all), then every component of that real
+ * path and of `below` is opened with O_DIRECTORY|O_NOFOLLOW relative to the folder opened before it
+ * (fdPath). A component swapped for a link after the realpath, or one of `below` that is a link, is
+ * refused, never followed. `create`: a missing folder of `below` is made (mode 0755) in the open
+ * parent. The caller closes the fd.
+ * @returns the folder's fd and its path as messages name it
+ * @throws KerncapError E_UNSAFE_PATH naming the component that is a link or not a folder (or changed
+ *   while kerncap used it); ENOENT and the other file system errors worded by systemError
+ */
+export function openDirWalk(root: string, below: string[] = [], o: { create?: boolean } = {}): { fd: number; path: string } {
+  let real: string;
+  try {
+    real = realpathSync(root);
+  } catch (e) {
+    throw systemError(Object.assign(e as object, { path: root })) ?? e;
+  }
+  const parts = [...real.split("/").filter(Boolean).map((p) => ({ p, mine: false })), ...below.filter((p) => p && p !== ".").map((p) => ({ p, mine: true }))];
+  let fd = openSync("/", DIR_FLAGS);
+  let shown = "/";
+  try {
+    for (const { p, mine } of parts) {
+      if (p === "..") throw new KerncapError("E_UNSAFE_PATH", `${join(shown, p)}: kerncap walks no .. below a folder it writes in`, { hint: "Name the file without .." });
+      const at = join(shown, p);
+      let next: number;
+      try {
+        next = openSync(fdPath(fd, p), DIR_FLAGS);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === "ENOENT" && mine && o.create) {
+          try {
+            mkdirSync(fdPath(fd, p), 0o755); // never group-writable whatever the umask
+          } catch (e2) {
+            if ((e2 as NodeJS.ErrnoException).code !== "EEXIST") throw systemError(Object.assign(e2 as object, { path: at })) ?? e2;
+          }
+          next = openSync(fdPath(fd, p), DIR_FLAGS);
+        } else if (code === "ELOOP" || code === "ENOTDIR") {
+          throw new KerncapError("E_UNSAFE_PATH", `${at} is ${code === "ELOOP" ? "a symbolic link" : "not a folder"} (${mine ? "kerncap follows no link below the folder it writes in" : "it changed while kerncap was using it"})`, {
+            hint: "Another process may be changing the folder: if it is shared with other users, work in a folder only you can write. Otherwise replace the link with the folder itself.",
+          });
+        } else throw systemError(Object.assign(e as object, { path: at })) ?? e;
+      }
+      closeSync(fd);
+      fd = next;
+      shown = at;
+    }
+    return { fd, path: shown };
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+}
 
 /** The mode a new file gets from open(2) by default: 0666 less the process's umask. */
 function defaultMode(): number {
@@ -28,10 +104,10 @@ function defaultMode(): number {
  * @returns the target's lstat, or undefined when there is nothing at the name
  * @throws KerncapError E_UNSAFE_PATH (exit 2) naming the path and where the link points
  */
-export function refuseLink(path: string, what = "the file to write") {
+export function refuseLink(path: string, what = "the file to write", at = path) {
   let st;
   try {
-    st = lstatSync(path);
+    st = lstatSync(at);
   } catch {
     return undefined;
   }
@@ -49,13 +125,34 @@ export function refuseLink(path: string, what = "the file to write") {
  * close the fd and remove the temp.
  * @throws the file system's error worded by systemError (E_IO: EACCES, ENOSPC…)
  */
-export function openTempBeside(path: string): { fd: number; tmp: string } {
-  const tmp = tempFor(path);
+export function openTempBeside(path: string, root?: string, o: { create?: boolean } = {}): { fd: number; tmp: string } {
+  const dir = dirname(path);
+  const top = root ?? dir;
+  let rel = relative(resolve(top), resolve(dir));
+  // a root named through a link (the user's name for the capture) and a path under its real path
+  if (rel.startsWith("..")) rel = relative(realpathSync(top), resolve(dir));
+  const d = openDirWalk(top, rel ? rel.split("/") : [], o);
+  const tmp = fdPath(d.fd, basename(tempFor(path)));
   try {
     return { fd: openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600), tmp };
   } catch (e) {
-    throw systemError(Object.assign(e as object, { path: tmp })) ?? e;
+    closeSync(d.fd);
+    throw systemError(Object.assign(e as object, { path: join(dir, basename(tmp)) })) ?? e;
   }
+}
+
+/** Give up a temp of openTempBeside: the fd closed (when open), the temp removed, its folder's fd closed. */
+export function discardTemp(fd: number | undefined, tmp: string): void {
+  if (fd !== undefined) {
+    try {
+      closeSync(fd);
+    } catch {
+      /* closed already */
+    }
+  }
+  rmSync(tmp, { force: true });
+  const d = fdOfPath(tmp);
+  if (d !== undefined) closeSync(d);
 }
 
 /**
@@ -66,18 +163,21 @@ export function openTempBeside(path: string): { fd: number; tmp: string } {
  */
 export function commitTemp(fd: number, tmp: string, path: string, mode?: number, sync = true): void {
   let open = true;
+  // the rename within the folder opened by openTempBeside (renameat): not through a name another user may swap
+  const d = fdOfPath(tmp);
+  const at = d === undefined ? path : fdPath(d, basename(path));
   try {
-    const st = refuseLink(path);
+    const st = refuseLink(path, undefined, at);
     fchmodSync(fd, mode ?? (st?.isFile() ? st.mode & 0o777 : defaultMode()));
     if (sync) fsyncSync(fd);
     closeSync(fd);
     open = false;
-    renameSync(tmp, path);
+    renameSync(tmp, at);
   } catch (e) {
-    if (open) closeSync(fd);
-    rmSync(tmp, { force: true });
-    throw systemError(e) ?? e;
+    discardTemp(open ? fd : undefined, tmp);
+    throw systemError(Object.assign(e as object, { path, dest: undefined })) ?? e;
   }
+  if (d !== undefined) closeSync(d);
 }
 
 /**
@@ -87,15 +187,15 @@ export function commitTemp(fd: number, tmp: string, path: string, mode?: number,
  * @throws KerncapError E_UNSAFE_PATH when `path` is a symbolic link; E_IO and the file system's errors
  *   (ENOENT for a missing folder, EISDIR …) worded by systemError
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array, o: { mode?: number; what?: string; sync?: boolean } = {}): void {
-  const st = refuseLink(path, o.what);
-  const { fd, tmp } = openTempBeside(path);
+export function writeFileAtomic(path: string, data: string | Uint8Array, o: { mode?: number; what?: string; sync?: boolean; root?: string; create?: boolean } = {}): void {
+  const { fd, tmp } = openTempBeside(path, o.root, { create: o.create });
+  let st;
   try {
+    st = refuseLink(path, o.what, fdPath(fdOfPath(tmp)!, basename(path)));
     const b = typeof data === "string" ? Buffer.from(data) : data;
     for (let done = 0; done < b.length; ) done += writeSync(fd, b, done, b.length - done);
   } catch (e) {
-    closeSync(fd);
-    rmSync(tmp, { force: true });
+    discardTemp(fd, tmp);
     throw systemError(e) ?? e;
   }
   commitTemp(fd, tmp, path, st?.isFile() ? st.mode & 0o777 : o.mode, o.sync ?? true);
@@ -108,13 +208,17 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, o: { mo
  * @throws KerncapError E_UNSAFE_PATH; the file system's errors
  */
 export function openNoFollow(path: string, flags: number, what: string, mode = 0o644): number {
-  refuseLink(path, what);
+  const d = openDirWalk(dirname(path));
+  const at = fdPath(d.fd, basename(path));
   try {
-    return openSync(path, flags | constants.O_NOFOLLOW, mode);
+    refuseLink(path, what, at);
+    return openSync(at, flags | constants.O_NOFOLLOW, mode);
   } catch (e) {
     // a link put there between the check and the open
-    if ((e as NodeJS.ErrnoException).code === "ELOOP") refuseLink(path, what);
+    if ((e as NodeJS.ErrnoException).code === "ELOOP") refuseLink(path, what, at);
     throw systemError(Object.assign(e as object, { path })) ?? e;
+  } finally {
+    closeSync(d.fd);
   }
 }
 

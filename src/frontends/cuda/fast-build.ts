@@ -178,6 +178,7 @@ const plans = new Map<string, FastPlan & { key: string }>();
 /** The plan file of a work folder: the plan of the last build there, for the next process (validate runs one per edit). */
 const PLAN_FILE = "plan.json";
 /** Files of build/ kerncap remakes when lost: written through no link (src/util/write-file.ts), without an fsync. */
+// root: the capture folder, when the work folder is inside it (writeFileAtomic walks from it with no link followed)
 const SCRATCH = { sync: false } as const;
 
 function readPlan(work: string): (FastPlan & { key: string }) | undefined {
@@ -266,7 +267,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
     const p = parseDryrun(dryErr, dryCubin, work);
     if ("reason" in p) throw new FastBuildUnavailable(p.reason);
     plan = { ...p, key };
-    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), SCRATCH);
+    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), { ...SCRATCH, root: dir });
   }
   plans.set(work, plan);
   const t1 = performance.now();
@@ -312,7 +313,7 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
     log.debug(`incremental preprocessing (${spec.from}): ${state.lastMiss}; the whole TU's output is compiled`);
   }
   const pruned = state.pruner.prune(stripMacroLines(fullText));
-  writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
+  writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
   const t3 = performance.now();
   return done(await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal), { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
 }
@@ -368,7 +369,7 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   if (!cmd.includes(quoted(ip.primary)) || !cmd.includes(quoted(synthOut))) return miss("the preprocessor's command does not name its source and output as expected");
   let r: { code: number; err: string };
   try {
-    for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), SCRATCH);
+    for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), { ...SCRATCH, root: dir });
     r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
   } finally {
     for (const p of ip.files.keys()) rmSync(p, { force: true });
