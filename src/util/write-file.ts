@@ -76,7 +76,13 @@ export function openDirWalk(root: string, below: string[] = [], o: { create?: bo
           }
           next = openSync(fdPath(fd, p), DIR_FLAGS);
         } else if (code === "ELOOP" || code === "ENOTDIR") {
-          throw new KerncapError("E_UNSAFE_PATH", `${at} is ${code === "ELOOP" ? "a symbolic link" : "not a folder"} (${mine ? "kerncap follows no link below the folder it writes in" : "it changed while kerncap was using it"})`, {
+          let link = code === "ELOOP";
+          try {
+            link = lstatSync(fdPath(fd, p)).isSymbolicLink(); // O_DIRECTORY|O_NOFOLLOW on a link: ENOTDIR
+          } catch {
+            /* gone meanwhile */
+          }
+          throw new KerncapError("E_UNSAFE_PATH", `${at} is ${link ? "a symbolic link" : "not a folder"} (${mine ? "kerncap follows no link below the folder it writes in" : "it changed while kerncap was using it"})`, {
             hint: "Another process may be changing the folder: if it is shared with other users, work in a folder only you can write. Otherwise replace the link with the folder itself.",
           });
         } else throw systemError(Object.assign(e as object, { path: at })) ?? e;
