@@ -6,6 +6,7 @@
  * else's), every number through `num`; CSV cells are quoted (RFC 4180) and a text cell that a
  * spreadsheet would take for a formula (= + - @, tab, CR first) is prefixed with a quote.
  */
+import { escapeForTerminal } from "../escape.ts";
 
 /** Text for HTML content or a double- or single-quoted attribute. */
 export function esc(s: string | number | null | undefined): string {
@@ -181,6 +182,8 @@ export function csv(rows: (string | number | null | undefined)[][]): string {
   const c = (v: string | number | null | undefined) => {
     if (v === null || v === undefined) return "";
     if (typeof v === "number") return Number.isFinite(v) ? String(v) : "";
+    // a cell holds untrusted text (a kernel name from a results file, a compiler's message): the terminal's escaping, on one line
+    v = escapeForTerminal(v, { oneLine: true });
     const s = /^[=+\-@\t\r]/.test(v) && !/^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(v) ? `'${v}` : v;
     return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };

@@ -112,3 +112,12 @@ describe("a folder in the middle of a path swapped for a link", () => {
     expect(err.message).toContain("pipe is a FIFO");
   });
 });
+
+describe("CSV outputs", () => {
+  test("a cell's C0/C1 controls, DEL and bidi overrides are escaped as the terminal escapes them", async () => {
+    const { csv } = await import("../../src/util/html-report.ts");
+    const out = csv([["kernel"], ["k\x1b]0;pwned\x07\x9b2J\x7f\u202eevil"]]);
+    expect(out).not.toMatch(/[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u202e]/);
+    expect(out).toContain("k\\x1b]0;pwned\\x07\\x9b2J\\x7f\\u202eevil");
+  });
+});
