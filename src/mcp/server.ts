@@ -15,8 +15,10 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { rmSync } from "node:fs";
-import { resolve } from "node:path";
+import { lstatSync, realpathSync, rmSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { CAPTURE_SET_FILE } from "../format/capture-set.ts";
+import { MANIFEST_FILE } from "../format/manifest.ts";
 import * as v from "valibot";
 import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
@@ -37,6 +39,40 @@ export { TOOL_NAMES } from "./tools.ts";
 export interface McpTrust {
   /** `--trust-builds`: validate, tune and profile's build may run the build.sh of a received capture (--trust). */
   trustBuilds?: boolean;
+  /** `--root DIR` (default: the working folder of `kerncap mcp`): every tool's `dir` (and evaluate's `inputs`) must lie under one of them. Undefined: any folder (a library caller's own choice). */
+  roots?: string[];
+}
+
+/**
+ * Refuse a tool's capture folder that is not under the server's roots or is not a capture (or a
+ * capture set): ONE message for all of these, so that an agent learns nothing of what exists
+ * outside (a file, a folder without kerncap.json and no such path read the same).
+ * @throws KerncapError E_NOT_CAPTURE
+ */
+export function confineToolDir(d: string, roots: string[] | undefined, cwd = process.cwd()): void {
+  const p = resolve(cwd, d);
+  let ok = false;
+  try {
+    const real = realpathSync(p);
+    const under = !roots || roots.some((r) => {
+      const rr = realpathSync(r);
+      return real === rr || real.startsWith(rr.endsWith("/") ? rr : rr + "/");
+    });
+    ok = under && statSync(real).isDirectory() && [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => {
+      try {
+        return lstatSync(join(real, f)).isFile();
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    ok = false;
+  }
+  if (!ok) {
+    throw new KerncapError("E_NOT_CAPTURE", `${JSON.stringify(d)} is not a capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`, {
+      hint: "Give a capture folder (written by kerncap run) inside the server's --root folders (default: the folder `kerncap mcp` started in).",
+    });
+  }
 }
 
 /** The first string anywhere in a tool's arguments that holds a NUL byte (no path, pattern or argv word can), as its dot path. */
@@ -107,6 +143,7 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
     const nul = nulArgument(req.params.arguments);
     if (nul) return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, { hint: "Give the argument without the NUL byte." }));
     try {
+      if (typeof a.dir === "string") for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
       // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)

@@ -1,5 +1,6 @@
 /** `kerncap mcp`: an MCP server on stdin/stdout (src/mcp/server.ts); logs stay on stderr. */
 import { defineCommand } from "citty";
+import { resolve } from "node:path";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { log } from "../../log.ts";
 import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve, TOOL_NAMES } from "../../mcp/server.ts";
@@ -13,6 +14,7 @@ export default defineCommand({
   args: {
     "print-config": { type: "string", valueHint: "CLIENT", description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing` },
     "trust-builds": { type: "boolean", description: "Let validate, tune and profile --build run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (docs/security.md)", default: false },
+    root: { type: "string", valueHint: "DIR", description: "A folder the tools' capture folders must lie under (repeatable; default: the working folder); any other dir is refused with one message that says nothing of what is there" },
     ...verboseArg,
   },
   async run({ args }) {
@@ -25,7 +27,9 @@ export default defineCommand({
     log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]) });
+    const given = (args as Record<string, unknown>).root;
+    const roots = (Array.isArray(given) ? given : given === undefined ? [] : [given]).map((r) => resolve(String(r)));
+    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), roots: roots.length ? roots : [process.cwd()] });
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;

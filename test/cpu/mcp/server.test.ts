@@ -5,6 +5,7 @@
  * clear errors for a capture without src/ and a missing cwd, a stdio round trip, and the tool
  * children (validate's slow build.sh) ended at cancellation, SIGTERM and stdin EOF.
  */
+import { tmpdir } from "node:os";
 import { describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -65,7 +66,7 @@ async function until(pred: () => boolean, ms = 20_000): Promise<void> {
 /** `kerncap mcp` as a child speaking newline-delimited JSON-RPC on its stdin; a validate call sent. */
 async function mcpWithSlowValidate(): Promise<{ p: Bun.Subprocess<"pipe", "pipe", "pipe">; procs: number[] }> {
   const { dir, pids } = await slowBuild();
-  const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
   const send = (m: object) => p.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
   send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
   send({ method: "notifications/initialized" });
@@ -232,7 +233,7 @@ describe("kerncap mcp", () => {
     expect(doc(big).error.message).toContain("edit_file writes text files up to 4 MiB");
     expect(existsSync(join(dir, "src/big.cu"))).toBe(false);
     // an argument past the command-line limit: the caller's fault, said as such (found by a trial: "check the installation")
-    const huge = await c.callTool({ name: "inspect", arguments: { dir: "x".repeat(200 << 10) } });
+    const huge = await c.callTool({ name: "list", arguments: { app: ["x".repeat(200 << 10)] } });
     expect(doc(huge).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("too long for a command line") });
     const extra = await c.callTool({ name: "inspect", arguments: { dir, extra: 1 } });
     expect(extra.isError).toBe(true);
@@ -293,7 +294,7 @@ describe("kerncap mcp", () => {
   }, 30_000);
 
   test("over stdio: a line that is not JSON gets a -32700 parse error, one that is not JSON-RPC -32600; the session goes on", async () => {
-    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
     p.stdin.write("this is not json\n");
     p.stdin.write('{"hello": 1}\n');
     p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) + "\n");
@@ -319,7 +320,7 @@ describe("kerncap mcp", () => {
 
   test("over stdio: a message past the 64 MiB bound gets a -32600 reply, a line on stderr and exit 2, not silence; 11 MiB is read", async () => {
     // found by a trial: a 20 MiB ping made the server go quiet and exit 0 without a word
-    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
     p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { pad: "x".repeat(11 << 20) } }) + "\n");
     p.stdin.flush();
     const first = p.stdout.getReader();
@@ -354,12 +355,22 @@ describe("kerncap mcp", () => {
 
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
-    const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], stderr: "pipe" });
+    // no --root: the folder it starts in is the one root
+    const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], stderr: "pipe", cwd: dirname(dir) });
     const c = new Client({ name: "test", version: "1" });
     await c.connect(t);
     expect((await c.listTools()).tools.length).toBe(10);
     const i = await c.callTool({ name: "inspect", arguments: { dir } });
     expect(doc(i).schema).toBe("kerncap.inspect/1");
+    // outside the root, or not a capture: one message whatever is there (a file, a folder, nothing), no existence oracle
+    const said = new Set<string>();
+    for (const d of ["/etc/passwd", "/etc/nonexist", "/etc", join(dirname(dir), "nothing-here"), "../"]) {
+      const e = doc(await c.callTool({ name: "inspect", arguments: { dir: d } })).error;
+      expect(e.code).toBe("E_NOT_CAPTURE");
+      said.add(e.message.replace(JSON.stringify(d), "DIR"));
+      expect(doc(await c.callTool({ name: "read_file", arguments: { dir: d, path: "kerncap.json" } })).error.code).toBe("E_NOT_CAPTURE");
+    }
+    expect(said.size).toBe(1);
     await c.close();
   }, 30_000);
 
