@@ -90,6 +90,10 @@ export function parseCandidate(spec: string): Candidate {
     if (!st.isFile()) throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, { hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config." });
     if (st.size > CANDIDATE_MAX_BYTES) throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
     const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
+    if (kind === "patch") {
+      const why = patchModeProblem(readFileSync(path, "latin1"));
+      if (why) throw new KerncapError("E_USAGE", `candidate ${path}: ${why}`, { hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes." });
+    }
     const digest = digestOf(kind, [kind === "file" ? label : "", readFileSync(path)]);
     return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path };
   }
@@ -171,6 +175,8 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     writeFileSync(join(src, hits[0]!), readFileSync(c.path!));
   } else if (c.kind === "patch") {
     await applyPatch(src, c.path!);
+    // whatever the patch held (a link, a FIFO): src/ holds regular files and folders only, as a tree candidate's
+    treeFiles(src);
   }
 }
 
@@ -179,6 +185,20 @@ function stripCount(src: string, patch: string): number {
   const paths = [...patch.matchAll(/^(?:\+\+\+|---) (\S+)/gm)].map((m) => m[1]!).filter((p) => p !== "/dev/null");
   const firstTwo = paths.map((p) => p.split("/").slice(1));
   return paths.length && firstTwo.every((parts) => parts[0] === "src" && parts.length > 1) && !existsSync(join(src, "src")) ? 2 : 1;
+}
+
+/**
+ * Why a patch is not a candidate's (or undefined): it makes a symbolic link (git's mode 120000:
+ * a link out of src/ that a confined build would read through) or changes a file's mode (old
+ * mode/new mode, a new file of any mode but 100644).
+ */
+export function patchModeProblem(text: string): string | undefined {
+  for (const m of text.matchAll(/^(new file mode|deleted file mode|old mode|new mode) (\d+)\s*$/gm)) {
+    if (m[2] === "120000") return `it makes or changes a symbolic link (${m[1]} 120000)`;
+    if (m[1] === "old mode" || m[1] === "new mode") return `it changes a file's mode (${m[1]} ${m[2]})`;
+    if (m[1] === "new file mode" && m[2] !== "100644") return `it makes a file of mode ${m[2]} (new files of a candidate are 100644)`;
+  }
+  return undefined;
 }
 
 async function applyPatch(src: string, patchFile: string): Promise<void> {

@@ -189,13 +189,15 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     const deps = readInCapture(dir, depsFile, 16 << 20);
     const outside = deps ? outsideReads(dir, o.confine, unstage(deps.toString("utf8"))) : [];
     if (outside.length) throw confinedError(outside);
+    // no list, whatever the exit: a build that stopped in the preprocessor (an #error under #if, an #include not
+    // found) read files no list names, and its messages would tell the agent what it found; none is shown
+    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${depsFile}; exit ${code}): kerncap mcp cannot tell which files the build read, so neither its module nor the compiler's messages are used`, { hint: code !== 0 ? "The build stopped before its dependency list (an error in the preprocessor: #error, an #include not found); check the #include and #if lines of the edit, or validate on the command line to see the compiler's messages." : "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
     if (code !== 0) {
       const shown = captureDiagnostics(dir, `${err}\n${out}`);
       throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`, {
         hint: buildFailureHint(code, `${err}\n${out}`),
       });
     }
-    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${depsFile}): kerncap mcp cannot tell which files the build read, so its module is not used`, { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
   }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);

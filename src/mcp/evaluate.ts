@@ -13,7 +13,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { readManifest } from "../format/capture-dir.ts";
 import { relativePathProblem } from "../format/paths.ts";
+import { patchModeProblem } from "../eval/candidates.ts";
+import { assertEditableSource } from "./files.ts";
 
 /** One candidate as the tool takes it. */
 export const McpCandidate = v.strictObject({
@@ -30,6 +33,7 @@ export type McpCandidate = v.InferOutput<typeof McpCandidate>;
  * @throws KerncapError E_USAGE (a candidate with none or several of files/patch/config, a bad path, two of one name)
  */
 export function writeCandidates(captureDir: string, list: McpCandidate[]): { folder: string; args: string[] } {
+  const manifest = readManifest(captureDir);
   const folder = mkdtempSync(join(tmpdir(), "kerncap-evaluate-"));
   chmodSync(folder, 0o700);
   try {
@@ -42,6 +46,15 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
       if (kinds.length !== 1) throw new KerncapError("E_USAGE", `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one`, { hint: "files: the edited files of src/; patch: a diff against src/; config: a Triton config." });
       if (c.config !== undefined) return c.config;
       if (c.patch !== undefined) {
+        const why = patchModeProblem(c.patch);
+        if (why) throw new KerncapError("E_USAGE", `candidate ${name}: the patch ${why}`, { hint: "A candidate patch edits the text of source files of src/: no links, no mode changes." });
+        // the files it writes: edit_file's rule (a/… b/… or src/…, the names git apply takes)
+        for (const m of c.patch.matchAll(/^\+\+\+ (\S+)/gm)) {
+          if (m[1] === "/dev/null") continue;
+          const rel = m[1]!.replace(/^[ab]\//, "").replace(/^src\//, "");
+          if (relativePathProblem(rel)) continue; // git apply refuses it itself
+          assertEditableSource(manifest, `src/${rel}`);
+        }
         const p = join(folder, `${name}.patch`);
         writeFileSync(p, c.patch);
         return p;
@@ -57,6 +70,7 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
         const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
         const problem = path.replace(/^(\.\/)+/, "").startsWith("src/") ? relativePathProblem(rel) : "is not under src/";
         if (problem) throw new KerncapError("E_USAGE", `candidate ${name}: the path ${JSON.stringify(path)} ${problem}`, { hint: "Paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu, src/include/util.h." });
+        assertEditableSource(manifest, `src/${rel}`); // edit_file's own rule: the frontend's source files only, portable names
         mkdirSync(dirname(join(tree, rel)), { recursive: true });
         rmSync(join(tree, rel), { force: true });
         writeFileSync(join(tree, rel), text);

@@ -78,8 +78,14 @@ export function readFileTool(a: { dir: string; path: string }): CallToolResult {
   return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
 }
 
-export function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
-  const { dir, shown, stats, manifest } = capturePath(a.dir, a.path, "src");
+/**
+ * The one rule for what an agent may write under src/ (edit_file, and evaluate's `files`): a
+ * portable name, and a source file of the frontend's source set (never kerncap.json, build.sh,
+ * pinned.json, repro.py or a script, at any depth).
+ * @param shown the path relative to the capture folder (src/…)
+ * @throws KerncapError E_PACK_NAME, E_NOT_SOURCE
+ */
+export function assertEditableSource(manifest: Parameters<typeof notAnEditableSource>[0], shown: string): void {
   // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
   const unportable = unportableName(shown);
   if (unportable) {
@@ -94,6 +100,11 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
       hint: "Edit the kernel's sources (the files README.md names); build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change, not an agent's.",
     });
   }
+}
+
+export function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
+  const { dir, shown, stats, manifest } = capturePath(a.dir, a.path, "src");
+  assertEditableSource(manifest, shown);
   let text: string;
   if (a.content !== undefined) {
     if (a.oldText !== undefined) throw new KerncapError("E_USAGE", "give content, or oldText and newText, not both", { hint: "content replaces the whole file; oldText/newText one passage." });

@@ -121,3 +121,48 @@ describe("CSV outputs", () => {
     expect(out).toContain("k\\x1b]0;pwned\\x07\\x9b2J\\x7f\\u202eevil");
   });
 });
+
+describe("an MCP agent's confined build and candidates", () => {
+  test("a confined build that fails with no dependency list (stopped in the preprocessor) is E_CONFINED, its compiler messages not shown", async () => {
+    const { buildReproducer } = await import("../../src/frontends/build.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const { recordRendered } = await import("./fixtures.ts");
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+    // the preprocessor's #error under #if: one bit of a file's content per build, in a message naming a file of the capture
+    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\necho "src/kernel.cu:3:2: error: #error FOO_IS_ONE" >&2\nexit 1\n`, { mode: 0o755 });
+    recordRendered(dir);
+    const e = await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }).then(() => undefined, (x) => x);
+    expect(e).toBeInstanceOf(KerncapError);
+    expect(e.code).toBe("E_CONFINED");
+    expect(`${e.message}\n${e.hint}`).not.toContain("FOO_IS_ONE");
+  }, 60_000);
+
+  test("candidate patches that make a link or change a mode are refused; so is a patch candidate that leaves a link in src/", async () => {
+    const { patchModeProblem, parseCandidate } = await import("../../src/eval/candidates.ts");
+    const link = "diff --git a/evil.h b/evil.h\nnew file mode 120000\nindex 0000000..845ec15\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n\\ No newline at end of file\n";
+    expect(patchModeProblem(link)).toContain("symbolic link");
+    expect(patchModeProblem("diff --git a/k.cu b/k.cu\nold mode 100644\nnew mode 100755\n")).toContain("mode");
+    expect(patchModeProblem("diff --git a/n.cu b/n.cu\nnew file mode 100755\n")).toContain("100755");
+    expect(patchModeProblem("diff --git a/n.cu b/n.cu\nnew file mode 100644\n--- /dev/null\n+++ b/n.cu\n@@ -0,0 +1 @@\n+int x;\n")).toBeUndefined();
+    const d = tempDir();
+    writeFileSync(join(d, "sym.patch"), link);
+    expect(refused(() => parseCandidate(join(d, "sym.patch"))).code).toBe("E_USAGE");
+  });
+
+  test("evaluate's files and patches follow edit_file's rule (no src/x.sh, no build.sh at any depth) and its patch no link", async () => {
+    const { writeCandidates } = await import("../../src/mcp/evaluate.ts");
+    const cap = join(tempDir(), "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+    expect(refused(() => writeCandidates(cap, [{ name: "sh", files: { "src/x.sh": "id\n" } }])).code).toBe("E_NOT_SOURCE");
+    expect(refused(() => writeCandidates(cap, [{ name: "bs", files: { "src/a/build.sh": "id\n" } }])).code).toBe("E_NOT_SOURCE");
+    expect(refused(() => writeCandidates(cap, [{ name: "p", patch: "--- /dev/null\n+++ b/x.sh\n@@ -0,0 +1 @@\n+id\n" }])).code).toBe("E_NOT_SOURCE");
+    expect(refused(() => writeCandidates(cap, [{ name: "l", patch: "diff --git a/evil.h b/evil.h\nnew file mode 120000\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n" }])).code).toBe("E_USAGE");
+    const ok = writeCandidates(cap, [{ name: "k", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n" } }]);
+    expect(ok.args.length).toBe(1);
+  });
+});
