@@ -166,3 +166,17 @@ describe("an MCP agent's confined build and candidates", () => {
     expect(ok.args.length).toBe(1);
   });
 });
+
+describe("a link that changes while pack reads the folder", () => {
+  test("no longer a link when its target is read (readlink's EINVAL): E_UNSAFE_PATH naming it, not an internal error", async () => {
+    const { linkTarget } = await import("../../src/format/archive.ts");
+    const d = tempDir();
+    symlinkSync("/etc/hostname", join(d, "l"));
+    expect(linkTarget(d, "l")).toContain("/etc/hostname");
+    writeFileSync(join(d, "f"), "now a file"); // what the lstat saw as a link is a file by the readlink
+    const e = refused(() => linkTarget(d, "f"));
+    expect(e.code).toBe("E_UNSAFE_PATH");
+    expect(e.message).toContain("changed while kerncap was reading it");
+    expect(e.exitCode).toBe(2);
+  });
+});
