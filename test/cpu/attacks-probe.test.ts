@@ -13,6 +13,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { probeProblems } from "../../src/frontends/confine-sources.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
+/** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
+const DEPS_LIST = 'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 
 /** What a confined build reads: the capture /cap and the system's headers (a stand-in for confinedReadable). */
@@ -78,7 +80,7 @@ describe("kerncap mcp: the agent's edit that asks whether a file exists", () => 
     mkdirSync(join(cap, "src"));
     writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
     // kerncap's build as far as this test needs: it marks that it ran (the preprocessor would have looked the file up)
-    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(ran)}\necho "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
+    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(ran)}\n${DEPS_LIST}echo "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
     recordRendered(cap);
     const [a, b] = InMemoryTransport.createLinkedPair();
     await createMcpServer(undefined, { trustBuilds: false }).connect(a);

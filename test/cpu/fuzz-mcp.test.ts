@@ -21,6 +21,8 @@ import { join } from "node:path";
 import { CUDA_SOURCE_SUFFIXES } from "../../src/frontends/cuda/index.ts";
 import { unportableName } from "../../src/format/archive.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
+/** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
+const DEPS_LIST = 'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 
 /** Every entry under `root` except those under `skip`: path → kind, size and content hash. */
@@ -61,7 +63,7 @@ beforeAll(async () => {
   mkdirSync(join(cap, "src"));
   writeFileSync(join(cap, "src/kernel.cu"), KERNEL);
   // the build kerncap wrote: fails at once, runs nothing (no compiler is needed for these properties)
-  writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\necho "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
+  writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\n${DEPS_LIST}echo "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
   recordRendered(cap);
   // a capture planted under src/ before edit_file refused such names: a forged manifest (no host, this host name) and a build.sh
   const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
