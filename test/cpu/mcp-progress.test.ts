@@ -37,6 +37,8 @@ async function slowFailingBuild(seconds: number): Promise<{ dir: string; pids: s
     `#!/usr/bin/env bash
 here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 if grep -q slow "$here/src/kernel.cu"; then sleep ${seconds} & echo "$$ $!" > ${pids}.part && mv ${pids}.part ${pids}; wait; fi
+# the dependency list a confined build asks for (-MF FILE in EXTRA_FLAGS), as nvcc -MD writes it before a compile error
+d=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"\${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi
 echo "$here/src/kernel.cu(1): error: identifier \\"slow\\" is undefined" >&2
 exit 1
 `,
