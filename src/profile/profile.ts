@@ -10,13 +10,14 @@
  * kernel, from the restored before state, no warm-up or timing loop (ncu locks the clocks and
  * flushes the caches itself before the launch, by default; its own options after `--` change that).
  */
-import { existsSync, lstatSync, renameSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { KerncapError } from "../errors.ts";
 import { capturePath, mkdirInCapture } from "../format/paths.ts";
 import { tempFor } from "../leftovers.ts";
-import { refuseLink } from "../util/write-file.ts";
+import { refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
@@ -166,7 +167,10 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
   const pdir = exported ? dirname(exported) : mkdirInCapture(dir, "profile");
   const report = exported ?? join(pdir, name + ext);
   refuseLink(report, "the report");
-  const base = tempFor(join(pdir, `.${basename(report, ext)}`)); // an unguessable name for the tool's report until it is renamed
+  // the profiler writes by name: into a private folder (0700, the user's), never into profile/, which another
+  // user may swap for a link while it runs; the report is then copied in through the one writer (no link followed)
+  const scratch = exported ? undefined : mkdtempSync(join(tmpdir(), "kerncap-profile-"));
+  const base = tempFor(join(scratch ?? pdir, `.${basename(report, ext)}`)); // an unguessable name for the tool's report until it is renamed
   const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
   const command = tool === "ncu" ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay }) : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });
   const env = selfEnv();
@@ -195,10 +199,12 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
       }
       if (!figures) throw new KerncapError("E_NCU_REPORT", "the report holds no profiled launch", { hint: `Open ${base + ext} in the Nsight Compute UI, or run with --verbose for ncu's output.` });
     }
-    renameSync(base + ext, report);
+    if (scratch) writeFileAtomic(report, readFileSync(base + ext), { root: dir, what: "the report" });
+    else renameSync(base + ext, report);
     return { dir, kernel: m.kernel.name, tool, report, module, command, verdict, seconds: { build: buildSeconds, profile: profileSeconds, import: (performance.now() - t1) / 1000 }, figures };
   } finally {
     if (existsSync(base + ext)) rmSync(base + ext, { force: true });
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
   }
 }
 
