@@ -21,7 +21,7 @@
  * capture folder's own name is the user's too); below the root no link is followed.
  */
 import { closeSync, constants, existsSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
-import { basename, dirname, join, relative, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { tempFor } from "../leftovers.ts";
 
@@ -133,10 +133,12 @@ export function refuseLink(path: string, what = "the file to write", at = path) 
  */
 export function openTempBeside(path: string, root?: string, o: { create?: boolean } = {}): { fd: number; tmp: string } {
   const dir = dirname(path);
-  const top = root ?? dir;
+  let top = root ?? dir;
   let rel = relative(resolve(top), resolve(dir));
   // a root named through a link (the user's name for the capture) and a path under its real path
   if (rel.startsWith("..")) rel = relative(realpathSync(top), resolve(dir));
+  // a file that is not under the root after all (a scratch folder elsewhere): its own folder is the root
+  if (rel.startsWith("..") || isAbsolute(rel)) [top, rel] = [dir, ""];
   const d = openDirWalk(top, rel ? rel.split("/") : [], o);
   const tmp = fdPath(d.fd, basename(tempFor(path)));
   try {
