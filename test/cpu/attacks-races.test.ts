@@ -169,7 +169,7 @@ describe("an MCP agent's confined build and candidates", () => {
 
 describe("a link that changes while pack reads the folder", () => {
   test("no longer a link when its target is read (readlink's EINVAL): E_UNSAFE_PATH naming it, not an internal error", async () => {
-    const { linkTarget } = await import("../../src/format/archive.ts");
+    const { linkTarget } = await import("../../src/format/pack.ts");
     const d = tempDir();
     symlinkSync("/etc/hostname", join(d, "l"));
     expect(linkTarget(d, "l")).toContain("/etc/hostname");
