@@ -97,7 +97,7 @@ describe("a folder in the middle of a path swapped for a link", () => {
     expect(swapped).toBe(true);
     expect(err).toBeInstanceOf(KerncapError);
     expect(err.code).toBe("E_UNSAFE_PATH");
-    expect(err.message).toContain("changed while kerncap was reading it");
+    expect(err.message).toMatch(/src.* (is a symbolic link|changed while kerncap was reading it)/);
     expect(existsSync(join(d, "out.zip"))).toBe(false);
   });
 
