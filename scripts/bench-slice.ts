@@ -99,5 +99,7 @@ for (const i of [0, Math.floor(N / 2), N - 1]) {
   }
   const s = res.slice!;
   const w = res.whole!;
-  console.log(`k${i}: slice ${s.s.toFixed(2)} s (${s.kernels} kernel${s.kernels === 1 ? "" : "s"} in the cubin), whole TU ${w.s.toFixed(2)} s (${w.kernels} kernels): ${(w.s / s.s).toFixed(1)}x faster`);
+  console.log(
+    `k${i}: slice ${s.s.toFixed(2)} s (${s.kernels} kernel${s.kernels === 1 ? "" : "s"} in the cubin), whole TU ${w.s.toFixed(2)} s (${w.kernels} kernels): ${(w.s / s.s).toFixed(1)}x faster`,
+  );
 }

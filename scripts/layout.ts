@@ -72,7 +72,13 @@ export function importsOf(file: string, text: string): Import[] {
   for (const m of text.matchAll(/^\s*(import|export)\s+(type\s+)?([^"'`;]*?)\s*(?:from\s*)?["'](\.\.?\/[^"']+)["']/gm)) {
     // `import { type A, type B } from`: every named binding is a type
     const named = /^\{([^}]*)\}$/.exec(m[3]!.trim());
-    const allTypes = !!named && named[1]!.split(",").map((s) => s.trim()).filter(Boolean).every((s) => s.startsWith("type "));
+    const allTypes =
+      !!named &&
+      named[1]!
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)
+        .every((s) => s.startsWith("type "));
     add(m[4]!, m.index, !!m[2] || allTypes, false);
   }
   for (const m of text.matchAll(/\bimport\(\s*["'](\.\.?\/[^"']+)["']\s*\)(\.)?/g)) add(m[1]!, m.index, !!m[2], !m[2]);
@@ -94,8 +100,11 @@ export function sourceFiles(dir = SRC): string[] {
 export function cyclesOf(edges: Import[], keep: (e: Import) => boolean): string[][] {
   const next = new Map<string, string[]>();
   for (const e of edges) if (keep(e)) next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
-  const index = new Map<string, number>(), low = new Map<string, number>(), on = new Set<string>();
-  const stack: string[] = [], sccs: string[][] = [];
+  const index = new Map<string, number>(),
+    low = new Map<string, number>(),
+    on = new Set<string>();
+  const stack: string[] = [],
+    sccs: string[][] = [];
   let n = 0;
   const visit = (v: string): void => {
     index.set(v, n), low.set(v, n++), stack.push(v), on.add(v);
@@ -194,14 +203,17 @@ export function measureLayout(src = SRC, limits = { file: 600, function: 100 }):
   const edges = files.flatMap((f) => importsOf(f, texts.get(f)!)).filter((e) => texts.has(e.to));
   const arrows = new Map<string, Import>();
   for (const e of edges) {
-    const a = unitOf(rel(e.from)), b = unitOf(rel(e.to));
+    const a = unitOf(rel(e.from)),
+      b = unitOf(rel(e.to));
     if (a !== b && !arrows.has(`${a} ${b}`)) arrows.set(`${a} ${b}`, e);
   }
   const arrowsUp = [...arrows.entries()]
     .filter(([, e]) => layerOf(rel(e.to)) > layerOf(rel(e.from)))
     .map(([k, e]) => ({ from: k.split(" ")[0]!, to: k.split(" ")[1]!, via: `${rel(e.from)}:${e.line} imports ${rel(e.to)}` }));
   const circles = importCircles(edges).map((c) => c.map(rel));
-  const sizes = files.map((f) => ({ file: rel(f), lines: texts.get(f)!.split("\n").length - (texts.get(f)!.endsWith("\n") ? 1 : 0) })).sort((a, b) => b.lines - a.lines);
+  const sizes = files
+    .map((f) => ({ file: rel(f), lines: texts.get(f)!.split("\n").length - (texts.get(f)!.endsWith("\n") ? 1 : 0) }))
+    .sort((a, b) => b.lines - a.lines);
   const fns = files.flatMap((f) => functionSizes(rel(f), texts.get(f)!));
   return {
     units: new Set(files.map((f) => unitOf(rel(f)))).size,
@@ -229,6 +241,59 @@ export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; wha
   { kind: "function", what: "frontends/cuda/locate.ts locateKernelSource", why: "frontend code being reshaped behind the Frontend interface" },
   { kind: "function", what: "frontends/cuda/repro.ts renderCudaReproducer", why: "frontend code being reshaped behind the Frontend interface" },
   { kind: "function", what: "rebuild/watch.ts watchReproducer", why: "the watch's workflow moves to ops" },
+  { kind: "file", what: "eval/eval.ts", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
+  {
+    kind: "file",
+    what: "frontends/cuda/compile-commands.ts",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "frontends/cuda/prune/names.ts declaredNames",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  { kind: "function", what: "cli/main.ts runCli", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
+  {
+    kind: "function",
+    what: "ops/check.ts checkCapture",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "check/check.ts runCheck",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "frontends/cuda/prune/tokens.ts tokenize",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  { kind: "function", what: "cli/main.ts checkArgs", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
+  {
+    kind: "function",
+    what: "cli/completion.ts completionScript",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "rebuild/rebuilder.ts raceOrCheck",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "frontends/cuda/prune/declarations.ts splitItems",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "frontends/cuda/incremental-pp.ts planIncremental",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
+  {
+    kind: "function",
+    what: "frontends/cuda/fast-build.ts fastBuild",
+    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
+  },
 ];
 
 /** The measures that break the rules (0 arrows up, circles inside one folder, files ≤ 600 lines, functions ≤ 100) and the EXCEPTIONS that are not used. */
@@ -237,7 +302,11 @@ export function layoutViolations(m: LayoutMeasures, exceptions = EXCEPTIONS): { 
     ...m.arrowsUp.map((a) => ({ kind: "arrowUp", what: `${a.from} → ${a.to}`, text: `arrow up: ${a.from} → ${a.to} (${a.via})` })),
     ...m.circlesAcrossFolders.map((c) => ({ kind: "circle", what: c[0]!, text: `circle across folders: ${c.join(" ↔ ")}` })),
     ...m.filesOver.map((f) => ({ kind: "file", what: f.file, text: `file over 600 lines: ${f.file} (${f.lines})` })),
-    ...m.longFunctions.map((f) => ({ kind: "function", what: `${f.file} ${f.name}`, text: `function over 100 lines: ${f.file}:${f.line} ${f.name} (${f.lines})` })),
+    ...m.longFunctions.map((f) => ({
+      kind: "function",
+      what: `${f.file} ${f.name}`,
+      text: `function over 100 lines: ${f.file}:${f.line} ${f.name} (${f.lines})`,
+    })),
   ];
   const allowed = (x: { kind: string; what: string }) => exceptions.some((e) => e.kind === x.kind && e.what === x.what);
   return {

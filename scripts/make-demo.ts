@@ -121,7 +121,10 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
   // a fatbin as nvcc embeds one in an application: sm_90 machine code and compute_80 PTX, which
   // the driver JIT-compiles on any GPU from sm_80 (kerncap replay and an export's ./repro say so)
   const gencode = [`arch=compute_90,code=${arch}`, "arch=compute_80,code=compute_80"];
-  const build = Bun.spawnSync([nvcc, "-fatbin", ...gencode.flatMap((g) => ["-gencode", g]), "-o", join(tmp, "kernel/module.fatbin"), join(DEMO_APP, "saxpy.cu")], { stderr: "pipe" });
+  const build = Bun.spawnSync(
+    [nvcc, "-fatbin", ...gencode.flatMap((g) => ["-gencode", g]), "-o", join(tmp, "kernel/module.fatbin"), join(DEMO_APP, "saxpy.cu")],
+    { stderr: "pipe" },
+  );
   if (build.exitCode !== 0) throw new Error(`nvcc failed: ${build.stderr.toString()}`);
   const fatbin = new Uint8Array(readFileSync(join(tmp, "kernel/module.fatbin")));
   const cubin = pickCubin(fatbin, arch).cubin;
@@ -163,10 +166,22 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
     frontend: "cuda" as const,
     kernel: { name, demangled: demangle(name), match_index: 0, launch_index: 0 },
     device: { vendor: "nvidia" as const, name: `none (${generated})`, arch, driver_version: 0, ordinal: 0 },
-    launch: { api: "cuLaunchKernel", grid: [grid, 1, 1] as [number, number, number], block: [BLOCK, 1, 1] as [number, number, number], shared_mem_bytes: 0, cluster: [1, 1, 1] as [number, number, number], attributes: [] },
+    launch: {
+      api: "cuLaunchKernel",
+      grid: [grid, 1, 1] as [number, number, number],
+      block: [BLOCK, 1, 1] as [number, number, number],
+      shared_mem_bytes: 0,
+      cluster: [1, 1, 1] as [number, number, number],
+      attributes: [],
+    },
     function_attributes: [],
     params: { file: "kernel/params.bin", size: 8, layout_source: "cubin .nv.info (EIATTR_KPARAM_INFO)", layout },
-    module: { file: "kernel/module.fatbin", kind: "fatbin" as const, size: fatbin.length, source: `nvcc -fatbin ${gencode.map((g) => `-gencode ${g}`).join(" ")} ${APP_SHOWN}/saxpy.cu (scripts/make-demo.ts)` },
+    module: {
+      file: "kernel/module.fatbin",
+      kind: "fatbin" as const,
+      size: fatbin.length,
+      source: `nvcc -fatbin ${gencode.map((g) => `-gencode ${g}`).join(" ")} ${APP_SHOWN}/saxpy.cu (scripts/make-demo.ts)`,
+    },
     ...ranges,
     memory: { ...ranges.memory, align: 4096, gpu_scan_unavailable: generated },
     timing: {},
@@ -196,5 +211,7 @@ if (import.meta.main) {
   const mf = join(DEMO_CAPTURE, "kerncap.json");
   const { host: _, ...rest } = JSON.parse(readFileSync(mf, "utf8"));
   writeFileSync(mf, JSON.stringify(rest, null, 2) + "\n");
-  console.log(`make-demo: ${relative(process.cwd(), DEMO_CAPTURE)}: ${m.kernel.demangled}, ${m.regions.length} regions, ${m.memory.beforeBytes} bytes live, ${m.memory.afterBytes} changed`);
+  console.log(
+    `make-demo: ${relative(process.cwd(), DEMO_CAPTURE)}: ${m.kernel.demangled}, ${m.regions.length} regions, ${m.memory.beforeBytes} bytes live, ${m.memory.afterBytes} changed`,
+  );
 }

@@ -18,9 +18,13 @@ if (process.argv.includes("--json")) {
   console.log(`modules                ${m.modules}`);
   console.log(`import arrows          ${m.arrows}`);
   console.log(`arrows up              ${m.arrowsUp.length}${m.arrowsUp.length ? "\n" + list(m.arrowsUp, (a) => `${a.from} → ${a.to} (${a.via})`) : ""}`);
-  console.log(`import circles         ${m.circles.length} (${m.circlesAcrossFolders.length} across folders)${m.circles.length ? "\n" + list(m.circles, (c) => c.join(" ↔ ")) : ""}`);
+  console.log(
+    `import circles         ${m.circles.length} (${m.circlesAcrossFolders.length} across folders)${m.circles.length ? "\n" + list(m.circles, (c) => c.join(" ↔ ")) : ""}`,
+  );
   console.log(`value-import cycles    ${m.valueCycles.length}`);
   console.log(`files over 600 lines   ${m.filesOver.length}${m.filesOver.length ? "\n" + list(m.filesOver, (f) => `${f.lines} ${f.file}`) : ""}`);
-  console.log(`functions over 100     ${m.longFunctions.length}${m.longFunctions.length ? "\n" + list(m.longFunctions, (f) => `${f.lines} ${f.file}:${f.line} ${f.name}`) : ""}`);
+  console.log(
+    `functions over 100     ${m.longFunctions.length}${m.longFunctions.length ? "\n" + list(m.longFunctions, (f) => `${f.lines} ${f.file}:${f.line} ${f.name}`) : ""}`,
+  );
   console.log(`largest files\n${list(m.largestFiles, (f) => `${f.lines} ${f.file}`)}`);
 }

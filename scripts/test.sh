@@ -35,6 +35,19 @@ if [ $# -eq 0 ]; then
     echo "test.sh: node_modules/.bin/tsc missing (npm ci installs it): type check skipped"
     skip=$((skip + 1))
   fi
+  # the formatter (Biome, biome.json): the TypeScript and JSON as scripts/format.sh writes them, counted as one test
+  if [ -x node_modules/.bin/biome ]; then
+    if bash scripts/format.sh --check; then
+      pass=$((pass + 1))
+    else
+      echo "test.sh: files not formatted (above): run bash scripts/format.sh"
+      fail=$((fail + 1))
+      [ "$rc" -eq 0 ] && rc=1
+    fi
+  else
+    echo "test.sh: node_modules/.bin/biome missing (npm ci installs it): format check skipped"
+    skip=$((skip + 1))
+  fi
 fi
 echo "${pass} passed, ${fail} failed, ${skip} skipped"
 exit "$rc"

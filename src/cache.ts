@@ -51,7 +51,9 @@ export function preferredCacheDir(env: Env = process.env): { dir: string; from: 
   }
   if (own) return { dir: own, from: "KERNCAP_CACHE" };
   if (env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME)) return { dir: join(env.XDG_CACHE_HOME, "kerncap"), from: "XDG_CACHE_HOME" };
-  return env.HOME ? { dir: join(env.HOME, ".cache", "kerncap"), from: "HOME" } : { dir: join(homedir(), ".cache", "kerncap"), from: "the home folder of the user (HOME is unset)" };
+  return env.HOME
+    ? { dir: join(env.HOME, ".cache", "kerncap"), from: "HOME" }
+    : { dir: join(homedir(), ".cache", "kerncap"), from: "the home folder of the user (HOME is unset)" };
 }
 
 /** The fallback: $TMPDIR/kerncap-cache-<uid>. */
@@ -233,7 +235,10 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
     const r = useCache(pref.dir, leaf, files);
     if ("dir" in r) return r.dir;
     unsafe = true;
-    warnOnce(`risk ${pref.dir}`, `cache folder ${pref.dir} (from ${pref.from}) is not used: ${r.risk}, so another user could plant a file kerncap would load; fix: chmod go-w the folder, or set KERNCAP_CACHE to a folder of your own`);
+    warnOnce(
+      `risk ${pref.dir}`,
+      `cache folder ${pref.dir} (from ${pref.from}) is not used: ${r.risk}, so another user could plant a file kerncap would load; fix: chmod go-w the folder, or set KERNCAP_CACHE to a folder of your own`,
+    );
     failures.push(`${pref.dir} (from ${pref.from}; ${r.risk})`);
   } catch (e) {
     failures.push(`${pref.dir} (from ${pref.from}; ${reason(e)})`);

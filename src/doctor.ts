@@ -48,7 +48,8 @@ function sh(argv: string[], timeoutMs = 20_000, env?: Record<string, string | un
 }
 
 /** What works on a machine without a GPU (the fix of a failed libcuda or GPU check says it). */
-export const WITHOUT_GPU = "kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU, and validate still rebuilds the edited source";
+export const WITHOUT_GPU =
+  "kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU, and validate still rebuilds the edited source";
 
 /** libcuda: loadable, and the driver's CUDA version (cuDriverGetVersion, no cuInit needed). */
 export function checkLibcuda(): Check & { loaded?: string } {
@@ -68,9 +69,21 @@ export function checkLibcuda(): Check & { loaded?: string } {
       tried.push({ name: n, reason: loaderReason(e) });
       continue;
     }
-    if (d.result !== 0) return { id: "libcuda", status: "fail", detail: `${n} loaded but cuDriverGetVersion returned ${d.result}`, fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer)." };
+    if (d.result !== 0)
+      return {
+        id: "libcuda",
+        status: "fail",
+        detail: `${n} loaded but cuDriverGetVersion returned ${d.result}`,
+        fix: "Reinstall the NVIDIA driver (its libcuda.so.1 does not answer).",
+      };
     // every entry point replay calls (src/native/libcuda.ts SYMBOLS): an older driver lacks some
-    if (d.lacks) return { id: "libcuda", status: "fail", detail: `${n}: CUDA ${cudaVersionText(d.version)}, but it lacks ${d.lacks}, which replay calls`, fix: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1." };
+    if (d.lacks)
+      return {
+        id: "libcuda",
+        status: "fail",
+        detail: `${n}: CUDA ${cudaVersionText(d.version)}, but it lacks ${d.lacks}, which replay calls`,
+        fix: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1.",
+      };
     const smi = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10_000);
     const drv = smi.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
     return { id: "libcuda", status: "ok", detail: `${n}: ${drv}CUDA ${cudaVersionText(d.version)}`, loaded: n };
@@ -91,7 +104,13 @@ export function checkLibcuda(): Check & { loaded?: string } {
 export function checkGpu(libcuda: string | undefined): Check {
   if (!libcuda) return { id: "gpu", status: "skip", detail: "no libcuda" };
   const { result: r, count } = countDevices(libcuda);
-  if (r !== 0 || !count) return { id: "gpu", status: "fail", detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${count} devices`, fix: `Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU); ${WITHOUT_GPU}.` };
+  if (r !== 0 || !count)
+    return {
+      id: "gpu",
+      status: "fail",
+      detail: `cuInit returned ${r}${r === 100 ? " (CUDA_ERROR_NO_DEVICE)" : ""}, ${count} devices`,
+      fix: `Check nvidia-smi and CUDA_VISIBLE_DEVICES (an empty value hides every GPU); ${WITHOUT_GPU}.`,
+    };
   return { id: "gpu", status: "ok", detail: `${count} CUDA device${count === 1 ? "" : "s"} visible` };
 }
 
@@ -100,7 +119,13 @@ export function checkCupti(env: Record<string, string | undefined>): Check {
   try {
     const p = findCupti(env);
     const other = env.CUDA_INJECTION64_PATH;
-    if (other) return { id: "cupti", status: "warn", detail: `${p}; CUDA_INJECTION64_PATH is already set (${other})`, fix: "kerncap run/list replace it for the application; run kerncap outside nsys/ncu, which hold the CUPTI subscriber." };
+    if (other)
+      return {
+        id: "cupti",
+        status: "warn",
+        detail: `${p}; CUDA_INJECTION64_PATH is already set (${other})`,
+        fix: "kerncap run/list replace it for the application; run kerncap outside nsys/ncu, which hold the CUPTI subscriber.",
+      };
     return { id: "cupti", status: "ok", detail: p };
   } catch (e) {
     if (!isKerncapError(e)) throw e;
@@ -110,11 +135,20 @@ export function checkCupti(env: Record<string, string | undefined>): Check {
 
 /** nvcc on PATH (or CUDA_HOME, /usr/local/cuda) and its release. */
 export function checkNvcc(env: Record<string, string | undefined>): Check & { path?: string } {
-  const cands = [env.NVCC, Bun.which("nvcc", { PATH: env.PATH ?? "" }), env.CUDA_HOME && join(env.CUDA_HOME, "bin/nvcc"), "/usr/local/cuda/bin/nvcc"].filter((x): x is string => !!x && existsSync(x));
-  if (!cands.length) return { id: "nvcc", status: "warn", detail: "not found (PATH, CUDA_HOME, /usr/local/cuda)", fix: "Install the CUDA toolkit (or set NVCC): CUDA reproducers rebuild with it (validate); capture and replay do not need it." };
+  const cands = [env.NVCC, Bun.which("nvcc", { PATH: env.PATH ?? "" }), env.CUDA_HOME && join(env.CUDA_HOME, "bin/nvcc"), "/usr/local/cuda/bin/nvcc"].filter(
+    (x): x is string => !!x && existsSync(x),
+  );
+  if (!cands.length)
+    return {
+      id: "nvcc",
+      status: "warn",
+      detail: "not found (PATH, CUDA_HOME, /usr/local/cuda)",
+      fix: "Install the CUDA toolkit (or set NVCC): CUDA reproducers rebuild with it (validate); capture and replay do not need it.",
+    };
   const r = sh([cands[0]!, "--version"]);
   const rel = /release ([0-9.]+), V([0-9.]+)/.exec(r.out);
-  if (r.code !== 0 || !rel) return { id: "nvcc", status: "warn", detail: `${cands[0]} --version failed (exit ${r.code})`, fix: "Check the CUDA toolkit installation." };
+  if (r.code !== 0 || !rel)
+    return { id: "nvcc", status: "warn", detail: `${cands[0]} --version failed (exit ${r.code})`, fix: "Check the CUDA toolkit installation." };
   return { id: "nvcc", status: "ok", detail: `${cands[0]}: CUDA ${rel[2]}`, path: cands[0] };
 }
 
@@ -127,7 +161,12 @@ export function checkNcu(env: Record<string, string | undefined>): Check {
     return { id: "ncu", status: "ok", detail: `${ncu}${ver ? `: Nsight Compute ${ver}` : ""}` };
   } catch (e) {
     if (!isKerncapError(e)) throw e;
-    return { id: "ncu", status: "warn", detail: e.message, fix: "Only kerncap profile needs it: install Nsight Compute (with the CUDA toolkit or on its own) and put ncu on PATH or set CUDA_HOME." };
+    return {
+      id: "ncu",
+      status: "warn",
+      detail: e.message,
+      fix: "Only kerncap profile needs it: install Nsight Compute (with the CUDA toolkit or on its own) and put ncu on PATH or set CUDA_HOME.",
+    };
   }
 }
 
@@ -159,7 +198,12 @@ export function checkCache(env: Env = process.env): Check {
   const risk = privateFolderRisk(pref.dir);
   if (risk) {
     const fallback = fallbackCacheDir(env);
-    return { id: "cache", status: "warn", detail: `${pref.dir} (from ${pref.from}) is not used: ${risk}, so another user could plant a library that kerncap would load into your application; kerncap uses ${fallback} (or a private copy) instead`, fix: `chmod go-w the folder named (and make it yours: chown), or set KERNCAP_CACHE to a folder of your own, mode 0700 (mkdir -m 700 ~/.cache/kerncap).` };
+    return {
+      id: "cache",
+      status: "warn",
+      detail: `${pref.dir} (from ${pref.from}) is not used: ${risk}, so another user could plant a library that kerncap would load into your application; kerncap uses ${fallback} (or a private copy) instead`,
+      fix: `chmod go-w the folder named (and make it yours: chown), or set KERNCAP_CACHE to a folder of your own, mode 0700 (mkdir -m 700 ~/.cache/kerncap).`,
+    };
   }
   let why = "";
   try {
@@ -173,7 +217,12 @@ export function checkCache(env: Env = process.env): Check {
     probeWritable(fallback);
     return { id: "cache", status: "warn", detail: `${pref.dir} (from ${pref.from}) is not writable (${why}); kerncap falls back to ${fallback}`, fix };
   } catch (e) {
-    return { id: "cache", status: "fail", detail: `neither ${pref.dir} (from ${pref.from}; ${why}) nor the fallback ${fallback} (${(e as Error).message.split("\n")[0]}) is writable`, fix: `${fix} Or set TMPDIR to a writable temp folder.` };
+    return {
+      id: "cache",
+      status: "fail",
+      detail: `neither ${pref.dir} (from ${pref.from}; ${why}) nor the fallback ${fallback} (${(e as Error).message.split("\n")[0]}) is writable`,
+      fix: `${fix} Or set TMPDIR to a writable temp folder.`,
+    };
   }
 }
 
@@ -186,7 +235,13 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
     return { id: "aslr", status: "skip", detail: `${procFile} unreadable (not Linux?)` };
   }
   if (v === "0") return { id: "aslr", status: "ok", detail: "randomize_va_space = 0 (off): captured VAs never collide with the replay's own mappings" };
-  if (!Bun.which("setarch")) return { id: "aslr", status: "warn", detail: `randomize_va_space = ${v} and no setarch`, fix: "Install util-linux (setarch): a replay whose captured range is taken by its own mappings retries once without ASLR." };
+  if (!Bun.which("setarch"))
+    return {
+      id: "aslr",
+      status: "warn",
+      detail: `randomize_va_space = ${v} and no setarch`,
+      fix: "Install util-linux (setarch): a replay whose captured range is taken by its own mappings retries once without ASLR.",
+    };
   return { id: "aslr", status: "ok", detail: `randomize_va_space = ${v} (on); a replay that finds a captured range taken retries once under setarch -R` };
 }
 
@@ -207,7 +262,12 @@ export async function checkVaReservation(): Promise<Check> {
     c.mapAt(va, size);
     return { id: "va-reservation", status: "ok", detail: `reserved and mapped ${size >> 20} MiB at 0x${va.toString(16)} (${c.deviceName()} ${c.arch()})` };
   } catch (e) {
-    return { id: "va-reservation", status: "fail", detail: (e as Error).message, fix: isKerncapError(e) && e.hint ? e.hint : "Replay cannot map memory at captured addresses here; check the driver (VMM support: cuMemAddressReserve)." };
+    return {
+      id: "va-reservation",
+      status: "fail",
+      detail: (e as Error).message,
+      fix: isKerncapError(e) && e.hint ? e.hint : "Replay cannot map memory at captured addresses here; check the driver (VMM support: cuMemAddressReserve).",
+    };
   } finally {
     resetCuda();
   }
@@ -241,11 +301,23 @@ export function checkCaptureReplay(nvcc: string | undefined, env: Record<string,
   try {
     writeFileSync(join(dir, "app.cu"), DOCTOR_APP);
     const b = sh([nvcc, "-arch=native", "-o", join(dir, "app"), join(dir, "app.cu")], 120_000, env);
-    if (b.code !== 0) return { id: "capture-replay", status: "warn", detail: `nvcc could not build the test app: ${b.err.trim().split("\n").slice(-2).join(" ")}`, fix: "Check the CUDA toolkit (nvcc -arch=native needs a visible GPU)." };
+    if (b.code !== 0)
+      return {
+        id: "capture-replay",
+        status: "warn",
+        detail: `nvcc could not build the test app: ${b.err.trim().split("\n").slice(-2).join(" ")}`,
+        fix: "Check the CUDA toolkit (nvcc -arch=native needs a visible GPU).",
+      };
     const base = selfEnv(env);
     const cap = join(dir, "cap");
     const run = sh([...selfCommand(), "run", "--kernel", "kerncap_doctor_axpb", "--out", cap, "--json", "--", join(dir, "app")], 120_000, base);
-    if (run.code !== 0) return { id: "capture-replay", status: "fail", detail: `kerncap run failed (exit ${run.code}): ${lastError(run)}`, fix: "Run the same with --verbose: kerncap run --kernel NAME --verbose -- APP." };
+    if (run.code !== 0)
+      return {
+        id: "capture-replay",
+        status: "fail",
+        detail: `kerncap run failed (exit ${run.code}): ${lastError(run)}`,
+        fix: "Run the same with --verbose: kerncap run --kernel NAME --verbose -- APP.",
+      };
     const rep = sh([...selfCommand(), "replay", cap, "--iters", "3", "--json"], 120_000, base);
     let verdict = "";
     let us = NaN;
@@ -256,8 +328,18 @@ export function checkCaptureReplay(nvcc: string | undefined, env: Record<string,
     } catch {
       /* reported below */
     }
-    if (rep.code !== 0 || verdict !== "match") return { id: "capture-replay", status: "fail", detail: `kerncap replay: ${verdict || `exit ${rep.code}`}: ${lastError(rep)}`, fix: "Report it with the output of `kerncap replay DIR --verbose`." };
-    return { id: "capture-replay", status: "ok", detail: `captured and replayed a built-in kernel bit-exact (${Number.isFinite(us) ? us.toFixed(1) + " µs" : "timed"})` };
+    if (rep.code !== 0 || verdict !== "match")
+      return {
+        id: "capture-replay",
+        status: "fail",
+        detail: `kerncap replay: ${verdict || `exit ${rep.code}`}: ${lastError(rep)}`,
+        fix: "Report it with the output of `kerncap replay DIR --verbose`.",
+      };
+    return {
+      id: "capture-replay",
+      status: "ok",
+      detail: `captured and replayed a built-in kernel bit-exact (${Number.isFinite(us) ? us.toFixed(1) + " µs" : "timed"})`,
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

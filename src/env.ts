@@ -40,56 +40,127 @@ export const ENV_VARS = {
     setBy: "user",
     meaning: "libcupti.so to use (an explicit path that does not exist is an error); kerncap passes the one it found to the CUDA library",
   },
-  KERNCAP_LIBCUDA: { readers: ["kerncap"], setBy: "user", meaning: "libcuda.so.1 for replay and the GPU probe, searched first (a path to no file is an error, not a fallback)" },
+  KERNCAP_LIBCUDA: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning: "libcuda.so.1 for replay and the GPU probe, searched first (a path to no file is an error, not a fallback)",
+  },
   KERNCAP_HSA_PATH: { readers: ["kerncap"], setBy: "user", meaning: "libhsa-runtime64.so.1 for AMD replay, searched first" },
   KERNCAP_VERBOSE: { readers: ["kerncap"], setBy: "user", meaning: "any non-empty value: debug logs from the start, as `--verbose`" },
   KERNCAP_NO_ASLR_RETRY: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay/validate do not retry without ASLR when a captured VA range is taken" },
   KERNCAP_NO_PRELOAD: {
     readers: ["kerncap"],
     setBy: "user",
-    meaning: "`1`: kerncap leaves LD_PRELOAD alone (the CUDA library is then only on CUDA_INJECTION64_PATH: the application's cuptiSubscribe calls go unreported)",
+    meaning:
+      "`1`: kerncap leaves LD_PRELOAD alone (the CUDA library is then only on CUDA_INJECTION64_PATH: the application's cuptiSubscribe calls go unreported)",
   },
   KERNCAP_CHUNK_BYTES: {
     readers: ["CUDA library", "HSA library"],
     setBy: "user",
     meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
   },
-  KERNCAP_FAULT_VA_TAKEN: { readers: ["kerncap"], setBy: "user", meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path" },
+  KERNCAP_FAULT_VA_TAKEN: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path",
+  },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",
     meaning: "`1`: a Triton reproducer builds with another Triton version than the capture's; `kerncap validate --allow-version-mismatch` sets it for build.sh",
   },
   // ---- set by kerncap for the application (the capture library contract, docs/raw-capture.md) ----
-  KERNCAP_OUT: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>-<token>`)" },
+  KERNCAP_OUT: {
+    readers: ["CUDA library", "HSA library", "Triton shim"],
+    setBy: "kerncap",
+    meaning: "folder the capture library and the Triton shim write into (`DIR.tmp-<pid>-<token>`)",
+  },
   KERNCAP_MODE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`list` (count launches) or `capture`" },
-  KERNCAP_KERNEL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name; several (`--kernel A --kernel B`): one per line, one capture each" },
+  KERNCAP_KERNEL: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--kernel`: POSIX extended regex on the mangled and the demangled name; several (`--kernel A --kernel B`): one per line, one capture each",
+  },
   KERNCAP_DISPATCH: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--dispatch`: 0-based index among the matching launches" },
-  KERNCAP_CAPTURE_ALL: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--capture-all`: `1` captures the Nth launch of every distinct kernel that matches, each into captures/<n>/" },
-  KERNCAP_MAX_CAPTURES: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--max-captures`: at most this many captures with `--capture-all` (default 64)" },
-  KERNCAP_LAUNCH_COUNT: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--launch-count`: the N consecutive matching launches from `--dispatch` on, each into captures/<n>/ (default 1)" },
-  KERNCAP_COUNT_BENCHMARKS: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`" },
-  KERNCAP_EXIT_AFTER_CAPTURE: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written" },
-  KERNCAP_LOG: { readers: ["CUDA library", "HSA library", "Triton shim"], setBy: "kerncap", meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)" },
+  KERNCAP_CAPTURE_ALL: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--capture-all`: `1` captures the Nth launch of every distinct kernel that matches, each into captures/<n>/",
+  },
+  KERNCAP_MAX_CAPTURES: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--max-captures`: at most this many captures with `--capture-all` (default 64)",
+  },
+  KERNCAP_LAUNCH_COUNT: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--launch-count`: the N consecutive matching launches from `--dispatch` on, each into captures/<n>/ (default 1)",
+  },
+  KERNCAP_COUNT_BENCHMARKS: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--count-benchmarks`: `1` counts autotuner benchmark launches toward `--dispatch`",
+  },
+  KERNCAP_EXIT_AFTER_CAPTURE: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--exit-after-capture`: `1` ends the application (`_exit(0)`) once the capture is written",
+  },
+  KERNCAP_LOG: {
+    readers: ["CUDA library", "HSA library", "Triton shim"],
+    setBy: "kerncap",
+    meaning: "`--verbose`: `1` makes the library and the shim log to stderr (`[kerncap]`)",
+  },
   KERNCAP_RANK: {
     readers: ["CUDA library", "HSA library"],
     setBy: "kerncap",
     meaning: "`--rank N`: only the process of that rank captures (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)",
   },
-  KERNCAP_PROCESS: { readers: ["CUDA library", "HSA library"], setBy: "kerncap", meaning: "`--process N`: only the Nth process (0-based) of the job that initializes CUDA/HSA captures" },
-  KERNCAP_NVTX_INCLUDE: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--nvtx-include`: NVTX range expressions (ncu's syntax), one per line; only launches inside one of them count (kerncap also sets NVTX_INJECTION64_PATH to the library)" },
-  KERNCAP_NVTX_EXCLUDE: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`--nvtx-exclude`: NVTX range expressions, one per line; launches inside any of them do not count" },
-  KERNCAP_NVTX_SUMMARY: { readers: ["CUDA library"], setBy: "kerncap", meaning: "`list --print-summary per-nvtx`: `1` counts each launch by the NVTX ranges open in its thread (the census's `nvtx.ranges`)" },
+  KERNCAP_PROCESS: {
+    readers: ["CUDA library", "HSA library"],
+    setBy: "kerncap",
+    meaning: "`--process N`: only the Nth process (0-based) of the job that initializes CUDA/HSA captures",
+  },
+  KERNCAP_NVTX_INCLUDE: {
+    readers: ["CUDA library"],
+    setBy: "kerncap",
+    meaning:
+      "`--nvtx-include`: NVTX range expressions (ncu's syntax), one per line; only launches inside one of them count (kerncap also sets NVTX_INJECTION64_PATH to the library)",
+  },
+  KERNCAP_NVTX_EXCLUDE: {
+    readers: ["CUDA library"],
+    setBy: "kerncap",
+    meaning: "`--nvtx-exclude`: NVTX range expressions, one per line; launches inside any of them do not count",
+  },
+  KERNCAP_NVTX_SUMMARY: {
+    readers: ["CUDA library"],
+    setBy: "kerncap",
+    meaning: "`list --print-summary per-nvtx`: `1` counts each launch by the NVTX ranges open in its thread (the census's `nvtx.ranges`)",
+  },
   // ---- set by kerncap (or its reproducer's build.sh) for its own children ----
   KERNCAP_ASLR_RETRY: { readers: ["kerncap"], setBy: "kerncap", meaning: "`1` in the replay child started without ASLR (setarch -R): no second retry" },
   // ---- tests and benchmark scripts (test/gpu, scripts/) ----
   KERNCAP_BIN: { readers: ["tests"], setBy: "user", meaning: "the kerncap executable the GPU tests and benchmarks drive (default dist/kerncap)" },
   KERNCAP_GPU_OUT: { readers: ["tests"], setBy: "user", meaning: "folder where the GPU tests write measurements and commands.log" },
-  KERNCAP_GGML_TAR: { readers: ["tests"], setBy: "user", meaning: "ggml source tarball for the ggml GPU test and bench-edit-loop.sh (default .carry/ggml-src.tar.xz)" },
+  KERNCAP_GGML_TAR: {
+    readers: ["tests"],
+    setBy: "user",
+    meaning: "ggml source tarball for the ggml GPU test and bench-edit-loop.sh (default .carry/ggml-src.tar.xz)",
+  },
   KERNCAP_LLAMA_TAR: { readers: ["tests"], setBy: "user", meaning: "older name of KERNCAP_GGML_TAR, still read" },
   KERNCAP_GGML_WORK: { readers: ["tests"], setBy: "user", meaning: "where the ggml GPU test keeps its build (default $TMPDIR/kerncap-ggml)" },
-  KERNCAP_LLMC_TAR: { readers: ["tests"], setBy: "user", meaning: "llm.c source tarball for test/gpu/llmc.test.ts and bench-edit-loop-llmc.sh (default .carry/llmc-src.tar.xz, made by scripts/make-llmc-tarball.sh)" },
-  KERNCAP_LLMC_WORK: { readers: ["tests"], setBy: "user", meaning: "where the llm.c GPU test and benchmark keep its build, token shards and make dry run (default $TMPDIR/kerncap-llmc)" },
+  KERNCAP_LLMC_TAR: {
+    readers: ["tests"],
+    setBy: "user",
+    meaning:
+      "llm.c source tarball for test/gpu/llmc.test.ts and bench-edit-loop-llmc.sh (default .carry/llmc-src.tar.xz, made by scripts/make-llmc-tarball.sh)",
+  },
+  KERNCAP_LLMC_WORK: {
+    readers: ["tests"],
+    setBy: "user",
+    meaning: "where the llm.c GPU test and benchmark keep its build, token shards and make dry run (default $TMPDIR/kerncap-llmc)",
+  },
 } as const satisfies Record<`KERNCAP_${string}`, EnvVarDoc>;
 
 export type EnvName = keyof typeof ENV_VARS;
@@ -171,7 +242,23 @@ export function captureLibraryEnv(s: CaptureLibrarySettings): Record<string, str
 }
 
 /** The variables captureLibraryEnv sets for one run: none may come from the caller's environment (a stale `KERNCAP_RANK=3`, an outer kerncap's settings). */
-const CAPTURE_SETTINGS: EnvName[] = ["KERNCAP_OUT", "KERNCAP_MODE", "KERNCAP_KERNEL", "KERNCAP_DISPATCH", "KERNCAP_RANK", "KERNCAP_PROCESS", "KERNCAP_CAPTURE_ALL", "KERNCAP_MAX_CAPTURES", "KERNCAP_LAUNCH_COUNT", "KERNCAP_COUNT_BENCHMARKS", "KERNCAP_EXIT_AFTER_CAPTURE", "KERNCAP_LOG", "KERNCAP_NVTX_INCLUDE", "KERNCAP_NVTX_EXCLUDE", "KERNCAP_NVTX_SUMMARY"];
+const CAPTURE_SETTINGS: EnvName[] = [
+  "KERNCAP_OUT",
+  "KERNCAP_MODE",
+  "KERNCAP_KERNEL",
+  "KERNCAP_DISPATCH",
+  "KERNCAP_RANK",
+  "KERNCAP_PROCESS",
+  "KERNCAP_CAPTURE_ALL",
+  "KERNCAP_MAX_CAPTURES",
+  "KERNCAP_LAUNCH_COUNT",
+  "KERNCAP_COUNT_BENCHMARKS",
+  "KERNCAP_EXIT_AFTER_CAPTURE",
+  "KERNCAP_LOG",
+  "KERNCAP_NVTX_INCLUDE",
+  "KERNCAP_NVTX_EXCLUDE",
+  "KERNCAP_NVTX_SUMMARY",
+];
 
 /** `env` without the capture library's per-run settings (CAPTURE_SETTINGS): the base of an application's environment. */
 export function withoutCaptureSettings(env: Env = process.env): Record<string, string | undefined> {

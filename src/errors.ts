@@ -117,17 +117,29 @@ export function systemError(e: unknown): KerncapError | undefined {
   const message = path ? `cannot ${verb}${path}: ${what}` : `cannot ${verb}: ${what} (${err.message})`;
   // a full disk or a size limit is the output's, never the input's (the archive, the capture): its own words
   if (err.code === "ENOSPC" || err.code === "EDQUOT") {
-    return new KerncapError("E_IO", `${err.code === "ENOSPC" ? "no space left on device" : "disk quota exceeded"} while writing ${err.path ?? "the output"}; free space or choose another --out`, { hint: "What was written is removed; nothing is wrong with the input.", cause: e });
+    return new KerncapError(
+      "E_IO",
+      `${err.code === "ENOSPC" ? "no space left on device" : "disk quota exceeded"} while writing ${err.path ?? "the output"}; free space or choose another --out`,
+      { hint: "What was written is removed; nothing is wrong with the input.", cause: e },
+    );
   }
   if (err.code === "EFBIG") {
-    return new KerncapError("E_IO", `file too large while writing ${err.path ?? "the output"}: past the file-size limit (ulimit -f) or the largest file its file system holds`, { hint: "Raise the limit (ulimit -f unlimited) or choose another --out on a file system that holds larger files; nothing is wrong with the input.", cause: e });
+    return new KerncapError(
+      "E_IO",
+      `file too large while writing ${err.path ?? "the output"}: past the file-size limit (ulimit -f) or the largest file its file system holds`,
+      {
+        hint: "Raise the limit (ulimit -f unlimited) or choose another --out on a file system that holds larger files; nothing is wrong with the input.",
+        cause: e,
+      },
+    );
   }
-  const hint = err.code === "EIO"
-    ? "The disk read or written is failing; write elsewhere (choose another --out / -o) or check the device."
-    : err.code === "EMFILE" || err.code === "ENFILE"
-      ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
-      : err.syscall === "read" || err.syscall === "stat" || err.syscall === "lstat" || err.syscall === "scandir" || err.syscall === "opendir"
-        ? "Check that you may read it (its permissions and its folders'), or work on a copy you can read."
-        : "If kerncap was reading it, check that you may read it (or work on a copy); if writing, choose another --out / -o or check the folder's permissions and that every part of the path is a folder.";
+  const hint =
+    err.code === "EIO"
+      ? "The disk read or written is failing; write elsewhere (choose another --out / -o) or check the device."
+      : err.code === "EMFILE" || err.code === "ENFILE"
+        ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
+        : err.syscall === "read" || err.syscall === "stat" || err.syscall === "lstat" || err.syscall === "scandir" || err.syscall === "opendir"
+          ? "Check that you may read it (its permissions and its folders'), or work on a copy you can read."
+          : "If kerncap was reading it, check that you may read it (or work on a copy); if writing, choose another --out / -o or check the folder's permissions and that every part of the path is a folder.";
   return new KerncapError("E_IO", message, { hint, cause: e });
 }

@@ -16,7 +16,9 @@ const consola = createConsola({
 });
 // consola's own reporters (fancy on a terminal, basic elsewhere), each given escaped arguments
 consola.setReporters(
-  consola.options.reporters.map((r): ConsolaReporter => ({ log: (obj, ctx) => r.log({ ...obj, args: obj.args.map((a) => (typeof a === "string" ? escapeForTerminal(a) : a)) }, ctx) })),
+  consola.options.reporters.map(
+    (r): ConsolaReporter => ({ log: (obj, ctx) => r.log({ ...obj, args: obj.args.map((a) => (typeof a === "string" ? escapeForTerminal(a) : a)) }, ctx) }),
+  ),
 );
 
 export const log = consola.withTag("kerncap");

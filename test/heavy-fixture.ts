@@ -69,7 +69,7 @@ export async function makeHeavyReproducer(work: string, out: string): Promise<He
       '#include "lib/ops.cuh"',
       "#include <cstdio>",
       "int main() {",
-      "  device_info d; d.name = \"x\"; printf(\"%s\\n\", describe(d).c_str());",
+      '  device_info d; d.name = "x"; printf("%s\\n", describe(d).c_str());',
       "  float* y = nullptr; __half* h = nullptr;",
       "  row_scale<__half, 64><<<1, 256>>>(y, h, 2.0f, 0); other<float><<<1, 1>>>(y);",
       "  return 0;",
@@ -77,7 +77,10 @@ export async function makeHeavyReproducer(work: string, out: string): Promise<He
     ].join("\n") + "\n",
   );
   const fat = join(work, "heavy.fatbin");
-  const b = Bun.spawnSync([NVCC!, "-fatbin", "-O3", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(proj, "app.cu")], { stdout: "pipe", stderr: "pipe" });
+  const b = Bun.spawnSync([NVCC!, "-fatbin", "-O3", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(proj, "app.cu")], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (b.exitCode !== 0) throw new Error(b.stderr.toString());
   const module = new Uint8Array(readFileSync(fat));
   const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("row_scale"))!;

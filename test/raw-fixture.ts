@@ -24,7 +24,12 @@ export interface WholeRange {
 type Stored = Raw["regions"][number]["before"];
 
 /** The raw.json `memory`, `regions` and `globals` of ranges laid whole in dir's memory files. */
-export function chunkedRanges(dir: string, regions: WholeRange[], globals: WholeRange[] = [], chunkBytes = 1 << 20): Pick<Raw, "memory" | "regions" | "globals"> {
+export function chunkedRanges(
+  dir: string,
+  regions: WholeRange[],
+  globals: WholeRange[] = [],
+  chunkBytes = 1 << 20,
+): Pick<Raw, "memory" | "regions" | "globals"> {
   const before = new FileImage(join(dir, "memory/before.bin"));
   const after = new FileImage(join(dir, "memory/after.bin"));
   let stored = [0, 0];
@@ -51,12 +56,32 @@ export function chunkedRanges(dir: string, regions: WholeRange[], globals: Whole
       changedChunks++;
       changedBytes += len;
     }
-    return { ...(r.name ? { name: r.name } : {}), va: r.va, size: r.size, kind: r.kind, hashed_on: "cpu", changed: changedChunks > 0, changed_chunks: changedChunks, changed_bytes: changedBytes, before: b, after: a };
+    return {
+      ...(r.name ? { name: r.name } : {}),
+      va: r.va,
+      size: r.size,
+      kind: r.kind,
+      hashed_on: "cpu",
+      changed: changedChunks > 0,
+      changed_chunks: changedChunks,
+      changed_bytes: changedBytes,
+      before: b,
+      after: a,
+    };
   };
   const out = { regions: regions.map(conv), globals: globals.map(conv) };
   const live = [...regions, ...globals].reduce((s, r) => s + r.size, 0);
   return {
-    memory: { chunk_bytes: chunkBytes, hash: "kc64/1", align: 65536, live_bytes: live, stored_before_bytes: stored[0]!, stored_after_bytes: stored[1]!, hashed_on_gpu: false, gpu_scan_unavailable: "synthetic test capture: hashed on the CPU" },
+    memory: {
+      chunk_bytes: chunkBytes,
+      hash: "kc64/1",
+      align: 65536,
+      live_bytes: live,
+      stored_before_bytes: stored[0]!,
+      stored_after_bytes: stored[1]!,
+      hashed_on_gpu: false,
+      gpu_scan_unavailable: "synthetic test capture: hashed on the CPU",
+    },
     ...out,
   };
 }

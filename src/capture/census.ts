@@ -53,12 +53,26 @@ export interface CuptiReport {
 }
 
 /** One executable CUDA graph of a process (c/cuda/kc_graphs.h): id in instantiation order, nodes (child graphs included), kernel nodes, launches. */
-export interface GraphSeen { id: number; nodes: number; kernel_nodes: number; launches: number }
+export interface GraphSeen {
+  id: number;
+  nodes: number;
+  kernel_nodes: number;
+  launches: number;
+}
 /** The launch --dispatch selected ran as a kernel node of a graph (not captured). */
-export interface GraphTarget { graph: number; kernel_node: number; name: string; why?: string }
+export interface GraphTarget {
+  graph: number;
+  kernel_node: number;
+  name: string;
+  why?: string;
+}
 
 /** `list --print-summary per-nvtx`: launches of one kernel under one set of open NVTX ranges ("A/B/", "dom@X/"; "" outside any: c/cuda/kc_nvtx.h). */
-export interface RangeCount { range: string; kernel: string; count: number }
+export interface RangeCount {
+  range: string;
+  kernel: string;
+  count: number;
+}
 
 export interface ProcessCensus {
   /** The census file (kernels.<pid>.json), relative to the folder. */
@@ -79,7 +93,11 @@ export interface ProcessCensus {
   errors: string[];
 }
 
-export interface Claim { pid: number; number: number; rank: number | null }
+export interface Claim {
+  pid: number;
+  number: number;
+  rank: number | null;
+}
 
 export interface Census {
   processes: ProcessCensus[];
@@ -118,7 +136,17 @@ interface RawCupti {
   released_at_launch?: number;
   app_calls?: { call: string; caller: string; result: number; kerncap_held: boolean; handed_back: boolean; t_s: number }[];
 }
-interface RawCensus { final?: boolean; counting?: true | string; process?: RawIdentity; cupti?: RawCupti; launches?: number; kernels?: KernelSeen[]; graphs?: GraphSeen[]; graph_target?: GraphTarget; nvtx?: { injected?: boolean; filtered_out?: number; ranges?: RangeCount[]; ranges_dropped?: number } }
+interface RawCensus {
+  final?: boolean;
+  counting?: true | string;
+  process?: RawIdentity;
+  cupti?: RawCupti;
+  launches?: number;
+  kernels?: KernelSeen[];
+  graphs?: GraphSeen[];
+  graph_target?: GraphTarget;
+  nvtx?: { injected?: boolean; filtered_out?: number; ranges?: RangeCount[]; ranges_dropped?: number };
+}
 
 /** The identity object of raw.json / kernels.<pid>.json in the manifest's terms (camelCase). */
 export function identityFromRaw(r: RawIdentity): ProcessIdentity {
@@ -131,7 +159,9 @@ export function identityFromRaw(r: RawIdentity): ProcessIdentity {
     jobEnv: r.job_env ?? {},
     rank: r.rank ?? null,
     rankVariable: r.rank_variable ?? null,
-    selection: r.selection ? { by: r.selection.by, ...(r.selection.value !== undefined ? { value: r.selection.value } : {}), admitted: r.selection.admitted } : { by: "any", admitted: true },
+    selection: r.selection
+      ? { by: r.selection.by, ...(r.selection.value !== undefined ? { value: r.selection.value } : {}), admitted: r.selection.admitted }
+      : { by: "any", admitted: true },
     visibleDevices: r.visible_devices ?? {},
     ...(r.device_uuid ? { deviceUuid: r.device_uuid } : {}),
     ...(r.pci_bus_id ? { pciBusId: r.pci_bus_id } : {}),
@@ -146,7 +176,14 @@ function cuptiFromRaw(c: RawCupti): CuptiReport {
     released: !!c.released,
     ...(c.released_why ? { releasedWhy: c.released_why } : {}),
     ...(c.released_at_launch !== undefined ? { releasedAtLaunch: c.released_at_launch } : {}),
-    appCalls: (c.app_calls ?? []).map((a) => ({ call: a.call, caller: a.caller, result: a.result, kerncapHeld: a.kerncap_held, handedBack: a.handed_back, tS: a.t_s })),
+    appCalls: (c.app_calls ?? []).map((a) => ({
+      call: a.call,
+      caller: a.caller,
+      result: a.result,
+      kerncapHeld: a.kerncap_held,
+      handedBack: a.handed_back,
+      tS: a.t_s,
+    })),
   };
 }
 
@@ -193,7 +230,13 @@ export function readCensus(dir: string): Census {
       graphs: raw.graphs ?? [],
       ...(raw.graph_target ? { graphTarget: raw.graph_target } : {}),
       ...(raw.nvtx
-        ? { nvtx: { injected: raw.nvtx.injected === true, filteredOut: raw.nvtx.filtered_out ?? 0, ...(raw.nvtx.ranges ? { ranges: raw.nvtx.ranges, rangesDropped: raw.nvtx.ranges_dropped ?? 0 } : {}) } }
+        ? {
+            nvtx: {
+              injected: raw.nvtx.injected === true,
+              filteredOut: raw.nvtx.filtered_out ?? 0,
+              ...(raw.nvtx.ranges ? { ranges: raw.nvtx.ranges, rangesDropped: raw.nvtx.ranges_dropped ?? 0 } : {}),
+            },
+          }
         : {}),
       errors: lines(join(dir, pid ? `error.${pid}.txt` : "error.txt")),
     });
@@ -203,7 +246,16 @@ export function readCensus(dir: string): Census {
     const m = /^error\.(\d+)\.txt$/.exec(f);
     if (!m || pids.has(Number(m[1]))) continue;
     const pid = Number(m[1]);
-    processes.push({ file: f, final: false, counting: "failed before counting", process: identityFromRaw({ pid }), launches: 0, kernels: [], graphs: [], errors: lines(join(dir, f)) });
+    processes.push({
+      file: f,
+      final: false,
+      counting: "failed before counting",
+      process: identityFromRaw({ pid }),
+      launches: 0,
+      kernels: [],
+      graphs: [],
+      errors: lines(join(dir, f)),
+    });
   }
   processes.sort((a, b) => (a.process.number < 0 ? 1e9 : a.process.number) - (b.process.number < 0 ? 1e9 : b.process.number) || a.process.pid - b.process.pid);
   const claim = readJson<Claim>(join(dir, "claim"));
@@ -214,7 +266,9 @@ export function readCensus(dir: string): Census {
     kernels: mergeKernels(processes),
     launches: processes.reduce((s, p) => s + p.launches, 0),
     errors: processes.flatMap((p) => p.errors.map((e) => (many ? `${processLabel(p.process)}: ${e}` : e))),
-    ...(claim && typeof claim.pid === "number" ? { claim: { pid: claim.pid, number: claim.number, rank: typeof claim.rank === "number" && claim.rank >= 0 ? claim.rank : null } } : {}),
+    ...(claim && typeof claim.pid === "number"
+      ? { claim: { pid: claim.pid, number: claim.number, rank: typeof claim.rank === "number" && claim.rank >= 0 ? claim.rank : null } }
+      : {}),
     numbered,
   };
 }

@@ -45,7 +45,8 @@ export interface InjectionEnv {
  */
 export function launchingTool(env: Record<string, string | undefined> = process.env): string | undefined {
   if (underSanitizer(env)) return "compute-sanitizer";
-  if (env.NV_COMPUTE_PROFILER_PERFWORKS_DIR || /compute/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "") || env.NV_TPS_LAUNCH_TOKEN === "Interactive Profile") return "Nsight Compute (ncu)";
+  if (env.NV_COMPUTE_PROFILER_PERFWORKS_DIR || /compute/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "") || env.NV_TPS_LAUNCH_TOKEN === "Interactive Profile")
+    return "Nsight Compute (ncu)";
   if (env.NV_TPS_LAUNCH_TOKEN || env.NV_NSIGHT_INJECTION_TRANSPORT_TYPE) return "an Nsight tool (nsys or ncu)";
   return undefined;
 }
@@ -87,7 +88,10 @@ export function toolAsApp(argv: string[]): string | undefined {
       if (!script) return undefined;
       // command words: the first word of the string and of each part after ; & | ( or a newline
       for (const part of script.split(/[;&|()\n`]+/)) {
-        const words = part.trim().split(/\s+/).filter((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w));
+        const words = part
+          .trim()
+          .split(/\s+/)
+          .filter((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w));
         let k = 0;
         while (k < words.length && WRAPPERS.has(basename(words[k]!))) {
           k++;
@@ -115,7 +119,8 @@ export function cuptiHeldBy(c: Census): Census["processes"][number] | undefined 
 }
 
 /** What to do instead of running kerncap and compute-sanitizer on one application: check the replay. */
-export const SANITIZER_WAY_OUT = "Capture without compute-sanitizer, then run it on the replay: `compute-sanitizer --tool memcheck kerncap replay DIR` (kerncap replay needs no CUPTI; a capture that faulted prints that command).";
+export const SANITIZER_WAY_OUT =
+  "Capture without compute-sanitizer, then run it on the replay: `compute-sanitizer --tool memcheck kerncap replay DIR` (kerncap replay needs no CUPTI; a capture that faulted prints that command).";
 
 /**
  * The variables that inject the CUDA capture library `lib` into the application: CUDA_INJECTION64_PATH,
@@ -156,7 +161,9 @@ export function cuptiNotes(c: Census): { warnings: string[]; infos: string[] } {
             `Start the profiler after the captured launch (kerncap hands CUPTI back once the capture is written), or capture a run without the profiler.`,
         );
       } else if (a.handedBack) {
-        infos.push(`${who}: kerncap had finished (${p.cupti?.releasedWhy ?? "capture done"}) and handed CUPTI over; the application's profiler works from there on`);
+        infos.push(
+          `${who}: kerncap had finished (${p.cupti?.releasedWhy ?? "capture done"}) and handed CUPTI over; the application's profiler works from there on`,
+        );
       } else if (a.result !== 0 && a.result !== -1) {
         warnings.push(`${who} failed with CUptiResult ${a.result} (kerncap did not hold CUPTI then)`);
       }

@@ -16,7 +16,8 @@ export function cuptiCandidates(env: Record<string, string | undefined> = proces
     out.push(join(h, "lib64/libcupti.so"));
     for (const t of safeList(join(h, "targets"))) out.push(join(h, "targets", t, "lib/libcupti.so"));
   }
-  for (const sp of systemRoots ? pythonSitePackages() : []) out.push(join(sp, "nvidia/cuda_cupti/lib/libcupti.so.13"), join(sp, "nvidia/cuda_cupti/lib/libcupti.so.12"), join(sp, "nvidia/cu13/lib/libcupti.so.13"));
+  for (const sp of systemRoots ? pythonSitePackages() : [])
+    out.push(join(sp, "nvidia/cuda_cupti/lib/libcupti.so.13"), join(sp, "nvidia/cuda_cupti/lib/libcupti.so.12"), join(sp, "nvidia/cu13/lib/libcupti.so.13"));
   if (systemRoots) out.push("/usr/lib/x86_64-linux-gnu/libcupti.so");
   return out;
 }
@@ -40,9 +41,10 @@ function listCudaDirs(): string[] {
 function pythonSitePackages(): string[] {
   const roots = ["/usr/local/lib", "/usr/lib", "/opt/torch/.venv/lib"];
   const out: string[] = [];
-  for (const r of roots) for (const py of safeList(r).filter((n) => n.startsWith("python3"))) {
-    out.push(join(r, py, "site-packages"), join(r, py, "dist-packages"));
-  }
+  for (const r of roots)
+    for (const py of safeList(r).filter((n) => n.startsWith("python3"))) {
+      out.push(join(r, py, "site-packages"), join(r, py, "dist-packages"));
+    }
   return out;
 }
 

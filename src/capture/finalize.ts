@@ -74,16 +74,24 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   const t0 = performance.now();
   const raw = parseRaw(input);
   if (!raw.module) {
-    throw new KerncapError("E_CAPTURE_FAILED", `the capture library saw the launch of ${raw.kernel.demangled || raw.kernel.name} but no loaded code object holding it`, {
-      hint: "The application loaded its code object in a way the library does not follow; run with --verbose and report the library's log.",
-    });
+    throw new KerncapError(
+      "E_CAPTURE_FAILED",
+      `the capture library saw the launch of ${raw.kernel.demangled || raw.kernel.name} but no loaded code object holding it`,
+      {
+        hint: "The application loaded its code object in a way the library does not follow; run with --verbose and report the library's log.",
+      },
+    );
   }
   const module = raw.module;
   const mem = memoryOf(raw);
   const fileBytes = (f: string) => (existsSync(join(o.tmpDir, f)) ? statSync(join(o.tmpDir, f)).size : 0);
   mem.memory.beforeFileBytes = fileBytes(mem.memory.before);
   mem.memory.afterFileBytes = fileBytes(mem.memory.after);
-  const fileRefs = [raw.params.file, module.file].map((path) => ({ path, size: statSync(join(o.tmpDir, path)).size, sha256: sha256File(join(o.tmpDir, path)) }));
+  const fileRefs = [raw.params.file, module.file].map((path) => ({
+    path,
+    size: statSync(join(o.tmpDir, path)).size,
+    sha256: sha256File(join(o.tmpDir, path)),
+  }));
   const m: Manifest = {
     format: MANIFEST_FORMAT,
     version: MANIFEST_VERSION,

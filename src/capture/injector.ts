@@ -54,9 +54,16 @@ export async function cudaInjection(): Promise<Injection> {
   const lib = await cudaCaptureLibrary();
   const tool = launchingTool();
   if (tool) {
-    throw new KerncapError("E_TOOL", `kerncap is running under ${tool}: that tool and kerncap's capture library both need CUDA's tool injection in the application, so the application cannot run under both`, {
-      hint: tool === "compute-sanitizer" ? SANITIZER_WAY_OUT : "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
-    });
+    throw new KerncapError(
+      "E_TOOL",
+      `kerncap is running under ${tool}: that tool and kerncap's capture library both need CUDA's tool injection in the application, so the application cannot run under both`,
+      {
+        hint:
+          tool === "compute-sanitizer"
+            ? SANITIZER_WAY_OUT
+            : "Capture without the tool, then run the tool on the replay: `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
+      },
+    );
   }
   const inj = injectionEnv(lib);
   return { env: { ...inj.env, ...(await captureEnv()) }, cuptiPath, warnings: inj.warnings };
@@ -73,7 +80,10 @@ export async function hsaInjection(env: Record<string, string | undefined> = pro
   loadHsa();
   const lib = await hsaCaptureLibrary();
   const prev = env.HSA_TOOLS_LIB;
-  const warnings = prev && prev !== lib ? [`HSA_TOOLS_LIB was already set (${prev}); kerncap replaces it for the application, so that tool does not see the application's HSA work`] : [];
+  const warnings =
+    prev && prev !== lib
+      ? [`HSA_TOOLS_LIB was already set (${prev}); kerncap replaces it for the application, so that tool does not see the application's HSA work`]
+      : [];
   return { env: { HSA_TOOLS_LIB: lib }, warnings };
 }
 
@@ -118,7 +128,9 @@ export function chooseRuntime(asked: Runtime | undefined, has: { cuda: () => boo
  */
 export function injectorFor(asked: string | undefined): Injector {
   if (asked !== undefined && !RUNTIMES.includes(asked as Runtime)) {
-    throw new KerncapError("E_USAGE", `--runtime ${JSON.stringify(asked)} is not one kerncap captures on`, { hint: `Give --runtime ${RUNTIMES.join(" or ")}, or leave it out to use the runtime this machine has.` });
+    throw new KerncapError("E_USAGE", `--runtime ${JSON.stringify(asked)} is not one kerncap captures on`, {
+      hint: `Give --runtime ${RUNTIMES.join(" or ")}, or leave it out to use the runtime this machine has.`,
+    });
   }
   return INJECTORS[chooseRuntime(asked as Runtime | undefined)];
 }

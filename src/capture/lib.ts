@@ -20,7 +20,10 @@ import { join, resolve } from "node:path";
 export async function cudaCaptureLibrary(): Promise<string> {
   const own = cudaLibOverride();
   if (own) {
-    if (!existsSync(own)) throw new KerncapError("E_LIB", `KERNCAP_CUDA_LIB names ${own}, which does not exist`, { hint: "Point KERNCAP_CUDA_LIB at a built libkerncap_cuda.so (bash scripts/build-c.sh writes c/build/libkerncap_cuda.so), or unset it to use the embedded one." });
+    if (!existsSync(own))
+      throw new KerncapError("E_LIB", `KERNCAP_CUDA_LIB names ${own}, which does not exist`, {
+        hint: "Point KERNCAP_CUDA_LIB at a built libkerncap_cuda.so (bash scripts/build-c.sh writes c/build/libkerncap_cuda.so), or unset it to use the embedded one.",
+      });
     return resolve(own); // the application may run in another folder
   }
   const file = Bun.file(cudaLibFile);

@@ -89,7 +89,8 @@ export function parseNvtxExpr(text: string): NvtxExpr {
   if (top) s = s.slice(0, -1);
   const pushpop = bottom || top || trailingSlash;
   if (!s) throw usage(`NVTX expression "${text}": no range name`);
-  if (pushpop && findUnescaped(s, ",") >= 0) throw usage(`NVTX expression "${text}": ',' separates start/end ranges, '/' push/pop ranges: not both (escape a literal one as \\,)`);
+  if (pushpop && findUnescaped(s, ",") >= 0)
+    throw usage(`NVTX expression "${text}": ',' separates start/end ranges, '/' push/pop ranges: not both (escape a literal one as \\,)`);
   for (let i = 0; i < s.length; i++) {
     const c = s[i]!;
     if (c === "\\") {
@@ -143,7 +144,10 @@ export interface NvtxSelection {
  */
 export function nvtxSelection(nvtx: boolean, include: string[], exclude: string[]): NvtxSelection | undefined {
   if (!nvtx && !include.length && !exclude.length) return undefined;
-  for (const [flag, list] of [["--nvtx-include", include], ["--nvtx-exclude", exclude]] as const) {
+  for (const [flag, list] of [
+    ["--nvtx-include", include],
+    ["--nvtx-exclude", exclude],
+  ] as const) {
     if (list.length > 32) throw usage(`more than 32 ${flag} expressions`);
     for (const e of list) parseNvtxExpr(e);
   }
@@ -155,9 +159,16 @@ export function nvtxSelection(nvtx: boolean, include: string[], exclude: string[
  * NVTX_INJECTION64_PATH naming it (`lib`: the library CUDA_INJECTION64_PATH names). An application
  * whose NVTX already names another injection (nsys, ncu) loses it, with a warning.
  */
-export function nvtxEnv(sel: NvtxSelection, lib: string, env: Record<string, string | undefined> = process.env): { env: Record<string, string>; warnings: string[] } {
+export function nvtxEnv(
+  sel: NvtxSelection,
+  lib: string,
+  env: Record<string, string | undefined> = process.env,
+): { env: Record<string, string>; warnings: string[] } {
   const prev = env.NVTX_INJECTION64_PATH;
-  const warnings = prev && prev !== lib ? [`NVTX_INJECTION64_PATH was already set (${prev}); kerncap replaces it for the application, so that tool does not see its NVTX ranges`] : [];
+  const warnings =
+    prev && prev !== lib
+      ? [`NVTX_INJECTION64_PATH was already set (${prev}); kerncap replaces it for the application, so that tool does not see its NVTX ranges`]
+      : [];
   const out: Record<string, string> = { NVTX_INJECTION64_PATH: lib };
   if (sel.include.length) out.KERNCAP_NVTX_INCLUDE = sel.include.join("\n");
   if (sel.exclude.length) out.KERNCAP_NVTX_EXCLUDE = sel.exclude.join("\n");

@@ -55,7 +55,9 @@ export function collectiveRefusal(kernels: KernelSeen[], ere: PosixRegex | undef
   return new KerncapError(
     "E_COLLECTIVE",
     `${pattern ? `--kernel ${JSON.stringify(pattern)} matched` : "the launches were"} collective kernels: ${names.join(", ")}${hit.length > 4 ? `, and ${hit.length - 4} more` : ""}. A collective kernel waits on its peer ranks, so it cannot be captured and replayed alone; kerncap counted its launches and did not synchronize or snapshot around them (the job ran on unchanged)`,
-    { hint: "Capture a kernel that does not communicate (`kerncap list -- <app>` marks collectives in its note column), or narrow --kernel so it matches no collective; capturing collectives across GPUs is not supported yet." },
+    {
+      hint: "Capture a kernel that does not communicate (`kerncap list -- <app>` marks collectives in its note column), or narrow --kernel so it matches no collective; capturing collectives across GPUs is not supported yet.",
+    },
   );
 }
 /**
@@ -74,7 +76,9 @@ export function selectionProblem(c: Census, rank: number | undefined, procN: num
   if (rank === undefined && procN === undefined) return undefined;
   const admitted = c.processes.filter((p) => p.process.selection.admitted);
   if (admitted.length) return undefined;
-  const seen = c.processes.map((p) => `${processLabel(p.process)}${p.process.rank === null ? " (no rank variable)" : ""}${p.process.number >= 0 ? ` = process ${p.process.number}` : ""}`);
+  const seen = c.processes.map(
+    (p) => `${processLabel(p.process)}${p.process.rank === null ? " (no rank variable)" : ""}${p.process.number >= 0 ? ` = process ${p.process.number}` : ""}`,
+  );
   const list = seen.length ? seen.join(", ") : "none";
   if (rank !== undefined) return `no process of the application has rank ${rank} (processes that ran CUDA: ${list})`;
   return `--process ${procN} selects process number ${procN} (0-based) among those that initialize CUDA, but only ${c.numbered} did (${list})`;
@@ -82,21 +86,30 @@ export function selectionProblem(c: Census, rank: number | undefined, procN: num
 /** Warn about what a run of several captures did not take: launches past the last one captured (--launch-count), kernels that ran only in graph executions. */
 export function warnMissedLaunches(set: { manifest: { kernel: { name: string } } }[], census: Census, req: CaptureRequest, launchCount: number): void {
   if (launchCount > 1 && set.length < launchCount) {
-    log.warn(`--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`);
+    log.warn(
+      `--launch-count ${launchCount}: ${set.length} of the ${launchCount} launches from #${req.dispatch} captured (the application made no more matching launches that could be captured; graph executions are not taken in a multi-capture run)`,
+    );
   }
   const missed = graphOnlyMisses(census.kernels, [req.kernel, ...(req.moreKernels ?? [])], req.dispatch, new Set(set.map((c) => c.manifest.kernel.name)));
   if (missed.length) {
     const names = missed.slice(0, 5).map((k) => `${k.demangled || k.name} (${k.count - (k.graph ?? 0)} eager, ${k.graph} in graphs)`);
-    log.warn(`${missed.length} matching kernel${missed.length === 1 ? "" : "s"} ran ${req.dispatch + 1} or more times only with graph executions counted, and were not captured (several captures in one run take eager launches only): ${names.join("; ")}${missed.length > 5 ? "; …" : ""}. Capture one from its graph with \`kerncap run --kernel NAME --dispatch ${req.dispatch}\`.`);
+    log.warn(
+      `${missed.length} matching kernel${missed.length === 1 ? "" : "s"} ran ${req.dispatch + 1} or more times only with graph executions counted, and were not captured (several captures in one run take eager launches only): ${names.join("; ")}${missed.length > 5 ? "; …" : ""}. Capture one from its graph with \`kerncap run --kernel NAME --dispatch ${req.dispatch}\`.`,
+    );
   }
 }
 /** Warn about what a capture leaves out: collective kernels --kernel also matched (never captured), module globals in cubin entries that could not be read. */
 export function warnPartialMatch(census: Census, raw: Raw, ere: PosixRegex | undefined): void {
   const collectives = census.kernels.filter((k) => k.collective && (!ere || ere.test(k.name) || ere.test(k.demangled)));
-  if (collectives.length) log.warn(`--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`);
+  if (collectives.length)
+    log.warn(
+      `--kernel also matched ${collectives.length} collective kernels (${collectives[0]!.demangled || collectives[0]!.name}${collectives.length > 1 ? ", …" : ""}): never captured, not counted toward --dispatch`,
+    );
   const scan = (raw as { globals_scan?: { unreadable_entries?: number } }).globals_scan;
   if (scan?.unreadable_entries) {
-    log.warn(`${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`);
+    log.warn(
+      `${scan.unreadable_entries} cubin entries of the kernel's module could not be read (compressed, and libzstd.so.1 or liblz4.so.1 is missing?): module globals (__device__/__constant__ variables) they define are not in the capture`,
+    );
   }
 }
 /**
@@ -107,14 +120,21 @@ export function warnPartialMatch(census: Census, raw: Raw, ere: PosixRegex | und
  */
 export function explainNoCapture(census: Census, req: CaptureRequest, app: AppRun, ere: PosixRegex | undefined, pattern: string): never {
   const who = selectionProblem(census, req.rank, req.process);
-  if (who) throw new KerncapError("E_NO_MATCH", who, { hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.` });
+  if (who)
+    throw new KerncapError("E_NO_MATCH", who, {
+      hint: `See each process's rank with \`kerncap list -- <app>\`, then adjust ${req.rank !== undefined ? "--rank" : "--process"}.`,
+    });
   // another CUDA tool held CUPTI in the application: compute-sanitizer, ncu or nsys started by
   // the application's own command (a script that execs it): a tool conflict, said as one
   const held = cuptiHeldBy(census);
   if (held) {
-    throw new KerncapError("E_TOOL", `no capture: another CUDA tool held CUPTI in the application's ${processLabel(held.process)}${held.process.cmdline.length ? ` (${held.process.cmdline.map(shellQuote).join(" ")})` : ""}, so kerncap could not see its launches; compute-sanitizer, ncu or nsys started by the application's command (a script, a launcher)?`, {
-      hint: "Run the application under kerncap without that tool, then point the tool at the replay: `compute-sanitizer --tool memcheck kerncap replay DIR`, `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
-    });
+    throw new KerncapError(
+      "E_TOOL",
+      `no capture: another CUDA tool held CUPTI in the application's ${processLabel(held.process)}${held.process.cmdline.length ? ` (${held.process.cmdline.map(shellQuote).join(" ")})` : ""}, so kerncap could not see its launches; compute-sanitizer, ncu or nsys started by the application's command (a script, a launcher)?`,
+      {
+        hint: "Run the application under kerncap without that tool, then point the tool at the replay: `compute-sanitizer --tool memcheck kerncap replay DIR`, `ncu kerncap replay DIR`, `nsys profile kerncap replay DIR`.",
+      },
+    );
   }
   if (census.errors.length) {
     throw new KerncapError("E_CAPTURE_FAILED", `the capture failed inside the application: ${census.errors.join("; ")}`, {
@@ -144,9 +164,13 @@ export function explainNoCapture(census: Census, req: CaptureRequest, app: AppRu
     if (refusal) throw refusal;
   }
   if (seen > req.dispatch) {
-    throw new KerncapError("E_CAPTURE_FAILED", `the kernel launched ${seen} times but no capture was written (${howAppEnded(app).replace(/^it /, "the app ")})`, {
-      hint: "Run with --verbose to see why (the library's log).",
-    });
+    throw new KerncapError(
+      "E_CAPTURE_FAILED",
+      `the kernel launched ${seen} times but no capture was written (${howAppEnded(app).replace(/^it /, "the app ")})`,
+      {
+        hint: "Run with --verbose to see why (the library's log).",
+      },
+    );
   }
   const near = closestKernels(pattern || ".", census.kernels);
   throw new KerncapError(
@@ -155,7 +179,11 @@ export function explainNoCapture(census: Census, req: CaptureRequest, app: AppRu
       ? `only ${seen} launches matched ${JSON.stringify(pattern)}${inOne} before the app ended (${howAppEnded(app)}); --dispatch ${req.dispatch} needs ${req.dispatch + 1}`
       : `${pattern ? `no kernel matching ${JSON.stringify(pattern)}` : "no kernel"} ran before the app ended (${howAppEnded(app)}; ${census.launches} launches of ${census.kernels.length} kernels seen)` +
           (near.length ? `; closest names:\n  ${near.join("\n  ")}` : ""),
-    { hint: req.nvtx ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch." : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch." },
+    {
+      hint: req.nvtx
+        ? "Only launches inside the NVTX selection count: see them with `kerncap list` and the same --nvtx-include/--nvtx-exclude, then adjust the selection or --kernel/--dispatch."
+        : "See every kernel with `kerncap list -- <app>`, then adjust --kernel/--dispatch.",
+    },
   );
 }
 

@@ -55,7 +55,10 @@ export const SNAPSHOT_LINE_EVERY_MS = 2000;
  * phase is seen too) `say` gets one line per phase seen and, while a phase runs, one line with its
  * done/total and the time left every `everyMs` (default SNAPSHOT_LINE_EVERY_MS).
  */
-export function watchProgress(dir: string, o: { live: boolean; draw: (s: string) => void; say: (line: string) => void; intervalMs?: number; everyMs?: number; now?: () => number }): ProgressWatch {
+export function watchProgress(
+  dir: string,
+  o: { live: boolean; draw: (s: string) => void; say: (line: string) => void; intervalMs?: number; everyMs?: number; now?: () => number },
+): ProgressWatch {
   const now = o.now ?? (() => performance.now());
   const everyMs = o.everyMs ?? SNAPSHOT_LINE_EVERY_MS;
   let last = "";

@@ -19,7 +19,10 @@ const Stored = v.object({ extents: v.array(v.tuple([U, U, U])), hashes: v.pipe(v
 
 const Common = {
   library: v.string(),
-  frontend: v.pipe(v.string(), v.check(isFrontendName, (i) => `${JSON.stringify(i.input)} is no frontend this kerncap knows`)),
+  frontend: v.pipe(
+    v.string(),
+    v.check(isFrontendName, (i) => `${JSON.stringify(i.input)} is no frontend this kerncap knows`),
+  ),
   kernel: v.object({ name: v.string(), demangled: v.string(), match_index: U, launch_index: U, counts_benchmarks: v.optional(v.boolean()) }),
   device: v.object({ vendor: v.picklist(["nvidia", "amd"]), name: v.string(), arch: v.string(), driver_version: U, ordinal: U }),
   launch: v.object({
@@ -111,8 +114,13 @@ export function parseRaw(json: unknown, where = "raw.json"): Raw {
   }
   const r = v.safeParse(Raw, json);
   if (!r.success) {
-    const issues = r.issues.slice(0, 5).map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.received === "undefined" ? "missing" : i.message}`).join("; ");
-    throw new KerncapError("E_RAW", `the capture library wrote a ${where} that does not fit raw_version ${String(ver)}: ${issues}`, { hint: "Report this as a kerncap bug, with the app command." });
+    const issues = r.issues
+      .slice(0, 5)
+      .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.received === "undefined" ? "missing" : i.message}`)
+      .join("; ");
+    throw new KerncapError("E_RAW", `the capture library wrote a ${where} that does not fit raw_version ${String(ver)}: ${issues}`, {
+      hint: "Report this as a kerncap bug, with the app command.",
+    });
   }
   return r.output;
 }
@@ -125,7 +133,9 @@ export function readRaw(dir: string): Raw | undefined {
   try {
     json = JSON.parse(readFileSync(p, "utf8"));
   } catch (e) {
-    throw new KerncapError("E_RAW", `the capture library wrote an unreadable raw.json: ${(e as Error).message}`, { hint: "Report this as a kerncap bug, with the app command." });
+    throw new KerncapError("E_RAW", `the capture library wrote an unreadable raw.json: ${(e as Error).message}`, {
+      hint: "Report this as a kerncap bug, with the app command.",
+    });
   }
   return parseRaw(json);
 }

@@ -47,10 +47,15 @@ export const APP_GRACE_MS = 5000;
  */
 export function resolveApp(argv: string[]): string {
   if (!argv.length || !argv[0]) {
-    throw new KerncapError("E_USAGE", "no application given", { hint: "Put the application after `--`, e.g. `kerncap list -- python app.py` or `kerncap run --kernel softmax -- python app.py`." });
+    throw new KerncapError("E_USAGE", "no application given", {
+      hint: "Put the application after `--`, e.g. `kerncap list -- python app.py` or `kerncap run --kernel softmax -- python app.py`.",
+    });
   }
   const a = argv[0];
-  if (a === "--") throw new KerncapError("E_USAGE", "`--` is given twice before the application", { hint: "One `--` ends kerncap's options: `kerncap run --kernel K -- ./app args`." });
+  if (a === "--")
+    throw new KerncapError("E_USAGE", "`--` is given twice before the application", {
+      hint: "One `--` ends kerncap's options: `kerncap run --kernel K -- ./app args`.",
+    });
   const path = a.includes("/") ? resolve(a) : Bun.which(a);
   if (!path || !existsSync(path)) {
     throw new KerncapError("E_APP_NOT_FOUND", `application not found: ${a}`, {
@@ -58,12 +63,16 @@ export function resolveApp(argv: string[]): string {
     });
   }
   if (statSync(path).isDirectory()) {
-    throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is a directory, not a program: ${path}`, { hint: "Give the program to run after `--` (e.g. ./build/app, or python app.py)." });
+    throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is a directory, not a program: ${path}`, {
+      hint: "Give the program to run after `--` (e.g. ./build/app, or python app.py).",
+    });
   }
   try {
     accessSync(path, constants.X_OK);
   } catch {
-    throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is not an executable file: ${path}`, { hint: "chmod +x it, or run it through its interpreter (python app.py)." });
+    throw new KerncapError("E_APP_NOT_EXECUTABLE", `application is not an executable file: ${path}`, {
+      hint: "chmod +x it, or run it through its interpreter (python app.py).",
+    });
   }
   return path;
 }
@@ -76,7 +85,9 @@ export function resolveApp(argv: string[]): string {
 export function spawnRefusal(e: unknown, exe: string): KerncapError | unknown {
   const code = (e as NodeJS.ErrnoException)?.code ?? (/\b(ENOEXEC|ENOENT|EACCES)\b/.exec(String((e as Error)?.message)) ?? [])[1];
   if (code === "ENOEXEC") {
-    return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} is not a program the kernel can start (no #! line, or not an executable format)`, { hint: `Run it through its interpreter (kerncap run -- bash ${exe}), or add a #! line.` });
+    return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} is not a program the kernel can start (no #! line, or not an executable format)`, {
+      hint: `Run it through its interpreter (kerncap run -- bash ${exe}), or add a #! line.`,
+    });
   }
   if (code === "ENOENT" && existsSync(exe)) {
     let interp = "";
@@ -86,9 +97,16 @@ export function spawnRefusal(e: unknown, exe: string): KerncapError | unknown {
     } catch {
       /* unreadable: said below without the interpreter */
     }
-    return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} cannot be started: ${interp ? `its interpreter (#!${interp}) does not exist` : "a file it needs to start (its interpreter or loader) does not exist"}`, { hint: "Fix its #! line, or run it through an interpreter that exists." });
+    return new KerncapError(
+      "E_APP_NOT_EXECUTABLE",
+      `${exe} cannot be started: ${interp ? `its interpreter (#!${interp}) does not exist` : "a file it needs to start (its interpreter or loader) does not exist"}`,
+      { hint: "Fix its #! line, or run it through an interpreter that exists." },
+    );
   }
-  if (code === "EACCES") return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} cannot be started: permission denied`, { hint: "chmod +x it (and make its folders searchable), or run it through its interpreter." });
+  if (code === "EACCES")
+    return new KerncapError("E_APP_NOT_EXECUTABLE", `${exe} cannot be started: permission denied`, {
+      hint: "chmod +x it (and make its folders searchable), or run it through its interpreter.",
+    });
   return e;
 }
 
@@ -142,7 +160,10 @@ export function removeTemp(dir: string): void {
  * pattern's literal words first, then edit distance on the demangled base name.
  */
 export function closestKernels(pattern: string, kernels: KernelSeen[], n = 5): string[] {
-  const words = pattern.toLowerCase().split(/[^a-z0-9_]+/).filter((w) => w.length >= 2);
+  const words = pattern
+    .toLowerCase()
+    .split(/[^a-z0-9_]+/)
+    .filter((w) => w.length >= 2);
   const base = (k: KernelSeen) => (k.demangled || k.name).replace(/\(.*$/, "").replace(/^.*\s/, "").toLowerCase();
   const scored = kernels.map((k) => {
     const b = base(k);

@@ -46,9 +46,13 @@ export { collectiveRefusal, countedLaunches, graphOnlyMisses, selectionProblem }
 export function refuseToolAsApp(argv: string[]): void {
   const t = toolAsApp(argv);
   if (!t) return;
-  throw new KerncapError("E_TOOL", `the application command starts ${t}: it runs the application under its own CUDA tool injection, which kerncap's capture library needs too, so the two cannot share the application`, {
-    hint: SANITIZER_WAY_OUT,
-  });
+  throw new KerncapError(
+    "E_TOOL",
+    `the application command starts ${t}: it runs the application under its own CUDA tool injection, which kerncap's capture library needs too, so the two cannot share the application`,
+    {
+      hint: SANITIZER_WAY_OUT,
+    },
+  );
 }
 export function applicationExitCode(app: Pick<AppRun, "exitCode" | "signal">): number {
   if (app.signal) return signalExitCode(app.signal);
@@ -143,7 +147,10 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
   try {
     makeTempFolder(tmp);
     sayRunning(req, pattern, launchCount);
-    const progress = req.progress === "off" ? { stop() {} } : watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
+    const progress =
+      req.progress === "off"
+        ? { stop() {} }
+        : watchProgress(tmp, { live: req.progress === "live", draw: (t) => process.stderr.write(t), say: (l) => log.info(l) });
     let app: AppRun;
     try {
       app = await runApp({
@@ -175,7 +182,9 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
       progress.stop();
     }
     if (app.interrupted) {
-      throw new KerncapError("E_INTERRUPTED", `capture interrupted (${app.interrupted}); the application's process group was ended and nothing was written`, { exitCode: signalExitCode(app.interrupted) });
+      throw new KerncapError("E_INTERRUPTED", `capture interrupted (${app.interrupted}); the application's process group was ended and nothing was written`, {
+        exitCode: signalExitCode(app.interrupted),
+      });
     }
     const census = readCensus(tmp);
     sayNvtx(census, req.nvtx);
@@ -195,7 +204,10 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
     // Python reproducer), CUDA locates the source and renders the C++ reproducer
     const enrich = captureEnrichment({ tmpDir: tmp, raw, pattern, command: req.argv }, frontendOptions);
     const interruptedNow = () => {
-      if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
+      if (stops.signal)
+        throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, {
+          exitCode: signalExitCode(stops.signal),
+        });
     };
     const manifest = await finalizeCapture(raw, {
       tmpDir: tmp,
@@ -230,7 +242,9 @@ function sayRunning(req: CaptureRequest, pattern: string, launchCount: number): 
   const sel = req.rank !== undefined ? ` in rank ${req.rank}` : req.process !== undefined ? ` in process ${req.process}` : "";
   const targets = [pattern, ...(req.moreKernels ?? [])].filter(Boolean).map((p) => JSON.stringify(p));
   const which = launchCount > 1 ? `launches #${req.dispatch} to #${req.dispatch + launchCount - 1}` : `#${req.dispatch}`;
-  log.start(`running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`);
+  log.start(
+    `running ${req.argv.map(shellQuote).join(" ")} (capture ${targets.length ? targets.join(", ") : "any kernel"}${req.captureAll ? " (every distinct kernel)" : ""} ${which}${sel})`,
+  );
 }
 /**
  * The request's checks that need no application run: the --kernel patterns (POSIX ERE, one per
@@ -245,14 +259,22 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   for (const k of req.moreKernels ?? []) compileEre(k);
   for (const k of [pattern, ...(req.moreKernels ?? [])]) {
     // the library reads one pattern per line (several --kernel): a newline would split this one
-    if (k.includes("\n")) throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
-    if (/\\[dDwWsS]/.test(k)) log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
+    if (k.includes("\n"))
+      throw new KerncapError("E_USAGE", `--kernel ${JSON.stringify(k)} holds a newline`, { hint: "Give each pattern as its own --kernel." });
+    if (/\\[dDwWsS]/.test(k))
+      log.warn(`--kernel ${k}: POSIX extended regexes have no \\d, \\w or \\s (they match the letter d, w, s); write [0-9], [A-Za-z0-9_], [[:space:]]`);
   }
-  if ((req.moreKernels?.length ?? 0) + 1 > 64) throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
-  if (req.rank !== undefined && req.process !== undefined) throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
+  if ((req.moreKernels?.length ?? 0) + 1 > 64)
+    throw new KerncapError("E_USAGE", "at most 64 --kernel targets", { hint: "Use --capture-all with one --kernel regex instead." });
+  if (req.rank !== undefined && req.process !== undefined)
+    throw new KerncapError("E_USAGE", "--rank and --process both given", { hint: "Select the capturing process one way: --rank N or --process N." });
   const launchCount = req.launchCount ?? 1;
   if (launchCount > 1 && (req.captureAll || req.moreKernels?.length)) {
-    throw new KerncapError("E_USAGE", `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`, { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." });
+    throw new KerncapError(
+      "E_USAGE",
+      `--launch-count ${launchCount} takes consecutive launches of one --kernel; it does not combine with ${req.captureAll ? "--capture-all" : "several --kernel"}`,
+      { hint: "Capture N launches of one kernel (-k NAME -c N), or the Nth launch of several kernels (--kernel A --kernel B), in separate runs." },
+    );
   }
   if (!req.out.trim()) throw new KerncapError("E_USAGE", "--out is empty", { hint: "Give the capture folder to write, e.g. --out cap." });
   const out = resolve(req.out);
@@ -261,7 +283,9 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
   const writer = liveTempWriter(out);
   if (writer !== undefined) {
-    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, { hint: "Wait for it to finish, or choose another --out." });
+    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, {
+      hint: "Wait for it to finish, or choose another --out.",
+    });
   } // a missing, non-folder or read-only parent, before the app runs
   return { pattern, ere, launchCount, out };
 }
@@ -275,9 +299,17 @@ export function captureSubfolder(n: number, name: string): string {
  * files). Finalize each into tmp/<n>-<name> (its reproducer too), write the set's index, rename tmp
  * to out (an existing out only with force, and only a previous capture or capture set).
  */
-async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest, frontendOptions: Record<string, unknown>, stops: StopSignals): Promise<{ dir: string; manifest: Manifest }[]> {
+async function finalizeCaptureSet(
+  tmp: string,
+  out: string,
+  req: CaptureRequest,
+  frontendOptions: Record<string, unknown>,
+  stops: StopSignals,
+): Promise<{ dir: string; manifest: Manifest }[]> {
   const root = join(tmp, "captures");
-  const subs = readdirSync(root).filter((n) => /^\d+$/.test(n)).sort((a, b) => Number(a) - Number(b));
+  const subs = readdirSync(root)
+    .filter((n) => /^\d+$/.test(n))
+    .sort((a, b) => Number(a) - Number(b));
   const done: { dir: string; manifest: Manifest }[] = [];
   const patterns = [req.kernel, ...(req.moreKernels ?? [])];
   for (const n of subs) {
@@ -287,7 +319,10 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
       log.warn(`capture ${n} in ${out} did not complete (the application ended or failed during it): left out`);
       continue;
     }
-    if (stops.signal) throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, { exitCode: signalExitCode(stops.signal) });
+    if (stops.signal)
+      throw new KerncapError("E_INTERRUPTED", `capture interrupted (${stops.signal}) while it was being finalized; nothing was written`, {
+        exitCode: signalExitCode(stops.signal),
+      });
     const name = captureSubfolder(Number(n), raw.kernel.demangled || raw.kernel.name);
     const target = typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
@@ -304,19 +339,36 @@ async function finalizeCaptureSet(tmp: string, out: string, req: CaptureRequest,
     });
     done.push({ dir: join(out, name), manifest });
   }
-  if (!done.length) throw new KerncapError("E_CAPTURE_FAILED", "none of the captures of this run completed", { hint: "Run with --verbose for the library's log." });
+  if (!done.length)
+    throw new KerncapError("E_CAPTURE_FAILED", "none of the captures of this run completed", { hint: "Run with --verbose for the library's log." });
   rmSync(root, { recursive: true, force: true });
   rmSync(join(tmp, TEMP_MARKER), { force: true });
   writeFileSync(
     join(tmp, CAPTURE_SET_FILE),
-    JSON.stringify({ format: CAPTURE_SET_FORMAT, version: 1, command: req.argv, captures: done.map((c) => ({ dir: basename(c.dir), kernel: c.manifest.kernel.demangled || c.manifest.kernel.name, launchIndex: c.manifest.kernel.launchIndex })) } satisfies CaptureSet, null, 2) + "\n",
+    JSON.stringify(
+      {
+        format: CAPTURE_SET_FORMAT,
+        version: 1,
+        command: req.argv,
+        captures: done.map((c) => ({
+          dir: basename(c.dir),
+          kernel: c.manifest.kernel.demangled || c.manifest.kernel.name,
+          launchIndex: c.manifest.kernel.launchIndex,
+        })),
+      } satisfies CaptureSet,
+      null,
+      2,
+    ) + "\n",
   );
   moveIntoPlace(tmp, out, req.force);
   return done;
 }
 /** NVTX ranges are NVIDIA's: the HSA library has no NVTX injection. */
 function refuseNvtxOff(sel: NvtxSelection | undefined, runtime: string): void {
-  if (sel && runtime !== "cuda") throw new KerncapError("E_USAGE", `--nvtx selects launches by NVIDIA's NVTX ranges; the ${runtime} capture library does not follow them`, { hint: "Drop --nvtx/--nvtx-include/--nvtx-exclude, or capture on CUDA (--runtime cuda)." });
+  if (sel && runtime !== "cuda")
+    throw new KerncapError("E_USAGE", `--nvtx selects launches by NVIDIA's NVTX ranges; the ${runtime} capture library does not follow them`, {
+      hint: "Drop --nvtx/--nvtx-include/--nvtx-exclude, or capture on CUDA (--runtime cuda).",
+    });
 }
 /** The application's NVTX settings for a selection: NVTX_INJECTION64_PATH names the library CUDA_INJECTION64_PATH names. */
 function nvtxAppEnv(sel: NvtxSelection | undefined, injEnv: Record<string, string>): Record<string, string> {
@@ -333,10 +385,15 @@ function sayNvtx(census: Census, sel: NvtxSelection | undefined): void {
   const seen = census.processes.filter((p) => p.nvtx);
   const out = seen.reduce((n, p) => n + (p.nvtx?.filteredOut ?? 0), 0);
   if ((sel.include.length || sel.summary) && seen.length && !seen.some((p) => p.nvtx?.injected)) {
-    log.warn(`no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so ${sel.include.length ? "no launch was inside --nvtx-include's ranges" : "every launch is outside any range"}`);
+    log.warn(
+      `no NVTX call reached kerncap: the application opened no NVTX range (or its NVTX was built with NVTX_DISABLE), so ${sel.include.length ? "no launch was inside --nvtx-include's ranges" : "every launch is outside any range"}`,
+    );
   }
   const dropped = seen.reduce((n, p) => n + (p.nvtx?.rangesDropped ?? 0), 0);
-  if (dropped) log.warn(`${plural(dropped, "launch", "launches")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`);
+  if (dropped)
+    log.warn(
+      `${plural(dropped, "launch", "launches")} under more than 4096 distinct (ranges, kernel) pairs of a process are left out of the per-nvtx summary (ranges named per call, such as emit_nvtx's "seq = N": select with --nvtx-include "regex:…")`,
+    );
   if (out) log.info(`${plural(out, "launch", "launches")} outside the NVTX selection ${out === 1 ? "was" : "were"} not counted`);
 }
 export interface ListRequest {
@@ -393,21 +450,31 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
   try {
     dir = mkdtempSync(join(resolve(tmpdir()), `${LIST_PREFIX}${process.pid}-`));
   } catch (e) {
-    throw new KerncapError("E_TMPDIR", `cannot make kerncap list's folder in ${tmpdir()}: ${(e as Error).message}`, { hint: "Set TMPDIR to a writable folder (list writes the launch census there and removes it)." });
+    throw new KerncapError("E_TMPDIR", `cannot make kerncap list's folder in ${tmpdir()}: ${(e as Error).message}`, {
+      hint: "Set TMPDIR to a writable folder (list writes the launch census there and removes it).",
+    });
   }
   try {
     mkdirSync(join(dir, "kernel"));
     mkdirSync(join(dir, "memory"));
     const app = await runApp({
       argv: req.argv,
-      env: { ...withoutCaptureSettings(), ...inj.env, ...nvtxAppEnv(req.nvtx, inj.env), ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }) },
+      env: {
+        ...withoutCaptureSettings(),
+        ...inj.env,
+        ...nvtxAppEnv(req.nvtx, inj.env),
+        ...captureLibraryEnv({ out: dir, mode: "list", cuptiPath: inj.cuptiPath, log: req.verbose }),
+      },
       stdoutToStderr: req.stdoutToStderr,
       stops,
     });
     const census = readCensus(dir);
     sayNvtx(census, req.nvtx);
     if (census.errors.length) log.warn(`capture library: ${census.errors.join("; ")}`);
-    if (app.interrupted) throw new KerncapError("E_INTERRUPTED", `interrupted (${app.interrupted}); the application's process group was ended`, { exitCode: signalExitCode(app.interrupted) });
+    if (app.interrupted)
+      throw new KerncapError("E_INTERRUPTED", `interrupted (${app.interrupted}); the application's process group was ended`, {
+        exitCode: signalExitCode(app.interrupted),
+      });
     sayCuptiNotes(census, false);
     const kernels = [...census.kernels].sort((a, b) => b.count - a.count);
     if (!kernels.length) {

@@ -37,7 +37,13 @@ export function readBaseline(path: string): Baseline {
     throw new KerncapError("E_BASELINE", `${path} is not valid JSON: ${(e as Error).message}`, { hint });
   }
   const bad = (where: string, why: string) => new KerncapError("E_BASELINE", `${path} is not a kerncap check baseline: ${where}: ${why}`, { hint });
-  const top = v.safeParse(v.object({ schema: v.literal(BASELINE_SCHEMA), captures: v.custom<Record<string, unknown>>((x) => typeof x === "object" && x !== null && !Array.isArray(x), "must be an object") }), json);
+  const top = v.safeParse(
+    v.object({
+      schema: v.literal(BASELINE_SCHEMA),
+      captures: v.custom<Record<string, unknown>>((x) => typeof x === "object" && x !== null && !Array.isArray(x), "must be an object"),
+    }),
+    json,
+  );
   if (!top.success) throw bad(v.getDotPath(top.issues[0]) ?? "(top level)", top.issues[0].message);
   // each capture by itself, from JSON.parse's own keys: valibot's record drops keys such as __proto__
   // and constructor without a word, and an id is any string (src/check/discover.ts)

@@ -75,7 +75,15 @@ export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJu
   if (x.outcome !== "done" || x.verdict !== "match" || !x.timing) return null;
   const b = baselineEntry(baseline, x.id);
   if (b && x.device && (b.device.name !== x.device.name || b.device.arch !== x.device.arch)) {
-    return { verdict: "not-comparable", ratio: null, low: null, high: null, baselineMedianUs: b.medianUs, slowerPct, reason: `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})` };
+    return {
+      verdict: "not-comparable",
+      ratio: null,
+      low: null,
+      high: null,
+      baselineMedianUs: b.medianUs,
+      slowerPct,
+      reason: `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})`,
+    };
   }
   return judgeTime(x.timing.samplesUs, b?.samplesUs, slowerPct);
 }
@@ -103,7 +111,11 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
   if (uid === undefined) return; // no users to tell apart (not POSIX)
   const paths: [string, string, boolean][] = [
     [dir, "the results folder", true],
-    ...[RESULTS_FILE, PREVIOUS_RESULTS_FILE, BASELINE_FILE].map((f): [string, string, boolean] => [join(dir, f), f === BASELINE_FILE ? "the results folder's baseline" : "the results file", false]),
+    ...[RESULTS_FILE, PREVIOUS_RESULTS_FILE, BASELINE_FILE].map((f): [string, string, boolean] => [
+      join(dir, f),
+      f === BASELINE_FILE ? "the results folder's baseline" : "the results file",
+      false,
+    ]),
   ];
   if (baseline) paths.push([baseline, "the --baseline file", false]);
   for (const [path, what, follow] of paths) {
@@ -115,15 +127,24 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
     }
     if (st.isSymbolicLink()) continue; // a link's own mode says nothing: the writers refuse a link (E_UNSAFE_PATH, src/util/write-file.ts)
     const mode = (st.mode & 0o7777).toString(8);
-    const why = st.uid !== uid ? `belongs to another user (uid ${st.uid}; you are uid ${uid})` : st.mode & 0o022 ? `can be written by ${st.mode & 0o002 ? "every user" : "every member of its group"} (mode ${mode})` : undefined;
+    const why =
+      st.uid !== uid
+        ? `belongs to another user (uid ${st.uid}; you are uid ${uid})`
+        : st.mode & 0o022
+          ? `can be written by ${st.mode & 0o002 ? "every user" : "every member of its group"} (mode ${mode})`
+          : undefined;
     if (!why) continue;
     const label = what === "the --baseline file" ? "--baseline" : "--results";
-    throw new KerncapError("E_UNSAFE_PATH", `${path} (${what}) ${why}: another user could have written its records or baseline, which check would take as its own`, {
-      hint:
-        label === "--results"
-          ? `Nothing was checked. Give a folder of your own that no one else can write: --results DIR (a new one is made, mode 0755)${st.uid === uid ? `, or close it: chmod go-w ${shellPath(path)}` : ""}.`
-          : `Nothing was checked. Copy the baseline into a file of your own (cp ${shellPath(path)} mine.json; chmod go-w mine.json) and give --baseline mine.json.`,
-    });
+    throw new KerncapError(
+      "E_UNSAFE_PATH",
+      `${path} (${what}) ${why}: another user could have written its records or baseline, which check would take as its own`,
+      {
+        hint:
+          label === "--results"
+            ? `Nothing was checked. Give a folder of your own that no one else can write: --results DIR (a new one is made, mode 0755)${st.uid === uid ? `, or close it: chmod go-w ${shellPath(path)}` : ""}.`
+            : `Nothing was checked. Copy the baseline into a file of your own (cp ${shellPath(path)} mine.json; chmod go-w mine.json) and give --baseline mine.json.`,
+      },
+    );
   }
 }
 
@@ -140,14 +161,25 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const found = await discoverCaptures(o.paths);
   for (const p of found.passedOver) log.info(`passed over ${p.path}: ${p.reason}`);
-  if (!found.captures.length) throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, { hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them." });
+  if (!found.captures.length)
+    throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, {
+      hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them.",
+    });
   const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
   const dir = resolve(o.results);
   if (!mine.length) {
     // nothing to check: the results folder is neither made nor touched (a previous run's results stay where they are)
     log.warn(`this shard holds no capture (more shards than captures?): nothing checked, nothing written to ${dir}`);
-    const report = reportOf([], { results: null, baseline: o.baseline ? resolve(o.baseline) : null, shard: o.shard ?? null, workers: o.gpus.length, rebuild: o.settings.rebuild, slowerPct: o.slowerPct, seconds: 0 });
+    const report = reportOf([], {
+      results: null,
+      baseline: o.baseline ? resolve(o.baseline) : null,
+      shard: o.shard ?? null,
+      workers: o.gpus.length,
+      rebuild: o.settings.rebuild,
+      slowerPct: o.slowerPct,
+      seconds: 0,
+    });
     if (o.junit) writeJunit(o.junit, report);
     return report;
   }
@@ -173,26 +205,34 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const kept = keptAll.filter((r) => r.status !== "error");
   const retried = keptAll.length - kept.length;
   const done = new Set(kept.map((r) => r.id));
-  if (o.resume) log.info(`resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`);
+  if (o.resume)
+    log.info(
+      `resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
+    );
   const tasks = mine.filter((c) => !done.has(c.id));
   const fresh: CheckRecord[] = [];
   const progress = new CheckProgress(tasks.length, { live: o.live, write: (s) => void process.stderr.write(s) });
   const stops = new StopSignals().install();
   try {
-    await drain(tasks, o.gpus, o.open((l) => progress.line(l)), {
-      onStart: (t, slot) => progress.started(t.id, slot),
-      onOutcome: (x, slot) => {
-        const r = { ...recordOf(x, baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard };
-        results.append(r);
-        fresh.push(r);
-        progress.finished(r, slot);
+    await drain(
+      tasks,
+      o.gpus,
+      o.open((l) => progress.line(l)),
+      {
+        onStart: (t, slot) => progress.started(t.id, slot),
+        onOutcome: (x, slot) => {
+          const r = { ...recordOf(x, baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard };
+          results.append(r);
+          fresh.push(r);
+          progress.finished(r, slot);
+        },
+        stopped: () => stops.signal !== null,
+        onStop: (stop) => {
+          stops.onStop = stop;
+          stops.onKill = stop;
+        },
       },
-      stopped: () => stops.signal !== null,
-      onStop: (stop) => {
-        stops.onStop = stop;
-        stops.onKill = stop;
-      },
-    });
+    );
   } finally {
     stops.dispose();
     progress.stop();
@@ -209,10 +249,16 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   }
   if (stops.signal) {
     const none = !kept.length && !fresh.length;
-    throw new KerncapError("E_INTERRUPTED", none ? `interrupted before any of ${mine.length} captures was checked: nothing written` : `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`, {
-      hint: none ? "Run the same command again." : "Run the same command with --resume to check the rest.",
-      exitCode: signalExitCode(stops.signal),
-    });
+    throw new KerncapError(
+      "E_INTERRUPTED",
+      none
+        ? `interrupted before any of ${mine.length} captures was checked: nothing written`
+        : `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`,
+      {
+        hint: none ? "Run the same command again." : "Run the same command with --resume to check the rest.",
+        exitCode: signalExitCode(stops.signal),
+      },
+    );
   }
   const mineIds = new Set(mine.map((c) => c.id));
   const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
@@ -221,7 +267,15 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     if (Object.keys(added.captures).length !== Object.keys(baseline.captures).length) writeBaseline(baselinePath, added);
   }
   if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(baseline, records, { replace: true }));
-  const report = reportOf(records, { results: join(dir, RESULTS_FILE), baseline: baselinePath, shard: o.shard ?? null, workers: o.gpus.length, rebuild: o.settings.rebuild, slowerPct: o.slowerPct, seconds: records.reduce((a, r) => a + r.seconds, 0) });
+  const report = reportOf(records, {
+    results: join(dir, RESULTS_FILE),
+    baseline: baselinePath,
+    shard: o.shard ?? null,
+    workers: o.gpus.length,
+    rebuild: o.settings.rebuild,
+    slowerPct: o.slowerPct,
+    seconds: records.reduce((a, r) => a + r.seconds, 0),
+  });
   if (o.junit) writeJunit(o.junit, report);
   return report;
 }
@@ -247,10 +301,14 @@ export function writeJunit(path: string, r: CheckReport): void {
 function recordsIn(path: string): CheckRecord[] {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
   if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
-  if (statSync(path).isDirectory()) throw new KerncapError("E_USAGE", `${path} is a folder, not a results file`, { hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.` });
+  if (statSync(path).isDirectory())
+    throw new KerncapError("E_USAGE", `${path} is a folder, not a results file`, {
+      hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.`,
+    });
   const lines = (): CheckRecord[] => {
     const r = readResults(path);
-    if (r.truncated && r.validBytes < statSync(path).size) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
+    if (r.truncated && r.validBytes < statSync(path).size)
+      log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
     return r.records;
   };
   let doc: { captures?: unknown } | undefined;
@@ -262,10 +320,18 @@ function recordsIn(path: string): CheckRecord[] {
   if (doc !== undefined) {
     // a --json document says how many captures its run had: none is a shard that held none
     const r = v.safeParse(v.array(CheckRecord), doc?.captures);
-    if (!r.success) throw new KerncapError("E_RESULTS", `${path} is neither a results file nor a kerncap check --json document: captures${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}: ${r.issues[0].message}`, { hint });
+    if (!r.success)
+      throw new KerncapError(
+        "E_RESULTS",
+        `${path} is neither a results file nor a kerncap check --json document: captures${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}: ${r.issues[0].message}`,
+        { hint },
+      );
     r.output.forEach((x, i) => {
       const problem = recordProblem(x);
-      if (problem) throw new KerncapError("E_RESULTS", `${path}, captures[${i}]: ${problem}`, { hint: "The document was altered or is not kerncap check's; give the shards' own results files." });
+      if (problem)
+        throw new KerncapError("E_RESULTS", `${path}, captures[${i}]: ${problem}`, {
+          hint: "The document was altered or is not kerncap check's; give the shards' own results files.",
+        });
     });
     return r.output;
   }
@@ -297,8 +363,15 @@ export function mergeResults(files: string[], o: { baseline?: string; writeBasel
   const base = o.baseline ? readBaseline(resolve(o.baseline)) : undefined;
   const records = [...byId.values()].map((r) => (base ? recordOf(r, base, o.slowerPct, r.worker, r.gpu) : r));
   if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(base ?? readBaseline(resolve(o.writeBaseline)), records, { replace: true }));
-  const report = reportOf(records, { results: null, baseline: o.baseline ? resolve(o.baseline) : null, shard: null, workers: 0, rebuild: records.some((r) => r.rebuild !== null), slowerPct: o.slowerPct, seconds: records.reduce((a, r) => a + r.seconds, 0) });
+  const report = reportOf(records, {
+    results: null,
+    baseline: o.baseline ? resolve(o.baseline) : null,
+    shard: null,
+    workers: 0,
+    rebuild: records.some((r) => r.rebuild !== null),
+    slowerPct: o.slowerPct,
+    seconds: records.reduce((a, r) => a + r.seconds, 0),
+  });
   if (o.junit) writeJunit(o.junit, report);
   return report;
 }
-

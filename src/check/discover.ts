@@ -81,11 +81,17 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
   for (const r of roots) {
     const root = resolve(r);
     const name = basename(root);
-    if (!existsSync(root)) throw new KerncapError("E_USAGE", `no such folder or archive: ${root}`, { hint: "Give capture folders, archives from `kerncap pack`, or folders holding them." });
+    if (!existsSync(root))
+      throw new KerncapError("E_USAGE", `no such folder or archive: ${root}`, {
+        hint: "Give capture folders, archives from `kerncap pack`, or folders holding them.",
+      });
     const st = statSync(root);
     if (st.isDirectory()) await walk(root, name);
     else if (st.isFile() && (await isPackArchive(root))) captures.push({ id: idName(name), path: root, kind: "archive" });
-    else throw new KerncapError("E_USAGE", `${root} is neither a folder nor an archive written by \`kerncap pack\``, { hint: "Give capture folders, archives from `kerncap pack`, or folders holding them." });
+    else
+      throw new KerncapError("E_USAGE", `${root} is neither a folder nor an archive written by \`kerncap pack\``, {
+        hint: "Give capture folders, archives from `kerncap pack`, or folders holding them.",
+      });
   }
   captures.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   for (let i = 1; i < captures.length; i++) {

@@ -21,7 +21,10 @@ function ratioColor(r: CheckRecord): string {
 /** The report as one self-contained HTML page. `title`: what was checked (the paths given). */
 export function checkHtml(r: CheckReport, title: string): string {
   const s = r.summary;
-  const counts = STATUSES.filter((x) => s[x]).map((x) => `${s[x]} ${x}`).join(", ") || "none";
+  const counts =
+    STATUSES.filter((x) => s[x])
+      .map((x) => `${s[x]} ${x}`)
+      .join(", ") || "none";
   const sub = `${s.captures} captures checked in ${r.seconds.toFixed(1)} s: ${counts}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}; slower means the ratio's interval lies wholly above ${(1 + r.slowerPct / 100).toFixed(2)}×${r.baseline ? `; baseline ${r.baseline}` : ""}${r.rebuild ? "; rebuilt from the reproducers" : ""}${r.shard ? `; shard ${r.shard.index}/${r.shard.count}` : ""}`;
   const sections: string[] = [];
   const timed = r.captures.filter((c) => c.time && c.time.ratio !== null && c.time.low !== null && c.time.high !== null);
@@ -33,12 +36,23 @@ export function checkHtml(r: CheckReport, title: string): string {
         { reference: 1, thresholds: [1 - r.slowerPct / 100, 1 + r.slowerPct / 100], axis: "time ratio (this run / baseline), with its interval; log scale" },
       ),
     );
-  } else sections.push(`<p>No capture has a time ratio: ${esc(r.captures.length ? "none was timed against a baseline (a first run records it)" : "no captures")}.</p>`);
+  } else
+    sections.push(
+      `<p>No capture has a time ratio: ${esc(r.captures.length ? "none was timed against a baseline (a first run records it)" : "no captures")}.</p>`,
+    );
   sections.push(`<h2>Captures</h2>`);
   sections.push(
     table(
       ["status", "time vs baseline", "median µs", "baseline µs", "capture", "kernel", "why"],
-      r.captures.map((c) => [tag(c.status, STATUS_COLOR[c.status]), timeCell(c), c.timing ? c.timing.medianUs.toFixed(2) : null, c.time?.baselineMedianUs != null ? c.time.baselineMedianUs.toFixed(2) : null, c.id, c.kernel, detailOf(c)]),
+      r.captures.map((c) => [
+        tag(c.status, STATUS_COLOR[c.status]),
+        timeCell(c),
+        c.timing ? c.timing.medianUs.toFixed(2) : null,
+        c.time?.baselineMedianUs != null ? c.time.baselineMedianUs.toFixed(2) : null,
+        c.id,
+        c.kernel,
+        detailOf(c),
+      ]),
       { numeric: [2, 3] },
     ),
   );
@@ -47,7 +61,9 @@ export function checkHtml(r: CheckReport, title: string): string {
     sections.push(`<h2>Failed captures</h2>`);
     for (const c of failed) {
       sections.push(`<h3 class="mono">${esc(c.id)}</h3><p>${tag(c.status, STATUS_COLOR[c.status]).html} <code>${esc(c.kernel ?? "")}</code></p>`);
-      sections.push(`<p>${c.status === "mismatch" ? "First differing region: " : `Error ${esc(c.code ?? "")}: `}<code>${esc(c.reason ?? "(no reason recorded)")}</code></p><p class="sub">${esc(c.path)}</p>`);
+      sections.push(
+        `<p>${c.status === "mismatch" ? "First differing region: " : `Error ${esc(c.code ?? "")}: `}<code>${esc(c.reason ?? "(no reason recorded)")}</code></p><p class="sub">${esc(c.path)}</p>`,
+      );
     }
   }
   return page(`kerncap check: ${title}`, sub, sections);
@@ -56,8 +72,36 @@ export function checkHtml(r: CheckReport, title: string): string {
 /** The table of the page as CSV, one row per capture (numbers unformatted: µs, ratios). */
 export function checkCsv(r: CheckReport): string {
   return csv([
-    ["status", "ratio", "ratio_low", "ratio_high", "time_verdict", "median_us", "baseline_median_us", "capture", "path", "kernel", "numerics", "code", "reason"],
-    ...r.captures.map((c) => [c.status, c.time?.ratio ?? null, c.time?.low ?? null, c.time?.high ?? null, c.time?.verdict ?? null, c.timing?.medianUs ?? null, c.time?.baselineMedianUs ?? null, c.id, c.path, c.kernel, c.numerics, c.code, detailOf(c)]),
+    [
+      "status",
+      "ratio",
+      "ratio_low",
+      "ratio_high",
+      "time_verdict",
+      "median_us",
+      "baseline_median_us",
+      "capture",
+      "path",
+      "kernel",
+      "numerics",
+      "code",
+      "reason",
+    ],
+    ...r.captures.map((c) => [
+      c.status,
+      c.time?.ratio ?? null,
+      c.time?.low ?? null,
+      c.time?.high ?? null,
+      c.time?.verdict ?? null,
+      c.timing?.medianUs ?? null,
+      c.time?.baselineMedianUs ?? null,
+      c.id,
+      c.path,
+      c.kernel,
+      c.numerics,
+      c.code,
+      detailOf(c),
+    ]),
   ]);
 }
 

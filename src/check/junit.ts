@@ -43,10 +43,14 @@ function measurements(r: CheckRecord): string {
   const parts = [`status ${r.status}`, `kernel ${r.kernel ?? "?"}`];
   if (r.numerics) parts.push(`numerics ${r.numerics}`);
   if (r.timing) parts.push(`median ${r.timing.medianUs.toFixed(2)} us over ${r.timing.samplesUs.length} launches`);
-  if (r.time?.ratio != null) parts.push(`time ratio ${r.time.ratio.toFixed(3)} [${r.time.low!.toFixed(3)}, ${r.time.high!.toFixed(3)}] vs baseline ${r.time.baselineMedianUs!.toFixed(2)} us`);
+  if (r.time?.ratio != null)
+    parts.push(
+      `time ratio ${r.time.ratio.toFixed(3)} [${r.time.low!.toFixed(3)}, ${r.time.high!.toFixed(3)}] vs baseline ${r.time.baselineMedianUs!.toFixed(2)} us`,
+    );
   else if (r.time) parts.push(`time ${r.time.verdict}`);
   if (r.device) parts.push(`replayed on ${r.device.name} (${r.device.arch})`);
-  if (r.rebuild) parts.push(`rebuilt by ${r.rebuild.builder} in ${r.rebuild.seconds.toFixed(2)} s${r.rebuild.targetArch ? ` for ${r.rebuild.targetArch}` : ""}`);
+  if (r.rebuild)
+    parts.push(`rebuilt by ${r.rebuild.builder} in ${r.rebuild.seconds.toFixed(2)} s${r.rebuild.targetArch ? ` for ${r.rebuild.targetArch}` : ""}`);
   if (r.note) parts.push(r.note);
   return parts.join("; ");
 }
@@ -56,7 +60,10 @@ function measurements(r: CheckRecord): string {
  * @param o.seconds the whole check's wall time; o.timestamp ISO 8601 without zone offset (the XSD's
  *   xs:dateTime pattern), default now; o.hostname default the machine's
  */
-export function junitXml(records: CheckRecord[], o: { name?: string; seconds: number; timestamp?: string; hostname?: string; properties?: Record<string, string> }): string {
+export function junitXml(
+  records: CheckRecord[],
+  o: { name?: string; seconds: number; timestamp?: string; hostname?: string; properties?: Record<string, string> },
+): string {
   const name = o.name ?? "kerncap check";
   const count = (s: CheckRecord["status"][]) => records.filter((r) => s.includes(r.status)).length;
   const failures = count(["mismatch", "slower"]);
@@ -65,7 +72,11 @@ export function junitXml(records: CheckRecord[], o: { name?: string; seconds: nu
   const totals = attr("tests", records.length) + attr("failures", failures) + attr("errors", errors) + attr("skipped", skipped) + attr("time", secs(o.seconds));
   const timestamp = o.timestamp ?? new Date().toISOString().replace(/\.\d+Z$/, "");
   const hostname = o.hostname ?? machineName();
-  const L = [`<?xml version="1.0" encoding="UTF-8"?>`, `<testsuites${attr("name", name)}${totals}>`, `  <testsuite${attr("name", name)}${totals}${attr("timestamp", timestamp)}${attr("hostname", hostname)}>`];
+  const L = [
+    `<?xml version="1.0" encoding="UTF-8"?>`,
+    `<testsuites${attr("name", name)}${totals}>`,
+    `  <testsuite${attr("name", name)}${totals}${attr("timestamp", timestamp)}${attr("hostname", hostname)}>`,
+  ];
   const props = Object.entries(o.properties ?? {});
   if (props.length) {
     L.push("    <properties>");
@@ -79,7 +90,8 @@ export function junitXml(records: CheckRecord[], o: { name?: string; seconds: nu
     L.push(`    <testcase${attr("classname", classname)}${attr("name", test)}${attr("time", secs(r.seconds))}>`);
     const why = r.reason ?? r.status;
     if (r.status === "mismatch") L.push(`      <failure${attr("message", `mismatch: ${why}`)}${attr("type", "mismatch")}>${xmlEscape(why)}</failure>`);
-    else if (r.status === "slower") L.push(`      <failure${attr("message", `slower: ${r.time?.reason ?? why}`)}${attr("type", "slower")}>${xmlEscape(r.time?.reason ?? why)}</failure>`);
+    else if (r.status === "slower")
+      L.push(`      <failure${attr("message", `slower: ${r.time?.reason ?? why}`)}${attr("type", "slower")}>${xmlEscape(r.time?.reason ?? why)}</failure>`);
     else if (r.status === "error") L.push(`      <error${attr("message", why)}${attr("type", r.code ?? "error")}>${xmlEscape(why)}</error>`);
     else if (r.status === "skipped") L.push(`      <skipped${attr("message", why)}/>`);
     L.push(`      <system-out>${xmlEscape(measurements(r))}</system-out>`);

@@ -78,7 +78,12 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
  * arms `o.watchdog`: when the outcome has not come `watchdog(task)` ms later, the worker's group
  * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded).
  */
-export function workerCommand<T, O>(argv: string[], settings: unknown, say: (line: string) => void, o: { watchdog?: (t: T) => number; timedOut?: (t: T, ms: number) => O } = {}): OpenRunner<T, O> {
+export function workerCommand<T, O>(
+  argv: string[],
+  settings: unknown,
+  say: (line: string) => void,
+  o: { watchdog?: (t: T) => number; timedOut?: (t: T, ms: number) => O } = {},
+): OpenRunner<T, O> {
   const prefix = noAslr();
   return (slot, gpu) => {
     const env = selfEnv();
@@ -143,7 +148,8 @@ export function workerCommand<T, O>(argv: string[], settings: unknown, say: (lin
     return {
       run: (task) =>
         new Promise<O>((resolve, reject) => {
-          if (p.exitCode !== null || p.signalCode !== null) return reject(new Error(`the worker process had ended (${p.signalCode ?? `exit ${p.exitCode}`})${tail.length ? `: ${tail.join(" / ")}` : ""}`));
+          if (p.exitCode !== null || p.signalCode !== null)
+            return reject(new Error(`the worker process had ended (${p.signalCode ?? `exit ${p.exitCode}`})${tail.length ? `: ${tail.join(" / ")}` : ""}`));
           pending = { task, resolve, reject };
           p.stdin.write(JSON.stringify({ task }) + "\n");
           p.stdin.flush();
@@ -174,11 +180,33 @@ export async function drain(
   tasks: CaptureRef[],
   slots: (string | null)[],
   open: OpenRunner,
-  o: { onStart: (t: CaptureRef, slot: number) => void; onOutcome: (x: Outcome, slot: number) => void; stopped: () => boolean; onStop: (stop: () => void) => void },
+  o: {
+    onStart: (t: CaptureRef, slot: number) => void;
+    onOutcome: (x: Outcome, slot: number) => void;
+    stopped: () => boolean;
+    onStop: (stop: () => void) => void;
+  },
 ): Promise<void> {
   await drainQueue(tasks, slots, open, {
     ...o,
-    died: (t, reason): Outcome => ({ id: t.id, path: t.path, kernel: null, outcome: "error", verdict: null, numerics: null, reason, code: "E_WORKER", note: null, captured: null, device: null, rebuild: null, timing: null, seconds: 0, replaySeconds: 0, at: new Date().toISOString() }),
+    died: (t, reason): Outcome => ({
+      id: t.id,
+      path: t.path,
+      kernel: null,
+      outcome: "error",
+      verdict: null,
+      numerics: null,
+      reason,
+      code: "E_WORKER",
+      note: null,
+      captured: null,
+      device: null,
+      rebuild: null,
+      timing: null,
+      seconds: 0,
+      replaySeconds: 0,
+      at: new Date().toISOString(),
+    }),
     what: "captures were not checked",
   });
 }
@@ -194,7 +222,14 @@ export async function drainQueue<T, O>(
   tasks: TaskSource<T>,
   slots: (string | null)[],
   open: OpenRunner<T, O>,
-  o: { onStart: (t: T, slot: number) => void; onOutcome: (x: O, slot: number) => void; stopped: () => boolean; onStop: (stop: () => void) => void; died: (t: T, reason: string) => O; what: string },
+  o: {
+    onStart: (t: T, slot: number) => void;
+    onOutcome: (x: O, slot: number) => void;
+    stopped: () => boolean;
+    onStop: (stop: () => void) => void;
+    died: (t: T, reason: string) => O;
+    what: string;
+  },
 ): Promise<void> {
   let next = 0;
   let left = 0;

@@ -19,7 +19,13 @@ export class CheckProgress {
     private readonly total: number,
     o: { live: boolean; write: (s: string) => void; now?: () => number },
   ) {
-    this.status = new ProgressLine("checking", total, { mode: o.live ? "live" : "lines", write: o.write, unit: { noun: "captures" }, everyMs: 60_000, ...(o.now ? { now: o.now } : {}) });
+    this.status = new ProgressLine("checking", total, {
+      mode: o.live ? "live" : "lines",
+      write: o.write,
+      unit: { noun: "captures" },
+      everyMs: 60_000,
+      ...(o.now ? { now: o.now } : {}),
+    });
   }
 
   /** A worker took a capture. */

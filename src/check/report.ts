@@ -60,11 +60,15 @@ export type CheckSummary = (typeof CHECK_SUMMARIES)[number];
 export function summaryTable(records: CheckRecord[], seconds: number, by: CheckSummary = "per-capture"): string {
   const s = summarize(records);
   const L =
-    by === "per-capture" ? [`${"STATUS".padEnd(8)} ${"TIME vs BASELINE".padEnd(22)} ${"MEDIAN".padStart(11)}  CAPTURE  KERNEL — WHY`, ...ordered(records).map(recordLine)]
-    : by === "none" ? []
-    : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")];
+    by === "per-capture"
+      ? [`${"STATUS".padEnd(8)} ${"TIME vs BASELINE".padEnd(22)} ${"MEDIAN".padStart(11)}  CAPTURE  KERNEL — WHY`, ...ordered(records).map(recordLine)]
+      : by === "none"
+        ? []
+        : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")];
   const parts = STATUSES.filter((x) => s[x]).map((x) => `${s[x]} ${x}`);
-  L.push(`${s.captures} captures checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`);
+  L.push(
+    `${s.captures} captures checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`,
+  );
   return L.join("\n");
 }
 
@@ -85,7 +89,15 @@ export function groupTable(records: CheckRecord[], by: "kernel" | "gpu"): string
     const s = summarize(rs);
     const ratios = rs.map((r) => r.time?.ratio).filter((x): x is number => typeof x === "number" && x > 0);
     const geo = ratios.length ? Math.exp(ratios.reduce((a, x) => a + Math.log(x), 0) / ratios.length) : null;
-    return { bad: s.mismatch + s.slower + s.error, cells: [String(s.captures), ...STATUSES.map((x) => String(s[x])), geo === null ? "—" : `${geo.toFixed(2)}×`, one(name.length > 80 ? name.slice(0, 77) + "…" : name)] };
+    return {
+      bad: s.mismatch + s.slower + s.error,
+      cells: [
+        String(s.captures),
+        ...STATUSES.map((x) => String(s[x])),
+        geo === null ? "—" : `${geo.toFixed(2)}×`,
+        one(name.length > 80 ? name.slice(0, 77) + "…" : name),
+      ],
+    };
   });
   rows.sort((a, b) => Number(b.bad > 0) - Number(a.bad > 0) || (a.cells.at(-1)! < b.cells.at(-1)! ? -1 : 1));
   const head = ["captures", ...STATUSES, "time (geomean)", by === "kernel" ? "kernel" : "gpu"];

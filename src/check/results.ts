@@ -89,7 +89,8 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>)
 
 /** parseResults of the file at path. @throws KerncapError E_RESULTS, E_USAGE when it does not exist */
 export function readResults(path: string): ReadResults {
-  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the results.jsonl a `kerncap check` wrote (in its --results folder)." });
+  if (!existsSync(path))
+    throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the results.jsonl a `kerncap check` wrote (in its --results folder)." });
   return parseResults(path, readFileSync(path, "utf8"));
 }
 

@@ -23,8 +23,11 @@ export interface CheckSettings {
 
 /** One line: why a replay mismatched. */
 export function mismatchReason(r: ReplayResult): string {
-  if (r.fault) return `the capture faulted in the app (${r.fault.expected.name}); the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`;
+  if (r.fault)
+    return `the capture faulted in the app (${r.fault.expected.name}); the replay ${r.fault.observed ? `faulted with ${r.fault.observed.name}` : "did not fault"}`;
   const x = r.mismatches[0];
   const more = r.mismatches.length > 1 ? ` (and ${r.mismatches.length - 1} more)` : "";
-  return x ? `${r.mismatches.length} of ${r.regionsChecked} regions differ from the app's after state: ${x.va} (${x.kind}), ${x.bytesDiffering} bytes from byte ${x.firstDiffOffset}${more}` : `numerics ${r.numerics.verdict}`;
+  return x
+    ? `${r.mismatches.length} of ${r.regionsChecked} regions differ from the app's after state: ${x.va} (${x.kind}), ${x.bytesDiffering} bytes from byte ${x.firstDiffOffset}${more}`
+    : `numerics ${r.numerics.verdict}`;
 }

@@ -22,10 +22,19 @@ export function judgeTime(now: readonly number[], base: readonly number[] | unde
   if (!base) return { verdict: "no-baseline", ...none, reason: "no baseline for this capture: this run's times become it" };
   const c = compareUnpaired(now, base);
   const baselineMedianUs = base.length ? median([...base]) : null;
-  if (!c) return { verdict: "too-few-runs", ...none, baselineMedianUs, reason: `an interval needs at least 6 timed launches (this run ${now.length}, the baseline ${base.length}); raise --iters` };
+  if (!c)
+    return {
+      verdict: "too-few-runs",
+      ...none,
+      baselineMedianUs,
+      reason: `an interval needs at least 6 timed launches (this run ${now.length}, the baseline ${base.length}); raise --iters`,
+    };
   const { ratio, low, high } = c;
   const t = slowerPct / 100;
   const verdict = low > 1 + t ? "slower" : high < 1 - t ? "faster" : "same";
-  const reason = verdict === "same" ? null : `${ratio.toFixed(2)}× the baseline's ${baselineMedianUs!.toFixed(1)} µs (99% interval ${low.toFixed(2)}–${high.toFixed(2)}, beyond ±${slowerPct}%)`;
+  const reason =
+    verdict === "same"
+      ? null
+      : `${ratio.toFixed(2)}× the baseline's ${baselineMedianUs!.toFixed(1)} µs (99% interval ${low.toFixed(2)}–${high.toFixed(2)}, beyond ±${slowerPct}%)`;
   return { verdict, ratio, low, high, baselineMedianUs, slowerPct, reason };
 }

@@ -39,7 +39,13 @@ const Settings = v.object({
     rebuild: v.boolean(),
     force: v.boolean(),
     trust: v.boolean(),
-    tolerance: v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), dtypes: v.optional(v.record(v.string(), v.string())), multiset: v.optional(v.array(v.string())) }),
+    tolerance: v.object({
+      atol: v.optional(v.number()),
+      rtol: v.optional(v.number()),
+      dtype: v.optional(v.string()),
+      dtypes: v.optional(v.record(v.string(), v.string())),
+      multiset: v.optional(v.array(v.string())),
+    }),
   }),
 });
 
@@ -51,7 +57,10 @@ export function parse<T extends v.GenericSchema>(schema: T, line: string, what: 
     json = undefined;
   }
   const r = v.safeParse(schema, json);
-  if (!r.success) throw new KerncapError("E_USAGE", `kerncap --worker: stdin's line is not ${what}: ${line.slice(0, 200)}`, { hint: "--worker is kerncap check's and eval's own: its parent process writes its stdin." });
+  if (!r.success)
+    throw new KerncapError("E_USAGE", `kerncap --worker: stdin's line is not ${what}: ${line.slice(0, 200)}`, {
+      hint: "--worker is kerncap check's and eval's own: its parent process writes its stdin.",
+    });
   return r.output;
 }
 
@@ -61,7 +70,12 @@ export function parse<T extends v.GenericSchema>(schema: T, line: string, what: 
  * retire = true and stop.
  * @throws KerncapError E_USAGE for a line that is not the protocol's
  */
-export async function serveTasks(input: AsyncIterable<string>, emit: (o: Outcome, retire: boolean) => void, check: (t: CaptureRef, s: CheckSettings) => Promise<Outcome>, lost: () => boolean = () => false): Promise<void> {
+export async function serveTasks(
+  input: AsyncIterable<string>,
+  emit: (o: Outcome, retire: boolean) => void,
+  check: (t: CaptureRef, s: CheckSettings) => Promise<Outcome>,
+  lost: () => boolean = () => false,
+): Promise<void> {
   await serveProtocol(input, { settings: Settings, task: Task }, (t, s) => check(t, s), emit, lost);
 }
 

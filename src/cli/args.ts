@@ -22,7 +22,11 @@ export const jsonArg = {
 
 /** `--runtime cuda|hsa` of run and list: whose tool interface injects the capture library (src/capture/injector.ts). */
 export const runtimeArg = {
-  runtime: { type: "string", description: "cuda or hsa: the runtime that injects the capture library (CUDA_INJECTION64_PATH, HSA_TOOLS_LIB); default: the one this machine has (libcuda first, then libhsa-runtime64)" },
+  runtime: {
+    type: "string",
+    description:
+      "cuda or hsa: the runtime that injects the capture library (CUDA_INJECTION64_PATH, HSA_TOOLS_LIB); default: the one this machine has (libcuda first, then libhsa-runtime64)",
+  },
 } as const satisfies ArgsDef;
 
 /** `run` and `list`: NVTX range selection in Nsight Compute's spelling (src/capture/nvtx.ts; the grammar: c/cuda/kc_nvtx.h). */
@@ -30,7 +34,8 @@ export const nvtxArgs = {
   nvtx: { type: "boolean", default: false, description: "Follow the application's NVTX ranges (set by --nvtx-include/--nvtx-exclude too)" },
   "nvtx-include": {
     type: "string",
-    description: "Only launches inside these NVTX ranges count, as ncu writes them: \"A/\" inside push/pop range A, \"A/B/\" B directly in A, \"A/*/B/\", \"[A/\" A outermost, \"A]\" A innermost, \"A,B\" start/end ranges, \"DOMAIN@A/\", \"regex:RE/\"; repeatable (any one)",
+    description:
+      'Only launches inside these NVTX ranges count, as ncu writes them: "A/" inside push/pop range A, "A/B/" B directly in A, "A/*/B/", "[A/" A outermost, "A]" A innermost, "A,B" start/end ranges, "DOMAIN@A/", "regex:RE/"; repeatable (any one)',
     valueHint: "EXPR",
   },
   "nvtx-exclude": { type: "string", description: "Launches inside these NVTX ranges do not count (same syntax; repeatable)", valueHint: "EXPR" },
@@ -50,7 +55,9 @@ export function printSummaryArg<T extends string>(value: unknown, modes: readonl
   if (value === undefined) return fallback;
   const v = String(value);
   if ((modes as readonly string[]).includes(v)) return v as T;
-  throw new KerncapError("E_USAGE", `--print-summary ${v}: not one of ${modes.join(", ")}`, { hint: `For example --print-summary ${modes.find((m) => m !== fallback) ?? fallback}.` });
+  throw new KerncapError("E_USAGE", `--print-summary ${v}: not one of ${modes.join(", ")}`, {
+    hint: `For example --print-summary ${modes.find((m) => m !== fallback) ?? fallback}.`,
+  });
 }
 
 export const verboseArg = {
@@ -123,18 +130,32 @@ export function verifyArg(on: boolean) {
  */
 export function allowVersionMismatchArg(when = "") {
   return {
-    "allow-version-mismatch": { type: "boolean", description: `${when}Build even when the toolchain differs from the capture's (another Triton version can compile different code)`, default: false },
+    "allow-version-mismatch": {
+      type: "boolean",
+      description: `${when}Build even when the toolchain differs from the capture's (another Triton version can compile different code)`,
+      default: false,
+    },
   } as const satisfies ArgsDef;
 }
 
 /** --atol/--rtol/--dtype, shared by replay and validate. */
 export const toleranceArgs = {
-  atol: { type: "string", description: "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|); else the capture's judging settings' (kerncap judge) (Default: 0)" },
+  atol: {
+    type: "string",
+    description:
+      "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|); else the capture's judging settings' (kerncap judge) (Default: 0)",
+  },
   rtol: { type: "string", description: "Relative tolerance per element; else the capture's judging settings' (Default: 0)" },
-  dtype: { type: "string", description: "Element type for regions whose type the kernel signature does not give, or REGION=T for one region (N, 0x…, param:N; repeatable); else the capture's judging settings' (kerncap judge) (Default: fp32)", valueHint: "T|REGION=T" },
+  dtype: {
+    type: "string",
+    description:
+      "Element type for regions whose type the kernel signature does not give, or REGION=T for one region (N, 0x…, param:N; repeatable); else the capture's judging settings' (kerncap judge) (Default: fp32)",
+    valueHint: "T|REGION=T",
+  },
   multiset: {
     type: "string",
-    description: "Compare this region as a multiset of elements (an atomic append or compaction; element size from the type, 4 bytes by default): N (inspect's order), a VA 0x… inside it, param:N, changed or all; repeat or comma-separate",
+    description:
+      "Compare this region as a multiset of elements (an atomic append or compaction; element size from the type, 4 bytes by default): N (inspect's order), a VA 0x… inside it, param:N, changed or all; repeat or comma-separate",
     valueHint: "REGION",
   },
 } as const satisfies ArgsDef;
@@ -145,28 +166,50 @@ export const toleranceArgs = {
  * `rawArgs`: the verb's raw arguments, for every value of a repeated --multiset.
  * @throws KerncapError E_USAGE
  */
-export function toleranceOptions(args: { atol?: unknown; rtol?: unknown; dtype?: unknown; multiset?: unknown }, rawArgs: string[] = []): { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] } {
+export function toleranceOptions(
+  args: { atol?: unknown; rtol?: unknown; dtype?: unknown; multiset?: unknown },
+  rawArgs: string[] = [],
+): { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] } {
   // --dtype T (every region without a signature type) and --dtype REGION=T (that region), repeatable
   const typed = repeatedOption(rawArgs, ["dtype"]);
   const dtypeValues = typed.length ? typed : args.dtype ? [String(args.dtype)] : [];
   let dtype: string | undefined;
   const dtypes: Record<string, string> = {};
-  for (const d of dtypeValues.flatMap((x) => x.split(",")).map((x) => x.trim()).filter(Boolean)) {
+  for (const d of dtypeValues
+    .flatMap((x) => x.split(","))
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const eq = d.indexOf("=");
     const [region, t] = eq < 0 ? [undefined, d] : [d.slice(0, eq).trim(), d.slice(eq + 1).trim()];
-    if (!elementType(t)) throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(t)} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64 (REGION=T for one region)." });
+    if (!elementType(t))
+      throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(t)} is not a known element type`, {
+        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64 (REGION=T for one region).",
+      });
     if (region === undefined) dtype = t;
-    else if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(region)) throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(region)} does not name a region`, { hint: "Name it as --multiset does: its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N, changed or all; e.g. --dtype 2=bf16." });
+    else if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(region))
+      throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(region)} does not name a region`, {
+        hint: "Name it as --multiset does: its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N, changed or all; e.g. --dtype 2=bf16.",
+      });
     else dtypes[region] = t;
   }
   const given = repeatedOption(rawArgs, ["multiset"]);
-  const values = (given.length ? given : args.multiset !== undefined && args.multiset !== "" ? [String(args.multiset)] : []).flatMap((v) => v.split(",")).map((v) => v.trim());
+  const values = (given.length ? given : args.multiset !== undefined && args.multiset !== "" ? [String(args.multiset)] : [])
+    .flatMap((v) => v.split(","))
+    .map((v) => v.trim());
   for (const v of values) {
     if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(v)) {
-      throw new KerncapError("E_USAGE", `--multiset ${JSON.stringify(v)} does not name a region`, { hint: "Name it by its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all." });
+      throw new KerncapError("E_USAGE", `--multiset ${JSON.stringify(v)} does not name a region`, {
+        hint: "Name it by its index in `kerncap inspect`'s list (0-based), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all.",
+      });
     }
   }
-  return { atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype, ...(Object.keys(dtypes).length ? { dtypes } : {}), ...(values.length ? { multiset: values } : {}) };
+  return {
+    atol: floatArg("atol", args.atol),
+    rtol: floatArg("rtol", args.rtol),
+    dtype,
+    ...(Object.keys(dtypes).length ? { dtypes } : {}),
+    ...(values.length ? { multiset: values } : {}),
+  };
 }
 
 /**
@@ -193,7 +236,10 @@ export function trustArg(flag: unknown, rawArgs: string[]): boolean | string {
   let digest: string | undefined;
   for (const a of end < 0 ? rawArgs : rawArgs.slice(0, end)) if (a.startsWith("--trust=")) digest = a.slice("--trust=".length);
   if (digest === undefined) return Boolean(flag);
-  if (!/^(sha256:)?[0-9a-fA-F]{64}$/.test(digest)) throw new KerncapError("E_USAGE", `--trust=${JSON.stringify(digest).slice(1, -1)} is not a digest`, { hint: "Give the sha256 that the refusal printed (64 hex digits): --trust=DIGEST; or plain --trust in a folder of your own." });
+  if (!/^(sha256:)?[0-9a-fA-F]{64}$/.test(digest))
+    throw new KerncapError("E_USAGE", `--trust=${JSON.stringify(digest).slice(1, -1)} is not a digest`, {
+      hint: "Give the sha256 that the refusal printed (64 hex digits): --trust=DIGEST; or plain --trust in a folder of your own.",
+    });
   return digest;
 }
 

@@ -33,21 +33,50 @@ export async function verbSpecs(commands: Record<string, () => Promise<CommandDe
         positional = n === "dir" ? "dir" : n === "file" ? "file" : n === "shell" ? "shell" : n === "name" ? "schema" : "none";
         continue;
       }
-      options.push({ name: n, alias: [("alias" in d ? d.alias : undefined) ?? []].flat(), boolean: d.type === "boolean", description: (d.description ?? "").split(/; |\. | \(/)[0]!.trim() });
+      options.push({
+        name: n,
+        alias: [("alias" in d ? d.alias : undefined) ?? []].flat(),
+        boolean: d.type === "boolean",
+        description: (d.description ?? "").split(/; |\. | \(/)[0]!.trim(),
+      });
     }
     out.push({ name, description: (meta.description ?? "").split(/; |\. | \(/)[0]!.trim(), options, positional });
   }
   return out;
 }
 
-const words = (v: VerbSpec) => [...v.options.flatMap((o) => [`--${o.name}`, ...(o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force" ? [`--no-${o.name}`] : []), ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))]), "--help"];
+const words = (v: VerbSpec) => [
+  ...v.options.flatMap((o) => [
+    `--${o.name}`,
+    ...(o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force" ? [`--no-${o.name}`] : []),
+    ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`)),
+  ]),
+  "--help",
+];
 const sq = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
 
 /** Options whose value is a path (completed to files and folders); every other valued option's value is not completed, except those of CHOICES. */
-const PATH_OPTIONS = new Set(["out", "source-root", "compile-commands", "results", "baseline", "write-baseline", "junit", "against", "module", "export", "report", "csv"]);
+const PATH_OPTIONS = new Set([
+  "out",
+  "source-root",
+  "compile-commands",
+  "results",
+  "baseline",
+  "write-baseline",
+  "junit",
+  "against",
+  "module",
+  "export",
+  "report",
+  "csv",
+]);
 const DTYPES = Object.keys(ELEMENT_BYTES);
 /** Options whose value is one of a few words: --dtype's element types, mcp --print-config's clients, list's and check's --print-summary modes. */
-const CHOICES: Record<string, readonly string[]> = { dtype: DTYPES, "print-config": CLIENT_NAMES, "print-summary": [...new Set([...LIST_SUMMARIES, ...CHECK_SUMMARIES])] };
+const CHOICES: Record<string, readonly string[]> = {
+  dtype: DTYPES,
+  "print-config": CLIENT_NAMES,
+  "print-summary": [...new Set([...LIST_SUMMARIES, ...CHECK_SUMMARIES])],
+};
 
 /** The spellings of the options that take a value, split into path-valued, one list per CHOICES option, and the rest. */
 function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[], readonly string[]][]; other: string[] } {
@@ -63,7 +92,11 @@ function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[
     }
   }
   // a spelling is a path wherever one verb's option of that spelling takes a path (-o: run's folder, pack's archive, profile's report)
-  return { path: [...path], choices: [...choices].map(([n, s]) => [[...s].filter((x) => !path.has(x)), CHOICES[n]!]), other: [...other].filter((x) => !path.has(x)) };
+  return {
+    path: [...path],
+    choices: [...choices].map(([n, s]) => [[...s].filter((x) => !path.has(x)), CHOICES[n]!]),
+    other: [...other].filter((x) => !path.has(x)),
+  };
 }
 
 /** The completion script for one shell. */
@@ -73,7 +106,16 @@ export function completionScript(shell: "bash" | "zsh" | "fish", verbs: VerbSpec
   if (shell === "bash") {
     const cases = verbs
       .map((v) => {
-        const pos = v.positional === "dir" ? `COMPREPLY+=($(compgen -d -- "$cur"))` : v.positional === "file" ? `COMPREPLY+=($(compgen -f -X '!*.zip' -- "$cur") $(compgen -d -- "$cur"))` : v.positional === "shell" ? `COMPREPLY+=($(compgen -W "bash zsh fish" -- "$cur"))` : v.positional === "schema" ? `COMPREPLY+=($(compgen -W "${schemaNames.join(" ")}" -- "$cur"))` : ":";
+        const pos =
+          v.positional === "dir"
+            ? `COMPREPLY+=($(compgen -d -- "$cur"))`
+            : v.positional === "file"
+              ? `COMPREPLY+=($(compgen -f -X '!*.zip' -- "$cur") $(compgen -d -- "$cur"))`
+              : v.positional === "shell"
+                ? `COMPREPLY+=($(compgen -W "bash zsh fish" -- "$cur"))`
+                : v.positional === "schema"
+                  ? `COMPREPLY+=($(compgen -W "${schemaNames.join(" ")}" -- "$cur"))`
+                  : ":";
         return `    ${v.name}) if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${words(v).join(" ")}" -- "$cur")); else ${pos}; fi ;;`;
       })
       .join("\n");
@@ -109,7 +151,16 @@ complete -o filenames -F _kerncap kerncap
           const arg = o.boolean ? "" : `:${o.name}:${PATH_OPTIONS.has(o.name) ? "_files" : CHOICES[o.name] ? `(${CHOICES[o.name]!.join(" ")})` : " "}`;
           return flags.length > 1 ? `'(${flags.join(" ")})'{${flags.join(",")}}'[${desc}]${arg}'` : `'${flags[0]}[${desc}]${arg}'`;
         });
-        const pos = v.positional === "dir" ? `'1:capture folder:_files -/'` : v.positional === "file" ? `'1:archive:_files -g "*.zip"'` : v.positional === "shell" ? `'1:shell:(bash zsh fish)'` : v.positional === "schema" ? `'1:schema:(${schemaNames.join(" ")})'` : "";
+        const pos =
+          v.positional === "dir"
+            ? `'1:capture folder:_files -/'`
+            : v.positional === "file"
+              ? `'1:archive:_files -g "*.zip"'`
+              : v.positional === "shell"
+                ? `'1:shell:(bash zsh fish)'`
+                : v.positional === "schema"
+                  ? `'1:schema:(${schemaNames.join(" ")})'`
+                  : "";
         return `    ${v.name}) _arguments -s ${[...opts, pos, ...(v.name === "run" || v.name === "list" ? [`'*::application:_normal'`] : [])].filter(Boolean).join(" ")} ;;`;
       })
       .join("\n");
@@ -146,10 +197,13 @@ if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _kerncap "$@"; else compdef
     const cond = `'__kerncap_verb ${v.name}; and not __kerncap_after_dd'`;
     for (const o of v.options) {
       const short = o.alias.find((a) => a.length === 1);
-      L.push(`complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : CHOICES[o.name] ? ` -a ${sq(CHOICES[o.name]!.join(" "))}` : ""} -d ${sq(o.description)}`);
+      L.push(
+        `complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : CHOICES[o.name] ? ` -a ${sq(CHOICES[o.name]!.join(" "))}` : ""} -d ${sq(o.description)}`,
+      );
       // the other spellings (ncu's --kernel-name, --launch-skip) and --no-NAME of a switch
       for (const a of o.alias.filter((x) => x.length > 1)) L.push(`complete -c kerncap -n ${cond} -l ${a}${o.boolean ? "" : " -r"} -d ${sq(o.description)}`);
-      if (o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force") L.push(`complete -c kerncap -n ${cond} -l no-${o.name} -d ${sq(`not: ${o.description}`)}`);
+      if (o.boolean && o.name !== "json" && o.name !== "verbose" && o.name !== "force")
+        L.push(`complete -c kerncap -n ${cond} -l no-${o.name} -d ${sq(`not: ${o.description}`)}`);
     }
     if (v.positional === "dir") L.push(`complete -c kerncap -n ${cond} -a '(__fish_complete_directories)'`);
     if (v.positional === "file") L.push(`complete -c kerncap -n ${cond} -F`);

@@ -42,7 +42,9 @@ export function describeReplay(r: ReplayResult): string {
       `  on replay: ${f.observed ? f.observed.name : "no fault: the kernel completed"}`,
       `  under memcheck: ${f.sanitizer}`,
       `  device ${r.device.name} ${r.device.arch}`,
-    ].map(oneLine).join("\n"); // each line one line, whatever the manifest's names hold
+    ]
+      .map(oneLine)
+      .join("\n"); // each line one line, whatever the manifest's names hold
   }
   const d = r.determinism;
   const spread = r.numerics.verdict === "within-spread";
@@ -59,19 +61,28 @@ export function describeReplay(r: ReplayResult): string {
       ? `${x.unmatched} elements without a partner (run ${x.firstBadRun + 1} of ${x.runs}): not the app's elements`
       : x.runsReordered
         ? `the app's elements in every run (${x.runsReordered} of ${plural(x.runs, "run")} in another order)`
-        : x.runs === 1 ? "bit-identical to the app in its 1 run" : `bit-identical to the app in all ${x.runs} runs`;
+        : x.runs === 1
+          ? "bit-identical to the app in its 1 run"
+          : `bit-identical to the app in all ${x.runs} runs`;
     L.push(`  region ${x.index} ${x.va} compared as a multiset of ${x.elements} ${x.dtype} elements: ${what}`);
   }
   for (const x of r.mismatches.slice(0, 20)) {
-    L.push(`  region ${x.va} (${x.kind}, ${formatBytes(x.size)}, ${x.changedInApp ? "written by the kernel in the app" : "not written in the app"}): first difference at byte ${x.firstDiffOffset}, ${x.bytesDiffering} bytes differ`);
+    L.push(
+      `  region ${x.va} (${x.kind}, ${formatBytes(x.size)}, ${x.changedInApp ? "written by the kernel in the app" : "not written in the app"}): first difference at byte ${x.firstDiffOffset}, ${x.bytesDiffering} bytes differ`,
+    );
   }
   if (r.timing.iters) {
     const t = r.timing;
-    L.push(`  kernel time: median ${t.medianUs.toFixed(2)} µs (p10 ${t.p10Us.toFixed(2)}, p90 ${t.p90Us.toFixed(2)}, min ${t.minUs.toFixed(2)}) over ${plural(t.iters, "launch", "launches")}` + (t.appUs !== null ? `; in the app ${t.appUs.toFixed(2)} µs` : ""));
+    L.push(
+      `  kernel time: median ${t.medianUs.toFixed(2)} µs (p10 ${t.p10Us.toFixed(2)}, p90 ${t.p90Us.toFixed(2)}, min ${t.minUs.toFixed(2)}) over ${plural(t.iters, "launch", "launches")}` +
+        (t.appUs !== null ? `; in the app ${t.appUs.toFixed(2)} µs` : ""),
+    );
     L.push(`    measured by ${t.method}; in the app by ${t.appMethod}`);
     if (t.clocks) L.push(`    ${describeClocks(t.clocks)}`);
   }
-  L.push(`  restore ${formatBytes(r.restore.storedBytes)} stored of ${formatBytes(r.restore.bytes)} live in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", pinned file mapping" : ", staged"}); ${r.reserve.spans} VA spans reserved at the captured addresses`);
+  L.push(
+    `  restore ${formatBytes(r.restore.storedBytes)} stored of ${formatBytes(r.restore.bytes)} live in ${(r.restore.seconds * 1000).toFixed(1)} ms (${r.restore.gbPerS.toFixed(1)} GB/s${r.restore.hostRegistered ? ", pinned file mapping" : ", staged"}); ${r.reserve.spans} VA spans reserved at the captured addresses`,
+  );
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.map(oneLine).join("\n"); // each line one line, whatever the manifest's names hold
@@ -83,7 +94,10 @@ export function describeReplay(r: ReplayResult): string {
  */
 export function describeAgainst(what: string, r: ReplayResult, c: TimingComparison | null): string {
   const verdict = r.verdict === "match" ? "MATCH" : "MISMATCH";
-  return [`  against ${what}: ${verdict}${r.verdict === "match" ? "" : ` (${plural(r.mismatches.length, "region")} not as the app left them: its time says little)`}`, `    ${describeComparison(c)}`].join("\n");
+  return [
+    `  against ${what}: ${verdict}${r.verdict === "match" ? "" : ` (${plural(r.mismatches.length, "region")} not as the app left them: its time says little)`}`,
+    `    ${describeComparison(c)}`,
+  ].join("\n");
 }
 
 /** One line: "kernel time 48.10 → 44.90 µs: 1.07× faster (1.05–1.09), 50 interleaved launch pairs". */
@@ -124,13 +138,21 @@ export function describeClocks(c: ClockState): string {
 /** The tolerance report: overall verdict, then each region that is not bit-exact. */
 export function describeNumerics(r: ReplayResult): string[] {
   const n = r.numerics;
-  const L = [`  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol}${n.settings ? `; the capture's judging settings: ${n.settings.used.join(", ")}, from ${n.settings.file}` : ""})`];
+  const L = [
+    `  numerics: ${n.verdict.toUpperCase()} (atol ${n.atol}, rtol ${n.rtol}${n.settings ? `; the capture's judging settings: ${n.settings.used.join(", ")}, from ${n.settings.file}` : ""})`,
+  ];
   for (const x of n.regions.filter((x) => !x.multiset).slice(0, 20)) {
     L.push(
       `  region ${x.va} as ${x.dtype} (${x.dtypeSource}): ${x.verdict}; ${x.overTolerance} of ${x.elements} elements over tolerance, max abs ${x.maxAbsError.toPrecision(4)}, max rel ${x.maxRelError.toPrecision(4)}` +
         (x.firstOverOffset >= 0 ? `, first at byte ${x.firstOverOffset}` : "") +
-        (x.trivial === "unchanged" ? "; the replay left it unchanged where the app wrote it" : x.trivial === "all-zeros" ? "; the replay left it all zeros where the app wrote data" : "") +
-        (x.spread ? `; run-to-run spread: ${x.spread.elementsVarying} elements vary, max abs ${x.spread.maxAbsSpread.toPrecision(3)}, max rel ${x.spread.maxRelSpread.toPrecision(3)}, ${Math.round(x.spread.maxUlpSpread)} ulp; ${x.spread.outside} app elements outside the envelope` : ""),
+        (x.trivial === "unchanged"
+          ? "; the replay left it unchanged where the app wrote it"
+          : x.trivial === "all-zeros"
+            ? "; the replay left it all zeros where the app wrote data"
+            : "") +
+        (x.spread
+          ? `; run-to-run spread: ${x.spread.elementsVarying} elements vary, max abs ${x.spread.maxAbsSpread.toPrecision(3)}, max rel ${x.spread.maxRelSpread.toPrecision(3)}, ${Math.round(x.spread.maxUlpSpread)} ulp; ${x.spread.outside} app elements outside the envelope`
+          : ""),
     );
   }
   return L;
@@ -152,8 +174,28 @@ export function kernelTable(kernels: KernelSeen[], perProcess = false): string {
   // grid, block and module come from an eager launch (c/cuda/kerncap_cuda.c on_launch): a kernel that ran only as a graph's node has none (the library writes 0x0x0, 0x0)
   const dims = (d: [number, number, number]) => (d.every((x) => x === 0) ? "-" : d.join("x"));
   const mod = (m: string) => (m === "0x0" || m === "" ? "-" : m);
-  const rows = kernels.map((k) => [String(k.count), ...(bench ? [String(k.benchmark ?? 0)] : []), ...(graph ? [String(k.graph ?? 0)] : []), ...(perProcess ? [per(k)] : []), dims(k.grid), dims(k.block), mod(k.module), ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []), oneLine(k.demangled || k.name)]);
-  const head = ["count", ...(bench ? ["bench"] : []), ...(graph ? ["graph"] : []), ...(perProcess ? ["pid:count"] : []), "grid", "block", "module", ...(note ? ["note"] : []), "kernel"];
+  const rows = kernels.map((k) => [
+    String(k.count),
+    ...(bench ? [String(k.benchmark ?? 0)] : []),
+    ...(graph ? [String(k.graph ?? 0)] : []),
+    ...(perProcess ? [per(k)] : []),
+    dims(k.grid),
+    dims(k.block),
+    mod(k.module),
+    ...(note ? [k.collective ? `collective (${k.collective})` : ""] : []),
+    oneLine(k.demangled || k.name),
+  ]);
+  const head = [
+    "count",
+    ...(bench ? ["bench"] : []),
+    ...(graph ? ["graph"] : []),
+    ...(perProcess ? ["pid:count"] : []),
+    "grid",
+    "block",
+    "module",
+    ...(note ? ["note"] : []),
+    "kernel",
+  ];
   return table(head, rows);
 }
 

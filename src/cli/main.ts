@@ -53,8 +53,14 @@ export function dashPathHint(a: string): string {
  * also named, is `--allow-version-mismatch`. Said where a verb has no output to replace.
  */
 const RENAMED: Record<string, { to: string; why: string }> = {
-  f: { to: "allow-version-mismatch", why: "-f replaces an output (as ncu's -f); building with another Triton version than the capture's is --allow-version-mismatch" },
-  force: { to: "allow-version-mismatch", why: "--force replaces an output (as ncu's -f); building with another Triton version than the capture's is --allow-version-mismatch" },
+  f: {
+    to: "allow-version-mismatch",
+    why: "-f replaces an output (as ncu's -f); building with another Triton version than the capture's is --allow-version-mismatch",
+  },
+  force: {
+    to: "allow-version-mismatch",
+    why: "--force replaces an output (as ncu's -f); building with another Triton version than the capture's is --allow-version-mismatch",
+  },
 };
 
 /**
@@ -86,7 +92,10 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     .map(([n, d]) => {
       // citty adds the camelCase form of a hyphenated name (launchCount) to a definition it parsed with: not a spelling to offer
       const camel = n.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
-      const aliases = [("alias" in d ? d.alias : undefined) ?? []].flat().filter((a) => a !== camel).map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
+      const aliases = [("alias" in d ? d.alias : undefined) ?? []]
+        .flat()
+        .filter((a) => a !== camel)
+        .map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
       const no = d.type === "boolean" && (d.default === true || d.negativeDescription) ? [`--no-${n}`] : [];
       return `--${n}${aliases.length ? ` (${aliases.join(", ")})` : ""}${no.length ? `, ${no.join(", ")}` : ""}`;
     })
@@ -113,9 +122,13 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       const takesApp = verb === "run" || verb === "list";
       if (!known.has(name) && name === "json") {
         // the verbs without --json: their stdout is already a protocol or a script (the error still comes as a JSON document, as --json was asked for)
-        throw new KerncapError("E_USAGE", `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`, {
-          hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
-        });
+        throw new KerncapError(
+          "E_USAGE",
+          `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`,
+          {
+            hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
+          },
+        );
       }
       const renamed = RENAMED[name];
       if (!known.has(name) && renamed && known.has(renamed.to)) {
@@ -123,7 +136,9 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
       }
       if (!known.has(name)) {
         // the closest long option by edit distance (--iter → --iters, --verfy → --verify), as an unknown verb gets
-        const near = [...known.keys()].filter((k) => k.length > 1 && editDistance(name, k) <= 2).sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
+        const near = [...known.keys()]
+          .filter((k) => k.length > 1 && editDistance(name, k) <= 2)
+          .sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
         throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\`${near ? `; did you mean --${near}?` : ""}${dashPathHint(a)}`, {
           hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
         });
@@ -134,7 +149,9 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         // citty takes any value but "false" as true (--force=0 forced): only the two words are taken
         const val = a.slice(a.indexOf("=") + 1);
         if (val !== "true" && val !== "false") {
-          throw new KerncapError("E_USAGE", `${a}: --${known.get(name)} is a switch; its value can only be true or false`, { hint: `Give --${known.get(name)} alone to set it, or leave it out (--no-${known.get(name)} where it is on by default).` });
+          throw new KerncapError("E_USAGE", `${a}: --${known.get(name)} is a switch; its value can only be true or false`, {
+            hint: `Give --${known.get(name)} alone to set it, or leave it out (--no-${known.get(name)} where it is on by default).`,
+          });
         }
       }
       if (d && d.type !== "boolean" && !a.includes("=")) {
@@ -142,7 +159,9 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         const v = args[i + 1];
         if (v === undefined || v.startsWith("--")) {
           const long = a.startsWith("--");
-          throw new KerncapError("E_USAGE", `${a} needs a value`, { hint: `For example ${long ? `${a} VALUE or ${a}=VALUE` : `${a} VALUE`}; run \`kerncap ${verb} --help\`.` });
+          throw new KerncapError("E_USAGE", `${a} needs a value`, {
+            hint: `For example ${long ? `${a} VALUE or ${a}=VALUE` : `${a} VALUE`}; run \`kerncap ${verb} --help\`.`,
+          });
         }
         i++;
       }
@@ -156,7 +175,10 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     }
     if (++seen > positionals && !MANY_POSITIONALS.has(verb)) {
       throw new KerncapError("E_USAGE", `unexpected argument ${JSON.stringify(a)} for \`kerncap ${verb}\``, {
-        hint: verb === "run" || verb === "list" ? "Put the application after `--`: kerncap " + verb + " [options] -- APP [ARGS…]" : `Run \`kerncap ${verb} --help\`.`,
+        hint:
+          verb === "run" || verb === "list"
+            ? "Put the application after `--`: kerncap " + verb + " [options] -- APP [ARGS…]"
+            : `Run \`kerncap ${verb} --help\`.`,
       });
     }
   }
@@ -187,7 +209,10 @@ const O_CLOEXEC = 0o2000000;
  * Source: /proc/self/fdinfo/N `flags` and /proc/self/fd/N. Linux only: undefined elsewhere.
  */
 export function closedStdio(proc = "/proc/self"): "stdout" | "stderr" | undefined {
-  for (const [fd, name] of [[1, "stdout"], [2, "stderr"]] as const) {
+  for (const [fd, name] of [
+    [1, "stdout"],
+    [2, "stderr"],
+  ] as const) {
     let info: string;
     try {
       info = readFileSync(`${proc}/fdinfo/${fd}`, "utf8");
@@ -223,8 +248,14 @@ export async function runCli(argv: string[]): Promise<number> {
   }
   if (closed === "stderr") {
     // the one channel left says it, so that a script sees why kerncap did nothing
-    if (wantJson) printJson("error", { error: { code: "E_STDERR_CLOSED", message: "stderr is closed (`2>&-`)", hint: "Send it to a file or /dev/null instead (`2>/dev/null`)." } });
-    else process.stdout.write("kerncap: stderr is closed (`2>&-`): its messages and errors would be lost; send it to a file or /dev/null instead (`2>/dev/null`)\n");
+    if (wantJson)
+      printJson("error", {
+        error: { code: "E_STDERR_CLOSED", message: "stderr is closed (`2>&-`)", hint: "Send it to a file or /dev/null instead (`2>/dev/null`)." },
+      });
+    else
+      process.stdout.write(
+        "kerncap: stderr is closed (`2>&-`): its messages and errors would be lost; send it to a file or /dev/null instead (`2>/dev/null`)\n",
+      );
     return 2;
   }
   const verb = own.find((a) => !a.startsWith("-"));
@@ -249,7 +280,17 @@ export async function runCli(argv: string[]): Promise<number> {
     // the document's text is the log's (consola drops the marks of `code`)
     const [m, h] = [asShown(message), hint === undefined ? null : asShown(hint)];
     if (wantJson && verb === "validate" && own.includes("--watch")) {
-      printJsonLine("validate-watch", { event: "error", trigger: "start", files: [], at: new Date().toISOString(), code, message: m, hint: h, buildSeconds: null, saveToVerdictSeconds: 0 });
+      printJsonLine("validate-watch", {
+        event: "error",
+        trigger: "start",
+        files: [],
+        at: new Date().toISOString(),
+        code,
+        message: m,
+        hint: h,
+        buildSeconds: null,
+        saveToVerdictSeconds: 0,
+      });
     } else if (wantJson) printJson("error", { error: { code, message: m, hint: h } });
     return exitCode;
   };
@@ -259,19 +300,40 @@ export async function runCli(argv: string[]): Promise<number> {
     if (!isVerb(verb)) {
       const word = verb === "help" ? helpOf : verb; // `kerncap help nosuchverb`: the word asked about
       const stray = word ? undefined : own.find((a) => !globalOptions.has(a));
-      const near = word ? Object.keys(commands).filter((c) => editDistance(word, c) <= 2).sort((a, b) => editDistance(word, a) - editDistance(word, b))[0] : undefined;
-      return fail("E_USAGE", word ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}` : stray ? `unknown option ${stray} (no command given)${dashPathHint(stray)}` : "no command given", `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`);
+      const near = word
+        ? Object.keys(commands)
+            .filter((c) => editDistance(word, c) <= 2)
+            .sort((a, b) => editDistance(word, a) - editDistance(word, b))[0]
+        : undefined;
+      return fail(
+        "E_USAGE",
+        word
+          ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}`
+          : stray
+            ? `unknown option ${stray} (no command given)${dashPathHint(stray)}`
+            : "no command given",
+        `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`,
+      );
     }
     const cmd = await commands[verb]();
     // before the verb only --json and --verbose (given to the verb); anything else there would be lost
     const before = own.slice(0, own.indexOf(verb));
     const strayBefore = before.find((a) => a !== "--json" && a !== "--verbose");
-    if (strayBefore) return fail("E_USAGE", `${strayBefore} before the command: kerncap's options follow it`, `Write \`kerncap ${verb} ${strayBefore} …\` (run \`kerncap ${verb} --help\`).`);
+    if (strayBefore)
+      return fail(
+        "E_USAGE",
+        `${strayBefore} before the command: kerncap's options follow it`,
+        `Write \`kerncap ${verb} ${strayBefore} …\` (run \`kerncap ${verb} --help\`).`,
+      );
     const rest = [...before, ...argv.slice(argv.indexOf(verb) + 1)];
     const restDd = rest.indexOf("--");
     // profile passes what follows `--` to ncu (or nsys)
     if (restDd >= 0 && verb !== "run" && verb !== "list" && verb !== "profile" && rest.length > restDd + 1) {
-      return fail("E_USAGE", `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`, `Run \`kerncap ${verb} --help\`.`);
+      return fail(
+        "E_USAGE",
+        `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`,
+        `Run \`kerncap ${verb} --help\`.`,
+      );
     }
     // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
     const ownRest = await checkArgs(verb, cmd, shortEquals(restDd < 0 ? rest : rest.slice(0, restDd)));
@@ -297,7 +359,11 @@ export async function runCli(argv: string[]): Promise<number> {
       return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);
     }
     if (verbose && err.stack) log.error(err.stack);
-    return fail("E_INTERNAL", `internal error: ${err.message}`, verbose ? undefined : "This is a kerncap bug; run with --verbose for the stack trace and report it.");
+    return fail(
+      "E_INTERNAL",
+      `internal error: ${err.message}`,
+      verbose ? undefined : "This is a kerncap bug; run with --verbose for the stack trace and report it.",
+    );
   }
 }
 

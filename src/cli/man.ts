@@ -42,7 +42,9 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
       "kerncap run injects a small capture library into the application (CUPTI, through CUDA_INJECTION64_PATH), waits for the Nth launch of a kernel whose name matches, and writes a capture: the module image, the kernel parameters, the launch configuration and a snapshot of every live device allocation before and after the launch, at their virtual addresses. kerncap replay maps that memory back at the same addresses, launches the kernel again and judges the result against the application's. The capture is also a reproducer project: edit its source, and kerncap validate rebuilds, replays and judges again.",
     ),
     ".PP",
-    roff("Every verb takes --verbose, and every verb but mcp and completion takes --json (one document on stdout, its JSON Schema from kerncap schema VERB). kerncap's own options end at --: what follows belongs to the application. An option that takes one value and is given more than once is set by its last use; -f/--force always replaces an output that kerncap wrote."),
+    roff(
+      "Every verb takes --verbose, and every verb but mcp and completion takes --json (one document on stdout, its JSON Schema from kerncap schema VERB). kerncap's own options end at --: what follows belongs to the application. An option that takes one value and is given more than once is set by its last use; -f/--force always replaces an output that kerncap wrote.",
+    ),
     ".SH VERBS",
   ];
   for (const [name, load] of Object.entries(commands)) {
@@ -51,7 +53,12 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
     const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
     const positional = Object.entries(defs).filter(([, d]) => d.type === "positional");
     const pos = positional.map(([n, d]) => ("required" in d && d.required ? `\\fI${roff(n.toUpperCase())}\\fR` : `[\\fI${roff(n.toUpperCase())}\\fR]`));
-    const app = name === "run" || name === "list" ? " \\fB\\-\\-\\fR \\fIAPP\\fR [\\fIARGS\\fR...]" : name === "profile" ? " [\\fB\\-\\-\\fR \\fINCU OPTIONS\\fR...]" : "";
+    const app =
+      name === "run" || name === "list"
+        ? " \\fB\\-\\-\\fR \\fIAPP\\fR [\\fIARGS\\fR...]"
+        : name === "profile"
+          ? " [\\fB\\-\\-\\fR \\fINCU OPTIONS\\fR...]"
+          : "";
     L.push(".SS " + `\\fB${roff(name)}\\fR ${pos.join(" ")}${app}`.trim());
     L.push(roff(meta.description ?? ""));
     for (const [n, d] of Object.entries(defs)) {
@@ -60,7 +67,8 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
       const aliases = [("alias" in d ? d.alias : undefined) ?? []].flat().filter((a) => a !== camel);
       const spell = [`--${n}`, ...aliases.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
       const value = d.type === "boolean" ? "" : ` \\fI${roff(("valueHint" in d && d.valueHint) || n.toUpperCase())}\\fR`;
-      const neg = d.type === "boolean" && (d.default === true || ("negativeDescription" in d && d.negativeDescription)) ? `, \\fB\\-\\-no\\-${roff(n)}\\fR` : "";
+      const neg =
+        d.type === "boolean" && (d.default === true || ("negativeDescription" in d && d.negativeDescription)) ? `, \\fB\\-\\-no\\-${roff(n)}\\fR` : "";
       L.push(".TP", `${spell.map((x) => `\\fB${roff(x)}\\fR`).join(", ")}${value}${neg}`);
       const def = d.type !== "boolean" && "default" in d && d.default !== undefined && d.default !== "" ? ` (default ${d.default})` : "";
       L.push(roff(`${d.description ?? ""}${def}`));

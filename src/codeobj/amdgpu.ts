@@ -24,15 +24,51 @@ export const OFFLOAD_BUNDLE_MAGIC = "__CLANG_OFFLOAD_BUNDLE__";
 
 /** EF_AMDGPU_MACH values (LLVM BinaryFormat/ELF.h). */
 const MACH: Record<number, string> = {
-  0x20: "gfx600", 0x21: "gfx601", 0x22: "gfx700", 0x23: "gfx701", 0x24: "gfx702", 0x25: "gfx703",
-  0x26: "gfx704", 0x28: "gfx801", 0x29: "gfx802", 0x2a: "gfx803", 0x2b: "gfx810", 0x2c: "gfx900",
-  0x2d: "gfx902", 0x2e: "gfx904", 0x2f: "gfx906", 0x30: "gfx908", 0x31: "gfx909", 0x32: "gfx90c",
-  0x33: "gfx1010", 0x34: "gfx1011", 0x35: "gfx1012", 0x36: "gfx1030", 0x37: "gfx1031",
-  0x38: "gfx1032", 0x39: "gfx1033", 0x3a: "gfx602", 0x3b: "gfx705", 0x3c: "gfx805",
-  0x3d: "gfx1035", 0x3e: "gfx1034", 0x3f: "gfx90a", 0x40: "gfx940", 0x41: "gfx1100",
-  0x42: "gfx1013", 0x43: "gfx1150", 0x44: "gfx1103", 0x45: "gfx1036", 0x46: "gfx1101",
-  0x47: "gfx1102", 0x48: "gfx1200", 0x4a: "gfx1151", 0x4b: "gfx941", 0x4c: "gfx942",
-  0x4e: "gfx1201", 0x4f: "gfx950",
+  0x20: "gfx600",
+  0x21: "gfx601",
+  0x22: "gfx700",
+  0x23: "gfx701",
+  0x24: "gfx702",
+  0x25: "gfx703",
+  0x26: "gfx704",
+  0x28: "gfx801",
+  0x29: "gfx802",
+  0x2a: "gfx803",
+  0x2b: "gfx810",
+  0x2c: "gfx900",
+  0x2d: "gfx902",
+  0x2e: "gfx904",
+  0x2f: "gfx906",
+  0x30: "gfx908",
+  0x31: "gfx909",
+  0x32: "gfx90c",
+  0x33: "gfx1010",
+  0x34: "gfx1011",
+  0x35: "gfx1012",
+  0x36: "gfx1030",
+  0x37: "gfx1031",
+  0x38: "gfx1032",
+  0x39: "gfx1033",
+  0x3a: "gfx602",
+  0x3b: "gfx705",
+  0x3c: "gfx805",
+  0x3d: "gfx1035",
+  0x3e: "gfx1034",
+  0x3f: "gfx90a",
+  0x40: "gfx940",
+  0x41: "gfx1100",
+  0x42: "gfx1013",
+  0x43: "gfx1150",
+  0x44: "gfx1103",
+  0x45: "gfx1036",
+  0x46: "gfx1101",
+  0x47: "gfx1102",
+  0x48: "gfx1200",
+  0x4a: "gfx1151",
+  0x4b: "gfx941",
+  0x4c: "gfx942",
+  0x4e: "gfx1201",
+  0x4f: "gfx950",
 };
 
 export type FeatureSetting = "unsupported" | "any" | "off" | "on";
@@ -107,8 +143,14 @@ export function isOffloadBundle(buf: Uint8Array): boolean {
 }
 
 export function isAmdgpuElf(buf: Uint8Array): boolean {
-  return buf.length >= 64 && buf[0] === 0x7f && buf[1] === 0x45 && buf[2] === 0x4c && buf[3] === 0x46 &&
-    new DataView(buf.buffer, buf.byteOffset, buf.byteLength).getUint16(18, true) === EM_AMDGPU;
+  return (
+    buf.length >= 64 &&
+    buf[0] === 0x7f &&
+    buf[1] === 0x45 &&
+    buf[2] === 0x4c &&
+    buf[3] === 0x46 &&
+    new DataView(buf.buffer, buf.byteOffset, buf.byteLength).getUint16(18, true) === EM_AMDGPU
+  );
 }
 
 /** Split a clang offload bundle (uncompressed format) into its entries. */
@@ -162,7 +204,14 @@ function feature(flags: number, abi: number, which: "xnack" | "sramecc"): Featur
   return (["unsupported", "any", "off", "on"] as const)[v]!;
 }
 
-interface ElfHeader { arch: string; targetId: string; xnack: FeatureSetting; sramecc: FeatureSetting; eFlags: number; abiVersion: number }
+interface ElfHeader {
+  arch: string;
+  targetId: string;
+  xnack: FeatureSetting;
+  sramecc: FeatureSetting;
+  eFlags: number;
+  abiVersion: number;
+}
 
 function parseElfHeader(buf: Uint8Array): ElfHeader {
   if (!isAmdgpuElf(buf)) fail("not an AMDGPU ELF (e_machine != 224)");

@@ -168,7 +168,8 @@ export function parseNvInfo(section: Uint8Array): NvInfoAttr[] {
     const field = dv.getUint16(o + 2, true);
     o += 4;
     if (format === EIFMT_SVAL) {
-      if (o + field > section.length) throw nvInfoError(`attribute 0x${attr.toString(16)} payload of ${field} bytes at offset ${o} runs past the section end (${section.length})`);
+      if (o + field > section.length)
+        throw nvInfoError(`attribute 0x${attr.toString(16)} payload of ${field} bytes at offset ${o} runs past the section end (${section.length})`);
       out.push({ format, attr, value: field, payload: section.subarray(o, o + field) });
       o += field;
     } else if (format === EIFMT_NVAL || format === EIFMT_BVAL || format === EIFMT_HVAL) {
@@ -201,9 +202,7 @@ export function cubinKernels(input: CubinInput): string[] {
     .symbols()
     .filter(
       (s) =>
-        s.type === STT_FUNC &&
-        s.section === `.text.${s.name}` &&
-        ((s.other & STO_CUDA_ENTRY) !== 0 || elf.section(`.nv.constant0.${s.name}`) !== undefined),
+        s.type === STT_FUNC && s.section === `.text.${s.name}` && ((s.other & STO_CUDA_ENTRY) !== 0 || elf.section(`.nv.constant0.${s.name}`) !== undefined),
     )
     .map((s) => s.name);
 }

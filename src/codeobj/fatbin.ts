@@ -236,8 +236,7 @@ export interface PickedCubin {
 export function pickCubin(bytes: Uint8Array, arch: string): PickedCubin {
   const want = parseArch(arch);
   const major = (sm: number) => Math.floor(sm / 10);
-  const fits = (sm: number, variant: string) =>
-    sm === want.sm || (variant !== "a" && major(sm) === major(want.sm) && sm < want.sm);
+  const fits = (sm: number, variant: string) => sm === want.sm || (variant !== "a" && major(sm) === major(want.sm) && sm < want.sm);
   const rank = (sm: number, variant: string) => sm * 4 + (variant === "a" ? 3 : variant === "f" ? 2 : 1);
 
   if (isElf(bytes) && parseElf(bytes).header.machine === EM_CUDA) {
@@ -257,9 +256,7 @@ export function pickCubin(bytes: Uint8Array, arch: string): PickedCubin {
   }
   const entries = fatbinEntries(fatbin);
   const variantOf = (e: FatbinEntry) => e.arch.slice(`sm_${e.sm}`.length);
-  const best = entries
-    .filter((e) => e.kind === "cubin" && fits(e.sm, variantOf(e)))
-    .sort((a, b) => rank(b.sm, variantOf(b)) - rank(a.sm, variantOf(a)))[0];
+  const best = entries.filter((e) => e.kind === "cubin" && fits(e.sm, variantOf(e))).sort((a, b) => rank(b.sm, variantOf(b)) - rank(a.sm, variantOf(a)))[0];
   if (!best) {
     const present = [...new Set(entries.map((e) => e.arch))];
     throw new KerncapError("E_NO_CUBIN", `no cubin in the fatbin runs on ${arch}; it holds ${present.join(", ") || "nothing"}`, {

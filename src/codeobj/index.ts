@@ -42,7 +42,10 @@ export function describeModule(bytes: Uint8Array): ModuleDescription {
     const nv = elf.section(".nv_fatbin");
     return nv ? describeFatbin(elf.sectionBytes(nv), "elf") : { kind: "elf", archs: [] };
   }
-  const head = new TextDecoder().decode(bytes.subarray(0, 4096)).replace(/^\uFEFF/, "").trimStart();
+  const head = new TextDecoder()
+    .decode(bytes.subarray(0, 4096))
+    .replace(/^\uFEFF/, "")
+    .trimStart();
   if (head.startsWith("//") || head.startsWith(".version")) return describePtx(new TextDecoder().decode(bytes));
   const magic = [...bytes.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
   throw new KerncapError("E_MODULE_KIND", `unknown module image (first bytes ${magic || "none"})`, {
@@ -54,11 +57,7 @@ function describeFatbin(bytes: Uint8Array, kind: "fatbin" | "elf"): ModuleDescri
   const entries = fatbinEntries(bytes);
   const firstCubin = entries.find((e) => e.kind === "cubin");
   const firstPtx = entries.find((e) => e.kind === "ptx");
-  const kernels = firstCubin
-    ? cubinKernels(firstCubin.bytes())
-    : firstPtx
-      ? ptxEntries(new TextDecoder().decode(firstPtx.bytes()))
-      : undefined;
+  const kernels = firstCubin ? cubinKernels(firstCubin.bytes()) : firstPtx ? ptxEntries(new TextDecoder().decode(firstPtx.bytes())) : undefined;
   return { kind, archs: [...new Set(entries.map((e) => e.arch))], kernels };
 }
 

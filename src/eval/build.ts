@@ -96,7 +96,14 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     if (c.kind === "flags") {
       // the capture's own sources, build.sh with the words appended (src/frontends/build.ts extraFlags), the module into `dest` (emptied first)
       rmSync(dest, { recursive: true, force: true });
-      const b = await buildReproducer(dir, { quiet: true, force: s.force, out: join(dest, "kernel.cubin"), extraFlags: c.flags!, ...(s.confine ? { confine: m } : {}), ...(fe.explainBuildFailure ? { explain: fe.explainBuildFailure } : {}) });
+      const b = await buildReproducer(dir, {
+        quiet: true,
+        force: s.force,
+        out: join(dest, "kernel.cubin"),
+        extraFlags: c.flags!,
+        ...(s.confine ? { confine: m } : {}),
+        ...(fe.explainBuildFailure ? { explain: fe.explainBuildFailure } : {}),
+      });
       fe.checkRebuiltModule?.(b.module, m);
       return { built: { module: b.module, seconds: seconds(), ...moduleFigures(b.module, m) } };
     }
@@ -104,12 +111,18 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     if (c.kind === "config") {
       // one config of the frontend's tune space, built its way (Triton: compiled by repro.py; eval.ts refused a frontend without)
       const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid);
-      if ("error" in b) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error.split(`${resolve(dest)}/`).join(""), seconds: seconds() } };
+      if ("error" in b)
+        return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error.split(`${resolve(dest)}/`).join(""), seconds: seconds() } };
       module = b.module;
       grid = b.grid;
       fe.checkRebuiltModule?.(module, m);
     } else {
-      const r = new Rebuilder(dest, m, fe, { quiet: true, force: s.force, fullBuild: true, ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m } : {}) });
+      const r = new Rebuilder(dest, m, fe, {
+        quiet: true,
+        force: s.force,
+        fullBuild: true,
+        ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m } : {}),
+      });
       module = (await r.rebuildOnce()).module;
     }
     return { built: { module, seconds: seconds(), ...moduleFigures(module, m), ...(grid ? { grid } : {}) } };
@@ -127,7 +140,12 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
  * tune's configs (src/tune/evaluate.ts, through eval's loop).
  * @throws the first error a build throws (the others still running finish first)
  */
-export async function buildPool<T>(items: readonly T[], jobs: number, build: (item: T, i: number) => Promise<void>, stopped: () => boolean = () => false): Promise<void> {
+export async function buildPool<T>(
+  items: readonly T[],
+  jobs: number,
+  build: (item: T, i: number) => Promise<void>,
+  stopped: () => boolean = () => false,
+): Promise<void> {
   let next = 0;
   const builder = async () => {
     for (let i = next++; i < items.length && !stopped(); i = next++) await build(items[i]!, i);

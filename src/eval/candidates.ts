@@ -57,17 +57,26 @@ function treeFiles(root: string): string[] {
       else if (st.isFile()) {
         bytes += st.size;
         out.push(relative(root, p));
-      } else throw new KerncapError("E_USAGE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, { hint: "A candidate tree holds regular files and folders only (it replaces src/ in a private copy): copy the file in instead of linking it." });
+      } else
+        throw new KerncapError("E_USAGE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, {
+          hint: "A candidate tree holds regular files and folders only (it replaces src/ in a private copy): copy the file in instead of linking it.",
+        });
     }
   };
   walk(root);
-  if (bytes > CANDIDATE_MAX_BYTES) throw new KerncapError("E_USAGE", `candidate ${root} holds ${bytes} bytes of files; a source tree is expected (at most 64 MiB)`, { hint: "Give the kernel's source folder (a copy of src/ with the edit), not a build or data folder." });
+  if (bytes > CANDIDATE_MAX_BYTES)
+    throw new KerncapError("E_USAGE", `candidate ${root} holds ${bytes} bytes of files; a source tree is expected (at most 64 MiB)`, {
+      hint: "Give the kernel's source folder (a copy of src/ with the edit), not a build or data folder.",
+    });
   return out;
 }
 
 function digestOf(kind: CandidateKind, parts: (string | Uint8Array)[]): string {
   const h = createHash("sha256").update(kind);
-  for (const p of parts) h.update(String(typeof p === "string" ? p.length : p.byteLength)).update(":").update(p);
+  for (const p of parts)
+    h.update(String(typeof p === "string" ? p.length : p.byteLength))
+      .update(":")
+      .update(p);
   return h.digest("hex");
 }
 
@@ -83,23 +92,39 @@ export function parseCandidate(spec: string): Candidate {
     const label = basename(path);
     if (st.isDirectory()) {
       const files = treeFiles(path);
-      if (!files.length) throw new KerncapError("E_USAGE", `candidate ${path} is an empty folder`, { hint: "A tree candidate mirrors src/: the reproducer's sources with the edit." });
-      const digest = digestOf("tree", files.flatMap((f) => [f, readFileSync(join(path, f))]));
+      if (!files.length)
+        throw new KerncapError("E_USAGE", `candidate ${path} is an empty folder`, {
+          hint: "A tree candidate mirrors src/: the reproducer's sources with the edit.",
+        });
+      const digest = digestOf(
+        "tree",
+        files.flatMap((f) => [f, readFileSync(join(path, f))]),
+      );
       return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path };
     }
-    if (!st.isFile()) throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, { hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config." });
-    if (st.size > CANDIDATE_MAX_BYTES) throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
+    if (!st.isFile())
+      throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, {
+        hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config.",
+      });
+    if (st.size > CANDIDATE_MAX_BYTES)
+      throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
     const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
     if (kind === "patch") {
       const why = patchModeProblem(readFileSync(path, "latin1"));
-      if (why) throw new KerncapError("E_USAGE", `candidate ${path}: ${why}`, { hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes." });
+      if (why)
+        throw new KerncapError("E_USAGE", `candidate ${path}: ${why}`, {
+          hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes.",
+        });
     }
     const digest = digestOf(kind, [kind === "file" ? label : "", readFileSync(path)]);
     return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path };
   }
   if (/^[A-Za-z_]\w*=/.test(spec.trim())) {
     const space = parseConfigSpace([spec]);
-    if (space.length !== 1) throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, { hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space." });
+    if (space.length !== 1)
+      throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
+        hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space.",
+      });
     const label = spec.trim().replace(/\s+/g, " ");
     const digest = digestOf("config", [label]);
     return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config: space[0]! };
@@ -110,7 +135,10 @@ export function parseCandidate(spec: string): Candidate {
 }
 
 /** A Triton config as a candidate (kerncap tune's): labelled as `label` (default: its words, kwargs first). */
-export function configCandidate(config: TuneConfig, label = [...Object.entries(config.kwargs), ...Object.entries(config.options)].map(([k, v]) => `${k}=${v}`).join(" ")): Candidate {
+export function configCandidate(
+  config: TuneConfig,
+  label = [...Object.entries(config.kwargs), ...Object.entries(config.options)].map(([k, v]) => `${k}=${v}`).join(" "),
+): Candidate {
   const digest = digestOf("config", [JSON.stringify([Object.entries(config.kwargs).sort(), Object.entries(config.options).sort()])]);
   return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config };
 }
@@ -127,7 +155,10 @@ export function flagsCandidate(label: string, flags: string[]): Candidate {
  * @throws KerncapError E_USAGE as parseCandidate; none given
  */
 export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
-  if (!specs.length) throw new KerncapError("E_USAGE", "no candidates given", { hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, patches, replacement files, Triton configs)." });
+  if (!specs.length)
+    throw new KerncapError("E_USAGE", "no candidates given", {
+      hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, patches, replacement files, Triton configs).",
+    });
   const seen = new Map<string, Candidate>();
   for (const s of specs) {
     const c = typeof s === "string" ? parseCandidate(s) : s;
@@ -168,9 +199,13 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     const name = basename(c.path!);
     const hits = existsSync(src) ? treeFiles(src).filter((f) => basename(f) === name) : [];
     if (hits.length !== 1) {
-      throw new KerncapError("E_USAGE", `candidate ${c.path}: ${hits.length ? `${hits.length} files of src/ are named ${name} (${hits.join(", ")})` : `src/ has no file named ${name}`}`, {
-        hint: "A replacement file takes the name of the one file of src/ it replaces; otherwise give a tree (an edited copy of src/) or a patch.",
-      });
+      throw new KerncapError(
+        "E_USAGE",
+        `candidate ${c.path}: ${hits.length ? `${hits.length} files of src/ are named ${name} (${hits.join(", ")})` : `src/ has no file named ${name}`}`,
+        {
+          hint: "A replacement file takes the name of the one file of src/ it replaces; otherwise give a tree (an edited copy of src/) or a patch.",
+        },
+      );
     }
     writeFileSync(join(src, hits[0]!), readFileSync(c.path!));
   } else if (c.kind === "patch") {
@@ -203,9 +238,16 @@ export function patchModeProblem(text: string): string | undefined {
 
 async function applyPatch(src: string, patchFile: string): Promise<void> {
   const text = readFileSync(patchFile, "utf8");
-  const p = Bun.spawn(["git", "apply", `-p${stripCount(src, text)}`, "--whitespace=nowarn", patchFile], { cwd: src, stdout: "pipe", stderr: "pipe", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } });
+  const p = Bun.spawn(["git", "apply", `-p${stripCount(src, text)}`, "--whitespace=nowarn", patchFile], {
+    cwd: src,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
+  });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
   if (code !== 0) {
-    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}`, { hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/)." });
+    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}`, {
+      hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
+    });
   }
 }

@@ -161,20 +161,27 @@ export function resolveInputs(dirs: string[]): EvalInput[] {
   const out: EvalInput[] = [];
   for (const d of dirs) {
     const dir = resolve(d);
-    if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new KerncapError("E_USAGE", `${dir} is not a folder`, { hint: "Give capture folders (kerncap run --out) or a capture set's folder (run -c N)." });
+    if (!existsSync(dir) || !statSync(dir).isDirectory())
+      throw new KerncapError("E_USAGE", `${dir} is not a folder`, { hint: "Give capture folders (kerncap run --out) or a capture set's folder (run -c N)." });
     const set = existsSync(join(dir, "kerncap.json")) ? undefined : readCaptureSet(dir);
-    if (set) for (const c of set.captures) out.push({ id: `${basename(dir)}/${c.dir}`, dir: join(dir, c.dir), manifest: openCapture(join(dir, c.dir)).manifest });
+    if (set)
+      for (const c of set.captures) out.push({ id: `${basename(dir)}/${c.dir}`, dir: join(dir, c.dir), manifest: openCapture(join(dir, c.dir)).manifest });
     else out.push({ id: basename(dir), dir, manifest: openCapture(dir).manifest });
   }
   const first = out[0]!;
   for (const i of out) {
     if (i.manifest.kernel.name !== first.manifest.kernel.name) {
-      throw new KerncapError("E_USAGE", `${i.dir} is a capture of ${i.manifest.kernel.demangled || i.manifest.kernel.name}, ${first.dir} of ${first.manifest.kernel.demangled || first.manifest.kernel.name}: the inputs of an eval are captures of one kernel`, { hint: "Give captures of the same kernel (its launches in a capture set from run -c N, or from several runs)." });
+      throw new KerncapError(
+        "E_USAGE",
+        `${i.dir} is a capture of ${i.manifest.kernel.demangled || i.manifest.kernel.name}, ${first.dir} of ${first.manifest.kernel.demangled || first.manifest.kernel.name}: the inputs of an eval are captures of one kernel`,
+        { hint: "Give captures of the same kernel (its launches in a capture set from run -c N, or from several runs)." },
+      );
     }
   }
   const ids = new Set<string>();
   for (const i of out) {
-    if (ids.has(i.id)) throw new KerncapError("E_USAGE", `two inputs are named ${i.id}`, { hint: "Give each capture folder once (inputs are named by their folder's name)." });
+    if (ids.has(i.id))
+      throw new KerncapError("E_USAGE", `two inputs are named ${i.id}`, { hint: "Give each capture folder once (inputs are named by their folder's name)." });
     ids.add(i.id);
   }
   return out;
@@ -247,14 +254,22 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const home = inputs[0]!;
   const m = home.manifest;
   if (!frontendOf(m).validates) {
-    throw new KerncapError("E_FRONTEND", `${home.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap eval judges CUDA and Triton candidates only so far (as validate)`, {
-      hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
-    });
+    throw new KerncapError(
+      "E_FRONTEND",
+      `${home.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap eval judges CUDA and Triton candidates only so far (as validate)`,
+      {
+        hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
+      },
+    );
   }
   const all = parseCandidates(o.candidates);
   const candidates = frontendOf(m).tune?.candidates; // a frontend whose tune builds one config on its own (Triton)
   if (all.some((c) => c.kind === "config") && !candidates) {
-    throw new KerncapError("E_USAGE", `a config candidate (${all.find((c) => c.kind === "config")!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`, { hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags)." });
+    throw new KerncapError(
+      "E_USAGE",
+      `a config candidate (${all.find((c) => c.kind === "config")!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`,
+      { hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags)." },
+    );
   }
   const configs = all.filter((c) => c.kind === "config");
   const tiles = configs.filter((c) => candidates!.needsGrid(home.dir, c.config!));
@@ -263,7 +278,8 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
       hint: "An expression of the kernel's integer arguments and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(n, BLOCK), 1, 1'.",
     });
   }
-  if (o.resume && !o.jsonl) throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
+  if (o.resume && !o.jsonl)
+    throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
   gate(home.dir, m);
   const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;
@@ -277,7 +293,9 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   if (o.resume && keptAll.length && began !== shard) {
     results?.close();
     const what = (s: string | null | undefined) => (s ? `--shard ${s}` : "every candidate (no --shard)");
-    throw new KerncapError("E_USAGE", `${o.jsonl} holds an eval of ${what(began)}; this one is of ${what(shard)}`, { hint: `Resume with ${began ? `--shard ${began}` : "no --shard"}, or write another --jsonl file.` });
+    throw new KerncapError("E_USAGE", `${o.jsonl} holds an eval of ${what(began)}; this one is of ${what(shard)}`, {
+      hint: `Resume with ${began ? `--shard ${began}` : "no --shard"}, or write another --jsonl file.`,
+    });
   }
   const mineIds = new Set(mine.map((c) => c.id));
   const inputIds = new Set(inputs.map((i) => i.id));
@@ -285,8 +303,11 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const kept = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
   const done = new Set(kept.map((r) => key(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
-  const pending = mine.map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(key(c.id, i.id))) })).filter((p) => p.inputs.length);
-  if (o.resume) log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
+  const pending = mine
+    .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(key(c.id, i.id))) }))
+    .filter((p) => p.inputs.length);
+  if (o.resume)
+    log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
 
   const fresh: EvalRecord[] = [];
   const progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
@@ -314,30 +335,63 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const manifests = new Map(inputs.map((i) => [i.id, i.manifest]));
   const watchdog: Watchdog = {
     ms: (t) => watchdogMs(manifests.get(t.input)!, o.settings, floorS),
-    timedOut: (t, ms) => ({ candidate: t.candidate, input: t.input, verdict: "timeout", reason: `its launches ran past ${(ms / 1000).toFixed(1)} s (${TIMEOUT_FACTOR}× the captured kernel time per launch, at least ${floorS} s): killed with its worker`, code: "E_TIMEOUT", numerics: null, timing: null, runSeconds: ms / 1000, device: null }),
+    timedOut: (t, ms) => ({
+      candidate: t.candidate,
+      input: t.input,
+      verdict: "timeout",
+      reason: `its launches ran past ${(ms / 1000).toFixed(1)} s (${TIMEOUT_FACTOR}× the captured kernel time per launch, at least ${floorS} s): killed with its worker`,
+      code: "E_TIMEOUT",
+      numerics: null,
+      timing: null,
+      runSeconds: ms / 1000,
+      device: null,
+    }),
   };
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
   // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
   const work = pending.length && !o.buildDir ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
-  const buildWith = o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
+  const buildWith =
+    o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
   const jobs = Math.max(1, o.jobs ?? availableParallelism());
   let buildError: unknown;
   const building = (async () => {
     try {
-      await buildPool(pending, jobs, async ({ c, inputs: todo }) => {
-        const b = await buildWith(home.dir, m, c, o.buildDir?.(c) ?? join(work, copyName(c.id)));
-        if (stopped()) return;
-        o.onBuild?.(c, b);
-        if ("failed" in b) {
-          builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
-          emit(recordOf({ candidate: c.id, input: BUILD_INPUT, verdict: b.failed.verdict, reason: b.failed.reason, code: b.failed.code, numerics: null, timing: null, runSeconds: 0, device: null }, null, null));
-          return;
-        }
-        builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
-        for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
-      }, stopped);
+      await buildPool(
+        pending,
+        jobs,
+        async ({ c, inputs: todo }) => {
+          const b = await buildWith(home.dir, m, c, o.buildDir?.(c) ?? join(work, copyName(c.id)));
+          if (stopped()) return;
+          o.onBuild?.(c, b);
+          if ("failed" in b) {
+            builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
+            emit(
+              recordOf(
+                {
+                  candidate: c.id,
+                  input: BUILD_INPUT,
+                  verdict: b.failed.verdict,
+                  reason: b.failed.reason,
+                  code: b.failed.code,
+                  numerics: null,
+                  timing: null,
+                  runSeconds: 0,
+                  device: null,
+                },
+                null,
+                null,
+              ),
+            );
+            return;
+          }
+          builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
+          for (const i of todo)
+            queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
+        },
+        stopped,
+      );
     } catch (e) {
       buildError = e; // E_INTERRUPTED: the stop signal ends the queue too
     } finally {
@@ -345,17 +399,32 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     }
   })();
   try {
-    await drainQueue(queue, o.slots, o.open((l) => progress.line(l), watchdog), {
-      onStart: (t, slot) => progress.started(`${byId.get(t.candidate)?.label ?? t.candidate} on ${t.input}`, slot),
-      onOutcome: (x, slot) => emit(recordOf(x, slot, o.slots[slot] ?? null)),
-      stopped,
-      onStop: (stop) => {
-        stops.onStop = stop;
-        stops.onKill = stop;
+    await drainQueue(
+      queue,
+      o.slots,
+      o.open((l) => progress.line(l), watchdog),
+      {
+        onStart: (t, slot) => progress.started(`${byId.get(t.candidate)?.label ?? t.candidate} on ${t.input}`, slot),
+        onOutcome: (x, slot) => emit(recordOf(x, slot, o.slots[slot] ?? null)),
+        stopped,
+        onStop: (stop) => {
+          stops.onStop = stop;
+          stops.onKill = stop;
+        },
+        died: (t, reason): EvalOutcome => ({
+          candidate: t.candidate,
+          input: t.input,
+          verdict: "error",
+          reason,
+          code: "E_WORKER",
+          numerics: null,
+          timing: null,
+          runSeconds: 0,
+          device: null,
+        }),
+        what: "candidate runs were not made",
       },
-      died: (t, reason): EvalOutcome => ({ candidate: t.candidate, input: t.input, verdict: "error", reason, code: "E_WORKER", numerics: null, timing: null, runSeconds: 0, device: null }),
-      what: "candidate runs were not made",
-    });
+    );
     await building;
   } finally {
     stops.dispose();
@@ -363,14 +432,25 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     results?.close();
   }
   if (stops.signal) {
-    throw new KerncapError("E_INTERRUPTED", `interrupted: ${finished} of ${pending.length} candidates evaluated${o.jsonl ? `, their records in ${o.jsonl}` : ""}`, {
-      hint: o.jsonl ? "Run the same command with --resume to evaluate the rest." : "Run it again (with --jsonl FILE, an interrupted eval can be resumed).",
-      exitCode: signalExitCode(stops.signal),
-    });
+    throw new KerncapError(
+      "E_INTERRUPTED",
+      `interrupted: ${finished} of ${pending.length} candidates evaluated${o.jsonl ? `, their records in ${o.jsonl}` : ""}`,
+      {
+        hint: o.jsonl ? "Run the same command with --resume to evaluate the rest." : "Run it again (with --jsonl FILE, an interrupted eval can be resumed).",
+        exitCode: signalExitCode(stops.signal),
+      },
+    );
   }
   if (buildError) throw buildError;
   const records = [...kept, ...fresh];
-  return reportOf(records, { dir: home.dir, inputs: inputs.map((i) => i.id), results: o.jsonl ? resolve(o.jsonl) : null, shard: o.shard ?? null, workers: o.slots.length, wall: (performance.now() - t0) / 1000 });
+  return reportOf(records, {
+    dir: home.dir,
+    inputs: inputs.map((i) => i.id),
+    results: o.jsonl ? resolve(o.jsonl) : null,
+    shard: o.shard ?? null,
+    workers: o.slots.length,
+    wall: (performance.now() - t0) / 1000,
+  });
 }
 
 function truncatedNote(t: boolean | undefined): string {
@@ -382,7 +462,10 @@ const one = (s: string) => escapeForTerminal(s, { oneLine: true });
 
 /** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed), escaped. */
 export function shortReason(reason: string | null, max = 160): string {
-  const lines = (reason ?? "").split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = (reason ?? "")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
   return one((err ?? lines[0] ?? "").slice(0, max));
 }
@@ -435,9 +518,15 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
   return out;
 }
 
-function reportOf(records: EvalRecord[], o: { dir: string; inputs: string[]; results: string | null; shard: Shard | null; workers: number; wall: number }): EvalReport {
+function reportOf(
+  records: EvalRecord[],
+  o: { dir: string; inputs: string[]; results: string | null; shard: Shard | null; workers: number; wall: number },
+): EvalReport {
   const candidates = summarize(records);
-  const summary = Object.fromEntries([["candidates", candidates.length], ...EVAL_VERDICTS.map((v) => [v, candidates.filter((c) => c.verdict === v).length])]) as EvalReport["summary"];
+  const summary = Object.fromEntries([
+    ["candidates", candidates.length],
+    ...EVAL_VERDICTS.map((v) => [v, candidates.filter((c) => c.verdict === v).length]),
+  ]) as EvalReport["summary"];
   return {
     dir: o.dir,
     inputs: o.inputs,
@@ -481,9 +570,17 @@ export function rankedTable(r: EvalReport): string {
   ]);
   const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i]!.length)));
-  const line = (x: string[]) => x.map((c, i) => (i === x.length - 1 ? c : c.padEnd(w[i]!))).join("  ").trimEnd();
+  const line = (x: string[]) =>
+    x
+      .map((c, i) => (i === x.length - 1 ? c : c.padEnd(w[i]!)))
+      .join("  ")
+      .trimEnd();
   const s = r.summary;
-  const tail = `${s.candidates} candidates on ${r.inputs.length} input${r.inputs.length > 1 ? "s" : ""}: ${EVAL_VERDICTS.filter((v) => s[v]).map((v) => `${s[v]} ${v}`).join(", ")}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
+  const tail = `${s.candidates} candidates on ${r.inputs.length} input${r.inputs.length > 1 ? "s" : ""}: ${EVAL_VERDICTS.filter((v) => s[v])
+    .map((v) => `${s[v]} ${v}`)
+    .join(
+      ", ",
+    )}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
   return [line(head), ...rows.map(line), tail].join("\n");
 }
 
@@ -497,9 +594,13 @@ export function mergeEval(files: string[]): EvalReport {
   let inputs = new Set<string>();
   for (const f of files) {
     const path = resolve(f);
-    if (!existsSync(path) || statSync(path).isDirectory()) throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
+    if (!existsSync(path) || statSync(path).isDirectory())
+      throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
     const { records } = parseRecords(path, readFileSync(path, "utf8"), EVAL_RECORDS);
-    if (!records.length) throw new KerncapError("E_RESULTS", `${path} holds no eval record`, { hint: "A shard that stopped before its first candidate leaves an empty file: run it again (--resume), or leave it out." });
+    if (!records.length)
+      throw new KerncapError("E_RESULTS", `${path} holds no eval record`, {
+        hint: "A shard that stopped before its first candidate leaves an empty file: run it again (--resume), or leave it out.",
+      });
     for (const r of records) {
       byKey.set(key(r.candidate, r.input), r);
       if (r.input !== BUILD_INPUT) inputs.add(r.input);

@@ -13,7 +13,15 @@ export { MIN_PAIRS } from "../replay/stats.ts";
 /** A comparison as eval records it; null when there was none (fewer than MIN_PAIRS timed launches, a capture that faults). */
 export function timingOf(c: TimingComparison | null): EvalTiming | null {
   if (!c) return null;
-  return { baselineMedianUs: c.baselineMedianUs, candidateMedianUs: c.candidateMedianUs, speedup: c.speedup, low: c.low, high: c.high, verdict: c.verdict, text: c.text };
+  return {
+    baselineMedianUs: c.baselineMedianUs,
+    candidateMedianUs: c.candidateMedianUs,
+    speedup: c.speedup,
+    low: c.low,
+    high: c.high,
+    verdict: c.verdict,
+    text: c.text,
+  };
 }
 
 /**

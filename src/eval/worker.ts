@@ -60,11 +60,33 @@ export interface EvalTask {
   grid?: [number, number, number];
 }
 
-const Tolerance = v.object({ atol: v.optional(v.number()), rtol: v.optional(v.number()), dtype: v.optional(v.string()), multiset: v.optional(v.array(v.string())) });
+const Tolerance = v.object({
+  atol: v.optional(v.number()),
+  rtol: v.optional(v.number()),
+  dtype: v.optional(v.string()),
+  multiset: v.optional(v.array(v.string())),
+});
 /** The protocol's lines (src/check/worker.ts serveProtocol). */
 export const EVAL_PROTOCOL = {
-  settings: v.object({ settings: v.object({ iters: v.number(), runs: v.optional(v.number()), verify: v.boolean(), tolerance: Tolerance, flushL2: v.optional(v.boolean()), compareBudgetSeconds: v.optional(v.number()) }) }),
-  task: v.object({ task: v.object({ candidate: v.string(), input: v.string(), dir: v.string(), module: v.string(), grid: v.optional(v.tuple([v.number(), v.number(), v.number()])) }) }),
+  settings: v.object({
+    settings: v.object({
+      iters: v.number(),
+      runs: v.optional(v.number()),
+      verify: v.boolean(),
+      tolerance: Tolerance,
+      flushL2: v.optional(v.boolean()),
+      compareBudgetSeconds: v.optional(v.number()),
+    }),
+  }),
+  task: v.object({
+    task: v.object({
+      candidate: v.string(),
+      input: v.string(),
+      dir: v.string(),
+      module: v.string(),
+      grid: v.optional(v.tuple([v.number(), v.number(), v.number()])),
+    }),
+  }),
 };
 
 /**
@@ -81,7 +103,8 @@ export class EvalJudge {
    */
   constructor(
     private readonly started: () => void,
-    private readonly open: (dir: string, s: EvalSettings) => Promise<ReplaySession> = (dir, s) => openReplay(openCapture(dir), { verify: s.verify, ordinal: 0 }),
+    private readonly open: (dir: string, s: EvalSettings) => Promise<ReplaySession> = (dir, s) =>
+      openReplay(openCapture(dir), { verify: s.verify, ordinal: 0 }),
   ) {}
 
   /** Whether a kernel fault took this process's device context (the worker retires). */
@@ -114,13 +137,27 @@ export class EvalJudge {
       session = await this.sessionFor(t.dir, s);
       const m = session.manifest;
       const fe = frontendOf(m);
-      const timed = { ...(s.flushL2 ? { flushL2: true } : {}), ...(s.compareBudgetSeconds !== undefined ? { compareBudgetSeconds: s.compareBudgetSeconds } : {}) };
-      const run: RunOptions = { iters: s.iters, ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...timed, regionTypes: regionTypesOf(m), ...rebuiltRun(fe, m, t.module) };
+      const timed = {
+        ...(s.flushL2 ? { flushL2: true } : {}),
+        ...(s.compareBudgetSeconds !== undefined ? { compareBudgetSeconds: s.compareBudgetSeconds } : {}),
+      };
+      const run: RunOptions = {
+        iters: s.iters,
+        ...(s.runs !== undefined ? { runs: s.runs } : {}),
+        ...s.tolerance,
+        ...timed,
+        regionTypes: regionTypesOf(m),
+        ...rebuiltRun(fe, m, t.module),
+      };
       if (t.grid) {
         const rebuilt = fe.rebuiltLaunch?.(t.module, m);
         const mg = { ...m, launch: { ...m.launch, grid: t.grid } };
         const w = rebuilt ? withRebuiltLaunch(mg, rebuilt) : mg;
-        run.launch = { launch: w.launch, functionAttributes: w.functionAttributes, params: new Uint8Array(readCaptureBytes(session.dir, m.params.file, m.params.size)) };
+        run.launch = {
+          launch: w.launch,
+          functionAttributes: w.functionAttributes,
+          params: new Uint8Array(readCaptureBytes(session.dir, m.params.file, m.params.size)),
+        };
       }
       this.started();
       const r = await session.runCompared({ iters: s.iters, runs: 1, regionTypes: run.regionTypes, ...timed }, run);

@@ -20,7 +20,25 @@
  * capture (src/format/paths.ts: a hard link may share data with a file outside the folder), so a
  * hard-linked export would break the capture it came from.
  */
-import { chmodSync, closeSync, constants, copyFileSync, existsSync, ftruncateSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  copyFileSync,
+  existsSync,
+  ftruncateSync,
+  openSync,
+  readSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join, resolve, sep } from "node:path";
 import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
 import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
@@ -115,7 +133,13 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     // an offload bundle's code object for the captured architecture, beside the data (ROCr loads ELF code objects only)
     if (hsa?.unbundled) writeFileSync(join(tmp, "kernel.hsaco"), hsa.unbundled);
     const module = hsa?.unbundled ? "kernel.hsaco" : `data/${m.module.file}`;
-    const files: ExportFiles = { module, ptx: ptxFile ?? "", params: `data/${m.params.file}`, before: `data/${m.memory.before}`, after: `data/${m.memory.after}` };
+    const files: ExportFiles = {
+      module,
+      ptx: ptxFile ?? "",
+      params: `data/${m.params.file}`,
+      before: `data/${m.memory.before}`,
+      after: `data/${m.memory.after}`,
+    };
     writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
     const editable = copyProject(capDir, m, tmp);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
@@ -166,7 +190,9 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   const real = existsSync(out) ? realpathSync(out) : join(realpathSync(dirname(out)), out.split(sep).pop()!);
   const within = (a: string, b: string) => a === b || a.startsWith(b + sep);
   if (within(real, capDir) || within(capDir, real)) {
-    throw new KerncapError("E_USAGE", `${out} ${within(real, capDir) ? "is inside" : "holds"} the capture folder ${capDir}`, { hint: "Export to a folder beside the capture, e.g. -o export." });
+    throw new KerncapError("E_USAGE", `${out} ${within(real, capDir) ? "is inside" : "holds"} the capture folder ${capDir}`, {
+      hint: "Export to a folder beside the capture, e.g. -o export.",
+    });
   }
   if (!existsSync(out)) return;
   const st = lstatSync(out);
@@ -202,7 +228,10 @@ function place(tmp: string, out: string, force: boolean): void {
 
 function checkOutputAgain(out: string, force: boolean): void {
   const empty = statSync(out).isDirectory() && readdirSync(out).length === 0;
-  if (!force && !empty) throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, { hint: "Export again (it then says whether --force may replace what is there), or choose another output folder (-o)." });
+  if (!force && !empty)
+    throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, {
+      hint: "Export again (it then says whether --force may replace what is there), or choose another output folder (-o).",
+    });
 }
 
 /**
@@ -269,7 +298,10 @@ function hsaCodeObject(m: Manifest, image: Uint8Array): { dispatch: HsaDispatch;
   let unbundled: Uint8Array | null = null;
   if (isOffloadBundle(image)) {
     const e = amdgpuCodeObjects(image, m.device.arch)[0];
-    if (!e) throw new KerncapError("E_ARCH", `${m.module.file} holds no code object for ${m.device.arch}, the captured architecture`, { hint: "The capture is damaged or was edited; capture the kernel again." });
+    if (!e)
+      throw new KerncapError("E_ARCH", `${m.module.file} holds no code object for ${m.device.arch}, the captured architecture`, {
+        hint: "The capture is damaged or was edited; capture the kernel again.",
+      });
     co = unbundled = new Uint8Array(e.bytes);
   }
   const k = findKernel(parseAmdgpuCodeObject(co), m.kernel.name);
@@ -363,7 +395,15 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
     files: f,
     chunkBytes: p.chunkBytes,
     tolerance: p.tolerance,
-    regions: p.regions.map((r) => ({ va: `0x${r.va.toString(16)}`, size: r.size, kind: r.name, changed: r.changed, dtype: r.dtype, before: r.before, after: r.after })),
+    regions: p.regions.map((r) => ({
+      va: `0x${r.va.toString(16)}`,
+      size: r.size,
+      kind: r.name,
+      changed: r.changed,
+      dtype: r.dtype,
+      before: r.before,
+      after: r.after,
+    })),
     ...(t
       ? {
           triton: {
@@ -372,8 +412,16 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
             tritonVersion: s.tritonVersion ?? null,
             grid: p.grid,
             args: t.args,
-            constexprs: (s.constexprs ?? []).map((c: { name: string; expr?: string; value?: unknown }) => ({ name: c.name, expr: c.expr ?? null, value: c.value ?? null })),
-            options: Object.fromEntries(["num_warps", "num_stages", "num_ctas", "maxnreg"].filter((k) => s.options?.[k] !== undefined && s.options?.[k] !== null).map((k) => [k, s.options[k]])),
+            constexprs: (s.constexprs ?? []).map((c: { name: string; expr?: string; value?: unknown }) => ({
+              name: c.name,
+              expr: c.expr ?? null,
+              value: c.value ?? null,
+            })),
+            options: Object.fromEntries(
+              ["num_warps", "num_stages", "num_ctas", "maxnreg"]
+                .filter((k) => s.options?.[k] !== undefined && s.options?.[k] !== null)
+                .map((k) => [k, s.options[k]]),
+            ),
             storedPointer: t.storedPointer,
           },
         }
@@ -381,7 +429,15 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
   };
 }
 
-function readmeContext(m: Manifest, p: ExportPlan, f: ExportFiles, editable: string | null, commands: ExportResult["commands"], t: TritonPart | null, data: ExportResult["data"]): Record<string, unknown> {
+function readmeContext(
+  m: Manifest,
+  p: ExportPlan,
+  f: ExportFiles,
+  editable: string | null,
+  commands: ExportResult["commands"],
+  t: TritonPart | null,
+  data: ExportResult["data"],
+): Record<string, unknown> {
   return {
     // manifest text, raw: the template puts each through its Markdown escape (mdCode, mdText: src/frontends/templates.ts)
     kernel: p.demangled,
@@ -425,4 +481,3 @@ function folderBytes(dir: string): number {
   }
   return n;
 }
-

@@ -96,9 +96,23 @@ function attrBytes(hex: string): Uint8Array {
  * (describeModule's list: sm_XX machine code, compute_XX PTX).
  * @throws KerncapError E_USAGE for a bad tolerance or --dtype (regionNumericsPlan)
  */
-export function exportPlan(m: Manifest, params: Uint8Array, archs: string[], o: { atol?: number; rtol?: number; dtype?: string } = {}, hsa: HsaDispatch | null = null): ExportPlan {
+export function exportPlan(
+  m: Manifest,
+  params: Uint8Array,
+  archs: string[],
+  o: { atol?: number; rtol?: number; dtype?: string } = {},
+  hsa: HsaDispatch | null = null,
+): ExportPlan {
   const types = regionNumericsPlan(m, params, { ...o, regionTypes: regionTypesOf(m) });
-  const range = (r: Manifest["regions"][number], name: string, dtype: ElementType): PlanRange => ({ name, va: BigInt(r.va), size: r.size, changed: r.changed, dtype, before: r.before.extents, after: r.after.extents });
+  const range = (r: Manifest["regions"][number], name: string, dtype: ElementType): PlanRange => ({
+    name,
+    va: BigInt(r.va),
+    size: r.size,
+    changed: r.changed,
+    dtype,
+    before: r.before.extents,
+    after: r.after.extents,
+  });
   const regions = m.regions.map((r, i) => range(r, r.kind, types[i]!.dtype)).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
   const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, name: a.name, value: attrBytes(a.valueHex) }));
   if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === COOPERATIVE)) {
@@ -290,7 +304,9 @@ export type TritonArg =
  */
 export function tritonArgs(m: Manifest, params: Uint8Array, regions: PlanRange[]): TritonArg[] {
   const sig = (m.source?.signature ?? {}) as Record<string, unknown>;
-  const names = Object.entries(sig).filter(([, t]) => t !== "constexpr").map(([n]) => n);
+  const names = Object.entries(sig)
+    .filter(([, t]) => t !== "constexpr")
+    .map(([n]) => n);
   const types = tritonParamTypes(sig);
   const dv = new DataView(params.buffer, params.byteOffset, params.byteLength);
   return names.map((name, i) => {
@@ -331,7 +347,10 @@ function scalarValue(dv: DataView, off: number, size: number, ty: string): numbe
  * the memory it reads; the Triton script, whose tensors live at new addresses, says so.
  * @returns the first such word: the region holding it, its offset, the VA it holds
  */
-export function storedPointer(regions: PlanRange[], words: (ri: number) => Iterable<{ offset: number; bytes: Uint8Array }>): { region: number; offset: number; va: string } | undefined {
+export function storedPointer(
+  regions: PlanRange[],
+  words: (ri: number) => Iterable<{ offset: number; bytes: Uint8Array }>,
+): { region: number; offset: number; va: string } | undefined {
   const inside = (v: bigint) => regions.some((r) => v >= r.va && v < r.va + BigInt(r.size));
   for (let ri = 0; ri < regions.length; ri++) {
     for (const { offset, bytes } of words(ri)) {

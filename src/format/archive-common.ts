@@ -134,10 +134,15 @@ export const escapedForMessage = (name: string) => escapeForTerminal(JSON.string
 export function safeEntryPath(archive: string, dest: string, rel: string): string {
   const parts = rel.replace(/\/+$/, "").split("/");
   if (!rel || isAbsolute(rel) || rel.includes("\\") || rel.includes("\0") || parts.some((p) => p === ".." || p === "." || p === "")) {
-    throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, { hint: "The archive is malicious or damaged; nothing was unpacked." });
+    throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, {
+      hint: "The archive is malicious or damaged; nothing was unpacked.",
+    });
   }
   const p = resolve(dest, ...parts);
-  if (!p.startsWith(resolve(dest) + sep)) throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, { hint: "The archive is malicious or damaged; nothing was unpacked." });
+  if (!p.startsWith(resolve(dest) + sep))
+    throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, {
+      hint: "The archive is malicious or damaged; nothing was unpacked.",
+    });
   return p;
 }
 
@@ -181,24 +186,33 @@ export function assertOutputPath(out: string, what: string): void {
     /* nothing there */
   }
   if (link && !existsSync(out)) {
-    throw new KerncapError("E_USAGE", `${out} is a dangling symbolic link (to ${(() => {
-      try {
-        return escapedForMessage(readlinkSync(out));
-      } catch {
-        return "?"; // no longer a link: it changed meanwhile
-      }
-    })()})`, { hint: `Remove the link, or choose another -o for the ${what}.` });
+    throw new KerncapError(
+      "E_USAGE",
+      `${out} is a dangling symbolic link (to ${(() => {
+        try {
+          return escapedForMessage(readlinkSync(out));
+        } catch {
+          return "?"; // no longer a link: it changed meanwhile
+        }
+      })()})`,
+      { hint: `Remove the link, or choose another -o for the ${what}.` },
+    );
   }
   const parent = dirname(out);
-  if (!existsSync(parent)) throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another -o.` });
+  if (!existsSync(parent))
+    throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another -o.` });
   if (!statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `${parent} is not a folder: it cannot hold ${out}`, { hint: "Choose another -o." });
   try {
     accessSync(parent, fsConstants.W_OK);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new KerncapError("E_IO", `cannot write ${out}: the folder ${parent} is ${code === "EROFS" ? "on a read-only file system" : "not writable (permission denied)"}`, {
-      hint: `Choose another -o for the ${what}, or check the folder's permissions.`,
-    });
+    throw new KerncapError(
+      "E_IO",
+      `cannot write ${out}: the folder ${parent} is ${code === "EROFS" ? "on a read-only file system" : "not writable (permission denied)"}`,
+      {
+        hint: `Choose another -o for the ${what}, or check the folder's permissions.`,
+      },
+    );
   }
 }
 
@@ -216,6 +230,9 @@ export function removeStale(target: string, verb: "pack" | "unpack"): void {
 export function interruptCheck(stops: StopSignals, what: string): () => Promise<void> {
   return async () => {
     await new Promise<void>((r) => setImmediate(r));
-    if (stops.signal) throw new KerncapError("E_INTERRUPTED", `${what} interrupted (${stops.signal}); the partial output was removed`, { exitCode: signalExitCode(stops.signal) });
+    if (stops.signal)
+      throw new KerncapError("E_INTERRUPTED", `${what} interrupted (${stops.signal}); the partial output was removed`, {
+        exitCode: signalExitCode(stops.signal),
+      });
   };
 }

@@ -118,9 +118,13 @@ export function outerCapture(dir: string): string | undefined {
 export function assertNotNested(dir: string): void {
   const outer = outerCapture(dir);
   if (!outer) return;
-  throw new KerncapError("E_NESTED_CAPTURE", `${dir} lies inside the capture ${outer}: a folder inside a capture is that capture's content (its sources, its build outputs), never a capture of its own`, {
-    hint: `Give the capture folder itself (${shellPath(outer)}), or a folder outside every capture.`,
-  });
+  throw new KerncapError(
+    "E_NESTED_CAPTURE",
+    `${dir} lies inside the capture ${outer}: a folder inside a capture is that capture's content (its sources, its build outputs), never a capture of its own`,
+    {
+      hint: `Give the capture folder itself (${shellPath(outer)}), or a folder outside every capture.`,
+    },
+  );
 }
 
 /**
@@ -130,7 +134,8 @@ export function assertNotNested(dir: string): void {
  */
 export function readManifest(dir: string): Manifest {
   const path = join(dir, MANIFEST_FILE);
-  if (!existsSync(dir)) throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+  if (!existsSync(dir))
+    throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
   if (!statSync(dir).isDirectory()) {
     // an archive from `kerncap pack`: say how to get the folder back
     const zip = startsWithZipSignature(dir);
@@ -144,9 +149,15 @@ export function readManifest(dir: string): Manifest {
   const set = bytes ? undefined : readCaptureSet(dir); // E_MANIFEST when damaged
   if (set) {
     const subs = set.captures.map((c) => join(dir, c.dir));
-    throw new KerncapError("E_NOT_CAPTURE", `${dir} holds ${subs.length} capture${subs.length === 1 ? "" : "s"} of one run (run --kernel A --kernel B / --capture-all), not one`, {
-      hint: subs.length ? `Give one of them: ${subs.slice(0, 6).map(shellPath).join(", ")}${subs.length > 6 ? ", …" : ""}.` : "The set lists no capture; capture again.",
-    });
+    throw new KerncapError(
+      "E_NOT_CAPTURE",
+      `${dir} holds ${subs.length} capture${subs.length === 1 ? "" : "s"} of one run (run --kernel A --kernel B / --capture-all), not one`,
+      {
+        hint: subs.length
+          ? `Give one of them: ${subs.slice(0, 6).map(shellPath).join(", ")}${subs.length > 6 ? ", …" : ""}.`
+          : "The set lists no capture; capture again.",
+      },
+    );
   }
   if (!bytes) {
     const tmp = isTempName(dir);
@@ -159,7 +170,9 @@ export function readManifest(dir: string): Manifest {
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, { hint: "The manifest was damaged; capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, {
+      hint: "The manifest was damaged; capture again.",
+    });
   }
   return parseManifest(json, path);
 }
@@ -192,9 +205,15 @@ export function verifyFiles(dir: string, m: Manifest): void {
     const st = resolveInCapture(dir, f.path).stats; // E_UNSAFE_PATH: a link, a hard link, a device, a FIFO
     if (!st) throw new KerncapError("E_CHECKSUM", `${f.path} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
     const size = st.size;
-    if (size !== f.size) throw new KerncapError("E_CHECKSUM", `${f.path} has ${size} bytes, the manifest says ${f.size} (truncated or altered)`, { hint: "Capture again; the file was damaged." });
+    if (size !== f.size)
+      throw new KerncapError("E_CHECKSUM", `${f.path} has ${size} bytes, the manifest says ${f.size} (truncated or altered)`, {
+        hint: "Capture again; the file was damaged.",
+      });
     const h = sha256File(capturePath(dir, f.path));
-    if (h !== f.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, { hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway)." });
+    if (h !== f.sha256)
+      throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, {
+        hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway).",
+      });
   }
   for (const [file, want, need] of [
     [m.memory.before, m.memory.beforeFileBytes, storedEnd(m, "before")],
@@ -205,8 +224,16 @@ export function verifyFiles(dir: string, m: Manifest): void {
     if (want === 0 && need === 0 && !st) continue;
     if (!st) throw new KerncapError("E_CHECKSUM", `${file} is missing from ${dir}`, { hint: "The capture is incomplete; capture again." });
     const size = st.size;
-    if (size < need) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, its stored chunks need ${need}`, { hint: "Capture again; the file was damaged." });
-    if (size !== want) throw new KerncapError("E_CHECKSUM", `${file} in ${dir} has ${size} bytes, the manifest says ${want}: ${size > want ? "appended" : "truncated"} or altered`, { hint: "Capture again; the file was damaged." });
+    if (size < need)
+      throw new KerncapError("E_CHECKSUM", `${file} in ${dir} is truncated: ${size} bytes, its stored chunks need ${need}`, {
+        hint: "Capture again; the file was damaged.",
+      });
+    if (size !== want)
+      throw new KerncapError(
+        "E_CHECKSUM",
+        `${file} in ${dir} has ${size} bytes, the manifest says ${want}: ${size > want ? "appended" : "truncated"} or altered`,
+        { hint: "Capture again; the file was damaged." },
+      );
   }
 }
 

@@ -42,13 +42,17 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message}): ${(e as Error).message}`, {
+      hint: "The capture set's index was damaged; give one capture folder inside it, or capture again.",
+    });
   }
   const r = v.safeParse(CaptureSet, json);
   if (!r.success) {
     const i = r.issues[0]!;
     const at = v.getDotPath(i) ?? "(top level)";
-    throw new KerncapError("E_MANIFEST", `${path} is malformed at ${at}: ${i.message}`, { hint: "The capture set's index was damaged; give one capture folder inside it, or capture again." });
+    throw new KerncapError("E_MANIFEST", `${path} is malformed at ${at}: ${i.message}`, {
+      hint: "The capture set's index was damaged; give one capture folder inside it, or capture again.",
+    });
   }
   return r.output;
 }

@@ -66,7 +66,13 @@ export interface ChunkExpectation {
 
 export function chunkExpectation(r: Range, chunkBytes: number): ChunkExpectation {
   const n = chunkCount(r.size, chunkBytes);
-  const e: ChunkExpectation = { state: new Array(n).fill("zero"), hash: new Array(n), fileOffset: new Array(n).fill(-1), beforeHash: new Array(n), beforeOffset: new Array(n).fill(-1) };
+  const e: ChunkExpectation = {
+    state: new Array(n).fill("zero"),
+    hash: new Array(n),
+    fileOffset: new Array(n).fill(-1),
+    beforeHash: new Array(n),
+    beforeOffset: new Array(n).fill(-1),
+  };
   for (const which of ["before", "after"] as const) {
     for (const run of runs(r, r[which], chunkBytes)) {
       for (let k = 0; k < run.count; k++) {
@@ -118,7 +124,10 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
   for (const which of ["before", "after"] as const) {
     const file = which === "before" ? m.memory.before : m.memory.after;
     const img = new FileImage(capturePath(dir, file));
-    const all: [Range, string][] = [...m.regions.map((r) => [r, `region ${r.va}`] as [Range, string]), ...m.globals.map((g) => [g, `global ${g.name} (${g.va})`] as [Range, string])];
+    const all: [Range, string][] = [
+      ...m.regions.map((r) => [r, `region ${r.va}`] as [Range, string]),
+      ...m.globals.map((g) => [g, `global ${g.name} (${g.va})`] as [Range, string]),
+    ];
     for (const [r, what] of all) {
       for (const run of runs(r, r[which], C)) {
         for (let k = 0; k < run.count; k++) {
@@ -128,12 +137,18 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
           try {
             got = kc64(img.view(off, len)).hex;
           } catch {
-            throw new KerncapError("E_CHECKSUM", `${file} is truncated: ${what} chunk ${run.first + k} (bytes ${off}..${off + len}) is missing`, { hint: "Capture again; the file was damaged." });
+            throw new KerncapError("E_CHECKSUM", `${file} is truncated: ${what} chunk ${run.first + k} (bytes ${off}..${off + len}) is missing`, {
+              hint: "Capture again; the file was damaged.",
+            });
           }
           if (got !== storedHash(r[which], run.hashIndex + k)) {
-            throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file}: ${what}, chunk ${run.first + k} (bytes ${(run.first + k) * C}..${(run.first + k) * C + len} of the range, file offset ${off})`, {
-              hint: "The memory image was altered after capture; capture again (`kerncap replay --no-verify` replays it anyway, unchecked).",
-            });
+            throw new KerncapError(
+              "E_CHECKSUM",
+              `checksum mismatch in ${file}: ${what}, chunk ${run.first + k} (bytes ${(run.first + k) * C}..${(run.first + k) * C + len} of the range, file offset ${off})`,
+              {
+                hint: "The memory image was altered after capture; capture again (`kerncap replay --no-verify` replays it anyway, unchecked).",
+              },
+            );
           }
           done += len;
           onBytes?.(done, total); // per chunk: one run can be a whole 48 GiB region

@@ -89,12 +89,21 @@ const ReplayFields = {
     /** L2 flushed before each timed launch (--flush-l2) or warm. */
     l2: v.optional(v.picklist(["flushed", "warm"])),
     /** The GPU's clocks (MHz) while the timed launches ran, from nvidia-smi; null when unknown. */
-    clocks: v.optional(v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() }))),
+    clocks: v.optional(
+      v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() })),
+    ),
   }),
   /** bytes: live bytes restored; storedBytes: copied from memory/before.bin; gbPerS over storedBytes. */
   restore: v.looseObject({ bytes: U, storedBytes: U, seconds: N, gbPerS: N, hostRegistered: v.boolean() }),
   /** A capture that faulted in the app: whether the replay reproduced the fault, and the compute-sanitizer command line. */
-  fault: v.optional(v.looseObject({ expected: v.looseObject({ code: U, name: v.string(), message: v.string() }), observed: v.nullable(v.looseObject({ code: U, name: v.string() })), reproduced: v.boolean(), sanitizer: v.string() })),
+  fault: v.optional(
+    v.looseObject({
+      expected: v.looseObject({ code: U, name: v.string(), message: v.string() }),
+      observed: v.nullable(v.looseObject({ code: U, name: v.string() })),
+      reproduced: v.boolean(),
+      sanitizer: v.string(),
+    }),
+  ),
   /** Checked runs from the same before state; nondeterministic when later runs differ from the first. */
   determinism: v.looseObject({ runs: U, runsDiffering: U, nondeterministic: v.boolean() }),
   check: v.looseObject({ verifySeconds: N, compareSeconds: N, bytesCopiedBack: U, scannedOn: v.optional(v.literal("host")) }),
@@ -102,9 +111,39 @@ const ReplayFields = {
   module: v.looseObject({ file: v.string(), loadSeconds: N }),
   device: v.looseObject({ name: v.string(), arch: v.string() }),
   /** Element-wise report: bit-exact, within-tolerance, within-spread (nondeterministic runs), multiset-equal, or mismatch; regions that are not bit-exact. */
-  numerics: v.looseObject({ verdict: v.string(), atol: N, rtol: N, regions: v.array(v.looseObject({ va: v.string(), verdict: v.string(), dtype: v.string(), elements: N, bytesDiffering: N, overTolerance: N, maxAbsError: v.nullable(N), maxRelError: v.nullable(N), firstDiffOffset: N })) }),
+  numerics: v.looseObject({
+    verdict: v.string(),
+    atol: N,
+    rtol: N,
+    regions: v.array(
+      v.looseObject({
+        va: v.string(),
+        verdict: v.string(),
+        dtype: v.string(),
+        elements: N,
+        bytesDiffering: N,
+        overTolerance: N,
+        maxAbsError: v.nullable(N),
+        maxRelError: v.nullable(N),
+        firstDiffOffset: N,
+      }),
+    ),
+  }),
   /** --multiset: each region asked for and how the app's elements compare with each run's. */
-  multiset: v.optional(v.array(v.looseObject({ index: U, va: v.string(), dtype: v.string(), verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]), elements: U, runs: U, runsReordered: U, unmatched: U }))),
+  multiset: v.optional(
+    v.array(
+      v.looseObject({
+        index: U,
+        va: v.string(),
+        dtype: v.string(),
+        verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]),
+        elements: U,
+        runs: U,
+        runsReordered: U,
+        unmatched: U,
+      }),
+    ),
+  ),
 };
 
 /** A candidate kernel's time against a baseline's, interleaved on the same memory (src/replay/stats.ts TimingComparison); null when not compared. */
@@ -186,7 +225,14 @@ const ProcessRow = v.object({
   stoppedCounting: v.optional(v.string()),
   kernels: v.array(v.object({ name: v.string(), count: U })),
   /** With --nvtx-include/--nvtx-exclude or --print-summary per-nvtx: whether NVTX loaded the library, launches left out, launches per (open ranges, kernel). */
-  nvtx: v.optional(v.object({ injected: v.boolean(), filteredOut: U, ranges: v.optional(v.array(v.object({ range: v.string(), kernel: v.string(), count: U }))), rangesDropped: v.optional(U) })),
+  nvtx: v.optional(
+    v.object({
+      injected: v.boolean(),
+      filteredOut: U,
+      ranges: v.optional(v.array(v.object({ range: v.string(), kernel: v.string(), count: U }))),
+      rangesDropped: v.optional(U),
+    }),
+  ),
   errors: v.array(v.string()),
 });
 
@@ -218,10 +264,24 @@ const DoctorCheck = v.object({
  * until the compiled TU was there (incremental: only what follows the edit, src/frontends/cuda/incremental-pp.ts),
  * the pruning, cicc and ptxas; the whole TU's gcc -E (always run: beside an incremental one, it verifies it).
  */
-const BuildSteps = v.object({ planMs: v.number(), preprocessMs: v.number(), pruneMs: v.number(), compileMs: v.number(), incremental: v.optional(v.boolean()), fullPreprocessMs: v.optional(v.number()) });
+const BuildSteps = v.object({
+  planMs: v.number(),
+  preprocessMs: v.number(),
+  pruneMs: v.number(),
+  compileMs: v.number(),
+  incremental: v.optional(v.boolean()),
+  fullPreprocessMs: v.optional(v.number()),
+});
 
 export const DOCUMENTS = {
-  list: v.object({ ...id("list"), app: v.array(v.string()), exitCode: v.nullable(v.number()), launches: U, kernels: v.array(Kernel), processes: v.array(ProcessRow) }),
+  list: v.object({
+    ...id("list"),
+    app: v.array(v.string()),
+    exitCode: v.nullable(v.number()),
+    launches: U,
+    kernels: v.array(Kernel),
+    processes: v.array(ProcessRow),
+  }),
   run: v.object({
     ...id("run"),
     dir: v.string(),
@@ -249,7 +309,12 @@ export const DOCUMENTS = {
     dir: v.string(),
     manifest: Manifest,
     /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
-    received: v.object({ received: v.boolean(), reasons: v.array(v.string()), /** A received capture whose build as it is now is trusted, so a rebuild runs it without --trust (recorded by --trust, or by kerncap for the demo it wrote: src/format/trust.ts trustRecorded). */ trusted: v.boolean() }),
+    received: v.object({
+      received: v.boolean(),
+      reasons: v.array(v.string()),
+      /** A received capture whose build as it is now is trusted, so a rebuild runs it without --trust (recorded by --trust, or by kerncap for the demo it wrote: src/format/trust.ts trustRecorded). */ trusted:
+        v.boolean(),
+    }),
     integrity: Integrity,
     /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
@@ -323,7 +388,14 @@ export const DOCUMENTS = {
         achievedOccupancyPct: v.nullable(N),
         registersPerThread: v.nullable(N),
         dramBytes: v.nullable(N),
-        limiter: v.nullable(v.object({ bound: v.picklist(["compute", "memory", "latency"]), sections: v.array(v.string()), source: v.picklist(["ncu rule", "throughputs"]), text: v.string() })),
+        limiter: v.nullable(
+          v.object({
+            bound: v.picklist(["compute", "memory", "latency"]),
+            sections: v.array(v.string()),
+            source: v.picklist(["ncu rule", "throughputs"]),
+            text: v.string(),
+          }),
+        ),
       }),
     ),
   }),
@@ -362,8 +434,26 @@ export const DOCUMENTS = {
       nondeterministic: v.optional(v.boolean()),
     }),
   }),
-  pack: v.object({ ...id("pack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: Bytes3, warnings: v.array(v.string()), seconds: v.number() }),
-  unpack: v.object({ ...id("unpack"), archive: v.string(), dir: v.string(), files: U, sparseFiles: U, bytes: v.object({ files: U, data: U }), warnings: v.array(v.string()), seconds: v.number() }),
+  pack: v.object({
+    ...id("pack"),
+    archive: v.string(),
+    dir: v.string(),
+    files: U,
+    sparseFiles: U,
+    bytes: Bytes3,
+    warnings: v.array(v.string()),
+    seconds: v.number(),
+  }),
+  unpack: v.object({
+    ...id("unpack"),
+    archive: v.string(),
+    dir: v.string(),
+    files: U,
+    sparseFiles: U,
+    bytes: v.object({ files: U, data: U }),
+    warnings: v.array(v.string()),
+    seconds: v.number(),
+  }),
   export: v.object({
     ...id("export"),
     dir: v.string(),
@@ -439,7 +529,15 @@ export const DOCUMENTS = {
     exitCode: U,
   }),
   "eval-record": v.object({ ...id("eval-record"), ...EvalRecord.entries }),
-  demo: v.object({ ...id("demo"), dir: v.string(), kernel: v.string(), arch: v.string(), regions: U, beforeBytes: U, /** Commands to try next, on this folder. */ next: v.array(v.string()) }),
+  demo: v.object({
+    ...id("demo"),
+    dir: v.string(),
+    kernel: v.string(),
+    arch: v.string(),
+    regions: U,
+    beforeBytes: U,
+    /** Commands to try next, on this folder. */ next: v.array(v.string()),
+  }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
   edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
@@ -462,7 +560,12 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
   if (name === "manifest" && frontend && frontends.length) frontend.enum = [...frontends];
   const tuned = (js.properties as { frontend?: Record<string, unknown> } | undefined)?.frontend;
   if (name === "tune" && tuned && frontends.length) tuned.enum = [...frontends];
-  return { $schema: "http://json-schema.org/draft-07/schema#", ...js, $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName), title: TITLES[name] ?? `kerncap ${name} --json` };
+  return {
+    $schema: "http://json-schema.org/draft-07/schema#",
+    ...js,
+    $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName),
+    title: TITLES[name] ?? `kerncap ${name} --json`,
+  };
 }
 
 /** Titles of the schemas that are not `kerncap VERB --json`'s document. */

@@ -81,7 +81,11 @@ export class FileImage {
       const start = off - (off % 65536); // windows start on 64 KiB (page-aligned, pinnable)
       if (this.mapped) {
         try {
-          this.win = Bun.mmap(this.path, { shared: this.shared, offset: start, size: Math.min(Math.max(this.windowBytes, n + off - start), this.size - start) });
+          this.win = Bun.mmap(this.path, {
+            shared: this.shared,
+            offset: start,
+            size: Math.min(Math.max(this.windowBytes, n + off - start), this.size - start),
+          });
           this.winOff = start;
           this.onWindow?.(this.win);
           return this.win.subarray(off - this.winOff, off - this.winOff + n);

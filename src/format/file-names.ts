@@ -13,7 +13,15 @@ export const RECEIVED_MARK = "kerncap-received.json";
  * repro.py, and the files Python itself runs at start-up from a folder on its path. kerncap mcp's
  * edit_file never writes one, at any depth under src/ (src/frontends/index.ts notAnEditableSource).
  */
-export const KERNCAP_CONFIG_NAMES: readonly string[] = ["kerncap.json", RECEIVED_MARK, "build.sh", "pinned.json", "repro.py", "sitecustomize.py", "usercustomize.py"];
+export const KERNCAP_CONFIG_NAMES: readonly string[] = [
+  "kerncap.json",
+  RECEIVED_MARK,
+  "build.sh",
+  "pinned.json",
+  "repro.py",
+  "sitecustomize.py",
+  "usercustomize.py",
+];
 
 /** A capture's judging settings (`kerncap judge`: tolerance, element types, multiset regions; src/replay/judge-settings.ts), with its own checksum. */
 export const JUDGE_FILE = "kerncap-judge.json";

@@ -27,7 +27,7 @@ export function jsonErrorPosition(text: string): JsonErrorPosition | undefined {
     while (i < text.length && " \t\n\r".includes(text[i]!)) i++;
   };
   const lit = (w: string) => {
-    for (const c of w) if (text[i++] !== c) (i--, fail());
+    for (const c of w) if (text[i++] !== c) i--, fail();
   };
   const digits = () => {
     const s = i;
@@ -44,7 +44,7 @@ export function jsonErrorPosition(text: string): JsonErrorPosition | undefined {
       if (c === "\\") {
         i++;
         if (text[i] === "u") {
-          for (let k = 1; k <= 4; k++) if (!/[0-9a-fA-F]/.test(text[i + k] ?? "")) ((i += k), fail());
+          for (let k = 1; k <= 4; k++) if (!/[0-9a-fA-F]/.test(text[i + k] ?? "")) (i += k), fail();
           i += 5;
         } else if (text[i] !== undefined && '"\\/bfnrt'.includes(text[i]!)) i++;
         else fail();
@@ -83,7 +83,7 @@ export function jsonErrorPosition(text: string): JsonErrorPosition | undefined {
       if (text[i] === "-") i++;
       if (text[i] === "0") i++;
       else digits();
-      if (text[i] === ".") (i++, digits());
+      if (text[i] === ".") i++, digits();
       if (text[i] === "e" || text[i] === "E") {
         i++;
         if (text[i] === "+" || text[i] === "-") i++;
@@ -110,5 +110,7 @@ export function jsonErrorPosition(text: string): JsonErrorPosition | undefined {
 export function describeJsonError(text: string): string {
   const p = jsonErrorPosition(text);
   if (!p) return "";
-  return p.truncated ? `truncated: it ends inside a value, at line ${p.line}, column ${p.column} (${Buffer.byteLength(text)} bytes)` : `at line ${p.line}, column ${p.column}`;
+  return p.truncated
+    ? `truncated: it ends inside a value, at line ${p.line}, column ${p.column} (${Buffer.byteLength(text)} bytes)`
+    : `at line ${p.line}, column ${p.column}`;
 }

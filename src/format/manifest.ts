@@ -227,11 +227,9 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
     );
   }
   if (typeof obj.version === "number" && obj.version > MANIFEST_VERSION) {
-    throw new KerncapError(
-      "E_MANIFEST_VERSION",
-      `${where} has manifest version ${obj.version}; this kerncap reads version ${MANIFEST_VERSION}`,
-      { hint: "Upgrade kerncap to the version that wrote this capture (see tool.version in the manifest)." },
-    );
+    throw new KerncapError("E_MANIFEST_VERSION", `${where} has manifest version ${obj.version}; this kerncap reads version ${MANIFEST_VERSION}`, {
+      hint: "Upgrade kerncap to the version that wrote this capture (see tool.version in the manifest).",
+    });
   }
   const r = v.safeParse(Manifest, json);
   if (!r.success) {
@@ -259,7 +257,8 @@ function insideFolder(p: string): boolean {
  * @throws KerncapError E_MANIFEST
  */
 function checkInvariants(m: Manifest, where: string): void {
-  const bad = (msg: string) => new KerncapError("E_MANIFEST", `${where} is malformed: ${msg}`, { hint: "The capture folder was edited or damaged; capture again with `kerncap run`." });
+  const bad = (msg: string) =>
+    new KerncapError("E_MANIFEST", `${where} is malformed: ${msg}`, { hint: "The capture folder was edited or damaged; capture again with `kerncap run`." });
   for (const p of [m.params.file, m.module.file, m.memory.before, m.memory.after, ...m.files.map((f) => f.path)]) {
     if (!insideFolder(p)) throw bad(`file path ${JSON.stringify(p)} points outside the capture folder`);
   }
@@ -276,11 +275,16 @@ function checkInvariants(m: Manifest, where: string): void {
   if (params && params.size !== m.params.size) throw bad(`params.size is ${m.params.size} but ${m.params.file} has ${params.size} bytes`);
   const module = m.files.find((f) => f.path === m.module.file);
   if (module && module.size !== m.module.size) throw bad(`module.size is ${m.module.size} but ${m.module.file} has ${module.size} bytes in files[]`);
-  for (const [what, d] of [["launch.grid", m.launch.grid], ["launch.block", m.launch.block], ["launch.cluster", m.launch.cluster]] as const) {
+  for (const [what, d] of [
+    ["launch.grid", m.launch.grid],
+    ["launch.block", m.launch.block],
+    ["launch.cluster", m.launch.cluster],
+  ] as const) {
     if (d.some((x) => x < 1)) throw bad(`${what} is ${JSON.stringify(d)}: every dimension is at least 1`);
   }
   for (const p of m.params.layout) {
-    if (p.offset + p.size > m.params.size) throw bad(`parameter ${p.index} (offset ${p.offset}, ${p.size} bytes) lies past the ${m.params.size}-byte parameter buffer`);
+    if (p.offset + p.size > m.params.size)
+      throw bad(`parameter ${p.index} (offset ${p.offset}, ${p.size} bytes) lies past the ${m.params.size}-byte parameter buffer`);
   }
   for (const r of [...m.regions, ...m.globals]) {
     if (BigInt(r.va) === 0n) throw bad("a range at VA 0x0");
@@ -300,7 +304,8 @@ function checkInvariants(m: Manifest, where: string): void {
       let next = 0;
       let chunks = 0;
       for (const [first, count, off] of st.extents) {
-        if (count < 1 || first < next || first + count > n) throw bad(`${what}: ${which} extent [${first}, ${count}] is out of order or outside its ${n} chunks`);
+        if (count < 1 || first < next || first + count > n)
+          throw bad(`${what}: ${which} extent [${first}, ${count}] is out of order or outside its ${n} chunks`);
         if (off % 4096) throw bad(`${what}: ${which} extent at file offset ${off} is not page-aligned`);
         next = first + count;
         chunks += count;

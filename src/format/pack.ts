@@ -4,7 +4,19 @@
  * refuse refused here first), the index, then every file in PIECE-byte pieces, memory images
  * with holes as their data extents only.
  */
-import { closeSync, constants as fsConstants, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, rmSync, statSync } from "node:fs";
+import {
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  readSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
@@ -15,7 +27,25 @@ import type { Manifest } from "./manifest.ts";
 import { changed, fileKind, openInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
 import { ZipWriter } from "./zip.ts";
-import { type ArchiveProgress, assertOutputPath, BUILD_DIR, escapedForMessage, escapedName, interruptCheck, PACK_INDEX, PACK_SCHEMA, type PackedFile, type PackIndex, type PackResult, PIECE, realPathLoose, removeStale, SPARSE_SUFFIX, unportableName, UTF8 } from "./archive-common.ts";
+import {
+  type ArchiveProgress,
+  assertOutputPath,
+  BUILD_DIR,
+  escapedForMessage,
+  escapedName,
+  interruptCheck,
+  PACK_INDEX,
+  PACK_SCHEMA,
+  type PackedFile,
+  type PackIndex,
+  type PackResult,
+  PIECE,
+  realPathLoose,
+  removeStale,
+  SPARSE_SUFFIX,
+  unportableName,
+  UTF8,
+} from "./archive-common.ts";
 import { isPackArchive } from "./unpack.ts";
 
 /**
@@ -45,24 +75,37 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       }
       // unpack refuses a backslash in an entry name (a Windows path separator: a way out of the folder)
       if (name.includes("\\")) {
-        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: the file name holds a backslash, which kerncap unpack refuses in an entry name`, { hint: "Rename it without the backslash (or remove it), then pack again." });
+        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: the file name holds a backslash, which kerncap unpack refuses in an entry name`, {
+          hint: "Rename it without the backslash (or remove it), then pack again.",
+        });
       }
       names.push(name);
     }
     for (const name of names.sort()) {
       if (name.endsWith(SPARSE_SUFFIX) && names.includes(name.slice(0, -SPARSE_SUFFIX.length))) {
         // a sparse file NAME is archived as NAME.kcsparse: the two entries would collide
-        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: its name is that of the entry of ${name.slice(0, -SPARSE_SUFFIX.length)} when that file is sparse`, { hint: `Rename it (any name not ending in ${SPARSE_SUFFIX}), then pack again.` });
+        throw new KerncapError(
+          "E_PACK_NAME",
+          `${join(dir, rel, name)}: its name is that of the entry of ${name.slice(0, -SPARSE_SUFFIX.length)} when that file is sparse`,
+          { hint: `Rename it (any name not ending in ${SPARSE_SUFFIX}), then pack again.` },
+        );
       }
       const r = rel ? `${rel}/${name}` : name;
       if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
       const why = unportableName(name);
-      if (why) throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, { hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again." });
+      if (why)
+        throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
+          hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again.",
+        });
       const st = lstatSync(join(dir, r));
       if (st.isSymbolicLink()) {
-        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is a symbolic link (to ${linkTarget(dir, r)}): pack archives only the regular files inside the folder`, {
-          hint: "Replace the link with the file or folder itself (cp -rL, or mv its target into its place) if it belongs to the capture, or remove it; then pack again.",
-        });
+        throw new KerncapError(
+          "E_PACK_LINK",
+          `${join(dir, r)} is a symbolic link (to ${linkTarget(dir, r)}): pack archives only the regular files inside the folder`,
+          {
+            hint: "Replace the link with the file or folder itself (cp -rL, or mv its target into its place) if it belongs to the capture, or remove it; then pack again.",
+          },
+        );
       } else if (st.isDirectory()) {
         out.dirs.push(r);
         go(r);
@@ -116,7 +159,10 @@ const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/"
 export function portabilityWarnings(dir: string, m: Manifest): string[] {
   const w: string[] = [];
   const cuda = (m.source as { cuda?: { mode?: string; projectRoot?: string; referencedOutsideRoot?: string[] } } | undefined)?.cuda;
-  if (cuda?.mode === "overlay") w.push(`overlay mode: build.sh reads every unedited source file from ${cuda.projectRoot ?? "the original tree"} on this machine; capture without --overlay to copy them into src/`);
+  if (cuda?.mode === "overlay")
+    w.push(
+      `overlay mode: build.sh reads every unedited source file from ${cuda.projectRoot ?? "the original tree"} on this machine; capture without --overlay to copy them into src/`,
+    );
   const script = join(dir, "build.sh");
   if (existsSync(script)) {
     const text = readFileSync(script, "utf8");
@@ -130,10 +176,16 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
         paths.add(p);
       }
     }
-    if (paths.size) w.push(`build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${[...paths].slice(0, 8).join(", ")}${paths.size > 8 ? ", …" : ""}`);
+    if (paths.size)
+      w.push(
+        `build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${[...paths].slice(0, 8).join(", ")}${paths.size > 8 ? ", …" : ""}`,
+      );
   }
   const outside = cuda?.referencedOutsideRoot ?? [];
-  if (outside.length) w.push(`the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${outside.slice(0, 4).join(", ")}${outside.length > 4 ? ", …" : ""}`);
+  if (outside.length)
+    w.push(
+      `the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${outside.slice(0, 4).join(", ")}${outside.length > 4 ? ", …" : ""}`,
+    );
   return w;
 }
 
@@ -159,7 +211,12 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
   const t0 = performance.now();
   const dir = resolve(dirArg);
   const rootWhy = unportableName(basename(dir));
-  if (rootWhy) throw new KerncapError("E_PACK_NAME", `${dir}: the folder's name ${escapedForMessage(basename(dir))} ${rootWhy}, which kerncap unpack refuses as an archive's root`, { hint: "Copy or rename the folder to a name of letters, digits and ._+- (cp -r DIR plain-name), then pack that." });
+  if (rootWhy)
+    throw new KerncapError(
+      "E_PACK_NAME",
+      `${dir}: the folder's name ${escapedForMessage(basename(dir))} ${rootWhy}, which kerncap unpack refuses as an archive's root`,
+      { hint: "Copy or rename the folder to a name of letters, digits and ._+- (cp -r DIR plain-name), then pack that." },
+    );
   const m = readManifest(dir);
   verifyFiles(dir, m);
   verifyRegions(dir, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
@@ -188,7 +245,15 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
   const { index, filesTotal, dataTotal } = packIndex(dir, m);
   const written = await writeArchive(dir, out, index, existed, opts, tick);
   const { files, warnings } = index;
-  return { archive: out, dir, files: files.length, sparseFiles: files.filter((f) => f.method === "sparse").length, bytes: { files: filesTotal, data: dataTotal, archive: written }, warnings, seconds: (performance.now() - t0) / 1000 };
+  return {
+    archive: out,
+    dir,
+    files: files.length,
+    sparseFiles: files.filter((f) => f.method === "sparse").length,
+    bytes: { files: filesTotal, data: dataTotal, archive: written },
+    warnings,
+    seconds: (performance.now() - t0) / 1000,
+  };
 }
 
 /**
@@ -213,7 +278,8 @@ function packIndex(dir: string, m: Manifest): { index: PackIndex; filesTotal: nu
     filesTotal += ext.size;
     dataTotal += ext.dataBytes;
     // only a memory image may be sparse in the archive: unpack bounds its size by the manifest's regions
-    if (ext.sparse && images.has(rel)) files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
+    if (ext.sparse && images.has(rel))
+      files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
     else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
@@ -226,7 +292,14 @@ function packIndex(dir: string, m: Manifest): { index: PackIndex; filesTotal: nu
  * @returns the archive's size (bytes)
  * @throws KerncapError E_ARCHIVE (a file changed while packed), E_EXISTS (out appeared meanwhile), E_INTERRUPTED
  */
-async function writeArchive(dir: string, out: string, index: PackIndex, existed: boolean, opts: { onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<number> {
+async function writeArchive(
+  dir: string,
+  out: string,
+  index: PackIndex,
+  existed: boolean,
+  opts: { onProgress?: ArchiveProgress },
+  tick: () => Promise<void>,
+): Promise<number> {
   const { root, files } = index;
   refuseLink(out, "the archive");
   // an unguessable O_EXCL|O_NOFOLLOW temp beside -o (src/util/write-file.ts): a link planted there is never followed
@@ -263,7 +336,10 @@ async function writeArchive(dir: string, out: string, index: PackIndex, existed:
             // a stored piece is written before the next read, so one buffer serves (fresh 4 MiB buffers cost their page faults: 2 s per GiB on a loaded machine); deflate may keep what it is given
             const b = f.method === "deflated" ? new Uint8Array(n) : piece.subarray(0, n);
             const got = readSparse(src, b, start + done, data.extents, data.size);
-            if (got !== n) throw new KerncapError("E_ARCHIVE", `${p} changed while it was packed (short read at byte ${start + done})`, { hint: "Pack it again when nothing writes to the capture." });
+            if (got !== n)
+              throw new KerncapError("E_ARCHIVE", `${p} changed while it was packed (short read at byte ${start + done})`, {
+                hint: "Pack it again when nothing writes to the capture.",
+              });
             done += n;
             e.push(b);
             opts.onProgress?.("packing", (packed += n), packTotal);
@@ -278,7 +354,10 @@ async function writeArchive(dir: string, out: string, index: PackIndex, existed:
     written = zip.end();
     await tick(); // the last point before the rename: a signal until here leaves nothing
     // a file that appeared while this pack ran (another pack to the same -o) is not replaced
-    if (!existed && existsSync(out)) throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, { hint: "Pack again (it then says whether --force may replace what is there), or choose another -o." });
+    if (!existed && existsSync(out))
+      throw new KerncapError("E_EXISTS", `${out} appeared while packing (another kerncap writing there?); nothing was replaced`, {
+        hint: "Pack again (it then says whether --force may replace what is there), or choose another -o.",
+      });
     ok = true; // commitTemp closes the fd and removes the temp when it fails
     commitTemp(fd, tmp, out);
   } finally {

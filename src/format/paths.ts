@@ -25,7 +25,8 @@ import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
 export const MANIFEST_MAX_BYTES = 64 << 20;
 
-const HINT = "A capture's files must be regular files inside its folder; kerncap follows no link out of a capture and writes nothing through one. If you made the link, replace it with the file itself (cp --remove-destination \"$(readlink -f F)\" F); a capture made elsewhere: capture again, or ask for a clean copy (kerncap pack).";
+const HINT =
+  'A capture\'s files must be regular files inside its folder; kerncap follows no link out of a capture and writes nothing through one. If you made the link, replace it with the file itself (cp --remove-destination "$(readlink -f F)" F); a capture made elsewhere: capture again, or ask for a clean copy (kerncap pack).';
 
 /** Why `rel` cannot name a file inside a capture folder (as a sentence's end), or undefined. */
 export function relativePathProblem(rel: unknown): string | undefined {
@@ -51,13 +52,31 @@ function unsafe(dir: string, rel: string, what: string, hint = HINT): KerncapErr
 
 /** What a file that is not a regular file is, for messages: "a FIFO", "a symbolic link" … */
 export function fileKind(st: Stats): string {
-  return st.isSymbolicLink() ? "a symbolic link" : st.isDirectory() ? "a folder" : st.isFIFO() ? "a FIFO" : st.isCharacterDevice() ? "a character device" : st.isBlockDevice() ? "a block device" : st.isSocket() ? "a socket" : "not a regular file";
+  return st.isSymbolicLink()
+    ? "a symbolic link"
+    : st.isDirectory()
+      ? "a folder"
+      : st.isFIFO()
+        ? "a FIFO"
+        : st.isCharacterDevice()
+          ? "a character device"
+          : st.isBlockDevice()
+            ? "a block device"
+            : st.isSocket()
+              ? "a socket"
+              : "not a regular file";
 }
 
 /** The checks on a file's own entry (lstat or fstat): a regular file with one name. */
 function checkEntry(dir: string, rel: string, st: Stats): void {
   if (!st.isFile()) throw unsafe(dir, rel, `is ${fileKind(st)}; a capture's files must be regular files inside it`);
-  if (st.nlink > 1) throw unsafe(dir, rel, `is a hard link (${st.nlink} names share its data, some perhaps outside the capture); a capture's files must be regular files with one name`, "Replace it with a copy of its own (cp F F.copy && mv F.copy F), or capture again.");
+  if (st.nlink > 1)
+    throw unsafe(
+      dir,
+      rel,
+      `is a hard link (${st.nlink} names share its data, some perhaps outside the capture); a capture's files must be regular files with one name`,
+      "Replace it with a copy of its own (cp F F.copy && mv F.copy F), or capture again.",
+    );
 }
 
 /** lstat, undefined when nothing is there (ENOENT, or ENOTDIR under a file). */
@@ -76,7 +95,8 @@ function realFolder(dir: string): string {
   try {
     return realpathSync(dir);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+    if ((e as NodeJS.ErrnoException).code === "ENOENT")
+      throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
     throw systemError(e) ?? e;
   }
 }
@@ -97,7 +117,13 @@ export interface CapturePath {
  */
 export function resolveInCapture(dir: string, rel: string): CapturePath {
   const problem = relativePathProblem(rel);
-  if (problem) throw unsafe(dir, String(rel), `${problem}; a capture's paths are relative to its folder, inside it`, "The manifest, the archive or the tool call names a path that kerncap does not write; give a path such as src/kernel.cu, or capture again.");
+  if (problem)
+    throw unsafe(
+      dir,
+      String(rel),
+      `${problem}; a capture's paths are relative to its folder, inside it`,
+      "The manifest, the archive or the tool call names a path that kerncap does not write; give a path such as src/kernel.cu, or capture again.",
+    );
   let p = realFolder(dir);
   const parts = rel.split("/").filter((x) => x && x !== ".");
   const last = parts.pop()!; // relativePathProblem refused a path without a part
@@ -107,7 +133,8 @@ export function resolveInCapture(dir: string, rel: string): CapturePath {
     if (!st) return { path: join(p, ...parts.slice(i + 1), last) };
     const shown = parts.slice(0, i + 1).join("/");
     if (st.isSymbolicLink()) throw unsafe(dir, shown, "is a symbolic link; a capture's files must be regular files inside it, reached through its own folders");
-    if (!st.isDirectory()) throw unsafe(dir, shown, `is ${fileKind(st)}, not a folder, so ${shownPath(rel)} cannot be inside it`, "Give a path through the capture's folders.");
+    if (!st.isDirectory())
+      throw unsafe(dir, shown, `is ${fileKind(st)}, not a folder, so ${shownPath(rel)} cannot be inside it`, "Give a path through the capture's folders.");
   }
   p = join(p, last);
   const st = lstatOrNone(p);
@@ -142,7 +169,8 @@ export function openInCapture(dir: string, rel: string, maxBytes: number): { fd:
     checkEntry(dir, rel, st);
     // the file opened is the one the check saw (a swap between the two is refused, not read)
     if (st.dev !== stats.dev || st.ino !== stats.ino) throw changed(dir, rel);
-    if (st.size > maxBytes) throw unsafe(dir, rel, `has ${st.size} bytes; kerncap reads at most ${maxBytes} bytes from it`, "It is not a file kerncap wrote; capture again.");
+    if (st.size > maxBytes)
+      throw unsafe(dir, rel, `has ${st.size} bytes; kerncap reads at most ${maxBytes} bytes from it`, "It is not a file kerncap wrote; capture again.");
     return { fd, path, size: st.size };
   } catch (e) {
     closeSync(fd);
@@ -152,7 +180,12 @@ export function openInCapture(dir: string, rel: string, maxBytes: number): { fd:
 
 /** E_UNSAFE_PATH: `rel` changed between kerncap's check and its use (another process at work in the folder). */
 export function changed(dir: string, rel: string): KerncapError {
-  return unsafe(dir, rel, "changed while kerncap was reading it (replaced, or a folder on its way swapped for a link)", "Another process is changing the folder: if other users can write it, work on a copy only you can write (cp -r); otherwise try again when nothing writes to it.");
+  return unsafe(
+    dir,
+    rel,
+    "changed while kerncap was reading it (replaced, or a folder on its way swapped for a link)",
+    "Another process is changing the folder: if other users can write it, work on a copy only you can write (cp -r); otherwise try again when nothing writes to it.",
+  );
 }
 
 /**
@@ -286,5 +319,6 @@ export function refuseExisting(path: string, force: boolean, o: { found: string 
       hint: `Choose another ${o.another}, or move or remove ${path} yourself if it should go.`,
     });
   }
-  if (!force) throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, { hint: `Pass --force to replace it, or choose another ${o.another}.` });
+  if (!force)
+    throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, { hint: `Pass --force to replace it, or choose another ${o.another}.` });
 }

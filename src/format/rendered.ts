@@ -62,7 +62,10 @@ export function notRendered(dir: string, m: Pick<Manifest, "rendered">): string[
       continue;
     }
     const have = sha256(b);
-    if (!want) out.push(`${path} (sha256 ${have}) is not one kerncap wrote: kerncap.json records no digest of it${m.rendered ? "" : " (a capture made before kerncap recorded them)"}`);
+    if (!want)
+      out.push(
+        `${path} (sha256 ${have}) is not one kerncap wrote: kerncap.json records no digest of it${m.rendered ? "" : " (a capture made before kerncap recorded them)"}`,
+      );
     else if (want !== have) out.push(`${path} was changed since kerncap wrote it (sha256 ${have}; kerncap.json records ${want})`);
   }
   return out;
@@ -80,9 +83,13 @@ export function requireRenderedBuild(dir: string, m: Manifest, command = "valida
   // a build's private copy (src/format/trust.ts stageTrustedBuild): its bytes are the ones judged, not the folder's read again
   const changed = notRendered(staged?.folder ?? dir, m);
   if (!changed.length || trustRecorded(dir, m, staged?.digest)) return;
-  throw new KerncapError("E_NOT_RENDERED", `a confined ${command} (kerncap mcp) runs only the build kerncap wrote for ${dir}, and ${changed.join("; ")}: nothing was run`, {
-    hint: `Show the file to the user. An agent can never change or write build.sh, pinned.json or repro.py; if the user changed them and trusts them, they run kerncap validate ${dir} --trust once on the command line (recorded for these bytes, which kerncap mcp then runs).`,
-  });
+  throw new KerncapError(
+    "E_NOT_RENDERED",
+    `a confined ${command} (kerncap mcp) runs only the build kerncap wrote for ${dir}, and ${changed.join("; ")}: nothing was run`,
+    {
+      hint: `Show the file to the user. An agent can never change or write build.sh, pinned.json or repro.py; if the user changed them and trusts them, they run kerncap validate ${dir} --trust once on the command line (recorded for these bytes, which kerncap mcp then runs).`,
+    },
+  );
 }
 
 /**

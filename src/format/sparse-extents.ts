@@ -80,7 +80,7 @@ export function writeSparse(fd: number, b: Uint8Array, pos: number): void {
     const n = Math.min(HOLE_BLOCK, b.length - o);
     const zero = Buffer.compare(b.subarray(o, o + n), ZEROS.subarray(0, n)) === 0;
     if (!zero && run < 0) run = o;
-    if (zero && run >= 0) (put(run, o), (run = -1));
+    if (zero && run >= 0) put(run, o), (run = -1);
   }
   if (run >= 0) put(run, b.length);
 }

@@ -21,7 +21,22 @@
  * user's own and nobody else can write it.
  */
 import { escapeForTerminal } from "../escape.ts";
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeSync,
+} from "node:fs";
 import { homedir, hostname, tmpdir } from "node:os";
 import { randomBytes } from "node:crypto";
 import { dirname, isAbsolute, join } from "node:path";
@@ -98,7 +113,11 @@ export function kerncapMachineId(): string | null {
 
 /** Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the archive held). */
 export function markReceived(dir: string, archive: string): void {
-  writeInCapture(dir, RECEIVED_MARK, JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: hostIdentity(), kerncap: TOOL_VERSION }, null, 2) + "\n");
+  writeInCapture(
+    dir,
+    RECEIVED_MARK,
+    JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: hostIdentity(), kerncap: TOOL_VERSION }, null, 2) + "\n",
+  );
 }
 
 /**
@@ -126,7 +145,8 @@ function notYours(dir: string): string | undefined {
     const what = name === "." ? "the folder" : name;
     if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
     if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
-    if (st.mode & 0o020) return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
+    if (st.mode & 0o020)
+      return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
   }
   return undefined;
 }
@@ -161,10 +181,15 @@ function receivedAncestor(dir: string): string | undefined {
  * no machine-id counts every capture as received. `here`: this machine (hostIdentity()).
  */
 export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null } = hostIdentity()): string | undefined {
-  if (!here.machineId) return "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here";
-  if (!m.host) return m.process ? `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(m.process.hostname)} is not enough)` : "its manifest records no host";
+  if (!here.machineId)
+    return "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here";
+  if (!m.host)
+    return m.process
+      ? `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(m.process.hostname)} is not enough)`
+      : "its manifest records no host";
   if (!m.host.machineId) return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
-  if (m.host.machineId !== here.machineId) return `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${JSON.stringify(m.host.machineId)}) made it, not this machine (machine-id ${here.machineId})`;
+  if (m.host.machineId !== here.machineId)
+    return `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${JSON.stringify(m.host.machineId)}) made it, not this machine (machine-id ${here.machineId})`;
   return undefined;
 }
 
@@ -356,9 +381,13 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
     const reading = reader?.(frontend, files) ?? { stock: false, why: "no frontend could read it", programs: [], named: [] };
     const refused = reading.programs.map((p) => programProblem(dir, p)).filter((p): p is string => !!p);
     if (refused.length) {
-      throw new KerncapError("E_UNSAFE_PATH", `${dir}/build.sh ${refused.join("; ")}: a received capture's build runs no program, plugin or option file of the capture (its bytes would not be the ones shown and hashed) nor one that another user can change`, {
-        hint: "Nothing was run. Edit build.sh to name the compiler (and any plugin) of your own toolchain, outside the capture, or ask the sender for a capture whose build.sh kerncap wrote.",
-      });
+      throw new KerncapError(
+        "E_UNSAFE_PATH",
+        `${dir}/build.sh ${refused.join("; ")}: a received capture's build runs no program, plugin or option file of the capture (its bytes would not be the ones shown and hashed) nor one that another user can change`,
+        {
+          hint: "Nothing was run. Edit build.sh to name the compiler (and any plugin) of your own toolchain, outside the capture, or ask the sender for a capture whose build.sh kerncap wrote.",
+        },
+      );
     }
     if (!reading.stock) {
       notStock = reading.why ?? "build.sh is not the one this kerncap writes";
@@ -420,9 +449,13 @@ function addReachable(dir: string, files: RunFile[], named: string[]): void {
       count += 1;
       bytes += b.length;
       if (count > REACHABLE_MAX_FILES || bytes > REACHABLE_MAX_BYTES) {
-        throw new KerncapError("E_UNTRUSTED", `${dir}: its build.sh is not the one kerncap writes, so every file under src/ is part of what it runs, and src/ holds more than ${REACHABLE_MAX_FILES} files or ${REACHABLE_MAX_BYTES >> 20} MiB`, {
-          hint: "Nothing was run. Ask the sender for a capture whose build.sh kerncap wrote, or build it yourself outside kerncap.",
-        });
+        throw new KerncapError(
+          "E_UNTRUSTED",
+          `${dir}: its build.sh is not the one kerncap writes, so every file under src/ is part of what it runs, and src/ holds more than ${REACHABLE_MAX_FILES} files or ${REACHABLE_MAX_BYTES >> 20} MiB`,
+          {
+            hint: "Nothing was run. Ask the sender for a capture whose build.sh kerncap wrote, or build it yourself outside kerncap.",
+          },
+        );
       }
       const shown = names.has(r) || names.has(r.slice(4)) || (st.mode & 0o111) !== 0 || looksLikeProgram(b);
       files.push({ name: r, bytes: b, listedOnly: !shown });
@@ -456,7 +489,8 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
     if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is reached through ${p}, which belongs to another user (uid ${st.uid})`;
     const parent = dirname(p);
     // a sticky folder (/tmp) is writable by all, yet no one may replace another's entry in it
-    if (st.mode & 0o022 && !(st.isDirectory() && st.mode & 0o1000)) return `is reached through ${p}, which its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
+    if (st.mode & 0o022 && !(st.isDirectory() && st.mode & 0o1000))
+      return `is reached through ${p}, which its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
     if (parent === p) return undefined;
     p = parent;
   }
@@ -509,7 +543,9 @@ function shownNotStock(runs: WhatRuns): string {
 /** What the refusal says about the interpreter, as each frontend shows it (RunFiles.interpreter.shown: a Triton compile runs it on repro.py). */
 function shownInterpreter(runs: WhatRuns): string {
   const present = new Set(runs.files.map((f) => f.name));
-  return runFileSpecs().map((s) => s.interpreter?.shown(present, runs.interpreter) ?? "").join("");
+  return runFileSpecs()
+    .map((s) => s.interpreter?.shown(present, runs.interpreter) ?? "")
+    .join("");
 }
 
 /** An interpreter's name as the refusal shows it: escaped, as a script's text is. */
@@ -531,7 +567,10 @@ export function runsTrustedCopy(dir: string): boolean {
 
 /** `--trust=DIGEST` as the user may type it: with or without `sha256:`, any case. */
 function normalDigest(d: string): string {
-  return d.trim().toLowerCase().replace(/^sha256:/, "");
+  return d
+    .trim()
+    .toLowerCase()
+    .replace(/^sha256:/, "");
 }
 
 /**
@@ -557,7 +596,12 @@ function normalDigest(d: string): string {
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
  *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
  */
-export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: { remember?: boolean; command?: string; inMessage?: boolean; name?: string; shown?: string } = {}): void {
+export function requireTrustedBuild(
+  dirArg: string,
+  m: Manifest,
+  trust: boolean | string,
+  o: { remember?: boolean; command?: string; inMessage?: boolean; name?: string; shown?: string } = {},
+): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
   const runs = readWhatRuns(dirArg, m.kernel.frontend ?? "", true);
@@ -571,14 +615,21 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const name = o.name ?? dirArg;
   const shown = o.shown ?? "printed above";
   const show = () => {
-    if (!o.inMessage) process.stderr.write(`──── ${o.name ?? key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`);
+    if (!o.inMessage)
+      process.stderr.write(
+        `──── ${o.name ?? key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
+      );
   };
   if (typeof trust === "string") {
     if (normalDigest(trust) !== runs.digest) {
       show();
-      throw new KerncapError("E_TRUST_CHANGED", `${name}: the files its build runs (${names}) changed since they were shown: their digest is now ${runs.digest}, --trust gave ${trust}`, {
-        hint: `Nothing was run. Read the files again (${shown}); if you trust them, run ${base} --trust=${runs.digest}.`,
-      });
+      throw new KerncapError(
+        "E_TRUST_CHANGED",
+        `${name}: the files its build runs (${names}) changed since they were shown: their digest is now ${runs.digest}, --trust gave ${trust}`,
+        {
+          hint: `Nothing was run. Read the files again (${shown}); if you trust them, run ${base} --trust=${runs.digest}.`,
+        },
+      );
     }
   } else if (records.some((r) => sameTrustKey(r, key))) {
     approve();
@@ -590,26 +641,40 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
         "E_UNTRUSTED",
         `${dirArg} is a received capture (${why}): what its build runs (${names} in ${key.dir}; sha256 ${runs.digest}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
           `${shownNotStock(runs)}${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
-        { hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.` },
+        {
+          hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.`,
+        },
       );
     }
     show();
-    throw new KerncapError("E_UNTRUSTED", `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`, {
-      hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
-    });
+    throw new KerncapError(
+      "E_UNTRUSTED",
+      `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`,
+      {
+        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
+      },
+    );
   } else {
     if (runs.notStock !== undefined) {
       show();
-      throw new KerncapError("E_UNTRUSTED", `${name}: plain --trust is not enough here: ${runs.notStock}, so what it runs is build.sh and every file under src/ (${runs.files.length} files, ${shown}), not only what kerncap's own build.sh runs`, {
-        hint: `Read build.sh and the files marked as run (${shown}, sha256 ${runs.digest}); if you trust them all, run ${base} --trust=${runs.digest}. Every change under src/ then asks again; ask the sender for a capture whose build.sh kerncap wrote to edit it freely.`,
-      });
+      throw new KerncapError(
+        "E_UNTRUSTED",
+        `${name}: plain --trust is not enough here: ${runs.notStock}, so what it runs is build.sh and every file under src/ (${runs.files.length} files, ${shown}), not only what kerncap's own build.sh runs`,
+        {
+          hint: `Read build.sh and the files marked as run (${shown}, sha256 ${runs.digest}); if you trust them all, run ${base} --trust=${runs.digest}. Every change under src/ then asks again; ask the sender for a capture whose build.sh kerncap wrote to edit it freely.`,
+        },
+      );
     }
     const theirs = notYours(dirArg);
     if (theirs) {
       show();
-      throw new KerncapError("E_UNTRUSTED", `${name}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`, {
-        hint: `Read them (${shown}, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
-      });
+      throw new KerncapError(
+        "E_UNTRUSTED",
+        `${name}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`,
+        {
+          hint: `Read them (${shown}, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
+        },
+      );
     }
   }
   approve();
@@ -681,16 +746,21 @@ export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | 
   const runs = readWhatRuns(real, ok?.frontend ?? frontend, ok !== undefined); // a received capture the gate let run: read as the gate read it
   if (!runs) return undefined;
   if (ok && runs.digest !== ok.digest) {
-    throw new KerncapError("E_TRUST_CHANGED", `${dirArg}: the files its build runs changed since they were trusted (digest ${ok.digest}, now ${runs.digest}); nothing was run`, {
-      hint: "Someone changed build.sh, pinned.json, repro.py or the Triton kernel file meanwhile. Run the command again without --trust to see them, then trust the digest it shows.",
-    });
+    throw new KerncapError(
+      "E_TRUST_CHANGED",
+      `${dirArg}: the files its build runs changed since they were trusted (digest ${ok.digest}, now ${runs.digest}); nothing was run`,
+      {
+        hint: "Someone changed build.sh, pinned.json, repro.py or the Triton kernel file meanwhile. Run the command again without --trust to see them, then trust the digest it shows.",
+      },
+    );
   }
   mkdirInCapture(real, "build"); // outputs go through the link into the capture's build/
   const folder = mkdtempSync(join(tmpdir(), "kerncap-run-"));
   try {
     const st = lstatSync(folder);
     const uid = process.geteuid?.();
-    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o077) throw new Error(`mkdtemp made ${folder} with mode ${(st.mode & 0o7777).toString(8)}`);
+    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o077)
+      throw new Error(`mkdtemp made ${folder} with mode ${(st.mode & 0o7777).toString(8)}`);
     const copied = new Set<string>();
     for (const f of runs.files) {
       const parts = f.name.split("/");
@@ -759,7 +829,13 @@ function collectBuild(from: string, capture: string): string[] {
         const target = `build/${r}`;
         const { path } = resolveInCapture(capture, target); // a link, a hard link or a non-file at the name: E_UNSAFE_PATH
         // walked from the capture's real path, each folder opened with no link followed: build/ swapped for a link meanwhile is refused
-        writeFileAtomic(path, readFileSync(join(from, r)), { mode: st.mode & 0o777, sync: false, what: `the build's output ${target}`, root: capture, create: true });
+        writeFileAtomic(path, readFileSync(join(from, r)), {
+          mode: st.mode & 0o777,
+          sync: false,
+          what: `the build's output ${target}`,
+          root: capture,
+          create: true,
+        });
         written.push(target);
       }
     }
@@ -815,5 +891,10 @@ function sameTrustKey(r: TrustRecord, key: Omit<TrustRecord, "at">): boolean {
 /** Write the record of `key` over any earlier one of its folder. */
 function remember(state: string, records: TrustRecord[], key: Omit<TrustRecord, "at">): void {
   const kept = records.filter((r) => r.dir !== key.dir);
-  writeInCapture(state, TRUST_FILE, JSON.stringify({ schema: "kerncap.trusted-builds/1", builds: [...kept, { ...key, at: new Date().toISOString() }] }, null, 1) + "\n", 0o600);
+  writeInCapture(
+    state,
+    TRUST_FILE,
+    JSON.stringify({ schema: "kerncap.trusted-builds/1", builds: [...kept, { ...key, at: new Date().toISOString() }] }, null, 1) + "\n",
+    0o600,
+  );
 }

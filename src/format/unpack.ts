@@ -6,7 +6,21 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
@@ -18,7 +32,26 @@ import { imageBound } from "./chunks.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
 import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, type CdEntry } from "./zip.ts";
-import { type ArchiveProgress, assertOutputPath, escapedForMessage, FILE_MODE_MASK, FOLDER_MODE, INFLATE_PIECE, interruptCheck, PACK_INDEX, PACK_SCHEMA, type PackedFile, type PackIndex, PIECE, realPathLoose, removeStale, safeEntryPath, SPARSE_SUFFIX, type UnpackResult, unportableName } from "./archive-common.ts";
+import {
+  type ArchiveProgress,
+  assertOutputPath,
+  escapedForMessage,
+  FILE_MODE_MASK,
+  FOLDER_MODE,
+  INFLATE_PIECE,
+  interruptCheck,
+  PACK_INDEX,
+  PACK_SCHEMA,
+  type PackedFile,
+  type PackIndex,
+  PIECE,
+  realPathLoose,
+  removeStale,
+  safeEntryPath,
+  SPARSE_SUFFIX,
+  type UnpackResult,
+  unportableName,
+} from "./archive-common.ts";
 
 /**
  * Stream one entry's uncompressed bytes (stored or deflated) to sink, in pieces, checking its
@@ -29,12 +62,21 @@ import { type ArchiveProgress, assertOutputPath, escapedForMessage, FILE_MODE_MA
  * @throws KerncapError E_ARCHIVE; the sink's own errors (ENOSPC, EFBIG…) as they are, never blamed
  *   on the archive
  */
-async function streamEntry(archive: string, fd: number, e: CdEntry, limit: number, sink: (chunk: Uint8Array) => void, tick: () => Promise<void>, data: ArchiveData = { extents: [[0, Number.MAX_SAFE_INTEGER]], size: Number.MAX_SAFE_INTEGER }): Promise<void> {
+async function streamEntry(
+  archive: string,
+  fd: number,
+  e: CdEntry,
+  limit: number,
+  sink: (chunk: Uint8Array) => void,
+  tick: () => Promise<void>,
+  data: ArchiveData = { extents: [[0, Number.MAX_SAFE_INTEGER]], size: Number.MAX_SAFE_INTEGER },
+): Promise<void> {
   if (e.flags & 1) throw bad(archive, `${e.name} is encrypted`);
   if (e.usize !== limit) throw bad(archive, `${e.name}: the central directory declares ${e.usize} bytes, ${PACK_INDEX} ${limit}`);
   if (e.method === 0 && e.csize !== e.usize) throw bad(archive, `${e.name} is stored with ${e.csize} bytes but declares ${e.usize}`);
   // an honest deflate stream gives at most DEFLATE_MAX_RATIO bytes per byte: a larger claim is refused before inflating
-  if (e.method === 8 && e.usize > e.csize * DEFLATE_MAX_RATIO + 1024) throw bad(archive, `${e.name} declares ${e.usize} bytes from ${e.csize} compressed bytes, more than deflate can give (${DEFLATE_MAX_RATIO}:1)`);
+  if (e.method === 8 && e.usize > e.csize * DEFLATE_MAX_RATIO + 1024)
+    throw bad(archive, `${e.name} declares ${e.usize} bytes from ${e.csize} compressed bytes, more than deflate can give (${DEFLATE_MAX_RATIO}:1)`);
   const start = e.dataOffset;
   let crc = 0;
   let n = 0;
@@ -97,7 +139,16 @@ const PackIndexSchema = v.object({
   schema: v.literal(PACK_SCHEMA),
   root: v.string(),
   tool: v.string(),
-  files: v.array(v.object({ path: v.string(), size: Count, mode: v.pipe(Count, v.maxValue(0o7777)), entry: v.string(), method: v.picklist(["deflated", "stored", "sparse"]), extents: v.optional(v.array(v.strictTuple([Count, Count]))) })),
+  files: v.array(
+    v.object({
+      path: v.string(),
+      size: Count,
+      mode: v.pipe(Count, v.maxValue(0o7777)),
+      entry: v.string(),
+      method: v.picklist(["deflated", "stored", "sparse"]),
+      extents: v.optional(v.array(v.strictTuple([Count, Count]))),
+    }),
+  ),
   dirs: v.array(v.string()),
   warnings: v.array(v.string()),
 });
@@ -105,14 +156,26 @@ const PackIndexSchema = v.object({
 /** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
 async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promise<PackIndex> {
   const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
-  if (!e) throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, { hint: "Unpack it with unzip if it is a plain zip of a capture folder." });
+  if (!e)
+    throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, {
+      hint: "Unpack it with unzip if it is a plain zip of a capture folder.",
+    });
   const json = await jsonEntry(archive, fd, e, PACK_INDEX);
   const schema = (json as { schema?: unknown } | null)?.schema;
   if (schema !== PACK_SCHEMA) {
-    throw new KerncapError("E_ARCHIVE", `${archive}: ${PACK_INDEX} is not a ${PACK_SCHEMA} index (schema ${JSON.stringify(schema)})`, { hint: "Upgrade kerncap to the version that packed it." });
+    throw new KerncapError("E_ARCHIVE", `${archive}: ${PACK_INDEX} is not a ${PACK_SCHEMA} index (schema ${JSON.stringify(schema)})`, {
+      hint: "Upgrade kerncap to the version that packed it.",
+    });
   }
   const r = v.safeParse(PackIndexSchema, json);
-  if (!r.success) throw bad(archive, `${PACK_INDEX} is malformed: ${r.issues.slice(0, 3).map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`).join("; ")}`);
+  if (!r.success)
+    throw bad(
+      archive,
+      `${PACK_INDEX} is malformed: ${r.issues
+        .slice(0, 3)
+        .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`)
+        .join("; ")}`,
+    );
   return r.output;
 }
 
@@ -137,7 +200,8 @@ function declaredBytes(archive: string, f: PackedFile): number {
   let end = 0;
   let sum = 0;
   for (const x of f.extents ?? []) {
-    if (!Array.isArray(x) || !int(x[0]) || !int(x[1]) || x[0] < end || x[0] + x[1] > f.size) throw bad(archive, `${f.entry}: bad extent ${JSON.stringify(x)} in ${PACK_INDEX}`);
+    if (!Array.isArray(x) || !int(x[0]) || !int(x[1]) || x[0] < end || x[0] + x[1] > f.size)
+      throw bad(archive, `${f.entry}: bad extent ${JSON.stringify(x)} in ${PACK_INDEX}`);
     end = x[0] + x[1];
     sum += x[1];
   }
@@ -176,7 +240,8 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
     paths.add(key);
   }
   for (const p of paths) {
-    for (let up = posix.dirname(p); up !== "."; up = posix.dirname(up)) if (paths.has(up)) throw bad(archive, `${PACK_INDEX} lists ${up} as a file and ${p} inside it`);
+    for (let up = posix.dirname(p); up !== "."; up = posix.dirname(up))
+      if (paths.has(up)) throw bad(archive, `${PACK_INDEX} lists ${up} as a file and ${p} inside it`);
     if (folders.has(p)) throw bad(archive, `${PACK_INDEX} lists ${p} both as a file and as a folder`);
   }
   const planned = idx.files.map((f) => {
@@ -192,14 +257,19 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
   const m = parseManifest(await jsonEntry(archive, fd, manifestEntry, MANIFEST_FILE), `${archive}: ${MANIFEST_FILE}`);
   const listed = new Map(m.files.map((f) => [posix.normalize(f.path), f.size]));
   const images = new Map(
-    (["before", "after"] as const).map((w) => [posix.normalize(m.memory[w]), { bytes: w === "before" ? m.memory.beforeFileBytes : m.memory.afterFileBytes, bound: imageBound(m) }]),
+    (["before", "after"] as const).map((w) => [
+      posix.normalize(m.memory[w]),
+      { bytes: w === "before" ? m.memory.beforeFileBytes : m.memory.afterFileBytes, bound: imageBound(m) },
+    ]),
   );
   for (const { file: f } of planned) {
     const image = images.get(f.path);
     const want = image?.bytes ?? listed.get(f.path);
     if (want !== undefined && f.size !== want) throw bad(archive, `${f.path} would be ${f.size} bytes; the manifest says ${want}`);
-    if (image && image.bytes > image.bound) throw bad(archive, `${f.path}: the manifest gives it ${image.bytes} bytes, more than its regions and globals can fill (${image.bound} bytes)`);
-    if (f.method === "sparse" && !image) throw bad(archive, `${f.path} is packed sparse (holes), but only the manifest's memory images are: its size ${f.size} is not bounded by its data`);
+    if (image && image.bytes > image.bound)
+      throw bad(archive, `${f.path}: the manifest gives it ${image.bytes} bytes, more than its regions and globals can fill (${image.bound} bytes)`);
+    if (f.method === "sparse" && !image)
+      throw bad(archive, `${f.path} is packed sparse (holes), but only the manifest's memory images are: its size ${f.size} is not bounded by its data`);
   }
   return planned;
 }
@@ -218,7 +288,11 @@ export function unpackedMode(mode: number): number {
  *   E_EXISTS (DIR exists, no force), E_CHECKSUM (naming the file, or the region and chunk),
  *   E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed)
  */
-export async function unpackArchive(archiveArg: string, outArg: string | undefined, opts: { force?: boolean; onProgress?: ArchiveProgress } = {}): Promise<UnpackResult> {
+export async function unpackArchive(
+  archiveArg: string,
+  outArg: string | undefined,
+  opts: { force?: boolean; onProgress?: ArchiveProgress } = {},
+): Promise<UnpackResult> {
   const stops = new StopSignals().install();
   try {
     return await unpack(archiveArg, outArg, opts, interruptCheck(stops, "unpack"));
@@ -227,7 +301,12 @@ export async function unpackArchive(archiveArg: string, outArg: string | undefin
   }
 }
 
-async function unpack(archiveArg: string, outArg: string | undefined, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<UnpackResult> {
+async function unpack(
+  archiveArg: string,
+  outArg: string | undefined,
+  opts: { force?: boolean; onProgress?: ArchiveProgress },
+  tick: () => Promise<void>,
+): Promise<UnpackResult> {
   const t0 = performance.now();
   const archive = resolve(archiveArg);
   if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
@@ -242,7 +321,12 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
     const dest = resolve(outArg ?? idx.root);
     const realArchive = realPathLoose(archive);
     const realDest = realPathLoose(dest);
-    if (archive === dest || archive.startsWith(dest + sep) || realArchive === realDest || realArchive.startsWith(realDest + sep)) throw new KerncapError("E_USAGE", `the archive ${archive}${realArchive !== archive ? ` (${realArchive})` : ""} lies inside ${dest}, the folder it would be unpacked into`, { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." });
+    if (archive === dest || archive.startsWith(dest + sep) || realArchive === realDest || realArchive.startsWith(realDest + sep))
+      throw new KerncapError(
+        "E_USAGE",
+        `the archive ${archive}${realArchive !== archive ? ` (${realArchive})` : ""} lies inside ${dest}, the folder it would be unpacked into`,
+        { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." },
+      );
     const existed = existsSync(dest);
     if (existed) assertReplaceable(dest, Boolean(opts.force));
     assertOutputPath(dest, "capture folder");
@@ -274,12 +358,22 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: { fo
       verifyRegions(tmp, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
     } catch (e) {
       if (!(e instanceof KerncapError)) throw e;
-      throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, { hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked." });
+      throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, {
+        hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked.",
+      });
     }
     await tick(); // the last point before the rename: a signal until here leaves nothing
     replaceWithTemp(tmp, dest, existed, idx, archive);
     ok = true;
-    return { archive, dir: dest, files: idx.files.length, sparseFiles, bytes: { files: filesBytes, data: dataBytes }, warnings: idx.warnings ?? [], seconds: (performance.now() - t0) / 1000 };
+    return {
+      archive,
+      dir: dest,
+      files: idx.files.length,
+      sparseFiles,
+      bytes: { files: filesBytes, data: dataBytes },
+      warnings: idx.warnings ?? [],
+      seconds: (performance.now() - t0) / 1000,
+    };
   } finally {
     closeSync(fd);
     if (!ok && tmp) rmSync(tmp, { recursive: true, force: true });
@@ -338,11 +432,22 @@ export async function isPackArchive(path: string): Promise<boolean> {
  */
 function refuseUnsafeNames(archive: string, idx: PackIndex): void {
   if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw bad(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
-  if (/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(idx.root)) throw bad(archive, `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`);
+  if (/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(idx.root))
+    throw bad(
+      archive,
+      `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`,
+    );
   // names are data: a root or entry name outside the portable set is refused before any folder is made
-  for (const [what, name] of [["root folder name", idx.root] as const, ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const), ...idx.files.map((f) => ["file", f.path] as const)]) {
+  for (const [what, name] of [
+    ["root folder name", idx.root] as const,
+    ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const),
+    ...idx.files.map((f) => ["file", f.path] as const),
+  ]) {
     const why = unportableName(name);
-    if (why) throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, { hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again." });
+    if (why)
+      throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, {
+        hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again.",
+      });
   }
 }
 
@@ -381,28 +486,44 @@ async function writeFiles(
         const ext = f.extents ?? [];
         let x = 0; // current extent
         let inX = 0; // bytes of it written
-        await streamEntry(archive, fd, e, bytes, (c) => {
-          progress?.(c);
-          for (let o = 0; o < c.length; ) {
-            const cur = ext[x];
-            if (!cur) throw bad(archive, `${f.entry} holds more bytes than its extents`);
-            const n = Math.min(c.length - o, cur[1] - inX);
-            writeSync(out, c, o, n, cur[0] + inX);
-            o += n;
-            inX += n;
-            if (inX === cur[1]) (x++, (inX = 0));
-          }
-        }, tick, data);
+        await streamEntry(
+          archive,
+          fd,
+          e,
+          bytes,
+          (c) => {
+            progress?.(c);
+            for (let o = 0; o < c.length; ) {
+              const cur = ext[x];
+              if (!cur) throw bad(archive, `${f.entry} holds more bytes than its extents`);
+              const n = Math.min(c.length - o, cur[1] - inX);
+              writeSync(out, c, o, n, cur[0] + inX);
+              o += n;
+              inX += n;
+              if (inX === cur[1]) x++, (inX = 0);
+            }
+          },
+          tick,
+          data,
+        );
         while (x < ext.length && ext[x]![1] === 0) x++; // empty extents hold no bytes
         if (x !== ext.length) throw bad(archive, `${f.entry} holds fewer bytes than its extents`);
       } else {
         // blocks of zeros are left as holes: a stored run of zeros costs no disk here either
         let at = 0;
-        await streamEntry(archive, fd, e, bytes, (c) => {
-          progress?.(c);
-          writeSparse(out, c, at);
-          at += c.length;
-        }, tick, data);
+        await streamEntry(
+          archive,
+          fd,
+          e,
+          bytes,
+          (c) => {
+            progress?.(c);
+            writeSparse(out, c, at);
+            at += c.length;
+          },
+          tick,
+          data,
+        );
       }
       ftruncateSync(out, f.size); // the trailing hole; earlier holes were never written
     } catch (err) {
@@ -426,10 +547,16 @@ async function writeFiles(
 function replaceWithTemp(tmp: string, dest: string, existed: boolean, idx: PackIndex, archive: string): void {
   if (existsSync(dest)) {
     // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
-    if (!existed) throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o." });
+    if (!existed)
+      throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
+        hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
+      });
     // RECEIVED_MARK is written again below, whatever the archive holds: not a file this replacement loses
     const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
-    if (gone.length) log.warn(`--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`);
+    if (gone.length)
+      log.warn(
+        `--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`,
+      );
     rmSync(dest, { recursive: true, force: true });
   }
   markReceived(tmp, archive); // validate asks before running its build.sh (src/format/trust.ts)
@@ -439,7 +566,10 @@ function replaceWithTemp(tmp: string, dest: string, existed: boolean, idx: PackI
   } catch (e) {
     // another unpack or run renamed its folder there between the check above and this rename
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOTEMPTY" || code === "EEXIST") throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, { hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o." });
+    if (code === "ENOTEMPTY" || code === "EEXIST")
+      throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
+        hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
+      });
     throw e;
   }
 }

@@ -37,7 +37,8 @@ const FLAG_UTF8 = 0x800;
 const EXTRA_ZIP64 = 0x0001;
 
 /** The E_ARCHIVE refusal of a damaged or foreign archive. */
-export const badArchive = (archive: string, msg: string) => new KerncapError("E_ARCHIVE", `${archive}: ${msg}`, { hint: "The archive is damaged or was not written by `kerncap pack`; ask for it again." });
+export const badArchive = (archive: string, msg: string) =>
+  new KerncapError("E_ARCHIVE", `${archive}: ${msg}`, { hint: "The archive is damaged or was not written by `kerncap pack`; ask for it again." });
 
 /** One central-directory record (APPNOTE 4.3.12), its ZIP64 fields applied, and where its data starts. */
 export interface CdEntry {
@@ -80,7 +81,11 @@ export function centralDirectory(archive: string, fd: number, size: number): CdE
   const tailStart = size - tailLen;
   const tail = readAt(fd, tailStart, tailLen);
   let e = -1;
-  for (let i = tail.length - 22; i >= 0; i--) if (u32(tail, i) === SIG_END) { e = i; break; }
+  for (let i = tail.length - 22; i >= 0; i--)
+    if (u32(tail, i) === SIG_END) {
+      e = i;
+      break;
+    }
   if (e < 0) throw bad("not a zip archive (no end-of-central-directory record)");
   if (u16(tail, e + 4) !== 0 || u16(tail, e + 6) !== 0) throw bad("a multi-disk archive");
   let count = u16(tail, e + 10);
@@ -144,7 +149,8 @@ export function centralDirectory(archive: string, fd: number, size: number): CdE
     if (lh.length < 30 || u32(lh, 0) !== SIG_LOCAL) throw bad(`${name}: no local header at byte ${localOffset}`);
     const lnlen = u16(lh, 26);
     const localName = readAt(fd, localOffset + 30, lnlen);
-    if (lnlen !== nlen || Buffer.compare(localName, nameBytes) !== 0) throw bad(`${name}: the local header at byte ${localOffset} names ${JSON.stringify(new TextDecoder().decode(localName))}`);
+    if (lnlen !== nlen || Buffer.compare(localName, nameBytes) !== 0)
+      throw bad(`${name}: the local header at byte ${localOffset} names ${JSON.stringify(new TextDecoder().decode(localName))}`);
     if (u16(lh, 8) !== method) throw bad(`${name}: the local header's compression method differs from the central directory's`);
     const dataOffset = localOffset + 30 + lnlen + u16(lh, 28);
     out.push({ name, flags, method, crc: u32(cd, o + 16), csize, usize, mode: (u32(cd, o + 38) >>> 16) & 0o7777, localOffset, dataOffset });
@@ -157,7 +163,8 @@ export function centralDirectory(archive: string, fd: number, size: number): CdE
     const end = x.dataOffset + x.csize;
     if (end > cdOff) throw bad(`${x.name}: its data (bytes ${x.dataOffset}–${end}) runs into the central directory at byte ${cdOff}`);
     const y = byStart[i + 1];
-    if (y && end > y.localOffset) throw bad(`${x.name} and ${y.name} overlap (bytes ${x.localOffset}–${end} and ${y.localOffset}–): two entries would share one stream of data`);
+    if (y && end > y.localOffset)
+      throw bad(`${x.name} and ${y.name} overlap (bytes ${x.localOffset}–${end} and ${y.localOffset}–): two entries would share one stream of data`);
   }
   return out;
 }
@@ -253,7 +260,18 @@ export class ZipWriter {
     // deflate may grow incompressible data by its stored blocks' headers (5 bytes per 64 KiB): room for that
     const zip64Sizes = o.usize + Math.ceil(o.usize / 16384) + 1024 > ZIP32_MAX;
     const { time, date } = dosDateTime(o.mtime);
-    const w: Written = { name: nameBytes, method: o.deflate ? 8 : 0, crc: 0, csize: 0, usize: 0, localOffset: this.pos, attrs: (((name.endsWith("/") ? 0o040000 : 0o100000) | o.mode) << 16) >>> 0, time, date, zip64Sizes };
+    const w: Written = {
+      name: nameBytes,
+      method: o.deflate ? 8 : 0,
+      crc: 0,
+      csize: 0,
+      usize: 0,
+      localOffset: this.pos,
+      attrs: (((name.endsWith("/") ? 0o040000 : 0o100000) | o.mode) << 16) >>> 0,
+      time,
+      date,
+      zip64Sizes,
+    };
     const header = () => {
       const h = Buffer.alloc(30 + nameBytes.length + (zip64Sizes ? 20 : 0));
       h.writeUInt32LE(SIG_LOCAL, 0);
@@ -295,7 +313,10 @@ export class ZipWriter {
       },
       end: () => {
         deflate?.push(new Uint8Array(0), true);
-        if (w.usize !== o.usize) throw new KerncapError("E_ARCHIVE", `${name} had ${w.usize} bytes while it was packed, not ${o.usize}`, { hint: "Pack it again when nothing writes to the capture." });
+        if (w.usize !== o.usize)
+          throw new KerncapError("E_ARCHIVE", `${name} had ${w.usize} bytes while it was packed, not ${o.usize}`, {
+            hint: "Pack it again when nothing writes to the capture.",
+          });
         if (w.csize > ZIP32_MAX && !zip64Sizes) throw new Error(`ZipWriter: ${name} deflated to ${w.csize} bytes without a ZIP64 record`);
         this.write(header(), w.localOffset);
         this.entries.push(w);

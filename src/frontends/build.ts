@@ -60,7 +60,12 @@ const BUILD_GRACE_MS = 2000;
  * @returns its stdout, stderr and exit code
  * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran
  */
-export async function runBuildCommand(argv: string[], cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<{ out: string; err: string; code: number }> {
+export async function runBuildCommand(
+  argv: string[],
+  cwd: string,
+  env: Record<string, string | undefined>,
+  signal?: AbortSignal,
+): Promise<{ out: string; err: string; code: number }> {
   const stops = new StopSignals().install();
   let out: string, err: string, code: number, signalCode: string | null;
   try {
@@ -97,7 +102,11 @@ export const CONFINED_SECONDS = 600;
  */
 export function buildFailureHint(code: number, output: string): string {
   if (code === 127 || code === 126 || /: (command )?not found$|: No such file or directory$/m.test(output)) {
-    return "build.sh could not run a program it calls (exit " + code + "): the toolchain the reproducer names is missing here. Install it or point the reproducer at it (NVCC=/path/to/nvcc for a CUDA reproducer, KERNCAP_PYTHON for a Triton one; kerncap doctor checks them).";
+    return (
+      "build.sh could not run a program it calls (exit " +
+      code +
+      "): the toolchain the reproducer names is missing here. Install it or point the reproducer at it (NVCC=/path/to/nvcc for a CUDA reproducer, KERNCAP_PYTHON for a Triton one; kerncap doctor checks them)."
+    );
   }
   return "Fix the compile error in the edited source and run validate again.";
 }
@@ -162,7 +171,8 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   if (o.confine) {
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     assertNoProbes(dir, o.confine); // and no source that makes the preprocessor look up a file outside (its existence would show in the result)
-    if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile)) throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
+    if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile))
+      throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
     mkdirInCapture(dir, dirname(depsFile));
     rmSync(resolveInCapture(dir, depsFile).path, { force: true }); // a list from an earlier build says nothing of this one
     env.EXTRA_FLAGS = `${env.EXTRA_FLAGS ?? ""} ${depsFile === DEPS_FILE ? CONFINE_FLAGS : `-MD -MF ${depsFile}`}`.trim();
@@ -173,7 +183,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // confined: the agent's edit may make the compiler read a device (`#include "/dev/zero"` took
   // 21 GB of RAM before the dependency list could refuse it), so the build gets a data-size
   // limit (RLIMIT_DATA counts anonymous mmaps since Linux 4.7) and a wall-clock limit
-  const argv = o.confine ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg] : ["bash", script, ...outArg];
+  const argv = o.confine
+    ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg]
+    : ["bash", script, ...outArg];
   // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
   // working folder), so it must hold nothing of the capture's but the copies and src/
   const ran = await runBuildCommand(argv, staged.folder, env, o.signal);
@@ -181,7 +193,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
   if (o.confine && code === 124) {
-    throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, { hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit." });
+    throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, {
+      hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit.",
+    });
   }
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
@@ -191,12 +205,26 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     if (outside.length) throw confinedError(outside);
     // no list, whatever the exit: a build that stopped in the preprocessor (an #error under #if, an #include not
     // found) read files no list names, and its messages would tell the agent what it found; none is shown
-    if (!deps) throw new KerncapError("E_CONFINED", `build.sh wrote no dependency list (${depsFile}; exit ${code}): kerncap mcp cannot tell which files the build read, so neither its module nor the compiler's messages are used`, { hint: code !== 0 ? "The build stopped before its dependency list (an error in the preprocessor: #error, an #include not found); check the #include and #if lines of the edit, or validate on the command line to see the compiler's messages." : "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." });
+    if (!deps)
+      throw new KerncapError(
+        "E_CONFINED",
+        `build.sh wrote no dependency list (${depsFile}; exit ${code}): kerncap mcp cannot tell which files the build read, so neither its module nor the compiler's messages are used`,
+        {
+          hint:
+            code !== 0
+              ? "The build stopped before its dependency list (an error in the preprocessor: #error, an #include not found); check the #include and #if lines of the edit, or validate on the command line to see the compiler's messages."
+              : "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line.",
+        },
+      );
     if (code !== 0) {
       const shown = captureDiagnostics(dir, `${err}\n${out}`);
-      throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`, {
-        hint: buildFailureHint(code, `${err}\n${out}`),
-      });
+      throw new KerncapError(
+        "E_BUILD",
+        `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`,
+        {
+          hint: buildFailureHint(code, `${err}\n${out}`),
+        },
+      );
     }
   }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
@@ -211,9 +239,14 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   if (!o.quiet && err.trim()) log.debug(err.trim());
   const last = out.trim().split("\n").pop() ?? "";
   const module = resolve(dir, last);
-  if (!last) throw new KerncapError("E_BUILD", "build.sh printed nothing on stdout: it must print the path of the module it built, last", { hint: "End build.sh with `echo \"$out\"` (the cubin it wrote)." });
+  if (!last)
+    throw new KerncapError("E_BUILD", "build.sh printed nothing on stdout: it must print the path of the module it built, last", {
+      hint: 'End build.sh with `echo "$out"` (the cubin it wrote).',
+    });
   if (!existsSync(module)) {
-    throw new KerncapError("E_BUILD", `build.sh named ${module} as the module it built, but there is no such file`, { hint: "Check the output path in build.sh (the -o of the compiler and the path it prints last)." });
+    throw new KerncapError("E_BUILD", `build.sh named ${module} as the module it built, but there is no such file`, {
+      hint: "Check the output path in build.sh (the -o of the compiler and the path it prints last).",
+    });
   }
   return { module, seconds };
 }

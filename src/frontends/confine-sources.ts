@@ -118,7 +118,12 @@ export function ppTokens(src: string): Token[] {
     else {
       const three = text.slice(i, i + 3);
       const two = text.slice(i, i + 2);
-      const t = three === "..." || three === "%:%" ? three : ["##", "%:", "<:", ":>", "<%", "%>", "::", "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||"].includes(two) ? two : c;
+      const t =
+        three === "..." || three === "%:%"
+          ? three
+          : ["##", "%:", "<:", ":>", "<%", "%>", "::", "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||"].includes(two)
+            ? two
+            : c;
       const digraphPaste = t === "%:%" && text[i + 3] === ":";
       i += digraphPaste ? 4 : t === "%:%" ? 2 : t.length;
       push("punct", t === "%:" || (t === "%:%" && !digraphPaste) ? "#" : digraphPaste ? "##" : t, line);
@@ -234,8 +239,10 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
     // C's / is always binary: after ( , < # or at the start of a macro's body, and followed at once by a
     // name, it can only begin a path (an operator passed to a macro, `F(/, divides)`, is not one)
     // a header name after #include or __has_include( is checked whole above
-    const headerName = prev?.text === "<" && (FILE_DIRECTIVES.has(toks[i - 2]?.text ?? "") || (toks[i - 2]?.text === "(" && FILE_QUERIES.has(toks[i - 3]?.text ?? "")));
-    const startsName = !headerName && next !== undefined && next.glued === true && !next.bol && (next.kind === "id" || next.kind === "num" || next.text === ".");
+    const headerName =
+      prev?.text === "<" && (FILE_DIRECTIVES.has(toks[i - 2]?.text ?? "") || (toks[i - 2]?.text === "(" && FILE_QUERIES.has(toks[i - 3]?.text ?? "")));
+    const startsName =
+      !headerName && next !== undefined && next.glued === true && !next.bol && (next.kind === "id" || next.kind === "num" || next.text === ".");
     if (t.kind === "punct" && t.text === "/" && startsName && (prev === undefined || ["(", ",", "<", "#", "##"].includes(prev.text) || i === bodyStart)) {
       say(t, "a / that starts a path (a macro argument, a header name or a macro's body, stringized into a file name)");
     }
@@ -254,7 +261,8 @@ function headerArgument(toks: Token[], i: number): { name: string; angled: boole
   let j = i + 2;
   let name = "";
   for (; j < toks.length && toks[j]!.text !== ">"; j++) {
-    if (toks[j]!.line !== a.line || ["(", ")", "#", "##", ","].includes(toks[j]!.text) || (toks[j]!.kind === "id" && !toks[j]!.glued && j > i + 2)) return undefined;
+    if (toks[j]!.line !== a.line || ["(", ")", "#", "##", ","].includes(toks[j]!.text) || (toks[j]!.kind === "id" && !toks[j]!.glued && j > i + 2))
+      return undefined;
     name += toks[j]!.text;
   }
   return toks[j]?.text === ">" && toks[j + 1]?.text === ")" ? { name, angled: true } : undefined;
@@ -283,15 +291,22 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">): void {
       const st = lstatSync(join(dir, r));
       if (st.isDirectory()) walk(r);
       else if (C_SOURCES.test(n)) {
-        if (++count > SOURCES_MAX) throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: kerncap mcp checks each before a confined build`, { hint: "Validate on the command line." });
+        if (++count > SOURCES_MAX)
+          throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: kerncap mcp checks each before a confined build`, {
+            hint: "Validate on the command line.",
+          });
         problems.push(...probeProblems(readInCapture(dir, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
       }
     }
   };
   walk("src");
   if (problems.length) {
-    throw new KerncapError("E_CONFINED", `the sources could make the preprocessor look up a file that a confined build (kerncap mcp) may not read, and whether it exists would show in the build's result (${problems.length}): ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? "; …" : ""}`, {
-      hint: "Name headers under src/ (or the toolchain's) with a relative path written out: no absolute path or .. out of the capture, no __has_include of a macro. Nothing was built. The user may validate such sources on the command line.",
-    });
+    throw new KerncapError(
+      "E_CONFINED",
+      `the sources could make the preprocessor look up a file that a confined build (kerncap mcp) may not read, and whether it exists would show in the build's result (${problems.length}): ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? "; …" : ""}`,
+      {
+        hint: "Name headers under src/ (or the toolchain's) with a relative path written out: no absolute path or .. out of the capture, no __has_include of a macro. Nothing was built. The user may validate such sources on the command line.",
+      },
+    );
   }
 }

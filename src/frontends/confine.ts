@@ -55,7 +55,9 @@ export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: 
   const cuda = (m.source?.cuda ?? {}) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
   const roots = [real(dir)];
   if (typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/") roots.push(real(cuda.projectRoot));
-  const files = new Set(Array.isArray(cuda.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string").map(real) : []);
+  const files = new Set(
+    Array.isArray(cuda.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string").map(real) : [],
+  );
   let nvcc: string | undefined;
   try {
     nvcc = findNvcc();
@@ -102,7 +104,11 @@ export function captureDiagnostics(dir: string, output: string): string[] {
  * agent's own edit wrote), never their content.
  */
 export function confinedError(files: string[]): KerncapError {
-  return new KerncapError("E_CONFINED", `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, its source root and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}): kerncap mcp does not build such sources, and shows none of the build's output`, {
-    hint: "Include only files under src/ (or the captured project's and the toolchain's headers); remove the #include of the file named.",
-  });
+  return new KerncapError(
+    "E_CONFINED",
+    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, its source root and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}): kerncap mcp does not build such sources, and shows none of the build's output`,
+    {
+      hint: "Include only files under src/ (or the captured project's and the toolchain's headers); remove the #include of the file named.",
+    },
+  );
 }

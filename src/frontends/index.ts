@@ -63,7 +63,10 @@ export function isFrontendName(name: string): boolean {
 /** The frontend of a capture (manifest.kernel.frontend). @throws KerncapError E_FRONTEND for a name no frontend has */
 export function frontendOf(m: Pick<Manifest, "kernel">): Frontend {
   const f = registry.find((x) => x.name === m.kernel.frontend);
-  if (!f) throw new KerncapError("E_FRONTEND", `unknown frontend ${JSON.stringify(m.kernel.frontend)}`, { hint: `This kerncap knows ${registry.map((x) => x.name).join(", ")}.` });
+  if (!f)
+    throw new KerncapError("E_FRONTEND", `unknown frontend ${JSON.stringify(m.kernel.frontend)}`, {
+      hint: `This kerncap knows ${registry.map((x) => x.name).join(", ")}.`,
+    });
   return f;
 }
 
@@ -124,7 +127,10 @@ export async function captureEnv(): Promise<Record<string, string>> {
  * frontend name, from captureOptions): the first manifest.source, and a beforeRename hook that
  * runs each frontend's in order with the final folder's name.
  */
-export function captureEnrichment(ctx: CaptureContext, options: Readonly<Record<string, unknown>>): { source?: Record<string, unknown>; beforeRename: (dir: string, m: Manifest, finalDir: string) => Promise<void> } {
+export function captureEnrichment(
+  ctx: CaptureContext,
+  options: Readonly<Record<string, unknown>>,
+): { source?: Record<string, unknown>; beforeRename: (dir: string, m: Manifest, finalDir: string) => Promise<void> } {
   const parts = registry.map((f) => f.enrich?.(ctx, options[f.name]) ?? ({} as Enrichment));
   const source = parts.find((p) => p.source)?.source;
   return {
@@ -144,7 +150,8 @@ export function captureEnrichment(ctx: CaptureContext, options: Readonly<Record<
 export function notAnEditableSource(m: Pick<Manifest, "kernel">, rel: string): string | undefined {
   const name = rel.split("/").pop() ?? "";
   const lower = name.toLowerCase();
-  if (KERNCAP_CONFIG_NAMES.includes(lower) || (lower.startsWith("kerncap") && lower.endsWith(".json"))) return `${name} is a file kerncap reads as configuration or runs, which no agent may write (at any depth)`;
+  if (KERNCAP_CONFIG_NAMES.includes(lower) || (lower.startsWith("kerncap") && lower.endsWith(".json")))
+    return `${name} is a file kerncap reads as configuration or runs, which no agent may write (at any depth)`;
   if (lower.endsWith(".sh")) return `${name} is a shell script, which no agent may write`;
   const f = registry.find((x) => x.name === m.kernel.frontend);
   const suffixes = f?.sourceSuffixes ?? [];

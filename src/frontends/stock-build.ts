@@ -121,13 +121,65 @@ export function flagWords(text: string): string[] {
 }
 
 /** Options that name a program to run (a bare name is looked up on PATH). `=`: also as `--opt=VALUE`; attached: `-BVALUE`. */
-const PROGRAM_OPTS = new Set(["-ccbin", "--compiler-bindir", "-arbin", "--archiver-binary", "--ld-path", "-fuse-ld", "--gcc-toolchain", "-gcc-toolchain", "--hip-path", "--rocm-path", "-ccc-install-dir", "-wrapper"]);
+const PROGRAM_OPTS = new Set([
+  "-ccbin",
+  "--compiler-bindir",
+  "-arbin",
+  "--archiver-binary",
+  "--ld-path",
+  "-fuse-ld",
+  "--gcc-toolchain",
+  "-gcc-toolchain",
+  "--hip-path",
+  "--rocm-path",
+  "-ccc-install-dir",
+  "-wrapper",
+]);
 /** Options that name a file the compiler loads as code or reads options from (a relative path is the build's folder's). */
-const FILE_OPTS = new Set(["-fplugin", "-fpass-plugin", "-load", "-plugin", "--plugin", "-specs", "--specs", "-iplugindir", "-optf", "--options-file", "--config", "-B"]);
+const FILE_OPTS = new Set([
+  "-fplugin",
+  "-fpass-plugin",
+  "-load",
+  "-plugin",
+  "--plugin",
+  "-specs",
+  "--specs",
+  "-iplugindir",
+  "-optf",
+  "--options-file",
+  "--config",
+  "-B",
+]);
 /** Options whose value is more options, for another program (nvcc: comma-separated; the -W?, forms too). */
-const PASS_OPTS = new Set(["-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xarchive", "--archive-options", "-Xclang", "-mllvm", "-Xpreprocessor", "-Xassembler", "-Xnvlink", "--nvlink-options", "-Xptxas", "--ptxas-options"]);
+const PASS_OPTS = new Set([
+  "-Xcompiler",
+  "--compiler-options",
+  "-Xlinker",
+  "--linker-options",
+  "-Xarchive",
+  "--archive-options",
+  "-Xclang",
+  "-mllvm",
+  "-Xpreprocessor",
+  "-Xassembler",
+  "-Xnvlink",
+  "--nvlink-options",
+  "-Xptxas",
+  "--ptxas-options",
+]);
 /** Options with no use in a reproducer's module build that run something else (nvcc -run runs the program it built). */
-const RUN_OPTS = new Set(["-run", "--run", "-run-args", "--run-args", "-idp", "--input-drive-prefix", "-ddp", "--dependency-drive-prefix", "-dp", "--drive-prefix"]);
+const RUN_OPTS = new Set([
+  "-run",
+  "--run",
+  "-run-args",
+  "--run-args",
+  "-idp",
+  "--input-drive-prefix",
+  "-ddp",
+  "--dependency-drive-prefix",
+  "-dp",
+  "--drive-prefix",
+]);
 
 /**
  * The programs, plugins and option files a compiler command's words name (nvcc's, gcc's and
@@ -154,10 +206,12 @@ export function codeLoadingWords(words: string[]): NamedProgram[] {
       } else if (PASS_OPTS.has(opt)) {
         // every value of this option in a row (clang's -Xclang -load -Xclang P.so), split at commas and spaces as nvcc and the shell do
         const values: string[] = [];
-        for (let v: string | undefined = next(); v !== undefined; v = ws[i + 1] === opt ? ws[(i += 2)] : undefined) values.push(...v.split(/[,\s]+/).filter(Boolean));
+        for (let v: string | undefined = next(); v !== undefined; v = ws[i + 1] === opt ? ws[(i += 2)] : undefined)
+          values.push(...v.split(/[,\s]+/).filter(Boolean));
         walk(values);
       } else if (/^-W[pla],/.test(w)) walk(w.slice(4).split(","));
-      else if (/^-B./.test(w) && !/^-B(static|dynamic|symbolic.*|shareable|group|no-symbolic)$/.test(w)) out.push({ flag: "-B", value: w.slice(2), kind: "file" }); // gcc's program prefix, not the linker's -Bstatic
+      else if (/^-B./.test(w) && !/^-B(static|dynamic|symbolic.*|shareable|group|no-symbolic)$/.test(w))
+        out.push({ flag: "-B", value: w.slice(2), kind: "file" }); // gcc's program prefix, not the linker's -Bstatic
     }
   };
   walk(words);
@@ -165,7 +219,26 @@ export function codeLoadingWords(words: string[]): NamedProgram[] {
 }
 
 /** Environment variables that make a program load code or find programs, as a build.sh may set them (`LD_PRELOAD=… nvcc`). */
-const CODE_ENV = new Set(["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PATH", "BASH_ENV", "ENV", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "NVCC_CCBIN", "COMPILER_PATH", "GCC_EXEC_PREFIX", "CC", "CXX", "NVCC", "HIPCC", "KERNCAP_PYTHON", "GCONV_PATH"]);
+const CODE_ENV = new Set([
+  "LD_PRELOAD",
+  "LD_AUDIT",
+  "LD_LIBRARY_PATH",
+  "PATH",
+  "BASH_ENV",
+  "ENV",
+  "PYTHONPATH",
+  "PYTHONSTARTUP",
+  "PYTHONHOME",
+  "NVCC_CCBIN",
+  "COMPILER_PATH",
+  "GCC_EXEC_PREFIX",
+  "CC",
+  "CXX",
+  "NVCC",
+  "HIPCC",
+  "KERNCAP_PYTHON",
+  "GCONV_PATH",
+]);
 const FLAG_ENV = new Set(["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "EXTRA_FLAGS", "CFLAGS", "CXXFLAGS", "HIPCC_COMPILE_FLAGS_APPEND"]);
 
 /**
@@ -178,7 +251,12 @@ export function scriptWords(text: string): string[] {
   let cur = "";
   let has = false;
   const end = () => {
-    if (has) words.push(cur.replace(/(^|[=:,])\$\{?(here|dir|DIR|HERE|PWD|root|ROOT|SCRIPT_DIR|script_dir)\}?\//g, "$1./").replace(/(^|[=:,])\$\((dirname|cd|pwd)[^)]*\)\//g, "$1./"));
+    if (has)
+      words.push(
+        cur
+          .replace(/(^|[=:,])\$\{?(here|dir|DIR|HERE|PWD|root|ROOT|SCRIPT_DIR|script_dir)\}?\//g, "$1./")
+          .replace(/(^|[=:,])\$\((dirname|cd|pwd)[^)]*\)\//g, "$1./"),
+      );
     cur = "";
     has = false;
   };
@@ -219,9 +297,12 @@ export function readScript(text: string): { programs: NamedProgram[]; named: str
   const named = new Set<string>();
   for (const w of words) {
     const a = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(w);
-    if (a && CODE_ENV.has(a[1]!)) for (const v of a[2]!.split(":")) if (v) programs.push({ flag: `${a[1]}=`, value: v, kind: /^(CC|CXX|NVCC|HIPCC|NVCC_CCBIN|KERNCAP_PYTHON)$/.test(a[1]!) ? "program" : "file" });
+    if (a && CODE_ENV.has(a[1]!))
+      for (const v of a[2]!.split(":"))
+        if (v) programs.push({ flag: `${a[1]}=`, value: v, kind: /^(CC|CXX|NVCC|HIPCC|NVCC_CCBIN|KERNCAP_PYTHON)$/.test(a[1]!) ? "program" : "file" });
     if (a && FLAG_ENV.has(a[1]!)) programs.push(...codeLoadingWords(scriptWords(a[2]!)));
-    for (const part of (a ? a[2]! : w).split(/[=,:]/)) if (part && !part.startsWith("-") && !part.startsWith("/") && !part.includes("$")) named.add(part.replace(/^(\.\/)+/, ""));
+    for (const part of (a ? a[2]! : w).split(/[=,:]/))
+      if (part && !part.startsWith("-") && !part.startsWith("/") && !part.includes("$")) named.add(part.replace(/^(\.\/)+/, ""));
   }
   return { programs, named: [...named] };
 }
@@ -236,7 +317,11 @@ export function readScript(text: string): { programs: NamedProgram[]; named: str
 export function readBuildScripts(templates: readonly TemplateFile[] | undefined, files: readonly RunFile[]): BuildScriptReading {
   const build = files.find((f) => f.name === "build.sh");
   const tpl = templates?.find((t) => t.path === "build.sh.hbs");
-  const lexical = (why: string): BuildScriptReading => ({ stock: false, why, ...(build ? readScript(build.bytes.toString("utf8")) : { programs: [], named: [] }) });
+  const lexical = (why: string): BuildScriptReading => ({
+    stock: false,
+    why,
+    ...(build ? readScript(build.bytes.toString("utf8")) : { programs: [], named: [] }),
+  });
   for (const t of templates ?? []) {
     if (t.path.endsWith(".hbs")) continue;
     const f = files.find((x) => x.name === t.path);

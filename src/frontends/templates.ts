@@ -67,7 +67,11 @@ export const TEMPLATE_ESCAPES: Record<string, (s: string) => string> = {
   shq: (s) => shellQuote(s),
   shComment: (s) => line(s),
   dq: (s) => line(s).replace(/([$`"\\])/g, "\\$1"),
-  heredocYaml: (s) => JSON.stringify(s).slice(1, -1).replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).replace(/([$`\\])/g, "\\$1"),
+  heredocYaml: (s) =>
+    JSON.stringify(s)
+      .slice(1, -1)
+      .replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+      .replace(/([$`\\])/g, "\\$1"),
   mdCode: (s) => {
     const text = line(s);
     const fence = "`".repeat(Math.max(0, ...[...text.matchAll(/`+/g)].map((m) => m[0].length)) + 1);
@@ -77,13 +81,20 @@ export const TEMPLATE_ESCAPES: Record<string, (s: string) => string> = {
   mdText: (s) => line(s).replace(/([\\`*_{}\[\]()#+\-.!|<>~])/g, "\\$1"),
   mdBlock: (s) => line(s),
   pyStr: (s) =>
-    `"${[...s].map((c) => {
-      const n = c.codePointAt(0)!;
-      if (c === "\\" || c === '"') return `\\${c}`;
-      if (n >= 0x20 && n < 0x7f) return c;
-      return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : n < 0x10000 ? `\\u${n.toString(16).padStart(4, "0")}` : `\\U${n.toString(16).padStart(8, "0")}`;
-    }).join("")}"`,
-  cStr: (s) => `"${[...Buffer.from(s)].map((b) => (b === 0x22 || b === 0x5c || b === 0x3f ? `\\${String.fromCharCode(b)}` : b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\${b.toString(8).padStart(3, "0")}`)).join("")}"`,
+    `"${[...s]
+      .map((c) => {
+        const n = c.codePointAt(0)!;
+        if (c === "\\" || c === '"') return `\\${c}`;
+        if (n >= 0x20 && n < 0x7f) return c;
+        return n < 0x100
+          ? `\\x${n.toString(16).padStart(2, "0")}`
+          : n < 0x10000
+            ? `\\u${n.toString(16).padStart(4, "0")}`
+            : `\\U${n.toString(16).padStart(8, "0")}`;
+      })
+      .join("")}"`,
+  cStr: (s) =>
+    `"${[...Buffer.from(s)].map((b) => (b === 0x22 || b === 0x5c || b === 0x3f ? `\\${String.fromCharCode(b)}` : b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\${b.toString(8).padStart(3, "0")}`)).join("")}"`,
   cComment: (s) => line(s).replace(/\*\//g, "*\\/"),
 };
 

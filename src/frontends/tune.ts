@@ -86,7 +86,11 @@ export interface TuneEvaluated<C> {
  * `onBuild(i, b)` as item i's build ends (tune's lines).
  * @throws KerncapError E_INTERRUPTED, E_CONFINED (a confined build read outside), E_BUILD (no config built), the workers' error when none could be judged on a GPU (E_NO_GPU …)
  */
-export type TuneEvaluate = <C>(dir: string, items: TuneItem<C>[], o: TuneRunOptions & { confine?: boolean; grid?: string; onBuild?: (i: number, b: TuneBuilt) => void }) => Promise<TuneEvaluated<C>>;
+export type TuneEvaluate = <C>(
+  dir: string,
+  items: TuneItem<C>[],
+  o: TuneRunOptions & { confine?: boolean; grid?: string; onBuild?: (i: number, b: TuneBuilt) => void },
+) => Promise<TuneEvaluated<C>>;
 
 /**
  * One config of a frontend's space built on its own, as a candidate of `kerncap eval` (a
@@ -141,14 +145,24 @@ export function parseConfigSpace(specs: string[]): TuneConfig[] {
     const axes: [string, number[]][] = [];
     for (const word of spec.split(/\s+/).filter(Boolean)) {
       const m = /^([A-Za-z_][A-Za-z0-9_]*)=([-+]?\d+(?:,[-+]?\d+)*)$/.exec(word);
-      if (!m) throw new KerncapError("E_USAGE", `--config: ${JSON.stringify(word)} is not NAME=V1,V2,…`, { hint: "For example --config 'BLOCK_M=64,128 BLOCK_N=64,128 num_warps=4,8' (whole numbers; a constexpr of the kernel or num_warps, num_stages, num_ctas, maxnreg)." });
-      if (axes.some(([n]) => n === m[1])) throw new KerncapError("E_USAGE", `--config: ${m[1]} is given twice in ${JSON.stringify(spec)}`, { hint: "List its values once: NAME=V1,V2." });
+      if (!m)
+        throw new KerncapError("E_USAGE", `--config: ${JSON.stringify(word)} is not NAME=V1,V2,…`, {
+          hint: "For example --config 'BLOCK_M=64,128 BLOCK_N=64,128 num_warps=4,8' (whole numbers; a constexpr of the kernel or num_warps, num_stages, num_ctas, maxnreg).",
+        });
+      if (axes.some(([n]) => n === m[1]))
+        throw new KerncapError("E_USAGE", `--config: ${m[1]} is given twice in ${JSON.stringify(spec)}`, { hint: "List its values once: NAME=V1,V2." });
       axes.push([m[1]!, [...new Set(m[2]!.split(",").map(Number))]]);
     }
     if (!axes.length) throw new KerncapError("E_USAGE", "--config is empty", { hint: "For example --config 'num_warps=4,8'." });
     let configs: TuneConfig[] = [{ kwargs: {}, options: {} }];
     for (const [name, values] of axes) {
-      configs = configs.flatMap((c) => values.map((v) => ((OPTION_NAMES as readonly string[]).includes(name) ? { kwargs: c.kwargs, options: { ...c.options, [name]: v } } : { kwargs: { ...c.kwargs, [name]: v }, options: c.options })));
+      configs = configs.flatMap((c) =>
+        values.map((v) =>
+          (OPTION_NAMES as readonly string[]).includes(name)
+            ? { kwargs: c.kwargs, options: { ...c.options, [name]: v } }
+            : { kwargs: { ...c.kwargs, [name]: v }, options: c.options },
+        ),
+      );
     }
     for (const c of configs) {
       const k = configKey(c);
@@ -161,7 +175,10 @@ export function parseConfigSpace(specs: string[]): TuneConfig[] {
 /** A config's identity (sorted names): equal configs, equal keys. */
 export function configKey(c: TuneConfig): string {
   const all = { ...c.kwargs, ...c.options };
-  return Object.keys(all).sort().map((k) => `${k}=${all[k as keyof typeof all]}`).join(" ");
+  return Object.keys(all)
+    .sort()
+    .map((k) => `${k}=${all[k as keyof typeof all]}`)
+    .join(" ");
 }
 
 /** "BLOCK_M=64 BLOCK_N=128 num_warps=4", kwargs first (the table's config column). */
@@ -171,8 +188,12 @@ export function configLabel(c: TuneConfig): string {
 
 /** The line to paste into @triton.autotune's configs: `triton.Config({"BLOCK_M": 64}, num_warps=4, num_stages=3)`. */
 export function autotuneLine(c: TuneConfig): string {
-  const kw = Object.entries(c.kwargs).map(([k, v]) => `${JSON.stringify(k)}: ${v}`).join(", ");
-  const opts = OPTION_NAMES.filter((k) => c.options[k] !== undefined).map((k) => `, ${k}=${c.options[k]}`).join("");
+  const kw = Object.entries(c.kwargs)
+    .map(([k, v]) => `${JSON.stringify(k)}: ${v}`)
+    .join(", ");
+  const opts = OPTION_NAMES.filter((k) => c.options[k] !== undefined)
+    .map((k) => `, ${k}=${c.options[k]}`)
+    .join("");
   return `triton.Config({${kw}}${opts})`;
 }
 
@@ -225,7 +246,8 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
   const peek = () => toks[i];
   const take = (v?: string) => {
     const t = toks[i];
-    if (!t || (v !== undefined && t.v !== v)) throw gridError(src, t ? `expected ${v}, found ${JSON.stringify(String(t.v))}` : `expected ${v ?? "more"} at the end`);
+    if (!t || (v !== undefined && t.v !== v))
+      throw gridError(src, t ? `expected ${v}, found ${JSON.stringify(String(t.v))}` : `expected ${v ?? "more"} at the end`);
     i++;
     return t;
   };
@@ -285,7 +307,8 @@ export function evalGrid(src: string, vars: Record<string, number>): [number, nu
   }
   if (dims.length > 3) throw gridError(src, `${dims.length} dimensions (at most 3)`);
   while (dims.length < 3) dims.push(1);
-  for (const [k, d] of dims.entries()) if (!Number.isSafeInteger(d) || d < 1 || d > 2 ** 31 - 1) throw gridError(src, `dimension ${"xyz"[k]} is ${d} (a whole number from 1 to 2^31-1)`);
+  for (const [k, d] of dims.entries())
+    if (!Number.isSafeInteger(d) || d < 1 || d > 2 ** 31 - 1) throw gridError(src, `dimension ${"xyz"[k]} is ${d} (a whole number from 1 to 2^31-1)`);
   return dims as [number, number, number];
 }
 
@@ -339,7 +362,8 @@ export interface TuneResult<C = TuneConfig> {
  */
 export function tuneRow<C>(config: C, captured: boolean, r: SetRun | undefined, app: SetRun | null, error?: string): TuneRow<C> {
   if (error !== undefined) return { config, captured, verdict: "compile-error", medianUs: null, speedup: null, error };
-  if (!r || "error" in r) return { config, captured, verdict: "launch-error", medianUs: null, speedup: null, error: r && "error" in r ? r.error.message : "not run" };
+  if (!r || "error" in r)
+    return { config, captured, verdict: "launch-error", medianUs: null, speedup: null, error: r && "error" in r ? r.error.message : "not run" };
   const us = r.times.length ? r.result.timing.medianUs : null;
   const appTimes = app && !("error" in app) ? app.times : [];
   const appUs = appTimes.length ? median([...appTimes]) : null;
@@ -357,7 +381,9 @@ export function tuneRow<C>(config: C, captured: boolean, r: SetRun | undefined, 
  * the app's own did not match, or no row was compared). @returns undefined when none matched
  */
 export function pickWinner<C>(rows: TuneRow<C>[]): TuneRow<C> | undefined {
-  const matched = rows.filter((r) => r.verdict === "match" && r.medianUs !== null).sort((a, b) => a.medianUs! - b.medianUs! || Number(b.captured) - Number(a.captured));
+  const matched = rows
+    .filter((r) => r.verdict === "match" && r.medianUs !== null)
+    .sort((a, b) => a.medianUs! - b.medianUs! || Number(b.captured) - Number(a.captured));
   const own = matched.find((r) => r.captured);
   if (!own || !matched.some((r) => r.vsApp)) return matched[0];
   return matched.find((r) => r.vsApp?.verdict === "faster") ?? own;
@@ -379,10 +405,19 @@ export function tuneTable<C>(rows: TuneRow<C>[]): string {
     ...(regs ? [r.registers == null ? "-" : String(r.registers)] : []),
   ]);
   const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  return [head, ...body].map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]!) : c.padStart(w[i]!))).join("  ").trimEnd()).join("\n");
+  return [head, ...body]
+    .map((r) =>
+      r
+        .map((c, i) => (i === 0 ? c.padEnd(w[i]!) : c.padStart(w[i]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 /** The lines under the table: each row's error (a config that did not build or launch) or note, with its label. */
 export function tuneNotes<C>(rows: TuneRow<C>[]): string[] {
-  return rows.filter((r) => r.error !== undefined || r.note !== undefined).map((r) => `  ${r.label ?? configLabel(r.config as TuneConfig)}: ${r.error !== undefined ? `${r.verdict}: ${r.error}` : r.note}`);
+  return rows
+    .filter((r) => r.error !== undefined || r.note !== undefined)
+    .map((r) => `  ${r.label ?? configLabel(r.config as TuneConfig)}: ${r.error !== undefined ? `${r.verdict}: ${r.error}` : r.note}`);
 }

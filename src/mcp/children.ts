@@ -25,7 +25,11 @@ import type { ToolProgress } from "./progress.ts";
 const TOOL_GRACE_MS = 10_000;
 
 export function result(doc: Record<string, unknown>, isError = false, extra?: string): CallToolResult {
-  return { content: [{ type: "text", text: JSON.stringify(doc, null, 2) }, ...(extra ? [{ type: "text" as const, text: extra }] : [])], structuredContent: doc, isError };
+  return {
+    content: [{ type: "text", text: JSON.stringify(doc, null, 2) }, ...(extra ? [{ type: "text" as const, text: extra }] : [])],
+    structuredContent: doc,
+    isError,
+  };
 }
 
 export function errorResult(e: unknown): CallToolResult {
@@ -81,7 +85,10 @@ export class ToolChildren {
 function toolCwd(cwd: string | undefined): string {
   if (cwd === undefined) return process.cwd();
   const d = resolve(cwd);
-  if (!existsSync(d) || !statSync(d).isDirectory()) throw new KerncapError("E_USAGE", `cwd ${d} ${existsSync(d) ? "is not a folder" : "does not exist"}`, { hint: "Give an existing folder as cwd (the application's working folder), or leave cwd out." });
+  if (!existsSync(d) || !statSync(d).isDirectory())
+    throw new KerncapError("E_USAGE", `cwd ${d} ${existsSync(d) ? "is not a folder" : "does not exist"}`, {
+      hint: "Give an existing folder as cwd (the application's working folder), or leave cwd out.",
+    });
   return d;
 }
 
@@ -92,7 +99,13 @@ function toolCwd(cwd: string | undefined): string {
  * and heartbeats while the child runs (./progress.ts).
  * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started
  */
-export async function runVerb(argv: string[], cwd: string | undefined, children: ToolChildren, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
+export async function runVerb(
+  argv: string[],
+  cwd: string | undefined,
+  children: ToolChildren,
+  signal?: AbortSignal,
+  progress?: ToolProgress,
+): Promise<CallToolResult> {
   const env = selfEnv();
   const dir = toolCwd(cwd);
   const cmd = [...selfCommand(), ...argv];
@@ -104,9 +117,13 @@ export async function runVerb(argv: string[], cwd: string | undefined, children:
     // E2BIG: the caller's arguments are past the kernel's limit on a command line, not a broken installation
     if ((e as NodeJS.ErrnoException).code === "E2BIG" || /E2BIG|argument list too long/i.test(String((e as Error).message))) {
       const longest = Math.max(...argv.map((a) => Buffer.byteLength(a)));
-      throw new KerncapError("E_USAGE", `the arguments of ${argv[0]} are too long for a command line (the longest has ${longest} bytes)`, { hint: "Give shorter arguments (a path, a kernel pattern); file contents go through edit_file." });
+      throw new KerncapError("E_USAGE", `the arguments of ${argv[0]} are too long for a command line (the longest has ${longest} bytes)`, {
+        hint: "Give shorter arguments (a path, a kernel pattern); file contents go through edit_file.",
+      });
     }
-    throw new KerncapError("E_TOOL", `cannot start kerncap ${argv[0]} (${cmd[0]}) in ${dir}: ${(e as Error).message}`, { hint: "Check the kerncap installation (kerncap doctor); the MCP server runs its verbs with the same executable." });
+    throw new KerncapError("E_TOOL", `cannot start kerncap ${argv[0]} (${cmd[0]}) in ${dir}: ${(e as Error).message}`, {
+      hint: "Check the kerncap installation (kerncap doctor); the MCP server runs its verbs with the same executable.",
+    });
   }
   children.add(p);
   const cancel = () => children.stop("SIGTERM", p.pid);
@@ -114,7 +131,11 @@ export async function runVerb(argv: string[], cwd: string | undefined, children:
   let out: string, err: string, code: number;
   progress?.start();
   try {
-    [out, err, code] = await Promise.all([new Response(p.stdout).text(), progress ? streamLines(p.stderr, (l) => progress.line(l)) : new Response(p.stderr).text(), p.exited]);
+    [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      progress ? streamLines(p.stderr, (l) => progress.line(l)) : new Response(p.stderr).text(),
+      p.exited,
+    ]);
   } finally {
     progress?.stop();
     signal?.removeEventListener("abort", cancel);
@@ -123,7 +144,9 @@ export async function runVerb(argv: string[], cwd: string | undefined, children:
   try {
     doc = lastDocument(out);
   } catch {
-    return errorResult(new KerncapError("E_INTERNAL", `kerncap ${argv[0]} printed no JSON document (exit ${code}): ${err.trim().split("\n").slice(-5).join(" | ")}`));
+    return errorResult(
+      new KerncapError("E_INTERNAL", `kerncap ${argv[0]} printed no JSON document (exit ${code}): ${err.trim().split("\n").slice(-5).join(" | ")}`),
+    );
   }
   const tail = err.trim() ? `stderr (last lines):\n${err.trim().split("\n").slice(-40).join("\n")}` : undefined;
   return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);

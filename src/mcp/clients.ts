@@ -27,7 +27,8 @@ const CLIENTS = {
   }),
   "claude-desktop": (cmd: string[]): ClientConfig => ({
     snippet: json({ mcpServers: { kerncap: stdio(cmd) } }),
-    where: 'merge it into claude_desktop_config.json: ~/Library/Application Support/Claude/ (macOS), %APPDATA%\\Claude\\ (Windows), ~/.config/Claude/ (Linux); then restart Claude Desktop',
+    where:
+      "merge it into claude_desktop_config.json: ~/Library/Application Support/Claude/ (macOS), %APPDATA%\\Claude\\ (Windows), ~/.config/Claude/ (Linux); then restart Claude Desktop",
   }),
   cursor: (cmd: string[]): ClientConfig => ({
     snippet: json({ mcpServers: { kerncap: stdio(cmd) } }),
@@ -38,7 +39,10 @@ const CLIENTS = {
     where: "merge it into .vscode/mcp.json (this workspace), or into the user mcp.json that the command 'MCP: Open User Configuration' opens",
   }),
   codex: (cmd: string[]): ClientConfig => ({
-    snippet: `[mcp_servers.kerncap]\ncommand = ${JSON.stringify(cmd[0])}\nargs = [${cmd.slice(1).map((a) => JSON.stringify(a)).join(", ")}]\n`,
+    snippet: `[mcp_servers.kerncap]\ncommand = ${JSON.stringify(cmd[0])}\nargs = [${cmd
+      .slice(1)
+      .map((a) => JSON.stringify(a))
+      .join(", ")}]\n`,
     where: "append it to ~/.codex/config.toml",
   }),
 } as const;
@@ -58,7 +62,9 @@ const json = (o: object) => JSON.stringify(o, null, 2) + "\n";
  */
 export function clientConfig(client: string, self: string[]): ClientConfig {
   if (!Object.hasOwn(CLIENTS, client)) {
-    throw new KerncapError("E_USAGE", `no MCP configuration for ${JSON.stringify(client)}`, { hint: `Clients: ${CLIENT_NAMES.join(", ")}. Any other client: command ${[...self, "mcp"].map(shellQuote).join(" ")}, transport stdio.` });
+    throw new KerncapError("E_USAGE", `no MCP configuration for ${JSON.stringify(client)}`, {
+      hint: `Clients: ${CLIENT_NAMES.join(", ")}. Any other client: command ${[...self, "mcp"].map(shellQuote).join(" ")}, transport stdio.`,
+    });
   }
   let exe = self[0]!;
   try {

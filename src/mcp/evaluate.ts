@@ -21,8 +21,21 @@ import { assertEditableSource } from "./files.ts";
 /** One candidate as the tool takes it. */
 export const McpCandidate = v.strictObject({
   name: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/), v.description("The candidate's name in the results (default c1, c2, …)"))),
-  files: v.optional(v.pipe(v.record(v.string(), v.string()), v.description("Files of the edited reproducer, path relative to the capture folder under src/ as for edit_file (e.g. src/kernel.cu) → whole new content; the other files of src/ stay as captured"))),
-  patch: v.optional(v.pipe(v.string(), v.minLength(1), v.description("A unified diff against src/ (paths as git diff inside src/ writes them, or a/src/… from the capture folder)"))),
+  files: v.optional(
+    v.pipe(
+      v.record(v.string(), v.string()),
+      v.description(
+        "Files of the edited reproducer, path relative to the capture folder under src/ as for edit_file (e.g. src/kernel.cu) → whole new content; the other files of src/ stay as captured",
+      ),
+    ),
+  ),
+  patch: v.optional(
+    v.pipe(
+      v.string(),
+      v.minLength(1),
+      v.description("A unified diff against src/ (paths as git diff inside src/ writes them, or a/src/… from the capture folder)"),
+    ),
+  ),
   config: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/), v.description("Triton: one config, e.g. 'BLOCK_M=64 num_warps=4'"))),
 });
 export type McpCandidate = v.InferOutput<typeof McpCandidate>;
@@ -43,11 +56,17 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
       if (names.has(name)) throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name." });
       names.add(name);
       const kinds = (["files", "patch", "config"] as const).filter((k) => c[k] !== undefined);
-      if (kinds.length !== 1) throw new KerncapError("E_USAGE", `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one`, { hint: "files: the edited files of src/; patch: a diff against src/; config: a Triton config." });
+      if (kinds.length !== 1)
+        throw new KerncapError("E_USAGE", `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one`, {
+          hint: "files: the edited files of src/; patch: a diff against src/; config: a Triton config.",
+        });
       if (c.config !== undefined) return c.config;
       if (c.patch !== undefined) {
         const why = patchModeProblem(c.patch);
-        if (why) throw new KerncapError("E_USAGE", `candidate ${name}: the patch ${why}`, { hint: "A candidate patch edits the text of source files of src/: no links, no mode changes." });
+        if (why)
+          throw new KerncapError("E_USAGE", `candidate ${name}: the patch ${why}`, {
+            hint: "A candidate patch edits the text of source files of src/: no links, no mode changes.",
+          });
         // the files it writes: edit_file's rule (a/… b/… or src/…, the names git apply takes)
         for (const m of c.patch.matchAll(/^\+\+\+ (\S+)/gm)) {
           if (m[1] === "/dev/null") continue;
@@ -62,14 +81,20 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
       const tree = join(folder, name);
       const src = join(captureDir, "src");
       const st = lstatSync(src, { throwIfNoEntry: false });
-      if (!st?.isDirectory()) throw new KerncapError("E_NO_REPRODUCER", `${captureDir} has no src/ folder: no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands)." });
+      if (!st?.isDirectory())
+        throw new KerncapError("E_NO_REPRODUCER", `${captureDir} has no src/ folder: no reproducer sources to edit`, {
+          hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands).",
+        });
       cpSync(src, tree, { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
       const files = Object.entries(c.files!);
-      if (!files.length) throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: "files: {\"kernel.cu\": \"…\"}, paths relative to src/." });
+      if (!files.length) throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: 'files: {"kernel.cu": "…"}, paths relative to src/.' });
       for (const [path, text] of files) {
         const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
         const problem = path.replace(/^(\.\/)+/, "").startsWith("src/") ? relativePathProblem(rel) : "is not under src/";
-        if (problem) throw new KerncapError("E_USAGE", `candidate ${name}: the path ${JSON.stringify(path)} ${problem}`, { hint: "Paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu, src/include/util.h." });
+        if (problem)
+          throw new KerncapError("E_USAGE", `candidate ${name}: the path ${JSON.stringify(path)} ${problem}`, {
+            hint: "Paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu, src/include/util.h.",
+          });
         assertEditableSource(manifest, `src/${rel}`); // edit_file's own rule: the frontend's source files only, portable names
         mkdirSync(dirname(join(tree, rel)), { recursive: true });
         rmSync(join(tree, rel), { force: true });

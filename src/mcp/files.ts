@@ -31,27 +31,53 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
   const manifest = readManifest(dir); // a capture folder of its own (not nested in another), or the reader's own error
   if (sub) {
     const s = lstatSync(join(dir, sub), { throwIfNoEntry: false });
-    if (!s) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, { hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder." });
-    if (!s.isDirectory()) throw new KerncapError("E_USAGE", `${dir}/${sub} is ${s.isSymbolicLink() ? "a symbolic link" : "not a folder"}: edit_file edits only files inside the capture folder, reached through its own folders (no link followed)`, { hint: `Replace ${sub} with a folder holding the sources.` });
+    if (!s)
+      throw new KerncapError("E_NO_REPRODUCER", `${dir} has no ${sub}/ folder: this capture has no reproducer sources to edit`, {
+        hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands); read_file reads the rest of the folder.",
+      });
+    if (!s.isDirectory())
+      throw new KerncapError(
+        "E_USAGE",
+        `${dir}/${sub} is ${s.isSymbolicLink() ? "a symbolic link" : "not a folder"}: edit_file edits only files inside the capture folder, reached through its own folders (no link followed)`,
+        { hint: `Replace ${sub} with a folder holding the sources.` },
+      );
   }
   // one rule for both file tools: `rel` is relative to the capture folder; under `sub`, it must start with sub/
   const norm = rel.replace(/^(\.\/)+/, "");
-  if (sub && (norm === sub || norm === `${sub}/`)) throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
+  if (sub && (norm === sub || norm === `${sub}/`))
+    throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
   if (sub && !norm.startsWith(`${sub}/`)) {
-    throw new KerncapError("E_USAGE", `${shownPath(rel)} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`, {
-      hint:
-        isAbsolute(rel) || rel.split(/[\\/]/).includes("..")
-          ? `Give a path such as ${sub}/kernel.cu.`
-          : norm.split("/")[0]!.toLowerCase() === sub
-            ? `Did you mean ${sub}/${norm.split("/").slice(1).join("/")}? (paths are case-sensitive)`
-            : existsSync(join(dir, norm)) && !existsSync(join(dir, sub, norm))
-              ? `${norm} is the capture's own file, not a reproducer source: read it with read_file; only the sources under ${sub}/ can be edited.`
-              : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
-    });
+    throw new KerncapError(
+      "E_USAGE",
+      `${shownPath(rel)} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`,
+      {
+        hint:
+          isAbsolute(rel) || rel.split(/[\\/]/).includes("..")
+            ? `Give a path such as ${sub}/kernel.cu.`
+            : norm.split("/")[0]!.toLowerCase() === sub
+              ? `Did you mean ${sub}/${norm.split("/").slice(1).join("/")}? (paths are case-sensitive)`
+              : existsSync(join(dir, norm)) && !existsSync(join(dir, sub, norm))
+                ? `${norm} is the capture's own file, not a reproducer source: read it with read_file; only the sources under ${sub}/ can be edited.`
+                : `Did you mean ${sub}/${norm}? (build.sh, README.md and the rest of the folder can be read with read_file, not edited.)`,
+      },
+    );
   }
-  if (isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, { hint: sub ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.` : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh)." });
+  if (isAbsolute(rel) || rel.split(/[\\/]/).includes(".."))
+    throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, {
+      hint: sub
+        ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.`
+        : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh).",
+    });
   const { stats } = resolveInCapture(dir, norm); // a folder is refused there too: not a regular file
-  return { dir, shown: norm.split("/").filter((x) => x && x !== ".").join("/"), stats, manifest };
+  return {
+    dir,
+    shown: norm
+      .split("/")
+      .filter((x) => x && x !== ".")
+      .join("/"),
+    stats,
+    manifest,
+  };
 }
 
 /** The largest text read_file returns and edit_file writes (bytes): what one can write, the other reads back. */
@@ -65,14 +91,21 @@ function assertText(b: Buffer, shown: string, verb: "read_file returns" | "edit_
   } catch {
     utf8 = false;
   }
-  if (b.includes(0) || !utf8) throw new KerncapError("E_USAGE", `${shown} is a binary file${utf8 ? "" : " (not UTF-8)"}`, { hint: `${verb} text files (sources, build.sh, README.md).` });
+  if (b.includes(0) || !utf8)
+    throw new KerncapError("E_USAGE", `${shown} is a binary file${utf8 ? "" : " (not UTF-8)"}`, { hint: `${verb} text files (sources, build.sh, README.md).` });
 }
 
 export function readFileTool(a: { dir: string; path: string }): CallToolResult {
   const { dir, shown, stats } = capturePath(a.dir, a.path);
-  if (!stats) throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, { hint: "List the reproducer's files with inspect (manifest source) or read README.md." });
+  if (!stats)
+    throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, {
+      hint: "List the reproducer's files with inspect (manifest source) or read README.md.",
+    });
   const size = stats.size;
-  if (size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} has ${size} bytes; read_file returns text files up to 4 MiB`, { hint: "Read a smaller file; memory images and modules are not text (use inspect and replay for those)." });
+  if (size > TEXT_MAX)
+    throw new KerncapError("E_USAGE", `${shown} has ${size} bytes; read_file returns text files up to 4 MiB`, {
+      hint: "Read a smaller file; memory images and modules are not text (use inspect and replay for those).",
+    });
   const b = readInCapture(dir, shown, TEXT_MAX)!;
   assertText(b, shown, "read_file returns");
   return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
@@ -89,9 +122,13 @@ export function assertEditableSource(manifest: Parameters<typeof notAnEditableSo
   // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
   const unportable = unportableName(shown);
   if (unportable) {
-    throw new KerncapError("E_PACK_NAME", `edit_file writes only portable names, and ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${unportable}, which kerncap pack and unpack refuse`, {
-      hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -), e.g. src/kernel_v2.cu.",
-    });
+    throw new KerncapError(
+      "E_PACK_NAME",
+      `edit_file writes only portable names, and ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${unportable}, which kerncap pack and unpack refuse`,
+      {
+        hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -), e.g. src/kernel_v2.cu.",
+      },
+    );
   }
   // only the frontend's sources: never a file kerncap reads as configuration or runs, at any depth (a planted src/x/kerncap.json + build.sh)
   const why = notAnEditableSource(manifest, shown);
@@ -107,20 +144,30 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
   assertEditableSource(manifest, shown);
   let text: string;
   if (a.content !== undefined) {
-    if (a.oldText !== undefined) throw new KerncapError("E_USAGE", "give content, or oldText and newText, not both", { hint: "content replaces the whole file; oldText/newText one passage." });
+    if (a.oldText !== undefined)
+      throw new KerncapError("E_USAGE", "give content, or oldText and newText, not both", {
+        hint: "content replaces the whole file; oldText/newText one passage.",
+      });
     text = a.content;
   } else {
-    if (a.oldText === undefined || a.newText === undefined) throw new KerncapError("E_USAGE", "give oldText and newText (or content)", { hint: "oldText must occur exactly once in the file." });
+    if (a.oldText === undefined || a.newText === undefined)
+      throw new KerncapError("E_USAGE", "give oldText and newText (or content)", { hint: "oldText must occur exactly once in the file." });
     if (!stats) throw new KerncapError("E_USAGE", `${shown} does not exist`, { hint: "Create it with content, or check the path with read_file." });
     if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
     const raw = readInCapture(dir, shown, TEXT_MAX)!;
     assertText(raw, shown, "edit_file edits");
     const old = raw.toString("utf8");
     const n = old.split(a.oldText).length - 1;
-    if (n !== 1) throw new KerncapError("E_USAGE", `oldText occurs ${n} times in ${shown}; it must occur exactly once`, { hint: n ? "Include more surrounding lines to make it unique." : "Read the file again (read_file); the text differs." });
+    if (n !== 1)
+      throw new KerncapError("E_USAGE", `oldText occurs ${n} times in ${shown}; it must occur exactly once`, {
+        hint: n ? "Include more surrounding lines to make it unique." : "Read the file again (read_file); the text differs.",
+      });
     text = old.replace(a.oldText, () => a.newText!);
   }
-  if (Buffer.byteLength(text) > TEXT_MAX) throw new KerncapError("E_USAGE", `the new ${shown} would have ${Buffer.byteLength(text)} bytes; edit_file writes text files up to 4 MiB`, { hint: "read_file reads back at most 4 MiB: keep sources under that." });
+  if (Buffer.byteLength(text) > TEXT_MAX)
+    throw new KerncapError("E_USAGE", `the new ${shown} would have ${Buffer.byteLength(text)} bytes; edit_file writes text files up to 4 MiB`, {
+      hint: "read_file reads back at most 4 MiB: keep sources under that.",
+    });
   if (a.content !== undefined && stats) {
     if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
     assertText(readInCapture(dir, shown, TEXT_MAX)!, shown, "edit_file edits"); // never replace a binary file wholesale either

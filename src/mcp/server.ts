@@ -54,24 +54,33 @@ export function confineToolDir(d: string, roots: string[] | undefined, cwd = pro
   let ok = false;
   try {
     const real = realpathSync(p);
-    const under = !roots || roots.some((r) => {
-      const rr = realpathSync(r);
-      return real === rr || real.startsWith(rr.endsWith("/") ? rr : rr + "/");
-    });
-    ok = under && statSync(real).isDirectory() && [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => {
-      try {
-        return lstatSync(join(real, f)).isFile();
-      } catch {
-        return false;
-      }
-    });
+    const under =
+      !roots ||
+      roots.some((r) => {
+        const rr = realpathSync(r);
+        return real === rr || real.startsWith(rr.endsWith("/") ? rr : rr + "/");
+      });
+    ok =
+      under &&
+      statSync(real).isDirectory() &&
+      [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => {
+        try {
+          return lstatSync(join(real, f)).isFile();
+        } catch {
+          return false;
+        }
+      });
   } catch {
     ok = false;
   }
   if (!ok) {
-    throw new KerncapError("E_NOT_CAPTURE", `${JSON.stringify(d)} is not a capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`, {
-      hint: "Give a capture folder (written by kerncap run) inside the server's --root folders (default: the folder `kerncap mcp` started in).",
-    });
+    throw new KerncapError(
+      "E_NOT_CAPTURE",
+      `${JSON.stringify(d)} is not a capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`,
+      {
+        hint: "Give a capture folder (written by kerncap run) inside the server's --root folders (default: the folder `kerncap mcp` started in).",
+      },
+    );
   }
 }
 
@@ -120,7 +129,14 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
  * `trust.trustBuilds` (--trust).
  */
 export function createMcpServer(children = new ToolChildren(), trust: McpTrust = {}, o: { progressMs?: number } = {}): Server {
-  const server = new Server({ name: "kerncap", version: TOOL_VERSION }, { capabilities: { tools: {} }, instructions: "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate; profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id." });
+  const server = new Server(
+    { name: "kerncap", version: TOOL_VERSION },
+    {
+      capabilities: { tools: {} },
+      instructions:
+        "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate; profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id.",
+    },
+  );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: Object.entries(TOOLS).map(([name, t]) => ({
       name,
@@ -133,17 +149,28 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
   }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = req.params.name;
-    if (!Object.hasOwn(TOOLS, name)) return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
+    if (!Object.hasOwn(TOOLS, name))
+      return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
     const t = TOOLS[name as ToolName];
     const parsed = v.safeParse(t.input, req.params.arguments ?? {});
     if (!parsed.success) {
-      return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues)}`, { hint: "See the tool's inputSchema (tools/list)." }));
+      return errorResult(
+        new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues)}`, {
+          hint: "See the tool's inputSchema (tools/list).",
+        }),
+      );
     }
     const a = parsed.output as Record<string, unknown>;
     const nul = nulArgument(req.params.arguments);
-    if (nul) return errorResult(new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, { hint: "Give the argument without the NUL byte." }));
+    if (nul)
+      return errorResult(
+        new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, {
+          hint: "Give the argument without the NUL byte.",
+        }),
+      );
     try {
-      if (typeof a.dir === "string") for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
+      if (typeof a.dir === "string")
+        for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
       // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
@@ -193,7 +220,10 @@ export function answerUnreadable(transport: Transport): void {
     }
     if (!parse && !invalid && !tooLarge) return;
     const error = tooLarge
-      ? { code: -32600, message: `Invalid Request: a message past ${MCP_MESSAGE_MAX >> 20} MiB was dropped (${e.message}) and the session ends; send smaller messages (file contents go through read_file/edit_file, at most 4 MiB)` }
+      ? {
+          code: -32600,
+          message: `Invalid Request: a message past ${MCP_MESSAGE_MAX >> 20} MiB was dropped (${e.message}) and the session ends; send smaller messages (file contents go through read_file/edit_file, at most 4 MiB)`,
+        }
       : parse
         ? { code: -32700, message: `Parse error: ${e.message}` }
         : { code: -32600, message: "Invalid Request: not a JSON-RPC 2.0 message" };
@@ -228,6 +258,10 @@ export async function serve(transport: Transport, trust: McpTrust = {}): Promise
   } finally {
     stops.dispose();
   }
-  if (stops.signal) throw new KerncapError("E_INTERRUPTED", `kerncap mcp ended by ${stops.signal}${running ? `; the processes of ${running} running tool call${running > 1 ? "s" : ""} were ended` : ""}`, { exitCode: signalExitCode(stops.signal) });
+  if (stops.signal)
+    throw new KerncapError(
+      "E_INTERRUPTED",
+      `kerncap mcp ended by ${stops.signal}${running ? `; the processes of ${running} running tool call${running > 1 ? "s" : ""} were ended` : ""}`,
+      { exitCode: signalExitCode(stops.signal) },
+    );
 }
-

@@ -14,14 +14,31 @@ import { DOCUMENTS, type DocumentName } from "../format/documents.ts";
 import { McpCandidate } from "./evaluate.ts";
 
 // string values go to the verb as --name=VALUE and a folder starting with "-" as ./-x, so that no value is read as an option (--help, --json)
-const Dir = v.pipe(v.string(), v.minLength(1), v.description("Capture folder (written by kerncap run)"), v.transform((d: string) => (d.startsWith("-") ? `./${d}` : d)));
+const Dir = v.pipe(
+  v.string(),
+  v.minLength(1),
+  v.description("Capture folder (written by kerncap run)"),
+  v.transform((d: string) => (d.startsWith("-") ? `./${d}` : d)),
+);
 const Tol = {
   iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description("Timed launches after the checked one"))),
   atol: v.optional(v.pipe(v.number(), v.description("Absolute tolerance per element (default: the capture's judging settings, kerncap judge, else 0)"))),
   rtol: v.optional(v.pipe(v.number(), v.description("Relative tolerance per element (default: the capture's judging settings, else 0)"))),
-  dtype: v.optional(v.pipe(v.string(), v.description("Element type where the signature gives none (fp32, fp16, bf16, …), or REGION=T for one region (default: the capture's judging settings, else fp32)"))),
+  dtype: v.optional(
+    v.pipe(
+      v.string(),
+      v.description(
+        "Element type where the signature gives none (fp32, fp16, bf16, …), or REGION=T for one region (default: the capture's judging settings, else fp32)",
+      ),
+    ),
+  ),
   multiset: v.optional(
-    v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("Regions to compare as multisets of elements (atomic append, compaction): each N (inspect's order), a VA 0x… inside it, param:N, changed or all (--multiset)")),
+    v.pipe(
+      v.array(v.pipe(v.string(), v.minLength(1))),
+      v.description(
+        "Regions to compare as multisets of elements (atomic append, compaction): each N (inspect's order), a VA 0x… inside it, param:N, changed or all (--multiset)",
+      ),
+    ),
   ),
 };
 const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
@@ -46,7 +63,8 @@ export const TOOLS = {
     title: "List the kernels an application launches",
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     output: "list",
-    description: "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",
+    description:
+      "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",
     input: v.strictObject({ app: App, cwd: v.optional(v.string()) }),
     argv: (a: { app: string[] }) => ["list", "--json", "--", ...a.app],
   },
@@ -54,7 +72,8 @@ export const TOOLS = {
     title: "Capture a kernel launch from an application",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     output: "run",
-    description: "Run an application and capture the Nth launch of a kernel (POSIX ERE on the mangled or demangled name) into a capture folder with a reproducer project. Document kerncap.run/1.",
+    description:
+      "Run an application and capture the Nth launch of a kernel (POSIX ERE on the mangled or demangled name) into a capture folder with a reproducer project. Document kerncap.run/1.",
     input: v.strictObject({
       app: App,
       kernel: v.optional(v.pipe(v.string(), v.description("POSIX extended regex for the kernel name"))),
@@ -64,7 +83,12 @@ export const TOOLS = {
       exitAfterCapture: v.optional(v.boolean()),
       sourceRoot: v.optional(v.pipe(v.string(), v.description("CUDA: the app's source tree"))),
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
-      captureAll: v.optional(v.pipe(v.boolean(), v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"))),
+      captureAll: v.optional(
+        v.pipe(
+          v.boolean(),
+          v.description("Capture the dispatch'th launch of every distinct kernel that kernel matches (all without it), one folder each inside out"),
+        ),
+      ),
       maxCaptures: Nat("With captureAll: at most this many captures (default 64)", 1),
       launchCount: Nat("Capture this many consecutive matching launches from dispatch on, one folder each inside out (ncu's --launch-count; default 1)", 1),
       countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
@@ -96,7 +120,8 @@ export const TOOLS = {
     title: "Read a capture's manifest and integrity",
     annotations: READS,
     output: "inspect",
-    description: "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every stored memory chunk's kc64 too). Document kerncap.inspect/1.",
+    description:
+      "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every stored memory chunk's kc64 too). Document kerncap.inspect/1.",
     input: v.strictObject({ dir: Dir, verify: v.optional(v.boolean()) }),
     argv: (a: { dir: string; verify?: boolean }) => ["inspect", a.dir, "--json", ...(a.verify ? ["--verify"] : [])],
   },
@@ -104,7 +129,8 @@ export const TOOLS = {
     title: "Replay a capture on the GPU and compare",
     annotations: READS,
     output: "replay",
-    description: "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
+    description:
+      "Replay the captured kernel at its captured VAs in a fresh process; compares every region with the app's after state (verdict match/mismatch) and times it. Document kerncap.replay/1.",
     input: v.strictObject({
       dir: Dir,
       ...Tol,
@@ -126,8 +152,13 @@ export const TOOLS = {
     title: "Rebuild the edited reproducer, replay and compare",
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     output: "validate",
-    description: "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
-    input: v.strictObject({ dir: Dir, ...Tol, force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))) }),
+    description:
+      "Rebuild the (edited) reproducer with the capture's build.sh, replay the rebuilt kernel on the captured memory, compare with the app's after state. A compile error comes back as the error document with the compiler's message. Document kerncap.validate/1.",
+    input: v.strictObject({
+      dir: Dir,
+      ...Tol,
+      force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))),
+    }),
     argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--allow-version-mismatch"] : [])],
   },
   profile: {
@@ -138,17 +169,41 @@ export const TOOLS = {
       "Nsight Compute on the replay of the captured launch only (no application): writes DIR/profile/NAME.ncu-rep and returns the key figures (duration µs, SM and memory throughput % of peak, achieved occupancy %, registers per thread, DRAM bytes, the limiter: compute, memory or latency). build: profile the reproducer's rebuilt kernel instead (built as validate builds it). ncu locks the clocks to base and flushes the caches by default: clockControl/cacheControl none to compare with the app's time. Document kerncap.profile/1.",
     input: v.strictObject({
       dir: Dir,
-      name: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/), v.description("Report name: DIR/profile/NAME.ncu-rep (default replay, or build with build)"))),
+      name: v.optional(
+        v.pipe(
+          v.string(),
+          v.regex(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/),
+          v.description("Report name: DIR/profile/NAME.ncu-rep (default replay, or build with build)"),
+        ),
+      ),
       build: v.optional(v.pipe(v.boolean(), v.description("Profile the reproducer's rebuilt kernel (validate's build of the edited source)"))),
       force: v.optional(v.pipe(v.boolean(), v.description("With build: rebuild even when the toolchain differs from the capture's"))),
-      metrics: v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:]+$/))), v.description("ncu metrics to collect beside kerncap's own (e.g. sm__warps_active.avg.pct_of_peak_sustained_active)"))),
+      metrics: v.optional(
+        v.pipe(
+          v.array(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:]+$/))),
+          v.description("ncu metrics to collect beside kerncap's own (e.g. sm__warps_active.avg.pct_of_peak_sustained_active)"),
+        ),
+      ),
       set: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+$/), v.description("ncu section set (basic, detailed, full, …: ncu --set)"))),
       clockControl: v.optional(v.pipe(v.picklist(["base", "none"]), v.description("ncu --clock-control (default base: clocks locked to base)"))),
       cacheControl: v.optional(v.pipe(v.picklist(["all", "none"]), v.description("ncu --cache-control (default all: caches flushed before the launch)"))),
     }),
     argv: (a: ProfileIn) => {
-      const ncu = [...(a.set !== undefined ? ["--set", a.set] : []), ...(a.metrics?.length ? ["--metrics", a.metrics.join(",")] : []), ...(a.clockControl ? ["--clock-control", a.clockControl] : []), ...(a.cacheControl ? ["--cache-control", a.cacheControl] : [])];
-      return ["profile", a.dir, "--json", ...(a.name !== undefined ? [`--name=${a.name}`] : []), ...(a.build ? ["--build"] : []), ...(a.force ? ["--allow-version-mismatch"] : []), ...(ncu.length ? ["--", ...ncu] : [])];
+      const ncu = [
+        ...(a.set !== undefined ? ["--set", a.set] : []),
+        ...(a.metrics?.length ? ["--metrics", a.metrics.join(",")] : []),
+        ...(a.clockControl ? ["--clock-control", a.clockControl] : []),
+        ...(a.cacheControl ? ["--cache-control", a.cacheControl] : []),
+      ];
+      return [
+        "profile",
+        a.dir,
+        "--json",
+        ...(a.name !== undefined ? [`--name=${a.name}`] : []),
+        ...(a.build ? ["--build"] : []),
+        ...(a.force ? ["--allow-version-mismatch"] : []),
+        ...(ncu.length ? ["--", ...ncu] : []),
+      ];
     },
   },
   tune: {
@@ -159,10 +214,26 @@ export const TOOLS = {
       "Build every config of a space, judge each on the captured memory against the app's after state and time them interleaved with the app's own module; returns a row per config (verdict, median µs, speedup vs the app, registers) and the winner as a line to paste. Triton: config specs of constexprs and num_warps, num_stages, maxnreg (default: the autotuner's configs recorded at capture), grid when tile sizes change. CUDA: macros (define, or any config name but maxrregcount), maxrregcount, nvccFlags alternatives; each built by the capture's build.sh (confined, as validate's) into build/tune/. Document kerncap.tune/1.",
     input: v.strictObject({
       dir: Dir,
-      config: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("Config spaces, each 'NAME=V1,V2 NAME2=V3,…' expanded as a product; several: their union (--config)"))),
-      define: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("CUDA: macros, each 'NAME=V1,V2' (-DNAME=V for each value; several: their product)"))),
-      maxrregcount: v.optional(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(255))), v.minLength(1), v.description("CUDA: nvcc -maxrregcount values"))),
-      nvccFlags: v.optional(v.pipe(v.array(v.string()), v.description("CUDA: alternatives of extra nvcc flags, one per config ('' for none), device code generation flags only, e.g. ['-Xptxas=-O1', '-Xptxas=-O3']"))),
+      config: v.optional(
+        v.pipe(
+          v.array(v.pipe(v.string(), v.minLength(1))),
+          v.description("Config spaces, each 'NAME=V1,V2 NAME2=V3,…' expanded as a product; several: their union (--config)"),
+        ),
+      ),
+      define: v.optional(
+        v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("CUDA: macros, each 'NAME=V1,V2' (-DNAME=V for each value; several: their product)")),
+      ),
+      maxrregcount: v.optional(
+        v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(255))), v.minLength(1), v.description("CUDA: nvcc -maxrregcount values")),
+      ),
+      nvccFlags: v.optional(
+        v.pipe(
+          v.array(v.string()),
+          v.description(
+            "CUDA: alternatives of extra nvcc flags, one per config ('' for none), device code generation flags only, e.g. ['-Xptxas=-O1', '-Xptxas=-O3']",
+          ),
+        ),
+      ),
       grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton: launch grid of a config, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'"))),
       iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(5), v.description("Timed rounds, one launch of every config each (default 20)"))),
       jobs: Nat("Parallel builds (default: the CPU count)", 1),
@@ -194,10 +265,19 @@ export const TOOLS = {
       "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's: a received or Triton capture's only with --trust-builds; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module. Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), or layout-change. Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
     input: v.strictObject({
       dir: Dir,
-      inputs: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on"))),
+      inputs: v.optional(
+        v.pipe(
+          v.array(v.pipe(v.string(), v.minLength(1))),
+          v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on"),
+        ),
+      ),
       candidates: v.pipe(v.array(McpCandidate), v.minLength(1), v.maxLength(1024), v.description("The candidates")),
-      iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Timed launches of each candidate and of the captured module, interleaved (default 20)"))),
-      gpus: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*$/), v.description("GPUs for the workers, as CUDA_VISIBLE_DEVICES takes them: 0,1"))),
+      iters: v.optional(
+        v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Timed launches of each candidate and of the captured module, interleaved (default 20)")),
+      ),
+      gpus: v.optional(
+        v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*$/), v.description("GPUs for the workers, as CUDA_VISIBLE_DEVICES takes them: 0,1")),
+      ),
       workersPerGpu: Nat("Worker processes per GPU (default 1)", 1),
       grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), 1, 1'"))),
       atol: Tol.atol,
@@ -221,14 +301,16 @@ export const TOOLS = {
     title: "Read a text file of a capture folder",
     annotations: READS,
     output: "file",
-    description: "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
+    description:
+      "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
     input: v.strictObject({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
   edit_file: {
     title: "Edit a reproducer source under src/",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     output: "edit",
-    description: "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu) and name a source file of the capture's frontend (CUDA: .cu .cuh .h .hpp .cpp .cc .c .inc …; Triton: .py): nothing outside src/ can be written, and no kerncap.json, build.sh, pinned.json, repro.py or script at any depth (build.sh and README.md are read-only here). Each part of path is a portable name (letters, digits and ._+-, not starting with -), as kerncap pack requires. Then call validate. Document kerncap.edit/1.",
+    description:
+      "Edit a file of the reproducer under the capture's src/ folder: either replace the one occurrence of oldText with newText, or write content as the whole file. path is relative to the capture folder, as for read_file, and must start with src/ (e.g. src/kernel.cu) and name a source file of the capture's frontend (CUDA: .cu .cuh .h .hpp .cpp .cc .c .inc …; Triton: .py): nothing outside src/ can be written, and no kerncap.json, build.sh, pinned.json, repro.py or script at any depth (build.sh and README.md are read-only here). Each part of path is a portable name (letters, digits and ._+-, not starting with -), as kerncap pack requires. Then call validate. Document kerncap.edit/1.",
     input: v.strictObject({
       dir: Dir,
       path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
@@ -237,7 +319,10 @@ export const TOOLS = {
       content: v.optional(v.pipe(v.string(), v.description("The whole new file (instead of oldText/newText)"))),
     }),
   },
-} as const satisfies Record<string, { title: string; annotations: ToolAnnotations; output: DocumentName; description: string; input: v.GenericSchema; argv?: (a: never) => string[] }>;
+} as const satisfies Record<
+  string,
+  { title: string; annotations: ToolAnnotations; output: DocumentName; description: string; input: v.GenericSchema; argv?: (a: never) => string[] }
+>;
 
 /** The tools the server lists (tools/list), in its order: for the verb's help and its start line. */
 export const TOOL_NAMES = Object.keys(TOOLS);
@@ -270,11 +355,57 @@ export function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[])
     })
     .join("; ");
 }
-type ProfileIn = { dir: string; name?: string; build?: boolean; force?: boolean; metrics?: string[]; set?: string; clockControl?: "base" | "none"; cacheControl?: "all" | "none" };
-type TuneIn = { dir: string; config?: string[]; define?: string[]; maxrregcount?: number[]; nvccFlags?: string[]; grid?: string; iters?: number; jobs?: number; atol?: number; rtol?: number; flushL2?: boolean };
-export type EvaluateIn = { dir: string; inputs?: string[]; candidates: McpCandidate[]; iters?: number; gpus?: string; workersPerGpu?: number; grid?: string; atol?: number; rtol?: number };
+type ProfileIn = {
+  dir: string;
+  name?: string;
+  build?: boolean;
+  force?: boolean;
+  metrics?: string[];
+  set?: string;
+  clockControl?: "base" | "none";
+  cacheControl?: "all" | "none";
+};
+type TuneIn = {
+  dir: string;
+  config?: string[];
+  define?: string[];
+  maxrregcount?: number[];
+  nvccFlags?: string[];
+  grid?: string;
+  iters?: number;
+  jobs?: number;
+  atol?: number;
+  rtol?: number;
+  flushL2?: boolean;
+};
+export type EvaluateIn = {
+  dir: string;
+  inputs?: string[];
+  candidates: McpCandidate[];
+  iters?: number;
+  gpus?: string;
+  workersPerGpu?: number;
+  grid?: string;
+  atol?: number;
+  rtol?: number;
+};
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
-type RunIn = { app: string[]; kernel?: string; dispatch?: number; out?: string; force?: boolean; exitAfterCapture?: boolean; sourceRoot?: string; compileCommands?: string; captureAll?: boolean; maxCaptures?: number; launchCount?: number; countBenchmarks?: boolean; rank?: number; process?: number };
+type RunIn = {
+  app: string[];
+  kernel?: string;
+  dispatch?: number;
+  out?: string;
+  force?: boolean;
+  exitAfterCapture?: boolean;
+  sourceRoot?: string;
+  compileCommands?: string;
+  captureAll?: boolean;
+  maxCaptures?: number;
+  launchCount?: number;
+  countBenchmarks?: boolean;
+  rank?: number;
+  process?: number;
+};
 
 /** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
@@ -301,4 +432,3 @@ export function gatedArgv(name: ToolName, a: Record<string, unknown>, argv: stri
   const at = argv.includes("--") ? argv.indexOf("--") : argv.length;
   return [...argv.slice(0, at), "--confine", ...(trustBuilds ? ["--trust"] : []), ...argv.slice(at)];
 }
-

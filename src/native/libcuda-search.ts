@@ -86,5 +86,7 @@ export function noDriverError(tried: { name: string; reason: string }[]): Kernca
 export function describeLibcudaSearch(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
   const shadowed = ["libcuda.so.1", "libcuda.so"].filter((n) => !bareLibraryNames([n], cwd).length);
   const text = describeTried(tried);
-  return shadowed.length ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)` : text;
+  return shadowed.length
+    ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)`
+    : text;
 }

@@ -12,7 +12,18 @@ import { dlopen, FFIType, ptr, CString, toArrayBuffer, type Pointer } from "bun:
 import { libcudaOverride } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { libcudaCandidates, loaderReason, missingSymbol, noDriverError, overrideDoesNotLoad } from "./libcuda-search.ts";
-export { bareLibraryNames, describeLibcudaSearch, describeTried, GPU_VERBS, libcudaCandidates, loaderReason, missingSymbol, NO_GPU_VERBS, noDriverError, overrideDoesNotLoad } from "./libcuda-search.ts";
+export {
+  bareLibraryNames,
+  describeLibcudaSearch,
+  describeTried,
+  GPU_VERBS,
+  libcudaCandidates,
+  loaderReason,
+  missingSymbol,
+  NO_GPU_VERBS,
+  noDriverError,
+  overrideDoesNotLoad,
+} from "./libcuda-search.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;
 
@@ -166,9 +177,13 @@ export function cuda(ordinal = 0): Cuda {
     // a libcuda that loads but lacks an entry point kerncap calls: an older driver, not a missing one
     const lacking = tried.map((t) => ({ ...t, symbol: missingSymbol(t.reason) })).find((t) => t.symbol);
     if (lacking) {
-      throw new KerncapError("E_NO_GPU", `${lacking.name} loads but lacks ${lacking.symbol}, which kerncap calls: the NVIDIA driver is older than kerncap needs, or this is not the driver's libcuda`, {
-        hint: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1; `kerncap doctor` checks the same.",
-      });
+      throw new KerncapError(
+        "E_NO_GPU",
+        `${lacking.name} loads but lacks ${lacking.symbol}, which kerncap calls: the NVIDIA driver is older than kerncap needs, or this is not the driver's libcuda`,
+        {
+          hint: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1; `kerncap doctor` checks the same.",
+        },
+      );
     }
     if (libcudaOverride(process.env)) throw overrideDoesNotLoad(tried);
     throw noDriverError(tried);
@@ -309,7 +324,9 @@ export class Cuda {
         "E_VA_TAKEN",
         `captured VA range ${range} (${size} bytes) is not free in this process` +
           (r === 0 ? ` (the driver offered 0x${out[0]!.toString(16)})` : `: ${this.errorText(r)}`),
-        { hint: "Something already occupies it (another CUDA allocation or a host mapping); replay in a fresh process without other GPU work, e.g. `kerncap replay` on its own." },
+        {
+          hint: "Something already occupies it (another CUDA allocation or a host mapping); replay in a fresh process without other GPU work, e.g. `kerncap replay` on its own.",
+        },
       );
     }
     const h = new BigUint64Array(1);

@@ -144,7 +144,11 @@ const big = (p: bigint | number) => BigInt(p);
 
 /** A typed wrapper: every call checked, errors carry hsa_status_string. */
 export class Hsa {
-  constructor(readonly lib: Lib, readonly vmem: VmemLib | null, readonly path: string) {}
+  constructor(
+    readonly lib: Lib,
+    readonly vmem: VmemLib | null,
+    readonly path: string,
+  ) {}
 
   statusString(status: number): string {
     const out = u64();
@@ -162,7 +166,11 @@ export class Hsa {
   gpuAgents(): { handle: bigint; name: string; product: string }[] {
     return this.agents()
       .filter((a) => a.type === HSA_DEVICE_TYPE_GPU)
-      .map(({ handle }) => ({ handle, name: this.agentString(handle, HSA_AGENT_INFO_NAME, 64), product: this.agentString(handle, HSA_AMD_AGENT_INFO_PRODUCT_NAME, 64) }));
+      .map(({ handle }) => ({
+        handle,
+        name: this.agentString(handle, HSA_AGENT_INFO_NAME, 64),
+        product: this.agentString(handle, HSA_AMD_AGENT_INFO_PRODUCT_NAME, 64),
+      }));
   }
 
   agentString(agent: bigint, attr: number, len: number): string {
@@ -267,15 +275,24 @@ export class Hsa {
    */
   mapAt(va: bigint, size: number, pool: bigint, agent: bigint, cleanup: (() => void)[]): void {
     const vm = this.vmem;
-    if (!vm) throw new KerncapError("E_HSA_VMEM", `${this.path} lacks hsa_amd_vmem_address_reserve: VA-faithful replay needs ROCm 6.0 or newer (this looks like ROCm 5.x)`, { hint: "Install ROCm 6.0+ on the replay machine." });
+    if (!vm)
+      throw new KerncapError(
+        "E_HSA_VMEM",
+        `${this.path} lacks hsa_amd_vmem_address_reserve: VA-faithful replay needs ROCm 6.0 or newer (this looks like ROCm 5.x)`,
+        { hint: "Install ROCm 6.0+ on the replay machine." },
+      );
     const s = BigInt(size);
     const out = u64();
     const st = vm.hsa_amd_vmem_address_reserve(ptr(out), s, va, 0n);
     if (st !== 0 || out[0] !== va) {
       if (st === 0) vm.hsa_amd_vmem_address_free(out[0]!, s);
-      throw new KerncapError("E_VA_TAKEN", `cannot reserve the captured span 0x${va.toString(16)}+${size} at its address (${st ? this.statusString(st) : `got 0x${out[0]!.toString(16)}`})`, {
-        hint: "Another mapping holds that range; run kerncap replay in a fresh process with nothing else on the GPU.",
-      });
+      throw new KerncapError(
+        "E_VA_TAKEN",
+        `cannot reserve the captured span 0x${va.toString(16)}+${size} at its address (${st ? this.statusString(st) : `got 0x${out[0]!.toString(16)}`})`,
+        {
+          hint: "Another mapping holds that range; run kerncap replay in a fresh process with nothing else on the GPU.",
+        },
+      );
     }
     cleanup.push(() => vm.hsa_amd_vmem_address_free(va, s));
     const handle = u64();
@@ -324,7 +341,10 @@ export class Hsa {
     const sym = this.symbol(exec, agent, symbol);
     if (sym === undefined) return undefined;
     const kobj = u64();
-    this.check(this.lib.hsa_executable_symbol_get_info(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, ptr(kobj)), "hsa_executable_symbol_get_info(KERNEL_OBJECT)");
+    this.check(
+      this.lib.hsa_executable_symbol_get_info(sym, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, ptr(kobj)),
+      "hsa_executable_symbol_get_info(KERNEL_OBJECT)",
+    );
     return kobj[0]!;
   }
 
@@ -334,8 +354,14 @@ export class Hsa {
     if (sym === undefined) return undefined;
     const va = u64();
     const size = new Uint32Array(1);
-    this.check(this.lib.hsa_executable_symbol_get_info(sym, HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS, ptr(va)), "hsa_executable_symbol_get_info(VARIABLE_ADDRESS)");
-    this.check(this.lib.hsa_executable_symbol_get_info(sym, HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE, ptr(size)), "hsa_executable_symbol_get_info(VARIABLE_SIZE)");
+    this.check(
+      this.lib.hsa_executable_symbol_get_info(sym, HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS, ptr(va)),
+      "hsa_executable_symbol_get_info(VARIABLE_ADDRESS)",
+    );
+    this.check(
+      this.lib.hsa_executable_symbol_get_info(sym, HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE, ptr(size)),
+      "hsa_executable_symbol_get_info(VARIABLE_SIZE)",
+    );
     return { va: va[0]!, size: size[0]! };
   }
 

@@ -45,8 +45,27 @@ import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-besid
 export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<Outcome> {
   const t0 = performance.now();
   let replaySeconds = 0;
-  const base = { id: task.id, path: task.path, kernel: null, verdict: null, numerics: null, reason: null, code: null, note: null, captured: null, device: null, rebuild: null, timing: null };
-  const out = (o: Partial<Outcome> & Pick<Outcome, "outcome">): Outcome => ({ ...base, ...o, seconds: (performance.now() - t0) / 1000, replaySeconds, at: new Date().toISOString() });
+  const base = {
+    id: task.id,
+    path: task.path,
+    kernel: null,
+    verdict: null,
+    numerics: null,
+    reason: null,
+    code: null,
+    note: null,
+    captured: null,
+    device: null,
+    rebuild: null,
+    timing: null,
+  };
+  const out = (o: Partial<Outcome> & Pick<Outcome, "outcome">): Outcome => ({
+    ...base,
+    ...o,
+    seconds: (performance.now() - t0) / 1000,
+    replaySeconds,
+    at: new Date().toISOString(),
+  });
   let tmp: string | undefined;
   let m: Manifest | undefined;
   let rebuild: Outcome["rebuild"] = null;
@@ -78,7 +97,13 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const here = s.rebuild ? deviceArch(m.device.vendor) : undefined;
     const otherArch = here !== undefined && here !== m.device.arch;
     if (s.rebuild && reproducer && otherArch && !fe.retargets) {
-      return out({ outcome: "skipped", kernel, captured, code: "E_ARCH", reason: `captured on ${m.device.arch}, this GPU is ${here}: a ${fe.name} reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU` });
+      return out({
+        outcome: "skipped",
+        kernel,
+        captured,
+        code: "E_ARCH",
+        reason: `captured on ${m.device.arch}, this GPU is ${here}: a ${fe.name} reproducer compiles for its pinned target (${m.device.arch}); check it on a ${m.device.arch} GPU`,
+      });
     }
     if (s.rebuild && reproducer) {
       rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) });
@@ -88,7 +113,18 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     let r: ReplayResult;
     try {
       const beside = rebuilt;
-      r = await replayBeside(beside, () => replay(capture, { iters: s.iters, verify: s.verify, ordinal: 0, keepSamples: true, regionTypes: regionTypesOf(capture.manifest), ...(s.runs !== undefined ? { runs: s.runs } : {}), ...s.tolerance, ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}) }));
+      r = await replayBeside(beside, () =>
+        replay(capture, {
+          iters: s.iters,
+          verify: s.verify,
+          ordinal: 0,
+          keepSamples: true,
+          regionTypes: regionTypesOf(capture.manifest),
+          ...(s.runs !== undefined ? { runs: s.runs } : {}),
+          ...s.tolerance,
+          ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}),
+        }),
+      );
     } finally {
       replaySeconds = (performance.now() - Math.max(tr, rebuilt?.builtAt() ?? 0)) / 1000;
     }
@@ -115,10 +151,22 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const captured = m ? { name: m.device.name, arch: m.device.arch } : null;
     const message = (e as Error).message ?? String(e);
     if (isKerncapError(e) && e.code === "E_ARCH" && m) {
-      const why = rebuilt ? "(rebuilt from its reproducer)" : s.rebuild ? "(no reproducer to rebuild it from: the module has no source)" : "(--rebuild rebuilds it from its reproducer, where it has one)";
+      const why = rebuilt
+        ? "(rebuilt from its reproducer)"
+        : s.rebuild
+          ? "(no reproducer to rebuild it from: the module has no source)"
+          : "(--rebuild rebuilds it from its reproducer, where it has one)";
       return out({ outcome: "skipped", kernel, captured, code: e.code, note, rebuild, reason: `${message.split("\n")[0]} ${why}` });
     }
-    return out({ outcome: "error", kernel, captured, note, rebuild, code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message.split("\n").slice(0, 3).join(" / ") });
+    return out({
+      outcome: "error",
+      kernel,
+      captured,
+      note,
+      rebuild,
+      code: isKerncapError(e) ? e.code : "E_INTERNAL",
+      reason: message.split("\n").slice(0, 3).join(" / "),
+    });
   } finally {
     if (tmp) rmSync(tmp, { recursive: true, force: true });
     // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):

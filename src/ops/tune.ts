@@ -32,8 +32,14 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
   const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
   if (fe.tune) return fe.tune.run(dir, { ...o, gate, evaluate: tuneEvaluator() });
-  const tunable = frontends().filter((f) => f.tune).map((f) => f.label ?? f.name);
-  throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps ${tunable.slice(0, -1).join(", ")}${tunable.length > 1 ? " and " : ""}${tunable.at(-1) ?? "no"} captures`, { hint: "Rebuild it with its build.sh and compare with `kerncap replay DIR --against BUILT`." });
+  const tunable = frontends()
+    .filter((f) => f.tune)
+    .map((f) => f.label ?? f.name);
+  throw new KerncapError(
+    "E_FRONTEND",
+    `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps ${tunable.slice(0, -1).join(", ")}${tunable.length > 1 ? " and " : ""}${tunable.at(-1) ?? "no"} captures`,
+    { hint: "Rebuild it with its build.sh and compare with `kerncap replay DIR --against BUILT`." },
+  );
 }
 
 /**

@@ -70,7 +70,10 @@ export interface ValidateOutput {
 export function validateGates(c: OpenedCapture, r: ValidateRequest): void {
   const { dir, manifest: m } = c;
   checkMultiset(dir, m, r.run.multiset); // a region the capture lacks: a usage error before the rebuild and the GPU
-  if (r.confine && r.watch) throw new KerncapError("E_USAGE", "--confine and --watch do not go together", { hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch." });
+  if (r.confine && r.watch)
+    throw new KerncapError("E_USAGE", "--confine and --watch do not go together", {
+      hint: "--confine is for kerncap mcp's one-shot validate; leave it out with --watch.",
+    });
   refuseUntrustedSource(m, r, () => ({
     message: `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined validate (kerncap mcp) runs it only with --trust`,
     hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton edits run, or validate on the command line.",
@@ -110,9 +113,13 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
 export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promise<ValidateResult> {
   const m = c.manifest;
   if (!frontendOf(m).validates) {
-    throw new KerncapError("E_FRONTEND", `${c.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`, {
-      hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
-    });
+    throw new KerncapError(
+      "E_FRONTEND",
+      `${c.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`,
+      {
+        hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
+      },
+    );
   }
   const t0 = performance.now();
   const rebuild = startRebuild(c.dir, m, { quiet: o.quiet, force: o.force, fullBuild: o.fullBuild, ...(o.confine ? { confine: m } : {}) });
@@ -120,15 +127,29 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   let compare: TimingComparison | null;
   try {
     // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
-    ({ candidate: r, compare } = await replayBeside(rebuild, () => replayCompared(c, { iters: o.run.iters, verify: true, runs: 1, regionTypes: regionTypesOf(m) }, { ...o.run, regionTypes: regionTypesOf(m), ...rebuiltRun(frontendOf(m), m, rebuild.module) })));
+    ({ candidate: r, compare } = await replayBeside(rebuild, () =>
+      replayCompared(
+        c,
+        { iters: o.run.iters, verify: true, runs: 1, regionTypes: regionTypesOf(m) },
+        { ...o.run, regionTypes: regionTypesOf(m), ...rebuiltRun(frontendOf(m), m, rebuild.module) },
+      ),
+    ));
   } catch (e) {
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {
       const b = await rebuild.built;
-      throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, { hint: e.hint });
+      throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, {
+        hint: e.hint,
+      });
     }
     throw e;
   }
   const b = await rebuild.built;
-  return { ...r, compare, rebuild: b, replaySeconds: (performance.now() - Math.max(rebuild.builtAt(), t0)) / 1000, wallSeconds: (performance.now() - t0) / 1000 };
+  return {
+    ...r,
+    compare,
+    rebuild: b,
+    replaySeconds: (performance.now() - Math.max(rebuild.builtAt(), t0)) / 1000,
+    wallSeconds: (performance.now() - t0) / 1000,
+  };
 }

@@ -30,9 +30,13 @@ export function findNsightTool(tool: NsightTool, env: Record<string, string | un
   const cands = [onPath, join(env.CUDA_HOME || "/usr/local/cuda", "bin", tool)].filter((x): x is string => !!x && existsSync(x));
   if (cands[0]) return cands[0];
   const what = tool === "ncu" ? "Nsight Compute (ncu)" : "Nsight Systems (nsys)";
-  throw new KerncapError(tool === "ncu" ? "E_NO_NCU" : "E_NO_NSYS", `${what} not found (PATH, ${env.CUDA_HOME ? `$CUDA_HOME/bin = ${env.CUDA_HOME}/bin` : "/usr/local/cuda/bin"})`, {
-    hint: `Install ${what} (it ships with the CUDA toolkit and on its own), then put it on PATH or set CUDA_HOME.`,
-  });
+  throw new KerncapError(
+    tool === "ncu" ? "E_NO_NCU" : "E_NO_NSYS",
+    `${what} not found (PATH, ${env.CUDA_HOME ? `$CUDA_HOME/bin = ${env.CUDA_HOME}/bin` : "/usr/local/cuda/bin"})`,
+    {
+      hint: `Install ${what} (it ships with the CUDA toolkit and on its own), then put it on PATH or set CUDA_HOME.`,
+    },
+  );
 }
 
 /** The ncu options kerncap sets itself (the launch filter and the report's path): refused among the user's. */
@@ -90,7 +94,8 @@ export function ncuUserOptions(opts: string[]): string[] {
     }
     if (name === "--metrics") {
       const v = a.includes("=") ? a.slice(a.indexOf("=") + 1) : opts[++i];
-      if (v === undefined) throw new KerncapError("E_USAGE", "--metrics (an ncu option after --) needs a value", { hint: "For example -- --metrics dram__bytes.sum" });
+      if (v === undefined)
+        throw new KerncapError("E_USAGE", "--metrics (an ncu option after --) needs a value", { hint: "For example -- --metrics dram__bytes.sum" });
       metrics = [...new Set([...v.split(",").filter(Boolean), ...metrics])];
       continue;
     }
@@ -118,7 +123,20 @@ export const NCU_PRINT = ["--csv", "--page", "details", "--print-units", "base"]
  * user's options, then the replay.
  */
 export function ncuCommand(o: { ncu: string; kernel: string; reportBase: string; userOptions: string[]; replay: string[] }): string[] {
-  return [o.ncu, "--kernel-name-base", "mangled", "--kernel-name", o.kernel, "--launch-count", "1", "--export", o.reportBase, ...NCU_PRINT, ...o.userOptions, ...o.replay];
+  return [
+    o.ncu,
+    "--kernel-name-base",
+    "mangled",
+    "--kernel-name",
+    o.kernel,
+    "--launch-count",
+    "1",
+    "--export",
+    o.reportBase,
+    ...NCU_PRINT,
+    ...o.userOptions,
+    ...o.replay,
+  ];
 }
 
 /** nsys's command line: a timeline of the whole replay (CUDA API and kernels, NVTX), its report at `reportBase`.nsys-rep. */
@@ -159,7 +177,21 @@ export function parseCsv(text: string): string[][] {
 
 // powers of ten to µs (a division for ns: 1650 / 1000 is 1.65 exactly, 1650 × 1e-3 is not)
 const TIME_US: Record<string, number> = { nsecond: -3, ns: -3, usecond: 0, us: 0, msecond: 3, ms: 3, second: 6, s: 6 };
-const BYTES: Record<string, number> = { byte: 1, Kbyte: 1e3, Mbyte: 1e6, Gbyte: 1e9, Tbyte: 1e12, Kibyte: 1024, Mibyte: 1024 ** 2, Gibyte: 1024 ** 3, Tibyte: 1024 ** 4, B: 1, KB: 1e3, MB: 1e6, GB: 1e9 };
+const BYTES: Record<string, number> = {
+  byte: 1,
+  Kbyte: 1e3,
+  Mbyte: 1e6,
+  Gbyte: 1e9,
+  Tbyte: 1e12,
+  Kibyte: 1024,
+  Mibyte: 1024 ** 2,
+  Gibyte: 1024 ** 3,
+  Tibyte: 1024 ** 4,
+  B: 1,
+  KB: 1e3,
+  MB: 1e6,
+  GB: 1e9,
+};
 
 /**
  * An ncu metric value in base units: time in µs, sizes in bytes, anything else (%, register/thread)
@@ -215,7 +247,16 @@ const FIGURES: { key: keyof NcuFigures; names: string[]; section?: RegExp; unit?
 ];
 
 /** Sections ncu's rules send the reader to (ncu's section names, as in its details page). */
-const SECTION_NAMES = ["Memory Workload Analysis", "Compute Workload Analysis", "Scheduler Statistics", "Warp State Statistics", "Launch Statistics", "Occupancy", "Source Counters", "Instruction Statistics"];
+const SECTION_NAMES = [
+  "Memory Workload Analysis",
+  "Compute Workload Analysis",
+  "Scheduler Statistics",
+  "Warp State Statistics",
+  "Launch Statistics",
+  "Occupancy",
+  "Source Counters",
+  "Instruction Statistics",
+];
 
 /**
  * The key figures of each profiled launch in `ncu --import REP --csv --page details` output.
@@ -230,10 +271,25 @@ export function parseNcuDetails(csv: string): NcuFigures[] {
   const at = csv.search(/^(?=.*"Metric Name")(?=.*"Metric Value")/m);
   const rows = at < 0 ? [] : parseCsv(csv.slice(at));
   const h = rows.findIndex((r) => r.includes("Metric Name") && r.includes("Metric Value"));
-  if (h < 0) throw new KerncapError("E_NCU_REPORT", "ncu's CSV has no header row with \"Metric Name\" and \"Metric Value\"", { hint: "Check the ncu version (`ncu --version`); open the report in the Nsight Compute UI meanwhile." });
+  if (h < 0)
+    throw new KerncapError("E_NCU_REPORT", 'ncu\'s CSV has no header row with "Metric Name" and "Metric Value"', {
+      hint: "Check the ncu version (`ncu --version`); open the report in the Nsight Compute UI meanwhile.",
+    });
   const head = rows[h]!;
   const col = (...names: string[]) => head.findIndex((x) => names.some((n) => x.trim().toLowerCase() === n.toLowerCase()));
-  const c = { id: col("ID"), kernel: col("Kernel Name"), grid: col("Grid Size"), block: col("Block Size"), device: col("Device"), section: col("Section Name"), name: col("Metric Name"), unit: col("Metric Unit"), value: col("Metric Value"), rule: col("Rule Name", "Rule Identifier"), ruleText: col("Rule Description", "Rule Message") };
+  const c = {
+    id: col("ID"),
+    kernel: col("Kernel Name"),
+    grid: col("Grid Size"),
+    block: col("Block Size"),
+    device: col("Device"),
+    section: col("Section Name"),
+    name: col("Metric Name"),
+    unit: col("Metric Unit"),
+    value: col("Metric Value"),
+    rule: col("Rule Name", "Rule Identifier"),
+    ruleText: col("Rule Description", "Rule Message"),
+  };
   const get = (r: string[], i: number) => (i >= 0 ? (r[i] ?? "").trim() : "");
   const launches = new Map<string, string[][]>();
   for (const r of rows.slice(h + 1)) {
@@ -244,7 +300,20 @@ export function parseNcuDetails(csv: string): NcuFigures[] {
   }
   return [...launches.entries()].map(([id, rs]) => {
     const first = rs[0]!;
-    const fig: NcuFigures = { id, kernel: get(first, c.kernel), grid: get(first, c.grid), block: get(first, c.block), device: get(first, c.device), durationUs: null, smThroughputPct: null, memoryThroughputPct: null, achievedOccupancyPct: null, registersPerThread: null, dramBytes: null, limiter: null };
+    const fig: NcuFigures = {
+      id,
+      kernel: get(first, c.kernel),
+      grid: get(first, c.grid),
+      block: get(first, c.block),
+      device: get(first, c.device),
+      durationUs: null,
+      smThroughputPct: null,
+      memoryThroughputPct: null,
+      achievedOccupancyPct: null,
+      registersPerThread: null,
+      dramBytes: null,
+      limiter: null,
+    };
     const metric = (names: string[], section?: RegExp, unit?: RegExp): number | null => {
       // the ncu metric name first (unambiguous), then the section's display name
       for (const n of names) {
@@ -262,7 +331,10 @@ export function parseNcuDetails(csv: string): NcuFigures[] {
     const read = metric(["dram__bytes_read.sum"]);
     const write = metric(["dram__bytes_write.sum"]);
     fig.dramBytes = read !== null && write !== null ? read + write : metric(["dram__bytes.sum"]);
-    fig.limiter = limiterOf(fig, rs.map((r) => ({ section: get(r, c.section), rule: get(r, c.rule), text: get(r, c.ruleText) || (get(r, c.name) ? "" : get(r, c.value)) })));
+    fig.limiter = limiterOf(
+      fig,
+      rs.map((r) => ({ section: get(r, c.section), rule: get(r, c.rule), text: get(r, c.ruleText) || (get(r, c.name) ? "" : get(r, c.value)) })),
+    );
     return fig;
   });
 }
@@ -272,12 +344,20 @@ function limiterOf(f: NcuFigures, rules: { section: string; rule: string; text: 
   const top = Math.max(f.smThroughputPct, f.memoryThroughputPct);
   const bound = top < 60 ? "latency" : f.smThroughputPct >= f.memoryThroughputPct ? "compute" : "memory";
   // SpeedOfLight's bottleneck rule (SOLBottleneck) names the section to read next
-  const sol = rules.find((r) => /bottleneck/i.test(r.rule) && r.text) ?? rules.find((r) => /speed ?of ?light/i.test(r.section) && /\blook at\b|section/i.test(r.text));
+  const sol =
+    rules.find((r) => /bottleneck/i.test(r.rule) && r.text) ?? rules.find((r) => /speed ?of ?light/i.test(r.section) && /\blook at\b|section/i.test(r.text));
   if (sol) {
-    const named = SECTION_NAMES.map((s) => ({ s, at: sol.text.indexOf(s) })).filter((x) => x.at >= 0).sort((a, b) => a.at - b.at).map((x) => x.s);
+    const named = SECTION_NAMES.map((s) => ({ s, at: sol.text.indexOf(s) }))
+      .filter((x) => x.at >= 0)
+      .sort((a, b) => a.at - b.at)
+      .map((x) => x.s);
     return { bound, sections: named, source: "ncu rule", text: sol.text };
   }
-  const sections = bound === "compute" ? ["Compute Workload Analysis"] : bound === "memory" ? ["Memory Workload Analysis"] : ["Scheduler Statistics", "Warp State Statistics"];
-  const text = bound === "latency" ? `compute ${f.smThroughputPct.toFixed(1)}% and memory ${f.memoryThroughputPct.toFixed(1)}% of peak: below 60%, latency-bound` : `${bound} is the more utilized (${top.toFixed(1)}% of peak)`;
+  const sections =
+    bound === "compute" ? ["Compute Workload Analysis"] : bound === "memory" ? ["Memory Workload Analysis"] : ["Scheduler Statistics", "Warp State Statistics"];
+  const text =
+    bound === "latency"
+      ? `compute ${f.smThroughputPct.toFixed(1)}% and memory ${f.memoryThroughputPct.toFixed(1)}% of peak: below 60%, latency-bound`
+      : `${bound} is the more utilized (${top.toFixed(1)}% of peak)`;
   return { bound, sections, source: "throughputs", text };
 }

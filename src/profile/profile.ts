@@ -24,7 +24,17 @@ import { log } from "../log.ts";
 import { runBuildCommand } from "../frontends/build.ts";
 import type { BuildGate } from "../rebuild/gate.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
-import { findNsightTool, ncuCommand, ncuImportCommand, ncuUserOptions, nsysCommand, parseNcuDetails, replayArgv, type NcuFigures, type NsightTool } from "./ncu.ts";
+import {
+  findNsightTool,
+  ncuCommand,
+  ncuImportCommand,
+  ncuUserOptions,
+  nsysCommand,
+  parseNcuDetails,
+  replayArgv,
+  type NcuFigures,
+  type NsightTool,
+} from "./ncu.ts";
 
 export interface ProfileOptions {
   /** Report name under DIR/profile/ (default "replay", "build" with `build`). */
@@ -71,7 +81,9 @@ export interface ProfileResult {
 /** A report name: a file name of letters, digits, '.', '_', '-' (it lands in DIR/profile/). @throws KerncapError E_USAGE */
 export function reportName(name: string): string {
   if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/.test(name)) {
-    throw new KerncapError("E_USAGE", `--name ${JSON.stringify(name)} is not a report name`, { hint: "Use letters, digits, '.', '_' and '-' (up to 100; not starting with '.' or '-'), e.g. --name blocks128." });
+    throw new KerncapError("E_USAGE", `--name ${JSON.stringify(name)} is not a report name`, {
+      hint: "Use letters, digits, '.', '_' and '-' (up to 100; not starting with '.' or '-'), e.g. --name blocks128.",
+    });
   }
   return name;
 }
@@ -85,7 +97,10 @@ export function reportName(name: string): string {
 export function exportPath(file: string, ext: string, overwrite: boolean): string {
   if (!file) throw new KerncapError("E_USAGE", "--export needs a file name", { hint: `For example -o report${ext}.` });
   const path = resolve(file.endsWith(ext) ? file : file + ext);
-  if (!existsSync(dirname(path))) throw new KerncapError("E_USAGE", `${dirname(path)} does not exist (the folder of --export ${file})`, { hint: "Create the folder first, or give a path in an existing one." });
+  if (!existsSync(dirname(path)))
+    throw new KerncapError("E_USAGE", `${dirname(path)} does not exist (the folder of --export ${file})`, {
+      hint: "Create the folder first, or give a path in an existing one.",
+    });
   let st;
   try {
     st = lstatSync(path);
@@ -120,7 +135,9 @@ export function ncuFailure(code: number, out: string, err: string, kernel: strin
       hint: "The replay failed before its launch (its error is above), or the module names the kernel otherwise; run `kerncap replay DIR` alone first.",
     });
   }
-  return new KerncapError("E_NCU", `ncu wrote no report (exit ${code}):\n${toolTail(out, err)}`, { hint: "Run with --verbose for ncu's whole output; run `kerncap replay DIR` alone to see that the replay works." });
+  return new KerncapError("E_NCU", `ncu wrote no report (exit ${code}):\n${toolTail(out, err)}`, {
+    hint: "Run with --verbose for ncu's whole output; run `kerncap replay DIR` alone to see that the replay works.",
+  });
 }
 
 /**
@@ -129,7 +146,9 @@ export function ncuFailure(code: number, out: string, err: string, kernel: strin
  */
 export function assertProfilable(dir: string, m: Manifest): void {
   if (m.device.vendor !== "nvidia") {
-    throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap profile runs NVIDIA's Nsight tools`, { hint: "Profile an AMD replay with rocprof: rocprofv3 --kernel-trace -- kerncap replay DIR" });
+    throw new KerncapError("E_FRONTEND", `${dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap profile runs NVIDIA's Nsight tools`, {
+      hint: "Profile an AMD replay with rocprof: rocprofv3 --kernel-trace -- kerncap replay DIR",
+    });
   }
 }
 
@@ -145,7 +164,8 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
   const tool: NsightTool = o.nsys ? "nsys" : "ncu";
   // usage errors first, then the tool
   const userOptions = tool === "ncu" ? ncuUserOptions(o.toolOptions) : o.toolOptions;
-  if (o.name !== undefined && o.export !== undefined) throw new KerncapError("E_USAGE", "--name and --export both name the report", { hint: "Give one: --name NAME (DIR/profile/NAME) or -o PATH." });
+  if (o.name !== undefined && o.export !== undefined)
+    throw new KerncapError("E_USAGE", "--name and --export both name the report", { hint: "Give one: --name NAME (DIR/profile/NAME) or -o PATH." });
   const name = reportName(o.name ?? (o.build ? "build" : "replay"));
   const ext = tool === "ncu" ? ".ncu-rep" : ".nsys-rep";
   const exported = o.export === undefined ? undefined : exportPath(o.export, ext, Boolean(o.overwrite));
@@ -155,9 +175,17 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
   let buildSeconds = 0;
   if (o.build) {
     const fe = frontendOf(m);
-    if (!fe.validates) throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, { hint: "Profile the captured module (without --build)." });
+    if (!fe.validates)
+      throw new KerncapError("E_FRONTEND", `${dir}: --build rebuilds CUDA and Triton reproducers only`, {
+        hint: "Profile the captured module (without --build).",
+      });
     o.gate(); // a confined build of a capture that runs its source, a received capture's build.sh: src/ops/profile.ts
-    const b = await new Rebuilder(dir, m, fe, { quiet: o.quiet ?? true, force: Boolean(o.force), fullBuild: false, ...(o.confine ? { confine: m } : {}) }).rebuildOnce();
+    const b = await new Rebuilder(dir, m, fe, {
+      quiet: o.quiet ?? true,
+      force: Boolean(o.force),
+      fullBuild: false,
+      ...(o.confine ? { confine: m } : {}),
+    }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;
   }
@@ -172,7 +200,10 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
   const scratch = exported ? undefined : mkdtempSync(join(tmpdir(), "kerncap-profile-"));
   const base = tempFor(join(scratch ?? pdir, `.${basename(report, ext)}`)); // an unguessable name for the tool's report until it is renamed
   const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
-  const command = tool === "ncu" ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay }) : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });
+  const command =
+    tool === "ncu"
+      ? ncuCommand({ ncu: exe, kernel: m.kernel.name, reportBase: base, userOptions, replay })
+      : nsysCommand({ nsys: exe, reportBase: base, userOptions, replay });
   const env = selfEnv();
   log.debug(`$ ${command.join(" ")}`);
   const t0 = performance.now();
@@ -182,7 +213,9 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
     if (!o.quiet) log.debug(`${tool} output:\n${r.out}\n${r.err}`);
     if (!existsSync(base + ext)) {
       if (tool === "ncu") throw ncuFailure(r.code, r.out, r.err, m.kernel.name);
-      throw new KerncapError("E_NSYS", `nsys wrote no report (exit ${r.code}):\n${toolTail(r.out, r.err)}`, { hint: "Run with --verbose for nsys's whole output; run `kerncap replay DIR` alone to see that the replay works." });
+      throw new KerncapError("E_NSYS", `nsys wrote no report (exit ${r.code}):\n${toolTail(r.out, r.err)}`, {
+        hint: "Run with --verbose for nsys's whole output; run `kerncap replay DIR` alone to see that the replay works.",
+      });
     }
     const v = /^(MATCH|MISMATCH)\b/m.exec(r.out)?.[1];
     const verdict = v === "MATCH" ? "match" : v === "MISMATCH" ? "mismatch" : null;
@@ -194,14 +227,32 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
       if (!figures || figures.durationUs === null) {
         if (figures) log.debug("ncu's printed page has no duration: importing the report");
         const imp = Bun.spawnSync(ncuImportCommand(exe, base + ext), { stdout: "pipe", stderr: "pipe", env, timeout: 120_000 });
-        if (imp.exitCode !== 0) throw new KerncapError("E_NCU_REPORT", `ncu --import of the report failed (exit ${imp.exitCode}): ${toolTail(imp.stdout.toString(), imp.stderr.toString())}`, { hint: `The report is kept at ${base + ext}; open it in the Nsight Compute UI.` });
+        if (imp.exitCode !== 0)
+          throw new KerncapError(
+            "E_NCU_REPORT",
+            `ncu --import of the report failed (exit ${imp.exitCode}): ${toolTail(imp.stdout.toString(), imp.stderr.toString())}`,
+            { hint: `The report is kept at ${base + ext}; open it in the Nsight Compute UI.` },
+          );
         figures = parseNcuDetails(imp.stdout.toString())[0] ?? null;
       }
-      if (!figures) throw new KerncapError("E_NCU_REPORT", "the report holds no profiled launch", { hint: `Open ${base + ext} in the Nsight Compute UI, or run with --verbose for ncu's output.` });
+      if (!figures)
+        throw new KerncapError("E_NCU_REPORT", "the report holds no profiled launch", {
+          hint: `Open ${base + ext} in the Nsight Compute UI, or run with --verbose for ncu's output.`,
+        });
     }
     if (scratch) writeFileAtomic(report, readFileSync(base + ext), { root: dir, what: "the report" });
     else renameSync(base + ext, report);
-    return { dir, kernel: m.kernel.name, tool, report, module, command, verdict, seconds: { build: buildSeconds, profile: profileSeconds, import: (performance.now() - t1) / 1000 }, figures };
+    return {
+      dir,
+      kernel: m.kernel.name,
+      tool,
+      report,
+      module,
+      command,
+      verdict,
+      seconds: { build: buildSeconds, profile: profileSeconds, import: (performance.now() - t1) / 1000 },
+      figures,
+    };
   } finally {
     if (existsSync(base + ext)) rmSync(base + ext, { force: true });
     if (scratch) rmSync(scratch, { recursive: true, force: true });
@@ -220,14 +271,21 @@ export function printedFigures(out: string): NcuFigures | null {
 /** Human lines for a profile result. */
 export function describeProfile(r: ProfileResult): string {
   const f = r.figures;
-  const L = [`${r.tool === "ncu" ? "Nsight Compute" : "Nsight Systems"} report: ${r.report} (${r.seconds.profile.toFixed(1)} s${r.seconds.build ? `, after a ${r.seconds.build.toFixed(1)} s build` : ""})`];
+  const L = [
+    `${r.tool === "ncu" ? "Nsight Compute" : "Nsight Systems"} report: ${r.report} (${r.seconds.profile.toFixed(1)} s${r.seconds.build ? `, after a ${r.seconds.build.toFixed(1)} s build` : ""})`,
+  ];
   if (r.verdict === "mismatch") L.push("  the replayed kernel does NOT match the app's after state (the profile is of a kernel that computes something else)");
   if (f) {
     const pct = (x: number | null) => (x === null ? "?" : `${x.toFixed(1)}%`);
     const mb = f.dramBytes === null ? "?" : f.dramBytes >= 1e9 ? `${(f.dramBytes / 1e9).toFixed(2)} GB` : `${(f.dramBytes / 1e6).toFixed(2)} MB`;
     L.push(`  ${f.kernel} grid ${f.grid || "?"} block ${f.block || "?"} on ${f.device || "?"}`);
-    L.push(`  duration ${f.durationUs === null ? "?" : `${f.durationUs.toFixed(2)} µs`}; compute (SM) ${pct(f.smThroughputPct)} and memory ${pct(f.memoryThroughputPct)} of peak; achieved occupancy ${pct(f.achievedOccupancyPct)}; ${f.registersPerThread ?? "?"} registers/thread; DRAM ${mb}`);
-    if (f.limiter) L.push(`  limiter: ${f.limiter.bound}-bound${f.limiter.sections.length ? `; read ${f.limiter.sections.join(", ")}` : ""} (${f.limiter.source === "ncu rule" ? "ncu's rule" : "from the throughputs"})`);
+    L.push(
+      `  duration ${f.durationUs === null ? "?" : `${f.durationUs.toFixed(2)} µs`}; compute (SM) ${pct(f.smThroughputPct)} and memory ${pct(f.memoryThroughputPct)} of peak; achieved occupancy ${pct(f.achievedOccupancyPct)}; ${f.registersPerThread ?? "?"} registers/thread; DRAM ${mb}`,
+    );
+    if (f.limiter)
+      L.push(
+        `  limiter: ${f.limiter.bound}-bound${f.limiter.sections.length ? `; read ${f.limiter.sections.join(", ")}` : ""} (${f.limiter.source === "ncu rule" ? "ncu's rule" : "from the throughputs"})`,
+      );
   }
   L.push(`  open it: ${r.tool === "ncu" ? "ncu-ui" : "nsys-ui"} ${r.report}`);
   return L.join("\n");

@@ -120,7 +120,11 @@ export interface Rebuilt {
  * captured kernel's name, and the frontend's reading of the launch the build needs
  * (Frontend.rebuiltLaunch: a Triton kernel compiled with other num_warps gets its block).
  */
-export function rebuiltRun(fe: Frontend, m: Manifest, module: string | Promise<string>): { modulePath: string | Promise<string>; kernelName: string; launchOf: (p: string) => ReturnType<NonNullable<Frontend["rebuiltLaunch"]>> } {
+export function rebuiltRun(
+  fe: Frontend,
+  m: Manifest,
+  module: string | Promise<string>,
+): { modulePath: string | Promise<string>; kernelName: string; launchOf: (p: string) => ReturnType<NonNullable<Frontend["rebuiltLaunch"]>> } {
   return { modulePath: module, kernelName: m.kernel.name, launchOf: (p) => fe.rebuiltLaunch?.(p, m) };
 }
 
@@ -195,7 +199,14 @@ export class Rebuilder {
   }
 
   private buildOptions(signal?: AbortSignal): BuildOptions {
-    return { quiet: this.o.quiet, force: this.o.force, ...(signal ? { signal } : {}), ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}), ...(this.o.confine ? { confine: this.o.confine } : {}), ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}) };
+    return {
+      quiet: this.o.quiet,
+      force: this.o.force,
+      ...(signal ? { signal } : {}),
+      ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}),
+      ...(this.o.confine ? { confine: this.o.confine } : {}),
+      ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}),
+    };
   }
 
   private async buildSh(signal?: AbortSignal): Promise<Rebuilt> {
@@ -219,7 +230,9 @@ export class Rebuilder {
   private compare(full: Rebuilt, f: FastBuilt): { differs: string | null; said: string } {
     const differs = this.fast!.differs(readFileSync(full.module), readFileSync(f.module), this.m.kernel.name);
     const lines = f.prune.lines();
-    const said = differs ? `the pruned TU's build gives ${this.m.kernel.name} other machine code (${differs})` : `${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${full.seconds.toFixed(2)} s; the kernel's machine code is the same`;
+    const said = differs
+      ? `the pruned TU's build gives ${this.m.kernel.name} other machine code (${differs})`
+      : `${lines.before} → ${lines.after} lines, device-only: ${f.seconds.toFixed(2)} s; build.sh ${full.seconds.toFixed(2)} s; the kernel's machine code is the same`;
     return { differs, said };
   }
 
@@ -321,9 +334,16 @@ export class Rebuilder {
     let replanned: FastBuilt | undefined;
     let replannedFull: Rebuilt | undefined;
     const cpus = this.o.cpus ?? availableParallelism();
-    const costs: BuildCosts | undefined = current ? (current.costs?.cpus === cpus ? current.costs : { cpus, buildSh: current.buildShSeconds, pruned: current.prunedSeconds ?? Infinity }) : undefined;
+    const costs: BuildCosts | undefined = current
+      ? current.costs?.cpus === cpus
+        ? current.costs
+        : { cpus, buildSh: current.buildShSeconds, pruned: current.prunedSeconds ?? Infinity }
+      : undefined;
     const strategy = current && costs ? (this.o.strategy ?? chooseStrategy(costs, cpus)) : undefined;
-    if (current && costs && strategy !== "race") log.debug(`validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`);
+    if (current && costs && strategy !== "race")
+      log.debug(
+        `validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`,
+      );
     if (current && costs && strategy === "build.sh") {
       const b = await this.buildSh();
       this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, b.seconds) } });
@@ -338,13 +358,24 @@ export class Rebuilder {
       // one, when it is faster as it should be; build.sh's is never waited for longer than it takes)
       const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
       const t0 = performance.now();
-      const stopFast = new AbortController(), stopFull = new AbortController();
+      const stopFast = new AbortController(),
+        stopFull = new AbortController();
       const fastP = fast.build(this.dir, work, { force: this.o.force, signal: stopFast.signal }, series);
       const full = () => this.buildSh(stopFull.signal);
       const fullP = this.o.race === false ? fastP.then(full, full) : full();
-      type First = { who: "pruned"; f: FastBuilt } | { who: "pruned-failed"; e: unknown } | { who: "build.sh"; b: Rebuilt } | { who: "build.sh-failed"; e: unknown };
-      const fastR: Promise<First> = fastP.then((f) => ({ who: "pruned" as const, f }), (e) => ({ who: "pruned-failed" as const, e }));
-      const fullR: Promise<First> = fullP.then((b) => ({ who: "build.sh" as const, b }), (e) => ({ who: "build.sh-failed" as const, e }));
+      type First =
+        | { who: "pruned"; f: FastBuilt }
+        | { who: "pruned-failed"; e: unknown }
+        | { who: "build.sh"; b: Rebuilt }
+        | { who: "build.sh-failed"; e: unknown };
+      const fastR: Promise<First> = fastP.then(
+        (f) => ({ who: "pruned" as const, f }),
+        (e) => ({ who: "pruned-failed" as const, e }),
+      );
+      const fullR: Promise<First> = fullP.then(
+        (b) => ({ who: "build.sh" as const, b }),
+        (e) => ({ who: "build.sh-failed" as const, e }),
+      );
       const stop = async (c: AbortController, p: Promise<First>) => {
         c.abort();
         await p;
@@ -385,8 +416,17 @@ export class Rebuilder {
         if (!(e instanceof FastBuildUnavailable)) throw (await stop(stopFull, fullR), e);
         const r = await fullR;
         if (r.who !== "build.sh") throw (r as { e: unknown }).e;
-        this.writeCheck({ kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: r.b.seconds, prunedSeconds: null });
-        log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
+        this.writeCheck({
+          kernel,
+          plan: current.plan,
+          same: false,
+          reason: `the pruned TU did not build where build.sh did (${e.message})`,
+          buildShSeconds: r.b.seconds,
+          prunedSeconds: null,
+        });
+        log.info(
+          `the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`,
+        );
         return { ...r.b, seconds: (performance.now() - t0) / 1000 };
       }
     }
@@ -399,7 +439,12 @@ export class Rebuilder {
    * pruned build off from then on).
    * @returns the rebuild, or the pruned build and build.sh's when build.sh's compile changed since the check (checked again)
    */
-  private async prunedAlone(fast: FastBuilder, work: string, current: PrunedCheck, costs: BuildCosts): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
+  private async prunedAlone(
+    fast: FastBuilder,
+    work: string,
+    current: PrunedCheck,
+    costs: BuildCosts,
+  ): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
     const kernel = this.m.kernel.name;
     const series = fast.series(work);
     const t0 = performance.now();
@@ -411,7 +456,14 @@ export class Rebuilder {
       if (!(e instanceof FastBuildUnavailable)) throw e;
       // as in the race: build.sh's outcome is the answer (a real compile error is its message)
       const b = await this.buildSh();
-      this.writeCheck({ kernel, plan: current.plan, same: false, reason: `the pruned TU did not build where build.sh did (${e.message})`, buildShSeconds: b.seconds, prunedSeconds: null });
+      this.writeCheck({
+        kernel,
+        plan: current.plan,
+        same: false,
+        reason: `the pruned TU did not build where build.sh did (${e.message})`,
+        buildShSeconds: b.seconds,
+        prunedSeconds: null,
+      });
       log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
       return { ...b, seconds: (performance.now() - t0) / 1000 };
     }
@@ -428,7 +480,10 @@ export class Rebuilder {
   private async checkBoth(fast: FastBuilder, work: string, cpus: number, replanned?: FastBuilt, replannedFull?: Rebuilt): Promise<Rebuilt> {
     const kernel = this.m.kernel.name;
     const checkSeries = fast.series();
-    const [full, pruned] = await Promise.allSettled([replannedFull ?? this.buildSh(), replanned ?? fast.build(this.dir, work, { force: this.o.force }, checkSeries)]);
+    const [full, pruned] = await Promise.allSettled([
+      replannedFull ?? this.buildSh(),
+      replanned ?? fast.build(this.dir, work, { force: this.o.force }, checkSeries),
+    ]);
     if (!replanned) checkSeries.save(work);
     if (full.status === "rejected") throw full.reason;
     if (pruned.status === "rejected") {
@@ -440,7 +495,15 @@ export class Rebuilder {
     }
     const f = pruned.value;
     const { differs, said } = this.compare(full.value, f);
-    this.writeCheck({ kernel, plan: f.plan, same: differs === null, reason: differs && said, buildShSeconds: full.value.seconds, prunedSeconds: f.seconds, costs: { cpus, buildSh: full.value.seconds, pruned: f.seconds } });
+    this.writeCheck({
+      kernel,
+      plan: f.plan,
+      same: differs === null,
+      reason: differs && said,
+      buildShSeconds: full.value.seconds,
+      prunedSeconds: f.seconds,
+      costs: { cpus, buildSh: full.value.seconds, pruned: f.seconds },
+    });
     log.info(differs ? `validate rebuilds with build.sh: ${said}` : `the next validates compile the pruned TU (${said})`);
     return full.value;
   }

@@ -64,7 +64,11 @@ export interface Timers {
   set(fn: () => void, ms: number): unknown;
   clear(handle: unknown): void;
 }
-const REAL_TIMERS: Timers = { now: () => performance.now(), set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) };
+const REAL_TIMERS: Timers = {
+  now: () => performance.now(),
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
 
 /**
  * Trailing-edge debounce of file saves: `fire(files, lastAt)` runs `ms` after the last poke of a
@@ -164,7 +168,13 @@ export type WatchEvent =
 
 function verdictWord(e: Extract<WatchEvent, { event: "verdict" }>): string {
   if (e.verdict === "mismatch") return "MISMATCH";
-  return e.numerics === "within-spread" ? "MATCH within the run-to-run spread" : e.numerics === "within-tolerance" ? "MATCH within tolerance" : e.numerics === "multiset-equal" ? "MATCH as multisets" : "MATCH";
+  return e.numerics === "within-spread"
+    ? "MATCH within the run-to-run spread"
+    : e.numerics === "within-tolerance"
+      ? "MATCH within tolerance"
+      : e.numerics === "multiset-equal"
+        ? "MATCH as multisets"
+        : "MATCH";
 }
 
 const clock = (iso: string) => iso.slice(11, 19);
@@ -179,8 +189,11 @@ const where = (files: string[]) => (files.length ? `  (${files.slice(0, 3).join(
 export function watchLine(e: WatchEvent): string {
   if (e.event === "verdict") {
     const mm = e.firstMismatch;
-    const region = mm ? ` region ${mm.va} (${mm.kind}, ${mm.size} B) from byte ${mm.firstDiffOffset}, ${mm.bytesDiffering} bytes differ${e.mismatches > 1 ? `; ${e.mismatches} regions differ` : ""}` : "";
-    const us = e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs${e.compare ? ` (${e.compare.text} against the captured module)` : ""}` : "no timed launch";
+    const region = mm
+      ? ` region ${mm.va} (${mm.kind}, ${mm.size} B) from byte ${mm.firstDiffOffset}, ${mm.bytesDiffering} bytes differ${e.mismatches > 1 ? `; ${e.mismatches} regions differ` : ""}`
+      : "";
+    const us =
+      e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs${e.compare ? ` (${e.compare.text} against the captured module)` : ""}` : "no timed launch";
     return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
   }
   const head = e.event === "build-error" ? "BUILD ERROR" : `ERROR ${e.code}`;
@@ -193,7 +206,19 @@ export function watchLine(e: WatchEvent): string {
 }
 
 /** The verdict event of a replay result. */
-export function verdictEvent(r: ReplayResult, x: { trigger: Trigger; files: string[]; at: Date; buildSeconds: number; builder?: Builder; saveToVerdictSeconds: number; reset: ResetLine | null; compare?: TimingComparison | null }): WatchEvent {
+export function verdictEvent(
+  r: ReplayResult,
+  x: {
+    trigger: Trigger;
+    files: string[];
+    at: Date;
+    buildSeconds: number;
+    builder?: Builder;
+    saveToVerdictSeconds: number;
+    reset: ResetLine | null;
+    compare?: TimingComparison | null;
+  },
+): WatchEvent {
   return {
     event: "verdict",
     trigger: x.trigger,
@@ -229,9 +254,13 @@ export function checkWatchable(dirArg: string, m: Manifest): void {
     });
   }
   if (m.fault) {
-    throw new KerncapError("E_USAGE", `${dir} is a capture of a launch that faulted (${m.fault.name}): every run would end the CUDA context, there is nothing to keep resident`, {
-      hint: "Use `kerncap validate` once per edit (or `kerncap replay`) for a faulting launch.",
-    });
+    throw new KerncapError(
+      "E_USAGE",
+      `${dir} is a capture of a launch that faulted (${m.fault.name}): every run would end the CUDA context, there is nothing to keep resident`,
+      {
+        hint: "Use `kerncap validate` once per edit (or `kerncap replay`) for a faulting launch.",
+      },
+    );
   }
   if (!existsSync(join(dir, "build.sh"))) {
     throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture, nothing to watch`, {
@@ -239,7 +268,9 @@ export function checkWatchable(dirArg: string, m: Manifest): void {
     });
   }
   if (!existsSync(join(dir, "src"))) {
-    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no src/ folder: the reproducer's sources are what --watch watches`, { hint: "Capture again with the kernel's source available." });
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no src/ folder: the reproducer's sources are what --watch watches`, {
+      hint: "Capture again with the kernel's source available.",
+    });
   }
 }
 
@@ -331,10 +362,12 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
         if (!built.ok || !rebuilder.wantsCheck(built) || stops.signal || failure !== undefined) return;
         const prev = check?.done ?? Promise.resolve();
         const abort = new AbortController();
-        const done = prev.then(() => (abort.signal.aborted ? undefined : rebuilder.checkBeside(built, abort.signal))).catch((e) => {
-          failure ??= e;
-          stopped();
-        });
+        const done = prev
+          .then(() => (abort.signal.aborted ? undefined : rebuilder.checkBeside(built, abort.signal)))
+          .catch((e) => {
+            failure ??= e;
+            stopped();
+          });
         check = { done, abort };
       };
       const start = (files: string[], savedAt: number) => {
@@ -413,7 +446,17 @@ async function runCycle(
   const since = () => (performance.now() - x.savedAt) / 1000;
   const base = { trigger: x.trigger, files: x.files };
   if (!b.ok) {
-    o.emit({ event: "build-error", ...base, at: new Date().toISOString(), code: b.error.code, message: b.error.message, hint: b.error.hint ?? null, buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since() });
+    o.emit({
+      event: "build-error",
+      ...base,
+      at: new Date().toISOString(),
+      code: b.error.code,
+      message: b.error.message,
+      hint: b.error.hint ?? null,
+      buildSeconds: b.seconds,
+      builder: b.builder,
+      saveToVerdictSeconds: since(),
+    });
     return { ran: false, reopen: false };
   }
   try {
@@ -421,14 +464,35 @@ async function runCycle(
     // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
     const regionTypes = regionTypesOf(m);
     const candidate = { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, b.module) };
-    const { candidate: r, compare } = o.run.iters >= MIN_PAIRS ? await session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate }) : { candidate: await session.run(candidate), compare: null };
-    const phases = { waitSeconds: (x.buildAt - x.savedAt) / 1000, buildWallSeconds: (runAt - x.buildAt) / 1000, runSeconds: (performance.now() - runAt) / 1000 };
-    o.emit({ ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset, compare }), phases, ...(b.steps ? { buildSteps: b.steps } : {}) } as WatchEvent);
+    const { candidate: r, compare } =
+      o.run.iters >= MIN_PAIRS
+        ? await session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate })
+        : { candidate: await session.run(candidate), compare: null };
+    const phases = {
+      waitSeconds: (x.buildAt - x.savedAt) / 1000,
+      buildWallSeconds: (runAt - x.buildAt) / 1000,
+      runSeconds: (performance.now() - runAt) / 1000,
+    };
+    o.emit({
+      ...verdictEvent(r, { ...base, at: new Date(), buildSeconds: b.seconds, builder: b.builder, saveToVerdictSeconds: since(), reset: x.reset, compare }),
+      phases,
+      ...(b.steps ? { buildSteps: b.steps } : {}),
+    } as WatchEvent);
     return { ran: true, reopen: false };
   } catch (e) {
     if (!isKerncapError(e)) throw e;
     const reopen = session.isContextLost(e);
-    o.emit({ event: "error", ...base, at: new Date().toISOString(), code: e.code, message: e.message, hint: e.hint ?? null, buildSeconds: b.seconds, saveToVerdictSeconds: since(), ...(reopen ? { reopened: true } : {}) });
+    o.emit({
+      event: "error",
+      ...base,
+      at: new Date().toISOString(),
+      code: e.code,
+      message: e.message,
+      hint: e.hint ?? null,
+      buildSeconds: b.seconds,
+      saveToVerdictSeconds: since(),
+      ...(reopen ? { reopened: true } : {}),
+    });
     if (reopen) log.warn(`the kernel faulted (${e.message}); restoring the capture in a new CUDA context`);
     return { ran: true, reopen };
   }

@@ -28,7 +28,10 @@ export interface AgainstKernel {
  */
 export function againstKernel(m: Manifest, other: string): AgainstKernel {
   const path = resolve(other);
-  if (!existsSync(path)) throw new KerncapError("E_USAGE", `--against ${path}: no such file or folder`, { hint: "Give another capture folder of the same launch, or a module (cubin) built from this capture's reproducer." });
+  if (!existsSync(path))
+    throw new KerncapError("E_USAGE", `--against ${path}: no such file or folder`, {
+      hint: "Give another capture folder of the same launch, or a module (cubin) built from this capture's reproducer.",
+    });
   if (!statSync(path).isDirectory()) return { kind: "module", path, run: { modulePath: path, kernelName: m.kernel.name } };
   const o = readManifest(path); // its own messages for a folder that is no capture (interrupted, a capture set)
   verifyFiles(path, o);
@@ -40,12 +43,21 @@ export function againstKernel(m: Manifest, other: string): AgainstKernel {
   }
   // OTHER's files by the capture path rule, as the replay opens DIR's (src/format/paths.ts)
   const params = new Uint8Array(readCaptureBytes(path, o.params.file, o.params.size));
-  return { kind: "capture", path, run: { modulePath: capturePath(path, o.module.file), kernelName: o.kernel.name, launch: { launch: o.launch, functionAttributes: o.functionAttributes, params } } };
+  return {
+    kind: "capture",
+    path,
+    run: {
+      modulePath: capturePath(path, o.module.file),
+      kernelName: o.kernel.name,
+      launch: { launch: o.launch, functionAttributes: o.functionAttributes, params },
+    },
+  };
 }
 
 /** Why capture `o`'s launch cannot run on capture `m`'s memory, or undefined when it can (same device architecture, same regions: VA and size). */
 export function otherMemory(m: Manifest, o: Manifest): string | undefined {
-  if (o.device.vendor !== m.device.vendor || o.device.arch !== m.device.arch) return `captured on ${o.device.name} ${o.device.arch}, this one on ${m.device.name} ${m.device.arch}`;
+  if (o.device.vendor !== m.device.vendor || o.device.arch !== m.device.arch)
+    return `captured on ${o.device.name} ${o.device.arch}, this one on ${m.device.name} ${m.device.arch}`;
   if (o.regions.length !== m.regions.length) return `${o.regions.length} regions, this capture has ${m.regions.length}`;
   for (const [i, r] of o.regions.entries()) {
     const mine = m.regions[i]!;

@@ -139,7 +139,14 @@ export function checkedRuns(
       }),
     );
     if (run === nRuns - 1 && o.runs === undefined && nRuns === 3 && anyVaried(scans)) nRuns = 8;
-    else if (run === nRuns - 1 && o.runs === undefined && nRuns >= 8 && nRuns < MAX_CHECKED_RUNS && anyVaried(scans) && (performance.now() - tc) / 1000 < CHECKED_RUNS_SECONDS) {
+    else if (
+      run === nRuns - 1 &&
+      o.runs === undefined &&
+      nRuns >= 8 &&
+      nRuns < MAX_CHECKED_RUNS &&
+      anyVaried(scans) &&
+      (performance.now() - tc) / 1000 < CHECKED_RUNS_SECONDS
+    ) {
       // 8 more runs while the last ones still changed the envelope (which chunks vary, and by how much)
       const sig = envelopeSignature(ranges, expect, scans, copies, C, images);
       if (sig !== lastSignature) nRuns += 8;
@@ -168,7 +175,13 @@ function envelopeSignature(
         const got = copies.get(`${i}:${c}`);
         if (got) {
           const app = chunkBytesOf(expect[i]!, c, chunkLen(x.r.size, c, C), "after", before, after);
-          spread = Math.max(spread, maxSpread(x.dtype, scans.map((_, run) => got[run] ?? app)));
+          spread = Math.max(
+            spread,
+            maxSpread(
+              x.dtype,
+              scans.map((_, run) => got[run] ?? app),
+            ),
+          );
         }
       }
       return `${n}:${spread}`;

@@ -47,7 +47,11 @@ async function runClosing<T>(s: ReplaySession, f: () => Promise<T>, faulted: (r:
  */
 export async function replay(c: OpenedCapture, o: ReplayOptions): Promise<ReplayResult> {
   const s = await openReplay(c, o);
-  return runClosing(s, () => s.run(o), (r) => r.fault?.observed != null);
+  return runClosing(
+    s,
+    () => s.run(o),
+    (r) => r.fault?.observed != null,
+  );
 }
 
 /** One comparison of replayCompared's `repeat`: its compare and its wall time (s: module loads, checked runs, the timed rounds). */
@@ -64,7 +68,12 @@ export interface RepeatedCompare {
  * benchmark, scripts/bench-verdicts.sh); the results are the first comparison's.
  * @throws as replay
  */
-export async function replayCompared(c: OpenedCapture, baseline: ReplayOptions, candidate: RunOptions, repeat = 1): Promise<ComparedRuns & { repeats?: RepeatedCompare[] }> {
+export async function replayCompared(
+  c: OpenedCapture,
+  baseline: ReplayOptions,
+  candidate: RunOptions,
+  repeat = 1,
+): Promise<ComparedRuns & { repeats?: RepeatedCompare[] }> {
   const s = await openReplay(c, baseline);
   return runClosing(
     s,

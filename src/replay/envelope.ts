@@ -65,7 +65,8 @@ export function judgeEnvelope(t: ElementType, app: Uint8Array, runs: Uint8Array[
     const varied = nan ? rs.some((r) => !Number.isNaN(r[i]!)) : hi !== lo || rs.some((r) => !Object.is(r[i], rs[0]![i]));
     let ok: boolean;
     if (Number.isNaN(x)) ok = nan;
-    else if (lo === Infinity) ok = false; // every run NaN, the app a number
+    else if (lo === Infinity)
+      ok = false; // every run NaN, the app a number
     else {
       const m = Math.max(2 * (hi - lo), regionSpread) + (isFloat ? 8 * ulp(x, t) : 0);
       ok = m === 0 ? x === lo : x >= lo - m && x <= hi + m;
@@ -249,7 +250,13 @@ export interface MultisetJudgement {
  * the region's whole bytes after each checked run (same length). Bytewise-equal runs skip the sort.
  */
 export function judgeMultiset(t: ElementType, app: Uint8Array, runs: Uint8Array[]): MultisetJudgement {
-  const out: MultisetJudgement = { elements: Math.floor(app.byteLength / ELEMENT_BYTES[t]), runs: runs.length, runsReordered: 0, unmatched: 0, firstBadRun: -1 };
+  const out: MultisetJudgement = {
+    elements: Math.floor(app.byteLength / ELEMENT_BYTES[t]),
+    runs: runs.length,
+    runsReordered: 0,
+    unmatched: 0,
+    firstBadRun: -1,
+  };
   const A = Buffer.from(app.buffer, app.byteOffset, app.byteLength);
   for (const [k, r] of runs.entries()) {
     if (A.equals(Buffer.from(r.buffer, r.byteOffset, r.byteLength))) continue;

@@ -52,13 +52,19 @@ function canonical(s: JudgeSettings): JudgeSettings {
   return out;
 }
 
-const digest = (s: JudgeSettings) => createHash("sha256").update(JSON.stringify(canonical(s))).digest("hex");
+const digest = (s: JudgeSettings) =>
+  createHash("sha256")
+    .update(JSON.stringify(canonical(s)))
+    .digest("hex");
 
 /** Every element type named is one kerncap knows. @throws KerncapError E_USAGE naming the bad one */
 export function checkSettings(s: JudgeSettings): JudgeSettings {
   const types = [...(s.dtype !== undefined ? [["dtype", s.dtype]] : []), ...Object.entries(s.dtypes ?? {}).map(([r, t]) => [`dtype ${r}=`, t])];
   for (const [what, t] of types) {
-    if (!elementType(t!)) throw new KerncapError("E_USAGE", `--${what}${t}: ${JSON.stringify(t)} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+    if (!elementType(t!))
+      throw new KerncapError("E_USAGE", `--${what}${t}: ${JSON.stringify(t)} is not a known element type`, {
+        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
+      });
   }
   return s;
 }
@@ -84,8 +90,14 @@ export function readJudging(dir: string): JudgeSettings | undefined {
     throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} is not valid JSON: ${(e as Error).message}`, { hint });
   }
   const r = v.safeParse(JudgeFile, json);
-  if (!r.success) throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} is not kerncap's judging settings: ${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`, { hint });
-  if (digest(r.output.settings) !== r.output.sha256) throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${JUDGE_FILE}: the judging settings were changed after \`kerncap judge\` wrote them`, { hint });
+  if (!r.success)
+    throw new KerncapError(
+      "E_JUDGE",
+      `${JUDGE_FILE} in ${dir} is not kerncap's judging settings: ${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`,
+      { hint },
+    );
+  if (digest(r.output.settings) !== r.output.sha256)
+    throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${JUDGE_FILE}: the judging settings were changed after \`kerncap judge\` wrote them`, { hint });
   return checkSettings(r.output.settings);
 }
 
@@ -128,7 +140,13 @@ export function mergeJudging(stored: JudgeSettings | undefined, run: JudgingOpti
     if (s[k] !== undefined) fromCapture.push(k);
     return s[k] as JudgingOptions[K];
   };
-  const options: JudgingOptions = { atol: pick("atol"), rtol: pick("rtol"), dtype: pick("dtype"), multiset: pick("multiset"), nondeterministic: pick("nondeterministic") };
+  const options: JudgingOptions = {
+    atol: pick("atol"),
+    rtol: pick("rtol"),
+    dtype: pick("dtype"),
+    multiset: pick("multiset"),
+    nondeterministic: pick("nondeterministic"),
+  };
   if (s.dtypes && Object.keys(s.dtypes).some((r) => !run.dtypes?.[r])) fromCapture.push("dtypes");
   const dtypes = { ...(s.dtypes ?? {}), ...(run.dtypes ?? {}) };
   if (Object.keys(dtypes).length) options.dtypes = dtypes;
@@ -147,4 +165,3 @@ export function describeJudging(s: JudgeSettings): string {
   if (s.nondeterministic !== undefined) parts.push(s.nondeterministic ? "nondeterministic" : "deterministic");
   return parts.join(", ") || "none (bit-exact, types from the signature or fp32)";
 }
-

@@ -14,7 +14,17 @@ import { selfName } from "../util/self-exec.ts";
 import type { ChunkScan, ReplayBackend } from "./backends/interface.ts";
 import { anyVaried, type AppImages, type CheckedRange, type CheckedRuns } from "./checked-runs.ts";
 import { diffBytes } from "./compare.ts";
-import { isFloatType, judgeEnvelope, judgeHeld, judgeMultiset, kernelNoise, maxSpread, mergeEnvelopes, type Envelope, type MultisetJudgement } from "./envelope.ts";
+import {
+  isFloatType,
+  judgeEnvelope,
+  judgeHeld,
+  judgeMultiset,
+  kernelNoise,
+  maxSpread,
+  mergeEnvelopes,
+  type Envelope,
+  type MultisetJudgement,
+} from "./envelope.ts";
 import type { MultisetRegion, RegionMismatch, ReplayResult } from "./result.ts";
 import { ELEMENT_BYTES, RegionAccumulator, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
 
@@ -29,7 +39,9 @@ export interface Judged {
 
 type Held = { c: number; appBytes: Uint8Array; got: Uint8Array; before: Uint8Array | undefined };
 /** One range after the first pass: its accumulator, its envelope where runs varied, and the chunks held for the kernel's noise. */
-type RangeWork = { multiset: RegionNumerics } | { acc: RegionAccumulator; env?: Envelope; held: Held[]; whole: Parameters<RegionAccumulator["setWholeRegion"]>[0] };
+type RangeWork =
+  | { multiset: RegionNumerics }
+  | { acc: RegionAccumulator; env?: Envelope; held: Held[]; whole: Parameters<RegionAccumulator["setWholeRegion"]>[0] };
 
 /**
  * Judge every range of the checked runs. Two passes: each range's chunks (every run equal to the
@@ -73,7 +85,14 @@ export function judgeRuns(
     out.numerics.push(res);
     if (res.verdict === "mismatch") {
       const firstDiff = res.firstDiffOffset >= 0 ? res.firstDiffOffset : res.firstOverOffset;
-      out.mismatches.push({ va: x.r.va, kind: x.kind, size: x.r.size, changedInApp: x.r.changed, firstDiffOffset: firstDiff, bytesDiffering: res.bytesDiffering });
+      out.mismatches.push({
+        va: x.r.va,
+        kind: x.kind,
+        size: x.r.size,
+        changedInApp: x.r.changed,
+        firstDiffOffset: firstDiff,
+        bytesDiffering: res.bytesDiffering,
+      });
     }
   }
   return out;
@@ -164,7 +183,8 @@ function rangeVerdict(
     } else if (res.verdict === "bit-exact") res.verdict = "within-spread";
   }
   if (j.env) res.spread = j.env;
-  if (k && j.held.length) res.kernelNoise = { region: i, ulp: k.ulp, regions: k.regions, appUlp: held.appUlp, elementsDiffering: held.differing, outside: held.outside, runs: nRuns };
+  if (k && j.held.length)
+    res.kernelNoise = { region: i, ulp: k.ulp, regions: k.regions, appUlp: held.appUlp, elementsDiffering: held.differing, outside: held.outside, runs: nRuns };
   return res;
 }
 
@@ -187,7 +207,9 @@ function multisetRange(
   const nRuns = scans.length;
   const nChunks = scans[0]![i]!.hash.length;
   const runsDiffering = scans.flatMap((sr, run) => (run > 0 && sr[i]!.hash.some((h, c) => h !== scans[0]![i]!.hash[c]) ? [run] : []));
-  const copied = Array.from({ length: nChunks }, (_, c) => copies.get(`${i}:${c}`)).map((g, c) => ({ c, g })).filter((x) => x.g);
+  const copied = Array.from({ length: nChunks }, (_, c) => copies.get(`${i}:${c}`))
+    .map((g, c) => ({ c, g }))
+    .filter((x) => x.g);
   let j: MultisetJudgement = { elements: Math.floor(x.r.size / ELEMENT_BYTES[x.dtype]), runs: nRuns, runsReordered: 0, unmatched: 0, firstBadRun: -1 };
   let diff = { first: -1, count: 0 };
   if (copied.length) {

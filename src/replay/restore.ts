@@ -34,7 +34,8 @@ export class Restorer {
     this.img = new FileImage(path, undefined, true);
     // a file the user cannot write (read-only capture folder): Bun.mmap needs write access, so
     // FileImage reads with pread and every copy goes through the pinned staging buffer
-    this.img.onReadFallback = (e) => log.info(`${path} cannot be mapped (${e.message}; a read-only capture folder?): restoring through a pinned staging buffer instead of pinning the file`);
+    this.img.onReadFallback = (e) =>
+      log.info(`${path} cannot be mapped (${e.message}; a read-only capture folder?): restoring through a pinned staging buffer instead of pinning the file`);
     // Copies from a pinned window are asynchronous: the next window is registered while the DMA
     // of the previous one runs (registering costs about as much as copying: 0.14 s vs 0.12 s for
     // 4 GiB on the H200 node), and the previous one is unpinned once its copies are done.
@@ -143,9 +144,13 @@ export function checkRestored(scanner: DeviceScanner, base: bigint, r: Range, C:
     const want = e.beforeHash[c];
     const ok = want === undefined ? s.nonzero[c] === 0 : s.hash[c] === want;
     if (!ok) {
-      throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${file}: ${what}, chunk ${c} (bytes ${c * C}..${c * C + chunkLen(r.size, c, C)}) restored ${want === undefined ? "non-zero where the capture holds zeros" : `kc64 ${s.hash[c]}, the manifest says ${want}`}`, {
-        hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
-      });
+      throw new KerncapError(
+        "E_CHECKSUM",
+        `checksum mismatch in ${file}: ${what}, chunk ${c} (bytes ${c * C}..${c * C + chunkLen(r.size, c, C)}) restored ${want === undefined ? "non-zero where the capture holds zeros" : `kc64 ${s.hash[c]}, the manifest says ${want}`}`,
+        {
+          hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
+        },
+      );
     }
   }
 }
@@ -157,7 +162,10 @@ export function checkRestored(scanner: DeviceScanner, base: bigint, r: Range, C:
  */
 export function reserveSpans(be: ReplayBackend, m: Manifest): ReplayResult["reserve"] {
   const t0 = performance.now();
-  const spans = vaSpans(m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })), be.reserveAlignment());
+  const spans = vaSpans(
+    m.regions.map((r) => ({ va: BigInt(r.va), size: r.size })),
+    be.reserveAlignment(),
+  );
   // Fault injection for the test suite: occupy the first span first, as another mapping would.
   if (faultVaTaken() && spans[0]) be.mapAt(spans[0].va, spans[0].size);
   for (const s of spans) be.mapAt(s.va, s.size);
@@ -223,7 +231,10 @@ export function moduleGlobals(mod: ReplayModule, m: Manifest, modFile: string, r
     }
     return [{ ...g, dva: d.va }];
   });
-  if (absent.length) log.debug(`${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`);
+  if (absent.length)
+    log.debug(
+      `${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`,
+    );
   return globals;
 }
 
@@ -298,7 +309,13 @@ export class ChangedChunks {
  * @returns chunks and bytes put back
  * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says
  */
-export function putBackWritten(scanner: DeviceScanner, restorer: Restorer, m: Manifest, expect: ReturnType<typeof chunkExpectation>[], verify: boolean): { chunks: number; bytes: number } {
+export function putBackWritten(
+  scanner: DeviceScanner,
+  restorer: Restorer,
+  m: Manifest,
+  expect: ReturnType<typeof chunkExpectation>[],
+  verify: boolean,
+): { chunks: number; bytes: number } {
   const C = m.memory.chunkBytes;
   let chunks = 0;
   let bytes = 0;

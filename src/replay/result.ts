@@ -48,17 +48,38 @@ export interface ReplayResult {
   /** bytes: live bytes restored (zeros included); storedBytes: bytes copied from memory/before.bin; gbPerS over storedBytes. */
   restore: { bytes: number; storedBytes: number; seconds: number; gbPerS: number; hostRegistered: boolean };
   /** The capture faulted in the app: whether the replay reproduced the same fault, and the compute-sanitizer command for it. */
-  fault?: { expected: { code: number; name: string; message: string }; observed: { code: number; name: string } | null; reproduced: boolean; sanitizer: string };
+  fault?: {
+    expected: { code: number; name: string; message: string };
+    observed: { code: number; name: string } | null;
+    reproduced: boolean;
+    sanitizer: string;
+  };
   /** Checked runs from the same before state; runsDiffering: runs whose result differed from the first (a nondeterministic kernel). */
-  determinism: { runs: number; runsDiffering: number; nondeterministic: boolean; /** What the capture's judging settings say: runs that differ where "deterministic" is expected make the verdict a mismatch. */ expected?: "deterministic" | "nondeterministic" };
+  determinism: {
+    runs: number;
+    runsDiffering: number;
+    nondeterministic: boolean /** What the capture's judging settings say: runs that differ where "deterministic" is expected make the verdict a mismatch. */;
+    expected?: "deterministic" | "nondeterministic";
+  };
   /** GPU checks: the restored state against the manifest's kc64 (verifySeconds), the replayed state (compareSeconds); bytes copied back to the host for element-wise comparison. */
-  check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number; /** Only when the scans read memory back to the host (HSA). */ scannedOn?: "host" };
+  check: {
+    verifySeconds: number;
+    compareSeconds: number;
+    bytesCopiedBack: number /** Only when the scans read memory back to the host (HSA). */;
+    scannedOn?: "host";
+  };
   reserve: { spans: number; bytes: number; seconds: number };
   /** loadSeconds: the backend's module load + attributes; waitSeconds: time spent waiting for a module still being built. */
   module: { file: string; loadSeconds: number; waitSeconds?: number; image?: string };
   device: { name: string; arch: string };
   /** Element-wise report (src/replay/tolerance.ts): verdict bit-exact | within-tolerance | mismatch. */
-  numerics: { verdict: RegionNumerics["verdict"]; atol: number; rtol: number; regions: RegionNumerics[]; /** The capture's judging settings used (kerncap judge: those this run's options did not override). */ settings?: { file: string; used: string[] } };
+  numerics: {
+    verdict: RegionNumerics["verdict"];
+    atol: number;
+    rtol: number;
+    regions: RegionNumerics[] /** The capture's judging settings used (kerncap judge: those this run's options did not override). */;
+    settings?: { file: string; used: string[] };
+  };
   /** Regions compared as multisets of elements (--multiset), every one asked for, with its judgement; absent without --multiset. */
   multiset?: MultisetRegion[];
 }

@@ -138,7 +138,10 @@ export const MAX_DYNAMIC_SHARED = 8;
 export function withRebuiltLaunch(m: Manifest, r: { block: [number, number, number]; sharedMemBytes: number }): Manifest {
   const attrs = m.functionAttributes.filter((a) => a.id !== MAX_DYNAMIC_SHARED);
   const cap = m.functionAttributes.find((a) => a.id === MAX_DYNAMIC_SHARED)?.value ?? 0;
-  const need = r.sharedMemBytes > cap ? [{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: r.sharedMemBytes }] : m.functionAttributes.filter((a) => a.id === MAX_DYNAMIC_SHARED);
+  const need =
+    r.sharedMemBytes > cap
+      ? [{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: r.sharedMemBytes }]
+      : m.functionAttributes.filter((a) => a.id === MAX_DYNAMIC_SHARED);
   return { ...m, launch: { ...m.launch, block: r.block, sharedMemBytes: r.sharedMemBytes }, functionAttributes: [...attrs, ...need] };
 }
 
@@ -216,7 +219,6 @@ class Session implements ReplaySession {
     if (o.resetDevice) this.be.reset();
     this.flush = undefined;
   }
-
 
   async run(o: RunOptions): Promise<ReplayResult> {
     this.reset();
@@ -384,12 +386,16 @@ class Session implements ReplaySession {
     const { restore, reserve, verifySeconds } = this.opened;
     const m = this.manifest;
     // another launch configuration of the kernel (another capture's, a tuned config's): its grid, block, shared memory, attributes and parameter bytes
-    const lm = o.launch ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes } : rebuiltLaunch ? withRebuiltLaunch(m, rebuiltLaunch) : m;
+    const lm = o.launch
+      ? { ...m, launch: o.launch.launch, functionAttributes: o.launch.functionAttributes }
+      : rebuiltLaunch
+        ? withRebuiltLaunch(m, rebuiltLaunch)
+        : m;
     const name = o.kernelName ?? m.kernel.name;
     const f = mod.kernel(name);
     if (f === undefined) {
       throw new KerncapError("E_KERNEL_NOT_IN_MODULE", `kernel ${name} is not in ${modFile}`, {
-        hint: "The module does not export the captured kernel symbol; check the kernel name (extern \"C\" or templates change the mangled name).",
+        hint: 'The module does not export the captured kernel symbol; check the kernel name (extern "C" or templates change the mangled name).',
       });
     }
     f.applyAttributes(lm.functionAttributes);
@@ -428,15 +434,28 @@ class Session implements ReplaySession {
 
     // 5. Checked launches from the same before state (./checked-runs.ts), judged (./judging.ts).
     const images = { before: this.before, after: this.after };
-    log.debug(`launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3))} checked runs`);
+    log.debug(
+      `launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3))} checked runs`,
+    );
     const tc = performance.now();
     const { ranges, tol, asMultiset } = checkedRanges(m, params, o, globals, images);
     const expect = ranges.map((x) => chunkExpectation(x.r, C));
     const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged }, C, images);
     const judgedRuns = judgeRuns(ranges, expect, runs, asMultiset, tol, C, images);
     const compareSeconds = (performance.now() - tc) / 1000;
-    const base = { dir, m, o, module, globals: globals.length, check: { verifySeconds, compareSeconds, bytesCopiedBack: runs.bytesCopiedBack }, runs: runs.runs, tol, judgedFrom: judged.fromCapture };
-    const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) => resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed });
+    const base = {
+      dir,
+      m,
+      o,
+      module,
+      globals: globals.length,
+      check: { verifySeconds, compareSeconds, bytesCopiedBack: runs.bytesCopiedBack },
+      runs: runs.runs,
+      tol,
+      judgedFrom: judged.fromCapture,
+    };
+    const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
+      resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed });
     return { launch, restoreChanged, finish };
   }
 }
@@ -466,7 +485,12 @@ function resultOf(
 ): ReplayResult {
   const { m, o } = f;
   const { times } = t;
-  const determinism = { runs: f.runs, runsDiffering: j.runsDiffering.size, nondeterministic: j.runsDiffering.size > 0, ...(o.nondeterministic !== undefined ? { expected: o.nondeterministic ? ("nondeterministic" as const) : ("deterministic" as const) } : {}) };
+  const determinism = {
+    runs: f.runs,
+    runsDiffering: j.runsDiffering.size,
+    nondeterministic: j.runsDiffering.size > 0,
+    ...(o.nondeterministic !== undefined ? { expected: o.nondeterministic ? ("nondeterministic" as const) : ("deterministic" as const) } : {}),
+  };
   // a kernel said to be deterministic whose runs differ: a race or an atomic the edit brought in
   const unexpectedlyVaried = o.nondeterministic === false && j.runsDiffering.size > 0;
   const sorted = [...times].sort((a, b) => a - b);
@@ -498,7 +522,13 @@ function resultOf(
     determinism,
     module: f.module,
     device: { name: be.deviceName(), arch: be.arch() },
-    numerics: { verdict: overallVerdict(j.numerics), atol: f.tol.atol, rtol: f.tol.rtol, regions: j.numerics.filter((x) => x.verdict !== "bit-exact"), ...(f.judgedFrom.length ? { settings: { file: JUDGE_FILE, used: f.judgedFrom } } : {}) },
+    numerics: {
+      verdict: overallVerdict(j.numerics),
+      atol: f.tol.atol,
+      rtol: f.tol.rtol,
+      regions: j.numerics.filter((x) => x.verdict !== "bit-exact"),
+      ...(f.judgedFrom.length ? { settings: { file: JUDGE_FILE, used: f.judgedFrom } } : {}),
+    },
     ...(o.multiset?.length ? { multiset: j.multiset } : {}),
   };
 }

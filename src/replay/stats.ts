@@ -99,7 +99,9 @@ export function normalQuantile(p: number): number {
   if (p > 1 - lo) return -normalQuantile(1 - p);
   const q = p - 0.5;
   const r = q * q;
-  return ((((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * q) / (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1);
+  return (
+    ((((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * q) / (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1)
+  );
 }
 
 /** Exact number of signed-rank sums ≤ k for n (counts of subsets of {1..n} with sum ≤ k), for small n. */
@@ -150,7 +152,7 @@ export function signedRankInterval(d: readonly number[], confidence = CONFIDENCE
   const M = (n * (n + 1)) / 2;
   let w: Float64Array;
   let scale = 1;
-  if (M <= 400 * 401 / 2) {
+  if (M <= (400 * 401) / 2) {
     w = new Float64Array(M);
     let t = 0;
     for (let i = 0; i < n; i++) for (let j = i; j < n; j++) w[t++] = (d[i]! + d[j]!) / 2;
@@ -199,8 +201,10 @@ export interface CompareOptions {
 
 function checkTimes(baseline: readonly number[], candidate: readonly number[], aa?: readonly number[], bb?: readonly number[]): void {
   const n = baseline.length;
-  if (n !== candidate.length || n < MIN_PAIRS || (aa && aa.length !== n) || (bb && bb.length !== n)) throw new Error(`compareTimings: ${n} and ${candidate.length} timings (equal counts, at least ${MIN_PAIRS})`);
-  if (![...baseline, ...candidate, ...(aa ?? []), ...(bb ?? [])].every((x) => Number.isFinite(x) && x > 0)) throw new Error("compareTimings: a time that is not a positive number");
+  if (n !== candidate.length || n < MIN_PAIRS || (aa && aa.length !== n) || (bb && bb.length !== n))
+    throw new Error(`compareTimings: ${n} and ${candidate.length} timings (equal counts, at least ${MIN_PAIRS})`);
+  if (![...baseline, ...candidate, ...(aa ?? []), ...(bb ?? [])].every((x) => Number.isFinite(x) && x > 0))
+    throw new Error("compareTimings: a time that is not a positive number");
 }
 
 /** Per round, the geometric mean of two loads' times (µs). */
@@ -220,7 +224,10 @@ export function compareTimings(baseline: readonly number[], candidate: readonly 
   const confidence = o.confidence ?? CONFIDENCE;
   const n = baseline.length;
   const both = o.aa !== undefined && o.bb !== undefined;
-  const ci = signedRankInterval(both ? blockDifferences(geo(baseline, o.aa!), geo(candidate, o.bb!), block) : blockDifferences(baseline, candidate, block), confidence);
+  const ci = signedRankInterval(
+    both ? blockDifferences(geo(baseline, o.aa!), geo(candidate, o.bb!), block) : blockDifferences(baseline, candidate, block),
+    confidence,
+  );
   const aaCi = o.aa ? signedRankInterval(blockDifferences(baseline, o.aa, block), confidence) : undefined;
   const bbCi = both ? signedRankInterval(blockDifferences(candidate, o.bb!, block), confidence) : undefined;
   // the A/A floor: the largest difference the kernel shows against itself at this confidence
@@ -232,14 +239,30 @@ export function compareTimings(baseline: readonly number[], candidate: readonly 
   const method =
     `${n} launch pairs interleaved in balanced blocks of ${block} (A B, B A), ln-time differences per block; Hodges–Lehmann estimate, ${confidence * 100}% Wilcoxon signed-rank interval; ` +
     `${both ? "each kernel's module loaded twice, each side the geometric mean of its two loads; " : ""}differences within ±${pct(margin)} are not claimed (${aaCi ? `the larger of ${pct(o.margin ?? MIN_MARGIN)} and the kernel's own A/A interval${both ? "s" : ""}, ${both ? "each module" : "its module"} loaded twice` : `the least claimed`})`;
-  const asSpeedup = (x: { estimate: number; low: number; high: number } | undefined) => (x ? { speedup: Math.exp(x.estimate), low: Math.exp(x.low), high: Math.exp(x.high) } : null);
+  const asSpeedup = (x: { estimate: number; low: number; high: number } | undefined) =>
+    x ? { speedup: Math.exp(x.estimate), low: Math.exp(x.low), high: Math.exp(x.high) } : null;
   const aa = asSpeedup(aaCi);
   const bb = asSpeedup(bbCi);
   if (!ci) {
     // no interval: the range of the pairs' ratios stands in for it (never a claim)
     const ratios = baseline.map((x, i) => x / candidate[i]!);
     const speedup = baselineMedianUs / candidateMedianUs;
-    return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low: Math.min(...ratios), high: Math.max(...ratios), verdict: "same", decided: false, margin, aa, bb, detectable: null, text: `no difference claimed: ${n} launch pairs are too few for an interval (at least ${MIN_BLOCKS * block})`, method };
+    return {
+      pairs: n,
+      baselineMedianUs,
+      candidateMedianUs,
+      speedup,
+      low: Math.min(...ratios),
+      high: Math.max(...ratios),
+      verdict: "same",
+      decided: false,
+      margin,
+      aa,
+      bb,
+      detectable: null,
+      text: `no difference claimed: ${n} launch pairs are too few for an interval (at least ${MIN_BLOCKS * block})`,
+      method,
+    };
   }
   const speedup = Math.exp(ci.estimate);
   const [low, high] = [Math.exp(ci.low), Math.exp(ci.high)];
@@ -250,11 +273,29 @@ export function compareTimings(baseline: readonly number[], candidate: readonly 
   const detectable = Math.expm1(up + (ci.high - ci.low) / 2);
   const f = (x: number) => x.toFixed(2);
   const f3 = (x: number) => x.toFixed(3);
-  const text = faster ? `${f(speedup)}× faster (${f(low)}–${f(high)})`
-    : slower ? `${f(1 / speedup)}× slower (${f(1 / high)}–${f(1 / low)})`
-    : within ? `same within ${pct(margin)} (${f3(low)}–${f3(high)})`
-    : `no difference claimed (${f3(low)}–${f3(high)}): the smallest this measurement could have seen is ${pct(detectable)}`;
-  return { pairs: n, baselineMedianUs, candidateMedianUs, speedup, low, high, verdict: faster ? "faster" : slower ? "slower" : "same", decided: faster || slower || within, margin, aa, bb, detectable, text, method };
+  const text = faster
+    ? `${f(speedup)}× faster (${f(low)}–${f(high)})`
+    : slower
+      ? `${f(1 / speedup)}× slower (${f(1 / high)}–${f(1 / low)})`
+      : within
+        ? `same within ${pct(margin)} (${f3(low)}–${f3(high)})`
+        : `no difference claimed (${f3(low)}–${f3(high)}): the smallest this measurement could have seen is ${pct(detectable)}`;
+  return {
+    pairs: n,
+    baselineMedianUs,
+    candidateMedianUs,
+    speedup,
+    low,
+    high,
+    verdict: faster ? "faster" : slower ? "slower" : "same",
+    decided: faster || slower || within,
+    margin,
+    aa,
+    bb,
+    detectable,
+    text,
+    method,
+  };
 }
 
 /**
@@ -353,7 +394,10 @@ export interface AdaptiveOptions extends CompareOptions {
  * returns their times. Every batch is a whole number of blocks.
  * @returns the comparison over every round taken, and the rounds and seconds it took
  */
-export async function adaptiveCompare(take: (rounds: number) => RoundTimes | Promise<RoundTimes>, o: AdaptiveOptions): Promise<{ compare: TimingComparison; rounds: number; seconds: number; batches: number }> {
+export async function adaptiveCompare(
+  take: (rounds: number) => RoundTimes | Promise<RoundTimes>,
+  o: AdaptiveOptions,
+): Promise<{ compare: TimingComparison; rounds: number; seconds: number; batches: number }> {
   const block = Math.max(1, o.block ?? 2);
   const whole = (r: number) => Math.ceil(r / block) * block;
   const maxRounds = whole(o.maxRounds ?? 4096);
@@ -401,9 +445,16 @@ export async function adaptiveCompare(take: (rounds: number) => RoundTimes | Pro
  * even thinning of the sorted times is used.
  * @returns ratio (now / base: above 1, slower) and its interval, or undefined with fewer than 6 times on either side
  */
-export function compareUnpaired(now: readonly number[], base: readonly number[], confidence = CONFIDENCE): { ratio: number; low: number; high: number } | undefined {
+export function compareUnpaired(
+  now: readonly number[],
+  base: readonly number[],
+  confidence = CONFIDENCE,
+): { ratio: number; low: number; high: number } | undefined {
   const thin = (x: readonly number[]) => {
-    const s = x.filter((t) => Number.isFinite(t) && t > 0).map(Math.log).sort((p, q) => p - q);
+    const s = x
+      .filter((t) => Number.isFinite(t) && t > 0)
+      .map(Math.log)
+      .sort((p, q) => p - q);
     if (s.length <= 300) return s;
     return Array.from({ length: 300 }, (_, i) => s[Math.floor((i * s.length) / 300)]!);
   };

@@ -27,14 +27,23 @@ export function regionNumericsPlan(
 ): NumericsPlan {
   const atol = o.atol ?? 0;
   const rtol = o.rtol ?? 0;
-  for (const [k, v] of [["atol", atol], ["rtol", rtol]] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new KerncapError("E_USAGE", `--${k} must be a non-negative number, got ${v}`, { hint: `For example --${k} 1e-5 (0, the default, asks for bit-exact).` });
+  for (const [k, v] of [
+    ["atol", atol],
+    ["rtol", rtol],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0)
+      throw new KerncapError("E_USAGE", `--${k} must be a non-negative number, got ${v}`, {
+        hint: `For example --${k} 1e-5 (0, the default, asks for bit-exact).`,
+      });
   }
   let fallback: ElementType = "fp32";
   let fallbackSource: RegionNumerics["dtypeSource"] = "default";
   if (o.dtype) {
     const t = elementType(o.dtype);
-    if (!t) throw new KerncapError("E_USAGE", `--dtype ${o.dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+    if (!t)
+      throw new KerncapError("E_USAGE", `--dtype ${o.dtype} is not a known element type`, {
+        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
+      });
     fallback = t;
     fallbackSource = "option";
   }
@@ -43,10 +52,19 @@ export function regionNumericsPlan(
   const named = new Map<number, ElementType>();
   for (const [name, t] of Object.entries(o.dtypes ?? {})) {
     const et = elementType(t);
-    if (!et) throw new KerncapError("E_USAGE", `--dtype ${name}=${t}: not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
+    if (!et)
+      throw new KerncapError("E_USAGE", `--dtype ${name}=${t}: not a known element type`, {
+        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
+      });
     for (const i of multisetRegions(m, params, [name], "dtype")) named.set(i, et);
   }
-  const plan = m.regions.map((_, i) => (named.has(i) ? { dtype: named.get(i)!, source: "option" as const } : fromSig[i] ? { dtype: fromSig[i]!, source: "signature" as const } : { dtype: fallback, source: fallbackSource })) as NumericsPlan;
+  const plan = m.regions.map((_, i) =>
+    named.has(i)
+      ? { dtype: named.get(i)!, source: "option" as const }
+      : fromSig[i]
+        ? { dtype: fromSig[i]!, source: "signature" as const }
+        : { dtype: fallback, source: fallbackSource },
+  ) as NumericsPlan;
   plan.tol = { atol, rtol };
   return plan;
 }
@@ -78,13 +96,21 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
   const spans = m.regions.map((r) => ({ start: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size) }));
   const holding = (va: bigint) => spans.findIndex((s) => va >= s.start && va < s.end);
   const hint = `Name a region by its index (0 to ${m.regions.length - 1}, in \`kerncap inspect\`'s order), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all.`;
-  for (const v of values.flatMap((x) => x.split(",")).map((x) => x.trim()).filter(Boolean)) {
+  for (const v of values
+    .flatMap((x) => x.split(","))
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const bad = (why: string) => new KerncapError("E_USAGE", `--${option} ${v}: ${why}`, { hint });
     if (v === "all") m.regions.forEach((_, i) => out.add(i));
     else if (v === "changed") m.regions.forEach((r, i) => r.changed && out.add(i));
     else if (/^\d+$/.test(v)) {
       const i = Number(v);
-      if (i >= m.regions.length) throw bad(m.regions.length ? `the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})` : "the capture has no regions");
+      if (i >= m.regions.length)
+        throw bad(
+          m.regions.length
+            ? `the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})`
+            : "the capture has no regions",
+        );
       out.add(i);
     } else if (/^0x[0-9a-f]+$/i.test(v)) {
       const i = holding(BigInt(v));

@@ -23,12 +23,38 @@ export const ELEMENT_BYTES: Record<ElementType, number> = { fp64: 8, fp32: 4, fp
 export function elementType(name: string): ElementType | undefined {
   const n = name.trim().toLowerCase().replace(/^\*k?/, "");
   const alias: Record<string, ElementType> = {
-    fp64: "fp64", f64: "fp64", float64: "fp64", double: "fp64",
-    fp32: "fp32", f32: "fp32", float32: "fp32", float: "fp32",
-    fp16: "fp16", f16: "fp16", float16: "fp16", half: "fp16",
-    bf16: "bf16", bfloat16: "bf16",
-    i64: "i64", int64: "i64", i32: "i32", int32: "i32", i16: "i16", int16: "i16", i8: "i8", int8: "i8",
-    u64: "u64", uint64: "u64", u32: "u32", uint32: "u32", u16: "u16", uint16: "u16", u8: "u8", uint8: "u8", i1: "u8", bool: "u8",
+    fp64: "fp64",
+    f64: "fp64",
+    float64: "fp64",
+    double: "fp64",
+    fp32: "fp32",
+    f32: "fp32",
+    float32: "fp32",
+    float: "fp32",
+    fp16: "fp16",
+    f16: "fp16",
+    float16: "fp16",
+    half: "fp16",
+    bf16: "bf16",
+    bfloat16: "bf16",
+    i64: "i64",
+    int64: "i64",
+    i32: "i32",
+    int32: "i32",
+    i16: "i16",
+    int16: "i16",
+    i8: "i8",
+    int8: "i8",
+    u64: "u64",
+    uint64: "u64",
+    u32: "u32",
+    uint32: "u32",
+    u16: "u16",
+    uint16: "u16",
+    u8: "u8",
+    uint8: "u8",
+    i1: "u8",
+    bool: "u8",
   };
   if (alias[n]) return alias[n];
   if (/^fp8/.test(n) || /^float8/.test(n)) return "u8";
@@ -212,18 +238,42 @@ export function decode(b: Uint8Array, t: ElementType): Float64Array {
   const dv = new DataView(b.buffer, b.byteOffset, n * eb);
   const out = new Float64Array(n);
   switch (t) {
-    case "fp64": for (let i = 0; i < n; i++) out[i] = dv.getFloat64(i * 8, true); break;
-    case "fp32": for (let i = 0; i < n; i++) out[i] = dv.getFloat32(i * 4, true); break;
-    case "fp16": for (let i = 0; i < n; i++) out[i] = halfToNumber(dv.getUint16(i * 2, true)); break;
-    case "bf16": for (let i = 0; i < n; i++) out[i] = bf16ToNumber(dv.getUint16(i * 2, true)); break;
-    case "i64": for (let i = 0; i < n; i++) out[i] = Number(dv.getBigInt64(i * 8, true)); break;
-    case "u64": for (let i = 0; i < n; i++) out[i] = Number(dv.getBigUint64(i * 8, true)); break;
-    case "i32": for (let i = 0; i < n; i++) out[i] = dv.getInt32(i * 4, true); break;
-    case "u32": for (let i = 0; i < n; i++) out[i] = dv.getUint32(i * 4, true); break;
-    case "i16": for (let i = 0; i < n; i++) out[i] = dv.getInt16(i * 2, true); break;
-    case "u16": for (let i = 0; i < n; i++) out[i] = dv.getUint16(i * 2, true); break;
-    case "i8": for (let i = 0; i < n; i++) out[i] = dv.getInt8(i); break;
-    case "u8": for (let i = 0; i < n; i++) out[i] = dv.getUint8(i); break;
+    case "fp64":
+      for (let i = 0; i < n; i++) out[i] = dv.getFloat64(i * 8, true);
+      break;
+    case "fp32":
+      for (let i = 0; i < n; i++) out[i] = dv.getFloat32(i * 4, true);
+      break;
+    case "fp16":
+      for (let i = 0; i < n; i++) out[i] = halfToNumber(dv.getUint16(i * 2, true));
+      break;
+    case "bf16":
+      for (let i = 0; i < n; i++) out[i] = bf16ToNumber(dv.getUint16(i * 2, true));
+      break;
+    case "i64":
+      for (let i = 0; i < n; i++) out[i] = Number(dv.getBigInt64(i * 8, true));
+      break;
+    case "u64":
+      for (let i = 0; i < n; i++) out[i] = Number(dv.getBigUint64(i * 8, true));
+      break;
+    case "i32":
+      for (let i = 0; i < n; i++) out[i] = dv.getInt32(i * 4, true);
+      break;
+    case "u32":
+      for (let i = 0; i < n; i++) out[i] = dv.getUint32(i * 4, true);
+      break;
+    case "i16":
+      for (let i = 0; i < n; i++) out[i] = dv.getInt16(i * 2, true);
+      break;
+    case "u16":
+      for (let i = 0; i < n; i++) out[i] = dv.getUint16(i * 2, true);
+      break;
+    case "i8":
+      for (let i = 0; i < n; i++) out[i] = dv.getInt8(i);
+      break;
+    case "u8":
+      for (let i = 0; i < n; i++) out[i] = dv.getUint8(i);
+      break;
   }
   return out;
 }

@@ -62,12 +62,18 @@ export interface TuneEvaluation {
  */
 export function refuseConfined(failed: { code: string; reason: string }[]): void {
   const c = failed.find((f) => f.code === "E_CONFINED");
-  if (c) throw new KerncapError("E_CONFINED", c.reason, { hint: "Edit the sources so that they name only files of the capture and the toolchain; kerncap mcp builds nothing else." });
+  if (c)
+    throw new KerncapError("E_CONFINED", c.reason, {
+      hint: "Edit the sources so that they name only files of the capture and the toolchain; kerncap mcp builds nothing else.",
+    });
 }
 
 /** The lines of a build error worth a table row: the compiler's `error` lines (at most 3), else the last 3. */
 export function shortError(message: string): string {
-  const lines = message.split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = message
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   const errs = lines.slice(1).filter((l) => /\berror\b/i.test(l));
   return (errs.length ? errs.slice(0, 3) : lines.slice(-3)).join(" / ");
 }
@@ -85,41 +91,54 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   const builds = new Map<string, BuildOutcome>();
   let done = 0;
   o.onBuilt?.(0, list.length);
-  const settings: EvalSettings = { iters: o.iters, verify: true, tolerance: { ...(o.atol !== undefined ? { atol: o.atol } : {}), ...(o.rtol !== undefined ? { rtol: o.rtol } : {}) }, ...(o.flushL2 ? { flushL2: true } : {}), compareBudgetSeconds: 0 };
+  const settings: EvalSettings = {
+    iters: o.iters,
+    verify: true,
+    tolerance: { ...(o.atol !== undefined ? { atol: o.atol } : {}), ...(o.rtol !== undefined ? { rtol: o.rtol } : {}) },
+    ...(o.flushL2 ? { flushL2: true } : {}),
+    compareBudgetSeconds: 0,
+  };
   // the trust gate is tune's, asked before its first build (src/ops/tune.ts): none here
-  const report = await evalCandidates({
-    dirs: [dir],
-    candidates: list.map((x) => x.candidate),
-    settings,
-    build: { force: false, ...(o.grid ? { grid: o.grid } : {}) },
-    resume: false,
-    slots: [null],
-    ...(o.jobs !== undefined ? { jobs: o.jobs } : {}),
-    trust: o.trust ?? false,
-    ...(o.confine ? { confine: true } : {}),
-    live: false,
-    open: evalWorkers(settings, log.level >= 4, (l) => escapeForTerminal(l, { oneLine: true })),
-    ...o.fakes,
-    ...(o.buildDir ? { buildDir: o.buildDir } : {}),
-    onBuild: (c, b) => {
-      builds.set(c.id, b);
-      lastBuild = performance.now();
-      o.onBuild?.(c, b);
-      o.onBuilt?.(++done, list.length);
+  const report = await evalCandidates(
+    {
+      dirs: [dir],
+      candidates: list.map((x) => x.candidate),
+      settings,
+      build: { force: false, ...(o.grid ? { grid: o.grid } : {}) },
+      resume: false,
+      slots: [null],
+      ...(o.jobs !== undefined ? { jobs: o.jobs } : {}),
+      trust: o.trust ?? false,
+      ...(o.confine ? { confine: true } : {}),
+      live: false,
+      open: evalWorkers(settings, log.level >= 4, (l) => escapeForTerminal(l, { oneLine: true })),
+      ...o.fakes,
+      ...(o.buildDir ? { buildDir: o.buildDir } : {}),
+      onBuild: (c, b) => {
+        builds.set(c.id, b);
+        lastBuild = performance.now();
+        o.onBuild?.(c, b);
+        o.onBuilt?.(++done, list.length);
+      },
     },
-  }, () => {});
+    () => {},
+  );
   const records = new Map(report.records.filter((r) => r.input !== BUILD_INPUT).map((r) => [r.candidate, r]));
   // no config built: nothing to judge or time beside the captured module
   const failed = [...builds.values()].flatMap((b) => ("failed" in b ? [b.failed] : []));
   refuseConfined(failed);
   if (list.length && failed.length === list.length) {
-    throw new KerncapError("E_BUILD", `none of the ${list.length} configs built; the first: ${shortError(failed[0]!.reason)}`, { hint: "Each config's error is in the lines above; check that the capture's own build works (kerncap validate DIR), then tune again." });
+    throw new KerncapError("E_BUILD", `none of the ${list.length} configs built; the first: ${shortError(failed[0]!.reason)}`, {
+      hint: "Each config's error is in the lines above; check that the capture's own build works (kerncap validate DIR), then tune again.",
+    });
   }
   // no config judged on a GPU, only errors (no GPU, a driver that refuses): the tune has no result; the first error is why
   const judged = [...records.values()];
   if (judged.length && judged.every((r) => r.verdict === "error")) {
     const first = judged[0]!;
-    throw new KerncapError(first.code && isErrorCode(first.code) ? first.code : "E_WORKER", first.reason ?? "no config could be judged on the GPU", { hint: "Every config that built is in the lines above; run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks)." });
+    throw new KerncapError(first.code && isErrorCode(first.code) ? first.code : "E_WORKER", first.reason ?? "no config could be judged on the GPU", {
+      hint: "Every config that built is in the lines above; run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks).",
+    });
   }
   const baselines = judged.flatMap((r) => (r.timing ? [r.timing.baselineMedianUs] : []));
   const verdicts = judged.flatMap((r) => (r.baseline ? [r.baseline] : []));
@@ -146,7 +165,14 @@ export function rowOf<C>(config: C, label: string, c: Candidate, e: TuneEvaluati
   if (!r) return { ...base, verdict: "launch-error", medianUs: null, speedup: null, error: "not run" };
   if (r.verdict === "match" || r.verdict === "mismatch") {
     const t = r.timing;
-    return { ...base, verdict: r.verdict, medianUs: t ? t.candidateMedianUs : null, speedup: t ? t.speedup : null, ...(t ? { vsApp: { verdict: t.verdict, text: t.text } } : {}), ...(r.verdict === "mismatch" && r.reason ? { error: r.reason } : {}) };
+    return {
+      ...base,
+      verdict: r.verdict,
+      medianUs: t ? t.candidateMedianUs : null,
+      speedup: t ? t.speedup : null,
+      ...(t ? { vsApp: { verdict: t.verdict, text: t.text } } : {}),
+      ...(r.verdict === "mismatch" && r.reason ? { error: r.reason } : {}),
+    };
   }
   return { ...base, verdict: "launch-error", medianUs: null, speedup: null, error: `${r.verdict}: ${r.reason ?? r.code ?? ""}` };
 }
@@ -154,10 +180,18 @@ export function rowOf<C>(config: C, label: string, c: Candidate, e: TuneEvaluati
 /** The captured module's row (the baseline: speedup 1), `verdict` launch-error when no config reached the GPU to judge it beside. */
 export function capturedRow<C>(config: C, label: string, e: TuneEvaluation): TuneRow<C> {
   const v = e.captured.verdict;
-  if (v === null) return { config, label, captured: true, verdict: "launch-error", medianUs: null, speedup: null, error: "not run: no config reached the GPU to be judged beside it" };
+  if (v === null)
+    return {
+      config,
+      label,
+      captured: true,
+      verdict: "launch-error",
+      medianUs: null,
+      speedup: null,
+      error: "not run: no config reached the GPU to be judged beside it",
+    };
   return { config, label, captured: true, verdict: v, medianUs: e.captured.medianUs, speedup: e.captured.medianUs !== null ? 1 : null };
 }
-
 
 /** A build's outcome as tune reports it. */
 function builtOf(b: BuildOutcome): TuneBuilt {
@@ -173,7 +207,10 @@ function builtOf(b: BuildOutcome): TuneBuilt {
  */
 export function tuneEvaluator(fakes?: TuneEvalOptions["fakes"]): TuneEvaluate {
   return async (dir, items, o) => {
-    const list = items.map((x) => ({ config: x.config, candidate: x.spec.kind === "config" ? configCandidate(x.spec.config, x.label) : flagsCandidate(x.label, x.spec.flags) }));
+    const list = items.map((x) => ({
+      config: x.config,
+      candidate: x.spec.kind === "config" ? configCandidate(x.spec.config, x.label) : flagsCandidate(x.label, x.spec.flags),
+    }));
     const index = new Map(list.map((x, i) => [x.candidate.id, i]));
     const dirs = new Map(items.flatMap((x, i) => (x.spec.kind === "flags" && x.spec.buildDir ? [[list[i]!.candidate.id, x.spec.buildDir] as const] : [])));
     const { onBuild, ...rest } = o;

@@ -9,7 +9,12 @@ import { frontends } from "../frontends/index.ts";
 import type { TuneResult, TuneRow } from "../frontends/tune.ts";
 import { barChart, COLORS, csv, esc, heatmap, page, table, tag } from "../util/html-report.ts";
 
-const VERDICT_COLOR: Record<TuneRow["verdict"], string> = { match: COLORS.good, mismatch: COLORS.bad, "compile-error": COLORS.neutral, "launch-error": COLORS.bad };
+const VERDICT_COLOR: Record<TuneRow["verdict"], string> = {
+  match: COLORS.good,
+  mismatch: COLORS.bad,
+  "compile-error": COLORS.neutral,
+  "launch-error": COLORS.bad,
+};
 
 /** A config's parameters by name, as the frontend whose tune made it reads them (TuneDriver.params: Triton's constexprs and compile options; CUDA's macros, maxrregcount, the extra flags as one); {} when none does. */
 export function configParams(c: unknown): Record<string, string> {
@@ -42,7 +47,17 @@ export function tuneHtml(r: TuneResult<unknown>): string {
   const sections: string[] = [];
   if (w && r.paste) sections.push(`<h2>To paste</h2><pre><code>${esc(r.paste)}</code></pre>`);
   sections.push(`<h2>Median time per config</h2>`);
-  sections.push(barChart(rows.map((x) => ({ label: label(x), value: x.verdict === "match" || x.verdict === "mismatch" ? x.medianUs : null, color: x.captured ? COLORS.accent : x.verdict === "match" ? COLORS.good : COLORS.bad, note: x.verdict })), { axis: "median time per launch (µs); the app's own dashed", unit: "µs", ...(app?.medianUs != null ? { reference: app.medianUs } : {}) }));
+  sections.push(
+    barChart(
+      rows.map((x) => ({
+        label: label(x),
+        value: x.verdict === "match" || x.verdict === "mismatch" ? x.medianUs : null,
+        color: x.captured ? COLORS.accent : x.verdict === "match" ? COLORS.good : COLORS.bad,
+        note: x.verdict,
+      })),
+      { axis: "median time per launch (µs); the app's own dashed", unit: "µs", ...(app?.medianUs != null ? { reference: app.medianUs } : {}) },
+    ),
+  );
   const vary = varyingParams(rows);
   if (vary.length === 2) {
     const [px, py] = vary as [string, string];
@@ -51,12 +66,17 @@ export function tuneHtml(r: TuneResult<unknown>): string {
     const ys = numericOrder([...new Set(swept.map((x) => configParams(x.config)[py]).filter((v): v is string => v !== undefined))]);
     sections.push(`<h2>${esc(px)} × ${esc(py)}</h2>`);
     sections.push(
-      heatmap(xs, ys, (xv, yv) => {
-        const hit = swept.find((x) => configParams(x.config)[px] === xv && configParams(x.config)[py] === yv);
-        if (!hit) return null;
-        if (hit.verdict !== "match" || hit.medianUs === null) return { v: null, text: hit.verdict };
-        return { v: hit.medianUs, text: `${hit.medianUs.toFixed(1)} µs` };
-      }, { xAxis: px, yAxis: py, empty: "—", title: `median µs over ${px} and ${py}` }),
+      heatmap(
+        xs,
+        ys,
+        (xv, yv) => {
+          const hit = swept.find((x) => configParams(x.config)[px] === xv && configParams(x.config)[py] === yv);
+          if (!hit) return null;
+          if (hit.verdict !== "match" || hit.medianUs === null) return { v: null, text: hit.verdict };
+          return { v: hit.medianUs, text: `${hit.medianUs.toFixed(1)} µs` };
+        },
+        { xAxis: px, yAxis: py, empty: "—", title: `median µs over ${px} and ${py}` },
+      ),
     );
   }
   // registers per thread where the frontend reads them from its modules (CUDA's cubins)
@@ -65,7 +85,14 @@ export function tuneHtml(r: TuneResult<unknown>): string {
   sections.push(
     table(
       ["config", "verdict", "median µs", "vs the app's", ...(regs ? ["registers"] : []), "note"],
-      rows.map((x) => [label(x), tag(x.verdict, VERDICT_COLOR[x.verdict]), x.medianUs !== null ? x.medianUs.toFixed(2) : null, x.speedup !== null ? `${x.speedup.toFixed(2)}×` : null, ...(regs ? [x.registers ?? null] : []), x.error ?? x.note ?? ""]),
+      rows.map((x) => [
+        label(x),
+        tag(x.verdict, VERDICT_COLOR[x.verdict]),
+        x.medianUs !== null ? x.medianUs.toFixed(2) : null,
+        x.speedup !== null ? `${x.speedup.toFixed(2)}×` : null,
+        ...(regs ? [x.registers ?? null] : []),
+        x.error ?? x.note ?? "",
+      ]),
       { numeric: [2, 3, ...(regs ? [4] : [])] },
     ),
   );
@@ -80,7 +107,16 @@ export function tuneCsv(r: TuneResult<unknown>): string {
     ["config", "captured", ...params, "verdict", "median_us", "speedup", "registers", "error"],
     ...rows.map((x) => {
       const p = configParams(x.config);
-      return [x.label ?? "", x.captured ? "yes" : "no", ...params.map((k) => p[k] ?? null), x.verdict, x.medianUs, x.speedup, x.registers ?? null, x.error ?? null];
+      return [
+        x.label ?? "",
+        x.captured ? "yes" : "no",
+        ...params.map((k) => p[k] ?? null),
+        x.verdict,
+        x.medianUs,
+        x.speedup,
+        x.registers ?? null,
+        x.error ?? null,
+      ];
     }),
   ]);
 }

@@ -60,7 +60,10 @@ export function intervalChart(items: IntervalItem[], o: { reference: number; thr
   const rowH = 22;
   const top = 30;
   const H = top + items.length * rowH + 40;
-  const vals = items.flatMap((i) => [i.low, i.high, i.value]).concat(o.reference, ...o.thresholds).filter((x) => x > 0 && Number.isFinite(x));
+  const vals = items
+    .flatMap((i) => [i.low, i.high, i.value])
+    .concat(o.reference, ...o.thresholds)
+    .filter((x) => x > 0 && Number.isFinite(x));
   let lo = Math.log(Math.min(...vals));
   let hi = Math.log(Math.max(...vals));
   const pad = Math.max((hi - lo) * 0.08, 0.02);
@@ -68,16 +71,24 @@ export function intervalChart(items: IntervalItem[], o: { reference: number; thr
   hi += pad;
   const x = (v: number) => num(left + ((Math.log(Math.max(v, 1e-12)) - lo) / (hi - lo)) * (W - left - right));
   const ticks = niceTicks(Math.exp(lo), Math.exp(hi));
-  const L: string[] = [`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.axis)}">`];
+  const L: string[] = [
+    `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.axis)}">`,
+  ];
   L.push(`<rect x="${left}" y="${top - 10}" width="${W - left - right}" height="${items.length * rowH + 10}" fill="#fafafa"/>`);
-  for (const t of ticks) L.push(`<line x1="${x(t)}" y1="${top - 10}" x2="${x(t)}" y2="${top + items.length * rowH}" stroke="#eceff1"/><text x="${x(t)}" y="${H - 22}" text-anchor="middle" class="tick">${esc(fmt(t))}</text>`);
-  for (const t of o.thresholds) L.push(`<line x1="${x(t)}" y1="${top - 10}" x2="${x(t)}" y2="${top + items.length * rowH}" stroke="${COLORS.warn}" stroke-dasharray="4 3"/>`);
+  for (const t of ticks)
+    L.push(
+      `<line x1="${x(t)}" y1="${top - 10}" x2="${x(t)}" y2="${top + items.length * rowH}" stroke="#eceff1"/><text x="${x(t)}" y="${H - 22}" text-anchor="middle" class="tick">${esc(fmt(t))}</text>`,
+    );
+  for (const t of o.thresholds)
+    L.push(`<line x1="${x(t)}" y1="${top - 10}" x2="${x(t)}" y2="${top + items.length * rowH}" stroke="${COLORS.warn}" stroke-dasharray="4 3"/>`);
   L.push(`<line x1="${x(o.reference)}" y1="${top - 10}" x2="${x(o.reference)}" y2="${top + items.length * rowH}" stroke="#37474f" stroke-width="1.5"/>`);
   items.forEach((it, i) => {
     const y = top + i * rowH + rowH / 2;
     L.push(`<text x="${left - 8}" y="${y + 4}" text-anchor="end" class="label">${esc(shorten(it.label, 44))}</text>`);
     L.push(`<line x1="${x(it.low)}" y1="${y}" x2="${x(it.high)}" y2="${y}" stroke="${it.color}" stroke-width="6" stroke-linecap="round" opacity="0.45"/>`);
-    L.push(`<circle cx="${x(it.value)}" cy="${y}" r="5" fill="${it.color}"><title>${esc(`${it.label}: ${fmt(it.value)} [${fmt(it.low)}–${fmt(it.high)}]`)}</title></circle>`);
+    L.push(
+      `<circle cx="${x(it.value)}" cy="${y}" r="5" fill="${it.color}"><title>${esc(`${it.label}: ${fmt(it.value)} [${fmt(it.low)}–${fmt(it.high)}]`)}</title></circle>`,
+    );
   });
   L.push(`<text x="${(left + W - right) / 2}" y="${H - 4}" text-anchor="middle" class="axis">${esc(o.axis)}</text></svg>`);
   return L.join("\n");
@@ -101,15 +112,26 @@ export function barChart(items: BarItem[], o: { axis: string; unit: string; refe
   const H = top + items.length * rowH + 40;
   const max = Math.max(...items.map((i) => i.value ?? 0), o.reference ?? 0) * 1.05 || 1;
   const x = (v: number) => num(left + (v / max) * (W - left - right));
-  const L: string[] = [`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.axis)}">`];
-  for (const t of niceTicks(0, max, true)) L.push(`<line x1="${x(t)}" y1="${top - 6}" x2="${x(t)}" y2="${top + items.length * rowH}" stroke="#eceff1"/><text x="${x(t)}" y="${H - 22}" text-anchor="middle" class="tick">${esc(fmt(t))}</text>`);
+  const L: string[] = [
+    `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.axis)}">`,
+  ];
+  for (const t of niceTicks(0, max, true))
+    L.push(
+      `<line x1="${x(t)}" y1="${top - 6}" x2="${x(t)}" y2="${top + items.length * rowH}" stroke="#eceff1"/><text x="${x(t)}" y="${H - 22}" text-anchor="middle" class="tick">${esc(fmt(t))}</text>`,
+    );
   items.forEach((it, i) => {
     const y = top + i * rowH;
     L.push(`<text x="${left - 8}" y="${y + rowH / 2 + 4}" text-anchor="end" class="label">${esc(shorten(it.label, 44))}</text>`);
     if (it.value === null) L.push(`<text x="${left + 4}" y="${y + rowH / 2 + 4}" class="note">${esc(it.note ?? "no time")}</text>`);
-    else L.push(`<rect x="${left}" y="${y + 3}" width="${num(x(it.value) - left)}" height="${rowH - 6}" fill="${it.color}"><title>${esc(`${it.label}: ${fmt(it.value)} ${o.unit}`)}</title></rect><text x="${x(it.value) + 4}" y="${y + rowH / 2 + 4}" class="value">${esc(`${fmt(it.value)} ${o.unit}`)}</text>`);
+    else
+      L.push(
+        `<rect x="${left}" y="${y + 3}" width="${num(x(it.value) - left)}" height="${rowH - 6}" fill="${it.color}"><title>${esc(`${it.label}: ${fmt(it.value)} ${o.unit}`)}</title></rect><text x="${x(it.value) + 4}" y="${y + rowH / 2 + 4}" class="value">${esc(`${fmt(it.value)} ${o.unit}`)}</text>`,
+      );
   });
-  if (o.reference !== undefined) L.push(`<line x1="${x(o.reference)}" y1="${top - 6}" x2="${x(o.reference)}" y2="${top + items.length * rowH}" stroke="#37474f" stroke-width="1.5" stroke-dasharray="5 3"/>`);
+  if (o.reference !== undefined)
+    L.push(
+      `<line x1="${x(o.reference)}" y1="${top - 6}" x2="${x(o.reference)}" y2="${top + items.length * rowH}" stroke="#37474f" stroke-width="1.5" stroke-dasharray="5 3"/>`,
+    );
   L.push(`<text x="${(left + W - right) / 2}" y="${H - 4}" text-anchor="middle" class="axis">${esc(o.axis)}</text></svg>`);
   return L.join("\n");
 }
@@ -119,7 +141,12 @@ export function barChart(items: BarItem[], o: { axis: string; unit: string; refe
  * lowest, green, to the highest, red), or a text without a number (grey: a config that did not
  * build or match), or null (no such config: `empty` written in it).
  */
-export function heatmap(xs: string[], ys: string[], value: (x: string, y: string) => { v: number | null; text: string } | null, o: { xAxis: string; yAxis: string; empty: string; title: string }): string {
+export function heatmap(
+  xs: string[],
+  ys: string[],
+  value: (x: string, y: string) => { v: number | null; text: string } | null,
+  o: { xAxis: string; yAxis: string; empty: string; title: string },
+): string {
   const cw = Math.max(64, Math.min(110, Math.floor(760 / Math.max(1, xs.length))));
   const ch = 30;
   const left = 140;
@@ -133,15 +160,21 @@ export function heatmap(xs: string[], ys: string[], value: (x: string, y: string
     const t = hi > lo ? (v - lo) / (hi - lo) : 0;
     return `hsl(${num(120 - 120 * t)}, 65%, ${num(62 - 10 * t)}%)`;
   };
-  const L: string[] = [`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.title)}">`];
-  L.push(`<text x="${left + (xs.length * cw) / 2}" y="14" text-anchor="middle" class="axis">${esc(o.xAxis)}</text><text x="8" y="${top - 8}" class="axis">${esc(o.yAxis)}</text>`);
+  const L: string[] = [
+    `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.title)}">`,
+  ];
+  L.push(
+    `<text x="${left + (xs.length * cw) / 2}" y="14" text-anchor="middle" class="axis">${esc(o.xAxis)}</text><text x="8" y="${top - 8}" class="axis">${esc(o.yAxis)}</text>`,
+  );
   xs.forEach((x, i) => L.push(`<text x="${left + i * cw + cw / 2}" y="${top - 8}" text-anchor="middle" class="tick">${esc(shorten(x, 12))}</text>`));
   ys.forEach((y, j) => {
     L.push(`<text x="${left - 8}" y="${top + j * ch + ch / 2 + 4}" text-anchor="end" class="tick">${esc(shorten(y, 18))}</text>`);
     xs.forEach((x, i) => {
       const c = cells[j]![i];
       const [cx, cy] = [left + i * cw, top + j * ch];
-      L.push(`<rect x="${cx}" y="${cy}" width="${cw - 2}" height="${ch - 2}" fill="${c && c.v !== null ? colour(c.v) : "#eceff1"}"><title>${esc(`${o.xAxis}=${x} ${o.yAxis}=${y}: ${c ? c.text : o.empty}`)}</title></rect>`);
+      L.push(
+        `<rect x="${cx}" y="${cy}" width="${cw - 2}" height="${ch - 2}" fill="${c && c.v !== null ? colour(c.v) : "#eceff1"}"><title>${esc(`${o.xAxis}=${x} ${o.yAxis}=${y}: ${c ? c.text : o.empty}`)}</title></rect>`,
+      );
       L.push(`<text x="${cx + (cw - 2) / 2}" y="${cy + ch / 2 + 4}" text-anchor="middle" class="cell">${esc(c ? c.text : o.empty)}</text>`);
     });
   });
@@ -206,6 +239,7 @@ function niceTicks(lo: number, hi: number, fromZero = false): number[] {
   const mag = Math.pow(10, Math.floor(Math.log10(step0)));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= step0) ?? 10 * mag;
   const out: number[] = [];
-  for (let t = fromZero ? 0 : Math.ceil(lo / step) * step; t <= hi + 1e-12 && out.length < 12; t += step) if (t >= lo - 1e-12) out.push(Number(t.toPrecision(12)));
+  for (let t = fromZero ? 0 : Math.ceil(lo / step) * step; t <= hi + 1e-12 && out.length < 12; t += step)
+    if (t >= lo - 1e-12) out.push(Number(t.toPrecision(12)));
   return out;
 }

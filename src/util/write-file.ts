@@ -20,7 +20,21 @@
  * starts from the real path of a trusted root (the user's own name for a folder may be a link; a
  * capture folder's own name is the user's too); below the root no link is followed.
  */
-import { closeSync, constants, existsSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fchmodSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { tempFor } from "../leftovers.ts";
@@ -56,12 +70,19 @@ export function openDirWalk(root: string, below: string[] = [], o: { create?: bo
   } catch (e) {
     throw systemError(Object.assign(e as object, { path: root })) ?? e;
   }
-  const parts = [...real.split("/").filter(Boolean).map((p) => ({ p, mine: false })), ...below.filter((p) => p && p !== ".").map((p) => ({ p, mine: true }))];
+  const parts = [
+    ...real
+      .split("/")
+      .filter(Boolean)
+      .map((p) => ({ p, mine: false })),
+    ...below.filter((p) => p && p !== ".").map((p) => ({ p, mine: true })),
+  ];
   let fd = openSync("/", DIR_FLAGS);
   let shown = "/";
   try {
     for (const { p, mine } of parts) {
-      if (p === "..") throw new KerncapError("E_UNSAFE_PATH", `${join(shown, p)}: kerncap walks no .. below a folder it writes in`, { hint: "Name the file without .." });
+      if (p === "..")
+        throw new KerncapError("E_UNSAFE_PATH", `${join(shown, p)}: kerncap walks no .. below a folder it writes in`, { hint: "Name the file without .." });
       const at = join(shown, p);
       let next: number;
       try {
@@ -82,9 +103,13 @@ export function openDirWalk(root: string, below: string[] = [], o: { create?: bo
           } catch {
             /* gone meanwhile */
           }
-          throw new KerncapError("E_UNSAFE_PATH", `${at} is ${link ? "a symbolic link" : "not a folder"} (${mine ? "kerncap follows no link below the folder it writes in" : "it changed while kerncap was using it"})`, {
-            hint: "Another process may be changing the folder: if it is shared with other users, work in a folder only you can write. Otherwise replace the link with the folder itself.",
-          });
+          throw new KerncapError(
+            "E_UNSAFE_PATH",
+            `${at} is ${link ? "a symbolic link" : "not a folder"} (${mine ? "kerncap follows no link below the folder it writes in" : "it changed while kerncap was using it"})`,
+            {
+              hint: "Another process may be changing the folder: if it is shared with other users, work in a folder only you can write. Otherwise replace the link with the folder itself.",
+            },
+          );
         } else throw systemError(Object.assign(e as object, { path: at })) ?? e;
       }
       closeSync(fd);
@@ -195,7 +220,11 @@ export function commitTemp(fd: number, tmp: string, path: string, mode?: number,
  * @throws KerncapError E_UNSAFE_PATH when `path` is a symbolic link; E_IO and the file system's errors
  *   (ENOENT for a missing folder, EISDIR …) worded by systemError
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array, o: { mode?: number; what?: string; sync?: boolean; root?: string; create?: boolean } = {}): void {
+export function writeFileAtomic(
+  path: string,
+  data: string | Uint8Array,
+  o: { mode?: number; what?: string; sync?: boolean; root?: string; create?: boolean } = {},
+): void {
   const { fd, tmp } = openTempBeside(path, o.root, { create: o.create });
   let st;
   try {
@@ -240,8 +269,11 @@ export function checkOutputFile(option: string, path: string): void {
   const p = resolve(path);
   refuseLink(p, `--${option}`); // written through no link (writeFileAtomic), said before the work rather than after it
   const hint = `Give --${option} a file in an existing folder.`;
-  if (existsSync(p) && statSync(p).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p} is a folder`, { hint: `${hint} For example --${option} ${join(p, ({ junit: "check.xml", report: "report.html", csv: "report.csv" } as Record<string, string>)[option] ?? "baseline.json")}.` });
+  if (existsSync(p) && statSync(p).isDirectory())
+    throw new KerncapError("E_USAGE", `--${option} ${p} is a folder`, {
+      hint: `${hint} For example --${option} ${join(p, ({ junit: "check.xml", report: "report.html", csv: "report.csv" } as Record<string, string>)[option] ?? "baseline.json")}.`,
+    });
   const parent = dirname(p);
-  if (!existsSync(parent) || !statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `--${option} ${p}: there is no folder ${parent}`, { hint: `${hint} Make it first (mkdir -p ${parent}).` });
+  if (!existsSync(parent) || !statSync(parent).isDirectory())
+    throw new KerncapError("E_USAGE", `--${option} ${p}: there is no folder ${parent}`, { hint: `${hint} Make it first (mkdir -p ${parent}).` });
 }
-

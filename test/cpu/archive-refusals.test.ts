@@ -69,7 +69,10 @@ describe("unpack refuses", () => {
   test("a sparse entry without data for a file the manifest does not lay out (157 KB once became 750 TiB)", async () => {
     const a = await packed();
     const size = 750 * 2 ** 40;
-    const idx = { ...a.index, files: [...a.index.files, { path: "memory/huge.bin", size, mode: 0o644, entry: "cap/memory/huge.bin.kcsparse", method: "sparse" as const, extents: [] }] };
+    const idx = {
+      ...a.index,
+      files: [...a.index.files, { path: "memory/huge.bin", size, mode: 0o644, entry: "cap/memory/huge.bin.kcsparse", method: "sparse" as const, extents: [] }],
+    };
     const t0 = performance.now();
     const e = await refusal(() => unpackArchive(a.write([...a.entries, storedEntry("cap/memory/huge.bin.kcsparse", "")], idx), a.out));
     expect(e.code).toBe("E_ARCHIVE");

@@ -6,7 +6,24 @@
 import { describe, expect, spyOn, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
-import { chmodSync, closeSync, existsSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
@@ -66,7 +83,9 @@ function zeroBomb(mib: number): Buffer {
 async function bombArchive(path: string, mib: number, cdSize: number): Promise<void> {
   const { root, dir } = await fresh();
   const p = await packCapture(dir, join(root, "cap.zip"));
-  const entries = readRawZip(p.archive).map((e) => (e.name === "cap/kernel/module.cubin" ? { ...e, data: zeroBomb(mib), method: 8 as const, crc: 0, usize: cdSize } : e));
+  const entries = readRawZip(p.archive).map((e) =>
+    e.name === "cap/kernel/module.cubin" ? { ...e, data: zeroBomb(mib), method: 8 as const, crc: 0, usize: cdSize } : e,
+  );
   writeFileSync(path, rawZip(entries));
 }
 const PACK_INDEX_SCHEMA = "kerncap.pack/1";
@@ -100,7 +119,7 @@ function alterStoredEntry(path: string, name: string, at: number): void {
 
 /** A file of `bytes` non-zero data (stored, dense), so that pack and unpack take a moment. */
 function denseFile(path: string, bytes: number): void {
-  const piece = new Uint8Array(4 << 20).map((_, i) => ((i * 131) & 0xff) || 1);
+  const piece = new Uint8Array(4 << 20).map((_, i) => (i * 131) & 0xff || 1);
   piece[0] = 0; // binary: stored, not deflated
   const fd = openSync(path, "w");
   for (let o = 0; o < bytes; o += piece.length) writeSync(fd, piece, 0, Math.min(piece.length, bytes - o), o);
@@ -164,7 +183,10 @@ describe("pack / unpack", () => {
     if (!dataExtents(img).sparse) return; // a file system without holes: nothing to measure
     const p = await packCapture(dir, join(root, "cap.zip"));
     expect(p.sparseFiles).toBe(1);
-    expect((await readPackIndex(p.archive)).files.find((f) => f.path === "memory/before.bin")).toMatchObject({ method: "sparse", entry: "cap/memory/before.bin.kcsparse" });
+    expect((await readPackIndex(p.archive)).files.find((f) => f.path === "memory/before.bin")).toMatchObject({
+      method: "sparse",
+      entry: "cap/memory/before.bin.kcsparse",
+    });
     const u = await unpackArchive(p.archive, join(root, "back"));
     expect(dataExtents(join(u.dir, "memory/before.bin")).extents).toEqual(dataExtents(img).extents);
     expect(Buffer.compare(readFileSync(join(u.dir, "memory/before.bin")), bytes)).toBe(0);
@@ -221,11 +243,38 @@ describe("pack / unpack", () => {
   test("a symbolic link anywhere in the folder (a listed file, a source, memory/ -> .., kerncap.json): pack refuses, naming it; no archive", async () => {
     // issue 23: `memory -> ..` archived the parent folder (a home's .ssh/ went into the zip); a link to a file outside archived that file
     const plant: [string, (root: string, dir: string) => void, string][] = [
-      ["a module that is a link to a file outside", (root, dir) => (renameSync(join(dir, "kernel/module.cubin"), join(root, "module.cubin")), symlinkSync(join(root, "module.cubin"), join(dir, "kernel/module.cubin"))), "kernel/module.cubin"],
-      ["a source that is a link to /etc/hostname", (_root, dir) => (mkdirSync(join(dir, "src")), symlinkSync("/etc/hostname", join(dir, "src/elsewhere.h"))), "src/elsewhere.h"],
-      ["memory/ a link to the parent folder", (root, dir) => (mkdirSync(join(root, ".ssh")), writeFileSync(join(root, ".ssh/id_rsa"), "SECRET"), renameSync(join(dir, "memory"), join(root, "mem")), symlinkSync("..", join(dir, "memory"))), "memory"],
-      ["kerncap.json a link to a file outside", (root, dir) => (renameSync(join(dir, "kerncap.json"), join(root, "km.json")), symlinkSync(join(root, "km.json"), join(dir, "kerncap.json"))), "kerncap.json"],
-      ["kernel/ a link to nothing", (root, dir) => (renameSync(join(dir, "kernel"), join(root, "kernel-elsewhere")), symlinkSync(join(root, "gone"), join(dir, "kernel"))), "kernel"],
+      [
+        "a module that is a link to a file outside",
+        (root, dir) => (
+          renameSync(join(dir, "kernel/module.cubin"), join(root, "module.cubin")), symlinkSync(join(root, "module.cubin"), join(dir, "kernel/module.cubin"))
+        ),
+        "kernel/module.cubin",
+      ],
+      [
+        "a source that is a link to /etc/hostname",
+        (_root, dir) => (mkdirSync(join(dir, "src")), symlinkSync("/etc/hostname", join(dir, "src/elsewhere.h"))),
+        "src/elsewhere.h",
+      ],
+      [
+        "memory/ a link to the parent folder",
+        (root, dir) => (
+          mkdirSync(join(root, ".ssh")),
+          writeFileSync(join(root, ".ssh/id_rsa"), "SECRET"),
+          renameSync(join(dir, "memory"), join(root, "mem")),
+          symlinkSync("..", join(dir, "memory"))
+        ),
+        "memory",
+      ],
+      [
+        "kerncap.json a link to a file outside",
+        (root, dir) => (renameSync(join(dir, "kerncap.json"), join(root, "km.json")), symlinkSync(join(root, "km.json"), join(dir, "kerncap.json"))),
+        "kerncap.json",
+      ],
+      [
+        "kernel/ a link to nothing",
+        (root, dir) => (renameSync(join(dir, "kernel"), join(root, "kernel-elsewhere")), symlinkSync(join(root, "gone"), join(dir, "kernel"))),
+        "kernel",
+      ],
     ];
     for (const [what, make, named] of plant) {
       const { root, dir } = await fresh();
@@ -308,7 +357,10 @@ describe("pack / unpack", () => {
   });
 
   test("names that unpack would refuse are refused at pack: a backslash, a name colliding with a sparse file's entry", async () => {
-    for (const [name, msg] of [["a\\b.cu", "backslash"], ["a.bin.kcsparse", "when that file is sparse"]] as const) {
+    for (const [name, msg] of [
+      ["a\\b.cu", "backslash"],
+      ["a.bin.kcsparse", "when that file is sparse"],
+    ] as const) {
       const { root, dir } = await fresh();
       mkdirSync(join(dir, "src"));
       writeFileSync(join(dir, "src/a.bin"), "x");
@@ -402,7 +454,14 @@ describe("pack / unpack", () => {
 
   test("zip-slip: an entry outside the folder is refused and nothing is written", async () => {
     const root = tempDir();
-    const idx = { schema: "kerncap.pack/1", root: "cap", tool: "x", dirs: [], warnings: [], files: [{ path: "../evil.txt", size: 4, mode: 0o644, entry: "cap/../evil.txt", method: "deflated" }] };
+    const idx = {
+      schema: "kerncap.pack/1",
+      root: "cap",
+      tool: "x",
+      dirs: [],
+      warnings: [],
+      files: [{ path: "../evil.txt", size: 4, mode: 0o644, entry: "cap/../evil.txt", method: "deflated" }],
+    };
     const zip = zipSync({ [`cap/${PACK_INDEX}`]: strToU8(JSON.stringify(idx)), "cap/../evil.txt": strToU8("evil") });
     writeFileSync(join(root, "evil.zip"), zip);
     const e = await error(() => unpackArchive(join(root, "evil.zip"), join(root, "out")));
@@ -455,7 +514,10 @@ describe("pack / unpack", () => {
 
   test("absolute paths in build.sh and overlay mode are reported as not portable", async () => {
     const { dir } = await fresh();
-    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nhere=x\n"$nvcc" -I/home/me/proj/include -isystem /usr/local/cuda/include -I"$here/src" "${dir}/src/k.cu"\n`);
+    writeFileSync(
+      join(dir, "build.sh"),
+      `#!/usr/bin/env bash\nhere=x\n"$nvcc" -I/home/me/proj/include -isystem /usr/local/cuda/include -I"$here/src" "${dir}/src/k.cu"\n`,
+    );
     const m = readManifest(dir);
     m.source = { cuda: { mode: "overlay", projectRoot: "/home/me/proj", referencedOutsideRoot: [] } };
     const w = portabilityWarnings(dir, m);
@@ -533,7 +595,10 @@ describe("pack / unpack", () => {
     // a shell's background job inherits SIGINT ignored; kerncap still ends on it
     const p = Bun.spawn(["bash", "-c", `trap '' INT; exec "$0" "$@"`, process.execPath, MAIN, "pack", dir, "-o", out], { stdout: "pipe", stderr: "pipe" });
     // the temp is out.tmp-<pid>-<random token>: found by its prefix
-    const tempOf = (path: string, pid: number) => readdirSync(root).filter((n) => n.startsWith(`${basename(path)}.tmp-${pid}-`)).map((n) => join(root, n))[0];
+    const tempOf = (path: string, pid: number) =>
+      readdirSync(root)
+        .filter((n) => n.startsWith(`${basename(path)}.tmp-${pid}-`))
+        .map((n) => join(root, n))[0];
     await until(() => {
       const tmp = tempOf(out, p.pid);
       return !!tmp && statSync(tmp).size > 0;

@@ -53,7 +53,13 @@ function cli(argv: string[], json = true): { code: number; doc: Record<string, a
   const dd = argv.indexOf("--");
   const args = !json ? argv : dd < 0 ? [...argv, "--json"] : [...argv.slice(0, dd), "--json", ...argv.slice(dd)];
   // in a folder of its own: check writes its results (kerncap-check/) into the working folder
-  const p = Bun.spawnSync([process.execPath, MAIN, ...args], { cwd: tempDir("kerncap-cwd-"), stdout: "pipe", stderr: "pipe", env: { ...process.env }, timeout: 120_000 });
+  const p = Bun.spawnSync([process.execPath, MAIN, ...args], {
+    cwd: tempDir("kerncap-cwd-"),
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env },
+    timeout: 120_000,
+  });
   const out = p.stdout.toString();
   let doc: Record<string, any> = {};
   try {
@@ -93,11 +99,25 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     const { cap, marker } = await victim();
     const c = await mcp();
     const x = join(cap, "src/x");
-    for (const [path, content] of [["src/x/kerncap.json", forgedManifest(cap)], ["src/x/build.sh", planted(marker)], ["src/x/Build.sh", planted(marker)], ["src/x/run.sh", planted(marker)], ["src/x/y/pinned.json", "{}"], ["src/repro.py", "import os\n"], ["src/x/notes.txt", "x"]] as const) {
+    for (const [path, content] of [
+      ["src/x/kerncap.json", forgedManifest(cap)],
+      ["src/x/build.sh", planted(marker)],
+      ["src/x/Build.sh", planted(marker)],
+      ["src/x/run.sh", planted(marker)],
+      ["src/x/y/pinned.json", "{}"],
+      ["src/repro.py", "import os\n"],
+      ["src/x/notes.txt", "x"],
+    ] as const) {
       const r = await c.callTool({ name: "edit_file", arguments: { dir: cap, path, content } });
       expect(r.isError, path).toBe(true);
       expect(doc(r).error.code, path).toBe("E_NOT_SOURCE");
-      expect(doc(r).error.message, path).toMatch(path.endsWith("run.sh") ? /is a shell script, which no agent may write/ : path.endsWith(".txt") ? /is not a cuda source file \(\.cu \.cuh/ : /kerncap reads as configuration or runs, which no agent may write \(at any depth\)/);
+      expect(doc(r).error.message, path).toMatch(
+        path.endsWith("run.sh")
+          ? /is a shell script, which no agent may write/
+          : path.endsWith(".txt")
+            ? /is not a cuda source file \(\.cu \.cuh/
+            : /kerncap reads as configuration or runs, which no agent may write \(at any depth\)/,
+      );
       expect(existsSync(join(cap, path)), path).toBe(false);
     }
     // a source of the frontend's set, at any depth under src/, is what an agent writes
@@ -133,7 +153,8 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
   test("the source set comes from the capture's frontend: Triton writes .py but never repro.py or Python's start-up files, HIP adds .hip, a frontend without sources writes nothing", () => {
     const fe = (frontend: string) => ({ kernel: { frontend } }) as Parameters<typeof notAnEditableSource>[0];
     expect(notAnEditableSource(fe("triton"), "src/kernels/matmul.py")).toBeUndefined();
-    for (const p of ["src/repro.py", "src/x/sitecustomize.py", "src/usercustomize.py", "src/k.cu", "src/pinned.json"]) expect(notAnEditableSource(fe("triton"), p), p).toBeDefined();
+    for (const p of ["src/repro.py", "src/x/sitecustomize.py", "src/usercustomize.py", "src/k.cu", "src/pinned.json"])
+      expect(notAnEditableSource(fe("triton"), p), p).toBeDefined();
     expect(notAnEditableSource(fe("hip"), "src/k.hip")).toBeUndefined();
     expect(notAnEditableSource(fe("cuda"), "src/k.hip")).toContain("is not a cuda source file");
     expect(notAnEditableSource(fe("cuda"), "src/deep/er/k.cuh")).toBeUndefined();
@@ -147,7 +168,17 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     mkdirSync(x, { recursive: true });
     writeFileSync(join(x, "kerncap.json"), forgedManifest(cap));
     writeFileSync(join(x, "build.sh"), planted(marker), { mode: 0o755 });
-    for (const argv of [["inspect", x], ["replay", x], ["validate", x], ["validate", x, "--trust"], ["validate", x, "--confine", "--trust"], ["validate", "--watch", x], ["profile", x, "--build", "--trust"], ["tune", x, "--maxrregcount", "32", "--trust"], ["pack", x, "-o", join(root, "x.zip")]]) {
+    for (const argv of [
+      ["inspect", x],
+      ["replay", x],
+      ["validate", x],
+      ["validate", x, "--trust"],
+      ["validate", x, "--confine", "--trust"],
+      ["validate", "--watch", x],
+      ["profile", x, "--build", "--trust"],
+      ["tune", x, "--maxrregcount", "32", "--trust"],
+      ["pack", x, "-o", join(root, "x.zip")],
+    ]) {
       const r = cli(argv);
       expect(r.code, argv.join(" ")).toBe(2);
       // validate --watch --json is a stream of events: its error is one event, with the code at the top
@@ -160,7 +191,7 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     expect(chk.code).not.toBe(0);
     expect(JSON.stringify(chk.doc)).toContain("E_NESTED_CAPTURE");
     // kerncap never writes a capture inside another one
-    expect((cli(["demo", join(cap, "src/demo")])).doc.error?.code).toBe("E_NESTED_CAPTURE");
+    expect(cli(["demo", join(cap, "src/demo")]).doc.error?.code).toBe("E_NESTED_CAPTURE");
     expect(existsSync(join(cap, "src/demo"))).toBe(false);
     expect(existsSync(marker)).toBe(false);
     expect(existsSync(join(root, "x.zip"))).toBe(false);
@@ -187,7 +218,18 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     mkdirSync(set);
     await makeCapture(join(set, "k0"));
     await makeCapture(join(set, "k1"));
-    writeFileSync(join(set, "kerncap-captures.json"), JSON.stringify({ format: "kerncap-capture-set", version: 1, command: ["./app"], captures: [{ dir: "k0", kernel: "_Z5scalePfi", launchIndex: 5 }, { dir: "k1", kernel: "_Z5scalePfi", launchIndex: 5 }] }));
+    writeFileSync(
+      join(set, "kerncap-captures.json"),
+      JSON.stringify({
+        format: "kerncap-capture-set",
+        version: 1,
+        command: ["./app"],
+        captures: [
+          { dir: "k0", kernel: "_Z5scalePfi", launchIndex: 5 },
+          { dir: "k1", kernel: "_Z5scalePfi", launchIndex: 5 },
+        ],
+      }),
+    );
     for (const k of ["k0", "k1"]) expect(cli(["inspect", join(set, k)]).code).toBe(0);
     expect(cli(["inspect", set]).doc.error.code).toBe("E_NOT_CAPTURE"); // the set itself is no capture: it says which to give
     const got = join(root, "got");
@@ -207,7 +249,11 @@ describe("attack: a confined build runs a build.sh kerncap did not write", () =>
     expect(notRendered(cap, readManifest(cap))[0]).toContain("build.sh was changed since kerncap wrote it");
     for (const trustBuilds of [false, true]) {
       const c = await mcp(trustBuilds);
-      for (const [name, args] of [["validate", { dir: cap }], ["tune", { dir: cap, maxrregcount: [32] }], ["profile", { dir: cap, build: true }]] as const) {
+      for (const [name, args] of [
+        ["validate", { dir: cap }],
+        ["tune", { dir: cap, maxrregcount: [32] }],
+        ["profile", { dir: cap, build: true }],
+      ] as const) {
         const r = await c.callTool({ name, arguments: args });
         expect(doc(r).error?.code, `${name} ${trustBuilds}`).toBe("E_NOT_RENDERED");
         expect(doc(r).error.message).toContain("build.sh was changed since kerncap wrote it");
@@ -250,7 +296,10 @@ describe("attack: a confined build runs a build.sh kerncap did not write", () =>
     });
     const m = readManifest(cap);
     const sha = (t: string) => new Bun.CryptoHasher("sha256").update(t).digest("hex");
-    expect(m.rendered).toEqual([{ path: "build.sh", sha256: sha("#!/usr/bin/env bash\nexit 1\n") }, { path: "pinned.json", sha256: sha("{}\n") }]);
+    expect(m.rendered).toEqual([
+      { path: "build.sh", sha256: sha("#!/usr/bin/env bash\nexit 1\n") },
+      { path: "pinned.json", sha256: sha("{}\n") },
+    ]);
     expect(notRendered(cap, m)).toEqual([]);
     expect(() => requireRenderedBuild(cap, m)).not.toThrow();
     writeFileSync(join(cap, "repro.py"), "import os\n");
@@ -278,7 +327,9 @@ describe("attack: made here means this machine's id", () => {
     writeFileSync(join(cap, "build.sh"), planted(marker), { mode: 0o755 });
     const m = readManifest(cap);
     expect(m.process?.hostname).toBe(hostname());
-    expect(receivedReasons(cap, m)).toEqual([`its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(hostname())} is not enough)`]);
+    expect(receivedReasons(cap, m)).toEqual([
+      `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(hostname())} is not enough)`,
+    ]);
     const r = cli(["validate", cap]);
     expect(r.code).toBe(2);
     expect(r.doc.error.code).toBe("E_UNTRUSTED");
@@ -288,7 +339,12 @@ describe("attack: made here means this machine's id", () => {
     const named = { ...m, host: { name: hostname(), machineId: null } };
     expect(notMadeHere(named)).toBe(`its manifest names host ${JSON.stringify(hostname())} but no machine-id`);
     // another machine's id with this host's name
-    expect(notMadeHere({ ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } }, { name: hostname(), machineId: "fedcba9876543210fedcba9876543210" })).toContain("not this machine");
+    expect(
+      notMadeHere(
+        { ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } },
+        { name: hostname(), machineId: "fedcba9876543210fedcba9876543210" },
+      ),
+    ).toContain("not this machine");
   }, 60_000);
 
   test("without /etc/machine-id (a container), kerncap's own id for this user: made once in the user's state folder (0600, O_EXCL), the same on every call; none in a state folder others can write", async () => {
@@ -322,15 +378,29 @@ describe("attack: made here means this machine's id", () => {
     const here = hostIdentity();
     if (here.machineId) expect(receivedReasons(cap, m)).toEqual([]); // made here, by this user, on this machine
     const none = { name: here.name, machineId: null };
-    expect(notMadeHere({ host: { name: here.name, machineId: null } }, none)).toBe("this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here");
-    expect(receivedReasons(cap, m, none)).toEqual(["this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here"]);
+    expect(notMadeHere({ host: { name: here.name, machineId: null } }, none)).toBe(
+      "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here",
+    );
+    expect(receivedReasons(cap, m, none)).toEqual([
+      "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here",
+    ]);
   });
 
   test("inspect says whether a capture counts as received and why, in text and in --json", async () => {
     const { cap } = await victim();
     const own = cli(["inspect", cap]);
     expect(own.code).toBe(0);
-    expect(own.doc.received).toEqual(hostIdentity().machineId ? { received: false, reasons: [], trusted: false } : { received: true, reasons: ["this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here"], trusted: false });
+    expect(own.doc.received).toEqual(
+      hostIdentity().machineId
+        ? { received: false, reasons: [], trusted: false }
+        : {
+            received: true,
+            reasons: [
+              "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here",
+            ],
+            trusted: false,
+          },
+    );
     writeFileSync(join(cap, "kerncap.json"), forgedManifest(cap));
     const forged = cli(["inspect", cap]);
     expect(forged.doc.received.received).toBe(true);
@@ -342,7 +412,9 @@ describe("attack: made here means this machine's id", () => {
     // once the user trusted it (validate --trust; here its build fails at once), inspect says so
     cli(["validate", cap, `--trust=${trustDigest(cap)}`]);
     expect(cli(["inspect", cap]).doc.received.trusted).toBe(true);
-    expect(cli(["inspect", cap], false).out).toContain("trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because\n  - its manifest records no host machine-id");
+    expect(cli(["inspect", cap], false).out).toContain(
+      "trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because\n  - its manifest records no host machine-id",
+    );
   }, 60_000);
 });
 

@@ -60,7 +60,19 @@ const validate = async (argv: string[]) => quietly(async () => runCommand(await 
 /** kerncap's own CUDA build.sh for src/kernel.cu, its flags slot `flags` (shell words, as the renderer writes them). */
 function stockCudaBuildSh(flags: string, more: Record<string, unknown> = {}): string {
   const text = CUDA_TEMPLATES.find((t) => t.path === "build.sh.hbs")!.text;
-  return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags, tuSource: "kernel.cu", compiledSource: "kernel.cu", sliceKind: "none", ...more });
+  return templateEngine().compile(text, { strict: true, noEscape: true })({
+    kernelName: "k",
+    flagsFrom: "defaults",
+    overlay: false,
+    arch: "sm_90",
+    sliced: false,
+    rdc: false,
+    flags,
+    tuSource: "kernel.cu",
+    compiledSource: "kernel.cu",
+    sliceKind: "none",
+    ...more,
+  });
 }
 
 /** A capture made in ROOT/made with `script` as build.sh, src/kernel.cu and `more`'s files, packed and unpacked: received. */
@@ -87,27 +99,61 @@ function fakeNvcc(): string {
 }
 
 describe("the template matcher", () => {
-  const HOSTILE = "evil\n touch PWNED_NL\n$(touch PWNED_SUB)`touch PWNED_BT`'\"*/\"\"\"\u202e#";
+  const HOSTILE = 'evil\n touch PWNED_NL\n$(touch PWNED_SUB)`touch PWNED_BT`\'"*/"""\u202e#';
   const ctx = (extra: Record<string, unknown> = {}) => {
     const h = HOSTILE;
     return {
-      kernelName: h, kernelDisplayName: h, arch: h, originalSource: h, definitionCopy: h, compiledSource: h, tuSource: h, sliceKind: h, sliceReason: h,
-      projectRoot: h, flags: `${TEMPLATE_ESCAPES.shq!(`-DX=${h}`)} -I"$here/src"/${TEMPLATE_ESCAPES.shq!(h)} -O3`, flagsFrom: h, assumed: h, missing: h, method: h, copiedCount: 1, referenced: 0, overlay: true, rdc: false, sliced: true,
-      sourceCopy: h, files: [{ original: h, copy: h }, { original: "a", copy: "b" }], kernelFile: h, tritonVersion: h, python: h, ...extra,
+      kernelName: h,
+      kernelDisplayName: h,
+      arch: h,
+      originalSource: h,
+      definitionCopy: h,
+      compiledSource: h,
+      tuSource: h,
+      sliceKind: h,
+      sliceReason: h,
+      projectRoot: h,
+      flags: `${TEMPLATE_ESCAPES.shq!(`-DX=${h}`)} -I"$here/src"/${TEMPLATE_ESCAPES.shq!(h)} -O3`,
+      flagsFrom: h,
+      assumed: h,
+      missing: h,
+      method: h,
+      copiedCount: 1,
+      referenced: 0,
+      overlay: true,
+      rdc: false,
+      sliced: true,
+      sourceCopy: h,
+      files: [
+        { original: h, copy: h },
+        { original: "a", copy: "b" },
+      ],
+      kernelFile: h,
+      tritonVersion: h,
+      python: h,
+      ...extra,
     };
   };
-  const render = (templates: readonly TemplateFile[], c: Record<string, unknown>) => templateEngine().compile(templates.find((t) => t.path === "build.sh.hbs")!.text, { strict: true, noEscape: true })(c);
+  const render = (templates: readonly TemplateFile[], c: Record<string, unknown>) =>
+    templateEngine().compile(templates.find((t) => t.path === "build.sh.hbs")!.text, { strict: true, noEscape: true })(c);
   const files = (script: string, extra: RunFile[] = []): RunFile[] => [{ name: "build.sh", bytes: Buffer.from(script) }, ...extra];
 
   test("every build.sh template rendered with hostile names (newlines, $(…), backticks, quotes, U+202E) in every slot is kerncap's own; its flags read back word for word", () => {
-    for (const [sliced, rdc, overlay] of [[true, false, true], [false, true, false], [true, true, false]]) {
+    for (const [sliced, rdc, overlay] of [
+      [true, false, true],
+      [false, true, false],
+      [true, true, false],
+    ]) {
       const script = render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay }));
       const r = readBuildScripts(CUDA_TEMPLATES, files(script));
       expect(r.stock, `cuda sliced=${sliced} rdc=${rdc}`).toBe(true);
       expect(r.programs).toEqual([]);
     }
     expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(true);
-    const triton = readBuildScripts(TRITON_TEMPLATES, files(render(TRITON_TEMPLATES, ctx()), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]));
+    const triton = readBuildScripts(
+      TRITON_TEMPLATES,
+      files(render(TRITON_TEMPLATES, ctx()), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]),
+    );
     expect(triton.stock).toBe(true);
     expect(triton.programs).toEqual([{ flag: "build.sh's Python", value: HOSTILE, kind: "program" }]);
     expect(flagWords(ctx().flags as string)).toEqual([`-DX=${HOSTILE}`, `-I./src/${HOSTILE}`, "-O3"]);
@@ -132,19 +178,41 @@ describe("the template matcher", () => {
     expect(readBuildScripts(TRITON_TEMPLATES, files(render(TRITON_TEMPLATES, ctx()), [repro])).why).toContain("repro.py is not the one this kerncap writes");
     // a very long line is no template's, and says so quickly
     const t0 = performance.now();
-    expect(readBuildScripts(CUDA_TEMPLATES, files(stock.replace("# Rebuild the cubin of k", `# Rebuild the cubin of ${"k (".repeat(400_000)}`))).stock).toBe(false);
+    expect(readBuildScripts(CUDA_TEMPLATES, files(stock.replace("# Rebuild the cubin of k", `# Rebuild the cubin of ${"k (".repeat(400_000)}`))).stock).toBe(
+      false,
+    );
     expect(performance.now() - t0).toBeLessThan(2000);
   });
 
   test("the options that run or load a program are read in every spelling (nvcc's -Xcompiler values, gcc's -W?, and -B, clang's -Xclang pairs, @files)", () => {
     const named = (ws: string[]) => codeLoadingWords(ws).map((p) => `${p.flag} ${p.value}`);
     expect(named(["-ccbin", "src/g", "--compiler-bindir=/opt/g", "-arbin", "a"])).toEqual(["-ccbin src/g", "--compiler-bindir /opt/g", "-arbin a"]);
-    expect(named(["-Xcompiler", "-O3,-fplugin=src/p.so", "-Xcompiler=-Bsrc/b", "--compiler-options", "-wrapper,src/w,x"])).toEqual(["-fplugin src/p.so", "-B src/b", "-wrapper src/w"]);
-    expect(named(["-Xclang", "-load", "-Xclang", "src/l.so", "-Wp,-fplugin=q.so", "-Wl,-Bstatic,-plugin,src/lto.so"])).toEqual(["-load src/l.so", "-fplugin q.so", "-plugin src/lto.so"]);
-    expect(named(["@src/opts", "-optf", "o", "--options-file=p", "-specs=s", "-run", "--dependency-drive-prefix", "x"])).toEqual(["@file src/opts", "-optf o", "--options-file p", "-specs s", "-run ", "--dependency-drive-prefix "]);
+    expect(named(["-Xcompiler", "-O3,-fplugin=src/p.so", "-Xcompiler=-Bsrc/b", "--compiler-options", "-wrapper,src/w,x"])).toEqual([
+      "-fplugin src/p.so",
+      "-B src/b",
+      "-wrapper src/w",
+    ]);
+    expect(named(["-Xclang", "-load", "-Xclang", "src/l.so", "-Wp,-fplugin=q.so", "-Wl,-Bstatic,-plugin,src/lto.so"])).toEqual([
+      "-load src/l.so",
+      "-fplugin q.so",
+      "-plugin src/lto.so",
+    ]);
+    expect(named(["@src/opts", "-optf", "o", "--options-file=p", "-specs=s", "-run", "--dependency-drive-prefix", "x"])).toEqual([
+      "@file src/opts",
+      "-optf o",
+      "--options-file p",
+      "-specs s",
+      "-run ",
+      "--dependency-drive-prefix ",
+    ]);
     expect(named(["-O3", "-I./src", "-DX=1", "-std=c++17", "-Xptxas=-v", "-Wl,-Bdynamic"])).toEqual([]);
     // a script read lexically: comments dropped, quotes removed, $here/ read as the build's folder
-    expect(scriptWords(`# -ccbin x\nLD_PRELOAD="$here/src/x.so" nvcc -ccbin '\${here}/src/g' # c\n`)).toEqual(["LD_PRELOAD=./src/x.so", "nvcc", "-ccbin", "./src/g"]);
+    expect(scriptWords(`# -ccbin x\nLD_PRELOAD="$here/src/x.so" nvcc -ccbin '\${here}/src/g' # c\n`)).toEqual([
+      "LD_PRELOAD=./src/x.so",
+      "nvcc",
+      "-ccbin",
+      "./src/g",
+    ]);
   });
 });
 
@@ -164,7 +232,9 @@ describe("a received capture's build.sh that names a program in the capture", ()
       const root = tempDir();
       const marker = join(root, "payload-ran");
       process.env.NVCC = fakeNvcc();
-      const dir = await received(root, stockCudaBuildSh(flags), (made) => writeFileSync(join(made, "src/tools/payload"), `touch ${JSON.stringify(marker)}\n`, { mode: 0o755 }));
+      const dir = await received(root, stockCudaBuildSh(flags), (made) =>
+        writeFileSync(join(made, "src/tools/payload"), `touch ${JSON.stringify(marker)}\n`, { mode: 0o755 }),
+      );
       for (const argv of [[dir], [dir, "--trust"]]) {
         const { e } = await validate(argv);
         expect(e).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
@@ -231,7 +301,11 @@ describe("a received capture's build.sh of its own", () => {
   }, 60_000);
 
   test("a build.sh of its own whose words name a program in the capture (LD_PRELOAD=src/…, -ccbin src/…, NVCC_PREPEND_FLAGS=-ccbin src/…): refused before anything runs", async () => {
-    for (const line of ["LD_PRELOAD=src/tools/x.so nvcc -c src/kernel.cu", 'nvcc -ccbin "$here/src/tools" -c src/kernel.cu', "export NVCC_PREPEND_FLAGS='-ccbin src/tools/gcc'"]) {
+    for (const line of [
+      "LD_PRELOAD=src/tools/x.so nvcc -c src/kernel.cu",
+      'nvcc -ccbin "$here/src/tools" -c src/kernel.cu',
+      "export NVCC_PREPEND_FLAGS='-ccbin src/tools/gcc'",
+    ]) {
       const root = tempDir();
       const dir = await received(root, `#!/usr/bin/env bash\nhere="$(dirname "$0")"\n${line}\necho build/k.o\n`);
       const { e } = await quietly(() => readWhatRuns(dir, "cuda", true));

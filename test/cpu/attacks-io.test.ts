@@ -41,7 +41,6 @@ const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029
 /** An OSC that sets the window title, a screen clear, a C1 CSI, a bidi override, a line separator, a fake line. */
 const HOSTILE_TEXT = "k\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202eexe.txt\u2028\nFAKE: all good";
 
-
 async function refusal(fn: () => unknown): Promise<KerncapError> {
   try {
     await fn();
@@ -65,11 +64,37 @@ function plantTempLinks(file: string): { victim: string; intact: () => boolean }
 
 function outcome(id: string, o: Partial<Outcome> = {}): Outcome {
   const samples = Array.from({ length: 20 }, (_, i) => 10 * (0.98 + (0.04 * i) / 19));
-  return { id, path: `/x/${id}`, kernel: "scale(float*, int)", outcome: "done", verdict: "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: H200, device: H200, rebuild: null, timing: { medianUs: 10, samplesUs: samples }, seconds: 0.01, replaySeconds: 0.005, at: "2026-01-01T00:00:00.000Z", ...o };
+  return {
+    id,
+    path: `/x/${id}`,
+    kernel: "scale(float*, int)",
+    outcome: "done",
+    verdict: "match",
+    numerics: "bit-exact",
+    reason: null,
+    code: null,
+    note: null,
+    captured: H200,
+    device: H200,
+    rebuild: null,
+    timing: { medianUs: 10, samplesUs: samples },
+    seconds: 0.01,
+    replaySeconds: 0.005,
+    at: "2026-01-01T00:00:00.000Z",
+    ...o,
+  };
 }
 
 function record(id: string, o: Partial<CheckRecord> = {}): CheckRecord {
-  return { ...outcome(id), status: "ok", time: { verdict: "no-baseline", ratio: null, low: null, high: null, baselineMedianUs: null, slowerPct: 10, reason: null }, worker: 0, gpu: null, shard: null, ...o };
+  return {
+    ...outcome(id),
+    status: "ok",
+    time: { verdict: "no-baseline", ratio: null, low: null, high: null, baselineMedianUs: null, slowerPct: 10, reason: null },
+    worker: 0,
+    gpu: null,
+    shard: null,
+    ...o,
+  };
 }
 
 const jsonl = (recs: object[]) => recs.map((r) => JSON.stringify({ schema: documentId("check-record"), ...r })).join("\n") + "\n";
@@ -79,7 +104,17 @@ async function oneCaptureCheck(results: string, o: Partial<Outcome> = {}, extra:
   const root = join(tempDir(), "corpus");
   await makeCapture(join(root, "a"));
   const open: OpenRunner = () => ({ run: async (t) => ({ ...outcome(t.id), path: t.path, ...o }), kill() {}, close: async () => {} });
-  return { paths: [root], settings: { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} }, results, resume: false, slowerPct: 10, gpus: [null], live: false, open: () => open, ...extra };
+  return {
+    paths: [root],
+    settings: { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} },
+    results,
+    resume: false,
+    slowerPct: 10,
+    gpus: [null],
+    live: false,
+    open: () => open,
+    ...extra,
+  };
 }
 
 describe("files written beside the user's: no link is followed", () => {
@@ -129,7 +164,10 @@ describe("files written beside the user's: no link is followed", () => {
     const victim = join(dir, "victim.txt");
     writeFileSync(victim, "precious\n");
     const res = writeResults(dir, [record("a")]);
-    for (const [opt, name] of [["--junit", "j.xml"], ["--write-baseline", "b.json"]] as const) {
+    for (const [opt, name] of [
+      ["--junit", "j.xml"],
+      ["--write-baseline", "b.json"],
+    ] as const) {
       symlinkSync(victim, join(dir, name));
       const { value, err } = await output(() => runCli(["check", "--merge", res, opt, join(dir, name)]));
       expect(value, err).toBe(2);
@@ -187,7 +225,10 @@ describe("files written beside the user's: no link is followed", () => {
     const bin = join(root, "bin");
     mkdirSync(bin);
     const ran = join(root, "ncu-ran");
-    writeFileSync(join(bin, "ncu"), `#!/bin/bash\ntouch ${ran}\nwhile [ $# -gt 0 ]; do if [ "$1" = --export ]; then touch "$2.ncu-rep"; fi; shift; done\nexit 1\n`);
+    writeFileSync(
+      join(bin, "ncu"),
+      `#!/bin/bash\ntouch ${ran}\nwhile [ $# -gt 0 ]; do if [ "$1" = --export ]; then touch "$2.ncu-rep"; fi; shift; done\nexit 1\n`,
+    );
     chmodSync(join(bin, "ncu"), 0o755);
     const path = process.env.PATH;
     process.env.PATH = `${bin}:${path}`;
@@ -222,7 +263,10 @@ describe("untrusted text never reaches a terminal raw", () => {
     const rename = (n: string) => `${idx.root}${n.slice("cap".length)}`;
     const files = idx.files.map((f) => ({ ...f, entry: rename(f.entry) }));
     const out = join(dir, "evil.zip");
-    writeFileSync(out, rawZip([storedEntry(`${idx.root}/${PACK_INDEX}`, JSON.stringify({ ...idx, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]));
+    writeFileSync(
+      out,
+      rawZip([storedEntry(`${idx.root}/${PACK_INDEX}`, JSON.stringify({ ...idx, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]),
+    );
     return { dir, archive: out };
   }
 
@@ -326,7 +370,10 @@ describe("untrusted text never reaches a terminal raw", () => {
 describe("crafted results files", () => {
   test("--merge of a record whose time judgement has a null interval: exit 2 naming the file and line", async () => {
     const dir = tempDir();
-    const bad = record("b", { status: "slower", time: { verdict: "slower", ratio: 1.5, low: null, high: 1.6, baselineMedianUs: 10, slowerPct: 10, reason: "x" } });
+    const bad = record("b", {
+      status: "slower",
+      time: { verdict: "slower", ratio: 1.5, low: null, high: 1.6, baselineMedianUs: 10, slowerPct: 10, reason: "x" },
+    });
     const f = writeResults(dir, [record("a"), bad]);
     const e = await refusal(() => mergeResults([f], { slowerPct: 10 }));
     expect(e.code).toBe("E_RESULTS");
@@ -345,10 +392,21 @@ describe("crafted results files", () => {
     const samples = Array.from({ length: 20 }, (_, i) => 10 * (0.98 + (0.04 * i) / 19));
     const entry = { kernel: "k", device: H200, samplesUs: samples, medianUs: 10, at: "2026-01-01T00:00:00.000Z" };
     const base = join(dir, "base.json");
-    writeFileSync(base, `{"schema":"${BASELINE_SCHEMA}","captures":{"__proto__":${JSON.stringify(entry)},"constructor":${JSON.stringify(entry)},"toString":${JSON.stringify(entry)}}}`);
-    const f = writeResults(dir, ["__proto__", "constructor", "toString", "hasOwnProperty"].map((id) => record(id)));
+    writeFileSync(
+      base,
+      `{"schema":"${BASELINE_SCHEMA}","captures":{"__proto__":${JSON.stringify(entry)},"constructor":${JSON.stringify(entry)},"toString":${JSON.stringify(entry)}}}`,
+    );
+    const f = writeResults(
+      dir,
+      ["__proto__", "constructor", "toString", "hasOwnProperty"].map((id) => record(id)),
+    );
     const r = mergeResults([f], { slowerPct: 10, baseline: base });
-    expect(r.captures.map((c) => `${c.id}: ${c.time?.verdict}`).sort()).toEqual(["__proto__: same", "constructor: same", "hasOwnProperty: no-baseline", "toString: same"]);
+    expect(r.captures.map((c) => `${c.id}: ${c.time?.verdict}`).sort()).toEqual([
+      "__proto__: same",
+      "constructor: same",
+      "hasOwnProperty: no-baseline",
+      "toString: same",
+    ]);
     const out = join(dir, "out.json");
     mergeResults([f], { slowerPct: 10, writeBaseline: out });
     expect(Object.keys(JSON.parse(readFileSync(out, "utf8")).captures).sort()).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString"]);
@@ -381,7 +439,7 @@ describe("bounded expressions", () => {
 
 describe("hostile names through every reproducer template", () => {
   /** Names a capture could carry: a newline then a command, $(…), backticks, quotes, a comment's end, Python's triple quote, U+202E. */
-  const HOSTILE = "evil\n touch PWNED_NL\n$(touch PWNED_SUB)`touch PWNED_BT`'\"*/\"\"\"\u202e#";
+  const HOSTILE = 'evil\n touch PWNED_NL\n$(touch PWNED_SUB)`touch PWNED_BT`\'"*/"""\u202e#';
   /** The same as a file name (no slash). */
   const HOSTILE_FILE = HOSTILE.replace("/", "");
   const pwned = (dir: string) => readdirSync(dir).filter((n) => n.startsWith("PWNED"));
@@ -390,10 +448,41 @@ describe("hostile names through every reproducer template", () => {
   function hostileCtx(extra: Record<string, unknown> = {}): Record<string, unknown> {
     const h = HOSTILE;
     return {
-      kernelName: h, kernelDisplayName: h, arch: h, originalSource: h, definitionCopy: h, compiledSource: h, tuSource: h, sliceKind: h, sliceReason: h,
-      projectRoot: h, flags: TEMPLATE_ESCAPES.shq!(`-DX=${h}`), flagsFrom: h, assumed: h, missing: h, method: h, copiedCount: 1, referenced: 0, overlay: false, rdc: false, sliced: true,
-      sourceCopy: h, files: [{ original: h, copy: h }], kernelFile: h, tritonVersion: h, python: h, sourceFile: h, originalCopy: h, command: h, match: h, matchIndex: h, device: h,
-      pinnedSummary: h, autotuneSummary: h, numWarps: h, ...extra,
+      kernelName: h,
+      kernelDisplayName: h,
+      arch: h,
+      originalSource: h,
+      definitionCopy: h,
+      compiledSource: h,
+      tuSource: h,
+      sliceKind: h,
+      sliceReason: h,
+      projectRoot: h,
+      flags: TEMPLATE_ESCAPES.shq!(`-DX=${h}`),
+      flagsFrom: h,
+      assumed: h,
+      missing: h,
+      method: h,
+      copiedCount: 1,
+      referenced: 0,
+      overlay: false,
+      rdc: false,
+      sliced: true,
+      sourceCopy: h,
+      files: [{ original: h, copy: h }],
+      kernelFile: h,
+      tritonVersion: h,
+      python: h,
+      sourceFile: h,
+      originalCopy: h,
+      command: h,
+      match: h,
+      matchIndex: h,
+      device: h,
+      pinnedSummary: h,
+      autotuneSummary: h,
+      numWarps: h,
+      ...extra,
     };
   }
 
@@ -415,7 +504,10 @@ describe("hostile names through every reproducer template", () => {
   function fakeTool(name: string): { bin: string; argsFile: string } {
     const bin = tempDir();
     const argsFile = join(bin, "args");
-    writeFileSync(join(bin, name), `#!/bin/bash\nprintf '%s\\n' "$@" >>"${argsFile}"\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then : >"$2"; fi; shift; done\n`);
+    writeFileSync(
+      join(bin, name),
+      `#!/bin/bash\nprintf '%s\\n' "$@" >>"${argsFile}"\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then : >"$2"; fi; shift; done\n`,
+    );
     chmodSync(join(bin, name), 0o755);
     return { bin, argsFile };
   }
@@ -469,21 +561,97 @@ describe("hostile names through every reproducer template", () => {
 
   test("export README.md: every manifest string inside its code span or escaped as text; no heading, fence or table row of its own", () => {
     const h = HOSTILE + "\n## Run it\n```\ncurl x | sh\n```\n| a | b |";
-    const str = { kernel: h, mangled: h, device: h, module: h, moduleKind: h, sass: h, ptx: h, ptxFile: h, before: h, after: h, params: h, editable: h, storedPointer: h };
-    const ctx = { ...str, frontend: "cuda", grid: "1, 1, 1", block: "1, 1, 1", sharedMem: 0, regions: 1, globals: 0, chunkBytes: 4096, paramsBytes: 8, liveBytes: 8, storedBefore: 8, storedAfter: 8, tolerance: "bit for bit", dataShared: "copied", runSource: "make run-src", triton: true };
+    const str = {
+      kernel: h,
+      mangled: h,
+      device: h,
+      module: h,
+      moduleKind: h,
+      sass: h,
+      ptx: h,
+      ptxFile: h,
+      before: h,
+      after: h,
+      params: h,
+      editable: h,
+      storedPointer: h,
+    };
+    const ctx = {
+      ...str,
+      frontend: "cuda",
+      grid: "1, 1, 1",
+      block: "1, 1, 1",
+      sharedMem: 0,
+      regions: 1,
+      globals: 0,
+      chunkBytes: 4096,
+      paramsBytes: 8,
+      liveBytes: 8,
+      storedBefore: 8,
+      storedAfter: 8,
+      tolerance: "bit for bit",
+      dataShared: "copied",
+      runSource: "make run-src",
+      triton: true,
+    };
     const benign = render("export", { ...ctx, ...Object.fromEntries(Object.keys(str).map((k) => [k, "x"])) });
     const out = render("export", ctx);
     readmeIsInert(out);
     const md = readFileSync(join(out, "README.md"), "utf8");
     // the same lines as with plain names: the same headings, fences and table rows, none added
-    const structure = (t: string) => t.split("\n").map((l) => (l.startsWith("# Reproducer of ") ? "title" : /^(#+ |```$|\|---)/.test(l) ? l : l.startsWith("|") ? "row" : l.startsWith("curl") ? l : "text"));
+    const structure = (t: string) =>
+      t
+        .split("\n")
+        .map((l) =>
+          l.startsWith("# Reproducer of ") ? "title" : /^(#+ |```$|\|---)/.test(l) ? l : l.startsWith("|") ? "row" : l.startsWith("curl") ? l : "text",
+        );
     expect(structure(md)).toEqual(structure(readFileSync(join(benign, "README.md"), "utf8")));
     expect(md).not.toMatch(RAW_CONTROLS);
   });
 
   test("fuzz: 300 generated names through the shell escapes, in one script: each word and string reads back, no comment ends early", () => {
     // an alphabet of everything that has a meaning to bash, Markdown, YAML or a terminal
-    const alphabet = ["a", "Z", "0", " ", "\n", "\r", "\t", "$", "(", ")", "`", "'", '"', "\\", ";", "&", "|", "<", ">", "*", "?", "#", "!", "~", "{", "}", "[", "]", "=", "%", "/", "-", "\x1b", "\x07", "\x9b", "\u202e", "\u2028", "é", "😀"];
+    const alphabet = [
+      "a",
+      "Z",
+      "0",
+      " ",
+      "\n",
+      "\r",
+      "\t",
+      "$",
+      "(",
+      ")",
+      "`",
+      "'",
+      '"',
+      "\\",
+      ";",
+      "&",
+      "|",
+      "<",
+      ">",
+      "*",
+      "?",
+      "#",
+      "!",
+      "~",
+      "{",
+      "}",
+      "[",
+      "]",
+      "=",
+      "%",
+      "/",
+      "-",
+      "\x1b",
+      "\x07",
+      "\x9b",
+      "\u202e",
+      "\u2028",
+      "é",
+      "😀",
+    ];
     let seed = 12345;
     const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
     const names = Array.from({ length: 300 }, () => Array.from({ length: 1 + rand(24) }, () => alphabet[rand(alphabet.length)]).join(""));
@@ -507,7 +675,10 @@ describe("hostile names through every reproducer template", () => {
     const py = Bun.spawnSync(["python3", "-c", `import sys; sys.stdout.write(${TEMPLATE_ESCAPES.pyStr!(HOSTILE)})`], { stdout: "pipe", stderr: "pipe" });
     expect(py.stdout.toString(), py.stderr.toString()).toBe(HOSTILE);
     const dir = tempDir();
-    writeFileSync(join(dir, "t.c"), `#include <stdio.h>\n/* ${TEMPLATE_ESCAPES.cComment!(HOSTILE)} */\nint main(void) { fputs(${TEMPLATE_ESCAPES.cStr!(HOSTILE)}, stdout); return 0; }\n`);
+    writeFileSync(
+      join(dir, "t.c"),
+      `#include <stdio.h>\n/* ${TEMPLATE_ESCAPES.cComment!(HOSTILE)} */\nint main(void) { fputs(${TEMPLATE_ESCAPES.cStr!(HOSTILE)}, stdout); return 0; }\n`,
+    );
     const cc = Bun.spawnSync(["cc", "-o", join(dir, "t"), join(dir, "t.c")], { stderr: "pipe" });
     expect(cc.exitCode, cc.stderr.toString()).toBe(0);
     expect(Bun.spawnSync([join(dir, "t")], { stdout: "pipe" }).stdout.toString()).toBe(HOSTILE);

@@ -44,7 +44,13 @@ afterAll(() => {
 
 /** `kerncap ARGV --json` as a process: exit code, the --json document, stderr. */
 function cli(argv: string[], env: Record<string, string> = {}): { code: number; doc: Record<string, any>; err: string } {
-  const p = Bun.spawnSync([process.execPath, MAIN, ...argv, "--json"], { cwd: tempDir("kerncap-cwd-"), stdout: "pipe", stderr: "pipe", env: { ...process.env, ...env }, timeout: 120_000 });
+  const p = Bun.spawnSync([process.execPath, MAIN, ...argv, "--json"], {
+    cwd: tempDir("kerncap-cwd-"),
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
   let doc: Record<string, any> = {};
   try {
     doc = JSON.parse(p.stdout.toString());
@@ -76,7 +82,9 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     // the team folder: group-writable, as `chmod -R g+w` leaves it; a member appends in place
     chmodSync(join(cap, "build.sh"), 0o775);
     writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(marker)}\nexit 1\n`); // same inode, same owner
-    expect(receivedReasons(cap, m)).toEqual([`build.sh can be written by every member of its group (gid ${statSync(join(cap, "build.sh")).gid}, mode 775), who could change what the build runs`]);
+    expect(receivedReasons(cap, m)).toEqual([
+      `build.sh can be written by every member of its group (gid ${statSync(join(cap, "build.sh")).gid}, mode 775), who could change what the build runs`,
+    ]);
     const ins = cli(["inspect", cap]);
     expect(ins.code).toBe(0);
     expect(ins.doc.received.received).toBe(true);
@@ -156,33 +164,64 @@ describe("attack: another user drops a kerncap.json above the victim's captures"
     expect(outerCapture(join(open, "c"))).toBe(open);
   }, 60_000);
 
-  test.skipIf(!ROOT)("another user's kerncap.json, or one in another user's folder, holds none of the victim's captures", async () => {
-    const root = tempDir("kerncap-attack-");
-    chmodSync(root, 0o755);
-    const team = join(root, "team");
-    mkdirSync(team, { mode: 0o755 });
-    await makeCapture(join(team, "c"));
-    copyFileSync(join(team, "c/kerncap.json"), join(team, "kerncap.json"));
-    expect(outerCapture(join(team, "c"))).toBe(team); // the user's own kerncap.json: a capture holds it
-    chownSync(join(team, "kerncap.json"), NOBODY, NOBODY); // another user's file in a folder of ours
-    expect(outerCapture(join(team, "c"))).toBeUndefined();
-    chownSync(join(team, "kerncap.json"), 0, 0);
-    chownSync(team, NOBODY, NOBODY); // the folder another user's: their files, not the user's capture
-    expect(outerCapture(join(team, "c"))).toBeUndefined();
-    expect(cli(["inspect", join(team, "c")]).code).toBe(0);
-  }, 60_000);
+  test.skipIf(!ROOT)(
+    "another user's kerncap.json, or one in another user's folder, holds none of the victim's captures",
+    async () => {
+      const root = tempDir("kerncap-attack-");
+      chmodSync(root, 0o755);
+      const team = join(root, "team");
+      mkdirSync(team, { mode: 0o755 });
+      await makeCapture(join(team, "c"));
+      copyFileSync(join(team, "c/kerncap.json"), join(team, "kerncap.json"));
+      expect(outerCapture(join(team, "c"))).toBe(team); // the user's own kerncap.json: a capture holds it
+      chownSync(join(team, "kerncap.json"), NOBODY, NOBODY); // another user's file in a folder of ours
+      expect(outerCapture(join(team, "c"))).toBeUndefined();
+      chownSync(join(team, "kerncap.json"), 0, 0);
+      chownSync(team, NOBODY, NOBODY); // the folder another user's: their files, not the user's capture
+      expect(outerCapture(join(team, "c"))).toBeUndefined();
+      expect(cli(["inspect", join(team, "c")]).code).toBe(0);
+    },
+    60_000,
+  );
 });
 
 describe("attack: a results folder another user made (check --resume)", () => {
   const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
   const H200 = { name: "NVIDIA H200", arch: "sm_90" };
-  const done = (t: { id: string; path: string }): Outcome => ({ id: t.id, path: t.path, kernel: "scale(float*, int)", outcome: "done", verdict: "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: H200, device: H200, rebuild: null, timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + i * 0.01) }, seconds: 0.01, replaySeconds: 0.005, at: new Date().toISOString() });
+  const done = (t: { id: string; path: string }): Outcome => ({
+    id: t.id,
+    path: t.path,
+    kernel: "scale(float*, int)",
+    outcome: "done",
+    verdict: "match",
+    numerics: "bit-exact",
+    reason: null,
+    code: null,
+    note: null,
+    captured: H200,
+    device: H200,
+    rebuild: null,
+    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + i * 0.01) },
+    seconds: 0.01,
+    replaySeconds: 0.005,
+    at: new Date().toISOString(),
+  });
   function workers() {
     const calls: string[] = [];
     const open: OpenRunner = () => ({ run: async (t) => (calls.push(t.id), done(t)), kill() {}, close: async () => {} });
     return { calls, open: () => open };
   }
-  const options = (paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions => ({ paths, settings: SETTINGS, results, resume: false, slowerPct: 10, gpus: [null], live: false, open, ...o });
+  const options = (paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions => ({
+    paths,
+    settings: SETTINGS,
+    results,
+    resume: false,
+    slowerPct: 10,
+    gpus: [null],
+    live: false,
+    open,
+    ...o,
+  });
 
   test("a results folder every user can write, holding a forged ok record: refused before any capture, E_UNSAFE_PATH naming it", async () => {
     const root = tempDir("kerncap-attack-");
@@ -203,11 +242,15 @@ describe("attack: a results folder another user made (check --resume)", () => {
     // closed (chmod go-w), the folder is the user's again; the results file written by another (group-writable) is not
     chmodSync(shared, 0o755);
     chmodSync(join(shared, "results.jsonl"), 0o664);
-    expect((await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })))).message).toContain("results.jsonl (the results file) can be written by every member of its group");
+    expect((await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })))).message).toContain(
+      "results.jsonl (the results file) can be written by every member of its group",
+    );
     chmodSync(join(shared, "results.jsonl"), 0o644);
     writeFileSync(join(shared, "baseline.json"), "{}");
     chmodSync(join(shared, "baseline.json"), 0o666);
-    expect((await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })))).message).toContain("baseline.json (the results folder's baseline) can be written by every user");
+    expect((await refusal(() => runCheck(options([join(root, "corpus")], shared, w.open, { resume: true })))).message).toContain(
+      "baseline.json (the results folder's baseline) can be written by every user",
+    );
     expect(w.calls).toEqual([]);
   }, 60_000);
 
@@ -232,16 +275,22 @@ describe("attack: a results folder another user made (check --resume)", () => {
     }
   }, 120_000);
 
-  test.skipIf(!ROOT)("a results folder another user owns (mode 0755) is refused too", async () => {
-    const root = tempDir("kerncap-attack-");
-    await makeCapture(join(root, "corpus/c1"));
-    const theirs = join(root, "theirs");
-    mkdirSync(theirs, { mode: 0o755 });
-    chownSync(theirs, NOBODY, NOBODY);
-    const w = workers();
-    expect((await refusal(() => runCheck(options([join(root, "corpus")], theirs, w.open)))).message).toContain(`${theirs} (the results folder) belongs to another user (uid ${NOBODY}`);
-    expect(w.calls).toEqual([]);
-  }, 60_000);
+  test.skipIf(!ROOT)(
+    "a results folder another user owns (mode 0755) is refused too",
+    async () => {
+      const root = tempDir("kerncap-attack-");
+      await makeCapture(join(root, "corpus/c1"));
+      const theirs = join(root, "theirs");
+      mkdirSync(theirs, { mode: 0o755 });
+      chownSync(theirs, NOBODY, NOBODY);
+      const w = workers();
+      expect((await refusal(() => runCheck(options([join(root, "corpus")], theirs, w.open)))).message).toContain(
+        `${theirs} (the results folder) belongs to another user (uid ${NOBODY}`,
+      );
+      expect(w.calls).toEqual([]);
+    },
+    60_000,
+  );
 });
 
 describe("attack: the state folder inside a folder another user can write", () => {
@@ -277,13 +326,17 @@ describe("attack: the state folder inside a folder another user can write", () =
     expect(await recordsIn(join(sticky, "me"))).toBe(true);
   }, 60_000);
 
-  test.skipIf(!ROOT)("XDG_STATE_HOME in another user's folder: no trust record is kept there", async () => {
-    const theirs = join(tempDir("kerncap-attack-"), "theirs");
-    mkdirSync(theirs, { mode: 0o755 });
-    chownSync(theirs, NOBODY, NOBODY);
-    expect(await recordsIn(theirs)).toBe(false);
-    expect(existsSync(join(theirs, "kerncap"))).toBe(false);
-  }, 60_000);
+  test.skipIf(!ROOT)(
+    "XDG_STATE_HOME in another user's folder: no trust record is kept there",
+    async () => {
+      const theirs = join(tempDir("kerncap-attack-"), "theirs");
+      mkdirSync(theirs, { mode: 0o755 });
+      chownSync(theirs, NOBODY, NOBODY);
+      expect(await recordsIn(theirs)).toBe(false);
+      expect(existsSync(join(theirs, "kerncap"))).toBe(false);
+    },
+    60_000,
+  );
 
   test("validate --trust warns that the trust is not remembered, and why", async () => {
     const open = join(tempDir("kerncap-attack-"), "open");

@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { probeProblems } from "../../src/frontends/confine-sources.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 /** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
-const DEPS_LIST = 'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
+const DEPS_LIST =
+  'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 
 /** What a confined build reads: the capture /cap and the system's headers (a stand-in for confinedReadable). */
@@ -24,7 +25,7 @@ const problems = (text: string) => probeProblems(text, "src/k.cu", "/cap/src/k.c
 describe("the sources of a confined build", () => {
   const ATTACKS: Record<string, string> = {
     "a literal __has_include": '#if __has_include("/home/u/.ssh/id_rsa")\n#error yes\n#endif\n',
-    "__has_include_next": '#if __has_include_next("/etc/shadow")\n#endif\n',
+    __has_include_next: '#if __has_include_next("/etc/shadow")\n#endif\n',
     "a macro naming the path (#define P then __has_include(P))": '#define P "/home/u/.ssh/id_rsa"\n#if __has_include(P)\nint yes;\n#endif\n',
     "<…> with an absolute path": "#if __has_include(</home/u/.ssh/id_rsa>)\n#endif\n",
     "<…> climbing with ..": "#if __has_include(<../../../../home/u/.ssh/id_rsa>)\n#endif\n",
@@ -36,7 +37,7 @@ describe("the sources of a confined build", () => {
     "a pasted query over a stringized path": "#define C(a, b) a##b\n#define S(x) #x\n#if C(__has_, include)(S(/etc/hostname))\n#endif\n",
     "a stringized path climbing with ..": "#define S(x) #x\n#if __has_include(S(a/../../../../etc/hostname))\n#endif\n",
     "#pragma GCC dependency": '#pragma GCC dependency "/etc/hostname"\n',
-    "_Pragma": '_Pragma("GCC dependency \\"/etc/hostname\\"")\n',
+    _Pragma: '_Pragma("GCC dependency \\"/etc/hostname\\"")\n',
     "a raw string": '#define P R"x(/etc/hostname)x"\n',
     "a digraph directive": '%:include "/etc/hostname"\n',
     "a line splice inside the query": '#if __has_inc\\\nlude("/etc/ho\\\nstname")\n#endif\n',
@@ -80,7 +81,9 @@ describe("kerncap mcp: the agent's edit that asks whether a file exists", () => 
     mkdirSync(join(cap, "src"));
     writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
     // kerncap's build as far as this test needs: it marks that it ran (the preprocessor would have looked the file up)
-    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(ran)}\n${DEPS_LIST}echo "no compiler in this test" >&2\nexit 1\n`, { mode: 0o755 });
+    writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(ran)}\n${DEPS_LIST}echo "no compiler in this test" >&2\nexit 1\n`, {
+      mode: 0o755,
+    });
     recordRendered(cap);
     const [a, b] = InMemoryTransport.createLinkedPair();
     await createMcpServer(undefined, { trustBuilds: false }).connect(a);
@@ -93,11 +96,15 @@ describe("kerncap mcp: the agent's edit that asks whether a file exists", () => 
     else process.env.XDG_STATE_HOME = savedState;
   });
 
-  test("edit_file writes #define P \"/etc/hostname\" + __has_include(P); validate, tune, profile and evaluate refuse it (E_CONFINED) before build.sh runs, naming the line, not the answer", async () => {
+  test('edit_file writes #define P "/etc/hostname" + __has_include(P); validate, tune, profile and evaluate refuse it (E_CONFINED) before build.sh runs, naming the line, not the answer', async () => {
     const probe = '#define P "/etc/hostname"\n#if __has_include(P)\n#error exists\n#endif\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n';
     const w = await client.callTool({ name: "edit_file", arguments: { dir: cap, path: "src/kernel.cu", content: probe } });
     expect(w.isError).toBeFalsy();
-    for (const [name, args] of [["validate", { dir: cap }], ["tune", { dir: cap, maxrregcount: [32] }], ["profile", { dir: cap, build: true }]] as const) {
+    for (const [name, args] of [
+      ["validate", { dir: cap }],
+      ["tune", { dir: cap, maxrregcount: [32] }],
+      ["profile", { dir: cap, build: true }],
+    ] as const) {
       const r = await client.callTool({ name, arguments: args });
       const d = r.structuredContent as Record<string, any>;
       if (name === "profile" && d.error?.code === "E_NO_NCU") continue; // no Nsight Compute here: refused before any build too
@@ -105,12 +112,18 @@ describe("kerncap mcp: the agent's edit that asks whether a file exists", () => 
       expect(d.error.message).toContain("src/kernel.cu:1:");
       expect(existsSync(ran)).toBe(false);
     }
-    const e = await client.callTool({ name: "evaluate", arguments: { dir: cap, candidates: [{ name: "v1", files: { "src/kernel.cu": probe.replace("/etc/hostname", "/etc/nonexistent-file") } }] } });
+    const e = await client.callTool({
+      name: "evaluate",
+      arguments: { dir: cap, candidates: [{ name: "v1", files: { "src/kernel.cu": probe.replace("/etc/hostname", "/etc/nonexistent-file") } }] },
+    });
     const ed = e.structuredContent as Record<string, any>;
     expect(JSON.stringify(ed)).toContain("E_CONFINED");
     expect(existsSync(ran)).toBe(false);
     // an ordinary edit builds (here: build.sh runs and fails, as it does)
-    await client.callTool({ name: "edit_file", arguments: { dir: cap, path: "src/kernel.cu", content: readFileSync(join(cap, "src/kernel.cu"), "utf8").replace(/^#.*\n/gm, "") } });
+    await client.callTool({
+      name: "edit_file",
+      arguments: { dir: cap, path: "src/kernel.cu", content: readFileSync(join(cap, "src/kernel.cu"), "utf8").replace(/^#.*\n/gm, "") },
+    });
     const ok = await client.callTool({ name: "validate", arguments: { dir: cap } });
     expect((ok.structuredContent as Record<string, any>).error?.code).toBe("E_BUILD");
     expect(existsSync(ran)).toBe(true);

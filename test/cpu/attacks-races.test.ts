@@ -93,7 +93,10 @@ describe("a folder in the middle of a path swapped for a link", () => {
         renameSync(join(cap, "src"), join(d, "src.away"));
         symlinkSync(secret, join(cap, "src"));
       },
-    }).then(() => undefined, (e) => e);
+    }).then(
+      () => undefined,
+      (e) => e,
+    );
     expect(swapped).toBe(true);
     expect(err).toBeInstanceOf(KerncapError);
     expect(err.code).toBe("E_UNSAFE_PATH");
@@ -106,7 +109,10 @@ describe("a folder in the middle of a path swapped for a link", () => {
     const cap = join(d, "cap");
     await makeCapture(cap);
     execFileSync("mkfifo", [join(cap, "pipe")]);
-    const err = await packCapture(cap, join(d, "out.zip")).then(() => undefined, (e) => e);
+    const err = await packCapture(cap, join(d, "out.zip")).then(
+      () => undefined,
+      (e) => e,
+    );
     expect(err).toBeInstanceOf(KerncapError);
     expect(err.code).toBe("E_PACK_LINK");
     expect(err.message).toContain("pipe is a FIFO");
@@ -134,7 +140,10 @@ describe("an MCP agent's confined build and candidates", () => {
     // the preprocessor's #error under #if: one bit of a file's content per build, in a message naming a file of the capture
     writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\necho "src/kernel.cu:3:2: error: #error FOO_IS_ONE" >&2\nexit 1\n`, { mode: 0o755 });
     recordRendered(dir);
-    const e = await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }).then(() => undefined, (x) => x);
+    const e = await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }).then(
+      () => undefined,
+      (x) => x,
+    );
     expect(e).toBeInstanceOf(KerncapError);
     expect(e.code).toBe("E_CONFINED");
     expect(`${e.message}\n${e.hint}`).not.toContain("FOO_IS_ONE");
@@ -142,7 +151,8 @@ describe("an MCP agent's confined build and candidates", () => {
 
   test("candidate patches that make a link or change a mode are refused; so is a patch candidate that leaves a link in src/", async () => {
     const { patchModeProblem, parseCandidate } = await import("../../src/eval/candidates.ts");
-    const link = "diff --git a/evil.h b/evil.h\nnew file mode 120000\nindex 0000000..845ec15\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n\\ No newline at end of file\n";
+    const link =
+      "diff --git a/evil.h b/evil.h\nnew file mode 120000\nindex 0000000..845ec15\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n\\ No newline at end of file\n";
     expect(patchModeProblem(link)).toContain("symbolic link");
     expect(patchModeProblem("diff --git a/k.cu b/k.cu\nold mode 100644\nnew mode 100755\n")).toContain("mode");
     expect(patchModeProblem("diff --git a/n.cu b/n.cu\nnew file mode 100755\n")).toContain("100755");
@@ -161,7 +171,13 @@ describe("an MCP agent's confined build and candidates", () => {
     expect(refused(() => writeCandidates(cap, [{ name: "sh", files: { "src/x.sh": "id\n" } }])).code).toBe("E_NOT_SOURCE");
     expect(refused(() => writeCandidates(cap, [{ name: "bs", files: { "src/a/build.sh": "id\n" } }])).code).toBe("E_NOT_SOURCE");
     expect(refused(() => writeCandidates(cap, [{ name: "p", patch: "--- /dev/null\n+++ b/x.sh\n@@ -0,0 +1 @@\n+id\n" }])).code).toBe("E_NOT_SOURCE");
-    expect(refused(() => writeCandidates(cap, [{ name: "l", patch: "diff --git a/evil.h b/evil.h\nnew file mode 120000\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n" }])).code).toBe("E_USAGE");
+    expect(
+      refused(() =>
+        writeCandidates(cap, [
+          { name: "l", patch: "diff --git a/evil.h b/evil.h\nnew file mode 120000\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n" },
+        ]),
+      ).code,
+    ).toBe("E_USAGE");
     const ok = writeCandidates(cap, [{ name: "k", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n" } }]);
     expect(ok.args.length).toBe(1);
   });

@@ -146,7 +146,8 @@ describe("what runs is what was trusted", () => {
     });
     const { err, e } = await quietly(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` }));
     expect(e.code).toBe("E_UNTRUSTED");
-    for (const name of ["build.sh", "pinned.json", "repro.py", "src/k.py"]) expect(err).toMatch(new RegExp(`──── ${name} \\(\\d+ bytes, sha256 [0-9a-f]{64}\\) ────\\n`));
+    for (const name of ["build.sh", "pinned.json", "repro.py", "src/k.py"])
+      expect(err).toMatch(new RegExp(`──── ${name} \\(\\d+ bytes, sha256 [0-9a-f]{64}\\) ────\\n`));
     expect(err).toContain("import os  # the kernel's module");
     expect(err).toContain("──── the interpreter pinned.json names (run with the folder's repro.py) ────\n/opt/py/bin/python3\n");
     const digest = /sha256 ([0-9a-f]{64})\)/.exec(e.message)?.[1];
@@ -173,15 +174,33 @@ describe("what runs is what was trusted", () => {
     writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
     writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
     writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
-    const dir = await received(root, `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH=${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`, (made) => {
-      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
-      m.kernel.frontend = "triton";
-      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
-      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
-      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "python3", tritonVersion: "3.0.0", kernelFile: "../.notes/readme.py", constexprs: [], signature: {}, attrs: [], options: {}, target: {}, kernelName: "k" }));
-      mkdirSync(join(made, ".notes"));
-      writeFileSync(join(made, ".notes/readme.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
-    });
+    const dir = await received(
+      root,
+      `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH=${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`,
+      (made) => {
+        const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+        m.kernel.frontend = "triton";
+        writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+        cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+        writeFileSync(
+          join(made, "pinned.json"),
+          JSON.stringify({
+            fnName: "k",
+            python: "python3",
+            tritonVersion: "3.0.0",
+            kernelFile: "../.notes/readme.py",
+            constexprs: [],
+            signature: {},
+            attrs: [],
+            options: {},
+            target: {},
+            kernelName: "k",
+          }),
+        );
+        mkdirSync(join(made, ".notes"));
+        writeFileSync(join(made, ".notes/readme.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
+      },
+    );
     const { e } = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust"] }));
     expect(existsSync(marker)).toBe(false);
     expect(e).toMatchObject({ code: "E_UNSAFE_PATH", exitCode: 2 });
@@ -194,7 +213,18 @@ describe("what runs is what was trusted", () => {
 /** kerncap's own CUDA build.sh (templates/cuda/build.sh.hbs) for src/k.cu with an include folder under src/, as a capture renders it. */
 function stockCudaBuildSh(): string {
   const text = readFileSync(resolve(import.meta.dir, "../../templates/cuda/build.sh.hbs"), "utf8");
-  return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags: '-I"$here/src"/include', tuSource: "k.cu", compiledSource: "k.cu", sliceKind: "none" });
+  return templateEngine().compile(text, { strict: true, noEscape: true })({
+    kernelName: "k",
+    flagsFrom: "defaults",
+    overlay: false,
+    arch: "sm_90",
+    sliced: false,
+    rdc: false,
+    flags: '-I"$here/src"/include',
+    tuSource: "k.cu",
+    compiledSource: "k.cu",
+    sliceKind: "none",
+  });
 }
 
 /** A Triton stand-in on a PYTHONPATH of its own: repro.py imports these before it imports the kernel file. @returns the site folder */
@@ -233,10 +263,15 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     const root = tempDir();
     const marker = join(root, "library-ran");
     const evil = join(root, "evil.c");
-    writeFileSync(evil, `#include <stdio.h>\n__attribute__((constructor)) static void pwn(void) { FILE *f = fopen(${JSON.stringify(marker)}, "a"); if (f) { fputs("ran\\n", f); fclose(f); } }\n`);
+    writeFileSync(
+      evil,
+      `#include <stdio.h>\n__attribute__((constructor)) static void pwn(void) { FILE *f = fopen(${JSON.stringify(marker)}, "a"); if (f) { fputs("ran\\n", f); fclose(f); } }\n`,
+    );
     const dir = await received(root, stockCudaBuildSh(), (made) => {
       writeFileSync(join(made, "src/k.cu"), KERNEL);
-      const cc = Bun.spawnSync([gcc, "-shared", "-fPIC", "-o", join(made, "libzstd.so.1"), evil, "-Wl,-soname,libzstd.so.1", "-Wl,--no-as-needed", zstd], { stderr: "pipe" });
+      const cc = Bun.spawnSync([gcc, "-shared", "-fPIC", "-o", join(made, "libzstd.so.1"), evil, "-Wl,-soname,libzstd.so.1", "-Wl,--no-as-needed", zstd], {
+        stderr: "pipe",
+      });
       expect(cc.exitCode, cc.stderr.toString()).toBe(0);
     });
     expect(existsSync(join(dir, "libzstd.so.1"))).toBe(true); // the archive brought it
@@ -258,13 +293,24 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     });
     requireTrustedBuild(dir, readManifest(dir), true);
     // nvcc's stand-in says where it runs, what lies there and what it was given to load from
-    process.env.NVCC = join(fakeTool("nvcc", `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`), "nvcc");
+    process.env.NVCC = join(
+      fakeTool(
+        "nvcc",
+        `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`,
+      ),
+      "nvcc",
+    );
     process.env.LD_LIBRARY_PATH = `/usr/local/cuda/lib64::lib:${dir}/lib:${realpathSync(dir)}`;
     process.env.LD_PRELOAD = `${dir}/evil.so ./x.so`;
     process.env.PYTHONPATH = `${dir}/py:/opt/site`;
     await buildReproducer(dir, { quiet: true, force: false });
     const lines = readFileSync(seen, "utf8").split("\n");
-    const listing = lines.slice(0, lines.findIndex((l) => l.startsWith("LD="))).sort();
+    const listing = lines
+      .slice(
+        0,
+        lines.findIndex((l) => l.startsWith("LD=")),
+      )
+      .sort();
     expect(listing).toEqual(["build", "build.sh", "src"]);
     expect(lines).toContain("LD=/usr/local/cuda/lib64");
     expect(lines).toContain("PRE=");
@@ -277,18 +323,36 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     const marker = join(root, "json-ran");
     const marker2 = join(root, "sitecustomize-ran");
     const site = fakeTritonSite();
-    const dir = await received(root, `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH="\${PYTHONPATH:+$PYTHONPATH:}"${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`, (made) => {
-      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
-      m.kernel.frontend = "triton";
-      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
-      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
-      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "python3", tritonVersion: "3.0.0", kernelFile: "k.py", constexprs: [], signature: {}, attrs: [], options: {}, target: {}, kernelName: "k" }));
-      writeFileSync(join(made, "src/k.py"), "import triton\n");
-      // repro.py's second import, from the script's folder when that is first on sys.path
-      writeFileSync(join(made, "json.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
-      mkdirSync(join(made, "lib"));
-      writeFileSync(join(made, "lib/sitecustomize.py"), `open(${JSON.stringify(marker2)}, "w").close()\n`);
-    });
+    const dir = await received(
+      root,
+      `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH="\${PYTHONPATH:+$PYTHONPATH:}"${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`,
+      (made) => {
+        const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+        m.kernel.frontend = "triton";
+        writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+        cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+        writeFileSync(
+          join(made, "pinned.json"),
+          JSON.stringify({
+            fnName: "k",
+            python: "python3",
+            tritonVersion: "3.0.0",
+            kernelFile: "k.py",
+            constexprs: [],
+            signature: {},
+            attrs: [],
+            options: {},
+            target: {},
+            kernelName: "k",
+          }),
+        );
+        writeFileSync(join(made, "src/k.py"), "import triton\n");
+        // repro.py's second import, from the script's folder when that is first on sys.path
+        writeFileSync(join(made, "json.py"), `open(${JSON.stringify(marker)}, "w").close()\n`);
+        mkdirSync(join(made, "lib"));
+        writeFileSync(join(made, "lib/sitecustomize.py"), `open(${JSON.stringify(marker2)}, "w").close()\n`);
+      },
+    );
     process.env.PYTHONPATH = join(dir, "lib");
     const refused = await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
     expect(refused.err).not.toContain("json.py"); // not among what the build runs: it must not run
@@ -361,7 +425,10 @@ describe("names are data", () => {
     const rename = (n: string) => `${root}${n.slice("cap".length)}`.replace(/\/note\.txt$/, `/${note}`);
     const files = idx.files.map((f) => ({ ...f, path: f.path === "note.txt" ? note : f.path, entry: rename(f.entry) }));
     const archive = join(dir, "evil.zip");
-    writeFileSync(archive, rawZip([storedEntry(`${root}/${PACK_INDEX}`, JSON.stringify({ ...idx, root, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]));
+    writeFileSync(
+      archive,
+      rawZip([storedEntry(`${root}/${PACK_INDEX}`, JSON.stringify({ ...idx, root, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]),
+    );
     return { dir, archive };
   }
 

@@ -24,7 +24,11 @@ import { NVCC } from "../nvcc-fixtures.ts";
 const ROOT = resolve(import.meta.dir, "../..");
 const CUDA_LIB = join(ROOT, "c/build/libkerncap_cuda.so");
 const CUDA_HOME = process.env.CUDA_HOME ?? "/usr/local/cuda";
-const CUDA_INC = [join(CUDA_HOME, "include"), join(CUDA_HOME, "extras/CUPTI/include"), ...(existsSync(join(CUDA_HOME, "targets")) ? readdirSync(join(CUDA_HOME, "targets")).map((t) => join(CUDA_HOME, "targets", t, "include")) : [])].filter((d) => existsSync(d));
+const CUDA_INC = [
+  join(CUDA_HOME, "include"),
+  join(CUDA_HOME, "extras/CUPTI/include"),
+  ...(existsSync(join(CUDA_HOME, "targets")) ? readdirSync(join(CUDA_HOME, "targets")).map((t) => join(CUDA_HOME, "targets", t, "include")) : []),
+].filter((d) => existsSync(d));
 const READY = !!Bun.which("gcc") && !!NVCC && existsSync(CUDA_LIB) && CUDA_INC.some((d) => existsSync(join(d, "cupti.h")));
 
 const KERNEL_CU = `extern "C" __global__ void twice(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }\n`;
@@ -43,21 +47,68 @@ beforeAll(() => {
   if (!READY) return;
   tmp = mkdtempSync(join(tmpdir(), "kerncap-c-fatbin-"));
   writeFileSync(join(tmp, "k.cu"), KERNEL_CU);
-  sh([NVCC!, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "-o", join(tmp, "k.fatbin"), join(tmp, "k.cu")]);
+  sh([
+    NVCC!,
+    "-fatbin",
+    "-gencode",
+    "arch=compute_80,code=compute_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "-o",
+    join(tmp, "k.fatbin"),
+    join(tmp, "k.cu"),
+  ]);
   sh([NVCC!, "-fatbin", "-gencode", "arch=compute_90,code=sm_90", "-o", join(tmp, "noptx.fatbin"), join(tmp, "k.cu")]);
   // the same fatbin with its entries stored as they are, and LZ4-compressed (the default is zstd)
-  sh([NVCC!, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "--no-compress", "-o", join(tmp, "plain.fatbin"), join(tmp, "k.cu")]);
-  sh([NVCC!, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=sm_90", "--compress-mode=speed", "-Xfatbin", "-compress-all", "-o", join(tmp, "lz4.fatbin"), join(tmp, "k.cu")]);
+  sh([
+    NVCC!,
+    "-fatbin",
+    "-gencode",
+    "arch=compute_80,code=compute_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "--no-compress",
+    "-o",
+    join(tmp, "plain.fatbin"),
+    join(tmp, "k.cu"),
+  ]);
+  sh([
+    NVCC!,
+    "-fatbin",
+    "-gencode",
+    "arch=compute_80,code=compute_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "--compress-mode=speed",
+    "-Xfatbin",
+    "-compress-all",
+    "-o",
+    join(tmp, "lz4.fatbin"),
+    join(tmp, "k.cu"),
+  ]);
   fatbin = new Uint8Array(readFileSync(join(tmp, "k.fatbin")));
   noPtx = new Uint8Array(readFileSync(join(tmp, "noptx.fatbin")));
   // what CUPTI hands over: the one cubin the driver picked (the sm_90 entry, decompressed)
-  cubin = fatbinEntries(fatbin).find((e) => e.kind === "cubin" && e.arch === "sm_90")!.bytes();
+  cubin = fatbinEntries(fatbin)
+    .find((e) => e.kind === "cubin" && e.arch === "sm_90")!
+    .bytes();
   writeFileSync(join(tmp, "k.cubin"), cubin);
   const gcc = (args: string[]) => sh(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", ...args]);
   gcc(["-shared", "-fPIC", "-DFAKE_LIBCUDA", "-o", join(tmp, "libcuda.so.1"), join(ROOT, "c/test/fake_cuda.c")]);
   gcc(["-shared", "-fPIC", "-DFAKE_LIBCUPTI", "-o", join(tmp, "libcupti.so"), join(ROOT, "c/test/fake_cuda.c")]);
   const link = (out: string, extra: string[]) =>
-    gcc([...CUDA_INC.map((d) => `-I${d}`), "-o", join(tmp, out), join(ROOT, "c/test/launch_main.c"), ...extra, `-L${tmp}`, "-l:libcupti.so", `-Wl,-rpath,${tmp}`, "-ldl", "-lpthread"]);
+    gcc([
+      ...CUDA_INC.map((d) => `-I${d}`),
+      "-o",
+      join(tmp, out),
+      join(ROOT, "c/test/launch_main.c"),
+      ...extra,
+      `-L${tmp}`,
+      "-l:libcupti.so",
+      `-Wl,-rpath,${tmp}`,
+      "-ldl",
+      "-lpthread",
+    ]);
   link("launch_main", []);
   // a program whose .nv_fatbin section holds the fatbin, as nvcc's host objects put it there
   const bytes = [...fatbin].join(",");
@@ -72,10 +123,21 @@ function capture(program: string, mode: "module" | "file" | "library" | "lazy", 
   const out = join(tmp, `out-${outs++}`);
   mkdirSync(join(out, "kernel"), { recursive: true });
   mkdirSync(join(out, "memory"));
-  const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^twice$", KERNCAP_DISPATCH: "0" };
+  const env = {
+    PATH: process.env.PATH ?? "",
+    LD_LIBRARY_PATH: tmp,
+    KERNCAP_OUT: out,
+    KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"),
+    KERNCAP_MODE: "capture",
+    KERNCAP_KERNEL: "^twice$",
+    KERNCAP_DISPATCH: "0",
+  };
   const p = Bun.spawnSync([join(tmp, program), CUDA_LIB, mode, image, join(tmp, cubinFile), "twice"], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
   expect(p.exitCode, p.stderr.toString()).toBe(0);
-  expect(readdirSync(out).filter((f) => f.startsWith("error.")), p.stderr.toString()).toEqual([]);
+  expect(
+    readdirSync(out).filter((f) => f.startsWith("error.")),
+    p.stderr.toString(),
+  ).toEqual([]);
   const raw = JSON.parse(readFileSync(join(out, "raw.json"), "utf8"));
   return { raw, module: new Uint8Array(readFileSync(join(out, raw.module.file))) };
 }
@@ -129,7 +191,12 @@ describe.skipIf(!READY)("the capture keeps the application's fatbin with its PTX
 
   test("a cubin loaded as it is (Triton, XLA), a fatbin without PTX, no fatbin anywhere: the cubin is kept", () => {
     writeFileSync(join(tmp, "noptx.fatbin"), noPtx);
-    for (const c of [capture("launch_main", "module", join(tmp, "k.cubin")), capture("launch_main", "file", join(tmp, "k.cubin")), capture("launch_main", "module", join(tmp, "noptx.fatbin")), capture("launch_main", "lazy", "-")]) {
+    for (const c of [
+      capture("launch_main", "module", join(tmp, "k.cubin")),
+      capture("launch_main", "file", join(tmp, "k.cubin")),
+      capture("launch_main", "module", join(tmp, "noptx.fatbin")),
+      capture("launch_main", "lazy", "-"),
+    ]) {
       expect(c.raw.module.kind).toBe("cubin");
       expect(Buffer.from(c.module).equals(Buffer.from(cubin))).toBe(true);
       expect(describeModule(c.module).archs).toEqual(["sm_90"]);

@@ -49,8 +49,20 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
   test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", async () => {
     if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
     const exe = join(tmp, "fake_hsa_runtime");
-    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c/hsa")}`, `-I${join(ROOT, "c/common")}`, "-o", exe,
-      join(import.meta.dir, "../apps/hip/fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"]);
+    const cc = Bun.spawnSync([
+      "gcc",
+      "-std=gnu11",
+      "-Wall",
+      `-I${INC}`,
+      `-I${join(ROOT, "c/hsa")}`,
+      `-I${join(ROOT, "c/common")}`,
+      "-o",
+      exe,
+      join(import.meta.dir, "../apps/hip/fake_hsa_runtime.c"),
+      "-ldl",
+      "-Wl,--no-as-needed",
+      "-lstdc++",
+    ]);
     expect(cc.stderr.toString()).toBe("");
     const co = join(tmp, "module.co");
     Bun.write(co, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode("_Z5scalePffi other")]));
@@ -78,7 +90,15 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     // raw_version 2, as the CUDA library writes it (c/common/kc_raw.c): 1 MiB chunks, non-zero chunks
     // stored before, changed chunks after, each range's extents at 64 KiB-aligned offsets
     expect(raw.raw_version).toBe(2);
-    expect(raw.memory).toMatchObject({ chunk_bytes: 1 << 20, hash: "kc64/1", align: 65536, live_bytes: 24016, stored_before_bytes: 12016, stored_after_bytes: 12000, hashed_on_gpu: false });
+    expect(raw.memory).toMatchObject({
+      chunk_bytes: 1 << 20,
+      hash: "kc64/1",
+      align: 65536,
+      live_bytes: 24016,
+      stored_before_bytes: 12016,
+      stored_after_bytes: 12000,
+      hashed_on_gpu: false,
+    });
     expect(raw.memory.gpu_scan_unavailable).toContain("CPU");
     type Range = { changed: boolean; size: number; hashed_on: string; before: { extents: number[][]; hashes: string }; after: { extents: number[][] } };
     expect(raw.regions.map((g: Range) => [g.changed, g.size, g.hashed_on, g.before.extents, g.after.extents])).toEqual([
@@ -97,13 +117,20 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
     expect(statSync(join(out, "memory/after.bin")).size).toBe(65536); // one 12000-byte chunk, the file ends aligned
 
     const kernels = JSON.parse(readFileSync(join(out, `kernels.${r.pid}.json`), "utf8")).kernels;
-    expect(kernels.map((k: { name: string; count: number }) => [k.name, k.count])).toEqual([["other", 3], ["_Z5scalePffi", 3]]);
+    expect(kernels.map((k: { name: string; count: number }) => [k.name, k.count])).toEqual([
+      ["other", 3],
+      ["_Z5scalePffi", 3],
+    ]);
 
     // the library's real output fits the raw schema (src/capture/raw.ts) and finalizes into a manifest
     expect(parseRaw(raw).raw_version).toBe(2);
     expect(raw.timing.app_launch_us).toBeGreaterThanOrEqual(0);
     const m = await finalizeCapture(raw, { tmpDir: out, finalDir: join(tmp, "cap-final"), force: false, command: ["fake"], match: "scale" });
-    expect(m.regions.map((g) => [g.changed, g.size, g.hashedOn, g.before.extents.length])).toEqual([[true, 12000, "cpu", 1], [false, 12000, "cpu", 0], [false, 16, "cpu", 1]]);
+    expect(m.regions.map((g) => [g.changed, g.size, g.hashedOn, g.before.extents.length])).toEqual([
+      [true, 12000, "cpu", 1],
+      [false, 12000, "cpu", 0],
+      [false, 16, "cpu", 1],
+    ]);
     expect(m.memory.hash).toBe("kc64/1");
   });
 

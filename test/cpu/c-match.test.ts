@@ -44,10 +44,23 @@ const B = "_Z10vector_addPKfS0_Pfi";
 const C = "triton_poi_fused_add_0";
 const D = "_ZN4gemm6kernelILi64EEEvPf";
 const N = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
-const DEMANGLED: Record<string, string> = { [A]: "scalar(float*, int)", [B]: "vector_add(float const*, float const*, float*, int)", [C]: C, [D]: "void gemm::kernel<64>(float*)", [N]: N };
+const DEMANGLED: Record<string, string> = {
+  [A]: "scalar(float*, int)",
+  [B]: "vector_add(float const*, float const*, float*, int)",
+  [C]: C,
+  [D]: "void gemm::kernel<64>(float*)",
+  [N]: N,
+};
 const LAUNCHES = [A, B, C, A, D, B, N, A, C, D, B, A, C, D];
 
-interface Row { label: string; kernel: string[]; dispatch: number; captureAll?: boolean; launchCount?: number; maxCaptures?: number }
+interface Row {
+  label: string;
+  kernel: string[];
+  dispatch: number;
+  captureAll?: boolean;
+  launchCount?: number;
+  maxCaptures?: number;
+}
 const ROWS: Row[] = [
   { label: "no --kernel: the Nth launch of any kernel", kernel: [], dispatch: 3 },
   { label: "a regex only the demangled name matches", kernel: ["^scalar\\("], dispatch: 1 },
@@ -63,7 +76,12 @@ const ROWS: Row[] = [
   { label: "no kernel matches", kernel: ["^nomatch$"], dispatch: 0 },
 ];
 
-interface Capture { name: string; launch_index: number; match_index: number; target: number }
+interface Capture {
+  name: string;
+  launch_index: number;
+  match_index: number;
+  target: number;
+}
 
 function settingsEnv(r: Row): Record<string, string> {
   const e: Record<string, string> = { KERNCAP_MODE: "capture", KERNCAP_KERNEL: r.kernel.join("\n"), KERNCAP_DISPATCH: String(r.dispatch) };
@@ -127,7 +145,10 @@ function captured(out: string): Capture[] {
   const files = existsSync(join(out, "raw.json"))
     ? [join(out, "raw.json")]
     : existsSync(join(out, "captures"))
-      ? readdirSync(join(out, "captures")).sort((a, b) => Number(a) - Number(b)).map((n) => join(out, "captures", n, "raw.json")).filter((f) => existsSync(f))
+      ? readdirSync(join(out, "captures"))
+          .sort((a, b) => Number(a) - Number(b))
+          .map((n) => join(out, "captures", n, "raw.json"))
+          .filter((f) => existsSync(f))
       : [];
   return files.map((f) => {
     const raw = JSON.parse(readFileSync(f, "utf8"));
@@ -149,10 +170,30 @@ beforeAll(() => {
   if (haveCuda) {
     gcc(["-shared", "-fPIC", "-DFAKE_LIBCUDA", "-o", join(tmp, "libcuda.so.1"), join(ROOT, "c/test/fake_cuda.c")]);
     gcc(["-shared", "-fPIC", "-DFAKE_LIBCUPTI", "-o", join(tmp, "libcupti.so"), join(ROOT, "c/test/fake_cuda.c")]);
-    gcc([...CUDA_INC.map((d) => `-I${d}`), "-o", join(tmp, "launch_main"), join(ROOT, "c/test/launch_main.c"), `-L${tmp}`, "-l:libcupti.so", `-Wl,-rpath,${tmp}`, "-ldl", "-lpthread"]);
+    gcc([
+      ...CUDA_INC.map((d) => `-I${d}`),
+      "-o",
+      join(tmp, "launch_main"),
+      join(ROOT, "c/test/launch_main.c"),
+      `-L${tmp}`,
+      "-l:libcupti.so",
+      `-Wl,-rpath,${tmp}`,
+      "-ldl",
+      "-lpthread",
+    ]);
   }
   if (haveHsa) {
-    gcc([`-I${HSA_INC}`, `-I${join(ROOT, "c/hsa")}`, `-I${join(ROOT, "c/common")}`, "-o", join(tmp, "fake_hsa_runtime"), join(ROOT, "test/apps/hip/fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"]);
+    gcc([
+      `-I${HSA_INC}`,
+      `-I${join(ROOT, "c/hsa")}`,
+      `-I${join(ROOT, "c/common")}`,
+      "-o",
+      join(tmp, "fake_hsa_runtime"),
+      join(ROOT, "test/apps/hip/fake_hsa_runtime.c"),
+      "-ldl",
+      "-Wl,--no-as-needed",
+      "-lstdc++",
+    ]);
     writeFileSync(join(tmp, "module.co"), new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode([A, B, C, D, N].join(" "))]));
   }
 }, 60_000);
@@ -172,7 +213,10 @@ function runCuda(r: Row): Capture[] {
   const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), ...settingsEnv(r) };
   const p = Bun.spawnSync([join(tmp, "launch_main"), CUDA_LIB, "seq", ...LAUNCHES], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
   expect(p.exitCode, p.stderr.toString()).toBe(0);
-  expect(readdirSync(out).filter((f) => f.startsWith("error.")), p.stderr.toString()).toEqual([]);
+  expect(
+    readdirSync(out).filter((f) => f.startsWith("error.")),
+    p.stderr.toString(),
+  ).toEqual([]);
   return captured(out);
 }
 
@@ -181,14 +225,21 @@ function runHsa(r: Row): Capture[] {
   const env = { PATH: process.env.PATH ?? "", HSA_TOOLS_LIB: HSA_LIB, KERNCAP_OUT: out, ...settingsEnv(r) };
   const p = Bun.spawnSync([join(tmp, "fake_hsa_runtime"), join(tmp, "module.co"), ...LAUNCHES], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
   expect(p.exitCode, p.stderr.toString()).toBe(0);
-  expect(readdirSync(out).filter((f) => f.startsWith("error.")), p.stderr.toString()).toEqual([]);
+  expect(
+    readdirSync(out).filter((f) => f.startsWith("error.")),
+    p.stderr.toString(),
+  ).toEqual([]);
   return captured(out);
 }
 
 function runMatcher(r: Row): Capture[] {
   const p = Bun.spawnSync([join(tmp, "match_main"), ...LAUNCHES], { env: { PATH: process.env.PATH ?? "", ...settingsEnv(r) }, stdout: "pipe", stderr: "pipe" });
   expect(p.exitCode, p.stderr.toString()).toBe(0);
-  return p.stdout.toString().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Capture);
+  return p.stdout
+    .toString()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Capture);
 }
 
 describe.skipIf(!haveGcc)("one matching table through the common matcher and both capture libraries", () => {
@@ -196,7 +247,10 @@ describe.skipIf(!haveGcc)("one matching table through the common matcher and bot
     const pick = (label: string) => model(ROWS.find((r) => r.label === label)!).map((c) => [c.name, c.launch_index]);
     expect(pick("a regex only the demangled name matches")).toEqual([[A, 3]]);
     expect(pick("--dispatch counts across every name one regex matches")).toEqual([[B, 5]]); // B, C, then B again
-    expect(pick("two -k: one capture each (a template's demangled name)")).toEqual([[B, 1], [D, 4]]);
+    expect(pick("two -k: one capture each (a template's demangled name)")).toEqual([
+      [B, 1],
+      [D, 4],
+    ]);
     expect(pick("a collective kernel is never a target")).toEqual([[A, 0]]);
     expect(pick("no kernel matches")).toEqual([]);
   });
@@ -213,20 +267,41 @@ describe.skipIf(!haveGcc)("one matching table through the common matcher and bot
     });
   }
 
-  test.skipIf(!haveCuda)("CUDA library: launches from 8 threads at once are each counted once (the launch path takes no lock)", () => {
-    for (const mode of ["list", "capture"]) {
-      const out = freshOut();
-      const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), KERNCAP_MODE: mode, KERNCAP_KERNEL: "^nomatch$" };
-      const p = Bun.spawnSync([join(tmp, "launch_main"), CUDA_LIB, "threads", "8", "20000", A, B, C, D], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
-      expect(p.exitCode, p.stderr.toString()).toBe(0);
-      const census = JSON.parse(readFileSync(join(out, `kernels.${p.pid}.json`), "utf8"));
-      expect(census.final).toBe(true);
-      expect(census.launches).toBe(8 * 20000);
-      expect(Object.fromEntries(census.kernels.map((k: { name: string; count: number }) => [k.name, k.count]))).toEqual({ [A]: 40000, [B]: 40000, [C]: 40000, [D]: 40000 });
-      for (const k of census.kernels) expect(k.grid[0]).toBeGreaterThanOrEqual(1); // a shape some launch had
-      expect(existsSync(join(out, "raw.json"))).toBe(false);
-    }
-  }, 120_000);
+  test.skipIf(!haveCuda)(
+    "CUDA library: launches from 8 threads at once are each counted once (the launch path takes no lock)",
+    () => {
+      for (const mode of ["list", "capture"]) {
+        const out = freshOut();
+        const env = {
+          PATH: process.env.PATH ?? "",
+          LD_LIBRARY_PATH: tmp,
+          KERNCAP_OUT: out,
+          KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"),
+          KERNCAP_MODE: mode,
+          KERNCAP_KERNEL: "^nomatch$",
+        };
+        const p = Bun.spawnSync([join(tmp, "launch_main"), CUDA_LIB, "threads", "8", "20000", A, B, C, D], {
+          env,
+          stdout: "pipe",
+          stderr: "pipe",
+          timeout: 60_000,
+        });
+        expect(p.exitCode, p.stderr.toString()).toBe(0);
+        const census = JSON.parse(readFileSync(join(out, `kernels.${p.pid}.json`), "utf8"));
+        expect(census.final).toBe(true);
+        expect(census.launches).toBe(8 * 20000);
+        expect(Object.fromEntries(census.kernels.map((k: { name: string; count: number }) => [k.name, k.count]))).toEqual({
+          [A]: 40000,
+          [B]: 40000,
+          [C]: 40000,
+          [D]: 40000,
+        });
+        for (const k of census.kernels) expect(k.grid[0]).toBeGreaterThanOrEqual(1); // a shape some launch had
+        expect(existsSync(join(out, "raw.json"))).toBe(false);
+      }
+    },
+    120_000,
+  );
 
   test.skipIf(!haveCuda || !haveHsa || !Bun.which("nm"))("both libraries hold the code of every c/common unit, compiled alike", () => {
     // local (hidden) symbols with their sizes: `nm -S` reads the symbol table (the libraries are not stripped)
@@ -240,7 +315,18 @@ describe.skipIf(!haveGcc)("one matching table through the common matcher and bot
     };
     const cuda = functions(CUDA_LIB);
     const hsa = functions(HSA_LIB);
-    const shared = ["kc_settings_read", "kc_census_get", "kc_census_write", "kc_census_demangled", "kc_match_mask", "kc_match_pick", "kc_match_captured", "kc_claim", "kc_raw_write", "kc_fail_at"];
+    const shared = [
+      "kc_settings_read",
+      "kc_census_get",
+      "kc_census_write",
+      "kc_census_demangled",
+      "kc_match_mask",
+      "kc_match_pick",
+      "kc_match_captured",
+      "kc_claim",
+      "kc_raw_write",
+      "kc_fail_at",
+    ];
     expect(common).toEqual(["kc_settings", "kc_census", "kc_match", "kc_process", "kc_raw", "kc_log"]);
     for (const f of shared) {
       expect(cuda.has(f), `${f} in libkerncap_cuda.so`).toBe(true);

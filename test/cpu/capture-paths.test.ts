@@ -8,7 +8,21 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { runCommand } from "citty";
-import { chmodSync, chownSync, existsSync, linkSync, realpathSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  linkSync,
+  realpathSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -42,7 +56,9 @@ async function sliced(meta: Record<string, unknown>): Promise<{ root: string; di
   mkdirSync(join(dir, "src"));
   writeFileSync(join(dir, "src/main.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
   const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
-  m.source = { cuda: { slice: { used: true, meta: { kind: "prefix", tu: "main.cu", slice: "main.kerncap-slice.cu", base: "scale", definitionName: "main.cu", ...meta } } } };
+  m.source = {
+    cuda: { slice: { used: true, meta: { kind: "prefix", tu: "main.cu", slice: "main.kerncap-slice.cu", base: "scale", definitionName: "main.cu", ...meta } } },
+  };
   writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
   return { root, dir };
 }
@@ -91,17 +107,22 @@ function gxxBuild(dir: string): void {
 
 describe("a received capture's manifest", () => {
   test("source.cuda.slice.meta.slice ../../x: validate refuses (exit 2) and writes nothing outside the folder", async () => {
-    const { root, dir } = await sliced({ slice: "../../x", odrUse: "scale\n#include \"/etc/passwd\"" });
+    const { root, dir } = await sliced({ slice: "../../x", odrUse: 'scale\n#include "/etc/passwd"' });
     const e = await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir] }));
     expect(e.code).toBe("E_MANIFEST");
     expect(e.exitCode).toBe(2);
     expect(e.message).toContain("source.cuda.slice.meta.slice");
     expect(existsSync(join(root, "x"))).toBe(false); // src/../../x
-
   });
 
   test("odrUse, cutInclude or definitionName with a line of their own, a base that is no identifier: refused before any write", async () => {
-    for (const meta of [{ odrUse: 'scale<int>;\n#include "/etc/passwd"\nvoid* y = 0' }, { cutInclude: '#include "k.h"\n#include "/etc/shadow"' }, { definitionName: "k.cu)\n#include </etc/passwd>" }, { base: "scale;system" }, { tu: 'main.cu"\n#include "/etc/passwd' }]) {
+    for (const meta of [
+      { odrUse: 'scale<int>;\n#include "/etc/passwd"\nvoid* y = 0' },
+      { cutInclude: '#include "k.h"\n#include "/etc/shadow"' },
+      { definitionName: "k.cu)\n#include </etc/passwd>" },
+      { base: "scale;system" },
+      { tu: 'main.cu"\n#include "/etc/passwd' },
+    ]) {
       const { dir } = await sliced(meta);
       writeFileSync(join(dir, "src/main.cu"), "// edited\n__global__ void scale(float* x, int n) {}\n"); // a stale slice: validate would remake it
       const e = await thrown(() => remakeStaleSlice(dir, readManifest(dir)));
@@ -229,7 +250,10 @@ describe("MCP validate: the build reads nothing outside the capture", () => {
     })();
     writeFileSync(join(root, "secret"), `${SECRET} is the password\n`);
     const c = await mcp();
-    const edit = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "int k()", newText: `#include "${join(root, "secret")}"\nint k()` } });
+    const edit = await c.callTool({
+      name: "edit_file",
+      arguments: { dir, path: "src/kernel.cu", oldText: "int k()", newText: `#include "${join(root, "secret")}"\nint k()` },
+    });
     expect(edit.isError, JSON.stringify(edit)).toBe(false);
     const v = await c.callTool({ name: "validate", arguments: { dir } });
     const all = JSON.stringify(v);
@@ -248,34 +272,49 @@ describe("MCP validate: the build reads nothing outside the capture", () => {
     await c.close();
   }, 60_000);
 
-  test.skipIf(!Bun.which("g++"))("a confined build runs under a data-size limit (an #include of /dev/zero once took 21 GB); an unconfined one does not", async () => {
-    const root = tempDir();
-    const dir = join(root, "cap");
-    await makeCapture(dir);
-    mkdirSync(join(dir, "src"));
-    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
-    gxxBuild(dir);
-    writeFileSync(join(dir, "build.sh"), readFileSync(join(dir, "build.sh"), "utf8").replace('echo ran >"$here/build/ran"', 'ulimit -d >"$here/build/limit"'));
-    recordRendered(dir);
-    await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) });
-    expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).toBe(String(CONFINED_DATA_KIB));
-    await buildReproducer(dir, { quiet: true, force: false });
-    expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).not.toBe(String(CONFINED_DATA_KIB));
-  }, 60_000);
+  test.skipIf(!Bun.which("g++"))(
+    "a confined build runs under a data-size limit (an #include of /dev/zero once took 21 GB); an unconfined one does not",
+    async () => {
+      const root = tempDir();
+      const dir = join(root, "cap");
+      await makeCapture(dir);
+      mkdirSync(join(dir, "src"));
+      writeFileSync(join(dir, "src/kernel.cu"), "int k() { return 1; }\n");
+      gxxBuild(dir);
+      writeFileSync(
+        join(dir, "build.sh"),
+        readFileSync(join(dir, "build.sh"), "utf8").replace('echo ran >"$here/build/ran"', 'ulimit -d >"$here/build/limit"'),
+      );
+      recordRendered(dir);
+      await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) });
+      expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).toBe(String(CONFINED_DATA_KIB));
+      await buildReproducer(dir, { quiet: true, force: false });
+      expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).not.toBe(String(CONFINED_DATA_KIB));
+    },
+    60_000,
+  );
 
-  test.skipIf(!Bun.which("nvcc"))("the same with nvcc: an #include of a file outside is refused without its content", async () => {
-    const root = tempDir();
-    const dir = join(root, "cap");
-    await makeCapture(dir);
-    mkdirSync(join(dir, "src"));
-    writeFileSync(join(root, "secret"), `${SECRET} is the password\n`);
-    writeFileSync(join(dir, "src/kernel.cu"), `#include "${join(root, "secret")}"\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n`);
-    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\n# shellcheck disable=SC2086\nnvcc -cubin -arch=sm_90 -x cu \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`, { mode: 0o755 });
-    recordRendered(dir);
-    const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
-    expect(e.code).toBe("E_CONFINED");
-    expect(e.message).not.toContain(SECRET);
-  }, 60_000);
+  test.skipIf(!Bun.which("nvcc"))(
+    "the same with nvcc: an #include of a file outside is refused without its content",
+    async () => {
+      const root = tempDir();
+      const dir = join(root, "cap");
+      await makeCapture(dir);
+      mkdirSync(join(dir, "src"));
+      writeFileSync(join(root, "secret"), `${SECRET} is the password\n`);
+      writeFileSync(join(dir, "src/kernel.cu"), `#include "${join(root, "secret")}"\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n`);
+      writeFileSync(
+        join(dir, "build.sh"),
+        `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\n# shellcheck disable=SC2086\nnvcc -cubin -arch=sm_90 -x cu \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`,
+        { mode: 0o755 },
+      );
+      recordRendered(dir);
+      const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
+      expect(e.code).toBe("E_CONFINED");
+      expect(e.message).not.toContain(SECRET);
+    },
+    60_000,
+  );
 });
 
 describe("received captures: build.sh runs only after --trust", () => {
@@ -314,7 +353,9 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(big.message).toContain("echo \\x1b[31m");
     expect(big.message).not.toContain("\x1b");
     // bounded, then the src/ files a hand-written build.sh can reach, listed by name and digest
-    expect(big.message).toMatch(/… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────\n──── src\/kernel.cu \(22 bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────$/);
+    expect(big.message).toMatch(
+      /… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────\n──── src\/kernel.cu \(22 bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────$/,
+    );
     expect(big.message.length).toBeLessThan(66 << 10);
   }, 60_000);
 
@@ -326,7 +367,11 @@ describe("received captures: build.sh runs only after --trust", () => {
     m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" };
     writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
     writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "src/evil", kernelFile: "k.py" }));
-    const err = captureStderr(() => expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(/received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above, sha256 [0-9a-f]{64}\)/));
+    const err = captureStderr(() =>
+      expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(
+        /received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above, sha256 [0-9a-f]{64}\)/,
+      ),
+    );
     expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\nsrc/evil\n");
     requireTrustedBuild(dir, readManifest(dir), true); // trusted, remembered
     expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow();
@@ -416,7 +461,9 @@ describe("received captures: build.sh runs only after --trust", () => {
     const script = readFileSync(join(dir, "build.sh"));
     expect(doc(v).error.message).not.toContain("printed above");
     expect(doc(v).error.message).toMatch(new RegExp(`what its build runs \\(build.sh, src/kernel.cu in ${realpathSync(dir)}; sha256 [0-9a-f]{64}; below\\)`));
-    expect(doc(v).error.message).toContain(`──── build.sh (${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}) ────\n${script.toString("utf8")}──── end of build.sh ────`);
+    expect(doc(v).error.message).toContain(
+      `──── build.sh (${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}) ────\n${script.toString("utf8")}──── end of build.sh ────`,
+    );
     expect((v.content as { text: string }[])[0]!.text).toContain('echo ran >\\"$here/build/ran\\"');
     expect(existsSync(join(dir, "build/ran"))).toBe(false);
     await c.close();

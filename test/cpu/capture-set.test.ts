@@ -21,7 +21,15 @@ const err = (f: () => unknown): KerncapError => {
   }
   throw new Error("no error");
 };
-const good = { format: "kerncap-capture-set", version: 1, command: ["./app"], captures: [{ dir: "0-scale", kernel: "scale(float*, int)", launchIndex: 0 }, { dir: "1-add one", kernel: "add_one(float*, int)", launchIndex: 2 }] };
+const good = {
+  format: "kerncap-capture-set",
+  version: 1,
+  command: ["./app"],
+  captures: [
+    { dir: "0-scale", kernel: "scale(float*, int)", launchIndex: 0 },
+    { dir: "1-add one", kernel: "add_one(float*, int)", launchIndex: 2 },
+  ],
+};
 
 test("a valid index: read back; readManifest of the folder names its captures (shell-quoted) and says to give one", () => {
   const d = setDir(good);

@@ -56,7 +56,25 @@ const times = (us: number, n = 20) => Array.from({ length: n }, (_, i) => us * (
 
 /** A fake worker outcome. */
 function outcome(t: CaptureRef, o: Partial<Outcome> = {}): Outcome {
-  return { id: t.id, path: t.path, kernel: "scale(float*, int)", outcome: "done", verdict: "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: H200, device: H200, rebuild: null, timing: { medianUs: 10, samplesUs: times(10) }, seconds: 0.01, replaySeconds: 0.005, at: new Date().toISOString(), ...o };
+  return {
+    id: t.id,
+    path: t.path,
+    kernel: "scale(float*, int)",
+    outcome: "done",
+    verdict: "match",
+    numerics: "bit-exact",
+    reason: null,
+    code: null,
+    note: null,
+    captured: H200,
+    device: H200,
+    rebuild: null,
+    timing: { medianUs: 10, samplesUs: times(10) },
+    seconds: 0.01,
+    replaySeconds: 0.005,
+    at: new Date().toISOString(),
+    ...o,
+  };
 }
 
 /** Runners that answer with `f`; `calls` counts every capture handed out, `opened` every worker started. */
@@ -159,7 +177,10 @@ describe("the timing decision", () => {
 });
 
 /** A structural check of JUnit XML against the common junit-10 XSD's required parts, through python3's xml.etree. */
-function junitStructure(xml: string): { suites: Record<string, string>; cases: { attrs: Record<string, string>; children: { tag: string; attrs: Record<string, string>; text: string }[] }[] } {
+function junitStructure(xml: string): {
+  suites: Record<string, string>;
+  cases: { attrs: Record<string, string>; children: { tag: string; attrs: Record<string, string>; text: string }[] }[];
+} {
   const py = `
 import json, sys, xml.etree.ElementTree as ET
 root = ET.fromstring(sys.stdin.buffer.read())
@@ -206,20 +227,38 @@ describe("JUnit XML", () => {
     expect(xmlEscape("x\x01y\uD800z\n", true)).toBe("x\\x01y\\ud800z&#10;");
     expect(xmlEscape("ok \u{1F600}")).toBe("ok \u{1F600}"); // a surrogate pair is one character, kept
     const nasty = `template<int N> k<&"quoted"'> \x1b[31mred\x1b[0m \x00`;
-    const xml = junitXml([record("c/mm", "mismatch", { kernel: nasty, reason: `region 0x7f00 <differs> & "more"\nsecond line` })], { seconds: 1, timestamp: "2026-12-01T00:00:00", hostname: "node<1>" });
+    const xml = junitXml([record("c/mm", "mismatch", { kernel: nasty, reason: `region 0x7f00 <differs> & "more"\nsecond line` })], {
+      seconds: 1,
+      timestamp: "2026-12-01T00:00:00",
+      hostname: "node<1>",
+    });
     const s = junitStructure(xml);
     expect(s.suites.hostname).toBe("node<1>");
     const f = s.cases[0]!.children.find((c) => c.tag === "failure")!;
     expect(f.attrs.message).toBe(`mismatch: region 0x7f00 <differs> & "more"\nsecond line`);
-    expect(s.cases[0]!.children.find((c) => c.tag === "system-out")!.text).toContain("template<int N> k<&\"quoted\"'> \\x1b[31mred");
+    expect(s.cases[0]!.children.find((c) => c.tag === "system-out")!.text).toContain('template<int N> k<&"quoted"\'> \\x1b[31mred');
   });
   test("structure: failure for mismatch and slower, error, skipped with its reason; counts agree", () => {
-    const slower = record("prod/attn/softmax", "slower", { time: { verdict: "slower", ratio: 1.5, low: 1.3, high: 1.7, baselineMedianUs: 10, slowerPct: 10, reason: "1.50× the baseline's 10.0 µs" } });
-    const rs = [record("prod/attn/ok", "ok"), record("prod/mm", "mismatch", { reason: "1 of 2 regions differ" }), slower, record("e", "error", { code: "E_CHECKSUM", reason: "checksum mismatch" }), record("s", "skipped", { reason: "captured on sm_90, this GPU is sm_100" })];
+    const slower = record("prod/attn/softmax", "slower", {
+      time: { verdict: "slower", ratio: 1.5, low: 1.3, high: 1.7, baselineMedianUs: 10, slowerPct: 10, reason: "1.50× the baseline's 10.0 µs" },
+    });
+    const rs = [
+      record("prod/attn/ok", "ok"),
+      record("prod/mm", "mismatch", { reason: "1 of 2 regions differ" }),
+      slower,
+      record("e", "error", { code: "E_CHECKSUM", reason: "checksum mismatch" }),
+      record("s", "skipped", { reason: "captured on sm_90, this GPU is sm_100" }),
+    ];
     const s = junitStructure(junitXml(rs, { seconds: 2.5 }));
     expect(s.suites).toMatchObject({ tests: "5", failures: "2", errors: "1", skipped: "1", time: "2.500" });
     const byName = Object.fromEntries(s.cases.map((c) => [`${c.attrs.classname}.${c.attrs.name}`, c.children.map((k) => k.tag)]));
-    expect(byName).toEqual({ "prod.attn.ok": ["system-out"], "prod.mm": ["failure", "system-out"], "prod.attn.softmax": ["failure", "system-out"], "kerncap.e": ["error", "system-out"], "kerncap.s": ["skipped", "system-out"] });
+    expect(byName).toEqual({
+      "prod.attn.ok": ["system-out"],
+      "prod.mm": ["failure", "system-out"],
+      "prod.attn.softmax": ["failure", "system-out"],
+      "kerncap.e": ["error", "system-out"],
+      "kerncap.s": ["skipped", "system-out"],
+    });
     expect(s.cases[2]!.children[0]!.attrs).toMatchObject({ type: "slower" });
     expect(s.cases[3]!.children[0]!.attrs).toMatchObject({ type: "E_CHECKSUM", message: "checksum mismatch" });
     expect(s.cases[4]!.children[0]!.attrs.message).toBe("captured on sm_90, this GPU is sm_100");
@@ -284,7 +323,13 @@ describe("a check with fake workers", () => {
     expect(await run((t) => outcome(t, t.id.endsWith("one") ? { outcome: "skipped", verdict: null, code: "E_ARCH", reason: "sm_100" } : {}))).toBe(0);
     const results = join(tempDir(), "r");
     await runCheck(options([root], results, fakeWorkers((t) => outcome(t)).open));
-    const other = await runCheck(options([root], results, fakeWorkers((t) => outcome(t, { device: { name: "NVIDIA B200", arch: "sm_100" }, timing: { medianUs: 30, samplesUs: times(30) } })).open));
+    const other = await runCheck(
+      options(
+        [root],
+        results,
+        fakeWorkers((t) => outcome(t, { device: { name: "NVIDIA B200", arch: "sm_100" }, timing: { medianUs: 30, samplesUs: times(30) } })).open,
+      ),
+    );
     expect(other.exitCode).toBe(0);
     expect(other.captures[0]!.time).toMatchObject({ verdict: "not-comparable" });
   });
@@ -298,7 +343,12 @@ describe("a check with fake workers", () => {
     writeFileSync(path, lines.slice(0, 1).join("\n") + "\n" + lines[1]!.slice(0, 40));
     const again = fakeWorkers((t) => outcome(t));
     const r = await runCheck(options([root], results, again.open, { resume: true }));
-    expect(again.calls).toEqual(all.captures.map((c) => c.id).sort().slice(1));
+    expect(again.calls).toEqual(
+      all.captures
+        .map((c) => c.id)
+        .sort()
+        .slice(1),
+    );
     expect(r.captures.map((c) => c.id).sort()).toEqual(all.captures.map((c) => c.id).sort());
     expect(parseResults(path, readFileSync(path, "utf8"))).toMatchObject({ truncated: false });
     expect(parseResults(path, readFileSync(path, "utf8")).records.length).toBe(3);
@@ -321,7 +371,11 @@ describe("a check with fake workers", () => {
   test("--resume checks again every capture that ended in an error (no GPU then), not those with a verdict", async () => {
     const root = await corpus();
     const results = join(tempDir(), "res");
-    const first = fakeWorkers((t) => (t.id === "corpus/b" ? outcome(t) : outcome(t, { outcome: "error", verdict: null, numerics: null, code: "E_NO_GPU", reason: "no NVIDIA driver", timing: null })));
+    const first = fakeWorkers((t) =>
+      t.id === "corpus/b"
+        ? outcome(t)
+        : outcome(t, { outcome: "error", verdict: null, numerics: null, code: "E_NO_GPU", reason: "no NVIDIA driver", timing: null }),
+    );
     expect((await runCheck(options([root], results, first.open))).exitCode).toBe(2);
     const again = fakeWorkers((t) => outcome(t));
     const { value: r, err } = await stderrOf(() => runCheck(options([root], results, again.open, { resume: true })));
@@ -335,7 +389,10 @@ describe("a check with fake workers", () => {
     const first = fakeWorkers((t) => outcome(t));
     const a = await runCheck(options([root], results, first.open, { shard: { index: 0, count: 2 } }));
     expect(a.captures.every((c) => c.shard === "0/2")).toBe(true);
-    for (const [shard, want] of [[undefined, "holds a run of --shard 0/2; this one is of the whole corpus (no --shard)"], [{ index: 1, count: 2 }, "holds a run of --shard 0/2; this one is of --shard 1/2"]] as const) {
+    for (const [shard, want] of [
+      [undefined, "holds a run of --shard 0/2; this one is of the whole corpus (no --shard)"],
+      [{ index: 1, count: 2 }, "holds a run of --shard 0/2; this one is of --shard 1/2"],
+    ] as const) {
       const w = fakeWorkers((t) => outcome(t));
       let e: unknown;
       try {
@@ -370,7 +427,9 @@ describe("a check with fake workers", () => {
     const count = 16;
     const index = Array.from({ length: count }, (_, k) => k).find((k) => ids.every((id) => shardOf(id, count) !== k))!;
     expect(index).toBeDefined();
-    const none = await stderrOf(() => runCheck(options([root], join(cwd, "res"), fakeWorkers((t) => outcome(t)).open, { shard: { index, count }, junit: join(cwd, "j.xml") })));
+    const none = await stderrOf(() =>
+      runCheck(options([root], join(cwd, "res"), fakeWorkers((t) => outcome(t)).open, { shard: { index, count }, junit: join(cwd, "j.xml") })),
+    );
     expect(none.err).toContain("this shard holds no capture");
     expect(none.value).toMatchObject({ results: null, exitCode: 0, captures: [] });
     expect(existsSync(join(cwd, "res"))).toBe(false);
@@ -399,7 +458,11 @@ describe("a check with fake workers", () => {
     const seen: string[] = [];
     for (let k = 0; k < 3; k++) {
       const res = join(tempDir(), `shard${k}`);
-      const s = await runCheck(options([root], res, fakeWorkers((t) => outcome(t, t.id === "corpus/b" ? { verdict: "mismatch", reason: "differs" } : {})).open, { shard: { index: k, count: 3 } }));
+      const s = await runCheck(
+        options([root], res, fakeWorkers((t) => outcome(t, t.id === "corpus/b" ? { verdict: "mismatch", reason: "differs" } : {})).open, {
+          shard: { index: k, count: 3 },
+        }),
+      );
       seen.push(...s.captures.map((c) => c.id));
       files.push(join(res, "results.jsonl"));
     }
@@ -412,7 +475,9 @@ describe("a check with fake workers", () => {
   });
   test("--merge of a results file without a record, of text that is not one, or of a folder: exit 2 naming it, never a green run", async () => {
     const d = tempDir();
-    const empty = join(d, "empty.jsonl"), bad = join(d, "bad.jsonl"), cut = join(d, "cut.jsonl");
+    const empty = join(d, "empty.jsonl"),
+      bad = join(d, "bad.jsonl"),
+      cut = join(d, "cut.jsonl");
     writeFileSync(empty, "");
     writeFileSync(bad, "this is not a record");
     writeFileSync(cut, '{"schema": "kerncap.check-record/1", "id": "x"'); // a shard killed in its first write
@@ -432,7 +497,11 @@ describe("a check with fake workers", () => {
   test("--junit or --write-baseline that cannot be written: refused before any capture is checked, no temp file left", async () => {
     const root = await corpus();
     const d = tempDir();
-    for (const [k, v, want] of [["junit", d, "is a folder"], ["junit", join(d, "no/x.xml"), "there is no folder"], ["writeBaseline", join(d, "none", "b.json"), "there is no folder"]] as const) {
+    for (const [k, v, want] of [
+      ["junit", d, "is a folder"],
+      ["junit", join(d, "no/x.xml"), "there is no folder"],
+      ["writeBaseline", join(d, "none", "b.json"), "there is no folder"],
+    ] as const) {
       const w = fakeWorkers((t) => outcome(t));
       let e: unknown;
       try {
@@ -471,23 +540,40 @@ describe("a check with fake workers", () => {
 });
 
 describe("a rebuild for another architecture", () => {
-  test.skipIf(!Bun.which("nvcc"))("-arch=<this GPU> appended to EXTRA_FLAGS: nvcc compiles for the last -arch, the one build.sh's own -arch comes before", () => {
-    expect(reproducerBuildEnv({ force: false, targetArch: "sm_100" }, { EXTRA_FLAGS: "-G" }).EXTRA_FLAGS).toBe("-G -arch=sm_100");
-    expect(reproducerBuildEnv({ force: false }, {}).EXTRA_FLAGS).toBeUndefined();
-    const dir = tempDir();
-    writeFileSync(join(dir, "k.cu"), "__global__ void k(float *p) { p[0] = 1; }\n");
-    const extra = reproducerBuildEnv({ force: false, targetArch: "sm_100" }, {}).EXTRA_FLAGS!;
-    // templates/cuda/build.sh.hbs: "$nvcc" -cubin -arch={{arch}} -x cu {{flags}} ${EXTRA_FLAGS:-} SOURCE -o OUT
-    const p = Bun.spawnSync(["nvcc", "-cubin", "-arch=sm_90", "-x", "cu", ...extra.split(" "), join(dir, "k.cu"), "-o", join(dir, "k.cubin")], { stderr: "pipe" });
-    expect(p.exitCode, p.stderr.toString()).toBe(0);
-    expect(cubinArch(new Uint8Array(readFileSync(join(dir, "k.cubin"))))).toBe("sm_100");
-  });
+  test.skipIf(!Bun.which("nvcc"))(
+    "-arch=<this GPU> appended to EXTRA_FLAGS: nvcc compiles for the last -arch, the one build.sh's own -arch comes before",
+    () => {
+      expect(reproducerBuildEnv({ force: false, targetArch: "sm_100" }, { EXTRA_FLAGS: "-G" }).EXTRA_FLAGS).toBe("-G -arch=sm_100");
+      expect(reproducerBuildEnv({ force: false }, {}).EXTRA_FLAGS).toBeUndefined();
+      const dir = tempDir();
+      writeFileSync(join(dir, "k.cu"), "__global__ void k(float *p) { p[0] = 1; }\n");
+      const extra = reproducerBuildEnv({ force: false, targetArch: "sm_100" }, {}).EXTRA_FLAGS!;
+      // templates/cuda/build.sh.hbs: "$nvcc" -cubin -arch={{arch}} -x cu {{flags}} ${EXTRA_FLAGS:-} SOURCE -o OUT
+      const p = Bun.spawnSync(["nvcc", "-cubin", "-arch=sm_90", "-x", "cu", ...extra.split(" "), join(dir, "k.cu"), "-o", join(dir, "k.cubin")], {
+        stderr: "pipe",
+      });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      expect(cubinArch(new Uint8Array(readFileSync(join(dir, "k.cubin"))))).toBe("sm_100");
+    },
+  );
 });
 
 describe("the verb", () => {
   test("usage errors exit 2 before any work; `kerncap schema check` prints the document's schema", async () => {
     const root = await corpus();
-    for (const argv of [["check"], ["check", root, "--shard", "2/2"], ["check", root, "--gpus", "0,,1"], ["check", "--merge", "x.jsonl", "--gpus", "0"], ["check", root, "--allow-version-mismatch"], ["check", root, "--force"], ["check", root, "-f"], ["check", root, "--trust"], ["check", "--merge", "x.jsonl", "--trust"], ["check", root, "--slower", "-3"], ["check", join(root, "missing")]]) {
+    for (const argv of [
+      ["check"],
+      ["check", root, "--shard", "2/2"],
+      ["check", root, "--gpus", "0,,1"],
+      ["check", "--merge", "x.jsonl", "--gpus", "0"],
+      ["check", root, "--allow-version-mismatch"],
+      ["check", root, "--force"],
+      ["check", root, "-f"],
+      ["check", root, "--trust"],
+      ["check", "--merge", "x.jsonl", "--trust"],
+      ["check", root, "--slower", "-3"],
+      ["check", join(root, "missing")],
+    ]) {
       const { value } = await stderrOf(() => runCli(argv));
       expect([argv.join(" "), value]).toEqual([argv.join(" "), 2]);
     }
@@ -572,7 +658,12 @@ describe("the verb", () => {
     }
   });
   test("the worker protocol: settings, then one outcome line per task line", async () => {
-    const tasks = ['{"settings":' + JSON.stringify(SETTINGS) + "}", '{"task":{"id":"a","path":"/x/a","kind":"folder"}}', "", '{"task":{"id":"b","path":"/x/b.zip","kind":"archive"}}'];
+    const tasks = [
+      '{"settings":' + JSON.stringify(SETTINGS) + "}",
+      '{"task":{"id":"a","path":"/x/a","kind":"folder"}}',
+      "",
+      '{"task":{"id":"b","path":"/x/b.zip","kind":"archive"}}',
+    ];
     const got: Outcome[] = [];
     await serveTasks(
       (async function* () {
@@ -585,11 +676,21 @@ describe("the verb", () => {
       ["a", "iters 20"],
       ["b", "iters 20"],
     ]);
-    const bad = await serveTasks((async function* () { yield "{}"; })(), () => {}, async (t) => outcome(t)).catch((e) => e);
+    const bad = await serveTasks(
+      (async function* () {
+        yield "{}";
+      })(),
+      () => {},
+      async (t) => outcome(t),
+    ).catch((e) => e);
     expect(bad.code).toBe("E_USAGE");
   });
   test("a worker whose device context went with a kernel fault says so with that outcome and stops; the queue starts another for the next capture", async () => {
-    const tasks = ['{"settings":' + JSON.stringify(SETTINGS) + "}", '{"task":{"id":"a","path":"/x/a","kind":"folder"}}', '{"task":{"id":"b","path":"/x/b","kind":"folder"}}'];
+    const tasks = [
+      '{"settings":' + JSON.stringify(SETTINGS) + "}",
+      '{"task":{"id":"a","path":"/x/a","kind":"folder"}}',
+      '{"task":{"id":"b","path":"/x/b","kind":"folder"}}',
+    ];
     const got: [string, boolean][] = [];
     let resets = 0;
     await serveTasks(

@@ -4,7 +4,20 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, mkdtempSync, chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  mkdtempSync,
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
@@ -64,10 +77,22 @@ const table: Record<keyof typeof commands, () => void> = {
     test("counts agree with their nouns; suggested commands quote paths a shell would split", async () => {
       const { plural } = await import("../../src/util/format.ts");
       const { shellQuote } = await import("../../src/util/shell-quote.ts");
-      expect([plural(1, "region"), plural(2, "region"), plural(0, "launch", "launches"), plural(1, "launch", "launches")]).toEqual(["1 region", "2 regions", "0 launches", "1 launch"]);
-      expect(["cap", "/tmp/x/cap.zip", "my cap", "it's", "", "$HOME"].map(shellQuote)).toEqual(["cap", "/tmp/x/cap.zip", "'my cap'", `'it'\\''s'`, "''", "'$HOME'"]);
+      expect([plural(1, "region"), plural(2, "region"), plural(0, "launch", "launches"), plural(1, "launch", "launches")]).toEqual([
+        "1 region",
+        "2 regions",
+        "0 launches",
+        "1 launch",
+      ]);
+      expect(["cap", "/tmp/x/cap.zip", "my cap", "it's", "", "$HOME"].map(shellQuote)).toEqual([
+        "cap",
+        "/tmp/x/cap.zip",
+        "'my cap'",
+        `'it'\\''s'`,
+        "''",
+        "'$HOME'",
+      ]);
       // what a shell reads back is the word
-      for (const w of ["my cap", "it's", "a\"b", "$(x)"]) expect(Bun.spawnSync(["sh", "-c", `printf %s ${shellQuote(w)}`]).stdout.toString()).toBe(w);
+      for (const w of ["my cap", "it's", 'a"b', "$(x)"]) expect(Bun.spawnSync(["sh", "-c", `printf %s ${shellQuote(w)}`]).stdout.toString()).toBe(w);
       const zip = join(tempDir(), "my cap.zip");
       writeFileSync(zip, Buffer.from([0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0]));
       const e = await failure("inspect", [zip]);
@@ -239,7 +264,7 @@ const table: Record<keyof typeof commands, () => void> = {
     });
     test("a capture folder this user may not write: E_IO before anything builds, saying to copy it", async () => {
       const dir = await fresh();
-      writeFileSync(join(dir, "build.sh"), "touch \"$(dirname \"$0\")/built\"; echo x.cubin\n");
+      writeFileSync(join(dir, "build.sh"), 'touch "$(dirname "$0")/built"; echo x.cubin\n');
       const main = join(import.meta.dir, "../../src/cli/main.ts");
       let argv: string[];
       let env: Record<string, string | undefined> = process.env;
@@ -307,7 +332,8 @@ const table: Record<keyof typeof commands, () => void> = {
       return bin;
     };
     const main = join(import.meta.dir, "../../src/cli/main.ts");
-    const profile = (args: string[], env: Record<string, string>) => Bun.spawnSync([process.execPath, main, "profile", ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, ...env } });
+    const profile = (args: string[], env: Record<string, string>) =>
+      Bun.spawnSync([process.execPath, main, "profile", ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, ...env } });
     test("ncu on the replay of the captured launch only; the report renamed into DIR/profile; the figures in --json", async () => {
       const dir = await fresh();
       const root = tempDir();
@@ -421,9 +447,15 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await verb("judge", [dir, "--rtol", "1e-3", "--multiset", "0", "--dtype", "1=bf16", "--expect", "nondeterministic"])).toBe(0);
       const j = kc("judge", dir, "--json");
       const doc = JSON.parse(j.stdout.toString());
-      expect(doc).toMatchObject({ schema: "kerncap.judge/1", changed: false, settings: { rtol: 1e-3, multiset: ["0"], dtypes: { "1": "bf16" }, nondeterministic: true } });
+      expect(doc).toMatchObject({
+        schema: "kerncap.judge/1",
+        changed: false,
+        settings: { rtol: 1e-3, multiset: ["0"], dtypes: { "1": "bf16" }, nondeterministic: true },
+      });
       expect(v.safeParse(DOCUMENTS.judge, doc).success).toBe(true);
-      expect(kc("inspect", dir).stdout.toString()).toMatch(/^judging +rtol 0\.001, dtype 1=bf16, multiset 0, nondeterministic \(kerncap judge, kerncap-judge\.json\)$/m);
+      expect(kc("inspect", dir).stdout.toString()).toMatch(
+        /^judging +rtol 0\.001, dtype 1=bf16, multiset 0, nondeterministic \(kerncap judge, kerncap-judge\.json\)$/m,
+      );
       const ins = JSON.parse(kc("inspect", dir, "--json").stdout.toString());
       expect(ins.judging).toMatchObject({ rtol: 1e-3 });
       expect(v.safeParse(DOCUMENTS.inspect, ins).success).toBe(true);
@@ -534,7 +566,17 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(p.exitCode).toBe(0);
       writeFileSync(script, p.stdout);
       const ask = (words: string[]) =>
-        Bun.spawnSync(["bash", "-c", `source ${script}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _kerncap; echo "\${COMPREPLY[*]}"`], { stdout: "pipe" }).stdout.toString().trim().split(" ");
+        Bun.spawnSync(
+          [
+            "bash",
+            "-c",
+            `source ${script}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _kerncap; echo "\${COMPREPLY[*]}"`,
+          ],
+          { stdout: "pipe" },
+        )
+          .stdout.toString()
+          .trim()
+          .split(" ");
       expect(ask(["kerncap", "un"])).toEqual(["unpack"]);
       expect(ask(["kerncap", ""])).toContain("completion");
       expect(ask(["kerncap", "run", "--ke"])).toEqual(["--kernel", "--kernel-name"]); // ncu's long alias completes too
@@ -583,7 +625,9 @@ describe("capture helpers", () => {
   });
   test("an explicit KERNCAP_LIBCUDA path that does not exist is an error naming it, not a silent fallback; doctor says so", async () => {
     const { libcudaCandidates } = await import("../../src/native/libcuda.ts");
-    expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow("KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1");
+    expect(() => libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "/nonexistent/libcuda.so.1" })).toThrow(
+      "KERNCAP_LIBCUDA names a file that does not exist: /nonexistent/libcuda.so.1",
+    );
     expect(libcudaCandidates(tempDir(), { KERNCAP_LIBCUDA: "libcuda.so.1" })).toEqual(["libcuda.so.1"]); // a bare name: the loader searches
     // a file that exists but is not a library: the only candidate, said as such (no fallback to the search)
     const notLib = join(tempDir(), "libcuda.so.1");
@@ -610,40 +654,50 @@ describe("capture helpers", () => {
       else process.env.KERNCAP_LIBCUDA = old;
     }
   });
-  test.skipIf(!Bun.which("gcc"))("a libcuda that lacks an entry point replay calls (an older driver): doctor fails naming it, replay says so instead of \"no driver\"", async () => {
-    // found by a trial: doctor said ok (cuDriverGetVersion answered) while replay said there was no driver
-    const d = tempDir();
-    writeFileSync(join(d, "old.c"), "int cuDriverGetVersion(int *v) { *v = 12000; return 0; }\nint cuInit(unsigned f) { (void)f; return 0; }\n");
-    const lib = join(d, "libcuda-old.so");
-    const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", lib, join(d, "old.c")], { stderr: "pipe" });
-    expect(cc.exitCode, cc.stderr.toString()).toBe(0);
-    const { checkLibcuda } = await import("../../src/doctor.ts");
-    const { cuda, missingSymbol } = await import("../../src/native/libcuda.ts");
-    expect(missingSymbol('Symbol "cuDeviceGet" not found in "/x.so"')).toBe("cuDeviceGet");
-    const old = process.env.KERNCAP_LIBCUDA;
-    process.env.KERNCAP_LIBCUDA = lib;
-    try {
-      const c = checkLibcuda();
-      expect(c.status).toBe("fail");
-      expect(c.detail).toContain("CUDA 12.0, but it lacks cu");
-      if (!existsSync("/dev/nvidiactl")) {
-        // no real driver to fall back to: the error names the stub and the missing entry point
-        let err: any;
-        try {
-          cuda();
-        } catch (e) {
-          err = e;
+  test.skipIf(!Bun.which("gcc"))(
+    'a libcuda that lacks an entry point replay calls (an older driver): doctor fails naming it, replay says so instead of "no driver"',
+    async () => {
+      // found by a trial: doctor said ok (cuDriverGetVersion answered) while replay said there was no driver
+      const d = tempDir();
+      writeFileSync(join(d, "old.c"), "int cuDriverGetVersion(int *v) { *v = 12000; return 0; }\nint cuInit(unsigned f) { (void)f; return 0; }\n");
+      const lib = join(d, "libcuda-old.so");
+      const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", lib, join(d, "old.c")], { stderr: "pipe" });
+      expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+      const { checkLibcuda } = await import("../../src/doctor.ts");
+      const { cuda, missingSymbol } = await import("../../src/native/libcuda.ts");
+      expect(missingSymbol('Symbol "cuDeviceGet" not found in "/x.so"')).toBe("cuDeviceGet");
+      const old = process.env.KERNCAP_LIBCUDA;
+      process.env.KERNCAP_LIBCUDA = lib;
+      try {
+        const c = checkLibcuda();
+        expect(c.status).toBe("fail");
+        expect(c.detail).toContain("CUDA 12.0, but it lacks cu");
+        if (!existsSync("/dev/nvidiactl")) {
+          // no real driver to fall back to: the error names the stub and the missing entry point
+          let err: any;
+          try {
+            cuda();
+          } catch (e) {
+            err = e;
+          }
+          expect(err?.code).toBe("E_NO_GPU");
+          expect(err.message).toMatch(new RegExp(`^${lib.replaceAll(".", "\\.")} loads but lacks cu\\w+, which kerncap calls`));
         }
-        expect(err?.code).toBe("E_NO_GPU");
-        expect(err.message).toMatch(new RegExp(`^${lib.replaceAll(".", "\\.")} loads but lacks cu\\w+, which kerncap calls`));
+      } finally {
+        if (old === undefined) delete process.env.KERNCAP_LIBCUDA;
+        else process.env.KERNCAP_LIBCUDA = old;
       }
-    } finally {
-      if (old === undefined) delete process.env.KERNCAP_LIBCUDA;
-      else process.env.KERNCAP_LIBCUDA = old;
-    }
-  });
+    },
+  );
   test("closest kernel names rank substring hits first", () => {
-    const k = (name: string, demangled: string) => ({ name, demangled, count: 1, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
+    const k = (name: string, demangled: string) => ({
+      name,
+      demangled,
+      count: 1,
+      grid: [1, 1, 1] as [number, number, number],
+      block: [1, 1, 1] as [number, number, number],
+      module: "",
+    });
     const names = closestKernels("softmx", [k("_Z3addv", "add()"), k("_Z7softmaxv", "softmax_warp_forward()"), k("_Z4gemmv", "gemm()")]);
     expect(names[0]).toBe("softmax_warp_forward()");
   });
@@ -700,7 +754,8 @@ describe("command line (runCli: the one error path)", () => {
   test("--trust=DIGEST passes the argument check (the refusal's own advice), a digest that is none is E_USAGE; other switches still take only true/false", async () => {
     const { checkArgs } = await import("../../src/cli/main.ts");
     const digest = "a".repeat(64);
-    for (const verb of ["validate", "tune"] as const) expect(await checkArgs(verb, await commands[verb](), ["cap", `--trust=${digest}`])).toEqual(["cap", `--trust=${digest}`]);
+    for (const verb of ["validate", "tune"] as const)
+      expect(await checkArgs(verb, await commands[verb](), ["cap", `--trust=${digest}`])).toEqual(["cap", `--trust=${digest}`]);
     const dir = join(mkdtempSync(join(tmpdir(), "kc-trustarg-")), "cap");
     expect((await cli(["demo", dir])).code).toBe(0);
     // (no --json in-process: validate sets stdout aside for its data) a digest that is none is refused by trustArg
@@ -737,7 +792,21 @@ describe("command line (runCli: the one error path)", () => {
     for (const v of ["-V", "--version"]) expect(await cli([v])).toEqual({ code: 0, out: TOOL_VERSION + "\n" });
   });
   test("ncu's spellings are options of run: -k/--kernel-name, --launch-skip, -o, -f (each with its value)", async () => {
-    const r = await cli(["run", "-k", "regex:x", "--kernel-name", "y", "--launch-skip", "2", "-o", join(tempDir(), "c"), "-f", "--json", "--", "./no-such-app"]);
+    const r = await cli([
+      "run",
+      "-k",
+      "regex:x",
+      "--kernel-name",
+      "y",
+      "--launch-skip",
+      "2",
+      "-o",
+      join(tempDir(), "c"),
+      "-f",
+      "--json",
+      "--",
+      "./no-such-app",
+    ]);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.out).error.code).toBe("E_APP_NOT_FOUND"); // past the option check
     expect(JSON.parse((await cli(["run", "--launch-skip", "--json"])).out).error.message).toContain("--launch-skip needs a value");
@@ -751,7 +820,9 @@ describe("command line (runCli: the one error path)", () => {
     const withForce: string[] = [];
     for (const verb of Object.keys(commands) as (keyof typeof commands)[]) {
       const cmd = await commands[verb]();
-      const args = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) as Record<string, { alias?: string[]; description?: string }> | undefined;
+      const args = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) as
+        | Record<string, { alias?: string[]; description?: string }>
+        | undefined;
       const force = args?.force;
       if (force) {
         withForce.push(verb);
@@ -763,7 +834,11 @@ describe("command line (runCli: the one error path)", () => {
     }
     expect(withForce.sort()).toEqual(["demo", "export", "pack", "profile", "run", "unpack"]);
     // where -f once meant the toolchain override, it says the new name
-    for (const [verb, f] of [["validate", "-f"], ["validate", "--force"], ["check", "-f"]]) {
+    for (const [verb, f] of [
+      ["validate", "-f"],
+      ["validate", "--force"],
+      ["check", "-f"],
+    ]) {
       const e = JSON.parse((await cli([verb!, "cap", f!, "--json"])).out).error;
       expect([e.code, e.message]).toEqual(["E_USAGE", expect.stringContaining("is --allow-version-mismatch")]);
       expect(e.hint).toBe("Write --allow-version-mismatch.");
@@ -795,12 +870,21 @@ describe("command line (runCli: the one error path)", () => {
     // a default of one value is written as citty writes the defaults it knows, "(Default: X)", also where the verb applies it itself (--dtype, --results, --out)
     for (const verb of Object.keys(commands)) {
       const h = (await cli([verb, "--help"])).out;
-      expect(h.split("\n").filter((l) => /\(default:? [^\s,;()]+\)$/i.test(l) && !/\(Default: [^\s,;()]+\)$/.test(l)), verb).toEqual([]);
+      expect(
+        h.split("\n").filter((l) => /\(default:? [^\s,;()]+\)$/i.test(l) && !/\(Default: [^\s,;()]+\)$/.test(l)),
+        verb,
+      ).toEqual([]);
     }
-    for (const verb of ["replay", "validate", "check"]) expect((await cli([verb, "--help"])).out, verb).toMatch(/--dtype=<T\|REGION=T> +Element type for regions whose type the kernel signature does not give, or REGION=T for one region .*\(Default: fp32\)\n/);
+    for (const verb of ["replay", "validate", "check"])
+      expect((await cli([verb, "--help"])).out, verb).toMatch(
+        /--dtype=<T\|REGION=T> +Element type for regions whose type the kernel signature does not give, or REGION=T for one region .*\(Default: fp32\)\n/,
+      );
     expect((await cli(["check", "--help"])).out).toContain("(Default: ./kerncap-check)\n");
     expect((await cli(["run", "--help"])).out).toContain("Capture folder to write (Default: kerncap-capture)\n");
-    for (const argv of [["nosuchverb", "--help"], ["help", "nosuchverb"]]) {
+    for (const argv of [
+      ["nosuchverb", "--help"],
+      ["help", "nosuchverb"],
+    ]) {
       const r = await cli([...argv, "--json"]);
       expect(r.code, argv.join(" ")).toBe(2);
       expect(JSON.parse(r.out).error.message).toBe("unknown command: nosuchverb");
@@ -810,12 +894,19 @@ describe("command line (runCli: the one error path)", () => {
   test("file-system failures of the user's paths are E_IO or E_USAGE naming the path, not internal errors", async () => {
     const { systemError } = await import("../../src/errors.ts");
     // as Bun raises them (root here: EACCES cannot be provoked, so this one is built)
-    const eacces = Object.assign(new Error("EACCES: permission denied, open '/tmp/ro/x.zip.tmp-123'"), { code: "EACCES", errno: -13, syscall: "open", path: "/tmp/ro/x.zip.tmp-123" });
+    const eacces = Object.assign(new Error("EACCES: permission denied, open '/tmp/ro/x.zip.tmp-123'"), {
+      code: "EACCES",
+      errno: -13,
+      syscall: "open",
+      path: "/tmp/ro/x.zip.tmp-123",
+    });
     const k = systemError(eacces)!;
     expect(k).toMatchObject({ code: "E_IO", exitCode: 2, message: "cannot open /tmp/ro/x.zip.tmp-123: permission denied" });
     expect(k.hint).toContain("choose another --out / -o");
     expect(systemError({ ...eacces, syscall: "read" })!.hint).toContain("Check that you may read it");
-    expect(systemError(Object.assign(new Error("x"), { code: "ENOTDIR", syscall: "rename", path: "/a/b.tmp-1", dest: "/a/dang" }))?.message).toBe("cannot rename /a/b.tmp-1 to /a/dang: a part of the path is not a folder (or is a dangling symbolic link)");
+    expect(systemError(Object.assign(new Error("x"), { code: "ENOTDIR", syscall: "rename", path: "/a/b.tmp-1", dest: "/a/dang" }))?.message).toBe(
+      "cannot rename /a/b.tmp-1 to /a/dang: a part of the path is not a folder (or is a dangling symbolic link)",
+    );
     expect(systemError(new TypeError("undefined is not a function"))).toBeUndefined(); // a genuine bug stays E_INTERNAL
     expect(systemError(Object.assign(new Error("x"), { code: "ERR_INVALID_ARG_TYPE" }))).toBeUndefined();
     const dir = await fresh();
@@ -833,7 +924,10 @@ describe("command line (runCli: the one error path)", () => {
     expect((await cli(["pack", dir, "-o", join(dir, "..", "c.zip")])).code).toBe(0);
     const dang = join(dir, "..", "dang");
     symlinkSync(join(dir, "..", "nowhere"), dang);
-    for (const argv of [["unpack", join(dir, "..", "c.zip"), "-o", dang], ["pack", dir, "-o", dang]]) {
+    for (const argv of [
+      ["unpack", join(dir, "..", "c.zip"), "-o", dang],
+      ["pack", dir, "-o", dang],
+    ]) {
       const r = await cli([...argv, "--json"]);
       expect(r.code).toBe(2);
       expect(JSON.parse(r.out).error.message).toContain("is a dangling symbolic link");
@@ -875,7 +969,10 @@ describe("command line (runCli: the one error path)", () => {
       writeFileSync("--notes", "");
       for (const [argv, msg] of [
         [["inspect", "-dash"], "-dash: an option of one dash is one letter (a folder -dash is here: to mean it, write ./-dash)"],
-        [["inspect", "-verify"], "-verify: an option of one dash is one letter; did you mean --verify? (a folder -verify is here: to mean it, write ./-verify)"],
+        [
+          ["inspect", "-verify"],
+          "-verify: an option of one dash is one letter; did you mean --verify? (a folder -verify is here: to mean it, write ./-verify)",
+        ],
         [["inspect", "--notes"], "unknown option --notes for kerncap inspect (a file --notes is here: to mean it, write ./--notes)"],
         [["inspect", "--vrify"], "unknown option --vrify for kerncap inspect; did you mean --verify?"],
       ] as const) {
@@ -943,7 +1040,7 @@ describe("command line (runCli: the one error path)", () => {
       expect(e.message).toContain("--multiset 7: the capture has 2 regions");
     }
     const m = await cli(["run", "--capture-all", "--max-captures", "0", "--json", "--", "/bin/true"]);
-    expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: "--max-captures must be a whole number from 1 to 10000, got \"0\"" });
+    expect(JSON.parse(m.out).error).toMatchObject({ code: "E_USAGE", message: '--max-captures must be a whole number from 1 to 10000, got "0"' });
     // an --out whose parent is a file: said before the GPU is probed, as pack/unpack say it
     const f = join(tempDir(), "afile");
     writeFileSync(f, "x");
@@ -1107,7 +1204,6 @@ describe("guards", () => {
   });
 });
 
-
 test("KERNCAP_VERBOSE=1 is --verbose: debug logs (the error's stack) without the option", () => {
   // found by a trial: the variable had no effect
   const main = join(import.meta.dir, "../../src/cli/main.ts");
@@ -1124,30 +1220,50 @@ test("KERNCAP_VERBOSE=1 is --verbose: debug logs (the error's stack) without the
 // build only E_NO_GPU was printed, and the user had to look for the cubin by hand)
 const NVCC_HERE = ["/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
 const GPU_HERE = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
-test.skipIf(!NVCC_HERE || GPU_HERE)("validate without a GPU: a rebuild that succeeds is said before E_NO_GPU", async () => {
-  const root = tempDir();
-  const dir = join(root, "cap");
-  await makeCapture(dir);
-  mkdirSync(join(dir, "src"), { recursive: true });
-  writeFileSync(join(dir, "src/k.cu"), "__global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }\n");
-  writeFileSync(join(dir, "build.sh"), `set -e\nmkdir -p build\n${NVCC_HERE} -cubin -arch=sm_90 src/k.cu -o build/kernel.cubin >&2\necho build/kernel.cubin\n`);
-  const main = join(import.meta.dir, "../../src/cli/main.ts");
-  const p = Bun.spawnSync([process.execPath, main, "validate", dir], { cwd: root, stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
-  const err = p.stderr.toString();
-  expect(p.exitCode, err).toBe(2);
-  expect(err).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin, [0-9.]+ s; the replay needs a GPU/);
-  expect(err).toContain("no NVIDIA driver");
-  // --json: the document says it (a script learns that the edit compiles)
-  const j = Bun.spawnSync([process.execPath, main, "validate", dir, "--json"], { cwd: root, stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
-  expect(j.exitCode).toBe(2);
-  const doc = JSON.parse(j.stdout.toString());
-  expect(doc.error.code).toBe("E_NO_GPU");
-  expect(doc.error.message).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin/);
-}, 60_000);
+test.skipIf(!NVCC_HERE || GPU_HERE)(
+  "validate without a GPU: a rebuild that succeeds is said before E_NO_GPU",
+  async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"), { recursive: true });
+    writeFileSync(join(dir, "src/k.cu"), "__global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }\n");
+    writeFileSync(
+      join(dir, "build.sh"),
+      `set -e\nmkdir -p build\n${NVCC_HERE} -cubin -arch=sm_90 src/k.cu -o build/kernel.cubin >&2\necho build/kernel.cubin\n`,
+    );
+    const main = join(import.meta.dir, "../../src/cli/main.ts");
+    const p = Bun.spawnSync([process.execPath, main, "validate", dir], {
+      cwd: root,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, KERNCAP_LIBCUDA: "" },
+    });
+    const err = p.stderr.toString();
+    expect(p.exitCode, err).toBe(2);
+    expect(err).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin, [0-9.]+ s; the replay needs a GPU/);
+    expect(err).toContain("no NVIDIA driver");
+    // --json: the document says it (a script learns that the edit compiles)
+    const j = Bun.spawnSync([process.execPath, main, "validate", dir, "--json"], {
+      cwd: root,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, KERNCAP_LIBCUDA: "" },
+    });
+    expect(j.exitCode).toBe(2);
+    const doc = JSON.parse(j.stdout.toString());
+    expect(doc.error.code).toBe("E_NO_GPU");
+    expect(doc.error.message).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin/);
+  },
+  60_000,
+);
 
 // found by a trial: `replay --json … | true` crashed on EPIPE from the set-aside data fd and exited 1 (a MISMATCH's code)
 test("replay --json with its reader gone exits 141, as a piped tool does", () => {
   const main = join(import.meta.dir, "../../src/cli/main.ts");
-  const p = Bun.spawnSync(["bash", "-c", `"${process.execPath}" "${main}" replay --json "${join(tempDir(), "missing")}" 2>/dev/null | true; echo "\${PIPESTATUS[0]}"`], { stdout: "pipe" });
+  const p = Bun.spawnSync(
+    ["bash", "-c", `"${process.execPath}" "${main}" replay --json "${join(tempDir(), "missing")}" 2>/dev/null | true; echo "\${PIPESTATUS[0]}"`],
+    { stdout: "pipe" },
+  );
   expect(p.stdout.toString().trim()).toBe("141");
 });

@@ -25,7 +25,11 @@ describe("shell completion", () => {
     writeFileSync(join(d, "app.sh"), "");
     const complete = (words: string[]) => {
       const arr = words.map((w) => `'${w}'`).join(" ");
-      const p = Bun.spawnSync(["bash", "-c", `source ${f}; COMP_WORDS=(${arr}); COMP_CWORD=${words.length - 1}; _kerncap; printf '%s\\n' "\${COMPREPLY[@]}"`], { cwd: d, stdout: "pipe", stderr: "pipe" });
+      const p = Bun.spawnSync(["bash", "-c", `source ${f}; COMP_WORDS=(${arr}); COMP_CWORD=${words.length - 1}; _kerncap; printf '%s\\n' "\${COMPREPLY[@]}"`], {
+        cwd: d,
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       expect(p.exitCode, p.stderr.toString()).toBe(0);
       return p.stdout.toString().split("\n").filter(Boolean).sort();
     };
@@ -63,7 +67,11 @@ describe("shell completion", () => {
     const complete = (line: string) => {
       const p = Bun.spawnSync(["fish", "--no-config", "-c", `source ${f}; complete -C '${line}'`], { cwd: d, stdout: "pipe", stderr: "pipe" });
       expect(p.exitCode, p.stderr.toString()).toBe(0);
-      return p.stdout.toString().split("\n").filter(Boolean).map((l) => l.split("\t")[0]!);
+      return p.stdout
+        .toString()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => l.split("\t")[0]!);
     };
     expect(complete("kerncap run -- ./ap")).toEqual(["./app.sh"]);
     expect(complete("kerncap run --launch")).toEqual(["--launch-skip"]);

@@ -60,7 +60,8 @@ async function demo(): Promise<string> {
 function regionBytes(m: Manifest, r: Manifest["regions"][number], which: "before" | "after", before: FileImage, after: FileImage): Uint8Array {
   const e = chunkExpectation(r, m.memory.chunkBytes);
   const out = new Uint8Array(r.size);
-  for (let c = 0; c < chunkCount(r.size, m.memory.chunkBytes); c++) out.set(chunkBytesOf(e, c, chunkLen(r.size, c, m.memory.chunkBytes), which, before, after), c * m.memory.chunkBytes);
+  for (let c = 0; c < chunkCount(r.size, m.memory.chunkBytes); c++)
+    out.set(chunkBytesOf(e, c, chunkLen(r.size, c, m.memory.chunkBytes), which, before, after), c * m.memory.chunkBytes);
   return out;
 }
 
@@ -158,20 +159,28 @@ describe("kerncap demo", () => {
     expect((await cli(["inspect", back, "--verify"])).code).toBe(0);
   });
 
-  test.skipIf(!NVCC)("validate rebuilds the reproducer with nvcc (no --trust: its build.sh is kerncap's own); without a GPU it then says the replay needs one", async () => {
-    const dir = await demo();
-    // a child process: validate --json sets fd 1 aside for its document (src/cli/args.ts keepStdoutForData)
-    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", dir, "--json", "--iters", "1"], { stdout: "pipe", stderr: "pipe", env: process.env }); // env: Bun's default is the one it started with
-    const r = { code: p.exitCode };
-    const doc = JSON.parse(p.stdout.toString());
-    if (HAS_GPU) {
-      expect(r.code).toBe(0);
-      expect(doc.verdict).toBe("match");
-    } else {
-      expect(r.code).toBe(2);
-      expect(doc.error.code).toBe("E_NO_GPU");
-      expect(doc.error.message).toContain("the rebuild succeeded");
-      expect(doc.error.hint).toMatch(/inspect, .*demo.* work anywhere/);
-    }
-  }, 60_000);
+  test.skipIf(!NVCC)(
+    "validate rebuilds the reproducer with nvcc (no --trust: its build.sh is kerncap's own); without a GPU it then says the replay needs one",
+    async () => {
+      const dir = await demo();
+      // a child process: validate --json sets fd 1 aside for its document (src/cli/args.ts keepStdoutForData)
+      const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "validate", dir, "--json", "--iters", "1"], {
+        stdout: "pipe",
+        stderr: "pipe",
+        env: process.env,
+      }); // env: Bun's default is the one it started with
+      const r = { code: p.exitCode };
+      const doc = JSON.parse(p.stdout.toString());
+      if (HAS_GPU) {
+        expect(r.code).toBe(0);
+        expect(doc.verdict).toBe("match");
+      } else {
+        expect(r.code).toBe(2);
+        expect(doc.error.code).toBe("E_NO_GPU");
+        expect(doc.error.message).toContain("the rebuild succeeded");
+        expect(doc.error.hint).toMatch(/inspect, .*demo.* work anywhere/);
+      }
+    },
+    60_000,
+  );
 });

@@ -32,7 +32,8 @@ describe("KERNCAP_* variables", () => {
       const lines = readFileSync(f, "utf8").split("\n");
       lines.forEach((l, i) => {
         // a read (env.KERNCAP_X, env["KERNCAP_X"]) or a write (KERNCAP_X: value in an object); names in messages are fine
-        if (/\benv\s*(\.|\[\s*["'`])KERNCAP_/.test(l) || /[{,]\s*KERNCAP_[A-Z0-9_]+\s*:/.test(l) || /^\s*KERNCAP_[A-Z0-9_]+\s*:/.test(l)) offenders.push(`${relative(ROOT, f)}:${i + 1}: ${l.trim()}`);
+        if (/\benv\s*(\.|\[\s*["'`])KERNCAP_/.test(l) || /[{,]\s*KERNCAP_[A-Z0-9_]+\s*:/.test(l) || /^\s*KERNCAP_[A-Z0-9_]+\s*:/.test(l))
+          offenders.push(`${relative(ROOT, f)}:${i + 1}: ${l.trim()}`);
       });
     }
     expect(offenders).toEqual([]);
@@ -51,8 +52,12 @@ describe("KERNCAP_* variables", () => {
   const readBy: [string, Reader, RegExp][] = [
     // the units of each library that read the environment (their contracts say so), the shared ones in both
     // (c/hsa/kerncap_hsa.c reads every setting through c/common/kc_settings.c)
-    ...["cuda/kerncap_cuda.c", "common/kc_settings.c", "common/kc_process.c", "common/kc_raw.c"].map((u) => [`c/${u}`, "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
-    ...["common/kc_settings.c", "common/kc_process.c", "common/kc_raw.c"].map((u) => [`c/${u}`, "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp]),
+    ...["cuda/kerncap_cuda.c", "common/kc_settings.c", "common/kc_process.c", "common/kc_raw.c"].map(
+      (u) => [`c/${u}`, "CUDA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp],
+    ),
+    ...["common/kc_settings.c", "common/kc_process.c", "common/kc_raw.c"].map(
+      (u) => [`c/${u}`, "HSA library", /getenv\("(KERNCAP_[A-Z0-9_]+)"\)/g] as [string, Reader, RegExp],
+    ),
     ["src/frontends/triton/sitecustomize.py", "Triton shim", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/repro.py", "Triton reproducer", /environ\.get\(["'](KERNCAP_[A-Z0-9_]+)["']/g],
     ["templates/triton/build.sh.hbs", "Triton reproducer", /\$\{(KERNCAP_[A-Z0-9_]+)/g],
@@ -69,9 +74,25 @@ describe("KERNCAP_* variables", () => {
   }
 
   test("the capture library's settings: list mode tells no kernel; flags only when on", () => {
-    expect(captureLibraryEnv({ out: "/o", mode: "capture", kernel: "", dispatch: 0, rank: 1 })).toEqual({ KERNCAP_OUT: "/o", KERNCAP_MODE: "capture", KERNCAP_KERNEL: "", KERNCAP_DISPATCH: "0", KERNCAP_RANK: "1" });
-    expect(captureLibraryEnv({ out: "/o", mode: "capture", process: 0 })).toEqual({ KERNCAP_OUT: "/o", KERNCAP_MODE: "capture", KERNCAP_KERNEL: "", KERNCAP_DISPATCH: "0", KERNCAP_PROCESS: "0" });
-    expect(captureLibraryEnv({ out: "/o", mode: "list", cuptiPath: "/c.so" })).toEqual({ KERNCAP_OUT: "/o", KERNCAP_MODE: "list", KERNCAP_CUPTI_PATH: "/c.so" });
+    expect(captureLibraryEnv({ out: "/o", mode: "capture", kernel: "", dispatch: 0, rank: 1 })).toEqual({
+      KERNCAP_OUT: "/o",
+      KERNCAP_MODE: "capture",
+      KERNCAP_KERNEL: "",
+      KERNCAP_DISPATCH: "0",
+      KERNCAP_RANK: "1",
+    });
+    expect(captureLibraryEnv({ out: "/o", mode: "capture", process: 0 })).toEqual({
+      KERNCAP_OUT: "/o",
+      KERNCAP_MODE: "capture",
+      KERNCAP_KERNEL: "",
+      KERNCAP_DISPATCH: "0",
+      KERNCAP_PROCESS: "0",
+    });
+    expect(captureLibraryEnv({ out: "/o", mode: "list", cuptiPath: "/c.so" })).toEqual({
+      KERNCAP_OUT: "/o",
+      KERNCAP_MODE: "list",
+      KERNCAP_CUPTI_PATH: "/c.so",
+    });
     expect(captureLibraryEnv({ out: "/o", mode: "capture", kernel: "soft", dispatch: 2, countBenchmarks: true, exitAfterCapture: true, log: true })).toEqual({
       KERNCAP_OUT: "/o",
       KERNCAP_MODE: "capture",

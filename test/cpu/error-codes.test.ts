@@ -35,7 +35,11 @@ test("every error code written in src/ is a row of the table", () => {
 });
 
 test("every row of the table is a code src/ reports (no row outlives its last throw site)", () => {
-  const used = new Set(sources().filter(([p]) => p !== "src/error-codes.ts").flatMap(([, t]) => codesIn(t)));
+  const used = new Set(
+    sources()
+      .filter(([p]) => p !== "src/error-codes.ts")
+      .flatMap(([, t]) => codesIn(t)),
+  );
   expect(Object.keys(ERROR_CODES).filter((c) => !used.has(c))).toEqual([]);
 });
 

@@ -26,8 +26,17 @@ export function fakeBuild(ms = 0, built: string[] = []): NonNullable<EvalOptions
     built.push(c.label);
     await Bun.sleep(ms);
     const text = readFileSync(c.path!, "utf8");
-    if (text.startsWith("compile-error")) return { failed: { verdict: "compile-error", code: "E_BUILD", reason: "src/kernel.cu:3: error: expected a \";\"", seconds: ms / 1000 } };
-    if (text.startsWith("layout-change")) return { failed: { verdict: "layout-change", code: "E_PARAM_LAYOUT", reason: "parameter 1 is 8 bytes at offset 8; the capture's is 4 bytes", seconds: ms / 1000 } };
+    if (text.startsWith("compile-error"))
+      return { failed: { verdict: "compile-error", code: "E_BUILD", reason: 'src/kernel.cu:3: error: expected a ";"', seconds: ms / 1000 } };
+    if (text.startsWith("layout-change"))
+      return {
+        failed: {
+          verdict: "layout-change",
+          code: "E_PARAM_LAYOUT",
+          reason: "parameter 1 is 8 bytes at offset 8; the capture's is 4 bytes",
+          seconds: ms / 1000,
+        },
+      };
     mkdirSync(dest, { recursive: true });
     writeFileSync(join(dest, "module"), text);
     return { built: { module: join(dest, "module"), seconds: ms / 1000, registers: 32, stackFrameBytes: 0 } };
@@ -41,5 +50,18 @@ export function fakeWorkers(settings: EvalSettings = SETTINGS): EvalOptions["ope
 
 if (import.meta.main) {
   const [dir, jsonl, ms, ...candidates] = process.argv.slice(2);
-  await runEval({ dirs: [dir!], candidates, settings: SETTINGS, build: { force: false }, jsonl, resume: false, slots: [null], jobs: 1, trust: false, live: false, open: fakeWorkers(), buildWith: fakeBuild(Number(ms)) });
+  await runEval({
+    dirs: [dir!],
+    candidates,
+    settings: SETTINGS,
+    build: { force: false },
+    jsonl,
+    resume: false,
+    slots: [null],
+    jobs: 1,
+    trust: false,
+    live: false,
+    open: fakeWorkers(),
+    buildWith: fakeBuild(Number(ms)),
+  });
 }

@@ -14,7 +14,10 @@ const write = (x: object) => process.stdout.write(JSON.stringify(x) + "\n");
 let lost = false;
 
 function behaviour(text: string, input: string): string[] {
-  const rows = text.split("\n").map((l) => l.trim()).filter(Boolean);
+  const rows = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   const own = rows.find((r) => r.startsWith(`${input}=`));
   return (own ? own.slice(input.length + 1) : rows[0]!).split(/\s+/);
 }
@@ -26,16 +29,46 @@ await serveProtocol(
     const [what, sp] = behaviour(readFileSync(t.module, "utf8"), t.input);
     write({ started: true });
     if (process.env.EVAL_FAKE_LOG) appendFileSync(process.env.EVAL_FAKE_LOG, `${process.pid} ${t.candidate} ${t.input}\n`);
-    const base = { candidate: t.candidate, input: t.input, reason: null, code: null, numerics: null, timing: null, runSeconds: 0.01, device: { name: "fake GPU", arch: "sm_90" } };
+    const base = {
+      candidate: t.candidate,
+      input: t.input,
+      reason: null,
+      code: null,
+      numerics: null,
+      timing: null,
+      runSeconds: 0.01,
+      device: { name: "fake GPU", arch: "sm_90" },
+    };
     if (what === "hang") await Bun.sleep(3_600_000);
     if (what === "die") process.kill(process.pid, "SIGKILL");
     if (what === "fault") {
       lost = true;
       return { ...base, verdict: "fault", code: "E_LAUNCH", reason: "CUDA_ERROR_ILLEGAL_ADDRESS" } satisfies EvalOutcome;
     }
-    if (what === "mismatch") return { ...base, verdict: "mismatch", numerics: "mismatch", baseline: "match", reason: "1 of 2 regions differ from the app's after state: 0x7f0000000000 (device), 12 bytes from byte 0" } satisfies EvalOutcome;
+    if (what === "mismatch")
+      return {
+        ...base,
+        verdict: "mismatch",
+        numerics: "mismatch",
+        baseline: "match",
+        reason: "1 of 2 regions differ from the app's after state: 0x7f0000000000 (device), 12 bytes from byte 0",
+      } satisfies EvalOutcome;
     const s = Number(sp ?? 1);
-    return { ...base, verdict: "match", numerics: "bit-exact", baseline: "match", timing: { baselineMedianUs: 10, candidateMedianUs: 10 / s, speedup: s, low: s * 0.98, high: s * 1.02, verdict: s > 1.03 ? "faster" : s < 0.97 ? "slower" : "same", text: `${s}×` } } satisfies EvalOutcome;
+    return {
+      ...base,
+      verdict: "match",
+      numerics: "bit-exact",
+      baseline: "match",
+      timing: {
+        baselineMedianUs: 10,
+        candidateMedianUs: 10 / s,
+        speedup: s,
+        low: s * 0.98,
+        high: s * 1.02,
+        verdict: s > 1.03 ? "faster" : s < 0.97 ? "slower" : "same",
+        text: `${s}×`,
+      },
+    } satisfies EvalOutcome;
   },
   (o, retire) => write({ outcome: o, ...(retire ? { retire } : {}) }),
   () => lost,

@@ -76,7 +76,13 @@ function inProcess(delay: (t: EvalTask) => number = () => 5) {
         const base = { candidate: t.candidate, input: t.input, code: null, runSeconds: delay(t) / 1000, device: { name: "fake GPU", arch: "sm_90" } };
         return what === "mismatch"
           ? { ...base, verdict: "mismatch", reason: "0x7f0000000000 differs", numerics: "mismatch", timing: null }
-          : { ...base, verdict: "match", reason: null, numerics: "bit-exact", timing: { baselineMedianUs: 10, candidateMedianUs: 10 / s, speedup: s, low: s * 0.98, high: s * 1.02, verdict: "same", text: "" } };
+          : {
+              ...base,
+              verdict: "match",
+              reason: null,
+              numerics: "bit-exact",
+              timing: { baselineMedianUs: 10, candidateMedianUs: 10 / s, speedup: s, low: s * 0.98, high: s * 1.02, verdict: "same", text: "" },
+            };
       },
       kill() {},
       close: async () => {},
@@ -86,7 +92,20 @@ function inProcess(delay: (t: EvalTask) => number = () => 5) {
 }
 
 function options(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
-  return { dirs, candidates, settings: SETTINGS, build: { force: false }, resume: false, slots: [null], jobs: 2, trust: false, live: false, open: inProcess().open, buildWith: fakeBuild(), ...o };
+  return {
+    dirs,
+    candidates,
+    settings: SETTINGS,
+    build: { force: false },
+    resume: false,
+    slots: [null],
+    jobs: 2,
+    trust: false,
+    live: false,
+    open: inProcess().open,
+    buildWith: fakeBuild(),
+    ...o,
+  };
 }
 
 /** stderr written during fn (the progress lines), and fn's result. */
@@ -159,7 +178,10 @@ describe("candidates", () => {
     writeFileSync(join(d, "p1.patch"), "--- src/util.h\n+++ edited/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 4.0f\n");
     await materialise(cap, parseCandidate(join(d, "p1.patch")), dest);
     expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("#define TWO 4.0f\n");
-    writeFileSync(join(d, "p2.diff"), "diff --git a/src/util.h b/src/util.h\n--- a/src/util.h\n+++ b/src/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 5.0f\n");
+    writeFileSync(
+      join(d, "p2.diff"),
+      "diff --git a/src/util.h b/src/util.h\n--- a/src/util.h\n+++ b/src/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 5.0f\n",
+    );
     await materialise(cap, parseCandidate(join(d, "p2.diff")), dest);
     expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("#define TWO 5.0f\n");
     writeFileSync(join(d, "bad.patch"), "--- a/util.h\n+++ b/util.h\n@@ -1 +1 @@\n-#define NOT THERE\n+#define X\n");
@@ -185,14 +207,19 @@ describe("scheduling", () => {
     const w = inProcess((t) => (t.candidate.startsWith("c0.cu") ? 300 : 10));
     const streamed: Rec[] = [];
     const jsonl = join(tempDir(), "out.jsonl");
-    const { err, value: r } = await quiet(() => runEval(options([cap], files, { slots: [null, null, null], open: w.open, jsonl, onRecord: (x) => streamed.push(x) })));
+    const { err, value: r } = await quiet(() =>
+      runEval(options([cap], files, { slots: [null, null, null], open: w.open, jsonl, onRecord: (x) => streamed.push(x) })),
+    );
     expect(w.most()).toBe(3);
     expect(streamed.length).toBe(12);
     expect(new Set(streamed.map((x) => x.candidate)).size).toBe(12);
     const c0 = streamed.findIndex((x) => x.label === "c0.cu");
     expect(c0).toBeGreaterThan(streamed.findIndex((x) => x.label === "c3.cu")); // finish order, not the order given
     // the file holds the same records, in the same order, each a valid eval-record line
-    const lines = readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const lines = readFileSync(jsonl, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.candidate)).toEqual(streamed.map((x) => x.candidate));
     for (const l of lines) {
       expect(l.schema).toBe(documentId("eval-record"));
@@ -203,13 +230,26 @@ describe("scheduling", () => {
     expect(broken).toMatchObject([{ input: BUILD_INPUT, verdict: "compile-error", code: "E_BUILD", worker: null }]);
     expect(streamed.find((x) => x.label === "wider.cu")).toMatchObject({ verdict: "layout-change" });
     // ranked: fastest match first (c9: 1.25×), c0 (0.80×) last of the matches, then the failures
-    expect(r.candidates.map((c) => c.label)).toEqual(["c9.cu", "c8.cu", "c7.cu", "c6.cu", "c5.cu", "c4.cu", "c3.cu", "c2.cu", "c1.cu", "c0.cu", "broken.cu", "wider.cu"]);
+    expect(r.candidates.map((c) => c.label)).toEqual([
+      "c9.cu",
+      "c8.cu",
+      "c7.cu",
+      "c6.cu",
+      "c5.cu",
+      "c4.cu",
+      "c3.cu",
+      "c2.cu",
+      "c1.cu",
+      "c0.cu",
+      "broken.cu",
+      "wider.cu",
+    ]);
     expect(r.candidates.map((c) => c.rank)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, null, null]);
     expect(r.summary).toMatchObject({ candidates: 12, match: 10, "compile-error": 1, "layout-change": 1 });
     expect(r.exitCode).toBe(0);
     const table = rankedTable(r);
     expect(table.split("\n")[1]).toMatch(/^1\s+match\s+1\.25×\s+1\.23–1\.27\s+32\s+0\s+1\/1\s+c9\.cu$/);
-    expect(table).toContain("expected a \";\"");
+    expect(table).toContain('expected a ";"');
     expect(err).toMatch(/\[ *12\/12\]/); // progress: candidates finished of those to evaluate
   });
 
@@ -217,7 +257,18 @@ describe("scheduling", () => {
     const set = join(tempDir(), "set");
     await makeCapture(join(set, "0-scale"));
     await makeCapture(join(set, "1-scale"));
-    writeFileSync(join(set, "kerncap-captures.json"), JSON.stringify({ format: "kerncap-capture-set", version: 1, command: ["./app"], captures: [{ dir: "0-scale", kernel: "scale(float*, int)", launchIndex: 0 }, { dir: "1-scale", kernel: "scale(float*, int)", launchIndex: 1 }] }));
+    writeFileSync(
+      join(set, "kerncap-captures.json"),
+      JSON.stringify({
+        format: "kerncap-capture-set",
+        version: 1,
+        command: ["./app"],
+        captures: [
+          { dir: "0-scale", kernel: "scale(float*, int)", launchIndex: 0 },
+          { dir: "1-scale", kernel: "scale(float*, int)", launchIndex: 1 },
+        ],
+      }),
+    );
     const files = candidateFiles({ "good.cu": "match 1.21", "overfit.cu": "match 2.0\nset/1-scale=mismatch" });
     const { value: r } = await quiet(() =>
       runEval(
@@ -225,7 +276,13 @@ describe("scheduling", () => {
           open: () => (slot) => {
             const inner = inProcess().open()(slot, null);
             // the fake reads INPUT=WORD lines as the fake worker does
-            return { ...inner, run: async (t) => (readFileSync(t.module, "utf8").includes(`${t.input}=mismatch`) ? { ...(await inner.run(t)), verdict: "mismatch", reason: "differs", timing: null } : inner.run(t)) };
+            return {
+              ...inner,
+              run: async (t) =>
+                readFileSync(t.module, "utf8").includes(`${t.input}=mismatch`)
+                  ? { ...(await inner.run(t)), verdict: "mismatch", reason: "differs", timing: null }
+                  : inner.run(t),
+            };
           },
         }),
       ),
@@ -272,12 +329,37 @@ describe("scheduling", () => {
 
   test("summaries: the geometric mean over inputs; the worst verdict wins; a later record of one input replaces an earlier", () => {
     const rec = (candidate: string, input: string, verdict: Rec["verdict"], speedup?: number): Rec => ({
-      candidate, input, verdict, reason: verdict === "match" ? null : verdict, code: null, numerics: null, runSeconds: 0, device: null,
+      candidate,
+      input,
+      verdict,
+      reason: verdict === "match" ? null : verdict,
+      code: null,
+      numerics: null,
+      runSeconds: 0,
+      device: null,
       timing: speedup ? { baselineMedianUs: 1, candidateMedianUs: 1 / speedup, speedup, low: speedup, high: speedup, verdict: "same", text: "" } : null,
-      label: candidate, kind: "file", build: { seconds: 0, registers: null, stackFrameBytes: null }, worker: 0, gpu: null, shard: null, at: "",
+      label: candidate,
+      kind: "file",
+      build: { seconds: 0, registers: null, stackFrameBytes: null },
+      worker: 0,
+      gpu: null,
+      shard: null,
+      at: "",
     });
-    const s = summarize([rec("a", "x", "match", 2), rec("a", "y", "match", 0.5), rec("b", "x", "error"), rec("b", "x", "timeout"), rec("b", "y", "mismatch"), rec("c", "x", "fault"), rec("c", "y", "error")]);
-    expect(s.map((c) => [c.candidate, c.verdict])).toEqual([["a", "match"], ["c", "fault"], ["b", "timeout"]]);
+    const s = summarize([
+      rec("a", "x", "match", 2),
+      rec("a", "y", "match", 0.5),
+      rec("b", "x", "error"),
+      rec("b", "x", "timeout"),
+      rec("b", "y", "mismatch"),
+      rec("c", "x", "fault"),
+      rec("c", "y", "error"),
+    ]);
+    expect(s.map((c) => [c.candidate, c.verdict])).toEqual([
+      ["a", "match"],
+      ["c", "fault"],
+      ["b", "timeout"],
+    ]);
     expect(s[0]!.speedup!).toBeCloseTo(1, 10);
   });
 });
@@ -288,7 +370,15 @@ describe("isolation: real worker processes", () => {
     const log = join(tempDir(), "log");
     writeFileSync(log, "");
     process.env.EVAL_FAKE_LOG = log;
-    const files = candidateFiles({ "a.cu": "match 1.1", "hang.cu": "hang", "b.cu": "match 0.9", "die.cu": "die", "fault.cu": "fault", "c.cu": "match 1.3", "d.cu": "mismatch" });
+    const files = candidateFiles({
+      "a.cu": "match 1.1",
+      "hang.cu": "hang",
+      "b.cu": "match 0.9",
+      "die.cu": "die",
+      "fault.cu": "fault",
+      "c.cu": "match 1.3",
+      "d.cu": "mismatch",
+    });
     const t0 = performance.now();
     let r;
     try {
@@ -307,7 +397,10 @@ describe("isolation: real worker processes", () => {
     expect(r.records.length).toBe(7);
     expect(performance.now() - t0).toBeLessThan(15_000);
     // the hung worker is gone; the candidate after a fault ran in another process than the fault
-    const started = readFileSync(log, "utf8").trim().split("\n").map((l) => l.split(" "));
+    const started = readFileSync(log, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" "));
     const pidOf = (label: string) => Number(started.find((s) => s[1]!.startsWith(label))![0]);
     expect(running(pidOf("hang.cu"))).toBe(false);
     const faultPid = pidOf("fault.cu");
@@ -324,20 +417,34 @@ describe("isolation: real worker processes", () => {
     const log = join(d, "log");
     const jsonl = join(d, "r.jsonl");
     writeFileSync(log, "");
-    const child = Bun.spawn([process.execPath, join(import.meta.dir, "eval-child.ts"), cap, jsonl, "0", ...files], { stdout: "ignore", stderr: "pipe", env: { ...process.env, EVAL_FAKE_LOG: log } });
+    const child = Bun.spawn([process.execPath, join(import.meta.dir, "eval-child.ts"), cap, jsonl, "0", ...files], {
+      stdout: "ignore",
+      stderr: "pipe",
+      env: { ...process.env, EVAL_FAKE_LOG: log },
+    });
     const t0 = Date.now();
     while (!readFileSync(log, "utf8").includes("stuck.cu")) {
       if (Date.now() - t0 > 20_000) throw new Error(`the hung candidate never started: ${await new Response(child.stderr).text()}`);
       await Bun.sleep(20);
     }
-    const worker = Number(readFileSync(log, "utf8").split("\n").find((l) => l.includes("stuck.cu"))!.split(" ")[0]);
+    const worker = Number(
+      readFileSync(log, "utf8")
+        .split("\n")
+        .find((l) => l.includes("stuck.cu"))!
+        .split(" ")[0],
+    );
     expect(running(worker)).toBe(true);
     child.kill("SIGTERM");
     await child.exited;
     const t1 = Date.now();
     while (running(worker) && Date.now() - t1 < 15_000) await Bun.sleep(20);
     expect(running(worker)).toBe(false);
-    expect(readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l).label)).toEqual(["ok.cu"]);
+    expect(
+      readFileSync(jsonl, "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).label),
+    ).toEqual(["ok.cu"]);
   }, 40_000);
 
   test("the judge keeps an input resident across candidates and opens another input once; a lost context is a fault and retires it", async () => {
@@ -392,15 +499,25 @@ describe("--resume, --shard, --merge", () => {
     }
     child.kill("SIGKILL");
     await child.exited;
-    const before = readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l).label as string);
+    const before = readFileSync(jsonl, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l).label as string);
     expect(before.length).toBeGreaterThanOrEqual(3);
     expect(before.length).toBeLessThan(8);
     appendFileSync(jsonl, '{"schema":"kerncap.eval-record/1","candidate":"k7'); // the kill's cut
     const built: string[] = [];
     const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, built) })));
-    expect(built.sort()).toEqual(Object.keys(texts).filter((k) => !before.includes(k)).sort());
+    expect(built.sort()).toEqual(
+      Object.keys(texts)
+        .filter((k) => !before.includes(k))
+        .sort(),
+    );
     expect(r.candidates.length).toBe(8);
-    const after = readFileSync(jsonl, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const after = readFileSync(jsonl, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(after.length).toBe(8);
     expect(new Set(after.map((x) => x.candidate)).size).toBe(8);
   }, 40_000);
@@ -448,7 +565,10 @@ echo "$out"
     const cap = await externC();
     const before = snapshot(cap);
     const d = tempDir("kerncap-cands-");
-    writeFileSync(join(d, "kernel.cu"), '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= TWO; }\n');
+    writeFileSync(
+      join(d, "kernel.cu"),
+      '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= TWO; }\n',
+    );
     mkdirSync(join(d, "syntax"));
     writeFileSync(join(d, "syntax/kernel.cu"), 'extern "C" __global__ void scale(float* x, int n) { x[0] = oops }\n');
     mkdirSync(join(d, "wider"));
@@ -459,7 +579,10 @@ echo "$out"
     const cands = ["kernel.cu", "syntax", "wider", "renamed", "three.patch"].map((n) => join(d, n));
     const modules: string[] = [];
     const open: EvalOptions["open"] = () => () => ({
-      run: async (t) => (modules.push(t.module), { candidate: t.candidate, input: t.input, verdict: "match", reason: null, code: null, numerics: "bit-exact", timing: null, runSeconds: 0, device: null }),
+      run: async (t) => (
+        modules.push(t.module),
+        { candidate: t.candidate, input: t.input, verdict: "match", reason: null, code: null, numerics: "bit-exact", timing: null, runSeconds: 0, device: null }
+      ),
       kill() {},
       close: async () => {},
     });
@@ -470,7 +593,11 @@ echo "$out"
     expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
     expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
     // the table says the compiler's error line, not build.sh's "does not build"
-    expect(rankedTable(r).split("\n").find((l) => l.includes("syntax"))).toContain('identifier "oops" is undefined');
+    expect(
+      rankedTable(r)
+        .split("\n")
+        .find((l) => l.includes("syntax")),
+    ).toContain('identifier "oops" is undefined');
     for (const ok of ["kernel.cu", "three.patch"]) {
       expect(by[ok]).toMatchObject({ verdict: "match" });
       expect(by[ok]!.build.registers).toBeGreaterThan(0);
@@ -497,7 +624,17 @@ echo "$out"
     mkdirSync(join(d, "leak"));
     writeFileSync(join(d, "leak/kernel.cu"), `#include "${secret}"\nextern "C" __global__ void scale(float* x, int n) { x[0] = SECRET_TOKEN + oops; }\n`);
     const open: EvalOptions["open"] = () => () => ({
-      run: async (t) => ({ candidate: t.candidate, input: t.input, verdict: "match", reason: null, code: null, numerics: "bit-exact", timing: null, runSeconds: 0, device: null }),
+      run: async (t) => ({
+        candidate: t.candidate,
+        input: t.input,
+        verdict: "match",
+        reason: null,
+        code: null,
+        numerics: "bit-exact",
+        timing: null,
+        runSeconds: 0,
+        device: null,
+      }),
       kill() {},
       close: async () => {},
     });
@@ -519,9 +656,15 @@ echo "$out"
     mkdirSync(join(d, "syntax"));
     writeFileSync(join(d, "syntax/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] = oops }\n");
     writeFileSync(join(d, "kernel.cu"), '#include "util.h"\n__global__ void scale(float* x, int n) { x[0] *= TWO; }\n');
-    const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "eval", cap, join(d, "syntax"), join(d, "kernel.cu"), "--json", "--iters", "10"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CUDA_VISIBLE_DEVICES: "" } });
+    const p = Bun.spawn(
+      [process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "eval", cap, join(d, "syntax"), join(d, "kernel.cu"), "--json", "--iters", "10"],
+      { stdout: "pipe", stderr: "pipe", env: { ...process.env, CUDA_VISIBLE_DEVICES: "" } },
+    );
     const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-    const lines = out.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.schema)).toEqual([documentId("eval-record"), documentId("eval-record"), documentId("eval")]);
     const doc = lines.at(-1)!;
     expect(doc.candidates.map((c: { label: string; verdict: string }) => `${c.label}:${c.verdict}`)).toEqual(["syntax:compile-error", "kernel.cu:error"]);
@@ -535,13 +678,28 @@ test("Triton configs: one that changes a constexpr (the tile size) needs --grid;
   const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
   m.kernel.frontend = "triton";
   writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
-  writeFileSync(join(cap, "pinned.json"), JSON.stringify({ fnName: "scale", python: "python3", signature: { x: "*fp32", n: "i32", BLOCK: "constexpr" }, constexprs: [{ name: "BLOCK", expr: "1024" }], options: { num_warps: 4, num_stages: 3 } }));
+  writeFileSync(
+    join(cap, "pinned.json"),
+    JSON.stringify({
+      fnName: "scale",
+      python: "python3",
+      signature: { x: "*fp32", n: "i32", BLOCK: "constexpr" },
+      constexprs: [{ name: "BLOCK", expr: "1024" }],
+      options: { num_warps: 4, num_stages: 3 },
+    }),
+  );
   expect(runEval(options([cap], ["BLOCK=512 num_warps=4"]))).rejects.toThrow(/changes constexprs \(tile sizes\).*give --grid/);
   // kerncap mcp's evaluate (--confine): a Triton build runs the candidate's Python, so only with --trust
   expect(runEval(options([cap], ["num_warps=8"], { confine: true }))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
   const built: string[] = [];
   const { value: r } = await quiet(() =>
-    runEval(options([cap], ["num_warps=8", "BLOCK=1024 num_stages=2"], { buildWith: async (_d, _m, c) => (built.push(c.label), { failed: { verdict: "compile-error", code: "E_BUILD", reason: `not on this machine: ${JSON.stringify(c.config)}`, seconds: 0 } }) })),
+    runEval(
+      options([cap], ["num_warps=8", "BLOCK=1024 num_stages=2"], {
+        buildWith: async (_d, _m, c) => (
+          built.push(c.label), { failed: { verdict: "compile-error", code: "E_BUILD", reason: `not on this machine: ${JSON.stringify(c.config)}`, seconds: 0 } }
+        ),
+      }),
+    ),
   );
   expect(built.sort()).toEqual(["BLOCK=1024 num_stages=2", "num_warps=8"]);
   expect(r.candidates.map((c) => c.kind)).toEqual(["config", "config"]);

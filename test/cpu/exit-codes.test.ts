@@ -15,7 +15,10 @@ const MAIN = resolve(import.meta.dir, "../../src/cli/main.ts");
 
 /** `script` run by bash, with a function `kerncap` that runs the CLI (exported: inner shells have it too); its stdout, stderr and exit code. */
 function sh(script: string): { out: string; err: string; code: number } {
-  const p = Bun.spawnSync(["bash", "-c", `kerncap() { "${process.execPath}" "${MAIN}" "$@"; }; export -f kerncap; ${script}`], { stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync(["bash", "-c", `kerncap() { "${process.execPath}" "${MAIN}" "$@"; }; export -f kerncap; ${script}`], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { out: p.stdout.toString(), err: p.stderr.toString(), code: p.exitCode ?? -1 };
 }
 
@@ -54,7 +57,10 @@ describe("exit codes when the output fails", () => {
 
   test("a file-size limit (ulimit -f, EFBIG) while unpacking and packing: exit 2 naming the file and the limit, nothing left", async () => {
     const { root, dir, archive } = await packed();
-    for (const [cmd, file] of [[`unpack "${archive}" -o "${root}/out"`, `${root}/out/memory/`], [`pack "${dir}" -o "${root}/again.zip"`, `${root}/again.zip`]]) {
+    for (const [cmd, file] of [
+      [`unpack "${archive}" -o "${root}/out"`, `${root}/out/memory/`],
+      [`pack "${dir}" -o "${root}/again.zip"`, `${root}/again.zip`],
+    ]) {
       const r = sh(`ulimit -f 32; kerncap ${cmd}`);
       expect(r.code, r.err).toBe(2);
       expect(r.err).toContain(`file too large while writing ${file}`);
@@ -68,7 +74,9 @@ describe("exit codes when the output fails", () => {
     const { root, dir, archive } = await packed();
     const small = join(root, "small");
     mkdirSync(small);
-    const r = sh(`unshare -rm bash -c 'mount -t tmpfs -o size=64k tmpfs "${small}" && { kerncap unpack "${archive}" -o "${small}/out"; echo "unpack $?"; kerncap pack "${dir}" -o "${small}/x.zip"; echo "pack $?"; ls -A "${small}"; }'`);
+    const r = sh(
+      `unshare -rm bash -c 'mount -t tmpfs -o size=64k tmpfs "${small}" && { kerncap unpack "${archive}" -o "${small}/out"; echo "unpack $?"; kerncap pack "${dir}" -o "${small}/x.zip"; echo "pack $?"; ls -A "${small}"; }'`,
+    );
     expect(r.out.split("\n").slice(0, 2)).toEqual(["unpack 2", "pack 2"]);
     expect(r.out.split("\n").slice(2).join("")).toBe(""); // nothing left on the full file system
     expect(r.err).toContain(`no space left on device while writing ${small}/out/`);

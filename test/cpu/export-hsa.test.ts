@@ -47,7 +47,9 @@ beforeAll(() => {
   if (cc.code) throw new Error(cc.err);
   symlinkSync("libhsa-runtime64.so.1", join(fakeDir, "libhsa-runtime64.so"));
   const co = join(tmp, "scale.co");
-  const hip = sh(["hipcc", "--cuda-device-only", "-c", "-O2", "--offload-arch=gfx90a", join(ROOT, "test/apps/hip/scale.hip"), "-o", co], { env: { HIP_PLATFORM: "amd" } });
+  const hip = sh(["hipcc", "--cuda-device-only", "-c", "-O2", "--offload-arch=gfx90a", join(ROOT, "test/apps/hip/scale.hip"), "-o", co], {
+    env: { HIP_PLATFORM: "amd" },
+  });
   if (hip.code) throw new Error(hip.err);
   bundle = new Uint8Array(readFileSync(co));
 }, 120_000);
@@ -86,10 +88,14 @@ async function hipCapture(name: string, after: (k: number) => number = (k) => 2 
     function_attributes: [],
     params: { file: "kernel/params.bin", size: 16, layout_source: "amdgpu metadata (kerncap reads kernel/module.hsaco)", layout: [] },
     module: { file: "kernel/module.hsaco", kind: "hsaco", size: bundle.length, source: "test" },
-    ...chunkedRanges(raw, [
-      { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
-      { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
-    ], []),
+    ...chunkedRanges(
+      raw,
+      [
+        { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
+        { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
+      ],
+      [],
+    ),
     timing: { sync_us: 1, before_us: 1, app_launch_us: 5, after_us: 1, app_to_capture_s: 0 },
     hsa: { kernel_object: "0x1001", group_segment_size: 0, private_segment_size: 0, kernarg_address: "0x0", runtime_version: 1 },
   };
@@ -121,7 +127,8 @@ describe.skipIf(!READY)(`kerncap export of a hip capture: the HSA program ${REAS
     expect(r.triton).toBeNull();
     expect(r.commands).toMatchObject({ build: "make", run: "./repro", triton: null });
     const files = readdirSync(fresh).sort();
-    for (const f of ["repro.c", "repro_common.h", "capture.h", "Makefile", "CMakeLists.txt", "README.md", "kerncap-export.json", "data"]) expect(files).toContain(f);
+    for (const f of ["repro.c", "repro_common.h", "capture.h", "Makefile", "CMakeLists.txt", "README.md", "kerncap-export.json", "data"])
+      expect(files).toContain(f);
     for (const f of ["hsa", "repro.py", "kcdata.py", "kernel.ptx"]) expect(files).not.toContain(f);
     expect(readFileSync(join(fresh, "repro.c"), "utf8")).toContain("hsa_executable_load_agent_code_object");
     expect(readFileSync(join(fresh, "Makefile"), "utf8")).toContain("-lhsa-runtime64");

@@ -7,7 +7,23 @@
  * (kcdata.py, standard library only) is run with python3.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, closeSync, cpSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  cpSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { writeDemo } from "../../src/capture/demo.ts";
@@ -63,7 +79,9 @@ function repro(out: string, kernel: string | null, env: Record<string, string> =
 function appWrites(out: string, m: Manifest): string {
   const after = join(out, "data", m.memory.after);
   return m.regions
-    .flatMap((r) => runs(r, r.after, m.memory.chunkBytes).map((x) => `${(BigInt(r.va) + BigInt(x.vaOffset)).toString(16)} ${after} ${x.fileOffset} ${x.bytes}\n`))
+    .flatMap((r) =>
+      runs(r, r.after, m.memory.chunkBytes).map((x) => `${(BigInt(r.va) + BigInt(x.vaOffset)).toString(16)} ${after} ${x.fileOffset} ${x.bytes}\n`),
+    )
     .join("");
 }
 
@@ -108,14 +126,36 @@ async function tritonCapture(edit?: (before: DataView) => void): Promise<{ cap: 
     frontend: "triton",
     kernel: { name: "axpy_kernel", demangled: "axpy_kernel", match_index: 0, launch_index: 3 },
     device: { vendor: "nvidia" as const, name: "NVIDIA H200", arch: "sm_90", driver_version: 13000, ordinal: 0 },
-    launch: { api: "cuLaunchKernelEx", grid: [8, 1, 1] as [number, number, number], block: [128, 1, 1] as [number, number, number], shared_mem_bytes: 0, cluster: [1, 1, 1] as [number, number, number], attributes: [] },
+    launch: {
+      api: "cuLaunchKernelEx",
+      grid: [8, 1, 1] as [number, number, number],
+      block: [128, 1, 1] as [number, number, number],
+      shared_mem_bytes: 0,
+      cluster: [1, 1, 1] as [number, number, number],
+      attributes: [],
+    },
     function_attributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }],
-    params: { file: "kernel/params.bin", size: 24, layout_source: "test", layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 8 }, { index: 2, offset: 16, size: 4 }, { index: 3, offset: 20, size: 4 }] },
+    params: {
+      file: "kernel/params.bin",
+      size: 24,
+      layout_source: "test",
+      layout: [
+        { index: 0, offset: 0, size: 8 },
+        { index: 1, offset: 8, size: 8 },
+        { index: 2, offset: 16, size: 4 },
+        { index: 3, offset: 20, size: 4 },
+      ],
+    },
     module: { file: "kernel/module.cubin", kind: "cubin" as const, size: 8, source: "test" },
-    ...chunkedRanges(tmp, [
-      { va: `0x${X.toString(16)}`, size: 3 * 4096 + 100, kind: "device", offset: 0, changed: false },
-      { va: `0x${Y.toString(16)}`, size: 8192, kind: "device", offset: 65536, changed: true },
-    ], [], 4096),
+    ...chunkedRanges(
+      tmp,
+      [
+        { va: `0x${X.toString(16)}`, size: 3 * 4096 + 100, kind: "device", offset: 0, changed: false },
+        { va: `0x${Y.toString(16)}`, size: 8192, kind: "device", offset: 65536, changed: true },
+      ],
+      [],
+      4096,
+    ),
     timing: { sync_us: 1, before_us: 2, after_us: 3, app_launch_us: 4.5, app_to_capture_s: 0.1 },
     hsa: null,
   };
@@ -129,7 +169,10 @@ async function tritonCapture(edit?: (before: DataView) => void): Promise<{ cap: 
   };
   const m = await finalizeCapture(raw, { tmpDir: tmp, finalDir: cap, force: false, command: ["python3", "app.py"], match: "axpy", source });
   mkdirSync(join(cap, "src"));
-  writeFileSync(join(cap, "src/axpy_kernel.py"), "import triton\nimport triton.language as tl\n\n@triton.jit\ndef axpy_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):\n    pass\n");
+  writeFileSync(
+    join(cap, "src/axpy_kernel.py"),
+    "import triton\nimport triton.language as tl\n\n@triton.jit\ndef axpy_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):\n    pass\n",
+  );
   return { cap, m };
 }
 
@@ -138,7 +181,22 @@ describe("kerncap export: the folder", () => {
     const { cap, out, m } = await demo();
     const r = exportCapture(cap, out);
     expect(v.safeParse(DOCUMENTS.export, jsonDocument("export", r)).success).toBe(true);
-    for (const f of ["repro.c", "capture.h", "Makefile", "CMakeLists.txt", "README.md", EXPORT_FILE, "build.sh", "src/saxpy.cu", "data/kerncap.json", "data/memory/before.bin", "data/memory/after.bin", "data/kernel/module.fatbin", "data/kernel/params.bin", "kernel.ptx"]) {
+    for (const f of [
+      "repro.c",
+      "capture.h",
+      "Makefile",
+      "CMakeLists.txt",
+      "README.md",
+      EXPORT_FILE,
+      "build.sh",
+      "src/saxpy.cu",
+      "data/kerncap.json",
+      "data/memory/before.bin",
+      "data/memory/after.bin",
+      "data/kernel/module.fatbin",
+      "data/kernel/params.bin",
+      "kernel.ptx",
+    ]) {
       expect(existsSync(join(out, f))).toBe(true);
     }
     expect(existsSync(join(out, "repro.py"))).toBe(false); // a CUDA C++ kernel: no Triton script
@@ -258,7 +316,10 @@ describe("kerncap export: the folder", () => {
     const plan = exportPlan({ ...m, kernel: { ...m.kernel, name, demangled: name } }, new Uint8Array(8), ["sm_90"]);
     const dir = tempDir("kerncap-cstring-");
     writeFileSync(join(dir, "capture.h"), captureHeader(plan, { module: "m", ptx: "", params: "p", before: "b", after: "a" }));
-    writeFileSync(join(dir, "t.c"), '#include <stdio.h>\n#include "capture.h"\nint main(void) { fputs(KERNEL_NAME, stdout); return REGIONS[0].va == 0 && N_REGIONS > 0; }\n');
+    writeFileSync(
+      join(dir, "t.c"),
+      '#include <stdio.h>\n#include "capture.h"\nint main(void) { fputs(KERNEL_NAME, stdout); return REGIONS[0].va == 0 && N_REGIONS > 0; }\n',
+    );
     const c = sh([CC!, "-std=c11", "-Wall", "-Werror", "-Wno-unused-const-variable", "-Wno-unused-variable", "t.c", "-o", "t"], { cwd: dir });
     expect(c.err).toBe("");
     const r = sh([join(dir, "t")]);
@@ -286,7 +347,10 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     const o = join(out, "repro.o");
     const c = sh([CC!, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", join(CUDA_HOME!, "include"), "-c", "repro.c", "-o", o], { cwd: out });
     expect(c.err).toBe("");
-    const undef = sh(["nm", "-u", o]).out.split("\n").map((l) => l.trim().split(/\s+/).pop()!).filter((s) => /^cu[A-Z]/.test(s));
+    const undef = sh(["nm", "-u", o])
+      .out.split("\n")
+      .map((l) => l.trim().split(/\s+/).pop()!)
+      .filter((s) => /^cu[A-Z]/.test(s));
     expect(undef).toContain("cuMemAddressReserve");
     expect(undef).toContain("cuLaunchKernelEx");
     // cuda.h as the compiler sees it: its #defines give the versioned names (cuEventElapsedTime → _v2)
@@ -316,19 +380,25 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(stray.code).toBe(1);
   });
 
-  test.skipIf(!Bun.which("cmake"))("CMakeLists.txt builds the same program (CUDA::cuda_driver pointed at the fake driver: this machine has no libcuda)", async () => {
-    const { cap, out, m } = await demo();
-    exportCapture(cap, out);
-    const conf = sh(["cmake", "-B", "cmake-build", `-DCUDA_cuda_driver_LIBRARY=${join(fakeDir, "libcuda.so")}`, `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], { cwd: out });
-    expect(conf.code).toBe(0);
-    const build = sh(["cmake", "--build", "cmake-build"], { cwd: out });
-    expect(build.err).toBe("");
-    expect(build.code).toBe(0);
-    const r = sh(["./cmake-build/repro", "-n", "0"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
-    expect(r.out).toContain("MISMATCH: 3 regions");
-    expect(r.out).not.toContain("kernel time"); // -n 0: no timed launch (under compute-sanitizer, Nsight)
-    void m;
-  }, 120_000);
+  test.skipIf(!Bun.which("cmake"))(
+    "CMakeLists.txt builds the same program (CUDA::cuda_driver pointed at the fake driver: this machine has no libcuda)",
+    async () => {
+      const { cap, out, m } = await demo();
+      exportCapture(cap, out);
+      const conf = sh(["cmake", "-B", "cmake-build", `-DCUDA_cuda_driver_LIBRARY=${join(fakeDir, "libcuda.so")}`, `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], {
+        cwd: out,
+      });
+      expect(conf.code).toBe(0);
+      const build = sh(["cmake", "--build", "cmake-build"], { cwd: out });
+      expect(build.err).toBe("");
+      expect(build.code).toBe(0);
+      const r = sh(["./cmake-build/repro", "-n", "0"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
+      expect(r.out).toContain("MISMATCH: 3 regions");
+      expect(r.out).not.toContain("kernel time"); // -n 0: no timed launch (under compute-sanitizer, Nsight)
+      void m;
+    },
+    120_000,
+  );
 
   test("errors exit 2: a VA already taken is named by address; no driver; a missing data file", async () => {
     const { cap, out, m } = await demo();
@@ -347,11 +417,16 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
 
   test("a launch that faulted in the app: the same fault is MATCH, none is MISMATCH; a fault the app did not have is an error (exit 2)", async () => {
     const { cap, out, m } = await demo();
-    writeFileSync(join(cap, "kerncap.json"), JSON.stringify({ ...m, fault: { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" } }, null, 2));
+    writeFileSync(
+      join(cap, "kerncap.json"),
+      JSON.stringify({ ...m, fault: { code: 700, name: "CUDA_ERROR_ILLEGAL_ADDRESS", message: "an illegal memory access was encountered" } }, null, 2),
+    );
     exportCapture(cap, out);
     make(out);
     const same = repro(out, null, { KC_FAKE_FAULT: "700" });
-    expect(same.out).toContain("MATCH: the launch gave 700 (an illegal memory access was encountered); in the app it faulted with 700 (CUDA_ERROR_ILLEGAL_ADDRESS)");
+    expect(same.out).toContain(
+      "MATCH: the launch gave 700 (an illegal memory access was encountered); in the app it faulted with 700 (CUDA_ERROR_ILLEGAL_ADDRESS)",
+    );
     expect(same.code).toBe(0);
     const none = repro(out, appWrites(out, m));
     expect(none.out).toContain("MISMATCH: the launch gave 0");
@@ -386,7 +461,10 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     const out = join(cap, "..", "out");
     const r = exportCapture(cap, out);
     make(out);
-    expect(m.regions[0]!.before.extents).toEqual([[0, 1, 0], [2, 2, 8192]]); // chunk 1 was zero
+    expect(m.regions[0]!.before.extents).toEqual([
+      [0, 1, 0],
+      [2, 2, 8192],
+    ]); // chunk 1 was zero
     const ok = repro(out, appWrites(out, m));
     expect(ok.out).toContain("MATCH: 2 regions");
     expect(ok.code).toBe(0);

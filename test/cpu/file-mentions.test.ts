@@ -25,7 +25,11 @@ const RECORDED_ON_GPU = new Set(["docs/walkthrough.md"]); // scripts/walkthrough
 /** The files scanned, as [path from the root, what counts as a mention]. */
 function scanned(): [string, "doc" | "comment" | "hash-comment"][] {
   const git = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard"], { cwd: ROOT });
-  const files = git.stdout.toString().trim().split("\n").filter((f) => f && existsSync(join(ROOT, f)));
+  const files = git.stdout
+    .toString()
+    .trim()
+    .split("\n")
+    .filter((f) => f && existsSync(join(ROOT, f)));
   const out: [string, "doc" | "comment" | "hash-comment"][] = [];
   for (const f of files) {
     if (f.endsWith(".md") && !f.startsWith("demo/") && !f.startsWith("templates/") && !f.startsWith("test/fixtures/")) out.push([f, "doc"]);

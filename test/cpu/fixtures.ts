@@ -52,7 +52,18 @@ export function trustDigest(dir: string): string {
  */
 export function stockBuildSh(flags = "-O2"): string {
   const text = CUDA_TEMPLATES.find((t) => t.path === "build.sh.hbs")!.text;
-  return templateEngine().compile(text, { strict: true, noEscape: true })({ kernelName: "k", flagsFrom: "defaults", overlay: false, arch: "sm_90", sliced: false, rdc: false, flags, tuSource: "kernel.cu", compiledSource: "kernel.cu", sliceKind: "none" });
+  return templateEngine().compile(text, { strict: true, noEscape: true })({
+    kernelName: "k",
+    flagsFrom: "defaults",
+    overlay: false,
+    arch: "sm_90",
+    sliced: false,
+    rdc: false,
+    flags,
+    tuSource: "kernel.cu",
+    compiledSource: "kernel.cu",
+    sliceKind: "none",
+  });
 }
 
 /**
@@ -82,9 +93,24 @@ export function writeRawCapture(tmp: string, rawJson = false, extra: { process?:
     frontend: "cuda" as const,
     kernel: { name: "_Z5scalePfi", demangled: "scale(float*, int)", match_index: 1, launch_index: 5 },
     device: { vendor: "nvidia" as const, name: "NVIDIA H200", arch: "sm_90", driver_version: 13000, ordinal: 0 },
-    launch: { api: "cuLaunchKernel", grid: [4, 1, 1] as [number, number, number], block: [256, 1, 1] as [number, number, number], shared_mem_bytes: 0, cluster: [1, 1, 1] as [number, number, number], attributes: [] },
+    launch: {
+      api: "cuLaunchKernel",
+      grid: [4, 1, 1] as [number, number, number],
+      block: [256, 1, 1] as [number, number, number],
+      shared_mem_bytes: 0,
+      cluster: [1, 1, 1] as [number, number, number],
+      attributes: [],
+    },
     function_attributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }],
-    params: { file: "kernel/params.bin", size: 12, layout_source: "test", layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }] },
+    params: {
+      file: "kernel/params.bin",
+      size: 12,
+      layout_source: "test",
+      layout: [
+        { index: 0, offset: 0, size: 8 },
+        { index: 1, offset: 8, size: 4 },
+      ],
+    },
     module: { file: "kernel/module.cubin", kind: "cubin" as const, size: 8, source: "test" },
     ...chunkedRanges(tmp, [
       { va: "0x7f0000000000", size: 4096, kind: "device", offset: 0, changed: true },
@@ -107,7 +133,11 @@ export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession
   return {
     dir,
     manifest,
-    opened: { restore: { bytes: 0, storedBytes: 0, seconds: 0, gbPerS: 0, hostRegistered: false }, reserve: { spans: 0, bytes: 0, seconds: 0 }, verifySeconds: 0 },
+    opened: {
+      restore: { bytes: 0, storedBytes: 0, seconds: 0, gbPerS: 0, hostRegistered: false },
+      reserve: { spans: 0, bytes: 0, seconds: 0 },
+      verifySeconds: 0,
+    },
     lastReset: null,
     run,
     // the watch compares nothing: the candidate's run alone
@@ -122,7 +152,14 @@ export function noGpuSession(dir: string, manifest: Manifest, run: ReplaySession
 /** A replay result of a run that needs no GPU: match, or mismatch in one 4 KiB device region. */
 export function noGpuResult(kernel: string, bad: boolean): ReplayResult {
   const mm = { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 8, bytesDiffering: 4088 };
-  return { kernel, verdict: bad ? "mismatch" : "match", mismatches: bad ? [mm] : [], numerics: { verdict: bad ? "mismatch" : "bit-exact" }, determinism: { nondeterministic: false }, timing: { medianUs: 3.5 } } as unknown as ReplayResult;
+  return {
+    kernel,
+    verdict: bad ? "mismatch" : "match",
+    mismatches: bad ? [mm] : [],
+    numerics: { verdict: bad ? "mismatch" : "bit-exact" },
+    determinism: { nondeterministic: false },
+    timing: { medianUs: 3.5 },
+  } as unknown as ReplayResult;
 }
 
 /** stderr and stdout written during fn, and fn's result or error. */
@@ -130,7 +167,8 @@ export async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string
   let err = "";
   let out = "";
   const [e0, o0] = [process.stderr.write.bind(process.stderr), process.stdout.write.bind(process.stdout)];
-  const grab = (add: (s: string) => void) => ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  const grab = (add: (s: string) => void) =>
+    ((s: string | Uint8Array) => (add(typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
   process.stderr.write = grab((s) => (err += s));
   process.stdout.write = grab((s) => (out += s));
   let value: T | undefined;

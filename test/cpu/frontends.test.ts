@@ -130,12 +130,22 @@ test("no file outside src/frontends/ names a concrete frontend (imports of its f
     codeOf(text)
       .split("\n")
       .forEach((code, i) => {
-        const why = frontendFolder.test(lines[i]!) ? "imports a frontend's folder" : /triton/i.test(code) ? "names Triton" : /["'`](triton|hip)["'`]/.test(code) ? "names a frontend" : /\bfrontend\b[^;]{0,40}["'`]cuda["'`]|["'`]cuda["'`][^;]{0,40}\bfrontend\b/.test(code) ? "compares with the CUDA frontend" : undefined;
+        const why = frontendFolder.test(lines[i]!)
+          ? "imports a frontend's folder"
+          : /triton/i.test(code)
+            ? "names Triton"
+            : /["'`](triton|hip)["'`]/.test(code)
+              ? "names a frontend"
+              : /\bfrontend\b[^;]{0,40}["'`]cuda["'`]|["'`]cuda["'`][^;]{0,40}\bfrontend\b/.test(code)
+                ? "compares with the CUDA frontend"
+                : undefined;
         if (why && !allowed?.lines?.test(lines[i]!)) hits.push(`src/${f}:${i + 1} ${why}: ${lines[i]!.trim().slice(0, 120)}`);
       });
   }
   // the reader itself: prose is blanked, names and code are kept
-  expect(codeOf('log("a Triton capture"); x = "triton.jsonl"; // Triton\nf(`${tritonX} is`)')).toBe('log("                "); x = "triton.jsonl"; \nf(`    tritonX`)');
+  expect(codeOf('log("a Triton capture"); x = "triton.jsonl"; // Triton\nf(`${tritonX} is`)')).toBe(
+    'log("                "); x = "triton.jsonl"; \nf(`    tritonX`)',
+  );
   expect(hits).toEqual([]);
   // and the allow-list holds only what still names one (a file cleaned up leaves it)
   const stale = Object.entries(MAY_NAME_A_FRONTEND)
@@ -185,10 +195,15 @@ describe("a frontend registered in-process (test/frontends/toy/)", () => {
     const raw = writeRawCapture(tempDir());
     expect(parseRaw({ ...raw, frontend: "toy" }).frontend).toBe("toy");
     expect(() => parseRaw({ ...raw, frontend: "nope" })).toThrow(/frontend.*"nope" is no frontend this kerncap knows/);
-    const schema = jsonSchemaOf("manifest", frontends().map((f) => f.name)) as { properties: { kernel: { properties: { frontend: { enum: string[] } } } } };
+    const schema = jsonSchemaOf(
+      "manifest",
+      frontends().map((f) => f.name),
+    ) as { properties: { kernel: { properties: { frontend: { enum: string[] } } } } };
     expect(schema.properties.kernel.properties.frontend.enum).toEqual(["triton", "cuda", "hip", "toy"]);
     expect(() => registerFrontend(toyFrontend)).toThrow("registered already");
-    expect(() => registerFrontend({ name: "toy2", validates: false, captureArgs: { "source-root": { type: "string", description: "x" } } })).toThrow("belongs to another frontend");
+    expect(() => registerFrontend({ name: "toy2", validates: false, captureArgs: { "source-root": { type: "string", description: "x" } } })).toThrow(
+      "belongs to another frontend",
+    );
   });
 
   test("its options join kerncap run's, and their parsed object is its own", async () => {
@@ -272,8 +287,12 @@ describe("a frontend registered in-process (test/frontends/toy/)", () => {
       if (was === undefined) delete process.env.KERNCAP_TOY_LEVEL;
       else process.env.KERNCAP_TOY_LEVEL = was;
     }
-    expect(() => registerFrontend({ name: "toy3", validates: false, env: { KERNCAP_TOY_LEVEL: { readers: ["kerncap"], setBy: "user", meaning: "x" } } })).toThrow("KERNCAP_TOY_LEVEL is declared already");
-    expect(() => registerFrontend({ name: "toy4", validates: false, env: { KERNCAP_CACHE: { readers: ["kerncap"], setBy: "user", meaning: "x" } } })).toThrow("KERNCAP_CACHE is declared already");
+    expect(() =>
+      registerFrontend({ name: "toy3", validates: false, env: { KERNCAP_TOY_LEVEL: { readers: ["kerncap"], setBy: "user", meaning: "x" } } }),
+    ).toThrow("KERNCAP_TOY_LEVEL is declared already");
+    expect(() => registerFrontend({ name: "toy4", validates: false, env: { KERNCAP_CACHE: { readers: ["kerncap"], setBy: "user", meaning: "x" } } })).toThrow(
+      "KERNCAP_CACHE is declared already",
+    );
   });
 
   test("its own trusted file: a received capture's recipe.txt is shown, hashed and held to its digest; a confined build holds it to its rendered bytes", async () => {
@@ -301,13 +320,20 @@ describe("a frontend registered in-process (test/frontends/toy/)", () => {
     const base = { configs: ["LEVEL=1,2,3"], defines: [], nvccFlags: [], iters: 5, flushL2: false };
     const r = await tuneCapture(dir, base);
     expect(r.frontend).toBe("toy");
-    expect(r.rows.map((x) => [x.label, x.captured, x.verdict])).toEqual([["LEVEL=1", true, "match"], ["LEVEL=2", false, "match"], ["LEVEL=3", false, "match"]]);
+    expect(r.rows.map((x) => [x.label, x.captured, x.verdict])).toEqual([
+      ["LEVEL=1", true, "match"],
+      ["LEVEL=2", false, "match"],
+      ["LEVEL=3", false, "match"],
+    ]);
     expect(r.winner?.label).toBe("LEVEL=1");
     expect(r.paste).toBe("LEVEL=1");
     expect(configParams(r.rows[1]!.config)).toEqual({ LEVEL: "2" });
     expect(tuneCsv(r).split("\r\n")[0]).toBe("config,captured,LEVEL,verdict,median_us,speedup,registers,error");
     expect(v.safeParse(DOCUMENTS.tune, { schema: "kerncap.tune/1", ...r }).success).toBe(true);
-    await expect(tuneCapture(dir, { ...base, defines: ["X=1"] })).rejects.toMatchObject({ code: "E_USAGE", message: expect.stringContaining("not options of a toy capture's tune") });
+    await expect(tuneCapture(dir, { ...base, defines: ["X=1"] })).rejects.toMatchObject({
+      code: "E_USAGE",
+      message: expect.stringContaining("not options of a toy capture's tune"),
+    });
     expect(() => toySpace(["BLOCK=1"])).toThrow(expect.objectContaining({ code: "E_USAGE" }));
     expect(m.kernel.frontend).toBe("toy");
   });

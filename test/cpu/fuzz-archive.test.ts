@@ -95,7 +95,21 @@ const RUNS = Number(process.env.KERNCAP_FUZZ_RUNS ?? 0) || undefined;
 
 /** Values that sizes, offsets and counts take at their edges. */
 const edge32 = fc.constantFrom(0, 1, 0xfffe, 0xffff, 0x10000, 0x7fffffff, 0xfffffffe, 0xffffffff);
-const nasty = fc.constantFrom("../x", "/etc/x", "cap/../x", "cap\\x", "cap/./x", "cap//x", "cap/kernel/params.bin", "cap/kernel/", "cap/kerncap.json", "cap/memory/before.bin.kcsparse", "other/x", "cap/\u0000x", "cap/x/");
+const nasty = fc.constantFrom(
+  "../x",
+  "/etc/x",
+  "cap/../x",
+  "cap\\x",
+  "cap/./x",
+  "cap//x",
+  "cap/kernel/params.bin",
+  "cap/kernel/",
+  "cap/kerncap.json",
+  "cap/memory/before.bin.kcsparse",
+  "other/x",
+  "cap/\u0000x",
+  "cap/x/",
+);
 
 describe("fuzz: unpack on mutated archives", () => {
   test("bytes of the central directory, local headers and end record overwritten", async () => {
@@ -126,10 +140,19 @@ describe("fuzz: unpack on mutated archives", () => {
       fc.record({ kind: fc.constant("share" as const), i: fc.integer({ min: 1, max: k - 1 }), j: fc.nat(k - 1) }),
       fc.record({ kind: fc.constant("usize" as const), i: fc.integer({ min: 1, max: k - 1 }), v: fc.oneof(edge32, fc.nat()) }),
       fc.record({ kind: fc.constant("method" as const), i: fc.integer({ min: 1, max: k - 1 }) }),
-      fc.record({ kind: fc.constant("addFile" as const), path: nasty.map((n) => n.replace(/^cap\//, "")), size: fc.oneof(fc.nat(), fc.constant(750 * 2 ** 40)), sparse: fc.boolean() }),
+      fc.record({
+        kind: fc.constant("addFile" as const),
+        path: nasty.map((n) => n.replace(/^cap\//, "")),
+        size: fc.oneof(fc.nat(), fc.constant(750 * 2 ** 40)),
+        sparse: fc.boolean(),
+      }),
       fc.record({ kind: fc.constant("dupFile" as const), i: fc.nat(idx0.files.length - 1) }),
       fc.record({ kind: fc.constant("size" as const), i: fc.nat(idx0.files.length - 1), v: fc.oneof(fc.nat(), fc.constant(2 ** 40), fc.constant(-1)) }),
-      fc.record({ kind: fc.constant("sparse" as const), i: fc.nat(idx0.files.length - 1), ext: fc.array(fc.tuple(fc.nat(1 << 20), fc.nat(1 << 16)), { maxLength: 3 }) }),
+      fc.record({
+        kind: fc.constant("sparse" as const),
+        i: fc.nat(idx0.files.length - 1),
+        ext: fc.array(fc.tuple(fc.nat(1 << 20), fc.nat(1 << 16)), { maxLength: 3 }),
+      }),
       fc.record({ kind: fc.constant("dir" as const), name: nasty.map((n) => n.replace(/^cap\//, "")) }),
     );
     await fc.assert(
@@ -167,8 +190,25 @@ describe("fuzz: unpack on mutated archives", () => {
     const cdSize = base.readUInt32LE(eocd + 12);
     const cdOff = base.readUInt32LE(eocd + 16);
     // the truth half the time: a record that lies in one field at a time reaches the checks behind the others
-    const u64 = (truth: number) => fc.oneof({ arbitrary: fc.constant(BigInt(truth)), weight: 6 }, fc.constant(BigInt(truth + 1)), fc.constant(BigInt(Math.max(0, truth - 1))), fc.constant(0n), fc.constant(2n ** 53n), fc.constant(2n ** 64n - 1n), fc.bigInt({ min: 0n, max: 2n ** 40n }));
-    const zip64 = fc.record({ n: u64(count), size: u64(cdSize), off: u64(cdOff), locator: u64(eocd), entry: fc.nat(count - 1), field: fc.constantFrom(20, 24, 42), extra: fc.oneof(fc.constant("truth" as const), fc.array(u64(0), { maxLength: 3 })) });
+    const u64 = (truth: number) =>
+      fc.oneof(
+        { arbitrary: fc.constant(BigInt(truth)), weight: 6 },
+        fc.constant(BigInt(truth + 1)),
+        fc.constant(BigInt(Math.max(0, truth - 1))),
+        fc.constant(0n),
+        fc.constant(2n ** 53n),
+        fc.constant(2n ** 64n - 1n),
+        fc.bigInt({ min: 0n, max: 2n ** 40n }),
+      );
+    const zip64 = fc.record({
+      n: u64(count),
+      size: u64(cdSize),
+      off: u64(cdOff),
+      locator: u64(eocd),
+      entry: fc.nat(count - 1),
+      field: fc.constantFrom(20, 24, 42),
+      extra: fc.oneof(fc.constant("truth" as const), fc.array(u64(0), { maxLength: 3 })),
+    });
     await fc.assert(
       fc.asyncProperty(zip64, async (z) => {
         // one central-directory record's size or offset set to 0xffffffff with a ZIP64 extra field of z.extra

@@ -22,7 +22,8 @@ import { CUDA_SOURCE_SUFFIXES } from "../../src/frontends/cuda/index.ts";
 import { unportableName } from "../../src/format/archive.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 /** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
-const DEPS_LIST = 'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
+const DEPS_LIST =
+  'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 
 /** Every entry under `root` except those under `skip`: path → kind, size and content hash. */
@@ -36,7 +37,11 @@ function listing(root: string, skip: string[]): Map<string, string> {
       if (st.isDirectory()) {
         out.set(p, "dir");
         walk(p);
-      } else out.set(p, `${st.isFile() ? new Bun.CryptoHasher("sha256").update(readFileSync(p)).digest("hex") : st.isSymbolicLink() ? "link" : "other"} ${st.size} ${st.mode}`);
+      } else
+        out.set(
+          p,
+          `${st.isFile() ? new Bun.CryptoHasher("sha256").update(readFileSync(p)).digest("hex") : st.isSymbolicLink() ? "link" : "other"} ${st.size} ${st.mode}`,
+        );
     }
   };
   walk(root);
@@ -70,7 +75,24 @@ beforeAll(async () => {
   delete m.host;
   delete m.rendered;
   mkdirSync(join(cap, "src/planted"));
-  writeFileSync(join(cap, "src/planted/kerncap.json"), JSON.stringify({ ...m, process: { pid: 1, ppid: 0, number: -1, hostname: hostname(), cmdline: [], jobEnv: {}, rank: null, rankVariable: null, selection: { by: "any", admitted: true }, visibleDevices: {} } }));
+  writeFileSync(
+    join(cap, "src/planted/kerncap.json"),
+    JSON.stringify({
+      ...m,
+      process: {
+        pid: 1,
+        ppid: 0,
+        number: -1,
+        hostname: hostname(),
+        cmdline: [],
+        jobEnv: {},
+        rank: null,
+        rankVariable: null,
+        selection: { by: "any", admitted: true },
+        visibleDevices: {},
+      },
+    }),
+  );
   writeFileSync(join(cap, "src/planted/build.sh"), plantedScript(), { mode: 0o755 });
   mkdirSync(join(root, "outside"));
   writeFileSync(join(root, "outside/notes"), "keep\n");
@@ -93,7 +115,29 @@ function plantedScript(): string {
 }
 
 const NAME = fc.oneof(
-  fc.constantFrom("kerncap.json", "build.sh", "BUILD.SH", "Build.sh", "pinned.json", "repro.py", "run.sh", "x.sh", "sitecustomize.py", "kerncap-received.json", "kerncap-captures.json", "kernel.cu", "k.cuh", "k.h", "k.py", "notes.txt", "planted", "x", ".", "..", ""),
+  fc.constantFrom(
+    "kerncap.json",
+    "build.sh",
+    "BUILD.SH",
+    "Build.sh",
+    "pinned.json",
+    "repro.py",
+    "run.sh",
+    "x.sh",
+    "sitecustomize.py",
+    "kerncap-received.json",
+    "kerncap-captures.json",
+    "kernel.cu",
+    "k.cuh",
+    "k.h",
+    "k.py",
+    "notes.txt",
+    "planted",
+    "x",
+    ".",
+    "..",
+    "",
+  ),
   fc.stringMatching(/^[a-z]{1,4}(\.(cu|h|sh|json|py))?$/),
   // names pack and unpack refuse (src/format/archive.ts unportableName): a space, shell syntax, a bidi override, a control, a leading -
   fc.constantFrom(" a.cu", "a b.cu", "$(id).cu", "`id`.cu", "a;b.cu", "a\u202eb.cu", "a\nb.cu", "a\x1bb.cu", "-x.cu", "\u00e9.cu", "a*.cu"),
@@ -114,7 +158,11 @@ const CONTENT = fc.oneof(
   { arbitrary: fc.tuple(fc.nat(PROBES("").length - 1), fc.boolean()).map(([i, there]) => `probe:${i}:${there}`), weight: 2 },
 );
 /** The folder given to the verb, relative to the capture: most often the capture itself (its build then runs, confined). */
-const DIR = fc.oneof({ arbitrary: fc.constantFrom("", "src/.."), weight: 4 }, { arbitrary: fc.constantFrom("src", "src/planted", "src/planted/.", "src/x", "src/x/y"), weight: 3 }, { arbitrary: fc.array(NAME, { minLength: 1, maxLength: 3 }).map((p) => `src/${p.join("/")}`), weight: 2 });
+const DIR = fc.oneof(
+  { arbitrary: fc.constantFrom("", "src/.."), weight: 4 },
+  { arbitrary: fc.constantFrom("src", "src/planted", "src/planted/.", "src/x", "src/x/y"), weight: 3 },
+  { arbitrary: fc.array(NAME, { minLength: 1, maxLength: 3 }).map((p) => `src/${p.join("/")}`), weight: 2 },
+);
 
 describe("fuzz: MCP tool sequences", () => {
   test("edit_file on generated paths, then validate / tune / profile / evaluate: no planted script runs, nothing outside src/ changes, only CUDA sources are written, no probe of a file outside is built", async () => {
@@ -128,57 +176,70 @@ describe("fuzz: MCP tool sequences", () => {
       return probe ? PROBES(probe[2] === "true" ? join(root, "outside/notes") : join(root, "outside/none"))[Number(probe[1])]! : kind;
     };
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.tuple(PATH, CONTENT), { minLength: 1, maxLength: 3 }), fc.constantFrom("validate", "tune", "profile", "evaluate"), DIR, fc.boolean(), async (edits, verb, sub, generated) => {
-        // each sequence starts from the capture's own sources (an earlier sequence's probe would decide this one's outcome)
-        for (const n of readdirSync(join(cap, "src"))) if (n !== "kernel.cu" && n !== "planted") rmSync(join(cap, "src", n), { recursive: true, force: true });
-        writeFileSync(join(cap, "src/kernel.cu"), KERNEL);
-        let probed = false;
-        let pathy = false; // a planted script or a manifest written as a source: it holds paths outside, which a confined build may refuse too
-        if (verb === "evaluate") {
-          // the candidate's files at the generated paths, or its whole new text of the kernel's source
-          const files = generated ? Object.fromEntries(edits.map(([path, kind]) => [path, contentOf(kind)])) : { "src/kernel.cu": contentOf(edits[0]![1]) };
-          const r = await client.callTool({ name: "evaluate", arguments: { dir: sub && generated ? join(cap, sub) : cap, candidates: [{ name: "c", files }] } });
-          const d = r.structuredContent as Record<string, any>;
-          if (r.isError) expect(d.error?.code).not.toBe("E_INTERNAL");
-          else {
-            // a candidate that was built: no compiler here, so every build fails, as build.sh does, or is refused before it runs
-            const probe = (generated ? edits : edits.slice(0, 1)).some(([, kind]) => kind.startsWith("probe:"));
-            for (const rec of d.records) expect(rec.code === "E_CONFINED" || (!probe && rec.code === "E_BUILD"), JSON.stringify(rec)).toBe(true);
-            seen.evaluated += 1;
-            if (probe && d.records.some((rec: { code?: string }) => rec.code === "E_CONFINED")) seen.refusedProbe += 1;
+      fc.asyncProperty(
+        fc.array(fc.tuple(PATH, CONTENT), { minLength: 1, maxLength: 3 }),
+        fc.constantFrom("validate", "tune", "profile", "evaluate"),
+        DIR,
+        fc.boolean(),
+        async (edits, verb, sub, generated) => {
+          // each sequence starts from the capture's own sources (an earlier sequence's probe would decide this one's outcome)
+          for (const n of readdirSync(join(cap, "src")))
+            if (n !== "kernel.cu" && n !== "planted") rmSync(join(cap, "src", n), { recursive: true, force: true });
+          writeFileSync(join(cap, "src/kernel.cu"), KERNEL);
+          let probed = false;
+          let pathy = false; // a planted script or a manifest written as a source: it holds paths outside, which a confined build may refuse too
+          if (verb === "evaluate") {
+            // the candidate's files at the generated paths, or its whole new text of the kernel's source
+            const files = generated ? Object.fromEntries(edits.map(([path, kind]) => [path, contentOf(kind)])) : { "src/kernel.cu": contentOf(edits[0]![1]) };
+            const r = await client.callTool({
+              name: "evaluate",
+              arguments: { dir: sub && generated ? join(cap, sub) : cap, candidates: [{ name: "c", files }] },
+            });
+            const d = r.structuredContent as Record<string, any>;
+            if (r.isError) expect(d.error?.code).not.toBe("E_INTERNAL");
+            else {
+              // a candidate that was built: no compiler here, so every build fails, as build.sh does, or is refused before it runs
+              const probe = (generated ? edits : edits.slice(0, 1)).some(([, kind]) => kind.startsWith("probe:"));
+              for (const rec of d.records) expect(rec.code === "E_CONFINED" || (!probe && rec.code === "E_BUILD"), JSON.stringify(rec)).toBe(true);
+              seen.evaluated += 1;
+              if (probe && d.records.some((rec: { code?: string }) => rec.code === "E_CONFINED")) seen.refusedProbe += 1;
+            }
+            expect(existsSync(marker)).toBe(false);
+            expect(listing(root, skip)).toEqual(before);
+            return;
           }
+          for (const [path, kind] of edits) {
+            const content = contentOf(kind);
+            const r = await client.callTool({ name: "edit_file", arguments: { dir: cap, path, content } });
+            const d = r.structuredContent as Record<string, any>;
+            if (r.isError) {
+              expect(d.error.code).not.toBe("E_INTERNAL");
+              continue;
+            }
+            // what was written: under src/, with a CUDA source's name, never one kerncap reads as configuration
+            expect(d.path.startsWith("src/")).toBe(true);
+            expect(CUDA_SOURCE_SUFFIXES.some((s) => d.path.endsWith(s))).toBe(true);
+            expect(unportableName(d.path)).toBeUndefined(); // the capture still packs
+            if (kind.startsWith("probe:")) probed = true;
+            else if (kind === "planted" || kind === "manifest") pathy = true;
+          }
+          const dir = sub ? join(cap, sub) : cap;
+          const args = verb === "tune" ? { dir, maxrregcount: [32] } : verb === "profile" ? { dir, build: true } : { dir };
+          const r = await client.callTool({ name: verb, arguments: args });
+          const d = r.structuredContent as Record<string, any>;
+          expect(r.isError).toBe(true); // no compiler here, no GPU: every call ends in an error document
+          expect(d.error?.code).not.toBe("E_INTERNAL");
+          if (sub.startsWith("src/planted")) expect(d.error.code).toBe("E_NESTED_CAPTURE");
+          // the capture's own build ran confined and failed as its build.sh does (or the verb needed what this machine lacks)
+          if (probed && d.error.code === "E_CONFINED") seen.refusedProbe += 1;
+          if (sub === "" || sub === "src/..")
+            expect(probed ? ["E_CONFINED", "E_NO_NCU"] : ["E_BUILD", "E_NO_NCU", "E_NO_GPU", "E_NO_NVCC", ...(pathy ? ["E_CONFINED"] : [])]).toContain(
+              d.error.code,
+            );
           expect(existsSync(marker)).toBe(false);
           expect(listing(root, skip)).toEqual(before);
-          return;
-        }
-        for (const [path, kind] of edits) {
-          const content = contentOf(kind);
-          const r = await client.callTool({ name: "edit_file", arguments: { dir: cap, path, content } });
-          const d = r.structuredContent as Record<string, any>;
-          if (r.isError) {
-            expect(d.error.code).not.toBe("E_INTERNAL");
-            continue;
-          }
-          // what was written: under src/, with a CUDA source's name, never one kerncap reads as configuration
-          expect(d.path.startsWith("src/")).toBe(true);
-          expect(CUDA_SOURCE_SUFFIXES.some((s) => d.path.endsWith(s))).toBe(true);
-          expect(unportableName(d.path)).toBeUndefined(); // the capture still packs
-          if (kind.startsWith("probe:")) probed = true;
-          else if (kind === "planted" || kind === "manifest") pathy = true;
-        }
-        const dir = sub ? join(cap, sub) : cap;
-        const args = verb === "tune" ? { dir, maxrregcount: [32] } : verb === "profile" ? { dir, build: true } : { dir };
-        const r = await client.callTool({ name: verb, arguments: args });
-        const d = r.structuredContent as Record<string, any>;
-        expect(r.isError).toBe(true); // no compiler here, no GPU: every call ends in an error document
-        expect(d.error?.code).not.toBe("E_INTERNAL");
-        if (sub.startsWith("src/planted")) expect(d.error.code).toBe("E_NESTED_CAPTURE");
-        // the capture's own build ran confined and failed as its build.sh does (or the verb needed what this machine lacks)
-        if (probed && d.error.code === "E_CONFINED") seen.refusedProbe += 1;
-        if (sub === "" || sub === "src/..") expect(probed ? ["E_CONFINED", "E_NO_NCU"] : ["E_BUILD", "E_NO_NCU", "E_NO_GPU", "E_NO_NVCC", ...(pathy ? ["E_CONFINED"] : [])]).toContain(d.error.code);
-        expect(existsSync(marker)).toBe(false);
-        expect(listing(root, skip)).toEqual(before);
-      }),
+        },
+      ),
       { numRuns: 40, seed: 32 },
     );
     expect(seen.evaluated).toBeGreaterThan(0);

@@ -32,7 +32,8 @@ function listing(root: string, skip: string): Map<string, string> {
       if (st.isDirectory()) {
         out.set(p, "dir");
         walk(p);
-      } else out.set(p, `${st.isFile() ? new Bun.CryptoHasher("sha256").update(readFileSync(p)).digest("hex") : st.isSymbolicLink() ? "link" : "other"} ${st.size}`);
+      } else
+        out.set(p, `${st.isFile() ? new Bun.CryptoHasher("sha256").update(readFileSync(p)).digest("hex") : st.isSymbolicLink() ? "link" : "other"} ${st.size}`);
     }
   };
   walk(root);
@@ -85,12 +86,38 @@ afterAll(() => {
 });
 
 const PART = fc.oneof(
-  fc.constantFrom("..", ".", "", "src", "kernel", "memory", "out", "secret", "secret.h", "dangling.cu", "alias.cu", "hard.cu", "fifo.cu", "main.cu", "params.bin", "module.cubin", "before.bin", "\0", "a\nb", "\\", "kerncap.json"),
+  fc.constantFrom(
+    "..",
+    ".",
+    "",
+    "src",
+    "kernel",
+    "memory",
+    "out",
+    "secret",
+    "secret.h",
+    "dangling.cu",
+    "alias.cu",
+    "hard.cu",
+    "fifo.cu",
+    "main.cu",
+    "params.bin",
+    "module.cubin",
+    "before.bin",
+    "\0",
+    "a\nb",
+    "\\",
+    "kerncap.json",
+  ),
   fc.string({ maxLength: 6 }),
 );
 /** A path as an attacker would write it: parts joined by /, sometimes absolute. */
 const PATH = fc.tuple(fc.boolean(), fc.array(PART, { minLength: 0, maxLength: 6 })).map(([abs, parts]) => (abs ? "/" : "") + parts.join("/"));
-const TEXT = fc.oneof(fc.string({ maxLength: 40 }), PATH, fc.constantFrom('scale<int>;\n#include "/etc/passwd"', "#include <x.h>", "scale", "ns::scale<(K)2, 4>"));
+const TEXT = fc.oneof(
+  fc.string({ maxLength: 40 }),
+  PATH,
+  fc.constantFrom('scale<int>;\n#include "/etc/passwd"', "#include <x.h>", "scale", "ns::scale<(K)2, 4>"),
+);
 
 /** One mutation of the manifest: a path field, or a slice meta field, set to an attacker's value. */
 const MUTATION = fc.oneof(
@@ -100,7 +127,9 @@ const MUTATION = fc.oneof(
 
 function mutated([field, value]: [string, string]): Record<string, any> {
   const m = structuredClone(manifest);
-  m.source = { cuda: { slice: { used: true, meta: { kind: "prefix", tu: "main.cu", slice: "main.kerncap-slice.cu", base: "scale", definitionName: "main.cu" } } } };
+  m.source = {
+    cuda: { slice: { used: true, meta: { kind: "prefix", tu: "main.cu", slice: "main.kerncap-slice.cu", base: "scale", definitionName: "main.cu" } } },
+  };
   const [head, ...rest] = field.split(".");
   if (head === "slice") m.source.cuda.slice.meta[rest[0]!] = value;
   else {
@@ -140,19 +169,29 @@ describe("fuzz: untrusted paths", () => {
     const c = new Client({ name: "fuzz", version: "1" });
     await c.connect(b);
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom("read_file", "edit_file"), fc.oneof(PATH, PATH.map((p) => `src/${p}`)), fc.oneof(fc.constant(dir), fc.constant(`${dir}/src`), PATH), fc.boolean(), async (tool, path, d, replace) => {
-        const args = tool === "read_file" ? { dir: d, path } : replace ? { dir: d, path, oldText: "x[0]", newText: "x[0]" } : { dir: d, path, content: "// fuzz\n" };
-        const r = await c.callTool({ name: tool, arguments: args });
-        const docu = r.structuredContent as Record<string, any>;
-        if (r.isError) {
-          expect(docu.error.code).not.toBe("E_INTERNAL");
-          expect(docu.error.message.length).toBeGreaterThan(5);
-        } else if (tool === "edit_file") {
-          // what was written is a regular file with one name under the capture's src/
-          expect(docu.path.startsWith("src/")).toBe(true);
-          expect(readInCapture(dir, docu.path, 1 << 20)?.toString()).toBeDefined();
-        }
-      }),
+      fc.asyncProperty(
+        fc.constantFrom("read_file", "edit_file"),
+        fc.oneof(
+          PATH,
+          PATH.map((p) => `src/${p}`),
+        ),
+        fc.oneof(fc.constant(dir), fc.constant(`${dir}/src`), PATH),
+        fc.boolean(),
+        async (tool, path, d, replace) => {
+          const args =
+            tool === "read_file" ? { dir: d, path } : replace ? { dir: d, path, oldText: "x[0]", newText: "x[0]" } : { dir: d, path, content: "// fuzz\n" };
+          const r = await c.callTool({ name: tool, arguments: args });
+          const docu = r.structuredContent as Record<string, any>;
+          if (r.isError) {
+            expect(docu.error.code).not.toBe("E_INTERNAL");
+            expect(docu.error.message.length).toBeGreaterThan(5);
+          } else if (tool === "edit_file") {
+            // what was written is a regular file with one name under the capture's src/
+            expect(docu.path.startsWith("src/")).toBe(true);
+            expect(readInCapture(dir, docu.path, 1 << 20)?.toString()).toBeDefined();
+          }
+        },
+      ),
       { numRuns: 1000, seed: 23 },
     );
     await c.close();

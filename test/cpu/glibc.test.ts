@@ -59,14 +59,21 @@ describe("glibc needs of the shipped binaries", () => {
     // the same unit built twice, with and without c/common/kc_glibc.h: the pins are what lowers the need
     const dir = mkdtempSync(join(tmpdir(), "kerncap-glibc-"));
     const src = join(dir, "u.c");
-    writeFileSync(src, '#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <pthread.h>\n#include <sys/stat.h>\nstatic void* run(void* a) { return dlsym(a, "x"); }\nint f(int fd) { pthread_t t; struct stat st; pthread_create(&t, 0, run, dlopen("x", RTLD_NOW)); return fstat(fd, &st); }\n');
+    writeFileSync(
+      src,
+      '#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <pthread.h>\n#include <sys/stat.h>\nstatic void* run(void* a) { return dlsym(a, "x"); }\nint f(int fd) { pthread_t t; struct stat st; pthread_create(&t, 0, run, dlopen("x", RTLD_NOW)); return fstat(fd, &st); }\n',
+    );
     const build = (out: string, extra: string[]) =>
-      Bun.spawnSync(["gcc", "-O2", "-fPIC", "-shared", ...extra, "-o", out, src, "-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0"], { stderr: "pipe" });
+      Bun.spawnSync(["gcc", "-O2", "-fPIC", "-shared", ...extra, "-o", out, src, "-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0"], {
+        stderr: "pipe",
+      });
     const plain = build(join(dir, "plain.so"), []);
     const pinned = build(join(dir, "pinned.so"), ["-include", join(ROOT, "c/common/kc_glibc.h")]);
     expect(plain.exitCode, plain.stderr.toString()).toBe(0);
     expect(pinned.exitCode, pinned.stderr.toString()).toBe(0);
-    const gnu = (Bun.spawnSync(["ldd", "--version"], { stdout: "pipe" }).stdout.toString().match(/2\.(\d+)/) ?? [])[1];
+    const gnu = (Bun.spawnSync(["ldd", "--version"], { stdout: "pipe" })
+      .stdout.toString()
+      .match(/2\.(\d+)/) ?? [])[1];
     if (gnu && Number(gnu) >= 34) expect(newestGlibcMinor(elfNeeds(readFileSync(join(dir, "plain.so"))))).toBeGreaterThanOrEqual(34);
     expect(newestGlibcMinor(elfNeeds(readFileSync(join(dir, "pinned.so"))))).toBeLessThanOrEqual(TAG_GLIBC);
     rmSync(dir, { recursive: true, force: true });

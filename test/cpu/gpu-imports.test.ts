@@ -20,7 +20,15 @@ export function valueSpecifiers(text: string): string[] {
   for (const m of code.matchAll(/^\s*(import|export)\s+(type\s+)?([^"'`;]*?)\s*(?:from\s*)?["']([^"']+)["'](\s*with\s*\{[^}]*\})?/gm)) {
     if (m[2] || m[5]) continue; // import type …; an asset (with { type: "file" })
     const named = /^\{([^}]*)\}$/.exec(m[3]!.trim());
-    if (named && named[1]!.split(",").map((s) => s.trim()).filter(Boolean).every((s) => s.startsWith("type "))) continue;
+    if (
+      named &&
+      named[1]!
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)
+        .every((s) => s.startsWith("type "))
+    )
+      continue;
     if (m[1] === "export" && !/\bfrom\b/.test(m[0])) continue; // `export { a }` of local names
     out.push(m[4]!);
   }
@@ -52,7 +60,16 @@ describe("GPU tests import no package (the GPU node has no node_modules)", () =>
   test("the parser keeps value imports and drops type-only ones and assets", () => {
     expect(
       valueSpecifiers(
-        ['import { a } from "./a.ts";', 'import type { T } from "valibot";', 'import { type U } from "consola";', 'import lib from "../c/x.so" with { type: "file" };', 'export { b } from "fflate";', 'import { c, type D } from "citty";', '/** a comment: import { x } from "y" */', '// import "z";'].join("\n"),
+        [
+          'import { a } from "./a.ts";',
+          'import type { T } from "valibot";',
+          'import { type U } from "consola";',
+          'import lib from "../c/x.so" with { type: "file" };',
+          'export { b } from "fflate";',
+          'import { c, type D } from "citty";',
+          '/** a comment: import { x } from "y" */',
+          '// import "z";',
+        ].join("\n"),
       ),
     ).toEqual(["./a.ts", "fflate", "citty"]);
   });

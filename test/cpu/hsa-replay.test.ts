@@ -39,10 +39,13 @@ beforeAll(() => {
   const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-Wall", "-Wextra", "-o", fake, join(import.meta.dir, "../apps/hip/fake_libhsa.c")], { stderr: "pipe" });
   if (cc.exitCode !== 0) throw new Error(cc.stderr.toString());
   module = join(tmp, "scale.co");
-  const hip = Bun.spawnSync(["hipcc", "--cuda-device-only", "-c", "-O2", "--offload-arch=gfx90a", join(import.meta.dir, "../apps/hip/scale.hip"), "-o", module], {
-    env: { ...process.env, HIP_PLATFORM: "amd" },
-    stderr: "pipe",
-  });
+  const hip = Bun.spawnSync(
+    ["hipcc", "--cuda-device-only", "-c", "-O2", "--offload-arch=gfx90a", join(import.meta.dir, "../apps/hip/scale.hip"), "-o", module],
+    {
+      env: { ...process.env, HIP_PLATFORM: "amd" },
+      stderr: "pipe",
+    },
+  );
   if (hip.exitCode !== 0) throw new Error(hip.stderr.toString());
 });
 afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
@@ -83,10 +86,15 @@ async function hipCapture(name: string, after: (k: number) => number = (k) => 2 
     function_attributes: [],
     params: { file: "kernel/params.bin", size: 16, layout_source: "amdgpu metadata (kerncap reads kernel/module.hsaco)", layout: [] },
     module: { file: "kernel/module.hsaco", kind: "hsaco", size: readFileSync(module).length, source: "test" },
-    ...chunkedRanges(raw, [
-      { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
-      { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
-    ], [], chunkBytes),
+    ...chunkedRanges(
+      raw,
+      [
+        { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
+        { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
+      ],
+      [],
+      chunkBytes,
+    ),
     timing: { sync_us: 1, before_us: 1, app_launch_us: 5, after_us: 1, app_to_capture_s: 0 },
     hsa: { kernel_object: "0x1001", group_segment_size: 0, private_segment_size: 0, kernarg_address: "0x0", runtime_version: 1 },
   };
@@ -134,7 +142,22 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(d.check.scannedOn).toBe("host");
     expect(d.reserve.spans).toBe(2);
     expect(d.restore.storedBytes).toBeGreaterThan(0);
-    for (const k of ["dir", "verdict", "regionsChecked", "bytesChecked", "mismatches", "timing", "restore", "determinism", "check", "reserve", "module", "device", "numerics"]) expect(d).toHaveProperty(k);
+    for (const k of [
+      "dir",
+      "verdict",
+      "regionsChecked",
+      "bytesChecked",
+      "mismatches",
+      "timing",
+      "restore",
+      "determinism",
+      "check",
+      "reserve",
+      "module",
+      "device",
+      "numerics",
+    ])
+      expect(d).toHaveProperty(k);
     // the document as `kerncap schema replay` describes it
     const check = v.safeParse(DOCUMENTS.replay, d);
     expect(check.success, JSON.stringify(check.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);

@@ -29,7 +29,23 @@ beforeAll(() => {
   tmp = mkdtempSync(join(tmpdir(), "kerncap-hsa-run-"));
   if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
   app = join(tmp, "fake_hsa_runtime");
-  const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", `-I${INC}`, `-I${join(ROOT, "c/hsa")}`, `-I${join(ROOT, "c/common")}`, "-o", app, join(import.meta.dir, "../apps/hip/fake_hsa_runtime.c"), "-ldl", "-Wl,--no-as-needed", "-lstdc++"], { stderr: "pipe" });
+  const cc = Bun.spawnSync(
+    [
+      "gcc",
+      "-std=gnu11",
+      "-Wall",
+      `-I${INC}`,
+      `-I${join(ROOT, "c/hsa")}`,
+      `-I${join(ROOT, "c/common")}`,
+      "-o",
+      app,
+      join(import.meta.dir, "../apps/hip/fake_hsa_runtime.c"),
+      "-ldl",
+      "-Wl,--no-as-needed",
+      "-lstdc++",
+    ],
+    { stderr: "pipe" },
+  );
   if (cc.exitCode !== 0) throw new Error(cc.stderr.toString());
   fakeHsa = join(tmp, "libfake_hsa.so");
   const cl = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", fakeHsa, join(import.meta.dir, "../apps/hip/fake_libhsa.c")], { stderr: "pipe" });
@@ -72,7 +88,11 @@ describe.skipIf(SKIP)("kerncap run/list --runtime hsa on the fake HSA runtime", 
     expect(m.kernel).toMatchObject({ name: "_Z5scalePffi", frontend: "hip", matchIndex: 1, launchIndex: 3 });
     expect(m.device).toMatchObject({ vendor: "amd", arch: "gfx90a", name: "Fake MI210" });
     expect(m.tool.library).toMatch(/^kerncap_hsa /);
-    expect(m.regions.map((g: { hashedOn: string; changed: boolean }) => [g.hashedOn, g.changed])).toEqual([["cpu", true], ["cpu", false], ["cpu", false]]);
+    expect(m.regions.map((g: { hashedOn: string; changed: boolean }) => [g.hashedOn, g.changed])).toEqual([
+      ["cpu", true],
+      ["cpu", false],
+      ["cpu", false],
+    ]);
     expect(m.hsa).toMatchObject({ kernel_object: "0x1001", group_segment_size: 512 });
     expect(existsSync(join(out, "raw.json"))).toBe(false); // finalized
     // what was injected: the cache's copy of c/build/libkerncap_hsa.so (src/capture/lib.ts)
@@ -86,7 +106,10 @@ describe.skipIf(SKIP)("kerncap run/list --runtime hsa on the fake HSA runtime", 
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.launches).toBe(6);
-    expect(doc.kernels.map((k: { name: string; count: number }) => [k.name, k.count]).sort()).toEqual([["_Z5scalePffi", 3], ["other", 3]]);
+    expect(doc.kernels.map((k: { name: string; count: number }) => [k.name, k.count]).sort()).toEqual([
+      ["_Z5scalePffi", 3],
+      ["other", 3],
+    ]);
   });
 
   test("without a ROCm runtime, --runtime hsa is a clear error (exit 2) before the application runs", () => {

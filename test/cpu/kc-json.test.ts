@@ -18,7 +18,10 @@ beforeAll(() => {
   if (!haveGcc) return;
   tmp = mkdtempSync(join(tmpdir(), "kerncap-kc-json-"));
   exe = join(tmp, "json_main");
-  const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", `-I${join(ROOT, "c/common")}`, "-o", exe, join(ROOT, "c/test/json_main.c"), "-lm"], { stderr: "pipe" });
+  const cc = Bun.spawnSync(
+    ["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", `-I${join(ROOT, "c/common")}`, "-o", exe, join(ROOT, "c/test/json_main.c"), "-lm"],
+    { stderr: "pipe" },
+  );
   if (cc.exitCode !== 0) throw new Error(cc.stderr.toString());
 });
 afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
@@ -47,6 +50,23 @@ describe.skipIf(!haveGcc)("kc_json.h", () => {
     expect(d.grid).toEqual([1, 2, 3]);
     expect(d.nested).toEqual([{}, [], { a: 1, raw: { by: "another helper" } }]);
     expect(d.empty_key_next).toBe("");
-    expect(Object.keys(d)).toEqual(["args", "control", "null_string", "u64max", "i64min", "va", "bytes", "yes", "no", "nothing", "us", "nan", "inf", "grid", "nested", "empty_key_next"]);
+    expect(Object.keys(d)).toEqual([
+      "args",
+      "control",
+      "null_string",
+      "u64max",
+      "i64min",
+      "va",
+      "bytes",
+      "yes",
+      "no",
+      "nothing",
+      "us",
+      "nan",
+      "inf",
+      "grid",
+      "nested",
+      "empty_key_next",
+    ]);
   });
 });

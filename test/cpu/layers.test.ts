@@ -68,7 +68,10 @@ describe("the layers of src/", () => {
       .filter((e) => existsSync(e.to) && e.to.startsWith(SRC + "/"))
       .filter((e) => layerOf(rel(e.to)) > layerOf(rel(e.from)))
       .filter((e) => !EXCEPTIONS.some((x) => x.kind === "arrowUp" && x.what === `${unitOf(rel(e.from))} → ${unitOf(rel(e.to))}`))
-      .map((e) => `${rel(e.from)}:${e.line} (${LAYERS[layerOf(rel(e.from))]![0]}) imports ${rel(e.to)} (${LAYERS[layerOf(rel(e.to))]![0]})${e.typeOnly ? " [type]" : ""}`);
+      .map(
+        (e) =>
+          `${rel(e.from)}:${e.line} (${LAYERS[layerOf(rel(e.from))]![0]}) imports ${rel(e.to)} (${LAYERS[layerOf(rel(e.to))]![0]})${e.typeOnly ? " [type]" : ""}`,
+      );
     expect(up).toEqual([]);
   });
 

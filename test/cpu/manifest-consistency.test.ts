@@ -44,7 +44,12 @@ describe("manifest consistency", () => {
     check(dir);
   });
 
-  for (const [va, why] of [["0X7f0000000000", "uppercase X"], ["0x7F0000000000", "uppercase digits"], ["0x10000000000000000", "17 digits: wider than 64 bits"], ["0x", "no digits"]] as const) {
+  for (const [va, why] of [
+    ["0X7f0000000000", "uppercase X"],
+    ["0x7F0000000000", "uppercase digits"],
+    ["0x10000000000000000", "17 digits: wider than 64 bits"],
+    ["0x", "no digits"],
+  ] as const) {
     test(`a VA ${va} (${why}) is refused naming the field`, async () => {
       const dir = await fresh();
       edit(dir, (m) => (m.regions[1].va = va));

@@ -72,7 +72,11 @@ describe("progress notifications", () => {
     const c = await connected();
     const { dir } = await slowFailingBuild(4);
     const seen: ProgressUpdate[] = [];
-    const r = await c.callTool({ name: "validate", arguments: { dir } }, undefined, { timeout: 2000, resetTimeoutOnProgress: true, onprogress: (p) => void seen.push(p) });
+    const r = await c.callTool({ name: "validate", arguments: { dir } }, undefined, {
+      timeout: 2000,
+      resetTimeoutOnProgress: true,
+      onprogress: (p) => void seen.push(p),
+    });
     expect(doc(r).error.code).toBe("E_BUILD"); // the build's answer came back: the call was not cut
     expect(seen.length).toBeGreaterThanOrEqual(5);
     for (let i = 1; i < seen.length; i++) expect(seen[i]!.progress).toBeGreaterThan(seen[i - 1]!.progress);
@@ -111,7 +115,11 @@ describe("evaluate", () => {
           dir,
           candidates: [
             { name: "one", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { one }\n" } },
-            { name: "two", patch: "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { slow }\n+__global__ void scale(float* x, int n) { two }\n" },
+            {
+              name: "two",
+              patch:
+                "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { slow }\n+__global__ void scale(float* x, int n) { two }\n",
+            },
             { name: "three", patch: "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-not in the file\n+x\n" },
           ],
         },
@@ -122,7 +130,11 @@ describe("evaluate", () => {
     const d = doc(r);
     expect(r.isError).toBeFalsy();
     expect(d.schema).toBe("kerncap.eval/1");
-    expect(d.candidates.map((x: any) => `${x.label}:${x.verdict}`).sort()).toEqual(["one:compile-error", "three.patch:compile-error", "two.patch:compile-error"]);
+    expect(d.candidates.map((x: any) => `${x.label}:${x.verdict}`).sort()).toEqual([
+      "one:compile-error",
+      "three.patch:compile-error",
+      "two.patch:compile-error",
+    ]);
     expect(d.candidates.find((x: any) => x.label === "three.patch").reason).toContain("does not apply");
     expect(seen.filter((p) => p.total === 3).map((p) => p.progress)).toContain(3);
     const bad = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "x", files: { "../escape.cu": "x" } }] } });
@@ -132,28 +144,50 @@ describe("evaluate", () => {
     await c.close();
   }, 60_000);
 
-  test.skipIf(!NVCC)("a candidate that builds but cannot be judged here (no GPU) is its record's error; the call is no error (exit 2 of eval is data)", async () => {
-    const c = await connected();
-    const dir = join(tempDir(), "cap");
-    await makeCapture(dir);
-    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
-    m.kernel.name = "scale";
-    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
-    mkdirSync(join(dir, "src"));
-    writeFileSync(join(dir, "src/kernel.cu"), 'extern "C" __global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n');
-    writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nset -e\nhere="$(cd "$(dirname "$0")" && pwd)"\nmkdir -p "$here/build"\n"${NVCC}" -cubin -arch=sm_90 "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`, { mode: 0o755 });
-    const r = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "triple", files: { "src/kernel.cu": 'extern "C" __global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n' } }] } }, undefined, { timeout: 60_000 });
-    expect(r.isError).toBe(false);
-    expect(doc(r).candidates).toMatchObject([{ label: "triple", verdict: "error" }]);
-    expect(doc(r).exitCode).toBe(2);
-    await c.close();
-  }, 60_000);
+  test.skipIf(!NVCC)(
+    "a candidate that builds but cannot be judged here (no GPU) is its record's error; the call is no error (exit 2 of eval is data)",
+    async () => {
+      const c = await connected();
+      const dir = join(tempDir(), "cap");
+      await makeCapture(dir);
+      const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+      m.kernel.name = "scale";
+      writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+      mkdirSync(join(dir, "src"));
+      writeFileSync(join(dir, "src/kernel.cu"), 'extern "C" __global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n');
+      writeFileSync(
+        join(dir, "build.sh"),
+        `#!/usr/bin/env bash\nset -e\nhere="$(cd "$(dirname "$0")" && pwd)"\nmkdir -p "$here/build"\n"${NVCC}" -cubin -arch=sm_90 "$here/src/kernel.cu" -o "$here/build/kernel.cubin" >&2\necho "$here/build/kernel.cubin"\n`,
+        { mode: 0o755 },
+      );
+      const r = await c.callTool(
+        {
+          name: "evaluate",
+          arguments: {
+            dir,
+            candidates: [{ name: "triple", files: { "src/kernel.cu": 'extern "C" __global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n' } }],
+          },
+        },
+        undefined,
+        { timeout: 60_000 },
+      );
+      expect(r.isError).toBe(false);
+      expect(doc(r).candidates).toMatchObject([{ label: "triple", verdict: "error" }]);
+      expect(doc(r).exitCode).toBe(2);
+      await c.close();
+    },
+    60_000,
+  );
 
   test("a cancelled evaluate ends the eval and its builds (their children too)", async () => {
     const c = await connected();
     const { dir, pids } = await slowFailingBuild(60);
     const ac = new AbortController();
-    const call = c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "slow", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { slow }\n" } }] } }, undefined, { signal: ac.signal, timeout: 60_000 });
+    const call = c.callTool(
+      { name: "evaluate", arguments: { dir, candidates: [{ name: "slow", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { slow }\n" } }] } },
+      undefined,
+      { signal: ac.signal, timeout: 60_000 },
+    );
     call.catch(() => {});
     await until(() => existsSync(pids));
     const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number);

@@ -19,7 +19,10 @@ import { nvtxOption } from "../../src/cli/args.ts";
 import { captureLibraryEnv, withoutCaptureSettings } from "../../src/env.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
-const NVTX_INC = [process.env.CUDA_HOME ?? "", "/usr/local/cuda"].filter(Boolean).map((h) => `${h}/include`).find((d) => existsSync(join(d, "nvtx3/nvToolsExt.h")));
+const NVTX_INC = [process.env.CUDA_HOME ?? "", "/usr/local/cuda"]
+  .filter(Boolean)
+  .map((h) => `${h}/include`)
+  .find((d) => existsSync(join(d, "nvtx3/nvToolsExt.h")));
 const canBuild = !!Bun.which("gcc") && !!NVTX_INC;
 
 /** expression → its canonical spelling, or null when both parsers must refuse it */
@@ -100,7 +103,27 @@ describe("NVTX range expressions", () => {
     if (driver) return driver;
     tmp = mkdtempSync(join(tmpdir(), "kerncap-nvtx-"));
     driver = join(tmp, "nvtx_main");
-    const cc = Bun.spawnSync(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", `-I${NVTX_INC}`, `-I${join(ROOT, "c/common")}`, "-o", driver, join(ROOT, "c/test/nvtx_main.c"), join(ROOT, "c/cuda/kc_nvtx.c"), join(ROOT, "c/cuda/kc_nvtx_filter.c"), "-ldl", "-lpthread"], { stderr: "pipe" });
+    const cc = Bun.spawnSync(
+      [
+        "gcc",
+        "-std=gnu11",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Wno-unused-parameter",
+        "-Werror",
+        `-I${NVTX_INC}`,
+        `-I${join(ROOT, "c/common")}`,
+        "-o",
+        driver,
+        join(ROOT, "c/test/nvtx_main.c"),
+        join(ROOT, "c/cuda/kc_nvtx.c"),
+        join(ROOT, "c/cuda/kc_nvtx_filter.c"),
+        "-ldl",
+        "-lpthread",
+      ],
+      { stderr: "pipe" },
+    );
     expect(cc.exitCode, cc.stderr.toString()).toBe(0);
     return driver;
   };
@@ -129,7 +152,11 @@ describe("NVTX range expressions", () => {
   test.skipIf(!canBuild)("the library's NVTX injection selects exactly the launches inside the ranges", () => {
     const bin = build();
     for (const c of MATCH) {
-      const env = { PATH: process.env.PATH ?? "", ...(c.include ? { KERNCAP_NVTX_INCLUDE: c.include.join("\n") } : {}), ...(c.exclude ? { KERNCAP_NVTX_EXCLUDE: c.exclude.join("\n") } : {}) };
+      const env = {
+        PATH: process.env.PATH ?? "",
+        ...(c.include ? { KERNCAP_NVTX_INCLUDE: c.include.join("\n") } : {}),
+        ...(c.exclude ? { KERNCAP_NVTX_EXCLUDE: c.exclude.join("\n") } : {}),
+      };
       const r = Bun.spawnSync([bin, "run", ...c.events], { env, stdout: "pipe", stderr: "pipe" });
       const label = `include ${JSON.stringify(c.include ?? [])} exclude ${JSON.stringify(c.exclude ?? [])}: ${c.events.join(" ")}`;
       expect(r.exitCode, `${label}\n${r.stderr}`).toBe(0);
@@ -143,7 +170,12 @@ describe("NVTX range expressions", () => {
       const r = Bun.spawnSync([bin, "run", ...events], { env: { KERNCAP_NVTX_SUMMARY: "1", ...env }, stdout: "pipe", stderr: "pipe" });
       expect(r.exitCode, r.stderr.toString()).toBe(0);
       const doc = JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!);
-      return { dropped: doc.ranges_dropped, ranges: (doc.ranges as { range: string; kernel: string; count: number }[]).sort((a, b) => (a.range !== b.range ? (a.range < b.range ? -1 : 1) : a.kernel < b.kernel ? -1 : 1)) };
+      return {
+        dropped: doc.ranges_dropped,
+        ranges: (doc.ranges as { range: string; kernel: string; count: number }[]).sort((a, b) =>
+          a.range !== b.range ? (a.range < b.range ? -1 : 1) : a.kernel < b.kernel ? -1 : 1,
+        ),
+      };
     };
     expect(summary({}, ["note:k1", "push:A", "note:k1", "note:k2", "push:lib@X", "note:k1", "pop:lib", "push:B", "note:k1", "pop", "pop", "note:k1"])).toEqual({
       dropped: 0,
@@ -169,7 +201,10 @@ describe("NVTX range expressions", () => {
 // The capture library itself on the stand-in libcuda/libcupti (c/test/fake_cuda.c), its launches
 // played by c/test/launch_main.c between real NVTX calls, NVTX_INJECTION64_PATH naming the library.
 const CUDA_LIB = join(ROOT, "c/build/libkerncap_cuda.so");
-const CUDA_INC = ["/usr/local/cuda", process.env.CUDA_HOME ?? ""].filter(Boolean).flatMap((h) => [`${h}/include`, `${h}/extras/CUPTI/include`]).filter((d) => existsSync(d));
+const CUDA_INC = ["/usr/local/cuda", process.env.CUDA_HOME ?? ""]
+  .filter(Boolean)
+  .flatMap((h) => [`${h}/include`, `${h}/extras/CUPTI/include`])
+  .filter((d) => existsSync(d));
 const canRunLib = canBuild && existsSync(CUDA_LIB) && CUDA_INC.some((d) => existsSync(join(d, "cupti.h")));
 describe.skipIf(!canRunLib)("the CUDA capture library with an NVTX selection (stand-in libcuda)", () => {
   let dir = "";
@@ -182,7 +217,17 @@ describe.skipIf(!canRunLib)("the CUDA capture library with an NVTX selection (st
     };
     gcc(["-shared", "-fPIC", "-DFAKE_LIBCUDA", "-o", join(dir, "libcuda.so.1"), join(ROOT, "c/test/fake_cuda.c")]);
     gcc(["-shared", "-fPIC", "-DFAKE_LIBCUPTI", "-o", join(dir, "libcupti.so"), join(ROOT, "c/test/fake_cuda.c")]);
-    gcc([...CUDA_INC.map((d) => `-I${d}`), "-o", join(dir, "launch_main"), join(ROOT, "c/test/launch_main.c"), `-L${dir}`, "-l:libcupti.so", `-Wl,-rpath,${dir}`, "-ldl", "-lpthread"]);
+    gcc([
+      ...CUDA_INC.map((d) => `-I${d}`),
+      "-o",
+      join(dir, "launch_main"),
+      join(ROOT, "c/test/launch_main.c"),
+      `-L${dir}`,
+      "-l:libcupti.so",
+      `-Wl,-rpath,${dir}`,
+      "-ldl",
+      "-lpthread",
+    ]);
   }, 120_000);
   afterAll(() => void (dir && rmSync(dir, { recursive: true, force: true })));
 
@@ -191,10 +236,20 @@ describe.skipIf(!canRunLib)("the CUDA capture library with an NVTX selection (st
     const out = join(dir, `out-${n++}`);
     mkdirSync(join(out, "kernel"), { recursive: true });
     mkdirSync(join(out, "memory"));
-    const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: dir, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(dir, "libcupti.so"), NVTX_INJECTION64_PATH: CUDA_LIB, ...settings };
+    const env = {
+      PATH: process.env.PATH ?? "",
+      LD_LIBRARY_PATH: dir,
+      KERNCAP_OUT: out,
+      KERNCAP_CUPTI_PATH: join(dir, "libcupti.so"),
+      NVTX_INJECTION64_PATH: CUDA_LIB,
+      ...settings,
+    };
     const p = Bun.spawnSync([join(dir, "launch_main"), CUDA_LIB, "nvtx", ...events], { env, stdout: "pipe", stderr: "pipe", timeout: 30_000 });
     expect(p.exitCode, p.stderr.toString()).toBe(0);
-    expect(readdirSync(out).filter((f) => f.startsWith("error.")), p.stderr.toString()).toEqual([]);
+    expect(
+      readdirSync(out).filter((f) => f.startsWith("error.")),
+      p.stderr.toString(),
+    ).toEqual([]);
     return out;
   };
   const EVENTS = ["_Z2k1v", "push:A", "_Z2k1v", "_Z2k2v", "push:B", "_Z2k2v", "pop", "pop", "_Z2k2v"];
@@ -227,9 +282,18 @@ describe("NVTX options to the application's environment", () => {
   test("--nvtx-include and --nvtx-exclude are repeatable, imply --nvtx, and are checked", () => {
     expect(nvtxOption({ nvtx: false }, ["--kernel", "k", "--", "app", "--nvtx-include", "X/"])).toBeUndefined();
     expect(nvtxOption({ nvtx: true }, ["--nvtx", "--", "app"])).toEqual({ include: [], exclude: [] });
-    expect(nvtxOption({ nvtx: false }, ["--nvtx-include", "A/", "--nvtx-include=B/", "--nvtx-exclude", "A/w/", "--", "app", "--nvtx-include", "C/"])).toEqual({ include: ["A/", "B/"], exclude: ["A/w/"] });
+    expect(nvtxOption({ nvtx: false }, ["--nvtx-include", "A/", "--nvtx-include=B/", "--nvtx-exclude", "A/w/", "--", "app", "--nvtx-include", "C/"])).toEqual({
+      include: ["A/", "B/"],
+      exclude: ["A/w/"],
+    });
     expect(() => nvtxOption({}, ["--nvtx-include", "A//"])).toThrow(expect.objectContaining({ code: "E_USAGE" }));
-    expect(() => nvtxSelection(true, Array.from({ length: 33 }, (_, i) => `r${i}/`), [])).toThrow(/more than 32/);
+    expect(() =>
+      nvtxSelection(
+        true,
+        Array.from({ length: 33 }, (_, i) => `r${i}/`),
+        [],
+      ),
+    ).toThrow(/more than 32/);
   });
 
   test("the library gets the expressions one per line, and NVTX names the library", () => {
@@ -237,7 +301,9 @@ describe("NVTX options to the application's environment", () => {
     const e = nvtxEnv({ include: ["A/", "dom@B,C"], exclude: ["w/"] }, "/cache/libkerncap_cuda.so", {});
     expect(e.env).toEqual({ NVTX_INJECTION64_PATH: "/cache/libkerncap_cuda.so", KERNCAP_NVTX_INCLUDE: "A/\ndom@B,C", KERNCAP_NVTX_EXCLUDE: "w/" });
     expect(e.warnings).toEqual([]);
-    expect(nvtxEnv({ include: [], exclude: [] }, "/l.so", { NVTX_INJECTION64_PATH: "/opt/nsys/libToolsInjection64.so" }).warnings[0]).toContain("libToolsInjection64.so");
+    expect(nvtxEnv({ include: [], exclude: [] }, "/l.so", { NVTX_INJECTION64_PATH: "/opt/nsys/libToolsInjection64.so" }).warnings[0]).toContain(
+      "libToolsInjection64.so",
+    );
     // an outer run's expressions never reach the application
     expect(withoutCaptureSettings({ KERNCAP_NVTX_INCLUDE: "A/", KERNCAP_NVTX_EXCLUDE: "B/", KERNCAP_NVTX_SUMMARY: "1", HOME: "/h" })).toEqual({ HOME: "/h" });
     expect(captureLibraryEnv({ out: "/o", mode: "list" })).not.toHaveProperty("KERNCAP_NVTX_INCLUDE");
@@ -250,13 +316,17 @@ describe("NVTX options to the application's environment", () => {
       writeFileSync(app, `#!/bin/sh\nenv > ${join(dir, "env.txt")}\n`);
       chmodSync(app, 0o755);
       const prepare = async () => ({ env: { CUDA_INJECTION64_PATH: "/stand-in/libkerncap_cuda.so" } });
-      await expect(listKernels({ argv: [app], verbose: false, stdoutToStderr: false, nvtx: { include: ["step/"], exclude: ["warmup/"] } }, prepare)).rejects.toMatchObject({ code: "E_NO_KERNELS" });
+      await expect(
+        listKernels({ argv: [app], verbose: false, stdoutToStderr: false, nvtx: { include: ["step/"], exclude: ["warmup/"] } }, prepare),
+      ).rejects.toMatchObject({ code: "E_NO_KERNELS" });
       const env = readFileSync(join(dir, "env.txt"), "utf8");
       expect(env).toContain("NVTX_INJECTION64_PATH=/stand-in/libkerncap_cuda.so");
       expect(env).toContain("KERNCAP_NVTX_INCLUDE=step/");
       expect(env).toContain("KERNCAP_NVTX_EXCLUDE=warmup/");
       // the HSA library follows no NVTX: refused before anything runs
-      await expect(listKernels({ argv: [app], runtime: "hsa", verbose: false, stdoutToStderr: false, nvtx: { include: ["step/"], exclude: [] } }, prepare)).rejects.toMatchObject({ code: "E_USAGE" });
+      await expect(
+        listKernels({ argv: [app], runtime: "hsa", verbose: false, stdoutToStderr: false, nvtx: { include: ["step/"], exclude: [] } }, prepare),
+      ).rejects.toMatchObject({ code: "E_USAGE" });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -42,12 +42,18 @@ const GATES: Record<string, { defined: string; allowed?: Record<string, string> 
 /** Calls of `name(` in a module's code (comments left out), not its definition. */
 function calls(text: string, name: string): number {
   const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
-  return [...code.matchAll(new RegExp(`(?<![.\\w])${name}\\s*\\(`, "g"))].filter((m) => !/function\s+$/.test(code.slice(Math.max(0, m.index - 20), m.index))).length;
+  return [...code.matchAll(new RegExp(`(?<![.\\w])${name}\\s*\\(`, "g"))].filter((m) => !/function\s+$/.test(code.slice(Math.max(0, m.index - 20), m.index)))
+    .length;
 }
 
 describe("the gates are applied in src/ops/ only", () => {
   test("the call finder sees a call and not a definition, a comment or a method of that name", () => {
-    expect(calls("export function requireTrustedBuild(a) {}\n// requireTrustedBuild(x)\n/* requireTrustedBuild(y) */\nx.requireTrustedBuild(z);", "requireTrustedBuild")).toBe(0);
+    expect(
+      calls(
+        "export function requireTrustedBuild(a) {}\n// requireTrustedBuild(x)\n/* requireTrustedBuild(y) */\nx.requireTrustedBuild(z);",
+        "requireTrustedBuild",
+      ),
+    ).toBe(0);
     expect(calls("  requireTrustedBuild(dir, m, trust);", "requireTrustedBuild")).toBe(1);
     expect(calls("() => withAslrRetry(() => 1)", "withAslrRetry")).toBe(1);
   });
@@ -62,7 +68,11 @@ describe("the gates are applied in src/ops/ only", () => {
     }
     expect(outside).toEqual([]);
     // and ops does call each of them: the list above names real gates
-    for (const name of Object.keys(GATES)) expect(files.filter((f) => f.rel.startsWith("ops/")).some((f) => calls(f.text, name)), name).toBe(true);
+    for (const name of Object.keys(GATES))
+      expect(
+        files.filter((f) => f.rel.startsWith("ops/")).some((f) => calls(f.text, name)),
+        name,
+      ).toBe(true);
   });
 
   test("each verb's command calls its workflow in src/ops/, and imports none of the gates' modules", () => {
@@ -70,7 +80,8 @@ describe("the gates are applied in src/ops/ only", () => {
     for (const verb of verbs) {
       const text = files.find((f) => f.rel === `cli/commands/${verb}.ts`)!.text;
       expect(text, verb).toContain(`from "../../ops/${verb}.ts"`);
-      for (const lower of ["format/trust.ts", "format/rendered.ts", "replay/aslr.ts", "ops/gates.ts", "ops/rebuild-beside.ts"]) expect(text, `${verb} imports ${lower}`).not.toContain(`"../../${lower}"`);
+      for (const lower of ["format/trust.ts", "format/rendered.ts", "replay/aslr.ts", "ops/gates.ts", "ops/rebuild-beside.ts"])
+        expect(text, `${verb} imports ${lower}`).not.toContain(`"../../${lower}"`);
     }
   });
 
@@ -114,7 +125,11 @@ describe("the gates are applied in src/ops/ only", () => {
   });
 
   test("kerncap is started again only through src/util/self-exec.ts", () => {
-    const others = files.filter((f) => f.rel !== "util/self-exec.ts" && /process\.execPath|\/\$bunfs|BUN_BE_BUN|process\.argv\[1\]/.test(f.text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "")));
+    const others = files.filter(
+      (f) =>
+        f.rel !== "util/self-exec.ts" &&
+        /process\.execPath|\/\$bunfs|BUN_BE_BUN|process\.argv\[1\]/.test(f.text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "")),
+    );
     expect(others.map((f) => f.rel)).toEqual([]);
   });
 });
@@ -149,8 +164,12 @@ describe("a received capture's build runs through no workflow without --trust", 
     expect(() => validateGates(c, request)).toThrow(expect.objectContaining({ code: "E_UNTRUSTED" }));
     // confined (kerncap mcp): a build.sh kerncap did not write is refused first
     expect(() => validateGates(c, { ...request, confine: true })).toThrow(expect.objectContaining({ code: "E_NOT_RENDERED" }));
-    await expect(quiet(() => tuneCapture(dir, { configs: [], defines: ["X=1,2"], nvccFlags: [], iters: 20, flushL2: false }))).rejects.toMatchObject({ code: "E_UNTRUSTED" });
-    const outcome = await quiet(() => checkCapture({ id: "got", path: dir, kind: "folder" }, { iters: 1, verify: true, rebuild: true, force: false, trust: false, tolerance: {} }));
+    await expect(quiet(() => tuneCapture(dir, { configs: [], defines: ["X=1,2"], nvccFlags: [], iters: 20, flushL2: false }))).rejects.toMatchObject({
+      code: "E_UNTRUSTED",
+    });
+    const outcome = await quiet(() =>
+      checkCapture({ id: "got", path: dir, kind: "folder" }, { iters: 1, verify: true, rebuild: true, force: false, trust: false, tolerance: {} }),
+    );
     expect(outcome).toMatchObject({ outcome: "error", code: "E_UNTRUSTED" });
     expect(ran(root)).toBe(false);
     expect(relative(root, dir)).toBe("got");

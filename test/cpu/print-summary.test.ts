@@ -19,7 +19,8 @@ import { output } from "./fixtures.ts";
 
 /** A record with what the summaries read: status, kernel, GPU, time ratio. */
 function rec(id: string, status: CheckRecord["status"], kernel: string | null, gpu: string | null, ratio?: number): CheckRecord {
-  const time = ratio === undefined ? null : { verdict: status === "slower" ? "slower" : "same", ratio, low: ratio * 0.95, high: ratio * 1.05, baselineMedianUs: 10 };
+  const time =
+    ratio === undefined ? null : { verdict: status === "slower" ? "slower" : "same", ratio, low: ratio * 0.95, high: ratio * 1.05, baselineMedianUs: 10 };
   return { id, status, kernel, gpu, time, timing: { medianUs: 10 * (ratio ?? 1) }, worker: 0 } as unknown as CheckRecord;
 }
 
@@ -44,8 +45,14 @@ describe("check --print-summary", () => {
   });
 
   test("per-gpu: one row per GPU entry", () => {
-    const rows = groupTable(RECORDS, "gpu").split("\n").slice(1).map((l) => l.trim().split(/\s+/));
-    expect(rows.map((r) => [r[0], r.at(-1)])).toEqual([["2", "0"], ["3", "1"]]);
+    const rows = groupTable(RECORDS, "gpu")
+      .split("\n")
+      .slice(1)
+      .map((l) => l.trim().split(/\s+/));
+    expect(rows.map((r) => [r[0], r.at(-1)])).toEqual([
+      ["2", "0"],
+      ["3", "1"],
+    ]);
     expect(groupTable([rec("x", "ok", "k", "2", 1), rec("y", "mismatch", "k", "3")], "gpu").split("\n")[1]).toMatch(/ 3$/); // a GPU with a regression first
   });
 
@@ -67,10 +74,24 @@ describe("check --print-summary", () => {
 
 describe("list --print-summary", () => {
   const proc = (pid: number, visible: Record<string, string>, kernels: string[], launches: number): ProcessCensus =>
-    ({ file: `kernels.${pid}.json`, final: true, counting: true, process: { pid, visibleDevices: visible }, launches, kernels: kernels.map((name) => ({ name })), graphs: [], errors: [] }) as unknown as ProcessCensus;
+    ({
+      file: `kernels.${pid}.json`,
+      final: true,
+      counting: true,
+      process: { pid, visibleDevices: visible },
+      launches,
+      kernels: kernels.map((name) => ({ name })),
+      graphs: [],
+      errors: [],
+    }) as unknown as ProcessCensus;
 
   test("per-gpu: processes, launches and distinct kernels per set of visible GPUs", () => {
-    const t = gpuTable([proc(1, { CUDA_VISIBLE_DEVICES: "0" }, ["k1", "k2"], 10), proc(2, { CUDA_VISIBLE_DEVICES: "1" }, ["k1"], 4), proc(3, { CUDA_VISIBLE_DEVICES: "0" }, ["k2", "k3"], 6), proc(4, {}, ["k9"], 1)]);
+    const t = gpuTable([
+      proc(1, { CUDA_VISIBLE_DEVICES: "0" }, ["k1", "k2"], 10),
+      proc(2, { CUDA_VISIBLE_DEVICES: "1" }, ["k1"], 4),
+      proc(3, { CUDA_VISIBLE_DEVICES: "0" }, ["k2", "k3"], 6),
+      proc(4, {}, ["k9"], 1),
+    ]);
     expect(t.split("\n").map((l) => l.trim().split(/\s+/))).toEqual([
       ["visible", "GPUs", "processes", "launches", "kernels"],
       ["0", "2", "16", "3"],
@@ -80,10 +101,23 @@ describe("list --print-summary", () => {
   });
 
   test("per-nvtx: launches per open ranges and kernel, summed over processes, demangled, by range", () => {
-    const withRanges = (pid: number, ranges: { range: string; kernel: string; count: number }[]) => ({ ...proc(pid, {}, [], 0), nvtx: { injected: true, filteredOut: 0, ranges } }) as ProcessCensus;
+    const withRanges = (pid: number, ranges: { range: string; kernel: string; count: number }[]) =>
+      ({ ...proc(pid, {}, [], 0), nvtx: { injected: true, filteredOut: 0, ranges } }) as ProcessCensus;
     const t = nvtxTable(
-      [withRanges(1, [{ range: "A/B/", kernel: "_Z1kv", count: 2 }, { range: "", kernel: "_Z1kv", count: 5 }]), withRanges(2, [{ range: "A/B/", kernel: "_Z1kv", count: 3 }, { range: "A/", kernel: "_Z1gv", count: 1 }])],
-      [{ name: "_Z1kv", demangled: "k()" }, { name: "_Z1gv", demangled: "g()" }] as any,
+      [
+        withRanges(1, [
+          { range: "A/B/", kernel: "_Z1kv", count: 2 },
+          { range: "", kernel: "_Z1kv", count: 5 },
+        ]),
+        withRanges(2, [
+          { range: "A/B/", kernel: "_Z1kv", count: 3 },
+          { range: "A/", kernel: "_Z1gv", count: 1 },
+        ]),
+      ],
+      [
+        { name: "_Z1kv", demangled: "k()" },
+        { name: "_Z1gv", demangled: "g()" },
+      ] as any,
     );
     expect(t.split("\n").map((l) => l.trim().split(/\s{2,}/))).toEqual([
       ["NVTX ranges", "count", "kernel"],
@@ -96,7 +130,18 @@ describe("list --print-summary", () => {
   test("the census's per-range counts reach list --json (kernels.<pid>.json as c/cuda/kc_out.c writes it)", () => {
     const dir = mkdtempSync(join(tmpdir(), "kerncap-census-nvtx-"));
     try {
-      writeFileSync(join(dir, "kernels.7.json"), JSON.stringify({ final: true, counting: true, process: { pid: 7 }, launches: 3, kernels: [{ name: "_Z1kv", demangled: "k()", count: 3, grid: [1, 1, 1], block: [32, 1, 1], module: "0x1" }], graphs: [], nvtx: { injected: true, filtered_out: 2, ranges: [{ range: "A/", kernel: "_Z1kv", count: 3 }], ranges_dropped: 0 } }));
+      writeFileSync(
+        join(dir, "kernels.7.json"),
+        JSON.stringify({
+          final: true,
+          counting: true,
+          process: { pid: 7 },
+          launches: 3,
+          kernels: [{ name: "_Z1kv", demangled: "k()", count: 3, grid: [1, 1, 1], block: [32, 1, 1], module: "0x1" }],
+          graphs: [],
+          nvtx: { injected: true, filtered_out: 2, ranges: [{ range: "A/", kernel: "_Z1kv", count: 3 }], ranges_dropped: 0 },
+        }),
+      );
       const p = readCensus(dir).processes[0]!;
       expect(p.nvtx).toEqual({ injected: true, filteredOut: 2, ranges: [{ range: "A/", kernel: "_Z1kv", count: 3 }], rangesDropped: 0 });
       expect(processSummary(p).nvtx).toEqual(p.nvtx!);

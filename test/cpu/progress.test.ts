@@ -18,7 +18,9 @@ describe("progress file", () => {
     expect(describeProgress({ phase: "after", done: 0, total: 2048 }, true)).toBe("writing the after state (2.0 KiB)");
     expect(describeProgress({ phase: "fsync", done: 5, total: 5 })).toBe("flushing the memory files to disk");
     // the time left, as every progress line says it (src/util/progress.ts), from the phase's rate
-    expect(describeProgress({ phase: "before", done: 1024 ** 3, total: 4 * 1024 ** 3 }, false, 10_000)).toBe("writing the before state: 1.0 GiB of 4.0 GiB (25%), about 30 s left");
+    expect(describeProgress({ phase: "before", done: 1024 ** 3, total: 4 * 1024 ** 3 }, false, 10_000)).toBe(
+      "writing the before state: 1.0 GiB of 4.0 GiB (25%), about 30 s left",
+    );
   });
 
   test("live: one line redrawn in place while it changes, a new line at each phase and at stop", async () => {
@@ -60,7 +62,11 @@ describe("progress file", () => {
     await step("before 4096 4096", 5000); // done: no line for a finished phase
     await step("fsync 0 0", 5100);
     w.stop();
-    expect(said).toEqual(["writing the before state (4.0 KiB)", "writing the before state: 2.0 KiB of 4.0 KiB (50%), about 3 s left", "flushing the memory files to disk"]);
+    expect(said).toEqual([
+      "writing the before state (4.0 KiB)",
+      "writing the before state: 2.0 KiB of 4.0 KiB (50%), about 3 s left",
+      "flushing the memory files to disk",
+    ]);
   });
 
   test("several targets in one run: the capture being written now is shown, named by its number", async () => {
@@ -93,7 +99,10 @@ describe("progress of pack, unpack and inspect --verify (src/util/progress.ts th
     for (const p of ["checking", "packing"]) {
       const mine = events.filter((e) => e[0] === p);
       expect(mine.at(-1)![1], p).toBe(mine.at(-1)![2]); // ends at its total
-      expect(mine.every((e, i) => i === 0 || e[1] >= mine[i - 1]![1]), p).toBe(true); // never backwards
+      expect(
+        mine.every((e, i) => i === 0 || e[1] >= mine[i - 1]![1]),
+        p,
+      ).toBe(true); // never backwards
     }
     const back: typeof events = [];
     await unpackArchive(join(root, "cap.zip"), join(root, "back"), { onProgress: (p, done, total) => void back.push([p, done, total]) });

@@ -15,7 +15,10 @@ const AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-grou
 /** True when `setpriv` runs this Bun as nobody and nobody can read the CLI's entry point. */
 function nobodyCanRun(): boolean {
   if (process.getuid?.() !== 0 || !Bun.which("setpriv")) return false;
-  const p = Bun.spawnSync([...AS_NOBODY, process.execPath, "-e", `require("fs").readFileSync(${JSON.stringify(MAIN)})`], { stdout: "ignore", stderr: "ignore" });
+  const p = Bun.spawnSync([...AS_NOBODY, process.execPath, "-e", `require("fs").readFileSync(${JSON.stringify(MAIN)})`], {
+    stdout: "ignore",
+    stderr: "ignore",
+  });
   return p.exitCode === 0;
 }
 
@@ -27,18 +30,22 @@ afterAll(() => {
 });
 
 describe("a read-only capture folder", () => {
-  test.skipIf(!nobodyCanRun())("inspect --verify --json and pack as nobody on a chmod -R a-w capture owned by root", async () => {
-    const dir = join(root, "cap");
-    await makeCapture(dir);
-    chmodSync(root, 0o777); // pack writes its archive next to the folder: let nobody write there
-    expect(Bun.spawnSync(["chmod", "-R", "a-w,a+rX", dir]).exitCode).toBe(0);
-    const env = { ...process.env, HOME: root, TMPDIR: root };
-    const inspect = Bun.spawnSync([...AS_NOBODY, process.execPath, MAIN, "inspect", dir, "--verify", "--json"], { stdout: "pipe", stderr: "pipe", env });
-    expect(inspect.stderr.toString()).not.toContain("EACCES");
-    expect(inspect.exitCode).toBe(0);
-    expect(JSON.parse(inspect.stdout.toString()).integrity).toBeDefined();
-    const pack = Bun.spawnSync([...AS_NOBODY, process.execPath, MAIN, "pack", dir, "-o", join(root, "cap.zip")], { stdout: "pipe", stderr: "pipe", env });
-    expect(pack.stderr.toString()).not.toContain("EACCES");
-    expect(pack.exitCode).toBe(0);
-  }, 30_000);
+  test.skipIf(!nobodyCanRun())(
+    "inspect --verify --json and pack as nobody on a chmod -R a-w capture owned by root",
+    async () => {
+      const dir = join(root, "cap");
+      await makeCapture(dir);
+      chmodSync(root, 0o777); // pack writes its archive next to the folder: let nobody write there
+      expect(Bun.spawnSync(["chmod", "-R", "a-w,a+rX", dir]).exitCode).toBe(0);
+      const env = { ...process.env, HOME: root, TMPDIR: root };
+      const inspect = Bun.spawnSync([...AS_NOBODY, process.execPath, MAIN, "inspect", dir, "--verify", "--json"], { stdout: "pipe", stderr: "pipe", env });
+      expect(inspect.stderr.toString()).not.toContain("EACCES");
+      expect(inspect.exitCode).toBe(0);
+      expect(JSON.parse(inspect.stdout.toString()).integrity).toBeDefined();
+      const pack = Bun.spawnSync([...AS_NOBODY, process.execPath, MAIN, "pack", dir, "-o", join(root, "cap.zip")], { stdout: "pipe", stderr: "pipe", env });
+      expect(pack.stderr.toString()).not.toContain("EACCES");
+      expect(pack.exitCode).toBe(0);
+    },
+    30_000,
+  );
 });

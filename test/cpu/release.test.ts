@@ -47,10 +47,23 @@ beforeAll(() => {
   work = tempDir("kerncap-release-");
   // compiled here, not dist/kerncap: another build may be writing that one
   const bin = join(work, "kerncap");
-  const b = sh([process.execPath, "build", "--compile", ...BUILD_FLAGS, "--minify-syntax", "--sourcemap=none", "src/cli/main.ts", ...(existsSync(HSA) ? [HSA] : []), "--outfile", bin]); // as scripts/build.sh embeds it
+  const b = sh([
+    process.execPath,
+    "build",
+    "--compile",
+    ...BUILD_FLAGS,
+    "--minify-syntax",
+    "--sourcemap=none",
+    "src/cli/main.ts",
+    ...(existsSync(HSA) ? [HSA] : []),
+    "--outfile",
+    bin,
+  ]); // as scripts/build.sh embeds it
   if (b.code !== 0) throw new Error(b.err);
   rel = join(work, "release");
-  const r = sh(["bash", "scripts/release.sh", "--project-url", `Source=${SOURCE}`], { env: { RELEASE_DIR: rel, KERNCAP_BINARY: bin, XZ_OPT: "-0", WHEEL_COMPRESSLEVEL: "1" } });
+  const r = sh(["bash", "scripts/release.sh", "--project-url", `Source=${SOURCE}`], {
+    env: { RELEASE_DIR: rel, KERNCAP_BINARY: bin, XZ_OPT: "-0", WHEEL_COMPRESSLEVEL: "1" },
+  });
   if (r.code !== 0) throw new Error(`release.sh: ${r.err}`);
 }, 120_000);
 afterAll(() => {
@@ -85,7 +98,7 @@ describe.skipIf(!!SKIP)("release artifacts", () => {
     expect(t.out).toMatch(new RegExp(`^-rwxr-xr-x 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap$`, "m"));
     expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap\\.1$`, "m"));
     expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/LICENSE$`, "m"));
-   }, 60_000);
+  }, 60_000);
 
   test("the wheel: the executable under .data/scripts, mode 755; RECORD lists every other file with its sha256 and size", () => {
     const whl = join(rel, readdirSync(rel).find((f) => f.endsWith(".whl"))!);
@@ -113,7 +126,7 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     expect(r.out).toContain("Root-Is-Purelib: false");
     expect(r.out).toMatch(/^Tag: py3-none-manylinux_2_17_(x86_64|aarch64)$/m);
     expect(r.out).toMatch(/^Tag: py3-none-manylinux2014_(x86_64|aarch64)$/m);
-   }, 60_000);
+  }, 60_000);
 
   test("no binary in the release needs a glibc newer than the tag's 2.17: the executable and the libraries it embeds", () => {
     const bin = join(work, "kerncap");
@@ -129,7 +142,12 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
 
   test("the wheel's metadata: MIT licence and its file, classifiers, project URL, the README as description", () => {
     const whl = join(rel, readdirSync(rel).find((f) => f.endsWith(".whl"))!);
-    const r = sh(["python3", "-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(z.read([n for n in z.namelist() if n.endswith('.dist-info/METADATA')][0]).decode()); print('LICENSE-FILE' if any(n.endswith('.dist-info/LICENSE') for n in z.namelist()) else '')", whl]);
+    const r = sh([
+      "python3",
+      "-c",
+      "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(z.read([n for n in z.namelist() if n.endswith('.dist-info/METADATA')][0]).decode()); print('LICENSE-FILE' if any(n.endswith('.dist-info/LICENSE') for n in z.namelist()) else '')",
+      whl,
+    ]);
     expect(r.code, r.err).toBe(0);
     const [head, body] = [r.out.slice(0, r.out.indexOf("\n\n")), r.out.slice(r.out.indexOf("\n\n"))];
     expect(head).toMatch(/^License: MIT$/m);
@@ -165,7 +183,10 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     const m = sh([join(venv, "bin/python"), "-m", "kerncap", "--version"], { cwd: work, env: { KERNCAP_CACHE: env.KERNCAP_CACHE } });
     expect(m.code, m.err).toBe(0);
     expect(m.out.trim()).toBe(version);
-    const bad = sh([join(venv, "bin/python"), "-m", "kerncap", "inspect", join(work, "no-such-capture")], { cwd: work, env: { KERNCAP_CACHE: env.KERNCAP_CACHE } });
+    const bad = sh([join(venv, "bin/python"), "-m", "kerncap", "inspect", join(work, "no-such-capture")], {
+      cwd: work,
+      env: { KERNCAP_CACHE: env.KERNCAP_CACHE },
+    });
     expect(bad.code).toBe(2); // kerncap's own exit status comes through
     expect(readFileSync(join(venv, "share/man/man1/kerncap.1"), "utf8")).toBe(readFileSync(join(ROOT, "docs/kerncap.1"), "utf8")); // man -M venv/share/man kerncap
     expect(sh([...pip, "uninstall", "-y", "kerncap"]).code).toBe(0);

@@ -22,10 +22,38 @@ const EVIL = `<script>alert(1)</script><img src=x onerror="alert(2)">&'`;
 
 function record(id: string, status: CheckRecord["status"], ratio: number | null, o: Partial<CheckRecord> = {}): CheckRecord {
   return {
-    id, path: `/corpus/${id}`, kernel: "scale(float*, int)", outcome: "done", verdict: status === "mismatch" ? "mismatch" : "match", numerics: "bit-exact", reason: null, code: null, note: null, captured: null, device: null, rebuild: null,
-    timing: { medianUs: 10 * (ratio ?? 1), samplesUs: [] }, seconds: 1, replaySeconds: 0.5, at: "2026-12-03T00:00:00Z", status,
-    time: ratio === null ? null : { verdict: status === "slower" ? "slower" : ratio < 0.9 ? "faster" : "same", ratio, low: ratio * 0.97, high: ratio * 1.03, baselineMedianUs: 10, slowerPct: 10, reason: status === "slower" ? "interval above 1.10×" : null },
-    worker: 0, gpu: null, ...o,
+    id,
+    path: `/corpus/${id}`,
+    kernel: "scale(float*, int)",
+    outcome: "done",
+    verdict: status === "mismatch" ? "mismatch" : "match",
+    numerics: "bit-exact",
+    reason: null,
+    code: null,
+    note: null,
+    captured: null,
+    device: null,
+    rebuild: null,
+    timing: { medianUs: 10 * (ratio ?? 1), samplesUs: [] },
+    seconds: 1,
+    replaySeconds: 0.5,
+    at: "2026-12-03T00:00:00Z",
+    status,
+    time:
+      ratio === null
+        ? null
+        : {
+            verdict: status === "slower" ? "slower" : ratio < 0.9 ? "faster" : "same",
+            ratio,
+            low: ratio * 0.97,
+            high: ratio * 1.03,
+            baselineMedianUs: 10,
+            slowerPct: 10,
+            reason: status === "slower" ? "interval above 1.10×" : null,
+          },
+    worker: 0,
+    gpu: null,
+    ...o,
   };
 }
 
@@ -34,16 +62,54 @@ function checkReport(): CheckReport {
     record("a/one", "ok", 1.01),
     record("a/two", "slower", 1.3),
     record("b", "ok", 0.8),
-    record(EVIL, "mismatch", null, { kernel: `k${EVIL}`, reason: `1 of 2 regions differ from the app's after state: 0x7f0000000000 (changed), 4 bytes from byte 8 ${EVIL}` }),
+    record(EVIL, "mismatch", null, {
+      kernel: `k${EVIL}`,
+      reason: `1 of 2 regions differ from the app's after state: 0x7f0000000000 (changed), 4 bytes from byte 8 ${EVIL}`,
+    }),
     record("c", "error", null, { outcome: "error", code: "E_CHECKSUM", reason: "checksum mismatch in memory/before.bin" }),
   ];
-  return { results: null, baseline: "baseline.json", shard: null, workers: 1, rebuild: false, slowerPct: 10, captures: ordered(records), summary: summarize(records), exitCode: exitCodeOf(records), seconds: 3.2 };
+  return {
+    results: null,
+    baseline: "baseline.json",
+    shard: null,
+    workers: 1,
+    rebuild: false,
+    slowerPct: 10,
+    captures: ordered(records),
+    summary: summarize(records),
+    exitCode: exitCodeOf(records),
+    seconds: 3.2,
+  };
 }
 
 function tuneResult(): TuneResult<TuneConfig> {
-  const row = (kw: Record<string, number>, us: number | null, verdict: TuneRow["verdict"] = "match", captured = false): TuneRow<TuneConfig> => ({ config: { kwargs: { BLOCK_M: kw.BLOCK_M! }, options: { num_warps: kw.num_warps! } }, label: `BLOCK_M=${kw.BLOCK_M} num_warps=${kw.num_warps}`, captured, verdict, medianUs: us, speedup: us ? 20 / us : null, ...(verdict === "compile-error" ? { error: `out of resources ${EVIL}` } : {}) });
-  const rows = [row({ BLOCK_M: 64, num_warps: 4 }, 20, "match", true), row({ BLOCK_M: 32, num_warps: 4 }, 25), row({ BLOCK_M: 64, num_warps: 8 }, 15), row({ BLOCK_M: 128, num_warps: 4 }, 18), row({ BLOCK_M: 128, num_warps: 8 }, null, "compile-error"), row({ BLOCK_M: 32, num_warps: 8 }, 30, "mismatch")];
-  return { dir: "/caps/mm", frontend: "triton", kernel: "matmul_kernel", grid: null, rows, winner: rows[2]!, paste: 'triton.Config({"BLOCK_M": 64}, num_warps=8)', seconds: { compile: 12.5, replay: 3.1 } };
+  const row = (kw: Record<string, number>, us: number | null, verdict: TuneRow["verdict"] = "match", captured = false): TuneRow<TuneConfig> => ({
+    config: { kwargs: { BLOCK_M: kw.BLOCK_M! }, options: { num_warps: kw.num_warps! } },
+    label: `BLOCK_M=${kw.BLOCK_M} num_warps=${kw.num_warps}`,
+    captured,
+    verdict,
+    medianUs: us,
+    speedup: us ? 20 / us : null,
+    ...(verdict === "compile-error" ? { error: `out of resources ${EVIL}` } : {}),
+  });
+  const rows = [
+    row({ BLOCK_M: 64, num_warps: 4 }, 20, "match", true),
+    row({ BLOCK_M: 32, num_warps: 4 }, 25),
+    row({ BLOCK_M: 64, num_warps: 8 }, 15),
+    row({ BLOCK_M: 128, num_warps: 4 }, 18),
+    row({ BLOCK_M: 128, num_warps: 8 }, null, "compile-error"),
+    row({ BLOCK_M: 32, num_warps: 8 }, 30, "mismatch"),
+  ];
+  return {
+    dir: "/caps/mm",
+    frontend: "triton",
+    kernel: "matmul_kernel",
+    grid: null,
+    rows,
+    winner: rows[2]!,
+    paste: 'triton.Config({"BLOCK_M": 64}, num_warps=8)',
+    seconds: { compile: 12.5, replay: 3.1 },
+  };
 }
 
 describe("HTML reports", () => {
@@ -82,7 +148,11 @@ describe("HTML reports", () => {
     expect(varyingParams(one.rows)).toEqual(["BLOCK_M"]);
     expect(tuneHtml(one)).not.toContain("×</h2>");
     // CUDA configs: macros, maxrregcount and the extra flags as parameters
-    expect(configParams({ defines: { TILE: "16" }, maxrregcount: 32, flags: ["-Xptxas=-O1"] })).toEqual({ TILE: "16", maxrregcount: "32", flags: "-Xptxas=-O1" });
+    expect(configParams({ defines: { TILE: "16" }, maxrregcount: 32, flags: ["-Xptxas=-O1"] })).toEqual({
+      TILE: "16",
+      maxrregcount: "32",
+      flags: "-Xptxas=-O1",
+    });
   });
 
   test("CSV: RFC 4180 quoting, formula-like text made inert, numbers as they are", () => {
@@ -100,7 +170,12 @@ describe("HTML reports", () => {
     const { runCli } = await import("../../src/cli/main.ts");
     const d = tempDir();
     const results = join(d, "results.jsonl");
-    writeFileSync(results, checkReport().captures.map((r) => JSON.stringify({ schema: "kerncap.check-record/1", ...r })).join("\n") + "\n");
+    writeFileSync(
+      results,
+      checkReport()
+        .captures.map((r) => JSON.stringify({ schema: "kerncap.check-record/1", ...r }))
+        .join("\n") + "\n",
+    );
     const quiet = async (argv: string[]) => {
       const w = process.stdout.write;
       (process.stdout as any).write = () => true;
@@ -125,7 +200,9 @@ describe("HTML reports", () => {
 function decodePng(buf: Uint8Array): { width: number; height: number; px: Uint8Array } {
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   let o = 8;
-  let width = 0, height = 0, type = 0;
+  let width = 0,
+    height = 0,
+    type = 0;
   const idat: Uint8Array[] = [];
   while (o < buf.length) {
     const len = dv.getUint32(o);
@@ -135,7 +212,8 @@ function decodePng(buf: Uint8Array): { width: number; height: number; px: Uint8A
       width = dv.getUint32(o + 8);
       height = dv.getUint32(o + 12);
       type = body[9]!;
-      if (body[8] !== 8 || body[12] !== 0 || (type !== 2 && type !== 6)) throw new Error(`PNG: bit depth ${body[8]}, colour type ${type}, interlace ${body[12]}`);
+      if (body[8] !== 8 || body[12] !== 0 || (type !== 2 && type !== 6))
+        throw new Error(`PNG: bit depth ${body[8]}, colour type ${type}, interlace ${body[12]}`);
     } else if (kind === "IDAT") idat.push(body);
     o += 12 + len;
   }
@@ -149,8 +227,13 @@ function decodePng(buf: Uint8Array): { width: number; height: number; px: Uint8A
     const line = data.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
     const cur = new Uint8Array(stride);
     for (let i = 0; i < stride; i++) {
-      const a = i >= bpp ? cur[i - bpp]! : 0, b = prev[i]!, c = i >= bpp ? prev[i - bpp]! : 0;
-      const p = a + b - c, pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
+      const a = i >= bpp ? cur[i - bpp]! : 0,
+        b = prev[i]!,
+        c = i >= bpp ? prev[i - bpp]! : 0;
+      const p = a + b - c,
+        pa = Math.abs(p - a),
+        pb = Math.abs(p - b),
+        pc = Math.abs(p - c);
       const pred = f === 0 ? 0 : f === 1 ? a : f === 2 ? b : f === 3 ? (a + b) >> 1 : pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
       cur[i] = (line[i]! + pred) & 0xff;
     }
@@ -179,7 +262,21 @@ describe.skipIf(!CHROMIUM)("the report in a real browser (headless Chromium)", (
     const page = join(d, `${name}.html`);
     writeFileSync(page, html);
     const png = join(d, `${name}.png`);
-    const p = Bun.spawnSync([CHROMIUM!, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", `--user-data-dir=${join(d, "profile")}`, `--screenshot=${png}`, "--window-size=1200,1000", `file://${resolve(page)}`], { stdout: "pipe", stderr: "pipe", timeout: 60_000 });
+    const p = Bun.spawnSync(
+      [
+        CHROMIUM!,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        `--user-data-dir=${join(d, "profile")}`,
+        `--screenshot=${png}`,
+        "--window-size=1200,1000",
+        `file://${resolve(page)}`,
+      ],
+      { stdout: "pipe", stderr: "pipe", timeout: 60_000 },
+    );
     expect(existsSync(png), p.stderr.toString()).toBe(true);
     return colouredPixels(decodePng(readFileSync(png)));
   }

@@ -210,7 +210,11 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     const dead = await deadPid();
     mkdirSync(join(scratch, `kerncap-list-${dead}-abc123`));
     mkdirSync(join(scratch, `kerncap-list-${process.pid}-def456`)); // a live kerncap's (this test's pid)
-    const a = app(d, "list-app.sh", `echo '{"launches": 3, "kernels": [{"name": "_Z5scalePfi", "demangled": "scale(float*, int)", "count": 3, "grid": [4,1,1], "block": [256,1,1], "module": "module-1"}]}' > "$KERNCAP_OUT/kernels.json"`);
+    const a = app(
+      d,
+      "list-app.sh",
+      `echo '{"launches": 3, "kernels": [{"name": "_Z5scalePfi", "demangled": "scale(float*, int)", "count": 3, "grid": [4,1,1], "block": [256,1,1], "module": "module-1"}]}' > "$KERNCAP_OUT/kernels.json"`,
+    );
     const r = await kerncap(["list", "--json", "--", a], d, { TMPDIR: scratch });
     expect(r.code, r.err).toBe(0);
     expect(JSON.parse(r.out).kernels[0].demangled).toBe("scale(float*, int)");
@@ -249,7 +253,15 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
 });
 
 test("graphOnlyMisses: a matching kernel too rare eagerly for --dispatch but not counting its graph executions is named; captured, eager-enough and collective ones are not", () => {
-  const k = (name: string, count: number, graph: number) => ({ name, demangled: name, count, graph, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "" });
+  const k = (name: string, count: number, graph: number) => ({
+    name,
+    demangled: name,
+    count,
+    graph,
+    grid: [1, 1, 1] as [number, number, number],
+    block: [1, 1, 1] as [number, number, number],
+    module: "",
+  });
   const kernels = [k("layer_norm", 4, 4), k("gemm", 6, 2), k("softmax", 3, 3), k("ncclDevKernel_AllReduce", 9, 9), k("other", 5, 5)];
   // --capture-all --kernel 'layer_norm|gemm|softmax|nccl' --dispatch 1: gemm had 4 eager launches (captured), softmax is captured too
   const missed = graphOnlyMisses(kernels, ["layer_norm|gemm|softmax|nccl"], 1, new Set(["gemm", "softmax"]));
@@ -273,7 +285,11 @@ function census(pid: number, number: number, rank: number | null, count: number,
 describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap run/list under a fake app)", () => {
   test("list of a two-process job: merged counts, a pid:count column, the process table, processes in --json", async () => {
     const d = tempDir();
-    const a = app(d, "job.sh", `echo '${census(101, 0, 0, 3)}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 4)}' > "$KERNCAP_OUT/kernels.102.json"`);
+    const a = app(
+      d,
+      "job.sh",
+      `echo '${census(101, 0, 0, 3)}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 4)}' > "$KERNCAP_OUT/kernels.102.json"`,
+    );
     const r = await kerncap(["list", "--", a], d);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain("pid:count");
@@ -283,18 +299,29 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(r.err).toContain("1 kernels, 7 launches in 2 processes");
     const j = JSON.parse((await kerncap(["list", "--json", "--", a], d)).out);
     expect(j.launches).toBe(7);
-    expect(j.processes.map((p: { pid: number; rank: number; launches: number }) => [p.pid, p.rank, p.launches])).toEqual([[101, 0, 3], [102, 1, 4]]);
+    expect(j.processes.map((p: { pid: number; rank: number; launches: number }) => [p.pid, p.rank, p.launches])).toEqual([
+      [101, 0, 3],
+      [102, 1, 4],
+    ]);
     expectDocument("list", j);
   }, 20_000);
 
   test("run: too few launches in any one process is said per process; --rank that no process has names the ranks seen", async () => {
     const d = tempDir();
-    const a = app(d, "job.sh", `echo '${census(101, 0, 0, 2)}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 2)}' > "$KERNCAP_OUT/kernels.102.json"`);
+    const a = app(
+      d,
+      "job.sh",
+      `echo '${census(101, 0, 0, 2)}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 2)}' > "$KERNCAP_OUT/kernels.102.json"`,
+    );
     const r = await kerncap(["run", "--kernel", "scale", "--dispatch", "3", "--out", join(d, "cap"), "--", a], d);
     expect(r.code).toBe(2);
     expect(r.err).toContain(`only 2 launches matched "scale" in any one of the 2 processes (each counts its own launches for --dispatch)`);
     expect(r.err).toContain("--dispatch 3 needs 4");
-    const b = app(d, "ranks.sh", `echo '${census(101, 0, 0, 2, false, "rank")}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 2, false, "rank")}' > "$KERNCAP_OUT/kernels.102.json"`);
+    const b = app(
+      d,
+      "ranks.sh",
+      `echo '${census(101, 0, 0, 2, false, "rank")}' > "$KERNCAP_OUT/kernels.101.json"\necho '${census(102, 1, 1, 2, false, "rank")}' > "$KERNCAP_OUT/kernels.102.json"`,
+    );
     const r2 = await kerncap(["run", "--rank", "5", "--out", join(d, "cap"), "--", b], d);
     expect(r2.code).toBe(2);
     expect(r2.err).toContain("no process of the application has rank 5 (processes that ran CUDA: pid 101 (rank 0) = process 0, pid 102 (rank 1) = process 1)");
@@ -343,8 +370,20 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     // found by a trial: KERNCAP_RANK=3 KERNCAP_CAPTURE_ALL=1 in the shell reached the library of a plain `run`
     const d = tempDir();
     const envOut = join(d, "env.txt");
-    const a = app(d, "env.sh", `env | grep -E '^KERNCAP_(RANK|PROCESS|CAPTURE_ALL|MAX_CAPTURES|EXIT_AFTER_CAPTURE|COUNT_BENCHMARKS|LOG|DISPATCH)=' | sort > ${envOut}`);
-    const stale = { KERNCAP_RANK: "3", KERNCAP_PROCESS: "2", KERNCAP_CAPTURE_ALL: "1", KERNCAP_MAX_CAPTURES: "9", KERNCAP_EXIT_AFTER_CAPTURE: "1", KERNCAP_COUNT_BENCHMARKS: "1", KERNCAP_LOG: "1" };
+    const a = app(
+      d,
+      "env.sh",
+      `env | grep -E '^KERNCAP_(RANK|PROCESS|CAPTURE_ALL|MAX_CAPTURES|EXIT_AFTER_CAPTURE|COUNT_BENCHMARKS|LOG|DISPATCH)=' | sort > ${envOut}`,
+    );
+    const stale = {
+      KERNCAP_RANK: "3",
+      KERNCAP_PROCESS: "2",
+      KERNCAP_CAPTURE_ALL: "1",
+      KERNCAP_MAX_CAPTURES: "9",
+      KERNCAP_EXIT_AFTER_CAPTURE: "1",
+      KERNCAP_COUNT_BENCHMARKS: "1",
+      KERNCAP_LOG: "1",
+    };
     await kerncap(["run", "--out", join(d, "cap"), "--", a], d, stale);
     expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual(["KERNCAP_DISPATCH=0"]);
     await kerncap(["list", "--", a], d, stale);
@@ -364,7 +403,10 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(r1.code).toBe(2);
     expect(JSON.parse(r1.out).error).toMatchObject({ code: "E_APP_NOT_EXECUTABLE", message: expect.stringContaining("no #! line") });
     const r2 = await kerncap(["run", "--json", "--out", join(d, "cap"), "--", bad], d);
-    expect(JSON.parse(r2.out).error).toMatchObject({ code: "E_APP_NOT_EXECUTABLE", message: expect.stringContaining("its interpreter (#!/nonexistent/interp) does not exist") });
+    expect(JSON.parse(r2.out).error).toMatchObject({
+      code: "E_APP_NOT_EXECUTABLE",
+      message: expect.stringContaining("its interpreter (#!/nonexistent/interp) does not exist"),
+    });
     expect(readdirSync(d).sort()).toEqual(["badinterp.sh", "noshebang.sh"]);
   }, 20_000);
 
@@ -384,7 +426,11 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     const d = tempDir();
     const a = app(d, "segv.sh", "kill -SEGV $$");
     const r = await kerncap(["list", "--json", "--", a], d);
-    expect(JSON.parse(r.out).error).toMatchObject({ code: "E_NO_KERNELS", message: "the application launched no CUDA kernel (it was ended by SIGSEGV (exit 139))", hint: expect.stringContaining("died of SIGSEGV") });
+    expect(JSON.parse(r.out).error).toMatchObject({
+      code: "E_NO_KERNELS",
+      message: "the application launched no CUDA kernel (it was ended by SIGSEGV (exit 139))",
+      hint: expect.stringContaining("died of SIGSEGV"),
+    });
     const r2 = await kerncap(["run", "--json", "--kernel", "foo", "--kernel-name", "bar", "--out", join(d, "cap"), "--", a, "", "my arg"], d);
     expect(JSON.parse(r2.out).error.message).toContain("ran before the app ended (it was ended by SIGSEGV (exit 139);");
     // the running line quotes the arguments (an empty one, one with a space) and names every pattern
@@ -403,7 +449,10 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
       mkdirSync(tmp);
       writeFileSync(join(tmp, ".kerncap-temp"), `${other.pid}\n`);
       const r = await kerncap(["run", "--json", "--out", join(d, "cap"), "--", a], d);
-      expect(JSON.parse(r.out).error).toMatchObject({ code: "E_EXISTS", message: `another kerncap run (pid ${other.pid}) is writing ${join(d, "cap")} (${tmp})` });
+      expect(JSON.parse(r.out).error).toMatchObject({
+        code: "E_EXISTS",
+        message: `another kerncap run (pid ${other.pid}) is writing ${join(d, "cap")} (${tmp})`,
+      });
     } finally {
       other.kill();
     }
@@ -426,7 +475,11 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(readFileSync(envOut, "utf8").trim().split("\n")).toEqual(["KERNCAP_DISPATCH=2", "KERNCAP_LAUNCH_COUNT=3"]);
     const j = JSON.parse(r.out);
     expectDocument("run", j);
-    expect(j.captures.map((c: { dir: string; launchIndex: number }) => [c.dir, c.launchIndex])).toEqual([[join(out, "0-scale"), 10], [join(out, "1-scale"), 11], [join(out, "2-scale"), 12]]);
+    expect(j.captures.map((c: { dir: string; launchIndex: number }) => [c.dir, c.launchIndex])).toEqual([
+      [join(out, "0-scale"), 10],
+      [join(out, "1-scale"), 11],
+      [join(out, "2-scale"), 12],
+    ]);
     const set = JSON.parse(readFileSync(join(out, "kerncap-captures.json"), "utf8"));
     expect(set.captures.map((c: { dir: string }) => c.dir)).toEqual(["0-scale", "1-scale", "2-scale"]);
     expect(JSON.parse(readFileSync(join(out, "1-scale/kerncap.json"), "utf8")).kernel.matchIndex).toBe(3);
@@ -435,7 +488,11 @@ describe.skipIf(!HAS_GCC)("processes, selection, injection and progress (kerncap
     expect(four.code, four.err).toBe(0);
     expect(four.err).toContain("--launch-count 4: 3 of the 4 launches from #2 captured");
     // one capture per launch of one kernel: not with several kernels or --capture-all; at least 1
-    for (const args of [["-k", "a", "-k", "b", "-c", "2"], ["--capture-all", "-c", "2"], ["-c", "0"]]) {
+    for (const args of [
+      ["-k", "a", "-k", "b", "-c", "2"],
+      ["--capture-all", "-c", "2"],
+      ["-c", "0"],
+    ]) {
       const x = await kerncap(["run", ...args, "-o", join(d, "x"), "--json", "--", a], d);
       expect(x.code, args.join(" ")).toBe(2);
       expect(JSON.parse(x.out).error.message).toContain("--launch-count");
@@ -471,7 +528,15 @@ describe("session helpers", () => {
     expect(applicationExitCode({ exitCode: null, signal: "SIGSEGV" })).toBe(139);
   });
   test("launches counted toward --dispatch: matching names, benchmark launches only when asked", () => {
-    const k = (name: string, demangled: string, count: number, benchmark?: number) => ({ name, demangled, count, benchmark, grid: [1, 1, 1] as [number, number, number], block: [1, 1, 1] as [number, number, number], module: "m" });
+    const k = (name: string, demangled: string, count: number, benchmark?: number) => ({
+      name,
+      demangled,
+      count,
+      benchmark,
+      grid: [1, 1, 1] as [number, number, number],
+      block: [1, 1, 1] as [number, number, number],
+      module: "m",
+    });
     const ks = [k("_Z3addv", "add()", 5), k("triton_mm", "triton_mm", 10, 8)];
     expect(countedLaunches(ks, undefined, false)).toBe(7);
     expect(countedLaunches(ks, compileEre("^triton"), false)).toBe(2);

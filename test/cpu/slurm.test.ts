@@ -14,20 +14,34 @@ const ROOT = resolve(import.meta.dir, "../..");
 const HAS_SLURM = ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"].every(existsSync) && !!Bun.which("sbatch");
 if (!HAS_SLURM) console.warn("[slurm] skipped: needs Debian's slurm-wlm and munge (apt-get install slurm-wlm munge)");
 
-test.skipIf(!HAS_SLURM)("the doc's array job under sbatch on a one-node Slurm: the shards merge into one JUnit report holding every capture once", () => {
-  const d = tempDir("kerncap-slurm-test-");
-  const kerncap = join(d, "kerncap");
-  writeFileSync(kerncap, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, "src/cli/main.ts"))} "$@"\n`);
-  chmodSync(kerncap, 0o755);
-  mkdirSync(join(d, "corpus"));
-  for (const n of ["d1", "d2", "d3"]) expect(Bun.spawnSync([kerncap, "demo", join(d, "corpus", n)], { stderr: "pipe" }).exitCode).toBe(0);
-  const r = Bun.spawnSync(["bash", join(ROOT, "scripts/slurm-one-node.sh"), join(d, "corpus"), "2"], { cwd: ROOT, env: { ...process.env, KERNCAP_BIN: kerncap, TMPDIR: d }, stdout: "pipe", stderr: "pipe", timeout: 240_000 });
-  const out = r.stdout.toString() + r.stderr.toString();
-  expect(r.exitCode, out).toBe(0);
-  expect(out).toMatch(/one-node cluster up on \S+/);
-  expect(out).toMatch(/array job \d+ left the queue/);
-  expect(out).toContain("2 shard reports of 2 tasks");
-  expect(out).toContain("merged JUnit 3 test cases (3 distinct) of 3 captures");
-  // no daemon of the run is left behind
-  expect(Bun.spawnSync(["pgrep", "-f", `${d}/`], { stdout: "pipe" }).stdout.toString().trim()).toBe("");
-}, 300_000);
+test.skipIf(!HAS_SLURM)(
+  "the doc's array job under sbatch on a one-node Slurm: the shards merge into one JUnit report holding every capture once",
+  () => {
+    const d = tempDir("kerncap-slurm-test-");
+    const kerncap = join(d, "kerncap");
+    writeFileSync(kerncap, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, "src/cli/main.ts"))} "$@"\n`);
+    chmodSync(kerncap, 0o755);
+    mkdirSync(join(d, "corpus"));
+    for (const n of ["d1", "d2", "d3"]) expect(Bun.spawnSync([kerncap, "demo", join(d, "corpus", n)], { stderr: "pipe" }).exitCode).toBe(0);
+    const r = Bun.spawnSync(["bash", join(ROOT, "scripts/slurm-one-node.sh"), join(d, "corpus"), "2"], {
+      cwd: ROOT,
+      env: { ...process.env, KERNCAP_BIN: kerncap, TMPDIR: d },
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 240_000,
+    });
+    const out = r.stdout.toString() + r.stderr.toString();
+    expect(r.exitCode, out).toBe(0);
+    expect(out).toMatch(/one-node cluster up on \S+/);
+    expect(out).toMatch(/array job \d+ left the queue/);
+    expect(out).toContain("2 shard reports of 2 tasks");
+    expect(out).toContain("merged JUnit 3 test cases (3 distinct) of 3 captures");
+    // no daemon of the run is left behind
+    expect(
+      Bun.spawnSync(["pgrep", "-f", `${d}/`], { stdout: "pipe" })
+        .stdout.toString()
+        .trim(),
+    ).toBe("");
+  },
+  300_000,
+);

@@ -15,7 +15,11 @@ const ALLOWED = new Set<string>([]);
 
 function files(): string[] {
   const git = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard"], { cwd: ROOT });
-  return git.stdout.toString().trim().split("\n").filter((f) => f && existsSync(join(ROOT, f)));
+  return git.stdout
+    .toString()
+    .trim()
+    .split("\n")
+    .filter((f) => f && existsSync(join(ROOT, f)));
 }
 
 /** Why `path` (a test file) is out of place, or undefined when it sits where the rule puts it. */

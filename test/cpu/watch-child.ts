@@ -29,5 +29,8 @@ const session = noGpuSession(
   },
 );
 // the fixture's module is no cubin: skip the CUDA parameter-layout check, as for a Triton capture
-const code = await watchReproducer({ dir, manifest: { ...m, kernel: { ...m.kernel, frontend: "triton" } } }, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });
+const code = await watchReproducer(
+  { dir, manifest: { ...m, kernel: { ...m.kernel, frontend: "triton" } } },
+  { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session },
+);
 process.exitCode = code;

@@ -21,6 +21,16 @@ const [dir, kernel, firstPath] = process.argv.slice(2) as [string, string, strin
 const first = new Uint8Array(readFileSync(firstPath));
 const m0 = readManifest(dir);
 const layout = cubinParamLayout(parseElf(first), kernel);
-const m = { ...m0, kernel: { ...m0.kernel, name: kernel, frontend: "cuda" as const }, params: { ...m0.params, layout }, device: { ...m0.device, arch: "sm_90" } };
-const session = noGpuSession(dir, m, async (o: RunOptions) => noGpuResult(kernel, sameKernelCode(first, new Uint8Array(readFileSync(await o.modulePath!)), kernel) !== null));
-process.exitCode = await watchReproducer({ dir, manifest: m as typeof m0 }, { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session });
+const m = {
+  ...m0,
+  kernel: { ...m0.kernel, name: kernel, frontend: "cuda" as const },
+  params: { ...m0.params, layout },
+  device: { ...m0.device, arch: "sm_90" },
+};
+const session = noGpuSession(dir, m, async (o: RunOptions) =>
+  noGpuResult(kernel, sameKernelCode(first, new Uint8Array(readFileSync(await o.modulePath!)), kernel) !== null),
+);
+process.exitCode = await watchReproducer(
+  { dir, manifest: m as typeof m0 },
+  { run: { iters: 1 }, force: false, quiet: true, emit: (e) => printJsonLine("validate-watch", e), open: async () => session },
+);

@@ -145,20 +145,46 @@ describe("watch lines", () => {
     expect(l).toBe("[12:34:56] MATCH  kernel 12.35 µs  build 1.50 s  save→verdict 1.72 s  (structs.cu)");
     expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toStartWith("[12:34:56] MATCH within the run-to-run spread  kernel");
     expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toContain("(nondeterministic)");
-    expect(watchLine(verdict({ trigger: "start", files: [], kernelMedianUs: null }))).toBe("[12:34:56] MATCH  kernel no timed launch  build 1.50 s  save→verdict 1.72 s");
+    expect(watchLine(verdict({ trigger: "start", files: [], kernelMedianUs: null }))).toBe(
+      "[12:34:56] MATCH  kernel no timed launch  build 1.50 s  save→verdict 1.72 s",
+    );
     // the rebuilt kernel timed interleaved against the captured module (src/replay/stats.ts)
     const A = [10, 10.1, 9.9, 10, 10.2, 10, 9.8, 10.1, 10, 10.3, 9.9, 10, 10, 10.1, 9.9, 10];
-    const c = compareTimings(A, A.map((x, i) => x * (0.8 + 0.001 * (i % 3))));
-    expect(watchLine(verdict({ compare: c }))).toBe(`[12:34:56] MATCH  kernel 12.35 µs (${c.text} against the captured module)  build 1.50 s  save→verdict 1.72 s  (structs.cu)`);
+    const c = compareTimings(
+      A,
+      A.map((x, i) => x * (0.8 + 0.001 * (i % 3))),
+    );
+    expect(watchLine(verdict({ compare: c }))).toBe(
+      `[12:34:56] MATCH  kernel 12.35 µs (${c.text} against the captured module)  build 1.50 s  save→verdict 1.72 s  (structs.cu)`,
+    );
     expect(c.text).toMatch(/^1\.2\d× faster/);
   });
   test("a mismatch names the first differing region, where it differs, and how many regions differ", () => {
-    const l = watchLine(verdict({ verdict: "mismatch", numerics: "mismatch", mismatches: 2, firstMismatch: { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 64, bytesDiffering: 4032 } }));
-    expect(l).toBe("[12:34:56] MISMATCH region 0x7f0000000000 (device, 4096 B) from byte 64, 4032 bytes differ; 2 regions differ  kernel 12.35 µs  build 1.50 s  save→verdict 1.72 s  (structs.cu)");
+    const l = watchLine(
+      verdict({
+        verdict: "mismatch",
+        numerics: "mismatch",
+        mismatches: 2,
+        firstMismatch: { va: "0x7f0000000000", kind: "device", size: 4096, changedInApp: true, firstDiffOffset: 64, bytesDiffering: 4032 },
+      }),
+    );
+    expect(l).toBe(
+      "[12:34:56] MISMATCH region 0x7f0000000000 (device, 4096 B) from byte 64, 4032 bytes differ; 2 regions differ  kernel 12.35 µs  build 1.50 s  save→verdict 1.72 s  (structs.cu)",
+    );
     expect(l.split("\n")).toHaveLength(1);
   });
   test("a build error: its line, then the compiler's message indented; a refusal names its code", () => {
-    const e: WatchEvent = { event: "build-error", trigger: "save", files: ["structs.cu"], at: AT, code: "E_BUILD", message: "the reproducer does not build (build.sh exit 1):\nsrc/structs.cu(28): error: identifier \"not_declared\" is undefined", hint: "Fix the compile error in the edited source and run validate again.", buildSeconds: 0.9, saveToVerdictSeconds: 1.06 };
+    const e: WatchEvent = {
+      event: "build-error",
+      trigger: "save",
+      files: ["structs.cu"],
+      at: AT,
+      code: "E_BUILD",
+      message: 'the reproducer does not build (build.sh exit 1):\nsrc/structs.cu(28): error: identifier "not_declared" is undefined',
+      hint: "Fix the compile error in the edited source and run validate again.",
+      buildSeconds: 0.9,
+      saveToVerdictSeconds: 1.06,
+    };
     const l = watchLine(e).split("\n");
     expect(l[0]).toBe("[12:34:56] BUILD ERROR  build 0.90 s  save→verdict 1.06 s  (structs.cu)");
     expect(l[2]).toBe('  src/structs.cu(28): error: identifier "not_declared" is undefined');
@@ -166,7 +192,22 @@ describe("watch lines", () => {
     expect(r.split("\n")[0]).toBe("[12:34:56] ERROR E_CUDA  save→verdict 1.06 s  (kernel fault: memory restored in a new context)  (structs.cu)");
   });
   test("--json: one document per line with its schema id, valid against kerncap.validate-watch/1", () => {
-    for (const e of [verdict(), verdict({ kernelMedianUs: null }), verdict({ compare: compareTimings([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) }), { event: "build-error", trigger: "start", files: [], at: AT, code: "E_BUILD", message: "x\ny", hint: null, buildSeconds: null, saveToVerdictSeconds: 0.5 } as WatchEvent]) {
+    for (const e of [
+      verdict(),
+      verdict({ kernelMedianUs: null }),
+      verdict({ compare: compareTimings([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) }),
+      {
+        event: "build-error",
+        trigger: "start",
+        files: [],
+        at: AT,
+        code: "E_BUILD",
+        message: "x\ny",
+        hint: null,
+        buildSeconds: null,
+        saveToVerdictSeconds: 0.5,
+      } as WatchEvent,
+    ]) {
       const line = JSON.stringify(jsonDocument("validate-watch", e));
       expect(line).not.toContain("\n");
       const doc = JSON.parse(line);
@@ -238,7 +279,10 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
     const dir = await capture();
     mkdirSync(join(dir, "src"));
     writeFileSync(join(dir, "src/k.cu"), "ok\n");
-    writeFileSync(join(dir, "build.sh"), 'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n');
+    writeFileSync(
+      join(dir, "build.sh"),
+      'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n',
+    );
     const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-child.ts"), dir], { stdout: "pipe", stderr: "pipe" });
     const lines: any[] = [];
     let err = "";
@@ -294,7 +338,11 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
 
 /** ./watch-cuda-child.ts on DIR: its JSON lines as they come, its stderr so far, and a poll until a condition (60 s). */
 function cudaWatch(dir: string, kernel: string, env: Record<string, string | undefined>) {
-  const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], { stdout: "pipe", stderr: "pipe", env });
+  const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env,
+  });
   const lines: any[] = [];
   let err = "";
   void (async () => {

@@ -79,7 +79,10 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
   test("scale_jobs #1: buffers reached only through a struct array replay bit-exact", () => {
     const { out, r } = captureAndReplay("structs-scale_jobs", "scale_jobs", 1, [structsBin, "3"]);
     const m = JSON.parse(readFileSync(join(out, "kerncap.json"), "utf8"));
-    expect(m.params.layout).toEqual([{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }]);
+    expect(m.params.layout).toEqual([
+      { index: 0, offset: 0, size: 8 },
+      { index: 1, offset: 8, size: 4 },
+    ]);
     expect(m.kernel.matchIndex).toBe(1);
     // 16 job buffers + the job table + x, y: all live regions, not only the parameter's target
     expect(m.regions.length).toBeGreaterThanOrEqual(19);
@@ -175,13 +178,20 @@ describe.skipIf(SKIP)("CUDA C++ app with pointers inside structs", () => {
   test("an interrupted capture leaves no folder under the final name (nor a temporary one)", async () => {
     const out = join(WORK, "interrupted");
     const { BUN_BE_BUN: _, ...env } = process.env; // BUN_BE_BUN must not reach the kerncap under test
-    const p = Bun.spawn([BIN, "run", "--kernel", "never_launched", "--out", out, "--", "python3", "-c", "import torch,time; torch.zeros(1,device='cuda'); time.sleep(60)"], { cwd: WORK, env, stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn(
+      [BIN, "run", "--kernel", "never_launched", "--out", out, "--", "python3", "-c", "import torch,time; torch.zeros(1,device='cuda'); time.sleep(60)"],
+      { cwd: WORK, env, stdout: "pipe", stderr: "pipe" },
+    );
     await Bun.sleep(6000);
     p.kill("SIGINT");
     const code = await p.exited;
     expect(code).toBe(130);
     expect(existsSync(out)).toBe(false);
-    expect(require("node:fs").readdirSync(WORK).filter((n: string) => n.startsWith("interrupted"))).toEqual([]);
+    expect(
+      require("node:fs")
+        .readdirSync(WORK)
+        .filter((n: string) => n.startsWith("interrupted")),
+    ).toEqual([]);
   });
 
   test("existing output folder is refused without --force, replaced with it", () => {
@@ -243,12 +253,16 @@ describe.skipIf(SKIP)("allocation kinds beyond cudaMalloc", () => {
     expect(r.mismatches).toEqual([]);
   });
   test("PyTorch with expandable segments (cuMemCreate/cuMemMap: VMM)", () => {
-    const { out, r } = captureAndReplay("torch-vmm", "elementwise_kernel", 1, ["python3", join(apps, "torch_app.py"), "3"], 20, { PYTORCH_CUDA_ALLOC_CONF: "expandable_segments:True" });
+    const { out, r } = captureAndReplay("torch-vmm", "elementwise_kernel", 1, ["python3", join(apps, "torch_app.py"), "3"], 20, {
+      PYTORCH_CUDA_ALLOC_CONF: "expandable_segments:True",
+    });
     expect([...kinds(out)]).toContain("vmm");
     expect(r.verdict).toBe("match");
   });
   test("PyTorch with the cudaMallocAsync allocator backend", () => {
-    const { out, r } = captureAndReplay("torch-async", "elementwise_kernel", 1, ["python3", join(apps, "torch_app.py"), "3"], 20, { PYTORCH_CUDA_ALLOC_CONF: "backend:cudaMallocAsync" });
+    const { out, r } = captureAndReplay("torch-async", "elementwise_kernel", 1, ["python3", join(apps, "torch_app.py"), "3"], 20, {
+      PYTORCH_CUDA_ALLOC_CONF: "backend:cudaMallocAsync",
+    });
     expect([...kinds(out)]).toContain("async");
     expect(r.verdict).toBe("match");
   });

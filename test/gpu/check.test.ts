@@ -33,7 +33,10 @@ beforeAll(() => {
   if (SKIP) return;
   const structs = join(WORK, "structs");
   const verd = join(WORK, "verdicts");
-  for (const [bin, src] of [[structs, "structs.cu"], [verd, "verdicts.cu"]]) {
+  for (const [bin, src] of [
+    [structs, "structs.cu"],
+    [verd, "verdicts.cu"],
+  ]) {
     const p = run(["nvcc", "-O2", "-lineinfo", "-arch=sm_90", "-o", bin!, join(APPS, src!)], { cwd: WORK });
     if (p.code !== 0) throw new Error(p.stderr);
   }
@@ -58,7 +61,12 @@ describe.skipIf(SKIP)("kerncap check", () => {
     const junit = join(WORK, "first.xml");
     const r = kc(["check", CORPUS, "--json", "--junit", junit, "--results", join(WORK, "res")]);
     const doc = json(r);
-    figures.first = { code: r.code, seconds: doc.seconds, verdicts: verdicts(doc), perCapture: doc.captures.map((c: any) => ({ id: c.id, seconds: c.seconds, replaySeconds: c.replaySeconds, medianUs: c.timing?.medianUs })) };
+    figures.first = {
+      code: r.code,
+      seconds: doc.seconds,
+      verdicts: verdicts(doc),
+      perCapture: doc.captures.map((c: any) => ({ id: c.id, seconds: c.seconds, replaySeconds: c.replaySeconds, medianUs: c.timing?.medianUs })),
+    };
     expect(r.code, r.stderr).toBe(0);
     expect(doc.captures.length).toBe(4 + COPIES);
     for (const c of doc.captures) expect([c.id, c.status, c.verdict]).toEqual([c.id, "ok", "match"]);
@@ -128,7 +136,11 @@ describe.skipIf(SKIP)("kerncap check", () => {
     const junit = join(WORK, "merged.xml");
     const m = kc(["check", "--merge", ...files, "--json", "--junit", junit]);
     expect(m.code, m.stderr).toBe(0);
-    expect(json(m).captures.map((c: any) => c.id).sort()).toEqual([...ids].sort());
+    expect(
+      json(m)
+        .captures.map((c: any) => c.id)
+        .sort(),
+    ).toEqual([...ids].sort());
     expect(readFileSync(junit, "utf8")).toContain(`tests="${4 + COPIES}"`);
   });
 
@@ -161,7 +173,10 @@ describe.skipIf(SKIP)("kerncap check", () => {
     expect(r.stderr).toMatch(new RegExp(`resuming .*: ${before} captures already checked`));
     const doc = json(r);
     expect(doc.captures.length).toBe(4 + COPIES);
-    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l).id);
+    const lines = readFileSync(file, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).id);
     expect(new Set(lines).size).toBe(lines.length);
     expect(lines.length).toBe(4 + COPIES);
   });

@@ -40,7 +40,11 @@ describe.skipIf(SKIP)("a CMake project: kernel template behind an umbrella heade
 
   test("builds with its own CMake (Unix Makefiles, sm_90) and runs", () => {
     if (!existsSync(APP)) {
-      const p = run(["bash", join(ROOT, "scripts/bench-edit-loop-cmake.sh"), "--prepare"], { cwd: ROOT, env: { KERNCAP_CMAKE_WORK: CMAKE_WORK }, timeoutMs: 300_000 });
+      const p = run(["bash", join(ROOT, "scripts/bench-edit-loop-cmake.sh"), "--prepare"], {
+        cwd: ROOT,
+        env: { KERNCAP_CMAKE_WORK: CMAKE_WORK },
+        timeoutMs: 300_000,
+      });
       expect(p.code, p.stderr.slice(-4000)).toBe(0);
     }
     expect(existsSync(APP)).toBe(true);
@@ -53,7 +57,25 @@ describe.skipIf(SKIP)("a CMake project: kernel template behind an umbrella heade
 
   test("captures sgemm_tiled<128,…> with --compile-commands BUILD_DIR: the reproducer from gemm_128.cu; validate MATCH, an edit MISMATCH, the revert MATCH", () => {
     expect(existsSync(APP)).toBe(true);
-    const c = kc(["run", "--kernel", "sgemm_tiled<128", "--dispatch", "0", "--compile-commands", BUILD, "--source-root", SRC, "--exit-after-capture", "--force", "--out", cap, "--json", "--", APP, "2"]);
+    const c = kc([
+      "run",
+      "--kernel",
+      "sgemm_tiled<128",
+      "--dispatch",
+      "0",
+      "--compile-commands",
+      BUILD,
+      "--source-root",
+      SRC,
+      "--exit-after-capture",
+      "--force",
+      "--out",
+      cap,
+      "--json",
+      "--",
+      APP,
+      "2",
+    ]);
     expect(c.code, c.stderr.slice(-4000)).toBe(0);
     expect(c.stderr).not.toContain("no reproducer project");
     const m = manifest(cap);
@@ -70,7 +92,14 @@ describe.skipIf(SKIP)("a CMake project: kernel template behind an umbrella heade
     expect(s.flags).toEqual(expect.arrayContaining(["-DUMB_ACC_TYPE=float", "--use_fast_math", `-I${join(SRC, "include")}`]));
     expect(s.slice.used).toBe(true);
     expect(c.stderr).toContain(`edit ${cap}/src/src/kernels/tiled_gemm.cuh`);
-    measurements.cmakeCapture = { seconds: c.seconds, kernel: m.kernel.demangled, tuReason: s.tuReason, regions: m.regions.length, grid: m.launch?.grid, block: m.launch?.block };
+    measurements.cmakeCapture = {
+      seconds: c.seconds,
+      kernel: m.kernel.demangled,
+      tuReason: s.tuReason,
+      regions: m.regions.length,
+      grid: m.launch?.grid,
+      block: m.launch?.block,
+    };
 
     const v = kc(["validate", cap, "--json"]);
     expect(v.code, v.stderr.slice(-4000) + v.stdout.slice(-2000)).toBe(0);

@@ -33,7 +33,8 @@ if (!SKIP && SKIP_GGML) console.warn(`[cuda-repro gpu tests] ggml part skipped: 
 const WORK = workDir("kerncap-cuda-repro-gpu-");
 const measurements: Record<string, unknown> = {};
 
-const run = (argv: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}) => runIn(argv, { cwd: opts.cwd ?? WORK, env: opts.env, timeoutMs: opts.timeoutMs });
+const run = (argv: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}) =>
+  runIn(argv, { cwd: opts.cwd ?? WORK, env: opts.env, timeoutMs: opts.timeoutMs });
 const kc = (args: string[], env: Record<string, string> = {}) => kerncap(WORK, args, env);
 function edit(file: string, from: string | RegExp, to: string): void {
   const text = readFileSync(file, "utf8");
@@ -112,9 +113,27 @@ describe.skipIf(SKIP)("CUDA reproducer on small apps", () => {
     const argv = [NVCC!, "-DKC_SCALE=0.5f", `-I${proj}/include`, "-O3", "-std=c++17", "-arch=sm_90", "-o", join(bdir, "app"), join(proj, "main.cu")];
     const b = run(argv, { cwd: bdir });
     expect(b.code, b.stderr).toBe(0);
-    writeFileSync(join(bdir, "compile_commands.json"), JSON.stringify([{ directory: bdir, arguments: argv.slice(0, -3).concat(["-c", join(proj, "main.cu"), "-o", "main.o"]), file: join(proj, "main.cu") }]));
+    writeFileSync(
+      join(bdir, "compile_commands.json"),
+      JSON.stringify([{ directory: bdir, arguments: argv.slice(0, -3).concat(["-c", join(proj, "main.cu"), "-o", "main.o"]), file: join(proj, "main.cu") }]),
+    );
     const out = join(WORK, "tmpl-cap");
-    const cap = kc(["run", "--kernel", "tiled_apply<float, 256", "--dispatch", "1", "--compile-commands", join(bdir, "compile_commands.json"), "--source-root", proj, "--out", out, "--", join(bdir, "app"), "3"]);
+    const cap = kc([
+      "run",
+      "--kernel",
+      "tiled_apply<float, 256",
+      "--dispatch",
+      "1",
+      "--compile-commands",
+      join(bdir, "compile_commands.json"),
+      "--source-root",
+      proj,
+      "--out",
+      out,
+      "--",
+      join(bdir, "app"),
+      "3",
+    ]);
     expect(cap.code, cap.stderr).toBe(0);
     const m = manifest(out);
     expect(m.source.cuda.method).toBe("compile-commands");
@@ -142,7 +161,25 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
     mkdirSync(GGML_WORK, { recursive: true });
     if (!existsSync(join(src, "CMakeLists.txt"))) expect(run(["tar", "-xJf", TAR!, "-C", GGML_WORK]).code).toBe(0);
     if (!existsSync(join(build, "build.ninja"))) {
-      const c = run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DGGML_CUDA_FA=OFF", "-DGGML_CUDA_GRAPHS=ON", "-DGGML_NATIVE=OFF", "-DGGML_BUILD_TESTS=ON", "-DGGML_BUILD_EXAMPLES=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", `-DCMAKE_CUDA_COMPILER=${NVCC}`]);
+      const c = run([
+        "cmake",
+        "-S",
+        src,
+        "-B",
+        build,
+        "-G",
+        "Ninja",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DGGML_CUDA=ON",
+        "-DCMAKE_CUDA_ARCHITECTURES=90",
+        "-DGGML_CUDA_FA=OFF",
+        "-DGGML_CUDA_GRAPHS=ON",
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_BUILD_TESTS=ON",
+        "-DGGML_BUILD_EXAMPLES=OFF",
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        `-DCMAKE_CUDA_COMPILER=${NVCC}`,
+      ]);
       expect(c.code, c.stdout.slice(-3000) + c.stderr.slice(-3000)).toBe(0);
     }
     const b = run(["cmake", "--build", build, "-j16", "--target", "test-backend-ops"], { timeoutMs: 600_000 });
@@ -153,7 +190,27 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
 
   test("captures mul_mat_q<q4_0,…>, rebuilds the slice from compile_commands.json, validates bit-exact, then after edits", () => {
     expect(existsSync(app)).toBe(true);
-    const c = kc(["run", "--kernel", kernelRe, "--dispatch", "0", "--compile-commands", join(build, "compile_commands.json"), "--source-root", src, "--exit-after-capture", "--force", "--out", cap, "--json", "--", ...appArgs], { GGML_CUDA_DISABLE_GRAPHS: "1" });
+    const c = kc(
+      [
+        "run",
+        "--kernel",
+        kernelRe,
+        "--dispatch",
+        "0",
+        "--compile-commands",
+        join(build, "compile_commands.json"),
+        "--source-root",
+        src,
+        "--exit-after-capture",
+        "--force",
+        "--out",
+        cap,
+        "--json",
+        "--",
+        ...appArgs,
+      ],
+      { GGML_CUDA_DISABLE_GRAPHS: "1" },
+    );
     expect(c.code, c.stderr.slice(-4000)).toBe(0);
     const m = manifest(cap);
     expect(m.kernel.demangled).toContain("mul_mat_q<(ggml_type)2,");
@@ -196,14 +253,23 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
       const v2 = kc(["validate", cap, "--json"]);
       expect(v2.code, v2.stderr.slice(-4000)).toBe(0);
       expect(json(v2).numerics.verdict).toBe("bit-exact");
-      measurements.ggmlValidateOccupancy2 = { rebuildSeconds: json(v2).rebuild.seconds, medianUs: json(v2).timing?.medianUs, verdict: json(v2).numerics.verdict };
+      measurements.ggmlValidateOccupancy2 = {
+        rebuildSeconds: json(v2).rebuild.seconds,
+        medianUs: json(v2).timing?.medianUs,
+        verdict: json(v2).numerics.verdict,
+      };
       // K_vram 256 → 512: twice the K depth per main-loop step. This case has k = 256, one step
       // either way, so the result is bit-exact (seen on the H200 node)
       writeFileSync(cfg, cfgText.replace(line, line.replace("MMQ_ITER_K", "512")));
       const v3 = kc(["validate", cap, "--json"]);
       expect(v3.code, v3.stderr.slice(-4000)).toBe(0);
       expect(json(v3).numerics.verdict).toBe("bit-exact");
-      measurements.ggmlValidateKvram512 = { exit: v3.code, rebuildSeconds: json(v3).rebuild.seconds, medianUs: json(v3).timing?.medianUs, verdict: json(v3).numerics.verdict };
+      measurements.ggmlValidateKvram512 = {
+        exit: v3.code,
+        rebuildSeconds: json(v3).rebuild.seconds,
+        medianUs: json(v3).timing?.medianUs,
+        verdict: json(v3).numerics.verdict,
+      };
     } finally {
       writeFileSync(cfg, cfgText);
     }
@@ -246,6 +312,13 @@ describe.skipIf(SKIP_GGML)("ggml (real CUDA code base, own CMake build)", () => 
     const rep = kc(["replay", out, "--json", "--iters", "3"]);
     expect(rep.code, rep.stderr.slice(-3000)).toBe(0);
     expect(json(rep).verdict).toBe("match");
-    measurements.ggmlGraph = { listedExecutions: k.count, fromGraphs: k.graph, dispatch: eager + 1, graph: m.graph, captureSeconds: c.seconds, replayMedianUs: json(rep).timing?.medianUs };
+    measurements.ggmlGraph = {
+      listedExecutions: k.count,
+      fromGraphs: k.graph,
+      dispatch: eager + 1,
+      graph: m.graph,
+      captureSeconds: c.seconds,
+      replayMedianUs: json(rep).timing?.medianUs,
+    };
   }, 200_000);
 });

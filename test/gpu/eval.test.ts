@@ -58,9 +58,15 @@ describe.skipIf(SKIP)("kerncap eval", () => {
     const before = readFileSync(join(member, "src", tu), "utf8");
     const jsonl = join(WORK, "eval.jsonl");
     const t0 = performance.now();
-    const r = run([BIN, "eval", set, ...Object.values(cands), "--gpus", "0", "--workers-per-gpu", "2", "--timeout", "3", "--jsonl", jsonl, "--json"], { cwd: WORK, timeoutMs: 300_000 });
+    const r = run([BIN, "eval", set, ...Object.values(cands), "--gpus", "0", "--workers-per-gpu", "2", "--timeout", "3", "--jsonl", jsonl, "--json"], {
+      cwd: WORK,
+      timeoutMs: 300_000,
+    });
     const seconds = (performance.now() - t0) / 1000;
-    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const doc = lines.at(-1);
     expect(doc.schema, r.stderr).toBe("kerncap.eval/1");
     const by = Object.fromEntries(doc.candidates.map((c: any) => [c.label, c]));
@@ -91,7 +97,16 @@ describe.skipIf(SKIP)("kerncap eval", () => {
       } catch {
         /* a killed validate prints nothing */
       }
-      vres[name] = v.code === 124 || v.code === 137 ? "timeout" : v.code <= 1 ? d.verdict : d.error?.code === "E_BUILD" ? "compile-error" : d.error?.code === "E_CUDA" ? "fault" : `error:${d.error?.code}`;
+      vres[name] =
+        v.code === 124 || v.code === 137
+          ? "timeout"
+          : v.code <= 1
+            ? d.verdict
+            : d.error?.code === "E_BUILD"
+              ? "compile-error"
+              : d.error?.code === "E_CUDA"
+                ? "fault"
+                : `error:${d.error?.code}`;
     }
     for (const name of Object.keys(cands)) expect(`${name}: ${by[name].verdict}`).toBe(`${name}: ${vres[name]}`);
     const out = process.env.KERNCAP_GPU_OUT;
@@ -121,4 +136,3 @@ describe.skipIf(!HAS_TRITON)("kerncap eval, Triton configs", () => {
     expect(tiles.stderr).toContain("--grid");
   }, 300_000);
 });
-

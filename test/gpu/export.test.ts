@@ -25,7 +25,11 @@ import { join } from "node:path";
 import { APPS, json, kerncap, run as runIn, skipReason, workDir } from "./harness.ts";
 
 const NVCC = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
-const SKIP = !!skipReason("export gpu tests", [[!NVCC, "no nvcc"], [!Bun.which("make"), "no make"], [!Bun.which("cc"), "no cc"]]);
+const SKIP = !!skipReason("export gpu tests", [
+  [!NVCC, "no nvcc"],
+  [!Bun.which("make"), "no make"],
+  [!Bun.which("cc"), "no cc"],
+]);
 const PY = Bun.which("python3");
 const hasPy = (mod: string) => !!PY && Bun.spawnSync([PY, "-c", `import ${mod}`]).exitCode === 0;
 const TORCH = !SKIP && hasPy("torch");
@@ -37,7 +41,8 @@ const measurements: Record<string, unknown> = {};
 // a PATH without kerncap: the toolkit, the system, Python
 const CLEAN_PATH = [NVCC ? join(NVCC, "..") : "", PY ? join(PY, "..") : "", "/usr/bin", "/bin"].filter(Boolean).join(":");
 
-const run = (argv: string[], cwd = WORK, env: Record<string, string> = {}, timeoutMs?: number) => runIn(argv, { cwd, env: { PATH: CLEAN_PATH, ...env }, timeoutMs });
+const run = (argv: string[], cwd = WORK, env: Record<string, string> = {}, timeoutMs?: number) =>
+  runIn(argv, { cwd, env: { PATH: CLEAN_PATH, ...env }, timeoutMs });
 const kc = (args: string[], env: Record<string, string> = {}) => kerncap(WORK, args, env);
 
 afterAll(() => {
@@ -45,7 +50,9 @@ afterAll(() => {
 });
 
 function bytesUnder(dir: string): number {
-  return readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).reduce((a, e) => a + statSync(join(e.parentPath, e.name)).size, 0);
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .reduce((a, e) => a + statSync(join(e.parentPath, e.name)).size, 0);
 }
 
 /** Capture, replay with kerncap, export, copy the export to a fresh folder, build it with make: the fresh folder. */
@@ -66,7 +73,19 @@ function captureAndExport(label: string, kernel: string, app: string[], env: Rec
   const us = Number(/median ([\d.]+) us/.exec(r.stdout)?.[1]);
   const replayUs = json(rep).timing.medianUs;
   const captureBytes = bytesUnder(cap);
-  measurements[label] = { kernel: doc.kernel, exportUs: us, replayUs, ratio: us / replayUs, exportBytes: doc.bytes.export, captureBytes, exportToCapture: doc.bytes.export / captureBytes, module: doc.module, dataShared: doc.data.map((d: any) => d.shared), exportSeconds: ex.seconds, reproSeconds: r.seconds };
+  measurements[label] = {
+    kernel: doc.kernel,
+    exportUs: us,
+    replayUs,
+    ratio: us / replayUs,
+    exportBytes: doc.bytes.export,
+    captureBytes,
+    exportToCapture: doc.bytes.export / captureBytes,
+    module: doc.module,
+    dataShared: doc.data.map((d: any) => d.shared),
+    exportSeconds: ex.seconds,
+    reproSeconds: r.seconds,
+  };
   return { cap, fresh, doc, r, us, replayUs };
 }
 

@@ -36,7 +36,13 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
     expect(l.kernels.find((k: any) => k.name === "_Z9update_mePffi")).toMatchObject({ count: 2, graph: 2, recorded: 2 });
     expect(l.kernels.find((k: any) => k.name === "_Z9cluster_kPfi")).toMatchObject({ count: 2, graph: 2 });
     expect(l.kernels.find((k: any) => k.name === "_Z7child_kPfPii")).toMatchObject({ count: 2, graph: 2 }); // two child graphs deep
-    expect(l.processes[0].graphs.map((g: any) => [g.kernel_nodes, g.launches])).toEqual([[2, 3], [2, 3], [1, 2], [1, 2], [3, 2]]);
+    expect(l.processes[0].graphs.map((g: any) => [g.kernel_nodes, g.launches])).toEqual([
+      [2, 3],
+      [2, 3],
+      [1, 2],
+      [1, 2],
+      [3, 2],
+    ]);
     expect(l.processes[0].graphs[4].nodes).toBe(5);
     const text = kc(["list", "--", app]);
     expect(text.stdout).toMatch(/graph/);
@@ -96,7 +102,10 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
   });
 
   test("run: the parameters after cuGraphExecUpdate are those captured (a = 2 before the update, 5 after)", () => {
-    for (const [dispatch, a] of [[0, 2], [1, 5]]) {
+    for (const [dispatch, a] of [
+      [0, 2],
+      [1, 5],
+    ]) {
       const out = join(WORK, `upd${dispatch}`);
       const r = kc(["run", "--kernel", "update_me", "--dispatch", String(dispatch), "--out", out, "--", app]);
       expect(r.code, r.stderr).toBe(0);
@@ -135,7 +144,10 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
 
   test("torch.cuda.CUDAGraph around a LayerNorm, replayed 3 times with new inputs: counted, and a graph-launched execution captured and replayed", () => {
     const py = join(WORK, "ln_graph.py");
-    writeFileSync(py, `import torch\nln = torch.nn.LayerNorm(1024).cuda()\nx = torch.randn(64, 1024, device="cuda")\ny = ln(x)\ng = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\nwith torch.cuda.stream(s):\n    ln(x)\ntorch.cuda.current_stream().wait_stream(s)\nwith torch.cuda.graph(g):\n    y = ln(x)\nfor i in range(3):\n    x.copy_(torch.randn(64, 1024, device="cuda"))\n    g.replay()\ntorch.cuda.synchronize()\nprint(float(y.sum()))\n`);
+    writeFileSync(
+      py,
+      `import torch\nln = torch.nn.LayerNorm(1024).cuda()\nx = torch.randn(64, 1024, device="cuda")\ny = ln(x)\ng = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\nwith torch.cuda.stream(s):\n    ln(x)\ntorch.cuda.current_stream().wait_stream(s)\nwith torch.cuda.graph(g):\n    y = ln(x)\nfor i in range(3):\n    x.copy_(torch.randn(64, 1024, device="cuda"))\n    g.replay()\ntorch.cuda.synchronize()\nprint(float(y.sum()))\n`,
+    );
     const l = json(kc(["list", "--json", "--", "python3", py]));
     const ln = l.kernels.find((k: any) => /layer_norm/i.test(k.demangled));
     expect(ln, JSON.stringify(l.kernels.map((k: any) => k.demangled))).toBeDefined();
@@ -152,12 +164,17 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
 
   test("torch.cuda.CUDAGraph around a LayerNorm and a cuBLAS GEMM, inputs changed between replays: the GEMM node (the LayerNorm its ancestor) captured from the 2nd replay, bit-exact", () => {
     const py = join(WORK, "ln_gemm_graph.py");
-    writeFileSync(py, `import torch\ntorch.manual_seed(0)\nln = torch.nn.LayerNorm(1024).cuda()\nw = torch.randn(1024, 2048, device="cuda")\nx = torch.randn(256, 1024, device="cuda")\ndef step():\n    return ln(x) @ w\ny = step()\ng = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\nwith torch.cuda.stream(s):\n    step()\ntorch.cuda.current_stream().wait_stream(s)\nwith torch.cuda.graph(g):\n    y = step()\nsums = []\nfor i in range(3):\n    x.copy_(torch.randn(256, 1024, device="cuda"))\n    g.replay()\n    sums.append(float(y.sum()))\ntorch.cuda.synchronize()\nprint("sums", " ".join(f"{v:.6e}" for v in sums))\n`);
+    writeFileSync(
+      py,
+      `import torch\ntorch.manual_seed(0)\nln = torch.nn.LayerNorm(1024).cuda()\nw = torch.randn(1024, 2048, device="cuda")\nx = torch.randn(256, 1024, device="cuda")\ndef step():\n    return ln(x) @ w\ny = step()\ng = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\nwith torch.cuda.stream(s):\n    step()\ntorch.cuda.current_stream().wait_stream(s)\nwith torch.cuda.graph(g):\n    y = step()\nsums = []\nfor i in range(3):\n    x.copy_(torch.randn(256, 1024, device="cuda"))\n    g.replay()\n    sums.append(float(y.sum()))\ntorch.cuda.synchronize()\nprint("sums", " ".join(f"{v:.6e}" for v in sums))\n`,
+    );
     const l = kc(["list", "--json", "--", "python3", py]);
     expect(l.code, l.stderr).toBe(0);
     const names = JSON.stringify(json(l).kernels.map((k: any) => [k.demangled ?? k.name, k.count, k.graph]));
     // cuBLAS names its GEMM kernels sm90_xmma_gemm_…, cutlass…, …sgemm…: the one executed from the graph
-    const gemm = json(l).kernels.filter((k: any) => /gemm|xmma|cutlass/i.test(k.demangled ?? k.name) && (k.graph ?? 0) > 0).sort((a: any, b: any) => b.graph - a.graph)[0];
+    const gemm = json(l)
+      .kernels.filter((k: any) => /gemm|xmma|cutlass/i.test(k.demangled ?? k.name) && (k.graph ?? 0) > 0)
+      .sort((a: any, b: any) => b.graph - a.graph)[0];
     expect(gemm, names).toBeDefined();
     expect(gemm.graph).toBe(3); // one execution per replay
     const eager = gemm.count - gemm.graph; // the warm-up calls
@@ -175,7 +192,7 @@ describe.skipIf(SKIP)("CUDA graphs", () => {
     expect(json(rep).verdict).toBe("match");
   });
 
-  test("torch.compile(mode=\"reduce-overhead\"): a kernel executed from its CUDA graph is listed, captured from a graph launch, replayed bit-exact", () => {
+  test('torch.compile(mode="reduce-overhead"): a kernel executed from its CUDA graph is listed, captured from a graph launch, replayed bit-exact', () => {
     const env = { TORCHINDUCTOR_CACHE_DIR: join(WORK, "inductor-cache"), TRITON_CACHE_DIR: join(WORK, "triton-cache"), TORCHINDUCTOR_COMPILE_THREADS: "1" };
     const py = ["python3", join(APPS, "torch_compile_graphs.py")];
     const kc150 = (args: string[]) => run([BIN, ...args], { cwd: WORK, env, timeoutMs: 150_000 });

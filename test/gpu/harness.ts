@@ -24,7 +24,12 @@ export function workDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export interface Res { code: number; stdout: string; stderr: string; seconds: number }
+export interface Res {
+  code: number;
+  stdout: string;
+  stderr: string;
+  seconds: number;
+}
 
 /** Run a command (120 s at most unless timeoutMs says); BUN_BE_BUN never reaches it. */
 export function run(argv: string[], opts: { cwd: string; env?: Record<string, string>; timeoutMs?: number }): Res {

@@ -40,7 +40,28 @@ const APP = join(SRC, "train_gpt2cu");
 const DATA = join(LLMC_WORK, "data");
 const MAKE_N = join(LLMC_WORK, "make-n.txt");
 // the same run as scripts/bench-edit-loop-llmc.sh: one step of a d6 GPT-2, B=4, T=64, val at step 0
-const APP_ARGS = ["-e", "d6", "-i", `${DATA}/train_*.bin`, "-j", `${DATA}/val_*.bin`, "-b", "4", "-t", "64", "-x", "1", "-v", "1000", "-s", "0", "-m", "1", "-h", "0"];
+const APP_ARGS = [
+  "-e",
+  "d6",
+  "-i",
+  `${DATA}/train_*.bin`,
+  "-j",
+  `${DATA}/val_*.bin`,
+  "-b",
+  "4",
+  "-t",
+  "64",
+  "-x",
+  "1",
+  "-v",
+  "1000",
+  "-s",
+  "0",
+  "-m",
+  "1",
+  "-h",
+  "0",
+];
 const WORK = workDir("kerncap-llmc-gpu-");
 const measurements: Record<string, unknown> = {};
 
@@ -63,10 +84,17 @@ describe.skipIf(SKIP)("llm.c (real CUDA code base, own Makefile, no compile_comm
     let by = "gpu-test.sh's background prepare";
     if (!existsSync(APP) || !existsSync(MAKE_N) || !existsSync(join(LLMC_WORK, "build-seconds"))) {
       by = "this test";
-      const p = run(["bash", join(ROOT, "scripts/bench-edit-loop-llmc.sh"), "--prepare"], { cwd: ROOT, env: { KERNCAP_LLMC_WORK: LLMC_WORK, ...(TAR ? { KERNCAP_LLMC_TAR: TAR } : {}) }, timeoutMs: 400_000 });
+      const p = run(["bash", join(ROOT, "scripts/bench-edit-loop-llmc.sh"), "--prepare"], {
+        cwd: ROOT,
+        env: { KERNCAP_LLMC_WORK: LLMC_WORK, ...(TAR ? { KERNCAP_LLMC_TAR: TAR } : {}) },
+        timeoutMs: 400_000,
+      });
       expect(p.code, p.stderr.slice(-4000)).toBe(0);
     }
-    expect(existsSync(APP), `no ${APP}: ${existsSync(join(LLMC_WORK, "build.log")) ? readFileSync(join(LLMC_WORK, "build.log"), "utf8").slice(-3000) : "no build.log"}`).toBe(true);
+    expect(
+      existsSync(APP),
+      `no ${APP}: ${existsSync(join(LLMC_WORK, "build.log")) ? readFileSync(join(LLMC_WORK, "build.log"), "utf8").slice(-3000) : "no build.log"}`,
+    ).toBe(true);
     measurements.llmcMakeSeconds = Number(readFileSync(join(LLMC_WORK, "build-seconds"), "utf8"));
     measurements.llmcBuiltBy = by;
     // the dry run is the Makefile's one compile-and-link line
@@ -78,7 +106,25 @@ describe.skipIf(SKIP)("llm.c (real CUDA code base, own Makefile, no compile_comm
 
   test("captures layernorm_forward_kernel6 with the Makefile's flags (make -n), validates MATCH, an edit MISMATCH, the revert MATCH", () => {
     expect(existsSync(APP)).toBe(true);
-    const c = kc(["run", "--kernel", "layernorm_forward_kernel6", "--dispatch", "1", "--compile-commands", MAKE_N, "--source-root", SRC, "--exit-after-capture", "--force", "--out", cap, "--json", "--", APP, ...APP_ARGS]);
+    const c = kc([
+      "run",
+      "--kernel",
+      "layernorm_forward_kernel6",
+      "--dispatch",
+      "1",
+      "--compile-commands",
+      MAKE_N,
+      "--source-root",
+      SRC,
+      "--exit-after-capture",
+      "--force",
+      "--out",
+      cap,
+      "--json",
+      "--",
+      APP,
+      ...APP_ARGS,
+    ]);
     expect(c.code, c.stderr.slice(-4000)).toBe(0);
     const m = manifest(cap);
     expect(m.kernel.demangled).toContain("layernorm_forward_kernel6(");
@@ -94,13 +140,26 @@ describe.skipIf(SKIP)("llm.c (real CUDA code base, own Makefile, no compile_comm
     expect(s.slice.used).toBe(true);
     expect(s.slice.meta.kind).toBe("prefix");
     expect(c.stderr).toContain(`edit ${cap}/src/llmc/layernorm.cuh`);
-    measurements.llmcCapture = { seconds: c.seconds, kernel: m.kernel.demangled, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, grid: m.launch?.grid, block: m.launch?.block };
+    measurements.llmcCapture = {
+      seconds: c.seconds,
+      kernel: m.kernel.demangled,
+      regions: m.regions.length,
+      beforeBytes: m.memory.beforeBytes,
+      grid: m.launch?.grid,
+      block: m.launch?.block,
+    };
 
     const v = kc(["validate", cap, "--json"]);
     expect(v.code, v.stderr.slice(-4000) + v.stdout.slice(-2000)).toBe(0); // assert() in the kernel: __assertfail is the driver's, no E_RDC
     const r = json(v);
     expect(r.verdict).toBe("match");
-    measurements.llmcValidate = { rebuildSeconds: r.rebuild.seconds, replaySeconds: r.replaySeconds, medianUs: r.timing?.medianUs, wall: v.seconds, numerics: r.numerics?.verdict };
+    measurements.llmcValidate = {
+      rebuildSeconds: r.rebuild.seconds,
+      replaySeconds: r.replaySeconds,
+      medianUs: r.timing?.medianUs,
+      wall: v.seconds,
+      numerics: r.numerics?.verdict,
+    };
 
     // build.sh alone: the slice, then the whole TU (the slice moved away: build.sh says so and compiles train_gpt2.cu)
     const slice = join(cap, "src", s.slice.meta.slice);
@@ -116,7 +175,9 @@ describe.skipIf(SKIP)("llm.c (real CUDA code base, own Makefile, no compile_comm
     expect(b2.code, b2.stderr.slice(-3000)).toBe(0);
     expect(b2.stderr).toContain("compiling the whole TU");
     measurements.llmcRebuild = { sliceSeconds: b1.seconds, wholeTuSeconds: b2.seconds, ratio: b2.seconds / b1.seconds };
-    console.log(`[llmc] make ${measurements.llmcMakeSeconds} s; reproducer rebuild: slice ${b1.seconds.toFixed(2)} s, whole TU ${b2.seconds.toFixed(2)} s; validate ${v.seconds.toFixed(2)} s`);
+    console.log(
+      `[llmc] make ${measurements.llmcMakeSeconds} s; reproducer rebuild: slice ${b1.seconds.toFixed(2)} s, whole TU ${b2.seconds.toFixed(2)} s; validate ${v.seconds.toFixed(2)} s`,
+    );
 
     // an edit that changes results: layernorm's epsilon in kernel6 (1e-5 → 1e-2): rstd and out differ
     const file = join(cap, "src/llmc/layernorm.cuh");

@@ -51,7 +51,10 @@ describe.skipIf(SKIP)("multi-process jobs", () => {
     const r = kc(["list", "--json", "--", "python3", APP, "spawn", "2"]);
     expect(r.code, r.stderr).toBe(0);
     const l = json(r);
-    const ranks = l.processes.map((p: any) => p.rank).filter((x: any) => x !== null).sort();
+    const ranks = l.processes
+      .map((p: any) => p.rank)
+      .filter((x: any) => x !== null)
+      .sort();
     expect(ranks).toEqual([0, 1]);
     const k = l.kernels.find((x: any) => new RegExp(ELEMENTWISE).test(x.name));
     expect(k.perProcess.length).toBe(2);
@@ -62,7 +65,9 @@ describe.skipIf(SKIP)("multi-process jobs", () => {
 
   test.skipIf(!Bun.which("torchrun"))("torchrun --nproc-per-node 2 (gloo, both on GPU 0) with --rank 1 captures rank 1's launch", () => {
     const out = join(WORK, "ddp");
-    const r = kc(["run", "--rank", "1", "--kernel", ELEMENTWISE, "--out", out, "--json", "--", "torchrun", "--nproc-per-node", "2", APP, "ddp"], { CUDA_VISIBLE_DEVICES: "0" });
+    const r = kc(["run", "--rank", "1", "--kernel", ELEMENTWISE, "--out", out, "--json", "--", "torchrun", "--nproc-per-node", "2", APP, "ddp"], {
+      CUDA_VISIBLE_DEVICES: "0",
+    });
     expect(r.code, r.stderr).toBe(0);
     const m = manifest(out);
     expect(m.process.rank).toBe(1);
@@ -115,7 +120,26 @@ describe.skipIf(SKIP)("CUPTI sharing", () => {
   });
 
   test.skipIf(!Bun.which("ncu"))("under ncu, kerncap names the tool that holds CUPTI or the injection it replaced", () => {
-    const r = run(["ncu", "--target-processes", "all", "--", process.env.KERNCAP_BIN ?? join(APPS, "../../dist/kerncap"), "run", "--kernel", ELEMENTWISE, "--out", join(WORK, "ncu"), "--", "python3", APP, "spawn", "1"], { cwd: WORK, timeoutMs: 300_000 });
+    const r = run(
+      [
+        "ncu",
+        "--target-processes",
+        "all",
+        "--",
+        process.env.KERNCAP_BIN ?? join(APPS, "../../dist/kerncap"),
+        "run",
+        "--kernel",
+        ELEMENTWISE,
+        "--out",
+        join(WORK, "ncu"),
+        "--",
+        "python3",
+        APP,
+        "spawn",
+        "1",
+      ],
+      { cwd: WORK, timeoutMs: 300_000 },
+    );
     expect(r.stderr + r.stdout).toMatch(/running under Nsight Compute|CUPTI is already held by|CUDA_INJECTION64_PATH was already set/);
     console.log(`[processes] under ncu: exit ${r.code}`);
   });
@@ -129,7 +153,11 @@ describe.skipIf(SKIP)("collective kernels", () => {
     expect(l.stderr + l.stdout).toContain("nccl done");
     const coll = json(l).kernels.filter((k: any) => k.collective); // list marks them (its table: "collective (NCCL)", CPU-tested)
     if (!coll.length) {
-      console.warn(`[processes] collective test skipped: NCCL launched no kernel on one rank (kernels: ${json(l).kernels.map((k: any) => k.name).join(", ")})`);
+      console.warn(
+        `[processes] collective test skipped: NCCL launched no kernel on one rank (kernels: ${json(l)
+          .kernels.map((k: any) => k.name)
+          .join(", ")})`,
+      );
       return;
     }
     const out = join(WORK, "nccl");

@@ -40,7 +40,21 @@ afterAll(() => {
 
 describe.skipIf(SKIP)("kerncap profile (Nsight Compute on the replay)", () => {
   test("the captured launch only: a report in DIR/profile, every key figure, the duration within 3% of ncu on the app", () => {
-    const p = run([process.env.KERNCAP_BIN ?? join(import.meta.dir, "../../dist/kerncap"), "profile", cap, "--json", "--verbose", "--", "--clock-control", "none", "--cache-control", "none"], { cwd: WORK, timeoutMs: 300_000 });
+    const p = run(
+      [
+        process.env.KERNCAP_BIN ?? join(import.meta.dir, "../../dist/kerncap"),
+        "profile",
+        cap,
+        "--json",
+        "--verbose",
+        "--",
+        "--clock-control",
+        "none",
+        "--cache-control",
+        "none",
+      ],
+      { cwd: WORK, timeoutMs: 300_000 },
+    );
     save("kerncap-profile.out", `${p.stdout}\n${p.stderr}`);
     expect(p.code, p.stderr.slice(-3000)).toBe(0);
     const doc = json(p);
@@ -50,10 +64,33 @@ describe.skipIf(SKIP)("kerncap profile (Nsight Compute on the replay)", () => {
     expect(doc.report).toBe(join(cap, "profile", "replay.ncu-rep"));
     expect(doc.verdict).toBe("match");
     const f = doc.figures;
-    for (const k of ["durationUs", "smThroughputPct", "memoryThroughputPct", "achievedOccupancyPct", "registersPerThread", "dramBytes"]) expect(f[k], `${k} missing from the report (profile.json has the figures)`).toBeNumber();
+    for (const k of ["durationUs", "smThroughputPct", "memoryThroughputPct", "achievedOccupancyPct", "registersPerThread", "dramBytes"])
+      expect(f[k], `${k} missing from the report (profile.json has the figures)`).toBeNumber();
     expect(f.limiter?.bound).toBeString(); // compute for an FMA loop, expectedly (recorded in profile.json)
     // ncu on the application itself, same options, the same launch (the second of fma_loop: --dispatch 1)
-    const a = run([NCU!, "--clock-control", "none", "--cache-control", "none", "-k", "regex:fma_loop", "-s", "1", "-c", "1", "--csv", "--page", "details", "--metrics", "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum", app, "fma"], { cwd: WORK, timeoutMs: 300_000 });
+    const a = run(
+      [
+        NCU!,
+        "--clock-control",
+        "none",
+        "--cache-control",
+        "none",
+        "-k",
+        "regex:fma_loop",
+        "-s",
+        "1",
+        "-c",
+        "1",
+        "--csv",
+        "--page",
+        "details",
+        "--metrics",
+        "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum",
+        app,
+        "fma",
+      ],
+      { cwd: WORK, timeoutMs: 300_000 },
+    );
     save("ncu-app.csv", a.stdout + "\n" + a.stderr);
     expect(a.code, a.stderr.slice(-2000)).toBe(0);
     const [appFig] = parseNcuDetails(a.stdout);

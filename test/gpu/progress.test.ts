@@ -23,7 +23,10 @@ describe.skipIf(!TORCH)("progress of a real capture", () => {
     expect(r.stderr).toMatch(/writing the before state \((1[0-9](\.\d)?) GiB\)/);
     const periodic = r.stderr.split("\n").filter((l) => /writing the before state: [\d.]+ [KMG]?i?B of [\d.]+ GiB \(\d+%\)/.test(l));
     expect(periodic.length, r.stderr).toBeGreaterThanOrEqual(1);
-    expect(periodic.some((l) => /about \d+ (s|min)/.test(l)), periodic.join("\n")).toBe(true);
+    expect(
+      periodic.some((l) => /about \d+ (s|min)/.test(l)),
+      periodic.join("\n"),
+    ).toBe(true);
     const pct = periodic.map((l) => Number(/\((\d+)%\)/.exec(l)![1]));
     expect(pct.every((p, i) => i === 0 || p >= pct[i - 1]!)).toBe(true); // never backwards
     expect(r.stderr).not.toContain("\r"); // nothing redrawn in a pipe

@@ -63,12 +63,15 @@ describe.skipIf(SKIP)("capture session", () => {
     const marks = emptyDir("marks-term");
     const { BUN_BE_BUN: _, ...env } = process.env;
     // CUDA work first (the library is live in the process), then a wait; no kernel matches, so no capture
-    const p = Bun.spawn([BIN, "run", "--kernel", "no_such_kernel", "--out", out, "--", "bash", "-c", `"$0" 2; echo $$ > ${marks}/app.pid; sleep 120`, structsBin], {
-      cwd,
-      env,
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    const p = Bun.spawn(
+      [BIN, "run", "--kernel", "no_such_kernel", "--out", out, "--", "bash", "-c", `"$0" 2; echo $$ > ${marks}/app.pid; sleep 120`, structsBin],
+      {
+        cwd,
+        env,
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
     const t0 = performance.now();
     while (!existsSync(join(marks, "app.pid")) && performance.now() - t0 < 60_000) await Bun.sleep(50);
     expect(existsSync(`${out}.tmp-${p.pid}`)).toBe(true);

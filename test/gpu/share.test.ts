@@ -14,7 +14,9 @@ const WORK = workDir("kerncap-gpu-share-");
 const kc = (args: string[]) => kerncap(WORK, args);
 
 function files(dir: string, rel = ""): string[] {
-  return readdirSync(join(dir, rel), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(dir, rel ? `${rel}/${e.name}` : e.name) : [rel ? `${rel}/${e.name}` : e.name]));
+  return readdirSync(join(dir, rel), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(dir, rel ? `${rel}/${e.name}` : e.name) : [rel ? `${rel}/${e.name}` : e.name],
+  );
 }
 
 describe.skipIf(SKIP)("doctor with a GPU", () => {

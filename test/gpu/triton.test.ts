@@ -70,21 +70,21 @@ describe.skipIf(SKIP)("Triton: autotuned hand-written matmul", () => {
     expect(orig).toContain("_scale(acc, 1.0)");
     writeFileSync(f, orig.replace("_scale(acc, 1.0)", "_scale(acc, 1.0001)"));
     try {
-    const v = kc(["validate", out, "--json", "--iters", "1"]);
-    expect(v.code, v.stderr).toBe(1);
-    const r = json(v);
-    expect(r.numerics.verdict).toBe("mismatch");
-    const reg = r.numerics.regions.find((x: any) => x.verdict === "mismatch");
-    expect(reg.dtype).toBe("fp32");
-    expect(reg.dtypeSource).toBe("signature");
-    expect(reg.overTolerance).toBeGreaterThan(0);
-    expect(reg.maxRelError).toBeGreaterThan(5e-5);
-    expect(reg.maxRelError).toBeLessThan(2e-4);
-    const t = kc(["validate", out, "--json", "--iters", "1", "--rtol", "1e-3", "--atol", "1e-3"]);
-    expect(t.code, t.stderr).toBe(0);
-    expect(json(t).numerics.verdict).toBe("within-tolerance");
-    const h = kc(["validate", out, "--iters", "1"]);
-    expect(h.stdout).toContain("over tolerance");
+      const v = kc(["validate", out, "--json", "--iters", "1"]);
+      expect(v.code, v.stderr).toBe(1);
+      const r = json(v);
+      expect(r.numerics.verdict).toBe("mismatch");
+      const reg = r.numerics.regions.find((x: any) => x.verdict === "mismatch");
+      expect(reg.dtype).toBe("fp32");
+      expect(reg.dtypeSource).toBe("signature");
+      expect(reg.overTolerance).toBeGreaterThan(0);
+      expect(reg.maxRelError).toBeGreaterThan(5e-5);
+      expect(reg.maxRelError).toBeLessThan(2e-4);
+      const t = kc(["validate", out, "--json", "--iters", "1", "--rtol", "1e-3", "--atol", "1e-3"]);
+      expect(t.code, t.stderr).toBe(0);
+      expect(json(t).numerics.verdict).toBe("within-tolerance");
+      const h = kc(["validate", out, "--iters", "1"]);
+      expect(h.stdout).toContain("over tolerance");
     } finally {
       writeFileSync(f, orig); // a failed step must not leave the edit for the next test
     }
@@ -146,7 +146,14 @@ describe.skipIf(SKIP)("Triton: Inductor (torch.compile of a transformers block)"
     expect(v.code, v.stderr + v.stdout).toBe(0);
     expect(json(v).numerics.verdict).toBe("bit-exact");
     const reds = kernels.filter((n: string) => n.startsWith("triton_red_") || n.startsWith("triton_per_"));
-    measurements.inductorPointwise = { kernel: poi, appToKernelSeconds: cap.seconds, validateSeconds: v.seconds, rebuildSeconds: json(v).rebuild.seconds, reductions: reds, totalSeconds: (performance.now() - t0) / 1000 };
+    measurements.inductorPointwise = {
+      kernel: poi,
+      appToKernelSeconds: cap.seconds,
+      validateSeconds: v.seconds,
+      rebuildSeconds: json(v).rebuild.seconds,
+      reductions: reds,
+      totalSeconds: (performance.now() - t0) / 1000,
+    };
   });
 
   test("reduction kernel: captured, rebuilt, bit-exact", () => {
@@ -182,6 +189,13 @@ describe.skipIf(SKIP)("Triton: Inductor (torch.compile of a transformers block)"
     const v = kc(["validate", out, "--json", "--iters", "5"]);
     expect(v.code, v.stderr + v.stdout).toBe(0);
     expect(json(v).numerics.verdict).toBe("bit-exact");
-    measurements.inductorTemplate = { kernel: m.kernel.name, appToKernelSeconds: cap.seconds, validateSeconds: v.seconds, rebuildSeconds: json(v).rebuild.seconds, launch: m.source.launch, block };
+    measurements.inductorTemplate = {
+      kernel: m.kernel.name,
+      appToKernelSeconds: cap.seconds,
+      validateSeconds: v.seconds,
+      rebuildSeconds: json(v).rebuild.seconds,
+      launch: m.source.launch,
+      block,
+    };
   });
 });

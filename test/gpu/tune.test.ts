@@ -29,7 +29,20 @@ const TOL = ["--atol", "1e-3", "--rtol", "1e-3"];
 beforeAll(() => {
   if (SKIP) return;
   if (OUT) mkdirSync(OUT, { recursive: true });
-  const c = kc(["run", "--kernel", "^matmul_kernel$", "--dispatch", "1", "--out", cap, "--json", "--", "python3", join(APPS, "triton_matmul_autotune.py"), "3"]);
+  const c = kc([
+    "run",
+    "--kernel",
+    "^matmul_kernel$",
+    "--dispatch",
+    "1",
+    "--out",
+    cap,
+    "--json",
+    "--",
+    "python3",
+    join(APPS, "triton_matmul_autotune.py"),
+    "3",
+  ]);
   expect(c.code, c.stderr.slice(-3000)).toBe(0);
 }, 300_000);
 
@@ -44,7 +57,10 @@ describe.skipIf(SKIP)("kerncap tune (Triton)", () => {
     expect(d.rows).toHaveLength(4); // the app's own (its captured module) and the 3 others
     expect(d.rows[0].captured).toBe(true);
     expect(d.rows[0].verdict).toBe("match");
-    expect(d.rows.filter((x: any) => x.verdict === "compile-error" || x.verdict === "launch-error"), JSON.stringify(d.rows)).toEqual([]);
+    expect(
+      d.rows.filter((x: any) => x.verdict === "compile-error" || x.verdict === "launch-error"),
+      JSON.stringify(d.rows),
+    ).toEqual([]);
   }, 300_000);
 
   test("without --grid: the app's grid lambda inferred from the capture (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)), printed; every config matches", () => {
@@ -55,7 +71,10 @@ describe.skipIf(SKIP)("kerncap tune (Triton)", () => {
     expect(d.grid).toBe(GRID);
     expect(d.gridInferred).toBe(true);
     expect(r.stderr).toContain(`launch grid inferred from the capture: ${GRID}`);
-    expect(d.rows.filter((x: any) => x.verdict !== "match"), JSON.stringify(d.rows)).toEqual([]);
+    expect(
+      d.rows.filter((x: any) => x.verdict !== "match"),
+      JSON.stringify(d.rows),
+    ).toEqual([]);
   }, 300_000);
 
   test("36 configs from --config in at most 30 s; the winner matches and is the app's choice or faster", () => {
@@ -64,7 +83,11 @@ describe.skipIf(SKIP)("kerncap tune (Triton)", () => {
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     const d = json(r);
     const bad = d.rows.filter((x: any) => x.verdict !== "match");
-    if (OUT) writeFileSync(join(OUT, "tune-grid-summary.json"), JSON.stringify({ seconds: r.seconds, tool: d.seconds, rows: d.rows.length, bad, winner: d.winner }, null, 2));
+    if (OUT)
+      writeFileSync(
+        join(OUT, "tune-grid-summary.json"),
+        JSON.stringify({ seconds: r.seconds, tool: d.seconds, rows: d.rows.length, bad, winner: d.winner }, null, 2),
+      );
     expect(d.rows.length).toBeGreaterThanOrEqual(20);
     expect(r.seconds).toBeLessThanOrEqual(30);
     expect(d.winner.verdict).toBe("match");
@@ -93,8 +116,27 @@ describe.skipIf(SKIP_CUDA)("kerncap tune (CUDA)", () => {
     const argv = [NVCC!, "-DKC_SCALE=0.5f", `-I${proj}/include`, "-O3", "-std=c++17", "-arch=sm_90", "-o", join(bdir, "app"), join(proj, "main.cu")];
     const b = run(argv, { cwd: bdir });
     expect(b.code, b.stderr).toBe(0);
-    writeFileSync(join(bdir, "compile_commands.json"), JSON.stringify([{ directory: bdir, arguments: argv.slice(0, -3).concat(["-c", join(proj, "main.cu"), "-o", "main.o"]), file: join(proj, "main.cu") }]));
-    const c = kc(["run", "--kernel", "tiled_apply<float, 256", "--dispatch", "1", "--compile-commands", join(bdir, "compile_commands.json"), "--source-root", proj, "--out", tmpl, "--json", "--", join(bdir, "app"), "3"]);
+    writeFileSync(
+      join(bdir, "compile_commands.json"),
+      JSON.stringify([{ directory: bdir, arguments: argv.slice(0, -3).concat(["-c", join(proj, "main.cu"), "-o", "main.o"]), file: join(proj, "main.cu") }]),
+    );
+    const c = kc([
+      "run",
+      "--kernel",
+      "tiled_apply<float, 256",
+      "--dispatch",
+      "1",
+      "--compile-commands",
+      join(bdir, "compile_commands.json"),
+      "--source-root",
+      proj,
+      "--out",
+      tmpl,
+      "--json",
+      "--",
+      join(bdir, "app"),
+      "3",
+    ]);
     expect(c.code, c.stderr.slice(-3000)).toBe(0);
     expect(manifest(tmpl).kernel.frontend).toBe("cuda");
   }, 300_000);
@@ -108,8 +150,16 @@ describe.skipIf(SKIP_CUDA)("kerncap tune (CUDA)", () => {
     expect(d.rows).toHaveLength(6);
     expect(d.rows[0]).toMatchObject({ captured: true, label: "captured module", verdict: "match" });
     expect(d.rows[1]).toMatchObject({ captured: false, label: "build.sh", verdict: "match", config: { defines: {}, flags: [] } });
-    expect(d.rows.map((x: any) => x.label).slice(2)).toEqual(["TILE_ROWS=4 maxrregcount=32", "TILE_ROWS=4 maxrregcount=64", "TILE_ROWS=8 maxrregcount=32", "TILE_ROWS=8 maxrregcount=64"]);
-    expect(d.rows.filter((x: any) => x.verdict !== "match"), JSON.stringify(d.rows)).toEqual([]);
+    expect(d.rows.map((x: any) => x.label).slice(2)).toEqual([
+      "TILE_ROWS=4 maxrregcount=32",
+      "TILE_ROWS=4 maxrregcount=64",
+      "TILE_ROWS=8 maxrregcount=32",
+      "TILE_ROWS=8 maxrregcount=64",
+    ]);
+    expect(
+      d.rows.filter((x: any) => x.verdict !== "match"),
+      JSON.stringify(d.rows),
+    ).toEqual([]);
     for (const x of d.rows) expect(x.medianUs, x.label).toBeGreaterThan(0);
     for (const x of d.rows) expect(x.registers, x.label).toBeGreaterThan(0);
     for (const x of d.rows.slice(2)) expect(x.registers, x.label).toBeLessThanOrEqual(x.config.maxrregcount);
@@ -123,7 +173,10 @@ describe.skipIf(SKIP_CUDA)("kerncap tune (CUDA)", () => {
     if (OUT) writeFileSync(join(OUT, "tune-cuda.txt"), r.stdout + "\n" + r.stderr);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     expect(r.stdout).toMatch(/^config\s+verdict\s+µs\s+vs app\s+regs$/m);
-    const table = r.stdout.split("\n\n")[0]!.split("\n").filter((l) => /\s(match|mismatch|compile-error|launch-error)\s/.test(l));
+    const table = r.stdout
+      .split("\n\n")[0]!
+      .split("\n")
+      .filter((l) => /\s(match|mismatch|compile-error|launch-error)\s/.test(l));
     expect(table).toHaveLength(2 + 4); // the app's module, build.sh, 2 macro values × 2 flag alternatives
     expect(table.filter((l) => /compile-error/.test(l))).toHaveLength(2);
     expect(r.stdout).toMatch(/^  TILE_ROWS=no_such_name -Xptxas=-O1: compile-error: .*no_such_name/m);

@@ -114,8 +114,14 @@ describe.skipIf(SKIP)("nondeterministic kernels", () => {
 
   test("torch index_add_ and scatter_add_ (float atomics): exit 0", () => {
     const py = join(WORK, "index_add.py");
-    writeFileSync(py, `import torch\ntorch.manual_seed(0)\nx = torch.zeros(1000, 64, device="cuda")\nsrc = torch.randn(200000, 64, device="cuda")\nidx = torch.randint(0, 1000, (200000,), device="cuda")\nfor _ in range(2):\n    x.index_add_(0, idx, src)\ny = torch.zeros(1000, device="cuda").scatter_add_(0, idx, src[:, 0])\ntorch.cuda.synchronize()\nprint(float(x.sum()), float(y.sum()))\n`);
-    for (const [label, kernel] of [["index_add", "index(Func|_add|Add)"], ["scatter_add", "scatter"]] as const) {
+    writeFileSync(
+      py,
+      `import torch\ntorch.manual_seed(0)\nx = torch.zeros(1000, 64, device="cuda")\nsrc = torch.randn(200000, 64, device="cuda")\nidx = torch.randint(0, 1000, (200000,), device="cuda")\nfor _ in range(2):\n    x.index_add_(0, idx, src)\ny = torch.zeros(1000, device="cuda").scatter_add_(0, idx, src[:, 0])\ntorch.cuda.synchronize()\nprint(float(x.sum()), float(y.sum()))\n`,
+    );
+    for (const [label, kernel] of [
+      ["index_add", "index(Func|_add|Add)"],
+      ["scatter_add", "scatter"],
+    ] as const) {
       const c = capture(label, kernel, ["python3", py], 0);
       expect(c.code, c.stderr).toBe(0);
       const rep = kc(["replay", c.out, "--json", "--iters", "3"]);
@@ -127,7 +133,10 @@ describe.skipIf(SKIP)("nondeterministic kernels", () => {
 });
 
 describe.skipIf(SKIP)("faulting launches", () => {
-  for (const [mode, kernel, name] of [["oob", "write_oob", "CUDA_ERROR_ILLEGAL_ADDRESS"], ["assert", "check_index", "CUDA_ERROR_ASSERT"]] as const) {
+  for (const [mode, kernel, name] of [
+    ["oob", "write_oob", "CUDA_ERROR_ILLEGAL_ADDRESS"],
+    ["assert", "check_index", "CUDA_ERROR_ASSERT"],
+  ] as const) {
     test(`${mode}: captured with its fault, the app still fails, replay reproduces ${name}`, () => {
       const plain = run([app, mode], { cwd: WORK });
       const c = capture(mode, kernel, [app, mode], 0);
@@ -150,7 +159,10 @@ describe.skipIf(SKIP)("faulting launches (PyTorch)", () => {
     const py = join(WORK, "embedding_oob.py");
     // F.embedding is index_select on dim 0: PyTorch 2.x launches vectorized_gather_kernel (aligned rows) or
     // indexSelectSmallIndex/indexSelectLargeIndex, each with a device-side bounds assert
-    writeFileSync(py, `import torch\nimport torch.nn.functional as F\nw = torch.randn(1000, 64, device="cuda")\nidx = torch.tensor([[1, 5, 999], [3, 1007, 2]], device="cuda")\ny = F.embedding(idx, w)\ntorch.cuda.synchronize()\nprint(float(y.sum()))\n`);
+    writeFileSync(
+      py,
+      `import torch\nimport torch.nn.functional as F\nw = torch.randn(1000, 64, device="cuda")\nidx = torch.tensor([[1, 5, 999], [3, 1007, 2]], device="cuda")\ny = F.embedding(idx, w)\ntorch.cuda.synchronize()\nprint(float(y.sum()))\n`,
+    );
     const plain = run(["python3", py], { cwd: WORK });
     const c = capture("embedding", "indexSelect(Small|Large)Index|vectorized_gather_kernel", ["python3", py], 0);
     figures.embedding = { app: plain.code, run: c.code };
@@ -180,7 +192,13 @@ describe.skipIf(SKIP)("kernel time", () => {
     expect(c.code, c.stderr).toBe(0);
     const a = json(kc(["replay", c.out, "--json", "--iters", "50"]));
     const b = json(kc(["replay", c.out, "--json", "--iters", "50"]));
-    const f = { appUs: a.timing.appUs, a: a.timing, b: b.timing, vsApp: a.timing.medianUs / a.timing.appUs - 1, between: b.timing.medianUs / a.timing.medianUs - 1 };
+    const f = {
+      appUs: a.timing.appUs,
+      a: a.timing,
+      b: b.timing,
+      vsApp: a.timing.medianUs / a.timing.appUs - 1,
+      between: b.timing.medianUs / a.timing.medianUs - 1,
+    };
     figures.fma = f;
     console.log(`[verdicts] timing ${JSON.stringify(f)}`);
     expect(a.verdict).toBe("match");
@@ -219,7 +237,10 @@ describe.skipIf(SKIP || !existsSync(SANITIZER))("compute-sanitizer", () => {
     const seen = env.stdout.split("\n").filter((l) => /SANITIZER|INJECTION|PRELOAD|^NV_/i.test(l));
     figures.sanitizerEnv = seen;
     console.log(`[verdicts] environment under compute-sanitizer: ${JSON.stringify(seen)}`);
-    const under = run([SANITIZER, "--tool", "memcheck", BIN, "run", "--kernel", "histogram", "--out", join(WORK, "san-under"), "--json", "--", app, "hist"], { cwd: WORK, timeoutMs: 90_000 });
+    const under = run([SANITIZER, "--tool", "memcheck", BIN, "run", "--kernel", "histogram", "--out", join(WORK, "san-under"), "--json", "--", app, "hist"], {
+      cwd: WORK,
+      timeoutMs: 90_000,
+    });
     figures.sanitizerUnder = { code: under.code, stdout: under.stdout.slice(0, 2000) };
     const e1 = json({ ...under, stdout: under.stdout.slice(under.stdout.indexOf("{"), under.stdout.lastIndexOf("}") + 1) }).error;
     expect(e1?.code, under.stdout + under.stderr).toBe("E_TOOL");
@@ -294,7 +315,11 @@ describe.skipIf(SKIP)("the kernel's nondeterminism and the timing compare (atomi
     const target = quiet[quiet.length - 1];
     plantUlps(c.out, target.i, 5, Math.ceil(spreadUlp) + 3);
     const bad = Array.from({ length: 3 }, () => kc(["replay", c.out, "--json", "--iters", "1"]));
-    figures.atomicsPlanted = bad.map((b) => ({ code: b.code, verdict: json(b).verdict, region: json(b).numerics.regions.find((x: any) => x.va === target.va) }));
+    figures.atomicsPlanted = bad.map((b) => ({
+      code: b.code,
+      verdict: json(b).verdict,
+      region: json(b).numerics.regions.find((x: any) => x.va === target.va),
+    }));
     for (const b of bad) {
       expect(b.code).toBe(1);
       expect(json(b).verdict).toBe("mismatch");
@@ -317,7 +342,8 @@ describe.skipIf(SKIP)("the kernel's nondeterminism and the timing compare (atomi
     const ab = kc(["replay", cap.out, "--against", slower, "--iters", "24", "--repeat", "20", "--json"]);
     const slow = json(ab);
     expect(slow.repeats, `${ab.code}: ${ab.stdout.slice(0, 3000)} ${ab.stderr.slice(-3000)}`).toBeDefined();
-    const tally = (d: any) => d.repeats.reduce((a: Record<string, number>, r: any) => ((a[r.compare?.verdict ?? "none"] = (a[r.compare?.verdict ?? "none"] ?? 0) + 1), a), {});
+    const tally = (d: any) =>
+      d.repeats.reduce((a: Record<string, number>, r: any) => ((a[r.compare?.verdict ?? "none"] = (a[r.compare?.verdict ?? "none"] ?? 0) + 1), a), {});
     figures.compare = {
       aa: tally(aa),
       tenPercent: tally(slow),

@@ -42,7 +42,8 @@ function startWatch(dir: string, extraEnv: Record<string, string> = {}) {
   const line = async (n: number, ms = 60_000) => {
     const t0 = performance.now();
     while (lines.length < n) {
-      if (performance.now() - t0 > ms) throw new Error(`no line ${n} from the watch after ${ms} ms; lines ${JSON.stringify(lines.map((l) => l.doc))}\nstderr:\n${stderr}`);
+      if (performance.now() - t0 > ms)
+        throw new Error(`no line ${n} from the watch after ${ms} ms; lines ${JSON.stringify(lines.map((l) => l.doc))}\nstderr:\n${stderr}`);
       if (p.exitCode !== null) throw new Error(`the watch exited ${p.exitCode} before line ${n}\nstderr:\n${stderr}`);
       await Bun.sleep(20);
     }
@@ -111,8 +112,14 @@ describe.skipIf(SKIP)("validate --watch", () => {
       expect(fixed, w.stderr()).toMatchObject({ event: "verdict", verdict: "match" });
 
       const fmt = (xs: number[]) => xs.map((x) => x.toFixed(3)).join(", ");
-      console.log(`[watch] save-to-verdict minus build: ${fmt(overheads)} s (kerncap's measure, from the last file event); ${fmt(external)} s (from this test's write to the line); builds ${w.lines.filter((l) => l.doc.event === "verdict").map((l) => l.doc.buildSeconds.toFixed(2)).join(", ")} s; kernel ${first.kernelMedianUs.toFixed(2)} µs`);
-      if (process.env.KERNCAP_GPU_OUT) appendFileSync(join(process.env.KERNCAP_GPU_OUT, "watch.log"), w.lines.map((l) => JSON.stringify(l.doc)).join("\n") + "\n" + w.stderr());
+      console.log(
+        `[watch] save-to-verdict minus build: ${fmt(overheads)} s (kerncap's measure, from the last file event); ${fmt(external)} s (from this test's write to the line); builds ${w.lines
+          .filter((l) => l.doc.event === "verdict")
+          .map((l) => l.doc.buildSeconds.toFixed(2))
+          .join(", ")} s; kernel ${first.kernelMedianUs.toFixed(2)} µs`,
+      );
+      if (process.env.KERNCAP_GPU_OUT)
+        appendFileSync(join(process.env.KERNCAP_GPU_OUT, "watch.log"), w.lines.map((l) => JSON.stringify(l.doc)).join("\n") + "\n" + w.stderr());
       for (const o of overheads) expect(o).toBeLessThan(0.3);
 
       w.p.kill("SIGINT");
@@ -131,7 +138,11 @@ describe.skipIf(!HAS_TRITON)("validate --watch, Triton reproducer", () => {
   test("triton_app.py fused_add_relu: MATCH, an edit MISMATCH, revert MATCH; SIGINT exits 130", async () => {
     const env = { TRITON_CACHE_DIR: join(WORK, "triton-cache") };
     const cap = join(WORK, "fused_add_relu");
-    const c = kerncap(WORK, ["run", "--kernel", "^fused_add_relu$", "--dispatch", "1", "--out", cap, "--json", "--", "python3", join(APPS, "triton_app.py"), "3"], env);
+    const c = kerncap(
+      WORK,
+      ["run", "--kernel", "^fused_add_relu$", "--dispatch", "1", "--out", cap, "--json", "--", "python3", join(APPS, "triton_app.py"), "3"],
+      env,
+    );
     expect(c.code, c.stderr).toBe(0);
     const file = join(cap, "src/fused_add_relu.py");
     expect(existsSync(join(cap, "build.sh")), c.stderr).toBe(true);
@@ -158,8 +169,17 @@ describe.skipIf(!HAS_TRITON)("validate --watch, Triton reproducer", () => {
 
       const back = await save(original);
       expect(back, w.stderr()).toMatchObject({ event: "verdict", verdict: "match" });
-      console.log(`[watch triton] builds ${w.lines.filter((l) => l.doc.event === "verdict").map((l) => l.doc.buildSeconds.toFixed(2)).join(", ")} s; overhead ${w.lines.filter((l) => l.doc.event === "verdict").map((l) => l.doc.overheadSeconds.toFixed(3)).join(", ")} s`);
-      if (process.env.KERNCAP_GPU_OUT) appendFileSync(join(process.env.KERNCAP_GPU_OUT, "watch.log"), w.lines.map((l) => JSON.stringify(l.doc)).join("\n") + "\n" + w.stderr());
+      console.log(
+        `[watch triton] builds ${w.lines
+          .filter((l) => l.doc.event === "verdict")
+          .map((l) => l.doc.buildSeconds.toFixed(2))
+          .join(", ")} s; overhead ${w.lines
+          .filter((l) => l.doc.event === "verdict")
+          .map((l) => l.doc.overheadSeconds.toFixed(3))
+          .join(", ")} s`,
+      );
+      if (process.env.KERNCAP_GPU_OUT)
+        appendFileSync(join(process.env.KERNCAP_GPU_OUT, "watch.log"), w.lines.map((l) => JSON.stringify(l.doc)).join("\n") + "\n" + w.stderr());
 
       w.p.kill("SIGINT");
       expect(await w.p.exited).toBe(130);

@@ -25,7 +25,20 @@ import type { CheckSettings } from "../../check/runner.ts";
 import { checkWorker } from "../../ops/check.ts";
 import { parseShard } from "../../check/shard.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
-import { intArg, jsonArg, printSummaryArg, keepStdoutForData, printJson, toleranceArgs, toleranceOptions, verboseArg, writeDataLine, printText, allowVersionMismatchArg, verifyArg } from "../args.ts";
+import {
+  intArg,
+  jsonArg,
+  printSummaryArg,
+  keepStdoutForData,
+  printJson,
+  toleranceArgs,
+  toleranceOptions,
+  verboseArg,
+  writeDataLine,
+  printText,
+  allowVersionMismatchArg,
+  verifyArg,
+} from "../args.ts";
 import { printable } from "../format.ts";
 
 /**
@@ -38,37 +51,104 @@ export function parseGpus(text: string): string[] {
   const gpus = text.split(",").map((g) => g.trim());
   const bad = gpus.find((g) => !/^(?:\d{1,9}|(?:GPU|MIG)-[A-Za-z0-9/-]+)$/.test(g));
   if (bad !== undefined) {
-    throw new KerncapError("E_USAGE", `--gpus ${JSON.stringify(text)} is not a comma-separated list of GPUs (${bad === "" ? "an empty entry" : `${JSON.stringify(bad)} is neither a device index nor a GPU-/MIG- UUID`})`, {
-      hint: "Give device indices (0, 1, …) or UUIDs as nvidia-smi -L prints them, one worker each: --gpus 0,1,2,3 (--gpus 0,0 runs two workers on GPU 0).",
-    });
+    throw new KerncapError(
+      "E_USAGE",
+      `--gpus ${JSON.stringify(text)} is not a comma-separated list of GPUs (${bad === "" ? "an empty entry" : `${JSON.stringify(bad)} is neither a device index nor a GPU-/MIG- UUID`})`,
+      {
+        hint: "Give device indices (0, 1, …) or UUIDs as nvidia-smi -L prints them, one worker each: --gpus 0,1,2,3 (--gpus 0,0 runs two workers on GPU 0).",
+      },
+    );
   }
-  if (gpus.length > 256) throw new KerncapError("E_USAGE", `--gpus lists ${gpus.length} workers; at most 256`, { hint: "One or a few workers per GPU is enough." });
+  if (gpus.length > 256)
+    throw new KerncapError("E_USAGE", `--gpus lists ${gpus.length} workers; at most 256`, { hint: "One or a few workers per GPU is enough." });
   return gpus;
 }
 
 export default defineCommand({
-  meta: { name: "check", description: "Check a corpus of captures as a kernel regression suite: replay (or rebuild) each, compare with its after state, time against a baseline" },
+  meta: {
+    name: "check",
+    description: "Check a corpus of captures as a kernel regression suite: replay (or rebuild) each, compare with its after state, time against a baseline",
+  },
   args: {
-    dir: { type: "positional", description: "Capture folders, archives from `kerncap pack`, or folders holding them (searched at any depth); with --merge, results files", required: false },
-    rebuild: { type: "boolean", description: "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)", default: false },
+    dir: {
+      type: "positional",
+      description: "Capture folders, archives from `kerncap pack`, or folders holding them (searched at any depth); with --merge, results files",
+      required: false,
+    },
+    rebuild: {
+      type: "boolean",
+      description:
+        "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)",
+      default: false,
+    },
     ...allowVersionMismatchArg("With --rebuild: "),
-    trust: { type: "boolean", description: "With --rebuild: run the build.sh of received captures too (archives, captures unpacked or made on another host), as validate --trust does (docs/security.md)", default: false },
-    iters: { type: "string", description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)", default: "20" },
+    trust: {
+      type: "boolean",
+      description:
+        "With --rebuild: run the build.sh of received captures too (archives, captures unpacked or made on another host), as validate --trust does (docs/security.md)",
+      default: false,
+    },
+    iters: {
+      type: "string",
+      description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)",
+      default: "20",
+    },
     runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope)" },
     ...verifyArg(true),
     ...toleranceArgs,
-    slower: { type: "string", description: "A capture is slower when its time ratio's 90% interval lies wholly above 1 + PCT/100", valueHint: "PCT", default: "10" },
-    results: { type: "string", description: `Results folder: results.jsonl (one record per capture, written as each finishes) and the default baseline.json (Default: ./${DEFAULT_RESULTS_DIR})`, valueHint: "DIR" },
-    resume: { type: "boolean", description: "Continue the interrupted check whose results.jsonl is in the results folder (the captures it holds are not checked again)", default: false },
-    baseline: { type: "string", description: "Time against this baseline (read only; default: the results folder's baseline.json, where each capture's first check is recorded)", valueHint: "FILE" },
+    slower: {
+      type: "string",
+      description: "A capture is slower when its time ratio's 90% interval lies wholly above 1 + PCT/100",
+      valueHint: "PCT",
+      default: "10",
+    },
+    results: {
+      type: "string",
+      description: `Results folder: results.jsonl (one record per capture, written as each finishes) and the default baseline.json (Default: ./${DEFAULT_RESULTS_DIR})`,
+      valueHint: "DIR",
+    },
+    resume: {
+      type: "boolean",
+      description: "Continue the interrupted check whose results.jsonl is in the results folder (the captures it holds are not checked again)",
+      default: false,
+    },
+    baseline: {
+      type: "string",
+      description: "Time against this baseline (read only; default: the results folder's baseline.json, where each capture's first check is recorded)",
+      valueHint: "FILE",
+    },
     "write-baseline": { type: "string", description: "Write this run's timings of every matching capture, over the baseline's, to FILE", valueHint: "FILE" },
-    gpus: { type: "string", description: "One worker process per entry, each with that CUDA_VISIBLE_DEVICES: 0,1,2,3 (0,0: two workers on GPU 0); default one worker on the GPUs this process sees", valueHint: "LIST" },
-    shard: { type: "string", description: "Check only shard K of N (0 ≤ K < N; a stable share by the capture's identity): a CI matrix, or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT", valueHint: "K/N" },
+    gpus: {
+      type: "string",
+      description:
+        "One worker process per entry, each with that CUDA_VISIBLE_DEVICES: 0,1,2,3 (0,0: two workers on GPU 0); default one worker on the GPUs this process sees",
+      valueHint: "LIST",
+    },
+    shard: {
+      type: "string",
+      description:
+        "Check only shard K of N (0 ≤ K < N; a stable share by the capture's identity): a CI matrix, or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT",
+      valueHint: "K/N",
+    },
     merge: { type: "boolean", description: "Join results files (the shards' results.jsonl or --json documents) into one report", default: false },
     junit: { type: "string", description: "Write JUnit XML to FILE (failure: mismatch or slower; error; skipped)", valueHint: "FILE" },
-    report: { type: "string", description: "Write an HTML report to FILE: each capture's time ratio against the baseline with its interval as a chart, the table, each failed capture's first differing region (one self-contained file)", valueHint: "FILE" },
-    csv: { type: "string", description: "Write the table to FILE as CSV (one row per capture: status, ratio and its interval, medians µs, identity, reason)", valueHint: "FILE" },
-    "print-summary": { type: "string", description: "What the text summary shows (ncu's option): per-capture (one line each, the default), per-kernel or per-gpu (one row per kernel or GPU: captures, statuses, geometric mean time ratio), none (the count line only)", valueHint: CHECK_SUMMARIES.join("|") },
+    report: {
+      type: "string",
+      description:
+        "Write an HTML report to FILE: each capture's time ratio against the baseline with its interval as a chart, the table, each failed capture's first differing region (one self-contained file)",
+      valueHint: "FILE",
+    },
+    csv: {
+      type: "string",
+      description: "Write the table to FILE as CSV (one row per capture: status, ratio and its interval, medians µs, identity, reason)",
+      valueHint: "FILE",
+    },
+    "print-summary": {
+      type: "string",
+      description:
+        "What the text summary shows (ncu's option): per-capture (one line each, the default), per-kernel or per-gpu (one row per kernel or GPU: captures, statuses, geometric mean time ratio), none (the count line only)",
+      valueHint: CHECK_SUMMARIES.join("|"),
+    },
     worker: { type: "boolean", description: "Internal: a worker process of a check (stdin/stdout carry its protocol)", default: false },
     ...jsonArg,
     ...verboseArg,
@@ -81,15 +161,29 @@ export default defineCommand({
       return 0;
     }
     const summary = printSummaryArg(args["print-summary"], CHECK_SUMMARIES, "per-capture");
-    const slowerPct = floatArg("slower", args.slower, "For example --slower 10 (percent; 10 is the default): a capture is slower when its time's interval lies wholly above 1.10× the baseline.") ?? 10;
-    if (!(slowerPct >= 0 && slowerPct < 1000)) throw new KerncapError("E_USAGE", `--slower ${args.slower}: a percentage from 0 to 1000`, { hint: "For example --slower 10 (10%)." });
-    if (!paths.length) throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", { hint: args.merge ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]" : "kerncap check DIR… (capture folders, archives, or folders holding them)" });
+    const slowerPct =
+      floatArg(
+        "slower",
+        args.slower,
+        "For example --slower 10 (percent; 10 is the default): a capture is slower when its time's interval lies wholly above 1.10× the baseline.",
+      ) ?? 10;
+    if (!(slowerPct >= 0 && slowerPct < 1000))
+      throw new KerncapError("E_USAGE", `--slower ${args.slower}: a percentage from 0 to 1000`, { hint: "For example --slower 10 (10%)." });
+    if (!paths.length)
+      throw new KerncapError("E_USAGE", args.merge ? "--merge needs results files" : "no captures given", {
+        hint: args.merge
+          ? "kerncap check --merge shard-*/results.jsonl [--junit all.xml]"
+          : "kerncap check DIR… (capture folders, archives, or folders holding them)",
+      });
     // the report files' folders checked before any capture is (as --junit's)
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k]));
     let report: CheckReport;
     if (args.merge) {
       const stray = (["rebuild", "trust", "resume", "gpus", "shard", "results"] as const).find((k) => args[k] !== undefined && args[k] !== false);
-      if (stray) throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, { hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json]." });
+      if (stray)
+        throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, {
+          hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
+        });
       report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
     } else {
       const settings: CheckSettings = {
@@ -102,8 +196,16 @@ export default defineCommand({
         tolerance: toleranceOptions(args, rawArgs),
       };
       // one digest names one capture's files: check's --trust is plain (each capture's build is read once, hashed and run from a private copy)
-      if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--"))) throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", { hint: "Trust each capture with kerncap validate DIR --trust=DIGEST, or pass plain --trust to check." });
-      for (const [k, flag] of [["force", "allow-version-mismatch"], ["trust", "trust"]] as const) if (settings[k] && !settings.rebuild) throw new KerncapError("E_USAGE", `--${flag} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${flag} out.` });
+      if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--")))
+        throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", {
+          hint: "Trust each capture with kerncap validate DIR --trust=DIGEST, or pass plain --trust to check.",
+        });
+      for (const [k, flag] of [
+        ["force", "allow-version-mismatch"],
+        ["trust", "trust"],
+      ] as const)
+        if (settings[k] && !settings.rebuild)
+          throw new KerncapError("E_USAGE", `--${flag} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${flag} out.` });
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       report = await runCheck({
         paths,
@@ -124,7 +226,8 @@ export default defineCommand({
     if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), checkCsv(report));
     if (args.json) printJson("check", report);
     else printText(summaryTable(report.captures, report.seconds, summary) + "\n");
-    if (report.exitCode === 1) log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);
+    if (report.exitCode === 1)
+      log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);
     else if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.captures} captures could not be checked`);
     return report.exitCode;
   },

@@ -13,7 +13,8 @@ export default defineCommand({
   },
   async run({ args }) {
     const shell = String(args.shell);
-    if (shell !== "bash" && shell !== "zsh" && shell !== "fish") throw new KerncapError("E_USAGE", `no completion for ${JSON.stringify(shell)}`, { hint: "Shells: bash, zsh, fish." });
+    if (shell !== "bash" && shell !== "zsh" && shell !== "fish")
+      throw new KerncapError("E_USAGE", `no completion for ${JSON.stringify(shell)}`, { hint: "Shells: bash, zsh, fish." });
     const { commands } = await import("../verbs.ts");
     process.stdout.write(completionScript(shell, await verbSpecs(commands), SCHEMA_NAMES));
     return 0;

@@ -7,7 +7,11 @@ import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
-  meta: { name: "demo", description: "Write a small sample capture (a CUDA saxpy kernel with its reproducer project) to try inspect, pack, validate and the MCP tools without a GPU" },
+  meta: {
+    name: "demo",
+    description:
+      "Write a small sample capture (a CUDA saxpy kernel with its reproducer project) to try inspect, pack, validate and the MCP tools without a GPU",
+  },
   args: {
     dir: { type: "positional", description: "Capture folder to write (Default: kerncap-demo)", required: false },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at DIR (never any other folder)", default: false },
@@ -16,10 +20,18 @@ export default defineCommand({
   },
   run({ args }) {
     const { dir, manifest: m } = writeDemo(args.dir === undefined ? "kerncap-demo" : String(args.dir), Boolean(args.force));
-    const next = [`kerncap inspect ${shellPath(dir)}`, `kerncap validate ${shellPath(dir)}`, `kerncap pack ${shellPath(dir)}`, `kerncap replay ${shellPath(dir)}`];
-    if (args.json) printJson("demo", { dir, kernel: m.kernel.demangled, arch: m.device.arch, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, next });
+    const next = [
+      `kerncap inspect ${shellPath(dir)}`,
+      `kerncap validate ${shellPath(dir)}`,
+      `kerncap pack ${shellPath(dir)}`,
+      `kerncap replay ${shellPath(dir)}`,
+    ];
+    if (args.json)
+      printJson("demo", { dir, kernel: m.kernel.demangled, arch: m.device.arch, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, next });
     else {
-      log.success(`wrote the demo capture of ${m.kernel.demangled} into ${dir}: ${plural(m.regions.length, "region")}, ${formatBytes(m.memory.beforeBytes)} live (made on the CPU: its after state is a CPU reference of the kernel)`);
+      log.success(
+        `wrote the demo capture of ${m.kernel.demangled} into ${dir}: ${plural(m.regions.length, "region")}, ${formatBytes(m.memory.beforeBytes)} live (made on the CPU: its after state is a CPU reference of the kernel)`,
+      );
       log.info(`next: ${next[0]} ; ${next[1]} (rebuilds src/ with nvcc for ${m.device.arch}; the replay needs a GPU from sm_80) ; ${next[2]}`);
       log.info(`edit ${shellPath(`${dir}/src/saxpy.cu`)} and validate again; on a GPU, ${next[3]} checks the kernel against the after state`);
     }

@@ -17,7 +17,19 @@ import { lines, serveProtocol } from "../../check/worker.ts";
 import { evalWorkers, mergeEval, rankedTable, type EvalReport } from "../../eval/eval.ts";
 import { runEval } from "../../ops/eval.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
-import { allowVersionMismatchArg, intArg, jsonArg, keepStdoutForData, printJsonLine, printText, toleranceArgs, toleranceOptions, trustArg, verboseArg, writeDataLine } from "../args.ts";
+import {
+  allowVersionMismatchArg,
+  intArg,
+  jsonArg,
+  keepStdoutForData,
+  printJsonLine,
+  printText,
+  toleranceArgs,
+  toleranceOptions,
+  trustArg,
+  verboseArg,
+  writeDataLine,
+} from "../args.ts";
 import { printable } from "../format.ts";
 import { MIN_PAIRS } from "../../eval/timing.ts";
 import { parseGpus } from "./check.ts";
@@ -31,32 +43,87 @@ import { join } from "node:path";
  */
 export function splitPositionals(args: string[]): { dirs: string[]; candidates: string[] } {
   let n = 0;
-  const isInput = (p: string) => existsSync(p) && statSync(p).isDirectory() && (existsSync(join(p, "kerncap.json")) || existsSync(join(p, "kerncap-captures.json")));
+  const isInput = (p: string) =>
+    existsSync(p) && statSync(p).isDirectory() && (existsSync(join(p, "kerncap.json")) || existsSync(join(p, "kerncap-captures.json")));
   while (n < args.length && isInput(args[n]!)) n++;
-  if (n === 0) throw new KerncapError("E_USAGE", args.length ? `${args[0]} is not a capture folder or a capture set` : "no capture given", { hint: "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N)." });
-  if (n === args.length) throw new KerncapError("E_USAGE", "no candidates given", { hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, .patch/.diff files, replacement files, Triton configs such as 'BLOCK_M=64 num_warps=4')." });
+  if (n === 0)
+    throw new KerncapError("E_USAGE", args.length ? `${args[0]} is not a capture folder or a capture set` : "no capture given", {
+      hint: "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N).",
+    });
+  if (n === args.length)
+    throw new KerncapError("E_USAGE", "no candidates given", {
+      hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, .patch/.diff files, replacement files, Triton configs such as 'BLOCK_M=64 num_warps=4').",
+    });
   return { dirs: args.slice(0, n), candidates: args.slice(n) };
 }
 
 export default defineCommand({
-  meta: { name: "eval", description: "Evaluate many candidate versions of a captured kernel: each built in a private copy, judged on every input against the app's after state, timed against the captured module; ranked" },
+  meta: {
+    name: "eval",
+    description:
+      "Evaluate many candidate versions of a captured kernel: each built in a private copy, judged on every input against the app's after state, timed against the captured module; ranked",
+  },
   args: {
-    dir: { type: "positional", description: "Capture folders or capture sets (the inputs), then the candidates: edited src/ folders, .patch/.diff files, replacement files, Triton configs ('BLOCK_M=64 num_warps=4'); with --merge, results files", required: false },
-    iters: { type: "string", description: `Timed launches of each candidate and of the captured module, interleaved (at least ${MIN_PAIRS} for a comparison)`, default: "20" },
+    dir: {
+      type: "positional",
+      description:
+        "Capture folders or capture sets (the inputs), then the candidates: edited src/ folders, .patch/.diff files, replacement files, Triton configs ('BLOCK_M=64 num_warps=4'); with --merge, results files",
+      required: false,
+    },
+    iters: {
+      type: "string",
+      description: `Timed launches of each candidate and of the captured module, interleaved (at least ${MIN_PAIRS} for a comparison)`,
+      default: "20",
+    },
     runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2)" },
     verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
     ...toleranceArgs,
-    gpus: { type: "string", description: "GPUs for the workers, each as CUDA_VISIBLE_DEVICES takes it: 0,1,2,3 (default: the GPUs this process sees, one worker)", valueHint: "LIST" },
+    gpus: {
+      type: "string",
+      description: "GPUs for the workers, each as CUDA_VISIBLE_DEVICES takes it: 0,1,2,3 (default: the GPUs this process sees, one worker)",
+      valueHint: "LIST",
+    },
     "workers-per-gpu": { type: "string", description: "Worker processes per GPU (small kernels leave room for several)", default: "1", valueHint: "N" },
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
-    timeout: { type: "string", description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`, default: "10", valueHint: "S" },
-    grid: { type: "string", description: "Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)' (default: the captured grid)", valueHint: "EXPR" },
+    timeout: {
+      type: "string",
+      description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`,
+      default: "10",
+      valueHint: "S",
+    },
+    grid: {
+      type: "string",
+      description: "Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)' (default: the captured grid)",
+      valueHint: "EXPR",
+    },
     ...allowVersionMismatchArg(),
-    trust: { type: "boolean", description: "Build a received capture's reproducer too (its build runs with your rights) after you read what it runs; --trust=DIGEST only if the files are still the ones the refusal showed (docs/security.md)", default: false },
-    confine: { type: "boolean", description: "What kerncap mcp's evaluate uses: a Triton capture's candidates (whose build runs their Python) only with --trust; CUDA builds are confined always", default: false },
-    jsonl: { type: "string", description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins", valueHint: "FILE" },
-    resume: { type: "boolean", description: "Continue the interrupted eval whose --jsonl FILE is given (candidates it holds are not evaluated again)", default: false },
-    shard: { type: "string", description: "Evaluate only shard K of N of the candidates (0 ≤ K < N; a stable share by the candidate's identity)", valueHint: "K/N" },
+    trust: {
+      type: "boolean",
+      description:
+        "Build a received capture's reproducer too (its build runs with your rights) after you read what it runs; --trust=DIGEST only if the files are still the ones the refusal showed (docs/security.md)",
+      default: false,
+    },
+    confine: {
+      type: "boolean",
+      description:
+        "What kerncap mcp's evaluate uses: a Triton capture's candidates (whose build runs their Python) only with --trust; CUDA builds are confined always",
+      default: false,
+    },
+    jsonl: {
+      type: "string",
+      description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins",
+      valueHint: "FILE",
+    },
+    resume: {
+      type: "boolean",
+      description: "Continue the interrupted eval whose --jsonl FILE is given (candidates it holds are not evaluated again)",
+      default: false,
+    },
+    shard: {
+      type: "string",
+      description: "Evaluate only shard K of N of the candidates (0 ≤ K < N; a stable share by the candidate's identity)",
+      valueHint: "K/N",
+    },
     merge: { type: "boolean", description: "Join --jsonl files of shards into one ranked report", default: false },
     worker: { type: "boolean", description: "Internal: a GPU worker process of an eval (stdin/stdout carry its protocol)", default: false },
     ...jsonArg,
@@ -66,7 +133,13 @@ export default defineCommand({
     if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr, the data (the protocol) to stdout
     if (args.worker) {
       const judge = new EvalJudge(() => writeDataLine({ started: true }));
-      await serveProtocol(lines(Bun.stdin.stream()), EVAL_PROTOCOL, (t, s) => judge.judge(t, s), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }), () => judge.lost());
+      await serveProtocol(
+        lines(Bun.stdin.stream()),
+        EVAL_PROTOCOL,
+        (t, s) => judge.judge(t, s),
+        (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }),
+        () => judge.lost(),
+      );
       judge.close();
       return 0;
     }
@@ -108,7 +181,8 @@ export default defineCommand({
     }
     if (args.json) printJsonLine("eval", report);
     else printText(rankedTable(report) + "\n");
-    if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.candidates} candidates could not be judged (error): --resume tries them again`);
+    if (report.exitCode === 2)
+      log.error(`${report.summary.error} of ${report.summary.candidates} candidates could not be judged (error): --resume tries them again`);
     return report.exitCode;
   },
 });

@@ -11,7 +11,11 @@ import { oneLine } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
 export default defineCommand({
-  meta: { name: "export", description: "Write a reproducer that needs no kerncap: a CUDA driver-API C program (an HSA one for an AMD capture; and a Triton script for Triton kernels) with the capture's data" },
+  meta: {
+    name: "export",
+    description:
+      "Write a reproducer that needs no kerncap: a CUDA driver-API C program (an HSA one for an AMD capture; and a Triton script for Triton kernels) with the capture's data",
+  },
   args: {
     ...dirArg,
     out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only)", required: true },
@@ -25,18 +29,36 @@ export default defineCommand({
   run({ args }) {
     if (!String(args.out ?? "").trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
     const dtype = args.dtype ? String(args.dtype) : undefined;
-    if (dtype && !elementType(dtype)) throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, { hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64." });
-    const r = exportCapture(String(args.dir), String(args.out), { force: Boolean(args.force), atol: floatArg("atol", args.atol), rtol: floatArg("rtol", args.rtol), dtype });
+    if (dtype && !elementType(dtype))
+      throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, {
+        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
+      });
+    const r = exportCapture(String(args.dir), String(args.out), {
+      force: Boolean(args.force),
+      atol: floatArg("atol", args.atol),
+      rtol: floatArg("rtol", args.rtol),
+      dtype,
+    });
     if (args.json) printJson("export", r);
     else {
-      const shared = r.bytes.reflinked ? `${formatBytes(r.bytes.reflinked)} reflinked, ${formatBytes(r.bytes.copied)} copied` : `${formatBytes(r.bytes.copied)} copied`;
+      const shared = r.bytes.reflinked
+        ? `${formatBytes(r.bytes.reflinked)} reflinked, ${formatBytes(r.bytes.copied)} copied`
+        : `${formatBytes(r.bytes.copied)} copied`;
       // the kernel name and paths come from the manifest (a received capture): one line each, whatever they hold
       log.success(`exported ${oneLine(r.kernel)} into ${oneLine(r.out)}: ${formatBytes(r.bytes.export)} (data ${shared})`);
-      log.info(`run it: cd ${oneLine(shellPath(r.out))} && ${r.commands.build} && ${r.commands.run}${r.commands.runSource ? ` ; after an edit of ${oneLine(r.editable ?? "")}: ${r.commands.runSource}` : ""}`);
-      if (r.triton) log.info(`Triton: ${r.commands.triton} (TRITON_INTERPRET=1 for the interpreter)${r.triton.storedPointer ? `; the memory holds captured VAs (${oneLine(r.triton.storedPointer.va)} in region ${oneLine(r.triton.storedPointer.region)}): a kernel that follows them needs ./repro` : ""}`);
+      log.info(
+        `run it: cd ${oneLine(shellPath(r.out))} && ${r.commands.build} && ${r.commands.run}${r.commands.runSource ? ` ; after an edit of ${oneLine(r.editable ?? "")}: ${r.commands.runSource}` : ""}`,
+      );
+      if (r.triton)
+        log.info(
+          `Triton: ${r.commands.triton} (TRITON_INTERPRET=1 for the interpreter)${r.triton.storedPointer ? `; the memory holds captured VAs (${oneLine(r.triton.storedPointer.va)} in region ${oneLine(r.triton.storedPointer.region)}): a kernel that follows them needs ./repro` : ""}`,
+        );
       // an AMD code object is for one architecture by design: nothing to say of PTX there
       const nvidia = ["cubin", "fatbin", "ptx"].includes(r.module.kind);
-      if (nvidia && !r.module.ptx) log.info(`the module holds machine code for ${oneLine(r.module.sass.join(", ")) || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`);
+      if (nvidia && !r.module.ptx)
+        log.info(
+          `the module holds machine code for ${oneLine(r.module.sass.join(", ")) || "no architecture"} only (no PTX): other GPUs need the kernel rebuilt from its source`,
+        );
     }
     return 0;
   },

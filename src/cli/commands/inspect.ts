@@ -21,11 +21,18 @@ export function describeManifest(m: Manifest): string {
   L.push(`kernel     ${oneLine(m.kernel.demangled)}`);
   if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${oneLine(m.kernel.name)}`);
   L.push(`frontend   ${m.kernel.frontend}; match "${oneLine(m.kernel.match)}" #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
-  L.push(`device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`);
+  L.push(
+    `device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`,
+  );
   if (m.process) L.push(...describeProcess(m.process));
-  L.push(`launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`);
+  L.push(
+    `launch     ${m.launch.api} grid ${m.launch.grid.join("x")} block ${m.launch.block.join("x")} shared ${m.launch.sharedMemBytes} B cluster ${m.launch.cluster.join("x")}`,
+  );
   for (const a of m.launch.attributes) L.push(`  attr     ${a.name} (${a.id}) = ${a.valueHex.replace(/(00)+$/, "") || "0"}`);
-  if (m.fault) L.push(`fault      the launch faulted in the app: ${m.fault.name} (${m.fault.code}) ${m.fault.message}; no after state (kerncap replay reproduces the fault)`);
+  if (m.fault)
+    L.push(
+      `fault      the launch faulted in the app: ${m.fault.name} (${m.fault.code}) ${m.fault.message}; no after state (kerncap replay reproduces the fault)`,
+    );
   if (m.graph) L.push(`graph      kernel node ${m.graph.kernelNode} of CUDA graph ${m.graph.id} (captured at that graph launch)`);
   const fa = m.functionAttributes.filter((a) => a.value !== 0);
   if (fa.length) L.push(`func attrs ${fa.map((a) => `${a.name}=${a.value}`).join(", ")}`);
@@ -34,15 +41,20 @@ export function describeManifest(m: Manifest): string {
   for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}`);
   const changed = m.regions.filter((r) => r.changed);
   const M = m.memory;
-  L.push(`memory     ${plural(m.regions.length, "region")}, ${formatBytes(M.beforeBytes)} live; ${changed.length} changed (${formatBytes(M.afterBytes)} in changed chunks)`);
-  L.push(`           stored ${formatBytes(M.storedBeforeBytes)} before, ${formatBytes(M.storedAfterBytes)} after, in ${formatBytes(M.chunkBytes)} chunks (${M.hash}${M.gpuScanUnavailable ? `; hashed on the CPU: ${M.gpuScanUnavailable}` : ", hashed on the GPU"})`);
+  L.push(
+    `memory     ${plural(m.regions.length, "region")}, ${formatBytes(M.beforeBytes)} live; ${changed.length} changed (${formatBytes(M.afterBytes)} in changed chunks)`,
+  );
+  L.push(
+    `           stored ${formatBytes(M.storedBeforeBytes)} before, ${formatBytes(M.storedAfterBytes)} after, in ${formatBytes(M.chunkBytes)} chunks (${M.hash}${M.gpuScanUnavailable ? `; hashed on the CPU: ${M.gpuScanUnavailable}` : ", hashed on the GPU"})`,
+  );
   const chunks = (r: Manifest["regions"][number]) => {
     const n = Math.ceil(r.size / M.chunkBytes);
     const stored = r.before.extents.reduce((s, x) => s + x[1], 0);
     return `${stored}/${plural(n, "chunk")} stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
   };
   for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
-  for (const g of m.globals) L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
+  for (const g of m.globals)
+    L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
   L.push(`capture    ${describeTimings(m)}`);
   L.push(`tool       kerncap ${m.tool.version} (${m.tool.library}), ${m.createdAt}`);
@@ -77,7 +89,12 @@ export function describeTimings(m: Manifest): string {
  * against memory.beforeFileBytes/afterFileBytes) and, with regions, verifyRegions (every stored
  * chunk's kc64 checksum). A checksum error becomes the verdict.
  */
-export function checkIntegrity(dir: string, m: Manifest, regions: boolean, onBytes?: (done: number, total: number) => void): { verdict: "ok" | "damaged"; code?: ErrorCode; message?: string; hint?: string | null } {
+export function checkIntegrity(
+  dir: string,
+  m: Manifest,
+  regions: boolean,
+  onBytes?: (done: number, total: number) => void,
+): { verdict: "ok" | "damaged"; code?: ErrorCode; message?: string; hint?: string | null } {
   try {
     verifyFiles(dir, m);
     if (regions) verifyRegions(dir, m, onBytes);
@@ -143,7 +160,14 @@ export default defineCommand({
     if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted)}\n${judgingLine}\n`);
     const checked = args.verify ? "files+regions" : "files";
     // --verify reads every memory image (minutes for tens of GiB): a progress line on stderr
-    const progress = args.verify ? stderrProgress(`checking ${basename(resolve(dir))}'s memory chunks`, m.memory.storedBeforeBytes + m.memory.storedAfterBytes, "bytes", Boolean(args.json)) : undefined;
+    const progress = args.verify
+      ? stderrProgress(
+          `checking ${basename(resolve(dir))}'s memory chunks`,
+          m.memory.storedBeforeBytes + m.memory.storedAfterBytes,
+          "bytes",
+          Boolean(args.json),
+        )
+      : undefined;
     let integrity: ReturnType<typeof checkIntegrity>;
     try {
       integrity = checkIntegrity(dir, m, Boolean(args.verify), progress && ((done) => progress.update(done)));
@@ -151,12 +175,20 @@ export default defineCommand({
       progress?.end();
     }
     if (args.json) {
-      printJson("inspect", { dir: resolve(dir), manifest: m, received: { received: reasons.length > 0, reasons, trusted }, integrity: { checked, ...integrity }, judging: judgingError ? { error: judgingError } : judging });
+      printJson("inspect", {
+        dir: resolve(dir),
+        manifest: m,
+        received: { received: reasons.length > 0, reasons, trusted },
+        integrity: { checked, ...integrity },
+        judging: judgingError ? { error: judgingError } : judging,
+      });
       if (integrity.verdict !== "ok") log.error(integrity.message!);
       return integrity.verdict === "ok" ? 0 : 2;
     }
     if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
-    printText(`integrity  ${args.verify ? "every checksum matches" : "files present, sizes and small files' SHA-256 match; memory chunks not checked (--verify checks them)"}\n`);
+    printText(
+      `integrity  ${args.verify ? "every checksum matches" : "files present, sizes and small files' SHA-256 match; memory chunks not checked (--verify checks them)"}\n`,
+    );
     return 0;
   },
 });

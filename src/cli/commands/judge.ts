@@ -16,7 +16,12 @@ import { multisetRegions } from "../../replay/tolerance-plan.ts";
 import { dirArg, jsonArg, printJson, printText, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
 
 /** The settings after this command: `prior` (nothing with `clear`) with each option given replacing its key; `expect` "any" drops the expectation. */
-export function judgedSettings(prior: JudgeSettings | undefined, given: ReturnType<typeof toleranceOptions>, expect: string | undefined, clear: boolean): JudgeSettings {
+export function judgedSettings(
+  prior: JudgeSettings | undefined,
+  given: ReturnType<typeof toleranceOptions>,
+  expect: string | undefined,
+  clear: boolean,
+): JudgeSettings {
   const s: JudgeSettings = clear ? {} : { ...(prior ?? {}) };
   if (given.atol !== undefined) s.atol = given.atol;
   if (given.rtol !== undefined) s.rtol = given.rtol;
@@ -24,7 +29,10 @@ export function judgedSettings(prior: JudgeSettings | undefined, given: ReturnTy
   if (given.dtypes) s.dtypes = { ...(s.dtypes ?? {}), ...given.dtypes };
   if (given.multiset) s.multiset = given.multiset;
   if (expect !== undefined) {
-    if (!["nondeterministic", "deterministic", "any"].includes(expect)) throw new KerncapError("E_USAGE", `--expect ${JSON.stringify(expect)}: give nondeterministic, deterministic or any`, { hint: "nondeterministic: 8 checked runs from the start; deterministic: runs that differ are a mismatch; any: find out (the default)." });
+    if (!["nondeterministic", "deterministic", "any"].includes(expect))
+      throw new KerncapError("E_USAGE", `--expect ${JSON.stringify(expect)}: give nondeterministic, deterministic or any`, {
+        hint: "nondeterministic: 8 checked runs from the start; deterministic: runs that differ are a mismatch; any: find out (the default).",
+      });
     if (expect === "any") delete s.nondeterministic;
     else s.nondeterministic = expect === "nondeterministic";
   }
@@ -32,11 +40,19 @@ export function judgedSettings(prior: JudgeSettings | undefined, given: ReturnTy
 }
 
 export default defineCommand({
-  meta: { name: "judge", description: "Set how a capture's replays are judged (tolerance, element types, multiset regions, expected nondeterminism), stored in the capture folder; with no setting, show them" },
+  meta: {
+    name: "judge",
+    description:
+      "Set how a capture's replays are judged (tolerance, element types, multiset regions, expected nondeterminism), stored in the capture folder; with no setting, show them",
+  },
   args: {
     ...dirArg,
     ...toleranceArgs,
-    expect: { type: "string", description: "nondeterministic (8 checked runs from the start), deterministic (runs that differ are a mismatch) or any (find out; the default)", valueHint: "KIND" },
+    expect: {
+      type: "string",
+      description: "nondeterministic (8 checked runs from the start), deterministic (runs that differ are a mismatch) or any (find out; the default)",
+      valueHint: "KIND",
+    },
     clear: { type: "boolean", description: "Start from no settings (then any given here); alone, remove them", default: false },
     ...jsonArg,
     ...verboseArg,

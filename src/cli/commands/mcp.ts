@@ -12,9 +12,23 @@ import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 export default defineCommand({
   meta: { name: "mcp", description: `Serve kerncap's verbs as MCP tools over stdio (${TOOL_NAMES.join(", ")})` },
   args: {
-    "print-config": { type: "string", valueHint: "CLIENT", description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing` },
-    "trust-builds": { type: "boolean", description: "Let validate, tune and profile --build run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (docs/security.md)", default: false },
-    root: { type: "string", valueHint: "DIR", description: "A folder the tools' capture folders must lie under (repeatable; default: the working folder); any other dir is refused with one message that says nothing of what is there" },
+    "print-config": {
+      type: "string",
+      valueHint: "CLIENT",
+      description: `Print how to register this kerncap with an MCP client (${CLIENT_NAMES.join(", ")}) and where that goes; serve nothing`,
+    },
+    "trust-builds": {
+      type: "boolean",
+      description:
+        "Let validate, tune and profile --build run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (docs/security.md)",
+      default: false,
+    },
+    root: {
+      type: "string",
+      valueHint: "DIR",
+      description:
+        "A folder the tools' capture folders must lie under (repeatable; default: the working folder); any other dir is refused with one message that says nothing of what is there",
+    },
     ...verboseArg,
   },
   async run({ args }) {
@@ -34,7 +48,9 @@ export default defineCommand({
     process.stdin.once("end", end).once("close", end);
     await done;
     if (endedByOversizedMessage(transport)) {
-      throw new KerncapError("E_USAGE", `the MCP session ended: a message was larger than ${MCP_MESSAGE_MAX >> 20} MiB`, { hint: "Send smaller messages; file contents go through read_file/edit_file (at most 4 MiB each)." });
+      throw new KerncapError("E_USAGE", `the MCP session ended: a message was larger than ${MCP_MESSAGE_MAX >> 20} MiB`, {
+        hint: "Send smaller messages; file contents go through read_file/edit_file (at most 4 MiB each).",
+      });
     }
     return 0;
   },

@@ -20,15 +20,20 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args }) {
-    if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
+    if (args.out !== undefined && !String(args.out).trim())
+      throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
     const progress = archiveProgress(basename(dir), Boolean(args.json));
-    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force), onProgress: progress.update }).finally(progress.end);
+    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force), onProgress: progress.update }).finally(
+      progress.end,
+    );
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     if (args.json) printJson("pack", r);
     else {
       log.success(`packed ${plural(r.files, "file")} of ${basename(dir)} into ${r.archive}`);
-      log.info(`${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(fromHere(r.archive))}`);
+      log.info(
+        `${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(fromHere(r.archive))}`,
+      );
     }
     return 0;
   },

@@ -14,20 +14,46 @@ export default defineCommand({
   args: {
     ...dirArg,
     name: { type: "string", description: "Report name: DIR/profile/NAME.ncu-rep (default replay, or build with --build)" },
-    export: { type: "string", alias: ["o"], description: "Write the report to FILE instead (ncu's -o/--export: .ncu-rep or .nsys-rep added when missing)", valueHint: "FILE" },
+    export: {
+      type: "string",
+      alias: ["o"],
+      description: "Write the report to FILE instead (ncu's -o/--export: .ncu-rep or .nsys-rep added when missing)",
+      valueHint: "FILE",
+    },
     force: { type: "boolean", alias: ["f"], description: "Replace an existing report at --export (ncu's -f)", default: false },
     build: { type: "boolean", description: "Profile the reproducer's rebuilt kernel (validate's build of the edited source)", default: false },
     nsys: { type: "boolean", description: "Nsight Systems timeline of the replay instead (DIR/profile/NAME.nsys-rep)", default: false },
     iters: { type: "string", description: "With --nsys: timed launches of the replay", default: "10" },
     ...allowVersionMismatchArg("With --build: "),
-    trust: { type: "boolean", description: "With --build: run the build of a received capture (unpacked, or made on another host) after you read it, as validate --trust does; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)", default: false },
-    confine: { type: "boolean", description: "With --build: what kerncap mcp's profile uses, the rebuild of validate --confine (build.sh alone, reading nothing outside the capture, its source root and the toolchain)", default: false },
+    trust: {
+      type: "boolean",
+      description:
+        "With --build: run the build of a received capture (unpacked, or made on another host) after you read it, as validate --trust does; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)",
+      default: false,
+    },
+    confine: {
+      type: "boolean",
+      description:
+        "With --build: what kerncap mcp's profile uses, the rebuild of validate --confine (build.sh alone, reading nothing outside the capture, its source root and the toolchain)",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
     const iters = intArg("iters", args.iters, 10, 100_000);
-    const r = await profileCapture(String(args.dir), { name: args.name === undefined ? undefined : String(args.name), ...(args.export !== undefined ? { export: String(args.export), overwrite: Boolean(args.force) } : {}), build: Boolean(args.build), nsys: Boolean(args.nsys), iters, force: Boolean(args["allow-version-mismatch"]), trust: trustArg(args.trust, rawArgs), confine: Boolean(args.confine), toolOptions: appArgv(rawArgs), quiet: !args.verbose });
+    const r = await profileCapture(String(args.dir), {
+      name: args.name === undefined ? undefined : String(args.name),
+      ...(args.export !== undefined ? { export: String(args.export), overwrite: Boolean(args.force) } : {}),
+      build: Boolean(args.build),
+      nsys: Boolean(args.nsys),
+      iters,
+      force: Boolean(args["allow-version-mismatch"]),
+      trust: trustArg(args.trust, rawArgs),
+      confine: Boolean(args.confine),
+      toolOptions: appArgv(rawArgs),
+      quiet: !args.verbose,
+    });
     if (args.json) printJson("profile", r);
     else printText(describeProfile(r) + "\n");
     return 0;

@@ -6,7 +6,10 @@ import { frontends } from "../../frontends/index.ts";
 import { jsonArg, verboseArg } from "../args.ts";
 
 export default defineCommand({
-  meta: { name: "schema", description: `Print a JSON Schema (draft-07, from the valibot schemas): the manifest, or a verb's --json document (${SCHEMA_NAMES.join(", ")})` },
+  meta: {
+    name: "schema",
+    description: `Print a JSON Schema (draft-07, from the valibot schemas): the manifest, or a verb's --json document (${SCHEMA_NAMES.join(", ")})`,
+  },
   args: {
     name: { type: "positional", description: `manifest (default) or a verb: ${SCHEMA_NAMES.join(", ")}`, required: false },
     ...jsonArg,
@@ -14,7 +17,10 @@ export default defineCommand({
   },
   run({ args }) {
     const name = args.name ? String(args.name) : "manifest";
-    const s = jsonSchemaOf(name, frontends().map((f) => f.name));
+    const s = jsonSchemaOf(
+      name,
+      frontends().map((f) => f.name),
+    );
     if (!s) throw new KerncapError("E_USAGE", `no schema named ${JSON.stringify(name)}`, { hint: `Names: ${SCHEMA_NAMES.join(", ")}.` });
     process.stdout.write(JSON.stringify(s, null, 2) + "\n");
     return 0;

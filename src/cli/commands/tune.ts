@@ -43,20 +43,57 @@ function buildProgress(json: boolean): (done: number, total: number) => void {
 }
 
 export default defineCommand({
-  meta: { name: "tune", description: "Sweep a kernel's configs on the captured memory (Triton: constexprs, num_warps…; CUDA: macros, -maxrregcount, nvcc flags): build, check, time interleaved; print the winner to paste" },
+  meta: {
+    name: "tune",
+    description:
+      "Sweep a kernel's configs on the captured memory (Triton: constexprs, num_warps…; CUDA: macros, -maxrregcount, nvcc flags): build, check, time interleaved; print the winner to paste",
+  },
   args: {
     ...dirArg,
-    config: { type: "string", description: "Config space: NAME=V1,V2 … expanded as a product; repeat for a union. Triton: constexprs, num_warps, num_stages, maxnreg (default: the autotuner's configs recorded at capture); CUDA: maxrregcount, any other NAME a macro (-DNAME=V)", valueHint: "SPACE" },
-    define: { type: "string", description: "CUDA: a macro's values, NAME=V1,V2 (-DNAME=V each; repeat for more macros: their product)", valueHint: "NAME=V1,V2" },
+    config: {
+      type: "string",
+      description:
+        "Config space: NAME=V1,V2 … expanded as a product; repeat for a union. Triton: constexprs, num_warps, num_stages, maxnreg (default: the autotuner's configs recorded at capture); CUDA: maxrregcount, any other NAME a macro (-DNAME=V)",
+      valueHint: "SPACE",
+    },
+    define: {
+      type: "string",
+      description: "CUDA: a macro's values, NAME=V1,V2 (-DNAME=V each; repeat for more macros: their product)",
+      valueHint: "NAME=V1,V2",
+    },
     maxrregcount: { type: "string", description: "CUDA: nvcc -maxrregcount values, N,M", valueHint: "N,M" },
-    "nvcc-flag": { type: "string", description: "CUDA: one alternative of extra nvcc flags per use, e.g. --nvcc-flag=-Xptxas=-O1 --nvcc-flag= (none); device code generation flags only", valueHint: "FLAGS" },
-    grid: { type: "string", description: "Triton: launch grid of a config, e.g. 'cdiv(M,BLOCK_M)*cdiv(N,BLOCK_N),1,1' (the kernel's integer arguments and the config's values; default: the captured grid)", valueHint: "EXPR" },
+    "nvcc-flag": {
+      type: "string",
+      description: "CUDA: one alternative of extra nvcc flags per use, e.g. --nvcc-flag=-Xptxas=-O1 --nvcc-flag= (none); device code generation flags only",
+      valueHint: "FLAGS",
+    },
+    grid: {
+      type: "string",
+      description:
+        "Triton: launch grid of a config, e.g. 'cdiv(M,BLOCK_M)*cdiv(N,BLOCK_N),1,1' (the kernel's integer arguments and the config's values; default: the captured grid)",
+      valueHint: "EXPR",
+    },
     iters: { type: "string", description: "Timed rounds, one launch of every config each", default: "20" },
     jobs: { type: "string", description: "Parallel compiles (default: the CPU count)" },
     "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch", default: false },
-    trust: { type: "boolean", description: "Tune a received capture (unpacked, or made on another host): its build (build.sh, the kernel's Python) runs, as validate --trust runs it; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)", default: false },
-    confine: { type: "boolean", description: "What kerncap mcp's tune uses: CUDA builds read nothing outside the capture, its source root and the toolchain (as validate --confine); a Triton capture only with --trust", default: false },
-    report: { type: "string", description: "Write an HTML report to FILE: the configs as a table and a bar chart of their times, a heatmap when two parameters vary (one self-contained file)", valueHint: "FILE" },
+    trust: {
+      type: "boolean",
+      description:
+        "Tune a received capture (unpacked, or made on another host): its build (build.sh, the kernel's Python) runs, as validate --trust runs it; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)",
+      default: false,
+    },
+    confine: {
+      type: "boolean",
+      description:
+        "What kerncap mcp's tune uses: CUDA builds read nothing outside the capture, its source root and the toolchain (as validate --confine); a Triton capture only with --trust",
+      default: false,
+    },
+    report: {
+      type: "string",
+      description:
+        "Write an HTML report to FILE: the configs as a table and a bar chart of their times, a heatmap when two parameters vary (one self-contained file)",
+      valueHint: "FILE",
+    },
     csv: { type: "string", description: "Write the configs to FILE as CSV (one row each: parameters, verdict, median µs, speedup)", valueHint: "FILE" },
     atol: { type: "string", description: "Absolute tolerance per element against the app's after state; else the capture's judging settings' (Default: 0)" },
     rtol: { type: "string", description: "Relative tolerance per element; else the capture's judging settings' (Default: 0)" },
@@ -83,12 +120,17 @@ export default defineCommand({
       onBuilt: buildProgress(Boolean(args.json)),
     };
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
-    return tuneVerb(String(args.dir), o, (r) => {
-      if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), tuneHtml(r));
-      if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), tuneCsv(r));
-      if (args.json) printJson("tune", r);
-      else printText(describeTune(r as TuneResult<unknown>) + "\n");
-      return r.winner ? 0 : 1;
-    }, dataStdio());
+    return tuneVerb(
+      String(args.dir),
+      o,
+      (r) => {
+        if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), tuneHtml(r));
+        if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), tuneCsv(r));
+        if (args.json) printJson("tune", r);
+        else printText(describeTune(r as TuneResult<unknown>) + "\n");
+        return r.winner ? 0 : 1;
+      },
+      dataStdio(),
+    );
   },
 });

@@ -20,13 +20,19 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args }) {
-    if (args.out !== undefined && !String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
+    if (args.out !== undefined && !String(args.out).trim())
+      throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
     const progress = archiveProgress(basename(String(args.file)), Boolean(args.json));
-    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, { force: Boolean(args.force), onProgress: progress.update }).finally(progress.end);
+    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, {
+      force: Boolean(args.force),
+      onProgress: progress.update,
+    }).finally(progress.end);
     for (const w of r.warnings) log.warn(`noted at pack time: ${escapeForTerminal(w, { oneLine: true })}`); // the archive's text: one line each
     if (args.json) printJson("unpack", r);
     else {
-      log.success(`unpacked ${plural(r.files, "file")} into ${escapeForTerminal(r.dir, { oneLine: true })} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`);
+      log.success(
+        `unpacked ${plural(r.files, "file")} into ${escapeForTerminal(r.dir, { oneLine: true })} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`,
+      );
       log.info(`next: kerncap inspect ${shellPath(r.dir)} --verify ; kerncap replay ${shellPath(r.dir)}`);
     }
     return 0;

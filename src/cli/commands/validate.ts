@@ -17,7 +17,21 @@ import { defineCommand } from "citty";
 import { openCapture } from "../../format/capture-dir.ts";
 import { validate } from "../../ops/validate.ts";
 import { watchLine } from "../../rebuild/watch.ts";
-import { dirArg, trustArg, intArg, jsonArg, printJson, printJsonLine, toleranceArgs, toleranceOptions, verboseArg, keepStdoutForData, dataStdio, printText, allowVersionMismatchArg } from "../args.ts";
+import {
+  dirArg,
+  trustArg,
+  intArg,
+  jsonArg,
+  printJson,
+  printJsonLine,
+  toleranceArgs,
+  toleranceOptions,
+  verboseArg,
+  keepStdoutForData,
+  dataStdio,
+  printText,
+  allowVersionMismatchArg,
+} from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
 export default defineCommand({
@@ -27,10 +41,29 @@ export default defineCommand({
     iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
     ...toleranceArgs,
     ...allowVersionMismatchArg(),
-    watch: { type: "boolean", description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)", default: false },
-    trust: { type: "boolean", description: "Run the build of a received capture (unpacked, made on another host, or another user's folder) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)", default: false },
-    confine: { type: "boolean", description: "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)", default: false },
-    "full-build": { type: "boolean", description: "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)", default: false },
+    watch: {
+      type: "boolean",
+      description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)",
+      default: false,
+    },
+    trust: {
+      type: "boolean",
+      description:
+        "Run the build of a received capture (unpacked, made on another host, or another user's folder) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)",
+      default: false,
+    },
+    confine: {
+      type: "boolean",
+      description:
+        "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)",
+      default: false,
+    },
+    "full-build": {
+      type: "boolean",
+      description:
+        "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
@@ -57,7 +90,9 @@ export default defineCommand({
         else {
           printText(describeReplay(res) + "\n");
           printText(`  against the captured module: ${describeComparison(res.compare)}\n`);
-          printText(`  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`);
+          printText(
+            `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`,
+          );
         }
         return res.verdict === "match" ? 0 : 1;
       },

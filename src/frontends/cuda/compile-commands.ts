@@ -78,7 +78,21 @@ export const NVCC_WORD = /(^|\/)([\w.-]*-)?nvcc(-[\d.]+)?(\.exe)?$/;
 /** Launchers that stand before the compiler (CMAKE_<LANG>_COMPILER_LAUNCHER and friends). */
 const LAUNCHERS = new Set(["ccache", "sccache", "distcc", "icecc", "buildcache", "env", "time", "nice", "ionice"]);
 /** Options whose next word goes to another tool unread: a response file there is not nvcc's. */
-const PASS_THROUGH = new Set(["-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xptxas", "--ptxas-options", "-Xnvlink", "--nvlink-options", "-Xcudafe", "-Xarchive", "--archive-options", "-Xfatbin", "--fatbin-options"]);
+const PASS_THROUGH = new Set([
+  "-Xcompiler",
+  "--compiler-options",
+  "-Xlinker",
+  "--linker-options",
+  "-Xptxas",
+  "--ptxas-options",
+  "-Xnvlink",
+  "--nvlink-options",
+  "-Xcudafe",
+  "-Xarchive",
+  "--archive-options",
+  "-Xfatbin",
+  "--fatbin-options",
+]);
 const MAX_RESPONSE_DEPTH = 16;
 
 /**
@@ -103,7 +117,11 @@ export function withoutLauncher(argv: string[]): string[] {
  * @throws KerncapError E_COMPILE_COMMANDS when a response file cannot be read or they nest more
  *   than 16 deep (a loop), naming the file and the command's folder.
  */
-export function expandResponseFiles(argv: string[], directory: string, read: (p: string) => string = (p) => readFileSync(p, "utf8")): { argv: string[]; files: string[] } {
+export function expandResponseFiles(
+  argv: string[],
+  directory: string,
+  read: (p: string) => string = (p) => readFileSync(p, "utf8"),
+): { argv: string[]; files: string[] } {
   const files: string[] = [];
   const expand = (words: string[], depth: number): string[] => {
     const out: string[] = [];
@@ -123,14 +141,21 @@ export function expandResponseFiles(argv: string[], directory: string, read: (p:
       }
       for (const n of names.filter(Boolean)) {
         const p = resolve(directory, n);
-        if (depth >= MAX_RESPONSE_DEPTH) throw new KerncapError("E_COMPILE_COMMANDS", `response files nest more than ${MAX_RESPONSE_DEPTH} deep at ${p} (a file that names itself?)`, { hint: DB_HINT });
+        if (depth >= MAX_RESPONSE_DEPTH)
+          throw new KerncapError("E_COMPILE_COMMANDS", `response files nest more than ${MAX_RESPONSE_DEPTH} deep at ${p} (a file that names itself?)`, {
+            hint: DB_HINT,
+          });
         let text: string;
         try {
           text = read(p);
         } catch (e) {
-          throw new KerncapError("E_COMPILE_COMMANDS", `the compile command in ${directory} reads its flags from ${p}, which cannot be read: ${(e as Error).message}`, {
-            hint: "The build folder must still hold its response files: configure it again (cmake -S SRC -B BUILD) or build it once, then run kerncap again.",
-          });
+          throw new KerncapError(
+            "E_COMPILE_COMMANDS",
+            `the compile command in ${directory} reads its flags from ${p}, which cannot be read: ${(e as Error).message}`,
+            {
+              hint: "The build folder must still hold its response files: configure it again (cmake -S SRC -B BUILD) or build it once, then run kerncap again.",
+            },
+          );
         }
         files.push(p);
         out.push(...expand(shellWords(text), depth + 1));
@@ -165,14 +190,23 @@ export type CompileDatabase = { kind: "json" | "log"; path: string } | { kind: "
  */
 export function compileDatabase(given: string): CompileDatabase {
   const p = resolve(given);
-  if (!existsSync(p)) throw new KerncapError("E_USAGE", `--compile-commands ${given}: no such file or folder`, { hint: "Point it at a compile_commands.json, the build folder that holds one, or a build log (make -n -B TARGET > log)." });
+  if (!existsSync(p))
+    throw new KerncapError("E_USAGE", `--compile-commands ${given}: no such file or folder`, {
+      hint: "Point it at a compile_commands.json, the build folder that holds one, or a build log (make -n -B TARGET > log).",
+    });
   if (!statSync(p).isDirectory()) return { kind: /^\s*\[/.test(readFileSync(p, "utf8").slice(0, 4096)) ? "json" : "log", path: p };
   if (existsSync(join(p, "compile_commands.json"))) return { kind: "json", path: join(p, "compile_commands.json") };
   if (existsSync(join(p, "build.ninja"))) return { kind: "ninja", dir: p };
   const cmake = existsSync(join(p, "CMakeCache.txt"));
-  throw new KerncapError("E_USAGE", `--compile-commands ${given} is a folder without a compile_commands.json${cmake ? " (a CMake build folder configured without CMAKE_EXPORT_COMPILE_COMMANDS)" : ""}`, {
-    hint: cmake ? `Write it without building: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${p}` : "Give the compile_commands.json file, or the build folder that holds it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON writes it).",
-  });
+  throw new KerncapError(
+    "E_USAGE",
+    `--compile-commands ${given} is a folder without a compile_commands.json${cmake ? " (a CMake build folder configured without CMAKE_EXPORT_COMPILE_COMMANDS)" : ""}`,
+    {
+      hint: cmake
+        ? `Write it without building: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${p}`
+        : "Give the compile_commands.json file, or the build folder that holds it (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON writes it).",
+    },
+  );
 }
 
 /**
@@ -186,9 +220,17 @@ export function readCompileCommands(path: string, o: { logDir?: string } = {}): 
   const db = compileDatabase(path);
   if (db.kind === "ninja") {
     const ninja = Bun.which("ninja") ?? Bun.which("ninja-build");
-    if (!ninja) throw new KerncapError("E_COMPILE_COMMANDS", `${db.dir} is a Ninja build folder without a compile_commands.json, and ninja is not on PATH to list its commands`, { hint: `Write it: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${db.dir} (or put ninja on PATH).` });
+    if (!ninja)
+      throw new KerncapError(
+        "E_COMPILE_COMMANDS",
+        `${db.dir} is a Ninja build folder without a compile_commands.json, and ninja is not on PATH to list its commands`,
+        { hint: `Write it: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${db.dir} (or put ninja on PATH).` },
+      );
     const p = Bun.spawnSync([ninja, "-C", db.dir, "-t", "compdb"], { stdout: "pipe", stderr: "pipe" });
-    if (p.exitCode !== 0) throw new KerncapError("E_COMPILE_COMMANDS", `ninja -C ${db.dir} -t compdb failed: ${p.stderr.toString().trim().slice(-2000)}`, { hint: `Write the database instead: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${db.dir}` });
+    if (p.exitCode !== 0)
+      throw new KerncapError("E_COMPILE_COMMANDS", `ninja -C ${db.dir} -t compdb failed: ${p.stderr.toString().trim().slice(-2000)}`, {
+        hint: `Write the database instead: cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON ${db.dir}`,
+      });
     return fromJson(p.stdout.toString(), `${db.dir} (ninja -t compdb)`, db.dir);
   }
   let text: string;
@@ -291,7 +333,13 @@ export function readBuildLog(path: string, text: string, dir0?: string): Compile
       }
       for (const src of sources) {
         const file = resolve(dir, src);
-        out.push({ file, directory: dir, argv: argv.filter((a) => a === src || !sources.includes(a)), from: path, ...(responseFiles ? { responseFiles } : {}) });
+        out.push({
+          file,
+          directory: dir,
+          argv: argv.filter((a) => a === src || !sources.includes(a)),
+          from: path,
+          ...(responseFiles ? { responseFiles } : {}),
+        });
       }
     }
   }
@@ -304,7 +352,18 @@ export function readBuildLog(path: string, text: string, dir0?: string): Compile
 }
 
 /** Build folders where a compile_commands.json usually sits, relative to a source root. */
-export const COMPILE_COMMANDS_PLACES = ["", "build", "out", "cmake-build-release", "cmake-build-debug", "build/release", "build/Release", "build/debug", "_build", "builddir"];
+export const COMPILE_COMMANDS_PLACES = [
+  "",
+  "build",
+  "out",
+  "cmake-build-release",
+  "cmake-build-debug",
+  "build/release",
+  "build/Release",
+  "build/debug",
+  "_build",
+  "builddir",
+];
 
 /** The compile_commands.json files found under root's usual build folders (and build* folders). */
 export function findCompileCommands(root: string): { found: string[]; looked: string[] } {
@@ -347,9 +406,57 @@ export interface CudaFlags {
   originalArch: string[];
 }
 
-const DROP_WITH_ARG = new Set(["-o", "--output-file", "-x", "--x", "-MF", "-MT", "-MQ", "-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "--compress-mode", "-compress-mode", "-Xfatbin", "--dependency-output", "--run-args"]);
-const DROP = new Set(["-c", "--compile", "-MD", "-MMD", "-M", "-MM", "-MP", "--generate-dependencies-with-compile", "--generate-nonsystem-dependencies-with-compile", "-E", "-S", "-cubin", "-ptx", "-fatbin", "-lib", "-shared", "-dlink", "--device-link", "-v"]);
-const PATH_WITH_ARG: Record<string, string> = { "-I": "-I", "-isystem": "-isystem", "-iquote": "-iquote", "--include-path": "-I", "--system-include": "-isystem", "-include": "-include", "--pre-include": "-include", "-idirafter": "-idirafter" };
+const DROP_WITH_ARG = new Set([
+  "-o",
+  "--output-file",
+  "-x",
+  "--x",
+  "-MF",
+  "-MT",
+  "-MQ",
+  "-gencode",
+  "--generate-code",
+  "-arch",
+  "--gpu-architecture",
+  "-code",
+  "--gpu-code",
+  "--compress-mode",
+  "-compress-mode",
+  "-Xfatbin",
+  "--dependency-output",
+  "--run-args",
+]);
+const DROP = new Set([
+  "-c",
+  "--compile",
+  "-MD",
+  "-MMD",
+  "-M",
+  "-MM",
+  "-MP",
+  "--generate-dependencies-with-compile",
+  "--generate-nonsystem-dependencies-with-compile",
+  "-E",
+  "-S",
+  "-cubin",
+  "-ptx",
+  "-fatbin",
+  "-lib",
+  "-shared",
+  "-dlink",
+  "--device-link",
+  "-v",
+]);
+const PATH_WITH_ARG: Record<string, string> = {
+  "-I": "-I",
+  "-isystem": "-isystem",
+  "-iquote": "-iquote",
+  "--include-path": "-I",
+  "--system-include": "-isystem",
+  "-include": "-include",
+  "--pre-include": "-include",
+  "-idirafter": "-idirafter",
+};
 /** Options whose value is another tool's words, kept as they are (a -Xcompiler -MD is the host's). */
 const KEEP_WITH_ARG = new Set([...PASS_THROUGH].filter((o) => o !== "-Xfatbin" && o !== "--fatbin-options"));
 
@@ -421,13 +528,24 @@ export function cudaFlagsFromCommand(argv: string[], directory: string, tu: stri
 
 /** The flags assumed when no compile command is known, and what that leaves unknown. */
 export function defaultCudaFlags(tu: string, sourceRoot?: string): CudaFlags {
-  const dirs = [dirname(tu), ...(sourceRoot ? [resolve(sourceRoot), join(resolve(sourceRoot), "include")] : [])].filter((d, i, a) => existsSync(d) && a.indexOf(d) === i);
+  const dirs = [dirname(tu), ...(sourceRoot ? [resolve(sourceRoot), join(resolve(sourceRoot), "include")] : [])].filter(
+    (d, i, a) => existsSync(d) && a.indexOf(d) === i,
+  );
   const words: FlagWord[] = [{ text: "-O3" }, { text: "-std=c++17" }, ...dirs.map((d) => ({ text: `-I${d}`, path: d, prefix: "-I" }))];
   return {
     words,
     from: "default",
     assumed: words.map((w) => w.text),
-    missing: ["-D defines", "include folders beyond the TU's and the source root's", "-std", "-O level", "--use_fast_math/--ftz/--prec-*", "-maxrregcount/-Xptxas", "-rdc", "host-compiler options"],
+    missing: [
+      "-D defines",
+      "include folders beyond the TU's and the source root's",
+      "-std",
+      "-O level",
+      "--use_fast_math/--ftz/--prec-*",
+      "-maxrregcount/-Xptxas",
+      "-rdc",
+      "host-compiler options",
+    ],
     rdc: false,
     originalArch: [],
   };

@@ -60,7 +60,10 @@ function shellWords(line: string): string[] {
  * @returns the plan, or why there is none (not exactly gcc -E, cicc, ptxas)
  */
 export function parseDryrun(dryrun: string, dryCubin: string, work: string): FastPlan | { reason: string } {
-  const lines = dryrun.split("\n").filter((l) => l.startsWith("#$ ")).map((l) => l.slice(3).trim());
+  const lines = dryrun
+    .split("\n")
+    .filter((l) => l.startsWith("#$ "))
+    .map((l) => l.slice(3).trim());
   const env: string[] = [];
   const cmds: string[] = [];
   for (const l of lines) {
@@ -69,14 +72,23 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
       // nvcc's variables; the quoted ones (INCLUDES="-I…" "…") only describe what the commands already spell out
       // nvcc's LD_LIBRARY_PATH ends in an empty entry (`<cuda>/lib:`: the working folder, the capture
       // folder here) and its PATH may: only absolute entries are kept (docs/security.md)
-      const value = /^(LD_LIBRARY_PATH|PATH)$/.test(a[1]!) ? a[2]!.trim().split(":").filter((e) => e.startsWith("/")).join(":") : a[2]!.trim();
+      const value = /^(LD_LIBRARY_PATH|PATH)$/.test(a[1]!)
+        ? a[2]!
+            .trim()
+            .split(":")
+            .filter((e) => e.startsWith("/"))
+            .join(":")
+        : a[2]!.trim();
       if (!value.includes('"')) env.push(`${a[1]}='${value.replace(/'/g, "'\\''")}'`);
     } else if (l) cmds.push(l);
   }
   if (!cmds.length) return { reason: "build.sh's nvcc printed no steps under --dryrun (build.sh does not pass EXTRA_FLAGS to nvcc?)" };
-  if (cmds.length !== 3) return { reason: `nvcc runs ${cmds.length} steps, not gcc -E, cicc, ptxas (${cmds.map((c) => shellWords(c)[0]?.split("/").pop()).join(", ")})` };
+  if (cmds.length !== 3)
+    return { reason: `nvcc runs ${cmds.length} steps, not gcc -E, cicc, ptxas (${cmds.map((c) => shellWords(c)[0]?.split("/").pop()).join(", ")})` };
   const [pp, cicc, ptxas] = cmds as [string, string, string];
-  const ppw = shellWords(pp), cw = shellWords(cicc), pw = shellWords(ptxas);
+  const ppw = shellWords(pp),
+    cw = shellWords(cicc),
+    pw = shellWords(ptxas);
   if (!ppw.includes("-E")) return { reason: "nvcc's first step is not the preprocessor (gcc -E)" };
   if (!/cicc$/.test(cw[0] ?? "")) return { reason: "nvcc's second step is not cicc" };
   if (!/ptxas$/.test(pw[0] ?? "")) return { reason: "nvcc's third step is not ptxas" };
@@ -90,10 +102,11 @@ export function parseDryrun(dryrun: string, dryCubin: string, work: string): Fas
   const temps = new Map<string, string>();
   // nvcc --threads sends a step's output to temporary files (`> …_stdout 2>…_stderr`): not here
   const unredirect = (s: string) => s.replace(/\s+>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s+2>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s*$/, "");
-  const retemp = (s: string) => unredirect(s).replace(/(?:\/[^\s"]*\/)?tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
-    if (!temps.has(whole)) temps.set(whole, join(work, `nv-${rest}`));
-    return temps.get(whole)!;
-  });
+  const retemp = (s: string) =>
+    unredirect(s).replace(/(?:\/[^\s"]*\/)?tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
+      if (!temps.has(whole)) temps.set(whole, join(work, `nv-${rest}`));
+      return temps.get(whole)!;
+    });
   const quoted = (p: string) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
   const preprocess = retemp(pp.split(`"${ppOut}"`).join(quoted(fullTU)).split(ppOut).join(quoted(fullTU)));
   const cc = retemp(cicc.split(`"${ppOut}"`).join(quoted(prunedTU)).split(ppOut).join(quoted(prunedTU)));
@@ -209,12 +222,20 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
   const text = readFileSync(script, "utf8");
   const files = [script, join(dir, "build", "slice-failed.sha256")];
   for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
-  const st = (f: string) => { try { const s = statSync(f, { bigint: true }); return `${s.size}:${s.mtimeNs}`; } catch { return "-"; } };
+  const st = (f: string) => {
+    try {
+      const s = statSync(f, { bigint: true });
+      return `${s.size}:${s.mtimeNs}`;
+    } catch {
+      return "-";
+    }
+  };
   return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
 }
 
 /** One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh). */
-const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) => runBuildCommand(["bash", "-c", script], cwd, env, signal);
+const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) =>
+  runBuildCommand(["bash", "-c", script], cwd, env, signal);
 
 /** The texts of the reproducer's sources under `src` (absolute path → text; dot entries and files over 8 MiB left out). */
 function readSources(srcArg: string): Map<string, string> {
@@ -250,10 +271,16 @@ const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD "
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)
  */
-export async function fastBuild(dirArg: string, work: string, o: { force: boolean; signal?: AbortSignal }, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
+export async function fastBuild(
+  dirArg: string,
+  work: string,
+  o: { force: boolean; signal?: AbortSignal },
+  state: FastBuildState = new FastBuildState(),
+): Promise<FastBuilt> {
   const dir = resolve(dirArg);
   // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
-  for (const p of [dir, work]) if (!isPlainPath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
+  for (const p of [dir, work])
+    if (!isPlainPath(p)) throw new FastBuildUnavailable(`${JSON.stringify(p)} holds characters a shell reads as syntax; build.sh builds it`);
   mkdirSync(work, { recursive: true });
   const env = buildChildEnv(reproducerBuildEnv(o), [dir, realpathSync(dir)]); // no loader or Python path entry inside the capture, none empty or relative
   const t0 = performance.now();
@@ -261,7 +288,12 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   let plan = plans.get(work) ?? readPlan(work);
   if (!plan || plan.key !== key) {
     const dryCubin = join(work, "dryrun.cubin");
-    const { err: dryErr, code: dryCode } = await runBuildCommand(["bash", join(dir, "build.sh"), dryCubin], dir, { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() }, o.signal);
+    const { err: dryErr, code: dryCode } = await runBuildCommand(
+      ["bash", join(dir, "build.sh"), dryCubin],
+      dir,
+      { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() },
+      o.signal,
+    );
     if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
     if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
     const p = parseDryrun(dryErr, dryCubin, work);
@@ -294,10 +326,29 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const fullText = readFileSync(plan.fullTU, "latin1");
   state.base = { text: fullText, sources };
   state.baseOnDisk = true;
-  const done = (cc: { code: number; err: string }, steps: Omit<BuildSteps, "planMs" | "fullPreprocessMs" | "compileMs">, compiledFrom: number, prune: PruneResult): FastBuilt => {
-    if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile: ${cc.err.trim().split("\n").filter((l) => /error/.test(l)).slice(0, 3).join(" / ")}`);
+  const done = (
+    cc: { code: number; err: string },
+    steps: Omit<BuildSteps, "planMs" | "fullPreprocessMs" | "compileMs">,
+    compiledFrom: number,
+    prune: PruneResult,
+  ): FastBuilt => {
+    if (cc.code !== 0)
+      throw new FastBuildUnavailable(
+        `the pruned TU does not compile: ${cc.err
+          .trim()
+          .split("\n")
+          .filter((l) => /error/.test(l))
+          .slice(0, 3)
+          .join(" / ")}`,
+      );
     const t4 = performance.now();
-    return { module: plan.cubin, plan: planHash(plan), seconds: (t4 - t0) / 1000, steps: { planMs: t1 - t0, ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 }, prune };
+    return {
+      module: plan.cubin,
+      plan: planHash(plan),
+      seconds: (t4 - t0) / 1000,
+      steps: { planMs: t1 - t0, ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 },
+      prune,
+    };
   };
   if (spec) {
     const differs = verifyAssembled(spec.assembled, fullText);
@@ -315,7 +366,12 @@ export async function fastBuild(dirArg: string, work: string, o: { force: boolea
   const pruned = state.pruner.prune(stripMacroLines(fullText));
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
   const t3 = performance.now();
-  return done(await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal), { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
+  return done(
+    await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal),
+    { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false },
+    t3,
+    pruned,
+  );
 }
 
 interface Speculation {
@@ -336,7 +392,16 @@ interface Speculation {
  * compiled at once, while the whole TU's gcc -E runs; undefined when there is no base, more or
  * fewer than one source changed, or the change cannot be cut (state.lastMiss says why).
  */
-async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sources: Map<string, string>, preprocess: string, envLines: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<Speculation | undefined> {
+async function speculate(
+  dir: string,
+  plan: FastPlan,
+  state: FastBuildState,
+  sources: Map<string, string>,
+  preprocess: string,
+  envLines: string,
+  env: Record<string, string | undefined>,
+  signal?: AbortSignal,
+): Promise<Speculation | undefined> {
   const t0 = performance.now();
   const base = state.base;
   const miss = (why: string) => {
@@ -366,7 +431,8 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
   let cmd = preprocess.replace(/\s-include\s+("[^"]*"|\S+)/g, "");
   cmd = cmd.includes(quoted(src)) ? cmd.split(quoted(src)).join(quoted(ip.primary)) : cmd.split(` ${src} `).join(` ${quoted(ip.primary)} `);
   cmd = cmd.split(quoted(plan.fullTU)).join(quoted(synthOut));
-  if (!cmd.includes(quoted(ip.primary)) || !cmd.includes(quoted(synthOut))) return miss("the preprocessor's command does not name its source and output as expected");
+  if (!cmd.includes(quoted(ip.primary)) || !cmd.includes(quoted(synthOut)))
+    return miss("the preprocessor's command does not name its source and output as expected");
   let r: { code: number; err: string };
   try {
     for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), { ...SCRATCH, root: dir });
@@ -396,11 +462,14 @@ async function speculate(dir: string, plan: FastPlan, state: FastBuildState, sou
  * @returns null when they match, else what differs (a sentence)
  */
 export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): string | null {
-  const ea = parseElf(a), eb = parseElf(b);
+  const ea = parseElf(a),
+    eb = parseElf(b);
   const name = `.text.${kernel}`;
-  const sa = ea.section(name), sb = eb.section(name);
+  const sa = ea.section(name),
+    sb = eb.section(name);
   if (!sa || !sb) return `no ${name} section in the ${!sa ? "full" : "pruned"} build`;
-  const ba = ea.sectionBytes(sa), bb = eb.sectionBytes(sb);
+  const ba = ea.sectionBytes(sa),
+    bb = eb.sectionBytes(sb);
   if (ba.length !== bb.length) return `${name} is ${ba.length} bytes in the full build, ${bb.length} in the pruned one`;
   for (let i = 0; i < ba.length; i++) if (ba[i] !== bb[i]) return `${name} differs at byte ${i}`;
   const rel = (e: typeof ea) => e.sections.filter((s) => s.name === `.rel${name}` || s.name === `.rela${name}`).reduce((n, s) => n + s.size, 0);
@@ -411,7 +480,8 @@ export function sameKernelCode(a: Uint8Array, b: Uint8Array, kernel: string): st
   // a cubin text section's sh_info: the register count in its top byte, the kernel's symbol index below (which a pruned symbol table changes)
   if (sa.info >>> 24 !== sb.info >>> 24) return `${name}'s register count differs (${sa.info >>> 24} / ${sb.info >>> 24})`;
   for (const side of [`.nv.info.${kernel}`, `.nv.shared.${kernel}`, `.nv.constant0.${kernel}`]) {
-    const xa = ea.section(side), xb = eb.section(side);
+    const xa = ea.section(side),
+      xb = eb.section(side);
     if (!xa !== !xb || (xa && xb && xa.size !== xb.size)) return `${side} differs in size`;
   }
   return null;

@@ -144,7 +144,16 @@ export async function tusIncluding(definition: string, commands: CompileCommand[
     const res = await eachLimited(cs, LISTING_JOBS, (c) => tuDependencies(c, t));
     const failed = cs.map((c, i) => [c, res[i]!] as const).filter(([, r]) => r.error);
     for (const [c] of failed) if (byText.includes(c)) failedByText.push(c);
-    tried.push(`nvcc -M of ${cs.length} TU${cs.length === 1 ? "" : "s"}${failed.length ? `; ${failed.length} failed (${failed.slice(0, 3).map(([c, r]) => `${c.file}: ${r.error}`).join("; ")}${failed.length > 3 ? "; …" : ""})` : ""}`);
+    tried.push(
+      `nvcc -M of ${cs.length} TU${cs.length === 1 ? "" : "s"}${
+        failed.length
+          ? `; ${failed.length} failed (${failed
+              .slice(0, 3)
+              .map(([c, r]) => `${c.file}: ${r.error}`)
+              .join("; ")}${failed.length > 3 ? "; …" : ""})`
+          : ""
+      }`,
+    );
     return cs.filter((_, i) => res[i]!.deps?.has(def));
   };
   let tus = byText.length ? await list(byText) : [];
@@ -158,7 +167,16 @@ export async function tusIncluding(definition: string, commands: CompileCommand[
     tried.push(`kept by their #include lines alone: ${failedByText.map((c) => c.file).join(", ")}`);
     tus = failedByText;
   }
-  tried.push(`${tus.length} TU${tus.length === 1 ? "" : "s"} include${tus.length === 1 ? "s" : ""} it${tus.length ? `: ${tus.slice(0, 4).map((c) => c.file).join(", ")}${tus.length > 4 ? ", …" : ""}` : ""}`);
+  tried.push(
+    `${tus.length} TU${tus.length === 1 ? "" : "s"} include${tus.length === 1 ? "s" : ""} it${
+      tus.length
+        ? `: ${tus
+            .slice(0, 4)
+            .map((c) => c.file)
+            .join(", ")}${tus.length > 4 ? ", …" : ""}`
+        : ""
+    }`,
+  );
   return { tus, tried };
 }
 
@@ -210,18 +228,35 @@ export interface TuChoice {
  * file comment for the order of evidence).
  * @param kernel the mangled name (the cubin's and the PTX's `.entry` symbol).
  */
-export async function instantiatingTu(includers: CompileCommand[], names: KernelNameParts, kernel: string, definition: string, t: ToolchainFor | undefined): Promise<TuChoice> {
+export async function instantiatingTu(
+  includers: CompileCommand[],
+  names: KernelNameParts,
+  kernel: string,
+  definition: string,
+  t: ToolchainFor | undefined,
+): Promise<TuChoice> {
   const smallest = (cs: CompileCommand[]) => [...cs].sort((a, b) => statSync(a.file).size - statSync(b.file).size || a.file.localeCompare(b.file));
   const rest = (tu: CompileCommand) => includers.filter((c) => c !== tu);
   if (includers.length === 1) return { tu: includers[0]!, others: [], reason: `the only TU that includes ${definition}`, certain: true };
   const pattern = instantiationPattern(names);
   if (!pattern) {
     const tu = smallest(includers)[0]!;
-    return { tu, others: rest(tu), reason: `the smallest of ${includers.length} TUs that include ${definition} (each compiles the non-template kernel)`, certain: true };
+    return {
+      tu,
+      others: rest(tu),
+      reason: `the smallest of ${includers.length} TUs that include ${definition} (each compiles the non-template kernel)`,
+      certain: true,
+    };
   }
   const text = new Map(includers.map((c) => [c, readFileSync(c.file, "utf8")]));
   const spelled = includers.filter((c) => pattern.test(text.get(c)!));
-  if (spelled.length === 1) return { tu: spelled[0]!, others: rest(spelled[0]!), reason: `it spells ${names.base}<${names.templateArgs}> (the others include the template but do not)`, certain: true };
+  if (spelled.length === 1)
+    return {
+      tu: spelled[0]!,
+      others: rest(spelled[0]!),
+      reason: `it spells ${names.base}<${names.templateArgs}> (the others include the template but do not)`,
+      certain: true,
+    };
   const nameRe = new RegExp(`\\b\\w*${escapeRe(names.base)}\\b`); // the template, or a launcher template named after it
   // the spelled ones first, then the smallest: the first PTX with the entry ends the checks, and a TU is a whole front-end compile
   const naming = [...spelled, ...smallest(includers.filter((c) => !spelled.includes(c) && nameRe.test(text.get(c)!)))];
@@ -232,14 +267,25 @@ export async function instantiatingTu(includers: CompileCommand[], names: Kernel
       checked,
       1,
       async (c) => {
-        const r = await runCached("ptx", [t.nvcc, "-ptx", "-x", "cu", `-arch=${t.arch}`, ...flagArgv(cudaFlagsFromCommand(c.argv, c.directory, c.file)), c.file], c.directory, "tu.ptx");
+        const r = await runCached(
+          "ptx",
+          [t.nvcc, "-ptx", "-x", "cu", `-arch=${t.arch}`, ...flagArgv(cudaFlagsFromCommand(c.argv, c.directory, c.file)), c.file],
+          c.directory,
+          "tu.ptx",
+        );
         return r.ok && entry.test(r.stdout);
       },
       (hit) => hit,
     );
     const hit = checked.find((_, i) => res[i]);
     const compiled = res.filter((r) => r !== undefined).length;
-    if (hit) return { tu: hit, others: rest(hit), reason: `its PTX (nvcc -ptx with its flags) has the captured entry ${kernel}; ${compiled} of the ${naming.length} TUs that name ${names.base} compiled`, certain: true };
+    if (hit)
+      return {
+        tu: hit,
+        others: rest(hit),
+        reason: `its PTX (nvcc -ptx with its flags) has the captured entry ${kernel}; ${compiled} of the ${naming.length} TUs that name ${names.base} compiled`,
+        certain: true,
+      };
   }
   const guess = naming.length ? naming[0]! : smallest(includers)[0]!;
   return {

@@ -168,7 +168,9 @@ interface LineState {
 export function scanLines(text: string, upTo: number): LineState[] | null {
   const lines = text.split("\n");
   const out: LineState[] = [];
-  let inComment = false, continued = false, paren = 0;
+  let inComment = false,
+    continued = false,
+    paren = 0;
   let last = ""; // the last significant character before here, "" at the start, "\n" after a directive
   const stack: { ifLine: number; branchLine: number }[] = [];
   for (let ln = 1; ln <= Math.min(upTo, lines.length + 1); ln++) {
@@ -190,10 +192,17 @@ export function scanLines(text: string, upTo: number): LineState[] | null {
     for (let i = 0; i < l.length; i++) {
       const c = l[i]!;
       if (inComment) {
-        if (c === "*" && l[i + 1] === "/") { inComment = false; i++; }
+        if (c === "*" && l[i + 1] === "/") {
+          inComment = false;
+          i++;
+        }
         continue;
       }
-      if (c === "/" && l[i + 1] === "*") { inComment = true; i++; continue; }
+      if (c === "/" && l[i + 1] === "*") {
+        inComment = true;
+        i++;
+        continue;
+      }
       if (c === "/" && l[i + 1] === "/") break;
       if (c === '"' || c === "'") {
         let j = i + 1;
@@ -203,7 +212,7 @@ export function scanLines(text: string, upTo: number): LineState[] | null {
         continue;
       }
       if (/\s/.test(c)) continue;
-      if (directive || wasContinued && last === "\n") continue;
+      if (directive || (wasContinued && last === "\n")) continue;
       if (c === "(") paren++;
       else if (c === ")") paren = Math.max(0, paren - 1);
       last = c;
@@ -243,8 +252,11 @@ export function realIncludeLine(text: string, presumed: number): number | null {
  */
 export function presumedLines(text: string): { line: number[]; name: (string | null)[]; lastLineDirective: (r: number) => number } {
   const lines = text.split("\n");
-  const line: number[] = [0], name: (string | null)[] = [null], directives: number[] = [];
-  let p = 1, n: string | null = null;
+  const line: number[] = [0],
+    name: (string | null)[] = [null],
+    directives: number[] = [];
+  let p = 1,
+    n: string | null = null;
   for (let r = 1; r <= lines.length + 1; r++) {
     line.push(p);
     name.push(n);
@@ -269,13 +281,20 @@ export const SENTINEL = "#pragma kerncap_incremental_cut";
  * @param readText the text of another file of the include chain (the includers)
  * @returns the plan, or why there is none (a sentence)
  */
-export function planIncremental(base: ParsedBase, file: string, oldText: string, newText: string, readText: (path: string) => string): IncrementalPlan | { reason: string } {
+export function planIncremental(
+  base: ParsedBase,
+  file: string,
+  oldText: string,
+  newText: string,
+  readText: (path: string) => string,
+): IncrementalPlan | { reason: string } {
   const fe = base.entries.filter((e) => resolve(e.file) === file);
   if (fe.length !== 1) return { reason: fe.length ? `${file} is included ${fe.length} times` : `${file} is not in the TU` };
   const F = fe[0]!;
   // the first changed line (1-based); a `//` comment line changed for another leaves the output as
   // it was (kerncap's slice: its first line holds its TU's sha256, which every edit of the TU changes)
-  const a = oldText.split("\n"), b = newText.split("\n");
+  const a = oldText.split("\n"),
+    b = newText.split("\n");
   const commentOnly = (l: string) => /^\s*\/\//.test(l) && !/\\\s*$/.test(l);
   let L = 1;
   while (L <= a.length && L <= b.length && (a[L - 1] === b[L - 1] || (commentOnly(a[L - 1]!) && commentOnly(b[L - 1]!) && !/\\\s*$/.test(b[L - 2] ?? "")))) L++;
@@ -302,9 +321,15 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
     if (ei === fIndex) {
       const mk = parseMarker(base.lines[i]!);
       if (mk?.flags.includes(2)) continue; // back in F from a child: its line is the one after the #include
-      if (base.lineNo[i]! >= pres.line[c]! && !(mk && mk.line < pres.line[c]!)) { cut = i; break; }
+      if (base.lineNo[i]! >= pres.line[c]! && !(mk && mk.line < pres.line[c]!)) {
+        cut = i;
+        break;
+      }
     } else if (ei >= 0 && base.entries[ei]!.parent === F && base.entries[ei]!.at === i) {
-      if (base.entries[ei]!.includeLine >= pres.line[c]!) { cut = i; break; }
+      if (base.entries[ei]!.includeLine >= pres.line[c]!) {
+        cut = i;
+        break;
+      }
     }
   }
   // the synthetic files, innermost first
@@ -312,7 +337,11 @@ export function planIncremental(base: ParsedBase, file: string, oldText: string,
   const tag = `.kerncap-pp-${process.pid}`;
   // beside the original, by the same spelling of its folder (gcc names what it includes from there after it: join would normalize `..`)
   const beside = (name: string) => `${dirname(name)}/${tag}-${basename(name)}`;
-  const tail = (text: string, from: number) => text.split("\n").slice(from - 1).join("\n");
+  const tail = (text: string, from: number) =>
+    text
+      .split("\n")
+      .slice(from - 1)
+      .join("\n");
   const ifs = (n: number) => "#if 1\n".repeat(n);
   // from its first line: F itself (its own #pragma once, for a header that includes it back), else its tail
   let body: string | null = c === 1 ? null : `${ifs(open)}#line ${pres.line[c]} "${pres.name[c] ?? F.file}"\n${tail(newText, c)}`;
@@ -387,14 +416,16 @@ function pragmaOnce(path: string, readText: (path: string) => string): boolean {
  * defined, before the table's definitions.
  */
 export function macroTable(base: ParsedBase, cut: number, restore = false): string {
-  const pre = new Map<string, string>(), now = new Map<string, { line: string; sys: number }>();
+  const pre = new Map<string, string>(),
+    now = new Map<string, { line: string; sys: number }>();
   const inFiles = new Set<string>();
   let predefined = true;
   for (let i = 0; i < cut; i++) {
     const l = base.lines[i]!;
     if (l.charCodeAt(0) !== 35) continue;
     if (predefined && parseMarker(l)?.flags.includes(1)) predefined = false;
-    const d = macroName(l, "#define "), u = d ? null : macroName(l, "#undef ");
+    const d = macroName(l, "#define "),
+      u = d ? null : macroName(l, "#undef ");
     if (d) {
       now.delete(d); // a redefinition goes to the end (its place, its system-header flag)
       now.set(d, { line: l, sys: base.sys[i]! });
@@ -461,15 +492,21 @@ export function assemble(base: ParsedBase, cut: number, synthOut: string): { tex
  */
 export function verifyAssembled(assembled: { text: string; prefix: string }, full: string): string | null {
   if (!full.startsWith(assembled.prefix)) return sameLocatedText(assembled.text, full); // the part before the cut changed too: all of it
-  let file = "", line = 0;
+  let file = "",
+    line = 0;
   const p = assembled.prefix;
   // the file and line of the first line after the prefix: from the prefix's last marker
-  let i = p.length - 1, after = 0;
+  let i = p.length - 1,
+    after = 0;
   for (;;) {
     const s = p.lastIndexOf("\n", i - 1);
     const l = p.slice(s + 1, i);
     const mk = l.charCodeAt(0) === 35 ? parseMarker(l) : null;
-    if (mk) { file = mk.file; line = mk.line + after; break; }
+    if (mk) {
+      file = mk.file;
+      line = mk.line + after;
+      break;
+    }
     after++;
     if (s < 0) break;
     i = s;
@@ -485,9 +522,11 @@ export function verifyAssembled(assembled: { text: string; prefix: string }, ful
  * @returns null when they say the same, else the first difference (a sentence)
  */
 export function sameLocatedText(a: string, b: string, from: { offset: number; file: string; line: number } = { offset: 0, file: "", line: 0 }): string | null {
-  const ia = located(a, from), ib = located(b, from);
+  const ia = located(a, from),
+    ib = located(b, from);
   for (;;) {
-    const x = ia.next(), y = ib.next();
+    const x = ia.next(),
+      y = ib.next();
     if (x.done && y.done) return null;
     if (x.done || y.done) return `one output ends before the other (${x.done ? `at ${y.value}` : `at ${x.value}`})`;
     if (x.value !== y.value) return `${x.value.split("\u0000").slice(0, 2).join(":")} differs from ${y.value.split("\u0000").slice(0, 2).join(":")}`;
@@ -496,7 +535,8 @@ export function sameLocatedText(a: string, b: string, from: { offset: number; fi
 
 function* located(text: string, from: { offset: number; file: string; line: number }): Generator<string> {
   let { file, line, offset: start } = from;
-  let depth = 0, sys = ""; // relative to where the comparison starts: both sides start at the same place
+  let depth = 0,
+    sys = ""; // relative to where the comparison starts: both sides start at the same place
   while (start <= text.length) {
     let end = text.indexOf("\n", start);
     if (end < 0) end = text.length;

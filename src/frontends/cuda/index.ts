@@ -14,7 +14,26 @@ import { CUDA_TEMPLATES } from "./templates.ts";
 import { cudaTune } from "./tune.ts";
 
 /** What a CUDA C++ reproducer's src/ holds: the TU, its project headers (every spelling nvcc and the host compiler read), the slice. */
-export const CUDA_SOURCE_SUFFIXES = [".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".h++", ".c", ".cc", ".cpp", ".cxx", ".c++", ".inc", ".inl", ".ipp", ".tcc", ".tpp", ".def"] as const;
+export const CUDA_SOURCE_SUFFIXES = [
+  ".cu",
+  ".cuh",
+  ".h",
+  ".hh",
+  ".hpp",
+  ".hxx",
+  ".h++",
+  ".c",
+  ".cc",
+  ".cpp",
+  ".cxx",
+  ".c++",
+  ".inc",
+  ".inl",
+  ".ipp",
+  ".tcc",
+  ".tpp",
+  ".def",
+] as const;
 
 const prunedBuild: FastBuilder<FastBuildState> = {
   series: (work) => (work ? FastBuildState.load(work) : new FastBuildState()),

@@ -139,19 +139,24 @@ export function cubinLineFiles(cubin: Uint8Array | ElfFile, kernel?: string): Li
         const n = uleb(b, p);
         const at = p.o;
         const sub = b[p.o]!;
-        if (sub === 1) flush(); // end_sequence
-        else if (sub === 2) seqSym = relocSym.get(at + 1) ?? seqSym; // set_address
+        if (sub === 1)
+          flush(); // end_sequence
+        else if (sub === 2)
+          seqSym = relocSym.get(at + 1) ?? seqSym; // set_address
         else if (sub === 3) {
           const q = { o: at + 1 };
           const f = cstr(b, q);
           unitFiles.push(f);
         }
         p.o = at + n;
-      } else if (op === 1) seqFiles.add(file); // copy
-      else if (op === 4) file = uleb(b, p); // set_file
+      } else if (op === 1)
+        seqFiles.add(file); // copy
+      else if (op === 4)
+        file = uleb(b, p); // set_file
       else if (op === 2) uleb(b, p);
       else if (op === 3) sleb(b, p);
-      else if (op === 9) p.o += 2; // fixed_advance_pc
+      else if (op === 9)
+        p.o += 2; // fixed_advance_pc
       else for (let k = 0; k < (stdLens[op - 1] ?? 0); k++) uleb(b, p);
     }
     unit = end;
@@ -292,11 +297,15 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
   if (inp.compileCommands) {
     commands = readCompileCommands(inp.compileCommands, { logDir: inp.sourceRoot }); // a build log's relative paths: from the source root
     const rsp = new Set(commands.flatMap((c) => c.responseFiles ?? []));
-    looked.push(`${commands[0]?.from ?? resolve(inp.compileCommands)}: ${commands.length} CUDA TU${commands.length === 1 ? "" : "s"}${rsp.size ? ` (${rsp.size} response file${rsp.size === 1 ? "" : "s"} read)` : ""}`);
+    looked.push(
+      `${commands[0]?.from ?? resolve(inp.compileCommands)}: ${commands.length} CUDA TU${commands.length === 1 ? "" : "s"}${rsp.size ? ` (${rsp.size} response file${rsp.size === 1 ? "" : "s"} read)` : ""}`,
+    );
   } else if (inp.sourceRoot) {
     const f = findCompileCommands(inp.sourceRoot);
     for (const p of f.found) commands.push(...readCompileCommands(p));
-    looked.push(`compile_commands.json in ${resolve(inp.sourceRoot)}/{${f.looked.map((p) => relative(resolve(inp.sourceRoot!), dirname(p))).join(",")}}: ${f.found.length ? `${f.found.join(", ")} (${commands.length} CUDA TUs)` : "none"}`);
+    looked.push(
+      `compile_commands.json in ${resolve(inp.sourceRoot)}/{${f.looked.map((p) => relative(resolve(inp.sourceRoot!), dirname(p))).join(",")}}: ${f.found.length ? `${f.found.join(", ")} (${commands.length} CUDA TUs)` : "none"}`,
+    );
   }
   const commandFor = (tu: string) => commands.find((c) => c.file === tu);
   const found = (method: LocateMethod, definition: string, c: { tu: string; others?: string[]; reason: string; certain: boolean }): KernelLocation => ({
@@ -312,7 +321,10 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
     names,
   });
   /** The TU among `cands` (compile commands, or the source root's .cu files) that compiles the kernel defined in a header. */
-  const chooseTu = async (definition: string, cands: CompileCommand[]): Promise<{ tu: string; others: string[]; reason: string; certain: boolean } | undefined> => {
+  const chooseTu = async (
+    definition: string,
+    cands: CompileCommand[],
+  ): Promise<{ tu: string; others: string[]; reason: string; certain: boolean } | undefined> => {
     const inc = await tusIncluding(definition, cands, tc);
     looked.push(...inc.tried.map((t) => `  ${t}`));
     if (!inc.tus.length) return undefined;
@@ -340,7 +352,11 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
         const tus = li.files.filter((f) => f.endsWith(".cu") && existsSync(f));
         if (definition.endsWith(".cu")) return found("line-info", definition, { tu: definition, reason: "it defines the kernel (line info)", certain: true });
         if (tus[0]) return found("line-info", definition, { tu: tus[0], reason: "the line info of the kernel's module names it", certain: true });
-        const c = commands.length ? await chooseTu(definition, commands) : inp.sourceRoot ? await chooseTu(definition, rootTus(resolve(inp.sourceRoot), tc)) : undefined;
+        const c = commands.length
+          ? await chooseTu(definition, commands)
+          : inp.sourceRoot
+            ? await chooseTu(definition, rootTus(resolve(inp.sourceRoot), tc))
+            : undefined;
         if (c) return found("line-info", definition, c);
         looked.push(`  line info names ${definition} but no TU that includes it`);
       }
@@ -354,7 +370,9 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
     if (!defs) {
       defs = searchKernelDefinition(root, names.base);
       searched.set(root, defs);
-      looked.push(`${root}: ${defs.length ? `__global__ ${names.base} defined in ${defs.map((d) => relative(root, d)).join(", ")}` : `no file defines __global__ ${names.base}`}`);
+      looked.push(
+        `${root}: ${defs.length ? `__global__ ${names.base} defined in ${defs.map((d) => relative(root, d)).join(", ")}` : `no file defines __global__ ${names.base}`}`,
+      );
     }
     return defs;
   };
@@ -388,17 +406,27 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
 
   const defined = [...searched.values()].some((d) => d.length);
   const given = `${inp.sourceRoot ? "--source-root" : ""}${inp.sourceRoot && inp.compileCommands ? " and " : ""}${inp.compileCommands ? "--compile-commands" : ""}`;
-  const hint = !inp.sourceRoot && !inp.compileCommands
-    ? "Pass --source-root DIR (the project's source tree) and, for the exact flags, --compile-commands FILE (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON); building with -lineinfo lets kerncap find it by itself."
-    : defined
-      ? `The definition was found but no TU ${commands.length ? "of the compile database" : "under the source root"} includes it: give the compile database of the build that made the application (${inp.compileCommands ? "the one given lists other TUs" : "--compile-commands BUILD_DIR"}); when includes need the build's flags, nvcc -M's messages above say which.`
-      : `No file under ${inp.sourceRoot ? "the source root" : "the TUs' folders"} defines __global__ ${names.base}: ${inp.sourceRoot ? "give --source-root as the tree the application was built from" : "add --source-root, the tree the application was built from"}${inp.module ? "; building with -lineinfo names the file in the module" : ""}.`;
-  throw new KerncapError("E_SOURCE_NOT_FOUND", `the source of kernel ${names.qualified} was not found${given ? ` with ${given}` : ""}; tried:\n  ${looked.join("\n  ") || "(nothing: no line info, no --source-root, no --compile-commands)"}`, { hint });
+  const hint =
+    !inp.sourceRoot && !inp.compileCommands
+      ? "Pass --source-root DIR (the project's source tree) and, for the exact flags, --compile-commands FILE (cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON); building with -lineinfo lets kerncap find it by itself."
+      : defined
+        ? `The definition was found but no TU ${commands.length ? "of the compile database" : "under the source root"} includes it: give the compile database of the build that made the application (${inp.compileCommands ? "the one given lists other TUs" : "--compile-commands BUILD_DIR"}); when includes need the build's flags, nvcc -M's messages above say which.`
+        : `No file under ${inp.sourceRoot ? "the source root" : "the TUs' folders"} defines __global__ ${names.base}: ${inp.sourceRoot ? "give --source-root as the tree the application was built from" : "add --source-root, the tree the application was built from"}${inp.module ? "; building with -lineinfo names the file in the module" : ""}.`;
+  throw new KerncapError(
+    "E_SOURCE_NOT_FOUND",
+    `the source of kernel ${names.qualified} was not found${given ? ` with ${given}` : ""}; tried:\n  ${looked.join("\n  ") || "(nothing: no line info, no --source-root, no --compile-commands)"}`,
+    { hint },
+  );
 }
 
 /** The .cu files under root as compile commands with the default flags (defaultCudaFlags): the TUs of a project without a compile database. */
 function rootTus(root: string, tc: ToolchainFor | undefined): CompileCommand[] {
-  return listCu(root).map((file) => ({ file, directory: dirname(file), argv: [tc?.nvcc ?? "nvcc", ...flagArgv(defaultCudaFlags(file, root)), file], from: "--source-root" }));
+  return listCu(root).map((file) => ({
+    file,
+    directory: dirname(file),
+    argv: [tc?.nvcc ?? "nvcc", ...flagArgv(defaultCudaFlags(file, root)), file],
+    from: "--source-root",
+  }));
 }
 
 /** A mangled name through c++filt (binutils) when the capture holds no demangled name; else as is. */

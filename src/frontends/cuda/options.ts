@@ -11,9 +11,20 @@ import { compileDatabase } from "./compile-commands.ts";
 import type { CudaReproOptions } from "./repro.ts";
 
 export const CUDA_CAPTURE_ARGS = {
-  "source-root": { type: "string", description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)" },
-  "compile-commands": { type: "string", description: "CUDA: compile_commands.json (or its folder), or a build log such as `make -n -B TARGET` output, with the kernel TU's exact flags" },
-  slice: { type: "boolean", default: true, description: "CUDA templated kernels: compile only the captured instantiation (--no-slice: whole TU)", negativeDescription: "Compile the kernel's whole translation unit in the reproducer" },
+  "source-root": {
+    type: "string",
+    description: "CUDA: the app's source tree (searched for the kernel's __global__ definition and for build*/compile_commands.json)",
+  },
+  "compile-commands": {
+    type: "string",
+    description: "CUDA: compile_commands.json (or its folder), or a build log such as `make -n -B TARGET` output, with the kernel TU's exact flags",
+  },
+  slice: {
+    type: "boolean",
+    default: true,
+    description: "CUDA templated kernels: compile only the captured instantiation (--no-slice: whole TU)",
+    negativeDescription: "Compile the kernel's whole translation unit in the reproducer",
+  },
   overlay: { type: "boolean", default: false, description: "CUDA: copy only the edited files; the rest is read from the original tree" },
 } as const satisfies Record<string, CaptureArg>;
 
@@ -29,7 +40,10 @@ export function cudaCaptureOptions(args: Readonly<Record<string, unknown>>): Cud
     if (!p.trim()) throw new KerncapError("E_USAGE", `--${opt} is empty`, { hint: `Give a path with --${opt}, or leave it out.` });
     if (!existsSync(resolve(p))) throw new KerncapError("E_USAGE", `--${opt} ${p} does not exist`, { hint: `Check the path given with --${opt}.` });
     const dir = statSync(resolve(p)).isDirectory();
-    if (opt === "source-root" && !dir) throw new KerncapError("E_USAGE", `--source-root ${p} is a file, not the application's source folder`, { hint: "Give the folder the application was built from (its source tree)." });
+    if (opt === "source-root" && !dir)
+      throw new KerncapError("E_USAGE", `--source-root ${p} is a file, not the application's source folder`, {
+        hint: "Give the folder the application was built from (its source tree).",
+      });
     if (opt === "compile-commands") compileDatabase(p); // a build folder without a database: the reconfigure command to write one
     return resolve(p);
   };

@@ -29,7 +29,6 @@ import { locateKernelSource, type KernelLocation, type LocateInput } from "./loc
 import { cudaFlagsFromCommand, defaultCudaFlags, dependencyArgv, findNvcc, parseDeps, type CudaFlags, type FlagWord } from "./compile-commands.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
-
 // ───────────────────────────── header closure ─────────────────────────────
 
 /**
@@ -72,7 +71,10 @@ const SYSTEM_PREFIXES = ["/usr/include/", "/usr/lib/", "/usr/local/include/", "/
  */
 export function toolchainHeader(nvcc: string | undefined): (path: string) => boolean {
   const tks = nvcc ? toolkitRoots(nvcc) : [];
-  return (p) => [p, realOr(p)].some((q) => tks.some((t) => q.startsWith(t)) || SYSTEM_PREFIXES.some((s) => q.startsWith(s)) || /\/cuda[^/]*\/(targets\/[^/]+\/)?include\//.test(q));
+  return (p) =>
+    [p, realOr(p)].some(
+      (q) => tks.some((t) => q.startsWith(t)) || SYSTEM_PREFIXES.some((s) => q.startsWith(s)) || /\/cuda[^/]*\/(targets\/[^/]+\/)?include\//.test(q),
+    );
 }
 
 /** Longest common folder of absolute paths. */
@@ -129,7 +131,8 @@ export function planSlice(loc: KernelLocation, tuText: string, o: { tuRel?: stri
  */
 export function archFor(deviceArch: string, originalArch: string[]): string {
   const sm = /(\d+)/.exec(deviceArch)?.[1] ?? deviceArch;
-  for (const v of ["a", "f"]) if (originalArch.some((a) => new RegExp(`(sm|compute)_${sm}${v}\\b|\\b${sm}${v}(-real|-virtual)?\\b`).test(a))) return `sm_${sm}${v}`;
+  for (const v of ["a", "f"])
+    if (originalArch.some((a) => new RegExp(`(sm|compute)_${sm}${v}\\b|\\b${sm}${v}(-real|-virtual)?\\b`).test(a))) return `sm_${sm}${v}`;
   return `sm_${sm}`;
 }
 
@@ -171,18 +174,19 @@ export interface CudaReproducer {
   source: Record<string, unknown>;
 }
 
-
 /**
  * Render the reproducer into opts.outDir (see the file comment for the layout).
  * @throws KerncapError E_REPRO (template missing, nvcc -M fails), E_RDC (relocatable device code
  *   whose kernel needs other TUs is refused at build time, see checkRebuiltModule).
  */
 export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproducer {
-  const templateDir = opts.templateDir ?? templatesFolder("cuda", CUDA_TEMPLATES) // at first use: importing this module writes nothing to the cache;
+  const templateDir = opts.templateDir ?? templatesFolder("cuda", CUDA_TEMPLATES); // at first use: importing this module writes nothing to the cache;
   if (!existsSync(templateDir)) throw new KerncapError("E_REPRO", `CUDA template folder not found: ${templateDir}`);
   const loc = opts.location;
   const nvcc = opts.nvcc ?? findNvcc();
-  const flags = opts.flags ?? (loc.compileCommand ? cudaFlagsFromCommand(loc.compileCommand.argv, loc.compileCommand.directory, loc.tu) : defaultCudaFlags(loc.tu, opts.sourceRoot));
+  const flags =
+    opts.flags ??
+    (loc.compileCommand ? cudaFlagsFromCommand(loc.compileCommand.argv, loc.compileCommand.directory, loc.tu) : defaultCudaFlags(loc.tu, opts.sourceRoot));
   const arch = archFor(opts.arch, flags.originalArch);
   const cwd = loc.compileCommand?.directory ?? dirname(loc.tu);
   const deps = headerClosure(nvcc, loc.tu, flags, arch, cwd);
@@ -223,7 +227,10 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
   let compiledSource = tuRel;
   const sliceRes: CudaReproducer["slice"] = { used: false };
   if (opts.slice ?? true) {
-    const plan = planSlice(loc, readFileSync(loc.tu, "utf8"), { tuRel, includeDirs: flags.words.filter((w) => w.path && w.prefix !== "-include").map((w) => w.path!) });
+    const plan = planSlice(loc, readFileSync(loc.tu, "utf8"), {
+      tuRel,
+      includeDirs: flags.words.filter((w) => w.path && w.prefix !== "-include").map((w) => w.path!),
+    });
     if (plan.possible) {
       compiledSource = plan.meta!.slice;
       writeFileSync(join(srcDir, compiledSource), plan.text!);
@@ -279,7 +286,18 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     referencedOutsideRoot: referenced,
     compiledSource: `src/${compiledSource}`,
   };
-  return { outDir, buildScript: join(outDir, "build.sh"), files, compiledSource, definitionCopy: ctx.definitionCopy, projectRoot, mode: overlay ? "overlay" : "copy", slice: sliceRes, flags, source };
+  return {
+    outDir,
+    buildScript: join(outDir, "build.sh"),
+    files,
+    compiledSource,
+    definitionCopy: ctx.definitionCopy,
+    projectRoot,
+    mode: overlay ? "overlay" : "copy",
+    slice: sliceRes,
+    flags,
+    source,
+  };
 }
 
 // ───────────────────────────── checks on the rebuilt module ─────────────────────────────
@@ -294,7 +312,9 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
  * device symbols of libcudadevrt.a.
  */
 export function toolkitProvided(name: string): boolean {
-  return /^(vprintf|malloc|free|__assertfail|__cuda_syscall_\w+|__cudaCDP\d*\w*|__cudaDeviceSynchronizeDeprecationAvoidance|__cuda_sm\d+_\w+|cuda[A-Z]\w*|cnp[A-Z]\w*|__nv_\w+)$/.test(name);
+  return /^(vprintf|malloc|free|__assertfail|__cuda_syscall_\w+|__cudaCDP\d*\w*|__cudaDeviceSynchronizeDeprecationAvoidance|__cuda_sm\d+_\w+|cuda[A-Z]\w*|cnp[A-Z]\w*|__nv_\w+)$/.test(
+    name,
+  );
 }
 
 /** ELF e_type of a linked (loadable) cubin; 1 (ET_REL) is an unlinked -rdc cubin. */
@@ -317,16 +337,24 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
   try {
     elf = parseElf(pickCubin(bytes, m.device.arch).cubin);
   } catch (e) {
-    throw new KerncapError("E_BUILD", `the module build.sh produced (${modulePath}) is not a readable cubin or fatbin for ${m.device.arch}: ${(e as Error).message}`, {
-      hint: "build.sh must compile with -cubin (or -fatbin) for the captured arch and print that file's path last.",
-    });
+    throw new KerncapError(
+      "E_BUILD",
+      `the module build.sh produced (${modulePath}) is not a readable cubin or fatbin for ${m.device.arch}: ${(e as Error).message}`,
+      {
+        hint: "build.sh must compile with -cubin (or -fatbin) for the captured arch and print that file's path last.",
+      },
+    );
   }
   if (elf.header.type !== ET_EXEC) {
     const undef = elf.symbols().filter((s) => s.index > 0 && s.shndx === SHN_UNDEF && s.type === STT_FUNC && s.name && !toolkitProvided(s.name));
     if (undef.length) throw rdcError(undef.map((s) => s.name));
-    throw new KerncapError("E_BUILD", `the module build.sh produced (${modulePath}) is a relocatable cubin (-rdc without a device link): the driver does not load it`, {
-      hint: `Device-link it: nvcc -dlink -cubin -arch=${m.device.arch} ${basename(modulePath)} -lcudadevrt -o kernel.cubin, and print that path last.`,
-    });
+    throw new KerncapError(
+      "E_BUILD",
+      `the module build.sh produced (${modulePath}) is a relocatable cubin (-rdc without a device link): the driver does not load it`,
+      {
+        hint: `Device-link it: nvcc -dlink -cubin -arch=${m.device.arch} ${basename(modulePath)} -lcudadevrt -o kernel.cubin, and print that path last.`,
+      },
+    );
   }
   if (!cubinKernels(elf).includes(m.kernel.name)) {
     throw new KerncapError("E_KERNEL_NOT_FOUND", `the rebuilt module does not define ${m.kernel.demangled} (${m.kernel.name})`, {
@@ -340,7 +368,9 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
     const g = got[i];
     const w = want[i];
     if (!g || !w || g.offset !== w.offset || g.size !== w.size) {
-      diffs.push(`parameter ${i}: captured ${w ? `${w.size} bytes at offset ${w.offset}` : "absent"}, rebuilt ${g ? `${g.size} bytes at offset ${g.offset}` : "absent"}`);
+      diffs.push(
+        `parameter ${i}: captured ${w ? `${w.size} bytes at offset ${w.offset}` : "absent"}, rebuilt ${g ? `${g.size} bytes at offset ${g.offset}` : "absent"}`,
+      );
     }
   }
   if (diffs.length) {
@@ -358,9 +388,13 @@ export function rdcLinkError(stderr: string): KerncapError | undefined {
 
 /** E_RDC: the kernel's TU calls device functions that only other TUs define (names: mangled). */
 export function rdcError(names: string[]): KerncapError {
-  return new KerncapError("E_RDC", `the rebuilt module calls device functions defined in other translation units (${names.slice(0, 5).join(", ")}${names.length > 5 ? ", …" : ""}): relocatable device code (-rdc) spread over several TUs is not supported by the reproducer`, {
-    hint: "Move the called device functions into the kernel's TU or a header (then build without -rdc), or replay the captured module with `kerncap replay`.",
-  });
+  return new KerncapError(
+    "E_RDC",
+    `the rebuilt module calls device functions defined in other translation units (${names.slice(0, 5).join(", ")}${names.length > 5 ? ", …" : ""}): relocatable device code (-rdc) spread over several TUs is not supported by the reproducer`,
+    {
+      hint: "Move the called device functions into the kernel's TU or a header (then build without -rdc), or replay the captured module with `kerncap replay`.",
+    },
+  );
 }
 
 // ───────────────────────────── capture hook ─────────────────────────────
@@ -386,8 +420,13 @@ export function cudaReproducerHook(o: CudaReproOptions): (dir: string, m: Manife
     try {
       const r = await buildCudaReproducer(dir, m, o);
       m.source = { ...(m.source ?? {}), cuda: r.source };
-      if (!r.source.tuCertain) log.warn(`reproducer: the TU ${r.source.tu} is a guess (${r.source.tuReason}); the other candidates: ${(r.source.otherTuCandidates as string[]).join(", ")}`);
-      log.info(`reproducer: ${r.source.method} → ${r.source.tu}${r.slice.used ? ` (slice: ${r.slice.meta?.kind === "prefix" ? "the TU without the other kernels" : "the captured instantiation"})` : ` (whole TU: ${r.slice.reason})`}; edit ${join(finalDir, "src", r.definitionCopy)}`);
+      if (!r.source.tuCertain)
+        log.warn(
+          `reproducer: the TU ${r.source.tu} is a guess (${r.source.tuReason}); the other candidates: ${(r.source.otherTuCandidates as string[]).join(", ")}`,
+        );
+      log.info(
+        `reproducer: ${r.source.method} → ${r.source.tu}${r.slice.used ? ` (slice: ${r.slice.meta?.kind === "prefix" ? "the TU without the other kernels" : "the captured instantiation"})` : ` (whole TU: ${r.slice.reason})`}; edit ${join(finalDir, "src", r.definitionCopy)}`,
+      );
     } catch (e) {
       const msg = shown((e as Error).message);
       const hint = (e as KerncapError).hint ? shown((e as KerncapError).hint!) : undefined;
@@ -414,5 +453,14 @@ export async function buildCudaReproducer(dir: string, m: Manifest, o: CudaRepro
     compileCommands: o.compileCommands,
   };
   const location = await locateKernelSource(input);
-  return renderCudaReproducer({ outDir: dir, kernelName: m.kernel.name, demangledName: m.kernel.demangled, arch: m.device.arch, location, sourceRoot: o.sourceRoot, slice: o.slice, overlay: o.overlay });
+  return renderCudaReproducer({
+    outDir: dir,
+    kernelName: m.kernel.name,
+    demangledName: m.kernel.demangled,
+    arch: m.device.arch,
+    location,
+    sourceRoot: o.sourceRoot,
+    slice: o.slice,
+    overlay: o.overlay,
+  });
 }

@@ -59,7 +59,8 @@ const SrcPath = v.pipe(
 );
 /** Balanced `<>`, `()` and `[]`, as a demangled name has them. */
 function balanced(s: string): boolean {
-  const open = "<([", close = ">)]";
+  const open = "<([",
+    close = ">)]";
   const stack: string[] = [];
   for (const c of s) {
     if (open.includes(c)) stack.push(close[open.indexOf(c)]!);
@@ -79,9 +80,21 @@ const SliceMetaSchema = v.pipe(
     slice: SrcPath,
     base: v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected a C++ identifier")),
     // a demangled qualified name on one line: identifiers, ::, template arguments (types, numbers, casts)
-    odrUse: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_:<>,()*&[\]. +-]+$/, "expected a qualified C++ name with template arguments"), v.check(balanced, "expected balanced <>, () and []"))),
-    cutInclude: v.optional(v.pipe(v.string(), v.regex(/^#[ \t]*include[ \t]*(?:"[^"\x00-\x1f\x7f\\]+"|<[^>\x00-\x1f\x7f\\]+>)[^\x00-\x1f\x7f\\]*$/, "expected one #include line"))),
-    definitionName: v.pipe(v.string(), v.regex(/^[^\x00-\x1f\x7f/\\]+$/, "expected a file name"), v.check((n) => n !== "." && n !== "..", "expected a file name")),
+    odrUse: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(/^[A-Za-z0-9_:<>,()*&[\]. +-]+$/, "expected a qualified C++ name with template arguments"),
+        v.check(balanced, "expected balanced <>, () and []"),
+      ),
+    ),
+    cutInclude: v.optional(
+      v.pipe(v.string(), v.regex(/^#[ \t]*include[ \t]*(?:"[^"\x00-\x1f\x7f\\]+"|<[^>\x00-\x1f\x7f\\]+>)[^\x00-\x1f\x7f\\]*$/, "expected one #include line")),
+    ),
+    definitionName: v.pipe(
+      v.string(),
+      v.regex(/^[^\x00-\x1f\x7f/\\]+$/, "expected a file name"),
+      v.check((n) => n !== "." && n !== "..", "expected a file name"),
+    ),
   }),
   v.check((m) => m.slice === sliceFileFor(m.tu), "slice is not the name kerncap gives a TU's slice (<tu>.kerncap-slice.cu beside it)"),
   v.check((m) => m.odrUse === undefined || kernelNameParts(m.odrUse).base === m.base, "odrUse does not name the kernel base names"),
@@ -98,9 +111,13 @@ export function checkSliceMeta(meta: unknown, where = "kerncap.json"): SliceMeta
   if (r.success) return r.output;
   const i = r.issues[0]!;
   const field = `source.cuda.slice.meta${v.getDotPath(i) ? `.${v.getDotPath(i)}` : ""}`;
-  throw new KerncapError("E_MANIFEST", `${where} is malformed: ${field} ${i.input === undefined ? "is missing" : `is ${JSON.stringify(i.input).slice(0, 120)}`}: ${i.message}`, {
-    hint: "kerncap writes no such value; the manifest was edited or made elsewhere. Capture again, or remove source.cuda.slice from kerncap.json (build.sh then compiles the whole TU).",
-  });
+  throw new KerncapError(
+    "E_MANIFEST",
+    `${where} is malformed: ${field} ${i.input === undefined ? "is missing" : `is ${JSON.stringify(i.input).slice(0, 120)}`}: ${i.message}`,
+    {
+      hint: "kerncap writes no such value; the manifest was edited or made elsewhere. Capture again, or remove source.cuda.slice from kerncap.json (build.sh then compiles the whole TU).",
+    },
+  );
 }
 
 export type SliceText = { ok: true; text: string } | { ok: false; reason: string };
@@ -324,7 +341,9 @@ export function planSliceMeta(
 /** The slice text for the TU's current text, or why it cannot be made. */
 export function sliceText(meta: SliceMeta, tuText: string): SliceText {
   const head = [`// kerncap slice of src/${meta.tu} sha256=${sha256Text(tuText)}`];
-  const odr = meta.odrUse ? ["", `// taking its address makes nvcc instantiate and emit exactly the captured kernel`, `void* kerncap_captured_kernel = (void*)&${meta.odrUse};`] : [];
+  const odr = meta.odrUse
+    ? ["", `// taking its address makes nvcc instantiate and emit exactly the captured kernel`, `void* kerncap_captured_kernel = (void*)&${meta.odrUse};`]
+    : [];
   if (meta.kind === "instantiation") {
     const lines = tuText.split("\n");
     const keep: string[] = [];

@@ -33,7 +33,8 @@ export interface CudaSpaceSpec {
 /** The option names a CUDA --config word may have besides macros. */
 export const CUDA_OPTION_NAMES = ["maxrregcount"] as const;
 
-const HINT = "For example --define TILE=16,32 --maxrregcount 32,64, or --config 'TILE=16,32 maxrregcount=32,64' (a macro's values: letters, digits, . _ + -; maxrregcount: whole numbers 1 to 255).";
+const HINT =
+  "For example --define TILE=16,32 --maxrregcount 32,64, or --config 'TILE=16,32 maxrregcount=32,64' (a macro's values: letters, digits, . _ + -; maxrregcount: whole numbers 1 to 255).";
 
 /** A macro's value: one word that bash leaves alone in EXTRA_FLAGS (no space, quote, glob or $). */
 const MACRO_VALUE = /^[A-Za-z0-9_.+-]+$/;
@@ -44,7 +45,8 @@ const MACRO_VALUE = /^[A-Za-z0-9_.+-]+$/;
  * --extra-device-vectorization, --restrict, --lineinfo, --ftz/--prec-div/--prec-sqrt/--fmad=true|false,
  * --dopt=on|off; one dash or two.
  */
-const TUNE_FLAG = /^(?:--?(?:Xptxas|ptxas-options)=[A-Za-z0-9_.,=+-]+|--?(?:use_fast_math|extra-device-vectorization|restrict|lineinfo)|--?(?:ftz|prec-div|prec-sqrt|fmad)=(?:true|false)|--?dopt=(?:on|off))$/;
+const TUNE_FLAG =
+  /^(?:--?(?:Xptxas|ptxas-options)=[A-Za-z0-9_.,=+-]+|--?(?:use_fast_math|extra-device-vectorization|restrict|lineinfo)|--?(?:ftz|prec-div|prec-sqrt|fmad)=(?:true|false)|--?dopt=(?:on|off))$/;
 
 /**
  * The words of one --nvcc-flag alternative, each checked against the flags a config may add.
@@ -54,8 +56,10 @@ const TUNE_FLAG = /^(?:--?(?:Xptxas|ptxas-options)=[A-Za-z0-9_.,=+-]+|--?(?:use_
 export function nvccTuneFlags(alternative: string): string[] {
   const words = alternative.split(/\s+/).filter(Boolean);
   for (const w of words) {
-    if (/^--?(?:D|define-macro)/.test(w)) throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: macros are swept with --define NAME=V1,V2`, { hint: HINT });
-    if (/^--?maxrregcount/.test(w)) throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: the register limit is swept with --maxrregcount V1,V2`, { hint: HINT });
+    if (/^--?(?:D|define-macro)/.test(w))
+      throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: macros are swept with --define NAME=V1,V2`, { hint: HINT });
+    if (/^--?maxrregcount/.test(w))
+      throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: the register limit is swept with --maxrregcount V1,V2`, { hint: HINT });
     if (!TUNE_FLAG.test(w)) {
       throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)} is not a flag kerncap tune sweeps`, {
         hint: "Device code generation flags only, as one word each: -Xptxas=-O1 (ptxas options, comma-separated, no paths), --use_fast_math, --extra-device-vectorization, --restrict, --lineinfo, --ftz=true|false, --prec-div=…, --prec-sqrt=…, --fmad=…, --dopt=on|off. Write --nvcc-flag=-Xptxas=-O1 (with '=': a value starting with '-' is read as an option otherwise).",
@@ -74,11 +78,13 @@ function axesOf(words: string[], where: string): Axis[] {
     const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.+)$/.exec(word);
     if (!m) throw new KerncapError("E_USAGE", `${where}: ${JSON.stringify(word)} is not NAME=V1,V2,…`, { hint: HINT });
     const [, name, list] = m as unknown as [string, string, string];
-    if (axes.some((a) => a.name === name)) throw new KerncapError("E_USAGE", `${where}: ${name} is given twice`, { hint: "List its values once: NAME=V1,V2 (in --config or --define, not both)." });
+    if (axes.some((a) => a.name === name))
+      throw new KerncapError("E_USAGE", `${where}: ${name} is given twice`, { hint: "List its values once: NAME=V1,V2 (in --config or --define, not both)." });
     const values = [...new Set(list.split(","))];
     for (const v of values) {
       if (name === "maxrregcount") {
-        if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 255) throw new KerncapError("E_USAGE", `${where}: maxrregcount ${JSON.stringify(v)} is not a whole number from 1 to 255`, { hint: HINT });
+        if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 255)
+          throw new KerncapError("E_USAGE", `${where}: maxrregcount ${JSON.stringify(v)} is not a whole number from 1 to 255`, { hint: HINT });
       } else if (!MACRO_VALUE.test(v)) {
         throw new KerncapError("E_USAGE", `${where}: ${JSON.stringify(v)} is not a value for macro ${name}`, { hint: HINT });
       }
@@ -105,11 +111,17 @@ export function parseCudaSpace(s: CudaSpaceSpec): CudaConfig[] {
     const where = spec.trim() ? `--config ${JSON.stringify(spec)}` : "--define/--maxrregcount";
     const axes = axesOf([...spec.split(/\s+/).filter(Boolean), ...extra], where);
     if (!axes.length && !flagAlts.length) {
-      throw new KerncapError("E_USAGE", s.configs.length ? "--config is empty" : "no config space: a CUDA capture is tuned over macros, -maxrregcount and nvcc flags", { hint: HINT });
+      throw new KerncapError(
+        "E_USAGE",
+        s.configs.length ? "--config is empty" : "no config space: a CUDA capture is tuned over macros, -maxrregcount and nvcc flags",
+        { hint: HINT },
+      );
     }
     let configs: CudaConfig[] = [{ defines: {}, flags: [] }];
     for (const a of axes) {
-      configs = configs.flatMap((c) => a.values.map((v) => (a.name === "maxrregcount" ? { ...c, maxrregcount: Number(v) } : { ...c, defines: { ...c.defines, [a.name]: v } })));
+      configs = configs.flatMap((c) =>
+        a.values.map((v) => (a.name === "maxrregcount" ? { ...c, maxrregcount: Number(v) } : { ...c, defines: { ...c.defines, [a.name]: v } })),
+      );
     }
     if (flagAlts.length) configs = configs.flatMap((c) => flagAlts.map((f) => ({ ...c, flags: f })));
     for (const c of configs) {
@@ -122,7 +134,13 @@ export function parseCudaSpace(s: CudaSpaceSpec): CudaConfig[] {
 
 /** The nvcc words of a config, in this order: -DNAME=V (names sorted), -maxrregcount=N, the extra flags. */
 export function cudaBuildFlags(c: CudaConfig): string[] {
-  return [...Object.keys(c.defines).sort().map((k) => `-D${k}=${c.defines[k]}`), ...(c.maxrregcount !== undefined ? [`-maxrregcount=${c.maxrregcount}`] : []), ...c.flags];
+  return [
+    ...Object.keys(c.defines)
+      .sort()
+      .map((k) => `-D${k}=${c.defines[k]}`),
+    ...(c.maxrregcount !== undefined ? [`-maxrregcount=${c.maxrregcount}`] : []),
+    ...c.flags,
+  ];
 }
 
 /** A config's identity: equal configs, equal keys. */
@@ -132,5 +150,9 @@ export function cudaConfigKey(c: CudaConfig): string {
 
 /** The table's config column: "TILE=16 maxrregcount=32 -Xptxas=-O1", macros in the order given; "" for no change. */
 export function cudaConfigLabel(c: CudaConfig): string {
-  return [...Object.entries(c.defines).map(([k, v]) => `${k}=${v}`), ...(c.maxrregcount !== undefined ? [`maxrregcount=${c.maxrregcount}`] : []), ...c.flags].join(" ");
+  return [
+    ...Object.entries(c.defines).map(([k, v]) => `${k}=${v}`),
+    ...(c.maxrregcount !== undefined ? [`maxrregcount=${c.maxrregcount}`] : []),
+    ...c.flags,
+  ].join(" ");
 }

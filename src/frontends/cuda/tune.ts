@@ -47,7 +47,10 @@ export const tuneModulePath = (dir: string, i: number) => join(dir, "build", "tu
 /** The lines of a build error worth a table row: the compiler's `error` lines (at most 3), else the last 3. */
 function shortError(e: unknown): string {
   const msg = e instanceof Error ? e.message : String(e);
-  const lines = msg.split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = msg
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   const errs = lines.slice(1).filter((l) => /\berror\b/i.test(l));
   return (errs.length ? errs.slice(0, 3) : lines.slice(-3)).join(" / ");
 }
@@ -69,7 +72,12 @@ export function moduleRegisters(path: string, m: Pick<Manifest, "kernel" | "devi
  * @returns one entry per config, in order
  * @throws KerncapError E_INTERRUPTED (a stop signal during a build), E_CONFINED (confine: a build read a file outside)
  */
-export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: CudaConfig[], o: { jobs?: number; confine?: boolean; onBuilt?: (done: number, total: number) => void }): Promise<CudaBuilt[]> {
+export async function buildCudaConfigs(
+  dirArg: string,
+  m: Manifest,
+  configs: CudaConfig[],
+  o: { jobs?: number; confine?: boolean; onBuilt?: (done: number, total: number) => void },
+): Promise<CudaBuilt[]> {
   const dir = resolve(dirArg);
   remakeStaleSlice(dir, m); // a slice made before an edit of the TU is remade once, not by every build
   const out: CudaBuilt[] = new Array(configs.length);
@@ -81,7 +89,14 @@ export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: Cud
       const module = tuneModulePath(dir, i);
       rmSync(dirname(module), { recursive: true, force: true });
       try {
-        const b = await buildReproducer(dir, { quiet: true, force: false, out: module, extraFlags: cudaBuildFlags(configs[i]!), ...(o.confine ? { confine: m } : {}), explain: rdcLinkError });
+        const b = await buildReproducer(dir, {
+          quiet: true,
+          force: false,
+          out: module,
+          extraFlags: cudaBuildFlags(configs[i]!),
+          ...(o.confine ? { confine: m } : {}),
+          explain: rdcLinkError,
+        });
         checkRebuiltModule(b.module, m);
         out[i] = { module: b.module, seconds: b.seconds, registers: moduleRegisters(b.module, m) };
       } catch (e) {
@@ -104,21 +119,36 @@ export async function buildCudaConfigs(dirArg: string, m: Manifest, configs: Cud
 export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<TuneResult<CudaConfig>> {
   const dir = resolve(dirArg);
   const m = openCapture(dir).manifest;
-  if (m.kernel.frontend !== "cuda") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
+  if (m.kernel.frontend !== "cuda")
+    throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
   const swept = parseCudaSpace(o.space); // usage errors before anything runs
   const tritonWords = [...new Set(swept.flatMap((c) => Object.keys(c.defines)))].filter((n) => (OPTION_NAMES as readonly string[]).includes(n));
-  if (tritonWords.length) log.warn(`${tritonWords.join(", ")}: Triton's compile option${tritonWords.length > 1 ? "s" : ""}, but this is a CUDA capture: swept as the macro${tritonWords.length > 1 ? "s" : ""} ${tritonWords.map((n) => `-D${n}`).join(", ")}`);
+  if (tritonWords.length)
+    log.warn(
+      `${tritonWords.join(", ")}: Triton's compile option${tritonWords.length > 1 ? "s" : ""}, but this is a CUDA capture: swept as the macro${tritonWords.length > 1 ? "s" : ""} ${tritonWords.map((n) => `-D${n}`).join(", ")}`,
+    );
   if (!existsSync(join(dir, "build.sh"))) {
-    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture, so there is nothing to rebuild with other flags`, {
-      hint: "Capture with the kernel's source available (--source-root, --compile-commands).",
-    });
+    throw new KerncapError(
+      "E_NO_REPRODUCER",
+      `${dir} has no build.sh: no reproducer project was generated for this capture, so there is nothing to rebuild with other flags`,
+      {
+        hint: "Capture with the kernel's source available (--source-root, --compile-commands).",
+      },
+    );
   }
   o.gate();
-  if (m.fault) throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, { hint: "Replay it (kerncap replay) to reproduce the fault." });
+  if (m.fault)
+    throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, {
+      hint: "Replay it (kerncap replay) to reproduce the fault.",
+    });
   const plain: CudaConfig = { defines: {}, flags: [] };
   const configs = [plain, ...swept.filter((c) => cudaConfigKey(c) !== cudaConfigKey(plain))];
   // config i: build.sh with cudaBuildFlags(config) appended (a flags candidate of eval's machinery), into tuneModulePath(dir, i)
-  const items = configs.map((config, i) => ({ config, label: i === 0 ? "build.sh" : cudaConfigLabel(config), spec: { kind: "flags" as const, flags: cudaBuildFlags(config), buildDir: dirname(tuneModulePath(dir, i)) } }));
+  const items = configs.map((config, i) => ({
+    config,
+    label: i === 0 ? "build.sh" : cudaConfigLabel(config),
+    spec: { kind: "flags" as const, flags: cudaBuildFlags(config), buildDir: dirname(tuneModulePath(dir, i)) },
+  }));
   remakeStaleSlice(dir, m); // a slice made before an edit of the TU is remade once, not by every build
 
   // each build's outcome said as it ends, before the GPU judges it: a machine without one still learns which configs compile
@@ -144,7 +174,8 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     // a macro the source defines without #ifndef (or never reads) leaves the kernel as it was: said, so that an equal time is not read as a finding
     if (i > 0 && b && !("error" in b) && plainBuilt && !("error" in plainBuilt)) {
       try {
-        if (sameKernelCode(readFileSync(plainBuilt.module), readFileSync(b.module), m.kernel.name) === null) row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
+        if (sameKernelCode(readFileSync(plainBuilt.module), readFileSync(b.module), m.kernel.name) === null)
+          row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
       } catch {
         /* unreadable: no note */
       }
@@ -152,18 +183,46 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     rows.push(row);
   }
   const winner = pickWinner(rows) ?? null;
-  return { dir, frontend: "cuda", kernel: m.kernel.name, grid: null, rows, winner, paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null, seconds: e.seconds };
+  return {
+    dir,
+    frontend: "cuda",
+    kernel: m.kernel.name,
+    grid: null,
+    rows,
+    winner,
+    paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null,
+    seconds: e.seconds,
+  };
 }
 
 /** The CUDA frontend's tune (Frontend.tune): Triton's --grid refused (its configs keep the captured launch), then tuneCuda. */
 export const cudaTune: TuneDriver = {
   run(dir, o) {
-    if (o.grid !== undefined) throw new KerncapError("E_USAGE", `--grid is a Triton tune's option; ${dir} is a CUDA capture, whose configs keep the captured launch`, { hint: "Sweep macros and flags with --define, --maxrregcount, --nvcc-flag or --config." });
-    return tuneCuda(dir, { space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags }, iters: o.iters, flushL2: o.flushL2, atol: o.atol, rtol: o.rtol, jobs: o.jobs, trust: o.trust, confine: o.confine, onBuilt: o.onBuilt, gate: o.gate, evaluate: o.evaluate });
+    if (o.grid !== undefined)
+      throw new KerncapError("E_USAGE", `--grid is a Triton tune's option; ${dir} is a CUDA capture, whose configs keep the captured launch`, {
+        hint: "Sweep macros and flags with --define, --maxrregcount, --nvcc-flag or --config.",
+      });
+    return tuneCuda(dir, {
+      space: { configs: o.configs, defines: o.defines, maxrregcount: o.maxrregcount, nvccFlags: o.nvccFlags },
+      iters: o.iters,
+      flushL2: o.flushL2,
+      atol: o.atol,
+      rtol: o.rtol,
+      jobs: o.jobs,
+      trust: o.trust,
+      confine: o.confine,
+      onBuilt: o.onBuilt,
+      gate: o.gate,
+      evaluate: o.evaluate,
+    });
   },
   params: (c) => {
     if (!c || typeof c !== "object" || !("defines" in c)) return undefined;
     const k = c as CudaConfig;
-    return { ...Object.fromEntries(Object.entries(k.defines).map(([n, v]) => [n, String(v)])), ...(k.maxrregcount !== undefined ? { maxrregcount: String(k.maxrregcount) } : {}), ...(k.flags.length ? { flags: k.flags.join(" ") } : {}) };
+    return {
+      ...Object.fromEntries(Object.entries(k.defines).map(([n, v]) => [n, String(v)])),
+      ...(k.maxrregcount !== undefined ? { maxrregcount: String(k.maxrregcount) } : {}),
+      ...(k.flags.length ? { flags: k.flags.join(" ") } : {}),
+    };
   },
 };

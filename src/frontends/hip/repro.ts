@@ -15,7 +15,6 @@ import { HIP_TEMPLATES } from "./templates.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { KerncapError } from "../../errors.ts";
 
-
 export interface HipReproducerOptions {
   /** Folder to render into (created if missing). */
   outDir: string;
@@ -48,7 +47,6 @@ export interface HipReproducer {
   /** The overlay mapping: original absolute path → path relative to src/. */
   overlay: { original: string; copy: string }[];
 }
-
 
 /**
  * Render the HIP reproducer into opts.outDir.

@@ -17,16 +17,29 @@ function sh(argv: string[], timeoutMs: number, env: Record<string, string | unde
 /** python3 and the versions of triton and torch (importlib.metadata: nothing is imported). */
 export function checkPython(env: Record<string, string | undefined>): DoctorCheck[] {
   const py = Bun.which("python3", { PATH: env.PATH ?? "" });
-  if (!py) return [{ id: "python", status: "warn", detail: "python3 not found", fix: "Only Triton/PyTorch captures need it (the Triton reproducer runs repro.py)." }];
-  const code = "import json,sys\nfrom importlib import metadata\nd={'python':sys.version.split()[0]}\nfor p in ('triton','torch'):\n  try: d[p]=metadata.version(p)\n  except Exception: d[p]=None\nprint(json.dumps(d))";
+  if (!py)
+    return [{ id: "python", status: "warn", detail: "python3 not found", fix: "Only Triton/PyTorch captures need it (the Triton reproducer runs repro.py)." }];
+  const code =
+    "import json,sys\nfrom importlib import metadata\nd={'python':sys.version.split()[0]}\nfor p in ('triton','torch'):\n  try: d[p]=metadata.version(p)\n  except Exception: d[p]=None\nprint(json.dumps(d))";
   const r = sh([py, "-c", code], 20_000, env);
   let v: Record<string, string | null> = {};
   try {
     v = JSON.parse(r.out.trim().split("\n").pop() ?? "");
   } catch {
-    return [{ id: "python", status: "warn", detail: `${py} did not run (exit ${r.code}): ${r.err.trim().split("\n").pop() ?? ""}`, fix: "Check the Python installation." }];
+    return [
+      {
+        id: "python",
+        status: "warn",
+        detail: `${py} did not run (exit ${r.code}): ${r.err.trim().split("\n").pop() ?? ""}`,
+        fix: "Check the Python installation.",
+      },
+    ];
   }
   const opt = (name: string, what: string): DoctorCheck =>
     v[name] ? { id: name, status: "ok", detail: `${name} ${v[name]}` } : { id: name, status: "skip", detail: `not installed (optional: ${what})` };
-  return [{ id: "python", status: "ok", detail: `${py}: Python ${v.python}` }, opt("triton", "Triton kernels and their reproducers"), opt("torch", "PyTorch apps")];
+  return [
+    { id: "python", status: "ok", detail: `${py}: Python ${v.python}` },
+    opt("triton", "Triton kernels and their reproducers"),
+    opt("torch", "PyTorch apps"),
+  ];
 }

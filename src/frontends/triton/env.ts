@@ -10,11 +10,16 @@ export const TRITON_ENV_VARS = {
   KERNCAP_TRITON_CACHES: {
     readers: ["kerncap"],
     setBy: "user",
-    meaning: "`1`: keep Inductor's compile workers and caches (kerncap otherwise sets TORCHINDUCTOR_COMPILE_THREADS=1 and TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)",
+    meaning:
+      "`1`: keep Inductor's compile workers and caches (kerncap otherwise sets TORCHINDUCTOR_COMPILE_THREADS=1 and TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)",
   },
   KERNCAP_TRITON_SHIM: { readers: ["kerncap"], setBy: "user", meaning: "folder holding a sitecustomize.py to use instead of the embedded shim" },
   KERNCAP_TRITON_LAUNCHES: { readers: ["Triton shim"], setBy: "user", meaning: "`0`: the shim records compiles only, no launch events" },
-  KERNCAP_PYTHON: { readers: ["Triton reproducer", "kerncap"], setBy: "user", meaning: "the Python a Triton reproducer's build.sh (and `kerncap tune`) runs (default: the application's, recorded at capture)" },
+  KERNCAP_PYTHON: {
+    readers: ["Triton reproducer", "kerncap"],
+    setBy: "user",
+    meaning: "the Python a Triton reproducer's build.sh (and `kerncap tune`) runs (default: the application's, recorded at capture)",
+  },
   KERNCAP_PYTHON_USED: { readers: ["Triton reproducer"], setBy: "build.sh", meaning: "set by a Triton build.sh for repro.py's messages: the Python it ran" },
 } as const satisfies Record<`KERNCAP_${string}`, EnvVarDoc>;
 

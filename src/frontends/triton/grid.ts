@@ -52,12 +52,18 @@ const cdiv = (a: number, b: number) => Math.ceil(a / b);
  * @param space the configs tune will launch (their constexprs), to tell candidates apart
  * @returns the expression and each axis's, or why none was found with every form tried
  */
-export function inferGrid(captured: [number, number, number], args: Record<string, number>, tiles: Record<string, number>, space: Record<string, number>[]): GridInference {
+export function inferGrid(
+  captured: [number, number, number],
+  args: Record<string, number>,
+  tiles: Record<string, number>,
+  space: Record<string, number>[],
+): GridInference {
   const argNames = Object.keys(args).filter((a) => args[a]! > 0 && !/^stride/i.test(a));
   const tileNames = Object.keys(tiles).filter((t) => tiles[t]! > 0);
   const vars = (c: Record<string, number>) => ({ ...args, ...tiles, ...c });
   const terms: Candidate[] = [];
-  for (const a of argNames) for (const t of tileNames) terms.push({ expr: `cdiv(${a}, ${t})`, score: nameScore(a, t), at: (v) => cdiv(v[a]!, v[t]!), tiled: true });
+  for (const a of argNames)
+    for (const t of tileNames) terms.push({ expr: `cdiv(${a}, ${t})`, score: nameScore(a, t), at: (v) => cdiv(v[a]!, v[t]!), tiled: true });
   const tried: string[] = [];
   const axes: string[] = [];
   const base = vars({});
@@ -73,21 +79,32 @@ export function inferGrid(captured: [number, number, number], args: Record<strin
       for (const y of terms.slice(i + 1)) {
         if (x.expr.split(",")[0] === y.expr.split(",")[0] || x.expr.split(", ")[1] === y.expr.split(", ")[1]) continue; // two axes of the problem, two tiles
         // a factor of 1 adds nothing the single term does not say (an inductor kernel's cdiv(rnumel, RBLOCK))
-        if (x.at(base) > 1 && y.at(base) > 1 && x.at(base) * y.at(base) === g) fits.push({ expr: `${x.expr} * ${y.expr}`, score: x.score + y.score, at: (v) => x.at(v) * y.at(v), tiled: true });
+        if (x.at(base) > 1 && y.at(base) > 1 && x.at(base) * y.at(base) === g)
+          fits.push({ expr: `${x.expr} * ${y.expr}`, score: x.score + y.score, at: (v) => x.at(v) * y.at(v), tiled: true });
       }
       for (const b of argNames) {
         if (x.expr.startsWith(`cdiv(${b},`)) continue;
-        if (x.at(base) > 1 && args[b]! > 1 && x.at(base) * args[b]! === g) fits.push({ expr: `${x.expr} * ${b}`, score: x.score, at: (v) => x.at(v) * v[b]!, tiled: true });
+        if (x.at(base) > 1 && args[b]! > 1 && x.at(base) * args[b]! === g)
+          fits.push({ expr: `${x.expr} * ${b}`, score: x.score, at: (v) => x.at(v) * v[b]!, tiled: true });
       }
     }
-    tried.push(`axis ${axis} = ${g}: cdiv(ARG, TILE), cdiv(ARG, TILE) * cdiv(ARG, TILE), cdiv(ARG, TILE) * ARG${argNames.length ? "" : " (no integer argument)"}`);
+    tried.push(
+      `axis ${axis} = ${g}: cdiv(ARG, TILE), cdiv(ARG, TILE) * cdiv(ARG, TILE), cdiv(ARG, TILE) * ARG${argNames.length ? "" : " (no integer argument)"}`,
+    );
     if (fits.length) {
       const best = Math.max(...fits.map((f) => f.score));
       const top = fits.filter((f) => f.score === best);
       // those that agree with the first on every config of the space are the same answer
       const differ = top.filter((f) => space.some((c) => f.at(vars(c)) !== top[0]!.at(vars(c))));
       if (differ.length) {
-        return { grid: null, why: `axis ${axis}: ${top.length} formulas give ${g} for the app's config and differ on others: ${top.slice(0, 6).map((f) => f.expr).join("; ")}${top.length > 6 ? "; …" : ""}`, tried };
+        return {
+          grid: null,
+          why: `axis ${axis}: ${top.length} formulas give ${g} for the app's config and differ on others: ${top
+            .slice(0, 6)
+            .map((f) => f.expr)
+            .join("; ")}${top.length > 6 ? "; …" : ""}`,
+          tried,
+        };
       }
       axes.push(top[0]!.expr);
       continue;
@@ -100,10 +117,15 @@ export function inferGrid(captured: [number, number, number], args: Record<strin
   // a space that changes tiles with a grid that changes with none of them: no formula was found
   const changes = space.some((c) => Object.keys(c).some((k) => c[k] !== tiles[k]));
   if (changes && !axes.some((x) => x.includes("cdiv("))) {
-    return { grid: null, why: `no axis of the captured grid ${captured.join("x")} is cdiv(ARG, TILE) or a product of such terms for the integer arguments (${argNames.map((a) => `${a}=${args[a]}`).join(", ") || "none"}) and the tiles (${tileNames.map((t) => `${t}=${tiles[t]}`).join(", ") || "none"})`, tried };
+    return {
+      grid: null,
+      why: `no axis of the captured grid ${captured.join("x")} is cdiv(ARG, TILE) or a product of such terms for the integer arguments (${argNames.map((a) => `${a}=${args[a]}`).join(", ") || "none"}) and the tiles (${tileNames.map((t) => `${t}=${tiles[t]}`).join(", ") || "none"})`,
+      tried,
+    };
   }
   // the formula gives the captured grid with the app's own config (by construction; evalGrid checks the text)
   const check = evalGrid(grid, base);
-  if (check.join() !== captured.join()) return { grid: null, why: `the inferred ${grid} gives ${check.join("x")}, the app launched ${captured.join("x")}`, tried };
+  if (check.join() !== captured.join())
+    return { grid: null, why: `the inferred ${grid} gives ${check.join("x")}, the app launched ${captured.join("x")}`, tried };
   return { grid, axes };
 }

@@ -45,7 +45,13 @@ export interface TritonAutotuneRecord {
   config_list?: TritonAutotuneRecord["config"][];
 }
 
-export interface TritonLaunchRecord { event: "launch"; pid: number; seq: number; name: string | null; bench: boolean }
+export interface TritonLaunchRecord {
+  event: "launch";
+  pid: number;
+  seq: number;
+  name: string | null;
+  bench: boolean;
+}
 
 export type TritonRecord =
   | TritonCompileRecord
@@ -103,7 +109,13 @@ export interface TritonSource {
   cacheHit: boolean;
   kernelModule: string | null;
   unresolvedGlobals: string[];
-  autotune: { key: unknown[]; keyNames: string[]; config: TritonAutotuneRecord["config"]; configs: number; configList?: TritonAutotuneRecord["config"][] } | null;
+  autotune: {
+    key: unknown[];
+    keyNames: string[];
+    config: TritonAutotuneRecord["config"];
+    configs: number;
+    configList?: TritonAutotuneRecord["config"][];
+  } | null;
   launch: LaunchAccount;
 }
 
@@ -178,7 +190,14 @@ export function accountLaunch(records: TritonRecord[], kernelName: string, patte
  * Find the compile record of the captured cubin and build manifest.source.
  * @returns undefined when no record has that cubin hash (not a Triton kernel, or the shim was off).
  */
-export function joinTriton(records: TritonRecord[], cubinSha256: string, kernelName: string, pattern: string, matchIndex: number, countsBenchmarks = true): TritonSource | undefined {
+export function joinTriton(
+  records: TritonRecord[],
+  cubinSha256: string,
+  kernelName: string,
+  pattern: string,
+  matchIndex: number,
+  countsBenchmarks = true,
+): TritonSource | undefined {
   const compiles = records.filter((r): r is TritonCompileRecord => r.event === "compile" && r.cubin_sha256 === cubinSha256);
   // Prefer a record that carries the source (an IRSource compile or a failed extraction has less).
   const rec = compiles.find((r) => r.kernel_module) ?? compiles.find((r) => r.fn) ?? compiles[0];
@@ -208,7 +227,9 @@ export function joinTriton(records: TritonRecord[], cubinSha256: string, kernelN
     cacheHit: rec.cache_hit,
     kernelModule: rec.kernel_module ?? null,
     unresolvedGlobals: rec.unresolved_globals ?? [],
-    autotune: tune ? { key: tune.key, keyNames: tune.key_names, config: tune.config, configs: tune.configs, ...(tune.config_list ? { configList: tune.config_list } : {}) } : null,
+    autotune: tune
+      ? { key: tune.key, keyNames: tune.key_names, config: tune.config, configs: tune.configs, ...(tune.config_list ? { configList: tune.config_list } : {}) }
+      : null,
     launch: accountLaunch(records, kernelName, pattern, matchIndex, countsBenchmarks),
   };
 }

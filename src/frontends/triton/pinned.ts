@@ -35,7 +35,9 @@ export const Pinned = v.looseObject({
   autotune: v.optional(
     v.nullable(
       v.looseObject({
-        configList: v.optional(v.array(v.looseObject({ kwargs: v.record(v.string(), v.unknown()), num_warps: Count, num_stages: Count, num_ctas: Count, maxnreg: Count }))),
+        configList: v.optional(
+          v.array(v.looseObject({ kwargs: v.record(v.string(), v.unknown()), num_warps: Count, num_stages: Count, num_ctas: Count, maxnreg: Count })),
+        ),
       }),
     ),
   ),
@@ -57,7 +59,8 @@ export function parsePinned(dir: string, bytes: Uint8Array): Pinned;
 export function parsePinned(dir: string, bytes: Uint8Array, schema: typeof PinnedRuns): v.InferOutput<typeof PinnedRuns>;
 export function parsePinned(dir: string, bytes: Uint8Array, schema: typeof Pinned | typeof PinnedRuns = Pinned): Pinned | v.InferOutput<typeof PinnedRuns> {
   const path = join(dir, PINNED_FILE);
-  const hint = "pinned.json is kerncap's record of the Triton launch (src/<kernel>.py, the interpreter, the constexprs); nothing was run. Capture again, or ask the sender for a clean copy.";
+  const hint =
+    "pinned.json is kerncap's record of the Triton launch (src/<kernel>.py, the interpreter, the constexprs); nothing was run. Capture again, or ask the sender for a clean copy.";
   const text = Buffer.from(bytes).toString("utf8");
   let json: unknown;
   try {

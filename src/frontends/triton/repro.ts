@@ -65,7 +65,9 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
   mkdirSync(join(outDir, "src"), { recursive: true });
   const kernelFile = `${s.fnName}.py`;
   const header = `# Kernel ${s.qualname} as captured by kerncap from ${s.sourceFile ?? "?"}:${s.sourceLine ?? "?"}\n# (Triton ${s.tritonVersion}). Edit freely; keep the name and the parameters of ${s.fnName}.\n`;
-  const unresolved = s.unresolvedGlobals.length ? `# Globals that could not be recreated here (define them if the kernel needs them): ${s.unresolvedGlobals.join(", ")}\n` : "";
+  const unresolved = s.unresolvedGlobals.length
+    ? `# Globals that could not be recreated here (define them if the kernel needs them): ${s.unresolvedGlobals.join(", ")}\n`
+    : "";
   writeFileSync(join(outDir, "src", kernelFile), header + unresolved + s.kernelModule);
   const files = [`src/${kernelFile}`];
   let originalCopy = "";

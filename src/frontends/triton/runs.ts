@@ -27,9 +27,13 @@ export const tritonRunFiles: RunFiles = {
     if (pin.kernelFile !== undefined) {
       const problem = relativePathProblem(pin.kernelFile);
       if (problem) {
-        throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the kernel file ${JSON.stringify(pin.kernelFile)}, which ${problem}: a Triton reproducer runs only files under src/`, {
-          hint: "The capture was altered (kerncap writes src/<function>.py); nothing was run. Capture again, or ask for a clean copy.",
-        });
+        throw new KerncapError(
+          "E_UNSAFE_PATH",
+          `${dir}/pinned.json names the kernel file ${JSON.stringify(pin.kernelFile)}, which ${problem}: a Triton reproducer runs only files under src/`,
+          {
+            hint: "The capture was altered (kerncap writes src/<function>.py); nothing was run. Capture again, or ask for a clean copy.",
+          },
+        );
       }
       files.push(`src/${pin.kernelFile}`);
     }
@@ -46,9 +50,13 @@ export const tritonRunFiles: RunFiles = {
     check(dir, interpreter) {
       const problem = interpreterProblem(dir, interpreter);
       if (problem) {
-        throw new KerncapError("E_UNSAFE_PATH", `${dir}/pinned.json names the interpreter ${escapeForTerminal(JSON.stringify(interpreter))}, which ${problem}: its bytes are not shown or hashed, so whoever can change it would run code with your rights`, {
-          hint: "Nothing was run. Point pinned.json's \"python\" at an interpreter of your own (or root's) outside the capture, e.g. the output of `command -v python3`.",
-        });
+        throw new KerncapError(
+          "E_UNSAFE_PATH",
+          `${dir}/pinned.json names the interpreter ${escapeForTerminal(JSON.stringify(interpreter))}, which ${problem}: its bytes are not shown or hashed, so whoever can change it would run code with your rights`,
+          {
+            hint: "Nothing was run. Point pinned.json's \"python\" at an interpreter of your own (or root's) outside the capture, e.g. the output of `command -v python3`.",
+          },
+        );
       }
     },
   },

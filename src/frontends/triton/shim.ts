@@ -59,7 +59,14 @@ export function tritonFinalize(
   let source: TritonSource | undefined;
   try {
     const records = parseTritonJsonl(readFileSync(jsonl, "utf8"));
-    source = joinTriton(records, sha256File(join(tmpDir, raw.module.file)), raw.kernel.name, pattern, raw.kernel.match_index, raw.kernel.counts_benchmarks ?? true);
+    source = joinTriton(
+      records,
+      sha256File(join(tmpDir, raw.module.file)),
+      raw.kernel.name,
+      pattern,
+      raw.kernel.match_index,
+      raw.kernel.counts_benchmarks ?? true,
+    );
   } catch (e) {
     log.warn(`Triton metadata not joined: ${(e as Error).message}`);
     return {};
@@ -70,7 +77,9 @@ export function tritonFinalize(
   }
   raw.frontend = "triton";
   if (source.launch.kind === "autotune-benchmark") {
-    log.warn(`the captured launch is an autotuner benchmark launch (config timing), not the application's own call; ${source.launch.appLaunchesBefore} app launches came before it`);
+    log.warn(
+      `the captured launch is an autotuner benchmark launch (config timing), not the application's own call; ${source.launch.appLaunchesBefore} app launches came before it`,
+    );
   }
   const s = source;
   return {

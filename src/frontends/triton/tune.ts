@@ -24,7 +24,21 @@ import { tritonReproducerEnv } from "./env.ts";
 import { log } from "../../log.ts";
 import { stageTrustedBuild } from "../../format/trust.ts";
 import { inferGrid } from "./grid.ts";
-import { autotuneLine, configKey, configLabel, evalGrid, OPTION_NAMES, parseConfigSpace, pickWinner, type TuneConfig, type TuneDriver, type TuneEvaluate, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
+import {
+  autotuneLine,
+  configKey,
+  configLabel,
+  evalGrid,
+  OPTION_NAMES,
+  parseConfigSpace,
+  pickWinner,
+  type TuneConfig,
+  type TuneDriver,
+  type TuneEvaluate,
+  type TuneResult,
+  type TuneRow,
+  type TuneRunOptions,
+} from "../tune.ts";
 
 export interface TuneOptions extends TuneRunOptions {
   /** --config specs (src/frontends/tune.ts parseConfigSpace); none: the autotuner's configs recorded at capture. */
@@ -47,12 +61,21 @@ export type { TuneResult } from "../tune.ts";
  */
 export const tritonTune: TuneDriver = {
   async run(dir, o) {
-    const cudaOnly = [o.defines.length ? "--define" : "", o.maxrregcount !== undefined ? "--maxrregcount" : "", o.nvccFlags.length ? "--nvcc-flag" : ""].filter(Boolean);
-    if (cudaOnly.length) throw new KerncapError("E_USAGE", `${cudaOnly.join(", ")}: options of a CUDA capture's tune; ${dir} is a Triton capture`, { hint: "A Triton config sets its constexprs and num_warps, num_stages, maxnreg in --config, e.g. --config 'BLOCK_M=64,128 maxnreg=128'." });
-    if (o.confine && !o.trust) {
-      throw new KerncapError("E_UNTRUSTED", `${dir} is a Triton capture: each config's compile imports the kernel's source under src/, which runs as code with your rights, so a confined tune (kerncap mcp) runs it only with --trust`, {
-        hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton tunes run, or tune on the command line.",
+    const cudaOnly = [o.defines.length ? "--define" : "", o.maxrregcount !== undefined ? "--maxrregcount" : "", o.nvccFlags.length ? "--nvcc-flag" : ""].filter(
+      Boolean,
+    );
+    if (cudaOnly.length)
+      throw new KerncapError("E_USAGE", `${cudaOnly.join(", ")}: options of a CUDA capture's tune; ${dir} is a Triton capture`, {
+        hint: "A Triton config sets its constexprs and num_warps, num_stages, maxnreg in --config, e.g. --config 'BLOCK_M=64,128 maxnreg=128'.",
       });
+    if (o.confine && !o.trust) {
+      throw new KerncapError(
+        "E_UNTRUSTED",
+        `${dir} is a Triton capture: each config's compile imports the kernel's source under src/, which runs as code with your rights, so a confined tune (kerncap mcp) runs it only with --trust`,
+        {
+          hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton tunes run, or tune on the command line.",
+        },
+      );
     }
     return tuneTriton(dir, o);
   },
@@ -81,7 +104,6 @@ export const tritonTune: TuneDriver = {
   },
 };
 
-
 /**
  * The kernel's scalar arguments by name, from the parameter bytes: the signature's non-constexpr
  * entries are the launched parameters in order (Triton drops constexprs), the layout gives each
@@ -98,7 +120,22 @@ export function tritonScalarArgs(signature: Record<string, unknown>, params: Uin
     if (!slot || !m || slot.offset + slot.size > params.byteLength) continue;
     const bits = Number(m[2]);
     const signed = m[1] === "i" && bits > 1;
-    const v = bits === 64 ? (signed ? dv.getBigInt64(slot.offset, true) : dv.getBigUint64(slot.offset, true)) : bits === 32 ? (signed ? dv.getInt32(slot.offset, true) : dv.getUint32(slot.offset, true)) : bits === 16 ? (signed ? dv.getInt16(slot.offset, true) : dv.getUint16(slot.offset, true)) : signed ? dv.getInt8(slot.offset) : dv.getUint8(slot.offset);
+    const v =
+      bits === 64
+        ? signed
+          ? dv.getBigInt64(slot.offset, true)
+          : dv.getBigUint64(slot.offset, true)
+        : bits === 32
+          ? signed
+            ? dv.getInt32(slot.offset, true)
+            : dv.getUint32(slot.offset, true)
+          : bits === 16
+            ? signed
+              ? dv.getInt16(slot.offset, true)
+              : dv.getUint16(slot.offset, true)
+            : signed
+              ? dv.getInt8(slot.offset)
+              : dv.getUint8(slot.offset);
     out[name] = Number(v);
   }
   return out;
@@ -158,7 +195,11 @@ export type TritonBuilt = { cubin: string; shared: number; numWarps: number } | 
  * kills the compile. Used by tune and by eval.
  * @throws KerncapError E_INTERRUPTED (a stop signal during a compile)
  */
-export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o: { from?: string; unstage?: (text: string) => string } = {}): (config: TuneConfig, out: string, signal?: AbortSignal) => Promise<TritonBuilt> {
+export function tritonConfigCompiler(
+  dir: string,
+  pin: Pick<Pinned, "python">,
+  o: { from?: string; unstage?: (text: string) => string } = {},
+): (config: TuneConfig, out: string, signal?: AbortSignal) => Promise<TritonBuilt> {
   const from = o.from ?? dir;
   // the Triton cache in `from`'s build/ (a private copy's own: nothing written through a link of the capture's build/)
   const { python: py, env: reproEnv } = tritonReproducerEnv(pin.python, join(from, "build", "triton-cache"));
@@ -183,7 +224,10 @@ export function tritonConfigCompiler(dir: string, pin: Pick<Pinned, "python">, o
  */
 export function readPinned(from: string, dir = from): Pinned {
   const pinned = readInCapture(from, "pinned.json", MANIFEST_MAX_BYTES);
-  if (!pinned) throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, { hint: "Capture again with the kernel's source readable (the Triton shim records it)." });
+  if (!pinned)
+    throw new KerncapError("E_NO_REPRODUCER", `${dir} has no pinned.json: no Triton reproducer was generated for this capture`, {
+      hint: "Capture again with the kernel's source readable (the Triton shim records it).",
+    });
   return parsePinned(dir, pinned); // anyone's bytes in a received capture: E_MANIFEST naming the field
 }
 
@@ -197,7 +241,10 @@ export function readPinned(from: string, dir = from): Pinned {
 export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneResult> {
   const dir = resolve(dirArg);
   const m: Manifest = openCapture(dir).manifest;
-  if (m.kernel.frontend !== "triton") throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, { hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`." });
+  if (m.kernel.frontend !== "triton")
+    throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture; kerncap tune sweeps Triton configs so far`, {
+      hint: "For a CUDA kernel, edit the reproducer and compare builds with `kerncap replay DIR --against BUILT.cubin`.",
+    });
   // each config's compile imports the capture's Python under src/ with pinned.json's interpreter: code, as validate's build is
   o.gate();
   const pin = readPinned(dir);
@@ -223,7 +270,17 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
   });
   const rows: TuneRow[] = [e.captured(shown(base), configLabel(shown(base))), ...e.rows];
   const winner = pickWinner(rows) ?? null;
-  return { dir, frontend: "triton", kernel: m.kernel.name, grid: grid ?? null, ...(grid && !o.grid ? { gridInferred: true } : {}), rows, winner, paste: winner ? autotuneLine(winner.config) : null, seconds: e.seconds };
+  return {
+    dir,
+    frontend: "triton",
+    kernel: m.kernel.name,
+    grid: grid ?? null,
+    ...(grid && !o.grid ? { gridInferred: true } : {}),
+    rows,
+    winner,
+    paste: winner ? autotuneLine(winner.config) : null,
+    seconds: e.seconds,
+  };
 }
 
 /**
@@ -237,21 +294,36 @@ function tuneGrid(dir: string, m: Manifest, pin: Pinned, base: TuneConfig, space
   const tiles = (c: TuneConfig) => Object.keys(c.kwargs).some((k) => c.kwargs[k] !== base.kwargs[k]);
   let grid = given;
   if (!grid && space.some(tiles)) {
-    const g = inferGrid(m.launch.grid, scalars, base.kwargs, space.map((c) => c.kwargs));
+    const g = inferGrid(
+      m.launch.grid,
+      scalars,
+      base.kwargs,
+      space.map((c) => c.kwargs),
+    );
     if (g.grid === null) {
-      throw new KerncapError("E_USAGE", `the space changes constexprs (tile sizes), so the launch grid changes with them, and no formula of the capture's values fits: ${g.why}; give --grid`, {
-        hint: `Tried, per axis: ${g.tried.join("; ")}. Give an expression of the kernel's integer arguments (${Object.keys(scalars).join(", ") || "none"}) and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.`,
-      });
+      throw new KerncapError(
+        "E_USAGE",
+        `the space changes constexprs (tile sizes), so the launch grid changes with them, and no formula of the capture's values fits: ${g.why}; give --grid`,
+        {
+          hint: `Tried, per axis: ${g.tried.join("; ")}. Give an expression of the kernel's integer arguments (${Object.keys(scalars).join(", ") || "none"}) and the config's values, as the app's grid lambda computes it, e.g. --grid 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'.`,
+        },
+      );
     }
     grid = g.grid;
     log.info(`launch grid inferred from the capture: ${grid} (${m.launch.grid.join("x")} for the app's config, as captured); --grid overrides it`);
   }
-  if (space.some((c) => (c.options.num_ctas ?? 1) !== (base.options.num_ctas ?? 1))) throw new KerncapError("E_USAGE", "num_ctas other than the captured one is not tuned (it changes the cluster launch)", { hint: "Leave num_ctas out of --config." });
+  if (space.some((c) => (c.options.num_ctas ?? 1) !== (base.options.num_ctas ?? 1)))
+    throw new KerncapError("E_USAGE", "num_ctas other than the captured one is not tuned (it changes the cluster launch)", {
+      hint: "Leave num_ctas out of --config.",
+    });
   const gridOf = (c: TuneConfig): [number, number, number] => (grid ? evalGrid(grid, { ...scalars, ...c.kwargs }) : m.launch.grid);
   for (const c of space) gridOf(c); // a bad --grid is a usage error before anything compiles
   if (grid) {
     const g = gridOf(base);
-    if (g.join() !== m.launch.grid.join()) throw new KerncapError("E_USAGE", `--grid gives ${g.join("x")} for the app's own config, the app launched ${m.launch.grid.join("x")}`, { hint: "Write the expression as the app's grid lambda computes it." });
+    if (g.join() !== m.launch.grid.join())
+      throw new KerncapError("E_USAGE", `--grid gives ${g.join("x")} for the app's own config, the app launched ${m.launch.grid.join("x")}`, {
+        hint: "Write the expression as the app's grid lambda computes it.",
+      });
   }
   return grid;
 }

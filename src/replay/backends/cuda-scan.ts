@@ -9,7 +9,6 @@ import { KerncapError } from "../../errors.ts";
 import type { Cuda } from "../../native/libcuda.ts";
 import type { ChunkScan } from "./interface.ts";
 
-
 /** Bytes per block of an evicting read (DeviceScanner.evict): 256 MiB in 256 blocks. */
 const EVICT_CHUNK = 1 << 20;
 
@@ -45,7 +44,10 @@ export class Scanner {
   static async load(cu: Cuda): Promise<Scanner> {
     const image = new Uint8Array(await Bun.file(scanFatbin).arrayBuffer());
     const r = cu.moduleLoad(image);
-    if (r.module === undefined) throw new KerncapError("E_CUDA", `cannot load kerncap's scan kernel: ${r.text}`, { hint: "Pass --no-verify to replay without the GPU checks, and report this with `nvidia-smi` output." });
+    if (r.module === undefined)
+      throw new KerncapError("E_CUDA", `cannot load kerncap's scan kernel: ${r.text}`, {
+        hint: "Pass --no-verify to replay without the GPU checks, and report this with `nvidia-smi` output.",
+      });
     const fn = cu.moduleGetFunction(r.module, "kc_scan");
     if (fn === undefined) throw new KerncapError("E_CUDA", "kerncap's scan module has no kc_scan kernel", { hint: "Rebuild kerncap (bash scripts/build.sh)." });
     const sc = new Scanner(cu, r.module, fn);

@@ -106,7 +106,10 @@ class HsaBackend implements ReplayBackend {
     let image = image0;
     if (isOffloadBundle(image)) {
       const co = amdgpuCodeObjects(image, this.agent.name)[0];
-      if (!co) throw new KerncapError("E_ARCH", `${file} holds no code object for ${this.agent.name}`, { hint: `Captured on ${m.device.name} (${m.device.arch}); replay on that architecture or rebuild for ${this.agent.name}.` });
+      if (!co)
+        throw new KerncapError("E_ARCH", `${file} holds no code object for ${this.agent.name}`, {
+          hint: `Captured on ${m.device.name} (${m.device.arch}); replay on that architecture or rebuild for ${this.agent.name}.`,
+        });
       image = new Uint8Array(co.bytes);
     }
     const co = parseAmdgpuCodeObject(image);

@@ -34,7 +34,9 @@ test("collective kernels by name: NCCL (and RCCL) device kernels, NVSHMEM; other
 
 test.skipIf(!Bun.which("gcc"))("the C library classifies the same names (c/common/kc_collective.h)", () => {
   const exe = join(dir, "collective_main");
-  const cc = Bun.spawnSync(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../../c/test/collective_main.c")], { stderr: "pipe" });
+  const cc = Bun.spawnSync(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../../c/test/collective_main.c")], {
+    stderr: "pipe",
+  });
   expect(cc.exitCode, cc.stderr.toString()).toBe(0);
   const r = Bun.spawnSync([exe, ...NAMES.map(([n]) => n)], { stdout: "pipe" });
   expect(r.stdout.toString().trim().split("\n")).toEqual(NAMES.map(([, lib]) => (lib ? "1" : "0")));
@@ -54,7 +56,16 @@ test("a --kernel that matched only collectives: E_COLLECTIVE naming the kernel; 
 });
 
 test("list marks collective kernels in a note column (and --json's kernels[].collective)", () => {
-  const proc = { file: "kernels.1.json", final: true, counting: true, process: { pid: 1, rank: null }, launches: 5, kernels: [k("ncclDevKernel_AllGather_RING_LL", 3), k("_Z3foov", 2)], graphs: [], errors: [] } as unknown as ProcessCensus;
+  const proc = {
+    file: "kernels.1.json",
+    final: true,
+    counting: true,
+    process: { pid: 1, rank: null },
+    launches: 5,
+    kernels: [k("ncclDevKernel_AllGather_RING_LL", 3), k("_Z3foov", 2)],
+    graphs: [],
+    errors: [],
+  } as unknown as ProcessCensus;
   const merged = mergeKernels([proc]);
   expect(merged.find((x) => x.name.startsWith("nccl"))?.collective).toBe("NCCL");
   expect(merged.find((x) => x.name === "_Z3foov")?.collective).toBeUndefined();

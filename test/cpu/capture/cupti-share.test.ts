@@ -30,7 +30,14 @@ test.skipIf(!GCC || !existsSync(LIB))("the application's cuptiSubscribe passes t
   expect(plain.stdout.toString().trim()).toBe("0 39");
   const out = join(dir, "out");
   mkdirSync(out);
-  const env = { PATH: process.env.PATH ?? "", LD_PRELOAD: LIB, KERNCAP_OUT: out, KERNCAP_MODE: "list", KERNCAP_CUPTI_PATH: join(dir, "libcupti.so"), LD_LIBRARY_PATH: dir };
+  const env = {
+    PATH: process.env.PATH ?? "",
+    LD_PRELOAD: LIB,
+    KERNCAP_OUT: out,
+    KERNCAP_MODE: "list",
+    KERNCAP_CUPTI_PATH: join(dir, "libcupti.so"),
+    LD_LIBRARY_PATH: dir,
+  };
   const r = Bun.spawnSync([app], { env, stdout: "pipe", stderr: "pipe" });
   expect(r.exitCode, r.stderr.toString()).toBe(0);
   expect(r.stdout.toString().trim()).toBe("0 39"); // forwarded unchanged

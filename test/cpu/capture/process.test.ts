@@ -24,7 +24,20 @@ const exe = join(dir, "process_main");
 let built = false;
 function build(): void {
   if (built) return;
-  const cc = Bun.spawnSync([GCC!, "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, resolve(import.meta.dir, "../../../c/test/process_main.c"), resolve(import.meta.dir, "../../../c/common/kc_process.c")], { stderr: "pipe" });
+  const cc = Bun.spawnSync(
+    [
+      GCC!,
+      "-O2",
+      "-Wall",
+      "-Wextra",
+      "-Werror",
+      "-o",
+      exe,
+      resolve(import.meta.dir, "../../../c/test/process_main.c"),
+      resolve(import.meta.dir, "../../../c/common/kc_process.c"),
+    ],
+    { stderr: "pipe" },
+  );
   expect(cc.exitCode, cc.stderr.toString()).toBe(0);
   built = true;
 }
@@ -100,22 +113,59 @@ test.skipIf(!GCC)("the device UUID is formatted as nvidia-smi prints it", () => 
 
 /** A census file as c/cuda/kerncap_cuda.c writes it. */
 function census(d: string, pid: number, number: number, rank: number | null, kernels: [string, number][], extra: Record<string, unknown> = {}) {
-  const process = { pid, ppid: 1, number, hostname: "node1", cmdline: ["python", "w.py"], job_env: rank === null ? {} : { RANK: String(rank) }, rank, rank_variable: rank === null ? null : "RANK", selection: { by: "rank", value: 1, admitted: rank === 1 }, visible_devices: { CUDA_VISIBLE_DEVICES: "0" } };
+  const process = {
+    pid,
+    ppid: 1,
+    number,
+    hostname: "node1",
+    cmdline: ["python", "w.py"],
+    job_env: rank === null ? {} : { RANK: String(rank) },
+    rank,
+    rank_variable: rank === null ? null : "RANK",
+    selection: { by: "rank", value: 1, admitted: rank === 1 },
+    visible_devices: { CUDA_VISIBLE_DEVICES: "0" },
+  };
   const ks = kernels.map(([name, count]) => ({ name, demangled: name, count, benchmark: 0, grid: [1, 1, 1], block: [128, 1, 1], module: "0x1" }));
-  writeFileSync(join(d, `kernels.${pid}.json`), JSON.stringify({ final: true, mode: "capture", counting: true, process, launches: kernels.reduce((s, k) => s + k[1], 0), kernels: ks, ...extra }));
+  writeFileSync(
+    join(d, `kernels.${pid}.json`),
+    JSON.stringify({ final: true, mode: "capture", counting: true, process, launches: kernels.reduce((s, k) => s + k[1], 0), kernels: ks, ...extra }),
+  );
 }
 
 test("per-process censuses merge: counts summed per kernel with each process's share, errors labelled, claim read", () => {
   const d = fresh();
-  census(d, 200, 1, 1, [["_Z3addv", 3], ["_Z3mulv", 1]], {
-    cupti: { api: "cuptiSubscribe_v2", subscribed: true, holder: "", released: true, released_why: "capture written; CUPTI handed back", app_calls: [{ call: "cuptiSubscribe", caller: "/x/libtorch_cuda.so", result: 0, kerncap_held: false, handed_back: true, t_s: 2.5 }] },
-  });
+  census(
+    d,
+    200,
+    1,
+    1,
+    [
+      ["_Z3addv", 3],
+      ["_Z3mulv", 1],
+    ],
+    {
+      cupti: {
+        api: "cuptiSubscribe_v2",
+        subscribed: true,
+        holder: "",
+        released: true,
+        released_why: "capture written; CUPTI handed back",
+        app_calls: [{ call: "cuptiSubscribe", caller: "/x/libtorch_cuda.so", result: 0, kerncap_held: false, handed_back: true, t_s: 2.5 }],
+      },
+    },
+  );
   census(d, 100, 0, 0, [["_Z3addv", 2]], {
     final: false,
-    cupti: { api: "cuptiSubscribe_v2", subscribed: true, holder: "", released: false, app_calls: [{ call: "cuptiSubscribe", caller: "/x/libtorch_cuda.so", result: 39, kerncap_held: true, handed_back: false, t_s: 0.5 }] },
+    cupti: {
+      api: "cuptiSubscribe_v2",
+      subscribed: true,
+      holder: "",
+      released: false,
+      app_calls: [{ call: "cuptiSubscribe", caller: "/x/libtorch_cuda.so", result: 39, kerncap_held: true, handed_back: false, t_s: 0.5 }],
+    },
   });
   writeFileSync(join(d, "error.200.txt"), "cuMemcpyDtoH_v2 failed\n");
-  writeFileSync(join(d, "error.300.txt"), "CUPTI is already held by \"Nsight Systems\"\n"); // failed before its census
+  writeFileSync(join(d, "error.300.txt"), 'CUPTI is already held by "Nsight Systems"\n'); // failed before its census
   writeFileSync(join(d, "kernels.400.json.part"), "{"); // a census being written: not read
   writeFileSync(join(d, "claim"), JSON.stringify({ pid: 200, number: 1, rank: 1 }));
   const c = readCensus(d);
@@ -123,7 +173,10 @@ test("per-process censuses merge: counts summed per kernel with each process's s
   expect(c.launches).toBe(6);
   const add = c.kernels.find((k) => k.name === "_Z3addv")!;
   expect(add.count).toBe(5);
-  expect(add.perProcess).toEqual([{ pid: 100, rank: 0, count: 2 }, { pid: 200, rank: 1, count: 3 }]);
+  expect(add.perProcess).toEqual([
+    { pid: 100, rank: 0, count: 2 },
+    { pid: 200, rank: 1, count: 3 },
+  ]);
   expect(c.errors).toEqual(["pid 200 (rank 1): cuMemcpyDtoH_v2 failed", 'pid 300: CUPTI is already held by "Nsight Systems"']);
   expect(c.claim).toEqual({ pid: 200, number: 1, rank: 1 });
   expect(c.processes[0]!.final).toBe(false);
@@ -131,19 +184,26 @@ test("per-process censuses merge: counts summed per kernel with each process's s
   expect(table.split("\n")[1]).toMatch(/^\s+0\s+100\s+0\s+2\+\s+1\s+python w\.py$/); // "+": not a final census
   const notes = cuptiNotes(c);
   expect(notes.warnings).toHaveLength(1);
-  expect(notes.warnings[0]).toContain("pid 100 (rank 0): the application's cuptiSubscribe (from libtorch_cuda.so, 0.50 s after CUDA initialized) was refused because kerncap held CUPTI");
+  expect(notes.warnings[0]).toContain(
+    "pid 100 (rank 0): the application's cuptiSubscribe (from libtorch_cuda.so, 0.50 s after CUDA initialized) was refused because kerncap held CUPTI",
+  );
   expect(notes.infos[0]).toContain("pid 200 (rank 1): the application's cuptiSubscribe");
   expect(notes.infos[0]).toContain("handed CUPTI over");
   expect(selectionProblem(c, 1, undefined)).toBeUndefined(); // pid 200 (rank 1) was admitted: the selection is not why
   const d2 = fresh();
   census(d2, 100, 0, 0, [["_Z3addv", 2]]);
   census(d2, 101, 1, null, [["_Z3addv", 2]]);
-  expect(selectionProblem(readCensus(d2), 1, undefined)).toBe("no process of the application has rank 1 (processes that ran CUDA: pid 100 (rank 0) = process 0, pid 101 (no rank variable) = process 1)");
+  expect(selectionProblem(readCensus(d2), 1, undefined)).toBe(
+    "no process of the application has rank 1 (processes that ran CUDA: pid 100 (rank 0) = process 0, pid 101 (no rank variable) = process 1)",
+  );
 });
 
 test("a folder written by an older single-process library (kernels.json, error.txt) still reads", () => {
   const d = fresh();
-  writeFileSync(join(d, "kernels.json"), JSON.stringify({ launches: 4, kernels: [{ name: "k", demangled: "k", count: 4, grid: [1, 1, 1], block: [1, 1, 1], module: "m" }] }));
+  writeFileSync(
+    join(d, "kernels.json"),
+    JSON.stringify({ launches: 4, kernels: [{ name: "k", demangled: "k", count: 4, grid: [1, 1, 1], block: [1, 1, 1], module: "m" }] }),
+  );
   writeFileSync(join(d, "error.txt"), "boom\n");
   const c = readCensus(d);
   expect(c.processes).toHaveLength(1);
@@ -152,7 +212,10 @@ test("a folder written by an older single-process library (kernels.json, error.t
 });
 
 test("injection env: LD_PRELOAD gets the library first, a tool's CUDA_INJECTION64_PATH is replaced with a warning", () => {
-  const e = injectionEnv("/c/libkerncap_cuda.so", { LD_PRELOAD: "/opt/a.so /c/libkerncap_cuda.so", CUDA_INJECTION64_PATH: "/opt/nvidia/nsight-systems/2025.1/target-linux-x64/libToolsInjection64.so" });
+  const e = injectionEnv("/c/libkerncap_cuda.so", {
+    LD_PRELOAD: "/opt/a.so /c/libkerncap_cuda.so",
+    CUDA_INJECTION64_PATH: "/opt/nvidia/nsight-systems/2025.1/target-linux-x64/libToolsInjection64.so",
+  });
   expect(e.env).toEqual({ CUDA_INJECTION64_PATH: "/c/libkerncap_cuda.so", LD_PRELOAD: "/c/libkerncap_cuda.so:/opt/a.so" });
   expect(e.warnings).toHaveLength(1);
   expect(e.warnings[0]).toContain("Nsight Systems (nsys)");
@@ -176,7 +239,13 @@ test("the manifest's process field: recorded by finalize, shown by inspect, opti
 });
 
 test("running under Nsight Compute (its launcher's variables, as seen on the H200) is told apart from a plain environment", () => {
-  expect(launchingTool({ NV_TPS_LAUNCH_TOKEN: "Interactive Profile", NV_NSIGHT_INJECTION_TRANSPORT_TYPE: "uds", NV_COMPUTE_PROFILER_PERFWORKS_DIR: "/opt/nvidia/nsight-compute/x" })).toBe("Nsight Compute (ncu)");
+  expect(
+    launchingTool({
+      NV_TPS_LAUNCH_TOKEN: "Interactive Profile",
+      NV_NSIGHT_INJECTION_TRANSPORT_TYPE: "uds",
+      NV_COMPUTE_PROFILER_PERFWORKS_DIR: "/opt/nvidia/nsight-compute/x",
+    }),
+  ).toBe("Nsight Compute (ncu)");
   expect(launchingTool({ NV_NSIGHT_INJECTION_TRANSPORT_TYPE: "uds" })).toBe("an Nsight tool (nsys or ncu)");
   expect(launchingTool({ NV_CUDNN_VERSION: "9", PATH: "/usr/bin" })).toBeUndefined();
 });

@@ -13,7 +13,9 @@ test("under compute-sanitizer: its injection library, preload or variables; name
   expect(underSanitizer({ LD_PRELOAD: "/opt/cuda/compute-sanitizer/libsanitizer-collection.so" })).toBe(true);
   expect(underSanitizer({ NV_SANITIZER_INJECTION_PORT_BASE: "10000" })).toBe(true);
   expect(underSanitizer({ NV_TPS_LAUNCH_TOKEN: "Compute Sanitizer" })).toBe(true);
-  expect(launchingTool({ NV_TPS_LAUNCH_TOKEN: "Compute Sanitizer", CUDA_INJECTION64_PATH: "/usr/local/cuda/compute-sanitizer/libsanitizer-collection.so" })).toBe("compute-sanitizer");
+  expect(
+    launchingTool({ NV_TPS_LAUNCH_TOKEN: "Compute Sanitizer", CUDA_INJECTION64_PATH: "/usr/local/cuda/compute-sanitizer/libsanitizer-collection.so" }),
+  ).toBe("compute-sanitizer");
   // not the sanitizer: no tool, ASan in the preload, ncu
   expect(underSanitizer({ PATH: "/usr/bin", LD_PRELOAD: "/usr/lib/x86_64-linux-gnu/libasan.so.8", ASAN_OPTIONS: "detect_leaks=0" })).toBe(false);
   expect(launchingTool({ PATH: "/usr/bin" })).toBeUndefined();

@@ -83,7 +83,10 @@ describe.skipIf(SKIP)(`AMDGPU code objects from hipcc ${SKIP_REASON}`, () => {
       expect(firstHidden).toBe(m.v >= 5 ? "hidden_block_count_x" : "hidden_global_offset_x");
 
       const t = findKernel(co, "_Z10k_templateIdEvPT_S0_");
-      expect(kernargLayout(t)).toEqual([{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 8 }]);
+      expect(kernargLayout(t)).toEqual([
+        { index: 0, offset: 0, size: 8 },
+        { index: 1, offset: 8, size: 8 },
+      ]);
       const dyn = findKernel(co, "k_dynshared.kd");
       expect(dyn.groupSegmentFixedSize).toBe(0);
       expect(() => findKernel(co, "nope")).toThrow(/not found.*code object/);

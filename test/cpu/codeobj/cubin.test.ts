@@ -25,8 +25,8 @@ describe("parseNvInfo", () => {
   test("decodes NVAL/BVAL/HVAL/SVAL records and skips trailing zero padding", () => {
     // Bytes as nvcc 13 writes them: .nv.compat of an sm_90a cubin, then a KPARAM_INFO record.
     const sec = new Uint8Array([
-      0x02, 0x09, 0x01, 0x00, 0x03, 0x07, 0x01, 0x01, 0x01, 0x50, 0x00, 0x00,
-      0x04, 0x17, 0x0c, 0x00, 0, 0, 0, 0, 0x04, 0x00, 0x30, 0x00, 0x00, 0xf0, 0x21, 0x00, 0, 0,
+      0x02, 0x09, 0x01, 0x00, 0x03, 0x07, 0x01, 0x01, 0x01, 0x50, 0x00, 0x00, 0x04, 0x17, 0x0c, 0x00, 0, 0, 0, 0, 0x04, 0x00, 0x30, 0x00, 0x00, 0xf0, 0x21,
+      0x00, 0, 0,
     ]);
     const attrs = parseNvInfo(sec);
     expect(attrs.map((a) => [a.format, a.attr, a.value])).toEqual([
@@ -79,9 +79,7 @@ describe.skipIf(!NVCC)(`cubin readers on nvcc output${NVCC ? "" : ` (${NO_NVCC_R
 
   test("cubinKernels lists __global__ functions (mangled), not device functions", () => {
     const ks = cubinKernels(fx.cubin.sm_90);
-    expect(ks.sort()).toEqual(
-      ["_Z2tkIdLi3EEvPT_PKS0_i", "_Z2tkIfLi2EEvPT_PKS0_i", "emptyk", "gridk", "hugek", "structk", "typesk"].sort(),
-    );
+    expect(ks.sort()).toEqual(["_Z2tkIdLi3EEvPT_PKS0_i", "_Z2tkIfLi2EEvPT_PKS0_i", "emptyk", "gridk", "hugek", "structk", "typesk"].sort());
     expect(ks).not.toContain("_Z6helperf");
     expect(cubinKernels(fx.cubin.sm_100a).sort()).toEqual(ks.sort());
   });

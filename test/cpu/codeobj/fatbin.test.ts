@@ -74,11 +74,7 @@ describe.skipIf(!NVCC)(`fatbin readers on nvcc output${NVCC ? "" : ` (${NO_NVCC_
   ] as const) {
     test(`${mode} entries decompress to the cubins nvcc -cubin builds, byte for byte`, () => {
       const es = fatbinEntries(fx[name]);
-      expect(es.map((e) => `${e.kind}:${e.arch}:${e.compression}`)).toEqual([
-        `cubin:sm_80:${mode}`,
-        `cubin:sm_90:${mode}`,
-        `ptx:compute_90:${mode}`,
-      ]);
+      expect(es.map((e) => `${e.kind}:${e.arch}:${e.compression}`)).toEqual([`cubin:sm_80:${mode}`, `cubin:sm_90:${mode}`, `ptx:compute_90:${mode}`]);
       expect(es.every((e) => e.compressed === (mode !== "none"))).toBe(true);
       expect(Buffer.from(es[0]!.bytes()).equals(Buffer.from(fx.cubin.sm_80))).toBe(true);
       expect(Buffer.from(es[1]!.bytes()).equals(Buffer.from(fx.cubin.sm_90))).toBe(true);

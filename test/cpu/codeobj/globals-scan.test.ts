@@ -33,7 +33,12 @@ describe.skipIf(!NVCC || !GCC)("module globals scan (c/cuda/kc_symbols.h)", () =
     const cubin = scan(fx.cubin.sm_90, 90);
     expect(want(cubin.names), cubin.names.join(",")).toBe(true);
     expect(cubin.names.some((n) => n.startsWith("_Z2tk"))).toBe(false); // functions are not data
-    for (const [what, img] of [["plain", fx.fatbinPlain], ["lz4", fx.fatbinLz4], ["zstd", fx.fatbinZstd], ["default", fx.fatbin]] as const) {
+    for (const [what, img] of [
+      ["plain", fx.fatbinPlain],
+      ["lz4", fx.fatbinLz4],
+      ["zstd", fx.fatbinZstd],
+      ["default", fx.fatbin],
+    ] as const) {
       const r = scan(img, 90);
       // a compressed entry counts as skipped only where libzstd/liblz4 are missing
       expect(want(r.names) || r.skipped > 0, `${what}: ${r.names.join(",")} skipped ${r.skipped}`).toBe(true);

@@ -13,7 +13,8 @@ describe("describeModule on synthetic input", () => {
     expect(() => describeModule(new Uint8Array([1, 2, 3, 4]))).toThrow(/unknown module image \(first bytes 01 02 03 04\)/);
   });
   test("PTX text: .target and .entry names", () => {
-    const ptx = "//\n// Generated\n.version 9.0\n.target sm_90a\n.address_size 64\n.visible .entry _Z1kPf(\n.param .u64 p\n)\n{ ret; }\n.entry other()\n{ ret; }\n";
+    const ptx =
+      "//\n// Generated\n.version 9.0\n.target sm_90a\n.address_size 64\n.visible .entry _Z1kPf(\n.param .u64 p\n)\n{ ret; }\n.entry other()\n{ ret; }\n";
     expect(describeModule(new TextEncoder().encode(ptx))).toEqual({ kind: "ptx", archs: ["sm_90a"], kernels: ["_Z1kPf", "other"] });
   });
 });

@@ -21,7 +21,11 @@ describe("FileImage (mmap windows)", () => {
     expect(Buffer.from(img.view(0, 4))).toEqual(Buffer.alloc(4));
     expect(Buffer.from(img.view(5 * 2 ** 30 - 3, 3)).toString()).toBe("end");
     // a view across a window boundary (windows of 64 MiB here)
-    expect(Buffer.from(img.view(at - (64 << 20) + 4, 64 << 20)).subarray(-4).toString()).toBe("kern");
+    expect(
+      Buffer.from(img.view(at - (64 << 20) + 4, 64 << 20))
+        .subarray(-4)
+        .toString(),
+    ).toBe("kern");
     expect(() => img.view(5 * 2 ** 30 - 2, 3)).toThrow(RangeError);
   });
 

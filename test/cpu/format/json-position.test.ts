@@ -16,7 +16,13 @@ describe("jsonErrorPosition", () => {
   test("valid exactly where JSON.parse accepts: any JSON value, and strings of JSON's own characters", () => {
     fc.assert(fc.property(fc.jsonValue(), (j) => expect(jsonErrorPosition(JSON.stringify(j, null, 2))).toBeUndefined()));
     const piece = fc.constantFrom("{", "}", "[", "]", ",", ":", '"', "\\", "u", "0", "1", "-", ".", "e", "+", "true", "null", "a", " ", "\n");
-    fc.assert(fc.property(fc.array(piece, { maxLength: 12 }).map((a) => a.join("")), (t) => expect(jsonErrorPosition(t) === undefined).toBe(parses(t))), { numRuns: 2000 });
+    fc.assert(
+      fc.property(
+        fc.array(piece, { maxLength: 12 }).map((a) => a.join("")),
+        (t) => expect(jsonErrorPosition(t) === undefined).toBe(parses(t)),
+      ),
+      { numRuns: 2000 },
+    );
   });
 
   test("every proper prefix of an object or array is truncated, at its end", () => {

@@ -17,7 +17,11 @@ function rand(n: number, seed: number): Uint8Array {
   const b = new Uint8Array(n);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < n; i++) {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
     b[i] = x & 0xff;
   }
   return b;
@@ -31,8 +35,20 @@ test.skipIf(!GCC)("TypeScript kc64 equals the C reference", () => {
   data.fill(0, 300_000, 400_000);
   const file = join(dir, "data.bin");
   writeFileSync(file, data);
-  for (const [off, len] of [[0, 0], [0, 1], [0, 3], [0, 4], [1, 7], [3, 64], [300_000, 100_000], [0, 1 << 20], [5, 65_537]] as const) {
-    const c = Bun.spawnSync([exe, file, String(off), String(len)], { stdout: "pipe" }).stdout.toString().trim();
+  for (const [off, len] of [
+    [0, 0],
+    [0, 1],
+    [0, 3],
+    [0, 4],
+    [1, 7],
+    [3, 64],
+    [300_000, 100_000],
+    [0, 1 << 20],
+    [5, 65_537],
+  ] as const) {
+    const c = Bun.spawnSync([exe, file, String(off), String(len)], { stdout: "pipe" })
+      .stdout.toString()
+      .trim();
     const t = kc64(data.subarray(off, off + len));
     expect(`${t.hex} ${t.nonzero ? 1 : 0}`).toBe(c);
   }

@@ -7,7 +7,13 @@ import { seededRandom } from "../../../src/replay/stats.ts";
 describe("tune: the config space", () => {
   test("NAME=V1,V2 words expand to their cartesian product; options apart from constexprs; specs joined without duplicates", () => {
     const c = parseConfigSpace(["BLOCK_M=64,128 num_warps=4,8", "BLOCK_M=64 num_warps=4 num_stages=3"]);
-    expect(c.map(configLabel)).toEqual(["BLOCK_M=64 num_warps=4", "BLOCK_M=64 num_warps=8", "BLOCK_M=128 num_warps=4", "BLOCK_M=128 num_warps=8", "BLOCK_M=64 num_warps=4 num_stages=3"]);
+    expect(c.map(configLabel)).toEqual([
+      "BLOCK_M=64 num_warps=4",
+      "BLOCK_M=64 num_warps=8",
+      "BLOCK_M=128 num_warps=4",
+      "BLOCK_M=128 num_warps=8",
+      "BLOCK_M=64 num_warps=4 num_stages=3",
+    ]);
     expect(c[0]).toEqual({ kwargs: { BLOCK_M: 64 }, options: { num_warps: 4 } });
     expect(parseConfigSpace(["A=1,2,3 B=1,2 C=5,6 num_stages=2,3"])).toHaveLength(24);
     expect(parseConfigSpace(["num_warps=4,4,8"])).toHaveLength(2);
@@ -19,7 +25,9 @@ describe("tune: the config space", () => {
     expect(() => parseConfigSpace(["  "])).toThrow(/empty/);
   });
   test("the winner as a line for @triton.autotune", () => {
-    expect(autotuneLine({ kwargs: { BLOCK_M: 64, BLOCK_N: 128 }, options: { num_stages: 3, num_warps: 4 } })).toBe('triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=4, num_stages=3)');
+    expect(autotuneLine({ kwargs: { BLOCK_M: 64, BLOCK_N: 128 }, options: { num_stages: 3, num_warps: 4 } })).toBe(
+      'triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=4, num_stages=3)',
+    );
     expect(autotuneLine({ kwargs: {}, options: {} })).toBe("triton.Config({})");
   });
 });
@@ -54,7 +62,13 @@ describe("tune: grid expressions", () => {
 });
 
 describe("tune: the table and the winner", () => {
-  const row = (label: Record<string, number>, verdict: TuneRow["verdict"], medianUs: number | null, captured = false): TuneRow => ({ config: { kwargs: label, options: {} }, captured, verdict, medianUs, speedup: medianUs === null ? null : 10 / medianUs });
+  const row = (label: Record<string, number>, verdict: TuneRow["verdict"], medianUs: number | null, captured = false): TuneRow => ({
+    config: { kwargs: label, options: {} },
+    captured,
+    verdict,
+    medianUs,
+    speedup: medianUs === null ? null : 10 / medianUs,
+  });
   test("the fastest matching config wins; a faster mismatch never does; the app's choice wins a tie", () => {
     const rows = [row({ B: 1 }, "match", 10, true), row({ B: 2 }, "mismatch", 5), row({ B: 3 }, "match", 8), row({ B: 4 }, "compile-error", null)];
     expect(pickWinner(rows)!.config.kwargs).toEqual({ B: 3 });
@@ -68,7 +82,10 @@ describe("tune: the table and the winner", () => {
   test("rows compared with the app's in the same rounds: a config 1% faster by its median but the same within the noise does not win; one faster beyond it does", () => {
     const r = seededRandom(2);
     const app = Array.from({ length: 40 }, () => 10 * (1 + 0.04 * (r() - 0.5)));
-    const set = (times: number[]): SetRun => ({ result: { verdict: "match", timing: { medianUs: [...times].sort((a, b) => a - b)[20]! } } as ReplayResult, times });
+    const set = (times: number[]): SetRun => ({
+      result: { verdict: "match", timing: { medianUs: [...times].sort((a, b) => a - b)[20]! } } as ReplayResult,
+      times,
+    });
     const appRun = set(app);
     const noisy = tuneRow({ kwargs: { B: 2 }, options: {} }, false, set(app.map((x) => x * 0.99 * (1 + 0.04 * (r() - 0.5)))), appRun);
     expect(noisy.vsApp!.verdict).toBe("same");

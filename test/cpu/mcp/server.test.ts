@@ -40,7 +40,9 @@ const doc = (r: any) => r.structuredContent as Record<string, any>;
 async function slowBuild(): Promise<{ dir: string; pids: string }> {
   const dir = await fresh();
   const pids = join(dirname(dir), "pids");
-  writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nsleep 60 &\necho "$$ $PPID $!" > ${pids}.part && mv ${pids}.part ${pids}\nwait\n`, { mode: 0o755 });
+  writeFileSync(join(dir, "build.sh"), `#!/usr/bin/env bash\nsleep 60 &\necho "$$ $PPID $!" > ${pids}.part && mv ${pids}.part ${pids}\nwait\n`, {
+    mode: 0o755,
+  });
   recordRendered(dir); // stands for the build.sh kerncap wrote (kerncap mcp's validate runs no other)
   return { dir, pids };
 }
@@ -66,7 +68,11 @@ async function until(pred: () => boolean, ms = 20_000): Promise<void> {
 /** `kerncap mcp` as a child speaking newline-delimited JSON-RPC on its stdin; a validate call sent. */
 async function mcpWithSlowValidate(): Promise<{ p: Bun.Subprocess<"pipe", "pipe", "pipe">; procs: number[] }> {
   const { dir, pids } = await slowBuild();
-  const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], {
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const send = (m: object) => p.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
   send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
   send({ method: "notifications/initialized" });
@@ -98,7 +104,8 @@ describe("kerncap mcp", () => {
     const t = Object.fromEntries(tools.map((x) => [x.name, x]));
     for (const x of tools) {
       expect(x.title, x.name).toBeTruthy();
-      for (const k of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) expect(typeof x.annotations?.[k], `${x.name} ${k}`).toBe("boolean");
+      for (const k of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const)
+        expect(typeof x.annotations?.[k], `${x.name} ${k}`).toBe("boolean");
       expect(x.outputSchema?.type, x.name).toBe("object");
     }
     // what a client asks permission for: reading vs writing, the app's open world
@@ -107,11 +114,17 @@ describe("kerncap mcp", () => {
     expect(t.run!.annotations).toMatchObject({ readOnlyHint: false, openWorldHint: true });
     expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: true });
     // profile writes its report, tune its builds: neither reads only, neither destroys
-    for (const n of ["profile", "tune", "validate"]) expect(t[n]!.annotations, n).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: false });
+    for (const n of ["profile", "tune", "validate"])
+      expect(t[n]!.annotations, n).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: false });
     // a result, a file, an edit and an error each conform to the tool's outputSchema (the SDK's own validator)
     const ajv = new AjvJsonSchemaValidator();
     const dir = await fresh();
-    const calls: [string, Record<string, unknown>][] = [["inspect", { dir }], ["read_file", { dir, path: "src/kernel.cu" }], ["edit_file", { dir, path: "src/kernel.cu", content: "// x\n" }], ["inspect", { dir: join(dir, "nothing") }]];
+    const calls: [string, Record<string, unknown>][] = [
+      ["inspect", { dir }],
+      ["read_file", { dir, path: "src/kernel.cu" }],
+      ["edit_file", { dir, path: "src/kernel.cu", content: "// x\n" }],
+      ["inspect", { dir: join(dir, "nothing") }],
+    ];
     for (const [name, args] of calls) {
       const r = await c.callTool({ name, arguments: args });
       const check = ajv.getValidator(t[name]!.outputSchema as never)(r.structuredContent);
@@ -144,7 +157,11 @@ describe("kerncap mcp", () => {
     const code = cfg("claude-code");
     expect(code.exitCode).toBe(0);
     expect(code.stdout.toString()).toBe(`claude mcp add --scope user kerncap -- ${exe} ${main} mcp\n`);
-    for (const [client, key] of [["claude-desktop", "mcpServers"], ["cursor", "mcpServers"], ["vscode", "servers"]] as const) {
+    for (const [client, key] of [
+      ["claude-desktop", "mcpServers"],
+      ["cursor", "mcpServers"],
+      ["vscode", "servers"],
+    ] as const) {
       const r = cfg(client);
       expect(r.exitCode, client).toBe(0);
       expect(JSON.parse(r.stdout.toString())[key].kerncap).toMatchObject({ command: exe, args: [main, "mcp"] });
@@ -258,8 +275,12 @@ describe("kerncap mcp", () => {
     const hint = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "kernel.cu", content: "x" } })).error.hint;
     expect(hint).toContain("Did you mean src/kernel.cu?");
     // SRC/k.cu: the case, not a missing src/ (found by a trial: "did you mean src/SRC/k.cu?")
-    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "SRC/k.cu", content: "x" } })).error.hint).toContain("Did you mean src/k.cu? (paths are case-sensitive)");
-    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/../build.sh", content: "x" } })).error.hint).toContain("relative to the capture folder without ..");
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "SRC/k.cu", content: "x" } })).error.hint).toContain(
+      "Did you mean src/k.cu? (paths are case-sensitive)",
+    );
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/../build.sh", content: "x" } })).error.hint).toContain(
+      "relative to the capture folder without ..",
+    );
     const ok = await c.callTool({ name: "edit_file", arguments: { dir, path: "./src/new.cu", content: "y" } });
     expect(doc(ok)).toMatchObject({ schema: "kerncap.edit/1", path: "src/new.cu" });
     expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/new.cu" } })).content).toBe("y");
@@ -281,20 +302,32 @@ describe("kerncap mcp", () => {
       expect(doc(m).error.message).toContain("--multiset 7: the capture has 2 regions");
     }
     // the same bounds as the CLI's: runs ≥ 1, maxCaptures ≥ 1, rank/process ≥ 0
-    for (const [name, args] of [["replay", { dir, runs: 0 }], ["run", { app: ["true"], maxCaptures: 0 }], ["run", { app: ["true"], rank: -1 }], ["run", { app: ["true"], process: 1.5 }]] as const) {
+    for (const [name, args] of [
+      ["replay", { dir, runs: 0 }],
+      ["run", { app: ["true"], maxCaptures: 0 }],
+      ["run", { app: ["true"], rank: -1 }],
+      ["run", { app: ["true"], process: 1.5 }],
+    ] as const) {
       const x = await c.callTool({ name, arguments: args });
       expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
     }
     // every flag accepted by the verb (past its option check: the GPU or the app is what fails here)
     const r = await c.callTool({ name: "replay", arguments: { dir, runs: 2, noVerify: true, flushL2: true, multiset: ["changed"] } });
     expect(["E_NO_GPU", "E_LIB"]).toContain(doc(r).error.code);
-    const run = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], captureAll: true, maxCaptures: 2, countBenchmarks: true, rank: 0, process: 0 } });
+    const run = await c.callTool({
+      name: "run",
+      arguments: { app: ["./no-such-app"], captureAll: true, maxCaptures: 2, countBenchmarks: true, rank: 0, process: 0 },
+    });
     expect(doc(run).error.code).toBe("E_APP_NOT_FOUND");
     await c.close();
   }, 30_000);
 
   test("over stdio: a line that is not JSON gets a -32700 parse error, one that is not JSON-RPC -32600; the session goes on", async () => {
-    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], {
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     p.stdin.write("this is not json\n");
     p.stdin.write('{"hello": 1}\n');
     p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) + "\n");
@@ -320,7 +353,11 @@ describe("kerncap mcp", () => {
 
   test("over stdio: a message past the 64 MiB bound gets a -32600 reply, a line on stderr and exit 2, not silence; 11 MiB is read", async () => {
     // found by a trial: a 20 MiB ping made the server go quiet and exit 0 without a word
-    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], {
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { pad: "x".repeat(11 << 20) } }) + "\n");
     p.stdin.flush();
     const first = p.stdout.getReader();
@@ -348,7 +385,11 @@ describe("kerncap mcp", () => {
     }
     const [code, err] = await Promise.all([p.exited, new Response(p.stderr).text()]);
     expect(code).toBe(2); // the SDK's transport ends the session: said, and not a success
-    expect(JSON.parse(buf.slice(0, buf.indexOf("\n")))).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("a message past 64 MiB was dropped") } });
+    expect(JSON.parse(buf.slice(0, buf.indexOf("\n")))).toMatchObject({
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: -32600, message: expect.stringContaining("a message past 64 MiB was dropped") },
+    });
     expect(err).toContain("larger than the stdio transport's bound");
     expect(err).toContain("the MCP session ended");
   }, 30_000);
@@ -356,7 +397,12 @@ describe("kerncap mcp", () => {
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
     // no --root: the folder it starts in is the one root
-    const t = new StdioClientTransport({ command: process.execPath, args: [resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"], stderr: "pipe", cwd: dirname(dir) });
+    const t = new StdioClientTransport({
+      command: process.execPath,
+      args: [resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp"],
+      stderr: "pipe",
+      cwd: dirname(dir),
+    });
     const c = new Client({ name: "test", version: "1" });
     await c.connect(t);
     expect((await c.listTools()).tools.length).toBe(10);
@@ -452,9 +498,18 @@ describe("kerncap mcp", () => {
     const t = Object.fromEntries(tools.map((x) => [x.name, x]));
     const props = (n: string) => Object.keys((t[n]!.inputSchema.properties ?? {}) as object);
     expect(props("profile")).toEqual(expect.arrayContaining(["dir", "name", "build", "force", "metrics", "set", "clockControl", "cacheControl"]));
-    expect(props("tune")).toEqual(expect.arrayContaining(["dir", "config", "define", "maxrregcount", "nvccFlags", "grid", "iters", "jobs", "atol", "rtol", "flushL2"]));
+    expect(props("tune")).toEqual(
+      expect.arrayContaining(["dir", "config", "define", "maxrregcount", "nvccFlags", "grid", "iters", "jobs", "atol", "rtol", "flushL2"]),
+    );
     const dir = await fresh();
-    for (const [name, args] of [["profile", { dir, metrics: ["a b"] }], ["profile", { dir, name: "../x" }], ["profile", { dir, clockControl: "reset" }], ["tune", { dir, maxrregcount: [0] }], ["tune", { dir, iters: 2 }], ["tune", { dir, bogus: 1 }]] as const) {
+    for (const [name, args] of [
+      ["profile", { dir, metrics: ["a b"] }],
+      ["profile", { dir, name: "../x" }],
+      ["profile", { dir, clockControl: "reset" }],
+      ["tune", { dir, maxrregcount: [0] }],
+      ["tune", { dir, iters: 2 }],
+      ["tune", { dir, bogus: 1 }],
+    ] as const) {
       const x = await c.callTool({ name, arguments: args });
       expect(doc(x).error.message, JSON.stringify(args)).toContain("bad arguments");
     }
@@ -467,43 +522,51 @@ describe("kerncap mcp", () => {
     const nr = await c.callTool({ name: "tune", arguments: { dir, define: ["TILE=16,32"], maxrregcount: [32, 64], nvccFlags: ["-Xptxas=-O1", ""] } });
     expect(doc(nr).error.code).toBe("E_NO_REPRODUCER");
     expect(ajv.getValidator(t.tune!.outputSchema as never)(nr.structuredContent).valid).toBe(true);
-    expect(doc(await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32], grid: "4" } })).error.message).toContain("--grid is a Triton tune's option");
-    expect(doc(await c.callTool({ name: "tune", arguments: { dir, nvccFlags: ["-ccbin=/tmp/x"] } })).error.message).toContain("is not a flag kerncap tune sweeps");
+    expect(doc(await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32], grid: "4" } })).error.message).toContain(
+      "--grid is a Triton tune's option",
+    );
+    expect(doc(await c.callTool({ name: "tune", arguments: { dir, nvccFlags: ["-ccbin=/tmp/x"] } })).error.message).toContain(
+      "is not a flag kerncap tune sweeps",
+    );
     await c.close();
   }, 60_000);
 
-  test.skipIf(!NVCC)("tune builds each config confined (a dependency list per build folder); a received capture's build.sh runs only with --trust-builds", async () => {
-    const saved = process.env.XDG_STATE_HOME;
-    process.env.XDG_STATE_HOME = tempDir(); // the demo's trust record, and --trust's, in a state folder of this test's own
-    try {
-      const dir = join(tempDir(), "demo");
-      expect(await runCli(["demo", dir])).toBe(0);
-      const c = await connected();
-      const r = await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32, 64], jobs: 2, iters: 5 } });
-      if (!existsSync("/dev/nvidiactl")) expect(doc(r).error.code, JSON.stringify(doc(r))).toBe("E_NO_GPU");
-      // build.sh as is and the 2 configs, each with the -MD list of a confined build in its own folder
-      for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}/kerncap-deps.d`)), String(i)).toBe(true);
-      expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(false);
-      // a copy is another folder: received (the demo's manifest records no host), untrusted
-      const copy = join(tempDir(), "copy");
-      cpSync(dir, copy, { recursive: true });
-      rmSync(join(copy, "build"), { recursive: true, force: true });
-      const u = await c.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
-      expect(doc(u).error.code).toBe("E_UNTRUSTED");
-      expect(doc(u).error.hint).toContain("--trust-builds");
-      expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
-      await c.close();
-      const [a, b] = InMemoryTransport.createLinkedPair();
-      await createMcpServer(undefined, { trustBuilds: true }).connect(a);
-      const trusted = new Client({ name: "test", version: "1" });
-      await trusted.connect(b);
-      const ok = await trusted.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
-      expect(doc(ok).error?.code).not.toBe("E_UNTRUSTED");
-      expect(existsSync(join(copy, "build/tune/cuda-1/kernel.cubin"))).toBe(true);
-      await trusted.close();
-    } finally {
-      if (saved === undefined) delete process.env.XDG_STATE_HOME;
-      else process.env.XDG_STATE_HOME = saved;
-    }
-  }, 120_000);
+  test.skipIf(!NVCC)(
+    "tune builds each config confined (a dependency list per build folder); a received capture's build.sh runs only with --trust-builds",
+    async () => {
+      const saved = process.env.XDG_STATE_HOME;
+      process.env.XDG_STATE_HOME = tempDir(); // the demo's trust record, and --trust's, in a state folder of this test's own
+      try {
+        const dir = join(tempDir(), "demo");
+        expect(await runCli(["demo", dir])).toBe(0);
+        const c = await connected();
+        const r = await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32, 64], jobs: 2, iters: 5 } });
+        if (!existsSync("/dev/nvidiactl")) expect(doc(r).error.code, JSON.stringify(doc(r))).toBe("E_NO_GPU");
+        // build.sh as is and the 2 configs, each with the -MD list of a confined build in its own folder
+        for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}/kerncap-deps.d`)), String(i)).toBe(true);
+        expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(false);
+        // a copy is another folder: received (the demo's manifest records no host), untrusted
+        const copy = join(tempDir(), "copy");
+        cpSync(dir, copy, { recursive: true });
+        rmSync(join(copy, "build"), { recursive: true, force: true });
+        const u = await c.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
+        expect(doc(u).error.code).toBe("E_UNTRUSTED");
+        expect(doc(u).error.hint).toContain("--trust-builds");
+        expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
+        await c.close();
+        const [a, b] = InMemoryTransport.createLinkedPair();
+        await createMcpServer(undefined, { trustBuilds: true }).connect(a);
+        const trusted = new Client({ name: "test", version: "1" });
+        await trusted.connect(b);
+        const ok = await trusted.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
+        expect(doc(ok).error?.code).not.toBe("E_UNTRUSTED");
+        expect(existsSync(join(copy, "build/tune/cuda-1/kernel.cubin"))).toBe(true);
+        await trusted.close();
+      } finally {
+        if (saved === undefined) delete process.env.XDG_STATE_HOME;
+        else process.env.XDG_STATE_HOME = saved;
+      }
+    },
+    120_000,
+  );
 });

@@ -29,7 +29,16 @@ describe("ncu report figures", () => {
   test("real ncu 2025.3.1 output of kerncap replay on the H200 (test/fixtures/ncu-h200): ns/us units, rule rows under the section id", () => {
     const real = (name: string) => readFileSync(join(import.meta.dir, "../../fixtures/ncu-h200", name), "utf8");
     const [f] = parseNcuDetails(real("ncu-import-details.csv"));
-    expect(f).toMatchObject({ kernel: "scale_jobs(const Job *, int)", grid: "(64, 8, 1)", block: "(256, 1, 1)", durationUs: 4.64, smThroughputPct: 6, memoryThroughputPct: 12.79, achievedOccupancyPct: 42.7, registersPerThread: 20 });
+    expect(f).toMatchObject({
+      kernel: "scale_jobs(const Job *, int)",
+      grid: "(64, 8, 1)",
+      block: "(256, 1, 1)",
+      durationUs: 4.64,
+      smThroughputPct: 6,
+      memoryThroughputPct: 12.79,
+      achievedOccupancyPct: 42.7,
+      registersPerThread: 20,
+    });
     expect(f!.limiter).toMatchObject({ bound: "latency", source: "ncu rule", sections: ["Launch Statistics"] });
     // without -c 1 every launch of the name is profiled (the replay's checked, warm-up and timed ones): 8 here
     const all = parseNcuDetails(real("ncu-replay-details.csv"));
@@ -55,10 +64,20 @@ describe("ncu report figures", () => {
   test("columns by name, whatever their order; several launches; latency-bound below 60% of peak", () => {
     const head = ["Metric Value", "Metric Unit", "Metric Name", "Section Name", "Kernel Name", "ID"];
     const row = (id: string, name: string, unit: string, value: string) => [value, unit, name, "GPU Speed Of Light Throughput", `k${id}`, id];
-    const rows = [head, row("0", "Duration", "nsecond", "1,650"), row("0", "Compute (SM) Throughput", "%", "12.5"), row("0", "Memory Throughput", "%", "40"), row("1", "Duration", "second", "0.5"), row("1", "Memory Throughput", "%", "n/a")];
+    const rows = [
+      head,
+      row("0", "Duration", "nsecond", "1,650"),
+      row("0", "Compute (SM) Throughput", "%", "12.5"),
+      row("0", "Memory Throughput", "%", "40"),
+      row("1", "Duration", "second", "0.5"),
+      row("1", "Memory Throughput", "%", "n/a"),
+    ];
     const csv = rows.map((r) => r.map((x) => `"${x}"`).join(",")).join("\r\n") + "\r\n";
     const fs = parseNcuDetails(csv);
-    expect(fs.map((f) => [f.id, f.kernel, f.durationUs])).toEqual([["0", "k0", 1.65], ["1", "k1", 5e5]]);
+    expect(fs.map((f) => [f.id, f.kernel, f.durationUs])).toEqual([
+      ["0", "k0", 1.65],
+      ["1", "k1", 5e5],
+    ]);
     expect(fs[0]!.limiter).toMatchObject({ bound: "latency", sections: ["Scheduler Statistics", "Warp State Statistics"] });
     expect(fs[1]!.memoryThroughputPct).toBeNull();
     expect(fs[1]!.limiter).toBeNull();
@@ -77,8 +96,18 @@ describe("ncu report figures", () => {
   });
 
   test("CSV quoting and units", () => {
-    expect(parseCsv('"a ""b""",c\n"x,y",\n')).toEqual([['a "b"', "c"], ["x,y", ""]]);
-    expect([metricValue("1,024", "Kbyte"), metricValue("2", "msecond"), metricValue("3", "Gibyte"), metricValue("75.5", "%"), metricValue("n/a", "%"), metricValue("1e3", "byte")]).toEqual([1_024_000, 2000, 3 * 2 ** 30, 75.5, null, 1000]);
+    expect(parseCsv('"a ""b""",c\n"x,y",\n')).toEqual([
+      ['a "b"', "c"],
+      ["x,y", ""],
+    ]);
+    expect([
+      metricValue("1,024", "Kbyte"),
+      metricValue("2", "msecond"),
+      metricValue("3", "Gibyte"),
+      metricValue("75.5", "%"),
+      metricValue("n/a", "%"),
+      metricValue("1e3", "byte"),
+    ]).toEqual([1_024_000, 2000, 3 * 2 ** 30, 75.5, null, 1000]);
   });
 });
 
@@ -101,19 +130,55 @@ describe("ncu command line", () => {
   test("the captured launch only (mangled name, exact, one launch), the report at the temp base, then the user's options and the replay", () => {
     const replay = replayArgv(["/opt/kerncap"], "/caps/mm", { iters: 0 });
     expect(replay).toEqual(["/opt/kerncap", "replay", "/caps/mm", "--runs", "1", "--iters", "0"]);
-    const cmd = ncuCommand({ ncu: "/usr/local/cuda/bin/ncu", kernel: "_Z5scalePfi", reportBase: "/caps/mm/profile/.replay.tmp-1", userOptions: ncuUserOptions(["--set", "full"]), replay });
-    expect(cmd.slice(0, 9)).toEqual(["/usr/local/cuda/bin/ncu", "--kernel-name-base", "mangled", "--kernel-name", "_Z5scalePfi", "--launch-count", "1", "--export", "/caps/mm/profile/.replay.tmp-1"]);
+    const cmd = ncuCommand({
+      ncu: "/usr/local/cuda/bin/ncu",
+      kernel: "_Z5scalePfi",
+      reportBase: "/caps/mm/profile/.replay.tmp-1",
+      userOptions: ncuUserOptions(["--set", "full"]),
+      replay,
+    });
+    expect(cmd.slice(0, 9)).toEqual([
+      "/usr/local/cuda/bin/ncu",
+      "--kernel-name-base",
+      "mangled",
+      "--kernel-name",
+      "_Z5scalePfi",
+      "--launch-count",
+      "1",
+      "--export",
+      "/caps/mm/profile/.replay.tmp-1",
+    ]);
     expect(cmd.slice(9, 14)).toEqual(["--csv", "--page", "details", "--print-units", "base"]); // the figures printed while profiling: no --import
     expect(cmd.slice(14, 18)).toEqual(["--set", "full", "--metrics", NCU_METRICS.join(",")]);
     expect(cmd.slice(18)).toEqual(replay);
-    expect(replayArgv(["bun", "main.ts"], "d", { iters: 5, module: "/d/build/k.cubin" })).toEqual(["bun", "main.ts", "replay", "d", "--runs", "1", "--iters", "5", "--module", "/d/build/k.cubin"]);
+    expect(replayArgv(["bun", "main.ts"], "d", { iters: 5, module: "/d/build/k.cubin" })).toEqual([
+      "bun",
+      "main.ts",
+      "replay",
+      "d",
+      "--runs",
+      "1",
+      "--iters",
+      "5",
+      "--module",
+      "/d/build/k.cubin",
+    ]);
   });
 
   test("the user's --metrics are merged with kerncap's (ncu takes it once); the options kerncap sets are refused", () => {
     const o = ncuUserOptions(["--metrics=l1tex__t_bytes.sum,dram__bytes_read.sum", "--clock-control", "none"]);
     expect(o.slice(0, 2)).toEqual(["--clock-control", "none"]);
     expect(o[3]!.split(",").sort()).toEqual(["l1tex__t_bytes.sum", ...NCU_METRICS].sort()); // each once
-    for (const bad of [["-k", "x"], ["--kernel-name=x"], ["-c", "2"], ["--launch-skip", "1"], ["-o", "r"], ["--export=r"], ["--csv"], ["--print-units", "auto"]]) {
+    for (const bad of [
+      ["-k", "x"],
+      ["--kernel-name=x"],
+      ["-c", "2"],
+      ["--launch-skip", "1"],
+      ["-o", "r"],
+      ["--export=r"],
+      ["--csv"],
+      ["--print-units", "auto"],
+    ]) {
       expect(() => ncuUserOptions(bad)).toThrow(/kerncap profile sets/);
     }
     expect(() => ncuUserOptions(["--metrics"])).toThrow(/needs a value/);

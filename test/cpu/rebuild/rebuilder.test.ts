@@ -126,4 +126,3 @@ describe("validate's build strategy by measured cost", () => {
     }
   }, 30_000);
 });
-

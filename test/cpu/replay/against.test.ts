@@ -62,10 +62,20 @@ describe("replay --against", () => {
   });
   test("the text: the other kernel's verdict and its time against the baseline's", () => {
     const A = [10, 10.1, 9.9, 10, 10.2, 10, 9.8, 10.1, 10, 10.3, 9.9, 10, 10, 10.1, 9.9, 10];
-    const c = compareTimings(A, A.map((x, i) => x * (0.8 + 0.001 * (i % 3))));
+    const c = compareTimings(
+      A,
+      A.map((x, i) => x * (0.8 + 0.001 * (i % 3))),
+    );
     expect(describeComparison(c)).toMatch(/^kernel time 10\.00 → 8\.0\d µs: 1\.2\d× faster \(1\.2\d–1\.2\d\), 16 interleaved launch pairs$/);
     // too few pairs for an interval: said, never a claim
-    expect(describeComparison(compareTimings(A.slice(0, 6), A.slice(0, 6).map((x) => x * 0.8)))).toContain("no difference claimed: 6 launch pairs are too few");
+    expect(
+      describeComparison(
+        compareTimings(
+          A.slice(0, 6),
+          A.slice(0, 6).map((x) => x * 0.8),
+        ),
+      ),
+    ).toContain("no difference claimed: 6 launch pairs are too few");
     expect(describeComparison(null)).toContain("not compared");
     expect(describeAgainst("b", noGpuResult("k", true), c)).toStartWith("  against b: MISMATCH (1 region not as the app left them: its time says little)");
   });

@@ -72,7 +72,11 @@ function compacted(n: number, perm: (xs: number[]) => number[], cap = n): Uint8A
   out.set(perm(sel));
   return new Uint8Array(out.buffer);
 }
-const shuffle = (seed: number) => (xs: number[]) => xs.map((v, i) => [v, Math.sin(seed * 7919 + i)] as const).sort((a, b) => a[1] - b[1]).map(([v]) => v);
+const shuffle = (seed: number) => (xs: number[]) =>
+  xs
+    .map((v, i) => [v, Math.sin(seed * 7919 + i)] as const)
+    .sort((a, b) => a[1] - b[1])
+    .map(([v]) => v);
 
 test("multiset: runs that append the same elements in another order match the app; bytes differ", () => {
   const app = compacted(5000, shuffle(1), 6000);
@@ -113,7 +117,13 @@ test("--multiset names regions by index, VA, param:N, changed, all; a wrong name
       { va: "0x7f0000200000", size: 8192, changed: true },
       { va: "0x7f0000400000", size: 4, changed: true },
     ],
-    params: { layout: [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 4 }, { index: 2, offset: 16, size: 8 }] },
+    params: {
+      layout: [
+        { index: 0, offset: 0, size: 8 },
+        { index: 1, offset: 8, size: 4 },
+        { index: 2, offset: 16, size: 8 },
+      ],
+    },
   } as unknown as Parameters<typeof multisetRegions>[0];
   const params = new Uint8Array(24);
   new DataView(params.buffer).setBigUint64(0, 0x7f0000200010n, true);
@@ -146,12 +156,21 @@ describe("the kernel's nondeterminism (regions whose replays never varied)", () 
   /** Region r's accumulators (64 blocks) after a run with `seed`; region 3's blocks are summed in one fixed order in every replay. */
   const region = (r: number, seed: number) => f32(Array.from({ length: 64 }, (_, b) => blockSum(r * 64 + b, r === 3 ? 0 : seed)));
   const seeds = Array.from({ length: 32 }, (_, k) => k + 1);
-  const envOf = (r: number) => judgeEnvelope("fp32", region(r, 99), seeds.map((s) => region(r, s)));
+  const envOf = (r: number) =>
+    judgeEnvelope(
+      "fp32",
+      region(r, 99),
+      seeds.map((s) => region(r, s)),
+    );
 
   test("the noise: the largest ulp spread per element type over the regions that varied, and which", () => {
     const envs = [1, 4, 5].map((r) => ({ index: r, dtype: "fp32" as const, env: envOf(r) }));
     for (const e of envs) expect(e.env.maxUlpSpread).toBeGreaterThan(0);
-    const n = kernelNoise([...envs, { index: 6, dtype: "i32", env: { ...envs[0]!.env } }, { index: 7, dtype: "fp32", env: { ...envs[0]!.env, elementsVarying: 0, maxUlpSpread: 0 } }]);
+    const n = kernelNoise([
+      ...envs,
+      { index: 6, dtype: "i32", env: { ...envs[0]!.env } },
+      { index: 7, dtype: "fp32", env: { ...envs[0]!.env, elementsVarying: 0, maxUlpSpread: 0 } },
+    ]);
     expect([...n.keys()]).toEqual(["fp32"]);
     expect(n.get("fp32")!.regions).toEqual([1, 4, 5]);
     expect(n.get("fp32")!.ulp).toBe(Math.ceil(Math.max(...envs.map((e) => e.env.maxUlpSpread))));

@@ -1,5 +1,16 @@
 import { describe, expect, test } from "bun:test";
-import { adaptiveCompare, compareTimings, compareUnpaired, entropyStable, normalQuantile, roundOrder, seededRandom, signedRankCritical, signedRankInterval, type RoundTimes } from "../../../src/replay/stats.ts";
+import {
+  adaptiveCompare,
+  compareTimings,
+  compareUnpaired,
+  entropyStable,
+  normalQuantile,
+  roundOrder,
+  seededRandom,
+  signedRankCritical,
+  signedRankInterval,
+  type RoundTimes,
+} from "../../../src/replay/stats.ts";
 
 /**
  * A simulated GPU timing series, as the engine takes it: `kernels` launched once per round in the
@@ -30,7 +41,8 @@ function simulator(o: { us: number[]; noise: number; seed: number; loadBias?: nu
         if (r() < 0.003) drift *= r() < 0.5 ? 0.97 : 1.03; // a clock step
         const order = roundOrder(k, round);
         for (const [pos, j] of order.entries()) {
-          let t = o.us[j]! * bias[j]! * drift * (pos === 0 ? 1 + (o.first ?? 0.004) : 1) * (r() < 0.5 ? 1 + (o.slowHalf ?? 0) : 1) * Math.exp(o.noise * gauss());
+          let t =
+            o.us[j]! * bias[j]! * drift * (pos === 0 ? 1 + (o.first ?? 0.004) : 1) * (r() < 0.5 ? 1 + (o.slowHalf ?? 0) : 1) * Math.exp(o.noise * gauss());
           if (r() < (o.outliers ?? 0.02)) t *= 1 + 0.05 / Math.pow(Math.max(r(), 1e-6), 1 / 1.5); // Pareto tail
           t = Math.max(0.032, Math.round(t / 0.032) * 0.032);
           out[j]!.push(t);
@@ -43,7 +55,13 @@ function simulator(o: { us: number[]; noise: number; seed: number; loadBias?: nu
 }
 
 /** One adaptive comparison, as runCompared makes it: the baseline, the candidate and the second load of each (A, B, A', B'). */
-async function simulatedCompare(us: number, ratio: number, seed: number, noise: number, harsh: { loadBias: number; first: number; slowHalf: number } | object = {}) {
+async function simulatedCompare(
+  us: number,
+  ratio: number,
+  seed: number,
+  noise: number,
+  harsh: { loadBias: number; first: number; slowHalf: number } | object = {},
+) {
   const sim = simulator({ us: [us, us * ratio, us, us * ratio], noise, seed, ...harsh });
   const take = (n: number): RoundTimes => {
     const [a, b, aa, bb] = sim.take(n);
@@ -92,12 +110,18 @@ describe("interleaved timing comparison", () => {
 
   test("harsher: a 3% advantage of launching first, half the launches 5% slower, a 0.3% bias per module load: still at most 1% of 400 A/A comparisons claim", async () => {
     let claims = 0;
-    for (const us of [2, 9, 40, 300]) for (let s = 0; s < 100; s++) if ((await simulatedCompare(us, 1, 50_000 + 100 * us + s, NOISE[us]!, { loadBias: 0.003, first: 0.03, slowHalf: 0.05 })).verdict !== "same") claims++;
+    for (const us of [2, 9, 40, 300])
+      for (let s = 0; s < 100; s++)
+        if ((await simulatedCompare(us, 1, 50_000 + 100 * us + s, NOISE[us]!, { loadBias: 0.003, first: 0.03, slowHalf: 0.05 })).verdict !== "same") claims++;
     expect(claims).toBeLessThanOrEqual(4);
   }, 120_000);
 
   test("a real 3% change (slower and faster) found at least 95 times in 100 on the same kernels; a 10% one every time", async () => {
-    for (const [ratio, need] of [[1.03, 0.95], [1 / 1.03, 0.95], [1.1, 1]] as const) {
+    for (const [ratio, need] of [
+      [1.03, 0.95],
+      [1 / 1.03, 0.95],
+      [1.1, 1],
+    ] as const) {
       let found = 0;
       let n = 0;
       for (const us of [2, 9, 40, 300]) {
@@ -112,7 +136,8 @@ describe("interleaved timing comparison", () => {
 
   test("a 7% faster candidate: faster, the interval around 1.07, despite a shared drift larger than the difference", () => {
     const r = seededRandom(1);
-    const A: number[] = [], B: number[] = [];
+    const A: number[] = [],
+      B: number[] = [];
     for (let i = 0; i < 60; i++) {
       const drift = 1 + 0.05 * Math.sin(i / 7); // ±5%, the same for both members of a pair
       A.push(107 * drift * (1 + 0.02 * (r() - 0.5)));
@@ -132,12 +157,20 @@ describe("interleaved timing comparison", () => {
   test("a tight interval clear of 1 but within the 1% margin (the module against itself on the H200: 1.00005–1.00015) is 'same within 1%'", () => {
     const r = seededRandom(3);
     const A = Array.from({ length: 200 }, () => 310.2 * (1 + 0.0005 * (r() - 0.5)));
-    const c = compareTimings(A, A.map((x) => x / 1.004));
+    const c = compareTimings(
+      A,
+      A.map((x) => x / 1.004),
+    );
     expect(c.low).toBeGreaterThan(1);
     expect(c.verdict).toBe("same");
     expect(c.decided).toBe(true);
     expect(c.text).toMatch(/^same within 1% \(1\.00\d–1\.00\d\)$/);
-    expect(compareTimings(A, A.map((x) => x / 1.02)).verdict).toBe("faster");
+    expect(
+      compareTimings(
+        A,
+        A.map((x) => x / 1.02),
+      ).verdict,
+    ).toBe("faster");
   });
 
   test("the A/A floor raises the margin: a kernel whose second load differs by 2% claims no 1.5% difference", () => {
@@ -150,7 +183,13 @@ describe("interleaved timing comparison", () => {
     expect(c.margin).toBeGreaterThan(0.019);
     expect(c.verdict).toBe("same");
     expect(c.aa!.speedup).toBeCloseTo(1 / 1.02, 3);
-    expect(compareTimings(A, A.map((x) => x / 1.06), { aa: AA }).verdict).toBe("faster");
+    expect(
+      compareTimings(
+        A,
+        A.map((x) => x / 1.06),
+        { aa: AA },
+      ).verdict,
+    ).toBe("faster");
   });
 
   test("an undecided comparison says the smallest difference it could have seen; one launch 10× slow changes nothing", () => {
@@ -179,7 +218,12 @@ describe("interleaved timing comparison", () => {
   });
 
   test("the engine's round order is balanced: over 2k rounds each kernel takes each position equally often", () => {
-    expect([0, 1, 2, 3].map((r) => roundOrder(2, r))).toEqual([[0, 1], [1, 0], [1, 0], [0, 1]]);
+    expect([0, 1, 2, 3].map((r) => roundOrder(2, r))).toEqual([
+      [0, 1],
+      [1, 0],
+      [1, 0],
+      [0, 1],
+    ]);
     for (const k of [2, 3, 5]) {
       const seen = Array.from({ length: k }, () => new Array<number>(k).fill(0));
       for (let r = 0; r < 2 * k; r++) roundOrder(k, r).forEach((j, pos) => seen[j]![pos]!++);

@@ -73,10 +73,19 @@ describe("tolerance compare", () => {
     dv.setBigUint64(0, 0x1000n, true); // x_ptr → region 0
     dv.setBigUint64(8, 0x2008n, true); // out_ptr → inside region 1
     dv.setInt32(16, 7, true);
-    const layout = [{ index: 0, offset: 0, size: 8 }, { index: 1, offset: 8, size: 8 }, { index: 2, offset: 16, size: 4 }, { index: 3, offset: 24, size: 8 }];
+    const layout = [
+      { index: 0, offset: 0, size: 8 },
+      { index: 1, offset: 8, size: 8 },
+      { index: 2, offset: 16, size: 4 },
+      { index: 3, offset: 24, size: 8 },
+    ];
     const types = tritonParamTypes({ x_ptr: "*fp16", out_ptr: "*bf16", n: "i32", BLOCK: "constexpr" });
     expect(types).toEqual(["*fp16", "*bf16", "i32"]);
-    const regions = [{ va: "0x1000", size: 256 }, { va: "0x2000", size: 256 }, { va: "0x3000", size: 64 }];
+    const regions = [
+      { va: "0x1000", size: 256 },
+      { va: "0x2000", size: 256 },
+      { va: "0x3000", size: 64 },
+    ];
     expect(regionTypesFromParams(params, layout, types, regions)).toEqual(["fp16", "bf16", undefined]);
   });
 

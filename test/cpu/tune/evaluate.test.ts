@@ -22,7 +22,15 @@ function fakeBuild(texts: Record<string, string>, built: string[]): NonNullable<
   return async (_dir, _m, c: Candidate, dest): Promise<BuildOutcome> => {
     built.push(c.label);
     const text = texts[c.label]!;
-    if (text === "compile-error") return { failed: { verdict: "compile-error", code: "E_BUILD", reason: `build.sh failed\nsrc/kernel.cu(3): error: BROKEN is defined\n1 error detected`, seconds: 0.01 } };
+    if (text === "compile-error")
+      return {
+        failed: {
+          verdict: "compile-error",
+          code: "E_BUILD",
+          reason: `build.sh failed\nsrc/kernel.cu(3): error: BROKEN is defined\n1 error detected`,
+          seconds: 0.01,
+        },
+      };
     mkdirSync(dest, { recursive: true });
     writeFileSync(join(dest, "module"), text);
     return { built: { module: join(dest, "module"), seconds: 0.01, registers: 40, stackFrameBytes: 0 } };
@@ -37,7 +45,13 @@ describe("tune's configs as eval candidates", () => {
     const list = Object.keys(texts).map((label) => ({ config: label, candidate: flagsCandidate(label, label === "build.sh" ? [] : [`-D${label}`]) }));
     const built: string[] = [];
     const seen: [number, number][] = [];
-    const e = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 2, onBuilt: (d, t) => void seen.push([d, t]), fakes: { open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 1 } });
+    const e = await evaluateTune(dir, list, {
+      iters: 20,
+      flushL2: false,
+      jobs: 2,
+      onBuilt: (d, t) => void seen.push([d, t]),
+      fakes: { open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 1 },
+    });
     expect(built.sort()).toEqual(Object.keys(texts).sort());
     expect(seen).toEqual([0, 1, 2, 3, 4, 5].map((d) => [d, 5]));
     const rows = list.map(({ config, candidate }) => rowOf(config, config, candidate, e));
@@ -61,12 +75,27 @@ describe("tune's configs as eval candidates", () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const open: EvalOptions["open"] = () => () => ({
-      run: async (t) => ({ candidate: t.candidate, input: t.input, verdict: "error", reason: "no NVIDIA GPU: libcuda.so.1 is not loadable", code: "E_NO_GPU", numerics: null, timing: null, runSeconds: 0, device: null }),
+      run: async (t) => ({
+        candidate: t.candidate,
+        input: t.input,
+        verdict: "error",
+        reason: "no NVIDIA GPU: libcuda.so.1 is not loadable",
+        code: "E_NO_GPU",
+        numerics: null,
+        timing: null,
+        runSeconds: 0,
+        device: null,
+      }),
       kill() {},
       close: async () => {},
     });
     const list = ["A=1", "A=2"].map((label) => ({ config: label, candidate: flagsCandidate(label, [`-D${label}`]) }));
-    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, fakes: { open, buildWith: fakeBuild({ "A=1": "match 1", "A=2": "match 1" }, []) } }).catch((x) => x);
+    const err = await evaluateTune(dir, list, {
+      iters: 20,
+      flushL2: false,
+      jobs: 1,
+      fakes: { open, buildWith: fakeBuild({ "A=1": "match 1", "A=2": "match 1" }, []) },
+    }).catch((x) => x);
     expect(err.code).toBe("E_NO_GPU");
     expect(err.message).toContain("no NVIDIA GPU");
   }, 60_000);
@@ -75,7 +104,12 @@ describe("tune's configs as eval candidates", () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const list = ["A=1", "A=2"].map((label) => ({ config: label, candidate: flagsCandidate(label, [`-D${label}`]) }));
-    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, fakes: { open: fakeWorkers(), buildWith: fakeBuild({ "A=1": "compile-error", "A=2": "compile-error" }, []) } }).catch((x) => x);
+    const err = await evaluateTune(dir, list, {
+      iters: 20,
+      flushL2: false,
+      jobs: 1,
+      fakes: { open: fakeWorkers(), buildWith: fakeBuild({ "A=1": "compile-error", "A=2": "compile-error" }, []) },
+    }).catch((x) => x);
     expect(err.code).toBe("E_BUILD");
     expect(err.message).toContain("none of the 2 configs built; the first: src/kernel.cu(3): error: BROKEN is defined");
   }, 60_000);
@@ -83,9 +117,13 @@ describe("tune's configs as eval candidates", () => {
   test("a confined build that read a file outside (tune --confine, kerncap mcp): the tune ends with E_CONFINED, not a row", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
-    const confined: NonNullable<EvalOptions["buildWith"]> = async () => ({ failed: { verdict: "compile-error", code: "E_CONFINED", reason: "src/kernel.cu:1: names /etc/hostname", seconds: 0 } });
+    const confined: NonNullable<EvalOptions["buildWith"]> = async () => ({
+      failed: { verdict: "compile-error", code: "E_CONFINED", reason: "src/kernel.cu:1: names /etc/hostname", seconds: 0 },
+    });
     const list = [{ config: "A=1", candidate: flagsCandidate("A=1", ["-DA=1"]) }];
-    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, confine: true, fakes: { open: fakeWorkers(), buildWith: confined } }).catch((x) => x);
+    const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, confine: true, fakes: { open: fakeWorkers(), buildWith: confined } }).catch(
+      (x) => x,
+    );
     expect(err.code).toBe("E_CONFINED");
     expect(err.message).toContain("src/kernel.cu:1:");
   }, 60_000);
@@ -94,12 +132,29 @@ describe("tune's configs as eval candidates", () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const texts: Record<string, string> = { "build.sh": "match 1", "FAST=1": "match 1.25", "BROKEN=1": "compile-error" };
-    const items = Object.keys(texts).map((label, i) => ({ config: { i }, label, spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) } }));
+    const items = Object.keys(texts).map((label, i) => ({
+      config: { i },
+      label,
+      spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) },
+    }));
     const built: string[] = [];
     const ended: [number, boolean][] = [];
-    const e = await tuneEvaluator({ open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 5 })(dir, items, { iters: 20, flushL2: false, jobs: 1, onBuild: (i, b) => void ended.push([i, "error" in b]) });
-    expect(ended.sort()).toEqual([[0, false], [1, false], [2, true]]);
-    expect(e.rows.map((r) => [r.label, r.config.i, r.verdict])).toEqual([["build.sh", 0, "match"], ["FAST=1", 1, "match"], ["BROKEN=1", 2, "compile-error"]]);
+    const e = await tuneEvaluator({ open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 5 })(dir, items, {
+      iters: 20,
+      flushL2: false,
+      jobs: 1,
+      onBuild: (i, b) => void ended.push([i, "error" in b]),
+    });
+    expect(ended.sort()).toEqual([
+      [0, false],
+      [1, false],
+      [2, true],
+    ]);
+    expect(e.rows.map((r) => [r.label, r.config.i, r.verdict])).toEqual([
+      ["build.sh", 0, "match"],
+      ["FAST=1", 1, "match"],
+      ["BROKEN=1", 2, "compile-error"],
+    ]);
     expect(e.rows[1]).toMatchObject({ medianUs: 8, speedup: 1.25 });
     expect(e.built[0]).toMatchObject({ module: join(dir, "build", "tune", "cuda-0", "module"), registers: 40 });
     expect(e.built[2]).toEqual({ error: "src/kernel.cu(3): error: BROKEN is defined / 1 error detected" });

@@ -51,9 +51,9 @@ describe("progress line", () => {
   test("lines: nothing for a short task; one plain line per interval for a long one; no control characters", () => {
     const f = fake("lines", "bytes", { everyMs: 10_000 });
     const p = f.make("unpacking cap", 100 * 1024 ** 2);
-    for (let i = 1; i <= 5; i++) (f.tick(1000), p.update(i * 1024 ** 2));
+    for (let i = 1; i <= 5; i++) f.tick(1000), p.update(i * 1024 ** 2);
     expect(f.out()).toBe(""); // 5 s: under the interval
-    for (let i = 6; i <= 25; i++) (f.tick(1000), p.update(i * 1024 ** 2));
+    for (let i = 6; i <= 25; i++) f.tick(1000), p.update(i * 1024 ** 2);
     p.end();
     expect(f.out().split("\n").filter(Boolean)).toEqual([
       "unpacking cap: 10.0 MiB of 100.0 MiB (10%), about 1 min 30 s left",

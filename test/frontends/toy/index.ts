@@ -43,7 +43,10 @@ export const toyFrontend: Frontend<ToyOptions> = {
   captureArgs: { "toy-level": { type: "string", description: "Toy: how much the reproducer says (default $KERNCAP_TOY_LEVEL, else 1)" } },
   captureOptions(args) {
     const level = Number(args["toy-level"] ?? toyLevelDefault());
-    if (!Number.isInteger(level) || level < 0) throw new KerncapError("E_USAGE", `--toy-level ${String(args["toy-level"] ?? toyLevelDefault())} is not a whole number`, { hint: "For example --toy-level 2." });
+    if (!Number.isInteger(level) || level < 0)
+      throw new KerncapError("E_USAGE", `--toy-level ${String(args["toy-level"] ?? toyLevelDefault())} is not a whole number`, {
+        hint: "For example --toy-level 2.",
+      });
     return { level };
   },
   templates: TOY_TEMPLATES,
@@ -65,7 +68,8 @@ export const toyFrontend: Frontend<ToyOptions> = {
   beforeBuild: () => void toyCalls.push("beforeBuild"),
   checkRebuiltModule(module) {
     toyCalls.push("checkRebuiltModule");
-    if (readFileSync(module, "utf8").includes("BAD_LAYOUT")) throw new KerncapError("E_PARAM_LAYOUT", "the toy kernel's layout changed", { hint: "Take BAD_LAYOUT out of src/kernel.txt." });
+    if (readFileSync(module, "utf8").includes("BAD_LAYOUT"))
+      throw new KerncapError("E_PARAM_LAYOUT", "the toy kernel's layout changed", { hint: "Take BAD_LAYOUT out of src/kernel.txt." });
   },
   fastBuild: copyBuild,
   generatedSources: () => ["generated.txt"],

@@ -28,19 +28,41 @@ export function toySpace(specs: string[]): ToyConfig[] {
 
 export const toyTune: TuneDriver = {
   async run(dir, o) {
-    const foreign = [o.defines.length ? "--define" : "", o.maxrregcount !== undefined ? "--maxrregcount" : "", o.nvccFlags.length ? "--nvcc-flag" : "", o.grid !== undefined ? "--grid" : ""].filter(Boolean);
-    if (foreign.length) throw new KerncapError("E_USAGE", `${foreign.join(", ")}: not options of a toy capture's tune`, { hint: "Sweep its levels: --config 'LEVEL=1,2,3'." });
+    const foreign = [
+      o.defines.length ? "--define" : "",
+      o.maxrregcount !== undefined ? "--maxrregcount" : "",
+      o.nvccFlags.length ? "--nvcc-flag" : "",
+      o.grid !== undefined ? "--grid" : "",
+    ].filter(Boolean);
+    if (foreign.length)
+      throw new KerncapError("E_USAGE", `${foreign.join(", ")}: not options of a toy capture's tune`, { hint: "Sweep its levels: --config 'LEVEL=1,2,3'." });
     const m = readManifest(dir);
     const space = toySpace(o.configs); // its usage errors, then the trust gate, before any "build"
     o.gate();
     const text = readFileSync(join(dir, "src", "kernel.txt"), "utf8");
     const row = (config: ToyConfig, captured: boolean): TuneRow<ToyConfig> => {
       const us = text.length * config.level;
-      return { config, captured, label: `LEVEL=${config.level}`, verdict: text.trim() === m.kernel.name ? "match" : "mismatch", medianUs: us, speedup: text.length / us };
+      return {
+        config,
+        captured,
+        label: `LEVEL=${config.level}`,
+        verdict: text.trim() === m.kernel.name ? "match" : "mismatch",
+        medianUs: us,
+        speedup: text.length / us,
+      };
     };
     const rows = [row({ level: 1 }, true), ...space.filter((c) => c.level !== 1).map((c) => row(c, false))];
     const winner = pickWinner(rows) ?? null;
-    return { dir, frontend: "toy", kernel: m.kernel.name, grid: null, rows, winner, paste: winner ? `LEVEL=${winner.config.level}` : null, seconds: { compile: 0, replay: 0 } };
+    return {
+      dir,
+      frontend: "toy",
+      kernel: m.kernel.name,
+      grid: null,
+      rows,
+      winner,
+      paste: winner ? `LEVEL=${winner.config.level}` : null,
+      seconds: { compile: 0, replay: 0 },
+    };
   },
   params: (c) => (c && typeof c === "object" && "level" in c ? { LEVEL: String((c as ToyConfig).level) } : undefined),
 };

@@ -17,7 +17,6 @@ interface PruneState {
   namespaces: string;
 }
 
-
 /** Length of the common prefix of a and b (UTF-16 units). */
 function commonPrefix(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
@@ -41,14 +40,19 @@ export class DevicePruner {
 
   prune(text: string): PruneResult {
     const t0 = performance.now();
-    let t: Tokens, items: Item[], info: (DeclInfo | undefined)[] = [];
+    let t: Tokens,
+      items: Item[],
+      info: (DeclInfo | undefined)[] = [];
     const st = this.state;
     let k = -1;
     if (st) {
       const L = commonPrefix(st.text, text);
       for (let i = st.items.length - 1; i >= 0; i--) {
         const it = st.items[i]!;
-        if (it.nest === 0 && it.kind !== "open" && it.b > it.a && st.t.end[it.b - 1]! <= L) { k = i; break; }
+        if (it.nest === 0 && it.kind !== "open" && it.b > it.a && st.t.end[it.b - 1]! <= L) {
+          k = i;
+          break;
+        }
       }
     }
     if (st && k >= 0) {
@@ -62,7 +66,9 @@ export class DevicePruner {
     }
     const namespaces = new Set(["std", "__gnu_cxx", "__cxxabiv1"]);
     for (const it of items) {
-      if (it.kind === "open") { for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w); }
+      if (it.kind === "open") {
+        for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w);
+      }
       // a namespace alias (`namespace cg = cooperative_groups;`): `cg::thread_block` names thread_block
       else if (it.kind === "decl" && t.text[it.a] === "namespace" && t.text[it.a + 2] === "=" && isName(t.text[it.a + 1]!)) namespaces.add(t.text[it.a + 1]!);
     }

@@ -21,7 +21,10 @@ export function skipGroup(v: string[], i: number, lim: number): number {
     let d = 0;
     while (i < lim) {
       const s = v[i]!;
-      if (s === "(" || s === "[") { i = skipGroup(v, i, lim); continue; }
+      if (s === "(" || s === "[") {
+        i = skipGroup(v, i, lim);
+        continue;
+      }
       if (s === "<") d++;
       else if (s === ">") d--;
       else if (s === ";" || s === "{") return i;
@@ -51,18 +54,28 @@ export function skipGroup(v: string[], i: number, lim: number): number {
 export function templateHeaders(v: string[], i: number, lim: number, tp?: Set<string>): number {
   while (i + 1 < lim && v[i] === "template" && v[i + 1] === "<") {
     const nontype = new Set<string>();
-    let j = i + 1, d = 0;
+    let j = i + 1,
+      d = 0;
     while (j < lim) {
       const s = v[j]!;
-      if (s === "(" || s === "[") { j = skipGroup(v, j, lim); continue; }
-      if (s === "<") { if (!nontype.has(v[j - 1]!)) d++; }
-      else if (s === ">") d--;
-      else if (s === ";" || s === "{") break; // not a template header after all
+      if (s === "(" || s === "[") {
+        j = skipGroup(v, j, lim);
+        continue;
+      }
+      if (s === "<") {
+        if (!nontype.has(v[j - 1]!)) d++;
+      } else if (s === ">") d--;
+      else if (s === ";" || s === "{")
+        break; // not a template header after all
       else if (d === 1) {
-        const p = v[j - 1] ?? "", nx = v[j + 1] ?? "";
+        const p = v[j - 1] ?? "",
+          nx = v[j + 1] ?? "";
         if ((s === "typename" || s === "class") && (p === "<" || p === "," || p === ">") && isName(nx) && v[j + 2] !== "::") tp?.add(nx);
         else if (s === "..." && isName(nx) && (v[j + 2] === "," || v[j + 2] === ">")) tp?.add(nx);
-        else if (isName(s) && (nx === "," || nx === ">" || nx === "=") && (isName(p) || TYPE_KEYWORDS.has(p) || p === "*" || p === "&")) { tp?.add(s); nontype.add(s); }
+        else if (isName(s) && (nx === "," || nx === ">" || nx === "=") && (isName(p) || TYPE_KEYWORDS.has(p) || p === "*" || p === "&")) {
+          tp?.add(s);
+          nontype.add(s);
+        }
       }
       j++;
       if (d <= 0) break;
@@ -104,7 +117,10 @@ function skipRequiresClause(v: string[], i: number, lim: number): number {
       }
     } else return i;
     while (dir(j)) j++;
-    if (v[j] === "&&" || v[j] === "||") { j++; continue; }
+    if (v[j] === "&&" || v[j] === "||") {
+      j++;
+      continue;
+    }
     return j;
   }
 }
@@ -116,47 +132,83 @@ export function skipTemplateHeaders(v: string[], i: number, lim: number): number
 
 /** Split the token stream into namespace-scope items. */
 export function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
-  const v = t.text, k = t.kind, n = t.n;
+  const v = t.text,
+    k = t.kind,
+    n = t.n;
   let nest = 0;
   const walk = (i: number, inner: boolean): number => {
     while (i < n) {
-      if (k[i] === K.Dir) { items.push({ kind: "dir", a: i, b: i + 1, nest }); i++; continue; }
+      if (k[i] === K.Dir) {
+        items.push({ kind: "dir", a: i, b: i + 1, nest });
+        i++;
+        continue;
+      }
       const s = v[i]!;
       if (s === "}" && inner) return i;
-      if (s === ";") { items.push({ kind: "decl", a: i, b: i + 1, nest }); i++; continue; }
+      if (s === ";") {
+        items.push({ kind: "decl", a: i, b: i + 1, nest });
+        i++;
+        continue;
+      }
       // namespace N { … }, inline namespace, extern "C" { … }
       let j = i;
       if (s === "inline" && v[i + 1] === "namespace") j = i + 1;
       if (v[j] === "namespace") {
         let q = j + 1;
         while (q < n && v[q] !== "{" && v[q] !== ";" && v[q] !== "=") q++;
-        if (v[q] === "{") { i = container(i, q + 1); continue; }
+        if (v[q] === "{") {
+          i = container(i, q + 1);
+          continue;
+        }
       }
-      if (s === "extern" && k[i + 1] === K.Str && v[i + 2] === "{") { i = container(i, i + 3); continue; }
+      if (s === "extern" && k[i + 1] === K.Str && v[i + 2] === "{") {
+        i = container(i, i + 3);
+        continue;
+      }
       // a declaration: up to ';' at depth 0, or the brace group that ends a function definition
       let q = skipTemplateHeaders(v, i, n);
-      let depth = 0, classlike = false, sawEq = false, ctorInit = false;
+      let depth = 0,
+        classlike = false,
+        sawEq = false,
+        ctorInit = false;
       // a requires-expression in a requires-clause (`requires C<_Os> && requires (_Os& __os) { __os << __t; }`,
       // libstdc++'s <ostream> in C++20): its `{…}` is no body. `requires` after an operator starts one;
       // after `>` or `)` it is the clause itself (`requires (C<T>) {` is a function's body)
       let reqExpr = false;
       let pw = ""; // the previous token (directives left out)
       while (q < n) {
-        if (k[q] === K.Dir) { q++; continue; }
+        if (k[q] === K.Dir) {
+          q++;
+          continue;
+        }
         const w = v[q]!;
         if (depth === 0) {
           if (w === "class" || w === "struct" || w === "union" || w === "enum" || w === "typedef") classlike = true;
           if (w === "=" && pw !== "operator") sawEq = true;
           if (w === ":" && (pw === ")" || pw === "noexcept")) ctorInit = true; // X::X(…) noexcept : a{…}, b(…) {…}
-          if (w === ";") { q++; break; }
+          if (w === ";") {
+            q++;
+            break;
+          }
           if (w === "requires" && ["&&", "||", "!", "(", ",", "=", "requires", "?", ":"].includes(pw)) reqExpr = true;
           if (w === "{" && reqExpr && (pw === "requires" || pw === ")")) {
-            q = skipGroup(v, q, n); pw = "}"; reqExpr = false; continue;
+            q = skipGroup(v, q, n);
+            pw = "}";
+            reqExpr = false;
+            continue;
           }
           if (w === "{") {
             const init = ctorInit && (pw === ">" || (isIdStart(pw.charCodeAt(0)) && !KEYWORDS.has(pw))); // a member's brace initializer
-            let d = 1; q++;
-            while (q < n && d) { const x = v[q]!; if (k[q] !== K.Dir) { if (x === "{") d++; else if (x === "}") d--; } q++; }
+            let d = 1;
+            q++;
+            while (q < n && d) {
+              const x = v[q]!;
+              if (k[q] !== K.Dir) {
+                if (x === "{") d++;
+                else if (x === "}") d--;
+              }
+              q++;
+            }
             pw = "}";
             if (classlike || sawEq || init) continue; // struct X {…} x;  int a[] = {…};
             if (q < n && v[q] === ";") q++;

@@ -20,10 +20,19 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
   let head = -1;
   for (let a = 0; a < L; a++) {
     const s = body[a]!;
-    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") { a = skipGroup(body, a + 1, L) - 1; continue; } // typedef __attribute__((…)) struct
-    if (s === "[" && body[a + 1] === "[") { a = skipGroup(body, a, L) - 1; continue; }
+    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") {
+      a = skipGroup(body, a + 1, L) - 1;
+      continue;
+    } // typedef __attribute__((…)) struct
+    if (s === "[" && body[a + 1] === "[") {
+      a = skipGroup(body, a, L) - 1;
+      continue;
+    }
     if (s === "(" || s === "=" || s === "{" || s === ";") break;
-    if (s === "class" || s === "struct" || s === "union" || s === "enum") { head = a; break; }
+    if (s === "class" || s === "struct" || s === "union" || s === "enum") {
+      head = a;
+      break;
+    }
   }
   if (head >= 0) {
     let b = head + 1;
@@ -37,15 +46,23 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
     let rest: string[] = [];
     const s0 = body.indexOf("{", head);
     if (s0 >= 0) {
-      if (body[head] === "enum") { // unscoped or scoped, the enumerators are declared names either way (conservative)
-        let d = 0, expect = true;
+      if (body[head] === "enum") {
+        // unscoped or scoped, the enumerators are declared names either way (conservative)
+        let d = 0,
+          expect = true;
         for (let a = s0 + 1; a < L; a++) {
           const w = body[a]!;
           if (w === "(" || w === "{" || w === "[") d++;
           else if (w === ")" || w === "}" || w === "]") d--;
           if (d < 0) break;
-          if (d === 0 && w === ",") { expect = true; continue; }
-          if (d === 0 && expect && isName(w)) { names.add(w); expect = false; }
+          if (d === 0 && w === ",") {
+            expect = true;
+            continue;
+          }
+          if (d === 0 && expect && isName(w)) {
+            names.add(w);
+            expect = false;
+          }
         }
       }
       rest = body.slice(skipGroup(body, s0, L));
@@ -53,23 +70,41 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
     let last: string | null = null;
     for (const w of rest) {
       if (isName(w)) last = w;
-      else if (w === "," || w === ";" || w === "[" || w === "=") { if (last) names.add(last); last = null; }
+      else if (w === "," || w === ";" || w === "[" || w === "=") {
+        if (last) names.add(last);
+        last = null;
+      }
     }
     return names;
   }
   // functions, variables, typedefs: each declarator's name
   let a = 0;
-  let last: string | null = null, lastAt = -1;
+  let last: string | null = null,
+    lastAt = -1;
   while (a < L) {
     const s = body[a]!;
-    if (s === "[" && body[a + 1] === "[") { a = skipGroup(body, a, L); continue; }
-    if (ATTRIBUTE_WORDS.has(s)) { a = body[a + 1] === "(" ? skipGroup(body, a + 1, L) : a + 1; continue; }
-    if (s === "operator") { names.add("operator"); return names; }
+    if (s === "[" && body[a + 1] === "[") {
+      a = skipGroup(body, a, L);
+      continue;
+    }
+    if (ATTRIBUTE_WORDS.has(s)) {
+      a = body[a + 1] === "(" ? skipGroup(body, a + 1, L) : a + 1;
+      continue;
+    }
+    if (s === "operator") {
+      names.add("operator");
+      return names;
+    }
     if (s === "(") {
-      if (body[a + 1] === "*" || body[a + 1] === "&") { // (*name)(…) declarator
+      if (body[a + 1] === "*" || body[a + 1] === "&") {
+        // (*name)(…) declarator
         let b2 = a + 2;
-        while (b2 < L && ["__attribute__", "__attribute", "const", "volatile"].includes(body[b2]!)) b2 = body[b2]!.startsWith("__attr") ? skipGroup(body, b2 + 1, L) : b2 + 1;
-        if (b2 < L && isName(body[b2]!)) { names.add(body[b2]!); return names; }
+        while (b2 < L && ["__attribute__", "__attribute", "const", "volatile"].includes(body[b2]!))
+          b2 = body[b2]!.startsWith("__attr") ? skipGroup(body, b2 + 1, L) : b2 + 1;
+        if (b2 < L && isName(body[b2]!)) {
+          names.add(body[b2]!);
+          return names;
+        }
       }
       if (last) {
         // Class::name( or Class<…>::name( : an out-of-class member definition declares its class
@@ -81,22 +116,37 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
         names.add(last);
         return names;
       }
-      a = skipGroup(body, a, L); continue;
+      a = skipGroup(body, a, L);
+      continue;
     }
-    if (s === "<" && last) { a = skipGroup(body, a, L); continue; }
+    if (s === "<" && last) {
+      a = skipGroup(body, a, L);
+      continue;
+    }
     if (s === "[" || s === "=" || s === ";" || s === "," || s === ":" || s === "{") {
       if (last) names.add(last);
       if (s === "=" || s === "[" || s === "{") {
         while (a < L && body[a] !== "," && body[a] !== ";") {
           const w = body[a]!;
-          if (w === "(" || w === "[" || w === "{") { a = skipGroup(body, a, L); continue; }
-          if (w === "<" && a > 0 && isName(body[a - 1]!)) { a = skipGroup(body, a, L); continue; }
+          if (w === "(" || w === "[" || w === "{") {
+            a = skipGroup(body, a, L);
+            continue;
+          }
+          if (w === "<" && a > 0 && isName(body[a - 1]!)) {
+            a = skipGroup(body, a, L);
+            continue;
+          }
           a++;
         }
       }
-      last = null; a++; continue;
+      last = null;
+      a++;
+      continue;
     }
-    if (isName(s)) { last = s; lastAt = a; }
+    if (isName(s)) {
+      last = s;
+      lastAt = a;
+    }
     a++;
   }
   if (last && body[L - 1] === ";") names.add(last);
@@ -187,7 +237,16 @@ export function analyse(t: Tokens, it: Item, namespaces: Set<string>): DeclInfo 
   const classlike = isClasslike(body);
   const { stub, refEnd } = hostOnlyBody(t, it, v);
   const rs = references(t, it.a, refEnd, tparams, namespaces);
-  return { defs: ds, refs: rs, stub, body: v, classlike, deviceVar: isDeviceVariable(v, classlike), kernel: isKernel(v, classlike), using: usingDeclaration(v) };
+  return {
+    defs: ds,
+    refs: rs,
+    stub,
+    body: v,
+    classlike,
+    deviceVar: isDeviceVariable(v, classlike),
+    kernel: isKernel(v, classlike),
+    using: usingDeclaration(v),
+  };
 }
 
 /** `ds` and, for an out-of-class member definition (X::f(, X<…>::f(, X::operator, X::~X), its class X. */
@@ -200,11 +259,20 @@ function memberClassDefs(v: string[], ds: Set<string>, namespaces: Set<string>):
     if (s === "=" || s === "{") break;
     // (or a static data member's: `template <class T> const int X<T>::n = 3;`, `constexpr int Y::arr[2];`)
     const nx = v[a + 3];
-    if (pd === 0 && v[a + 1] === "::" && ((/^[A-Za-z_~]/.test(v[a + 2]!) && (nx === "(" || nx === "<" || nx === "=" || nx === ";" || nx === "[" || nx === "{")) || v[a + 2] === "operator" || v[a + 2] === "~")) {
+    if (
+      pd === 0 &&
+      v[a + 1] === "::" &&
+      ((/^[A-Za-z_~]/.test(v[a + 2]!) && (nx === "(" || nx === "<" || nx === "=" || nx === ";" || nx === "[" || nx === "{")) ||
+        v[a + 2] === "operator" ||
+        v[a + 2] === "~")
+    ) {
       const q = classQualifier(v, a, namespaces);
       if (q !== null) {
         ds = new Set([...ds, q]);
-        if (v[a + 2] === "operator") { ds.delete("operator"); ds.add("<member-operator>"); }
+        if (v[a + 2] === "operator") {
+          ds.delete("operator");
+          ds.add("<member-operator>");
+        }
         break;
       }
     }
@@ -216,7 +284,10 @@ function memberClassDefs(v: string[], ds: Set<string>, namespaces: Set<string>):
 function isClasslike(body: string[]): boolean {
   for (let a = 0; a < body.length; a++) {
     const s = body[a]!;
-    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") { a = skipGroup(body, a + 1, body.length) - 1; continue; }
+    if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") {
+      a = skipGroup(body, a + 1, body.length) - 1;
+      continue;
+    }
     if (s === "(" || s === "{" || s === "=" || s === ";") break;
     if (s === "class" || s === "struct" || s === "union" || s === "enum") return true;
   }
@@ -233,14 +304,27 @@ function hostOnlyBody(t: Tokens, it: Item, v: string[]): { stub: number | "drop"
   let refEnd = it.b;
   let stub: number | "drop" | undefined;
   if (v[v.length - 1] === "}" && v.includes("(")) {
-    let d = 0, bo = -1, afterParen = false, bad = false;
+    let d = 0,
+      bo = -1,
+      afterParen = false,
+      bad = false;
     for (let a = 0; a < v.length; a++) {
       const s = v[a]!;
-      if (s === "(" || s === "[") { d++; afterParen = true; }
-      else if (s === ")" || s === "]") d--;
-      else if (d === 0 && s === ":" && afterParen && (v[a - 1] === ")" || v[a - 1] === "noexcept")) { bad = true; break; } // a constructor's initializers
-      else if (d === 0 && s === "=" && v[a - 1] !== "operator") { bad = true; break; }
-      else if (d === 0 && s === "{") { bo = a; break; }
+      if (s === "(" || s === "[") {
+        d++;
+        afterParen = true;
+      } else if (s === ")" || s === "]") d--;
+      else if (d === 0 && s === ":" && afterParen && (v[a - 1] === ")" || v[a - 1] === "noexcept")) {
+        bad = true;
+        break;
+      } // a constructor's initializers
+      else if (d === 0 && s === "=" && v[a - 1] !== "operator") {
+        bad = true;
+        break;
+      } else if (d === 0 && s === "{") {
+        bo = a;
+        break;
+      }
     }
     if (bo > 0 && afterParen && !bad) {
       const headWords = v.slice(0, bo);
@@ -249,7 +333,8 @@ function hostOnlyBody(t: Tokens, it: Item, v: string[]): { stub: number | "drop"
       const bodyHasDevice = v.slice(bo).some((w) => DEVICE_MARKS.has(w));
       if (noDevice && !bodyHasDevice) {
         // the token index of the body's '{'
-        let seen = -1, ti = it.a;
+        let seen = -1,
+          ti = it.a;
         for (; ti < it.b; ti++) if (t.kind[ti] !== K.Dir && ++seen === bo) break;
         // the parameter list's '(' (not an attribute's: `__attribute ((__abi_tag__ ("cxx11"))) _InIter num_get<…>::_M_extract_float(`)
         let p0 = templateHeaders(headWords, 0, headWords.length);
@@ -281,24 +366,47 @@ function references(t: Tokens, a0: number, refEnd: number, tparams: Set<string>,
   // token indices, without directives and attribute groups: an attribute's name is not a
   // reference, its arguments are (launch_bounds(f()))
   const kept: number[] = [];
-  const tx = t.text, tk = t.kind;
+  const tx = t.text,
+    tk = t.kind;
   for (let i = a0; i < refEnd; ) {
-    if (tk[i] === K.Dir) { i++; continue; }
+    if (tk[i] === K.Dir) {
+      i++;
+      continue;
+    }
     const s = tx[i]!;
     if ((s === "__attribute__" || s === "__attribute") && tx[i + 1] === "(") {
-      let d = 0; i++;
-      while (i < refEnd) { const x = tx[i]!; if (tk[i] !== K.Dir) { if (x === "(") d++; else if (x === ")") d--; if (d >= 3) kept.push(i); } i++; if (d === 0) break; }
+      let d = 0;
+      i++;
+      while (i < refEnd) {
+        const x = tx[i]!;
+        if (tk[i] !== K.Dir) {
+          if (x === "(") d++;
+          else if (x === ")") d--;
+          if (d >= 3) kept.push(i);
+        }
+        i++;
+        if (d === 0) break;
+      }
       continue;
     }
     if (s === "[" && tx[i + 1] === "[") {
       let d = 0;
-      while (i < refEnd) { const x = tx[i]!; if (x === "[") d++; else if (x === "]") d--; i++; if (d === 0) break; }
+      while (i < refEnd) {
+        const x = tx[i]!;
+        if (x === "[") d++;
+        else if (x === "]") d--;
+        i++;
+        if (d === 0) break;
+      }
       continue;
     }
-    kept.push(i); i++;
+    kept.push(i);
+    i++;
   }
   for (let a = 0; a < kept.length; a++) {
-    const wi = kept[a]!, ws = tx[wi]!, wk = tk[wi];
+    const wi = kept[a]!,
+      ws = tx[wi]!,
+      wk = tk[wi];
     if (wk === K.Num) {
       const m = /^[0-9.][0-9a-fA-FxX.']*?([g-zG-Z_]\w*)$/.exec(ws);
       if (m) rs.add(`<udl>${m[1]}`);
@@ -306,22 +414,33 @@ function references(t: Tokens, a0: number, refEnd: number, tparams: Set<string>,
     }
     if (wk !== K.Id) continue;
     const pi = a > 0 ? kept[a - 1]! : -1;
-    if (pi >= 0 && (tk[pi] === K.Str || tk[pi] === K.Chr) && t.end[pi] === t.start[wi]) { rs.add(`<udl>${ws}`); continue; }
+    if (pi >= 0 && (tk[pi] === K.Str || tk[pi] === K.Chr) && t.end[pi] === t.start[wi]) {
+      rs.add(`<udl>${ws}`);
+      continue;
+    }
     if (KEYWORDS.has(ws) || tparams.has(ws)) continue;
     const ps = pi >= 0 ? tx[pi]! : "";
     if (ps === ".") continue; // a member
-    if (ps === "->") { // a member (p->m, this->m, a[i]->m), or a trailing return type (`) -> T`, `const -> T`): a reference
-      const bi = a > 1 ? kept[a - 2]! : -1, bs = bi >= 0 ? tx[bi]! : "";
+    if (ps === "->") {
+      // a member (p->m, this->m, a[i]->m), or a trailing return type (`) -> T`, `const -> T`): a reference
+      const bi = a > 1 ? kept[a - 2]! : -1,
+        bs = bi >= 0 ? tx[bi]! : "";
       if (bs === "]" || bs === "this" || (bi >= 0 && tk[bi] === K.Id && !KEYWORDS.has(bs))) continue;
     }
     if (ps === "::" && a > 1) {
-      const qi = kept[a - 2]!, qs = tx[qi]!;
+      const qi = kept[a - 2]!,
+        qs = tx[qi]!;
       // Class::member, Class<…>::member; not `(float)::f(x)` nor `a > ::f(x)` (spaced): the global namespace's f
       if ((tk[qi] === K.Id && !KEYWORDS.has(qs) && !namespaces.has(qs)) || (qs === ">" && t.end[qi] === t.start[pi])) continue;
     }
     // `Type name(` / `Type name =` …: a local variable being declared, the first time
     const ns = a + 1 < kept.length ? tx[kept[a + 1]!]! : "";
-    if (pi >= 0 && (ns === "(" || ns === "{" || ns === "=" || ns === ";" || ns === "[" || ns === ",") && (ps === ">" || (tk[pi] === K.Id && (!KEYWORDS.has(ps) || TYPE_KEYWORDS.has(ps)))) && !localSeen.has(ws)) {
+    if (
+      pi >= 0 &&
+      (ns === "(" || ns === "{" || ns === "=" || ns === ";" || ns === "[" || ns === ",") &&
+      (ps === ">" || (tk[pi] === K.Id && (!KEYWORDS.has(ps) || TYPE_KEYWORDS.has(ps)))) &&
+      !localSeen.has(ws)
+    ) {
       localSeen.add(ws);
       continue;
     }
@@ -332,17 +451,33 @@ function references(t: Tokens, a0: number, refEnd: number, tparams: Set<string>,
 
 /** A namespace-scope __device__ or __constant__ variable defined here (not extern, constexpr, inline nor a template): DeclInfo.deviceVar. */
 function isDeviceVariable(v: string[], classlike: boolean): boolean {
-  if (v[0] !== "template" && !classlike && !v.includes("extern") && !v.includes("constexpr") && !v.includes("inline") && !v.includes("typedef") && !v.includes("using")) {
-    let marked = false, fn = false;
+  if (
+    v[0] !== "template" &&
+    !classlike &&
+    !v.includes("extern") &&
+    !v.includes("constexpr") &&
+    !v.includes("inline") &&
+    !v.includes("typedef") &&
+    !v.includes("using")
+  ) {
+    let marked = false,
+      fn = false;
     for (let a = 0; a < v.length; a++) {
       const s = v[a]!;
       if ((s === "__attribute__" || s === "__attribute") && v[a + 1] === "(") {
         if (v[a + 2] === "(" && (v[a + 3] === "device" || v[a + 3] === "constant" || v[a + 3] === "__device__" || v[a + 3] === "__constant__")) marked = true;
-        a = skipGroup(v, a + 1, v.length) - 1; continue;
+        a = skipGroup(v, a + 1, v.length) - 1;
+        continue;
       }
       if (s === "=" || s === "[" || s === ";") break; // an initializer, an array, the end: a variable
-      if (s === "(" ) { if (v[a + 1] !== "*") fn = true; break; } // a function (not `T (*p)(…)`)
-      if (s === "{") { fn = true; break; }
+      if (s === "(") {
+        if (v[a + 1] !== "*") fn = true;
+        break;
+      } // a function (not `T (*p)(…)`)
+      if (s === "{") {
+        fn = true;
+        break;
+      }
     }
     return marked && !fn;
   }
@@ -358,7 +493,8 @@ function isKernel(v: string[], classlike: boolean): boolean {
       if (s === "__global__") return true;
       if ((s === "__attribute__" || s === "__attribute") && v[a + 1] === "(") {
         if (v[a + 2] === "(" && v[a + 3] === "global") return true;
-        a = skipGroup(v, a + 1, v.length) - 1; continue;
+        a = skipGroup(v, a + 1, v.length) - 1;
+        continue;
       }
       if (s === "(" || s === "{" || s === "=" || s === ";") break; // the head ends: the parameter list
     }

@@ -69,10 +69,14 @@ export interface PruneResult {
 }
 
 const nonBlankLines = (s: string) => {
-  let n = 0, blank = true;
+  let n = 0,
+    blank = true;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c === 10) { if (!blank) n++; blank = true; } else if (c !== 32 && c !== 9 && c !== 13) blank = false;
+    if (c === 10) {
+      if (!blank) n++;
+      blank = true;
+    } else if (c !== 32 && c !== 9 && c !== 13) blank = false;
   }
   return blank ? n : n + 1;
 };
@@ -84,14 +88,22 @@ const nonBlankLines = (s: string) => {
 export function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefined)[], namespaces: Set<string>, t0: number): PruneResult {
   const where = includeDepths(t, items);
   const decl: number[] = [];
-  items.forEach((it, idx) => { if (it.kind === "decl") decl.push(idx); });
+  items.forEach((it, idx) => {
+    if (it.kind === "decl") decl.push(idx);
+  });
   const classNames = new Set<string>();
   for (const idx of decl) if (info[idx]!.classlike) for (const d of info[idx]!.defs) classNames.add(d);
   const { gates, ops } = gatesOf(decl, info, classNames, where.isSystem, namespaces);
   const keep = keptDeclarations(decl, info, gates, ops, where);
   dropDanglingUsings(t, items, decl, info, keep);
   const pruned = prunedText(text, t, items, decl, info, keep);
-  return { text: pruned, decls: decl.length, kept: keep.size, lines: () => ({ before: nonBlankLines(text), after: nonBlankLines(pruned) }), ms: performance.now() - t0 };
+  return {
+    text: pruned,
+    decls: decl.length,
+    kept: keep.size,
+    lines: () => ({ before: nonBlankLines(text), after: nonBlankLines(pruned) }),
+    ms: performance.now() - t0,
+  };
 }
 
 /** Where each item comes from, by the line markers: its include depth (0: the primary file; a #line rename keeps the depth), its file, and whether that is a system header. */
@@ -99,7 +111,9 @@ function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf:
   const depthOf = new Int32Array(items.length);
   const fileOf: string[] = new Array(items.length);
   const sysOf = new Uint8Array(items.length);
-  let depth = 0, file = "", sys = 0;
+  let depth = 0,
+    file = "",
+    sys = 0;
   let seenFirst = false;
   items.forEach((it, idx) => {
     if (it.kind === "dir") {
@@ -108,12 +122,17 @@ function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf:
         const flags = m[3]!.trim().split(/\s+/);
         if (flags.includes("1")) depth++;
         else if (flags.includes("2")) depth = Math.max(0, depth - 1);
-        if (!seenFirst) { seenFirst = true; depth = 0; }
+        if (!seenFirst) {
+          seenFirst = true;
+          depth = 0;
+        }
         file = m[2]!;
         sys = flags.includes("3") ? 1 : 0;
       }
     }
-    depthOf[idx] = depth; fileOf[idx] = file; sysOf[idx] = sys;
+    depthOf[idx] = depth;
+    fileOf[idx] = file;
+    sysOf[idx] = sys;
   });
   // a system header: gcc's line-marker flag 3, or a file under /usr (libstdc++, libc, the CUDA toolkit)
   const isSystem = (idx: number) => sysOf[idx] === 1 || fileOf[idx]!.startsWith("/usr/");
@@ -126,7 +145,13 @@ function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf:
  * declaration's answer is kept in its DeclInfo, computed again only when the set of class names
  * changed (gateKey).
  */
-function gatesOf(decl: number[], info: (DeclInfo | undefined)[], classNames: Set<string>, isSystem: (idx: number) => boolean, namespaces: Set<string>): { gates: Map<number, Set<string>>; ops: Map<number, { names: Set<string>; all: boolean }> } {
+function gatesOf(
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  classNames: Set<string>,
+  isSystem: (idx: number) => boolean,
+  namespaces: Set<string>,
+): { gates: Map<number, Set<string>>; ops: Map<number, { names: Set<string>; all: boolean }> } {
   const defs = { get: (idx: number) => info[idx]!.defs };
   const refs = { get: (idx: number) => info[idx]!.refs };
   const bodies = { get: (idx: number) => info[idx]!.body };
@@ -140,7 +165,9 @@ function gatesOf(decl: number[], info: (DeclInfo | undefined)[], classNames: Set
       if (inf.op) ops.set(idx, inf.op);
       continue;
     }
-    inf.gateKey = classKey; inf.gate = undefined; inf.op = undefined;
+    inf.gateKey = classKey;
+    inf.gate = undefined;
+    inf.op = undefined;
     gateOf(idx);
     if (gates.has(idx)) inf.gate = gates.get(idx);
     if (ops.has(idx)) inf.op = ops.get(idx);
@@ -150,17 +177,25 @@ function gatesOf(decl: number[], info: (DeclInfo | undefined)[], classNames: Set
     const ds = defs.get(idx)!;
     if (ds.has("operator") && ds.size === 1) {
       const p = v.indexOf("operator");
-      if (v[p + 1] === '""' && v[p + 2]) { ops.set(idx, { names: new Set([`<udl>${v[p + 2]}`]), all: false }); return; }
+      if (v[p + 1] === '""' && v[p + 2]) {
+        ops.set(idx, { names: new Set([`<udl>${v[p + 2]}`]), all: false });
+        return;
+      }
       let q = p + 1;
       if (v[q] === "(" && v[q + 1] === ")") q += 2;
       while (q < v.length && v[q] !== "(") q++;
       const g = new Set<string>();
-      for (let d = 0, r = q; r < v.length; r++) { if (v[r] === "(") d++; else if (v[r] === ")") d--; if (d === 0) break; if (isName(v[r]!)) g.add(v[r]!); }
+      for (let d = 0, r = q; r < v.length; r++) {
+        if (v[r] === "(") d++;
+        else if (v[r] === ")") d--;
+        if (d === 0) break;
+        if (isName(v[r]!)) g.add(v[r]!);
+      }
       const cls = new Set([...g].filter((x) => classNames.has(x)));
       ops.set(idx, { names: cls.size ? cls : g.size ? g : refs.get(idx)!, all: isSystem(idx) && cls.size > 0 });
       return;
     }
-    if (!isSystem(idx) || ds.size === 0 || [...ds].some((d) => classNames.has(d)) && !isSpecialization(v)) return;
+    if (!isSystem(idx) || ds.size === 0 || ([...ds].some((d) => classNames.has(d)) && !isSpecialization(v))) return;
     const g = isSpecialization(v) ? specializationGate(v, classNames) : parameterGate(v, ds, classNames, namespaces);
     if (g && g.size) gates.set(idx, g);
   }
@@ -181,16 +216,40 @@ function keptDeclarations(
   const byName = new Map<string, number[]>();
   for (const idx of decl) {
     if (gates.has(idx) || ops.has(idx)) continue;
-    for (const d of defs.get(idx)!) { const l = byName.get(d); if (l) l.push(idx); else byName.set(d, [idx]); }
+    for (const d of defs.get(idx)!) {
+      const l = byName.get(d);
+      if (l) l.push(idx);
+      else byName.set(d, [idx]);
+    }
   }
-  for (const [idx] of ops) for (const d of defs.get(idx)!) if (d !== "operator") { const l = byName.get(d); if (l) l.push(idx); else byName.set(d, [idx]); }
+  for (const [idx] of ops)
+    for (const d of defs.get(idx)!)
+      if (d !== "operator") {
+        const l = byName.get(d);
+        if (l) l.push(idx);
+        else byName.set(d, [idx]);
+      }
 
   const keep = new Set<number>();
   const work: number[] = [];
-  const add = (idx: number) => { if (!keep.has(idx)) { keep.add(idx); work.push(idx); } };
+  const add = (idx: number) => {
+    if (!keep.has(idx)) {
+      keep.add(idx);
+      work.push(idx);
+    }
+  };
   for (const idx of decl) {
     const ds = defs.get(idx)!;
-    if (depthOf[idx] === 0 || info[idx]!.deviceVar || info[idx]!.kernel || fileOf[idx] === "<built-in>" || fileOf[idx] === "<command-line>" || [...ds].some((d) => ALWAYS.has(d)) || ds.has("<using-directive>")) add(idx);
+    if (
+      depthOf[idx] === 0 ||
+      info[idx]!.deviceVar ||
+      info[idx]!.kernel ||
+      fileOf[idx] === "<built-in>" ||
+      fileOf[idx] === "<command-line>" ||
+      [...ds].some((d) => ALWAYS.has(d)) ||
+      ds.has("<using-directive>")
+    )
+      add(idx);
     else if (ds.size === 0 && !bodies.get(idx)!.includes("static_assert")) add(idx); // what a declaration declares could not be told: kept
   }
   const needed = new Set<string>();
@@ -204,8 +263,16 @@ function keptDeclarations(
       }
     }
     let grew = false;
-    for (const [idx, g] of gates) if (!keep.has(idx) && [...defs.get(idx)!].some((d) => needed.has(d)) && [...g].every((x) => needed.has(x))) { add(idx); grew = true; }
-    for (const [idx, o] of ops) if (!keep.has(idx) && (o.all ? [...o.names].every((x) => needed.has(x)) : [...o.names].some((x) => needed.has(x)))) { add(idx); grew = true; }
+    for (const [idx, g] of gates)
+      if (!keep.has(idx) && [...defs.get(idx)!].some((d) => needed.has(d)) && [...g].every((x) => needed.has(x))) {
+        add(idx);
+        grew = true;
+      }
+    for (const [idx, o] of ops)
+      if (!keep.has(idx) && (o.all ? [...o.names].every((x) => needed.has(x)) : [...o.names].some((x) => needed.has(x)))) {
+        add(idx);
+        grew = true;
+      }
     if (!grew) break;
   }
   return keep;
@@ -229,16 +296,29 @@ function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (Dec
     const { pathOf, opened } = namespacePaths(t, items);
     const wanted = new Set(usings.map((idx) => info[idx]!.using!.name));
     const declsOf = new Map<string, number[]>();
-    for (const idx of decl) for (const d of defs.get(idx)!) if (wanted.has(d)) { const l = declsOf.get(d); if (l) l.push(idx); else declsOf.set(d, [idx]); }
-    const targets = usings.filter((idx) => { const u = info[idx]!.using!; return u.ns === "" || opened.has(u.ns); });
+    for (const idx of decl)
+      for (const d of defs.get(idx)!)
+        if (wanted.has(d)) {
+          const l = declsOf.get(d);
+          if (l) l.push(idx);
+          else declsOf.set(d, [idx]);
+        }
+    const targets = usings.filter((idx) => {
+      const u = info[idx]!.using!;
+      return u.ns === "" || opened.has(u.ns);
+    });
     for (let changed = true; changed; ) {
       changed = false;
       for (const idx of targets) {
         if (!keep.has(idx)) continue;
         const u = info[idx]!.using!;
-        const found = (declsOf.get(u.name) ?? []).some((c) => c < idx && keep.has(c) && stub.get(c) !== "drop" &&
-          (u.ns === "" ? pathOf[c]!.allInline : pathOf[c]!.names.includes(u.ns)));
-        if (!found) { keep.delete(idx); changed = true; }
+        const found = (declsOf.get(u.name) ?? []).some(
+          (c) => c < idx && keep.has(c) && stub.get(c) !== "drop" && (u.ns === "" ? pathOf[c]!.allInline : pathOf[c]!.names.includes(u.ns)),
+        );
+        if (!found) {
+          keep.delete(idx);
+          changed = true;
+        }
       }
     }
   }
@@ -292,12 +372,14 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
       pos = t.end[i]!;
     }
     const e = t.end[it.b - 1]!;
-    if (e > pos) { out.push(blank(text.slice(pos, e))); pos = e; }
+    if (e > pos) {
+      out.push(blank(text.slice(pos, e)));
+      pos = e;
+    }
   }
   out.push(text.slice(pos));
   return out.join("");
 }
-
 
 /**
  * The namespace names around each item (one array per nesting, shared by the items inside it;
@@ -310,17 +392,27 @@ function namespacePaths(t: Tokens, items: Item[]): { pathOf: { names: string[]; 
   const opened = new Set<string>();
   const pathOf: { names: string[]; allInline: boolean }[] = new Array(items.length);
   items.forEach((it, idx) => {
-    if (it.kind === "close") { if (stack.length > 1) stack.pop(); pathOf[idx] = stack[stack.length - 1]!; return; }
+    if (it.kind === "close") {
+      if (stack.length > 1) stack.pop();
+      pathOf[idx] = stack[stack.length - 1]!;
+      return;
+    }
     pathOf[idx] = stack[stack.length - 1]!;
     if (it.kind !== "open") return;
     const w = words(t, it.a, it.b);
     const top = stack[stack.length - 1]!;
-    if (w[0] === "extern") { stack.push(top); return; }
+    if (w[0] === "extern") {
+      stack.push(top);
+      return;
+    }
     const inline = w[0] === "inline";
     const names: string[] = [];
     for (let a = w.indexOf("namespace") + 1; a < w.length && w[a] !== "{"; a++) {
       if (ATTRIBUTE_WORDS.has(w[a]!) || w[a] === "(" || w[a] === "[") break;
-      if (isName(w[a]!)) { names.push(w[a]!); opened.add(w[a]!); }
+      if (isName(w[a]!)) {
+        names.push(w[a]!);
+        opened.add(w[a]!);
+      }
     }
     stack.push({ names: [...top.names, ...names], allInline: top.allInline && inline });
   });
@@ -344,7 +436,8 @@ function specializationGate(v: string[], classNames: Set<string>): Set<string> |
   while (b < v.length && !isName(v[b]!)) b++;
   const g = new Set<string>();
   for (let d = 0, c = b + 1; c < v.length; c++) {
-    if (v[c] === "<") d++; else if (v[c] === ">") d--;
+    if (v[c] === "<") d++;
+    else if (v[c] === ">") d--;
     if (d <= 0) break;
     if (classNames.has(v[c]!) && !tp.has(v[c]!) && v[c] !== v[b]) g.add(v[c]!);
   }
@@ -359,7 +452,8 @@ function parameterGate(v: string[], ds: Set<string>, classNames: Set<string>, na
   if (p <= 0 || !ds.has(v[p - 1]!)) return null;
   const g = new Set<string>();
   for (let d = 0, q = p; q < v.length; q++) {
-    if (v[q] === "(") d++; else if (v[q] === ")") d--;
+    if (v[q] === "(") d++;
+    else if (v[q] === ")") d--;
     if (d === 0) break;
     if (classNames.has(v[q]!) && !(v[q - 1] === "::" && !namespaces.has(v[q - 2] ?? ""))) g.add(v[q]!);
   }

@@ -42,64 +42,117 @@ function isDigit(c: number): boolean {
  */
 export function tokenize(src: string, from = 0, prior?: Tokens, priorN = 0): Tokens {
   const cap = Math.max(1024, priorN + ((src.length - from) >> 2));
-  let kind = new Uint8Array(cap), start = new Int32Array(cap), end = new Int32Array(cap);
+  let kind = new Uint8Array(cap),
+    start = new Int32Array(cap),
+    end = new Int32Array(cap);
   const text: string[] = prior ? prior.text.slice(0, priorN) : [];
   let n = 0;
   if (prior) {
-    kind.set(prior.kind.subarray(0, priorN)); start.set(prior.start.subarray(0, priorN)); end.set(prior.end.subarray(0, priorN));
+    kind.set(prior.kind.subarray(0, priorN));
+    start.set(prior.start.subarray(0, priorN));
+    end.set(prior.end.subarray(0, priorN));
     n = priorN;
   }
   const push = (k: K, a: number, b: number) => {
     if (n === kind.length) {
-      const k2 = new Uint8Array(n * 2); k2.set(kind); kind = k2;
-      const s2 = new Int32Array(n * 2); s2.set(start); start = s2;
-      const e2 = new Int32Array(n * 2); e2.set(end); end = e2;
+      const k2 = new Uint8Array(n * 2);
+      k2.set(kind);
+      kind = k2;
+      const s2 = new Int32Array(n * 2);
+      s2.set(start);
+      start = s2;
+      const e2 = new Int32Array(n * 2);
+      e2.set(end);
+      end = e2;
     }
-    kind[n] = k; start[n] = a; end[n] = b; text.push(src.slice(a, b)); n++;
+    kind[n] = k;
+    start[n] = a;
+    end[n] = b;
+    text.push(src.slice(a, b));
+    n++;
   };
   const len = src.length;
   let i = from;
   let lineStart = from === 0 || /^[ \t]*$/.test(src.slice(src.lastIndexOf("\n", from - 1) + 1, from));
   while (i < len) {
     const c = src.charCodeAt(i);
-    if (c === 10) { i++; lineStart = true; continue; }
-    if (c === 32 || c === 9 || c === 13 || c === 12 || c === 11) { i++; continue; }
+    if (c === 10) {
+      i++;
+      lineStart = true;
+      continue;
+    }
+    if (c === 32 || c === 9 || c === 13 || c === 12 || c === 11) {
+      i++;
+      continue;
+    }
     if (c === 35 /* # */ && lineStart) {
       let j = src.indexOf("\n", i);
       if (j < 0) j = len;
-      push(K.Dir, i, j); i = j; continue;
+      push(K.Dir, i, j);
+      i = j;
+      continue;
     }
     lineStart = false;
-    if (c === 47 /* / */ && src.charCodeAt(i + 1) === 47) { const j = src.indexOf("\n", i); i = j < 0 ? len : j; continue; }
-    if (c === 47 && src.charCodeAt(i + 1) === 42) { const j = src.indexOf("*/", i + 2); i = j < 0 ? len : j + 2; continue; }
+    if (c === 47 /* / */ && src.charCodeAt(i + 1) === 47) {
+      const j = src.indexOf("\n", i);
+      i = j < 0 ? len : j;
+      continue;
+    }
+    if (c === 47 && src.charCodeAt(i + 1) === 42) {
+      const j = src.indexOf("*/", i + 2);
+      i = j < 0 ? len : j + 2;
+      continue;
+    }
     if (isIdStart(c)) {
       let j = i + 1;
       while (j < len && isIdChar(src.charCodeAt(j))) j++;
       const id = src.slice(i, j);
       const q = src.charCodeAt(j);
-      if (q === 34 && RAW_PREFIX.has(id)) { // R"delim( ... )delim"
+      if (q === 34 && RAW_PREFIX.has(id)) {
+        // R"delim( ... )delim"
         const open = src.indexOf("(", j);
         const delim = src.slice(j + 1, open);
         const close = src.indexOf(`)${delim}"`, open);
         const e = close < 0 ? len : close + delim.length + 2;
-        push(K.Str, i, e); i = e; continue;
+        push(K.Str, i, e);
+        i = e;
+        continue;
       }
-      if ((q === 34 || q === 39) && STR_PREFIX.has(id)) { i = quoted(src, j, q, (e) => push(q === 34 ? K.Str : K.Chr, i, e)); continue; }
-      push(K.Id, i, j); i = j; continue;
+      if ((q === 34 || q === 39) && STR_PREFIX.has(id)) {
+        i = quoted(src, j, q, (e) => push(q === 34 ? K.Str : K.Chr, i, e));
+        continue;
+      }
+      push(K.Id, i, j);
+      i = j;
+      continue;
     }
     if (isDigit(c) || (c === 46 && isDigit(src.charCodeAt(i + 1)))) {
       let j = i + 1;
       while (j < len) {
         const d = src.charCodeAt(j);
-        if ((d === 43 || d === 45) && /[eEpP]/.test(src[j - 1]!)) { j++; continue; }
-        if (isIdChar(d) || d === 46 || d === 39) { j++; continue; }
+        if ((d === 43 || d === 45) && /[eEpP]/.test(src[j - 1]!)) {
+          j++;
+          continue;
+        }
+        if (isIdChar(d) || d === 46 || d === 39) {
+          j++;
+          continue;
+        }
         break;
       }
-      push(K.Num, i, j); i = j; continue;
+      push(K.Num, i, j);
+      i = j;
+      continue;
     }
-    if (c === 34 || c === 39) { const a = i; i = quoted(src, i, c, (e) => push(c === 34 ? K.Str : K.Chr, a, e)); continue; }
+    if (c === 34 || c === 39) {
+      const a = i;
+      i = quoted(src, i, c, (e) => push(c === 34 ? K.Str : K.Chr, a, e));
+      continue;
+    }
     const w = punctLength(src, i, c);
-    push(K.Punct, i, i + w); i += w; continue;
+    push(K.Punct, i, i + w);
+    i += w;
+    continue;
   }
   return { kind, start, end, text, n };
 }
@@ -110,17 +163,38 @@ function punctLength(src: string, i: number, c: number): number {
   if (c2 !== c2) return 1; // NaN: end of text
   const c3 = src.charCodeAt(i + 2);
   switch (c) {
-    case 45: /* - */ if (c2 === 62) return c3 === 42 ? 3 : 2; return c2 === 45 || c2 === 61 ? 2 : 1;
-    case 46: /* . */ if (c2 === 46 && c3 === 46) return 3; return c2 === 42 ? 2 : 1;
-    case 60: /* < */ if (c2 === 60) return c3 === 61 ? 3 : 2; if (c2 === 61) return c3 === 62 ? 3 : 2; return 1;
-    case 62: /* > */ if (c2 === 62 && c3 === 61) return 3; return c2 === 61 ? 2 : 1;
-    case 58: /* : */ return c2 === 58 ? 2 : 1;
-    case 38: /* & */ return c2 === 38 || c2 === 61 ? 2 : 1;
-    case 124: /* | */ return c2 === 124 || c2 === 61 ? 2 : 1;
-    case 43: /* + */ return c2 === 43 || c2 === 61 ? 2 : 1;
-    case 35: /* # */ return c2 === 35 ? 2 : 1;
-    case 61: case 33: case 42: case 47: case 37: case 94: /* = ! * / % ^ */ return c2 === 61 ? 2 : 1;
-    default: return 1;
+    case 45:
+      /* - */ if (c2 === 62) return c3 === 42 ? 3 : 2;
+      return c2 === 45 || c2 === 61 ? 2 : 1;
+    case 46:
+      /* . */ if (c2 === 46 && c3 === 46) return 3;
+      return c2 === 42 ? 2 : 1;
+    case 60:
+      /* < */ if (c2 === 60) return c3 === 61 ? 3 : 2;
+      if (c2 === 61) return c3 === 62 ? 3 : 2;
+      return 1;
+    case 62:
+      /* > */ if (c2 === 62 && c3 === 61) return 3;
+      return c2 === 61 ? 2 : 1;
+    case 58:
+      /* : */ return c2 === 58 ? 2 : 1;
+    case 38:
+      /* & */ return c2 === 38 || c2 === 61 ? 2 : 1;
+    case 124:
+      /* | */ return c2 === 124 || c2 === 61 ? 2 : 1;
+    case 43:
+      /* + */ return c2 === 43 || c2 === 61 ? 2 : 1;
+    case 35:
+      /* # */ return c2 === 35 ? 2 : 1;
+    case 61:
+    case 33:
+    case 42:
+    case 47:
+    case 37:
+    case 94:
+      /* = ! * / % ^ */ return c2 === 61 ? 2 : 1;
+    default:
+      return 1;
   }
 }
 
@@ -129,8 +203,14 @@ function quoted(src: string, q0: number, quote: number, done: (e: number) => voi
   let j = q0 + 1;
   while (j < src.length) {
     const d = src.charCodeAt(j);
-    if (d === 92) { j += 2; continue; }
-    if (d === quote) { j++; break; }
+    if (d === 92) {
+      j += 2;
+      continue;
+    }
+    if (d === quote) {
+      j++;
+      break;
+    }
     if (d === 10) break;
     j++;
   }
@@ -139,22 +219,51 @@ function quoted(src: string, q0: number, quote: number, done: (e: number) => voi
 }
 
 export const KEYWORDS = new Set(
-  ("alignas alignof asm auto bool break case catch char char8_t char16_t char32_t class const consteval constexpr constinit const_cast continue " +
+  (
+    "alignas alignof asm auto bool break case catch char char8_t char16_t char32_t class const consteval constexpr constinit const_cast continue " +
     "decltype default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline int long mutable " +
     "namespace new noexcept nullptr operator private protected public register reinterpret_cast requires return short signed sizeof static " +
     "static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename union unsigned using virtual void " +
     "volatile wchar_t while __attribute__ __attribute __inline __inline__ __restrict __restrict__ __extension__ __typeof__ __typeof __asm__ __asm " +
     "__volatile__ __volatile __thread __int128 __builtin_va_list __decltype __alignof__ __alignof __const __signed __signed__ __complex__ " +
-    "__real__ __imag__ __label__").split(" "),
+    "__real__ __imag__ __label__"
+  ).split(" "),
 );
-export const TYPE_KEYWORDS = new Set("auto bool char double float int long short signed unsigned void wchar_t char16_t char32_t char8_t const volatile".split(" "));
+export const TYPE_KEYWORDS = new Set(
+  "auto bool char double float int long short signed unsigned void wchar_t char16_t char32_t char8_t const volatile".split(" "),
+);
 export const DEVICE_MARKS = new Set(["device", "global", "__device__", "__global__"]);
-export const ATTRIBUTE_WORDS = new Set(["__attribute__", "__attribute", "alignas", "__declspec", "decltype", "__typeof__", "__typeof", "__asm__", "__asm", "asm", "noexcept", "throw"]);
+export const ATTRIBUTE_WORDS = new Set([
+  "__attribute__",
+  "__attribute",
+  "alignas",
+  "__declspec",
+  "decltype",
+  "__typeof__",
+  "__typeof",
+  "__asm__",
+  "__asm",
+  "asm",
+  "noexcept",
+  "throw",
+]);
 /**
  * Names the front end needs without the program naming them (a `<<<…>>>` launch in kept host
  * code is a call of __cudaPushCallConfiguration: cicc stops with "unable to find
  * __cudaPushCallConfiguration declaration" without it).
  */
-export const ALWAYS = new Set(["initializer_list", "nullptr_t", "size_t", "ptrdiff_t", "type_info", "align_val_t", "max_align_t", "byte", "destroying_delete_t", "nothrow_t", "__cudaPushCallConfiguration"]);
+export const ALWAYS = new Set([
+  "initializer_list",
+  "nullptr_t",
+  "size_t",
+  "ptrdiff_t",
+  "type_info",
+  "align_val_t",
+  "max_align_t",
+  "byte",
+  "destroying_delete_t",
+  "nothrow_t",
+  "__cudaPushCallConfiguration",
+]);
 
 export const isName = (s: string) => isIdStart(s.charCodeAt(0)) && !KEYWORDS.has(s);

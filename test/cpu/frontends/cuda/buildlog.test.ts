@@ -95,27 +95,65 @@ describe.skipIf(!NVCC)("a Makefile project located through make -n (nvcc)", () =
     const proj = join(WORK, "mkproj");
     mkdirSync(join(proj, "lib"), { recursive: true });
     // SCALE_TYPE comes only from the Makefile: without it the header does not compile
-    writeFileSync(join(proj, "lib", "ops.cuh"), "#pragma once\n__global__ void scale_rows(SCALE_TYPE* y, const SCALE_TYPE* x, float a, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = (SCALE_TYPE)(__expf(a) * (float)x[i] / 3.0f);\n}\n__global__ void other_kernel(float* p) { p[0] = 1.0f; }\n");
-    writeFileSync(join(proj, "app.cu"), '#include <cstdio>\n#include "lib/ops.cuh"\n__global__ void after_kernel(float* p) { p[1] = 2.0f; }\nint main() { printf("ok\\n"); return 0; }\n');
-    writeFileSync(join(proj, "Makefile"), `NVCC ?= ${NVCC}\nFLAGS = -O3 --use_fast_math -std=c++17 -DSCALE_TYPE=float\napp: app.cu\n\t$(NVCC) $(FLAGS) --generate-code arch=compute_90,code=[compute_90,sm_90] $^ -lcublas -o $@\n`);
+    writeFileSync(
+      join(proj, "lib", "ops.cuh"),
+      "#pragma once\n__global__ void scale_rows(SCALE_TYPE* y, const SCALE_TYPE* x, float a, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = (SCALE_TYPE)(__expf(a) * (float)x[i] / 3.0f);\n}\n__global__ void other_kernel(float* p) { p[0] = 1.0f; }\n",
+    );
+    writeFileSync(
+      join(proj, "app.cu"),
+      '#include <cstdio>\n#include "lib/ops.cuh"\n__global__ void after_kernel(float* p) { p[1] = 2.0f; }\nint main() { printf("ok\\n"); return 0; }\n',
+    );
+    writeFileSync(
+      join(proj, "Makefile"),
+      `NVCC ?= ${NVCC}\nFLAGS = -O3 --use_fast_math -std=c++17 -DSCALE_TYPE=float\napp: app.cu\n\t$(NVCC) $(FLAGS) --generate-code arch=compute_90,code=[compute_90,sm_90] $^ -lcublas -o $@\n`,
+    );
     const dry = Bun.spawnSync(["make", "-n", "-B", "-w", "app"], { cwd: proj, stdout: "pipe", stderr: "pipe" });
     expect(dry.exitCode, dry.stderr.toString()).toBe(0);
     const log = join(WORK, "mkproj-make-n.txt"); // written elsewhere: the folder comes from make -w
     writeFileSync(log, dry.stdout.toString());
     // the "captured" module: what the Makefile's line compiles (device part only: no link here)
     const fat = join(WORK, "mkproj.fatbin");
-    const b = Bun.spawnSync([NVCC!, "-fatbin", "-O3", "--use_fast_math", "-std=c++17", "-DSCALE_TYPE=float", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(proj, "app.cu")], { stdout: "pipe", stderr: "pipe" });
+    const b = Bun.spawnSync(
+      [
+        NVCC!,
+        "-fatbin",
+        "-O3",
+        "--use_fast_math",
+        "-std=c++17",
+        "-DSCALE_TYPE=float",
+        "-gencode",
+        "arch=compute_90,code=sm_90",
+        "-o",
+        fat,
+        join(proj, "app.cu"),
+      ],
+      { stdout: "pipe", stderr: "pipe" },
+    );
     expect(b.exitCode, b.stderr.toString()).toBe(0);
     const module = new Uint8Array(readFileSync(fat));
     const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("scale_rows"))!;
     expect(kernel).toBeDefined();
-    const loc = await locateKernelSource({ kernel, demangled: "scale_rows(float*, float const*, float, int)", module, arch: "sm_90", sourceRoot: proj, compileCommands: log });
+    const loc = await locateKernelSource({
+      kernel,
+      demangled: "scale_rows(float*, float const*, float, int)",
+      module,
+      arch: "sm_90",
+      sourceRoot: proj,
+      compileCommands: log,
+    });
     expect(loc.method).toBe("compile-commands");
     expect(loc.tu).toBe(join(proj, "app.cu"));
     expect(loc.definition).toBe(join(proj, "lib", "ops.cuh"));
     expect(loc.compileCommand?.from).toBe(log);
     const out = join(WORK, "mkproj-capture");
-    const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: "scale_rows(float*, float const*, float, int)", arch: "sm_90", location: loc, sourceRoot: proj });
+    const r = renderCudaReproducer({
+      outDir: out,
+      kernelName: kernel,
+      demangledName: "scale_rows(float*, float const*, float, int)",
+      arch: "sm_90",
+      location: loc,
+      sourceRoot: proj,
+    });
     expect(r.flags.from).toBe("compile-commands");
     expect(r.flags.words.map((w) => w.text)).toEqual(["-O3", "--use_fast_math", "-std=c++17", "-DSCALE_TYPE=float"]);
     expect(r.slice.used).toBe(true);
@@ -126,6 +164,8 @@ describe.skipIf(!NVCC)("a Makefile project located through make -n (nvcc)", () =
     expect(p.exitCode, p.stderr.toString()).toBe(0);
     const cubin = p.stdout.toString().trim().split("\n").pop()!;
     // the slice: the TU up to the include of ops.cuh (after_kernel is cut; the header is compiled as it is)
-    expect(cubinKernels(new Uint8Array(readFileSync(cubin))).sort()).toEqual([kernel, cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("other_kernel"))!].sort());
+    expect(cubinKernels(new Uint8Array(readFileSync(cubin))).sort()).toEqual(
+      [kernel, cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("other_kernel"))!].sort(),
+    );
   }, 120_000);
 });

@@ -10,7 +10,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KerncapError } from "../../../../src/errors.ts";
-import { compileDatabase, cudaFlagsFromCommand, expandResponseFiles, includeDirs, readBuildLog, readCompileCommands, withoutLauncher } from "../../../../src/frontends/cuda/compile-commands.ts";
+import {
+  compileDatabase,
+  cudaFlagsFromCommand,
+  expandResponseFiles,
+  includeDirs,
+  readBuildLog,
+  readCompileCommands,
+  withoutLauncher,
+} from "../../../../src/frontends/cuda/compile-commands.ts";
 import { instantiationPattern } from "../../../../src/frontends/cuda/includers.ts";
 import { kernelNameParts } from "../../../../src/frontends/cuda/locate.ts";
 
@@ -56,8 +64,32 @@ describe("response files", () => {
     writeFileSync(join(dir, "host.rsp"), "-DFROM_AT\n");
     writeFileSync(join(dir, "a.rsp"), "-DCOMMA_A\n");
     writeFileSync(join(dir, "b.rsp"), "-DCOMMA_B\n");
-    const e = expandResponseFiles(["nvcc", "--options-file", "CMakeFiles/k.dir/includes_CUDA.rsp", "-optf=CMakeFiles/k.dir/a.rsp,CMakeFiles/k.dir/b.rsp", "-Xcompiler", "@host-only.rsp", "-c", "k.cu"], build);
-    expect(e.argv).toEqual(["nvcc", "-I/p/include", "-I/p/with space", "-DA=1", "-DFROM_AT", "-DCOMMA_A", "-DCOMMA_B", "-Xcompiler", "@host-only.rsp", "-c", "k.cu"]);
+    const e = expandResponseFiles(
+      [
+        "nvcc",
+        "--options-file",
+        "CMakeFiles/k.dir/includes_CUDA.rsp",
+        "-optf=CMakeFiles/k.dir/a.rsp,CMakeFiles/k.dir/b.rsp",
+        "-Xcompiler",
+        "@host-only.rsp",
+        "-c",
+        "k.cu",
+      ],
+      build,
+    );
+    expect(e.argv).toEqual([
+      "nvcc",
+      "-I/p/include",
+      "-I/p/with space",
+      "-DA=1",
+      "-DFROM_AT",
+      "-DCOMMA_A",
+      "-DCOMMA_B",
+      "-Xcompiler",
+      "@host-only.rsp",
+      "-c",
+      "k.cu",
+    ]);
     expect(e.files).toEqual(["includes_CUDA.rsp", "defines.rsp", "host.rsp", "a.rsp", "b.rsp"].map((f) => join(dir, f)));
   });
 
@@ -79,7 +111,11 @@ describe("compile_commands.json", () => {
     writeFileSync(
       join(build, "compile_commands.json"),
       JSON.stringify([
-        { directory: ".", command: "ccache /usr/local/cuda/bin/nvcc -DK=1 --options-file CMakeFiles/k.dir/includes_CUDA.rsp -x cu -c ../src/k.cu -o k.o", file: "../src/k.cu" },
+        {
+          directory: ".",
+          command: "ccache /usr/local/cuda/bin/nvcc -DK=1 --options-file CMakeFiles/k.dir/includes_CUDA.rsp -x cu -c ../src/k.cu -o k.o",
+          file: "../src/k.cu",
+        },
         { directory: "sub", arguments: ["sccache", "nvcc", "-DSUB", "-c", "../../src/k.cu"], file: "../../src/k.cu" },
         { directory: build, arguments: ["/usr/bin/c++", "-c", "host.cpp"], file: "host.cpp" },
         { directory: build, command: "nvcc -x cu -c ../src/kernel.cpp", file: "../src/kernel.cpp" },
@@ -91,7 +127,19 @@ describe("compile_commands.json", () => {
       [join(root, "src", "k.cu"), join(build, "sub")],
       [join(root, "src", "kernel.cpp"), build],
     ]);
-    expect(cmds[0]!.argv).toEqual(["/usr/local/cuda/bin/nvcc", "-DK=1", "-I../include", "-isystem", "../third_party", "-x", "cu", "-c", "../src/k.cu", "-o", "k.o"]);
+    expect(cmds[0]!.argv).toEqual([
+      "/usr/local/cuda/bin/nvcc",
+      "-DK=1",
+      "-I../include",
+      "-isystem",
+      "../third_party",
+      "-x",
+      "cu",
+      "-c",
+      "../src/k.cu",
+      "-o",
+      "k.o",
+    ]);
     expect(cmds[0]!.responseFiles).toEqual([join(build, "CMakeFiles", "k.dir", "includes_CUDA.rsp")]);
     expect(cmds[0]!.from).toBe(join(build, "compile_commands.json"));
     expect(cmds[1]!.argv).toEqual(["nvcc", "-DSUB", "-c", "../../src/k.cu"]);
@@ -111,7 +159,10 @@ describe("compile_commands.json", () => {
     writeFileSync(join(build, "log.txt"), "nvcc -c ../src/k.cu\n");
     expect(compileDatabase(join(build, "log.txt"))).toEqual({ kind: "log", path: join(build, "log.txt") });
     if (Bun.which("ninja")) {
-      writeFileSync(join(build, "build.ninja"), "rule CUDA\n  command = ccache nvcc -DNINJA --options-file k.rsp -c $in -o $out\nbuild k.o: CUDA ../src/k.cu\n");
+      writeFileSync(
+        join(build, "build.ninja"),
+        "rule CUDA\n  command = ccache nvcc -DNINJA --options-file k.rsp -c $in -o $out\nbuild k.o: CUDA ../src/k.cu\n",
+      );
       writeFileSync(join(build, "k.rsp"), "-I/from/rsp\n");
       expect(compileDatabase(build)).toEqual({ kind: "ninja", dir: build });
       const cmds = readCompileCommands(build);
@@ -135,21 +186,45 @@ describe("flags of a command", () => {
   test("-ccbin made absolute, -Xcompiler values kept as the host's, every -gencode/-arch form recorded and left to build.sh", () => {
     const argv = [
       "nvcc",
-      "-ccbin", "../tools/g++-12",
+      "-ccbin",
+      "../tools/g++-12",
       "--compiler-bindir=/usr/bin/g++",
-      "-Xcompiler", "-MD",
+      "-Xcompiler",
+      "-MD",
       "-Xcompiler=-fPIC,-Wall",
-      "--compiler-options", "-fopenmp",
-      "-gencode", "arch=compute_80,code=sm_80",
+      "--compiler-options",
+      "-fopenmp",
+      "-gencode",
+      "arch=compute_80,code=sm_80",
       "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]",
       "--generate-code=arch=compute_90,code=sm_90",
-      "--generate-code", "arch=compute_100,code=sm_100",
-      "-arch=sm_90", "--gpu-architecture", "compute_90", "-code=sm_90",
-      "-MD", "-MT", "k.o", "-MF", "k.o.d",
-      "-c", "/p/src/k.cu", "-o", "k.o",
+      "--generate-code",
+      "arch=compute_100,code=sm_100",
+      "-arch=sm_90",
+      "--gpu-architecture",
+      "compute_90",
+      "-code=sm_90",
+      "-MD",
+      "-MT",
+      "k.o",
+      "-MF",
+      "k.o.d",
+      "-c",
+      "/p/src/k.cu",
+      "-o",
+      "k.o",
     ]; // prettier-ignore
     const f = cudaFlagsFromCommand(argv, "/p/build", "/p/src/k.cu");
-    expect(f.words.map((w) => w.text)).toEqual(["-ccbin", "/p/tools/g++-12", "--compiler-bindir=/usr/bin/g++", "-Xcompiler", "-MD", "-Xcompiler=-fPIC,-Wall", "--compiler-options", "-fopenmp"]);
+    expect(f.words.map((w) => w.text)).toEqual([
+      "-ccbin",
+      "/p/tools/g++-12",
+      "--compiler-bindir=/usr/bin/g++",
+      "-Xcompiler",
+      "-MD",
+      "-Xcompiler=-fPIC,-Wall",
+      "--compiler-options",
+      "-fopenmp",
+    ]);
     expect(f.originalArch).toEqual([
       "-gencode arch=compute_80,code=sm_80",
       "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]",

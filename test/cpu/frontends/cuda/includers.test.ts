@@ -27,8 +27,14 @@ afterAll(() => rmSync(WORK, { recursive: true, force: true }));
 if (!NVCC) console.warn(NO_NVCC_REASON);
 if (NVCC && !CMAKE) console.warn("[includers] cmake not found: skipping the CMake layouts");
 
-const K128 = { kernel: "_Z11sgemm_tiledILi128ELi128ELi8ELi8ELi8EEviiifPKfS1_fPf", demangled: "void sgemm_tiled<128, 128, 8, 8, 8>(int, int, int, float, float const*, float const*, float, float*)" };
-const K64 = { kernel: "_Z11sgemm_tiledILi64ELi64ELi8ELi4ELi4EEviiifPKfS1_fPf", demangled: "void sgemm_tiled<64, 64, 8, 4, 4>(int, int, int, float, float const*, float const*, float, float*)" };
+const K128 = {
+  kernel: "_Z11sgemm_tiledILi128ELi128ELi8ELi8ELi8EEviiifPKfS1_fPf",
+  demangled: "void sgemm_tiled<128, 128, 8, 8, 8>(int, int, int, float, float const*, float const*, float, float*)",
+};
+const K64 = {
+  kernel: "_Z11sgemm_tiledILi64ELi64ELi8ELi4ELi4EEviiifPKfS1_fPf",
+  demangled: "void sgemm_tiled<64, 64, 8, 4, 4>(int, int, int, float, float const*, float const*, float, float*)",
+};
 const DEF = join(APP, "src/kernels/tiled_gemm.cuh");
 const MK = join(WORK, "build-make");
 const NJ = join(WORK, "build-ninja");
@@ -44,7 +50,11 @@ async function thrown(p: Promise<unknown>): Promise<KerncapError> {
 }
 
 /** Render the reproducer for a location and run its build.sh: the kernels of the cubin it prints. */
-async function reproducerKernels(loc: Awaited<ReturnType<typeof locateKernelSource>>, k: typeof K128, out: string): Promise<{ kernels: string[]; script: string; source: Record<string, unknown> }> {
+async function reproducerKernels(
+  loc: Awaited<ReturnType<typeof locateKernelSource>>,
+  k: typeof K128,
+  out: string,
+): Promise<{ kernels: string[]; script: string; source: Record<string, unknown> }> {
   const r = renderCudaReproducer({ outDir: out, kernelName: k.kernel, demangledName: k.demangled, arch: "sm_90", location: loc, sourceRoot: APP, nvcc: NVCC });
   const b = Bun.spawnSync(["bash", join(out, "build.sh")], { cwd: out, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC! } });
   expect(b.exitCode, b.stderr.toString()).toBe(0);
@@ -84,16 +94,20 @@ describe.skipIf(!NVCC || !CMAKE)("a CMake project whose kernel template is reach
     expect(r.source.tuReason).toBe(loc.tuReason);
   }, 120_000);
 
-  test.skipIf(!NINJA)("Ninja build folder without compile_commands.json: ninja -t compdb; the TU that spells <64,…> through its launcher; build.sh compiles it", async () => {
-    const loc = await locateKernelSource({ ...K64, arch: "sm_90", compileCommands: NJ });
-    expect(loc.compileCommand?.from).toBe(`${NJ} (ninja -t compdb)`);
-    expect(loc.definition).toBe(DEF);
-    expect(loc.tu).toBe(join(APP, "src/gemm_64.cu"));
-    expect(loc.tuCertain).toBe(true);
-    expect(loc.tuReason).toContain("it spells sgemm_tiled<64, 64, 8, 4, 4>");
-    const r = await reproducerKernels(loc, K64, join(WORK, "cap-ninja"));
-    expect(r.kernels).toContain(K64.kernel);
-  }, 120_000);
+  test.skipIf(!NINJA)(
+    "Ninja build folder without compile_commands.json: ninja -t compdb; the TU that spells <64,…> through its launcher; build.sh compiles it",
+    async () => {
+      const loc = await locateKernelSource({ ...K64, arch: "sm_90", compileCommands: NJ });
+      expect(loc.compileCommand?.from).toBe(`${NJ} (ninja -t compdb)`);
+      expect(loc.definition).toBe(DEF);
+      expect(loc.tu).toBe(join(APP, "src/gemm_64.cu"));
+      expect(loc.tuCertain).toBe(true);
+      expect(loc.tuReason).toContain("it spells sgemm_tiled<64, 64, 8, 4, 4>");
+      const r = await reproducerKernels(loc, K64, join(WORK, "cap-ninja"));
+      expect(r.kernels).toContain(K64.kernel);
+    },
+    120_000,
+  );
 
   test("no TU of the database includes the definition: the message says what was read and found, and asks for nothing that was given", async () => {
     const only = (JSON.parse(readFileSync(join(MK, "compile_commands.json"), "utf8")) as { file: string }[]).filter((e) => e.file.endsWith("main.cu"));
@@ -132,7 +146,10 @@ describe.skipIf(!NVCC)("an include the text cannot follow (nvcc)", () => {
     writeFileSync(join(dir, "k", "scale.cuh"), "#pragma once\n__global__ void scale_by_two(float* p) { p[threadIdx.x] *= 2.0f; }\n");
     writeFileSync(join(dir, "a.cu"), '#define KERNEL_HEADER "k/scale.cuh"\n#include KERNEL_HEADER\nvoid run(float* p) { scale_by_two<<<1, 32>>>(p); }\n');
     writeFileSync(join(dir, "b.cu"), "__global__ void other(int* p) { p[0] = 1; }\n");
-    writeFileSync(join(dir, "compile_commands.json"), JSON.stringify(["a.cu", "b.cu"].map((f) => ({ directory: dir, file: f, arguments: [NVCC, "-I.", "-c", f, "-o", `${f}.o`] }))));
+    writeFileSync(
+      join(dir, "compile_commands.json"),
+      JSON.stringify(["a.cu", "b.cu"].map((f) => ({ directory: dir, file: f, arguments: [NVCC, "-I.", "-c", f, "-o", `${f}.o`] }))),
+    );
     const loc = await locateKernelSource({ kernel: "_Z12scale_by_twoPf", demangled: "scale_by_two(float*)", arch: "sm_90", compileCommands: dir });
     expect(loc.tu).toBe(join(dir, "a.cu"));
     expect(loc.definition).toBe(join(dir, "k", "scale.cuh"));

@@ -18,7 +18,15 @@ const WORK = mkdtempSync(join(tmpdir(), "kerncap-incpp-"));
 afterAll(() => rmSync(WORK, { recursive: true, force: true }));
 
 const FILES: Record<string, string> = {
-  "sys/sysdefs.h": ["#ifndef SYSDEFS_H", "#define SYSDEFS_H", "#define SYS_ATTR(x) __attribute__((x))", "#define SYS_ONE 1", "typedef int sys_int;", "#endif", ""].join("\n"),
+  "sys/sysdefs.h": [
+    "#ifndef SYSDEFS_H",
+    "#define SYSDEFS_H",
+    "#define SYS_ATTR(x) __attribute__((x))",
+    "#define SYS_ONE 1",
+    "typedef int sys_int;",
+    "#endif",
+    "",
+  ].join("\n"),
   "inc/common.h": ["#pragma once", "#include <sysdefs.h>", "#define SCALE 3", "struct common_t { int v; };", ""].join("\n"),
   "inc/guarded.h": ["#ifndef GUARDED_H", "#define GUARDED_H", '#include "common.h"', "inline int twice(int x) { return 2 * x; }", "#endif", ""].join("\n"),
   "inc/kernel.h": [
@@ -29,7 +37,7 @@ const FILES: Record<string, string> = {
     "#if SYS_ONE",
     "SYS_ATTR(noinline) int f(int a) {",
     "  int r = LOCAL(a);",
-    '  const char* where = __FILE__; (void)where;',
+    "  const char* where = __FILE__; (void)where;",
     "  return r + __LINE__;",
     "}",
     "#else",
@@ -52,7 +60,14 @@ const FILES: Record<string, string> = {
   "inc/another.h": ["#pragma once", "int another_fn(int z);", ""].join("\n"),
   "mmq.cc": ['#include "common.h"', '#include "kernel.h"', '#include "quant.h"', "int main() { return quant(1) + g(2); }", ""].join("\n"),
   // kerncap's slice: comment lines, then a #line that names it after its TU
-  "slice.cc": ["// kerncap slice of main.cc", "// generated", '#line 1 "main.cc"', '#include "nested.h"', "int main() { return nested_fn(1) + tail_fn(2); }", ""].join("\n"),
+  "slice.cc": [
+    "// kerncap slice of main.cc",
+    "// generated",
+    '#line 1 "main.cc"',
+    '#include "nested.h"',
+    "int main() { return nested_fn(1) + tail_fn(2); }",
+    "",
+  ].join("\n"),
 };
 
 function project(name: string): string {
@@ -112,7 +127,12 @@ describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
     expect(r.differs).toBeNull();
   });
   test("kerncap's slice remade after an edit of its TU: its first line (the TU's sha256) changes too, the cut is at the edit", () => {
-    const r = incremental("slice-edit", "slice.cc", (s) => s.replace("// kerncap slice of main.cc", "// kerncap slice of main.cc sha256=feed").replace("tail_fn(2)", "tail_fn(3)"), "slice.cc");
+    const r = incremental(
+      "slice-edit",
+      "slice.cc",
+      (s) => s.replace("// kerncap slice of main.cc", "// kerncap slice of main.cc sha256=feed").replace("tail_fn(2)", "tail_fn(3)"),
+      "slice.cc",
+    );
     expect(r.differs).toBeNull();
     expect(r.plan.fromLine).toBeGreaterThan(1);
   });

@@ -176,7 +176,13 @@ describe("parseDryrun", () => {
     expect(p.env).toContain("PATH='/usr/local/cuda-13.0/bin/../nvvm/bin:/usr/local/cuda-13.0/bin:/usr/bin'");
   });
   test("nvcc --threads: the steps' output redirections to temporary files are dropped (their messages reach the watch)", () => {
-    const threaded = DRYRUN.split("\n").map((l) => (l.startsWith("#$ gcc") || l.startsWith("#$ ptxas") ? `${l} > /tmp/tmpxft_0000218b_00000000-9_3215_stdout 2>/tmp/tmpxft_0000218b_00000000-9_3215_stderr` : l)).join("\n");
+    const threaded = DRYRUN.split("\n")
+      .map((l) =>
+        l.startsWith("#$ gcc") || l.startsWith("#$ ptxas")
+          ? `${l} > /tmp/tmpxft_0000218b_00000000-9_3215_stdout 2>/tmp/tmpxft_0000218b_00000000-9_3215_stderr`
+          : l,
+      )
+      .join("\n");
     const p = parseDryrun(threaded, "/w/dryrun.cubin", "/work/f");
     if ("reason" in p) throw new Error(p.reason);
     expect(p.preprocess).toEndWith('-o "/work/f/full.cpp1.ii"');
@@ -234,7 +240,8 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
     const m = { kernel: { name: kernel, frontend: "cuda" } } as unknown as Manifest;
     const o: RebuilderOptions = { quiet: true, force: false, fullBuild: false, race: false, strategy: "race" }; // race: false: build.sh after the pruned build, so that which builds first is not a matter of load (the race whatever the measured costs: chooseStrategy is test/cpu/frontends.test.ts's)
     // the policy alone: the fixture's manifest has no parameter layout for the module check
-    const buildForValidate = (dir: string, mm: Manifest, oo: RebuilderOptions) => new Rebuilder(dir, mm, { ...cudaFrontend, checkRebuiltModule: undefined }, oo).rebuildOnce();
+    const buildForValidate = (dir: string, mm: Manifest, oo: RebuilderOptions) =>
+      new Rebuilder(dir, mm, { ...cudaFrontend, checkRebuiltModule: undefined }, oo).rebuildOnce();
     const code = (f: string) => new Uint8Array(readFileSync(f));
     await withEnv({ NVCC: NVCC!, EXTRA_FLAGS: undefined }, async () => {
       const first = await buildForValidate(out, m, o);
@@ -302,21 +309,23 @@ async function withEnv(vars: Record<string, string | undefined>, fn: () => Promi
 
 /** A reproducer's build.sh for DIR/k.cu (nvcc -cubin sm_90 with `flags`; EXTRA_FLAGS appended), printing the cubin's path last. */
 function writeBuildSh(dir: string, flags: string): void {
-  writeFileSync(join(dir, "build.sh"), [
-    "#!/usr/bin/env bash",
-    "set -euo pipefail",
-    'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
-    'out="${1:-$here/build/kernel.cubin}"',
-    'mkdir -p "$(dirname "$out")"',
-    `"$NVCC" -cubin -arch=sm_90 -x cu ${flags} \${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2`,
-    'echo "$out"',
-    "",
-  ].join("\n"));
+  writeFileSync(
+    join(dir, "build.sh"),
+    [
+      "#!/usr/bin/env bash",
+      "set -euo pipefail",
+      'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+      'out="${1:-$here/build/kernel.cubin}"',
+      'mkdir -p "$(dirname "$out")"',
+      `"$NVCC" -cubin -arch=sm_90 -x cu ${flags} \${EXTRA_FLAGS:-} "$here/k.cu" -o "$out" >&2`,
+      'echo "$out"',
+      "",
+    ].join("\n"),
+  );
 }
 
 /** gcc -E output: `sys` lines in a system header, then the primary file's `main` lines. */
-const tuOf = (sys: string[], main: string[]) =>
-  ['# 1 "k.cu"', '# 1 "/usr/include/lib.h" 1 3', ...sys, '# 2 "k.cu" 2', ...main, ""].join("\n");
+const tuOf = (sys: string[], main: string[]) => ['# 1 "k.cu"', '# 1 "/usr/include/lib.h" 1 3', ...sys, '# 2 "k.cu" 2', ...main, ""].join("\n");
 
 // libstdc++ 13's bits/exception_ptr.h (GCC's libstdc++-v3/libsupc++/exception_ptr.h; gcc 12's has
 // no such line): after `} // namespace __exception_ptr`, whose last declarations are
@@ -353,54 +362,83 @@ const EXCEPTION_PTR = [
 describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, cooperative_groups)", () => {
   const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
   test("a trailing return type names its type (CCCL is_swappable.h: `auto __swap(...) -> __hidden_friend_swap_found;`)", () => {
-    const out = keptLines(tuOf(
-      ["struct found_t {};", "__attribute__((device)) auto probe(...) -> found_t;", "struct member_only {};"],
-      ["__attribute__((global)) void k(int* p) { p->member_only = sizeof(probe(1)); }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        ["struct found_t {};", "__attribute__((device)) auto probe(...) -> found_t;", "struct member_only {};"],
+        ["__attribute__((global)) void k(int* p) { p->member_only = sizeof(probe(1)); }"],
+      ),
+    );
     expect(out[2]).toBe("struct found_t {};");
     expect(out[4]).toBe(""); // after `p->`: a member
   });
   test("a pragma that applies to the next declaration goes with it; a pragma inside a dropped body goes", () => {
-    const out = keptLines(tuOf(
-      ["#pragma nv_exec_check_disable", "template <class T> __attribute__((device)) void unused_swap(T& a) { }", "#pragma GCC diagnostic push",
-        "template <class T> struct U { __attribute__((device)) void f() {", "#pragma unroll", "for (int i = 0; i < 4; i++) { } } };", "#pragma GCC diagnostic pop"],
-      ["__attribute__((global)) void k(int* p) { }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        [
+          "#pragma nv_exec_check_disable",
+          "template <class T> __attribute__((device)) void unused_swap(T& a) { }",
+          "#pragma GCC diagnostic push",
+          "template <class T> struct U { __attribute__((device)) void f() {",
+          "#pragma unroll",
+          "for (int i = 0; i < 4; i++) { } } };",
+          "#pragma GCC diagnostic pop",
+        ],
+        ["__attribute__((global)) void k(int* p) { }"],
+      ),
+    );
     expect(out[2]).toBe(""); // nv_exec_check_disable before what is dropped: cicc wants a declaration after it
     expect(out[4]).toBe("#pragma GCC diagnostic push"); // other pragmas at namespace scope stay
     expect(out[6]).toBe(""); // #pragma unroll of the dropped U::f
     expect(out[8]).toBe("#pragma GCC diagnostic pop");
   });
   test("a class head with a qualified name declares the last name (libstdc++: `class __cxx11:: collate`)", () => {
-    const out = keptLines(tuOf(
-      ["namespace std { namespace __cxx11 { template<typename _CharT> class collate; }", "template<typename _CharT> class __cxx11:: collate { public: static int id; };",
-        "template<typename _CharT> int collate<_CharT>::id; }"],
-      ["__attribute__((global)) void k(int* p) { p[0] = std::collate<char>::id; }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        [
+          "namespace std { namespace __cxx11 { template<typename _CharT> class collate; }",
+          "template<typename _CharT> class __cxx11:: collate { public: static int id; };",
+          "template<typename _CharT> int collate<_CharT>::id; }",
+        ],
+        ["__attribute__((global)) void k(int* p) { p[0] = std::collate<char>::id; }"],
+      ),
+    );
     expect(out[3]).toContain("class __cxx11:: collate {");
   });
   test("`<` after a non-type template parameter is a comparison (CCCL get.h: `enable_if_t<_Index<2, int> = 0>`): what follows is split as usual", () => {
-    const out = keptLines(tuOf(
-      ["template <bool, class T> struct en {}; template <class T> struct en<true, T> { using type = T; };",
-        "template <unsigned long _Index, class _T, typename en<_Index<2, int>::type = 0> __attribute__((device)) int get(_T) { return 1; }",
-        "struct unused_a { int x; };", "__attribute__((device)) int used_b(int v) { return v; }"],
-      ["__attribute__((global)) void k(int* p) { p[0] = used_b(get<0>(1)); }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        [
+          "template <bool, class T> struct en {}; template <class T> struct en<true, T> { using type = T; };",
+          "template <unsigned long _Index, class _T, typename en<_Index<2, int>::type = 0> __attribute__((device)) int get(_T) { return 1; }",
+          "struct unused_a { int x; };",
+          "__attribute__((device)) int used_b(int v) { return v; }",
+        ],
+        ["__attribute__((global)) void k(int* p) { p[0] = used_b(get<0>(1)); }"],
+      ),
+    );
     expect(out[3]).toContain("int get(_T)");
     expect(out[4]).toBe(""); // a declaration of its own, dropped
     expect(out[5]).toContain("used_b");
   });
   test("`typedef __attribute__((…)) struct X {…} Y;` declares Y (CUDA's driver_types.h: cudaLaunchConfig_t)", () => {
-    const out = keptLines(tuOf(
-      ["typedef __attribute__((device_builtin)) struct cfg_st { int n; } cfg_t;"],
-      ["int host_side(const cfg_t* c) { return c->n; }", "__attribute__((global)) void k(int* p) { }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        ["typedef __attribute__((device_builtin)) struct cfg_st { int n; } cfg_t;"],
+        ["int host_side(const cfg_t* c) { return c->n; }", "__attribute__((global)) void k(int* p) { }"],
+      ),
+    );
     expect(out[2]).toContain("cfg_t;");
   });
   test("a constructor's brace initializers are not its body (CCCL chrono: `X::X(…) noexcept : __y{…}, __m{…} {}`)", () => {
     const tu = tuOf(
-      ["struct ymd { int __y, __m; __attribute__((device)) constexpr ymd(int a) noexcept; };",
-        "__attribute__((device)) constexpr ymd::ymd(int a) noexcept", ": __y{a}", ", __m{a + 1}", "{}", "struct unused_c { int z; };"],
+      [
+        "struct ymd { int __y, __m; __attribute__((device)) constexpr ymd(int a) noexcept; };",
+        "__attribute__((device)) constexpr ymd::ymd(int a) noexcept",
+        ": __y{a}",
+        ", __m{a + 1}",
+        "{}",
+        "struct unused_c { int z; };",
+      ],
       ["__attribute__((global)) void k(int* p) { ymd d(p[0]); p[1] = d.__m; }", "__attribute__((global)) void k2(int* p) { }"],
     );
     const out = keptLines(tu);
@@ -411,10 +449,12 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
   });
   test("a qualified host definition goes whole, also when an attribute comes before its name or a namespace shares its class's name (thrust's namespace complex)", () => {
     const tu = tuOf(
-      ["namespace thrust { namespace complex { int unrelated; } }",
+      [
+        "namespace thrust { namespace complex { int unrelated; } }",
         "namespace std { template<typename _Tp> struct complex { _Tp r; complex& operator=(const _Tp& t); int ext(int) const; };",
         "template<typename _Tp> complex<_Tp>& complex<_Tp>::operator=(const _Tp& t) { r = t; return *this; }",
-        'template<typename _Tp> __attribute ((__abi_tag__ ("cxx11"))) int complex<_Tp>::ext(int) const { return 0; } }'],
+        'template<typename _Tp> __attribute ((__abi_tag__ ("cxx11"))) int complex<_Tp>::ext(int) const { return 0; } }',
+      ],
       ["int host_side(std::complex<float>& c) { c = 1.0f; return c.ext(1); }", "__attribute__((global)) void k(float* p) { }"],
     );
     const out = keptLines(tu);
@@ -423,10 +463,12 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
     expect(out[5]).toBe(" }");
   });
   test("a namespace alias qualifies (`namespace cg = cooperative_groups; cg::thread_block`)", () => {
-    const out = keptLines(tuOf(
-      ["namespace cooperative_groups { class thread_block { public: int r; }; }"],
-      ["namespace cg = cooperative_groups;", "__attribute__((global)) void k(int* p) { cg::thread_block b; p[0] = b.r; }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        ["namespace cooperative_groups { class thread_block { public: int r; }; }"],
+        ["namespace cg = cooperative_groups;", "__attribute__((global)) void k(int* p) { cg::thread_block b; p[0] = b.r; }"],
+      ),
+    );
     expect(out[2]).toContain("class thread_block");
   });
   test("a using-declaration whose namespace's declarations of the name all went goes too (libstdc++ 13 exception_ptr.h: `using __exception_ptr::swap;`)", () => {
@@ -437,10 +479,15 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
     expect(out[8]).toBe("namespace __exception_ptr {"); // namespaces stay (an empty one is fine)
   });
   test("a using-declaration stays when what it names in its namespace stays (std::exception_ptr named: __exception_ptr::swap stays)", () => {
-    const out = keptLines(tuOf(EXCEPTION_PTR, ["__attribute__((global)) void k(float* p) { std::swap(p[0], p[1]); }", "void h(std::exception_ptr& a, std::exception_ptr& b) { std::swap(a, b); }"]));
+    const out = keptLines(
+      tuOf(EXCEPTION_PTR, [
+        "__attribute__((global)) void k(float* p) { std::swap(p[0], p[1]); }",
+        "void h(std::exception_ptr& a, std::exception_ptr& b) { std::swap(a, b); }",
+      ]),
+    );
     expect(out[5]).toBe(EXCEPTION_PTR[3]!);
     expect(out[10]).toBe(EXCEPTION_PTR[8]!);
-    expect(out.slice(13, 16)).toEqual(EXCEPTION_PTR.slice(11, 14).map((l, i) => i === 2 ? ";" : l)); // a host-only body: a declaration
+    expect(out.slice(13, 16)).toEqual(EXCEPTION_PTR.slice(11, 14).map((l, i) => (i === 2 ? ";" : l))); // a host-only body: a declaration
     expect(out[17]).toBe(EXCEPTION_PTR[15]!);
   });
   test("`using ::x;` counts declarations outside any namespace; a using-declaration that names a dropped one counts while kept (chains); an alias's is left as it is", () => {
@@ -469,28 +516,35 @@ describe("pruneDeviceTU: what real headers contain (CCCL, libstdc++, thrust, coo
       "using __rvalue_stream_insertion_t = _Os&&;", // 6
       "template<typename _Tp> __attribute__((device)) int g(_Tp) requires (sizeof(_Tp) > 1) { return 1; }", // 7: a trailing requires-clause, then the body
     ];
-    const named = keptLines(tuOf(sys, ["template <class O> __rvalue_stream_insertion_t<O, int> ins(O&& o);", "__attribute__((global)) void k(int* p) { p[0] = g(1); }"]));
+    const named = keptLines(
+      tuOf(sys, ["template <class O> __rvalue_stream_insertion_t<O, int> ins(O&& o);", "__attribute__((global)) void k(int* p) { p[0] = g(1); }"]),
+    );
     expect(named.slice(2, 8)).toEqual(sys);
     const unnamed = keptLines(tuOf(sys, ["__attribute__((global)) void k(int* p) { }"]));
     expect(unnamed.slice(2, 8)).toEqual(["", "", "", "", "", ""]); // not `using __rvalue_stream_insertion_t = _Os&&;` alone: "identifier _Os is undefined"
   });
   test("a <<<…>>> launch in kept host code keeps __cudaPushCallConfiguration (cicc: unable to find its declaration)", () => {
-    const out = keptLines(tuOf(
-      ['extern "C" __attribute__((host)) __attribute__((device)) unsigned __cudaPushCallConfiguration(int g, int b, unsigned long s = 0, void* st = 0);'],
-      ["template <class F> __attribute__((global)) void k(F f) { }", "void launch() { auto l = [] __attribute__((device)) (int) { }; k<<<1, 1>>>(l); }"],
-    ));
+    const out = keptLines(
+      tuOf(
+        ['extern "C" __attribute__((host)) __attribute__((device)) unsigned __cudaPushCallConfiguration(int g, int b, unsigned long s = 0, void* st = 0);'],
+        ["template <class F> __attribute__((global)) void k(F f) { }", "void launch() { auto l = [] __attribute__((device)) (int) { }; k<<<1, 1>>>(l); }"],
+      ),
+    );
     expect(out[2]).toContain("__cudaPushCallConfiguration");
   });
 });
 
 describe.skipIf(!NVCC)("libstdc++ 13's `using __exception_ptr::swap;` in a pruned TU (nvcc)", () => {
-  test("cicc compiles the pruned TU as it does the whole one (before: `namespace \"…::__exception_ptr\" has no member \"swap\"`)", () => {
+  test('cicc compiles the pruned TU as it does the whole one (before: `namespace "…::__exception_ptr" has no member "swap"`)', () => {
     // `lib` for `std`: nvcc's cuda_runtime.h brings libstdc++'s own std::swap, which would make the call ambiguous
     const sys = EXCEPTION_PTR.map((l) => l.replace("namespace std {", "namespace lib {").replace("using std::", "using lib::"));
     const tu = tuOf(sys, ["__attribute__((global)) void k(float* p) { lib::swap(p[0], p[1]); }"]);
     const dir = join(WORK, "exception-ptr");
     mkdirSync(dir, { recursive: true });
-    for (const [name, text] of [["whole.cu", tu], ["pruned.cu", pruneDeviceTU(tu).text]] as const) {
+    for (const [name, text] of [
+      ["whole.cu", tu],
+      ["pruned.cu", pruneDeviceTU(tu).text],
+    ] as const) {
       writeFileSync(join(dir, name), text);
       const p = Bun.spawnSync([NVCC!, "-cubin", "-arch=sm_90", name, "-o", `${name}.cubin`], { cwd: dir, stdout: "pipe", stderr: "pipe" });
       expect(p.exitCode, `${name}: ${p.stderr.toString()}`).toBe(0);
@@ -502,33 +556,54 @@ describe("pruneDeviceTU: project headers (what a primary file's slice includes)"
   const keptLines = (tu: string) => pruneDeviceTU(tu).text.split("\n");
   const proj = (hdr: string[], main: string[]) => ['# 1 "k.cu"', '# 1 "h.cuh" 1', ...hdr, '# 2 "k.cu" 2', ...main, ""].join("\n");
   test("a static data member defined out of class goes with its class (`template <class T> const int X<T>::n = 3;`)", () => {
-    const out = keptLines(proj(
-      ["template <class T> struct X { static const int n; };", "template <class T> const int X<T>::n = 3;", "struct Y { static const int k; };", "const int Y::k = 11;",
-        "__attribute__((global)) void k(int* o) { o[0] = X<int>::n + Y::k; }"],
-      ["static void* kerncap_odr_use = (void*)&k;"],
-    ));
+    const out = keptLines(
+      proj(
+        [
+          "template <class T> struct X { static const int n; };",
+          "template <class T> const int X<T>::n = 3;",
+          "struct Y { static const int k; };",
+          "const int Y::k = 11;",
+          "__attribute__((global)) void k(int* o) { o[0] = X<int>::n + Y::k; }",
+        ],
+        ["static void* kerncap_odr_use = (void*)&k;"],
+      ),
+    );
     expect(out[3]).toBe("template <class T> const int X<T>::n = 3;");
     expect(out[5]).toBe("const int Y::k = 11;");
   });
   test("`(float)::f(x)` and `a > ::f(x)` name the global f; `X<T>::f` does not", () => {
-    const out = keptLines(proj(
-      ["__attribute__((device)) float f1(float x) { return x; }", "__attribute__((device)) int f2(int x) { return x; }", "__attribute__((device)) int f3(int x) { return x; }",
-        "template <class T> struct B { static int f3(int); };",
-        "__attribute__((global)) void k(float* y) { y[0] = (float)::f1(y[1]); y[1] = y[2] > ::f2(1); y[2] = B<int>::f3(1); }"],
-      ["static void* kerncap_odr_use = (void*)&k;"],
-    ));
+    const out = keptLines(
+      proj(
+        [
+          "__attribute__((device)) float f1(float x) { return x; }",
+          "__attribute__((device)) int f2(int x) { return x; }",
+          "__attribute__((device)) int f3(int x) { return x; }",
+          "template <class T> struct B { static int f3(int); };",
+          "__attribute__((global)) void k(float* y) { y[0] = (float)::f1(y[1]); y[1] = y[2] > ::f2(1); y[2] = B<int>::f3(1); }",
+        ],
+        ["static void* kerncap_odr_use = (void*)&k;"],
+      ),
+    );
     expect(out[2]).toContain("f1");
     expect(out[3]).toContain("f2");
     expect(out[4]).toBe("");
   });
   test("every __device__ and __constant__ variable a header defines stays (ptxas writes their offsets into the kernel's code); extern, constexpr and template ones do not", () => {
-    const out = keptLines(proj(
-      ["__attribute__((constant)) float unused_table[64] = {1};", "__attribute__((device)) float unused_dev[32];", "__attribute__((device)) float (*unused_fp)(float) = 0;",
-        "extern __attribute__((device)) int ext_dev;", "constexpr __attribute__((device)) int cx_dev = 1;", "template <class T> __attribute__((device)) T vt_dev;",
-        "__attribute__((device)) float unused_fn(float x) { return x; }",
-        "__attribute__((global)) void k(float* y) { y[0] = 1; }"],
-      ["static void* kerncap_odr_use = (void*)&k;"],
-    ));
+    const out = keptLines(
+      proj(
+        [
+          "__attribute__((constant)) float unused_table[64] = {1};",
+          "__attribute__((device)) float unused_dev[32];",
+          "__attribute__((device)) float (*unused_fp)(float) = 0;",
+          "extern __attribute__((device)) int ext_dev;",
+          "constexpr __attribute__((device)) int cx_dev = 1;",
+          "template <class T> __attribute__((device)) T vt_dev;",
+          "__attribute__((device)) float unused_fn(float x) { return x; }",
+          "__attribute__((global)) void k(float* y) { y[0] = 1; }",
+        ],
+        ["static void* kerncap_odr_use = (void*)&k;"],
+      ),
+    );
     expect(out.slice(2, 5).every((l) => l.startsWith("__attribute__"))).toBe(true);
     expect(out.slice(5, 9)).toEqual(["", "", "", ""]);
   });
@@ -541,7 +616,7 @@ describe("pruneDeviceTU: the other kernels of the module", () => {
     const hdr = [
       "__attribute__((device)) inline int checked(int v) { return v; }", // 2: named by before_kern only
       "struct HostCfg { int n; };", // 3
-      "__attribute__((global)) void before_kern(int* o) { if (o[0] != 32) __assertfail(\"o[0] == 32\", \"h.cuh\", 3, __PRETTY_FUNCTION__, 1); o[1] = checked(o[2]); }", // 4
+      '__attribute__((global)) void before_kern(int* o) { if (o[0] != 32) __assertfail("o[0] == 32", "h.cuh", 3, __PRETTY_FUNCTION__, 1); o[1] = checked(o[2]); }', // 4
       "__attribute__((global)) void kern(float* y) { y[0] = 1; }", // 5
       "namespace ops { __attribute__((global)) void __attribute__((launch_bounds(128, 1))) in_ns(float* y) { y[0] = 2; } }", // 6
       'extern "C" __attribute__((global)) void c_kern(float* y) { y[0] = 3; }', // 7
@@ -562,23 +637,31 @@ describe.skipIf(!NVCC)("the pruned build of a kernel whose header defines other 
     const dir = join(WORK, "asserts");
     mkdirSync(dir, { recursive: true });
     // KERN_ONLY leaves kern alone in the module, on the same line (its assert passes __LINE__)
-    writeFileSync(join(dir, "h.cuh"), [
-      "#pragma once",
-      "#include <cassert>",
-      "#ifndef KERN_ONLY",
-      "__global__ void first_kernel(int* o) { assert(blockDim.x == 64); o[threadIdx.x] = 1; }",
-      "#endif",
-      "__global__ void kern(float* y, int n) { assert(blockDim.x == 32); if (threadIdx.x < n) y[threadIdx.x] *= 2; }",
-      "#ifndef KERN_ONLY",
-      "__global__ void last_kernel(float* y) { y[threadIdx.x] = 0; }",
-      "#endif",
-      "",
-    ].join("\n"));
+    writeFileSync(
+      join(dir, "h.cuh"),
+      [
+        "#pragma once",
+        "#include <cassert>",
+        "#ifndef KERN_ONLY",
+        "__global__ void first_kernel(int* o) { assert(blockDim.x == 64); o[threadIdx.x] = 1; }",
+        "#endif",
+        "__global__ void kern(float* y, int n) { assert(blockDim.x == 32); if (threadIdx.x < n) y[threadIdx.x] *= 2; }",
+        "#ifndef KERN_ONLY",
+        "__global__ void last_kernel(float* y) { y[threadIdx.x] = 0; }",
+        "#endif",
+        "",
+      ].join("\n"),
+    );
     writeFileSync(join(dir, "k.cu"), ['#include "h.cuh"', "static void* kerncap_odr_use = (void*)&kern;", ""].join("\n"));
     writeBuildSh(dir, "-O3");
     await withEnv({ NVCC: NVCC! }, async () => {
       const build = (out: string, extra: string) => {
-        const p = Bun.spawnSync(["bash", join(dir, "build.sh"), out], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC!, EXTRA_FLAGS: extra } });
+        const p = Bun.spawnSync(["bash", join(dir, "build.sh"), out], {
+          cwd: dir,
+          stdout: "pipe",
+          stderr: "pipe",
+          env: { ...process.env, NVCC: NVCC!, EXTRA_FLAGS: extra },
+        });
         expect(p.exitCode, p.stderr.toString()).toBe(0);
         return new Uint8Array(readFileSync(out));
       };
@@ -599,39 +682,45 @@ describe.skipIf(!NVCC)("the pruned build of kernels that use CUB, cooperative_gr
   test("it compiles and gives each kernel of the primary file the machine code of the full build", async () => {
     const dir = join(WORK, "cccl");
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, "h.cuh"), [
-      "#pragma once",
-      "#include <cub/cub.cuh>",
-      "#include <cooperative_groups.h>",
-      "#include <cooperative_groups/reduce.h>",
-      "#include <cuda/std/tuple>",
-      "namespace cg = cooperative_groups;",
-      "__constant__ float unused_coeffs[64] = {1};",
-      "__device__ float unused_scratch[32];",
-      "__constant__ float coeffs[4] = {1, 2, 3, 4};",
-      "template <int BLOCK> __global__ void block_sum(const float* in, float* out) {",
-      "  using BR = cub::BlockReduce<float, BLOCK>;",
-      "  __shared__ typename BR::TempStorage tmp;",
-      "  float s = BR(tmp).Sum(in[threadIdx.x] * coeffs[threadIdx.x & 3]);",
-      "  auto t = cuda::std::make_tuple(s, 1);",
-      "  if (threadIdx.x == 0) out[0] = cuda::std::get<0>(t);",
-      "}",
-      "__global__ void tile_sum(const int* in, int* out) {",
-      "  cg::thread_block b = cg::this_thread_block();",
-      "  cg::thread_block_tile<32> w = cg::tiled_partition<32>(b);",
-      "  int s = cg::reduce(w, in[b.thread_rank()], cg::plus<int>());",
-      "  if (w.thread_rank() == 0) atomicAdd(out, s);",
-      "}",
-      "template <class F> __global__ void map(float* y, F f) { y[threadIdx.x] = f(y[threadIdx.x]); }",
-      "",
-    ].join("\n"));
-    writeFileSync(join(dir, "k.cu"), [
-      '#include "h.cuh"',
-      "static void* kerncap_odr_use = (void*)&block_sum<256>;",
-      "static void* kerncap_odr_use2 = (void*)&tile_sum;",
-      "void launch(float* y) { map<<<1, 32>>>(y, [] __device__ (float v) { return 2 * v; }); }",
-      "",
-    ].join("\n"));
+    writeFileSync(
+      join(dir, "h.cuh"),
+      [
+        "#pragma once",
+        "#include <cub/cub.cuh>",
+        "#include <cooperative_groups.h>",
+        "#include <cooperative_groups/reduce.h>",
+        "#include <cuda/std/tuple>",
+        "namespace cg = cooperative_groups;",
+        "__constant__ float unused_coeffs[64] = {1};",
+        "__device__ float unused_scratch[32];",
+        "__constant__ float coeffs[4] = {1, 2, 3, 4};",
+        "template <int BLOCK> __global__ void block_sum(const float* in, float* out) {",
+        "  using BR = cub::BlockReduce<float, BLOCK>;",
+        "  __shared__ typename BR::TempStorage tmp;",
+        "  float s = BR(tmp).Sum(in[threadIdx.x] * coeffs[threadIdx.x & 3]);",
+        "  auto t = cuda::std::make_tuple(s, 1);",
+        "  if (threadIdx.x == 0) out[0] = cuda::std::get<0>(t);",
+        "}",
+        "__global__ void tile_sum(const int* in, int* out) {",
+        "  cg::thread_block b = cg::this_thread_block();",
+        "  cg::thread_block_tile<32> w = cg::tiled_partition<32>(b);",
+        "  int s = cg::reduce(w, in[b.thread_rank()], cg::plus<int>());",
+        "  if (w.thread_rank() == 0) atomicAdd(out, s);",
+        "}",
+        "template <class F> __global__ void map(float* y, F f) { y[threadIdx.x] = f(y[threadIdx.x]); }",
+        "",
+      ].join("\n"),
+    );
+    writeFileSync(
+      join(dir, "k.cu"),
+      [
+        '#include "h.cuh"',
+        "static void* kerncap_odr_use = (void*)&block_sum<256>;",
+        "static void* kerncap_odr_use2 = (void*)&tile_sum;",
+        "void launch(float* y) { map<<<1, 32>>>(y, [] __device__ (float v) { return 2 * v; }); }",
+        "",
+      ].join("\n"),
+    );
     writeBuildSh(dir, "-O3 -std=c++17 -extended-lambda");
     await withEnv({ NVCC: NVCC! }, async () => {
       const p = Bun.spawnSync(["bash", join(dir, "build.sh")], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NVCC: NVCC! } });

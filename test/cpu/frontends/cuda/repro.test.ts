@@ -56,7 +56,11 @@ function build(dir: string): string {
 
 describe("names and parsing", () => {
   test("kernelNameParts", () => {
-    expect(kernelNameParts("void mul_mat_q<(ggml_type)2, 64, false>(char const*, int)")).toEqual({ qualified: "mul_mat_q<(ggml_type)2, 64, false>", base: "mul_mat_q", templateArgs: "(ggml_type)2, 64, false" });
+    expect(kernelNameParts("void mul_mat_q<(ggml_type)2, 64, false>(char const*, int)")).toEqual({
+      qualified: "mul_mat_q<(ggml_type)2, 64, false>",
+      base: "mul_mat_q",
+      templateArgs: "(ggml_type)2, 64, false",
+    });
     expect(kernelNameParts("void kc::tiled_apply<float, 256, (kc::Op)1>(float*, float const*, float, int)").base).toBe("tiled_apply");
     expect(kernelNameParts("scale_jobs(Job const*, int)")).toEqual({ qualified: "scale_jobs", base: "scale_jobs", templateArgs: undefined });
   });
@@ -66,9 +70,22 @@ describe("names and parsing", () => {
     expect(definesKernel("__global__ void kk(int* p) {}", "k")).toBe(false);
   });
   test("shellWords and compile-command flags", () => {
-    const argv = shellWords(`/usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler -DGGML_X -DNAME=\\"v\\" -I../include -isystem /opt/x -O3 -DNDEBUG -std=c++17 "--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]" -Xcompiler=-fPIC -use_fast_math -MD -MT a.o -MF a.d -x cu -c /p/src/k.cu -o CMakeFiles/k.o`);
+    const argv = shellWords(
+      `/usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler -DGGML_X -DNAME=\\"v\\" -I../include -isystem /opt/x -O3 -DNDEBUG -std=c++17 "--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]" -Xcompiler=-fPIC -use_fast_math -MD -MT a.o -MF a.d -x cu -c /p/src/k.cu -o CMakeFiles/k.o`,
+    );
     const f = cudaFlagsFromCommand(argv, "/p/build", "/p/src/k.cu");
-    expect(f.words.map((w) => w.text)).toEqual(["-forward-unknown-to-host-compiler", "-DGGML_X", '-DNAME="v"', "-I/p/include", "-isystem /opt/x", "-O3", "-DNDEBUG", "-std=c++17", "-Xcompiler=-fPIC", "-use_fast_math"]);
+    expect(f.words.map((w) => w.text)).toEqual([
+      "-forward-unknown-to-host-compiler",
+      "-DGGML_X",
+      '-DNAME="v"',
+      "-I/p/include",
+      "-isystem /opt/x",
+      "-O3",
+      "-DNDEBUG",
+      "-std=c++17",
+      "-Xcompiler=-fPIC",
+      "-use_fast_math",
+    ]);
     expect(f.originalArch).toEqual(["--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]"]);
     expect(archFor("sm_90", f.originalArch)).toBe("sm_90a");
     expect(cudaFlagsFromCommand(["nvcc", "-rdc=true", "-c", "/a.cu"], "/", "/a.cu").rdc).toBe(true);
@@ -81,7 +98,18 @@ describe("names and parsing", () => {
 describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
   test("structs.cu: line info finds the TU; build.sh rebuilds the same kernels and layouts", async () => {
     const fat = join(WORK, "structs.fatbin");
-    nvcc(["-fatbin", "-O2", "-lineinfo", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-o", fat, join(APPS, "structs.cu")]);
+    nvcc([
+      "-fatbin",
+      "-O2",
+      "-lineinfo",
+      "-gencode",
+      "arch=compute_80,code=sm_80",
+      "-gencode",
+      "arch=compute_90,code=sm_90",
+      "-o",
+      fat,
+      join(APPS, "structs.cu"),
+    ]);
     const module = new Uint8Array(readFileSync(fat));
     for (const [kernel, demangled] of [
       ["_Z10scale_jobsPK3Jobi", "scale_jobs(Job const*, int)"],
@@ -175,7 +203,15 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     const demangled = "void kc::tiled_apply<double, 128, (kc::Op)0>(double*, double const*, kc::Coef<double>, int)";
     const loc = await locateKernelSource({ kernel, demangled, module, arch: "sm_90", compileCommands: bdir });
     const out = join(WORK, "tmpl-overlay");
-    const r = renderCudaReproducer({ outDir: out, kernelName: kernel, demangledName: demangled, arch: "sm_90", location: loc, sourceRoot: proj, overlay: true });
+    const r = renderCudaReproducer({
+      outDir: out,
+      kernelName: kernel,
+      demangledName: demangled,
+      arch: "sm_90",
+      location: loc,
+      sourceRoot: proj,
+      overlay: true,
+    });
     expect(r.mode).toBe("overlay");
     expectStock(out);
     expect(r.files.filter((f) => f.startsWith("src/")).sort()).toEqual(["src/kernels/tiled.cuh", "src/main.cu", "src/main.kerncap-slice.cu"]);
@@ -196,7 +232,11 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     nvcc(["-cubin", "-rdc=true", "-arch=sm_90", "-o", "k.cubin", "k.cu"], dir);
     let err: unknown;
     try {
-      checkRebuiltModule(join(dir, "k.cubin"), { kernel: { name: "_Z2rkPf", demangled: "rk(float*)" }, params: { layout: [{ index: 0, offset: 0, size: 8 }] }, device: { arch: "sm_90" } } as any);
+      checkRebuiltModule(join(dir, "k.cubin"), {
+        kernel: { name: "_Z2rkPf", demangled: "rk(float*)" },
+        params: { layout: [{ index: 0, offset: 0, size: 8 }] },
+        device: { arch: "sm_90" },
+      } as any);
     } catch (e) {
       err = e;
     }
@@ -210,7 +250,10 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
     cpSync(join(WORK, "tmplproj/build/app.fatbin"), join(dir, "kernel/module.fatbin"));
     const module = new Uint8Array(readFileSync(join(dir, "kernel/module.fatbin")));
     const kernel = cubinKernels(pickCubin(module, "sm_90").cubin).find((k) => k.includes("IdLi128E"))!;
-    const m = { ...fakeManifest(module, kernel, "void kc::tiled_apply<double, 128, (kc::Op)0>(double*, double const*, kc::Coef<double>, int)"), module: { file: "kernel/module.fatbin" } } as any;
+    const m = {
+      ...fakeManifest(module, kernel, "void kc::tiled_apply<double, 128, (kc::Op)0>(double*, double const*, kc::Coef<double>, int)"),
+      module: { file: "kernel/module.fatbin" },
+    } as any;
     m.kernel.frontend = "cuda";
     await cudaReproducerHook({ sourceRoot: join(WORK, "tmplproj") })(dir, m);
     expect(m.source.cuda.method).toBe("compile-commands");
@@ -258,14 +301,28 @@ describe("slice text", () => {
     expect(blanked).not.toContain("p[0] = 1");
   });
   test("toolkitProvided: the driver's and the device libraries' functions, not the application's", () => {
-    for (const n of ["vprintf", "malloc", "free", "__assertfail", "__cudaCDP2LaunchDeviceV2", "__cuda_syscall_cnpv2GetParameterBufferV2", "cudaGetParameterBufferV2", "cudaCGSynchronizeGrid", "__nv_sinf"]) expect(toolkitProvided(n)).toBe(true);
+    for (const n of [
+      "vprintf",
+      "malloc",
+      "free",
+      "__assertfail",
+      "__cudaCDP2LaunchDeviceV2",
+      "__cuda_syscall_cnpv2GetParameterBufferV2",
+      "cudaGetParameterBufferV2",
+      "cudaCGSynchronizeGrid",
+      "__nv_sinf",
+    ])
+      expect(toolkitProvided(n)).toBe(true);
     for (const n of ["_Z6helperf", "helper", "my_malloc", "cuda_helper"]) expect(toolkitProvided(n)).toBe(false);
   });
 });
 
 /** Undefined functions of a cubin file (readelf -s: UND FUNC). */
 function undefinedFunctions(path: string): string[] {
-  return parseElf(pickCubin(new Uint8Array(readFileSync(path)), "sm_90").cubin).symbols().filter((s) => s.index > 0 && s.shndx === SHN_UNDEF && s.type === STT_FUNC).map((s) => s.name);
+  return parseElf(pickCubin(new Uint8Array(readFileSync(path)), "sm_90").cubin)
+    .symbols()
+    .filter((s) => s.index > 0 && s.shndx === SHN_UNDEF && s.type === STT_FUNC)
+    .map((s) => s.name);
 }
 
 describe.skipIf(!NVCC)("driver-provided device functions and slices of non-template kernels", () => {
@@ -303,9 +360,17 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     expect(all).toHaveLength(8);
     const cases: [string, string, (k: string[]) => void][] = [
       // defined in a header: the TU up to its #include; early.cuh's kernel stays, late.cuh's is cut
-      ["_Z10rows_scalePfPKffi", "rows_scale(float*, float const*, float, int)", (k) => expect(k.sort()).toEqual(["_Z10early_fillPfi", "_Z10rows_scalePfPKffi"])],
+      [
+        "_Z10rows_scalePfPKffi",
+        "rows_scale(float*, float const*, float, int)",
+        (k) => expect(k.sort()).toEqual(["_Z10early_fillPfi", "_Z10rows_scalePfPKffi"]),
+      ],
       // defined in the TU: the headers' kernels stay, the TU's other kernels are gone
-      ["_Z8add_biasPfi", "add_bias(float*, int)", (k) => expect(k.sort()).toEqual(["_Z10early_fillPfi", "_Z10rows_scalePfPKffi", "_Z11late_squarePfi", "_Z8add_biasPfi"])],
+      [
+        "_Z8add_biasPfi",
+        "add_bias(float*, int)",
+        (k) => expect(k.sort()).toEqual(["_Z10early_fillPfi", "_Z10rows_scalePfPKffi", "_Z11late_squarePfi", "_Z8add_biasPfi"]),
+      ],
       ["_ZN2mk9pair_fillEPfNS_4PairEi", "mk::pair_fill(float*, mk::Pair, int)", (k) => expect(k).not.toContain("_Z8add_biasPfi")],
       ["_Z10stride_sumILi4EEvPfPKfi", "void stride_sum<4>(float*, float const*, int)", (k) => expect(k).not.toContain("_Z12checked_copyPfPKfi")],
     ];
@@ -346,7 +411,10 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     refreshSlice(out, meta);
     r = sh(["bash", join(out, "build.sh")], out);
     expect(r.code).not.toBe(0);
-    const line = readFileSync(tu, "utf8").split("\n").findIndex((l) => l.includes("undefined_name")) + 1;
+    const line =
+      readFileSync(tu, "utf8")
+        .split("\n")
+        .findIndex((l) => l.includes("undefined_name")) + 1;
     expect(r.err).toContain(`src/main.cu(${line}): error`);
   }, 180_000);
 
@@ -354,7 +422,10 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     const dir = join(WORK, "fwd");
     mkdirSync(dir, { recursive: true });
     // the kernel calls a device function that is declared before it and defined after it
-    writeFileSync(join(dir, "fwd.cu"), `__device__ float later(float);\n__global__ void fk(float* p) { p[0] = later(p[1]); }\n__device__ float later(float x) { return x * 2; }\n__global__ void other(float* p) { p[0] = 1; }\n`);
+    writeFileSync(
+      join(dir, "fwd.cu"),
+      `__device__ float later(float);\n__global__ void fk(float* p) { p[0] = later(p[1]); }\n__device__ float later(float x) { return x * 2; }\n__global__ void other(float* p) { p[0] = 1; }\n`,
+    );
     nvcc(["-fatbin", "-lineinfo", "-gencode", "arch=compute_90,code=sm_90", "-o", "fwd.fatbin", "fwd.cu"], dir);
     const mod = new Uint8Array(readFileSync(join(dir, "fwd.fatbin")));
     const loc = await locateKernelSource({ kernel: "_Z2fkPf", demangled: "fk(float*)", module: mod, arch: "sm_90" });
@@ -372,9 +443,16 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
   test("-rdc: assert() and a device launch are device-linked and accepted; a function of another TU is refused (E_RDC)", async () => {
     const dir = join(WORK, "rdcproj");
     mkdirSync(join(dir, "build"), { recursive: true });
-    writeFileSync(join(dir, "cdp.cu"), `#include <cassert>\n__global__ void child(int* p) { p[threadIdx.x] = 1; }\n__global__ void parent(int* p) { assert(p); if (threadIdx.x == 0) child<<<1, 32>>>(p); }\n`);
+    writeFileSync(
+      join(dir, "cdp.cu"),
+      `#include <cassert>\n__global__ void child(int* p) { p[threadIdx.x] = 1; }\n__global__ void parent(int* p) { assert(p); if (threadIdx.x == 0) child<<<1, 32>>>(p); }\n`,
+    );
     writeFileSync(join(dir, "x.cu"), `extern __device__ float helper(float);\n__global__ void rk(float* p) { p[0] = helper(p[1]); }\n`);
-    const cmd = (f: string) => ({ directory: join(dir, "build"), command: `${NVCC} -rdc=true -O2 -arch=sm_90 -c ${join(dir, f)} -o ${f}.o`, file: join(dir, f) });
+    const cmd = (f: string) => ({
+      directory: join(dir, "build"),
+      command: `${NVCC} -rdc=true -O2 -arch=sm_90 -c ${join(dir, f)} -o ${f}.o`,
+      file: join(dir, f),
+    });
     writeFileSync(join(dir, "build/compile_commands.json"), JSON.stringify([cmd("cdp.cu"), cmd("x.cu")]));
     nvcc(["-cubin", "-rdc=true", "-arch=sm_90", "-o", "cdp.rel.cubin", "cdp.cu"], dir);
     nvcc(["-dlink", "-cubin", "-arch=sm_90", "cdp.rel.cubin", "-lcudadevrt", "-o", "cdp.cubin"], dir);

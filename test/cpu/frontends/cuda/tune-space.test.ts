@@ -1,13 +1,25 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, nvccTuneFlags, parseCudaSpace, type CudaSpaceSpec } from "../../../../src/frontends/cuda/tune-space.ts";
+import {
+  cudaBuildFlags,
+  cudaConfigKey,
+  cudaConfigLabel,
+  nvccTuneFlags,
+  parseCudaSpace,
+  type CudaSpaceSpec,
+} from "../../../../src/frontends/cuda/tune-space.ts";
 
 const spec = (o: Partial<CudaSpaceSpec>): CudaSpaceSpec => ({ configs: [], defines: [], nvccFlags: [], ...o });
 const flags = (o: Partial<CudaSpaceSpec>) => parseCudaSpace(spec(o)).map((c) => cudaBuildFlags(c).join(" "));
 
 describe("tune (CUDA): the config space", () => {
   test("--define NAME=a,b (repeatable) and --maxrregcount N,M: the product, -D for each value, -maxrregcount last", () => {
-    expect(flags({ defines: ["TILE=16,32"], maxrregcount: "32,64" })).toEqual(["-DTILE=16 -maxrregcount=32", "-DTILE=16 -maxrregcount=64", "-DTILE=32 -maxrregcount=32", "-DTILE=32 -maxrregcount=64"]);
+    expect(flags({ defines: ["TILE=16,32"], maxrregcount: "32,64" })).toEqual([
+      "-DTILE=16 -maxrregcount=32",
+      "-DTILE=16 -maxrregcount=64",
+      "-DTILE=32 -maxrregcount=32",
+      "-DTILE=32 -maxrregcount=64",
+    ]);
     expect(flags({ defines: ["TILE=16,32", "USE_LDG=0,1", "T=float,double"] })).toHaveLength(8);
     expect(flags({ maxrregcount: "64,64,064" })).toEqual(["-maxrregcount=64"]);
     expect(flags({ defines: ["SCALE=0.5f,-1,1e+3"] })).toEqual(["-DSCALE=0.5f", "-DSCALE=-1", "-DSCALE=1e+3"]);
@@ -31,7 +43,9 @@ describe("tune (CUDA): the config space", () => {
       "maxrregcount=64 -Xptxas=-O1",
       "maxrregcount=64 --use_fast_math --extra-device-vectorization",
     ]);
-    expect(flags({ nvccFlags: ["-Xptxas=-O1,-v", "--ptxas-options=--allow-expensive-optimizations=true", "--ftz=true --prec-div=false --fmad=false --dopt=on"] })).toHaveLength(3);
+    expect(
+      flags({ nvccFlags: ["-Xptxas=-O1,-v", "--ptxas-options=--allow-expensive-optimizations=true", "--ftz=true --prec-div=false --fmad=false --dopt=on"] }),
+    ).toHaveLength(3);
   });
   test("the nvcc words: macros sorted, then -maxrregcount, then the flags; the label keeps the order given", () => {
     const c = { defines: { ZED: "1", ALPHA: "2" }, maxrregcount: 40, flags: ["-Xptxas=-O2"] };
@@ -49,19 +63,35 @@ describe("tune (CUDA): the config space", () => {
     expect(() => parseCudaSpace(spec({ maxrregcount: "32,abc" }))).toThrow(/maxrregcount "abc" is not a whole number from 1 to 255/);
     expect(() => parseCudaSpace(spec({ maxrregcount: "0" }))).toThrow(/from 1 to 255/);
     expect(() => parseCudaSpace(spec({ maxrregcount: "256" }))).toThrow(/from 1 to 255/);
-    for (const bad of ["$(id)", "a;b", "a b", "`x`", "*", "'q'", "a/b"]) expect(() => parseCudaSpace(spec({ defines: [`X=${bad}`] })), bad).toThrow(/not NAME=V1,V2|is not a value for macro X/);
+    for (const bad of ["$(id)", "a;b", "a b", "`x`", "*", "'q'", "a/b"])
+      expect(() => parseCudaSpace(spec({ defines: [`X=${bad}`] })), bad).toThrow(/not NAME=V1,V2|is not a value for macro X/);
     expect(() => nvccTuneFlags("-DTILE=4")).toThrow(/--define/);
     expect(() => nvccTuneFlags("-maxrregcount=32")).toThrow(/--maxrregcount/);
-    for (const bad of ["-ccbin=/tmp/evil", "--run", "-Xcompiler=-fplugin=x.so", "-Xptxas=--output-file=/etc/x", "-I/home", "-include=x.h", "-O3", "-Xptxas", "--ftz=maybe"]) expect(() => nvccTuneFlags(bad), bad).toThrow(/not a flag kerncap tune sweeps/);
+    for (const bad of [
+      "-ccbin=/tmp/evil",
+      "--run",
+      "-Xcompiler=-fplugin=x.so",
+      "-Xptxas=--output-file=/etc/x",
+      "-I/home",
+      "-include=x.h",
+      "-O3",
+      "-Xptxas",
+      "--ftz=maybe",
+    ])
+      expect(() => nvccTuneFlags(bad), bad).toThrow(/not a flag kerncap tune sweeps/);
     expect(nvccTuneFlags("")).toEqual([]);
   });
   test("the product's size is the product of the axes' sizes (property)", () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.integer({ min: 1, max: 255 }), { minLength: 1, maxLength: 4 }), fc.uniqueArray(fc.integer({ min: 0, max: 99 }), { minLength: 1, maxLength: 4 }), (regs, tiles) => {
-        const c = parseCudaSpace(spec({ defines: [`T=${tiles.join(",")}`], maxrregcount: regs.join(",") }));
-        expect(c).toHaveLength(regs.length * tiles.length);
-        expect(new Set(c.map(cudaConfigKey)).size).toBe(c.length);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: 255 }), { minLength: 1, maxLength: 4 }),
+        fc.uniqueArray(fc.integer({ min: 0, max: 99 }), { minLength: 1, maxLength: 4 }),
+        (regs, tiles) => {
+          const c = parseCudaSpace(spec({ defines: [`T=${tiles.join(",")}`], maxrregcount: regs.join(",") }));
+          expect(c).toHaveLength(regs.length * tiles.length);
+          expect(new Set(c.map(cudaConfigKey)).size).toBe(c.length);
+        },
+      ),
     );
   });
 });

@@ -65,12 +65,22 @@ afterAll(() => {
 describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build.sh", () => {
   test("-D and -maxrregcount reach nvcc: the registers follow them; a config that does not build is its error, the others build", async () => {
     const m = readManifest(dir);
-    const configs = [{ defines: {}, flags: [] }, ...parseCudaSpace({ configs: [], defines: ["HEAVY=1"], maxrregcount: "24,255", nvccFlags: [] }), ...parseCudaSpace({ configs: ["BROKEN=1"], defines: [], nvccFlags: [] })];
+    const configs = [
+      { defines: {}, flags: [] },
+      ...parseCudaSpace({ configs: [], defines: ["HEAVY=1"], maxrregcount: "24,255", nvccFlags: [] }),
+      ...parseCudaSpace({ configs: ["BROKEN=1"], defines: [], nvccFlags: [] }),
+    ];
     const seen: [number, number][] = [];
     const built = await buildCudaConfigs(dir, m, configs, { jobs: 2, onBuilt: (done, total) => void seen.push([done, total]) });
     expect(built).toHaveLength(4);
     // the progress line's counts: 0 at the start, then one per build, failed ones too
-    expect(seen).toEqual([[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]]);
+    expect(seen).toEqual([
+      [0, 4],
+      [1, 4],
+      [2, 4],
+      [3, 4],
+      [4, 4],
+    ]);
     const ok = built.map((b) => ("error" in b ? undefined : b));
     // each into its own folder
     for (const i of [0, 1, 2]) expect(ok[i]!.module, String(i)).toBe(tuneModulePath(dir, i));
@@ -87,7 +97,24 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
 
   test("kerncap tune builds every config (the build.sh row too) and, without a GPU, stops at the replay", async () => {
     if (HAS_GPU) return; // the GPU suite runs the whole tune (test/gpu/tune.test.ts)
-    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../../src/cli/main.ts"), "tune", dir, "--json", "--config", "HEAVY=0,1 maxrregcount=32", "--config", "BROKEN=1", "--config", "num_warps=4", "--jobs", "2"], { stdout: "pipe", stderr: "pipe", env: process.env });
+    const p = Bun.spawnSync(
+      [
+        process.execPath,
+        join(import.meta.dir, "../../../../src/cli/main.ts"),
+        "tune",
+        dir,
+        "--json",
+        "--config",
+        "HEAVY=0,1 maxrregcount=32",
+        "--config",
+        "BROKEN=1",
+        "--config",
+        "num_warps=4",
+        "--jobs",
+        "2",
+      ],
+      { stdout: "pipe", stderr: "pipe", env: process.env },
+    );
     expect(p.exitCode, p.stderr.toString()).toBe(2);
     expect(JSON.parse(p.stdout.toString()).error.code).toBe("E_NO_GPU");
     // build.sh as is, HEAVY=0 maxrregcount=32, HEAVY=1 maxrregcount=32, and BROKEN=1 (a union of two specs)
@@ -112,8 +139,26 @@ describe("tune (CUDA): what it prints", () => {
       { config: cfg({}), label: "captured module", captured: true, verdict: "match", medianUs: 10, speedup: 1, registers: 40 },
       { config: cfg({}), label: "build.sh", captured: false, verdict: "match", medianUs: 10.1, speedup: 10 / 10.1, registers: 40 },
       { config: cfg({ TILE: "32" }, 64), label: "TILE=32 maxrregcount=64", captured: false, verdict: "match", medianUs: 8, speedup: 1.25, registers: 64 },
-      { config: cfg({ TILE: "16" }, 64), label: "TILE=16 maxrregcount=64", captured: false, verdict: "match", medianUs: 10.05, speedup: 10 / 10.05, registers: 40, note: "the kernel's machine code is build.sh's: the flags change nothing in it" },
-      { config: cfg({ TILE: "x" }), label: "TILE=x", captured: false, verdict: "compile-error", medianUs: null, speedup: null, registers: null, error: "src/k.cu(3): error: identifier \"x\" is undefined" },
+      {
+        config: cfg({ TILE: "16" }, 64),
+        label: "TILE=16 maxrregcount=64",
+        captured: false,
+        verdict: "match",
+        medianUs: 10.05,
+        speedup: 10 / 10.05,
+        registers: 40,
+        note: "the kernel's machine code is build.sh's: the flags change nothing in it",
+      },
+      {
+        config: cfg({ TILE: "x" }),
+        label: "TILE=x",
+        captured: false,
+        verdict: "compile-error",
+        medianUs: null,
+        speedup: null,
+        registers: null,
+        error: 'src/k.cu(3): error: identifier "x" is undefined',
+      },
     ],
     winner: null,
     paste: "-DTILE=32 -maxrregcount=64",
@@ -124,7 +169,13 @@ describe("tune (CUDA): what it prints", () => {
     const t = describeTune(r as TuneResult<unknown>).split("\n");
     expect(t[0]).toMatch(/^config\s+verdict\s+µs\s+vs app\s+regs$/);
     expect(t[1]).toMatch(/^TILE=32 maxrregcount=64\s+match\s+8\.00\s+1\.25×\s+64$/);
-    expect(t.slice(1, 6).map((l) => l.split(/\s{2,}/)[0])).toEqual(["TILE=32 maxrregcount=64", "captured module (app)", "TILE=16 maxrregcount=64", "build.sh", "TILE=x"]);
+    expect(t.slice(1, 6).map((l) => l.split(/\s{2,}/)[0])).toEqual([
+      "TILE=32 maxrregcount=64",
+      "captured module (app)",
+      "TILE=16 maxrregcount=64",
+      "build.sh",
+      "TILE=x",
+    ]);
     expect(t).toContain('  TILE=x: compile-error: src/k.cu(3): error: identifier "x" is undefined');
     expect(t).toContain("  TILE=16 maxrregcount=64: the kernel's machine code is build.sh's: the flags change nothing in it");
     expect(t).toContain("winner: TILE=32 maxrregcount=64, 1.25× the app's");

@@ -47,12 +47,12 @@ describe("renderHipReproducer (no compiler)", () => {
     expect(sh).toContain(`-O2 '-DNAME=a b'`);
     expect(sh).toContain(shq(join(appDir, "vecops.hip")));
     expect(readFileSync(join(r.outDir, "README.md"), "utf8")).toContain("src/vecops.hip");
-    expect(() =>
-      renderHipReproducer({ outDir: join(tmp, "r1"), kernelName: "k", originalSource: "rel.hip", compileFlags: [], arch: ARCH }),
-    ).toThrow(/absolute/);
-    expect(() =>
-      renderHipReproducer({ outDir: join(tmp, "r1"), kernelName: "k", originalSource: "/nonexistent/x.hip", compileFlags: [], arch: ARCH }),
-    ).toThrow(/not found/);
+    expect(() => renderHipReproducer({ outDir: join(tmp, "r1"), kernelName: "k", originalSource: "rel.hip", compileFlags: [], arch: ARCH })).toThrow(
+      /absolute/,
+    );
+    expect(() => renderHipReproducer({ outDir: join(tmp, "r1"), kernelName: "k", originalSource: "/nonexistent/x.hip", compileFlags: [], arch: ARCH })).toThrow(
+      /not found/,
+    );
   });
 });
 

@@ -9,7 +9,23 @@ import { tritonScalarArgs } from "../../../../src/frontends/triton/tune.ts";
  * grid lambda (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); triton_app.py's 1-D add) and an inductor
  * pointwise kernel (xnumel, XBLOCK).
  */
-const MATMUL_SIG = { a_ptr: "*fp16", b_ptr: "*fp16", c_ptr: "*fp32", M: "i32", N: "i32", K: "i32", stride_am: "i32", stride_ak: "constexpr", stride_bk: "i32", stride_bn: "constexpr", stride_cm: "i32", stride_cn: "constexpr", BLOCK_M: "constexpr", BLOCK_N: "constexpr", BLOCK_K: "constexpr" };
+const MATMUL_SIG = {
+  a_ptr: "*fp16",
+  b_ptr: "*fp16",
+  c_ptr: "*fp32",
+  M: "i32",
+  N: "i32",
+  K: "i32",
+  stride_am: "i32",
+  stride_ak: "constexpr",
+  stride_bk: "i32",
+  stride_bn: "constexpr",
+  stride_cm: "i32",
+  stride_cn: "constexpr",
+  BLOCK_M: "constexpr",
+  BLOCK_N: "constexpr",
+  BLOCK_K: "constexpr",
+};
 /** The parameter bytes Triton's launcher packs for the matmul: 3 pointers, then M, N, K, stride_am, stride_bk, stride_cm (the strides equal to 1 are constexprs). */
 function matmulArgs(): Record<string, number> {
   const p = new Uint8Array(48);
@@ -53,7 +69,9 @@ describe("tune: the launch grid inferred from the capture", () => {
 
   test("1-D: cdiv(n_elements, BLOCK_SIZE); inductor: cdiv(xnumel, XBLOCK); a batch axis: the argument itself", () => {
     expect(inferGrid([4096, 1, 1], { n_elements: 1 << 20 }, { BLOCK_SIZE: 256 }, [{ BLOCK_SIZE: 1024 }]).grid).toBe("cdiv(n_elements, BLOCK_SIZE)");
-    expect(inferGrid([2048, 1, 1], { xnumel: 262144, rnumel: 512 }, { XBLOCK: 128, RBLOCK: 512 }, [{ XBLOCK: 64, RBLOCK: 512 }]).grid).toBe("cdiv(xnumel, XBLOCK)");
+    expect(inferGrid([2048, 1, 1], { xnumel: 262144, rnumel: 512 }, { XBLOCK: 128, RBLOCK: 512 }, [{ XBLOCK: 64, RBLOCK: 512 }]).grid).toBe(
+      "cdiv(xnumel, XBLOCK)",
+    );
     expect(inferGrid([16, 12, 1], { N_CTX: 1024, H: 12 }, { BLOCK_M: 64 }, [{ BLOCK_M: 128 }]).grid).toBe("cdiv(N_CTX, BLOCK_M), H");
   });
 

@@ -7,7 +7,10 @@ import { withRebuiltLaunch } from "../../../../src/replay/engine.ts";
 import { tritonRebuiltLaunch } from "../../../../src/frontends/triton/launch.ts";
 
 // a captured Triton launch: num_warps 4 (128 threads), no dynamic shared memory
-const m = { launch: { grid: [4096, 1, 1], block: [128, 1, 1], sharedMemBytes: 0, stream: "0x0", attributes: [] }, functionAttributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }] } as unknown as Manifest;
+const m = {
+  launch: { grid: [4096, 1, 1], block: [128, 1, 1], sharedMemBytes: 0, stream: "0x0", attributes: [] },
+  functionAttributes: [{ id: 8, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: 0 }],
+} as unknown as Manifest;
 
 describe("the launch of a rebuilt Triton kernel (repro.py's CUBIN.json)", () => {
   const dir = tempDir();
@@ -20,7 +23,13 @@ describe("the launch of a rebuilt Triton kernel (repro.py's CUBIN.json)", () => 
     writeFileSync(cubin + ".json", JSON.stringify({ shared: 0, num_warps: 4, num_ctas: 1 }));
     expect(tritonRebuiltLaunch(cubin, m)).toBeUndefined();
     expect(tritonRebuiltLaunch(join(dir, "none.cubin"), m)).toBeUndefined();
-    for (const bad of ["{", JSON.stringify({ shared: -1, num_warps: 8 }), JSON.stringify({ shared: 0, num_warps: 0 }), JSON.stringify({ shared: 0, num_warps: 2.5 }), "x".repeat(5000)]) {
+    for (const bad of [
+      "{",
+      JSON.stringify({ shared: -1, num_warps: 8 }),
+      JSON.stringify({ shared: 0, num_warps: 0 }),
+      JSON.stringify({ shared: 0, num_warps: 2.5 }),
+      "x".repeat(5000),
+    ]) {
       writeFileSync(cubin + ".json", bad);
       expect(tritonRebuiltLaunch(cubin, m)).toBeUndefined();
     }

@@ -24,11 +24,20 @@ let out = "";
 let records: ReturnType<typeof parseTritonJsonl> = [];
 
 function py(args: string[], env: Record<string, string>, cwd = tmp) {
-  const p = Bun.spawnSync([PY!, ...args], { cwd, env: { PATH: process.env.PATH ?? "", TMPDIR: tmpdir(), PYTHONDONTWRITEBYTECODE: "1", ...env }, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync([PY!, ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "", TMPDIR: tmpdir(), PYTHONDONTWRITEBYTECODE: "1", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
 }
 function sh(script: string, env: Record<string, string>) {
-  const p = Bun.spawnSync(["bash", script], { env: { PATH: process.env.PATH ?? "", TMPDIR: tmpdir(), PYTHONDONTWRITEBYTECODE: "1", ...env }, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync(["bash", script], {
+    env: { PATH: process.env.PATH ?? "", TMPDIR: tmpdir(), PYTHONDONTWRITEBYTECODE: "1", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: p.exitCode, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
 }
 
@@ -58,7 +67,10 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
     const r = c[2]!;
     expect(r.signature).toEqual({ x_ptr: "*fp32", out_ptr: "*fp32", n: "i32", BLOCK: "constexpr", DT: "constexpr" });
     expect(r.constexprs!.find((x) => x.name === "DT")!.expr).toBe("tl.dtype('fp32')");
-    expect(r.attrs).toEqual([{ path: [0], attrs: [["tt.divisibility", 16]] }, { path: [1], attrs: [["tt.divisibility", 16]] }]);
+    expect(r.attrs).toEqual([
+      { path: [0], attrs: [["tt.divisibility", 16]] },
+      { path: [1], attrs: [["tt.divisibility", 16]] },
+    ]);
     expect(r.metadata.num_warps).toBe(8);
     expect(r.cubin_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(r.source_file).toBe(resolve(DATA, "fake_app.py"));
@@ -86,7 +98,10 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
     // a POSIX character class: "scale_" and a letter for regcomp; for RegExp, one of "[:alph" then a literal "]"
     expect(accountLaunch(records, "scale_kernel", "^scale_[[:alpha:]]ernel$", 3)).toMatchObject({ kind: "app", appLaunchIndex: 0 });
     // JavaScript's (?:…) is no ERE (regcomp refuses it): no launch is claimed
-    expect(accountLaunch(records, "scale_kernel", "(?:scale)", 3)).toMatchObject({ kind: "unknown", note: "the --kernel pattern is not a POSIX extended regex" });
+    expect(accountLaunch(records, "scale_kernel", "(?:scale)", 3)).toMatchObject({
+      kind: "unknown",
+      note: "the --kernel pattern is not a POSIX extended regex",
+    });
   });
 
   test("join by cubin hash → pinned autotuned config; the reproducer rebuilds the identical cubin", () => {
@@ -99,7 +114,16 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
     expect(joinTriton(records, "0".repeat(64), "scale_kernel", "scale", 3)).toBeUndefined();
 
     const dir = join(tmp, "repro");
-    const r = renderTritonReproducer({ outDir: dir, source: s, sourceCopies: join(out, "triton-src"), command: ["python3", "fake_app.py"], match: "scale", matchIndex: 3, device: "H200 (sm_90)", sharedMemBytes: 0 });
+    const r = renderTritonReproducer({
+      outDir: dir,
+      source: s,
+      sourceCopies: join(out, "triton-src"),
+      command: ["python3", "fake_app.py"],
+      match: "scale",
+      matchIndex: 3,
+      device: "H200 (sm_90)",
+      sharedMemBytes: 0,
+    });
     expect(r.files.sort()).toEqual(["README.md", "build.sh", "pinned.json", "repro.py", "src/original/fake_app.py", "src/scale_kernel.py"].sort());
     expect(readFileSync(join(dir, "README.md"), "utf8")).toContain("BLOCK=128");
     const env = { KERNCAP_PYTHON: PY!, PYTHONPATH: FAKE };
@@ -149,7 +173,19 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
 
 describe("joinTriton (pure)", () => {
   test("prefers the record with source; unknown launch kind when Triton saw no launches", () => {
-    const base = { event: "compile", pid: 1, triton_version: "3.6.0", python: "/py", cache_hit: true, during_autotune: false, during_benchmark: false, name: "k", metadata: { num_warps: 4, target: { backend: "cuda", arch: 90, warp_size: 32 }, hash: "x" }, cubin_path: "/c", cubin_sha256: "a".repeat(64) } as const;
+    const base = {
+      event: "compile",
+      pid: 1,
+      triton_version: "3.6.0",
+      python: "/py",
+      cache_hit: true,
+      during_autotune: false,
+      during_benchmark: false,
+      name: "k",
+      metadata: { num_warps: 4, target: { backend: "cuda", arch: 90, warp_size: 32 }, hash: "x" },
+      cubin_path: "/c",
+      cubin_sha256: "a".repeat(64),
+    } as const;
     const recs = [{ ...base }, { ...base, fn: { name: "k", qualname: "k", module: "m", arg_names: [] }, kernel_module: "src" }] as any[];
     const s = joinTriton(recs, "a".repeat(64), "k", "k", 0)!;
     expect(s.kernelModule).toBe("src");

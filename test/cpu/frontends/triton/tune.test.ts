@@ -10,9 +10,18 @@ const PIN = {
   fnName: "matmul_kernel",
   python: "python3",
   signature: SIG,
-  constexprs: [{ name: "BLOCK_M", expr: "64" }, { name: "BLOCK_N", expr: "128" }, { name: "ACT", expr: "'relu'" }],
+  constexprs: [
+    { name: "BLOCK_M", expr: "64" },
+    { name: "BLOCK_N", expr: "128" },
+    { name: "ACT", expr: "'relu'" },
+  ],
   options: { num_warps: 4, num_stages: 3, num_ctas: 1, maxnreg: null },
-  autotune: { configList: [{ kwargs: { BLOCK_M: 64, BLOCK_N: 128 }, num_warps: 4, num_stages: 3, num_ctas: 1, maxnreg: null }, { kwargs: { BLOCK_M: 128, BLOCK_N: 64 }, num_warps: 8, num_stages: 2, num_ctas: 1, maxnreg: null }] },
+  autotune: {
+    configList: [
+      { kwargs: { BLOCK_M: 64, BLOCK_N: 128 }, num_warps: 4, num_stages: 3, num_ctas: 1, maxnreg: null },
+      { kwargs: { BLOCK_M: 128, BLOCK_N: 64 }, num_warps: 8, num_stages: 2, num_ctas: 1, maxnreg: null },
+    ],
+  },
 };
 
 describe("tune (Triton): what the capture gives", () => {
@@ -48,7 +57,10 @@ async function tritonCapture(): Promise<string> {
   m.kernel.frontend = "triton";
   writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
   // the fixture's parameters: a pointer at 0, an int (1024) at 8
-  writeFileSync(join(dir, "pinned.json"), JSON.stringify({ ...PIN, signature: { x_ptr: "*fp32", n: "i32", BLOCK: "constexpr" }, constexprs: [{ name: "BLOCK", expr: "256" }] }));
+  writeFileSync(
+    join(dir, "pinned.json"),
+    JSON.stringify({ ...PIN, signature: { x_ptr: "*fp32", n: "i32", BLOCK: "constexpr" }, constexprs: [{ name: "BLOCK", expr: "256" }] }),
+  );
   return dir;
 }
 
@@ -80,7 +92,11 @@ describe("kerncap tune: refused before anything compiles", () => {
   });
   test("tile sizes that change without --grid: the grid inferred from the capture (cdiv(n, BLOCK): 4 blocks for n = 1024, BLOCK = 256), said, and tune goes on", async () => {
     const dir = await tritonCapture();
-    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../../src/cli/main.ts"), "tune", dir, "--json", "--config", "BLOCK=128,512"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, KERNCAP_LIBCUDA: "" } });
+    const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../../src/cli/main.ts"), "tune", dir, "--json", "--config", "BLOCK=128,512"], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, KERNCAP_LIBCUDA: "" },
+    });
     expect(p.stderr.toString()).toContain("launch grid inferred from the capture: cdiv(n, BLOCK) (4x1x1 for the app's config, as captured)");
     // past the grid: what stops it here is the build or the missing GPU, not a usage error about the grid
     const doc = JSON.parse(p.stdout.toString());
