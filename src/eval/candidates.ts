@@ -224,10 +224,15 @@ function stripCount(src: string, patch: string): number {
 
 /**
  * Why a patch is not a candidate's (or undefined): it makes a symbolic link (git's mode 120000:
- * a link out of src/ that a confined build would read through) or changes a file's mode (old
- * mode/new mode, a new file of any mode but 100644).
+ * a link out of src/ that a confined build would read through), changes a file's mode (old
+ * mode/new mode, a new file of any mode but 100644), or copies or renames a file (git's `copy
+ * from`/`rename from` headers: git apply reads the source by the name given, an absolute or `..`
+ * one included, so a copy brings a file from outside the capture into the candidate's src/ where
+ * the build reads it as the capture's own; and a rename makes a name edit_file refuses).
  */
 export function patchModeProblem(text: string): string | undefined {
+  const moved = /^(copy from|copy to|rename from|rename to|rename old|rename new) /m.exec(text);
+  if (moved) return `it copies or renames a file (${moved[1]}: a candidate's patch edits, adds and deletes files of src/ only)`;
   for (const m of text.matchAll(/^(new file mode|deleted file mode|old mode|new mode) (\d+)\s*$/gm)) {
     if (m[2] === "120000") return `it makes or changes a symbolic link (${m[1]} 120000)`;
     if (m[1] === "old mode" || m[1] === "new mode") return `it changes a file's mode (${m[1]} ${m[2]})`;
@@ -238,6 +243,12 @@ export function patchModeProblem(text: string): string | undefined {
 
 async function applyPatch(src: string, patchFile: string): Promise<void> {
   const text = readFileSync(patchFile, "utf8");
+  // checked where the candidate was named too: here again, so that no path to git apply skips it
+  const why = patchModeProblem(readFileSync(patchFile, "latin1"));
+  if (why)
+    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)}: ${why}`, {
+      hint: "Give the candidate as a tree (an edited copy of src/) or a patch of text edits.",
+    });
   const p = Bun.spawn(["git", "apply", `-p${stripCount(src, text)}`, "--whitespace=nowarn", patchFile], {
     cwd: src,
     stdout: "pipe",

@@ -162,6 +162,33 @@ describe("an MCP agent's confined build and candidates", () => {
     expect(refused(() => parseCandidate(join(d, "sym.patch"))).code).toBe("E_USAGE");
   });
 
+  test("a candidate patch that copies or renames a file is refused: git apply would read a copy's source outside the capture (copy from /abs)", async () => {
+    const { patchModeProblem, parseCandidate, materialise } = await import("../../src/eval/candidates.ts");
+    const { writeCandidates } = await import("../../src/mcp/evaluate.ts");
+    const root = tempDir();
+    const secret = join(root, "secret.txt");
+    writeFileSync(secret, "TOPSECRET_7f3a9c\n", { mode: 0o600 });
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src/kernel.cu"), "int k;\n");
+    const copy = `diff --git a/kernel.cu b/leak.cu\nsimilarity index 100%\ncopy from ${secret}\ncopy to leak.cu\n`;
+    const rename = "diff --git a/kernel.cu b/x.sh\nsimilarity index 100%\nrename from kernel.cu\nrename to x.sh\n";
+    expect(patchModeProblem(copy)).toContain("copy from");
+    expect(patchModeProblem(rename)).toContain("rename from");
+    writeFileSync(join(root, "copy.patch"), copy);
+    expect(refused(() => parseCandidate(join(root, "copy.patch"))).code).toBe("E_USAGE");
+    expect(refused(() => writeCandidates(cap, [{ name: "c", patch: copy }])).code).toBe("E_USAGE");
+    // applied past the parse (a candidate made by hand): git apply is never reached, nothing is copied in
+    const dest = join(root, "cand");
+    const e = await materialise(cap, { id: "c@0", label: "copy.patch", kind: "patch", path: join(root, "copy.patch") }, dest).then(
+      () => undefined,
+      (x) => x,
+    );
+    expect(e?.code).toBe("E_PATCH");
+    expect(existsSync(join(dest, "src/leak.cu"))).toBe(false);
+  });
+
   test("evaluate's files and patches follow edit_file's rule (no src/x.sh, no build.sh at any depth) and its patch no link", async () => {
     const { writeCandidates } = await import("../../src/mcp/evaluate.ts");
     const cap = join(tempDir(), "cap");
