@@ -212,7 +212,11 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
           const p = pathProblem(hn, true, from, readable);
           if (p) say(op, `#${directive} ${p}`);
         }
-        // a quoted name is a string literal: checked below; a computed one's text is checked where it is written
+        // a quoted name is a string literal: checked below. A computed one (a macro naming the file) is
+        // refused: what a macro expands to can be assembled from tokens no scan of the text sees as a
+        // path (an empty macro before a `/`, token pasting), so a confined build takes written names only
+        else if (!(op?.kind === "str" && op.text.startsWith('"')) && !op?.bol)
+          say(op ?? t, `a computed #${directive} (a macro names the file): a confined build takes only a written "name" or <name>`);
       }
     }
     if (t.kind === "id" && FILE_QUERIES.has(t.text)) {
@@ -223,6 +227,10 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
         const p = pathProblem(arg.name, true, from, readable);
         if (p) say(t, `${t.text} ${p}`);
       }
+      // a computed operand (a macro, `__has_include(X(E/etc/shadow))`) or the query inside a macro: refused, as a computed
+      // #include (`defined(__has_include)`, `#ifdef __has_include` name it without asking)
+      if (!arg && next?.text === "(")
+        say(t, `${t.text} without a written "name" or <name> in its parentheses (a macro names the file): a confined build takes only written names`);
     }
     // _Pragma("…") is a #pragma line once destringized: checked as one
     if (t.kind === "id" && t.text === "_Pragma" && next?.text === "(" && toks[i + 2]?.kind === "str") {
