@@ -25,6 +25,17 @@ function escaped(c: string): string {
   return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
 }
 
+const BIDI_ONLY = new RegExp(`[${BIDI_AND_SEPARATORS}]`, "g");
+
+/**
+ * `text` with only the bidi controls and line/paragraph separators escaped as \uNNNN: for files
+ * whose own escaping handles the rest (JUnit XML, HTML reports) but that a viewer renders, where
+ * U+202E would show a name reversed and U+2028 break a line.
+ */
+export function escapeBidi(text: string): string {
+  return text.replace(BIDI_ONLY, escaped);
+}
+
 /** `text` with every control character, bidi control and line separator escaped (see above); `oneLine`: newlines and tabs too. */
 export function escapeForTerminal(text: string, o: { oneLine?: boolean } = {}): string {
   return text.replace(o.oneLine ? ONE_LINE : KEEP_LINES, escaped);

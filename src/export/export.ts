@@ -357,9 +357,10 @@ function copyProject(capDir: string, m: Manifest, tmp: string): string | null {
   copyTree("build.sh");
   copyTree("src");
   // the kernel's definition: src/ mirrors the project root (manifest source.cuda, src/frontends/cuda/locate.ts)
-  const cuda = (m.source as { cuda?: { definition?: string; projectRoot?: string } } | undefined)?.cuda;
-  const def = cuda?.definition;
-  const root = cuda?.projectRoot;
+  // a received manifest's source.cuda is the sender's to write (the schema keeps it unknown): names taken only when they are strings
+  const cuda = (m.source as { cuda?: { definition?: unknown; projectRoot?: unknown } } | undefined)?.cuda;
+  const def = typeof cuda?.definition === "string" ? cuda.definition : undefined;
+  const root = typeof cuda?.projectRoot === "string" ? cuda.projectRoot : undefined;
   const fn = tritonSourceOf(m)?.fnName;
   const named = def ? `src/${root && def.startsWith(root + "/") ? def.slice(root.length + 1) : def.split("/").pop()}` : fn ? `src/${fn}.py` : undefined;
   if (named && copied.includes(named)) return named;

@@ -6,17 +6,18 @@
  * else's), every number through `num`; CSV cells are quoted (RFC 4180) and a text cell that a
  * spreadsheet would take for a formula (= + - @, tab, CR first) is prefixed with a quote.
  */
-import { escapeForTerminal } from "../escape.ts";
+import { escapeBidi, escapeForTerminal } from "../escape.ts";
 
 /** Text for HTML content or a double- or single-quoted attribute. */
 export function esc(s: string | number | null | undefined): string {
-  return String(s ?? "")
+  // bidi controls and line separators shown as \uNNNN (a name shown reversed would mislead), as on a terminal
+  return escapeBidi(String(s ?? ""))
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
     .replace(/"/g, "&quot;")
     .replace(/'/g, "&#39;")
-    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, "\ufffd"); // C0 controls are not HTML characters
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, "\ufffd"); // C0 and C1 controls are not HTML characters
 }
 
 /** A finite number for SVG coordinates (NaN and ±∞ would break the drawing). */

@@ -685,3 +685,18 @@ describe("hostile names through every reproducer template", () => {
     expect(pwned(dir)).toEqual([]);
   });
 });
+
+describe("bidi controls and line separators in the files a viewer renders", () => {
+  test("JUnit XML and the HTML reports show U+202E, U+2066 and U+2028 as \\uNNNN, never raw; C1 controls are not HTML characters", async () => {
+    const { xmlEscape } = await import("../../src/check/junit.ts");
+    const { esc } = await import("../../src/util/html-report.ts");
+    const hostile = "ker\u202enel\u2066x\u2028y\u0085z<b>";
+    for (const out of [xmlEscape(hostile), xmlEscape(hostile, true), esc(hostile)]) {
+      expect(out).not.toMatch(/[\u202a-\u202e\u2066-\u2069\u2028\u2029]/);
+      expect(out).toContain("\\u202e");
+      expect(out).toContain("\\u2028");
+      expect(out).not.toContain("<b>");
+    }
+    expect(esc(hostile)).not.toContain("\u0085");
+  });
+});

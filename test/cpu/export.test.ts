@@ -252,6 +252,24 @@ describe("kerncap export: the folder", () => {
     expect(existsSync(join(cap, "x"))).toBe(false);
   });
 
+  test("a manifest's source.cuda of the wrong types (a received capture's, the sender's to write): exported, no internal error", async () => {
+    for (const bad of [-1, {}, 1e308, null]) {
+      const { cap, out } = await demo();
+      const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+      m.source = { ...(m.source ?? {}), cuda: { ...(m.source?.cuda ?? {}), definition: bad, projectRoot: bad } };
+      writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+      let err: unknown;
+      try {
+        exportCapture(cap, out);
+      } catch (e) {
+        err = e;
+      }
+      // either exported or refused with a kerncap error saying why, never a TypeError
+      if (err !== undefined) expect(isKerncapError(err), String(err)).toBe(true);
+      else expect(existsSync(join(out, EXPORT_FILE))).toBe(true);
+    }
+  });
+
   test("a damaged capture (bytes altered in memory/before.bin) is refused as pack refuses it, and nothing is written", async () => {
     const { cap, out } = await demo();
     const fd = openSync(join(cap, "memory/before.bin"), "r+");
