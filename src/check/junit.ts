@@ -15,7 +15,7 @@ import { escapeBidi } from "../escape.ts";
  * Text as XML 1.0 character data or attribute value: & < > " ' escaped; characters XML 1.0 does
  * not allow at all (C0 controls but tab, newline and carriage return; lone surrogates; U+FFFE,
  * U+FFFF) written as the text \xHH / \uHHHH, so a kernel name or compiler message can never make
- * the file unreadable; bidi controls and line separators as \\uNNNN (src/escape.ts escapeBidi). Newlines
+ * the file unreadable; bidi controls and line separators as \uNNNN (src/escape.ts escapeBidi). Newlines
  * are kept in text and written as &#10; in attributes.
  */
 export function xmlEscape(raw: string, attribute = false): string {
