@@ -26,7 +26,7 @@ import "../../src/frontends/index.ts"; // registers the frontends' reading of bu
 import { codeLoadingWords, flagWords, readBuildScripts, scriptWords } from "../../src/frontends/stock-build.ts";
 import { TEMPLATE_ESCAPES, templateEngine, type TemplateFile } from "../../src/frontends/templates.ts";
 import { TRITON_TEMPLATES } from "../../src/frontends/triton/templates.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
 
 const saved: Record<string, string | undefined> = {};
 beforeAll(() => {
@@ -57,23 +57,8 @@ async function quietly(f: () => unknown): Promise<{ err: string; e?: KerncapErro
 
 const validate = async (argv: string[]) => quietly(async () => runCommand(await commands.validate(), { rawArgs: argv }));
 
-/** kerncap's own CUDA build.sh for src/kernel.cu, its flags slot `flags` (shell words, as the renderer writes them). */
-function stockCudaBuildSh(flags: string, more: Record<string, unknown> = {}): string {
-  const text = CUDA_TEMPLATES.find((t) => t.path === "build.sh.hbs")!.text;
-  return templateEngine().compile(text, { strict: true, noEscape: true })({
-    kernelName: "k",
-    flagsFrom: "defaults",
-    overlay: false,
-    arch: "sm_90",
-    sliced: false,
-    rdc: false,
-    flags,
-    tuSource: "kernel.cu",
-    compiledSource: "kernel.cu",
-    sliceKind: "none",
-    ...more,
-  });
-}
+/** kerncap's own CUDA build.sh for src/kernel.cu, its flags slot `flags` (shell words, as the renderer writes them): test/cpu/fixtures.ts stockBuildSh. */
+const stockCudaBuildSh = stockBuildSh;
 
 /** A capture made in ROOT/made with `script` as build.sh, src/kernel.cu and `more`'s files, packed and unpacked: received. */
 async function received(root: string, script: string, more: (made: string) => void = () => {}): Promise<string> {

@@ -50,7 +50,7 @@ export function trustDigest(dir: string): string {
  * a capture renders it: a received capture's build.sh that plain --trust runs (a hand-written one
  * needs --trust=DIGEST). It runs $NVCC when set.
  */
-export function stockBuildSh(flags = "-O2"): string {
+export function stockBuildSh(flags = "-O2", more: Record<string, unknown> = {}): string {
   const text = CUDA_TEMPLATES.find((t) => t.path === "build.sh.hbs")!.text;
   return templateEngine().compile(text, { strict: true, noEscape: true })({
     kernelName: "k",
@@ -63,6 +63,7 @@ export function stockBuildSh(flags = "-O2"): string {
     tuSource: "kernel.cu",
     compiledSource: "kernel.cu",
     sliceKind: "none",
+    ...more,
   });
 }
 
