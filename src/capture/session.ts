@@ -2,14 +2,14 @@
  * A capture session: everything between "the user named an application" and "a capture folder
  * (or a launch census) exists" — the runtime's Injector (src/capture/injector.ts: CUDA or HSA),
  * the capture library's environment (docs/raw-capture.md), the
- * temp folder `DIR.tmp-<pid>` and its removal on every path out (an error, Ctrl-C, SIGTERM), the
+ * temp folder `DIR.tmp-<pid>-<token>` and its removal on every path out (an error, Ctrl-C, SIGTERM), the
  * stale temp folders of killed runs, the application run, reading what the library reported
  * (every process's kernels.<pid>.json and error.<pid>.txt, src/capture/census.ts; its progress
  * file, src/capture/progress.ts), the process selection (--rank/--process), CUPTI sharing notes
  * (src/capture/coexist.ts), counting the launches toward --dispatch, and the finalize step.
  * The verbs `run` and `list` only parse their options, call captureKernel/listKernels and report.
  *
- * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>
+ * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>-<token>
  * (renamed to DIR), `list` a folder under $TMPDIR, both removed when the session fails.
  */
 import { assertOutputPath } from "../format/archive.ts";
@@ -120,8 +120,8 @@ export interface CaptureResult {
 }
 /**
  * Check the request, run the application with the capture library, and finalize the capture of
- * the matching launch into `out` (written as `out.tmp-<pid>`, renamed when complete; removed on
- * any failure or signal). Stale `out.tmp-<pid>` folders of dead kerncap processes are removed
+ * the matching launch into `out` (written as `out.tmp-<pid>-<token>`, renamed when complete; removed on
+ * any failure or signal). Stale `out.tmp-<pid>-<token>` folders of dead kerncap processes are removed
  * first, with a log line each.
  * @returns the manifest and how the application ended (its exit code is not an error here).
  * @throws KerncapError E_USAGE (also --rank with --process), E_APP_NOT_FOUND, E_EXISTS (checked
@@ -283,7 +283,7 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
   const writer = liveTempWriter(out);
   if (writer !== undefined) {
-    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (${out}.tmp-${writer})`, {
+    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (as ${out}.tmp-${writer}-…)`, {
       hint: "Wait for it to finish, or choose another --out.",
     });
   } // a missing, non-folder or read-only parent, before the app runs

@@ -115,7 +115,8 @@ describe.skipIf(SKIP)("replay --against and the timing conditions", () => {
     const d = json(r);
     figures.againstSelf = { compare: d.compare, timing: d.timing, againstTiming: d.against?.timing };
     expect(d.against.verdict).toBe("match");
-    expect(d.compare.pairs).toBe(50);
+    // --iters is the fewest pairs: the adaptive compare takes more while the interval is wider than its margin (src/replay/stats.ts)
+    expect(d.compare.pairs).toBeGreaterThanOrEqual(50);
     expect(Math.abs(d.compare.speedup - 1)).toBeLessThan(0.03);
     expect(d.compare.low).toBeLessThanOrEqual(d.compare.speedup);
     expect(d.timing.l2).toBe("warm");
