@@ -5,9 +5,14 @@
 //             their atomics changes the float result), entry 2 sums 3 warps, entry 3 one warp
 //             (adding +0.0 in any order: it never varies). Each warp waits before its atomic for
 //             a time taken from its SM and the global timer, so that the order follows the GPU's
-//             timing. Launched 3 times; before the 2nd (the one the tests capture) the app makes
-//             its timing unlike a replay's: it evicts L2 (a 256 MiB buffer written and freed) and
-//             keeps a second stream busy with a spin kernel until just before the launch.
+//             timing. Entry 4 sums 8 warps in an order set by the L2 instead: warps 4-7 wait for
+//             a load of a line only they read (an L2 hit in a replay, whose restore and earlier runs
+//             leave it there; DRAM in the app's 2nd launch, after the eviction below), warps 0-3
+//             for fixed clock64 spins placed between: the order is the same in every replay and
+//             another in the app (the held-back case: a region quiet in every replay while the
+//             app's value differs). Launched 3 times; before the 2nd (the one the tests capture)
+//             the app makes its timing unlike a replay's: it evicts L2 (a 256 MiB buffer written
+//             and freed) and keeps a second stream busy with a spin kernel until just before the launch.
 //   spin N    a compute-bound loop of N dependent FMAs per thread over 132x4 blocks of 256 threads
 //             (N is a kernel parameter: two captures with other N time another amount of work on
 //             the same memory); launched twice.
@@ -21,6 +26,7 @@ struct Entry {
   const float *x;  // blocks * 256 inputs
   float *acc;      // one accumulator per block
   int warps;       // warps of a block that contribute (the others add +0.0)
+  const float *probe;  // entry 4: 4 lines per block, one per warp 4-7 (nullptr elsewhere)
 };
 
 __device__ unsigned long long globaltimer() {
@@ -39,7 +45,20 @@ __global__ void block_sums(const Entry *table) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float v = warp < e.warps ? e.x[blockIdx.x * blockDim.x + threadIdx.x] : 0.0f;
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (lane == 0) {
+  if (lane == 0 && e.probe) {
+    // warps 0-3: spins of 1000, 1800, 2600, 3400 cycles; warps 4-7: 400, 1200, 2000, 2800 cycles and
+    // then one load. An L2 hit (~300-450 cycles) puts warp 4 before warp 0, warp 5 between 0 and 1…;
+    // a DRAM access (~1000+ cycles) puts each after the warp it preceded
+    const long long spin = warp < 4 ? 1000 + 800 * warp : 400 + 800 * (warp - 4);
+    const long long t0 = clock64();
+    while (clock64() - t0 < spin) {
+    }
+    if (warp >= 4) {
+      const float p = *(volatile const float *)&e.probe[(blockIdx.x * 4 + (warp - 4)) * 32];
+      v += p * 0.0f;  // the atomic waits for the load (the line holds zeros: the sum is unchanged)
+    }
+    atomicAdd(&e.acc[blockIdx.x], v);
+  } else if (lane == 0) {
     // a wait of 0-7 × 200 ns chosen by the SM, the warp and the time: the order of the block's atomics follows the GPU's timing
     unsigned d = (smid() * 7 + warp * 3 + (unsigned)(globaltimer() >> 12)) & 7;
     unsigned long long t0 = globaltimer();
@@ -73,8 +92,8 @@ __global__ void fma_spin(float *y, int iters) {
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "atomics";
   if (!strcmp(mode, "atomics")) {
-    const int blocks = 512, T = 4, n = blocks * 256;
-    const int warps[T] = {8, 8, 3, 1};
+    const int blocks = 512, T = 5, n = blocks * 256;
+    const int warps[T] = {8, 8, 3, 1, 8};
     Entry h[T];
     float *hx = (float *)malloc(n * sizeof(float));
     for (int t = 0; t < T; t++) {
@@ -84,7 +103,12 @@ int main(int argc, char **argv) {
       CK(cudaMalloc(&x, n * sizeof(float)));
       CK(cudaMalloc(&acc, blocks * sizeof(float)));
       CK(cudaMemcpy(x, hx, n * sizeof(float), cudaMemcpyHostToDevice));
-      h[t] = {x, acc, warps[t]};
+      float *probe = nullptr;
+      if (t == 4) {
+        CK(cudaMalloc(&probe, blocks * 4 * 32 * sizeof(float)));
+        CK(cudaMemset(probe, 0, blocks * 4 * 32 * sizeof(float)));
+      }
+      h[t] = {x, acc, warps[t], probe};
     }
     Entry *table;
     CK(cudaMalloc(&table, sizeof h));
@@ -106,9 +130,10 @@ int main(int argc, char **argv) {
       block_sums<<<dim3(blocks, T), 256, 0, s1>>>(table);
       CK(cudaStreamSynchronize(s1));
     }
-    float out[4];
+    float out[4], out4[4];
     CK(cudaMemcpy(out, h[0].acc, sizeof out, cudaMemcpyDeviceToHost));
-    printf("atomics: %.9g %.9g %.9g %.9g\n", out[0], out[1], out[2], out[3]);
+    CK(cudaMemcpy(out4, h[4].acc, sizeof out4, cudaMemcpyDeviceToHost));
+    printf("atomics: %.9g %.9g %.9g %.9g; entry 4: %.9g %.9g\n", out[0], out[1], out[2], out[3], out4[0], out4[1]);
     return 0;
   }
   if (!strcmp(mode, "spin")) {
