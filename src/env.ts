@@ -59,6 +59,12 @@ export const ENV_VARS = {
     setBy: "user",
     meaning: "snapshot chunk size in bytes, a power of two from 64 KiB to 64 MiB (default 1 MiB; another value is ignored)",
   },
+  KERNCAP_TIMING: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "how timed launches are prepared, for experiments (scripts/exp-kernel-time.sh): comma-separated `spin=µs` (default 30), `warmup=N` (2), `restore=` `device`, `host` or `none` (device), `l2=` `reread`, `restored` or `evicted` (reread; `restored`: L2 as the restore leaves it, the timing before the warm L2 was written back); docs/performance.md",
+  },
   KERNCAP_FAULT_VA_TAKEN: {
     readers: ["kerncap"],
     setBy: "user",
@@ -192,6 +198,8 @@ export const isAslrRetryChild = (env?: Env) => flag("KERNCAP_ASLR_RETRY", env);
 export const aslrRetryDisabled = (env?: Env) => flag("KERNCAP_NO_ASLR_RETRY", env);
 /** KERNCAP_NO_PRELOAD=1: the CUDA library is not put on the application's LD_PRELOAD (src/capture/coexist.ts). */
 export const preloadDisabled = (env?: Env) => flag("KERNCAP_NO_PRELOAD", env);
+/** $KERNCAP_TIMING: the timed launches' setup (src/replay/timing-setup.ts parseTimingSetup). */
+export const timingOverride = (env?: Env) => readEnv("KERNCAP_TIMING", env);
 /** KERNCAP_FAULT_VA_TAKEN=1: test hook, take the first captured span before the replay does. */
 export const faultVaTaken = (env?: Env) => flag("KERNCAP_FAULT_VA_TAKEN", env);
 

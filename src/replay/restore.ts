@@ -275,10 +275,13 @@ export class ChangedChunks {
     }
   }
 
-  /** The regions' app-changed chunks back to the before state: from the device backup, else whole changed regions from the host. */
-  restore(): void {
+  /**
+   * The regions' app-changed chunks back to the before state: from the device backup, else (or
+   * with `fromHost`: KERNCAP_TIMING restore=host) whole changed regions from the host.
+   */
+  restore(fromHost = false): void {
     const { be, restorer } = this;
-    if (this.backup === undefined) {
+    if (this.backup === undefined || fromHost) {
       for (const r of this.m.regions) if (r.changed) restorer.restore(BigInt(r.va), r, this.m.memory.chunkBytes);
       restorer.finish();
       return;

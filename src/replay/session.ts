@@ -11,6 +11,7 @@ import { FileImage } from "../format/file-image.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes } from "../format/paths.ts";
+import { timingOverride } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { openBackend } from "./backends/factory.ts";
@@ -23,6 +24,7 @@ import { ChangedChunks, checkRestored, moduleGlobals, putBackWritten, reserveSpa
 import type { ComparedRuns, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import { overallVerdict } from "./tolerance.ts";
+import { DEFAULT_TIMING, describeSetup, parseTimingSetup, rewarmRanges, timeOneLaunch, type L2Step, type TimedKernel, type TimingSetup } from "./timing-setup.ts";
 
 /**
  * A capture's memory resident on the GPU at its captured VAs, checked, ready for any number of
@@ -91,6 +93,7 @@ export interface ReplaySession {
  */
 export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
   const { dir, manifest: m } = c;
+  const setup = parseTimingSetup(timingOverride()); // a bad KERNCAP_TIMING is refused before any GPU work
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
   // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
   verifyFiles(dir, o.verify ? m : { ...m, files: [] });
@@ -98,7 +101,7 @@ export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verif
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
   const be = openBackend(m, o.ordinal);
   try {
-    return await openOn(be, dir, m, o);
+    return await openOn(be, dir, m, o, setup);
   } catch (e) {
     // nothing stays reserved (close unmaps): the no-ASLR retry (src/replay/aslr.ts) is another process that needs these VAs
     be.close();
@@ -107,14 +110,14 @@ export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verif
   }
 }
 
-async function openOn(be: ReplayBackend, dir: string, m: Manifest, o: Pick<ReplayOptions, "verify">): Promise<ReplaySession> {
+async function openOn(be: ReplayBackend, dir: string, m: Manifest, o: Pick<ReplayOptions, "verify">, setup: TimingSetup): Promise<ReplaySession> {
   const reserve = reserveSpans(be, m);
   const { restorer, restore } = restoreBefore(be, dir, m);
   const scanner = await be.scanner();
   const tv = performance.now();
   if (o.verify) for (const r of m.regions) checkRestored(scanner, BigInt(r.va), r, m.memory.chunkBytes, m.memory.before, `region ${r.va}`);
   const verifySeconds = (performance.now() - tv) / 1000;
-  return new Session(dir, m, be, restorer, scanner, o.verify, { restore, reserve, verifySeconds });
+  return new Session(dir, m, be, restorer, scanner, o.verify, { restore, reserve, verifySeconds }, setup);
 }
 
 /** A loaded module and how long its wait and load took. */
@@ -151,6 +154,8 @@ interface Prepared {
   fault?: ReplayResult;
   launch: () => void;
   restoreChanged: () => void;
+  /** The launch and restore as the timed launches run them (src/replay/timing-setup.ts). */
+  timed: TimedKernel;
   finish: (times: number[], interleaved: boolean, clocks: ClockState | null) => ReplayResult;
 }
 
@@ -166,6 +171,10 @@ class Session implements ReplaySession {
   private flush: bigint | undefined;
   /** The last timed launches had L2 flushed before each. */
   private flushed = false;
+  /** How L2 was prepared before the last timed launches (the result's timing.method), when not flushed. */
+  private warmL2 = "";
+  /** The flush buffer could not be allocated: not asked again. */
+  private flushRefused = false;
   /** The clocks during the last timed launches (the backend's clocks). */
   private clocks: Promise<ClockState | null> = Promise.resolve(null);
   private readonly before: FileImage;
@@ -180,6 +189,7 @@ class Session implements ReplaySession {
     private readonly scanner: DeviceScanner,
     private readonly verify: boolean,
     readonly opened: ReplaySession["opened"],
+    private readonly setup: TimingSetup = DEFAULT_TIMING,
   ) {
     const m = manifest;
     this.C = m.memory.chunkBytes;
@@ -324,44 +334,27 @@ class Session implements ReplaySession {
   private roundTimes: number[][] = [];
 
   /**
-   * 6. Timed launches, each from the before state: 2 warm-up launches each (none when iters is 0:
-   * under a profiler or compute-sanitizer; none when `firstRound` > 0, a continuation), then
-   * `iters` timed ones each. With several kernels, one launch of each per round in the balanced
-   * order of src/replay/stats.ts roundOrder (A B, B A, …; rounds numbered from `firstRound`), so
-   * that a position effect (the launch right after the restore) falls on all alike. A flush of L2 with
-   * flushL2 before each launch: a read of a buffer larger than L2 (DeviceScanner.evict: clean
-   * lines, as ncu's --cache-control all leaves), a memset where the backend cannot read. The clocks are read meanwhile (this.clocks).
+   * 6. Timed launches, each from the before state: `setup.warmup` warm-up launches each (2; none
+   * when iters is 0: under a profiler or compute-sanitizer; none when `firstRound` > 0, a
+   * continuation), then `iters` timed ones each. With several kernels, one launch of each per round
+   * in the balanced order of src/replay/stats.ts roundOrder (A B, B A, …; rounds numbered from
+   * `firstRound`), so that a position effect (the launch right after the restore) falls on all
+   * alike. Before each launch, after its restore, the L2 step of l2Step (src/replay/timing-setup.ts
+   * timeOneLaunch). The clocks are read meanwhile (this.clocks).
    * @returns each kernel's times of this call (µs), in launch order; this.roundTimes holds them since round 0
    */
   private timeInterleaved(ps: Prepared[], o: RunOptions, firstRound: number): number[][] {
     const { be } = this;
-    let flush: bigint | undefined;
-    // a buffer of 256 MiB, or of twice the L2 where that is more (H200: 50 MiB): reading it evicts every line the previous launch left
-    const flushBytes = Math.max(256 << 20, 2 * (be.l2Bytes?.() ?? 0));
-    if (o.flushL2) {
-      try {
-        if (this.flush === undefined) {
-          this.flush = be.memAlloc(flushBytes);
-          be.memset(this.flush, 0, flushBytes);
-        }
-        flush = this.flush;
-      } catch {
-        log.warn(`--flush-l2: no device memory for the ${flushBytes >> 20} MiB flush buffer; timing with a warm L2`);
-      }
-    }
-    this.flushed = flush !== undefined;
     if (firstRound === 0) {
       this.clocks = (o.iters ? be.clocks?.() : undefined) ?? Promise.resolve(null);
       this.roundTimes = ps.map(() => []);
     }
     const times = ps.map(() => [] as number[]);
-    for (let i = o.iters && firstRound === 0 ? -2 : 0; i < o.iters; i++) {
-      const order = roundOrder(ps.length, i < 0 ? i + 2 : firstRound + i);
+    for (let i = o.iters && firstRound === 0 ? -this.setup.warmup : 0; i < o.iters; i++) {
+      const order = roundOrder(ps.length, i < 0 ? i + this.setup.warmup : firstRound + i);
+      const step = this.l2Step(o, i);
       for (const k of order) {
-        ps[k]!.restoreChanged();
-        // a read of the flush buffer: L2 holds its clean lines, and the restore's dirty ones are written back before the launch
-        if (flush !== undefined && !this.scanner.evict?.(flush, flushBytes)) be.memset(flush, i & 0xff, flushBytes);
-        const us = be.timedLaunch(ps[k]!.launch);
+        const us = timeOneLaunch(be, this.scanner, ps[k]!.timed, this.setup, step);
         if (i >= 0) {
           times[k]!.push(us);
           this.roundTimes[k]!.push(us);
@@ -370,6 +363,49 @@ class Session implements ReplaySession {
     }
     be.sync();
     return times;
+  }
+
+  /**
+   * The L2 step before the timed launches of round `i` (src/replay/timing-setup.ts L2Step), and
+   * this.flushed / this.warmL2 for the result. --flush-l2: a read of a buffer of 256 MiB, or of
+   * twice the L2 where that is more (H200: 50 MiB), which evicts every line the previous launch
+   * left (clean lines, DeviceScanner.evict; a memset where the backend cannot read). Warm: the
+   * same read then the kernel's ranges ("reread"), the read alone ("evicted"), or nothing
+   * ("restored"; and where the backend cannot read: a memset would leave dirty lines, the very
+   * thing the read is there to remove).
+   */
+  private l2Step(o: RunOptions, i: number): L2Step {
+    const { be } = this;
+    const flushBytes = Math.max(256 << 20, 2 * (be.l2Bytes?.() ?? 0));
+    const warm = this.setup.l2;
+    const wanted = o.flushL2 || (warm !== "restored" && this.scanner.evict !== undefined);
+    if (wanted && this.flush === undefined && !this.flushRefused) {
+      try {
+        const p = be.memAlloc(flushBytes);
+        be.memset(p, 0, flushBytes);
+        this.flush = p;
+      } catch {
+        this.flushRefused = true;
+        if (o.flushL2) log.warn(`--flush-l2: no device memory for the ${flushBytes >> 20} MiB flush buffer; timing with a warm L2`);
+        else log.debug(`no device memory for the ${flushBytes >> 20} MiB buffer that writes L2 back: L2 as the restore leaves it`);
+      }
+    }
+    const flush = wanted && this.flush !== undefined ? { va: this.flush, bytes: flushBytes } : undefined;
+    this.flushed = o.flushL2 === true && flush !== undefined;
+    if (o.flushL2) {
+      this.warmL2 = "";
+      return flush ? { kind: "flush", flush, memsetFill: i & 0xff } : { kind: "none" };
+    }
+    if (flush && warm === "reread") {
+      this.warmL2 = `L2 warm: written back by a read of ${flushBytes >> 20} MiB, then the ranges the parameters point to read again`;
+      return { kind: "reread", flush };
+    }
+    if (flush && warm === "evicted") {
+      this.warmL2 = `L2 written back by a read of ${flushBytes >> 20} MiB, nothing read again`;
+      return { kind: "flush", flush };
+    }
+    this.warmL2 = "L2 warm as the restore left it";
+    return { kind: "none" };
   }
 
   /**
@@ -420,17 +456,20 @@ class Session implements ReplaySession {
     // A launch that faulted in the app: reproduce the fault here (the expected outcome), nothing to compare.
     if (m.fault) {
       const fault = replayFault(dir, m, be, launch, module, restore, reserve, verifySeconds);
-      return { fault, launch, restoreChanged: () => {}, finish: () => fault };
+      return { fault, launch, restoreChanged: () => {}, timed: { launch, restoreChanged: () => {}, rewarm: [] }, finish: () => fault };
     }
 
     // 4. Keep a device copy of the chunks the kernel writes, to restore them between timed runs
     // (made once per session, from the before state).
     this.changed.keep();
-    const restoreChanged = () => {
+    const restoreChanged = (fromHost = false) => {
       for (const g of globals) if (g.changed) restoreGlobal(g);
       restorer.finish();
-      this.changed.restore();
+      this.changed.restore(fromHost);
     };
+    // what a warm launch reads again: at most twice the L2 from each pointer (more evicts what was read first)
+    const rewarm = rewarmRanges(m.regions, params, 2 * (be.l2Bytes?.() ?? 0) || 256 << 20);
+    const timed: TimedKernel = { launch, restoreChanged: () => restoreChanged(this.setup.restore === "host"), rewarm };
 
     // 5. Checked launches from the same before state (./checked-runs.ts), judged (./judging.ts).
     const images = { before: this.before, after: this.after };
@@ -440,7 +479,7 @@ class Session implements ReplaySession {
     const tc = performance.now();
     const { ranges, tol, asMultiset } = checkedRanges(m, params, o, globals, images);
     const expect = ranges.map((x) => chunkExpectation(x.r, C));
-    const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged }, C, images);
+    const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged: () => restoreChanged() }, C, images);
     const judgedRuns = judgeRuns(ranges, expect, runs, asMultiset, tol, C, images);
     const compareSeconds = (performance.now() - tc) / 1000;
     const base = {
@@ -455,8 +494,16 @@ class Session implements ReplaySession {
       judgedFrom: judged.fromCapture,
     };
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
-      resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed });
-    return { launch, restoreChanged, finish };
+      resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed, method: this.method() });
+    return { launch, restoreChanged: () => restoreChanged(), timed, finish };
+  }
+
+  /** How the last timed launches were taken (the result's timing.method): the backend's timers, the L2 step, a setup other than the default named. */
+  private method(): string {
+    const s = this.setup;
+    const l2 = this.flushed ? "L2 flushed before each (a read of a buffer larger than L2: clean lines)" : this.warmL2 || "L2 warm";
+    const own = describeSetup(s) === describeSetup(DEFAULT_TIMING) ? "" : ` (KERNCAP_TIMING ${describeSetup(s)})`;
+    return this.be.timingMethod({ spinUs: s.spinUs, warmup: s.warmup, l2 }) + own;
   }
 }
 
@@ -481,7 +528,7 @@ function resultOf(
   opened: ReplaySession["opened"],
   f: RunFacts,
   j: Judged,
-  t: { times: number[]; interleaved: boolean; clocks: ClockState | null; flushed: boolean },
+  t: { times: number[]; interleaved: boolean; clocks: ClockState | null; flushed: boolean; method: string },
 ): ReplayResult {
   const { m, o } = f;
   const { times } = t;
@@ -510,7 +557,7 @@ function resultOf(
       p10Us: pct(0.1),
       p90Us: pct(0.9),
       appUs,
-      method: be.timingMethod(t.flushed) + (t.interleaved ? ", interleaved with the other kernel's launches" : ""),
+      method: t.method + (t.interleaved ? ", interleaved with the other kernel's launches" : ""),
       appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
       l2: t.flushed ? "flushed" : "warm",
       clocks: t.clocks,

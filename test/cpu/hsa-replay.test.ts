@@ -306,4 +306,29 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(p.exitCode).toBe(2);
     expect(JSON.parse(p.stdout.toString()).error.code).toBe("E_VA_TAKEN");
   });
+
+  test("KERNCAP_TIMING: another setup is used and named in timing.method; a word it does not know is E_USAGE before any device work", async () => {
+    const dir = await hipCapture("timing-setup");
+    const run = (value: string) =>
+      Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--json", "--iters", "3", "--runs", "1"], {
+        env: { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", KERNCAP_TIMING: value },
+        stdout: "pipe",
+        stderr: "pipe",
+        timeout: 60_000,
+      });
+    const ok = run("warmup=5,restore=host");
+    expect(ok.exitCode).toBe(0);
+    const d = JSON.parse(ok.stdout.toString());
+    expect(d.verdict).toBe("match");
+    expect(d.timing.iters).toBe(3);
+    expect(d.timing.method).toContain("5 warm-up dispatches");
+    expect(d.timing.method).toContain("(KERNCAP_TIMING spin=30,warmup=5,restore=host,l2=reread)");
+    // the defaults are not named
+    expect(replay(dir, "--iters", "2").doc.timing.method).not.toContain("KERNCAP_TIMING");
+    const bad = run("warmup=5,l2=cold");
+    expect(bad.exitCode).toBe(2);
+    const e = JSON.parse(bad.stdout.toString()).error;
+    expect(e.code).toBe("E_USAGE");
+    expect(e.message).toContain('"l2=cold"');
+  });
 });

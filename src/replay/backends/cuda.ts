@@ -145,18 +145,19 @@ class CudaBackend implements ReplayBackend {
     };
   }
 
-  /** 30 µs of kc_spin so the stream is busy while the launch is submitted, then an event pair around it. */
-  timedLaunch(launch: () => void): number {
+  /** `spinUs` µs of kc_spin so the stream is busy while the launch is submitted (none at 0), then an event pair around it. */
+  timedLaunch(launch: () => void, spinUs: number): number {
     const [e0, e1] = (this.events ??= [this.cu.eventCreate(), this.cu.eventCreate()]);
-    this.scan?.spin(30);
+    if (spinUs > 0) this.scan?.spin(spinUs);
     this.cu.eventRecord(e0);
     launch();
     this.cu.eventRecord(e1);
     return this.cu.eventElapsedMs(e0, e1) * 1000;
   }
 
-  timingMethod(flushL2: boolean): string {
-    return `CUDA events around each launch after 30 µs of kc_spin (launch path hidden), 2 warm-up launches${flushL2 ? ", L2 flushed before each (a read of a buffer larger than L2: clean lines)" : ", L2 warm"}`;
+  timingMethod(o: { spinUs: number; warmup: number; l2: string }): string {
+    const spin = o.spinUs > 0 ? ` after ${o.spinUs} µs of kc_spin (launch path hidden)` : " (no spin: the launch path included)";
+    return `CUDA events around each launch${spin}, ${o.warmup} warm-up launches, ${o.l2}`;
   }
 
   launchFault(e: unknown): { code: number; name: string } | null {

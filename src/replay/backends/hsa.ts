@@ -144,8 +144,8 @@ class HsaBackend implements ReplayBackend {
     return (performance.now() - t0) * 1000;
   }
 
-  timingMethod(flushL2: boolean): string {
-    return `wall clock from the AQL packet's doorbell to its completion signal (dispatch path included), 2 warm-up dispatches${flushL2 ? ", L2 flushed before each" : ", L2 warm"}`;
+  timingMethod(o: { spinUs: number; warmup: number; l2: string }): string {
+    return `wall clock from the AQL packet's doorbell to its completion signal (dispatch path included), ${o.warmup} warm-up dispatches, ${o.l2}`;
   }
 
   launchFault(): null {

@@ -97,10 +97,10 @@ export interface ReplayBackend extends DeviceMemory {
   scanner(): Promise<DeviceScanner>;
   /** Load a module image. @throws KerncapError E_ARCH (no code for this device), E_CUDA / E_HSA */
   loadModule(image: Uint8Array, file: string, m: Manifest): ReplayModule;
-  /** Time one launch (µs): `launch` is called between the backend's timers. */
-  timedLaunch(launch: () => void): number;
-  /** How timedLaunch measures (the result's timing.method), given whether L2 is flushed before each. */
-  timingMethod(flushL2: boolean): string;
+  /** Time one launch (µs): `launch` is called between the backend's timers, after `spinUs` µs of DeviceScanner.spin where the backend hides the launch path so. */
+  timedLaunch(launch: () => void, spinUs: number): number;
+  /** How timedLaunch measures (the result's timing.method): the spin, the warm-up launches and `l2`, the session's words for the L2 state. */
+  timingMethod(o: { spinUs: number; warmup: number; l2: string }): string;
   /** L2 cache size (bytes), where the runtime says (CUDA); sizes the L2 flush. */
   l2Bytes?(): number;
   /**

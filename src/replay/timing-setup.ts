@@ -1,0 +1,158 @@
+/**
+ * What happens on the device before each timed launch (./session.ts timeInterleaved): the restore
+ * of the memory the kernel writes, the L2 state the launch starts from, the spin kernel that hides
+ * the launch path, and how many warm-up launches come first. The defaults (DEFAULT_TIMING) are
+ * what `replay`, `validate`, `tune` and `check` time with; KERNCAP_TIMING (src/env.ts
+ * timingOverride, parsed by parseTimingSetup) selects another setup, so that
+ * scripts/exp-kernel-time.sh can time the same capture under each and set them beside ncu.
+ *
+ * Why the warm L2 is written back and read again ("reread", the default). The restore between
+ * timed launches copies the app's changed chunks back from a device backup (cuMemcpyDtoD): the
+ * kernel's output, in its before state, is then in L2 as dirty lines, up to the whole L2 (50 MiB
+ * on an H200) when the output is larger. A launch that follows writes those lines back to DRAM
+ * while it runs, then writes its own output again: traffic the app's launch did not have when its
+ * previous kernel left L2 clean. Measured on the H200 (docs/benchmarks.md): PyTorch's elementwise
+ * mul of 2²⁴ floats replayed at 35.06 µs warm against 31.81 µs under ncu in the app
+ * (--cache-control none), while with L2 written back first (--flush-l2) it replayed at 32.45 µs;
+ * in the app warm and flushed differ by 0.8% only. So the warm state is made independent of the
+ * restore: a read of a buffer of twice the L2 (every line clean; the restore's dirty ones written
+ * back before the launch), then a read of what the launch's parameters point to (the kernel's
+ * outputs first, its inputs last, each at most twice the L2 from the pointer), so that a kernel
+ * whose data fits in L2 still finds it there, as in the app (a 4 MiB elementwise kernel: 3.71 µs
+ * warm against 4.64 µs flushed under ncu in the app). What the replay cannot have is the app's
+ * previous kernel's own dirty lines (a Triton add+relu after an in-place add: 50.72 µs warm, 44.96
+ * µs flushed under ncu in the app).
+ */
+import { KerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import type { DeviceScanner, ReplayBackend } from "./backends/interface.ts";
+
+/** The L2 state a warm (not --flush-l2) timed launch starts from. */
+export type WarmL2 = "reread" | "restored" | "evicted";
+
+export interface TimingSetup {
+  /** µs of the spin kernel queued before each timed launch's start event (CUDA), hiding the launch path. */
+  spinUs: number;
+  /** Untimed launches before the timed ones (none when `iters` is 0). */
+  warmup: number;
+  /**
+   * Before each timed launch: "device", the app's changed chunks copied back from their device
+   * backup (cuMemcpyDtoD); "host", the changed regions copied from memory/before.bin; "none",
+   * nothing (back to back: the kernel runs on its own previous output; right only for a kernel
+   * that does not read what it writes).
+   */
+  restore: "device" | "host" | "none";
+  /**
+   * Warm L2: "reread" (written back by a read of twice the L2, then the launch's parameter ranges
+   * read: rewarmRanges), "evicted" (written back only: as --flush-l2), "restored" (as the restore
+   * left it: the timing of kerncap before this setup existed).
+   */
+  l2: WarmL2;
+}
+
+/** What every timing uses unless KERNCAP_TIMING says otherwise (the module's doc says why). */
+export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "reread" });
+
+const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-1000), restore=device|host|none, l2=reread|restored|evicted";
+
+/**
+ * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=reread` (any
+ * subset, any order); undefined or empty: the defaults.
+ * @throws KerncapError E_USAGE naming the word that is not understood
+ */
+export function parseTimingSetup(text: string | undefined): TimingSetup {
+  const s: TimingSetup = { ...DEFAULT_TIMING };
+  for (const word of (text ?? "").split(",").map((w) => w.trim()).filter(Boolean)) {
+    const bad = () => new KerncapError("E_USAGE", `KERNCAP_TIMING: "${word}" is not understood`, { hint: `Give ${GRAMMAR}; or unset it.` });
+    const m = /^([a-z0-9]+)=(.+)$/.exec(word);
+    if (!m) throw bad();
+    const [, key, value] = m as unknown as [string, string, string];
+    const int = (max: number) => {
+      if (!/^\d+$/.test(value) || Number(value) > max) throw bad();
+      return Number(value);
+    };
+    if (key === "spin") s.spinUs = int(100_000);
+    else if (key === "warmup") s.warmup = int(1000);
+    else if (key === "restore" && (value === "device" || value === "host" || value === "none")) s.restore = value;
+    else if (key === "l2" && (value === "reread" || value === "restored" || value === "evicted")) s.l2 = value;
+    else throw bad();
+  }
+  return s;
+}
+
+/** The setup in KERNCAP_TIMING's words (what the timing's method names when it is not the default). */
+export function describeSetup(s: TimingSetup): string {
+  return `spin=${s.spinUs},warmup=${s.warmup},restore=${s.restore},l2=${s.l2}`;
+}
+
+/** A device range read before a warm timed launch. */
+export interface DeviceRange {
+  va: bigint;
+  bytes: number;
+}
+
+/**
+ * The ranges a "reread" warm launch reads again after L2 is written back: for every 8-byte word
+ * of the parameter bytes that points into a captured region (a pointer parameter, or one inside a
+ * struct passed by value, as PyTorch's TensorIterator passes its data pointers), the region from
+ * that address on, at most `capBytes` (twice the L2: more would only evict what was read first).
+ * Ranges that overlap are merged. Order: the regions the app changed (the kernel's outputs)
+ * first, the others (its inputs) last, each group in parameter order, so that where they do not
+ * all fit, L2 ends up holding the inputs, as after the kernel that produced them.
+ * Shapes: `params` the captured parameter buffer; regions as the manifest's (va hex, size bytes).
+ */
+export function rewarmRanges(regions: Pick<Manifest["regions"][number], "va" | "size" | "changed">[], params: Uint8Array, capBytes: number): DeviceRange[] {
+  const rs = regions.map((r) => ({ va: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size), changed: r.changed }));
+  const dv = new DataView(params.buffer, params.byteOffset, params.byteLength);
+  const found: { va: bigint; end: bigint; changed: boolean }[] = [];
+  for (let off = 0; off + 8 <= params.byteLength; off += 8) {
+    const p = dv.getBigUint64(off, true);
+    const r = rs.find((x) => p >= x.va && p < x.end);
+    if (!r) continue;
+    const end = p + BigInt(capBytes) < r.end ? p + BigInt(capBytes) : r.end;
+    const same = found.find((f) => p < f.end && end > f.va);
+    if (same) {
+      if (p < same.va) same.va = p;
+      if (end > same.end) same.end = end;
+    } else found.push({ va: p, end, changed: r.changed });
+  }
+  return [...found.filter((f) => f.changed), ...found.filter((f) => !f.changed)].map((f) => ({ va: f.va, bytes: Number(f.end - f.va) }));
+}
+
+/** How the L2 is prepared before one timed launch, as the session resolved it (Session.timeInterleaved). */
+export type L2Step =
+  /** --flush-l2, or a warm "evicted" launch: a read of `flush` (a memset where the backend cannot read; --flush-l2 only). */
+  | { kind: "flush"; flush: DeviceRange; memsetFill?: number }
+  /** A warm "reread" launch: `flush` read, then the kernel's own ranges. */
+  | { kind: "reread"; flush: DeviceRange }
+  /** Nothing: L2 as the restore left it. */
+  | { kind: "none" };
+
+/** One kernel ready to be timed: its launch, the restore of what it writes, the ranges a "reread" launch reads. */
+export interface TimedKernel {
+  launch: () => void;
+  restoreChanged: () => void;
+  rewarm: DeviceRange[];
+}
+
+/**
+ * One timed launch (µs) with its preparation, in this order on the device: the restore (unless
+ * setup.restore is "none"), the L2 step, the backend's spin, the start event, the launch, the end
+ * event (ReplayBackend.timedLaunch).
+ */
+export function timeOneLaunch(
+  be: Pick<ReplayBackend, "timedLaunch" | "memset">,
+  scanner: Pick<DeviceScanner, "evict">,
+  k: TimedKernel,
+  setup: Pick<TimingSetup, "restore" | "spinUs">,
+  l2: L2Step,
+): number {
+  if (setup.restore !== "none") k.restoreChanged();
+  if (l2.kind !== "none") {
+    // a read leaves L2 holding clean lines: the restore's dirty ones are written back before the launch, not during it
+    const read = scanner.evict?.(l2.flush.va, l2.flush.bytes) ?? false;
+    if (!read && l2.kind === "flush" && l2.memsetFill !== undefined) be.memset(l2.flush.va, l2.memsetFill, l2.flush.bytes);
+    if (read && l2.kind === "reread") for (const r of k.rewarm) scanner.evict?.(r.va, r.bytes);
+  }
+  return be.timedLaunch(k.launch, setup.spinUs);
+}
