@@ -467,7 +467,7 @@ class Session implements ReplaySession {
       restorer.finish();
       this.changed.restore(fromHost);
     };
-    // what a warm launch reads again: at most twice the L2 from each pointer (more evicts what was read first)
+    // what a warm launch reads again: at most twice the L2 in all (more evicts what was read first)
     const rewarm = rewarmRanges(m.regions, params, 2 * (be.l2Bytes?.() ?? 0) || 256 << 20);
     const timed: TimedKernel = { launch, restoreChanged: () => restoreChanged(this.setup.restore === "host"), rewarm };
 

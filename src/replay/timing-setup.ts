@@ -17,7 +17,7 @@
  * in the app warm and flushed differ by 0.8% only. So the warm state is made independent of the
  * restore: a read of a buffer of twice the L2 (every line clean; the restore's dirty ones written
  * back before the launch), then a read of what the launch's parameters point to (the kernel's
- * outputs first, its inputs last, each at most twice the L2 from the pointer), so that a kernel
+ * outputs first, its inputs last, at most twice the L2 in all), so that a kernel
  * whose data fits in L2 still finds it there, as in the app (a 4 MiB elementwise kernel: 3.71 µs
  * warm against 4.64 µs flushed under ncu in the app). What the replay cannot have is the app's
  * previous kernel's own dirty lines (a Triton add+relu after an in-place add: 50.72 µs warm, 44.96
@@ -95,10 +95,11 @@ export interface DeviceRange {
  * The ranges a "reread" warm launch reads again after L2 is written back: for every 8-byte word
  * of the parameter bytes that points into a captured region (a pointer parameter, or one inside a
  * struct passed by value, as PyTorch's TensorIterator passes its data pointers), the region from
- * that address on, at most `capBytes` (twice the L2: more would only evict what was read first).
- * Ranges that overlap are merged. Order: the regions the app changed (the kernel's outputs)
- * first, the others (its inputs) last, each group in parameter order, so that where they do not
- * all fit, L2 ends up holding the inputs, as after the kernel that produced them.
+ * that address on. Ranges that overlap are merged. Order: the regions the app changed (the
+ * kernel's outputs) first, the others (its inputs) last, each group in parameter order, so that
+ * where they do not all fit, L2 ends up holding the inputs, as after the kernel that produced
+ * them. At most `capBytes` in all (twice the L2: more only evicts what was read first): the
+ * ranges read last are kept, the first one kept cut to its start.
  * Shapes: `params` the captured parameter buffer; regions as the manifest's (va hex, size bytes).
  */
 export function rewarmRanges(regions: Pick<Manifest["regions"][number], "va" | "size" | "changed">[], params: Uint8Array, capBytes: number): DeviceRange[] {
@@ -109,14 +110,21 @@ export function rewarmRanges(regions: Pick<Manifest["regions"][number], "va" | "
     const p = dv.getBigUint64(off, true);
     const r = rs.find((x) => p >= x.va && p < x.end);
     if (!r) continue;
-    const end = p + BigInt(capBytes) < r.end ? p + BigInt(capBytes) : r.end;
-    const same = found.find((f) => p < f.end && end > f.va);
+    const same = found.find((f) => p < f.end && r.end > f.va);
     if (same) {
       if (p < same.va) same.va = p;
-      if (end > same.end) same.end = end;
-    } else found.push({ va: p, end, changed: r.changed });
+      if (r.end > same.end) same.end = r.end;
+    } else found.push({ va: p, end: r.end, changed: r.changed });
   }
-  return [...found.filter((f) => f.changed), ...found.filter((f) => !f.changed)].map((f) => ({ va: f.va, bytes: Number(f.end - f.va) }));
+  const ordered = [...found.filter((f) => f.changed), ...found.filter((f) => !f.changed)];
+  const out: DeviceRange[] = [];
+  let left = capBytes;
+  for (let i = ordered.length - 1; i >= 0 && left > 0; i--) {
+    const bytes = Math.min(left, Number(ordered[i]!.end - ordered[i]!.va));
+    out.unshift({ va: ordered[i]!.va, bytes });
+    left -= bytes;
+  }
+  return out;
 }
 
 /** How the L2 is prepared before one timed launch, as the session resolved it (Session.timeInterleaved). */

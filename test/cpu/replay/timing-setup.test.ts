@@ -65,12 +65,28 @@ describe("rewarmRanges", () => {
     ]);
   });
 
-  test("a range is at most capBytes from its pointer; pointers into one region merge into one range", () => {
-    const p = params(0x7f0010000000n, 0x7f0010000000n + BigInt(10 * MiB), 0x7f0000000000n);
-    expect(rewarmRanges(regions, p, 100 * MiB)).toEqual([
-      { va: 0x7f0010000000n, bytes: 110 * MiB },
+  test("pointers into one region merge into one range, to the region's end", () => {
+    const p = params(0x7f0010000000n + BigInt(10 * MiB), 0x7f0010000000n, 0x7f0000000000n);
+    expect(rewarmRanges(regions, p, 1000 * MiB)).toEqual([
+      { va: 0x7f0010000000n, bytes: 300 * MiB },
       { va: 0x7f0000000000n, bytes: 4 * MiB },
     ]);
+  });
+
+  test("at most capBytes in all: the ranges read last (the inputs) kept, the first one kept cut to its start, earlier ones dropped", () => {
+    // output (4 MiB), then inputs: region 0 (4 MiB), region 3 (300 MiB)
+    const p = params(0x7f0001000000n, 0x7f0000000000n, 0x7f0010000000n);
+    expect(rewarmRanges(regions, p, 100 * MiB)).toEqual([{ va: 0x7f0010000000n, bytes: 100 * MiB }]);
+    expect(rewarmRanges(regions, p, 306 * MiB)).toEqual([
+      { va: 0x7f0001000000n, bytes: 2 * MiB },
+      { va: 0x7f0000000000n, bytes: 4 * MiB },
+      { va: 0x7f0010000000n, bytes: 300 * MiB },
+    ]);
+    // a table of many pointers reads no more than the cap
+    const many = params(...Array.from({ length: 64 }, (_, i) => 0x7f0010000000n + BigInt(i) * BigInt(4 * MiB)), 0x7f0002000000n);
+    const rs = rewarmRanges(regions, many, 100 * MiB);
+    expect(rs.reduce((a, r) => a + r.bytes, 0)).toBe(100 * MiB);
+    expect(rs.at(-1)).toEqual({ va: 0x7f0002000000n, bytes: 4 * MiB });
   });
 
   test("only 8-byte words of the buffer are read (a pointer needs its alignment); a buffer of no pointers reads nothing", () => {
