@@ -144,7 +144,8 @@ def ncu_rows(path):
     if i < 0: return []
     by = {}
     for r in csv.DictReader(io.StringIO(text[i:])):
-        d = by.setdefault(r.get("ID"), {"kernel": r.get("Kernel Name", "")})
+        if not r.get("Metric Name") or not r.get("Kernel Name"): continue  # the profiled program's own output, interleaved
+        d = by.setdefault(r.get("ID"), {"kernel": r["Kernel Name"]})
         try: x = float((r.get("Metric Value") or "").replace(",", ""))
         except ValueError: continue
         u = r.get("Metric Unit", "")
