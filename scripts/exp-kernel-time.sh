@@ -16,6 +16,8 @@
 #  - test/apps/l2_state.cu: the same shape without kerncap, timed by events after each L2
 #    preparation, on cudaMalloc and on cuMemCreate+cuMemMap memory, and the empty kernel's events
 #    beside ncu's duration of it (what the event pair costs by itself).
+# EXP_TRITON=1 adds the Triton add+relu of 2^24 floats (test/apps/triton_app.py 3 24, its 2nd
+# launch): about 30 s more, over the 150 s.
 # Prints one table per kernel and writes $OUT/exp-kernel-time.json (when OUT is set).
 # Usage: scripts/exp-kernel-time.sh   (EXP_BUDGET_S: seconds before optional steps are skipped, default 140)
 set -uo pipefail
@@ -50,6 +52,10 @@ if [ "$have_torch" = 1 ]; then
   p4=$!
   timeout 60 "$bin" run --kernel MulFunctor --dispatch 1 --out "$work/mul-1m" -- python3 test/apps/torch_app.py 2 1 > "$work/s1.run.out" 2>&1 &
   p1=$!
+  if [ "${EXP_TRITON:-0}" = 1 ]; then
+    TRITON_CACHE_DIR="$work/triton-cache" timeout 90 "$bin" run --kernel fused_add_relu --dispatch 1 --out "$work/triton" -- python3 test/apps/triton_app.py 3 24 > "$work/triton.run.out" 2>&1 || say "Triton capture failed: $(tail -3 "$work/triton.run.out")"
+    [ -f "$work/triton/kerncap.json" ] && dirs[triton]="$work/triton"
+  fi
   wait "$p4" || say "capture at scale 4 failed: $(tail -3 "$work/s4.run.out")"
   wait "$p1" || say "capture at scale 1 failed: $(tail -3 "$work/s1.run.out")"
   [ -f "$work/mul-1m/kerncap.json" ] && dirs[mul-1m]="$work/mul-1m"
@@ -62,13 +68,17 @@ fi
 say "captures done at $((SECONDS - t_start)) s: ${!dirs[*]}"
 
 # 2. ncu on the application, L2 as the app left it (the reference)
-ncu_app() { # CACHE SCALE REGEX SKIP COUNT
-  timeout 40 "$ncu" "${ncu_opts[@]}" --cache-control "$1" -k "regex:$3" -s "$4" -c "$5" python3 test/apps/torch_app.py 2 "$2" > "$work/ncu-app-$1-s$2.csv" 2>&1 || say "ncu on the app ($1, scale $2) exited $?"
+ncu_app() { # CACHE SCALE REGEX SKIP COUNT [APP…]: scale names the output (s4, s1, triton)
+  local cc=$1 scale=$2 re=$3 skip=$4 count=$5
+  shift 5
+  [ $# -gt 0 ] || set -- python3 test/apps/torch_app.py 2 "$scale"
+  TRITON_CACHE_DIR="$work/triton-cache" timeout 40 "$ncu" "${ncu_opts[@]}" --cache-control "$cc" -k "regex:$re" -s "$skip" -c "$count" "$@" > "$work/ncu-app-$cc-s$scale.csv" 2>&1 || say "ncu on the app ($cc, $scale) exited $?"
 }
 if [ -n "$ncu" ] && [ "$have_torch" = 1 ]; then
   # matching launches in order: mul, softmax of round 0, then of round 1 (the captured ones)
   ncu_app none 4 'MulFunctor|softmax' 2 2
   ncu_app none 1 MulFunctor 1 1
+  [ -n "${dirs[triton]:-}" ] && ncu_app none triton fused_add_relu 1 1 python3 test/apps/triton_app.py 3 24
 fi
 say "ncu on the app done at $((SECONDS - t_start)) s"
 
@@ -86,7 +96,7 @@ variants=(
   "20 warm-ups, old L2|warmup=20,l2=restored|"
   "no spin, new default|spin=0|"
 )
-cases=(mul-16m softmax mul-1m)
+cases=(mul-16m softmax mul-1m triton)
 for c in "${cases[@]}"; do
   [ -n "${dirs[$c]:-}" ] || continue
   for i in "${!variants[@]}"; do
@@ -99,7 +109,7 @@ done
 say "replays done at $((SECONDS - t_start)) s"
 
 # 4. ncu on the replay's timed launches (launches of the kernel: 1 checked, 2 warm-ups, then timed: -s 3 -c 3)
-kre() { case "$1" in softmax) echo softmax ;; *) echo MulFunctor ;; esac; }
+kre() { case "$1" in softmax) echo softmax ;; triton) echo fused_add_relu ;; *) echo MulFunctor ;; esac; }
 if [ -n "$ncu" ]; then
   for c in "${cases[@]}"; do
     [ -n "${dirs[$c]:-}" ] || continue
@@ -127,6 +137,7 @@ fi
 if [ -n "$ncu" ] && [ "$have_torch" = 1 ]; then
   if fits 16; then ncu_app all 4 'MulFunctor|softmax' 2 2; else say "budget: ncu --cache-control all on the app skipped"; fi
   if fits 14; then ncu_app all 1 MulFunctor 1 1; else say "budget: ncu --cache-control all at scale 1 skipped"; fi
+  if [ -n "${dirs[triton]:-}" ] && fits 20; then ncu_app all triton fused_add_relu 1 1 python3 test/apps/triton_app.py 3 24; fi
 fi
 clocks > "$work/clocks-after.txt"
 say "measured in $((SECONDS - t_start)) s"
@@ -165,7 +176,8 @@ def load(p):
 f = lambda x, d=2: "?" if x is None else f"{x:.{d}f}"
 mb = lambda r: "?" if not r or r.get("dramRead") is None else f"{r['dramRead'] / 1e6:.1f}+{r['dramWrite'] / 1e6:.1f}"
 doc = {"clocksBefore": open(f"{work}/clocks-before.txt").read().strip(), "clocksAfter": open(f"{work}/clocks-after.txt").read().strip() if os.path.exists(f"{work}/clocks-after.txt") else None, "cases": {}}
-CASES = {"mul-16m": ("PyTorch a*2.0, 2^24 floats", 4, "MulFunctor"), "softmax": ("PyTorch softmax 16384x1000", 4, "softmax"), "mul-1m": ("PyTorch a*2.0, 2^20 floats", 1, "MulFunctor")}
+CASES = {"mul-16m": ("PyTorch a*2.0, 2^24 floats", 4, "MulFunctor"), "softmax": ("PyTorch softmax 16384x1000", 4, "softmax"), "mul-1m": ("PyTorch a*2.0, 2^20 floats", 1, "MulFunctor"),
+         "triton": ("Triton add+relu, 2^24 floats", "triton", "fused_add_relu")}
 for c, (title, scale, word) in CASES.items():
     warm = pick(ncu_rows(f"{work}/ncu-app-none-s{scale}.csv"), word)
     cold = pick(ncu_rows(f"{work}/ncu-app-all-s{scale}.csv"), word)
