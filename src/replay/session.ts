@@ -24,7 +24,16 @@ import { ChangedChunks, checkRestored, moduleGlobals, putBackWritten, reserveSpa
 import type { ComparedRuns, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import { overallVerdict } from "./tolerance.ts";
-import { DEFAULT_TIMING, describeSetup, parseTimingSetup, rewarmRanges, timeOneLaunch, type L2Step, type TimedKernel, type TimingSetup } from "./timing-setup.ts";
+import {
+  DEFAULT_TIMING,
+  describeSetup,
+  parseTimingSetup,
+  rewarmRanges,
+  timeOneLaunch,
+  type L2Step,
+  type TimedKernel,
+  type TimingSetup,
+} from "./timing-setup.ts";
 
 /**
  * A capture's memory resident on the GPU at its captured VAs, checked, ready for any number of

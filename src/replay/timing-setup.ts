@@ -62,7 +62,10 @@ const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-100
  */
 export function parseTimingSetup(text: string | undefined): TimingSetup {
   const s: TimingSetup = { ...DEFAULT_TIMING };
-  for (const word of (text ?? "").split(",").map((w) => w.trim()).filter(Boolean)) {
+  for (const word of (text ?? "")
+    .split(",")
+    .map((w) => w.trim())
+    .filter(Boolean)) {
     const bad = () => new KerncapError("E_USAGE", `KERNCAP_TIMING: "${word}" is not understood`, { hint: `Give ${GRAMMAR}; or unset it.` });
     const m = /^([a-z0-9]+)=(.+)$/.exec(word);
     if (!m) throw bad();

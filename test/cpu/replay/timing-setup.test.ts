@@ -5,7 +5,15 @@
  */
 import { describe, expect, test } from "bun:test";
 import { isKerncapError } from "../../../src/errors.ts";
-import { DEFAULT_TIMING, describeSetup, parseTimingSetup, rewarmRanges, timeOneLaunch, type L2Step, type TimedKernel } from "../../../src/replay/timing-setup.ts";
+import {
+  DEFAULT_TIMING,
+  describeSetup,
+  parseTimingSetup,
+  rewarmRanges,
+  timeOneLaunch,
+  type L2Step,
+  type TimedKernel,
+} from "../../../src/replay/timing-setup.ts";
 
 describe("KERNCAP_TIMING", () => {
   test("unset or empty: the defaults (L2 written back and the launch's ranges read again, 30 µs spin, 2 warm-ups, device restore)", () => {
@@ -153,7 +161,10 @@ describe("timeOneLaunch: the device work before a timed launch, in order", () =>
   });
 
   test("a warm step on a backend that cannot read: no memset (it would leave the dirty lines the step removes), nothing read again", () => {
-    for (const step of [{ kind: "reread", flush }, { kind: "flush", flush }] as L2Step[]) {
+    for (const step of [
+      { kind: "reread", flush },
+      { kind: "flush", flush },
+    ] as L2Step[]) {
       const f = fake(false);
       timeOneLaunch(f.be, f.scanner, f.k, DEFAULT_TIMING, step);
       expect(f.calls).toEqual(["restore", "spin 30", "event", "launch", "event"]);
