@@ -510,7 +510,8 @@ class Session implements ReplaySession {
   /** How the last timed launches were taken (the result's timing.method): the backend's timers, the L2 step, a setup other than the default named. */
   private method(): string {
     const s = this.setup;
-    const l2 = this.flushed ? "L2 flushed before each (a read of a buffer larger than L2: clean lines)" : this.warmL2 || "L2 warm";
+    const how = this.scanner.evict ? "a read of a buffer larger than L2: clean lines" : "a memset of a buffer larger than L2";
+    const l2 = this.flushed ? `L2 flushed before each (${how})` : this.warmL2 || "L2 warm";
     const own = describeSetup(s) === describeSetup(DEFAULT_TIMING) ? "" : ` (KERNCAP_TIMING ${describeSetup(s)})`;
     return this.be.timingMethod({ spinUs: s.spinUs, warmup: s.warmup, l2 }) + own;
   }
