@@ -5,7 +5,9 @@
 // backup (cudaMemcpyAsync device to device, as the replay's restore), the restore then a read of
 // 2×L2 (dirty lines written back), that read then the kernel's own buffers read again, the app's
 // case of torch_app.py (a 2^24-float tensor written then read by a sum just before), an in-place
-// add on the input (triton_app.py's case), a memset flush (dirty lines). Buffers from cudaMalloc
+// add on the input (triton_app.py's case), a memset flush (dirty lines), the restore with no spin
+// or a 2 ms one, and back to back as a graph launch or a plain launch on a stream of its own
+// (the replay launches on the null stream with cuLaunchKernelEx). Buffers from cudaMalloc
 // or from cuMemCreate + cuMemMap (the replay's fixed-VA spans), and an empty kernel (what the
 // event pair costs by itself, to set beside ncu's duration of the same empty kernel).
 //
@@ -115,7 +117,8 @@ int main(int argc, char **argv) {
   if (sizes.empty()) sizes = {16777216, 1048576};
   const char *names[] = {"back to back", "restore (dtod)", "restore, read 2xL2", "restore, read 2xL2, read a and o",
                          "app: t written then read (torch_app.py)", "app: a += 0.01 just before (triton_app.py)",
-                         "restore, memset 2xL2", "restore, no spin", "restore, spin 2000 us"};
+                         "restore, memset 2xL2", "restore, no spin", "restore, spin 2000 us",
+                         "back to back, graph launch (own stream)", "back to back, own stream"};
   const int MODES = sizeof names / sizeof *names;
   for (size_t nf : sizes) {
     for (int vmm = 0; vmm < 2; vmm++) {
@@ -124,6 +127,15 @@ int main(int argc, char **argv) {
       int G = (int)((n4 + T - 1) / T);
       CK(cudaMemset(a, 0x3f, bytes)); CK(cudaMemset(o, 0, bytes)); CK(cudaMemcpy(bk, o, bytes, cudaMemcpyDeviceToDevice));
       CK(cudaDeviceSynchronize());
+      // the mul as a one-node graph, captured on its own stream (modes 9 and 10 run on that stream)
+      cudaStream_t st;
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      mul_scalar<<<G, T, 0, st>>>(a, o, n4, 2.f);
+      CK(cudaStreamEndCapture(st, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
       for (int mode = 0; mode < MODES; mode++) {
         std::vector<float> t;
         for (int it = 0; it < ITERS + WARM; it++) {
@@ -133,8 +145,12 @@ int main(int argc, char **argv) {
           if (mode == 4) { add_inplace<<<G, T>>>(tt, n4, 1.f); read_all<<<1024, 256>>>(tt, n4, sink); }
           if (mode == 5) add_inplace<<<G, T>>>(a, n4, 0.f);
           if (mode == 6) CK(cudaMemsetAsync(fl, it & 0xff, fl4 * 16));
-          if (mode != 7) spin<<<1, 1>>>(mode == 8 ? 2000000ull : 30000ull);
-          CK(cudaEventRecord(e0)); mul_scalar<<<G, T>>>(a, o, n4, 2.f); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
+          cudaStream_t on = mode >= 9 ? st : 0;
+          if (mode != 7) spin<<<1, 1, 0, on>>>(mode == 8 ? 2000000ull : 30000ull);
+          CK(cudaEventRecord(e0, on));
+          if (mode == 9) CK(cudaGraphLaunch(ge, st));
+          else mul_scalar<<<G, T, 0, on>>>(a, o, n4, 2.f);
+          CK(cudaEventRecord(e1, on)); CK(cudaEventSynchronize(e1));
           float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
           if (it >= WARM) t.push_back(ms * 1000);
         }
