@@ -19,7 +19,8 @@
 # EXP_TRITON=1 adds the Triton add+relu of 2^24 floats (test/apps/triton_app.py 3 24, its 2nd
 # launch): about 30 s more, over the 150 s.
 # Prints one table per kernel and writes $OUT/exp-kernel-time.json (when OUT is set).
-# Usage: scripts/exp-kernel-time.sh   (EXP_BUDGET_S: seconds before optional steps are skipped, default 140)
+# Usage: scripts/exp-kernel-time.sh   (the binary: KERNCAP_BIN, else dist/kerncap, unpacked from
+# .carry/kerncap.xz when missing; EXP_BUDGET_S: seconds before optional steps are skipped, default 140)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${KERNCAP_BIN:-$PWD/dist/kerncap}"
@@ -28,6 +29,8 @@ budget="${EXP_BUDGET_S:-140}"
 unset BUN_BE_BUN KERNCAP_TIMING
 say() { echo "[exp-kernel-time] $*"; }
 if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/nvidia0 ]; then say "skipped: no NVIDIA GPU"; exit 0; fi
+# the binary built elsewhere, as scripts/gpu-test.sh unpacks it
+if [ -z "${KERNCAP_BIN:-}" ] && [ ! -x "$bin" ] && [ -f .carry/kerncap.xz ]; then mkdir -p dist && xz -dc .carry/kerncap.xz > "$bin" && chmod +x "$bin"; fi
 [ -x "$bin" ] || { say "skipped: no kerncap binary at $bin (bash scripts/build.sh, or set KERNCAP_BIN)"; exit 0; }
 ncu="$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")"
 [ -x "$ncu" ] || { say "no ncu: the ncu columns stay empty"; ncu=""; }
