@@ -236,7 +236,6 @@ export function measureLayout(src = SRC, limits = { file: 600, function: 100 }):
  *   arrowUp: "from-unit → to-unit"; circle: the circle's first module; file, function: "file" / "file name".
  */
 export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; what: string; why: string }[] = [
-  { kind: "file", what: "format/trust.ts", why: "a frontend's trusted files move behind the Frontend interface" },
   { kind: "function", what: "eval/eval.ts evalCandidates", why: "eval's loop is being reworked (tune as a candidate producer)" },
   { kind: "function", what: "frontends/cuda/locate.ts locateKernelSource", why: "frontend code being reshaped behind the Frontend interface" },
   { kind: "function", what: "frontends/cuda/repro.ts renderCudaReproducer", why: "frontend code being reshaped behind the Frontend interface" },

@@ -42,7 +42,7 @@ import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertRebuildWritable, buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
-import { runsTrustedCopy } from "../format/trust.ts";
+import { runsTrustedCopy } from "../format/staged-build.ts";
 import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */

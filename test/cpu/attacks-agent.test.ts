@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
-import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/trust.ts";
+import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { notAnEditableSource } from "../../src/frontends/index.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 import { makeCapture, recordRendered, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
@@ -348,7 +348,7 @@ describe("attack: made here means this machine's id", () => {
   }, 60_000);
 
   test("without /etc/machine-id (a container), kerncap's own id for this user: made once in the user's state folder (0600, O_EXCL), the same on every call; none in a state folder others can write", async () => {
-    const { kerncapMachineId } = await import("../../src/format/trust.ts");
+    const { kerncapMachineId } = await import("../../src/format/received.ts");
     const saved = process.env.XDG_STATE_HOME;
     const state = mkdtempSync(join(tmpdir(), "kc-mid-"));
     process.env.XDG_STATE_HOME = state;
