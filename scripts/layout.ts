@@ -238,7 +238,6 @@ export function measureLayout(src = SRC, limits = { file: 600, function: 100 }):
 export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; what: string; why: string }[] = [
   { kind: "function", what: "frontends/cuda/locate.ts locateKernelSource", why: "frontend code being reshaped behind the Frontend interface" },
   { kind: "function", what: "frontends/cuda/repro.ts renderCudaReproducer", why: "frontend code being reshaped behind the Frontend interface" },
-  { kind: "function", what: "rebuild/watch.ts watchReproducer", why: "the watch's workflow moves to ops" },
   {
     kind: "file",
     what: "frontends/cuda/compile-commands.ts",
@@ -249,31 +248,9 @@ export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; wha
     what: "frontends/cuda/prune/names.ts declaredNames",
     why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
   },
-  { kind: "function", what: "cli/main.ts runCli", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
-  {
-    kind: "function",
-    what: "ops/check.ts checkCapture",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  {
-    kind: "function",
-    what: "check/check.ts runCheck",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
   {
     kind: "function",
     what: "frontends/cuda/prune/tokens.ts tokenize",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  { kind: "function", what: "cli/main.ts checkArgs", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
-  {
-    kind: "function",
-    what: "cli/completion.ts completionScript",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  {
-    kind: "function",
-    what: "rebuild/rebuilder.ts raceOrCheck",
     why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
   },
   {
