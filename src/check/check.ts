@@ -14,7 +14,7 @@
  * record went into it (interrupted before the first capture finished).
  */
 import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";

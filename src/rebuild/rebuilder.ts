@@ -33,7 +33,7 @@
  * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
  * WATCH_MIN_SAVES saves); past it, by build.sh.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
