@@ -236,12 +236,8 @@ export function measureLayout(src = SRC, limits = { file: 600, function: 100 }):
  *   arrowUp: "from-unit → to-unit"; circle: the circle's first module; file, function: "file" / "file name".
  */
 export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; what: string; why: string }[] = [
-  { kind: "file", what: "format/trust.ts", why: "a frontend's trusted files move behind the Frontend interface" },
-  { kind: "function", what: "eval/eval.ts evalCandidates", why: "eval's loop is being reworked (tune as a candidate producer)" },
   { kind: "function", what: "frontends/cuda/locate.ts locateKernelSource", why: "frontend code being reshaped behind the Frontend interface" },
   { kind: "function", what: "frontends/cuda/repro.ts renderCudaReproducer", why: "frontend code being reshaped behind the Frontend interface" },
-  { kind: "function", what: "rebuild/watch.ts watchReproducer", why: "the watch's workflow moves to ops" },
-  { kind: "file", what: "eval/eval.ts", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
   {
     kind: "file",
     what: "frontends/cuda/compile-commands.ts",
@@ -252,31 +248,9 @@ export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; wha
     what: "frontends/cuda/prune/names.ts declaredNames",
     why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
   },
-  { kind: "function", what: "cli/main.ts runCli", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
-  {
-    kind: "function",
-    what: "ops/check.ts checkCapture",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  {
-    kind: "function",
-    what: "check/check.ts runCheck",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
   {
     kind: "function",
     what: "frontends/cuda/prune/tokens.ts tokenize",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  { kind: "function", what: "cli/main.ts checkArgs", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
-  {
-    kind: "function",
-    what: "cli/completion.ts completionScript",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  {
-    kind: "function",
-    what: "rebuild/rebuilder.ts raceOrCheck",
     why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
   },
   {

@@ -12,7 +12,7 @@ log=$(mktemp)
 # every test's scratch folder (theirs, nvcc's, Python's) goes under one TMPDIR, removed at the end
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/kerncap-tests-XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
-# and the trust records of received captures (src/format/trust.ts) into a state folder of its own, not the user's
+# and the trust records of received captures (src/format/trust-records.ts) into a state folder of its own, not the user's
 TMPDIR="$scratch" XDG_STATE_HOME="$scratch/state" node_modules/.bin/bun test "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 pass=$(grep -Eo '^ *[0-9]+ pass$' "$log" | grep -Eo '[0-9]+' | tail -1)

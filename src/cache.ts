@@ -122,7 +122,7 @@ function ensureOwnFolder(dir: string): void {
  * itself (existing) not the user's, or writable by others, sticky or not. Folders of `dir` that do
  * not exist yet are fine (kerncap creates them, mode 0700). Source: lstat/stat owner and mode bits.
  * The one test for every folder kerncap keeps its own files in: the cache folder, and the state
- * folder of the trust records (src/format/trust.ts).
+ * folder of the trust records (src/format/trust-records.ts).
  * @returns e.g. "/srv/cache is writable by other users (mode 1777)"
  */
 export function privateFolderRisk(dir: string, uid = process.getuid?.()): string | undefined {

@@ -62,7 +62,7 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   const tmp = tempFor(out);
   rmSync(tmp, { recursive: true, force: true });
   try {
-    mkdirSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/trust.ts)
+    mkdirSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/received.ts)
     markTemp(tmp);
     for (const f of DEMO_FILES) {
       const p = join(tmp, f.path);

@@ -10,7 +10,7 @@ import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
-import { hostIdentity } from "../format/trust.ts";
+import { hostIdentity } from "../format/received.ts";
 import { renderedDigests } from "../format/rendered.ts";
 
 export { readRaw } from "./raw.ts";

@@ -231,7 +231,7 @@ export async function captureKernel(req: CaptureRequest, prepare?: PrepareInject
 }
 /** The capture's temp folder with its kernel/ and memory/ folders, marked as a kerncap temp (src/leftovers.ts). */
 function makeTempFolder(tmp: string): void {
-  // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/trust.ts)
+  // never through a link planted at the name (tempFor's token makes it unguessable too); no group write whatever the umask (a group-writable capture counts as received: src/format/received.ts)
   mkdirSync(tmp, 0o755);
   mkdirSync(join(tmp, "kernel"), 0o755);
   mkdirSync(join(tmp, "memory"), 0o755);

@@ -14,7 +14,7 @@
  * record went into it (interrupted before the first capture finished).
  */
 import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -22,7 +22,7 @@ import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { BASELINE_FILE, baselineEntry, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
-import { discoverCaptures } from "./discover.ts";
+import { discoverCaptures, type CaptureRef } from "./discover.ts";
 import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
 import { CheckProgress } from "./progress.ts";
@@ -156,17 +156,9 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
  *   E_INTERRUPTED (exit 130/143: what finished is in the results file; --resume continues)
  */
 export async function runCheck(o: CheckOptions): Promise<CheckReport> {
-  const t0 = performance.now();
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
-  const found = await discoverCaptures(o.paths);
-  for (const p of found.passedOver) log.info(`passed over ${p.path}: ${p.reason}`);
-  if (!found.captures.length)
-    throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, {
-      hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them.",
-    });
-  const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
-  if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
+  const mine = await capturesOfShard(o);
   const dir = resolve(o.results);
   if (!mine.length) {
     // nothing to check: the results folder is neither made nor touched (a previous run's results stay where they are)
@@ -183,7 +175,83 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     if (o.junit) writeJunit(o.junit, report);
     return report;
   }
+  const run = openResults(o, dir);
+  const { kept } = run;
+  const tasks = mine.filter((c) => !run.done.has(c.id));
+  const stops = new StopSignals().install();
+  const fresh = await checkAll(o, tasks, run, stops);
+  if (stops.signal) {
+    const none = !kept.length && !fresh.length;
+    throw new KerncapError(
+      "E_INTERRUPTED",
+      none
+        ? `interrupted before any of ${mine.length} captures was checked: nothing written`
+        : `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`,
+      {
+        hint: none ? "Run the same command again." : "Run the same command with --resume to check the rest.",
+        exitCode: signalExitCode(stops.signal),
+      },
+    );
+  }
+  const mineIds = new Set(mine.map((c) => c.id));
+  const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
+  if (!o.baseline) {
+    const added = withTimings(run.baseline, records, { replace: false });
+    if (Object.keys(added.captures).length !== Object.keys(run.baseline.captures).length) writeBaseline(run.baselinePath, added);
+  }
+  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(run.baseline, records, { replace: true }));
+  const report = reportOf(records, {
+    results: join(dir, RESULTS_FILE),
+    baseline: run.baselinePath,
+    shard: o.shard ?? null,
+    workers: o.gpus.length,
+    rebuild: o.settings.rebuild,
+    slowerPct: o.slowerPct,
+    seconds: records.reduce((a, r) => a + r.seconds, 0),
+  });
+  if (o.junit) writeJunit(o.junit, report);
+  return report;
+}
 
+/**
+ * The captures under `o.paths` (those passed over said), and of them this shard's (--shard K/N).
+ * @throws KerncapError E_USAGE (no captures under the paths, two with one identity)
+ */
+async function capturesOfShard(o: CheckOptions): Promise<CaptureRef[]> {
+  const found = await discoverCaptures(o.paths);
+  for (const p of found.passedOver) log.info(`passed over ${p.path}: ${p.reason}`);
+  if (!found.captures.length)
+    throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, {
+      hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them.",
+    });
+  const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
+  if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
+  return mine;
+}
+
+/** A run's results folder opened (openResults): the baseline, the results file and what an earlier run left in it. */
+interface OpenedRun {
+  dir: string;
+  /** Whether this run made the results folder (removed again when no record went into it). */
+  made: boolean;
+  baselinePath: string;
+  baseline: Baseline;
+  results: ResultsLog;
+  /** Every record the results file held (--resume), and those kept: all but errors, checked again. */
+  keptAll: CheckRecord[];
+  kept: CheckRecord[];
+  /** The identities of the captures kept. */
+  done: Set<string>;
+  /** This run's share, as its records carry it ("K/N"), null without --shard. */
+  shard: string | null;
+}
+
+/**
+ * The results folder made (refused when another user could write it) and opened: the baseline
+ * read, the results file opened (--resume: continued, only with the --shard it began with).
+ * @throws KerncapError E_UNSAFE_PATH (refuseSharedResults), E_RESULTS, E_BASELINE, E_USAGE (--resume of another shard's run)
+ */
+function openResults(o: CheckOptions, dir: string): OpenedRun {
   refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true, mode: 0o755 }); // no group write whatever the umask: the next run would refuse it
@@ -209,10 +277,19 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     log.info(
       `resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
     );
-  const tasks = mine.filter((c) => !done.has(c.id));
+  return { dir, made, baselinePath, baseline, results, keptAll, kept, done, shard };
+}
+
+/**
+ * Check `tasks` on the workers, each record appended to the results file as it comes; then the
+ * stop signals uninstalled and the results file closed (a folder this run made and wrote no
+ * record into removed).
+ * @returns the records of this run
+ */
+async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, stops: StopSignals): Promise<CheckRecord[]> {
+  const { dir, results } = run;
   const fresh: CheckRecord[] = [];
   const progress = new CheckProgress(tasks.length, { live: o.live, write: (s) => void process.stderr.write(s) });
-  const stops = new StopSignals().install();
   try {
     await drain(
       tasks,
@@ -221,7 +298,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       {
         onStart: (t, slot) => progress.started(t.id, slot),
         onOutcome: (x, slot) => {
-          const r = { ...recordOf(x, baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard };
+          const r = { ...recordOf(x, run.baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard: run.shard };
           results.append(r);
           fresh.push(r);
           progress.finished(r, slot);
@@ -238,7 +315,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     progress.stop();
     results.close();
     // a folder this run made and wrote no record into (interrupted, or failed, before the first capture finished): not left behind
-    if (made && !keptAll.length && !fresh.length) {
+    if (run.made && !run.keptAll.length && !fresh.length) {
       rmSync(join(dir, RESULTS_FILE), { force: true });
       try {
         rmdirSync(dir);
@@ -247,37 +324,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       }
     }
   }
-  if (stops.signal) {
-    const none = !kept.length && !fresh.length;
-    throw new KerncapError(
-      "E_INTERRUPTED",
-      none
-        ? `interrupted before any of ${mine.length} captures was checked: nothing written`
-        : `interrupted: ${kept.length + fresh.length} of ${mine.length} captures checked, their results in ${join(dir, RESULTS_FILE)}`,
-      {
-        hint: none ? "Run the same command again." : "Run the same command with --resume to check the rest.",
-        exitCode: signalExitCode(stops.signal),
-      },
-    );
-  }
-  const mineIds = new Set(mine.map((c) => c.id));
-  const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
-  if (!o.baseline) {
-    const added = withTimings(baseline, records, { replace: false });
-    if (Object.keys(added.captures).length !== Object.keys(baseline.captures).length) writeBaseline(baselinePath, added);
-  }
-  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(baseline, records, { replace: true }));
-  const report = reportOf(records, {
-    results: join(dir, RESULTS_FILE),
-    baseline: baselinePath,
-    shard: o.shard ?? null,
-    workers: o.gpus.length,
-    rebuild: o.settings.rebuild,
-    slowerPct: o.slowerPct,
-    seconds: records.reduce((a, r) => a + r.seconds, 0),
-  });
-  if (o.junit) writeJunit(o.junit, report);
-  return report;
+  return fresh;
 }
 
 function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures" | "summary" | "exitCode">): CheckReport {

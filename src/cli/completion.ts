@@ -101,25 +101,31 @@ function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[
 
 /** The completion script for one shell. */
 export function completionScript(shell: "bash" | "zsh" | "fish", verbs: VerbSpec[], schemaNames: readonly string[]): string {
+  if (shell === "bash") return bashScript(verbs, schemaNames);
+  if (shell === "zsh") return zshScript(verbs, schemaNames);
+  return fishScript(verbs, schemaNames);
+}
+
+/** bash's: a case per verb, the values of path, CHOICES and other valued options completed by the word before. */
+function bashScript(verbs: VerbSpec[], schemaNames: readonly string[]): string {
   const names = verbs.map((v) => v.name).join(" ");
   const vs = valuedSpellings(verbs);
-  if (shell === "bash") {
-    const cases = verbs
-      .map((v) => {
-        const pos =
-          v.positional === "dir"
-            ? `COMPREPLY+=($(compgen -d -- "$cur"))`
-            : v.positional === "file"
-              ? `COMPREPLY+=($(compgen -f -X '!*.zip' -- "$cur") $(compgen -d -- "$cur"))`
-              : v.positional === "shell"
-                ? `COMPREPLY+=($(compgen -W "bash zsh fish" -- "$cur"))`
-                : v.positional === "schema"
-                  ? `COMPREPLY+=($(compgen -W "${schemaNames.join(" ")}" -- "$cur"))`
-                  : ":";
-        return `    ${v.name}) if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${words(v).join(" ")}" -- "$cur")); else ${pos}; fi ;;`;
-      })
-      .join("\n");
-    return `# kerncap bash completion: source it, or put it in ~/.local/share/bash-completion/completions/kerncap
+  const cases = verbs
+    .map((v) => {
+      const pos =
+        v.positional === "dir"
+          ? `COMPREPLY+=($(compgen -d -- "$cur"))`
+          : v.positional === "file"
+            ? `COMPREPLY+=($(compgen -f -X '!*.zip' -- "$cur") $(compgen -d -- "$cur"))`
+            : v.positional === "shell"
+              ? `COMPREPLY+=($(compgen -W "bash zsh fish" -- "$cur"))`
+              : v.positional === "schema"
+                ? `COMPREPLY+=($(compgen -W "${schemaNames.join(" ")}" -- "$cur"))`
+                : ":";
+      return `    ${v.name}) if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${words(v).join(" ")}" -- "$cur")); else ${pos}; fi ;;`;
+    })
+    .join("\n");
+  return `# kerncap bash completion: source it, or put it in ~/.local/share/bash-completion/completions/kerncap
 _kerncap() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" verb="" i
   COMPREPLY=()
@@ -140,31 +146,33 @@ ${cases}
 }
 complete -o filenames -F _kerncap kerncap
 `;
-  }
-  if (shell === "zsh") {
-    const verbList = verbs.map((v) => `    ${sq(`${v.name}:${v.description.replace(/:/g, "\\:")}`)}`).join("\n");
-    const cases = verbs
-      .map((v) => {
-        const opts = v.options.map((o) => {
-          const desc = o.description.replace(/[\[\]:']/g, " ");
-          const flags = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
-          const arg = o.boolean ? "" : `:${o.name}:${PATH_OPTIONS.has(o.name) ? "_files" : CHOICES[o.name] ? `(${CHOICES[o.name]!.join(" ")})` : " "}`;
-          return flags.length > 1 ? `'(${flags.join(" ")})'{${flags.join(",")}}'[${desc}]${arg}'` : `'${flags[0]}[${desc}]${arg}'`;
-        });
-        const pos =
-          v.positional === "dir"
-            ? `'1:capture folder:_files -/'`
-            : v.positional === "file"
-              ? `'1:archive:_files -g "*.zip"'`
-              : v.positional === "shell"
-                ? `'1:shell:(bash zsh fish)'`
-                : v.positional === "schema"
-                  ? `'1:schema:(${schemaNames.join(" ")})'`
-                  : "";
-        return `    ${v.name}) _arguments -s ${[...opts, pos, ...(v.name === "run" || v.name === "list" ? [`'*::application:_normal'`] : [])].filter(Boolean).join(" ")} ;;`;
-      })
-      .join("\n");
-    return `#compdef kerncap
+}
+
+/** zsh's: the verbs described, an _arguments line per verb. */
+function zshScript(verbs: VerbSpec[], schemaNames: readonly string[]): string {
+  const verbList = verbs.map((v) => `    ${sq(`${v.name}:${v.description.replace(/:/g, "\\:")}`)}`).join("\n");
+  const cases = verbs
+    .map((v) => {
+      const opts = v.options.map((o) => {
+        const desc = o.description.replace(/[\[\]:']/g, " ");
+        const flags = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
+        const arg = o.boolean ? "" : `:${o.name}:${PATH_OPTIONS.has(o.name) ? "_files" : CHOICES[o.name] ? `(${CHOICES[o.name]!.join(" ")})` : " "}`;
+        return flags.length > 1 ? `'(${flags.join(" ")})'{${flags.join(",")}}'[${desc}]${arg}'` : `'${flags[0]}[${desc}]${arg}'`;
+      });
+      const pos =
+        v.positional === "dir"
+          ? `'1:capture folder:_files -/'`
+          : v.positional === "file"
+            ? `'1:archive:_files -g "*.zip"'`
+            : v.positional === "shell"
+              ? `'1:shell:(bash zsh fish)'`
+              : v.positional === "schema"
+                ? `'1:schema:(${schemaNames.join(" ")})'`
+                : "";
+      return `    ${v.name}) _arguments -s ${[...opts, pos, ...(v.name === "run" || v.name === "list" ? [`'*::application:_normal'`] : [])].filter(Boolean).join(" ")} ;;`;
+    })
+    .join("\n");
+  return `#compdef kerncap
 # kerncap zsh completion: put it on $fpath as _kerncap, or: source <(kerncap completion zsh)
 _kerncap() {
   local -a verbs
@@ -182,7 +190,10 @@ ${cases}
 }
 if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _kerncap "$@"; else compdef _kerncap kerncap; fi
 `;
-  }
+}
+
+/** fish's: a `complete` line per verb, option and spelling, none after `--` (the application's). */
+function fishScript(verbs: VerbSpec[], schemaNames: readonly string[]): string {
   const L = [
     `# kerncap fish completion: kerncap completion fish > ~/.config/fish/completions/kerncap.fish`,
     // after \`--\`: the application and its arguments (files); before it kerncap's own words only

@@ -72,34 +72,9 @@ const RENAMED: Record<string, { to: string; why: string }> = {
  * @throws KerncapError E_USAGE
  */
 export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]): Promise<string[]> {
-  const defs = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {};
-  // every spelling (name, no-name, aliases such as ncu's -k/--kernel-name) → the option it means
-  const known = new Map<string, string>();
-  let positionals = 0;
-  for (const [name, d] of Object.entries(defs as ArgsDef)) {
-    if (d.type === "positional") {
-      positionals++;
-      continue;
-    }
-    known.set(name, name);
-    if (d.type === "boolean") known.set(`no-${name}`, name);
-    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.set(a, name);
-  }
-  // every spelling of each option, as the user may have typed it: its aliases (ncu's -k, --launch-skip, -o, -f),
-  // and --no-NAME of a switch that is on by default or documents its negation
-  const options = Object.entries(defs as ArgsDef)
-    .filter(([n, d]) => d.type !== "positional" && !HIDDEN_OPTIONS.has(n))
-    .map(([n, d]) => {
-      // citty adds the camelCase form of a hyphenated name (launchCount) to a definition it parsed with: not a spelling to offer
-      const camel = n.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
-      const aliases = [("alias" in d ? d.alias : undefined) ?? []]
-        .flat()
-        .filter((a) => a !== camel)
-        .map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
-      const no = d.type === "boolean" && (d.default === true || d.negativeDescription) ? [`--no-${n}`] : [];
-      return `--${n}${aliases.length ? ` (${aliases.join(", ")})` : ""}${no.length ? `, ${no.join(", ")}` : ""}`;
-    })
-    .join(", ");
+  const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
+  const { known, positionals } = spellingsOf(defs);
+  const options = optionList(defs);
   let seen = 0;
   // option → where its last use starts and ends in `args`: an option that takes one value, given
   // again (under any spelling, a switch with its negation too), is set by its last use, as ncu and
@@ -110,50 +85,10 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     const a = args[i]!;
     if (a.startsWith("-") && a !== "-") {
       const name = a.replace(/^--?/, "").split("=")[0]!;
-      // one dash takes one letter (-o, -k, -f); `-out` would be read as -o "ut", `-force` as -f -o "rce"
-      if (!a.startsWith("--") && name.length > 1) {
-        const long = known.has(name) ? `--${name}` : undefined;
-        throw new KerncapError("E_USAGE", `${a}: an option of one dash is one letter${long ? `; did you mean ${long}?` : ""}${dashPathHint(a)}`, {
-          hint: `Long options take two dashes (${long ?? "--name"}); run \`kerncap ${verb} --help\`.`,
-        });
-      }
-      const opt = known.get(name);
+      const opt = checkOption(verb, a, name, known, options);
       const start = i;
-      const takesApp = verb === "run" || verb === "list";
-      if (!known.has(name) && name === "json") {
-        // the verbs without --json: their stdout is already a protocol or a script (the error still comes as a JSON document, as --json was asked for)
-        throw new KerncapError(
-          "E_USAGE",
-          `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`,
-          {
-            hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
-          },
-        );
-      }
-      const renamed = RENAMED[name];
-      if (!known.has(name) && renamed && known.has(renamed.to)) {
-        throw new KerncapError("E_USAGE", `${a}: \`kerncap ${verb}\` writes no output for it to replace; ${renamed.why}`, { hint: `Write --${renamed.to}.` });
-      }
-      if (!known.has(name)) {
-        // the closest long option by edit distance (--iter → --iters, --verfy → --verify), as an unknown verb gets
-        const near = [...known.keys()]
-          .filter((k) => k.length > 1 && editDistance(name, k) <= 2)
-          .sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
-        throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\`${near ? `; did you mean --${near}?` : ""}${dashPathHint(a)}`, {
-          hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
-        });
-      }
-      const d = (defs as ArgsDef)[known.get(name)!];
-      // --trust=DIGEST: a switch that also takes the digest a refusal printed (args.ts trustArg checks it)
-      if (d && d.type === "boolean" && a.includes("=") && !OPTIONAL_VALUE_SWITCHES.has(known.get(name)!)) {
-        // citty takes any value but "false" as true (--force=0 forced): only the two words are taken
-        const val = a.slice(a.indexOf("=") + 1);
-        if (val !== "true" && val !== "false") {
-          throw new KerncapError("E_USAGE", `${a}: --${known.get(name)} is a switch; its value can only be true or false`, {
-            hint: `Give --${known.get(name)} alone to set it, or leave it out (--no-${known.get(name)} where it is on by default).`,
-          });
-        }
-      }
+      const d = defs[opt];
+      checkSwitchValue(a, opt, d);
       if (d && d.type !== "boolean" && !a.includes("=")) {
         // the option's value: present, and not the next option (a negative number is a value)
         const v = args[i + 1];
@@ -183,6 +118,95 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
     }
   }
   return args.filter((_a, k) => !dropped.has(k));
+}
+
+/** Every spelling of a verb's options (name, no-name, aliases such as ncu's -k/--kernel-name) → the option it means, and how many positionals it takes. */
+function spellingsOf(defs: ArgsDef): { known: Map<string, string>; positionals: number } {
+  const known = new Map<string, string>();
+  let positionals = 0;
+  for (const [name, d] of Object.entries(defs)) {
+    if (d.type === "positional") {
+      positionals++;
+      continue;
+    }
+    known.set(name, name);
+    if (d.type === "boolean") known.set(`no-${name}`, name);
+    for (const a of [("alias" in d ? d.alias : undefined) ?? []].flat()) known.set(a, name);
+  }
+  return { known, positionals };
+}
+
+/**
+ * Every spelling of each option, as the user may have typed it, for the hints: its aliases (ncu's
+ * -k, --launch-skip, -o, -f), and --no-NAME of a switch that is on by default or documents its negation.
+ */
+function optionList(defs: ArgsDef): string {
+  return Object.entries(defs)
+    .filter(([n, d]) => d.type !== "positional" && !HIDDEN_OPTIONS.has(n))
+    .map(([n, d]) => {
+      // citty adds the camelCase form of a hyphenated name (launchCount) to a definition it parsed with: not a spelling to offer
+      const camel = n.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+      const aliases = [("alias" in d ? d.alias : undefined) ?? []]
+        .flat()
+        .filter((a) => a !== camel)
+        .map((a) => (a.length === 1 ? `-${a}` : `--${a}`));
+      const no = d.type === "boolean" && (d.default === true || d.negativeDescription) ? [`--no-${n}`] : [];
+      return `--${n}${aliases.length ? ` (${aliases.join(", ")})` : ""}${no.length ? `, ${no.join(", ")}` : ""}`;
+    })
+    .join(", ");
+}
+
+/**
+ * The option argument `a` (spelled `name`) names for `verb`, or the error that says why it names none:
+ * a long name after one dash, --json of a verb without it, an old spelling (RENAMED), an unknown option.
+ * @throws KerncapError E_USAGE
+ */
+function checkOption(verb: Verb, a: string, name: string, known: Map<string, string>, options: string): string {
+  // one dash takes one letter (-o, -k, -f); `-out` would be read as -o "ut", `-force` as -f -o "rce"
+  if (!a.startsWith("--") && name.length > 1) {
+    const long = known.has(name) ? `--${name}` : undefined;
+    throw new KerncapError("E_USAGE", `${a}: an option of one dash is one letter${long ? `; did you mean ${long}?` : ""}${dashPathHint(a)}`, {
+      hint: `Long options take two dashes (${long ?? "--name"}); run \`kerncap ${verb} --help\`.`,
+    });
+  }
+  const opt = known.get(name);
+  if (opt !== undefined) return opt;
+  const takesApp = verb === "run" || verb === "list";
+  if (name === "json") {
+    // the verbs without --json: their stdout is already a protocol or a script (the error still comes as a JSON document, as --json was asked for)
+    throw new KerncapError(
+      "E_USAGE",
+      `\`kerncap ${verb}\` has no --json: ${verb === "mcp" ? "its stdout carries the MCP session's JSON-RPC messages" : "it prints a shell script"}`,
+      {
+        hint: `Run it without --json.${verb === "mcp" ? " Each tool returns its verb's JSON document (schema kerncap.<verb>/N)." : ""} Its options: ${options}.`,
+      },
+    );
+  }
+  const renamed = RENAMED[name];
+  if (renamed && known.has(renamed.to)) {
+    throw new KerncapError("E_USAGE", `${a}: \`kerncap ${verb}\` writes no output for it to replace; ${renamed.why}`, { hint: `Write --${renamed.to}.` });
+  }
+  // the closest long option by edit distance (--iter → --iters, --verfy → --verify), as an unknown verb gets
+  const near = [...known.keys()].filter((k) => k.length > 1 && editDistance(name, k) <= 2).sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
+  throw new KerncapError("E_USAGE", `unknown option ${a} for \`kerncap ${verb}\`${near ? `; did you mean --${near}?` : ""}${dashPathHint(a)}`, {
+    hint: `Its options: ${options}.${takesApp ? " Put the application's own options after `--`." : ""}`,
+  });
+}
+
+/**
+ * A switch given `=VALUE` takes only true or false (citty takes any value but "false" as true:
+ * --force=0 forced); --trust=DIGEST excepted, a switch that also takes the digest a refusal
+ * printed (args.ts trustArg checks it).
+ * @throws KerncapError E_USAGE
+ */
+function checkSwitchValue(a: string, opt: string, d: ArgsDef[string] | undefined): void {
+  if (!d || d.type !== "boolean" || !a.includes("=") || OPTIONAL_VALUE_SWITCHES.has(opt)) return;
+  const val = a.slice(a.indexOf("=") + 1);
+  if (val !== "true" && val !== "false") {
+    throw new KerncapError("E_USAGE", `${a}: --${opt} is a switch; its value can only be true or false`, {
+      hint: `Give --${opt} alone to set it, or leave it out (--no-${opt} where it is on by default).`,
+    });
+  }
 }
 
 /**
@@ -240,6 +264,40 @@ export async function runCli(argv: string[]): Promise<number> {
   // --json=true is --json (a switch takes =true/=false): a failure's document must come then too
   const wantJson = own.includes("--json") || own.includes("--json=true");
   setVerbose(verbose);
+  const closed = closedStdioExit(wantJson);
+  if (closed !== undefined) return closed;
+  const verb = own.find((a) => !a.startsWith("-"));
+  // `kerncap help VERB` is `kerncap VERB --help`; the help of a word that is no verb is the unknown-command error below
+  const helpOf = verb === "help" ? own.find((a, i) => i > own.indexOf("help") && !a.startsWith("-")) : verb;
+  if ((own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") && (helpOf === undefined || isVerb(helpOf))) {
+    if (own.length === 0) log.error("no command given");
+    const sub = helpOf as Verb | undefined;
+    process.stdout.write(await helpText(main, sub, sub ? await commands[sub]() : undefined, process.stdout.isTTY));
+    return own.length === 0 ? 2 : 0;
+  }
+  if (own.includes("--version") || own.includes("-V")) {
+    process.stdout.write(TOOL_VERSION + "\n");
+    return 0;
+  }
+  const fail = failWith(wantJson, verb === "validate" && own.includes("--watch"));
+  try {
+    // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
+    // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
+    if (!isVerb(verb)) return unknownVerb(verb, helpOf, own, fail);
+    return await runVerb(verb, own, argv, verbose, fail);
+  } catch (e) {
+    return failureOf(e, verb, verbose, fail);
+  }
+}
+
+/** How runCli ends with an error: it is logged (escaped), and with --json printed as the error document; returns the exit status. */
+type Fail = (code: ErrorCode, message: string, hint?: string, exitCode?: number) => number;
+
+/**
+ * The exit status when stdout or stderr is closed (`>&-`, `2>&-`), said on the one channel left
+ * (with --json, as an error document on stdout); undefined when both are open.
+ */
+function closedStdioExit(wantJson: boolean): number | undefined {
   const closed = closedStdio();
   if (closed === "stdout") {
     log.error("stdout is closed (`>&-`): kerncap's results and documents would be lost");
@@ -258,28 +316,19 @@ export async function runCli(argv: string[]): Promise<number> {
       );
     return 2;
   }
-  const verb = own.find((a) => !a.startsWith("-"));
-  const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);
-  // `kerncap help VERB` is `kerncap VERB --help`; the help of a word that is no verb is the unknown-command error below
-  const helpOf = verb === "help" ? own.find((a, i) => i > own.indexOf("help") && !a.startsWith("-")) : verb;
-  if ((own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") && (helpOf === undefined || isVerb(helpOf))) {
-    if (own.length === 0) log.error("no command given");
-    const sub = helpOf as Verb | undefined;
-    process.stdout.write(await helpText(main, sub, sub ? await commands[sub]() : undefined, process.stdout.isTTY));
-    return own.length === 0 ? 2 : 0;
-  }
-  if (own.includes("--version") || own.includes("-V")) {
-    process.stdout.write(TOOL_VERSION + "\n");
-    return 0;
-  }
-  const fail = (code: ErrorCode, message: string, hint?: string, exitCode = 2): number => {
+  return undefined;
+}
+
+/** The one error path of runCli: `watchStream` when the verb is validate --watch (--json: a JSON Lines stream). */
+function failWith(wantJson: boolean, watchStream: boolean): Fail {
+  return (code, message, hint, exitCode = 2) => {
     // a message may carry an application's command line or a shared capture's names: no terminal escapes
     log.error(printable(message));
     if (hint) log.info(printable(hint));
     // validate --watch --json is a JSON Lines stream (src/rebuild/watch.ts): an error that ends it, at startup too, is one record of it
     // the document's text is the log's (consola drops the marks of `code`)
     const [m, h] = [asShown(message), hint === undefined ? null : asShown(hint)];
-    if (wantJson && verb === "validate" && own.includes("--watch")) {
+    if (wantJson && watchStream) {
       printJsonLine("validate-watch", {
         event: "error",
         trigger: "start",
@@ -294,77 +343,87 @@ export async function runCli(argv: string[]): Promise<number> {
     } else if (wantJson) printJson("error", { error: { code, message: m, hint: h } });
     return exitCode;
   };
-  try {
-    // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
-    // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
-    if (!isVerb(verb)) {
-      const word = verb === "help" ? helpOf : verb; // `kerncap help nosuchverb`: the word asked about
-      const stray = word ? undefined : own.find((a) => !globalOptions.has(a));
-      const near = word
-        ? Object.keys(commands)
-            .filter((c) => editDistance(word, c) <= 2)
-            .sort((a, b) => editDistance(word, a) - editDistance(word, b))[0]
-        : undefined;
-      return fail(
-        "E_USAGE",
-        word
-          ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}`
-          : stray
-            ? `unknown option ${stray} (no command given)${dashPathHint(stray)}`
-            : "no command given",
-        `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`,
-      );
-    }
-    const cmd = await commands[verb]();
-    // before the verb only --json and --verbose (given to the verb); anything else there would be lost
-    const before = own.slice(0, own.indexOf(verb));
-    const strayBefore = before.find((a) => a !== "--json" && a !== "--verbose");
-    if (strayBefore)
-      return fail(
-        "E_USAGE",
-        `${strayBefore} before the command: kerncap's options follow it`,
-        `Write \`kerncap ${verb} ${strayBefore} …\` (run \`kerncap ${verb} --help\`).`,
-      );
-    const rest = [...before, ...argv.slice(argv.indexOf(verb) + 1)];
-    const restDd = rest.indexOf("--");
-    // profile passes what follows `--` to ncu (or nsys)
-    if (restDd >= 0 && verb !== "run" && verb !== "list" && verb !== "profile" && rest.length > restDd + 1) {
-      return fail(
-        "E_USAGE",
-        `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`,
-        `Run \`kerncap ${verb} --help\`.`,
-      );
-    }
-    // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
-    const ownRest = await checkArgs(verb, cmd, shortEquals(restDd < 0 ? rest : rest.slice(0, restDd)));
-    const ownArgs = verbose && !ownRest.includes("--verbose") ? [...ownRest, "--verbose"] : ownRest;
-    const rawArgs = restDd < 0 ? ownArgs : [...ownArgs, ...rest.slice(restDd)];
-    const { result } = await runCommand(cmd, { rawArgs });
-    return typeof result === "number" ? result : 0;
-  } catch (e) {
-    if (isKerncapError(e)) {
-      if (verbose && e.stack) log.debug(e.stack);
-      return fail(e.code, e.message, e.hint, e.exitCode);
-    }
-    const err = e as NodeJS.ErrnoException;
-    // the reader of stdout went away (`kerncap inspect DIR --json | head`): nothing more to say
-    if (err.code === "EPIPE") return 141;
-    // an expected file-system failure (read-only folder, dangling symbolic link as -o, disk full…) is the user's to fix, not a bug
-    const sys = systemError(err);
-    if (sys) {
-      if (verbose && err.stack) log.debug(err.stack);
-      return fail(sys.code, sys.message, sys.hint, sys.exitCode);
-    }
-    if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
-      return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);
-    }
-    if (verbose && err.stack) log.error(err.stack);
+}
+
+/** A word that is no verb (`kerncap nosuchverb`, `kerncap help nosuchverb`), or options and no verb: E_USAGE with the nearest verb. */
+function unknownVerb(verb: string | undefined, helpOf: string | undefined, own: string[], fail: Fail): number {
+  const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);
+  const word = verb === "help" ? helpOf : verb; // `kerncap help nosuchverb`: the word asked about
+  const stray = word ? undefined : own.find((a) => !globalOptions.has(a));
+  const near = word
+    ? Object.keys(commands)
+        .filter((c) => editDistance(word, c) <= 2)
+        .sort((a, b) => editDistance(word, a) - editDistance(word, b))[0]
+    : undefined;
+  return fail(
+    "E_USAGE",
+    word
+      ? `unknown command: ${word}${near ? `; did you mean ${near}?` : ""}`
+      : stray
+        ? `unknown option ${stray} (no command given)${dashPathHint(stray)}`
+        : "no command given",
+    `Commands: ${Object.keys(commands).join(", ")}. Run \`kerncap --help\`.`,
+  );
+}
+
+/** Run `verb` on its arguments (checked by checkArgs; those after `--` only for the verbs that run an application): its result is the exit status. */
+async function runVerb(verb: Verb, own: string[], argv: string[], verbose: boolean, fail: Fail): Promise<number> {
+  const cmd = await commands[verb]();
+  // before the verb only --json and --verbose (given to the verb); anything else there would be lost
+  const before = own.slice(0, own.indexOf(verb));
+  const strayBefore = before.find((a) => a !== "--json" && a !== "--verbose");
+  if (strayBefore)
     return fail(
-      "E_INTERNAL",
-      `internal error: ${err.message}`,
-      verbose ? undefined : "This is a kerncap bug; run with --verbose for the stack trace and report it.",
+      "E_USAGE",
+      `${strayBefore} before the command: kerncap's options follow it`,
+      `Write \`kerncap ${verb} ${strayBefore} …\` (run \`kerncap ${verb} --help\`).`,
+    );
+  const rest = [...before, ...argv.slice(argv.indexOf(verb) + 1)];
+  const restDd = rest.indexOf("--");
+  // profile passes what follows `--` to ncu (or nsys)
+  if (restDd >= 0 && verb !== "run" && verb !== "list" && verb !== "profile" && rest.length > restDd + 1) {
+    return fail(
+      "E_USAGE",
+      `\`kerncap ${verb}\` runs no application: unexpected ${JSON.stringify(rest.slice(restDd + 1).join(" "))} after --`,
+      `Run \`kerncap ${verb} --help\`.`,
     );
   }
+  // `-o=x.zip` means `-o x.zip` (citty would take "=x.zip" as the value of a short option)
+  const ownRest = await checkArgs(verb, cmd, shortEquals(restDd < 0 ? rest : rest.slice(0, restDd)));
+  const ownArgs = verbose && !ownRest.includes("--verbose") ? [...ownRest, "--verbose"] : ownRest;
+  const rawArgs = restDd < 0 ? ownArgs : [...ownArgs, ...rest.slice(restDd)];
+  const { result } = await runCommand(cmd, { rawArgs });
+  return typeof result === "number" ? result : 0;
+}
+
+/**
+ * What a thrown error ends runCli with: a KerncapError its code, hint and exit status; EPIPE 141
+ * (the reader of stdout went away); an expected file-system failure its systemError; citty's
+ * parse errors E_USAGE; anything else E_INTERNAL (a kerncap bug).
+ */
+function failureOf(e: unknown, verb: string | undefined, verbose: boolean, fail: Fail): number {
+  if (isKerncapError(e)) {
+    if (verbose && e.stack) log.debug(e.stack);
+    return fail(e.code, e.message, e.hint, e.exitCode);
+  }
+  const err = e as NodeJS.ErrnoException;
+  // the reader of stdout went away (`kerncap inspect DIR --json | head`): nothing more to say
+  if (err.code === "EPIPE") return 141;
+  // an expected file-system failure (read-only folder, dangling symbolic link as -o, disk full…) is the user's to fix, not a bug
+  const sys = systemError(err);
+  if (sys) {
+    if (verbose && err.stack) log.debug(err.stack);
+    return fail(sys.code, sys.message, sys.hint, sys.exitCode);
+  }
+  if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
+    return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);
+  }
+  if (verbose && err.stack) log.error(err.stack);
+  return fail(
+    "E_INTERNAL",
+    `internal error: ${err.message}`,
+    verbose ? undefined : "This is a kerncap bug; run with --verbose for the stack trace and report it.",
+  );
 }
 
 if (import.meta.main) {

@@ -15,38 +15,33 @@
  *   is replaced; one whose launches run past the watchdog's bound (from the captured kernel time)
  *   is killed and replaced (timeout); one that dies under a candidate gives it `error` (E_WORKER),
  *   and the queue goes on.
- * - Records (src/format/eval-record.ts), one per candidate and input (one per candidate, input
+ * - Records (src/format/eval-record.ts; summed up and ranked by src/eval/report.ts), one per candidate and input (one per candidate, input
  *   "(build)", when it never reached a GPU), stream as they finish: to `onRecord` (stdout's JSON
  *   Lines with --json) and to the results file (`--jsonl FILE`: appended and fsync'd, check's
  *   src/check/results.ts), which `--resume` continues (records of `error` are tried again) and
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
 import { workerArgv } from "../util/self-exec.ts";
 import { CheckProgress } from "../check/progress.ts";
-import { parseRecords, RecordLog, type RecordKind } from "../check/results.ts";
+import { RecordLog } from "../check/results.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { mkdirInCapture } from "../format/paths.ts";
-import { documentId } from "../format/documents.ts";
-import { EVAL_VERDICTS, EvalRecord, type EvalOutcome, type EvalVerdict } from "../format/eval-record.ts";
+import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
-import { meanSpeedup } from "./timing.ts";
+import { BUILD_INPUT, EVAL_RECORDS, recordKey, recordLine, reportOf, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
-
-/** The input of a candidate that never reached a GPU (its build's record). */
-export const BUILD_INPUT = "(build)";
 
 /** The watchdog's floor (s): no bound is shorter, however short the captured kernel. */
 export const TIMEOUT_FLOOR_S = 10;
@@ -106,52 +101,6 @@ export interface EvalOptions {
   /** Each candidate's build as it ends, failed ones too (kerncap tune's lines and progress). */
   onBuild?: (c: Candidate, b: BuildOutcome) => void;
 }
-
-/** One candidate over every input. */
-export interface CandidateSummary {
-  candidate: string;
-  label: string;
-  kind: Candidate["kind"];
-  /** match only when it matched on every input; else the worst of its inputs' verdicts (VERDICT_ORDER). */
-  verdict: EvalVerdict;
-  inputs: { input: string; verdict: EvalVerdict }[];
-  /** Geometric mean over the inputs of the captured median / this median (above 1: faster), and the extremes of the inputs' intervals; null unless it matched everywhere with a comparison. */
-  speedup: number | null;
-  low: number | null;
-  high: number | null;
-  registers: number | null;
-  stackFrameBytes: number | null;
-  /** The first input's reason that made it not a match. */
-  reason: string | null;
-  /** 1 for the fastest matching candidate; null when it does not match. */
-  rank: number | null;
-}
-
-export interface EvalReport {
-  dir: string;
-  inputs: string[];
-  results: string | null;
-  shard: Shard | null;
-  workers: number;
-  /** Ranked: the matching candidates fastest first, then the rest by verdict (VERDICT_ORDER). */
-  candidates: CandidateSummary[];
-  records: EvalRecord[];
-  summary: Record<EvalVerdict, number> & { candidates: number };
-  /** wall: the whole evaluation; build: the builds' wall times summed; run: the GPU runs' summed. */
-  seconds: { wall: number; build: number; run: number };
-  /** 2 when a candidate could not be judged (error), else 0 (the verdicts are the result). */
-  exitCode: number;
-}
-
-/** Worst first: a candidate's overall verdict is the first of its inputs' in this order. */
-export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-change", "fault", "timeout", "mismatch", "error", "match"];
-
-export const EVAL_RECORDS: RecordKind<EvalRecord> = {
-  schema: documentId("eval-record"),
-  record: EvalRecord,
-  what: "the eval's results file",
-  hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
-};
 
 /**
  * The inputs: each folder a capture, or a capture set's members; all of one kernel.
@@ -231,8 +180,6 @@ class TaskQueue<T> {
   }
 }
 
-const key = (candidate: string, input: string) => `${candidate}\u0000${input}`;
-
 /** A candidate's private copy's folder name under EVAL_WORK_DIR: 16 hex digits of its identity's SHA-256 (two candidates of one content under two names get two copies). */
 export function copyName(id: string): string {
   return new Bun.CryptoHasher("sha256").update(id).digest("hex").slice(0, 16);
@@ -252,6 +199,59 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const t0 = performance.now();
   const inputs = resolveInputs(o.dirs);
   const home = inputs[0]!;
+  const all = checkedCandidates(o, home);
+  // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
+  gate(home.dir, home.manifest);
+  const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;
+  if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
+  const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
+  const { results, kept, pending } = openResults(o, mine, inputs, shard);
+  const rec = new Recorder(o, mine, pending, results, shard);
+  const watchdog = watchdogOf(o, inputs);
+  const queue = new TaskQueue<EvalTask>();
+  const stops = new StopSignals().install();
+  const stopped = () => stops.signal !== null;
+  // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
+  const work = pending.length && !o.buildDir ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
+  const building = buildInto(queue, o, home, pending, { rec, stopped, dest: (c) => o.buildDir?.(c) ?? join(work, copyName(c.id)) });
+  let buildError: unknown;
+  try {
+    await runOnWorkers(queue, o, rec, watchdog, stops);
+    buildError = await building;
+  } finally {
+    stops.dispose();
+    rec.progress.stop();
+    results?.close();
+  }
+  if (stops.signal) {
+    throw new KerncapError(
+      "E_INTERRUPTED",
+      `interrupted: ${rec.finished} of ${pending.length} candidates evaluated${o.jsonl ? `, their records in ${o.jsonl}` : ""}`,
+      {
+        hint: o.jsonl ? "Run the same command with --resume to evaluate the rest." : "Run it again (with --jsonl FILE, an interrupted eval can be resumed).",
+        exitCode: signalExitCode(stops.signal),
+      },
+    );
+  }
+  if (buildError) throw buildError;
+  const records = [...kept, ...rec.fresh];
+  return reportOf(records, {
+    dir: home.dir,
+    inputs: inputs.map((i) => i.id),
+    results: o.jsonl ? resolve(o.jsonl) : null,
+    shard: o.shard ?? null,
+    workers: o.slots.length,
+    wall: (performance.now() - t0) / 1000,
+  });
+}
+
+/**
+ * The candidates of `o`, parsed, and held to what the first input's frontend can build: a
+ * frontend validate rebuilds, a config only for a frontend whose tune builds one (Triton), --grid
+ * with a config that changes the grid, --jsonl with --resume.
+ * @throws KerncapError E_FRONTEND, E_USAGE
+ */
+function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
   const m = home.manifest;
   if (!frontendOf(m).validates) {
     throw new KerncapError(
@@ -280,12 +280,27 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   }
   if (o.resume && !o.jsonl)
     throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
-  // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
-  gate(home.dir, m);
-  const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;
-  if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
-  const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
+  return all;
+}
 
+/** What is left to evaluate: a candidate and the inputs it has no record of yet. */
+interface Pending {
+  c: Candidate;
+  inputs: EvalInput[];
+}
+
+/**
+ * The results file (--jsonl) opened, and what is left to do: the records kept from an earlier run
+ * (--resume: those of this shard's candidates and these inputs, but errors, which are tried
+ * again) and each candidate's inputs without one.
+ * @throws KerncapError E_USAGE (--resume of a file of another shard), E_RESULTS (a damaged file)
+ */
+function openResults(
+  o: EvalOptions,
+  mine: Candidate[],
+  inputs: EvalInput[],
+  shard: string | null,
+): { results?: RecordLog<EvalRecord>; kept: EvalRecord[]; pending: Pending[] } {
   const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume, previous: `${resolve(o.jsonl)}.previous` }) : undefined;
   const results = opened?.log;
   const keptAll = opened?.kept ?? [];
@@ -301,39 +316,73 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const inputIds = new Set(inputs.map((i) => i.id));
   // an error is no finding about the candidate (a dead worker, no GPU): tried again
   const kept = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
-  const done = new Set(kept.map((r) => key(r.candidate, r.input)));
+  const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
   const pending = mine
-    .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(key(c.id, i.id))) }))
+    .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(recordKey(c.id, i.id))) }))
     .filter((p) => p.inputs.length);
   if (o.resume)
     log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
+  return { results, kept, pending };
+}
 
-  const fresh: EvalRecord[] = [];
-  const progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
-  const byId = new Map(mine.map((c) => [c.id, c]));
-  const builds = new Map<string, { seconds: number; registers: number | null; stackFrameBytes: number | null }>();
-  const left = new Map(pending.map((p) => [p.c.id, p.inputs.length]));
-  let finished = 0;
-  const emit = (r: EvalRecord) => {
-    results?.append(r);
-    fresh.push(r);
-    o.onRecord?.(r);
-    const n = r.input === BUILD_INPUT ? 0 : (left.get(r.candidate) ?? 1) - 1;
-    left.set(r.candidate, n);
-    if (n === 0) finished++;
-    const w = String(pending.length).length;
-    progress.line(`[${String(finished).padStart(w)}/${pending.length}] ${recordLine(r)}`);
-  };
-  const recordOf = (x: EvalOutcome, worker: number | null, gpu: string | null): EvalRecord => {
-    const c = byId.get(x.candidate)!;
-    const b = builds.get(c.id) ?? { seconds: 0, registers: null, stackFrameBytes: null };
-    return { ...x, label: c.label, kind: c.kind, build: b, worker, gpu, shard, at: new Date().toISOString() };
-  };
+/** A candidate's build as its records carry it (EvalRecord.build): seconds, registers, stack frame bytes. */
+type BuiltFacts = EvalRecord["build"];
 
+/**
+ * Where the records of this run go as they finish: the results file, `o.onRecord`, and the
+ * progress line (a candidate counts as finished once every input of it has its record).
+ */
+class Recorder {
+  readonly fresh: EvalRecord[] = [];
+  readonly progress: CheckProgress;
+  /** Each candidate's build, once it ended. */
+  readonly builds = new Map<string, BuiltFacts>();
+  finished = 0;
+  private readonly byId: Map<string, Candidate>;
+  private readonly left: Map<string, number>;
+
+  constructor(
+    private readonly o: EvalOptions,
+    mine: Candidate[],
+    private readonly pending: Pending[],
+    private readonly results: RecordLog<EvalRecord> | undefined,
+    private readonly shard: string | null,
+  ) {
+    this.progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
+    this.byId = new Map(mine.map((c) => [c.id, c]));
+    this.left = new Map(pending.map((p) => [p.c.id, p.inputs.length]));
+  }
+
+  /** The label a candidate is shown by (its id when unknown). */
+  label(id: string): string {
+    return this.byId.get(id)?.label ?? id;
+  }
+
+  emit(r: EvalRecord): void {
+    this.results?.append(r);
+    this.fresh.push(r);
+    this.o.onRecord?.(r);
+    const n = r.input === BUILD_INPUT ? 0 : (this.left.get(r.candidate) ?? 1) - 1;
+    this.left.set(r.candidate, n);
+    if (n === 0) this.finished++;
+    const w = String(this.pending.length).length;
+    this.progress.line(`[${String(this.finished).padStart(w)}/${this.pending.length}] ${recordLine(r)}`);
+  }
+
+  /** The record of an outcome: the candidate's label, kind and build, where it ran. */
+  recordOf(x: EvalOutcome, worker: number | null, gpu: string | null): EvalRecord {
+    const c = this.byId.get(x.candidate)!;
+    const b = this.builds.get(c.id) ?? { seconds: 0, registers: null, stackFrameBytes: null };
+    return { ...x, label: c.label, kind: c.kind, build: b, worker, gpu, shard: this.shard, at: new Date().toISOString() };
+  }
+}
+
+/** The watchdog of this run's GPU workers: each input's bound (watchdogMs), and the outcome of a candidate killed past it. */
+function watchdogOf(o: EvalOptions, inputs: EvalInput[]): Watchdog {
   const floorS = o.timeoutS ?? TIMEOUT_FLOOR_S;
   const manifests = new Map(inputs.map((i) => [i.id, i.manifest]));
-  const watchdog: Watchdog = {
+  return {
     ms: (t) => watchdogMs(manifests.get(t.input)!, o.settings, floorS),
     timedOut: (t, ms) => ({
       candidate: t.candidate,
@@ -347,266 +396,96 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
       device: null,
     }),
   };
-  const queue = new TaskQueue<EvalTask>();
-  const stops = new StopSignals().install();
-  const stopped = () => stops.signal !== null;
-  // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
-  const work = pending.length && !o.buildDir ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
-  const buildWith =
-    o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
-  const jobs = Math.max(1, o.jobs ?? availableParallelism());
-  let buildError: unknown;
-  const building = (async () => {
-    try {
-      await buildPool(
-        pending,
-        jobs,
-        async ({ c, inputs: todo }) => {
-          const b = await buildWith(home.dir, m, c, o.buildDir?.(c) ?? join(work, copyName(c.id)));
-          if (stopped()) return;
-          o.onBuild?.(c, b);
-          if ("failed" in b) {
-            builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
-            emit(
-              recordOf(
-                {
-                  candidate: c.id,
-                  input: BUILD_INPUT,
-                  verdict: b.failed.verdict,
-                  reason: b.failed.reason,
-                  code: b.failed.code,
-                  numerics: null,
-                  timing: null,
-                  runSeconds: 0,
-                  device: null,
-                },
-                null,
-                null,
-              ),
-            );
-            return;
-          }
-          builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
-          for (const i of todo)
-            queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
-        },
-        stopped,
-      );
-    } catch (e) {
-      buildError = e; // E_INTERRUPTED: the stop signal ends the queue too
-    } finally {
-      queue.end();
-    }
-  })();
+}
+
+/**
+ * Build the pending candidates, `o.jobs` at once, each into its private copy (`dest`): a failed build
+ * gives the candidate's one record (input BUILD_INPUT), a built one a GPU task per input left.
+ * The queue ends when the builds do.
+ * @returns the error that stopped the builds (E_INTERRUPTED, a build's own), undefined when none did
+ */
+async function buildInto(
+  queue: TaskQueue<EvalTask>,
+  o: EvalOptions,
+  home: EvalInput,
+  pending: Pending[],
+  { rec, stopped, dest }: { rec: Recorder; stopped: () => boolean; dest: (c: Candidate) => string },
+): Promise<unknown> {
   try {
-    await drainQueue(
-      queue,
-      o.slots,
-      o.open((l) => progress.line(l), watchdog),
-      {
-        onStart: (t, slot) => progress.started(`${byId.get(t.candidate)?.label ?? t.candidate} on ${t.input}`, slot),
-        onOutcome: (x, slot) => emit(recordOf(x, slot, o.slots[slot] ?? null)),
-        stopped,
-        onStop: (stop) => {
-          stops.onStop = stop;
-          stops.onKill = stop;
-        },
-        died: (t, reason): EvalOutcome => ({
-          candidate: t.candidate,
-          input: t.input,
-          verdict: "error",
-          reason,
-          code: "E_WORKER",
-          numerics: null,
-          timing: null,
-          runSeconds: 0,
-          device: null,
-        }),
-        what: "candidate runs were not made",
+    const buildWith =
+      o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
+    const jobs = Math.max(1, o.jobs ?? availableParallelism());
+    await buildPool(
+      pending,
+      jobs,
+      async ({ c, inputs: todo }) => {
+        const b = await buildWith(home.dir, home.manifest, c, dest(c));
+        if (stopped()) return;
+        o.onBuild?.(c, b);
+        if ("failed" in b) {
+          rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
+          rec.emit(
+            rec.recordOf(
+              {
+                candidate: c.id,
+                input: BUILD_INPUT,
+                verdict: b.failed.verdict,
+                reason: b.failed.reason,
+                code: b.failed.code,
+                numerics: null,
+                timing: null,
+                runSeconds: 0,
+                device: null,
+              },
+              null,
+              null,
+            ),
+          );
+          return;
+        }
+        rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
+        for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
       },
+      stopped,
     );
-    await building;
+    return undefined;
+  } catch (e) {
+    return e; // E_INTERRUPTED: the stop signal ends the queue too
   } finally {
-    stops.dispose();
-    progress.stop();
-    results?.close();
+    queue.end();
   }
-  if (stops.signal) {
-    throw new KerncapError(
-      "E_INTERRUPTED",
-      `interrupted: ${finished} of ${pending.length} candidates evaluated${o.jsonl ? `, their records in ${o.jsonl}` : ""}`,
-      {
-        hint: o.jsonl ? "Run the same command with --resume to evaluate the rest." : "Run it again (with --jsonl FILE, an interrupted eval can be resumed).",
-        exitCode: signalExitCode(stops.signal),
+}
+
+/** Judge the queue's tasks on the GPU workers (`o.slots`, started by `o.open`) as the builds feed it; a worker that dies gives its task `error` (E_WORKER). */
+async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals): Promise<void> {
+  await drainQueue(
+    queue,
+    o.slots,
+    o.open((l) => rec.progress.line(l), watchdog),
+    {
+      onStart: (t, slot) => rec.progress.started(`${rec.label(t.candidate)} on ${t.input}`, slot),
+      onOutcome: (x, slot) => rec.emit(rec.recordOf(x, slot, o.slots[slot] ?? null)),
+      stopped: () => stops.signal !== null,
+      onStop: (stop) => {
+        stops.onStop = stop;
+        stops.onKill = stop;
       },
-    );
-  }
-  if (buildError) throw buildError;
-  const records = [...kept, ...fresh];
-  return reportOf(records, {
-    dir: home.dir,
-    inputs: inputs.map((i) => i.id),
-    results: o.jsonl ? resolve(o.jsonl) : null,
-    shard: o.shard ?? null,
-    workers: o.slots.length,
-    wall: (performance.now() - t0) / 1000,
-  });
+      died: (t, reason): EvalOutcome => ({
+        candidate: t.candidate,
+        input: t.input,
+        verdict: "error",
+        reason,
+        code: "E_WORKER",
+        numerics: null,
+        timing: null,
+        runSeconds: 0,
+        device: null,
+      }),
+      what: "candidate runs were not made",
+    },
+  );
 }
 
 function truncatedNote(t: boolean | undefined): string {
   return t ? " (a last record cut short by the interruption dropped)" : "";
-}
-
-/** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
-const one = (s: string) => escapeForTerminal(s, { oneLine: true });
-
-/** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed), escaped. */
-export function shortReason(reason: string | null, max = 160): string {
-  const lines = (reason ?? "")
-    .split("\n")
-    .map((l) => l.trim())
-    .filter(Boolean);
-  const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
-  return one((err ?? lines[0] ?? "").slice(0, max));
-}
-
-/** One record as a progress line: "match  1.07× [1.05–1.09]  label  input". */
-export function recordLine(r: EvalRecord): string {
-  const t = r.timing ? `${r.timing.speedup.toFixed(2)}× [${r.timing.low.toFixed(2)}–${r.timing.high.toFixed(2)}]` : "";
-  const why = r.verdict === "match" ? "" : `  ${shortReason(r.reason)}`;
-  return `${r.verdict.padEnd(13)} ${t.padEnd(20)} ${one(r.label)}  ${one(r.input)}${why}`;
-}
-
-/**
- * The candidates' summaries from their records (a candidate's later record of one input replaces
- * an earlier one), ranked (see EvalReport.candidates).
- */
-export function summarize(records: EvalRecord[]): CandidateSummary[] {
-  const by = new Map<string, EvalRecord[]>();
-  for (const r of records) {
-    const list = by.get(r.candidate) ?? [];
-    const i = list.findIndex((x) => x.input === r.input);
-    if (i >= 0) list[i] = r;
-    else list.push(r);
-    by.set(r.candidate, list);
-  }
-  const out: CandidateSummary[] = [];
-  for (const [candidate, rs] of by) {
-    const worst = VERDICT_ORDER.find((v) => rs.some((r) => r.verdict === v))!;
-    const bad = rs.find((r) => r.verdict === worst && worst !== "match");
-    const sp = worst === "match" ? meanSpeedup(rs.map((r) => r.timing?.speedup)) : undefined;
-    const withBuild = rs.find((r) => r.build.registers !== null) ?? rs[0]!;
-    out.push({
-      candidate,
-      label: rs[0]!.label,
-      kind: rs[0]!.kind,
-      verdict: worst,
-      inputs: rs.map((r) => ({ input: r.input, verdict: r.verdict })),
-      speedup: sp ?? null,
-      low: sp !== undefined ? Math.min(...rs.map((r) => r.timing!.low)) : null,
-      high: sp !== undefined ? Math.max(...rs.map((r) => r.timing!.high)) : null,
-      registers: withBuild.build.registers,
-      stackFrameBytes: withBuild.build.stackFrameBytes,
-      reason: bad ? `${bad.input === BUILD_INPUT ? "" : `${bad.input}: `}${bad.reason ?? bad.verdict}` : null,
-      rank: null,
-    });
-  }
-  const order = (v: EvalVerdict) => (v === "match" ? -1 : VERDICT_ORDER.indexOf(v));
-  out.sort((a, b) => order(a.verdict) - order(b.verdict) || (b.speedup ?? 0) - (a.speedup ?? 0) || a.label.localeCompare(b.label));
-  let rank = 0;
-  for (const c of out) if (c.verdict === "match") c.rank = ++rank;
-  return out;
-}
-
-function reportOf(
-  records: EvalRecord[],
-  o: { dir: string; inputs: string[]; results: string | null; shard: Shard | null; workers: number; wall: number },
-): EvalReport {
-  const candidates = summarize(records);
-  const summary = Object.fromEntries([
-    ["candidates", candidates.length],
-    ...EVAL_VERDICTS.map((v) => [v, candidates.filter((c) => c.verdict === v).length]),
-  ]) as EvalReport["summary"];
-  return {
-    dir: o.dir,
-    inputs: o.inputs,
-    results: o.results,
-    shard: o.shard,
-    workers: o.workers,
-    candidates,
-    records,
-    summary,
-    seconds: { wall: o.wall, build: sumBy(records, (r) => r.build.seconds, true), run: sumBy(records, (r) => r.runSeconds) },
-    exitCode: candidates.some((c) => c.verdict === "error") ? 2 : 0,
-  };
-}
-
-/** Sum of f over records; once per candidate when `perCandidate` (a build is one per candidate, whatever its inputs). */
-function sumBy(records: EvalRecord[], f: (r: EvalRecord) => number, perCandidate = false): number {
-  const seen = new Set<string>();
-  let s = 0;
-  for (const r of records) {
-    if (perCandidate) {
-      if (seen.has(r.candidate)) continue;
-      seen.add(r.candidate);
-    }
-    s += f(r);
-  }
-  return s;
-}
-
-/** The ranked table: one row per candidate. */
-export function rankedTable(r: EvalReport): string {
-  const rows = r.candidates.map((c) => [
-    c.rank !== null ? String(c.rank) : "-",
-    c.verdict,
-    c.speedup !== null ? `${c.speedup.toFixed(2)}×` : "",
-    c.low !== null ? `${c.low.toFixed(2)}–${c.high!.toFixed(2)}` : "",
-    c.registers !== null ? String(c.registers) : "",
-    c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
-    `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
-    one(c.label),
-    c.verdict === "match" ? "" : shortReason(c.reason, 120),
-  ]);
-  const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];
-  const w = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i]!.length)));
-  const line = (x: string[]) =>
-    x
-      .map((c, i) => (i === x.length - 1 ? c : c.padEnd(w[i]!)))
-      .join("  ")
-      .trimEnd();
-  const s = r.summary;
-  const tail = `${s.candidates} candidates on ${r.inputs.length} input${r.inputs.length > 1 ? "s" : ""}: ${EVAL_VERDICTS.filter((v) => s[v])
-    .map((v) => `${s[v]} ${v}`)
-    .join(
-      ", ",
-    )}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
-  return [line(head), ...rows.map(line), tail].join("\n");
-}
-
-/**
- * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's record of
- * one input in two files: the later file's).
- * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or holding no record)
- */
-export function mergeEval(files: string[]): EvalReport {
-  const byKey = new Map<string, EvalRecord>();
-  let inputs = new Set<string>();
-  for (const f of files) {
-    const path = resolve(f);
-    if (!existsSync(path) || statSync(path).isDirectory())
-      throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
-    const { records } = parseRecords(path, readFileSync(path, "utf8"), EVAL_RECORDS);
-    if (!records.length)
-      throw new KerncapError("E_RESULTS", `${path} holds no eval record`, {
-        hint: "A shard that stopped before its first candidate leaves an empty file: run it again (--resume), or leave it out.",
-      });
-    for (const r of records) {
-      byKey.set(key(r.candidate, r.input), r);
-      if (r.input !== BUILD_INPUT) inputs.add(r.input);
-    }
-  }
-  inputs = new Set([...inputs].sort());
-  const records = [...byKey.values()];
-  return reportOf(records, { dir: "", inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
 }

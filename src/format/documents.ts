@@ -308,7 +308,7 @@ export const DOCUMENTS = {
     ...id("inspect"),
     dir: v.string(),
     manifest: Manifest,
-    /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/trust.ts receivedReasons; empty when made here by this user). */
+    /** Whether the capture counts as received (its build.sh runs only after --trust) and every reason why (src/format/received.ts receivedReasons; empty when made here by this user). */
     received: v.object({
       received: v.boolean(),
       reasons: v.array(v.string()),

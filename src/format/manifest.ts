@@ -195,7 +195,7 @@ export const Manifest = v.object({
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
   /** The capturing process (absent from captures made before it was recorded). */
   process: v.optional(ProcessIdentity),
-  /** The host that made the capture (os.hostname(), /etc/machine-id or null): another one's capture is received (src/format/trust.ts). Absent before it was recorded. */
+  /** The host that made the capture (os.hostname(), /etc/machine-id or null): another one's capture is received (src/format/received.ts). Absent before it was recorded. */
   host: v.optional(v.object({ name: v.string(), machineId: v.nullable(v.string()) })),
   /** Frontend-specific source information (CUDA source location, Triton JIT metadata). */
   source: v.optional(v.record(v.string(), v.unknown())),

@@ -272,7 +272,7 @@ export function mkdirInCapture(dir: string, rel: string): string {
     if (st && !st.isDirectory()) throw unsafe(dir, parts.slice(0, i + 1).join("/"), `is ${fileKind(st)}, not a folder`);
   }
   // made inside folders opened with O_NOFOLLOW one by one (mode 0755, never group-writable whatever the umask:
-  // a group-writable capture counts as received, src/format/trust.ts): a folder swapped for a link meanwhile is refused
+  // a group-writable capture counts as received, src/format/received.ts): a folder swapped for a link meanwhile is refused
   closeSync(openDirWalk(dir, parts, { create: true }).fd);
   return p;
 }

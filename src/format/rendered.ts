@@ -80,7 +80,7 @@ export function notRendered(dir: string, m: Pick<Manifest, "rendered">): string[
  * @throws KerncapError E_NOT_RENDERED naming each file and its digests
  */
 export function requireRenderedBuild(dir: string, m: Manifest, command = "validate", staged?: { folder: string; digest: string }): void {
-  // a build's private copy (src/format/trust.ts stageTrustedBuild): its bytes are the ones judged, not the folder's read again
+  // a build's private copy (src/format/staged-build.ts stageTrustedBuild): its bytes are the ones judged, not the folder's read again
   const changed = notRendered(staged?.folder ?? dir, m);
   if (!changed.length || trustRecorded(dir, m, staged?.digest)) return;
   throw new KerncapError(

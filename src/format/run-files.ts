@@ -1,7 +1,7 @@
 /**
  * What a rebuild runs besides build.sh, as each frontend declares it (Frontend.runFiles,
  * registered by src/frontends/index.ts as it loads): the files the trust gate shows, hashes and
- * stages (src/format/trust.ts), the ones a confined build holds to their rendered bytes
+ * stages (src/format/trust.ts, src/format/staged-build.ts), the ones a confined build holds to their rendered bytes
  * (src/format/rendered.ts), and the build outputs not worth collecting. Every frontend's count
  * for every capture, whatever its manifest names: a received capture's manifest is the sender's,
  * and its build.sh may run any file of the folder. Registration only ever adds: a frontend cannot

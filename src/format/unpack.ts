@@ -26,7 +26,7 @@ import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { StopSignals } from "../process-group.ts";
-import { markReceived, RECEIVED_MARK } from "./trust.ts";
+import { markReceived, RECEIVED_MARK } from "./received.ts";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
@@ -541,7 +541,7 @@ async function writeFiles(
 /**
  * Put the checked temp folder at `dest`: a folder that appeared there meanwhile is refused, one
  * that existed (--force) is removed (the files the archive does not hold named in a warning), the
- * received mark written (src/format/trust.ts), then the rename.
+ * received mark written (src/format/received.ts), then the rename.
  * @throws KerncapError E_EXISTS
  */
 function replaceWithTemp(tmp: string, dest: string, existed: boolean, idx: PackIndex, archive: string): void {

@@ -13,7 +13,7 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
-import { stageTrustedBuild, type StagedBuild } from "../format/trust.ts";
+import { stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
@@ -146,7 +146,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   assertRebuildWritable(dir);
-  // every build runs from a private folder (src/format/trust.ts stageTrustedBuild): a copy of the
+  // every build runs from a private folder (src/format/staged-build.ts stageTrustedBuild): a copy of the
   // bytes the trust gate approved (a received capture) or read now (the user's own), src/ linked,
   // a private build/ whose files are moved into the capture's afterwards; nothing else of the capture
   const staged = stageTrustedBuild(dir, o.confine?.kernel.frontend ?? "");

@@ -9,7 +9,7 @@ import { KerncapError } from "../errors.ts";
 import { KERNCAP_CONFIG_NAMES } from "../format/file-names.ts";
 import { addRunFiles, runFilesLoaded } from "../format/run-files.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { setBuildScriptReader } from "../format/trust.ts";
+import { setBuildScriptReader } from "../format/what-runs.ts";
 import type { RegionTypes } from "../replay/tolerance-plan.ts";
 import { cudaFrontend } from "./cuda/index.ts";
 import type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";

@@ -16,7 +16,7 @@
  * trust gate then treats everything the build can reach as what runs (src/format/trust.ts).
  */
 import Handlebars from "handlebars";
-import type { BuildScriptReading, NamedProgram, RunFile } from "../format/trust.ts";
+import type { BuildScriptReading, NamedProgram, RunFile } from "../format/what-runs.ts";
 import type { TemplateFile } from "./templates.ts";
 
 /** What each escape helper of src/frontends/templates.ts can produce, as a regular expression (no capture groups). */
@@ -309,7 +309,7 @@ export function readScript(text: string): { programs: NamedProgram[]; named: str
 
 /**
  * The reading of the files a build runs against a frontend's templates (the trust gate's hook,
- * src/format/trust.ts setBuildScriptReader): `stock` when build.sh is a rendering of its
+ * src/format/what-runs.ts setBuildScriptReader): `stock` when build.sh is a rendering of its
  * `build.sh.hbs` and every raw template file present (Triton's repro.py) is the template's own
  * bytes; the programs the stock slots name (the flags' code-loading options; the Python it runs);
  * otherwise why not, and what a lexical reading of build.sh names.

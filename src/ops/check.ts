@@ -45,20 +45,7 @@ import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-besid
 export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<Outcome> {
   const t0 = performance.now();
   let replaySeconds = 0;
-  const base = {
-    id: task.id,
-    path: task.path,
-    kernel: null,
-    verdict: null,
-    numerics: null,
-    reason: null,
-    code: null,
-    note: null,
-    captured: null,
-    device: null,
-    rebuild: null,
-    timing: null,
-  };
+  const base = emptyOutcome(task);
   const out = (o: Partial<Outcome> & Pick<Outcome, "outcome">): Outcome => ({
     ...base,
     ...o,
@@ -66,32 +53,20 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     replaySeconds,
     at: new Date().toISOString(),
   });
-  let tmp: string | undefined;
-  let m: Manifest | undefined;
-  let rebuild: Outcome["rebuild"] = null;
-  let note: string | null = null;
-  let rebuilt: StartedRebuild | undefined;
+  const p: Checked = { rebuild: null, note: null };
   try {
     let dir = task.path;
     if (task.kind === "archive") {
-      tmp = mkdtempSync(join(tmpdir(), "kerncap-check-"));
-      dir = (await unpackArchive(task.path, join(tmp, "capture"))).dir;
+      p.tmp = mkdtempSync(join(tmpdir(), "kerncap-check-"));
+      dir = (await unpackArchive(task.path, join(p.tmp, "capture"))).dir;
     }
     const capture = openCapture(dir);
-    m = capture.manifest;
+    const m = (p.m = capture.manifest);
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
-    // before any GPU work; an archive's temp folder is gone after this check: nothing to remember its trust by
-    if (s.rebuild && reproducer) {
-      requireTrustedBuild(dir, m, s.trust, {
-        remember: task.kind !== "archive",
-        command: "kerncap check --rebuild …",
-        shown: "printed on stderr as it was checked",
-        ...(task.kind === "archive" ? { name: `${task.path} (the capture inside it, unpacked for this check)` } : {}),
-      });
-    }
+    if (s.rebuild && reproducer) gateRebuild(task, dir, m, s);
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
     const here = s.rebuild ? deviceArch(m.device.vendor) : undefined;
@@ -106,33 +81,21 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       });
     }
     if (s.rebuild && reproducer) {
-      rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) });
-      if (otherArch) note = `rebuilt from its reproducer for ${here} (captured on ${m.device.arch})`;
-    } else if (s.rebuild) note = "no reproducer to rebuild (the module has no source): the captured module replayed";
+      p.rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) });
+      if (otherArch) p.note = `rebuilt from its reproducer for ${here} (captured on ${m.device.arch})`;
+    } else if (s.rebuild) p.note = "no reproducer to rebuild (the module has no source): the captured module replayed";
     const tr = performance.now();
     let r: ReplayResult;
     try {
-      const beside = rebuilt;
-      r = await replayBeside(beside, () =>
-        replay(capture, {
-          iters: s.iters,
-          verify: s.verify,
-          ordinal: 0,
-          keepSamples: true,
-          regionTypes: regionTypesOf(capture.manifest),
-          ...(s.runs !== undefined ? { runs: s.runs } : {}),
-          ...s.tolerance,
-          ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}),
-        }),
-      );
+      r = await replayChecked(capture, fe, s, p.rebuilt);
     } finally {
-      replaySeconds = (performance.now() - Math.max(tr, rebuilt?.builtAt() ?? 0)) / 1000;
+      replaySeconds = (performance.now() - Math.max(tr, p.rebuilt?.builtAt() ?? 0)) / 1000;
     }
-    if (rebuilt) {
-      const b = await rebuilt.built;
-      rebuild = { builder: b.builder, seconds: b.seconds, targetArch: otherArch ? here! : null };
+    if (p.rebuilt) {
+      const b = await p.rebuilt.built;
+      p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: otherArch ? here! : null };
     }
-    if (!rebuilt && r.device.arch !== m.device.arch) note ??= `replayed on ${r.device.arch} (captured on ${m.device.arch}): the module's code runs here`;
+    if (!p.rebuilt && r.device.arch !== m.device.arch) p.note ??= `replayed on ${r.device.arch} (captured on ${m.device.arch}): the module's code runs here`;
     const samples = r.timing.samplesUs ?? [];
     return out({
       outcome: "done",
@@ -141,38 +104,101 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       verdict: r.verdict,
       numerics: r.numerics.verdict,
       reason: r.verdict === "mismatch" ? mismatchReason(r) : null,
-      note,
+      note: p.note,
       device: r.device,
-      rebuild,
+      rebuild: p.rebuild,
       timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples } : null,
     });
   } catch (e) {
-    const kernel = m ? m.kernel.demangled || m.kernel.name : null;
-    const captured = m ? { name: m.device.name, arch: m.device.arch } : null;
-    const message = (e as Error).message ?? String(e);
-    if (isKerncapError(e) && e.code === "E_ARCH" && m) {
-      const why = rebuilt
-        ? "(rebuilt from its reproducer)"
-        : s.rebuild
-          ? "(no reproducer to rebuild it from: the module has no source)"
-          : "(--rebuild rebuilds it from its reproducer, where it has one)";
-      return out({ outcome: "skipped", kernel, captured, code: e.code, note, rebuild, reason: `${message.split("\n")[0]} ${why}` });
-    }
-    return out({
-      outcome: "error",
-      kernel,
-      captured,
-      note,
-      rebuild,
-      code: isKerncapError(e) ? e.code : "E_INTERNAL",
-      reason: message.split("\n").slice(0, 3).join(" / "),
-    });
+    return out(failedOutcome(e, p, s));
   } finally {
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
+    if (p.tmp) rmSync(p.tmp, { recursive: true, force: true });
     // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):
     // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
     Bun.gc(true);
   }
+}
+
+/** What one capture's check has come to so far, for the outcome of a failure and the clean-up: an archive's temp folder, the manifest, the rebuild started and its record, the note. */
+interface Checked {
+  tmp?: string;
+  m?: Manifest;
+  rebuilt?: StartedRebuild;
+  rebuild: Outcome["rebuild"];
+  note: string | null;
+}
+
+/** An outcome with nothing known yet but the capture's identity and path. */
+function emptyOutcome(task: CaptureRef) {
+  return {
+    id: task.id,
+    path: task.path,
+    kernel: null,
+    verdict: null,
+    numerics: null,
+    reason: null,
+    code: null,
+    note: null,
+    captured: null,
+    device: null,
+    rebuild: null,
+    timing: null,
+  };
+}
+
+/**
+ * The trust gate before --rebuild runs a capture's build.sh, before any GPU work; an archive's temp
+ * folder is gone after this check: nothing to remember its trust by.
+ * @throws KerncapError E_UNTRUSTED, E_TRUST_CHANGED (src/format/trust.ts requireTrustedBuild)
+ */
+function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings): void {
+  requireTrustedBuild(dir, m, s.trust, {
+    remember: task.kind !== "archive",
+    command: "kerncap check --rebuild …",
+    shown: "printed on stderr as it was checked",
+    ...(task.kind === "archive" ? { name: `${task.path} (the capture inside it, unpacked for this check)` } : {}),
+  });
+}
+
+/** The replay of a check (timed launches kept), of the rebuilt module when a rebuild was started beside it. */
+function replayChecked(capture: ReturnType<typeof openCapture>, fe: ReturnType<typeof frontendOf>, s: CheckSettings, beside: StartedRebuild | undefined) {
+  return replayBeside(beside, () =>
+    replay(capture, {
+      iters: s.iters,
+      verify: s.verify,
+      ordinal: 0,
+      keepSamples: true,
+      regionTypes: regionTypesOf(capture.manifest),
+      ...(s.runs !== undefined ? { runs: s.runs } : {}),
+      ...s.tolerance,
+      ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}),
+    }),
+  );
+}
+
+/** The outcome of a check that threw: `skipped` for a module this GPU cannot run (E_ARCH), else `error` with its code and the message's first lines. */
+function failedOutcome(e: unknown, p: Checked, s: CheckSettings): Partial<Outcome> & Pick<Outcome, "outcome"> {
+  const { m, rebuilt, note, rebuild } = p;
+  const kernel = m ? m.kernel.demangled || m.kernel.name : null;
+  const captured = m ? { name: m.device.name, arch: m.device.arch } : null;
+  const message = (e as Error).message ?? String(e);
+  if (isKerncapError(e) && e.code === "E_ARCH" && m) {
+    const why = rebuilt
+      ? "(rebuilt from its reproducer)"
+      : s.rebuild
+        ? "(no reproducer to rebuild it from: the module has no source)"
+        : "(--rebuild rebuilds it from its reproducer, where it has one)";
+    return { outcome: "skipped", kernel, captured, code: e.code, note, rebuild, reason: `${message.split("\n")[0]} ${why}` };
+  }
+  return {
+    outcome: "error",
+    kernel,
+    captured,
+    note,
+    rebuild,
+    code: isKerncapError(e) ? e.code : "E_INTERNAL",
+    reason: message.split("\n").slice(0, 3).join(" / "),
+  };
 }
 
 /**

@@ -6,7 +6,8 @@
  * itself: MCP's agent reads it). Each candidate's build is then confined by the build itself
  * (src/frontends/build.ts).
  */
-import { evalCandidates, type EvalOptions, type EvalReport } from "../eval/eval.ts";
+import { evalCandidates, type EvalOptions } from "../eval/eval.ts";
+import type { EvalReport } from "../eval/report.ts";
 import { refuseUntrustedSource, requireTrustedBuild } from "./gates.ts";
 
 /**

@@ -9,7 +9,8 @@
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { requireRenderedBuild, trustChangedBuild } from "../format/rendered.ts";
-import { requireTrustedBuild, runsTrustedCopy } from "../format/trust.ts";
+import { runsTrustedCopy } from "../format/staged-build.ts";
+import { requireTrustedBuild } from "../format/trust.ts";
 import { frontendOf } from "../frontends/index.ts";
 import type { BuildGate } from "../rebuild/gate.ts";
 

@@ -33,7 +33,7 @@
  * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
  * WATCH_MIN_SAVES saves); past it, by build.sh.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
@@ -42,7 +42,7 @@ import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertRebuildWritable, buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
-import { runsTrustedCopy } from "../format/trust.ts";
+import { runsTrustedCopy } from "../format/staged-build.ts";
 import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
@@ -322,6 +322,11 @@ export class Rebuilder {
     return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
   }
 
+  /**
+   * validate's rebuild by the pruned-build record (build/pruned/check.json): build.sh alone where
+   * the pruned build was found to differ, else by the strategy the measured costs choose (build.sh
+   * alone, the pruned build alone, or both raced), and the check of both where none concluded yet.
+   */
   private async raceOrCheck(fast: FastBuilder): Promise<Rebuilt> {
     const work = mkdirInCapture(this.dir, PRUNED_DIR);
     const kernel = this.m.kernel.name;
@@ -354,83 +359,96 @@ export class Rebuilder {
       if ("module" in r) return r;
       ({ replanned, replannedFull } = r);
     } else if (current) {
-      // both builds of the edit, side by side: the first that builds is the one replayed (the fast
-      // one, when it is faster as it should be; build.sh's is never waited for longer than it takes)
-      const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
-      const t0 = performance.now();
-      const stopFast = new AbortController(),
-        stopFull = new AbortController();
-      const fastP = fast.build(this.dir, work, { force: this.o.force, signal: stopFast.signal }, series);
-      const full = () => this.buildSh(stopFull.signal);
-      const fullP = this.o.race === false ? fastP.then(full, full) : full();
-      type First =
-        | { who: "pruned"; f: FastBuilt }
-        | { who: "pruned-failed"; e: unknown }
-        | { who: "build.sh"; b: Rebuilt }
-        | { who: "build.sh-failed"; e: unknown };
-      const fastR: Promise<First> = fastP.then(
-        (f) => ({ who: "pruned" as const, f }),
-        (e) => ({ who: "pruned-failed" as const, e }),
-      );
-      const fullR: Promise<First> = fullP.then(
-        (b) => ({ who: "build.sh" as const, b }),
-        (e) => ({ who: "build.sh-failed" as const, e }),
-      );
-      const stop = async (c: AbortController, p: Promise<First>) => {
-        c.abort();
-        await p;
-      };
-      let first = await Promise.race([fastR, fullR]);
-      if (first.who === "build.sh-failed") {
-        const e = first.e;
-        if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw (await stop(stopFast, fastR), e);
-        // only a host-code error fails build.sh and not the fast build (which has no host bodies): the fast build decides, as in the watch
-        first = await fastR;
-        if (first.who !== "pruned") throw e;
-        log.warn(`build.sh fails where the pruned build (device code only) does not: ${messageOf(e).split("\n").slice(0, 4).join(" / ")}`);
-      }
-      if (first.who === "pruned") {
-        const f = first.f;
-        if (f.plan === current.plan) {
-          await stop(stopFull, fullR);
-          series.save(work);
-          if (costs) this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
-          return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
-        }
-        log.info("build.sh's compile changed since the pruned build was checked: checking it again");
-        replanned = f;
-        series.save(work);
-        const r = await fullR;
-        if (r.who !== "build.sh") throw (r as { e: unknown }).e;
-        replannedFull = r.b;
-      } else if (first.who === "build.sh") {
-        await stop(stopFast, fastR); // the fast build lost the race (its preprocessing, if done, is kept)
-        series.save(work);
-        if (costs) this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, first.b.seconds) } });
-        log.debug("build.sh finished before the pruned build");
-        return { ...first.b, seconds: (performance.now() - t0) / 1000 };
-      } else {
-        // the fast build failed: build.sh's outcome is the answer (a real compile error is its message)
-        const e = first.e;
-        series.save(work);
-        if (!(e instanceof FastBuildUnavailable)) throw (await stop(stopFull, fullR), e);
-        const r = await fullR;
-        if (r.who !== "build.sh") throw (r as { e: unknown }).e;
-        this.writeCheck({
-          kernel,
-          plan: current.plan,
-          same: false,
-          reason: `the pruned TU did not build where build.sh did (${e.message})`,
-          buildShSeconds: r.b.seconds,
-          prunedSeconds: null,
-        });
-        log.info(
-          `the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`,
-        );
-        return { ...r.b, seconds: (performance.now() - t0) / 1000 };
-      }
+      const r = await this.race(fast, work, current, costs);
+      if ("module" in r) return r;
+      ({ replanned, replannedFull } = r);
     }
     return this.checkBoth(fast, work, cpus, replanned, replannedFull);
+  }
+
+  /**
+   * validate's rebuild by both builds of the edit, side by side: the first that builds is the one
+   * replayed (the fast one, when it is faster as it should be; build.sh's is never waited for
+   * longer than it takes); `costs` (when measured) averaged with the winner's time.
+   * @returns the rebuild, or the pruned build and build.sh's when build.sh's compile changed since the check (checked again)
+   */
+  private async race(
+    fast: FastBuilder,
+    work: string,
+    current: PrunedCheck,
+    costs: BuildCosts | undefined,
+  ): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
+    const kernel = this.m.kernel.name;
+    const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
+    const t0 = performance.now();
+    const stopFast = new AbortController(),
+      stopFull = new AbortController();
+    const fastP = fast.build(this.dir, work, { force: this.o.force, signal: stopFast.signal }, series);
+    const full = () => this.buildSh(stopFull.signal);
+    const fullP = this.o.race === false ? fastP.then(full, full) : full();
+    type First =
+      | { who: "pruned"; f: FastBuilt }
+      | { who: "pruned-failed"; e: unknown }
+      | { who: "build.sh"; b: Rebuilt }
+      | { who: "build.sh-failed"; e: unknown };
+    const fastR: Promise<First> = fastP.then(
+      (f) => ({ who: "pruned" as const, f }),
+      (e) => ({ who: "pruned-failed" as const, e }),
+    );
+    const fullR: Promise<First> = fullP.then(
+      (b) => ({ who: "build.sh" as const, b }),
+      (e) => ({ who: "build.sh-failed" as const, e }),
+    );
+    const stop = async (c: AbortController, p: Promise<First>) => {
+      c.abort();
+      await p;
+    };
+    let first = await Promise.race([fastR, fullR]);
+    if (first.who === "build.sh-failed") {
+      const e = first.e;
+      if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw (await stop(stopFast, fastR), e);
+      // only a host-code error fails build.sh and not the fast build (which has no host bodies): the fast build decides, as in the watch
+      first = await fastR;
+      if (first.who !== "pruned") throw e;
+      log.warn(`build.sh fails where the pruned build (device code only) does not: ${messageOf(e).split("\n").slice(0, 4).join(" / ")}`);
+    }
+    if (first.who === "pruned") {
+      const f = first.f;
+      if (f.plan === current.plan) {
+        await stop(stopFull, fullR);
+        series.save(work);
+        if (costs) this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
+        return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
+      }
+      log.info("build.sh's compile changed since the pruned build was checked: checking it again");
+      series.save(work);
+      const r = await fullR;
+      if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+      return { replanned: f, replannedFull: r.b };
+    } else if (first.who === "build.sh") {
+      await stop(stopFast, fastR); // the fast build lost the race (its preprocessing, if done, is kept)
+      series.save(work);
+      if (costs) this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, first.b.seconds) } });
+      log.debug("build.sh finished before the pruned build");
+      return { ...first.b, seconds: (performance.now() - t0) / 1000 };
+    } else {
+      // the fast build failed: build.sh's outcome is the answer (a real compile error is its message)
+      const e = first.e;
+      series.save(work);
+      if (!(e instanceof FastBuildUnavailable)) throw (await stop(stopFull, fullR), e);
+      const r = await fullR;
+      if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+      this.writeCheck({
+        kernel,
+        plan: current.plan,
+        same: false,
+        reason: `the pruned TU did not build where build.sh did (${e.message})`,
+        buildShSeconds: r.b.seconds,
+        prunedSeconds: null,
+      });
+      log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds from now on (remove ${work} to check the pruned build again)`);
+      return { ...r.b, seconds: (performance.now() - t0) / 1000 };
+    }
   }
 
   /**

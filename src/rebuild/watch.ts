@@ -306,38 +306,7 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
   const fe = frontendOf(m);
   const rebuilder = new Rebuilder(dir, m, fe, { quiet: o.quiet, force: o.force, fullBuild: o.fastBuild === false, watch: true });
   const ignore = new Set(fe.generatedSources?.(m) ?? []);
-  let session: ReplaySession | undefined;
-  let watcher: FSWatcher | undefined;
-  let debouncer: SaveDebouncer | undefined;
-  // the cycle in flight (awaited before cleanup: a build stops at the signal, a run is short)
-  let busy: Promise<void> | undefined;
-  // the pruned build's check in flight (CUDA), and its stop
-  let check: { done: Promise<void>; abort: AbortController } | undefined;
-  let failure: unknown;
-  // what the idle reset after the previous run put back, reported in the next verdict line
-  let idleReset: ResetLine | null = null;
-  const cycle = async (trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt) => {
-    const r = await runCycle(m, session!, built, o, { trigger, files, savedAt, buildAt, reset: idleReset });
-    if (r.ran) idleReset = null;
-    if (r.reopen) {
-      session!.close({ resetDevice: true });
-      session = await open();
-    }
-    // between saves: put back what this run wrote, so that the next save's run starts at once
-    const z = session!.reset();
-    if (z) idleReset = { chunks: z.chunks, bytes: z.bytes, seconds: z.seconds };
-  };
-  const track = (p: Promise<void>) => {
-    busy = p
-      .catch((e) => {
-        failure ??= e;
-        stopped();
-      })
-      .finally(() => {
-        busy = undefined;
-      });
-    return busy;
-  };
+  const w = new WatchLoop(m, o, rebuilder, stops, open, stopped);
   try {
     // the first build runs while the memory is reserved, restored and checked
     const firstBuild = build(rebuilder);
@@ -347,67 +316,133 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
     await Promise.race([opening.catch(() => {}), stoppedP]);
     if (stops.signal) return exitCode(stops);
     try {
-      session = await opening;
+      w.session = await opening;
     } catch (e) {
       await firstBuild.catch(() => {}); // its process and signal handlers end before the error is reported
       throw e;
     }
-    await Promise.race([track(cycle("start", [], t0, firstBuild)), stoppedP]);
-    if (failure === undefined && !stops.signal) {
-      // one cycle at a time; saves during a cycle make one more cycle after it
-      let queued: { files: string[]; savedAt: number } | undefined;
-      // the pruned build's check runs beside the cycles, never in their way: a save while it runs
-      // stops it (it would compare a build of the old text), and the next build.sh build is checked
-      const startCheck = (built: Built) => {
-        if (!built.ok || !rebuilder.wantsCheck(built) || stops.signal || failure !== undefined) return;
-        const prev = check?.done ?? Promise.resolve();
-        const abort = new AbortController();
-        const done = prev
-          .then(() => (abort.signal.aborted ? undefined : rebuilder.checkBeside(built, abort.signal)))
-          .catch((e) => {
-            failure ??= e;
-            stopped();
-          });
-        check = { done, abort };
-      };
-      const start = (files: string[], savedAt: number) => {
-        if (busy) {
-          queued = { files: [...new Set([...(queued?.files ?? []), ...files])], savedAt };
-          return;
-        }
-        check?.abort.abort();
-        const buildAt = performance.now();
-        const built = build(rebuilder);
-        void track(cycle("save", files, savedAt, built, buildAt).then(async () => startCheck(await built))).then(() => {
-          if (queued && !stops.signal && failure === undefined) {
-            const q = queued;
-            queued = undefined;
-            start(q.files, q.savedAt);
-          }
-        });
-      };
-      debouncer = new SaveDebouncer(DEBOUNCE_MS, start);
-      watcher = watch(join(dir, "src"), { recursive: true }, (_ev, name) => {
-        const rel = name === null ? null : String(name);
-        if (isSourceSave(rel, ignore)) debouncer!.poke(rel!);
-      });
+    await Promise.race([w.track(w.cycle("start", [], t0, firstBuild)), stoppedP]);
+    if (w.failure === undefined && !stops.signal) {
+      w.watchSources(join(dir, "src"), ignore);
       // said once the watcher is up: a save from here on is seen (the tests wait for this line)
       log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
-      startCheck(await firstBuild);
+      w.startCheck(await firstBuild);
       await stoppedP;
     }
-    watcher?.close();
-    debouncer?.cancel();
-    await busy;
-    await check?.done;
-    if (failure !== undefined && !(isKerncapError(failure) && failure.code === "E_INTERRUPTED")) throw failure;
+    w.stopWatching();
+    await w.busy;
+    await w.check?.done;
+    if (w.failure !== undefined && !(isKerncapError(w.failure) && w.failure.code === "E_INTERRUPTED")) throw w.failure;
     return exitCode(stops);
   } finally {
-    watcher?.close();
-    debouncer?.cancel();
-    session?.close();
+    w.stopWatching();
+    w.session?.close();
     stops.dispose();
     rebuilder.close();
+  }
+}
+
+/**
+ * One watch's cycles: the replay session, the cycle in flight (one at a time; saves during a
+ * cycle make one more cycle after it), the pruned build's check beside them, and the first
+ * failure, which ends the watch (`stopped`).
+ */
+class WatchLoop {
+  session: ReplaySession | undefined;
+  /** The cycle in flight (awaited before cleanup: a build stops at the signal, a run is short). */
+  busy: Promise<void> | undefined;
+  /** The pruned build's check in flight (CUDA), and its stop. */
+  check: { done: Promise<void>; abort: AbortController } | undefined;
+  failure: unknown;
+  /** What the idle reset after the previous run put back, reported in the next verdict line. */
+  private idleReset: ResetLine | null = null;
+  private queued: { files: string[]; savedAt: number } | undefined;
+  private watcher: FSWatcher | undefined;
+  private debouncer: SaveDebouncer | undefined;
+
+  constructor(
+    private readonly m: Manifest,
+    private readonly o: WatchOptions,
+    private readonly rebuilder: Rebuilder,
+    private readonly stops: StopSignals,
+    private readonly open: () => Promise<ReplaySession>,
+    private readonly stopped: () => void,
+  ) {}
+
+  /** One cycle: the run of what `built` gives, its line; then the memory put back for the next save (the session opened again after a kernel fault). */
+  async cycle(trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt): Promise<void> {
+    const r = await runCycle(this.m, this.session!, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset });
+    if (r.ran) this.idleReset = null;
+    if (r.reopen) {
+      this.session!.close({ resetDevice: true });
+      this.session = await this.open();
+    }
+    // between saves: put back what this run wrote, so that the next save's run starts at once
+    const z = this.session!.reset();
+    if (z) this.idleReset = { chunks: z.chunks, bytes: z.bytes, seconds: z.seconds };
+  }
+
+  /** `p` as the cycle in flight: its failure ends the watch. */
+  track(p: Promise<void>): Promise<void> {
+    this.busy = p
+      .catch((e) => {
+        this.failure ??= e;
+        this.stopped();
+      })
+      .finally(() => {
+        this.busy = undefined;
+      });
+    return this.busy;
+  }
+
+  /**
+   * The pruned build's check runs beside the cycles, never in their way: a save while it runs
+   * stops it (it would compare a build of the old text), and the next build.sh build is checked.
+   */
+  startCheck(built: Built): void {
+    if (!built.ok || !this.rebuilder.wantsCheck(built) || this.stops.signal || this.failure !== undefined) return;
+    const prev = this.check?.done ?? Promise.resolve();
+    const abort = new AbortController();
+    const done = prev
+      .then(() => (abort.signal.aborted ? undefined : this.rebuilder.checkBeside(built, abort.signal)))
+      .catch((e) => {
+        this.failure ??= e;
+        this.stopped();
+      });
+    this.check = { done, abort };
+  }
+
+  /** A save (debounced): a cycle now, or one more after the cycle in flight. */
+  private save(files: string[], savedAt: number): void {
+    if (this.busy) {
+      this.queued = { files: [...new Set([...(this.queued?.files ?? []), ...files])], savedAt };
+      return;
+    }
+    this.check?.abort.abort();
+    const buildAt = performance.now();
+    const built = build(this.rebuilder);
+    void this.track(this.cycle("save", files, savedAt, built, buildAt).then(async () => this.startCheck(await built))).then(() => {
+      if (this.queued && !this.stops.signal && this.failure === undefined) {
+        const q = this.queued;
+        this.queued = undefined;
+        this.save(q.files, q.savedAt);
+      }
+    });
+  }
+
+  /** Watch the sources under `src` (fs.watch, recursive): each save of a source (isSourceSave, `ignore` left out) debounced into a cycle. */
+  watchSources(src: string, ignore: ReadonlySet<string>): void {
+    this.debouncer = new SaveDebouncer(DEBOUNCE_MS, (files, savedAt) => this.save(files, savedAt));
+    this.watcher = watch(src, { recursive: true }, (_ev, name) => {
+      const rel = name === null ? null : String(name);
+      if (isSourceSave(rel, ignore)) this.debouncer!.poke(rel!);
+    });
+  }
+
+  /** No more saves: the watcher closed, a pending debounce dropped. */
+  stopWatching(): void {
+    this.watcher?.close();
+    this.debouncer?.cancel();
   }
 }
 

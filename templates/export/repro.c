@@ -231,23 +231,10 @@ int main(int argc, char **argv) {
 #endif
 
   /* a device copy of the chunks the app changed, to put them back between timed launches */
-  unsigned long long backup_bytes = 0;
-  for (int i = 0; i < N_REGIONS; i++)
-    for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) backup_bytes += run_bytes(&REGIONS[i], &EXTENTS[k]);
+  unsigned long long backup_bytes = changed_bytes();
   CUdeviceptr backup = 0;
   if (backup_bytes) CK(cuMemAlloc(&backup, backup_bytes));
-#define EACH_CHANGED_RUN(BODY)                                                                     \
-  do {                                                                                             \
-    unsigned long long off = 0;                                                                    \
-    for (int i = 0; i < N_REGIONS; i++)                                                            \
-      for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) {             \
-        CUdeviceptr va = REGIONS[i].va + EXTENTS[k].chunk * CHUNK_BYTES;                          \
-        unsigned long long n = run_bytes(&REGIONS[i], &EXTENTS[k]);                               \
-        BODY;                                                                                      \
-        off += n;                                                                                  \
-      }                                                                                            \
-  } while (0)
-  EACH_CHANGED_RUN(CK(cuMemcpyDtoD(backup + off, va, n)));
+  EACH_CHANGED_RUN(CK(cuMemcpyDtoD(backup + off, (CUdeviceptr)va, n)));
 
   /* 4. one launch, then every range against the after state */
   launch();
@@ -262,10 +249,7 @@ int main(int argc, char **argv) {
     printf("%s: the launch gave %d (%s); in the app it faulted with %d (%s)\n", (int)done == FAULT_CODE ? "MATCH" : "MISMATCH", (int)done, s, FAULT_CODE, FAULT_NAME);
     return (int)done == FAULT_CODE ? 0 : 1;
   }
-  int bad = 0;
-  for (int i = 0; i < N_REGIONS; i++) bad |= compare_range(&REGIONS[i], REGIONS[i].va, before, after, "region");
-  for (int i = 0; i < N_GLOBALS; i++)
-    if (global_at[i]) bad |= compare_range(&GLOBALS[i], global_at[i], before, after, GLOBALS[i].name);
+  int bad = compare_all(before, after, global_at);
 
   /* 5. timed launches, each from the before state: 2 warm-up launches, then `iters` */
   if (iters > 0) {
@@ -278,7 +262,7 @@ int main(int argc, char **argv) {
     CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
     float *us = malloc(sizeof(float) * (size_t)iters);
     for (int i = -2; i < iters; i++) {
-      EACH_CHANGED_RUN(CK(cuMemcpyDtoD(va, backup + off, n)));
+      EACH_CHANGED_RUN(CK(cuMemcpyDtoD((CUdeviceptr)va, backup + off, n)));
       for (int g = 0; g < N_GLOBALS; g++)
         if (GLOBALS[g].changed && global_at[g]) restore_range(before, &GLOBALS[g], global_at[g]);
       unsigned long long ns = 30000;

@@ -1,8 +1,8 @@
 /*
  * repro_common.h: what the exported program does the same on every GPU runtime: the export's files
- * (-d), the memory images' stored chunks, the before state restored into a range, and each range
- * judged against the app's after state (bit for bit, or element-wise within ATOL + RTOL *
- * |expected| for float types).
+ * (-d), the memory images' stored chunks, the before state restored into a range, the chunks the
+ * app changed (put back between timed launches), and each range judged against the app's after
+ * state (bit for bit, or element-wise within ATOL + RTOL * |expected| for float types).
  *
  * Written by `kerncap export`, included by repro.c after capture.h. The program defines the three
  * device accesses below with its runtime's copies; every call here either completes or exits 2.
@@ -90,6 +90,30 @@ static void restore_range(FILE *before, const struct kc_range *r, unsigned long 
   }
 }
 
+/* ---- the chunks the app changed ---------------------------------------------------------- */
+
+/* Bytes of every stored after run of the regions: the device copy that puts them back between timed launches. */
+static unsigned long long changed_bytes(void) {
+  unsigned long long bytes = 0;
+  for (int i = 0; i < N_REGIONS; i++)
+    for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) bytes += run_bytes(&REGIONS[i], &EXTENTS[k]);
+  return bytes;
+}
+
+/* BODY once per stored after run of the regions, in order, with `va` (the run's first byte on the
+ * device, unsigned long long), `n` (its bytes) and `off` (where it lies in the changed_bytes() copy). */
+#define EACH_CHANGED_RUN(BODY)                                                                     \
+  do {                                                                                             \
+    unsigned long long off = 0;                                                                    \
+    for (int i = 0; i < N_REGIONS; i++)                                                            \
+      for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) {             \
+        unsigned long long va = REGIONS[i].va + EXTENTS[k].chunk * CHUNK_BYTES;                   \
+        unsigned long long n = run_bytes(&REGIONS[i], &EXTENTS[k]);                               \
+        BODY;                                                                                      \
+        off += n;                                                                                  \
+      }                                                                                            \
+  } while (0)
+
 /* ---- judging ----------------------------------------------------------------------------- */
 
 static float half_to_float(unsigned short h) {
@@ -169,6 +193,16 @@ static int compare_range(const struct kc_range *r, unsigned long long at, FILE *
   } else if (v.differing) {
     printf("  within tolerance %s 0x%llx (%llu bytes, %s): %llu elements differ, max abs error %g\n", what, r->va, r->size, r->type, v.differing, v.max_abs);
   }
+  return bad;
+}
+
+/* Every region, and every module global at its address in the loaded module (`global_at`; 0: left
+ * out), judged against the app's after state; 1 when one differs. */
+static int compare_all(FILE *before, FILE *after, const unsigned long long *global_at) {
+  int bad = 0;
+  for (int i = 0; i < N_REGIONS; i++) bad |= compare_range(&REGIONS[i], REGIONS[i].va, before, after, "region");
+  for (int i = 0; i < N_GLOBALS; i++)
+    if (global_at[i]) bad |= compare_range(&GLOBALS[i], global_at[i], before, after, GLOBALS[i].name);
   return bad;
 }
 

@@ -32,7 +32,7 @@ import { log } from "../../src/log.ts";
 import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
-import { RECEIVED_MARK } from "../../src/format/trust.ts";
+import { RECEIVED_MARK } from "../../src/format/received.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 import { rawZip, readRawZip } from "./zip-fixture.ts";
 
@@ -151,7 +151,7 @@ describe("pack / unpack", () => {
     const u = await unpackArchive(p.archive, join(root, "back"));
     const a = tree(dir);
     const b = tree(u.dir);
-    expect([...b.keys()].sort()).toEqual([...a.keys(), RECEIVED_MARK].sort()); // unpack marks the folder received (src/format/trust.ts)
+    expect([...b.keys()].sort()).toEqual([...a.keys(), RECEIVED_MARK].sort()); // unpack marks the folder received (src/format/received.ts)
     for (const [k, v] of a) expect(Buffer.compare(b.get(k)!, v), k).toBe(0);
     expect(statSync(join(u.dir, "build.sh")).mode & 0o777).toBe(0o755);
     verifyRegions(u.dir, readManifest(u.dir)); // every region's SHA-256

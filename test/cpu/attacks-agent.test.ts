@@ -14,17 +14,16 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
-import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/trust.ts";
+import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { notAnEditableSource } from "../../src/frontends/index.ts";
-import { createMcpServer } from "../../src/mcp/server.ts";
 import { makeCapture, recordRendered, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
+import { connected, doc } from "./mcp-client.ts";
 
 let savedState: string | undefined;
 beforeAll(() => {
@@ -37,14 +36,7 @@ afterAll(() => {
   else process.env.XDG_STATE_HOME = savedState;
 });
 
-async function mcp(trustBuilds = false): Promise<Client> {
-  const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer(undefined, { trustBuilds }).connect(a);
-  const c = new Client({ name: "attacker", version: "1" });
-  await c.connect(b);
-  return c;
-}
-const doc = (r: any) => r.structuredContent as Record<string, any>;
+const mcp = (trustBuilds = false): Promise<Client> => connected({ trust: { trustBuilds }, name: "attacker" });
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 
@@ -348,7 +340,7 @@ describe("attack: made here means this machine's id", () => {
   }, 60_000);
 
   test("without /etc/machine-id (a container), kerncap's own id for this user: made once in the user's state folder (0600, O_EXCL), the same on every call; none in a state folder others can write", async () => {
-    const { kerncapMachineId } = await import("../../src/format/trust.ts");
+    const { kerncapMachineId } = await import("../../src/format/received.ts");
     const saved = process.env.XDG_STATE_HOME;
     const state = mkdtempSync(join(tmpdir(), "kc-mid-"));
     process.env.XDG_STATE_HOME = state;

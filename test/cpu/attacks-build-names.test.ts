@@ -19,7 +19,8 @@ import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
-import { readWhatRuns, requireTrustedBuild, type RunFile } from "../../src/format/trust.ts";
+import { requireTrustedBuild } from "../../src/format/trust.ts";
+import { readWhatRuns, type RunFile } from "../../src/format/what-runs.ts";
 import { CUDA_TEMPLATES } from "../../src/frontends/cuda/templates.ts";
 import { HIP_TEMPLATES } from "../../src/frontends/hip/templates.ts";
 import "../../src/frontends/index.ts"; // registers the frontends' reading of build.sh with the trust gate

@@ -504,7 +504,7 @@ describe("names are data", () => {
 
 describe("the interpreter pinned.json names (a re-attack: an interpreter in another user's folder, swapped after the digest)", () => {
   test("one inside the capture, or reached through a folder others can write or another user owns, is refused; root's own is not", async () => {
-    const { interpreterProblem } = await import("../../src/format/trust.ts");
+    const { interpreterProblem } = await import("../../src/format/what-runs.ts");
     const { mkdtempSync, mkdirSync, writeFileSync, chmodSync, chownSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
     const base = mkdtempSync(join(tmpdir(), "kc-interp-"));

@@ -31,7 +31,8 @@ import { readManifest } from "../../src/format/capture-dir.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
 import { remakeStaleSlice } from "../../src/frontends/cuda/slice.ts";
-import { receivedBecause, requireTrustedBuild } from "../../src/format/trust.ts";
+import { receivedBecause } from "../../src/format/received.ts";
+import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { makeCapture, recordRendered, tempDir, trustDigest } from "./fixtures.ts";
 
 const SECRET = "TOPSECRET_hunter2";

@@ -27,7 +27,7 @@ import { cubinArch } from "../../src/codeobj/cubin.ts";
 import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
-import { markReceived } from "../../src/format/trust.ts";
+import { markReceived } from "../../src/format/received.ts";
 import { makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");

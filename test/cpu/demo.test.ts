@@ -18,7 +18,7 @@ import { readManifest } from "../../src/format/capture-dir.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
-import { RECEIVED_MARK } from "../../src/format/trust.ts";
+import { RECEIVED_MARK } from "../../src/format/received.ts";
 import { tempDir } from "./fixtures.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");

@@ -12,7 +12,8 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSyn
 import { join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
-import { BUILD_INPUT, copyName, mergeEval, rankedTable, shortReason, summarize, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
 import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
 import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";

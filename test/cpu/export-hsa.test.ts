@@ -13,18 +13,16 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { isOffloadBundle } from "../../src/codeobj/amdgpu.ts";
 import { exportCapture } from "../../src/export/export.ts";
-import { chunkedRanges } from "../raw-fixture.ts";
+import { buildFakeHsa, compileScale, FAKE_LIBHSA, hipScaleCapture, SCALE_N } from "../hip-fixture.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
-const FAKE_LIBHSA = join(ROOT, "test/apps/hip/fake_libhsa.c");
 const HSA_INC = process.env.HSA_INCLUDE ?? "/usr/include";
 const READY = !!Bun.which("gcc") && !!Bun.which("hipcc") && !!Bun.which("make") && existsSync(join(HSA_INC, "hsa/hsa.h"));
 const REASON = READY ? "" : "(skipped: gcc, make, hipcc or hsa/hsa.h missing; run scripts/install-rocm.sh)";
 
-const N = 3000; // floats in the data region
+const N = SCALE_N; // floats in the data region
 const DATA_VA = 0x7e5b_0000_0000n;
 const INPUT_VA = 0x7e5b_0010_0000n;
 
@@ -43,65 +41,17 @@ beforeAll(() => {
   // the stand-in runtime under the real one's name, for LD_LIBRARY_PATH
   fakeDir = join(tmp, "fake");
   mkdirSync(fakeDir);
-  const cc = sh(["gcc", "-shared", "-fPIC", "-Wall", "-Wextra", "-o", join(fakeDir, "libhsa-runtime64.so.1"), FAKE_LIBHSA]);
-  if (cc.code) throw new Error(cc.err);
+  buildFakeHsa(join(fakeDir, "libhsa-runtime64.so.1"));
   symlinkSync("libhsa-runtime64.so.1", join(fakeDir, "libhsa-runtime64.so"));
   const co = join(tmp, "scale.co");
-  const hip = sh(["hipcc", "--cuda-device-only", "-c", "-O2", "--offload-arch=gfx90a", join(ROOT, "test/apps/hip/scale.hip"), "-o", co], {
-    env: { HIP_PLATFORM: "amd" },
-  });
-  if (hip.code) throw new Error(hip.err);
+  compileScale(co);
   bundle = new Uint8Array(readFileSync(co));
 }, 120_000);
 afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
 
-/** A hip capture of scale(data, 2, N): data holds k before and `after(k)` after, an input region the kernel does not touch. */
-async function hipCapture(name: string, after: (k: number) => number = (k) => 2 * k): Promise<string> {
-  const raw = join(tmp, `${name}.raw`);
-  mkdirSync(join(raw, "kernel"), { recursive: true });
-  mkdirSync(join(raw, "memory"), { recursive: true });
-  writeFileSync(join(raw, "kernel/module.hsaco"), bundle);
-  const params = new Uint8Array(16);
-  const dv = new DataView(params.buffer);
-  dv.setBigUint64(0, DATA_VA, true);
-  dv.setFloat32(8, 2, true);
-  dv.setInt32(12, N, true);
-  writeFileSync(join(raw, "kernel/params.bin"), params);
-  const before = new Uint8Array(65536 + 4096);
-  const after_ = new Uint8Array(65536 + 4096);
-  const b = new Float32Array(before.buffer, 0, N);
-  const a = new Float32Array(after_.buffer, 0, N);
-  for (let k = 0; k < N; k++) {
-    b[k] = k;
-    a[k] = after(k);
-  }
-  for (let i = 0; i < 4096; i++) before[65536 + i] = after_[65536 + i] = (i * 7) & 0xff;
-  writeFileSync(join(raw, "memory/before.bin"), before);
-  writeFileSync(join(raw, "memory/after.bin"), after_);
-  const rawJson = {
-    raw_version: 2,
-    library: "kerncap_hsa test",
-    frontend: "hip",
-    kernel: { name: "_Z5scalePffi", demangled: "scale(float*, float, int)", match_index: 0, launch_index: 0 },
-    device: { vendor: "amd", name: "Fake MI210", arch: "gfx90a", driver_version: 0, ordinal: 0 },
-    launch: { api: "hsa_kernel_dispatch_packet", grid: [3072, 1, 1], block: [256, 1, 1], shared_mem_bytes: 0, cluster: [1, 1, 1], attributes: [] },
-    function_attributes: [],
-    params: { file: "kernel/params.bin", size: 16, layout_source: "amdgpu metadata (kerncap reads kernel/module.hsaco)", layout: [] },
-    module: { file: "kernel/module.hsaco", kind: "hsaco", size: bundle.length, source: "test" },
-    ...chunkedRanges(
-      raw,
-      [
-        { va: `0x${DATA_VA.toString(16)}`, size: N * 4, kind: "device", offset: 0, changed: true },
-        { va: `0x${INPUT_VA.toString(16)}`, size: 4096, kind: "device", offset: 65536, changed: false },
-      ],
-      [],
-    ),
-    timing: { sync_us: 1, before_us: 1, app_launch_us: 5, after_us: 1, app_to_capture_s: 0 },
-    hsa: { kernel_object: "0x1001", group_segment_size: 0, private_segment_size: 0, kernarg_address: "0x0", runtime_version: 1 },
-  };
-  const dir = join(tmp, name);
-  await finalizeCapture(rawJson, { tmpDir: raw, finalDir: dir, force: false, command: ["./app"], match: "scale" });
-  return dir;
+/** A hip capture of scale(data, 2, N) (test/hip-fixture.ts): data holds k before and `after(k)` after, an input region the kernel does not touch. */
+function hipCapture(name: string, after?: (k: number) => number): Promise<string> {
+  return hipScaleCapture(tmp, name, { module: bundle, dataVa: DATA_VA, inputVa: INPUT_VA, after });
 }
 
 /** Export capture `name`, copy the export to a fresh folder, build it with its Makefile against the system's HSA headers and library. */

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { renderedDigests } from "../../src/format/rendered.ts";
-import { readWhatRuns } from "../../src/format/trust.ts";
+import { readWhatRuns } from "../../src/format/what-runs.ts";
 import { CUDA_TEMPLATES } from "../../src/frontends/cuda/templates.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import type { Manifest } from "../../src/format/manifest.ts";

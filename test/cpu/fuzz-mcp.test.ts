@@ -13,18 +13,17 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import fc from "fast-check";
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { CUDA_SOURCE_SUFFIXES } from "../../src/frontends/cuda/index.ts";
 import { unportableName } from "../../src/format/archive.ts";
-import { createMcpServer } from "../../src/mcp/server.ts";
 /** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
 const DEPS_LIST =
   'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+import { connected } from "./mcp-client.ts";
 
 /** Every entry under `root` except those under `skip`: path → kind, size and content hash. */
 function listing(root: string, skip: string[]): Map<string, string> {
@@ -98,10 +97,7 @@ beforeAll(async () => {
   writeFileSync(join(root, "outside/notes"), "keep\n");
   skip = [join(cap, "src"), join(cap, "build"), join(cap, "profile")];
   before = listing(root, skip);
-  const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer(undefined, { trustBuilds: false }).connect(a);
-  client = new Client({ name: "fuzz", version: "1" });
-  await client.connect(b);
+  client = await connected({ trust: { trustBuilds: false }, name: "fuzz" });
 });
 
 afterAll(async () => {

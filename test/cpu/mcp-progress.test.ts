@@ -5,22 +5,15 @@
  * candidate; a cancelled evaluate ends the eval, its builds and their children.
  */
 import { describe, expect, test } from "bun:test";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { createMcpServer, ToolChildren } from "../../src/mcp/server.ts";
 import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
+import { connected, doc, running, until } from "./mcp-client.ts";
 
-async function connected(progressMs = 300): Promise<Client> {
-  const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer(new ToolChildren(), {}, { progressMs }).connect(a);
-  const client = new Client({ name: "test", version: "1" });
-  await client.connect(b);
-  return client;
-}
+/** A client of a server whose progress notifications come every `progressMs` ms. */
+const connectedEvery = (progressMs = 300) => connected({ progressMs });
 
 /**
  * A capture whose build.sh, for a source holding "slow", writes "<its pid> <sleep's pid>" to
@@ -48,28 +41,9 @@ exit 1
   return { dir, pids };
 }
 
-function running(pid: number): boolean {
-  try {
-    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return st.slice(st.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-async function until(pred: () => boolean, ms = 20_000): Promise<void> {
-  const t0 = Date.now();
-  while (!pred()) {
-    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
-    await Bun.sleep(20);
-  }
-}
-
-const doc = (r: any) => r.structuredContent as Record<string, any>;
-
 describe("progress notifications", () => {
   test("a validate that builds for 4 s outlives a 2 s client timeout with progress; without, the client times out", async () => {
-    const c = await connected();
+    const c = await connectedEvery();
     const { dir } = await slowFailingBuild(4);
     const seen: ProgressUpdate[] = [];
     const r = await c.callTool({ name: "validate", arguments: { dir } }, undefined, {
@@ -105,7 +79,7 @@ describe("progress notifications", () => {
 
 describe("evaluate", () => {
   test("many candidates in one call: each reported as it finishes, the ranked document back; bad candidates refused by name", async () => {
-    const c = await connected();
+    const c = await connectedEvery();
     const { dir } = await slowFailingBuild(0);
     const seen: ProgressUpdate[] = [];
     const r = await c.callTool(
@@ -147,7 +121,7 @@ describe("evaluate", () => {
   test.skipIf(!NVCC)(
     "a candidate that builds but cannot be judged here (no GPU) is its record's error; the call is no error (exit 2 of eval is data)",
     async () => {
-      const c = await connected();
+      const c = await connectedEvery();
       const dir = join(tempDir(), "cap");
       await makeCapture(dir);
       const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
@@ -180,7 +154,7 @@ describe("evaluate", () => {
   );
 
   test("a cancelled evaluate ends the eval and its builds (their children too)", async () => {
-    const c = await connected();
+    const c = await connectedEvery();
     const { dir, pids } = await slowFailingBuild(60);
     const ac = new AbortController();
     const call = c.callTool(

@@ -14,7 +14,8 @@ import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { parseShard } from "../../check/shard.ts";
 import { lines, serveProtocol } from "../../check/worker.ts";
-import { evalWorkers, mergeEval, rankedTable, type EvalReport } from "../../eval/eval.ts";
+import { evalWorkers } from "../../eval/eval.ts";
+import { mergeEval, rankedTable, type EvalReport } from "../../eval/report.ts";
 import { runEval } from "../../ops/eval.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import {

@@ -1,7 +1,8 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
-import { receivedReasons, trustRecorded } from "../../format/trust.ts";
+import { receivedReasons } from "../../format/received.ts";
+import { trustRecorded } from "../../format/trust.ts";
 import "../../frontends/index.ts"; // the frontend registry: trustRecorded reads every frontend's run files (src/format/run-files.ts)
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { basename, resolve } from "node:path";

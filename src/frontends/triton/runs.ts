@@ -9,7 +9,8 @@ import { escapeForTerminal } from "../../escape.ts";
 import { KerncapError } from "../../errors.ts";
 import { relativePathProblem } from "../../format/paths.ts";
 import type { RunFiles } from "../../format/run-files.ts";
-import { interpreterProblem, shownInterpreterName } from "../../format/trust.ts";
+import { interpreterProblem } from "../../format/what-runs.ts";
+import { shownInterpreterName } from "../../format/trust-prompt.ts";
 import { parsePinned, PINNED_FILE, PinnedRuns } from "./pinned.ts";
 
 export const tritonRunFiles: RunFiles = {
@@ -46,7 +47,7 @@ export const tritonRunFiles: RunFiles = {
       if (!present.has(PINNED_FILE)) return "";
       return `──── the interpreter pinned.json names (run with ${present.has("repro.py") ? "the folder's" : "kerncap's"} repro.py) ────\n${shownInterpreterName(interpreter ?? "(none named: the capture's Python)")}\n`;
     },
-    /** @throws KerncapError E_UNSAFE_PATH (src/format/trust.ts interpreterProblem) */
+    /** @throws KerncapError E_UNSAFE_PATH (src/format/what-runs.ts interpreterProblem) */
     check(dir, interpreter) {
       const problem = interpreterProblem(dir, interpreter);
       if (problem) {

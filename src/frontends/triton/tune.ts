@@ -22,7 +22,7 @@ import { TRITON_TEMPLATES } from "./templates.ts";
 import { buildChildEnv } from "../../env.ts";
 import { tritonReproducerEnv } from "./env.ts";
 import { log } from "../../log.ts";
-import { stageTrustedBuild } from "../../format/trust.ts";
+import { stageTrustedBuild } from "../../format/staged-build.ts";
 import { inferGrid } from "./grid.ts";
 import {
   autotuneLine,
@@ -190,7 +190,7 @@ export type TritonBuilt = { cubin: string; shared: number; numWarps: number } | 
  * A compiler of pinned configs for the Triton reproducer in `dir` (kerncap's own repro.py, run in
  * `o.from` with pinned.json's interpreter and a Triton cache under FROM/build/triton-cache):
  * compile(config, out) writes `out` and `out.json`. `o.from`: where repro.py reads pinned.json and
- * the kernel file (a private copy of a trusted capture's: src/format/trust.ts stageTrustedBuild;
+ * the kernel file (a private copy of a trusted capture's: src/format/staged-build.ts stageTrustedBuild;
  * default `dir`), and `o.unstage` reads that copy's path in messages as DIR. `signal`: an abort
  * kills the compile. Used by tune and by eval.
  * @throws KerncapError E_INTERRUPTED (a stop signal during a compile)

@@ -303,37 +303,21 @@ int main(int argc, char **argv) {
   packet.completion_signal = done;
 
   /* a device copy of the chunks the app changed, to put them back between timed dispatches */
-  unsigned long long backup_bytes = 0;
-  for (int i = 0; i < N_REGIONS; i++)
-    for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) backup_bytes += run_bytes(&REGIONS[i], &EXTENTS[k]);
+  unsigned long long backup_bytes = changed_bytes();
   void *backup = NULL;
   if (backup_bytes) HK(hsa_amd_memory_pool_allocate(dev_pool, backup_bytes, 0, &backup));
-#define EACH_CHANGED_RUN(BODY)                                                                     \
-  do {                                                                                             \
-    unsigned long long off = 0;                                                                    \
-    for (int i = 0; i < N_REGIONS; i++)                                                            \
-      for (int k = REGIONS[i].after; k < REGIONS[i].after + REGIONS[i].n_after; k++) {             \
-        char *va = (char *)(uintptr_t)(REGIONS[i].va + EXTENTS[k].chunk * CHUNK_BYTES);           \
-        unsigned long long n = run_bytes(&REGIONS[i], &EXTENTS[k]);                               \
-        BODY;                                                                                      \
-        off += n;                                                                                  \
-      }                                                                                            \
-  } while (0)
-  EACH_CHANGED_RUN(HK(hsa_memory_copy((char *)backup + off, va, n)));
+  EACH_CHANGED_RUN(HK(hsa_memory_copy((char *)backup + off, (void *)(uintptr_t)va, n)));
 
   /* 4. one dispatch, then every range against the after state */
   dispatch();
-  int bad = 0;
-  for (int i = 0; i < N_REGIONS; i++) bad |= compare_range(&REGIONS[i], REGIONS[i].va, before, after, "region");
-  for (int i = 0; i < N_GLOBALS; i++)
-    if (global_at[i]) bad |= compare_range(&GLOBALS[i], global_at[i], before, after, GLOBALS[i].name);
+  int bad = compare_all(before, after, global_at);
 
   /* 5. timed dispatches, each from the before state: 2 warm-up dispatches, then `iters` */
   if (iters > 0) {
     float *us = malloc(sizeof(float) * (size_t)iters);
     if (!us) die("out of host memory", NULL);
     for (int i = -2; i < iters; i++) {
-      EACH_CHANGED_RUN(HK(hsa_memory_copy(va, (char *)backup + off, n)));
+      EACH_CHANGED_RUN(HK(hsa_memory_copy((void *)(uintptr_t)va, (char *)backup + off, n)));
       for (int g = 0; g < N_GLOBALS; g++)
         if (GLOBALS[g].changed && global_at[g]) restore_range(before, &GLOBALS[g], global_at[g]);
       double t0 = now_us();

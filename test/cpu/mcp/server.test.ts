@@ -9,22 +9,14 @@ import { tmpdir } from "node:os";
 import { describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { runCli } from "../../../src/cli/main.ts";
-import { createMcpServer, TOOL_NAMES } from "../../../src/mcp/server.ts";
-
-async function connected(): Promise<Client> {
-  const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer().connect(a);
-  const client = new Client({ name: "test", version: "1" });
-  await client.connect(b);
-  return client;
-}
+import { TOOL_NAMES } from "../../../src/mcp/server.ts";
+import { connected, doc, running, until } from "../mcp-client.ts";
 
 async function fresh(): Promise<string> {
   const dir = join(tempDir(), "cap");
@@ -33,8 +25,6 @@ async function fresh(): Promise<string> {
   writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
   return dir;
 }
-
-const doc = (r: any) => r.structuredContent as Record<string, any>;
 
 /** A capture whose build.sh writes "<its pid> <its parent's (the kerncap child's)> <sleep's>" to ../pids, then sleeps. */
 async function slowBuild(): Promise<{ dir: string; pids: string }> {
@@ -45,24 +35,6 @@ async function slowBuild(): Promise<{ dir: string; pids: string }> {
   });
   recordRendered(dir); // stands for the build.sh kerncap wrote (kerncap mcp's validate runs no other)
   return { dir, pids };
-}
-
-/** Running and not a zombie (/proc/PID/stat state). */
-function running(pid: number): boolean {
-  try {
-    const st = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return st.slice(st.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-async function until(pred: () => boolean, ms = 20_000): Promise<void> {
-  const t0 = Date.now();
-  while (!pred()) {
-    if (Date.now() - t0 > ms) throw new Error("timed out waiting");
-    await Bun.sleep(10);
-  }
 }
 
 /** `kerncap mcp` as a child speaking newline-delimited JSON-RPC on its stdin; a validate call sent. */
@@ -554,10 +526,7 @@ describe("kerncap mcp", () => {
         expect(doc(u).error.hint).toContain("--trust-builds");
         expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
         await c.close();
-        const [a, b] = InMemoryTransport.createLinkedPair();
-        await createMcpServer(undefined, { trustBuilds: true }).connect(a);
-        const trusted = new Client({ name: "test", version: "1" });
-        await trusted.connect(b);
+        const trusted = await connected({ trust: { trustBuilds: true } });
         const ok = await trusted.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
         expect(doc(ok).error?.code).not.toBe("E_UNTRUSTED");
         expect(existsSync(join(copy, "build/tune/cuda-1/kernel.cubin"))).toBe(true);

@@ -1,0 +1,222 @@
+/**
+ * What `kerncap eval` reports: the records of its results file (src/format/eval-record.ts), one
+ * per candidate and input, summed up per candidate (its worst verdict over the inputs, the mean
+ * speedup), ranked, and printed as a table; the shards' results files merged (`--merge`).
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
+import { parseRecords, type RecordKind } from "../check/results.ts";
+import type { Shard } from "../check/shard.ts";
+import { documentId } from "../format/documents.ts";
+import { EVAL_VERDICTS, EvalRecord, type EvalVerdict } from "../format/eval-record.ts";
+import type { Candidate } from "./candidates.ts";
+import { meanSpeedup } from "./timing.ts";
+
+/** The input of a candidate that never reached a GPU (its build's record). */
+export const BUILD_INPUT = "(build)";
+
+/** A record's identity in a results file: its candidate and input (a later record of one replaces an earlier one). */
+export const recordKey = (candidate: string, input: string) => `${candidate}\u0000${input}`;
+
+/** One candidate over every input. */
+export interface CandidateSummary {
+  candidate: string;
+  label: string;
+  kind: Candidate["kind"];
+  /** match only when it matched on every input; else the worst of its inputs' verdicts (VERDICT_ORDER). */
+  verdict: EvalVerdict;
+  inputs: { input: string; verdict: EvalVerdict }[];
+  /** Geometric mean over the inputs of the captured median / this median (above 1: faster), and the extremes of the inputs' intervals; null unless it matched everywhere with a comparison. */
+  speedup: number | null;
+  low: number | null;
+  high: number | null;
+  registers: number | null;
+  stackFrameBytes: number | null;
+  /** The first input's reason that made it not a match. */
+  reason: string | null;
+  /** 1 for the fastest matching candidate; null when it does not match. */
+  rank: number | null;
+}
+
+export interface EvalReport {
+  dir: string;
+  inputs: string[];
+  results: string | null;
+  shard: Shard | null;
+  workers: number;
+  /** Ranked: the matching candidates fastest first, then the rest by verdict (VERDICT_ORDER). */
+  candidates: CandidateSummary[];
+  records: EvalRecord[];
+  summary: Record<EvalVerdict, number> & { candidates: number };
+  /** wall: the whole evaluation; build: the builds' wall times summed; run: the GPU runs' summed. */
+  seconds: { wall: number; build: number; run: number };
+  /** 2 when a candidate could not be judged (error), else 0 (the verdicts are the result). */
+  exitCode: number;
+}
+
+/** Worst first: a candidate's overall verdict is the first of its inputs' in this order. */
+export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-change", "fault", "timeout", "mismatch", "error", "match"];
+
+export const EVAL_RECORDS: RecordKind<EvalRecord> = {
+  schema: documentId("eval-record"),
+  record: EvalRecord,
+  what: "the eval's results file",
+  hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
+};
+
+/** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
+const one = (s: string) => escapeForTerminal(s, { oneLine: true });
+
+/** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed), escaped. */
+export function shortReason(reason: string | null, max = 160): string {
+  const lines = (reason ?? "")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
+  return one((err ?? lines[0] ?? "").slice(0, max));
+}
+
+/** One record as a progress line: "match  1.07× [1.05–1.09]  label  input". */
+export function recordLine(r: EvalRecord): string {
+  const t = r.timing ? `${r.timing.speedup.toFixed(2)}× [${r.timing.low.toFixed(2)}–${r.timing.high.toFixed(2)}]` : "";
+  const why = r.verdict === "match" ? "" : `  ${shortReason(r.reason)}`;
+  return `${r.verdict.padEnd(13)} ${t.padEnd(20)} ${one(r.label)}  ${one(r.input)}${why}`;
+}
+
+/**
+ * The candidates' summaries from their records (a candidate's later record of one input replaces
+ * an earlier one), ranked (see EvalReport.candidates).
+ */
+export function summarize(records: EvalRecord[]): CandidateSummary[] {
+  const by = new Map<string, EvalRecord[]>();
+  for (const r of records) {
+    const list = by.get(r.candidate) ?? [];
+    const i = list.findIndex((x) => x.input === r.input);
+    if (i >= 0) list[i] = r;
+    else list.push(r);
+    by.set(r.candidate, list);
+  }
+  const out: CandidateSummary[] = [];
+  for (const [candidate, rs] of by) {
+    const worst = VERDICT_ORDER.find((v) => rs.some((r) => r.verdict === v))!;
+    const bad = rs.find((r) => r.verdict === worst && worst !== "match");
+    const sp = worst === "match" ? meanSpeedup(rs.map((r) => r.timing?.speedup)) : undefined;
+    const withBuild = rs.find((r) => r.build.registers !== null) ?? rs[0]!;
+    out.push({
+      candidate,
+      label: rs[0]!.label,
+      kind: rs[0]!.kind,
+      verdict: worst,
+      inputs: rs.map((r) => ({ input: r.input, verdict: r.verdict })),
+      speedup: sp ?? null,
+      low: sp !== undefined ? Math.min(...rs.map((r) => r.timing!.low)) : null,
+      high: sp !== undefined ? Math.max(...rs.map((r) => r.timing!.high)) : null,
+      registers: withBuild.build.registers,
+      stackFrameBytes: withBuild.build.stackFrameBytes,
+      reason: bad ? `${bad.input === BUILD_INPUT ? "" : `${bad.input}: `}${bad.reason ?? bad.verdict}` : null,
+      rank: null,
+    });
+  }
+  const order = (v: EvalVerdict) => (v === "match" ? -1 : VERDICT_ORDER.indexOf(v));
+  out.sort((a, b) => order(a.verdict) - order(b.verdict) || (b.speedup ?? 0) - (a.speedup ?? 0) || a.label.localeCompare(b.label));
+  let rank = 0;
+  for (const c of out) if (c.verdict === "match") c.rank = ++rank;
+  return out;
+}
+
+/** The report of `records`: the candidates summarized and ranked, the verdicts counted, the seconds summed. */
+export function reportOf(
+  records: EvalRecord[],
+  o: { dir: string; inputs: string[]; results: string | null; shard: Shard | null; workers: number; wall: number },
+): EvalReport {
+  const candidates = summarize(records);
+  const summary = Object.fromEntries([
+    ["candidates", candidates.length],
+    ...EVAL_VERDICTS.map((v) => [v, candidates.filter((c) => c.verdict === v).length]),
+  ]) as EvalReport["summary"];
+  return {
+    dir: o.dir,
+    inputs: o.inputs,
+    results: o.results,
+    shard: o.shard,
+    workers: o.workers,
+    candidates,
+    records,
+    summary,
+    seconds: { wall: o.wall, build: sumBy(records, (r) => r.build.seconds, true), run: sumBy(records, (r) => r.runSeconds) },
+    exitCode: candidates.some((c) => c.verdict === "error") ? 2 : 0,
+  };
+}
+
+/** Sum of f over records; once per candidate when `perCandidate` (a build is one per candidate, whatever its inputs). */
+function sumBy(records: EvalRecord[], f: (r: EvalRecord) => number, perCandidate = false): number {
+  const seen = new Set<string>();
+  let s = 0;
+  for (const r of records) {
+    if (perCandidate) {
+      if (seen.has(r.candidate)) continue;
+      seen.add(r.candidate);
+    }
+    s += f(r);
+  }
+  return s;
+}
+
+/** The ranked table: one row per candidate. */
+export function rankedTable(r: EvalReport): string {
+  const rows = r.candidates.map((c) => [
+    c.rank !== null ? String(c.rank) : "-",
+    c.verdict,
+    c.speedup !== null ? `${c.speedup.toFixed(2)}×` : "",
+    c.low !== null ? `${c.low.toFixed(2)}–${c.high!.toFixed(2)}` : "",
+    c.registers !== null ? String(c.registers) : "",
+    c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
+    `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
+    one(c.label),
+    c.verdict === "match" ? "" : shortReason(c.reason, 120),
+  ]);
+  const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i]!.length)));
+  const line = (x: string[]) =>
+    x
+      .map((c, i) => (i === x.length - 1 ? c : c.padEnd(w[i]!)))
+      .join("  ")
+      .trimEnd();
+  const s = r.summary;
+  const tail = `${s.candidates} candidates on ${r.inputs.length} input${r.inputs.length > 1 ? "s" : ""}: ${EVAL_VERDICTS.filter((v) => s[v])
+    .map((v) => `${s[v]} ${v}`)
+    .join(
+      ", ",
+    )}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
+  return [line(head), ...rows.map(line), tail].join("\n");
+}
+
+/**
+ * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's record of
+ * one input in two files: the later file's).
+ * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or holding no record)
+ */
+export function mergeEval(files: string[]): EvalReport {
+  const byKey = new Map<string, EvalRecord>();
+  let inputs = new Set<string>();
+  for (const f of files) {
+    const path = resolve(f);
+    if (!existsSync(path) || statSync(path).isDirectory())
+      throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
+    const { records } = parseRecords(path, readFileSync(path, "utf8"), EVAL_RECORDS);
+    if (!records.length)
+      throw new KerncapError("E_RESULTS", `${path} holds no eval record`, {
+        hint: "A shard that stopped before its first candidate leaves an empty file: run it again (--resume), or leave it out.",
+      });
+    for (const r of records) {
+      byKey.set(recordKey(r.candidate, r.input), r);
+      if (r.input !== BUILD_INPUT) inputs.add(r.input);
+    }
+  }
+  inputs = new Set([...inputs].sort());
+  const records = [...byKey.values()];
+  return reportOf(records, { dir: "", inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
+}

@@ -1,0 +1,186 @@
+/**
+ * Whether a capture folder is **received** (not the user's own): one that `kerncap unpack` wrote (it
+ * leaves RECEIVED_MARK in the folder, after the archive's own files, so an archive can neither carry
+ * nor remove it), one inside such a folder, one with a file another user owns or may write, or one
+ * whose manifest does not name this machine's id (manifest.host.machineId, /etc/machine-id recorded
+ * at capture: another machine's, none, or no host at all; a host name is never enough, and on a
+ * machine without a machine-id every capture is received). A received capture's build runs only
+ * once the user trusts it (the gate: src/format/trust.ts requireTrustedBuild).
+ */
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync, writeSync } from "node:fs";
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import { dirname, join } from "node:path";
+import type { Manifest } from "./manifest.ts";
+import { RECEIVED_MARK } from "./file-names.ts";
+import { readInCapture, writeInCapture } from "./paths.ts";
+import { frontendRunFiles } from "./run-files.ts";
+import { stateDir } from "./trust-records.ts";
+import { TOOL_VERSION } from "../version.ts";
+
+/** The file `kerncap unpack` writes into every folder it unpacks. */
+export { RECEIVED_MARK };
+
+/**
+ * This machine as a manifest records it: os.hostname() and its id: /etc/machine-id (machine-id(5)),
+ * else /var/lib/dbus/machine-id, else an id kerncap made once for this user on this machine
+ * (32 random hex digits in the user's own state folder, `machine-id`: containers often have no
+ * machine-id, and without one no capture of theirs would count as made here); null where none of
+ * them can be had (no state folder of the user's own).
+ */
+export function hostIdentity(): { name: string; machineId: string | null } {
+  for (const f of ["/etc/machine-id", "/var/lib/dbus/machine-id"]) {
+    try {
+      const id = readFileSync(f, "utf8").trim();
+      if (/^[0-9a-f]{32}$/.test(id)) return { name: hostname(), machineId: id };
+    } catch {
+      /* the next one */
+    }
+  }
+  return { name: hostname(), machineId: kerncapMachineId() };
+}
+
+/** The id kerncap keeps for this user on a machine without machine-id (hostIdentity), made on first use; null without a state folder of the user's own. */
+export function kerncapMachineId(): string | null {
+  const state = stateDir();
+  if (!state) return null;
+  const file = join(state, "machine-id");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        const st = fstatSync(fd);
+        const id = readFileSync(fd, "utf8").trim();
+        const uid = process.getuid?.();
+        if (st.isFile() && (uid === undefined || st.uid === uid) && !(st.mode & 0o022) && /^[0-9a-f]{32}$/.test(id)) return id;
+        return null;
+      } finally {
+        closeSync(fd);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") return null;
+    }
+    try {
+      // O_EXCL: two kerncaps at once make one id (the loser reads the winner's)
+      const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      try {
+        writeSync(fd, randomBytes(16).toString("hex") + "\n");
+      } finally {
+        closeSync(fd);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return null;
+    }
+  }
+  return null;
+}
+
+/** Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the archive held). */
+export function markReceived(dir: string, archive: string): void {
+  writeInCapture(
+    dir,
+    RECEIVED_MARK,
+    JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: hostIdentity(), kerncap: TOOL_VERSION }, null, 2) + "\n",
+  );
+}
+
+/**
+ * What in the capture folder is not the user's own (a phrase), or undefined: each of owned() that
+ * exists must belong to the user running kerncap (the effective uid) and be writable by no one else
+ * (neither group nor other write bit). A folder another local user hands over (in /tmp, say) is
+ * that user's, whatever its manifest says about the host: its build.sh is theirs to write. A
+ * group-writable one (a team's shared folder) is every group member's to write, so it is received
+ * too: a member who appends a line to build.sh in place leaves its owner unchanged.
+ */
+/** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, every frontend's run files (src/format/run-files.ts: Triton's pinned.json, which names the interpreter, and repro.py), the manifest, and build/ with the pruned build's plan (its commands run as written). */
+const owned = () => [".", "build.sh", "src", ...frontendRunFiles(), "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
+
+export function notYours(dir: string): string | undefined {
+  const uid = process.geteuid?.() ?? process.getuid?.();
+  if (uid === undefined) return undefined;
+  for (const name of owned()) {
+    let st;
+    try {
+      // the folder itself through any link to it (a link of yours to another user's folder is theirs); what is inside, as it lies
+      st = name === "." ? statSync(dir) : lstatSync(join(dir, name));
+    } catch {
+      continue; // absent: nothing of it runs
+    }
+    const what = name === "." ? "the folder" : name;
+    if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
+    if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
+    if (st.mode & 0o020)
+      return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
+  }
+  return undefined;
+}
+
+/**
+ * The nearest folder above `dir` that holds RECEIVED_MARK: a capture nested inside an unpacked
+ * archive (an archive of a folder of captures) is received too, though only the archive's top
+ * folder was marked. Undefined when none is, up to the file system's root.
+ */
+function receivedAncestor(dir: string): string | undefined {
+  let p: string;
+  try {
+    p = realpathSync(dir);
+  } catch {
+    return undefined;
+  }
+  for (let up = dirname(p); up !== p; p = up, up = dirname(up)) {
+    try {
+      if (lstatSync(join(up, RECEIVED_MARK)).isFile()) return up;
+    } catch {
+      /* none here */
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Why the manifest does not show the capture was made on this machine (a phrase), or undefined when
+ * it does: only the machine-id it recorded at capture (manifest.host.machineId, /etc/machine-id)
+ * equal to this machine's makes a capture local. A host name (manifest.host.name, the capturing
+ * process's process.hostname), a pid or a user name is easy to know and never enough; a machine with
+ * no machine-id counts every capture as received. `here`: this machine (hostIdentity()).
+ */
+export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null } = hostIdentity()): string | undefined {
+  if (!here.machineId)
+    return "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here";
+  if (!m.host)
+    return m.process
+      ? `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(m.process.hostname)} is not enough)`
+      : "its manifest records no host";
+  if (!m.host.machineId) return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
+  if (m.host.machineId !== here.machineId)
+    return `its manifest says host ${JSON.stringify(m.host.name)} (machine-id ${JSON.stringify(m.host.machineId)}) made it, not this machine (machine-id ${here.machineId})`;
+  return undefined;
+}
+
+/**
+ * Every reason `dir` counts as a received capture (phrases, in this order: the received mark, a
+ * received folder above it, a file of it that is not the user's own, a manifest that does not name
+ * this machine's id), empty when it was made here by this user. What `kerncap inspect` shows, and
+ * what E_UNTRUSTED names. `here`: this machine (hostIdentity()).
+ */
+export function receivedReasons(dir: string, m: Manifest, here = hostIdentity()): string[] {
+  const why: string[] = [];
+  try {
+    if (readInCapture(dir, RECEIVED_MARK, 1 << 16)) why.push("it was unpacked from an archive");
+  } catch {
+    why.push(`${RECEIVED_MARK} is there but is not a regular file`);
+  }
+  const inside = receivedAncestor(dir);
+  if (inside) why.push(`it lies inside ${inside}, which was unpacked from an archive`);
+  const theirs = notYours(dir);
+  if (theirs) why.push(theirs);
+  const elsewhere = notMadeHere(m, here);
+  if (elsewhere) why.push(elsewhere);
+  return why;
+}
+
+/** Why `dir` is a received capture (receivedReasons, joined with "; "), or undefined when it was made here by this user. */
+export function receivedBecause(dir: string, m: Manifest): string | undefined {
+  const why = receivedReasons(dir, m);
+  return why.length ? why.join("; ") : undefined;
+}

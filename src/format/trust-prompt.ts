@@ -1,0 +1,56 @@
+/**
+ * How the trust gate (src/format/trust.ts) shows what a build runs: each file escaped between
+ * `──── NAME ────` rulers, with its size and SHA-256, what is not kerncap's own build, and the
+ * interpreter as each frontend shows it.
+ */
+import { escapeForTerminal } from "../escape.ts";
+import { runFileSpecs } from "./run-files.ts";
+import type { WhatRuns } from "./what-runs.ts";
+
+/** The most of the files an error message carries (bytes, kerncap mcp: its agent reads the message, not stderr); the rest is read with read_file. */
+export const BUILD_SH_IN_MESSAGE = 64 << 10;
+
+/** build.sh as text to show: control characters but newline and tab escaped as \xNN (no terminal escapes). */
+function shownScript(script: Buffer): string {
+  return escapeForTerminal(script.toString("utf8")); // C0, C1, bidi overrides, U+2028/9 (src/escape.ts)
+}
+
+/**
+ * The files of `runs` as the user is shown them: each between `──── NAME (N bytes, sha256 H) ────` and
+ * `──── end of NAME ────`, escaped (shownScript); `budget`: the most bytes shown in all (kerncap
+ * mcp's message), the rest said as a count.
+ */
+export function shownFiles(runs: WhatRuns, budget = Infinity): string {
+  let out = "";
+  let left = budget;
+  for (const f of runs.files) {
+    if (f.listedOnly) {
+      out += `──── ${escapeForTerminal(f.name, { oneLine: true })} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}; build.sh can reach it: part of the digest, not printed) ────\n`;
+      continue;
+    }
+    const n = Math.max(0, Math.min(f.bytes.length, left));
+    left -= n;
+    const shown = shownScript(f.bytes.subarray(0, n));
+    out += `──── ${f.name} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}) ────\n${shown}${shown === "" || shown.endsWith("\n") ? "" : "\n"}${n < f.bytes.length ? `… (${f.bytes.length - n} bytes more: read_file ${f.name} reads it whole)\n` : ""}──── end of ${f.name} ────\n`;
+  }
+  return out;
+}
+
+/** What the refusal says first when build.sh is not kerncap's own: why, and that every file under src/ is part of what runs. */
+export function shownNotStock(runs: WhatRuns): string {
+  if (runs.notStock === undefined) return "";
+  return `──── NOT kerncap's own build: ${shownScript(Buffer.from(runs.notStock))}. It can run any file of src/: each is listed, part of the digest, and copied privately for the build; those it names or that look like programs are printed whole. Plain --trust is not enough: --trust=DIGEST ────\n`;
+}
+
+/** What the refusal says about the interpreter, as each frontend shows it (RunFiles.interpreter.shown: a Triton compile runs it on repro.py). */
+export function shownInterpreter(runs: WhatRuns): string {
+  const present = new Set(runs.files.map((f) => f.name));
+  return runFileSpecs()
+    .map((s) => s.interpreter?.shown(present, runs.interpreter) ?? "")
+    .join("");
+}
+
+/** An interpreter's name as the refusal shows it: escaped, as a script's text is. */
+export function shownInterpreterName(interpreter: string): string {
+  return shownScript(Buffer.from(interpreter));
+}
