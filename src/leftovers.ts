@@ -84,12 +84,13 @@ function tempSiblings(base: string): { path: string; kind: "tmp" | "old"; pid: n
 }
 
 /**
- * The pid of another live kerncap process that is writing `<base>.tmp-<pid>` (its marker says
- * kerncap made it), or undefined: two runs to one --out would otherwise race, and the one that
- * finished second would lose its capture at the rename.
+ * Another live kerncap process writing `<base>.tmp-<pid>[-<token>]` (its marker says kerncap made
+ * it): its pid and that folder, or undefined. Two runs to one --out would otherwise race, and the
+ * one that finished second would lose its capture at the rename.
  */
-export function liveTempWriter(base: string): number | undefined {
-  return tempSiblings(base).find((t) => t.kind === "tmp" && t.pid !== process.pid && pidAlive(t.pid) && madeByKerncap(t.path))?.pid;
+export function liveTempWriter(base: string): { pid: number; path: string } | undefined {
+  const t = tempSiblings(base).find((t) => t.kind === "tmp" && t.pid !== process.pid && pidAlive(t.pid) && madeByKerncap(t.path));
+  return t && { pid: t.pid, path: t.path };
 }
 
 /**

@@ -283,7 +283,7 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
   const writer = liveTempWriter(out);
   if (writer !== undefined) {
-    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer}) is writing ${out} (as ${out}.tmp-${writer}-…)`, {
+    throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer.pid}) is writing ${out} (${writer.path})`, {
       hint: "Wait for it to finish, or choose another --out.",
     });
   } // a missing, non-folder or read-only parent, before the app runs
