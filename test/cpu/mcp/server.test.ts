@@ -364,7 +364,7 @@ describe("kerncap mcp", () => {
     });
     expect(err).toContain("larger than the stdio transport's bound");
     expect(err).toContain("the MCP session ended");
-  }, 30_000);
+  }, 60_000);
 
   test("over stdio: `kerncap mcp` answers tools/list and a call", async () => {
     const dir = await fresh();
