@@ -243,11 +243,6 @@ export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; wha
   { kind: "function", what: "rebuild/watch.ts watchReproducer", why: "the watch's workflow moves to ops" },
   { kind: "file", what: "eval/eval.ts", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
   {
-    kind: "file",
-    what: "frontends/cuda/compile-commands.ts",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
-  {
     kind: "function",
     what: "frontends/cuda/prune/names.ts declaredNames",
     why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",

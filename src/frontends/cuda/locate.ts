@@ -18,7 +18,9 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
-import { defaultCudaFlags, findCompileCommands, findNvcc, flagArgv, readCompileCommands, type CompileCommand } from "./compile-commands.ts";
+import { findCompileCommands, readCompileCommands, type CompileCommand } from "./compile-commands.ts";
+import { defaultCudaFlags, flagArgv } from "./flags.ts";
+import { findNvcc } from "./nvcc.ts";
 import { instantiatingTu, tusIncluding, type ToolchainFor } from "./includers.ts";
 import { parseElf, type ElfFile } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";

@@ -7,8 +7,8 @@
  * `kerncap validate` reads), `README.md`. Overlay mode copies only the TU and the definition file
  * and lets every other include resolve in the original tree (include-path shadow).
  *
- * Flags come from the compile database when present (compile-commands.ts); otherwise a default set (captured arch,
- * -O3, -std=c++17, the TU's folder as include path) and the manifest says which were assumed.
+ * Flags come from the compile database when present (compile-commands.ts, kept by flags.ts); otherwise a default set
+ * (captured arch, -O3, -std=c++17, the TU's folder as include path) and the manifest says which were assumed.
  *
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
@@ -26,7 +26,8 @@ import { readCaptureBytes } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
-import { cudaFlagsFromCommand, defaultCudaFlags, dependencyArgv, findNvcc, parseDeps, type CudaFlags, type FlagWord } from "./compile-commands.ts";
+import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord } from "./flags.ts";
+import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
 // ───────────────────────────── header closure ─────────────────────────────
