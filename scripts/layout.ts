@@ -258,11 +258,6 @@ export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; wha
     what: "check/check.ts runCheck",
     why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
   },
-  {
-    kind: "function",
-    what: "frontends/cuda/prune/tokens.ts tokenize",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
   { kind: "function", what: "cli/main.ts checkArgs", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
   {
     kind: "function",
