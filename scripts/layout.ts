@@ -242,11 +242,6 @@ export const EXCEPTIONS: { kind: "arrowUp" | "circle" | "file" | "function"; wha
   { kind: "function", what: "frontends/cuda/repro.ts renderCudaReproducer", why: "frontend code being reshaped behind the Frontend interface" },
   { kind: "function", what: "rebuild/watch.ts watchReproducer", why: "the watch's workflow moves to ops" },
   { kind: "file", what: "eval/eval.ts", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
-  {
-    kind: "function",
-    what: "frontends/cuda/prune/names.ts declaredNames",
-    why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps",
-  },
   { kind: "function", what: "cli/main.ts runCli", why: "over the limit as Biome formats it (scripts/format.sh, 160 columns): to be split into named steps" },
   {
     kind: "function",
