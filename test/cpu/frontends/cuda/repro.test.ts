@@ -22,6 +22,7 @@ import { parseDeps } from "../../../../src/frontends/cuda/nvcc.ts";
 import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "../../../../src/frontends/cuda/slice.ts";
 import { definesKernel, kernelNameParts, locateKernelSource } from "../../../../src/frontends/cuda/locate.ts";
 import { cudaFrontend } from "../../../../src/frontends/cuda/index.ts";
+import "../../../../src/frontends/index.ts"; // registers the frontends' run files with the trust gate that build.sh passes
 import { readBuildScripts } from "../../../../src/frontends/stock-build.ts";
 import { CUDA_TEMPLATES } from "../../../../src/frontends/cuda/templates.ts";
 
