@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cubinKernels } from "../src/codeobj/cubin.ts";
 import { pickCubin } from "../src/codeobj/fatbin.ts";
-import { findNvcc } from "../src/frontends/cuda/compile-commands.ts";
+import { findNvcc } from "../src/frontends/cuda/nvcc.ts";
 import { renderCudaReproducer } from "../src/frontends/cuda/repro.ts";
 import { locateKernelSource } from "../src/frontends/cuda/locate.ts";
 

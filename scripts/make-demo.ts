@@ -18,7 +18,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync }
 import { join, relative, resolve } from "node:path";
 import { finalizeCapture } from "../src/capture/finalize.ts";
 import { cubinKernels, cubinParamLayout, pickCubin } from "../src/codeobj/index.ts";
-import { findNvcc } from "../src/frontends/cuda/compile-commands.ts";
+import { findNvcc } from "../src/frontends/cuda/nvcc.ts";
 import { captureEnrichment } from "../src/frontends/index.ts";
 import type { Manifest } from "../src/format/manifest.ts";
 import { chunkedRanges } from "../test/raw-fixture.ts";

@@ -17,7 +17,7 @@ import { realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { findNvcc, parseDeps } from "./cuda/compile-commands.ts";
+import { findNvcc, parseDeps } from "./cuda/nvcc.ts";
 import { toolchainHeader } from "./cuda/repro.ts";
 
 /** The dependency list a confined build asks the compiler for, relative to the capture folder (bash splits EXTRA_FLAGS into words: no quoting). */

@@ -264,6 +264,33 @@ function readSources(srcArg: string): Map<string, string> {
 const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
 
 /**
+ * The plan of the work folder's fast build: the last one (this process's, else plan.json) while
+ * its key holds, else made again from build.sh under --dryrun and saved.
+ * @throws FastBuildUnavailable when build.sh --dryrun fails, links -rdc code, or its steps have no plan
+ */
+async function planFor(dir: string, work: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<FastPlan & { key: string }> {
+  const key = planKey(dir, env);
+  let plan = plans.get(work) ?? readPlan(work);
+  if (!plan || plan.key !== key) {
+    const dryCubin = join(work, "dryrun.cubin");
+    const { err: dryErr, code: dryCode } = await runBuildCommand(
+      ["bash", join(dir, "build.sh"), dryCubin],
+      dir,
+      { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() },
+      signal,
+    );
+    if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
+    if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
+    const p = parseDryrun(dryErr, dryCubin, work);
+    if ("reason" in p) throw new FastBuildUnavailable(p.reason);
+    plan = { ...p, key };
+    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), { ...SCRATCH, root: dir });
+  }
+  plans.set(work, plan);
+  return plan;
+}
+
+/**
  * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.
  * @param work a folder of the caller's (its files are overwritten at each build)
  * @param pruner keeps what did not change between builds (src/frontends/cuda/prune/ DevicePruner)
@@ -284,24 +311,7 @@ export async function fastBuild(
   mkdirSync(work, { recursive: true });
   const env = buildChildEnv(reproducerBuildEnv(o), [dir, realpathSync(dir)]); // no loader or Python path entry inside the capture, none empty or relative
   const t0 = performance.now();
-  const key = planKey(dir, env);
-  let plan = plans.get(work) ?? readPlan(work);
-  if (!plan || plan.key !== key) {
-    const dryCubin = join(work, "dryrun.cubin");
-    const { err: dryErr, code: dryCode } = await runBuildCommand(
-      ["bash", join(dir, "build.sh"), dryCubin],
-      dir,
-      { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() },
-      o.signal,
-    );
-    if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
-    if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
-    const p = parseDryrun(dryErr, dryCubin, work);
-    if ("reason" in p) throw new FastBuildUnavailable(p.reason);
-    plan = { ...p, key };
-    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), { ...SCRATCH, root: dir });
-  }
-  plans.set(work, plan);
+  const plan = await planFor(dir, work, env, o.signal);
   const t1 = performance.now();
   const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
   rmSync(plan.cubin, { force: true });

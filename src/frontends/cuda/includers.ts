@@ -24,7 +24,9 @@
 import { availableParallelism, tmpdir } from "node:os";
 import { mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { cudaFlagsFromCommand, dependencyArgv, flagArgv, includeDirs, parseDeps, type CompileCommand } from "./compile-commands.ts";
+import type { CompileCommand } from "./compile-commands.ts";
+import { cudaFlagsFromCommand, flagArgv, includeDirs } from "./flags.ts";
+import { dependencyArgv, parseDeps } from "./nvcc.ts";
 import { includeLeadingTo } from "./slice.ts";
 import type { KernelNameParts } from "./kernel-name.ts";
 

@@ -291,14 +291,7 @@ export function planIncremental(
   const fe = base.entries.filter((e) => resolve(e.file) === file);
   if (fe.length !== 1) return { reason: fe.length ? `${file} is included ${fe.length} times` : `${file} is not in the TU` };
   const F = fe[0]!;
-  // the first changed line (1-based); a `//` comment line changed for another leaves the output as
-  // it was (kerncap's slice: its first line holds its TU's sha256, which every edit of the TU changes)
-  const a = oldText.split("\n"),
-    b = newText.split("\n");
-  const commentOnly = (l: string) => /^\s*\/\//.test(l) && !/\\\s*$/.test(l);
-  let L = 1;
-  while (L <= a.length && L <= b.length && (a[L - 1] === b[L - 1] || (commentOnly(a[L - 1]!) && commentOnly(b[L - 1]!) && !/\\\s*$/.test(b[L - 2] ?? "")))) L++;
-  if (L > a.length && L > b.length) L = b.length + 1; // unchanged: the cut at its end
+  const L = firstChangedLine(oldText, newText);
   const states = scanLines(newText, L);
   if (!states) return { reason: "a raw string literal" };
   const fIndex = base.entries.indexOf(F);
@@ -314,24 +307,7 @@ export function planIncremental(
     if (s.clean && c > pres.lastLineDirective(c) && s.open.every((g) => taken(g.branchLine, c))) break;
   }
   const open = states[c - 1]!.open.length;
-  // where the base is cut: the first line at or after F's line c (from its first line: at its entry, which the synthetic TU makes again)
-  let cut = c === 1 ? F.at : F.ret;
-  for (let i = F.at + 1; i < F.ret && c > 1; i++) {
-    const ei = base.entryOf[i]!;
-    if (ei === fIndex) {
-      const mk = parseMarker(base.lines[i]!);
-      if (mk?.flags.includes(2)) continue; // back in F from a child: its line is the one after the #include
-      if (base.lineNo[i]! >= pres.line[c]! && !(mk && mk.line < pres.line[c]!)) {
-        cut = i;
-        break;
-      }
-    } else if (ei >= 0 && base.entries[ei]!.parent === F && base.entries[ei]!.at === i) {
-      if (base.entries[ei]!.includeLine >= pres.line[c]!) {
-        cut = i;
-        break;
-      }
-    }
-  }
+  const cut = c === 1 ? F.at : baseCut(base, fIndex, pres.line[c]!);
   // the synthetic files, innermost first
   const files = new Map<string, string>();
   const tag = `.kerncap-pp-${process.pid}`;
@@ -372,7 +348,53 @@ export function planIncremental(
   }
   if (body === null) return { reason: "the primary file changed from its first line" };
   const primary = beside(base.primary.file);
-  // the #pragma once headers entered before the cut, seen once by gcc again: those it left before the cut, and openOnce's
+  const once = onceBeforeCut(base, cut, openOnce, readText);
+  const marks = once.length ? `${once.map((p) => `#include "${p}"`).join("\n")}\n${macroTable(base, cut, true)}` : "";
+  files.set(primary, `${macroTable(base, cut)}${marks}${SENTINEL}\n${body}`);
+  return { files, primary, cut, file: F.file, fromLine: c };
+}
+
+/**
+ * The first changed line of a file (1-based; one past the end when nothing changed). A `//`
+ * comment line changed for another leaves the output as it was (kerncap's slice: its first line
+ * holds its TU's sha256, which every edit of the TU changes).
+ */
+function firstChangedLine(oldText: string, newText: string): number {
+  const a = oldText.split("\n"),
+    b = newText.split("\n");
+  const commentOnly = (l: string) => /^\s*\/\//.test(l) && !/\\\s*$/.test(l);
+  let L = 1;
+  while (L <= a.length && L <= b.length && (a[L - 1] === b[L - 1] || (commentOnly(a[L - 1]!) && commentOnly(b[L - 1]!) && !/\\\s*$/.test(b[L - 2] ?? "")))) L++;
+  if (L > a.length && L > b.length) L = b.length + 1; // unchanged: the cut at its end
+  return L;
+}
+
+/**
+ * Where the previous output is cut for a synthetic TU that starts at F's presumed line `line`
+ * (F = base.entries[fIndex]): the output line of the first of F's lines, or of its children's
+ * entries, at or after it; F's return when none.
+ */
+function baseCut(base: ParsedBase, fIndex: number, line: number): number {
+  const F = base.entries[fIndex]!;
+  for (let i = F.at + 1; i < F.ret; i++) {
+    const ei = base.entryOf[i]!;
+    if (ei === fIndex) {
+      const mk = parseMarker(base.lines[i]!);
+      if (mk?.flags.includes(2)) continue; // back in F from a child: its line is the one after the #include
+      if (base.lineNo[i]! >= line && !(mk && mk.line < line)) return i;
+    } else if (ei >= 0 && base.entries[ei]!.parent === F && base.entries[ei]!.at === i) {
+      if (base.entries[ei]!.includeLine >= line) return i;
+    }
+  }
+  return F.ret;
+}
+
+/**
+ * The `#pragma once` headers entered before the cut, which gcc must see once again: those it left
+ * before the cut, and the open ones of openOnce (the primary file and paths an #include cannot
+ * spell left out), each once.
+ */
+function onceBeforeCut(base: ParsedBase, cut: number, openOnce: Set<Entry>, readText: (path: string) => string): string[] {
   const once: string[] = [];
   const seen = new Set<string>([resolve(base.primary.file)]);
   for (const e of base.entries) {
@@ -381,9 +403,7 @@ export function planIncremental(
     seen.add(p);
     if (pragmaOnce(p, readText)) once.push(p);
   }
-  const marks = once.length ? `${once.map((p) => `#include "${p}"`).join("\n")}\n${macroTable(base, cut, true)}` : "";
-  files.set(primary, `${macroTable(base, cut)}${marks}${SENTINEL}\n${body}`);
-  return { files, primary, cut, file: F.file, fromLine: c };
+  return once;
 }
 
 /** Whether a file's text holds `#pragma once`, by path, size and mtime (the system headers of a TU are read once a process). */

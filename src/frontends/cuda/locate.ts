@@ -18,7 +18,9 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
-import { defaultCudaFlags, findCompileCommands, findNvcc, flagArgv, readCompileCommands, type CompileCommand } from "./compile-commands.ts";
+import { findCompileCommands, readCompileCommands, type CompileCommand } from "./compile-commands.ts";
+import { defaultCudaFlags, flagArgv } from "./flags.ts";
+import { findNvcc } from "./nvcc.ts";
 import { instantiatingTu, tusIncluding, type ToolchainFor } from "./includers.ts";
 import { parseElf, type ElfFile } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
@@ -281,7 +283,37 @@ export interface LocateInput {
  */
 export async function locateKernelSource(inp: LocateInput): Promise<KernelLocation> {
   const names = kernelNameParts(demangle(inp.demangled || inp.kernel));
+  const tc = toolchainFor(inp);
   const looked: string[] = [];
+  const s: Search = { inp, names, tc, looked, commands: compileCommandsOf(inp, looked), searched: new Map() };
+  return (await byLineInfo(s)) ?? (await byCompileCommands(s)) ?? (await bySourceRoot(s)) ?? notFound(s);
+}
+
+/** What one locateKernelSource call has found so far, shared by its steps. */
+interface Search {
+  inp: LocateInput;
+  names: KernelNameParts;
+  /** nvcc and the arch for the dependency listings and PTX checks; undefined: text evidence only. */
+  tc: ToolchainFor | undefined;
+  /** Every place looked at and what it gave, in order, for messages. */
+  looked: string[];
+  commands: CompileCommand[];
+  /** The files the module's line info names (step 1), for the manifest. */
+  lineFiles?: string[];
+  /** The files under each root that define the kernel (searchKernelDefinition, asked once a root). */
+  searched: Map<string, string[]>;
+}
+
+/** The TU chosen for a definition, with the others that were not ruled out and why. */
+interface TuChoice {
+  tu: string;
+  others?: string[];
+  reason: string;
+  certain: boolean;
+}
+
+/** The nvcc (given, else findNvcc) and the captured device's arch (sm_90), or undefined without an nvcc. */
+function toolchainFor(inp: LocateInput): ToolchainFor | undefined {
   let nvcc = inp.nvcc;
   if (!nvcc) {
     try {
@@ -290,12 +322,14 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
       nvcc = undefined; // text evidence only; the reproducer's own build says that nvcc is missing
     }
   }
-  const tc: ToolchainFor | undefined = nvcc ? { nvcc, arch: `sm_${/(\d+)/.exec(inp.arch)?.[1] ?? "90"}` } : undefined;
+  return nvcc ? { nvcc, arch: `sm_${/(\d+)/.exec(inp.arch)?.[1] ?? "90"}` } : undefined;
+}
 
-  // compile commands: explicit, else the usual build folders under the source root
-  let commands: CompileCommand[] = [];
+/** The compile commands: --compile-commands, else the usual build folders under the source root; what was read goes to `looked`. */
+function compileCommandsOf(inp: LocateInput, looked: string[]): CompileCommand[] {
+  const commands: CompileCommand[] = [];
   if (inp.compileCommands) {
-    commands = readCompileCommands(inp.compileCommands, { logDir: inp.sourceRoot }); // a build log's relative paths: from the source root
+    commands.push(...readCompileCommands(inp.compileCommands, { logDir: inp.sourceRoot })); // a build log's relative paths: from the source root
     const rsp = new Set(commands.flatMap((c) => c.responseFiles ?? []));
     looked.push(
       `${commands[0]?.from ?? resolve(inp.compileCommands)}: ${commands.length} CUDA TU${commands.length === 1 ? "" : "s"}${rsp.size ? ` (${rsp.size} response file${rsp.size === 1 ? "" : "s"} read)` : ""}`,
@@ -307,104 +341,117 @@ export async function locateKernelSource(inp: LocateInput): Promise<KernelLocati
       `compile_commands.json in ${resolve(inp.sourceRoot)}/{${f.looked.map((p) => relative(resolve(inp.sourceRoot!), dirname(p))).join(",")}}: ${f.found.length ? `${f.found.join(", ")} (${commands.length} CUDA TUs)` : "none"}`,
     );
   }
-  const commandFor = (tu: string) => commands.find((c) => c.file === tu);
-  const found = (method: LocateMethod, definition: string, c: { tu: string; others?: string[]; reason: string; certain: boolean }): KernelLocation => ({
+  return commands;
+}
+
+/** The location found by `method`, with what the search gathered on the way. */
+function found(s: Search, method: LocateMethod, definition: string, c: TuChoice): KernelLocation {
+  return {
     method,
     tu: c.tu,
     definition,
-    compileCommand: commandFor(c.tu),
+    compileCommand: s.commands.find((cc) => cc.file === c.tu),
     otherCandidates: c.others ?? [],
     tuReason: c.reason,
     tuCertain: c.certain,
-    lineInfoFiles: lineFiles,
-    looked,
-    names,
-  });
-  /** The TU among `cands` (compile commands, or the source root's .cu files) that compiles the kernel defined in a header. */
-  const chooseTu = async (
-    definition: string,
-    cands: CompileCommand[],
-  ): Promise<{ tu: string; others: string[]; reason: string; certain: boolean } | undefined> => {
-    const inc = await tusIncluding(definition, cands, tc);
-    looked.push(...inc.tried.map((t) => `  ${t}`));
-    if (!inc.tus.length) return undefined;
-    const ch = await instantiatingTu(inc.tus, names, inp.kernel, definition, tc);
-    return { tu: ch.tu.file, others: ch.others.map((c) => c.file), reason: ch.reason, certain: ch.certain };
+    lineInfoFiles: s.lineFiles,
+    looked: s.looked,
+    names: s.names,
   };
+}
 
-  // 1. line info
-  let lineFiles: string[] | undefined;
-  if (inp.module) {
-    let cubin: Uint8Array | undefined;
-    try {
-      cubin = pickCubin(inp.module, inp.arch).cubin;
-    } catch {
-      cubin = undefined;
-    }
-    const li = cubin ? cubinLineFiles(cubin, inp.kernel) : undefined;
-    looked.push(li ? `line info of the captured module (${li.files.length} files)` : "line info of the captured module (none: built without -lineinfo)");
-    if (li) {
-      lineFiles = li.files;
-      const order = [...li.kernelFiles, ...li.files.filter((f) => !li.kernelFiles.includes(f))];
-      const existing = order.filter((f) => existsSync(f));
-      const definition = existing.find((f) => definesKernel(readFileSync(f, "utf8"), names.base));
-      if (definition) {
-        const tus = li.files.filter((f) => f.endsWith(".cu") && existsSync(f));
-        if (definition.endsWith(".cu")) return found("line-info", definition, { tu: definition, reason: "it defines the kernel (line info)", certain: true });
-        if (tus[0]) return found("line-info", definition, { tu: tus[0], reason: "the line info of the kernel's module names it", certain: true });
-        const c = commands.length
-          ? await chooseTu(definition, commands)
-          : inp.sourceRoot
-            ? await chooseTu(definition, rootTus(resolve(inp.sourceRoot), tc))
-            : undefined;
-        if (c) return found("line-info", definition, c);
-        looked.push(`  line info names ${definition} but no TU that includes it`);
-      }
+/** The TU among `cands` (compile commands, or the source root's .cu files) that compiles the kernel defined in a header. */
+async function chooseTu(s: Search, definition: string, cands: CompileCommand[]): Promise<TuChoice | undefined> {
+  const inc = await tusIncluding(definition, cands, s.tc);
+  s.looked.push(...inc.tried.map((t) => `  ${t}`));
+  if (!inc.tus.length) return undefined;
+  const ch = await instantiatingTu(inc.tus, s.names, s.inp.kernel, definition, s.tc);
+  return { tu: ch.tu.file, others: ch.others.map((c) => c.file), reason: ch.reason, certain: ch.certain };
+}
+
+/** The files under root that define the kernel, searched once per root and said in `looked`. */
+function definitionsUnder(s: Search, root: string): string[] {
+  let defs = s.searched.get(root);
+  if (!defs) {
+    const base = s.names.base;
+    defs = searchKernelDefinition(root, base);
+    s.searched.set(root, defs);
+    s.looked.push(
+      `${root}: ${defs.length ? `__global__ ${base} defined in ${defs.map((d) => relative(root, d)).join(", ")}` : `no file defines __global__ ${base}`}`,
+    );
+  }
+  return defs;
+}
+
+/** Step 1: the captured module's line info names the file that defines the kernel, and its TU or the TUs that include it. */
+async function byLineInfo(s: Search): Promise<KernelLocation | undefined> {
+  const { inp, commands } = s;
+  if (!inp.module) return undefined;
+  let cubin: Uint8Array | undefined;
+  try {
+    cubin = pickCubin(inp.module, inp.arch).cubin;
+  } catch {
+    cubin = undefined;
+  }
+  const li = cubin ? cubinLineFiles(cubin, inp.kernel) : undefined;
+  s.looked.push(li ? `line info of the captured module (${li.files.length} files)` : "line info of the captured module (none: built without -lineinfo)");
+  if (!li) return undefined;
+  s.lineFiles = li.files;
+  const order = [...li.kernelFiles, ...li.files.filter((f) => !li.kernelFiles.includes(f))];
+  const existing = order.filter((f) => existsSync(f));
+  const definition = existing.find((f) => definesKernel(readFileSync(f, "utf8"), s.names.base));
+  if (!definition) return undefined;
+  const tus = li.files.filter((f) => f.endsWith(".cu") && existsSync(f));
+  if (definition.endsWith(".cu")) return found(s, "line-info", definition, { tu: definition, reason: "it defines the kernel (line info)", certain: true });
+  if (tus[0]) return found(s, "line-info", definition, { tu: tus[0], reason: "the line info of the kernel's module names it", certain: true });
+  const c = commands.length
+    ? await chooseTu(s, definition, commands)
+    : inp.sourceRoot
+      ? await chooseTu(s, definition, rootTus(resolve(inp.sourceRoot), s.tc))
+      : undefined;
+  if (c) return found(s, "line-info", definition, c);
+  s.looked.push(`  line info names ${definition} but no TU that includes it`);
+  return undefined;
+}
+
+/** Step 2: a TU of the compile commands that defines the kernel, else one that includes a file under the roots that does. */
+async function byCompileCommands(s: Search): Promise<KernelLocation | undefined> {
+  const { inp, commands } = s;
+  if (!commands.length) return undefined;
+  const direct = commands.find((c) => existsSync(c.file) && definesKernel(readFileSync(c.file, "utf8"), s.names.base));
+  if (direct) return found(s, "compile-commands", direct.file, { tu: direct.file, reason: "it defines the kernel", certain: true });
+  const roots = inp.sourceRoot ? [resolve(inp.sourceRoot)] : [...new Set(commands.map((c) => dirname(c.file)))];
+  for (const r of roots) {
+    for (const def of definitionsUnder(s, r)) {
+      const c = await chooseTu(s, def, commands);
+      if (c) return found(s, "compile-commands", def, c);
     }
   }
+  return undefined;
+}
 
-  // 2. compile commands: a TU that defines the kernel, else one that includes a file under the roots that does
-  const searched = new Map<string, string[]>();
-  const definitionsUnder = (root: string): string[] => {
-    let defs = searched.get(root);
-    if (!defs) {
-      defs = searchKernelDefinition(root, names.base);
-      searched.set(root, defs);
-      looked.push(
-        `${root}: ${defs.length ? `__global__ ${names.base} defined in ${defs.map((d) => relative(root, d)).join(", ")}` : `no file defines __global__ ${names.base}`}`,
-      );
-    }
-    return defs;
-  };
-  if (commands.length) {
-    const direct = commands.find((c) => existsSync(c.file) && definesKernel(readFileSync(c.file, "utf8"), names.base));
-    if (direct) return found("compile-commands", direct.file, { tu: direct.file, reason: "it defines the kernel", certain: true });
-    const roots = inp.sourceRoot ? [resolve(inp.sourceRoot)] : [...new Set(commands.map((c) => dirname(c.file)))];
-    for (const r of roots) {
-      for (const def of definitionsUnder(r)) {
-        const c = await chooseTu(def, commands);
-        if (c) return found("compile-commands", def, c);
-      }
+/** Step 3: the source root's .cu that defines the kernel, else (without a compile database) its .cu files that include a header that does. */
+async function bySourceRoot(s: Search): Promise<KernelLocation | undefined> {
+  if (!s.inp.sourceRoot) return undefined;
+  const root = resolve(s.inp.sourceRoot);
+  const defs = definitionsUnder(s, root);
+  const cu = defs.find((d) => d.endsWith(".cu"));
+  if (cu) return found(s, "source-root", cu, { tu: cu, reason: "it defines the kernel", certain: true });
+  if (defs.length && !s.commands.length) {
+    const tus = rootTus(root, s.tc);
+    s.looked.push(`  ${tus.length} .cu files under ${root}, with the default flags (no compile database)`);
+    for (const def of defs) {
+      const c = await chooseTu(s, def, tus);
+      if (c) return found(s, "source-root", def, c);
     }
   }
+  return undefined;
+}
 
-  // 3. source root: the .cu that defines it, else the .cu files that include a header that does
-  if (inp.sourceRoot) {
-    const root = resolve(inp.sourceRoot);
-    const defs = definitionsUnder(root);
-    const cu = defs.find((d) => d.endsWith(".cu"));
-    if (cu) return found("source-root", cu, { tu: cu, reason: "it defines the kernel", certain: true });
-    if (defs.length && !commands.length) {
-      const tus = rootTus(root, tc);
-      looked.push(`  ${tus.length} .cu files under ${root}, with the default flags (no compile database)`);
-      for (const def of defs) {
-        const c = await chooseTu(def, tus);
-        if (c) return found("source-root", def, c);
-      }
-    }
-  }
-
-  const defined = [...searched.values()].some((d) => d.length);
+/** The E_SOURCE_NOT_FOUND error: what was tried, with what result, and what to do that was not done. */
+function notFound(s: Search): never {
+  const { inp, names, commands, looked } = s;
+  const defined = [...s.searched.values()].some((d) => d.length);
   const given = `${inp.sourceRoot ? "--source-root" : ""}${inp.sourceRoot && inp.compileCommands ? " and " : ""}${inp.compileCommands ? "--compile-commands" : ""}`;
   const hint =
     !inp.sourceRoot && !inp.compileCommands

@@ -7,8 +7,8 @@
  * `kerncap validate` reads), `README.md`. Overlay mode copies only the TU and the definition file
  * and lets every other include resolve in the original tree (include-path shadow).
  *
- * Flags come from the compile database when present (compile-commands.ts); otherwise a default set (captured arch,
- * -O3, -std=c++17, the TU's folder as include path) and the manifest says which were assumed.
+ * Flags come from the compile database when present (compile-commands.ts, kept by flags.ts); otherwise a default set
+ * (captured arch, -O3, -std=c++17, the TU's folder as include path) and the manifest says which were assumed.
  *
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
@@ -26,7 +26,8 @@ import { readCaptureBytes } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
-import { cudaFlagsFromCommand, defaultCudaFlags, dependencyArgv, findNvcc, parseDeps, type CudaFlags, type FlagWord } from "./compile-commands.ts";
+import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord } from "./flags.ts";
+import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
 // ───────────────────────────── header closure ─────────────────────────────
@@ -188,57 +189,17 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     opts.flags ??
     (loc.compileCommand ? cudaFlagsFromCommand(loc.compileCommand.argv, loc.compileCommand.directory, loc.tu) : defaultCudaFlags(loc.tu, opts.sourceRoot));
   const arch = archFor(opts.arch, flags.originalArch);
-  const cwd = loc.compileCommand?.directory ?? dirname(loc.tu);
-  const deps = headerClosure(nvcc, loc.tu, flags, arch, cwd);
-  const isSystem = toolchainHeader(nvcc);
-  const local = deps.filter((d) => !isSystem(d) && d !== loc.tu);
-  const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
-  const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
+  const tree = sourceTree(opts, nvcc, flags, arch);
+  const { projectRoot, copied, referenced } = tree;
   const overlay = !!opts.overlay;
-  const copied = overlay ? [loc.tu, ...(loc.definition !== loc.tu ? [loc.definition] : [])] : [loc.tu, ...local.filter(under)];
-  const referenced = local.filter((d) => !under(d));
 
   const outDir = resolve(opts.outDir);
   const srcDir = join(outDir, "src");
   mkdirSync(srcDir, { recursive: true });
-  const files: string[] = [];
-  for (const f of copied) {
-    const rel = relative(projectRoot, f);
-    mkdirSync(dirname(join(srcDir, rel)), { recursive: true });
-    copyFileSync(f, join(srcDir, rel));
-    files.push(`src/${rel}`);
-  }
-  // bash words: project paths point into src/ (copy mode); overlay adds the original folders after
-  const word = (w: FlagWord): string => {
-    if (!w.path) return shq(w.text);
-    if (overlay || !under(w.path)) return w.prefix!.endsWith(" ") ? `${w.prefix!.trim()} ${shq(w.path)}` : shq(w.text);
-    const rel = relative(projectRoot, w.path);
-    if (!w.prefix!.endsWith(" ") && w.prefix === "-I") mkdirSync(join(srcDir, rel), { recursive: true });
-    const target = `"$here/src"${rel ? "/" + shq(rel) : ""}`;
-    return w.prefix!.endsWith(" ") ? `${w.prefix!.trim()} ${target}` : `${w.prefix}${target}`;
-  };
-  const flagWords = flags.words.map(word);
-  if (overlay) {
-    // quoted includes search the includer's folder first (the copy's), then -I: the original folders
-    for (const f of copied) flagWords.push(shq(`-I${dirname(f)}`));
-  }
-
+  const files = copySources(copied, projectRoot, srcDir);
+  const flagWords = bashFlagWords(flags, tree, overlay, srcDir);
   const tuRel = relative(projectRoot, loc.tu);
-  let compiledSource = tuRel;
-  const sliceRes: CudaReproducer["slice"] = { used: false };
-  if (opts.slice ?? true) {
-    const plan = planSlice(loc, readFileSync(loc.tu, "utf8"), {
-      tuRel,
-      includeDirs: flags.words.filter((w) => w.path && w.prefix !== "-include").map((w) => w.path!),
-    });
-    if (plan.possible) {
-      compiledSource = plan.meta!.slice;
-      writeFileSync(join(srcDir, compiledSource), plan.text!);
-      files.push(`src/${compiledSource}`);
-      sliceRes.used = true;
-      sliceRes.meta = plan.meta;
-    } else sliceRes.reason = plan.reason;
-  } else sliceRes.reason = "slicing turned off";
+  const { compiledSource, slice: sliceRes } = writeSlice(opts, flags, tuRel, srcDir, files);
 
   const ctx = {
     kernelName: opts.kernelName,
@@ -298,6 +259,89 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     flags,
     source,
   };
+}
+
+/** The project files of a reproducer: its root, what is copied into src/ and the local headers outside the root that stay referenced. */
+interface SourceTree {
+  /** The original folder that src/ mirrors: --source-root, else the common folder of the TU and its local headers. */
+  projectRoot: string;
+  /** Absolute paths copied into src/: the TU and every local header under the root (copy mode), or the TU and the definition file (overlay). */
+  copied: string[];
+  /** Local headers outside the root, included from where they are. */
+  referenced: string[];
+  /** Whether a path lies under projectRoot. */
+  under: (p: string) => boolean;
+}
+
+/** The TU's header closure (nvcc -M with the flags, in the compile's folder) sorted into what is copied and what stays referenced. */
+function sourceTree(opts: CudaReproducerOptions, nvcc: string, flags: CudaFlags, arch: string): SourceTree {
+  const loc = opts.location;
+  const cwd = loc.compileCommand?.directory ?? dirname(loc.tu);
+  const deps = headerClosure(nvcc, loc.tu, flags, arch, cwd);
+  const isSystem = toolchainHeader(nvcc);
+  const local = deps.filter((d) => !isSystem(d) && d !== loc.tu);
+  const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
+  const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
+  const copied = opts.overlay ? [loc.tu, ...(loc.definition !== loc.tu ? [loc.definition] : [])] : [loc.tu, ...local.filter(under)];
+  return { projectRoot, copied, referenced: local.filter((d) => !under(d)), under };
+}
+
+/** Copy the files into srcDir at their paths under projectRoot; returns their paths relative to the reproducer (src/…). */
+function copySources(copied: string[], projectRoot: string, srcDir: string): string[] {
+  const files: string[] = [];
+  for (const f of copied) {
+    const rel = relative(projectRoot, f);
+    mkdirSync(dirname(join(srcDir, rel)), { recursive: true });
+    copyFileSync(f, join(srcDir, rel));
+    files.push(`src/${rel}`);
+  }
+  return files;
+}
+
+/**
+ * The flags as bash words of build.sh: project paths point into src/ (copy mode; an -I folder is
+ * made there); overlay mode keeps the original paths and adds the copies' original folders after.
+ */
+function bashFlagWords(flags: CudaFlags, tree: SourceTree, overlay: boolean, srcDir: string): string[] {
+  const word = (w: FlagWord): string => {
+    if (!w.path) return shq(w.text);
+    if (overlay || !tree.under(w.path)) return w.prefix!.endsWith(" ") ? `${w.prefix!.trim()} ${shq(w.path)}` : shq(w.text);
+    const rel = relative(tree.projectRoot, w.path);
+    if (!w.prefix!.endsWith(" ") && w.prefix === "-I") mkdirSync(join(srcDir, rel), { recursive: true });
+    const target = `"$here/src"${rel ? "/" + shq(rel) : ""}`;
+    return w.prefix!.endsWith(" ") ? `${w.prefix!.trim()} ${target}` : `${w.prefix}${target}`;
+  };
+  const flagWords = flags.words.map(word);
+  if (overlay) {
+    // quoted includes search the includer's folder first (the copy's), then -I: the original folders
+    for (const f of tree.copied) flagWords.push(shq(`-I${dirname(f)}`));
+  }
+  return flagWords;
+}
+
+/**
+ * The slice of the TU build.sh compiles instead of the whole TU, written into srcDir and added to
+ * `files` when slicing is on and possible; else why not. compiledSource: the slice's path or the
+ * TU's (tuRel), relative to src/.
+ */
+function writeSlice(
+  opts: CudaReproducerOptions,
+  flags: CudaFlags,
+  tuRel: string,
+  srcDir: string,
+  files: string[],
+): { compiledSource: string; slice: CudaReproducer["slice"] } {
+  const loc = opts.location;
+  if (!(opts.slice ?? true)) return { compiledSource: tuRel, slice: { used: false, reason: "slicing turned off" } };
+  const plan = planSlice(loc, readFileSync(loc.tu, "utf8"), {
+    tuRel,
+    includeDirs: flags.words.filter((w) => w.path && w.prefix !== "-include").map((w) => w.path!),
+  });
+  if (!plan.possible) return { compiledSource: tuRel, slice: { used: false, reason: plan.reason } };
+  const compiledSource = plan.meta!.slice;
+  writeFileSync(join(srcDir, compiledSource), plan.text!);
+  files.push(`src/${compiledSource}`);
+  return { compiledSource, slice: { used: true, meta: plan.meta } };
 }
 
 // ───────────────────────────── checks on the rebuilt module ─────────────────────────────

@@ -150,76 +150,12 @@ export function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
         i++;
         continue;
       }
-      // namespace N { … }, inline namespace, extern "C" { … }
-      let j = i;
-      if (s === "inline" && v[i + 1] === "namespace") j = i + 1;
-      if (v[j] === "namespace") {
-        let q = j + 1;
-        while (q < n && v[q] !== "{" && v[q] !== ";" && v[q] !== "=") q++;
-        if (v[q] === "{") {
-          i = container(i, q + 1);
-          continue;
-        }
-      }
-      if (s === "extern" && k[i + 1] === K.Str && v[i + 2] === "{") {
-        i = container(i, i + 3);
+      const body = containerBody(t, i);
+      if (body >= 0) {
+        i = container(i, body);
         continue;
       }
-      // a declaration: up to ';' at depth 0, or the brace group that ends a function definition
-      let q = skipTemplateHeaders(v, i, n);
-      let depth = 0,
-        classlike = false,
-        sawEq = false,
-        ctorInit = false;
-      // a requires-expression in a requires-clause (`requires C<_Os> && requires (_Os& __os) { __os << __t; }`,
-      // libstdc++'s <ostream> in C++20): its `{…}` is no body. `requires` after an operator starts one;
-      // after `>` or `)` it is the clause itself (`requires (C<T>) {` is a function's body)
-      let reqExpr = false;
-      let pw = ""; // the previous token (directives left out)
-      while (q < n) {
-        if (k[q] === K.Dir) {
-          q++;
-          continue;
-        }
-        const w = v[q]!;
-        if (depth === 0) {
-          if (w === "class" || w === "struct" || w === "union" || w === "enum" || w === "typedef") classlike = true;
-          if (w === "=" && pw !== "operator") sawEq = true;
-          if (w === ":" && (pw === ")" || pw === "noexcept")) ctorInit = true; // X::X(…) noexcept : a{…}, b(…) {…}
-          if (w === ";") {
-            q++;
-            break;
-          }
-          if (w === "requires" && ["&&", "||", "!", "(", ",", "=", "requires", "?", ":"].includes(pw)) reqExpr = true;
-          if (w === "{" && reqExpr && (pw === "requires" || pw === ")")) {
-            q = skipGroup(v, q, n);
-            pw = "}";
-            reqExpr = false;
-            continue;
-          }
-          if (w === "{") {
-            const init = ctorInit && (pw === ">" || (isIdStart(pw.charCodeAt(0)) && !KEYWORDS.has(pw))); // a member's brace initializer
-            let d = 1;
-            q++;
-            while (q < n && d) {
-              const x = v[q]!;
-              if (k[q] !== K.Dir) {
-                if (x === "{") d++;
-                else if (x === "}") d--;
-              }
-              q++;
-            }
-            pw = "}";
-            if (classlike || sawEq || init) continue; // struct X {…} x;  int a[] = {…};
-            if (q < n && v[q] === ";") q++;
-            break;
-          }
-        }
-        if (w === "(" || w === "[") depth++;
-        else if (w === ")" || w === "]") depth--;
-        pw = w;
-        q++;
-      }
+      const q = declarationEnd(t, i);
       items.push({ kind: "decl", a: i, b: q, nest });
       i = q;
     }
@@ -236,6 +172,85 @@ export function splitItems(t: Tokens, from = 0, items: Item[] = []): Item[] {
   };
   walk(from, false);
   return items;
+}
+
+/** `namespace N {`, `inline namespace N {` or `extern "C" {` at i: the index of its first inner token; -1 for anything else. */
+function containerBody(t: Tokens, i: number): number {
+  const v = t.text,
+    s = v[i];
+  let j = i;
+  if (s === "inline" && v[i + 1] === "namespace") j = i + 1;
+  if (v[j] === "namespace") {
+    let q = j + 1;
+    while (q < t.n && v[q] !== "{" && v[q] !== ";" && v[q] !== "=") q++;
+    if (v[q] === "{") return q + 1;
+  }
+  if (s === "extern" && t.kind[i + 1] === K.Str && v[i + 2] === "{") return i + 3;
+  return -1;
+}
+
+/** A declaration at i: the index after it, its ';' at depth 0 or the brace group that ends a function definition. */
+function declarationEnd(t: Tokens, i: number): number {
+  const v = t.text,
+    k = t.kind,
+    n = t.n;
+  let q = skipTemplateHeaders(v, i, n);
+  let depth = 0,
+    classlike = false,
+    sawEq = false,
+    ctorInit = false;
+  // a requires-expression in a requires-clause (`requires C<_Os> && requires (_Os& __os) { __os << __t; }`,
+  // libstdc++'s <ostream> in C++20): its `{…}` is no body. `requires` after an operator starts one;
+  // after `>` or `)` it is the clause itself (`requires (C<T>) {` is a function's body)
+  let reqExpr = false;
+  let pw = ""; // the previous token (directives left out)
+  while (q < n) {
+    if (k[q] === K.Dir) {
+      q++;
+      continue;
+    }
+    const w = v[q]!;
+    if (depth === 0) {
+      if (w === "class" || w === "struct" || w === "union" || w === "enum" || w === "typedef") classlike = true;
+      if (w === "=" && pw !== "operator") sawEq = true;
+      if (w === ":" && (pw === ")" || pw === "noexcept")) ctorInit = true; // X::X(…) noexcept : a{…}, b(…) {…}
+      if (w === ";") return q + 1;
+      if (w === "requires" && ["&&", "||", "!", "(", ",", "=", "requires", "?", ":"].includes(pw)) reqExpr = true;
+      if (w === "{" && reqExpr && (pw === "requires" || pw === ")")) {
+        q = skipGroup(v, q, n);
+        pw = "}";
+        reqExpr = false;
+        continue;
+      }
+      if (w === "{") {
+        const init = ctorInit && (pw === ">" || (isIdStart(pw.charCodeAt(0)) && !KEYWORDS.has(pw))); // a member's brace initializer
+        q = braceGroupEnd(t, q);
+        pw = "}";
+        if (classlike || sawEq || init) continue; // struct X {…} x;  int a[] = {…};
+        return q < n && v[q] === ";" ? q + 1 : q;
+      }
+    }
+    if (w === "(" || w === "[") depth++;
+    else if (w === ")" || w === "]") depth--;
+    pw = w;
+    q++;
+  }
+  return q;
+}
+
+/** The index after the brace group whose `{` is at q (braces of directives not counted); the token count when unclosed. */
+function braceGroupEnd(t: Tokens, q: number): number {
+  let d = 1;
+  q++;
+  while (q < t.n && d) {
+    const x = t.text[q]!;
+    if (t.kind[q] !== K.Dir) {
+      if (x === "{") d++;
+      else if (x === "}") d--;
+    }
+    q++;
+  }
+  return q;
 }
 
 /** The non-directive token texts of [a, b). */

@@ -8,16 +8,22 @@ import { type Item, skipGroup, skipTemplateHeaders, templateHeaders, words } fro
 
 /** Names a declaration declares (its tokens after any template header), given the namespace names. */
 function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
-  const names = new Set<string>();
+  if (body[0] === "using") return usingDeclared(body);
+  const head = classHead(body);
+  return head >= 0 ? classDeclared(body, head) : declaratorNames(body, namespaces);
+}
+
+/** What a `using` declares: a directive as "<using-directive>", an alias its name, a using-declaration its last name. */
+function usingDeclared(body: string[]): Set<string> {
+  if (body[1] === "namespace") return new Set(["<using-directive>"]);
+  if (body[2] === "=") return new Set([body[1]!]);
+  const ids = body.filter(isName);
+  return ids.length ? new Set([ids[ids.length - 1]!]) : new Set<string>();
+}
+
+/** The index of the class / struct / union / enum keyword that heads the declaration (attributes before it skipped); -1 when none. */
+function classHead(body: string[]): number {
   const L = body.length;
-  if (body[0] === "using") {
-    if (body[1] === "namespace") return new Set(["<using-directive>"]);
-    if (body[2] === "=") return new Set([body[1]!]);
-    const ids = body.filter(isName);
-    return ids.length ? new Set([ids[ids.length - 1]!]) : names;
-  }
-  // class / struct / union / enum heads
-  let head = -1;
   for (let a = 0; a < L; a++) {
     const s = body[a]!;
     if (ATTRIBUTE_WORDS.has(s) && body[a + 1] === "(") {
@@ -29,55 +35,65 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
       continue;
     }
     if (s === "(" || s === "=" || s === "{" || s === ";") break;
-    if (s === "class" || s === "struct" || s === "union" || s === "enum") {
-      head = a;
-      break;
+    if (s === "class" || s === "struct" || s === "union" || s === "enum") return a;
+  }
+  return -1;
+}
+
+/** Names a class / struct / union / enum declaration declares: its own name, an enum's enumerators, the declarators after its body (or a typedef's). */
+function classDeclared(body: string[], head: number): Set<string> {
+  const names = new Set<string>();
+  const L = body.length;
+  let b = head + 1;
+  while (b < L && ["class", "struct", "__attribute__", "__attribute", "alignas", "__declspec", "["].includes(body[b]!)) {
+    if (body[b] === "[") b = skipGroup(body, b, L);
+    else if (body[b] === "class" || body[b] === "struct") b++;
+    else b = skipGroup(body, b + 1, L);
+  }
+  while (b + 2 < L && isName(body[b]!) && body[b + 1] === "::" && isName(body[b + 2]!)) b += 2; // class __cxx11::collate
+  if (b < L && isName(body[b]!)) names.add(body[b]!);
+  let rest: string[] = [];
+  const s0 = body.indexOf("{", head);
+  if (s0 >= 0) {
+    // unscoped or scoped, the enumerators are declared names either way (conservative)
+    if (body[head] === "enum") addEnumerators(body, s0, names);
+    rest = body.slice(skipGroup(body, s0, L));
+  } else if (body[0] === "typedef") rest = body.slice(b + 1);
+  let last: string | null = null;
+  for (const w of rest) {
+    if (isName(w)) last = w;
+    else if (w === "," || w === ";" || w === "[" || w === "=") {
+      if (last) names.add(last);
+      last = null;
     }
   }
-  if (head >= 0) {
-    let b = head + 1;
-    while (b < L && ["class", "struct", "__attribute__", "__attribute", "alignas", "__declspec", "["].includes(body[b]!)) {
-      if (body[b] === "[") b = skipGroup(body, b, L);
-      else if (body[b] === "class" || body[b] === "struct") b++;
-      else b = skipGroup(body, b + 1, L);
+  return names;
+}
+
+/** Add the enumerators of the enum body whose `{` is at s0: the first name of each comma-separated entry. */
+function addEnumerators(body: string[], s0: number, names: Set<string>): void {
+  let d = 0,
+    expect = true;
+  for (let a = s0 + 1; a < body.length; a++) {
+    const w = body[a]!;
+    if (w === "(" || w === "{" || w === "[") d++;
+    else if (w === ")" || w === "}" || w === "]") d--;
+    if (d < 0) break;
+    if (d === 0 && w === ",") {
+      expect = true;
+      continue;
     }
-    while (b + 2 < L && isName(body[b]!) && body[b + 1] === "::" && isName(body[b + 2]!)) b += 2; // class __cxx11::collate
-    if (b < L && isName(body[b]!)) names.add(body[b]!);
-    let rest: string[] = [];
-    const s0 = body.indexOf("{", head);
-    if (s0 >= 0) {
-      if (body[head] === "enum") {
-        // unscoped or scoped, the enumerators are declared names either way (conservative)
-        let d = 0,
-          expect = true;
-        for (let a = s0 + 1; a < L; a++) {
-          const w = body[a]!;
-          if (w === "(" || w === "{" || w === "[") d++;
-          else if (w === ")" || w === "}" || w === "]") d--;
-          if (d < 0) break;
-          if (d === 0 && w === ",") {
-            expect = true;
-            continue;
-          }
-          if (d === 0 && expect && isName(w)) {
-            names.add(w);
-            expect = false;
-          }
-        }
-      }
-      rest = body.slice(skipGroup(body, s0, L));
-    } else if (body[0] === "typedef") rest = body.slice(b + 1);
-    let last: string | null = null;
-    for (const w of rest) {
-      if (isName(w)) last = w;
-      else if (w === "," || w === ";" || w === "[" || w === "=") {
-        if (last) names.add(last);
-        last = null;
-      }
+    if (d === 0 && expect && isName(w)) {
+      names.add(w);
+      expect = false;
     }
-    return names;
   }
-  // functions, variables, typedefs: each declarator's name
+}
+
+/** Names a function, variable or typedef declaration declares: each declarator's name (an out-of-class member definition: its class). */
+function declaratorNames(body: string[], namespaces: Set<string>): Set<string> {
+  const names = new Set<string>();
+  const L = body.length;
   let a = 0;
   let last: string | null = null,
     lastAt = -1;
@@ -96,25 +112,11 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
       return names;
     }
     if (s === "(") {
-      if (body[a + 1] === "*" || body[a + 1] === "&") {
-        // (*name)(…) declarator
-        let b2 = a + 2;
-        while (b2 < L && ["__attribute__", "__attribute", "const", "volatile"].includes(body[b2]!))
-          b2 = body[b2]!.startsWith("__attr") ? skipGroup(body, b2 + 1, L) : b2 + 1;
-        if (b2 < L && isName(body[b2]!)) {
-          names.add(body[b2]!);
-          return names;
-        }
-      }
+      const pointer = pointerDeclaratorName(body, a); // (*name)(…)
+      if (pointer) return names.add(pointer);
       if (last) {
         // Class::name( or Class<…>::name( : an out-of-class member definition declares its class
-        if (lastAt >= 2 && body[lastAt - 1] === "::") {
-          const q = classQualifier(body, lastAt - 2, namespaces);
-          names.add(q ?? last);
-          return names;
-        }
-        names.add(last);
-        return names;
+        return names.add((lastAt >= 2 && body[lastAt - 1] === "::" ? classQualifier(body, lastAt - 2, namespaces) : null) ?? last);
       }
       a = skipGroup(body, a, L);
       continue;
@@ -125,20 +127,7 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
     }
     if (s === "[" || s === "=" || s === ";" || s === "," || s === ":" || s === "{") {
       if (last) names.add(last);
-      if (s === "=" || s === "[" || s === "{") {
-        while (a < L && body[a] !== "," && body[a] !== ";") {
-          const w = body[a]!;
-          if (w === "(" || w === "[" || w === "{") {
-            a = skipGroup(body, a, L);
-            continue;
-          }
-          if (w === "<" && a > 0 && isName(body[a - 1]!)) {
-            a = skipGroup(body, a, L);
-            continue;
-          }
-          a++;
-        }
-      }
+      if (s === "=" || s === "[" || s === "{") a = initializerEnd(body, a);
       last = null;
       a++;
       continue;
@@ -151,6 +140,34 @@ function declaredNames(body: string[], namespaces: Set<string>): Set<string> {
   }
   if (last && body[L - 1] === ";") names.add(last);
   return names;
+}
+
+/** The name of a `(*name)(…)` or `(&name)` declarator whose `(` is at a; undefined when it is none. */
+function pointerDeclaratorName(body: string[], a: number): string | undefined {
+  if (body[a + 1] !== "*" && body[a + 1] !== "&") return undefined;
+  const L = body.length;
+  let b2 = a + 2;
+  while (b2 < L && ["__attribute__", "__attribute", "const", "volatile"].includes(body[b2]!))
+    b2 = body[b2]!.startsWith("__attr") ? skipGroup(body, b2 + 1, L) : b2 + 1;
+  return b2 < L && isName(body[b2]!) ? body[b2]! : undefined;
+}
+
+/** The index of the `,` or `;` that ends the initializer (or array bound) starting at a, groups and template arguments skipped; the body's length when none. */
+function initializerEnd(body: string[], a: number): number {
+  const L = body.length;
+  while (a < L && body[a] !== "," && body[a] !== ";") {
+    const w = body[a]!;
+    if (w === "(" || w === "[" || w === "{") {
+      a = skipGroup(body, a, L);
+      continue;
+    }
+    if (w === "<" && a > 0 && isName(body[a - 1]!)) {
+      a = skipGroup(body, a, L);
+      continue;
+    }
+    a++;
+  }
+  return a;
 }
 
 /**

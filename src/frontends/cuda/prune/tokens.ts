@@ -54,17 +54,7 @@ export function tokenize(src: string, from = 0, prior?: Tokens, priorN = 0): Tok
     n = priorN;
   }
   const push = (k: K, a: number, b: number) => {
-    if (n === kind.length) {
-      const k2 = new Uint8Array(n * 2);
-      k2.set(kind);
-      kind = k2;
-      const s2 = new Int32Array(n * 2);
-      s2.set(start);
-      start = s2;
-      const e2 = new Int32Array(n * 2);
-      e2.set(end);
-      end = e2;
-    }
+    if (n === kind.length) (kind = doubled(kind)), (start = doubled(start)), (end = doubled(end));
     kind[n] = k;
     start[n] = a;
     end[n] = b;
@@ -109,11 +99,7 @@ export function tokenize(src: string, from = 0, prior?: Tokens, priorN = 0): Tok
       const id = src.slice(i, j);
       const q = src.charCodeAt(j);
       if (q === 34 && RAW_PREFIX.has(id)) {
-        // R"delim( ... )delim"
-        const open = src.indexOf("(", j);
-        const delim = src.slice(j + 1, open);
-        const close = src.indexOf(`)${delim}"`, open);
-        const e = close < 0 ? len : close + delim.length + 2;
+        const e = rawStringEnd(src, j);
         push(K.Str, i, e);
         i = e;
         continue;
@@ -127,19 +113,7 @@ export function tokenize(src: string, from = 0, prior?: Tokens, priorN = 0): Tok
       continue;
     }
     if (isDigit(c) || (c === 46 && isDigit(src.charCodeAt(i + 1)))) {
-      let j = i + 1;
-      while (j < len) {
-        const d = src.charCodeAt(j);
-        if ((d === 43 || d === 45) && /[eEpP]/.test(src[j - 1]!)) {
-          j++;
-          continue;
-        }
-        if (isIdChar(d) || d === 46 || d === 39) {
-          j++;
-          continue;
-        }
-        break;
-      }
+      const j = numberEnd(src, i);
       push(K.Num, i, j);
       i = j;
       continue;
@@ -155,6 +129,39 @@ export function tokenize(src: string, from = 0, prior?: Tokens, priorN = 0): Tok
     continue;
   }
   return { kind, start, end, text, n };
+}
+
+/** The array twice as long, holding a's elements first (the token arrays grow by doubling). */
+function doubled<A extends Uint8Array | Int32Array>(a: A): A {
+  const b = new (a.constructor as new (n: number) => A)(a.length * 2);
+  b.set(a);
+  return b;
+}
+
+/** End of a raw string literal whose opening quote is at q (`R"delim( … )delim"`); the text's end when unclosed. */
+function rawStringEnd(src: string, q: number): number {
+  const open = src.indexOf("(", q);
+  const delim = src.slice(q + 1, open);
+  const close = src.indexOf(`)${delim}"`, open);
+  return close < 0 ? src.length : close + delim.length + 2;
+}
+
+/** End of the preprocessing number at i: digits, letters, `.`, `'` separators, and a sign after an exponent letter (e E p P). */
+function numberEnd(src: string, i: number): number {
+  let j = i + 1;
+  while (j < src.length) {
+    const d = src.charCodeAt(j);
+    if ((d === 43 || d === 45) && /[eEpP]/.test(src[j - 1]!)) {
+      j++;
+      continue;
+    }
+    if (isIdChar(d) || d === 46 || d === 39) {
+      j++;
+      continue;
+    }
+    break;
+  }
+  return j;
 }
 
 /** Length of the punctuator at i (first char code c): 3 for ->* ... <<= >>= <=>, 2 for the PUNCT2 pairs, else 1. */

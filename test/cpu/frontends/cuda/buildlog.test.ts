@@ -13,7 +13,8 @@ import { cubinKernels } from "../../../../src/codeobj/cubin.ts";
 import { pickCubin } from "../../../../src/codeobj/fatbin.ts";
 import { NO_NVCC_REASON, NVCC } from "../../../nvcc-fixtures.ts";
 import { KerncapError } from "../../../../src/errors.ts";
-import { cudaFlagsFromCommand, readBuildLog, readCompileCommands } from "../../../../src/frontends/cuda/compile-commands.ts";
+import { readBuildLog, readCompileCommands } from "../../../../src/frontends/cuda/compile-commands.ts";
+import { cudaFlagsFromCommand } from "../../../../src/frontends/cuda/flags.ts";
 import { renderCudaReproducer } from "../../../../src/frontends/cuda/repro.ts";
 import { locateKernelSource } from "../../../../src/frontends/cuda/locate.ts";
 

@@ -10,15 +10,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KerncapError } from "../../../../src/errors.ts";
-import {
-  compileDatabase,
-  cudaFlagsFromCommand,
-  expandResponseFiles,
-  includeDirs,
-  readBuildLog,
-  readCompileCommands,
-  withoutLauncher,
-} from "../../../../src/frontends/cuda/compile-commands.ts";
+import { compileDatabase, expandResponseFiles, readBuildLog, readCompileCommands, withoutLauncher } from "../../../../src/frontends/cuda/compile-commands.ts";
+import { cudaFlagsFromCommand, includeDirs } from "../../../../src/frontends/cuda/flags.ts";
 import { instantiationPattern } from "../../../../src/frontends/cuda/includers.ts";
 import { kernelNameParts } from "../../../../src/frontends/cuda/locate.ts";
 

@@ -19,6 +19,7 @@ import type { Manifest } from "../../../../src/format/manifest.ts";
 import { makeHeavyReproducer } from "../../../heavy-fixture.ts";
 import { PRUNED_DIR, readPrunedCheck, Rebuilder, type RebuilderOptions } from "../../../../src/rebuild/rebuilder.ts";
 import { cudaFrontend } from "../../../../src/frontends/cuda/index.ts";
+import "../../../../src/frontends/index.ts"; // registers the frontends' run files with the trust gate that build.sh passes
 import { DevicePruner, pruneDeviceTU } from "../../../../src/frontends/cuda/prune/cache.ts";
 
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-prune-"));

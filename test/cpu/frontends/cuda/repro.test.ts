@@ -16,10 +16,13 @@ import { parseElf, SHN_UNDEF, STT_FUNC } from "../../../../src/codeobj/elf.ts";
 import { log } from "../../../../src/log.ts";
 import { buildReproducer } from "../../../../src/frontends/build.ts";
 import { archFor, checkRebuiltModule, cudaReproducerHook, planSlice, renderCudaReproducer, toolkitProvided } from "../../../../src/frontends/cuda/repro.ts";
-import { cudaFlagsFromCommand, parseDeps, shellWords } from "../../../../src/frontends/cuda/compile-commands.ts";
+import { shellWords } from "../../../../src/frontends/cuda/compile-commands.ts";
+import { cudaFlagsFromCommand } from "../../../../src/frontends/cuda/flags.ts";
+import { parseDeps } from "../../../../src/frontends/cuda/nvcc.ts";
 import { blankBodies, codeMask, kernelDefinitions, refreshSlice } from "../../../../src/frontends/cuda/slice.ts";
 import { definesKernel, kernelNameParts, locateKernelSource } from "../../../../src/frontends/cuda/locate.ts";
 import { cudaFrontend } from "../../../../src/frontends/cuda/index.ts";
+import "../../../../src/frontends/index.ts"; // registers the frontends' run files with the trust gate that build.sh passes
 import { readBuildScripts } from "../../../../src/frontends/stock-build.ts";
 import { CUDA_TEMPLATES } from "../../../../src/frontends/cuda/templates.ts";
 
