@@ -6,12 +6,12 @@
 #  - ncu on the application, the captured launch alone (`--clock-control none`, `--cache-control
 #    none`: L2 as the app left it; then `all`, if time is left): duration, DRAM bytes read/written;
 #  - `kerncap replay DIR --iters 50` under each timing setup of KERNCAP_TIMING
-#    (src/replay/timing-setup.ts): the default (L2 written back, the launch's ranges read again),
-#    the old timing (l2=restored: L2 as the device-to-device restore leaves it), write-back only,
+#    (src/replay/timing-setup.ts): l2=reread (L2 written back, the launch's ranges read again),
+#    the default (l2=restored: L2 as the device-to-device restore leaves it), write-back only,
 #    --flush-l2, back to back (no restore), the restore from the host, no spin, a 2 ms spin, 20
 #    warm-ups;
 #  - ncu on the replay's timed launches (`-s 3 -c 3` of `replay --runs 1 --iters 5`, the same ncu
-#    options) under the old and the new setup: the kernel's own duration and DRAM bytes in the
+#    options) under l2=restored (the default) and l2=reread: the kernel's own duration and DRAM bytes in the
 #    state each leaves, without the event pair;
 #  - test/apps/l2_state.cu: the same shape without kerncap, timed by events after each L2
 #    preparation, on cudaMalloc and on cuMemCreate+cuMemMap memory, and the empty kernel's events
@@ -87,17 +87,17 @@ say "ncu on the app done at $((SECONDS - t_start)) s"
 
 # 3. the replay's event timing under each setup: label|KERNCAP_TIMING|extra replay options
 variants=(
-  "new default (L2 written back, ranges read again)||"
-  "old: L2 as the restore left it|l2=restored|"
+  "reread (L2 written back, ranges read again)|l2=reread|"
+  "default: L2 as the restore left it|l2=restored|"
   "L2 written back only|l2=evicted|"
   "--flush-l2||--flush-l2"
-  "back to back (no restore), old L2|restore=none,l2=restored|"
-  "back to back, L2 written back + reread|restore=none|"
-  "restore from the host, old L2|restore=host,l2=restored|"
-  "no spin, old L2|spin=0,l2=restored|"
-  "spin 2000 us, old L2|spin=2000,l2=restored|"
-  "20 warm-ups, old L2|warmup=20,l2=restored|"
-  "no spin, new default|spin=0|"
+  "back to back (no restore), L2 restored|restore=none,l2=restored|"
+  "back to back, L2 written back + reread|restore=none,l2=reread|"
+  "restore from the host, L2 restored|restore=host,l2=restored|"
+  "no spin, L2 restored|spin=0,l2=restored|"
+  "spin 2000 us, L2 restored|spin=2000,l2=restored|"
+  "20 warm-ups, L2 restored|warmup=20,l2=restored|"
+  "no spin, reread|spin=0,l2=reread|"
 )
 cases=(mul-16m softmax mul-1m triton)
 for c in "${cases[@]}"; do
@@ -116,7 +116,7 @@ kre() { case "$1" in softmax) echo softmax ;; triton) echo fused_add_relu ;; *) 
 if [ -n "$ncu" ]; then
   for c in "${cases[@]}"; do
     [ -n "${dirs[$c]:-}" ] || continue
-    for setup in "new|" "old|l2=restored"; do
+    for setup in "new|l2=reread" "old|l2=restored"; do
       fits 10 || { say "budget: ncu on the replay of $c skipped"; break; }
       name="${setup%%|*}"
       KERNCAP_TIMING="${setup#*|}" timeout 60 "$ncu" "${ncu_opts[@]}" --cache-control none -k "regex:$(kre "$c")" -s 3 -c 3 "$bin" replay "${dirs[$c]}" --runs 1 --iters 5 > "$work/$c.ncu-replay-$name.csv" 2>&1 || say "$c: ncu on the replay ($name) exited $?"
@@ -201,7 +201,7 @@ for c, (title, scale, word) in CASES.items():
     doc["cases"][c] = {"title": title, "ncuAppWarm": warm, "ncuAppFlushed": cold, "appEventsUs": app_us, "replay": doc_rows, "ncuOnReplay": nr}
     if not rows and not warm: continue
     print(f"\n[exp-kernel-time] {title}: ncu on the app {f(ref)} µs warm (DRAM MB read+write {mb(warm)}), {f(cold['us'] if cold else None)} µs flushed ({mb(cold)}); the capture's events in the app {f(app_us)} µs")
-    for k, lab in (("new", "new default"), ("old", "old (l2=restored)")):
+    for k, lab in (("new", "reread"), ("old", "default (l2=restored)")):
         x = nr[k]
         if x: print(f"  ncu --cache-control none on the replay's timed launches, {lab}: {f(x['us'])} µs ({(x['us'] / ref - 1) * 100:+.1f}% of the app's), DRAM MB {mb(x)}" if ref else f"  ncu on the replay, {lab}: {f(x['us'])} µs, DRAM MB {mb(x)}")
     head = ["replay setup", "median µs", "p10–p90", "vs ncu on the app (warm)"]

@@ -6,7 +6,7 @@
  * timingOverride, parsed by parseTimingSetup) selects another setup, so that
  * scripts/exp-kernel-time.sh can time the same capture under each and set them beside ncu.
  *
- * Why the warm L2 is written back and read again ("reread", the default). The restore between
+ * Why a warm L2 written back and read again ("reread") is the candidate default. The restore between
  * timed launches copies the app's changed chunks back from a device backup (cuMemcpyDtoD): the
  * kernel's output, in its before state, is then in L2 as dirty lines, up to the whole L2 (50 MiB
  * on an H200) when the output is larger. A launch that follows writes those lines back to DRAM
@@ -14,7 +14,7 @@
  * previous kernel left L2 clean. Measured on the H200 (docs/benchmarks.md): PyTorch's elementwise
  * mul of 2²⁴ floats replayed at 35.06 µs warm against 31.81 µs under ncu in the app
  * (--cache-control none), while with L2 written back first (--flush-l2) it replayed at 32.45 µs;
- * in the app warm and flushed differ by 0.8% only. So the warm state is made independent of the
+ * in the app warm and flushed differ by 0.8% only. "reread" makes the warm state independent of the
  * restore: a read of a buffer of twice the L2 (every line clean; the restore's dirty ones written
  * back before the launch), then a read of what the launch's parameters point to (the kernel's
  * outputs first, its inputs last, at most twice the L2 in all), so that a kernel
@@ -45,18 +45,20 @@ export interface TimingSetup {
   /**
    * Warm L2: "reread" (written back by a read of twice the L2, then the launch's parameter ranges
    * read: rewarmRanges), "evicted" (written back only: as --flush-l2), "restored" (as the restore
-   * left it: the timing of kerncap before this setup existed).
+   * left it: the default, see DEFAULT_TIMING).
    */
   l2: WarmL2;
 }
 
 /** What every timing uses unless KERNCAP_TIMING says otherwise (the module's doc says why). */
-export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "reread" });
+// l2 stays "restored" until the GPU comparison of scripts/exp-kernel-time.sh is in: the exported
+// repro.c (templates/export) times after the restore alone, and its time is held to the replay's
+export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "restored" });
 
 const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-1000), restore=device|host|none, l2=reread|restored|evicted";
 
 /**
- * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=reread` (any
+ * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=restored` (any
  * subset, any order); undefined or empty: the defaults.
  * @throws KerncapError E_USAGE naming the word that is not understood
  */

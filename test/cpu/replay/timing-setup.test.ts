@@ -16,8 +16,8 @@ import {
 } from "../../../src/replay/timing-setup.ts";
 
 describe("KERNCAP_TIMING", () => {
-  test("unset or empty: the defaults (L2 written back and the launch's ranges read again, 30 µs spin, 2 warm-ups, device restore)", () => {
-    expect(parseTimingSetup(undefined)).toEqual({ spinUs: 30, warmup: 2, restore: "device", l2: "reread" });
+  test("unset or empty: the defaults (L2 as the device restore leaves it, 30 µs spin, 2 warm-ups)", () => {
+    expect(parseTimingSetup(undefined)).toEqual({ spinUs: 30, warmup: 2, restore: "device", l2: "restored" });
     expect(parseTimingSetup("")).toEqual(DEFAULT_TIMING);
     expect(parseTimingSetup(" , ")).toEqual(DEFAULT_TIMING);
   });
@@ -28,7 +28,7 @@ describe("KERNCAP_TIMING", () => {
     expect(parseTimingSetup("restore=host,spin=2000")).toEqual({ ...DEFAULT_TIMING, restore: "host", spinUs: 2000 });
     expect(describeSetup(parseTimingSetup("spin=5,l2=restored"))).toBe("spin=5,warmup=2,restore=device,l2=restored");
     // the defaults are not changed by a parse
-    expect(DEFAULT_TIMING.l2).toBe("reread");
+    expect(DEFAULT_TIMING.l2).toBe("restored");
   });
 
   for (const bad of ["spin", "spin=", "spin=-1", "spin=1.5", "spin=100001", "warmup=1001", "restore=dtod", "l2=flushed", "flush=1", "SPIN=3"]) {
@@ -131,13 +131,13 @@ describe("timeOneLaunch: the device work before a timed launch, in order", () =>
   }
   const flush = { va: 0xf000n, bytes: 256 };
 
-  test("reread (the default): restore, the flush buffer read, the kernel's ranges read, then spin, events and launch", () => {
+  test("reread: restore, the flush buffer read, the kernel's ranges read, then spin, events and launch", () => {
     const f = fake(true);
-    expect(timeOneLaunch(f.be, f.scanner, f.k, DEFAULT_TIMING, { kind: "reread", flush })).toBe(12.5);
+    expect(timeOneLaunch(f.be, f.scanner, f.k, parseTimingSetup("l2=reread"), { kind: "reread", flush })).toBe(12.5);
     expect(f.calls).toEqual(["restore", "read 0xf000 256", "read 0x2000 64", "read 0x1000 32", "spin 30", "event", "launch", "event"]);
   });
 
-  test("restored (the old timing): restore then the launch, nothing in between", () => {
+  test("restored (the default): restore then the launch, nothing in between", () => {
     const f = fake(true);
     timeOneLaunch(f.be, f.scanner, f.k, parseTimingSetup("l2=restored,spin=0"), { kind: "none" });
     expect(f.calls).toEqual(["restore", "spin 0", "event", "launch", "event"]);
