@@ -22,7 +22,8 @@ import { parseElf } from "../../codeobj/elf.ts";
 import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { isPlainPath } from "../../util/shell-quote.ts";
 import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
-import { DevicePruner } from "./prune/cache.ts";
+import { DevicePruner, type PruneState } from "./prune/cache.ts";
+import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
 import type { FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
@@ -154,14 +155,20 @@ export class FastBuildState {
   lastMiss: string | null = null;
   /** Whether the work folder's full.cpp1.ii holds base.text: false from the start of a whole-TU gcc -E until its output is read (a build stopped meanwhile, validate's race lost, left another text there). */
   baseOnDisk = true;
+  /** The pruner state the work folder's prune-state.bin holds (loaded or saved): saved again only when the pruner has another. */
+  private prunerOnDisk: PruneState | undefined;
 
   /**
    * The state a work folder keeps for the next process (validate: one per edit): the base of
    * the incremental preprocessing (the whole TU's -dD output, `full.cpp1.ii`, and the sources it
-   * was made from, `base-sources.json`). The pruner's analysis is not kept.
+   * was made from, `base-sources.json`), and the pruner's analysis of the last text it pruned
+   * (`prune-state.bin`, ./prune/persist.ts: ignored unless whole, this user's, this kerncap's).
    */
   static load(work: string): FastBuildState {
     const st = new FastBuildState();
+    const ps = loadPruneState(join(work, PRUNE_STATE_FILE));
+    if ("reason" in ps) log.debug(`the pruner starts cold: ${join(work, PRUNE_STATE_FILE)}: ${ps.reason}`);
+    else st.pruner.state = st.prunerOnDisk = ps;
     try {
       const sources = JSON.parse(readFileSync(join(work, BASE_SOURCES), "latin1")) as Record<string, string>;
       st.base = { text: readFileSync(join(work, "full.cpp1.ii"), "latin1"), sources: new Map(Object.entries(sources)) };
@@ -179,6 +186,11 @@ export class FastBuildState {
       writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
       this.baseOnDisk = true;
     } else rmSync(f, { force: true });
+    const ps = this.pruner.state;
+    if (ps && ps !== this.prunerOnDisk) {
+      savePruneState(join(work, PRUNE_STATE_FILE), ps);
+      this.prunerOnDisk = ps;
+    }
   }
 }
 

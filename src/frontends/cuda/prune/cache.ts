@@ -8,8 +8,8 @@ import { type Item, splitItems, words } from "./declarations.ts";
 import { analyse, type DeclInfo } from "./names.ts";
 import { finish, type PruneResult } from "./policy.ts";
 
-/** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses. */
-interface PruneState {
+/** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses (./persist.ts saves it for the next process). */
+export interface PruneState {
   text: string;
   t: Tokens;
   items: Item[];
@@ -34,7 +34,8 @@ function commonPrefix(a: string, b: string): number {
  * as pruneDeviceTU.
  */
 export class DevicePruner {
-  private state: PruneState | undefined;
+  /** The last call's text and analysis, reused by the next call (./persist.ts: saved and restored between processes). */
+  state: PruneState | undefined;
   /** Declarations whose analysis the last call reused. */
   reused = 0;
 
