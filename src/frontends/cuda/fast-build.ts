@@ -157,6 +157,36 @@ export class FastBuildState {
   baseOnDisk = true;
   /** The pruner state the work folder's prune-state.bin holds (loaded or saved): saved again only when the pruner has another. */
   private prunerOnDisk: PruneState | undefined;
+  /** The work folder whose prune-state.bin this series reads and writes (validate's; none for a watch, which keeps its pruner in memory). */
+  private work: string | undefined;
+  private prunerPending = false;
+
+  /** Give the pruner the analysis the work folder kept (once; ./prune/persist.ts): what it reads before its first prune. */
+  restorePruner(): void {
+    if (!this.prunerPending || !this.work) return;
+    this.prunerPending = false;
+    const ps = loadPruneState(join(this.work, PRUNE_STATE_FILE));
+    if ("reason" in ps) log.debug(`the pruner starts cold: ${join(this.work, PRUNE_STATE_FILE)}: ${ps.reason}`);
+    else this.pruner.state = this.prunerOnDisk = ps;
+  }
+
+  /** Prune with the analysis kept so far (restorePruner first). */
+  prune(text: string): PruneResult {
+    this.restorePruner();
+    return this.pruner.prune(text);
+  }
+
+  /** Write the pruner's analysis into the work folder when it changed: called while cicc runs (the JS thread waits for it then), and by save. */
+  keepPruner(): void {
+    const ps = this.pruner.state;
+    if (!this.work || !ps || ps === this.prunerOnDisk) return;
+    try {
+      savePruneState(join(this.work, PRUNE_STATE_FILE), ps, this.prunerOnDisk);
+      this.prunerOnDisk = ps;
+    } catch (e) {
+      log.debug(`the pruner's analysis is not kept: ${e instanceof Error ? e.message : String(e)}`); // an optimization: the next validate prunes cold
+    }
+  }
 
   /**
    * The state a work folder keeps for the next process (validate: one per edit): the base of
@@ -166,9 +196,8 @@ export class FastBuildState {
    */
   static load(work: string): FastBuildState {
     const st = new FastBuildState();
-    const ps = loadPruneState(join(work, PRUNE_STATE_FILE));
-    if ("reason" in ps) log.debug(`the pruner starts cold: ${join(work, PRUNE_STATE_FILE)}: ${ps.reason}`);
-    else st.pruner.state = st.prunerOnDisk = ps;
+    st.work = work;
+    st.prunerPending = true; // read when first needed: while the incremental preprocessing's gcc -E runs
     try {
       const sources = JSON.parse(readFileSync(join(work, BASE_SOURCES), "latin1")) as Record<string, string>;
       st.base = { text: readFileSync(join(work, "full.cpp1.ii"), "latin1"), sources: new Map(Object.entries(sources)) };
@@ -186,11 +215,8 @@ export class FastBuildState {
       writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
       this.baseOnDisk = true;
     } else rmSync(f, { force: true });
-    const ps = this.pruner.state;
-    if (ps && ps !== this.prunerOnDisk) {
-      savePruneState(join(work, PRUNE_STATE_FILE), ps);
-      this.prunerOnDisk = ps;
-    }
+    this.work ??= work;
+    this.keepPruner();
   }
 }
 
@@ -385,11 +411,13 @@ export async function fastBuild(
     state.lastMiss = `its output differs from the whole TU's: ${differs}`;
     log.debug(`incremental preprocessing (${spec.from}): ${state.lastMiss}; the whole TU's output is compiled`);
   }
-  const pruned = state.pruner.prune(stripMacroLines(fullText));
+  const pruned = state.prune(stripMacroLines(fullText));
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
   const t3 = performance.now();
+  const cc = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal);
+  state.keepPruner();
   return done(
-    await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal),
+    await cc,
     { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false },
     t3,
     pruned,
@@ -458,7 +486,9 @@ async function speculate(
   let r: { code: number; err: string };
   try {
     for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), { ...SCRATCH, root: dir });
-    r = await sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
+    const synth = sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
+    state.restorePruner();
+    r = await synth;
   } finally {
     for (const p of ip.files.keys()) rmSync(p, { force: true });
   }
@@ -466,13 +496,14 @@ async function speculate(
   const assembled = assemble(base.parsed, ip.cut, readFileSync(synthOut, "latin1"));
   if (!assembled) return miss("no sentinel in the synthetic TU's output");
   const t1 = performance.now();
-  const pruned = state.pruner.prune(stripMacroLines(assembled.text));
+  const pruned = state.prune(stripMacroLines(assembled.text));
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
   const t2 = performance.now();
   const abort = new AbortController();
   signal?.addEventListener("abort", () => abort.abort());
   const compile = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, abort.signal);
   compile.catch(() => {});
+  state.keepPruner();
   return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t2, from: `${ip.file}:${ip.fromLine}` };
 }
 

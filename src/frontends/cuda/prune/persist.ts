@@ -65,6 +65,11 @@ const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).diges
 class Strings {
   readonly list: string[] = [];
   private readonly index = new Map<string, number>();
+  static of(list: string[]): Strings {
+    const s = new Strings();
+    for (const x of list) s.id(x);
+    return s;
+  }
   id(s: string): number {
     let i = this.index.get(s);
     if (i === undefined) {
@@ -101,14 +106,26 @@ class Ints {
 }
 
 /**
+ * The token texts' string ids and table of each state this process loaded or saved: the next
+ * state's tokens before the edit are the same texts at the same indices, and keep their ids (an
+ * edit near the TU's end then interns a few tokens, not 850 000).
+ */
+const known = new WeakMap<PruneState, { ids: Int32Array; strings: Strings }>();
+
+/**
  * The bytes of a state file for `st` (the DevicePruner's state after a prune).
+ * @param prev the state loaded or saved before (its string ids are reused where the tokens are the same)
  * @returns the file's bytes (header line, then the sections)
  */
-export function encodePruneState(st: PruneState): Uint8Array {
+export function encodePruneState(st: PruneState, prev?: PruneState): Uint8Array {
   const { t, items, info } = st;
-  const strings = new Strings();
+  const before = prev && known.get(prev);
+  const strings = before?.strings ?? new Strings();
   const ids = new Int32Array(t.n);
-  for (let i = 0; i < t.n; i++) ids[i] = strings.id(t.text[i]!);
+  const pt = before ? prev!.t : undefined;
+  const shared = pt ? Math.min(pt.n, t.n) : 0;
+  for (let i = 0; i < t.n; i++) ids[i] = i < shared && t.text[i] === pt!.text[i] ? before!.ids[i]! : strings.id(t.text[i]!);
+  known.set(st, { ids, strings });
   const itemWords = new Int32Array(items.length * 4);
   items.forEach((it, i) => {
     itemWords[i * 4] = ITEM_KINDS.indexOf(it.kind);
@@ -263,7 +280,9 @@ export function decodePruneState(buf: Uint8Array): PruneState | { reason: string
       items[i] = { kind: k, a, b, nest: iw[i * 4 + 3]! };
     }
     const info = decodeDecls(sec("decls"), sec("gateKeys"), items, t, str);
-    return { text, t, items, info, namespaces: String(h.namespaces) };
+    const state: PruneState = { text, t, items, info, namespaces: String(h.namespaces) };
+    known.set(state, { ids, strings: Strings.of(strings) });
+    return state;
   } catch (e) {
     return { reason: e instanceof Error ? e.message : String(e) };
   }
@@ -317,11 +336,12 @@ function decodeDecls(declBytes: Uint8Array, keyBytes: Uint8Array, items: Item[],
 
 /**
  * Write the state file (no fsync: a scratch file, remade when lost).
+ * @param prev the state loaded or saved before in this process (encodePruneState)
  * @param root the folder the write walks from with no link followed (the capture folder)
  * @throws KerncapError E_UNSAFE_PATH, E_IO (src/util/write-file.ts)
  */
-export function savePruneState(path: string, st: PruneState, root?: string): void {
-  writeFileAtomic(path, encodePruneState(st), { sync: false, ...(root ? { root } : {}) });
+export function savePruneState(path: string, st: PruneState, prev?: PruneState, root?: string): void {
+  writeFileAtomic(path, encodePruneState(st, prev), { sync: false, ...(root ? { root } : {}) });
 }
 
 /**
