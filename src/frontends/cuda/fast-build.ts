@@ -416,12 +416,7 @@ export async function fastBuild(
   const t3 = performance.now();
   const cc = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal);
   state.keepPruner();
-  return done(
-    await cc,
-    { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false },
-    t3,
-    pruned,
-  );
+  return done(await cc, { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
 }
 
 interface Speculation {

@@ -202,8 +202,14 @@ describe.skipIf(!NVCC)("validate-like fast builds, one state per process, on a r
       expect(loadPruneState(join(work, PRUNE_STATE_FILE))).not.toHaveProperty("reason");
       const common = join(out, "src", "lib", "common.cuh");
       for (const [what, edit] of [
-        ["the kernel's header, after the prefix", () => writeFileSync(header, readFileSync(header, "utf8").replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"))],
-        ["a header before the kernel's", () => writeFileSync(common, readFileSync(common, "utf8").replace("constexpr int warps_for", "constexpr int unused_k = 3;\nconstexpr int warps_for"))],
+        [
+          "the kernel's header, after the prefix",
+          () => writeFileSync(header, readFileSync(header, "utf8").replace("* a * traits<T>::vec", "* a * a * traits<T>::vec")),
+        ],
+        [
+          "a header before the kernel's",
+          () => writeFileSync(common, readFileSync(common, "utf8").replace("constexpr int warps_for", "constexpr int unused_k = 3;\nconstexpr int warps_for")),
+        ],
       ] as const) {
         edit();
         const { f, st } = await validate();
