@@ -65,12 +65,19 @@ const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).diges
 class Strings {
   readonly list: string[] = [];
   private readonly index = new Map<string, number>();
+  /** A loaded table: its index is made at the first id asked (the next save's, while cicc runs), not at the load. */
+  private pending: string[] | undefined;
   static of(list: string[]): Strings {
     const s = new Strings();
-    for (const x of list) s.id(x);
+    s.pending = list;
     return s;
   }
   id(s: string): number {
+    if (this.pending) {
+      const list = this.pending;
+      this.pending = undefined;
+      for (const x of list) this.id(x);
+    }
     let i = this.index.get(s);
     if (i === undefined) {
       i = this.list.length;
@@ -224,12 +231,13 @@ export function decodePruneState(buf: Uint8Array): PruneState | { reason: string
   if (base % 8 !== 0 || typeof h.sections !== "object" || !h.sections) return { reason: "a damaged header" };
   const body = buf.subarray(base);
   if (String(Bun.hash(body)) !== h.check) return { reason: "its checksum differs (a damaged or partial file)" };
-  // copied out of the file's buffer: the typed arrays must start at a multiple of their element size
+  // the typed arrays must start at a multiple of their element size: a section is viewed in place
+  // where it does (a file read into its own buffer: the writer aligned it), else copied out
   const sec = (name: keyof Header["sections"]): Uint8Array => {
     const s = h.sections[name];
     if (!Array.isArray(s) || !Number.isInteger(s[0]) || !Number.isInteger(s[1]) || s[0] < 0 || s[1] < 0 || s[0] + s[1] > body.length)
       throw new Error(`section ${name} is out of the file`);
-    return body.slice(s[0], s[0] + s[1]);
+    return (body.byteOffset + s[0]) % 8 === 0 ? body.subarray(s[0], s[0] + s[1]) : body.slice(s[0], s[0] + s[1]);
   };
   try {
     const textBytes = sec("text");
