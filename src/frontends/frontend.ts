@@ -92,6 +92,19 @@ export interface FastBuildSeries {
  * A rebuild faster than build.sh (CUDA: the pruned TU's device-only build), which the rebuilder
  * (src/rebuild/rebuilder.ts) uses only once it gave the kernel build.sh's machine code.
  */
+/** A fast build's options. */
+export interface FastBuildOptions {
+  /** Build even when the toolchain differs from the capture's. */
+  force: boolean;
+  signal?: AbortSignal;
+  /**
+   * Called once the build's own work on this thread is done and a compiler runs as a child
+   * (CUDA: cicc on the pruned TU): validate starts the replay's preparation then, so that the
+   * two do not take turns on one thread (src/ops/rebuild-beside.ts).
+   */
+  onCompile?: () => void;
+}
+
 export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
   /** A new series, or the one a previous process saved in `work`. */
   series(work?: string): S;
@@ -100,7 +113,7 @@ export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
    * @throws FastBuildUnavailable (src/frontends/build.ts: build.sh instead, with the reason),
    *   KerncapError E_INTERRUPTED (a stop signal during a step)
    */
-  build(dir: string, work: string, o: { force: boolean; signal?: AbortSignal }, series: S): Promise<FastBuilt>;
+  build(dir: string, work: string, o: FastBuildOptions, series: S): Promise<FastBuilt>;
   /** null when the two modules give `kernel` the same machine code, else what differs (a sentence). */
   differs(full: Uint8Array, fast: Uint8Array, kernel: string): string | null;
 }

@@ -1,8 +1,9 @@
 /**
  * A capture's rebuild started beside its replay, the step `kerncap validate` and check's
- * per-capture work (--rebuild) share: the build runs while the replay reserves the captured VAs,
- * creates the device context, verifies the checksums, restores the before state and checks the
- * captured module; the rebuilt module is loaded (after the frontend's check of it, before any
+ * per-capture work (--rebuild) share: once the build's compiler runs (build.sh started, or a fast
+ * build's compile step: its preprocessing and pruning done on this thread), the replay reserves the
+ * captured VAs, creates the device context, verifies the checksums, restores the before state and
+ * checks the captured module beside it; the rebuilt module is loaded (after the frontend's check of it, before any
  * launch) once the build is done. When the replay fails, the build's error is the one reported
  * (the replay may have failed only for lack of a module).
  */
@@ -18,6 +19,8 @@ export interface StartedRebuild {
   module: Promise<string>;
   /** When the build finished (performance.now(); 0 before). */
   builtAt(): number;
+  /** Settles once a compiler runs as a child (RebuilderOptions.onCompile) or the build has ended. */
+  compiling: Promise<void>;
 }
 
 /**
@@ -26,16 +29,21 @@ export interface StartedRebuild {
  * a replay error that comes first must not leave them unhandled; the caller awaits `built`
  * (replayBeside does). The trust gates are the caller's (src/ops/gates.ts), said before this.
  */
-export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions, "watch">): StartedRebuild {
+export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions, "watch" | "onCompile">): StartedRebuild {
   let at = 0;
-  const built = new Rebuilder(dir, m, frontendOf(m), o).rebuildOnce().then((b) => {
+  const compiling = Promise.withResolvers<void>();
+  const built = new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => compiling.resolve() }).rebuildOnce().then((b) => {
     at = performance.now();
     return b;
   });
+  built.then(
+    () => compiling.resolve(),
+    () => compiling.resolve(),
+  );
   const module = built.then((b) => b.module);
   built.catch(() => {});
   module.catch(() => {});
-  return { built, module, builtAt: () => at };
+  return { built, module, builtAt: () => at, compiling: compiling.promise };
 }
 
 /**
@@ -43,6 +51,11 @@ export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions,
  * instead where the build failed; else the replay's error, once the build has ended.
  */
 export async function replayBeside<T>(rebuild: StartedRebuild | undefined, replay: () => Promise<T>): Promise<T> {
+  // the replay's preparation (cuInit, the context, the VA reservations, the restore) holds this
+  // thread in FFI calls for 0.1-0.5 s: started beside a fast build's preprocessing and pruning
+  // (JS work on the same thread), the two took turns and the build waited; from the compiler's
+  // start on, the build is a child process and the preparation runs beside it
+  if (rebuild) await rebuild.compiling;
   try {
     return await replay();
   } catch (e) {

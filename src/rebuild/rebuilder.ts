@@ -43,7 +43,7 @@ import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertRebuildWritable, buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
-import type { FastBuilder, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
+import type { FastBuilder, FastBuildOptions, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
 export const PRUNED_DIR = "build/pruned";
@@ -167,6 +167,8 @@ export interface RebuilderOptions {
   strategy?: Strategy;
   /** The CPU count the strategy is chosen for (default: availableParallelism; the tests give one). */
   cpus?: number;
+  /** Called when a compiler runs as a child (build.sh started; a fast build's compile step): FastBuildOptions.onCompile. */
+  onCompile?: () => void;
 }
 
 export class Rebuilder {
@@ -210,7 +212,14 @@ export class Rebuilder {
   }
 
   private async buildSh(signal?: AbortSignal): Promise<Rebuilt> {
-    return { ...(await buildReproducer(this.dir, this.buildOptions(signal))), builder: "build.sh" };
+    const built = buildReproducer(this.dir, this.buildOptions(signal));
+    this.o.onCompile?.(); // build.sh runs as a child from here on
+    return { ...(await built), builder: "build.sh" };
+  }
+
+  /** A fast build's options: FastBuildOptions. */
+  private fastOptions(signal?: AbortSignal): FastBuildOptions {
+    return { force: this.o.force, ...(signal ? { signal } : {}), ...(this.o.onCompile ? { onCompile: this.o.onCompile } : {}) };
   }
 
   /**
@@ -288,7 +297,7 @@ export class Rebuilder {
   async checkBeside(full: Rebuilt, signal: AbortSignal): Promise<void> {
     if (!this.wantsCheck(full)) return;
     try {
-      const f = await this.fast!.build(this.dir, this.work!, { force: this.o.force, signal }, this.series!);
+      const f = await this.fast!.build(this.dir, this.work!, this.fastOptions(signal), this.series!);
       if (signal.aborted) return; // a save came: its build is checked instead
       const { differs, said } = this.compare(full, f);
       this.fastEnabled = differs === null;
@@ -383,7 +392,7 @@ export class Rebuilder {
     const t0 = performance.now();
     const stopFast = new AbortController(),
       stopFull = new AbortController();
-    const fastP = fast.build(this.dir, work, { force: this.o.force, signal: stopFast.signal }, series);
+    const fastP = fast.build(this.dir, work, this.fastOptions(stopFast.signal), series);
     const full = () => this.buildSh(stopFull.signal);
     const fullP = this.o.race === false ? fastP.then(full, full) : full();
     type First =
@@ -468,7 +477,7 @@ export class Rebuilder {
     const t0 = performance.now();
     let f: FastBuilt | undefined;
     try {
-      f = await fast.build(this.dir, work, { force: this.o.force }, series);
+      f = await fast.build(this.dir, work, this.fastOptions(), series);
     } catch (e) {
       series.save(work);
       if (!(e instanceof FastBuildUnavailable)) throw e;
@@ -500,7 +509,7 @@ export class Rebuilder {
     const checkSeries = fast.series();
     const [full, pruned] = await Promise.allSettled([
       replannedFull ?? this.buildSh(),
-      replanned ?? fast.build(this.dir, work, { force: this.o.force }, checkSeries),
+      replanned ?? fast.build(this.dir, work, this.fastOptions(), checkSeries),
     ]);
     if (!replanned) checkSeries.save(work);
     if (full.status === "rejected") throw full.reason;

@@ -25,7 +25,7 @@ import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneState } from "./prune/cache.ts";
 import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
-import type { FastBuilt as FastBuiltBase } from "../frontend.ts";
+import type { FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
@@ -336,12 +336,7 @@ async function planFor(dir: string, work: string, env: Record<string, string | u
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)
  */
-export async function fastBuild(
-  dirArg: string,
-  work: string,
-  o: { force: boolean; signal?: AbortSignal },
-  state: FastBuildState = new FastBuildState(),
-): Promise<FastBuilt> {
+export async function fastBuild(dirArg: string, work: string, o: FastBuildOptions, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
   const dir = resolve(dirArg);
   // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
   for (const p of [dir, work])
@@ -358,7 +353,7 @@ export async function fastBuild(
   state.baseOnDisk = false; // gcc -E writes plan.fullTU from now on
   const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
   full.catch(() => {});
-  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal).catch((e) => {
+  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal, o.onCompile).catch((e) => {
     if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
     state.lastMiss = `the incremental preprocessing failed: ${e instanceof Error ? e.message : String(e)}`; // a file it could not write …: the whole TU's output is compiled
     return undefined;
@@ -415,6 +410,7 @@ export async function fastBuild(
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
   const t3 = performance.now();
   const cc = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal);
+  o.onCompile?.();
   state.keepPruner();
   return done(await cc, { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
 }
@@ -446,6 +442,7 @@ async function speculate(
   envLines: string,
   env: Record<string, string | undefined>,
   signal?: AbortSignal,
+  onCompile?: () => void,
 ): Promise<Speculation | undefined> {
   const t0 = performance.now();
   const base = state.base;
@@ -498,6 +495,7 @@ async function speculate(
   signal?.addEventListener("abort", () => abort.abort());
   const compile = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, abort.signal);
   compile.catch(() => {});
+  onCompile?.();
   state.keepPruner();
   return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t2, from: `${ip.file}:${ip.fromLine}` };
 }

@@ -220,7 +220,21 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       // an edit of the kernel reaches the pruned build (and matches build.sh's rebuild of it)
       const hdr = join(out, "src", "lib", "ops.cuh");
       writeFileSync(hdr, readFileSync(hdr, "utf8").replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
-      const g = await fastBuild(out, work, { force: false }, state);
+      // onCompile: once per build, when cicc starts (after the preprocessing and the pruning: validate starts the replay's preparation then)
+      let compileAt = 0;
+      const g = await fastBuild(
+        out,
+        work,
+        {
+          force: false,
+          onCompile: () => {
+            expect(compileAt).toBe(0);
+            compileAt = performance.now();
+          },
+        },
+        state,
+      );
+      expect(compileAt).toBeGreaterThan(0);
       expect(g.steps.incremental, state.lastMiss ?? "").toBe(true); // only what follows the edit was preprocessed, and it was verified
       expect(g.steps.fullPreprocessMs).toBeGreaterThan(0);
       const second = new Uint8Array(readFileSync(g.module));
