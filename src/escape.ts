@@ -3,8 +3,13 @@
  * an archive, a results file or a compiler may carry escape sequences (ESC [2J clears the screen,
  * OSC sets the window title or writes the clipboard), C1 controls (U+009B is a CSI by itself on some
  * terminals), bidi overrides (U+202E shows text reversed: a build.sh line that reads harmless) and
- * line separators. Every one is shown as its escape instead: C0, DEL and C1 as \xNN; the bidi
- * controls (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069) and U+2028/U+2029 as \uNNNN.
+ * line separators, and invisible format characters (U+200B zero-width space, U+FEFF, U+00AD soft
+ * hyphen, the tag characters U+E0000–U+E007F: a name that prints the same as another, or a hidden
+ * message to a reader or a model). Every one is shown as its escape instead: C0, DEL and C1 as \xNN;
+ * every Unicode format character (general category Cf, which holds the bidi controls U+061C,
+ * U+200E/F, U+202A–U+202E, U+2066–U+2069, and the zero-width ones U+200B–U+200D, U+2060–U+2064),
+ * the tag block U+E0000–U+E007F (U+E0000 is unassigned, so not Cf) and U+2028/U+2029 as \uNNNN
+ * (\u{NNNNN} past U+FFFF).
  * Newlines and tabs are kept (a multi-line message, a script shown whole) unless `oneLine`, which
  * shows them as \n, \t (a name inside one line of output).
  * The log (src/log.ts) runs every string it prints through it; the CLI's text printer too
@@ -12,31 +17,34 @@
  * are data.
  */
 
-const BIDI_AND_SEPARATORS = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069";
-/** Every C0 control (newline and tab too), DEL, C1, bidi control and line separator. */
-const ONE_LINE = new RegExp(`[\x00-\x1f\x7f-\x9f${BIDI_AND_SEPARATORS}]`, "g");
+/** Format characters (Cf: bidi controls, zero-width and invisible ones, tags), the tag block, line and paragraph separators. */
+const INVISIBLE = "\\p{Cf}\u{e0000}-\u{e007f}\u2028\u2029";
+/** Every C0 control (newline and tab too), DEL, C1, format character and line separator. */
+const ONE_LINE = new RegExp(`[\x00-\x1f\x7f-\x9f${INVISIBLE}]`, "gu");
 /** The same but newline and tab. */
-const KEEP_LINES = new RegExp(`[\x00-\x08\x0b-\x1f\x7f-\x9f${BIDI_AND_SEPARATORS}]`, "g");
+const KEEP_LINES = new RegExp(`[\x00-\x08\x0b-\x1f\x7f-\x9f${INVISIBLE}]`, "gu");
 
 function escaped(c: string): string {
-  const n = c.charCodeAt(0);
+  const n = c.codePointAt(0)!;
   if (c === "\n") return "\\n";
   if (c === "\t") return "\\t";
-  return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
+  if (n < 0x100) return `\\x${n.toString(16).padStart(2, "0")}`;
+  return n > 0xffff ? `\\u{${n.toString(16)}}` : `\\u${n.toString(16).padStart(4, "0")}`;
 }
 
-const BIDI_ONLY = new RegExp(`[${BIDI_AND_SEPARATORS}]`, "g");
+const INVISIBLE_ONLY = new RegExp(`[${INVISIBLE}]`, "gu");
 
 /**
- * `text` with only the bidi controls and line/paragraph separators escaped as \uNNNN: for files
- * whose own escaping handles the rest (JUnit XML, HTML reports) but that a viewer renders, where
- * U+202E would show a name reversed and U+2028 break a line.
+ * `text` with only the format characters (bidi controls, zero-width and invisible ones, tags) and
+ * line/paragraph separators escaped as \uNNNN, the same set escapeForTerminal escapes: for files
+ * whose own escaping handles the rest (JUnit XML, HTML reports, CSV) but that a viewer renders,
+ * where U+202E would show a name reversed, U+200B make two names look alike and U+2028 break a line.
  */
 export function escapeBidi(text: string): string {
-  return text.replace(BIDI_ONLY, escaped);
+  return text.replace(INVISIBLE_ONLY, escaped);
 }
 
-/** `text` with every control character, bidi control and line separator escaped (see above); `oneLine`: newlines and tabs too. */
+/** `text` with every control character, format character and line separator escaped (see above); `oneLine`: newlines and tabs too. */
 export function escapeForTerminal(text: string, o: { oneLine?: boolean } = {}): string {
   return text.replace(o.oneLine ? ONE_LINE : KEEP_LINES, escaped);
 }

@@ -15,11 +15,11 @@ import { escapeBidi } from "../escape.ts";
  * Text as XML 1.0 character data or attribute value: & < > " ' escaped; characters XML 1.0 does
  * not allow at all (C0 controls but tab, newline and carriage return; lone surrogates; U+FFFE,
  * U+FFFF) written as the text \xHH / \uHHHH, so a kernel name or compiler message can never make
- * the file unreadable; bidi controls and line separators as \uNNNN (src/escape.ts escapeBidi). Newlines
+ * the file unreadable; format characters (bidi, zero-width, tags) and line separators as \uNNNN (src/escape.ts escapeBidi). Newlines
  * are kept in text and written as &#10; in attributes.
  */
 export function xmlEscape(raw: string, attribute = false): string {
-  // bidi controls and line separators as the text \uNNNN first (a CI viewer would show a name reversed)
+  // format characters and line separators as the text \uNNNN first (a CI viewer would show a name reversed, or two alike)
   const text = escapeBidi(raw);
   let out = "";
   for (let i = 0; i < text.length; i++) {

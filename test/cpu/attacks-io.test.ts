@@ -40,6 +40,10 @@ const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 /** An OSC that sets the window title, a screen clear, a C1 CSI, a bidi override, a line separator, a fake line. */
 const HOSTILE_TEXT = "k\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202eexe.txt\u2028\nFAKE: all good";
+/** Invisible characters (Unicode general category Cf and the tag block): zero-width space and joiners, word joiner, BOM, soft hyphen, Mongolian vowel separator, tags, an Arabic number sign. */
+const INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\u2064", "\ufeff", "\u00ad", "\u180e", "\u{e0000}", "\u{e0041}", "\u{e007f}", "\u0600", "\ufff9"];
+/** Any of them raw (Cf or the tag block). */
+const RAW_INVISIBLE = /[\p{Cf}\u{e0000}-\u{e007f}]/u;
 
 async function refusal(fn: () => unknown): Promise<KerncapError> {
   try {
@@ -344,6 +348,20 @@ describe("untrusted text never reaches a terminal raw", () => {
     expect(out).toContain("lib\\nFAKE: every checksum matches\\x1b[2J\\u202e");
     expect(out).not.toMatch(/^FAKE/m);
     expect(out).not.toMatch(RAW_CONTROLS);
+  });
+
+  test("inspect of a manifest whose names hold zero-width, invisible and tag characters: each one escaped, none raw", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.tool.library = `lib${INVISIBLE.join("")}`;
+    m.module.source = `k.cu\u200b\u{e0041}`;
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    const p = Bun.spawnSync([process.execPath, MAIN, "inspect", dir], { stdout: "pipe", stderr: "pipe" });
+    const out = p.stdout.toString() + p.stderr.toString();
+    expect(p.exitCode, out).toBe(0);
+    expect(out).toContain("lib\\u200b\\u200c\\u200d\\u2060\\u2064\\ufeff\\xad\\u180e\\u{e0000}\\u{e0041}\\u{e007f}\\u0600\\ufff9");
+    expect(out).not.toMatch(RAW_INVISIBLE);
   });
 
   test("the log escapes whatever it is given (a compiler's message, an error quoting a manifest); --json documents stay JSON", async () => {
@@ -698,5 +716,16 @@ describe("bidi controls and line separators in the files a viewer renders", () =
       expect(out).not.toContain("<b>");
     }
     expect(esc(hostile)).not.toContain("\u0085");
+  });
+
+  test("zero-width and invisible format characters (Cf, tags) are escaped the same in JUnit, HTML, CSV and on the terminal", async () => {
+    const { xmlEscape } = await import("../../src/check/junit.ts");
+    const { esc, csv } = await import("../../src/util/html-report.ts");
+    const hostile = `sa${INVISIBLE.join("x")}py`;
+    for (const out of [xmlEscape(hostile), xmlEscape(hostile, true), esc(hostile), csv([[hostile]]), escapeForTerminal(hostile), escapeForTerminal(hostile, { oneLine: true })]) {
+      expect(out).not.toMatch(RAW_INVISIBLE);
+      expect(out).toContain("\\u200b");
+      expect(out).toContain("\\u{e0041}");
+    }
   });
 });
