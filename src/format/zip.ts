@@ -14,11 +14,14 @@
  * Reader: refuses (E_ARCHIVE) what `kerncap pack` never writes and what would let a small archive
  * unpack to a large one: two entries of one name, entries whose local headers and data overlap
  * each other or the central directory (one compressed stream counted twice), a local header whose
- * name or method differs from the central directory's, sizes or offsets past 2^53 or the file.
+ * name or method differs from the central directory's, sizes or offsets past 2^53 or the file, and
+ * any entry whose external attributes give a Unix file type other than a regular file or a folder
+ * (a symbolic link, a device, a FIFO, a socket: `unzip` would make that, kerncap never writes one).
  */
 import { Deflate } from "fflate";
 import { ftruncateSync, readSync, writeSync } from "node:fs";
 import { KerncapError, withPath } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { writeSparse } from "./sparse-extents.ts";
 
 /** Largest value of a 32-bit zip field; the value itself means "see the ZIP64 record". */
@@ -35,6 +38,12 @@ const SIG_END64 = 0x06064b50;
 const SIG_LOCATOR64 = 0x07064b50;
 const FLAG_UTF8 = 0x800;
 const EXTRA_ZIP64 = 0x0001;
+/** The file-type bits of a Unix st_mode (the high 16 bits of the external attributes, as Info-ZIP's unzip reads them). */
+const S_IFMT = 0o170000;
+const S_IFREG = 0o100000;
+const S_IFDIR = 0o040000;
+/** What each other Unix file type is, for the refusal. */
+const FILE_TYPES: Record<number, string> = { 0o120000: "a symbolic link", 0o020000: "a character device", 0o060000: "a block device", 0o010000: "a FIFO", 0o140000: "a socket" };
 
 /** The E_ARCHIVE refusal of a damaged or foreign archive. */
 export const badArchive = (archive: string, msg: string) =>
@@ -144,6 +153,12 @@ export function centralDirectory(archive: string, fd: number, size: number): CdE
       if (csize === ZIP32_MAX) csize = next("compressed size");
       if (localOffset === ZIP32_MAX) localOffset = next("local header offset");
     }
+    // 0 (no type: a zip from a system without Unix modes) reads as a file or folder by its name in unzip too
+    const fileType = (u32(cd, o + 38) >>> 16) & S_IFMT;
+    if (fileType !== 0 && fileType !== S_IFREG && fileType !== S_IFDIR)
+      throw bad(
+        `${escapeForTerminal(JSON.stringify(name), { oneLine: true })} is ${FILE_TYPES[fileType] ?? `of Unix file type 0${fileType.toString(8)}`} by its external attributes: unzip would make one, kerncap unpacks only regular files and folders`,
+      );
     const method = u16(cd, o + 10);
     const lh = readAt(fd, localOffset, 30);
     if (lh.length < 30 || u32(lh, 0) !== SIG_LOCAL) throw bad(`${name}: no local header at byte ${localOffset}`);

@@ -55,6 +55,28 @@ describe("unpack refuses", () => {
     expect(onlyArchives(a.root)).toEqual([]);
   });
 
+  test("an entry whose external attributes say symbolic link, device, FIFO or socket (unzip makes a link; kerncap wrote a file)", async () => {
+    const a = await packed({ "src/l.h": "/etc/hostname" });
+    for (const [mode, what] of [
+      [0o120777, "a symbolic link"],
+      [0o020644, "a character device"],
+      [0o060644, "a block device"],
+      [0o010644, "a FIFO"],
+      [0o140644, "a socket"],
+    ] as const) {
+      const list = a.entries.map((e) => (e.name === "cap/src/l.h" ? { ...e, mode } : e));
+      const e = await refusal(() => unpackArchive(a.write(list), a.out));
+      expect(e.code).toBe("E_ARCHIVE");
+      expect(e.message).toContain(`"cap/src/l.h" is ${what} by its external attributes`);
+      expect(onlyArchives(a.root)).toEqual([]);
+    }
+    // the entry's name is escaped in the refusal
+    const list = a.entries.map((e) => (e.name === "cap/src/l.h" ? { ...e, name: "cap/src/l\x1b[2J\u202e.h", mode: 0o120777 } : e));
+    const e = await refusal(() => unpackArchive(a.write(list), a.out));
+    expect(e.message).toContain('"cap/src/l\\u001b[2J\\u202e.h" is a symbolic link');
+    expect(e.message).not.toMatch(/[\x1b\u202e]/);
+  });
+
   test("two entries sharing one compressed stream (1.2 MB once unpacked to 2 GiB)", async () => {
     const text = "kernel source line\n".repeat(1 << 16);
     const a = await packed({ "src/a.txt": text, "src/b.txt": text });
