@@ -34,7 +34,7 @@ import { RecordLog } from "../check/results.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
-import { mkdirInCapture } from "../format/paths.ts";
+import { captureSetMember, mkdirInCapture } from "../format/paths.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -114,7 +114,10 @@ export function resolveInputs(dirs: string[]): EvalInput[] {
       throw new KerncapError("E_USAGE", `${dir} is not a folder`, { hint: "Give capture folders (kerncap run --out) or a capture set's folder (run -c N)." });
     const set = existsSync(join(dir, "kerncap.json")) ? undefined : readCaptureSet(dir);
     if (set)
-      for (const c of set.captures) out.push({ id: `${basename(dir)}/${c.dir}`, dir: join(dir, c.dir), manifest: openCapture(join(dir, c.dir)).manifest });
+      for (const c of set.captures) {
+        const member = captureSetMember(dir, c.dir); // a real folder inside the set, never a link out of it
+        out.push({ id: `${basename(dir)}/${c.dir}`, dir: member, manifest: openCapture(member).manifest });
+      }
     else out.push({ id: basename(dir), dir, manifest: openCapture(dir).manifest });
   }
   const first = out[0]!;

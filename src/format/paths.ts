@@ -143,6 +143,31 @@ export function resolveInCapture(dir: string, rel: string): CapturePath {
 }
 
 /**
+ * The folder of one member of a capture set (`name`: the `dir` of an entry of
+ * kerncap-captures.json, one folder name) inside the set's folder `setDir`: a real folder there,
+ * never a link. The same rule as a capture's own files: a set's members are its content, and a
+ * member that is a link would open a capture outside the folder named (outside an MCP server's
+ * --root) under a name inside it.
+ * @returns the member's absolute path under the set folder's real path
+ * @throws KerncapError E_UNSAFE_PATH (not one folder name, a link, not a folder), E_NOT_CAPTURE (no set folder)
+ */
+export function captureSetMember(setDir: string, name: string): string {
+  const problem = relativePathProblem(name) ?? (name.split("/").filter((x) => x && x !== ".").length !== 1 ? "is not one folder name" : undefined);
+  if (problem)
+    throw unsafe(setDir, String(name), `${problem}; a capture set's members are folders inside it`, "The capture set's index was damaged; capture again.");
+  const p = join(realFolder(setDir), name);
+  const st = lstatOrNone(p);
+  if (st && !st.isDirectory())
+    throw unsafe(
+      setDir,
+      name,
+      `is ${fileKind(st)}, not a folder; a capture set's members are capture folders inside it`,
+      "Give the capture itself (its own folder), or capture again.",
+    );
+  return p;
+}
+
+/**
  * The absolute path of a file the manifest names (module, parameters, memory images, files[]),
  * checked by the one path rule (src/format/paths.ts): inside the folder, no link followed, a
  * regular file with one name when it exists.

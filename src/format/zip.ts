@@ -43,7 +43,13 @@ const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
 const S_IFDIR = 0o040000;
 /** What each other Unix file type is, for the refusal. */
-const FILE_TYPES: Record<number, string> = { 0o120000: "a symbolic link", 0o020000: "a character device", 0o060000: "a block device", 0o010000: "a FIFO", 0o140000: "a socket" };
+const FILE_TYPES: Record<number, string> = {
+  0o120000: "a symbolic link",
+  0o020000: "a character device",
+  0o060000: "a block device",
+  0o010000: "a FIFO",
+  0o140000: "a socket",
+};
 
 /** The E_ARCHIVE refusal of a damaged or foreign archive. */
 export const badArchive = (archive: string, msg: string) =>

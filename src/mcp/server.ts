@@ -17,7 +17,8 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { lstatSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { CAPTURE_SET_FILE } from "../format/capture-set.ts";
+import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
+import { captureSetMember } from "../format/paths.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 import * as v from "valibot";
 import { documentId } from "../format/documents.ts";
@@ -43,10 +44,22 @@ export interface McpTrust {
   roots?: string[];
 }
 
+/** Whether `dir`/`f` is a regular file (lstat: not a link). */
+function lstatOk(dir: string, f: string): boolean {
+  try {
+    return lstatSync(join(dir, f)).isFile();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Refuse a tool's capture folder that is not under the server's roots or is not a capture (or a
  * capture set): ONE message for all of these, so that an agent learns nothing of what exists
- * outside (a file, a folder without kerncap.json and no such path read the same).
+ * outside (a file, a folder without kerncap.json and no such path read the same). A capture set
+ * passes only when every capture it holds would pass when named by itself, and is a real folder
+ * inside it (src/format/paths.ts captureSetMember): a member that links outside the roots is
+ * refused as naming it would be.
  * @throws KerncapError E_NOT_CAPTURE
  */
 export function confineToolDir(d: string, roots: string[] | undefined, cwd = process.cwd()): void {
@@ -60,16 +73,9 @@ export function confineToolDir(d: string, roots: string[] | undefined, cwd = pro
         const rr = realpathSync(r);
         return real === rr || real.startsWith(rr.endsWith("/") ? rr : rr + "/");
       });
-    ok =
-      under &&
-      statSync(real).isDirectory() &&
-      [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => {
-        try {
-          return lstatSync(join(real, f)).isFile();
-        } catch {
-          return false;
-        }
-      });
+    ok = under && statSync(real).isDirectory() && [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => lstatOk(real, f));
+    // a set (no manifest of its own): each member as if named, and a real folder inside it (no link out)
+    if (ok && !lstatOk(real, MANIFEST_FILE)) for (const c of readCaptureSet(real)?.captures ?? []) confineToolDir(captureSetMember(real, c.dir), roots, cwd);
   } catch {
     ok = false;
   }

@@ -14,7 +14,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
@@ -24,6 +24,9 @@ import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/rec
 import { notAnEditableSource } from "../../src/frontends/index.ts";
 import { makeCapture, recordRendered, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
 import { connected, doc } from "./mcp-client.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { resolveInputs } from "../../src/eval/eval.ts";
+import { confineToolDir } from "../../src/mcp/server.ts";
 
 let savedState: string | undefined;
 beforeAll(() => {
@@ -231,6 +234,56 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     const r = cli(["inspect", join(got, "a")]);
     expect(r.code).toBe(0);
     expect(r.doc.received.reasons).toContain(`it lies inside ${realpathSync(got)}, which was unpacked from an archive`);
+  }, 60_000);
+});
+
+describe("attack: an MCP --root escaped through a capture set's member that links outside", () => {
+  test("a set under the root holding a link to a capture outside: refused (E_NOT_CAPTURE) as naming the member is; eval's inputs refuse the link (E_UNSAFE_PATH)", async () => {
+    const base = tempDir("kerncap-attack-");
+    const root = join(base, "root");
+    const set = join(root, "s");
+    mkdirSync(set, { recursive: true });
+    await makeCapture(join(base, "outside"));
+    await makeCapture(join(root, "real"));
+    await makeCapture(join(set, "c0"));
+    symlinkSync(join(base, "outside"), join(set, "c1"));
+    const index = (dirs: string[]) =>
+      writeFileSync(
+        join(set, "kerncap-captures.json"),
+        JSON.stringify({
+          format: "kerncap-capture-set",
+          version: 1,
+          command: ["x"],
+          captures: dirs.map((dir) => ({ dir, kernel: "_Z5scalePfi", launchIndex: 0 })),
+        }),
+      );
+    index(["c0", "c1"]);
+    const c = await connected({ trust: { roots: [root] }, name: "attacker" });
+    const args = (inputs: string[]) => ({ dir: join(root, "real"), inputs, candidates: [{ name: "a", files: { "src/kernel.cu": "int x;" } }] });
+    const direct = doc(await c.callTool({ name: "evaluate", arguments: args([join(set, "c1")]) })).error;
+    const viaSet = doc(await c.callTool({ name: "evaluate", arguments: args([set]) })).error;
+    expect(direct.code).toBe("E_NOT_CAPTURE");
+    expect(viaSet?.code).toBe("E_NOT_CAPTURE");
+    expect(() => confineToolDir(set, [root])).toThrow(/is not a capture folder under the folders/);
+    // a link that stays under the root is refused too: a set's members are real folders inside it
+    rmSync(join(set, "c1"));
+    symlinkSync(join(root, "real"), join(set, "c1"));
+    expect(() => confineToolDir(set, [root])).toThrow(/is not a capture folder under the folders/);
+    const e = (() => {
+      try {
+        resolveInputs([set]);
+      } catch (x) {
+        return x as KerncapError;
+      }
+    })();
+    expect(e?.code).toBe("E_UNSAFE_PATH");
+    expect(e?.message).toContain("c1 in");
+    expect(e?.message).toContain("is a symbolic link, not a folder");
+    // members that are real folders under the root pass
+    index(["c0"]);
+    expect(() => confineToolDir(set, [root])).not.toThrow();
+    expect(resolveInputs([set]).map((i) => i.id)).toEqual(["s/c0"]);
+    await c.close();
   }, 60_000);
 });
 

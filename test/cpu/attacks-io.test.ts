@@ -722,7 +722,14 @@ describe("bidi controls and line separators in the files a viewer renders", () =
     const { xmlEscape } = await import("../../src/check/junit.ts");
     const { esc, csv } = await import("../../src/util/html-report.ts");
     const hostile = `sa${INVISIBLE.join("x")}py`;
-    for (const out of [xmlEscape(hostile), xmlEscape(hostile, true), esc(hostile), csv([[hostile]]), escapeForTerminal(hostile), escapeForTerminal(hostile, { oneLine: true })]) {
+    for (const out of [
+      xmlEscape(hostile),
+      xmlEscape(hostile, true),
+      esc(hostile),
+      csv([[hostile]]),
+      escapeForTerminal(hostile),
+      escapeForTerminal(hostile, { oneLine: true }),
+    ]) {
       expect(out).not.toMatch(RAW_INVISIBLE);
       expect(out).toContain("\\u200b");
       expect(out).toContain("\\u{e0041}");
