@@ -17,7 +17,7 @@
  *
  * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
@@ -140,6 +140,35 @@ export function resolveInCapture(dir: string, rel: string): CapturePath {
   const st = lstatOrNone(p);
   if (st) checkEntry(dir, [...parts, last].join("/"), st);
   return { path: p, stats: st };
+}
+
+/**
+ * Refuse, before a build runs, anything under the capture's folder `rel` (src/) that is neither a
+ * regular file nor a folder: a symbolic link (the compiler would read through it, outside the
+ * capture), a FIFO (the compiler would wait on it for ever), a device (it would read /dev/zero
+ * until memory runs out), a socket. The same rule as every file kerncap reads itself
+ * (resolveInCapture), for the files a build's compiler or interpreter reads by name: a received
+ * capture shows its build.sh before --trust, not its sources, so it is said here rather than found
+ * as a hang. No link is followed; a missing `rel` passes (a capture without sources).
+ * @throws KerncapError E_UNSAFE_PATH naming the first such entry (sorted walk) and what it is
+ */
+export function assertRegularTree(dir: string, rel: string): void {
+  const root = realFolder(dir);
+  const walk = (r: string) => {
+    const st = lstatOrNone(join(root, r));
+    if (!st) return;
+    if (st.isDirectory()) {
+      for (const n of readdirSync(join(root, r)).sort()) walk(`${r}/${n}`);
+    } else if (!st.isFile()) {
+      throw unsafe(
+        dir,
+        r,
+        `is ${fileKind(st)}; the files under ${rel}/ that a build reads must be regular files inside the capture (a link reads outside it, a FIFO or a device hangs or floods the compiler)`,
+        `Replace it with a regular file, or remove it if the sources do not need it; nothing was built. A capture made elsewhere: ask for a clean copy (kerncap pack archives regular files only).`,
+      );
+    }
+  };
+  walk(rel);
 }
 
 /**

@@ -11,7 +11,7 @@ import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { buildChildEnv, reproducerBuildEnv } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
+import { assertRegularTree, mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
 import { stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
@@ -146,6 +146,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
     });
   }
   assertRebuildWritable(dir);
+  assertRegularTree(dir, "src"); // no FIFO, device or link for the compiler to read: refused before anything runs
   // every build runs from a private folder (src/format/staged-build.ts stageTrustedBuild): a copy of the
   // bytes the trust gate approved (a received capture) or read now (the user's own), src/ linked,
   // a private build/ whose files are moved into the capture's afterwards; nothing else of the capture

@@ -37,7 +37,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../format/manifest.ts";
-import { MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
+import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -254,6 +254,7 @@ export class Rebuilder {
    * @throws KerncapError from build.sh (E_BUILD, E_RDC …), E_INTERRUPTED
    */
   async rebuildSave(): Promise<Rebuilt> {
+    assertRegularTree(this.dir, "src"); // as rebuildOnce
     this.fe.beforeBuild?.(this.dir, this.m);
     const c = this.watchCosts;
     if (!this.fastEnabled) {
@@ -327,6 +328,7 @@ export class Rebuilder {
    */
   async rebuildOnce(): Promise<Rebuilt> {
     assertRebuildWritable(this.dir); // before the pruned build's folder, not as a file inside it
+    assertRegularTree(this.dir, "src"); // before the fast build too: no FIFO, device or link under src/ for a compiler to read
     this.fe.beforeBuild?.(this.dir, this.m);
     return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
   }

@@ -17,7 +17,7 @@
  * Tests that need another user's file run as root only (chown to uid 65534); the rest need none.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { receivedReasons } from "../../src/format/received.ts";
@@ -27,7 +27,7 @@ import type { OpenRunner } from "../../src/check/pool.ts";
 import type { CheckSettings } from "../../src/check/runner.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
+import { makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 
 const ROOT = process.geteuid?.() === 0;
 const NOBODY = 65534;
@@ -123,6 +123,58 @@ describe("attack: a group member edits build.sh of a capture made here in a team
       process.umask(old);
     }
   }, 60_000);
+});
+
+describe("attack: another user's capture with a FIFO (or a link) under src/ that the build reads", () => {
+  test("validate --trust=DIGEST refuses it (E_UNSAFE_PATH, naming it) before anything runs, instead of hanging in the compiler", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    delete m.host; // received: validate asks, and the digest it shows covers build.sh, not src/
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    const marker = join(root, "BUILD-RAN");
+    // kerncap's own build.sh (its digest covers no file under src/), and a compiler that does what nvcc does with
+    // an #include of src/sub/x.h: open it and read (a FIFO blocks there for ever)
+    writeFileSync(join(cap, "build.sh"), stockBuildSh(), { mode: 0o755 });
+    const nvcc = join(root, "nvcc");
+    writeFileSync(nvcc, `#!/bin/sh\ntouch ${JSON.stringify(marker)}\ncat src/sub/x.h >/dev/null\nexit 1\n`, { mode: 0o755 });
+    mkdirSync(join(cap, "src/sub"), { recursive: true });
+    writeFileSync(join(cap, "src/kernel.cu"), '#include "sub/x.h"\n');
+    expect(Bun.spawnSync(["mkfifo", join(cap, "src/sub/x.h")]).exitCode).toBe(0);
+    const validate = () => {
+      const p = Bun.spawnSync([process.execPath, MAIN, "validate", cap, `--trust=${trustDigest(cap)}`, "--json"], {
+        cwd: tempDir("kerncap-cwd-"),
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, NVCC: nvcc },
+        timeout: 30_000, // a hang is the attack: it must not get that far
+      });
+      return { code: p.exitCode, doc: JSON.parse(p.stdout.toString() || "{}") };
+    };
+    let v = validate();
+    expect(v.code).toBe(2);
+    expect(v.doc.error.code).toBe("E_UNSAFE_PATH");
+    expect(v.doc.error.message).toStartWith("src/sub/x.h in ");
+    expect(v.doc.error.message).toContain("is a FIFO");
+    expect(existsSync(marker)).toBe(false);
+    // a link (out of the capture, or dangling) under src/: the same, before anything runs
+    rmSync(join(cap, "src/sub/x.h"));
+    for (const target of ["/etc/hostname", join(root, "missing")]) {
+      rmSync(join(cap, "src/sub/x.h"), { force: true });
+      symlinkSync(target, join(cap, "src/sub/x.h"));
+      v = validate();
+      expect(v.doc.error?.code).toBe("E_UNSAFE_PATH");
+      expect(v.doc.error.message).toContain("is a symbolic link");
+      expect(existsSync(marker)).toBe(false);
+    }
+    // a regular file there: the build runs (and fails in this test's build.sh)
+    rmSync(join(cap, "src/sub/x.h"));
+    writeFileSync(join(cap, "src/sub/x.h"), "// header\n");
+    v = validate();
+    expect(v.doc.error?.code).toBe("E_BUILD");
+    expect(existsSync(marker)).toBe(true);
+  }, 120_000);
 });
 
 describe("attack: another user drops a kerncap.json above the victim's captures", () => {
