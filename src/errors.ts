@@ -100,6 +100,21 @@ export function withPath(e: unknown, path: string): unknown {
 }
 
 /**
+ * `e` marked as a failed read of `path` when it is a system error that names no call or path
+ * (Bun's ENAMETOOLONG from lstat and readdir carries neither): systemError then says "cannot read
+ * PATH", as it was.
+ * @returns e, for `throw whileReading(e, p)`
+ */
+export function whileReading(e: unknown, path: string): unknown {
+  const err = e as NodeJS.ErrnoException;
+  if (err && typeof err === "object" && typeof err.code === "string") {
+    if (!err.syscall) err.syscall = "read";
+    if (!err.path) err.path = path;
+  }
+  return e;
+}
+
+/**
  * An expected file-system failure (a read-only or full folder, a path through a file or a dangling
  * symbolic link, too many open files…) as a KerncapError E_IO naming the operation and the path,
  * e.g. "cannot open /tmp/ro/x.zip.tmp-123: permission denied"; a full disk (ENOSPC, EDQUOT) or a
@@ -112,7 +127,8 @@ export function systemError(e: unknown): KerncapError | undefined {
   if (!err || typeof err !== "object" || typeof err.code !== "string") return undefined;
   const what = SYSTEM_ERRORS[err.code];
   if (!what) return undefined;
-  const verb = (err.syscall && SYSCALL_VERBS[err.syscall]) ?? (err.syscall ? err.syscall : "write");
+  // no syscall (Bun leaves it out of some errors, ENAMETOOLONG among them): a neutral verb, never "write" for what may be a read
+  const verb = (err.syscall && SYSCALL_VERBS[err.syscall]) ?? (err.syscall ? err.syscall : "reach");
   const path = err.path ? ` ${err.path}${err.dest ? ` to ${err.dest}` : ""}` : "";
   const message = path ? `cannot ${verb}${path}: ${what}` : `cannot ${verb}: ${what} (${err.message})`;
   // a full disk or a size limit is the output's, never the input's (the archive, the capture): its own words
@@ -136,10 +152,12 @@ export function systemError(e: unknown): KerncapError | undefined {
   const hint =
     err.code === "EIO"
       ? "The disk read or written is failing; write elsewhere (choose another --out / -o) or check the device."
-      : err.code === "EMFILE" || err.code === "ENFILE"
-        ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
-        : err.syscall === "read" || err.syscall === "stat" || err.syscall === "lstat" || err.syscall === "scandir" || err.syscall === "opendir"
-          ? "Check that you may read it (its permissions and its folders'), or work on a copy you can read."
-          : "If kerncap was reading it, check that you may read it (or work on a copy); if writing, choose another --out / -o or check the folder's permissions and that every part of the path is a folder.";
+      : err.code === "ENAMETOOLONG"
+        ? "A path is longer than the system takes (4096 bytes, 255 a name); move or rename what lies that deep, or work in a folder with a shorter path."
+        : err.code === "EMFILE" || err.code === "ENFILE"
+          ? "Raise the open-file limit (ulimit -n) or close other programs, then try again."
+          : err.syscall === "read" || err.syscall === "stat" || err.syscall === "lstat" || err.syscall === "scandir" || err.syscall === "opendir"
+            ? "Check that you may read it (its permissions and its folders'), or work on a copy you can read."
+            : "If kerncap was reading it, check that you may read it (or work on a copy); if writing, choose another --out / -o or check the folder's permissions and that every part of the path is a folder.";
   return new KerncapError("E_IO", message, { hint, cause: e });
 }

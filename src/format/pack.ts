@@ -16,9 +16,10 @@ import {
   readSync,
   rmSync,
   statSync,
+  type Stats,
 } from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
-import { KerncapError } from "../errors.ts";
+import { KerncapError, whileReading } from "../errors.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -63,7 +64,13 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
   const out = { files: [] as string[], dirs: [] as string[] };
   const go = (rel: string) => {
     const names: string[] = [];
-    for (const raw of readdirSync(join(dir, rel), { encoding: "buffer" })) {
+    let raws: Buffer[];
+    try {
+      raws = readdirSync(join(dir, rel), { encoding: "buffer" });
+    } catch (e) {
+      throw whileReading(e, join(dir, rel));
+    }
+    for (const raw of raws) {
       let name: string;
       try {
         name = UTF8.decode(raw);
@@ -97,7 +104,12 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
         throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
           hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again.",
         });
-      const st = lstatSync(join(dir, r));
+      let st: Stats;
+      try {
+        st = lstatSync(join(dir, r));
+      } catch (e) {
+        throw whileReading(e, join(dir, r));
+      }
       if (st.isSymbolicLink()) {
         throw new KerncapError(
           "E_PACK_LINK",

@@ -19,7 +19,7 @@
  */
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
-import { KerncapError, systemError } from "../errors.ts";
+import { KerncapError, systemError, whileReading } from "../errors.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
 
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
@@ -38,6 +38,42 @@ export function relativePathProblem(rel: unknown): string | undefined {
   if (rel.startsWith("/")) return "is an absolute path";
   if (rel.split("/").includes("..")) return "climbs out of the folder with ..";
   if (!rel.split("/").some((p) => p && p !== ".")) return "names the folder itself";
+  return undefined;
+}
+
+/**
+ * Longest name of one part of a source path (bytes of UTF-8): NAME_MAX of Linux file systems
+ * (ext4, xfs, btrfs, tmpfs); a longer one cannot be created, and would fail as ENAMETOOLONG later.
+ */
+export const SOURCE_NAME_MAX = 255;
+/**
+ * Longest source path relative to the capture folder (bytes): the capture folder's own path, a
+ * build's private copy (…/kerncap-run-XXXXXX/src/…) and an eval candidate's
+ * (CAP/build/eval/<hash>/src/…) are prefixed to it and must stay within PATH_MAX (4096 bytes),
+ * which every open, lstat and the compiler's own path handling take at most.
+ */
+export const SOURCE_PATH_MAX = 1024;
+/**
+ * Most parts of a source path (folders and the file): deeper than any real source tree, and far
+ * from what the recursive walks of src/ (pack, the build's scans) and the compiler's include
+ * search can take.
+ */
+export const SOURCE_DEPTH_MAX = 32;
+
+/**
+ * Why `rel` (a source path relative to the capture folder, src/…, or to src/) is too long or too
+ * deep to be written as a source (as a sentence's end), or undefined. The one rule for every
+ * source name an agent or a candidate gives (MCP edit_file, evaluate's files and patches): a path
+ * past it would be written, then fail every later read of the capture (pack, validate) as
+ * ENAMETOOLONG.
+ */
+export function sourcePathProblem(rel: string): string | undefined {
+  const bytes = Buffer.byteLength(rel, "utf8");
+  if (bytes > SOURCE_PATH_MAX) return `is ${bytes} bytes long; a source path is at most ${SOURCE_PATH_MAX} bytes`;
+  const parts = rel.split("/").filter((x) => x && x !== ".");
+  if (parts.length > SOURCE_DEPTH_MAX) return `is ${parts.length} parts deep; a source path has at most ${SOURCE_DEPTH_MAX} parts`;
+  const long = parts.find((x) => Buffer.byteLength(x, "utf8") > SOURCE_NAME_MAX);
+  if (long) return `has a part of ${Buffer.byteLength(long, "utf8")} bytes; a file or folder name is at most ${SOURCE_NAME_MAX} bytes`;
   return undefined;
 }
 
@@ -86,7 +122,7 @@ function lstatOrNone(p: string): Stats | undefined {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return undefined;
-    throw systemError(e) ?? e;
+    throw systemError(whileReading(e, p)) ?? e;
   }
 }
 
@@ -158,7 +194,13 @@ export function assertRegularTree(dir: string, rel: string): void {
     const st = lstatOrNone(join(root, r));
     if (!st) return;
     if (st.isDirectory()) {
-      for (const n of readdirSync(join(root, r)).sort()) walk(`${r}/${n}`);
+      let names: string[];
+      try {
+        names = readdirSync(join(root, r)).sort();
+      } catch (e) {
+        throw systemError(whileReading(e, join(root, r))) ?? e;
+      }
+      for (const n of names) walk(`${r}/${n}`);
     } else if (!st.isFile()) {
       throw unsafe(
         dir,

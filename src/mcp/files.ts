@@ -14,7 +14,7 @@ import { unportableName } from "../format/archive.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { jsonDocument } from "../format/documents.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { readInCapture, resolveInCapture, shownPath, writeInCapture } from "../format/paths.ts";
+import { readInCapture, resolveInCapture, shownPath, sourcePathProblem, writeInCapture } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
 import { result } from "./children.ts";
 
@@ -112,13 +112,30 @@ export function readFileTool(a: { dir: string; path: string }): CallToolResult {
 }
 
 /**
+ * A source path within the source path limits (src/format/paths.ts sourcePathProblem: 255 bytes a
+ * name, 1024 the path, 32 parts): a longer one would be written, then make every later read of
+ * the capture (pack, validate) fail.
+ * @throws KerncapError E_PACK_NAME
+ */
+export function assertSourcePathLimits(path: string): void {
+  const why = sourcePathProblem(path);
+  if (why) {
+    const shown = path.length > 120 ? `${path.slice(0, 100)}…` : path;
+    throw new KerncapError("E_PACK_NAME", `the source path ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${why}`, {
+      hint: "Name sources with a shorter path (a few folders, short names), e.g. src/include/util.h.",
+    });
+  }
+}
+
+/**
  * The one rule for what an agent may write under src/ (edit_file, and evaluate's `files`): a
- * portable name, and a source file of the frontend's source set (never kerncap.json, build.sh,
- * pinned.json, repro.py or a script, at any depth).
+ * path within the source path limits, a portable name, and a source file of the frontend's source
+ * set (never kerncap.json, build.sh, pinned.json, repro.py or a script, at any depth).
  * @param shown the path relative to the capture folder (src/…)
  * @throws KerncapError E_PACK_NAME, E_NOT_SOURCE
  */
 export function assertEditableSource(manifest: Parameters<typeof notAnEditableSource>[0], shown: string): void {
+  assertSourcePathLimits(shown);
   // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
   const unportable = unportableName(shown);
   if (unportable) {
@@ -140,6 +157,7 @@ export function assertEditableSource(manifest: Parameters<typeof notAnEditableSo
 }
 
 export function editFileTool(a: { dir: string; path: string; oldText?: string; newText?: string; content?: string }): CallToolResult {
+  if (typeof a.path === "string") assertSourcePathLimits(a.path); // before any lstat of it (past PATH_MAX: ENAMETOOLONG)
   const { dir, shown, stats, manifest } = capturePath(a.dir, a.path, "src");
   assertEditableSource(manifest, shown);
   let text: string;

@@ -14,7 +14,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
@@ -234,6 +234,58 @@ describe("attack: an MCP agent plants a capture inside src/ and validates it", (
     const r = cli(["inspect", join(got, "a")]);
     expect(r.code).toBe(0);
     expect(r.doc.received.reasons).toContain(`it lies inside ${realpathSync(got)}, which was unpacked from an archive`);
+  }, 60_000);
+});
+
+describe("attack: an agent's edit past the file system's path limits makes the capture unpackable", () => {
+  test("edit_file and evaluate's files refuse a source path over 1024 bytes, 32 parts or a 255-byte name (E_PACK_NAME); nothing is created", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+    const c = await mcp();
+    const tooLong = [
+      [`src/${"a/".repeat(2100)}x.cu`, "bytes long; a source path is at most 1024 bytes"],
+      [`src/${"a/".repeat(32)}x.cu`, "parts deep; a source path has at most 32 parts"],
+      [`src/${"n".repeat(256)}.cu`, "a file or folder name is at most 255 bytes"],
+    ] as const;
+    for (const [path, why] of tooLong) {
+      const e = doc(await c.callTool({ name: "edit_file", arguments: { dir: cap, path, content: "int kc_x;" } })).error;
+      expect(e?.code).toBe("E_PACK_NAME");
+      expect(e.message).toContain(why);
+      const ev = doc(await c.callTool({ name: "evaluate", arguments: { dir: cap, candidates: [{ name: "a", files: { [path]: "int kc_x;" } }] } })).error;
+      expect(ev?.code).toBe("E_PACK_NAME");
+      expect(ev.message).toContain(why);
+    }
+    expect(readdirSync(join(cap, "src"))).toEqual(["kernel.cu"]);
+    // within the limits: written
+    const ok = `src/${"a/".repeat(30)}${"n".repeat(200)}.cu`;
+    expect(doc(await c.callTool({ name: "edit_file", arguments: { dir: cap, path: ok, content: "int kc_x;" } })).error).toBeUndefined();
+    expect(readFileSync(join(cap, ok), "utf8")).toBe("int kc_x;");
+    await c.close();
+  }, 60_000);
+
+  test("a capture holding a path past PATH_MAX (made by hand): pack says it cannot *read* it, never write", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    // one folder at a time from the one before (no path past PATH_MAX is ever passed to the kernel)
+    const deep = Bun.spawnSync([
+      "python3",
+      "-c",
+      "import os,sys\nos.chdir(sys.argv[1])\nfor i in range(2100): os.mkdir('a'); os.chdir('a')\nopen('x.cu','w').write('x')",
+      join(cap, "src"),
+    ]);
+    expect(deep.exitCode).toBe(0);
+    const r = cli(["pack", cap, "-o", join(root, "cap.zip")]);
+    expect(r.code).toBe(2);
+    expect(r.doc.error.code).toBe("E_IO");
+    expect(r.doc.error.message).toStartWith(`cannot read ${cap}/src/a/a/`);
+    expect(r.doc.error.message).toEndWith(": the name is too long");
+    expect(r.doc.error.hint).toContain("longer than the system takes");
+    rmSync(join(cap, "src/a"), { recursive: true }); // no 2100-deep folder left for other walkers of the temp folder
   }, 60_000);
 });
 
