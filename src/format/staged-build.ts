@@ -37,6 +37,15 @@ export function runsTrustedCopy(dir: string): boolean {
   }
 }
 
+/** The digest this process's trust gate approved for DIR's build (requireTrustedBuild), or undefined. */
+export function approvedDigest(dir: string): string | undefined {
+  try {
+    return approved.get(realpathSync(dir))?.digest;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Remember that this process's trust gate let the capture at real path `dir` run with the files of `digest` (read as `frontend`'s): its builds execute only those bytes. */
 export function approveBuild(dir: string, digest: string, frontend: string): void {
   approved.set(dir, { digest, frontend });
