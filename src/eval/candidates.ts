@@ -24,7 +24,7 @@ import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rm
 import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isCaptureTemp } from "../format/paths.ts";
-import { parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
+import { MAX_CONFIGS, parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
 
 export type CandidateKind = "tree" | "patch" | "file" | "config" | "flags";
 
@@ -152,12 +152,16 @@ export function flagsCandidate(label: string, flags: string[]): Candidate {
 /**
  * The candidates of the command line (text, parsed by parseCandidate) or made by a producer
  * (kerncap tune), each once (the same content given twice is evaluated once).
- * @throws KerncapError E_USAGE as parseCandidate; none given
+ * @throws KerncapError E_USAGE as parseCandidate; none given, or more than MAX_CONFIGS (src/frontends/tune.ts)
  */
 export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   if (!specs.length)
     throw new KerncapError("E_USAGE", "no candidates given", {
       hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, patches, replacement files, Triton configs).",
+    });
+  if (specs.length > MAX_CONFIGS)
+    throw new KerncapError("E_USAGE", `${specs.length} candidates given; kerncap eval judges at most ${MAX_CONFIGS} at once`, {
+      hint: "Split the list and run kerncap eval on each part (each with its own --jsonl FILE).",
     });
   const seen = new Map<string, Candidate>();
   for (const s of specs) {
