@@ -23,7 +23,7 @@ import { createHash } from "node:crypto";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { unportableName } from "../format/archive-common.ts";
+import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { isCaptureTemp, relativePathProblem } from "../format/paths.ts";
@@ -252,9 +252,9 @@ export function patchModeProblem(text: string): string | undefined {
  */
 export function sourcePathProblem(m: Pick<Manifest, "kernel">, rel: string): string | undefined {
   const where = relativePathProblem(rel);
-  if (where) return `src/${rel} ${where}`;
+  if (where) return `${escapedForMessage(`src/${rel}`)} ${where}`;
   const unportable = unportableName(rel);
-  if (unportable) return `${JSON.stringify(`src/${rel}`)} ${unportable}`;
+  if (unportable) return `${escapedForMessage(`src/${rel}`)} ${unportable}`;
   return notAnEditableSource(m, `src/${rel}`);
 }
 

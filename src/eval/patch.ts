@@ -25,6 +25,11 @@
  * (checked after it ran: src/eval/candidates.ts) are the callers'.
  */
 
+import { escapeForTerminal } from "../escape.ts";
+
+/** Patch text quoted for a message: on one line, controls and bidi overrides escaped (the patch is untrusted). */
+const quoted = (t: string) => escapeForTerminal(JSON.stringify(t), { oneLine: true });
+
 /** What a patch touches, as read: each name every header gives (decoded; /dev/null left out), for the callers' path rule. */
 export interface PatchRead {
   names: string[];
@@ -39,7 +44,7 @@ const MODES_ANY = new Set([0o100644, 0o100755]);
 /** A mode as git's strtoul reads it after the header's prefix: white space, a sign, octal digits, then only white space. */
 function readMode(rest: string, what: string, allowed: Set<number>, line: number): void {
   const m = /^[ \t\n\v\f\r]*([+-]?)([0-7]+)[ \t\n\v\f\r]*$/.exec(rest);
-  if (!m) throw new PatchProblem(`has a mode kerncap does not read (line ${line}: ${JSON.stringify(`${what} ${rest}`)})`);
+  if (!m) throw new PatchProblem(`has a mode kerncap does not read (line ${line}: ${quoted(`${what} ${rest}`)})`);
   const value = Number.parseInt(m[2]!, 8) * (m[1] === "-" ? -1 : 1);
   if (value === 0o120000) throw new PatchProblem(`makes or changes a symbolic link (line ${line}: ${what} ${rest.trim()})`);
   if (!allowed.has(value))
@@ -87,7 +92,7 @@ function fileName(rest: string, line: number): string | undefined {
     [name, after] = end < 0 ? [rest, ""] : [rest.slice(0, end), rest.slice(end)];
   }
   const tail = after.replace(/^[\t ]+/, "");
-  if (tail && !TIMESTAMP.test(tail)) throw new PatchProblem(`has a file name followed by ${JSON.stringify(tail)} (line ${line}), which kerncap does not read`);
+  if (tail && !TIMESTAMP.test(tail)) throw new PatchProblem(`has a file name followed by ${quoted(tail)} (line ${line}), which kerncap does not read`);
   return name === "/dev/null" ? undefined : name;
 }
 
@@ -182,7 +187,7 @@ export function readPatch(text: string): PatchRead {
     } else if (l.startsWith("Binary files ") || l.startsWith("GIT binary patch")) {
       throw new PatchProblem(`is a binary patch (line ${at}); a candidate's files are text`);
     } else {
-      throw new PatchProblem(`has a line kerncap does not read between files (line ${at}: ${JSON.stringify(l.slice(0, 40))})`);
+      throw new PatchProblem(`has a line kerncap does not read between files (line ${at}: ${quoted(l.slice(0, 40))})`);
     }
   }
   if (!files) throw new PatchProblem("holds no file's diff");
@@ -200,14 +205,14 @@ function gitHeader(lines: string[], from: number, names: string[], done: (i: num
       /^(---|\+\+\+|new file mode|deleted file mode|old mode|new mode|copy from|copy to|rename from|rename to|rename old|rename new|similarity index|dissimilarity index|index) (.*)$/.exec(
         l,
       );
-    if (!kind) throw new PatchProblem(`has a header line kerncap does not read (line ${at}: ${JSON.stringify(l.slice(0, 40))})`);
+    if (!kind) throw new PatchProblem(`has a header line kerncap does not read (line ${at}: ${quoted(l.slice(0, 40))})`);
     const [, what, rest] = kind as unknown as [string, string, string];
     if (what === "---" || what === "+++") {
       const n = fileName(rest, at);
       if (n !== undefined) names.push(n);
     } else if (what === "new file mode") readMode(rest, what, MODES_NEW, at);
     else if (what === "deleted file mode") readMode(rest, what, MODES_ANY, at);
-    else if (what === "old mode" || what === "new mode") throw new PatchProblem(`changes a file's mode (line ${at}: ${what} ${rest.trim()})`);
+    else if (what === "old mode" || what === "new mode") throw new PatchProblem(`changes a file's mode (line ${at}: ${quoted(`${what} ${rest.trim()}`)})`);
     else if (/^(copy|rename) /.test(what))
       throw new PatchProblem(`copies or renames a file (${what}: a candidate's patch edits, adds and deletes files of src/ only)`);
     else if (what === "index") {

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { escapedForMessage } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { relativePathProblem } from "../format/paths.ts";
 import { patchModeProblem } from "../eval/candidates.ts";
@@ -74,7 +75,7 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
         for (const rel of paths) {
           const problem = relativePathProblem(rel);
           if (problem)
-            throw new KerncapError("E_USAGE", `candidate ${name}: the patch writes ${JSON.stringify(`src/${rel}`)}, which ${problem}`, {
+            throw new KerncapError("E_USAGE", `candidate ${name}: the patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}`, {
               hint: "Paths are relative to src/ (git diff inside src/) or a/src/… (git diff from the capture folder), as for edit_file.",
             });
           assertEditableSource(manifest, `src/${rel}`);
