@@ -312,6 +312,14 @@ describe("a received capture's build.sh of its own", () => {
     // the exact bytes the user trusted, given as a candidate: past the gate (the build runs; no GPU here ends it later)
     const same = await evalCmd([dir, join(cands, "same/gen.sh"), "--confine", "--jobs", "1"]);
     expect(same.e?.code).not.toBe("E_UNTRUSTED");
+    // kerncap's own build.sh (its digest does not cover src/): an agent's kernel.cu candidate builds, confined, as before
+    process.env.NVCC = fakeNvcc();
+    const stock = await received(tempDir(), stockCudaBuildSh());
+    await validate([stock, "--trust"]);
+    writeFileSync(join(cands, "kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n");
+    const built = await evalCmd([stock, join(cands, "kernel.cu"), "--confine", "--jobs", "1"]);
+    expect(built.e?.code).not.toBe("E_UNTRUSTED");
+    expect(built.err).not.toContain("E_UNTRUSTED");
   }, 90_000);
 
   test("a build.sh of its own whose words name a program in the capture (LD_PRELOAD=src/…, -ccbin src/…, NVCC_PREPEND_FLAGS=-ccbin src/…): refused before anything runs", async () => {

@@ -120,7 +120,7 @@ export function parseCudaSpace(s: CudaSpaceSpec): CudaConfig[] {
       );
     }
     products.push(axes.reduce((n, a) => n * a.values.length, 1) * Math.max(1, flagAlts.length));
-    assertSpaceSize(products, "--config, --define, --maxrregcount and --nvcc-flag");
+    assertSpaceSize(products, "the space of --config, --define, --maxrregcount and --nvcc-flag");
     let configs: CudaConfig[] = [{ defines: {}, flags: [] }];
     for (const a of axes) {
       configs = configs.flatMap((c) =>
