@@ -63,6 +63,12 @@ export function moduleFigures(path: string, m: Pick<Manifest, "kernel" | "device
   }
 }
 
+/** The trust gate of a candidate's private copy (src/ops/eval.ts: src/format/trust.ts requireTrustedCopy), asked once the copy is made, before its build. @throws KerncapError E_UNTRUSTED */
+export type CopyGate = (copy: string, c: Candidate) => void;
+
+/** A gate's refusal: it ends the evaluation (exit 2), it is no verdict of the candidate. */
+const GATE_ERRORS = new Set(["E_UNTRUSTED", "E_TRUST_CHANGED"]);
+
 export interface BuildSettings {
   /** Build even when the toolchain differs from the capture's (KERNCAP_FORCE=1). */
   force: boolean;
@@ -70,6 +76,8 @@ export interface BuildSettings {
   grid?: string;
   /** kerncap mcp's evaluate (eval --confine) and tune --confine: every build whose frontend's build does not run the source is confined, recorded source root or not (a flags candidate, kerncap tune's CUDA config: only then). */
   confine?: boolean;
+  /** The trust gate of the candidate's private copy (CopyGate), asked once it is made, before its build. */
+  gate?: CopyGate;
 }
 
 /**
@@ -84,7 +92,7 @@ export function confinable(m: Manifest): boolean {
 /**
  * Build one candidate into `dest` (its private copy, made here from the capture folder `dir`).
  * Never throws for the candidate's own faults: they are its BuildFailure.
- * @throws KerncapError E_INTERRUPTED (a stop signal during the build)
+ * @throws KerncapError E_INTERRUPTED (a stop signal during the build), the copy's gate's (E_UNTRUSTED, E_TRUST_CHANGED: nothing of it ran)
  */
 export async function buildCandidate(dir: string, m: Manifest, c: Candidate, dest: string, s: BuildSettings): Promise<BuildOutcome> {
   const t0 = performance.now();
@@ -108,6 +116,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
       return { built: { module: b.module, seconds: seconds(), ...moduleFigures(b.module, m) } };
     }
     await materialise(dir, c, dest);
+    s.gate?.(dest, c); // what the copy's build runs is what the user trusted (a received capture's): before anything of it runs
     if (c.kind === "config") {
       // one config of the frontend's tune space, built its way (Triton: compiled by repro.py; eval.ts refused a frontend without)
       const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid);
@@ -127,7 +136,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     }
     return { built: { module, seconds: seconds(), ...moduleFigures(module, m), ...(grid ? { grid } : {}) } };
   } catch (e) {
-    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+    if (isKerncapError(e) && (e.code === "E_INTERRUPTED" || GATE_ERRORS.has(e.code))) throw e;
     // the private copy's path says nothing to the user: the compiler's messages name src/… as in the capture
     const message = (e instanceof Error ? e.message : String(e)).split(`${resolve(dest)}/`).join("");
     return { failed: { verdict: buildVerdict(e), code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message, seconds: seconds() } };

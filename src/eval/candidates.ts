@@ -23,8 +23,13 @@ import { createHash } from "node:crypto";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { isCaptureTemp } from "../format/paths.ts";
-import { parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
+import { escapedForMessage, unportableName } from "../format/archive-common.ts";
+import { readManifest } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { isCaptureTemp, relativePathProblem } from "../format/paths.ts";
+import { notAnEditableSource } from "../frontends/index.ts";
+import { PatchProblem, patchPaths, readPatch } from "./patch.ts";
+import { MAX_CONFIGS, parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
 
 export type CandidateKind = "tree" | "patch" | "file" | "config" | "flags";
 
@@ -152,12 +157,16 @@ export function flagsCandidate(label: string, flags: string[]): Candidate {
 /**
  * The candidates of the command line (text, parsed by parseCandidate) or made by a producer
  * (kerncap tune), each once (the same content given twice is evaluated once).
- * @throws KerncapError E_USAGE as parseCandidate; none given
+ * @throws KerncapError E_USAGE as parseCandidate; none given, or more than MAX_CONFIGS (src/frontends/tune.ts)
  */
 export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   if (!specs.length)
     throw new KerncapError("E_USAGE", "no candidates given", {
       hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, patches, replacement files, Triton configs).",
+    });
+  if (specs.length > MAX_CONFIGS)
+    throw new KerncapError("E_USAGE", `${specs.length} candidates given; kerncap eval judges at most ${MAX_CONFIGS} at once`, {
+      hint: "Split the list and run kerncap eval on each part (each with its own --jsonl FILE).",
     });
   const seen = new Map<string, Candidate>();
   for (const s of specs) {
@@ -209,47 +218,92 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     }
     writeFileSync(join(src, hits[0]!), readFileSync(c.path!));
   } else if (c.kind === "patch") {
-    await applyPatch(src, c.path!);
-    // whatever the patch held (a link, a FIFO): src/ holds regular files and folders only, as a tree candidate's
-    treeFiles(src);
+    try {
+      await applyPatch(src, c.path!, readManifest(capture));
+    } catch (e) {
+      rmSync(dest, { recursive: true, force: true }); // nothing of a refused patch stays in the capture's build/
+      throw e;
+    }
   }
-}
-
-/** The number of leading path components to strip from the patch's paths so that they name files of src/. */
-function stripCount(src: string, patch: string): number {
-  const paths = [...patch.matchAll(/^(?:\+\+\+|---) (\S+)/gm)].map((m) => m[1]!).filter((p) => p !== "/dev/null");
-  const firstTwo = paths.map((p) => p.split("/").slice(1));
-  return paths.length && firstTwo.every((parts) => parts[0] === "src" && parts.length > 1) && !existsSync(join(src, "src")) ? 2 : 1;
 }
 
 /**
- * Why a patch is not a candidate's (or undefined): it makes a symbolic link (git's mode 120000:
- * a link out of src/ that a confined build would read through), changes a file's mode (old
- * mode/new mode, a new file of any mode but 100644), or copies or renames a file (git's `copy
- * from`/`rename from` headers: git apply reads the source by the name given, an absolute or `..`
- * one included, so a copy brings a file from outside the capture into the candidate's src/ where
- * the build reads it as the capture's own; and a rename makes a name edit_file refuses).
+ * Why a patch is not a candidate's (or undefined), read whole as git apply reads it
+ * (./patch.ts readPatch): a header line not understood, a symbolic link (git's mode 120000 in any
+ * spelling: a link out of src/ that a confined build would read through), a mode change or a new
+ * file of any mode but 100644, a copy or rename (git apply reads a copy's source by the name
+ * given, an absolute or `..` one included), a binary patch. The names it writes are checked where
+ * the capture is known (sourcePathProblem).
  */
 export function patchModeProblem(text: string): string | undefined {
-  const moved = /^(copy from|copy to|rename from|rename to|rename old|rename new) /m.exec(text);
-  if (moved) return `it copies or renames a file (${moved[1]}: a candidate's patch edits, adds and deletes files of src/ only)`;
-  for (const m of text.matchAll(/^(new file mode|deleted file mode|old mode|new mode) (\d+)\s*$/gm)) {
-    if (m[2] === "120000") return `it makes or changes a symbolic link (${m[1]} 120000)`;
-    if (m[1] === "old mode" || m[1] === "new mode") return `it changes a file's mode (${m[1]} ${m[2]})`;
-    if (m[1] === "new file mode" && m[2] !== "100644") return `it makes a file of mode ${m[2]} (new files of a candidate are 100644)`;
+  try {
+    readPatch(text);
+    return undefined;
+  } catch (e) {
+    if (e instanceof PatchProblem) return e.message;
+    throw e;
   }
-  return undefined;
 }
 
-async function applyPatch(src: string, patchFile: string): Promise<void> {
-  const text = readFileSync(patchFile, "utf8");
-  // checked where the candidate was named too: here again, so that no path to git apply skips it
-  const why = patchModeProblem(readFileSync(patchFile, "latin1"));
-  if (why)
-    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)}: ${why}`, {
-      hint: "Give the candidate as a tree (an edited copy of src/) or a patch of text edits.",
+/**
+ * Why a candidate may not write `rel` (a path relative to src/) in a capture of `m` (a phrase),
+ * or undefined: edit_file's rule (a relative path inside src/ with no `..`, portable names, a
+ * source file of the frontend, never a file kerncap reads as configuration or runs, at any depth).
+ */
+export function sourcePathProblem(m: Pick<Manifest, "kernel">, rel: string): string | undefined {
+  const where = relativePathProblem(rel);
+  if (where) return `${escapedForMessage(`src/${rel}`)} ${where}`;
+  const unportable = unportableName(rel);
+  if (unportable) return `${escapedForMessage(`src/${rel}`)} ${unportable}`;
+  return notAnEditableSource(m, `src/${rel}`);
+}
+
+/** The regular files (relative paths) under `root`, or the first entry that is none (a link, a FIFO …: not followed). */
+function regularFiles(root: string): { files: Set<string>; other?: string } {
+  const files = new Set<string>();
+  const walk = (rel: string): string | undefined => {
+    for (const name of readdirSync(join(root, rel)).sort()) {
+      const r = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(root, r));
+      if (st.isDirectory()) {
+        const bad = walk(r);
+        if (bad) return bad;
+      } else if (st.isFile()) files.add(r);
+      else return r;
+    }
+    return undefined;
+  };
+  const other = walk("");
+  return other === undefined ? { files } : { files, other };
+}
+
+/**
+ * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
+ * name it writes held to sourcePathProblem, then git apply, then the tree it left walked with no
+ * link followed: only regular files and folders, each new name an allowed source path.
+ * @throws KerncapError E_PATCH (the candidate's own fault: the caller removes the copy)
+ */
+async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "kernel">): Promise<void> {
+  const refuse = (why: string) =>
+    new KerncapError("E_PATCH", `the patch ${basename(patchFile)} ${why}`, {
+      hint: "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).",
     });
-  const p = Bun.spawn(["git", "apply", `-p${stripCount(src, text)}`, "--whitespace=nowarn", patchFile], {
+  // read here again, whoever made the candidate, so that no path to git apply skips it
+  let names: string[];
+  try {
+    names = readPatch(readFileSync(patchFile, "latin1")).names;
+  } catch (e) {
+    if (e instanceof PatchProblem) throw refuse(e.message);
+    throw e;
+  }
+  if (!lstatSync(src, { throwIfNoEntry: false })?.isDirectory()) throw refuse("has no src/ folder to apply to");
+  const before = regularFiles(src).files;
+  const { strip, paths } = patchPaths(names, existsSync(join(src, "src")));
+  for (const rel of paths) {
+    const why = sourcePathProblem(m, rel);
+    if (why) throw refuse(`writes a file no candidate may write: ${why}`);
+  }
+  const p = Bun.spawn(["git", "apply", `-p${strip}`, "--whitespace=nowarn", patchFile], {
     cwd: src,
     stdout: "pipe",
     stderr: "pipe",
@@ -260,5 +314,12 @@ async function applyPatch(src: string, patchFile: string): Promise<void> {
     throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}`, {
       hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
     });
+  }
+  // whatever git made of it: src/ holds regular files and folders only, each new one at an allowed name
+  const after = regularFiles(src);
+  if (after.other !== undefined) throw refuse(`left src/${after.other}, which is not a regular file (a link, a FIFO …)`);
+  for (const rel of after.files) {
+    const why = before.has(rel) ? undefined : sourcePathProblem(m, rel);
+    if (why) throw refuse(`wrote a file no candidate may write: ${why}`);
   }
 }

@@ -38,7 +38,7 @@ import { captureSetMember, mkdirInCapture } from "../format/paths.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings } from "./build.ts";
+import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { BUILD_INPUT, EVAL_RECORDS, recordKey, recordLine, reportOf, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
@@ -191,20 +191,21 @@ export function copyName(id: string): string {
 /**
  * Run an evaluation (see the file's comment): the workflow of src/ops/eval.ts runEval, whose
  * `gate` (the trust gates of the first input's build) is asked once the candidates are known
- * good, before any build.
+ * good, before any build; what it returns, the gate of a candidate's private copy, is asked once
+ * each copy is made, before its build (src/eval/build.ts BuildSettings.gate).
  * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
  *   kernel that is not Triton's, or one that changes a tile size without --grid), E_FRONTEND (a
- *   frontend validate does not rebuild: HIP), the gate's (E_UNTRUSTED), E_RESULTS (a
+ *   frontend validate does not rebuild: HIP), the gates' (E_UNTRUSTED), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
  */
-export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Manifest) => void): Promise<EvalReport> {
+export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Manifest) => CopyGate | void): Promise<EvalReport> {
   const t0 = performance.now();
   const inputs = resolveInputs(o.dirs);
   const home = inputs[0]!;
   const all = checkedCandidates(o, home);
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
-  gate(home.dir, home.manifest);
+  const copyGate = gate(home.dir, home.manifest) ?? undefined;
   const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
@@ -216,7 +217,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const stopped = () => stops.signal !== null;
   // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
   const work = pending.length && !o.buildDir ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
-  const building = buildInto(queue, o, home, pending, { rec, stopped, dest: (c) => o.buildDir?.(c) ?? join(work, copyName(c.id)) });
+  const building = buildInto(queue, o, home, pending, { rec, stopped, dest: (c) => o.buildDir?.(c) ?? join(work, copyName(c.id)), copyGate });
   let buildError: unknown;
   try {
     await runOnWorkers(queue, o, rec, watchdog, stops);
@@ -412,11 +413,13 @@ async function buildInto(
   o: EvalOptions,
   home: EvalInput,
   pending: Pending[],
-  { rec, stopped, dest }: { rec: Recorder; stopped: () => boolean; dest: (c: Candidate) => string },
+  { rec, stopped, dest, copyGate }: { rec: Recorder; stopped: () => boolean; dest: (c: Candidate) => string; copyGate?: CopyGate },
 ): Promise<unknown> {
   try {
     const buildWith =
-      o.buildWith ?? ((dir: string, mm: Manifest, c: Candidate, dest: string) => buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine }));
+      o.buildWith ??
+      ((dir: string, mm: Manifest, c: Candidate, dest: string) =>
+        buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}) }));
     const jobs = Math.max(1, o.jobs ?? availableParallelism());
     await buildPool(
       pending,

@@ -3,20 +3,7 @@
  * (src/format/trust.ts requireTrustedBuild) let run: a received capture's build runs exactly the
  * bytes the gate approved, never the capture's files read again.
  */
-import {
-  closeSync,
-  constants,
-  lstatSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  symlinkSync,
-  writeSync,
-} from "node:fs";
+import { closeSync, constants, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -34,6 +21,15 @@ export function runsTrustedCopy(dir: string): boolean {
     return approved.has(realpathSync(dir));
   } catch {
     return false;
+  }
+}
+
+/** The digest this process's trust gate approved for DIR's build (requireTrustedBuild), or undefined. */
+export function approvedDigest(dir: string): string | undefined {
+  try {
+    return approved.get(realpathSync(dir))?.digest;
+  } catch {
+    return undefined;
   }
 }
 
@@ -70,9 +66,10 @@ export interface StagedBuild {
  * else can write (mkdtemp: a fresh 0700 folder of the user's; each file created O_EXCL|O_NOFOLLOW).
  * The build then executes that copy: a file of the capture replaced or rewritten after this read
  * (while the compiler runs) is never executed. The private folder holds nothing else of the
- * capture: the copies, `src` (a link to the capture's src/ with the sources the compiler reads;
- * a Triton capture's src/ is a private folder holding only the trusted kernel file, which
- * repro.py imports), and `build/`, a private folder the build writes into (seeded with the
+ * capture: the copies, `src/` (a private copy of the capture's src/, each file read once: the
+ * compiler reads exactly the bytes a confined build's source scan read, whatever changes the
+ * capture meanwhile; a Triton capture's src/ holds only the trusted kernel file, which repro.py
+ * imports), and `build/`, a private folder the build writes into (seeded with the
  * capture's build/slice-failed.sha256), whose files collect() moves into the capture's build/.
  * The build runs with this folder as its working folder: nvcc gives its steps
  * LD_LIBRARY_PATH=`<cuda>/lib:` (the empty entry is the working folder) and Python puts a
@@ -84,7 +81,8 @@ export interface StagedBuild {
  * from the private folder's plain name whatever the capture folder is called.
  * `frontend`: the manifest's kernel.frontend (part of the digest, WhatRuns), for a capture the gate did not approve.
  * @returns undefined when the capture holds nothing that runs (no build.sh, pinned.json, repro.py)
- * @throws KerncapError E_TRUST_CHANGED (exit 2) when the files changed since the gate read them
+ * @throws KerncapError E_TRUST_CHANGED (exit 2) when the files changed since the gate read them,
+ *   E_UNSAFE_PATH (a link, FIFO … under src/, or a src/ too large to copy)
  */
 export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | undefined {
   let real: string;
@@ -126,8 +124,9 @@ export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | 
       }
       writeNew(join(folder, ...parts), f.bytes, f.name === "build.sh" ? 0o700 : 0o600);
     }
-    // src/ (when no trusted file lies under it: the CUDA sources the compiler reads) and nothing else of the capture's top level
-    if (!copied.has("src") && lstatOrUndefined(join(real, "src"))?.isDirectory()) symlinkSync(join(real, "src"), join(folder, "src"));
+    // src/ (when no trusted file lies under it: the CUDA sources the compiler reads), copied once: the compiler reads the
+    // bytes a confined build's scan read (src/frontends/confine-sources.ts scans this copy), whatever changes the capture meanwhile
+    if (!copied.has("src") && lstatOrUndefined(join(real, "src"))?.isDirectory()) copySources(real, folder);
     mkdirSync(join(folder, "build"), { mode: 0o700 });
     const failed = readInCapture(real, SLICE_FAILED, 4096); // the slice that did not build for this TU text is not tried again
     if (failed) writeNew(join(folder, SLICE_FAILED), failed, 0o600);
@@ -143,6 +142,40 @@ export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | 
     collect: () => collectBuild(join(folder, "build"), real),
     dispose: () => rmSync(folder, { recursive: true, force: true }),
   };
+}
+
+/** The most files, and bytes in all, of a capture's src/ that a build's private copy holds (sources, not data). */
+const SOURCES_MAX_FILES = 20000;
+const SOURCES_MAX_BYTES = 512 << 20;
+
+/**
+ * Copy the capture's src/ into the private folder, each folder made 0700 and each file read once
+ * through the path rule (src/format/paths.ts readInCapture: no link followed, a FIFO or device
+ * never opened for reading) and written O_EXCL|O_NOFOLLOW.
+ * @throws KerncapError E_UNSAFE_PATH naming a link, FIFO … under src/, or a src/ past SOURCES_MAX_FILES / SOURCES_MAX_BYTES
+ */
+function copySources(capture: string, folder: string): void {
+  let files = 0;
+  let bytes = 0;
+  const walk = (rel: string) => {
+    mkdirSync(join(folder, rel), { mode: 0o700 });
+    for (const name of readdirSync(join(capture, rel)).sort()) {
+      const r = `${rel}/${name}`;
+      if (lstatSync(join(capture, r)).isDirectory()) {
+        walk(r);
+        continue;
+      }
+      const b = readInCapture(capture, r, SOURCES_MAX_BYTES - bytes); // a link, a FIFO, a file past what is left: E_UNSAFE_PATH
+      if (!b) continue; // gone meanwhile
+      bytes += b.length;
+      if (++files > SOURCES_MAX_FILES)
+        throw new KerncapError("E_UNSAFE_PATH", `${capture}/src holds more than ${SOURCES_MAX_FILES} files; a build copies its sources, at most that many`, {
+          hint: "src/ holds the reproducer's sources: move data and build outputs out of it.",
+        });
+      writeNew(join(folder, r), b, 0o600);
+    }
+  };
+  walk("src");
 }
 
 /** build.sh's record of a slice that did not build (templates/cuda/build.sh.hbs), beside the default module. */

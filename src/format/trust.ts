@@ -13,10 +13,11 @@
  * change asks again).
  */
 import { join } from "node:path";
+import { realpathSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { notYours, receivedBecause } from "./received.ts";
-import { approveBuild } from "./staged-build.ts";
+import { approveBuild, approvedDigest } from "./staged-build.ts";
 import { readRecords, remember, sameTrustKey, stateDir, stateFolderRisk, TRUST_FILE, trustKey } from "./trust-records.ts";
 import { BUILD_SH_IN_MESSAGE, shownFiles, shownInterpreter, shownNotStock } from "./trust-prompt.ts";
 import { readWhatRuns } from "./what-runs.ts";
@@ -146,6 +147,48 @@ export function requireTrustedBuild(
   }
   remember(state, records, key);
   log.info(`recorded in ${join(state, TRUST_FILE)}`);
+}
+
+/**
+ * The trust gate of a build of `copy`, a private copy of DIR with other files (kerncap eval's
+ * candidate, src/eval/candidates.ts materialise), asked once the copy is made, after DIR's own
+ * gate (requireTrustedBuild) and before the copy's build. For a received DIR, what runs is what
+ * the user trusted: the copy's files that run (readWhatRuns, read as a received capture's: with
+ * a build.sh of its own, every file under src/) must have the digest this process's gate
+ * approved for DIR, the one `--trust=DIGEST` gave, or one the user's record holds for DIR; plain
+ * `--trust` runs the copy's bytes read now only where it is enough for DIR itself (kerncap's own
+ * build.sh, a folder of the user's alone). The copy is then approved with that digest: its build
+ * executes a private copy of exactly those bytes (stageTrustedBuild). A capture of the user's own
+ * passes without a word. `name`: how the refusal names the candidate.
+ * @throws KerncapError E_UNTRUSTED (exit 2) showing the copy's files and their digest
+ */
+export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, trust: boolean | string, o: { name: string; inMessage?: boolean }): void {
+  if (!receivedBecause(dirArg, m)) return;
+  const runs = readWhatRuns(copy, m.kernel.frontend ?? "", true);
+  if (!runs) return;
+  const home = trustKey(dirArg, runs.digest);
+  const plainEnough = trust === true && runs.notStock === undefined && !notYours(dirArg);
+  const state = stateDir();
+  const trusted =
+    approvedDigest(dirArg) === runs.digest ||
+    (typeof trust === "string" && normalDigest(trust) === runs.digest) ||
+    plainEnough ||
+    (state !== undefined && readRecords(state).some((r) => sameTrustKey(r, home)));
+  if (trusted) {
+    approveBuild(realpathSync(copy), runs.digest, runs.frontend);
+    return;
+  }
+  const names = runs.files.map((f) => f.name).join(", ");
+  const shown = `${shownNotStock(runs)}${shownFiles(runs, o.inMessage ? BUILD_SH_IN_MESSAGE : Infinity)}${shownInterpreter(runs)}`;
+  if (!o.inMessage) process.stderr.write(`──── ${o.name}: what its build would run (sha256 ${runs.digest}) ────\n${shown}`);
+  throw new KerncapError(
+    "E_UNTRUSTED",
+    `${o.name} changes files that the build of the received capture ${dirArg} runs (${names}; sha256 ${runs.digest}, not a digest the user trusted): nothing of it was run` +
+      (o.inMessage ? `\n${shown}`.replace(/\n$/, "") : ""),
+    {
+      hint: `A received capture's build runs only the bytes the user trusted, a candidate's as the capture's own. Show the files to the user; if they trust them, they apply the change to ${dirArg}/src/ and run kerncap validate ${dirArg}, which shows the files, then trust the digest it shows (recorded for the folder: this candidate then builds), or evaluate the change on a capture whose build.sh kerncap wrote.`,
+    },
+  );
 }
 
 /**

@@ -148,7 +148,7 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   assertRebuildWritable(dir);
   assertRegularTree(dir, "src"); // no FIFO, device or link for the compiler to read: refused before anything runs
   // every build runs from a private folder (src/format/staged-build.ts stageTrustedBuild): a copy of the
-  // bytes the trust gate approved (a received capture) or read now (the user's own), src/ linked,
+  // bytes the trust gate approved (a received capture) or read now (the user's own), src/ copied once,
   // a private build/ whose files are moved into the capture's afterwards; nothing else of the capture
   const staged = stageTrustedBuild(dir, o.confine?.kernel.frontend ?? "");
   if (!staged) throw new KerncapError("E_NO_REPRODUCER", `${dir}/build.sh could not be read`, { hint: "Check the file's permissions." });
@@ -171,7 +171,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
-    assertNoProbes(dir, o.confine); // and no source that makes the preprocessor look up a file outside (its existence would show in the result)
+    // and no source that makes the preprocessor look up a file outside (its existence would show in the result): the
+    // private copy's sources, the bytes the compiler reads (an edit of the capture meanwhile is not built)
+    assertNoProbes(dir, o.confine, staged.folder);
     if (depsFile.startsWith("..") || isAbsolute(depsFile) || /\s/.test(depsFile))
       throw new Error(`a confined build's module must lie inside the capture folder, at a path without spaces: ${out0}`); // a kerncap bug
     mkdirInCapture(dir, dirname(depsFile));

@@ -279,10 +279,12 @@ function headerArgument(toks: Token[], i: number): { name: string; angled: boole
 /**
  * Before a confined build: every C, C++, CUDA or HIP source under the capture's src/ (C_SOURCES:
  * what an agent may write, and a received capture's own) is read and checked (probeProblems),
- * against what a confined build of `m` may read.
+ * against what a confined build of `m` may read. `at`: the folder whose src/ is read, the build's
+ * private copy (src/format/staged-build.ts), so that the bytes checked are the bytes the compiler
+ * reads; positions are judged as the capture's (`dir`).
  * @throws KerncapError E_CONFINED naming each file and line (at most 10), E_UNSAFE_PATH (a link… under src/)
  */
-export function assertNoProbes(dir: string, m: Pick<Manifest, "source">): void {
+export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = dir): void {
   const readable = confinedReadable(dir, m);
   const root = realpathSync(dir);
   const problems: string[] = [];
@@ -290,20 +292,20 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">): void {
   const walk = (rel: string) => {
     let names: string[];
     try {
-      names = readdirSync(join(dir, rel)).sort();
+      names = readdirSync(join(at, rel)).sort();
     } catch {
       return;
     }
     for (const n of names) {
       const r = `${rel}/${n}`;
-      const st = lstatSync(join(dir, r));
+      const st = lstatSync(join(at, r));
       if (st.isDirectory()) walk(r);
       else if (C_SOURCES.test(n)) {
         if (++count > SOURCES_MAX)
           throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: kerncap mcp checks each before a confined build`, {
             hint: "Validate on the command line.",
           });
-        problems.push(...probeProblems(readInCapture(dir, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
+        problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
       }
     }
   };

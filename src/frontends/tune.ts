@@ -133,13 +133,37 @@ export interface TuneConfig {
 }
 
 /**
+ * The most configs a tune space (every spec's product, added) or an eval's candidate list holds.
+ * Each config is one build (seconds of nvcc or Triton's compile) and one GPU run, so 10 000 is
+ * already days of work; and a space is expanded in memory: a product of short lists grows
+ * exponentially (30 names of 2 values each are 2^30 configs), which would exhaust the machine's
+ * memory long before a build started. Counted before anything is expanded.
+ */
+export const MAX_CONFIGS = 10_000;
+
+/**
+ * Refuse a space of more than MAX_CONFIGS configs before it is expanded: `counts`, each spec's
+ * product of its axes' value counts (added across specs). `what`: the option the user gave.
+ * @throws KerncapError E_USAGE (exit 2) naming the count and the limit
+ */
+export function assertSpaceSize(counts: number[], what: string): void {
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total <= MAX_CONFIGS) return;
+  const shown = Number.isSafeInteger(total) ? String(total) : total.toExponential(2);
+  throw new KerncapError("E_USAGE", `${what} gives ${shown} configs (the product of each name's values); a tune sweeps at most ${MAX_CONFIGS}`, {
+    hint: "Fewer names or values per spec (the configs are the product of every name's values): sweep the few that matter, then narrow around the best.",
+  });
+}
+
+/**
  * The configs of one or more `--config` specs: each a space-separated list of NAME=V1,V2,… (whole
  * numbers), expanded as their cartesian product; several specs are joined, duplicates dropped.
  * NAME is a constexpr parameter of the kernel or one of OPTION_NAMES.
- * @throws KerncapError E_USAGE naming the bad word
+ * @throws KerncapError E_USAGE naming the bad word; more than MAX_CONFIGS configs (counted before they are expanded)
  */
 export function parseConfigSpace(specs: string[]): TuneConfig[] {
   const out: TuneConfig[] = [];
+  const products: number[] = [];
   const seen = new Set<string>();
   for (const spec of specs) {
     const axes: [string, number[]][] = [];
@@ -154,6 +178,8 @@ export function parseConfigSpace(specs: string[]): TuneConfig[] {
       axes.push([m[1]!, [...new Set(m[2]!.split(",").map(Number))]]);
     }
     if (!axes.length) throw new KerncapError("E_USAGE", "--config is empty", { hint: "For example --config 'num_warps=4,8'." });
+    products.push(axes.reduce((n, [, values]) => n * values.length, 1));
+    assertSpaceSize(products, "--config");
     let configs: TuneConfig[] = [{ kwargs: {}, options: {} }];
     for (const [name, values] of axes) {
       configs = configs.flatMap((c) =>

@@ -8,14 +8,16 @@
  * (src/format/paths.ts relativePathProblem): relative to the capture folder and under src/, as
  * edit_file's, no `..`, no absolute path.
  */
-import { chmodSync, cpSync, lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { escapedForMessage } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { relativePathProblem } from "../format/paths.ts";
 import { patchModeProblem } from "../eval/candidates.ts";
+import { patchPaths, readPatch } from "../eval/patch.ts";
 import { assertEditableSource } from "./files.ts";
 
 /** One candidate as the tool takes it. */
@@ -62,16 +64,20 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
         });
       if (c.config !== undefined) return c.config;
       if (c.patch !== undefined) {
+        // read whole as git apply reads it (src/eval/patch.ts): any header line not understood, a link, a mode, a copy or rename refused
         const why = patchModeProblem(c.patch);
         if (why)
           throw new KerncapError("E_USAGE", `candidate ${name}: the patch ${why}`, {
             hint: "A candidate patch edits the text of source files of src/: no links, no mode changes.",
           });
-        // the files it writes: edit_file's rule (a/… b/… or src/…, the names git apply takes)
-        for (const m of c.patch.matchAll(/^\+\+\+ (\S+)/gm)) {
-          if (m[1] === "/dev/null") continue;
-          const rel = m[1]!.replace(/^[ab]\//, "").replace(/^src\//, "");
-          if (relativePathProblem(rel)) continue; // git apply refuses it itself
+        // every name it writes, decoded as git decodes it and stripped as eval strips it: edit_file's rule
+        const { paths } = patchPaths(readPatch(c.patch).names, existsSync(join(captureDir, "src", "src")));
+        for (const rel of paths) {
+          const problem = relativePathProblem(rel);
+          if (problem)
+            throw new KerncapError("E_USAGE", `candidate ${name}: the patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}`, {
+              hint: "Paths are relative to src/ (git diff inside src/) or a/src/… (git diff from the capture folder), as for edit_file.",
+            });
           assertEditableSource(manifest, `src/${rel}`);
         }
         const p = join(folder, `${name}.patch`);

@@ -3,12 +3,14 @@
  * evaluate tool runs that verb with --confine): the evaluation of src/eval/eval.ts with its gates
  * (./gates.ts): a confined eval of a capture whose build runs each candidate's source only with
  * --trust, and the first input's build.sh, when received, only after --trust (in the error
- * itself: MCP's agent reads it). Each candidate's build is then confined by the build itself
- * (src/frontends/build.ts).
+ * itself: MCP's agent reads it); then each candidate's private copy, once made, through the same
+ * trust gate over its own bytes (requireTrustedCopy: a received capture's build runs only bytes
+ * the user trusted, a candidate's too). Each candidate's build is then confined by the build
+ * itself (src/frontends/build.ts).
  */
 import { evalCandidates, type EvalOptions } from "../eval/eval.ts";
 import type { EvalReport } from "../eval/report.ts";
-import { refuseUntrustedSource, requireTrustedBuild } from "./gates.ts";
+import { refuseUntrustedSource, requireTrustedBuild, requireTrustedCopy } from "./gates.ts";
 
 /**
  * Run an evaluation (src/eval/eval.ts evalCandidates) behind its gates.
@@ -21,5 +23,6 @@ export function runEval(o: EvalOptions): Promise<EvalReport> {
       hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton candidates run, or evaluate on the command line.",
     }));
     requireTrustedBuild(dir, m, o.trust, { command: `kerncap eval ${dir} … --trust`, inMessage: true });
+    return (copy, c) => requireTrustedCopy(dir, copy, m, o.trust, { name: `candidate ${c.label}`, inMessage: o.confine ?? false });
   });
 }

@@ -10,11 +10,11 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { requireRenderedBuild, trustChangedBuild } from "../format/rendered.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
-import { requireTrustedBuild } from "../format/trust.ts";
+import { requireTrustedBuild, requireTrustedCopy } from "../format/trust.ts";
 import { frontendOf } from "../frontends/index.ts";
 import type { BuildGate } from "../rebuild/gate.ts";
 
-export { requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild };
+export { requireRenderedBuild, requireTrustedBuild, requireTrustedCopy, runsTrustedCopy, trustChangedBuild };
 export type { BuildGate };
 
 /** What a confined verb says when it refuses to run a capture's source without trust (the verb's own words). */

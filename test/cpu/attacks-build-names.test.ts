@@ -286,6 +286,42 @@ describe("a received capture's build.sh of its own", () => {
     expect(existsSync(changed)).toBe(false);
   }, 60_000);
 
+  test("eval's candidate replaces src/tools/gen.sh of a trusted build.sh of its own: refused (E_UNTRUSTED, CLI with --trust=DIGEST and confined), the candidate never runs; the trusted bytes as a candidate pass the gate", async () => {
+    const root = tempDir();
+    const marker = join(root, "candidate-ran");
+    const dir = await received(root, SCRIPT, (made) => writeFileSync(join(made, "src/tools/gen.sh"), "true\n"));
+    const refused = await validate([dir]);
+    const digest = /what the build would run \(sha256 ([0-9a-f]{64})\)/.exec(refused.err)![1]!;
+    await validate([dir, `--trust=${digest}`]); // the user read build.sh and src/: recorded for these bytes
+    const cands = join(root, "cands");
+    mkdirSync(join(cands, "evil"), { recursive: true });
+    mkdirSync(join(cands, "same"), { recursive: true });
+    writeFileSync(join(cands, "evil/gen.sh"), `touch ${JSON.stringify(marker)}\n`);
+    writeFileSync(join(cands, "same/gen.sh"), "true\n");
+    const evalCmd = async (argv: string[]) => quietly(async () => runCommand(await commands.eval(), { rawArgs: argv }));
+    // the command line: the digest the user trusted is the capture's, not the candidate's
+    const cli = await evalCmd([dir, join(cands, "evil/gen.sh"), `--trust=${digest}`, "--jobs", "1"]);
+    expect(cli.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    expect(cli.e!.message).toContain("candidate gen.sh changes files that the build of the received capture");
+    expect(cli.err).toContain(`touch ${JSON.stringify(marker)}`); // shown, never run
+    // kerncap mcp's evaluate (eval --confine, no --trust: the record holds the capture's bytes only): the files in the message
+    const confined = await evalCmd([dir, join(cands, "evil/gen.sh"), "--confine", "--jobs", "1"]);
+    expect(confined.e).toMatchObject({ code: "E_UNTRUSTED", exitCode: 2 });
+    expect(confined.e!.message).toContain(`touch ${JSON.stringify(marker)}`);
+    expect(existsSync(marker)).toBe(false);
+    // the exact bytes the user trusted, given as a candidate: past the gate (the build runs; no GPU here ends it later)
+    const same = await evalCmd([dir, join(cands, "same/gen.sh"), "--confine", "--jobs", "1"]);
+    expect(same.e?.code).not.toBe("E_UNTRUSTED");
+    // kerncap's own build.sh (its digest does not cover src/): an agent's kernel.cu candidate builds, confined, as before
+    process.env.NVCC = fakeNvcc();
+    const stock = await received(tempDir(), stockCudaBuildSh());
+    await validate([stock, "--trust"]);
+    writeFileSync(join(cands, "kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n");
+    const built = await evalCmd([stock, join(cands, "kernel.cu"), "--confine", "--jobs", "1"]);
+    expect(built.e?.code).not.toBe("E_UNTRUSTED");
+    expect(built.err).not.toContain("E_UNTRUSTED");
+  }, 90_000);
+
   test("a build.sh of its own whose words name a program in the capture (LD_PRELOAD=src/…, -ccbin src/…, NVCC_PREPEND_FLAGS=-ccbin src/…): refused before anything runs", async () => {
     for (const line of [
       "LD_PRELOAD=src/tools/x.so nvcc -c src/kernel.cu",

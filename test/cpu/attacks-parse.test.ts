@@ -6,7 +6,8 @@
  *  - a manifest's kernel name with newlines through `kerncap export` (its log lines, OUT/README.md);
  *  - a crafted Triton pinned.json under `tune`;
  *  - a `check --merge` record judged "slower" without its time comparison;
- *  - MCP edit_file of names kerncap pack refuses.
+ *  - MCP edit_file of names kerncap pack refuses;
+ *  - a tune space (or eval candidate list) whose product is billions of configs: E_USAGE before it is expanded.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -18,6 +19,9 @@ import { runCli } from "../../src/cli/main.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { documentId } from "../../src/format/documents.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
+import { parseCandidates } from "../../src/eval/candidates.ts";
+import { parseCudaSpace } from "../../src/frontends/cuda/tune-space.ts";
+import { MAX_CONFIGS, parseConfigSpace } from "../../src/frontends/tune.ts";
 import { makeCapture, recordRendered, tempDir, output } from "./fixtures.ts";
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
@@ -219,4 +223,70 @@ describe("MCP edit_file of names kerncap pack refuses", () => {
     await packCapture(cap, zip, { force: false });
     expect(existsSync(zip)).toBe(true);
   });
+});
+
+describe("a tune space of billions of configs", () => {
+  /** The trial's spec: 3·2^30 configs in 260 characters. */
+  const HUGE = `X=1,2,3 ${Array.from({ length: 30 }, (_, i) => `V${i}=1,2`).join(" ")}`;
+  /** 2^14 = 16 384 configs: over the limit, small enough to expand on a machine without the limit. */
+  const OVER = Array.from({ length: 14 }, (_, i) => `V${i}=1,2`).join(" ");
+
+  test("--config, --define, --maxrregcount, --nvcc-flag products and eval's candidate list over the limit: E_USAGE naming the count and the limit", () => {
+    const refused = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return e as { code: string; message: string };
+      }
+      throw new Error("not refused");
+    };
+    for (const spec of [OVER, HUGE]) {
+      const n = spec === OVER ? "16384" : "3221225472";
+      expect(refused(() => parseConfigSpace([spec]))).toMatchObject({
+        code: "E_USAGE",
+        message: `--config gives ${n} configs (the product of each name's values); a tune sweeps at most ${MAX_CONFIGS}`,
+      });
+      expect(refused(() => parseCudaSpace({ configs: [spec], defines: [], nvccFlags: [] })).message).toContain(
+        `gives ${n} configs (the product of each name's values); a tune sweeps at most ${MAX_CONFIGS}`,
+      );
+    }
+    // the words of --define (each a name), --maxrregcount and --nvcc-flag's alternatives multiply too
+    const defines = Array.from({ length: 12 }, (_, i) => `D${i}=1,2`);
+    const space = { configs: [], defines, maxrregcount: "32,64", nvccFlags: ["-Xptxas=-O1", ""] };
+    expect(refused(() => parseCudaSpace(space)).message).toContain("gives 16384 configs");
+    // several specs add up
+    const half = Array.from({ length: 13 }, (_, i) => `V${i}=1,2`).join(" ");
+    expect(refused(() => parseConfigSpace([half, `${half} W=1`])).message).toContain("gives 16384 configs");
+    expect(parseConfigSpace([half]).length).toBe(8192); // under the limit: expanded as before
+    const many = Array.from({ length: MAX_CONFIGS + 1 }, (_, i) => `num_warps=${i}`);
+    expect(refused(() => parseCandidates(many)).message).toBe(`${MAX_CONFIGS + 1} candidates given; kerncap eval judges at most ${MAX_CONFIGS} at once`);
+  });
+
+  test("kerncap tune --config of 3·2^30 configs: exit 2 at once, on the command line and through kerncap mcp's tune", async () => {
+    const cap = join(tempDir("kerncap-attack-"), "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+    writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\nexit 1\n", { mode: 0o755 });
+    recordRendered(cap);
+    const t0 = performance.now();
+    const r = cliJson(["tune", cap, "--config", HUGE]);
+    expect(r.code).toBe(2);
+    expect(r.error?.code).toBe("E_USAGE");
+    expect(r.error?.message).toContain(`gives 3221225472 configs (the product of each name's values); a tune sweeps at most ${MAX_CONFIGS}`);
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    await createMcpServer(undefined, { trustBuilds: false }).connect(a);
+    const client = new Client({ name: "attack", version: "1" });
+    await client.connect(b);
+    try {
+      const t = await client.callTool({ name: "tune", arguments: { dir: cap, config: [HUGE] } });
+      const d = t.structuredContent as { error: { code: string; message: string } };
+      expect(t.isError).toBe(true);
+      expect(d.error.code).toBe("E_USAGE");
+      expect(d.error.message).toContain(`a tune sweeps at most ${MAX_CONFIGS}`);
+    } finally {
+      await client.close();
+    }
+    expect(performance.now() - t0).toBeLessThan(30_000); // refused before anything is expanded (expanding took gigabytes and minutes)
+  }, 60_000);
 });

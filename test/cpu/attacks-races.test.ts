@@ -4,6 +4,8 @@
  * the way is swapped for a link between kerncap's check and its write or read, at a point the
  * test chooses (after openTempBeside opened the folder; in pack's progress callback, between the
  * walk and the reads). Each must write nothing where the link points and read nothing from there.
+ * And an agent's edit of src/ while a build runs (kerncap mcp runs calls concurrently): the
+ * compiler reads the private copy made before the build, the bytes the confined scan read.
  */
 import { describe, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
@@ -117,6 +119,55 @@ describe("a folder in the middle of a path swapped for a link", () => {
     expect(err.code).toBe("E_PACK_LINK");
     expect(err.message).toContain("pipe is a FIFO");
   });
+});
+
+describe("an edit of src/ while a build runs", () => {
+  test("the compiler reads the private copy made before the build (the bytes a confined build's scan read), never the capture's src/ edited meanwhile", async () => {
+    const root = tempDir();
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    const scanned = "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n";
+    writeFileSync(join(cap, "src/kernel.cu"), scanned);
+    const [started, go] = [join(root, "started"), join(root, "go")];
+    // a build that stands for the compiler: it starts, waits until the test has edited the capture, then reads src/
+    writeFileSync(
+      join(cap, "build.sh"),
+      `#!/usr/bin/env bash\ntouch ${JSON.stringify(started)}\nfor i in $(seq 200); do [ -e ${JSON.stringify(go)} ] && break; sleep 0.05; done\nmkdir -p build\ncat src/kernel.cu > build/seen.cu\necho build/seen.cu\n`,
+      { mode: 0o755 },
+    );
+    const { buildReproducer } = await import("../../src/frontends/build.ts");
+    const built = buildReproducer(cap, { quiet: true, force: true });
+    for (let i = 0; i < 200 && !existsSync(started); i++) await Bun.sleep(50);
+    expect(existsSync(started)).toBe(true);
+    // what an agent's concurrent edit_file does: a probe the scan never saw
+    writeFileSync(join(cap, "src/kernel.cu"), '#if __has_include("/etc/hostname")\n#error probe\n#endif\n');
+    writeFileSync(go, "");
+    const b = await built;
+    expect(readFileSync(b.module, "utf8")).toBe(scanned);
+  }, 30_000);
+
+  test("a link or FIFO under src/ is refused when the build copies src/, naming it; nothing runs", async () => {
+    for (const kind of ["link", "fifo"]) {
+      const root = tempDir();
+      const cap = join(root, "cap");
+      await makeCapture(cap);
+      mkdirSync(join(cap, "src/inc"), { recursive: true });
+      writeFileSync(join(cap, "src/kernel.cu"), '#include "inc/x.h"\n');
+      if (kind === "link") symlinkSync("/etc/hostname", join(cap, "src/inc/x.h"));
+      else execFileSync("mkfifo", [join(cap, "src/inc/x.h")]);
+      const ran = join(root, "ran");
+      writeFileSync(join(cap, "build.sh"), `#!/usr/bin/env bash\ntouch ${JSON.stringify(ran)}\necho build/k.o\n`, { mode: 0o755 });
+      const { buildReproducer } = await import("../../src/frontends/build.ts");
+      const e = await buildReproducer(cap, { quiet: true, force: true }).then(
+        () => undefined,
+        (x) => x,
+      );
+      expect(e?.code, kind).toBe("E_UNSAFE_PATH");
+      expect(e?.message, kind).toContain("src/inc/x.h");
+      expect(existsSync(ran), kind).toBe(false);
+    }
+  }, 30_000);
 });
 
 describe("CSV outputs", () => {

@@ -136,7 +136,7 @@ describe("candidates", () => {
     const d = tempDir();
     mkdirSync(join(d, "tree"));
     writeFileSync(join(d, "tree/kernel.cu"), "a");
-    writeFileSync(join(d, "fix.patch"), "--- a/x\n+++ b/x\n");
+    writeFileSync(join(d, "fix.patch"), "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n");
     writeFileSync(join(d, "kernel.cu"), "b");
     const [t, p, f] = ["tree", "fix.patch", "kernel.cu"].map((n) => parseCandidate(join(d, n)));
     expect([t!.kind, p!.kind, f!.kind]).toEqual(["tree", "patch", "file"]);

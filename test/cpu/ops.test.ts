@@ -28,6 +28,7 @@ const files = readdirSync(SRC, { recursive: true, encoding: "utf8" })
 /** A gate or shared step → the modules that define it and the ones outside src/ops/ allowed to call it, with why. */
 const GATES: Record<string, { defined: string; allowed?: Record<string, string> }> = {
   requireTrustedBuild: { defined: "format/trust.ts" },
+  requireTrustedCopy: { defined: "format/trust.ts" },
   requireRenderedBuild: {
     defined: "format/rendered.ts",
     // the build runner's own check of every confined build, at the moment build.sh starts (defence in depth below the ops gate)

@@ -10,6 +10,7 @@
  * whose values are whole alternatives (`--nvcc-flag=-Xptxas=-O1 --nvcc-flag=`: with and without).
  */
 import { KerncapError } from "../../errors.ts";
+import { assertSpaceSize } from "../tune.ts";
 
 /** One CUDA config: the macros it defines, the register limit, the extra flags (words). Absent: the reproducer's own. */
 export interface CudaConfig {
@@ -99,13 +100,14 @@ function axesOf(words: string[], where: string): Axis[] {
  * added (none: those words alone), expanded as the product of its axes and of the --nvcc-flag
  * alternatives; several specs joined, duplicates dropped.
  * @returns the configs, in the order of the axes' values (the first axis slowest)
- * @throws KerncapError E_USAGE: a bad word or value, a name given twice, a flag not swept, or no axis at all
+ * @throws KerncapError E_USAGE: a bad word or value, a name given twice, a flag not swept, no axis at all, or more than MAX_CONFIGS configs (src/frontends/tune.ts: counted before they are expanded)
  */
 export function parseCudaSpace(s: CudaSpaceSpec): CudaConfig[] {
   const extra = [...s.defines.map((d) => d.trim()), ...(s.maxrregcount !== undefined ? [`maxrregcount=${s.maxrregcount.trim()}`] : [])];
   const flagAlts = s.nvccFlags.map(nvccTuneFlags);
   const specs = s.configs.length ? s.configs : [""];
   const out: CudaConfig[] = [];
+  const products: number[] = [];
   const seen = new Set<string>();
   for (const spec of specs) {
     const where = spec.trim() ? `--config ${JSON.stringify(spec)}` : "--define/--maxrregcount";
@@ -117,6 +119,8 @@ export function parseCudaSpace(s: CudaSpaceSpec): CudaConfig[] {
         { hint: HINT },
       );
     }
+    products.push(axes.reduce((n, a) => n * a.values.length, 1) * Math.max(1, flagAlts.length));
+    assertSpaceSize(products, "the space of --config, --define, --maxrregcount and --nvcc-flag");
     let configs: CudaConfig[] = [{ defines: {}, flags: [] }];
     for (const a of axes) {
       configs = configs.flatMap((c) =>
