@@ -8,9 +8,10 @@
 //             timing. Entry 4 sums 8 warps in an order set by the L2 instead: warps 4-7 wait for
 //             a load of a line only they read (an L2 hit in a replay, whose restore and earlier runs
 //             leave it there; DRAM in the app's 2nd launch, after the eviction below), warps 0-3
-//             for fixed clock64 spins placed between: the order is the same in every replay and
+//             for fixed clock64 spins placed between: meant to give one order in every replay and
 //             another in the app (the held-back case: a region quiet in every replay while the
-//             app's value differs). Launched 3 times; before the 2nd (the one the tests capture)
+//             app's value differs). On the H200 its sums still varied between replays (the test
+//             records heldBackRegions: none so far). Launched 3 times; before the 2nd (the one the tests capture)
 //             the app makes its timing unlike a replay's: it evicts L2 (a 256 MiB buffer written
 //             and freed) and keeps a second stream busy with a spin kernel until just before the launch.
 //   spin N    a compute-bound loop of N dependent FMAs per thread over 132x4 blocks of 256 threads
