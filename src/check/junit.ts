@@ -14,7 +14,7 @@ import { escapeBidi } from "../escape.ts";
 /**
  * Text as XML 1.0 character data or attribute value: & < > " ' escaped; characters XML 1.0 does
  * not allow at all (C0 controls but tab, newline and carriage return; lone surrogates; U+FFFE,
- * U+FFFF) written as the text \xHH / \uHHHH, so a kernel name or compiler message can never make
+ * U+FFFF) and DEL and the C1 controls (allowed, but a CSI to a terminal that shows the file) written as the text \xHH / \uHHHH, so a kernel name or compiler message can never make
  * the file unreadable; format characters (bidi, zero-width, tags) and line separators as \uNNNN (src/escape.ts escapeBidi). Newlines
  * are kept in text and written as &#10; in attributes.
  */
@@ -31,7 +31,8 @@ export function xmlEscape(raw: string, attribute = false): string {
     else if (ch === '"') out += "&quot;";
     else if (ch === "'") out += "&apos;";
     else if (c === 0x9 || c === 0xa || c === 0xd) out += attribute ? `&#${c};` : ch;
-    else if (c < 0x20) out += `\\x${c.toString(16).padStart(2, "0")}`;
+    else if (c < 0x20 || (c >= 0x7f && c <= 0x9f))
+      out += `\\x${c.toString(16).padStart(2, "0")}`; // C1 too: U+009B is a CSI to a terminal that shows the file
     else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && text.charCodeAt(i + 1) >= 0xdc00 && text.charCodeAt(i + 1) <= 0xdfff) out += ch + text[++i];
     else if ((c >= 0xd800 && c <= 0xdfff) || c === 0xfffe || c === 0xffff) out += `\\u${c.toString(16).padStart(4, "0")}`;
     else out += ch;

@@ -716,6 +716,12 @@ describe("bidi controls and line separators in the files a viewer renders", () =
       expect(out).not.toContain("<b>");
     }
     expect(esc(hostile)).not.toContain("\u0085");
+    // and JUnit XML shows DEL and the C1 controls (U+009B is a CSI by itself) as text, as a terminal does
+    const c1 = "A\u009b2JC\u0085D\u007f";
+    for (const out of [xmlEscape(c1), xmlEscape(c1, true)]) {
+      expect(out).not.toMatch(/[\u007f-\u009f]/);
+      expect(out).toContain("\\x9b");
+    }
   });
 
   test("zero-width and invisible format characters (Cf, tags) are escaped the same in JUnit, HTML, CSV and on the terminal", async () => {
