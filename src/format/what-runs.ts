@@ -6,7 +6,9 @@
  * (src/format/staged-build.ts), never the capture's files read again.
  */
 import { escapeForTerminal } from "../escape.ts";
-import { lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { readInCapture } from "./paths.ts";
@@ -170,8 +172,34 @@ function programProblem(dir: string, p: NamedProgram): string | undefined {
   // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's
   if (!p.value.includes("/") && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;
   if (!isAbsolute(p.value)) return `${what}, a path inside the build's folder (the capture's src/ or its own files)`;
+  // /proc/self/cwd, /proc/thread-self, /dev/fd/…: the kernel resolves them per process, and the
+  // compiler's working folder is the build's private folder (the capture's src/ is reachable there)
+  if (PER_PROCESS.test(p.value))
+    return `${what}, a path the kernel resolves per process (under /proc, /dev or /sys): in the compiler it names the build's own folder`;
+  let real: string;
+  try {
+    real = realpathSync(p.value);
+  } catch {
+    return `${what}, which does not exist here`;
+  }
+  // a link (anywhere on the path) to one of those resolves to another file in another process
+  if (PER_PROCESS.test(real) || resolvedElsewhere(p.value) !== real) return `${what}, which resolves through a per-process link (/proc/self, /dev/fd)`;
   const problem = interpreterProblem(dir, p.value);
   return problem ? `${what}, which ${problem}` : undefined;
+}
+
+/** Paths the kernel resolves for the process that opens them. */
+const PER_PROCESS = /^\/+(proc|dev|sys)(\/|$)/;
+
+/** `path`'s real path as another process sees it, from an empty folder of its own (undefined when it does not resolve there). */
+function resolvedElsewhere(path: string): string | undefined {
+  const cwd = mkdtempSync(join(tmpdir(), "kerncap-resolve-"));
+  try {
+    const r = spawnSync("realpath", ["-e", "--", path], { cwd, encoding: "utf8", timeout: 10_000 });
+    return r.status === 0 ? r.stdout.replace(/\n$/, "") : undefined;
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
 }
 
 /** Whether `b` looks like something that runs: an ELF image or a script with #!. */

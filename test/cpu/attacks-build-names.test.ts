@@ -13,7 +13,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -212,6 +212,11 @@ describe("a received capture's build.sh that names a program in the capture", ()
     ["--options-file src/tools/payload", "--options-file"],
     ["@src/tools/payload", "@file"],
     ["-run", "-run"],
+    // paths the kernel resolves per process: in the compiler, /proc/self/cwd is the build's folder (src/ is there)
+    ["-Xcompiler=-fplugin=/proc/self/cwd/src/tools/payload", "-fplugin"],
+    ["-Xcompiler=-iplugindir=/proc/thread-self/cwd/src/tools,-fplugin=payload", "-iplugindir"],
+    ["-Xcompiler -fplugin=/dev/fd/../cwd/src/tools/payload", "-fplugin"],
+    ["-ccbin=/proc/self/cwd/src/tools/payload", "-ccbin"],
   ];
   for (const [flags, flag] of CASES) {
     test(`kerncap's own build.sh with ${flags}: refused (E_UNSAFE_PATH naming ${flag}) before anything runs, --trust or not`, async () => {
@@ -248,6 +253,21 @@ describe("a received capture's build.sh that names a program in the capture", ()
       expect(r.e?.code, flags).not.toBe("E_UNTRUSTED");
     }
     chmodSync(open, 0o755);
+  }, 60_000);
+
+  test("a link to /proc/self/cwd in a folder of this user's: refused (it resolves to another folder in the compiler); a plugin that does not exist here: refused", async () => {
+    const root = tempDir();
+    const links = join(root, "links");
+    mkdirSync(links);
+    symlinkSync("/proc/self/cwd", join(links, "here"));
+    process.env.NVCC = fakeNvcc();
+    const viaLink = await received(join(root, "a"), stockCudaBuildSh(`-Xcompiler -fplugin=${links}/here/src/tools/payload.so`));
+    const a = await validate([viaLink, "--trust"]);
+    expect(a.e?.code).toBe("E_UNSAFE_PATH");
+    const missing = await received(join(root, "b"), stockCudaBuildSh("-Xcompiler -fplugin=/nonexistent/plugin.so"));
+    const b = await validate([missing, "--trust"]);
+    expect(b.e?.code).toBe("E_UNSAFE_PATH");
+    expect(b.e!.message).toContain("which does not exist here");
   }, 60_000);
 });
 
