@@ -6,10 +6,11 @@
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
  * {name, arch}, samplesUs: [µs…], medianUs, at}}}`.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { readInputFile } from "../format/paths.ts";
 import type { CheckRecord } from "../format/check-record.ts";
 
 export const BASELINE_SCHEMA = "kerncap.check-baseline/1";
@@ -32,8 +33,9 @@ export function readBaseline(path: string): Baseline {
   const hint = "Give the baseline.json a `kerncap check` wrote (--write-baseline), or another --baseline.";
   let json: unknown;
   try {
-    json = JSON.parse(readFileSync(path, "utf8"));
+    json = JSON.parse(readInputFile(path, "baseline", "E_BASELINE"));
   } catch (e) {
+    if (e instanceof KerncapError) throw e;
     throw new KerncapError("E_BASELINE", `${path} is not valid JSON: ${(e as Error).message}`, { hint });
   }
   const bad = (where: string, why: string) => new KerncapError("E_BASELINE", `${path} is not a kerncap check baseline: ${where}: ${why}`, { hint });

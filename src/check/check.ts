@@ -13,11 +13,12 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { readInputFile } from "../format/paths.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -360,8 +361,9 @@ function recordsIn(path: string): CheckRecord[] {
   };
   let doc: { captures?: unknown } | undefined;
   try {
-    doc = path.endsWith(".jsonl") ? undefined : JSON.parse(readFileSync(path, "utf8"));
-  } catch {
+    doc = path.endsWith(".jsonl") ? undefined : JSON.parse(readInputFile(path, "results file", "E_RESULTS"));
+  } catch (e) {
+    if (e instanceof KerncapError) throw e;
     doc = undefined; // JSON Lines under another name
   }
   if (doc !== undefined) {

@@ -7,10 +7,11 @@
  * written) that is not a record is an error naming it, never silently skipped. The same file, for
  * other records (`kerncap eval --jsonl`: src/eval/eval.ts), through RecordLog and parseRecords.
  */
-import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
 import * as v from "valibot";
 import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
+import { INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { openNoFollow, refuseLink } from "../util/write-file.ts";
 
@@ -35,7 +36,7 @@ export interface RecordKind<R> {
   hint: string;
 }
 
-const CHECK_RECORDS: RecordKind<CheckRecord> = {
+export const CHECK_RECORDS: RecordKind<CheckRecord> = {
   schema: documentId("check-record"),
   record: CheckRecord,
   problem: recordProblem,
@@ -91,7 +92,7 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>)
 export function readResults(path: string): ReadResults {
   if (!existsSync(path))
     throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the results.jsonl a `kerncap check` wrote (in its --results folder)." });
-  return parseResults(path, readFileSync(path, "utf8"));
+  return parseResults(path, readInputFile(path, "results file", "E_RESULTS"));
 }
 
 /** A JSON Lines file of records, open for appending (each fsync'd: a kill loses at most the records in flight). */
@@ -114,6 +115,14 @@ export class RecordLog<R> {
       const fd = openNoFollow(path, constants.O_RDWR, kind.what);
       let r: { records: R[]; validBytes: number; truncated: boolean };
       try {
+        // a FIFO opened for reading and writing never blocks the open, but its read would: a regular file of bounded size only
+        const st = fstatSync(fd);
+        if (!st.isFile() || st.size > INPUT_FILE_MAX_BYTES)
+          throw new KerncapError(
+            "E_RESULTS",
+            `${path} is not a regular file of at most ${INPUT_FILE_MAX_BYTES >> 20} MiB, as ${kind.what} is: nothing to resume from`,
+            { hint: kind.hint },
+          );
         r = parseRecords(path, readFileSync(fd, "utf8"), kind);
         ftruncateSync(fd, r.validBytes);
       } finally {

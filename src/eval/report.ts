@@ -3,9 +3,10 @@
  * per candidate and input, summed up per candidate (its worst verdict over the inputs, the mean
  * speedup), ranked, and printed as a table; the shards' results files merged (`--merge`).
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { parseRecords, type RecordKind } from "../check/results.ts";
 import type { Shard } from "../check/shard.ts";
@@ -206,7 +207,7 @@ export function mergeEval(files: string[]): EvalReport {
     const path = resolve(f);
     if (!existsSync(path) || statSync(path).isDirectory())
       throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
-    const { records } = parseRecords(path, readFileSync(path, "utf8"), EVAL_RECORDS);
+    const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS"), EVAL_RECORDS);
     if (!records.length)
       throw new KerncapError("E_RESULTS", `${path} holds no eval record`, {
         hint: "A shard that stopped before its first candidate leaves an empty file: run it again (--resume), or leave it out.",

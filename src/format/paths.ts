@@ -19,7 +19,7 @@
  */
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
-import { KerncapError, systemError, whileReading } from "../errors.ts";
+import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
 
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
@@ -417,4 +417,46 @@ export function refuseExisting(path: string, force: boolean, o: { found: string 
   }
   if (!force)
     throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, { hint: `Pass --force to replace it, or choose another ${o.another}.` });
+}
+
+/**
+ * The most bytes kerncap reads of a results file, a baseline or a `--merge` input: a corpus of
+ * 10 000 captures writes about 20 MB; a file from someone else past this is refused rather than
+ * read into memory (rendering a record's text to a report multiplies its size).
+ */
+export const INPUT_FILE_MAX_BYTES = 64 << 20;
+
+/**
+ * The bytes of a results, baseline or merge input file at `path` (outside any capture: a file
+ * from someone else, or in a folder another user can write): opened O_RDONLY|O_NOFOLLOW|O_NONBLOCK,
+ * so a link is refused and a FIFO never blocks; anything but a regular file, or one past
+ * `maxBytes`, is refused.
+ * @returns the file's bytes (utf8 text)
+ * @throws KerncapError `code` (exit 2) naming the file and why; E_IO when it cannot be read
+ */
+export function readInputFile(path: string, what: string, code: ErrorCode, maxBytes = INPUT_FILE_MAX_BYTES): string {
+  const hint = `Give the ${what} kerncap wrote (a regular file of at most ${maxBytes >> 20} MiB).`;
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ELOOP")
+      throw new KerncapError(code, `${path} is a symbolic link; kerncap reads no ${what} through a link`, { hint });
+    throw systemError(whileReading(e, path)) ?? e;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new KerncapError(code, `${path} is not a regular file (a FIFO, a device or a folder): not a ${what}`, { hint });
+    if (st.size > maxBytes) throw new KerncapError(code, `${path} holds ${st.size} bytes, more than the ${maxBytes >> 20} MiB a ${what} may hold`, { hint });
+    const buf = Buffer.alloc(st.size);
+    let off = 0;
+    while (off < st.size) {
+      const n = readSync(fd, buf, off, st.size - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    return buf.subarray(0, off).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -742,3 +742,37 @@ describe("bidi controls and line separators in the files a viewer renders", () =
     }
   });
 });
+
+describe("results, baseline and merge inputs from someone else", () => {
+  test("a FIFO as check --merge, eval --merge, --baseline or the results file to resume: refused at once (exit 2), never a hang", async () => {
+    const { mergeEval } = await import("../../src/eval/report.ts");
+    const { readBaseline } = await import("../../src/check/baseline.ts");
+    const { RecordLog, CHECK_RECORDS } = await import("../../src/check/results.ts");
+    const dir = tempDir();
+    const fifo = join(dir, "results.jsonl");
+    expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+    const t0 = performance.now();
+    for (const [fn, code] of [
+      [() => mergeResults([fifo], { slowerPct: 10 }), "E_RESULTS"],
+      [() => mergeEval([fifo]), "E_RESULTS"],
+      [() => readBaseline(fifo), "E_BASELINE"],
+      [() => RecordLog.openKind(fifo, CHECK_RECORDS, { resume: true, previous: join(dir, "old") }), "E_RESULTS"],
+    ] as [() => unknown, "E_RESULTS" | "E_BASELINE"][]) {
+      const e = await refusal(fn);
+      expect(e.code).toBe(code);
+      expect(e.exitCode).toBe(2);
+    }
+    expect(performance.now() - t0).toBeLessThan(5_000);
+  });
+
+  test("a results file past 64 MiB is refused before it is read (its records' text would be multiplied by the reports)", async () => {
+    const { readResults } = await import("../../src/check/results.ts");
+    const dir = tempDir();
+    const big = join(dir, "big.jsonl");
+    writeFileSync(big, "");
+    Bun.spawnSync(["truncate", "-s", `${(64 << 20) + 1}`, big]);
+    const e = await refusal(() => readResults(big));
+    expect(e.code).toBe("E_RESULTS");
+    expect(e.message).toContain("more than the 64 MiB");
+  });
+});
