@@ -246,7 +246,9 @@ describe("a received capture's build.sh that names a program in the capture", ()
     const { e } = await validate([bad, "--trust"]);
     expect(e?.code).toBe("E_UNSAFE_PATH");
     expect(e!.message).toContain("which its group or every user can write");
-    for (const flags of ["-ccbin g++-12", "-ccbin /usr/bin/g++ -Xcompiler -fplugin=annobin", "-Xcompiler -Wl,-Bstatic -O3"]) {
+    // root's compiler, as it exists on this machine (a path that does not exist is refused too)
+    const rootCompiler = ["/usr/bin/g++", "/usr/bin/gcc", "/usr/bin/cc", "/bin/sh"].find((p) => existsSync(p))!;
+    for (const flags of ["-ccbin g++-12", `-ccbin ${rootCompiler} -Xcompiler -fplugin=annobin`, "-Xcompiler -Wl,-Bstatic -O3"]) {
       const ok = await received(tempDir(), stockCudaBuildSh(flags));
       const r = await validate([ok, "--trust"]);
       expect(r.e?.code, flags).not.toBe("E_UNSAFE_PATH"); // the build ran (and failed or needed a GPU)
