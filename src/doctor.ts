@@ -17,7 +17,7 @@ import { privateFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
-import { countDevices, describeLibcudaSearch, driverVersion, libcudaCandidates, loaderReason, overrideDoesNotLoad } from "./native/libcuda.ts";
+import { countDevices, describeLibcudaSearch, driverVersion, libcudaCandidates, loaderReason, overrideDoesNotLoad, WITHOUT_GPU } from "./native/libcuda.ts";
 import { findNsightTool } from "./profile/ncu.ts";
 import { frontends } from "./frontends/index.ts";
 
@@ -46,10 +46,6 @@ function sh(argv: string[], timeoutMs = 20_000, env?: Record<string, string | un
     return { code: -1, out: "", err: (e as Error).message };
   }
 }
-
-/** What works on a machine without a GPU (the fix of a failed libcuda or GPU check says it). */
-export const WITHOUT_GPU =
-  "kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU, and validate still rebuilds the edited source";
 
 /** libcuda: loadable, and the driver's CUDA version (cuDriverGetVersion, no cuInit needed). */
 export function checkLibcuda(): Check & { loaded?: string } {

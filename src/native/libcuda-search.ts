@@ -69,13 +69,19 @@ function joined(words: readonly string[]): string {
   return words.length > 1 ? `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}` : words.join("");
 }
 /**
+ * What works on a machine without a GPU: the one list that the E_NO_GPU hint (noDriverError) and
+ * doctor's fix of a failed libcuda or GPU check give (NO_GPU_VERBS, then what validate and tune do
+ * without one).
+ */
+export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first) and tune still builds every config`;
+/**
  * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
- * every verb gives: what needs the GPU and what works without it (GPU_VERBS, NO_GPU_VERBS).
+ * every verb gives: what needs the GPU and what works without it (GPU_VERBS, WITHOUT_GPU).
  */
 export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
   const whole = GPU_VERBS.filter((v) => v !== "validate" && v !== "tune");
   return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: `kerncap ${whole.join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); ${joined(NO_GPU_VERBS)} work anywhere, validate still rebuilds the edited source (a build error is reported first) and tune still builds every config.`,
+    hint: `kerncap ${whole.join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); ${WITHOUT_GPU}.`,
   });
 }
 /**

@@ -23,6 +23,7 @@ export {
   NO_GPU_VERBS,
   noDriverError,
   overrideDoesNotLoad,
+  WITHOUT_GPU,
 } from "./libcuda-search.ts";
 
 const { i32, u32, u64, ptr: P } = FFIType;

@@ -98,10 +98,24 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
   validateGates(c, r);
   if (r.watch) {
     checkWatchable(c.dir, c.manifest); // AMD, a faulting launch, no reproducer: refused before any GPU work
-    return withAslrRetry(() => watchReproducer(c, { run: r.run, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }), r.stdout);
+    return withAslrRetry(() => watchReproducer(c, { run: r.run, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }).catch(watchNeedsGpu), r.stdout);
   }
   // confined: build.sh alone, with the compiler's dependency list (the pruned build's steps write none)
   return withAslrRetry(async () => out.report(await validateOnce(c, r)), r.stdout);
+}
+
+/**
+ * The watch's E_NO_GPU (the replay session opens before the first build is reported) with a hint
+ * for --watch: it replays at each save, so it needs a GPU; plain validate still rebuilds once.
+ * @throws always: `e`, E_NO_GPU with that hint
+ */
+function watchNeedsGpu(e: unknown): never {
+  if (isKerncapError(e) && e.code === "E_NO_GPU")
+    throw new KerncapError("E_NO_GPU", e.message, {
+      hint: "--watch needs a GPU (it replays at each save); plain `kerncap validate DIR` (no --watch) rebuilds the edited source and reports whether the edit compiles.",
+      cause: e,
+    });
+  throw e;
 }
 
 /**

@@ -10,6 +10,7 @@ import * as v from "valibot";
 import { runCli } from "../../src/cli/main.ts";
 import { DOCUMENTS, DOCUMENT_VERSIONS, jsonSchemaOf, SCHEMA_NAMES } from "../../src/format/documents.ts";
 import { checkAslr, checkCache, checkNcu } from "../../src/doctor.ts";
+import { noDriverError, WITHOUT_GPU } from "../../src/native/libcuda-search.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
@@ -100,10 +101,15 @@ describe("kerncap doctor", () => {
     expect(by.libcuda.status).toBe("fail");
     expect(by.libcuda.fix).toContain("KERNCAP_LIBCUDA");
     // what one can still do without a GPU: the demo first, to try the rest on
-    expect(by.libcuda.fix).toContain("; kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack and schema work without a GPU");
+    expect(by.libcuda.fix).toContain(`; ${WITHOUT_GPU}.`);
+    expect(WITHOUT_GPU).toStartWith("kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack, export, judge, schema");
     expect(by["va-reservation"].status).toBe("skip");
     expect(by["capture-replay"].status).toBe("skip");
     for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "aslr"]) expect(by[id], id).toBeDefined();
+  });
+  test("doctor's fix and the E_NO_GPU hint give the one list of what works without a GPU", () => {
+    expect(noDriverError([]).hint).toEndWith(`; ${WITHOUT_GPU}.`);
+    expect(WITHOUT_GPU).toContain("validate still rebuilds the edited source");
   });
   test("ncu: found on PATH (its version said), missing a warning that only profile needs it", () => {
     const d = tempDir();
