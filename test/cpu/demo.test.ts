@@ -15,6 +15,7 @@ import { DEMO_FILES } from "../../src/capture/demo.ts";
 import { FileImage } from "../../src/format/file-image.ts";
 import { chunkBytesOf, chunkCount, chunkExpectation, chunkLen } from "../../src/format/chunks.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
+import { multisetRegions } from "../../src/replay/tolerance-plan.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
@@ -102,6 +103,14 @@ describe("kerncap demo", () => {
     // made without a GPU, it has no capture timings: said so, not as "?" for each
     expect(text.out).toContain("\ncapture    timings not measured (made without a GPU: kerncap demo)\n");
     expect(text.out).not.toContain("?");
+    // each region line starts with the index judge and replay take (--multiset N, --dtype N=T)
+    const m = readManifest(dir);
+    const params = new Uint8Array(readFileSync(join(dir, m.params.file)));
+    m.regions.forEach((r, i) => {
+      expect(text.out).toMatch(new RegExp(`\\n  \\[${i}\\] ${r.changed ? "\\*" : " "} ${r.va} `));
+      expect(multisetRegions(m, params, [String(i)])).toEqual([i]);
+      expect(multisetRegions(m, params, [r.va])).toEqual([i]);
+    });
   });
 
   test("its after state is the kernel's result on its before state (the CPU reference follows the pointers in memory)", async () => {

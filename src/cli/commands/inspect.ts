@@ -53,7 +53,8 @@ export function describeManifest(m: Manifest): string {
     const stored = r.before.extents.reduce((s, x) => s + x[1], 0);
     return `${stored}/${plural(n, "chunk")} stored${r.changed ? `, ${r.changedChunks} changed (${formatBytes(r.changedBytes)})` : ""}`;
   };
-  for (const r of m.regions) L.push(`  ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`);
+  // [i]: the index judge --multiset/--dtype and replay --multiset take (multisetRegions: the manifest's order)
+  m.regions.forEach((r, i) => L.push(`  [${i}] ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`));
   for (const g of m.globals)
     L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);
