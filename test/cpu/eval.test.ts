@@ -19,7 +19,7 @@ import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
 import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
 import { documentId } from "../../src/format/documents.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { splitPositionals } from "../../src/cli/commands/eval.ts";
+import { splitPositionals, unjudgedLine } from "../../src/cli/commands/eval.ts";
 import * as v from "valibot";
 import { makeCapture, noGpuResult, noGpuSession, recordRendered, tempDir } from "./fixtures.ts";
 import { fakeBuild, fakeWorkers, SETTINGS } from "./eval-child.ts";
@@ -408,6 +408,9 @@ describe("isolation: real worker processes", () => {
     const after = started.slice(started.findIndex((s) => s[1]!.startsWith("fault.cu")) + 1);
     expect(after.every((s) => Number(s[0]) !== faultPid)).toBe(true);
     expect(r.exitCode).toBe(2); // die.cu could not be judged: --resume tries it again
+    // --resume continues a --jsonl file: without one, the line says to give one first
+    expect(unjudgedLine(1, 7, false)).toBe("1 of 7 candidates could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again");
+    expect(unjudgedLine(1, 7, true)).toEndWith(": the same command with --resume tries them again");
     expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
   }, 30_000);
 

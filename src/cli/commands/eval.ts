@@ -182,8 +182,17 @@ export default defineCommand({
     }
     if (args.json) printJsonLine("eval", report);
     else printText(rankedTable(report) + "\n");
-    if (report.exitCode === 2)
-      log.error(`${report.summary.error} of ${report.summary.candidates} candidates could not be judged (error): --resume tries them again`);
+    if (report.exitCode === 2) log.error(unjudgedLine(report.summary.error, report.summary.candidates, args.jsonl !== undefined && !args.merge));
     return report.exitCode;
   },
 });
+
+/**
+ * The line that ends an eval with candidates it could not judge: how to try them again. --resume
+ * continues a --jsonl results file, so without one (or after --merge) it says to rerun with
+ * --jsonl FILE first.
+ */
+export function unjudgedLine(errors: number, candidates: number, withJsonl: boolean): string {
+  const again = withJsonl ? "the same command with --resume tries them again" : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
+  return `${errors} of ${candidates} candidates could not be judged (error): ${again}`;
+}
