@@ -70,20 +70,49 @@ export const EVAL_RECORDS: RecordKind<EvalRecord> = {
 /** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
 const one = (s: string) => escapeForTerminal(s, { oneLine: true });
 
-/** A reason in one line: a compiler's message by its first error line (its first line says only that the build failed), escaped. */
-export function shortReason(reason: string | null, max = 160): string {
+/**
+ * A reason for one row of a table, on one line and escaped: a compiler's message by its first error
+ * line (its first line says only that the build failed); another message longer than 80 characters
+ * by its first clause and its error code ("no NVIDIA driver (E_NO_GPU)"), the whole message being
+ * said once elsewhere (under the table, or as the command's error). Cut at a word, never inside one.
+ */
+export function shortReason(reason: string | null, max = 160, code?: string | null): string {
   const lines = (reason ?? "")
     .split("\n")
     .map((l) => l.trim())
     .filter(Boolean);
   const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
-  return one((err ?? lines[0] ?? "").slice(0, max));
+  let s = err ?? lines[0] ?? "";
+  if (!err && code && s.length > 80) s = `${s.split(/: |; /)[0]!} (${code})`;
+  if (s.length > max) {
+    const cut = s.lastIndexOf(" ", max - 1);
+    s = `${s.slice(0, cut > max / 2 ? cut : max - 1)}…`;
+  }
+  return one(s);
+}
+
+/** A candidate's reason as its row in rankedTable shows it (shortReason, with its record's error code). */
+function rowReason(r: EvalReport, c: CandidateSummary): string {
+  return c.verdict === "match" ? "" : shortReason(c.reason, 120, r.records.find((x) => x.candidate === c.candidate && x.reason === c.reason)?.code);
+}
+
+/**
+ * The full reasons that the table's rows show shortened, each once, with the candidates that gave
+ * it ("  a.cu, b.cu: reason"; escaped, one line each).
+ */
+export function reasonNotes(r: EvalReport): string[] {
+  const by = new Map<string, string[]>();
+  for (const c of r.candidates) {
+    if (!c.reason || rowReason(r, c) === one(c.reason)) continue;
+    by.set(c.reason, [...(by.get(c.reason) ?? []), one(c.label)]);
+  }
+  return [...by].map(([reason, labels]) => `  ${labels.join(", ")}: ${one(reason)}`);
 }
 
 /** One record as a progress line: "match  1.07× [1.05–1.09]  label  input". */
 export function recordLine(r: EvalRecord): string {
   const t = r.timing ? `${r.timing.speedup.toFixed(2)}× [${r.timing.low.toFixed(2)}–${r.timing.high.toFixed(2)}]` : "";
-  const why = r.verdict === "match" ? "" : `  ${shortReason(r.reason)}`;
+  const why = r.verdict === "match" ? "" : `  ${shortReason(r.reason, 160, r.code)}`;
   return `${r.verdict.padEnd(13)} ${t.padEnd(20)} ${one(r.label)}  ${one(r.input)}${why}`;
 }
 
@@ -177,7 +206,7 @@ export function rankedTable(r: EvalReport): string {
     c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
     `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
     one(c.label),
-    c.verdict === "match" ? "" : shortReason(c.reason, 120),
+    rowReason(r, c),
   ]);
   const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i]!.length)));
@@ -192,7 +221,8 @@ export function rankedTable(r: EvalReport): string {
     .join(
       ", ",
     )}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
-  return [line(head), ...rows.map(line), tail].join("\n");
+  const notes = reasonNotes(r);
+  return [line(head), ...rows.map(line), ...(notes.length ? ["why, in full:", ...notes] : []), tail].join("\n");
 }
 
 /**

@@ -441,9 +441,16 @@ export function tuneTable<C>(rows: TuneRow<C>[]): string {
     .join("\n");
 }
 
-/** The lines under the table: each row's error (a config that did not build or launch) or note, with its label. */
+/**
+ * The lines under the table: the rows' errors (a config that did not build or launch) and notes,
+ * each text once with the labels of the rows that gave it ("  a, b: error: …").
+ */
 export function tuneNotes<C>(rows: TuneRow<C>[]): string[] {
-  return rows
-    .filter((r) => r.error !== undefined || r.note !== undefined)
-    .map((r) => `  ${r.label ?? configLabel(r.config as TuneConfig)}: ${r.error !== undefined ? `${r.verdict}: ${r.error}` : r.note}`);
+  const by = new Map<string, string[]>();
+  for (const r of rows) {
+    if (r.error === undefined && r.note === undefined) continue;
+    const text = r.error !== undefined ? `${r.verdict}: ${r.error}` : r.note!;
+    by.set(text, [...(by.get(text) ?? []), r.label ?? configLabel(r.config as TuneConfig)]);
+  }
+  return [...by].map(([text, labels]) => `  ${labels.join(", ")}: ${text}`);
 }

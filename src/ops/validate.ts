@@ -98,7 +98,10 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
   validateGates(c, r);
   if (r.watch) {
     checkWatchable(c.dir, c.manifest); // AMD, a faulting launch, no reproducer: refused before any GPU work
-    return withAslrRetry(() => watchReproducer(c, { run: r.run, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }).catch(watchNeedsGpu), r.stdout);
+    return withAslrRetry(
+      () => watchReproducer(c, { run: r.run, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }).catch(watchNeedsGpu),
+      r.stdout,
+    );
   }
   // confined: build.sh alone, with the compiler's dependency list (the pruned build's steps write none)
   return withAslrRetry(async () => out.report(await validateOnce(c, r)), r.stdout);

@@ -20,6 +20,7 @@ import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/
 import { documentId } from "../../src/format/documents.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals, unjudgedLine } from "../../src/cli/commands/eval.ts";
+import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
 import { makeCapture, noGpuResult, noGpuSession, recordRendered, tempDir } from "./fixtures.ts";
 import { fakeBuild, fakeWorkers, SETTINGS } from "./eval-child.ts";
@@ -319,6 +320,46 @@ describe("scheduling", () => {
     expect(shortReason("build failed\nsrc/k.cu(1): error: bad \u202e thing")).toBe("src/k.cu(1): error: bad \\u202e thing");
   });
 
+  test("a row's reason is short (a long message: its first clause and code), never cut inside a word; the full text once under the table", async () => {
+    const noGpu =
+      "no NVIDIA driver: libcuda could not be loaded; tried libcuda.so.1, libcuda.so, /usr/lib/x86_64-linux-gnu/libcuda.so.1: cannot open shared object file";
+    expect(shortReason(noGpu, 120, "E_NO_GPU")).toBe("no NVIDIA driver (E_NO_GPU)");
+    expect(shortReason("src/ has no file named a.cu", 120, "E_USAGE")).toBe("src/ has no file named a.cu"); // short: whole
+    const cut = shortReason(noGpu, 60);
+    expect(cut).toEndWith("…");
+    expect(noGpu.startsWith(cut.slice(0, -1) + " ")).toBe(true); // at a word boundary
+    const cap = await captureWithSource();
+    const d = tempDir("kerncap-cands-");
+    for (const n of ["a.cu", "b.cu"]) writeFileSync(join(d, n), "kernel");
+    const { value: r } = await quiet(() =>
+      runEval(
+        options([cap], [join(d, "a.cu"), join(d, "b.cu")], {
+          buildWith: async () => ({ failed: { verdict: "error", code: "E_NO_GPU", reason: noGpu, seconds: 0 } }),
+        }),
+      ),
+    );
+    const table = rankedTable(r);
+    expect(r.candidates.map((c) => c.verdict)).toEqual(["error", "error"]);
+    expect(table.split("\n").filter((l) => l.endsWith("  no NVIDIA driver (E_NO_GPU)")).length).toBe(2);
+    expect(table.split(noGpu).length - 1).toBe(1);
+    expect(table).toContain(`\n  a.cu, b.cu: ${noGpu}\n`);
+  });
+  test("tune's notes under its table: one error said once, with the configs that gave it", () => {
+    const row = (label: string, error?: string): TuneRow<unknown> => ({
+      config: {},
+      label,
+      captured: false,
+      verdict: error ? "launch-error" : "match",
+      medianUs: null,
+      speedup: null,
+      ...(error ? { error } : {}),
+    });
+    expect(tuneNotes([row("a", "no NVIDIA driver: x"), row("b"), row("c", "no NVIDIA driver: x"), row("d", "E2")])).toEqual([
+      "  a, c: launch-error: no NVIDIA driver: x",
+      "  d: launch-error: E2",
+    ]);
+  });
+
   test("a capture whose build/eval/ is a link out of it: refused before anything is written there", async () => {
     const cap = await captureWithSource();
     const outside = tempDir("kerncap-outside-");
@@ -409,7 +450,9 @@ describe("isolation: real worker processes", () => {
     expect(after.every((s) => Number(s[0]) !== faultPid)).toBe(true);
     expect(r.exitCode).toBe(2); // die.cu could not be judged: --resume tries it again
     // --resume continues a --jsonl file: without one, the line says to give one first
-    expect(unjudgedLine(1, 7, false)).toBe("1 of 7 candidates could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again");
+    expect(unjudgedLine(1, 7, false)).toBe(
+      "1 of 7 candidates could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again",
+    );
     expect(unjudgedLine(1, 7, true)).toEndWith(": the same command with --resume tries them again");
     expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
   }, 30_000);

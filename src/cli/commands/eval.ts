@@ -193,6 +193,8 @@ export default defineCommand({
  * --jsonl FILE first.
  */
 export function unjudgedLine(errors: number, candidates: number, withJsonl: boolean): string {
-  const again = withJsonl ? "the same command with --resume tries them again" : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
+  const again = withJsonl
+    ? "the same command with --resume tries them again"
+    : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
   return `${errors} of ${candidates} candidates could not be judged (error): ${again}`;
 }
