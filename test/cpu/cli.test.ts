@@ -462,11 +462,40 @@ const table: Record<keyof typeof commands, () => void> = {
       // one key changed, the others kept
       expect(await verb("judge", [dir, "--atol", "1e-6", "--expect", "any"])).toBe(0);
       expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings).toEqual({ atol: 1e-6, rtol: 1e-3, dtypes: { "1": "bf16" }, multiset: ["0"] });
+      // a run's --multiset values replace the stored list (as judge --help and docs/verbs.md say), a REGION=T is added
+      expect(await verb("judge", [dir, "--multiset", "1", "--multiset", "changed", "--dtype", "0=fp16"])).toBe(0);
+      expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings).toMatchObject({
+        dtypes: { "0": "fp16", "1": "bf16" },
+        multiset: ["1", "changed"],
+      });
+      expect(await verb("judge", [dir, "--multiset", "0", "--dtype", "0=fp32"])).toBe(0);
+      expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings).toEqual({
+        atol: 1e-6,
+        rtol: 1e-3,
+        dtypes: { "0": "fp32", "1": "bf16" },
+        multiset: ["0"],
+      });
+      const help = kc("judge", "--help").stdout.toString();
+      expect(help).toContain("This run's values replace the stored list; --clear empties it");
+      // judge's own help: it stores settings; replay's "else the capture's judging settings" and one-run defaults would mislead
+      for (const o of ["atol", "rtol", "dtype"])
+        expect(
+          help.split("\n").find((l) => l.includes(`--${o}=`)),
+          o,
+        ).toMatch(/Store .*left out, the stored .* stay/);
+      expect(help).not.toContain("(Default: 0)");
+      expect(help).not.toContain("(Default: fp32)");
+      expect(help).not.toContain("judging settings'");
       // pack and unpack keep it (and its checksum)
       await verb("pack", [dir]);
       const back = join(dir, "../judged-back");
       expect(await verb("unpack", [`${dir}.zip`, "-o", back])).toBe(0);
-      expect(JSON.parse(kc("judge", back, "--json").stdout.toString()).settings).toEqual({ atol: 1e-6, rtol: 1e-3, dtypes: { "1": "bf16" }, multiset: ["0"] });
+      expect(JSON.parse(kc("judge", back, "--json").stdout.toString()).settings).toEqual({
+        atol: 1e-6,
+        rtol: 1e-3,
+        dtypes: { "0": "fp32", "1": "bf16" },
+        multiset: ["0"],
+      });
       // --clear alone removes the file
       expect(await verb("judge", [back, "--clear"])).toBe(0);
       expect(existsSync(join(back, "kerncap-judge.json"))).toBe(false);

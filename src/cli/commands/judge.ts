@@ -5,7 +5,7 @@
  * validate, check, tune, the MCP tools; their own options override it for one run). With no
  * setting given, prints the settings.
  */
-import { defineCommand } from "citty";
+import { defineCommand, type ArgsDef } from "citty";
 import { resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { openCapture } from "../../format/capture-dir.ts";
@@ -13,7 +13,7 @@ import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
 import { describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
-import { dirArg, jsonArg, printJson, printText, toleranceArgs, toleranceOptions, verboseArg } from "../args.ts";
+import { dirArg, jsonArg, printJson, printText, toleranceOptions, verboseArg } from "../args.ts";
 
 /** The settings after this command: `prior` (nothing with `clear`) with each option given replacing its key; `expect` "any" drops the expectation. */
 export function judgedSettings(
@@ -39,6 +39,35 @@ export function judgedSettings(
   return s;
 }
 
+/**
+ * judge's own help for the tolerance options: each stores a setting that every replay of the capture
+ * uses (replay's --atol … (toleranceArgs) say the one-run override; their defaults would mislead here: an option
+ * left out keeps what is stored). The names and types of toleranceArgs, so toleranceOptions reads both.
+ */
+const judgeArgs = {
+  atol: {
+    type: "string",
+    description:
+      "Store the absolute tolerance per element that every replay of the capture uses (|got − expected| ≤ atol + rtol·|expected|; a verb's own --atol overrides it for one run); left out, the stored one stays",
+  },
+  rtol: {
+    type: "string",
+    description: "Store the relative tolerance per element that every replay of the capture uses; left out, the stored one stays",
+  },
+  dtype: {
+    type: "string",
+    description:
+      "Store the element type of the regions whose type the kernel signature does not give, or with REGION=T of one region (N in inspect's order, 0x…, param:N; repeatable; each REGION=T is added to those stored); left out, the stored types stay",
+    valueHint: "T|REGION=T",
+  },
+  multiset: {
+    type: "string",
+    description:
+      "Store the regions compared as multisets of elements (an atomic append or compaction): N (inspect's order), a VA 0x… inside it, param:N, changed or all; repeat or comma-separate. This run's values replace the stored list; --clear empties it",
+    valueHint: "REGION",
+  },
+} as const satisfies ArgsDef;
+
 export default defineCommand({
   meta: {
     name: "judge",
@@ -47,7 +76,7 @@ export default defineCommand({
   },
   args: {
     ...dirArg,
-    ...toleranceArgs,
+    ...judgeArgs,
     expect: {
       type: "string",
       description: "nondeterministic (8 checked runs from the start), deterministic (runs that differ are a mismatch) or any (find out; the default)",
