@@ -207,7 +207,7 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
 
 if (import.meta.main) {
   const m = await makeDemo();
-  // made here for every machine: the demo names no host (a host would make it "received" elsewhere, src/format/trust.ts)
+  // the demo names no host here: `kerncap demo` writes the host of the machine it runs on (src/capture/demo.ts)
   const mf = join(DEMO_CAPTURE, "kerncap.json");
   const { host: _, ...rest } = JSON.parse(readFileSync(mf, "utf8"));
   writeFileSync(mf, JSON.stringify(rest, null, 2) + "\n");

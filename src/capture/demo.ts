@@ -17,6 +17,7 @@ import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { trustOwnBuild } from "../format/trust.ts";
+import { hostIdentity } from "../format/received.ts";
 import readme from "../../demo/capture/README.md" with { type: "file" };
 import buildSh from "../../demo/capture/build.sh" with { type: "file" };
 // tsc types a .json import as its content; Bun's `type: "file"` gives its path, as for the others
@@ -70,6 +71,10 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
       writeFileSync(p, readFileSync(f.embedded));
       chmodSync(p, f.mode);
     }
+    // this machine's host, as a real capture records it (src/capture/finalize.ts): the user's own demo
+    // is made here, not received (the embedded manifest names none: it is made on every machine)
+    const mf = join(tmp, "kerncap.json");
+    writeFileSync(mf, JSON.stringify({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity() }, null, 2) + "\n");
     rmSync(join(tmp, TEMP_MARKER));
     moveIntoPlace(tmp, out, force);
   } finally {
@@ -77,6 +82,8 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   }
   const m = readManifest(out);
   verifyFiles(out, m);
-  trustOwnBuild(out, m); // its build.sh is this executable's own, though its manifest names no host (src/format/trust.ts)
+  // a machine without a machine-id counts every capture as received (src/format/received.ts): the
+  // build.sh of the demo is this executable's own, so it runs without --trust all the same
+  trustOwnBuild(out, m);
   return { dir: out, manifest: m };
 }

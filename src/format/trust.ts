@@ -193,8 +193,8 @@ export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, tr
 
 /**
  * Record DIR's build.sh as trusted without asking: for a folder kerncap wrote from its own files
- * (`kerncap demo`: the build.sh embedded in this executable), which counts as received by its
- * manifest (no host recorded). Nothing is recorded where the state folder is unusable (then
+ * (`kerncap demo`: the build.sh embedded in this executable), which counts as received on a
+ * machine without a machine-id (src/format/received.ts). Nothing is recorded where the state folder is unusable (then
  * validate asks, as for any received capture).
  */
 export function trustOwnBuild(dir: string, m: Manifest): void {

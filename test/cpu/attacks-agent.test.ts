@@ -510,7 +510,7 @@ describe("attack: made here means this machine's id", () => {
     cli(["validate", cap, `--trust=${trustDigest(cap)}`]);
     expect(cli(["inspect", cap]).doc.received.trusted).toBe(true);
     expect(cli(["inspect", cap], false).out).toContain(
-      "trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because\n  - its manifest records no host machine-id",
+      "trust      received (not shown to be made here by you), its build trusted as it is now: a rebuild runs its build.sh without --trust until build.sh changes. Received because\n  - its manifest records no host machine-id",
     );
   }, 60_000);
 });

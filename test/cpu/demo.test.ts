@@ -16,6 +16,8 @@ import { FileImage } from "../../src/format/file-image.ts";
 import { chunkBytesOf, chunkCount, chunkExpectation, chunkLen } from "../../src/format/chunks.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { multisetRegions } from "../../src/replay/tolerance-plan.ts";
+import { hostIdentity } from "../../src/format/received.ts";
+import { describeTrust } from "../../src/cli/commands/inspect.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
@@ -73,11 +75,17 @@ const files = (dir: string) =>
     .sort();
 
 describe("kerncap demo", () => {
-  test("embeds every file of demo/capture, byte for byte, with build.sh executable", async () => {
+  test("embeds every file of demo/capture, byte for byte (the manifest with this machine's host added), with build.sh executable", async () => {
     expect(DEMO_FILES.map((f) => f.path).sort()).toEqual(files(DEMO_CAPTURE));
     const dir = await demo();
     expect(files(dir)).toEqual(files(DEMO_CAPTURE));
-    for (const f of DEMO_FILES) expect(readFileSync(join(dir, f.path)).equals(readFileSync(join(DEMO_CAPTURE, f.path))), f.path).toBe(true);
+    for (const f of DEMO_FILES.filter((f) => f.path !== "kerncap.json"))
+      expect(readFileSync(join(dir, f.path)).equals(readFileSync(join(DEMO_CAPTURE, f.path))), f.path).toBe(true);
+    // the manifest: the embedded one with this machine's host added (as a real capture records it)
+    expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"))).toEqual({
+      ...JSON.parse(readFileSync(join(DEMO_CAPTURE, "kerncap.json"), "utf8")),
+      host: hostIdentity(),
+    });
     expect(statSync(join(dir, "build.sh")).mode & 0o111).toBe(0o111);
   });
 
@@ -148,15 +156,22 @@ describe("kerncap demo", () => {
     const doc = JSON.parse((await cli(["inspect", dir, "--json"])).out);
     const text = (await cli(["inspect", dir])).out;
     const trust = text.slice(text.indexOf("\ntrust ") + 1).split(/\n(?! )/)[0]!;
+    // the demo records this machine's host, as a real capture does: made here wherever there is a machine-id
+    expect(readManifest(dir).host).toEqual(hostIdentity());
+    expect(doc.received.received).toBe(!hostIdentity().machineId);
     if (doc.received.received) {
       expect(doc.received.trusted).toBe(true);
       expect(trust).not.toContain("only after --trust"); // it runs without --trust: the line must not say both
       expect(trust).not.toContain("you trusted"); // kerncap recorded it when it wrote the demo
-      expect(trust).toMatch(/^trust +received, its build trusted as it is now: a rebuild runs its build\.sh without --trust/);
+      expect(trust).toMatch(
+        /^trust +received \(not shown to be made here by you\), its build trusted as it is now: a rebuild runs its build\.sh without --trust until build\.sh changes/,
+      );
       for (const r of doc.received.reasons) expect(trust).toContain(`  - ${r}`);
     } else {
       expect(trust).toMatch(/^trust +made here/);
     }
+    // on a machine without a machine-id: received, and trusted by kerncap (it wrote the demo's build.sh)
+    expect(describeTrust(["this machine has no machine-id"], true)).toContain("without --trust until build.sh changes");
   });
   test("pack and unpack round trip: the same files (and unpack's mark of a received capture), intact", async () => {
     const dir = await demo();

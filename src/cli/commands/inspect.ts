@@ -3,6 +3,7 @@ import { defineCommand } from "citty";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import { receivedReasons } from "../../format/received.ts";
 import { trustRecorded } from "../../format/trust.ts";
+import { readWhatRuns } from "../../format/what-runs.ts";
 import "../../frontends/index.ts"; // the frontend registry: trustRecorded reads every frontend's run files (src/format/run-files.ts)
 import type { Manifest, ProcessIdentity } from "../../format/manifest.ts";
 import { basename, resolve } from "node:path";
@@ -124,12 +125,14 @@ export function describeProcess(p: ProcessIdentity): string[] {
  * The trust line of inspect: one made here by this user, or a received capture with every reason
  * (receivedReasons) and one statement of whether a rebuild runs its build.sh now: only after
  * --trust, or without it because its build as it is now is trusted (trustRecorded: by --trust, or
- * by kerncap itself for the demo it wrote).
+ * by kerncap itself for the demo it wrote). `covered`: the files that trust covers (readWhatRuns:
+ * build.sh, and a Triton capture's run files), named so the user knows which edit ends it.
  */
-export function describeTrust(reasons: string[], trusted = false): string {
+export function describeTrust(reasons: string[], trusted = false, covered: string[] = ["build.sh"]): string {
   if (!reasons.length) return "trust      made here: this machine's id, your own files; a rebuild runs its build.sh without --trust";
+  const files = covered.length > 1 ? `${covered.slice(0, -1).join(", ")} or ${covered[covered.length - 1]}` : (covered[0] ?? "build.sh");
   const head = trusted
-    ? "trust      received, its build trusted as it is now: a rebuild runs its build.sh without --trust until one of its files changes. Received because"
+    ? `trust      received (not shown to be made here by you), its build trusted as it is now: a rebuild runs its build.sh without --trust until ${files} changes. Received because`
     : "trust      received: a rebuild runs its build.sh only after --trust, because";
   return [head, ...reasons.map((r) => `  - ${r}`)].join("\n");
 }
@@ -148,6 +151,7 @@ export default defineCommand({
     // whether a rebuild runs its build.sh without --trust, and why not (src/format/trust.ts)
     const reasons = receivedReasons(dir, m);
     const trusted = reasons.length > 0 && trustRecorded(dir, m);
+    const covered = trusted ? coveredFiles(dir, m) : undefined;
     // the capture's judging settings (kerncap judge): a damaged file is said here, as the replay would
     let judging: JudgeSettings | null = null;
     let judgingError: string | null = null;
@@ -159,7 +163,7 @@ export default defineCommand({
     }
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted)}\n${judgingLine}\n`);
+    if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted, covered)}\n${judgingLine}\n`);
     const checked = args.verify ? "files+regions" : "files";
     // --verify reads every memory image (minutes for tens of GiB): a progress line on stderr
     const progress = args.verify
@@ -194,3 +198,14 @@ export default defineCommand({
     return 0;
   },
 });
+
+/** The names of the files a trusted build's trust covers (readWhatRuns), undefined when they cannot be read (the rebuild's gate says why). */
+function coveredFiles(dir: string, m: Manifest): string[] | undefined {
+  try {
+    return readWhatRuns(dir, m.kernel.frontend ?? "", true)
+      ?.files.filter((f) => !f.listedOnly)
+      .map((f) => f.name);
+  } catch {
+    return undefined;
+  }
+}
