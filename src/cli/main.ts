@@ -94,8 +94,10 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         const v = args[i + 1];
         if (v === undefined || v.startsWith("--")) {
           const long = a.startsWith("--");
-          throw new KerncapError("E_USAGE", `${a} needs a value`, {
-            hint: `For example ${long ? `${a} VALUE or ${a}=VALUE` : `${a} VALUE`}; run \`kerncap ${verb} --help\`.`,
+          // the option's own placeholder and help (mcp --print-config's names the clients)
+          const V = typeof d.valueHint === "string" ? d.valueHint : "VALUE";
+          throw new KerncapError("E_USAGE", `${a} needs a value${d.description ? ` (${V}: ${d.description})` : ""}`, {
+            hint: `For example ${long ? `${a} ${V} or ${a}=${V}` : `${a} ${V}`}; run \`kerncap ${verb} --help\`.`,
           });
         }
         i++;
@@ -276,7 +278,8 @@ export async function runCli(argv: string[]): Promise<number> {
     return own.length === 0 ? 2 : 0;
   }
   if (own.includes("--version") || own.includes("-V")) {
-    process.stdout.write(TOOL_VERSION + "\n");
+    if (wantJson) printJson("version", { version: TOOL_VERSION });
+    else process.stdout.write(TOOL_VERSION + "\n");
     return 0;
   }
   const fail = failWith(wantJson, verb === "validate" && own.includes("--watch"));

@@ -47,6 +47,8 @@ export const DOCUMENT_VERSIONS = {
   /** MCP tools read_file and edit_file (src/mcp/server.ts). */
   file: 1,
   edit: 1,
+  /** `kerncap --version --json`: this kerncap's version (src/version.ts). */
+  version: 1,
 } as const;
 export type DocumentName = keyof typeof DOCUMENT_VERSIONS;
 
@@ -541,6 +543,7 @@ export const DOCUMENTS = {
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
   edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
+  version: v.object({ ...id("version"), version: v.string() }),
 } satisfies Record<DocumentName, v.GenericSchema>;
 
 /** What `kerncap schema` can print: the manifest and every document. */
@@ -578,4 +581,5 @@ const TITLES: Record<string, string> = {
   error: "kerncap VERB --json when the verb fails (exit 2)",
   file: "kerncap mcp tool read_file",
   edit: "kerncap mcp tool edit_file",
+  version: "kerncap --version --json",
 };

@@ -27,6 +27,8 @@ import { closestKernels } from "../../src/capture/run.ts";
 import { commands } from "../../src/cli/main.ts";
 import { describeManifest } from "../../src/cli/commands/inspect.ts";
 import { KerncapError } from "../../src/errors.ts";
+import { CLIENT_NAMES } from "../../src/mcp/clients.ts";
+import { TOOL_VERSION } from "../../src/version.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
@@ -840,6 +842,22 @@ describe("command line (runCli: the one error path)", () => {
     expect(JSON.parse(r.out).error.code).toBe("E_APP_NOT_FOUND"); // past the option check
     expect(JSON.parse((await cli(["run", "--launch-skip", "--json"])).out).error.message).toContain("--launch-skip needs a value");
     expect(JSON.parse((await cli(["run", "-o", "--json"])).out).error.message).toContain("-o needs a value");
+    // a missing value: the option's placeholder and its help, which for mcp --print-config names the clients
+    const pc = JSON.parse((await cli(["mcp", "--print-config", "--json"])).out).error;
+    expect(pc.message).toContain("--print-config needs a value (CLIENT: ");
+    for (const c of CLIENT_NAMES) expect(pc.message).toContain(c);
+    expect(pc.hint).toContain("--print-config CLIENT or --print-config=CLIENT");
+    // --version --json: a document like the others
+    const ver = await cli(["--version", "--json"]);
+    expect(ver.code).toBe(0);
+    expect(v.parse(DOCUMENTS.version, JSON.parse(ver.out))).toEqual({ schema: "kerncap.version/1", version: TOOL_VERSION });
+    // demo takes -o/--out as the other verbs that write a folder do; two different folders are refused
+    const dd = join(tempDir(), "dd");
+    expect((await cli(["demo", "-o", dd])).code).toBe(0);
+    expect(existsSync(join(dd, "kerncap.json"))).toBe(true);
+    const two = await cli(["demo", join(dd, "../a"), "--out", join(dd, "../b"), "--json"]);
+    expect(two.code).toBe(2);
+    expect(JSON.parse(two.out).error.hint).toContain("kerncap demo DIR, or kerncap demo -o DIR");
     const help = (await cli(["run", "--help"])).out;
     expect(help).toContain("-k, --kernel-name, --kernel");
     expect(help).toContain("--launch-skip, --dispatch");

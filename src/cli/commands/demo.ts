@@ -1,6 +1,7 @@
 /** `kerncap demo [DIR]`: write the built-in sample capture (src/capture/demo.ts), to try kerncap without a GPU. Exit 0; 2 error. */
 import { defineCommand } from "citty";
 import { writeDemo } from "../../capture/demo.ts";
+import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
@@ -14,12 +15,18 @@ export default defineCommand({
   },
   args: {
     dir: { type: "positional", description: "Capture folder to write (Default: kerncap-demo)", required: false },
+    out: { type: "string", alias: "o", description: "Capture folder to write, as DIR (the other verbs that write a folder take -o too)", valueHint: "DIR" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at DIR (never any other folder)", default: false },
     ...jsonArg,
     ...verboseArg,
   },
   run({ args }) {
-    const { dir, manifest: m } = writeDemo(args.dir === undefined ? "kerncap-demo" : String(args.dir), Boolean(args.force));
+    if (args.out !== undefined && args.dir !== undefined && String(args.out) !== String(args.dir))
+      throw new KerncapError("E_USAGE", `two folders to write: ${JSON.stringify(String(args.dir))} and -o ${JSON.stringify(String(args.out))}`, {
+        hint: "Give the folder once: kerncap demo DIR, or kerncap demo -o DIR.",
+      });
+    const out = args.out ?? args.dir;
+    const { dir, manifest: m } = writeDemo(out === undefined ? "kerncap-demo" : String(out), Boolean(args.force));
     const next = [
       `kerncap inspect ${shellPath(dir)}`,
       `kerncap validate ${shellPath(dir)}`,
