@@ -6,7 +6,8 @@
 # Compiles the slice src/saxpy.kerncap-slice.cu (the TU up to the kernel's definition, without the other kernels' bodies) while it was made from the current
 # src/saxpy.cu (the sha256 on its first line; `kerncap validate` remakes it after an edit), else
 # the whole TU; when the slice does not build, the whole TU (and the slice is not tried again for
-# that text of the TU). Lines starting with "kerncap:" on stderr say which was compiled and why.
+# that text of the TU; the slice's messages are in build/slice-build.log, and shown nowhere else
+# when the whole TU fails too: its error is the one to read). Lines starting with "kerncap:" on stderr say which was compiled and why.
 #
 # Usage: ./build.sh [OUTPUT]   (default build/kernel.cubin; a relative OUTPUT is relative to this
 # folder). Prints the cubin's path last
@@ -54,10 +55,16 @@ else
   src="$slice"
 fi
 if [ "$src" = "$slice" ]; then
-  if ! compile "$slice" "$cubin"; then
-    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it): compiling the whole TU src/saxpy.cu" >&2
-    compile "$tu" "$cubin"
+  # the slice's messages go to a log: shown only when the whole TU builds (else its own error says it once)
+  slicelog="$(dirname "$out")/slice-build.log"
+  shown="${slicelog#"$here/"}"
+  if ! compile "$slice" "$cubin" 2>"$slicelog"; then
     echo "$have" >"$failed"
+    if ! compile "$tu" "$cubin"; then
+      echo "kerncap: the slice src/saxpy.kerncap-slice.cu did not build either (its messages: $shown)" >&2
+      exit 1
+    fi
+    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: $shown): compiled the whole TU src/saxpy.cu" >&2
   fi
 else
   compile "$tu" "$cubin"

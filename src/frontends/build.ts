@@ -230,8 +230,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
       );
     }
   }
-  // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown always
-  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) log.info(`build.sh: ${n.slice(9)}`);
+  // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
+  // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
+  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) (code === 0 ? log.info : log.debug)(`build.sh: ${n.slice(9)}`);
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;
