@@ -127,13 +127,19 @@ export function unportableName(name: string): string | undefined {
 /** `name` for a message: quoted, on one line, every control, bidi control and line separator escaped (src/escape.ts). */
 export const escapedForMessage = (name: string) => escapeForTerminal(JSON.stringify(name), { oneLine: true });
 
+/** Whether an archive entry's name could not be written inside a folder: empty, absolute, with `\\`, NUL, or a `..`, `.` or empty part (what safeEntryPath refuses). */
+export function unsafeEntryName(rel: string): boolean {
+  const parts = rel.replace(/\/+$/, "").split("/");
+  return !rel || isAbsolute(rel) || rel.includes("\\") || rel.includes("\0") || parts.some((p) => p === ".." || p === "." || p === "");
+}
+
 /**
  * A path from the archive, made safe: relative, `/`-separated, no `..`, no empty part, inside dest.
  * @throws KerncapError E_ARCHIVE (zip-slip)
  */
 export function safeEntryPath(archive: string, dest: string, rel: string): string {
   const parts = rel.replace(/\/+$/, "").split("/");
-  if (!rel || isAbsolute(rel) || rel.includes("\\") || rel.includes("\0") || parts.some((p) => p === ".." || p === "." || p === "")) {
+  if (unsafeEntryName(rel)) {
     throw new KerncapError("E_ARCHIVE", `${archive}: entry ${JSON.stringify(rel)} would be written outside the capture folder`, {
       hint: "The archive is malicious or damaged; nothing was unpacked.",
     });

@@ -51,6 +51,7 @@ import {
   SPARSE_SUFFIX,
   type UnpackResult,
   unportableName,
+  unsafeEntryName,
 } from "./archive-common.ts";
 
 /**
@@ -156,10 +157,19 @@ const PackIndexSchema = v.object({
 /** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
 async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promise<PackIndex> {
   const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
-  if (!e)
+  if (!e) {
+    // the unzip hint only for an archive whose every name stays inside a folder (no absolute name, no ..)
+    const unsafe = entries.find((x) => unsafeEntryName(x.name));
+    if (unsafe)
+      throw new KerncapError(
+        "E_ARCHIVE",
+        `${archive} has no ${PACK_INDEX} (not written by \`kerncap pack\`) and is refused as unsafe: entry ${escapedForMessage(unsafe.name)} would be written outside the folder it is unpacked into`,
+        { hint: "Do not unpack it with another tool either; ask the sender for an archive made by kerncap pack. Nothing was unpacked." },
+      );
     throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, {
-      hint: "Unpack it with unzip if it is a plain zip of a capture folder.",
+      hint: "Its entries' names stay inside a folder: unpack it with unzip if it is a plain zip of a capture folder.",
     });
+  }
   const json = await jsonEntry(archive, fd, e, PACK_INDEX);
   const schema = (json as { schema?: unknown } | null)?.schema;
   if (schema !== PACK_SCHEMA) {

@@ -475,6 +475,25 @@ describe("pack / unpack", () => {
     expect((await error(() => unpackArchive(join(root, "evil2.zip"), join(root, "out")))).message).toContain("is not in");
   });
 
+  test("a zip that is not kerncap's: the unzip hint only when every name stays inside a folder, else refused as unsafe", async () => {
+    const root = tempDir();
+    writeFileSync(join(root, "plain.zip"), zipSync({ "cap/kerncap.json": strToU8("{}"), "cap/src/k.cu": strToU8("x") }));
+    const plain = await error(() => unpackArchive(join(root, "plain.zip"), join(root, "out")));
+    expect(plain.code).toBe("E_ARCHIVE");
+    expect(plain.hint).toContain("unpack it with unzip");
+    for (const [name, bad] of [
+      ["up.zip", "cap/../../evil.txt"],
+      ["abs.zip", "/etc/evil"],
+    ] as const) {
+      writeFileSync(join(root, name), zipSync({ "cap/kerncap.json": strToU8("{}"), [bad]: strToU8("evil") }));
+      const e = await error(() => unpackArchive(join(root, name), join(root, "out")));
+      expect(e.code).toBe("E_ARCHIVE");
+      expect(e.message).toContain(`refused as unsafe: entry ${JSON.stringify(bad)} would be written outside`);
+      expect(e.hint).not.toContain("unzip if");
+    }
+    expect(existsSync(join(root, "out"))).toBe(false);
+  });
+
   test("a damaged archive: CRC or truncation named; no folder left behind", async () => {
     const { root, dir } = await fresh();
     const p = await packCapture(dir, join(root, "cap.zip"));
