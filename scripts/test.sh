@@ -5,26 +5,46 @@
 # counted as skipped) where no NVIDIA GPU is present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ -x node_modules/.bin/bun ] || npm ci --no-audit --no-fund --loglevel=error
-bash scripts/build-c.sh >/dev/null || { echo "test.sh: building the CUDA capture library failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-bash scripts/build-hsa.sh >/dev/null 2>&1 || true
+# SIGTERM/SIGINT stop the run at once: each step runs in a process group of its own (setsid),
+# waited for in the background (bash runs a trap only between commands, so a step in the
+# foreground would go on until it ended); the trap ends that whole group (bun, its test processes,
+# tee, a compiler), then the EXIT trap removes the temporary files
+run=
+stop() {
+  [ -n "$run" ] && kill -TERM -- "-$run" 2>/dev/null && wait "$run" 2>/dev/null
+  echo "test.sh: stopped by SIG$1" >&2
+  exit "$2"
+}
+trap 'stop TERM 143' TERM
+trap 'stop INT 130' INT
+# run a command as a process group of its own and wait for it; its exit status
+group() {
+  setsid -w "$@" &
+  run=$!
+  wait "$run"
+  local rc=$?
+  run=
+  return "$rc"
+}
+[ -x node_modules/.bin/bun ] || group npm ci --no-audit --no-fund --loglevel=error
+group bash scripts/build-c.sh >/dev/null || { echo "test.sh: building the CUDA capture library failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+group bash scripts/build-hsa.sh >/dev/null 2>&1 || true
 log=$(mktemp)
-# every test's scratch folder (theirs, nvcc's, Python's) goes under one TMPDIR, removed at the end
+# every test's scratch folder (theirs, nvcc's, Python's) goes under one TMPDIR, removed at the end (and at a signal)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/kerncap-tests-XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
+trap 'rm -rf "$scratch" "$log"' EXIT
 # and the trust records of received captures (src/format/trust-records.ts) into a state folder of its own, not the user's
-TMPDIR="$scratch" XDG_STATE_HOME="$scratch/state" node_modules/.bin/bun test "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+TMPDIR="$scratch" XDG_STATE_HOME="$scratch/state" group bash -c 'set -o pipefail; node_modules/.bin/bun test "$@" 2>&1 | tee "$0"' "$log" "$@"
+rc=$?
 pass=$(grep -Eo '^ *[0-9]+ pass$' "$log" | grep -Eo '[0-9]+' | tail -1)
 fail=$(grep -Eo '^ *[0-9]+ fail$' "$log" | grep -Eo '[0-9]+' | tail -1)
 skip=$(grep -Eo '^ *[0-9]+ skip$' "$log" | grep -Eo '[0-9]+' | tail -1)
-rm -f "$log"
 [ "$rc" -ne 0 ] && [ "${fail:-0}" = 0 ] && fail=1 # a crash before the summary is a failure
 pass=${pass:-0} fail=${fail:-0} skip=${skip:-0}
 # the whole suite also type-checks the code (tsc --noEmit, tsconfig.json), counted as one test
 if [ $# -eq 0 ]; then
   if [ -x node_modules/.bin/tsc ]; then
-    if node_modules/.bin/tsc --noEmit -p .; then
+    if group node_modules/.bin/tsc --noEmit -p .; then
       pass=$((pass + 1))
     else
       echo "test.sh: tsc --noEmit found type errors (above)"
@@ -37,7 +57,7 @@ if [ $# -eq 0 ]; then
   fi
   # the formatter (Biome, biome.json): the TypeScript and JSON as scripts/format.sh writes them, counted as one test
   if [ -x node_modules/.bin/biome ]; then
-    if bash scripts/format.sh --check; then
+    if group bash scripts/format.sh --check; then
       pass=$((pass + 1))
     else
       echo "test.sh: files not formatted (above): run bash scripts/format.sh"
