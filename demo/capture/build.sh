@@ -55,10 +55,13 @@ else
   src="$slice"
 fi
 if [ "$src" = "$slice" ]; then
-  # the slice's messages go to a log: shown only when the whole TU builds (else its own error says it once)
+  # the slice's messages go to a log, passed on when it builds (its warnings; nvcc --dryrun's steps,
+  # which the pruned build reads); when it fails, the whole TU's own messages say the error once
   slicelog="$(dirname "$out")/slice-build.log"
   shown="${slicelog#"$here/"}"
-  if ! compile "$slice" "$cubin" 2>"$slicelog"; then
+  if compile "$slice" "$cubin" 2>"$slicelog"; then
+    cat "$slicelog" >&2
+  else
     echo "$have" >"$failed"
     if ! compile "$tu" "$cubin"; then
       echo "kerncap: the slice src/saxpy.kerncap-slice.cu did not build either (its messages: $shown)" >&2
