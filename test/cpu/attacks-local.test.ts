@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
-import { receivedReasons } from "../../src/format/received.ts";
+import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { trustOwnBuild, trustRecorded } from "../../src/format/trust.ts";
 import { runCheck, type CheckOptions } from "../../src/check/check.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
@@ -118,7 +118,9 @@ describe("attack: a group member edits build.sh of a capture made here in a team
       expect(r.code).toBe(0);
       for (const p of [".", "src", "kernel", "memory"]) if (existsSync(join(root, "d", p))) expect(statSync(join(root, "d", p)).mode & 0o022, p).toBe(0);
       const m = readManifest(join(root, "d"));
-      expect(receivedReasons(join(root, "d"), m)).toEqual(["its manifest records no host"]); // demo's sample names no host; nothing else (no group-writable folder)
+      // the demo records this machine's host (made here where there is a machine-id); nothing else (no group-writable folder)
+      const host = notMadeHere(m);
+      expect(receivedReasons(join(root, "d"), m)).toEqual(host ? [host] : []);
     } finally {
       process.umask(old);
     }

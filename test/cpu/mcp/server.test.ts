@@ -517,10 +517,12 @@ describe("kerncap mcp", () => {
         // build.sh as is and the 2 configs, each with the -MD list of a confined build in its own folder
         for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}/kerncap-deps.d`)), String(i)).toBe(true);
         expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(false);
-        // a copy is another folder: received (the demo's manifest records no host), untrusted
+        // a copy whose manifest records no host (as one from another machine): received, untrusted
         const copy = join(tempDir(), "copy");
         cpSync(dir, copy, { recursive: true });
         rmSync(join(copy, "build"), { recursive: true, force: true });
+        const { host: _, ...noHost } = JSON.parse(readFileSync(join(copy, "kerncap.json"), "utf8"));
+        writeFileSync(join(copy, "kerncap.json"), JSON.stringify(noHost, null, 2));
         const u = await c.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
         expect(doc(u).error.code).toBe("E_UNTRUSTED");
         expect(doc(u).error.hint).toContain("--trust-builds");
