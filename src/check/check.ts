@@ -18,7 +18,7 @@ import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
-import { readInputFile } from "../format/paths.ts";
+import { assertMergeSize, readInputFile } from "../format/paths.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -403,6 +403,7 @@ export function mergeResults(files: string[], o: { baseline?: string; writeBasel
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const byId = new Map<string, CheckRecord>();
+  assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
     for (const r of recordsIn(resolve(f))) {
       if (byId.has(r.id)) log.warn(`${r.id} is in more than one results file: the record of ${f} is kept`);

@@ -6,7 +6,7 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { readInputFile } from "../format/paths.ts";
+import { assertMergeSize, readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { parseRecords, type RecordKind } from "../check/results.ts";
 import type { Shard } from "../check/shard.ts";
@@ -233,6 +233,7 @@ export function rankedTable(r: EvalReport): string {
 export function mergeEval(files: string[]): EvalReport {
   const byKey = new Map<string, EvalRecord>();
   let inputs = new Set<string>();
+  assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
     const path = resolve(f);
     if (!existsSync(path) || statSync(path).isDirectory())

@@ -460,3 +460,27 @@ export function readInputFile(path: string, what: string, code: ErrorCode, maxBy
     closeSync(fd);
   }
 }
+
+/** The most bytes of results files one `--merge` reads in all (a merge holds every record in memory, and its reports several times that). */
+export const MERGE_MAX_BYTES = 4 * INPUT_FILE_MAX_BYTES;
+
+/**
+ * Refuse a `--merge` whose files hold more than MERGE_MAX_BYTES in all, before any is read (each
+ * is still read through readInputFile). Sizes of files that cannot be stat'ed count as 0: the read says why.
+ * @throws KerncapError E_RESULTS naming the total and the limit
+ */
+export function assertMergeSize(paths: string[]): void {
+  let total = 0;
+  for (const p of paths) {
+    try {
+      const st = lstatSync(p);
+      if (st.isFile()) total += st.size;
+    } catch {
+      // the read names the problem
+    }
+  }
+  if (total > MERGE_MAX_BYTES)
+    throw new KerncapError("E_RESULTS", `the ${paths.length} files to merge hold ${total} bytes, more than the ${MERGE_MAX_BYTES >> 20} MiB one merge reads`, {
+      hint: "Merge fewer files at a time, or shard the run into fewer, larger shards.",
+    });
+}

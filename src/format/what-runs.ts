@@ -6,7 +6,7 @@
  * (src/format/staged-build.ts), never the capture's files read again.
  */
 import { escapeForTerminal } from "../escape.ts";
-import { lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
@@ -169,8 +169,10 @@ function programProblem(dir: string, p: NamedProgram): string | undefined {
   const what = `names ${escapeForTerminal(JSON.stringify(p.value))} (${p.flag})`;
   if (p.kind === "run") return `passes an option that runs another program (${p.flag}): a module build has no use for it`;
   if (/[$\x60]/.test(p.value) || p.value === "") return undefined;
-  // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's
-  if (!p.value.includes("/") && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;
+  // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's. Not `.`, `..`
+  // or a name the build's folder holds (its copies, src/, build/): relative to it, and `..` is the temporary folder every user writes
+  const bare = !p.value.includes("/") && p.value !== "." && p.value !== ".." && !existsSync(join(dir, p.value));
+  if (bare && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;
   if (!isAbsolute(p.value)) return `${what}, a path inside the build's folder (the capture's src/ or its own files)`;
   // /proc/self/cwd, /proc/thread-self, /dev/fd/…: the kernel resolves them per process, and the
   // compiler's working folder is the build's private folder (the capture's src/ is reachable there)

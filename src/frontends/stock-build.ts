@@ -133,7 +133,6 @@ const PROGRAM_OPTS = new Set([
   "--hip-path",
   "--rocm-path",
   "-ccc-install-dir",
-  "-wrapper",
 ]);
 /** Options that name a file the compiler loads as code or reads options from (a relative path is the build's folder's). */
 const FILE_OPTS = new Set([
@@ -179,6 +178,8 @@ const RUN_OPTS = new Set([
   "--dependency-drive-prefix",
   "-dp",
   "--drive-prefix",
+  // gcc -wrapper P,ARGS runs every compiler step as P ARGS …: `sh,src/x.cuh` runs a source as a script
+  "-wrapper",
 ]);
 
 /**
@@ -199,7 +200,7 @@ export function codeLoadingWords(words: string[]): NamedProgram[] {
       else if (RUN_OPTS.has(opt)) out.push({ flag: opt, value: inline ?? "", kind: "run" });
       else if (PROGRAM_OPTS.has(opt)) {
         const v = next();
-        if (v !== undefined) out.push({ flag: opt, value: opt === "-wrapper" ? v.split(",")[0]! : v, kind: "program" });
+        if (v !== undefined) out.push({ flag: opt, value: v, kind: "program" });
       } else if (FILE_OPTS.has(opt)) {
         const v = next();
         if (v !== undefined) out.push({ flag: opt, value: v, kind: "file" });

@@ -176,7 +176,7 @@ describe("the template matcher", () => {
     expect(named(["-Xcompiler", "-O3,-fplugin=src/p.so", "-Xcompiler=-Bsrc/b", "--compiler-options", "-wrapper,src/w,x"])).toEqual([
       "-fplugin src/p.so",
       "-B src/b",
-      "-wrapper src/w",
+      "-wrapper ", // refused as such: a program list follows it (sh,src/x runs a source as a script)
     ]);
     expect(named(["-Xclang", "-load", "-Xclang", "src/l.so", "-Wp,-fplugin=q.so", "-Wl,-Bstatic,-plugin,src/lto.so"])).toEqual([
       "-load src/l.so",
@@ -217,6 +217,13 @@ describe("a received capture's build.sh that names a program in the capture", ()
     ["-Xcompiler=-iplugindir=/proc/thread-self/cwd/src/tools,-fplugin=payload", "-iplugindir"],
     ["-Xcompiler -fplugin=/dev/fd/../cwd/src/tools/payload", "-fplugin"],
     ["-ccbin=/proc/self/cwd/src/tools/payload", "-ccbin"],
+    // relative names without a slash: the build's folder (`..` is the temporary folder every user writes)
+    ["-ccbin ..", "-ccbin"],
+    ["--compiler-bindir=..", "--compiler-bindir"],
+    ["-ccbin src", "-ccbin"],
+    // gcc -wrapper runs every step through the program list that follows: `sh,src/x` runs a source file
+    ["'-Xcompiler=-wrapper,sh\\,src/tools/payload'", "-wrapper"],
+    ["-Xcompiler -wrapper -Xcompiler sh,src/tools/payload", "-wrapper"],
   ];
   for (const [flags, flag] of CASES) {
     test(`kerncap's own build.sh with ${flags}: refused (E_UNSAFE_PATH naming ${flag}) before anything runs, --trust or not`, async () => {

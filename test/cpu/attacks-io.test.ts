@@ -775,4 +775,19 @@ describe("results, baseline and merge inputs from someone else", () => {
     expect(e.code).toBe("E_RESULTS");
     expect(e.message).toContain("more than the 64 MiB");
   });
+
+  test("a --merge of files past 256 MiB in all is refused before any is read (each under 64 MiB)", async () => {
+    const { mergeEval } = await import("../../src/eval/report.ts");
+    const dir = tempDir();
+    const files = Array.from({ length: 5 }, (_, i) => join(dir, `shard-${i}.jsonl`));
+    for (const f of files) {
+      writeFileSync(f, "");
+      Bun.spawnSync(["truncate", "-s", `${60 << 20}`, f]);
+    }
+    for (const fn of [() => mergeResults(files, { slowerPct: 10 }), () => mergeEval(files)]) {
+      const e = await refusal(fn);
+      expect(e.code).toBe("E_RESULTS");
+      expect(e.message).toContain("more than the 256 MiB one merge reads");
+    }
+  });
 });
