@@ -34,6 +34,31 @@ export function buildFakeHsa(so: string): void {
 }
 
 /**
+ * The stand-in HSA application (test/apps/hip/fake_hsa_runtime.c: loads HSA_TOOLS_LIB as the ROCm
+ * runtime would and dispatches `scale`) built as `exe` against the HSA headers under `inc`.
+ * @returns gcc's messages (empty for a build without warnings)
+ * @throws Error with gcc's messages when it fails
+ */
+export function buildFakeHsaApp(exe: string, inc: string): string {
+  const cc = run([
+    "gcc",
+    "-std=gnu11",
+    "-Wall",
+    `-I${inc}`,
+    `-I${join(ROOT, "c/hsa")}`,
+    `-I${join(ROOT, "c/common")}`,
+    "-o",
+    exe,
+    join(ROOT, "test/apps/hip/fake_hsa_runtime.c"),
+    "-ldl",
+    "-Wl,--no-as-needed",
+    "-lstdc++",
+  ]);
+  if (cc.code !== 0) throw new Error(cc.err);
+  return cc.err;
+}
+
+/**
  * test/apps/hip/scale.hip compiled for gfx90a into `out` (hipcc --cuda-device-only: a clang offload bundle).
  * @throws Error with hipcc's messages
  */

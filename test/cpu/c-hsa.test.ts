@@ -14,6 +14,7 @@ import { join, resolve } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { parseRaw } from "../../src/capture/raw.ts";
 import { kc64 } from "../../src/format/kc64.ts";
+import { buildFakeHsaApp } from "../hip-fixture.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const LIB = join(ROOT, "c/build/libkerncap_hsa.so");
@@ -49,21 +50,7 @@ describe.skipIf(SKIP)(`libkerncap_hsa.so ${REASON}`, () => {
   test("against a stub HSA runtime: writes the raw capture of the 2nd matching dispatch", async () => {
     if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
     const exe = join(tmp, "fake_hsa_runtime");
-    const cc = Bun.spawnSync([
-      "gcc",
-      "-std=gnu11",
-      "-Wall",
-      `-I${INC}`,
-      `-I${join(ROOT, "c/hsa")}`,
-      `-I${join(ROOT, "c/common")}`,
-      "-o",
-      exe,
-      join(import.meta.dir, "../apps/hip/fake_hsa_runtime.c"),
-      "-ldl",
-      "-Wl,--no-as-needed",
-      "-lstdc++",
-    ]);
-    expect(cc.stderr.toString()).toBe("");
+    expect(buildFakeHsaApp(exe, INC)).toBe("");
     const co = join(tmp, "module.co");
     Bun.write(co, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode("_Z5scalePffi other")]));
     const out = join(tmp, "cap");

@@ -12,6 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chooseRuntime, injectorFor } from "../../src/capture/injector.ts";
+import { buildFakeHsa, buildFakeHsaApp } from "../hip-fixture.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = join(ROOT, "src/cli/main.ts");
@@ -29,27 +30,9 @@ beforeAll(() => {
   tmp = mkdtempSync(join(tmpdir(), "kerncap-hsa-run-"));
   if (!existsSync(LIB)) Bun.spawnSync(["bash", join(ROOT, "scripts/build-hsa.sh")]);
   app = join(tmp, "fake_hsa_runtime");
-  const cc = Bun.spawnSync(
-    [
-      "gcc",
-      "-std=gnu11",
-      "-Wall",
-      `-I${INC}`,
-      `-I${join(ROOT, "c/hsa")}`,
-      `-I${join(ROOT, "c/common")}`,
-      "-o",
-      app,
-      join(import.meta.dir, "../apps/hip/fake_hsa_runtime.c"),
-      "-ldl",
-      "-Wl,--no-as-needed",
-      "-lstdc++",
-    ],
-    { stderr: "pipe" },
-  );
-  if (cc.exitCode !== 0) throw new Error(cc.stderr.toString());
+  buildFakeHsaApp(app, INC);
   fakeHsa = join(tmp, "libfake_hsa.so");
-  const cl = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-o", fakeHsa, join(import.meta.dir, "../apps/hip/fake_libhsa.c")], { stderr: "pipe" });
-  if (cl.exitCode !== 0) throw new Error(cl.stderr.toString());
+  buildFakeHsa(fakeHsa);
   co = join(tmp, "module.co");
   Bun.write(co, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, ...new TextEncoder().encode("_Z5scalePffi other")]));
 });
