@@ -173,6 +173,8 @@ function programProblem(dir: string, p: NamedProgram): string | undefined {
   // or a name the build's folder holds (its copies, src/, build/): relative to it, and `..` is the temporary folder every user writes
   const bare = !p.value.includes("/") && p.value !== "." && p.value !== ".." && !existsSync(join(dir, p.value));
   if (bare && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;
+  if (p.value === ".." || p.value.startsWith("../"))
+    return `${what}, a path relative to the build's private folder that leaves it (the temporary folder above it, which other users can write)`;
   if (!isAbsolute(p.value)) return `${what}, a path inside the build's folder (the capture's src/ or its own files)`;
   // /proc/self/cwd, /proc/thread-self, /dev/fd/…: the kernel resolves them per process, and the
   // compiler's working folder is the build's private folder (the capture's src/ is reachable there)
