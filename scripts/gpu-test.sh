@@ -11,6 +11,8 @@
 #     /tmp/kerncap-gpu-out). It does not check for a GPU itself: run it on the GPU node.
 # Usage: scripts/gpu-test.sh [test-name-filter]
 #   SUITES="test/gpu/export.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
+#   LANES="a b;c d" runs each ;-separated group of suites in its own process at the same time,
+#   before SUITES (suites that only judge, not time, share the GPU well);
 #   SKIP_BENCH=1 (every benchmark), SKIP_CMAKE_BENCH=1, SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
 #   benchmark; BUDGET_S (default 470) is the wall-clock budget the steps share (the suites of
@@ -47,7 +49,19 @@ for s in ${SUITES-capture-replay session triton processes scale verdicts graphs 
   case "$s" in *.ts) suites+=("$s") ;; *) suites+=("test/gpu/$s.test.ts") ;; esac
 done
 rc=0
-if [ "${#suites[@]}" -gt 0 ]; then t $(( $(left) - 120 )) "${suites[@]}"; rc=$?; fi
+# LANES: groups of suites that run at the same time, one bun test process per group, before SUITES
+# (which run one after the other: put the suites that time kernels or the loop there)
+if [ -n "${LANES:-}" ]; then
+  IFS=';' read -ra lanes <<< "$LANES"; lane_pids=(); i=0
+  for lane in "${lanes[@]}"; do
+    files=(); for s in $lane; do case "$s" in *.ts) files+=("$s") ;; *) files+=("test/gpu/$s.test.ts") ;; esac; done
+    i=$((i + 1))
+    ( BUN_BE_BUN=1 timeout $(( $(left) - 120 )) dist/kerncap test --timeout 150000 ${filter:+-t "$filter"} "${files[@]}" > "$OUT/lane$i.log" 2>&1 ) & lane_pids+=($!)
+  done
+  for j in "${!lane_pids[@]}"; do wait "${lane_pids[$j]}" || rc=1; cat "$OUT/lane$((j + 1)).log" >> "$OUT/gpu-tests.log"; done
+  echo "lanes done after $(( $(date +%s) - start )) s, rc=$rc" | tee -a "$OUT/gpu-tests.log"
+fi
+if [ "${#suites[@]}" -gt 0 ]; then t $(( $(left) - 120 )) "${suites[@]}" || rc=1; fi
 nobench() { [ -n "${SKIP_BENCH:-}" ]; }
 nobench || [ -n "${SKIP_SNAP:-}" ] || timeout 200 bash scripts/bench-snapshot.sh "${SNAP_GIB:-8}" 2>&1 | tee -a "$OUT/bench.log"
 # kernel time in the app vs replayed (targets: ≤ 10%, two replays ≤ 3%), a table in bench.log
