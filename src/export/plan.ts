@@ -9,6 +9,7 @@
  */
 import type { Manifest, Stored } from "../format/manifest.ts";
 import { regionNumericsPlan } from "../replay/tolerance-plan.ts";
+import { DEFAULT_TIMING } from "../replay/timing-setup.ts";
 import type { ElementType, Tolerance } from "../replay/tolerance.ts";
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TEMPLATE_ESCAPES } from "../frontends/templates.ts";
@@ -206,6 +207,10 @@ static const unsigned BLOCK[3] = {${p.block.join(", ")}};
 #define SHARED_MEM_BYTES ${p.sharedMemBytes}u
 /* The kernel's time in the app (us; -1: not measured). */
 #define APP_LAUNCH_US ${num(p.appLaunchUs)}
+/* 1: before each timed launch, L2 is written back by a read of twice its size (or 256 MiB), as
+ * kerncap replay times by default (src/replay/timing-setup.ts DEFAULT_TIMING, l2=${DEFAULT_TIMING.l2}); 0: L2 as the
+ * restore leaves it (the kernel's output in its before state as dirty lines). */
+#define L2_WRITE_BACK ${DEFAULT_TIMING.l2 === "restored" ? 0 : 1}
 
 ${p.hsa ? "" : cudaLaunch(p)}
 /* Judging: elements of a float type within ATOL + RTOL * |expected|; others bit for bit. */
