@@ -13,6 +13,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Subprocess } from "bun";
 import { existsSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { lines } from "../check/worker.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
@@ -20,6 +21,9 @@ import { jsonDocument } from "../format/documents.ts";
 import { killGroup, type StopSignal } from "../process-group.ts";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import type { ToolProgress } from "./progress.ts";
+
+/** Tool children at once unless `kerncap mcp --jobs` says otherwise: half the cores, at least 2, at most 8. */
+export const MCP_DEFAULT_JOBS = Math.max(2, Math.min(8, Math.floor(availableParallelism() / 2)));
 
 /** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
 const TOOL_GRACE_MS = 10_000;
@@ -44,6 +48,51 @@ export function errorResult(e: unknown): CallToolResult {
  */
 export class ToolChildren {
   private running = new Map<number, { exited: Promise<unknown>; stopped: boolean; timer?: ReturnType<typeof setTimeout> }>();
+  /** Tool calls holding a slot now, and the calls waiting for one (first come, first served). */
+  private busy = 0;
+  private waiting: (() => void)[] = [];
+
+  /**
+   * @param jobs how many tool children may run at once (default MCP_DEFAULT_JOBS): an agent that
+   *   sends 40 validate calls at once gets them run `jobs` at a time, the rest queued, not 40
+   *   compilers and 40 CUDA contexts
+   */
+  constructor(readonly jobs = MCP_DEFAULT_JOBS) {
+    if (!Number.isInteger(jobs) || jobs < 1) throw new KerncapError("E_USAGE", `--jobs must be a whole number of at least 1, not ${jobs}`);
+  }
+
+  /**
+   * Wait for a slot (a call queued behind `jobs` running ones); `onQueued` is told once when the
+   * call has to wait. @returns the function that gives the slot back (call it once)
+   * @throws KerncapError E_INTERRUPTED when `signal` aborts while the call waits
+   */
+  async slot(signal?: AbortSignal, onQueued?: (ahead: number) => void): Promise<() => void> {
+    if (this.busy >= this.jobs) {
+      onQueued?.(this.busy + this.waiting.length - this.jobs + 1);
+      await new Promise<void>((res, rej) => {
+        const go = () => {
+          signal?.removeEventListener("abort", cancel);
+          res();
+        };
+        const cancel = () => {
+          this.waiting = this.waiting.filter((w) => w !== go);
+          rej(new KerncapError("E_INTERRUPTED", "the tool call was cancelled while it waited for a free slot"));
+        };
+        if (signal?.aborted) return cancel();
+        signal?.addEventListener("abort", cancel, { once: true });
+        this.waiting.push(go);
+      });
+    } else this.busy++;
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const next = this.waiting.shift();
+      if (next)
+        next(); // the slot passes on: busy stays
+      else this.busy--;
+    };
+  }
 
   /** Track p until it exits. */
   add(p: Subprocess): void {
@@ -110,6 +159,32 @@ export async function runVerb(
   const dir = toolCwd(cwd);
   const cmd = [...selfCommand(), ...argv];
   if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);
+  progress?.start(); // heartbeats also while the call waits for a slot: a client must not time out in the queue
+  try {
+    const release = await children.slot(signal, (ahead) =>
+      progress?.line(`queued: ${children.jobs} tool call${children.jobs > 1 ? "s" : ""} running, this one is number ${ahead} in line`),
+    );
+    try {
+      return await spawnVerb(argv, cmd, dir, env, children, signal, progress);
+    } finally {
+      release();
+    }
+  } finally {
+    progress?.stop();
+  }
+}
+
+/** runVerb's child, once it holds a slot. */
+async function spawnVerb(
+  argv: string[],
+  cmd: string[],
+  dir: string,
+  env: Record<string, string | undefined>,
+  children: ToolChildren,
+  signal?: AbortSignal,
+  progress?: ToolProgress,
+): Promise<CallToolResult> {
+  if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);
   let p: Subprocess<"ignore", "pipe", "pipe">;
   try {
     p = Bun.spawn(cmd, { cwd: dir, env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
@@ -129,7 +204,6 @@ export async function runVerb(
   const cancel = () => children.stop("SIGTERM", p.pid);
   signal?.addEventListener("abort", cancel, { once: true });
   let out: string, err: string, code: number;
-  progress?.start();
   try {
     [out, err, code] = await Promise.all([
       new Response(p.stdout).text(),
@@ -137,7 +211,6 @@ export async function runVerb(
       p.exited,
     ]);
   } finally {
-    progress?.stop();
     signal?.removeEventListener("abort", cancel);
   }
   let doc: Record<string, unknown>;

@@ -243,8 +243,8 @@ export function answerUnreadable(transport: Transport): void {
  * TOOL_GRACE_MS or at a second signal) and returns once they have exited.
  * @throws KerncapError E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM) after a signal
  */
-export async function serve(transport: Transport, trust: McpTrust = {}): Promise<void> {
-  const children = new ToolChildren();
+export async function serve(transport: Transport, trust: McpTrust = {}, jobs?: number): Promise<void> {
+  const children = new ToolChildren(jobs);
   const server = createMcpServer(children, trust);
   const stops = new StopSignals().install();
   const closed = new Promise<void>((res) => (server.onclose = () => res()));

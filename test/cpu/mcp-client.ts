@@ -14,9 +14,9 @@ import { createMcpServer, ToolChildren, type McpTrust } from "../../src/mcp/serv
  * `progressMs` how often its progress notifications come (the server's default without), `name` the
  * client's name in the handshake.
  */
-export async function connected(o: { trust?: McpTrust; progressMs?: number; name?: string } = {}): Promise<Client> {
+export async function connected(o: { trust?: McpTrust; progressMs?: number; name?: string; jobs?: number } = {}): Promise<Client> {
   const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer(new ToolChildren(), o.trust ?? {}, o.progressMs === undefined ? {} : { progressMs: o.progressMs }).connect(a);
+  await createMcpServer(new ToolChildren(o.jobs), o.trust ?? {}, o.progressMs === undefined ? {} : { progressMs: o.progressMs }).connect(a);
   const client = new Client({ name: o.name ?? "test", version: "1" });
   await client.connect(b);
   return client;

@@ -8,6 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
+import { ToolChildren } from "../../src/mcp/children.ts";
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { connected, doc, running, until } from "./mcp-client.ts";
@@ -59,6 +60,53 @@ describe("progress notifications", () => {
     expect(String(plain?.message)).toMatch(/timed out/i);
     await c.close();
   }, 30_000);
+
+  test("--jobs 1: a second call waits for the first's child, with progress while it waits; both answer", async () => {
+    const c = await connected({ progressMs: 300, jobs: 1 });
+    const a = await slowFailingBuild(2);
+    const b = await slowFailingBuild(2);
+    const seen: ProgressUpdate[] = [];
+    const t0 = performance.now();
+    const first = c.callTool({ name: "validate", arguments: { dir: a.dir } }, undefined, { timeout: 20_000 });
+    await until(() => existsSync(a.pids)); // the first holds the slot
+    const second = c.callTool({ name: "validate", arguments: { dir: b.dir } }, undefined, {
+      timeout: 1500,
+      resetTimeoutOnProgress: true,
+      onprogress: (p) => void seen.push(p),
+    });
+    await until(() => seen.length > 0);
+    expect(existsSync(b.pids)).toBe(false); // queued: its build has not started
+    for (const r of await Promise.all([first, second])) expect(doc(r).error.code).toBe("E_BUILD");
+    expect(performance.now() - t0).toBeGreaterThan(4000); // one after the other
+    expect(seen.some((p) => /queued: 1 tool call running, this one is number 1 in line/.test(p.message ?? ""))).toBe(true);
+    await c.close();
+  }, 30_000);
+
+  test("a call cancelled while it waits for a slot never starts; the slot passes to the next in line", async () => {
+    const kids = new ToolChildren(1);
+    const held = await kids.slot();
+    const ctl = new AbortController();
+    const queued: number[] = [];
+    const cancelled = kids
+      .slot(ctl.signal, (n) => queued.push(n))
+      .then(
+        () => "started",
+        (e) => e.code,
+      );
+    let nextGot = false;
+    const next = kids.slot(undefined, (n) => queued.push(n)).then((r) => ((nextGot = true), r));
+    ctl.abort();
+    expect(await cancelled).toBe("E_INTERRUPTED");
+    expect(queued).toEqual([1, 2]);
+    expect(nextGot).toBe(false);
+    held();
+    held(); // a second give-back is a no-op
+    (await next)();
+    expect(nextGot).toBe(true);
+    const again = await kids.slot(); // both slots given back: one free again at once
+    again();
+    expect(() => new ToolChildren(0)).toThrow(/at least 1/);
+  });
 
   test("the value strictly increases: heartbeats stay below the next finished item; a count gives the total", () => {
     const got: ProgressUpdate[] = [];

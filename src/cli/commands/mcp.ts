@@ -8,6 +8,8 @@ import { KerncapError } from "../../errors.ts";
 import { verboseArg } from "../args.ts";
 import { selfCommand } from "../../util/self-exec.ts";
 import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
+import { MCP_DEFAULT_JOBS } from "../../mcp/children.ts";
+import { oneLine } from "../format.ts";
 
 export default defineCommand({
   meta: { name: "mcp", description: `Serve kerncap's verbs as MCP tools over stdio (${TOOL_NAMES.join(", ")})` },
@@ -29,6 +31,11 @@ export default defineCommand({
       description:
         "A folder the tools' capture folders must lie under (repeatable; default: the working folder); any other dir is refused with one message that says nothing of what is there",
     },
+    jobs: {
+      type: "string",
+      valueHint: "N",
+      description: `How many tool calls run their kerncap child at once; the others wait their turn, with progress notifications (default ${MCP_DEFAULT_JOBS}: half the cores, 2 to 8)`,
+    },
     ...verboseArg,
   },
   async run({ args }) {
@@ -43,7 +50,10 @@ export default defineCommand({
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const given = (args as Record<string, unknown>).root;
     const roots = (Array.isArray(given) ? given : given === undefined ? [] : [given]).map((r) => resolve(String(r)));
-    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), roots: roots.length ? roots : [process.cwd()] });
+    const jobs = args.jobs === undefined ? undefined : Number(args.jobs);
+    if (jobs !== undefined && (!Number.isInteger(jobs) || jobs < 1 || jobs > 1024))
+      throw new KerncapError("E_USAGE", `--jobs ${oneLine(String(args.jobs))} is not a whole number from 1 to 1024`, { hint: "Give --jobs N, e.g. --jobs 4." });
+    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), roots: roots.length ? roots : [process.cwd()] }, jobs);
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;
