@@ -18,6 +18,7 @@
 import Handlebars from "handlebars";
 import type { BuildScriptReading, NamedProgram, RunFile } from "../format/what-runs.ts";
 import type { TemplateFile } from "./templates.ts";
+import { firstNonSetting } from "./compile-settings.ts";
 
 /** What each escape helper of src/frontends/templates.ts can produce, as a regular expression (no capture groups). */
 const SLOT: Record<string, string> = {
@@ -311,8 +312,8 @@ export function readScript(text: string): { programs: NamedProgram[]; named: str
 /**
  * The reading of the files a build runs against a frontend's templates (the trust gate's hook,
  * src/format/what-runs.ts setBuildScriptReader): `stock` when build.sh is a rendering of its
- * `build.sh.hbs` and every raw template file present (Triton's repro.py) is the template's own
- * bytes; the programs the stock slots name (the flags' code-loading options; the Python it runs);
+ * `build.sh.hbs` whose flags are compile settings only (./compile-settings.ts) and every raw
+ * template file present (Triton's repro.py) is the template's own bytes; the programs the stock slots name (the flags' code-loading options; the Python it runs);
  * otherwise why not, and what a lexical reading of build.sh names.
  */
 export function readBuildScripts(templates: readonly TemplateFile[] | undefined, files: readonly RunFile[]): BuildScriptReading {
@@ -332,7 +333,13 @@ export function readBuildScripts(templates: readonly TemplateFile[] | undefined,
   if (!tpl) return lexical("this kerncap has no build.sh template for the capture's frontend");
   const slots = matchTemplate(tpl.text, build.bytes.toString("utf8"));
   if (!slots) return lexical("build.sh is not the one this kerncap writes (it does not match the frontend's build.sh template)");
-  const programs = codeLoadingWords(flagWords(slots.flags ?? ""));
+  const words = flagWords(slots.flags ?? "");
+  const odd = firstNonSetting(words);
+  if (odd !== undefined)
+    return lexical(
+      `build.sh's compile flags pass ${JSON.stringify(odd)}, an option kerncap does not know to be only a compile setting (it may write, run or read files of its own choosing)`,
+    );
+  const programs = codeLoadingWords(words);
   if (slots.python !== undefined) {
     const py = flagWords(slots.python)[0];
     if (py) programs.push({ flag: "build.sh's Python", value: py, kind: "program" });

@@ -264,6 +264,17 @@ describe("a received capture's build.sh that names a program in the capture", ()
     chmodSync(open, 0o755);
   }, 60_000);
 
+  test("compile flags that write a file of their choosing (-MD -MF PATH -MT TEXT, --keep-dir): not kerncap's own build.sh, plain --trust refused", async () => {
+    process.env.NVCC = fakeNvcc();
+    for (const flags of [`-O3 -MD -MF ${tempDir()}/.bashrc -MT 'echo PWNED;'`, `--keep-dir ${tempDir()}`, "-Xptxas -v,-o/tmp/x.cubin"]) {
+      const cap = await received(tempDir(), stockCudaBuildSh(flags));
+      const { e } = await validate([cap, "--trust"]);
+      expect(e?.code, flags).toBe("E_UNTRUSTED");
+      expect(e!.message, flags).toContain("an option kerncap does not know to be only a compile setting");
+      expect(e!.message, flags).toContain("plain --trust is not enough");
+    }
+  }, 60_000);
+
   test("a link to /proc/self/cwd in a folder of this user's: refused (it resolves to another folder in the compiler); a plugin that does not exist here: refused", async () => {
     const root = tempDir();
     const links = join(root, "links");

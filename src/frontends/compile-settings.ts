@@ -1,0 +1,163 @@
+/**
+ * Which compiler options in a received build.sh's flags slot are only compile settings: options
+ * that choose what the compiler makes of the source (defines, include folders, language standard,
+ * optimisation, floating-point and register settings, warnings) and nothing else. Anything else a
+ * flag can do (write a file where it says: `-MF PATH`, `--keep-dir DIR`, `-Xptxas -o PATH`,
+ * `-Xcompiler -fdump-…=PATH`; run or load a program: `-Xcompiler -wrapper`, `-fplugin`; read
+ * options from a file: `@FILE`, `--options-file`) makes the build.sh one kerncap does not vouch for:
+ * src/frontends/stock-build.ts then reads it as a script of the sender's, which plain `--trust` does
+ * not run (docs/security.md, "What build.sh names").
+ *
+ * An allow list, not a list of what is known to be dangerous: a compiler has more options than any
+ * list of its dangerous ones (each earlier list missed one), and an option this list does not know
+ * costs only the user's reading of the script (`--trust=DIGEST`), never a wrong build.
+ * Sources of the option names: `nvcc --help` (CUDA 13.0), `ptxas --help`, gcc's and clang's manuals.
+ */
+
+/** nvcc (and hipcc/clang) options that stand alone as one word. */
+const NVCC_WORD = [
+  /^-[DU][A-Za-z_][A-Za-z0-9_]*(=.*)?$/s, // a macro: its value is source text, compiled, never run
+  /^-(I|isystem|iquote|idirafter)./, // an include folder (read, not run; a confined build checks where)
+  /^--(include-path|system-include)=./,
+  /^-O[0-3s]?$/,
+  /^--optimize=[0-3]$/,
+  /^--?dopt=(on|off)$/,
+  /^-(g|G|w|lineinfo)$/,
+  /^--(device-debug|generate-line-info|debug)$/,
+  /^--?std=[a-z0-9+]+$/,
+  /^-W(?![lpa]$)(no-)?[a-z][a-z0-9-]*(=[a-z0-9-]+)?$/, // warnings (not -Wl, -Wp, -Wa)
+  /^--?(Werror|Wreorder|Wno-deprecated-gpu-targets|Wno-deprecated-declarations|Wext-lambda-captures-this|Wdefault-stream-launch|Wmissing-launch-bounds)(=[a-z0-9,-]+)?$/,
+  /^--?(use_fast_math|use-fast-math|extended-lambda|expt-extended-lambda|expt-relaxed-constexpr|restrict|allow-unsupported-compiler|forward-unknown-to-host-compiler|resource-usage|res-usage|source-in-ptx|disable-warnings|display-error-number|no-display-error-number|no-host-device-initializer-list|no-host-device-move-forward|keep-device-functions|extensible-whole-program|no-exceptions|dlink-time-opt|dlto)$/,
+  /^--?(ftz|prec-div|prec-sqrt|fmad|static-global-template-stub|relocatable-device-code|rdc|device-c|device-w|use-local-env)=(true|false)$/,
+  /^--?default-stream=(legacy|null|per-thread)$/,
+  /^--?(maxrregcount|threads|split-compile|split-compile-extended)=\d+$/,
+  /^-t\d+$/,
+  /^--?diag-(suppress|warn|error)=[A-Za-z0-9_,-]+$/,
+  /^-m(32|64)$/,
+  // clang/hipcc (the HIP template's flags)
+  /^--offload-arch=[a-z0-9:+-]+$/,
+  /^-f(no-)?(gpu-rdc|fast-math|hip-new-launch-api|gpu-flush-denormals-to-zero|gpu-approx-transcendentals|gpu-allow-device-init|cuda-flush-denormals-to-zero|hip-fp32-correctly-rounded-divide-sqrt|unsafe-math-optimizations|finite-math-only|openmp|PIC|pic|exceptions|rtti)$/,
+  /^-ffp-contract=(fast|on|off|fast-honor-pragmas)$/,
+];
+
+/** nvcc options followed by a value word, and what that value may be. */
+const NVCC_VALUE: Record<string, RegExp> = {
+  "-maxrregcount": /^\d+$/,
+  "--maxrregcount": /^\d+$/,
+  "-t": /^\d+$/,
+  "--threads": /^\d+$/,
+  "--split-compile": /^\d+$/,
+  "-default-stream": /^(legacy|null|per-thread)$/,
+  "--default-stream": /^(legacy|null|per-thread)$/,
+  "-diag-suppress": /^[A-Za-z0-9_,-]+$/,
+  "--diag-suppress": /^[A-Za-z0-9_,-]+$/,
+  "-diag-warn": /^[A-Za-z0-9_,-]+$/,
+  "--diag-warn": /^[A-Za-z0-9_,-]+$/,
+  "-diag-error": /^[A-Za-z0-9_,-]+$/,
+  "--diag-error": /^[A-Za-z0-9_,-]+$/,
+  "-Werror": /^[a-z0-9,-]+$/,
+  "--Werror": /^[a-z0-9,-]+$/,
+  "-std": /^[a-z0-9+]+$/,
+  "--std": /^[a-z0-9+]+$/,
+  "-O": /^[0-3]$/,
+  "--optimize": /^[0-3]$/,
+  "-dopt": /^(on|off)$/,
+  "--dopt": /^(on|off)$/,
+  "-I": /^./,
+  "-isystem": /^./,
+  "-iquote": /^./,
+  "-idirafter": /^./,
+  "--include-path": /^./,
+  "--system-include": /^./,
+  // a file compiled into the TU first: read, not run (a confined build checks where)
+  "-include": /^./,
+  "--pre-include": /^./,
+  // the host compiler: a program, checked where it is (stock-build.ts codeLoadingWords, what-runs.ts programProblem)
+  "-ccbin": /^./,
+  "--compiler-bindir": /^./,
+};
+
+/** The host compiler's options inside -Xcompiler (gcc's, clang's): settings only. */
+const HOST_WORD = [
+  /^-[DU][A-Za-z_][A-Za-z0-9_]*(=.*)?$/s,
+  /^-(I|isystem|iquote|idirafter)./,
+  /^-O[0-3sgz]?$/,
+  /^-g[0-3]?$/,
+  /^-(w|pthread|pipe|pedantic|pedantic-errors|ansi|fPIC|fpic|fPIE|fpie)$/,
+  /^-std=[a-z0-9+]+$/,
+  /^-W(?![lpa]$)(no-)?[a-z][a-z0-9+-]*(=[a-z0-9+-]+)?$/, // not -Wl, -Wp, -Wa: options for the linker, preprocessor, assembler
+  // a plugin of gcc's own plugin folder by its bare name (-fplugin=annobin, in Fedora's default flags);
+  // a path is not a setting, and stock-build.ts codeLoadingWords names the plugin for the trust gate's check
+  /^-fplugin=[A-Za-z0-9_-]+$/,
+  /^-m(?!llvm)[a-z0-9][a-z0-9=.+-]*$/, // target settings (-march=native, -mavx2, -m64), not clang's -mllvm
+  // -f settings with no value or a plain one, never a path: not -fplugin, -fdump-…, -fprofile-…, -fopt-info, -fcallgraph-info, …
+  /^-f(no-)?(?!plugin|dump|profile|opt-info|callgraph|auto-profile|record|save|debug-prefix|file-prefix|macro-prefix|coverage|lto|stack-usage|sanitize|instrument|spec|test-coverage|diagnostics-format|diagnostics-plain|ident|asm|pass-plugin|crash|self-test|use-ld|module|exec-charset|input-charset|wide-exec-charset)[a-z][a-z0-9-]*(=[A-Za-z0-9_.+-]+)?$/,
+];
+
+/** Linker settings after the host compiler's -Wl (a module build runs no host linker: inert, but only settings are let through). */
+const LINKER_WORD =
+  /^(-B(static|dynamic|symbolic)|-O[0-3]|--?(no-)?as-needed|--gc-sections|-z|relro|now|lazy|defs|noexecstack|-s|--strip-all|--?export-dynamic)$/;
+
+/** ptxas options inside -Xptxas: settings only (not -o, --output-file, --input-as-string, …). */
+const PTXAS_WORD =
+  /^(-v|--verbose|-O[0-3]|--?opt-level=[0-3]|--?maxrregcount=\d+|-maxrregcount|\d+|-dlcm=\w+|-dscm=\w+|--?def-(load|store)-cache=\w+|--?warn-on-[a-z-]+|--?allow-expensive-optimizations(=(true|false))?|-Werror|--?warning-as-error|--?suppress-[a-z-]+|--?disable-optimizer-constants|--?fmad=(true|false)|--?preserve-relocs|--?sp-bound-check|-g|--?device-debug|-lineinfo|--?generate-line-info|--?position-independent-code=(true|false)|--?extensible-whole-program|--?register-usage-level=\d+|--?disable-warnings|--?device-function-maxrregcount=\d+)$/;
+
+/** cudafe++ options inside -Xcudafe: diagnostics only. */
+const CUDAFE_WORD =
+  /^--?(diag_suppress|diag_warning|diag_error|diag_remark|display_error_number|no_display_error_number)(=[A-Za-z0-9_,-]+)?$|^[A-Za-z0-9_,-]+$/;
+
+/** Options whose value is another tool's words: which words that tool may be given. */
+const PASS: Record<string, (w: string) => boolean> = {
+  "-Xcompiler": (w) => HOST_WORD.some((r) => r.test(w)),
+  "--compiler-options": (w) => HOST_WORD.some((r) => r.test(w)),
+  "-Xptxas": (w) => PTXAS_WORD.test(w),
+  "--ptxas-options": (w) => PTXAS_WORD.test(w),
+  "-Xcudafe": (w) => CUDAFE_WORD.test(w),
+};
+
+/**
+ * The first of a compile command's option words that is not only a compile setting, or
+ * undefined when all are. `words`: the flags slot's words with their shell quoting removed
+ * (src/frontends/stock-build.ts flagWords), e.g. `["-O3", "-Xcompiler", "-fPIC,-Wall", "-I./src"]`.
+ * `-Xcompiler`-style values are split at commas and spaces as nvcc and the shell split them, also
+ * in their `-Xcompiler=…` form; a value-taking option with no value is not a setting.
+ */
+export function firstNonSetting(words: readonly string[]): string | undefined {
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    const eq = w.indexOf("=");
+    const opt = w.startsWith("-") && eq > 0 ? w.slice(0, eq) : w;
+    const pass = PASS[opt];
+    if (pass) {
+      const value = eq > 0 && opt !== w ? w.slice(eq + 1) : words[++i];
+      if (value === undefined) return w;
+      const bad = value.split(/[,\s]+/).filter(Boolean);
+      // gcc's "-I" and "-isystem" with their folder as the next word inside one -Xcompiler value
+      for (let j = 0; j < bad.length; j++) {
+        if (/^-(I|isystem|iquote|idirafter|include)$/.test(bad[j]!) && opt !== "-Xptxas" && opt !== "--ptxas-options" && bad[j + 1]) {
+          j++;
+          continue;
+        }
+        if (bad[j] === "-Wl" && (opt === "-Xcompiler" || opt === "--compiler-options")) {
+          // -Wl,A,B: the words up to the next option of the host compiler's own are the linker's
+          for (j++; j < bad.length && !HOST_WORD.some((r) => r.test(bad[j]!)); j++) if (!LINKER_WORD.test(bad[j]!)) return `${opt} -Wl,${bad[j]}`;
+          j--;
+          continue;
+        }
+        if (!pass(bad[j]!)) return `${opt} ${bad[j]}`;
+      }
+      continue;
+    }
+    if (NVCC_WORD.some((r) => r.test(w))) continue;
+    const valued = NVCC_VALUE[w];
+    if (valued) {
+      const v = words[++i];
+      if (v === undefined || !valued.test(v)) return v === undefined ? w : `${w} ${v}`;
+      continue;
+    }
+    const attached = NVCC_VALUE[opt];
+    if (attached && eq > 0 && attached.test(w.slice(eq + 1))) continue;
+    return w;
+  }
+  return undefined;
+}

@@ -1,0 +1,49 @@
+/**
+ * src/frontends/compile-settings.ts: which flags of a received build.sh are compile settings only.
+ * A flag that writes, runs or reads a file of its own choosing is named; the flags real projects
+ * pass (ggml's CMake flags, llm.c's Makefile, Fedora's annobin) are settings.
+ */
+import { describe, expect, test } from "bun:test";
+import { firstNonSetting } from "../../../src/frontends/compile-settings.ts";
+
+describe("compile settings", () => {
+  test("real projects' flags are settings", () => {
+    const real = [
+      // ggml's CMake compile command, arch and output flags removed as the capture removes them
+      "-DGGML_BACKEND_BUILD -DGGML_CUDA_PEER_MAX_BATCH_SIZE=128 -DGGML_SCHED_MAX_COPIES=4 -D_GNU_SOURCE -D_XOPEN_SOURCE=600 -Dggml_cuda_EXPORTS -I./src/ggml/src/ggml-cuda/.. -isystem /usr/local/cuda/targets/x86_64-linux/include -O3 -DNDEBUG -std=c++17 -Xcompiler=-fPIC -use_fast_math -extended-lambda",
+      // llm.c's Makefile
+      "-O3 -t=0 --use_fast_math -std=c++17 -DMULTI_GPU=0 -DENABLE_BF16",
+      // options of the -Xcompiler/-Xptxas/-Xcudafe kinds
+      "-Xcompiler -Wall,-Wextra,-Wno-unused-function -Xptxas -v,-O3,--warn-on-spills -Xcudafe --diag_suppress=177 -maxrregcount 64 --expt-relaxed-constexpr -lineinfo",
+      "-Xcompiler -fplugin=annobin -Xcompiler -Wl,-Bstatic -O3 -ccbin /usr/bin/g++ --default-stream per-thread -diag-suppress 20012",
+    ];
+    for (const f of real) expect(firstNonSetting(f.split(" ")), f).toBeUndefined();
+  });
+
+  test("flags that write, run or read a file of their own are named", () => {
+    const hostile: [string[], string][] = [
+      [["-O3", "-MD", "-MF", "/home/v/.bashrc", "-MT", "echo x"], "-MD"],
+      [["--keep-dir", "/tmp/x", "--keep"], "--keep-dir"],
+      [["-odir", "/tmp"], "-odir"],
+      [["-Xptxas", "-v,-o/home/v/x"], "-Xptxas -o/home/v/x"],
+      [["-Xptxas=--output-file=/x"], "-Xptxas --output-file=/x"],
+      [["-Xcompiler", "-Wp,-MD,/x"], "-Xcompiler -Wp"],
+      [["-Xcompiler=-wrapper,sh,src/x.cuh"], "-Xcompiler -wrapper"],
+      [["-Xcompiler", "-fdump-tree-all"], "-Xcompiler -fdump-tree-all"],
+      [["-Xcompiler", "-fplugin=/tmp/p.so"], "-Xcompiler -fplugin=/tmp/p.so"],
+      [["-Xcompiler", "-fmodule-mapper=x"], "-Xcompiler -fmodule-mapper=x"],
+      [["-Xcompiler", "-Wl,-plugin,/x.so"], "-Xcompiler -Wl,-plugin"],
+      [["-Xcompiler", "-mllvm"], "-Xcompiler -mllvm"],
+      [["-Xcompiler", "-save-temps=obj"], "-Xcompiler -save-temps=obj"],
+      [["-Xlinker", "-plugin"], "-Xlinker"],
+      [["-Xnvlink", "x"], "-Xnvlink"],
+      [["@opts.txt"], "@opts.txt"],
+      [["--options-file", "src/o"], "--options-file"],
+      [["-run"], "-run"],
+      [["-maxrregcount", "$(id)"], "-maxrregcount $(id)"],
+      [["-Xcompiler"], "-Xcompiler"],
+      [["-Wl"], "-Wl"],
+    ];
+    for (const [words, named] of hostile) expect(firstNonSetting(words), words.join(" ")).toBe(named);
+  });
+});
