@@ -67,6 +67,12 @@ export interface ExportOptions {
   atol?: number;
   rtol?: number;
   dtype?: string;
+  /**
+   * The files a received capture's build runs, as the trust gate read and hashed them
+   * (src/format/what-runs.ts RunFile: capture-relative name and bytes; src/ops/export.ts): the
+   * export writes these bytes at their names, not what the folder holds by the time it copies.
+   */
+  trustedFiles?: readonly { name: string; bytes: Buffer }[];
 }
 
 export interface ExportResult {
@@ -142,6 +148,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     };
     writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
     const editable = copyProject(capDir, m, tmp);
+    for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton);
     writeFileSync(join(tmp, EXPORT_FILE), JSON.stringify(doc, null, 2) + "\n");

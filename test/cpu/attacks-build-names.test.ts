@@ -275,6 +275,27 @@ describe("a received capture's build.sh that names a program in the capture", ()
     }
   }, 60_000);
 
+  test("export of a received capture asks what validate asks: nothing exported without --trust; --trust=DIGEST for a build.sh of its own; the bytes shown are the bytes exported", async () => {
+    const exportCmd = async (argv: string[]) => quietly(async () => runCommand(await commands.export(), { rawArgs: argv }));
+    const stock = await received(tempDir(), stockCudaBuildSh("-O3"));
+    const out = join(tempDir(), "x");
+    const refused = await exportCmd([stock, "-o", out]);
+    expect(refused.e?.code).toBe("E_UNTRUSTED");
+    expect(refused.e!.hint).toContain(`kerncap export ${stock} -o ${out} --trust=`);
+    expect(existsSync(out)).toBe(false);
+    expect((await exportCmd([stock, "-o", out, "--trust"])).e).toBeUndefined();
+    expect(readFileSync(join(out, "build.sh"), "utf8")).toBe(readFileSync(join(stock, "build.sh"), "utf8"));
+    // a build.sh of its own (it writes a file when make run-src runs it): plain --trust is not enough; the digest shown is
+    const own = await received(tempDir(), `${stockCudaBuildSh("-O3")}touch "$HOME/pwned"\n`);
+    const out2 = join(tempDir(), "y");
+    const plain = await exportCmd([own, "-o", out2, "--trust"]);
+    expect(plain.e?.code).toBe("E_UNTRUSTED");
+    const digest = /--trust=([0-9a-f]{64})/.exec(plain.e!.hint ?? "")![1]!;
+    expect(existsSync(out2)).toBe(false);
+    expect((await exportCmd([own, "-o", out2, `--trust=${digest}`])).e).toBeUndefined();
+    expect(readFileSync(join(out2, "build.sh"), "utf8")).toContain('touch "$HOME/pwned"');
+  }, 60_000);
+
   test("a link to /proc/self/cwd in a folder of this user's: refused (it resolves to another folder in the compiler); a plugin that does not exist here: refused", async () => {
     const root = tempDir();
     const links = join(root, "links");

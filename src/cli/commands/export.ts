@@ -1,7 +1,8 @@
 /** `kerncap export DIR -o OUT`: a reproducer folder that builds and runs with the CUDA toolkit alone, or for an AMD capture the HSA runtime (src/export/export.ts). Exit 0; 2 error. */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
-import { exportCapture } from "../../export/export.ts";
+import { exportOp } from "../../ops/export.ts";
+import { trustArg } from "../args.ts";
 import { floatArg } from "../../replay/tolerance-plan.ts";
 import { elementType } from "../../replay/tolerance.ts";
 import { log } from "../../log.ts";
@@ -23,17 +24,24 @@ export default defineCommand({
     atol: { type: "string", description: "Absolute tolerance per float element of the exported programs' comparison (Default: 0, bit for bit)" },
     rtol: { type: "string", description: "Relative tolerance per float element (Default: 0)" },
     dtype: { type: "string", description: "Element type of the regions whose type the kernel signature does not give (Default: fp32)" },
+    trust: {
+      type: "boolean",
+      description:
+        "Export a received capture (unpacked, made on another host, or another user's folder) after you read what its build runs: the exported make run-src runs that build.sh (a Triton export's repro.py, the kernel file); --trust=DIGEST for a build.sh of its own or a folder another user can write (docs/security.md)",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
-  run({ args }) {
+  run({ args, rawArgs }) {
     if (!String(args.out ?? "").trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
     const dtype = args.dtype ? String(args.dtype) : undefined;
     if (dtype && !elementType(dtype))
       throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, {
         hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
       });
-    const r = exportCapture(String(args.dir), String(args.out), {
+    const r = exportOp(String(args.dir), String(args.out), {
+      trust: trustArg(args.trust, rawArgs),
       force: Boolean(args.force),
       atol: floatArg("atol", args.atol),
       rtol: floatArg("rtol", args.rtol),

@@ -1,0 +1,36 @@
+/**
+ * `kerncap export`'s workflow: the trust gate, then the export (src/export/export.ts). The exported
+ * folder's `make run-src` runs the capture's build.sh, and a Triton capture's exported repro.py
+ * imports its kernel file: for a received capture those are the sender's code, so the export
+ * asks what validate asks (--trust, or --trust=DIGEST for a build.sh of its own or a folder
+ * another user can write; docs/security.md), shows the same files, and writes the bytes the gate
+ * hashed, never what the folder holds later.
+ */
+import { KerncapError } from "../errors.ts";
+import { openCapture } from "../format/capture-dir.ts";
+import { approvedDigest } from "../format/staged-build.ts";
+import { readWhatRuns } from "../format/what-runs.ts";
+import { exportCapture, type ExportOptions, type ExportResult } from "../export/export.ts";
+import { requireTrustedBuild } from "./gates.ts";
+
+/**
+ * Export DIR into OUT once its build is trusted (a capture made here: at once).
+ * @param o.trust plain --trust (true), --trust=DIGEST (the digest), or false
+ * @throws KerncapError E_UNTRUSTED, E_TRUST_CHANGED (the files changed between the gate's reading and the export's), and exportCapture's errors
+ */
+export function exportOp(dir: string, out: string, o: Omit<ExportOptions, "trustedFiles"> & { trust: boolean | string }): ExportResult {
+  const { manifest: m } = openCapture(dir);
+  requireTrustedBuild(dir, m, o.trust, { command: `kerncap export ${dir} -o ${out}` });
+  const approved = approvedDigest(dir);
+  if (approved === undefined) return exportCapture(dir, out, o); // made here: nothing to hold the files to
+  const runs = readWhatRuns(dir, m.kernel.frontend ?? "", true);
+  if (runs && runs.digest !== approved)
+    throw new KerncapError(
+      "E_TRUST_CHANGED",
+      `${dir}: the files its build runs changed since they were trusted (digest ${approved}, now ${runs.digest}); nothing was exported`,
+      {
+        hint: "Someone changed build.sh or the files under src/ meanwhile. Run the export again without --trust to see them, then trust the digest it shows.",
+      },
+    );
+  return exportCapture(dir, out, { ...o, trustedFiles: runs?.files ?? [] });
+}
