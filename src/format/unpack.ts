@@ -29,6 +29,7 @@ import { StopSignals } from "../process-group.ts";
 import { markReceived, RECEIVED_MARK } from "./received.ts";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
+import { checkUnpackBounds } from "./unpack-bounds.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
 import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, type CdEntry } from "./zip.ts";
@@ -281,6 +282,11 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
     if (f.method === "sparse" && !image)
       throw bad(archive, `${f.path} is packed sparse (holes), but only the manifest's memory images are: its size ${f.size} is not bounded by its data`);
   }
+  checkUnpackBounds(
+    archive,
+    planned.map((p) => ({ path: p.file.path, bytes: p.bytes, sized: images.has(p.file.path) || listed.has(p.file.path) })),
+    dest,
+  );
   return planned;
 }
 

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "nod
 import { join } from "node:path";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture, PACK_INDEX, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
+import { checkUnpackBounds, FREE_MARGIN_BYTES, freeBytes } from "../../src/format/unpack-bounds.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry, type RawEntry } from "./zip-fixture.ts";
 
@@ -102,6 +103,21 @@ describe("unpack refuses", () => {
     expect(e.message).toContain("only the manifest's memory images");
     expect(performance.now() - t0).toBeLessThan(2000);
     expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("an unpack past the free space of the destination (a 2 MiB archive may unpack to 2 GiB): refused before a byte is written", () => {
+    const files = [{ path: "memory/before.bin", bytes: 2 ** 33 }];
+    let e: KerncapError | undefined;
+    try {
+      checkUnpackBounds("x.zip", files, "/somewhere/out", 2 ** 33);
+    } catch (err) {
+      e = err as KerncapError;
+    }
+    expect(e?.code).toBe("E_IO");
+    expect(e?.message).toBe("unpacking x.zip writes 8.00 GiB; the file system of /somewhere/out has 8.00 GiB free, and unpack leaves 1.00 GiB of it free");
+    expect(() => checkUnpackBounds("x.zip", files, "/somewhere/out", 2 ** 33 + FREE_MARGIN_BYTES)).not.toThrow();
+    expect(freeBytes(tempDir())).toBeGreaterThan(0);
+    expect(freeBytes("/no/such/folder/below/root")).toBeGreaterThan(0); // its nearest existing folder's
   });
 
   test("a memory image larger than the manifest's regions and their layout allow", async () => {
