@@ -66,6 +66,10 @@ int cuptiEnableCallback(unsigned enable, void *sub, int domain, unsigned cbid) {
   (void)enable; (void)sub; (void)domain; (void)cbid;
   return 0;
 }
+int cuptiEnableDomain(unsigned enable, void *sub, int domain) {
+  (void)enable; (void)sub; (void)domain;
+  return 0;
+}
 int cuptiGetResultString(int r, const char **s) {
   (void)r;
   *s = "fake libcupti";
