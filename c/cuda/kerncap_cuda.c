@@ -169,17 +169,21 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t 
   }
 }
 
-/* The census entry of a launch's kernel: from this thread's cache by function handle, else found
- * (or made) by name under kc.mu and cached. NULL when the host is out of memory. */
-static kc_kstat_t *launch_entry(CUfunction f, const char *name) {
-  uint32_t gen = __atomic_load_n(&fn_gen, __ATOMIC_ACQUIRE);
-  kc_fn_slot_t *e = f ? fn_slot(f) : NULL; /* NULL: out of memory, found by name every time */
-  if (e && e->f == f && e->gen == gen) return e->k;
+/* The census entry of a launch's kernel: from this thread's cache by function handle (launch_entry,
+ * inlined), else found (or made) by name under kc.mu and cached (here). NULL when the host is out
+ * of memory. */
+static __attribute__((noinline)) kc_kstat_t *launch_entry_slow(CUfunction f, const char *name, kc_fn_slot_t *e, uint32_t gen) {
   pthread_mutex_lock(&kc.mu);
   kc_kstat_t *k = kc_census_get(&kc.census, name);
   pthread_mutex_unlock(&kc.mu);
   if (e && k) *e = (kc_fn_slot_t){f, k, gen};
   return k;
+}
+static inline kc_kstat_t *launch_entry(CUfunction f, const char *name) {
+  uint32_t gen = __atomic_load_n(&fn_gen, __ATOMIC_ACQUIRE);
+  kc_fn_slot_t *e = f ? fn_slot(f) : NULL; /* NULL: out of memory, found by name every time */
+  if (e && e->f == f && e->gen == gen) return e->k; /* the launch path: inlined */
+  return launch_entry_slow(f, name, e, gen);
 }
 
 /* The last launch's shape, written only when it changed (relaxed atomics: the census writer
@@ -565,13 +569,16 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
     return;
   }
   if (tl.in_tool || dom != CUPTI_CB_DOMAIN_DRIVER_API) return;
-  tl.in_tool = 1;
   const CUpti_CallbackData *cb = data;
   if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) { /* the runtime's launches: most callbacks, ahead of the switch */
+    /* its exit has work only after a lazy module load or for the launch being captured (on_launch_exit) */
+    if (cb->callbackSite == CUPTI_API_EXIT && !tl.loaded && !tl.capturing) return;
+    tl.in_tool = 1;
     on_launch(cbid, cb);
     tl.in_tool = 0;
     return;
   }
+  tl.in_tool = 1;
   switch (cbid) {
 #define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
     KC_LAUNCH_CALLBACKS(KC_CASE)
