@@ -79,7 +79,18 @@ beforeAll(() => {
   gcc(["-shared", "-fPIC", "-DFAKE_LIBCUDA", "-o", join(tmp, "libcuda.so.1"), fake]);
   gcc(["-shared", "-fPIC", "-DFAKE_LIBCUPTI", "-o", join(tmp, "libcupti.so"), fake]);
   // -rdynamic: the regexec launch_main defines is the one the library's calls reach
-  gcc([...INC.map((d) => `-I${d}`), "-rdynamic", "-o", join(tmp, "launch_main"), join(ROOT, "c/test/launch_main.c"), `-L${tmp}`, "-l:libcupti.so", `-Wl,-rpath,${tmp}`, "-ldl", "-lpthread"]);
+  gcc([
+    ...INC.map((d) => `-I${d}`),
+    "-rdynamic",
+    "-o",
+    join(tmp, "launch_main"),
+    join(ROOT, "c/test/launch_main.c"),
+    `-L${tmp}`,
+    "-l:libcupti.so",
+    `-Wl,-rpath,${tmp}`,
+    "-ldl",
+    "-lpthread",
+  ]);
 }, 60_000);
 afterAll(() => tmp && rmSync(tmp, { recursive: true, force: true }));
 
@@ -90,11 +101,21 @@ function drive(mode: "list" | "run", args: string[]): { out: string; stdout: str
   mkdirSync(join(out, "kernel"), { recursive: true });
   mkdirSync(join(out, "memory"));
   const sel = mode === "list" ? { KERNCAP_MODE: "list" } : { KERNCAP_MODE: "capture", KERNCAP_KERNEL: "^kerncap_never_matches$", KERNCAP_DISPATCH: "0" };
-  const env = { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_OUT: out, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), KC_COUNT_REGEXEC: "1", ...sel };
+  const env = {
+    PATH: process.env.PATH ?? "",
+    LD_LIBRARY_PATH: tmp,
+    KERNCAP_OUT: out,
+    KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"),
+    KC_COUNT_REGEXEC: "1",
+    ...sel,
+  };
   const p = Bun.spawnSync([join(tmp, "launch_main"), LIB, ...args], { env, stdout: "pipe", stderr: "pipe", timeout: 60_000 });
   const stderr = p.stderr.toString();
   expect(p.exitCode, stderr).toBe(0);
-  expect(readdirSync(out).filter((f) => f.startsWith("error.")), stderr).toEqual([]);
+  expect(
+    readdirSync(out).filter((f) => f.startsWith("error.")),
+    stderr,
+  ).toEqual([]);
   return { out, stdout: p.stdout.toString(), stderr };
 }
 
@@ -135,7 +156,16 @@ describe.skipIf(!ready)("the capture library's counting path", () => {
     expect([...list.driver].sort()).toEqual([...new Set(counting)].sort());
     expect([...run.driver].sort()).toEqual([...new Set([...counting, ...capture])].sort());
     // what each list must hold: every launch entry point in both modes, the capture's needs in run only
-    const launches = ["cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz"];
+    const launches = [
+      "cuLaunchKernel",
+      "cuLaunchKernel_ptsz",
+      "cuLaunchKernelEx",
+      "cuLaunchKernelEx_ptsz",
+      "cuLaunchCooperativeKernel",
+      "cuLaunchCooperativeKernel_ptsz",
+      "cuGraphLaunch",
+      "cuGraphLaunch_ptsz",
+    ];
     for (const n of launches) {
       expect(list.driver.has(n), `list enables ${n}`).toBe(true);
       expect(run.driver.has(n), `run enables ${n}`).toBe(true);
@@ -149,11 +179,35 @@ describe.skipIf(!ready)("the capture library's counting path", () => {
     expect(list.resource.has(MODULE_LOADED)).toBe(false);
     // the calls an application (the CUDA runtime, PyTorch, Triton's launcher) makes around its launches
     const neighbours = [
-      "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxGetDevice", "cuCtxSynchronize",
-      "cuDevicePrimaryCtxRetain", "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuStreamQuery", "cuStreamWaitEvent",
-      "cuEventRecord", "cuEventRecord_ptsz", "cuEventQuery", "cuEventSynchronize", "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
-      "cuStreamGetCaptureInfo_v2", "cuPointerGetAttribute", "cuPointerGetAttributes", "cuFuncGetAttribute", "cuFuncSetAttribute",
-      "cuKernelGetFunction", "cuLibraryGetKernel", "cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemsetD32Async", "cuGetProcAddress",
+      "cuCtxGetCurrent",
+      "cuCtxSetCurrent",
+      "cuCtxPushCurrent_v2",
+      "cuCtxPopCurrent_v2",
+      "cuCtxGetDevice",
+      "cuCtxSynchronize",
+      "cuDevicePrimaryCtxRetain",
+      "cuStreamSynchronize",
+      "cuStreamSynchronize_ptsz",
+      "cuStreamQuery",
+      "cuStreamWaitEvent",
+      "cuEventRecord",
+      "cuEventRecord_ptsz",
+      "cuEventQuery",
+      "cuEventSynchronize",
+      "cuStreamIsCapturing",
+      "cuStreamGetCaptureInfo",
+      "cuStreamGetCaptureInfo_v2",
+      "cuPointerGetAttribute",
+      "cuPointerGetAttributes",
+      "cuFuncGetAttribute",
+      "cuFuncSetAttribute",
+      "cuKernelGetFunction",
+      "cuLibraryGetKernel",
+      "cuMemcpyAsync",
+      "cuMemcpyHtoDAsync_v2",
+      "cuMemcpyDtoHAsync_v2",
+      "cuMemsetD32Async",
+      "cuGetProcAddress",
     ];
     for (const n of neighbours) expect(run.driver.has(n) || list.driver.has(n), `${n} enabled`).toBe(false);
   });
@@ -175,11 +229,10 @@ describe.skipIf(!ready)("the capture library's counting path", () => {
   test("from several threads too: once per name, and no launch lost (list and run)", () => {
     for (const mode of ["list", "run"] as const) {
       const r = drive(mode, ["threads", "4", "5000", ...NAMES]);
-      if (mode === "list") expect(regexecCalls(r.stderr)).toBe(0); // list has no --kernel: nothing to match
-      else {
-        expect(regexecCalls(r.stderr)).toBeGreaterThan(0);
-        expect(regexecCalls(r.stderr)).toBeLessThanOrEqual(2 * NAMES.length);
-      }
+      // list has no --kernel: nothing to match
+      const [least, most] = mode === "list" ? [0, 0] : [1, 2 * NAMES.length];
+      expect(regexecCalls(r.stderr)).toBeGreaterThanOrEqual(least);
+      expect(regexecCalls(r.stderr)).toBeLessThanOrEqual(most);
       const counts = censusCounts(r.out);
       expect([...counts.values()].reduce((a, b) => a + b, 0)).toBe(20_000);
       for (const n of NAMES) expect(counts.has(n)).toBe(true);
