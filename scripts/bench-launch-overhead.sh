@@ -3,6 +3,7 @@
 # `kerncap run` whose --kernel matches no launch), against the application alone.
 #
 #   bash scripts/bench-launch-overhead.sh [BASELINE_LIB]
+#   BASELINE_LIBS="a/libkerncap_cuda.so b/libkerncap_cuda.so" bash scripts/bench-launch-overhead.sh
 #
 # Applications (APPS, default "cuda torch"):
 #   cuda   an nvcc-built loop of LAUNCHES launches of an empty kernel (default 200000,
@@ -11,17 +12,29 @@
 #   torch  TORCH_LAUNCHES (default 30000) tiny PyTorch launches (x.add_(1) on a one-element CUDA
 #          tensor, a torch.cuda.synchronize every 1000), timing its loop itself (perf_counter,
 #          after a warm-up); skipped with a message when python3 cannot import torch with CUDA.
-# Each application runs bare, then under c/build/libkerncap_cuda.so (run scripts/build-c.sh
-# first) in `list` mode and in `run` mode with no match, and, when a baseline library is given
-# (argument, $BASELINE_LIB, or .carry/baseline/libkerncap_cuda.so when it exists: the library
-# built before a change), under it in the same two modes. A library is injected as `kerncap
-# run`/`list` injects it (src/capture/coexist.ts injectionEnv, src/env.ts captureLibraryEnv):
-# CUDA_INJECTION64_PATH and LD_PRELOAD, KERNCAP_OUT (a fresh folder with kernel/ and memory/),
-# KERNCAP_MODE, KERNCAP_CUPTI_PATH, and for `run` KERNCAP_KERNEL (a regex that matches no kernel)
-# and KERNCAP_DISPATCH=0. Runs alternate bare, then each (library, mode), RUNS rounds (default 5).
-# Prints each run, then per application and (library, mode) the median loop time, the overhead
-# per launch in µs and the ratio to the bare median, with the targets: list <= 1.10, run <= 1.02.
-# Needs an NVIDIA GPU, nvcc and libcupti; fails with a message when one is missing.
+# Each application runs bare, then under c/build/libkerncap_cuda.so ("now"; run scripts/build-c.sh
+# first) in each of MODES (default "list run": `list`, and `run` with no match), and under each
+# baseline library in the same modes: BASELINE_LIBS (several, space-separated), else the argument,
+# $BASELINE_LIB, or .carry/baseline/libkerncap_cuda.so when it exists (the library built before a
+# change). A baseline is labelled by its folder's name (.carry/base89/libkerncap_cuda.so: base89).
+# A library is injected as `kerncap run`/`list` injects it (src/capture/coexist.ts injectionEnv,
+# src/env.ts captureLibraryEnv): CUDA_INJECTION64_PATH and LD_PRELOAD, KERNCAP_OUT (a fresh folder
+# with kernel/ and memory/), KERNCAP_MODE, KERNCAP_CUPTI_PATH, and for `run` KERNCAP_KERNEL (a regex
+# that matches no kernel) and KERNCAP_DISPATCH=0.
+# FLOORS (default "launch"; "" for none) adds CUPTI's own floor, injected the same way: an injection
+# library whose CUPTI callback does nothing (c/test/cupti_floor.c), with the launch callbacks
+# enabled ("launch"), every driver API callback ("driver") or none ("none"). The library's own work
+# is its figure minus the floor's.
+# Rounds: RUNS (default 5); each round runs every configuration once, bare included, starting one
+# further along the list each round (so no configuration always follows the same one). BUDGET_S
+# (default 0: none): no round starts once the rounds so far (of every application) plus one more
+# would pass it (the figures then say how many rounds they hold). The last line gives the seconds
+# the runs took (one run is about 1 s of loop plus CUDA's start: RUNS x configurations runs).
+# Prints each run, then per application and configuration the median loop time, the overhead per
+# launch in µs, the ratio of the medians to the bare median, and the median (min-max) of the
+# per-round ratios (each run over the same round's bare run: the drift of the machine between
+# rounds cancels), with the targets: list <= 1.10, run <= 1.02. Needs an NVIDIA GPU, nvcc, gcc
+# and libcupti; fails with a message when one is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAUNCHES="${LAUNCHES:-200000}"
@@ -29,16 +42,21 @@ SYNC_EVERY="${SYNC_EVERY:-1000}"
 TORCH_LAUNCHES="${TORCH_LAUNCHES:-30000}"
 RUNS="${RUNS:-5}"
 APPS="${APPS:-cuda torch}"
-base_lib="${1:-${BASELINE_LIB:-}}"
-[ -z "$base_lib" ] && [ -f .carry/baseline/libkerncap_cuda.so ] && base_lib=.carry/baseline/libkerncap_cuda.so
+MODES="${MODES:-list run}"
+FLOORS="${FLOORS-launch}"
+BUDGET_S="${BUDGET_S:-0}"
+read -r -a base_libs <<<"${BASELINE_LIBS:-${1:-${BASELINE_LIB:-}}}"
+[ ${#base_libs[@]} -eq 0 ] && [ -f .carry/baseline/libkerncap_cuda.so ] && base_libs=(.carry/baseline/libkerncap_cuda.so)
 new_lib=c/build/libkerncap_cuda.so
 die() { echo "bench-launch-overhead: $*" >&2; exit 1; }
 
 command -v nvcc >/dev/null || die "nvcc not found (put the CUDA toolkit's bin on PATH)"
-[ -z "$base_lib" ] || [ -f "$base_lib" ] || die "no baseline library at $base_lib"
+command -v gcc >/dev/null || die "gcc not found (it builds the CUPTI floor library)"
+for l in "${base_libs[@]}"; do [ -f "$l" ] || die "no baseline library at $l"; done
 [ -f "$new_lib" ] || die "no $new_lib: run bash scripts/build-c.sh first"
+for m in $MODES; do case $m in list | run) ;; *) die "unknown mode $m (MODES: list run)" ;; esac; done
+for f in $FLOORS; do case $f in launch | driver | none) ;; *) die "unknown floor $f (FLOORS: launch driver none)" ;; esac; done
 new_lib=$(realpath "$new_lib")
-[ -n "$base_lib" ] && base_lib=$(realpath "$base_lib")
 cuda_home="${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}"
 cupti="${KERNCAP_CUPTI_PATH:-$(find -L "$cuda_home" \( -name 'libcupti.so' -o -name 'libcupti.so.[0-9]*' \) 2>/dev/null | sort | head -1)}"
 [ -n "$cupti" ] && [ -f "$cupti" ] || die "libcupti not found under $cuda_home (set KERNCAP_CUPTI_PATH)"
@@ -85,6 +103,11 @@ for i in range(n):
 torch.cuda.synchronize()
 print(time.perf_counter_ns() - t0)
 EOF
+if [ -n "$FLOORS" ]; then
+  inc=()
+  for d in "$cuda_home/include" "$cuda_home/extras/CUPTI/include" "$cuda_home"/targets/*/include; do [ -d "$d" ] && inc+=("-I$d"); done
+  gcc -O2 -shared -fPIC "${inc[@]}" -o "$work/libcupti_floor.so" c/test/cupti_floor.c -ldl || die "gcc could not build c/test/cupti_floor.c (the CUPTI headers: set CUDA_HOME)"
+fi
 apps=()
 for a in $APPS; do
   case $a in
@@ -101,7 +124,7 @@ done
 app_cmd() { case $1 in cuda) echo "$work/app $LAUNCHES $SYNC_EVERY" ;; torch) echo "python3 $work/app.py $TORCH_LAUNCHES" ;; esac; }
 launches_of() { case $1 in cuda) echo "$LAUNCHES" ;; torch) echo "$TORCH_LAUNCHES" ;; esac; }
 
-# run_one APP LIB MODE: the loop's ns (LIB empty: bare)
+# run_one APP LIB MODE: the loop's ns (LIB empty: bare; MODE floor-X: the CUPTI floor library, KC_FLOOR=X)
 run_one() {
   local app=$1 lib=$2 mode=$3 out
   if [ -z "$lib" ]; then
@@ -111,40 +134,79 @@ run_one() {
   out=$(mktemp -d "$work/out-XXXXXX")
   mkdir -p "$out/kernel" "$out/memory"
   local sel=()
-  [ "$mode" = run ] && sel=(KERNCAP_MODE=capture KERNCAP_KERNEL='^kerncap_never_matches$' KERNCAP_DISPATCH=0) || sel=(KERNCAP_MODE=list)
+  case $mode in
+    run) sel=(KERNCAP_MODE=capture KERNCAP_KERNEL='^kerncap_never_matches$' KERNCAP_DISPATCH=0) ;;
+    list) sel=(KERNCAP_MODE=list) ;;
+    floor-*) sel=(KC_FLOOR="${mode#floor-}") ;;
+  esac
   env CUDA_INJECTION64_PATH="$lib" LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" KERNCAP_OUT="$out" "${sel[@]}" \
     KERNCAP_CUPTI_PATH="$cupti" $(app_cmd "$app") || die "$app failed under $lib ($mode)"
   if compgen -G "$out/error.*.txt" >/dev/null; then die "the library failed under $lib ($mode): $(cat "$out"/error.*.txt)"; fi
   [ -e "$out/raw.json" ] && die "$lib ($mode) captured a launch: the --kernel regex was meant to match none"
+  case $mode in list | run) compgen -G "$out/kernels.*.json" >/dev/null || die "$lib ($mode) wrote no census: was it injected?" ;; esac
   rm -rf "$out"
 }
 
-configs=("bare||" "now|$new_lib|list" "now|$new_lib|run")
-[ -n "$base_lib" ] && configs+=("baseline|$base_lib|list" "baseline|$base_lib|run")
-declare -A times
+# configurations: "label|lib|mode"; bare first
+configs=("bare||")
+libs=("now|$new_lib")
+declare -A seen=([now]=1)
+for l in "${base_libs[@]}"; do
+  label=$(basename "$(dirname "$(realpath "$l")")")
+  [ -n "${seen[$label]:-}" ] && label="$label-${#libs[@]}"
+  seen[$label]=1
+  libs+=("$label|$(realpath "$l")")
+done
+for m in $MODES; do
+  for x in "${libs[@]}"; do configs+=("${x%%|*}|${x#*|}|$m"); done
+done
+for f in $FLOORS; do configs+=("cupti|$work/libcupti_floor.so|floor-$f"); done
+n=${#configs[@]}
+declare -A times ratios
+rounds=0
+t_start=$(date +%s.%N)
 for app in "${apps[@]}"; do
   for ((r = 1; r <= RUNS; r++)); do
-    for c in "${configs[@]}"; do
+    t_round=$(date +%s.%N)
+    declare -A this=()
+    for ((j = 0; j < n; j++)); do
+      c=${configs[$(((j + r - 1) % n))]}
       IFS='|' read -r label lib mode <<<"$c"
       ns=$(run_one "$app" "$lib" "$mode")
+      this[$c]=$ns
       times[$app,$c]+="$ns "
       echo "$app round $r ($label${mode:+ $mode}): $(awk -v t="$ns" -v n="$(launches_of "$app")" 'BEGIN { printf "%.3f s, %.3f us/launch", t / 1e9, t / 1e3 / n }')"
     done
+    for c in "${configs[@]:1}"; do ratios[$app,$c]+="$(awk -v a="${this[bare||]}" -v m="${this[$c]}" 'BEGIN { printf "%.5f", m / a }') "; done
+    unset this
+    rounds=$r
+    now=$(date +%s.%N)
+    if [ "$BUDGET_S" != 0 ] && [ "$r" -lt "$RUNS" ] &&
+      awk -v s="$t_start" -v t="$t_round" -v e="$now" -v b="$BUDGET_S" 'BEGIN { exit !(e - s + (e - t) > b) }'; then
+      echo "bench-launch-overhead: $app stops after $r of $RUNS rounds (BUDGET_S=$BUDGET_S: another round would pass it)"
+      break
+    fi
   done
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for app in "${apps[@]}"; do
-  n=$(launches_of "$app")
+  nl=$(launches_of "$app")
+  k=$(wc -w <<<"${times[$app,bare||]}")
   bare=$(median "${times[$app,bare||]}")
-  echo "$app: medians of $RUNS runs, $n launches each"
-  awk -v a="$bare" -v n="$n" 'BEGIN { printf "  bare                %.3f s  %.3f us/launch\n", a / 1e9, a / 1e3 / n }'
+  echo "$app: medians of $k rounds, $nl launches each"
+  awk -v a="$bare" -v n="$nl" 'BEGIN { printf "  %-24s %.3f s  %.3f us/launch\n", "bare", a / 1e9, a / 1e3 / n }'
   for c in "${configs[@]:1}"; do
     IFS='|' read -r label lib mode <<<"$c"
     m=$(median "${times[$app,$c]}")
-    target=$([ "$mode" = list ] && echo 1.10 || echo 1.02)
-    awk -v a="$bare" -v m="$m" -v n="$n" -v l="$label $mode" -v t="$target" -v lib="$lib" 'BEGIN {
+    pr=$(median "${ratios[$app,$c]}")
+    lo=$(tr ' ' '\n' <<<"${ratios[$app,$c]}" | grep . | sort -g | head -1)
+    hi=$(tr ' ' '\n' <<<"${ratios[$app,$c]}" | grep . | sort -g | tail -1)
+    case $mode in list) target=1.10 ;; run) target=1.02 ;; *) target= ;; esac
+    awk -v a="$bare" -v m="$m" -v n="$nl" -v l="$label $mode" -v t="$target" -v pr="$pr" -v lo="$lo" -v hi="$hi" -v lib="$lib" 'BEGIN {
       r = m / a
-      printf "  %-18s  %.3f s  %.3f us/launch  overhead %+.3f us/launch  ratio %.4f [target <= %s] %s  (%s)\n", l, m / 1e9, m / 1e3 / n, (m - a) / 1e3 / n, r, t, (r <= t + 0 ? "ok" : "OVER"), lib
+      verdict = t == "" ? "" : sprintf(" [target <= %s] %s", t, (r <= t + 0 ? "ok" : "OVER"))
+      printf "  %-24s %.3f s  %.3f us/launch  overhead %+.3f us/launch  ratio %.4f  per-round ratio %.4f (%.4f-%.4f)%s  (%s)\n", l, m / 1e9, m / 1e3 / n, (m - a) / 1e3 / n, r, pr, lo, hi, verdict, lib
     }'
   done
 done
+awk -v s="$t_start" -v e="$(date +%s.%N)" 'BEGIN { printf "bench-launch-overhead: %.0f s of runs\n", e - s }'

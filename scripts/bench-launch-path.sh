@@ -10,7 +10,9 @@
 # `list` (KERNCAP_MODE=list) and `run` with a --kernel regex that matches none (KERNCAP_MODE=capture),
 # the counting path both. Each (library, mode) runs ROUNDS times (default 5), alternating; prints
 # each round and the median ns per launch. The figure includes the driver program's own loop
-# (building the callback's arguments: a few ns). Needs gcc and the CUDA headers (no driver).
+# (building the callback's arguments: a few ns), which the first line measures alone: the same
+# loop under c/test/cupti_floor.c, whose callback does nothing (FLOOR=0 leaves it out). Needs gcc
+# and the CUDA headers (no driver).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAUNCHES="${LAUNCHES:-2000000}"
@@ -31,6 +33,11 @@ gcc -O2 -shared -fPIC -DFAKE_LIBCUDA -o "$work/libcuda.so.1" c/test/fake_cuda.c 
 gcc -O2 -shared -fPIC -DFAKE_LIBCUPTI -o "$work/libcupti.so" c/test/fake_cuda.c
 gcc -O2 "${inc[@]}" -o "$work/launch_main" c/test/launch_main.c -L"$work" -l:libcupti.so -Wl,-rpath,"$work" -ldl ||
   die "gcc failed (c/test/launch_main.c; the CUDA headers: set CUDA_HOME)"
+if [ "${FLOOR:-1}" != 0 ]; then
+  mkdir -p "$work/floor"
+  gcc -O2 -shared -fPIC "${inc[@]}" -o "$work/floor/libcupti_floor.so" c/test/cupti_floor.c -ldl || die "gcc failed (c/test/cupti_floor.c)"
+  libs=("$work/floor/libcupti_floor.so" "${libs[@]}")
+fi
 
 names=(
   _ZN2at6native29vectorized_elementwise_kernelILi4ENS0_15CUDAFunctor_addIfEESt5arrayIPcLm3EEEEviT0_T1_

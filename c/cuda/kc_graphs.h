@@ -71,6 +71,7 @@ typedef struct { CUgraphExec hGraphExec; CUgraphNode hNode; } kc_exec_node_param
  * counts one execution of each enabled kernel node (and may capture one: kc_graph_capture);
  * cuGraphInstantiate* at a successful exit lists the executable graph's kernel nodes. */
 void kc_on_graph(CUpti_CallbackId cbid, const CUpti_CallbackData *cb);
-/* Updates of an executable graph in place, followed at API exit when they succeeded. */
+/* Updates of an executable graph in place, followed at API exit when they succeeded (cuGraphExecUpdate
+ * and cuGraphNodeSetEnabled in both modes; a node's new parameters only in `run`: KC_CAPTURE_CALLBACKS). */
 void kc_on_graph_node_update(CUpti_CallbackId cbid, const CUpti_CallbackData *cb);
 #endif

@@ -31,7 +31,8 @@
 #define KC_EXPORT __attribute__((visibility("default")))
 
 static kc_nvtx_filter_t filter;
-static int filtering, injected, summarizing;
+int kc_nvtx_filter_on, kc_nvtx_summary_on; /* kc_nvtx.h */
+static int injected;
 static uint64_t filtered_out;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int setup_rc;
@@ -81,9 +82,9 @@ static kc_stack_t *stack(void) {
 static void do_setup(void) {
   ts_key_ok = pthread_key_create(&ts_key, stack_free) == 0;
   setup_rc = kc_nvtx_filter_parse(&filter, getenv("KERNCAP_NVTX_INCLUDE"), getenv("KERNCAP_NVTX_EXCLUDE"), setup_err, sizeof setup_err);
-  filtering = !setup_rc && (filter.ninclude || filter.nexclude);
+  kc_nvtx_filter_on = !setup_rc && (filter.ninclude || filter.nexclude);
   const char *sum = getenv("KERNCAP_NVTX_SUMMARY");
-  summarizing = sum && !strcmp(sum, "1");
+  kc_nvtx_summary_on = sum && !strcmp(sum, "1");
 }
 
 int kc_nvtx_setup(char *err, size_t errn) {
@@ -92,13 +93,11 @@ int kc_nvtx_setup(char *err, size_t errn) {
   return setup_rc;
 }
 
-int kc_nvtx_filtering(void) { return filtering; }
-int kc_nvtx_summarizing(void) { return summarizing; }
 uint64_t kc_nvtx_filtered_out(void) { return __atomic_load_n(&filtered_out, __ATOMIC_RELAXED); }
 int kc_nvtx_injected(void) { return __atomic_load_n(&injected, __ATOMIC_RELAXED); }
 
-int kc_nvtx_launch_passes(void) {
-  if (!filtering) return 1;
+int kc_nvtx_launch_passes_slow(void) {
+  if (!kc_nvtx_filter_on) return 1;
   kc_stack_t *s = stack();
   uint64_t g = __atomic_load_n(&se_gen, __ATOMIC_ACQUIRE);
   if (s && s->cached && s->cached_gen == s->gen && s->cached_se == g) {
@@ -146,8 +145,8 @@ static const char *stack_path(kc_stack_t *s) {
   return p;
 }
 
-void kc_nvtx_note_launch(const char *kernel) {
-  if (!summarizing || !kernel) return;
+void kc_nvtx_note_launch_slow(const char *kernel) {
+  if (!kc_nvtx_summary_on || !kernel) return;
   kc_stack_t *s = stack();
   const char *path = s ? stack_path(s) : NULL;
   if (!path) return;

@@ -79,11 +79,16 @@ int kc_nvtx_filter_pass(const kc_nvtx_filter_t *f, const kc_nvtx_range_t *stack,
 /* Read KERNCAP_NVTX_INCLUDE / KERNCAP_NVTX_EXCLUDE once (also when NVTX initializes before CUDA).
  * Returns 0, or -1 with err filled (an expression that does not parse: nothing is filtered). */
 int kc_nvtx_setup(char *err, size_t errn);
+/* Set once by kc_nvtx_setup, read at every launch: while both are 0 the launch path makes no NVTX
+ * call at all (kc_nvtx_launch_passes, kc_nvtx_note_launch below). Not for use outside the library. */
+extern int kc_nvtx_filter_on __attribute__((visibility("hidden")));
+extern int kc_nvtx_summary_on __attribute__((visibility("hidden")));
 /* Whether a filter is set (after kc_nvtx_setup). */
-int kc_nvtx_filtering(void);
+static inline int kc_nvtx_filtering(void) { return kc_nvtx_filter_on; }
 /* Whether the calling thread's launch now passes the filter (1 when no filter is set). Cheap while
  * no range was pushed, popped, started or ended since this thread's last launch. */
-int kc_nvtx_launch_passes(void);
+int kc_nvtx_launch_passes_slow(void);
+static inline int kc_nvtx_launch_passes(void) { return !kc_nvtx_filter_on || kc_nvtx_launch_passes_slow(); }
 /* Launches that did not pass (the census's "nvtx": {"filtered_out"}). */
 uint64_t kc_nvtx_filtered_out(void);
 /* Whether the application's NVTX called InitializeInjectionNvtx2 (any NVTX call was made). */
@@ -91,12 +96,15 @@ int kc_nvtx_injected(void);
 /* KERNCAP_NVTX_SUMMARY=1 (`list --print-summary per-nvtx`): count each launch by the launching
  * thread's open push/pop ranges ("A/B/", "dom@X/A/": outermost first, a named domain's ranges
  * with their domain) and kernel. */
-int kc_nvtx_summarizing(void);
+static inline int kc_nvtx_summarizing(void) { return kc_nvtx_summary_on; }
 /* Count one launch of `kernel` (a name that outlives the process's census: the census entry's) under
  * the calling thread's ranges; at most KC_NVTX_MAX_PATHS distinct (ranges, kernel) pairs, the
  * launches of any more only counted as dropped. */
 #define KC_NVTX_MAX_PATHS 4096
-void kc_nvtx_note_launch(const char *kernel);
+void kc_nvtx_note_launch_slow(const char *kernel);
+static inline void kc_nvtx_note_launch(const char *kernel) {
+  if (kc_nvtx_summary_on) kc_nvtx_note_launch_slow(kernel);
+}
 /* The census's ,"ranges":[{"range","kernel","count"}…],"ranges_dropped":N of the counts above. */
 void kc_nvtx_ranges_json(FILE *f);
 #endif

@@ -72,8 +72,8 @@ static void census_extra(FILE *f) {
  * post-capture snapshot of the counts: a process that ends with _exit, e.g. a fork-started Python
  * worker, leaves the last one). */
 void kc_write_census(int final) {
-  double now = kc_now_s();
-  __atomic_store(&kc.census_t, &now, __ATOMIC_RELAXED); /* the launch path reads it without kc.mu */
+  double now = kc_coarse_s();
+  __atomic_store(&kc.census_t, &now, __ATOMIC_RELAXED); /* the launch path reads it without kc.mu, on the same clock */
   kc_census_doc_t d = {.final = final, .mode = kc.set.mode, .counting_off = kc.counting_off, .proc = &kc.proc,
                        .visible_vars = KC_VISIBLE_VARS, .extra = census_extra};
   kc_census_write(&kc.census, kc.base.out, &d);

@@ -145,7 +145,7 @@ typedef struct {
   KC_VEC(kc_global_t) globals; /* module globals of the captured kernel's module (kc_collect_globals_of) */
   int g_skipped, g_symbols;    /* unreadable cubin entries; data symbols read */
   int module_by_handle;        /* how kc_find_module chose, for raw.json */
-  double census_t;             /* when kernels.<pid>.json was last written (kc_now_s) */
+  double census_t;             /* when kernels.<pid>.json was last written (kc_coarse_s) */
   const char *counting_off;    /* why this process stopped counting (CUPTI handed back), or NULL */
   kc_driver_t cu;
   kc_cupti_api_t cupti_api;
@@ -166,6 +166,15 @@ static inline int kc_several(void) { return kc_settings_several(&kc.set); }
 static inline double kc_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+/* The same clock to a tick (1-4 ms): read from the vDSO's data page without reading the clock
+ * source, so it costs a few ns even where CLOCK_MONOTONIC falls back to a system call (a clock
+ * source the vDSO cannot read, as on some virtual machines). For the launch path's once-a-second
+ * census. */
+static inline double kc_coarse_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 

@@ -22,8 +22,9 @@
  *          headers kc_symbols.h (a module's data symbols) and kc_fatbin.h (the app's fatbin around a
  *          loaded cubin, kept for its PTX); over c/common/ (shared with the HSA library: the settings,
  *          the census, the matcher, the process of a job, the raw writer, the log). All state in
- *          `kc` (c/cuda/kc_state.h). Two X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
- *          KC_DRIVER_CALLBACKS) serve both the subscription and the dispatch.
+ *          `kc` (c/cuda/kc_state.h). Three X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
+ *          KC_DRIVER_CALLBACKS, and KC_CAPTURE_CALLBACKS that only `run` enables) serve both the
+ *          subscription and the dispatch.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; kc.mu
  *          guards the tables, a thread-local flag ignores the callbacks that our own CUDA calls
  *          fire, and each launch is captured at most once. A launch that cannot be captured
@@ -126,8 +127,8 @@ static void region_remove(uint64_t va, uint64_t size) {
 }
 
 /* ---- callbacks ---- */
+/* Every field of *L is set (no memset: this runs at every launch). */
 static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t *L) {
-  memset(L, 0, sizeof *L);
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
@@ -144,6 +145,7 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t 
       L->stream = p->hStream;
       L->kernel_params = p->kernelParams;
       L->extra = L->api[8] == 'K' ? p->extra : NULL; /* "cuLaunchKernel", not "cuLaunchCooperativeKernel" */
+      L->config = NULL;
       return 1;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
@@ -161,21 +163,27 @@ static int decode_launch(CUpti_CallbackId cbid, const void *params, kc_launch_t 
       L->extra = p->extra;
       return 1;
     }
-    default: return 0;
+    default:
+      memset(L, 0, sizeof *L);
+      return 0;
   }
 }
 
-/* The census entry of a launch's kernel: from this thread's cache by function handle, else found
- * (or made) by name under kc.mu and cached. NULL when the host is out of memory. */
-static kc_kstat_t *launch_entry(CUfunction f, const char *name) {
-  uint32_t gen = __atomic_load_n(&fn_gen, __ATOMIC_ACQUIRE);
-  kc_fn_slot_t *e = f ? fn_slot(f) : NULL; /* NULL: out of memory, found by name every time */
-  if (e && e->f == f && e->gen == gen) return e->k;
+/* The census entry of a launch's kernel: from this thread's cache by function handle (launch_entry,
+ * inlined), else found (or made) by name under kc.mu and cached (here). NULL when the host is out
+ * of memory. */
+static __attribute__((noinline)) kc_kstat_t *launch_entry_slow(CUfunction f, const char *name, kc_fn_slot_t *e, uint32_t gen) {
   pthread_mutex_lock(&kc.mu);
   kc_kstat_t *k = kc_census_get(&kc.census, name);
   pthread_mutex_unlock(&kc.mu);
   if (e && k) *e = (kc_fn_slot_t){f, k, gen};
   return k;
+}
+static inline kc_kstat_t *launch_entry(CUfunction f, const char *name) {
+  uint32_t gen = __atomic_load_n(&fn_gen, __ATOMIC_ACQUIRE);
+  kc_fn_slot_t *e = f ? fn_slot(f) : NULL; /* NULL: out of memory, found by name every time */
+  if (e && e->f == f && e->gen == gen) return e->k; /* the launch path: inlined */
+  return launch_entry_slow(f, name, e, gen);
 }
 
 /* The last launch's shape, written only when it changed (relaxed atomics: the census writer
@@ -271,8 +279,8 @@ static void on_launch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) 
 /* Launch entry: count the launch; capture it when it is the one (or one of the ones) asked for.
  * Called without kc.mu. The counting path (every launch in `list`, every launch of a kernel no
  * --kernel matches in `run`) takes no lock once its kernel is known to this thread: census entry
- * from the handle cache, counts as atomics, the shape stored only when it changed, the clock read
- * every 32nd launch for the periodic census. Everything else runs under kc.mu as before. */
+ * from the handle cache, counts as atomics, the shape stored only when it changed, the coarse clock
+ * read every 32nd launch for the periodic census. Everything else runs under kc.mu as before. */
 static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   if (cb->callbackSite == CUPTI_API_EXIT) { on_launch_exit(cbid, cb); return; }
   kc_launch_t L;
@@ -316,7 +324,7 @@ static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   }
   tl.loaded = 0;
   if (!(idx & 31)) { /* survives a process that ends with _exit */
-    double last, now = kc_now_s();
+    double last, now = kc_coarse_s();
     __atomic_load(&kc.census_t, &last, __ATOMIC_RELAXED);
     if (now - last >= 1.0) {
       pthread_mutex_lock(&kc.mu);
@@ -520,9 +528,19 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   X(cuDevicePrimaryCtxRelease_v2, on_unload) X(cuDevicePrimaryCtxReset, on_unload)                         \
   X(cuDevicePrimaryCtxReset_v2, on_unload) X(cuGreenCtxDestroy, on_unload)
 
-/* Every other driver API callback the library enables, with its handler (run with kc.mu held):
- * with the list above, one list for the subscription (setup) and the dispatch (callback). */
+/* The driver API callbacks both modes enable besides the launches, with their handler (run with
+ * kc.mu held): a graph launch counts its kernel nodes, which instantiation and updates name. */
 #define KC_DRIVER_CALLBACKS(X)                                                                             \
+  X(cuGraphLaunch, kc_on_graph) X(cuGraphLaunch_ptsz, kc_on_graph) X(cuGraphInstantiate, kc_on_graph)      \
+  X(cuGraphInstantiate_v2, kc_on_graph) X(cuGraphInstantiateWithFlags, kc_on_graph)                        \
+  X(cuGraphInstantiateWithParams, kc_on_graph) X(cuGraphInstantiateWithParams_ptsz, kc_on_graph)           \
+  X(cuGraphExecUpdate, kc_on_graph_node_update) X(cuGraphExecUpdate_v2, kc_on_graph_node_update)           \
+  X(cuGraphNodeSetEnabled, kc_on_graph_node_update)
+
+/* The driver API callbacks only a capture needs (`run`; `list` enables none of them, so an
+ * application's allocations and module loads cost it nothing): the allocation table the snapshot
+ * reads, the module images, a graph node's new parameters. Run with kc.mu held. */
+#define KC_CAPTURE_CALLBACKS(X)                                                                            \
   X(cuMemAlloc_v2, on_memory) X(cuMemAllocPitch_v2, on_memory) X(cuMemAllocManaged, on_memory)             \
   X(cuMemAllocAsync, on_memory) X(cuMemAllocAsync_ptsz, on_memory) X(cuMemAllocFromPoolAsync, on_memory)   \
   X(cuMemAllocFromPoolAsync_ptsz, on_memory) X(cuMemHostAlloc, on_memory) X(cuMemHostAlloc_v2, on_memory) \
@@ -532,14 +550,9 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   X(cuModuleLoad, on_module_api) X(cuModuleLoadData, on_module_api) X(cuModuleLoadDataEx, on_module_api)   \
   X(cuModuleLoadFatBinary, on_module_api) X(cuLibraryLoadData, on_module_api)                              \
   X(cuLibraryLoadFromFile, on_module_api)                                                                  \
-  X(cuGraphLaunch, kc_on_graph) X(cuGraphLaunch_ptsz, kc_on_graph) X(cuGraphInstantiate, kc_on_graph)               \
-  X(cuGraphInstantiate_v2, kc_on_graph) X(cuGraphInstantiateWithFlags, kc_on_graph)                              \
-  X(cuGraphInstantiateWithParams, kc_on_graph) X(cuGraphInstantiateWithParams_ptsz, kc_on_graph)                 \
   X(cuGraphExecKernelNodeSetParams_v2, kc_on_graph_node_update) X(cuGraphExecKernelNodeSetParams, kc_on_graph_node_update) \
   X(cuGraphExecNodeSetParams, kc_on_graph_node_update) X(cuGraphExecMemcpyNodeSetParams, kc_on_graph_node_update)           \
-  X(cuGraphExecMemsetNodeSetParams, kc_on_graph_node_update) X(cuGraphExecChildGraphNodeSetParams, kc_on_graph_node_update) \
-  X(cuGraphExecUpdate, kc_on_graph_node_update) X(cuGraphExecUpdate_v2, kc_on_graph_node_update)                           \
-  X(cuGraphNodeSetEnabled, kc_on_graph_node_update)
+  X(cuGraphExecMemsetNodeSetParams, kc_on_graph_node_update) X(cuGraphExecChildGraphNodeSetParams, kc_on_graph_node_update)
 
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;
@@ -556,13 +569,16 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
     return;
   }
   if (tl.in_tool || dom != CUPTI_CB_DOMAIN_DRIVER_API) return;
-  tl.in_tool = 1;
   const CUpti_CallbackData *cb = data;
   if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) { /* the runtime's launches: most callbacks, ahead of the switch */
+    /* its exit has work only after a lazy module load or for the launch being captured (on_launch_exit) */
+    if (cb->callbackSite == CUPTI_API_EXIT && !tl.loaded && !tl.capturing) return;
+    tl.in_tool = 1;
     on_launch(cbid, cb);
     tl.in_tool = 0;
     return;
   }
+  tl.in_tool = 1;
   switch (cbid) {
 #define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
     KC_LAUNCH_CALLBACKS(KC_CASE)
@@ -571,7 +587,7 @@ static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callback
       pthread_mutex_lock(&kc.mu);
       switch (cbid) {
 #define KC_CASE(name, handler) case CUPTI_DRIVER_TRACE_CBID_##name: handler(cbid, cb); break;
-        KC_DRIVER_CALLBACKS(KC_CASE)
+        KC_DRIVER_CALLBACKS(KC_CASE) KC_CAPTURE_CALLBACKS(KC_CASE)
 #undef KC_CASE
         default: break;
       }
@@ -666,14 +682,18 @@ static int setup(void) {
     KC_FAIL("%s", msg);
     return -1;
   }
-  static const CUpti_CallbackId driver_cbids[] = {
+  /* Only what the mode needs: CUPTI runs for each API call whose callback is enabled. */
 #define KC_ID(name, handler) CUPTI_DRIVER_TRACE_CBID_##name,
-      KC_LAUNCH_CALLBACKS(KC_ID) KC_DRIVER_CALLBACKS(KC_ID)
+  static const CUpti_CallbackId counting_cbids[] = {KC_LAUNCH_CALLBACKS(KC_ID) KC_DRIVER_CALLBACKS(KC_ID)};
+  static const CUpti_CallbackId capture_cbids[] = {KC_CAPTURE_CALLBACKS(KC_ID)};
 #undef KC_ID
-  };
-  for (size_t i = 0; i < sizeof driver_cbids / sizeof *driver_cbids; i++)
-    kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
-  kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
+  for (size_t i = 0; i < sizeof counting_cbids / sizeof *counting_cbids; i++)
+    kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_DRIVER_API, counting_cbids[i]);
+  if (kc.capture) {
+    for (size_t i = 0; i < sizeof capture_cbids / sizeof *capture_cbids; i++)
+      kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_DRIVER_API, capture_cbids[i]);
+    kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
+  }
   kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING);
   kc.cupti_api.cuptiEnableCallback(1, kc.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
   kc_log("injected: mode=%s kernel=%s dispatch=%ld out=%s", kc.capture ? "capture" : "list", kc.set.kernel ? kc.set.kernel : "(any)",

@@ -7,7 +7,8 @@
  * (no parameter layout, the CPU instead of the scan kernel, no timing events), as it would with a
  * driver that lacks them.
  * libcupti: cuptiSubscribe keeps the callback, which fake_cupti_callback() hands to the driver
- * program; cuptiUnsubscribe drops it (the library hands CUPTI back once its capture is written). */
+ * program; cuptiUnsubscribe drops it (the library hands CUPTI back once its capture is written);
+ * cuptiEnableCallback keeps the table of enabled callbacks (fake_cupti_enabled). */
 #ifdef FAKE_LIBCUDA
 #define KC_STUB(name) int name(void) { return 999; }
 KC_STUB(cuCtxGetCurrent) KC_STUB(cuCtxSetCurrent) KC_STUB(cuCtxGetDevice)
@@ -62,9 +63,32 @@ int cuptiUnsubscribe(void *sub) {
   g_cb = 0;
   return 0;
 }
+/* What the subscriber enabled, in order (a later disable of the same callback removes it):
+ * fake_cupti_enabled hands the table to the driver program (c/test/launch_main.c cbids). */
+#define FAKE_MAX_ENABLED 1024
+static struct { int domain; unsigned cbid; } enabled[FAKE_MAX_ENABLED];
+static int nenabled;
 int cuptiEnableCallback(unsigned enable, void *sub, int domain, unsigned cbid) {
-  (void)enable; (void)sub; (void)domain; (void)cbid;
+  (void)sub;
+  int i = 0;
+  while (i < nenabled && !(enabled[i].domain == domain && enabled[i].cbid == cbid)) i++;
+  if (!enable && i < nenabled) enabled[i] = enabled[--nenabled];
+  else if (enable && i == nenabled && nenabled < FAKE_MAX_ENABLED) {
+    enabled[nenabled].domain = domain;
+    enabled[nenabled++].cbid = cbid;
+  }
   return 0;
+}
+int cuptiEnableDomain(unsigned enable, void *sub, int domain) {
+  (void)enable; (void)sub; (void)domain;
+  return 0;
+}
+/* The i-th enabled callback: 1 with *domain and *cbid set, 0 past the end. */
+int fake_cupti_enabled(int i, int *domain, unsigned *cbid) {
+  if (i < 0 || i >= nenabled) return 0;
+  *domain = enabled[i].domain;
+  *cbid = enabled[i].cbid;
+  return 1;
 }
 int cuptiGetResultString(int r, const char **s) {
   (void)r;

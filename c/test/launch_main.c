@@ -16,11 +16,16 @@
  *   launch_main LIB file IMAGE CUBIN NAME...     the same through cuModuleLoad(IMAGE's path)
  *   launch_main LIB library IMAGE CUBIN NAME...  cuLibraryLoadData(IMAGE in a __fatBinC_Wrapper_t),
  *                                        then CUBIN's MODULE_LOADED later, outside any call (lazy)
+ *   launch_main LIB cbids -              the callbacks the library enabled at set-up, one "DOMAIN CBID"
+ *                                        line each (test/cpu/c-launch-path.test.ts)
  *   launch_main LIB lazy - CUBIN NAME...  CUBIN's MODULE_LOADED alone, as the runtime's lazy load of
  *                                        a fatbin in this program's .nv_fatbin section (the test
  *                                        links one in); then one launch per NAME
  *                                        (test/cpu/c-fatbin.test.ts: which image the capture keeps)
  *
+ * With KC_COUNT_REGEXEC=1 in the environment, the program prints "regexec N" on stderr at exit: the
+ * calls the library made to regexec (the kernel-name matcher), counted by the regexec defined here
+ * when the program is linked with -rdynamic (the library's calls then reach it first).
  * Each distinct name gets its own function handle, as a module's functions do. The library reads
  * its KERNCAP_* settings from the environment; it finds the stand-in libcuda.so.1 through
  * LD_LIBRARY_PATH and libcupti through KERNCAP_CUPTI_PATH. Links against the stand-in libcupti. */
@@ -29,6 +34,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +42,20 @@
 
 typedef void (*kc_fake_cb)(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *);
 kc_fake_cb fake_cupti_callback(void);
+int fake_cupti_enabled(int i, int *domain, unsigned *cbid);
+
+/* regexec, counted (KC_COUNT_REGEXEC): the library's own matcher runs through it. */
+static long regexec_calls;
+int regexec(const regex_t *re, const char *s, size_t n, regmatch_t *m, int flags) {
+  static int (*real)(const regex_t *, const char *, size_t, regmatch_t *, int);
+  if (!real) real = (int (*)(const regex_t *, const char *, size_t, regmatch_t *, int))dlsym(RTLD_NEXT, "regexec");
+  __atomic_fetch_add(&regexec_calls, 1, __ATOMIC_RELAXED);
+  return real ? real(re, s, n, m, flags) : REG_NOMATCH;
+}
+__attribute__((destructor)) static void report_regexec(void) {
+  const char *c = getenv("KC_COUNT_REGEXEC");
+  if (c && !strcmp(c, "1")) fprintf(stderr, "regexec %ld\n", __atomic_load_n(&regexec_calls, __ATOMIC_RELAXED));
+}
 
 static const char **names;
 static int nnames;
@@ -134,7 +154,7 @@ static void *thread_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB nvtx EVENT... | LIB module|file|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: %s LIB seq NAME... | LIB bench N NAME... | LIB threads T N NAME... | LIB nvtx EVENT... | LIB cbids - | LIB module|file|library|lazy IMAGE CUBIN NAME...\n", argv[0]); return 2; }
   int bench = !strcmp(argv[2], "bench"), threads = !strcmp(argv[2], "threads") ? atoi(argv[3]) : 0;
   int real = !strcmp(argv[2], "module") || !strcmp(argv[2], "file") || !strcmp(argv[2], "library") || !strcmp(argv[2], "lazy");
   if (real && argc < 6) return 2;
@@ -161,6 +181,12 @@ int main(int argc, char **argv) {
   if (!init || init() != 1) { fprintf(stderr, "InitializeInjection missing or failed\n"); return 2; }
   kc_fake_cb cb = fake_cupti_callback();
   if (!cb) { fprintf(stderr, "the library did not subscribe (see its error file)\n"); return 3; }
+  if (!strcmp(argv[2], "cbids")) {
+    int dom;
+    unsigned id;
+    for (int i = 0; fake_cupti_enabled(i, &dom, &id); i++) printf("%d %u\n", dom, id);
+    return 0;
+  }
   if (real) return load_real(argv[2], argv[3], argv[4]);
   /* the module image: every name, NUL-separated (the library finds a kernel's image by its name) */
   size_t size = 0;
