@@ -21,8 +21,8 @@
  *   src/check/results.ts), which `--resume` continues (records of `error` are tried again) and
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
-import { availableParallelism } from "node:os";
-import { existsSync, statSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -35,6 +35,7 @@ import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember, mkdirInCapture } from "../format/paths.ts";
+import { notYours } from "../format/received.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -183,6 +184,27 @@ class TaskQueue<T> {
   }
 }
 
+/**
+ * Where the candidates' private copies go: DIR/build/eval/<copyName> (or the caller's buildDir),
+ * made with no link followed and kept after the eval; but when the capture folder is not the
+ * user's alone (src/format/received.ts notYours: another user owns it, or can write it or its
+ * build/), a fresh mkdtemp folder (0700) removed after the eval: a copy inside that folder could
+ * be swapped between its trust gate and the compile that imports it (a Triton candidate's
+ * repro.py imports the kernel file by name from its copy).
+ * @returns `work` (the folder), `dest` (a candidate's copy), `dispose` (removes a private folder; a no-op otherwise)
+ */
+function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string) {
+  const theirs = building ? notYours(dir) : undefined;
+  if (theirs) {
+    const work = mkdtempSync(join(tmpdir(), "kerncap-eval-"));
+    log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
+    return { work, dest: (c: Candidate) => join(work, copyName(c.id)), dispose: () => rmSync(work, { recursive: true, force: true }) };
+  }
+  // made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
+  const work = building && !buildDir ? mkdirInCapture(dir, EVAL_WORK_DIR) : join(dir, EVAL_WORK_DIR);
+  return { work, dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), dispose: () => {} };
+}
+
 /** A candidate's private copy's folder name under EVAL_WORK_DIR: 16 hex digits of its identity's SHA-256 (two candidates of one content under two names get two copies). */
 export function copyName(id: string): string {
   return new Bun.CryptoHasher("sha256").update(id).digest("hex").slice(0, 16);
@@ -215,9 +237,8 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
-  // the private copies' folder, made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
-  const work = pending.length && !o.buildDir ? mkdirInCapture(home.dir, EVAL_WORK_DIR) : join(home.dir, EVAL_WORK_DIR);
-  const building = buildInto(queue, o, home, pending, { rec, stopped, dest: (c) => o.buildDir?.(c) ?? join(work, copyName(c.id)), copyGate });
+  const { dest, dispose } = candidateFolders(home.dir, pending.length > 0, o.buildDir);
+  const building = buildInto(queue, o, home, pending, { rec, stopped, dest, copyGate });
   let buildError: unknown;
   try {
     await runOnWorkers(queue, o, rec, watchdog, stops);
@@ -226,6 +247,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     stops.dispose();
     rec.progress.stop();
     results?.close();
+    dispose();
   }
   if (stops.signal) {
     throw new KerncapError(

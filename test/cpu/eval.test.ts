@@ -8,8 +8,8 @@
  * (./eval-fake-worker.ts, or runners in this process) where a replay would need the GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
 import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
@@ -367,6 +367,33 @@ describe("scheduling", () => {
     symlinkSync(outside, join(cap, "build/eval"));
     expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_UNSAFE_PATH" });
     expect(readdirSync(outside)).toEqual([]);
+  });
+
+  test("a capture whose build/ every user can write: each candidate is built in a private folder of the user's (0700), never in build/eval/, removed after", async () => {
+    const cap = await captureWithSource();
+    mkdirSync(join(cap, "build"));
+    chmodSync(join(cap, "build"), 0o777);
+    const dests: string[] = [];
+    const build = fakeBuild();
+    const buildWith: NonNullable<EvalOptions["buildWith"]> = async (d, m, c, dest) => {
+      dests.push(dest);
+      const st = statSync(dirname(dest));
+      expect(st.mode & 0o777).toBe(0o700);
+      expect(st.uid).toBe(process.geteuid!());
+      return build(d, m, c, dest);
+    };
+    // a folder every user can write is a received capture's: its build runs only with the digest of what was shown
+    const refused = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" }), { buildWith }))).catch((e) => e);
+    expect(refused.code).toBe("E_UNTRUSTED");
+    const digest = /sha256 ([0-9a-f]{64})/.exec(refused.message)![1]!;
+    const { err, value: r } = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" }), { buildWith, trust: digest })));
+    expect(r.records.length).toBeGreaterThan(0);
+    expect(dests.length).toBe(1);
+    expect(dests[0]!.startsWith(cap)).toBe(false);
+    expect(existsSync(join(cap, "build/eval"))).toBe(false);
+    expect(existsSync(dirname(dests[0]!))).toBe(false); // removed after the eval
+    expect(err).toContain("build can be written by every user");
+    chmodSync(join(cap, "build"), 0o755);
   });
 
   test("summaries: the geometric mean over inputs; the worst verdict wins; a later record of one input replaces an earlier", () => {
