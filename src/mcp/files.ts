@@ -95,8 +95,23 @@ function assertText(b: Buffer, shown: string, verb: "read_file returns" | "edit_
     throw new KerncapError("E_USAGE", `${shown} is a binary file${utf8 ? "" : " (not UTF-8)"}`, { hint: `${verb} text files (sources, build.sh, README.md).` });
 }
 
+/**
+ * read_file: a text file of the capture folder, up to TEXT_MAX bytes, but none under build/: what
+ * the builds write there (build.sh's slice-build.log, the fast build's TUs) is the compiler's
+ * output, which quotes whatever the build read; a confined build that read outside the capture
+ * is refused showing none of it (src/frontends/confine.ts), and so is its log.
+ * @throws KerncapError E_USAGE (no such file, binary, too large), E_CONFINED (under build/)
+ */
 export function readFileTool(a: { dir: string; path: string }): CallToolResult {
   const { dir, shown, stats } = capturePath(a.dir, a.path);
+  if (shown === "build" || shown.startsWith("build/"))
+    throw new KerncapError(
+      "E_CONFINED",
+      `read_file does not read the build's outputs (${shownPath(shown)}): they quote what the build read, inside the capture or not`,
+      {
+        hint: "A build's errors come back in validate's error document; read the sources under src/, build.sh and README.md.",
+      },
+    );
   if (!stats)
     throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, {
       hint: "List the reproducer's files with inspect (manifest source) or read README.md.",

@@ -256,6 +256,14 @@ describe("kerncap mcp", () => {
     const ok = await c.callTool({ name: "edit_file", arguments: { dir, path: "./src/new.cu", content: "y" } });
     expect(doc(ok)).toMatchObject({ schema: "kerncap.edit/1", path: "src/new.cu" });
     expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/new.cu" } })).content).toBe("y");
+    // the build's outputs quote what the build read (a confined build refused for reading outside the capture included)
+    mkdirSync(join(dir, "build"), { recursive: true });
+    writeFileSync(join(dir, "build/slice-build.log"), "creds.h:1: api_token = secret\n");
+    for (const path of ["build/slice-build.log", "./build/slice-build.log", "build//slice-build.log"]) {
+      const r = await c.callTool({ name: "read_file", arguments: { dir, path } });
+      expect(doc(r).error?.code, path).toBe("E_CONFINED");
+      expect(JSON.stringify(doc(r))).not.toContain("secret");
+    }
     await c.close();
   });
 
