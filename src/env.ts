@@ -184,7 +184,7 @@ const flag = (name: EnvName, env: Env = process.env): boolean => env[name] === "
 export const cacheOverride = (env?: Env) => readEnv("KERNCAP_CACHE", env);
 /** $KERNCAP_CUDA_LIB: a capture library to inject instead of the embedded one. */
 export const cudaLibOverride = (env?: Env) => readEnv("KERNCAP_CUDA_LIB", env);
-/** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/capture/cupti.ts). */
+/** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/native/libcupti-search.ts). */
 export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
 /** $KERNCAP_LIBCUDA: libcuda searched first. */
 export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);
