@@ -109,7 +109,7 @@ export function kernelClock(be: Pick<ReplayBackend, "vendor" | "useKernelClock">
   if (setup.clock !== "cupti") return undefined;
   const why = be.useKernelClock ? be.useKernelClock() : `the ${be.vendor} backend has no kernel clock`;
   if (why === undefined) return undefined;
-  log.warn(`KERNCAP_TIMING clock=cupti: ${why}; timing with CUDA events around each launch instead`);
+  log.warn(`KERNCAP_TIMING clock=cupti: ${why}; timing with ${be.vendor === "nvidia" ? "CUDA events" : "the backend's timers"} around each launch instead`);
   return `clock=cupti not used: ${why}`;
 }
 
