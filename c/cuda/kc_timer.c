@@ -79,6 +79,7 @@ static struct {
 #undef KC_FIELD
   CUpti_SubscriberHandle sub;
   int started;
+  int registered; /* the buffer callbacks */
   volatile uint64_t tag; /* set by kc_timer_mark, read by the launch callback */
   struct { uint32_t correlation; uint64_t tag; } marks[KC_MAX_MARKS];
   unsigned nmarks; /* a ring: the oldest mark is overwritten */
@@ -193,8 +194,10 @@ static int enable(char *err, size_t n) {
       return KC_TIMER_E_SUBSCRIBE;
     }
   }
-  CUptiResult r = T.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  /* once per process: a later session (check, watch) starts the clock again on the same callbacks */
+  CUptiResult r = T.registered ? CUPTI_SUCCESS : T.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   const char *what = "cuptiActivityRegisterCallbacks";
+  if (r == CUPTI_SUCCESS) T.registered = 1;
   if (r == CUPTI_SUCCESS) {
     what = "cuptiActivityEnable(CONCURRENT_KERNEL)";
     r = T.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);

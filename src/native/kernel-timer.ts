@@ -47,7 +47,12 @@ export function decodeTimerRecords(bytes: Uint8Array, n: number): TimerRecord[] 
   const out: TimerRecord[] = [];
   for (let i = 0; i < n && (i + 1) * RECORD_BYTES <= bytes.byteLength; i++) {
     const o = i * RECORD_BYTES;
-    out.push({ tag: dv.getBigUint64(o, true), startNs: dv.getBigUint64(o + 8, true), endNs: dv.getBigUint64(o + 16, true), correlation: dv.getUint32(o + 24, true) });
+    out.push({
+      tag: dv.getBigUint64(o, true),
+      startNs: dv.getBigUint64(o + 8, true),
+      endNs: dv.getBigUint64(o + 16, true),
+      correlation: dv.getUint32(o + 24, true),
+    });
   }
   return out;
 }

@@ -505,7 +505,10 @@ class Session implements ReplaySession {
       tol,
       judgedFrom: judged.fromCapture,
     };
-    const clock = { clock: this.setup.clock === "cupti" && !this.clockNote ? ("cupti" as const) : ("events" as const), ...(this.clockNote ? { clockNote: this.clockNote } : {}) };
+    const clock = {
+      clock: this.setup.clock === "cupti" && !this.clockNote ? ("cupti" as const) : ("events" as const),
+      ...(this.clockNote ? { clockNote: this.clockNote } : {}),
+    };
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
       resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed, method: this.method(), ...clock });
     return { launch, restoreChanged: () => restoreChanged(), timed, finish };

@@ -45,7 +45,9 @@ describe.skipIf(SKIP)("kernel clock", () => {
   test("an empty kernel: CUPTI's time is below the event pair's and within 0.3-2.5 µs", () => {
     const ev = replay("clock=events");
     const cu = replay("clock=cupti");
-    console.log(`[kernel-clock] empty kernel: events ${ev.timing.medianUs.toFixed(3)} µs, CUPTI ${cu.timing.medianUs.toFixed(3)} µs (p10 ${cu.timing.p10Us.toFixed(3)})`);
+    console.log(
+      `[kernel-clock] empty kernel: events ${ev.timing.medianUs.toFixed(3)} µs, CUPTI ${cu.timing.medianUs.toFixed(3)} µs (p10 ${cu.timing.p10Us.toFixed(3)})`,
+    );
     expect(ev.verdict).toBe("match");
     expect(cu.verdict).toBe("match");
     expect(ev.timing.clock).toBe("events");

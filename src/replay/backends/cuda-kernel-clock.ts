@@ -94,7 +94,8 @@ export function openCuptiClock(
 ): { clock: CuptiClock } | { why: string } {
   const tool = launchingTool(env);
   if (tool) return { why: `${tool} runs this process and holds CUPTI` };
-  if (env.CUDA_INJECTION64_PATH) return { why: `a CUDA tool is injected into this process (CUDA_INJECTION64_PATH=${env.CUDA_INJECTION64_PATH}) and may hold CUPTI` };
+  if (env.CUDA_INJECTION64_PATH)
+    return { why: `a CUDA tool is injected into this process (CUDA_INJECTION64_PATH=${env.CUDA_INJECTION64_PATH}) and may hold CUPTI` };
   let path: string;
   try {
     path = findCupti(env);

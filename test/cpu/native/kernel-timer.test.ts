@@ -15,7 +15,14 @@ import { dlopen, FFIType } from "bun:ffi";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { decodeTimerRecords, RECORD_BYTES, startKernelTimer, TIMER_E_SUBSCRIBERS, type KernelTimer, type TimerRecord } from "../../../src/native/kernel-timer.ts";
+import {
+  decodeTimerRecords,
+  RECORD_BYTES,
+  startKernelTimer,
+  TIMER_E_SUBSCRIBERS,
+  type KernelTimer,
+  type TimerRecord,
+} from "../../../src/native/kernel-timer.ts";
 import { CuptiClock, durationOf, openCuptiClock } from "../../../src/replay/backends/cuda-kernel-clock.ts";
 import { kernelClock, parseTimingSetup } from "../../../src/replay/timing-setup.ts";
 
@@ -25,7 +32,12 @@ const CUDA_HOME = process.env.CUDA_HOME ?? "/usr/local/cuda";
 const INC = [join(CUDA_HOME, "include"), join(CUDA_HOME, "extras/CUPTI/include")].filter((d) => existsSync(join(d, "cupti.h")));
 const canBuild = !!Bun.which("gcc") && INC.length > 0 && existsSync(LIB);
 
-const rec = (tag: number, start: number, end: number, correlation = 1): TimerRecord => ({ tag: BigInt(tag), startNs: BigInt(start), endNs: BigInt(end), correlation });
+const rec = (tag: number, start: number, end: number, correlation = 1): TimerRecord => ({
+  tag: BigInt(tag),
+  startNs: BigInt(start),
+  endNs: BigInt(end),
+  correlation,
+});
 
 describe("the kernel clock library", () => {
   test.skipIf(!Bun.which("nm") || !existsSync(LIB))("exports exactly its six functions and needs neither libcupti nor libcuda", () => {
@@ -64,7 +76,9 @@ describe("the kernel clock library", () => {
     });
 
     test("the stand-in builds", () => {
-      const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-O1", ...INC.map((d) => `-I${d}`), "-o", fake, join(ROOT, "c/test/fake_cupti_activity.c")], { stderr: "pipe" });
+      const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-O1", ...INC.map((d) => `-I${d}`), "-o", fake, join(ROOT, "c/test/fake_cupti_activity.c")], {
+        stderr: "pipe",
+      });
       expect(cc.stderr.toString()).toBe("");
       expect(cc.exitCode).toBe(0);
       f = dlopen(fake, FAKE).symbols;
@@ -170,7 +184,13 @@ describe("records to durations", () => {
     const queue: TimerRecord[][] = [[rec(2, 300, 700), rec(1, 100, 200)], [], [], [rec(3, 800, 1_800)]];
     const flushes: boolean[] = [];
     const marks: number[] = [];
-    const clock = new CuptiClock({ mark: (t) => void marks.push(t), flush: (forced) => (flushes.push(forced), 0), read: () => queue.shift() ?? [], lost: () => 0, stop: () => {} });
+    const clock = new CuptiClock({
+      mark: (t) => void marks.push(t),
+      flush: (forced) => (flushes.push(forced), 0),
+      read: () => queue.shift() ?? [],
+      lost: () => 0,
+      stop: () => {},
+    });
     const t1 = clock.tagged(() => {});
     const t2 = clock.tagged(() => {});
     expect(marks).toEqual([1, 0, 2, 0]); // tagged for the launch only

@@ -35,7 +35,21 @@ describe("KERNCAP_TIMING", () => {
     expect(DEFAULT_TIMING.clock).toBe("events");
   });
 
-  for (const bad of ["spin", "spin=", "spin=-1", "spin=1.5", "spin=100001", "warmup=1001", "restore=dtod", "l2=flushed", "flush=1", "SPIN=3", "clock=ncu", "clock=", "clock=CUPTI"]) {
+  for (const bad of [
+    "spin",
+    "spin=",
+    "spin=-1",
+    "spin=1.5",
+    "spin=100001",
+    "warmup=1001",
+    "restore=dtod",
+    "l2=flushed",
+    "flush=1",
+    "SPIN=3",
+    "clock=ncu",
+    "clock=",
+    "clock=CUPTI",
+  ]) {
     test(`"${bad}" is E_USAGE naming the word and the grammar`, () => {
       let err: unknown;
       try {
