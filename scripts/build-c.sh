@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the CUDA capture library c/build/libkerncap_cuda.so with gcc against the CUDA headers, from
+# Build the CUDA capture library c/build/libkerncap_cuda.so (and the replay's kernel clock, c/build/libkerncap_timer.so) with gcc against the CUDA headers, from
 # its units in c/cuda/ (c/cuda/kerncap_cuda.c says what each holds) and the units it shares with the
 # HSA library in c/common/ (the same list scripts/build-hsa.sh compiles: c/common/units). -fvisibility=hidden: only the injection entry points are
 # exported (test/cpu/c-exports.test.ts). CUDA headers: $CUDA_HOME/include, else
@@ -34,3 +34,10 @@ gcc -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibi
   -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
 mv "$out.tmp" "$out"
 echo "build-c: $out"
+# the replay's kernel clock (c/cuda/kc_timer.c: CUPTI's kernel activity records, loaded by kerncap
+# itself through bun:ffi, src/native/kernel-timer.ts); libcupti is dlopen'ed at run time too
+timer=c/build/libkerncap_timer.so
+gcc -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
+  -include c/common/kc_glibc.h "${inc[@]}" -o "$timer.tmp" c/cuda/kc_timer.c -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
+mv "$timer.tmp" "$timer"
+echo "build-c: $timer"

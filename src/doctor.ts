@@ -1,7 +1,7 @@
 /**
  * `kerncap doctor`: what this machine has for capture, replay and reproducers, each check
  * ok / warn / fail / skip with the fix. Facts come from: dlopen of libcuda (cuDriverGetVersion,
- * cuInit, cuDeviceGetCount), the CUPTI search (src/capture/cupti.ts), `nvcc --version`, each
+ * cuInit, cuDeviceGetCount), the CUPTI search (src/native/libcupti-search.ts), `nvcc --version`, each
  * frontend's own checks (Frontend.doctor: Triton's python3 and its packages), the cache folder
  * (src/cache.ts preferredCacheDir and its TMPDIR fallback, written to), /proc/sys/kernel/randomize_va_space, and with a GPU
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
@@ -12,7 +12,7 @@ import { discardTemp, openTempBeside } from "./util/write-file.ts";
 import { selfCommand, selfEnv } from "./util/self-exec.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findCupti } from "./capture/cupti.ts";
+import { findCupti } from "./native/libcupti-search.ts";
 import { privateFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";

@@ -63,7 +63,7 @@ export const ENV_VARS = {
     readers: ["kerncap"],
     setBy: "user",
     meaning:
-      "how timed launches are prepared, for experiments (scripts/exp-kernel-time.sh): comma-separated `spin=µs` (default 30), `warmup=N` (2), `restore=` `device`, `host` or `none` (device), `l2=` `reread`, `restored` or `evicted` (reread; `restored`: L2 as the restore leaves it, dirty lines of the kernel's output included); docs/performance.md",
+      "how timed launches are prepared, for experiments (scripts/exp-kernel-time.sh): comma-separated `spin=µs` (default 30), `warmup=N` (2), `restore=` `device`, `host` or `none` (device), `l2=` `restored`, `reread` or `evicted` (restored: L2 as the restore leaves it, dirty lines of the kernel's output included), `clock=` `events` or `cupti` (events; cupti: the GPU's own kernel timestamps from CUPTI's activity records, events under another CUPTI client); docs/performance.md",
   },
   KERNCAP_FAULT_VA_TAKEN: {
     readers: ["kerncap"],
@@ -184,7 +184,7 @@ const flag = (name: EnvName, env: Env = process.env): boolean => env[name] === "
 export const cacheOverride = (env?: Env) => readEnv("KERNCAP_CACHE", env);
 /** $KERNCAP_CUDA_LIB: a capture library to inject instead of the embedded one. */
 export const cudaLibOverride = (env?: Env) => readEnv("KERNCAP_CUDA_LIB", env);
-/** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/capture/cupti.ts). */
+/** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/native/libcupti-search.ts). */
 export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
 /** $KERNCAP_LIBCUDA: libcuda searched first. */
 export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);

@@ -36,34 +36,9 @@ export interface InjectionEnv {
   warnings: string[];
 }
 
-/**
- * The NVIDIA tool that launched kerncap, from the variables its launcher puts in the environment
- * of every process it follows (seen under `ncu --target-processes all` on the H200, Nsight
- * Compute 2025.3: NV_TPS_LAUNCH_TOKEN, NV_NSIGHT_INJECTION_TRANSPORT_TYPE,
- * NV_COMPUTE_PROFILER_PERFWORKS_DIR), or undefined. Such a tool injects itself into the
- * application through CUDA's tool injection, as kerncap does: the two cannot share one process.
- */
-export function launchingTool(env: Record<string, string | undefined> = process.env): string | undefined {
-  if (underSanitizer(env)) return "compute-sanitizer";
-  if (env.NV_COMPUTE_PROFILER_PERFWORKS_DIR || /compute/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "") || env.NV_TPS_LAUNCH_TOKEN === "Interactive Profile")
-    return "Nsight Compute (ncu)";
-  if (env.NV_TPS_LAUNCH_TOKEN || env.NV_NSIGHT_INJECTION_TRANSPORT_TYPE) return "an Nsight tool (nsys or ncu)";
-  return undefined;
-}
-
-/**
- * Whether compute-sanitizer launched this process: its launcher injects into every process it
- * follows through CUDA's tool injection and preloads (CUDA_INJECTION64_PATH / LD_PRELOAD naming a
- * library under compute-sanitizer/ or a libsanitizer-*.so), and sets variables of its own
- * (NV_SANITIZER_*, COMPUTE_SANITIZER_*). Checked first: its launcher is the one Nsight tools use
- * (NV_TPS_LAUNCH_TOKEN), so launchingTool would otherwise name it as an Nsight tool. Not verified
- * on the H200 which of these compute-sanitizer 2025 sets (the GPU test runs kerncap under it).
- */
-export function underSanitizer(env: Record<string, string | undefined> = process.env): boolean {
-  const names = (v: string | undefined) => /compute-sanitizer|libsanitizer|sanitizer-collection/i.test(v ?? "");
-  if (names(env.CUDA_INJECTION64_PATH) || names(env.LD_PRELOAD) || /sanitizer/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "")) return true;
-  return Object.keys(env).some((k) => /^(NV_SANITIZER|COMPUTE_SANITIZER|NV_COMPUTE_SANITIZER)/i.test(k));
-}
+// which tool launched kerncap: in src/native/ beside the CUPTI search, since the replay's kernel clock asks too
+export { launchingTool, underSanitizer } from "../native/libcupti-search.ts";
+import { underSanitizer } from "../native/libcupti-search.ts";
 
 const SANITIZER_TOOLS = new Set(["compute-sanitizer", "cuda-memcheck"]);
 /** Commands that run the rest of their command line (options and VAR=value words skipped). */

@@ -13,7 +13,7 @@ import { KerncapError } from "../errors.ts";
 import { libcudaCandidates, probeGpu } from "../native/libcuda.ts";
 import { loadHsa } from "../native/libhsa.ts";
 import { libraryLoads } from "../native/loader.ts";
-import { findCupti } from "./cupti.ts";
+import { findCupti } from "../native/libcupti-search.ts";
 import { cudaCaptureLibrary, hsaCaptureLibrary } from "./lib.ts";
 import { injectionEnv, launchingTool, SANITIZER_WAY_OUT } from "./coexist.ts";
 import { captureEnv } from "../frontends/index.ts";

@@ -90,6 +90,10 @@ const ReplayFields = {
     appMethod: v.string(),
     /** L2 flushed before each timed launch (--flush-l2) or warm. */
     l2: v.optional(v.picklist(["flushed", "warm"])),
+    /** What timed each launch: timers around it ("events") or the GPU's own kernel timestamps from CUPTI ("cupti", KERNCAP_TIMING clock=cupti). */
+    clock: v.optional(v.picklist(["events", "cupti"])),
+    /** Why clock=cupti was asked and not used (another CUPTI client such as ncu, no libcupti). */
+    clockNote: v.optional(v.string()),
     /** The GPU's clocks (MHz) while the timed launches ran, from nvidia-smi; null when unknown. */
     clocks: v.optional(
       v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() })),

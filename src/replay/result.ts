@@ -40,6 +40,10 @@ export interface ReplayResult {
     appMethod: string;
     /** Whether L2 was flushed before each timed launch (--flush-l2) or left warm from the previous one. */
     l2?: "flushed" | "warm";
+    /** What timed each launch: the backend's timers around it ("events") or the GPU's own kernel timestamps ("cupti": KERNCAP_TIMING clock=cupti). */
+    clock?: "events" | "cupti";
+    /** Why clock=cupti was asked and the launches were timed by events (another CUPTI client, no libcupti). */
+    clockNote?: string;
     /** The GPU's clocks while the timed launches ran (null: unknown, or no timed launch). */
     clocks?: ClockState | null;
     /** Every timed launch's time (µs, in launch order): only with keepSamples. */

@@ -27,6 +27,7 @@ import { overallVerdict } from "./tolerance.ts";
 import {
   DEFAULT_TIMING,
   describeSetup,
+  kernelClock,
   parseTimingSetup,
   rewarmRanges,
   timeOneLaunch,
@@ -126,7 +127,7 @@ async function openOn(be: ReplayBackend, dir: string, m: Manifest, o: Pick<Repla
   const tv = performance.now();
   if (o.verify) for (const r of m.regions) checkRestored(scanner, BigInt(r.va), r, m.memory.chunkBytes, m.memory.before, `region ${r.va}`);
   const verifySeconds = (performance.now() - tv) / 1000;
-  return new Session(dir, m, be, restorer, scanner, o.verify, { restore, reserve, verifySeconds }, setup);
+  return new Session(dir, m, be, restorer, scanner, o.verify, { restore, reserve, verifySeconds }, setup, kernelClock(be, setup));
 }
 
 /** A loaded module and how long its wait and load took. */
@@ -199,6 +200,8 @@ class Session implements ReplaySession {
     private readonly verify: boolean,
     readonly opened: ReplaySession["opened"],
     private readonly setup: TimingSetup = DEFAULT_TIMING,
+    /** Why clock=cupti was asked and not used (the result's timing.clockNote). */
+    private readonly clockNote?: string,
   ) {
     const m = manifest;
     this.C = m.memory.chunkBytes;
@@ -502,8 +505,12 @@ class Session implements ReplaySession {
       tol,
       judgedFrom: judged.fromCapture,
     };
+    const clock = {
+      clock: this.setup.clock === "cupti" && !this.clockNote ? ("cupti" as const) : ("events" as const),
+      ...(this.clockNote ? { clockNote: this.clockNote } : {}),
+    };
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
-      resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed, method: this.method() });
+      resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed, method: this.method(), ...clock });
     return { launch, restoreChanged: () => restoreChanged(), timed, finish };
   }
 
@@ -538,7 +545,7 @@ function resultOf(
   opened: ReplaySession["opened"],
   f: RunFacts,
   j: Judged,
-  t: { times: number[]; interleaved: boolean; clocks: ClockState | null; flushed: boolean; method: string },
+  t: { times: number[]; interleaved: boolean; clocks: ClockState | null; flushed: boolean; method: string; clock: "events" | "cupti"; clockNote?: string },
 ): ReplayResult {
   const { m, o } = f;
   const { times } = t;
@@ -570,6 +577,8 @@ function resultOf(
       method: t.method + (t.interleaved ? ", interleaved with the other kernel's launches" : ""),
       appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
       l2: t.flushed ? "flushed" : "warm",
+      clock: t.clock,
+      ...(t.clockNote ? { clockNote: t.clockNote } : {}),
       clocks: t.clocks,
       ...(o.keepSamples ? { samplesUs: times } : {}),
     },

@@ -24,6 +24,7 @@
  * µs flushed under ncu in the app).
  */
 import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend } from "./backends/interface.ts";
 
@@ -48,17 +49,25 @@ export interface TimingSetup {
    * left it: the default, see DEFAULT_TIMING).
    */
   l2: WarmL2;
+  /**
+   * What times a launch: "events", a CUDA event pair around it (the default: ~1.4 µs more than the
+   * kernel on the H200, see ./backends/cuda-kernel-clock.ts); "cupti", the GPU's own start and end
+   * of the kernel from CUPTI's activity records (the events where CUPTI is not to be had: another
+   * CUPTI client such as ncu, no libcupti).
+   */
+  clock: "events" | "cupti";
 }
 
 /** What every timing uses unless KERNCAP_TIMING says otherwise (the module's doc says why). */
 // l2 stays "restored" until the GPU comparison of scripts/exp-kernel-time.sh is in: the exported
 // repro.c (templates/export) times after the restore alone, and its time is held to the replay's
-export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "restored" });
+// clock stays "events" until the GPU shows the CUPTI clock within 0.5 µs of ncu on tiny kernels (scripts/exp-kernel-time.sh)
+export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "restored", clock: "events" });
 
-const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-1000), restore=device|host|none, l2=reread|restored|evicted";
+const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-1000), restore=device|host|none, l2=reread|restored|evicted, clock=events|cupti";
 
 /**
- * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=restored` (any
+ * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=restored,clock=events` (any
  * subset, any order); undefined or empty: the defaults.
  * @throws KerncapError E_USAGE naming the word that is not understood
  */
@@ -80,6 +89,7 @@ export function parseTimingSetup(text: string | undefined): TimingSetup {
     else if (key === "warmup") s.warmup = int(1000);
     else if (key === "restore" && (value === "device" || value === "host" || value === "none")) s.restore = value;
     else if (key === "l2" && (value === "reread" || value === "restored" || value === "evicted")) s.l2 = value;
+    else if (key === "clock" && (value === "events" || value === "cupti")) s.clock = value;
     else throw bad();
   }
   return s;
@@ -87,7 +97,20 @@ export function parseTimingSetup(text: string | undefined): TimingSetup {
 
 /** The setup in KERNCAP_TIMING's words (what the timing's method names when it is not the default). */
 export function describeSetup(s: TimingSetup): string {
-  return `spin=${s.spinUs},warmup=${s.warmup},restore=${s.restore},l2=${s.l2}`;
+  return `spin=${s.spinUs},warmup=${s.warmup},restore=${s.restore},l2=${s.l2},clock=${s.clock}`;
+}
+
+/**
+ * KERNCAP_TIMING clock=cupti: the backend's kernel clock started (ReplayBackend.useKernelClock).
+ * @returns undefined when the launches are timed as asked; else the note that says why they are
+ *   timed by the backend's timers around the launch instead (also logged)
+ */
+export function kernelClock(be: Pick<ReplayBackend, "vendor" | "useKernelClock">, setup: TimingSetup): string | undefined {
+  if (setup.clock !== "cupti") return undefined;
+  const why = be.useKernelClock ? be.useKernelClock() : `the ${be.vendor} backend has no kernel clock`;
+  if (why === undefined) return undefined;
+  log.warn(`KERNCAP_TIMING clock=cupti: ${why}; timing with ${be.vendor === "nvidia" ? "CUDA events" : "the backend's timers"} around each launch instead`);
+  return `clock=cupti not used: ${why}`;
 }
 
 /** A device range read before a warm timed launch. */

@@ -22,7 +22,7 @@ import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
 import { tmpdir } from "node:os";
-import { findCupti } from "../../src/capture/cupti.ts";
+import { findCupti } from "../../src/native/libcupti-search.ts";
 import { closestKernels } from "../../src/capture/run.ts";
 import { commands } from "../../src/cli/main.ts";
 import { describeManifest } from "../../src/cli/commands/inspect.ts";

@@ -268,9 +268,20 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(d.verdict).toBe("match");
     expect(d.timing.iters).toBe(3);
     expect(d.timing.method).toContain("5 warm-up dispatches");
-    expect(d.timing.method).toContain("(KERNCAP_TIMING spin=30,warmup=5,restore=host,l2=restored)");
+    expect(d.timing.method).toContain("(KERNCAP_TIMING spin=30,warmup=5,restore=host,l2=restored,clock=events)");
     // the defaults are not named
-    expect(replay(dir, "--iters", "2").doc.timing.method).not.toContain("KERNCAP_TIMING");
+    const plain = replay(dir, "--iters", "2").doc.timing;
+    expect(plain.method).not.toContain("KERNCAP_TIMING");
+    expect(plain.clock).toBe("events");
+    expect(plain.clockNote).toBeUndefined();
+    // clock=cupti where the backend has no kernel clock: timed as before, the result and a warning say why
+    const cupti = run("clock=cupti");
+    expect(cupti.exitCode).toBe(0);
+    const c = JSON.parse(cupti.stdout.toString());
+    expect(c.verdict).toBe("match");
+    expect(c.timing.clock).toBe("events");
+    expect(c.timing.clockNote).toBe("clock=cupti not used: the amd backend has no kernel clock");
+    expect(cupti.stderr.toString()).toContain("KERNCAP_TIMING clock=cupti: the amd backend has no kernel clock; timing with the backend's timers");
     const bad = run("warmup=5,l2=cold");
     expect(bad.exitCode).toBe(2);
     const e = JSON.parse(bad.stdout.toString()).error;

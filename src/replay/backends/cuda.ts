@@ -1,7 +1,8 @@
 /**
  * The CUDA replay backend (./interface.ts) over the libcuda wrapper (src/native/libcuda.ts): fixed-VA
  * spans through the VMM API, the scan kernel on the GPU (./cuda-scan.ts), cuLaunchKernelEx with the
- * captured launch attributes, CUDA events around each timed launch.
+ * captured launch attributes, CUDA events around each timed launch, or the GPU's own kernel
+ * timestamps from CUPTI (./cuda-kernel-clock.ts) when the session asks (useKernelClock).
  */
 import { describeModule, jitPtx } from "../../codeobj/index.ts";
 import { KerncapError } from "../../errors.ts";
@@ -10,6 +11,7 @@ import type { Manifest } from "../../format/manifest.ts";
 import type { DeviceScanner, ReplayBackend, ReplayKernel, ReplayModule } from "./interface.ts";
 import { CU, CudaError, cuda, cudaResetCount, resetCuda, type Cuda } from "../../native/libcuda.ts";
 import { queryClocks } from "./cuda-clocks.ts";
+import { openCuptiClock, type CuptiClock } from "./cuda-kernel-clock.ts";
 import { Scanner } from "./cuda-scan.ts";
 
 // Attributes that carry handles of the app's process (events): meaningless in another process.
@@ -103,6 +105,8 @@ class CudaBackend implements ReplayBackend {
   readonly vendor = "nvidia" as const;
   readonly scansOn = "device" as const;
   private events: [bigint, bigint] | undefined;
+  /** The CUPTI kernel clock, once useKernelClock started it. */
+  private kclock: CuptiClock | undefined;
   private scan: Scanner | undefined;
   /** What mapAt reserved and mapped, undone at close. */
   private readonly spans: { va: bigint; size: number; handle: bigint }[] = [];
@@ -145,19 +149,34 @@ class CudaBackend implements ReplayBackend {
     };
   }
 
-  /** `spinUs` µs of kc_spin so the stream is busy while the launch is submitted (none at 0), then an event pair around it. */
+  useKernelClock(): string | undefined {
+    if (this.kclock) return undefined;
+    const r = openCuptiClock();
+    if ("why" in r) return r.why;
+    this.kclock = r.clock;
+    return undefined;
+  }
+
+  /**
+   * `spinUs` µs of kc_spin so the stream is busy while the launch is submitted (none at 0), then an
+   * event pair around it; on the CUPTI clock, the launch tagged and its own GPU duration taken
+   * once the end event completed (the pair's time where its record is missing).
+   */
   timedLaunch(launch: () => void, spinUs: number): number {
     const [e0, e1] = (this.events ??= [this.cu.eventCreate(), this.cu.eventCreate()]);
     if (spinUs > 0) this.scan?.spin(spinUs);
     this.cu.eventRecord(e0);
-    launch();
+    const tag = this.kclock?.tagged(launch);
+    if (tag === undefined) launch();
     this.cu.eventRecord(e1);
-    return this.cu.eventElapsedMs(e0, e1) * 1000;
+    const eventsUs = this.cu.eventElapsedMs(e0, e1) * 1000;
+    return tag === undefined ? eventsUs : this.kclock!.take(tag, eventsUs);
   }
 
   timingMethod(o: { spinUs: number; warmup: number; l2: string }): string {
     const spin = o.spinUs > 0 ? ` after ${o.spinUs} µs of kc_spin (launch path hidden)` : " (no spin: the launch path included)";
-    return `CUDA events around each launch${spin}, ${o.warmup} warm-up launches, ${o.l2}`;
+    const clock = this.kclock ? this.kclock.describe() : "CUDA events around each launch";
+    return `${clock}${spin}, ${o.warmup} warm-up launches, ${o.l2}`;
   }
 
   launchFault(e: unknown): { code: number; name: string } | null {
@@ -170,6 +189,8 @@ class CudaBackend implements ReplayBackend {
   }
 
   close(): void {
+    this.kclock?.stop();
+    this.kclock = undefined;
     for (const e of this.events ?? []) this.cu.eventDestroy(e);
     this.events = undefined;
     this.scan?.unload();

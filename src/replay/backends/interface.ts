@@ -99,6 +99,12 @@ export interface ReplayBackend extends DeviceMemory {
   loadModule(image: Uint8Array, file: string, m: Manifest): ReplayModule;
   /** Time one launch (µs): `launch` is called between the backend's timers, after `spinUs` µs of DeviceScanner.spin where the backend hides the launch path so. */
   timedLaunch(launch: () => void, spinUs: number): number;
+  /**
+   * Time launches by the GPU's own kernel timestamps instead of timers around the launch, where
+   * the backend can (CUDA: CUPTI's kernel activity records, ./cuda-kernel-clock.ts).
+   * @returns undefined when it is on; else why not (one line), and timedLaunch keeps its timers
+   */
+  useKernelClock?(): string | undefined;
   /** How timedLaunch measures (the result's timing.method): the spin, the warm-up launches and `l2`, the session's words for the L2 state. */
   timingMethod(o: { spinUs: number; warmup: number; l2: string }): string;
   /** L2 cache size (bytes), where the runtime says (CUDA); sizes the L2 flush. */

@@ -16,22 +16,40 @@ import {
 } from "../../../src/replay/timing-setup.ts";
 
 describe("KERNCAP_TIMING", () => {
-  test("unset or empty: the defaults (L2 as the device restore leaves it, 30 µs spin, 2 warm-ups)", () => {
-    expect(parseTimingSetup(undefined)).toEqual({ spinUs: 30, warmup: 2, restore: "device", l2: "restored" });
+  test("unset or empty: the defaults (L2 as the device restore leaves it, 30 µs spin, 2 warm-ups, CUDA events)", () => {
+    expect(parseTimingSetup(undefined)).toEqual({ spinUs: 30, warmup: 2, restore: "device", l2: "restored", clock: "events" });
     expect(parseTimingSetup("")).toEqual(DEFAULT_TIMING);
     expect(parseTimingSetup(" , ")).toEqual(DEFAULT_TIMING);
   });
 
   test("any subset of the keys, in any order, over the defaults", () => {
     expect(parseTimingSetup("l2=restored")).toEqual({ ...DEFAULT_TIMING, l2: "restored" });
-    expect(parseTimingSetup("restore=none, spin=0,warmup=20,l2=evicted")).toEqual({ spinUs: 0, warmup: 20, restore: "none", l2: "evicted" });
+    expect(parseTimingSetup("restore=none, spin=0,warmup=20,l2=evicted")).toEqual({ spinUs: 0, warmup: 20, restore: "none", l2: "evicted", clock: "events" });
     expect(parseTimingSetup("restore=host,spin=2000")).toEqual({ ...DEFAULT_TIMING, restore: "host", spinUs: 2000 });
-    expect(describeSetup(parseTimingSetup("spin=5,l2=restored"))).toBe("spin=5,warmup=2,restore=device,l2=restored");
+    expect(describeSetup(parseTimingSetup("spin=5,l2=restored"))).toBe("spin=5,warmup=2,restore=device,l2=restored,clock=events");
+    expect(parseTimingSetup("clock=cupti,l2=evicted")).toEqual({ ...DEFAULT_TIMING, clock: "cupti", l2: "evicted" });
+    expect(parseTimingSetup("clock=events")).toEqual(DEFAULT_TIMING);
+    expect(describeSetup(parseTimingSetup("clock=cupti"))).toBe("spin=30,warmup=2,restore=device,l2=restored,clock=cupti");
     // the defaults are not changed by a parse
     expect(DEFAULT_TIMING.l2).toBe("restored");
+    expect(DEFAULT_TIMING.clock).toBe("events");
   });
 
-  for (const bad of ["spin", "spin=", "spin=-1", "spin=1.5", "spin=100001", "warmup=1001", "restore=dtod", "l2=flushed", "flush=1", "SPIN=3"]) {
+  for (const bad of [
+    "spin",
+    "spin=",
+    "spin=-1",
+    "spin=1.5",
+    "spin=100001",
+    "warmup=1001",
+    "restore=dtod",
+    "l2=flushed",
+    "flush=1",
+    "SPIN=3",
+    "clock=ncu",
+    "clock=",
+    "clock=CUPTI",
+  ]) {
     test(`"${bad}" is E_USAGE naming the word and the grammar`, () => {
       let err: unknown;
       try {
@@ -44,6 +62,7 @@ describe("KERNCAP_TIMING", () => {
       expect(err.code).toBe("E_USAGE");
       expect(err.message).toContain(`"${bad}"`);
       expect(err.hint).toContain("l2=reread|restored|evicted");
+      expect(err.hint).toContain("clock=events|cupti");
     });
   }
 });

@@ -1,6 +1,9 @@
 /**
- * Where libcupti is looked for. CUPTI ships with the CUDA toolkit (extras/CUPTI/lib64,
- * targets/<arch>/lib) and with the nvidia-cuda-cupti Python wheel that PyTorch pulls in.
+ * Where libcupti is looked for, for the capture library injected into an application
+ * (src/capture/injector.ts) and for the replay's kernel clock (./kernel-timer.ts). CUPTI ships with
+ * the CUDA toolkit (extras/CUPTI/lib64, targets/<arch>/lib) and with the nvidia-cuda-cupti Python
+ * wheel that PyTorch pulls in. And which NVIDIA tool launched this process (launchingTool): such a
+ * tool holds CUPTI in every process it follows.
  */
 import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -90,4 +93,33 @@ export function findCupti(env: Record<string, string | undefined> = process.env,
   throw new KerncapError("E_NO_CUPTI", `libcupti not found; looked in:\n  ${c.join("\n  ")}`, {
     hint: "Install the CUDA toolkit's CUPTI (cuda-cupti) or set KERNCAP_CUPTI_PATH to libcupti.so.",
   });
+}
+
+/**
+ * The NVIDIA tool that launched kerncap, from the variables its launcher puts in the environment
+ * of every process it follows (seen under `ncu --target-processes all` on the H200, Nsight
+ * Compute 2025.3: NV_TPS_LAUNCH_TOKEN, NV_NSIGHT_INJECTION_TRANSPORT_TYPE,
+ * NV_COMPUTE_PROFILER_PERFWORKS_DIR), or undefined. Such a tool injects itself into the
+ * application through CUDA's tool injection, as kerncap does: the two cannot share one process.
+ */
+export function launchingTool(env: Record<string, string | undefined> = process.env): string | undefined {
+  if (underSanitizer(env)) return "compute-sanitizer";
+  if (env.NV_COMPUTE_PROFILER_PERFWORKS_DIR || /compute/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "") || env.NV_TPS_LAUNCH_TOKEN === "Interactive Profile")
+    return "Nsight Compute (ncu)";
+  if (env.NV_TPS_LAUNCH_TOKEN || env.NV_NSIGHT_INJECTION_TRANSPORT_TYPE) return "an Nsight tool (nsys or ncu)";
+  return undefined;
+}
+
+/**
+ * Whether compute-sanitizer launched this process: its launcher injects into every process it
+ * follows through CUDA's tool injection and preloads (CUDA_INJECTION64_PATH / LD_PRELOAD naming a
+ * library under compute-sanitizer/ or a libsanitizer-*.so), and sets variables of its own
+ * (NV_SANITIZER_*, COMPUTE_SANITIZER_*). Checked first: its launcher is the one Nsight tools use
+ * (NV_TPS_LAUNCH_TOKEN), so launchingTool would otherwise name it as an Nsight tool. Not verified
+ * on the H200 which of these compute-sanitizer 2025 sets (the GPU test runs kerncap under it).
+ */
+export function underSanitizer(env: Record<string, string | undefined> = process.env): boolean {
+  const names = (v: string | undefined) => /compute-sanitizer|libsanitizer|sanitizer-collection/i.test(v ?? "");
+  if (names(env.CUDA_INJECTION64_PATH) || names(env.LD_PRELOAD) || /sanitizer/i.test(env.NV_TPS_LAUNCH_TOKEN ?? "")) return true;
+  return Object.keys(env).some((k) => /^(NV_SANITIZER|COMPUTE_SANITIZER|NV_COMPUTE_SANITIZER)/i.test(k));
 }
