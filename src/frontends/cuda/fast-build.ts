@@ -153,6 +153,8 @@ export class FastBuildState {
   misses = 0;
   /** Why the last build did not preprocess incrementally (for the debug log and the tests), or null when it did. */
   lastMiss: string | null = null;
+  /** ms of each step of the last incremental preprocessing, in order (load: FastBuildState.load's read of the base; for the debug log and scripts/bench-incremental.ts). */
+  trace: Record<string, number> = {};
   /** Whether the work folder's full.cpp1.ii holds base.text: false from the start of a whole-TU gcc -E until its output is read (a build stopped meanwhile, validate's race lost, left another text there). */
   baseOnDisk = true;
   /** The pruner state the work folder's prune-state.bin holds (loaded or saved): saved again only when the pruner has another. */
@@ -195,6 +197,7 @@ export class FastBuildState {
    * (`prune-state.bin`, ./prune/persist.ts: ignored unless whole, this user's, this kerncap's).
    */
   static load(work: string): FastBuildState {
+    const t0 = performance.now();
     const st = new FastBuildState();
     st.work = work;
     st.prunerPending = true; // read when first needed: while the incremental preprocessing's gcc -E runs
@@ -204,6 +207,7 @@ export class FastBuildState {
     } catch {
       // no base yet (or a partial one): the next build preprocesses the whole TU
     }
+    st.trace.load = performance.now() - t0;
     return st;
   }
 
@@ -350,6 +354,7 @@ export async function fastBuild(dirArg: string, work: string, o: FastBuildOption
   rmSync(plan.cubin, { force: true });
   const preprocess = withMacros(plan.preprocess);
   const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
+  state.trace.readSources = performance.now() - t1;
   state.baseOnDisk = false; // gcc -E writes plan.fullTU from now on
   const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
   full.catch(() => {});
@@ -445,6 +450,12 @@ async function speculate(
   onCompile?: () => void,
 ): Promise<Speculation | undefined> {
   const t0 = performance.now();
+  let tm = t0;
+  const mark = (step: string) => {
+    const now = performance.now();
+    state.trace[step] = now - tm;
+    tm = now;
+  };
   const base = state.base;
   const miss = (why: string) => {
     state.lastMiss = why;
@@ -457,12 +468,15 @@ async function speculate(
   let ip: ReturnType<typeof planIncremental>;
   try {
     base.parsed ??= parseBase(base.text);
+    mark("parseBase");
     // the changed sources that the TU read (a TU copy that kerncap's slice was remade from is not one)
     const read = new Set(base.parsed.entries.map((e) => resolve(e.file)));
     const changed = [...sources].filter(([p, t]) => base.sources.get(p) !== t && read.has(p)).map(([p]) => p);
     if (changed.length !== 1) return miss(`${changed.length} sources of the TU changed`);
     const file = changed[0]!;
+    mark("changed");
     ip = planIncremental(base.parsed, file, base.sources.get(file)!, sources.get(file)!, (p) => sources.get(p) ?? readFileSync(p, "latin1"));
+    mark("planIncremental");
   } catch (e) {
     return miss(`the previous output cannot be read: ${e instanceof Error ? e.message : String(e)}`);
   }
@@ -479,17 +493,23 @@ async function speculate(
   try {
     for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), { ...SCRATCH, root: dir });
     const synth = sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
+    mark("startGccE");
     state.restorePruner();
+    mark("restorePruner");
     r = await synth;
+    mark("awaitGccE");
   } finally {
     for (const p of ip.files.keys()) rmSync(p, { force: true });
   }
   if (r.code !== 0) return miss(`the synthetic TU does not preprocess: ${r.err.trim().split("\n").slice(-2).join(" / ")}`);
   const assembled = assemble(base.parsed, ip.cut, readFileSync(synthOut, "latin1"));
   if (!assembled) return miss("no sentinel in the synthetic TU's output");
+  mark("assemble");
   const t1 = performance.now();
   const pruned = state.prune(stripMacroLines(assembled.text));
+  mark("prune");
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
+  mark("writePruned");
   const t2 = performance.now();
   const abort = new AbortController();
   signal?.addEventListener("abort", () => abort.abort());
