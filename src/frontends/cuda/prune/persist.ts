@@ -287,7 +287,7 @@ export function decodePruneState(buf: Uint8Array): PruneState | { reason: string
       if (!k || a < 0 || b < a || b > n) throw new Error(`item ${i} is out of the tokens`);
       items[i] = { kind: k, a, b, nest: iw[i * 4 + 3]! };
     }
-    const info = decodeDecls(sec("decls"), sec("gateKeys"), items, t, str);
+    const info = decodeDecls(sec("decls"), sec("gateKeys"), items, t, str, strings.length);
     const state: PruneState = { text, t, items, info, namespaces: String(h.namespaces) };
     known.set(state, { ids, strings: Strings.of(strings) });
     return state;
@@ -296,8 +296,57 @@ export function decodePruneState(buf: Uint8Array): PruneState | { reason: string
   }
 }
 
-/** The declarations' analyses: each record as encodePruneState wrote it; each body is its tokens' texts again (words). */
-function decodeDecls(declBytes: Uint8Array, keyBytes: Uint8Array, items: Item[], t: Tokens, str: (i: number) => string): (DeclInfo | undefined)[] {
+/**
+ * A declaration's analysis read back from a state file. Its refs and body are made when first
+ * read (the prune reads them for the declarations it keeps and the gates it computes again, a
+ * fraction of the TU's): a fresh validate's restore was spending a third of its time on them.
+ * The refs' string ids are checked against the table at the load all the same.
+ */
+class StoredDecl implements DeclInfo {
+  defs: Set<string>;
+  stub: number | "drop" | undefined;
+  classlike: boolean;
+  deviceVar: boolean;
+  kernel: boolean;
+  using: { ns: string; name: string } | undefined;
+  gate?: Set<string>;
+  op?: { names: Set<string>; all: boolean };
+  gateKey?: number;
+  private refsSet: Set<string> | undefined;
+  private bodyWords: string[] | undefined;
+  constructor(
+    fields: Omit<DeclInfo, "refs" | "body">,
+    /** Where the refs' ids are in `w` (its count, then the ids), and what a body is made from. */
+    private readonly from: { w: Int32Array; at: number; str: (i: number) => string; t: Tokens; a: number; b: number },
+  ) {
+    this.defs = fields.defs;
+    this.stub = fields.stub;
+    this.classlike = fields.classlike;
+    this.deviceVar = fields.deviceVar;
+    this.kernel = fields.kernel;
+    this.using = fields.using;
+  }
+  get refs(): Set<string> {
+    if (!this.refsSet) {
+      const { w, at, str } = this.from;
+      this.refsSet = new Set();
+      for (let i = 1; i <= w[at]!; i++) this.refsSet.add(str(w[at + i]!));
+    }
+    return this.refsSet;
+  }
+  set refs(v: Set<string>) {
+    this.refsSet = v;
+  }
+  get body(): string[] {
+    return (this.bodyWords ??= words(this.from.t, this.from.a, this.from.b));
+  }
+  set body(v: string[]) {
+    this.bodyWords = v;
+  }
+}
+
+/** The declarations' analyses: each record as encodePruneState wrote it; each body is its tokens' texts again (words), made when first read. */
+function decodeDecls(declBytes: Uint8Array, keyBytes: Uint8Array, items: Item[], t: Tokens, str: (i: number) => string, nStrings: number): (DeclInfo | undefined)[] {
   const w = new Int32Array(declBytes.buffer, declBytes.byteOffset, declBytes.length >> 2);
   const keys = new Float64Array(keyBytes.buffer, keyBytes.byteOffset, keyBytes.length >> 3);
   const info: (DeclInfo | undefined)[] = [];
@@ -312,6 +361,15 @@ function decodeDecls(declBytes: Uint8Array, keyBytes: Uint8Array, items: Item[],
     for (let c = next(); c > 0; c--) s.add(str(next()));
     return s;
   };
+  // a set read later: its ids checked now (a damaged record is found at the load, not in the prune)
+  const skipSet = () => {
+    const at = p;
+    for (let c = next(); c > 0; c--) {
+      const id = next();
+      if (id < 0 || id >= nStrings) throw new Error(`string ${id} is out of the table`);
+    }
+    return at;
+  };
   while (p < w.length) {
     const idx = next(),
       flags = next(),
@@ -319,16 +377,19 @@ function decodeDecls(declBytes: Uint8Array, keyBytes: Uint8Array, items: Item[],
     const it = items[idx];
     if (!it || it.kind !== "decl" || info[idx]) throw new Error(`a record names item ${idx}, not a declaration`);
     const using = flags & F.using ? { ns: str(next()), name: str(next()) } : undefined;
-    const d: DeclInfo = {
-      defs: set(),
-      refs: set(),
-      stub: stub === -1 ? undefined : stub === -2 ? "drop" : stub,
-      body: words(t, it.a, it.b),
-      classlike: !!(flags & F.classlike),
-      deviceVar: !!(flags & F.deviceVar),
-      kernel: !!(flags & F.kernel),
-      using,
-    };
+    const defs = set();
+    const refsAt = skipSet();
+    const d = new StoredDecl(
+      {
+        defs,
+        stub: stub === -1 ? undefined : stub === -2 ? "drop" : stub,
+        classlike: !!(flags & F.classlike),
+        deviceVar: !!(flags & F.deviceVar),
+        kernel: !!(flags & F.kernel),
+        using,
+      },
+      { w, at: refsAt, str, t, a: it.a, b: it.b },
+    );
     if (typeof d.stub === "number" && (d.stub < it.a || d.stub >= it.b)) throw new Error(`item ${idx}'s body is out of it`);
     if (flags & F.gate) d.gate = set();
     if (flags & F.op) d.op = { names: set(), all: !!(flags & F.opAll) };
