@@ -19,14 +19,18 @@ import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fastBuild, FastBuildState } from "../src/frontends/cuda/fast-build.ts";
 
-async function once(dir: string, watch?: FastBuildState): Promise<Record<string, number | string>> {
+async function once(dir: string, watch?: FastBuildState, first = false): Promise<Record<string, number | string>> {
   const work = join(dir, "build", "pruned");
   const state = watch ?? FastBuildState.load(work);
-  state.trace = {};
+  if (watch) state.trace = {};
   const t0 = performance.now();
   let toCompile = 0;
   const onCompile = () => (toCompile = performance.now() - (watch ? t0 : 0));
-  await fastBuild(dir, work, { force: false, onCompile }, state);
+  await fastBuild(dir, work, { force: false, onCompile }, state).catch((e) => {
+    // the first build's real compile may fail where the folder is not a capture's reproducer (no slice of the instantiation): its base and pruner state are made all the same
+    if (!first || !toCompile) throw e;
+    console.error(`the first build's compile: ${e instanceof Error ? e.message.slice(0, 200) : String(e)}`);
+  });
   if (!watch) state.save(work);
   // cicc and ptxas are the GPU node's part of the benchmark: the plan's compile becomes a no-op (the plan is kept while build.sh is unchanged)
   const planFile = join(work, "plan.json");
@@ -65,7 +69,7 @@ if (verb === "edit") {
 } else if (verb === "watch") {
   // a watch: one process, the state in memory; the first build is whole (its time not printed)
   const state = new FastBuildState();
-  await once(dir, state);
+  await once(dir, state, true);
   const runs: Record<string, number | string>[] = [];
   for (let i = 0; i < Number(n ?? 3); i++) {
     appendFileSync(join(dir, "src", file!), `// kerncap bench edit ${Date.now()}\n`);
@@ -74,6 +78,6 @@ if (verb === "edit") {
   }
   console.log(`median ${JSON.stringify(medians(runs))}`);
 } else {
-  const r = await once(dir);
+  const r = await once(dir, undefined, verb === "setup");
   console.log(JSON.stringify(r));
 }

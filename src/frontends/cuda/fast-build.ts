@@ -26,7 +26,17 @@ import { DevicePruner, type PruneState } from "./prune/cache.ts";
 import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
 import type { FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
-import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
+import {
+  assemble,
+  parseBase,
+  planIncremental,
+  pragmaOnceKnown,
+  rememberPragmaOnce,
+  stripMacroLines,
+  verifyAssembled,
+  type ParsedBase,
+  type PpBase,
+} from "./incremental-pp.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
 
@@ -193,7 +203,8 @@ export class FastBuildState {
   /**
    * The state a work folder keeps for the next process (validate: one per edit): the base of
    * the incremental preprocessing (the whole TU's -dD output, `full.cpp1.ii`, and the sources it
-   * was made from, `base-sources.json`), and the pruner's analysis of the last text it pruned
+   * was made from, `base-sources.json`, and which of its headers have `#pragma once`,
+   * `pragma-once.json`), and the pruner's analysis of the last text it pruned
    * (`prune-state.bin`, ./prune/persist.ts: ignored unless whole, this user's, this kerncap's).
    */
   static load(work: string): FastBuildState {
@@ -204,8 +215,9 @@ export class FastBuildState {
     try {
       const sources = JSON.parse(readFileSync(join(work, BASE_SOURCES), "latin1")) as Record<string, string>;
       st.base = { text: readFileSync(join(work, "full.cpp1.ii"), "latin1"), sources: new Map(Object.entries(sources)) };
+      rememberPragmaOnce(JSON.parse(readFileSync(join(work, ONCE_FILE), "latin1")));
     } catch {
-      // no base yet (or a partial one): the next build preprocesses the whole TU
+      // no base yet (or a partial one): the next build preprocesses the whole TU; no answers kept: the headers are read
     }
     st.trace.load = performance.now() - t0;
     return st;
@@ -217,6 +229,7 @@ export class FastBuildState {
       // a whole-TU gcc -E stopped midway wrote part of another text there: the base's own text back, so that text and sources agree
       if (!this.baseOnDisk) writeFileAtomic(join(work, "full.cpp1.ii"), Buffer.from(this.base.text, "latin1"), SCRATCH);
       writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
+      writeFileAtomic(join(work, ONCE_FILE), Buffer.from(JSON.stringify(pragmaOnceKnown()), "latin1"), SCRATCH);
       this.baseOnDisk = true;
     } else rmSync(f, { force: true });
     this.work ??= work;
@@ -226,6 +239,8 @@ export class FastBuildState {
 
 /** The sources the work folder's full.cpp1.ii was preprocessed from (FastBuildState.load/save). */
 const BASE_SOURCES = "base-sources.json";
+/** Which headers of the TU have `#pragma once` (by path, size, mtime: ./incremental-pp.ts pragmaOnceKnown), for the next process's incremental preprocessing. */
+const ONCE_FILE = "pragma-once.json";
 
 /** The plans of the work folders (one per watch, one per capture for validate), with the key they were made for. */
 const plans = new Map<string, FastPlan & { key: string }>();
@@ -394,7 +409,8 @@ export async function fastBuild(dirArg: string, work: string, o: FastBuildOption
       module: plan.cubin,
       plan: planHash(plan),
       seconds: (t4 - t0) / 1000,
-      steps: { planMs: t1 - t0, ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 },
+      // the incremental path's own steps too (FastBuildState.trace: parseBaseMs, restorePrunerMs …), for the benchmarks' breakdown
+      steps: { planMs: t1 - t0, ...traceSteps(state), ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 },
       prune,
     };
   };
@@ -419,6 +435,10 @@ export async function fastBuild(dirArg: string, work: string, o: FastBuildOption
   state.keepPruner();
   return done(await cc, { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
 }
+
+/** FastBuildState.trace as build steps (`<step>Ms`): those of this build's incremental preprocessing, none when it had none. */
+const traceSteps = (state: FastBuildState): Record<string, number> =>
+  state.lastMiss === null ? Object.fromEntries(Object.entries(state.trace).map(([k, v]) => [`${k}Ms`, v])) : {};
 
 interface Speculation {
   assembled: { text: string; prefix: string };

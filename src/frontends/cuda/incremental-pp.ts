@@ -50,11 +50,17 @@ export function parseMarker(l: string): Marker | null {
   return { line: Number(m[1]), file: m[2]!, flags: m[3] ? m[3].trim().split(" ").map(Number) : [] };
 }
 
-/** A `#define NAME…` / `#undef NAME` line of -dD output: the macro's name, or null. */
+/** A `#define NAME…` / `#undef NAME` line of -dD output: the macro's name, or null (a scan, not a regular expression: -dD output has tens of thousands of these). */
 function macroName(l: string, directive: "#define " | "#undef "): string | null {
   if (!l.startsWith(directive)) return null;
-  const m = /^[A-Za-z_$][A-Za-z0-9_$]*/.exec(l.slice(directive.length));
-  return m ? m[0] : null;
+  const a = directive.length;
+  let b = a;
+  for (; b < l.length; b++) {
+    const c = l.charCodeAt(b);
+    // [A-Za-z_$], then also [0-9]
+    if (!((c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36 || (b > a && c >= 48 && c <= 57))) break;
+  }
+  return b > a ? l.slice(a, b) : null;
 }
 
 /** The -dD output with its #define/#undef lines blanked (the line count kept): what cicc reads. */
@@ -111,6 +117,7 @@ export function parseBase(text: string): ParsedBase {
   let primary: Entry | null = null;
   let cur: Entry | null = null;
   let curIdx = -1;
+  const parents: number[] = []; // the index of each open entry's includer
   let n = 0;
   for (let i = 0; i < lines.length; i++) {
     const l = lines[i]!;
@@ -121,6 +128,7 @@ export function parseBase(text: string): ParsedBase {
           const e: Entry = { file: mk.file, name: mk.file, retName: "", at: i, parent: cur, ret: lines.length, includeLine: 0, depth: cur.depth + 1 };
           entries.push(e);
           cur = e;
+          parents.push(curIdx);
           curIdx = entries.length - 1;
         }
       } else if (mk.flags.includes(2)) {
@@ -129,7 +137,7 @@ export function parseBase(text: string): ParsedBase {
           cur.retName = mk.file;
           cur.includeLine = mk.line - 1;
           cur = cur.parent;
-          curIdx = entries.indexOf(cur);
+          curIdx = parents.pop()!;
         }
       } else if (!primary && mk.line === 1 && mk.file !== "<built-in>" && mk.file !== "<command-line>" && !mk.flags.length) {
         // `# 1 "primary.cu"`: the primary file begins (after the built-ins, the command line and -include files)
@@ -406,8 +414,26 @@ function onceBeforeCut(base: ParsedBase, cut: number, openOnce: Set<Entry>, read
   return once;
 }
 
-/** Whether a file's text holds `#pragma once`, by path, size and mtime (the system headers of a TU are read once a process). */
+/**
+ * Whether a file's text holds `#pragma once`, by path, size and mtime (the system headers of a TU
+ * are read once a process; validate, one process per edit, keeps the answers beside the base:
+ * pragmaOnceKnown, rememberPragmaOnce). A stale answer (a file rewritten with the same size in the
+ * same mtime) costs an incremental preprocessing that the verification then refuses, never a
+ * wrong build.
+ */
 const onceCache = new Map<string, boolean>();
+
+/** The answers pragmaOnce has (key: path, size, mtime joined by NUL), for rememberPragmaOnce in the next process. */
+export function pragmaOnceKnown(): [string, boolean][] {
+  return [...onceCache];
+}
+
+/** Take the answers a previous process had (pragmaOnceKnown's); entries of another shape are left out. */
+export function rememberPragmaOnce(known: unknown): void {
+  if (!Array.isArray(known)) return;
+  for (const e of known) if (Array.isArray(e) && typeof e[0] === "string" && typeof e[1] === "boolean") onceCache.set(e[0], e[1]);
+}
+
 function pragmaOnce(path: string, readText: (path: string) => string): boolean {
   let key = path;
   try {
@@ -428,14 +454,18 @@ function pragmaOnce(path: string, readText: (path: string) => string): boolean {
   return v;
 }
 
-/**
- * The #define/#undef lines that turn the predefined macros (the built-in and command-line ones,
- * before the first file is entered, which gcc defines again for the synthetic TU) into the macro
- * table at line `cut` of the base. `restore`: from any state that the files entered before the
- * cut made (the #pragma once headers included again), also an #undef of every macro those files
- * defined, before the table's definitions.
- */
-export function macroTable(base: ParsedBase, cut: number, restore = false): string {
+/** The macros at line `cut` of a base (the last call's kept: planIncremental asks twice for the same cut). */
+const macrosCache = new WeakMap<ParsedBase, { cut: number; macros: ReturnType<typeof readMacros> }>();
+function macrosAt(base: ParsedBase, cut: number): ReturnType<typeof readMacros> {
+  const c = macrosCache.get(base);
+  if (c?.cut === cut) return c.macros;
+  const macros = readMacros(base, cut);
+  macrosCache.set(base, { cut, macros });
+  return macros;
+}
+
+/** The predefined macros (before the first file is entered), the table at `cut` (each definition's line and system-header flag, in definition order), the names files defined. */
+function readMacros(base: ParsedBase, cut: number) {
   const pre = new Map<string, string>(),
     now = new Map<string, { line: string; sys: number }>();
   const inFiles = new Set<string>();
@@ -456,6 +486,18 @@ export function macroTable(base: ParsedBase, cut: number, restore = false): stri
       if (predefined) pre.delete(u);
     }
   }
+  return { pre, now, inFiles };
+}
+
+/**
+ * The #define/#undef lines that turn the predefined macros (the built-in and command-line ones,
+ * before the first file is entered, which gcc defines again for the synthetic TU) into the macro
+ * table at line `cut` of the base. `restore`: from any state that the files entered before the
+ * cut made (the #pragma once headers included again), also an #undef of every macro those files
+ * defined, before the table's definitions.
+ */
+export function macroTable(base: ParsedBase, cut: number, restore = false): string {
+  const { pre, now, inFiles } = macrosAt(base, cut);
   // gcc marks the tokens of a macro defined in a system header (`# N "file" 3 4` around them): each
   // definition goes under a linemarker with the flags of the place it was defined in
   const FLAGS = ["", " 3", " 3 4"];

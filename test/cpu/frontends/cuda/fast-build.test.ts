@@ -9,6 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../fixtures.ts";
 import { FastBuildState } from "../../../../src/frontends/cuda/fast-build.ts";
+import { pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/incremental-pp.ts";
 
 test("save and load: the base's text and sources together; a stopped gcc -E's partial output is replaced by the base's text", () => {
   const work = tempDir("kerncap-fast-state-");
@@ -23,5 +24,21 @@ test("save and load: the base's text and sources together; a stopped gcc -E's pa
   writeFileSync(join(work, "full.cpp1.ii"), '# 1 "k.cu"\nint b; // cut sh');
   back.save(work);
   expect(readFileSync(join(work, "full.cpp1.ii"), "latin1")).toBe('# 1 "k.cu"\nint a;\n');
+  expect(FastBuildState.load(work).base?.text).toBe('# 1 "k.cu"\nint a;\n');
+});
+
+test("save and load: the #pragma once answers kept beside the base; a damaged answers file leaves the base loaded", () => {
+  const work = tempDir("kerncap-fast-once-");
+  const header = join(work, "h.cuh");
+  writeFileSync(header, "#pragma once\n");
+  rememberPragmaOnce([[`${header}\0${13}\0${1}`, true]]);
+  const st = new FastBuildState();
+  st.base = { text: '# 1 "k.cu"\nint a;\n', sources: new Map([["/x/src/k.cu", "int a;\n"]]) };
+  st.baseOnDisk = false; // in memory only: save writes it
+  st.save(work);
+  const kept = JSON.parse(readFileSync(join(work, "pragma-once.json"), "latin1")) as [string, boolean][];
+  expect(kept).toContainEqual([`${header}\0${13}\0${1}`, true]);
+  expect(kept).toEqual(pragmaOnceKnown());
+  writeFileSync(join(work, "pragma-once.json"), "{not json");
   expect(FastBuildState.load(work).base?.text).toBe('# 1 "k.cu"\nint a;\n');
 });

@@ -11,7 +11,18 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { assemble, parseBase, planIncremental, scanLines, stripMacroLines, verifyAssembled } from "../../../../src/frontends/cuda/incremental-pp.ts";
+import { statSync } from "node:fs";
+import {
+  assemble,
+  macroTable,
+  parseBase,
+  planIncremental,
+  pragmaOnceKnown,
+  rememberPragmaOnce,
+  scanLines,
+  stripMacroLines,
+  verifyAssembled,
+} from "../../../../src/frontends/cuda/incremental-pp.ts";
 
 const GXX = Bun.which("g++");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-incpp-"));
@@ -86,8 +97,9 @@ const pp = (d: string, primary: string, out: string) => {
 };
 
 /** Edit `file` of a fresh project; returns what verifyAssembled says (null: the same as g++ on the whole TU) and the plan. */
-function incremental(name: string, file: string, edit: (s: string) => string, main = "main.cc") {
+function incremental(name: string, file: string, edit: (s: string) => string, main = "main.cc", before?: (d: string) => void) {
   const d = project(name);
+  before?.(d);
   const primary = join(d, main);
   const base = parseBase(pp(d, primary, join(d, "base.ii")));
   const path = join(d, file);
@@ -167,6 +179,48 @@ describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
     // kernel.h is open at the cut and its tail includes another.h: it is not marked seen before the tail, and quant.h's #include of it is not skipped
     const r = incremental("ggml-tail-include", "inc/kernel.h", (s) => s + '#include "another.h"\n', "mmq.cc");
     expect(r.differs).not.toBeNull();
+  });
+});
+
+describe.skipIf(!GXX)("the #pragma once answers a previous process kept (validate: one process per edit)", () => {
+  const keyOf = (path: string, mtimeMs?: number) => {
+    const st = statSync(path);
+    return `${path}\0${st.size}\0${mtimeMs ?? st.mtimeMs}`;
+  };
+  const append = (s: string) => s + "// kerncap bench watch edit 1\n";
+  test("kept answers: what this process read is offered to the next; an answer is used while the header's path, size and mtime hold", () => {
+    const r = incremental("once-kept", "inc/kernel.h", append, "mmq.cc");
+    expect(r.differs).toBeNull();
+    const common = join(WORK, "once-kept", "inc/common.h");
+    expect(pragmaOnceKnown()).toContainEqual([keyOf(common), true]);
+    // a wrong answer under the header's present key is believed (so the kept ones are what is read): common.h, entered
+    // before the cut, is not seen once before the tail, the edit's #include of it is not skipped, and the verification sees it
+    const reinclude = (s: string) => s.replace("int tail_fn(int c)", '#include "common.h"\nint tail_fn(int c)');
+    expect(incremental("once-right", "inc/kernel.h", reinclude).differs).toBeNull();
+    const wrong = incremental("once-wrong", "inc/kernel.h", reinclude, "main.cc", (d) => rememberPragmaOnce([[keyOf(join(d, "inc/common.h")), false]]));
+    expect(wrong.differs).not.toBeNull();
+  });
+  test("a stale answer (the header's mtime another) is not used: the plan is the one made without kept answers", () => {
+    let staleKey = "";
+    const r = incremental("once-stale", "inc/kernel.h", append, "mmq.cc", (d) => {
+      const common = join(d, "inc/common.h");
+      staleKey = keyOf(common, statSync(common).mtimeMs - 5000);
+      rememberPragmaOnce([[staleKey, false], ["not an entry"], [1, true]]);
+    });
+    expect(r.differs).toBeNull();
+    expect([...r.plan.files.values()].join("\n")).toContain(`#include "${join(WORK, "once-stale", "inc/common.h")}"`);
+    expect(pragmaOnceKnown().filter(([k]) => k === staleKey)).toEqual([[staleKey, false]]); // kept, never asked
+  });
+  test("macroTable: the same table when asked twice at one cut and after another cut (the pass over the base is kept per cut)", () => {
+    const d = project("macros");
+    const base = parseBase(pp(d, join(d, "mmq.cc"), join(d, "base.ii")));
+    const at = (cut: number) => [macroTable(base, cut), macroTable(base, cut, true)];
+    const cut = base.lines.length - 2;
+    const first = at(cut);
+    expect(first[0]).toContain("#define SCALE 3");
+    expect(at(5)[0]).not.toContain("#define SCALE 3");
+    expect(at(cut)).toEqual(first);
+    expect(macroTable(parseBase(base.lines.join("\n")), cut, true)).toBe(first[1]!);
   });
 });
 
