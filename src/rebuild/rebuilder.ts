@@ -211,9 +211,10 @@ export class Rebuilder {
     };
   }
 
-  private async buildSh(signal?: AbortSignal): Promise<Rebuilt> {
+  /** build.sh's rebuild; `announce`: call onCompile once it runs (not beside a fast build, whose own compile step says so). */
+  private async buildSh(signal?: AbortSignal, announce = true): Promise<Rebuilt> {
     const built = buildReproducer(this.dir, this.buildOptions(signal));
-    this.o.onCompile?.(); // build.sh runs as a child from here on
+    if (announce) this.o.onCompile?.(); // build.sh runs as a child from here on
     return { ...(await built), builder: "build.sh" };
   }
 
@@ -395,7 +396,11 @@ export class Rebuilder {
     const stopFast = new AbortController(),
       stopFull = new AbortController();
     const fastP = fast.build(this.dir, work, this.fastOptions(stopFast.signal), series);
-    const full = () => this.buildSh(stopFull.signal);
+    // the replay's preparation (onCompile) waits for the fast build's compile step, not build.sh's start: begun beside the
+    // fast build's preprocessing and pruning, its FFI calls held this thread while they waited (a fresh validate's
+    // incremental preprocessing took 464 ms on the H200 where a watch's took 93-120); a fast build that fails says so too
+    fastP.catch(() => this.o.onCompile?.());
+    const full = () => this.buildSh(stopFull.signal, false);
     const fullP = this.o.race === false ? fastP.then(full, full) : full();
     type First =
       | { who: "pruned"; f: FastBuilt }

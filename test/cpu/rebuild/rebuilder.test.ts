@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { parseRaw } from "../../../src/capture/raw.ts";
 import type { FastBuilder, Frontend } from "../../../src/frontends/frontend.ts";
+import { FastBuildUnavailable } from "../../../src/frontends/build.ts";
 import { captureEnrichment, captureOptions, registerFrontend } from "../../../src/frontends/index.ts";
 import { toyFrontend } from "../../frontends/toy/index.ts";
 import { tempDir, writeRawCapture } from "../fixtures.ts";
@@ -107,6 +108,32 @@ describe("validate's build strategy by measured cost", () => {
     expect(performance.now() - t0).toBeLessThan(450); // build.sh's sleep was not waited for
     expect(existsSync(join(dir, "build", "kernel.bin"))).toBe(false); // build.sh did not run
     expect(calls.n).toBe(2);
+  }, 30_000);
+
+  test("the race: the compiler's start (onCompile: the replay's preparation) is the fast build's compile step, not build.sh's start; or the fast build's failure", async () => {
+    const { dir, m } = await toyCapture();
+    const fast = toyFrontend.fastBuild!;
+    // a fast build that preprocesses and prunes for 300 ms on this thread, then compiles (or fails there)
+    const compilingAfter = (fail: boolean): Frontend => ({
+      ...(toyFrontend as Frontend),
+      fastBuild: {
+        ...fast,
+        async build(dir, work, o, series) {
+          await Bun.sleep(300);
+          if (fail) throw new FastBuildUnavailable("the preprocessor failed");
+          o.onCompile?.();
+          return fast.build(dir, work, o, series);
+        },
+      },
+    });
+    expect((await new Rebuilder(dir, m, compilingAfter(false), opts(16)).rebuildOnce()).builder).toBe("build.sh"); // the check
+    for (const fail of [false, true]) {
+      const at: number[] = [];
+      const t0 = performance.now();
+      await new Rebuilder(dir, m, compilingAfter(fail), { ...opts(16), race: true, strategy: "race", onCompile: () => at.push(performance.now() - t0) }).rebuildOnce();
+      expect(at.length, `fail ${fail}`).toBeGreaterThanOrEqual(1);
+      expect(at[0]!, `fail ${fail}`).toBeGreaterThanOrEqual(290); // not at build.sh's start, while the fast build still works on this thread
+    }
   }, 30_000);
 
   test("the watch: a fast build whose saves cost more than build.sh's gives the saves back to build.sh", async () => {
