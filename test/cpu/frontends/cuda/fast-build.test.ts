@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../fixtures.ts";
 import { FastBuildState } from "../../../../src/frontends/cuda/fast-build.ts";
-import { pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/incremental-pp.ts";
+import { parseBase, pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/incremental-pp.ts";
 
 test("save and load: the base's text and sources together; a stopped gcc -E's partial output is replaced by the base's text", () => {
   const work = tempDir("kerncap-fast-state-");
@@ -41,4 +41,21 @@ test("save and load: the #pragma once answers kept beside the base; a damaged an
   expect(kept).toEqual(pragmaOnceKnown());
   writeFileSync(join(work, "pragma-once.json"), "{not json");
   expect(FastBuildState.load(work).base?.text).toBe('# 1 "k.cu"\nint a;\n');
+});
+
+test("parseAhead: a watch's state parses its new base while cicc runs (the next save starts from it); validate's state leaves it to the next process", () => {
+  const text = '# 0 "<built-in>"\n#define X 1\n# 1 "k.cu"\nint a;\n';
+  const watch = new FastBuildState();
+  watch.base = { text, sources: new Map() };
+  watch.parseAhead();
+  expect(watch.base.parsed).toEqual(parseBase(text));
+  const work = tempDir("kerncap-fast-ahead-");
+  const validate = FastBuildState.load(work);
+  validate.base = { text, sources: new Map() };
+  validate.parseAhead();
+  expect(validate.base.parsed).toBeUndefined();
+  const bad = new FastBuildState();
+  bad.base = { text: "no markers\n", sources: new Map() };
+  bad.parseAhead(); // no primary file: left for the speculation to say
+  expect(bad.base.parsed).toBeUndefined();
 });
