@@ -30,13 +30,12 @@ import {
   assemble,
   parseBase,
   planIncremental,
-  pragmaOnceKnown,
-  rememberPragmaOnce,
   stripMacroLines,
   verifyAssembled,
   type ParsedBase,
   type PpBase,
 } from "./incremental-pp.ts";
+import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
 
@@ -543,7 +542,7 @@ async function speculate(
   mark("assemble");
   const t1 = performance.now();
   const pruned = state.prune(stripMacroLines(assembled.text));
-  mark("prune");
+  mark("pruneText");
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
   mark("writePruned");
   const t2 = performance.now();

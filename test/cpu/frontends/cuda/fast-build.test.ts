@@ -9,7 +9,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../fixtures.ts";
 import { FastBuildState } from "../../../../src/frontends/cuda/fast-build.ts";
-import { parseBase, pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/incremental-pp.ts";
+import { parseBase } from "../../../../src/frontends/cuda/incremental-pp.ts";
+import { pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/pragma-once.ts";
 
 test("save and load: the base's text and sources together; a stopped gcc -E's partial output is replaced by the base's text", () => {
   const work = tempDir("kerncap-fast-state-");

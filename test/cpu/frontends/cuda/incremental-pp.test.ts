@@ -17,12 +17,11 @@ import {
   macroTable,
   parseBase,
   planIncremental,
-  pragmaOnceKnown,
-  rememberPragmaOnce,
   scanLines,
   stripMacroLines,
   verifyAssembled,
 } from "../../../../src/frontends/cuda/incremental-pp.ts";
+import { pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/pragma-once.ts";
 
 const GXX = Bun.which("g++");
 const WORK = mkdtempSync(join(tmpdir(), "kerncap-incpp-"));
