@@ -50,7 +50,10 @@ if (!dir || !["setup", "edit", "watch", "run"].includes(verb ?? "") || (verb !==
 function medians(runs: Record<string, number | string>[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const k of Object.keys(runs[0] ?? {})) {
-    const v = runs.map((r) => r[k]).filter((x): x is number => typeof x === "number").sort((a, b) => a - b);
+    const v = runs
+      .map((r) => r[k])
+      .filter((x): x is number => typeof x === "number")
+      .sort((a, b) => a - b);
     if (v.length) out[k] = v[v.length >> 1]!;
   }
   return out;

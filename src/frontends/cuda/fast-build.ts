@@ -26,15 +26,7 @@ import { DevicePruner, type PruneState } from "./prune/cache.ts";
 import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
 import type { FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
-import {
-  assemble,
-  parseBase,
-  planIncremental,
-  stripMacroLines,
-  verifyAssembled,
-  type ParsedBase,
-  type PpBase,
-} from "./incremental-pp.ts";
+import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";

@@ -130,7 +130,12 @@ describe("validate's build strategy by measured cost", () => {
     for (const fail of [false, true]) {
       const at: number[] = [];
       const t0 = performance.now();
-      await new Rebuilder(dir, m, compilingAfter(fail), { ...opts(16), race: true, strategy: "race", onCompile: () => at.push(performance.now() - t0) }).rebuildOnce();
+      await new Rebuilder(dir, m, compilingAfter(fail), {
+        ...opts(16),
+        race: true,
+        strategy: "race",
+        onCompile: () => at.push(performance.now() - t0),
+      }).rebuildOnce();
       expect(at.length, `fail ${fail}`).toBeGreaterThanOrEqual(1);
       expect(at[0]!, `fail ${fail}`).toBeGreaterThanOrEqual(290); // not at build.sh's start, while the fast build still works on this thread
     }

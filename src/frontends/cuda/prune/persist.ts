@@ -346,7 +346,14 @@ class StoredDecl implements DeclInfo {
 }
 
 /** The declarations' analyses: each record as encodePruneState wrote it; each body is its tokens' texts again (words), made when first read. */
-function decodeDecls(declBytes: Uint8Array, keyBytes: Uint8Array, items: Item[], t: Tokens, str: (i: number) => string, nStrings: number): (DeclInfo | undefined)[] {
+function decodeDecls(
+  declBytes: Uint8Array,
+  keyBytes: Uint8Array,
+  items: Item[],
+  t: Tokens,
+  str: (i: number) => string,
+  nStrings: number,
+): (DeclInfo | undefined)[] {
   const w = new Int32Array(declBytes.buffer, declBytes.byteOffset, declBytes.length >> 2);
   const keys = new Float64Array(keyBytes.buffer, keyBytes.byteOffset, keyBytes.length >> 3);
   const info: (DeclInfo | undefined)[] = [];
