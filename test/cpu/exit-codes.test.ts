@@ -70,18 +70,21 @@ describe("exit codes when the output fails", () => {
     expect(readdirSync(root).sort()).toEqual(["cap", "cap.zip"]);
   });
 
-  test.skipIf(!canMountTmpfs)("no space left (a 64 KiB tmpfs): unpack refuses before it writes, pack meets ENOSPC; exit 2, the output's fault, not the archive's", async () => {
-    const { root, dir, archive } = await packed();
-    const small = join(root, "small");
-    mkdirSync(small);
-    const r = sh(
-      `unshare -rm bash -c 'mount -t tmpfs -o size=64k tmpfs "${small}" && { kerncap unpack "${archive}" -o "${small}/out"; echo "unpack $?"; kerncap pack "${dir}" -o "${small}/x.zip"; echo "pack $?"; ls -A "${small}"; }'`,
-    );
-    expect(r.out.split("\n").slice(0, 2)).toEqual(["unpack 2", "pack 2"]);
-    expect(r.out.split("\n").slice(2).join("")).toBe(""); // nothing left on the full file system
-    expect(r.err).toContain(`the file system of ${small}/out has 0.00 GiB free, and unpack leaves 1.00 GiB of it free`); // said before a byte is written
-    expect(r.err).toContain(`no space left on device while writing ${small}/x.zip; free space or choose another --out`);
-    expect(r.err).not.toMatch(/internal error|archive is damaged|does not inflate/);
-    expect(existsSync(join(small, "out"))).toBe(false);
-  });
+  test.skipIf(!canMountTmpfs)(
+    "no space left (a 64 KiB tmpfs): unpack refuses before it writes, pack meets ENOSPC; exit 2, the output's fault, not the archive's",
+    async () => {
+      const { root, dir, archive } = await packed();
+      const small = join(root, "small");
+      mkdirSync(small);
+      const r = sh(
+        `unshare -rm bash -c 'mount -t tmpfs -o size=64k tmpfs "${small}" && { kerncap unpack "${archive}" -o "${small}/out"; echo "unpack $?"; kerncap pack "${dir}" -o "${small}/x.zip"; echo "pack $?"; ls -A "${small}"; }'`,
+      );
+      expect(r.out.split("\n").slice(0, 2)).toEqual(["unpack 2", "pack 2"]);
+      expect(r.out.split("\n").slice(2).join("")).toBe(""); // nothing left on the full file system
+      expect(r.err).toContain(`the file system of ${small}/out has 0.00 GiB free, and unpack leaves 1.00 GiB of it free`); // said before a byte is written
+      expect(r.err).toContain(`no space left on device while writing ${small}/x.zip; free space or choose another --out`);
+      expect(r.err).not.toMatch(/internal error|archive is damaged|does not inflate/);
+      expect(existsSync(join(small, "out"))).toBe(false);
+    },
+  );
 });
