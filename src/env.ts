@@ -63,7 +63,7 @@ export const ENV_VARS = {
     readers: ["kerncap"],
     setBy: "user",
     meaning:
-      "how timed launches are prepared, for experiments (scripts/exp-kernel-time.sh): comma-separated `spin=µs` (default 30), `warmup=N` (2), `restore=` `device`, `host` or `none` (device), `l2=` `evicted`, `restored` or `reread` (evicted: L2 written back by a read of twice its size; restored: L2 as the restore leaves it, dirty lines of the kernel's output included; reread: written back, then the launch's ranges read), `clock=` `events` or `cupti` (events; cupti: the GPU's own kernel timestamps from CUPTI's activity records, events under another CUPTI client); docs/performance.md",
+      "how timed launches are prepared, for experiments (scripts/exp-kernel-time.sh): comma-separated `spin=µs` (default 30), `warmup=N` (2), `restore=` `device`, `host` or `none` (device), `l2=` `restored`, `reread` or `evicted` (restored: L2 as the restore leaves it, dirty lines of the kernel's output included), `clock=` `events` or `cupti` (events; cupti: the GPU's own kernel timestamps from CUPTI's activity records, events under another CUPTI client); docs/performance.md",
   },
   KERNCAP_FAULT_VA_TAKEN: {
     readers: ["kerncap"],

@@ -6,20 +6,22 @@
  * timingOverride, parsed by parseTimingSetup) selects another setup, so that
  * scripts/exp-kernel-time.sh can time the same capture under each and set them beside ncu.
  *
- * Why L2 is written back before each timed launch ("evicted", the default). The restore between
+ * Why a warm L2 written back and read again ("reread") is the candidate default. The restore between
  * timed launches copies the app's changed chunks back from a device backup (cuMemcpyDtoD): the
  * kernel's output, in its before state, is then in L2 as dirty lines, up to the whole L2 (50 MiB
  * on an H200) when the output is larger. A launch that follows writes those lines back to DRAM
  * while it runs, then writes its own output again: traffic the app's launch did not have when its
- * previous kernel left L2 clean (ncu on the replay of PyTorch's elementwise mul of 2²⁴ floats:
- * 65.3 MB of DRAM writes against 46.4 MB in the app). Measured on the H200 against ncu in the app
- * (scripts/exp-kernel-time.sh, docs/benchmarks.md), L2 as the restore leaves it ("restored")
- * gave +6.3% on that mul and +4.2% on a softmax; written back by a read of twice the L2
- * ("evicted"): -1.6% and -3.5%; written back and the launch's ranges read again ("reread"):
- * -3.3% and -6.5%: "evicted" is the closest. The exported repro.c writes L2 back the same way
- * (templates/export/repro.c, L2_WRITE_BACK), so its times stay comparable with the replay's. What
- * no replay has is the app's previous kernel's own lines (a Triton add+relu after an in-place
- * add: 50.72 µs warm, 44.96 µs flushed under ncu in the app).
+ * previous kernel left L2 clean. Measured on the H200 (docs/benchmarks.md): PyTorch's elementwise
+ * mul of 2²⁴ floats replayed at 35.06 µs warm against 31.81 µs under ncu in the app
+ * (--cache-control none), while with L2 written back first (--flush-l2) it replayed at 32.45 µs;
+ * in the app warm and flushed differ by 0.8% only. "reread" makes the warm state independent of the
+ * restore: a read of a buffer of twice the L2 (every line clean; the restore's dirty ones written
+ * back before the launch), then a read of what the launch's parameters point to (the kernel's
+ * outputs first, its inputs last, at most twice the L2 in all), so that a kernel
+ * whose data fits in L2 still finds it there, as in the app (a 4 MiB elementwise kernel: 3.71 µs
+ * warm against 4.64 µs flushed under ncu in the app). What the replay cannot have is the app's
+ * previous kernel's own dirty lines (a Triton add+relu after an in-place add: 50.72 µs warm, 44.96
+ * µs flushed under ncu in the app).
  */
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -57,13 +59,15 @@ export interface TimingSetup {
 }
 
 /** What every timing uses unless KERNCAP_TIMING says otherwise (the module's doc says why). */
+// l2 stays "restored" until the GPU comparison of scripts/exp-kernel-time.sh is in: the exported
+// repro.c (templates/export) times after the restore alone, and its time is held to the replay's
 // clock stays "events" until the GPU shows the CUPTI clock within 0.5 µs of ncu on tiny kernels (scripts/exp-kernel-time.sh)
-export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "evicted", clock: "events" });
+export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "restored", clock: "events" });
 
 const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-1000), restore=device|host|none, l2=reread|restored|evicted, clock=events|cupti";
 
 /**
- * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=evicted,clock=events` (any
+ * KERNCAP_TIMING's value over DEFAULT_TIMING: `spin=30,warmup=2,restore=device,l2=restored,clock=events` (any
  * subset, any order); undefined or empty: the defaults.
  * @throws KerncapError E_USAGE naming the word that is not understood
  */

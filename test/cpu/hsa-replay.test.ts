@@ -268,7 +268,7 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(d.verdict).toBe("match");
     expect(d.timing.iters).toBe(3);
     expect(d.timing.method).toContain("5 warm-up dispatches");
-    expect(d.timing.method).toContain("(KERNCAP_TIMING spin=30,warmup=5,restore=host,l2=evicted,clock=events)");
+    expect(d.timing.method).toContain("(KERNCAP_TIMING spin=30,warmup=5,restore=host,l2=restored,clock=events)");
     // the defaults are not named
     const plain = replay(dir, "--iters", "2").doc.timing;
     expect(plain.method).not.toContain("KERNCAP_TIMING");

@@ -16,8 +16,8 @@ import {
 } from "../../../src/replay/timing-setup.ts";
 
 describe("KERNCAP_TIMING", () => {
-  test("unset or empty: the defaults (L2 written back before each launch, 30 µs spin, 2 warm-ups, CUDA events)", () => {
-    expect(parseTimingSetup(undefined)).toEqual({ spinUs: 30, warmup: 2, restore: "device", l2: "evicted", clock: "events" });
+  test("unset or empty: the defaults (L2 as the device restore leaves it, 30 µs spin, 2 warm-ups, CUDA events)", () => {
+    expect(parseTimingSetup(undefined)).toEqual({ spinUs: 30, warmup: 2, restore: "device", l2: "restored", clock: "events" });
     expect(parseTimingSetup("")).toEqual(DEFAULT_TIMING);
     expect(parseTimingSetup(" , ")).toEqual(DEFAULT_TIMING);
   });
@@ -29,9 +29,9 @@ describe("KERNCAP_TIMING", () => {
     expect(describeSetup(parseTimingSetup("spin=5,l2=restored"))).toBe("spin=5,warmup=2,restore=device,l2=restored,clock=events");
     expect(parseTimingSetup("clock=cupti,l2=evicted")).toEqual({ ...DEFAULT_TIMING, clock: "cupti", l2: "evicted" });
     expect(parseTimingSetup("clock=events")).toEqual(DEFAULT_TIMING);
-    expect(describeSetup(parseTimingSetup("clock=cupti"))).toBe("spin=30,warmup=2,restore=device,l2=evicted,clock=cupti");
+    expect(describeSetup(parseTimingSetup("clock=cupti"))).toBe("spin=30,warmup=2,restore=device,l2=restored,clock=cupti");
     // the defaults are not changed by a parse
-    expect(DEFAULT_TIMING.l2).toBe("evicted");
+    expect(DEFAULT_TIMING.l2).toBe("restored");
     expect(DEFAULT_TIMING.clock).toBe("events");
   });
 
