@@ -6,22 +6,19 @@
  * timingOverride, parsed by parseTimingSetup) selects another setup, so that
  * scripts/exp-kernel-time.sh can time the same capture under each and set them beside ncu.
  *
- * Why a warm L2 written back and read again ("reread") is the candidate default. The restore between
- * timed launches copies the app's changed chunks back from a device backup (cuMemcpyDtoD): the
- * kernel's output, in its before state, is then in L2 as dirty lines, up to the whole L2 (50 MiB
- * on an H200) when the output is larger. A launch that follows writes those lines back to DRAM
- * while it runs, then writes its own output again: traffic the app's launch did not have when its
- * previous kernel left L2 clean. Measured on the H200 (docs/benchmarks.md): PyTorch's elementwise
- * mul of 2²⁴ floats replayed at 35.06 µs warm against 31.81 µs under ncu in the app
- * (--cache-control none), while with L2 written back first (--flush-l2) it replayed at 32.45 µs;
- * in the app warm and flushed differ by 0.8% only. "reread" makes the warm state independent of the
- * restore: a read of a buffer of twice the L2 (every line clean; the restore's dirty ones written
- * back before the launch), then a read of what the launch's parameters point to (the kernel's
- * outputs first, its inputs last, at most twice the L2 in all), so that a kernel
- * whose data fits in L2 still finds it there, as in the app (a 4 MiB elementwise kernel: 3.71 µs
- * warm against 4.64 µs flushed under ncu in the app). What the replay cannot have is the app's
- * previous kernel's own dirty lines (a Triton add+relu after an in-place add: 50.72 µs warm, 44.96
- * µs flushed under ncu in the app).
+ * Why the warm default leaves L2 as the restore left it ("restored"). The restore between timed
+ * launches copies the app's changed chunks back from a device backup (cuMemcpyDtoD): the kernel's
+ * output, in its before state, is then in L2 as dirty lines, up to the whole L2 (50 MiB on an
+ * H200), which a launch writes back while it runs (ncu on the replay of PyTorch's a*2.0 on 2²⁴
+ * floats: 64.9 MB of DRAM writes against 47.1 MB in the app). Writing L2 back first ("evicted")
+ * or also reading the launch's ranges again ("reread") removes that, but also the data a small
+ * kernel found in L2 in the app. Measured on the H200 against ncu in the app (CUDA events,
+ * scripts/exp-kernel-time.sh, docs/benchmarks.md): restored +28.6% / +7.2% / +3.9% / +1.5% on a
+ * 2²⁰-float mul, a 2²⁴-float mul, a softmax and a Triton add+relu; evicted +65.7% / -0.1% / -4.2%
+ * / -7.4%. No setup is within 3% for every class (the app's own L2 state depends on its previous
+ * kernel, which no replay has); "restored" is the closest overall. The exported repro.c follows
+ * DEFAULT_TIMING (templates/export/repro.c L2_WRITE_BACK), so its times stay comparable with the
+ * replay's.
  */
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -59,9 +56,8 @@ export interface TimingSetup {
 }
 
 /** What every timing uses unless KERNCAP_TIMING says otherwise (the module's doc says why). */
-// l2 stays "restored" until the GPU comparison of scripts/exp-kernel-time.sh is in: the exported
-// repro.c (templates/export) times after the restore alone, and its time is held to the replay's
-// clock stays "events" until the GPU shows the CUPTI clock within 0.5 µs of ncu on tiny kernels (scripts/exp-kernel-time.sh)
+// clock stays "events": on the H200 CUPTI's kernel records read an empty kernel at 0.61-0.67 µs where ncu
+// gives 1.50 µs and events 2.62-2.94 µs, so neither clock is within 0.5 µs of ncu on tiny kernels (docs/benchmarks.md)
 export const DEFAULT_TIMING: Readonly<TimingSetup> = Object.freeze({ spinUs: 30, warmup: 2, restore: "device", l2: "restored", clock: "events" });
 
 const GRAMMAR = "comma-separated key=value: spin=µs (0-100000), warmup=N (0-1000), restore=device|host|none, l2=reread|restored|evicted, clock=events|cupti";
