@@ -83,3 +83,27 @@ export function forwardToGroup(stops: StopSignals, pgid: number, graceMs: number
     stops.onKill = undefined;
   };
 }
+
+/** The variable that names the process a kerncap child must not outlive (src/mcp/children.ts sets it; endWithParent reads it). */
+export const PARENT_PID_VAR = "KERNCAP_PARENT_PID";
+
+/**
+ * End this process as a SIGTERM would (its own children's groups stopped, temporaries removed) once
+ * the process `parentPid` that started it is gone: its parent pid changes when the parent exits
+ * (the kernel gives the orphan to init or a subreaper). The MCP server's tool children run in
+ * process groups of their own, so a `kill -9` of the server reaches none of them; without this a
+ * tune of many configs went on building after its server was killed. Polls getppid every
+ * `everyMs` ms (an unref'd timer: it keeps nothing alive). A pid that is not a whole number above
+ * 1 is ignored.
+ */
+export function endWithParent(parentPid: number, everyMs = 500): void {
+  if (!Number.isInteger(parentPid) || parentPid <= 1) return;
+  const check = () => {
+    if (process.ppid === parentPid) return;
+    clearInterval(timer);
+    process.kill(process.pid, "SIGTERM");
+  };
+  const timer = setInterval(check, everyMs);
+  timer.unref();
+  check();
+}

@@ -8,6 +8,7 @@ import { defineCommand, runCommand, type ArgsDef, type CommandDef } from "citty"
 import { existsSync, lstatSync, readFileSync, readlinkSync } from "node:fs";
 import { type ErrorCode, isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
+import { endWithParent, PARENT_PID_VAR } from "../process-group.ts";
 import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { HIDDEN_OPTIONS, printJson, printJsonLine } from "./args.ts";
@@ -442,6 +443,10 @@ if (import.meta.main) {
     if (e.code === "EPIPE") process.exit(141);
     stderrFailure ??= e;
   });
+  // a tool child of kerncap mcp: ended with its server (the variable is not passed on to this process's own children)
+  const parent = process.env[PARENT_PID_VAR];
+  delete process.env[PARENT_PID_VAR];
+  if (parent !== undefined) endWithParent(Number(parent));
   const argv = process.argv.slice(2);
   const code = await runCli(argv);
   await new Promise((r) => setImmediate(r)); // a failed write's error event comes a turn later

@@ -170,10 +170,12 @@ const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/"
  */
 export function portabilityWarnings(dir: string, m: Manifest): string[] {
   const w: string[] = [];
-  const cuda = (m.source as { cuda?: { mode?: string; projectRoot?: string; referencedOutsideRoot?: string[] } } | undefined)?.cuda;
+  // the manifest's source block is the frontend's, not the schema's: a received one may hold anything there
+  const raw = (m.source as { cuda?: { mode?: unknown; projectRoot?: unknown; referencedOutsideRoot?: unknown } } | undefined)?.cuda;
+  const cuda = raw && typeof raw === "object" ? raw : undefined;
   if (cuda?.mode === "overlay")
     w.push(
-      `overlay mode: build.sh reads every unedited source file from ${cuda.projectRoot ?? "the original tree"} on this machine; capture without --overlay to copy them into src/`,
+      `overlay mode: build.sh reads every unedited source file from ${typeof cuda.projectRoot === "string" ? cuda.projectRoot : "the original tree"} on this machine; capture without --overlay to copy them into src/`,
     );
   const script = join(dir, "build.sh");
   if (existsSync(script)) {
@@ -193,7 +195,7 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
         `build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${[...paths].slice(0, 8).join(", ")}${paths.size > 8 ? ", …" : ""}`,
       );
   }
-  const outside = cuda?.referencedOutsideRoot ?? [];
+  const outside = Array.isArray(cuda?.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string") : [];
   if (outside.length)
     w.push(
       `the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${outside.slice(0, 4).join(", ")}${outside.length > 4 ? ", …" : ""}`,

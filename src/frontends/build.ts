@@ -13,7 +13,7 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { assertRegularTree, mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
-import { stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
+import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
@@ -91,7 +91,7 @@ export async function runBuildCommand(
   return { out, err, code };
 }
 
-/** A confined build's limits (validate --confine, kerncap mcp): data size (KiB: 8 GiB) and wall clock (s). */
+/** A confined build's limits (validate --confine, kerncap mcp), and a received capture's: data size (KiB: 8 GiB) and wall clock (s). */
 export const CONFINED_DATA_KIB = 8 << 20;
 export const CONFINED_SECONDS = 600;
 
@@ -183,10 +183,12 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // relative to DIR where it lies inside (cwd): nvcc runs its steps through a shell, so the capture folder's own name stays off its command line
   const outRel = out0 === undefined ? undefined : relative(dir, out0);
   const outArg = out0 === undefined ? [] : [outRel && !outRel.startsWith("..") && !isAbsolute(outRel) ? outRel : out0];
-  // confined: the agent's edit may make the compiler read a device (`#include "/dev/zero"` took
-  // 21 GB of RAM before the dependency list could refuse it), so the build gets a data-size
-  // limit (RLIMIT_DATA counts anonymous mmaps since Linux 4.7) and a wall-clock limit
-  const argv = o.confine
+  // confined, or a received capture's (the sender's source, the trusted build.sh): the source may make
+  // the compiler read a device (`#include "/dev/zero"` took 21 GB of RAM before the dependency list
+  // could refuse it), so the build gets a data-size limit (RLIMIT_DATA counts anonymous mmaps since
+  // Linux 4.7) and a wall-clock limit
+  const limited = Boolean(o.confine) || runsTrustedCopy(dir);
+  const argv = limited
     ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg]
     : ["bash", script, ...outArg];
   // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
@@ -195,10 +197,16 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // what it wrote into the private build/, into the capture's through no link (E_UNSAFE_PATH names one)
   staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
-  if (o.confine && code === 124) {
-    throw new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a confined build (kerncap mcp)`, {
-      hint: "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit.",
-    });
+  if (limited && code === 124) {
+    throw new KerncapError(
+      "E_CONFINED",
+      `build.sh ran past ${CONFINED_SECONDS} s, the limit of a ${o.confine ? "confined build (kerncap mcp)" : "received capture's build"}`,
+      {
+        hint: o.confine
+          ? "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit."
+          : "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own.",
+      },
+    );
   }
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say

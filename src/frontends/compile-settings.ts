@@ -12,13 +12,58 @@
  * list of its dangerous ones (each earlier list missed one), and an option this list does not know
  * costs only the user's reading of the script (`--trust=DIGEST`), never a wrong build.
  * Sources of the option names: `nvcc --help` (CUDA 13.0), `ptxas --help`, gcc's and clang's manuals.
+ *
+ * Values are held to what a shell line leaves alone: nvcc pastes a macro's value and an include
+ * folder into the `sh -c` lines of its steps (`-DX=$(id)` ran `id` on CUDA 13.0), and a space
+ * would split one value into more options of the host compiler's. A macro's value is letters,
+ * digits and `_.+-/:,=@%"` (no `$`, backquote, `\`, `'`, space, `;|&<>()*?[]{}~#!`); a path the
+ * same without `"`, and never a device or kernel file (`-include /dev/zero` read without end).
  */
+import { realpathSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { resolve } from "node:path";
+
+/** A macro's value (-DX=VALUE): text a shell line leaves as it is (see the module's comment). */
+const DEFINE_VALUE = /^[A-Za-z0-9_.+\-/:,=@%"]*$/;
+/** A path value's characters (-I DIR, -include FILE, -ccbin DIR): DEFINE_VALUE's without a quote. */
+const PATH_CHARS = /^[A-Za-z0-9_.+\-/:,=@%]+$/;
+/** The kernel's files: a device (/dev/zero reads without end), /proc, /sys. */
+const KERNEL_FILES = /^\/(dev|proc|sys)(\/|$)/;
+
+/**
+ * Whether `v` is a path value a received build may name: PATH_CHARS only, and neither it nor what
+ * it resolves to (relative to a private build folder under the temporary folder, where builds run:
+ * src/format/staged-build.ts; links followed where it exists) lies under /dev, /proc or /sys.
+ */
+function isSafePath(v: string): boolean {
+  if (!PATH_CHARS.test(v)) return false;
+  const p = resolve(tmpdir(), "kerncap-run-x", v);
+  let real = p;
+  try {
+    real = realpathSync(p);
+  } catch {
+    /* not there: the name alone */
+  }
+  return !KERNEL_FILES.test(p) && !KERNEL_FILES.test(real);
+}
+
+/** isSafePath as a value rule of NVCC_VALUE. */
+const PATH_VALUE = { test: isSafePath };
+
+/** Whether `w` is `-DNAME`, `-DNAME=VALUE` or `-UNAME` with a value a shell line leaves alone. */
+function isDefine(w: string): boolean {
+  const m = /^-[DU][A-Za-z_][A-Za-z0-9_]*(?:=(.*))?$/s.exec(w);
+  return m !== null && (m[1] === undefined || DEFINE_VALUE.test(m[1]));
+}
+
+/** Whether `w` is an include option with its folder attached (`-I./src`, `--include-path=DIR`) and a safe path. */
+function isIncludeFolder(w: string): boolean {
+  const m = /^(?:-(?:I|isystem|iquote|idirafter)|--(?:include-path|system-include)=)(.+)$/s.exec(w);
+  return m !== null && isSafePath(m[1]!);
+}
 
 /** nvcc (and hipcc/clang) options that stand alone as one word. */
 const NVCC_WORD = [
-  /^-[DU][A-Za-z_][A-Za-z0-9_]*(=.*)?$/s, // a macro: its value is source text, compiled, never run
-  /^-(I|isystem|iquote|idirafter)./, // an include folder (read, not run; a confined build checks where)
-  /^--(include-path|system-include)=./,
   /^-O[0-3s]?$/,
   /^--optimize=[0-3]$/,
   /^--?dopt=(on|off)$/,
@@ -41,7 +86,7 @@ const NVCC_WORD = [
 ];
 
 /** nvcc options followed by a value word, and what that value may be. */
-const NVCC_VALUE: Record<string, RegExp> = {
+const NVCC_VALUE: Record<string, { test(v: string): boolean }> = {
   "-maxrregcount": /^\d+$/,
   "--maxrregcount": /^\d+$/,
   "-t": /^\d+$/,
@@ -63,24 +108,22 @@ const NVCC_VALUE: Record<string, RegExp> = {
   "--optimize": /^[0-3]$/,
   "-dopt": /^(on|off)$/,
   "--dopt": /^(on|off)$/,
-  "-I": /^./,
-  "-isystem": /^./,
-  "-iquote": /^./,
-  "-idirafter": /^./,
-  "--include-path": /^./,
-  "--system-include": /^./,
+  "-I": PATH_VALUE,
+  "-isystem": PATH_VALUE,
+  "-iquote": PATH_VALUE,
+  "-idirafter": PATH_VALUE,
+  "--include-path": PATH_VALUE,
+  "--system-include": PATH_VALUE,
   // a file compiled into the TU first: read, not run (a confined build checks where)
-  "-include": /^./,
-  "--pre-include": /^./,
+  "-include": PATH_VALUE,
+  "--pre-include": PATH_VALUE,
   // the host compiler: a program, checked where it is (stock-build.ts codeLoadingWords, what-runs.ts programProblem)
-  "-ccbin": /^./,
-  "--compiler-bindir": /^./,
+  "-ccbin": PATH_VALUE,
+  "--compiler-bindir": PATH_VALUE,
 };
 
 /** The host compiler's options inside -Xcompiler (gcc's, clang's): settings only. */
 const HOST_WORD = [
-  /^-[DU][A-Za-z_][A-Za-z0-9_]*(=.*)?$/s,
-  /^-(I|isystem|iquote|idirafter)./,
   /^-O[0-3sgz]?$/,
   /^-g[0-3]?$/,
   /^-(w|pthread|pipe|pedantic|pedantic-errors|ansi|fPIC|fpic|fPIE|fpie)$/,
@@ -106,10 +149,15 @@ const PTXAS_WORD =
 const CUDAFE_WORD =
   /^--?(diag_suppress|diag_warning|diag_error|diag_remark|display_error_number|no_display_error_number)(=[A-Za-z0-9_,-]+)?$|^[A-Za-z0-9_,-]+$/;
 
+/** Whether `w` is a host compiler's setting (a macro and an include folder held to their values' rules). */
+function isHostWord(w: string): boolean {
+  return isDefine(w) || isIncludeFolder(w) || HOST_WORD.some((r) => r.test(w));
+}
+
 /** Options whose value is another tool's words: which words that tool may be given. */
 const PASS: Record<string, (w: string) => boolean> = {
-  "-Xcompiler": (w) => HOST_WORD.some((r) => r.test(w)),
-  "--compiler-options": (w) => HOST_WORD.some((r) => r.test(w)),
+  "-Xcompiler": (w) => isHostWord(w),
+  "--compiler-options": (w) => isHostWord(w),
   "-Xptxas": (w) => PTXAS_WORD.test(w),
   "--ptxas-options": (w) => PTXAS_WORD.test(w),
   "-Xcudafe": (w) => CUDAFE_WORD.test(w),
@@ -135,12 +183,12 @@ export function firstNonSetting(words: readonly string[]): string | undefined {
       // gcc's "-I" and "-isystem" with their folder as the next word inside one -Xcompiler value
       for (let j = 0; j < bad.length; j++) {
         if (/^-(I|isystem|iquote|idirafter|include)$/.test(bad[j]!) && opt !== "-Xptxas" && opt !== "--ptxas-options" && bad[j + 1]) {
-          j++;
+          if (!isSafePath(bad[++j]!)) return `${opt} ${bad[j - 1]} ${bad[j]}`;
           continue;
         }
         if (bad[j] === "-Wl" && (opt === "-Xcompiler" || opt === "--compiler-options")) {
           // -Wl,A,B: the words up to the next option of the host compiler's own are the linker's
-          for (j++; j < bad.length && !HOST_WORD.some((r) => r.test(bad[j]!)); j++) if (!LINKER_WORD.test(bad[j]!)) return `${opt} -Wl,${bad[j]}`;
+          for (j++; j < bad.length && !isHostWord(bad[j]!); j++) if (!LINKER_WORD.test(bad[j]!)) return `${opt} -Wl,${bad[j]}`;
           j--;
           continue;
         }
@@ -148,7 +196,7 @@ export function firstNonSetting(words: readonly string[]): string | undefined {
       }
       continue;
     }
-    if (NVCC_WORD.some((r) => r.test(w))) continue;
+    if (isDefine(w) || isIncludeFolder(w) || NVCC_WORD.some((r) => r.test(w))) continue;
     const valued = NVCC_VALUE[w];
     if (valued) {
       const v = words[++i];

@@ -18,7 +18,7 @@ import { resolve } from "node:path";
 import { lines } from "../check/worker.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { jsonDocument } from "../format/documents.ts";
-import { killGroup, type StopSignal } from "../process-group.ts";
+import { killGroup, PARENT_PID_VAR, type StopSignal } from "../process-group.ts";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import type { ToolProgress } from "./progress.ts";
 
@@ -155,7 +155,7 @@ export async function runVerb(
   signal?: AbortSignal,
   progress?: ToolProgress,
 ): Promise<CallToolResult> {
-  const env = selfEnv();
+  const env = { ...selfEnv(), [PARENT_PID_VAR]: String(process.pid) }; // the child ends with this server, even at its kill -9 (endWithParent)
   const dir = toolCwd(cwd);
   const cmd = [...selfCommand(), ...argv];
   if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);

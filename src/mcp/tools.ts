@@ -9,6 +9,7 @@
  */
 import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
+import { availableParallelism } from "node:os";
 import * as v from "valibot";
 import { DOCUMENTS, type DocumentName } from "../format/documents.ts";
 import { McpCandidate } from "./evaluate.ts";
@@ -42,6 +43,15 @@ const Tol = {
   ),
 };
 const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
+/**
+ * The most an agent may ask of one call's parallel work: builds at once (each confined build may
+ * take 8 GiB, src/frontends/build.ts CONFINED_DATA_KIB) up to this machine's CPU count, and worker
+ * processes (a CUDA context each) up to 8 per GPU. The server's own --jobs bounds the calls.
+ */
+const MAX_BUILDS = availableParallelism();
+const MAX_WORKERS_PER_GPU = 8;
+const Bounded = (what: string, max: number) =>
+  v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(max), v.description(`${what} (at most ${max})`)));
 const App = v.pipe(v.array(v.string()), v.minLength(1), v.description("The application command line: program and its arguments"));
 
 /**
@@ -236,7 +246,7 @@ export const TOOLS = {
       ),
       grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton: launch grid of a config, e.g. 'cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)'"))),
       iters: v.optional(v.pipe(v.number(), v.integer(), v.minValue(5), v.description("Timed rounds, one launch of every config each (default 20)"))),
-      jobs: Nat("Parallel builds (default: the CPU count)", 1),
+      jobs: Bounded("Parallel builds (default: the CPU count)", MAX_BUILDS),
       atol: Tol.atol,
       rtol: Tol.rtol,
       flushL2: v.optional(v.pipe(v.boolean(), v.description("Flush L2 before each timed launch"))),
@@ -278,7 +288,7 @@ export const TOOLS = {
       gpus: v.optional(
         v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*$/), v.description("GPUs for the workers, as CUDA_VISIBLE_DEVICES takes them: 0,1")),
       ),
-      workersPerGpu: Nat("Worker processes per GPU (default 1)", 1),
+      workersPerGpu: Bounded("Worker processes per GPU (default 1)", MAX_WORKERS_PER_GPU),
       grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), 1, 1'"))),
       atol: Tol.atol,
       rtol: Tol.rtol,

@@ -546,6 +546,22 @@ describe("pack / unpack", () => {
     expect(w.join("\n")).not.toContain(dir);
   });
 
+  test("a received manifest's source block of the wrong types: pack's portability notes skip what is not a list of paths (no internal error)", async () => {
+    const { dir } = await fresh();
+    const m = readManifest(dir);
+    for (const cuda of [
+      { referencedOutsideRoot: "/etc/passwd" },
+      { referencedOutsideRoot: [1, null, "/opt/x.h"], projectRoot: 7, mode: "overlay" },
+      "text",
+      null,
+    ]) {
+      m.source = { cuda } as unknown as typeof m.source;
+      const w = portabilityWarnings(dir, m).join("\n");
+      expect(w).not.toContain("/etc/passwd");
+      if (typeof cuda === "object" && cuda && "projectRoot" in cuda) expect(w).toContain("/opt/x.h");
+    }
+  });
+
   test("a decompression bomb whose central directory tells the truth is refused before inflating", async () => {
     const root = tempDir();
     await bombArchive(join(root, "bomb.zip"), 64, 64 << 20);

@@ -130,12 +130,18 @@ describe("the template matcher", () => {
       [false, true, false],
       [true, true, false],
     ]) {
-      const script = render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay }));
+      // hostile names in every slot but the flags: the template's own
+      const script = render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, flags: `-DX=1 -I"$here/src"/${TEMPLATE_ESCAPES.shq!("inc")} -O3` }));
       const r = readBuildScripts(CUDA_TEMPLATES, files(script));
       expect(r.stock, `cuda sliced=${sliced} rdc=${rdc}`).toBe(true);
       expect(r.programs).toEqual([]);
+      // in the flags too: the template matches, but a value nvcc would paste into a shell line is no compile setting
+      const hostile = readBuildScripts(CUDA_TEMPLATES, files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay }))));
+      expect(hostile.stock).toBe(false);
+      expect(hostile.why).toContain(`build.sh's compile flags pass ${JSON.stringify(`-DX=${HOSTILE}`)}`);
     }
-    expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(true);
+    expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1" })))).stock).toBe(true);
+    expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(false);
     const triton = readBuildScripts(
       TRITON_TEMPLATES,
       files(render(TRITON_TEMPLATES, ctx()), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]),

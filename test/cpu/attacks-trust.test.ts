@@ -18,7 +18,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { PACK_INDEX, packCapture, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
-import { buildReproducer } from "../../src/frontends/build.ts";
+import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
@@ -111,6 +111,18 @@ describe("what runs is what was trusted", () => {
     await quietly(async () => runCommand(await commands.validate(), { rawArgs: [dir, `--trust=${digest}`] }));
     expect(existsSync(join(dir, "build/ran"))).toBe(true);
     chmodSync(dir, 0o755);
+  }, 60_000);
+
+  test("a received capture's build runs under the confined build's data-size limit (its source may #include /dev/zero); one made here does not", async () => {
+    const root = tempDir();
+    const limitOf = `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\nulimit -d >build/limit\n: >build/k.o\necho build/k.o\n`;
+    const dir = await received(root, limitOf);
+    requireTrustedBuild(dir, readManifest(dir), trustDigest(dir)); // the user read it and trusted its digest
+    await buildReproducer(dir, { quiet: true, force: false });
+    expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).toBe(String(CONFINED_DATA_KIB));
+    // the capture it was packed from, made here: the user's own build, no limit
+    await buildReproducer(join(root, "made"), { quiet: true, force: false });
+    expect(readFileSync(join(root, "made/build/limit"), "utf8").trim()).not.toBe(String(CONFINED_DATA_KIB));
   }, 60_000);
 
   test("build.sh rewritten in place while the compiler runs: the appended tail does not run (the build executes a private copy)", async () => {

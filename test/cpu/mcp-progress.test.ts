@@ -12,6 +12,8 @@ import { ToolChildren } from "../../src/mcp/children.ts";
 import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { connected, doc, running, until } from "./mcp-client.ts";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
 /** A client of a server whose progress notifications come every `progressMs` ms. */
 const connectedEvery = (progressMs = 300) => connected({ progressMs });
@@ -218,5 +220,24 @@ describe("evaluate", () => {
     await expect(call).rejects.toThrow();
     await until(() => !procs.some(running), 15_000);
     await c.close();
+  }, 40_000);
+});
+
+describe("a killed server", () => {
+  test("kill -9 of kerncap mcp ends its tool children and their builds (each child watches its parent)", async () => {
+    const { dir, pids } = await slowFailingBuild(60);
+    const main = join(import.meta.dir, "../../src/cli/main.ts");
+    const transport = new StdioClientTransport({ command: process.execPath, args: [main, "mcp", "--root", dirname(dir)], stderr: "ignore" });
+    const client = new Client({ name: "test", version: "1" });
+    await client.connect(transport);
+    const server = transport.pid!;
+    const call = client.callTool({ name: "validate", arguments: { dir } }, undefined, { timeout: 60_000 });
+    call.catch(() => {});
+    await until(() => existsSync(pids));
+    const procs = readFileSync(pids, "utf8").trim().split(" ").map(Number); // build.sh and its sleep
+    expect(procs.every(running)).toBe(true);
+    process.kill(server, "SIGKILL");
+    await until(() => !procs.some(running), 15_000);
+    await client.close().catch(() => {});
   }, 40_000);
 });

@@ -46,4 +46,39 @@ describe("compile settings", () => {
     ];
     for (const [words, named] of hostile) expect(firstNonSetting(words), words.join(" ")).toBe(named);
   });
+
+  test("a value that a shell line would run, split or read without end is named", () => {
+    // nvcc pastes -D values and include folders into the sh -c lines of its steps: `-DX=$(id)` ran id
+    const hostile: [string[], string][] = [
+      [["-DX=$(id>/tmp/p)"], "-DX=$(id>/tmp/p)"],
+      [["-DX=`id`"], "-DX=`id`"],
+      [["-DX=a;id"], "-DX=a;id"],
+      [["-DX=a -fplugin=/tmp/e.so"], "-DX=a -fplugin=/tmp/e.so"],
+      [["-DX=a|id"], "-DX=a|id"],
+      [["-DX=a\nid"], "-DX=a\nid"],
+      [["-UX=$(id)"], "-UX=$(id)"],
+      [["-Xcompiler", "-DX=$(id)"], "-Xcompiler -DX=$(id)"],
+      [["-Xcompiler=-DY=1,-DX=`id`"], "-Xcompiler -DX=`id`"],
+      [["-I$(id)"], "-I$(id)"],
+      [["-I", "src;id"], "-I src;id"],
+      [["-isystem", "/x y"], "-isystem /x y"],
+      [["-Xcompiler", "-I$(id)"], "-Xcompiler -I$(id)"],
+      [["-Xcompiler", "-isystem,$(id)"], "-Xcompiler -isystem $(id)"],
+      [["--include-path=$(id)"], "--include-path=$(id)"],
+      [["-ccbin", "$(id)"], "-ccbin $(id)"],
+      // a device, /proc or /sys as an include: read without end (21 GB of RAM), or the build's own process
+      [["-include", "/dev/zero"], "-include /dev/zero"],
+      [["-include", "//dev/zero"], "-include //dev/zero"],
+      [["-include", "/usr/../dev/zero"], "-include /usr/../dev/zero"],
+      [["-include", "../../../../../../../../dev/zero"], "-include ../../../../../../../../dev/zero"],
+      [["--pre-include=/proc/self/environ"], "--pre-include=/proc/self/environ"],
+      [["-I/sys/kernel"], "-I/sys/kernel"],
+      [["-Xcompiler", "-include,/dev/zero"], "-Xcompiler -include /dev/zero"],
+      [["-Xcompiler", "-I/dev"], "-Xcompiler -I/dev"],
+    ];
+    for (const [words, named] of hostile) expect(firstNonSetting(words), words.join(" ")).toBe(named);
+    // the values real projects give stay settings
+    for (const ok of [['-DVERSION="0.9.4"'], ["-DN=4", "-DPATH=/a/b-c_d.e", "-DF=1.5f"], ["-include", "src/pre.h"], ["-I../inc", "-isystem", "/usr/include"]])
+      expect(firstNonSetting(ok), ok.join(" ")).toBeUndefined();
+  });
 });

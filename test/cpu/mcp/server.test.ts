@@ -6,6 +6,7 @@
  * children (validate's slow build.sh) ended at cancellation, SIGTERM and stdin EOF.
  */
 import { tmpdir } from "node:os";
+import { availableParallelism } from "node:os";
 import { describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -227,6 +228,12 @@ describe("kerncap mcp", () => {
     const extra = await c.callTool({ name: "inspect", arguments: { dir, extra: 1 } });
     expect(extra.isError).toBe(true);
     expect(doc(extra).error.code).toBe("E_USAGE");
+    // parallel work past the machine (found by a trial: tune jobs 100 000, each build up to 8 GiB): refused before anything starts
+    const many = await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32, 64], jobs: availableParallelism() + 1 } });
+    expect(doc(many).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining(`${availableParallelism()}`) });
+    const workers = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "a", files: { "src/k.cu": "x" } }], workersPerGpu: 9 } });
+    expect(doc(workers).error.code).toBe("E_USAGE");
+    expect(existsSync(join(dir, "build"))).toBe(false);
     await c.close();
   });
 
