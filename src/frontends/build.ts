@@ -95,6 +95,19 @@ export async function runBuildCommand(
 export const CONFINED_DATA_KIB = 8 << 20;
 export const CONFINED_SECONDS = 600;
 
+/** A limited build (a confined one, or a received capture's) that ran past CONFINED_SECONDS: E_CONFINED. */
+function pastTimeLimit(confined: boolean): KerncapError {
+  return new KerncapError(
+    "E_CONFINED",
+    `build.sh ran past ${CONFINED_SECONDS} s, the limit of a ${confined ? "confined build (kerncap mcp)" : "received capture's build"}`,
+    {
+      hint: confined
+        ? "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit."
+        : "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own.",
+    },
+  );
+}
+
 /**
  * What to do about a failed build.sh: exit 126/127 or the shell's "command not found" / "No such
  * file or directory" for a program is a toolchain that is missing (nvcc, the capture's Python),
@@ -197,17 +210,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // what it wrote into the private build/, into the capture's through no link (E_UNSAFE_PATH names one)
   staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
-  if (limited && code === 124) {
-    throw new KerncapError(
-      "E_CONFINED",
-      `build.sh ran past ${CONFINED_SECONDS} s, the limit of a ${o.confine ? "confined build (kerncap mcp)" : "received capture's build"}`,
-      {
-        hint: o.confine
-          ? "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit."
-          : "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own.",
-      },
-    );
-  }
+  if (limited && code === 124) throw pastTimeLimit(Boolean(o.confine));
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {
