@@ -20,10 +20,11 @@ import { mergeResults, runCheck, writeJunit, type CheckOptions } from "../../src
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { CheckProgress } from "../../src/check/progress.ts";
 import { RESULTS_FILE } from "../../src/check/results.ts";
+import { Writable } from "node:stream";
 import { runCli } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { escapeForTerminal } from "../../src/escape.ts";
-import { log } from "../../src/log.ts";
+import { createLog, log } from "../../src/log.ts";
 import { packCapture, PACK_INDEX, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
@@ -382,6 +383,19 @@ describe("untrusted text never reaches a terminal raw", () => {
     expect(text.stdout.toString() + text.stderr.toString()).not.toMatch(RAW_CONTROLS);
     const json = run("--json");
     expect(JSON.parse(json.stdout.toString()).captures[0].kernel).toBe(HOSTILE_TEXT);
+  });
+
+  test("on a terminal (consola's fancy reporter) a name's backquotes and underscores show as written, not as colour", () => {
+    let shown = "";
+    const sink = new Writable({ write: (c, _e, done) => ((shown += c.toString()), done()) });
+    const fancy = createLog({ stream: sink, fancy: true });
+    const name = "a `id` b _c_ d \uFDD0";
+    fancy.info(`kernel ${name}`);
+    fancy.warn(`kernel ${name}`);
+    const plain = Bun.stripANSI(shown);
+    expect(plain.split("\n").filter((l) => l.includes("kernel"))).toHaveLength(2);
+    for (const l of plain.split("\n").filter((l) => l.includes("kernel"))) expect(l).toContain("kernel a `id` b _c_ d \\u{FDD0}");
+    expect(shown).not.toContain("\uFDD1");
   });
 });
 
