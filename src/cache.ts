@@ -21,7 +21,7 @@
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, isAbsolute, join, parse, sep } from "node:path";
+import { dirname, isAbsolute, join, parse, resolve, sep } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -307,29 +307,29 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
 /**
  * Why an output folder `out` that a process other than kerncap writes into by name (the capture
  * library writes `kerncap run`'s temp folder) could be redirected by another user, or undefined:
- * the real path of `out`'s parent folder, or a folder above it, is writable by group or others
- * (mode & 0o022) and not sticky, so another user could rename the temp folder kerncap made there
- * and put a folder of links at its name. A sticky folder (a 1777 /tmp) lets no one rename another
- * user's entries. Source: lstat mode bits along realpath(parent); a parent that does not exist is
+ * `out`'s parent folder, or a folder above it, is writable by group or others (mode & 0o022) and
+ * not sticky, so another user could rename the temp folder kerncap made there, or a link on the
+ * way, and put a folder of links at its name. Both chains are walked: the path as given (a link in
+ * such a folder can be re-pointed) and the parent's real path. A sticky folder (a 1777 /tmp) lets
+ * no one rename another user's entries. Source: lstat mode bits; a parent that does not exist is
  * left to the callers' own checks (undefined).
  * @returns e.g. "/srv/shared is writable by other users (mode 0777) and not sticky"
  */
 export function sharedParentRisk(out: string): string | undefined {
+  const parent = dirname(resolve(out));
   let real: string;
   try {
-    real = realpathSync(dirname(out));
+    real = realpathSync(parent);
   } catch {
     return undefined;
   }
-  for (let p = real; ; p = dirname(p)) {
-    let st;
-    try {
-      st = lstatSync(p);
-    } catch {
-      return undefined;
+  for (const start of new Set([parent, real])) {
+    for (let p = start; ; p = dirname(p)) {
+      const st = lstatSync(p, { throwIfNoEntry: false });
+      if (st && !st.isSymbolicLink() && st.mode & 0o022 && !(st.mode & 0o1000))
+        return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) and not sticky`;
+      if (dirname(p) === p) break;
     }
-    if (st.mode & 0o022 && !(st.mode & 0o1000))
-      return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) and not sticky`;
-    if (dirname(p) === p) return undefined;
   }
+  return undefined;
 }

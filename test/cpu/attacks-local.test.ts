@@ -499,6 +499,9 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     // a folder above the parent counts too (the real path's chain)
     mkdirSync(join(f.open, "sub"));
     expect(sharedParentRisk(join(f.open, "sub", "cap"))).toContain(`${f.open} is writable by other users`);
+    // a link in such a folder can be re-pointed: the path as given counts, not only where it leads
+    symlinkSync(f.mine, join(f.open, "to-mine"));
+    expect(sharedParentRisk(join(f.open, "to-mine", "cap"))).toContain(`${f.open} is writable by other users`);
     expect(sharedParentRisk(join(f.sticky, "cap"))).toBeUndefined();
     expect(sharedParentRisk(join(f.mine, "cap"))).toBeUndefined();
   });
