@@ -323,7 +323,7 @@ function swappedTemp(tmp: string, dest: string): KerncapError {
     /* gone: said without its mode */
   }
   return new KerncapError("E_UNSAFE_PATH", `${dest}: someone replaced the folder kerncap was writing (${tmp}) while it was written; nothing was placed`, {
-    hint: `Another user can rename entries in its parent folder${parent}: choose an --out in a folder only you can write (or a sticky one such as /tmp).`,
+    hint: `Another user can rename entries in its parent folder${parent}: write the output (-o/--out, demo's DIR) into a folder only you can write (or a sticky one such as /tmp), then move it.`,
   });
 }
 
