@@ -21,7 +21,7 @@
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, isAbsolute, join, parse, sep } from "node:path";
+import { dirname, isAbsolute, join, parse, resolve, sep } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -249,7 +249,7 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
     const r = useCache(fallback, leaf, files);
     if ("risk" in r) {
       // the fallback is unsafe too: a folder of this process's own, left behind at exit as Bun's temp copies were
-      const own = mkdtempSync(join(env.TMPDIR || tmpdir(), "kerncap-private-"));
+      const own = privateTempFolder("kerncap-private-", env.TMPDIR || tmpdir());
       writeFolderAtomically(join(own, leaf), files);
       warnOnce(`risk ${fallback}`, `the fallback cache ${fallback} is not used either: ${r.risk}; using a private copy in ${own}`);
       return join(own, leaf);
@@ -263,4 +263,73 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
   if (unsafe) warnOnce(`fallback ${pref.dir}`, `using ${fallback} instead`);
   else warnOnce(pref.dir, `cache folder ${failures[0]} cannot be written; using ${fallback} instead (set KERNCAP_CACHE to choose the cache folder)`);
   return f;
+}
+
+/**
+ * A new private folder under TMPDIR (os.tmpdir(), or `base`) for this process: mkdtemp(`prefix`XXXXXX),
+ * mode 0700, checked after it is made to be a folder (not a link) of the effective user with no
+ * bit for group or others. TMPDIR is vetted first (privateFolderRisk of a name inside it): in a
+ * TMPDIR that others can write and that is not sticky (or that belongs to another user), another
+ * user could rename kerncap's folder away and put one of theirs at its name (rename(2),
+ * RENAME_EXCHANGE) between the mkdtemp and its use (a build.sh run from it), so it is refused.
+ * The one way kerncap makes a scratch folder under TMPDIR; the caller removes it.
+ * @returns the folder's absolute path
+ * @throws KerncapError E_TMPDIR naming TMPDIR and why (writable by others and not sticky, another
+ *   user's, mkdtemp failing: missing, read-only)
+ */
+export function privateTempFolder(prefix: string, base = tmpdir()): string {
+  const hint = "Set TMPDIR to a folder of your own that no other user can write (e.g. mkdir -m 700 ~/tmp && export TMPDIR=~/tmp).";
+  const risk = privateFolderRisk(join(base, `${prefix}x`));
+  if (risk)
+    throw new KerncapError("E_TMPDIR", `TMPDIR ${base} is not safe for kerncap's private folders: ${risk}; another user could swap them`, {
+      hint,
+    });
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(base, prefix));
+  } catch (e) {
+    throw new KerncapError("E_TMPDIR", `cannot make a private folder in TMPDIR ${base}: ${reason(e)}`, {
+      hint: "Set TMPDIR to a writable folder of your own.",
+    });
+  }
+  const st = lstatSync(dir);
+  const uid = process.geteuid?.();
+  if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || (st.mode & 0o077) !== 0) {
+    throw new KerncapError(
+      "E_TMPDIR",
+      `${dir}, made by mkdtemp in TMPDIR ${base}, is ${st.isDirectory() ? `a folder of uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8)}` : "not a folder"}: not kerncap's private folder`,
+      { hint },
+    );
+  }
+  return dir;
+}
+
+/**
+ * Why an output folder `out` that a process other than kerncap writes into by name (the capture
+ * library writes `kerncap run`'s temp folder) could be redirected by another user, or undefined:
+ * `out`'s parent folder, or a folder above it, is writable by group or others (mode & 0o022) and
+ * not sticky, so another user could rename the temp folder kerncap made there, or a link on the
+ * way, and put a folder of links at its name. Both chains are walked: the path as given (a link in
+ * such a folder can be re-pointed) and the parent's real path. A sticky folder (a 1777 /tmp) lets
+ * no one rename another user's entries. Source: lstat mode bits; a parent that does not exist is
+ * left to the callers' own checks (undefined).
+ * @returns e.g. "/srv/shared is writable by other users (mode 0777) and not sticky"
+ */
+export function sharedParentRisk(out: string): string | undefined {
+  const parent = dirname(resolve(out));
+  let real: string;
+  try {
+    real = realpathSync(parent);
+  } catch {
+    return undefined;
+  }
+  for (const start of new Set([parent, real])) {
+    for (let p = start; ; p = dirname(p)) {
+      const st = lstatSync(p, { throwIfNoEntry: false });
+      if (st && !st.isSymbolicLink() && st.mode & 0o022 && !(st.mode & 0o1000))
+        return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) and not sticky`;
+      if (dirname(p) === p) break;
+    }
+  }
+  return undefined;
 }

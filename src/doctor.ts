@@ -7,13 +7,12 @@
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
-import { closeSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { discardTemp, openTempBeside } from "./util/write-file.ts";
 import { selfCommand, selfEnv } from "./util/self-exec.ts";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findCupti } from "./native/libcupti-search.ts";
-import { privateFolderRisk, fallbackCacheDir, preferredCacheDir } from "./cache.ts";
+import { privateFolderRisk, fallbackCacheDir, preferredCacheDir, privateTempFolder } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
@@ -293,7 +292,13 @@ int main() {
 /** Build the built-in app with nvcc, capture its kernel with `kerncap run`, replay it with `kerncap replay` (child processes). */
 export function checkCaptureReplay(nvcc: string | undefined, env: Record<string, string | undefined>): Check {
   if (!nvcc) return { id: "capture-replay", status: "skip", detail: "no nvcc to build the built-in test app" };
-  const dir = mkdtempSync(join(tmpdir(), "kerncap-doctor-"));
+  let dir: string;
+  try {
+    dir = privateTempFolder("kerncap-doctor-");
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return { id: "capture-replay", status: "warn", detail: e.message, fix: e.hint ?? "Set TMPDIR to a writable folder of your own." };
+  }
   try {
     writeFileSync(join(dir, "app.cu"), DOCTOR_APP);
     const b = sh([nvcc, "-arch=native", "-o", join(dir, "app"), join(dir, "app.cu")], 120_000, env);

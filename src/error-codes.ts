@@ -37,7 +37,11 @@ export const ERROR_CODES = {
     about: "A file-system operation failed: permission denied, a read-only or full disk, a path through a file, too many open files.",
     hint: "Check the folder's permissions and free space, or choose another --out / -o.",
   },
-  E_TMPDIR: { exit: 2, about: "kerncap cannot make its working folder under TMPDIR.", hint: "Set TMPDIR to a writable folder." },
+  E_TMPDIR: {
+    exit: 2,
+    about: "kerncap cannot make its working folder under TMPDIR, or another user could swap it there (a TMPDIR others can write, not sticky).",
+    hint: "Set TMPDIR to a writable folder of your own.",
+  },
   E_CACHE: {
     exit: 2,
     about: "The cache folder (KERNCAP_CACHE, default ~/.cache/kerncap) is not absolute or cannot be written.",

@@ -16,6 +16,7 @@ import { assertOutputPath } from "../format/archive.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
+import { makePrivateTemp } from "../util/write-file.ts";
 import { trustOwnBuild } from "../format/trust.ts";
 import { hostIdentity } from "../format/received.ts";
 import readme from "../../demo/capture/README.md" with { type: "file" };
@@ -60,10 +61,10 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
   }
   assertOutputPath(out, "demo capture");
   assertNotNested(out);
-  const tmp = tempFor(out);
-  rmSync(tmp, { recursive: true, force: true });
+  // made 0700 and held open: every file goes in through its fd, never by a name another user may swap (src/util/write-file.ts)
+  const t = makePrivateTemp(tempFor(out));
+  const tmp = t.at;
   try {
-    mkdirSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/received.ts)
     markTemp(tmp);
     for (const f of DEMO_FILES) {
       const p = join(tmp, f.path);
@@ -76,14 +77,18 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
     const mf = join(tmp, "kerncap.json");
     writeFileSync(mf, JSON.stringify({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity() }, null, 2) + "\n");
     rmSync(join(tmp, TEMP_MARKER));
-    moveIntoPlace(tmp, out, force);
+    chmodSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/received.ts)
+    moveIntoPlace(t.path, out, force, (dest) => t.placeAt(dest));
+    const m = readManifest(out);
+    verifyFiles(out, m);
+    // a machine without a machine-id counts every capture as received (src/format/received.ts): the
+    // build.sh of the demo is this executable's own, so it runs without --trust all the same (read
+    // through the fd still open, and recorded only while `out` is still the folder written here)
+    trustOwnBuild(out, m, t);
+    return { dir: out, manifest: m };
+  } catch (e) {
+    throw t.unfd(e, out); // no /proc/self/fd path reaches the user
   } finally {
-    rmSync(tmp, { recursive: true, force: true });
+    t.dispose();
   }
-  const m = readManifest(out);
-  verifyFiles(out, m);
-  // a machine without a machine-id counts every capture as received (src/format/received.ts): the
-  // build.sh of the demo is this executable's own, so it runs without --trust all the same
-  trustOwnBuild(out, m);
-  return { dir: out, manifest: m };
 }

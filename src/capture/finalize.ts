@@ -148,16 +148,17 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
 /**
  * Rename a complete capture folder `tmpDir` to `finalDir`, replacing a previous capture there only
  * with `force` (assertReplaceable). The old capture stays until the new one is in place: a failed
- * rename loses nothing.
+ * rename loses nothing. `rename` does the rename itself (demo: PrivateTemp.placeAt, which refuses a
+ * folder swapped at the temp's name).
  * @throws KerncapError E_EXISTS (see assertReplaceable); the rename's system error.
  */
-export function moveIntoPlace(tmpDir: string, finalDir: string, force: boolean): void {
-  if (!existsSync(finalDir)) return renameSync(tmpDir, finalDir);
+export function moveIntoPlace(tmpDir: string, finalDir: string, force: boolean, rename: (dest: string) => void = (dest) => renameSync(tmpDir, dest)): void {
+  if (!existsSync(finalDir)) return rename(finalDir);
   assertReplaceable(finalDir, force);
   const old = `${finalDir}.old-${process.pid}`;
   renameSync(finalDir, old);
   try {
-    renameSync(tmpDir, finalDir);
+    rename(finalDir);
   } catch (e) {
     renameSync(old, finalDir);
     throw e;

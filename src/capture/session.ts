@@ -14,10 +14,11 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
+import { privateTempFolder, sharedParentRisk } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
@@ -281,6 +282,13 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   if (existsSync(out)) assertReplaceable(out, req.force);
   assertOutputPath(out, "capture folder");
   assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
+  // the capture library (another process) writes the temp folder by its name: in a folder that others can
+  // write and that is not sticky, another user could swap it for a folder of links (src/cache.ts sharedParentRisk)
+  const shared = sharedParentRisk(out);
+  if (shared)
+    throw new KerncapError("E_UNSAFE_PATH", `--out ${out}: ${shared}, so another user could swap the folder the capture is written into`, {
+      hint: "Capture into a folder only you can write (or a sticky one like /tmp), then move it.",
+    });
   const writer = liveTempWriter(out);
   if (writer !== undefined) {
     throw new KerncapError("E_EXISTS", `another kerncap run (pid ${writer.pid}) is writing ${out} (${writer.path})`, {
@@ -448,8 +456,9 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
   const stops = new StopSignals().install();
   let dir: string;
   try {
-    dir = mkdtempSync(join(resolve(tmpdir()), `${LIST_PREFIX}${process.pid}-`));
+    dir = privateTempFolder(`${LIST_PREFIX}${process.pid}-`, resolve(tmpdir()));
   } catch (e) {
+    if (e instanceof KerncapError) throw e;
     throw new KerncapError("E_TMPDIR", `cannot make kerncap list's folder in ${tmpdir()}: ${(e as Error).message}`, {
       hint: "Set TMPDIR to a writable folder (list writes the launch census there and removes it).",
     });

@@ -21,9 +21,10 @@
  *   src/check/results.ts), which `--resume` continues (records of `error` are tried again) and
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
-import { availableParallelism, tmpdir } from "node:os";
-import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { existsSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
+import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -196,7 +197,7 @@ class TaskQueue<T> {
 function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string) {
   const theirs = building ? notYours(dir) : undefined;
   if (theirs) {
-    const work = mkdtempSync(join(tmpdir(), "kerncap-eval-"));
+    const work = privateTempFolder("kerncap-eval-");
     log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
     return { work, dest: (c: Candidate) => join(work, copyName(c.id)), dispose: () => rmSync(work, { recursive: true, force: true }) };
   }

@@ -54,6 +54,7 @@ import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
+import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
 
@@ -129,9 +130,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
 
   // what a killed export left beside OUT (its pid gone, kerncap's mark inside)
   for (const p of removeStaleTemps(out, existsSync(out))) log.info(`removed ${p}, left by an export that was killed`);
-  const tmp = tempFor(out);
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp);
+  // made 0700 and held open: every file goes in through its fd, never by a name another user may swap (src/util/write-file.ts)
+  const t = makePrivateTemp(tempFor(out));
+  const tmp = t.at;
   try {
     markTemp(tmp);
     const data = copyData(capDir, m, join(tmp, "data"));
@@ -165,8 +166,10 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     if (amd) for (const f of readdirSync(join(tmp, "hsa"))) renameSync(join(tmp, "hsa", f), join(tmp, f));
     rmSync(join(tmp, "hsa"), { recursive: true, force: true });
     rmSync(join(tmp, TEMP_MARKER));
-    place(tmp, out, Boolean(o.force));
-    const bytes = { export: folderBytes(out), data: data.reduce((a, d) => a + d.bytes, 0), copied: 0, reflinked: 0 };
+    const exportBytes = folderBytes(tmp);
+    chmodSync(tmp, 0o777 & ~process.umask()); // the folder's mode as a plain mkdir gives it, once written
+    place(t, out, Boolean(o.force));
+    const bytes = { export: exportBytes, data: data.reduce((a, d) => a + d.bytes, 0), copied: 0, reflinked: 0 };
     for (const d of data) bytes[d.shared === "copy" ? "copied" : "reflinked"] += d.bytes;
     return {
       dir: capDir,
@@ -182,8 +185,10 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       tolerance: plan.tolerance,
       seconds: (performance.now() - t0) / 1000,
     };
+  } catch (e) {
+    throw t.unfd(e, out); // no /proc/self/fd path reaches the user
   } finally {
-    rmSync(tmp, { recursive: true, force: true });
+    t.dispose();
   }
 }
 
@@ -218,14 +223,17 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   });
 }
 
-/** Rename the complete temp folder into place; a previous export stays until the new one is there. */
-function place(tmp: string, out: string, force: boolean): void {
-  if (!existsSync(out)) return renameSync(tmp, out);
+/**
+ * Rename the complete temp folder into place (PrivateTemp.placeAt: refused when another user
+ * swapped the folder at its name); a previous export stays until the new one is there.
+ */
+function place(t: PrivateTemp, out: string, force: boolean): void {
+  if (!existsSync(out)) return t.placeAt(out);
   checkOutputAgain(out, force);
   const old = `${out}.old-${process.pid}`;
   renameSync(out, old);
   try {
-    renameSync(tmp, out);
+    t.placeAt(out);
   } catch (e) {
     renameSync(old, out);
     throw e;

@@ -126,8 +126,13 @@ function lstatOrNone(p: string): Stats | undefined {
   }
 }
 
-/** The real path of the capture folder (the user's own name for it may be a link). @throws E_IO/E_NOT_CAPTURE */
+/**
+ * The real path of the capture folder (the user's own name for it may be a link); a folder kerncap
+ * holds open (/proc/self/fd/N: src/util/write-file.ts makePrivateTemp) as it is, reached through
+ * its fd rather than by a name another user could swap. @throws E_IO/E_NOT_CAPTURE
+ */
 function realFolder(dir: string): string {
+  if (/^\/proc\/self\/fd\/\d+$/.test(dir)) return dir;
   try {
     return realpathSync(dir);
   } catch (e) {

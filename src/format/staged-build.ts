@@ -3,9 +3,9 @@
  * (src/format/trust.ts requireTrustedBuild) let run: a received capture's build runs exactly the
  * bytes the gate approved, never the capture's files read again.
  */
-import { closeSync, constants, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { mkdirInCapture, readInCapture, resolveInCapture } from "./paths.ts";
 import { runFileSpecs } from "./run-files.ts";
@@ -63,7 +63,7 @@ export interface StagedBuild {
 /**
  * For a capture the trust gate let run in this process (requireTrustedBuild): read what runs once
  * more, hold it to the approved digest, and write those bytes into a private folder that no one
- * else can write (mkdtemp: a fresh 0700 folder of the user's; each file created O_EXCL|O_NOFOLLOW).
+ * else can write (src/cache.ts privateTempFolder: a fresh 0700 folder of the user's, in a TMPDIR no other user can swap it in; each file created O_EXCL|O_NOFOLLOW).
  * The build then executes that copy: a file of the capture replaced or rewritten after this read
  * (while the compiler runs) is never executed. The private folder holds nothing else of the
  * capture: the copies, `src/` (a private copy of the capture's src/, each file read once: the
@@ -82,7 +82,7 @@ export interface StagedBuild {
  * `frontend`: the manifest's kernel.frontend (part of the digest, WhatRuns), for a capture the gate did not approve.
  * @returns undefined when the capture holds nothing that runs (no build.sh, pinned.json, repro.py)
  * @throws KerncapError E_TRUST_CHANGED (exit 2) when the files changed since the gate read them,
- *   E_UNSAFE_PATH (a link, FIFO … under src/, or a src/ too large to copy)
+ *   E_UNSAFE_PATH (a link, FIFO … under src/, or a src/ too large to copy), E_TMPDIR (a TMPDIR others can write, not sticky)
  */
 export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | undefined {
   let real: string;
@@ -104,12 +104,9 @@ export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | 
     );
   }
   mkdirInCapture(real, "build"); // outputs go through the link into the capture's build/
-  const folder = mkdtempSync(join(tmpdir(), "kerncap-run-"));
+  // a fresh 0700 folder of the user's, in a TMPDIR where no other user can swap it (E_TMPDIR otherwise)
+  const folder = privateTempFolder("kerncap-run-");
   try {
-    const st = lstatSync(folder);
-    const uid = process.geteuid?.();
-    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o077)
-      throw new Error(`mkdtemp made ${folder} with mode ${(st.mode & 0o7777).toString(8)}`);
     const copied = new Set<string>();
     for (const f of runs.files) {
       const parts = f.name.split("/");

@@ -13,7 +13,7 @@
  * change asks again).
  */
 import { join } from "node:path";
-import { realpathSync } from "node:fs";
+import { fstatSync, realpathSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { notYours, receivedBecause } from "./received.ts";
@@ -195,13 +195,20 @@ export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, tr
  * Record DIR's build.sh as trusted without asking: for a folder kerncap wrote from its own files
  * (`kerncap demo`: the build.sh embedded in this executable), which counts as received on a
  * machine without a machine-id (src/format/received.ts). Nothing is recorded where the state folder is unusable (then
- * validate asks, as for any received capture).
+ * validate asks, as for any received capture), nor when `held` is given and DIR is no longer that folder.
  */
-export function trustOwnBuild(dir: string, m: Manifest): void {
-  const runs = readWhatRuns(dir, m.kernel.frontend ?? "", receivedBecause(dir, m) !== undefined);
+export function trustOwnBuild(dir: string, m: Manifest, held?: { at: string; fd: number }): void {
+  // `held`: the folder kerncap wrote, still open (src/util/write-file.ts makePrivateTemp): its files are read through
+  // the fd, and nothing is recorded unless DIR's name still leads to it (another user may swap a folder in a shared parent)
+  const runs = readWhatRuns(held?.at ?? dir, m.kernel.frontend ?? "", receivedBecause(dir, m) !== undefined);
   const state = stateDir();
   if (!runs || !state) return;
-  remember(state, readRecords(state), trustKey(dir, runs.digest));
+  const key = trustKey(dir, runs.digest);
+  if (held) {
+    const st = fstatSync(held.fd);
+    if (st.dev !== key.dev || st.ino !== key.ino) return;
+  }
+  remember(state, readRecords(state), key);
 }
 
 /**

@@ -16,12 +16,12 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
-  renameSync,
   rmSync,
   statSync,
   writeSync,
 } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
+import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
@@ -328,13 +328,13 @@ async function unpack(
   if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
   if (!statSync(archive).isFile()) throw new KerncapError("E_USAGE", `${archive} is not a file`, { hint: "Give the .zip that `kerncap pack` wrote." });
   const fd = openSync(archive, "r");
-  let tmp: string | undefined;
-  let ok = false;
+  let t: PrivateTemp | undefined;
+  let dest: string | undefined;
   try {
     const entries = centralDirectory(archive, fd, fstatSync(fd).size);
     const idx = await readIndex(archive, fd, entries);
     refuseUnsafeNames(archive, idx);
-    const dest = resolve(outArg ?? idx.root);
+    dest = resolve(outArg ?? idx.root);
     const realArchive = realPathLoose(archive);
     const realDest = realPathLoose(dest);
     if (archive === dest || archive.startsWith(dest + sep) || realArchive === realDest || realArchive.startsWith(realDest + sep))
@@ -351,9 +351,9 @@ async function unpack(
     const plan = await planUnpack(archive, fd, idx, entries, dest);
     const data = dataExtents(archive);
     removeStale(dest, "unpack");
-    tmp = tempFor(dest);
-    rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp, { mode: 0o700 });
+    // made 0700 and held open: every file goes in through its fd, never by a name another user may swap (src/util/write-file.ts)
+    t = makePrivateTemp(tempFor(dest));
+    const tmp = t.at;
     markTemp(tmp); // known as kerncap's if this unpack is killed (src/leftovers.ts)
     const made = new Set<string>([tmp]);
     // each folder by itself, chmod'ed: mkdir's mode is cut by the umask (0777 under umask 000), a chmod is not
@@ -374,13 +374,12 @@ async function unpack(
       verifyRegions(tmp, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
     } catch (e) {
       if (!(e instanceof KerncapError)) throw e;
-      throw new KerncapError(e.code, `${archive}: ${e.message.replaceAll(tmp, dest)}`, {
+      throw new KerncapError(e.code, `${archive}: ${t.shown(e.message, dest)}`, {
         hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked.",
       });
     }
     await tick(); // the last point before the rename: a signal until here leaves nothing
-    replaceWithTemp(tmp, dest, existed, idx, archive);
-    ok = true;
+    replaceWithTemp(t, dest, existed, idx, archive);
     return {
       archive,
       dir: dest,
@@ -390,9 +389,11 @@ async function unpack(
       warnings: idx.warnings ?? [],
       seconds: (performance.now() - t0) / 1000,
     };
+  } catch (e) {
+    throw t && dest ? t.unfd(e, dest) : e; // no /proc/self/fd path reaches the user
   } finally {
     closeSync(fd);
-    if (!ok && tmp) rmSync(tmp, { recursive: true, force: true });
+    t?.dispose();
   }
 }
 
@@ -560,7 +561,7 @@ async function writeFiles(
  * received mark written (src/format/received.ts), then the rename.
  * @throws KerncapError E_EXISTS
  */
-function replaceWithTemp(tmp: string, dest: string, existed: boolean, idx: PackIndex, archive: string): void {
+function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: PackIndex, archive: string): void {
   if (existsSync(dest)) {
     // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
     if (!existed)
@@ -575,10 +576,10 @@ function replaceWithTemp(tmp: string, dest: string, existed: boolean, idx: PackI
       );
     rmSync(dest, { recursive: true, force: true });
   }
-  markReceived(tmp, archive); // validate asks before running its build.sh (src/format/trust.ts)
-  rmSync(join(tmp, TEMP_MARKER), { force: true });
+  markReceived(t.at, archive); // validate asks before running its build.sh (src/format/trust.ts)
+  rmSync(join(t.at, TEMP_MARKER), { force: true });
   try {
-    renameSync(tmp, dest);
+    t.placeAt(dest); // refused when another user swapped the folder at the temp's name
   } catch (e) {
     // another unpack or run renamed its folder there between the check above and this rename
     const code = (e as NodeJS.ErrnoException).code;

@@ -6,10 +6,10 @@
  * (src/format/staged-build.ts), never the capture's files read again.
  */
 import { escapeForTerminal } from "../escape.ts";
-import { existsSync, lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
 import { spawnSync } from "node:child_process";
-import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
+import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { readInCapture } from "./paths.ts";
 import { frontendRunFiles, runFileSpecs, type RunFiles } from "./run-files.ts";
@@ -197,7 +197,7 @@ const PER_PROCESS = /^\/+(proc|dev|sys)(\/|$)/;
 
 /** `path`'s real path as another process sees it, from an empty folder of its own (undefined when it does not resolve there). */
 function resolvedElsewhere(path: string): string | undefined {
-  const cwd = mkdtempSync(join(tmpdir(), "kerncap-resolve-"));
+  const cwd = privateTempFolder("kerncap-resolve-");
   try {
     const r = spawnSync("realpath", ["-e", "--", path], { cwd, encoding: "utf8", timeout: 10_000 });
     return r.status === 0 ? r.stdout.replace(/\n$/, "") : undefined;

@@ -8,9 +8,9 @@
  * (src/format/paths.ts relativePathProblem): relative to the capture folder and under src/, as
  * edit_file's, no `..`, no absolute path.
  */
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { privateTempFolder } from "../cache.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
@@ -49,7 +49,7 @@ export type McpCandidate = v.InferOutput<typeof McpCandidate>;
  */
 export function writeCandidates(captureDir: string, list: McpCandidate[]): { folder: string; args: string[] } {
   const manifest = readManifest(captureDir);
-  const folder = mkdtempSync(join(tmpdir(), "kerncap-evaluate-"));
+  const folder = privateTempFolder("kerncap-evaluate-");
   chmodSync(folder, 0o700);
   try {
     const names = new Set<string>();

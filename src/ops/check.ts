@@ -19,10 +19,10 @@
  * (a sticky error: every later call in the context fails) is the context reset, by the engine's
  * replay (src/replay/engine.ts).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { isKerncapError } from "../errors.ts";
+import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -57,7 +57,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
   try {
     let dir = task.path;
     if (task.kind === "archive") {
-      p.tmp = mkdtempSync(join(tmpdir(), "kerncap-check-"));
+      p.tmp = privateTempFolder("kerncap-check-");
       dir = (await unpackArchive(task.path, join(p.tmp, "capture"))).dir;
     }
     const capture = openCapture(dir);

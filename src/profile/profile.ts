@@ -10,11 +10,11 @@
  * kernel, from the restored before state, no warm-up or timing loop (ncu locks the clocks and
  * flushes the caches itself before the launch, by default; its own options after `--` change that).
  */
-import { existsSync, lstatSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, lstatSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { KerncapError } from "../errors.ts";
+import { privateTempFolder } from "../cache.ts";
 import { capturePath, mkdirInCapture } from "../format/paths.ts";
 import { tempFor } from "../leftovers.ts";
 import { refuseLink, writeFileAtomic } from "../util/write-file.ts";
@@ -197,7 +197,7 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
   refuseLink(report, "the report");
   // the profiler writes by name: into a private folder (0700, the user's), never into profile/, which another
   // user may swap for a link while it runs; the report is then copied in through the one writer (no link followed)
-  const scratch = exported ? undefined : mkdtempSync(join(tmpdir(), "kerncap-profile-"));
+  const scratch = exported ? undefined : privateTempFolder("kerncap-profile-");
   const base = tempFor(join(scratch ?? pdir, `.${basename(report, ext)}`)); // an unguessable name for the tool's report until it is renamed
   const replay = replayArgv(selfCommand(), dir, { iters: tool === "ncu" ? 0 : (o.iters ?? 10), ...(o.build ? { module } : {}) });
   const command =

@@ -33,9 +33,10 @@
  * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
  * WATCH_MIN_SAVES saves); past it, by build.sh.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { availableParallelism, tmpdir } from "node:os";
+import { readFileSync, rmSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
+import { privateTempFolder } from "../cache.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
 import { isKerncapError } from "../errors.ts";
@@ -191,7 +192,7 @@ export class Rebuilder {
     this.dir = resolve(dir); // build.sh runs inside the folder
     // a received capture's build runs the private copy of what was trusted: build.sh only (the fast build runs build.sh --dryrun and its plan from the folder)
     this.fast = o.fullBuild || o.targetArch || o.confine || runsTrustedCopy(this.dir) ? undefined : fe.fastBuild;
-    if (this.fast) this.work = o.watch ? mkdtempSync(join(tmpdir(), "kerncap-fast-")) : join(this.dir, PRUNED_DIR);
+    if (this.fast) this.work = o.watch ? privateTempFolder("kerncap-fast-") : join(this.dir, PRUNED_DIR);
     if (this.fast && o.watch) this.series = this.fast.series();
   }
 

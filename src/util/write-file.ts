@@ -25,12 +25,15 @@ import {
   constants,
   existsSync,
   fchmodSync,
+  fstatSync,
   fsyncSync,
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   realpathSync,
   renameSync,
+  rmdirSync,
   rmSync,
   statSync,
   writeSync,
@@ -64,9 +67,11 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
  *   while kerncap used it); ENOENT and the other file system errors worded by systemError
  */
 export function openDirWalk(root: string, below: string[] = [], o: { create?: boolean } = {}): { fd: number; path: string } {
-  let real: string;
+  // a folder kerncap holds open (makePrivateTemp's at): opened through the fd, never by its name
+  const held = /^\/proc\/self\/fd\/\d+$/.test(root);
+  let real = "/";
   try {
-    real = realpathSync(root);
+    if (!held) real = realpathSync(root);
   } catch (e) {
     throw systemError(Object.assign(e as object, { path: root })) ?? e;
   }
@@ -77,8 +82,8 @@ export function openDirWalk(root: string, below: string[] = [], o: { create?: bo
       .map((p) => ({ p, mine: false })),
     ...below.filter((p) => p && p !== ".").map((p) => ({ p, mine: true })),
   ];
-  let fd = openSync("/", DIR_FLAGS);
-  let shown = "/";
+  let fd = held ? openSync(root, constants.O_RDONLY | constants.O_DIRECTORY) : openSync("/", DIR_FLAGS);
+  let shown = held ? root : "/";
   try {
     for (const { p, mine } of parts) {
       if (p === "..")
@@ -276,4 +281,124 @@ export function checkOutputFile(option: string, path: string): void {
   const parent = dirname(p);
   if (!existsSync(parent) || !statSync(parent).isDirectory())
     throw new KerncapError("E_USAGE", `--${option} ${p}: there is no folder ${parent}`, { hint: `${hint} Make it first (mkdir -p ${parent}).` });
+}
+
+/**
+ * A temp folder that kerncap fills and then renames into place (unpack, export, demo), safe in a
+ * folder that other users can write: made by makePrivateTemp, held open, and written, read and
+ * filled only through `at` (/proc/self/fd/N, which the kernel resolves to the open folder itself,
+ * never by its name). Another user who renames the folder away and puts a folder of links at its
+ * name changes nothing kerncap writes; placeAt then refuses to rename what is at the name.
+ */
+export interface PrivateTemp {
+  /** The folder's own name (tempFor's `OUT.tmp-<pid>-<token>`), as messages name it. */
+  readonly path: string;
+  /** Its open fd (O_RDONLY|O_DIRECTORY|O_NOFOLLOW). */
+  readonly fd: number;
+  /** The folder through its fd (fdPath(fd)): join(at, rel) for every file and folder inside. */
+  readonly at: string;
+  /** `text` with `at` replaced by `as` (default: the folder's own name): no /proc/self/fd path reaches the user. */
+  shown(text: string, as?: string): string;
+  /** `e` (a KerncapError or a file system error) with `at` replaced by `as` in its message, hint and paths; returns `e`. */
+  unfd<E>(e: E, as?: string): E;
+  /**
+   * Rename the folder to `dest` (rename(2): an existing empty folder at `dest` is replaced, a
+   * non-empty one fails ENOTEMPTY/EEXIST as the caller expects): the name is checked to still be
+   * this folder (lstat's dev/ino against the open fd's) just before the rename, and `dest` just after.
+   * @throws KerncapError E_UNSAFE_PATH when the folder at the name was swapped (nothing of ours placed);
+   *   the rename's own errors as they are
+   */
+  placeAt(dest: string): void;
+  /** Close the fd; unless placed, remove what the folder holds (through the fd) and the folder while its name is still it. Never throws. */
+  dispose(): void;
+}
+
+/** The E_UNSAFE_PATH of a temp folder that another user swapped while kerncap wrote it. */
+function swappedTemp(tmp: string, dest: string): KerncapError {
+  let parent = "";
+  try {
+    const st = statSync(dirname(dest));
+    parent = ` (${dirname(dest)} has mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")})`;
+  } catch {
+    /* gone: said without its mode */
+  }
+  return new KerncapError("E_UNSAFE_PATH", `${dest}: someone replaced the folder kerncap was writing (${tmp}) while it was written; nothing was placed`, {
+    hint: `Another user can rename entries in its parent folder${parent}: write the output (-o/--out, demo's DIR) into a folder only you can write (or a sticky one such as /tmp), then move it.`,
+  });
+}
+
+/**
+ * Make the temp folder `tmp` (mode 0700) and hold it open (see PrivateTemp): the name is opened
+ * once with O_RDONLY|O_DIRECTORY|O_NOFOLLOW and the open folder must be a folder of the effective
+ * user, with no bit for group or others, and empty; it is then chmod'ed 0700 through the fd (a
+ * umask that took the owner's bits). The caller dispose()s it in a finally.
+ * @throws KerncapError E_UNSAFE_PATH when what was opened is not the folder just made (a link, a
+ *   folder of someone else's); the file system's errors worded by systemError (EACCES, EEXIST…)
+ */
+export function makePrivateTemp(tmp: string): PrivateTemp {
+  try {
+    mkdirSync(tmp, 0o700);
+  } catch (e) {
+    throw systemError(Object.assign(e as object, { path: tmp })) ?? e;
+  }
+  let fd: number;
+  try {
+    fd = openSync(tmp, DIR_FLAGS);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ELOOP" || code === "ENOTDIR") throw swappedTemp(tmp, tmp.replace(/\.tmp-\d+-[0-9a-z]+$/, ""));
+    throw systemError(Object.assign(e as object, { path: tmp })) ?? e;
+  }
+  const at = fdPath(fd);
+  try {
+    const st = fstatSync(fd);
+    const uid = process.geteuid?.();
+    if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || st.mode & 0o077 || readdirSync(at).length)
+      throw swappedTemp(tmp, tmp.replace(/\.tmp-\d+-[0-9a-z]+$/, ""));
+    fchmodSync(fd, 0o700);
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+  const mine = fstatSync(fd, { bigint: true });
+  const isMine = (p: string) => {
+    const st = lstatSync(p, { bigint: true, throwIfNoEntry: false });
+    return st !== undefined && st.isDirectory() && st.dev === mine.dev && st.ino === mine.ino;
+  };
+  const fdRe = new RegExp(`${at.replaceAll("/", "\\/")}(?![0-9])`, "g");
+  const shown = (text: string, as = tmp) => text.replace(fdRe, as);
+  let placed = false;
+  let open = true;
+  return {
+    path: tmp,
+    fd,
+    at,
+    shown,
+    unfd<E>(e: E, as?: string): E {
+      if (e === null || typeof e !== "object") return e;
+      const x = e as unknown as { message?: unknown; hint?: unknown; path?: unknown; dest?: unknown };
+      for (const k of ["message", "path", "dest"] as const) if (typeof x[k] === "string") x[k] = shown(x[k] as string, as);
+      if (typeof x.hint === "string") Object.defineProperty(e, "hint", { value: shown(x.hint, as) });
+      return e;
+    },
+    placeAt(dest: string): void {
+      if (!isMine(tmp)) throw swappedTemp(tmp, dest);
+      renameSync(tmp, dest);
+      if (!isMine(dest)) throw swappedTemp(tmp, dest); // swapped between the check and the rename: what was renamed is not ours
+      placed = true;
+    },
+    dispose(): void {
+      if (!open) return;
+      open = false;
+      try {
+        if (!placed) {
+          for (const n of readdirSync(at)) rmSync(join(at, n), { recursive: true, force: true });
+          if (isMine(tmp)) rmdirSync(tmp);
+        }
+      } catch {
+        /* left behind: src/leftovers.ts removes a dead process's temp */
+      }
+      closeSync(fd);
+    },
+  };
 }

@@ -17,7 +17,20 @@
  * Tests that need another user's file run as root only (chown to uid 65534); the rest need none.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
@@ -27,6 +40,10 @@ import type { OpenRunner } from "../../src/check/pool.ts";
 import type { CheckSettings } from "../../src/check/runner.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
 import { KerncapError } from "../../src/errors.ts";
+import { privateTempFolder, sharedParentRisk } from "../../src/cache.ts";
+import { stageTrustedBuild } from "../../src/format/staged-build.ts";
+import { tempFor } from "../../src/leftovers.ts";
+import { makePrivateTemp } from "../../src/util/write-file.ts";
 import { makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 
 const ROOT = process.geteuid?.() === 0;
@@ -407,4 +424,102 @@ describe("attack: the state folder inside a folder another user can write", () =
     expect(r.err).toContain(`the state folder is not used (${open} is writable by other users (mode 0777))`);
     expect(existsSync(join(open, "kerncap"))).toBe(false);
   }, 60_000);
+});
+
+describe("attack: another user swaps a folder kerncap made in a folder they can write (a TMPDIR, run's --out parent: others may write, not sticky)", () => {
+  /** `fn` with TMPDIR set to `dir` (os.tmpdir() reads it at each call). */
+  const withTmpdir = <T>(dir: string, fn: () => T): T => {
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = dir;
+    try {
+      return fn();
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+  };
+  const folders = () => {
+    const root = tempDir("kerncap-attack-");
+    const made = (name: string, mode: number) => {
+      const p = join(root, name);
+      mkdirSync(p);
+      chmodSync(p, mode);
+      return p;
+    };
+    return { root, open: made("open", 0o777), team: made("team", 0o2770), sticky: made("sticky", 0o1777), mine: made("mine", 0o700) };
+  };
+
+  test("privateTempFolder: a TMPDIR others can write and not sticky (0777, a 2770 team folder) is refused (E_TMPDIR), nothing made there; a sticky or private one is used, the folder 0700 and the user's", async () => {
+    const f = folders();
+    for (const bad of [f.open, f.team]) {
+      const e = await refusal(() => privateTempFolder("kerncap-run-", bad));
+      expect(e.code).toBe("E_TMPDIR");
+      expect(e.message).toContain(`TMPDIR ${bad}`);
+      expect(e.message).toContain("writable by other users");
+      expect(e.hint).toContain("TMPDIR");
+      expect(readdirSync(bad)).toEqual([]);
+    }
+    for (const good of [f.sticky, f.mine]) {
+      const p = privateTempFolder("kerncap-run-", good);
+      const st = statSync(p);
+      expect(p.startsWith(join(good, "kerncap-run-"))).toBe(true);
+      expect(st.isDirectory() && st.uid === process.geteuid?.() && (st.mode & 0o7777) === 0o700).toBe(true);
+    }
+  });
+
+  test("a build's private folder (stageTrustedBuild, the folder build.sh runs from) is not made in a TMPDIR others can swap it in: E_TMPDIR before anything is copied; a sticky TMPDIR is used", async () => {
+    const f = folders();
+    const cap = join(f.root, "cap");
+    await makeCapture(cap);
+    writeFileSync(join(cap, "build.sh"), stockBuildSh());
+    const e = await refusal(() => withTmpdir(f.open, () => stageTrustedBuild(cap)));
+    expect(e.code).toBe("E_TMPDIR");
+    expect(readdirSync(f.open)).toEqual([]);
+    const staged = withTmpdir(f.sticky, () => stageTrustedBuild(cap));
+    expect(staged?.folder.startsWith(join(f.sticky, "kerncap-run-"))).toBe(true);
+    staged?.dispose();
+  });
+
+  test("kerncap run --out in a folder others can write and not sticky: refused before the application runs (E_UNSAFE_PATH, exit 2, the folder and its mode named); a sticky parent passes", () => {
+    const f = folders();
+    const marker = join(f.root, "APP-RAN");
+    for (const [parent, mode] of [
+      [f.open, "0777"],
+      [f.team, "2770"],
+    ] as const) {
+      // the app's argv last (cli() appends --json, which would be the app's): the error read from stderr
+      const r = cli(["run", "--kernel", "k", "--out", join(parent, "cap"), "--", "/bin/sh", "-c", `touch ${marker}`]);
+      expect(r.code, r.err).toBe(2);
+      expect(r.err).toContain(`${parent} is writable by`);
+      expect(r.err).toContain(`mode ${mode}) and not sticky`);
+      expect(r.err).toContain("only you can write");
+      expect(existsSync(marker)).toBe(false);
+      expect(readdirSync(parent)).toEqual([]);
+    }
+    // a folder above the parent counts too (the real path's chain)
+    mkdirSync(join(f.open, "sub"));
+    expect(sharedParentRisk(join(f.open, "sub", "cap"))).toContain(`${f.open} is writable by other users`);
+    // a link in such a folder can be re-pointed: the path as given counts, not only where it leads
+    symlinkSync(f.mine, join(f.open, "to-mine"));
+    expect(sharedParentRisk(join(f.open, "to-mine", "cap"))).toContain(`${f.open} is writable by other users`);
+    expect(sharedParentRisk(join(f.sticky, "cap"))).toBeUndefined();
+    expect(sharedParentRisk(join(f.mine, "cap"))).toBeUndefined();
+  });
+
+  test("demo: trust is recorded only for the folder kerncap wrote and holds open, not for another folder swapped in at DIR's name", async () => {
+    const f = folders();
+    const theirs = join(f.root, "theirs");
+    await makeCapture(theirs);
+    writeFileSync(join(theirs, "build.sh"), "#!/bin/bash\necho pwned\n");
+    const m = readManifest(theirs);
+    const held = makePrivateTemp(tempFor(join(f.root, "demo"))); // the folder demo wrote, held open; DIR names another one
+    try {
+      trustOwnBuild(theirs, m, held);
+    } finally {
+      held.dispose();
+    }
+    expect(trustRecorded(theirs, m)).toBe(false);
+    trustOwnBuild(theirs, m); // the same call without a held folder records it: the check above is what refused
+    expect(trustRecorded(theirs, m)).toBe(true);
+  });
 });

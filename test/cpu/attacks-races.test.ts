@@ -9,12 +9,16 @@
  */
 import { describe, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { mkdirInCapture, openFileWalk, readInCapture, writeInCapture } from "../../src/format/paths.ts";
-import { commitTemp, openTempBeside, writeFileAtomic } from "../../src/util/write-file.ts";
+import { commitTemp, makePrivateTemp, openTempBeside, writeFileAtomic } from "../../src/util/write-file.ts";
+import { tempFor } from "../../src/leftovers.ts";
+import { unpackArchive } from "../../src/format/unpack.ts";
+import { exportCapture } from "../../src/export/export.ts";
+import { writeDemo } from "../../src/capture/demo.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 function refused(f: () => unknown): KerncapError {
@@ -272,5 +276,157 @@ describe("a link that changes while pack reads the folder", () => {
     expect(e.code).toBe("E_UNSAFE_PATH");
     expect(e.message).toContain("changed while kerncap was reading it");
     expect(e.exitCode).toBe(2);
+  });
+});
+
+/**
+ * Another local user who can write the folder an output goes into (a 0777 shared folder, a 2770
+ * team folder: not sticky) renames kerncap's temp folder `OUT.tmp-<pid>-<token>` away while it is
+ * written, and puts at its name a folder of links (README.md -> ~/.bashrc). The attacker's moves are
+ * made in-process at a point inside the write (unpack's progress callback, export's iteration of
+ * its trusted files). kerncap writes through the folder it holds open, never the name: nothing
+ * lands where the links point, and the folder at the name is not placed.
+ */
+describe("the temp folder of unpack, export and demo swapped for a folder of links (a shared, not sticky parent)", () => {
+  /** The attacker: `tmp` renamed to `stolen`, a folder at its name whose `links` point at the victim's files. */
+  const swap = (tmp: string, stolen: string, links: Record<string, string>) => {
+    renameSync(tmp, stolen);
+    mkdirSync(tmp);
+    for (const [name, target] of Object.entries(links)) symlinkSync(target, join(tmp, name));
+  };
+  const tempOf = (dir: string, out: string) => {
+    const n = readdirSync(dir).find((x) => x.startsWith(`${out}.tmp-`));
+    if (!n) throw new Error(`no temp folder of ${out} in ${dir}`);
+    return join(dir, n);
+  };
+
+  test("makePrivateTemp: writes go into the folder held (not through the links at its name), placeAt refuses the folder at the name, messages show no /proc/self/fd path", () => {
+    const d = tempDir();
+    chmodSync(d, 0o777);
+    const bashrc = join(d, "bashrc");
+    writeFileSync(bashrc, "mine\n");
+    const out = join(d, "out");
+    const t = makePrivateTemp(tempFor(out));
+    expect(statSync(t.path).mode & 0o7777).toBe(0o700);
+    try {
+      swap(t.path, join(d, "stolen"), { "README.md": bashrc });
+      writeFileSync(join(t.at, "README.md"), "written by kerncap\n");
+      mkdirSync(join(t.at, "src"));
+      writeFileSync(join(t.at, "src", "k.cu"), "k\n");
+      expect(readFileSync(bashrc, "utf8")).toBe("mine\n");
+      expect(readFileSync(join(d, "stolen", "README.md"), "utf8")).toBe("written by kerncap\n");
+      const e = refused(() => t.placeAt(out));
+      expect(e.code).toBe("E_UNSAFE_PATH");
+      expect(e.message).toContain("nothing was placed");
+      expect(e.hint).toContain("only you can write");
+      expect(existsSync(out)).toBe(false);
+      // an error inside the folder names the output, never the fd path
+      let err: unknown;
+      try {
+        writeFileSync(join(t.at, "missing", "x"), "x");
+      } catch (x) {
+        err = t.unfd(x, out);
+      }
+      expect(String((err as Error).message)).toContain(join(out, "missing", "x"));
+      expect(String((err as Error).message)).not.toContain("/proc/self/fd");
+    } finally {
+      t.dispose();
+    }
+    expect(readdirSync(join(d, "stolen"))).toEqual([]); // what kerncap wrote is removed, through the fd
+    expect(readFileSync(bashrc, "utf8")).toBe("mine\n");
+  });
+
+  test("makePrivateTemp: a folder left in place is placed (the check passes for the folder itself)", () => {
+    const d = tempDir();
+    const out = join(d, "out");
+    const t = makePrivateTemp(tempFor(out));
+    try {
+      writeFileSync(join(t.at, "a"), "a\n");
+      t.placeAt(out);
+    } finally {
+      t.dispose();
+    }
+    expect(readFileSync(join(out, "a"), "utf8")).toBe("a\n");
+    expect(readdirSync(d)).toEqual(["out"]);
+  });
+
+  test("unpack: the temp folder swapped mid-unpack: no file written through the links, nothing placed (E_UNSAFE_PATH)", async () => {
+    const d = tempDir();
+    await makeCapture(join(d, "cap"));
+    const zip = join(d, "cap.zip");
+    await packCapture(join(d, "cap"), zip);
+    const shared = join(d, "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    const bashrc = join(d, "bashrc");
+    writeFileSync(bashrc, "mine\n");
+    const victim = join(d, "victim");
+    mkdirSync(victim);
+    let swapped = false;
+    let e: unknown;
+    try {
+      await unpackArchive(zip, join(shared, "got"), {
+        onProgress: (stage) => {
+          if (stage !== "unpacking" || swapped) return;
+          swapped = true;
+          swap(tempOf(shared, "got"), join(shared, "stolen"), { "kerncap.json": bashrc, kernel: victim, memory: victim, ".kerncap-received": bashrc });
+        },
+      });
+    } catch (x) {
+      e = x;
+    }
+    expect(swapped).toBe(true);
+    expect(e).toBeInstanceOf(KerncapError);
+    expect((e as KerncapError).code).toBe("E_UNSAFE_PATH");
+    expect((e as KerncapError).message).not.toContain("/proc/self/fd");
+    expect(readFileSync(bashrc, "utf8")).toBe("mine\n");
+    expect(readdirSync(victim)).toEqual([]);
+    expect(existsSync(join(shared, "got"))).toBe(false);
+  });
+
+  test("export: the temp folder swapped mid-export: README.md and the export's document not written through the links, nothing placed (E_UNSAFE_PATH)", async () => {
+    const d = tempDir();
+    const cap = writeDemo(join(d, "cap"), false).dir;
+    const shared = join(d, "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o2770);
+    const bashrc = join(d, "bashrc");
+    writeFileSync(bashrc, "mine\n");
+    const victim = join(d, "victim");
+    mkdirSync(victim);
+    let swapped = false;
+    // the attacker's moment: when the export iterates its trusted files (data/, capture.h, build.sh, src/ written; README.md and the document not yet)
+    const attack = {
+      *[Symbol.iterator]() {
+        swapped = true;
+        swap(tempOf(shared, "exp"), join(shared, "stolen"), { "README.md": bashrc, "kerncap-export.json": join(victim, "doc"), hsa: victim });
+      },
+    } as unknown as { name: string; bytes: Buffer }[];
+    let e: unknown;
+    try {
+      exportCapture(cap, join(shared, "exp"), { trustedFiles: attack });
+    } catch (x) {
+      e = x;
+    }
+    expect(swapped).toBe(true);
+    expect(e).toBeInstanceOf(KerncapError);
+    expect((e as KerncapError).code).toBe("E_UNSAFE_PATH");
+    expect((e as KerncapError).message).not.toContain("/proc/self/fd");
+    expect(readFileSync(bashrc, "utf8")).toBe("mine\n");
+    expect(readdirSync(victim)).toEqual([]);
+    expect(existsSync(join(shared, "exp"))).toBe(false);
+  });
+
+  test("demo and export in a shared folder, left alone, still write their folders (modes kept)", () => {
+    const d = tempDir();
+    const shared = join(d, "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    const cap = writeDemo(join(shared, "demo"), false).dir;
+    expect(statSync(cap).mode & 0o7777).toBe(0o755);
+    exportCapture(cap, join(shared, "exp"));
+    expect(existsSync(join(shared, "exp", "README.md"))).toBe(true);
+    expect(statSync(join(shared, "exp")).mode & 0o022).toBe(0);
+    expect(readdirSync(shared).sort()).toEqual(["demo", "exp"]);
   });
 });

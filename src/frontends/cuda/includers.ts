@@ -21,9 +21,10 @@
  * The listings run in parallel (at most LISTING_JOBS at once); compiler runs are cached for the process by
  * a hash of (what is asked, folder, argv): a second capture of the same run reuses them.
  */
-import { availableParallelism, tmpdir } from "node:os";
-import { mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { privateTempFolder } from "../../cache.ts";
 import type { CompileCommand } from "./compile-commands.ts";
 import { cudaFlagsFromCommand, flagArgv, includeDirs } from "./flags.ts";
 import { dependencyArgv, parseDeps } from "./nvcc.ts";
@@ -76,7 +77,7 @@ function runCached(key: string, argv: string[], cwd: string, outFile?: string): 
   let r = runs.get(hash);
   if (!r) {
     r = (async (): Promise<RunResult> => {
-      const tmp = outFile ? mkdtempSync(join(tmpdir(), "kerncap-tu-")) : undefined;
+      const tmp = outFile ? privateTempFolder("kerncap-tu-") : undefined;
       try {
         const full = tmp ? [...argv, "-o", join(tmp, outFile!)] : argv;
         const p = Bun.spawn(full, { cwd, stdout: "pipe", stderr: "pipe", timeout: COMPILER_TIMEOUT_MS });
