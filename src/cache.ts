@@ -24,6 +24,7 @@ import { homedir, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, parse, resolve, sep } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
+import { othersMayWrite } from "./user-group.ts";
 import { log } from "./log.ts";
 import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
 
@@ -152,7 +153,7 @@ export function privateFolderRisk(dir: string, uid = process.getuid?.()): string
       if (prevOpen && st.isSymbolicLink() && st.uid !== uid) return `${path} is a symbolic link that is not yours, inside ${prevOpen}, which others can write`;
       prevOpen = undefined;
       if (st.isSymbolicLink()) continue; // its target's folders are the real path's chain
-      const othersWrite = (st.mode & 0o022) !== 0;
+      const othersWrite = othersMayWrite(st); // a group write bit of the user's private group is the user's own
       const last = i === parts.length;
       if (last && st.uid !== uid) return `${path} belongs to another user (uid ${st.uid})`;
       if (othersWrite && (last || (st.mode & 0o1000) === 0)) return `${path} is writable by other users (mode ${mode})`;
@@ -307,7 +308,7 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
 /**
  * Why an output folder `out` that a process other than kerncap writes into by name (the capture
  * library writes `kerncap run`'s temp folder) could be redirected by another user, or undefined:
- * `out`'s parent folder, or a folder above it, is writable by group or others (mode & 0o022) and
+ * `out`'s parent folder, or a folder above it, is writable by group or others (othersMayWrite: not a group of this user's alone) and
  * not sticky, so another user could rename the temp folder kerncap made there, or a link on the
  * way, and put a folder of links at its name. Both chains are walked: the path as given (a link in
  * such a folder can be re-pointed) and the parent's real path. A sticky folder (a 1777 /tmp) lets
@@ -326,7 +327,7 @@ export function sharedParentRisk(out: string): string | undefined {
   for (const start of new Set([parent, real])) {
     for (let p = start; ; p = dirname(p)) {
       const st = lstatSync(p, { throwIfNoEntry: false });
-      if (st && !st.isSymbolicLink() && st.mode & 0o022 && !(st.mode & 0o1000))
+      if (st && !st.isSymbolicLink() && othersMayWrite(st) && !(st.mode & 0o1000))
         return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) and not sticky`;
       if (dirname(p) === p) break;
     }

@@ -13,6 +13,7 @@ import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { readInCapture } from "./paths.ts";
 import { frontendRunFiles, runFileSpecs, type RunFiles } from "./run-files.ts";
+import { othersMayWrite } from "../user-group.ts";
 
 /** build.sh is a short script: a larger one is not printed whole (bytes). */
 const BUILD_SH_MAX = 1 << 20;
@@ -264,7 +265,7 @@ function addReachable(dir: string, files: RunFile[], named: string[]): void {
 /**
  * Why the interpreter a Triton capture's pinned.json names may not run, or undefined: it lies
  * inside the capture folder, or it or a folder on its real path belongs to a user other than
- * root and this one, or is writable by its group or every user (a sticky folder such as /tmp
+ * root and this one, or is writable by its group (not the user's private group) or every user (a sticky folder such as /tmp
  * excepted: its entries are still checked). A bare name (found on PATH) or a missing
  * file is left to the build.
  */
@@ -285,7 +286,7 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
     if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is reached through ${p}, which belongs to another user (uid ${st.uid})`;
     const parent = dirname(p);
     // a sticky folder (/tmp) is writable by all, yet no one may replace another's entry in it
-    if (st.mode & 0o022 && !(st.isDirectory() && st.mode & 0o1000))
+    if (othersMayWrite(st) && !(st.isDirectory() && st.mode & 0o1000))
       return `is reached through ${p}, which its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
     if (parent === p) return undefined;
     p = parent;

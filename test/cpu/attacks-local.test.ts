@@ -41,6 +41,7 @@ import type { CheckSettings } from "../../src/check/runner.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { privateTempFolder, sharedParentRisk } from "../../src/cache.ts";
+import { isPrivateGroup } from "../../src/user-group.ts";
 import { stageTrustedBuild } from "../../src/format/staged-build.ts";
 import { tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
@@ -446,12 +447,24 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
       chmodSync(p, mode);
       return p;
     };
-    return { root, open: made("open", 0o777), team: made("team", 0o2770), sticky: made("sticky", 0o1777), mine: made("mine", 0o700) };
+    return { root, open: made("open", 0o777), team: teamFolder(made("team", 0o2770)), sticky: made("sticky", 0o1777), mine: made("mine", 0o700) };
+  };
+  /**
+   * `p` (2770) given a group that is not the user's private group (src/user-group.ts: a 0775 folder
+   * of a user-private group is the user's alone): root gives it a group no one is in; another user
+   * one of its other groups, or none (undefined: the team cases are left out).
+   */
+  const teamFolder = (p: string): string | undefined => {
+    const gid = process.getuid?.() === 0 ? 4242 : (process.getgroups?.() ?? []).find((g) => g !== process.getgid?.() && !isPrivateGroup(g));
+    if (gid === undefined && isPrivateGroup(statSync(p).gid)) return undefined;
+    if (gid !== undefined) chownSync(p, -1, gid);
+    chmodSync(p, 0o2770);
+    return p;
   };
 
   test("privateTempFolder: a TMPDIR others can write and not sticky (0777, a 2770 team folder) is refused (E_TMPDIR), nothing made there; a sticky or private one is used, the folder 0700 and the user's", async () => {
     const f = folders();
-    for (const bad of [f.open, f.team]) {
+    for (const bad of [f.open, f.team].filter((x) => x !== undefined)) {
       const e = await refusal(() => privateTempFolder("kerncap-run-", bad));
       expect(e.code).toBe("E_TMPDIR");
       expect(e.message).toContain(`TMPDIR ${bad}`);
@@ -483,10 +496,7 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
   test("kerncap run --out in a folder others can write and not sticky: refused before the application runs (E_UNSAFE_PATH, exit 2, the folder and its mode named); a sticky parent passes", () => {
     const f = folders();
     const marker = join(f.root, "APP-RAN");
-    for (const [parent, mode] of [
-      [f.open, "0777"],
-      [f.team, "2770"],
-    ] as const) {
+    for (const [parent, mode] of [[f.open, "0777"], ...(f.team ? [[f.team, "2770"] as const] : [])] as const) {
       // the app's argv last (cli() appends --json, which would be the app's): the error read from stderr
       const r = cli(["run", "--kernel", "k", "--out", join(parent, "cap"), "--", "/bin/sh", "-c", `touch ${marker}`]);
       expect(r.code, r.err).toBe(2);
