@@ -6,20 +6,7 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import {
-  chmodSync,
-  closeSync,
-  existsSync,
-  fstatSync,
-  ftruncateSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  rmSync,
-  statSync,
-  writeSync,
-} from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
