@@ -314,7 +314,7 @@ export interface PrivateTemp {
 }
 
 /** The E_UNSAFE_PATH of a temp folder that another user swapped while kerncap wrote it. */
-function swappedTemp(tmp: string, dest: string): KerncapError {
+function swappedTemp(tmp: string, dest: string, placedTheirs = false): KerncapError {
   let parent = "";
   try {
     const st = statSync(dirname(dest));
@@ -322,7 +322,8 @@ function swappedTemp(tmp: string, dest: string): KerncapError {
   } catch {
     /* gone: said without its mode */
   }
-  return new KerncapError("E_UNSAFE_PATH", `${dest}: someone replaced the folder kerncap was writing (${tmp}) while it was written; nothing was placed`, {
+  const what = placedTheirs ? `what lies at ${dest} now is theirs, not kerncap's output: remove it` : "nothing was placed";
+  return new KerncapError("E_UNSAFE_PATH", `${dest}: someone replaced the folder kerncap was writing (${tmp}) while it was written; ${what}`, {
     hint: `Another user can rename entries in its parent folder${parent}: write the output (-o/--out, demo's DIR) into a folder only you can write (or a sticky one such as /tmp), then move it.`,
   });
 }
@@ -384,7 +385,7 @@ export function makePrivateTemp(tmp: string): PrivateTemp {
     placeAt(dest: string): void {
       if (!isMine(tmp)) throw swappedTemp(tmp, dest);
       renameSync(tmp, dest);
-      if (!isMine(dest)) throw swappedTemp(tmp, dest); // swapped between the check and the rename: what was renamed is not ours
+      if (!isMine(dest)) throw swappedTemp(tmp, dest, true); // swapped between the check and the rename: what was renamed is not ours
       placed = true;
     },
     dispose(): void {
