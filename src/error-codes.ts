@@ -224,6 +224,12 @@ export const ERROR_CODES = {
   },
 
   // rebuilding a reproducer
+  E_SLICE_EDITED: {
+    exit: 2,
+    about:
+      "The CUDA slice (src/*.kerncap-slice.cu, generated from its TU) was edited by hand, and its TU changed since: remaking the slice would lose the edit.",
+    hint: "Make the edit in the TU or the kernel's definition file under src/ (the slice is remade from it), or delete the slice to compile the whole TU.",
+  },
   E_NO_REPRODUCER: {
     exit: 2,
     about: "The capture has no reproducer project (no build.sh, pinned.json or src/) for the verb to build.",

@@ -7,7 +7,9 @@
 # src/saxpy.cu (the sha256 on its first line; `kerncap validate` remakes it after an edit), else
 # the whole TU; when the slice does not build, the whole TU (and the slice is not tried again for
 # that text of the TU; the slice's messages are in build/slice-build.log, and shown nowhere else
-# when the whole TU fails too: its error is the one to read). Lines starting with "kerncap:" on stderr say which was compiled and why.
+# when the whole TU fails too: its error is the one to read). A slice edited by hand (its body no
+# longer the body= hash on its first line) is compiled as it is, its error the build's.
+# Lines starting with "kerncap:" on stderr say which was compiled and why.
 #
 # Usage: ./build.sh [OUTPUT]   (default build/kernel.cubin; a relative OUTPUT is relative to this
 # folder). Prints the cubin's path last
@@ -44,11 +46,19 @@ slice="$here/src/"saxpy.kerncap-slice.cu
 failed="$(dirname "$out")/slice-failed.sha256"
 have="$( (sha256sum <"$tu" || shasum -a 256 <"$tu") 2>/dev/null | cut -d' ' -f1 || true)"
 made="$(sed -n '1s/.* sha256=\([0-9a-f]*\).*/\1/p' "$slice" 2>/dev/null || true)"
+body="$(sed -n '1s/.* body=\([0-9a-f]*\)$/\1/p' "$slice" 2>/dev/null || true)"
+edited=""
+if [ -n "$body" ] && [ "$body" != "$( (tail -n +2 "$slice" | sha256sum || tail -n +2 "$slice" | shasum -a 256) 2>/dev/null | cut -d' ' -f1 || true)" ]; then
+  edited=1
+fi
 src="$tu"
 if [ ! -f "$slice" ] || [ "$made" = "" ]; then
   echo "kerncap: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu" >&2
 elif [ "$made" != "$have" ]; then
   echo "kerncap: src/saxpy.cu changed since the slice was made (kerncap validate remakes it): compiling the whole TU" >&2
+elif [ -n "$edited" ]; then
+  echo "kerncap: the slice src/saxpy.kerncap-slice.cu was edited by hand: compiling it as it is (it is generated from src/saxpy.cu; an edit there remakes it)" >&2
+  src="$slice"
 elif [ -f "$failed" ] && [ "$(cat "$failed")" = "$have" ]; then
   echo "kerncap: the slice did not build for this text of src/saxpy.cu: compiling the whole TU" >&2
 else
@@ -61,6 +71,10 @@ if [ "$src" = "$slice" ]; then
   shown="${slicelog#"$here/"}"
   if compile "$slice" "$cubin" 2>"$slicelog"; then
     cat "$slicelog" >&2
+  elif [ -n "$edited" ]; then
+    cat "$slicelog" >&2
+    echo "kerncap: the slice src/saxpy.kerncap-slice.cu, edited by hand, does not build (its messages above); the whole TU is not compiled in its place" >&2
+    exit 1
   else
     echo "$have" >"$failed"
     if ! compile "$tu" "$cubin"; then

@@ -1,4 +1,4 @@
-// kerncap slice of src/saxpy.cu sha256=b9407f68be50e59553867eb7cfc5f5fef45ae771f288f3db66046d5478061bdd
+// kerncap slice of src/saxpy.cu sha256=b9407f68be50e59553867eb7cfc5f5fef45ae771f288f3db66046d5478061bdd body=6d5dd2c7d61f439ab8f81468ef4324f7b00f58d1d08d3afbc23364034a8fa135
 #line 1 "src/saxpy.cu"
 // The application behind `kerncap demo`: y = a·x + y, with the operands reached through a block of
 // parameters in device memory. The kernel's one parameter is a pointer; the pointers to x and y

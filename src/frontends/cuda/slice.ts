@@ -18,10 +18,13 @@
  *   headers are the editable copies under src/ and are compiled as they are).
  *
  * The slice is made from the TU copy under src/ and carries that text's SHA-256 on its first
- * line (`// kerncap slice of src/<tu> sha256=<hex>`), then `#line 1 "src/<tu>"` so that compiler
+ * line (`// kerncap slice of src/<tu> sha256=<hex> body=<hex>`: body is the SHA-256 of the lines
+ * after it, so an edit by hand shows: sliceEditedByHand), then `#line 1 "src/<tu>"` so that compiler
  * messages name the editable file with its own line numbers (blanked bodies keep their newlines).
  * build.sh compiles the slice only while that hash matches the TU copy (otherwise the whole TU,
- * saying why); `kerncap validate` remakes a stale slice first (refreshSlice).
+ * saying why); `kerncap validate` remakes a stale slice first (refreshSlice). A slice edited by
+ * hand is never remade over the edit (E_SLICE_EDITED), and build.sh compiles it with no fallback to
+ * the whole TU (its error is the edit's).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -340,7 +343,25 @@ export function planSliceMeta(
 
 /** The slice text for the TU's current text, or why it cannot be made. */
 export function sliceText(meta: SliceMeta, tuText: string): SliceText {
-  const head = [`// kerncap slice of src/${meta.tu} sha256=${sha256Text(tuText)}`];
+  const made = sliceBody(meta, tuText);
+  if (!made.ok) return made;
+  return { ok: true, text: `// kerncap slice of src/${meta.tu} sha256=${sha256Text(tuText)} body=${sha256Text(made.text)}\n${made.text}` };
+}
+
+/**
+ * Whether the slice text `text` was changed after kerncap made it: its first line's body= hash
+ * differs from the SHA-256 of the lines after it. A slice with no body= (made by an older kerncap)
+ * or with no first line: false.
+ */
+export function sliceEditedByHand(text: string): boolean {
+  const nl = text.indexOf("\n");
+  const body = /^\/\/ kerncap slice of .* body=([0-9a-f]{64})$/.exec(nl < 0 ? text : text.slice(0, nl))?.[1];
+  return body !== undefined && sha256Text(nl < 0 ? "" : text.slice(nl + 1)) !== body;
+}
+
+/** The slice's text after its first line (sliceText adds that line with both hashes). */
+function sliceBody(meta: SliceMeta, tuText: string): SliceText {
+  const head: string[] = [];
   const odr = meta.odrUse
     ? ["", `// taking its address makes nvcc instantiate and emit exactly the captured kernel`, `void* kerncap_captured_kernel = (void*)&${meta.odrUse};`]
     : [];
@@ -422,7 +443,16 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   const want = sha256Text(tuText);
   const slicePath = `src/${meta.slice}`;
   const old = readInCapture(dir, slicePath, MANIFEST_MAX_BYTES);
-  if (old && old.subarray(0, 200).toString("utf8").includes(`sha256=${want}`)) return { action: "fresh" };
+  if (old && old.subarray(0, 200).toString("utf8").includes(`sha256=${want} `)) return { action: "fresh" };
+  if (old && old.subarray(0, 200).toString("utf8").includes(`sha256=${want}\n`)) return { action: "fresh" }; // an older kerncap's slice (no body=)
+  if (old && sliceEditedByHand(old.toString("utf8")))
+    throw new KerncapError(
+      "E_SLICE_EDITED",
+      `src/${meta.slice} was edited by hand, and src/${meta.tu} changed since the slice was made from it: remaking the slice (as validate does after a change of its TU) would lose that edit; nothing was built`,
+      {
+        hint: `The slice is generated from src/${meta.tu}: make the edit there (or in the kernel's definition file, ${meta.definitionName}), or delete src/${meta.slice} to compile the whole TU.`,
+      },
+    );
   const s = sliceText(meta, tuText);
   if (!s.ok) {
     if (old) writeInCapture(dir, slicePath, `// kerncap slice of src/${meta.tu} sha256=none\n// not made: ${s.reason}\n`);

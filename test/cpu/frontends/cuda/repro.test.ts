@@ -449,8 +449,11 @@ describe.skipIf(!NVCC)("driver-provided device functions and slices of non-templ
     writeFileSync(tu, readFileSync(tu, "utf8").replace("return x * 2;", "return x * 2 SYNTAX;"));
     const sha = new Bun.CryptoHasher("sha256").update(readFileSync(tu)).digest("hex");
     const slicePath = join(out, "src/fwd.kerncap-slice.cu");
-    const sliceText = readFileSync(slicePath, "utf8").replace(/sha256=[0-9a-f]+/, `sha256=${sha}`);
-    writeFileSync(slicePath, `${sliceText}\n__global__ void broken(float* p) { p[0] = 1 SYNTAX; }\n`);
+    // as kerncap would make it from that TU: both hashes of the first line match (else it is a slice edited by hand)
+    const old = readFileSync(slicePath, "utf8");
+    const body = `${old.slice(old.indexOf("\n") + 1)}\n__global__ void broken(float* p) { p[0] = 1 SYNTAX; }\n`;
+    const bodySha = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+    writeFileSync(slicePath, `// kerncap slice of src/fwd.cu sha256=${sha} body=${bodySha}\n${body}`);
     b = sh(["bash", join(out, "build.sh")], out);
     expect(b.code).not.toBe(0);
     expect(b.err.match(/error: expected a ";"/g)?.length).toBe(1);

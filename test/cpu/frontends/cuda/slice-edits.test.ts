@@ -1,0 +1,83 @@
+/**
+ * A CUDA slice (src/*.kerncap-slice.cu) edited by hand (found by a new user: the edit was dropped
+ * without a word). The slice is generated from its TU: an edit of the slice that does not build is
+ * the build's error (build.sh does not compile the unedited TU in its place), and an edit of the TU
+ * afterwards is refused (E_SLICE_EDITED) rather than remaking the slice over the edit. A stand-in
+ * nvcc (no CUDA toolkit needed) fails on a source holding BROKEN and writes its output otherwise.
+ */
+import { describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeDemo } from "../../../../src/capture/demo.ts";
+import { KerncapError } from "../../../../src/errors.ts";
+import { refreshSlice, sliceEditedByHand, sliceMetaOf } from "../../../../src/frontends/cuda/slice.ts";
+import { tempDir } from "../../fixtures.ts";
+
+const FAKE_NVCC = `#!/usr/bin/env bash
+src=""; for a in "$@"; do case "$a" in *.cu) src="$a";; esac; done
+if grep -q BROKEN "$src"; then echo "$src(1): error: BROKEN is undefined" >&2; exit 1; fi
+: >"\${@: -1}"
+`;
+
+function demo(): { dir: string; slice: string; tu: string; meta: NonNullable<ReturnType<typeof sliceMetaOf>>; nvcc: string } {
+  const root = tempDir();
+  const { dir, manifest } = writeDemo(join(root, "cap"), false);
+  const nvcc = join(root, "nvcc");
+  writeFileSync(nvcc, FAKE_NVCC, { mode: 0o755 });
+  const meta = sliceMetaOf(manifest)!;
+  return { dir, slice: join(dir, "src", meta.slice), tu: join(dir, "src", meta.tu), meta, nvcc };
+}
+
+function build(dir: string, nvcc: string) {
+  const p = Bun.spawnSync(["bash", join(dir, "build.sh")], { cwd: dir, env: { ...process.env, NVCC: nvcc }, stdout: "pipe", stderr: "pipe" });
+  return { code: p.exitCode, err: p.stderr.toString() };
+}
+
+describe("a slice edited by hand", () => {
+  test("kerncap's slice carries its body's hash: unedited it is not 'edited'; one changed line is", () => {
+    const { slice } = demo();
+    const text = readFileSync(slice, "utf8");
+    expect(text.split("\n")[0]).toMatch(/ sha256=[0-9a-f]{64} body=[0-9a-f]{64}$/);
+    expect(sliceEditedByHand(text)).toBe(false);
+    expect(sliceEditedByHand(text.replace("p->a", "2.0f * p->a"))).toBe(true);
+    expect(sliceEditedByHand(text.replace(/ body=[0-9a-f]{64}/, ""))).toBe(false); // an older kerncap's slice
+  });
+
+  test("an edit of the slice that does not build fails the build (no whole TU compiled in its place); one that builds is compiled", () => {
+    const { dir, slice, nvcc } = demo();
+    expect(build(dir, nvcc).code).toBe(0);
+    writeFileSync(slice, readFileSync(slice, "utf8").replace("p->a", "BROKEN * p->a"));
+    const broken = build(dir, nvcc);
+    expect(broken.code).toBe(1);
+    expect(broken.err).toContain("was edited by hand: compiling it as it is");
+    expect(broken.err).toContain("BROKEN is undefined");
+    expect(broken.err).toContain("edited by hand, does not build (its messages above); the whole TU is not compiled in its place");
+    writeFileSync(slice, readFileSync(slice, "utf8").replace("BROKEN * p->a", "2.0f * p->a"));
+    const fine = build(dir, nvcc);
+    expect(fine.code, fine.err).toBe(0);
+    expect(fine.err).toContain("was edited by hand: compiling it as it is");
+  });
+
+  test("an edit of the TU after one of the slice: E_SLICE_EDITED, the slice kept; without a slice edit the slice is remade", () => {
+    const { dir, slice, tu, meta } = demo();
+    const edited = readFileSync(slice, "utf8").replace("p->a", "2.0f * p->a");
+    writeFileSync(slice, edited);
+    expect(refreshSlice(dir, meta).action).toBe("fresh"); // its TU unchanged: compiled as edited
+    writeFileSync(tu, `${readFileSync(tu, "utf8")}// a comment\n`);
+    let e: unknown;
+    try {
+      refreshSlice(dir, meta);
+    } catch (x) {
+      e = x;
+    }
+    expect(e).toBeInstanceOf(KerncapError);
+    expect((e as KerncapError).code).toBe("E_SLICE_EDITED");
+    expect((e as KerncapError).hint).toContain(`make the edit there`);
+    expect(readFileSync(slice, "utf8")).toBe(edited);
+    // the slice as kerncap made it: remade from the changed TU
+    const other = demo();
+    writeFileSync(other.tu, `${readFileSync(other.tu, "utf8")}// a comment\n`);
+    expect(refreshSlice(other.dir, other.meta).action).toBe("remade");
+    expect(sliceEditedByHand(readFileSync(other.slice, "utf8"))).toBe(false);
+  });
+});
