@@ -75,7 +75,7 @@ export function checkSettings(s: JudgeSettings): JudgeSettings {
  *   E_CHECKSUM (the settings do not hash as the file says: altered or damaged)
  */
 export function readJudging(dir: string): JudgeSettings | undefined {
-  const hint = `Set them again with \`kerncap judge ${dir} …\` (or --clear), or remove ${JUDGE_FILE}.`;
+  const hint = `Replace them: \`kerncap judge ${dir} --clear\` followed by the settings you want (--clear alone removes them), or remove ${JUDGE_FILE}.`;
   let bytes: Buffer | undefined;
   try {
     bytes = readInCapture(dir, JUDGE_FILE, 1 << 20);

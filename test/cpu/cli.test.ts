@@ -516,6 +516,14 @@ const table: Record<keyof typeof commands, () => void> = {
       const e = await failure("judge", [dir]);
       expect(e.code).toBe("E_CHECKSUM");
       expect(kc("inspect", dir).stdout.toString()).toMatch(/^judging +checksum mismatch in kerncap-judge\.json/m);
+      // the way out the error names works (found by a new user: it sent them round in a loop)
+      expect(e.hint).toContain(`kerncap judge ${dir} --clear`);
+      expect((await failure("judge", [dir, "--rtol", "1e-2"])).code).toBe("E_CHECKSUM"); // merging into a damaged file: refused
+      expect(await verb("judge", [dir, "--clear", "--rtol", "1e-2"])).toBe(0);
+      expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings).toEqual({ rtol: 1e-2 });
+      writeFileSync(f, "{ not json");
+      expect(await verb("judge", [dir, "--clear"])).toBe(0);
+      expect(existsSync(f)).toBe(false);
     });
   },
   pack: () => {

@@ -8,12 +8,23 @@
 import { defineCommand, type ArgsDef } from "citty";
 import { resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
+import { log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
 import { describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
 import { dirArg, jsonArg, printJson, printText, toleranceOptions, verboseArg } from "../args.ts";
+
+/** The stored settings for --clear, which replaces them: a file that does not read is said (log) and left to be replaced. */
+function storedOrNote(dir: string): undefined {
+  try {
+    readJudging(dir);
+  } catch (e) {
+    log.warn(`${JUDGE_FILE} did not read (${(e as Error).message}): --clear replaces it`);
+  }
+  return undefined;
+}
 
 /** The settings after this command: `prior` (nothing with `clear`) with each option given replacing its key; `expect` "any" drops the expectation. */
 export function judgedSettings(
@@ -90,8 +101,9 @@ export default defineCommand({
     const dir = String(args.dir);
     const { manifest: m } = openCapture(dir);
     const given = toleranceOptions(args, rawArgs);
-    const prior = readJudging(dir);
     const changing = args.clear || args.expect !== undefined || Object.values(given).some((x) => x !== undefined);
+    // --clear starts from nothing: a stored file that no longer reads (changed by hand, damaged) is replaced, not read
+    const prior = args.clear ? storedOrNote(dir) : readJudging(dir);
     let settings = prior ?? {};
     let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
     if (changing) {
