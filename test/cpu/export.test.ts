@@ -398,6 +398,22 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(stray.code).toBe(1);
   });
 
+  test("no libcuda to link (a toolkit without its driver stub, no driver): make and cmake say what is missing and what to do", async () => {
+    const { cap, out } = await demo();
+    exportCapture(cap, out);
+    // a library no machine has stands for libcuda, so that the link fails here whatever this machine holds
+    const r = sh(["make", `CUDA_HOME=${CUDA_HOME}`, "LDFLAGS=-L/nonexistent", "LDLIBS=-lkerncap_no_such_libcuda -lm", "repro"], { cwd: out });
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain("repro did not build (above). If the linker said 'cannot find -lcuda'");
+    expect(r.err).toContain("make LDFLAGS=-L/path");
+    if (Bun.which("cmake")) {
+      const conf = sh(["cmake", "-B", "cmake-build", "-DCUDA_cuda_driver_LIBRARY=CUDA_cuda_driver_LIBRARY-NOTFOUND", `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], {
+        cwd: out,
+      });
+      if (conf.code !== 0) expect(conf.err).toContain("no libcuda to link");
+    }
+  });
+
   test.skipIf(!Bun.which("cmake"))(
     "CMakeLists.txt builds the same program (CUDA::cuda_driver pointed at the fake driver: this machine has no libcuda)",
     async () => {
