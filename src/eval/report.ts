@@ -14,6 +14,7 @@ import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalVerdict } from "../format/eval-record.ts";
 import type { Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
+import { plural } from "../util/format.ts";
 
 /** The input of a candidate that never reached a GPU (its build's record). */
 export const BUILD_INPUT = "(build)";
@@ -216,11 +217,10 @@ export function rankedTable(r: EvalReport): string {
       .join("  ")
       .trimEnd();
   const s = r.summary;
-  const tail = `${s.candidates} candidates on ${r.inputs.length} input${r.inputs.length > 1 ? "s" : ""}: ${EVAL_VERDICTS.filter((v) => s[v])
+  const counts = EVAL_VERDICTS.filter((v) => s[v])
     .map((v) => `${s[v]} ${v}`)
-    .join(
-      ", ",
-    )}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
+    .join(", ");
+  const tail = `${plural(s.candidates, "candidate")} on ${plural(r.inputs.length, "input")}: ${counts || "none in this run"}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
   const notes = reasonNotes(r);
   return [line(head), ...rows.map(line), ...(notes.length ? ["why, in full:", ...notes] : []), tail].join("\n");
 }
