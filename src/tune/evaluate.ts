@@ -137,9 +137,18 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   const judged = [...records.values()];
   if (judged.length && judged.every((r) => r.verdict === "error")) {
     const first = judged[0]!;
-    throw new KerncapError(first.code && isErrorCode(first.code) ? first.code : "E_WORKER", first.reason ?? "no config could be judged on the GPU", {
-      hint: "Every config that built is in the lines above; run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks).",
+    // the builds' outcomes in the error itself: under --json and MCP no "lines above" reach the reader
+    const built = list.map(({ candidate: c }) => {
+      const b = builds.get(c.id);
+      if (!b) return `${c.label}: not built`;
+      if ("failed" in b) return `${c.label}: ${b.failed.verdict} (${shortError(b.failed.reason)})`;
+      return `${c.label}: built${b.built.registers !== null ? ` (${b.built.registers} registers/thread)` : ""}`;
     });
+    throw new KerncapError(
+      first.code && isErrorCode(first.code) ? first.code : "E_WORKER",
+      `${first.reason ?? "no config could be judged on the GPU"}\nthe configs' builds: ${built.join("; ")}`,
+      { hint: "Run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks); the message lists how each config built." },
+    );
   }
   const baselines = judged.flatMap((r) => (r.timing ? [r.timing.baselineMedianUs] : []));
   const verdicts = judged.flatMap((r) => (r.baseline ? [r.baseline] : []));

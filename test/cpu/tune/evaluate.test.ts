@@ -98,6 +98,9 @@ describe("tune's configs as eval candidates", () => {
     }).catch((x) => x);
     expect(err.code).toBe("E_NO_GPU");
     expect(err.message).toContain("no NVIDIA GPU");
+    // each config's build in the error itself (found by a new user: under --json and MCP it was "in the lines above", which they do not get)
+    expect(err.message).toMatch(/the configs' builds: A=1: built.*; A=2: built/);
+    expect(err.hint).not.toContain("lines above");
   }, 60_000);
 
   test("no config built: the tune ends with E_BUILD and the first compiler error (nothing to judge beside the captured module)", async () => {
