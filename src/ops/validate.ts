@@ -11,6 +11,7 @@
  * restore: the replay's set-up runs while the reproducer builds.
  */
 import { isKerncapError, KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { assertRebuildWritable } from "../frontends/build.ts";
@@ -155,8 +156,9 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {
       const b = await rebuild.built;
-      throw new KerncapError("E_NO_GPU", `${e.message} (the rebuild succeeded: ${b.module}, ${b.seconds.toFixed(2)} s; the replay needs a GPU)`, {
-        hint: e.hint,
+      log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the edit compiles`);
+      throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
+        hint: "The edit compiles. Its replay needs an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); without one, demo, inspect, pack, unpack, export, judge and tune's builds work. kerncap doctor says what this machine lacks.",
       });
     }
     throw e;

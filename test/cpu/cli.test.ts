@@ -1296,8 +1296,10 @@ test.skipIf(!NVCC_HERE || GPU_HERE)(
     });
     const err = p.stderr.toString();
     expect(p.exitCode, err).toBe(2);
-    expect(err).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin, [0-9.]+ s; the replay needs a GPU/);
-    expect(err).toContain("no NVIDIA driver");
+    expect(err).toMatch(/the rebuild succeeded \(.*build\/kernel\.cubin, [0-9.]+ s\), but the replay needs a GPU: no NVIDIA driver/);
+    // the edit's own news first, as a success line (found by a new user: it sat in the middle of an ERROR line)
+    expect(err).toMatch(/rebuilt .*build\/kernel\.cubin in [0-9.]+ s: the edit compiles/);
+    expect(err.indexOf("the edit compiles")).toBeLessThan(err.indexOf("the rebuild succeeded"));
     // --json: the document says it (a script learns that the edit compiles)
     const j = Bun.spawnSync([process.execPath, main, "validate", dir, "--json"], {
       cwd: root,
@@ -1308,7 +1310,7 @@ test.skipIf(!NVCC_HERE || GPU_HERE)(
     expect(j.exitCode).toBe(2);
     const doc = JSON.parse(j.stdout.toString());
     expect(doc.error.code).toBe("E_NO_GPU");
-    expect(doc.error.message).toMatch(/the rebuild succeeded: .*build\/kernel\.cubin/);
+    expect(doc.error.message).toMatch(/the rebuild succeeded \(.*build\/kernel\.cubin/);
   },
   60_000,
 );
