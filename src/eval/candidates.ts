@@ -311,8 +311,13 @@ async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "ker
   });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
   if (code !== 0) {
-    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}`, {
-      hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
+    // a path src/ does not hold: say how the patch's names were read (found by a new user: `diff -ru src ../elsewhere` names ../elsewhere's files)
+    const missing = /No such file or directory|does not exist in index/.test(err) ? paths.filter((p) => !before.has(p)) : [];
+    const read = missing.length
+      ? `; its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip}), so it names ${missing.slice(0, 3).join(", ")}, which src/ does not hold`
+      : "";
+    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
+      hint: "Make the patch against the capture's src/: `diff -ru src edited` run where both folders sit side by side (both one level deep), or `git diff` inside src/; or give the edited folder itself as the candidate.",
     });
   }
   // whatever git made of it: src/ holds regular files and folders only, each new one at an allowed name

@@ -188,6 +188,12 @@ describe("candidates", () => {
     expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("#define TWO 5.0f\n");
     writeFileSync(join(d, "bad.patch"), "--- a/util.h\n+++ b/util.h\n@@ -1 +1 @@\n-#define NOT THERE\n+#define X\n");
     expect(materialise(cap, parseCandidate(join(d, "bad.patch")), dest)).rejects.toMatchObject({ code: "E_PATCH" });
+    // `diff -ru src ../elsewhere/x`: git apply reads the +++ name; the error says how the names were read (a new user was left guessing)
+    writeFileSync(join(d, "far.patch"), "--- src/util.h\n+++ side/x_src/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 4.0f\n");
+    const far = await materialise(cap, parseCandidate(join(d, "far.patch")), dest).catch((e) => e);
+    expect(far.code).toBe("E_PATCH");
+    expect(far.message).toContain("first folder taken off (as git apply -p1), so it names x_src/util.h, which src/ does not hold");
+    expect(far.hint).toContain("both folders sit side by side");
     writeFileSync(join(d, "evil.patch"), "--- a/../../escape.txt\n+++ b/../../escape.txt\n@@ -0,0 +1 @@\n+owned\n");
     expect(materialise(cap, parseCandidate(join(d, "evil.patch")), dest)).rejects.toMatchObject({ code: "E_PATCH" });
     expect(existsSync(join(d, "escape.txt"))).toBe(false);
