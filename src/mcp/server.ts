@@ -260,6 +260,11 @@ export async function serve(transport: Transport, trust: McpTrust = {}, jobs?: n
     await closed;
     running = children.size;
     children.stop("SIGTERM"); // nobody is left to answer: a call's child must not outlive the session
+    // a client that closed stdin before its answers came (a one-shot `printf … | kerncap mcp`) is told why none came
+    if (running && !stops.signal)
+      log.warn(
+        `stdin closed while ${running} tool call${running > 1 ? "s were" : " was"} running: ${running > 1 ? "they were" : "it was"} stopped, unanswered (an MCP client closes stdin to end the session; keep it open until the answers come)`,
+      );
     await children.settled();
   } finally {
     stops.dispose();
