@@ -278,6 +278,18 @@ function regularFiles(root: string): { files: Set<string>; other?: string } {
 }
 
 /**
+ * git's environment for `git apply` of a candidate's patch: no system, global or repository
+ * configuration and no attributes file of the system (GIT_DIR names a path that cannot exist, so
+ * git works outside any repository, whatever .git lies in or above the folder).
+ */
+export const GIT_ALONE = {
+  GIT_DIR: "/dev/null/no-repository",
+  GIT_CONFIG_NOSYSTEM: "1",
+  GIT_CONFIG_GLOBAL: "/dev/null",
+  GIT_ATTR_NOSYSTEM: "1",
+} as const;
+
+/**
  * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
  * name it writes held to sourcePathProblem, then git apply, then the tree it left walked with no
  * link followed: only regular files and folders, each new name an allowed source path.
@@ -307,7 +319,9 @@ async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "ker
     cwd: src,
     stdout: "pipe",
     stderr: "pipe",
-    env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
+    // outside any repository: a .git/ in the copy (a received capture's, or one planted above it) names
+    // filters and hooks that git would run (found by a trial: a filter's command ran as the user)
+    env: { ...process.env, ...GIT_ALONE },
   });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
   if (code !== 0) {

@@ -120,8 +120,19 @@ export function unportableName(name: string): string | undefined {
     if (part === "") return "has an empty part";
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
+    if (/^\.git(attributes|modules)?$/i.test(part)) return "names git's own files (a repository or its attributes: git runs the filters and hooks they name)";
   }
   return undefined;
+}
+
+/**
+ * Why a capture folder's own name (an archive's root, the folder pack packs) is not one unpack
+ * writes, or undefined: unportableName's reasons, and a hidden name (`.ssh`, `.vim`: unpacked in
+ * the home folder it would be the user's own configuration).
+ */
+export function unfitRootName(name: string): string | undefined {
+  if (name.startsWith(".")) return "starts with . (a hidden folder such as ~/.ssh or ~/.vim: a capture folder is never one)";
+  return unportableName(name);
 }
 
 /** `name` for a message: quoted, on one line, every control, bidi control and line separator escaped (src/escape.ts). */

@@ -44,6 +44,7 @@ import {
   realPathLoose,
   removeStale,
   SPARSE_SUFFIX,
+  unfitRootName,
   unportableName,
   UTF8,
 } from "./archive-common.ts";
@@ -224,7 +225,7 @@ export async function packCapture(dirArg: string, outArg: string, opts: { force?
 async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
   const dir = resolve(dirArg);
-  const rootWhy = unportableName(basename(dir));
+  const rootWhy = unfitRootName(basename(dir));
   if (rootWhy)
     throw new KerncapError(
       "E_PACK_NAME",

@@ -38,6 +38,7 @@ import {
   safeEntryPath,
   SPARSE_SUFFIX,
   type UnpackResult,
+  unfitRootName,
   unportableName,
   unsafeEntryName,
 } from "./archive-common.ts";
@@ -447,7 +448,7 @@ function refuseUnsafeNames(archive: string, idx: PackIndex): void {
     ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const),
     ...idx.files.map((f) => ["file", f.path] as const),
   ]) {
-    const why = unportableName(name);
+    const why = what === "root folder name" ? unfitRootName(name) : unportableName(name);
     if (why)
       throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, {
         hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again.",

@@ -444,6 +444,42 @@ describe("names are data", () => {
     return { dir, archive };
   }
 
+  test("an archive whose root is a hidden folder (.vim, .ssh: unpacked in the home folder, the user's own configuration) or that holds git's files: refused at unpack and at pack", async () => {
+    for (const root of [".vim", ".ssh"]) {
+      const a = await craftedArchive(root);
+      const out = join(a.dir, "home");
+      mkdirSync(out);
+      const prev = process.cwd();
+      process.chdir(out);
+      let e: KerncapError;
+      try {
+        e = await thrown(() => unpackArchive(a.archive, undefined));
+      } finally {
+        process.chdir(prev);
+      }
+      expect(e).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+      expect(e.message).toContain(`root folder name "${root}" starts with . (a hidden folder`);
+      expect(readdirSync(out)).toEqual([]);
+    }
+    for (const entry of [".git/config", "src/.gitattributes", "src/sub/.GIT/hooks/x"]) {
+      const b = await craftedArchive("cap", entry);
+      const e = await thrown(() => unpackArchive(b.archive, join(b.dir, "out")));
+      expect(e).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+      expect(e.message).toContain("names git's own files");
+      expect(existsSync(join(b.dir, "out"))).toBe(false);
+    }
+    // the sender learns it at pack time
+    const root = tempDir();
+    const hidden = join(root, ".vim");
+    await makeCapture(hidden);
+    expect((await thrown(() => packCapture(hidden, join(root, "v.zip")))).message).toContain("starts with . (a hidden folder");
+    const git = join(root, "cap");
+    await makeCapture(git);
+    mkdirSync(join(git, ".git"));
+    writeFileSync(join(git, ".git/config"), "[filter]\n");
+    expect((await thrown(() => packCapture(git, join(root, "g.zip")))).code).toBe("E_PACK_NAME");
+  }, 60_000);
+
   test("an archive whose root folder is named cap$(id>X): unpack refuses it (exit 2, the name escaped), and makes no folder; pack refuses such names too", async () => {
     const a = await craftedArchive(HOSTILE);
     const out = join(a.dir, "out");

@@ -158,6 +158,25 @@ describe("candidates", () => {
     expect(() => parseCandidates([])).toThrow(KerncapError);
   });
 
+  test.skipIf(!Bun.which("git"))(
+    "a patch is applied outside any repository: a .git/ and .gitattributes in the capture (their filters) run nothing",
+    async () => {
+      const cap = await captureWithSource();
+      const d = tempDir();
+      const pwned = join(d, "PWNED");
+      // a capture made here by another user and copied with cp -r (unpack refuses .git names): its .git is the copy's own
+      Bun.spawnSync(["git", "init", "-q", cap]);
+      Bun.spawnSync(["git", "-C", cap, "config", "filter.x.clean", `touch ${pwned}`]);
+      Bun.spawnSync(["git", "-C", cap, "config", "filter.x.smudge", `touch ${pwned}`]);
+      writeFileSync(join(cap, ".gitattributes"), "* filter=x\n");
+      writeFileSync(join(cap, "src/.gitattributes"), "* filter=x\n");
+      writeFileSync(join(d, "p1.patch"), "--- src/util.h\n+++ edited/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 4.0f\n");
+      const dest = join(d, "copy");
+      await materialise(cap, parseCandidate(join(d, "p1.patch")), dest).catch(() => {});
+      expect(existsSync(pwned)).toBe(false);
+    },
+  );
+
   test("materialise: a private copy (no memory/, no build/), the candidate applied; the capture folder untouched", async () => {
     const cap = await captureWithSource();
     mkdirSync(join(cap, "build"));
