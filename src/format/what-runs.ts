@@ -266,11 +266,16 @@ function addReachable(dir: string, files: RunFile[], named: string[]): void {
  * Why the interpreter a Triton capture's pinned.json names may not run, or undefined: it lies
  * inside the capture folder, or it or a folder on its real path belongs to a user other than
  * root and this one, or is writable by its group (not the user's private group) or every user (a sticky folder such as /tmp
- * excepted: its entries are still checked). A bare name (found on PATH) or a missing
- * file is left to the build.
+ * excepted: its entries are still checked); or it is a relative path with a folder in it (the
+ * build runs from a private folder under TMPDIR, so `../../x/python3` names a file by where that
+ * folder lies, past every check here). A bare name (found on the user's PATH) or a missing
+ * absolute file is left to the build.
  */
 export function interpreterProblem(dir: string, interpreter: string): string | undefined {
-  if (!isAbsolute(interpreter)) return undefined;
+  if (!isAbsolute(interpreter))
+    return interpreter.includes("/")
+      ? "is a relative path with a folder in it (it names a file by where the build runs, a private folder under TMPDIR): give an absolute path or a bare name on your PATH"
+      : undefined;
   let real: string;
   try {
     real = realpathSync(interpreter);

@@ -574,5 +574,8 @@ describe("the interpreter pinned.json names (a re-attack: an interpreter in anot
     }
     expect(interpreterProblem(cap, "/bin/sh")).toBeUndefined();
     expect(interpreterProblem(cap, "python3")).toBeUndefined(); // found on PATH, the user's own
+    // a relative path names a file by where the build runs (a trial: ../../../tmp/B/python3, another user's, passed every check)
+    for (const rel of ["../../../../tmp/B/python3", "tools/python3", "./python3"])
+      expect(interpreterProblem(cap, rel)).toContain("a relative path with a folder in it");
   });
 });
