@@ -9,6 +9,7 @@
 import { accessSync, constants, existsSync, rmSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { buildChildEnv, reproducerBuildEnv } from "../env.ts";
+import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { assertRegularTree, mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
@@ -57,10 +58,32 @@ const BUILD_GRACE_MS = 2000;
  * of kerncap stops the compiler under bash too; the group is killed BUILD_GRACE_MS after the first
  * signal. Used for build.sh and for the steps of the watch's pruned build (src/frontends/cuda/fast-build.ts).
  * `signal`: an abort kills the group (SIGKILL); the command then returns its exit as usual.
+ * The command gets a TMPDIR of its own (a fresh 0700 folder, removed after): nvcc names its
+ * intermediates `$TMPDIR/tmpxft_<pid>_…` and opens them without O_EXCL|O_NOFOLLOW, so in a shared
+ * /tmp another user could plant links or files at the next pids' names (a trial read the build's
+ * PTX and overwrote a file of the user's that way). `o.sharedTmp`: keep the caller's TMPDIR (ncu,
+ * whose lock file other profilers must see).
  * @returns its stdout, stderr and exit code
- * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran
+ * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran;
+ *   E_TMPDIR (src/cache.ts privateTempFolder)
  */
 export async function runBuildCommand(
+  argv: string[],
+  cwd: string,
+  env: Record<string, string | undefined>,
+  signal?: AbortSignal,
+  o: { sharedTmp?: boolean } = {},
+): Promise<{ out: string; err: string; code: number }> {
+  const tmp = o.sharedTmp ? undefined : privateTempFolder("kerncap-tmp-");
+  try {
+    return await runInGroup(argv, cwd, tmp ? { ...env, TMPDIR: tmp } : env, signal);
+  } finally {
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** runBuildCommand's run of the command in its own process group. */
+async function runInGroup(
   argv: string[],
   cwd: string,
   env: Record<string, string | undefined>,

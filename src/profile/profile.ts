@@ -208,7 +208,7 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
   log.debug(`$ ${command.join(" ")}`);
   const t0 = performance.now();
   try {
-    const r = await runBuildCommand(command, process.cwd(), env);
+    const r = await runBuildCommand(command, process.cwd(), env, undefined, { sharedTmp: true });
     const profileSeconds = (performance.now() - t0) / 1000;
     if (!o.quiet) log.debug(`${tool} output:\n${r.out}\n${r.err}`);
     if (!existsSync(base + ext)) {

@@ -31,6 +31,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
@@ -43,6 +44,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { privateTempFolder, sharedParentRisk } from "../../src/cache.ts";
 import { isPrivateGroup } from "../../src/user-group.ts";
 import { stageTrustedBuild } from "../../src/format/staged-build.ts";
+import { runBuildCommand } from "../../src/frontends/build.ts";
 import { tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
 import { makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
@@ -461,6 +463,19 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     chmodSync(p, 0o2770);
     return p;
   };
+
+  test("every build command gets a TMPDIR of its own (nvcc's tmpxft_<pid>_… names in a shared /tmp: another user planted links and files there), removed after", async () => {
+    const r = await runBuildCommand(["bash", "-c", 'echo "$TMPDIR"; stat -c "%a %u" "$TMPDIR"; : >"$TMPDIR/tmpxft_1"'], process.cwd(), { ...process.env });
+    const [dir, mode] = r.out.trim().split("\n");
+    expect(r.code).toBe(0);
+    expect(dir).not.toBe(process.env.TMPDIR ?? "/tmp");
+    expect(dir!.startsWith(join(tmpdir(), "kerncap-tmp-"))).toBe(true);
+    expect(mode).toBe(`700 ${process.geteuid?.()}`);
+    expect(existsSync(dir!)).toBe(false);
+    // ncu's run keeps the caller's (its lock file is shared with other profilers)
+    const shared = await runBuildCommand(["bash", "-c", 'echo "$TMPDIR"'], process.cwd(), { ...process.env, TMPDIR: "/tmp" }, undefined, { sharedTmp: true });
+    expect(shared.out.trim()).toBe("/tmp");
+  });
 
   test("privateTempFolder: a TMPDIR others can write and not sticky (0777, a 2770 team folder) is refused (E_TMPDIR), nothing made there; a sticky or private one is used, the folder 0700 and the user's", async () => {
     const f = folders();
