@@ -367,13 +367,13 @@ describe("received captures: build.sh runs only after --trust", () => {
     const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
     m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" };
     writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
-    writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "src/evil", kernelFile: "k.py" }));
+    writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/opt/kc-missing/python3", kernelFile: "k.py" }));
     const err = captureStderr(() =>
       expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(
         /received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above, sha256 [0-9a-f]{64}\)/,
       ),
     );
-    expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\nsrc/evil\n");
+    expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\n/opt/kc-missing/python3\n");
     requireTrustedBuild(dir, readManifest(dir), true); // trusted, remembered
     expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow();
     writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/tmp/other-python", kernelFile: "k.py" }));
