@@ -288,10 +288,25 @@ export async function runCli(argv: string[]): Promise<number> {
     // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
     if (!isVerb(verb)) return unknownVerb(verb, helpOf, own, fail);
+    ownFilesUmask(verb);
     return await runVerb(verb, own, argv, verbose, fail);
   } catch (e) {
     return failureOf(e, verb, verbose, fail);
   }
+}
+
+/** Verbs that start the user's application (run, list) or its server (mcp, whose run tool does): the application keeps the user's umask. */
+const KEEPS_UMASK: ReadonlySet<string> = new Set(["run", "list", "mcp"]);
+
+/**
+ * What kerncap writes (captures, exports, build outputs, eval's copies, reports) has no group or
+ * other write bit whatever the umask (a trial: under umask 002 an export in a team folder was the
+ * team's to change, its GNUmakefile run at the user's `make`; a build/ file made the user's own
+ * capture count as received): every verb but those that start the user's application runs with
+ * the umask's group and other write bits set. Its children (build.sh, nvcc) inherit it.
+ */
+function ownFilesUmask(verb: string): void {
+  if (!KEEPS_UMASK.has(verb)) process.umask(process.umask() | 0o022);
 }
 
 /** How runCli ends with an error: it is logged (escaped), and with --json printed as the error document; returns the exit status. */

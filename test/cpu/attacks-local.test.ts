@@ -19,6 +19,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
+  lstatSync,
   chownSync,
   copyFileSync,
   existsSync,
@@ -463,6 +464,32 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     chmodSync(p, 0o2770);
     return p;
   };
+
+  test("under umask 000 (or 002 in a team folder) what kerncap writes has no group or other write bit: an export, a demo, build outputs, eval's copies", () => {
+    const root = tempDir();
+    const sh = (cmd: string) =>
+      Bun.spawnSync(["bash", "-c", `umask 000; ${cmd}`], {
+        cwd: root,
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, K: `${process.execPath} ${MAIN}` },
+      });
+    expect(sh("$K demo cap >/dev/null 2>&1; $K export cap -o out >/dev/null 2>&1; echo x >edit.h; $K eval cap edit.h >/dev/null 2>&1; true").exitCode).toBe(0);
+    const writable: string[] = [];
+    const walk = (d: string) => {
+      for (const n of readdirSync(d)) {
+        const p = join(d, n);
+        const st = lstatSync(p);
+        if (st.isSymbolicLink()) continue;
+        if (st.mode & 0o022) writable.push(`${p} ${(st.mode & 0o777).toString(8)}`);
+        if (st.isDirectory()) walk(p);
+      }
+    };
+    for (const d of ["cap", "out"]) walk(join(root, d));
+    expect(existsSync(join(root, "out/capture.h"))).toBe(true);
+    expect(existsSync(join(root, "cap/build"))).toBe(true);
+    expect(writable).toEqual([]);
+  }, 120_000);
 
   test("every build command gets a TMPDIR of its own (nvcc's tmpxft_<pid>_… names in a shared /tmp: another user planted links and files there), removed after", async () => {
     const r = await runBuildCommand(["bash", "-c", 'echo "$TMPDIR"; stat -c "%a %u" "$TMPDIR"; : >"$TMPDIR/tmpxft_1"'], process.cwd(), { ...process.env });
