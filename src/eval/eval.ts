@@ -22,9 +22,10 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
+import { othersMayWrite } from "../user-group.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -322,12 +323,38 @@ interface Pending {
  * again) and each candidate's inputs without one.
  * @throws KerncapError E_USAGE (--resume of a file of another shard), E_RESULTS (a damaged file)
  */
+/**
+ * Refuse to resume from a results file (or its .previous) that another user owns or could have
+ * written (the other write bit, or a group's that is not the user's private group): its records
+ * would be taken as judged (a trial's forged `match` was ranked without a run). Source: lstat.
+ * @throws KerncapError E_UNSAFE_PATH naming the file, its owner or mode
+ */
+function refuseSharedRecords(file: string): void {
+  const uid = process.geteuid?.();
+  if (uid === undefined) return;
+  for (const f of [file, `${file}.previous`]) {
+    const st = lstatSync(f, { throwIfNoEntry: false });
+    if (!st || st.isSymbolicLink()) continue; // not there, or a link (the writer refuses one)
+    const why =
+      st.uid !== uid
+        ? `belongs to another user (uid ${st.uid})`
+        : othersMayWrite(st)
+          ? `can be written by others (mode ${(st.mode & 0o777).toString(8)})`
+          : undefined;
+    if (why)
+      throw new KerncapError("E_UNSAFE_PATH", `${f} ${why}: eval --resume would take its records as judged`, {
+        hint: "Nothing was evaluated. Resume from a results file of your own that no one else can write (chmod go-w FILE), or start a new one (--jsonl NEW).",
+      });
+  }
+}
+
 function openResults(
   o: EvalOptions,
   mine: Candidate[],
   inputs: EvalInput[],
   shard: string | null,
 ): { results?: RecordLog<EvalRecord>; kept: EvalRecord[]; pending: Pending[] } {
+  if (o.jsonl && o.resume) refuseSharedRecords(resolve(o.jsonl));
   const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume, previous: `${resolve(o.jsonl)}.previous` }) : undefined;
   const results = opened?.log;
   const keptAll = opened?.kept ?? [];

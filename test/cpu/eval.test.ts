@@ -248,6 +248,12 @@ describe("scheduling", () => {
       .split("\n")
       .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.candidate)).toEqual(streamed.map((x) => x.candidate));
+    // a results file others can write is never resumed from (a trial's forged match was ranked without a run)
+    chmodSync(jsonl, 0o666);
+    const shared = await quiet(() => runEval(options([cap], files, { open: w.open, jsonl, resume: true })).catch((e) => e));
+    expect(shared.value).toMatchObject({ code: "E_UNSAFE_PATH" });
+    expect(shared.value.message).toContain("can be written by others (mode 666): eval --resume would take its records as judged");
+    chmodSync(jsonl, 0o644);
     for (const l of lines) {
       expect(l.schema).toBe(documentId("eval-record"));
       expect(v.safeParse(EvalRecord, l).success).toBe(true);
