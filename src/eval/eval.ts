@@ -192,14 +192,16 @@ class TaskQueue<T> {
  * user's alone (src/format/received.ts notYours: another user owns it, or can write it or its
  * build/), a fresh mkdtemp folder (0700) removed after the eval: a copy inside that folder could
  * be swapped between its trust gate and the compile that imports it (a Triton candidate's
- * repro.py imports the kernel file by name from its copy).
+ * repro.py imports the kernel file by name from its copy); and for a confined eval (kerncap mcp's
+ * evaluate), whose agent could otherwise fill the disk with kept copies, call after call.
  * @returns `work` (the folder), `dest` (a candidate's copy), `dispose` (removes a private folder; a no-op otherwise)
  */
-function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string) {
+function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string, confine = false) {
   const theirs = building ? notYours(dir) : undefined;
-  if (theirs) {
+  if (theirs || (building && confine && !buildDir)) {
     const work = privateTempFolder("kerncap-eval-");
-    log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
+    // a confined eval (kerncap mcp's evaluate): an agent's candidates are not kept, or every call would add its copies to the disk
+    if (theirs) log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
     return { work, dest: (c: Candidate) => join(work, copyName(c.id)), dispose: () => rmSync(work, { recursive: true, force: true }) };
   }
   // made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
@@ -239,7 +241,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
-  const { dest, dispose } = candidateFolders(home.dir, pending.length > 0, o.buildDir);
+  const { dest, dispose } = candidateFolders(home.dir, pending.length > 0, o.buildDir, Boolean(o.confine));
   const building = buildInto(queue, o, home, pending, { rec, stopped, dest, copyGate });
   let buildError: unknown;
   try {

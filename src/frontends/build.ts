@@ -7,6 +7,7 @@
  * its steps through runBuildCommand too.
  */
 import { accessSync, constants, existsSync, rmSync } from "node:fs";
+import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { buildChildEnv, reproducerBuildEnv } from "../env.ts";
 import { privateTempFolder } from "../cache.ts";
@@ -114,8 +115,12 @@ async function runInGroup(
   return { out, err, code };
 }
 
-/** A confined build's limits (validate --confine, kerncap mcp), and a received capture's: data size (KiB: 8 GiB) and wall clock (s). */
-export const CONFINED_DATA_KIB = 8 << 20;
+/**
+ * A confined build's limits (validate --confine, kerncap mcp), and a received capture's: data size
+ * (KiB: 8 GiB, or the machine's memory over its CPU count where that is less, so that a build per
+ * CPU fits in memory) and wall clock (s).
+ */
+export const CONFINED_DATA_KIB = Math.min(8 << 20, Math.max(1 << 20, Math.floor(totalmem() / 1024 / availableParallelism())));
 export const CONFINED_SECONDS = 600;
 
 /** A limited build (a confined one, or a received capture's) that ran past CONFINED_SECONDS: E_CONFINED. */

@@ -16,6 +16,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { lstatSync, realpathSync, rmSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember } from "../format/paths.ts";
@@ -108,6 +109,16 @@ function nulArgument(x: unknown, at = ""): string | undefined {
 }
 
 /**
+ * The builds one tool call may run at once: the CPU count shared by the calls that may run at once
+ * (kerncap mcp --jobs), at least 1; each confined build may take CONFINED_DATA_KIB
+ * (src/frontends/build.ts: at most the memory over the CPU count), so all of them together stay
+ * within the machine's memory (a trial: 2 calls × 2 builds × 8 GiB on a 23 GB machine).
+ */
+export function buildsPerCall(children: Pick<ToolChildren, "jobs">): number {
+  return Math.max(1, Math.floor(availableParallelism() / children.jobs));
+}
+
+/**
  * The evaluate tool: the candidates written into a private temporary folder (./evaluate.ts),
  * `kerncap eval --confine` run on them (its builds confined; a received capture's, or a Triton
  * capture's, only with --trust-builds), the folder removed after.
@@ -117,7 +128,8 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
   readManifest(dir); // a capture folder, or the reader's own error: nothing is copied from elsewhere
   const { folder, args } = writeCandidates(dir, a.candidates);
   try {
-    const r = await runVerb([...TOOLS.evaluate.argv(a), ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
+    const jobs = ["--jobs", String(buildsPerCall(children))];
+    const r = await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
     // eval exits 2 when a candidate could not be judged; the evaluation itself is the result (its candidates say which)
     return (r.structuredContent as { schema?: unknown } | undefined)?.schema === documentId("eval") ? { ...r, isError: false } : r;
   } finally {
@@ -185,6 +197,8 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       const progress = send ? new ToolProgress(send, `kerncap ${name}`, o.progressMs) : undefined;
       if (name === "evaluate") return await evaluateTool(a as EvaluateIn, children, trust, extra.signal, progress);
       // every build an agent asks for is confined, and a received capture's (or a Triton capture's, whose build imports src/) runs only with --trust-builds
+      // tune's builds: the agent's jobs, at most this call's share of the CPUs (buildsPerCall)
+      if (name === "tune") a.jobs = Math.min((a.jobs as number | undefined) ?? Number.MAX_SAFE_INTEGER, buildsPerCall(children));
       const argv = gatedArgv(name as ToolName, a, (t as { argv: (x: unknown) => string[] }).argv(a), Boolean(trust.trustBuilds));
       return await runVerb(argv, a.cwd as string | undefined, children, extra.signal, progress);
     } catch (e) {

@@ -5,7 +5,7 @@
  * candidate; a cancelled evaluate ends the eval, its builds and their children.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
 import { ToolChildren } from "../../src/mcp/children.ts";
@@ -161,6 +161,8 @@ describe("evaluate", () => {
     ]);
     expect(d.candidates.find((x: any) => x.label === "three.patch").reason).toContain("does not apply");
     expect(seen.filter((p) => p.total === 3).map((p) => p.progress)).toContain(3);
+    // an agent's candidates are not kept in the capture (a trial filled the disk with build/eval copies, call after call)
+    expect(existsSync(join(dir, "build/eval")) ? readdirSync(join(dir, "build/eval")) : []).toEqual([]);
     const bad = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "x", files: { "../escape.cu": "x" } }] } });
     expect(doc(bad).error.message).toContain("is not under src/");
     const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ patch: "x", config: "A=1" }] } });
@@ -221,6 +223,21 @@ describe("evaluate", () => {
     await until(() => !procs.some(running), 15_000);
     await c.close();
   }, 40_000);
+});
+
+describe("the builds of one call", () => {
+  test("a call's share of the CPUs: the CPU count over the calls that run at once, at least 1; each confined build's memory at most the machine's over its CPUs", async () => {
+    const { buildsPerCall } = await import("../../src/mcp/server.ts");
+    const { CONFINED_DATA_KIB } = await import("../../src/frontends/build.ts");
+    const { availableParallelism, totalmem } = await import("node:os");
+    const cpus = availableParallelism();
+    expect(buildsPerCall({ jobs: 1 })).toBe(cpus);
+    expect(buildsPerCall({ jobs: cpus * 4 })).toBe(1);
+    expect(buildsPerCall({ jobs: 2 })).toBe(Math.max(1, Math.floor(cpus / 2)));
+    // every call at once, each with its share: no more builds than CPUs, no more memory than the machine's (or 1 GiB a build)
+    for (const jobs of [1, 2, 3, 8]) expect(jobs * buildsPerCall({ jobs })).toBeLessThanOrEqual(Math.max(cpus, jobs));
+    expect(CONFINED_DATA_KIB * 1024 * cpus).toBeLessThanOrEqual(Math.max(totalmem(), cpus * (1 << 30)));
+  });
 });
 
 describe("a killed server", () => {
