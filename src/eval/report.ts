@@ -6,6 +6,7 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
 import { assertMergeSize, readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { parseRecords, type RecordKind } from "../check/results.ts";
@@ -239,10 +240,11 @@ export function mergeEval(files: string[]): EvalReport {
     if (!existsSync(path) || statSync(path).isDirectory())
       throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
     const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS"), EVAL_RECORDS);
+    // a shard given no candidate writes an empty file, as does one killed before its first record: said, left out
     if (!records.length)
-      throw new KerncapError("E_RESULTS", `${path} holds no eval record`, {
-        hint: "A shard that stopped before its first candidate leaves an empty file: run it again (--resume), or leave it out.",
-      });
+      log.warn(
+        `${path} holds no eval record (a shard given no candidate, or one stopped before its first: run that one again with --resume): left out of the merge`,
+      );
     for (const r of records) {
       byKey.set(recordKey(r.candidate, r.input), r);
       if (r.input !== BUILD_INPUT) inputs.add(r.input);

@@ -642,6 +642,12 @@ describe("--resume, --shard, --merge", () => {
     expect(labels.sort()).toEqual(Object.keys(texts).sort());
     const merged = mergeEval(outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length));
     expect(merged.candidates.map((c) => c.label)).toEqual(["s8.cu", "s7.cu", "s6.cu", "s5.cu", "s4.cu", "s3.cu", "s2.cu", "s1.cu", "s0.cu"]);
+    // a shard given no candidate leaves an empty file: merged with the others, said (a new user's array job was refused)
+    const empty = join(d, "shard-empty.jsonl");
+    writeFileSync(empty, "");
+    const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length), empty]));
+    expect(withEmpty.value.candidates).toHaveLength(9);
+    expect(withEmpty.err).toContain("holds no eval record (a shard given no candidate");
     const used = outs.find((f) => readFileSync(f, "utf8").length)!;
     expect(runEval(options([cap], files, { jsonl: used, resume: true }))).rejects.toThrow(/holds an eval of --shard/);
     expect(runEval(options([cap], files, { resume: true }))).rejects.toThrow(/--resume continues the results file of --jsonl/);
