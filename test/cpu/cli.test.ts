@@ -30,6 +30,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { CLIENT_NAMES } from "../../src/mcp/clients.ts";
 import { TOOL_VERSION } from "../../src/version.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
+import { paramValue } from "../../src/cli/commands/inspect.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -58,6 +59,21 @@ async function fresh(): Promise<string> {
 
 const table: Record<keyof typeof commands, () => void> = {
   inspect: () => {
+    test("each parameter's value, and the region and offset a pointer lands in (a new user had only offsets and sizes)", async () => {
+      const dir = await fresh();
+      const m = readManifest(dir);
+      const r = m.regions[0]!;
+      const va = BigInt(r.va) + 16n;
+      const bytes = new Uint8Array(16);
+      new DataView(bytes.buffer).setBigUint64(0, va, true);
+      new DataView(bytes.buffer).setUint32(8, 7, true);
+      expect(paramValue(m, { offset: 0, size: 8 }, bytes)).toBe(` = 0x${va.toString(16)} → region [0] + 16 B`);
+      expect(paramValue(m, { offset: 8, size: 4 }, bytes)).toBe(" = 0x7");
+      expect(paramValue(m, { offset: 0, size: 16 }, bytes)).toBe(""); // a struct by value: no one number
+      expect(paramValue(m, { offset: 0, size: 8 })).toBe("");
+      const shown = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "inspect", dir], { stdout: "pipe" }).stdout.toString();
+      expect(shown).toMatch(/^ {2}\[0\] offset 0 size \d+( = 0x[0-9a-f]+)?/m);
+    });
     test("a truncated kerncap.json is said to be truncated, with where it ends", async () => {
       const dir = await fresh();
       const text = readFileSync(join(dir, "kerncap.json"), "utf8");

@@ -12,13 +12,27 @@ import { type ErrorCode, isKerncapError, KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
+import { readInCapture } from "../../format/paths.ts";
 import { describeJudging, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
 
-/** Human summary of a manifest (one string, lines). */
-export function describeManifest(m: Manifest): string {
+/**
+ * A parameter's value as inspect shows it: its bytes as a little-endian hex number (up to 8 bytes),
+ * and for an 8-byte value inside a captured region, that region (inspect's index) and the offset
+ * into it, e.g. `= 0x7f31e7e80010 → region [2] + 16 B`. Empty when the bytes are not at hand.
+ */
+export function paramValue(m: Pick<Manifest, "regions">, p: { offset: number; size: number }, params?: Uint8Array): string {
+  if (!params || p.size < 1 || p.size > 8 || p.offset + p.size > params.length) return "";
+  let v = 0n;
+  for (let i = p.size - 1; i >= 0; i--) v = (v << 8n) | BigInt(params[p.offset + i]!);
+  const at = p.size === 8 ? m.regions.findIndex((r) => v >= BigInt(r.va) && v < BigInt(r.va) + BigInt(r.size)) : -1;
+  return ` = 0x${v.toString(16)}${at >= 0 ? ` → region [${at}] + ${formatBytes(Number(v - BigInt(m.regions[at]!.va)))}` : ""}`;
+}
+
+/** Human summary of a manifest (one string, lines); `params`: the kernel parameters' bytes (kernel/params.bin), for their values. */
+export function describeManifest(m: Manifest, params?: Uint8Array): string {
   const L: string[] = [];
   L.push(`kernel     ${oneLine(m.kernel.demangled)}`);
   if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${oneLine(m.kernel.name)}`);
@@ -40,7 +54,7 @@ export function describeManifest(m: Manifest): string {
   if (fa.length) L.push(`func attrs ${fa.map((a) => `${a.name}=${a.value}`).join(", ")}`);
   L.push(`module     ${m.module.file} (${m.module.kind}, ${formatBytes(m.module.size)}) from ${m.module.source}`);
   L.push(`params     ${m.params.size} B in ${plural(m.params.layout.length, "parameter")} (layout from ${m.params.layoutSource})`);
-  for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}`);
+  for (const p of m.params.layout) L.push(`  [${p.index}] offset ${p.offset} size ${p.size}${paramValue(m, p, params)}`);
   const changed = m.regions.filter((r) => r.changed);
   const M = m.memory;
   L.push(
@@ -163,7 +177,9 @@ export default defineCommand({
     }
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
-    if (!args.json) printText(`${describeManifest(m)}\n${describeTrust(reasons, trusted, covered)}\n${judgingLine}\n`);
+    const params = readInCapture(dir, m.params.file, m.params.size);
+    if (!args.json)
+      printText(`${describeManifest(m, params ? new Uint8Array(params) : undefined)}\n${describeTrust(reasons, trusted, covered)}\n${judgingLine}\n`);
     const checked = args.verify ? "files+regions" : "files";
     // --verify reads every memory image (minutes for tens of GiB): a progress line on stderr
     const progress = args.verify
