@@ -10,7 +10,7 @@
  * app's own build): each config a candidate of kerncap eval's machinery (handed in by
  * src/ops/tune.ts: src/tune/evaluate.ts; eval's build pool and GPU worker, the one compare).
  */
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
@@ -18,7 +18,7 @@ import { cubinKernelRegisters } from "../../codeobj/cubin.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
-import { capturePath } from "../../format/paths.ts";
+import { capturePath, readInCapture } from "../../format/paths.ts";
 import { buildReproducer } from "../build.ts";
 import { sameKernelCode } from "./fast-build.ts";
 import { log } from "../../log.ts";
@@ -127,6 +127,11 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     log.warn(
       `${tritonWords.join(", ")}: Triton's compile option${tritonWords.length > 1 ? "s" : ""}, but this is a CUDA capture: swept as the macro${tritonWords.length > 1 ? "s" : ""} ${tritonWords.map((n) => `-D${n}`).join(", ")}`,
     );
+  const unused = unusedMacros(dir, [...new Set(swept.flatMap((c) => Object.keys(c.defines)))]);
+  if (unused.length)
+    log.warn(
+      `${unused.map((n) => `-D${n}`).join(", ")}: no source under src/ names ${unused.length > 1 ? "them" : "it"}; every value builds the same kernel (a macro to sweep is one the source reads, defined under #ifndef)`,
+    );
   if (!existsSync(join(dir, "build.sh"))) {
     throw new KerncapError(
       "E_NO_REPRODUCER",
@@ -193,6 +198,38 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null,
     seconds: e.seconds,
   };
+}
+
+/**
+ * The macro names of `names` that no file under DIR/src/ holds as a word (read through the capture
+ * path rule: no link followed; at most 64 MiB of sources read): a --define of one of those changes
+ * nothing the compiler sees (a new user swept one and got identical kernels without a word).
+ */
+export function unusedMacros(dir: string, names: string[]): string[] {
+  if (!names.length) return [];
+  const left = new Set(names);
+  let budget = 64 << 20;
+  const walk = (rel: string) => {
+    let entries: string[];
+    try {
+      entries = readdirSync(join(dir, rel)).sort();
+    } catch {
+      return;
+    }
+    for (const n of entries) {
+      if (!left.size || budget <= 0) return;
+      const r = `${rel}/${n}`;
+      const st = lstatSync(join(dir, r), { throwIfNoEntry: false });
+      if (st?.isDirectory()) walk(r);
+      else if (st?.isFile() && st.size <= budget) {
+        budget -= st.size;
+        const text = readInCapture(dir, r, st.size)?.toString("latin1") ?? "";
+        for (const name of [...left]) if (new RegExp(`\\b${name}\\b`).test(text)) left.delete(name);
+      }
+    }
+  };
+  walk("src");
+  return budget > 0 ? names.filter((n) => left.has(n)) : []; // sources past the budget: nothing said
 }
 
 /** The CUDA frontend's tune (Frontend.tune): Triton's --grid refused (its configs keep the captured launch), then tuneCuda. */

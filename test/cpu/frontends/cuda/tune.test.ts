@@ -187,3 +187,14 @@ describe("tune (CUDA): what it prints", () => {
     expect(own).not.toContain("  -DTILE");
   });
 });
+
+describe("a swept macro no source names", () => {
+  test("is named (every value builds the same kernel); one the source reads is not", async () => {
+    const { unusedMacros } = await import("../../../../src/frontends/cuda/tune.ts");
+    const { writeDemo } = await import("../../../../src/capture/demo.ts");
+    const dir = writeDemo(join(tempDir(), "cap"), false).dir;
+    writeFileSync(join(dir, "src/saxpy.cu"), `${readFileSync(join(dir, "src/saxpy.cu"), "utf8")}\n#ifndef BLOCK_X\n#define BLOCK_X 4\n#endif\n`);
+    expect(unusedMacros(dir, ["BLK", "BLOCK_X", "BLOCK"])).toEqual(["BLK", "BLOCK"]);
+    expect(unusedMacros(dir, [])).toEqual([]);
+  });
+});
