@@ -512,6 +512,8 @@ describe("isolation: real worker processes", () => {
       "1 of 7 candidates could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again",
     );
     expect(unjudgedLine(1, 7, true)).toEndWith(": the same command with --resume tries them again");
+    // no GPU here: --resume cannot help (a new user was told to resume)
+    expect(unjudgedLine(2, 3, true, true)).toContain("there is no GPU here");
     expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
   }, 30_000);
 

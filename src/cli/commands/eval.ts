@@ -182,7 +182,11 @@ export default defineCommand({
     }
     if (args.json) printJsonLine("eval", report);
     else printText(rankedTable(report) + "\n");
-    if (report.exitCode === 2) log.error(unjudgedLine(report.summary.error, report.summary.candidates, args.jsonl !== undefined && !args.merge));
+    if (report.exitCode === 2) {
+      const errors = report.records.filter((r) => r.verdict === "error");
+      const noGpu = errors.length > 0 && errors.every((r) => r.code === "E_NO_GPU");
+      log.error(unjudgedLine(report.summary.error, report.summary.candidates, args.jsonl !== undefined && !args.merge, noGpu));
+    }
     return report.exitCode;
   },
 });
@@ -190,11 +194,13 @@ export default defineCommand({
 /**
  * The line that ends an eval with candidates it could not judge: how to try them again. --resume
  * continues a --jsonl results file, so without one (or after --merge) it says to rerun with
- * --jsonl FILE first.
+ * --jsonl FILE first; `noGpu`: every error was E_NO_GPU, which no --resume here can help.
  */
-export function unjudgedLine(errors: number, candidates: number, withJsonl: boolean): string {
-  const again = withJsonl
-    ? "the same command with --resume tries them again"
-    : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
+export function unjudgedLine(errors: number, candidates: number, withJsonl: boolean, noGpu = false): string {
+  const again = noGpu
+    ? "there is no GPU here; their builds are above (run the eval on a machine with the capture's GPU)"
+    : withJsonl
+      ? "the same command with --resume tries them again"
+      : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
   return `${errors} of ${candidates} candidates could not be judged (error): ${again}`;
 }
