@@ -77,17 +77,18 @@ function runCached(key: string, argv: string[], cwd: string, outFile?: string): 
   let r = runs.get(hash);
   if (!r) {
     r = (async (): Promise<RunResult> => {
-      const tmp = outFile ? privateTempFolder("kerncap-tu-") : undefined;
+      // a private folder for the output and nvcc's own intermediates (TMPDIR: its tmpxft_<pid>_… names in a shared /tmp)
+      const tmp = privateTempFolder("kerncap-tu-");
       try {
-        const full = tmp ? [...argv, "-o", join(tmp, outFile!)] : argv;
-        const p = Bun.spawn(full, { cwd, stdout: "pipe", stderr: "pipe", timeout: COMPILER_TIMEOUT_MS });
+        const full = outFile ? [...argv, "-o", join(tmp, outFile)] : argv;
+        const p = Bun.spawn(full, { cwd, env: { ...process.env, TMPDIR: tmp }, stdout: "pipe", stderr: "pipe", timeout: COMPILER_TIMEOUT_MS });
         const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
         if (code !== 0) return { ok: false, error: `exit ${code}: ${firstError(stderr)}` };
-        return { ok: true, stdout: tmp ? readFileSync(join(tmp, outFile!), "utf8") : stdout };
+        return { ok: true, stdout: outFile ? readFileSync(join(tmp, outFile), "utf8") : stdout };
       } catch (e) {
         return { ok: false, error: (e as Error).message };
       } finally {
-        if (tmp) rmSync(tmp, { recursive: true, force: true });
+        rmSync(tmp, { recursive: true, force: true });
       }
     })();
     runs.set(hash, r);

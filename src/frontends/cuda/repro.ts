@@ -13,7 +13,7 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync, rmSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
@@ -27,6 +27,7 @@ import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
 import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord } from "./flags.ts";
+import { privateTempFolder } from "../../cache.ts";
 import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
 
@@ -37,7 +38,15 @@ import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./sl
  * @throws KerncapError E_REPRO with nvcc's message when preprocessing fails.
  */
 export function headerClosure(nvcc: string, tu: string, flags: CudaFlags, arch: string, cwd: string): string[] {
-  const p = Bun.spawnSync(dependencyArgv(nvcc, tu, flags, arch), { cwd, stdout: "pipe", stderr: "pipe" });
+  // nvcc's intermediates in a private TMPDIR (its tmpxft_<pid>_… names in a shared /tmp)
+  const tmp = privateTempFolder("kerncap-deps-");
+  const p = (() => {
+    try {
+      return Bun.spawnSync(dependencyArgv(nvcc, tu, flags, arch), { cwd, env: { ...process.env, TMPDIR: tmp }, stdout: "pipe", stderr: "pipe" });
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  })();
   if (p.exitCode !== 0) {
     throw new KerncapError("E_REPRO", `nvcc -M on ${tu} failed:\n${p.stderr.toString().trim().split("\n").slice(-20).join("\n")}`, {
       hint: "The include folders or defines are incomplete: pass --compile-commands with the application's compile_commands.json.",
