@@ -278,9 +278,16 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
   return planned;
 }
 
-/** Mode bits unpack gives a file: the archive's, without group/other write or special bits; always owner read/write. */
-export function unpackedMode(mode: number): number {
-  return (mode & FILE_MODE_MASK) | 0o600;
+/**
+ * Mode bits unpack gives a file at `path` (in the capture): the archive's, without group/other
+ * write or special bits, always owner read/write; and executable only for build.sh. An archive
+ * names its own root folder, so unpacked in the home folder a root `bin` would put the sender's
+ * executables on the user's PATH (a trial: ~/bin/ls); no other file of a capture is run as a
+ * program (src/ is compiled, repro.py run by the interpreter).
+ */
+export function unpackedMode(mode: number, path = "build.sh"): number {
+  const m = (mode & FILE_MODE_MASK) | 0o600;
+  return path === "build.sh" ? m : m & ~0o111;
 }
 
 /**
@@ -536,7 +543,7 @@ async function writeFiles(
     } finally {
       closeSync(out);
     }
-    chmodSync(p, unpackedMode(f.mode));
+    chmodSync(p, unpackedMode(f.mode, f.path));
     filesBytes += f.size;
     dataBytes += e.usize;
   }

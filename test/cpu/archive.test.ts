@@ -623,6 +623,19 @@ describe("pack / unpack", () => {
     expect(statSync(join(u.dir, "kernel/params.bin")).mode & 0o7777).toBe(0o644);
   });
 
+  test("unpack makes no file executable but build.sh (a root named bin, unpacked in the home folder, put the sender's ls on PATH)", async () => {
+    const { root, dir } = await fresh();
+    writeFileSync(join(dir, "ls"), "#!/bin/sh\necho pwned\n", { mode: 0o755 });
+    writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\n", { mode: 0o755 });
+    mkdirSync(join(dir, "src"), { recursive: true });
+    writeFileSync(join(dir, "src/tool"), "#!/bin/sh\n", { mode: 0o755 });
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    const u = await unpackArchive(p.archive, join(root, "bin"));
+    expect(statSync(join(u.dir, "ls")).mode & 0o777).toBe(0o644);
+    expect(statSync(join(u.dir, "src/tool")).mode & 0o777).toBe(0o644);
+    expect(statSync(join(u.dir, "build.sh")).mode & 0o111).not.toBe(0);
+  });
+
   test("SIGINT (ignored by the parent shell) ends pack with 130, SIGTERM ends unpack with 143; no temp is left", async () => {
     const { root, dir } = await fresh();
     denseFile(join(dir, "memory/big.bin"), 384 << 20);
