@@ -19,6 +19,7 @@ import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { assertMergeSize, readInputFile } from "../format/paths.ts";
+import { RECEIVED_MARK } from "../format/file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -108,6 +109,15 @@ export { checkOutputFile };
  * @throws KerncapError E_UNSAFE_PATH (exit 2) naming the path, its owner or mode, and another --results
  */
 export function refuseSharedResults(dir: string, baseline?: string): void {
+  // a folder unpacked from an archive (its root named kerncap-check, unpacked where check writes by default) holds the sender's records
+  if (existsSync(join(dir, RECEIVED_MARK)))
+    throw new KerncapError(
+      "E_UNSAFE_PATH",
+      `${dir} was unpacked from an archive (${RECEIVED_MARK}): its records and baseline are the sender's, which check would take as its own`,
+      {
+        hint: "Nothing was checked. Give a results folder of your own: --results DIR (a new one is made).",
+      },
+    );
   const uid = process.geteuid?.() ?? process.getuid?.();
   if (uid === undefined) return; // no users to tell apart (not POSIX)
   const paths: [string, string, boolean][] = [

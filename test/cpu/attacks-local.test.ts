@@ -351,6 +351,19 @@ describe("attack: a results folder another user made (check --resume)", () => {
     }
   }, 120_000);
 
+  test("a results folder unpacked from an archive (its root named kerncap-check, check's default) is refused: its records are the sender's", async () => {
+    const root = tempDir("kerncap-attack-");
+    await makeCapture(join(root, "corpus/c1"));
+    const unpacked = join(root, "kerncap-check");
+    mkdirSync(unpacked);
+    writeFileSync(join(unpacked, "kerncap-received.json"), "{}");
+    const w = workers();
+    expect((await refusal(() => runCheck(options([join(root, "corpus")], unpacked, w.open, { resume: true })))).message).toContain(
+      "was unpacked from an archive (kerncap-received.json): its records and baseline are the sender's",
+    );
+    expect(w.calls).toEqual([]);
+  }, 60_000);
+
   test.skipIf(!ROOT)(
     "a results folder another user owns (mode 0755) is refused too",
     async () => {
