@@ -22,10 +22,9 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, lstatSync, rmSync, statSync } from "node:fs";
+import { existsSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
-import { othersMayWrite } from "../user-group.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -43,7 +42,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
-import { BUILD_INPUT, EVAL_RECORDS, recordKey, recordLine, reportOf, type EvalReport } from "./report.ts";
+import { BUILD_INPUT, EVAL_RECORDS, recordKey, recordLine, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
 
 /** The watchdog's floor (s): no bound is shorter, however short the captured kernel. */
@@ -325,31 +324,6 @@ interface Pending {
  * again) and each candidate's inputs without one.
  * @throws KerncapError E_USAGE (--resume of a file of another shard), E_RESULTS (a damaged file)
  */
-/**
- * Refuse to resume from a results file (or its .previous) that another user owns or could have
- * written (the other write bit, or a group's that is not the user's private group): its records
- * would be taken as judged (a trial's forged `match` was ranked without a run). Source: lstat.
- * @throws KerncapError E_UNSAFE_PATH naming the file, its owner or mode
- */
-function refuseSharedRecords(file: string): void {
-  const uid = process.geteuid?.();
-  if (uid === undefined) return;
-  for (const f of [file, `${file}.previous`]) {
-    const st = lstatSync(f, { throwIfNoEntry: false });
-    if (!st || st.isSymbolicLink()) continue; // not there, or a link (the writer refuses one)
-    const why =
-      st.uid !== uid
-        ? `belongs to another user (uid ${st.uid})`
-        : othersMayWrite(st)
-          ? `can be written by others (mode ${(st.mode & 0o777).toString(8)})`
-          : undefined;
-    if (why)
-      throw new KerncapError("E_UNSAFE_PATH", `${f} ${why}: eval --resume would take its records as judged`, {
-        hint: "Nothing was evaluated. Resume from a results file of your own that no one else can write (chmod go-w FILE), or start a new one (--jsonl NEW).",
-      });
-  }
-}
-
 function openResults(
   o: EvalOptions,
   mine: Candidate[],

@@ -3,9 +3,10 @@
  * per candidate and input, summed up per candidate (its worst verdict over the inputs, the mean
  * speedup), ranked, and printed as a table; the shards' results files merged (`--merge`).
  */
-import { existsSync, statSync } from "node:fs";
+import { existsSync, lstatSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { othersMayWrite } from "../user-group.ts";
 import { log } from "../log.ts";
 import { assertMergeSize, readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
@@ -227,6 +228,31 @@ export function rankedTable(r: EvalReport): string {
 }
 
 /**
+ * Refuse to read back a results file (or its .previous) that another user owns or could have
+ * written (the other write bit, or a group's that is not the user's private group): its records
+ * would be taken as judged (a trial's forged `match` was ranked without a run). Source: lstat.
+ * @throws KerncapError E_UNSAFE_PATH naming the file, its owner or mode
+ */
+export function refuseSharedRecords(file: string, what = "eval --resume would take its records as judged"): void {
+  const uid = process.geteuid?.();
+  if (uid === undefined) return;
+  for (const f of [file, `${file}.previous`]) {
+    const st = lstatSync(f, { throwIfNoEntry: false });
+    if (!st || st.isSymbolicLink()) continue; // not there, or a link (the writer refuses one)
+    const why =
+      st.uid !== uid
+        ? `belongs to another user (uid ${st.uid})`
+        : othersMayWrite(st)
+          ? `can be written by others (mode ${(st.mode & 0o777).toString(8)})`
+          : undefined;
+    if (why)
+      throw new KerncapError("E_UNSAFE_PATH", `${f} ${why}: ${what}`, {
+        hint: "Nothing was evaluated. Use a results file of your own that no one else can write (chmod go-w FILE, or copy it), or start a new one (--jsonl NEW).",
+      });
+  }
+}
+
+/**
  * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's record of
  * one input in two files: the later file's).
  * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or holding no record)
@@ -239,6 +265,7 @@ export function mergeEval(files: string[]): EvalReport {
     const path = resolve(f);
     if (!existsSync(path) || statSync(path).isDirectory())
       throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
+    refuseSharedRecords(path, "eval --merge would rank its records as judged");
     const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS"), EVAL_RECORDS);
     // a shard given no candidate writes an empty file, as does one killed before its first record: said, left out
     if (!records.length)

@@ -650,6 +650,9 @@ describe("--resume, --shard, --merge", () => {
     const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length), empty]));
     expect(withEmpty.value.candidates).toHaveLength(9);
     expect(withEmpty.err).toContain("holds no eval record (a shard given no candidate");
+    // a shard file others can write is not ranked (a trial's forged match was)
+    chmodSync(empty, 0o666);
+    expect(() => mergeEval([empty])).toThrow(/can be written by others \(mode 666\): eval --merge would rank its records as judged/);
     const used = outs.find((f) => readFileSync(f, "utf8").length)!;
     expect(runEval(options([cap], files, { jsonl: used, resume: true }))).rejects.toThrow(/holds an eval of --shard/);
     expect(runEval(options([cap], files, { resume: true }))).rejects.toThrow(/--resume continues the results file of --jsonl/);
