@@ -276,12 +276,26 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
     return interpreter.includes("/")
       ? "is a relative path with a folder in it (it names a file by where the build runs, a private folder under TMPDIR): give an absolute path or a bare name on your PATH"
       : undefined;
+  // /proc/self/cwd/… is the build's own folder in the build, this process's here (a trial ran a file of the capture that way)
+  if (PER_PROCESS.test(interpreter)) return "lies under /proc, /dev or /sys, which name another file in every process";
+  // its folder through a link to /proc/self/…: another folder in the build's process (checked also when the file is not here)
+  const folder = dirname(interpreter);
+  let folderReal: string | undefined;
+  try {
+    folderReal = realpathSync(folder);
+  } catch {
+    folderReal = undefined;
+  }
+  if (folderReal !== undefined && (PER_PROCESS.test(folderReal) || resolvedElsewhere(folder) !== folderReal))
+    return "resolves through a per-process link (/proc/self, /dev/fd)";
   let real: string;
   try {
     real = realpathSync(interpreter);
   } catch {
     return undefined;
   }
+  // a link on the way to /proc/self/… resolves to another file in the build's process
+  if (PER_PROCESS.test(real) || resolvedElsewhere(interpreter) !== real) return "resolves through a per-process link (/proc/self, /dev/fd)";
   const cap = realpathSync(dir);
   if (real === cap || real.startsWith(cap + "/")) return "lies inside the capture folder";
   const uid = process.getuid?.();

@@ -577,5 +577,11 @@ describe("the interpreter pinned.json names (a re-attack: an interpreter in anot
     // a relative path names a file by where the build runs (a trial: ../../../tmp/B/python3, another user's, passed every check)
     for (const rel of ["../../../../tmp/B/python3", "tools/python3", "./python3"])
       expect(interpreterProblem(cap, rel)).toContain("a relative path with a folder in it");
+    // a per-process path names the build's folder in the build (a trial: /proc/self/cwd/../../../usr/bin/python3)
+    for (const p of ["/proc/self/cwd/../../../usr/bin/python3", "/proc/thread-self/cwd/python3", "/dev/fd/3", "//proc/self/root/usr/bin/python3"])
+      expect(interpreterProblem(cap, p)).toContain("under /proc, /dev or /sys");
+    const { symlinkSync } = await import("node:fs");
+    symlinkSync("/proc/self/cwd", join(base, "here"));
+    expect(interpreterProblem(cap, join(base, "here/python3"))).toBeDefined(); // the link leads elsewhere in the build
   });
 });
