@@ -287,12 +287,17 @@ export function reproducerBuildEnv(o: { force: boolean; targetArch?: string }, e
   return { ...env, ...(o.force ? { KERNCAP_FORCE: "1" } : {}), ...extra };
 }
 
-/** The variables that name where a build's programs load code from: a library path list, libraries preloaded, Python's module path and home. */
-const LOAD_PATH_VARS = ["LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"] as const;
+/**
+ * The variables that name where a build's programs come from or load code from: the programs'
+ * search path (a relative entry such as `.` or `node_modules/.bin` is the build's folder, where a
+ * received capture's src/ lies: a trial's git and python3 came from there), a library path list,
+ * libraries preloaded, Python's module path and home.
+ */
+const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"] as const;
 
 /**
  * `env` for a program of a reproducer's build (build.sh, the compiler, Triton's repro.py): in
- * LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH and PYTHONHOME, every entry that is empty, relative or
+ * PATH, LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH and PYTHONHOME, every entry that is empty, relative or
  * inside one of `capture` (the capture folder's path and real path) is dropped (a variable left
  * empty is removed), and PYTHONSAFEPATH=1 (Python 3.11+: neither the script's folder nor the
  * working folder goes first on sys.path). An empty entry means the working folder to the dynamic
@@ -317,4 +322,12 @@ export function buildChildEnv(env: Record<string, string | undefined>, capture: 
 /** Environment of the no-ASLR replay child (src/replay/aslr.ts). */
 export function aslrRetryChildEnv(env: Env): Record<string, string | undefined> {
   return { ...env, KERNCAP_ASLR_RETRY: "1" };
+}
+
+/** `path` (a PATH value) without its empty and relative entries (they name the working folder, which a child's may be a capture's copy). */
+export function absolutePathList(path: string | undefined): string {
+  return (path ?? "")
+    .split(":")
+    .filter((e) => e.startsWith("/"))
+    .join(":");
 }

@@ -23,6 +23,7 @@ import { createHash } from "node:crypto";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { absolutePathList } from "../env.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -315,13 +316,20 @@ async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "ker
     const why = sourcePathProblem(m, rel);
     if (why) throw refuse(`writes a file no candidate may write: ${why}`);
   }
-  const p = Bun.spawn(["git", "apply", `-p${strip}`, "--whitespace=nowarn", patchFile], {
+  // git from an absolute PATH entry: a relative one (`.`, node_modules/.bin) would find a git in the candidate's copy
+  const path = absolutePathList(process.env.PATH);
+  const git = Bun.which("git", { PATH: path });
+  if (!git)
+    throw new KerncapError("E_PATCH", "git was not found on PATH (its absolute entries): eval applies patches with git apply", {
+      hint: "Install git, or give the candidate as an edited folder instead of a patch.",
+    });
+  const p = Bun.spawn([git, "apply", `-p${strip}`, "--whitespace=nowarn", patchFile], {
     cwd: src,
     stdout: "pipe",
     stderr: "pipe",
     // outside any repository: a .git/ in the copy (a received capture's, or one planted above it) names
     // filters and hooks that git would run (found by a trial: a filter's command ran as the user)
-    env: { ...process.env, ...GIT_ALONE },
+    env: { ...process.env, PATH: path, ...GIT_ALONE },
   });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
   if (code !== 0) {

@@ -308,14 +308,21 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     process.env.NVCC = join(
       fakeTool(
         "nvcc",
-        `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`,
+        `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; echo "PATH=$PATH"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`,
       ),
       "nvcc",
     );
     process.env.LD_LIBRARY_PATH = `/usr/local/cuda/lib64::lib:${dir}/lib:${realpathSync(dir)}`;
     process.env.LD_PRELOAD = `${dir}/evil.so ./x.so`;
     process.env.PYTHONPATH = `${dir}/py:/opt/site`;
-    await buildReproducer(dir, { quiet: true, force: false });
+    // a relative PATH entry is the build's folder, where the capture's src/ lies (a trial's git and python3 came from there)
+    const pathBefore = process.env.PATH;
+    process.env.PATH = `.:node_modules/.bin:src:${pathBefore}`;
+    try {
+      await buildReproducer(dir, { quiet: true, force: false });
+    } finally {
+      process.env.PATH = pathBefore;
+    }
     const lines = readFileSync(seen, "utf8").split("\n");
     const listing = lines
       .slice(
@@ -328,6 +335,11 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     expect(lines).toContain("PRE=");
     expect(lines).toContain("PY=/opt/site");
     expect(lines).toContain("SAFE=1");
+    const path = lines
+      .find((l) => l.startsWith("PATH="))!
+      .slice(5)
+      .split(":");
+    expect(path.filter((e) => !e.startsWith("/"))).toEqual([]);
   }, 60_000);
 
   test("a received Triton capture with a top-level json.py (never shown) and PYTHONPATH naming a folder in it: --trust runs neither", async () => {
