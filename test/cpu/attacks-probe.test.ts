@@ -38,6 +38,8 @@ describe("the sources of a confined build", () => {
     "a stringized path climbing with ..": "#define S(x) #x\n#if __has_include(S(a/../../../../etc/hostname))\n#endif\n",
     "#pragma GCC dependency": '#pragma GCC dependency "/etc/hostname"\n',
     _Pragma: '_Pragma("GCC dependency \\"/etc/hostname\\"")\n',
+    // ??/ is a backslash under -std=c++14: the string does not end where the scan thinks (a trial)
+    "a trigraph that moves where a string ends": 'const char* s = "??/"; /* ";\n#if __has_include("/home/u/.ssh/id_rsa")\n#endif\n/* */\n',
     "a raw string": '#define P R"x(/etc/hostname)x"\n',
     "a digraph directive": '%:include "/etc/hostname"\n',
     "a line splice inside the query": '#if __has_inc\\\nlude("/etc/ho\\\nstname")\n#endif\n',
