@@ -6,7 +6,7 @@
  * script, at any depth.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { existsSync, lstatSync, type Stats } from "node:fs";
+import { existsSync, lstatSync, readdirSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
@@ -205,6 +205,40 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
     if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
     assertText(readInCapture(dir, shown, TEXT_MAX)!, shown, "edit_file edits"); // never replace a binary file wholesale either
   }
+  if (!stats) assertSourcesRoom(dir, Buffer.byteLength(text));
   writeInCapture(dir, shown, text); // a temporary file renamed over the name: nothing written through a link
   return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
+}
+
+/** What an agent's new files may bring src/ to: files and bytes in all (a build copies src/ whole, every eval candidate too). */
+const SRC_MAX_FILES = 2000;
+const SRC_MAX_BYTES = 64 << 20;
+
+/**
+ * Refuse a new file of `bytes` that would take DIR/src/ past SRC_MAX_FILES files or SRC_MAX_BYTES
+ * (a trial's agent grew src/ without bound, 4 MiB a call, and every later build copied it whole).
+ * Counts regular files without following links. @throws KerncapError E_USAGE
+ */
+function assertSourcesRoom(dir: string, bytes: number): void {
+  let files = 1;
+  let total = bytes;
+  const walk = (d: string) => {
+    for (const n of readdirSync(d)) {
+      const st = lstatSync(join(d, n), { throwIfNoEntry: false });
+      if (st?.isDirectory()) walk(join(d, n));
+      else if (st?.isFile()) {
+        files++;
+        total += st.size;
+      }
+      if (files > SRC_MAX_FILES || total > SRC_MAX_BYTES)
+        throw new KerncapError(
+          "E_USAGE",
+          `a new file would take src/ past ${SRC_MAX_FILES} files or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
+          {
+            hint: "Edit the existing sources, or ask the user to remove files of src/ that are not needed.",
+          },
+        );
+    }
+  };
+  walk(join(dir, "src"));
 }

@@ -221,6 +221,14 @@ describe("kerncap mcp", () => {
     expect(readFileSync(join(dir, "src/bin.h"))).toEqual(bin);
     const big = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/big.cu", content: "x".repeat((4 << 20) + 1) } });
     expect(doc(big).error.message).toContain("edit_file writes text files up to 4 MiB");
+    // new files past what src/ may hold (a trial grew it 4 MiB a call without end): refused; an edit of an existing file is not
+    for (let i = 0; i < 16; i++) {
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: `src/fill${i}.h`, content: "x".repeat(4 << 20) } });
+      if (i < 15) expect(r.isError, String(i)).toBeFalsy();
+      else expect(doc(r).error.message).toContain("past 2000 files or 64 MiB");
+    }
+    expect(existsSync(join(dir, "src/fill15.h"))).toBe(false);
+    expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/fill0.h", content: "y" } })).isError).toBeFalsy();
     expect(existsSync(join(dir, "src/big.cu"))).toBe(false);
     // an argument past the command-line limit: the caller's fault, said as such (found by a trial: "check the installation")
     const huge = await c.callTool({ name: "list", arguments: { app: ["x".repeat(200 << 10)] } });
