@@ -24,8 +24,8 @@ import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/wri
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import type { Manifest } from "./manifest.ts";
-import { changed, fileKind, openInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
+import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
+import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
 import { ZipWriter } from "./zip.ts";
 import {
@@ -257,8 +257,9 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
   assertOutputPath(out, "archive");
   removeStale(out, "pack");
 
-  const { index, filesTotal, dataTotal } = packIndex(dir, m);
-  const written = await writeArchive(dir, out, index, existed, opts, tick);
+  const shipped = new Map([[MANIFEST_FILE, shippedManifest(dir)]]);
+  const { index, filesTotal, dataTotal } = packIndex(dir, m, shipped);
+  const written = await writeArchive(dir, out, index, existed, opts, tick, shipped);
   const { files, warnings } = index;
   return {
     archive: out,
@@ -272,12 +273,25 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
 }
 
 /**
+ * The manifest as an archive ships it: host.machineId null. The machine's id is what makes a
+ * capture "made here" (src/format/received.ts notMadeHere), so an archive must not hand it out: a
+ * trial's recipient sent back a folder (by tar, not an archive) naming the sender's machine id,
+ * whose own build.sh then ran at a plain validate. An unpacked capture is received anyway (its
+ * kerncap-received.json). @returns the bytes of DIR/kerncap.json so changed (re-serialised)
+ */
+function shippedManifest(dir: string): Uint8Array {
+  const json = JSON.parse(readInCapture(dir, MANIFEST_FILE, MANIFEST_MAX_BYTES)!.toString("utf8")) as { host?: { machineId?: unknown } };
+  if (json.host && typeof json.host === "object") json.host.machineId = null;
+  return new TextEncoder().encode(`${JSON.stringify(json, null, 2)}\n`);
+}
+
+/**
  * The index of the capture folder `dir` (PackIndex): every file with its size, mode, entry name
  * and method (a memory image with holes: sparse, its data extents; text: deflated; else stored),
  * every folder, the portability warnings; and the bytes of the files (apparent sizes) and of their data.
  * @throws KerncapError as walk
  */
-function packIndex(dir: string, m: Manifest): { index: PackIndex; filesTotal: number; dataTotal: number } {
+function packIndex(dir: string, m: Manifest, shipped: Map<string, Uint8Array>): { index: PackIndex; filesTotal: number; dataTotal: number } {
   const root = basename(dir);
   const tree = walk(dir);
   const warnings = portabilityWarnings(dir, m);
@@ -287,6 +301,13 @@ function packIndex(dir: string, m: Manifest): { index: PackIndex; filesTotal: nu
   let filesTotal = 0;
   for (const rel of tree.files) {
     if (rel === PACK_INDEX) continue; // an index left by hand; the archive gets its own
+    const bytes = shipped.get(rel);
+    if (bytes) {
+      filesTotal += bytes.length;
+      dataTotal += bytes.length;
+      files.push({ path: rel, size: bytes.length, mode: statSync(join(dir, rel)).mode & 0o7777, entry: `${root}/${rel}`, method: "deflated" });
+      continue;
+    }
     const p = join(dir, rel);
     const mode = statSync(p).mode & 0o7777;
     const ext = dataExtents(p);
@@ -314,6 +335,7 @@ async function writeArchive(
   existed: boolean,
   opts: { onProgress?: ArchiveProgress },
   tick: () => Promise<void>,
+  shipped: Map<string, Uint8Array> = new Map(),
 ): Promise<number> {
   const { root, files } = index;
   refuseLink(out, "the archive");
@@ -337,6 +359,13 @@ async function writeArchive(
       const p = join(dir, f.path);
       const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
       const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: statSync(p).mtime, usize: ranges.reduce((a, r) => a + r[1], 0) });
+      const own = shipped.get(f.path);
+      if (own) {
+        e.push(own);
+        e.end();
+        opts.onProgress?.("packing", (packed += own.length), packTotal);
+        continue;
+      }
       // opened through the capture's folders one by one with no link followed (src/format/paths.ts openInCapture), the
       // file opened the one its check saw (device and inode): a folder or file swapped meanwhile is refused, never archived
       const opened = openInCapture(dir, f.path, Number.MAX_SAFE_INTEGER);
