@@ -12,13 +12,14 @@ import { dirname, join, resolve } from "node:path";
 import { moveIntoPlace } from "./finalize.ts";
 import { assertNotNested, assertReplaceable } from "../format/capture-dir.ts";
 import { KerncapError } from "../errors.ts";
-import { assertOutputPath } from "../format/archive.ts";
+import { assertOutputPath, filesNotIn } from "../format/archive.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { makePrivateTemp } from "../util/write-file.ts";
 import { trustOwnBuild } from "../format/trust.ts";
 import { hostIdentity } from "../format/received.ts";
+import { log } from "../log.ts";
 import readme from "../../demo/capture/README.md" with { type: "file" };
 import buildSh from "../../demo/capture/build.sh" with { type: "file" };
 // tsc types a .json import as its content; Bun's `type: "file"` gives its path, as for the others
@@ -52,12 +53,35 @@ export const DEMO_FILES: { path: string; embedded: string; mode: number }[] = [
  * @throws KerncapError E_USAGE (empty name, missing parent), E_EXISTS (dir exists: --force
  *   replaces a previous capture only), E_IO (parent not writable).
  */
+/**
+ * Before --force replaces a demo folder: name the files of `out` that differ from the demo's own
+ * (an edited src/saxpy.cu) and those it does not hold (kerncap-judge.json, notes), build/ aside
+ * (a new user's edits went without a word). Log only: --force is the user's word.
+ */
+function sayWhatForceLoses(out: string): void {
+  const own = new Map(DEMO_FILES.map((f) => [f.path, f.embedded]));
+  const edited = DEMO_FILES.filter((f) => f.path !== "kerncap.json").flatMap((f) => {
+    try {
+      return Buffer.compare(readFileSync(join(out, f.path)), readFileSync(f.embedded)) === 0 ? [] : [f.path];
+    } catch {
+      return [];
+    }
+  });
+  const extra = filesNotIn(out, new Set(own.keys())).filter((p) => !p.startsWith("build/"));
+  const lost = [...edited.map((p) => `${p} (edited)`), ...extra];
+  if (lost.length)
+    log.warn(
+      `--force: replacing ${out} loses ${lost.length} file${lost.length === 1 ? "" : "s"} of yours: ${lost.slice(0, 10).join(", ")}${lost.length > 10 ? ", …" : ""}`,
+    );
+}
+
 export function writeDemo(dir: string, force: boolean): { dir: string; manifest: Manifest } {
   if (!dir.trim()) throw new KerncapError("E_USAGE", "the demo's folder name is empty", { hint: "Give a folder to write, e.g. kerncap demo kerncap-demo." });
   const out = resolve(dir);
   if (existsSync(out)) {
     // refused before anything is written; the demo takes its folder as DIR, not -o
     assertReplaceable(out, force, "DIR (kerncap demo writes a new folder there)");
+    sayWhatForceLoses(out);
   }
   assertOutputPath(out, "demo capture");
   assertNotNested(out);

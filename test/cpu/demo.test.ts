@@ -141,7 +141,19 @@ describe("kerncap demo", () => {
     writeFileSync(join(dir, "src/saxpy.cu"), "// edited\n");
     expect((await cli(["demo", dir])).code).toBe(2);
     expect(readFileSync(join(dir, "src/saxpy.cu"), "utf8")).toBe("// edited\n");
-    expect((await cli(["demo", dir, "-f"])).code).toBe(0);
+    // --force says what it loses (a new user's edits went without a word)
+    writeFileSync(join(dir, "kerncap-judge.json"), "{}");
+    let err = "";
+    const orig = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((c: string | Uint8Array) => (
+      (err += typeof c === "string" ? c : new TextDecoder().decode(c)), true
+    )) as typeof process.stderr.write;
+    try {
+      expect((await cli(["demo", dir, "-f"])).code).toBe(0);
+    } finally {
+      process.stderr.write = orig;
+    }
+    expect(err).toContain("loses 2 files of yours: src/saxpy.cu (edited), kerncap-judge.json");
     expect(readFileSync(join(dir, "src/saxpy.cu"), "utf8")).toContain("__global__ void saxpy");
     const other = tempDir();
     writeFileSync(join(other, "notes.txt"), "mine");
