@@ -57,7 +57,7 @@ const line = (s: string): string => escapeForTerminal(s, { oneLine: true });
  * - heredocYaml A: the inside of a YAML double-quoted scalar within an unquoted bash heredoc
  *   (JSON string escapes, then $ ` \ escaped for the heredoc): one line, whatever it holds.
  * - mdCode A B…: a Markdown code span, fenced with more backticks than the text holds.
- * - mdText A B…: Markdown text: one line, its punctuation backslash-escaped (no link, emphasis, table cell end, HTML).
+ * - mdText A B…: Markdown text: one line, the punctuation that Markdown reads backslash-escaped (no code, link, emphasis, table cell end, HTML; no heading or list at the line's start).
  * - mdBlock A B…: text in a fenced code block: one line (a fence cannot close mid-line).
  * - pyStr A B…: a Python string literal (double-quoted, every non-printable or non-ASCII character escaped).
  * - cStr A B…: a C string literal (", \, ? and every byte outside printable ASCII as an octal escape).
@@ -78,7 +78,12 @@ export const TEMPLATE_ESCAPES: Record<string, (s: string) => string> = {
     const pad = text.startsWith("`") || text.endsWith("`") ? " " : "";
     return `${fence}${pad}${text}${pad}${fence}`;
   },
-  mdText: (s) => line(s).replace(/([\\`*_{}\[\]()#+\-.!|<>~])/g, "\\$1"),
+  // only what makes Markdown inline (code, emphasis, links, HTML, a table cell's end) or, at the line's start, a heading or list: `source-root` stays as written
+  mdText: (s) =>
+    line(s)
+      .replace(/([\\`*_{}\[\]#|<>~])/g, "\\$1")
+      .replace(/^([-+])/, "\\$1")
+      .replace(/^(\d+)([.)])/, "$1\\$2"),
   mdBlock: (s) => line(s),
   pyStr: (s) =>
     `"${[...s]
