@@ -85,7 +85,13 @@ export function captureDiagnostics(dir: string, output: string): string[] {
   const out: string[] = [];
   for (const line of output.split("\n")) {
     if (line.startsWith("kerncap: ")) {
-      out.push(line);
+      // the slice's own log is a build output, which MCP read_file does not read: said so, not pointed at
+      out.push(
+        line.replace(
+          /\(its messages: [^)]*\)|\(nvcc failed on it: [^)]*\)/,
+          "(its messages are not shown to a confined build: validate on the command line shows them)",
+        ),
+      );
       continue;
     }
     for (const re of DIAGNOSTIC) {

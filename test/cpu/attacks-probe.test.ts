@@ -135,3 +135,14 @@ describe("kerncap mcp: the agent's edit that asks whether a file exists", () => 
     expect(existsSync(ran)).toBe(true);
   }, 120_000);
 });
+
+describe("what a confined build's messages name", () => {
+  test("build.sh's note on the slice's log is kept, without pointing the agent at a build output read_file refuses", async () => {
+    const { captureDiagnostics } = await import("../../src/frontends/confine.ts");
+    const dir = tempDir();
+    const out = captureDiagnostics(dir, "kerncap: the slice src/k.kerncap-slice.cu did not build either (its messages: build/slice-build.log)\nother line\n");
+    expect(out).toEqual([
+      "kerncap: the slice src/k.kerncap-slice.cu did not build either (its messages are not shown to a confined build: validate on the command line shows them)",
+    ]);
+  });
+});
