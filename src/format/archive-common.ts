@@ -253,3 +253,32 @@ export function interruptCheck(stops: StopSignals, what: string): () => Promise<
       });
   };
 }
+
+/** A capture's own folders (a capture holds no other). */
+const CAPTURE_FOLDERS = new Set(["src", "kernel", "memory", "build", "profile"]);
+/** A program or a module by its name: what a language's loader, a shell or an editor runs or imports. */
+const CODE_NAME = /\.(py|pyc|pyw|pth|js|mjs|cjs|ts|node|so|dylib|dll|pl|pm|rb|lua|vim|sh|bash|zsh|fish|el|jar|class)$|^__(init|main)__/i;
+
+/**
+ * Why an archive's entry `path` (below its root, `/`-separated) is not part of a capture, or
+ * undefined: outside src/ a capture holds its own files and folders only, and no program or module
+ * but build.sh and repro.py. An archive names its root folder, and unpacked where Python or Node
+ * look up modules (the home folder, a project) a root `json` with `__init__.py`, or
+ * `node_modules` with `lodash/index.js`, would be imported in place of the real one (a trial).
+ * `members`: the root's folders that are captures of a capture set (each holds kerncap.json).
+ */
+export function foreignEntry(path: string, members: ReadonlySet<string>): string | undefined {
+  if (unsafeEntryName(path)) return undefined; // a path out of the folder: safeEntryPath's refusal, said as such
+  const parts = path.split("/");
+  const rel = parts.length > 1 && members.has(parts[0]!) ? parts.slice(1) : parts;
+  if (rel.length > 1) return CAPTURE_FOLDERS.has(rel[0]!) ? undefined : `lies in ${rel[0]}/, which is no folder of a capture (src/, kernel/, memory/)`;
+  const name = rel[0]!;
+  if (name === "build.sh" || name === "repro.py") return undefined;
+  if (CODE_NAME.test(name)) return "is a program or a module by its name, which a capture holds only under src/";
+  return undefined;
+}
+
+/** The folders of `files` (root-relative paths) that hold a kerncap.json: a capture set's members. */
+export function captureMembers(files: readonly string[]): Set<string> {
+  return new Set(files.filter((f) => /^[^/]+\/kerncap\.json$/.test(f)).map((f) => f.split("/")[0]!));
+}

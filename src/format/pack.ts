@@ -44,6 +44,7 @@ import {
   realPathLoose,
   removeStale,
   SPARSE_SUFFIX,
+  foreignEntry,
   unfitRootName,
   unportableName,
   UTF8,
@@ -63,6 +64,15 @@ import { isPackArchive } from "./unpack.ts";
  */
 function walk(dir: string): { files: string[]; dirs: string[] } {
   const out = { files: [] as string[], dirs: [] as string[] };
+  // a capture set's members: its folders that hold a kerncap.json (what unpack reads them as: captureMembers)
+  const isMember = (n: string) => {
+    try {
+      return lstatSync(join(dir, n, "kerncap.json")).isFile();
+    } catch {
+      return false; // not a folder, or none there
+    }
+  };
+  const members = new Set(readdirSync(dir).filter(isMember));
   const go = (rel: string) => {
     const names: string[] = [];
     let raws: Buffer[];
@@ -100,7 +110,7 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       }
       const r = rel ? `${rel}/${name}` : name;
       if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
-      const why = unportableName(name);
+      const why = unportableName(name) ?? (lstatSync(join(dir, r), { throwIfNoEntry: false })?.isFile() ? foreignEntry(r, members) : undefined);
       if (why)
         throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
           hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again.",

@@ -38,6 +38,8 @@ import {
   safeEntryPath,
   SPARSE_SUFFIX,
   type UnpackResult,
+  captureMembers,
+  foreignEntry,
   unfitRootName,
   unportableName,
   unsafeEntryName,
@@ -450,12 +452,13 @@ function refuseUnsafeNames(archive: string, idx: PackIndex): void {
       `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`,
     );
   // names are data: a root or entry name outside the portable set is refused before any folder is made
+  const members = captureMembers(idx.files.map((f) => f.path));
   for (const [what, name] of [
     ["root folder name", idx.root] as const,
     ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const),
     ...idx.files.map((f) => ["file", f.path] as const),
   ]) {
-    const why = what === "root folder name" ? unfitRootName(name) : unportableName(name);
+    const why = what === "root folder name" ? unfitRootName(name) : (unportableName(name) ?? (what === "file" ? foreignEntry(name, members) : undefined));
     if (why)
       throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, {
         hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again.",

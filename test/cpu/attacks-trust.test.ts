@@ -18,6 +18,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { PACK_INDEX, packCapture, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
+import { markReceived } from "../../src/format/received.ts";
 import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
@@ -67,8 +68,17 @@ async function received(root: string, script: string, more: (made: string) => vo
   writeFileSync(join(made, "src/kernel.cu"), "int k() { return 1; }\n");
   writeFileSync(join(made, "build.sh"), script, { mode: 0o755 });
   more(made);
-  const p = await packCapture(made, join(root, "cap.zip"));
-  return (await unpackArchive(p.archive, join(root, "got"))).dir;
+  try {
+    const p = await packCapture(made, join(root, "cap.zip"));
+    return (await unpackArchive(p.archive, join(root, "got"))).dir;
+  } catch (e) {
+    // files no archive carries now (a top-level json.py, a .notes/ folder): received another way (a copy, tar), as unpack marks it
+    if ((e as KerncapError).code !== "E_PACK_NAME") throw e;
+    const got = join(root, "got");
+    cpSync(made, got, { recursive: true });
+    markReceived(got, join(root, "cap.zip"));
+    return got;
+  }
 }
 
 const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
@@ -490,6 +500,34 @@ describe("names are data", () => {
     mkdirSync(join(git, ".git"));
     writeFileSync(join(git, ".git/config"), "[filter]\n");
     expect((await thrown(() => packCapture(git, join(root, "g.zip")))).code).toBe("E_PACK_NAME");
+  }, 60_000);
+
+  test("an archive holds a capture's files only: no module or program outside src/ (a root json with __init__.py, node_modules with lodash/index.js, unpacked where Python or Node look, were imported)", async () => {
+    for (const [root, entry, why] of [
+      ["json", "__init__.py", "is a program or a module by its name"],
+      ["pip", "__main__.py", "is a program or a module by its name"],
+      ["node_modules", "lodash/index.js", "lies in lodash/, which is no folder of a capture"],
+      ["cap", "tools/python3", "lies in tools/, which is no folder of a capture"],
+    ] as const) {
+      const a = await craftedArchive(root, entry);
+      const e = await thrown(() => unpackArchive(a.archive, join(a.dir, "out")));
+      expect(e, `${root}/${entry}`).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+      expect(e.message).toContain(why);
+      expect(existsSync(join(a.dir, "out"))).toBe(false);
+    }
+    // the sender learns it at pack time; notes and a capture set's members are fine
+    const root = tempDir();
+    const json = join(root, "json");
+    await makeCapture(json);
+    writeFileSync(join(json, "__init__.py"), "import os\n");
+    expect((await thrown(() => packCapture(json, join(root, "j.zip")))).code).toBe("E_PACK_NAME");
+    const notes = join(root, "notes");
+    await makeCapture(notes);
+    writeFileSync(join(notes, "NOTES.md"), "what I tried\n");
+    mkdirSync(join(notes, "src"));
+    writeFileSync(join(notes, "src/tool.py"), "print(1)\n");
+    const ok = await packCapture(notes, join(root, "n.zip"));
+    expect((await unpackArchive(ok.archive, join(root, "n-back"))).files).toBeGreaterThan(0);
   }, 60_000);
 
   test("an archive whose root folder is named cap$(id>X): unpack refuses it (exit 2, the name escaped), and makes no folder; pack refuses such names too", async () => {
