@@ -185,6 +185,10 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
   // which this scan cannot follow for every standard: one hid a __has_include from it (a trial)
   const tri = /\?\?[=/'()!<>-]/.exec(text);
   if (tri) out.push(`${rel}:${text.slice(0, tri.index).split("\n").length}: a trigraph (${tri[0]}), which a confined build does not take`);
+  // likewise a backslash with blanks before the line's end: gcc joins the lines (with a warning), the scan would not
+  const bs = /\\[ \t\f\v]+\r?\n/.exec(text);
+  if (bs)
+    out.push(`${rel}:${text.slice(0, bs.index).split("\n").length}: a backslash followed by blanks at the line's end, which gcc reads as joining the lines`);
   const toks = ppTokens(text);
   const from = posix.dirname(abs);
   const say = (t: Token, what: string) => out.push(`${rel}:${t.line}: ${what}`);

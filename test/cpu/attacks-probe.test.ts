@@ -39,6 +39,8 @@ describe("the sources of a confined build", () => {
     "#pragma GCC dependency": '#pragma GCC dependency "/etc/hostname"\n',
     _Pragma: '_Pragma("GCC dependency \\"/etc/hostname\\"")\n',
     // ??/ is a backslash under -std=c++14: the string does not end where the scan thinks (a trial)
+    // gcc joins a line ending in a backslash and blanks (a trial: the scan did not, and a __has_include got past it)
+    "a backslash and a space at a line's end": '// \\ \n/*\n#if __has_include("/home/u/.ssh/id_rsa")\n#endif\n// */\n',
     "a trigraph that moves where a string ends": 'const char* s = "??/"; /* ";\n#if __has_include("/home/u/.ssh/id_rsa")\n#endif\n/* */\n',
     "a raw string": '#define P R"x(/etc/hostname)x"\n',
     "a digraph directive": '%:include "/etc/hostname"\n',
