@@ -43,6 +43,7 @@ import { dirname, join, resolve, sep } from "node:path";
 import { describeModule, fatbinEntries, isFatbin } from "../codeobj/index.ts";
 import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject } from "../codeobj/amdgpu.ts";
 import { KerncapError } from "../errors.ts";
+import { sharedParentRisk } from "../cache.ts";
 import { assertOutputPath } from "../format/archive.ts";
 import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
@@ -199,6 +200,13 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
  */
 function checkOutput(capDir: string, out: string, force: boolean): void {
   assertOutputPath(out, "export");
+  // an export is a program you build (make): in a folder others can write and that is not sticky, another user could
+  // swap the finished folder for one of theirs before you do (a trial: their GNUmakefile ran at make)
+  const shared = sharedParentRisk(out);
+  if (shared)
+    throw new KerncapError("E_UNSAFE_PATH", `-o ${out}: ${shared}, so another user could put a folder of theirs at its name before you build it`, {
+      hint: "Export into a folder only you can write (or a sticky one like /tmp), then move it.",
+    });
   const real = existsSync(out) ? realpathSync(out) : join(realpathSync(dirname(out)), out.split(sep).pop()!);
   const within = (a: string, b: string) => a === b || a.startsWith(b + sep);
   if (within(real, capDir) || within(capDir, real)) {

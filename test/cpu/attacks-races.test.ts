@@ -387,9 +387,9 @@ describe("the temp folder of unpack, export and demo swapped for a folder of lin
   test("export: the temp folder swapped mid-export: README.md and the export's document not written through the links, nothing placed (E_UNSAFE_PATH)", async () => {
     const d = tempDir();
     const cap = writeDemo(join(d, "cap"), false).dir;
+    // a folder of the user's own (export refuses one others can write before it starts): the in-process swap stands for a process of the user's
     const shared = join(d, "shared");
     mkdirSync(shared);
-    chmodSync(shared, 0o2770);
     const bashrc = join(d, "bashrc");
     writeFileSync(bashrc, "mine\n");
     const victim = join(d, "victim");
@@ -417,16 +417,25 @@ describe("the temp folder of unpack, export and demo swapped for a folder of lin
     expect(existsSync(join(shared, "exp"))).toBe(false);
   });
 
-  test("demo and export in a shared folder, left alone, still write their folders (modes kept)", () => {
+  test("demo in a shared folder, left alone, still writes its folder (modes kept); export there is refused before it starts (another user could put a folder of theirs at its name before make)", () => {
     const d = tempDir();
     const shared = join(d, "shared");
     mkdirSync(shared);
     chmodSync(shared, 0o777);
     const cap = writeDemo(join(shared, "demo"), false).dir;
     expect(statSync(cap).mode & 0o7777).toBe(0o755);
-    exportCapture(cap, join(shared, "exp"));
-    expect(existsSync(join(shared, "exp", "README.md"))).toBe(true);
-    expect(statSync(join(shared, "exp")).mode & 0o022).toBe(0);
-    expect(readdirSync(shared).sort()).toEqual(["demo", "exp"]);
+    let e: unknown;
+    try {
+      exportCapture(cap, join(shared, "exp"));
+    } catch (x) {
+      e = x;
+    }
+    expect((e as KerncapError).code).toBe("E_UNSAFE_PATH");
+    expect((e as KerncapError).message).toContain(`${shared} is writable by other users`);
+    expect(readdirSync(shared).sort()).toEqual(["demo"]);
+    const mine = join(d, "mine");
+    mkdirSync(mine);
+    exportCapture(cap, join(mine, "exp"));
+    expect(statSync(join(mine, "exp")).mode & 0o022).toBe(0);
   });
 });
