@@ -110,7 +110,7 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       }
       const r = rel ? `${rel}/${name}` : name;
       if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
-      const why = unportableName(name) ?? (lstatSync(join(dir, r), { throwIfNoEntry: false })?.isFile() ? foreignEntry(r, members) : undefined);
+      const why = unportableName(name);
       if (why)
         throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
           hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again.",
@@ -134,6 +134,11 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
         go(r);
       } else if (st.isFile()) {
         resolveInCapture(dir, r); // a hard link: E_UNSAFE_PATH
+        const foreign = foreignEntry(r, members); // no module or program outside src/: what unpack refuses (src/format/archive-common.ts)
+        if (foreign)
+          throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)} ${foreign}, which kerncap unpack refuses`, {
+            hint: "Move it under src/ or out of the capture folder, then pack again.",
+          });
         out.files.push(r);
       } else {
         // a FIFO, a socket, a device: not a capture's file, and leaving it out silently would ship a different folder

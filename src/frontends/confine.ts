@@ -17,6 +17,7 @@ import { realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { receivedReasons } from "../format/received.ts";
 import { findNvcc, parseDeps } from "./cuda/nvcc.ts";
 import { toolchainHeader } from "./cuda/repro.ts";
 
@@ -49,10 +50,12 @@ export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText:
 /**
  * Whether a confined build may read the file at absolute path `p` (links resolved): it lies in the
  * capture folder, source.cuda.projectRoot, is one of source.cuda.referencedOutsideRoot, or lies in
- * the toolchain's or the system's include folders.
+ * the toolchain's or the system's include folders. A received capture's manifest is the sender's:
+ * its projectRoot and referencedOutsideRoot widen nothing (a trial's named /home/victim).
  */
 export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: string) => boolean {
-  const cuda = (m.source?.cuda ?? {}) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
+  const theirs = "kernel" in m && receivedReasons(dir, m as Manifest).length > 0;
+  const cuda = (theirs ? {} : (m.source?.cuda ?? {})) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
   const roots = [real(dir)];
   if (typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/") roots.push(real(cuda.projectRoot));
   const files = new Set(

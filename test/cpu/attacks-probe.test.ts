@@ -148,3 +148,23 @@ describe("what a confined build's messages name", () => {
     ]);
   });
 });
+
+describe("a received capture's manifest widens nothing", () => {
+  test("its source.cuda.projectRoot and referencedOutsideRoot are the sender's: a confined build may not read there (a trial's named /home/victim)", async () => {
+    const { confinedReadable } = await import("../../src/frontends/confine.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const { markReceived } = await import("../../src/format/received.ts");
+    const root = tempDir();
+    const home = join(root, "home");
+    mkdirSync(home);
+    writeFileSync(join(home, "secret.h"), "x");
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    const m = readManifest(dir);
+    m.source = { cuda: { projectRoot: home, referencedOutsideRoot: [join(home, "secret.h")] } } as unknown as typeof m.source;
+    expect(confinedReadable(dir, m)(join(home, "secret.h"))).toBe(true); // made here: the user's own project
+    markReceived(dir, "cap.zip");
+    expect(confinedReadable(dir, m)(join(home, "secret.h"))).toBe(false);
+    expect(confinedReadable(dir, m)(join(dir, "kerncap.json"))).toBe(true);
+  });
+});
