@@ -63,9 +63,20 @@ export interface EvalReport {
 /** Worst first: a candidate's overall verdict is the first of its inputs' in this order. */
 export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-change", "fault", "timeout", "mismatch", "error", "match"];
 
+/**
+ * What the schema cannot say of an eval record: a match or mismatch was judged on a GPU, so it
+ * holds its numerics, its device and its worker (a trial's forged match had none and was ranked).
+ */
+export function evalRecordProblem(r: EvalRecord): string | undefined {
+  if ((r.verdict === "match" || r.verdict === "mismatch") && (r.numerics === null || r.device === null || r.worker === null))
+    return `a ${r.verdict} without the numerics, device or worker of the run that judged it`;
+  return undefined;
+}
+
 export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   schema: documentId("eval-record"),
   record: EvalRecord,
+  problem: evalRecordProblem,
   what: "the eval's results file",
   hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
 };

@@ -650,6 +650,13 @@ describe("--resume, --shard, --merge", () => {
     const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length), empty]));
     expect(withEmpty.value.candidates).toHaveLength(9);
     expect(withEmpty.err).toContain("holds no eval record (a shard given no candidate");
+    // a match without the numerics, device and worker of a run is no record of a judgement (a trial's forged one was ranked)
+    const real = readFileSync(outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!, "utf8")
+      .trim()
+      .split("\n")[0]!;
+    const forged = join(d, "forged.jsonl");
+    writeFileSync(forged, `${JSON.stringify({ ...JSON.parse(real), verdict: "match", numerics: null, device: null, worker: null, timing: null })}\n`);
+    expect(() => mergeEval([forged])).toThrow(/a match without the numerics, device or worker/);
     // a shard file others can write is not ranked (a trial's forged match was)
     chmodSync(empty, 0o666);
     expect(() => mergeEval([empty])).toThrow(/can be written by others \(mode 666\): eval --merge would rank its records as judged/);
