@@ -120,6 +120,12 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
     );
   const uid = process.geteuid?.() ?? process.getuid?.();
   if (uid === undefined) return; // no users to tell apart (not POSIX)
+  // the folder's name as a link another user made (in a sticky /tmp: ./kerncap-check pointing at another results folder of yours)
+  const named = lstatSync(dir, { throwIfNoEntry: false });
+  if (named?.isSymbolicLink() && named.uid !== uid)
+    throw new KerncapError("E_UNSAFE_PATH", `${dir} (the results folder) is a symbolic link another user made (uid ${named.uid})`, {
+      hint: "Nothing was checked. Give a results folder of your own: --results DIR.",
+    });
   const paths: [string, string, boolean][] = [
     [dir, "the results folder", true],
     ...[RESULTS_FILE, PREVIOUS_RESULTS_FILE, BASELINE_FILE].map((f): [string, string, boolean] => [

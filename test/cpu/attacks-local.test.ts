@@ -19,6 +19,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
+  lchownSync,
   lstatSync,
   chownSync,
   copyFileSync,
@@ -363,6 +364,25 @@ describe("attack: a results folder another user made (check --resume)", () => {
     );
     expect(w.calls).toEqual([]);
   }, 60_000);
+
+  test.skipIf(!ROOT)(
+    "a results folder named by a link another user made (./kerncap-check in a sticky /tmp, pointing at another results folder of yours) is refused",
+    async () => {
+      const root = tempDir("kerncap-attack-");
+      await makeCapture(join(root, "corpus/c1"));
+      const mine = join(root, "mine");
+      mkdirSync(mine);
+      const link = join(root, "kerncap-check");
+      symlinkSync(mine, link);
+      lchownSync(link, NOBODY, NOBODY);
+      const w = workers();
+      expect((await refusal(() => runCheck(options([join(root, "corpus")], link, w.open)))).message).toContain(
+        `${link} (the results folder) is a symbolic link another user made (uid ${NOBODY})`,
+      );
+      expect(readdirSync(mine)).toEqual([]);
+    },
+    60_000,
+  );
 
   test.skipIf(!ROOT)(
     "a results folder another user owns (mode 0755) is refused too",
