@@ -123,6 +123,15 @@ export const NCU_PRINT = ["--csv", "--page", "details", "--print-units", "base"]
  * user's options, then the replay.
  */
 export function ncuCommand(o: { ncu: string; kernel: string; reportBase: string; userOptions: string[]; replay: string[] }): string[] {
+  // the name is the manifest's (a received capture's): one that starts with - would be read as an option of ncu's
+  if (!/^[A-Za-z_$.]/.test(o.kernel))
+    throw new KerncapError(
+      "E_MANIFEST",
+      `the kernel name ${JSON.stringify(o.kernel)} does not start as a symbol does: ncu would read it as one of its options`,
+      {
+        hint: "The manifest's kernel.name is not a kernel's mangled name; the capture was altered.",
+      },
+    );
   return [
     o.ncu,
     "--kernel-name-base",
