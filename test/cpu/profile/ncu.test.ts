@@ -151,6 +151,10 @@ describe("ncu command line", () => {
     expect(cmd.slice(9, 14)).toEqual(["--csv", "--page", "details", "--print-units", "base"]); // the figures printed while profiling: no --import
     expect(cmd.slice(14, 18)).toEqual(["--set", "full", "--metrics", NCU_METRICS.join(",")]);
     expect(cmd.slice(18)).toEqual(replay);
+    // a manifest's name that ncu would read as its own option (a received capture's): refused
+    expect(() => ncuCommand({ ncu: "ncu", kernel: "--section-folder=/tmp/x", reportBase: "/tmp/r", userOptions: [], replay: [] })).toThrow(
+      /would read it as one of its options/,
+    );
     expect(replayArgv(["bun", "main.ts"], "d", { iters: 5, module: "/d/build/k.cubin" })).toEqual([
       "bun",
       "main.ts",
