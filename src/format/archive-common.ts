@@ -120,7 +120,8 @@ export function unportableName(name: string): string | undefined {
     if (part === "") return "has an empty part";
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
-    if (/^\.git(attributes|modules)?$/i.test(part)) return "names git's own files (a repository or its attributes: git runs the filters and hooks they name)";
+    if (/^\.(git(attributes|modules)?|hg|hgrc|cargo|npmrc|yarnrc(\.yml)?|envrc|vscode|devcontainer)$/i.test(part))
+      return "names a tool's own files (git's, Mercurial's, cargo's, npm's, direnv's, VS Code's): they name commands that tool runs";
   }
   return undefined;
 }
