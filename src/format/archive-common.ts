@@ -120,8 +120,12 @@ export function unportableName(name: string): string | undefined {
     if (part === "") return "has an empty part";
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
-    if (/^\.(git(attributes|modules)?|hg|hgrc|cargo|npmrc|yarnrc(\.yml)?|envrc|vscode|devcontainer)$/i.test(part))
-      return "names a tool's own files (git's, Mercurial's, cargo's, npm's, direnv's, VS Code's): they name commands that tool runs";
+    if (
+      /^(\.(git(attributes|modules)?|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml)|mise\.toml|conftest\.py)$/i.test(
+        part,
+      )
+    )
+      return "names a tool's own files (git's, Mercurial's, cargo's, npm's, direnv's, pytest's, an editor's): they name commands that tool runs";
   }
   return undefined;
 }
@@ -272,8 +276,11 @@ export function foreignEntry(path: string, members: ReadonlySet<string>): string
   if (unsafeEntryName(path)) return undefined; // a path out of the folder: safeEntryPath's refusal, said as such
   const parts = path.split("/");
   const rel = parts.length > 1 && members.has(parts[0]!) ? parts.slice(1) : parts;
-  if (rel.length > 1) return CAPTURE_FOLDERS.has(rel[0]!) ? undefined : `lies in ${rel[0]}/, which is no folder of a capture (src/, kernel/, memory/)`;
-  const name = rel[0]!;
+  if (rel.length > 1 && !CAPTURE_FOLDERS.has(rel[0]!)) return `lies in ${rel[0]}/, which is no folder of a capture (src/, kernel/, memory/)`;
+  if (rel[0] === "src") return undefined; // sources: compiled, not imported from where they lie
+  const name = rel[rel.length - 1]!;
+  // kernel/ and memory/ hold data: a module there (kernel/__init__.py) was imported from the capture's folder (a trial)
+  if (rel.length > 1) return CODE_NAME.test(name) ? "is a program or a module by its name, which a capture holds only under src/" : undefined;
   if (name === "build.sh" || name === "repro.py") return undefined;
   if (CODE_NAME.test(name)) return "is a program or a module by its name, which a capture holds only under src/";
   return undefined;

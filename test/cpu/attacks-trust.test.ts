@@ -508,6 +508,10 @@ describe("names are data", () => {
       ["pip", "__main__.py", "is a program or a module by its name"],
       ["node_modules", "lodash/index.js", "lies in lodash/, which is no folder of a capture"],
       ["cap", "tools/python3", "lies in tools/, which is no folder of a capture"],
+      ["cap", "kernel/__init__.py", "is a program or a module by its name"],
+      ["cap", "memory/sitecustomize.py", "is a program or a module by its name"],
+      ["cap", "src/conftest.py", "names a tool's own files"],
+      ["cap", ".env", "names a tool's own files"],
     ] as const) {
       const a = await craftedArchive(root, entry);
       const e = await thrown(() => unpackArchive(a.archive, join(a.dir, "out")));
