@@ -161,13 +161,25 @@ function literal(t: string): string {
  * hold no `..` (its include folder is not known here). A relative name without `..` is left: it
  * is looked up in include folders a confined build reads anyway.
  */
-function pathProblem(name: string, angled: boolean, from: string, readable: (p: string) => boolean): string | undefined {
+function pathProblem(name: string, angled: boolean, from: string, readable: (p: string) => boolean, capture?: string): string | undefined {
   const shown = JSON.stringify(name.length > 120 ? `${name.slice(0, 120)}…` : name);
   if (name.startsWith("~")) return `names ${shown}, in a home folder`;
   const climbs = name.split(/[/\\]/).includes("..");
   if (angled && climbs) return `names <${name}>, which climbs with ..`;
-  if (name.startsWith("/")) return readable(resolve(name)) ? undefined : `names ${shown}, outside what a confined build reads`;
-  if (climbs) return readable(resolve(from, name)) ? undefined : `names ${shown}, which climbs out of what a confined build reads`;
+  // the build compiles a private copy of src/: a name of the capture folder itself reaches its live files, which an
+  // edit may change after this scan (a trial's race), and a .. out of src/ lands elsewhere from the copy's folder
+  const inCapture = (p: string) => capture !== undefined && (p === capture || p.startsWith(`${capture}/`));
+  if (name.startsWith("/"))
+    return inCapture(resolve(name))
+      ? `names ${shown}, the capture folder by its absolute path (a confined build compiles a copy of src/: name it relative)`
+      : readable(resolve(name))
+        ? undefined
+        : `names ${shown}, outside what a confined build reads`;
+  if (climbs) {
+    const p = resolve(from, name);
+    if (inCapture(p) && capture !== undefined && !p.startsWith(`${capture}/src/`)) return `names ${shown}, which climbs out of src/`;
+    return readable(p) ? undefined : `names ${shown}, which climbs out of what a confined build reads`;
+  }
   return undefined;
 }
 
@@ -191,6 +203,8 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
     out.push(`${rel}:${text.slice(0, bs.index).split("\n").length}: a backslash followed by blanks at the line's end, which gcc reads as joining the lines`);
   const toks = ppTokens(text);
   const from = posix.dirname(abs);
+  // the capture folder: `abs` is its path joined with `rel`
+  const capture = abs.endsWith(`/${rel}`) ? abs.slice(0, abs.length - rel.length - 1) : undefined;
   const say = (t: Token, what: string) => out.push(`${rel}:${t.line}: ${what}`);
   let directive = "";
   let bodyStart = -1;
@@ -217,7 +231,7 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
           let j = i + 3;
           let hn = "";
           for (; j < toks.length && !toks[j]!.bol && toks[j]!.text !== ">"; j++) hn += (toks[j]!.glued || j === i + 3 ? "" : " ") + toks[j]!.text;
-          const p = pathProblem(hn, true, from, readable);
+          const p = pathProblem(hn, true, from, readable, capture);
           if (p) say(op, `#${directive} ${p}`);
         }
         // a quoted name is a string literal: checked below. A computed one (a macro naming the file) is
@@ -232,7 +246,7 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
       // checked where P's text is written (a string, or a path stringized from tokens, below)
       const arg = headerArgument(toks, i + 1);
       if (arg?.angled) {
-        const p = pathProblem(arg.name, true, from, readable);
+        const p = pathProblem(arg.name, true, from, readable, capture);
         if (p) say(t, `${t.text} ${p}`);
       }
       // a computed operand (a macro, `__has_include(X(E/etc/shadow))`) or the query inside a macro: refused, as a computed
@@ -248,7 +262,7 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
     if (t.kind === "str" && !/^(u8|u|U|L)?'/.test(t.text)) {
       const s = literal(t.text);
       if (pathLike(s)) {
-        const p = pathProblem(s, false, from, readable);
+        const p = pathProblem(s, false, from, readable, capture);
         if (p) say(t, `the string ${p}`);
       }
     }
