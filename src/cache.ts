@@ -153,7 +153,7 @@ export function privateFolderRisk(dir: string, uid = process.getuid?.()): string
       if (prevOpen && st.isSymbolicLink() && st.uid !== uid) return `${path} is a symbolic link that is not yours, inside ${prevOpen}, which others can write`;
       prevOpen = undefined;
       if (st.isSymbolicLink()) continue; // its target's folders are the real path's chain
-      const othersWrite = othersMayWrite(st); // a group write bit of the user's private group is the user's own
+      const othersWrite = othersMayWrite(st, path); // a group write bit of the user's private group is the user's own (but through an ACL)
       const last = i === parts.length;
       if (last && st.uid !== uid) return `${path} belongs to another user (uid ${st.uid})`;
       if (othersWrite && (last || (st.mode & 0o1000) === 0)) return `${path} is writable by other users (mode ${mode})`;
@@ -327,7 +327,7 @@ export function sharedParentRisk(out: string): string | undefined {
   for (const start of new Set([parent, real])) {
     for (let p = start; ; p = dirname(p)) {
       const st = lstatSync(p, { throwIfNoEntry: false });
-      if (st && !st.isSymbolicLink() && othersMayWrite(st) && !(st.mode & 0o1000))
+      if (st && !st.isSymbolicLink() && othersMayWrite(st, p) && !(st.mode & 0o1000))
         return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) and not sticky`;
       if (dirname(p) === p) break;
     }

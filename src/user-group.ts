@@ -57,10 +57,23 @@ export function privateGroupIn(gid: number, uid: number, passwd: string, group: 
   return entry[3]!.split(",").every((m) => !m || m === me);
 }
 
+/** How to tell whether a path carries an extended POSIX ACL (src/native/libc.ts hasAccessAcl, set by the CLI: this base module loads no library). */
+let aclProbe: ((path: string) => boolean) | undefined;
+
+/** Give othersMayWrite the way to see a path's POSIX ACL (src/cli/main.ts passes src/native/libc.ts hasAccessAcl). */
+export function setAclProbe(probe: (path: string) => boolean): void {
+  aclProbe = probe;
+}
+
 /**
  * Whether a user other than this one (and root) may write `st`: the other-write bit, or the
- * group-write bit of a group that is not this user's private group (isPrivateGroup).
+ * group-write bit of a group that is not this user's private group (isPrivateGroup). With `path`
+ * and an extended POSIX ACL on it, the group bits are the ACL's mask, which covers the users and
+ * groups it names: a group-write bit then counts whatever the group (a trial shared a 0770 folder
+ * of the user's private group with another user through an ACL).
  */
-export function othersMayWrite(st: Pick<Stats, "mode" | "gid">): boolean {
-  return (st.mode & 0o002) !== 0 || ((st.mode & 0o020) !== 0 && !isPrivateGroup(st.gid));
+export function othersMayWrite(st: Pick<Stats, "mode" | "gid">, path?: string): boolean {
+  if ((st.mode & 0o002) !== 0) return true;
+  if ((st.mode & 0o020) === 0) return false;
+  return !isPrivateGroup(st.gid) || (path !== undefined && aclProbe !== undefined && aclProbe(path));
 }

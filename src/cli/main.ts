@@ -9,6 +9,8 @@ import { existsSync, lstatSync, readFileSync, readlinkSync } from "node:fs";
 import { type ErrorCode, isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { log, setVerbose } from "../log.ts";
 import { endWithParent, PARENT_PID_VAR } from "../process-group.ts";
+import { setAclProbe } from "../user-group.ts";
+import { hasAccessAcl } from "../native/libc.ts";
 import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { HIDDEN_OPTIONS, printJson, printJsonLine } from "./args.ts";
@@ -444,6 +446,9 @@ function failureOf(e: unknown, verb: string | undefined, verbose: boolean, fail:
     verbose ? undefined : "This is a kerncap bug; run with --verbose for the stack trace and report it.",
   );
 }
+
+// the folders checks of src/user-group.ts see POSIX ACLs through libc (this base module loads no library itself)
+setAclProbe(hasAccessAcl);
 
 if (import.meta.main) {
   // a closed stdout (EPIPE) is the reader's choice, not a kerncap failure: exit as a piped tool does

@@ -253,7 +253,7 @@ export function refuseSharedRecords(file: string, what = "eval --resume would ta
     const why =
       st.uid !== uid
         ? `belongs to another user (uid ${st.uid})`
-        : othersMayWrite(st)
+        : othersMayWrite(st, f)
           ? `can be written by others (mode ${(st.mode & 0o777).toString(8)})`
           : undefined;
     if (why)

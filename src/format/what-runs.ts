@@ -305,7 +305,7 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
     if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is reached through ${p}, which belongs to another user (uid ${st.uid})`;
     const parent = dirname(p);
     // a sticky folder (/tmp) is writable by all, yet no one may replace another's entry in it
-    if (othersMayWrite(st) && !(st.isDirectory() && st.mode & 0o1000))
+    if (othersMayWrite(st, p) && !(st.isDirectory() && st.mode & 0o1000))
       return `is reached through ${p}, which its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
     if (parent === p) return undefined;
     p = parent;

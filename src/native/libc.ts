@@ -1,8 +1,9 @@
 /**
  * The one owner of libc.so.6 in the kerncap process (bun:ffi): POSIX regular expressions
  * (regcomp/regexec, the calls the capture library makes for --kernel: src/util/posix-regex.ts),
- * lseek's SEEK_DATA/SEEK_HOLE (sparse files: src/format/sparse-extents.ts) and dup/dup2 (stdout
- * kept for the JSON document: src/cli/args.ts). Loaded at the first call, once.
+ * lseek's SEEK_DATA/SEEK_HOLE (sparse files: src/format/sparse-extents.ts), dup/dup2 (stdout
+ * kept for the JSON document: src/cli/args.ts) and lgetxattr (a folder's POSIX ACL: src/user-group.ts).
+ * Loaded at the first call, once.
  */
 import { dlopen, FFIType, type Library } from "bun:ffi";
 
@@ -16,6 +17,7 @@ const SYMBOLS = {
   lseek: { args: [i32, i64, i32], returns: i64 },
   dup: { args: [i32], returns: i32 },
   dup2: { args: [i32, i32], returns: i32 },
+  lgetxattr: { args: [ptr, ptr, ptr, u64], returns: i64 },
 } as const;
 
 let symbols: Library<typeof SYMBOLS>["symbols"] | undefined;
@@ -26,4 +28,22 @@ let symbols: Library<typeof SYMBOLS>["symbols"] | undefined;
  */
 export function libc(): NonNullable<typeof symbols> {
   return (symbols ??= dlopen("libc.so.6", SYMBOLS).symbols);
+}
+
+/**
+ * Whether `path` (not followed when a link) carries an extended POSIX access ACL (the
+ * system.posix_acl_access attribute: named users or groups; a plain mode has none). Then its mode's
+ * group bits are the ACL's mask, which covers other users named in it. False where it cannot be
+ * told (no libc, a file system without extended attributes).
+ * Source: lgetxattr(2) with a zero-size buffer (the attribute's size, or -1: ENODATA when none).
+ */
+export function hasAccessAcl(path: string): boolean {
+  try {
+    const enc = new TextEncoder();
+    const p = enc.encode(`${path}\0`);
+    const n = enc.encode("system.posix_acl_access\0");
+    return Number(libc().lgetxattr(p, n, null, 0)) > 0;
+  } catch {
+    return false;
+  }
 }

@@ -33,3 +33,28 @@ describe("the user's private group", () => {
     expect(othersMayWrite({ mode: 0o40700, gid: 0 })).toBe(false);
   });
 });
+
+describe("a folder shared through a POSIX ACL", () => {
+  test("its ACL is seen (lgetxattr), and a group-write bit then counts as others' whatever the group", async () => {
+    const { hasAccessAcl } = await import("../../src/native/libc.ts");
+    const { setAclProbe } = await import("../../src/user-group.ts");
+    const { mkdtempSync, chmodSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const d = mkdtempSync(join(tmpdir(), "kc-acl-"));
+    chmodSync(d, 0o770);
+    expect(hasAccessAcl(d)).toBe(false);
+    // user::rwx user:1002:rwx group::rwx mask::rwx other::--- (acl_ea format, version 2), as setfacl -m u:1002:rwx writes it
+    const set = Bun.spawnSync([
+      "python3",
+      "-c",
+      "import os,struct,sys; e=[(1,7,0xffffffff),(2,7,1002),(4,7,0xffffffff),(0x10,7,0xffffffff),(0x20,0,0xffffffff)]; os.setxattr(sys.argv[1],'system.posix_acl_access',struct.pack('<I',2)+b''.join(struct.pack('<HHI',*x) for x in e))",
+      d,
+    ]);
+    if (set.exitCode === 0) expect(hasAccessAcl(d)).toBe(true); // a file system without ACLs: nothing to see
+    setAclProbe(() => true);
+    expect(othersMayWrite({ mode: 0o40770, gid: process.getgid?.() ?? 0 }, d)).toBe(true);
+    expect(othersMayWrite({ mode: 0o40750, gid: process.getgid?.() ?? 0 }, d)).toBe(false);
+    setAclProbe(hasAccessAcl);
+  });
+});
