@@ -219,6 +219,27 @@ export function assertRegularTree(dir: string, rel: string): void {
 }
 
 /**
+ * The entries under `root`/`rel`, depth first in sorted order, each with its lstat (no link
+ * followed: a link is an entry, never a way in); `rel` paths are `/`-separated from `root`.
+ * A folder that cannot be read is passed over. Stop early by breaking out of the loop.
+ */
+export function* treeEntries(root: string, rel: string): Generator<{ rel: string; st: Stats }> {
+  let names: string[];
+  try {
+    names = readdirSync(join(root, rel)).sort();
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    const r = `${rel}/${n}`;
+    const st = lstatOrNone(join(root, r));
+    if (!st) continue;
+    yield { rel: r, st };
+    if (st.isDirectory()) yield* treeEntries(root, r);
+  }
+}
+
+/**
  * The folder of one member of a capture set (`name`: the `dir` of an entry of
  * kerncap-captures.json, one folder name) inside the set's folder `setDir`: a real folder there,
  * never a link. The same rule as a capture's own files: a set's members are its content, and a

@@ -6,7 +6,7 @@
  * script, at any depth.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { existsSync, lstatSync, readdirSync, type Stats } from "node:fs";
+import { existsSync, lstatSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
@@ -14,7 +14,7 @@ import { unportableName } from "../format/archive.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { jsonDocument } from "../format/documents.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { readInCapture, resolveInCapture, shownPath, sourcePathProblem, writeInCapture } from "../format/paths.ts";
+import { readInCapture, resolveInCapture, shownPath, sourcePathProblem, treeEntries, writeInCapture } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
 import { result } from "./children.ts";
 
@@ -222,23 +222,15 @@ const SRC_MAX_BYTES = 64 << 20;
 function assertSourcesRoom(dir: string, bytes: number): void {
   let files = 1;
   let total = bytes;
-  const walk = (d: string) => {
-    for (const n of readdirSync(d)) {
-      const st = lstatSync(join(d, n), { throwIfNoEntry: false });
-      if (st?.isDirectory()) walk(join(d, n));
-      else if (st?.isFile()) {
-        files++;
-        total += st.size;
-      }
-      if (files > SRC_MAX_FILES || total > SRC_MAX_BYTES)
-        throw new KerncapError(
-          "E_USAGE",
-          `a new file would take src/ past ${SRC_MAX_FILES} files or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
-          {
-            hint: "Edit the existing sources, or ask the user to remove files of src/ that are not needed.",
-          },
-        );
-    }
-  };
-  walk(join(dir, "src"));
+  for (const { st } of treeEntries(dir, "src")) {
+    if (!st.isFile()) continue;
+    files++;
+    total += st.size;
+    if (files > SRC_MAX_FILES || total > SRC_MAX_BYTES)
+      throw new KerncapError(
+        "E_USAGE",
+        `a new file would take src/ past ${SRC_MAX_FILES} files or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
+        { hint: "Edit the existing sources, or ask the user to remove files of src/ that are not needed." },
+      );
+  }
 }

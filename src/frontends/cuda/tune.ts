@@ -10,7 +10,7 @@
  * app's own build): each config a candidate of kerncap eval's machinery (handed in by
  * src/ops/tune.ts: src/tune/evaluate.ts; eval's build pool and GPU worker, the one compare).
  */
-import { existsSync, lstatSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../../errors.ts";
@@ -18,7 +18,7 @@ import { cubinKernelRegisters } from "../../codeobj/cubin.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
-import { capturePath, readInCapture } from "../../format/paths.ts";
+import { capturePath, readInCapture, treeEntries } from "../../format/paths.ts";
 import { buildReproducer } from "../build.ts";
 import { sameKernelCode } from "./fast-build.ts";
 import { log } from "../../log.ts";
@@ -209,26 +209,13 @@ export function unusedMacros(dir: string, names: string[]): string[] {
   if (!names.length) return [];
   const left = new Set(names);
   let budget = 64 << 20;
-  const walk = (rel: string) => {
-    let entries: string[];
-    try {
-      entries = readdirSync(join(dir, rel)).sort();
-    } catch {
-      return;
-    }
-    for (const n of entries) {
-      if (!left.size || budget <= 0) return;
-      const r = `${rel}/${n}`;
-      const st = lstatSync(join(dir, r), { throwIfNoEntry: false });
-      if (st?.isDirectory()) walk(r);
-      else if (st?.isFile() && st.size <= budget) {
-        budget -= st.size;
-        const text = readInCapture(dir, r, st.size)?.toString("latin1") ?? "";
-        for (const name of [...left]) if (new RegExp(`\\b${name}\\b`).test(text)) left.delete(name);
-      }
-    }
-  };
-  walk("src");
+  for (const { rel, st } of treeEntries(dir, "src")) {
+    if (!left.size || budget <= 0) break;
+    if (!st.isFile() || st.size > budget) continue;
+    budget -= st.size;
+    const text = readInCapture(dir, rel, st.size)?.toString("latin1") ?? "";
+    for (const name of [...left]) if (new RegExp(`\\b${name}\\b`).test(text)) left.delete(name);
+  }
   return budget > 0 ? names.filter((n) => left.has(n)) : []; // sources past the budget: nothing said
 }
 
