@@ -466,19 +466,23 @@ describe("names are data", () => {
     return { dir, archive };
   }
 
+  /** unpack's error for `archive` unpacked with no -o in the folder `cwd` (the archive names the folder it makes there). */
+  async function refusedUnpackIn(cwd: string, archive: string): Promise<KerncapError> {
+    const prev = process.cwd();
+    process.chdir(cwd);
+    try {
+      return await thrown(() => unpackArchive(archive, undefined));
+    } finally {
+      process.chdir(prev);
+    }
+  }
+
   test("an archive whose root is a hidden folder (.vim, .ssh: unpacked in the home folder, the user's own configuration) or that holds git's files: refused at unpack and at pack", async () => {
     for (const root of [".vim", ".ssh"]) {
       const a = await craftedArchive(root);
       const out = join(a.dir, "home");
       mkdirSync(out);
-      const prev = process.cwd();
-      process.chdir(out);
-      let e: KerncapError;
-      try {
-        e = await thrown(() => unpackArchive(a.archive, undefined));
-      } finally {
-        process.chdir(prev);
-      }
+      const e = await refusedUnpackIn(out, a.archive);
       expect(e).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
       expect(e.message).toContain(`root folder name "${root}" starts with . (a hidden folder`);
       expect(readdirSync(out)).toEqual([]);
@@ -538,14 +542,7 @@ describe("names are data", () => {
     const a = await craftedArchive(HOSTILE);
     const out = join(a.dir, "out");
     mkdirSync(out);
-    const prev = process.cwd();
-    process.chdir(out);
-    let e: KerncapError;
-    try {
-      e = await thrown(() => unpackArchive(a.archive, undefined));
-    } finally {
-      process.chdir(prev);
-    }
+    const e = await refusedUnpackIn(out, a.archive);
     expect(e).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
     expect(e.message).toContain(`root folder name "${HOSTILE}"`);
     expect(readdirSync(out)).toEqual([]);
