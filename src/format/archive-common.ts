@@ -259,8 +259,11 @@ export function interruptCheck(stops: StopSignals, what: string): () => Promise<
   };
 }
 
-/** A capture's own folders (a capture holds no other). */
-const CAPTURE_FOLDERS = new Set(["src", "kernel", "memory", "build", "profile"]);
+/**
+ * A capture's own folders (a capture holds no other). processes/ holds one empty file per process
+ * of the captured job, named by its number (c/common/kc_process.c; read by src/capture/census.ts).
+ */
+const CAPTURE_FOLDERS = new Set(["src", "kernel", "memory", "build", "profile", "processes"]);
 /** A program or a module by its name: what a language's loader, a shell or an editor runs or imports. */
 const CODE_NAME = /\.(py|pyc|pyw|pth|js|mjs|cjs|ts|node|so|dylib|dll|pl|pm|rb|lua|vim|sh|bash|zsh|fish|el|jar|class)$|^__(init|main)__/i;
 
@@ -276,9 +279,12 @@ export function foreignEntry(path: string, members: ReadonlySet<string>): string
   if (unsafeEntryName(path)) return undefined; // a path out of the folder: safeEntryPath's refusal, said as such
   const parts = path.split("/");
   const rel = parts.length > 1 && members.has(parts[0]!) ? parts.slice(1) : parts;
-  if (rel.length > 1 && !CAPTURE_FOLDERS.has(rel[0]!)) return `lies in ${rel[0]}/, which is no folder of a capture (src/, kernel/, memory/)`;
+  if (rel.length > 1 && !CAPTURE_FOLDERS.has(rel[0]!))
+    return `lies in ${rel[0]}/, which is no folder of a capture (${[...CAPTURE_FOLDERS].map((f) => `${f}/`).join(", ")})`;
   if (rel[0] === "src") return undefined; // sources: compiled, not imported from where they lie
   const name = rel[rel.length - 1]!;
+  if (rel[0] === "processes" && !(rel.length === 2 && /^\d{1,9}$/.test(name)))
+    return "lies in processes/, which holds only one file per process, named by its number";
   // kernel/ and memory/ hold data: a module there (kernel/__init__.py) was imported from the capture's folder (a trial)
   if (rel.length > 1) return CODE_NAME.test(name) ? "is a program or a module by its name, which a capture holds only under src/" : undefined;
   if (name === "build.sh" || name === "repro.py") return undefined;

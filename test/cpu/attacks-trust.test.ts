@@ -516,6 +516,8 @@ describe("names are data", () => {
       ["cap", "memory/sitecustomize.py", "is a program or a module by its name"],
       ["cap", "src/conftest.py", "names a tool's own files"],
       ["cap", ".env", "names a tool's own files"],
+      ["cap", "processes/run.py", "holds only one file per process"],
+      ["cap", "processes/0/x", "holds only one file per process"],
     ] as const) {
       const a = await craftedArchive(root, entry);
       const e = await thrown(() => unpackArchive(a.archive, join(a.dir, "out")));
@@ -534,8 +536,12 @@ describe("names are data", () => {
     writeFileSync(join(notes, "NOTES.md"), "what I tried\n");
     mkdirSync(join(notes, "src"));
     writeFileSync(join(notes, "src/tool.py"), "print(1)\n");
+    // processes/<n>: the capture library numbers each process of the job there (c/common/kc_process.c)
+    mkdirSync(join(notes, "processes"));
+    for (const n of ["0", "1"]) writeFileSync(join(notes, "processes", n), "");
     const ok = await packCapture(notes, join(root, "n.zip"));
     expect((await unpackArchive(ok.archive, join(root, "n-back"))).files).toBeGreaterThan(0);
+    expect(readdirSync(join(root, "n-back/processes")).sort()).toEqual(["0", "1"]);
   }, 60_000);
 
   test("an archive whose root folder is named cap$(id>X): unpack refuses it (exit 2, the name escaped), and makes no folder; pack refuses such names too", async () => {

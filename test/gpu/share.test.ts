@@ -50,9 +50,16 @@ describe.skipIf(SKIP)("pack / unpack a real capture", () => {
     // the same files, and the mark unpack adds: a received capture's build.sh waits for --trust (src/format/trust.ts)
     expect(files(back).sort()).toEqual([...files(cap), RECEIVED_MARK].sort());
     for (const f of files(cap)) {
+      if (f === "kerncap.json") continue; // below: shipped without this machine's id
       expect(statSync(join(back, f)).size, f).toBe(statSync(join(cap, f)).size);
       expect(Buffer.compare(readFileSync(join(back, f)), readFileSync(join(cap, f))), f).toBe(0);
     }
+    // the manifest is the sender's but for host.machineId, null (src/format/pack.ts shippedManifest: made here means this machine's id)
+    const sent = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    const got = JSON.parse(readFileSync(join(back, "kerncap.json"), "utf8"));
+    expect(typeof sent.host.machineId).toBe("string");
+    expect(got.host.machineId).toBeNull();
+    expect({ ...got, host: { ...got.host, machineId: sent.host.machineId } }).toEqual(sent);
     const i = kc(["inspect", back, "--verify", "--json"]);
     expect(i.code, i.stderr).toBe(0);
     expect(json(i).integrity.verdict).toBe("ok");
