@@ -20,6 +20,7 @@ export function timingOf(c: TimingComparison | null): EvalTiming | null {
     low: c.low,
     high: c.high,
     verdict: c.verdict,
+    decided: c.decided,
     text: c.text,
   };
 }

@@ -194,7 +194,14 @@ const TuneRow = v.object({
   medianUs: v.nullable(N),
   speedup: v.nullable(N),
   /** This config against the app's from the interleaved rounds (src/replay/stats.ts): faster/slower only beyond the noise. */
-  vsApp: v.optional(v.object({ verdict: v.picklist(["faster", "slower", "same"]), text: v.string() })),
+  vsApp: v.optional(
+    v.object({
+      verdict: v.picklist(["faster", "slower", "same"]),
+      /** false with "same": no difference claimed and none ruled out (too few rounds, or an interval over the margin); the table then shows no "(same)". */
+      decided: v.optional(v.boolean()),
+      text: v.string(),
+    }),
+  ),
   /** CUDA: registers per thread of the kernel in the row's module (null where the cubin says none). */
   registers: v.optional(v.nullable(U)),
   error: v.optional(v.string()),

@@ -31,6 +31,12 @@ export const EvalTiming = v.object({
   low: N,
   high: N,
   verdict: v.picklist(["faster", "slower", "same"]),
+  /**
+   * The interval lies wholly beyond the margin (a claim) or wholly within it. false with verdict
+   * "same": no difference claimed, and none ruled out either (too few launch pairs, or an
+   * interval that straddles the margin): `text` says which. Absent in records written before it.
+   */
+  decided: v.optional(v.boolean()),
   text: v.string(),
 });
 export type EvalTiming = v.InferOutput<typeof EvalTiming>;

@@ -352,7 +352,7 @@ export interface TuneRow<C = TuneConfig> {
   /** captured median / this median: above 1, faster than the app's choice. */
   speedup: number | null;
   /** This config against the app's, from the interleaved rounds (src/replay/stats.ts compareTimings): faster or slower only beyond the noise; absent with too few rounds. */
-  vsApp?: { verdict: TimingComparison["verdict"]; text: string };
+  vsApp?: { verdict: TimingComparison["verdict"]; decided?: boolean; text: string };
   /** Registers per thread of the kernel in the row's module (CUDA; null where the cubin says none). */
   registers?: number | null;
   error?: string;
@@ -396,7 +396,7 @@ export function tuneRow<C>(config: C, captured: boolean, r: SetRun | undefined, 
   const row: TuneRow<C> = { config, captured, verdict: r.result.verdict, medianUs: us, speedup: us && appUs ? appUs / us : null };
   if (!captured && appTimes.length >= MIN_PAIRS && appTimes.length === r.times.length) {
     const c = compareTimings(appTimes, r.times);
-    row.vsApp = { verdict: c.verdict, text: c.text };
+    row.vsApp = { verdict: c.verdict, decided: c.decided, text: c.text };
   }
   return row;
 }
@@ -427,7 +427,7 @@ export function tuneTable<C>(rows: TuneRow<C>[]): string {
     (r.label ?? configLabel(r.config as TuneConfig)) + (r.captured ? " (app)" : ""),
     r.verdict,
     r.medianUs === null ? "-" : r.medianUs.toFixed(2),
-    r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×${r.vsApp && r.vsApp.verdict === "same" ? " (same)" : ""}`,
+    r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×${r.vsApp && r.vsApp.verdict === "same" && r.vsApp.decided !== false ? " (same)" : ""}`,
     ...(regs ? [r.registers == null ? "-" : String(r.registers)] : []),
   ]);
   const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));

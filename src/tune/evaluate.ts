@@ -180,7 +180,7 @@ export function rowOf<C>(config: C, label: string, c: Candidate, e: TuneEvaluati
       verdict: r.verdict,
       medianUs: t ? t.candidateMedianUs : null,
       speedup: t ? t.speedup : null,
-      ...(t ? { vsApp: { verdict: t.verdict, text: t.text } } : {}),
+      ...(t ? { vsApp: { verdict: t.verdict, ...(t.decided !== undefined ? { decided: t.decided } : {}), text: t.text } } : {}),
       ...(r.verdict === "mismatch" && r.reason ? { error: r.reason } : {}),
     };
   }

@@ -147,7 +147,7 @@ describe("pack / unpack", () => {
     const { root, dir } = await fresh();
     writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\necho build/kernel.cubin\n", { mode: 0o755 });
     const p = await packCapture(dir, join(root, "cap.zip"));
-    expect(p.files).toBe(6);
+    expect(p.files).toBe(7); // kerncap.json, build.sh, kernel/ (2), memory/ (2), processes/0
     const u = await unpackArchive(p.archive, join(root, "back"));
     const a = tree(dir);
     const b = tree(u.dir);

@@ -69,13 +69,16 @@ export function stockBuildSh(flags = "-O2", more: Record<string, unknown> = {}):
 
 /**
  * What a capture library writes into KERNCAP_OUT for that capture (docs/raw-capture.md):
- * kernel/, memory/, and raw.json when `rawJson` (a library writes it last); `extra.process`: the
- * capturing process's identity (raw.json `process`, c/common/kc_process.h).
+ * kernel/, memory/, processes/0 (the library numbers each process of the job there,
+ * c/common/kc_process.c), and raw.json when `rawJson` (a library writes it last); `extra.process`:
+ * the capturing process's identity (raw.json `process`, c/common/kc_process.h).
  * @returns the raw capture object.
  */
 export function writeRawCapture(tmp: string, rawJson = false, extra: { process?: Record<string, unknown> } = {}) {
   mkdirSync(join(tmp, "kernel"), { recursive: true });
   mkdirSync(join(tmp, "memory"), { recursive: true });
+  mkdirSync(join(tmp, "processes"), { recursive: true });
+  writeFileSync(join(tmp, "processes/0"), "");
   const params = new Uint8Array(12);
   new DataView(params.buffer).setBigUint64(0, 0x7f0000000000n, true);
   new DataView(params.buffer).setInt32(8, 1024, true);

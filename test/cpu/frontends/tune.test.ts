@@ -95,6 +95,25 @@ describe("tune: the table and the winner", () => {
     const fast = tuneRow({ kwargs: { B: 3 }, options: {} }, false, set(app.map((x) => x * 0.8)), appRun);
     expect(fast.vsApp!.verdict).toBe("faster");
     expect(pickWinner([own, noisy, fast])!.config.kwargs).toEqual({ B: 3 });
-    expect(tuneTable([own, noisy, fast])).toContain("(same)");
+    // "(same)" only where the interval lies within the margin: the noisy one is undecided
+    expect(noisy.vsApp!.decided).toBe(false);
+    const twin = tuneRow({ kwargs: { B: 4 }, options: {} }, false, set(app.map((x) => x * 1.001)), appRun);
+    expect(twin.vsApp).toMatchObject({ verdict: "same", decided: true });
+    const lines = tuneTable([own, noisy, fast, twin]).split("\n");
+    expect(lines.find((l) => l.startsWith("B=4"))).toContain("(same)");
+    expect(lines.find((l) => l.startsWith("B=2"))).not.toContain("(same)");
+  });
+  test("a config 2× slower timed in too few rounds for an interval: no difference claimed (decided false), and the table does not call it the same", () => {
+    const app = [10, 10.1, 9.9, 10, 10.2, 9.8];
+    const set = (times: number[]): SetRun => ({
+      result: { verdict: "match", timing: { medianUs: [...times].sort((a, b) => a - b)[3]! } } as ReplayResult,
+      times,
+    });
+    const slow = tuneRow({ kwargs: { B: 8 }, options: {} }, false, set(app.map((x) => x * 2.2)), set(app));
+    expect(slow.vsApp).toMatchObject({ verdict: "same", decided: false });
+    expect(slow.vsApp!.text).toContain("no difference claimed");
+    const line = tuneTable([slow]).split("\n")[1]!;
+    expect(line).toMatch(/0\.45×$/);
+    expect(line).not.toContain("(same)");
   });
 });
