@@ -435,13 +435,23 @@ describe("attack: made here means this machine's id", () => {
     // a host name alone (this machine's, without its machine-id) is not enough either
     const named = { ...m, host: { name: hostname(), machineId: null } };
     expect(notMadeHere(named)).toBe(`its manifest names host ${JSON.stringify(hostname())} but no machine-id`);
-    // another machine's id with this host's name
-    expect(
-      notMadeHere(
-        { ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } },
-        { name: hostname(), machineId: "fedcba9876543210fedcba9876543210" },
-      ),
-    ).toContain("not this machine");
+    // another machine's id with this host's name: said without printing either id (the id is what makes a capture local)
+    const other = notMadeHere(
+      { ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } },
+      { name: hostname(), machineId: "fedcba9876543210fedcba9876543210" },
+    );
+    expect(other).toContain("under another machine-id than this machine's");
+    expect(other).not.toMatch(/0123456789abcdef|fedcba9876543210/);
+    // inspect --json: the manifest with host.machineId null; whether it was made here is `received`
+    const own = join(tempDir(), "own");
+    await makeCapture(own);
+    const here = hostIdentity().machineId;
+    expect(readManifest(own).host?.machineId).toBe(here);
+    const i = cli(["inspect", own]);
+    expect(i.code).toBe(0);
+    expect(i.doc.manifest.host.machineId).toBeNull();
+    expect(i.doc.received.received).toBe(here === null);
+    if (here) expect(i.out).not.toContain(here);
   }, 60_000);
 
   test("without /etc/machine-id (a container), kerncap's own id for this user: made once in the user's state folder (0600, O_EXCL), the same on every call; none in a state folder others can write", async () => {

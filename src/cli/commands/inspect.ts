@@ -199,7 +199,9 @@ export default defineCommand({
     if (args.json) {
       printJson("inspect", {
         dir: resolve(dir),
-        manifest: m,
+        // the manifest but for host.machineId, null as an archive ships it (src/format/pack.ts): the id that
+        // makes a capture count as made here is not printed (an inspect --json pasted into a report); `received` says it
+        manifest: m.host ? { ...m, host: { ...m.host, machineId: null } } : m,
         received: { received: reasons.length > 0, reasons, trusted },
         integrity: { checked, ...integrity },
         judging: judgingError ? { error: judgingError } : judging,
