@@ -19,14 +19,14 @@
  * that fails goes to the fallback, and if that fails too, to a new private folder (mkdtemp, 0700)
  * for this process, each time with a warning naming the folder and why.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, parse, resolve, sep } from "node:path";
 import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { othersMayWrite } from "./user-group.ts";
 import { log } from "./log.ts";
-import { markTemp, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
+import { markTemp, pidAlive, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
 
 export interface CacheFile {
   /** Path inside the folder ("a/b.txt"). */
@@ -266,14 +266,53 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
   return f;
 }
 
+/** `base\0prefix` pairs already swept by this process. */
+const swept = new Set<string>();
+
 /**
- * A new private folder under TMPDIR (os.tmpdir(), or `base`) for this process: mkdtemp(`prefix`XXXXXX),
- * mode 0700, checked after it is made to be a folder (not a link) of the effective user with no
+ * Remove, once per process for each `base` and `prefix`, the folders `prefix<pid>-*` in `base` that
+ * privateTempFolder made for a process that is gone (pidAlive: none with that pid). Only a folder
+ * (lstat: no link) of the effective user with no bit for group or others is removed, as
+ * privateTempFolder makes them; anything else of that name is left. Never throws.
+ */
+export function sweepDeadFolders(base: string, prefix: string): void {
+  const key = `${base}\0${prefix}`;
+  if (swept.has(key)) return;
+  swept.add(key);
+  const uid = process.geteuid?.();
+  const named = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(\\d+)-[^/]+$`);
+  let names: string[];
+  try {
+    names = readdirSync(base);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    const m = named.exec(n);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    const p = join(base, n);
+    try {
+      const st = lstatSync(p);
+      if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || (st.mode & 0o077) !== 0) continue;
+      rmSync(p, { recursive: true, force: true });
+      log.debug(`removed ${p}: left by kerncap process ${m[1]}, which is gone`);
+    } catch {
+      // another kerncap removed it first, or it cannot be removed: left as it is
+    }
+  }
+}
+
+/**
+ * A new private folder under TMPDIR (os.tmpdir(), or `base`) for this process:
+ * mkdtemp(`prefix<pid>-`XXXXXX), mode 0700, checked after it is made to be a folder (not a link) of the effective user with no
  * bit for group or others. TMPDIR is vetted first (privateFolderRisk of a name inside it): in a
  * TMPDIR that others can write and that is not sticky (or that belongs to another user), another
  * user could rename kerncap's folder away and put one of theirs at its name (rename(2),
  * RENAME_EXCHANGE) between the mkdtemp and its use (a build.sh run from it), so it is refused.
- * The one way kerncap makes a scratch folder under TMPDIR; the caller removes it.
+ * The one way kerncap makes a scratch folder under TMPDIR; the caller removes it. A kerncap killed
+ * before it could (kill -9, the OOM killer, an MCP server killed during a call) leaves its folder:
+ * the first call of each prefix in a process removes the user's own `prefix<pid>-*` folders whose
+ * process is gone (sweepDeadFolders).
  * @returns the folder's absolute path
  * @throws KerncapError E_TMPDIR naming TMPDIR and why (writable by others and not sticky, another
  *   user's, mkdtemp failing: missing, read-only)
@@ -285,9 +324,10 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
     throw new KerncapError("E_TMPDIR", `TMPDIR ${base} is not safe for kerncap's private folders: ${risk}; another user could swap them`, {
       hint,
     });
+  sweepDeadFolders(base, prefix);
   let dir: string;
   try {
-    dir = mkdtempSync(join(base, prefix));
+    dir = mkdtempSync(join(base, `${prefix}${process.pid}-`));
   } catch (e) {
     throw new KerncapError("E_TMPDIR", `cannot make a private folder in TMPDIR ${base}: ${reason(e)}`, {
       hint: "Set TMPDIR to a writable folder of your own.",

@@ -21,7 +21,7 @@ import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
 import { privateTempFolder, sharedParentRisk } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { liveTempWriter, markTemp, pidAlive, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
+import { liveTempWriter, markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { finalizeCapture, moveIntoPlace, readRaw } from "./finalize.ts";
@@ -424,21 +424,6 @@ export interface ListResult {
   census: Census;
 }
 const LIST_PREFIX = "kerncap-list-";
-/** Remove `$TMPDIR/kerncap-list-<pid>-*` folders whose kerncap is gone. */
-function removeStaleListFolders(): void {
-  let names: string[];
-  try {
-    names = readdirSync(tmpdir());
-  } catch {
-    return;
-  }
-  for (const n of names) {
-    const m = new RegExp(`^${LIST_PREFIX}(\\d+)-`).exec(n);
-    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
-    removeTemp(join(tmpdir(), n));
-    log.debug(`removed ${join(tmpdir(), n)}: left by kerncap process ${m[1]}, which is gone`);
-  }
-}
 /**
  * Run the application with the capture library in count-only mode (folder under $TMPDIR,
  * removed at the end whatever happens).
@@ -452,11 +437,10 @@ export async function listKernels(req: ListRequest, prepare?: PrepareInjection):
   refuseNvtxOff(req.nvtx, injector.runtime);
   const inj = await (prepare ?? injector.prepare)();
   for (const w of inj.warnings ?? []) log.warn(w);
-  removeStaleListFolders();
   const stops = new StopSignals().install();
   let dir: string;
   try {
-    dir = privateTempFolder(`${LIST_PREFIX}${process.pid}-`, resolve(tmpdir()));
+    dir = privateTempFolder(LIST_PREFIX, resolve(tmpdir()));
   } catch (e) {
     if (e instanceof KerncapError) throw e;
     throw new KerncapError("E_TMPDIR", `cannot make kerncap list's folder in ${tmpdir()}: ${(e as Error).message}`, {

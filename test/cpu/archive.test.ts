@@ -33,7 +33,7 @@ import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
 import { RECEIVED_MARK } from "../../src/format/received.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { deadPid, makeCapture, tempDir } from "./fixtures.ts";
 import { rawZip, readRawZip } from "./zip-fixture.ts";
 
 async function fresh(): Promise<{ root: string; dir: string }> {
@@ -133,13 +133,6 @@ async function until(pred: () => boolean, ms = 20_000): Promise<void> {
     if (Date.now() - t0 > ms) throw new Error("timed out waiting");
     await Bun.sleep(5);
   }
-}
-
-/** A pid that no process has: a child's, after it exited. */
-async function deadPid(): Promise<number> {
-  const p = Bun.spawn(["true"]);
-  await p.exited;
-  return p.pid;
 }
 
 describe("pack / unpack", () => {

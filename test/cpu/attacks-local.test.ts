@@ -49,7 +49,7 @@ import { stageTrustedBuild } from "../../src/format/staged-build.ts";
 import { runBuildCommand } from "../../src/frontends/build.ts";
 import { tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
-import { makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
+import { deadPid, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 
 const ROOT = process.geteuid?.() === 0;
 const NOBODY = 65534;
@@ -553,6 +553,39 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
       expect(p.startsWith(join(good, "kerncap-run-"))).toBe(true);
       expect(st.isDirectory() && st.uid === process.geteuid?.() && (st.mode & 0o7777) === 0o700).toBe(true);
     }
+  });
+
+  test("a private folder a killed kerncap left (an MCP server killed during evaluate): the next one of that prefix removes the user's own 0700 folders of gone processes; a live process's, a link, one open to others are kept", async () => {
+    const base = tempDir();
+    const dead = await deadPid();
+    const left = join(base, `kerncap-evaluate-${dead}-a1b2c3`);
+    mkdirSync(join(left, "tree/src"), { recursive: true, mode: 0o700 });
+    chmodSync(left, 0o700);
+    writeFileSync(join(left, "tree/src/k.cu"), "// a candidate\n");
+    const live = join(base, `kerncap-evaluate-${process.pid}-d4e5f6`);
+    mkdirSync(live, { mode: 0o700 });
+    const open = join(base, `kerncap-evaluate-${dead}-open00`);
+    mkdirSync(open, { mode: 0o755 });
+    chmodSync(open, 0o755);
+    const target = join(base, "elsewhere");
+    mkdirSync(target, { mode: 0o700 });
+    symlinkSync(target, join(base, `kerncap-evaluate-${dead}-link00`));
+    const other = join(base, `kerncap-eval-${dead}-x00000`); // another prefix: its own sweep
+    mkdirSync(other, { mode: 0o700 });
+    const made = privateTempFolder("kerncap-evaluate-", base);
+    expect(made.startsWith(join(base, `kerncap-evaluate-${process.pid}-`))).toBe(true);
+    expect(existsSync(left)).toBe(false);
+    expect(readdirSync(base).sort()).toEqual(
+      [
+        "elsewhere",
+        `kerncap-eval-${dead}-x00000`,
+        `kerncap-evaluate-${dead}-link00`,
+        `kerncap-evaluate-${dead}-open00`,
+        `kerncap-evaluate-${process.pid}-d4e5f6`,
+        made.slice(base.length + 1),
+      ].sort(),
+    );
+    expect(existsSync(target)).toBe(true);
   });
 
   test("a build's private folder (stageTrustedBuild, the folder build.sh runs from) is not made in a TMPDIR others can swap it in: E_TMPDIR before anything is copied; a sticky TMPDIR is used", async () => {

@@ -14,6 +14,13 @@ import type { Manifest } from "../../src/format/manifest.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 
+/** A pid that no process has: a child's, after it exited. */
+export async function deadPid(): Promise<number> {
+  const p = Bun.spawn(["true"]);
+  await p.exited;
+  return p.pid;
+}
+
 export function tempDir(prefix = "kerncap-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }

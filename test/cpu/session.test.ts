@@ -22,7 +22,7 @@ function expectDocument(name: keyof typeof DOCUMENTS, doc: unknown): void {
   expect((doc as { schema: string }).schema).toBe(`kerncap.${name}/1`);
 }
 import { pidAlive } from "../../src/leftovers.ts";
-import { tempDir, writeRawCapture } from "./fixtures.ts";
+import { deadPid, tempDir, writeRawCapture } from "./fixtures.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/cli/main.ts");
 const HAS_GCC = !!Bun.which("gcc");
@@ -93,12 +93,6 @@ async function gone(pid: number, ms = 3000): Promise<boolean> {
     if (performance.now() - t0 > ms) return false;
     await Bun.sleep(25);
   }
-}
-
-async function deadPid(): Promise<number> {
-  const p = Bun.spawn(["true"]);
-  await p.exited;
-  return p.pid;
 }
 
 /**
@@ -208,8 +202,9 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     const scratch = join(d, "tmp");
     mkdirSync(scratch);
     const dead = await deadPid();
-    mkdirSync(join(scratch, `kerncap-list-${dead}-abc123`));
-    mkdirSync(join(scratch, `kerncap-list-${process.pid}-def456`)); // a live kerncap's (this test's pid)
+    mkdirSync(join(scratch, `kerncap-list-${dead}-abc123`), { mode: 0o700 });
+    mkdirSync(join(scratch, `kerncap-list-${process.pid}-def456`), { mode: 0o700 }); // a live kerncap's (this test's pid)
+    mkdirSync(join(scratch, `kerncap-list-${dead}-open00`), { mode: 0o755 }); // not as kerncap makes them (0700): left
     const a = app(
       d,
       "list-app.sh",
@@ -219,7 +214,7 @@ describe.skipIf(!HAS_GCC)("signals and leftovers (kerncap run/list under a fake 
     expect(r.code, r.err).toBe(0);
     expect(JSON.parse(r.out).kernels[0].demangled).toBe("scale(float*, int)");
     expectDocument("list", JSON.parse(r.out));
-    expect(readdirSync(scratch)).toEqual([`kerncap-list-${process.pid}-def456`]);
+    expect(readdirSync(scratch).sort()).toEqual([`kerncap-list-${dead}-open00`, `kerncap-list-${process.pid}-def456`].sort());
   }, 20_000);
 
   test("ncu spellings (-k regex:, --launch-skip, -o, -f) and the app's exit code passed through after a complete capture", async () => {
