@@ -136,6 +136,7 @@ export function unportableName(name: string): string | undefined {
  * the home folder it would be the user's own configuration).
  */
 export function unfitRootName(name: string): string | undefined {
+  if (!name || name.includes("/") || name.includes("\0")) return "is not one folder name (empty, or holding / or NUL)";
   if (name.startsWith(".")) return "starts with . (a hidden folder such as ~/.ssh or ~/.vim: a capture folder is never one)";
   return unportableName(name);
 }

@@ -228,7 +228,7 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
  *   SIGINT, 143 SIGTERM; the temp is removed); the file system's errors with `out` as their path
  *   (ENOSPC, EFBIG: src/errors.ts systemError words them).
  */
-export async function packCapture(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress } = {}): Promise<PackResult> {
+export async function packCapture(dirArg: string, outArg: string, opts: PackOptions = {}): Promise<PackResult> {
   const stops = new StopSignals().install();
   try {
     return await pack(dirArg, outArg, opts, interruptCheck(stops, "pack"));
@@ -237,15 +237,21 @@ export async function packCapture(dirArg: string, outArg: string, opts: { force?
   }
 }
 
-async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onProgress?: ArchiveProgress }, tick: () => Promise<void>): Promise<PackResult> {
+/** pack's options: `force` replaces an archive kerncap pack wrote; `root` names the archive's root folder (default: the capture folder's name). */
+export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string };
+
+async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
   const dir = resolve(dirArg);
-  const rootWhy = unfitRootName(basename(dir));
+  const root = opts.root ?? basename(dir);
+  const rootWhy = unfitRootName(root);
   if (rootWhy)
     throw new KerncapError(
       "E_PACK_NAME",
-      `${dir}: the folder's name ${escapedForMessage(basename(dir))} ${rootWhy}, which kerncap unpack refuses as an archive's root`,
-      { hint: "Copy or rename the folder to a name of letters, digits and ._+- (cp -r DIR plain-name), then pack that." },
+      opts.root !== undefined
+        ? `--name ${escapedForMessage(root)} ${rootWhy}, which kerncap unpack refuses as an archive's root`
+        : `${dir}: the folder's name ${escapedForMessage(root)} ${rootWhy}, which kerncap unpack refuses as an archive's root`,
+      { hint: "Name the archive's root folder with --name NAME (letters, digits and ._+-), or copy the folder to such a name and pack that." },
     );
   const m = readManifest(dir);
   verifyFiles(dir, m);
@@ -273,7 +279,7 @@ async function pack(dirArg: string, outArg: string, opts: { force?: boolean; onP
   removeStale(out, "pack");
 
   const shipped = new Map([[MANIFEST_FILE, shippedManifest(dir)]]);
-  const { index, filesTotal, dataTotal } = packIndex(dir, m, shipped);
+  const { index, filesTotal, dataTotal } = packIndex(dir, root, m, shipped);
   const written = await writeArchive(dir, out, index, existed, opts, tick, shipped);
   const { files, warnings } = index;
   return {
@@ -306,8 +312,7 @@ function shippedManifest(dir: string): Uint8Array {
  * every folder, the portability warnings; and the bytes of the files (apparent sizes) and of their data.
  * @throws KerncapError as walk
  */
-function packIndex(dir: string, m: Manifest, shipped: Map<string, Uint8Array>): { index: PackIndex; filesTotal: number; dataTotal: number } {
-  const root = basename(dir);
+function packIndex(dir: string, root: string, m: Manifest, shipped: Map<string, Uint8Array>): { index: PackIndex; filesTotal: number; dataTotal: number } {
   const tree = walk(dir);
   const warnings = portabilityWarnings(dir, m);
   const files: PackedFile[] = [];

@@ -369,6 +369,25 @@ describe("pack / unpack", () => {
     }
   });
 
+  test("a folder whose name unpack would refuse as a root (a space): refused with the way out, and packed under --name; a bad --name is refused", async () => {
+    const root = tempDir();
+    const spaced = join(root, "my cap");
+    await makeCapture(spaced);
+    const e = await error(() => packCapture(spaced, join(root, "a.zip")));
+    expect(e.code).toBe("E_PACK_NAME");
+    expect(e.hint).toContain("--name NAME");
+    const p = await packCapture(spaced, join(root, "a.zip"), { root: "my-cap" });
+    expect((await readPackIndex(p.archive)).root).toBe("my-cap");
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(readManifest(u.dir).kernel.name).toBe(readManifest(spaced).kernel.name);
+    for (const bad of ["a b", ".hidden", "x/y", "$(id)"]) {
+      const b = await error(() => packCapture(spaced, join(root, "b.zip"), { root: bad }));
+      expect(b.code, bad).toBe("E_PACK_NAME");
+      expect(b.message, bad).toContain("--name");
+      expect(existsSync(join(root, "b.zip"))).toBe(false);
+    }
+  });
+
   test("refuses to overwrite without --force; --force replaces only a capture", async () => {
     const { root, dir } = await fresh();
     const p = await packCapture(dir, join(root, "cap.zip"));

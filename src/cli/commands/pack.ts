@@ -1,4 +1,4 @@
-/** `kerncap pack DIR [-o FILE]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). Exit 0; 2 error; 130/143 interrupted (the temp removed). */
+/** `kerncap pack DIR [-o FILE] [--name NAME]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). Exit 0; 2 error; 130/143 interrupted (the temp removed). */
 import { defineCommand } from "citty";
 import { basename, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
@@ -16,6 +16,11 @@ export default defineCommand({
     ...dirArg,
     out: { type: "string", alias: "o", description: "Archive to write (default: DIR.zip next to the folder)" },
     force: { type: "boolean", alias: ["f"], description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
+    name: {
+      type: "string",
+      description: "The archive's root folder, what unpack creates (default: DIR's name; letters, digits and ._+-: for a folder named otherwise)",
+      valueHint: "NAME",
+    },
     ...jsonArg,
     ...verboseArg,
   },
@@ -24,9 +29,11 @@ export default defineCommand({
       throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
     const progress = archiveProgress(basename(dir), Boolean(args.json));
-    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, { force: Boolean(args.force), onProgress: progress.update }).finally(
-      progress.end,
-    );
+    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, {
+      force: Boolean(args.force),
+      onProgress: progress.update,
+      ...(args.name !== undefined ? { root: String(args.name) } : {}),
+    }).finally(progress.end);
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     if (args.json) printJson("pack", r);
     else {
