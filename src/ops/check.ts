@@ -21,7 +21,7 @@
  */
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { isKerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
 import { openCapture } from "../format/capture-dir.ts";
@@ -69,7 +69,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     if (s.rebuild && reproducer) gateRebuild(task, dir, m, s);
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
-    const here = s.rebuild ? deviceArch(m.device.vendor) : undefined;
+    const here = s.rebuild ? await archOrBuildOnly(dir, m, reproducer, s, p) : undefined;
     const otherArch = here !== undefined && here !== m.device.arch;
     if (s.rebuild && reproducer && otherArch && !fe.retargets) {
       return out({
@@ -116,6 +116,27 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):
     // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
     Bun.gc(true);
+  }
+}
+
+/**
+ * The architecture of this machine's GPU for a --rebuild (deviceArch). Without a GPU (E_NO_GPU) a
+ * reproducer is still built, for its captured target as validate builds it, so that a corpus
+ * checked where no GPU is says which reproducers still compile: the build's record goes into
+ * `p.rebuild` (a failed build's error is thrown in place of the missing GPU's), then the E_NO_GPU
+ * error is thrown with "rebuilt …; not replayed" in front of it.
+ * @throws KerncapError E_NO_GPU (after the build), the build's error, what deviceArch throws
+ */
+async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s: CheckSettings, p: Checked): Promise<string | undefined> {
+  try {
+    return deviceArch(m.device.vendor);
+  } catch (e) {
+    if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
+    const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
+    p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
+    throw new KerncapError("E_NO_GPU", `rebuilt by ${b.builder} in ${b.seconds.toFixed(2)} s (it compiles); not replayed: ${e.message}`, {
+      ...(e.hint ? { hint: e.hint } : {}),
+    });
   }
 }
 

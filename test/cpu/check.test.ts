@@ -29,6 +29,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/received.ts";
 import { makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
+import { writeDemo } from "../../src/capture/demo.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
@@ -624,6 +625,31 @@ describe("the verb", () => {
     } finally {
       if (state === undefined) delete process.env.XDG_STATE_HOME;
       else process.env.XDG_STATE_HOME = state;
+      if (savedNvcc === undefined) delete process.env.NVCC;
+      else process.env.NVCC = savedNvcc;
+    }
+  });
+  test("--rebuild without a GPU: each reproducer is still built (a compile error is the capture's error, with the compiler's message; a build that works is recorded and said before the missing GPU)", async () => {
+    const { dir } = writeDemo(join(tempDir(), "cap"), false); // kerncap's own reproducer of a real module
+    const nvcc = join(tempDir(), "nvcc");
+    const savedNvcc = process.env.NVCC;
+    process.env.NVCC = nvcc;
+    const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
+    try {
+      // a compiler that fails, as nvcc on an edit that does not compile
+      writeFileSync(nvcc, `#!/bin/sh\necho 'src/kernel.cu(3): error: identifier "undefined_name" is undefined' >&2\nexit 1\n`, { mode: 0o755 });
+      const bad = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+      expect([bad.value.outcome, bad.value.code]).toEqual(["error", "E_BUILD"]);
+      expect(bad.value.reason).toContain("undefined_name");
+      // one that builds: the module the capture holds, copied to -o
+      writeFileSync(nvcc, `#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && cp ${JSON.stringify(join(dir, "kernel/module.fatbin"))} "$2"; shift; done\n`, {
+        mode: 0o755,
+      });
+      const ok = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+      expect([ok.value.outcome, ok.value.code], ok.value.reason ?? "").toEqual(["error", "E_NO_GPU"]);
+      expect(ok.value.reason).toMatch(/^rebuilt by build\.sh in \d+\.\d\d s \(it compiles\); not replayed: no NVIDIA driver/);
+      expect(ok.value.rebuild).toMatchObject({ builder: "build.sh", targetArch: null });
+    } finally {
       if (savedNvcc === undefined) delete process.env.NVCC;
       else process.env.NVCC = savedNvcc;
     }
