@@ -136,6 +136,44 @@ describe("kerncap demo", () => {
     expect(new Float32Array(after[2]!.bytes.slice(0).buffer)[1]).toBe(1.5 * (-13 / 8) + 11 / 4);
   });
 
+  test("inspect --region: a region's values before and after, read from the memory images; y after = a·x + y before, element for element; by index or by an address inside it", async () => {
+    const dir = await demo();
+    const dump = async (...a: string[]) => {
+      const r = await cli(["inspect", dir, "--json", ...a]);
+      expect(r.code).toBe(0);
+      const doc = JSON.parse(r.out);
+      expect(v.safeParse(DOCUMENTS.region, doc).success).toBe(true);
+      return doc;
+    };
+    const params = await dump("--region", "0", "--count", "1"); // the Saxpy struct: a first
+    expect(params).toMatchObject({ region: 0, changed: false, dtype: "fp32", dtypeFrom: "default", count: 1 });
+    const a = params.before[0] as number;
+    const x = await dump("--region", "1", "--count", "4000");
+    const y = await dump("--region", "2", "--count", "4000");
+    expect([x.count, y.count, y.changed]).toEqual([4000, 4000, true]);
+    expect(x.after).toEqual(x.before); // not written by the launch
+    for (let i = 0; i < 4000; i++) expect(y.after[i]).toBe(Math.fround(Math.fround(a * x.before[i]) + y.before[i]));
+    expect(y.differing.length).toBe(y.before.filter((b: number, i: number) => b !== y.after[i]).length);
+    // an address inside region 2 (as inspect shows a pointer's value): that region, from that byte
+    const at = await dump("--region", "0x600000400010", "--count", "2", "--dtype", "u32");
+    expect(at).toMatchObject({ region: 2, offset: 16, dtype: "u32", dtypeFrom: "option", count: 2 });
+    expect(at.before[0]).toBe(new Uint32Array(new Float32Array([y.before[4]]).buffer)[0]);
+    // the text: a row per element, * where the launch changed it
+    const t = await cli(["inspect", dir, "--region", "2", "--count", "3"]);
+    expect(t.out).toContain("region [2] 0x600000400000, 15.6 KiB, written by the launch; fp32 (the default: --dtype sets it); elements 0–2 of 4000");
+    expect(t.out.split("\n")[2]).toMatch(new RegExp(`^\\s+0\\s+${y.before[0]}\\s+${y.after[0]}(\\s+\\*)?$`));
+    // what does not fit is a usage error
+    for (const bad of [
+      ["--region", "3"],
+      ["--region", "0x1"],
+      ["--region", "2", "--count", "0"],
+      ["--region", "2", "--dtype", "float"],
+      ["--region", "2", "--offset", "16000"],
+      ["--count", "4"],
+    ])
+      expect((await cli(["inspect", dir, ...bad])).code, bad.join(" ")).toBe(2);
+  });
+
   test("refuses to overwrite without --force; --force replaces a previous capture, never another folder", async () => {
     const dir = await demo();
     writeFileSync(join(dir, "src/saxpy.cu"), "// edited\n");

@@ -17,6 +17,7 @@ import { describeJudging, readJudging, type JudgeSettings } from "../../replay/j
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
+import { inspectRegion, regionArgs } from "./inspect-region.ts";
 
 /**
  * A parameter's value as inspect shows it: its bytes as a little-endian hex number (up to 8 bytes),
@@ -156,12 +157,17 @@ export default defineCommand({
   args: {
     ...dirArg,
     ...verifyArg(false),
+    ...regionArgs,
     ...jsonArg,
     ...verboseArg,
   },
   run({ args }) {
     const dir = String(args.dir);
     const m = readManifest(dir);
+    if (args.region !== undefined) return inspectRegion(dir, m, args, Boolean(args.json));
+    for (const o of ["dtype", "offset", "count"] as const)
+      if (args[o] !== undefined)
+        throw new KerncapError("E_USAGE", `--${o} goes with --region`, { hint: "kerncap inspect DIR --region N --dtype fp32 --count 64" });
     // whether a rebuild runs its build.sh without --trust, and why not (src/format/trust.ts)
     const reasons = receivedReasons(dir, m);
     const trusted = reasons.length > 0 && trustRecorded(dir, m);

@@ -1,0 +1,150 @@
+/**
+ * Parts of the verbs' JSON documents (src/format/documents.ts) that several documents share: a
+ * replay's result fields (replay, validate, the watch's lines), a timing comparison, a tune row.
+ */
+import * as v from "valibot";
+
+/** A count or size: a whole number, 0 or more. */
+export const U = v.pipe(v.number(), v.integer(), v.minValue(0));
+export const N = v.number();
+export const Verdict = v.picklist(["match", "mismatch"]);
+/** The fields of a replay's result (src/replay/engine.ts ReplayResult), in the replay and validate documents; nested objects stay open. */
+export const ReplayFields = {
+  dir: v.string(),
+  kernel: v.string(),
+  /** match: every region as the app left it (bit-exact, within tolerance, within the run-to-run spread, or equal as multisets); exit 0 vs 1. */
+  verdict: Verdict,
+  regionsChecked: U,
+  /** Bytes compared (regions and module globals). */
+  bytesChecked: U,
+  /** Regions that differ from the app's after state (or, unchanged in the app, from the before state). */
+  mismatches: v.array(v.looseObject({ va: v.string(), kind: v.string(), size: U, changedInApp: v.boolean(), firstDiffOffset: v.number(), bytesDiffering: U })),
+  /** Kernel time per launch in µs; method and appMethod name how each was measured. */
+  timing: v.looseObject({
+    iters: U,
+    medianUs: N,
+    minUs: N,
+    p10Us: N,
+    p90Us: N,
+    appUs: v.nullable(N),
+    method: v.string(),
+    appMethod: v.string(),
+    /** L2 flushed before each timed launch (--flush-l2) or warm. */
+    l2: v.optional(v.picklist(["flushed", "warm"])),
+    /** What timed each launch: timers around it ("events") or the GPU's own kernel timestamps from CUPTI ("cupti", KERNCAP_TIMING clock=cupti). */
+    clock: v.optional(v.picklist(["events", "cupti"])),
+    /** Why clock=cupti was asked and not used (another CUPTI client such as ncu, no libcupti). */
+    clockNote: v.optional(v.string()),
+    /** The GPU's clocks (MHz) while the timed launches ran, from nvidia-smi; null when unknown. */
+    clocks: v.optional(
+      v.nullable(v.object({ smMHz: v.nullable(N), memMHz: v.nullable(N), applicationsSmMHz: v.nullable(N), maxSmMHz: v.nullable(N), source: v.string() })),
+    ),
+  }),
+  /** bytes: live bytes restored; storedBytes: copied from memory/before.bin; gbPerS over storedBytes. */
+  restore: v.looseObject({ bytes: U, storedBytes: U, seconds: N, gbPerS: N, hostRegistered: v.boolean() }),
+  /** A capture that faulted in the app: whether the replay reproduced the fault, and the compute-sanitizer command line. */
+  fault: v.optional(
+    v.looseObject({
+      expected: v.looseObject({ code: U, name: v.string(), message: v.string() }),
+      observed: v.nullable(v.looseObject({ code: U, name: v.string() })),
+      reproduced: v.boolean(),
+      sanitizer: v.string(),
+    }),
+  ),
+  /** Checked runs from the same before state; nondeterministic when later runs differ from the first. */
+  determinism: v.looseObject({ runs: U, runsDiffering: U, nondeterministic: v.boolean() }),
+  check: v.looseObject({ verifySeconds: N, compareSeconds: N, bytesCopiedBack: U, scannedOn: v.optional(v.literal("host")) }),
+  reserve: v.looseObject({ spans: U, bytes: U, seconds: N }),
+  module: v.looseObject({ file: v.string(), loadSeconds: N }),
+  device: v.looseObject({ name: v.string(), arch: v.string() }),
+  /** Element-wise report: bit-exact, within-tolerance, within-spread (nondeterministic runs), multiset-equal, or mismatch; regions that are not bit-exact. */
+  numerics: v.looseObject({
+    verdict: v.string(),
+    atol: N,
+    rtol: N,
+    regions: v.array(
+      v.looseObject({
+        va: v.string(),
+        verdict: v.string(),
+        dtype: v.string(),
+        elements: N,
+        bytesDiffering: N,
+        overTolerance: N,
+        maxAbsError: v.nullable(N),
+        maxRelError: v.nullable(N),
+        firstDiffOffset: N,
+      }),
+    ),
+  }),
+  /** --multiset: each region asked for and how the app's elements compare with each run's. */
+  multiset: v.optional(
+    v.array(
+      v.looseObject({
+        index: U,
+        va: v.string(),
+        dtype: v.string(),
+        verdict: v.picklist(["bit-exact", "multiset-equal", "mismatch"]),
+        elements: U,
+        runs: U,
+        runsReordered: U,
+        unmatched: U,
+      }),
+    ),
+  ),
+};
+
+/** A candidate kernel's time against a baseline's, interleaved on the same memory (src/replay/stats.ts TimingComparison); null when not compared. */
+export const Compare = v.nullable(
+  v.object({
+    pairs: U,
+    baselineMedianUs: N,
+    candidateMedianUs: N,
+    /** baseline time / candidate time (Hodges–Lehmann over balanced blocks): above 1, the candidate is faster; low–high its 99% interval. */
+    speedup: N,
+    low: N,
+    high: N,
+    verdict: v.picklist(["faster", "slower", "same"]),
+    /** The interval lies wholly beyond the margin (a claim) or wholly within it: more launches would not change the verdict. */
+    decided: v.boolean(),
+    /** The smallest difference claimed (fraction): 0.01, or the kernel's own A/A floor where larger. */
+    margin: N,
+    /** The baseline against a second load of its module in the same rounds (speedup and its interval); null when not timed. */
+    aa: v.nullable(v.object({ speedup: N, low: N, high: N })),
+    /** The candidate against a second load of its module, likewise. */
+    bb: v.optional(v.nullable(v.object({ speedup: N, low: N, high: N }))),
+    /** The smallest difference (fraction) this measurement would have claimed; null with too few launches for an interval. */
+    detectable: v.nullable(N),
+    text: v.string(),
+    method: v.string(),
+  }),
+);
+
+/** A config of kerncap tune and its outcome (src/frontends/tune.ts TuneRow). */
+export const TuneRow = v.object({
+  /**
+   * The config in its frontend's own shape (its tune, src/frontends/<name>/tune.ts, owns it;
+   * TuneDriver.params reads it by parameter name): Triton's {kwargs, options} (constexpr values
+   * and compile options), CUDA's {defines, maxrregcount?, flags} (macros -DNAME=V, -maxrregcount,
+   * extra nvcc flags: src/frontends/cuda/tune-space.ts CudaConfig).
+   */
+  config: v.record(v.string(), v.unknown()),
+  /** The table's config column. */
+  label: v.optional(v.string()),
+  captured: v.boolean(),
+  verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
+  medianUs: v.nullable(N),
+  speedup: v.nullable(N),
+  /** This config against the app's from the interleaved rounds (src/replay/stats.ts): faster/slower only beyond the noise. */
+  vsApp: v.optional(
+    v.object({
+      verdict: v.picklist(["faster", "slower", "same"]),
+      /** false with "same": no difference claimed and none ruled out (too few rounds, or an interval over the margin); the table then shows no "(same)". */
+      decided: v.optional(v.boolean()),
+      text: v.string(),
+    }),
+  ),
+  /** CUDA: registers per thread of the kernel in the row's module (null where the cubin says none). */
+  registers: v.optional(v.nullable(U)),
+  error: v.optional(v.string()),
+  note: v.optional(v.string()),
+});
