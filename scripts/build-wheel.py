@@ -204,7 +204,10 @@ def main():
     ap.add_argument("--version", default=json.load(open(os.path.join(ROOT, "package.json")))["version"])
     ap.add_argument("--compresslevel", type=int, default=9, choices=range(10), metavar="0-9")
     ap.add_argument("--project-url", action="append", default=[], metavar="LABEL=URL")
+    ap.add_argument("--check-args", action="store_true", help="only check the arguments (scripts/release.sh, before it builds)")
     a = ap.parse_args()
+    if a.check_args:
+        return
     if not os.path.isfile(a.binary):
         sys.exit(f"build-wheel: no executable at {a.binary}; build it first with bash scripts/build.sh")
     if not re.fullmatch(r"\d+(\.\d+)*([ab]\d+|rc\d+)?(\.post\d+)?(\.dev\d+)?", a.version):

@@ -10,6 +10,13 @@
 # XZ_OPT (xz's own, default -6 -T0) and WHEEL_COMPRESSLEVEL (0-9, default 9) trade size for time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the arguments are build-wheel.py's: checked before anything is built (--help prints this header)
+for a in "$@"; do
+  case "$a" in
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  esac
+done
+python3 scripts/build-wheel.py --check-args "$@" || exit 2
 out="${RELEASE_DIR:-dist/release}"
 bin="${KERNCAP_BINARY:-}"
 if [ -z "$bin" ]; then

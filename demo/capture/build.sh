@@ -57,7 +57,7 @@ if [ ! -f "$slice" ] || [ "$made" = "" ]; then
 elif [ "$made" != "$have" ]; then
   echo "kerncap: src/saxpy.cu changed since the slice was made (kerncap validate remakes it): compiling the whole TU" >&2
 elif [ -n "$edited" ]; then
-  echo "kerncap: the slice src/saxpy.kerncap-slice.cu was edited by hand: compiling it as it is (it is generated from src/saxpy.cu; an edit there remakes it)" >&2
+  echo "kerncap: the slice src/saxpy.kerncap-slice.cu was edited by hand: compiling it as it is (it is generated from src/saxpy.cu: once that file changes, validate refuses to remake it over your edit; delete the slice to compile the whole TU)" >&2
   src="$slice"
 elif [ -f "$failed" ] && [ "$(cat "$failed")" = "$have" ]; then
   echo "kerncap: the slice did not build for this text of src/saxpy.cu: compiling the whole TU" >&2

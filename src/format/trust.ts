@@ -75,7 +75,7 @@ export function requireTrustedBuild(
   const show = () => {
     if (!o.inMessage)
       process.stderr.write(
-        `──── ${o.name ?? key.dir}: what the build would run (sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
+        `──── ${o.name ?? key.dir}: what the build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
       );
   };
   if (typeof trust === "string") {
@@ -107,7 +107,7 @@ export function requireTrustedBuild(
     show();
     throw new KerncapError(
       "E_UNTRUSTED",
-      `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}, sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`,
+      `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`,
       {
         hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
       },

@@ -116,7 +116,7 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
 function watchNeedsGpu(e: unknown): never {
   if (isKerncapError(e) && e.code === "E_NO_GPU")
     throw new KerncapError("E_NO_GPU", e.message, {
-      hint: "--watch needs a GPU (it replays at each save); plain `kerncap validate DIR` (no --watch) rebuilds the edited source and reports whether the edit compiles.",
+      hint: "--watch needs a GPU (it replays at each save); plain `kerncap validate DIR` (no --watch) rebuilds the edited source and reports whether the kernel compiles.",
       cause: e,
     });
   throw e;
@@ -126,7 +126,7 @@ function watchNeedsGpu(e: unknown): never {
  * Rebuild and replay once (no gates: validate's, and tests').
  * @throws KerncapError E_FRONTEND (a frontend without validate: HIP), the rebuild's (E_BUILD,
  *   E_RDC, E_PARAM_LAYOUT …: reported before a replay error, which may come only from the lack of
- *   a module), the replay's; E_NO_GPU says that the rebuild succeeded (the edit compiles) when it did
+ *   a module), the replay's; E_NO_GPU says that the rebuild succeeded (the kernel compiles) when it did
  */
 export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promise<ValidateResult> {
   const m = c.manifest;
@@ -156,9 +156,10 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {
       const b = await rebuild.built;
-      log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the edit compiles`);
+      // the reproducer builds the kernel and what it uses (the slice or the pruned TU): host code after it is not compiled, so "the kernel", not "the file"
+      log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the kernel compiles`);
       throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
-        hint: "The edit compiles. Its replay needs an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); without one, demo, inspect, pack, unpack, export, judge and tune's builds work. kerncap doctor says what this machine lacks.",
+        hint: "The kernel compiles. Its replay needs an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); without one, demo, inspect, pack, unpack, export, judge, and the builds of eval, tune and check --rebuild work. kerncap doctor says what this machine lacks.",
       });
     }
     throw e;

@@ -180,8 +180,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) root_dir = argv[++i];
     else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)]\n", argv[0]);
-      return 2;
+      /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2) */
+      const int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+      fprintf(help ? stdout : stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)]\n", argv[0]);
+      return help ? 0 : 2;
     }
   }
   CUresult r0 = cuInit(0);

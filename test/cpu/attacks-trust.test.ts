@@ -173,7 +173,7 @@ describe("what runs is what was trusted", () => {
     expect(err).toContain("import os  # the kernel's module");
     expect(err).toContain("──── the interpreter pinned.json names (run with the folder's repro.py) ────\n/opt/py/bin/python3\n");
     const digest = /sha256 ([0-9a-f]{64})\)/.exec(e.message)?.[1];
-    expect(err).toContain(`what the build would run (sha256 ${digest})`);
+    expect(err).toContain(`what the build would run (one digest of all of it: sha256 ${digest})`);
     expect(e.hint).toContain(`kerncap tune ${dir} --trust=${digest}`);
     writeFileSync(join(dir, "src/k.py"), "import os; os.system('id')\n");
     const changed = await quietly(() => requireTrustedBuild(dir, readManifest(dir), digest!));

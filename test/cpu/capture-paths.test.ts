@@ -370,7 +370,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/opt/kc-missing/python3", kernelFile: "k.py" }));
     const err = captureStderr(() =>
       expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(
-        /received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above, sha256 [0-9a-f]{64}\)/,
+        /received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above; the digest of all of it: sha256 [0-9a-f]{64}\)/,
       ),
     );
     expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\n/opt/kc-missing/python3\n");

@@ -1314,8 +1314,8 @@ test.skipIf(!NVCC_HERE || GPU_HERE)(
     expect(p.exitCode, err).toBe(2);
     expect(err).toMatch(/the rebuild succeeded \(.*build\/kernel\.cubin, [0-9.]+ s\), but the replay needs a GPU: no NVIDIA driver/);
     // the edit's own news first, as a success line (found by a new user: it sat in the middle of an ERROR line)
-    expect(err).toMatch(/rebuilt .*build\/kernel\.cubin in [0-9.]+ s: the edit compiles/);
-    expect(err.indexOf("the edit compiles")).toBeLessThan(err.indexOf("the rebuild succeeded"));
+    expect(err).toMatch(/rebuilt .*build\/kernel\.cubin in [0-9.]+ s: the kernel compiles/);
+    expect(err.indexOf("the kernel compiles")).toBeLessThan(err.indexOf("the rebuild succeeded"));
     // --json: the document says it (a script learns that the edit compiles)
     const j = Bun.spawnSync([process.execPath, main, "validate", dir, "--json"], {
       cwd: root,

@@ -538,6 +538,10 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(jit.out).toContain("module: no machine code for sm_80 in the image (it has sm_90): JIT-compiling its PTX (compute_80, kernel.ptx)");
     expect(jit.out).toContain("MATCH");
     expect(readFileSync(log, "utf8")).toContain("load ptx");
+    // asked-for help: the usage on stdout, exit 0, before the driver; an unknown option: exit 2
+    const help = repro(out, null, {}, ["-h"]);
+    expect([help.code, help.out.startsWith("usage: ./repro [-m MODULE]")]).toEqual([0, true]);
+    expect(repro(out, null, {}, ["-x"]).code).toBe(2);
     // a driver that JIT-compiles the fatbin's PTX itself: said too
     const itself = repro(out, appWrites(out, m), { KC_FAKE_CC: "86" });
     expect(itself.out).toContain("module: no machine code for sm_86 in the image (it has sm_90): the driver JIT-compiled its PTX (compute_80)");

@@ -211,3 +211,17 @@ print(json.dumps([bw.project_urls([]), bw.project_urls(["Docs=https://docs.inval
   for (const [, url] of none) expect(url).not.toMatch(/example\.(org|com)|placeholder|TODO/i);
   expect(given.at(-1)).toEqual(["Docs", "https://docs.invalid/k"]);
 });
+
+// --help prints the script's header and builds nothing; an argument build-wheel.py does not take is
+// refused before anything is built (a user's `release.sh --help` rebuilt dist/kerncap, then failed).
+test.skipIf(!has(["python3", "-c", "pass"]))("release.sh --help and an unknown argument: no build, exit 0 and 2", () => {
+  const rel = tempDir("kerncap-release-args-");
+  const env = { RELEASE_DIR: join(rel, "out"), KERNCAP_BINARY: join(rel, "no-such-kerncap") };
+  const help = sh(["bash", "scripts/release.sh", "--help"], { env });
+  expect(help.code).toBe(0);
+  expect(help.out).toStartWith("The release artifacts, in dist/release/");
+  const bad = sh(["bash", "scripts/release.sh", "--bogus"], { env });
+  expect(bad.code).toBe(2);
+  expect(bad.err).toContain("unrecognized arguments: --bogus");
+  expect(existsSync(join(rel, "out"))).toBe(false);
+});

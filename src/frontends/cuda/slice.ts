@@ -450,7 +450,7 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
       "E_SLICE_EDITED",
       `src/${meta.slice} was edited by hand, and src/${meta.tu} changed since the slice was made from it: remaking the slice (as validate does after a change of its TU) would lose that edit; nothing was built`,
       {
-        hint: `The slice is generated from src/${meta.tu}: make the edit there (or in the kernel's definition file, ${meta.definitionName}), or delete src/${meta.slice} to compile the whole TU.`,
+        hint: `Keep one of the two edits: carry the slice's edit over to src/${meta.tu}${meta.definitionName !== meta.tu ? ` (or to the kernel's definition file, ${meta.definitionName})` : ""} and delete src/${meta.slice} (the next validate makes it again), or undo the change of src/${meta.tu}.`,
       },
     );
   const s = sliceText(meta, tuText);
