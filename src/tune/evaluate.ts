@@ -123,7 +123,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
       },
     },
     () => {},
-  );
+  ).catch(tuneInterrupted);
   const records = new Map(report.records.filter((r) => r.input !== BUILD_INPUT).map((r) => [r.candidate, r]));
   // no config built: nothing to judge or time beside the captured module
   const failed = [...builds.values()].flatMap((b) => ("failed" in b ? [b.failed] : []));
@@ -240,4 +240,18 @@ export function tuneEvaluator(fakes?: TuneEvalOptions["fakes"]): TuneEvaluate {
       seconds: e.seconds,
     };
   };
+}
+
+/**
+ * eval's E_INTERRUPTED in tune's words: its configs, and no --jsonl/--resume (tune has neither: an
+ * interrupted tune is run again); the exit status kept (130/143). Any other error passes as it is.
+ * @throws always: `e`, or the E_INTERRUPTED said for tune
+ */
+export function tuneInterrupted(e: unknown): never {
+  if (!(e instanceof KerncapError) || e.code !== "E_INTERRUPTED") throw e;
+  const done = /^interrupted: (\d+) of (\d+) candidates evaluated/.exec(e.message);
+  throw new KerncapError("E_INTERRUPTED", done ? `tune interrupted: ${done[1]} of ${done[2]} configs judged` : e.message.replace(/candidates?/g, "configs"), {
+    hint: "Nothing was kept: run the same kerncap tune again (or with fewer configs).",
+    exitCode: e.exitCode,
+  });
 }

@@ -14,7 +14,8 @@ import { flagsCandidate, type Candidate } from "../../../src/eval/candidates.ts"
 import type { EvalOptions } from "../../../src/eval/eval.ts";
 import { fakeWorkers } from "../eval-child.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
-import { capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator } from "../../../src/tune/evaluate.ts";
+import { capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator, tuneInterrupted } from "../../../src/tune/evaluate.ts";
+import { KerncapError } from "../../../src/errors.ts";
 import { pickWinner } from "../../../src/frontends/tune.ts";
 
 /** A build whose module is the text `texts` gives the candidate's label (test/cpu/eval-fake-worker.ts reads it); "compile-error" fails as nvcc would. */
@@ -167,5 +168,21 @@ describe("tune's configs as eval candidates", () => {
   test("a build error's row keeps the compiler's error lines", () => {
     expect(shortError("build.sh failed\nk.cu(1): warning: x\nk.cu(2): error: a\nk.cu(3): error: b")).toBe("k.cu(2): error: a / k.cu(3): error: b");
     expect(shortError("exit 1\nlast\nlines\nhere")).toBe("last / lines / here");
+  });
+  test("an interrupted tune says so in tune's words (configs; no --jsonl or --resume, which tune has not), the signal's exit status kept", () => {
+    const evalSaid = new KerncapError("E_INTERRUPTED", "interrupted: 2 of 19 candidates evaluated", {
+      hint: "Run it again (with --jsonl FILE, an interrupted eval can be resumed).",
+      exitCode: 130,
+    });
+    let e: unknown;
+    try {
+      tuneInterrupted(evalSaid);
+    } catch (x) {
+      e = x;
+    }
+    expect(e).toMatchObject({ code: "E_INTERRUPTED", exitCode: 130, message: "tune interrupted: 2 of 19 configs judged" });
+    expect((e as KerncapError).hint).not.toMatch(/--jsonl|--resume/);
+    const other = new KerncapError("E_BUILD", "x");
+    expect(() => tuneInterrupted(other)).toThrow(other);
   });
 });
