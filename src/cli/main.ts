@@ -437,7 +437,13 @@ function failureOf(e: unknown, verb: string | undefined, verbose: boolean, fail:
     return fail(sys.code, sys.message, sys.hint, sys.exitCode);
   }
   if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
-    return fail("E_USAGE", err.message, `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`);
+    // a capture folder's verb run inside that folder: the folder is `.` (never taken without being said)
+    const here = /Missing required positional argument: DIR/i.test(err.message ?? "") && existsSync("kerncap.json");
+    return fail(
+      "E_USAGE",
+      err.message,
+      here ? `This folder is a capture: name it, \`kerncap ${verb} .\`.` : `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`,
+    );
   }
   if (verbose && err.stack) log.error(err.stack);
   return fail(

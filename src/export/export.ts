@@ -59,8 +59,9 @@ import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
 
-/** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data. */
-export const EXPORT_FILE = "kerncap-export.json";
+/** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data: src/format/file-names.ts. */
+export { EXPORT_FILE } from "../format/file-names.ts";
+import { EXPORT_FILE } from "../format/file-names.ts";
 export const EXPORT_FORMAT = "kerncap-export";
 
 export interface ExportOptions {

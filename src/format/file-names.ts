@@ -23,5 +23,8 @@ export const KERNCAP_CONFIG_NAMES: readonly string[] = [
   "usercustomize.py",
 ];
 
+/** The marker of an export folder (`kerncap export`, src/export/export.ts), whose data/ is a copy of the capture. */
+export const EXPORT_FILE = "kerncap-export.json";
+
 /** A capture's judging settings (`kerncap judge`: tolerance, element types, multiset regions; src/replay/judge-settings.ts), with its own checksum. */
 export const JUDGE_FILE = "kerncap-judge.json";

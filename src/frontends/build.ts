@@ -15,6 +15,7 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { assertRegularTree, mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
+import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
@@ -182,6 +183,15 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
   const dir = resolve(dirArg); // build.sh runs inside the folder: a relative path would not find it
   const script = join(dir, "build.sh");
   if (!existsSync(script)) {
+    // an export's data/ is the capture without its project, which the export keeps one level up (make run-src)
+    if (existsSync(join(dirname(dir), EXPORT_FILE)))
+      throw new KerncapError(
+        "E_NO_REPRODUCER",
+        `${dir} is the data of an export (${join(dirname(dir), EXPORT_FILE)}): the reproducer's project lies in ${dirname(dir)}, not here`,
+        {
+          hint: `Rebuild and run it there, as its README.md says (a CUDA kernel: cd ${dirname(dir)} && make run-src), or validate the capture the export was made from.`,
+        },
+      );
     throw new KerncapError("E_NO_REPRODUCER", `${dir} has no build.sh: no reproducer project was generated for this capture`, {
       hint: "Capture with the kernel's source available (CUDA: --source-root/--compile-commands; Triton: automatic), or replay the captured module with `kerncap replay`.",
     });

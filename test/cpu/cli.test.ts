@@ -74,6 +74,16 @@ const table: Record<keyof typeof commands, () => void> = {
       const shown = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "inspect", dir], { stdout: "pipe" }).stdout.toString();
       expect(shown).toMatch(/^ {2}\[0\] offset 0 size \d+( = 0x[0-9a-f]+)?/m);
     });
+    test("a verb without DIR run inside a capture folder: the usage error says to name it `.`; elsewhere it points at --help", async () => {
+      const dir = await fresh();
+      const main = join(import.meta.dir, "../../src/cli/main.ts");
+      const inside = Bun.spawnSync([process.execPath, main, "inspect"], { cwd: dir, stderr: "pipe" });
+      expect(inside.exitCode).toBe(2);
+      expect(inside.stderr.toString()).toContain("This folder is a capture: name it, `kerncap inspect .`.");
+      const outside = Bun.spawnSync([process.execPath, main, "inspect"], { cwd: tempDir(), stderr: "pipe" });
+      expect(outside.exitCode).toBe(2);
+      expect(outside.stderr.toString()).toContain("Run `kerncap inspect --help` for the options.");
+    });
     test("a truncated kerncap.json is said to be truncated, with where it ends", async () => {
       const dir = await fresh();
       const text = readFileSync(join(dir, "kerncap.json"), "utf8");

@@ -30,6 +30,7 @@ import { writeDemo } from "../../src/capture/demo.ts";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { isKerncapError } from "../../src/errors.ts";
 import { exportCapture, EXPORT_FILE } from "../../src/export/export.ts";
+import { buildReproducer } from "../../src/frontends/build.ts";
 import { captureHeader, cString, exportPlan, storedPointer } from "../../src/export/plan.ts";
 import { readManifest, sha256File, verifyFiles } from "../../src/format/capture-dir.ts";
 import { runs } from "../../src/format/chunks.ts";
@@ -207,6 +208,14 @@ describe("kerncap export: the folder", () => {
     for (const d of r.data) expect(lstatSync(join(out, d.path)).nlink).toBe(1);
     verifyFiles(cap, m);
     verifyFiles(join(out, "data"), readManifest(join(out, "data")));
+    // validate of the export's data/ (a capture without its project) points at the export's own project
+    const nb = await buildReproducer(join(out, "data"), { quiet: true, force: false }).then(
+      () => undefined,
+      (e) => e,
+    );
+    expect(nb).toMatchObject({ code: "E_NO_REPRODUCER" });
+    expect(nb.message).toContain(`is the data of an export (${join(out, EXPORT_FILE)}): the reproducer's project lies in ${out}`);
+    expect(nb.hint).toContain("make run-src");
     // the export's data/ packs as a capture does
     const packed = await packCapture(join(out, "data"), join(out, "..", "data.zip"), { force: false });
     expect(packed.files).toBe(r.data.length);
