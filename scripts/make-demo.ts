@@ -162,10 +162,10 @@ export async function makeDemo(out = DEMO_CAPTURE): Promise<Manifest> {
   );
   const raw = {
     raw_version: 2 as const,
-    library: `none (${generated}: the after state is a CPU reference of the kernel)`,
+    library: `none: ${generated}; the after state is a CPU reference of the kernel`,
     frontend: "cuda" as const,
     kernel: { name, demangled: demangle(name), match_index: 0, launch_index: 0 },
-    device: { vendor: "nvidia" as const, name: `none (${generated})`, arch, driver_version: 0, ordinal: 0 },
+    device: { vendor: "nvidia" as const, name: `no GPU: the demo, ${generated}`, arch, driver_version: 0, ordinal: 0 },
     launch: {
       api: "cuLaunchKernel",
       grid: [grid, 1, 1] as [number, number, number],

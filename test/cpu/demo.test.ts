@@ -104,6 +104,9 @@ describe("kerncap demo", () => {
     const doc = v.parse(DOCUMENTS.inspect, JSON.parse(r.out));
     expect(doc.integrity).toMatchObject({ verdict: "ok", checked: "files+regions" });
     expect(doc.manifest.device.name).toContain("not captured on a GPU");
+    expect((await cli(["inspect", dir])).out).toContain(
+      "\ndevice     no GPU: the demo, generated on the CPU by scripts/make-demo.ts, not captured on a GPU; for sm_90\n",
+    ); // no "driver 0"
     expect(doc.manifest.tool.library).toContain("CPU reference");
     expect(doc.manifest.device.arch).toBe("sm_90");
     const text = await cli(["inspect", dir]);

@@ -39,7 +39,9 @@ export function describeManifest(m: Manifest, params?: Uint8Array): string {
   if (m.kernel.demangled !== m.kernel.name) L.push(`mangled    ${oneLine(m.kernel.name)}`);
   L.push(`frontend   ${m.kernel.frontend}; match "${oneLine(m.kernel.match)}" #${m.kernel.matchIndex} (launch ${m.kernel.launchIndex} of the process)`);
   L.push(
-    `device     ${m.device.name} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`,
+    m.device.driverVersion === 0 // made with no driver (kerncap demo): no driver version to show
+      ? `device     ${oneLine(m.device.name)}; for ${m.device.arch}`
+      : `device     ${oneLine(m.device.name)} ${m.device.arch}, driver ${m.device.driverVersion}${m.process?.deviceUuid ? `, ${m.process.deviceUuid}` : ""}${m.process?.pciBusId ? ` at PCI ${m.process.pciBusId}` : ""}`,
   );
   if (m.process) L.push(...describeProcess(m.process));
   L.push(
