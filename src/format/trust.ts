@@ -180,7 +180,7 @@ export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, tr
   }
   const names = runs.files.map((f) => f.name).join(", ");
   const shown = `${shownNotStock(runs)}${shownFiles(runs, o.inMessage ? BUILD_SH_IN_MESSAGE : Infinity)}${shownInterpreter(runs)}`;
-  if (!o.inMessage) process.stderr.write(`──── ${o.name}: what its build would run (sha256 ${runs.digest}) ────\n${shown}`);
+  if (!o.inMessage) process.stderr.write(`──── ${o.name}: what its build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shown}`);
   throw new KerncapError(
     "E_UNTRUSTED",
     `${o.name} changes files that the build of the received capture ${dirArg} runs (${names}; sha256 ${runs.digest}, not a digest the user trusted): nothing of it was run` +

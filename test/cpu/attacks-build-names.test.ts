@@ -331,7 +331,7 @@ describe("a received capture's build.sh of its own", () => {
     expect(refused.err).toContain("NOT kerncap's own build: build.sh is not the one this kerncap writes");
     expect(refused.err).toMatch(/──── src\/tools\/gen\.sh \(\d+ bytes, sha256 [0-9a-f]{64}\) ────\ntouch /); // printed whole: build.sh names it
     expect(refused.err).toMatch(/──── src\/kernel\.cu \(\d+ bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────/);
-    const digest = /what the build would run \(sha256 ([0-9a-f]{64})\)/.exec(refused.err)![1]!;
+    const digest = /what the build would run \(one digest of all of it: sha256 ([0-9a-f]{64})\)/.exec(refused.err)![1]!;
     expect(refused.e!.hint).toContain(`--trust=${digest}`);
     // plain --trust: not enough for a build.sh of its own
     const plain = await validate([dir, "--trust"]);
@@ -358,7 +358,7 @@ describe("a received capture's build.sh of its own", () => {
     const marker = join(root, "candidate-ran");
     const dir = await received(root, SCRIPT, (made) => writeFileSync(join(made, "src/tools/gen.sh"), "true\n"));
     const refused = await validate([dir]);
-    const digest = /what the build would run \(sha256 ([0-9a-f]{64})\)/.exec(refused.err)![1]!;
+    const digest = /what the build would run \(one digest of all of it: sha256 ([0-9a-f]{64})\)/.exec(refused.err)![1]!;
     await validate([dir, `--trust=${digest}`]); // the user read build.sh and src/: recorded for these bytes
     const cands = join(root, "cands");
     mkdirSync(join(cands, "evil"), { recursive: true });
