@@ -50,6 +50,7 @@ import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
+import { shippedManifest } from "../format/pack.ts";
 import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture, shownPath } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
@@ -305,6 +306,15 @@ function copyData(capDir: string, m: Manifest, to: string): ExportResult["data"]
   for (const rel of [...new Set(rels)]) {
     const st = resolveInCapture(capDir, rel).stats;
     if (!st) continue; // an empty memory image may be absent (verifyFiles allows it)
+    if (rel === MANIFEST_FILE) {
+      // as an archive ships it: host.machineId null (an export leaves the machine as an archive does; its
+      // id sent back in a folder would make that folder count as made here: src/format/pack.ts)
+      const bytes = shippedManifest(capDir);
+      mkdirSync(to, { recursive: true });
+      writeFileSync(join(to, rel), bytes, { flag: "wx", mode: 0o644 });
+      out.push({ path: `data/${rel}`, bytes: bytes.length, shared: "copy" });
+      continue;
+    }
     out.push({ path: `data/${rel}`, bytes: st.size, shared: shareFile(capDir, rel, join(to, rel)) });
   }
   return out;

@@ -300,7 +300,7 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
  * whose own build.sh then ran at a plain validate. An unpacked capture is received anyway (its
  * kerncap-received.json). @returns the bytes of DIR/kerncap.json so changed (re-serialised)
  */
-function shippedManifest(dir: string): Uint8Array {
+export function shippedManifest(dir: string): Uint8Array {
   const json = JSON.parse(readInCapture(dir, MANIFEST_FILE, MANIFEST_MAX_BYTES)!.toString("utf8")) as { host?: { machineId?: unknown } };
   if (json.host && typeof json.host === "object") json.host.machineId = null;
   return new TextEncoder().encode(`${JSON.stringify(json, null, 2)}\n`);

@@ -208,6 +208,12 @@ describe("kerncap export: the folder", () => {
     for (const d of r.data) expect(lstatSync(join(out, d.path)).nlink).toBe(1);
     verifyFiles(cap, m);
     verifyFiles(join(out, "data"), readManifest(join(out, "data")));
+    // data/kerncap.json as an archive ships it: without this machine's id (an export leaves the machine; the id sent
+    // back in a forged folder made it count as made here: a trial), the rest the capture's
+    const kept = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    const sent = JSON.parse(readFileSync(join(out, "data/kerncap.json"), "utf8"));
+    expect(sent.host.machineId).toBeNull();
+    expect({ ...sent, host: { ...sent.host, machineId: kept.host.machineId } }).toEqual(kept);
     // validate of the export's data/ (a capture without its project) points at the export's own project
     const nb = await buildReproducer(join(out, "data"), { quiet: true, force: false }).then(
       () => undefined,
