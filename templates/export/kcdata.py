@@ -17,6 +17,13 @@ ELEMENT = {"fp64": ("d", 8), "fp32": ("f", 4), "fp16": ("e", 2), "bf16": (None, 
 FLOATS = {"fp64", "fp32", "fp16", "bf16"}
 
 
+def shown(text):
+    """Text from the capture as it may reach a terminal: printable ASCII as it is, every other
+    character escaped (\\xNN, \\uNNNN), so that an escape sequence or a bidi override in a received
+    capture is shown, never obeyed."""
+    return "".join(c if " " <= c <= "~" else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" for c in str(text))
+
+
 class Export:
     def __init__(self, root):
         self.root = root

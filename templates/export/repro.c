@@ -94,9 +94,9 @@ static CUmodule load_module(const char *path, int captured, const char *arch) {
   free(image);
   int has_sass = strstr(" " MODULE_SASS " ", arch) != NULL;
   if (r == CUDA_SUCCESS && captured && !has_sass && MODULE_PTX[0])
-    printf("module: no machine code for %s in the image (it has %s): the driver JIT-compiled its PTX (%s)\n", arch, MODULE_SASS, MODULE_PTX);
+    printf("module: no machine code for %s in the image (it has %s): the driver JIT-compiled its PTX (%s)\n", arch, shown(MODULE_SASS), shown(MODULE_PTX));
   if (r == CUDA_ERROR_NO_BINARY_FOR_GPU && captured && MODULE_PTX_FILE[0]) {
-    printf("module: no machine code for %s in the image (it has %s): JIT-compiling its PTX (%s, %s)\n", arch, MODULE_SASS, MODULE_PTX, MODULE_PTX_FILE);
+    printf("module: no machine code for %s in the image (it has %s): JIT-compiling its PTX (%s, %s)\n", arch, shown(MODULE_SASS), shown(MODULE_PTX), shown(MODULE_PTX_FILE));
     image = read_file(data_path(MODULE_PTX_FILE), &n);
     r = cuModuleLoadData(&mod, image);
     free(image);
@@ -104,10 +104,10 @@ static CUmodule load_module(const char *path, int captured, const char *arch) {
   if (r != CUDA_SUCCESS) {
     const char *s = "unknown error";
     cuGetErrorString(r, &s);
-    fprintf(stderr, "error: cuModuleLoadData(%s) failed: %s\n", path, s);
+    fprintf(stderr, "error: cuModuleLoadData(%s) failed: %s\n", shown(path), s);
     if (captured)
       fprintf(stderr, "  This GPU is %s; the image holds machine code for %s%s%s. Rebuild the kernel for %s (build.sh, make run-src) or run on such a GPU.\n", arch,
-              MODULE_SASS[0] ? MODULE_SASS : "(unknown)", MODULE_PTX[0] ? " and PTX " : " and no PTX", MODULE_PTX, arch);
+              MODULE_SASS[0] ? shown(MODULE_SASS) : "(unknown)", MODULE_PTX[0] ? " and PTX " : " and no PTX", shown(MODULE_PTX), arch);
     exit(2);
   }
   return mod;
@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
   CK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   char arch[16];
   snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
-  printf("kernel %s\n  on %s (%s); captured on %s (%s)\n", KERNEL_DEMANGLED, name, arch, CAPTURED_DEVICE, CAPTURED_ARCH);
+  printf("kernel %s\n  on %s (%s); captured on %s (%s)\n", shown(KERNEL_DEMANGLED), name, arch, shown(CAPTURED_DEVICE), shown(CAPTURED_ARCH));
 
   /* 1-2. reserve the captured VAs, restore the before state */
   reserve_regions(dev);
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (FAULT_CODE) { /* the app's launch faulted: the same fault is the match */
-    printf("%s: the launch gave %d (%s); in the app it faulted with %d (%s)\n", (int)done == FAULT_CODE ? "MATCH" : "MISMATCH", (int)done, s, FAULT_CODE, FAULT_NAME);
+    printf("%s: the launch gave %d (%s); in the app it faulted with %d (%s)\n", (int)done == FAULT_CODE ? "MATCH" : "MISMATCH", (int)done, s, FAULT_CODE, shown(FAULT_NAME));
     return (int)done == FAULT_CODE ? 0 : 1;
   }
   int bad = compare_all(before, after, global_at);

@@ -23,7 +23,7 @@ ex = kcdata.Export(here)
 t = ex.doc["triton"]
 if t["storedPointer"]:
     p = t["storedPointer"]
-    print(f"note: region {p['region']} holds the VA {p['va']} (offset {p['offset']}), inside a captured region: if the kernel "
+    print(f"note: region {p['region']} holds the VA {kcdata.shown(p['va'])} (offset {p['offset']}), inside a captured region: if the kernel "
           "follows pointers stored in memory, it needs the memory at the captured VAs, which tensors here do not have. "
           "The driver-API program replays at those VAs: make run (README.md).", file=sys.stderr)
 
@@ -31,7 +31,7 @@ try:
     import torch
     import triton
 except Exception as e:  # noqa: BLE001
-    sys.exit(f"repro.py needs PyTorch and Triton ({type(e).__name__}: {e}); the kernel was captured with Triton {t['tritonVersion']}")
+    sys.exit(f"repro.py needs PyTorch and Triton ({type(e).__name__}: {e}); the kernel was captured with Triton {kcdata.shown(t['tritonVersion'])}")
 
 interpret = os.environ.get("TRITON_INTERPRET") == "1"
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -58,7 +58,7 @@ for a in t["args"]:
         v = a["value"]
         args.append(int(v) if isinstance(v, str) else v)
     else:
-        sys.exit(f"argument {a['name']} points at {a['va']}, outside every captured region: the driver-API program (make run) replays it")
+        sys.exit(f"argument {kcdata.shown(a['name'])} points at {kcdata.shown(a['va'])}, outside every captured region: the driver-API program (make run) replays it")
 consts = {c["name"]: c["value"] if c["value"] is not None else eval(c["expr"], vars(mod)) for c in t["constexprs"]}
 
 
@@ -74,7 +74,7 @@ bad = 0
 for i, r in enumerate(ex.regions):
     verdict, detail = kcdata.judge(regions[i].cpu().numpy().tobytes(), ex.region_bytes(i, "after"), ex.region_bytes(i, "before"), r["changed"], r["dtype"], tol["atol"], tol["rtol"])
     if verdict != "bit-exact":
-        print(f"  {verdict} region {r['va']} ({r['size']} bytes, {r['dtype']}){': ' + detail if detail else ''}")
+        print(f"  {verdict} region {kcdata.shown(r['va'])} ({r['size']} bytes, {kcdata.shown(r['dtype'])}){': ' + detail if detail else ''}")
     bad |= verdict == "mismatch"
 if "--bench" in sys.argv and device == "cuda":
     print(f"  do_bench: {triton.testing.do_bench(launch) * 1000:.2f} us (the memory is not put back between launches)")

@@ -20,8 +20,27 @@ static void dev_read(void *dst, unsigned long long va, size_t n);
 
 static const char *root_dir = "."; /* the export folder: -d */
 
+/* Text from the capture (the kernel's and the device's names, a global's name, a file name) as it
+ * may reach a terminal: printable ASCII as it is, every other byte as \xNN, so that an escape
+ * sequence, a C1 control or a bidi override in a received capture is shown, never obeyed. Up to
+ * four results live at once (one printf's arguments); a longer text is cut with "...". */
+static const char *shown(const char *s) {
+  static char ring[4][1024];
+  static unsigned k;
+  char *o = ring[k++ & 3];
+  size_t n = 0;
+  for (; *s && n + 8 < sizeof ring[0]; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c >= 0x20 && c < 0x7f) o[n++] = (char)c;
+    else n += (size_t)snprintf(o + n, 5, "\\x%02x", c);
+  }
+  if (*s) memcpy(o + n, "...", 3), n += 3;
+  o[n] = 0;
+  return o;
+}
+
 static void die(const char *what, const char *detail) {
-  fprintf(stderr, "error: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+  fprintf(stderr, "error: %s%s%s\n", what, detail ? ": " : "", detail ? shown(detail) : "");
   exit(2);
 }
 
@@ -187,11 +206,11 @@ static int compare_range(const struct kc_range *r, unsigned long long at, FILE *
   int unchanged = r->changed && v.same_as_before;
   int bad = v.over > 0 || unchanged;
   if (bad) {
-    printf("  MISMATCH %s 0x%llx (%llu bytes, %s): ", what, r->va, r->size, r->type);
+    printf("  MISMATCH %s 0x%llx (%llu bytes, %s): ", shown(what), r->va, r->size, shown(r->type));
     if (unchanged) printf("the app changed it, the replay left it as it was\n");
     else printf("%llu elements differ, the first at byte %llu; %llu over tolerance, max abs error %g\n", v.differing, v.first_diff, v.over, v.max_abs);
   } else if (v.differing) {
-    printf("  within tolerance %s 0x%llx (%llu bytes, %s): %llu elements differ, max abs error %g\n", what, r->va, r->size, r->type, v.differing, v.max_abs);
+    printf("  within tolerance %s 0x%llx (%llu bytes, %s): %llu elements differ, max abs error %g\n", shown(what), r->va, r->size, shown(r->type), v.differing, v.max_abs);
   }
   return bad;
 }

@@ -553,6 +553,18 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(jit.out).toContain("module: no machine code for sm_80 in the image (it has sm_90): JIT-compiling its PTX (compute_80, kernel.ptx)");
     expect(jit.out).toContain("MATCH");
     expect(readFileSync(log, "utf8")).toContain("load ptx");
+    // a received capture's names with terminal controls: the program prints them escaped, never raw (a trial: the title set, the screen cleared)
+    const hostile = await demo();
+    const hm = JSON.parse(readFileSync(join(hostile.cap, "kerncap.json"), "utf8"));
+    hm.kernel.demangled = "saxpy\u001b]0;pwned\u0007\u202e";
+    hm.device.name = "H200\u009b2J";
+    writeFileSync(join(hostile.cap, "kerncap.json"), JSON.stringify(hm, null, 2));
+    exportCapture(hostile.cap, hostile.out);
+    make(hostile.out);
+    const shownRun = repro(hostile.out, appWrites(hostile.out, m), { KC_FAKE_CC: "90" });
+    expect(shownRun.out).toContain("kernel saxpy\\x1b]0;pwned\\x07\\xe2\\x80\\xae\n");
+    expect(shownRun.out).toContain("captured on H200\\xc2\\x9b2J (sm_90)");
+    expect(shownRun.out + shownRun.err).not.toMatch(/[\u001b\u0007\u009b\u202e]/);
     // asked-for help: the usage on stdout, exit 0, before the driver; an unknown option: exit 2
     const help = repro(out, null, {}, ["-h"]);
     expect([help.code, help.out.startsWith("usage: ./repro [-m MODULE]")]).toEqual([0, true]);
@@ -607,6 +619,8 @@ near = bytearray(y1); near[4 * 1500] ^= 1
 assert kcdata.judge(near, y1, y0, True, "fp32", 1e-3, 0)[0] == "within-tolerance"
 assert kcdata.judge(near, y1, y0, True, "fp32")[0] == "mismatch"
 assert kcdata.judge(near, y1, y0, True, "i32")[0] == "mismatch"
+# text from the capture is shown escaped: an escape sequence, a C1 control, a bidi override never reach the terminal
+assert kcdata.shown("k\x1b]0;t\x07\x9b2J\u202e") == "k\\\\x1b]0;t\\\\x07\\\\x9b2J\\\\u202e", kcdata.shown("k\x1b]0;t\x07\x9b2J\u202e")
 print("ok")
 `;
     const p = sh([PY!, "-c", script]);

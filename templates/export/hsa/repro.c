@@ -247,9 +247,9 @@ int main(int argc, char **argv) {
   char name[64] = "", product[64] = "";
   HK(hsa_agent_get_info(gpu, HSA_AGENT_INFO_NAME, name));
   if (hsa_agent_get_info(gpu, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_PRODUCT_NAME, product) != HSA_STATUS_SUCCESS) product[0] = 0;
-  printf("kernel %s\n  on %s (%s); captured on %s (%s)\n", KERNEL_DEMANGLED, product[0] ? product : name, name, CAPTURED_DEVICE, CAPTURED_ARCH);
+  printf("kernel %s\n  on %s (%s); captured on %s (%s)\n", shown(KERNEL_DEMANGLED), product[0] ? product : name, name, shown(CAPTURED_DEVICE), shown(CAPTURED_ARCH));
   if (strcmp(name, CAPTURED_ARCH) && !module_path) {
-    fprintf(stderr, "error: the code object is for %s, GPU agent %d is %s\n  Run on a %s GPU, or rebuild the kernel for %s (make run-src) and pass it with -m.\n", CAPTURED_ARCH, ordinal, name, CAPTURED_ARCH, name);
+    fprintf(stderr, "error: the code object is for %s, GPU agent %d is %s\n  Run on a %s GPU, or rebuild the kernel for %s (make run-src) and pass it with -m.\n", shown(CAPTURED_ARCH), ordinal, name, shown(CAPTURED_ARCH), name);
     return 2;
   }
   int found = 0;
