@@ -22,7 +22,6 @@ import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 import * as v from "valibot";
-import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
 import { assertNotNested, readManifest } from "../format/capture-dir.ts";
 import { log } from "../log.ts";
@@ -129,9 +128,8 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
   const { folder, args } = writeCandidates(dir, a.candidates);
   try {
     const jobs = ["--jobs", String(buildsPerCall(children))];
-    const r = await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
-    // eval exits 2 when a candidate could not be judged; the evaluation itself is the result (its candidates say which)
-    return (r.structuredContent as { schema?: unknown } | undefined)?.schema === documentId("eval") ? { ...r, isError: false } : r;
+    // eval exits 2 when a candidate could not be judged: isError as for every tool (exit 2), the evaluation still its document (its candidates say which)
+    return await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
