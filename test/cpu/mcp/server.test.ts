@@ -439,6 +439,63 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("a folder inside a capture under the roots is E_NESTED_CAPTURE naming the capture, as the CLI says; inside a capture outside the roots, the one E_NOT_CAPTURE", async () => {
+    // found by a trial: inspect {dir: "cap/src"} said E_NOT_CAPTURE, where agent-skill.md and `kerncap inspect cap/src` say E_NESTED_CAPTURE
+    const dir = await fresh();
+    const root = dirname(dir);
+    const c = await connected({ trust: { roots: [root] } });
+    for (const [name, args] of [
+      ["inspect", { dir: join(dir, "src") }],
+      ["validate", { dir: join(dir, "src") }],
+      ["read_file", { dir: join(dir, "src"), path: "kernel.cu" }],
+      ["evaluate", { dir, inputs: [join(dir, "src")], candidates: [{ files: { "src/kernel.cu": "x" } }] }],
+    ] as const) {
+      const e = doc(await c.callTool({ name, arguments: args })).error;
+      expect(e.code, name).toBe("E_NESTED_CAPTURE");
+      expect(e.message).toContain(`lies inside the capture ${dir}`);
+    }
+    await c.close();
+    // a root inside a capture: that capture lies outside the roots, and is not named
+    mkdirSync(join(dir, "src/sub/x"), { recursive: true });
+    const inner = await connected({ trust: { roots: [join(dir, "src/sub")] } });
+    const e = doc(await inner.callTool({ name: "inspect", arguments: { dir: join(dir, "src/sub/x") } })).error;
+    expect(e.code).toBe("E_NOT_CAPTURE");
+    expect(e.message).not.toContain(`capture ${dir}`);
+    await inner.close();
+  }, 30_000);
+
+  test("run's out outside the roots is refused before the child starts (no GPU needed to see it), one message whatever is there", async () => {
+    // found by a trial: run {out: "/etc/newcap"} answered E_NO_GPU, so the refusal of a path outside the roots never showed without a GPU
+    const root = tempDir();
+    mkdirSync(join(root, "work"));
+    symlinkSync("/etc", join(root, "work/etc-link"));
+    symlinkSync(join(root, "nowhere"), join(root, "work/dangling"));
+    const c = await connected({ trust: { roots: [join(root, "work")] } });
+    const said = new Set<string>();
+    for (const [out, cwd] of [
+      ["/etc/newcap", undefined],
+      ["/etc/passwd", undefined],
+      ["/no/such/folder/cap", undefined],
+      ["../cap", join(root, "work")],
+      ["etc-link/newcap", join(root, "work")],
+      ["dangling", join(root, "work")],
+      [undefined, root], // the default kerncap-capture, in a cwd outside the roots
+    ] as const) {
+      const r = await c.callTool({ name: "run", arguments: { app: ["/bin/true"], kernel: "saxpy", ...(out ? { out } : {}), ...(cwd ? { cwd } : {}) } });
+      expect(r.isError).toBe(true);
+      const e = doc(r).error;
+      expect(e.code, `${out} in ${cwd}`).toBe("E_UNSAFE_PATH");
+      said.add(e.message.replace(JSON.stringify(out ?? "kerncap-capture"), "OUT"));
+    }
+    expect(said.size).toBe(1);
+    expect([...said][0]).toContain("is not under the folders this server was started for");
+    expect(existsSync(join(root, "cap"))).toBe(false);
+    // under the roots, the run's own checks come next (a missing app here)
+    const ok = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], out: "cap", cwd: join(root, "work") } });
+    expect(doc(ok).error.code).toBe("E_APP_NOT_FOUND");
+    await c.close();
+  }, 30_000);
+
   test("clear errors: edit_file on a capture without src/, list with a cwd that does not exist", async () => {
     const c = await connected();
     const dir = await fresh();
