@@ -4,7 +4,7 @@
  * with --json (./children.ts): the verb's command calls its workflow in src/ops/, so an agent's
  * validate, replay, profile, tune and evaluate pass the same gates as the command line's, and the
  * server adds the options every agent's build gets (./tools.ts gatedArgv: --confine; --trust only
- * with --trust-builds). read_file and edit_file are local (./files.ts). Every folder a tool is
+ * with --trust-builds). read_file, list_files and edit_file are local (./files.ts). Every folder a tool is
  * given must be a capture of its own, never one nested inside another capture.
  *
  * Each tool child runs in its own process group. It is ended when its call is cancelled
@@ -26,7 +26,7 @@ import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { errorResult, runVerb, ToolChildren } from "./children.ts";
 import { writeCandidates } from "./evaluate.ts";
-import { editFileTool, readFileTool } from "./files.ts";
+import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
 import { confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, outputSchema, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
@@ -143,6 +143,7 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
+      if (name === "list_files") return listFilesTool(a as Parameters<typeof listFilesTool>[0]);
       // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
       if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
       const send = progressSender(req.params._meta, extra.sendNotification);
