@@ -246,8 +246,9 @@ export function assertRegularTree(dir: string, rel: string): void {
 /**
  * The entries under `root`/`rel`, depth first in sorted order, each with its lstat (no link
  * followed: a link is an entry, never a way in); `rel` paths are `/`-separated from `root` (`rel`
- * "": the entries of `root` itself). A folder that cannot be read is passed over; a folder for which `descend` says false is an
- * entry, its content not walked. Stop early by breaking out of the loop.
+ * "": the entries of `root` itself). A folder that cannot be read is passed over; a folder for
+ * which `descend` says false is an entry, its content not walked. Stop early by breaking out of
+ * the loop.
  */
 export function* treeEntries(root: string, rel: string, descend: (rel: string) => boolean = () => true): Generator<{ rel: string; st: Stats }> {
   let names: string[];

@@ -1,9 +1,9 @@
 /**
- * The MCP server's local tools, read_file, list_files and edit_file: they touch only files under a
- * capture folder, all taking paths relative to it by the capture path rule
- * (src/format/paths.ts), no link followed, nothing under build/ read or listed; edit_file writes only the frontend's source files under src/, which
- * must itself resolve inside the folder; never kerncap.json, build.sh, pinned.json, repro.py or a
- * script, at any depth.
+ * The MCP server's local tools, read_file, list_files and edit_file: they touch only files under
+ * a capture folder, all taking paths relative to it by the capture path rule
+ * (src/format/paths.ts), no link followed, nothing under build/ read or listed; edit_file writes
+ * only the frontend's source files under src/, which must itself resolve inside the folder; never
+ * kerncap.json, build.sh, pinned.json, repro.py or a script, at any depth.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { existsSync, lstatSync, type Stats } from "node:fs";

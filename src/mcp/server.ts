@@ -4,8 +4,9 @@
  * with --json (./children.ts): the verb's command calls its workflow in src/ops/, so an agent's
  * validate, replay, profile, tune and evaluate pass the same gates as the command line's, and the
  * server adds the options every agent's build gets (./tools.ts gatedArgv: --confine; --trust only
- * with --trust-builds). read_file, list_files and edit_file are local (./files.ts). Every folder a tool is
- * given must be a capture of its own, never one nested inside another capture.
+ * with --trust-builds). read_file, list_files and edit_file are local (./files.ts). Every folder a
+ * tool is given must be a capture of its own under the server's roots, never one nested inside
+ * another capture (./roots.ts).
  *
  * Each tool child runs in its own process group. It is ended when its call is cancelled
  * (notifications/cancelled), when the transport closes (stdin EOF: nobody is left to answer) and
