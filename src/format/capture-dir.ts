@@ -117,8 +117,12 @@ export function outerCapture(dir: string): string | undefined {
  */
 export function assertNotNested(dir: string): void {
   const outer = outerCapture(dir);
-  if (!outer) return;
-  throw new KerncapError(
+  if (outer) throw nestedCaptureError(dir, outer);
+}
+
+/** The E_NESTED_CAPTURE of `dir` inside the capture `outer` (assertNotNested; kerncap mcp's roots check, src/mcp/roots.ts). */
+export function nestedCaptureError(dir: string, outer: string): KerncapError {
+  return new KerncapError(
     "E_NESTED_CAPTURE",
     `${dir} lies inside the capture ${outer}: a folder inside a capture is that capture's content (its sources, its build outputs), never a capture of its own`,
     {

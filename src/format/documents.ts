@@ -46,8 +46,9 @@ export const DOCUMENT_VERSIONS = {
   /** `kerncap eval --json`'s last line (src/eval/eval.ts EvalReport), and each record line before it and in its --jsonl file. */
   eval: 1,
   "eval-record": 1,
-  /** MCP tools read_file and edit_file (src/mcp/server.ts). */
+  /** MCP tools read_file, list_files and edit_file (src/mcp/files.ts). */
   file: 1,
+  files: 1,
   edit: 1,
   /** `kerncap --version --json`: this kerncap's version (src/version.ts). */
   version: 1,
@@ -432,6 +433,16 @@ export const DOCUMENTS = {
   }),
   error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
+  files: v.object({
+    ...id("files"),
+    dir: v.string(),
+    /** The folder listed, relative to the capture folder (. for the capture folder itself). */
+    path: v.string(),
+    /** Depth first in sorted order; no link followed (kind link), build/'s content not listed; editable: edit_file may write it by its name. */
+    entries: v.array(v.object({ path: v.string(), kind: v.picklist(["file", "folder", "link", "other"]), bytes: v.nullable(U), editable: v.boolean() })),
+    /** More entries than the listing's bound (2000) were there. */
+    truncated: v.boolean(),
+  }),
   edit: v.object({ ...id("edit"), dir: v.string(), path: v.string(), bytes: U }),
   version: v.object({ ...id("version"), version: v.string() }),
 } satisfies Record<DocumentName, v.GenericSchema>;
@@ -470,6 +481,7 @@ const TITLES: Record<string, string> = {
   "eval-record": "one candidate on one input: a line of kerncap eval's --jsonl file and of its --json output",
   error: "kerncap VERB --json when the verb fails (exit 2)",
   file: "kerncap mcp tool read_file",
+  files: "kerncap mcp tool list_files",
   edit: "kerncap mcp tool edit_file",
   version: "kerncap --version --json",
 };

@@ -184,6 +184,31 @@ export function resolveInCapture(dir: string, rel: string): CapturePath {
 }
 
 /**
+ * The folder `rel` inside capture folder `dir` (`.` or "": the capture folder itself), by the same
+ * rule as a file's: every part a real folder reached through the capture's own folders, no link
+ * followed. Undefined when it does not exist.
+ * @returns its absolute path under the capture folder's real path
+ * @throws KerncapError E_UNSAFE_PATH naming `rel` (malformed, a part that is a link or not a folder)
+ */
+export function folderInCapture(dir: string, rel: string): string | undefined {
+  const root = realFolder(dir);
+  const parts = rel.split("/").filter((x) => x && x !== ".");
+  const problem = rel === "" ? undefined : relativePathProblem(rel);
+  if (!parts.length && (!problem || problem === "names the folder itself")) return root;
+  if (problem) throw unsafe(dir, String(rel), `${problem}; a capture's paths are relative to its folder, inside it`, "Give a folder such as src.");
+  let p = root;
+  for (let i = 0; i < parts.length; i++) {
+    p = join(p, parts[i]!);
+    const st = lstatOrNone(p);
+    if (!st) return undefined;
+    const shown = parts.slice(0, i + 1).join("/");
+    if (st.isSymbolicLink()) throw unsafe(dir, shown, "is a symbolic link; a capture's folders are real folders inside it (no link is followed)");
+    if (!st.isDirectory()) throw unsafe(dir, shown, `is ${fileKind(st)}, not a folder`, "Give a folder of the capture, such as src.");
+  }
+  return p;
+}
+
+/**
  * Refuse, before a build runs, anything under the capture's folder `rel` (src/) that is neither a
  * regular file nor a folder: a symbolic link (the compiler would read through it, outside the
  * capture), a FIFO (the compiler would wait on it for ever), a device (it would read /dev/zero
@@ -220,10 +245,12 @@ export function assertRegularTree(dir: string, rel: string): void {
 
 /**
  * The entries under `root`/`rel`, depth first in sorted order, each with its lstat (no link
- * followed: a link is an entry, never a way in); `rel` paths are `/`-separated from `root`.
- * A folder that cannot be read is passed over. Stop early by breaking out of the loop.
+ * followed: a link is an entry, never a way in); `rel` paths are `/`-separated from `root` (`rel`
+ * "": the entries of `root` itself). A folder that cannot be read is passed over; a folder for
+ * which `descend` says false is an entry, its content not walked. Stop early by breaking out of
+ * the loop.
  */
-export function* treeEntries(root: string, rel: string): Generator<{ rel: string; st: Stats }> {
+export function* treeEntries(root: string, rel: string, descend: (rel: string) => boolean = () => true): Generator<{ rel: string; st: Stats }> {
   let names: string[];
   try {
     names = readdirSync(join(root, rel)).sort();
@@ -231,11 +258,11 @@ export function* treeEntries(root: string, rel: string): Generator<{ rel: string
     return;
   }
   for (const n of names) {
-    const r = `${rel}/${n}`;
+    const r = rel ? `${rel}/${n}` : n;
     const st = lstatOrNone(join(root, r));
     if (!st) continue;
     yield { rel: r, st };
-    if (st.isDirectory()) yield* treeEntries(root, r);
+    if (st.isDirectory() && descend(r)) yield* treeEntries(root, r, descend);
   }
 }
 

@@ -100,7 +100,7 @@ export function requireTrustedBuild(
         `${dirArg} is a received capture (${why}): what its build runs (${names} in ${key.dir}; sha256 ${runs.digest}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
           `${shownNotStock(runs)}${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
         {
-          hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which this validate then runs), or start kerncap mcp with --trust-builds.`,
+          hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which kerncap mcp then builds as they are), or start kerncap mcp with --trust-builds.`,
         },
       );
     }
@@ -109,7 +109,7 @@ export function requireTrustedBuild(
       "E_UNTRUSTED",
       `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`,
       {
-        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's validate needs kerncap mcp --trust-builds.`,
+        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
       },
     );
   } else {

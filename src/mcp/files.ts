@@ -1,20 +1,20 @@
 /**
- * The MCP server's two local tools, read_file and edit_file: they touch only files under a
- * capture folder, both taking paths relative to it by the capture path rule
- * (src/format/paths.ts); edit_file writes only the frontend's source files under src/, which
- * must itself resolve inside the folder; never kerncap.json, build.sh, pinned.json, repro.py or a
- * script, at any depth.
+ * The MCP server's local tools, read_file, list_files and edit_file: they touch only files under
+ * a capture folder, all taking paths relative to it by the capture path rule
+ * (src/format/paths.ts), no link followed, nothing under build/ read or listed; edit_file writes
+ * only the frontend's source files under src/, which must itself resolve inside the folder; never
+ * kerncap.json, build.sh, pinned.json, repro.py or a script, at any depth.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { existsSync, lstatSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { unportableName } from "../format/archive.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { jsonDocument } from "../format/documents.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { readInCapture, resolveInCapture, shownPath, sourcePathProblem, treeEntries, writeInCapture } from "../format/paths.ts";
+import { folderInCapture, readInCapture, resolveInCapture, shownPath, sourcePathProblem, treeEntries, writeInCapture } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
 import { result } from "./children.ts";
 
@@ -103,15 +103,21 @@ function assertText(b: Buffer, shown: string, verb: "read_file returns" | "edit_
  * @throws KerncapError E_USAGE (no such file, binary, too large), E_CONFINED (under build/)
  */
 export function readFileTool(a: { dir: string; path: string }): CallToolResult {
-  const { dir, shown, stats } = capturePath(a.dir, a.path);
-  if (shown === "build" || shown.startsWith("build/"))
-    throw new KerncapError(
-      "E_CONFINED",
-      `read_file does not read the build's outputs (${shownPath(shown)}): they quote what the build read, inside the capture or not`,
-      {
-        hint: "A build's errors come back in validate's error document; read the sources under src/, build.sh and README.md.",
-      },
-    );
+  let found: ReturnType<typeof capturePath>;
+  try {
+    found = capturePath(a.dir, a.path);
+  } catch (e) {
+    // a folder of the capture (src): said as one, with the tool that lists it, not the rule for links
+    if (isKerncapError(e) && e.code === "E_UNSAFE_PATH" && isCaptureFolder(a.dir, a.path)) {
+      const shown = shownPath(a.path.replace(/^(\.\/)+/, "").replace(/\/+$/, ""));
+      throw new KerncapError("E_USAGE", `${shown} is a folder of the capture; read_file reads files`, {
+        hint: `List its files with list_files {dir, path: ${JSON.stringify(shown)}}, then read one of them.`,
+      });
+    }
+    throw e;
+  }
+  const { dir, shown, stats } = found;
+  refuseBuildOutputs(shown, "read_file does not read");
   if (!stats)
     throw new KerncapError("E_USAGE", `${shown} is not a file in ${dir}`, {
       hint: "List the reproducer's files with inspect (manifest source) or read README.md.",
@@ -124,6 +130,79 @@ export function readFileTool(a: { dir: string; path: string }): CallToolResult {
   const b = readInCapture(dir, shown, TEXT_MAX)!;
   assertText(b, shown, "read_file returns");
   return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
+}
+
+/** Refuse a path under build/: what the builds write there quotes whatever they read. @throws KerncapError E_CONFINED */
+function refuseBuildOutputs(shown: string, what: "read_file does not read" | "list_files does not list"): void {
+  if (shown === "build" || shown.startsWith("build/"))
+    throw new KerncapError("E_CONFINED", `${what} the build's outputs (${shownPath(shown)}): they quote what the build read, inside the capture or not`, {
+      hint: "A build's errors come back in validate's error document; read the sources under src/, build.sh and README.md.",
+    });
+}
+
+/** Whether `rel` names a real folder of the capture `dirArg` (no link followed); false for anything else or an error. */
+function isCaptureFolder(dirArg: string, rel: string): boolean {
+  try {
+    return folderInCapture(resolve(dirArg), rel) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The most entries list_files returns (src/ itself may hold 2000 files an agent made: SRC_MAX_FILES). */
+const LIST_MAX = 2000;
+
+/** One entry of list_files: its path relative to the capture folder, what it is, its bytes (a file), whether edit_file may write it. */
+type ListedEntry = { path: string; kind: "file" | "folder" | "link" | "other"; bytes: number | null; editable: boolean };
+
+/**
+ * list_files: the files and folders under a folder of the capture (`path`, default the capture
+ * folder), depth first in sorted order, at most LIST_MAX (`truncated` when there were more). No
+ * link is followed (a link is an entry of kind link, never a way in), nothing under build/ is
+ * listed (its folder is an entry, its content not walked), and `editable` says whether edit_file
+ * may write the file by its name (a regular file with one name under src/ of the frontend's
+ * sources: assertEditableSource; its content must still be text up to 4 MiB).
+ * @throws KerncapError E_NOT_CAPTURE / E_NESTED_CAPTURE / E_MANIFEST* (the folder), E_UNSAFE_PATH
+ *   (a path that leaves the capture, passes through a link or a file), E_USAGE (no such folder),
+ *   E_CONFINED (under build/)
+ */
+export function listFilesTool(a: { dir: string; path?: string }): CallToolResult {
+  const dir = resolve(a.dir);
+  const manifest = readManifest(dir); // a capture folder of its own, or the reader's own error
+  const given = a.path ?? ".";
+  const folder = folderInCapture(dir, given); // no link followed, nothing outside: E_UNSAFE_PATH
+  const rel = given
+    .split("/")
+    .filter((x) => x && x !== ".")
+    .join("/");
+  refuseBuildOutputs(rel, "list_files does not list");
+  const root = folderInCapture(dir, ".")!;
+  if (!folder)
+    throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a folder in ${dir}`, {
+      hint: "Give a folder of the capture (src, or leave path out for the whole capture folder); list_files {dir} lists them.",
+    });
+  const entries: ListedEntry[] = [];
+  let truncated = false;
+  for (const { rel: r, st } of treeEntries(root, rel, (f) => f !== "build")) {
+    if (entries.length === LIST_MAX) {
+      truncated = true;
+      break;
+    }
+    const kind = st.isFile() ? "file" : st.isDirectory() ? "folder" : st.isSymbolicLink() ? "link" : "other";
+    entries.push({ path: r, kind, bytes: kind === "file" ? st.size : null, editable: kind === "file" && st.nlink === 1 && editableName(manifest, r) });
+  }
+  return result(jsonDocument("files", { dir, path: rel || ".", entries, truncated }));
+}
+
+/** Whether edit_file's name rule lets an agent write `shown` (a path relative to the capture folder). */
+function editableName(manifest: Manifest, shown: string): boolean {
+  if (!shown.startsWith("src/")) return false;
+  try {
+    assertEditableSource(manifest, shown);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -4,8 +4,9 @@
  * with --json (./children.ts): the verb's command calls its workflow in src/ops/, so an agent's
  * validate, replay, profile, tune and evaluate pass the same gates as the command line's, and the
  * server adds the options every agent's build gets (./tools.ts gatedArgv: --confine; --trust only
- * with --trust-builds). read_file and edit_file are local (./files.ts). Every folder a tool is
- * given must be a capture of its own, never one nested inside another capture.
+ * with --trust-builds). read_file, list_files and edit_file are local (./files.ts). Every folder a
+ * tool is given must be a capture of its own under the server's roots, never one nested inside
+ * another capture (./roots.ts).
  *
  * Each tool child runs in its own process group. It is ended when its call is cancelled
  * (notifications/cancelled), when the transport closes (stdin EOF: nobody is left to answer) and
@@ -15,14 +16,10 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { lstatSync, realpathSync, rmSync, statSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { join, resolve } from "node:path";
-import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
-import { captureSetMember } from "../format/paths.ts";
-import { MANIFEST_FILE } from "../format/manifest.ts";
+import { resolve } from "node:path";
 import * as v from "valibot";
-import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
 import { assertNotNested, readManifest } from "../format/capture-dir.ts";
 import { log } from "../log.ts";
@@ -30,65 +27,21 @@ import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { errorResult, runVerb, ToolChildren } from "./children.ts";
 import { writeCandidates } from "./evaluate.ts";
-import { editFileTool, readFileTool } from "./files.ts";
+import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
+import { confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, outputSchema, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
 
 export { ToolChildren } from "./children.ts";
+export { confineToolDir } from "./roots.ts";
 export { TOOL_NAMES } from "./tools.ts";
 
 /** How far `kerncap mcp` trusts what its agent asks for (docs/security.md). */
 export interface McpTrust {
   /** `--trust-builds`: validate, tune and profile's build may run the build.sh of a received capture (--trust). */
   trustBuilds?: boolean;
-  /** `--root DIR` (default: the working folder of `kerncap mcp`): every tool's `dir` (and evaluate's `inputs`) must lie under one of them. Undefined: any folder (a library caller's own choice). */
+  /** `--root DIR` (default: the working folder of `kerncap mcp`): every tool's `dir` (and evaluate's `inputs`, and run's `out`) must lie under one of them (./roots.ts). Undefined: any folder (a library caller's own choice). */
   roots?: string[];
-}
-
-/** Whether `dir`/`f` is a regular file (lstat: not a link). */
-function lstatOk(dir: string, f: string): boolean {
-  try {
-    return lstatSync(join(dir, f)).isFile();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Refuse a tool's capture folder that is not under the server's roots or is not a capture (or a
- * capture set): ONE message for all of these, so that an agent learns nothing of what exists
- * outside (a file, a folder without kerncap.json and no such path read the same). A capture set
- * passes only when every capture it holds would pass when named by itself, and is a real folder
- * inside it (src/format/paths.ts captureSetMember): a member that links outside the roots is
- * refused as naming it would be.
- * @throws KerncapError E_NOT_CAPTURE
- */
-export function confineToolDir(d: string, roots: string[] | undefined, cwd = process.cwd()): void {
-  const p = resolve(cwd, d);
-  let ok = false;
-  try {
-    const real = realpathSync(p);
-    const under =
-      !roots ||
-      roots.some((r) => {
-        const rr = realpathSync(r);
-        return real === rr || real.startsWith(rr.endsWith("/") ? rr : rr + "/");
-      });
-    ok = under && statSync(real).isDirectory() && [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => lstatOk(real, f));
-    // a set (no manifest of its own): each member as if named, and a real folder inside it (no link out)
-    if (ok && !lstatOk(real, MANIFEST_FILE)) for (const c of readCaptureSet(real)?.captures ?? []) confineToolDir(captureSetMember(real, c.dir), roots, cwd);
-  } catch {
-    ok = false;
-  }
-  if (!ok) {
-    throw new KerncapError(
-      "E_NOT_CAPTURE",
-      `${JSON.stringify(d)} is not a capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`,
-      {
-        hint: "Give a capture folder (written by kerncap run) inside the server's --root folders (default: the folder `kerncap mcp` started in).",
-      },
-    );
-  }
 }
 
 /** The first string anywhere in a tool's arguments that holds a NUL byte (no path, pattern or argv word can), as its dot path. */
@@ -129,9 +82,8 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
   const { folder, args } = writeCandidates(dir, a.candidates);
   try {
     const jobs = ["--jobs", String(buildsPerCall(children))];
-    const r = await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
-    // eval exits 2 when a candidate could not be judged; the evaluation itself is the result (its candidates say which)
-    return (r.structuredContent as { schema?: unknown } | undefined)?.schema === documentId("eval") ? { ...r, isError: false } : r;
+    // eval exits 2 when a candidate could not be judged: isError as for every tool (exit 2), the evaluation still its document (its candidates say which)
+    return await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
@@ -189,8 +141,10 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
     try {
       if (typeof a.dir === "string")
         for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
+      if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
       if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
       if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
+      if (name === "list_files") return listFilesTool(a as Parameters<typeof listFilesTool>[0]);
       // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
       if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
       const send = progressSender(req.params._meta, extra.sendNotification);

@@ -315,6 +315,17 @@ export const TOOLS = {
       "Read a text file of a capture folder; path is relative to the capture folder (e.g. src/<kernel source>, build.sh, README.md), the same rule as edit_file's. Document kerncap.file/1 with the content.",
     input: v.strictObject({ dir: Dir, path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder")) }),
   },
+  list_files: {
+    title: "List the files of a capture folder",
+    annotations: READS,
+    output: "files",
+    description:
+      "List the files and folders under a folder of a capture (path relative to the capture folder, e.g. src; default the whole capture folder), depth first, at most 2000: each with its path (as read_file and edit_file take it), kind (file, folder, link, other), bytes, and editable (edit_file may write it: a source file of the frontend under src/). No link is followed and build/'s content is not listed. Document kerncap.files/1.",
+    input: v.strictObject({
+      dir: Dir,
+      path: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Folder relative to the capture folder (e.g. src); default the capture folder"))),
+    }),
+  },
   edit_file: {
     title: "Edit a reproducer source under src/",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },

@@ -22,7 +22,7 @@ export function runEval(o: EvalOptions): Promise<EvalReport> {
       message: `${dir} is a ${m.kernel.frontend} capture: its build imports each candidate's source, which runs as code with your rights, so a confined eval (kerncap mcp) runs it only with --trust`,
       hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton candidates run, or evaluate on the command line.",
     }));
-    requireTrustedBuild(dir, m, o.trust, { command: `kerncap eval ${dir} … --trust`, inMessage: true });
+    requireTrustedBuild(dir, m, o.trust, { command: `kerncap eval ${dir} …`, inMessage: true });
     return (copy, c) => requireTrustedCopy(dir, copy, m, o.trust, { name: `candidate ${c.label}`, inMessage: o.confine ?? false });
   });
 }

@@ -27,7 +27,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
       message: `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined profile --build (kerncap mcp) runs it only with --trust`,
       hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",
     }));
-    requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap profile ${dir} --build` });
+    requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap profile ${dir} --build`, inMessage: o.confine ?? false });
   };
   return profileReplay(dir, m, { ...o, gate });
 }

@@ -30,7 +30,8 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   const fe = frontendOf(m);
   if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
-  const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}` });
+  // confined (kerncap mcp): the refusal carries what would run, for an agent that reads the error document, not stderr
+  const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}`, inMessage: o.confine ?? false });
   if (fe.tune) return fe.tune.run(dir, { ...o, gate, evaluate: tuneEvaluator() });
   const tunable = frontends()
     .filter((f) => f.tune)

@@ -79,6 +79,25 @@ export function shortError(message: string): string {
   return (errs.length ? errs.slice(0, 3) : lines.slice(-3)).join(" / ");
 }
 
+/** The most configs an error's message lists one by one (a sweep of hundreds: the rest counted). */
+const BUILDS_SAID_MAX = 32;
+
+/**
+ * Each config's build outcome for an error's message, `LABEL: built (N registers/thread)`,
+ * `LABEL: compile-error (the compiler's first error lines)` or `LABEL: not built`, `; `-separated;
+ * past BUILDS_SAID_MAX configs, the rest counted.
+ */
+export function buildsSaid(list: { candidate: Candidate }[], builds: Map<string, BuildOutcome>): string {
+  const said = list.slice(0, BUILDS_SAID_MAX).map(({ candidate: c }) => {
+    const b = builds.get(c.id);
+    if (!b) return `${c.label}: not built`;
+    if ("failed" in b) return `${c.label}: ${b.failed.verdict} (${shortError(b.failed.reason)})`;
+    return `${c.label}: built${b.built.registers !== null ? ` (${b.built.registers} registers/thread)` : ""}`;
+  });
+  const more = list.length - said.length;
+  return `${said.join("; ")}${more > 0 ? `; and ${more} more config${more === 1 ? "" : "s"}` : ""}`;
+}
+
 /**
  * Build, judge and time tune's candidates on the capture `dir` through runEval, one GPU worker on
  * this process's GPUs.
@@ -129,8 +148,9 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   const failed = [...builds.values()].flatMap((b) => ("failed" in b ? [b.failed] : []));
   refuseConfined(failed);
   if (list.length && failed.length === list.length) {
-    throw new KerncapError("E_BUILD", `none of the ${list.length} configs built; the first: ${shortError(failed[0]!.reason)}`, {
-      hint: "Each config's error is in the lines above; check that the capture's own build works (kerncap validate DIR), then tune again.",
+    // each config's build in the error itself: under --json and MCP no "lines above" reach the reader
+    throw new KerncapError("E_BUILD", `none of the ${list.length} configs built: ${buildsSaid(list, builds)}`, {
+      hint: "The message lists each config's build outcome with the compiler's first error lines; check that the capture's own build works (kerncap validate DIR, or MCP's validate), then tune again.",
     });
   }
   // no config judged on a GPU, only errors (no GPU, a driver that refuses): the tune has no result; the first error is why
@@ -138,15 +158,9 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   if (judged.length && judged.every((r) => r.verdict === "error")) {
     const first = judged[0]!;
     // the builds' outcomes in the error itself: under --json and MCP no "lines above" reach the reader
-    const built = list.map(({ candidate: c }) => {
-      const b = builds.get(c.id);
-      if (!b) return `${c.label}: not built`;
-      if ("failed" in b) return `${c.label}: ${b.failed.verdict} (${shortError(b.failed.reason)})`;
-      return `${c.label}: built${b.built.registers !== null ? ` (${b.built.registers} registers/thread)` : ""}`;
-    });
     throw new KerncapError(
       first.code && isErrorCode(first.code) ? first.code : "E_WORKER",
-      `${first.reason ?? "no config could be judged on the GPU"}\nthe configs' builds: ${built.join("; ")}`,
+      `${first.reason ?? "no config could be judged on the GPU"}\nthe configs' builds: ${buildsSaid(list, builds)}`,
       { hint: "Run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks); the message lists how each config built." },
     );
   }

@@ -442,6 +442,34 @@ describe("received captures: build.sh runs only after --trust", () => {
     }
   }, 60_000);
 
+  test("MCP tune of a received capture: E_UNTRUSTED as self-contained as validate's (what would run in the message, the tune's own command, --trust-builds)", async () => {
+    // found by a new user: MCP tune said "printed above" (nothing reached the agent), "you pass --trust", and a hint naming validate
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"));
+    writeFileSync(join(dir, "src/kernel.cu"), "int k() { return A; }\n");
+    gxxBuild(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.host = { name: "elsewhere", machineId: "0123456789abcdef0123456789abcdef" };
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    const c = await mcp(false);
+    const script = readFileSync(join(dir, "build.sh"), "utf8");
+    // (profile's build gets the same message, after its ncu check: not seen on a machine without ncu)
+    for (const [name, args, command] of [["tune", { dir, define: ["A=1"] }, `kerncap tune ${dir} --trust=`]] as const) {
+      const e = doc(await c.callTool({ name, arguments: args })).error;
+      expect(e.code, name).toBe("E_UNTRUSTED");
+      expect(e.message).not.toContain("printed above");
+      expect(e.message).not.toContain("you pass --trust");
+      expect(e.message).toContain(`──── end of build.sh ────`);
+      expect(e.message).toContain(script);
+      expect(e.hint).toContain(command);
+      expect(e.hint).toContain("kerncap mcp with --trust-builds");
+      expect(e.hint).not.toContain("validate");
+    }
+    expect(existsSync(join(dir, "build/ran"))).toBe(false);
+    await c.close();
+  }, 60_000);
+
   test("a folder whose manifest says another host made it is received; the MCP server runs its build only with --trust-builds", async () => {
     const root = tempDir();
     const dir = join(root, "cap");

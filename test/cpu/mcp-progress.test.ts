@@ -171,7 +171,7 @@ describe("evaluate", () => {
   }, 60_000);
 
   test.skipIf(!NVCC)(
-    "a candidate that builds but cannot be judged here (no GPU) is its record's error; the call is no error (exit 2 of eval is data)",
+    "a candidate that builds but cannot be judged here (no GPU) is its record's error; the call is isError, as eval's exit 2 (the eval document still its content)",
     async () => {
       const c = await connectedEvery();
       const dir = join(tempDir(), "cap");
@@ -197,7 +197,9 @@ describe("evaluate", () => {
         undefined,
         { timeout: 60_000 },
       );
-      expect(r.isError).toBe(false);
+      // docs/agent-skill.md: exit 2 is isError for every tool; an agent that reads isError must not think every candidate was judged
+      expect(r.isError).toBe(true);
+      expect(doc(r).schema).toBe("kerncap.eval/1");
       expect(doc(r).candidates).toMatchObject([{ label: "triple", verdict: "error" }]);
       expect(doc(r).exitCode).toBe(2);
       await c.close();

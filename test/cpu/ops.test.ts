@@ -104,6 +104,7 @@ describe("the gates are applied in src/ops/ only", () => {
       tune: { dir: "d" },
       evaluate: { dir: "d", candidates: [] },
       read_file: { dir: "d", path: "p" },
+      list_files: { dir: "d" },
       edit_file: { dir: "d", path: "p" },
     };
     expect(Object.keys(minimal).sort()).toEqual(Object.keys(TOOLS).sort()); // a new tool must be listed here

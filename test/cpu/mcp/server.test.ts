@@ -61,7 +61,19 @@ describe("kerncap mcp", () => {
   test("tools/list: every verb and the file tools, with JSON Schema inputs", async () => {
     const c = await connected();
     const { tools } = await c.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(["edit_file", "evaluate", "inspect", "list", "profile", "read_file", "replay", "run", "tune", "validate"]);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      "edit_file",
+      "evaluate",
+      "inspect",
+      "list",
+      "list_files",
+      "profile",
+      "read_file",
+      "replay",
+      "run",
+      "tune",
+      "validate",
+    ]);
     expect(tools.map((t) => t.name)).toEqual(TOOL_NAMES); // what `kerncap mcp --help` and its start line name
     const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
     expect(help.stdout.toString() + help.stderr.toString()).toContain(`(${TOOL_NAMES.join(", ")})`);
@@ -82,7 +94,7 @@ describe("kerncap mcp", () => {
       expect(x.outputSchema?.type, x.name).toBe("object");
     }
     // what a client asks permission for: reading vs writing, the app's open world
-    for (const n of ["inspect", "read_file", "replay"]) expect(t[n]!.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    for (const n of ["inspect", "read_file", "list_files", "replay"]) expect(t[n]!.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
     expect(t.edit_file!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: false });
     expect(t.run!.annotations).toMatchObject({ readOnlyHint: false, openWorldHint: true });
     expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: true });
@@ -95,6 +107,7 @@ describe("kerncap mcp", () => {
     const calls: [string, Record<string, unknown>][] = [
       ["inspect", { dir }],
       ["read_file", { dir, path: "src/kernel.cu" }],
+      ["list_files", { dir }],
       ["edit_file", { dir, path: "src/kernel.cu", content: "// x\n" }],
       ["inspect", { dir: join(dir, "nothing") }],
     ];
@@ -198,6 +211,60 @@ describe("kerncap mcp", () => {
     expect(doc(none).error.code).toBe("E_NOT_CAPTURE");
     await c.close();
   });
+
+  test("list_files lists a capture's files (path, kind, bytes, editable) without following a link or listing build/; read_file on a folder points at it", async () => {
+    // found by a new user: read_file on src got a hint about replacing symbolic links, and an agent had no way to list src/
+    const c = await connected();
+    const dir = await fresh();
+    mkdirSync(join(dir, "src/include"));
+    writeFileSync(join(dir, "src/include/util.h"), "#pragma once\n");
+    writeFileSync(join(dir, "src/notes.txt"), "n\n");
+    writeFileSync(join(dir, "src/gen.sh"), "#!/bin/sh\n");
+    symlinkSync("/etc", join(dir, "src/etc"));
+    mkdirSync(join(dir, "build"));
+    writeFileSync(join(dir, "build/slice-build.log"), "quoted\n");
+    const all = doc(await c.callTool({ name: "list_files", arguments: { dir } }));
+    expect(all).toMatchObject({ schema: "kerncap.files/1", path: ".", truncated: false });
+    const by = Object.fromEntries(all.entries.map((e: any) => [e.path, e]));
+    expect(by["src/kernel.cu"]).toEqual({ path: "src/kernel.cu", kind: "file", bytes: readFileSync(join(dir, "src/kernel.cu")).length, editable: true });
+    expect(by["src/include/util.h"]).toMatchObject({ kind: "file", editable: true });
+    expect(by["src/include"]).toMatchObject({ kind: "folder", bytes: null, editable: false });
+    for (const f of ["src/notes.txt", "src/gen.sh", "kerncap.json"]) expect(by[f], f).toMatchObject({ kind: "file", editable: false });
+    expect(by["src/etc"]).toMatchObject({ kind: "link", editable: false });
+    expect(by.build).toMatchObject({ kind: "folder" });
+    expect(all.entries.filter((e: any) => e.path.startsWith("src/etc/") || e.path.startsWith("build/"))).toEqual([]);
+    const src = doc(await c.callTool({ name: "list_files", arguments: { dir, path: "src" } }));
+    expect(src.entries.map((e: any) => e.path)).toEqual(["src/etc", "src/gen.sh", "src/include", "src/include/util.h", "src/kernel.cu", "src/notes.txt"]);
+    for (const [path, code] of [
+      ["build", "E_CONFINED"],
+      ["../", "E_UNSAFE_PATH"],
+      ["/etc", "E_UNSAFE_PATH"],
+      ["src/etc", "E_UNSAFE_PATH"],
+      ["src/kernel.cu", "E_UNSAFE_PATH"],
+      ["nope", "E_USAGE"],
+    ] as const) {
+      const r = await c.callTool({ name: "list_files", arguments: { dir, path } });
+      expect(r.isError, path).toBe(true);
+      expect(doc(r).error.code, path).toBe(code);
+    }
+    // bounded: 2000 entries, then truncated
+    mkdirSync(join(dir, "src/many"));
+    for (let i = 0; i < 2001; i++) writeFileSync(join(dir, `src/many/f${i}.h`), "");
+    const many = doc(await c.callTool({ name: "list_files", arguments: { dir, path: "src/many" } }));
+    expect(many.entries.length).toBe(2000);
+    expect(many.truncated).toBe(true);
+    // read_file on a folder: said as a folder, with list_files, not the rule for links
+    for (const path of ["src", "src/", "./src/include"]) {
+      const f = doc(await c.callTool({ name: "read_file", arguments: { dir, path } })).error;
+      expect(f.code, path).toBe("E_USAGE");
+      expect(f.message).toContain("is a folder of the capture; read_file reads files");
+      expect(f.hint).toContain("list_files");
+      expect(f.hint).not.toContain("readlink");
+    }
+    // a link is still the link's refusal
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/etc" } })).error.code).toBe("E_UNSAFE_PATH");
+    await c.close();
+  }, 30_000);
 
   test("edit_file refuses a binary file (never rewrites its bytes as U+FFFD), text over 4 MiB, and unknown arguments", async () => {
     // found by a trial: edit_file turned the invalid bytes of src/bin.dat into U+FFFD and said ok
@@ -400,7 +467,7 @@ describe("kerncap mcp", () => {
     });
     const c = new Client({ name: "test", version: "1" });
     await c.connect(t);
-    expect((await c.listTools()).tools.length).toBe(10);
+    expect((await c.listTools()).tools.length).toBe(11);
     const i = await c.callTool({ name: "inspect", arguments: { dir } });
     expect(doc(i).schema).toBe("kerncap.inspect/1");
     // outside the root, or not a capture: one message whatever is there (a file, a folder, nothing), no existence oracle
@@ -438,6 +505,63 @@ describe("kerncap mcp", () => {
     expect(readdirSync(join(inside, "real-src"))).toEqual([]);
     await c.close();
   });
+
+  test("a folder inside a capture under the roots is E_NESTED_CAPTURE naming the capture, as the CLI says; inside a capture outside the roots, the one E_NOT_CAPTURE", async () => {
+    // found by a trial: inspect {dir: "cap/src"} said E_NOT_CAPTURE, where agent-skill.md and `kerncap inspect cap/src` say E_NESTED_CAPTURE
+    const dir = await fresh();
+    const root = dirname(dir);
+    const c = await connected({ trust: { roots: [root] } });
+    for (const [name, args] of [
+      ["inspect", { dir: join(dir, "src") }],
+      ["validate", { dir: join(dir, "src") }],
+      ["read_file", { dir: join(dir, "src"), path: "kernel.cu" }],
+      ["evaluate", { dir, inputs: [join(dir, "src")], candidates: [{ files: { "src/kernel.cu": "x" } }] }],
+    ] as const) {
+      const e = doc(await c.callTool({ name, arguments: args })).error;
+      expect(e.code, name).toBe("E_NESTED_CAPTURE");
+      expect(e.message).toContain(`lies inside the capture ${dir}`);
+    }
+    await c.close();
+    // a root inside a capture: that capture lies outside the roots, and is not named
+    mkdirSync(join(dir, "src/sub/x"), { recursive: true });
+    const inner = await connected({ trust: { roots: [join(dir, "src/sub")] } });
+    const e = doc(await inner.callTool({ name: "inspect", arguments: { dir: join(dir, "src/sub/x") } })).error;
+    expect(e.code).toBe("E_NOT_CAPTURE");
+    expect(e.message).not.toContain(`capture ${dir}`);
+    await inner.close();
+  }, 30_000);
+
+  test("run's out outside the roots is refused before the child starts (no GPU needed to see it), one message whatever is there", async () => {
+    // found by a trial: run {out: "/etc/newcap"} answered E_NO_GPU, so the refusal of a path outside the roots never showed without a GPU
+    const root = tempDir();
+    mkdirSync(join(root, "work"));
+    symlinkSync("/etc", join(root, "work/etc-link"));
+    symlinkSync(join(root, "nowhere"), join(root, "work/dangling"));
+    const c = await connected({ trust: { roots: [join(root, "work")] } });
+    const said = new Set<string>();
+    for (const [out, cwd] of [
+      ["/etc/newcap", undefined],
+      ["/etc/passwd", undefined],
+      ["/no/such/folder/cap", undefined],
+      ["../cap", join(root, "work")],
+      ["etc-link/newcap", join(root, "work")],
+      ["dangling", join(root, "work")],
+      [undefined, root], // the default kerncap-capture, in a cwd outside the roots
+    ] as const) {
+      const r = await c.callTool({ name: "run", arguments: { app: ["/bin/true"], kernel: "saxpy", ...(out ? { out } : {}), ...(cwd ? { cwd } : {}) } });
+      expect(r.isError).toBe(true);
+      const e = doc(r).error;
+      expect(e.code, `${out} in ${cwd}`).toBe("E_UNSAFE_PATH");
+      said.add(e.message.replace(JSON.stringify(out ?? "kerncap-capture"), "OUT"));
+    }
+    expect(said.size).toBe(1);
+    expect([...said][0]).toContain("is not under the folders this server was started for");
+    expect(existsSync(join(root, "cap"))).toBe(false);
+    // under the roots, the run's own checks come next (a missing app here)
+    const ok = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], out: "cap", cwd: join(root, "work") } });
+    expect(doc(ok).error.code).toBe("E_APP_NOT_FOUND");
+    await c.close();
+  }, 30_000);
 
   test("clear errors: edit_file on a capture without src/, list with a cwd that does not exist", async () => {
     const c = await connected();

@@ -14,7 +14,7 @@ import { flagsCandidate, type Candidate } from "../../../src/eval/candidates.ts"
 import type { EvalOptions } from "../../../src/eval/eval.ts";
 import { fakeWorkers } from "../eval-child.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
-import { capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator, tuneInterrupted } from "../../../src/tune/evaluate.ts";
+import { buildsSaid, capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator, tuneInterrupted } from "../../../src/tune/evaluate.ts";
 import { KerncapError } from "../../../src/errors.ts";
 import { pickWinner } from "../../../src/frontends/tune.ts";
 
@@ -104,7 +104,7 @@ describe("tune's configs as eval candidates", () => {
     expect(err.hint).not.toContain("lines above");
   }, 60_000);
 
-  test("no config built: the tune ends with E_BUILD and the first compiler error (nothing to judge beside the captured module)", async () => {
+  test("no config built: the tune ends with E_BUILD and each config's compiler error in the message (nothing to judge beside the captured module)", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const list = ["A=1", "A=2"].map((label) => ({ config: label, candidate: flagsCandidate(label, [`-D${label}`]) }));
@@ -115,8 +115,25 @@ describe("tune's configs as eval candidates", () => {
       fakes: { open: fakeWorkers(), buildWith: fakeBuild({ "A=1": "compile-error", "A=2": "compile-error" }, []) },
     }).catch((x) => x);
     expect(err.code).toBe("E_BUILD");
-    expect(err.message).toContain("none of the 2 configs built; the first: src/kernel.cu(3): error: BROKEN is defined");
+    // each config's outcome in the message, and a hint that says so (found by a new user: MCP's tune said "in the lines above", which no agent gets)
+    expect(err.message).toBe(
+      "none of the 2 configs built: A=1: compile-error (src/kernel.cu(3): error: BROKEN is defined / 1 error detected); A=2: compile-error (src/kernel.cu(3): error: BROKEN is defined / 1 error detected)",
+    );
+    expect(err.hint).toContain("The message lists each config's build outcome");
+    expect(err.hint).not.toContain("lines above");
   }, 60_000);
+
+  test("each config's build in a message: built with its registers, its compiler error, not built; past 32 configs the rest counted", () => {
+    const list = Array.from({ length: 40 }, (_, i) => ({ candidate: flagsCandidate(`A=${i}`, [`-DA=${i}`]) }));
+    const builds = new Map<string, BuildOutcome>([
+      [list[0]!.candidate.id, { built: { module: "m", seconds: 0, registers: 40, stackFrameBytes: 0 } }],
+      [list[1]!.candidate.id, { failed: { verdict: "compile-error", code: "E_BUILD", reason: "build.sh failed\nsrc/k.cu:3: error: no", seconds: 0 } }],
+    ]);
+    const said = buildsSaid(list, builds);
+    expect(said).toStartWith("A=0: built (40 registers/thread); A=1: compile-error (src/k.cu:3: error: no); A=2: not built; ");
+    expect(said).toContain("A=31: not built; and 8 more configs");
+    expect(said).not.toContain("A=32:");
+  });
 
   test("a confined build that read a file outside (tune --confine, kerncap mcp): the tune ends with E_CONFINED, not a row", async () => {
     const dir = join(tempDir(), "cap");

@@ -1,0 +1,139 @@
+/**
+ * The MCP server's roots (`kerncap mcp --root DIR`, repeatable; default: the folder it started
+ * in): every folder a tool is given (`dir`, evaluate's `inputs`) and every folder `run` writes
+ * (`out`) lies under one of them, said before any child starts, so that the refusal is the same on
+ * a machine with a GPU or without one. A path outside the roots gets one message whatever is there
+ * (a file, a folder, nothing): an agent learns nothing of what exists outside.
+ */
+import { lstatSync, realpathSync, statSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
+import { nestedCaptureError, outerCapture } from "../format/capture-dir.ts";
+import { MANIFEST_FILE } from "../format/manifest.ts";
+import { captureSetMember } from "../format/paths.ts";
+import { KerncapError } from "../errors.ts";
+
+/** Whether the real path `real` is one of the roots or lies under one (each root by its real path); true without roots (a library caller's own choice). */
+function underRoots(real: string, roots: string[] | undefined): boolean {
+  return (
+    !roots ||
+    roots.some((r) => {
+      const rr = realpathSync(r);
+      return real === rr || real.startsWith(rr.endsWith("/") ? rr : `${rr}/`);
+    })
+  );
+}
+
+/** Whether `dir`/`f` is a regular file (lstat: not a link). */
+function lstatOk(dir: string, f: string): boolean {
+  try {
+    return lstatSync(join(dir, f)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The capture that holds the folder `p` (path as given, made absolute) when that capture lies
+ * under the roots too: a folder inside a capture (its src/, a manifest copied under it) is that
+ * capture's content. Undefined when there is none, or when it lies outside the roots (nothing
+ * outside is named: the caller's one message says it).
+ */
+function outerUnderRoots(p: string, real: string, roots: string[] | undefined): { outer?: string; outside: boolean } {
+  const outer = outerCapture(real) ?? outerCapture(p);
+  if (!outer) return { outside: false };
+  let realOuter: string;
+  try {
+    realOuter = realpathSync(outer);
+  } catch {
+    return { outside: true };
+  }
+  return underRoots(realOuter, roots) ? { outer, outside: false } : { outside: true };
+}
+
+/**
+ * Refuse a tool's capture folder that is not under the server's roots or is not a capture (or a
+ * capture set): ONE message for all of these, so that an agent learns nothing of what exists
+ * outside (a file, a folder without kerncap.json and no such path read the same). A folder under
+ * the roots that lies inside a capture under the roots (cap/src) is E_NESTED_CAPTURE naming that
+ * capture, as every verb says it (docs/agent-skill.md); one inside a capture outside the roots gets
+ * the one message. A capture set passes only when every capture it holds would pass when named by
+ * itself, and is a real folder inside it (src/format/paths.ts captureSetMember): a member that
+ * links outside the roots is refused as naming it would be.
+ * @throws KerncapError E_NOT_CAPTURE, E_NESTED_CAPTURE
+ */
+export function confineToolDir(d: string, roots: string[] | undefined, cwd = process.cwd()): void {
+  const p = resolve(cwd, d);
+  let ok = false;
+  let nested: string | undefined;
+  try {
+    const real = realpathSync(p);
+    const folder = underRoots(real, roots) && statSync(real).isDirectory();
+    const held = folder ? outerUnderRoots(p, real, roots) : { outside: false };
+    nested = held.outer;
+    ok = folder && !held.outside && !nested && [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => lstatOk(real, f));
+    // a set (no manifest of its own): each member as if named, and a real folder inside it (no link out)
+    if (ok && !lstatOk(real, MANIFEST_FILE)) for (const c of readCaptureSet(real)?.captures ?? []) confineToolDir(captureSetMember(real, c.dir), roots, cwd);
+  } catch (e) {
+    if (e instanceof KerncapError && e.code === "E_NESTED_CAPTURE") throw e; // a member's own: inside the roots
+    ok = false;
+  }
+  if (nested) throw nestedCaptureError(p, nested);
+  if (!ok) {
+    throw new KerncapError(
+      "E_NOT_CAPTURE",
+      `${JSON.stringify(d)} is not a capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`,
+      {
+        hint: "Give a capture folder (written by kerncap run) inside the server's --root folders (default: the folder `kerncap mcp` started in).",
+      },
+    );
+  }
+}
+
+/**
+ * Refuse `run`'s capture folder `out` (default kerncap-capture) outside the server's roots:
+ * resolved as the run resolves it (against `cwd`, else the server's folder), by the real path of
+ * its deepest part that exists (a link leads where it points) and the rest as written. Said before
+ * the child starts, so it shows on any machine (the run's own checks of `out` come after the
+ * server's: replaceable, its parent a folder, not inside a capture). One message whatever is
+ * there; a `cwd` that does not exist passes here (the tool's own E_USAGE says it).
+ * @throws KerncapError E_UNSAFE_PATH
+ */
+export function confineOut(out: string | undefined, cwd: string | undefined, roots: string[] | undefined): void {
+  if (!roots) return;
+  let base: string;
+  try {
+    base = realpathSync(resolve(cwd ?? process.cwd()));
+  } catch {
+    return;
+  }
+  const p = resolve(base, out ?? "kerncap-capture");
+  let ok = false;
+  try {
+    let head = p;
+    const rest: string[] = [];
+    for (;;) {
+      try {
+        head = join(realpathSync(head), ...rest);
+        break;
+      } catch (e) {
+        // a dangling link or a loop is there but leads nowhere: refused, never written through
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT" || lstatSync(head, { throwIfNoEntry: false })) throw e;
+        if (dirname(head) === head) throw e;
+        rest.unshift(basename(head));
+        head = dirname(head);
+      }
+    }
+    ok = underRoots(head, roots);
+  } catch {
+    ok = false;
+  }
+  if (!ok)
+    throw new KerncapError(
+      "E_UNSAFE_PATH",
+      `out ${JSON.stringify(out ?? "kerncap-capture")} is not under the folders this server was started for (${roots.join(", ")})`,
+      {
+        hint: "Give out as a folder under the server's --root folders (a relative out is resolved against cwd, else the folder `kerncap mcp` started in); nothing was run.",
+      },
+    );
+}
