@@ -76,7 +76,11 @@ export default defineCommand({
       description: `Timed launches of each candidate and of the captured module, interleaved (at least ${MIN_PAIRS} for a comparison)`,
       default: "20",
     },
-    runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2)" },
+    runs: {
+      type: "string",
+      description:
+        "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2: a candidate that keeps its result and skips the work fails the second)",
+    },
     verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
     ...toleranceArgs,
     gpus: {
