@@ -248,8 +248,14 @@ export const ERROR_CODES = {
   E_NO_NVCC: { exit: 2, about: "nvcc was not found.", hint: "Install the CUDA toolkit or set NVCC to its nvcc." },
   E_PATCH: {
     exit: 2,
-    about: "An eval candidate's patch does not apply to the capture's src/.",
+    about: "An eval candidate's patch does not apply to the capture's src/ (the candidate's verdict is error: it was never built).",
     hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
+  },
+  E_CANDIDATE: {
+    exit: 2,
+    about:
+      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles (the candidate's verdict is error: it was never built).",
+    hint: "Give an edited copy of the whole src/ folder, a patch against src/, or a file named as the one file of src/ it replaces.",
   },
   E_KERNEL_NOT_FOUND: {
     exit: 2,

@@ -22,6 +22,7 @@ import { assertMergeSize, readInputFile } from "../format/paths.ts";
 import { RECEIVED_MARK } from "../format/file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
+import { plural } from "../util/format.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { BASELINE_FILE, baselineEntry, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
 import { discoverCaptures, type CaptureRef } from "./discover.ts";
@@ -292,7 +293,7 @@ function openResults(o: CheckOptions, dir: string): OpenedRun {
   const done = new Set(kept.map((r) => r.id));
   if (o.resume)
     log.info(
-      `resuming ${join(dir, RESULTS_FILE)}: ${kept.length} captures already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
+      `resuming ${join(dir, RESULTS_FILE)}: ${plural(kept.length, "capture")} already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
     );
   return { dir, made, baselinePath, baseline, results, keptAll, kept, done, shard };
 }

@@ -7,6 +7,7 @@
  * region VA, kind, bytes differing, first differing byte) or error.
  */
 import { STATUSES, type CheckRecord, type Status } from "../format/check-record.ts";
+import { plural } from "../util/format.ts";
 import { COLORS, csv, esc, intervalChart, page, table, tag } from "../util/html-report.ts";
 import type { CheckReport } from "./check.ts";
 import { timeCell } from "./report.ts";
@@ -25,7 +26,7 @@ export function checkHtml(r: CheckReport, title: string): string {
     STATUSES.filter((x) => s[x])
       .map((x) => `${s[x]} ${x}`)
       .join(", ") || "none";
-  const sub = `${s.captures} captures checked in ${r.seconds.toFixed(1)} s: ${counts}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}; slower means the ratio's interval lies wholly above ${(1 + r.slowerPct / 100).toFixed(2)}×${r.baseline ? `; baseline ${r.baseline}` : ""}${r.rebuild ? "; rebuilt from the reproducers" : ""}${r.shard ? `; shard ${r.shard.index}/${r.shard.count}` : ""}`;
+  const sub = `${plural(s.captures, "capture")} checked in ${r.seconds.toFixed(1)} s: ${counts}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}; slower means the ratio's interval lies wholly above ${(1 + r.slowerPct / 100).toFixed(2)}×${r.baseline ? `; baseline ${r.baseline}` : ""}${r.rebuild ? "; rebuilt from the reproducers" : ""}${r.shard ? `; shard ${r.shard.index}/${r.shard.count}` : ""}`;
   const sections: string[] = [];
   const timed = r.captures.filter((c) => c.time && c.time.ratio !== null && c.time.low !== null && c.time.high !== null);
   sections.push(`<h2>Time against the baseline</h2>`);

@@ -7,6 +7,7 @@
  */
 import { escapeForTerminal } from "../escape.ts";
 import { STATUSES, type CheckRecord, type Status } from "../format/check-record.ts";
+import { plural } from "../util/format.ts";
 
 export type Summary = Record<Status, number> & { captures: number; faster: number };
 
@@ -67,7 +68,7 @@ export function summaryTable(records: CheckRecord[], seconds: number, by: CheckS
         : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")];
   const parts = STATUSES.filter((x) => s[x]).map((x) => `${s[x]} ${x}`);
   L.push(
-    `${s.captures} captures checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`,
+    `${plural(s.captures, "capture")} checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`,
   );
   return L.join("\n");
 }

@@ -1,7 +1,7 @@
 /**
  * `kerncap [VERB] --help`: citty's usage text, made plain where it is piped (no colours, no
  * trailing padding), with the verbs that run an application naming it in their USAGE line (profile:
- * its ncu/nsys options), long aliases (--launch-skip, --kernel-name) written with two dashes, and
+ * its ncu/nsys options), those that take several folders saying so (eval: DIR… CANDIDATE…), long aliases (--launch-skip, --kernel-name) written with two dashes, and
  * examples at the end.
  */
 import { renderUsage, type ArgsDef, type CommandDef } from "citty";
@@ -134,6 +134,12 @@ async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string>
   return out;
 }
 
+/** The USAGE line's positionals of the verbs that take several (citty would write `[DIR]`). */
+const MANY_SHOWN: Partial<Record<Verb, string>> = {
+  eval: "DIR… CANDIDATE… (--merge: FILE…)",
+  check: "DIR… (--merge: FILE…)",
+};
+
 /**
  * The help text of `verb` (its command `cmd`), or of kerncap itself when verb is undefined
  * (`main`: the root command). `tty`: stdout is a terminal (citty's colours kept).
@@ -145,6 +151,9 @@ export async function helpText(main: CommandDef<any>, verb?: Verb, cmd?: Command
   out = out.replace(/[ \t]+$/gm, "");
   if (verb === "run" || verb === "list") out = out.replace(/^(.*USAGE.*)$/m, "$1 -- APP [ARGS…]");
   if (verb === "profile") out = out.replace(/^(.*USAGE.*)$/m, "$1 [-- NCU/NSYS OPTIONS…]");
+  // citty writes a positional as [NAME] (one value): the verbs that take several say what they take
+  const many = verb === undefined ? undefined : MANY_SHOWN[verb];
+  if (many) out = out.replace(/^(.*USAGE.*?)\[DIR\]/m, `$1${many}`);
   if (cmd) out = await longAliases(out, cmd);
   return `${out.replace(/\n+$/, "")}\n\n${examplesSection(verb ?? "main")}`;
 }

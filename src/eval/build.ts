@@ -8,7 +8,8 @@
  * appended to its nvcc command line (no copy: the sources are the capture's); the rebuilt module checked by
  * the frontend before anything launches it. The outcome is the module with the kernel's registers
  * and stack frame, or the candidate's verdict when it never reaches a GPU: compile-error (the
- * compiler's message), layout-change (the kernel's parameters are not the captured ones), error.
+ * compiler's message), layout-change (the kernel's parameters are not the captured ones), error
+ * (a candidate that does not fit src/: E_PATCH, E_CANDIDATE; or kerncap's own failure).
  */
 import { readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -44,9 +45,14 @@ export interface BuildFailure {
 export type BuildOutcome = { built: BuiltModule } | { failed: BuildFailure };
 
 /** The error codes of a candidate that does not build (its own fault, not kerncap's). */
-const COMPILE_ERRORS = new Set(["E_BUILD", "E_PATCH", "E_RDC", "E_CONFINED", "E_KERNEL_NOT_FOUND"]);
+const COMPILE_ERRORS = new Set(["E_BUILD", "E_RDC", "E_CONFINED", "E_KERNEL_NOT_FOUND"]);
 
-/** The verdict of a build's error. */
+/**
+ * The verdict of a build's error: compile-error (the compiler's), layout-change, else error; a
+ * candidate that does not fit src/ (E_PATCH, E_CANDIDATE: ./candidates.ts materialise) was never
+ * compiled, so it is an error with that code, not a compile-error (a script reading the verdict
+ * would think the kernel failed to compile).
+ */
 export function buildVerdict(e: unknown): BuildFailure["verdict"] {
   if (!isKerncapError(e)) return "error";
   if (e.code === "E_PARAM_LAYOUT") return "layout-change";

@@ -16,8 +16,15 @@
  * config's nvcc words (macros, -maxrregcount, flags: src/frontends/cuda/tune-space.ts) appended to build.sh's
  * nvcc command line, the capture's sources unchanged.
  *
- * Its identity is its label (the file or folder name, the config) and the SHA-256 of its content:
- * `--resume` and `--shard` key on it, so an edited candidate is a new one.
+ * Its identity is its file or folder name (or the config) and the SHA-256 of its content:
+ * `--resume` and `--shard` key on it, so an edited candidate is a new one. Its label, what the
+ * table and the records show, is that name, or, where two candidates share it (a/saxpy.cu,
+ * b/saxpy.cu), the shortest end of their paths that tells them apart.
+ *
+ * A candidate that does not fit the capture's src/ (a patch that does not apply: E_PATCH; a
+ * replacement file whose name src/ lacks, a folder without the file the build compiles:
+ * E_CANDIDATE) is never built: its verdict is error with that code, as for one kerncap could not
+ * judge, and no retry changes it.
  */
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -28,7 +35,7 @@ import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { isCaptureTemp, relativePathProblem } from "../format/paths.ts";
-import { notAnEditableSource } from "../frontends/index.ts";
+import { frontendOf, notAnEditableSource } from "../frontends/index.ts";
 import { PatchProblem, patchPaths, readPatch } from "./patch.ts";
 import { MAX_CONFIGS, parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
 
@@ -37,7 +44,7 @@ export type CandidateKind = "tree" | "patch" | "file" | "config" | "flags";
 export interface Candidate {
   /** label@first 12 hex digits of the content's SHA-256. */
   id: string;
-  /** What the user gave, shortened: the file or folder name, or the config text. */
+  /** What the user gave, shortened: the file or folder name (two of one name: the shortest ends of their paths that differ, parseCandidates), or the config text. */
   label: string;
   kind: CandidateKind;
   /** The file or folder (absolute), for tree, patch and file. */
@@ -174,7 +181,31 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
     const c = typeof s === "string" ? parseCandidate(s) : s;
     if (!seen.has(c.id)) seen.set(c.id, c);
   }
-  return [...seen.values()];
+  return distinctLabels([...seen.values()]);
+}
+
+/**
+ * The candidates with labels that tell them apart: the files and folders that share a name each
+ * labelled by the shortest end of its path (as many of its last components as it takes) that
+ * ends no other of them (cands/a/saxpy.cu, cands/b/saxpy.cu: a/saxpy.cu, b/saxpy.cu;
+ * x/src, y/src: x/src, y/src). Their identities stay as they are (the name and the content).
+ */
+export function distinctLabels(cs: Candidate[]): Candidate[] {
+  const byLabel = new Map<string, Candidate[]>();
+  for (const c of cs) if (c.path) byLabel.set(c.label, [...(byLabel.get(c.label) ?? []), c]);
+  const label = new Map<Candidate, string>();
+  for (const group of byLabel.values()) {
+    if (group.length < 2) continue;
+    const parts = group.map((c) => c.path!.split("/").filter(Boolean));
+    group.forEach((c, i) => {
+      const p = parts[i]!;
+      const end = (q: string[], k: number) => q.slice(-k).join("/");
+      let k = 2;
+      while (k < p.length && parts.some((q, j) => j !== i && end(q, k) === end(p, k))) k++;
+      label.set(c, k < p.length ? end(p, k) : c.path!);
+    });
+  }
+  return cs.map((c) => (label.has(c) ? { ...c, label: label.get(c)! } : c));
 }
 
 /** What a private copy leaves out of the capture folder: the memory images, build outputs, reports and kerncap's temporaries. */
@@ -184,8 +215,9 @@ const NOT_COPIED = new Set(["memory", "build", "profile"]);
  * Make `dest` a private copy of the capture's reproducer (every file of the capture folder but
  * memory/, build/ and profile/; links are not copied) with the candidate applied. The capture
  * folder itself is only read.
- * @throws KerncapError E_USAGE (a replacement file that names no file of src/, or several),
- *   E_PATCH (a patch that does not apply: the candidate's own fault, reported as a compile error)
+ * @throws KerncapError E_CANDIDATE (a replacement file that names no file of src/, or several; a
+ *   folder that lacks a file the build compiles), E_PATCH (a patch that does not apply): the
+ *   candidate's own fault, its record's error (src/eval/build.ts)
  */
 export async function materialise(capture: string, c: Candidate, dest: string): Promise<void> {
   // dest's parent is the caller's, made with no link followed (src/eval/eval.ts); a link at dest itself is removed, not followed
@@ -199,9 +231,11 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
   }
   const src = join(dest, "src");
   if (c.kind === "tree") {
+    const files = treeFiles(c.path!);
+    refuseIncompleteTree(capture, c, files);
     rmSync(src, { recursive: true, force: true });
     mkdirSync(src);
-    for (const f of treeFiles(c.path!)) {
+    for (const f of files) {
       mkdirSync(join(src, f, ".."), { recursive: true });
       writeFileSync(join(src, f), readFileSync(join(c.path!, f)));
     }
@@ -210,7 +244,7 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     const hits = existsSync(src) ? treeFiles(src).filter((f) => basename(f) === name) : [];
     if (hits.length !== 1) {
       throw new KerncapError(
-        "E_USAGE",
+        "E_CANDIDATE",
         `candidate ${c.path}: ${hits.length ? `${hits.length} files of src/ are named ${name} (${hits.join(", ")})` : `src/ has no file named ${name}`}`,
         {
           hint: "A replacement file takes the name of the one file of src/ it replaces; otherwise give a tree (an edited copy of src/) or a patch.",
@@ -226,6 +260,27 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
       throw e;
     }
   }
+}
+
+/**
+ * Refuse a candidate folder (it replaces src/ whole) that lacks a file the capture's build compiles
+ * (Frontend.builtSources: CUDA's TU and the kernel's definition file, Triton's kernel file), before
+ * any build: the build would fail on a missing file, and a confined one without saying which.
+ * @throws KerncapError E_CANDIDATE naming each missing file
+ */
+function refuseIncompleteTree(capture: string, c: Candidate, files: string[]): void {
+  const m = readManifest(capture);
+  const have = new Set(files);
+  const missing = (frontendOf(m).builtSources?.(capture, m) ?? []).filter((f) => !have.has(f) && existsSync(join(capture, "src", f)));
+  if (!missing.length) return;
+  // the names as they are: the record keeps them, and whatever shows them escapes them (./report.ts, src/cli/main.ts)
+  throw new KerncapError(
+    "E_CANDIDATE",
+    `candidate ${c.path} is a folder, so it replaces src/ whole, and it lacks ${missing.map((f) => `src/${f}`).join(", ")}, which the build compiles (it holds ${files.length > 3 ? `${files.length} files` : files.join(", ")})`,
+    {
+      hint: `Give a copy of the whole src/ with the edit (cp -r ${join(capture, "src")} edited, then edit it), a patch against src/, or the edited file alone (a replacement file named as the file of src/ it replaces).`,
+    },
+  );
 }
 
 /**
@@ -336,7 +391,7 @@ async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "ker
     // a path src/ does not hold: say how the patch's names were read (found by a new user: `diff -ru src ../elsewhere` names ../elsewhere's files)
     const missing = /No such file or directory|does not exist in index/.test(err) ? paths.filter((p) => !before.has(p)) : [];
     const read = missing.length
-      ? `; its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip}), so it names ${missing.slice(0, 3).join(", ")}, which src/ does not hold`
+      ? `; its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip}), so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold`
       : "";
     throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
       hint: "Make the patch against the capture's src/: `diff -ru src edited` run where both folders sit side by side (both one level deep), or `git diff` inside src/; or give the edited folder itself as the candidate.",

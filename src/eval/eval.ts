@@ -16,7 +16,7 @@
  *   is killed and replaced (timeout); one that dies under a candidate gives it `error` (E_WORKER),
  *   and the queue goes on.
  * - Records (src/format/eval-record.ts; summed up and ranked by src/eval/report.ts), one per candidate and input (one per candidate, input
- *   "(build)", when it never reached a GPU), stream as they finish: to `onRecord` (stdout's JSON
+ *   "(build)", no input's name, when it never reached a GPU: it did not build, or did not fit src/), stream as they finish: to `onRecord` (stdout's JSON
  *   Lines with --json) and to the results file (`--jsonl FILE`: appended and fsync'd, check's
  *   src/check/results.ts), which `--resume` continues (records of `error` are tried again) and
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
@@ -35,6 +35,7 @@ import { RecordLog } from "../check/results.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
+import { assertOutputPath } from "../format/archive-common.ts";
 import { captureSetMember, mkdirInCapture } from "../format/paths.ts";
 import { notYours } from "../format/received.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
@@ -106,7 +107,7 @@ export interface EvalOptions {
 
 /**
  * The inputs: each folder a capture, or a capture set's members; all of one kernel.
- * @throws KerncapError E_USAGE (no capture there, two kernels, two inputs of one identity), the manifest's errors
+ * @throws KerncapError E_USAGE (no capture there, two kernels, two inputs of one identity, one named "(build)"), the manifest's errors
  */
 export function resolveInputs(dirs: string[]): EvalInput[] {
   const out: EvalInput[] = [];
@@ -134,6 +135,11 @@ export function resolveInputs(dirs: string[]): EvalInput[] {
   }
   const ids = new Set<string>();
   for (const i of out) {
+    // a failed build's record names this input (./report.ts BUILD_INPUT): no capture may be named so
+    if (i.id === BUILD_INPUT)
+      throw new KerncapError("E_USAGE", `${i.dir}: an input may not be named ${BUILD_INPUT}, which the records give a candidate that never reached a GPU`, {
+        hint: "Rename the capture folder.",
+      });
     if (ids.has(i.id))
       throw new KerncapError("E_USAGE", `two inputs are named ${i.id}`, { hint: "Give each capture folder once (inputs are named by their folder's name)." });
     ids.add(i.id);
@@ -278,7 +284,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
  * The candidates of `o`, parsed, and held to what the first input's frontend can build: a
  * frontend validate rebuilds, a config only for a frontend whose tune builds one (Triton), --grid
  * with a config that changes the grid, --jsonl with --resume.
- * @throws KerncapError E_FRONTEND, E_USAGE
+ * @throws KerncapError E_FRONTEND, E_USAGE (also a --jsonl file whose folder is missing: src/format/archive-common.ts assertOutputPath), E_IO
  */
 function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
   const m = home.manifest;
@@ -309,6 +315,8 @@ function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
   }
   if (o.resume && !o.jsonl)
     throw new KerncapError("E_USAGE", "--resume continues the results file of --jsonl FILE", { hint: "Give the --jsonl FILE the interrupted eval wrote." });
+  // a folder that is not there, or not writable: said as pack's -o says it, before any build
+  if (o.jsonl) assertOutputPath(resolve(o.jsonl), "results file", "--jsonl");
   return all;
 }
 

@@ -97,12 +97,24 @@ export function shortReason(reason: string | null, max = 160, code?: string | nu
     .filter(Boolean);
   const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
   let s = err ?? lines[0] ?? "";
-  if (!err && code && s.length > 80) s = `${s.split(/: |; /)[0]!} (${code})`;
+  if (!err && code && s.length > 80) s = `${firstClause(s)} (${code})`;
   if (s.length > max) {
     const cut = s.lastIndexOf(" ", max - 1);
     s = `${s.slice(0, cut > max / 2 ? cut : max - 1)}…`;
   }
   return one(s);
+}
+
+/** `s` up to its first ": " or "; " outside parentheses (a clause never ends inside a parenthesis it opened). */
+export function firstClause(s: string): string {
+  let depth = 0;
+  for (let i = 0; i < s.length - 1; i++) {
+    const ch = s[i]!;
+    if (ch === "(") depth++;
+    else if (ch === ")") depth = Math.max(0, depth - 1);
+    else if (depth === 0 && (ch === ":" || ch === ";") && s[i + 1] === " ") return s.slice(0, i);
+  }
+  return s;
 }
 
 /** A candidate's reason as its row in rankedTable shows it (shortReason, with its record's error code). */
@@ -112,7 +124,8 @@ function rowReason(r: EvalReport, c: CandidateSummary): string {
 
 /**
  * The full reasons that the table's rows show shortened, each once, with the candidates that gave
- * it ("  a.cu, b.cu: reason"; escaped, one line each).
+ * it ("  a.cu, b.cu: reason"): a reason of several lines (a compiler's messages) on its own lines,
+ * indented under its first; each line escaped (src/escape.ts), blank lines left out.
  */
 export function reasonNotes(r: EvalReport): string[] {
   const by = new Map<string, string[]>();
@@ -120,7 +133,10 @@ export function reasonNotes(r: EvalReport): string[] {
     if (!c.reason || rowReason(r, c) === one(c.reason)) continue;
     by.set(c.reason, [...(by.get(c.reason) ?? []), one(c.label)]);
   }
-  return [...by].map(([reason, labels]) => `  ${labels.join(", ")}: ${one(reason)}`);
+  return [...by].map(([reason, labels]) => {
+    const [first, ...rest] = reason.split(/\r?\n/).filter((l) => l.trim());
+    return [`  ${labels.join(", ")}: ${one(first ?? "")}`, ...rest.map((l) => `      ${one(l.trimEnd())}`)].join("\n");
+  });
 }
 
 /** One record as a progress line: "match  1.07× [1.05–1.09]  label  input". */
@@ -193,6 +209,47 @@ export function reportOf(
     seconds: { wall: o.wall, build: sumBy(records, (r) => r.build.seconds, true), run: sumBy(records, (r) => r.runSeconds) },
     exitCode: candidates.some((c) => c.verdict === "error") ? 2 : 0,
   };
+}
+
+/** The error codes of a candidate that does not fit the capture's src/ (./candidates.ts materialise): no rerun changes them. */
+export const CANDIDATE_FAULTS: ReadonlySet<string> = new Set(["E_PATCH", "E_CANDIDATE"]);
+
+/**
+ * The line that ends an eval with candidates it could not judge (verdict error), by why: those
+ * that do not fit src/ (CANDIDATE_FAULTS: fixed by their author, never by a rerun), those without
+ * a GPU (E_NO_GPU: run where the GPU is), and the rest (a worker that died …: --resume tries them
+ * again; without a --jsonl file, how to get one). `how`: the eval wrote a --jsonl file ("jsonl"),
+ * none ("none"), or the report is --merge's of the shards' files ("merge").
+ */
+export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "summary">, how: "jsonl" | "none" | "merge"): string {
+  const errors = r.candidates.filter((c) => c.verdict === "error");
+  const codeOf = (c: CandidateSummary) => r.records.find((x) => x.candidate === c.candidate && x.verdict === "error")?.code ?? "";
+  const bad = errors.filter((c) => CANDIDATE_FAULTS.has(codeOf(c)));
+  const noGpu = errors.filter((c) => codeOf(c) === "E_NO_GPU");
+  const rest = errors.length - bad.length - noGpu.length;
+  const parts: string[] = [];
+  if (bad.length) {
+    const codes = [...new Set(bad.map(codeOf))].join(", ");
+    parts.push(
+      `${bad.map((c) => one(c.label)).join(", ")} ${bad.length > 1 ? "do" : "does"} not fit the capture's src/ (${codes}: the reason says why); fix ${bad.length > 1 ? "them" : "it"}, no rerun changes that`,
+    );
+  }
+  if (noGpu.length)
+    parts.push(
+      how === "merge"
+        ? `${plural(noGpu.length, "candidate")} ran where there was no GPU: run ${noGpu.length > 1 ? "their shards" : "its shard"} again with --resume on a machine with the capture's GPU`
+        : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU)`,
+    );
+  if (rest) {
+    const again =
+      how === "jsonl"
+        ? "the same command with --resume tries them again"
+        : how === "merge"
+          ? "their shard's command with --resume (its --jsonl FILE) tries them again"
+          : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
+    parts.push(`${bad.length || noGpu.length ? `${rest} more: ` : ""}${again}`);
+  }
+  return `${errors.length} of ${plural(r.summary.candidates, "candidate")} could not be judged (error): ${parts.join("; ")}`;
 }
 
 /** Sum of f over records; once per candidate when `perCandidate` (a build is one per candidate, whatever its inputs). */

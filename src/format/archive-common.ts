@@ -198,10 +198,11 @@ export const BUILD_DIR = "build";
 /**
  * The checks on an output path that cost one lstat/access, before any work: a dangling symbolic
  * link (existsSync follows it and says no; the rename would fail ENOTDIR), a parent that is
- * missing, not a folder, or not writable (access W_OK: EACCES, EROFS).
+ * missing, not a folder, or not writable (access W_OK: EACCES, EROFS). `option`: the option that
+ * named it, for the hints (default -o; eval's results file: --jsonl).
  * @throws KerncapError E_USAGE (dangling link, missing or non-folder parent), E_IO (parent not writable)
  */
-export function assertOutputPath(out: string, what: string): void {
+export function assertOutputPath(out: string, what: string, option = "-o"): void {
   let link = false;
   try {
     link = lstatSync(out).isSymbolicLink();
@@ -218,13 +219,14 @@ export function assertOutputPath(out: string, what: string): void {
           return "?"; // no longer a link: it changed meanwhile
         }
       })()})`,
-      { hint: `Remove the link, or choose another -o for the ${what}.` },
+      { hint: `Remove the link, or choose another ${option} for the ${what}.` },
     );
   }
   const parent = dirname(out);
   if (!existsSync(parent))
-    throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another -o.` });
-  if (!statSync(parent).isDirectory()) throw new KerncapError("E_USAGE", `${parent} is not a folder: it cannot hold ${out}`, { hint: "Choose another -o." });
+    throw new KerncapError("E_USAGE", `the folder that would hold ${out} does not exist`, { hint: `Create ${parent} first, or choose another ${option}.` });
+  if (!statSync(parent).isDirectory())
+    throw new KerncapError("E_USAGE", `${parent} is not a folder: it cannot hold ${out}`, { hint: `Choose another ${option}.` });
   try {
     accessSync(parent, fsConstants.W_OK);
   } catch (e) {
@@ -233,7 +235,7 @@ export function assertOutputPath(out: string, what: string): void {
       "E_IO",
       `cannot write ${out}: the folder ${parent} is ${code === "EROFS" ? "on a read-only file system" : "not writable (permission denied)"}`,
       {
-        hint: `Choose another -o for the ${what}, or check the folder's permissions.`,
+        hint: `Choose another ${option} for the ${what}, or check the folder's permissions.`,
       },
     );
   }

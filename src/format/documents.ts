@@ -392,7 +392,7 @@ export const DOCUMENTS = {
     /** The capture folder whose reproducer was built (the first input), and every input's identity. */
     dir: v.string(),
     inputs: v.array(v.string()),
-    /** The --jsonl results file (null without one, and for --merge). */
+    /** The --jsonl results file (absolute path); null when none was given, and for --merge (its files are the command line's). */
     results: v.nullable(v.string()),
     shard: v.nullable(v.object({ index: U, count: U })),
     workers: U,
@@ -404,6 +404,7 @@ export const DOCUMENTS = {
         kind: v.picklist(["tree", "patch", "file", "config", "flags"]),
         /** match only when it matched on every input; else the worst of its inputs' verdicts. */
         verdict: v.picklist(EVAL_VERDICTS),
+        /** Each input's verdict; one entry, input "(build)", when it never reached a GPU (see eval-record's input). */
         inputs: v.array(v.object({ input: v.string(), verdict: v.picklist(EVAL_VERDICTS) })),
         /** Geometric mean over the inputs of the captured median / this one's (above 1: faster); low/high: the inputs' intervals' extremes. */
         speedup: v.nullable(N),
@@ -418,7 +419,7 @@ export const DOCUMENTS = {
     records: v.array(EvalRecord),
     summary: v.object({ candidates: U, ...Object.fromEntries(EVAL_VERDICTS.map((k) => [k, U])) } as Record<string, typeof U>),
     seconds: v.object({ wall: N, build: N, run: N }),
-    /** 2 when a candidate could not be judged (error), else 0. */
+    /** 2 when a candidate could not be judged (error), else 0: the process's exit status, with this document (no kerncap.error/1) on stdout. */
     exitCode: U,
   }),
   "eval-record": v.object({ ...id("eval-record"), ...EvalRecord.entries }),

@@ -15,8 +15,10 @@ const N = v.number();
  * faulted; the worker's context went with it and the worker was replaced), timeout (the launches
  * ran past the watchdog's bound, derived from the captured kernel time; the worker was killed and
  * replaced), compile-error (the build failed: the compiler's message, once), layout-change (the
- * rebuilt kernel's parameters are not the captured ones: nothing launched), error (kerncap could
- * not judge it: a worker that died, a refused module, no GPU; --resume tries it again).
+ * rebuilt kernel's parameters are not the captured ones: nothing launched), error (it could not
+ * be judged: a worker that died, a refused module, no GPU, which --resume tries again; or a
+ * candidate that does not fit src/ and was never built, code E_PATCH or E_CANDIDATE, which only a
+ * fixed candidate changes).
  */
 export const EVAL_VERDICTS = ["match", "mismatch", "fault", "timeout", "compile-error", "layout-change", "error"] as const;
 export type EvalVerdict = (typeof EVAL_VERDICTS)[number];
@@ -45,7 +47,12 @@ export type EvalTiming = v.InferOutput<typeof EvalTiming>;
 export const EvalOutcomeFields = {
   /** The candidate's identity: its label and the SHA-256 of what it is (src/eval/candidates.ts candidateId). */
   candidate: v.string(),
-  /** The input's identity (src/check/discover.ts: the capture's path from the root given). */
+  /**
+   * The input's identity (src/eval/eval.ts resolveInputs: the capture folder's name, or SET/member
+   * for a capture set's member); in a record, "(build)" (src/eval/report.ts BUILD_INPUT, a name no
+   * input may have) for a candidate's one record when it never reached a GPU: compile-error,
+   * layout-change, or an error of its build (a candidate that does not fit src/, kerncap's own).
+   */
   input: v.string(),
   verdict: v.picklist(EVAL_VERDICTS),
   /** One line: why it mismatched (the first differing region), faulted, timed out, failed. */

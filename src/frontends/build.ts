@@ -126,15 +126,11 @@ export const CONFINED_SECONDS = 600;
 
 /** A limited build (a confined one, or a received capture's) that ran past CONFINED_SECONDS: E_CONFINED. */
 function pastTimeLimit(confined: boolean): KerncapError {
-  return new KerncapError(
-    "E_CONFINED",
-    `build.sh ran past ${CONFINED_SECONDS} s, the limit of a ${confined ? "confined build (kerncap mcp)" : "received capture's build"}`,
-    {
-      hint: confined
-        ? "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit."
-        : "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own.",
-    },
-  );
+  return new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a ${confined ? "confined build" : "received capture's build"}`, {
+    hint: confined
+      ? "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit."
+      : "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own.",
+  });
 }
 
 /**
@@ -260,7 +256,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     if (!deps)
       throw new KerncapError(
         "E_CONFINED",
-        `build.sh wrote no dependency list (${depsFile}; exit ${code}): kerncap mcp cannot tell which files the build read, so neither its module nor the compiler's messages are used`,
+        `build.sh wrote no dependency list (${depsFile}, exit ${code}): a confined build cannot tell which files it read, so neither its module nor the compiler's messages are used`,
         {
           hint:
             code !== 0
@@ -272,7 +268,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
       const shown = captureDiagnostics(dir, `${err}\n${out}`);
       throw new KerncapError(
         "E_BUILD",
-        `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (kerncap mcp shows only those)"}`,
+        `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (a confined build shows only those)"}`,
         {
           hint: buildFailureHint(code, `${err}\n${out}`),
         },

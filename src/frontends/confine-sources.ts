@@ -324,7 +324,7 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
       if (st.isDirectory()) walk(r);
       else if (C_SOURCES.test(n)) {
         if (++count > SOURCES_MAX)
-          throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: kerncap mcp checks each before a confined build`, {
+          throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: a confined build checks each first`, {
             hint: "Validate on the command line.",
           });
         problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
@@ -335,7 +335,7 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
   if (problems.length) {
     throw new KerncapError(
       "E_CONFINED",
-      `the sources could make the preprocessor look up a file that a confined build (kerncap mcp) may not read, and whether it exists would show in the build's result (${problems.length}): ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? "; …" : ""}`,
+      `the sources could make the preprocessor look up a file that a confined build may not read, and whether it exists would show in the build's result (${problems.length}): ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? "; …" : ""}`,
       {
         hint: "Name headers under src/ (or the toolchain's) with a relative path written out: no absolute path or .. out of the capture, no __has_include of a macro. Nothing was built. The user may validate such sources on the command line.",
       },

@@ -205,6 +205,13 @@ export interface Frontend<Options = unknown> {
   readonly sourceSuffixes?: readonly string[];
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
+  /**
+   * The files of src/ its build compiles or imports whatever the edit (relative to src/; CUDA: the
+   * TU and the kernel's definition file, Triton: pinned.json's kernel file), read from the capture
+   * folder `dir`; [] where unknown. A candidate folder that replaces src/ whole must hold them
+   * (src/eval/candidates.ts materialise says which it lacks before any build).
+   */
+  builtSources?(dir: string, m: Manifest): string[];
   /** Its `kerncap tune` (Triton: ./triton/tune.ts, constexprs and compile options compiled by repro.py; CUDA: ./cuda/tune.ts, macros and nvcc flags through build.sh). None: tune refuses its captures. */
   readonly tune?: TuneDriver;
   /**

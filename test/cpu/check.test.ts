@@ -382,7 +382,7 @@ describe("a check with fake workers", () => {
     const { value: r, err } = await stderrOf(() => runCheck(options([root], results, again.open, { resume: true })));
     expect(again.calls.sort()).toEqual(["corpus/a/one", "corpus/a/two"]);
     expect(r.exitCode).toBe(0);
-    expect(err).toContain("1 captures already checked, 2 that ended in an error checked again");
+    expect(err).toContain("1 capture already checked, 2 that ended in an error checked again"); // one, not "1 captures"
   });
   test("--resume with another --shard than the run began with (or none): refused naming both, nothing checked", async () => {
     const root = await corpus();

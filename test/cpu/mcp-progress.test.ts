@@ -156,7 +156,7 @@ describe("evaluate", () => {
     expect(d.schema).toBe("kerncap.eval/1");
     expect(d.candidates.map((x: any) => `${x.label}:${x.verdict}`).sort()).toEqual([
       "one:compile-error",
-      "three.patch:compile-error",
+      "three.patch:error", // a diff that does not apply was never compiled (E_PATCH)
       "two.patch:compile-error",
     ]);
     expect(d.candidates.find((x: any) => x.label === "three.patch").reason).toContain("does not apply");

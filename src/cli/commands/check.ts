@@ -93,7 +93,7 @@ export default defineCommand({
       description: "Timed launches per capture: the median and its confidence interval come from them (at least 6 for an interval)",
       default: "20",
     },
-    runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope)" },
+    runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope; at least 1)" },
     ...verifyArg(true),
     ...toleranceArgs,
     slower: {

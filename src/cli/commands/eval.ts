@@ -15,7 +15,7 @@ import { log } from "../../log.ts";
 import { parseShard } from "../../check/shard.ts";
 import { lines, serveProtocol } from "../../check/worker.ts";
 import { evalWorkers } from "../../eval/eval.ts";
-import { mergeEval, rankedTable, type EvalReport } from "../../eval/report.ts";
+import { mergeEval, rankedTable, unjudgedLine, type EvalReport } from "../../eval/report.ts";
 import { runEval } from "../../ops/eval.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import {
@@ -34,13 +34,16 @@ import {
 import { printable } from "../format.ts";
 import { MIN_PAIRS } from "../../eval/timing.ts";
 import { parseGpus } from "./check.ts";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 /**
  * The positionals split into inputs and candidates: the leading capture folders (kerncap.json
- * inside) and capture sets (kerncap-captures.json), then the candidates.
- * @throws KerncapError E_USAGE when the first is no capture, or no candidate follows
+ * inside) and capture sets (kerncap-captures.json), then the candidates. An input after the first
+ * whose src/ differs from the first's (an edited copy of the capture, meant as a candidate) is
+ * said, with the DIR/src that would make it one.
+ * @throws KerncapError E_USAGE when the first is no capture, or no candidate follows (naming the
+ *   captures after the first, each taken as an input)
  */
 export function splitPositionals(args: string[]): { dirs: string[]; candidates: string[] } {
   let n = 0;
@@ -51,11 +54,57 @@ export function splitPositionals(args: string[]): { dirs: string[]; candidates: 
     throw new KerncapError("E_USAGE", args.length ? `${args[0]} is not a capture folder or a capture set` : "no capture given", {
       hint: "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N).",
     });
-  if (n === args.length)
-    throw new KerncapError("E_USAGE", "no candidates given", {
-      hint: "kerncap eval DIR CANDIDATE… (edited src/ folders, .patch/.diff files, replacement files, Triton configs such as 'BLOCK_M=64 num_warps=4').",
-    });
+  const more = args.slice(1, n);
+  if (n === args.length) {
+    const shown = more.map((d) => printable(d)).join(", ");
+    throw new KerncapError(
+      "E_USAGE",
+      more.length
+        ? `no candidates given: ${shown} ${more.length > 1 ? "are capture folders, taken as inputs" : "is a capture folder, taken as an input"} (the leading capture folders are the inputs)`
+        : "no candidates given",
+      {
+        hint: more.length
+          ? `To evaluate the sources of an edited copy of the capture, give its src/ folder: kerncap eval ${printable(args[0]!)} ${more.map((d) => printable(join(d, "src"))).join(" ")}`
+          : "kerncap eval DIR CANDIDATE… (edited src/ folders, .patch/.diff files, replacement files, Triton configs such as 'BLOCK_M=64 num_warps=4').",
+      },
+    );
+  }
+  for (const d of more)
+    if (srcDiffers(args[0]!, d))
+      log.warn(
+        `${printable(d)} is a capture folder, taken as an input, and its src/ differs from ${printable(args[0]!)}'s: to evaluate its sources give ${printable(join(d, "src"))}`,
+      );
   return { dirs: args.slice(0, n), candidates: args.slice(n) };
+}
+
+/** Whether two capture folders' src/ differ (a file of one missing in the other, or other bytes; links and other kinds compared by name only); false where either has none. */
+function srcDiffers(a: string, b: string): boolean {
+  const files = (root: string): Map<string, string> => {
+    const out = new Map<string, string>();
+    const walk = (rel: string) => {
+      for (const e of readdirSync(join(root, rel), { withFileTypes: true })) {
+        const r = rel ? `${rel}/${e.name}` : e.name;
+        if (e.isDirectory()) walk(r);
+        else out.set(r, e.isFile() ? join(root, r) : "");
+      }
+    };
+    walk("");
+    return out;
+  };
+  const [sa, sb] = [join(a, "src"), join(b, "src")];
+  if (!lstatSync(sa, { throwIfNoEntry: false })?.isDirectory() || !lstatSync(sb, { throwIfNoEntry: false })?.isDirectory()) return false;
+  try {
+    const [fa, fb] = [files(sa), files(sb)];
+    if (fa.size !== fb.size) return true;
+    for (const [r, p] of fa) {
+      const q = fb.get(r);
+      if (q === undefined) return true;
+      if (p && q && (statSync(p).size !== statSync(q).size || !readFileSync(p).equals(readFileSync(q)))) return true;
+    }
+    return false;
+  } catch {
+    return false; // unreadable: the eval itself says so
+  }
 }
 
 export default defineCommand({
@@ -76,7 +125,11 @@ export default defineCommand({
       description: `Timed launches of each candidate and of the captured module, interleaved (at least ${MIN_PAIRS} for a comparison)`,
       default: "20",
     },
-    runs: { type: "string", description: "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2)" },
+    runs: {
+      type: "string",
+      description:
+        "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2: a candidate that keeps its result and skips the work fails the second)",
+    },
     verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
     ...toleranceArgs,
     gpus: {
@@ -182,25 +235,7 @@ export default defineCommand({
     }
     if (args.json) printJsonLine("eval", report);
     else printText(rankedTable(report) + "\n");
-    if (report.exitCode === 2) {
-      const errors = report.records.filter((r) => r.verdict === "error");
-      const noGpu = errors.length > 0 && errors.every((r) => r.code === "E_NO_GPU");
-      log.error(unjudgedLine(report.summary.error, report.summary.candidates, args.jsonl !== undefined && !args.merge, noGpu));
-    }
+    if (report.exitCode === 2) log.error(unjudgedLine(report, args.merge ? "merge" : args.jsonl !== undefined ? "jsonl" : "none"));
     return report.exitCode;
   },
 });
-
-/**
- * The line that ends an eval with candidates it could not judge: how to try them again. --resume
- * continues a --jsonl results file, so without one (or after --merge) it says to rerun with
- * --jsonl FILE first; `noGpu`: every error was E_NO_GPU, which no --resume here can help.
- */
-export function unjudgedLine(errors: number, candidates: number, withJsonl: boolean, noGpu = false): string {
-  const again = noGpu
-    ? "there is no GPU here; their builds are above (run the eval on a machine with the capture's GPU)"
-    : withJsonl
-      ? "the same command with --resume tries them again"
-      : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
-  return `${errors} of ${candidates} candidates could not be judged (error): ${again}`;
-}

@@ -9,7 +9,7 @@ import type { FastBuilder, Frontend } from "../frontend.ts";
 import { fastBuild, FastBuildState, sameKernelCode } from "./fast-build.ts";
 import { CUDA_CAPTURE_ARGS, cudaCaptureOptions } from "./options.ts";
 import { checkRebuiltModule, cudaReproducerHook, rdcLinkError, type CudaReproOptions } from "./repro.ts";
-import { remakeStaleSlice, sliceMetaOf } from "./slice.ts";
+import { builtCudaSources, remakeStaleSlice, sliceMetaOf } from "./slice.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 import { cudaTune } from "./tune.ts";
 
@@ -60,4 +60,5 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
     const meta = sliceMetaOf(m);
     return meta ? [meta.slice] : [];
   },
+  builtSources: (_dir, m) => builtCudaSources(m),
 };

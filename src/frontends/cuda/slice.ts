@@ -27,7 +27,7 @@
  * the whole TU (its error is the edit's).
  */
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, isAbsolute, relative, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../../errors.ts";
 import type { Manifest } from "../../format/manifest.ts";
@@ -460,6 +460,19 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   }
   writeInCapture(dir, slicePath, s.text);
   return { action: "remade" };
+}
+
+/**
+ * The files of src/ a CUDA reproducer's build.sh compiles whatever the edit (relative to src/): the
+ * TU and the kernel's definition file (manifest.source.cuda: tu and definition, relative to its
+ * projectRoot, which src/ mirrors); [] for a capture that records none.
+ */
+export function builtCudaSources(m: Pick<Manifest, "source">): string[] {
+  const c = m.source?.cuda as { tu?: unknown; definition?: unknown; projectRoot?: unknown } | undefined;
+  if (!c || typeof c.projectRoot !== "string") return [];
+  const root = c.projectRoot;
+  const rel = (f: unknown) => (typeof f === "string" ? relative(root, f) : "");
+  return [...new Set([sliceMetaOf(m)?.tu ?? rel(c.tu), rel(c.definition)])].filter((f) => f && !f.startsWith("..") && !isAbsolute(f));
 }
 
 /** The slice a CUDA capture's reproducer was made with (manifest.source.cuda.slice.meta), if any. */

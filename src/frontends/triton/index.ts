@@ -7,7 +7,7 @@
 import type { Frontend } from "../frontend.ts";
 import { checkPython } from "./doctor.ts";
 import { TRITON_ENV_VARS } from "./env.ts";
-import { tritonRunFiles } from "./runs.ts";
+import { tritonKernelFile, tritonRunFiles } from "./runs.ts";
 import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
 import { TRITON_RECORDS, tritonEnv, tritonFinalize } from "./shim.ts";
@@ -30,4 +30,5 @@ export const tritonFrontend: Frontend = {
   regionTypes: regionTypesFromSignature,
   rebuiltLaunch: tritonRebuiltLaunch,
   tune: tritonTune,
+  builtSources: (dir) => tritonKernelFile(dir),
 };

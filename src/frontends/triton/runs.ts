@@ -7,11 +7,22 @@
  */
 import { escapeForTerminal } from "../../escape.ts";
 import { KerncapError } from "../../errors.ts";
-import { relativePathProblem } from "../../format/paths.ts";
+import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem } from "../../format/paths.ts";
 import type { RunFiles } from "../../format/run-files.ts";
 import { interpreterProblem } from "../../format/what-runs.ts";
 import { shownInterpreterName } from "../../format/trust-prompt.ts";
 import { parsePinned, PINNED_FILE, PinnedRuns } from "./pinned.ts";
+
+/** pinned.json's kernel file, relative to src/ (what repro.py imports), as a list; [] where pinned.json names none or cannot be read. */
+export function tritonKernelFile(dir: string): string[] {
+  try {
+    const bytes = readInCapture(dir, PINNED_FILE, MANIFEST_MAX_BYTES);
+    const pin = bytes ? parsePinned(dir, bytes, PinnedRuns) : undefined;
+    return pin?.kernelFile !== undefined && relativePathProblem(pin.kernelFile) === undefined ? [pin.kernelFile] : [];
+  } catch {
+    return []; // no pinned.json, or one the trust gate refuses by name before any build
+  }
+}
 
 export const tritonRunFiles: RunFiles = {
   files: [PINNED_FILE, "repro.py"],

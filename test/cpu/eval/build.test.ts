@@ -1,0 +1,60 @@
+/**
+ * src/eval/build.ts: a candidate that does not fit src/ is never built and is an error with its
+ * code (E_PATCH, E_CANDIDATE), not a compile-error (a script reading the verdict would think the
+ * kernel failed to compile); and, with nvcc, a confined build that stops in the preprocessor says
+ * so without naming kerncap mcp, its parentheses balanced.
+ */
+import { expect, test } from "bun:test";
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { buildCandidate, buildVerdict } from "../../../src/eval/build.ts";
+import { parseCandidate } from "../../../src/eval/candidates.ts";
+import { KerncapError } from "../../../src/errors.ts";
+import { readManifest } from "../../../src/format/capture-dir.ts";
+import { writeDemo } from "../../../src/capture/demo.ts";
+import { makeCapture, tempDir } from "../fixtures.ts";
+import { NVCC } from "../../nvcc-fixtures.ts";
+
+test("the verdict of a build's error: the candidate's misfit is error with its code; the compiler's, compile-error", () => {
+  expect(buildVerdict(new KerncapError("E_PATCH", "does not apply"))).toBe("error");
+  expect(buildVerdict(new KerncapError("E_CANDIDATE", "src/ has no file named x.cu"))).toBe("error");
+  expect(buildVerdict(new KerncapError("E_BUILD", "x"))).toBe("compile-error");
+  expect(buildVerdict(new KerncapError("E_CONFINED", "x"))).toBe("compile-error");
+  expect(buildVerdict(new KerncapError("E_PARAM_LAYOUT", "x"))).toBe("layout-change");
+});
+
+test("a patch that does not apply and a replacement file src/ lacks: each its own error record, alike, nothing built", async () => {
+  const cap = join(tempDir(), "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "src"));
+  writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+  writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\necho built >&2\nexit 1\n", { mode: 0o755 });
+  const d = tempDir();
+  writeFileSync(join(d, "bad.patch"), "--- a/nothere.cu\n+++ b/nothere.cu\n@@ -1 +1 @@\n-x\n+y\n");
+  writeFileSync(join(d, "other.cu"), "x");
+  const m = readManifest(cap);
+  const out = await Promise.all(
+    ["bad.patch", "other.cu"].map((n) => buildCandidate(cap, m, parseCandidate(join(d, n)), join(d, `copy-${n}`), { force: false })),
+  );
+  expect(out.map((b) => ("failed" in b ? [b.failed.verdict, b.failed.code] : "built"))).toEqual([
+    ["error", "E_PATCH"],
+    ["error", "E_CANDIDATE"],
+  ]);
+});
+
+test.skipIf(!NVCC)(
+  "a confined build stopped in the preprocessor: said as a confined build's, without kerncap mcp, parentheses balanced",
+  async () => {
+    const cap = join(tempDir(), "cap");
+    writeDemo(cap, false);
+    const d = tempDir();
+    cpSync(join(cap, "src"), join(d, "inc"), { recursive: true });
+    writeFileSync(join(d, "inc/saxpy.cu"), `#include "nothere.h"\n${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}`);
+    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "inc")), join(d, "copy"), { force: false });
+    if (!("failed" in b)) throw new Error("built");
+    expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_CONFINED" });
+    expect(b.failed.reason).toStartWith("build.sh wrote no dependency list (build/kerncap-deps.d, exit 1): a confined build cannot tell");
+    expect(b.failed.reason).not.toContain("kerncap mcp");
+  },
+  60_000,
+);

@@ -1,0 +1,79 @@
+/**
+ * src/eval/candidates.ts: labels that tell apart candidates of one name, and the candidates that
+ * do not fit the capture's src/ (a replacement file src/ lacks, a folder without the file the
+ * build compiles), refused by name before any build as E_CANDIDATE.
+ */
+import { expect, test } from "bun:test";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { makeCapture, tempDir } from "../fixtures.ts";
+
+/** A CUDA capture whose manifest records its TU (src/kernel.cu, from the project root /proj) and a header. */
+async function cudaCapture(): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/kernel.cu"), '#include "util.h"\n__global__ void scale(float* x, int n) { x[0] *= TWO; }\n');
+  writeFileSync(join(dir, "src/util.h"), "#define TWO 2.0f\n");
+  const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+  m.source = { cuda: { method: "source-root", tu: "/proj/kernel.cu", definition: "/proj/kernel.cu", projectRoot: "/proj" } };
+  writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+  return dir;
+}
+
+test("candidates of one name get the shortest ends of their paths that differ; their identities stay; other labels unchanged", () => {
+  const d = tempDir();
+  for (const [f, text] of [
+    ["cands/repl/saxpy.cu", "a"],
+    ["cands/b/saxpy.cu", "b"],
+    ["x/deep/b/saxpy.cu", "c"],
+    ["cap-good/src/k.cu", "d"],
+    ["cap-host/src/k.cu", "e"],
+    ["one.patch", "--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-a\n+b\n"],
+  ] as const) {
+    mkdirSync(join(d, f, ".."), { recursive: true });
+    writeFileSync(join(d, f), text);
+  }
+  const specs = ["cands/repl/saxpy.cu", "cands/b/saxpy.cu", "x/deep/b/saxpy.cu", "cap-good/src", "cap-host/src", "one.patch", "num_warps=4"].map((s) =>
+    s.includes("=") ? s : join(d, s),
+  );
+  const cs = parseCandidates(specs);
+  expect(cs.map((c) => c.label)).toEqual(["repl/saxpy.cu", "cands/b/saxpy.cu", "deep/b/saxpy.cu", "cap-good/src", "cap-host/src", "one.patch", "num_warps=4"]);
+  expect(new Set(cs.map((c) => c.label)).size).toBe(cs.length);
+  // the identity is the name and the content, as before: --resume of the same files finds them
+  expect(cs[0]!.id).toBe(parseCandidate(specs[0]!).id);
+  expect(cs[0]!.id).toStartWith("saxpy.cu@");
+});
+
+test("a replacement file that names no file of src/ and a folder without the TU: E_CANDIDATE naming what is missing, before anything is built", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "other.cu"), "x");
+  const file = await materialise(cap, parseCandidate(join(d, "other.cu")), join(d, "copy1")).catch((e) => e);
+  expect(file).toMatchObject({ code: "E_CANDIDATE" });
+  expect(file.message).toContain("src/ has no file named other.cu");
+  // a folder holding only a readme: it replaces src/ whole and lacks the TU (a new user got a confined build's dependency-list error)
+  mkdirSync(join(d, "empty-src"));
+  writeFileSync(join(d, "empty-src/readme.txt"), "notes");
+  const tree = await materialise(cap, parseCandidate(join(d, "empty-src")), join(d, "copy2")).catch((e) => e);
+  expect(tree).toMatchObject({ code: "E_CANDIDATE" });
+  expect(tree.message).toBe(
+    `candidate ${join(d, "empty-src")} is a folder, so it replaces src/ whole, and it lacks src/kernel.cu, which the build compiles (it holds readme.txt)`,
+  );
+  expect(tree.hint).toContain(`cp -r ${join(cap, "src")} edited`);
+  // a folder with the TU but not the header: built (the compiler names the header)
+  mkdirSync(join(d, "tu-only"));
+  writeFileSync(join(d, "tu-only/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+  await materialise(cap, parseCandidate(join(d, "tu-only")), join(d, "copy3"));
+  expect(readFileSync(join(d, "copy3/src/kernel.cu"), "utf8")).toContain("scale");
+});
+
+test("a patch that does not apply names each missing file once", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "bad.patch"), "--- a/nothere.cu\n+++ b/nothere.cu\n@@ -1 +1 @@\n-x\n+y\n");
+  const e = await materialise(cap, parseCandidate(join(d, "bad.patch")), join(d, "copy")).catch((x) => x);
+  expect(e.code).toBe("E_PATCH");
+  expect(e.message).toContain("so it names nothere.cu, which src/ does not hold");
+});
