@@ -352,11 +352,12 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
  * not sticky, so another user could rename the temp folder kerncap made there, or a link on the
  * way, and put a folder of links at its name. Both chains are walked: the path as given (a link in
  * such a folder can be re-pointed) and the parent's real path. A sticky folder (a 1777 /tmp) lets
- * no one rename another user's entries. Source: lstat mode bits; a parent that does not exist is
+ * no one rename another user's entries but its owner: one owned by another user than `uid` or root
+ * is a risk too. Source: lstat mode bits and owner; a parent that does not exist is
  * left to the callers' own checks (undefined).
  * @returns e.g. "/srv/shared is writable by other users (mode 0777) and not sticky"
  */
-export function sharedParentRisk(out: string): string | undefined {
+export function sharedParentRisk(out: string, uid = process.geteuid?.()): string | undefined {
   const parent = dirname(resolve(out));
   let real: string;
   try {
@@ -367,8 +368,15 @@ export function sharedParentRisk(out: string): string | undefined {
   for (const start of new Set([parent, real])) {
     for (let p = start; ; p = dirname(p)) {
       const st = lstatSync(p, { throwIfNoEntry: false });
-      if (st && !st.isSymbolicLink() && othersMayWrite(st, p) && !(st.mode & 0o1000))
-        return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) and not sticky`;
+      if (!st || st.isSymbolicLink() || !othersMayWrite(st, p)) {
+        if (dirname(p) === p) break;
+        continue;
+      }
+      const mode = (st.mode & 0o7777).toString(8).padStart(4, "0");
+      if (!(st.mode & 0o1000)) return `${p} is writable by ${st.mode & 0o002 ? "other users" : "its group"} (mode ${mode}) and not sticky`;
+      // the sticky bit keeps others from renaming your entries, but not the folder's owner
+      if (uid !== undefined && st.uid !== uid && st.uid !== 0)
+        return `${p} is sticky (mode ${mode}) but belongs to another user (uid ${st.uid}), who may rename what others put in it`;
       if (dirname(p) === p) break;
     }
   }

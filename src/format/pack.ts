@@ -24,6 +24,7 @@ import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/wri
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import { RECEIVED_MARK } from "./file-names.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
@@ -321,6 +322,8 @@ function packIndex(dir: string, root: string, m: Manifest, shipped: Map<string, 
   let filesTotal = 0;
   for (const rel of tree.files) {
     if (rel === PACK_INDEX) continue; // an index left by hand; the archive gets its own
+    // unpack's mark stays here: the recipient's unpack writes its own (an archive cannot carry one)
+    if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) continue;
     const bytes = shipped.get(rel);
     if (bytes) {
       filesTotal += bytes.length;

@@ -75,12 +75,17 @@ export function kerncapMachineId(): string | null {
   return null;
 }
 
-/** Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the archive held). */
+/**
+ * Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the
+ * archive held): the archive, when, the host's name (never its machine-id: a folder sent on with
+ * its mark would give the id that makes a capture count as made here), kerncap's version.
+ */
 export function markReceived(dir: string, archive: string): void {
   writeInCapture(
     dir,
     RECEIVED_MARK,
-    JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: hostIdentity(), kerncap: TOOL_VERSION }, null, 2) + "\n",
+    JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: { name: hostIdentity().name }, kerncap: TOOL_VERSION }, null, 2) +
+      "\n",
   );
 }
 

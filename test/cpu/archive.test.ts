@@ -32,7 +32,8 @@ import { log } from "../../src/log.ts";
 import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
-import { RECEIVED_MARK } from "../../src/format/received.ts";
+import { hostIdentity, RECEIVED_MARK } from "../../src/format/received.ts";
+import { hostname } from "node:os";
 import { deadPid, makeCapture, tempDir } from "./fixtures.ts";
 import { rawZip, readRawZip } from "./zip-fixture.ts";
 
@@ -386,6 +387,20 @@ describe("pack / unpack", () => {
       expect(b.message, bad).toContain("--name");
       expect(existsSync(join(root, "b.zip"))).toBe(false);
     }
+  });
+
+  test("unpack's mark names no machine-id, and pack leaves it out: a received folder packed again does not carry this machine's id (trial 14 F6)", async () => {
+    const { root, dir } = await fresh();
+    const p = await packCapture(dir, join(root, "cap.zip"));
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    const mark = readFileSync(join(u.dir, RECEIVED_MARK), "utf8");
+    expect(JSON.parse(mark).by).toEqual({ name: hostname() });
+    const id = hostIdentity().machineId;
+    if (id) expect(mark).not.toContain(id);
+    const again = await packCapture(u.dir, join(root, "again.zip"));
+    const entries = (await readPackIndex(again.archive)).files.map((f: { path: string }) => f.path);
+    expect(entries).not.toContain(RECEIVED_MARK);
+    expect(entries).toContain("kerncap.json");
   });
 
   test("refuses to overwrite without --force; --force replaces only a capture", async () => {

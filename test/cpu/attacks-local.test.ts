@@ -624,6 +624,26 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     expect(sharedParentRisk(join(f.mine, "cap"))).toBeUndefined();
   });
 
+  test("a sticky folder that belongs to another user (not root) is no safe parent for run -o and export -o: its owner may rename what others put in it (trial 14 F5: the export swapped before make)", async () => {
+    const f = folders();
+    const me = process.geteuid?.() ?? 0;
+    // the sticky folder as another user's: chowned where this test is root, else judged for another uid
+    const other = me === 0 ? 4243 : me + 4242;
+    if (me === 0) chownSync(f.sticky, other, -1);
+    const asMe = me === 0 ? 0 : other; // the uid the folder is foreign to
+    const risk = sharedParentRisk(join(f.sticky, "cap"), asMe);
+    expect(risk).toBe(`${f.sticky} is sticky (mode 1777) but belongs to another user (uid ${me === 0 ? other : me}), who may rename what others put in it`);
+    // the verb refuses it before writing anything there
+    if (me === 0) {
+      const cap = join(f.root, "cap");
+      await makeCapture(cap);
+      const r = cli(["export", cap, "-o", join(f.sticky, "exp")]);
+      expect(r.code, r.err).toBe(2);
+      expect(r.err).toContain("belongs to another user");
+      expect(readdirSync(f.sticky)).toEqual([]);
+    }
+  });
+
   test("demo: trust is recorded only for the folder kerncap wrote and holds open, not for another folder swapped in at DIR's name", async () => {
     const f = folders();
     const theirs = join(f.root, "theirs");
