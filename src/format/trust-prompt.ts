@@ -10,6 +10,13 @@ import type { WhatRuns } from "./what-runs.ts";
 /** The most of the files an error message carries (bytes, kerncap mcp: its agent reads the message, not stderr); the rest is read with read_file. */
 export const BUILD_SH_IN_MESSAGE = 64 << 10;
 
+/**
+ * The most of the files the command line's refusal prints (bytes, in all): a received archive's
+ * 500 MiB "script" printed whole flooded the terminal and took 3 GB (a trial); the rest is said as
+ * a count, each file's size and SHA-256 still shown, and all of it still in the digest.
+ */
+export const SHOWN_ON_TERMINAL = 256 << 10;
+
 /** build.sh as text to show: control characters but newline and tab escaped as \xNN (no terminal escapes). */
 function shownScript(script: Buffer): string {
   return escapeForTerminal(script.toString("utf8")); // C0, C1, bidi overrides, U+2028/9 (src/escape.ts)
@@ -17,10 +24,10 @@ function shownScript(script: Buffer): string {
 
 /**
  * The files of `runs` as the user is shown them: each between `──── NAME (N bytes, sha256 H) ────` and
- * `──── end of NAME ────`, escaped (shownScript); `budget`: the most bytes shown in all (kerncap
- * mcp's message), the rest said as a count.
+ * `──── end of NAME ────`, escaped (shownScript); `budget`: the most bytes shown in all (the
+ * terminal's SHOWN_ON_TERMINAL, kerncap mcp's message BUILD_SH_IN_MESSAGE), the rest said as a count.
  */
-export function shownFiles(runs: WhatRuns, budget = Infinity): string {
+export function shownFiles(runs: WhatRuns, budget = SHOWN_ON_TERMINAL): string {
   let out = "";
   let left = budget;
   for (const f of runs.files) {
@@ -31,7 +38,8 @@ export function shownFiles(runs: WhatRuns, budget = Infinity): string {
     const n = Math.max(0, Math.min(f.bytes.length, left));
     left -= n;
     const shown = shownScript(f.bytes.subarray(0, n));
-    out += `──── ${f.name} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}) ────\n${shown}${shown === "" || shown.endsWith("\n") ? "" : "\n"}${n < f.bytes.length ? `… (${f.bytes.length - n} bytes more: read_file ${f.name} reads it whole)\n` : ""}──── end of ${f.name} ────\n`;
+    const name = escapeForTerminal(f.name, { oneLine: true });
+    out += `──── ${name} (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}) ────\n${shown}${shown === "" || shown.endsWith("\n") ? "" : "\n"}${n < f.bytes.length ? `… (${f.bytes.length - n} bytes more, not shown here: read ${name} whole before you trust it; read_file reads it)\n` : ""}──── end of ${name} ────\n`;
   }
   return out;
 }

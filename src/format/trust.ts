@@ -179,7 +179,7 @@ export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, tr
     return;
   }
   const names = runs.files.map((f) => f.name).join(", ");
-  const shown = `${shownNotStock(runs)}${shownFiles(runs, o.inMessage ? BUILD_SH_IN_MESSAGE : Infinity)}${shownInterpreter(runs)}`;
+  const shown = `${shownNotStock(runs)}${shownFiles(runs, o.inMessage ? BUILD_SH_IN_MESSAGE : undefined)}${shownInterpreter(runs)}`;
   if (!o.inMessage) process.stderr.write(`──── ${o.name}: what its build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shown}`);
   throw new KerncapError(
     "E_UNTRUSTED",

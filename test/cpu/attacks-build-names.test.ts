@@ -321,6 +321,17 @@ describe("a received capture's build.sh that names a program in the capture", ()
 describe("a received capture's build.sh of its own", () => {
   const SCRIPT = `#!/usr/bin/env bash\nset -euo pipefail\nbash src/tools/gen.sh\nmkdir -p build\n: >build/k.o\necho build/k.o\n`;
 
+  test("a received 'script' of many MiB: the refusal prints the first 256 KiB in all, says how much more there is, and its digest covers all of it (trial 14 F3: 500 MiB printed whole)", async () => {
+    const root = tempDir();
+    const big = `#!/bin/sh\n${"A".repeat(4 << 20)}\n`;
+    const dir = await received(root, SCRIPT, (made) => writeFileSync(join(made, "src/tools/gen.sh"), big));
+    const refused = await validate([dir]);
+    expect(refused.e).toMatchObject({ code: "E_UNTRUSTED" });
+    expect(refused.err.length).toBeLessThan(400 << 10);
+    expect(refused.err).toContain(`──── src/tools/gen.sh (${big.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(big).digest("hex")}) ────`);
+    expect(refused.err).toMatch(/… \(\d+ bytes more, not shown here: read src\/tools\/gen\.sh whole before you trust it; read_file reads it\)/);
+  });
+
   test("bash src/tools/gen.sh: the refusal prints gen.sh and lists every file of src/; plain --trust is refused; --trust=DIGEST runs it; gen.sh changed afterwards asks again and never runs", async () => {
     const root = tempDir();
     const marker = join(root, "gen-ran");

@@ -355,7 +355,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(big.message).not.toContain("\x1b");
     // bounded, then the src/ files a hand-written build.sh can reach, listed by name and digest
     expect(big.message).toMatch(
-      /… \(\d+ bytes more: read_file build.sh reads it whole\)\n──── end of build.sh ────\n──── src\/kernel.cu \(22 bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────$/,
+      /… \(\d+ bytes more, not shown here: read build.sh whole before you trust it; read_file reads it\)\n──── end of build.sh ────\n──── src\/kernel.cu \(22 bytes, sha256 [0-9a-f]{64}; build.sh can reach it: part of the digest, not printed\) ────$/,
     );
     expect(big.message.length).toBeLessThan(66 << 10);
   }, 60_000);
