@@ -267,6 +267,16 @@ export function interruptCheck(stops: StopSignals, what: string): () => Promise<
  * of the captured job, named by its number (c/common/kc_process.c; read by src/capture/census.ts).
  */
 const CAPTURE_FOLDERS = new Set(["src", "kernel", "memory", "build", "profile", "processes"]);
+/**
+ * A build tool's, a test runner's or a debugger's configuration by its name: what `make`, `pytest`,
+ * `tox`, `cmake --preset`, `npm`, `gdb`, `just`, `ninja`… read from the folder they run in, and
+ * which runs commands or imports modules (pytest.ini's `addopts = -p evil`, a GNUmakefile's
+ * recipes, .gdbinit's commands: a trial). Outside src/ a capture holds none (the sources' own
+ * Makefile or CMakeLists.txt lie under src/).
+ */
+const TOOL_CONFIG_NAME =
+  /^(gnumakefile|makefile|justfile|rakefile|taskfile\.ya?ml|build\.ninja|meson\.build|meson_options\.txt|cmakelists\.txt|cmake(user)?presets\.json|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|pipfile|package\.json|cargo\.toml|go\.mod|gemfile|dockerfile|containerfile|vagrantfile|build(\.bazel)?|workspace(\.bazel)?|module\.bazel)$/i;
+
 /** A program or a module by its name: what a language's loader, a shell or an editor runs or imports. */
 const CODE_NAME = /\.(py|pyc|pyw|pth|js|mjs|cjs|ts|node|so|dylib|dll|pl|pm|rb|lua|vim|sh|bash|zsh|fish|el|jar|class)$|^__(init|main)__/i;
 
@@ -286,6 +296,9 @@ export function foreignEntry(path: string, members: ReadonlySet<string>): string
     return `lies in ${rel[0]}/, which is no folder of a capture (${[...CAPTURE_FOLDERS].map((f) => `${f}/`).join(", ")})`;
   if (rel[0] === "src") return undefined; // sources: compiled, not imported from where they lie
   const name = rel[rel.length - 1]!;
+  // a hidden name outside src/ (.pdbrc, .gdbinit, .lldbinit, .clangd, .tool-versions…): kerncap writes none there
+  if (rel.some((p) => p.startsWith("."))) return "is a hidden name, which a capture holds only under src/ (a tool's configuration: .gdbinit, .pdbrc…)";
+  if (TOOL_CONFIG_NAME.test(name)) return "names a build tool's or test runner's configuration (make, pytest, cmake…), which a capture holds only under src/";
   if (rel[0] === "processes" && !(rel.length === 2 && /^\d{1,9}$/.test(name)))
     return "lies in processes/, which holds only one file per process, named by its number";
   // kernel/ and memory/ hold data: a module there (kernel/__init__.py) was imported from the capture's folder (a trial)

@@ -518,6 +518,13 @@ describe("names are data", () => {
       ["cap", ".env", "names a tool's own files"],
       ["cap", "processes/run.py", "holds only one file per process"],
       ["cap", "processes/0/x", "holds only one file per process"],
+      // other tools' configuration at the top (trial 14 F4: pytest.ini's addopts ran the sender's module)
+      ["cap", "pytest.ini", "names a build tool's or test runner's configuration"],
+      ["cap", "GNUmakefile", "names a build tool's or test runner's configuration"],
+      ["cap", "pyproject.toml", "names a build tool's or test runner's configuration"],
+      ["cap", ".gdbinit", "is a hidden name"],
+      ["cap", ".pdbrc", "is a hidden name"],
+      ["cap", "memory/.lldbinit", "is a hidden name"],
     ] as const) {
       const a = await craftedArchive(root, entry);
       const e = await thrown(() => unpackArchive(a.archive, join(a.dir, "out")));
@@ -536,6 +543,7 @@ describe("names are data", () => {
     writeFileSync(join(notes, "NOTES.md"), "what I tried\n");
     mkdirSync(join(notes, "src"));
     writeFileSync(join(notes, "src/tool.py"), "print(1)\n");
+    writeFileSync(join(notes, "src/Makefile"), "all:\n"); // the sources' own build files lie under src/
     // processes/<n>: the capture library numbers each process of the job there (c/common/kc_process.c; the fixture has 0)
     writeFileSync(join(notes, "processes/1"), "");
     const ok = await packCapture(notes, join(root, "n.zip"));
