@@ -3,14 +3,16 @@
  * inside), archives written by `kerncap pack`, and folders holding either at any depth (a capture
  * set, a corpus tree). A folder or archive being written (`X.tmp-<pid>`: src/leftovers.ts) and other files are
  * passed over; a `.zip` that kerncap did not write is named among the passed-over. Symbolic links
- * are followed, each folder visited once (a link loop ends).
+ * are followed, each folder visited once (a link loop ends), but only links of the user's own or
+ * root's: another user's link in a shared corpus (a 1777 folder) would lead the walk into the
+ * user's private folders, and their captures' names into the results (a trial); it is passed over.
  *
  * A capture's identity is the base name of the argument it was found under, then its path below
  * it ('/'-separated), an archive's `.zip` dropped: the same on every node that holds the corpus
  * under the same layout, whatever the mount point, and unchanged by packing a capture. It keys the
  * shard (src/check/shard.ts), the baseline and the results.
  */
-import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isTempName } from "../leftovers.ts";
@@ -66,6 +68,12 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
       const p = join(dir, name);
       let st;
       try {
+        const l = lstatSync(p);
+        const uid = process.geteuid?.();
+        if (l.isSymbolicLink() && uid !== undefined && l.uid !== uid && l.uid !== 0) {
+          passedOver.push({ path: p, reason: `a symbolic link of another user (uid ${l.uid}): not followed` });
+          continue;
+        }
         st = statSync(p);
       } catch {
         passedOver.push({ path: p, reason: "a dangling symbolic link" });

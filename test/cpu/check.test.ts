@@ -121,6 +121,22 @@ describe("discovery", () => {
     require("node:fs").cpSync(root, copy, { recursive: true, verbatimSymlinks: true });
     expect((await discoverCaptures([copy])).captures.map((c) => c.id)).toEqual(d.captures.map((c) => c.id));
   });
+  test("a symbolic link in the corpus is followed when it is the user's own (or root's), passed over, named, when another user's (trial 15: a link in a shared corpus led into the user's private folder)", async () => {
+    const root = await corpus();
+    const privateFolder = join(tempDir(), "private");
+    await makeCapture(join(privateFolder, "secret"));
+    symlinkSync(privateFolder, join(root, "mine"));
+    const own = await discoverCaptures([root]);
+    expect(own.captures.map((c) => c.id)).toContain("corpus/mine/secret");
+    const me = process.geteuid?.() ?? 0;
+    if (me === 0) {
+      // another user's link (made theirs with lchown, as root may)
+      require("node:fs").lchownSync(join(root, "mine"), 4242, 4242);
+      const d = await discoverCaptures([root]);
+      expect(d.captures.map((c) => c.id)).not.toContain("corpus/mine/secret");
+      expect(d.passedOver).toContainEqual({ path: join(root, "mine"), reason: "a symbolic link of another user (uid 4242): not followed" });
+    }
+  });
   test("a capture folder or an archive given itself; two captures of one identity refused; a missing root is a usage error", async () => {
     const root = await corpus();
     const d = await discoverCaptures([join(root, "a/one"), join(root, "b.zip")]);
