@@ -141,8 +141,8 @@ const HOST_WORD = [
 const LINKER_WORD =
   /^(-B(static|dynamic|symbolic)|-O[0-3]|--?(no-)?as-needed|--gc-sections|-z|relro|now|lazy|defs|noexecstack|-s|--strip-all|--?export-dynamic)$/;
 
-/** ptxas options inside -Xptxas: settings only (not -o, --output-file, --input-as-string, …). */
-const PTXAS_WORD =
+/** ptxas options inside -Xptxas: settings only (not -o, --output-file, --input-as-string, --options-file, …); also what a tune config may pass (src/frontends/cuda/tune-space.ts). */
+export const PTXAS_WORD =
   /^(-v|--verbose|-O[0-3]|--?opt-level=[0-3]|--?maxrregcount=\d+|-maxrregcount|\d+|-dlcm=\w+|-dscm=\w+|--?def-(load|store)-cache=\w+|--?warn-on-[a-z-]+|--?allow-expensive-optimizations(=(true|false))?|-Werror|--?warning-as-error|--?suppress-[a-z-]+|--?disable-optimizer-constants|--?fmad=(true|false)|--?preserve-relocs|--?sp-bound-check|-g|--?device-debug|-lineinfo|--?generate-line-info|--?position-independent-code=(true|false)|--?extensible-whole-program|--?register-usage-level=\d+|--?disable-warnings|--?device-function-maxrregcount=\d+)$/;
 
 /** cudafe++ options inside -Xcudafe: diagnostics only. */

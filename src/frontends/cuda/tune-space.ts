@@ -11,6 +11,7 @@
  */
 import { KerncapError } from "../../errors.ts";
 import { assertSpaceSize } from "../tune.ts";
+import { PTXAS_WORD } from "../compile-settings.ts";
 
 /** One CUDA config: the macros it defines, the register limit, the extra flags (words). Absent: the reproducer's own. */
 export interface CudaConfig {
@@ -42,12 +43,27 @@ const MACRO_VALUE = /^[A-Za-z0-9_.+-]+$/;
 
 /**
  * Flags a config may add (nvcc's device code generation only: none names a program to run or a
- * file to read): -Xptxas=/--ptxas-options= with ptxas options (no path), --use_fast_math,
- * --extra-device-vectorization, --restrict, --lineinfo, --ftz/--prec-div/--prec-sqrt/--fmad=true|false,
- * --dopt=on|off; one dash or two.
+ * file to read): -Xptxas=/--ptxas-options= with ptxas options (PTXAS_OPTION, comma-separated),
+ * --use_fast_math, --extra-device-vectorization, --restrict, --lineinfo,
+ * --ftz/--prec-div/--prec-sqrt/--fmad=true|false, --dopt=on|off; one dash or two.
  */
 const TUNE_FLAG =
-  /^(?:--?(?:Xptxas|ptxas-options)=[A-Za-z0-9_.,=+-]+|--?(?:use_fast_math|extra-device-vectorization|restrict|lineinfo)|--?(?:ftz|prec-div|prec-sqrt|fmad)=(?:true|false)|--?dopt=(?:on|off))$/;
+  /^(?:--?(?:use_fast_math|extra-device-vectorization|restrict|lineinfo)|--?(?:ftz|prec-div|prec-sqrt|fmad)=(?:true|false)|--?dopt=(?:on|off))$/;
+
+/** The -Xptxas / --ptxas-options spellings, their value the ptxas options (comma-separated). */
+const PTXAS_FLAG = /^--?(?:Xptxas|ptxas-options)=(.+)$/;
+
+/** Why a -Xptxas/--ptxas-options word is not one a config may add, or undefined. */
+function ptxasProblem(word: string): string | undefined {
+  const m = PTXAS_FLAG.exec(word);
+  if (!m) return undefined;
+  // the options a stock build.sh may hold (src/frontends/compile-settings.ts PTXAS_WORD): settings, nothing that names a file
+  // (a trial: `-Xptxas=--options-file=build.sh` had ptxas read the build's own script)
+  const bad = m[1]!.split(",").find((o) => !PTXAS_WORD.test(o));
+  return bad === undefined
+    ? undefined
+    : `the ptxas option ${JSON.stringify(bad)} is not one kerncap tune passes (code generation options only: -O0…-O3, -v, --maxrregcount=N, cache operators, the optimizer's switches, warnings; nothing that names a file)`;
+}
 
 /**
  * The words of one --nvcc-flag alternative, each checked against the flags a config may add.
@@ -61,7 +77,9 @@ export function nvccTuneFlags(alternative: string): string[] {
       throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: macros are swept with --define NAME=V1,V2`, { hint: HINT });
     if (/^--?maxrregcount/.test(w))
       throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: the register limit is swept with --maxrregcount V1,V2`, { hint: HINT });
-    if (!TUNE_FLAG.test(w)) {
+    const ptxas = ptxasProblem(w);
+    if (ptxas) throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)}: ${ptxas}`, { hint: HINT });
+    if (!PTXAS_FLAG.test(w) && !TUNE_FLAG.test(w)) {
       throw new KerncapError("E_USAGE", `--nvcc-flag ${JSON.stringify(w)} is not a flag kerncap tune sweeps`, {
         hint: "Device code generation flags only, as one word each: -Xptxas=-O1 (ptxas options, comma-separated, no paths), --use_fast_math, --extra-device-vectorization, --restrict, --lineinfo, --ftz=true|false, --prec-div=…, --prec-sqrt=…, --fmad=…, --dopt=on|off. Write --nvcc-flag=-Xptxas=-O1 (with '=': a value starting with '-' is read as an option otherwise).",
       });

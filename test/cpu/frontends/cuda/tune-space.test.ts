@@ -67,19 +67,22 @@ describe("tune (CUDA): the config space", () => {
       expect(() => parseCudaSpace(spec({ defines: [`X=${bad}`] })), bad).toThrow(/not NAME=V1,V2|is not a value for macro X/);
     expect(() => nvccTuneFlags("-DTILE=4")).toThrow(/--define/);
     expect(() => nvccTuneFlags("-maxrregcount=32")).toThrow(/--maxrregcount/);
-    for (const bad of [
-      "-ccbin=/tmp/evil",
-      "--run",
-      "-Xcompiler=-fplugin=x.so",
-      "-Xptxas=--output-file=/etc/x",
-      "-I/home",
-      "-include=x.h",
-      "-O3",
-      "-Xptxas",
-      "--ftz=maybe",
-    ])
+    for (const bad of ["-ccbin=/tmp/evil", "--run", "-Xcompiler=-fplugin=x.so", "-I/home", "-include=x.h", "-O3", "-Xptxas", "--ftz=maybe"])
       expect(() => nvccTuneFlags(bad), bad).toThrow(/not a flag kerncap tune sweeps/);
     expect(nvccTuneFlags("")).toEqual([]);
+    // ptxas options: settings only, by name; nothing that reads or writes a file, no unknown one (trial 15: ptxas read the build's own script as options)
+    for (const bad of [
+      "-Xptxas=--output-file=/etc/x",
+      "-Xptxas=--options-file=build.sh",
+      "-Xptxas=-optf=src",
+      "--ptxas-options=--options-file=build.sh",
+      "-Xptxas=-v,--options-file=build.sh",
+      "-Xptxas=--input-as-string=.version",
+      "-Xptxas=-knob=x",
+      "-Xptxas=--knobs-file=x",
+    ])
+      expect(() => nvccTuneFlags(bad), bad).toThrow(/is not one kerncap tune passes/);
+    expect(nvccTuneFlags("-Xptxas=-O1,-v --ptxas-options=--maxrregcount=64 -Xptxas=--def-load-cache=cg")).toHaveLength(3);
   });
   test("the product's size is the product of the axes' sizes (property)", () => {
     fc.assert(
