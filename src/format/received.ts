@@ -10,7 +10,7 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
 import { readInCapture, writeInCapture } from "./paths.ts";
@@ -77,15 +77,20 @@ export function kerncapMachineId(): string | null {
 
 /**
  * Write RECEIVED_MARK into `dir` (unpack, before its rename; replaces any file of that name the
- * archive held): the archive, when, the host's name (never its machine-id: a folder sent on with
- * its mark would give the id that makes a capture count as made here), kerncap's version.
+ * archive held): the archive's file name (not its folder: an MCP agent reads the mark, and the
+ * user's folders outside the capture are none of its business), when, the host's name (never its
+ * machine-id: a folder sent on with its mark would give the id that makes a capture count as made
+ * here), kerncap's version.
  */
 export function markReceived(dir: string, archive: string): void {
   writeInCapture(
     dir,
     RECEIVED_MARK,
-    JSON.stringify({ schema: "kerncap.received/1", archive, at: new Date().toISOString(), by: { name: hostIdentity().name }, kerncap: TOOL_VERSION }, null, 2) +
-      "\n",
+    JSON.stringify(
+      { schema: "kerncap.received/1", archive: basename(archive), at: new Date().toISOString(), by: { name: hostIdentity().name }, kerncap: TOOL_VERSION },
+      null,
+      2,
+    ) + "\n",
   );
 }
 

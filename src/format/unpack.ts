@@ -281,15 +281,14 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
 }
 
 /**
- * Mode bits unpack gives a file at `path` (in the capture): the archive's, without group/other
- * write or special bits, always owner read/write; and executable only for build.sh. An archive
- * names its own root folder, so unpacked in the home folder a root `bin` would put the sender's
- * executables on the user's PATH (a trial: ~/bin/ls); no other file of a capture is run as a
- * program (src/ is compiled, repro.py run by the interpreter).
+ * Mode bits unpack gives a file: the archive's, without group/other write, special or execute
+ * bits, always owner read/write. An archive names its own root folder, so unpacked in the home
+ * folder a root `bin` would put the sender's executables on the user's PATH (a trial: ~/bin/ls,
+ * then ~/bin/build.sh); no file of a capture is run as a program by its mode (kerncap runs
+ * build.sh with bash, src/ is compiled, repro.py run by the interpreter).
  */
-export function unpackedMode(mode: number, path = "build.sh"): number {
-  const m = (mode & FILE_MODE_MASK) | 0o600;
-  return path === "build.sh" ? m : m & ~0o111;
+export function unpackedMode(mode: number): number {
+  return ((mode & FILE_MODE_MASK) | 0o600) & ~0o111;
 }
 
 /**
@@ -546,7 +545,7 @@ async function writeFiles(
     } finally {
       closeSync(out);
     }
-    chmodSync(p, unpackedMode(f.mode, f.path));
+    chmodSync(p, unpackedMode(f.mode));
     filesBytes += f.size;
     dataBytes += e.usize;
   }

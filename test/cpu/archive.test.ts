@@ -152,7 +152,7 @@ describe("pack / unpack", () => {
     const kept = JSON.parse(a.get("kerncap.json")!.toString());
     expect(sent.host.machineId).toBeNull();
     expect({ ...sent, host: { ...sent.host, machineId: kept.host.machineId } }).toEqual(kept);
-    expect(statSync(join(u.dir, "build.sh")).mode & 0o777).toBe(0o755);
+    expect(statSync(join(u.dir, "build.sh")).mode & 0o777).toBe(0o644); // unpack makes nothing executable: kerncap runs build.sh with bash
     verifyRegions(u.dir, readManifest(u.dir)); // every region's SHA-256
     const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
     expect(r.result).toBe(0);
@@ -395,6 +395,8 @@ describe("pack / unpack", () => {
     const u = await unpackArchive(p.archive, join(root, "back"));
     const mark = readFileSync(join(u.dir, RECEIVED_MARK), "utf8");
     expect(JSON.parse(mark).by).toEqual({ name: hostname() });
+    expect(JSON.parse(mark).archive).toBe("cap.zip"); // its file name only: an MCP agent reads the mark, not the user's folders (trial 16)
+    expect(mark).not.toContain(root);
     const id = hostIdentity().machineId;
     if (id) expect(mark).not.toContain(id);
     const again = await packCapture(u.dir, join(root, "again.zip"));
@@ -642,7 +644,7 @@ describe("pack / unpack", () => {
     expect(readdirSync(root).filter((n) => n.includes(".tmp-"))).toEqual([]);
   });
 
-  test("unpack masks modes: no group/other write, the executable bit kept", async () => {
+  test("unpack masks modes: no group/other write, no executable bit", async () => {
     const { root, dir } = await fresh();
     writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\n");
     chmodSync(join(dir, "build.sh"), 0o777);
@@ -650,11 +652,11 @@ describe("pack / unpack", () => {
     const p = await packCapture(dir, join(root, "cap.zip"));
     expect((await readPackIndex(p.archive)).files.find((f) => f.path === "build.sh")!.mode).toBe(0o777);
     const u = await unpackArchive(p.archive, join(root, "back"));
-    expect(statSync(join(u.dir, "build.sh")).mode & 0o7777).toBe(0o755);
+    expect(statSync(join(u.dir, "build.sh")).mode & 0o7777).toBe(0o644);
     expect(statSync(join(u.dir, "kernel/params.bin")).mode & 0o7777).toBe(0o644);
   });
 
-  test("unpack makes no file executable but build.sh (a root named bin, unpacked in the home folder, put the sender's ls on PATH)", async () => {
+  test("unpack makes no file executable, build.sh neither (a root named bin, unpacked in the home folder, put the sender's ls, then its build.sh, on PATH); kerncap runs build.sh with bash", async () => {
     const { root, dir } = await fresh();
     writeFileSync(join(dir, "ls"), "#!/bin/sh\necho pwned\n", { mode: 0o755 });
     writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\n", { mode: 0o755 });
@@ -664,7 +666,7 @@ describe("pack / unpack", () => {
     const u = await unpackArchive(p.archive, join(root, "bin"));
     expect(statSync(join(u.dir, "ls")).mode & 0o777).toBe(0o644);
     expect(statSync(join(u.dir, "src/tool")).mode & 0o777).toBe(0o644);
-    expect(statSync(join(u.dir, "build.sh")).mode & 0o111).not.toBe(0);
+    expect(statSync(join(u.dir, "build.sh")).mode & 0o777).toBe(0o644);
   });
 
   test("SIGINT (ignored by the parent shell) ends pack with 130, SIGTERM ends unpack with 143; no temp is left", async () => {
