@@ -194,7 +194,8 @@ export const TOOLS = {
           v.description("ncu metrics to collect beside kerncap's own (e.g. sm__warps_active.avg.pct_of_peak_sustained_active)"),
         ),
       ),
-      set: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+$/), v.description("ncu section set (basic, detailed, full, …: ncu --set)"))),
+      // a name, never an option of ncu's (a trial: --section-folder-restore, --log-file reached ncu as the set)
+      set: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/), v.description("ncu section set (basic, detailed, full, …: ncu --set)"))),
       clockControl: v.optional(v.pipe(v.picklist(["base", "none"]), v.description("ncu --clock-control (default base: clocks locked to base)"))),
       cacheControl: v.optional(v.pipe(v.picklist(["all", "none"]), v.description("ncu --cache-control (default all: caches flushed before the launch)"))),
     }),

@@ -123,11 +123,12 @@ export const NCU_PRINT = ["--csv", "--page", "details", "--print-units", "base"]
  * user's options, then the replay.
  */
 export function ncuCommand(o: { ncu: string; kernel: string; reportBase: string; userOptions: string[]; replay: string[] }): string[] {
-  // the name is the manifest's (a received capture's): one that starts with - would be read as an option of ncu's
-  if (!/^[A-Za-z_$.]/.test(o.kernel))
+  // the name is the manifest's (a received capture's): one that starts with - would be read as an option of ncu's,
+  // and one with a colon as a filter of its own (`regex:.*` matches every kernel: a trial); a mangled name has neither
+  if (!/^[A-Za-z_$.][A-Za-z0-9_$.]*$/.test(o.kernel))
     throw new KerncapError(
       "E_MANIFEST",
-      `the kernel name ${JSON.stringify(o.kernel)} does not start as a symbol does: ncu would read it as one of its options`,
+      `the kernel name ${JSON.stringify(o.kernel)} is not a symbol's: ncu would read it as one of its options or as a filter (regex:…)`,
       {
         hint: "The manifest's kernel.name is not a kernel's mangled name; the capture was altered.",
       },

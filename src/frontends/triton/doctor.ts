@@ -4,10 +4,14 @@
  */
 import type { DoctorCheck } from "../frontend.ts";
 
-/** Run `argv` to its end (at most `timeoutMs`); a program that cannot start is exit -1 with its error. */
+/**
+ * Run `argv` to its end (at most `timeoutMs`) in `/`: `python3 -c` puts its working folder first
+ * on the module path, and a `json.py` another user left in /tmp or a team folder ran as the user
+ * (a trial); `/` is root's alone. A program that cannot start is exit -1 with its error.
+ */
 function sh(argv: string[], timeoutMs: number, env: Record<string, string | undefined>): { code: number; out: string; err: string } {
   try {
-    const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", timeout: timeoutMs, env: env as Record<string, string> });
+    const p = Bun.spawnSync(argv, { cwd: "/", stdout: "pipe", stderr: "pipe", timeout: timeoutMs, env: env as Record<string, string> });
     return { code: p.exitCode ?? -1, out: p.stdout.toString(), err: p.stderr.toString() };
   } catch (e) {
     return { code: -1, out: "", err: (e as Error).message };

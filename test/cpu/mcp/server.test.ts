@@ -625,6 +625,9 @@ describe("kerncap mcp", () => {
       ["profile", { dir, metrics: ["a b"] }],
       ["profile", { dir, name: "../x" }],
       ["profile", { dir, clockControl: "reset" }],
+      // the set is a name: an ncu option there reached ncu as --set's value (trial 17)
+      ["profile", { dir, set: "--section-folder-restore" }],
+      ["profile", { dir, set: "-h" }],
       ["tune", { dir, maxrregcount: [0] }],
       ["tune", { dir, iters: 2 }],
       ["tune", { dir, bogus: 1 }],

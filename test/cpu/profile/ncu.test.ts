@@ -155,6 +155,10 @@ describe("ncu command line", () => {
     expect(() => ncuCommand({ ncu: "ncu", kernel: "--section-folder=/tmp/x", reportBase: "/tmp/r", userOptions: [], replay: [] })).toThrow(
       /would read it as one of its options/,
     );
+    // or as a filter of its own: regex:.* matched every kernel of the replay (trial 17)
+    for (const kernel of ["regex:.*", "regex:_Z5scalePfi", "a b", "x\ny"])
+      expect(() => ncuCommand({ ncu: "ncu", kernel, reportBase: "/tmp/r", userOptions: [], replay: [] }), kernel).toThrow(/or as a filter \(regex:…\)/);
+    expect(ncuCommand({ ncu: "ncu", kernel: "_Z5scalePfi.clone.1$x", reportBase: "/tmp/r", userOptions: [], replay: [] })).toContain("_Z5scalePfi.clone.1$x");
     expect(replayArgv(["bun", "main.ts"], "d", { iters: 5, module: "/d/build/k.cubin" })).toEqual([
       "bun",
       "main.ts",
