@@ -211,6 +211,8 @@ export const DOCUMENTS = {
     integrity: Integrity,
     /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
+    /** Whether replays use those settings: a received capture's are the sender's, unused until accepted (kerncap judge DIR --accept). */
+    judgingUsed: v.optional(v.boolean()),
   }),
   replay: v.looseObject({
     ...id("replay"),

@@ -14,6 +14,10 @@ import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { receivedBecause } from "../format/received.ts";
+import { stateDir, trustKey, type TrustRecord } from "../format/trust-records.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
 import { elementType } from "./tolerance.ts";
@@ -164,4 +168,82 @@ export function describeJudging(s: JudgeSettings): string {
   if (s.multiset?.length) parts.push(`multiset ${s.multiset.join(",")}`);
   if (s.nondeterministic !== undefined) parts.push(s.nondeterministic ? "nondeterministic" : "deterministic");
   return parts.join(", ") || "none (bit-exact, types from the signature or fp32)";
+}
+
+/*
+ * Whose judging settings a replay uses. A capture's kerncap-judge.json decides verdicts: its tolerances, element types and multiset regions can make any result read as
+ * MATCH, and its checksum has no key (anyone can write a file that reads). The user's own capture's
+ * settings are theirs; a received capture's (unpacked, another machine's, another user's folder:
+ * src/format/received.ts) are the sender's, and used only once the user accepts that file
+ * (`kerncap judge DIR --accept`, or setting them with `kerncap judge`), recorded in the user's state
+ * folder (src/format/trust-records.ts stateDir) for that folder (its path, device, inode, owner,
+ * birth time) and that file's digest: a changed file asks again (a trial: a sender's atol 1e308 and
+ * "all regions as multisets" judged every edit MATCH on the receiver's machine).
+ */
+
+/** The acceptance records' file in the state folder. */
+const ACCEPT_FILE = "accepted-judging.json";
+
+/** The SHA-256 of the capture's judging file as it is (the bytes), or undefined when it has none. */
+function fileDigest(dir: string): string | undefined {
+  const b = readInCapture(dir, JUDGE_FILE, 1 << 20);
+  return b ? createHash("sha256").update(b).digest("hex") : undefined;
+}
+
+function records(state: string): TrustRecord[] {
+  try {
+    const doc = JSON.parse(readInCapture(state, ACCEPT_FILE, 16 << 20)?.toString("utf8") ?? "{}");
+    return Array.isArray(doc?.accepted) ? doc.accepted : [];
+  } catch {
+    return []; // a damaged record accepts nothing
+  }
+}
+
+const same = (r: TrustRecord, k: Omit<TrustRecord, "at">) =>
+  r.dir === k.dir && r.dev === k.dev && r.ino === k.ino && r.uid === k.uid && r.birth === k.birth && r.runs === k.runs;
+
+/**
+ * Record that the user accepts the judging file of capture `dir` as it is now (its digest), for
+ * this folder. Nothing is recorded without a state folder of the user's own (the settings then
+ * stay unused in a received capture, said where they are read).
+ * @returns whether it was recorded
+ */
+export function acceptJudging(dir: string): boolean {
+  const d = fileDigest(dir);
+  const state = stateDir();
+  if (!d || !state) return false;
+  const key = trustKey(dir, `judge:${d}`);
+  const kept = records(state).filter((r) => r.dir !== key.dir);
+  writeInCapture(
+    state,
+    ACCEPT_FILE,
+    `${JSON.stringify({ schema: "kerncap.accepted-judging/1", accepted: [...kept, { ...key, at: new Date().toISOString() }] }, null, 1)}\n`,
+    0o600,
+  );
+  return true;
+}
+
+/** Whether the user accepted the capture's judging file as it is now (acceptJudging). */
+export function judgingAccepted(dir: string): boolean {
+  const d = fileDigest(dir);
+  const state = stateDir();
+  if (!d || !state) return false;
+  const key = trustKey(dir, `judge:${d}`);
+  return records(state).some((r) => same(r, key));
+}
+
+/**
+ * The judging settings a replay of capture `dir` uses: the stored ones (readJudging) of the user's
+ * own capture, or of a received one whose file the user accepted; else none, with `ignored` saying
+ * why (and a warning, once per call, unless `quiet`).
+ * @throws KerncapError as readJudging (a file that does not read)
+ */
+export function judgingInEffect(dir: string, m: Manifest, quiet = false): { settings: JudgeSettings | undefined; ignored?: string } {
+  const settings = readJudging(dir);
+  if (!settings) return { settings };
+  const received = receivedBecause(dir, m);
+  if (!received || judgingAccepted(dir)) return { settings };
+  const ignored = `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${received}`;
+  if (!quiet) log.warn(ignored);
+  return { settings: undefined, ignored };
 }

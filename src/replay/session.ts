@@ -19,7 +19,7 @@ import type { ClockState, DeviceScanner, ReplayBackend, ReplayModule } from "./b
 import { checkedRanges, checkedRuns } from "./checked-runs.ts";
 import { median } from "./compare.ts";
 import { judgeRuns, replayFault, type Judged } from "./judging.ts";
-import { mergeJudging, readJudging, type JudgeSettings } from "./judge-settings.ts";
+import { judgingInEffect, mergeJudging, type JudgeSettings } from "./judge-settings.ts";
 import { ChangedChunks, checkRestored, moduleGlobals, putBackWritten, reserveSpans, restoreBefore, type LoadedGlobal, type Restorer } from "./restore.ts";
 import type { ComparedRuns, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
@@ -209,7 +209,7 @@ class Session implements ReplaySession {
     this.before = new FileImage(capturePath(dir, m.memory.before));
     this.after = new FileImage(capturePath(dir, m.memory.after));
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
-    this.judging = readJudging(dir);
+    this.judging = judgingInEffect(dir, m).settings; // a received capture's only once accepted (./judge-settings.ts judgingInEffect)
   }
 
   reset(): ResetStats | undefined {

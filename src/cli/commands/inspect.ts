@@ -13,7 +13,7 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { describeJudging, judgingAccepted, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
@@ -183,7 +183,10 @@ export default defineCommand({
       if (!isKerncapError(e)) throw e;
       judgingError = e.message;
     }
-    const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
+    // a received capture's settings are the sender's: unused until accepted (src/replay/judge-settings.ts judgingInEffect)
+    const unused =
+      judging && reasons.length > 0 && !judgingAccepted(dir) ? `; NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)` : "";
+    const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})${unused}` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
     const params = readInCapture(dir, m.params.file, m.params.size);
     if (!args.json)
@@ -213,6 +216,7 @@ export default defineCommand({
         received: { received: reasons.length > 0, reasons, trusted },
         integrity: { checked, ...integrity },
         judging: judgingError ? { error: judgingError } : judging,
+        judgingUsed: judging !== null && !unused,
       });
       if (integrity.verdict !== "ok") log.error(integrity.message!);
       return integrity.verdict === "ok" ? 0 : 2;

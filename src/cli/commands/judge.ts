@@ -12,7 +12,9 @@ import { log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { acceptJudging, describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { receivedBecause } from "../../format/received.ts";
+import "../../frontends/index.ts"; // the frontend registry: receivedBecause reads every frontend's run files (src/format/run-files.ts)
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
 import { dirArg, jsonArg, printJson, printText, toleranceOptions, verboseArg } from "../args.ts";
 
@@ -94,6 +96,12 @@ export default defineCommand({
       valueHint: "KIND",
     },
     clear: { type: "boolean", description: "Start from no settings (then any given here); alone, remove them", default: false },
+    accept: {
+      type: "boolean",
+      description:
+        "Use the settings a received capture came with (the sender's: unused until accepted, for this folder and this file; settings you write with judge are accepted as you write them)",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
@@ -115,6 +123,11 @@ export default defineCommand({
       for (const r of Object.keys(settings.dtypes ?? {})) multisetRegions(m, p, [r], "dtype");
       file = writeJudging(dir, settings) ?? null;
     }
+    // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
+    if (file && (changing || args.accept) && receivedBecause(dir, m)) {
+      if (!acceptJudging(dir)) log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
+      else if (args.accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
+    } else if (args.accept && !file) log.info(`${dir} has no judging settings to accept`);
     if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings });
     else printText(`${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}\n`);
     return 0;

@@ -45,3 +45,43 @@ describe("a capture's judging settings", () => {
     expect(describeJudging(stored)).toBe("atol 0.000001, rtol 0.001, dtype 0=bf16, dtype 1=fp16, multiset 2, nondeterministic");
   });
 });
+
+describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 judged every edit MATCH)", () => {
+  test("the user's own capture's are used; a received capture's are not until accepted, for that folder and that file; a changed file asks again", async () => {
+    const { makeCapture, tempDir } = await import("../fixtures.ts");
+    const { markReceived } = await import("../../../src/format/received.ts");
+    const { readManifest } = await import("../../../src/format/capture-dir.ts");
+    const { acceptJudging, judgingAccepted, judgingInEffect } = await import("../../../src/replay/judge-settings.ts");
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir(); // this test's own acceptance records
+    try {
+      const own = join(tempDir(), "own");
+      await makeCapture(own);
+      writeJudging(own, { atol: 1e-3 });
+      expect(judgingInEffect(own, readManifest(own), true)).toEqual({ settings: { atol: 1e-3 } });
+      const got = join(tempDir(), "got");
+      await makeCapture(got);
+      writeJudging(got, { atol: 1e308, multiset: ["all"] });
+      markReceived(got, "cap.zip"); // as unpack leaves it
+      const m = readManifest(got);
+      const first = judgingInEffect(got, m, true);
+      expect(first.settings).toBeUndefined();
+      expect(first.ignored).toContain("holds the sender's judging settings; not used until you accept them");
+      expect(judgingAccepted(got)).toBe(false);
+      expect(acceptJudging(got)).toBe(true);
+      expect(judgingInEffect(got, m, true).settings).toEqual({ atol: 1e308, multiset: ["all"] });
+      // the sender (or anyone who can write the folder) changes the file afterwards: not accepted any more
+      writeJudging(got, { rtol: 1 });
+      expect(judgingInEffect(got, m, true).settings).toBeUndefined();
+      // another folder with the same file is another acceptance
+      const other = join(tempDir(), "other");
+      await makeCapture(other);
+      writeFileSync(join(other, "kerncap-judge.json"), readFileSync(join(got, "kerncap-judge.json")));
+      markReceived(other, "cap.zip");
+      expect(judgingInEffect(other, readManifest(other), true).settings).toBeUndefined();
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  });
+});
