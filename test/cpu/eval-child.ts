@@ -15,6 +15,23 @@ import type { EvalSettings } from "../../src/eval/worker.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 
 export const FAKE_WORKER = join(import.meta.dir, "eval-fake-worker.ts");
+
+/** runEval's options for `dirs` and `candidates` with fake builds and fake worker processes; `o` overrides any. */
+export function fakeEvalOptions(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
+  return {
+    dirs,
+    candidates,
+    settings: SETTINGS,
+    build: { force: false },
+    resume: false,
+    slots: [null],
+    trust: false,
+    live: false,
+    open: fakeWorkers(),
+    buildWith: fakeBuild(),
+    ...o,
+  };
+}
 export const SETTINGS: EvalSettings = { iters: 20, verify: true, tolerance: {} };
 
 /**

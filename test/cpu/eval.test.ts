@@ -23,7 +23,7 @@ import { splitPositionals } from "../../src/cli/commands/eval.ts";
 import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
 import { makeCapture, noGpuResult, noGpuSession, recordRendered, tempDir } from "./fixtures.ts";
-import { fakeBuild, fakeWorkers, SETTINGS } from "./eval-child.ts";
+import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 
 /** A capture with a reproducer source (src/kernel.cu, src/util.h) and the given build.sh. */
@@ -93,21 +93,9 @@ function inProcess(delay: (t: EvalTask) => number = () => 5) {
   return { open: () => open, most: () => most, opened };
 }
 
+/** fakeEvalOptions with two build jobs and the in-process workers above. */
 function options(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
-  return {
-    dirs,
-    candidates,
-    settings: SETTINGS,
-    build: { force: false },
-    resume: false,
-    slots: [null],
-    jobs: 2,
-    trust: false,
-    live: false,
-    open: inProcess().open,
-    buildWith: fakeBuild(),
-    ...o,
-  };
+  return fakeEvalOptions(dirs, candidates, { jobs: 2, open: inProcess().open, ...o });
 }
 
 /** stderr written during fn (the progress lines), and fn's result. */

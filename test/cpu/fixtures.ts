@@ -25,6 +25,15 @@ export function tempDir(prefix = "kerncap-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
+/** makeCapture in a new temp folder's `cap`, with a src/kernel.cu (the source an eval candidate replaces). @returns its path */
+export async function captureWithSource(): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+  return dir;
+}
+
 /** Two regions: 0x7f0000000000 (4 KiB, changed by the "kernel") and 0x7f0000010000 (8 KiB, unchanged). */
 export async function makeCapture(finalDir: string, extra: { process?: Record<string, unknown> } = {}): Promise<Manifest> {
   const tmp = `${finalDir}.tmp-${process.pid}`;

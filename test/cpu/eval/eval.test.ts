@@ -3,53 +3,28 @@
  * (said as pack's -o says it), an input named as a failed build's records are.
  */
 import { expect, test } from "bun:test";
-import { cpSync, mkdirSync, writeFileSync } from "node:fs";
+import { cpSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { EvalOptions } from "../../../src/eval/eval.ts";
 import { runEval } from "../../../src/ops/eval.ts";
-import { makeCapture, tempDir } from "../fixtures.ts";
-import { fakeBuild, fakeWorkers, SETTINGS } from "../eval-child.ts";
-
-async function capture(): Promise<string> {
-  const dir = join(tempDir(), "cap");
-  await makeCapture(dir);
-  mkdirSync(join(dir, "src"));
-  writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
-  return dir;
-}
-
-function options(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
-  return {
-    dirs,
-    candidates,
-    settings: SETTINGS,
-    build: { force: false },
-    resume: false,
-    slots: [null],
-    trust: false,
-    live: false,
-    open: fakeWorkers(),
-    buildWith: fakeBuild(),
-    ...o,
-  };
-}
+import { captureWithSource, tempDir } from "../fixtures.ts";
+import { fakeBuild, fakeEvalOptions } from "../eval-child.ts";
 
 test("--jsonl in a folder that does not exist: the folder named, Create it first; nothing built", async () => {
-  const cap = await capture();
+  const cap = await captureWithSource();
   const d = tempDir();
   writeFileSync(join(d, "kernel.cu"), "match 1");
   const built: string[] = [];
-  const e = await runEval(options([cap], [join(d, "kernel.cu")], { jsonl: join(d, "nodir/e.jsonl"), buildWith: fakeBuild(0, built) })).catch((x) => x);
+  const e = await runEval(fakeEvalOptions([cap], [join(d, "kernel.cu")], { jsonl: join(d, "nodir/e.jsonl"), buildWith: fakeBuild(0, built) })).catch((x) => x);
   expect(e).toMatchObject({ code: "E_USAGE", message: `the folder that would hold ${join(d, "nodir/e.jsonl")} does not exist` });
   expect(e.hint).toBe(`Create ${join(d, "nodir")} first, or choose another --jsonl.`);
   expect(built).toEqual([]);
 });
 
 test("an input named (build), the input of a failed build's record, is refused", async () => {
-  const cap = await capture();
+  const cap = await captureWithSource();
   const odd = join(tempDir(), "(build)");
   cpSync(cap, odd, { recursive: true });
   const d = tempDir();
   writeFileSync(join(d, "kernel.cu"), "match 1");
-  expect(runEval(options([cap, odd], [join(d, "kernel.cu")]))).rejects.toThrow(/an input may not be named \(build\)/);
+  expect(runEval(fakeEvalOptions([cap, odd], [join(d, "kernel.cu")]))).rejects.toThrow(/an input may not be named \(build\)/);
 });

@@ -8,18 +8,10 @@ import { cpSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { splitPositionals } from "../../../../src/cli/commands/eval.ts";
 import { runCli } from "../../../../src/cli/main.ts";
-import { makeCapture, output, tempDir } from "../../fixtures.ts";
-
-async function capture(): Promise<string> {
-  const dir = join(tempDir(), "cap");
-  await makeCapture(dir);
-  mkdirSync(join(dir, "src"));
-  writeFileSync(join(dir, "src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
-  return dir;
-}
+import { captureWithSource, output, tempDir } from "../../fixtures.ts";
 
 test("kerncap eval cap cap-good: cap-good is named as an input, with cap-good/src to evaluate it; an edited copy before candidates is warned of", async () => {
-  const cap = await capture();
+  const cap = await captureWithSource();
   const good = join(cap, "../cap-good");
   cpSync(cap, good, { recursive: true });
   writeFileSync(join(good, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] = 1; }\n");
@@ -53,7 +45,7 @@ test("eval's USAGE line names its inputs and candidates (and check's its folders
   expect(await help("replay")).toMatch(/--runs[^\n]*at least 1\)/);
   expect(await help("check")).toMatch(/--runs[^\n]*at least 1\)/);
   expect(await help("eval")).toMatch(/--runs[^\n]*at least 2:/);
-  const cap = await capture();
+  const cap = await captureWithSource();
   const replay = await output(() => runCli(["replay", cap, "--runs", "0"]));
   expect(replay.value).toBe(2);
   expect(replay.err).toContain("--runs must be a whole number from 1 to 1000");
