@@ -4,7 +4,7 @@
  * a candidate; eval's USAGE line names what it takes; each --runs says the floor it enforces.
  */
 import { expect, test } from "bun:test";
-import { cpSync, mkdirSync, writeFileSync } from "node:fs";
+import { cpSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { splitPositionals } from "../../../../src/cli/commands/eval.ts";
 import { runCli } from "../../../../src/cli/main.ts";
