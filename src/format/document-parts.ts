@@ -3,6 +3,7 @@
  * replay's result fields (replay, validate, the watch's lines), a timing comparison, a tune row.
  */
 import * as v from "valibot";
+import { EvalTiming } from "./eval-record.ts";
 
 /** A count or size: a whole number, 0 or more. */
 export const U = v.pipe(v.number(), v.integer(), v.minValue(0));
@@ -97,13 +98,8 @@ export const ReplayFields = {
 export const Compare = v.nullable(
   v.object({
     pairs: U,
-    baselineMedianUs: N,
-    candidateMedianUs: N,
-    /** baseline time / candidate time (Hodges–Lehmann over balanced blocks): above 1, the candidate is faster; low–high its 99% interval. */
-    speedup: N,
-    low: N,
-    high: N,
-    verdict: v.picklist(["faster", "slower", "same"]),
+    // the medians, speedup, interval, verdict and text, as eval records them (./eval-record.ts EvalTiming)
+    ...EvalTiming.entries,
     /** The interval lies wholly beyond the margin (a claim) or wholly within it: more launches would not change the verdict. */
     decided: v.boolean(),
     /** The smallest difference claimed (fraction): 0.01, or the kernel's own A/A floor where larger. */
@@ -114,7 +110,6 @@ export const Compare = v.nullable(
     bb: v.optional(v.nullable(v.object({ speedup: N, low: N, high: N }))),
     /** The smallest difference (fraction) this measurement would have claimed; null with too few launches for an interval. */
     detectable: v.nullable(N),
-    text: v.string(),
     method: v.string(),
   }),
 );

@@ -28,7 +28,7 @@ export const EvalTiming = v.object({
   /** The captured module's and the candidate's median kernel time (µs, CUDA events). */
   baselineMedianUs: N,
   candidateMedianUs: N,
-  /** Captured median / candidate median: above 1, the candidate is faster; low–high its 95% interval. */
+  /** Captured median / candidate median (Hodges–Lehmann over balanced blocks: src/replay/stats.ts): above 1, the candidate is faster; low–high its 99% interval. */
   speedup: N,
   low: N,
   high: N,
