@@ -93,6 +93,8 @@ export interface EvalOptions {
   confine?: boolean;
   /** Draw the status line in place (stderr is a terminal). */
   live: boolean;
+  /** How an interruption is said by the verb that runs this eval (kerncap tune: its configs, no --resume): what was done ("configs judged") and the hint; default eval's own. */
+  interrupted?: { done: string; hint: string };
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */
   open: (say: (line: string) => void, watchdog: Watchdog) => OpenRunner<EvalTask, EvalOutcome>;
   /** Each record as it is written (stdout's JSON Lines with --json). */
@@ -261,9 +263,11 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   if (stops.signal) {
     throw new KerncapError(
       "E_INTERRUPTED",
-      `interrupted: ${rec.finished} of ${pending.length} candidates evaluated${o.jsonl ? `, their records in ${o.jsonl}` : ""}`,
+      `interrupted: ${rec.finished} of ${pending.length} ${o.interrupted?.done ?? "candidates evaluated"}${o.jsonl ? `, their records in ${o.jsonl}` : ""}`,
       {
-        hint: o.jsonl ? "Run the same command with --resume to evaluate the rest." : "Run it again (with --jsonl FILE, an interrupted eval can be resumed).",
+        hint:
+          o.interrupted?.hint ??
+          (o.jsonl ? "Run the same command with --resume to evaluate the rest." : "Run it again (with --jsonl FILE, an interrupted eval can be resumed)."),
         exitCode: signalExitCode(stops.signal),
       },
     );

@@ -131,6 +131,8 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
       trust: o.trust ?? false,
       ...(o.confine ? { confine: true } : {}),
       live: false,
+      // said in tune's words: its configs, and no --jsonl or --resume (tune has neither: an interrupted tune is run again)
+      interrupted: { done: "configs judged", hint: "Nothing was kept: run the same kerncap tune again (or with fewer configs)." },
       open: evalWorkers(settings, log.level >= 4, (l) => escapeForTerminal(l, { oneLine: true })),
       ...o.fakes,
       ...(o.buildDir ? { buildDir: o.buildDir } : {}),
@@ -142,7 +144,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
       },
     },
     () => {},
-  ).catch(tuneInterrupted);
+  );
   const records = new Map(report.records.filter((r) => r.input !== BUILD_INPUT).map((r) => [r.candidate, r]));
   // no config built: nothing to judge or time beside the captured module
   const failed = [...builds.values()].flatMap((b) => ("failed" in b ? [b.failed] : []));
@@ -254,18 +256,4 @@ export function tuneEvaluator(fakes?: TuneEvalOptions["fakes"]): TuneEvaluate {
       seconds: e.seconds,
     };
   };
-}
-
-/**
- * eval's E_INTERRUPTED in tune's words: its configs, and no --jsonl/--resume (tune has neither: an
- * interrupted tune is run again); the exit status kept (130/143). Any other error passes as it is.
- * @throws always: `e`, or the E_INTERRUPTED said for tune
- */
-export function tuneInterrupted(e: unknown): never {
-  if (!(e instanceof KerncapError) || e.code !== "E_INTERRUPTED") throw e;
-  const done = /^interrupted: (\d+) of (\d+) candidates evaluated/.exec(e.message);
-  throw new KerncapError("E_INTERRUPTED", done ? `tune interrupted: ${done[1]} of ${done[2]} configs judged` : e.message.replace(/candidates?/g, "configs"), {
-    hint: "Nothing was kept: run the same kerncap tune again (or with fewer configs).",
-    exitCode: e.exitCode,
-  });
 }
