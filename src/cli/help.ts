@@ -37,6 +37,7 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
   inspect: [
     ["kerncap inspect cap", "the capture in words, and whether its files are intact"],
     ["kerncap inspect cap --verify --json", "every chunk's checksum too, as JSON"],
+    ["kerncap inspect cap --region 2 --count 64", "region 2's first 64 elements before and after the launch"],
   ],
   replay: [
     ["kerncap replay cap", "restore at the captured VAs, launch, compare bit for bit, time 10 launches"],
@@ -68,6 +69,7 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
     ["kerncap judge cap --rtol 1e-3 --multiset 2", "judge every replay of cap within rtol 1e-3, region 2 as a multiset"],
     ["kerncap judge cap --dtype 1=bf16 --expect nondeterministic", "region 1 holds bf16; 8 checked runs from the start"],
     ["kerncap judge cap", "show the capture's judging settings"],
+    ["kerncap judge received-cap --accept", "use the settings a received capture came with"],
   ],
   eval: [
     ["kerncap eval cap edits/v1 edits/v2.patch kernel.cu", "three candidates built in parallel, judged and timed on the GPU, ranked"],
@@ -77,6 +79,7 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
   pack: [
     ["kerncap pack cap", "cap.zip beside the folder, to share"],
     ["kerncap pack cap -o /tmp/softmax.zip -f", "replace an archive kerncap wrote before"],
+    ["kerncap pack 'my cap' --name my-cap", "a folder whose name unpack would refuse, packed under another"],
   ],
   unpack: [
     ["kerncap unpack softmax.zip", "the capture folder back, checksums checked"],
