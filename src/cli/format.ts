@@ -55,6 +55,12 @@ export function describeReplay(r: ReplayResult): string {
     ...r.numerics.regions.flatMap((x) => (x.kernelNoise && x.kernelNoise.elementsDiffering > 0 ? [`  ${describeKernelNoise(x)}`] : [])),
     `  checked ${plural(r.regionsChecked, "region")}, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
+    ...(d.reference ? [`  ${describeReference(d.reference)}`] : []),
+    ...(d.moduleState
+      ? [
+          `  the rebuilt module's own variables put back as loaded before every launch: ${d.moduleState.names.slice(0, 4).join(", ")}${d.moduleState.variables > 4 ? ", …" : ""} (${formatBytes(d.moduleState.bytes)})`,
+        ]
+      : []),
   ];
   for (const x of r.multiset ?? []) {
     const what = x.unmatched
@@ -86,6 +92,15 @@ export function describeReplay(r: ReplayResult): string {
   L.push(...describeNumerics(r));
   L.push(`  device ${r.device.name} ${r.device.arch}`);
   return L.map(oneLine).join("\n"); // each line one line, whatever the manifest's names hold
+}
+
+/** An edited kernel's runs that differ, against the captured kernel's nondeterminism (src/replay/reference-noise.ts). */
+function describeReference(x: NonNullable<ReplayResult["determinism"]["reference"]>): string {
+  const theirs = `the captured kernel's ${x.runs} runs here ${x.nondeterministic ? "differ too" : "are bit-identical"}`;
+  if (x.beyond) return `${x.beyond}; a tolerance (--rtol, --atol) judges each of the edited kernel's runs on its own against the app's`;
+  if (x.eachRunWithinTolerance)
+    return `the edited kernel's runs differ beyond the captured kernel's (${theirs}): each run judged on its own, every one within the tolerance`;
+  return `the edited kernel's runs differ within the captured kernel's nondeterminism (${theirs})`;
 }
 
 /**

@@ -53,8 +53,25 @@ export const ReplayFields = {
     }),
   ),
   /** Checked runs from the same before state; nondeterministic when later runs differ from the first. */
-  determinism: v.looseObject({ runs: U, runsDiffering: U, nondeterministic: v.boolean() }),
-  check: v.looseObject({ verifySeconds: N, compareSeconds: N, bytesCopiedBack: U, scannedOn: v.optional(v.literal("host")) }),
+  determinism: v.looseObject({
+    runs: U,
+    runsDiffering: U,
+    nondeterministic: v.boolean(),
+    /** A rebuilt module whose runs differed: the captured kernel's checked runs, and why the edit's differ beyond them (a mismatch). */
+    reference: v.optional(
+      v.looseObject({ runs: U, nondeterministic: v.boolean(), beyond: v.optional(v.string()), eachRunWithinTolerance: v.optional(v.boolean()) }),
+    ),
+    /** A rebuilt module's own __device__ variables, put back as loaded before every launch. */
+    moduleState: v.optional(v.looseObject({ variables: U, bytes: U, names: v.array(v.string()) })),
+  }),
+  check: v.looseObject({
+    verifySeconds: N,
+    compareSeconds: N,
+    bytesCopiedBack: U,
+    scannedOn: v.optional(v.literal("host")),
+    /** One timed launch scanned again and compared with the checked runs: its round, and where it differed (a mismatch). */
+    timedLaunch: v.optional(v.looseObject({ round: U, differs: v.optional(v.string()) })),
+  }),
   reserve: v.looseObject({ spans: U, bytes: U, seconds: N }),
   module: v.looseObject({ file: v.string(), loadSeconds: N }),
   device: v.looseObject({ name: v.string(), arch: v.string() }),

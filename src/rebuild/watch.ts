@@ -24,6 +24,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { openReplay, type RegionMismatch, type ReplayResult, type ReplaySession, type RunOptions } from "../replay/engine.ts";
+import { mismatchReason } from "../replay/run-result.ts";
 import { MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import type { FastBuildSteps } from "../frontends/frontend.ts";
@@ -130,6 +131,8 @@ export type WatchEvent =
       /** The first differing region (null on a match) and how many differ. */
       firstMismatch: RegionMismatch | null;
       mismatches: number;
+      /** A mismatch with no differing region: why (src/replay/run-result.ts mismatchReason: runs that differ beyond the captured kernel's). */
+      reason?: string;
       nondeterministic: boolean;
       /** Median of the timed launches (µs, CUDA events); null without timed launches (--iters 0). */
       kernelMedianUs: number | null;
@@ -191,7 +194,9 @@ export function watchLine(e: WatchEvent): string {
     const mm = e.firstMismatch;
     const region = mm
       ? ` region ${mm.va} (${mm.kind}, ${mm.size} B) from byte ${mm.firstDiffOffset}, ${mm.bytesDiffering} bytes differ${e.mismatches > 1 ? `; ${e.mismatches} regions differ` : ""}`
-      : "";
+      : e.reason
+        ? `: ${e.reason}`
+        : "";
     const us =
       e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs${e.compare ? ` (${e.compare.text} against the captured module)` : ""}` : "no timed launch";
     return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
@@ -229,6 +234,7 @@ export function verdictEvent(
     numerics: r.numerics.verdict,
     firstMismatch: r.mismatches[0] ?? null,
     mismatches: r.mismatches.length,
+    ...(r.verdict === "mismatch" && !r.mismatches.length ? { reason: mismatchReason(r) } : {}),
     nondeterministic: r.determinism.nondeterministic,
     kernelMedianUs: Number.isFinite(r.timing.medianUs) ? r.timing.medianUs : null,
     compare: x.compare ?? null,

@@ -88,6 +88,11 @@ export function checkedRanges(
   return { ranges, tol: plan.tol, asMultiset };
 }
 
+/** Each range's name in messages: "region 2" for a region, "global NAME" for a module global. */
+export function rangeNames(m: Pick<Manifest, "regions">, ranges: CheckedRange[]): string[] {
+  return ranges.map((x, i) => (i < m.regions.length ? `region ${i}` : x.kind));
+}
+
 /** Whether any run after the first scanned a chunk other than the first run did. */
 export function anyVaried(scans: ChunkScan[][]): boolean {
   return scans.slice(1).some((sr) => sr.some((sc, i) => sc.hash.some((h, c) => h !== scans[0]![i]!.hash[c])));
@@ -154,6 +159,40 @@ export function checkedRuns(
     }
   }
   return { scans, copies, runs: nRuns, bytesCopiedBack };
+}
+
+/**
+ * One timed launch checked (ReplaySession: a round drawn at random, right after that launch): every
+ * range scanned again and compared with the first checked run's kc64 per chunk. Only for a kernel
+ * whose checked runs were bit-identical: its timed launches, each from the same before state,
+ * must write the same bytes. A kernel that tells checked from timed launches (a launch counter
+ * kept in memory the restore does not cover, the time) and skips its work when timed is caught.
+ * @returns check (call right after the timed launch of round `round`) and its outcome: the round,
+ *   and the first range and chunk that differ ("region 2 chunk 0")
+ */
+export function timedLaunchCheck(
+  be: Pick<ReplayBackend, "sync">,
+  scanner: DeviceScanner,
+  ranges: CheckedRange[],
+  first: ChunkScan[],
+  C: number,
+  names: string[],
+): { check: (round: number) => void; outcome?: { round: number; differs?: string } } {
+  const out: ReturnType<typeof timedLaunchCheck> = {
+    check: (round) => {
+      be.sync();
+      for (const [i, x] of ranges.entries()) {
+        const s = scanner.scan(x.base, x.r.size, C);
+        const c = s.hash.findIndex((h, k) => h !== first[i]!.hash[k]);
+        if (c >= 0) {
+          out.outcome = { round, differs: `${names[i]} chunk ${c}` };
+          return;
+        }
+      }
+      out.outcome = { round };
+    },
+  };
+  return out;
 }
 
 /** The envelope's shape so far: per range, its varying chunks and their largest spread (src/replay/envelope.ts maxSpread). */

@@ -15,7 +15,8 @@ import type { TimingComparison } from "./stats.ts";
 
 export type { ClockState } from "./backends/interface.ts";
 export type { ComparedRuns, MultisetRegion, RegionMismatch, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
-export { MAX_DYNAMIC_SHARED, openReplay, withRebuiltLaunch, type ReplaySession } from "./session.ts";
+export { openReplay, type ReplaySession } from "./session.ts";
+export { MAX_DYNAMIC_SHARED, withRebuiltLaunch } from "./rebuilt-launch.ts";
 export { CHECKED_RUNS_SECONDS, MAX_CHECKED_RUNS } from "./checked-runs.ts";
 export { Restorer } from "./restore.ts";
 export { sanitizerCommand } from "./judging.ts";

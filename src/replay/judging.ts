@@ -35,6 +35,10 @@ export interface Judged {
   runsDiffering: Set<number>;
   multiset: MultisetRegion[];
   bytesChecked: number;
+  /** Indices of the ranges (not judged as multisets) whose checked runs differed among themselves. */
+  varied: number[];
+  /** The kernel's noise per float element type over those ranges (./envelope.ts kernelNoise: ulp, and which ranges). */
+  noise: Map<ElementType, { ulp: number; regions: number[] }>;
 }
 
 type Held = { c: number; appBytes: Uint8Array; got: Uint8Array; before: Uint8Array | undefined };
@@ -58,7 +62,7 @@ export function judgeRuns(
   C: number,
   images: AppImages,
 ): Judged {
-  const out: Judged = { numerics: [], mismatches: [], runsDiffering: new Set<number>(), multiset: [], bytesChecked: 0 };
+  const out: Judged = { numerics: [], mismatches: [], runsDiffering: new Set<number>(), multiset: [], bytesChecked: 0, varied: [], noise: new Map() };
   // the kernel's runs varied somewhere: a written float region whose runs all agree but differ
   // from the app's is judged against the kernel's own noise (src/replay/envelope.ts kernelNoise)
   const kernelVaried = anyVaried(runs.scans);
@@ -78,6 +82,12 @@ export function judgeRuns(
     regionWork.push(w);
   }
   const noise = kernelNoise(varyingRegions);
+  out.noise = noise;
+  const s0 = runs.scans[0];
+  if (s0)
+    out.varied = ranges.flatMap((_, i) =>
+      !asMultiset.has(i) && runs.scans.slice(1).some((sr) => sr[i]!.hash.some((h, c) => h !== s0[i]!.hash[c])) ? [i] : [],
+    );
   for (const [i, x] of ranges.entries()) {
     const j = regionWork[i]!;
     const res = "multiset" in j ? j.multiset : rangeVerdict(j, i, noise.get(x.dtype), x.dtype, runs.runs, C);
@@ -96,6 +106,30 @@ export function judgeRuns(
     }
   }
   return out;
+}
+
+/**
+ * Whether every checked run, judged on its own (one run: no envelope, the tolerance only),
+ * matches the app's after state: how an edited kernel whose runs differ beyond the captured
+ * kernel's nondeterminism is judged when a tolerance is given (./reference-noise.ts).
+ */
+export function judgeEachRun(
+  ranges: CheckedRange[],
+  expect: ReturnType<typeof chunkExpectation>[],
+  runs: CheckedRuns,
+  asMultiset: Set<number>,
+  tol: Tolerance,
+  C: number,
+  images: AppImages,
+): boolean {
+  for (let run = 0; run < runs.runs; run++) {
+    const copies = new Map<string, Uint8Array[]>();
+    for (const [k, v] of runs.copies) if (v[run]) copies.set(k, [v[run]!]);
+    const one: CheckedRuns = { scans: [runs.scans[run]!], copies, runs: 1, bytesCopiedBack: 0 };
+    const j = judgeRuns(ranges, expect, one, asMultiset, tol, C, images);
+    if (j.numerics.some((x) => x.verdict === "mismatch")) return false;
+  }
+  return true;
 }
 
 /** The first pass over one range: every chunk a run copied back, into the accumulator, the envelope (varying between runs) or the held list. */

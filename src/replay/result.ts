@@ -64,6 +64,14 @@ export interface ReplayResult {
     runsDiffering: number;
     nondeterministic: boolean /** What the capture's judging settings say: runs that differ where "deterministic" is expected make the verdict a mismatch. */;
     expected?: "deterministic" | "nondeterministic";
+    /**
+     * A rebuilt module whose runs differed: the captured kernel's own checked runs in this
+     * session (src/replay/reference-noise.ts), and why the edit's runs differ beyond them (the
+     * verdict is then a mismatch).
+     */
+    reference?: { runs: number; nondeterministic: boolean; beyond?: string; eachRunWithinTolerance?: boolean };
+    /** The rebuilt module's own `__device__` variables (beyond the captured module's), put back as loaded before every launch (src/replay/module-state.ts). */
+    moduleState?: { variables: number; bytes: number; names: string[] };
   };
   /** GPU checks: the restored state against the manifest's kc64 (verifySeconds), the replayed state (compareSeconds); bytes copied back to the host for element-wise comparison. */
   check: {
@@ -71,6 +79,12 @@ export interface ReplayResult {
     compareSeconds: number;
     bytesCopiedBack: number /** Only when the scans read memory back to the host (HSA). */;
     scannedOn?: "host";
+    /**
+     * One timed launch, of a round drawn at random, scanned again right after it and compared with
+     * the first checked run (a kernel whose checked runs were bit-identical): `differs` names the
+     * first range and chunk where it wrote other bytes (the verdict is then a mismatch).
+     */
+    timedLaunch?: { round: number; differs?: string };
   };
   reserve: { spans: number; bytes: number; seconds: number };
   /** loadSeconds: the backend's module load + attributes; waitSeconds: time spent waiting for a module still being built. */

@@ -8,22 +8,24 @@
 import { chunkExpectation } from "../format/chunks.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
 import { FileImage } from "../format/file-image.ts";
-import { JUDGE_FILE } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes } from "../format/paths.ts";
 import { timingOverride } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { openBackend } from "./backends/factory.ts";
-import type { ClockState, DeviceScanner, ReplayBackend, ReplayModule } from "./backends/interface.ts";
-import { checkedRanges, checkedRuns } from "./checked-runs.ts";
-import { median } from "./compare.ts";
-import { judgeRuns, replayFault, type Judged } from "./judging.ts";
+import type { ClockState, DeviceScanner, ReplayBackend } from "./backends/interface.ts";
+import { checkedRanges, checkedRuns, rangeNames, timedLaunchCheck, type CheckedRange } from "./checked-runs.ts";
+import { judgeEachRun, judgeRuns, replayFault, type Judged } from "./judging.ts";
 import { judgingInEffect, mergeJudging, type JudgeSettings } from "./judge-settings.ts";
 import { ChangedChunks, checkRestored, moduleGlobals, putBackWritten, reserveSpans, restoreBefore, type LoadedGlobal, type Restorer } from "./restore.ts";
 import type { ComparedRuns, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
+import { keepModuleState, type KeptState } from "./module-state.ts";
+import { editAgainstReference, referenceOf, type ReferenceNoise } from "./reference-noise.ts";
+import { resultOf, type RunFacts } from "./run-result.ts";
+import { withRebuiltLaunch } from "./rebuilt-launch.ts";
+import { unloadModule, type Loaded, type Prepared } from "./prepared.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
-import { overallVerdict } from "./tolerance.ts";
 import {
   DEFAULT_TIMING,
   describeSetup,
@@ -130,45 +132,6 @@ async function openOn(be: ReplayBackend, dir: string, m: Manifest, o: Pick<Repla
   return new Session(dir, m, be, restorer, scanner, o.verify, { restore, reserve, verifySeconds }, setup, kernelClock(be, setup));
 }
 
-/** A loaded module and how long its wait and load took. */
-interface Loaded {
-  mod: ReplayModule;
-  modFile: string;
-  /** RunOptions.launchOf's answer for a rebuilt module (undefined: the captured block and shared memory). */
-  rebuiltLaunch?: { block: [number, number, number]; sharedMemBytes: number };
-  moduleWaitSeconds: number;
-  /** performance.now() when the load began. */
-  t2: number;
-}
-
-/** MAX_DYNAMIC_SHARED_SIZE_BYTES (CUfunction_attribute 8): a kernel's dynamic shared memory above 48 KiB needs it raised. */
-export const MAX_DYNAMIC_SHARED = 8;
-
-/**
- * The captured launch with a rebuilt module's block and dynamic shared memory (RunOptions.launchOf),
- * the function's dynamic shared memory limit raised to it where it needs more than captured.
- */
-export function withRebuiltLaunch(m: Manifest, r: { block: [number, number, number]; sharedMemBytes: number }): Manifest {
-  const attrs = m.functionAttributes.filter((a) => a.id !== MAX_DYNAMIC_SHARED);
-  const cap = m.functionAttributes.find((a) => a.id === MAX_DYNAMIC_SHARED)?.value ?? 0;
-  const need =
-    r.sharedMemBytes > cap
-      ? [{ id: MAX_DYNAMIC_SHARED, name: "MAX_DYNAMIC_SHARED_SIZE_BYTES", value: r.sharedMemBytes }]
-      : m.functionAttributes.filter((a) => a.id === MAX_DYNAMIC_SHARED);
-  return { ...m, launch: { ...m.launch, block: r.block, sharedMemBytes: r.sharedMemBytes }, functionAttributes: [...attrs, ...need] };
-}
-
-/** A kernel checked and ready to time: its launch, the restore before each, and its result given the timed launches (µs). */
-interface Prepared {
-  /** The capture faulted in the app: the replay's outcome, nothing to time. */
-  fault?: ReplayResult;
-  launch: () => void;
-  restoreChanged: () => void;
-  /** The launch and restore as the timed launches run them (src/replay/timing-setup.ts). */
-  timed: TimedKernel;
-  finish: (times: number[], interleaved: boolean, clocks: ClockState | null) => ReplayResult;
-}
-
 class Session implements ReplaySession {
   lastReset: ResetStats | null = null;
   /** The capture's judging settings (src/replay/judge-settings.ts), read once at open: each run's options override them. */
@@ -190,6 +153,8 @@ class Session implements ReplaySession {
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
+  /** The captured module's nondeterminism, from its run with the most checked runs in this session (./reference-noise.ts). */
+  private reference: ReferenceNoise | undefined;
 
   constructor(
     readonly dir: string,
@@ -251,7 +216,7 @@ class Session implements ReplaySession {
       const times = this.time([p], o);
       return p.finish(times, false, await this.clocks);
     } finally {
-      l.mod.unload(); // its globals go with it; the next run loads its own module
+      unloadModule(l);
     }
   }
 
@@ -319,7 +284,7 @@ class Session implements ReplaySession {
       for (const [j, { k, p }] of ready.entries()) out[k] = { result: p.finish(times[j]!, ready.length > 1, clocks), times: times[j]! };
       return out;
     } finally {
-      for (const l of loaded) l.mod.unload();
+      for (const l of loaded) unloadModule(l);
     }
   }
 
@@ -334,7 +299,7 @@ class Session implements ReplaySession {
     const t2 = performance.now();
     const image = new Uint8Array(rebuilt ? await Bun.file(rebuilt).arrayBuffer() : readCaptureBytes(dir, m.module.file, m.module.size));
     const rebuiltLaunch = rebuilt && !o.launch ? o.launchOf?.(rebuilt) : undefined;
-    return { mod: be.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2, ...(rebuiltLaunch ? { rebuiltLaunch } : {}) };
+    return { mod: be.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2, release: [], ...(rebuiltLaunch ? { rebuiltLaunch } : {}) };
   }
 
   /** Timed launches of one prepared kernel (the list finish takes). */
@@ -362,11 +327,15 @@ class Session implements ReplaySession {
       this.roundTimes = ps.map(() => []);
     }
     const times = ps.map(() => [] as number[]);
+    // one timed launch of each kernel checked, in a round drawn at random (the first call only;
+    // not without the restore between launches, KERNCAP_TIMING restore=none: each launch then starts from the last)
+    const checkRound = ps.map(() => (firstRound === 0 && o.iters > 0 && this.setup.restore !== "none" ? Math.floor(Math.random() * o.iters) : -1));
     for (let i = o.iters && firstRound === 0 ? -this.setup.warmup : 0; i < o.iters; i++) {
       const order = roundOrder(ps.length, i < 0 ? i + this.setup.warmup : firstRound + i);
       const step = this.l2Step(o, i);
       for (const k of order) {
         const us = timeOneLaunch(be, this.scanner, ps[k]!.timed, this.setup, step);
+        if (i === checkRound[k]) ps[k]!.checkTimed?.(i);
         if (i >= 0) {
           times[k]!.push(us);
           this.roundTimes[k]!.push(us);
@@ -453,6 +422,12 @@ class Session implements ReplaySession {
     const restoreGlobal = (g: LoadedGlobal) => restorer.restore(g.dva, g, C);
     globals.forEach(restoreGlobal);
     restorer.finish();
+    // a rebuilt module's own __device__ variables: put back as loaded before every launch (./module-state.ts)
+    const state = o.modulePath !== undefined ? keepModuleState(be, mod, new Set(globals.map((g) => g.name))) : undefined;
+    if (state) {
+      l.release.push(() => state.free());
+      log.debug(`the rebuilt module's own variables (${state.globals.map((g) => g.name).join(", ")}: ${state.bytes} bytes) put back before every launch`);
+    }
     if (this.verify) for (const g of globals) checkRestored(scanner, g.dva, g, C, m.memory.before, `global ${g.name}`);
     const loadSeconds = (performance.now() - t2) / 1000;
     log.debug(`module loaded, function ${name} found, attributes applied, ${globals.length} module globals restored`);
@@ -476,6 +451,7 @@ class Session implements ReplaySession {
     this.changed.keep();
     const restoreChanged = (fromHost = false) => {
       for (const g of globals) if (g.changed) restoreGlobal(g);
+      state?.putBack();
       restorer.finish();
       this.changed.restore(fromHost);
     };
@@ -483,7 +459,29 @@ class Session implements ReplaySession {
     const rewarm = rewarmRanges(m.regions, params, 2 * (be.l2Bytes?.() ?? 0) || 256 << 20);
     const timed: TimedKernel = { launch, restoreChanged: () => restoreChanged(this.setup.restore === "host"), rewarm };
 
-    // 5. Checked launches from the same before state (./checked-runs.ts), judged (./judging.ts).
+    return this.checkAndJudge({ o, judgedFrom: judged.fromCapture, params, globals, launch, restoreChanged, timed, module, state });
+  }
+
+  /**
+   * 5. Checked launches of a prepared kernel from the same before state (./checked-runs.ts),
+   * judged (./judging.ts), a rebuilt module's against the captured kernel's nondeterminism
+   * (./reference-noise.ts); what remains is timing and the result (finish, given the times).
+   */
+  private async checkAndJudge(k: {
+    o: RunOptions;
+    judgedFrom: string[];
+    params: Uint8Array;
+    globals: LoadedGlobal[];
+    launch: () => void;
+    restoreChanged: () => void;
+    timed: TimedKernel;
+    module: ReplayResult["module"];
+    state: KeptState | undefined;
+  }): Promise<Prepared> {
+    const { dir, be, scanner, C } = this;
+    const { o, params, globals, launch, restoreChanged, timed, module, state } = k;
+    const m = this.manifest;
+    const { verifySeconds } = this.opened;
     const images = { before: this.before, after: this.after };
     log.debug(
       `launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3))} checked runs`,
@@ -493,6 +491,9 @@ class Session implements ReplaySession {
     const expect = ranges.map((x) => chunkExpectation(x.r, C));
     const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged: () => restoreChanged() }, C, images);
     const judgedRuns = judgeRuns(ranges, expect, runs, asMultiset, tol, C, images);
+    const names = rangeNames(m, ranges);
+    const eachRunWithin = () => tol.atol + tol.rtol > 0 && judgeEachRun(ranges, expect, runs, asMultiset, tol, C, images);
+    const reference = await this.againstReference(o, judgedRuns, runs.runs, ranges, eachRunWithin);
     const compareSeconds = (performance.now() - tc) / 1000;
     const base = {
       dir,
@@ -503,15 +504,67 @@ class Session implements ReplaySession {
       check: { verifySeconds, compareSeconds, bytesCopiedBack: runs.bytesCopiedBack },
       runs: runs.runs,
       tol,
-      judgedFrom: judged.fromCapture,
+      judgedFrom: k.judgedFrom,
+      ...(reference ? { reference } : {}),
+      ...(state ? { moduleState: { variables: state.globals.length, bytes: state.bytes, names: state.globals.map((g) => g.name) } } : {}),
     };
     const clock = {
       clock: this.setup.clock === "cupti" && !this.clockNote ? ("cupti" as const) : ("events" as const),
       ...(this.clockNote ? { clockNote: this.clockNote } : {}),
     };
+    // a rebuilt module's timed launch checked (the captured one is what the app ran), when its checked runs were bit-identical
+    const timedCheck = o.modulePath === undefined || judgedRuns.varied.length ? undefined : timedLaunchCheck(be, scanner, ranges, runs.scans[0]!, C, names);
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
-      resultOf(be, this.opened, base, judgedRuns, { times, interleaved, clocks, flushed: this.flushed, method: this.method(), ...clock });
-    return { launch, restoreChanged: () => restoreChanged(), timed, finish };
+      resultOf(be, this.opened, { ...base, ...(timedCheck?.outcome ? { timedCheck: timedCheck.outcome } : {}) }, judgedRuns, {
+        times,
+        interleaved,
+        clocks,
+        flushed: this.flushed,
+        method: this.method(),
+        ...clock,
+      });
+    return { launch, restoreChanged: () => restoreChanged(), timed, finish, ...(timedCheck ? { checkTimed: timedCheck.check } : {}) };
+  }
+
+  /**
+   * A run of the captured module: its nondeterminism kept as the session's reference. A rebuilt
+   * module whose checked runs differed (and no expectation of determinism said otherwise): judged
+   * against that reference (./reference-noise.ts editAgainstReference), taken by a run of the
+   * captured module here when none with 3 or more checked runs ran yet in this session.
+   */
+  private async againstReference(
+    o: RunOptions,
+    j: Judged,
+    nRuns: number,
+    ranges: CheckedRange[],
+    eachRunWithin: () => boolean,
+  ): Promise<RunFacts["reference"]> {
+    if (o.modulePath === undefined) {
+      if (o.launch === undefined && o.kernelName === undefined && nRuns > (this.reference?.runs ?? 0)) this.reference = referenceOf(j, nRuns);
+      return undefined;
+    }
+    if (o.nondeterministic === false) return undefined; // runs that differ are a mismatch already
+    const reference = async () => {
+      if (!this.reference || this.reference.runs < 3) {
+        this.reset();
+        // the captured module judged with the edit's element types and multiset regions (its noise is per type)
+        const ro: RunOptions = { iters: 0, regionTypes: o.regionTypes, dtype: o.dtype, dtypes: o.dtypes, multiset: o.multiset };
+        const l = await this.load(ro);
+        try {
+          await this.prepare(ro, l);
+        } finally {
+          unloadModule(l);
+        }
+      }
+      return this.reference!;
+    };
+    return editAgainstReference(
+      { ...j, runs: nRuns },
+      ranges.map((x) => x.dtype),
+      rangeNames(this.manifest, ranges),
+      reference,
+      eachRunWithin,
+    );
   }
 
   /** How the last timed launches were taken (the result's timing.method): the backend's timers, the L2 step, a setup other than the default named. */
@@ -522,79 +575,4 @@ class Session implements ReplaySession {
     const own = describeSetup(s) === describeSetup(DEFAULT_TIMING) ? "" : ` (KERNCAP_TIMING ${describeSetup(s)})`;
     return this.be.timingMethod({ spinUs: s.spinUs, warmup: s.warmup, l2 }) + own;
   }
-}
-
-/** What a run's result is made of besides the judging and the timed launches (Session.prepare). */
-interface RunFacts {
-  dir: string;
-  m: Manifest;
-  o: RunOptions;
-  module: ReplayResult["module"];
-  /** Module globals restored and checked. */
-  globals: number;
-  check: { verifySeconds: number; compareSeconds: number; bytesCopiedBack: number };
-  runs: number;
-  tol: { atol: number; rtol: number };
-  /** The judging settings taken from the capture (kerncap judge), by name. */
-  judgedFrom: string[];
-}
-
-/** The result of one run: the judging's verdict, the timed launches' figures (µs), what the session's open and the run cost. */
-function resultOf(
-  be: ReplayBackend,
-  opened: ReplaySession["opened"],
-  f: RunFacts,
-  j: Judged,
-  t: { times: number[]; interleaved: boolean; clocks: ClockState | null; flushed: boolean; method: string; clock: "events" | "cupti"; clockNote?: string },
-): ReplayResult {
-  const { m, o } = f;
-  const { times } = t;
-  const determinism = {
-    runs: f.runs,
-    runsDiffering: j.runsDiffering.size,
-    nondeterministic: j.runsDiffering.size > 0,
-    ...(o.nondeterministic !== undefined ? { expected: o.nondeterministic ? ("nondeterministic" as const) : ("deterministic" as const) } : {}),
-  };
-  // a kernel said to be deterministic whose runs differ: a race or an atomic the edit brought in
-  const unexpectedlyVaried = o.nondeterministic === false && j.runsDiffering.size > 0;
-  const sorted = [...times].sort((a, b) => a - b);
-  const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
-  const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
-  return {
-    dir: f.dir,
-    kernel: m.kernel.demangled || m.kernel.name,
-    verdict: overallVerdict(j.numerics) === "mismatch" || unexpectedlyVaried ? "mismatch" : "match",
-    regionsChecked: m.regions.length + f.globals,
-    bytesChecked: j.bytesChecked,
-    mismatches: j.mismatches,
-    timing: {
-      iters: times.length,
-      medianUs: times.length ? median(times) : NaN,
-      minUs: times.length ? sorted[0]! : NaN,
-      p10Us: pct(0.1),
-      p90Us: pct(0.9),
-      appUs,
-      method: t.method + (t.interleaved ? ", interleaved with the other kernel's launches" : ""),
-      appMethod: m.appLaunchMethod ?? "events around the launch in the app (launch path included)",
-      l2: t.flushed ? "flushed" : "warm",
-      clock: t.clock,
-      ...(t.clockNote ? { clockNote: t.clockNote } : {}),
-      clocks: t.clocks,
-      ...(o.keepSamples ? { samplesUs: times } : {}),
-    },
-    restore: opened.restore,
-    reserve: opened.reserve,
-    check: { ...f.check, ...(be.scansOn === "host" ? { scannedOn: "host" as const } : {}) },
-    determinism,
-    module: f.module,
-    device: { name: be.deviceName(), arch: be.arch() },
-    numerics: {
-      verdict: overallVerdict(j.numerics),
-      atol: f.tol.atol,
-      rtol: f.tol.rtol,
-      regions: j.numerics.filter((x) => x.verdict !== "bit-exact"),
-      ...(f.judgedFrom.length ? { settings: { file: JUDGE_FILE, used: f.judgedFrom } } : {}),
-    },
-    ...(o.multiset?.length ? { multiset: j.multiset } : {}),
-  };
 }

@@ -114,6 +114,106 @@ describe.skipIf(SKIP)("kerncap eval", () => {
   }, 400_000);
 });
 
+/** The fma_loop kernel of the capture's TU with its body replaced: `decl` before it, `body` as its code. */
+function rewritten(name: string, decl: string, body: string): string {
+  const d = join(WORK, "cands", name);
+  rmSync(d, { recursive: true, force: true });
+  cpSync(join(member, "src"), d, { recursive: true });
+  const text = readFileSync(join(d, tu), "utf8");
+  const start = text.indexOf("__global__ void fma_loop(");
+  const end = text.indexOf("\n}\n", start) + 3;
+  if (start < 0 || end < 3) throw new Error(`fma_loop is not in src/${tu}`);
+  writeFileSync(join(d, tu), `${text.slice(0, start)}${decl}\n__global__ void fma_loop(float *y, int n, int iters) {\n${body}\n}\n${text.slice(end)}`);
+  return d;
+}
+
+const COMPUTE = "  float a = y[i], b = 1.0001f;\n  for (int k = 0; k < iters; k++) a = fmaf(a, b, 0.5f);";
+
+describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", () => {
+  test("output that differs from run to run on purpose: a mismatch (the envelope is the captured kernel's, not the candidate's own)", () => {
+    const d = rewritten(
+      "selfwiden",
+      "",
+      `  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n${COMPUTE}\n  y[i] = ((clock64() >> 4) & 1) ? 1e30f : (a == 12345.f ? a : -1e30f);`,
+    );
+    const r = run([BIN, "eval", set, d, "--gpus", "0", "--json"], { cwd: WORK, timeoutMs: 200_000 });
+    const doc = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    const c = doc.candidates[0];
+    expect(c.verdict, r.stderr).toBe("mismatch");
+    expect(JSON.stringify(c)).toContain("nondeterminism the edit brought in");
+  }, 300_000);
+
+  test("a result kept in the candidate's own __device__ memory and copied out on later launches: put back before every launch, so no speedup", () => {
+    const d = rewritten(
+      "cache",
+      "__device__ float kc_cache[1 << 22];\n__device__ unsigned kc_blocks;",
+      [
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        "  if (i >= n) return;",
+        "  if (*(volatile unsigned *)&kc_blocks >= gridDim.x) { y[i] = kc_cache[i]; return; }",
+        COMPUTE,
+        "  kc_cache[i] = a;",
+        "  y[i] = a;",
+        "  __syncthreads();",
+        "  if (threadIdx.x == 0) { __threadfence(); atomicAdd(&kc_blocks, 1u); }",
+      ].join("\n"),
+    );
+    const r = run([BIN, "eval", set, d, "--gpus", "0", "--json"], { cwd: WORK, timeoutMs: 200_000 });
+    const doc = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    const c = doc.candidates[0];
+    console.log(`[eval] cache candidate: ${c.verdict}, speedup ${c.speedup}`);
+    expect(c.verdict, r.stderr).toBe("match");
+    expect(c.speedup).toBeGreaterThan(0.6);
+    expect(c.speedup).toBeLessThan(1.5); // it computes at every launch; kept, it would time a 16 MiB copy
+    // validate says what it put back
+    const val = join(WORK, "val-cache");
+    rmSync(val, { recursive: true, force: true });
+    cpSync(member, val, { recursive: true });
+    rmSync(join(val, "src"), { recursive: true, force: true });
+    cpSync(d, join(val, "src"), { recursive: true });
+    const v = run([BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 120_000 });
+    const vd = JSON.parse(v.stdout);
+    expect(vd.verdict, v.stderr).toBe("match");
+    expect(vd.determinism.moduleState.names.sort()).toEqual(["kc_blocks", "kc_cache"]);
+    expect(vd.determinism.moduleState.bytes).toBe((1 << 22) * 4 + 4);
+  }, 300_000);
+
+  test("a kernel that counts its launches in memory outside every region and skips its work once timed: a timed launch is checked, a mismatch", () => {
+    const m = JSON.parse(readFileSync(join(member, "kerncap.json"), "utf8"));
+    const y = m.regions.find((x: any) => x.size === (1 << 22) * 4) ?? m.regions[0];
+    const va = BigInt(y.va);
+    const SPAN = 32n << 20n; // the replay maps 32 MiB-aligned spans (src/replay/backends/cuda.ts RESERVE_ALIGN)
+    const end = va + BigInt(y.size);
+    // a word inside the mapped span but outside the region: after its end, or before its start
+    const at = end % SPAN !== 0n && SPAN - (end % SPAN) >= 65536n ? "(unsigned *)(y + n) + 4096" : "(unsigned *)y - 4096";
+    const d = rewritten(
+      "skip",
+      "",
+      [
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        "  if (i >= n) return;",
+        `  unsigned *ctr = ${at};`,
+        "  unsigned c = *(volatile unsigned *)ctr;",
+        "  if (i == 0) atomicAdd(ctr, 1u);",
+        "  if (c >= 6) return; // 3 checked runs, 1 more of the second load, 2 warm-ups: then skip",
+        COMPUTE,
+        "  y[i] = a;",
+      ].join("\n"),
+    );
+    const val = join(WORK, "val-skip");
+    rmSync(val, { recursive: true, force: true });
+    cpSync(member, val, { recursive: true });
+    rmSync(join(val, "src"), { recursive: true, force: true });
+    cpSync(d, join(val, "src"), { recursive: true });
+    const v = run([BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 120_000 });
+    const vd = JSON.parse(v.stdout);
+    console.log(`[eval] skip candidate: ${vd.verdict} ${JSON.stringify(vd.check?.timedLaunch)}`);
+    expect(vd.verdict, v.stderr).toBe("mismatch");
+    expect(vd.check.timedLaunch.differs).toMatch(/^region \d+ chunk \d+$/);
+    expect(v.code).toBe(1);
+  }, 300_000);
+});
+
 const HAS_TRITON = !SKIP && Bun.spawnSync(["python3", "-c", "import torch, triton"], { stdout: "ignore", stderr: "ignore" }).exitCode === 0;
 if (!SKIP && !HAS_TRITON) console.warn("[eval tests] Triton part skipped: python3 cannot import torch and triton");
 

@@ -4,6 +4,8 @@
  * captured launch attributes, CUDA events around each timed launch, or the GPU's own kernel
  * timestamps from CUPTI (./cuda-kernel-clock.ts) when the session asks (useKernelClock).
  */
+import { cubinGlobals } from "../../codeobj/cubin.ts";
+import { pickCubin } from "../../codeobj/fatbin.ts";
 import { describeModule, jitPtx } from "../../codeobj/index.ts";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
@@ -145,6 +147,7 @@ class CudaBackend implements ReplayBackend {
         return f === undefined ? undefined : new CudaKernel(cu, f);
       },
       global: (name) => cu.moduleGetGlobal(mod, name),
+      writableGlobals: () => writableGlobalsOf(cu, mod, image, this.arch()),
       unload: () => void cu.moduleUnload(mod), // its globals go with it
     };
   }
@@ -224,4 +227,25 @@ export function cudaDeviceArch(ordinal: number): string {
 /** How many times this process reset its primary context after a kernel fault (src/native/libcuda.ts cudaResetCount). */
 export function cudaDeviceResets(): number {
   return cudaResetCount();
+}
+
+/**
+ * The writable module-scope variables of a loaded CUDA module (ReplayModule.writableGlobals): the
+ * `.nv.global*` objects of the cubin for `arch` in `image` (a cubin or a fatbin), located with
+ * cuModuleGetGlobal. [] where the image holds no cubin for `arch` (PTX the driver compiled).
+ */
+function writableGlobalsOf(cu: Cuda, mod: bigint, image: Uint8Array, arch: string): { name: string; va: bigint; size: number }[] {
+  let cubin: Uint8Array;
+  try {
+    cubin = pickCubin(image, arch).cubin;
+  } catch (e) {
+    log.debug(`module globals not listed: ${(e as Error).message}`);
+    return [];
+  }
+  return cubinGlobals(cubin)
+    .filter((g) => g.section.startsWith(".nv.global") && g.size > 0)
+    .flatMap((g) => {
+      const d = cu.moduleGetGlobal(mod, g.name);
+      return d ? [{ name: g.name, ...d }] : [];
+    });
 }

@@ -82,6 +82,15 @@ export interface ReplayModule {
   kernel(name: string): ReplayKernel | undefined;
   /** A module-scope variable's address and size in this loaded module, or undefined. */
   global(name: string): { va: bigint; size: number } | undefined;
+  /**
+   * Every module-scope variable a kernel of this module can write (CUDA: `__device__` variables,
+   * sections `.nv.global` and `.nv.global.init` of the image's symbol table, src/codeobj/cubin.ts
+   * cubinGlobals, `__managed__` ones too; `__constant__` left out), at its address in this loaded
+   * module, sizes in bytes. The engine keeps their state as loaded and puts it back before every
+   * launch of a rebuilt module (src/replay/module-state.ts). Absent where the backend cannot list
+   * them (HSA: not built); [] for an image it cannot read (PTX only).
+   */
+  writableGlobals?(): { name: string; va: bigint; size: number }[];
   unload(): void;
 }
 
