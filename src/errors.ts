@@ -20,6 +20,8 @@ export type KerncapErrorOptions<C extends ErrorCode> = {
   /** Replaces the table's hint when the site knows better (the path, the option to change). */
   hint?: string;
   cause?: unknown;
+  /** Structured facts behind the message, for --json and MCP readers (kerncap.error/1 `error.details`): tune's per-config builds. */
+  details?: Record<string, unknown>;
 } & (C extends "E_INTERRUPTED" ? { exitCode?: number } : { exitCode?: never });
 
 export class KerncapError<C extends ErrorCode = ErrorCode> extends Error {
@@ -29,6 +31,8 @@ export class KerncapError<C extends ErrorCode = ErrorCode> extends Error {
   readonly exitCode: number;
   /** Stable machine-readable code for --json consumers, e.g. "E_CHECKSUM" (a key of ERROR_CODES). */
   readonly code: C;
+  /** Structured facts behind the message (KerncapErrorOptions.details), or undefined. */
+  readonly details?: Record<string, unknown>;
 
   constructor(code: C, message: string, opts: KerncapErrorOptions<C> = {} as KerncapErrorOptions<C>) {
     super(message, { cause: opts.cause });
@@ -36,6 +40,7 @@ export class KerncapError<C extends ErrorCode = ErrorCode> extends Error {
     this.code = code;
     const row = ERROR_CODES[code];
     this.hint = opts.hint ?? row?.hint;
+    if (opts.details) this.details = opts.details;
     this.exitCode = (code === "E_INTERRUPTED" ? opts.exitCode : undefined) ?? row?.exit ?? 2;
   }
 }

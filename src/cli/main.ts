@@ -312,7 +312,7 @@ function ownFilesUmask(verb: string): void {
 }
 
 /** How runCli ends with an error: it is logged (escaped), and with --json printed as the error document; returns the exit status. */
-type Fail = (code: ErrorCode, message: string, hint?: string, exitCode?: number) => number;
+type Fail = (code: ErrorCode, message: string, hint?: string, exitCode?: number, details?: Record<string, unknown>) => number;
 
 /**
  * The exit status when stdout or stderr is closed (`>&-`, `2>&-`), said on the one channel left
@@ -342,7 +342,7 @@ function closedStdioExit(wantJson: boolean): number | undefined {
 
 /** The one error path of runCli: `watchStream` when the verb is validate --watch (--json: a JSON Lines stream). */
 function failWith(wantJson: boolean, watchStream: boolean): Fail {
-  return (code, message, hint, exitCode = 2) => {
+  return (code, message, hint, exitCode = 2, details) => {
     // a message may carry an application's command line or a shared capture's names: no terminal escapes
     log.error(printable(message));
     if (hint) log.info(printable(hint));
@@ -361,7 +361,7 @@ function failWith(wantJson: boolean, watchStream: boolean): Fail {
         buildSeconds: null,
         saveToVerdictSeconds: 0,
       });
-    } else if (wantJson) printJson("error", { error: { code, message: m, hint: h } });
+    } else if (wantJson) printJson("error", { error: { code, message: m, hint: h, ...(details ? { details } : {}) } });
     return exitCode;
   };
 }
@@ -425,7 +425,7 @@ async function runVerb(verb: Verb, own: string[], argv: string[], verbose: boole
 function failureOf(e: unknown, verb: string | undefined, verbose: boolean, fail: Fail): number {
   if (isKerncapError(e)) {
     if (verbose && e.stack) log.debug(e.stack);
-    return fail(e.code, e.message, e.hint, e.exitCode);
+    return fail(e.code, e.message, e.hint, e.exitCode, e.details);
   }
   const err = e as NodeJS.ErrnoException;
   // the reader of stdout went away (`kerncap inspect DIR --json | head`): nothing more to say

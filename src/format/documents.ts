@@ -434,7 +434,16 @@ export const DOCUMENTS = {
     beforeBytes: U,
     /** Commands to try next, on this folder. */ next: v.array(v.string()),
   }),
-  error: v.object({ ...id("error"), error: v.object({ code: v.string(), message: v.string(), hint: v.nullable(v.string()) }) }),
+  error: v.object({
+    ...id("error"),
+    error: v.object({
+      code: v.string(),
+      message: v.string(),
+      hint: v.nullable(v.string()),
+      /** Structured facts behind the message where the error has them: tune's `configs`, each config's build (label, build: built | compile-error | layout-change | error | not built, registers, error). */
+      details: v.optional(v.record(v.string(), v.unknown())),
+    }),
+  }),
   file: v.object({ ...id("file"), dir: v.string(), path: v.string(), bytes: U, content: v.string() }),
   files: v.object({
     ...id("files"),

@@ -38,7 +38,10 @@ export function result(doc: Record<string, unknown>, isError = false, extra?: st
 
 export function errorResult(e: unknown): CallToolResult {
   const k = isKerncapError(e) ? e : (systemError(e) ?? new KerncapError("E_INTERNAL", `internal error: ${(e as Error).message}`));
-  return result(jsonDocument("error", { error: { code: k.code, message: k.message, hint: k.hint ?? null } }), true);
+  return result(
+    jsonDocument("error", { error: { code: k.code, message: k.message, hint: k.hint ?? null, ...(k.details ? { details: k.details } : {}) } }),
+    true,
+  );
 }
 
 /**

@@ -98,6 +98,29 @@ export function buildsSaid(list: { candidate: Candidate }[], builds: Map<string,
   return `${said.join("; ")}${more > 0 ? `; and ${more} more config${more === 1 ? "" : "s"}` : ""}`;
 }
 
+/** One config's build in an error's details (kerncap.error/1 `error.details.configs`). */
+export interface ConfigBuild {
+  config: string;
+  build: "built" | "not built" | BuildOutcomeVerdict;
+  /** Registers per thread of a built config, where the build says. */
+  registers?: number;
+  /** The compiler's first error lines (shortError) of a config that did not build. */
+  error?: string;
+}
+type BuildOutcomeVerdict = Extract<BuildOutcome, { failed: unknown }>["failed"]["verdict"];
+
+/** Every config's build outcome, structured (the same facts as buildsSaid, all configs): an error's details for --json and MCP readers. */
+export function configBuilds(list: { candidate: Candidate }[], builds: Map<string, BuildOutcome>): { configs: ConfigBuild[] } {
+  return {
+    configs: list.map(({ candidate: c }) => {
+      const b = builds.get(c.id);
+      if (!b) return { config: c.label, build: "not built" as const };
+      if ("failed" in b) return { config: c.label, build: b.failed.verdict, error: shortError(b.failed.reason) };
+      return { config: c.label, build: "built" as const, ...(b.built.registers !== null ? { registers: b.built.registers } : {}) };
+    }),
+  };
+}
+
 /**
  * Build, judge and time tune's candidates on the capture `dir` through runEval, one GPU worker on
  * this process's GPUs.
@@ -152,6 +175,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   if (list.length && failed.length === list.length) {
     // each config's build in the error itself: under --json and MCP no "lines above" reach the reader
     throw new KerncapError("E_BUILD", `none of the ${list.length} configs built: ${buildsSaid(list, builds)}`, {
+      details: configBuilds(list, builds),
       hint: "The message lists each config's build outcome with the compiler's first error lines; check that the capture's own build works (kerncap validate DIR, or MCP's validate), then tune again.",
     });
   }
@@ -163,7 +187,10 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
     throw new KerncapError(
       first.code && isErrorCode(first.code) ? first.code : "E_WORKER",
       `${first.reason ?? "no config could be judged on the GPU"}\nthe configs' builds: ${buildsSaid(list, builds)}`,
-      { hint: "Run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks); the message lists how each config built." },
+      {
+        hint: "Run tune on a machine with the capture's GPU (kerncap doctor says what this one lacks); the message lists how each config built.",
+        details: configBuilds(list, builds),
+      },
     );
   }
   const baselines = judged.flatMap((r) => (r.timing ? [r.timing.baselineMedianUs] : []));

@@ -14,7 +14,7 @@ import { flagsCandidate, type Candidate } from "../../../src/eval/candidates.ts"
 import type { EvalOptions } from "../../../src/eval/eval.ts";
 import { fakeWorkers } from "../eval-child.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
-import { buildsSaid, capturedRow, evaluateTune, rowOf, shortError, tuneEvaluator } from "../../../src/tune/evaluate.ts";
+import { buildsSaid, capturedRow, configBuilds, evaluateTune, rowOf, shortError, tuneEvaluator } from "../../../src/tune/evaluate.ts";
 import { KerncapError } from "../../../src/errors.ts";
 import { pickWinner } from "../../../src/frontends/tune.ts";
 
@@ -122,6 +122,14 @@ describe("tune's configs as eval candidates", () => {
     );
     expect(err.hint).toContain("The message lists each config's build outcome");
     expect(err.hint).not.toContain("lines above");
+    // and structured, for --json and MCP readers (kerncap.error/1 error.details.configs)
+    const why = "src/kernel.cu(3): error: BROKEN is defined / 1 error detected";
+    expect(err.details).toEqual({
+      configs: [
+        { config: "A=1", build: "compile-error", error: why },
+        { config: "A=2", build: "compile-error", error: why },
+      ],
+    });
   }, 60_000);
 
   test("each config's build in a message: built with its registers, its compiler error, not built; past 32 configs the rest counted", () => {
@@ -134,6 +142,14 @@ describe("tune's configs as eval candidates", () => {
     expect(said).toStartWith("A=0: built (40 registers/thread); A=1: compile-error (src/k.cu:3: error: no); A=2: not built; ");
     expect(said).toContain("A=31: not built; and 8 more configs");
     expect(said).not.toContain("A=32:");
+    // the structured list keeps every config, the message only the first 32
+    const d = configBuilds(list, builds).configs;
+    expect(d.length).toBe(40);
+    expect(d.slice(0, 3)).toEqual([
+      { config: "A=0", build: "built", registers: 40 },
+      { config: "A=1", build: "compile-error", error: "src/k.cu:3: error: no" },
+      { config: "A=2", build: "not built" },
+    ]);
   });
 
   test("a confined build that read a file outside (tune --confine, kerncap mcp): the tune ends with E_CONFINED, not a row", async () => {

@@ -116,7 +116,12 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
       { stdout: "pipe", stderr: "pipe", env: process.env },
     );
     expect(p.exitCode, p.stderr.toString()).toBe(2);
-    expect(JSON.parse(p.stdout.toString()).error.code).toBe("E_NO_GPU");
+    const doc = JSON.parse(p.stdout.toString());
+    expect(doc.error.code).toBe("E_NO_GPU");
+    // each config's build, structured, in the error document (what an agent or a script reads)
+    const configs: { config: string; build: string; registers?: number; error?: string }[] = doc.error.details.configs;
+    expect(configs.find((c) => c.config === "build.sh")?.build).toBe("built");
+    expect(configs.find((c) => c.config.startsWith("BROKEN=1"))).toMatchObject({ build: "compile-error", error: expect.stringContaining("BROKEN is defined") });
     // build.sh as is, HEAVY=0 maxrregcount=32, HEAVY=1 maxrregcount=32, and BROKEN=1 (a union of two specs)
     for (const i of [0, 1, 2]) expect(existsSync(tuneModulePath(dir, i)), String(i)).toBe(true);
     const err = p.stderr.toString();
