@@ -139,6 +139,7 @@ describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", ()
     const r = run([BIN, "eval", set, d, "--gpus", "0", "--json"], { cwd: WORK, timeoutMs: 200_000 });
     const doc = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
     const c = doc.candidates[0];
+    console.log(`[eval] self-widening candidate: ${c.verdict}${c.reason ? `: ${c.reason}` : ""}${c.speedup ? `, speedup ${c.speedup}` : ""}`);
     expect(c.verdict, r.stderr).toBe("mismatch");
     expect(JSON.stringify(c)).toContain("nondeterminism the edit brought in");
   }, 300_000);
