@@ -18,6 +18,10 @@ import {
 import { keepModuleState } from "../../../src/replay/module-state.ts";
 import { timedLaunchCheck, type CheckedRange } from "../../../src/replay/checked-runs.ts";
 import type { ChunkScan, DeviceMemory, DeviceScanner, ReplayModule } from "../../../src/replay/backends/interface.ts";
+import type { ReplayResult } from "../../../src/replay/result.ts";
+import { mismatchReason } from "../../../src/replay/run-result.ts";
+import { describeReplay } from "../../../src/cli/format.ts";
+import { verdictEvent, watchLine } from "../../../src/rebuild/watch.ts";
 
 const f32 = (xs: number[]) => new Uint8Array(new Float32Array(xs).buffer);
 
@@ -301,5 +305,49 @@ describe("a timed launch checked against the checked runs", () => {
     const lazy = timedLaunchCheck({ sync: () => {} }, scanner, ranges, first, 64, ["region 0", "region 1"]);
     lazy.check(12);
     expect(lazy.outcome).toEqual({ round: 12, differs: "region 1 chunk 0" });
+  });
+});
+
+describe("what a verdict on a gamed kernel says (text, the reason records carry, the watch's line)", () => {
+  const result = (determinism: Record<string, unknown>, check: Record<string, unknown> = {}) =>
+    ({
+      kernel: "fma_loop(float*, int, int)",
+      verdict: "mismatch",
+      regionsChecked: 1,
+      bytesChecked: 4096,
+      mismatches: [],
+      timing: { iters: 0 },
+      restore: { storedBytes: 4096, bytes: 4096, seconds: 0.001, gbPerS: 4, hostRegistered: false },
+      reserve: { spans: 1, bytes: 1 << 25, seconds: 0 },
+      check: { verifySeconds: 0, compareSeconds: 0, bytesCopiedBack: 0, ...check },
+      determinism: { runs: 8, runsDiffering: 7, nondeterministic: true, ...determinism },
+      module: { file: "/tmp/k.cubin", loadSeconds: 0 },
+      device: { name: "H200", arch: "sm_90" },
+      numerics: { verdict: "within-spread", atol: 0, rtol: 0, regions: [] },
+    }) as unknown as ReplayResult;
+  const beyond =
+    "the edited kernel's checked runs differ among themselves (7 of 7 later runs differ from the first, first in region 0) where the captured kernel's 3 runs are bit-identical: nondeterminism the edit brought in";
+
+  test("runs beyond the captured kernel's: the reason in the text, in eval's and check's records, and on the watch's line", () => {
+    const r = result({ reference: { runs: 3, nondeterministic: false, beyond } });
+    const text = describeReplay(r);
+    expect(text).toStartWith("MISMATCH  fma_loop");
+    expect(text).toContain(`  ${beyond}; a tolerance (--rtol, --atol) judges each of the edited kernel's runs on its own`);
+    expect(mismatchReason(r)).toBe(beyond);
+    const line = watchLine(verdictEvent(r, { trigger: "save", files: [], at: new Date(0), buildSeconds: 1, saveToVerdictSeconds: 1.2, reset: null }));
+    expect(line).toContain(`MISMATCH: ${beyond}`);
+  });
+
+  test("a timed launch that skipped its work, and a module whose own variables were put back", () => {
+    const r = result(
+      { runs: 3, runsDiffering: 0, nondeterministic: false, moduleState: { variables: 2, bytes: 16 << 20, names: ["kc_cache", "kc_blocks"] } },
+      { timedLaunch: { round: 5, differs: "region 0 chunk 0" } },
+    );
+    expect(mismatchReason(r)).toStartWith("timed launch 6 wrote other bytes than the checked runs (region 0 chunk 0)");
+    expect(describeReplay(r)).toContain("the rebuilt module's own variables put back as loaded before every launch: kc_cache, kc_blocks (16.0 MiB)");
+    const ok = result({ reference: { runs: 16, nondeterministic: true } });
+    expect(describeReplay({ ...ok, verdict: "match" })).toContain(
+      "the edited kernel's runs differ within the captured kernel's nondeterminism (the captured kernel's 16 runs here differ too)",
+    );
   });
 });
