@@ -5,6 +5,7 @@
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
+import { mismatchReason } from "../replay/run-result.ts";
 import type { ClockState } from "../replay/engine.ts";
 
 import { formatBytes, plural } from "../util/format.ts";
@@ -110,7 +111,7 @@ function describeReference(x: NonNullable<ReplayResult["determinism"]["reference
 export function describeAgainst(what: string, r: ReplayResult, c: TimingComparison | null): string {
   const verdict = r.verdict === "match" ? "MATCH" : "MISMATCH";
   return [
-    `  against ${what}: ${verdict}${r.verdict === "match" ? "" : ` (${plural(r.mismatches.length, "region")} not as the app left them: its time says little)`}`,
+    `  against ${what}: ${verdict}${r.verdict === "match" ? "" : r.mismatches.length ? ` (${plural(r.mismatches.length, "region")} not as the app left them: its time says little)` : ` (${mismatchReason(r)})`}`,
     `    ${describeComparison(c)}`,
   ].join("\n");
 }

@@ -512,8 +512,10 @@ class Session implements ReplaySession {
       clock: this.setup.clock === "cupti" && !this.clockNote ? ("cupti" as const) : ("events" as const),
       ...(this.clockNote ? { clockNote: this.clockNote } : {}),
     };
-    // a rebuilt module's timed launch checked (the captured one is what the app ran), when its checked runs were bit-identical
-    const timedCheck = o.modulePath === undefined || judgedRuns.varied.length ? undefined : timedLaunchCheck(be, scanner, ranges, runs.scans[0]!, C, names);
+    // a rebuilt module's timed launch checked (the captured one is what the app ran), when its checked runs and the
+    // captured kernel's were bit-identical (a nondeterministic kernel's timed launch may differ by its noise)
+    const checkable = o.modulePath !== undefined && !judgedRuns.varied.length && !(await this.capturedNoise(o)).varied.length;
+    const timedCheck = checkable ? timedLaunchCheck(be, scanner, ranges, runs.scans[0]!, C, names) : undefined;
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
       resultOf(be, this.opened, { ...base, ...(timedCheck?.outcome ? { timedCheck: timedCheck.outcome } : {}) }, judgedRuns, {
         times,
@@ -544,27 +546,33 @@ class Session implements ReplaySession {
       return undefined;
     }
     if (o.nondeterministic === false) return undefined; // runs that differ are a mismatch already
-    const reference = async () => {
-      if (!this.reference || this.reference.runs < 3) {
-        this.reset();
-        // the captured module judged with the edit's element types and multiset regions (its noise is per type)
-        const ro: RunOptions = { iters: 0, regionTypes: o.regionTypes, dtype: o.dtype, dtypes: o.dtypes, multiset: o.multiset };
-        const l = await this.load(ro);
-        try {
-          await this.prepare(ro, l);
-        } finally {
-          unloadModule(l);
-        }
-      }
-      return this.reference!;
-    };
+    const names = rangeNames(this.manifest, ranges);
     return editAgainstReference(
       { ...j, runs: nRuns },
       ranges.map((x) => x.dtype),
-      rangeNames(this.manifest, ranges),
-      reference,
+      names,
+      () => this.capturedNoise(o),
       eachRunWithin,
     );
+  }
+
+  /**
+   * The captured kernel's nondeterminism (./reference-noise.ts): the session's reference, taken by
+   * a run of the captured module here (no timed launch) when none with 3 or more checked runs ran
+   * yet, judged with `o`'s element types and multiset regions (its noise is per type).
+   */
+  private async capturedNoise(o: RunOptions): Promise<ReferenceNoise> {
+    if (!this.reference || this.reference.runs < 3) {
+      this.reset();
+      const ro: RunOptions = { iters: 0, regionTypes: o.regionTypes, dtype: o.dtype, dtypes: o.dtypes, multiset: o.multiset };
+      const l = await this.load(ro);
+      try {
+        await this.prepare(ro, l);
+      } finally {
+        unloadModule(l);
+      }
+    }
+    return this.reference!;
   }
 
   /** How the last timed launches were taken (the result's timing.method): the backend's timers, the L2 step, a setup other than the default named. */

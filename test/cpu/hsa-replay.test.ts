@@ -234,6 +234,72 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(replay(dir, "--repeat", "3").doc.error.code).toBe("E_USAGE");
   });
 
+  test("an edited kernel whose runs differ where the captured kernel's do not (FAKE_HSA_JITTER_FROM: the candidate's dispatches only): MISMATCH, not its own envelope; with --rtol each run is judged on its own", async () => {
+    const dir = await hipCapture("edit-jitter");
+    const co = join(tmp, "scale.co");
+    // the captured kernel's 3 checked runs are dispatches 0-2; the candidate's from 3 on move by 0, 1, 2 ulp
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_JITTER: "64", FAKE_HSA_JITTER_FROM: "3" };
+    const run = (...args: string[]) => {
+      const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "5", ...args], {
+        env,
+        stdout: "pipe",
+        stderr: "pipe",
+        timeout: 60_000,
+      });
+      return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+    };
+    const j = run("--json");
+    const doc = JSON.parse(j.out);
+    expect(j.code, j.err).toBe(1);
+    expect(doc.verdict).toBe("match"); // the captured kernel
+    const other = doc.against;
+    expect(other.verdict).toBe("mismatch");
+    // its own envelope holds the app's values (its runs spread 0-2 ulp around them): judged by it alone, a MATCH
+    expect(other.numerics.verdict).toBe("within-spread");
+    expect(other.determinism.reference).toMatchObject({ runs: 3, nondeterministic: false });
+    expect(other.determinism.reference.beyond).toContain("where the captured kernel's 3 runs are bit-identical: nondeterminism the edit brought in");
+    expect(run().out).toContain("against " + co + ": MISMATCH (the edited kernel's checked runs differ among themselves");
+    // a tolerance: each of its runs on its own within 1e-6 of the app's: a MATCH, said so
+    const t = run("--json", "--rtol", "1e-6");
+    const td = JSON.parse(t.out);
+    expect(t.code, t.err).toBe(0);
+    expect(td.against.verdict).toBe("match");
+    expect(td.against.determinism.reference).toEqual({ runs: 3, nondeterministic: false, eachRunWithinTolerance: true });
+    const sv = v.safeParse(DOCUMENTS.replay, td);
+    expect(sv.success, JSON.stringify(sv.issues?.slice(0, 3).map((i) => [v.getDotPath(i), i.message]))).toBe(true);
+  });
+
+  test("an edited kernel that skips its work once timed (FAKE_HSA_SKIP_FROM: every dispatch after the checked runs and warm-ups): one timed launch checked, MISMATCH", async () => {
+    const dir = await hipCapture("edit-skip");
+    const co = join(tmp, "scale.co");
+    // checked runs: the captured kernel's 0-2, the candidate's 3-5, one more of each (6, 7); 2 warm-ups each (8-11); timed from 12
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_SKIP_FROM: "12" };
+    const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "8", "--json"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 60_000,
+    });
+    const doc = JSON.parse(p.stdout.toString());
+    expect(p.exitCode, p.stderr.toString()).toBe(1);
+    expect(doc.verdict).toBe("match"); // the captured kernel's timed launches are not checked: it is what the app ran
+    expect(doc.against.verdict).toBe("mismatch");
+    expect(doc.against.numerics.verdict).toBe("bit-exact"); // every checked run was right
+    expect(doc.against.check.timedLaunch.round).toBeGreaterThanOrEqual(0);
+    expect(doc.against.check.timedLaunch.differs).toBe("region 0 chunk 0");
+    // without the skip, the timed launch checked is the checked runs' bytes
+    const q = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "8", "--json"], {
+      env: { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1" },
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 60_000,
+    });
+    const ok = JSON.parse(q.stdout.toString());
+    expect(q.exitCode, q.stderr.toString()).toBe(0);
+    expect(ok.against.check.timedLaunch.differs).toBeUndefined();
+    expect(ok.against.check.timedLaunch.round).toBeLessThan(8);
+  });
+
   test("a kernel the module lacks is E_KERNEL_NOT_IN_MODULE; a taken VA is E_VA_TAKEN", async () => {
     const dir = await hipCapture("renamed");
     const mf = join(dir, "kerncap.json");

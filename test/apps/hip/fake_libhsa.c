@@ -129,12 +129,20 @@ static void run_packets(uint64_t upto) {
     if ((p->header & 0xff) != 2) { fprintf(stderr, "fake_libhsa: packet %llu is not a kernel dispatch\n", (unsigned long long)g_read); continue; }
     if (p->kernel_object == 0x1001) {
       struct scale_args* a = p->kernarg;
-      for (int k = 0; k < a->n; k++) a->data[k] *= a->factor;
+      static int dispatches;
+      int n0 = dispatches++;
+      /* FAKE_HSA_SKIP_FROM=K: from the K-th dispatch on (0-based) the kernel does nothing, as a kernel
+         that tells its timed launches from its checked ones and skips its work */
+      const char* skip = getenv("FAKE_HSA_SKIP_FROM");
+      if (!skip || n0 < atoi(skip))
+        for (int k = 0; k < a->n; k++) a->data[k] *= a->factor;
       /* FAKE_HSA_JITTER=N: the first N results move by 0, 1 or 2 ulp from dispatch to dispatch, as
          float atomics summed in another order do (a nondeterministic kernel) */
-      static int dispatches;
       const char* jitter = getenv("FAKE_HSA_JITTER");
-      int nj = jitter ? atoi(jitter) : 0, d = dispatches++ % 3;
+      /* FAKE_HSA_JITTER_FROM=K: only from the K-th dispatch on (0-based): a candidate launched after
+         the captured kernel's checked runs varies, the captured kernel does not */
+      const char* from = getenv("FAKE_HSA_JITTER_FROM");
+      int nj = jitter && n0 >= (from ? atoi(from) : 0) ? atoi(jitter) : 0, d = n0 % 3;
       for (int k = 0; k < nj && k < a->n; k++) {
         uint32_t bits;
         memcpy(&bits, &a->data[k], 4);
