@@ -1258,6 +1258,15 @@ describe("guards", () => {
     expect(e.code).toBe("E_CHECKSUM");
     expect(e.message).toContain("kernel/module.cubin");
   });
+  test("a params.bin that grew is damage (E_CHECKSUM in the integrity verdict, as every other verb says), not a refused path", async () => {
+    // found by a new user: inspect said E_UNSAFE_PATH, replay and validate E_CHECKSUM
+    const dir = await fresh();
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    writeFileSync(join(dir, m.params.file), Buffer.concat([readFileSync(join(dir, m.params.file)), Buffer.from("x")]));
+    const e = await failure("inspect", [dir]);
+    expect(e.code).toBe("E_CHECKSUM");
+    expect(e.message).toContain(`${m.params.file} has ${m.params.size + 1} bytes, the manifest says ${m.params.size}`);
+  });
   test("a manifest may not point outside its folder, drop a checksum, or overlap regions", async () => {
     for (const mutate of [
       (m: any) => (m.module.file = "../../etc/passwd"),

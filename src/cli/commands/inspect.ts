@@ -188,7 +188,10 @@ export default defineCommand({
       judging && reasons.length > 0 && !judgingAccepted(dir) ? `; NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)` : "";
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})${unused}` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
-    const params = readInCapture(dir, m.params.file, m.params.size);
+    // a params.bin of another size than the manifest's is damage, said by the integrity check below
+    // (E_CHECKSUM), not a refusal here; past 64 KiB more than the manifest's it is no file kerncap wrote
+    const read = readInCapture(dir, m.params.file, m.params.size + 65536);
+    const params = read && read.byteLength === m.params.size ? read : undefined;
     if (!args.json)
       printText(`${describeManifest(m, params ? new Uint8Array(params) : undefined)}\n${describeTrust(reasons, trusted, covered)}\n${judgingLine}\n`);
     const checked = args.verify ? "files+regions" : "files";
