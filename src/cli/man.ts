@@ -43,7 +43,7 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
     ),
     ".PP",
     roff(
-      "Every verb takes --verbose, and every verb but mcp and completion takes --json (one document on stdout, its JSON Schema from kerncap schema VERB). kerncap's own options end at --: what follows belongs to the application. An option that takes one value and is given more than once is set by its last use; -f/--force always replaces an output that kerncap wrote.",
+      "Every verb takes --verbose, and every verb but mcp and completion takes --json (one document on stdout, its JSON Schema from kerncap schema VERB; eval and validate --watch print JSON Lines, one record per candidate or build, eval's summary last). kerncap's own options end at --: what follows belongs to the application. An option that takes one value and is given more than once is set by its last use; -f/--force always replaces an output that kerncap wrote.",
     ),
     ".SH VERBS",
   ];

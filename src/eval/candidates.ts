@@ -274,6 +274,13 @@ function refuseIncompleteTree(capture: string, c: Candidate, files: string[]): v
   const missing = (frontendOf(m).builtSources?.(capture, m) ?? []).filter((f) => !have.has(f) && existsSync(join(capture, "src", f)));
   if (!missing.length) return;
   // the names as they are: the record keeps them, and whatever shows them escapes them (./report.ts, src/cli/main.ts)
+  if (missing.every((f) => have.has(`src/${f}`))) {
+    // a folder holding an edited src/ (edits/a/src), not an edited src/ itself
+    const where = c.path ?? c.label;
+    throw new KerncapError("E_CANDIDATE", `candidate ${where} holds a src/ folder: a candidate folder is an edited copy of src/ itself`, {
+      hint: `Give ${join(where, "src")} as the candidate (kerncap eval CAP edits/*/src for several).`,
+    });
+  }
   throw new KerncapError(
     "E_CANDIDATE",
     `candidate ${c.path} is a folder, so it replaces src/ whole, and it lacks ${missing.map((f) => `src/${f}`).join(", ")}, which the build compiles (it holds ${files.length > 3 ? `${files.length} files` : files.join(", ")})`,

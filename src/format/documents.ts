@@ -496,4 +496,5 @@ const TITLES: Record<string, string> = {
   files: "kerncap mcp tool list_files",
   edit: "kerncap mcp tool edit_file",
   version: "kerncap --version --json",
+  eval: "kerncap eval --json: its last line (the lines before it are eval-record documents, one per candidate and input)",
 };

@@ -62,6 +62,13 @@ test("a replacement file that names no file of src/ and a folder without the TU:
     `candidate ${join(d, "empty-src")} is a folder, so it replaces src/ whole, and it lacks src/kernel.cu, which the build compiles (it holds readme.txt)`,
   );
   expect(tree.hint).toContain(`cp -r ${join(cap, "src")} edited`);
+  // a folder holding an edited src/ (the README's edits/*/ read as edits/a/src): said so, with the path to give (found by a new user)
+  mkdirSync(join(d, "holder/src"), { recursive: true });
+  writeFileSync(join(d, "holder/src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+  const holder = await materialise(cap, parseCandidate(join(d, "holder")), join(d, "copy4")).catch((e) => e);
+  expect(holder).toMatchObject({ code: "E_CANDIDATE" });
+  expect(holder.message).toBe(`candidate ${join(d, "holder")} holds a src/ folder: a candidate folder is an edited copy of src/ itself`);
+  expect(holder.hint).toContain(`Give ${join(d, "holder", "src")} as the candidate`);
   // a folder with the TU but not the header: built (the compiler names the header)
   mkdirSync(join(d, "tu-only"));
   writeFileSync(join(d, "tu-only/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
