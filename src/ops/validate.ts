@@ -21,6 +21,7 @@ import { withAslrRetry } from "../replay/aslr.ts";
 import { replayCompared, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
+import { judgingInEffect } from "../replay/judge-settings.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
 
@@ -140,6 +141,8 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     );
   }
   const t0 = performance.now();
+  // damaged judging settings (E_CHECKSUM) said before the build, not after it (or never, without a GPU)
+  judgingInEffect(c.dir, m, true);
   const rebuild = startRebuild(c.dir, m, { quiet: o.quiet, force: o.force, fullBuild: o.fullBuild, ...(o.confine ? { confine: m } : {}) });
   let r: ReplayResult;
   let compare: TimingComparison | null;
@@ -159,6 +162,8 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
       // the reproducer builds the kernel and what it uses (the slice or the pruned TU): host code after it is not compiled, so "the kernel", not "the file"
       log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the kernel compiles`);
       throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
+        // the same facts for --json and MCP readers (kerncap.error/1 error.details)
+        details: { rebuild: { module: b.module, seconds: b.seconds, ...(b.builder ? { builder: b.builder } : {}) } },
         hint: "The kernel compiles. Its replay needs an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); without one, demo, inspect, pack, unpack, export, judge, and the builds of eval, tune and check --rebuild work. kerncap doctor says what this machine lacks.",
       });
     }

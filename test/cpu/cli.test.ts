@@ -14,6 +14,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  rmSync,
   symlinkSync,
   truncateSync,
   writeFileSync,
@@ -1346,6 +1347,24 @@ test.skipIf(!NVCC_HERE || GPU_HERE)(
     const doc = JSON.parse(j.stdout.toString());
     expect(doc.error.code).toBe("E_NO_GPU");
     expect(doc.error.message).toMatch(/the rebuild succeeded \(.*build\/kernel\.cubin/);
+    // and structured (found by a new user: an agent had to parse the prose)
+    expect(doc.error.details.rebuild.module).toEndWith("build/kernel.cubin");
+    expect(doc.error.details.rebuild.seconds).toBeGreaterThan(0);
+    // judging settings changed by hand: E_CHECKSUM before the build (found by a new user: without a GPU it was never said)
+    const judge = Bun.spawnSync([process.execPath, main, "judge", dir, "--rtol", "0.001"], { cwd: root, stderr: "pipe" });
+    expect(judge.exitCode, judge.stderr.toString()).toBe(0);
+    const jf = join(dir, "kerncap-judge.json");
+    writeFileSync(jf, readFileSync(jf, "utf8").replace("0.001", "0.5"));
+    rmSync(join(dir, "build"), { recursive: true, force: true });
+    const t = Bun.spawnSync([process.execPath, main, "validate", dir, "--json"], {
+      cwd: root,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, KERNCAP_LIBCUDA: "" },
+    });
+    expect(t.exitCode).toBe(2);
+    expect(JSON.parse(t.stdout.toString()).error.code).toBe("E_CHECKSUM");
+    expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(false);
   },
   60_000,
 );
