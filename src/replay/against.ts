@@ -5,9 +5,13 @@
  * launched on DIR's memory) or a module image (a reproducer build's cubin: launched with DIR's
  * launch configuration, the kernel looked up by DIR's captured name).
  */
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
-import { KerncapError } from "../errors.ts";
+import { describeModule } from "../codeobj/index.ts";
+import { isOffloadBundle } from "../codeobj/amdgpu.ts";
+import { isElf } from "../codeobj/elf.ts";
+import { isFatbin } from "../codeobj/fatbin.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes } from "../format/paths.ts";
@@ -32,7 +36,10 @@ export function againstKernel(m: Manifest, other: string): AgainstKernel {
     throw new KerncapError("E_USAGE", `--against ${path}: no such file or folder`, {
       hint: "Give another capture folder of the same launch, or a module (cubin) built from this capture's reproducer.",
     });
-  if (!statSync(path).isDirectory()) return { kind: "module", path, run: { modulePath: path, kernelName: m.kernel.name } };
+  if (!statSync(path).isDirectory()) {
+    checkModuleFile(path, "--against");
+    return { kind: "module", path, run: { modulePath: path, kernelName: m.kernel.name } };
+  }
   const o = readManifest(path); // its own messages for a folder that is no capture (interrupted, a capture set)
   verifyFiles(path, o);
   const why = otherMemory(m, o);
@@ -64,4 +71,27 @@ export function otherMemory(m: Manifest, o: Manifest): string | undefined {
     if (BigInt(r.va) !== BigInt(mine.va) || r.size !== mine.size) return `region ${i} is ${r.size} bytes at ${r.va}, here ${mine.size} bytes at ${mine.va}`;
   }
   return undefined;
+}
+
+/**
+ * Refuse a file given as a module (--module, --against) that is no module image, on the CPU before
+ * any GPU work: an ELF (cubin, AMDGPU), a fatbin, a clang offload bundle or PTX text
+ * (src/codeobj/index.ts describeModule).
+ * @throws KerncapError E_MODULE_KIND (PTX: the reader's errors) naming the option and the file
+ */
+export function checkModuleFile(path: string, option: string): void {
+  const bytes = new Uint8Array(readFileSync(path));
+  // an ELF, a fatbin or a clang offload bundle (hipcc's) is a module kind: whether it is well formed is the load's to say
+  if (isElf(bytes) || isFatbin(bytes) || isOffloadBundle(bytes)) return;
+  try {
+    describeModule(bytes); // PTX text, or E_MODULE_KIND
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    throw new KerncapError(e.code, `${option} ${path}: ${e.message}`, {
+      hint: `Give a module a reproducer's build wrote (build.sh prints its path last)${option === "--against" ? ", or another capture folder of the same launch" : ""}; ${e.hint ?? ""}`.replace(
+        /; $/,
+        ".",
+      ),
+    });
+  }
 }

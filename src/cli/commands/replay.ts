@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
-import { againstKernel } from "../../replay/against.ts";
+import { againstKernel, checkModuleFile } from "../../replay/against.ts";
 import { replayCapture } from "../../ops/replay.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
 import { openCapture } from "../../format/capture-dir.ts";
@@ -29,6 +29,7 @@ function moduleOption(v: unknown): { modulePath?: string } {
   const file = resolve(String(v));
   if (!existsSync(file))
     throw new KerncapError("E_USAGE", `--module ${file}: no such file`, { hint: "Give the cubin a reproducer build wrote (build.sh prints its path last)." });
+  checkModuleFile(file, "--module"); // a file that is no module image: said before any GPU work
   return { modulePath: file };
 }
 

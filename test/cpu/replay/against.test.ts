@@ -40,8 +40,18 @@ describe("replay --against", () => {
   test("a module file: launched with this capture's launch, looked up by the captured name", async () => {
     const [a] = await two();
     const cubin = join(tempDir(), "k.cubin");
-    writeFileSync(cubin, new Uint8Array(8));
+    writeFileSync(cubin, readFileSync(join(a!, "kernel/module.cubin")));
     expect(againstKernel(readManifest(a), cubin)).toEqual({ kind: "module", path: cubin, run: { modulePath: cubin, kernelName: "_Z5scalePfi" } });
+  });
+  test("a file that is no module image (a patch given by mistake): E_MODULE_KIND naming the option, before any GPU work", async () => {
+    // found by a new user: --module and --against of a text file said E_NO_GPU
+    const [a] = await two();
+    const patch = join(tempDir(), "fix.patch");
+    writeFileSync(patch, "--- a/k.cu\n+++ b/k.cu\n");
+    expect(() => againstKernel(readManifest(a), patch)).toThrow(`--against ${patch}: unknown module image (first bytes 2d 2d 2d 20)`);
+    const e = await replayFails([a!, "--module", patch]);
+    expect(e.code).toBe("E_MODULE_KIND");
+    expect(e.message).toStartWith(`--module ${patch}: unknown module image`);
   });
   test("a capture of other memory is refused, naming the region; a damaged one by its checksum", async () => {
     const [a, b] = await two();
