@@ -36,7 +36,8 @@ describe.skipIf(SKIP)("capture session", () => {
     const r = kerncap(WORK, ["run", "--kernel", "MulFunctor", "--dispatch", "1", "--out", out, "--", "python3", join(APPS, "torch_bigmem.py"), "4"]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/writing the before state \([0-9.]+ GiB\)/);
-    expect(r.stderr.match(/writing the before state/g)?.length).toBe(1);
+    // one phase line; under load (the suites in parallel lanes) a periodic done/total line may follow it ("writing the before state: 1.5 GiB of 4.0 GiB …")
+    expect(r.stderr.match(/writing the before state \(/g)?.length).toBe(1);
     expect(r.stderr).not.toContain("\r");
     rmSync(out, { recursive: true, force: true }); // 4 GiB
   });
