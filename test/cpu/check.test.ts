@@ -670,6 +670,39 @@ describe("the verb", () => {
       else process.env.NVCC = savedNvcc;
     }
   });
+  test("--rebuild of a damaged capture: E_CHECKSUM as plain check says it, before its build.sh, the trust question or the missing GPU", async () => {
+    const { dir } = writeDemo(join(tempDir(), "cap"), false);
+    appendFileSync(join(dir, "kernel/params.bin"), "x"); // trial nu5: rebuilt, then "not replayed: no NVIDIA driver" (E_NO_GPU)
+    const built = join(tempDir(), "built");
+    const nvcc = join(tempDir(), "nvcc");
+    writeFileSync(
+      nvcc,
+      `#!/bin/sh\ntouch ${JSON.stringify(built)}\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && cp ${JSON.stringify(join(dir, "kernel/module.fatbin"))} "$2"; shift; done\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    const savedNvcc = process.env.NVCC;
+    process.env.NVCC = nvcc;
+    const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
+    try {
+      const plain = await stderrOf(() => checkCapture(task, SETTINGS));
+      const rebuilt = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+      for (const r of [plain.value, rebuilt.value]) {
+        expect([r.outcome, r.code], r.reason ?? "").toEqual(["error", "E_CHECKSUM"]);
+        expect(r.reason).toContain("kernel/params.bin has 9 bytes, the manifest says 8");
+      }
+      expect(rebuilt.value.rebuild).toBeNull();
+      expect(existsSync(built)).toBe(false); // never built
+      markReceived(dir, "cap.zip"); // a received one too: not asked to be trusted (its build.sh not printed)
+      const received = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+      expect(received.value.code).toBe("E_CHECKSUM");
+      expect(received.err).not.toContain("end of build.sh");
+    } finally {
+      if (savedNvcc === undefined) delete process.env.NVCC;
+      else process.env.NVCC = savedNvcc;
+    }
+  });
   test("--rebuild of an archive: the refusal and --trust name the archive, never the temporary folder it is unpacked into; nothing is recorded", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
