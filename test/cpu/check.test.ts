@@ -532,6 +532,34 @@ describe("a check with fake workers", () => {
     }
     expect(readdirSync(d)).toEqual([]);
   });
+  test("--baseline with nothing at its path (a typo): E_BASELINE (exit 2) before anything runs, check and --merge; a link to nothing is refused as a link", async () => {
+    const root = await corpus();
+    const d = tempDir();
+    const missing = join(d, "nope.json");
+    const results = join(d, "r");
+    const w = fakeWorkers((t) => outcome(t));
+    let e: unknown;
+    try {
+      await runCheck(options([root], results, w.open, { baseline: missing }));
+    } catch (x) {
+      e = x;
+    }
+    expect([(e as KerncapError).code, (e as KerncapError).exitCode]).toEqual(["E_BASELINE", 2]);
+    expect((e as KerncapError).message).toBe(`no baseline file at ${missing}; --write-baseline FILE makes one`);
+    expect(w.calls).toEqual([]); // nothing checked
+    expect(existsSync(results)).toBe(false); // nor the results folder made
+    const rec = join(d, "one.jsonl");
+    await runCheck(options([root], join(d, "ok"), fakeWorkers((t) => outcome(t)).open));
+    writeFileSync(rec, readFileSync(join(d, "ok", "results.jsonl")));
+    expect(() => mergeResults([rec], { slowerPct: 10, baseline: missing })).toThrow(`no baseline file at ${missing}`);
+    const cli = await stderrOf(() => runCli(["check", root, "--results", results, "--baseline", missing]));
+    expect(cli.value).toBe(2);
+    expect(cli.err).toContain("--write-baseline FILE makes one");
+    // a link to nothing: there is something at the path, and kerncap reads no baseline through a link
+    const dangling = join(d, "dangling.json");
+    symlinkSync(join(d, "gone.json"), dangling);
+    expect(() => mergeResults([rec], { slowerPct: 10, baseline: dangling })).toThrow("is a symbolic link");
+  });
   test("progress off a terminal: one plain line per capture, no redraw", async () => {
     const root = await corpus();
     const { err } = await stderrOf(() => runCheck(options([root], join(tempDir(), "r"), fakeWorkers((t) => outcome(t)).open)));
