@@ -187,7 +187,7 @@ export const ERROR_CODES = {
   },
   E_BASELINE: {
     exit: 2,
-    about: "A `check` baseline file is not valid JSON or not a kerncap check baseline.",
+    about: "A `check` baseline file is missing (--baseline FILE: nothing there), not valid JSON, or not a kerncap check baseline.",
     hint: "Give the baseline.json a `kerncap check` wrote (--write-baseline), or another --baseline.",
   },
   E_RESULTS: {

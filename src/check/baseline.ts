@@ -6,7 +6,7 @@
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
  * {name, arch}, samplesUs: [µs…], medianUs, at}}}`.
  */
-import { existsSync } from "node:fs";
+import { lstatSync } from "node:fs";
 import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -27,9 +27,13 @@ export const Baseline = v.object({ schema: v.literal(BASELINE_SCHEMA), captures:
 export type Baseline = v.InferOutput<typeof Baseline>;
 export type BaselineEntry = v.InferOutput<typeof Entry>;
 
-/** The baseline at path, or an empty one when there is no such file. @throws KerncapError E_BASELINE (not JSON, not the schema) */
+/**
+ * The baseline at path, or an empty one when nothing is there (a link, even one to nothing, is
+ * something: readInputFile refuses it).
+ * @throws KerncapError E_BASELINE (a link, not a regular file, not JSON, not the schema)
+ */
 export function readBaseline(path: string): Baseline {
-  if (!existsSync(path)) return { schema: BASELINE_SCHEMA, captures: emptyCaptures() };
+  if (!somethingAt(path)) return { schema: BASELINE_SCHEMA, captures: emptyCaptures() };
   const hint = "Give the baseline.json a `kerncap check` wrote (--write-baseline), or another --baseline.";
   let json: unknown;
   try {
@@ -56,6 +60,30 @@ export function readBaseline(path: string): Baseline {
     captures[id] = r.output;
   }
   return { schema: BASELINE_SCHEMA, captures };
+}
+
+/**
+ * Refuse a --baseline FILE with nothing at its path (a typo in a CI job's path): read as an empty
+ * baseline, no capture could ever be slower. Said before anything runs; what is there is read by
+ * readBaseline (a link or a FIFO refused there, another user's file by check's refuseSharedResults).
+ * @throws KerncapError E_BASELINE (exit 2) naming the path
+ */
+export function requireBaselineFile(path: string): void {
+  if (somethingAt(path)) return;
+  throw new KerncapError("E_BASELINE", `no baseline file at ${path}; --write-baseline FILE makes one`, {
+    hint: "Nothing was checked. Correct the --baseline path, or leave --baseline out: the results folder's baseline.json is then read, and each capture's first check recorded in it.",
+  });
+}
+
+/** Whether anything (a file, a folder, a link even to nothing) is at path; a path through a file or a missing folder: nothing. Other errors (no permission): something, for the read to say. */
+function somethingAt(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code !== "ENOENT" && code !== "ENOTDIR";
+  }
 }
 
 /** A captures table keyed by capture id with no prototype: an id such as `__proto__` or `constructor` is a key like any other. */

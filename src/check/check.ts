@@ -24,7 +24,7 @@ import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { plural } from "../util/format.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
-import { BASELINE_FILE, baselineEntry, readBaseline, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
+import { BASELINE_FILE, baselineEntry, readBaseline, requireBaselineFile, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
 import { discoverCaptures, type CaptureRef } from "./discover.ts";
 import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
@@ -168,12 +168,14 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
 
 /**
  * Run a check.
- * @throws KerncapError E_USAGE (no captures under the paths, two with one identity), E_UNSAFE_PATH
+ * @throws KerncapError E_BASELINE (no --baseline file: before anything runs; one that is not a
+ *   baseline), E_USAGE (no captures under the paths, two with one identity), E_UNSAFE_PATH
  *   (a results folder, results file or baseline another user could write: refuseSharedResults), E_RESULTS
- *   (a damaged results file on --resume), E_BASELINE, E_WORKER (every worker died),
+ *   (a damaged results file on --resume), E_WORKER (every worker died),
  *   E_INTERRUPTED (exit 130/143: what finished is in the results file; --resume continues)
  */
 export async function runCheck(o: CheckOptions): Promise<CheckReport> {
+  if (o.baseline) requireBaselineFile(resolve(o.baseline));
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const mine = await capturesOfShard(o);
@@ -414,9 +416,10 @@ function recordsIn(path: string): CheckRecord[] {
  * `kerncap check --merge FILE…`: the shards' records in one report (a capture in two files: the
  * later file's record, said); with `baseline`, every record timed again against it. seconds: the
  * captures' own, summed.
- * @throws KerncapError E_USAGE, E_RESULTS, E_BASELINE
+ * @throws KerncapError E_USAGE, E_RESULTS, E_BASELINE (no --baseline file, before any is read; one that is not a baseline)
  */
 export function mergeResults(files: string[], o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string }): CheckReport {
+  if (o.baseline) requireBaselineFile(resolve(o.baseline));
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const byId = new Map<string, CheckRecord>();

@@ -6,11 +6,10 @@
  * as the terminal's); and each failed capture's first differing region (the runner's reason:
  * region VA, kind, bytes differing, first differing byte) or error.
  */
-import { STATUSES, type CheckRecord, type Status } from "../format/check-record.ts";
-import { plural } from "../util/format.ts";
+import type { CheckRecord, Status } from "../format/check-record.ts";
 import { COLORS, csv, esc, intervalChart, page, table, tag } from "../util/html-report.ts";
 import type { CheckReport } from "./check.ts";
-import { timeCell } from "./report.ts";
+import { countLine, timeCell } from "./report.ts";
 
 const STATUS_COLOR: Record<Status, string> = { mismatch: COLORS.bad, slower: COLORS.warn, error: COLORS.bad, skipped: COLORS.neutral, ok: COLORS.good };
 
@@ -22,11 +21,7 @@ function ratioColor(r: CheckRecord): string {
 /** The report as one self-contained HTML page. `title`: what was checked (the paths given). */
 export function checkHtml(r: CheckReport, title: string): string {
   const s = r.summary;
-  const counts =
-    STATUSES.filter((x) => s[x])
-      .map((x) => `${s[x]} ${x}`)
-      .join(", ") || "none";
-  const sub = `${plural(s.captures, "capture")} checked in ${r.seconds.toFixed(1)} s: ${counts}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}; slower means the ratio's interval lies wholly above ${(1 + r.slowerPct / 100).toFixed(2)}×${r.baseline ? `; baseline ${r.baseline}` : ""}${r.rebuild ? "; rebuilt from the reproducers" : ""}${r.shard ? `; shard ${r.shard.index}/${r.shard.count}` : ""}`;
+  const sub = `${countLine(s, r.seconds)}; slower means the ratio's interval lies wholly above ${(1 + r.slowerPct / 100).toFixed(2)}×${r.baseline ? `; baseline ${r.baseline}` : ""}${r.rebuild ? "; rebuilt from the reproducers" : ""}${r.shard ? `; shard ${r.shard.index}/${r.shard.count}` : ""}`;
   const sections: string[] = [];
   const timed = r.captures.filter((c) => c.time && c.time.ratio !== null && c.time.low !== null && c.time.high !== null);
   sections.push(`<h2>Time against the baseline</h2>`);

@@ -8,6 +8,7 @@
 import { escapeForTerminal } from "../escape.ts";
 import { STATUSES, type CheckRecord, type Status } from "../format/check-record.ts";
 import { plural } from "../util/format.ts";
+import { ERROR_CODES, type ErrorCode } from "../error-codes.ts";
 
 export type Summary = Record<Status, number> & { captures: number; faster: number };
 
@@ -66,11 +67,67 @@ export function summaryTable(records: CheckRecord[], seconds: number, by: CheckS
       : by === "none"
         ? []
         : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")];
-  const parts = STATUSES.filter((x) => s[x]).map((x) => `${s[x]} ${x}`);
-  L.push(
-    `${plural(s.captures, "capture")} checked in ${seconds.toFixed(1)} s: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`,
-  );
+  L.push(countLine(s, seconds));
   return L.join("\n");
+}
+
+/**
+ * The count line of a check: "5 captures checked in 2.0 s: 1 slower, 2 errors, 2 ok (1 faster than
+ * the baseline)"; when none could be replayed (every one an error or skipped) no "checked" and no
+ * time: "6 captures: 5 errors, 1 skipped".
+ */
+export function countLine(s: Summary, seconds: number): string {
+  const parts = STATUSES.filter((x) => s[x]).map((x) => (x === "error" ? plural(s[x], "error") : `${s[x]} ${x}`));
+  const checked = s.ok + s.mismatch + s.slower;
+  const head = s.captures && !checked ? plural(s.captures, "capture") : `${plural(s.captures, "capture")} checked in ${seconds.toFixed(1)} s`;
+  return `${head}: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`;
+}
+
+/** The most captures named in one step of errorSummary (the table names every one). */
+const NAMED = 3;
+
+/**
+ * What the end of a check says about its captures that could not be checked (status error): a
+ * line counting them by code, most frequent first ("6 of 6 captures could not be checked: 5
+ * E_NO_GPU, 1 E_CHECKSUM"), and one next step per code, in that order: E_NO_GPU, run where the
+ * captures' GPU is (--resume checks only what is not done); E_CHECKSUM, the capture is damaged:
+ * capture or restore it; E_UNTRUSTED, --trust; any other code its hint from src/error-codes.ts. A step names its captures (up to 3)
+ * but for E_NO_GPU (the machine's, not theirs). `how`: a run (--resume, in its results folder,
+ * checks every error again) or --merge of the shards' files (their shards' commands do).
+ * Codes and identities come from records (a results file from someone else): escaped, one line.
+ */
+export function errorSummary(records: CheckRecord[], how: "run" | "merge"): { line: string; steps: string[] } {
+  const one = (x: string) => escapeForTerminal(x, { oneLine: true });
+  const byCode = new Map<string, string[]>();
+  for (const r of records) if (r.status === "error") byCode.set(r.code ?? "E_INTERNAL", [...(byCode.get(r.code ?? "E_INTERNAL") ?? []), r.id]);
+  const codes = [...byCode].sort((a, b) => b[1].length - a[1].length || (a[0] < b[0] ? -1 : 1));
+  const errors = codes.reduce((a, [, ids]) => a + ids.length, 0);
+  // --resume checks every capture that ended in an error again, and none that has a verdict (src/check/check.ts openResults)
+  const resume = (flags: string, it: string) =>
+    how === "run"
+      ? `the same command with ${flags} checks ${it} again, and only ${it}`
+      : it === "it"
+        ? `its shard's command with ${flags} checks it again`
+        : `their shards' commands with ${flags} check them again`;
+  const steps = codes.map(([code, ids]) => {
+    const named = ids.length <= NAMED ? `: ${ids.map(one).join(", ")}` : `: ${ids.slice(0, NAMED).map(one).join(", ")} and ${ids.length - NAMED} more`;
+    const what = `${one(code)} (${code === "E_NO_GPU" ? ids.length : `${ids.length}${named}`})`;
+    const it = ids.length > 1 ? "them" : "it";
+    switch (code) {
+      case "E_NO_GPU":
+        return `${what}: no GPU here to replay on; on a machine with the ${ids.length > 1 ? "captures'" : "capture's"} GPU and driver, ${resume("--resume", it)} (kerncap doctor says what this machine lacks)`;
+      case "E_CHECKSUM":
+        return `${what}: the capture${ids.length > 1 ? "s are" : " is"} damaged (a file missing, cut or altered); capture ${it} again or restore ${it} from a copy, then ${resume("--resume", it)}`;
+      case "E_UNTRUSTED":
+        return `${what}: received, so --rebuild did not run ${ids.length > 1 ? "their" : "its"} build.sh; read it, and if you trust ${it}, ${resume("--trust --resume", it)}`;
+      default:
+        return `${what}: ${Object.hasOwn(ERROR_CODES, code) ? ERROR_CODES[code as ErrorCode].hint : "the reason in the table says why"}`;
+    }
+  });
+  return {
+    line: `${errors} of ${plural(records.length, "capture")} could not be checked: ${codes.map(([code, ids]) => `${ids.length} ${one(code)}`).join(", ")}`,
+    steps,
+  };
 }
 
 /**

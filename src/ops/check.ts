@@ -3,7 +3,8 @@
  * --worker`: src/check/worker.ts serveTasks): unpack an archive into a temp folder (the unpack
  * API: every file's SHA-256 and every stored chunk's kc64 checked), with --rebuild rebuild its
  * reproducer beside the replay as `kerncap validate` does (./rebuild-beside.ts, the one rebuild
- * policy; a received capture's build.sh only with --trust, the gate of ./gates.ts: an archive
+ * policy; the capture's files checked first, as the replay checks them: a damaged capture is
+ * E_CHECKSUM, never built; a received capture's build.sh only with --trust, the gate of ./gates.ts: an archive
  * unpacked here is one; --multiset's regions checked against each capture), replay it with the replay engine (verdict
  * against the captured after state, run-to-run envelope, timed launches) on device 0 of those the
  * worker sees (its CUDA_VISIBLE_DEVICES), and say what happened as an Outcome (src/format/check-record.ts).
@@ -24,7 +25,7 @@ import { join } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
-import { openCapture } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
@@ -66,6 +67,9 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const kernel = m.kernel.demangled || m.kernel.name;
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
+    // a damaged capture is said as such before its build runs and before the GPU is looked for (the
+    // replay checks the same files, but --rebuild reaches E_NO_GPU first: archOrBuildOnly)
+    if (s.rebuild) verifyFiles(dir, s.verify ? m : { ...m, files: [] });
     if (s.rebuild && reproducer) gateRebuild(task, dir, m, s);
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)

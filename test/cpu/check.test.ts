@@ -21,6 +21,8 @@ import { checkCapture } from "../../src/ops/check.ts";
 import { parseShard, shardOf } from "../../src/check/shard.ts";
 import { judgeTime } from "../../src/check/timing.ts";
 import { serveTasks } from "../../src/check/worker.ts";
+import { errorSummary, summaryTable } from "../../src/check/report.ts";
+import { ERROR_CODES } from "../../src/error-codes.ts";
 import { DOCUMENTS, jsonSchemaOf } from "../../src/format/documents.ts";
 import { runCli } from "../../src/cli/main.ts";
 import { cubinArch } from "../../src/codeobj/cubin.ts";
@@ -237,6 +239,60 @@ function record(id: string, status: CheckRecord["status"], o: Partial<CheckRecor
   const t: CaptureRef = { id, path: `/c/${id}`, kind: "folder" };
   return { ...outcome(t), status, time: null, worker: 0, gpu: null, ...o };
 }
+
+describe("the end of a check with errors", () => {
+  /** A record of status `status` (error: with `code`). */
+  const rec = (id: string, status: CheckRecord["status"], code: string | null = null) => ({ id, status, code }) as unknown as CheckRecord;
+  test("the count line: no 'checked' and no time when none was (trial nu5: '6 captures checked in 0.0 s: 6 error'); errors counted in the plural", () => {
+    const six = [...["a", "b", "c", "d", "e"].map((x) => rec(x, "error", "E_NO_GPU")), rec("f", "error", "E_CHECKSUM")];
+    expect(summaryTable(six, 0, "none")).toBe("6 captures: 6 errors");
+    expect(summaryTable([rec("a", "error", "E_NO_GPU")], 0, "none")).toBe("1 capture: 1 error");
+    expect(summaryTable([rec("a", "error", "E_NO_GPU"), rec("b", "skipped", "E_ARCH")], 0, "none")).toBe("2 captures: 1 error, 1 skipped");
+    expect(summaryTable([rec("a", "error", "E_NO_GPU"), rec("b", "error", "E_NO_GPU"), rec("c", "ok")], 1, "none")).toBe(
+      "3 captures checked in 1.0 s: 2 errors, 1 ok",
+    );
+  });
+  test("errors counted by code, most first, each with its next step: E_NO_GPU → the GPU's machine and --resume; E_CHECKSUM → capture again or restore; E_UNTRUSTED → --trust; others → the code's hint", () => {
+    const six = [...["a", "b", "c", "d", "e"].map((x) => rec(`m2/${x}`, "error", "E_NO_GPU")), rec("m2/broken", "error", "E_CHECKSUM")];
+    const { line, steps } = errorSummary(six, "run");
+    expect(line).toBe("6 of 6 captures could not be checked: 5 E_NO_GPU, 1 E_CHECKSUM");
+    expect(steps).toHaveLength(2);
+    expect(steps[0]).toStartWith("E_NO_GPU (5): no GPU here");
+    expect(steps[0]).toContain("on a machine with the captures' GPU and driver, the same command with --resume checks them again, and only them");
+    expect(steps[1]).toStartWith("E_CHECKSUM (1: m2/broken): the capture is damaged");
+    expect(steps[1]).toContain("capture it again or restore it from a copy");
+    const single = errorSummary([rec("one", "error", "E_NO_GPU")], "run");
+    expect(single.line).toBe("1 of 1 capture could not be checked: 1 E_NO_GPU");
+    expect(single.steps[0]).toContain("with the capture's GPU and driver, the same command with --resume checks it again, and only it");
+    const mixed = errorSummary(
+      [
+        rec("r", "error", "E_UNTRUSTED"),
+        rec("b", "error", "E_BUILD"),
+        rec("ok", "ok"),
+        rec("x", "error", "E_X\u001b[31m"),
+        ...["1", "2", "3", "4"].map((x) => rec(x, "error", "E_CHECKSUM")),
+      ],
+      "merge",
+    );
+    expect(mixed.line).toBe("7 of 8 captures could not be checked: 4 E_CHECKSUM, 1 E_BUILD, 1 E_UNTRUSTED, 1 E_X\\x1b[31m");
+    expect(mixed.steps[0]).toStartWith("E_CHECKSUM (4: 1, 2, 3 and 1 more): the captures are damaged");
+    expect(mixed.steps[0]).toEndWith("their shards' commands with --resume check them again");
+    expect(mixed.steps[1]).toBe(`E_BUILD (1: b): ${ERROR_CODES.E_BUILD.hint}`);
+    expect(mixed.steps[2]).toContain("if you trust it, its shard's command with --trust --resume checks it again");
+    expect(mixed.steps[3]).not.toContain("\u001b"); // a code from someone's results file, escaped
+  });
+  test("the verb: the error line by code and one next step per code, on stderr", async () => {
+    const root = join(tempDir(), "corpus");
+    mkdirSync(root);
+    const { dir } = writeDemo(join(root, "broken"), false);
+    appendFileSync(join(dir, "kernel/params.bin"), "x");
+    const { value, err } = await stderrOf(() => runCli(["check", root, "--results", join(tempDir(), "r"), "--print-summary", "none"]));
+    expect(value).toBe(2);
+    expect(err).toContain("1 of 1 capture could not be checked: 1 E_CHECKSUM");
+    expect(err).toContain("E_CHECKSUM (1: corpus/broken): the capture is damaged");
+    expect(err).not.toContain("captures could not be checked");
+  });
+});
 
 describe("JUnit XML", () => {
   test("escaping: markup, quotes, control characters and a lone surrogate leave a well-formed file with the same text", () => {
@@ -532,6 +588,34 @@ describe("a check with fake workers", () => {
     }
     expect(readdirSync(d)).toEqual([]);
   });
+  test("--baseline with nothing at its path (a typo): E_BASELINE (exit 2) before anything runs, check and --merge; a link to nothing is refused as a link", async () => {
+    const root = await corpus();
+    const d = tempDir();
+    const missing = join(d, "nope.json");
+    const results = join(d, "r");
+    const w = fakeWorkers((t) => outcome(t));
+    let e: unknown;
+    try {
+      await runCheck(options([root], results, w.open, { baseline: missing }));
+    } catch (x) {
+      e = x;
+    }
+    expect([(e as KerncapError).code, (e as KerncapError).exitCode]).toEqual(["E_BASELINE", 2]);
+    expect((e as KerncapError).message).toBe(`no baseline file at ${missing}; --write-baseline FILE makes one`);
+    expect(w.calls).toEqual([]); // nothing checked
+    expect(existsSync(results)).toBe(false); // nor the results folder made
+    const rec = join(d, "one.jsonl");
+    await runCheck(options([root], join(d, "ok"), fakeWorkers((t) => outcome(t)).open));
+    writeFileSync(rec, readFileSync(join(d, "ok", "results.jsonl")));
+    expect(() => mergeResults([rec], { slowerPct: 10, baseline: missing })).toThrow(`no baseline file at ${missing}`);
+    const cli = await stderrOf(() => runCli(["check", root, "--results", results, "--baseline", missing]));
+    expect(cli.value).toBe(2);
+    expect(cli.err).toContain("--write-baseline FILE makes one");
+    // a link to nothing: there is something at the path, and kerncap reads no baseline through a link
+    const dangling = join(d, "dangling.json");
+    symlinkSync(join(d, "gone.json"), dangling);
+    expect(() => mergeResults([rec], { slowerPct: 10, baseline: dangling })).toThrow("is a symbolic link");
+  });
   test("progress off a terminal: one plain line per capture, no redraw", async () => {
     const root = await corpus();
     const { err } = await stderrOf(() => runCheck(options([root], join(tempDir(), "r"), fakeWorkers((t) => outcome(t)).open)));
@@ -665,6 +749,39 @@ describe("the verb", () => {
       expect([ok.value.outcome, ok.value.code], ok.value.reason ?? "").toEqual(["error", "E_NO_GPU"]);
       expect(ok.value.reason).toMatch(/^rebuilt by build\.sh in \d+\.\d\d s \(it compiles\); not replayed: no NVIDIA driver/);
       expect(ok.value.rebuild).toMatchObject({ builder: "build.sh", targetArch: null });
+    } finally {
+      if (savedNvcc === undefined) delete process.env.NVCC;
+      else process.env.NVCC = savedNvcc;
+    }
+  });
+  test("--rebuild of a damaged capture: E_CHECKSUM as plain check says it, before its build.sh, the trust question or the missing GPU", async () => {
+    const { dir } = writeDemo(join(tempDir(), "cap"), false);
+    appendFileSync(join(dir, "kernel/params.bin"), "x"); // trial nu5: rebuilt, then "not replayed: no NVIDIA driver" (E_NO_GPU)
+    const built = join(tempDir(), "built");
+    const nvcc = join(tempDir(), "nvcc");
+    writeFileSync(
+      nvcc,
+      `#!/bin/sh\ntouch ${JSON.stringify(built)}\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && cp ${JSON.stringify(join(dir, "kernel/module.fatbin"))} "$2"; shift; done\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    const savedNvcc = process.env.NVCC;
+    process.env.NVCC = nvcc;
+    const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
+    try {
+      const plain = await stderrOf(() => checkCapture(task, SETTINGS));
+      const rebuilt = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+      for (const r of [plain.value, rebuilt.value]) {
+        expect([r.outcome, r.code], r.reason ?? "").toEqual(["error", "E_CHECKSUM"]);
+        expect(r.reason).toContain("kernel/params.bin has 9 bytes, the manifest says 8");
+      }
+      expect(rebuilt.value.rebuild).toBeNull();
+      expect(existsSync(built)).toBe(false); // never built
+      markReceived(dir, "cap.zip"); // a received one too: not asked to be trusted (its build.sh not printed)
+      const received = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+      expect(received.value.code).toBe("E_CHECKSUM");
+      expect(received.err).not.toContain("end of build.sh");
     } finally {
       if (savedNvcc === undefined) delete process.env.NVCC;
       else process.env.NVCC = savedNvcc;

@@ -20,7 +20,8 @@ import { checkOutputFile, DEFAULT_RESULTS_DIR, mergeResults, runCheck, type Chec
 import { checkCsv, checkHtml } from "../../check/html.ts";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { workerProcesses } from "../../check/pool.ts";
-import { CHECK_SUMMARIES, summaryTable } from "../../check/report.ts";
+import { CHECK_SUMMARIES, errorSummary, summaryTable } from "../../check/report.ts";
+import { plural } from "../../util/format.ts";
 import type { CheckSettings } from "../../check/runner.ts";
 import { checkWorker } from "../../ops/check.ts";
 import { parseShard } from "../../check/shard.ts";
@@ -227,8 +228,13 @@ export default defineCommand({
     if (args.json) printJson("check", report);
     else printText(summaryTable(report.captures, report.seconds, summary) + "\n");
     if (report.exitCode === 1)
-      log.error(`${report.summary.mismatch + report.summary.slower} of ${report.summary.captures} captures regressed (mismatch or slower)`);
-    else if (report.exitCode === 2) log.error(`${report.summary.error} of ${report.summary.captures} captures could not be checked`);
+      log.error(`${report.summary.mismatch + report.summary.slower} of ${plural(report.summary.captures, "capture")} regressed (mismatch or slower)`);
+    if (report.summary.error) {
+      // by code, each with what to do (as eval's unjudgedLine): a warning beside a regression, the error when there is none
+      const { line, steps } = errorSummary(report.captures, args.merge ? "merge" : "run");
+      (report.exitCode === 2 ? log.error : log.warn)(line);
+      for (const s of steps) log.info(s);
+    }
     return report.exitCode;
   },
 });
