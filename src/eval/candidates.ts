@@ -27,9 +27,23 @@
  * judge, and no retry changes it.
  */
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  cpSync,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  type Stats,
+} from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
-import { KerncapError } from "../errors.ts";
+import { KerncapError, systemError, whileReading } from "../errors.ts";
 import { absolutePathList } from "../env.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
@@ -49,6 +63,8 @@ export interface Candidate {
   kind: CandidateKind;
   /** The file or folder (absolute), for tree, patch and file. */
   path?: string;
+  /** The SHA-256 (hex) of the content read when the candidate was given (tree, patch, file): materialise builds only those bytes, read again and checked against it. */
+  digest?: string;
   /** The config, for config. */
   config?: TuneConfig;
   /** The words appended to build.sh's nvcc command line (EXTRA_FLAGS), for flags. */
@@ -60,7 +76,12 @@ const CANDIDATE_MAX_BYTES = 64 << 20;
 
 /** The regular files of a folder (relative paths, sorted); links and other kinds refused by name. @throws KerncapError E_USAGE */
 function treeFiles(root: string): string[] {
-  const out: string[] = [];
+  return treeEntries(root).map((e) => e.rel);
+}
+
+/** treeFiles with each file's lstat (its device and inode: readCandidateFile checks the file it opens is that one). @throws KerncapError E_USAGE */
+function treeEntries(root: string): { rel: string; st: Stats }[] {
+  const out: { rel: string; st: Stats }[] = [];
   let bytes = 0;
   const walk = (d: string) => {
     for (const name of readdirSync(d).sort()) {
@@ -69,7 +90,7 @@ function treeFiles(root: string): string[] {
       if (st.isDirectory()) walk(p);
       else if (st.isFile()) {
         bytes += st.size;
-        out.push(relative(root, p));
+        out.push({ rel: relative(root, p), st });
       } else
         throw new KerncapError("E_USAGE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, {
           hint: "A candidate tree holds regular files and folders only (it replaces src/ in a private copy): copy the file in instead of linking it.",
@@ -82,6 +103,74 @@ function treeFiles(root: string): string[] {
       hint: "Give the kernel's source folder (a copy of src/ with the edit), not a build or data folder.",
     });
   return out;
+}
+
+/**
+ * The bytes of a candidate's file, read once with no link followed: opened O_NOFOLLOW|O_NONBLOCK
+ * and checked after the open to be a regular file, and the one `seen` (the walk's lstat: same
+ * device and inode), so that a file swapped for a link, or a folder above it swapped for one,
+ * between the walk and the read is refused, not read (another user may own the candidate's folder).
+ * @throws KerncapError E_USAGE naming the candidate and the file
+ */
+function readCandidateFile(root: string, rel: string, seen: Stats): Buffer {
+  const path = rel ? join(root, rel) : root;
+  const refuse = (why: string) =>
+    new KerncapError("E_USAGE", `candidate ${root}${rel ? `: ${rel}` : ""} ${why}`, {
+      hint: "A candidate is read with no link followed; give it as regular files in a folder no one else changes while kerncap eval reads it.",
+    });
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ELOOP") throw refuse("is a symbolic link");
+    throw systemError(whileReading(e, path)) ?? e;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw refuse("is not a regular file");
+    if (st.dev !== seen.dev || st.ino !== seen.ino) throw refuse("changed while kerncap read it (another file is at its name now)");
+    if (st.size > CANDIDATE_MAX_BYTES) throw refuse(`has ${st.size} bytes; at most 64 MiB`);
+    return readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** A tree candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_USAGE */
+function readTree(root: string): { files: string[]; bytes: Buffer[] } {
+  const entries = treeEntries(root);
+  return { files: entries.map((e) => e.rel), bytes: entries.map((e) => readCandidateFile(root, e.rel, e.st)) };
+}
+
+/** A file or patch candidate's bytes, the candidate itself no link (lstat, then readCandidateFile). @throws KerncapError E_USAGE */
+function readOneFile(path: string): Buffer {
+  const st = lstatSync(path);
+  if (st.isSymbolicLink())
+    throw new KerncapError("E_USAGE", `candidate ${path} is a symbolic link`, {
+      hint: "A candidate is read with no link followed: give the file it points to, or a copy of it.",
+    });
+  return readCandidateFile(path, "", st);
+}
+
+/**
+ * The bytes of a candidate as it was given (tree, file, patch), read again with no link followed
+ * and checked against its digest: what is built is what was identified.
+ * @throws KerncapError E_CANDIDATE when the candidate changed since it was given; E_USAGE (readCandidateFile)
+ */
+function readGiven(c: Candidate): { files: string[]; bytes: Buffer[] } {
+  const read = c.kind === "tree" ? readTree(c.path!) : { files: [""], bytes: [readOneFile(c.path!)] };
+  const digest =
+    c.kind === "tree"
+      ? digestOf(
+          "tree",
+          read.files.flatMap((f, i) => [f, read.bytes[i]!]),
+        )
+      : digestOf(c.kind, [c.kind === "file" ? basename(c.path!) : "", read.bytes[0]!]);
+  if (c.digest !== undefined && digest !== c.digest)
+    throw new KerncapError("E_CANDIDATE", `candidate ${c.path} changed after kerncap eval read it`, {
+      hint: "Leave the candidates as they are while kerncap eval runs (copy them to a folder of your own first); run the eval again.",
+    });
+  return read;
 }
 
 function digestOf(kind: CandidateKind, parts: (string | Uint8Array)[]): string {
@@ -100,20 +189,25 @@ function digestOf(kind: CandidateKind, parts: (string | Uint8Array)[]): string {
  */
 export function parseCandidate(spec: string): Candidate {
   const path = resolve(spec);
-  if (existsSync(path)) {
-    const st = statSync(path);
+  const lst = lstatSync(path, { throwIfNoEntry: false });
+  if (lst?.isSymbolicLink())
+    throw new KerncapError("E_USAGE", `candidate ${path} is a symbolic link`, {
+      hint: "A candidate is read with no link followed: give the file or folder it points to, or a copy of it.",
+    });
+  if (lst) {
+    const st = lst;
     const label = basename(path);
     if (st.isDirectory()) {
-      const files = treeFiles(path);
+      const { files, bytes } = readTree(path);
       if (!files.length)
         throw new KerncapError("E_USAGE", `candidate ${path} is an empty folder`, {
           hint: "A tree candidate mirrors src/: the reproducer's sources with the edit.",
         });
       const digest = digestOf(
         "tree",
-        files.flatMap((f) => [f, readFileSync(join(path, f))]),
+        files.flatMap((f, i) => [f, bytes[i]!]),
       );
-      return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path };
+      return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path, digest };
     }
     if (!st.isFile())
       throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, {
@@ -122,15 +216,16 @@ export function parseCandidate(spec: string): Candidate {
     if (st.size > CANDIDATE_MAX_BYTES)
       throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
     const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
+    const bytes = readCandidateFile(path, "", st);
     if (kind === "patch") {
-      const why = patchModeProblem(readFileSync(path, "latin1"));
+      const why = patchModeProblem(bytes.toString("latin1"));
       if (why)
         throw new KerncapError("E_USAGE", `candidate ${path}: ${why}`, {
           hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes.",
         });
     }
-    const digest = digestOf(kind, [kind === "file" ? label : "", readFileSync(path)]);
-    return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path };
+    const digest = digestOf(kind, [kind === "file" ? label : "", bytes]);
+    return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path, digest };
   }
   if (/^[A-Za-z_]\w*=/.test(spec.trim())) {
     const space = parseConfigSpace([spec]);
@@ -230,15 +325,17 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
   }
   const src = join(dest, "src");
+  // the candidate's bytes read once more, with no link followed, and held to the digest it was given with
+  const given = c.kind === "tree" || c.kind === "file" || c.kind === "patch" ? readGiven(c) : undefined;
   if (c.kind === "tree") {
-    const files = treeFiles(c.path!);
+    const { files, bytes } = given!;
     refuseIncompleteTree(capture, c, files);
     rmSync(src, { recursive: true, force: true });
     mkdirSync(src);
-    for (const f of files) {
+    files.forEach((f, i) => {
       mkdirSync(join(src, f, ".."), { recursive: true });
-      writeFileSync(join(src, f), readFileSync(join(c.path!, f)));
-    }
+      writeFileSync(join(src, f), bytes[i]!);
+    });
   } else if (c.kind === "file") {
     const name = basename(c.path!);
     const hits = existsSync(src) ? treeFiles(src).filter((f) => basename(f) === name) : [];
@@ -251,10 +348,10 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
         },
       );
     }
-    writeFileSync(join(src, hits[0]!), readFileSync(c.path!));
+    writeFileSync(join(src, hits[0]!), given!.bytes[0]!);
   } else if (c.kind === "patch") {
     try {
-      await applyPatch(src, c.path!, readManifest(capture));
+      await applyPatch(src, c.path!, given!.bytes[0]!, dest, readManifest(capture));
     } catch (e) {
       rmSync(dest, { recursive: true, force: true }); // nothing of a refused patch stays in the capture's build/
       throw e;
@@ -358,15 +455,16 @@ export const GIT_ALONE = {
  * link followed: only regular files and folders, each new name an allowed source path.
  * @throws KerncapError E_PATCH (the candidate's own fault: the caller removes the copy)
  */
-async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "kernel">): Promise<void> {
+async function applyPatch(src: string, patchFile: string, text: Buffer, dest: string, m: Pick<Manifest, "kernel">): Promise<void> {
   const refuse = (why: string) =>
     new KerncapError("E_PATCH", `the patch ${basename(patchFile)} ${why}`, {
       hint: "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).",
     });
-  // read here again, whoever made the candidate, so that no path to git apply skips it
+  // checked here, whoever made the candidate, so that no path to git apply skips it; git reads these
+  // very bytes from a copy beside the private copy (never the candidate's file again: it could be swapped)
   let names: string[];
   try {
-    names = readPatch(readFileSync(patchFile, "latin1")).names;
+    names = readPatch(text.toString("latin1")).names;
   } catch (e) {
     if (e instanceof PatchProblem) throw refuse(e.message);
     throw e;
@@ -385,7 +483,10 @@ async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "ker
     throw new KerncapError("E_PATCH", "git was not found on PATH (its absolute entries): eval applies patches with git apply", {
       hint: "Install git, or give the candidate as an edited folder instead of a patch.",
     });
-  const p = Bun.spawn([git, "apply", `-p${strip}`, "--whitespace=nowarn", patchFile], {
+  const checked = `${dest}.patch`;
+  rmSync(checked, { force: true });
+  writeFileSync(checked, text, { flag: "wx", mode: 0o600 });
+  const p = Bun.spawn([git, "apply", `-p${strip}`, "--whitespace=nowarn", checked], {
     cwd: src,
     stdout: "pipe",
     stderr: "pipe",
@@ -394,6 +495,7 @@ async function applyPatch(src: string, patchFile: string, m: Pick<Manifest, "ker
     env: { ...process.env, PATH: path, ...GIT_ALONE },
   });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+  rmSync(checked, { force: true });
   if (code !== 0) {
     // a path src/ does not hold: say how the patch's names were read (found by a new user: `diff -ru src ../elsewhere` names ../elsewhere's files)
     const missing = /No such file or directory|does not exist in index/.test(err) ? paths.filter((p) => !before.has(p)) : [];

@@ -22,7 +22,7 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, rmSync, statSync } from "node:fs";
+import { chmodSync, existsSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
@@ -213,6 +213,8 @@ function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candida
   }
   // made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
   const work = building && !buildDir ? mkdirInCapture(dir, EVAL_WORK_DIR) : join(dir, EVAL_WORK_DIR);
+  // yours alone: a candidate's copy holds what its files held, which no one else should read through a group-readable capture
+  if (building && !buildDir) chmodSync(work, 0o700);
   return { work, dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), dispose: () => {} };
 }
 

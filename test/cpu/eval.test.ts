@@ -714,6 +714,8 @@ echo "$out"
     }
     expect(new Set(modules).size).toBe(2); // two private copies, two modules
     for (const m of modules) expect(m.startsWith(join(cap, "build/eval/"))).toBe(true);
+    // the copies hold what the candidates' files held: the user's alone (trial 18: a link's target landed 0644 in a team folder)
+    expect(statSync(join(cap, "build/eval")).mode & 0o777).toBe(0o700);
     const copy = modules.find((m) => existsSync(join(m, "../../src/util.h")) && readFileSync(join(m, "../../src/util.h"), "utf8").includes("3.0f"));
     expect(copy).toBeDefined();
     const now = snapshot(cap);

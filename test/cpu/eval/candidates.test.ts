@@ -4,7 +4,7 @@
  * build compiles), refused by name before any build as E_CANDIDATE.
  */
 import { expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
@@ -83,4 +83,48 @@ test("a patch that does not apply names each missing file once", async () => {
   const e = await materialise(cap, parseCandidate(join(d, "bad.patch")), join(d, "copy")).catch((x) => x);
   expect(e.code).toBe("E_PATCH");
   expect(e.message).toContain("so it names nothere.cu, which src/ does not hold");
+});
+
+test("a candidate is read with no link followed, and what is built is what was given: a link refused, a candidate changed after it was given refused (trial 18 F7-F9)", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "secret.txt"), "the victim's secret\n");
+  // F9: a replacement file that is a link (to a file of the user's that another user wants to read)
+  symlinkSync(join(d, "secret.txt"), join(d, "kernel.cu"));
+  expect(() => parseCandidate(join(d, "kernel.cu"))).toThrow(`candidate ${join(d, "kernel.cu")} is a symbolic link`);
+  // a folder candidate that is a link
+  mkdirSync(join(d, "real"));
+  writeFileSync(join(d, "real/kernel.cu"), "x");
+  symlinkSync(join(d, "real"), join(d, "linked"));
+  expect(() => parseCandidate(join(d, "linked"))).toThrow("is a symbolic link");
+  // F8: a tree whose file is swapped after it was given (the identity read one content, the build would read another)
+  mkdirSync(join(d, "tree"));
+  writeFileSync(join(d, "tree/kernel.cu"), readFileSync(join(cap, "src/kernel.cu")));
+  writeFileSync(join(d, "tree/util.h"), "#define TWO 2.0f\n");
+  const tree = parseCandidate(join(d, "tree"));
+  writeFileSync(join(d, "tree/util.h"), '#include "/etc/shadow"\n');
+  const changed = await materialise(cap, tree, join(d, "copy1")).catch((e) => e);
+  expect(changed).toMatchObject({ code: "E_CANDIDATE" });
+  expect(changed.message).toBe(`candidate ${join(d, "tree")} changed after kerncap eval read it`);
+  // ... and one swapped for a link between the walk and the read: refused as a link
+  rmSync(join(d, "tree/util.h"));
+  symlinkSync(join(d, "secret.txt"), join(d, "tree/util.h"));
+  expect(await materialise(cap, tree, join(d, "copy2")).catch((e) => e)).toMatchObject({
+    code: "E_USAGE",
+    message: expect.stringContaining("util.h is a symbolic link"),
+  });
+  // F7: a patch swapped after its check for one that copies a file from anywhere: never given to git
+  const good =
+    '--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1,2 +1,2 @@\n #include "util.h"\n-__global__ void scale(float* x, int n) { x[0] *= TWO; }\n+__global__ void scale(float* x, int n) { x[0] *= TWO + 0.0f; }\n';
+  writeFileSync(join(d, "fix.patch"), good);
+  const patch = parseCandidate(join(d, "fix.patch"));
+  writeFileSync(join(d, "fix.patch"), `diff --git a/x b/src/leak.h\ncopy from //${join(d, "secret.txt")}\ncopy to src/leak.h\n`);
+  const swapped = await materialise(cap, patch, join(d, "copy3")).catch((e) => e);
+  expect(swapped).toMatchObject({ code: "E_CANDIDATE", message: expect.stringContaining("changed after kerncap eval read it") });
+  expect(existsSync(join(d, "copy3/src/leak.h"))).toBe(false);
+  // the patch as given applies (from the checked copy, removed after git ran)
+  writeFileSync(join(d, "fix.patch"), good);
+  await materialise(cap, parseCandidate(join(d, "fix.patch")), join(d, "copy4"));
+  expect(readFileSync(join(d, "copy4/src/kernel.cu"), "utf8")).toContain("TWO + 0.0f");
+  expect(existsSync(join(d, "copy4.patch"))).toBe(false);
 });
