@@ -211,11 +211,11 @@ function editableName(manifest: Manifest, shown: string): boolean {
  * the capture (pack, validate) fail.
  * @throws KerncapError E_PACK_NAME
  */
-export function assertSourcePathLimits(path: string): void {
+export function assertSourcePathLimits(path: string, who?: string): void {
   const why = sourcePathProblem(path);
   if (why) {
     const shown = path.length > 120 ? `${path.slice(0, 100)}…` : path;
-    throw new KerncapError("E_PACK_NAME", `the source path ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${why}`, {
+    throw new KerncapError("E_PACK_NAME", `${who ? `${who}: ` : ""}the source path ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${why}`, {
       hint: "Name sources with a shorter path (a few folders, short names), e.g. src/include/util.h.",
     });
   }
@@ -226,16 +226,20 @@ export function assertSourcePathLimits(path: string): void {
  * path within the source path limits, a portable name, and a source file of the frontend's source
  * set (never kerncap.json, build.sh, pinned.json, repro.py or a script, at any depth).
  * @param shown the path relative to the capture folder (src/…)
+ * @param who what writes it, for the message (evaluate's "candidate v1's patch"); default edit_file
  * @throws KerncapError E_PACK_NAME, E_NOT_SOURCE
  */
-export function assertEditableSource(manifest: Parameters<typeof notAnEditableSource>[0], shown: string): void {
-  assertSourcePathLimits(shown);
+export function assertEditableSource(manifest: Parameters<typeof notAnEditableSource>[0], shown: string, who?: string): void {
+  assertSourcePathLimits(shown, who);
   // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
   const unportable = unportableName(shown);
   if (unportable) {
+    const quoted = escapeForTerminal(JSON.stringify(shown), { oneLine: true });
     throw new KerncapError(
       "E_PACK_NAME",
-      `edit_file writes only portable names, and ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${unportable}, which kerncap pack and unpack refuse`,
+      who
+        ? `${who} writes ${quoted}, which ${unportable}: a name kerncap pack and unpack refuse`
+        : `edit_file writes only portable names, and ${quoted} ${unportable}, which kerncap pack and unpack refuse`,
       {
         hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -), e.g. src/kernel_v2.cu.",
       },
@@ -244,7 +248,10 @@ export function assertEditableSource(manifest: Parameters<typeof notAnEditableSo
   // only the frontend's sources: never a file kerncap reads as configuration or runs, at any depth (a planted src/x/kerncap.json + build.sh)
   const why = notAnEditableSource(manifest, shown);
   if (why) {
-    throw new KerncapError("E_NOT_SOURCE", `edit_file writes only the reproducer's source files under src/, and ${shownPath(shown)} is not one: ${why}`, {
+    const message = who
+      ? `${who} writes ${shownPath(shown)}, which is not a source file of the reproducer: ${why}`
+      : `edit_file writes only the reproducer's source files under src/, and ${shownPath(shown)} is not one: ${why}`;
+    throw new KerncapError("E_NOT_SOURCE", message, {
       hint: "Edit the kernel's sources (the files README.md names); build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change, not an agent's.",
     });
   }

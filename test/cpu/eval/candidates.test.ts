@@ -4,9 +4,9 @@
  * build compiles), refused by name before any build as E_CANDIDATE.
  */
 import { expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 
 /** A CUDA capture whose manifest records its TU (src/kernel.cu, from the project root /proj) and a header. */
@@ -76,4 +76,55 @@ test("a patch that does not apply names each missing file once", async () => {
   const e = await materialise(cap, parseCandidate(join(d, "bad.patch")), join(d, "copy")).catch((x) => x);
   expect(e.code).toBe("E_PATCH");
   expect(e.message).toContain("so it names nothere.cu, which src/ does not hold");
+});
+
+test("a candidate list (kerncap mcp's evaluate): each labelled as given; a config never looked up as a file; a refused one never materialised; bad lists refused", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "0.patch"), "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n");
+  writeFileSync(join(d, "BLOCK=4"), "a file a config's text names"); // in the folder eval runs in: never taken for the config
+  const list = join(d, "list.json");
+  const write = (candidates: readonly unknown[]) => writeFileSync(list, JSON.stringify({ candidates }));
+  write([
+    { label: "mine", spec: join(d, "0.patch") },
+    { label: "cfg", config: "BLOCK=4" },
+    {
+      label: "bad",
+      refused: { kind: "patch", code: "E_NOT_SOURCE", reason: "candidate bad's patch writes src/x, which is not a source file of the reproducer" },
+    },
+  ]);
+  const cwd = process.cwd();
+  process.chdir(d);
+  let cs;
+  try {
+    cs = listedCandidates(list);
+  } finally {
+    process.chdir(cwd);
+  }
+  expect(cs.map((c) => [c.label, c.kind])).toEqual([
+    ["mine", "patch"],
+    ["cfg", "config"],
+    ["bad", "patch"],
+  ]);
+  expect(cs[0]!.id).toStartWith("mine@");
+  expect(cs[0]!.id.split("@")[1]).toBe(parseCandidate(join(d, "0.patch")).id.split("@")[1]); // the content's digest, as on the command line
+  expect(cs[1]!.config?.kwargs).toEqual({ BLOCK: 4 });
+  const e = await materialise(cap, cs[2]!, join(d, "copy")).catch((x) => x);
+  expect(e).toMatchObject({ code: "E_NOT_SOURCE" });
+  expect(existsSync(join(d, "copy"))).toBe(false);
+  for (const [bad, why] of [
+    [
+      [
+        { label: "a", spec: "x" },
+        { label: "a", config: "A=1" },
+      ],
+      "two candidates are labelled a",
+    ],
+    [[{ label: "a", refused: { kind: "patch", code: "E_BUILD", reason: "x" } }], "is not a candidate list"],
+    [[{ label: "../a", config: "A=1" }], "is not a candidate list"],
+    [[], "is not a candidate list"],
+  ] as const) {
+    write(bad);
+    expect(() => listedCandidates(list)).toThrow(why);
+  }
 });
