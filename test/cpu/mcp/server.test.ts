@@ -83,6 +83,39 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("tools/list: every argument has a description; flushL2 is a read, not a memset; allowVersionMismatch, and force its deprecated alias, ask for --allow-version-mismatch", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const undescribed: string[] = [];
+    const walk = (schema: any, at: string) => {
+      for (const [k, p] of Object.entries<any>(schema?.properties ?? {})) {
+        if (typeof p.description !== "string" || p.description.length < 12 || /^the candidates$/i.test(p.description)) undescribed.push(`${at}.${k}`);
+        walk(p.items ?? p, `${at}.${k}`);
+      }
+    };
+    for (const t of tools) walk(t.inputSchema, t.name);
+    expect(undescribed).toEqual([]);
+    const prop = (tool: string, k: string) => (tools.find((t) => t.name === tool)!.inputSchema.properties as any)[k];
+    for (const tool of ["replay", "tune"]) {
+      expect(prop(tool, "flushL2").description, tool).not.toMatch(/memset/);
+      expect(prop(tool, "flushL2").description, tool).toContain("a read of a 256 MiB buffer (or of twice the L2 where that is more)");
+    }
+    for (const tool of ["validate", "profile"]) {
+      expect(prop(tool, "allowVersionMismatch").type, tool).toBe("boolean");
+      expect(prop(tool, "force").description, tool).toMatch(/^Deprecated: the former name of allowVersionMismatch/);
+    }
+    const { TOOLS } = await import("../../../src/mcp/tools.ts");
+    for (const a of [{ allowVersionMismatch: true }, { force: true }]) {
+      expect(TOOLS.validate.argv({ dir: "d", ...a })).toContain("--allow-version-mismatch");
+      expect(TOOLS.profile.argv({ dir: "d", build: true, ...a })).toContain("--allow-version-mismatch");
+    }
+    expect(TOOLS.validate.argv({ dir: "d" })).not.toContain("--allow-version-mismatch");
+    // the server's help names every tool --trust-builds gates
+    const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
+    expect((help.stdout.toString() + help.stderr.toString()).replace(/\s+/g, " ")).toContain("validate, tune, profile --build and evaluate");
+    await c.close();
+  });
+
   test("tools/list: a title and annotations on every tool (inspect reads, edit_file writes); outputSchemas that calls conform to", async () => {
     const c = await connected();
     const { tools } = await c.listTools();
