@@ -110,10 +110,19 @@ describe("kerncap mcp", () => {
       expect(TOOLS.profile.argv({ dir: "d", build: true, ...a })).toContain("--allow-version-mismatch");
     }
     expect(TOOLS.validate.argv({ dir: "d" })).not.toContain("--allow-version-mismatch");
-    // the server's help names every tool --trust-builds gates
-    const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
-    expect((help.stdout.toString() + help.stderr.toString()).replace(/\s+/g, " ")).toContain("validate, tune, profile --build and evaluate");
     await c.close();
+  });
+
+  test("--trust-builds: the server's help names every tool it gates; it and the agent skill say a capture trusted on the command line (recorded) builds without it", () => {
+    const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
+    const text = (help.stdout.toString() + help.stderr.toString()).replace(/\s+/g, " ");
+    expect(text).toContain("validate, tune, profile --build and evaluate");
+    expect(text).toContain("a received capture trusted on the command line, kerncap validate DIR --trust=DIGEST, builds without it");
+    // the behaviour itself: test/cpu/attacks-agent.test.ts (the user's validate --trust on the command line lets kerncap mcp build)
+    const skill = readFileSync(join(import.meta.dir, "../../../docs/agent-skill.md"), "utf8").replace(/\s+/g, " ");
+    expect(skill).toContain(
+      "with `kerncap mcp --trust-builds` (a received capture the user trusted on the command line, `kerncap validate DIR --trust=DIGEST`, which is recorded, builds without it)",
+    );
   });
 
   test("tools/list: a title and annotations on every tool (inspect reads, edit_file writes); outputSchemas that calls conform to", async () => {
