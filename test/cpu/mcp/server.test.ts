@@ -113,6 +113,27 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("--root that does not exist, or is a file: refused at startup (E_USAGE, exit 2) naming it, before anything is served", () => {
+    const main = join(import.meta.dir, "../../../src/cli/main.ts");
+    const file = join(tempDir(), "a-file");
+    writeFileSync(file, "x");
+    const ok = tempDir();
+    for (const [roots, why] of [
+      [["/nonexistent-kerncap-root"], "--root /nonexistent-kerncap-root does not exist"],
+      [[ok, file], `--root ${file} is not a folder`],
+    ] as const) {
+      const p = Bun.spawnSync([process.execPath, main, "mcp", ...roots.flatMap((r) => ["--root", r])], {
+        stdin: new Blob(['{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n']),
+        stdout: "pipe",
+        stderr: "pipe",
+        timeout: 20_000,
+      });
+      expect(p.exitCode, why).toBe(2);
+      expect(p.stderr.toString(), why).toContain(why);
+      expect(p.stdout.toString(), why).toBe(""); // nothing served: no answer to tools/list
+    }
+  });
+
   test("--trust-builds: the server's help names every tool it gates; it and the agent skill say a capture trusted on the command line (recorded) builds without it", () => {
     const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
     const text = (help.stdout.toString() + help.stderr.toString()).replace(/\s+/g, " ");
