@@ -359,7 +359,7 @@ export const TOOLS = {
     annotations: READS,
     output: "files",
     description:
-      "List the files and folders under a folder of a capture (path relative to the capture folder, e.g. src; default the whole capture folder), depth first, at most 2000: each with its path (as read_file and edit_file take it), kind (file, folder, link, other), bytes, and editable (edit_file may write it: a source file of the frontend under src/). No link is followed and build/'s content is not listed. Document kerncap.files/1.",
+      "List the files and folders under a folder of a capture (path relative to the capture folder, e.g. src; default the whole capture folder), depth first, at most 2000: each with its path (as read_file and edit_file take it), kind (file, folder, link, other), bytes, and editable (edit_file may write it: a source file of the frontend under src/, and kerncap does not generate it); a generated file (a CUDA slice, src/*.kerncap-slice.cu, made from its TU: edit the TU instead) has generated: true and editable: false. No link is followed and build/'s content is not listed. Document kerncap.files/1.",
     input: v.strictObject({
       dir: Dir,
       path: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Folder relative to the capture folder (e.g. src); default the capture folder"))),

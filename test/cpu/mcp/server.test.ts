@@ -275,7 +275,7 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
-  test("list_files lists a capture's files (path, kind, bytes, editable) without following a link or listing build/; read_file on a folder points at it", async () => {
+  test("list_files lists a capture's files (path, kind, bytes, editable; generated for a slice) without following a link or listing build/; read_file on a folder points at it", async () => {
     // found by a new user: read_file on src got a hint about replacing symbolic links, and an agent had no way to list src/
     const c = await connected();
     const dir = await fresh();
@@ -283,6 +283,7 @@ describe("kerncap mcp", () => {
     writeFileSync(join(dir, "src/include/util.h"), "#pragma once\n");
     writeFileSync(join(dir, "src/notes.txt"), "n\n");
     writeFileSync(join(dir, "src/gen.sh"), "#!/bin/sh\n");
+    writeFileSync(join(dir, "src/kernel.kerncap-slice.cu"), "// kerncap slice of src/kernel.cu sha256=x body=y\n");
     symlinkSync("/etc", join(dir, "src/etc"));
     mkdirSync(join(dir, "build"));
     writeFileSync(join(dir, "build/slice-build.log"), "quoted\n");
@@ -291,13 +292,28 @@ describe("kerncap mcp", () => {
     const by = Object.fromEntries(all.entries.map((e: any) => [e.path, e]));
     expect(by["src/kernel.cu"]).toEqual({ path: "src/kernel.cu", kind: "file", bytes: readFileSync(join(dir, "src/kernel.cu")).length, editable: true });
     expect(by["src/include/util.h"]).toMatchObject({ kind: "file", editable: true });
+    // a slice is generated from its TU: not to be edited (an edited slice is compiled as it is; E_SLICE_EDITED later)
+    expect(by["src/kernel.kerncap-slice.cu"]).toMatchObject({ kind: "file", editable: false, generated: true });
+    expect(
+      Object.values(by)
+        .filter((e: any) => "generated" in e)
+        .map((e: any) => e.path),
+    ).toEqual(["src/kernel.kerncap-slice.cu"]);
     expect(by["src/include"]).toMatchObject({ kind: "folder", bytes: null, editable: false });
     for (const f of ["src/notes.txt", "src/gen.sh", "kerncap.json"]) expect(by[f], f).toMatchObject({ kind: "file", editable: false });
     expect(by["src/etc"]).toMatchObject({ kind: "link", editable: false });
     expect(by.build).toMatchObject({ kind: "folder" });
     expect(all.entries.filter((e: any) => e.path.startsWith("src/etc/") || e.path.startsWith("build/"))).toEqual([]);
     const src = doc(await c.callTool({ name: "list_files", arguments: { dir, path: "src" } }));
-    expect(src.entries.map((e: any) => e.path)).toEqual(["src/etc", "src/gen.sh", "src/include", "src/include/util.h", "src/kernel.cu", "src/notes.txt"]);
+    expect(src.entries.map((e: any) => e.path)).toEqual([
+      "src/etc",
+      "src/gen.sh",
+      "src/include",
+      "src/include/util.h",
+      "src/kernel.cu",
+      "src/kernel.kerncap-slice.cu",
+      "src/notes.txt",
+    ]);
     for (const [path, code] of [
       ["build", "E_CONFINED"],
       ["../", "E_UNSAFE_PATH"],
