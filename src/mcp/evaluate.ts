@@ -3,10 +3,11 @@
  * agent sends each candidate's text (files that replace or add files of src/, a unified diff
  * against src/, or a Triton config), and the server writes them into a private temporary folder
  * (mode 0700, removed after the call), each as eval takes a candidate (src/eval/candidates.ts): a
- * tree (a copy of the capture's src/ with the files written over it: its name is the candidate's),
- * a `.patch` file, or the config text. Paths of files go through the capture path rule
- * (src/format/paths.ts relativePathProblem): relative to the capture folder and under src/, as
- * edit_file's, no `..`, no absolute path.
+ * tree (a copy of the capture's src/ with the files written over it), a `.patch` file, or the
+ * config text, listed with its name (its label, verbatim) in the candidate list eval reads
+ * (--candidate-list). Paths of files go through the capture path rule (src/format/paths.ts
+ * relativePathProblem): relative to the capture folder and under src/, as edit_file's, no `..`, no
+ * absolute path; a candidate that breaks a rule is listed as its refusal only (never written).
  */
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
