@@ -219,7 +219,8 @@ export const ERROR_CODES = {
   },
   E_NOT_SOURCE: {
     exit: 2,
-    about: "An MCP edit_file named a file that is not one of the reproducer's sources.",
+    about:
+      "An MCP edit_file named a file that is not one of the reproducer's sources, or an evaluate candidate writes one (that candidate's verdict is error: it was never written nor built).",
     hint: "Edit the kernel's sources under src/; build.sh, kerncap.json and the scripts are the user's to change.",
   },
 
@@ -254,7 +255,7 @@ export const ERROR_CODES = {
   E_CANDIDATE: {
     exit: 2,
     about:
-      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles (the candidate's verdict is error: it was never built).",
+      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles; or an MCP evaluate candidate with a path outside src/, or a config for a capture that is not Triton's (the candidate's verdict is error: it was never built).",
     hint: "Give an edited copy of the whole src/ folder, a patch against src/, or a file named as the one file of src/ it replaces.",
   },
   E_KERNEL_NOT_FOUND: {

@@ -27,6 +27,7 @@
  * judge, and no retry changes it.
  */
 import { createHash } from "node:crypto";
+import * as v from "valibot";
 import {
   closeSync,
   constants,
@@ -39,6 +40,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
   type Stats,
 } from "node:fs";
@@ -69,6 +71,86 @@ export interface Candidate {
   config?: TuneConfig;
   /** The words appended to build.sh's nvcc command line (EXTRA_FLAGS), for flags. */
   flags?: string[];
+  /**
+   * A candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write, a
+   * config for a capture that is not Triton's): never materialised nor built, its one record an
+   * error with this code (one of CANDIDATE_FAULT_CODES) and this reason.
+   */
+  refused?: { code: string; reason: string };
+}
+
+/**
+ * The codes of a candidate that does not fit the capture's src/, never built: a patch that does not
+ * apply (E_PATCH), a replacement file or tree that does not fit, a config for a capture that is
+ * not Triton's (E_CANDIDATE), a path no candidate may write (E_NOT_SOURCE: not a source file;
+ * E_PACK_NAME: a name pack refuses). No rerun changes them (src/eval/report.ts CANDIDATE_FAULTS).
+ */
+export const CANDIDATE_FAULT_CODES = ["E_PATCH", "E_CANDIDATE", "E_NOT_SOURCE", "E_PACK_NAME"] as const;
+
+/** A candidate's label in a candidate list: a name as kerncap mcp's evaluate takes it. */
+const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * A candidate list (`kerncap eval --candidate-list FILE`, what kerncap mcp's evaluate writes): each
+ * candidate's label (the agent's name, verbatim) and one of: its spec (a path as the command line
+ * gives a candidate: a folder, a .patch file, a replacement file), its Triton config (text, never
+ * looked up as a file), or why it was refused before eval (its kind, code and reason: never
+ * written, never built).
+ */
+export const CandidateList = v.strictObject({
+  candidates: v.pipe(
+    v.array(
+      v.union([
+        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
+        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
+        v.strictObject({
+          label: v.pipe(v.string(), v.regex(LABEL)),
+          refused: v.strictObject({
+            kind: v.picklist(["tree", "patch", "file", "config"]),
+            code: v.picklist(CANDIDATE_FAULT_CODES),
+            reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
+          }),
+        }),
+      ]),
+    ),
+    v.minLength(1),
+  ),
+});
+export type CandidateList = v.InferOutput<typeof CandidateList>;
+
+/**
+ * The candidates of a candidate list, each labelled as the list says (its identity: that label and
+ * its content's digest), a refused one carrying its refusal (Candidate.refused).
+ * @throws KerncapError E_USAGE (not a list: its problem; two of one label), parseCandidate's
+ */
+export function listedCandidates(file: string): Candidate[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, "utf8"));
+  } catch (e) {
+    throw new KerncapError("E_USAGE", `--candidate-list ${file}: ${(e as Error).message}`, {
+      hint: 'Give a JSON file {"candidates": [{"label": "v1", "spec": "v1.patch"}, …]}.',
+    });
+  }
+  const r = v.safeParse(CandidateList, parsed);
+  if (!r.success)
+    throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${v.getDotPath(r.issues[0]) ?? "(top)"}: ${r.issues[0].message}`, {
+      hint: 'Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind", "code", "reason"}}.',
+    });
+  const labels = new Set<string>();
+  for (const x of r.output.candidates) {
+    if (labels.has(x.label))
+      throw new KerncapError("E_USAGE", `--candidate-list ${file}: two candidates are labelled ${x.label}`, { hint: "Give each candidate its own label." });
+    labels.add(x.label);
+  }
+  return r.output.candidates.map((x) => {
+    if ("refused" in x) {
+      const { kind, code, reason } = x.refused;
+      return { id: `${x.label}@${digestOf(kind, [code, reason]).slice(0, 12)}`, label: x.label, kind, refused: { code, reason } };
+    }
+    const c = "config" in x ? configSpecCandidate(x.config) : parseCandidate(x.spec);
+    return { ...c, id: `${x.label}${c.id.slice(c.id.lastIndexOf("@"))}`, label: x.label };
+  });
 }
 
 /** The largest candidate file or tree read (bytes): sources, not data. */
@@ -227,19 +309,25 @@ export function parseCandidate(spec: string): Candidate {
     const digest = digestOf(kind, [kind === "file" ? label : "", bytes]);
     return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path, digest };
   }
-  if (/^[A-Za-z_]\w*=/.test(spec.trim())) {
-    const space = parseConfigSpace([spec]);
-    if (space.length !== 1)
-      throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
-        hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space.",
-      });
-    const label = spec.trim().replace(/\s+/g, " ");
-    const digest = digestOf("config", [label]);
-    return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config: space[0]! };
-  }
+  if (/^[A-Za-z_]\w*=/.test(spec.trim())) return configSpecCandidate(spec);
   throw new KerncapError("E_USAGE", `candidate ${spec}: no such file or folder, and not a Triton config (NAME=VALUE …)`, {
     hint: "Give edited src/ folders, .patch/.diff files, replacement files, or Triton configs such as 'BLOCK_M=64 num_warps=4'.",
   });
+}
+
+/**
+ * A Triton config given as text (`BLOCK_M=64 num_warps=4`) as a candidate, labelled by its words.
+ * @throws KerncapError E_USAGE: not one config (parseConfigSpace's, or several values of a name)
+ */
+function configSpecCandidate(spec: string): Candidate {
+  const space = parseConfigSpace([spec]);
+  if (space.length !== 1)
+    throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
+      hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space.",
+    });
+  const label = spec.trim().replace(/\s+/g, " ");
+  const digest = digestOf("config", [label]);
+  return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config: space[0]! };
 }
 
 /** A Triton config as a candidate (kerncap tune's): labelled as `label` (default: its words, kwargs first). */
@@ -311,10 +399,12 @@ const NOT_COPIED = new Set(["memory", "build", "profile"]);
  * memory/, build/ and profile/; links are not copied) with the candidate applied. The capture
  * folder itself is only read.
  * @throws KerncapError E_CANDIDATE (a replacement file that names no file of src/, or several; a
- *   folder that lacks a file the build compiles), E_PATCH (a patch that does not apply): the
- *   candidate's own fault, its record's error (src/eval/build.ts)
+ *   folder that lacks a file the build compiles), E_PATCH (a patch that does not apply), a refused
+ *   candidate's code (Candidate.refused): the candidate's own fault, its record's error (src/eval/build.ts)
  */
 export async function materialise(capture: string, c: Candidate, dest: string): Promise<void> {
+  // a refused candidate is never written (src/eval/eval.ts gives it its record before any build): said again here, whoever calls
+  if (c.refused) throw new KerncapError(c.refused.code as (typeof CANDIDATE_FAULT_CODES)[number], c.refused.reason);
   // dest's parent is the caller's, made with no link followed (src/eval/eval.ts); a link at dest itself is removed, not followed
   rmSync(dest, { recursive: true, force: true });
   mkdirSync(dest);

@@ -305,14 +305,12 @@ function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
   }
   const all = parseCandidates(o.candidates);
   const candidates = frontendOf(m).tune?.candidates; // a frontend whose tune builds one config on its own (Triton)
-  if (all.some((c) => c.kind === "config") && !candidates) {
-    throw new KerncapError(
-      "E_USAGE",
-      `a config candidate (${all.find((c) => c.kind === "config")!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`,
-      { hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags)." },
-    );
+  const configs = all.filter((c) => c.kind === "config" && !c.refused); // a refused one is never built: its record says why
+  if (configs.length && !candidates) {
+    throw new KerncapError("E_USAGE", `a config candidate (${configs[0]!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`, {
+      hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags).",
+    });
   }
-  const configs = all.filter((c) => c.kind === "config");
   const tiles = configs.filter((c) => candidates!.needsGrid(home.dir, c.config!));
   if (tiles.length && !o.build.grid) {
     throw new KerncapError("E_USAGE", `the config ${tiles[0]!.label} changes constexprs (tile sizes), so the launch grid changes with them: give --grid`, {
@@ -465,7 +463,10 @@ async function buildInto(
       pending,
       jobs,
       async ({ c, inputs: todo }) => {
-        const b = await buildWith(home.dir, home.manifest, c, dest(c));
+        // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
+        const b: BuildOutcome = c.refused
+          ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
+          : await buildWith(home.dir, home.manifest, c, dest(c));
         if (stopped()) return;
         o.onBuild?.(c, b);
         if ("failed" in b) {

@@ -14,7 +14,7 @@ import { parseRecords, type RecordKind } from "../check/results.ts";
 import type { Shard } from "../check/shard.ts";
 import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalVerdict } from "../format/eval-record.ts";
-import type { Candidate } from "./candidates.ts";
+import { CANDIDATE_FAULT_CODES, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
 import { plural } from "../util/format.ts";
 
@@ -212,7 +212,7 @@ export function reportOf(
 }
 
 /** The error codes of a candidate that does not fit the capture's src/ (./candidates.ts materialise): no rerun changes them. */
-export const CANDIDATE_FAULTS: ReadonlySet<string> = new Set(["E_PATCH", "E_CANDIDATE"]);
+export const CANDIDATE_FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
 
 /**
  * The line that ends an eval with candidates it could not judge (verdict error), by why: those

@@ -450,8 +450,22 @@ export const DOCUMENTS = {
     dir: v.string(),
     /** The folder listed, relative to the capture folder (. for the capture folder itself). */
     path: v.string(),
-    /** Depth first in sorted order; no link followed (kind link), build/'s content not listed; editable: edit_file may write it by its name. */
-    entries: v.array(v.object({ path: v.string(), kind: v.picklist(["file", "folder", "link", "other"]), bytes: v.nullable(U), editable: v.boolean() })),
+    /**
+     * Depth first in sorted order; no link followed (kind link), build/'s content not listed;
+     * editable: edit_file may write it by its name and kerncap does not generate it; generated
+     * (only where true): a file kerncap makes from another, not to be edited (a CUDA slice,
+     * src/*.kerncap-slice.cu, made from its TU: edit the TU; an edited slice is compiled as it is,
+     * and a later change of its TU is E_SLICE_EDITED).
+     */
+    entries: v.array(
+      v.object({
+        path: v.string(),
+        kind: v.picklist(["file", "folder", "link", "other"]),
+        bytes: v.nullable(U),
+        editable: v.boolean(),
+        generated: v.optional(v.literal(true)),
+      }),
+    ),
     /** More entries than the listing's bound (2000) were there. */
     truncated: v.boolean(),
   }),

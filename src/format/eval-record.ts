@@ -17,8 +17,8 @@ const N = v.number();
  * replaced), compile-error (the build failed: the compiler's message, once), layout-change (the
  * rebuilt kernel's parameters are not the captured ones: nothing launched), error (it could not
  * be judged: a worker that died, a refused module, no GPU, which --resume tries again; or a
- * candidate that does not fit src/ and was never built, code E_PATCH or E_CANDIDATE, which only a
- * fixed candidate changes).
+ * candidate that does not fit src/ and was never built, code E_PATCH or E_CANDIDATE, or one
+ * kerncap mcp's evaluate refused, E_NOT_SOURCE or E_PACK_NAME, which only a fixed candidate changes).
  */
 export const EVAL_VERDICTS = ["match", "mismatch", "fault", "timeout", "compile-error", "layout-change", "error"] as const;
 export type EvalVerdict = (typeof EVAL_VERDICTS)[number];

@@ -3,10 +3,11 @@
  * agent sends each candidate's text (files that replace or add files of src/, a unified diff
  * against src/, or a Triton config), and the server writes them into a private temporary folder
  * (mode 0700, removed after the call), each as eval takes a candidate (src/eval/candidates.ts): a
- * tree (a copy of the capture's src/ with the files written over it: its name is the candidate's),
- * a `.patch` file, or the config text. Paths of files go through the capture path rule
- * (src/format/paths.ts relativePathProblem): relative to the capture folder and under src/, as
- * edit_file's, no `..`, no absolute path.
+ * tree (a copy of the capture's src/ with the files written over it), a `.patch` file, or the
+ * config text, listed with its name (its label, verbatim) in the candidate list eval reads
+ * (--candidate-list). Paths of files go through the capture path rule (src/format/paths.ts
+ * relativePathProblem): relative to the capture folder and under src/, as edit_file's, no `..`, no
+ * absolute path; a candidate that breaks a rule is listed as its refusal only (never written).
  */
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -15,8 +16,11 @@ import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import type { Manifest } from "../format/manifest.ts";
 import { relativePathProblem } from "../format/paths.ts";
-import { patchModeProblem } from "../eval/candidates.ts";
+import { CANDIDATE_FAULT_CODES, patchModeProblem } from "../eval/candidates.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { parseConfigSpace } from "../frontends/tune.ts";
 import { patchPaths, readPatch } from "../eval/patch.ts";
 import { assertEditableSource } from "./files.ts";
 
@@ -42,49 +46,119 @@ export const McpCandidate = v.strictObject({
 });
 export type McpCandidate = v.InferOutput<typeof McpCandidate>;
 
+/** A candidate refused before eval: its kind, code and reason (src/eval/candidates.ts CandidateList). */
+type Refusal = { kind: "tree" | "patch" | "config"; code: (typeof CANDIDATE_FAULT_CODES)[number]; reason: string };
+
+/** The candidate-fault codes a check below throws (the rest, kerncap's own or an argument's, end the call). */
+const FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
+
 /**
- * Write the candidates into a fresh private folder.
- * @returns the folder (remove it after the call) and eval's candidate arguments, in order
- * @throws KerncapError E_USAGE (a candidate with none or several of files/patch/config, a bad path, two of one name)
+ * Why a candidate does not fit the capture (a Refusal), or undefined: each path it would write held
+ * to edit_file's rule (relative, under src/, a source file of the frontend, portable names), a
+ * patch read whole as git apply reads it, a config only for a frontend that builds one (Triton),
+ * one config only. Nothing is written here.
+ */
+function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name: string): Refusal | undefined {
+  const refuse = (kind: Refusal["kind"], code: Refusal["code"], reason: string): Refusal => ({ kind, code, reason });
+  const check = (kind: Refusal["kind"], f: () => void): Refusal | undefined => {
+    try {
+      f();
+      return undefined;
+    } catch (e) {
+      if (e instanceof KerncapError && FAULTS.has(e.code)) return refuse(kind, e.code as Refusal["code"], e.message);
+      throw e;
+    }
+  };
+  if (c.config !== undefined) {
+    if (!frontendOf(manifest).tune?.candidates)
+      return refuse(
+        "config",
+        "E_CANDIDATE",
+        `candidate ${name} is a config (${escapedForMessage(c.config)}), which needs a Triton capture; this is a ${manifest.kernel.frontend} capture, whose candidates are files or a patch`,
+      );
+    try {
+      const n = parseConfigSpace([c.config]).length;
+      if (n !== 1)
+        return refuse(
+          "config",
+          "E_CANDIDATE",
+          `candidate ${name}'s config ${escapedForMessage(c.config)} is ${n} configs; a candidate is one (one value per name)`,
+        );
+    } catch (e) {
+      if (e instanceof KerncapError && e.code === "E_USAGE") return refuse("config", "E_CANDIDATE", `candidate ${name}'s config: ${e.message}`);
+      throw e;
+    }
+    return undefined;
+  }
+  if (c.patch !== undefined) {
+    // read whole as git apply reads it (src/eval/patch.ts): any header line not understood, a link, a mode, a copy or rename refused
+    const why = patchModeProblem(c.patch);
+    if (why) return refuse("patch", "E_PATCH", `candidate ${name}'s patch ${why}`);
+    // every name it writes, decoded as git decodes it and stripped as eval strips it: edit_file's rule
+    const { paths } = patchPaths(readPatch(c.patch).names, existsSync(join(captureDir, "src", "src")));
+    for (const rel of paths) {
+      const problem = relativePathProblem(rel);
+      if (problem) return refuse("patch", "E_PATCH", `candidate ${name}'s patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}`);
+      const r = check("patch", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}'s patch`));
+      if (r) return r;
+    }
+    return undefined;
+  }
+  for (const path of Object.keys(c.files!)) {
+    const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
+    const problem = path.replace(/^(\.\/)+/, "").startsWith("src/") ? relativePathProblem(rel) : "is not under src/";
+    if (problem)
+      return refuse(
+        "tree",
+        "E_CANDIDATE",
+        `candidate ${name}'s path ${escapedForMessage(path)} ${problem} (paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu)`,
+      );
+    const r = check("tree", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}`)); // edit_file's own rule: the frontend's source files only, portable names
+    if (r) return r;
+  }
+  return undefined;
+}
+
+/**
+ * Write the candidates into a fresh private folder, with the candidate list eval reads
+ * (`kerncap eval --candidate-list`, src/eval/candidates.ts CandidateList): each labelled by its
+ * name verbatim. A candidate that does not fit the capture (refusalOf: a path no candidate may
+ * write, a patch git apply would refuse, a config for a capture that is not Triton's) is written
+ * as its refusal only, none of its content: eval gives it its record (verdict error, with the
+ * code) and builds the others.
+ * @returns the folder (remove it after the call) and eval's arguments for the candidates
+ * @throws KerncapError E_USAGE (a candidate with none or several of files/patch/config, or no files; two of one name), E_NO_REPRODUCER (no src/ for a files candidate)
  */
 export function writeCandidates(captureDir: string, list: McpCandidate[]): { folder: string; args: string[] } {
   const manifest = readManifest(captureDir);
+  const names = new Set<string>();
+  const named = list.map((c, i) => {
+    const name = c.name ?? `c${i + 1}`;
+    if (names.has(name)) throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name." });
+    names.add(name);
+    const kinds = (["files", "patch", "config"] as const).filter((k) => c[k] !== undefined);
+    if (kinds.length !== 1)
+      throw new KerncapError("E_USAGE", `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one`, {
+        hint: "files: the edited files of src/; patch: a diff against src/; config: a Triton config.",
+      });
+    if (c.files !== undefined && !Object.keys(c.files).length)
+      throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: 'files: {"src/kernel.cu": "…"}, paths relative to the capture folder.' });
+    return { c, name };
+  });
   const folder = privateTempFolder("kerncap-evaluate-");
   chmodSync(folder, 0o700);
   try {
-    const names = new Set<string>();
-    const args = list.map((c, i) => {
-      const name = c.name ?? `c${i + 1}`;
-      if (names.has(name)) throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name." });
-      names.add(name);
-      const kinds = (["files", "patch", "config"] as const).filter((k) => c[k] !== undefined);
-      if (kinds.length !== 1)
-        throw new KerncapError("E_USAGE", `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one`, {
-          hint: "files: the edited files of src/; patch: a diff against src/; config: a Triton config.",
-        });
-      if (c.config !== undefined) return c.config;
+    // each written under its index (its label is its name, in the list): no name of one can be another's file
+    const entries = named.map(({ c, name }, i) => {
+      const refused = refusalOf(captureDir, manifest, c, name);
+      if (refused) return { label: name, refused }; // nothing of it is written
+      if (c.config !== undefined) return { label: name, config: c.config };
       if (c.patch !== undefined) {
-        // read whole as git apply reads it (src/eval/patch.ts): any header line not understood, a link, a mode, a copy or rename refused
-        const why = patchModeProblem(c.patch);
-        if (why)
-          throw new KerncapError("E_USAGE", `candidate ${name}: the patch ${why}`, {
-            hint: "A candidate patch edits the text of source files of src/: no links, no mode changes.",
-          });
-        // every name it writes, decoded as git decodes it and stripped as eval strips it: edit_file's rule
-        const { paths } = patchPaths(readPatch(c.patch).names, existsSync(join(captureDir, "src", "src")));
-        for (const rel of paths) {
-          const problem = relativePathProblem(rel);
-          if (problem)
-            throw new KerncapError("E_USAGE", `candidate ${name}: the patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}`, {
-              hint: "Paths are relative to src/ (git diff inside src/) or a/src/… (git diff from the capture folder), as for edit_file.",
-            });
-          assertEditableSource(manifest, `src/${rel}`);
-        }
-        const p = join(folder, `${name}.patch`);
+        const p = join(folder, `${i}.patch`); // eval reads a .patch file as a patch
         writeFileSync(p, c.patch);
-        return p;
+        return { label: name, spec: p };
       }
-      const tree = join(folder, name);
+      const tree = join(folder, String(i));
       const src = join(captureDir, "src");
       const st = lstatSync(src, { throwIfNoEntry: false });
       if (!st?.isDirectory())
@@ -92,23 +166,17 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
           hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands).",
         });
       cpSync(src, tree, { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
-      const files = Object.entries(c.files!);
-      if (!files.length) throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: 'files: {"kernel.cu": "…"}, paths relative to src/.' });
-      for (const [path, text] of files) {
-        const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
-        const problem = path.replace(/^(\.\/)+/, "").startsWith("src/") ? relativePathProblem(rel) : "is not under src/";
-        if (problem)
-          throw new KerncapError("E_USAGE", `candidate ${name}: the path ${JSON.stringify(path)} ${problem}`, {
-            hint: "Paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu, src/include/util.h.",
-          });
-        assertEditableSource(manifest, `src/${rel}`); // edit_file's own rule: the frontend's source files only, portable names
+      for (const [path, text] of Object.entries(c.files!)) {
+        const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, ""); // held to edit_file's rule above (refusalOf)
         mkdirSync(dirname(join(tree, rel)), { recursive: true });
         rmSync(join(tree, rel), { force: true });
         writeFileSync(join(tree, rel), text);
       }
-      return tree;
+      return { label: name, spec: tree };
     });
-    return { folder, args };
+    const listFile = join(folder, "candidates.json");
+    writeFileSync(listFile, JSON.stringify({ candidates: entries }));
+    return { folder, args: [`--candidate-list=${listFile}`] };
   } catch (e) {
     rmSync(folder, { recursive: true, force: true });
     throw e;

@@ -16,6 +16,7 @@ import { jsonDocument } from "../format/documents.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { folderInCapture, readInCapture, resolveInCapture, shownPath, sourcePathProblem, treeEntries, writeInCapture } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
+import { isSliceFile } from "../frontends/cuda/slice.ts";
 import { result } from "./children.ts";
 
 /**
@@ -152,8 +153,13 @@ function isCaptureFolder(dirArg: string, rel: string): boolean {
 /** The most entries list_files returns (src/ itself may hold 2000 files an agent made: SRC_MAX_FILES). */
 const LIST_MAX = 2000;
 
-/** One entry of list_files: its path relative to the capture folder, what it is, its bytes (a file), whether edit_file may write it. */
-type ListedEntry = { path: string; kind: "file" | "folder" | "link" | "other"; bytes: number | null; editable: boolean };
+/**
+ * One entry of list_files: its path relative to the capture folder, what it is, its bytes (a
+ * file), whether an agent edits it (edit_file may write it, and kerncap does not generate it),
+ * and, for a file kerncap generates from another (a CUDA slice, src/*.kerncap-slice.cu, made from
+ * its TU), generated: true.
+ */
+type ListedEntry = { path: string; kind: "file" | "folder" | "link" | "other"; bytes: number | null; editable: boolean; generated?: true };
 
 /**
  * list_files: the files and folders under a folder of the capture (`path`, default the capture
@@ -161,7 +167,8 @@ type ListedEntry = { path: string; kind: "file" | "folder" | "link" | "other"; b
  * link is followed (a link is an entry of kind link, never a way in), nothing under build/ is
  * listed (its folder is an entry, its content not walked), and `editable` says whether edit_file
  * may write the file by its name (a regular file with one name under src/ of the frontend's
- * sources: assertEditableSource; its content must still be text up to 4 MiB).
+ * sources: assertEditableSource; its content must still be text up to 4 MiB) and kerncap does not
+ * generate it: a CUDA slice (src/*.kerncap-slice.cu) is `editable: false, generated: true`.
  * @throws KerncapError E_NOT_CAPTURE / E_NESTED_CAPTURE / E_MANIFEST* (the folder), E_UNSAFE_PATH
  *   (a path that leaves the capture, passes through a link or a file), E_USAGE (no such folder),
  *   E_CONFINED (under build/)
@@ -189,7 +196,15 @@ export function listFilesTool(a: { dir: string; path?: string }): CallToolResult
       break;
     }
     const kind = st.isFile() ? "file" : st.isDirectory() ? "folder" : st.isSymbolicLink() ? "link" : "other";
-    entries.push({ path: r, kind, bytes: kind === "file" ? st.size : null, editable: kind === "file" && st.nlink === 1 && editableName(manifest, r) });
+    // a slice is made from its TU (src/frontends/cuda/slice.ts): an edit of it is compiled as it is, then refused (E_SLICE_EDITED) once the TU changes
+    const generated = kind === "file" && r.startsWith("src/") && isSliceFile(r);
+    entries.push({
+      path: r,
+      kind,
+      bytes: kind === "file" ? st.size : null,
+      editable: kind === "file" && !generated && st.nlink === 1 && editableName(manifest, r),
+      ...(generated ? { generated: true as const } : {}),
+    });
   }
   return result(jsonDocument("files", { dir, path: rel || ".", entries, truncated }));
 }
@@ -211,11 +226,11 @@ function editableName(manifest: Manifest, shown: string): boolean {
  * the capture (pack, validate) fail.
  * @throws KerncapError E_PACK_NAME
  */
-export function assertSourcePathLimits(path: string): void {
+export function assertSourcePathLimits(path: string, who?: string): void {
   const why = sourcePathProblem(path);
   if (why) {
     const shown = path.length > 120 ? `${path.slice(0, 100)}…` : path;
-    throw new KerncapError("E_PACK_NAME", `the source path ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${why}`, {
+    throw new KerncapError("E_PACK_NAME", `${who ? `${who}: ` : ""}the source path ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${why}`, {
       hint: "Name sources with a shorter path (a few folders, short names), e.g. src/include/util.h.",
     });
   }
@@ -226,16 +241,20 @@ export function assertSourcePathLimits(path: string): void {
  * path within the source path limits, a portable name, and a source file of the frontend's source
  * set (never kerncap.json, build.sh, pinned.json, repro.py or a script, at any depth).
  * @param shown the path relative to the capture folder (src/…)
+ * @param who what writes it, for the message (evaluate's "candidate v1's patch"); default edit_file
  * @throws KerncapError E_PACK_NAME, E_NOT_SOURCE
  */
-export function assertEditableSource(manifest: Parameters<typeof notAnEditableSource>[0], shown: string): void {
-  assertSourcePathLimits(shown);
+export function assertEditableSource(manifest: Parameters<typeof notAnEditableSource>[0], shown: string, who?: string): void {
+  assertSourcePathLimits(shown, who);
   // names are data: a name pack and unpack refuse (a space, $(…), U+202E…) would make the whole capture unpackable, and can reach nvcc's shell
   const unportable = unportableName(shown);
   if (unportable) {
+    const quoted = escapeForTerminal(JSON.stringify(shown), { oneLine: true });
     throw new KerncapError(
       "E_PACK_NAME",
-      `edit_file writes only portable names, and ${escapeForTerminal(JSON.stringify(shown), { oneLine: true })} ${unportable}, which kerncap pack and unpack refuse`,
+      who
+        ? `${who} writes ${quoted}, which ${unportable}: a name kerncap pack and unpack refuse`
+        : `edit_file writes only portable names, and ${quoted} ${unportable}, which kerncap pack and unpack refuse`,
       {
         hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -), e.g. src/kernel_v2.cu.",
       },
@@ -244,7 +263,10 @@ export function assertEditableSource(manifest: Parameters<typeof notAnEditableSo
   // only the frontend's sources: never a file kerncap reads as configuration or runs, at any depth (a planted src/x/kerncap.json + build.sh)
   const why = notAnEditableSource(manifest, shown);
   if (why) {
-    throw new KerncapError("E_NOT_SOURCE", `edit_file writes only the reproducer's source files under src/, and ${shownPath(shown)} is not one: ${why}`, {
+    const message = who
+      ? `${who} writes ${shownPath(shown)}, which is not a source file of the reproducer: ${why}`
+      : `edit_file writes only the reproducer's source files under src/, and ${shownPath(shown)} is not one: ${why}`;
+    throw new KerncapError("E_NOT_SOURCE", message, {
       hint: "Edit the kernel's sources (the files README.md names); build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change, not an agent's.",
     });
   }

@@ -13,6 +13,28 @@ import { MANIFEST_FILE } from "../format/manifest.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { KerncapError } from "../errors.ts";
 
+/**
+ * Refuse roots that are not folders (`kerncap mcp --root DIR`), at startup, before anything is
+ * served: a root that does not exist would make every call answer E_NOT_CAPTURE, saying nothing of
+ * why. Each root is followed as the tools' checks follow it (realpath: a link to a folder is one).
+ * @param show how a path is shown (the CLI's printable form: control characters escaped)
+ * @throws KerncapError E_USAGE naming the first root that does not exist or is not a folder
+ */
+export function assertRootFolders(roots: string[], show: (p: string) => string = (p) => p): void {
+  for (const r of roots) {
+    let st: ReturnType<typeof statSync> | undefined;
+    try {
+      st = statSync(realpathSync(r));
+    } catch {
+      st = undefined;
+    }
+    if (!st?.isDirectory())
+      throw new KerncapError("E_USAGE", `--root ${show(r)} ${st ? "is not a folder" : "does not exist"}: no tool call could reach a capture under it`, {
+        hint: "Give --root an existing folder that holds (or will hold) the capture folders, e.g. --root ~/work; without --root the server's working folder is the root.",
+      });
+  }
+}
+
 /** Whether the real path `real` is one of the roots or lies under one (each root by its real path); true without roots (a library caller's own choice). */
 function underRoots(real: string, roots: string[] | undefined): boolean {
   return (

@@ -73,8 +73,10 @@ export function buildsPerCall(children: Pick<ToolChildren, "jobs">): number {
 
 /**
  * The evaluate tool: the candidates written into a private temporary folder (./evaluate.ts),
- * `kerncap eval --confine` run on them (its builds confined; a received capture's, or a Triton
- * capture's, only with --trust-builds), the folder removed after.
+ * each labelled by its name, a candidate that does not fit the capture written as its refusal only
+ * (its record an error with the code, nothing of it built), `kerncap eval --confine` run on them
+ * (its builds confined; a received capture's, or a Triton capture's, only with --trust-builds),
+ * the folder removed after.
  */
 async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTrust, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
   const dir = resolve(a.dir);

@@ -42,6 +42,25 @@ const Tol = {
     ),
   ),
 };
+/** flushL2 as replay's and tune's --flush-l2 (src/replay/session.ts): a read that evicts L2 with clean lines, no memset. */
+const FlushL2 = v.optional(
+  v.pipe(
+    v.boolean(),
+    v.description(
+      "Flush L2 before each timed launch: a read of a 256 MiB buffer (or of twice the L2 where that is more) that leaves L2 holding clean lines of other data, as ncu's --cache-control all",
+    ),
+  ),
+);
+/** validate's and profile's allowVersionMismatch (--allow-version-mismatch), and force, its former name. */
+const VersionMismatch = (prefix = "") => ({
+  allowVersionMismatch: v.optional(
+    v.pipe(v.boolean(), v.description(`${prefix}Rebuild even when the toolchain differs from the capture's (--allow-version-mismatch)`)),
+  ),
+  force: v.optional(v.pipe(v.boolean(), v.description("Deprecated: the former name of allowVersionMismatch (same meaning); still accepted"))),
+});
+/** Whether a call asks for --allow-version-mismatch, by its name or by force, the name it had. */
+const versionMismatch = (a: { allowVersionMismatch?: boolean; force?: boolean }) => (a.allowVersionMismatch || a.force ? ["--allow-version-mismatch"] : []);
+const Cwd = v.optional(v.pipe(v.string(), v.description("The folder the application runs in (default: the server's working folder)")));
 const Nat = (what: string, min = 0) => v.optional(v.pipe(v.number(), v.integer(), v.minValue(min), v.description(what)));
 /**
  * The most an agent may ask of one call's parallel work: builds at once (each confined build may
@@ -75,7 +94,7 @@ export const TOOLS = {
     output: "list",
     description:
       "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",
-    input: v.strictObject({ app: App, cwd: v.optional(v.string()) }),
+    input: v.strictObject({ app: App, cwd: Cwd }),
     argv: (a: { app: string[] }) => ["list", "--json", "--", ...a.app],
   },
   run: {
@@ -90,7 +109,7 @@ export const TOOLS = {
       dispatch: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description("0-based index among the matching launches"))),
       out: v.optional(v.pipe(v.string(), v.description("Capture folder to write (default kerncap-capture)"))),
       force: v.optional(v.pipe(v.boolean(), v.description("Replace a previous capture at out"))),
-      exitAfterCapture: v.optional(v.boolean()),
+      exitAfterCapture: v.optional(v.pipe(v.boolean(), v.description("End the application right after the capture (its remaining work is not run)"))),
       sourceRoot: v.optional(v.pipe(v.string(), v.description("CUDA: the app's source tree"))),
       compileCommands: v.optional(v.pipe(v.string(), v.description("CUDA: compile_commands.json or its folder"))),
       captureAll: v.optional(
@@ -104,7 +123,7 @@ export const TOOLS = {
       countBenchmarks: v.optional(v.pipe(v.boolean(), v.description("Triton: let dispatch count (and take) the autotuner's benchmark launches too"))),
       rank: Nat("Multi-process jobs: capture only in the process of this rank (RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"),
       process: Nat("Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA"),
-      cwd: v.optional(v.string()),
+      cwd: Cwd,
     }),
     argv: (a: RunIn) => [
       "run",
@@ -132,7 +151,15 @@ export const TOOLS = {
     output: "inspect",
     description:
       "Read a capture: the manifest (kernel, launch, parameters, regions, device) and the integrity verdict (verify: every stored memory chunk's kc64 too). Document kerncap.inspect/1.",
-    input: v.strictObject({ dir: Dir, verify: v.optional(v.boolean()) }),
+    input: v.strictObject({
+      dir: Dir,
+      verify: v.optional(
+        v.pipe(
+          v.boolean(),
+          v.description("Check every stored memory chunk's kc64 too, not only the files' sizes and SHA-256 (reads every memory image: slower)"),
+        ),
+      ),
+    }),
     argv: (a: { dir: string; verify?: boolean }) => ["inspect", a.dir, "--json", ...(a.verify ? ["--verify"] : [])],
   },
   replay: {
@@ -146,7 +173,7 @@ export const TOOLS = {
       ...Tol,
       runs: Nat("Checked launches from the before state (default 3, 8 once they differ)", 1),
       noVerify: v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)"))),
-      flushL2: v.optional(v.pipe(v.boolean(), v.description("Flush L2 (256 MiB memset) before each timed launch"))),
+      flushL2: FlushL2,
     }),
     argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean } & ToleranceIn) => [
       "replay",
@@ -167,9 +194,15 @@ export const TOOLS = {
     input: v.strictObject({
       dir: Dir,
       ...Tol,
-      force: v.optional(v.pipe(v.boolean(), v.description("Rebuild even when the toolchain differs from the capture's"))),
+      ...VersionMismatch(),
     }),
-    argv: (a: { dir: string; force?: boolean } & ToleranceIn) => ["validate", a.dir, "--json", ...tolArgv(a), ...(a.force ? ["--allow-version-mismatch"] : [])],
+    argv: (a: { dir: string; allowVersionMismatch?: boolean; force?: boolean } & ToleranceIn) => [
+      "validate",
+      a.dir,
+      "--json",
+      ...tolArgv(a),
+      ...versionMismatch(a),
+    ],
   },
   profile: {
     title: "Profile the replayed launch with Nsight Compute",
@@ -187,7 +220,7 @@ export const TOOLS = {
         ),
       ),
       build: v.optional(v.pipe(v.boolean(), v.description("Profile the reproducer's rebuilt kernel (validate's build of the edited source)"))),
-      force: v.optional(v.pipe(v.boolean(), v.description("With build: rebuild even when the toolchain differs from the capture's"))),
+      ...VersionMismatch("With build: "),
       metrics: v.optional(
         v.pipe(
           v.array(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.:]+$/))),
@@ -212,7 +245,7 @@ export const TOOLS = {
         "--json",
         ...(a.name !== undefined ? [`--name=${a.name}`] : []),
         ...(a.build ? ["--build"] : []),
-        ...(a.force ? ["--allow-version-mismatch"] : []),
+        ...versionMismatch(a),
         ...(ncu.length ? ["--", ...ncu] : []),
       ];
     },
@@ -250,7 +283,7 @@ export const TOOLS = {
       jobs: Bounded("Parallel builds (default: the CPU count)", MAX_BUILDS),
       atol: Tol.atol,
       rtol: Tol.rtol,
-      flushL2: v.optional(v.pipe(v.boolean(), v.description("Flush L2 before each timed launch"))),
+      flushL2: FlushL2,
     }),
     argv: (a: TuneIn) => [
       "tune",
@@ -273,7 +306,7 @@ export const TOOLS = {
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     output: "eval",
     description:
-      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's: a received or Triton capture's only with --trust-builds; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module (a candidate's runs may differ only as the captured kernel's do, its own __device__ variables are put back before every launch and one timed launch is checked: no cached or skipped work counts). Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), layout-change, or error (not judged; its code says why: E_PATCH, a diff that does not apply to src/; E_NO_GPU; E_WORKER). Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
+      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's: a received or Triton capture's only with --trust-builds; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module (a candidate's runs may differ only as the captured kernel's do, its own __device__ variables are put back before every launch and one timed launch is checked: no cached or skipped work counts). Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), layout-change, or error (not judged; its code says why: E_PATCH, a diff that does not apply to src/; E_NOT_SOURCE, a file no candidate may write; E_CANDIDATE, a path outside src/ or a config for a CUDA capture; E_NO_GPU; E_WORKER). An unfit candidate is never written nor built; the others are still evaluated. Each is labelled by its name. Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
     input: v.strictObject({
       dir: Dir,
       inputs: v.optional(
@@ -282,7 +315,12 @@ export const TOOLS = {
           v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on"),
         ),
       ),
-      candidates: v.pipe(v.array(McpCandidate), v.minLength(1), v.maxLength(1024), v.description("The candidates")),
+      candidates: v.pipe(
+        v.array(McpCandidate),
+        v.minLength(1),
+        v.maxLength(1024),
+        v.description("The versions to judge, each {name, and one of files, patch, config}; each ends as its own record, labelled by its name"),
+      ),
       iters: v.optional(
         v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Timed launches of each candidate and of the captured module, interleaved (default 20)")),
       ),
@@ -321,7 +359,7 @@ export const TOOLS = {
     annotations: READS,
     output: "files",
     description:
-      "List the files and folders under a folder of a capture (path relative to the capture folder, e.g. src; default the whole capture folder), depth first, at most 2000: each with its path (as read_file and edit_file take it), kind (file, folder, link, other), bytes, and editable (edit_file may write it: a source file of the frontend under src/). No link is followed and build/'s content is not listed. Document kerncap.files/1.",
+      "List the files and folders under a folder of a capture (path relative to the capture folder, e.g. src; default the whole capture folder), depth first, at most 2000: each with its path (as read_file and edit_file take it), kind (file, folder, link, other), bytes, and editable (edit_file may write it: a source file of the frontend under src/, and kerncap does not generate it); a generated file (a CUDA slice, src/*.kerncap-slice.cu, made from its TU: edit the TU instead) has generated: true and editable: false. No link is followed and build/'s content is not listed. Document kerncap.files/1.",
     input: v.strictObject({
       dir: Dir,
       path: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Folder relative to the capture folder (e.g. src); default the capture folder"))),
@@ -337,7 +375,7 @@ export const TOOLS = {
       dir: Dir,
       path: v.pipe(v.string(), v.minLength(1), v.description("Path relative to the capture folder, under src/ (e.g. src/kernel.cu)")),
       oldText: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Exact text to replace; must occur exactly once"))),
-      newText: v.optional(v.string()),
+      newText: v.optional(v.pipe(v.string(), v.description("The text that replaces oldText (may be empty)"))),
       content: v.optional(v.pipe(v.string(), v.description("The whole new file (instead of oldText/newText)"))),
     }),
   },
@@ -381,6 +419,7 @@ type ProfileIn = {
   dir: string;
   name?: string;
   build?: boolean;
+  allowVersionMismatch?: boolean;
   force?: boolean;
   metrics?: string[];
   set?: string;

@@ -254,9 +254,11 @@ describe("attack: an agent's edit past the file system's path limits makes the c
       const e = doc(await c.callTool({ name: "edit_file", arguments: { dir: cap, path, content: "int kc_x;" } })).error;
       expect(e?.code).toBe("E_PACK_NAME");
       expect(e.message).toContain(why);
-      const ev = doc(await c.callTool({ name: "evaluate", arguments: { dir: cap, candidates: [{ name: "a", files: { [path]: "int kc_x;" } }] } })).error;
-      expect(ev?.code).toBe("E_PACK_NAME");
-      expect(ev.message).toContain(why);
+      // evaluate: the candidate's own record (never written, never built)
+      const ev = doc(await c.callTool({ name: "evaluate", arguments: { dir: cap, candidates: [{ name: "a", files: { [path]: "int kc_x;" } }] } }));
+      expect(ev.error).toBeUndefined();
+      expect(ev.records).toMatchObject([{ label: "a", verdict: "error", code: "E_PACK_NAME" }]);
+      expect(ev.records[0].reason).toContain(why);
     }
     expect(readdirSync(join(cap, "src"))).toEqual(["kernel.cu"]);
     // within the limits: written

@@ -8,7 +8,7 @@
  *  - a mode line git reads with strtoul (`new file mode  120000`, two spaces; `+120000`; a tab;
  *    the mode of an index line);
  *  - a header line kerncap does not read, a binary patch.
- * Each is refused by the MCP tool (nothing written) and by eval's own application of the patch
+ * Each is refused by the MCP tool (nothing written: the candidate's record an error) and by eval's own application of the patch
  * (E_PATCH, the candidate's copy removed, git never run); patches as git diff and diff -ru write
  * them still apply.
  */
@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { materialise, parseCandidate, patchModeProblem } from "../../src/eval/candidates.ts";
 import { writeCandidates } from "../../src/mcp/evaluate.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { evaluateRefusal, makeCapture, tempDir } from "./fixtures.ts";
 
 async function capture(): Promise<string> {
   const cap = join(tempDir("kerncap-attack-"), "cap");
@@ -45,7 +45,7 @@ const HOSTILE: [string, string, string[]][] = [
   ["quoted src/x.sh", newFile('"b/src/x\\056sh"'), ["E_NOT_SOURCE"]],
   ["quoted src/build.sh", newFile('"b/src/build\\056sh"'), ["E_NOT_SOURCE"]],
   ["quoted src/kerncap.json", newFile('"b/src/kerncap\\056json"'), ["E_NOT_SOURCE"]],
-  ["quoted ESC and U+202E", newFile('"b/src/a\\033[2Jb\\342\\200\\256.cu"'), ["E_USAGE", "E_PACK_NAME"]],
+  ["quoted ESC and U+202E", newFile('"b/src/a\\033[2Jb\\342\\200\\256.cu"'), ["E_PATCH", "E_PACK_NAME"]],
   ["quoted name inside src/", newFile('"b/x\\056sh"'), ["E_NOT_SOURCE"]],
   [
     "header-only src/x.sh and src/kerncap.json",
@@ -56,40 +56,40 @@ const HOSTILE: [string, string, string[]][] = [
   [
     "two spaces before 120000",
     "diff --git a/l.h b/l.h\nnew file mode  120000\n--- /dev/null\n+++ b/l.h\n@@ -0,0 +1 @@\n+/root/.ssh/id_rsa\n\\ No newline at end of file\n",
-    ["E_USAGE"],
+    ["E_PATCH"],
   ],
-  ["+120000", "diff --git a/l.h b/l.h\nnew file mode +120000\n--- /dev/null\n+++ b/l.h\n@@ -0,0 +1 @@\n+/etc/hostname\n", ["E_USAGE"]],
-  ["a tab before 120000", "diff --git a/l.h b/l.h\nnew file mode \t120000\n--- /dev/null\n+++ b/l.h\n@@ -0,0 +1 @@\n+/etc/hostname\n", ["E_USAGE"]],
+  ["+120000", "diff --git a/l.h b/l.h\nnew file mode +120000\n--- /dev/null\n+++ b/l.h\n@@ -0,0 +1 @@\n+/etc/hostname\n", ["E_PATCH"]],
+  ["a tab before 120000", "diff --git a/l.h b/l.h\nnew file mode \t120000\n--- /dev/null\n+++ b/l.h\n@@ -0,0 +1 @@\n+/etc/hostname\n", ["E_PATCH"]],
   [
     "the index line's mode 120000",
     "diff --git a/l.h b/l.h\nnew file mode 100644\nindex 0000000..1234567 120000\n--- /dev/null\n+++ b/l.h\n@@ -0,0 +1 @@\n+/etc/hostname\n",
-    ["E_USAGE"],
+    ["E_PATCH"],
   ],
   [
     "typechange of kernel.cu",
     "diff --git a/kernel.cu b/kernel.cu\ndeleted file mode 100644\nindex 1234567..0000000\ndiff --git a/kernel.cu b/kernel.cu\nnew file mode 0120000\nindex 0000000..1234567\n",
-    ["E_USAGE"],
+    ["E_PATCH"],
   ],
   [
     "a header line kerncap does not read",
     "diff --git a/kernel.cu b/kernel.cu\nnew  file mode 100644\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n",
-    ["E_USAGE"],
+    ["E_PATCH"],
   ],
   [
     "a binary patch",
     "diff --git a/k.cu b/k.cu\nindex 1234567..89abcde 100644\nGIT binary patch\nliteral 1\nIcmZPo000310RR91\n\nliteral 0\nKcmV+b0RR6000031\n",
-    ["E_USAGE"],
+    ["E_PATCH"],
   ],
-  ["a name followed by more than a timestamp", "--- a/x.sh\t.cu\n+++ b/x.sh\t.cu\n@@ -0,0 +1 @@\n+id\n", ["E_USAGE"]],
-  ["a hunk line that is none", "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n+z\n", ["E_USAGE"]],
-  ["text before the first diff", "Subject: a fix\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n", ["E_USAGE"]],
+  ["a name followed by more than a timestamp", "--- a/x.sh\t.cu\n+++ b/x.sh\t.cu\n@@ -0,0 +1 @@\n+id\n", ["E_PATCH"]],
+  ["a hunk line that is none", "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n+z\n", ["E_PATCH"]],
+  ["text before the first diff", "Subject: a fix\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n", ["E_PATCH"]],
 ];
 
 describe("candidate patches are read as git apply reads them", () => {
-  test("every spelling of a forbidden name or mode is refused by kerncap mcp's evaluate, nothing written", async () => {
+  test("every spelling of a forbidden name or mode is refused by kerncap mcp's evaluate, nothing written (the candidate's record says why)", async () => {
     const cap = await capture();
     for (const [what, patch, codes] of HOSTILE) {
-      expect(codes, what).toContain(refused(() => writeCandidates(cap, [{ name: "c", patch }])).code);
+      expect(codes, what).toContain(evaluateRefusal(cap, { name: "c", patch }).code);
     }
   });
 
@@ -121,7 +121,10 @@ describe("candidate patches are read as git apply reads them", () => {
     const root = tempDir();
     for (const [k, patch] of patches.entries()) {
       expect(patchModeProblem(patch), `patch ${k}`).toBeUndefined();
-      expect(writeCandidates(cap, [{ name: "c", patch }]).args.length).toBe(1);
+      const w = writeCandidates(cap, [{ name: "c", patch }]);
+      expect(JSON.parse(readFileSync(join(w.folder, "candidates.json"), "utf8")).candidates, `patch ${k}`).toMatchObject([
+        { label: "c", spec: join(w.folder, "0.patch") },
+      ]);
       writeFileSync(join(root, "c.patch"), patch);
       const dest = join(root, `cand${k}`);
       await materialise(cap, { id: "c@0", label: "c.patch", kind: "patch", path: join(root, "c.patch") }, dest);

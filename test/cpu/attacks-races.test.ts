@@ -19,7 +19,7 @@ import { tempFor } from "../../src/leftovers.ts";
 import { unpackArchive } from "../../src/format/unpack.ts";
 import { exportCapture } from "../../src/export/export.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { evaluateRefusal, makeCapture, tempDir } from "./fixtures.ts";
 
 function refused(f: () => unknown): KerncapError {
   try {
@@ -219,7 +219,6 @@ describe("an MCP agent's confined build and candidates", () => {
 
   test("a candidate patch that copies or renames a file is refused: git apply would read a copy's source outside the capture (copy from /abs)", async () => {
     const { patchModeProblem, parseCandidate, materialise } = await import("../../src/eval/candidates.ts");
-    const { writeCandidates } = await import("../../src/mcp/evaluate.ts");
     const root = tempDir();
     const secret = join(root, "secret.txt");
     writeFileSync(secret, "TOPSECRET_7f3a9c\n", { mode: 0o600 });
@@ -233,7 +232,7 @@ describe("an MCP agent's confined build and candidates", () => {
     expect(patchModeProblem(rename)).toContain("rename from");
     writeFileSync(join(root, "copy.patch"), copy);
     expect(refused(() => parseCandidate(join(root, "copy.patch"))).code).toBe("E_USAGE");
-    expect(refused(() => writeCandidates(cap, [{ name: "c", patch: copy }])).code).toBe("E_USAGE");
+    expect(evaluateRefusal(cap, { name: "c", patch: copy }).code).toBe("E_PATCH"); // its record's error, nothing of it written
     // applied past the parse (a candidate made by hand): git apply is never reached, nothing is copied in
     const dest = join(root, "cand");
     const e = await materialise(cap, { id: "c@0", label: "copy.patch", kind: "patch", path: join(root, "copy.patch") }, dest).then(
@@ -245,23 +244,23 @@ describe("an MCP agent's confined build and candidates", () => {
   });
 
   test("evaluate's files and patches follow edit_file's rule (no src/x.sh, no build.sh at any depth) and its patch no link", async () => {
-    const { writeCandidates } = await import("../../src/mcp/evaluate.ts");
     const cap = join(tempDir(), "cap");
     await makeCapture(cap);
     mkdirSync(join(cap, "src"));
     writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
-    expect(refused(() => writeCandidates(cap, [{ name: "sh", files: { "src/x.sh": "id\n" } }])).code).toBe("E_NOT_SOURCE");
-    expect(refused(() => writeCandidates(cap, [{ name: "bs", files: { "src/a/build.sh": "id\n" } }])).code).toBe("E_NOT_SOURCE");
-    expect(refused(() => writeCandidates(cap, [{ name: "p", patch: "--- /dev/null\n+++ b/x.sh\n@@ -0,0 +1 @@\n+id\n" }])).code).toBe("E_NOT_SOURCE");
+    // each refused as its own record (nothing of it written: evaluateRefusal), the others still evaluated
+    expect(evaluateRefusal(cap, { name: "sh", files: { "src/x.sh": "id\n" } }).code).toBe("E_NOT_SOURCE");
+    expect(evaluateRefusal(cap, { name: "bs", files: { "src/a/build.sh": "id\n" } }).code).toBe("E_NOT_SOURCE");
+    expect(evaluateRefusal(cap, { name: "p", patch: "--- /dev/null\n+++ b/x.sh\n@@ -0,0 +1 @@\n+id\n" }).code).toBe("E_NOT_SOURCE");
     expect(
-      refused(() =>
-        writeCandidates(cap, [
-          { name: "l", patch: "diff --git a/evil.h b/evil.h\nnew file mode 120000\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n" },
-        ]),
-      ).code,
-    ).toBe("E_USAGE");
-    const ok = writeCandidates(cap, [{ name: "k", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n" } }]);
-    expect(ok.args.length).toBe(1);
+      evaluateRefusal(cap, {
+        name: "l",
+        patch: "diff --git a/evil.h b/evil.h\nnew file mode 120000\n--- /dev/null\n+++ b/evil.h\n@@ -0,0 +1 @@\n+/etc/hostname\n",
+      }).code,
+    ).toBe("E_PATCH");
+    expect(() => evaluateRefusal(cap, { name: "k", files: { "src/kernel.cu": "__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n" } })).toThrow(
+      "not refused",
+    );
   });
 });
 

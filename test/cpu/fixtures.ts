@@ -2,7 +2,7 @@
  * A synthetic capture folder, written through the same finalizeCapture path as a real capture,
  * for tests that need no GPU (inspect, checksum and manifest errors, validate's checks).
  */
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
@@ -13,6 +13,7 @@ import { templateEngine } from "../../src/frontends/templates.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
+import { writeCandidates, type McpCandidate } from "../../src/mcp/evaluate.ts";
 
 /** A pid that no process has: a child's, after it exited. */
 export async function deadPid(): Promise<number> {
@@ -23,6 +24,25 @@ export async function deadPid(): Promise<number> {
 
 export function tempDir(prefix = "kerncap-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * kerncap mcp's evaluate refusing one candidate (src/mcp/evaluate.ts writeCandidates): its code and
+ * reason from the candidate list eval reads; throws "not refused" when it was written, and fails
+ * the test when anything of it was (the folder holds the list alone).
+ */
+export function evaluateRefusal(cap: string, c: McpCandidate): { code: string; reason: string } {
+  const { folder } = writeCandidates(cap, [c]);
+  try {
+    const list = JSON.parse(readFileSync(join(folder, "candidates.json"), "utf8"));
+    const r = list.candidates[0].refused;
+    if (!r) throw new Error("not refused");
+    const written = readdirSync(folder).filter((f) => f !== "candidates.json");
+    if (written.length) throw new Error(`a refused candidate was written: ${written.join(", ")}`);
+    return r;
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 }
 
 /** makeCapture in a new temp folder's `cap`, with a src/kernel.cu (the source an eval candidate replaces). @returns its path */

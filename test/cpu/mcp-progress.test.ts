@@ -157,17 +157,64 @@ describe("evaluate", () => {
     expect(d.schema).toBe("kerncap.eval/1");
     expect(d.candidates.map((x: any) => `${x.label}:${x.verdict}`).sort()).toEqual([
       "one:compile-error",
-      "three.patch:error", // a diff that does not apply was never compiled (E_PATCH)
-      "two.patch:compile-error",
+      "three:error", // a diff that does not apply was never compiled (E_PATCH)
+      "two:compile-error", // a patch is labelled by its name, as files are
     ]);
-    expect(d.candidates.find((x: any) => x.label === "three.patch").reason).toContain("does not apply");
+    expect(d.candidates.find((x: any) => x.label === "three").reason).toContain("does not apply");
     expect(seen.filter((p) => p.total === 3).map((p) => p.progress)).toContain(3);
     // an agent's candidates are not kept in the capture (a trial filled the disk with build/eval copies, call after call)
     expect(existsSync(join(dir, "build/eval")) ? readdirSync(join(dir, "build/eval")) : []).toEqual([]);
-    const bad = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "x", files: { "../escape.cu": "x" } }] } });
-    expect(doc(bad).error.message).toContain("is not under src/");
     const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ patch: "x", config: "A=1" }] } });
     expect(doc(both).error.message).toContain("gives patch and config; give exactly one");
+    await c.close();
+  }, 60_000);
+
+  test("an unfit candidate is its own record, error with its code, never written nor built; the others are evaluated; each labelled by its name", async () => {
+    const c = await connectedEvery();
+    const { dir } = await slowFailingBuild(0);
+    // every build says which source it compiled
+    const builds = join(dirname(dir), "builds");
+    const sh = readFileSync(join(dir, "build.sh"), "utf8");
+    writeFileSync(join(dir, "build.sh"), sh.replace("#!/usr/bin/env bash\n", `#!/usr/bin/env bash\ncat "$(dirname "$0")/src/kernel.cu" >> ${builds}\n`));
+    recordRendered(dir);
+    const r = await c.callTool(
+      {
+        name: "evaluate",
+        arguments: {
+          dir,
+          candidates: [
+            { name: "v1", patch: "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n" },
+            { name: "v2", files: { "src/kernel.cu": "garbage ;;;\n" } },
+            { name: "v3", config: "BLOCK=4" },
+            { name: "v4", files: { "../escape.cu": "x" } },
+            { name: "v5", files: { "src/kernel.cu": "v5 ;\n", "src/run.sh": "id\n" } },
+            {
+              name: "mine",
+              patch: "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { slow }\n+mine ;\n",
+            },
+          ],
+        },
+      },
+      undefined,
+      { timeout: 30_000 },
+    );
+    const d = doc(r);
+    expect(d.schema).toBe("kerncap.eval/1");
+    expect(r.isError).toBe(true); // candidates that could not be judged: eval's exit 2
+    const by = Object.fromEntries(d.records.map((x: any) => [x.label, x]));
+    expect(Object.keys(by).sort()).toEqual(["mine", "v1", "v2", "v3", "v4", "v5"]);
+    expect(by.v1).toMatchObject({ verdict: "error", code: "E_NOT_SOURCE", input: "(build)" });
+    expect(by.v1.reason).toContain("candidate v1's patch writes src/x, which is not a source file of the reproducer");
+    expect(by.v1.reason).not.toContain("edit_file");
+    expect(by.v3).toMatchObject({ verdict: "error", code: "E_CANDIDATE", kind: "config" });
+    expect(by.v3.reason).toContain("needs a Triton capture");
+    expect(by.v4).toMatchObject({ verdict: "error", code: "E_CANDIDATE" });
+    expect(by.v4.reason).toContain("is not under src/");
+    expect(by.v5).toMatchObject({ verdict: "error", code: "E_NOT_SOURCE" });
+    expect(by.v2.verdict).toBe("compile-error");
+    expect(by.mine.verdict).toBe("compile-error");
+    // only the fit candidates were built
+    expect(readFileSync(builds, "utf8").split("\n").filter(Boolean).sort()).toEqual(["garbage ;;;", "mine ;"]);
     await c.close();
   }, 60_000);
 

@@ -17,6 +17,7 @@ import { lines, serveProtocol } from "../../check/worker.ts";
 import { evalWorkers } from "../../eval/eval.ts";
 import { mergeEval, rankedTable, unjudgedLine, type EvalReport } from "../../eval/report.ts";
 import { runEval } from "../../ops/eval.ts";
+import { listedCandidates } from "../../eval/candidates.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import {
   allowVersionMismatchArg,
@@ -42,10 +43,11 @@ import { join } from "node:path";
  * inside) and capture sets (kerncap-captures.json), then the candidates. An input after the first
  * whose src/ differs from the first's (an edited copy of the capture, meant as a candidate) is
  * said, with the DIR/src that would make it one.
+ * With `listed` (--candidate-list: the candidates are the list's), every positional is an input.
  * @throws KerncapError E_USAGE when the first is no capture, or no candidate follows (naming the
- *   captures after the first, each taken as an input)
+ *   captures after the first, each taken as an input), or, `listed`, one is not a capture
  */
-export function splitPositionals(args: string[]): { dirs: string[]; candidates: string[] } {
+export function splitPositionals(args: string[], listed = false): { dirs: string[]; candidates: string[] } {
   let n = 0;
   const isInput = (p: string) =>
     existsSync(p) && statSync(p).isDirectory() && (existsSync(join(p, "kerncap.json")) || existsSync(join(p, "kerncap-captures.json")));
@@ -55,6 +57,18 @@ export function splitPositionals(args: string[]): { dirs: string[]; candidates: 
       hint: "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N).",
     });
   const more = args.slice(1, n);
+  if (listed) {
+    // the candidates are the list's (kerncap mcp's evaluate): every positional is an input
+    if (n < args.length)
+      throw new KerncapError(
+        "E_USAGE",
+        `${printable(args[n]!)} is not a capture folder or a capture set; with --candidate-list the candidates are the list's`,
+        {
+          hint: "Give the candidates in the list, or leave --candidate-list out and give them after the captures.",
+        },
+      );
+    return { dirs: args, candidates: [] };
+  }
   if (n === args.length) {
     const shown = more.map((d) => printable(d)).join(", ");
     throw new KerncapError(
@@ -163,6 +177,12 @@ export default defineCommand({
         "What kerncap mcp's evaluate uses: a Triton capture's candidates (whose build runs their Python) only with --trust; CUDA builds are confined always",
       default: false,
     },
+    "candidate-list": {
+      type: "string",
+      description:
+        'What kerncap mcp\'s evaluate uses: the candidates as a JSON file {"candidates": [{"label", "spec" (a path) or "config" or "refused": {"kind", "code", "reason"}}]}, each labelled as given; a refused one is never built, its record an error with that code',
+      valueHint: "FILE",
+    },
     jsonl: {
       type: "string",
       description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins",
@@ -203,7 +223,8 @@ export default defineCommand({
       if (!positionals.length) throw new KerncapError("E_USAGE", "--merge needs results files", { hint: "kerncap eval --merge shard-*.jsonl" });
       report = mergeEval(positionals);
     } else {
-      const { dirs, candidates } = splitPositionals(positionals);
+      const list = args["candidate-list"] !== undefined ? String(args["candidate-list"]) : undefined;
+      const { dirs, candidates } = splitPositionals(positionals, list !== undefined);
       const settings: EvalSettings = {
         iters: intArg("iters", args.iters, 20, 100_000, 1),
         // at least two checked runs, each from the before state: a candidate that keeps a result in device memory and skips the work when it finds it fails the second
@@ -217,7 +238,7 @@ export default defineCommand({
       const verbose = log.level >= 4;
       report = await runEval({
         dirs,
-        candidates,
+        candidates: list !== undefined ? listedCandidates(list) : candidates,
         settings,
         build: { force: Boolean(args["allow-version-mismatch"]), ...(args.grid !== undefined ? { grid: String(args.grid) } : {}) },
         ...(args.jsonl !== undefined ? { jsonl: String(args.jsonl) } : {}),

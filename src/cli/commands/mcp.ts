@@ -9,7 +9,8 @@ import { verboseArg } from "../args.ts";
 import { selfCommand } from "../../util/self-exec.ts";
 import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 import { MCP_DEFAULT_JOBS } from "../../mcp/children.ts";
-import { oneLine } from "../format.ts";
+import { oneLine, printable } from "../format.ts";
+import { assertRootFolders } from "../../mcp/roots.ts";
 
 export default defineCommand({
   meta: { name: "mcp", description: `Serve kerncap's verbs as MCP tools over stdio (${TOOL_NAMES.join(", ")})` },
@@ -22,7 +23,7 @@ export default defineCommand({
     "trust-builds": {
       type: "boolean",
       description:
-        "Let validate, tune and profile --build run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (docs/security.md)",
+        "Let validate, tune, profile --build and evaluate run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (a received capture trusted on the command line, kerncap validate DIR --trust=DIGEST, builds without it; docs/security.md)",
       default: false,
     },
     root: {
@@ -45,14 +46,15 @@ export default defineCommand({
       log.info(c.where);
       return 0;
     }
-    log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
-    // the client closing stdin ends the session (the SDK's transport does not watch for it)
-    const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const given = (args as Record<string, unknown>).root;
     const roots = (Array.isArray(given) ? given : given === undefined ? [] : [given]).map((r) => resolve(String(r)));
+    assertRootFolders(roots, printable); // before serving: a missing root would make every call E_NOT_CAPTURE
     const jobs = args.jobs === undefined ? undefined : Number(args.jobs);
     if (jobs !== undefined && (!Number.isInteger(jobs) || jobs < 1 || jobs > 1024))
       throw new KerncapError("E_USAGE", `--jobs ${oneLine(String(args.jobs))} is not a whole number from 1 to 1024`, { hint: "Give --jobs N, e.g. --jobs 4." });
+    log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
+    // the client closing stdin ends the session (the SDK's transport does not watch for it)
+    const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), roots: roots.length ? roots : [process.cwd()] }, jobs);
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);

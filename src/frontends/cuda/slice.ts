@@ -49,9 +49,18 @@ export interface SliceMeta {
   definitionName: string;
 }
 
+/** The end of a slice file's name (sliceFileFor). */
+const SLICE_SUFFIX = ".kerncap-slice.cu";
+
 /** The slice file of a TU copy (relative to src/): `main.cu` → `main.kerncap-slice.cu`, beside it. */
 export function sliceFileFor(tuRel: string): string {
-  return tuRel.replace(/(\.[^./]+)?$/, ".kerncap-slice.cu");
+  return tuRel.replace(/(\.[^./]+)?$/, SLICE_SUFFIX);
+}
+
+/** Whether a path (relative to src/ or to the capture folder) names a slice file kerncap generates from its TU: `*.kerncap-slice.cu`. */
+export function isSliceFile(rel: string): boolean {
+  const name = rel.split("/").pop() ?? "";
+  return name.endsWith(SLICE_SUFFIX) && name.length > SLICE_SUFFIX.length;
 }
 
 /** A file name under src/ that can be pasted into a `#line "…"` directive and a `//` comment. */

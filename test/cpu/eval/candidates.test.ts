@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 
 /** A CUDA capture whose manifest records its TU (src/kernel.cu, from the project root /proj) and a header. */
@@ -127,4 +127,55 @@ test("a candidate is read with no link followed, and what is built is what was g
   await materialise(cap, parseCandidate(join(d, "fix.patch")), join(d, "copy4"));
   expect(readFileSync(join(d, "copy4/src/kernel.cu"), "utf8")).toContain("TWO + 0.0f");
   expect(existsSync(join(d, "copy4.patch"))).toBe(false);
+});
+
+test("a candidate list (kerncap mcp's evaluate): each labelled as given; a config never looked up as a file; a refused one never materialised; bad lists refused", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "0.patch"), "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-a\n+b\n");
+  writeFileSync(join(d, "BLOCK=4"), "a file a config's text names"); // in the folder eval runs in: never taken for the config
+  const list = join(d, "list.json");
+  const write = (candidates: readonly unknown[]) => writeFileSync(list, JSON.stringify({ candidates }));
+  write([
+    { label: "mine", spec: join(d, "0.patch") },
+    { label: "cfg", config: "BLOCK=4" },
+    {
+      label: "bad",
+      refused: { kind: "patch", code: "E_NOT_SOURCE", reason: "candidate bad's patch writes src/x, which is not a source file of the reproducer" },
+    },
+  ]);
+  const cwd = process.cwd();
+  process.chdir(d);
+  let cs;
+  try {
+    cs = listedCandidates(list);
+  } finally {
+    process.chdir(cwd);
+  }
+  expect(cs.map((c) => [c.label, c.kind])).toEqual([
+    ["mine", "patch"],
+    ["cfg", "config"],
+    ["bad", "patch"],
+  ]);
+  expect(cs[0]!.id).toStartWith("mine@");
+  expect(cs[0]!.id.split("@")[1]).toBe(parseCandidate(join(d, "0.patch")).id.split("@")[1]); // the content's digest, as on the command line
+  expect(cs[1]!.config?.kwargs).toEqual({ BLOCK: 4 });
+  const e = await materialise(cap, cs[2]!, join(d, "copy")).catch((x) => x);
+  expect(e).toMatchObject({ code: "E_NOT_SOURCE" });
+  expect(existsSync(join(d, "copy"))).toBe(false);
+  for (const [bad, why] of [
+    [
+      [
+        { label: "a", spec: "x" },
+        { label: "a", config: "A=1" },
+      ],
+      "two candidates are labelled a",
+    ],
+    [[{ label: "a", refused: { kind: "patch", code: "E_BUILD", reason: "x" } }], "is not a candidate list"],
+    [[{ label: "../a", config: "A=1" }], "is not a candidate list"],
+    [[], "is not a candidate list"],
+  ] as const) {
+    write(bad);
+    expect(() => listedCandidates(list)).toThrow(why);
+  }
 });

@@ -83,6 +83,69 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("tools/list: every argument has a description; flushL2 is a read, not a memset; allowVersionMismatch, and force its deprecated alias, ask for --allow-version-mismatch", async () => {
+    const c = await connected();
+    const { tools } = await c.listTools();
+    const undescribed: string[] = [];
+    const walk = (schema: any, at: string) => {
+      for (const [k, p] of Object.entries<any>(schema?.properties ?? {})) {
+        if (typeof p.description !== "string" || p.description.length < 12 || /^the candidates$/i.test(p.description)) undescribed.push(`${at}.${k}`);
+        walk(p.items ?? p, `${at}.${k}`);
+      }
+    };
+    for (const t of tools) walk(t.inputSchema, t.name);
+    expect(undescribed).toEqual([]);
+    const prop = (tool: string, k: string) => (tools.find((t) => t.name === tool)!.inputSchema.properties as any)[k];
+    for (const tool of ["replay", "tune"]) {
+      expect(prop(tool, "flushL2").description, tool).not.toMatch(/memset/);
+      expect(prop(tool, "flushL2").description, tool).toContain("a read of a 256 MiB buffer (or of twice the L2 where that is more)");
+    }
+    for (const tool of ["validate", "profile"]) {
+      expect(prop(tool, "allowVersionMismatch").type, tool).toBe("boolean");
+      expect(prop(tool, "force").description, tool).toMatch(/^Deprecated: the former name of allowVersionMismatch/);
+    }
+    const { TOOLS } = await import("../../../src/mcp/tools.ts");
+    for (const a of [{ allowVersionMismatch: true }, { force: true }]) {
+      expect(TOOLS.validate.argv({ dir: "d", ...a })).toContain("--allow-version-mismatch");
+      expect(TOOLS.profile.argv({ dir: "d", build: true, ...a })).toContain("--allow-version-mismatch");
+    }
+    expect(TOOLS.validate.argv({ dir: "d" })).not.toContain("--allow-version-mismatch");
+    await c.close();
+  });
+
+  test("--root that does not exist, or is a file: refused at startup (E_USAGE, exit 2) naming it, before anything is served", () => {
+    const main = join(import.meta.dir, "../../../src/cli/main.ts");
+    const file = join(tempDir(), "a-file");
+    writeFileSync(file, "x");
+    const ok = tempDir();
+    for (const [roots, why] of [
+      [["/nonexistent-kerncap-root"], "--root /nonexistent-kerncap-root does not exist"],
+      [[ok, file], `--root ${file} is not a folder`],
+    ] as const) {
+      const p = Bun.spawnSync([process.execPath, main, "mcp", ...roots.flatMap((r) => ["--root", r])], {
+        stdin: new Blob(['{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n']),
+        stdout: "pipe",
+        stderr: "pipe",
+        timeout: 20_000,
+      });
+      expect(p.exitCode, why).toBe(2);
+      expect(p.stderr.toString(), why).toContain(why);
+      expect(p.stdout.toString(), why).toBe(""); // nothing served: no answer to tools/list
+    }
+  });
+
+  test("--trust-builds: the server's help names every tool it gates; it and the agent skill say a capture trusted on the command line (recorded) builds without it", () => {
+    const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
+    const text = (help.stdout.toString() + help.stderr.toString()).replace(/\s+/g, " ");
+    expect(text).toContain("validate, tune, profile --build and evaluate");
+    expect(text).toContain("a received capture trusted on the command line, kerncap validate DIR --trust=DIGEST, builds without it");
+    // the behaviour itself: test/cpu/attacks-agent.test.ts (the user's validate --trust on the command line lets kerncap mcp build)
+    const skill = readFileSync(join(import.meta.dir, "../../../docs/agent-skill.md"), "utf8").replace(/\s+/g, " ");
+    expect(skill).toContain(
+      "with `kerncap mcp --trust-builds` (a received capture the user trusted on the command line, `kerncap validate DIR --trust=DIGEST`, which is recorded, builds without it)",
+    );
+  });
+
   test("tools/list: a title and annotations on every tool (inspect reads, edit_file writes); outputSchemas that calls conform to", async () => {
     const c = await connected();
     const { tools } = await c.listTools();
@@ -212,7 +275,7 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
-  test("list_files lists a capture's files (path, kind, bytes, editable) without following a link or listing build/; read_file on a folder points at it", async () => {
+  test("list_files lists a capture's files (path, kind, bytes, editable; generated for a slice) without following a link or listing build/; read_file on a folder points at it", async () => {
     // found by a new user: read_file on src got a hint about replacing symbolic links, and an agent had no way to list src/
     const c = await connected();
     const dir = await fresh();
@@ -220,6 +283,7 @@ describe("kerncap mcp", () => {
     writeFileSync(join(dir, "src/include/util.h"), "#pragma once\n");
     writeFileSync(join(dir, "src/notes.txt"), "n\n");
     writeFileSync(join(dir, "src/gen.sh"), "#!/bin/sh\n");
+    writeFileSync(join(dir, "src/kernel.kerncap-slice.cu"), "// kerncap slice of src/kernel.cu sha256=x body=y\n");
     symlinkSync("/etc", join(dir, "src/etc"));
     mkdirSync(join(dir, "build"));
     writeFileSync(join(dir, "build/slice-build.log"), "quoted\n");
@@ -228,13 +292,28 @@ describe("kerncap mcp", () => {
     const by = Object.fromEntries(all.entries.map((e: any) => [e.path, e]));
     expect(by["src/kernel.cu"]).toEqual({ path: "src/kernel.cu", kind: "file", bytes: readFileSync(join(dir, "src/kernel.cu")).length, editable: true });
     expect(by["src/include/util.h"]).toMatchObject({ kind: "file", editable: true });
+    // a slice is generated from its TU: not to be edited (an edited slice is compiled as it is; E_SLICE_EDITED later)
+    expect(by["src/kernel.kerncap-slice.cu"]).toMatchObject({ kind: "file", editable: false, generated: true });
+    expect(
+      Object.values(by)
+        .filter((e: any) => "generated" in e)
+        .map((e: any) => e.path),
+    ).toEqual(["src/kernel.kerncap-slice.cu"]);
     expect(by["src/include"]).toMatchObject({ kind: "folder", bytes: null, editable: false });
     for (const f of ["src/notes.txt", "src/gen.sh", "kerncap.json"]) expect(by[f], f).toMatchObject({ kind: "file", editable: false });
     expect(by["src/etc"]).toMatchObject({ kind: "link", editable: false });
     expect(by.build).toMatchObject({ kind: "folder" });
     expect(all.entries.filter((e: any) => e.path.startsWith("src/etc/") || e.path.startsWith("build/"))).toEqual([]);
     const src = doc(await c.callTool({ name: "list_files", arguments: { dir, path: "src" } }));
-    expect(src.entries.map((e: any) => e.path)).toEqual(["src/etc", "src/gen.sh", "src/include", "src/include/util.h", "src/kernel.cu", "src/notes.txt"]);
+    expect(src.entries.map((e: any) => e.path)).toEqual([
+      "src/etc",
+      "src/gen.sh",
+      "src/include",
+      "src/include/util.h",
+      "src/kernel.cu",
+      "src/kernel.kerncap-slice.cu",
+      "src/notes.txt",
+    ]);
     for (const [path, code] of [
       ["build", "E_CONFINED"],
       ["../", "E_UNSAFE_PATH"],
