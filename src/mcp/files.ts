@@ -13,7 +13,8 @@ import { escapeForTerminal } from "../escape.ts";
 import { unportableName } from "../format/archive.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { jsonDocument } from "../format/documents.ts";
-import type { Manifest } from "../format/manifest.ts";
+import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
+import { hostIdentity } from "../format/received.ts";
 import { folderInCapture, readInCapture, resolveInCapture, shownPath, sourcePathProblem, treeEntries, writeInCapture } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
 import { isSliceFile } from "../frontends/cuda/slice.ts";
@@ -130,7 +131,28 @@ export function readFileTool(a: { dir: string; path: string }): CallToolResult {
     });
   const b = readInCapture(dir, shown, TEXT_MAX)!;
   assertText(b, shown, "read_file returns");
-  return result(jsonDocument("file", { dir, path: shown, bytes: size, content: b.toString("utf8") }));
+  return result(jsonDocument("file", { dir, path: shown, bytes: size, content: withheldMachineId(b.toString("utf8"), shown) }));
+}
+
+/**
+ * A file's text as an agent may see it: this machine's id withheld (with it, a capture that
+ * arrives by git or tar would count as made here: src/format/received.ts). kerncap.json comes
+ * back as inspect --json shows it, `host.machineId` null; the id anywhere else, replaced.
+ */
+export function withheldMachineId(text: string, shown: string): string {
+  const id = hostIdentity().machineId;
+  if (shown === MANIFEST_FILE) {
+    try {
+      const m = JSON.parse(text);
+      if (m && typeof m === "object" && m.host && typeof m.host === "object" && "machineId" in m.host) {
+        m.host.machineId = null;
+        return `${JSON.stringify(m, null, 2)}\n`;
+      }
+    } catch {
+      /* not JSON: replaced below as any text */
+    }
+  }
+  return id ? text.split(id).join("(this machine's id, withheld)") : text;
 }
 
 /** Refuse a path under build/: what the builds write there quotes whatever they read. @throws KerncapError E_CONFINED */

@@ -17,6 +17,7 @@ import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { runCli } from "../../../src/cli/main.ts";
 import { TOOL_NAMES } from "../../../src/mcp/server.ts";
+import { hostIdentity } from "../../../src/format/received.ts";
 import { connected, doc, running, until } from "../mcp-client.ts";
 
 async function fresh(): Promise<string> {
@@ -184,6 +185,24 @@ describe("kerncap mcp", () => {
     expect(ajv.getValidator(t.inspect!.outputSchema as never)(other.structuredContent).valid).toBe(false);
     await c.close();
   }, 30_000);
+
+  test("read_file withholds this machine's id: kerncap.json with host.machineId null (as inspect shows it), the id in any other file replaced (trial 18 F3)", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const me = hostIdentity();
+    expect(me.machineId).toBeTruthy();
+    const p = join(dir, "kerncap.json");
+    const m = JSON.parse(readFileSync(p, "utf8"));
+    m.host = me;
+    writeFileSync(p, JSON.stringify(m));
+    const r = doc(await c.callTool({ name: "read_file", arguments: { dir, path: "kerncap.json" } }));
+    expect(JSON.parse(r.content).host).toEqual({ name: me.name, machineId: null });
+    expect(r.content).not.toContain(me.machineId!);
+    writeFileSync(join(dir, "src/notes.cu"), `// made on ${me.machineId}\n`);
+    const n = doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/notes.cu" } }));
+    expect(n.content).toBe("// made on (this machine's id, withheld)\n");
+    await c.close();
+  });
 
   test("bad arguments in plain words: an unknown one with those the tool takes, a missing one", async () => {
     const c = await connected();
