@@ -12,7 +12,7 @@ import { log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { acceptJudging, describeJudging, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { acceptJudging, describeJudging, judgingAccepted, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { receivedBecause } from "../../format/received.ts";
 import "../../frontends/index.ts"; // the frontend registry: receivedBecause reads every frontend's run files (src/format/run-files.ts)
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
@@ -114,8 +114,18 @@ export default defineCommand({
     const prior = args.clear ? storedOrNote(dir) : readJudging(dir);
     let settings = prior ?? {};
     let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
+    // a received capture's settings not accepted (the sender's): a setting the user writes starts from none, never
+    // adopting the sender's others with it (trial 18: --rtol kept the sender's atol 1e308 and accepted it all)
+    const senders = changing && !args.clear && !args.accept && prior !== undefined && receivedBecause(dir, m) !== undefined && !judgingAccepted(dir);
+    if (senders)
+      log.warn(`the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${dir} --accept adopts them)`);
     if (changing) {
-      settings = judgedSettings(prior, given, args.expect === undefined ? undefined : String(args.expect), Boolean(args.clear));
+      settings = judgedSettings(
+        senders ? undefined : prior,
+        given,
+        args.expect === undefined ? undefined : String(args.expect),
+        Boolean(args.clear) || senders,
+      );
       // every region named must be one of this capture's, before anything is written
       const params = readInCapture(dir, m.params.file, m.params.size);
       const p = params ? new Uint8Array(params) : new Uint8Array(m.params.size);

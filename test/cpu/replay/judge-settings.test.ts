@@ -79,6 +79,22 @@ describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 
       writeFileSync(join(other, "kerncap-judge.json"), readFileSync(join(got, "kerncap-judge.json")));
       markReceived(other, "cap.zip");
       expect(judgingInEffect(other, readManifest(other), true).settings).toBeUndefined();
+      // trial 18 F5: a setting of the user's own on a received capture starts from none; the sender's others are not adopted with it
+      const main = join(import.meta.dir, "../../../src/cli/main.ts");
+      const judge = (...a: string[]) => Bun.spawnSync([process.execPath, main, "judge", other, ...a], { stdout: "pipe", stderr: "pipe", env: process.env });
+      const set = judge("--rtol", "1e-6", "--json");
+      expect(set.exitCode, set.stderr.toString()).toBe(0);
+      expect(JSON.parse(set.stdout.toString()).settings).toEqual({ rtol: 1e-6 });
+      expect(set.stderr.toString()).toContain("the sender's judging settings (rtol 1)");
+      expect(set.stderr.toString()).toContain("are not accepted: starting from none");
+      expect(judgingInEffect(other, readManifest(other), true).settings).toEqual({ rtol: 1e-6 }); // the user's, accepted as written
+      // --accept with a setting: the user took the sender's, then changed one
+      const third = join(tempDir(), "third");
+      await makeCapture(third);
+      writeJudging(third, { atol: 1e-2, multiset: ["all"] });
+      markReceived(third, "cap.zip");
+      const both = Bun.spawnSync([process.execPath, main, "judge", third, "--accept", "--rtol", "1e-6", "--json"], { stdout: "pipe", env: process.env });
+      expect(JSON.parse(both.stdout.toString()).settings).toEqual({ atol: 1e-2, multiset: ["all"], rtol: 1e-6 });
     } finally {
       if (saved === undefined) delete process.env.XDG_STATE_HOME;
       else process.env.XDG_STATE_HOME = saved;
