@@ -48,6 +48,7 @@ import { basename, join, relative, resolve } from "node:path";
 import { KerncapError, systemError, whileReading } from "../errors.ts";
 import { absolutePathList } from "../env.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
+import { log } from "../log.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { isCaptureTemp, relativePathProblem } from "../format/paths.ts";
@@ -363,6 +364,8 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   for (const s of specs) {
     const c = typeof s === "string" ? parseCandidate(s) : s;
     if (!seen.has(c.id)) seen.set(c.id, c);
+    // the same content under the same name given twice (fix.patch fix.patch, a glob that matched it twice): evaluated once, said so
+    else if (typeof s === "string") log.info(`candidate ${escapedForMessage(s)} is given more than once: evaluated once`);
   }
   return distinctLabels([...seen.values()]);
 }

@@ -290,7 +290,7 @@ export function rankedTable(r: EvalReport): string {
   const counts = EVAL_VERDICTS.filter((v) => s[v])
     .map((v) => `${s[v]} ${v}`)
     .join(", ");
-  const tail = `${plural(s.candidates, "candidate")} on ${plural(r.inputs.length, "input")}: ${counts || "none in this run"}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${r.workers} worker${r.workers > 1 ? "s" : ""})`;
+  const tail = `${plural(s.candidates, "candidate")} on ${plural(r.inputs.length, "input")}: ${counts || "none in this run"}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${plural(r.workers, "worker")})`;
   const notes = reasonNotes(r);
   return [line(head), ...rows.map(line), ...(notes.length ? ["why, in full:", ...notes] : []), tail].join("\n");
 }
