@@ -6,6 +6,7 @@
  * (@triton.autotune's triton.Config, or nvcc flags). Exit 0 when some config matched, 1 when none
  * did, 2 on error.
  */
+import { log } from "../../log.ts";
 import { defineCommand } from "citty";
 import { tuneNotes, tuneTable, type TuneResult } from "../../frontends/tune.ts";
 import { tuneVerb } from "../../ops/tune.ts";
@@ -120,6 +121,12 @@ export default defineCommand({
       onBuilt: buildProgress(Boolean(args.json)),
     };
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
+    const files = (["report", "csv"] as const).filter((k) => args[k] !== undefined).map((k) => `--${k} ${String(args[k])}`);
+    // an error ends the tune before any config is timed: the files asked for are not written, and that is said
+    const unwritten = (e: unknown) => {
+      if (files.length) log.info(`${files.join(" and ")}: not written (no config was timed)`);
+      throw e;
+    };
     return tuneVerb(
       String(args.dir),
       o,
@@ -131,6 +138,6 @@ export default defineCommand({
         return r.winner ? 0 : 1;
       },
       dataStdio(),
-    );
+    ).catch(unwritten);
   },
 });

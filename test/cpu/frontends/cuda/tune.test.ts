@@ -112,9 +112,16 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
         "num_warps=4",
         "--jobs",
         "2",
+        "--report",
+        join(dir, "..", "t.html"),
+        "--csv",
+        join(dir, "..", "t.csv"),
       ],
       { stdout: "pipe", stderr: "pipe", env: process.env },
     );
+    // the files asked for, not written, and said so (found by a new user: nothing was said)
+    expect(p.stderr.toString()).toContain(`--report ${join(dir, "..", "t.html")} and --csv ${join(dir, "..", "t.csv")}: not written (no config was timed)`);
+    expect(existsSync(join(dir, "..", "t.html"))).toBe(false);
     expect(p.exitCode, p.stderr.toString()).toBe(2);
     const doc = JSON.parse(p.stdout.toString());
     expect(doc.error.code).toBe("E_NO_GPU");
