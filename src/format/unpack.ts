@@ -145,22 +145,33 @@ const PackIndexSchema = v.object({
   warnings: v.array(v.string()),
 });
 
-/** Read the index entry. @throws KerncapError E_ARCHIVE when absent or malformed */
+/**
+ * Read the index entry; first, every entry's extra fields are held to what pack writes (only
+ * ZIP64: CdEntry.oddExtra), as unzip acts on others (it names an entry by its Unicode Path field).
+ * @throws KerncapError E_ARCHIVE when absent or malformed, or an entry carries an extra field pack never writes
+ */
 async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promise<PackIndex> {
   const e = entries.find((x) => x.name.split("/").length === 2 && x.name.endsWith(`/${PACK_INDEX}`));
   if (!e) {
-    // the unzip hint only for an archive whose every name stays inside a folder (no absolute name, no ..)
-    const unsafe = entries.find((x) => unsafeEntryName(x.name));
-    if (unsafe)
+    // the unzip hint only for an archive whose every name stays inside a folder (no absolute name, no ..), as unzip may name it
+    const unsafe = entries.flatMap((x) => [x.name, ...x.altNames]).find((n) => unsafeEntryName(n));
+    if (unsafe !== undefined)
       throw new KerncapError(
         "E_ARCHIVE",
-        `${archive} has no ${PACK_INDEX} (not written by \`kerncap pack\`) and is refused as unsafe: entry ${escapedForMessage(unsafe.name)} would be written outside the folder it is unpacked into`,
+        `${archive} has no ${PACK_INDEX} (not written by \`kerncap pack\`) and is refused as unsafe: entry ${escapedForMessage(unsafe)} would be written outside the folder it is unpacked into`,
         { hint: "Do not unpack it with another tool either; ask the sender for an archive made by kerncap pack. Nothing was unpacked." },
       );
     throw new KerncapError("E_ARCHIVE", `${archive} has no ${PACK_INDEX}: not written by \`kerncap pack\``, {
       hint: "Its entries' names stay inside a folder: unpack it with unzip if it is a plain zip of a capture folder.",
     });
   }
+  const odd = entries.find((x) => x.oddExtra);
+  if (odd)
+    throw new KerncapError(
+      "E_ARCHIVE",
+      `${archive}: ${escapedForMessage(odd.name)} carries ${odd.oddExtra}, which \`kerncap pack\` never writes: another reader (unzip) could unpack it differently from kerncap`,
+      { hint: "Ask the sender to pack the capture again with `kerncap pack` (it writes no such field); nothing was unpacked." },
+    );
   const json = await jsonEntry(archive, fd, e, PACK_INDEX);
   const schema = (json as { schema?: unknown } | null)?.schema;
   if (schema !== PACK_SCHEMA) {

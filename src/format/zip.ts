@@ -17,6 +17,10 @@
  * name or method differs from the central directory's, sizes or offsets past 2^53 or the file, and
  * any entry whose external attributes give a Unix file type other than a regular file or a folder
  * (a symbolic link, a device, a FIFO, a socket: `unzip` would make that, kerncap never writes one).
+ * Each entry's extra fields, local and central, are read (CdEntry.oddExtra): any but the ZIP64 field
+ * (the only one pack writes), a field twice or a malformed block is refused by unpack once the
+ * archive claims to be kerncap's (src/format/unpack.ts readIndex), since other readers act on them:
+ * unzip names an entry by its Info-ZIP Unicode Path field (0x7075), kerncap by the header's name.
  */
 import { Deflate } from "fflate";
 import { ftruncateSync, readSync, writeSync } from "node:fs";
@@ -38,6 +42,16 @@ const SIG_END64 = 0x06064b50;
 const SIG_LOCATOR64 = 0x07064b50;
 const FLAG_UTF8 = 0x800;
 const EXTRA_ZIP64 = 0x0001;
+/** The Info-ZIP Unicode Path extra field: a UTF-8 name that unzip and others use instead of the header's (APPNOTE 4.6.9). */
+const EXTRA_UNICODE_PATH = 0x7075;
+/** What some other extra fields are, for the refusal. */
+const EXTRA_NAMES: Record<number, string> = {
+  [EXTRA_UNICODE_PATH]: "Info-ZIP Unicode Path: unzip names the entry by it",
+  0x6375: "Info-ZIP Unicode Comment",
+  0x5455: "extended timestamp",
+  0x7875: "Info-ZIP Unix UID/GID",
+  0x000a: "NTFS times",
+};
 /** The file-type bits of a Unix st_mode (the high 16 bits of the external attributes, as Info-ZIP's unzip reads them). */
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
@@ -70,6 +84,13 @@ export interface CdEntry {
   localOffset: number;
   /** Byte of the archive where the entry's data begins (after its local header). */
   dataOffset: number;
+  /**
+   * What is wrong with its extra fields (local or central header), as a phrase: a field other than
+   * ZIP64 (0x0001, the only one pack writes), a field twice, a malformed block; undefined when none.
+   */
+  oddExtra?: string;
+  /** The names its Unicode Path fields (0x7075) give it, which unzip would use instead of `name`. */
+  altNames: string[];
 }
 
 const u16 = (b: Uint8Array, o: number) => b[o]! | (b[o + 1]! << 8);
@@ -173,8 +194,24 @@ export function centralDirectory(archive: string, fd: number, size: number): CdE
     if (lnlen !== nlen || Buffer.compare(localName, nameBytes) !== 0)
       throw bad(`${name}: the local header at byte ${localOffset} names ${JSON.stringify(new TextDecoder().decode(localName))}`);
     if (u16(lh, 8) !== method) throw bad(`${name}: the local header's compression method differs from the central directory's`);
-    const dataOffset = localOffset + 30 + lnlen + u16(lh, 28);
-    out.push({ name, flags, method, crc: u32(cd, o + 16), csize, usize, mode: (u32(cd, o + 38) >>> 16) & 0o7777, localOffset, dataOffset });
+    const lxlen = u16(lh, 28);
+    const dataOffset = localOffset + 30 + lnlen + lxlen;
+    const central = readExtras(cd.subarray(o + 46 + nlen, o + 46 + nlen + xlen));
+    const local = readExtras(readAt(fd, localOffset + 30 + lnlen, lxlen), lxlen);
+    const oddExtra = central.odd ? `${central.odd} in its central directory record` : local.odd ? `${local.odd} in its local header` : undefined;
+    out.push({
+      name,
+      flags,
+      method,
+      crc: u32(cd, o + 16),
+      csize,
+      usize,
+      mode: (u32(cd, o + 38) >>> 16) & 0o7777,
+      localOffset,
+      dataOffset,
+      oddExtra,
+      altNames: [...central.altNames, ...local.altNames],
+    });
     o += 46 + nlen + xlen + clen;
   }
   // each entry's header and data is its own: one stream counted under two names is a small archive unpacking large
@@ -200,6 +237,32 @@ function zip64Extra(extra: Uint8Array): Uint8Array | undefined {
     o += 4 + len;
   }
   return undefined;
+}
+
+/**
+ * An extra block's fields (APPNOTE 4.5.1: tag, length, data), as unpack judges them: `odd` says
+ * what pack never writes (a field other than ZIP64, a field twice, a field running past the block,
+ * `want` bytes declared and fewer there); `altNames` the names of its Unicode Path fields
+ * (version, CRC-32 of the header's name, UTF-8 name).
+ */
+function readExtras(extra: Uint8Array, want = extra.length): { odd?: string; altNames: string[] } {
+  const altNames: string[] = [];
+  if (extra.length < want) return { odd: `an extra field block cut short (${extra.length} of ${want} bytes)`, altNames };
+  const seen = new Set<number>();
+  let odd: string | undefined;
+  for (let o = 0; o < extra.length; ) {
+    if (o + 4 > extra.length) return { odd: odd ?? `${extra.length - o} stray bytes after the extra fields`, altNames };
+    const tag = u16(extra, o);
+    const len = u16(extra, o + 2);
+    const hex = `0x${tag.toString(16).padStart(4, "0")}`;
+    if (o + 4 + len > extra.length) return { odd: odd ?? `an extra field ${hex} running past the end of its block`, altNames };
+    if (tag === EXTRA_UNICODE_PATH && len > 5) altNames.push(new TextDecoder().decode(extra.subarray(o + 9, o + 4 + len)));
+    if (!odd && seen.has(tag)) odd = `the extra field ${hex} twice`;
+    else if (!odd && tag !== EXTRA_ZIP64) odd = `an extra field ${hex}${EXTRA_NAMES[tag] ? ` (${EXTRA_NAMES[tag]})` : ""}`;
+    seen.add(tag);
+    o += 4 + len;
+  }
+  return { odd, altNames };
 }
 
 /** MS-DOS date and time of `d` (local time, 2-second steps, from 1980: APPNOTE 4.4.6). */

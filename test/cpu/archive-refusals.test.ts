@@ -10,7 +10,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { packCapture, PACK_INDEX, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { checkUnpackBounds, FREE_MARGIN_BYTES, freeBytes } from "../../src/format/unpack-bounds.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
-import { rawZip, readRawZip, storedEntry, type RawEntry } from "./zip-fixture.ts";
+import { extraField, rawZip, readRawZip, storedEntry, unicodePathField, type RawEntry } from "./zip-fixture.ts";
 
 async function refusal(fn: () => Promise<unknown>): Promise<KerncapError> {
   try {
@@ -76,6 +76,52 @@ describe("unpack refuses", () => {
     const e = await refusal(() => unpackArchive(a.write(list), a.out));
     expect(e.message).toContain('"cap/src/l\\u001b[2J\\u202e.h" is a symbolic link');
     expect(e.message).not.toMatch(/[\x1b\u202e]/);
+  });
+
+  test("an entry with an extra field pack never writes, in either header: unzip extracted README.md's bytes as a root Makefile by its Unicode Path field", async () => {
+    const a = await packed({ "README.md": "all:\n\ttouch /tmp/PWNED\n" });
+    const readme = "cap/README.md";
+    const zip64 = extraField(0x0001, new Uint8Array(8));
+    for (const [where, x, said] of [
+      [
+        "central",
+        unicodePathField(readme, "cap/Makefile"),
+        "an extra field 0x7075 (Info-ZIP Unicode Path: unzip names the entry by it) in its central directory record",
+      ],
+      ["local", unicodePathField(readme, "cap/Makefile"), "an extra field 0x7075 (Info-ZIP Unicode Path: unzip names the entry by it) in its local header"],
+      ["central", extraField(0x6375, "\x01\0\0\0\0hi"), "an extra field 0x6375 (Info-ZIP Unicode Comment) in its central directory record"],
+      ["local", extraField(0x5455, "\x01\0\0\0\0"), "an extra field 0x5455 (extended timestamp) in its local header"],
+      ["central", extraField(0xcafe, ""), "an extra field 0xcafe in its central directory record"],
+      ["central", Buffer.concat([zip64, zip64]), "the extra field 0x0001 twice in its central directory record"],
+      ["local", Buffer.from([1, 0, 9]), "3 stray bytes after the extra fields in its local header"],
+      [
+        "central",
+        Buffer.concat([zip64, Buffer.from([0x75, 0x70, 40, 0])]),
+        "an extra field 0x7075 running past the end of its block in its central directory record",
+      ],
+    ] as const) {
+      const list = a.entries.map((e) => (e.name === readme ? { ...e, [where === "central" ? "extra" : "localExtra"]: x } : e));
+      const e = await refusal(() => unpackArchive(a.write(list), a.out));
+      expect(e.code).toBe("E_ARCHIVE");
+      expect(e.message).toContain(`"${readme}" carries ${said}, which \`kerncap pack\` never writes`);
+      expect(e.hint).toContain("pack the capture again with `kerncap pack`");
+      expect(onlyArchives(a.root)).toEqual([]);
+    }
+    // the same entries without the fields unpack, README.md as README.md; a lone ZIP64 field (what pack writes) is read
+    const list = a.entries.map((e) => (e.name === readme ? { ...e, extra: zip64, localExtra: zip64 } : e));
+    const u = await unpackArchive(a.write(list), a.out);
+    expect(readdirSync(u.dir)).toContain("README.md");
+    expect(readdirSync(u.dir)).not.toContain("Makefile");
+  });
+
+  test("a zip without an index whose Unicode Path field leaves the folder: refused as unsafe, no hint to use unzip", async () => {
+    const a = await packed();
+    const zip = join(a.root, "plain.zip");
+    writeFileSync(zip, rawZip([{ ...storedEntry("cap/notes.txt", "x"), extra: unicodePathField("cap/notes.txt", "../../.bashrc") }]));
+    const e = await refusal(() => unpackArchive(zip, a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain('refused as unsafe: entry "../../.bashrc" would be written outside');
+    expect(e.hint).not.toContain("unzip if");
   });
 
   test("two entries sharing one compressed stream (1.2 MB once unpacked to 2 GiB)", async () => {

@@ -16,6 +16,27 @@ export interface RawEntry {
   mode?: number;
   /** Write no local header or data for this entry: its central-directory record points at entry `sharesWith`'s. */
   sharesWith?: number;
+  /** The extra field block of its central-directory record (default none). */
+  extra?: Uint8Array;
+  /** The extra field block of its local header (default none). */
+  localExtra?: Uint8Array;
+}
+
+/** One extra field (APPNOTE 4.5.1): its tag, its data's length, its data. */
+export function extraField(tag: number, data: Uint8Array | string): Buffer {
+  const d = Buffer.from(data);
+  const h = Buffer.alloc(4);
+  h.writeUInt16LE(tag, 0);
+  h.writeUInt16LE(d.length, 2);
+  return Buffer.concat([h, d]);
+}
+
+/** An Info-ZIP Unicode Path extra field (0x7075) giving `header`'s entry the name `name` (version 1, the CRC-32 of the header's name). */
+export function unicodePathField(header: string, name: string): Buffer {
+  const v = Buffer.alloc(5);
+  v.writeUInt8(1, 0);
+  v.writeUInt32LE(Bun.hash.crc32(Buffer.from(header)) >>> 0, 1);
+  return extraField(0x7075, Buffer.concat([v, Buffer.from(name)]));
 }
 
 /** A zip of `entries`, in order, without ZIP64 records. */
@@ -38,8 +59,10 @@ export function rawZip(entries: RawEntry[]): Buffer {
       lh.writeUInt32LE(e.data.length, 18);
       lh.writeUInt32LE(e.usize, 22);
       lh.writeUInt16LE(name.length, 26);
-      locals.push(lh, name, Buffer.from(e.data));
-      off += 30 + name.length + e.data.length;
+      const lx = Buffer.from(e.localExtra ?? []);
+      lh.writeUInt16LE(lx.length, 28);
+      locals.push(lh, name, lx, Buffer.from(e.data));
+      off += 30 + name.length + lx.length + e.data.length;
     }
     const cd = Buffer.alloc(46);
     cd.writeUInt32LE(0x02014b50, 0);
@@ -51,9 +74,11 @@ export function rawZip(entries: RawEntry[]): Buffer {
     cd.writeUInt32LE(e.data.length, 20);
     cd.writeUInt32LE(e.usize, 24);
     cd.writeUInt16LE(name.length, 28);
+    const cx = Buffer.from(e.extra ?? []);
+    cd.writeUInt16LE(cx.length, 30);
     cd.writeUInt32LE(((e.mode ?? 0o100644) << 16) >>> 0, 38);
     cd.writeUInt32LE(at, 42);
-    cds.push(cd, name);
+    cds.push(cd, name, cx);
   }
   const cd = Buffer.concat(cds);
   const end = Buffer.alloc(22);
