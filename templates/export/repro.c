@@ -176,15 +176,20 @@ int main(int argc, char **argv) {
   int iters = 20, ordinal = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-m") && i + 1 < argc) module_path = argv[++i];
-    else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = count_arg("-n", argv[++i]);
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) root_dir = argv[++i];
-    else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = count_arg("-g", argv[++i]);
     else {
       /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2) */
       const int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
       fprintf(help ? stdout : stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)]\n", argv[0]);
       return help ? 0 : 2;
     }
+  }
+  {
+    /* the data this run reads, there before the GPU is asked for */
+    const char *const data[] = {BEFORE_FILE, AFTER_FILE, PARAMS_FILE};
+    check_data(data, 3);
   }
   CUresult r0 = cuInit(0);
   if (r0 != CUDA_SUCCESS) {

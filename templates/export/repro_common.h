@@ -50,6 +50,30 @@ static char *data_path(const char *rel) {
   return path;
 }
 
+/* A whole number from 0 to 1000000 given to an option (-n, -g): anything else is a usage error (exit 2),
+ * said before the driver is asked for anything. */
+static int count_arg(const char *opt, const char *text) {
+  char *end = NULL;
+  long v = strtol(text, &end, 10);
+  if (!*text || *end || v < 0 || v > 1000000) {
+    fprintf(stderr, "error: %s %s: give a whole number from 0 to 1000000\n", opt, shown(text));
+    exit(2);
+  }
+  return (int)v;
+}
+
+/* The export's data files are there and readable (-d): said before the driver is asked for anything. */
+static void check_data(const char *const *rels, int n) {
+  for (int i = 0; i < n; i++) {
+    FILE *f = fopen(data_path(rels[i]), "rb");
+    if (!f) {
+      fprintf(stderr, "error: cannot open %s: not an export folder? (-d EXPORT_DIR: the folder kerncap export wrote, which holds data/)\n", shown(data_path(rels[i])));
+      exit(2);
+    }
+    fclose(f);
+  }
+}
+
 static FILE *open_data(const char *rel) {
   FILE *f = fopen(data_path(rel), "rb");
   if (!f) die("cannot open", data_path(rel));

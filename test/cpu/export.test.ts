@@ -569,6 +569,13 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     const help = repro(out, null, {}, ["-h"]);
     expect([help.code, help.out.startsWith("usage: ./repro [-m MODULE]")]).toEqual([0, true]);
     expect(repro(out, null, {}, ["-x"]).code).toBe(2);
+    // a bad count or a folder that is no export: a usage error before the driver (found by a new user: "cuInit failed" on a machine without a GPU)
+    const n = repro(out, null, {}, ["-n", "abc"]);
+    expect([n.code, n.err]).toEqual([2, "error: -n abc: give a whole number from 0 to 1000000\n"]);
+    const d = repro(out, null, {}, ["-d", "/nonexistent"]);
+    expect(d.code).toBe(2);
+    expect(d.err).toContain("error: cannot open /nonexistent/data/");
+    expect(d.err).toContain("not an export folder?");
     // a driver that JIT-compiles the fatbin's PTX itself: said too
     const itself = repro(out, appWrites(out, m), { KC_FAKE_CC: "86" });
     expect(itself.out).toContain("module: no machine code for sm_86 in the image (it has sm_90): the driver JIT-compiled its PTX (compute_80)");
