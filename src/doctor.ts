@@ -16,7 +16,16 @@ import { privateFolderRisk, fallbackCacheDir, preferredCacheDir, privateTempFold
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
 import { libcudaOverride } from "./env.ts";
-import { countDevices, describeLibcudaSearch, driverVersion, libcudaCandidates, loaderReason, overrideDoesNotLoad, WITHOUT_GPU } from "./native/libcuda.ts";
+import {
+  countDevices,
+  describeLibcudaSearch,
+  driverVersion,
+  libcudaCandidates,
+  loaderReason,
+  overrideDoesNotLoad,
+  NEEDS_GPU,
+  WITHOUT_GPU,
+} from "./native/libcuda.ts";
 import { findNsightTool } from "./profile/ncu.ts";
 import { frontends } from "./frontends/index.ts";
 
@@ -91,7 +100,7 @@ export function checkLibcuda(): Check & { loaded?: string } {
     id: "libcuda",
     status: "fail",
     detail: `not found; tried ${describeLibcudaSearch(tried)}`,
-    fix: `Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1). Needed by run, list, replay and validate; ${WITHOUT_GPU}.`,
+    fix: `Install the NVIDIA driver (or set KERNCAP_LIBCUDA to libcuda.so.1): ${NEEDS_GPU}; ${WITHOUT_GPU}.`,
   };
 }
 

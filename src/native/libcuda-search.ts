@@ -73,15 +73,16 @@ function joined(words: readonly string[]): string {
  * doctor's fix of a failed libcuda or GPU check give (NO_GPU_VERBS, then what validate and tune do
  * without one).
  */
-export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first) and tune still builds every config`;
+export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first), tune and eval still build every config and candidate, and check --rebuild every capture`;
+/** What needs the GPU (GPU_VERBS): the one sentence the E_NO_GPU hints and doctor's fix give, before WITHOUT_GPU. */
+export const NEEDS_GPU = `kerncap ${GPU_VERBS.filter((v) => v !== "validate" && v !== "tune").join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path)`;
 /**
  * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
  * every verb gives: what needs the GPU and what works without it (GPU_VERBS, WITHOUT_GPU).
  */
 export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
-  const whole = GPU_VERBS.filter((v) => v !== "validate" && v !== "tune");
   return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: `kerncap ${whole.join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); ${WITHOUT_GPU}.`,
+    hint: `${NEEDS_GPU}; ${WITHOUT_GPU}.`,
   });
 }
 /**

@@ -20,6 +20,7 @@ export {
   libcudaCandidates,
   loaderReason,
   missingSymbol,
+  NEEDS_GPU,
   NO_GPU_VERBS,
   noDriverError,
   overrideDoesNotLoad,

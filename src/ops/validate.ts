@@ -22,6 +22,7 @@ import { replayCompared, type ReplayOptions, type ReplayResult } from "../replay
 import type { TimingComparison } from "../replay/stats.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import { judgingInEffect } from "../replay/judge-settings.ts";
+import { NEEDS_GPU, WITHOUT_GPU } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
 
@@ -164,7 +165,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
       throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
         // the same facts for --json and MCP readers (kerncap.error/1 error.details)
         details: { rebuild: { module: b.module, seconds: b.seconds, ...(b.builder ? { builder: b.builder } : {}) } },
-        hint: "The kernel compiles. Its replay needs an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path); without one, demo, inspect, pack, unpack, export, judge, and the builds of eval, tune and check --rebuild work. kerncap doctor says what this machine lacks.",
+        hint: `The kernel compiles. ${NEEDS_GPU}; ${WITHOUT_GPU}. kerncap doctor says what this machine lacks.`,
       });
     }
     throw e;
