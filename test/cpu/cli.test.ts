@@ -24,6 +24,7 @@ import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
 import { tmpdir } from "node:os";
 import { findCupti } from "../../src/native/libcupti-search.ts";
+import { NEEDS_GPU, WITHOUT_GPU } from "../../src/native/libcuda-search.ts";
 import { closestKernels } from "../../src/capture/run.ts";
 import { commands } from "../../src/cli/main.ts";
 import { describeManifest } from "../../src/cli/commands/inspect.ts";
@@ -1350,6 +1351,8 @@ test.skipIf(!NVCC_HERE || GPU_HERE)(
     // and structured (found by a new user: an agent had to parse the prose)
     expect(doc.error.details.rebuild.module).toEndWith("build/kernel.cubin");
     expect(doc.error.details.rebuild.seconds).toBeGreaterThan(0);
+    // the one sentence of what needs the GPU and what works without it, as every E_NO_GPU gives it (found by a new user: three lists)
+    expect(doc.error.hint).toContain(`${NEEDS_GPU}; ${WITHOUT_GPU}.`);
     // judging settings changed by hand: E_CHECKSUM before the build (found by a new user: without a GPU it was never said)
     const judge = Bun.spawnSync([process.execPath, main, "judge", dir, "--rtol", "0.001"], { cwd: root, stderr: "pipe" });
     expect(judge.exitCode, judge.stderr.toString()).toBe(0);
