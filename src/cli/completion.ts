@@ -71,11 +71,13 @@ const PATH_OPTIONS = new Set([
   "csv",
 ]);
 const DTYPES = Object.keys(ELEMENT_BYTES);
-/** Options whose value is one of a few words: --dtype's element types, mcp --print-config's clients, list's and check's --print-summary modes. */
+/** Options whose value is one of a few words: --dtype's element types, mcp --print-config's clients, list's and check's --print-summary modes, judge's --expect, run's and list's --runtime. */
 const CHOICES: Record<string, readonly string[]> = {
   dtype: DTYPES,
   "print-config": CLIENT_NAMES,
   "print-summary": [...new Set([...LIST_SUMMARIES, ...CHECK_SUMMARIES])],
+  expect: ["nondeterministic", "deterministic", "any"],
+  runtime: ["cuda", "hsa"],
 };
 
 /** The spellings of the options that take a value, split into path-valued, one list per CHOICES option, and the rest. */

@@ -44,6 +44,9 @@ describe("shell completion", () => {
     expect(complete(["kerncap", "replay", "cap", "--module", "ap"])).toEqual(["app.sh"]);
     expect(complete(["kerncap", "check", "x", "--report", "ap"])).toEqual(["app.sh"]);
     expect(complete(["kerncap", "mcp", "--print-config", "c"])).toEqual(["claude-code", "claude-desktop", "codex", "cursor"]);
+    // judge's --expect and run's --runtime (found by a new user: nothing was offered)
+    expect(complete(["kerncap", "judge", "cap", "--expect", ""])).toEqual(["any", "deterministic", "nondeterministic"]);
+    expect(complete(["kerncap", "run", "--runtime", ""])).toEqual(["cuda", "hsa"]);
     // check's internal --worker is not offered
     expect(complete(["kerncap", "check", "--w"])).toEqual(["--write-baseline"]);
   });
