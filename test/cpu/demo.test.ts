@@ -255,7 +255,7 @@ describe("kerncap demo", () => {
         expect(r.code).toBe(2);
         expect(doc.error.code).toBe("E_NO_GPU");
         expect(doc.error.message).toContain("the rebuild succeeded");
-        expect(doc.error.hint).toMatch(/without one, demo, inspect, .* work/);
+        expect(doc.error.hint).toMatch(/kerncap demo \(a sample capture to try the verbs on\), inspect, .* work without a GPU/);
       }
     },
     60_000,
