@@ -108,9 +108,9 @@ export function recordProblem(r: CheckRecord): string | undefined {
     if (x < 0) return `${k} is ${x}: a time is not negative`;
   if (r.timing) {
     const { medianUs, samplesUs } = r.timing;
-    if (!samplesUs.length || samplesUs.some((x) => x < 0)) return "timing.samplesUs holds no time, or a negative one";
+    if (medianUs < 0 || samplesUs.some((x) => x < 0)) return "timing holds a negative time";
     // the worker's median is the median of these samples (src/replay/run-result.ts): --baseline judges the samples, the report prints the median
-    if (!near(medianUs, median(samplesUs), 1e-9)) return `timing.medianUs ${medianUs} is not the median of timing.samplesUs (${median(samplesUs)})`;
+    if (samplesUs.length && !near(medianUs, median(samplesUs), 1e-9)) return `timing.medianUs ${medianUs} is not the median of timing.samplesUs (${median(samplesUs)})`;
   }
   // the status is the outcome's and the time judgement's (statusOf, as check writes it): a "slower" without its comparison is no judgement
   const status = statusOf(r, t);
@@ -139,7 +139,7 @@ export function recordProblem(r: CheckRecord): string | undefined {
       if (t.verdict === "faster" && !(high < 1)) return `time.verdict is "faster" but its interval [${low}, ${high}] does not lie below 1`;
       const { medianUs, samplesUs } = r.timing!;
       const medians = medianUs / base;
-      const spread = samplesUs.reduce((a, x) => Math.max(a, x), 0) / samplesUs.reduce((a, x) => Math.min(a, x), Infinity); // the ratio is of every sample, the median of the middle ones
+      const spread = samplesUs.length ? samplesUs.reduce((a, x) => Math.max(a, x), 0) / samplesUs.reduce((a, x) => Math.min(a, x), Infinity) : 1; // the ratio is of every sample, the median of the middle ones
       if (medianUs > 0 && base > 0 && Number.isFinite(spread) && !withinFactor(ratio, medians, RATIO_FACTOR * spread))
         return `time.ratio ${ratio} is not near timing.medianUs / time.baselineMedianUs (${medianUs} / ${base} = ${+medians.toPrecision(4)}): the ratio is of these times`;
     }

@@ -278,7 +278,7 @@ describe("attack: a results folder another user made (check --resume)", () => {
     captured: H200,
     device: H200,
     rebuild: null,
-    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + i * 0.01) },
+    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + (i - 9.5) * 0.01) }, // medianUs: the samples' median, as the worker takes it
     seconds: 0.01,
     replaySeconds: 0.005,
     at: new Date().toISOString(),
