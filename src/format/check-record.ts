@@ -104,13 +104,18 @@ export function recordProblem(r: CheckRecord): string | undefined {
   // numbers: JSON's 1e999 reads as Infinity, which the schema's number takes
   const inf = nonFinite(r);
   if (inf) return inf;
-  for (const [k, x] of [["seconds", r.seconds], ["replaySeconds", r.replaySeconds], ["rebuild.seconds", r.rebuild?.seconds ?? 0]] as const)
+  for (const [k, x] of [
+    ["seconds", r.seconds],
+    ["replaySeconds", r.replaySeconds],
+    ["rebuild.seconds", r.rebuild?.seconds ?? 0],
+  ] as const)
     if (x < 0) return `${k} is ${x}: a time is not negative`;
   if (r.timing) {
     const { medianUs, samplesUs } = r.timing;
     if (medianUs < 0 || samplesUs.some((x) => x < 0)) return "timing holds a negative time";
     // the worker's median is the median of these samples (src/replay/run-result.ts): --baseline judges the samples, the report prints the median
-    if (samplesUs.length && !near(medianUs, median(samplesUs), 1e-9)) return `timing.medianUs ${medianUs} is not the median of timing.samplesUs (${median(samplesUs)})`;
+    if (samplesUs.length && !near(medianUs, median(samplesUs), 1e-9))
+      return `timing.medianUs ${medianUs} is not the median of timing.samplesUs (${median(samplesUs)})`;
   }
   // the status is the outcome's and the time judgement's (statusOf, as check writes it): a "slower" without its comparison is no judgement
   const status = statusOf(r, t);
