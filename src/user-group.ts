@@ -77,3 +77,17 @@ export function othersMayWrite(st: Pick<Stats, "mode" | "gid">, path?: string): 
   if ((st.mode & 0o020) === 0) return false;
   return !isPrivateGroup(st.gid) || (path !== undefined && aclProbe !== undefined && aclProbe(path));
 }
+
+/**
+ * Why a file another local user could have written is not this user's own to read as its records
+ * or baseline (their records would be taken as judged), or undefined when it is: it belongs to
+ * another user, or othersMayWrite. `st` from lstat or, better, fstat of the fd read (no swap between).
+ * @returns "belongs to another user (uid U; you are uid V)" or "can be written by others (mode M)"; undefined off POSIX
+ */
+export function notOwnFile(st: Pick<Stats, "mode" | "gid" | "uid">, path?: string): string | undefined {
+  const uid = process.geteuid?.();
+  if (uid === undefined) return undefined;
+  if (st.uid !== uid) return `belongs to another user (uid ${st.uid}; you are uid ${uid})`;
+  if (othersMayWrite(st, path)) return `can be written by others (mode ${(st.mode & 0o777).toString(8)})`;
+  return undefined;
+}

@@ -6,7 +6,7 @@
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
  * {name, arch}, samplesUs: [µs…], medianUs, at}}}`.
  */
-import { lstatSync } from "node:fs";
+import { lstatSync, type Stats } from "node:fs";
 import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -30,14 +30,15 @@ export type BaselineEntry = v.InferOutput<typeof Entry>;
 /**
  * The baseline at path, or an empty one when nothing is there (a link, even one to nothing, is
  * something: readInputFile refuses it).
- * @throws KerncapError E_BASELINE (a link, not a regular file, not JSON, not the schema)
+ * `check`: given the fd's fstat, may refuse the file (check --merge: another user's, src/check/check.ts).
+ * @throws KerncapError E_BASELINE (a link, not a regular file, not JSON, not the schema); what `check` throws
  */
-export function readBaseline(path: string): Baseline {
+export function readBaseline(path: string, check?: (st: Stats) => void): Baseline {
   if (!somethingAt(path)) return { schema: BASELINE_SCHEMA, captures: emptyCaptures() };
   const hint = "Give the baseline.json a `kerncap check` wrote (--write-baseline), or another --baseline.";
   let json: unknown;
   try {
-    json = JSON.parse(readInputFile(path, "baseline", "E_BASELINE"));
+    json = JSON.parse(readInputFile(path, "baseline", "E_BASELINE", undefined, check));
   } catch (e) {
     if (e instanceof KerncapError) throw e;
     throw new KerncapError("E_BASELINE", `${path} is not valid JSON: ${(e as Error).message}`, { hint });

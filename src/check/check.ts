@@ -13,12 +13,13 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync, statSync, type Stats } from "node:fs";
 import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
-import { assertMergeSize, readInputFile } from "../format/paths.ts";
+import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
+import { notOwnFile } from "../user-group.ts";
 import { RECEIVED_MARK } from "../format/file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
@@ -30,7 +31,7 @@ import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
 import { CheckProgress } from "./progress.ts";
 import { CheckRecord, recordProblem, statusOf, type Outcome, type TimeJudgement } from "../format/check-record.ts";
-import { PREVIOUS_RESULTS_FILE, readResults, ResultsLog, RESULTS_FILE } from "./results.ts";
+import { parseResults, PREVIOUS_RESULTS_FILE, ResultsLog, RESULTS_FILE } from "./results.ts";
 import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
 import { shardOf, type Shard } from "./shard.ts";
@@ -359,11 +360,33 @@ export function writeJunit(path: string, r: CheckReport): void {
 }
 
 /**
- * The records of one file given to --merge: a results file (JSON Lines) or a --json document.
+ * Refuse, as it is read (the fd's fstat: src/format/paths.ts readInputFile), a file of a --merge
+ * that another local user owns or could write (src/user-group.ts notOwnFile, as eval --merge
+ * refuses its inputs): their records would be taken as checked (a trial's forged shard file turned a
+ * failing capture "ok"), their baseline would judge the timings. `what`: the file's part in the merge.
+ * @throws KerncapError E_UNSAFE_PATH (exit 2) naming the file and its owner or mode
+ */
+function refuseNotOwn(path: string, what: "results file" | "--baseline file" | "--write-baseline file") {
+  return (st: Stats): void => {
+    const why = notOwnFile(st, path);
+    if (!why) return;
+    throw new KerncapError(
+      "E_UNSAFE_PATH",
+      `${path} (a ${what} of --merge) ${why}: another user could have written its ${what === "results file" ? "records" : "baseline"}, which check would take as its own`,
+      {
+        hint: `Nothing was merged. Copy it into a file of your own that no one else can write (cp ${shellPath(path)} mine; chmod go-w mine) after reading it, and give that${what === "results file" ? "" : ` as ${what.replace(" file", "")}`}.`,
+      },
+    );
+  };
+}
+
+/**
+ * The records of one file given to --merge: a results file (JSON Lines) or a --json document,
+ * read once (refused when another user owns it or could write it: refuseNotOwn).
  * A results file that holds no record is an error (a shard that died before its first capture, or
  * not a results file at all: merging it would pass for a green run); a last line cut short is
  * said. A --json document of no capture (a shard that held none) gives none.
- * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS
+ * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH
  */
 function recordsIn(path: string): CheckRecord[] {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
@@ -372,17 +395,11 @@ function recordsIn(path: string): CheckRecord[] {
     throw new KerncapError("E_USAGE", `${path} is a folder, not a results file`, {
       hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.`,
     });
-  const lines = (): CheckRecord[] => {
-    const r = readResults(path);
-    if (r.truncated && r.validBytes < statSync(path).size)
-      log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
-    return r.records;
-  };
+  const text = readInputFile(path, "results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, "results file"));
   let doc: { captures?: unknown } | undefined;
   try {
-    doc = path.endsWith(".jsonl") ? undefined : JSON.parse(readInputFile(path, "results file", "E_RESULTS"));
-  } catch (e) {
-    if (e instanceof KerncapError) throw e;
+    doc = path.endsWith(".jsonl") ? undefined : JSON.parse(text);
+  } catch {
     doc = undefined; // JSON Lines under another name
   }
   if (doc !== undefined) {
@@ -403,7 +420,8 @@ function recordsIn(path: string): CheckRecord[] {
     });
     return r.output;
   }
-  const records = lines();
+  const { records, truncated, validBytes } = parseResults(path, text);
+  if (truncated && validBytes < Buffer.byteLength(text)) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
   if (!records.length) {
     throw new KerncapError("E_RESULTS", `${path} holds no check record`, {
       hint: "A shard that stopped before its first capture leaves an empty results file, and a file that is not kerncap check's has none: run that shard again (--resume), or leave the file out.",
@@ -413,26 +431,38 @@ function recordsIn(path: string): CheckRecord[] {
 }
 
 /**
- * `kerncap check --merge FILE…`: the shards' records in one report (a capture in two files: the
- * later file's record, said); with `baseline`, every record timed again against it. seconds: the
- * captures' own, summed.
- * @throws KerncapError E_USAGE, E_RESULTS, E_BASELINE (no --baseline file, before any is read; one that is not a baseline)
+ * `kerncap check --merge FILE…`: the shards' records in one report; with `baseline`, every record
+ * timed again against it. A capture in two files is refused (the shards of one run are disjoint:
+ * a second record of it is another run's, or someone's made up); within one file its later record
+ * is kept (a --resume appends a capture's new record after its error). Every file, the baseline
+ * and a --write-baseline read as the base, must be the user's own, that no one else can write
+ * (refuseNotOwn). seconds: the captures' own, summed.
+ * @throws KerncapError E_USAGE, E_RESULTS (a damaged file, a capture in two files: both named),
+ *   E_UNSAFE_PATH (another user's file), E_BASELINE (no --baseline file, before any is read; one that is not a baseline)
  */
 export function mergeResults(files: string[], o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string }): CheckReport {
   if (o.baseline) requireBaselineFile(resolve(o.baseline));
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
-  const byId = new Map<string, CheckRecord>();
+  const byId = new Map<string, { r: CheckRecord; file: string }>();
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
-    for (const r of recordsIn(resolve(f))) {
-      if (byId.has(r.id)) log.warn(`${r.id} is in more than one results file: the record of ${f} is kept`);
-      byId.set(r.id, r);
+    const file = resolve(f);
+    for (const r of recordsIn(file)) {
+      const earlier = byId.get(r.id);
+      if (earlier && earlier.file !== file)
+        throw new KerncapError("E_RESULTS", `${r.id} is in two results files, ${earlier.file} and ${file}: one run's shards are disjoint`, {
+          hint: "Nothing was merged. Give each shard's own results file once: leave out the one that is not of this run (an earlier run's, or a file you did not write).",
+        });
+      byId.set(r.id, { r, file });
     }
   }
-  const base = o.baseline ? readBaseline(resolve(o.baseline)) : undefined;
-  const records = [...byId.values()].map((r) => (base ? recordOf(r, base, o.slowerPct, r.worker, r.gpu) : r));
-  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(base ?? readBaseline(resolve(o.writeBaseline)), records, { replace: true }));
+  const base = o.baseline ? readBaseline(resolve(o.baseline), refuseNotOwn(resolve(o.baseline), "--baseline file")) : undefined;
+  const records = [...byId.values()].map(({ r }) => (base ? recordOf(r, base, o.slowerPct, r.worker, r.gpu) : r));
+  if (o.writeBaseline) {
+    const over = base ?? readBaseline(resolve(o.writeBaseline), refuseNotOwn(resolve(o.writeBaseline), "--write-baseline file"));
+    writeBaseline(resolve(o.writeBaseline), withTimings(over, records, { replace: true }));
+  }
   const report = reportOf(records, {
     results: null,
     baseline: o.baseline ? resolve(o.baseline) : null,

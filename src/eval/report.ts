@@ -3,17 +3,18 @@
  * per candidate and input, summed up per candidate (its worst verdict over the inputs, the mean
  * speedup), ranked, and printed as a table; the shards' results files merged (`--merge`).
  */
-import { existsSync, lstatSync, statSync } from "node:fs";
+import { existsSync, lstatSync, statSync, type Stats } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { othersMayWrite } from "../user-group.ts";
+import { notOwnFile } from "../user-group.ts";
 import { log } from "../log.ts";
-import { assertMergeSize, readInputFile } from "../format/paths.ts";
+import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { parseRecords, type RecordKind } from "../check/results.ts";
 import type { Shard } from "../check/shard.ts";
 import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalVerdict } from "../format/eval-record.ts";
+import { nonFinite, RATIO_FACTOR, withinFactor } from "../format/check-record.ts";
 import { CANDIDATE_FAULT_CODES, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
 import { plural } from "../util/format.ts";
@@ -65,11 +66,39 @@ export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-c
 
 /**
  * What the schema cannot say of an eval record: a match or mismatch was judged on a GPU, so it
- * holds its numerics, its device and its worker (a trial's forged match had none and was ranked).
+ * holds its numerics, its device and its worker (a trial's forged match had none and was ranked);
+ * and its numbers (a trial's record ranked first with speedup 1e999, read as Infinity): none
+ * non-finite, none negative, medians and speedup interval positive, low ≤ speedup ≤ high (the
+ * estimate lies in its interval: src/replay/stats.ts compareTimings), faster with its interval
+ * above 1 and slower below, and the speedup within RATIO_FACTOR of baselineMedianUs /
+ * candidateMedianUs (not 1%: the speedup is a Hodges–Lehmann estimate over the launch pairs, not
+ * the medians' ratio; see RATIO_FACTOR). Read back by --resume and --merge (EVAL_RECORDS).
  */
 export function evalRecordProblem(r: EvalRecord): string | undefined {
   if ((r.verdict === "match" || r.verdict === "mismatch") && (r.numerics === null || r.device === null || r.worker === null))
     return `a ${r.verdict} without the numerics, device or worker of the run that judged it`;
+  const inf = nonFinite(r);
+  if (inf) return inf;
+  const negative = (
+    [
+      ["runSeconds", r.runSeconds],
+      ["build.seconds", r.build.seconds],
+      ["build.registers", r.build.registers],
+      ["build.stackFrameBytes", r.build.stackFrameBytes],
+    ] as const
+  ).find(([, x]) => x !== null && x < 0);
+  if (negative) return `${negative[0]} is ${negative[1]}: never negative`;
+  const t = r.timing;
+  if (t) {
+    const bad = (["baselineMedianUs", "candidateMedianUs", "speedup", "low", "high"] as const).find((k) => !(t[k] > 0));
+    if (bad) return `timing.${bad} is ${t[bad]}: a time and a ratio of times are positive`;
+    if (!(t.low <= t.speedup && t.speedup <= t.high)) return `timing.speedup ${t.speedup} lies outside its interval [${t.low}, ${t.high}]`;
+    if (t.verdict === "faster" && !(t.low > 1)) return `timing.verdict is "faster" but its interval [${t.low}, ${t.high}] does not lie above 1`;
+    if (t.verdict === "slower" && !(t.high < 1)) return `timing.verdict is "slower" but its interval [${t.low}, ${t.high}] does not lie below 1`;
+    const medians = t.baselineMedianUs / t.candidateMedianUs;
+    if (!withinFactor(t.speedup, medians, RATIO_FACTOR))
+      return `timing.speedup ${t.speedup} is not near baselineMedianUs / candidateMedianUs (${t.baselineMedianUs} / ${t.candidateMedianUs} = ${+medians.toPrecision(4)}): the speedup is of these times`;
+  }
   return undefined;
 }
 
@@ -302,23 +331,21 @@ export function rankedTable(r: EvalReport): string {
  * @throws KerncapError E_UNSAFE_PATH naming the file, its owner or mode
  */
 export function refuseSharedRecords(file: string, what = "eval --resume would take its records as judged"): void {
-  const uid = process.geteuid?.();
-  if (uid === undefined) return;
   for (const f of [file, `${file}.previous`]) {
     const st = lstatSync(f, { throwIfNoEntry: false });
     if (!st || st.isSymbolicLink()) continue; // not there, or a link (the writer refuses one)
-    const why =
-      st.uid !== uid
-        ? `belongs to another user (uid ${st.uid})`
-        : othersMayWrite(st, f)
-          ? `can be written by others (mode ${(st.mode & 0o777).toString(8)})`
-          : undefined;
-    if (why)
-      throw new KerncapError("E_UNSAFE_PATH", `${f} ${why}: ${what}`, {
-        hint: "Nothing was evaluated. Use a results file of your own that no one else can write (chmod go-w FILE, or copy it), or start a new one (--jsonl NEW).",
-      });
+    refuseNotOwn(f, what)(st);
   }
 }
+
+/** refuseSharedRecords' test of one file's stat (the fd's, for a file read: src/format/paths.ts readInputFile's check). @throws KerncapError E_UNSAFE_PATH */
+const refuseNotOwn = (f: string, what: string) => (st: Stats) => {
+  const why = notOwnFile(st, f);
+  if (why)
+    throw new KerncapError("E_UNSAFE_PATH", `${f} ${why}: ${what}`, {
+      hint: "Nothing was evaluated. Use a results file of your own that no one else can write (chmod go-w FILE, or copy it), or start a new one (--jsonl NEW).",
+    });
+};
 
 /**
  * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's record of
@@ -333,8 +360,10 @@ export function mergeEval(files: string[]): EvalReport {
     const path = resolve(f);
     if (!existsSync(path) || statSync(path).isDirectory())
       throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
-    refuseSharedRecords(path, "eval --merge would rank its records as judged");
-    const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS"), EVAL_RECORDS);
+    const what = "eval --merge would rank its records as judged";
+    refuseSharedRecords(path, what);
+    // and the file read itself (its fd's owner and mode): no file swapped in after the check above
+    const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what)), EVAL_RECORDS);
     // a shard given no candidate writes an empty file, as does one killed before its first record: said, left out
     if (!records.length)
       log.warn(

@@ -6,6 +6,7 @@
  * (./documents.ts), below the check that writes it.
  */
 import * as v from "valibot";
+import { median } from "../replay/compare.ts";
 
 const N = v.number();
 const Device = v.object({ name: v.string(), arch: v.string() });
@@ -91,11 +92,31 @@ export function statusOf(o: Outcome, time: TimeJudgement | null): Status {
  * Why a record that matches the schema still cannot be one kerncap check wrote, or undefined: its
  * status against its outcome and time judgement (statusOf: "slower" only with a slower time
  * comparison), its time judgement's numbers against its verdict (slower, faster and same carry a ratio, its interval
- * and the baseline's median; the others no ratio), which the report and JUnit print. A results file is read back by --resume and --merge: a crafted record is refused
- * here, naming its line, rather than failing later in the report.
+ * and the baseline's median; the others no ratio), which the report and JUnit print; and its numbers: none
+ * non-finite (nonFinite), no negative time, timing.medianUs the median of its samples, a ratio inside its
+ * interval, on the side of 1 its verdict says, and within RATIO_FACTOR (times its samples' spread) of timing.medianUs / time.baselineMedianUs.
+ * A results file is read back by --resume and --merge: a crafted record is refused
+ * here, naming its line, rather than failing later in the report (a trial's record said ratio 1.00 beside
+ * medians of 100 µs and 10 µs, another low -1e999).
  */
 export function recordProblem(r: CheckRecord): string | undefined {
   const t = r.time;
+  // numbers: JSON's 1e999 reads as Infinity, which the schema's number takes
+  const inf = nonFinite(r);
+  if (inf) return inf;
+  for (const [k, x] of [
+    ["seconds", r.seconds],
+    ["replaySeconds", r.replaySeconds],
+    ["rebuild.seconds", r.rebuild?.seconds ?? 0],
+  ] as const)
+    if (x < 0) return `${k} is ${x}: a time is not negative`;
+  if (r.timing) {
+    const { medianUs, samplesUs } = r.timing;
+    if (medianUs < 0 || samplesUs.some((x) => x < 0)) return "timing holds a negative time";
+    // the worker's median is the median of these samples (src/replay/run-result.ts): --baseline judges the samples, the report prints the median
+    if (samplesUs.length && !near(medianUs, median(samplesUs), 1e-9))
+      return `timing.medianUs ${medianUs} is not the median of timing.samplesUs (${median(samplesUs)})`;
+  }
   // the status is the outcome's and the time judgement's (statusOf, as check writes it): a "slower" without its comparison is no judgement
   const status = statusOf(r, t);
   if (r.status !== status) {
@@ -104,13 +125,68 @@ export function recordProblem(r: CheckRecord): string | undefined {
       : `status is "${r.status}", but its outcome, verdict and time judgement make it "${status}"`;
   }
   if (t) {
+    // a time judgement is made only of a matching capture's times (src/check/check.ts judge)
+    if (!r.timing) return `time.verdict is "${t.verdict}" but timing is null: a time judgement is made of this run's times`;
     const judged = t.verdict === "slower" || t.verdict === "faster" || t.verdict === "same";
     const nums = { ratio: t.ratio, low: t.low, high: t.high, baselineMedianUs: t.baselineMedianUs };
     for (const [k, x] of Object.entries(nums)) {
       if (judged && x === null) return `time.${k} is null, but a "${t.verdict}" judgement has one`;
       if (!judged && x !== null && k !== "baselineMedianUs") return `time.${k} is ${x}, but a "${t.verdict}" judgement has none`;
     }
-    if (judged && !(t.low! <= t.ratio! && t.ratio! <= t.high!)) return `time.ratio ${t.ratio} lies outside its interval [${t.low}, ${t.high}]`;
+    if (!(t.slowerPct >= 0)) return `time.slowerPct is ${t.slowerPct}: a threshold is not negative`;
+    if (t.baselineMedianUs !== null && t.baselineMedianUs < 0) return `time.baselineMedianUs is ${t.baselineMedianUs}: a time is not negative`;
+    if (judged) {
+      const [ratio, low, high, base] = [t.ratio!, t.low!, t.high!, t.baselineMedianUs!];
+      if (!(low > 0)) return `time.low is ${low}: a ratio of times is positive`;
+      if (!(low <= ratio && ratio <= high)) return `time.ratio ${ratio} lies outside its interval [${low}, ${high}]`;
+      // slower: the whole interval above 1 + slowerPct/100; faster: below 1 − slowerPct/100 (src/check/timing.ts)
+      if (t.verdict === "slower" && !(low > 1)) return `time.verdict is "slower" but its interval [${low}, ${high}] does not lie above 1`;
+      if (t.verdict === "faster" && !(high < 1)) return `time.verdict is "faster" but its interval [${low}, ${high}] does not lie below 1`;
+      const { medianUs, samplesUs } = r.timing!;
+      const medians = medianUs / base;
+      const spread = samplesUs.length ? samplesUs.reduce((a, x) => Math.max(a, x), 0) / samplesUs.reduce((a, x) => Math.min(a, x), Infinity) : 1; // the ratio is of every sample, the median of the middle ones
+      if (medianUs > 0 && base > 0 && Number.isFinite(spread) && !withinFactor(ratio, medians, RATIO_FACTOR * spread))
+        return `time.ratio ${ratio} is not near timing.medianUs / time.baselineMedianUs (${medianUs} / ${base} = ${+medians.toPrecision(4)}): the ratio is of these times`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * How far a ratio of times (check's time.ratio, eval's speedup) may lie from the ratio of the two
+ * medians beside it before a record is refused as made up: a factor, either way (check's times
+ * by the spread of its samples too, max/min). Not 1%: the ratio is a Hodges–Lehmann estimate over
+ * the times (src/replay/stats.ts), not the medians' ratio. Simulated genuine timings (noise up to
+ * 20%, outliers at 3×, two clock states) put them up to 1.95× apart for eval (no samples in its
+ * record), and up to 1.13× past check's sample spread; 1% refused genuine records with 1% noise.
+ * A factor of 3 refuses what no measurement gives (a ratio of 1.00 beside medians of 100 µs and 10 µs).
+ */
+export const RATIO_FACTOR = 3;
+
+/** Whether a and b (both positive) lie within a factor `f` of each other. */
+export const withinFactor = (a: number, b: number, f: number): boolean => a <= b * f && b <= a * f;
+
+/** Whether a and b agree within the relative tolerance `rel`. */
+const near = (a: number, b: number, rel: number): boolean => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b));
+
+/**
+ * The first number in `x` (a parsed record, any depth) that is not finite, said with its dotted
+ * path ("time.low is -Infinity …"), or undefined. JSON has no Infinity, but JSON.parse reads 1e999
+ * as one, and valibot's number() takes it: a record carrying one was not written by kerncap.
+ */
+export function nonFinite(x: unknown, at = ""): string | undefined {
+  if (typeof x === "number")
+    return Number.isFinite(x) ? undefined : `${at || "(top level)"} is ${x}: a number kerncap never writes (JSON 1e999 reads as Infinity)`;
+  if (Array.isArray(x)) {
+    for (let i = 0; i < x.length; i++) {
+      const p = nonFinite(x[i], `${at}[${i}]`);
+      if (p) return p;
+    }
+  } else if (x && typeof x === "object") {
+    for (const [k, y] of Object.entries(x)) {
+      const p = nonFinite(y, at ? `${at}.${k}` : k);
+      if (p) return p;
+    }
   }
   return undefined;
 }

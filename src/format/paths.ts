@@ -483,11 +483,12 @@ export const INPUT_FILE_MAX_BYTES = 64 << 20;
  * The bytes of a results, baseline or merge input file at `path` (outside any capture: a file
  * from someone else, or in a folder another user can write): opened O_RDONLY|O_NOFOLLOW|O_NONBLOCK,
  * so a link is refused and a FIFO never blocks; anything but a regular file, or one past
- * `maxBytes`, is refused.
+ * `maxBytes`, is refused. `check`, given the fd's fstat, may refuse it too (another user's file:
+ * src/user-group.ts notOwnFile), judged on the file read, with no swap between the check and the read.
  * @returns the file's bytes (utf8 text)
- * @throws KerncapError `code` (exit 2) naming the file and why; E_IO when it cannot be read
+ * @throws KerncapError `code` (exit 2) naming the file and why; E_IO when it cannot be read; what `check` throws
  */
-export function readInputFile(path: string, what: string, code: ErrorCode, maxBytes = INPUT_FILE_MAX_BYTES): string {
+export function readInputFile(path: string, what: string, code: ErrorCode, maxBytes = INPUT_FILE_MAX_BYTES, check?: (st: Stats) => void): string {
   const hint = `Give the ${what} kerncap wrote (a regular file of at most ${maxBytes >> 20} MiB).`;
   let fd: number;
   try {
@@ -500,6 +501,7 @@ export function readInputFile(path: string, what: string, code: ErrorCode, maxBy
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new KerncapError(code, `${path} is not a regular file (a FIFO, a device or a folder): not a ${what}`, { hint });
+    check?.(st);
     if (st.size > maxBytes) throw new KerncapError(code, `${path} holds ${st.size} bytes, more than the ${maxBytes >> 20} MiB a ${what} may hold`, { hint });
     const buf = Buffer.alloc(st.size);
     let off = 0;

@@ -38,7 +38,7 @@ import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { trustOwnBuild, trustRecorded } from "../../src/format/trust.ts";
-import { runCheck, type CheckOptions } from "../../src/check/check.ts";
+import { mergeResults, runCheck, type CheckOptions } from "../../src/check/check.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import type { CheckSettings } from "../../src/check/runner.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
@@ -278,7 +278,7 @@ describe("attack: a results folder another user made (check --resume)", () => {
     captured: H200,
     device: H200,
     rebuild: null,
-    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + i * 0.01) },
+    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + (i - 9.5) * 0.01) }, // medianUs: the samples' median, as the worker takes it
     seconds: 0.01,
     replaySeconds: 0.005,
     at: new Date().toISOString(),
@@ -400,6 +400,86 @@ describe("attack: a results folder another user made (check --resume)", () => {
     },
     60_000,
   );
+});
+
+describe("attack: check --merge of another user's results file or baseline (trial 18 F1: a forged shard-9/results.jsonl turned a failing capture ok)", () => {
+  const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
+  const H200 = { name: "NVIDIA H200", arch: "sm_90" };
+  const done = (t: { id: string; path: string }): Outcome => ({
+    id: t.id,
+    path: t.path,
+    kernel: "scale(float*, int)",
+    outcome: "done",
+    verdict: "match",
+    numerics: "bit-exact",
+    reason: null,
+    code: null,
+    note: null,
+    captured: H200,
+    device: H200,
+    rebuild: null,
+    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + (i - 9.5) * 0.01) },
+    seconds: 0.01,
+    replaySeconds: 0.005,
+    at: new Date().toISOString(),
+  });
+  const open: OpenRunner = () => ({ run: async (t) => done(t), kill() {}, close: async () => {} });
+  const options = (paths: string[], results: string): CheckOptions => ({
+    paths,
+    settings: SETTINGS,
+    results,
+    resume: false,
+    slowerPct: 10,
+    gpus: [null],
+    live: false,
+    open: () => open,
+  });
+
+  test("a results file or --baseline that everyone can write, or (as root) another user owns: E_UNSAFE_PATH (exit 2) naming it, as eval --merge refuses its files; nothing merged", async () => {
+    const root = tempDir("kerncap-attack-");
+    await makeCapture(join(root, "corpus/c1"));
+    const mine = join(root, "shard-0");
+    await runCheck(options([join(root, "corpus")], mine));
+    const own = join(mine, "results.jsonl");
+    expect(mergeResults([own], { slowerPct: 10 }).exitCode).toBe(0); // the user's own file
+    // the attacker's file: a copy of a real record, in a folder of its own, mode 0666
+    mkdirSync(join(root, "shard-9"));
+    const forged = join(root, "shard-9", "results.jsonl");
+    copyFileSync(own, forged);
+    chmodSync(forged, 0o666);
+    const junit = join(root, "all.xml");
+    const e = await refusal(async () => mergeResults([forged], { slowerPct: 10, junit }));
+    expect([e.code, e.exitCode]).toEqual(["E_UNSAFE_PATH", 2]);
+    expect(e.message).toBe(
+      `${forged} (a results file of --merge) can be written by others (mode 666): another user could have written its records, which check would take as its own`,
+    );
+    expect(existsSync(junit)).toBe(false);
+    const r = cli(["check", "--merge", forged]);
+    expect([r.code, r.doc.error?.code]).toEqual([2, "E_UNSAFE_PATH"]);
+    // the --baseline every record is timed against again, and a --write-baseline read as the base
+    const theirs = join(root, "theirs.json");
+    copyFileSync(join(mine, "baseline.json"), theirs);
+    chmodSync(theirs, 0o666);
+    expect((await refusal(async () => mergeResults([own], { slowerPct: 10, baseline: theirs }))).message).toStartWith(
+      `${theirs} (a --baseline file of --merge) can be written by others (mode 666): another user could have written its baseline`,
+    );
+    expect((await refusal(async () => mergeResults([own], { slowerPct: 10, writeBaseline: theirs }))).message).toStartWith(
+      `${theirs} (a --write-baseline file of --merge) can be written by others (mode 666)`,
+    );
+    if (ROOT) {
+      // closed to others, but another user's
+      for (const f of [forged, theirs]) {
+        chmodSync(f, 0o644);
+        chownSync(f, NOBODY, NOBODY);
+      }
+      expect((await refusal(async () => mergeResults([own, forged], { slowerPct: 10 }))).message).toContain(
+        `${forged} (a results file of --merge) belongs to another user (uid ${NOBODY}`,
+      );
+      expect((await refusal(async () => mergeResults([own], { slowerPct: 10, baseline: theirs }))).message).toContain(
+        `${theirs} (a --baseline file of --merge) belongs to another user (uid ${NOBODY}`,
+      );
+    }
+  }, 60_000);
 });
 
 describe("attack: the state folder inside a folder another user can write", () => {

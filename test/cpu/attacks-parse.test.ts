@@ -160,8 +160,9 @@ describe("crafted results files: a judgement needs its comparison", () => {
     expect((await output(() => runCli(["check", "--merge", f]))).err).toContain(
       'line 1: status is "slower" but time is null: a slower judgement carries its time comparison',
     );
-    // the records kerncap writes pass: slower with its comparison, ok with none
-    writeFileSync(f, line({ status: "slower", time: slowerTime }) + "\n" + line({ id: "ck/c2" }) + "\n");
+    // the records kerncap writes pass: slower with its comparison (of this run's times: 15 µs against 10), ok with none
+    const timing = { medianUs: 15, samplesUs: [14.5, 14.8, 15, 15, 15.2, 15.5] };
+    writeFileSync(f, line({ status: "slower", time: slowerTime, timing }) + "\n" + line({ id: "ck/c2" }) + "\n");
     expect((await output(() => runCli(["check", "--merge", f]))).value).toBe(1);
   });
 });

@@ -567,6 +567,68 @@ describe("a check with fake workers", () => {
     }
     expect(() => mergeResults([d], { slowerPct: 10 })).toThrow(`${d} is a folder, not a results file`);
   });
+  test("--merge: a capture in two results files is refused naming both (trial 18 F1: a forged shard's record, read last, was kept); one file's later record of a capture is kept (--resume appends it)", async () => {
+    const root = await corpus();
+    const d = tempDir();
+    await runCheck(
+      options([root], join(d, "shard-0"), fakeWorkers((t) => outcome(t, t.id === "corpus/b" ? { verdict: "mismatch", reason: "differs" } : {})).open),
+    );
+    const real = join(d, "shard-0", "results.jsonl");
+    // another file holding an ok record of the failing capture
+    mkdirSync(join(d, "shard-9"));
+    const extra = join(d, "shard-9", "results.jsonl");
+    const lines = readFileSync(real, "utf8").trim().split("\n");
+    const failing = lines.find((l) => JSON.parse(l).id === "corpus/b")!;
+    writeFileSync(extra, `${JSON.stringify({ ...JSON.parse(failing), verdict: "match", reason: null, status: "ok" })}\n`);
+    const junit = join(d, "all.xml");
+    let e: unknown;
+    try {
+      mergeResults([real, extra], { slowerPct: 10, junit });
+    } catch (x) {
+      e = x;
+    }
+    expect([(e as KerncapError).code, (e as KerncapError).exitCode]).toEqual(["E_RESULTS", 2]);
+    expect((e as KerncapError).message).toBe(`corpus/b is in two results files, ${real} and ${extra}: one run's shards are disjoint`);
+    expect(existsSync(junit)).toBe(false);
+    expect(await stderrOf(() => runCli(["check", "--merge", real, extra]))).toMatchObject({ value: 2 });
+    // within one file (a --resume after an error appends the capture's new record): the later record
+    const resumed = join(d, "resumed.jsonl");
+    writeFileSync(resumed, `${readFileSync(real, "utf8")}${readFileSync(extra, "utf8")}`);
+    expect(mergeResults([resumed], { slowerPct: 10 }).captures.find((c) => c.id === "corpus/b")?.status).toBe("ok");
+  });
+  test("--merge (and --resume) refuse a record whose numbers no check gives, naming the file and line: ratio 1.00 beside medians of 100 µs and 10 µs, low -1e999, slowerPct 1e999, a median not its samples' (trial 18 F1)", async () => {
+    const d = tempDir();
+    const f = join(d, "results.jsonl");
+    const same = { verdict: "same", ratio: 1, low: 0.99, high: 1.01, baselineMedianUs: 100, slowerPct: 5, reason: null };
+    const line = (o: Partial<Record<keyof CheckRecord, unknown>>) =>
+      JSON.stringify({ schema: "kerncap.check-record/1", ...record("corpus/x", "ok", { timing: { medianUs: 100, samplesUs: times(100) } }), ...o });
+    // what a check writes: a ratio of 1.00 beside medians of 100 µs and 100 µs
+    writeFileSync(f, `${line({ time: same })}\n`);
+    expect(mergeResults([f], { slowerPct: 10 }).exitCode).toBe(0);
+    for (const [bad, why] of [
+      [line({ time: { ...same, baselineMedianUs: 10 } }), "time.ratio 1 is not near timing.medianUs / time.baselineMedianUs (100 / 10 = 10)"],
+      [line({ time: { ...same, low: "-INF" } }).replace('"-INF"', "-1e999"), "time.low is -Infinity"],
+      [line({ time: { ...same, slowerPct: "INF" } }).replace('"INF"', "1e999"), "time.slowerPct is Infinity"],
+      [line({ time: same, timing: { medianUs: 100, samplesUs: times(10) } }), "timing.medianUs 100 is not the median of timing.samplesUs"],
+      [
+        line({ status: "slower", time: { ...same, verdict: "slower", ratio: 1.2, low: 0.9, high: 1.3 } }),
+        'time.verdict is "slower" but its interval [0.9, 1.3] does not lie above 1',
+      ],
+      [line({ seconds: -1 }), "seconds is -1: a time is not negative"],
+    ] as const) {
+      writeFileSync(f, `${line({})}\n${bad}\n`);
+      let e: unknown;
+      try {
+        mergeResults([f], { slowerPct: 10 });
+      } catch (x) {
+        e = x;
+      }
+      expect((e as KerncapError).code, why).toBe("E_RESULTS");
+      expect((e as KerncapError).message).toStartWith(`${f}, line 2: ${why}`);
+      // --resume reads the results file through the same check
+      expect(() => parseResults(f, readFileSync(f, "utf8") + `${line({})}\n`)).toThrow(why);
+    }
+  });
   test("--junit or --write-baseline that cannot be written: refused before any capture is checked, no temp file left", async () => {
     const root = await corpus();
     const d = tempDir();

@@ -1,11 +1,17 @@
 /**
  * src/eval/report.ts: the last line of an eval with candidates it could not judge (by why: no rerun
  * fixes a candidate that does not fit src/), the reasons under the table on real lines, and a row's
- * short reason that never ends inside a parenthesis.
+ * short reason that never ends inside a parenthesis; records whose numbers no run gives refused
+ * by --merge and --resume.
  */
 import { expect, test } from "bun:test";
-import { firstClause, rankedTable, reasonNotes, reportOf, shortReason, unjudgedLine } from "../../../src/eval/report.ts";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseRecords } from "../../../src/check/results.ts";
+import { EVAL_RECORDS, firstClause, mergeEval, rankedTable, reasonNotes, reportOf, shortReason, unjudgedLine } from "../../../src/eval/report.ts";
+import { documentId } from "../../../src/format/documents.ts";
 import type { EvalRecord } from "../../../src/format/eval-record.ts";
+import { tempDir } from "../fixtures.ts";
 
 /** A record of `label` on input `input` (BUILD_INPUT's "(build)" for one that never reached a GPU). */
 function rec(label: string, verdict: EvalRecord["verdict"], code: string | null, reason: string | null, input = "(build)"): EvalRecord {
@@ -90,4 +96,78 @@ test("a row's short reason keeps its parentheses whole: the first clause ends ou
   expect(shortReason(m, 160, "E_CONFINED")).toBe("build.sh wrote no dependency list (build/kerncap-deps.d; exit 1) (E_CONFINED)");
   expect(firstClause("no NVIDIA driver: libcuda could not be loaded")).toBe("no NVIDIA driver");
   expect(firstClause("a (b: c")).toBe("a (b: c"); // never closed: whole
+});
+
+test("a record whose numbers no run gives (speedup 1e999, low above high, negative, outside its interval, far from the medians' ratio) is refused by --merge and --resume, naming the file and line (trial 18 F6: the Infinity one was ranked first)", () => {
+  const d = tempDir();
+  const timing = {
+    baselineMedianUs: 10,
+    candidateMedianUs: 5,
+    speedup: 2,
+    low: 1.9,
+    high: 2.1,
+    verdict: "faster",
+    decided: true,
+    text: "2.00× faster (1.90–2.10)",
+  };
+  const line = (label: string, t: Record<string, unknown> = {}, o: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      schema: documentId("eval-record"),
+      ...rec(label, "match", null, null, "cap"),
+      numerics: "bit-exact",
+      device: { name: "NVIDIA H200", arch: "sm_90" },
+      worker: 0,
+      gpu: "0",
+      timing: { ...timing, ...t },
+      ...o,
+    });
+  const file = (name: string, ...lines: string[]) => {
+    const f = join(d, name);
+    writeFileSync(f, lines.map((l) => `${l}\n`).join(""));
+    return f;
+  };
+  // what a run writes is ranked
+  const good = file("good.jsonl", line("fast.cu"), line("same.cu", { candidateMedianUs: 10, speedup: 1.01, low: 0.99, high: 1.02, verdict: "same" }));
+  expect(mergeEval([good]).candidates.map((c) => [c.label, c.rank])).toEqual([
+    ["fast.cu", 1],
+    ["same.cu", 2],
+  ]);
+  const cases: [string, string, RegExp][] = [
+    // JSON has no Infinity: 1e999 reads as one
+    [
+      "infinite",
+      line("inf.cu", { candidateMedianUs: 10, speedup: "INF", low: "INF", high: "INF" }).replaceAll('"INF"', "1e999"),
+      /timing\.speedup is Infinity/,
+    ],
+    ["minus-infinite", line("m.cu", { low: "INF" }).replace('"INF"', "-1e999"), /timing\.low is -Infinity/],
+    ["low-above-high", line("lh.cu", { low: 2.1, high: 1.9 }), /timing\.speedup 2 lies outside its interval \[2\.1, 1\.9\]/],
+    ["negative", line("neg.cu", { speedup: -2, low: -2.1, high: -1.9, verdict: "same" }), /timing\.speedup is -2: a time and a ratio of times are positive/],
+    ["outside", line("out.cu", { speedup: 2.5 }), /timing\.speedup 2\.5 lies outside its interval \[1\.9, 2\.1\]/],
+    // a factor of 3 from the medians' ratio (the speedup is a Hodges–Lehmann estimate, not that ratio: src/format/check-record.ts RATIO_FACTOR)
+    [
+      "far-from-medians",
+      line("far.cu", { candidateMedianUs: 10, speedup: 5, low: 4.9, high: 5.1 }),
+      /timing\.speedup 5 is not near baselineMedianUs \/ candidateMedianUs \(10 \/ 10 = 1\)/,
+    ],
+    [
+      "faster-below-1",
+      line("f.cu", { baselineMedianUs: 10, candidateMedianUs: 10, speedup: 1, low: 0.9, high: 1.1 }),
+      /"faster" but its interval \[0\.9, 1\.1\] does not lie above 1/,
+    ],
+    ["negative-build", line("b.cu", {}, { build: { seconds: -1, registers: 32, stackFrameBytes: 0 } }), /build\.seconds is -1: never negative/],
+  ];
+  for (const [name, bad, why] of cases) {
+    const f = file(`${name}.jsonl`, line("fast.cu"), bad, line("same.cu", { candidateMedianUs: 10, speedup: 1, low: 0.99, high: 1.02, verdict: "same" }));
+    let e: unknown;
+    try {
+      mergeEval([good, f]);
+    } catch (x) {
+      e = x;
+    }
+    expect((e as { code?: string })?.code, name).toBe("E_RESULTS");
+    expect((e as Error).message, name).toStartWith(`${f}, line 2: `);
+    expect((e as Error).message, name).toMatch(why);
+    // --resume reads its results file through the same check (src/check/results.ts RecordLog.openKind)
+    expect(() => parseRecords(f, `${line("fast.cu")}\n${bad}\n${line("fast.cu")}\n`, EVAL_RECORDS), name).toThrow(why);
+  }
 });
