@@ -26,28 +26,13 @@
  * E_CANDIDATE) is never built: its verdict is error with that code, as for one kerncap could not
  * judge, and no retry changes it.
  */
-import { createHash } from "node:crypto";
 import * as v from "valibot";
-import {
-  closeSync,
-  constants,
-  cpSync,
-  existsSync,
-  fstatSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-  type Stats,
-} from "node:fs";
-import { basename, join, relative, resolve } from "node:path";
-import { KerncapError, systemError, whileReading } from "../errors.ts";
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import { KerncapError } from "../errors.ts";
 import { absolutePathList } from "../env.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
+import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, treeFiles } from "./candidate-files.ts";
 import { log } from "../log.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -152,117 +137,6 @@ export function listedCandidates(file: string): Candidate[] {
     const c = "config" in x ? configSpecCandidate(x.config) : parseCandidate(x.spec);
     return { ...c, id: `${x.label}${c.id.slice(c.id.lastIndexOf("@"))}`, label: x.label };
   });
-}
-
-/** The largest candidate file or tree read (bytes): sources, not data. */
-const CANDIDATE_MAX_BYTES = 64 << 20;
-
-/** The regular files of a folder (relative paths, sorted); links and other kinds refused by name. @throws KerncapError E_USAGE */
-function treeFiles(root: string): string[] {
-  return treeEntries(root).map((e) => e.rel);
-}
-
-/** treeFiles with each file's lstat (its device and inode: readCandidateFile checks the file it opens is that one). @throws KerncapError E_USAGE */
-function treeEntries(root: string): { rel: string; st: Stats }[] {
-  const out: { rel: string; st: Stats }[] = [];
-  let bytes = 0;
-  const walk = (d: string) => {
-    for (const name of readdirSync(d).sort()) {
-      const p = join(d, name);
-      const st = lstatSync(p);
-      if (st.isDirectory()) walk(p);
-      else if (st.isFile()) {
-        bytes += st.size;
-        out.push({ rel: relative(root, p), st });
-      } else
-        throw new KerncapError("E_USAGE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, {
-          hint: "A candidate tree holds regular files and folders only (it replaces src/ in a private copy): copy the file in instead of linking it.",
-        });
-    }
-  };
-  walk(root);
-  if (bytes > CANDIDATE_MAX_BYTES)
-    throw new KerncapError("E_USAGE", `candidate ${root} holds ${bytes} bytes of files; a source tree is expected (at most 64 MiB)`, {
-      hint: "Give the kernel's source folder (a copy of src/ with the edit), not a build or data folder.",
-    });
-  return out;
-}
-
-/**
- * The bytes of a candidate's file, read once with no link followed: opened O_NOFOLLOW|O_NONBLOCK
- * and checked after the open to be a regular file, and the one `seen` (the walk's lstat: same
- * device and inode), so that a file swapped for a link, or a folder above it swapped for one,
- * between the walk and the read is refused, not read (another user may own the candidate's folder).
- * @throws KerncapError E_USAGE naming the candidate and the file
- */
-function readCandidateFile(root: string, rel: string, seen: Stats): Buffer {
-  const path = rel ? join(root, rel) : root;
-  const refuse = (why: string) =>
-    new KerncapError("E_USAGE", `candidate ${root}${rel ? `: ${rel}` : ""} ${why}`, {
-      hint: "A candidate is read with no link followed; give it as regular files in a folder no one else changes while kerncap eval reads it.",
-    });
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ELOOP") throw refuse("is a symbolic link");
-    throw systemError(whileReading(e, path)) ?? e;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw refuse("is not a regular file");
-    if (st.dev !== seen.dev || st.ino !== seen.ino) throw refuse("changed while kerncap read it (another file is at its name now)");
-    if (st.size > CANDIDATE_MAX_BYTES) throw refuse(`has ${st.size} bytes; at most 64 MiB`);
-    return readFileSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** A tree candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_USAGE */
-function readTree(root: string): { files: string[]; bytes: Buffer[] } {
-  const entries = treeEntries(root);
-  return { files: entries.map((e) => e.rel), bytes: entries.map((e) => readCandidateFile(root, e.rel, e.st)) };
-}
-
-/** A file or patch candidate's bytes, the candidate itself no link (lstat, then readCandidateFile). @throws KerncapError E_USAGE */
-function readOneFile(path: string): Buffer {
-  const st = lstatSync(path);
-  if (st.isSymbolicLink())
-    throw new KerncapError("E_USAGE", `candidate ${path} is a symbolic link`, {
-      hint: "A candidate is read with no link followed: give the file it points to, or a copy of it.",
-    });
-  return readCandidateFile(path, "", st);
-}
-
-/**
- * The bytes of a candidate as it was given (tree, file, patch), read again with no link followed
- * and checked against its digest: what is built is what was identified.
- * @throws KerncapError E_CANDIDATE when the candidate changed since it was given; E_USAGE (readCandidateFile)
- */
-function readGiven(c: Candidate): { files: string[]; bytes: Buffer[] } {
-  const read = c.kind === "tree" ? readTree(c.path!) : { files: [""], bytes: [readOneFile(c.path!)] };
-  const digest =
-    c.kind === "tree"
-      ? digestOf(
-          "tree",
-          read.files.flatMap((f, i) => [f, read.bytes[i]!]),
-        )
-      : digestOf(c.kind, [c.kind === "file" ? basename(c.path!) : "", read.bytes[0]!]);
-  if (c.digest !== undefined && digest !== c.digest)
-    throw new KerncapError("E_CANDIDATE", `candidate ${c.path} changed after kerncap eval read it`, {
-      hint: "Leave the candidates as they are while kerncap eval runs (copy them to a folder of your own first); run the eval again.",
-    });
-  return read;
-}
-
-function digestOf(kind: CandidateKind, parts: (string | Uint8Array)[]): string {
-  const h = createHash("sha256").update(kind);
-  for (const p of parts)
-    h.update(String(typeof p === "string" ? p.length : p.byteLength))
-      .update(":")
-      .update(p);
-  return h.digest("hex");
 }
 
 /**

@@ -6,7 +6,7 @@
  * (./documents.ts), below the check that writes it.
  */
 import * as v from "valibot";
-import { median } from "../replay/compare.ts";
+import { median } from "../util/median.ts";
 
 const N = v.number();
 const Device = v.object({ name: v.string(), arch: v.string() });

@@ -108,11 +108,11 @@ function readAt(fd: number, off: number, n: number): Uint8Array {
 }
 
 /**
- * Every entry of the zip open at fd (`size` bytes), checked as the module comment says.
- * @throws KerncapError E_ARCHIVE naming the fault
+ * The end-of-central-directory record (ZIP64's where the locator names one) of the zip open at fd:
+ * the entry count, the central directory's size and offset, and where it must end (bytes).
+ * @throws what `bad` makes (E_ARCHIVE): no record, several disks, ZIP64 fields missing or past 2^53
  */
-export function centralDirectory(archive: string, fd: number, size: number): CdEntry[] {
-  const bad = (msg: string) => badArchive(archive, msg);
+function endRecord(fd: number, size: number, bad: (msg: string) => Error): { count: number; cdSize: number; cdOff: number; cdLimit: number } {
   const tailLen = Math.min(size, 22 + 65535);
   const tailStart = size - tailLen;
   const tail = readAt(fd, tailStart, tailLen);
@@ -142,6 +142,16 @@ export function centralDirectory(archive: string, fd: number, size: number): CdE
   } else if (count === ZIP16_MAX || cdSize === ZIP32_MAX || cdOff === ZIP32_MAX) {
     throw bad("the end-of-central-directory record calls for ZIP64 records that are not there");
   }
+  return { count, cdSize, cdOff, cdLimit };
+}
+
+/**
+ * Every entry of the zip open at fd (`size` bytes), checked as the module comment says.
+ * @throws KerncapError E_ARCHIVE naming the fault
+ */
+export function centralDirectory(archive: string, fd: number, size: number): CdEntry[] {
+  const bad = (msg: string) => badArchive(archive, msg);
+  const { count, cdSize, cdOff, cdLimit } = endRecord(fd, size, bad);
   if (cdOff + cdSize > cdLimit) throw bad("truncated (the central directory lies past the end of the file)");
   // a record is at least 46 bytes: a count the directory cannot hold is a lie, refused before looping on it
   if (count * 46 > cdSize) throw bad(`the end-of-central-directory record counts ${count} entries, more than ${cdSize} bytes can hold`);

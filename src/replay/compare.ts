@@ -30,12 +30,7 @@ export function diffBytes(a: Uint8Array, b: Uint8Array): ByteDiff {
   return { first, count };
 }
 
-/** Median of a non-empty list. */
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const n = s.length;
-  return n % 2 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
-}
+export { median } from "../util/median.ts";
 
 /**
  * Spans to reserve for a set of regions: each [va, va+size) rounded out to `granularity` and
