@@ -16,8 +16,7 @@ import { jsonDocument } from "../format/documents.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { hostIdentity } from "../format/received.ts";
 import { folderInCapture, readInCapture, resolveInCapture, shownPath, sourcePathProblem, treeEntries, writeInCapture } from "../format/paths.ts";
-import { notAnEditableSource } from "../frontends/index.ts";
-import { isSliceFile } from "../frontends/cuda/slice.ts";
+import { frontendOf, notAnEditableSource } from "../frontends/index.ts";
 import { result } from "./children.ts";
 
 /**
@@ -212,14 +211,16 @@ export function listFilesTool(a: { dir: string; path?: string }): CallToolResult
     });
   const entries: ListedEntry[] = [];
   let truncated = false;
+  // what kerncap writes under src/ itself (the frontend's generated sources: CUDA's slice, made from its TU)
+  const generatedFiles = new Set((frontendOf(manifest).generatedSources?.(manifest) ?? []).map((f) => `src/${f}`));
   for (const { rel: r, st } of treeEntries(root, rel, (f) => f !== "build")) {
     if (entries.length === LIST_MAX) {
       truncated = true;
       break;
     }
     const kind = st.isFile() ? "file" : st.isDirectory() ? "folder" : st.isSymbolicLink() ? "link" : "other";
-    // a slice is made from its TU (src/frontends/cuda/slice.ts): an edit of it is compiled as it is, then refused (E_SLICE_EDITED) once the TU changes
-    const generated = kind === "file" && r.startsWith("src/") && isSliceFile(r);
+    // a slice is made from its TU: an edit of it is compiled as it is, then refused (E_SLICE_EDITED) once the TU changes
+    const generated = kind === "file" && generatedFiles.has(r);
     entries.push({
       path: r,
       kind,

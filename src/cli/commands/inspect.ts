@@ -74,7 +74,9 @@ export function describeManifest(m: Manifest, params?: Uint8Array): string {
   // [i]: the index judge --multiset/--dtype and replay --multiset take (multisetRegions: the manifest's order)
   // the index padded to the widest, so that the columns stay aligned past [9]
   const w = `[${Math.max(0, m.regions.length - 1)}]`.length;
-  m.regions.forEach((r, i) => L.push(`  ${`[${i}]`.padEnd(w)} ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`));
+  m.regions.forEach((r, i) =>
+    L.push(`  ${`[${i}]`.padEnd(w)} ${r.changed ? "*" : " "} ${r.va} ${formatBytes(r.size).padStart(10)} ${r.kind.padEnd(11)} ${chunks(r)}`),
+  );
   for (const g of m.globals)
     L.push(`  ${g.changed ? "*" : " "} global ${g.name} ${g.va} ${formatBytes(g.size)} ${chunks(g as unknown as Manifest["regions"][number])}`);
   L.push(`files      ${m.files.map((f) => `${f.path} sha256 ${f.sha256.slice(0, 12)}`).join(", ")}`);

@@ -303,6 +303,13 @@ describe("kerncap mcp", () => {
     writeFileSync(join(dir, "src/notes.txt"), "n\n");
     writeFileSync(join(dir, "src/gen.sh"), "#!/bin/sh\n");
     writeFileSync(join(dir, "src/kernel.kerncap-slice.cu"), "// kerncap slice of src/kernel.cu sha256=x body=y\n");
+    // the manifest names the slice as a capture with one does (the CUDA frontend's generated source)
+    const mf = join(dir, "kerncap.json");
+    const man = JSON.parse(readFileSync(mf, "utf8"));
+    man.source = {
+      cuda: { slice: { meta: { kind: "prefix", tu: "kernel.cu", slice: "kernel.kerncap-slice.cu", base: "scale", definitionName: "kernel.cu" } } },
+    };
+    writeFileSync(mf, JSON.stringify(man));
     symlinkSync("/etc", join(dir, "src/etc"));
     mkdirSync(join(dir, "build"));
     writeFileSync(join(dir, "build/slice-build.log"), "quoted\n");
