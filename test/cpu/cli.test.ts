@@ -583,6 +583,10 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--dtype", "fp12"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--atol", "-1"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", ""])).code).toBe("E_USAGE");
+      // no -o: said with an example folder (found by a new user: "Missing required argument: --out" and the generic hint)
+      const none = await failure("export", [dir]);
+      expect([none.code, none.message]).toEqual(["E_USAGE", "kerncap export needs the folder to write: -o OUT"]);
+      expect(none.hint).toContain(`-o ${basename(dir)}-repro`);
       // relative names: OUT inside the capture is seen as such
       const cwd = process.cwd();
       process.chdir(join(dir, ".."));

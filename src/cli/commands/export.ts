@@ -1,5 +1,6 @@
 /** `kerncap export DIR -o OUT`: a reproducer folder that builds and runs with the CUDA toolkit alone, or for an AMD capture the HSA runtime (src/export/export.ts). Exit 0; 2 error. */
 import { defineCommand } from "citty";
+import { basename, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { exportOp } from "../../ops/export.ts";
 import { trustArg } from "../args.ts";
@@ -19,7 +20,7 @@ export default defineCommand({
   },
   args: {
     ...dirArg,
-    out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only)", required: true },
+    out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only); required" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous export at OUT (never any other folder)", default: false },
     atol: { type: "string", description: "Absolute tolerance per float element of the exported programs' comparison (Default: 0, bit for bit)" },
     rtol: { type: "string", description: "Relative tolerance per float element (Default: 0)" },
@@ -34,7 +35,11 @@ export default defineCommand({
     ...verboseArg,
   },
   run({ args, rawArgs }) {
-    if (!String(args.out ?? "").trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
+    if (args.out === undefined)
+      throw new KerncapError("E_USAGE", "kerncap export needs the folder to write: -o OUT", {
+        hint: `Give a new folder, e.g. kerncap export ${oneLine(String(args.dir))} -o ${oneLine(basename(resolve(String(args.dir))))}-repro.`,
+      });
+    if (!String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
     const dtype = args.dtype ? String(args.dtype) : undefined;
     if (dtype && !elementType(dtype))
       throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, {
