@@ -79,9 +79,18 @@ const CHOICES: Record<string, readonly string[]> = {
   expect: ["nondeterministic", "deterministic", "any"],
   runtime: ["cuda", "hsa"],
 };
+/** A CHOICES option whose values differ by verb: list's --print-summary modes are not check's. */
+const VERB_CHOICES: Record<string, Record<string, readonly string[]>> = {
+  list: { "print-summary": LIST_SUMMARIES },
+  check: { "print-summary": CHECK_SUMMARIES },
+};
+/** The values one verb's option takes (VERB_CHOICES, else CHOICES), or undefined. */
+function choicesFor(verb: string, option: string): readonly string[] | undefined {
+  return VERB_CHOICES[verb]?.[option] ?? CHOICES[option];
+}
 
 /** The spellings of the options that take a value, split into path-valued, one list per CHOICES option, and the rest. */
-function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[], readonly string[]][]; other: string[] } {
+function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[], readonly string[], string][]; other: string[] } {
   const path = new Set<string>();
   const other = new Set<string>();
   const choices = new Map<string, Set<string>>();
@@ -96,7 +105,7 @@ function valuedSpellings(verbs: VerbSpec[]): { path: string[]; choices: [string[
   // a spelling is a path wherever one verb's option of that spelling takes a path (-o: run's folder, pack's archive, profile's report)
   return {
     path: [...path],
-    choices: [...choices].map(([n, s]) => [[...s].filter((x) => !path.has(x)), CHOICES[n]!]),
+    choices: [...choices].map(([n, s]) => [[...s].filter((x) => !path.has(x)), CHOICES[n]!, n] as [string[], readonly string[], string]),
     other: [...other].filter((x) => !path.has(x)),
   };
 }
@@ -106,6 +115,14 @@ export function completionScript(shell: "bash" | "zsh" | "fish", verbs: VerbSpec
   if (shell === "bash") return bashScript(verbs, schemaNames);
   if (shell === "zsh") return zshScript(verbs, schemaNames);
   return fishScript(verbs, schemaNames);
+}
+
+/** bash's completion of a CHOICES option's value: its values, or per verb where they differ (VERB_CHOICES). */
+function bashChoices(verbs: VerbSpec[], option: string, all: readonly string[]): string {
+  const own = verbs.filter((v) => VERB_CHOICES[v.name]?.[option]);
+  const reply = (w: readonly string[]) => `COMPREPLY=($(compgen -W "${w.join(" ")}" -- "$cur"))`;
+  if (!own.length) return reply(all);
+  return `case "$verb" in ${own.map((v) => `${v.name}) ${reply(VERB_CHOICES[v.name]![option]!)} ;;`).join(" ")} *) ${reply(all)} ;; esac`;
 }
 
 /** bash's: a case per verb, the values of path, CHOICES and other valued options completed by the word before. */
@@ -139,7 +156,7 @@ _kerncap() {
   # the value of an option: a path, a --dtype name, or nothing to offer
   case "\${COMP_WORDS[COMP_CWORD-1]}" in
     ${vs.path.join("|")}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-${vs.choices.map(([spell, words]) => `    ${spell.join("|")}) COMPREPLY=($(compgen -W "${words.join(" ")}" -- "$cur")); return ;;`).join("\n")}
+${vs.choices.map(([spell, words, name]) => `    ${spell.join("|")}) ${bashChoices(verbs, name, words)}; return ;;`).join("\n")}
     ${vs.other.join("|")}) return ;;
   esac
   case "$verb" in
@@ -158,7 +175,9 @@ function zshScript(verbs: VerbSpec[], schemaNames: readonly string[]): string {
       const opts = v.options.map((o) => {
         const desc = o.description.replace(/[\[\]:']/g, " ");
         const flags = [`--${o.name}`, ...o.alias.map((a) => (a.length === 1 ? `-${a}` : `--${a}`))];
-        const arg = o.boolean ? "" : `:${o.name}:${PATH_OPTIONS.has(o.name) ? "_files" : CHOICES[o.name] ? `(${CHOICES[o.name]!.join(" ")})` : " "}`;
+        const arg = o.boolean
+          ? ""
+          : `:${o.name}:${PATH_OPTIONS.has(o.name) ? "_files" : choicesFor(v.name, o.name) ? `(${choicesFor(v.name, o.name)!.join(" ")})` : " "}`;
         return flags.length > 1 ? `'(${flags.join(" ")})'{${flags.join(",")}}'[${desc}]${arg}'` : `'${flags[0]}[${desc}]${arg}'`;
       });
       const pos =
@@ -211,7 +230,7 @@ function fishScript(verbs: VerbSpec[], schemaNames: readonly string[]): string {
     for (const o of v.options) {
       const short = o.alias.find((a) => a.length === 1);
       L.push(
-        `complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : CHOICES[o.name] ? ` -a ${sq(CHOICES[o.name]!.join(" "))}` : ""} -d ${sq(o.description)}`,
+        `complete -c kerncap -n ${cond} -l ${o.name}${short ? ` -s ${short}` : ""}${o.boolean ? "" : " -r"}${PATH_OPTIONS.has(o.name) ? " -F" : choicesFor(v.name, o.name) ? ` -a ${sq(choicesFor(v.name, o.name)!.join(" "))}` : ""} -d ${sq(o.description)}`,
       );
       // the other spellings (ncu's --kernel-name, --launch-skip) and --no-NAME of a switch
       for (const a of o.alias.filter((x) => x.length > 1)) L.push(`complete -c kerncap -n ${cond} -l ${a}${o.boolean ? "" : " -r"} -d ${sq(o.description)}`);

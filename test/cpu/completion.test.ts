@@ -47,6 +47,11 @@ describe("shell completion", () => {
     // judge's --expect and run's --runtime (found by a new user: nothing was offered)
     expect(complete(["kerncap", "judge", "cap", "--expect", ""])).toEqual(["any", "deterministic", "nondeterministic"]);
     expect(complete(["kerncap", "run", "--runtime", ""])).toEqual(["cuda", "hsa"]);
+    // each verb's own --print-summary modes (found by a new user: list offered check's per-capture, check list's per-nvtx)
+    expect(complete(["kerncap", "list", "--print-summary", "per-c"])).toEqual([]);
+    expect(complete(["kerncap", "check", "x", "--print-summary", "per-c"])).toEqual(["per-capture"]);
+    expect(complete(["kerncap", "check", "x", "--print-summary", "per-n"])).toEqual([]);
+    expect(complete(["kerncap", "list", "--print-summary", "per-n"])).toEqual(["per-nvtx"]);
     // check's internal --worker is not offered
     expect(complete(["kerncap", "check", "--w"])).toEqual(["--write-baseline"]);
   });
