@@ -4,6 +4,8 @@
  * locator, the includer search and the slice's metadata check all need it, and none of them may
  * import another in a cycle.
  */
+import { absolutePathList } from "../../env.ts";
+
 export interface KernelNameParts {
   /** Qualified name with template arguments, e.g. `ns::mul_mat_q<(ggml_type)2, 64, false>`. */
   qualified: string;
@@ -52,4 +54,21 @@ export function kernelNameParts(demangled: string): KernelNameParts {
     base: i >= 0 ? last.slice(0, i) : last,
     templateArgs: i >= 0 ? last.slice(i + 1, last.lastIndexOf(">")) : undefined,
   };
+}
+
+/**
+ * Mangled names through the demangler (c++filt of binutils, else the toolkit's cu++filt, found on
+ * PATH's absolute entries only: none from the working folder), one output per name; a name that
+ * is no mangled C++ name, or no demangler, or one that fails within 2 s: the name as given.
+ */
+export function demangledNames(names: string[]): string[] {
+  const mangled = names.filter((n) => n.startsWith("_Z"));
+  if (!mangled.length) return names;
+  const PATH = absolutePathList(process.env.PATH);
+  const filt = Bun.which("c++filt", { PATH }) ?? Bun.which("cu++filt", { PATH });
+  if (!filt) return names;
+  const p = Bun.spawnSync([filt, ...mangled], { stdout: "pipe", stderr: "ignore", timeout: 2000, env: { ...process.env, PATH } });
+  const out = p.exitCode === 0 ? p.stdout.toString().split("\n") : [];
+  const by = new Map(mangled.map((n, i) => [n, out[i]?.trim() || n]));
+  return names.map((n) => by.get(n) ?? n);
 }

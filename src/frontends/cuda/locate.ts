@@ -25,7 +25,7 @@ import { instantiatingTu, tusIncluding, type ToolchainFor } from "./includers.ts
 import { parseElf, type ElfFile } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 
-import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
+import { demangledNames, kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 export { kernelNameParts, type KernelNameParts };
 
 // ───────────────────────────── DWARF line info ─────────────────────────────
@@ -476,13 +476,9 @@ function rootTus(root: string, tc: ToolchainFor | undefined): CompileCommand[] {
   }));
 }
 
-/** A mangled name through c++filt (binutils) when the capture holds no demangled name; else as is. */
+/** A mangled name through the demangler (./kernel-name.ts demangledNames) when the capture holds no demangled name; else as is. */
 function demangle(name: string): string {
-  if (!name.startsWith("_Z")) return name;
-  const filt = Bun.which("c++filt") ?? Bun.which("cu++filt");
-  if (!filt) return name;
-  const out = Bun.spawnSync([filt, name], { stdout: "pipe" }).stdout.toString().trim();
-  return out || name;
+  return demangledNames([name])[0]!;
 }
 
 function listCu(root: string): string[] {

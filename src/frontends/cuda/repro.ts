@@ -30,6 +30,7 @@ import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord }
 import { privateTempFolder } from "../../cache.ts";
 import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
 import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
+import { demangledNames } from "./kernel-name.ts";
 
 // ───────────────────────────── header closure ─────────────────────────────
 
@@ -411,7 +412,7 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
   }
   if (!cubinKernels(elf).includes(m.kernel.name)) {
     throw new KerncapError("E_KERNEL_NOT_FOUND", `the rebuilt module does not define ${m.kernel.demangled} (${m.kernel.name})`, {
-      hint: `Keep the kernel's name, template arguments and parameter list; the rebuilt module defines: ${cubinKernels(elf).slice(0, 8).join(", ") || "no kernels"}.`,
+      hint: `Keep the kernel's name, template arguments and parameter list; the rebuilt module defines: ${definedKernels(cubinKernels(elf).slice(0, 8)) || "no kernels"}.`,
     });
   }
   const got = cubinParamLayout(elf, m.kernel.name);
@@ -516,4 +517,10 @@ export async function buildCudaReproducer(dir: string, m: Manifest, o: CudaRepro
     slice: o.slice,
     overlay: o.overlay,
   });
+}
+
+/** Kernel symbols as a hint shows them: demangled, the symbol after it ("saxpy(Saxpy const*, int) (_Z5saxpyPK5Saxpyi)"). */
+function definedKernels(names: string[]): string {
+  const shown = demangledNames(names);
+  return names.map((n, i) => (shown[i] !== n ? `${shown[i]} (${n})` : n)).join(", ");
 }
