@@ -57,6 +57,10 @@ export function describeReplay(r: ReplayResult): string {
     `  checked ${plural(r.regionsChecked, "region")}, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
     ...(d.reference ? [`  ${describeReference(d.reference)}`] : []),
+    ...(r.check.outsideRegions ? [`  ${mismatchReason({ ...r, determinism: {} } as unknown as ReplayResult)}`] : []),
+    ...(r.check.timedLaunch?.differs
+      ? [`  timed launch ${r.check.timedLaunch.round + 1} wrote other bytes than the checked runs (${r.check.timedLaunch.differs})`]
+      : []),
     ...(d.moduleState
       ? [
           `  the rebuilt module's own variables put back as loaded before every launch: ${d.moduleState.names.slice(0, 4).join(", ")}${d.moduleState.variables > 4 ? ", …" : ""} (${formatBytes(d.moduleState.bytes)})`,

@@ -71,6 +71,8 @@ export const ReplayFields = {
     scannedOn: v.optional(v.literal("host")),
     /** One timed launch scanned again and compared with the checked runs: its round, and where it differed (a mismatch). */
     timedLaunch: v.optional(v.looseObject({ round: U, differs: v.optional(v.string()) })),
+    /** A rebuilt module wrote the memory mapped around the regions (no allocation of the app's): where (a mismatch). */
+    outsideRegions: v.optional(v.string()),
   }),
   reserve: v.looseObject({ spans: U, bytes: U, seconds: N }),
   module: v.looseObject({ file: v.string(), loadSeconds: N }),

@@ -195,6 +195,34 @@ export function timedLaunchCheck(
   return out;
 }
 
+/**
+ * Whether a kernel wrote the memory the replay maps around the regions (compare.ts spanPadding:
+ * no allocation of the app's, zero since the session opened): a kernel that keeps its result
+ * there between launches (computes once, then copies) writes it. Scans each range, and puts back
+ * zeros where it finds a write (the next kernel starts clean).
+ * @returns the first written address and the bytes of the chunks written ("0x7f… (4096 bytes…)"), or undefined
+ */
+export function paddingWritten(
+  be: Pick<ReplayBackend, "memset" | "sync">,
+  scanner: DeviceScanner,
+  padding: { va: bigint; size: number }[],
+  C: number,
+): string | undefined {
+  let first: string | undefined;
+  let bytes = 0;
+  for (const p of padding) {
+    const s = scanner.scan(p.va, p.size, C);
+    const c = s.nonzero.findIndex((x) => x !== 0);
+    if (c < 0) continue;
+    first ??= `0x${(p.va + BigInt(c * C)).toString(16)}`;
+    bytes += s.nonzero.reduce((a, x, k) => a + (x ? chunkLen(p.size, k, C) : 0), 0);
+    be.memset(p.va, 0, p.size);
+  }
+  if (first === undefined) return undefined;
+  be.sync();
+  return `${first} (${bytes} bytes in chunks written, mapped around the regions: no allocation of the app's)`;
+}
+
 /** The envelope's shape so far: per range, its varying chunks and their largest spread (src/replay/envelope.ts maxSpread). */
 function envelopeSignature(
   ranges: CheckedRange[],

@@ -55,3 +55,27 @@ export function vaSpans(regions: { va: bigint; size: number }[], granularity: nu
   }
   return out.map((s) => ({ va: s.start, size: Number(s.end - s.start) }));
 }
+
+/**
+ * The bytes of the spans (vaSpans) that no region holds, sorted: mapped by the replay around the
+ * regions, never memory of the app's (every live allocation is a region). Shapes: va as bigint,
+ * sizes in bytes.
+ */
+export function spanPadding(spans: { va: bigint; size: number }[], regions: { va: bigint; size: number }[]): { va: bigint; size: number }[] {
+  const rs = regions
+    .filter((r) => r.size > 0)
+    .map((r) => ({ start: r.va, end: r.va + BigInt(r.size) }))
+    .sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  const out: { va: bigint; size: number }[] = [];
+  for (const sp of spans) {
+    let at = sp.va;
+    const end = sp.va + BigInt(sp.size);
+    for (const r of rs) {
+      if (r.end <= at || r.start >= end) continue;
+      if (r.start > at) out.push({ va: at, size: Number(r.start - at) });
+      if (r.end > at) at = r.end;
+    }
+    if (at < end) out.push({ va: at, size: Number(end - at) });
+  }
+  return out;
+}

@@ -14,7 +14,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { capturePath } from "../format/paths.ts";
 import { log } from "../log.ts";
 import type { DeviceMemory, DeviceScanner, ReplayBackend, ReplayModule } from "./backends/interface.ts";
-import { vaSpans } from "./compare.ts";
+import { spanPadding, vaSpans } from "./compare.ts";
 import type { ReplayResult } from "./result.ts";
 
 /** Host→device restore of stored chunks: pinned file mappings (DeviceMemory.hostRegister) where the runtime takes them and the file can be mapped (FileImage.mapped: a file the user cannot write cannot), else a pinned staging buffer. */
@@ -339,4 +339,16 @@ export function putBackWritten(
   restorer.finish();
   if (verify) for (const i of touched) checkRestored(scanner, BigInt(m.regions[i]!.va), m.regions[i]!, C, m.memory.before, `region ${m.regions[i]!.va}`);
   return { chunks, bytes };
+}
+
+/**
+ * The memory the reserved spans map around the regions (./compare.ts spanPadding), set to zero
+ * (the restore zeroes and fills the regions only): no allocation of the app's, where a rebuilt
+ * kernel that writes is found out (./checked-runs.ts paddingWritten).
+ */
+export function zeroedPadding(be: Pick<ReplayBackend, "memset" | "reserveAlignment">, m: Manifest): { va: bigint; size: number }[] {
+  const regions = m.regions.map((r) => ({ va: BigInt(r.va), size: r.size }));
+  const padding = spanPadding(vaSpans(regions, be.reserveAlignment()), regions);
+  for (const p of padding) be.memset(p.va, 0, p.size);
+  return padding;
 }

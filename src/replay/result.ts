@@ -85,6 +85,8 @@ export interface ReplayResult {
      * first range and chunk where it wrote other bytes (the verdict is then a mismatch).
      */
     timedLaunch?: { round: number; differs?: string };
+    /** A rebuilt module wrote the memory the replay maps around the regions (no allocation of the app's): where (the verdict is then a mismatch). */
+    outsideRegions?: string;
   };
   reserve: { spans: number; bytes: number; seconds: number };
   /** loadSeconds: the backend's module load + attributes; waitSeconds: time spent waiting for a module still being built. */

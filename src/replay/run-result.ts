@@ -28,6 +28,8 @@ export interface RunFacts {
   reference?: ReplayResult["determinism"]["reference"];
   /** The timed launch checked against the checked runs: its round, and where it differed. */
   timedCheck?: ReplayResult["check"]["timedLaunch"];
+  /** Where a rebuilt module wrote the memory mapped around the regions (checked-runs.ts paddingWritten). */
+  outside?: string;
   /** A rebuilt module's own variables put back before every launch. */
   moduleState?: ReplayResult["determinism"]["moduleState"];
 }
@@ -54,7 +56,10 @@ export function resultOf(
   // or an edited kernel whose runs differ beyond the captured kernel's (src/replay/reference-noise.ts)
   // or a timed launch that wrote other bytes than the checked runs (a kernel that tells them apart)
   const unexpectedlyVaried =
-    (o.nondeterministic === false && j.runsDiffering.size > 0) || f.reference?.beyond !== undefined || f.timedCheck?.differs !== undefined;
+    (o.nondeterministic === false && j.runsDiffering.size > 0) ||
+    f.reference?.beyond !== undefined ||
+    f.timedCheck?.differs !== undefined ||
+    f.outside !== undefined;
   const sorted = [...times].sort((a, b) => a - b);
   const pct = (q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN);
   const appUs = typeof m.timing.app_launch_us === "number" && m.timing.app_launch_us >= 0 ? m.timing.app_launch_us : null;
@@ -82,7 +87,12 @@ export function resultOf(
     },
     restore: opened.restore,
     reserve: opened.reserve,
-    check: { ...f.check, ...(be.scansOn === "host" ? { scannedOn: "host" as const } : {}), ...(f.timedCheck ? { timedLaunch: f.timedCheck } : {}) },
+    check: {
+      ...f.check,
+      ...(be.scansOn === "host" ? { scannedOn: "host" as const } : {}),
+      ...(f.timedCheck ? { timedLaunch: f.timedCheck } : {}),
+      ...(f.outside ? { outsideRegions: f.outside } : {}),
+    },
     determinism,
     module: f.module,
     device: { name: be.deviceName(), arch: be.arch() },
@@ -104,6 +114,8 @@ export function mismatchReason(r: ReplayResult): string {
   // results read back from a worker or a file may lack what a run today always has
   const d: Partial<ReplayResult["determinism"]> = r.determinism ?? {};
   if (d.reference?.beyond) return d.reference.beyond;
+  if (r.check?.outsideRegions)
+    return `the kernel wrote memory outside every region, at ${r.check.outsideRegions}: the app's kernel could not have (it would fault there), and a kernel can keep a result there between launches`;
   const t = r.check?.timedLaunch;
   if (t?.differs)
     return `timed launch ${t.round + 1} wrote other bytes than the checked runs (${t.differs}): the kernel computes otherwise when timed, and its time is not the time of what was judged`;

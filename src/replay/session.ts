@@ -15,10 +15,11 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { openBackend } from "./backends/factory.ts";
 import type { ClockState, DeviceScanner, ReplayBackend } from "./backends/interface.ts";
-import { checkedRanges, checkedRuns, rangeNames, timedLaunchCheck, type CheckedRange } from "./checked-runs.ts";
+import { checkedRanges, checkedRuns, paddingWritten, rangeNames, timedLaunchCheck, type CheckedRange } from "./checked-runs.ts";
 import { judgeEachRun, judgeRuns, replayFault, type Judged } from "./judging.ts";
 import { judgingInEffect, mergeJudging, type JudgeSettings } from "./judge-settings.ts";
 import { ChangedChunks, checkRestored, moduleGlobals, putBackWritten, reserveSpans, restoreBefore, type LoadedGlobal, type Restorer } from "./restore.ts";
+import { zeroedPadding } from "./restore.ts";
 import type { ComparedRuns, ReplayOptions, ReplayResult, ResetStats, RunOptions, SetRun } from "./result.ts";
 import { keepModuleState, type KeptState } from "./module-state.ts";
 import { editAgainstReference, referenceOf, type ReferenceNoise } from "./reference-noise.ts";
@@ -153,6 +154,8 @@ class Session implements ReplaySession {
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
+  /** The memory the spans map around the regions (./compare.ts spanPadding): zero from the open on, no allocation of the app's. */
+  private readonly padding: { va: bigint; size: number }[];
   /** The captured module's nondeterminism, from its run with the most checked runs in this session (./reference-noise.ts). */
   private reference: ReferenceNoise | undefined;
 
@@ -174,6 +177,7 @@ class Session implements ReplaySession {
     this.before = new FileImage(capturePath(dir, m.memory.before));
     this.after = new FileImage(capturePath(dir, m.memory.after));
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
+    this.padding = zeroedPadding(be, m);
     this.judging = judgingInEffect(dir, m).settings; // a received capture's only once accepted (./judge-settings.ts judgingInEffect)
   }
 
@@ -490,6 +494,9 @@ class Session implements ReplaySession {
     const { ranges, tol, asMultiset } = checkedRanges(m, params, o, globals, images);
     const expect = ranges.map((x) => chunkExpectation(x.r, C));
     const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged: () => restoreChanged() }, C, images);
+    // a rebuilt module that wrote the memory mapped around the regions (where it could keep a result between launches)
+    const edited = o.modulePath !== undefined;
+    let outside = edited && this.padding.length ? paddingWritten(be, scanner, this.padding, C) : undefined;
     const judgedRuns = judgeRuns(ranges, expect, runs, asMultiset, tol, C, images);
     const names = rangeNames(m, ranges);
     const eachRunWithin = () => tol.atol + tol.rtol > 0 && judgeEachRun(ranges, expect, runs, asMultiset, tol, C, images);
@@ -516,8 +523,15 @@ class Session implements ReplaySession {
     // captured kernel's were bit-identical (a nondeterministic kernel's timed launch may differ by its noise)
     const checkable = o.modulePath !== undefined && !judgedRuns.varied.length && !(await this.capturedNoise(o)).varied.length;
     const timedCheck = checkable ? timedLaunchCheck(be, scanner, ranges, runs.scans[0]!, C, names) : undefined;
+    // at the timed launch checked: its bytes (a deterministic kernel's), and the memory around the regions (every rebuilt module's)
+    const checkTimed = edited
+      ? (round: number) => {
+          timedCheck?.check(round);
+          if (!outside && this.padding.length) outside = paddingWritten(be, scanner, this.padding, C);
+        }
+      : undefined;
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
-      resultOf(be, this.opened, { ...base, ...(timedCheck?.outcome ? { timedCheck: timedCheck.outcome } : {}) }, judgedRuns, {
+      resultOf(be, this.opened, { ...base, ...(timedCheck?.outcome ? { timedCheck: timedCheck.outcome } : {}), ...(outside ? { outside } : {}) }, judgedRuns, {
         times,
         interleaved,
         clocks,
@@ -525,7 +539,7 @@ class Session implements ReplaySession {
         method: this.method(),
         ...clock,
       });
-    return { launch, restoreChanged: () => restoreChanged(), timed, finish, ...(timedCheck ? { checkTimed: timedCheck.check } : {}) };
+    return { launch, restoreChanged: () => restoreChanged(), timed, finish, ...(checkTimed ? { checkTimed } : {}) };
   }
 
   /**

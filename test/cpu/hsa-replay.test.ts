@@ -300,6 +300,35 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(ok.against.check.timedLaunch.round).toBeLessThan(8);
   });
 
+  test("an edited kernel that writes the memory mapped around its region (FAKE_HSA_STRAY_FROM: where a result could be kept between launches): MISMATCH naming the address (trial 19 R1)", async () => {
+    const dir = await hipCapture("edit-stray");
+    const co = join(tmp, "scale.co");
+    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_STRAY_FROM: "3" };
+    const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "5", "--json"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 60_000,
+    });
+    const doc = JSON.parse(p.stdout.toString());
+    expect(p.exitCode, p.stderr.toString()).toBe(1);
+    expect(doc.verdict).toBe("match"); // the captured kernel (dispatches 0-2) wrote nothing there
+    expect(doc.against.verdict).toBe("mismatch");
+    expect(doc.against.numerics.verdict).toBe("bit-exact"); // its outputs were right
+    // the padding begins where the data region ends; its first chunk holds the float written there
+    expect(doc.against.check.outsideRegions).toStartWith(`0x${(DATA_VA + BigInt(N * 4)).toString(16)} (`);
+    expect(doc.against.check.outsideRegions).toContain("mapped around the regions: no allocation of the app's");
+    // the same kernel without the stray write: nothing found there
+    const q = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "5", "--json"], {
+      env: { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1" },
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 60_000,
+    });
+    expect(q.exitCode, q.stderr.toString()).toBe(0);
+    expect(JSON.parse(q.stdout.toString()).against.check.outsideRegions).toBeUndefined();
+  });
+
   test("a kernel the module lacks is E_KERNEL_NOT_IN_MODULE; a taken VA is E_VA_TAKEN", async () => {
     const dir = await hipCapture("renamed");
     const mf = join(dir, "kerncap.json");

@@ -136,6 +136,10 @@ static void run_packets(uint64_t upto) {
       const char* skip = getenv("FAKE_HSA_SKIP_FROM");
       if (!skip || n0 < atoi(skip))
         for (int k = 0; k < a->n; k++) a->data[k] *= a->factor;
+      /* FAKE_HSA_STRAY_FROM=K: from the K-th dispatch on the kernel also writes the float just past its
+         data (inside the span the replay maps, outside every region), where a kernel could keep a result */
+      const char* stray = getenv("FAKE_HSA_STRAY_FROM");
+      if (stray && *stray && n0 >= atoi(stray)) a->data[a->n] = 1.0f;
       /* FAKE_HSA_JITTER=N: the first N results move by 0, 1 or 2 ulp from dispatch to dispatch, as
          float atomics summed in another order do (a nondeterministic kernel) */
       const char* jitter = getenv("FAKE_HSA_JITTER");

@@ -16,6 +16,7 @@ import {
   type ReferenceNoise,
 } from "../../../src/replay/reference-noise.ts";
 import { keepModuleState } from "../../../src/replay/module-state.ts";
+import { spanPadding, vaSpans } from "../../../src/replay/compare.ts";
 import { timedLaunchCheck, type CheckedRange } from "../../../src/replay/checked-runs.ts";
 import type { ChunkScan, DeviceMemory, DeviceScanner, ReplayModule } from "../../../src/replay/backends/interface.ts";
 import type { ReplayResult } from "../../../src/replay/result.ts";
@@ -349,5 +350,23 @@ describe("what a verdict on a gamed kernel says (text, the reason records carry,
     expect(describeReplay({ ...ok, verdict: "match" })).toContain(
       "the edited kernel's runs differ within the captured kernel's nondeterminism (the captured kernel's 16 runs here differ too)",
     );
+  });
+});
+
+describe("the memory mapped around the regions (where a kernel could keep a result between launches)", () => {
+  test("spanPadding: each span's bytes no region holds, around and between regions", () => {
+    const g = 1 << 20;
+    const regions = [
+      { va: 0x10_0000_1000n, size: 0x2000 },
+      { va: 0x10_0000_8000n, size: 0x1000 },
+      { va: 0x10_0040_0000n, size: g },
+    ];
+    const pad = spanPadding(vaSpans(regions, g), regions);
+    expect(pad.map((p) => [p.va.toString(16), p.size])).toEqual([
+      ["1000000000", 0x1000],
+      ["1000003000", 0x5000],
+      ["1000009000", g - 0x9000],
+    ]);
+    expect(spanPadding(vaSpans([{ va: 0x20_0000_0000n, size: g }], g), [{ va: 0x20_0000_0000n, size: g }])).toEqual([]);
   });
 });
