@@ -68,6 +68,8 @@ export function readCandidateFile(root: string, rel: string, seen: Stats): Buffe
     const st = fstatSync(fd);
     if (!st.isFile()) throw refuse("is not a regular file");
     if (st.dev !== seen.dev || st.ino !== seen.ino) throw refuse("changed while kerncap read it (another file is at its name now)");
+    // a hard link names a file of someone's elsewhere (a file of yours another user linked into their folder), as a capture's sources may not
+    if (st.nlink > 1) throw refuse(`has ${st.nlink} names (a hard link): a candidate's files are its own, with one name`);
     if (st.size > CANDIDATE_MAX_BYTES) throw refuse(`has ${st.size} bytes; at most 64 MiB`);
     return readFileSync(fd);
   } finally {

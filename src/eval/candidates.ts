@@ -145,6 +145,9 @@ export function listedCandidates(file: string): Candidate[] {
  *   with links; a config that names no value or more than one
  */
 export function parseCandidate(spec: string): Candidate {
+  // NAME=VALUE with no slash is a config, whatever the working folder holds (a file or folder of that
+  // name, another user's in /tmp, is never taken for it: trial 19); a file so named is given as ./NAME=VALUE
+  if (/^[A-Za-z_]\w*=/.test(spec.trim()) && !spec.includes("/")) return configSpecCandidate(spec);
   const path = resolve(spec);
   const lst = lstatSync(path, { throwIfNoEntry: false });
   if (lst?.isSymbolicLink())

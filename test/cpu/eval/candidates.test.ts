@@ -4,7 +4,7 @@
  * build compiles), refused by name before any build as E_CANDIDATE.
  */
 import { expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
@@ -178,4 +178,29 @@ test("a candidate list (kerncap mcp's evaluate): each labelled as given; a confi
     write(bad);
     expect(() => listedCandidates(list)).toThrow(why);
   }
+});
+
+test("NAME=VALUE is a config whatever the working folder holds; a file of that name is given as ./NAME=VALUE (trial 19: another user's folder named like a config in /tmp was built)", () => {
+  const d = tempDir();
+  mkdirSync(join(d, "BLOCK_M=64 num_warps=4"));
+  writeFileSync(join(d, "BLOCK_M=64 num_warps=4/kernel.py"), "import os  # the other user's code\n");
+  const cwd = process.cwd();
+  process.chdir(d);
+  try {
+    const c = parseCandidate("BLOCK_M=64 num_warps=4");
+    expect(c.kind).toBe("config");
+    expect(c.config?.kwargs).toEqual({ BLOCK_M: 64 });
+    expect(parseCandidate("./BLOCK_M=64 num_warps=4").kind).toBe("tree");
+  } finally {
+    process.chdir(cwd);
+  }
+});
+
+test("a candidate file with other names (a hard link: a file of the user's another user linked into their folder) is refused (trial 19)", () => {
+  const d = tempDir();
+  writeFileSync(join(d, "secret.txt"), "the victim's\n");
+  mkdirSync(join(d, "cand"));
+  linkSync(join(d, "secret.txt"), join(d, "cand/kernel.cu"));
+  expect(() => parseCandidate(join(d, "cand"))).toThrow("kernel.cu has 2 names (a hard link)");
+  expect(() => parseCandidate(join(d, "cand/kernel.cu"))).toThrow("has 2 names (a hard link)");
 });
