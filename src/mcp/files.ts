@@ -151,7 +151,14 @@ export function withheldMachineId(text: string, shown: string): string {
       /* not JSON: replaced below as any text */
     }
   }
-  return id ? text.split(id).join("(this machine's id, withheld)") : text;
+  return id ? text.replace(machineIdPattern(id), "(this machine's id, withheld)") : text;
+}
+
+/** The id in any case, with or without a UUID's dashes (8-4-4-4-12); an id that is no hex string: as it is. */
+function machineIdPattern(id: string): RegExp {
+  const hex = id.replace(/-/g, "");
+  if (!/^[0-9a-f]{16,}$/i.test(hex)) return new RegExp(id.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "g");
+  return new RegExp(hex.split("").join("-?"), "gi");
 }
 
 /** Refuse a path under build/: what the builds write there quotes whatever they read. @throws KerncapError E_CONFINED */
@@ -314,6 +321,11 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
     const raw = readInCapture(dir, shown, TEXT_MAX)!;
     assertText(raw, shown, "edit_file edits");
     const old = raw.toString("utf8");
+    // the id withheld from read_file is no oracle either: a match of oldText would say the guess was right
+    if (withheldMachineId(old, shown) !== old)
+      throw new KerncapError("E_USAGE", `${shown} holds this machine's id, which read_file withholds: edit it with content (the whole new file)`, {
+        hint: "Give content: the whole new text of the file.",
+      });
     const n = old.split(a.oldText).length - 1;
     if (n !== 1)
       throw new KerncapError("E_USAGE", `oldText occurs ${n} times in ${shown}; it must occur exactly once`, {

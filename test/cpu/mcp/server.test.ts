@@ -201,6 +201,13 @@ describe("kerncap mcp", () => {
     writeFileSync(join(dir, "src/notes.cu"), `// made on ${me.machineId}\n`);
     const n = doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/notes.cu" } }));
     expect(n.content).toBe("// made on (this machine's id, withheld)\n");
+    // upper case and a UUID's dashes too (trial 19), and no edit_file oracle on a file that holds it
+    const id = me.machineId!;
+    const uuid = `${id.slice(0, 8)}-${id.slice(8, 12)}-${id.slice(12, 16)}-${id.slice(16, 20)}-${id.slice(20)}`.toUpperCase();
+    writeFileSync(join(dir, "src/notes.cu"), `// ${uuid}\n`);
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/notes.cu" } })).content).toBe("// (this machine's id, withheld)\n");
+    const guess = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/notes.cu", oldText: uuid.slice(0, 4), newText: uuid.slice(0, 4) } }));
+    expect(guess.error.message).toContain("holds this machine's id, which read_file withholds");
     await c.close();
   });
 
