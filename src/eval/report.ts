@@ -10,6 +10,7 @@ import { notOwnFile } from "../user-group.ts";
 import { log } from "../log.ts";
 import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
+import { escapedForMessage } from "../format/archive-common.ts";
 import { parseRecords, type RecordKind } from "../check/results.ts";
 import type { Shard } from "../check/shard.ts";
 import { documentId } from "../format/documents.ts";
@@ -348,12 +349,13 @@ const refuseNotOwn = (f: string, what: string) => (st: Stats) => {
 };
 
 /**
- * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's record of
- * one input in two files: the later file's).
- * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or holding no record)
+ * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's records of
+ * one input in one file: the last; in two files: refused).
+ * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or one candidate and input in two files)
  */
 export function mergeEval(files: string[]): EvalReport {
   const byKey = new Map<string, EvalRecord>();
+  const fileOf = new Map<string, string>();
   let inputs = new Set<string>();
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
@@ -369,8 +371,21 @@ export function mergeEval(files: string[]): EvalReport {
       log.warn(
         `${path} holds no eval record (a shard given no candidate, or one stopped before its first: run that one again with --resume): left out of the merge`,
       );
-    for (const r of records) {
-      byKey.set(recordKey(r.candidate, r.input), r);
+    const mine = new Map<string, EvalRecord>();
+    for (const r of records) mine.set(recordKey(r.candidate, r.input), r); // one file's later record of a pair wins (--resume appends)
+    for (const [k, r] of mine) {
+      // a pair in two files: which one counts would be the order of the arguments (trial 19: a mismatch became a 2.00× match)
+      const other = fileOf.get(k);
+      if (other !== undefined)
+        throw new KerncapError(
+          "E_RESULTS",
+          `${path} and ${other} both hold candidate ${escapedForMessage(r.candidate)} on input ${escapedForMessage(r.input)}`,
+          {
+            hint: "Each shard judges its own candidates: merge each shard's --jsonl file once (kerncap eval --merge shard-*/results.jsonl), not two runs of one shard.",
+          },
+        );
+      fileOf.set(k, path);
+      byKey.set(k, r);
       if (r.input !== BUILD_INPUT) inputs.add(r.input);
     }
   }

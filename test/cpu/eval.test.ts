@@ -636,6 +636,11 @@ describe("--resume, --shard, --merge", () => {
     const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length), empty]));
     expect(withEmpty.value.candidates).toHaveLength(9);
     expect(withEmpty.err).toContain("holds no eval record (a shard given no candidate");
+    // one shard's file given twice (or a copy): the same candidate and input in two files, refused naming both (trial 19: argument order chose the verdict)
+    const one = outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!;
+    const copy = join(d, "copy.jsonl");
+    writeFileSync(copy, readFileSync(one));
+    expect(() => mergeEval([one, copy])).toThrow(`${copy} and ${one} both hold candidate`);
     // a match without the numerics, device and worker of a run is no record of a judgement (a trial's forged one was ranked)
     const real = readFileSync(outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!, "utf8")
       .trim()
