@@ -11,7 +11,7 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, rea
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
-import type { Manifest } from "./manifest.ts";
+import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
 import { readInCapture, writeInCapture } from "./paths.ts";
 import { frontendRunFiles } from "./run-files.ts";
@@ -80,9 +80,12 @@ export function kerncapMachineId(): string | null {
  * archive held): the archive's file name (not its folder: an MCP agent reads the mark, and the
  * user's folders outside the capture are none of its business), when, the host's name (never its
  * machine-id: a folder sent on with its mark would give the id that makes a capture count as made
- * here), kerncap's version.
+ * here), kerncap's version; and the manifest's `host.machineId` set to null, as kerncap pack ships
+ * it (a hand-made archive may name this machine's id: a copy of the folder without the mark would
+ * then count as made here).
  */
 export function markReceived(dir: string, archive: string): void {
+  withoutMachineId(dir);
   writeInCapture(
     dir,
     RECEIVED_MARK,
@@ -192,4 +195,19 @@ export function receivedReasons(dir: string, m: Manifest, here = hostIdentity())
 export function receivedBecause(dir: string, m: Manifest): string | undefined {
   const why = receivedReasons(dir, m);
   return why.length ? why.join("; ") : undefined;
+}
+
+/**
+ * The unpacked manifest as kerncap pack ships one: `host.machineId` null. An archive kerncap packs
+ * has it so already; one made by hand may name this machine's id, and a copy of the folder without
+ * unpack's mark would then count as made here (trial 19). `dir` is unpack's private folder.
+ */
+function withoutMachineId(dir: string): void {
+  const text = readInCapture(dir, MANIFEST_FILE, 64 << 20);
+  if (!text) return;
+  const m = JSON.parse(text.toString("utf8"));
+  if (m?.host && typeof m.host === "object" && m.host.machineId != null) {
+    m.host.machineId = null;
+    writeInCapture(dir, MANIFEST_FILE, `${JSON.stringify(m, null, 2)}\n`);
+  }
 }
