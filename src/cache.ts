@@ -26,6 +26,7 @@ import { cacheOverride, type Env } from "./env.ts";
 import { KerncapError } from "./errors.ts";
 import { othersMayWrite } from "./user-group.ts";
 import { log } from "./log.ts";
+import { escapeForTerminal } from "./escape.ts";
 import { markTemp, pidAlive, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
 
 export interface CacheFile {
@@ -381,4 +382,18 @@ export function sharedParentRisk(out: string, uid = process.geteuid?.()): string
     }
   }
   return undefined;
+}
+
+/**
+ * Warn when a results file a merge reads lies under a folder another user may rename entries of
+ * (sharedParentRisk): your own file, but another user could have moved another file of yours (an
+ * older run's folder) to its name. A warning, not a refusal: a team's shared folder is the usual
+ * place of a job's shards; the file itself must still be yours alone (the merges refuse otherwise).
+ */
+export function warnSharedParent(file: string, verb: string): void {
+  const risk = sharedParentRisk(file);
+  if (risk)
+    log.warn(
+      `${escapeForTerminal(file, { oneLine: true })}: ${escapeForTerminal(risk, { oneLine: true })}: another user could have put another of your files at this name; ${verb} takes it as this run's`,
+    );
 }

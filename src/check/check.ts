@@ -36,6 +36,7 @@ import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
 import { shardOf, type Shard } from "./shard.ts";
 import { judgeTime } from "./timing.ts";
+import { warnSharedParent } from "../cache.ts";
 
 export const DEFAULT_RESULTS_DIR = "kerncap-check";
 
@@ -448,6 +449,7 @@ export function mergeResults(files: string[], o: { baseline?: string; writeBasel
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
     const file = resolve(f);
+    warnSharedParent(file, "check --merge");
     for (const r of recordsIn(file)) {
       const earlier = byId.get(r.id);
       if (earlier && earlier.file !== file)

@@ -7,6 +7,7 @@ import { existsSync, lstatSync, statSync, type Stats } from "node:fs";
 import { resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { notOwnFile } from "../user-group.ts";
+import { warnSharedParent } from "../cache.ts";
 import { log } from "../log.ts";
 import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { escapeForTerminal } from "../escape.ts";
@@ -364,6 +365,7 @@ export function mergeEval(files: string[]): EvalReport {
       throw new KerncapError("E_USAGE", `no results file ${path}`, { hint: "Give the --jsonl files the shards wrote." });
     const what = "eval --merge would rank its records as judged";
     refuseSharedRecords(path, what);
+    warnSharedParent(path, "eval --merge");
     // and the file read itself (its fd's owner and mode): no file swapped in after the check above
     const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what)), EVAL_RECORDS);
     // a shard given no candidate writes an empty file, as does one killed before its first record: said, left out

@@ -641,6 +641,15 @@ describe("--resume, --shard, --merge", () => {
     const copy = join(d, "copy.jsonl");
     writeFileSync(copy, readFileSync(one));
     expect(() => mergeEval([one, copy])).toThrow(`${copy} and ${one} both hold candidate`);
+    // a file of yours in a folder others may rename entries of: merged, with a warning (trial 19: a team member moved an older run's folder to the new one's name)
+    const team = join(d, "team");
+    mkdirSync(team);
+    chmodSync(team, 0o777);
+    writeFileSync(join(team, "shard.jsonl"), readFileSync(one));
+    const warned = await quiet(async () => mergeEval([join(team, "shard.jsonl")]));
+    expect(warned.err).toContain(
+      `${team} is writable by other users (mode 0777) and not sticky: another user could have put another of your files at this name`,
+    );
     // a match without the numerics, device and worker of a run is no record of a judgement (a trial's forged one was ranked)
     const real = readFileSync(outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!, "utf8")
       .trim()
