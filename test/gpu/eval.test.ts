@@ -179,7 +179,7 @@ describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", ()
     expect(vd.determinism.moduleState.bytes).toBe((1 << 22) * 4 + 4);
   }, 300_000);
 
-  test("a kernel that counts its launches in memory outside every region and skips its work once timed: a timed launch is checked, a mismatch", () => {
+  test("a kernel that counts its launches in memory outside every region and skips its work once timed: its writes there are found, a mismatch", () => {
     const m = JSON.parse(readFileSync(join(member, "kerncap.json"), "utf8"));
     const y = m.regions.find((x: any) => x.size === (1 << 22) * 4) ?? m.regions[0];
     const va = BigInt(y.va);
@@ -208,9 +208,11 @@ describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", ()
     cpSync(d, join(val, "src"), { recursive: true });
     const v = run([BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 120_000 });
     const vd = JSON.parse(v.stdout);
-    console.log(`[eval] skip candidate: ${vd.verdict} ${JSON.stringify(vd.check?.timedLaunch)}`);
+    console.log(`[eval] skip candidate: ${vd.verdict} ${JSON.stringify(vd.check?.outsideRegions)} ${JSON.stringify(vd.check?.timedLaunch)}`);
     expect(vd.verdict, v.stderr).toBe("mismatch");
-    expect(vd.check.timedLaunch.differs).toMatch(/^region \d+ chunk \d+$/);
+    // its counter lies in the memory mapped around the region: found after the checked runs (and the
+    // timed launch checked may see the skipped work too, by the round drawn)
+    expect(vd.check.outsideRegions).toContain("mapped around the regions: no allocation of the app's");
     expect(v.code).toBe(1);
   }, 300_000);
 });
