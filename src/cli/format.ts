@@ -5,7 +5,7 @@
 import { processLabel, type KernelSeen, type ProcessCensus } from "../capture/census.ts";
 import type { ReplayResult } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
-import { mismatchReason } from "../replay/run-result.ts";
+import { mismatchReason, outsideRegionsReason } from "../replay/run-result.ts";
 import type { ClockState } from "../replay/engine.ts";
 
 import { formatBytes, plural } from "../util/format.ts";
@@ -57,7 +57,7 @@ export function describeReplay(r: ReplayResult): string {
     `  checked ${plural(r.regionsChecked, "region")}, ${formatBytes(r.bytesChecked)} (kc64 per chunk ${r.check.scannedOn === "host" ? "read back to the host" : "on the GPU"}, ${formatBytes(r.check.bytesCopiedBack)} copied back); ${r.mismatches.length} differ`,
     `  ${d.runs} checked runs from the before state: ${d.nondeterministic ? `nondeterministic: ${d.runsDiffering} of ${d.runs - 1} later runs differ from the first` : "deterministic (every run bit-identical)"}`,
     ...(d.reference ? [`  ${describeReference(d.reference)}`] : []),
-    ...(r.check.outsideRegions ? [`  ${mismatchReason({ ...r, determinism: {} } as unknown as ReplayResult)}`] : []),
+    ...(r.check.outsideRegions ? [`  ${outsideRegionsReason(r.check.outsideRegions)}`] : []),
     ...(r.check.timedLaunch?.differs
       ? [`  timed launch ${r.check.timedLaunch.round + 1} wrote other bytes than the checked runs (${r.check.timedLaunch.differs})`]
       : []),

@@ -114,8 +114,7 @@ export function mismatchReason(r: ReplayResult): string {
   // results read back from a worker or a file may lack what a run today always has
   const d: Partial<ReplayResult["determinism"]> = r.determinism ?? {};
   if (d.reference?.beyond) return d.reference.beyond;
-  if (r.check?.outsideRegions)
-    return `the kernel wrote memory outside every region, at ${r.check.outsideRegions}: the app's kernel could not have (it would fault there), and a kernel can keep a result there between launches`;
+  if (r.check?.outsideRegions) return outsideRegionsReason(r.check.outsideRegions);
   const t = r.check?.timedLaunch;
   if (t?.differs)
     return `timed launch ${t.round + 1} wrote other bytes than the checked runs (${t.differs}): the kernel computes otherwise when timed, and its time is not the time of what was judged`;
@@ -126,4 +125,9 @@ export function mismatchReason(r: ReplayResult): string {
   return x
     ? `${r.mismatches.length} of ${r.regionsChecked} regions differ from the app's after state: ${x.va} (${x.kind}), ${x.bytesDiffering} bytes from byte ${x.firstDiffOffset}${more}`
     : `numerics ${r.numerics.verdict}`;
+}
+
+/** Why a kernel that wrote the memory mapped around the regions (ReplayResult.check.outsideRegions: where) mismatches. */
+export function outsideRegionsReason(where: string): string {
+  return `the kernel wrote memory outside every region, at ${where}: the app's kernel could not have (it would fault there), and a kernel can keep a result there between launches`;
 }
