@@ -477,7 +477,9 @@ function readmeContext(
     // manifest text, raw: the template puts each through its Markdown escape (mdCode, mdText: src/frontends/templates.ts)
     kernel: p.demangled,
     mangled: p.kernel,
-    device: `${m.device.name} (${m.device.arch})`,
+    // where it came from: a GPU's launch, or kerncap demo's capture made on the CPU (driver 0, as inspect tells them)
+    origin:
+      m.device.driverVersion === 0 ? `made by kerncap demo without a GPU (for ${m.device.arch})` : `captured by kerncap on ${m.device.name} (${m.device.arch})`,
     arch: m.device.arch,
     hsa: Boolean(p.hsa),
     frontend: m.kernel.frontend,

@@ -234,6 +234,8 @@ describe("kerncap export: the folder", () => {
     expect(readme).toContain("make run-src");
     expect(readme).toContain("[first chunk, chunk count, file offset]");
     expect(readme).not.toContain("## Triton");
+    // the demo's is said as made without a GPU (found by a new user: "captured by kerncap on no GPU: …")
+    expect(readme).toContain("One launch of this kernel, made by kerncap demo without a GPU (for sm\\_90)");
   });
 
   test("OUT is refused when it exists (not an export), lies inside the capture, or holds it; --force replaces a previous export only", async () => {
