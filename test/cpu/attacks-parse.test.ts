@@ -45,6 +45,7 @@ describe("a manifest's kernel name through kerncap export", () => {
     const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
     m.kernel.demangled = FORGED;
     m.device.name = "H200 `x` | *y*\n# Heading";
+    m.device.driverVersion = 13000; // a capture's (the demo's, driver 0, is said as made without a GPU, naming no device)
     writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
     const out = join(root, "out");
     const { value, err } = await output(() => runCli(["export", dir, "-o", out]));
