@@ -32,7 +32,7 @@ import { documentId } from "../../src/format/documents.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { CHECKOUT_TEMPLATES, renderTemplateDir, TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
 import { evalGrid } from "../../src/frontends/tune.ts";
-import { makeCapture, tempDir, output } from "./fixtures.ts";
+import { fakeOutcome, makeCapture, tempDir, output } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const H200 = { name: "NVIDIA H200", arch: "sm_90" };
@@ -68,26 +68,7 @@ function plantTempLinks(file: string): { victim: string; intact: () => boolean }
 }
 
 function outcome(id: string, o: Partial<Outcome> = {}): Outcome {
-  const samples = Array.from({ length: 20 }, (_, i) => 10 * (0.98 + (0.04 * i) / 19));
-  return {
-    id,
-    path: `/x/${id}`,
-    kernel: "scale(float*, int)",
-    outcome: "done",
-    verdict: "match",
-    numerics: "bit-exact",
-    reason: null,
-    code: null,
-    note: null,
-    captured: H200,
-    device: H200,
-    rebuild: null,
-    timing: { medianUs: 10, samplesUs: samples },
-    seconds: 0.01,
-    replaySeconds: 0.005,
-    at: "2026-01-01T00:00:00.000Z",
-    ...o,
-  };
+  return fakeOutcome({ id, path: `/x/${id}` }, { at: "2026-01-01T00:00:00.000Z", ...o });
 }
 
 function record(id: string, o: Partial<CheckRecord> = {}): CheckRecord {

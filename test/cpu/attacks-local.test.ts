@@ -49,7 +49,7 @@ import { stageTrustedBuild } from "../../src/format/staged-build.ts";
 import { runBuildCommand } from "../../src/frontends/build.ts";
 import { tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
-import { deadPid, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
+import { deadPid, fakeOutcome, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 
 const ROOT = process.geteuid?.() === 0;
 const NOBODY = 65534;
@@ -264,25 +264,7 @@ describe("attack: another user drops a kerncap.json above the victim's captures"
 
 describe("attack: a results folder another user made (check --resume)", () => {
   const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
-  const H200 = { name: "NVIDIA H200", arch: "sm_90" };
-  const done = (t: { id: string; path: string }): Outcome => ({
-    id: t.id,
-    path: t.path,
-    kernel: "scale(float*, int)",
-    outcome: "done",
-    verdict: "match",
-    numerics: "bit-exact",
-    reason: null,
-    code: null,
-    note: null,
-    captured: H200,
-    device: H200,
-    rebuild: null,
-    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + (i - 9.5) * 0.01) }, // medianUs: the samples' median, as the worker takes it
-    seconds: 0.01,
-    replaySeconds: 0.005,
-    at: new Date().toISOString(),
-  });
+  const done = (t: { id: string; path: string }): Outcome => fakeOutcome(t);
   function workers() {
     const calls: string[] = [];
     const open: OpenRunner = () => ({ run: async (t) => (calls.push(t.id), done(t)), kill() {}, close: async () => {} });
@@ -404,25 +386,7 @@ describe("attack: a results folder another user made (check --resume)", () => {
 
 describe("attack: check --merge of another user's results file or baseline (trial 18 F1: a forged shard-9/results.jsonl turned a failing capture ok)", () => {
   const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
-  const H200 = { name: "NVIDIA H200", arch: "sm_90" };
-  const done = (t: { id: string; path: string }): Outcome => ({
-    id: t.id,
-    path: t.path,
-    kernel: "scale(float*, int)",
-    outcome: "done",
-    verdict: "match",
-    numerics: "bit-exact",
-    reason: null,
-    code: null,
-    note: null,
-    captured: H200,
-    device: H200,
-    rebuild: null,
-    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 + (i - 9.5) * 0.01) },
-    seconds: 0.01,
-    replaySeconds: 0.005,
-    at: new Date().toISOString(),
-  });
+  const done = (t: { id: string; path: string }): Outcome => fakeOutcome(t);
   const open: OpenRunner = () => ({ run: async (t) => done(t), kill() {}, close: async () => {} });
   const options = (paths: string[], results: string): CheckOptions => ({
     paths,

@@ -30,13 +30,12 @@ import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/received.ts";
-import { makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
+import { fakeOutcome, makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
-const H200 = { name: "NVIDIA H200", arch: "sm_90" };
 
 /** A corpus: corpus/a/one, corpus/a/two (a capture set's members), corpus/b.zip (packed), and junk. */
 async function corpus(): Promise<string> {
@@ -58,27 +57,7 @@ async function corpus(): Promise<string> {
 const times = (us: number, n = 20) => Array.from({ length: n }, (_, i) => us * (0.98 + (0.04 * i) / (n - 1)));
 
 /** A fake worker outcome. */
-function outcome(t: CaptureRef, o: Partial<Outcome> = {}): Outcome {
-  return {
-    id: t.id,
-    path: t.path,
-    kernel: "scale(float*, int)",
-    outcome: "done",
-    verdict: "match",
-    numerics: "bit-exact",
-    reason: null,
-    code: null,
-    note: null,
-    captured: H200,
-    device: H200,
-    rebuild: null,
-    timing: { medianUs: 10, samplesUs: times(10) },
-    seconds: 0.01,
-    replaySeconds: 0.005,
-    at: new Date().toISOString(),
-    ...o,
-  };
-}
+const outcome = (t: CaptureRef, o: Partial<Outcome> = {}): Outcome => fakeOutcome(t, { timing: { medianUs: 10, samplesUs: times(10) }, ...o });
 
 /** Runners that answer with `f`; `calls` counts every capture handed out, `opened` every worker started. */
 function fakeWorkers(f: (t: CaptureRef, n: number) => Outcome | Promise<Outcome>) {

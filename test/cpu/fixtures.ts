@@ -11,6 +11,7 @@ import { readWhatRuns } from "../../src/format/what-runs.ts";
 import { CUDA_TEMPLATES } from "../../src/frontends/cuda/templates.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
+import type { Outcome } from "../../src/format/check-record.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { writeCandidates, type McpCandidate } from "../../src/mcp/evaluate.ts";
@@ -222,4 +223,31 @@ export async function output<T>(fn: () => T | Promise<T>): Promise<{ err: string
     process.stdout.write = o0;
   }
   return { err, out, value, error };
+}
+
+/**
+ * A check worker's outcome of a capture that matched on an H200, as the worker writes one: 20
+ * samples spread ±2% around 10 µs, their median the record's medianUs (the readers check that).
+ */
+export function fakeOutcome(t: { id: string; path: string }, o: Partial<Outcome> = {}): Outcome {
+  const H200 = { name: "NVIDIA H200", arch: "sm_90" };
+  return {
+    id: t.id,
+    path: t.path,
+    kernel: "scale(float*, int)",
+    outcome: "done",
+    verdict: "match",
+    numerics: "bit-exact",
+    reason: null,
+    code: null,
+    note: null,
+    captured: H200,
+    device: H200,
+    rebuild: null,
+    timing: { medianUs: 10, samplesUs: Array.from({ length: 20 }, (_, i) => 10 * (0.98 + (0.04 * i) / 19)) },
+    seconds: 0.01,
+    replaySeconds: 0.005,
+    at: new Date().toISOString(),
+    ...o,
+  };
 }
