@@ -66,6 +66,20 @@ function replay(dir: string, ...args: string[]) {
   return { code: p.exitCode, doc, stderr: p.stderr.toString() };
 }
 
+/**
+ * `kerncap replay DIR --against scale.co` (the same code object as an edited module) on the fake
+ * runtime with `fakeEnv`'s FAKE_HSA_* behaviour; its exit code, output and stderr.
+ */
+function replayAgainst(dir: string, fakeEnv: Record<string, string>, ...args: string[]) {
+  const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", join(tmp, "scale.co"), ...args], {
+    env: { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", ...fakeEnv },
+    stdout: "pipe",
+    stderr: "pipe",
+    timeout: 60_000,
+  });
+  return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+}
+
 describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime ${REASON}`, () => {
   test("match: exit 0, the CUDA engine's document (verdict, numerics, determinism, timing, check)", async () => {
     const dir = await hipCapture("exact");
@@ -238,16 +252,7 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     const dir = await hipCapture("edit-jitter");
     const co = join(tmp, "scale.co");
     // the captured kernel's 3 checked runs are dispatches 0-2; the candidate's from 3 on move by 0, 1, 2 ulp
-    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_JITTER: "64", FAKE_HSA_JITTER_FROM: "3" };
-    const run = (...args: string[]) => {
-      const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "5", ...args], {
-        env,
-        stdout: "pipe",
-        stderr: "pipe",
-        timeout: 60_000,
-      });
-      return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
-    };
+    const run = (...args: string[]) => replayAgainst(dir, { FAKE_HSA_JITTER: "64", FAKE_HSA_JITTER_FROM: "3" }, "--iters", "5", ...args);
     const j = run("--json");
     const doc = JSON.parse(j.out);
     expect(j.code, j.err).toBe(1);
@@ -271,47 +276,28 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
 
   test("an edited kernel that skips its work once timed (FAKE_HSA_SKIP_FROM: every dispatch after the checked runs and warm-ups): one timed launch checked, MISMATCH", async () => {
     const dir = await hipCapture("edit-skip");
-    const co = join(tmp, "scale.co");
     // checked runs: the captured kernel's 0-2, the candidate's 3-5, one more of each (6, 7); 2 warm-ups each (8-11); timed from 12
-    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_SKIP_FROM: "12" };
-    const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "8", "--json"], {
-      env,
-      stdout: "pipe",
-      stderr: "pipe",
-      timeout: 60_000,
-    });
-    const doc = JSON.parse(p.stdout.toString());
-    expect(p.exitCode, p.stderr.toString()).toBe(1);
+    const p = replayAgainst(dir, { FAKE_HSA_SKIP_FROM: "12" }, "--iters", "8", "--json");
+    const doc = JSON.parse(p.out);
+    expect(p.code, p.err).toBe(1);
     expect(doc.verdict).toBe("match"); // the captured kernel's timed launches are not checked: it is what the app ran
     expect(doc.against.verdict).toBe("mismatch");
     expect(doc.against.numerics.verdict).toBe("bit-exact"); // every checked run was right
     expect(doc.against.check.timedLaunch.round).toBeGreaterThanOrEqual(0);
     expect(doc.against.check.timedLaunch.differs).toBe("region 0 chunk 0");
     // without the skip, the timed launch checked is the checked runs' bytes
-    const q = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "8", "--json"], {
-      env: { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1" },
-      stdout: "pipe",
-      stderr: "pipe",
-      timeout: 60_000,
-    });
-    const ok = JSON.parse(q.stdout.toString());
-    expect(q.exitCode, q.stderr.toString()).toBe(0);
+    const q = replayAgainst(dir, {}, "--iters", "8", "--json");
+    const ok = JSON.parse(q.out);
+    expect(q.code, q.err).toBe(0);
     expect(ok.against.check.timedLaunch.differs).toBeUndefined();
     expect(ok.against.check.timedLaunch.round).toBeLessThan(8);
   });
 
   test("an edited kernel that writes the memory mapped around its region (FAKE_HSA_STRAY_FROM: where a result could be kept between launches): MISMATCH naming the address (trial 19 R1)", async () => {
     const dir = await hipCapture("edit-stray");
-    const co = join(tmp, "scale.co");
-    const env = { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1", FAKE_HSA_STRAY_FROM: "3" };
-    const p = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "5", "--json"], {
-      env,
-      stdout: "pipe",
-      stderr: "pipe",
-      timeout: 60_000,
-    });
-    const doc = JSON.parse(p.stdout.toString());
-    expect(p.exitCode, p.stderr.toString()).toBe(1);
+    const p = replayAgainst(dir, { FAKE_HSA_STRAY_FROM: "3" }, "--iters", "5", "--json");
+    const doc = JSON.parse(p.out);
+    expect(p.code, p.err).toBe(1);
     expect(doc.verdict).toBe("match"); // the captured kernel (dispatches 0-2) wrote nothing there
     expect(doc.against.verdict).toBe("mismatch");
     expect(doc.against.numerics.verdict).toBe("bit-exact"); // its outputs were right
@@ -319,14 +305,9 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(doc.against.check.outsideRegions).toStartWith(`0x${(DATA_VA + BigInt(N * 4)).toString(16)} (`);
     expect(doc.against.check.outsideRegions).toContain("mapped around the regions: no allocation of the app's");
     // the same kernel without the stray write: nothing found there
-    const q = Bun.spawnSync([process.execPath, MAIN, "replay", dir, "--against", co, "--iters", "5", "--json"], {
-      env: { ...process.env, KERNCAP_HSA_PATH: fake, KERNCAP_NO_ASLR_RETRY: "1" },
-      stdout: "pipe",
-      stderr: "pipe",
-      timeout: 60_000,
-    });
-    expect(q.exitCode, q.stderr.toString()).toBe(0);
-    expect(JSON.parse(q.stdout.toString()).against.check.outsideRegions).toBeUndefined();
+    const q = replayAgainst(dir, {}, "--iters", "5", "--json");
+    expect(q.code, q.err).toBe(0);
+    expect(JSON.parse(q.out).against.check.outsideRegions).toBeUndefined();
   });
 
   test("a kernel the module lacks is E_KERNEL_NOT_IN_MODULE; a taken VA is E_VA_TAKEN", async () => {
