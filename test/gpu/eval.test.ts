@@ -127,6 +127,17 @@ function rewritten(name: string, decl: string, body: string): string {
   return d;
 }
 
+/** kerncap validate --json of a copy of the first input (folder `name`) whose src/ is `src`: the process and its document. */
+function validateCopy(name: string, src: string): { v: ReturnType<typeof run>; vd: any } {
+  const val = join(WORK, name);
+  rmSync(val, { recursive: true, force: true });
+  cpSync(member, val, { recursive: true });
+  rmSync(join(val, "src"), { recursive: true, force: true });
+  cpSync(src, join(val, "src"), { recursive: true });
+  const v = run([BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 120_000 });
+  return { v, vd: JSON.parse(v.stdout) };
+}
+
 const COMPUTE = "  float a = y[i], b = 1.0001f;\n  for (int k = 0; k < iters; k++) a = fmaf(a, b, 0.5f);";
 
 describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", () => {
@@ -167,13 +178,7 @@ describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", ()
     expect(c.speedup).toBeGreaterThan(0.6);
     expect(c.speedup).toBeLessThan(1.5); // it computes at every launch; kept, it would time a 16 MiB copy
     // validate says what it put back
-    const val = join(WORK, "val-cache");
-    rmSync(val, { recursive: true, force: true });
-    cpSync(member, val, { recursive: true });
-    rmSync(join(val, "src"), { recursive: true, force: true });
-    cpSync(d, join(val, "src"), { recursive: true });
-    const v = run([BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 120_000 });
-    const vd = JSON.parse(v.stdout);
+    const { v, vd } = validateCopy("val-cache", d);
     expect(vd.verdict, v.stderr).toBe("match");
     expect(vd.determinism.moduleState.names.sort()).toEqual(["kc_blocks", "kc_cache"]);
     expect(vd.determinism.moduleState.bytes).toBe((1 << 22) * 4 + 4);
@@ -201,13 +206,7 @@ describe.skipIf(SKIP)("candidates that game the judging (eval and validate)", ()
         "  y[i] = a;",
       ].join("\n"),
     );
-    const val = join(WORK, "val-skip");
-    rmSync(val, { recursive: true, force: true });
-    cpSync(member, val, { recursive: true });
-    rmSync(join(val, "src"), { recursive: true, force: true });
-    cpSync(d, join(val, "src"), { recursive: true });
-    const v = run([BIN, "validate", val, "--json"], { cwd: WORK, timeoutMs: 120_000 });
-    const vd = JSON.parse(v.stdout);
+    const { v, vd } = validateCopy("val-skip", d);
     console.log(`[eval] skip candidate: ${vd.verdict} ${JSON.stringify(vd.check?.outsideRegions)} ${JSON.stringify(vd.check?.timedLaunch)}`);
     expect(vd.verdict, v.stderr).toBe("mismatch");
     // its counter lies in the memory mapped around the region: found after the checked runs (and the
