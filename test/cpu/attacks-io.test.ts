@@ -32,7 +32,7 @@ import { documentId } from "../../src/format/documents.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { CHECKOUT_TEMPLATES, renderTemplateDir, TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
 import { evalGrid } from "../../src/frontends/tune.ts";
-import { fakeOutcome, makeCapture, tempDir, output } from "./fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, tempDir, output } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const H200 = { name: "NVIDIA H200", arch: "sm_90" };
@@ -90,17 +90,7 @@ async function oneCaptureCheck(results: string, o: Partial<Outcome> = {}, extra:
   const root = join(tempDir(), "corpus");
   await makeCapture(join(root, "a"));
   const open: OpenRunner = () => ({ run: async (t) => ({ ...outcome(t.id), path: t.path, ...o }), kill() {}, close: async () => {} });
-  return {
-    paths: [root],
-    settings: { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} },
-    results,
-    resume: false,
-    slowerPct: 10,
-    gpus: [null],
-    live: false,
-    open: () => open,
-    ...extra,
-  };
+  return checkOptions([root], results, () => open, extra);
 }
 
 describe("files written beside the user's: no link is followed", () => {

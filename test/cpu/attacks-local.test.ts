@@ -40,7 +40,6 @@ import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { trustOwnBuild, trustRecorded } from "../../src/format/trust.ts";
 import { mergeResults, runCheck, type CheckOptions } from "../../src/check/check.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
-import type { CheckSettings } from "../../src/check/runner.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { privateTempFolder, sharedParentRisk } from "../../src/cache.ts";
@@ -49,7 +48,7 @@ import { stageTrustedBuild } from "../../src/format/staged-build.ts";
 import { runBuildCommand } from "../../src/frontends/build.ts";
 import { tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
-import { deadPid, fakeOutcome, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
+import { checkOptions, deadPid, fakeOutcome, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 
 const ROOT = process.geteuid?.() === 0;
 const NOBODY = 65534;
@@ -263,24 +262,13 @@ describe("attack: another user drops a kerncap.json above the victim's captures"
 });
 
 describe("attack: a results folder another user made (check --resume)", () => {
-  const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
   const done = (t: { id: string; path: string }): Outcome => fakeOutcome(t);
   function workers() {
     const calls: string[] = [];
     const open: OpenRunner = () => ({ run: async (t) => (calls.push(t.id), done(t)), kill() {}, close: async () => {} });
     return { calls, open: () => open };
   }
-  const options = (paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions => ({
-    paths,
-    settings: SETTINGS,
-    results,
-    resume: false,
-    slowerPct: 10,
-    gpus: [null],
-    live: false,
-    open,
-    ...o,
-  });
+  const options = checkOptions;
 
   test("a results folder every user can write, holding a forged ok record: refused before any capture, E_UNSAFE_PATH naming it", async () => {
     const root = tempDir("kerncap-attack-");
@@ -385,19 +373,9 @@ describe("attack: a results folder another user made (check --resume)", () => {
 });
 
 describe("attack: check --merge of another user's results file or baseline (trial 18 F1: a forged shard-9/results.jsonl turned a failing capture ok)", () => {
-  const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
   const done = (t: { id: string; path: string }): Outcome => fakeOutcome(t);
   const open: OpenRunner = () => ({ run: async (t) => done(t), kill() {}, close: async () => {} });
-  const options = (paths: string[], results: string): CheckOptions => ({
-    paths,
-    settings: SETTINGS,
-    results,
-    resume: false,
-    slowerPct: 10,
-    gpus: [null],
-    live: false,
-    open: () => open,
-  });
+  const options = (paths: string[], results: string): CheckOptions => checkOptions(paths, results, () => open);
 
   test("a results file or --baseline that everyone can write, or (as root) another user owns: E_UNSAFE_PATH (exit 2) naming it, as eval --merge refuses its files; nothing merged", async () => {
     const root = tempDir("kerncap-attack-");

@@ -9,7 +9,7 @@ import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symli
 import { join } from "node:path";
 import * as v from "valibot";
 import { readBaseline } from "../../src/check/baseline.ts";
-import { mergeResults, runCheck, type CheckOptions } from "../../src/check/check.ts";
+import { mergeResults, runCheck } from "../../src/check/check.ts";
 import { discoverCaptures, type CaptureRef } from "../../src/check/discover.ts";
 import { junitXml, xmlEscape } from "../../src/check/junit.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
@@ -30,7 +30,7 @@ import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/received.ts";
-import { fakeOutcome, makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -70,9 +70,7 @@ function fakeWorkers(f: (t: CaptureRef, n: number) => Outcome | Promise<Outcome>
   return { calls, opened, open: () => open };
 }
 
-function options(paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions {
-  return { paths, settings: SETTINGS, results, resume: false, slowerPct: 10, gpus: [null], live: false, open, ...o };
-}
+const options = checkOptions;
 
 /** stderr written during fn, and fn's result. */
 async function stderrOf<T>(fn: () => Promise<T>): Promise<{ err: string; value: T }> {

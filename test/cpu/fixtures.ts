@@ -12,6 +12,7 @@ import { CUDA_TEMPLATES } from "../../src/frontends/cuda/templates.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
+import type { CheckOptions } from "../../src/check/check.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { writeCandidates, type McpCandidate } from "../../src/mcp/evaluate.ts";
@@ -250,4 +251,10 @@ export function fakeOutcome(t: { id: string; path: string }, o: Partial<Outcome>
     at: new Date().toISOString(),
     ...o,
   };
+}
+
+/** runCheck options of a test: 20 timed launches, verified, no rebuild, one GPU slot, no live lines; `open` the fake workers. */
+export function checkOptions(paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions {
+  const settings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
+  return { paths, settings, results, resume: false, slowerPct: 10, gpus: [null], live: false, open, ...o };
 }
