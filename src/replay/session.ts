@@ -154,8 +154,8 @@ class Session implements ReplaySession {
   private readonly before: FileImage;
   private readonly after: FileImage;
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
-  /** The memory the spans map around the regions (./compare.ts spanPadding): zero from the open on, no allocation of the app's. */
-  private readonly padding: { va: bigint; size: number }[];
+  /** The memory the spans map around the regions (./compare.ts spanPadding): no allocation of the app's, zeroed before the first rebuilt module's launch. */
+  private padding: { va: bigint; size: number }[] | undefined;
   /** The captured module's nondeterminism, from its run with the most checked runs in this session (./reference-noise.ts). */
   private reference: ReferenceNoise | undefined;
 
@@ -177,7 +177,6 @@ class Session implements ReplaySession {
     this.before = new FileImage(capturePath(dir, m.memory.before));
     this.after = new FileImage(capturePath(dir, m.memory.after));
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
-    this.padding = zeroedPadding(be, m);
     this.judging = judgingInEffect(dir, m).settings; // a received capture's only once accepted (./judge-settings.ts judgingInEffect)
   }
 
@@ -493,10 +492,11 @@ class Session implements ReplaySession {
     const tc = performance.now();
     const { ranges, tol, asMultiset } = checkedRanges(m, params, o, globals, images);
     const expect = ranges.map((x) => chunkExpectation(x.r, C));
-    const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged: () => restoreChanged() }, C, images);
-    // a rebuilt module that wrote the memory mapped around the regions (where it could keep a result between launches)
+    // a rebuilt module that writes the memory mapped around the regions (where it could keep a result between launches)
     const edited = o.modulePath !== undefined;
-    let outside = edited && this.padding.length ? paddingWritten(be, scanner, this.padding, C) : undefined;
+    const padding = edited ? (this.padding ??= zeroedPadding(be, m)) : []; // zeroed once, before an edit's first launch
+    const runs = checkedRuns(be, scanner, ranges, expect, o, { launch, restoreChanged: () => restoreChanged() }, C, images);
+    let outside = padding.length ? paddingWritten(be, scanner, padding, C) : undefined;
     const judgedRuns = judgeRuns(ranges, expect, runs, asMultiset, tol, C, images);
     const names = rangeNames(m, ranges);
     const eachRunWithin = () => tol.atol + tol.rtol > 0 && judgeEachRun(ranges, expect, runs, asMultiset, tol, C, images);
@@ -527,7 +527,7 @@ class Session implements ReplaySession {
     const checkTimed = edited
       ? (round: number) => {
           timedCheck?.check(round);
-          if (!outside && this.padding.length) outside = paddingWritten(be, scanner, this.padding, C);
+          if (!outside && padding.length) outside = paddingWritten(be, scanner, padding, C);
         }
       : undefined;
     const finish = (times: number[], interleaved: boolean, clocks: ClockState | null) =>
