@@ -105,7 +105,7 @@ verdict=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdi
 
 # (c) validate --watch: save -> verdict
 cp "$work/header.copy" "$copy"
-read -r w_s w_build w_own w_event w_verdict < <(watch_save_to_verdict "$cap" "$copy" "$work/bench-watch.jsonl") || { say "the watch measure failed"; exit 2; }
+read -r w_s w_build w_own w_event w_verdict w_cc < <(watch_save_to_verdict "$cap" "$copy" "$work/bench-watch.jsonl") || { say "the watch measure failed"; exit 2; }
 
 awk -v name="$(basename "$src") $kernel" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v rebuilt="$rebuilt" -v jobs="$jobs" -v vb="$vbuild" -v vbuilder="$vbuilder" -v verdict="$verdict" \
   -v ws="$w_s" -v wb="$w_build" -v wo="$w_own" -v we="$w_event" -v wv="$w_verdict" 'BEGIN {

@@ -5,9 +5,10 @@ now() { date +%s.%N; }
 # LOG), wait for its first verdict (the unchanged reproducer), append a comment line to FILE (a
 # source under CAP/src/), and time the write → the next line, polled every 10 ms (so ±15 ms).
 # Ends the watch with SIGTERM (a background job of a non-interactive shell ignores SIGINT).
-# Prints "SECONDS BUILD_SECONDS KERNCAP_SECONDS EVENT VERDICT": from the write to the line, the
-# watch's build time, the watch's own save→verdict (from the last file event), the event and
-# verdict of that line: the median of WATCH_SAVES saves (default 3; each is also printed on stderr). Returns 1 when the watch ended or did not answer within 180 s.
+# Prints "SECONDS BUILD_SECONDS KERNCAP_SECONDS EVENT VERDICT COMPILE_SECONDS": from the write to
+# the line, the watch's build time, the watch's own save→verdict (from the last file event), the
+# event and verdict of that line, and the compiler's own part of the build (a CUDA fast build's
+# cicc + ptxas, buildSteps.compileMs: the floor of a save; 0 when the build does not say): the median of WATCH_SAVES saves (default 3; each is also printed on stderr). Returns 1 when the watch ended or did not answer within 180 s.
 watch_save_to_verdict() {
   local cap=$1 file=$2 log=$3 wpid t0 t1 line
   : >"$log"
@@ -49,9 +50,10 @@ for (span, doc) in zip(sys.argv[2:], docs):
     ph = doc.get("phases") or {}
     rows.append((t1 - t0, doc.get("buildSeconds") or 0, doc.get("saveToVerdictSeconds", 0), doc.get("event"), doc.get("verdict", "-"), doc.get("builder", "-"),
                  " ".join(f"{k[:-2]} {v} ms" if k.endswith("Ms") else f"{k} {v}" for k, v in steps.items()) if steps else "",
-                 " ".join(f"{k[:-7]} {v:.3f} s" for k, v in ph.items())))
+                 " ".join(f"{k[:-7]} {v:.3f} s" for k, v in ph.items()),
+                 ((steps or {}).get("compileMs") or 0) / 1000))
 for r in rows: print(f"[bench] watch save: {r[0]:.3f} s (build {r[1]:.3f} s by {r[5]}{': ' + r[6] if r[6] else ''}; watch says {r[2]:.3f} s{' = ' + r[7] if r[7] else ''}; {r[3]} {r[4]})", file=sys.stderr)
 mid = sorted(rows)[len(rows) // 2]
-print(f"{mid[0]:.3f} {mid[1]:.3f} {mid[2]:.3f} {mid[3]} {mid[4]}")
+print(f"{mid[0]:.3f} {mid[1]:.3f} {mid[2]:.3f} {mid[3]} {mid[4]} {mid[8]:.3f}")
 PY
 }
