@@ -105,7 +105,7 @@ export function writeDataLine(message: object): void {
 }
 
 /**
- * --verify, said once: replay and check read every stored chunk anyway (the restore), so checking
+ * --verify, said once: replay, validate and check read every stored chunk anyway (the restore), so checking
  * each chunk's kc64 checksum there costs little and is on (`--no-verify` skips it); inspect
  * otherwise reads only the manifest and the small files, so reading the memory images is asked for
  * (`--verify`). Same checksums, same errors (E_CHECKSUM) in all three.
@@ -124,7 +124,19 @@ export function verifyArg(on: boolean) {
 }
 
 /**
- * --allow-version-mismatch of validate, profile --build and check --rebuild: build a reproducer
+ * --flush-l2 of every verb that times a kernel (replay, validate, tune, check, eval): the L2 state
+ * of the timed launches (src/replay/session.ts l2Step), as ncu's --cache-control all.
+ */
+export const flushL2Arg = {
+  "flush-l2": {
+    type: "boolean",
+    description: "Flush L2 before each timed launch (a read of 256 MiB, or of twice the L2 where that is more: clean lines, as ncu's --cache-control all)",
+    default: false,
+  },
+} as const satisfies ArgsDef;
+
+/**
+ * --allow-version-mismatch of validate, profile --build, check --rebuild, eval and tune: build a reproducer
  * with another toolchain than the capture's (a Triton reproducer refuses another Triton version:
  * KERNCAP_FORCE=1 for its build.sh, templates/triton/repro.py). Not -f, which replaces an output.
  */
@@ -138,7 +150,7 @@ export function allowVersionMismatchArg(when = "") {
   } as const satisfies ArgsDef;
 }
 
-/** --atol/--rtol/--dtype, shared by replay and validate. */
+/** --atol/--rtol/--dtype/--multiset: how a replay is judged, shared by replay, validate, tune, check and eval. */
 export const toleranceArgs = {
   atol: {
     type: "string",

@@ -18,7 +18,7 @@ import { assertRebuildWritable } from "../frontends/build.ts";
 import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
 import { checkWatchable, watchReproducer, type WatchEvent } from "../rebuild/watch.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
-import { replayCompared, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
+import { replayCompared, type ReplayOptions, type ReplayResult, type RunOptions } from "../replay/engine.ts";
 import type { TimingComparison } from "../replay/stats.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import { judgingInEffect } from "../replay/judge-settings.ts";
@@ -37,7 +37,10 @@ export interface ValidateResult extends ReplayResult {
 }
 
 export interface ValidateOptions {
+  /** The rebuilt kernel's run: timed launches, checked runs (--runs), tolerances, --flush-l2 (the timing's L2 state, the captured module's too). */
   run: Omit<ReplayOptions, "verify" | "modulePath" | "kernelName" | "regionTypes">;
+  /** Check every restored memory chunk's kc64 (default true; --no-verify: false, as replay's). */
+  verify?: boolean;
   /** Keep build.sh's stderr out of the debug log. */
   quiet: boolean;
   /** Rebuild even when the toolchain differs from the capture's (KERNCAP_FORCE=1 for build.sh, templates/triton/repro.py). */
@@ -102,7 +105,10 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
   if (r.watch) {
     checkWatchable(c.dir, c.manifest); // AMD, a faulting launch, no reproducer: refused before any GPU work
     return withAslrRetry(
-      () => watchReproducer(c, { run: r.run, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }).catch(watchNeedsGpu),
+      () =>
+        watchReproducer(c, { run: r.run, verify: r.verify ?? true, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }).catch(
+          watchNeedsGpu,
+        ),
       r.stdout,
     );
   }
@@ -122,6 +128,25 @@ function watchNeedsGpu(e: unknown): never {
       cause: e,
     });
   throw e;
+}
+
+/**
+ * What validate replays with: the captured module (the baseline: one checked run; the session is
+ * opened with its verify) and the rebuilt kernel (the candidate: its checked runs, tolerances,
+ * --flush-l2), timed interleaved in the candidate's timing (src/replay/session.ts runCompared);
+ * --flush-l2 is given to both, so that both are timed from the same L2 state.
+ * @param module the rebuilt module's path, or the promise of the build that writes it
+ */
+export function validateRuns(
+  m: OpenedCapture["manifest"],
+  o: ValidateOptions,
+  module: string | Promise<string>,
+): { baseline: ReplayOptions; candidate: RunOptions } {
+  const regionTypes = regionTypesOf(m);
+  return {
+    baseline: { iters: o.run.iters, verify: o.verify ?? true, runs: 1, regionTypes, ...(o.run.flushL2 ? { flushL2: true } : {}) },
+    candidate: { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, module) },
+  };
 }
 
 /**
@@ -149,13 +174,8 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   let compare: TimingComparison | null;
   try {
     // the rebuilt kernel judged, and timed interleaved against the captured module (checked while the build runs)
-    ({ candidate: r, compare } = await replayBeside(rebuild, () =>
-      replayCompared(
-        c,
-        { iters: o.run.iters, verify: true, runs: 1, regionTypes: regionTypesOf(m) },
-        { ...o.run, regionTypes: regionTypesOf(m), ...rebuiltRun(frontendOf(m), m, rebuild.module) },
-      ),
-    ));
+    const runs = validateRuns(m, o, rebuild.module);
+    ({ candidate: r, compare } = await replayBeside(rebuild, () => replayCompared(c, runs.baseline, runs.candidate)));
   } catch (e) {
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {

@@ -282,6 +282,8 @@ export function checkWatchable(dirArg: string, m: Manifest): void {
 
 export interface WatchOptions {
   run: Omit<RunOptions, "modulePath" | "kernelName" | "regionTypes">;
+  /** Check every restored memory chunk's kc64 when the capture is opened (default true; validate --no-verify: false). */
+  verify?: boolean;
   /** KERNCAP_FORCE=1 for build.sh (Triton version). */
   force: boolean;
   /** Keep build.sh's stderr out of the debug log. */
@@ -290,7 +292,7 @@ export interface WatchOptions {
   emit: (e: WatchEvent) => void;
   /** After the first build, rebuild saves with the frontend's fast build (CUDA: the pruned TU's device-only build) when it gives the kernel build.sh's machine code (src/rebuild/rebuilder.ts; default true; --full-build: false). */
   fastBuild?: boolean;
-  /** How the capture is opened (default: openReplay with verify; the CPU tests pass a session without a GPU). */
+  /** How the capture is opened (default: openReplay with `verify`; the CPU tests pass a session without a GPU). */
   open?: (c: OpenedCapture) => Promise<ReplaySession>;
 }
 
@@ -304,7 +306,7 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
   const dir = resolve(c.dir);
   const m = c.manifest;
   const t0 = performance.now();
-  const open = () => (o.open ?? ((x: OpenedCapture) => openReplay(x, { verify: true })))({ dir, manifest: m });
+  const open = () => (o.open ?? ((x: OpenedCapture) => openReplay(x, { verify: o.verify ?? true })))({ dir, manifest: m });
   const stops = new StopSignals().install();
   let stopped!: () => void;
   const stoppedP = new Promise<void>((res) => (stopped = res));

@@ -20,6 +20,7 @@ import {
   dataStdio,
   printText,
   verifyArg,
+  flushL2Arg,
 } from "../args.ts";
 import { describeAgainst, describeRepeats, describeReplay } from "../format.ts";
 
@@ -64,11 +65,7 @@ export default defineCommand({
       description: "Launch the kernel of this module image (a reproducer build's cubin) instead of the captured module",
       valueHint: "FILE",
     },
-    "flush-l2": {
-      type: "boolean",
-      description: "Flush L2 before each timed launch (a read of 256 MiB, or of twice the L2 where that is more: clean lines, as ncu's --cache-control all)",
-      default: false,
-    },
+    ...flushL2Arg,
     ...verifyArg(true),
     ...toleranceArgs,
     ...jsonArg,

@@ -13,9 +13,9 @@
  * the watch, at startup too, being one record of it: src/cli/main.ts); src/rebuild/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
  */
-import { defineCommand } from "citty";
+import { defineCommand, type ArgsDef, type ParsedArgs } from "citty";
 import { openCapture } from "../../format/capture-dir.ts";
-import { validate } from "../../ops/validate.ts";
+import { validate, type ValidateOptions } from "../../ops/validate.ts";
 import { watchLine } from "../../rebuild/watch.ts";
 import {
   dirArg,
@@ -31,55 +31,80 @@ import {
   dataStdio,
   printText,
   allowVersionMismatchArg,
+  flushL2Arg,
+  verifyArg,
 } from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
+/** validate's options (exported for validateOptions' type and the tests). */
+export const VALIDATE_ARGS = {
+  ...dirArg,
+  iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
+  runs: {
+    type: "string",
+    description:
+      "Checked launches of the rebuilt kernel from the before state (default 3, 8 once they differ; at least 1): tells nondeterministic kernels and the run-to-run envelope",
+  },
+  ...flushL2Arg,
+  ...verifyArg(true),
+  ...toleranceArgs,
+  ...allowVersionMismatchArg(),
+  watch: {
+    type: "boolean",
+    description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)",
+    default: false,
+  },
+  trust: {
+    type: "boolean",
+    description:
+      "Run the build of a received capture (unpacked, made on another host, or another user's folder) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)",
+    default: false,
+  },
+  confine: {
+    type: "boolean",
+    description:
+      "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)",
+    default: false,
+  },
+  "full-build": {
+    type: "boolean",
+    description:
+      "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)",
+    default: false,
+  },
+  ...jsonArg,
+  ...verboseArg,
+} as const satisfies ArgsDef;
+
+/**
+ * The options of `kerncap validate` as its workflow takes them (src/ops/validate.ts): timed
+ * launches, checked runs, --flush-l2, tolerances in `run`; --no-verify; the toolchain override.
+ * @throws KerncapError E_USAGE (a bad --iters, --runs, tolerance)
+ */
+export function validateOptions(args: ParsedArgs<typeof VALIDATE_ARGS>, rawArgs: string[]): Pick<ValidateOptions, "run" | "verify" | "force" | "fullBuild"> {
+  const iters = intArg("iters", args.iters, 10, 100_000);
+  const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000, 1);
+  return {
+    run: { iters, ...(runs !== undefined ? { runs } : {}), ...(args["flush-l2"] ? { flushL2: true } : {}), ...toleranceOptions(args, rawArgs) },
+    verify: args.verify !== false,
+    force: Boolean(args["allow-version-mismatch"]),
+    fullBuild: Boolean(args["full-build"]),
+  };
+}
+
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
-  args: {
-    ...dirArg,
-    iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
-    ...toleranceArgs,
-    ...allowVersionMismatchArg(),
-    watch: {
-      type: "boolean",
-      description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)",
-      default: false,
-    },
-    trust: {
-      type: "boolean",
-      description:
-        "Run the build of a received capture (unpacked, made on another host, or another user's folder) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)",
-      default: false,
-    },
-    confine: {
-      type: "boolean",
-      description:
-        "What kerncap mcp's validate uses: refuse a build that reads files outside the capture, its source root and the toolchain, and show only the capture's own compiler diagnostics (implies --full-build)",
-      default: false,
-    },
-    "full-build": {
-      type: "boolean",
-      description:
-        "CUDA: rebuild with build.sh only (by default, once the first build showed that a device-only TU pruned to what the kernel needs gives the same machine code, later builds compile that)",
-      default: false,
-    },
-    ...jsonArg,
-    ...verboseArg,
-  },
+  args: VALIDATE_ARGS,
   async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const capture = openCapture(String(args.dir));
-    const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
-    const tol = toleranceOptions(args, rawArgs);
+    const options = validateOptions(args, rawArgs); // options first: no rebuild for a typo
     const request = {
-      run: { iters, ...tol },
+      ...options,
       trust: trustArg(args.trust, rawArgs),
       confine: Boolean(args.confine),
       watch: Boolean(args.watch),
       quiet: !args.verbose,
-      force: Boolean(args["allow-version-mismatch"]),
-      fullBuild: Boolean(args["full-build"]),
       stdout: dataStdio(),
     };
     return validate(capture, request, {
