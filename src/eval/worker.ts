@@ -41,8 +41,9 @@ export interface EvalSettings {
   /** Checked launches of the candidate (default: the engine's 3, then 8 when they differ). */
   runs?: number;
   verify: boolean;
-  tolerance: { atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
-  /** Flush L2 before each timed launch (src/replay/engine.ts RunOptions.flushL2; kerncap tune --flush-l2). */
+  /** --atol/--rtol/--dtype (dtypes: --dtype REGION=T)/--multiset, as src/cli/args.ts toleranceOptions gives them. */
+  tolerance: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] };
+  /** Flush L2 before each timed launch, the candidate's and the captured module's (src/replay/engine.ts RunOptions.flushL2; eval's and tune's --flush-l2). */
   flushL2?: boolean;
   /** Seconds the comparison may spend on more timed rounds after `iters` until it is decided (src/replay/stats.ts adaptiveCompare; default the engine's). 0: `iters` rounds only (kerncap tune: many configs, each timed alike). */
   compareBudgetSeconds?: number;
@@ -64,6 +65,7 @@ const Tolerance = v.object({
   atol: v.optional(v.number()),
   rtol: v.optional(v.number()),
   dtype: v.optional(v.string()),
+  dtypes: v.optional(v.record(v.string(), v.string())),
   multiset: v.optional(v.array(v.string())),
 });
 /** The protocol's lines (src/check/worker.ts serveProtocol). */

@@ -21,6 +21,7 @@ import { listedCandidates } from "../../eval/candidates.ts";
 import { EVAL_PROTOCOL, EvalJudge, type EvalSettings } from "../../eval/worker.ts";
 import {
   allowVersionMismatchArg,
+  flushL2Arg,
   intArg,
   jsonArg,
   keepStdoutForData,
@@ -121,6 +122,25 @@ function srcDiffers(a: string, b: string): boolean {
   }
 }
 
+/**
+ * What every candidate of `kerncap eval` is judged and timed with (its GPU workers' settings:
+ * src/eval/worker.ts EvalSettings): timed launches, checked runs, verify, --flush-l2, tolerances.
+ * @throws KerncapError E_USAGE (a bad --iters, --runs, tolerance)
+ */
+export function evalSettings(
+  args: Parameters<typeof toleranceOptions>[0] & { iters?: unknown; runs?: unknown; verify?: unknown; "flush-l2"?: unknown },
+  rawArgs: string[],
+): EvalSettings {
+  return {
+    iters: intArg("iters", args.iters, 20, 100_000, 1),
+    // at least two checked runs, each from the before state: a candidate that keeps a result in device memory and skips the work when it finds it fails the second
+    ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 2) } : {}),
+    verify: args.verify !== false,
+    tolerance: toleranceOptions(args, rawArgs),
+    ...(args["flush-l2"] ? { flushL2: true } : {}),
+  };
+}
+
 export default defineCommand({
   meta: {
     name: "eval",
@@ -145,6 +165,7 @@ export default defineCommand({
         "Checked launches of each candidate, each from the before state (default 3, 8 once they differ; at least 2: a candidate that keeps its result and skips the work fails the second)",
     },
     verify: { type: "boolean", description: "Check each input's checksums when it is restored", negativeDescription: "Skip the checksums", default: true },
+    ...flushL2Arg,
     ...toleranceArgs,
     gpus: {
       type: "string",
@@ -225,13 +246,7 @@ export default defineCommand({
     } else {
       const list = args["candidate-list"] !== undefined ? String(args["candidate-list"]) : undefined;
       const { dirs, candidates } = splitPositionals(positionals, list !== undefined);
-      const settings: EvalSettings = {
-        iters: intArg("iters", args.iters, 20, 100_000, 1),
-        // at least two checked runs, each from the before state: a candidate that keeps a result in device memory and skips the work when it finds it fails the second
-        ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 2) } : {}),
-        verify: args.verify !== false,
-        tolerance: toleranceOptions(args, rawArgs),
-      };
+      const settings = evalSettings(args, rawArgs);
       const perGpu = intArg("workers-per-gpu", args["workers-per-gpu"], 1, 64, 1);
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       const slots = gpus.flatMap((g) => Array.from({ length: perGpu }, () => g));
