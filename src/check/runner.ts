@@ -12,6 +12,8 @@ export interface CheckSettings {
   /** Checked launches (default: the engine's 3, then 8 when they differ). */
   runs?: number;
   verify: boolean;
+  /** Flush L2 before each timed launch (--flush-l2: src/replay/engine.ts ReplayOptions.flushL2). */
+  flushL2?: boolean;
   rebuild: boolean;
   /** --force: rebuild with another Triton version than the capture's. */
   force: boolean;

@@ -36,6 +36,7 @@ const Settings = v.object({
     iters: v.number(),
     runs: v.optional(v.number()),
     verify: v.boolean(),
+    flushL2: v.optional(v.boolean()),
     rebuild: v.boolean(),
     force: v.boolean(),
     trust: v.boolean(),

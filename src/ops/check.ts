@@ -29,7 +29,7 @@ import { openCapture, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
-import { replay, type ReplayResult } from "../replay/engine.ts";
+import { replay, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import type { CaptureRef } from "../check/discover.ts";
 import { mismatchReason, type CheckSettings } from "../check/runner.ts";
@@ -187,18 +187,26 @@ function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSetting
 
 /** The replay of a check (timed launches kept), of the rebuilt module when a rebuild was started beside it. */
 function replayChecked(capture: ReturnType<typeof openCapture>, fe: ReturnType<typeof frontendOf>, s: CheckSettings, beside: StartedRebuild | undefined) {
-  return replayBeside(beside, () =>
-    replay(capture, {
-      iters: s.iters,
-      verify: s.verify,
-      ordinal: 0,
-      keepSamples: true,
-      regionTypes: regionTypesOf(capture.manifest),
-      ...(s.runs !== undefined ? { runs: s.runs } : {}),
-      ...s.tolerance,
-      ...(beside ? rebuiltRun(fe, capture.manifest, beside.module) : {}),
-    }),
-  );
+  return replayBeside(beside, () => replay(capture, checkReplayOptions(capture.manifest, s, beside ? rebuiltRun(fe, capture.manifest, beside.module) : {})));
+}
+
+/**
+ * What a check replays one capture with (its settings: timed launches with their samples kept,
+ * checked runs, verify, --flush-l2, tolerances; on device 0 of the worker's), and `rebuilt`, the
+ * rebuilt module's run (src/rebuild/rebuilder.ts rebuiltRun) where --rebuild started one.
+ */
+export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Partial<ReplayOptions>): ReplayOptions {
+  return {
+    iters: s.iters,
+    verify: s.verify,
+    ordinal: 0,
+    keepSamples: true,
+    regionTypes: regionTypesOf(m),
+    ...(s.runs !== undefined ? { runs: s.runs } : {}),
+    ...(s.flushL2 ? { flushL2: true } : {}),
+    ...s.tolerance,
+    ...rebuilt,
+  };
 }
 
 /** The outcome of a check that threw: `skipped` for a module this GPU cannot run (E_ARCH), else `error` with its code and the message's first lines. */

@@ -39,6 +39,7 @@ import {
   printText,
   allowVersionMismatchArg,
   verifyArg,
+  flushL2Arg,
 } from "../args.ts";
 import { printable } from "../format.ts";
 
@@ -63,6 +64,36 @@ export function parseGpus(text: string): string[] {
   if (gpus.length > 256)
     throw new KerncapError("E_USAGE", `--gpus lists ${gpus.length} workers; at most 256`, { hint: "One or a few workers per GPU is enough." });
   return gpus;
+}
+
+/**
+ * What every capture of `kerncap check` is replayed with (its workers' settings: src/check/runner.ts
+ * CheckSettings): timed launches, checked runs, verify, --flush-l2, --rebuild and its
+ * --allow-version-mismatch and --trust, tolerances.
+ * @throws KerncapError E_USAGE (a bad --iters, --runs, tolerance)
+ */
+export function checkSettings(
+  args: Parameters<typeof toleranceOptions>[0] & {
+    iters?: unknown;
+    runs?: unknown;
+    verify?: unknown;
+    "flush-l2"?: unknown;
+    rebuild?: unknown;
+    "allow-version-mismatch"?: unknown;
+    trust?: unknown;
+  },
+  rawArgs: string[],
+): CheckSettings {
+  return {
+    iters: intArg("iters", args.iters, 20, 100_000, 1),
+    ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 1) } : {}),
+    verify: args.verify !== false,
+    ...(args["flush-l2"] ? { flushL2: true } : {}),
+    rebuild: Boolean(args.rebuild),
+    force: Boolean(args["allow-version-mismatch"]),
+    trust: Boolean(args.trust),
+    tolerance: toleranceOptions(args, rawArgs),
+  };
 }
 
 export default defineCommand({
@@ -96,6 +127,7 @@ export default defineCommand({
     },
     runs: { type: "string", description: "Checked launches per capture (default 3, 8 once they differ: the run-to-run envelope; at least 1)" },
     ...verifyArg(true),
+    ...flushL2Arg,
     ...toleranceArgs,
     slower: {
       type: "string",
@@ -180,22 +212,14 @@ export default defineCommand({
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k]));
     let report: CheckReport;
     if (args.merge) {
-      const stray = (["rebuild", "trust", "resume", "gpus", "shard", "results"] as const).find((k) => args[k] !== undefined && args[k] !== false);
+      const stray = (["rebuild", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find((k) => args[k] !== undefined && args[k] !== false);
       if (stray)
         throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, {
           hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
         });
       report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
     } else {
-      const settings: CheckSettings = {
-        iters: intArg("iters", args.iters, 20, 100_000, 1),
-        ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 1) } : {}),
-        verify: args.verify !== false,
-        rebuild: Boolean(args.rebuild),
-        force: Boolean(args["allow-version-mismatch"]),
-        trust: Boolean(args.trust),
-        tolerance: toleranceOptions(args, rawArgs),
-      };
+      const settings = checkSettings(args, rawArgs);
       // one digest names one capture's files: check's --trust is plain (each capture's build is read once, hashed and run from a private copy)
       if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--")))
         throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", {
