@@ -125,7 +125,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     s.gate?.(dest, c); // what the copy's build runs is what the user trusted (a received capture's): before anything of it runs
     if (c.kind === "config") {
       // one config of the frontend's tune space, built its way (Triton: compiled by repro.py; eval.ts refused a frontend without)
-      const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid);
+      const b = await fe.tune!.candidates!.build(dest, m, c.config!, s.grid, s.force);
       if ("error" in b)
         return { failed: { verdict: "compile-error", code: "E_BUILD", reason: b.error.split(`${resolve(dest)}/`).join(""), seconds: seconds() } };
       module = b.module;

@@ -23,6 +23,12 @@ export interface TuneRunOptions {
   /** Tolerance of each config's check against the app's after state (another tile shape sums in another order). */
   atol?: number;
   rtol?: number;
+  /** Element types of the check (--dtype T, and --dtype REGION=T as dtypes) and the regions compared as multisets (--multiset), as validate judges them. */
+  dtype?: string;
+  dtypes?: Record<string, string>;
+  multiset?: string[];
+  /** --allow-version-mismatch: build each config even when the toolchain differs from the capture's (KERNCAP_FORCE=1: another Triton version). */
+  force?: boolean;
   /** Parallel builds or compiles (default: the CPU count). */
   jobs?: number;
   /** --trust: tune a received capture (its build runs: src/format/trust.ts). */
@@ -106,11 +112,18 @@ export interface ConfigCandidates {
   /**
    * Build `config` in `dest` (a private copy of the capture) into dest/build/, with `grid` (an
    * expression of the kernel's integer arguments and the config's values) evaluated to the launch
-   * grid it runs with.
+   * grid it runs with; `force` (--allow-version-mismatch): built even with another toolchain than
+   * the capture's (KERNCAP_FORCE=1).
    * @returns the module, the grid ([x, y, z]) when one was given, or the compiler's error (a compile error of the candidate)
    * @throws KerncapError E_USAGE (a bad grid), E_NO_REPRODUCER, E_MANIFEST, E_INTERRUPTED
    */
-  build(dest: string, m: Manifest, config: TuneConfig, grid?: string): Promise<{ module: string; grid?: [number, number, number] } | { error: string }>;
+  build(
+    dest: string,
+    m: Manifest,
+    config: TuneConfig,
+    grid?: string,
+    force?: boolean,
+  ): Promise<{ module: string; grid?: [number, number, number] } | { error: string }>;
 }
 
 /** A frontend's `kerncap tune` (Frontend.tune): its space, its builds, its rows. */

@@ -15,6 +15,7 @@ import { readManifest } from "../format/capture-dir.ts";
 import { frontendOf, frontends } from "../frontends/index.ts";
 import type { TuneResult, TuneSweepOptions } from "../frontends/tune.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
+import { checkMultiset } from "../replay/tolerance-plan.ts";
 import { tuneEvaluator } from "../tune/evaluate.ts";
 import { requireRenderedBuild, trustGate } from "./gates.ts";
 
@@ -23,11 +24,12 @@ export type TuneOptions = Omit<TuneSweepOptions, "gate" | "evaluate">;
 
 /**
  * Tune a capture with its frontend's sweep.
- * @throws KerncapError E_FRONTEND (a frontend without a tune: HIP), E_USAGE (an option of another frontend's tune), E_UNTRUSTED (confine: a capture whose build runs its source, without trust), the frontend's tune errors
+ * @throws KerncapError E_FRONTEND (a frontend without a tune: HIP), E_USAGE (an option of another frontend's tune, a --multiset region the capture lacks), E_UNTRUSTED (confine: a capture whose build runs its source, without trust), the frontend's tune errors
  */
 export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResult<unknown>> {
   const m = readManifest(dir);
   const fe = frontendOf(m);
+  checkMultiset(dir, m, o.multiset); // a --multiset region the capture lacks: a usage error before any build
   if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
   // confined (kerncap mcp): the refusal carries what would run, for an agent that reads the error document, not stderr

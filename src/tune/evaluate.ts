@@ -122,6 +122,18 @@ export function configBuilds(list: { candidate: Candidate }[], builds: Map<strin
 }
 
 /**
+ * What every config of a tune is judged and timed with on eval's GPU worker (src/eval/worker.ts
+ * EvalSettings): `iters` rounds and no more (every config timed alike), --flush-l2, and the
+ * judging options (--atol, --rtol, --dtype, --multiset) as validate judges a rebuild.
+ */
+export function tuneSettings(o: TuneRunOptions): EvalSettings {
+  const tolerance = Object.fromEntries(
+    Object.entries({ atol: o.atol, rtol: o.rtol, dtype: o.dtype, dtypes: o.dtypes, multiset: o.multiset }).filter(([, x]) => x !== undefined),
+  ) as EvalSettings["tolerance"];
+  return { iters: o.iters, verify: true, tolerance, ...(o.flushL2 ? { flushL2: true } : {}), compareBudgetSeconds: 0 };
+}
+
+/**
  * Build, judge and time tune's candidates on the capture `dir` through runEval, one GPU worker on
  * this process's GPUs.
  * @throws KerncapError the eval's (E_INTERRUPTED …); E_CONFINED (refuseConfined); E_BUILD when no config built; the workers'
@@ -134,20 +146,14 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
   const builds = new Map<string, BuildOutcome>();
   let done = 0;
   o.onBuilt?.(0, list.length);
-  const settings: EvalSettings = {
-    iters: o.iters,
-    verify: true,
-    tolerance: { ...(o.atol !== undefined ? { atol: o.atol } : {}), ...(o.rtol !== undefined ? { rtol: o.rtol } : {}) },
-    ...(o.flushL2 ? { flushL2: true } : {}),
-    compareBudgetSeconds: 0,
-  };
+  const settings = tuneSettings(o);
   // the trust gate is tune's, asked before its first build (src/ops/tune.ts): none here
   const report = await evalCandidates(
     {
       dirs: [dir],
       candidates: list.map((x) => x.candidate),
       settings,
-      build: { force: false, ...(o.grid ? { grid: o.grid } : {}) },
+      build: { force: o.force ?? false, ...(o.grid ? { grid: o.grid } : {}) },
       resume: false,
       slots: [null],
       ...(o.jobs !== undefined ? { jobs: o.jobs } : {}),

@@ -10,9 +10,24 @@ import { log } from "../../log.ts";
 import { defineCommand } from "citty";
 import { tuneNotes, tuneTable, type TuneResult } from "../../frontends/tune.ts";
 import { tuneVerb } from "../../ops/tune.ts";
-import { floatArg } from "../../replay/tolerance-plan.ts";
 import { MIN_PAIRS } from "../../replay/stats.ts";
-import { dataStdio, dirArg, intArg, jsonArg, keepStdoutForData, printJson, repeatedOption, trustArg, verboseArg, printText } from "../args.ts";
+import {
+  allowVersionMismatchArg,
+  dataStdio,
+  dirArg,
+  flushL2Arg,
+  intArg,
+  jsonArg,
+  keepStdoutForData,
+  printJson,
+  repeatedOption,
+  toleranceArgs,
+  toleranceOptions,
+  trustArg,
+  verboseArg,
+  printText,
+} from "../args.ts";
+import type { TuneOptions } from "../../ops/tune.ts";
 import { resolve } from "node:path";
 import { tuneCsv, tuneHtml } from "../../tune/html.ts";
 import { checkOutputFile, writeFileAtomic } from "../../util/write-file.ts";
@@ -40,6 +55,44 @@ function buildProgress(json: boolean): (done: number, total: number) => void {
     line ??= stderrProgress("building configs", total, { noun: "built" }, json);
     line.update(done);
     if (done >= total) line.end();
+  };
+}
+
+/**
+ * The options of `kerncap tune` as its workflow takes them (src/ops/tune.ts TuneOptions): the
+ * space, the timing (--iters, --flush-l2), the judging (--atol, --rtol, --dtype, --multiset),
+ * --allow-version-mismatch, the builds (--jobs), --trust and --confine.
+ * @throws KerncapError E_USAGE (a bad --iters, --jobs, tolerance, --dtype or --multiset)
+ */
+export function tuneOptions(
+  args: Parameters<typeof toleranceOptions>[0] & {
+    iters?: unknown;
+    jobs?: unknown;
+    maxrregcount?: unknown;
+    grid?: unknown;
+    "flush-l2"?: unknown;
+    "allow-version-mismatch"?: unknown;
+    trust?: unknown;
+    confine?: unknown;
+  },
+  rawArgs: string[],
+): TuneOptions {
+  const { atol, rtol, ...judging } = toleranceOptions(args, rawArgs);
+  return {
+    configs: repeatedOption(rawArgs, ["config"]),
+    defines: repeatedOption(rawArgs, ["define"]),
+    maxrregcount: args.maxrregcount === undefined ? undefined : String(args.maxrregcount),
+    nvccFlags: repeatedOption(rawArgs, ["nvcc-flag"]),
+    grid: args.grid === undefined ? undefined : String(args.grid),
+    iters: intArg("iters", args.iters, 20, 10_000, MIN_PAIRS),
+    jobs: args.jobs === undefined ? undefined : intArg("jobs", args.jobs, 1, 1024, 1),
+    flushL2: Boolean(args["flush-l2"]),
+    atol,
+    rtol,
+    ...Object.fromEntries(Object.entries(judging).filter(([, v]) => v !== undefined)),
+    force: Boolean(args["allow-version-mismatch"]),
+    trust: trustArg(args.trust, rawArgs),
+    confine: Boolean(args.confine),
   };
 }
 
@@ -76,7 +129,7 @@ export default defineCommand({
     },
     iters: { type: "string", description: "Timed rounds, one launch of every config each", default: "20" },
     jobs: { type: "string", description: "Parallel compiles (default: the CPU count)" },
-    "flush-l2": { type: "boolean", description: "Flush L2 before each timed launch", default: false },
+    ...flushL2Arg,
     trust: {
       type: "boolean",
       description:
@@ -96,30 +149,14 @@ export default defineCommand({
       valueHint: "FILE",
     },
     csv: { type: "string", description: "Write the configs to FILE as CSV (one row each: parameters, verdict, median µs, speedup)", valueHint: "FILE" },
-    atol: { type: "string", description: "Absolute tolerance per element against the app's after state; else the capture's judging settings' (Default: 0)" },
-    rtol: { type: "string", description: "Relative tolerance per element; else the capture's judging settings' (Default: 0)" },
+    ...toleranceArgs,
+    ...allowVersionMismatchArg(),
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData();
-    const iters = intArg("iters", args.iters, 20, 10_000, MIN_PAIRS);
-    const jobs = args.jobs === undefined ? undefined : intArg("jobs", args.jobs, 1, 1024, 1);
-    const o = {
-      configs: repeatedOption(rawArgs, ["config"]),
-      defines: repeatedOption(rawArgs, ["define"]),
-      maxrregcount: args.maxrregcount === undefined ? undefined : String(args.maxrregcount),
-      nvccFlags: repeatedOption(rawArgs, ["nvcc-flag"]),
-      grid: args.grid === undefined ? undefined : String(args.grid),
-      iters,
-      jobs,
-      flushL2: Boolean(args["flush-l2"]),
-      atol: floatArg("atol", args.atol),
-      rtol: floatArg("rtol", args.rtol),
-      trust: trustArg(args.trust, rawArgs),
-      confine: Boolean(args.confine),
-      onBuilt: buildProgress(Boolean(args.json)),
-    };
+    const o = { ...tuneOptions(args, rawArgs), onBuilt: buildProgress(Boolean(args.json)) };
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
     const files = (["report", "csv"] as const).filter((k) => args[k] !== undefined).map((k) => `--${k} ${String(args[k])}`);
     // an error ends the tune before any config is timed: the files asked for are not written, and that is said

@@ -19,7 +19,7 @@ import { runBuildCommand } from "../build.ts";
 import { templatesFolder } from "../templates.ts";
 import { tritonParamTypes } from "./numerics.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
-import { buildChildEnv } from "../../env.ts";
+import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { tritonReproducerEnv } from "./env.ts";
 import { log } from "../../log.ts";
 import { stageTrustedBuild } from "../../format/staged-build.ts";
@@ -84,7 +84,7 @@ export const tritonTune: TuneDriver = {
       const captured = capturedConfig(readPinned(dir));
       return Object.entries(config.kwargs).some(([k, v]) => captured.kwargs[k] !== v);
     },
-    async build(dest, m, c, gridExpr) {
+    async build(dest, m, c, gridExpr, force) {
       const pin = readPinned(dest);
       const base = capturedConfig(pin);
       const config = { kwargs: { ...base.kwargs, ...c.kwargs }, options: { ...base.options, ...c.options } };
@@ -93,7 +93,7 @@ export const tritonTune: TuneDriver = {
         const params = new Uint8Array(readCaptureBytes(dest, m.params.file, m.params.size));
         grid = evalGrid(gridExpr, { ...tritonScalarArgs(pin.signature, params, m.params.layout), ...config.kwargs });
       }
-      const b = await tritonConfigCompiler(dest, pin)(config, join(dest, "build", "kernel.cubin"));
+      const b = await tritonConfigCompiler(dest, pin, { force: force ?? false })(config, join(dest, "build", "kernel.cubin"));
       return "error" in b ? { error: b.error } : { module: b.cubin, ...(grid ? { grid } : {}) };
     },
   },
@@ -198,11 +198,12 @@ export type TritonBuilt = { cubin: string; shared: number; numWarps: number } | 
 export function tritonConfigCompiler(
   dir: string,
   pin: Pick<Pinned, "python">,
-  o: { from?: string; unstage?: (text: string) => string } = {},
+  o: { from?: string; unstage?: (text: string) => string; force?: boolean } = {},
 ): (config: TuneConfig, out: string, signal?: AbortSignal) => Promise<TritonBuilt> {
   const from = o.from ?? dir;
-  // the Triton cache in `from`'s build/ (a private copy's own: nothing written through a link of the capture's build/)
-  const { python: py, env: reproEnv } = tritonReproducerEnv(pin.python, join(from, "build", "triton-cache"));
+  // the Triton cache in `from`'s build/ (a private copy's own: nothing written through a link of the capture's build/);
+  // force (--allow-version-mismatch): KERNCAP_FORCE=1, repro.py compiles with another Triton version than the capture's
+  const { python: py, env: reproEnv } = tritonReproducerEnv(pin.python, join(from, "build", "triton-cache"), reproducerBuildEnv({ force: o.force ?? false }));
   // no loader or Python path entry that is empty, relative or inside the capture; PYTHONSAFEPATH (src/env.ts buildChildEnv)
   const env = buildChildEnv(reproEnv, [dir, realpathSync(dir)]);
   const script = join(templatesFolder("triton", TRITON_TEMPLATES), "repro.py");
