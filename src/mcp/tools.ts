@@ -42,7 +42,7 @@ const Tol = {
     ),
   ),
 };
-/** flushL2 as replay's and tune's --flush-l2 (src/replay/session.ts): a read that evicts L2 with clean lines, no memset. */
+/** flushL2 as the verbs' --flush-l2 (replay, validate, tune, eval: src/replay/session.ts): a read that evicts L2 with clean lines, no memset. */
 const FlushL2 = v.optional(
   v.pipe(
     v.boolean(),
@@ -51,6 +51,12 @@ const FlushL2 = v.optional(
     ),
   ),
 );
+/** runs as replay's and validate's --runs: the checked launches. */
+const Runs = v.optional(
+  v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Checked launches from the before state (default 3, 8 once they differ)")),
+);
+/** noVerify as replay's and validate's --no-verify. */
+const NoVerify = v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)")));
 /** validate's and profile's allowVersionMismatch (--allow-version-mismatch), and force, its former name. */
 const VersionMismatch = (prefix = "") => ({
   allowVersionMismatch: v.optional(
@@ -171,8 +177,8 @@ export const TOOLS = {
     input: v.strictObject({
       dir: Dir,
       ...Tol,
-      runs: Nat("Checked launches from the before state (default 3, 8 once they differ)", 1),
-      noVerify: v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)"))),
+      runs: Runs,
+      noVerify: NoVerify,
       flushL2: FlushL2,
     }),
     argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean } & ToleranceIn) => [
@@ -194,13 +200,19 @@ export const TOOLS = {
     input: v.strictObject({
       dir: Dir,
       ...Tol,
+      runs: Runs,
+      noVerify: NoVerify,
+      flushL2: FlushL2,
       ...VersionMismatch(),
     }),
-    argv: (a: { dir: string; allowVersionMismatch?: boolean; force?: boolean } & ToleranceIn) => [
+    argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean; allowVersionMismatch?: boolean; force?: boolean } & ToleranceIn) => [
       "validate",
       a.dir,
       "--json",
       ...tolArgv(a),
+      ...(a.runs !== undefined ? ["--runs", String(a.runs)] : []),
+      ...(a.noVerify ? ["--no-verify"] : []),
+      ...(a.flushL2 ? ["--flush-l2"] : []),
       ...versionMismatch(a),
     ],
   },
@@ -283,7 +295,10 @@ export const TOOLS = {
       jobs: Bounded("Parallel builds (default: the CPU count)", MAX_BUILDS),
       atol: Tol.atol,
       rtol: Tol.rtol,
+      dtype: Tol.dtype,
+      multiset: Tol.multiset,
       flushL2: FlushL2,
+      allowVersionMismatch: VersionMismatch().allowVersionMismatch,
     }),
     argv: (a: TuneIn) => [
       "tune",
@@ -298,7 +313,10 @@ export const TOOLS = {
       ...(a.jobs !== undefined ? ["--jobs", String(a.jobs)] : []),
       ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
       ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
+      ...(a.dtype !== undefined ? [`--dtype=${a.dtype}`] : []),
+      ...(a.multiset ?? []).map((r) => `--multiset=${r}`),
       ...(a.flushL2 ? ["--flush-l2"] : []),
+      ...versionMismatch(a),
     ],
   },
   evaluate: {
@@ -331,6 +349,9 @@ export const TOOLS = {
       grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), 1, 1'"))),
       atol: Tol.atol,
       rtol: Tol.rtol,
+      dtype: Tol.dtype,
+      multiset: Tol.multiset,
+      flushL2: FlushL2,
     }),
     argv: (a: EvaluateIn) => [
       "eval",
@@ -344,6 +365,9 @@ export const TOOLS = {
       ...(a.grid !== undefined ? [`--grid=${a.grid}`] : []),
       ...(a.atol !== undefined ? ["--atol", String(a.atol)] : []),
       ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
+      ...(a.dtype !== undefined ? [`--dtype=${a.dtype}`] : []),
+      ...(a.multiset ?? []).map((r) => `--multiset=${r}`),
+      ...(a.flushL2 ? ["--flush-l2"] : []),
     ],
   },
   read_file: {
@@ -437,7 +461,10 @@ type TuneIn = {
   jobs?: number;
   atol?: number;
   rtol?: number;
+  dtype?: string;
+  multiset?: string[];
   flushL2?: boolean;
+  allowVersionMismatch?: boolean;
 };
 export type EvaluateIn = {
   dir: string;
@@ -449,6 +476,9 @@ export type EvaluateIn = {
   grid?: string;
   atol?: number;
   rtol?: number;
+  dtype?: string;
+  multiset?: string[];
+  flushL2?: boolean;
 };
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 type RunIn = {
