@@ -4,7 +4,7 @@
  * (a received capture may be read-only): RESULTS/baseline.json by default, where the first check
  * of a capture records it, or a file given with --baseline (read only) and written with
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
- * {name, arch}, samplesUs: [µs…], medianUs, at}}}`.
+ * {name, arch}, samplesUs: [µs…], medianUs, l2?: "flushed", at}}}` (l2: timed with --flush-l2).
  */
 import { lstatSync, type Stats } from "node:fs";
 import { writeFileAtomic } from "../util/write-file.ts";
@@ -21,6 +21,8 @@ const Entry = v.object({
   device: v.object({ name: v.string(), arch: v.string() }),
   samplesUs: v.array(v.number()),
   medianUs: v.number(),
+  /** "flushed": timed with L2 flushed before each launch (check --flush-l2); absent: warm. */
+  l2: v.optional(v.literal("flushed")),
   at: v.string(),
 });
 export const Baseline = v.object({ schema: v.literal(BASELINE_SCHEMA), captures: v.record(v.string(), Entry) });
@@ -111,7 +113,14 @@ export function withTimings(prior: Baseline, records: CheckRecord[], o: { replac
   for (const r of records) {
     if (r.verdict !== "match" || !r.timing?.samplesUs.length || !r.device || !r.kernel) continue;
     if (!o.replace && Object.hasOwn(captures, r.id)) continue;
-    captures[r.id] = { kernel: r.kernel, device: r.device, samplesUs: r.timing.samplesUs, medianUs: r.timing.medianUs, at: r.at };
+    captures[r.id] = {
+      kernel: r.kernel,
+      device: r.device,
+      samplesUs: r.timing.samplesUs,
+      medianUs: r.timing.medianUs,
+      ...(r.timing.l2 ? { l2: r.timing.l2 } : {}),
+      at: r.at,
+    };
   }
   return { schema: BASELINE_SCHEMA, captures };
 }

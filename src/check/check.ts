@@ -90,6 +90,18 @@ export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJu
       reason: `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})`,
     };
   }
+  const l2 = (t: { l2?: string }) => (t.l2 === "flushed" ? "flushed (--flush-l2)" : "warm");
+  if (b && l2(b) !== l2(x.timing)) {
+    return {
+      verdict: "not-comparable",
+      ratio: null,
+      low: null,
+      high: null,
+      baselineMedianUs: b.medianUs,
+      slowerPct,
+      reason: `the baseline was timed with L2 ${l2(b)}, this run with L2 ${l2(x.timing)}: compare with a baseline timed the same way (--baseline FILE, or another --results folder)`,
+    };
+  }
   return judgeTime(x.timing.samplesUs, b?.samplesUs, slowerPct);
 }
 

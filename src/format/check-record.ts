@@ -19,7 +19,7 @@ export type Status = (typeof STATUSES)[number];
  * The time ratio (this run's median over the baseline's) and its interval (src/check/timing.ts):
  * slower/faster when the whole interval lies beyond ±slowerPct; same inside; no-baseline: nothing
  * to compare with (the first check records it); not-comparable: the baseline was timed on another
- * GPU; too-few-runs: fewer timed launches than an interval needs.
+ * GPU, or with L2 in another state (--flush-l2 or warm); too-few-runs: fewer timed launches than an interval needs.
  */
 export const TimeJudgement = v.object({
   verdict: v.picklist(["slower", "faster", "same", "no-baseline", "not-comparable", "too-few-runs"]),
@@ -57,8 +57,8 @@ const OutcomeFields = {
   device: v.nullable(Device),
   /** The rebuild (--rebuild): builder (build.sh or pruned), seconds, and the architecture built for when not the captured one. */
   rebuild: v.nullable(v.object({ builder: v.string(), seconds: N, targetArch: v.nullable(v.string()) })),
-  /** Kernel time per timed launch (µs, CUDA events; src/replay/engine.ts timing), and their median. */
-  timing: v.nullable(v.object({ medianUs: N, samplesUs: v.array(N) })),
+  /** Kernel time per timed launch (µs, CUDA events; src/replay/engine.ts timing), and their median; l2: "flushed" when L2 was flushed before each (--flush-l2), absent when warm. */
+  timing: v.nullable(v.object({ medianUs: N, samplesUs: v.array(N), l2: v.optional(v.literal("flushed")) })),
   /** Wall time of the capture's whole check in the worker, and of its replay call alone (s). */
   seconds: N,
   replaySeconds: N,

@@ -111,7 +111,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       note: p.note,
       device: r.device,
       rebuild: p.rebuild,
-      timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples } : null,
+      timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples, ...(r.timing.l2 === "flushed" ? { l2: "flushed" as const } : {}) } : null,
     });
   } catch (e) {
     return out(failedOutcome(e, p, s));

@@ -383,6 +383,30 @@ describe("a check with fake workers", () => {
     expect(other.exitCode).toBe(0);
     expect(other.captures[0]!.time).toMatchObject({ verdict: "not-comparable" });
   });
+  test("--flush-l2: a baseline timed warm is not compared with a flushed run (nor the other way); one recorded flushed says so and is compared with flushed runs", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "r");
+    await runCheck(options([root], results, fakeWorkers((t) => outcome(t)).open)); // warm: the default baseline
+    const flushed = (medianUs: number) => fakeWorkers((t) => outcome(t, { timing: { medianUs, samplesUs: times(medianUs), l2: "flushed" } })).open;
+    // flushed times are longer: against the warm baseline they would all be "slower"
+    const r = await runCheck(options([root], results, flushed(30)));
+    expect(r.exitCode).toBe(0);
+    expect(r.captures.map((c) => c.time?.verdict)).toEqual(["not-comparable", "not-comparable", "not-comparable"]);
+    expect(r.captures[0]!.time!.reason).toBe(
+      "the baseline was timed with L2 warm, this run with L2 flushed (--flush-l2): compare with a baseline timed the same way (--baseline FILE, or another --results folder)",
+    );
+    // a baseline of flushed runs records it (read back through its schema) and compares flushed runs only
+    const fb = join(results, "flushed-baseline.json");
+    await runCheck(options([root], results, flushed(30), { baseline: join(results, "baseline.json"), writeBaseline: fb }));
+    expect(readBaseline(fb).captures["corpus/b"]).toMatchObject({ medianUs: 30, l2: "flushed" });
+    const again = await runCheck(options([root], results, flushed(30), { baseline: fb }));
+    expect(again.captures.map((c) => c.time?.verdict)).toEqual(["same", "same", "same"]);
+    const warm = await runCheck(options([root], results, fakeWorkers((t) => outcome(t)).open, { baseline: fb }));
+    expect(warm.captures[0]!.time).toMatchObject({
+      verdict: "not-comparable",
+      reason: expect.stringContaining("timed with L2 flushed (--flush-l2), this run with L2 warm"),
+    });
+  });
   test("--resume after a kill: the finished captures are not checked again, the cut line is dropped", async () => {
     const root = await corpus();
     const results = join(tempDir(), "res");
