@@ -54,6 +54,13 @@ describe("shell completion", () => {
     expect(complete(["kerncap", "list", "--print-summary", "per-n"])).toEqual(["per-nvtx"]);
     // check's internal --worker is not offered
     expect(complete(["kerncap", "check", "--w"])).toEqual(["--write-baseline"]);
+    // the timing and judging options the verbs that replay or judge share (a new user's trial: validate, check and eval had no --flush-l2, tune no --dtype)
+    for (const verb of ["replay", "validate", "tune", "check", "eval"]) expect(complete(["kerncap", verb, "cap", "--fl"]), verb).toEqual(["--flush-l2"]);
+    expect(complete(["kerncap", "validate", "cap", "--r"])).toEqual(["--rtol", "--runs"]);
+    expect(complete(["kerncap", "validate", "cap", "--no-v"])).toEqual(["--no-verify"]);
+    expect(complete(["kerncap", "tune", "cap", "--dtype", "b"])).toEqual(["bf16"]);
+    expect(complete(["kerncap", "tune", "cap", "--m"])).toEqual(["--maxrregcount", "--multiset"]);
+    expect(complete(["kerncap", "tune", "cap", "--allow"])).toEqual(["--allow-version-mismatch"]);
   });
 
   test("--worker (check's protocol) is in no completion script, no --help and no usage error's list of options, and still works", async () => {

@@ -28,6 +28,7 @@ import { TOOLS } from "../../src/mcp/tools.ts";
 import { checkReplayOptions } from "../../src/ops/check.ts";
 import { tuneCapture } from "../../src/ops/tune.ts";
 import { validateRuns } from "../../src/ops/validate.ts";
+import { runCli } from "../../src/cli/main.ts";
 import type { RunOptions } from "../../src/replay/engine.ts";
 import { tuneSettings } from "../../src/tune/evaluate.ts";
 import { captureWithSource, makeCapture, noGpuResult, noGpuSession, output, tempDir } from "./fixtures.ts";
@@ -204,4 +205,20 @@ describe("tune: --dtype, --multiset, --allow-version-mismatch", () => {
     const o = tuneOptions(await parsed(tuneCmd, argv.slice(1)), argv.slice(1));
     expect(o).toMatchObject({ dtype: "bf16", multiset: ["changed"], force: true });
   });
+});
+
+test("each verb accepts the options of the table in docs/verbs.md (a new user's trial: `unknown option --flush-l2 for kerncap eval`)", async () => {
+  const d = tempDir();
+  const table: Record<string, string[]> = {
+    replay: ["--flush-l2", "--runs", "2", "--no-verify", "--dtype", "fp16", "--multiset", "0"],
+    validate: ["--flush-l2", "--runs", "2", "--no-verify", "--dtype", "fp16", "--multiset", "0", "--allow-version-mismatch"],
+    tune: ["--flush-l2", "--dtype", "fp16", "--multiset", "0", "--allow-version-mismatch"],
+    check: ["--flush-l2", "--runs", "2", "--no-verify", "--dtype", "fp16", "--multiset", "0", "--rebuild", "--allow-version-mismatch"],
+    eval: ["k.cu", "--flush-l2", "--runs", "2", "--no-verify", "--dtype", "fp16", "--multiset", "0", "--allow-version-mismatch"],
+  };
+  for (const [verb, opts] of Object.entries(table)) {
+    const r = await output(() => runCli([verb, join(d, "nothing"), ...opts]));
+    expect(r.value, verb).toBe(2); // no such capture: the options were taken
+    expect(r.err, verb).not.toContain("unknown option");
+  }
 });
