@@ -30,7 +30,7 @@ import { writeCandidates } from "./evaluate.ts";
 import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
 import { confineOut, confineToolDir } from "./roots.ts";
-import { argumentProblems, gatedArgv, outputSchema, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
+import { argumentProblems, gatedArgv, judgingArguments, outputSchema, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
 
 export { ToolChildren } from "./children.ts";
 export { confineToolDir } from "./roots.ts";
@@ -42,6 +42,8 @@ export interface McpTrust {
   trustBuilds?: boolean;
   /** `--root DIR` (default: the working folder of `kerncap mcp`): every tool's `dir` (and evaluate's `inputs`, and run's `out`) must lie under one of them (./roots.ts). Undefined: any folder (a library caller's own choice). */
   roots?: string[];
+  /** `--agent-judging`: the tools take atol, rtol, dtype and multiset from the agent (JUDGING_ARGUMENTS); without it the capture's judging settings, which the user sets with `kerncap judge`, judge every call. */
+  agentJudging?: boolean;
 }
 
 /** The first string anywhere in a tool's arguments that holds a NUL byte (no path, pattern or argv word can), as its dot path. */
@@ -114,7 +116,7 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       name,
       title: t.title,
       description: t.description,
-      inputSchema: toolSchema(t.input) as { type: "object" },
+      inputSchema: toolSchema(toolInput(name as ToolName, Boolean(trust.agentJudging))) as { type: "object" },
       outputSchema: outputSchema(t.output),
       annotations: { title: t.title, ...t.annotations },
     })),
@@ -124,10 +126,18 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
     if (!Object.hasOwn(TOOLS, name))
       return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
     const t = TOOLS[name as ToolName];
-    const parsed = v.safeParse(t.input, req.params.arguments ?? {});
+    const input = toolInput(name as ToolName, Boolean(trust.agentJudging));
+    const judging = trust.agentJudging ? [] : judgingArguments(req.params.arguments ?? {}).filter((k) => Object.hasOwn(t.input.entries, k));
+    if (judging.length)
+      return errorResult(
+        new KerncapError("E_USAGE", `${name}: ${judging.join(", ")} would change how your edits are judged, which is the user's to set, not the agent's`, {
+          hint: "Leave them out: the capture's judging settings apply (the user sets them with `kerncap judge DIR --rtol …`, or starts the server with `kerncap mcp --agent-judging` to let the agent choose them). Tell the user if the kernel needs a tolerance.",
+        }),
+      );
+    const parsed = v.safeParse(input, req.params.arguments ?? {});
     if (!parsed.success) {
       return errorResult(
-        new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues)}`, {
+        new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues, input)}`, {
           hint: "See the tool's inputSchema (tools/list).",
         }),
       );

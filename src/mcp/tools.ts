@@ -424,11 +424,31 @@ export function outputSchema(doc: DocumentName): { type: "object"; [k: string]: 
 }
 
 /**
+ * The arguments that set how a call's kernel is judged: its tolerances, element types and multiset
+ * regions. The capture's judging settings are the user's (`kerncap judge DIR`, src/replay/judge-settings.ts
+ * settings); an agent whose edits are judged does not choose them, so the server offers these only
+ * when the user started it with `kerncap mcp --agent-judging` (McpTrust.agentJudging).
+ */
+export const JUDGING_ARGUMENTS = ["atol", "rtol", "dtype", "multiset"] as const;
+
+/** The judging arguments a call names (JUDGING_ARGUMENTS present in `args`). */
+export function judgingArguments(args: Record<string, unknown>): string[] {
+  return JUDGING_ARGUMENTS.filter((k) => Object.hasOwn(args, k));
+}
+
+/** A tool's input schema as the server offers it: without JUDGING_ARGUMENTS unless `agentJudging`. */
+export function toolInput(name: ToolName, agentJudging: boolean): v.GenericSchema {
+  const input = TOOLS[name].input as unknown as v.ObjectSchema<v.ObjectEntries, undefined> | v.StrictObjectSchema<v.ObjectEntries, undefined>;
+  const drop = JUDGING_ARGUMENTS.filter((k) => Object.hasOwn(input.entries, k));
+  return agentJudging || !drop.length ? TOOLS[name].input : (v.omit(input, drop as unknown as [string, ...string[]]) as unknown as v.GenericSchema);
+}
+
+/**
  * The arguments' problems in plain words: an unknown argument with the ones the tool takes, a
  * missing one, a value of the wrong type or range (valibot's issue for it).
  */
-export function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[]): string {
-  const takes = Object.keys((TOOLS[tool].input as unknown as { entries: Record<string, unknown> }).entries);
+export function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[], input: v.GenericSchema = TOOLS[tool].input): string {
+  const takes = Object.keys((input as unknown as { entries: Record<string, unknown> }).entries);
   return issues
     .slice(0, 5)
     .map((i) => {

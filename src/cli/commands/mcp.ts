@@ -26,6 +26,12 @@ export default defineCommand({
         "Let validate, tune, profile --build and evaluate run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (a received capture trusted on the command line, kerncap validate DIR --trust=DIGEST, builds without it; docs/security.md)",
       default: false,
     },
+    "agent-judging": {
+      type: "boolean",
+      description:
+        "Let the agent choose how its calls are judged (the tools' atol, rtol, dtype and multiset); without it those arguments are refused and the capture's judging settings apply (kerncap judge DIR, set by you)",
+      default: false,
+    },
     root: {
       type: "string",
       valueHint: "DIR",
@@ -55,7 +61,11 @@ export default defineCommand({
     log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), roots: roots.length ? roots : [process.cwd()] }, jobs);
+    const done = serve(
+      transport,
+      { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: roots.length ? roots : [process.cwd()] },
+      jobs,
+    );
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;

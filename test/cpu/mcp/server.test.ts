@@ -462,7 +462,8 @@ describe("kerncap mcp", () => {
   });
 
   test("replay, validate and run take the CLI's options: runs, multiset, noVerify, flushL2; captureAll, maxCaptures, rank, process, countBenchmarks", async () => {
-    const c = await connected();
+    // multiset is a judging argument: offered only under kerncap mcp --agent-judging (the next test)
+    const c = await connected({ trust: { agentJudging: true } });
     const { tools } = await c.listTools();
     const props = (n: string) => Object.keys((tools.find((t) => t.name === n)!.inputSchema.properties ?? {}) as object);
     expect(props("replay")).toEqual(expect.arrayContaining(["runs", "multiset", "noVerify", "flushL2"]));
@@ -723,8 +724,43 @@ describe("kerncap mcp", () => {
     await until(() => !procs.some(running), 15_000);
   }, 30_000);
 
-  test("profile and tune: the CLI's options, checked by their schemas; errors are the verbs' documents, conforming to the outputSchemas", async () => {
+  test("an agent does not choose how its edits are judged: atol, rtol, dtype and multiset are refused and not offered, unless the server runs with --agent-judging", async () => {
+    const dir = await fresh();
+    const judging = { atol: 1e300, rtol: 1e300, dtype: "fp32", multiset: ["all"] };
     const c = await connected();
+    const { tools } = await c.listTools();
+    for (const name of ["replay", "validate", "tune", "evaluate"]) {
+      const props = Object.keys((tools.find((t) => t.name === name)!.inputSchema.properties ?? {}) as object);
+      for (const k of Object.keys(judging)) expect(props, `${name} offers ${k}`).not.toContain(k);
+    }
+    const calls: [string, Record<string, unknown>][] = [
+      ["replay", { dir, ...judging }],
+      ["validate", { dir, rtol: 1e300 }],
+      ["tune", { dir, maxrregcount: [32], multiset: ["all"] }],
+      ["evaluate", { dir, candidates: [{ name: "a", patch: "x" }], atol: 1 }],
+    ];
+    for (const [name, args] of calls) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(x.isError, name).toBe(true);
+      expect(doc(x).error.code).toBe("E_USAGE");
+      expect(doc(x).error.message).toContain("the user's to set, not the agent's");
+      expect(doc(x).error.hint).toContain("kerncap judge DIR");
+    }
+    await c.close();
+    // with --agent-judging: offered, and they reach the verb (a region the capture lacks is the child's own usage error)
+    const a = await connected({ trust: { agentJudging: true } });
+    const listed = (await a.listTools()).tools;
+    for (const name of ["replay", "validate", "tune", "evaluate"])
+      expect(Object.keys((listed.find((t) => t.name === name)!.inputSchema.properties ?? {}) as object)).toEqual(
+        expect.arrayContaining(["atol", "rtol", "multiset"]),
+      );
+    const m = await a.callTool({ name: "validate", arguments: { dir, multiset: ["7"] } });
+    expect(doc(m).error.message).toContain("--multiset 7: the capture has 2 regions");
+    await a.close();
+  }, 30_000);
+
+  test("profile and tune: the CLI's options, checked by their schemas; errors are the verbs' documents, conforming to the outputSchemas", async () => {
+    const c = await connected({ trust: { agentJudging: true } }); // tune's atol/rtol: judging arguments
     const { tools } = await c.listTools();
     const t = Object.fromEntries(tools.map((x) => [x.name, x]));
     const props = (n: string) => Object.keys((t[n]!.inputSchema.properties ?? {}) as object);
