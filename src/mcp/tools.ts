@@ -425,8 +425,8 @@ export function outputSchema(doc: DocumentName): { type: "object"; [k: string]: 
 
 /**
  * The arguments that set how a call's kernel is judged: its tolerances, element types and multiset
- * regions. The capture's judging settings are the user's (`kerncap judge DIR`, src/replay/judge-settings.ts
- * settings); an agent whose edits are judged does not choose them, so the server offers these only
+ * regions. The capture's judging settings are the user's (`kerncap judge DIR`:
+ * src/replay/judge-settings.ts); an agent whose edits are judged does not choose them, so the server offers these only
  * when the user started it with `kerncap mcp --agent-judging` (McpTrust.agentJudging).
  */
 export const JUDGING_ARGUMENTS = ["atol", "rtol", "dtype", "multiset"] as const;
