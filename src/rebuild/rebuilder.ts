@@ -8,7 +8,9 @@
  * (rebuildOnce, beside the replay: src/ops/rebuild-beside.ts startRebuild) and once per save by the watch
  * (rebuildSave, with checkBeside after a build by build.sh). Both run the frontend's
  * beforeBuild first (CUDA: a stale slice remade) and its checkRebuiltModule (checkRebuilt) before
- * anything launches the module.
+ * anything launches the module. A fast build's module is written over build.sh's own output too
+ * (FastBuilder.buildShModule: CUDA's build/kernel.cubin), so that the file the docs and the
+ * reproducer's README name always holds the last rebuild's module.
  *
  * validate (one process per edit) keeps the check in DIR/build/pruned/check.json: the first
  * validate (or the first after the plan of build.sh's compile changed, or after another kerncap
@@ -38,7 +40,8 @@ import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
+import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
+import { writeFileAtomic } from "../util/write-file.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -237,6 +240,21 @@ export class Rebuilder {
     return b;
   }
 
+  /**
+   * A fast build's module, written also as build.sh's own output (FastBuilder.buildShModule: CUDA's
+   * build/kernel.cubin), whole (a temp file renamed over it) and through no link, so that the file
+   * the docs and the reproducer's README name (`replay --against DIR/build/kernel.cubin`) always
+   * holds the last rebuild's module, whichever build made it.
+   * @throws KerncapError E_UNSAFE_PATH (a link at the name or in build/), E_IO
+   */
+  private published(r: Rebuilt): Rebuilt {
+    const rel = this.fast!.buildShModule;
+    const { path } = resolveInCapture(this.dir, rel);
+    // a build output remade at every rebuild: no fsync (as build.sh's own, src/format/staged-build.ts collectBuild)
+    writeFileAtomic(path, readFileSync(r.module), { sync: false, what: `the rebuilt module ${rel}`, root: this.dir, create: true });
+    return r;
+  }
+
   /** Whether the fast build gives the kernel build.sh's machine code, and the sizes for the message. */
   private compare(full: Rebuilt, f: FastBuilt): { differs: string | null; said: string } {
     const differs = this.fast!.differs(readFileSync(full.module), readFileSync(f.module), this.m.kernel.name);
@@ -274,7 +292,7 @@ export class Rebuilder {
         this.fastEnabled = false;
         log.info(`the pruned build takes ${c.pruned.toFixed(2)} s a save, build.sh ${c.buildSh.toFixed(2)} s: build.sh rebuilds the saves from now on`);
       }
-      return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+      return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });
     } catch (e) {
       if (!(e instanceof FastBuildUnavailable)) throw e;
       log.debug(`pruned build: ${e.message}; build.sh instead`);
@@ -324,7 +342,8 @@ export class Rebuilder {
 
   /**
    * validate's rebuild, by the record in DIR/build/pruned/check.json (see the top of this file).
-   * @returns the module (DIR/build/kernel.cubin by build.sh, DIR/build/pruned/kernel.cubin by the pruned build), its build time (s), the builder
+   * @returns the module (DIR/build/kernel.cubin by build.sh, DIR/build/pruned/kernel.cubin by the pruned build, which is
+   *   copied to DIR/build/kernel.cubin too: published), its build time (s), the builder
    * @throws KerncapError from build.sh (E_BUILD, E_RDC, E_NO_REPRODUCER, E_INTERRUPTED), the
    *   module check (E_PARAM_LAYOUT …) and E_INTERRUPTED from a fast build's step
    */
@@ -435,7 +454,7 @@ export class Rebuilder {
         await stop(stopFull, fullR);
         series.save(work);
         if (costs) this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
-        return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
+        return this.published({ module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) });
       }
       log.info("build.sh's compile changed since the pruned build was checked: checking it again");
       series.save(work);
@@ -505,7 +524,7 @@ export class Rebuilder {
     series.save(work);
     if (f.plan === current.plan) {
       this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
-      return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+      return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });
     }
     log.info("build.sh's compile changed since the pruned build was checked: checking it again");
     return { replanned: f, replannedFull: await this.buildSh() };

@@ -7,7 +7,7 @@
  * fast build whose saves cost more than build.sh's.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { parseRaw } from "../../../src/capture/raw.ts";
@@ -101,13 +101,54 @@ describe("validate's build strategy by measured cost", () => {
     const fe = slowFast(0, calls);
     expect((await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce()).builder).toBe("build.sh");
     expect(readPrunedCheck(dir)!.costs!.buildSh).toBeGreaterThanOrEqual(0.5);
-    rmSync(join(dir, "build", "kernel.bin"));
+    const ran = join(dir, "build", "build-sh-ran"); // build.sh's mark (build/kernel.bin is written by either build)
+    const f = join(dir, "build.sh");
+    writeFileSync(f, readFileSync(f, "utf8").replace('mkdir -p "$here/build"\n', '$&touch "$here/build/build-sh-ran"\n'));
     const t0 = performance.now();
     const second = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
     expect(second.builder).toBe("pruned");
     expect(performance.now() - t0).toBeLessThan(450); // build.sh's sleep was not waited for
-    expect(existsSync(join(dir, "build", "kernel.bin"))).toBe(false); // build.sh did not run
+    expect(existsSync(ran)).toBe(false); // build.sh did not run
+    await new Rebuilder(dir, m, fe, { ...opts(2), fullBuild: true }).rebuildOnce();
+    expect(existsSync(ran)).toBe(true); // the mark is build.sh's
     expect(calls.n).toBe(2);
+  }, 30_000);
+
+  test("build.sh's output (build/kernel.bin) holds the last rebuild's module whichever built it: a fast build's is written there too, whole and through no link", async () => {
+    const { dir, m } = await toyCapture();
+    const fe = slowFast(0, { n: 0 });
+    const module = join(dir, "build", "kernel.bin");
+    const src = join(dir, "src", "kernel.txt");
+    expect((await new Rebuilder(dir, m, fe, opts(16)).rebuildOnce()).builder).toBe("build.sh"); // the check
+    for (const [edit, o] of [
+      ["raced", { ...opts(16), strategy: "race" as const }],
+      ["alone", { ...opts(2), strategy: "pruned" as const }],
+    ] as const) {
+      writeFileSync(src, `${edit}\n`);
+      const r = await new Rebuilder(dir, m, fe, o).rebuildOnce();
+      expect(r.builder, edit).toBe("pruned");
+      expect(r.module, edit).not.toBe(module);
+      expect(readFileSync(module, "utf8"), edit).toBe(`${edit}\n`); // not the previous build's
+    }
+    // the watch's saves too
+    const w = new Rebuilder(dir, m, fe, { quiet: true, force: false, fullBuild: false, watch: true });
+    try {
+      await w.checkBeside(await w.rebuildSave(), new AbortController().signal);
+      writeFileSync(src, "saved\n");
+      expect((await w.rebuildSave()).builder).toBe("pruned");
+      expect(readFileSync(module, "utf8")).toBe("saved\n");
+    } finally {
+      w.close();
+    }
+    // a link at the name is refused, not written through
+    const elsewhere = join(tempDir(), "elsewhere");
+    writeFileSync(elsewhere, "mine\n");
+    rmSync(module);
+    symlinkSync(elsewhere, module);
+    writeFileSync(src, "linked\n");
+    const err = await new Rebuilder(dir, m, fe, { ...opts(2), strategy: "pruned" }).rebuildOnce().catch((e) => e);
+    expect(err.code).toBe("E_UNSAFE_PATH");
+    expect(readFileSync(elsewhere, "utf8")).toBe("mine\n");
   }, 30_000);
 
   test("the race: the compiler's start (onCompile: the replay's preparation) is the fast build's compile step, not build.sh's start; or the fast build's failure", async () => {
