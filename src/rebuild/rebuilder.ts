@@ -371,12 +371,7 @@ export class Rebuilder {
     let replanned: FastBuilt | undefined;
     let replannedFull: Rebuilt | undefined;
     const cpus = this.o.cpus ?? availableParallelism();
-    const costs: BuildCosts | undefined = current
-      ? current.costs?.cpus === cpus
-        ? current.costs
-        : { cpus, buildSh: current.buildShSeconds, pruned: current.prunedSeconds ?? Infinity }
-      : undefined;
-    const strategy = current && costs ? (this.o.strategy ?? chooseStrategy(costs, cpus)) : undefined;
+    const { costs, strategy } = current ? this.strategyOf(current, cpus) : { costs: undefined, strategy: undefined };
     if (current && costs && strategy !== "race")
       log.debug(
         `validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`,
@@ -396,6 +391,16 @@ export class Rebuilder {
       ({ replanned, replannedFull } = r);
     }
     return this.checkBoth(fast, work, cpus, replanned, replannedFull);
+  }
+
+  /**
+   * The strategy a validate on `cpus` CPUs takes by a check that found the same machine code: by
+   * its measured costs on this CPU count (else the check's own times), unless the options fix one.
+   * The one decision: raceOrCheck's, and what checkBoth says the next validates will do.
+   */
+  private strategyOf(check: PrunedCheck, cpus: number): { costs: BuildCosts; strategy: Strategy } {
+    const costs = check.costs?.cpus === cpus ? check.costs : { cpus, buildSh: check.buildShSeconds, pruned: check.prunedSeconds ?? Infinity };
+    return { costs, strategy: this.o.strategy ?? chooseStrategy(costs, cpus) };
   }
 
   /**
@@ -549,7 +554,7 @@ export class Rebuilder {
     }
     const f = pruned.value;
     const { differs, said } = this.compare(full.value, f);
-    this.writeCheck({
+    const check = {
       kernel,
       plan: f.plan,
       same: differs === null,
@@ -557,8 +562,20 @@ export class Rebuilder {
       buildShSeconds: full.value.seconds,
       prunedSeconds: f.seconds,
       costs: { cpus, buildSh: full.value.seconds, pruned: f.seconds },
-    });
-    log.info(differs ? `validate rebuilds with build.sh: ${said}` : `the next validates compile the pruned TU (${said})`);
+    };
+    this.writeCheck(check);
+    if (differs) log.info(`validate rebuilds with build.sh: ${said}`);
+    else {
+      // what the next validate will do: the decision it takes from this record (not a promise made before it)
+      const next = this.strategyOf({ ...check, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: "" }, cpus).strategy;
+      log.info(
+        next === "race"
+          ? `the next validates build the pruned TU beside build.sh and replay the first that builds (${said})`
+          : next === "pruned"
+            ? `the next validates compile the pruned TU alone, the cheaper build on ${cpus} CPUs (${said})`
+            : `the next validates build with build.sh alone, the cheaper build on ${cpus} CPUs (${said})`,
+      );
+    }
     return full.value;
   }
 }

@@ -6,7 +6,7 @@
  * other is never started), with the cost averaged in; on 16 CPUs both race. The watch leaves a
  * fast build whose saves cost more than build.sh's.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
@@ -16,6 +16,7 @@ import { FastBuildUnavailable } from "../../../src/frontends/build.ts";
 import { captureEnrichment, captureOptions, registerFrontend } from "../../../src/frontends/index.ts";
 import { toyFrontend } from "../../frontends/toy/index.ts";
 import { tempDir, writeRawCapture } from "../fixtures.ts";
+import { log } from "../../../src/log.ts";
 import { chooseStrategy, readPrunedCheck, Rebuilder, type RebuilderOptions } from "../../../src/rebuild/rebuilder.ts";
 
 let unregister: () => void;
@@ -61,6 +62,17 @@ function slowBuildSh(dir: string, s: number): void {
   writeFileSync(f, readFileSync(f, "utf8").replace("set -euo pipefail\n", `set -euo pipefail\nsleep ${s}\n`));
 }
 
+/** What `fn` logs with log.info (each line joined), and its result. */
+async function infoOf<T>(fn: () => Promise<T>): Promise<{ said: string[]; r: T }> {
+  const said: string[] = [];
+  const spy = spyOn(log, "info").mockImplementation(((...a: unknown[]) => void said.push(a.join(" "))) as never);
+  try {
+    return { said, r: await fn() };
+  } finally {
+    spy.mockRestore();
+  }
+}
+
 const opts = (cpus: number): RebuilderOptions => ({ quiet: true, force: false, fullBuild: false, race: false, cpus });
 
 describe("validate's build strategy by measured cost", () => {
@@ -75,8 +87,11 @@ describe("validate's build strategy by measured cost", () => {
     const { dir, m } = await toyCapture();
     const calls = { n: 0 };
     const fe = slowFast(400, calls);
-    const first = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
+    const { said, r: first } = await infoOf(() => new Rebuilder(dir, m, fe, opts(2)).rebuildOnce());
     expect(first.builder).toBe("build.sh"); // the check: both, side by side
+    // it says what the next validate will decide from this record: build.sh alone, not the pruned TU
+    expect(said.join("\n")).toContain("the next validates build with build.sh alone, the cheaper build on 2 CPUs (");
+    expect(said.join("\n")).not.toContain("compile the pruned TU");
     expect(calls.n).toBe(1);
     const check = readPrunedCheck(dir)!;
     expect(check.same).toBe(true);
@@ -99,7 +114,9 @@ describe("validate's build strategy by measured cost", () => {
     slowBuildSh(dir, 0.5);
     const calls = { n: 0 };
     const fe = slowFast(0, calls);
-    expect((await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce()).builder).toBe("build.sh");
+    const { said, r: first } = await infoOf(() => new Rebuilder(dir, m, fe, opts(2)).rebuildOnce());
+    expect(first.builder).toBe("build.sh");
+    expect(said.join("\n")).toContain("the next validates compile the pruned TU alone, the cheaper build on 2 CPUs (");
     expect(readPrunedCheck(dir)!.costs!.buildSh).toBeGreaterThanOrEqual(0.5);
     const ran = join(dir, "build", "build-sh-ran"); // build.sh's mark (build/kernel.bin is written by either build)
     const f = join(dir, "build.sh");
@@ -167,7 +184,9 @@ describe("validate's build strategy by measured cost", () => {
         },
       },
     });
-    expect((await new Rebuilder(dir, m, compilingAfter(false), opts(16)).rebuildOnce()).builder).toBe("build.sh"); // the check
+    const { said, r: checked } = await infoOf(() => new Rebuilder(dir, m, compilingAfter(false), opts(16)).rebuildOnce());
+    expect(checked.builder).toBe("build.sh"); // the check
+    expect(said.join("\n")).toContain("the next validates build the pruned TU beside build.sh and replay the first that builds (");
     for (const fail of [false, true]) {
       const at: number[] = [];
       const t0 = performance.now();
