@@ -940,6 +940,19 @@ describe("command line (runCli: the one error path)", () => {
     const c0 = await cli(["run", "-c", "0", "--json", "--", "./app"]);
     expect(JSON.parse(c0.out).error.message).toContain("--launch-count must be a whole number from 1");
   });
+  test("validate --iters: its help and docs/performance.md say what it does (the comparison's first batch of rounds, then doubling) and its default", async () => {
+    const { VALIDATE_ITERS } = await import("../../src/cli/commands/validate.ts");
+    const { AGAINST_ITERS } = await import("../../src/cli/commands/replay.ts");
+    const line = (await cli(["validate", "--help"])).out.split("\n").find((l) => l.includes("--iters="))!;
+    expect(line).toContain("Rounds timed first, each the rebuilt and the captured kernel interleaved");
+    expect(line).toContain("doubling, until the comparison is decided");
+    expect(line).toContain(`(Default: ${VALIDATE_ITERS})`);
+    expect((await cli(["replay", "--help"])).out).toContain(`${AGAINST_ITERS} rounds of the two kernels to start with --against`);
+    const perf = readFileSync(join(import.meta.dir, "../../docs/performance.md"), "utf8").replace(/\s+/g, " ");
+    expect(perf).toContain(`by default ${AGAINST_ITERS} for \`replay --against\`, ${VALIDATE_ITERS} for \`validate\``);
+    const verbs = readFileSync(join(import.meta.dir, "../../docs/verbs.md"), "utf8");
+    expect(verbs).toContain(`\`--iters N\` (default ${VALIDATE_ITERS}) is the comparison's first batch of rounds`);
+  });
   test("--help: examples under every verb and kerncap's own; the usage said once; a word that is no verb is an error", async () => {
     const { EXAMPLES } = await import("../../src/cli/help.ts");
     expect(Object.keys(EXAMPLES).sort()).toEqual([...Object.keys(commands), "main"].sort());

@@ -16,7 +16,8 @@
 import { defineCommand } from "citty";
 import { openCapture } from "../../format/capture-dir.ts";
 import { validate } from "../../ops/validate.ts";
-import { watchLine } from "../../rebuild/watch.ts";
+import { WATCH_COMPARE_SECONDS, watchLine } from "../../rebuild/watch.ts";
+import { blockOf, COMPARE_SECONDS, MAX_ROUNDS, MIN_PAIRS } from "../../replay/stats.ts";
 import {
   dirArg,
   trustArg,
@@ -34,11 +35,19 @@ import {
 } from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
+/** validate's --iters by default: the rounds of the comparison's first batch. */
+export const VALIDATE_ITERS = 10;
+
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
   args: {
     ...dirArg,
-    iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
+    iters: {
+      type: "string",
+      // what runCompared does with it (src/replay/session.ts, src/replay/stats.ts adaptiveCompare): the first batch of an adaptive comparison
+      description: `Rounds timed first, each the rebuilt and the captured kernel interleaved (rounded up to whole blocks of ${blockOf(4)}), then more, doubling, until the comparison is decided or ${COMPARE_SECONDS} s more has passed (${WATCH_COMPARE_SECONDS} s a --watch save; ${MAX_ROUNDS} rounds at most); under ${MIN_PAIRS}: that many timed launches, no comparison; 0: none`,
+      default: String(VALIDATE_ITERS),
+    },
     ...toleranceArgs,
     ...allowVersionMismatchArg(),
     watch: {
@@ -70,7 +79,7 @@ export default defineCommand({
   async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const capture = openCapture(String(args.dir));
-    const iters = intArg("iters", args.iters, 10, 100_000); // options first: no rebuild for a typo
+    const iters = intArg("iters", args.iters, VALIDATE_ITERS, 100_000); // options first: no rebuild for a typo
     const tol = toleranceOptions(args, rawArgs);
     const request = {
       run: { iters, ...tol },
