@@ -573,6 +573,29 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await verb("inspect", [back, "--verify"])).toBe(0);
       expect((await failure("unpack", [join(dir, "../none.zip")])).message).toContain("no such archive");
     });
+    test("the docs' pack-then-unpack examples run as written beside the capture they packed (README.md, docs/*.md)", async () => {
+      const main = join(import.meta.dir, "../../src/cli/main.ts");
+      const root = join(import.meta.dir, "../..");
+      const docs = [
+        "README.md",
+        ...readdirSync(join(root, "docs"))
+          .filter((f) => f.endsWith(".md"))
+          .map((f) => `docs/${f}`),
+      ];
+      // `kerncap pack cap -o cap.zip; kerncap unpack …` on one line, or `…` / `…` in prose
+      const re = /(kerncap pack cap -o cap\.zip)`?\s*[;/]\s*`?(kerncap unpack [^`#\n]*?)\s*(?:`|#|\n)/g;
+      const found: [string, string, string][] = [];
+      for (const f of docs) for (const m of readFileSync(join(root, f), "utf8").matchAll(re)) found.push([f, m[1]!, m[2]!]);
+      expect(found.map(([f]) => f)).toContain("README.md");
+      for (const [f, pack, unpack] of found) {
+        const cwd = tempDir();
+        await makeCapture(join(cwd, "cap"));
+        for (const line of [pack, unpack]) {
+          const r = Bun.spawnSync([process.execPath, main, ...line.split(/\s+/).slice(1)], { cwd, stdout: "pipe", stderr: "pipe" });
+          expect(r.exitCode, `${f}: ${line}: ${r.stderr.toString()}`).toBe(0);
+        }
+      }
+    });
   },
   export: () => {
     test("writes a folder with the C program and the data; -o is required; --dtype and --atol are checked (more in ./export.test.ts)", async () => {
