@@ -9,8 +9,7 @@
  */
 import { hostname as machineName } from "node:os";
 import type { CheckRecord } from "../format/check-record.ts";
-import { builderWords } from "../rebuild/rebuilder.ts";
-import { rowReason } from "./report.ts";
+import { builderWords, rowReason } from "./report.ts";
 import { escapeBidi } from "../escape.ts";
 
 /**

@@ -37,6 +37,9 @@ export function timeCell(r: CheckRecord): string {
   return t.verdict.replace("-", " ");
 }
 
+/** A rebuild's builder (src/rebuild/rebuilder.ts Builder: build.sh or pruned) as check's lines name it: "rebuilt by the pruned TU in 0.20 s", as validate says "(pruned TU)". */
+export const builderWords = (b: string): string => (b === "pruned" ? "the pruned TU" : b);
+
 /** What an E_NO_GPU reason of a --rebuild puts between its build and the machine's message ("rebuilt by build.sh in 0.29 s (it compiles); not replayed: no NVIDIA driver: …"). */
 export const NOT_REPLAYED = "; not replayed: ";
 

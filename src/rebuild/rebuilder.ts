@@ -110,9 +110,6 @@ const averaged = (old: number, now: number) => (old + now) / 2;
 /** build.sh, or the frontend's fast build (CUDA: the device-only build of the pruned TU). */
 export type Builder = "build.sh" | "pruned";
 
-/** A builder as messages name it ("rebuilt by the pruned TU in 0.20 s"; validate's line says "(pruned TU)"). */
-export const builderWords = (b: Builder | string): string => (b === "pruned" ? "the pruned TU" : b);
-
 /** A rebuilt module, checked for launch; `steps`: the fast build's (rounded to ms). */
 export interface Rebuilt {
   module: string;
