@@ -9,6 +9,7 @@
  */
 import { hostname as machineName } from "node:os";
 import type { CheckRecord } from "../format/check-record.ts";
+import { builderWords, rowReason } from "./report.ts";
 import { escapeBidi } from "../escape.ts";
 
 /**
@@ -55,7 +56,9 @@ function measurements(r: CheckRecord): string {
   else if (r.time) parts.push(`time ${r.time.verdict}`);
   if (r.device) parts.push(`replayed on ${r.device.name} (${r.device.arch})`);
   if (r.rebuild)
-    parts.push(`rebuilt by ${r.rebuild.builder} in ${r.rebuild.seconds.toFixed(2)} s${r.rebuild.targetArch ? ` for ${r.rebuild.targetArch}` : ""}`);
+    parts.push(
+      `rebuilt by ${builderWords(r.rebuild.builder)} in ${r.rebuild.seconds.toFixed(2)} s${r.rebuild.targetArch ? ` for ${r.rebuild.targetArch}` : ""}`,
+    );
   if (r.note) parts.push(r.note);
   return parts.join("; ");
 }
@@ -97,7 +100,8 @@ export function junitXml(
     if (r.status === "mismatch") L.push(`      <failure${attr("message", `mismatch: ${why}`)}${attr("type", "mismatch")}>${xmlEscape(why)}</failure>`);
     else if (r.status === "slower")
       L.push(`      <failure${attr("message", `slower: ${r.time?.reason ?? why}`)}${attr("type", "slower")}>${xmlEscape(r.time?.reason ?? why)}</failure>`);
-    else if (r.status === "error") L.push(`      <error${attr("message", why)}${attr("type", r.code ?? "error")}>${xmlEscape(why)}</error>`);
+    // the row's reason as the table says it (no GPU: short), the whole message once, in the element's text
+    else if (r.status === "error") L.push(`      <error${attr("message", rowReason(r) ?? why)}${attr("type", r.code ?? "error")}>${xmlEscape(why)}</error>`);
     else if (r.status === "skipped") L.push(`      <skipped${attr("message", why)}/>`);
     L.push(`      <system-out>${xmlEscape(measurements(r))}</system-out>`);
     L.push("    </testcase>");

@@ -37,10 +37,50 @@ export function timeCell(r: CheckRecord): string {
   return t.verdict.replace("-", " ");
 }
 
-/** What to show beside the verdict: the reason of a regression, error or skip; the note otherwise. */
+/** A rebuild's builder (src/rebuild/rebuilder.ts Builder: build.sh or pruned) as check's lines name it: "rebuilt by the pruned TU in 0.20 s", as validate says "(pruned TU)". */
+export const builderWords = (b: string): string => (b === "pruned" ? "the pruned TU" : b);
+
+/** What an E_NO_GPU reason of a --rebuild puts between its build and the machine's message ("rebuilt by build.sh in 0.29 s (it compiles); not replayed: no NVIDIA driver: …"). */
+export const NOT_REPLAYED = "; not replayed: ";
+
+/** The short words a row gives the machine's missing GPU in place of its message (said once above the table: noGpuLines). */
+const NO_GPU_WORDS = "no GPU (E_NO_GPU)";
+
+/** An E_NO_GPU record's reason split: what came before the machine's message (a --rebuild's build, or nothing), and that message. */
+function noGpuParts(r: CheckRecord): { before: string; message: string } | undefined {
+  if (r.status !== "error" || r.code !== "E_NO_GPU" || !r.reason) return undefined;
+  const i = r.reason.indexOf(NOT_REPLAYED);
+  return i < 0 ? { before: "", message: r.reason } : { before: r.reason.slice(0, i + NOT_REPLAYED.length), message: r.reason.slice(i + NOT_REPLAYED.length) };
+}
+
+/**
+ * A row's reason where it is not the record's whole one: a capture not replayed for want of a GPU
+ * says "no GPU (E_NO_GPU)" (after its --rebuild's build, when there was one), the machine's message
+ * being the same on every row (noGpuLines says it once); undefined for any other record.
+ */
+export function rowReason(r: CheckRecord): string | undefined {
+  const p = noGpuParts(r);
+  return p && `${p.before}${NO_GPU_WORDS}`;
+}
+
+/**
+ * The machine's own messages of the captures not replayed for want of a GPU, each said once
+ * ("no GPU here (E_NO_GPU, 3 captures): no NVIDIA driver: libcuda could not be loaded; …"); a merge
+ * of shards run on several machines may hold several. Escaped, one line each.
+ */
+export function noGpuLines(records: CheckRecord[]): string[] {
+  const by = new Map<string, number>();
+  for (const r of records) {
+    const p = noGpuParts(r);
+    if (p) by.set(p.message, (by.get(p.message) ?? 0) + 1);
+  }
+  return [...by].map(([message, n]) => `no GPU here (E_NO_GPU, ${plural(n, "capture")}): ${escapeForTerminal(message, { oneLine: true })}`);
+}
+
+/** What to show beside the verdict: the reason of a regression, error or skip (rowReason's where it has one); the note otherwise. */
 function detail(r: CheckRecord): string {
   if (r.status === "slower") return r.time?.reason ?? "";
-  return r.reason ?? r.note ?? (r.numerics !== "bit-exact" ? (r.numerics ?? "") : "");
+  return rowReason(r) ?? r.reason ?? r.note ?? (r.numerics !== "bit-exact" ? (r.numerics ?? "") : "");
 }
 
 const us = (r: CheckRecord) => (r.timing ? `${r.timing.medianUs.toFixed(1)} µs` : "");
@@ -58,15 +98,17 @@ export function recordLine(r: CheckRecord): string {
 export const CHECK_SUMMARIES = ["per-capture", "per-kernel", "per-gpu", "none"] as const;
 export type CheckSummary = (typeof CHECK_SUMMARIES)[number];
 
-/** The summary table (regressions first, or one row per kernel or GPU: groupTable) and the count line. */
+/** The summary table (regressions first, or one row per kernel or GPU: groupTable) and the count line; above it, once, the machine's message of a missing GPU (noGpuLines). */
 export function summaryTable(records: CheckRecord[], seconds: number, by: CheckSummary = "per-capture"): string {
   const s = summarize(records);
-  const L =
-    by === "per-capture"
+  const L = [
+    ...noGpuLines(records),
+    ...(by === "per-capture"
       ? [`${"STATUS".padEnd(8)} ${"TIME vs BASELINE".padEnd(22)} ${"MEDIAN".padStart(11)}  CAPTURE  KERNEL — WHY`, ...ordered(records).map(recordLine)]
       : by === "none"
         ? []
-        : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")];
+        : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")]),
+  ];
   L.push(countLine(s, seconds));
   return L.join("\n");
 }

@@ -116,6 +116,12 @@ export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
   build(dir: string, work: string, o: FastBuildOptions, series: S): Promise<FastBuilt>;
   /** null when the two modules give `kernel` the same machine code, else what differs (a sentence). */
   differs(full: Uint8Array, fast: Uint8Array, kernel: string): string | null;
+  /**
+   * build.sh's default output, relative to the capture folder (CUDA: build/kernel.cubin): a fast
+   * build's module is written there too (src/rebuild/rebuilder.ts), so that it always holds the
+   * last rebuild's module.
+   */
+  readonly buildShModule: string;
 }
 
 export interface Frontend<Options = unknown> {

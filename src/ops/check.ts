@@ -33,6 +33,7 @@ import { replay, type ReplayOptions, type ReplayResult } from "../replay/engine.
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import type { CaptureRef } from "../check/discover.ts";
 import { mismatchReason, type CheckSettings } from "../check/runner.ts";
+import { builderWords, NOT_REPLAYED } from "../check/report.ts";
 import { lines, serveTasks } from "../check/worker.ts";
 import { deviceArch, deviceResets } from "../replay/backends/factory.ts";
 import type { Outcome } from "../format/check-record.ts";
@@ -138,7 +139,7 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
     if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
     const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
     p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
-    throw new KerncapError("E_NO_GPU", `rebuilt by ${b.builder} in ${b.seconds.toFixed(2)} s (it compiles); not replayed: ${e.message}`, {
+    throw new KerncapError("E_NO_GPU", `rebuilt by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s (it compiles)${NOT_REPLAYED}${e.message}`, {
       ...(e.hint ? { hint: e.hint } : {}),
     });
   }

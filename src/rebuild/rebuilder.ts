@@ -8,7 +8,9 @@
  * (rebuildOnce, beside the replay: src/ops/rebuild-beside.ts startRebuild) and once per save by the watch
  * (rebuildSave, with checkBeside after a build by build.sh). Both run the frontend's
  * beforeBuild first (CUDA: a stale slice remade) and its checkRebuiltModule (checkRebuilt) before
- * anything launches the module.
+ * anything launches the module. A fast build's module is written over build.sh's own output too
+ * (FastBuilder.buildShModule: CUDA's build/kernel.cubin), so that the file the docs and the
+ * reproducer's README name always holds the last rebuild's module.
  *
  * validate (one process per edit) keeps the check in DIR/build/pruned/check.json: the first
  * validate (or the first after the plan of build.sh's compile changed, or after another kerncap
@@ -38,7 +40,8 @@ import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, writeInCapture } from "../format/paths.ts";
+import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
+import { writeFileAtomic } from "../util/write-file.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -237,6 +240,21 @@ export class Rebuilder {
     return b;
   }
 
+  /**
+   * A fast build's module, written also as build.sh's own output (FastBuilder.buildShModule: CUDA's
+   * build/kernel.cubin), whole (a temp file renamed over it) and through no link, so that the file
+   * the docs and the reproducer's README name (`replay --against DIR/build/kernel.cubin`) always
+   * holds the last rebuild's module, whichever build made it.
+   * @throws KerncapError E_UNSAFE_PATH (a link at the name or in build/), E_IO
+   */
+  private published(r: Rebuilt): Rebuilt {
+    const rel = this.fast!.buildShModule;
+    const { path } = resolveInCapture(this.dir, rel);
+    // a build output remade at every rebuild: no fsync (as build.sh's own, src/format/staged-build.ts collectBuild)
+    writeFileAtomic(path, readFileSync(r.module), { sync: false, what: `the rebuilt module ${rel}`, root: this.dir, create: true });
+    return r;
+  }
+
   /** Whether the fast build gives the kernel build.sh's machine code, and the sizes for the message. */
   private compare(full: Rebuilt, f: FastBuilt): { differs: string | null; said: string } {
     const differs = this.fast!.differs(readFileSync(full.module), readFileSync(f.module), this.m.kernel.name);
@@ -274,7 +292,7 @@ export class Rebuilder {
         this.fastEnabled = false;
         log.info(`the pruned build takes ${c.pruned.toFixed(2)} s a save, build.sh ${c.buildSh.toFixed(2)} s: build.sh rebuilds the saves from now on`);
       }
-      return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+      return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });
     } catch (e) {
       if (!(e instanceof FastBuildUnavailable)) throw e;
       log.debug(`pruned build: ${e.message}; build.sh instead`);
@@ -324,7 +342,8 @@ export class Rebuilder {
 
   /**
    * validate's rebuild, by the record in DIR/build/pruned/check.json (see the top of this file).
-   * @returns the module (DIR/build/kernel.cubin by build.sh, DIR/build/pruned/kernel.cubin by the pruned build), its build time (s), the builder
+   * @returns the module (DIR/build/kernel.cubin by build.sh, DIR/build/pruned/kernel.cubin by the pruned build, which is
+   *   copied to DIR/build/kernel.cubin too: published), its build time (s), the builder
    * @throws KerncapError from build.sh (E_BUILD, E_RDC, E_NO_REPRODUCER, E_INTERRUPTED), the
    *   module check (E_PARAM_LAYOUT …) and E_INTERRUPTED from a fast build's step
    */
@@ -352,12 +371,7 @@ export class Rebuilder {
     let replanned: FastBuilt | undefined;
     let replannedFull: Rebuilt | undefined;
     const cpus = this.o.cpus ?? availableParallelism();
-    const costs: BuildCosts | undefined = current
-      ? current.costs?.cpus === cpus
-        ? current.costs
-        : { cpus, buildSh: current.buildShSeconds, pruned: current.prunedSeconds ?? Infinity }
-      : undefined;
-    const strategy = current && costs ? (this.o.strategy ?? chooseStrategy(costs, cpus)) : undefined;
+    const { costs, strategy } = current ? this.strategyOf(current, cpus) : { costs: undefined, strategy: undefined };
     if (current && costs && strategy !== "race")
       log.debug(
         `validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`,
@@ -377,6 +391,16 @@ export class Rebuilder {
       ({ replanned, replannedFull } = r);
     }
     return this.checkBoth(fast, work, cpus, replanned, replannedFull);
+  }
+
+  /**
+   * The strategy a validate on `cpus` CPUs takes by a check that found the same machine code: by
+   * its measured costs on this CPU count (else the check's own times), unless the options fix one.
+   * The one decision: raceOrCheck's, and what checkBoth says the next validates will do.
+   */
+  private strategyOf(check: PrunedCheck, cpus: number): { costs: BuildCosts; strategy: Strategy } {
+    const costs = check.costs?.cpus === cpus ? check.costs : { cpus, buildSh: check.buildShSeconds, pruned: check.prunedSeconds ?? Infinity };
+    return { costs, strategy: this.o.strategy ?? chooseStrategy(costs, cpus) };
   }
 
   /**
@@ -435,7 +459,7 @@ export class Rebuilder {
         await stop(stopFull, fullR);
         series.save(work);
         if (costs) this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
-        return { module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) };
+        return this.published({ module: f.module, seconds: (performance.now() - t0) / 1000, builder: "pruned", steps: roundSteps(f.steps) });
       }
       log.info("build.sh's compile changed since the pruned build was checked: checking it again");
       series.save(work);
@@ -505,7 +529,7 @@ export class Rebuilder {
     series.save(work);
     if (f.plan === current.plan) {
       this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
-      return { module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) };
+      return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });
     }
     log.info("build.sh's compile changed since the pruned build was checked: checking it again");
     return { replanned: f, replannedFull: await this.buildSh() };
@@ -530,7 +554,7 @@ export class Rebuilder {
     }
     const f = pruned.value;
     const { differs, said } = this.compare(full.value, f);
-    this.writeCheck({
+    const check = {
       kernel,
       plan: f.plan,
       same: differs === null,
@@ -538,8 +562,20 @@ export class Rebuilder {
       buildShSeconds: full.value.seconds,
       prunedSeconds: f.seconds,
       costs: { cpus, buildSh: full.value.seconds, pruned: f.seconds },
-    });
-    log.info(differs ? `validate rebuilds with build.sh: ${said}` : `the next validates compile the pruned TU (${said})`);
+    };
+    this.writeCheck(check);
+    if (differs) log.info(`validate rebuilds with build.sh: ${said}`);
+    else {
+      // what the next validate will do: the decision it takes from this record (not a promise made before it)
+      const next = this.strategyOf({ ...check, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: "" }, cpus).strategy;
+      log.info(
+        next === "race"
+          ? `the next validates build the pruned TU beside build.sh and replay the first that builds (${said})`
+          : next === "pruned"
+            ? `the next validates compile the pruned TU alone, the cheaper build on ${cpus} CPUs (${said})`
+            : `the next validates build with build.sh alone, the cheaper build on ${cpus} CPUs (${said})`,
+      );
+    }
     return full.value;
   }
 }

@@ -373,13 +373,16 @@ export interface RoundTimes {
   bb?: number[];
 }
 
+/** adaptiveCompare's default bound on the rounds of one comparison. */
+export const MAX_ROUNDS = 4096;
+
 /** Default wall-clock budget (s) of adaptiveCompare's batches after the first. */
 export const COMPARE_SECONDS = 1;
 
 export interface AdaptiveOptions extends CompareOptions {
   /** Rounds of the first batch (the caller's --iters; rounded up to whole blocks). */
   minRounds: number;
-  /** Most rounds in all (default 4096). */
+  /** Most rounds in all (default MAX_ROUNDS). */
   maxRounds?: number;
   /** Wall-clock budget (s) for the batches after the first (default COMPARE_SECONDS). */
   budgetSeconds?: number;
@@ -400,7 +403,7 @@ export async function adaptiveCompare(
 ): Promise<{ compare: TimingComparison; rounds: number; seconds: number; batches: number }> {
   const block = Math.max(1, o.block ?? 2);
   const whole = (r: number) => Math.ceil(r / block) * block;
-  const maxRounds = whole(o.maxRounds ?? 4096);
+  const maxRounds = whole(o.maxRounds ?? MAX_ROUNDS);
   const now = o.now ?? (() => performance.now() / 1000);
   const t0 = now();
   const a: number[] = [];

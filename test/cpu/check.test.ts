@@ -21,7 +21,7 @@ import { checkCapture } from "../../src/ops/check.ts";
 import { parseShard, shardOf } from "../../src/check/shard.ts";
 import { judgeTime } from "../../src/check/timing.ts";
 import { serveTasks } from "../../src/check/worker.ts";
-import { errorSummary, summaryTable } from "../../src/check/report.ts";
+import { errorSummary, NOT_REPLAYED, recordLine, summaryTable } from "../../src/check/report.ts";
 import { ERROR_CODES } from "../../src/error-codes.ts";
 import { DOCUMENTS, jsonSchemaOf } from "../../src/format/documents.ts";
 import { runCli } from "../../src/cli/main.ts";
@@ -229,6 +229,23 @@ describe("the end of a check with errors", () => {
       "3 captures checked in 1.0 s: 2 errors, 1 ok",
     );
   });
+  test("no GPU: the machine's message once above the table, each row (progress line and table) 'no GPU (E_NO_GPU)', after its --rebuild's build", () => {
+    const msg = "no NVIDIA driver: libcuda could not be loaded; tried libcuda.so.1, libcuda.so: cannot open shared object file";
+    const rs = [
+      record("c/a", "error", { code: "E_NO_GPU", reason: msg, kernel: "k" }),
+      record("c/b", "error", { code: "E_NO_GPU", reason: `rebuilt by the pruned TU in 0.20 s (it compiles)${NOT_REPLAYED}${msg}`, kernel: "k" }),
+      record("c/c", "error", { code: "E_CHECKSUM", reason: "kernel/params.bin: checksum mismatch", kernel: "k" }),
+    ];
+    const table = summaryTable(rs, 0);
+    expect(table.split(msg).length - 1).toBe(1); // said once
+    const lines = table.split("\n");
+    expect(lines[0]).toBe(`no GPU here (E_NO_GPU, 2 captures): ${msg}`);
+    expect(lines[1]).toStartWith("STATUS");
+    expect(recordLine(rs[0]!)).toEndWith("c/a  k — no GPU (E_NO_GPU)");
+    expect(recordLine(rs[1]!)).toEndWith("c/b  k — rebuilt by the pruned TU in 0.20 s (it compiles); not replayed: no GPU (E_NO_GPU)");
+    expect(recordLine(rs[2]!)).toEndWith("c/c  k — kernel/params.bin: checksum mismatch"); // another error keeps its reason
+    expect(summaryTable([rs[2]!], 0)).not.toContain("no GPU here");
+  });
   test("errors counted by code, most first, each with its next step: E_NO_GPU → the GPU's machine and --resume; E_CHECKSUM → capture again or restore; E_UNTRUSTED → --trust; others → the code's hint", () => {
     const six = [...["a", "b", "c", "d", "e"].map((x) => rec(`m2/${x}`, "error", "E_NO_GPU")), rec("m2/broken", "error", "E_CHECKSUM")];
     const { line, steps } = errorSummary(six, "run");
@@ -272,6 +289,20 @@ describe("the end of a check with errors", () => {
 });
 
 describe("JUnit XML", () => {
+  test("no GPU: the error's message is the row's short reason, its text the machine's whole message once; a rebuild by the pruned TU is named so", () => {
+    const msg = "no NVIDIA driver: libcuda could not be loaded; tried libcuda.so.1";
+    const r = record("c/a", "error", {
+      code: "E_NO_GPU",
+      reason: `rebuilt by the pruned TU in 0.20 s (it compiles)${NOT_REPLAYED}${msg}`,
+      rebuild: { builder: "pruned", seconds: 0.2, targetArch: null },
+    });
+    const xml = junitXml([r], { seconds: 1 });
+    expect(xml.split(msg).length - 1).toBe(1);
+    const e = junitStructure(xml).cases[0]!.children.find((c) => c.tag === "error")!;
+    expect(e.attrs.message).toBe("rebuilt by the pruned TU in 0.20 s (it compiles); not replayed: no GPU (E_NO_GPU)");
+    expect(e.text).toBe(r.reason!);
+    expect(junitStructure(xml).cases[0]!.children.find((c) => c.tag === "system-out")!.text).toContain("rebuilt by the pruned TU in 0.20 s");
+  });
   test("escaping: markup, quotes, control characters and a lone surrogate leave a well-formed file with the same text", () => {
     expect(xmlEscape(`a<b>&"c'`)).toBe("a&lt;b&gt;&amp;&quot;c&apos;");
     expect(xmlEscape("x\x01y\uD800z\n", true)).toBe("x\\x01y\\ud800z&#10;");

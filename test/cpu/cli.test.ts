@@ -573,6 +573,29 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await verb("inspect", [back, "--verify"])).toBe(0);
       expect((await failure("unpack", [join(dir, "../none.zip")])).message).toContain("no such archive");
     });
+    test("the docs' pack-then-unpack examples run as written beside the capture they packed (README.md, docs/*.md)", async () => {
+      const main = join(import.meta.dir, "../../src/cli/main.ts");
+      const root = join(import.meta.dir, "../..");
+      const docs = [
+        "README.md",
+        ...readdirSync(join(root, "docs"))
+          .filter((f) => f.endsWith(".md"))
+          .map((f) => `docs/${f}`),
+      ];
+      // `kerncap pack cap -o cap.zip; kerncap unpack …` on one line, or `…` / `…` in prose
+      const re = /(kerncap pack cap -o cap\.zip)`?\s*[;/]\s*`?(kerncap unpack [^`#\n]*?)\s*(?:`|#|\n)/g;
+      const found: [string, string, string][] = [];
+      for (const f of docs) for (const m of readFileSync(join(root, f), "utf8").matchAll(re)) found.push([f, m[1]!, m[2]!]);
+      expect(found.map(([f]) => f)).toContain("README.md");
+      for (const [f, pack, unpack] of found) {
+        const cwd = tempDir();
+        await makeCapture(join(cwd, "cap"));
+        for (const line of [pack, unpack]) {
+          const r = Bun.spawnSync([process.execPath, main, ...line.split(/\s+/).slice(1)], { cwd, stdout: "pipe", stderr: "pipe" });
+          expect(r.exitCode, `${f}: ${line}: ${r.stderr.toString()}`).toBe(0);
+        }
+      }
+    });
   },
   export: () => {
     test("writes a folder with the C program and the data; -o is required; --dtype and --atol are checked (more in ./export.test.ts)", async () => {
@@ -939,6 +962,19 @@ describe("command line (runCli: the one error path)", () => {
     expect(JSON.parse(r.out).error.hint).toContain("--out (-o), --force (-f)");
     const c0 = await cli(["run", "-c", "0", "--json", "--", "./app"]);
     expect(JSON.parse(c0.out).error.message).toContain("--launch-count must be a whole number from 1");
+  });
+  test("validate --iters: its help and docs/performance.md say what it does (the comparison's first batch of rounds, then doubling) and its default", async () => {
+    const { VALIDATE_ITERS } = await import("../../src/cli/commands/validate.ts");
+    const { AGAINST_ITERS } = await import("../../src/cli/commands/replay.ts");
+    const line = (await cli(["validate", "--help"])).out.split("\n").find((l) => l.includes("--iters="))!;
+    expect(line).toContain("Rounds timed first, each the rebuilt and the captured kernel interleaved");
+    expect(line).toContain("doubling, until the comparison is decided");
+    expect(line).toContain(`(Default: ${VALIDATE_ITERS})`);
+    expect((await cli(["replay", "--help"])).out).toContain(`${AGAINST_ITERS} rounds of the two kernels to start with --against`);
+    const perf = readFileSync(join(import.meta.dir, "../../docs/performance.md"), "utf8").replace(/\s+/g, " ");
+    expect(perf).toContain(`by default ${AGAINST_ITERS} for \`replay --against\`, ${VALIDATE_ITERS} for \`validate\``);
+    const verbs = readFileSync(join(import.meta.dir, "../../docs/verbs.md"), "utf8");
+    expect(verbs).toContain(`\`--iters N\` (default ${VALIDATE_ITERS}) is the comparison's first batch of rounds`);
   });
   test("--help: examples under every verb and kerncap's own; the usage said once; a word that is no verb is an error", async () => {
     const { EXAMPLES } = await import("../../src/cli/help.ts");

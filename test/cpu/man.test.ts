@@ -4,7 +4,7 @@
  * visible option in it, nothing internal, and, where groff is installed, rendered without a warning.
  */
 import { expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { manPage, roff } from "../../src/cli/man.ts";
 import { commands } from "../../src/cli/verbs.ts";
@@ -34,4 +34,30 @@ test.skipIf(!Bun.which("groff"))("groff renders it without a warning", () => {
   const r = Bun.spawnSync(["groff", "-man", "-Tutf8", "-ww", "-z", join(ROOT, "docs/kerncap.1")], { stderr: "pipe" });
   expect(r.exitCode).toBe(0);
   expect(r.stderr.toString()).toBe("");
+});
+
+test("docs/*.md name every verb's every option (--NAME, --no-NAME or --[no-]NAME), and verbs.md's table and doctor's description name what a new user missed there", async () => {
+  const docs = readdirSync(join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => readFileSync(join(ROOT, "docs", f), "utf8"))
+    .join("\n");
+  const missing: string[] = [];
+  for (const [verb, load] of Object.entries(commands)) {
+    const cmd = await (load as () => Promise<{ args?: unknown }>)();
+    const args = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) as Record<string, { type?: string }> | undefined;
+    for (const [name, a] of Object.entries(args ?? {})) {
+      if (a.type === "positional" || name === "worker") continue; // check's and eval's protocol option
+      const bare = name.replace(/^no-/, "");
+      if (![`--${name}`, `--no-${bare}`, `--[no-]${bare}`].some((w) => new RegExp(`${w.replace(/[[\]]/g, "\\$&")}\\b`).test(docs)))
+        missing.push(`${verb} --${name}`);
+    }
+  }
+  expect(missing).toEqual([]);
+  const verbs = readFileSync(join(ROOT, "docs/verbs.md"), "utf8");
+  const row = (verb: string) => verbs.split("\n").find((l) => l.startsWith(`| \`${verb} `))!;
+  expect(row("pack")).toContain("--name NAME");
+  expect(row("profile")).toContain("--name NAME");
+  for (const o of ["--slower PCT", "--write-baseline FILE", "--results DIR"]) expect(row("check")).toContain(o);
+  expect(row("doctor")).toContain("nvcc, ncu,");
+  expect(verbs.slice(verbs.indexOf("**`doctor`**")).split("\n\n")[1]).toContain("Nsight Compute (`ncu`");
 });

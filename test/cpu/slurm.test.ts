@@ -3,10 +3,11 @@
  * of Debian's slurmctld + slurmd with munge, private to the run), over a corpus of three demo
  * captures in two array tasks: every capture in the merged JUnit report once. On this CPU machine
  * each record is E_NO_GPU. Runs only where slurm-wlm and munge are installed (the script exits 77
- * otherwise); kerncap is this checkout's, through a wrapper.
+ * otherwise); kerncap is this checkout's, through a wrapper. And the three documents that speak of
+ * it say the same (a new user found one saying Slurm was never tried).
  */
 import { expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { tempDir } from "./fixtures.ts";
 
@@ -45,3 +46,15 @@ test.skipIf(!HAS_SLURM)(
   },
   300_000,
 );
+
+test("check.md, support.md and benchmarks.md say the same of Slurm: a real one-node Slurm (this test's script) without a GPU, a stand-in shell on the GPU node", () => {
+  const doc = (f: string) => readFileSync(join(ROOT, "docs", f), "utf8").replace(/\s+/g, " ");
+  for (const f of ["check.md", "support.md", "benchmarks.md"]) {
+    const t = doc(f);
+    expect(t, f).toContain("scripts/slurm-one-node.sh");
+    expect(t, f).toContain("test/cpu/slurm.test.ts");
+    expect(t, f).not.toMatch(/Slurm itself (never|\(scheduling[^)]*\) was not tried)/);
+  }
+  expect(doc("benchmarks.md")).toContain("scripts/try-slurm-array.sh");
+  expect(doc("check.md")).toContain("scripts/try-slurm-array.sh");
+});

@@ -34,14 +34,16 @@ function moduleOption(v: unknown): { modulePath?: string } {
   return { modulePath: file };
 }
 
+/** replay --against's --iters by default: the rounds of the comparison's first batch. */
+export const AGAINST_ITERS = 50;
+
 export default defineCommand({
   meta: { name: "replay", description: "Replay a capture at its captured VAs, compare bit for bit, time it" },
   args: {
     ...dirArg,
     iters: {
       type: "string",
-      description:
-        "Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min): 10 by default, 50 of each kernel with --against; 0: none, no warm-up either",
+      description: `Timed launches after the checked runs and 2 warm-up launches (median, p10, p90, min): 10 by default, ${AGAINST_ITERS} rounds of the two kernels to start with --against (then more until the comparison is decided); 0: none, no warm-up either`,
     },
     runs: {
       type: "string",
@@ -84,8 +86,8 @@ export default defineCommand({
       throw new KerncapError("E_USAGE", "--against and --module together: give one", {
         hint: "--module replays one module; --against times another kernel against the captured one (or put the module in --against).",
       });
-    // a comparison needs pairs: 50 by default to start with (more are taken until it is decided), at least MIN_PAIRS
-    const pairs = other ? intArg("iters", args.iters, 50, 100_000, MIN_PAIRS) : iters;
+    // a comparison needs pairs: AGAINST_ITERS by default to start with (more are taken until it is decided), at least MIN_PAIRS
+    const pairs = other ? intArg("iters", args.iters, AGAINST_ITERS, 100_000, MIN_PAIRS) : iters;
     const repeat = intArg("repeat", args.repeat, 1, 100_000, 1);
     if (repeat > 1 && !other)
       throw new KerncapError("E_USAGE", "--repeat needs --against", { hint: "Repeat a comparison: kerncap replay DIR --against OTHER --repeat 20." });

@@ -16,7 +16,8 @@
 import { defineCommand, type ArgsDef, type ParsedArgs } from "citty";
 import { openCapture } from "../../format/capture-dir.ts";
 import { validate, type ValidateOptions } from "../../ops/validate.ts";
-import { watchLine } from "../../rebuild/watch.ts";
+import { WATCH_COMPARE_SECONDS, watchLine } from "../../rebuild/watch.ts";
+import { blockOf, COMPARE_SECONDS, MAX_ROUNDS, MIN_PAIRS } from "../../replay/stats.ts";
 import {
   dirArg,
   trustArg,
@@ -36,10 +37,18 @@ import {
 } from "../args.ts";
 import { describeComparison, describeReplay } from "../format.ts";
 
+/** validate's --iters by default: the rounds of the comparison's first batch. */
+export const VALIDATE_ITERS = 10;
+
 /** validate's options (exported for validateOptions' type and the tests). */
 export const VALIDATE_ARGS = {
   ...dirArg,
-  iters: { type: "string", description: "Timed launches after the checked one", default: "10" },
+  iters: {
+    type: "string",
+    // what runCompared does with it (src/replay/session.ts, src/replay/stats.ts adaptiveCompare): the first batch of an adaptive comparison
+    description: `Rounds timed first, each the rebuilt and the captured kernel interleaved (rounded up to whole blocks of ${blockOf(4)}), then more, doubling, until the comparison is decided or ${COMPARE_SECONDS} s more has passed (${WATCH_COMPARE_SECONDS} s a --watch save; ${MAX_ROUNDS} rounds at most); under ${MIN_PAIRS}: that many timed launches, no comparison; 0: none`,
+    default: String(VALIDATE_ITERS),
+  },
   runs: {
     type: "string",
     description:
@@ -82,7 +91,7 @@ export const VALIDATE_ARGS = {
  * @throws KerncapError E_USAGE (a bad --iters, --runs, tolerance)
  */
 export function validateOptions(args: ParsedArgs<typeof VALIDATE_ARGS>, rawArgs: string[]): Pick<ValidateOptions, "run" | "verify" | "force" | "fullBuild"> {
-  const iters = intArg("iters", args.iters, 10, 100_000);
+  const iters = intArg("iters", args.iters, VALIDATE_ITERS, 100_000);
   const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000, 1);
   return {
     run: { iters, ...(runs !== undefined ? { runs } : {}), ...(args["flush-l2"] ? { flushL2: true } : {}), ...toleranceOptions(args, rawArgs) },

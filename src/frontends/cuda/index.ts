@@ -39,6 +39,7 @@ const prunedBuild: FastBuilder<FastBuildState> = {
   series: (work) => (work ? FastBuildState.load(work) : new FastBuildState()),
   build: fastBuild,
   differs: sameKernelCode,
+  buildShModule: "build/kernel.cubin", // templates/cuda/build.sh.hbs's default OUTPUT
 };
 
 export const cudaFrontend: Frontend<CudaReproOptions> = {

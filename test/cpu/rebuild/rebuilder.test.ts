@@ -6,8 +6,8 @@
  * other is never started), with the cost averaged in; on 16 CPUs both race. The watch leaves a
  * fast build whose saves cost more than build.sh's.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { parseRaw } from "../../../src/capture/raw.ts";
@@ -16,6 +16,7 @@ import { FastBuildUnavailable } from "../../../src/frontends/build.ts";
 import { captureEnrichment, captureOptions, registerFrontend } from "../../../src/frontends/index.ts";
 import { toyFrontend } from "../../frontends/toy/index.ts";
 import { tempDir, writeRawCapture } from "../fixtures.ts";
+import { log } from "../../../src/log.ts";
 import { chooseStrategy, readPrunedCheck, Rebuilder, type RebuilderOptions } from "../../../src/rebuild/rebuilder.ts";
 
 let unregister: () => void;
@@ -61,6 +62,17 @@ function slowBuildSh(dir: string, s: number): void {
   writeFileSync(f, readFileSync(f, "utf8").replace("set -euo pipefail\n", `set -euo pipefail\nsleep ${s}\n`));
 }
 
+/** What `fn` logs with log.info (each line joined), and its result. */
+async function infoOf<T>(fn: () => Promise<T>): Promise<{ said: string[]; r: T }> {
+  const said: string[] = [];
+  const spy = spyOn(log, "info").mockImplementation(((...a: unknown[]) => void said.push(a.join(" "))) as never);
+  try {
+    return { said, r: await fn() };
+  } finally {
+    spy.mockRestore();
+  }
+}
+
 const opts = (cpus: number): RebuilderOptions => ({ quiet: true, force: false, fullBuild: false, race: false, cpus });
 
 describe("validate's build strategy by measured cost", () => {
@@ -75,8 +87,11 @@ describe("validate's build strategy by measured cost", () => {
     const { dir, m } = await toyCapture();
     const calls = { n: 0 };
     const fe = slowFast(400, calls);
-    const first = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
+    const { said, r: first } = await infoOf(() => new Rebuilder(dir, m, fe, opts(2)).rebuildOnce());
     expect(first.builder).toBe("build.sh"); // the check: both, side by side
+    // it says what the next validate will decide from this record: build.sh alone, not the pruned TU
+    expect(said.join("\n")).toContain("the next validates build with build.sh alone, the cheaper build on 2 CPUs (");
+    expect(said.join("\n")).not.toContain("compile the pruned TU");
     expect(calls.n).toBe(1);
     const check = readPrunedCheck(dir)!;
     expect(check.same).toBe(true);
@@ -99,15 +114,58 @@ describe("validate's build strategy by measured cost", () => {
     slowBuildSh(dir, 0.5);
     const calls = { n: 0 };
     const fe = slowFast(0, calls);
-    expect((await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce()).builder).toBe("build.sh");
+    const { said, r: first } = await infoOf(() => new Rebuilder(dir, m, fe, opts(2)).rebuildOnce());
+    expect(first.builder).toBe("build.sh");
+    expect(said.join("\n")).toContain("the next validates compile the pruned TU alone, the cheaper build on 2 CPUs (");
     expect(readPrunedCheck(dir)!.costs!.buildSh).toBeGreaterThanOrEqual(0.5);
-    rmSync(join(dir, "build", "kernel.bin"));
+    const ran = join(dir, "build", "build-sh-ran"); // build.sh's mark (build/kernel.bin is written by either build)
+    const f = join(dir, "build.sh");
+    writeFileSync(f, readFileSync(f, "utf8").replace('mkdir -p "$here/build"\n', '$&touch "$here/build/build-sh-ran"\n'));
     const t0 = performance.now();
     const second = await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce();
     expect(second.builder).toBe("pruned");
     expect(performance.now() - t0).toBeLessThan(450); // build.sh's sleep was not waited for
-    expect(existsSync(join(dir, "build", "kernel.bin"))).toBe(false); // build.sh did not run
+    expect(existsSync(ran)).toBe(false); // build.sh did not run
+    await new Rebuilder(dir, m, fe, { ...opts(2), fullBuild: true }).rebuildOnce();
+    expect(existsSync(ran)).toBe(true); // the mark is build.sh's
     expect(calls.n).toBe(2);
+  }, 30_000);
+
+  test("build.sh's output (build/kernel.bin) holds the last rebuild's module whichever built it: a fast build's is written there too, whole and through no link", async () => {
+    const { dir, m } = await toyCapture();
+    const fe = slowFast(0, { n: 0 });
+    const module = join(dir, "build", "kernel.bin");
+    const src = join(dir, "src", "kernel.txt");
+    expect((await new Rebuilder(dir, m, fe, opts(16)).rebuildOnce()).builder).toBe("build.sh"); // the check
+    for (const [edit, o] of [
+      ["raced", { ...opts(16), strategy: "race" as const }],
+      ["alone", { ...opts(2), strategy: "pruned" as const }],
+    ] as const) {
+      writeFileSync(src, `${edit}\n`);
+      const r = await new Rebuilder(dir, m, fe, o).rebuildOnce();
+      expect(r.builder, edit).toBe("pruned");
+      expect(r.module, edit).not.toBe(module);
+      expect(readFileSync(module, "utf8"), edit).toBe(`${edit}\n`); // not the previous build's
+    }
+    // the watch's saves too
+    const w = new Rebuilder(dir, m, fe, { quiet: true, force: false, fullBuild: false, watch: true });
+    try {
+      await w.checkBeside(await w.rebuildSave(), new AbortController().signal);
+      writeFileSync(src, "saved\n");
+      expect((await w.rebuildSave()).builder).toBe("pruned");
+      expect(readFileSync(module, "utf8")).toBe("saved\n");
+    } finally {
+      w.close();
+    }
+    // a link at the name is refused, not written through
+    const elsewhere = join(tempDir(), "elsewhere");
+    writeFileSync(elsewhere, "mine\n");
+    rmSync(module);
+    symlinkSync(elsewhere, module);
+    writeFileSync(src, "linked\n");
+    const err = await new Rebuilder(dir, m, fe, { ...opts(2), strategy: "pruned" }).rebuildOnce().catch((e) => e);
+    expect(err.code).toBe("E_UNSAFE_PATH");
+    expect(readFileSync(elsewhere, "utf8")).toBe("mine\n");
   }, 30_000);
 
   test("the race: the compiler's start (onCompile: the replay's preparation) is the fast build's compile step, not build.sh's start; or the fast build's failure", async () => {
@@ -126,7 +184,9 @@ describe("validate's build strategy by measured cost", () => {
         },
       },
     });
-    expect((await new Rebuilder(dir, m, compilingAfter(false), opts(16)).rebuildOnce()).builder).toBe("build.sh"); // the check
+    const { said, r: checked } = await infoOf(() => new Rebuilder(dir, m, compilingAfter(false), opts(16)).rebuildOnce());
+    expect(checked.builder).toBe("build.sh"); // the check
+    expect(said.join("\n")).toContain("the next validates build the pruned TU beside build.sh and replay the first that builds (");
     for (const fail of [false, true]) {
       const at: number[] = [];
       const t0 = performance.now();

@@ -73,6 +73,30 @@ describe("tune's configs as eval candidates", () => {
     expect(e.seconds.replay).toBeGreaterThan(0.5); // the hung candidate held its worker until the watchdog's 1 s
   }, 60_000);
 
+  test("build.sh's own row is built beside the configs (one pool, `jobs` at once), not before them: nothing waits for its module", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const texts: Record<string, string> = { "build.sh": "match 1", "A=1": "match 1", "A=2": "match 1" };
+    const list = Object.keys(texts).map((label) => ({ config: label, candidate: flagsCandidate(label, label === "build.sh" ? [] : [`-D${label}`]) }));
+    const started: Record<string, number> = {};
+    const build = fakeBuild(texts, [], 400);
+    const t0 = performance.now();
+    await evaluateTune(dir, list, {
+      iters: 20,
+      flushL2: false,
+      jobs: 3,
+      fakes: {
+        open: fakeWorkers(),
+        buildWith: (d, m, c, dest) => {
+          started[c.label] = performance.now() - t0;
+          return build(d, m, c, dest);
+        },
+      },
+    });
+    // all three started at once (a build.sh built first would hold the configs back by its 400 ms)
+    for (const label of Object.keys(texts)) expect(started[label]!, label).toBeLessThan(300);
+  }, 60_000);
+
   test("no config judged on a GPU, only the workers' errors: the tune ends with their error (E_NO_GPU on a machine without one)", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);

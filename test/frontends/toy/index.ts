@@ -35,6 +35,7 @@ const copyBuild: FastBuilder = {
     return { module, plan: "toy-copy", seconds: 0.001, steps: { copyMs: 0.4 }, prune: { lines: () => ({ before: 2, after: 1 }) } };
   },
   differs: (full, fast) => (Buffer.compare(Buffer.from(full), Buffer.from(fast)) === 0 ? null : "the bytes differ"),
+  buildShModule: "build/kernel.bin", // ./build.sh.hbs's output
 };
 
 export const toyFrontend: Frontend<ToyOptions> = {

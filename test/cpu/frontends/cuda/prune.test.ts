@@ -273,6 +273,7 @@ describe.skipIf(!NVCC)("validate's rebuild: build.sh until the pruned build is c
       expect(edited.steps!.compileMs).toBeGreaterThan(0);
       expect(edited.steps!.incremental).toBe(true); // from the first validate's preprocessing, kept in build/pruned
       const editedCode = code(edited.module);
+      expect(Buffer.compare(code(join(out, "build", "kernel.cubin")), editedCode)).toBe(0); // build.sh's output holds it too (replay --against DIR/build/kernel.cubin)
       expect(sameKernelCode(unchanged, editedCode, kernel)).not.toBeNull(); // the edit reached it
       const full = await buildForValidate(out, m, { ...o, fullBuild: true });
       expect(full.builder).toBe("build.sh");
