@@ -70,6 +70,12 @@ export const ENV_VARS = {
     setBy: "user",
     meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path",
   },
+  KERNCAP_RESULTS_KEY: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "the secret (hex, at least 32 digits: `openssl rand -hex 32`) that `check` and `eval` authenticate their results records with and `--merge`/`--resume` verify them with (HMAC-SHA256); give every run of a CI matrix or Slurm array the same one to merge their shards elsewhere. Unset: a key kerncap makes once in your state folder (`results-key`, mode 0600); a weaker value is refused",
+  },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",
@@ -190,6 +196,8 @@ export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
 export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);
 /** $KERNCAP_HSA_PATH: libhsa-runtime64 searched first. */
 export const hsaOverride = (env?: Env) => readEnv("KERNCAP_HSA_PATH", env);
+/** $KERNCAP_RESULTS_KEY: the shared results key, as given (src/format/record-auth.ts checks it). */
+export const resultsKeyOverride = (env?: Env) => readEnv("KERNCAP_RESULTS_KEY", env);
 /** KERNCAP_VERBOSE set (non-empty): debug logs from the start. */
 export const verboseFromEnv = (env?: Env) => readEnv("KERNCAP_VERBOSE", env) !== undefined;
 /** This process is the no-ASLR replay child (KERNCAP_ASLR_RETRY=1). */
