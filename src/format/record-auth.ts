@@ -179,13 +179,19 @@ export function canonicalJson(x: unknown): string {
   return JSON.stringify(x) ?? "null";
 }
 
-/** The MAC of record `rec` (auth left out, `schema` set to `schema`) under `key`: 64 hex digits. */
+/** The MAC of record `rec` (auth left out, `schema` set to `schema`) under `key`, as it is: 64 hex digits. */
 function macOf(schema: string, rec: object, key: ResultsKey): string {
   const { [AUTH_FIELD]: _, ...body } = rec as Record<string, unknown>;
-  // as it reads back: JSON.stringify leaves out undefined members and writes -0 as 0
-  const json = JSON.parse(JSON.stringify({ ...body, schema }));
-  return createHmac("sha256", key.bytes).update(canonicalJson(json)).digest("hex");
+  return createHmac("sha256", key.bytes)
+    .update(canonicalJson({ ...body, schema }))
+    .digest("hex");
 }
+
+/**
+ * The authenticator of `rec` as it is (a record parsed from its line: the one recordAuthProblem
+ * expects), "hmac-sha256:KEYID:MAC". Writers use sealRecord, which takes the record as it reads back.
+ */
+export const authenticatorOf = (schema: string, rec: object, key: ResultsKey): string => `hmac-sha256:${key.id}:${macOf(schema, rec, key)}`;
 
 /**
  * `rec` with its authenticator under `key` (any earlier `auth` replaced), or without one when
@@ -194,7 +200,8 @@ function macOf(schema: string, rec: object, key: ResultsKey): string {
 export function sealRecord<T extends object>(schema: string, rec: T, key: ResultsKey | undefined): T & { auth?: string } {
   const { [AUTH_FIELD]: _, ...body } = rec as Record<string, unknown>;
   if (!key) return body as T;
-  return { ...(body as T), [AUTH_FIELD]: `hmac-sha256:${key.id}:${macOf(schema, body, key)}` };
+  // as it reads back: JSON.stringify leaves out undefined members and writes -0 as 0
+  return { ...(body as T), [AUTH_FIELD]: authenticatorOf(schema, JSON.parse(JSON.stringify(body)), key) };
 }
 
 /**

@@ -30,7 +30,7 @@ import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/received.ts";
-import { checkOptions, fakeOutcome, makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, recordLine, sealedText, stockBuildSh, tempDir } from "./fixtures.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -556,7 +556,7 @@ describe("a check with fake workers", () => {
     const extra = join(d, "shard-9", "results.jsonl");
     const lines = readFileSync(real, "utf8").trim().split("\n");
     const failing = lines.find((l) => JSON.parse(l).id === "corpus/b")!;
-    writeFileSync(extra, `${JSON.stringify({ ...JSON.parse(failing), verdict: "match", reason: null, status: "ok" })}\n`);
+    writeFileSync(extra, recordLine("check-record", { ...JSON.parse(failing), verdict: "match", reason: null, status: "ok" })); // written by a kerncap of this key
     const junit = join(d, "all.xml");
     let e: unknown;
     try {
@@ -577,15 +577,17 @@ describe("a check with fake workers", () => {
     const d = tempDir();
     const f = join(d, "results.jsonl");
     const same = { verdict: "same", ratio: 1, low: 0.99, high: 1.01, baselineMedianUs: 100, slowerPct: 5, reason: null };
-    const line = (o: Partial<Record<keyof CheckRecord, unknown>>) =>
+    const raw = (o: Partial<Record<keyof CheckRecord, unknown>>) =>
       JSON.stringify({ schema: "kerncap.check-record/1", ...record("corpus/x", "ok", { timing: { medianUs: 100, samplesUs: times(100) } }), ...o });
+    // with its authenticator: only the numbers are wrong
+    const line = (o: Partial<Record<keyof CheckRecord, unknown>>) => sealedText(raw(o));
     // what a check writes: a ratio of 1.00 beside medians of 100 µs and 100 µs
     writeFileSync(f, `${line({ time: same })}\n`);
     expect(mergeResults([f], { slowerPct: 10 }).exitCode).toBe(0);
     for (const [bad, why] of [
       [line({ time: { ...same, baselineMedianUs: 10 } }), "time.ratio 1 is not near timing.medianUs / time.baselineMedianUs (100 / 10 = 10)"],
-      [line({ time: { ...same, low: "-INF" } }).replace('"-INF"', "-1e999"), "time.low is -Infinity"],
-      [line({ time: { ...same, slowerPct: "INF" } }).replace('"INF"', "1e999"), "time.slowerPct is Infinity"],
+      [sealedText(raw({ time: { ...same, low: "-INF" } }).replace('"-INF"', "-1e999")), "time.low is -Infinity"],
+      [sealedText(raw({ time: { ...same, slowerPct: "INF" } }).replace('"INF"', "1e999")), "time.slowerPct is Infinity"],
       [line({ time: same, timing: { medianUs: 100, samplesUs: times(10) } }), "timing.medianUs 100 is not the median of timing.samplesUs"],
       [
         line({ status: "slower", time: { ...same, verdict: "slower", ratio: 1.2, low: 0.9, high: 1.3 } }),

@@ -22,7 +22,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals } from "../../src/cli/commands/eval.ts";
 import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
-import { makeCapture, noGpuResult, noGpuSession, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, noGpuResult, noGpuSession, recordLine, recordRendered, tempDir } from "./fixtures.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 
@@ -655,7 +655,8 @@ describe("--resume, --shard, --merge", () => {
       .trim()
       .split("\n")[0]!;
     const forged = join(d, "forged.jsonl");
-    writeFileSync(forged, `${JSON.stringify({ ...JSON.parse(real), verdict: "match", numerics: null, device: null, worker: null, timing: null })}\n`);
+    // written with this key's authenticator: the consistency check behind it refuses it
+    writeFileSync(forged, recordLine("eval-record", { ...JSON.parse(real), verdict: "match", numerics: null, device: null, worker: null, timing: null }));
     expect(() => mergeEval([forged])).toThrow(/a match without the numerics, device or worker/);
     // a shard file others can write is not ranked (a trial's forged match was)
     chmodSync(empty, 0o666);
