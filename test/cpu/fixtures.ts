@@ -283,3 +283,34 @@ export function sealedText(line: string): string {
   const raw = JSON.parse(line);
   return `${line.trimEnd().replace(/}$/, `,"auth":${JSON.stringify(authenticatorOf(raw.schema, raw, testResultsKey()))}}`)}`;
 }
+
+/** fn's result with KERNCAP_RESULTS_KEY set to `hex` (unset: undefined) in process.env, restored after. */
+export async function withResultsKey<T>(hex: string | undefined, fn: () => T | Promise<T>): Promise<T> {
+  const saved = process.env.KERNCAP_RESULTS_KEY;
+  if (hex === undefined) delete process.env.KERNCAP_RESULTS_KEY;
+  else process.env.KERNCAP_RESULTS_KEY = hex;
+  try {
+    return await fn();
+  } finally {
+    if (saved === undefined) delete process.env.KERNCAP_RESULTS_KEY;
+    else process.env.KERNCAP_RESULTS_KEY = saved;
+  }
+}
+
+/** The error fn throws (or rejects with), undefined when it returns. */
+export async function thrownBy(fn: () => unknown): Promise<KerncapErrorLike | undefined> {
+  try {
+    await fn();
+  } catch (e) {
+    return e as KerncapErrorLike;
+  }
+  return undefined;
+}
+
+/** What the tests read of a thrown KerncapError. */
+export interface KerncapErrorLike {
+  code: string;
+  message: string;
+  hint?: string;
+  exitCode: number;
+}
