@@ -41,7 +41,7 @@ import { documentId } from "../format/documents.ts";
 import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 
 /** The hint of a record --merge refuses for its authenticator. */
-const MERGE_AUTH_HINT = recordAuthHint("Nothing was merged.", "run that shard again (--resume keeps its valid records)");
+const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
 
 export const DEFAULT_RESULTS_DIR = "kerncap-check";
 

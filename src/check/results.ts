@@ -48,7 +48,7 @@ export const CHECK_RECORDS: RecordKind<CheckRecord> = {
   problem: recordProblem,
   what: "the check's results file",
   hint: "The results file was altered or is not kerncap check's; give another --results folder, or remove the file to check everything again.",
-  resumeAuthHint: recordAuthHint("Nothing was checked.", "run without --resume to check everything again, or give another --results folder"),
+  resumeAuthHint: recordAuthHint("resume", "Nothing was checked.", "run without --resume to check everything again, or give another --results folder"),
 };
 
 /**

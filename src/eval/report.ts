@@ -111,7 +111,7 @@ export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   problem: evalRecordProblem,
   what: "the eval's results file",
   hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
-  resumeAuthHint: recordAuthHint("Nothing was evaluated.", "run without --resume to evaluate every candidate again, or write another --jsonl file"),
+  resumeAuthHint: recordAuthHint("resume", "Nothing was evaluated.", "run without --resume to evaluate every candidate again, or write another --jsonl file"),
 };
 
 /** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
@@ -352,7 +352,7 @@ const refuseNotOwn = (f: string, what: string) => (st: Stats) => {
 };
 
 /** The hint of a record eval --merge refuses for its authenticator. */
-const MERGE_AUTH_HINT = recordAuthHint("Nothing was merged.", "run that shard again (--resume keeps its valid records)");
+const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
 
 /**
  * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's records of

@@ -224,9 +224,14 @@ export function recordAuthProblem(schema: string, raw: unknown, key: ResultsKey)
 }
 
 /**
- * The hint of a record refused by recordAuthProblem (E_RECORD_AUTH): `what` says what was not
- * done ("Nothing was merged.") and `then` the verb's own way out (start a new file).
+ * The hint of a record refused by recordAuthProblem (E_RECORD_AUTH) on `verb`: `what` says what
+ * was not done ("Nothing was merged."), `then` the way out for a record changed after it was
+ * written (run the shard again, start a new file).
  */
-export function recordAuthHint(what: string, then = ""): string {
-  return `${what} A record is taken only from a kerncap holding this results key: merge on the machine and account where the shards were written, or give every run of the matrix the same ${KEY_HOW} (docs/environment.md). A record changed after it was written is never taken${then ? `; ${then}` : ""}.`;
+export function recordAuthHint(verb: "merge" | "resume", what: string, then: string): string {
+  const where =
+    verb === "merge"
+      ? `merge where the shards were written (the same account on a machine that shares its home), or give every run and the merge the same ${KEY_HOW} (docs/environment.md)`
+      : `resume as the account that wrote the file, or with the KERNCAP_RESULTS_KEY it was written with`;
+  return `${what} A record is taken only from a kerncap holding the results key it was written with: ${where}. A record changed after it was written is never taken: ${then}.`;
 }

@@ -977,7 +977,7 @@ describe("results records carry proof of the kerncap that wrote them (adv20 #2: 
       expect([e?.code, e?.exitCode], name).toEqual(["E_RECORD_AUTH", 2]);
       expect(e!.message).toStartWith(`${f}, line 1: ${why}`);
       expect(e!.hint).toStartWith(
-        "Nothing was merged. A record is taken only from a kerncap holding this results key: merge on the machine and account where the shards were written, or give every run of the matrix the same KERNCAP_RESULTS_KEY",
+        "Nothing was merged. A record is taken only from a kerncap holding the results key it was written with: merge where the shards were written (the same account on a machine that shares its home), or give every run and the merge the same KERNCAP_RESULTS_KEY",
       );
       const cli = await stderrOf(() => runCli(["check", "--merge", f]));
       expect(cli.value).toBe(2);
@@ -993,6 +993,7 @@ describe("results records carry proof of the kerncap that wrote them (adv20 #2: 
       const r = await thrownBy(() => runCheck(options([join(root, "a/one")], res, w.open, { resume: true })));
       expect(r?.code).toBe("E_RECORD_AUTH");
       expect(r!.message).toStartWith(`${results}, line 1: ${why}`);
+      expect(r!.hint).toContain("resume as the account that wrote the file, or with the KERNCAP_RESULTS_KEY it was written with");
       expect(r!.hint).toContain("run without --resume to check everything again");
       expect(w.calls).toEqual([]);
       expect(readFileSync(results, "utf8")).toBe(`${JSON.stringify(rec)}\n`);

@@ -890,7 +890,7 @@ describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-u
       expect([e?.code, e?.exitCode], name).toEqual(["E_RECORD_AUTH", 2]);
       expect(e!.message).toStartWith(`${f}, line 1: ${why}`);
       expect(e!.hint).toStartWith(
-        "Nothing was merged. A record is taken only from a kerncap holding this results key: merge on the machine and account where the shards were written, or give every run of the matrix the same KERNCAP_RESULTS_KEY",
+        "Nothing was merged. A record is taken only from a kerncap holding the results key it was written with: merge where the shards were written (the same account on a machine that shares its home), or give every run and the merge the same KERNCAP_RESULTS_KEY",
       );
       // --resume of it: refused before any build, the file left as it is
       const built: string[] = [];
