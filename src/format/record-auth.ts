@@ -12,12 +12,12 @@
  * The results key (resultsKey): KERNCAP_RESULTS_KEY when set (hex, at least 32 digits: 16 bytes;
  * a secret the runs of a CI matrix or a Slurm array share, so that their shards merge anywhere
  * the variable is set), else a key kerncap makes once for the user (32 random bytes as hex,
- * RESULTS_KEY_FILE in the user's own state folder, ./trust-records.ts stateDir: created 0600,
- * O_EXCL|O_NOFOLLOW; read only as a regular file of the user's that no one else can read or
+ * RESULTS_KEY_FILE in the user's own state folder, ./trust-records.ts stateDir: written whole to a
+ * file of its own (0600, O_EXCL|O_NOFOLLOW) and linked to its name, so two kerncaps make one; read only as a regular file of the user's that no one else can read or
  * write). Without either (no state folder of the user's own and no variable), records are written
  * without `auth`, said once (keyForWriting): no --merge or --resume takes them.
  */
-import { closeSync, constants, fstatSync, openSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsyncSync, linkSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -94,7 +94,7 @@ export function resultsKey(env: Env = process.env): ResultsKey | string {
   return k;
 }
 
-/** The key in `file`, made when absent (O_EXCL: two kerncaps at once make one key), or why it cannot be used. */
+/** The key in `file`, made when absent (linked whole to its name: two kerncaps at once make one key), or why it cannot be used. */
 function keyFile(file: string): ResultsKey | string {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
@@ -115,15 +115,21 @@ function keyFile(file: string): ResultsKey | string {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") return `no results key: ${file} cannot be read (${(e as Error).message})`;
     }
+    // written whole beside it, then linked to its name: a kerncap starting at the same time (a Slurm array on a shared home) reads all of it or none; link fails on an existing name (the other's key is read)
+    const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
     try {
-      const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
       try {
         writeSync(fd, randomBytes(32).toString("hex") + "\n");
+        fsyncSync(fd);
       } finally {
         closeSync(fd);
       }
+      linkSync(tmp, file);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") return `no results key: ${file} cannot be made (${(e as Error).message})`;
+    } finally {
+      rmSync(tmp, { force: true });
     }
   }
   return `no results key: ${file} cannot be read`;

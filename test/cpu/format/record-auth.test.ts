@@ -5,7 +5,7 @@
  * another key's does not). The verbs' use of it: test/cpu/check.test.ts and test/cpu/eval.test.ts.
  */
 import { expect, test } from "bun:test";
-import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   canonicalJson,
@@ -141,4 +141,17 @@ test("a sealed record verifies as it reads back, whatever the order of its keys;
   const withNull = sealRecord(SCHEMA, { ...rec, time: null }, k);
   expect(recordAuthProblem(SCHEMA, { ...withNull, schema: SCHEMA, time: Infinity }, k)).toContain("changed after");
   expect(canonicalJson({ b: [1, "x", null], a: { d: undefined, c: -0 } })).toBe('{"a":{"c":0},"b":[1,"x",null]}');
+});
+
+test("eight kerncaps making the key at once (a job array on a shared home) make one: every one reads it whole, none goes without", async () => {
+  const env = freshState();
+  const src = join(import.meta.dir, "../../../src/format/record-auth.ts");
+  const code = `const { resultsKey } = await import(${JSON.stringify(src)}); const k = resultsKey(); console.log(typeof k === "string" ? k : k.id);`;
+  const procs = Array.from({ length: 8 }, () =>
+    Bun.spawn([process.execPath, "-e", code], { env: { ...process.env, ...env, KERNCAP_RESULTS_KEY: "" }, stdout: "pipe" }),
+  );
+  const ids = await Promise.all(procs.map(async (p) => (await new Response(p.stdout).text()).trim()));
+  expect(new Set(ids).size, ids.join("\n")).toBe(1);
+  expect(ids[0]).toMatch(/^[0-9a-f]{16}$/);
+  expect(readdirSync(join(env.XDG_STATE_HOME, "kerncap"))).toEqual([RESULTS_KEY_FILE]); // no temp file left
 });
