@@ -311,6 +311,8 @@ const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "
  * working folder goes first on sys.path). An empty entry means the working folder to the dynamic
  * loader, and nvcc itself appends `<cuda>/lib:` to LD_LIBRARY_PATH for its steps: the build's
  * working folder must hold nothing the capture controls, and no entry may name the capture.
+ * KERNCAP_RESULTS_KEY is left out: a build (a received capture's build.sh) that read it could
+ * write results records that --merge takes (src/format/record-auth.ts).
  */
 export function buildChildEnv(env: Record<string, string | undefined>, capture: string[]): Record<string, string | undefined> {
   const roots = capture.filter(Boolean).map((c) => c.replace(/\/+$/, ""));
@@ -324,6 +326,7 @@ export function buildChildEnv(env: Record<string, string | undefined>, capture: 
     if (kept.length) out[k] = kept.join(k === "LD_PRELOAD" ? " " : ":");
     else delete out[k];
   }
+  delete out.KERNCAP_RESULTS_KEY;
   return out;
 }
 
