@@ -135,7 +135,8 @@ function keyFile(file: string): ResultsKey | string {
   return `no results key: ${file} cannot be read`;
 }
 
-let saidNoKey = false;
+/** The reasons for no key already said (each said once per process). */
+const saidNoKey = new Set<string>();
 
 /**
  * The key a run writes its records with, or undefined when there is none (resultsKey's phrase
@@ -146,11 +147,11 @@ let saidNoKey = false;
 export function keyForWriting(env: Env = process.env): ResultsKey | undefined {
   const k = resultsKey(env);
   if (typeof k !== "string") return k;
-  if (!saidNoKey)
+  if (!saidNoKey.has(k))
     log.warn(
       `${k}: this run's records carry no authenticator, so no --merge or --resume will take them (set ${KEY_HOW}, or give kerncap a state folder of your own)`,
     );
-  saidNoKey = true;
+  saidNoKey.add(k);
   return undefined;
 }
 
