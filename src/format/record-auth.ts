@@ -5,7 +5,7 @@
  * record's canonical bytes (canonicalJson of the record with its document id as `schema` and
  * without `auth`), KEYID the key's id (keyId: 16 hex digits of a hash of the key, which says
  * whether two runs share a key and nothing of it). `--merge` and `--resume` of both verbs take a
- * record only with a valid one (verifyRecord): the consistency checks (./check-record.ts
+ * record only with a valid one (recordAuthProblem): the consistency checks (./check-record.ts
  * recordProblem, src/eval/report.ts evalRecordProblem) cannot tell a made-up record from a run's,
  * and a file copied so that it is the user's passes the owner and mode checks.
  *
@@ -13,8 +13,8 @@
  * a secret the runs of a CI matrix or a Slurm array share, so that their shards merge anywhere
  * the variable is set), else a key kerncap makes once for the user (32 random bytes as hex,
  * RESULTS_KEY_FILE in the user's own state folder, ./trust-records.ts stateDir: written whole to a
- * file of its own (0600, O_EXCL|O_NOFOLLOW) and linked to its name, so two kerncaps make one; read only as a regular file of the user's that no one else can read or
- * write). Without either (no state folder of the user's own and no variable), records are written
+ * file of its own (0600, O_EXCL|O_NOFOLLOW) and linked to its name, so two kerncaps make one; read
+ * only as a regular file of the user's that no one else can read or write). Without either (no state folder of the user's own and no variable), records are written
  * without `auth`, said once (keyForWriting): no --merge or --resume takes them.
  */
 import { closeSync, constants, fstatSync, fsyncSync, linkSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
@@ -139,8 +139,8 @@ function keyFile(file: string): ResultsKey | string {
 const saidNoKey = new Set<string>();
 
 /**
- * The key a run writes its records with, or undefined when there is none (resultsKey's phrase
- * said once per process: the records are written without `auth`, and no --merge or --resume
+ * The key a run writes its records with, or undefined when there is none (resultsKey's phrase,
+ * each said once per process: the records are written without `auth`, and no --merge or --resume
  * takes them). Asked before the run, so a weak KERNCAP_RESULTS_KEY stops it before any work.
  * @throws KerncapError E_USAGE (a weak KERNCAP_RESULTS_KEY)
  */
