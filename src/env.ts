@@ -70,6 +70,12 @@ export const ENV_VARS = {
     setBy: "user",
     meaning: "`1` (tests): replay maps the first captured span itself first, to exercise the VA-taken path",
   },
+  KERNCAP_RESULTS_KEY: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "the secret (hex, at least 32 digits: `openssl rand -hex 32`) that `check` and `eval` authenticate their results records with and `--merge`/`--resume` verify them with (HMAC-SHA256); give every run of a CI matrix or Slurm array the same one to merge their shards elsewhere. Unset: a key kerncap makes once in your state folder (`results-key`, mode 0600); a weaker value is refused",
+  },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",
@@ -190,6 +196,8 @@ export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
 export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);
 /** $KERNCAP_HSA_PATH: libhsa-runtime64 searched first. */
 export const hsaOverride = (env?: Env) => readEnv("KERNCAP_HSA_PATH", env);
+/** $KERNCAP_RESULTS_KEY: the shared results key, as given (src/format/record-auth.ts checks it). */
+export const resultsKeyOverride = (env?: Env) => readEnv("KERNCAP_RESULTS_KEY", env);
 /** KERNCAP_VERBOSE set (non-empty): debug logs from the start. */
 export const verboseFromEnv = (env?: Env) => readEnv("KERNCAP_VERBOSE", env) !== undefined;
 /** This process is the no-ASLR replay child (KERNCAP_ASLR_RETRY=1). */
@@ -303,6 +311,8 @@ const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "
  * working folder goes first on sys.path). An empty entry means the working folder to the dynamic
  * loader, and nvcc itself appends `<cuda>/lib:` to LD_LIBRARY_PATH for its steps: the build's
  * working folder must hold nothing the capture controls, and no entry may name the capture.
+ * KERNCAP_RESULTS_KEY is left out: a build (a received capture's build.sh) that read it could
+ * write results records that --merge takes (src/format/record-auth.ts).
  */
 export function buildChildEnv(env: Record<string, string | undefined>, capture: string[]): Record<string, string | undefined> {
   const roots = capture.filter(Boolean).map((c) => c.replace(/\/+$/, ""));
@@ -316,6 +326,7 @@ export function buildChildEnv(env: Record<string, string | undefined>, capture: 
     if (kept.length) out[k] = kept.join(k === "LD_PRELOAD" ? " " : ":");
     else delete out[k];
   }
+  delete out.KERNCAP_RESULTS_KEY;
   return out;
 }
 

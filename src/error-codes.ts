@@ -196,6 +196,13 @@ export const ERROR_CODES = {
     hint: "Give the file the verb wrote, or run the verb again.",
   },
 
+  E_RECORD_AUTH: {
+    exit: 2,
+    about:
+      "A `check` or `eval` record read back by --merge or --resume carries no valid authenticator: no kerncap holding this results key wrote it as it is (another machine's or user's key, a record changed after it was written, or one made up), or there is no key to verify it with.",
+    hint: "Merge where the shards were written, or give every run the same KERNCAP_RESULTS_KEY (docs/environment.md).",
+  },
+
   // trust and confinement (docs/security.md)
   E_UNTRUSTED: {
     exit: 2,

@@ -37,6 +37,11 @@ import type { CheckSettings } from "./runner.ts";
 import { shardOf, type Shard } from "./shard.ts";
 import { judgeTime } from "./timing.ts";
 import { warnSharedParent } from "../cache.ts";
+import { documentId } from "../format/documents.ts";
+import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
+
+/** The hint of a record --merge refuses for its authenticator. */
+const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
 
 export const DEFAULT_RESULTS_DIR = "kerncap-check";
 
@@ -105,10 +110,11 @@ export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJu
   return judgeTime(x.timing.samplesUs, b?.samplesUs, slowerPct);
 }
 
-/** A finished record from a worker's outcome. */
+/** A finished record from a worker's outcome (or a record judged again: its `auth` left out, as its time judgement is new). */
 export function recordOf(x: Outcome, baseline: Baseline, slowerPct: number, worker: number, gpu: string | null): CheckRecord {
   const time = judge(x, baseline, slowerPct);
-  return { ...x, status: statusOf(x, time), time, worker, gpu };
+  const { auth: _, ...outcome } = x as Outcome & { auth?: string };
+  return { ...outcome, status: statusOf(outcome, time), time, worker, gpu };
 }
 
 /** A file the run writes at its end, checked before any capture is (src/util/write-file.ts). */
@@ -332,8 +338,7 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
       {
         onStart: (t, slot) => progress.started(t.id, slot),
         onOutcome: (x, slot) => {
-          const r = { ...recordOf(x, run.baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard: run.shard };
-          results.append(r);
+          const r = results.append({ ...recordOf(x, run.baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard: run.shard });
           fresh.push(r);
           progress.finished(r, slot);
         },
@@ -395,11 +400,12 @@ function refuseNotOwn(path: string, what: "results file" | "--baseline file" | "
 
 /**
  * The records of one file given to --merge: a results file (JSON Lines) or a --json document,
- * read once (refused when another user owns it or could write it: refuseNotOwn).
+ * read once (refused when another user owns it or could write it: refuseNotOwn), each record's
+ * authenticator verified (src/format/record-auth.ts) before its schema and numbers.
  * A results file that holds no record is an error (a shard that died before its first capture, or
  * not a results file at all: merging it would pass for a green run); a last line cut short is
  * said. A --json document of no capture (a shard that held none) gives none.
- * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH
+ * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH, E_RECORD_AUTH (a record without a valid authenticator, naming its line or captures[N]; no key to verify with)
  */
 function recordsIn(path: string): CheckRecord[] {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
@@ -417,6 +423,13 @@ function recordsIn(path: string): CheckRecord[] {
   }
   if (doc !== undefined) {
     // a --json document says how many captures its run had: none is a shard that held none
+    if (Array.isArray(doc?.captures) && doc.captures.length) {
+      const key = keyForReading(path, MERGE_AUTH_HINT);
+      doc.captures.forEach((x, i) => {
+        const forged = recordAuthProblem(documentId("check-record"), x, key);
+        if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, captures[${i}]: ${forged}`, { hint: MERGE_AUTH_HINT });
+      });
+    }
     const r = v.safeParse(v.array(CheckRecord), doc?.captures);
     if (!r.success)
       throw new KerncapError(
@@ -433,7 +446,7 @@ function recordsIn(path: string): CheckRecord[] {
     });
     return r.output;
   }
-  const { records, truncated, validBytes } = parseResults(path, text);
+  const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);
   if (truncated && validBytes < Buffer.byteLength(text)) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
   if (!records.length) {
     throw new KerncapError("E_RESULTS", `${path} holds no check record`, {
@@ -472,7 +485,9 @@ export function mergeResults(files: string[], o: { baseline?: string; writeBasel
     }
   }
   const base = o.baseline ? readBaseline(resolve(o.baseline), refuseNotOwn(resolve(o.baseline), "--baseline file")) : undefined;
-  const records = [...byId.values()].map(({ r }) => (base ? recordOf(r, base, o.slowerPct, r.worker, r.gpu) : r));
+  // judged again against the baseline: authenticated anew, with the key its records were verified with
+  const key: ResultsKey | undefined = base && byId.size ? keyForReading(files[0]!, MERGE_AUTH_HINT) : undefined;
+  const records = [...byId.values()].map(({ r }) => (base ? sealRecord(documentId("check-record"), recordOf(r, base, o.slowerPct, r.worker, r.gpu), key) : r));
   if (o.writeBaseline) {
     const over = base ?? readBaseline(resolve(o.writeBaseline), refuseNotOwn(resolve(o.writeBaseline), "--write-baseline file"));
     writeBaseline(resolve(o.writeBaseline), withTimings(over, records, { replace: true }));

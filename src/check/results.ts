@@ -6,6 +6,9 @@
  * or not JSON) is dropped and cut off the file before the next append; a whole line (its newline
  * written) that is not a record is an error naming it, never silently skipped. The same file, for
  * other records (`kerncap eval --jsonl`: src/eval/eval.ts), through RecordLog and parseRecords.
+ * Each record is written with its authenticator (src/format/record-auth.ts sealRecord) and read
+ * back only with a valid one: a record without, or changed after it was written, is refused
+ * (E_RECORD_AUTH), whatever its numbers say.
  */
 import { closeSync, constants, existsSync, fstatSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
 import * as v from "valibot";
@@ -14,6 +17,7 @@ import { KerncapError } from "../errors.ts";
 import { INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { openNoFollow, refuseLink } from "../util/write-file.ts";
+import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 
 export const RESULTS_FILE = "results.jsonl";
 /** Where a run that does not resume moves the previous run's results. */
@@ -34,6 +38,8 @@ export interface RecordKind<R> {
   problem?: (r: R) => string | undefined;
   what: string;
   hint: string;
+  /** The hint of a record --resume refuses for its authenticator (recordAuthHint). */
+  resumeAuthHint: string;
 }
 
 export const CHECK_RECORDS: RecordKind<CheckRecord> = {
@@ -42,23 +48,31 @@ export const CHECK_RECORDS: RecordKind<CheckRecord> = {
   problem: recordProblem,
   what: "the check's results file",
   hint: "The results file was altered or is not kerncap check's; give another --results folder, or remove the file to check everything again.",
+  resumeAuthHint: recordAuthHint("resume", "Nothing was checked.", "run without --resume to check everything again, or give another --results folder"),
 };
 
 /**
- * The records of a results file (text: its contents).
- * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last
+ * The records of a results file (text: its contents). `authHint`: the hint of a record refused for
+ * its authenticator (recordAuthHint, in the verb's words).
+ * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last, E_RECORD_AUTH (see parseRecords)
  */
-export function parseResults(path: string, text: string): ReadResults {
-  return parseRecords(path, text, CHECK_RECORDS);
+export function parseResults(path: string, text: string, authHint = CHECK_RECORDS.resumeAuthHint): ReadResults {
+  return parseRecords(path, text, CHECK_RECORDS, authHint);
 }
 
 /**
  * The records of a JSON Lines file of `kind` (check's results, eval's): a last line cut short is
- * dropped (truncated), a whole damaged line an error.
- * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last
+ * dropped (truncated), a whole damaged line an error, and so is a whole line whose authenticator
+ * is not valid under this kerncap's results key (src/format/record-auth.ts: checked before the
+ * record's schema and numbers), `authHint` its hint.
+ * @throws KerncapError E_RESULTS naming the line of a damaged record that is not the last;
+ *   E_RECORD_AUTH naming the line of a record without a valid authenticator, or (before the first
+ *   record) when there is no results key to verify with; E_USAGE (a weak KERNCAP_RESULTS_KEY)
  */
-export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>): { records: R[]; validBytes: number; truncated: boolean } {
+export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>, authHint: string): { records: R[]; validBytes: number; truncated: boolean } {
   const damaged = (line: number, why: string) => new KerncapError("E_RESULTS", `${path}, line ${line}: ${why}`, { hint: kind.hint });
+  // no key, no record taken (a file of none needs none)
+  const key = text.length ? keyForReading(path, authHint) : undefined;
   const records: R[] = [];
   let pos = 0;
   let line = 0;
@@ -71,6 +85,9 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>)
     try {
       const json = JSON.parse(body);
       if (json?.schema !== kind.schema) throw new Error(`schema ${JSON.stringify(json?.schema)} is not ${kind.schema}`);
+      // who wrote it, before what it says: a made-up record may hold any numbers a run could give
+      const forged = recordAuthProblem(kind.schema, json, key!);
+      if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });
       const r = v.safeParse(kind.record, json);
       if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
       const problem = kind.problem?.(r.output);
@@ -79,6 +96,7 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>)
     } catch (e) {
       // the line a kill cut short has no newline after it (each record and its newline are one write); a whole line that is no record is an error, never dropped
       if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
+      if (e instanceof KerncapError) throw e;
       throw damaged(line, (e as Error).message);
     }
     if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
@@ -95,20 +113,29 @@ export function readResults(path: string): ReadResults {
   return parseResults(path, readInputFile(path, "results file", "E_RESULTS"));
 }
 
-/** A JSON Lines file of records, open for appending (each fsync'd: a kill loses at most the records in flight). */
-export class RecordLog<R> {
+/** A JSON Lines file of records, open for appending (each fsync'd: a kill loses at most the records in flight), each with its authenticator. */
+export class RecordLog<R extends object> {
   protected constructor(
     readonly path: string,
     private fd: number,
     private readonly schema: string,
+    /** The key its records are written with (keyForWriting: none, said once, when there is none). */
+    private readonly key: ResultsKey | undefined,
   ) {}
 
   /**
    * Open the file at `path` for records of `kind`: resume: keep its whole records (cut a last line
-   * short), else start an empty one (a previous one is moved to `o.previous`).
+   * short; each record's authenticator verified: parseRecords), else start an empty one (a
+   * previous one is moved to `o.previous`).
    * @returns the log and the records kept
+   * @throws KerncapError E_RESULTS, E_RECORD_AUTH (a kept record without a valid authenticator), E_USAGE (a weak KERNCAP_RESULTS_KEY: before the file is touched), E_UNSAFE_PATH
    */
-  static openKind<R>(path: string, kind: RecordKind<R>, o: { resume: boolean; previous: string }): { log: RecordLog<R>; kept: R[]; truncated: boolean } {
+  static openKind<R extends object>(
+    path: string,
+    kind: RecordKind<R>,
+    o: { resume: boolean; previous: string },
+  ): { log: RecordLog<R>; kept: R[]; truncated: boolean } {
+    const key = keyForWriting();
     // never through a link (a dangling one would create a file wherever it points): src/util/write-file.ts
     const append = () => openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, kind.what);
     if (o.resume && refuseLink(path, kind.what)) {
@@ -123,21 +150,23 @@ export class RecordLog<R> {
             `${path} is not a regular file of at most ${INPUT_FILE_MAX_BYTES >> 20} MiB, as ${kind.what} is: nothing to resume from`,
             { hint: kind.hint },
           );
-        r = parseRecords(path, readFileSync(fd, "utf8"), kind);
+        r = parseRecords(path, readFileSync(fd, "utf8"), kind, kind.resumeAuthHint);
         ftruncateSync(fd, r.validBytes);
       } finally {
         closeSync(fd);
       }
-      return { log: new this(path, append(), kind.schema), kept: r.records, truncated: r.truncated };
+      return { log: new this(path, append(), kind.schema, key), kept: r.records, truncated: r.truncated };
     }
     if (refuseLink(path, kind.what)) renameSync(path, o.previous);
-    return { log: new this(path, append(), kind.schema), kept: [], truncated: false };
+    return { log: new this(path, append(), kind.schema, key), kept: [], truncated: false };
   }
 
-  /** Append one record and fsync it. */
-  append(rec: R): void {
-    writeSync(this.fd, JSON.stringify({ schema: this.schema, ...rec }) + "\n");
+  /** Append one record with its authenticator (sealRecord) and fsync it. @returns the record as written (with `auth`, where there is a key) */
+  append(rec: R): R {
+    const sealed = sealRecord(this.schema, rec, this.key);
+    writeSync(this.fd, JSON.stringify({ schema: this.schema, ...sealed }) + "\n");
     fsyncSync(this.fd);
+    return sealed;
   }
 
   close(): void {

@@ -32,6 +32,7 @@ import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
 import { workerArgv } from "../util/self-exec.ts";
 import { CheckProgress } from "../check/progress.ts";
 import { RecordLog } from "../check/results.ts";
+import { keyForWriting, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
@@ -394,6 +395,7 @@ class Recorder {
     this.progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
     this.byId = new Map(mine.map((c) => [c.id, c]));
     this.left = new Map(pending.map((p) => [p.c.id, p.inputs.length]));
+    this.key = !results && o.onRecord ? keyForWriting() : undefined;
   }
 
   /** The label a candidate is shown by (its id when unknown). */
@@ -401,8 +403,12 @@ class Recorder {
     return this.byId.get(id)?.label ?? id;
   }
 
-  emit(r: EvalRecord): void {
-    this.results?.append(r);
+  /** The key of the records said on `o.onRecord` (--json) when there is no results file to write them (keyForWriting). */
+  private readonly key: ResultsKey | undefined;
+
+  /** Record `x` (its authenticator added where it leaves the process: the results file, `o.onRecord`). */
+  emit(x: EvalRecord): void {
+    const r = this.results ? this.results.append(x) : this.o.onRecord ? sealRecord(EVAL_RECORDS.schema, x, this.key) : x;
     this.fresh.push(r);
     this.o.onRecord?.(r);
     const n = r.input === BUILD_INPUT ? 0 : (this.left.get(r.candidate) ?? 1) - 1;

@@ -17,6 +17,7 @@ import type { Shard } from "../check/shard.ts";
 import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalVerdict } from "../format/eval-record.ts";
 import { nonFinite, RATIO_FACTOR, withinFactor } from "../format/check-record.ts";
+import { recordAuthHint } from "../format/record-auth.ts";
 import { CANDIDATE_FAULT_CODES, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
 import { plural } from "../util/format.ts";
@@ -110,6 +111,7 @@ export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   problem: evalRecordProblem,
   what: "the eval's results file",
   hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
+  resumeAuthHint: recordAuthHint("resume", "Nothing was evaluated.", "run without --resume to evaluate every candidate again, or write another --jsonl file"),
 };
 
 /** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
@@ -349,10 +351,15 @@ const refuseNotOwn = (f: string, what: string) => (st: Stats) => {
     });
 };
 
+/** The hint of a record eval --merge refuses for its authenticator. */
+const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
+
 /**
  * `kerncap eval --merge FILE…`: the shards' results files in one report (a candidate's records of
- * one input in one file: the last; in two files: refused).
- * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or one candidate and input in two files)
+ * one input in one file: the last; in two files: refused), each record's authenticator verified
+ * (src/format/record-auth.ts) before its schema and numbers.
+ * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or one candidate and input in two files),
+ *   E_RECORD_AUTH (a record without a valid authenticator, naming its line; no key to verify with), E_UNSAFE_PATH
  */
 export function mergeEval(files: string[]): EvalReport {
   const byKey = new Map<string, EvalRecord>();
@@ -367,7 +374,8 @@ export function mergeEval(files: string[]): EvalReport {
     refuseSharedRecords(path, what);
     warnSharedParent(path, "eval --merge");
     // and the file read itself (its fd's owner and mode): no file swapped in after the check above
-    const { records } = parseRecords(path, readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what)), EVAL_RECORDS);
+    const text = readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what));
+    const { records } = parseRecords(path, text, EVAL_RECORDS, MERGE_AUTH_HINT);
     // a shard given no candidate writes an empty file, as does one killed before its first record: said, left out
     if (!records.length)
       log.warn(

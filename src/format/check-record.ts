@@ -77,6 +77,13 @@ export const CheckRecord = v.object({
   gpu: v.nullable(v.string()),
   /** The run's --shard ("K/N"), null for a whole-corpus run; absent in records of kerncap before it (--resume checks it). */
   shard: v.optional(v.nullable(v.string())),
+  /**
+   * Its authenticator, "hmac-sha256:KEYID:MAC": HMAC-SHA256 under the results key
+   * (KERNCAP_RESULTS_KEY, else the user's key in kerncap's state folder) of the record without it,
+   * as canonical JSON with its document id as `schema` (src/format/record-auth.ts). --merge and
+   * --resume take a record only with a valid one; absent where no key could be had.
+   */
+  auth: v.optional(v.string()),
 });
 export type CheckRecord = v.InferOutput<typeof CheckRecord>;
 

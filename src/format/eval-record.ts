@@ -91,5 +91,12 @@ export const EvalRecord = v.object({
   shard: v.nullable(v.string()),
   /** When it finished (ISO 8601). */
   at: v.string(),
+  /**
+   * Its authenticator, "hmac-sha256:KEYID:MAC": HMAC-SHA256 under the results key
+   * (KERNCAP_RESULTS_KEY, else the user's key in kerncap's state folder) of the record without it,
+   * as canonical JSON with its document id as `schema` (src/format/record-auth.ts). --merge and
+   * --resume take a record only with a valid one; absent where no key could be had.
+   */
+  auth: v.optional(v.string()),
 });
 export type EvalRecord = v.InferOutput<typeof EvalRecord>;

@@ -32,7 +32,8 @@ import { documentId } from "../../src/format/documents.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { CHECKOUT_TEMPLATES, renderTemplateDir, TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
 import { evalGrid } from "../../src/frontends/tune.ts";
-import { checkOptions, fakeOutcome, makeCapture, tempDir, output } from "./fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, recordLine, tempDir, testResultsKey, output } from "./fixtures.ts";
+import { sealRecord } from "../../src/format/record-auth.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const H200 = { name: "NVIDIA H200", arch: "sm_90" };
@@ -83,7 +84,8 @@ function record(id: string, o: Partial<CheckRecord> = {}): CheckRecord {
   };
 }
 
-const jsonl = (recs: object[]) => recs.map((r) => JSON.stringify({ schema: documentId("check-record"), ...r })).join("\n") + "\n";
+/** Records as a results file holds them, each with its authenticator (written as check writes them). */
+const jsonl = (recs: object[]) => recs.map((r) => recordLine("check-record", r)).join("");
 
 /** A corpus of one capture, and runCheck options whose workers answer `o` without a GPU. */
 async function oneCaptureCheck(results: string, o: Partial<Outcome> = {}, extra: Partial<CheckOptions> = {}): Promise<CheckOptions> {
@@ -386,7 +388,7 @@ describe("crafted results files", () => {
     expect(err).not.toContain("internal error");
     // the same record in a --json document: named by its index
     const doc = join(dir, "doc.json");
-    writeFileSync(doc, JSON.stringify({ captures: [record("a"), bad] }));
+    writeFileSync(doc, JSON.stringify({ captures: [record("a"), bad].map((r) => sealRecord(documentId("check-record"), r, testResultsKey())) }));
     expect((await refusal(() => mergeResults([doc], { slowerPct: 10 }))).message).toContain(`${doc}, captures[1]: time.low is null`);
   });
 

@@ -17,12 +17,11 @@ import { join } from "node:path";
 import { writeDemo } from "../../src/capture/demo.ts";
 import { runCli } from "../../src/cli/main.ts";
 import { packCapture } from "../../src/format/archive.ts";
-import { documentId } from "../../src/format/documents.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 import { parseCandidates } from "../../src/eval/candidates.ts";
 import { parseCudaSpace } from "../../src/frontends/cuda/tune-space.ts";
 import { MAX_CONFIGS, parseConfigSpace } from "../../src/frontends/tune.ts";
-import { makeCapture, recordRendered, tempDir, output } from "./fixtures.ts";
+import { makeCapture, recordLine, recordRendered, tempDir, output } from "./fixtures.ts";
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 /** What a terminal must never be given raw: C0 but tab and newline, DEL, C1, bidi controls, line separators. */
@@ -113,9 +112,9 @@ describe("a crafted Triton pinned.json under tune", () => {
 });
 
 describe("crafted results files: a judgement needs its comparison", () => {
+  // with its authenticator (as kerncap writes it): only what it says is wrong
   const line = (o: Record<string, unknown>) =>
-    JSON.stringify({
-      schema: documentId("check-record"),
+    recordLine("check-record", {
       id: "ck/c1",
       path: "/tmp/x",
       kernel: "k",
@@ -138,7 +137,7 @@ describe("crafted results files: a judgement needs its comparison", () => {
       gpu: null,
       shard: null,
       ...o,
-    });
+    }).trimEnd();
   const slowerTime = { verdict: "slower", ratio: 1.5, low: 1.4, high: 1.6, baselineMedianUs: 10, slowerPct: 10, reason: null };
 
   test('--merge of "slower" with time null, or a time judgement that is not slower: E_RESULTS (exit 2) naming the file and line', async () => {

@@ -305,7 +305,7 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     expect(existsSync(marker)).toBe(false);
   }, 120_000);
 
-  test("the build's working folder holds only the trusted copies, src and a private build/; LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH entries that are empty, relative or in the capture are dropped", async () => {
+  test("the build's working folder holds only the trusted copies, src and a private build/; LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH entries that are empty, relative or in the capture are dropped; KERNCAP_RESULTS_KEY is not passed on", async () => {
     const root = tempDir();
     const seen = join(root, "seen");
     const dir = await received(root, stockCudaBuildSh(), (made) => {
@@ -318,7 +318,7 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     process.env.NVCC = join(
       fakeTool(
         "nvcc",
-        `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; echo "PATH=$PATH"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`,
+        `{ ls -A; echo "LD=$LD_LIBRARY_PATH"; echo "PRE=\${LD_PRELOAD:-}"; echo "PY=\${PYTHONPATH:-}"; echo "SAFE=\${PYTHONSAFEPATH:-}"; echo "KEY=\${KERNCAP_RESULTS_KEY:-}"; echo "PATH=$PATH"; } >${JSON.stringify(seen)}\n${SHELL_NVCC}`,
       ),
       "nvcc",
     );
@@ -328,10 +328,15 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     // a relative PATH entry is the build's folder, where the capture's src/ lies (a trial's git and python3 came from there)
     const pathBefore = process.env.PATH;
     process.env.PATH = `.:node_modules/.bin:src:${pathBefore}`;
+    // the secret that authenticates results records: a build that read it could write records --merge takes
+    const keyBefore = process.env.KERNCAP_RESULTS_KEY;
+    process.env.KERNCAP_RESULTS_KEY = "0123456789abcdef".repeat(4);
     try {
       await buildReproducer(dir, { quiet: true, force: false });
     } finally {
       process.env.PATH = pathBefore;
+      if (keyBefore === undefined) delete process.env.KERNCAP_RESULTS_KEY;
+      else process.env.KERNCAP_RESULTS_KEY = keyBefore;
     }
     const lines = readFileSync(seen, "utf8").split("\n");
     const listing = lines
@@ -345,6 +350,7 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     expect(lines).toContain("PRE=");
     expect(lines).toContain("PY=/opt/site");
     expect(lines).toContain("SAFE=1");
+    expect(lines).toContain("KEY=");
     const path = lines
       .find((l) => l.startsWith("PATH="))!
       .slice(5)

@@ -30,7 +30,8 @@ import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/received.ts";
-import { checkOptions, fakeOutcome, makeCapture, stockBuildSh, tempDir } from "./fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, recordLine as sealedLine, sealedText, stockBuildSh, tempDir, thrownBy, withResultsKey } from "./fixtures.ts";
+import { keyId } from "../../src/format/record-auth.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -611,7 +612,7 @@ describe("a check with fake workers", () => {
     const extra = join(d, "shard-9", "results.jsonl");
     const lines = readFileSync(real, "utf8").trim().split("\n");
     const failing = lines.find((l) => JSON.parse(l).id === "corpus/b")!;
-    writeFileSync(extra, `${JSON.stringify({ ...JSON.parse(failing), verdict: "match", reason: null, status: "ok" })}\n`);
+    writeFileSync(extra, sealedLine("check-record", { ...JSON.parse(failing), verdict: "match", reason: null, status: "ok" })); // written by a kerncap of this key
     const junit = join(d, "all.xml");
     let e: unknown;
     try {
@@ -632,15 +633,17 @@ describe("a check with fake workers", () => {
     const d = tempDir();
     const f = join(d, "results.jsonl");
     const same = { verdict: "same", ratio: 1, low: 0.99, high: 1.01, baselineMedianUs: 100, slowerPct: 5, reason: null };
-    const line = (o: Partial<Record<keyof CheckRecord, unknown>>) =>
+    const raw = (o: Partial<Record<keyof CheckRecord, unknown>>) =>
       JSON.stringify({ schema: "kerncap.check-record/1", ...record("corpus/x", "ok", { timing: { medianUs: 100, samplesUs: times(100) } }), ...o });
+    // with its authenticator: only the numbers are wrong
+    const line = (o: Partial<Record<keyof CheckRecord, unknown>>) => sealedText(raw(o));
     // what a check writes: a ratio of 1.00 beside medians of 100 µs and 100 µs
     writeFileSync(f, `${line({ time: same })}\n`);
     expect(mergeResults([f], { slowerPct: 10 }).exitCode).toBe(0);
     for (const [bad, why] of [
       [line({ time: { ...same, baselineMedianUs: 10 } }), "time.ratio 1 is not near timing.medianUs / time.baselineMedianUs (100 / 10 = 10)"],
-      [line({ time: { ...same, low: "-INF" } }).replace('"-INF"', "-1e999"), "time.low is -Infinity"],
-      [line({ time: { ...same, slowerPct: "INF" } }).replace('"INF"', "1e999"), "time.slowerPct is Infinity"],
+      [sealedText(raw({ time: { ...same, low: "-INF" } }).replace('"-INF"', "-1e999")), "time.low is -Infinity"],
+      [sealedText(raw({ time: { ...same, slowerPct: "INF" } }).replace('"INF"', "1e999")), "time.slowerPct is Infinity"],
       [line({ time: same, timing: { medianUs: 100, samplesUs: times(10) } }), "timing.medianUs 100 is not the median of timing.samplesUs"],
       [
         line({ status: "slower", time: { ...same, verdict: "slower", ratio: 1.2, low: 0.9, high: 1.3 } }),
@@ -983,5 +986,126 @@ describe("the verb", () => {
     expect(new Set(doc.captures.map((c: CheckRecord) => c.worker))).toEqual(new Set([0, 1]));
     expect(parseResults("r", readFileSync(join(cwd, "kerncap-check/results.jsonl"), "utf8")).records.length).toBe(3);
     expect(junitStructure(readFileSync(join(cwd, "j.xml"), "utf8")).suites).toMatchObject({ tests: "3", errors: "3" });
+  });
+});
+
+describe("results records carry proof of the kerncap that wrote them (adv20 #2: a made-up ok record, no GPU ever run, was merged and resumed as checked)", () => {
+  const A = "0123456789abcdef".repeat(4);
+  const B = "f0e1d2c3b4a59687".repeat(4);
+  const H200 = { name: "NVIDIA H200", arch: "sm_90" };
+  /** A worker without a GPU: what the trial's genuine template record said. */
+  const noGpu = (t: CaptureRef) =>
+    outcome(t, { outcome: "error", verdict: null, numerics: null, timing: null, device: null, code: "E_NO_GPU", reason: "no NVIDIA driver" });
+  /** The trial's edit of a genuine record into an ok match whose numbers agree (recordProblem takes it). */
+  const forge = (genuine: Record<string, unknown>): Record<string, unknown> => ({
+    ...genuine,
+    outcome: "done",
+    status: "ok",
+    verdict: "match",
+    numerics: "bit-exact: every region matches",
+    reason: null,
+    code: null,
+    device: H200,
+    gpu: "0",
+    timing: { medianUs: 3, samplesUs: [2.9, 3, 3.1] },
+    time: { verdict: "no-baseline", ratio: null, low: null, high: null, baselineMedianUs: null, slowerPct: 10, reason: "no baseline" },
+  });
+  /** Write `text` at `f`, the user's own and written by no one else (the owner and mode checks pass, as for a copied file). */
+  const own = (f: string, text: string) => (writeFileSync(f, text), require("node:fs").chmodSync(f, 0o644), f);
+
+  test("a forged record (numbers a check gives, no authenticator or another record's) is refused by --merge (a results file, a --json document, the CLI: exit 2) and --resume, naming the file and line; no capture checked", async () => {
+    const root = await corpus();
+    const d = tempDir();
+    await runCheck(options([join(root, "a/one")], join(d, "real"), fakeWorkers(noGpu).open));
+    const genuine = JSON.parse(readFileSync(join(d, "real", "results.jsonl"), "utf8").split("\n")[0]!);
+    expect(genuine.auth).toMatch(/^hmac-sha256:[0-9a-f]{16}:[0-9a-f]{64}$/);
+    const forged = forge(genuine);
+    // the forged record passes every consistency check: only its authenticator gives it away
+    expect(mergeResults([own(join(d, "sealed.jsonl"), sealedLine("check-record", forged))], { slowerPct: 10 }).captures[0]!.status).toBe("ok");
+    const { auth: _, ...bare } = forged;
+    for (const [name, rec, why] of [
+      ["stale", forged, "its authenticator does not match its contents: it was changed after kerncap wrote it"],
+      ["bare", bare, "it carries no authenticator (`auth`)"],
+    ] as const) {
+      const f = own(join(d, `${name}.jsonl`), `${JSON.stringify(rec)}\n`);
+      const e = await thrownBy(() => mergeResults([f], { slowerPct: 10 }));
+      expect([e?.code, e?.exitCode], name).toEqual(["E_RECORD_AUTH", 2]);
+      expect(e!.message).toStartWith(`${f}, line 1: ${why}`);
+      expect(e!.hint).toStartWith(
+        "Nothing was merged. A record is taken only from a kerncap holding the results key it was written with: merge where the shards were written (the same account on a machine that shares its home), or give every run and the merge the same KERNCAP_RESULTS_KEY",
+      );
+      const cli = await stderrOf(() => runCli(["check", "--merge", f]));
+      expect(cli.value).toBe(2);
+      expect(cli.err).toContain(`${f}, line 1: ${why}`);
+      // in a --json document, by its index
+      const doc = own(join(d, `${name}.json`), JSON.stringify({ captures: [rec] }));
+      expect((await thrownBy(() => mergeResults([doc], { slowerPct: 10 })))?.message).toStartWith(`${doc}, captures[0]: ${why}`);
+      // --resume of a results folder holding it: refused before any capture is checked, the file left as it is
+      const res = join(d, `res-${name}`);
+      mkdirSync(res);
+      const results = own(join(res, "results.jsonl"), `${JSON.stringify(rec)}\n`);
+      const w = fakeWorkers((t) => outcome(t));
+      const r = await thrownBy(() => runCheck(options([join(root, "a/one")], res, w.open, { resume: true })));
+      expect(r?.code).toBe("E_RECORD_AUTH");
+      expect(r!.message).toStartWith(`${results}, line 1: ${why}`);
+      expect(r!.hint).toContain("resume as the account that wrote the file, or with the KERNCAP_RESULTS_KEY it was written with");
+      expect(r!.hint).toContain("run without --resume to check everything again");
+      expect(w.calls).toEqual([]);
+      expect(readFileSync(results, "utf8")).toBe(`${JSON.stringify(rec)}\n`);
+    }
+    // the genuine record is taken: the capture could not be checked
+    expect(mergeResults([join(d, "real", "results.jsonl")], { slowerPct: 10 }).captures.map((c) => c.status)).toEqual(["error"]);
+  });
+
+  test("a record written under one KERNCAP_RESULTS_KEY merges and resumes under the same key; under another, or the user's own key, it is refused naming both key ids", async () => {
+    const root = await corpus();
+    const d = tempDir();
+    const res = join(d, "res");
+    await withResultsKey(A, () => runCheck(options([root], res, fakeWorkers((t) => outcome(t)).open)));
+    const f = join(res, "results.jsonl");
+    const [idA, idB] = [A, B].map((k) => keyId(Buffer.from(k, "hex")));
+    expect((await withResultsKey(A, () => mergeResults([f], { slowerPct: 10 }))).captures.map((c) => c.status)).toEqual(["ok", "ok", "ok"]);
+    const other = await withResultsKey(B, () => thrownBy(() => mergeResults([f], { slowerPct: 10 })));
+    expect([other?.code, other?.message]).toEqual([
+      "E_RECORD_AUTH",
+      `${f}, line 1: it was written under another results key (key id ${idA}; this kerncap's, from KERNCAP_RESULTS_KEY, is ${idB})`,
+    ]);
+    const mine = await withResultsKey(undefined, () => thrownBy(() => mergeResults([f], { slowerPct: 10 })));
+    expect(mine?.message).toStartWith(`${f}, line 1: it was written under another results key (key id ${idA}; this kerncap's, from your state folder, is `);
+    // --resume: under the same key nothing is checked again; under another, refused before any capture
+    const same = fakeWorkers((t) => outcome(t));
+    await withResultsKey(A, () => runCheck(options([root], res, same.open, { resume: true })));
+    expect(same.calls).toEqual([]);
+    const w = fakeWorkers((t) => outcome(t));
+    expect((await withResultsKey(B, () => thrownBy(() => runCheck(options([root], res, w.open, { resume: true })))))?.code).toBe("E_RECORD_AUTH");
+    expect(w.calls).toEqual([]);
+  });
+
+  test("a record changed after it was written (one field) is refused by --merge and --resume, naming its line", async () => {
+    const root = await corpus();
+    const res = join(tempDir(), "res");
+    await runCheck(options([root], res, fakeWorkers((t) => outcome(t, t.id === "corpus/b" ? { verdict: "mismatch", reason: "differs" } : {})).open));
+    const f = join(res, "results.jsonl");
+    const written = readFileSync(f, "utf8");
+    const lines = written.trim().split("\n");
+    const i = lines.findIndex((l) => JSON.parse(l).id === "corpus/b");
+    for (const edit of [
+      { seconds: 0.02 }, // one field, one digit
+      { verdict: "match", reason: null, status: "ok" }, // the mismatch turned ok: verdict and status agree, numbers untouched
+    ]) {
+      const edited = [...lines];
+      edited[i] = JSON.stringify({ ...JSON.parse(lines[i]!), ...edit });
+      writeFileSync(f, `${edited.join("\n")}\n`);
+      const e = await thrownBy(() => mergeResults([f], { slowerPct: 10 }));
+      expect([e?.code, e?.message]).toEqual([
+        "E_RECORD_AUTH",
+        `${f}, line ${i + 1}: its authenticator does not match its contents: it was changed after kerncap wrote it`,
+      ]);
+      const w = fakeWorkers((t) => outcome(t));
+      expect((await thrownBy(() => runCheck(options([root], res, w.open, { resume: true }))))?.message).toBe(e?.message);
+      expect(w.calls).toEqual([]);
+    }
+    writeFileSync(f, written);
+    expect(mergeResults([f], { slowerPct: 10 }).captures.map((c) => c.status)).toEqual(["mismatch", "ok", "ok"]);
   });
 });

@@ -22,7 +22,8 @@ import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals } from "../../src/cli/commands/eval.ts";
 import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
-import { makeCapture, noGpuResult, noGpuSession, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, noGpuResult, noGpuSession, recordLine, recordRendered, tempDir, thrownBy, withResultsKey } from "./fixtures.ts";
+import { keyId } from "../../src/format/record-auth.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 
@@ -655,7 +656,8 @@ describe("--resume, --shard, --merge", () => {
       .trim()
       .split("\n")[0]!;
     const forged = join(d, "forged.jsonl");
-    writeFileSync(forged, `${JSON.stringify({ ...JSON.parse(real), verdict: "match", numerics: null, device: null, worker: null, timing: null })}\n`);
+    // written with this key's authenticator: the consistency check behind it refuses it
+    writeFileSync(forged, recordLine("eval-record", { ...JSON.parse(real), verdict: "match", numerics: null, device: null, worker: null, timing: null }));
     expect(() => mergeEval([forged])).toThrow(/a match without the numerics, device or worker/);
     // a shard file others can write is not ranked (a trial's forged match was)
     chmodSync(empty, 0o666);
@@ -841,4 +843,118 @@ test("usage: the inputs come first; a candidate that is no file and no config, a
   m.kernel.frontend = "hip";
   writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
   expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_FRONTEND" });
+});
+
+describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-up 100× match, no GPU ever run, was ranked first by --merge and --resume)", () => {
+  const A = "0123456789abcdef".repeat(4);
+  const B = "f0e1d2c3b4a59687".repeat(4);
+  /** The trial's edit of a genuine record into a 100× match whose numbers agree (evalRecordProblem takes it). */
+  const forge = (genuine: Record<string, unknown>): Record<string, unknown> => ({
+    ...genuine,
+    verdict: "match",
+    reason: null,
+    code: null,
+    numerics: "bit-exact: every region matches",
+    device: { name: "NVIDIA H200", arch: "sm_90" },
+    worker: 0,
+    gpu: "0",
+    baseline: "match",
+    timing: { baselineMedianUs: 100, candidateMedianUs: 1, speedup: 100, low: 99, high: 101, verdict: "faster", decided: true, text: "100.00x faster" },
+  });
+  /** Write `text` at `f`, the user's own and written by no one else (the owner and mode checks pass, as for a copied file). */
+  const own = (f: string, text: string) => (writeFileSync(f, text), chmodSync(f, 0o644), f);
+
+  test("a forged record (numbers a run gives, no authenticator or another record's) is refused by --merge and --resume, naming the file and line; nothing ranked, nothing built", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "k.cu": "mismatch" });
+    const d = tempDir();
+    const real = join(d, "real.jsonl");
+    await quiet(() => runEval(options([cap], files, { jsonl: real })));
+    const genuine = JSON.parse(readFileSync(real, "utf8").split("\n")[0]!);
+    expect(genuine.auth).toMatch(/^hmac-sha256:[0-9a-f]{16}:[0-9a-f]{64}$/);
+    const forged = forge(genuine);
+    // the forged record passes every consistency check: only its authenticator gives it away
+    expect(mergeEval([own(join(d, "sealed.jsonl"), recordLine("eval-record", forged))]).candidates[0]).toMatchObject({
+      verdict: "match",
+      low: 99,
+      high: 101,
+      rank: 1,
+    });
+    const { auth: _, ...bare } = forged;
+    for (const [name, rec, why] of [
+      ["stale", forged, "its authenticator does not match its contents: it was changed after kerncap wrote it"],
+      ["bare", bare, "it carries no authenticator (`auth`)"],
+    ] as const) {
+      const f = own(join(d, `${name}.jsonl`), `${JSON.stringify(rec)}\n`);
+      const e = await thrownBy(() => mergeEval([f]));
+      expect([e?.code, e?.exitCode], name).toEqual(["E_RECORD_AUTH", 2]);
+      expect(e!.message).toStartWith(`${f}, line 1: ${why}`);
+      expect(e!.hint).toStartWith(
+        "Nothing was merged. A record is taken only from a kerncap holding the results key it was written with: merge where the shards were written (the same account on a machine that shares its home), or give every run and the merge the same KERNCAP_RESULTS_KEY",
+      );
+      // --resume of it: refused before any build, the file left as it is
+      const built: string[] = [];
+      const r = await thrownBy(() => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true, buildWith: fakeBuild(0, built) }))));
+      expect(r?.code).toBe("E_RECORD_AUTH");
+      expect(r!.message).toStartWith(`${f}, line 1: ${why}`);
+      expect(r!.hint).toContain("run without --resume to evaluate every candidate again, or write another --jsonl file");
+      expect(built).toEqual([]);
+      expect(readFileSync(f, "utf8")).toBe(`${JSON.stringify(rec)}\n`);
+    }
+    // the genuine record is taken
+    expect(mergeEval([real]).candidates.map((c) => c.verdict)).toEqual(["mismatch"]);
+  });
+
+  test("records written under one KERNCAP_RESULTS_KEY (the --jsonl file and the --json lines) merge and resume under it; under another key they are refused", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "a.cu": "match 1.5", "b.cu": "match 1.2" });
+    const d = tempDir();
+    const f = join(d, "shard.jsonl");
+    const streamed: Rec[] = [];
+    await withResultsKey(A, () => quiet(() => runEval(options([cap], files, { jsonl: f, onRecord: (r) => streamed.push(r) }))));
+    // what --json prints is what the file holds, authenticator and all
+    expect(streamed.map((r) => r.auth)).toEqual(
+      readFileSync(f, "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).auth),
+    );
+    expect((await withResultsKey(A, () => mergeEval([f]))).candidates.map((c) => c.label)).toEqual(["a.cu", "b.cu"]);
+    const [idA, idB] = [A, B].map((k) => keyId(Buffer.from(k, "hex")));
+    const e = await withResultsKey(B, () => thrownBy(() => mergeEval([f])));
+    expect([e?.code, e?.message]).toEqual([
+      "E_RECORD_AUTH",
+      `${f}, line 1: it was written under another results key (key id ${idA}; this kerncap's, from KERNCAP_RESULTS_KEY, is ${idB})`,
+    ]);
+    const built: string[] = [];
+    await withResultsKey(A, () => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true, buildWith: fakeBuild(0, built) }))));
+    expect(built).toEqual([]); // every candidate already judged
+    expect(
+      (await withResultsKey(B, () => thrownBy(() => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true, buildWith: fakeBuild(0, built) }))))))
+        ?.code,
+    ).toBe("E_RECORD_AUTH");
+    expect(built).toEqual([]);
+    // --json lines without a --jsonl file carry it too
+    const alone: Rec[] = [];
+    await withResultsKey(A, () => quiet(() => runEval(options([cap], files.slice(0, 1), { onRecord: (r) => alone.push(r) }))));
+    expect(alone[0]!.auth).toStartWith(`hmac-sha256:${idA}:`);
+  });
+
+  test("a record changed after it was written (one field: the speedup within its interval) is refused by --merge and --resume, naming its line", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "a.cu": "match 1.5", "b.cu": "match 1.2" });
+    const f = join(tempDir(), "r.jsonl");
+    await quiet(() => runEval(options([cap], files, { jsonl: f })));
+    const lines = readFileSync(f, "utf8").trim().split("\n");
+    const i = lines.findIndex((l) => JSON.parse(l).label === "b.cu");
+    const r = JSON.parse(lines[i]!);
+    lines[i] = JSON.stringify({ ...r, timing: { ...r.timing, speedup: r.timing.high } });
+    writeFileSync(f, `${lines.join("\n")}\n`);
+    const e = await thrownBy(() => mergeEval([f]));
+    expect([e?.code, e?.message]).toEqual([
+      "E_RECORD_AUTH",
+      `${f}, line ${i + 1}: its authenticator does not match its contents: it was changed after kerncap wrote it`,
+    ]);
+    expect((await thrownBy(() => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true })))))?.message).toBe(e?.message);
+  });
 });

@@ -16,6 +16,8 @@ import type { CheckOptions } from "../../src/check/check.ts";
 import type { ReplayResult, ReplaySession } from "../../src/replay/engine.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { writeCandidates, type McpCandidate } from "../../src/mcp/evaluate.ts";
+import { authenticatorOf, resultsKey, sealRecord, type ResultsKey } from "../../src/format/record-auth.ts";
+import { documentId } from "../../src/format/documents.ts";
 
 /** A pid that no process has: a child's, after it exited. */
 export async function deadPid(): Promise<number> {
@@ -257,4 +259,58 @@ export function fakeOutcome(t: { id: string; path: string }, o: Partial<Outcome>
 export function checkOptions(paths: string[], results: string, open: CheckOptions["open"], o: Partial<CheckOptions> = {}): CheckOptions {
   const settings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
   return { paths, settings, results, resume: false, slowerPct: 10, gpus: [null], live: false, open, ...o };
+}
+
+/** This process's results key (src/format/record-auth.ts resultsKey: the tests' state folder's, or KERNCAP_RESULTS_KEY's). */
+export function testResultsKey(): ResultsKey {
+  const k = resultsKey();
+  if (typeof k === "string") throw new Error(k);
+  return k;
+}
+
+/** One line of a results file as kerncap writes it (src/check/results.ts RecordLog.append): `rec` with its schema and authenticator, and its newline. */
+export function recordLine(name: "check-record" | "eval-record", rec: object): string {
+  const schema = documentId(name);
+  return `${JSON.stringify({ schema, ...sealRecord(schema, rec, testResultsKey()) })}\n`;
+}
+
+/**
+ * `line` (a record's JSON text, without newline, holding what JSON.stringify cannot write, such as
+ * 1e999) with the authenticator of what it parses to: a record that passes the authenticator's
+ * check and meets the consistency checks behind it.
+ */
+export function sealedText(line: string): string {
+  const raw = JSON.parse(line);
+  return `${line.trimEnd().replace(/}$/, `,"auth":${JSON.stringify(authenticatorOf(raw.schema, raw, testResultsKey()))}}`)}`;
+}
+
+/** fn's result with KERNCAP_RESULTS_KEY set to `hex` (unset: undefined) in process.env, restored after. */
+export async function withResultsKey<T>(hex: string | undefined, fn: () => T | Promise<T>): Promise<T> {
+  const saved = process.env.KERNCAP_RESULTS_KEY;
+  if (hex === undefined) delete process.env.KERNCAP_RESULTS_KEY;
+  else process.env.KERNCAP_RESULTS_KEY = hex;
+  try {
+    return await fn();
+  } finally {
+    if (saved === undefined) delete process.env.KERNCAP_RESULTS_KEY;
+    else process.env.KERNCAP_RESULTS_KEY = saved;
+  }
+}
+
+/** The error fn throws (or rejects with), undefined when it returns. */
+export async function thrownBy(fn: () => unknown): Promise<KerncapErrorLike | undefined> {
+  try {
+    await fn();
+  } catch (e) {
+    return e as KerncapErrorLike;
+  }
+  return undefined;
+}
+
+/** What the tests read of a thrown KerncapError. */
+export interface KerncapErrorLike {
+  code: string;
+  message: string;
+  hint?: string;
+  exitCode: number;
 }

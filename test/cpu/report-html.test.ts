@@ -16,7 +16,7 @@ import type { CheckRecord } from "../../src/format/check-record.ts";
 import { configParams, tuneCsv, tuneHtml, varyingParams } from "../../src/tune/html.ts";
 import type { TuneConfig, TuneResult, TuneRow } from "../../src/frontends/tune.ts";
 import { csv, esc } from "../../src/util/html-report.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, recordLine, tempDir } from "./fixtures.ts";
 
 const EVIL = `<script>alert(1)</script><img src=x onerror="alert(2)">&'`;
 
@@ -173,8 +173,8 @@ describe("HTML reports", () => {
     writeFileSync(
       results,
       checkReport()
-        .captures.map((r) => JSON.stringify({ schema: "kerncap.check-record/1", ...r }))
-        .join("\n") + "\n",
+        .captures.map((r) => recordLine("check-record", r))
+        .join(""),
     );
     const quiet = async (argv: string[]) => {
       const w = process.stdout.write;

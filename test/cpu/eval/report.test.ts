@@ -11,7 +11,7 @@ import { parseRecords } from "../../../src/check/results.ts";
 import { EVAL_RECORDS, firstClause, mergeEval, rankedTable, reasonNotes, reportOf, shortReason, unjudgedLine } from "../../../src/eval/report.ts";
 import { documentId } from "../../../src/format/documents.ts";
 import type { EvalRecord } from "../../../src/format/eval-record.ts";
-import { tempDir } from "../fixtures.ts";
+import { sealedText, tempDir } from "../fixtures.ts";
 
 /** A record of `label` on input `input` (BUILD_INPUT's "(build)" for one that never reached a GPU). */
 function rec(label: string, verdict: EvalRecord["verdict"], code: string | null, reason: string | null, input = "(build)"): EvalRecord {
@@ -110,7 +110,7 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
     decided: true,
     text: "2.00× faster (1.90–2.10)",
   };
-  const line = (label: string, t: Record<string, unknown> = {}, o: Record<string, unknown> = {}) =>
+  const raw = (label: string, t: Record<string, unknown> = {}, o: Record<string, unknown> = {}) =>
     JSON.stringify({
       schema: documentId("eval-record"),
       ...rec(label, "match", null, null, "cap"),
@@ -121,6 +121,8 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
       timing: { ...timing, ...t },
       ...o,
     });
+  // with its authenticator: only the numbers are wrong
+  const line = (label: string, t: Record<string, unknown> = {}, o: Record<string, unknown> = {}) => sealedText(raw(label, t, o));
   const file = (name: string, ...lines: string[]) => {
     const f = join(d, name);
     writeFileSync(f, lines.map((l) => `${l}\n`).join(""));
@@ -136,10 +138,10 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
     // JSON has no Infinity: 1e999 reads as one
     [
       "infinite",
-      line("inf.cu", { candidateMedianUs: 10, speedup: "INF", low: "INF", high: "INF" }).replaceAll('"INF"', "1e999"),
+      sealedText(raw("inf.cu", { candidateMedianUs: 10, speedup: "INF", low: "INF", high: "INF" }).replaceAll('"INF"', "1e999")),
       /timing\.speedup is Infinity/,
     ],
-    ["minus-infinite", line("m.cu", { low: "INF" }).replace('"INF"', "-1e999"), /timing\.low is -Infinity/],
+    ["minus-infinite", sealedText(raw("m.cu", { low: "INF" }).replace('"INF"', "-1e999")), /timing\.low is -Infinity/],
     ["low-above-high", line("lh.cu", { low: 2.1, high: 1.9 }), /timing\.speedup 2 lies outside its interval \[2\.1, 1\.9\]/],
     ["negative", line("neg.cu", { speedup: -2, low: -2.1, high: -1.9, verdict: "same" }), /timing\.speedup is -2: a time and a ratio of times are positive/],
     ["outside", line("out.cu", { speedup: 2.5 }), /timing\.speedup 2\.5 lies outside its interval \[1\.9, 2\.1\]/],
@@ -168,6 +170,6 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
     expect((e as Error).message, name).toStartWith(`${f}, line 2: `);
     expect((e as Error).message, name).toMatch(why);
     // --resume reads its results file through the same check (src/check/results.ts RecordLog.openKind)
-    expect(() => parseRecords(f, `${line("fast.cu")}\n${bad}\n${line("fast.cu")}\n`, EVAL_RECORDS), name).toThrow(why);
+    expect(() => parseRecords(f, `${line("fast.cu")}\n${bad}\n${line("fast.cu")}\n`, EVAL_RECORDS, EVAL_RECORDS.resumeAuthHint), name).toThrow(why);
   }
 });
