@@ -327,6 +327,31 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
       throw e;
     }
   }
+  refuseForeignGenerated(capture, c, dest);
+}
+
+/**
+ * Refuse a candidate whose private copy `dest` holds a file the frontend generates that kerncap did
+ * not make from the sources there (Frontend.generatedProblem: CUDA's slice edited by hand, or
+ * stamped as its TU's but not made from it), before any build: the build compiles what kerncap
+ * makes from the TU (src/frontends/build.ts, confined), never the candidate's slice, so the edit it
+ * holds would not be what is evaluated (and its unkeyed stamps let a broken TU pass as the original
+ * kernel: a trial). A slice kerncap made from another text of the TU (a copy of src/ whose TU was
+ * edited since) is made again, as validate does.
+ * @throws KerncapError E_CANDIDATE naming the file, `dest` removed
+ */
+function refuseForeignGenerated(capture: string, c: Candidate, dest: string): void {
+  const m = readManifest(capture);
+  const problem = frontendOf(m).generatedProblem?.(dest, m);
+  if (!problem) return;
+  rmSync(dest, { recursive: true, force: true });
+  throw new KerncapError(
+    "E_CANDIDATE",
+    `candidate ${c.path ?? c.label}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
+    {
+      hint: "Make the edit in the TU (or the file the kernel is defined in), the file the generated one is made from, and leave the generated file out of the candidate or as kerncap wrote it: kerncap makes it again from the TU.",
+    },
+  );
 }
 
 /**

@@ -49,6 +49,14 @@ export interface BuildOptions {
   extraFlags?: string[];
 }
 
+/** Frontend.remakeGenerated of a manifest's frontend, set by the registry (./index.ts setGeneratedRemaker): this module is below it. */
+let remakeGenerated: ((dir: string, m: Manifest) => void) | undefined;
+
+/** Set how a confined build remakes the files its frontend generates under src/ (./index.ts, as it loads). */
+export function setGeneratedRemaker(f: (dir: string, m: Manifest) => void): void {
+  remakeGenerated = f;
+}
+
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
 export class FastBuildUnavailable extends Error {}
 
@@ -218,6 +226,10 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   if (o.confine) {
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
+    // what kerncap generates under src/ (CUDA's slice) made anew in the private copy from its sources: a generated file
+    // found there, its unkeyed stamps recomputed, passed for the TU's text (a trial: a broken TU validated as the original kernel)
+    if (!remakeGenerated) throw new Error("a confined build before the frontend registry loaded"); // a kerncap bug
+    remakeGenerated(staged.folder, o.confine);
     // and no source that makes the preprocessor look up a file outside (its existence would show in the result): the
     // private copy's sources, the bytes the compiler reads (an edit of the capture meanwhile is not built)
     assertNoProbes(dir, o.confine, staged.folder);

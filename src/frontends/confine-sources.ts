@@ -4,8 +4,8 @@
  * learns whether a file *exists* without reading it (`#if __has_include("/home/u/.ssh/id_rsa")`,
  * `#pragma GCC dependency "…"`, an `#include` that fails or not), and the build's success, or the
  * kernel it compiles, hands that bit to the agent. The preprocessor can only look up a name that
- * is written somewhere, so before a confined build every source under src/ is read with the
- * preprocessor's own tokens (comments, string and raw string literals, line splices, digraphs) and
+ * is written somewhere, so before a confined build every file under src/, whatever its name (a
+ * source includes `p.txt` as it includes `p.h`), is read with the preprocessor's own tokens (comments, string and raw string literals, line splices, digraphs) and
  * refused when it writes a path a confined build may not read (./confine.ts confinedReadable), in
  * any form the preprocessor can turn into a file name:
  *  - a string literal anywhere (an `#include` operand, a macro's body `#define P "/etc/x"`, an
@@ -25,13 +25,10 @@ import type { Manifest } from "../format/manifest.ts";
 import { readInCapture } from "../format/paths.ts";
 import { confinedReadable } from "./confine.ts";
 
-/** The largest source read (bytes); a larger file under src/ is refused. */
+/** The largest file under src/ read (bytes); a larger one is refused. */
 const SOURCE_MAX = 16 << 20;
 /** The most files under src/ read. */
 const SOURCES_MAX = 20000;
-
-/** The sources the C preprocessor reads (C, C++, CUDA, HIP): what an agent may write under src/, and the headers they include. */
-const C_SOURCES = /\.(cu|cuh|h|hh|hpp|hxx|h\+\+|c|cc|cpp|cxx|c\+\+|inc|inl|ipp|tcc|tpp|def|hip|cl)$/;
 
 /** The preprocessor's queries that look a file up. */
 const FILE_QUERIES = new Set(["__has_include", "__has_include_next", "__has_embed", "__has_include__", "__has_include_next__"]);
@@ -299,12 +296,14 @@ function headerArgument(toks: Token[], i: number): { name: string; angled: boole
 }
 
 /**
- * Before a confined build: every C, C++, CUDA or HIP source under the capture's src/ (C_SOURCES:
- * what an agent may write, and a received capture's own) is read and checked (probeProblems),
- * against what a confined build of `m` may read. `at`: the folder whose src/ is read, the build's
- * private copy (src/format/staged-build.ts), so that the bytes checked are the bytes the compiler
- * reads; positions are judged as the capture's (`dir`).
- * @throws KerncapError E_CONFINED naming each file and line (at most 10), E_UNSAFE_PATH (a link… under src/)
+ * Before a confined build: every regular file under the capture's src/, whatever its name (an
+ * `#include "p.txt"` reads a file of any suffix: a scan of the C, C++, CUDA and HIP suffixes alone
+ * let a candidate's `src/p.txt` ask `__has_include("/etc/shadow")`, a trial), is read and checked
+ * (probeProblems) against what a confined build of `m` may read: at most SOURCES_MAX files of
+ * SOURCE_MAX bytes each, no link followed. `at`: the folder whose src/ is read, the build's private
+ * copy (src/format/staged-build.ts), so that the bytes checked are the bytes the compiler reads;
+ * positions are judged as the capture's (`dir`).
+ * @throws KerncapError E_CONFINED naming each file and line (at most 10), or a src/ past the bounds; E_UNSAFE_PATH (a link, FIFO… under src/)
  */
 export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = dir): void {
   const readable = confinedReadable(dir, m);
@@ -321,14 +320,24 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
     for (const n of names) {
       const r = `${rel}/${n}`;
       const st = lstatSync(join(at, r));
-      if (st.isDirectory()) walk(r);
-      else if (C_SOURCES.test(n)) {
-        if (++count > SOURCES_MAX)
-          throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} sources: a confined build checks each first`, {
-            hint: "Validate on the command line.",
-          });
-        problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
+      if (st.isDirectory()) {
+        walk(r);
+        continue;
       }
+      if (++count > SOURCES_MAX)
+        throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} files: a confined build reads each first`, {
+          hint: "Keep only the sources under src/, or validate on the command line.",
+        });
+      if (st.size > SOURCE_MAX)
+        throw new KerncapError(
+          "E_CONFINED",
+          `${r} has ${st.size} bytes: a confined build reads every file under src/ first, at most ${SOURCE_MAX} bytes each`,
+          {
+            hint: "Move data out of src/ (a source may include a file of any name, so every file there is read), or validate on the command line.",
+          },
+        );
+      // a link, a FIFO or a device: refused by readInCapture (E_UNSAFE_PATH), never followed nor opened for reading
+      problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
     }
   };
   walk("src");

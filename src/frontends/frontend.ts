@@ -212,6 +212,22 @@ export interface Frontend<Options = unknown> {
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
   /**
+   * Make the files of generatedSources anew in `dir` (a confined build's private copy:
+   * src/frontends/build.ts) from the sources there, whatever those files hold: a build of sources
+   * kerncap does not trust compiles only what kerncap makes of them (CUDA: the slice from its TU;
+   * its first-line stamps have no key, so whoever writes the slice can make its text pass for the
+   * TU's).
+   * @throws KerncapError E_MANIFEST, E_UNSAFE_PATH
+   */
+  remakeGenerated?(dir: string, m: Manifest): void;
+  /**
+   * Why a file of generatedSources under `dir`'s src/ (an eval candidate's private copy) is not
+   * one kerncap made from the sources there, as a phrase naming it (CUDA: a slice edited, or
+   * stamped as its TU's but not made from it); undefined when it is (a slice made from another
+   * text of the TU included: the build makes it again).
+   */
+  generatedProblem?(dir: string, m: Manifest): string | undefined;
+  /**
    * The files of src/ its build compiles or imports whatever the edit (relative to src/; CUDA: the
    * TU and the kernel's definition file, Triton: pinned.json's kernel file), read from the capture
    * folder `dir`; [] where unknown. A candidate folder that replaces src/ whole must hold them

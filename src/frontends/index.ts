@@ -14,6 +14,7 @@ import type { RegionTypes } from "../replay/tolerance-plan.ts";
 import { cudaFrontend } from "./cuda/index.ts";
 import type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
+import { setGeneratedRemaker } from "./build.ts";
 import { readBuildScripts } from "./stock-build.ts";
 import { tritonFrontend } from "./triton/index.ts";
 
@@ -24,6 +25,9 @@ const registry: Frontend[] = [tritonFrontend, cudaFrontend, hipFrontend];
 
 // the trust gate (a lower layer) reads a received capture's build.sh against its frontend's templates through this
 setBuildScriptReader((name, files) => readBuildScripts(registry.find((f) => f.name === name)?.templates, files));
+
+// a confined build (a lower module) remakes the files a frontend generates under src/ through this
+setGeneratedRemaker((dir, m) => frontendOf(m).remakeGenerated?.(dir, m));
 
 // what each one's build runs besides build.sh, for the trust gate (src/format/run-files.ts): asked for before this loaded, it refuses
 for (const f of registry) if (f.runFiles) addRunFiles(f.runFiles);

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { probeProblems } from "../../src/frontends/confine-sources.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
@@ -74,6 +74,33 @@ describe("the sources of a confined build", () => {
       'const char* u = R"(not a path)";\nint v = 0x1.8p3 + 1e-3;\n',
     ];
     for (const text of ok) expect(problems(text), text).toEqual([]);
+  });
+});
+
+describe("the files a confined build's sources can include", () => {
+  test("every file under src/ is scanned whatever its name: a p.txt (or a file with no suffix) that the TU includes is refused, naming it, and a text file that names nothing passes", async () => {
+    const { assertNoProbes } = await import("../../src/frontends/confine-sources.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const { writeDemo } = await import("../../src/capture/demo.ts");
+    const cap = join(tempDir(), "cap");
+    writeDemo(cap, false);
+    const m = readManifest(cap);
+    writeFileSync(join(cap, "src/notes.txt"), "the kernel adds a*x to y\n");
+    expect(() => assertNoProbes(cap, m)).not.toThrow();
+    // a trial: the TU includes "p.txt", whose __has_include the build's result answered (a file-existence oracle)
+    for (const name of ["p.txt", "inc/probe"]) {
+      mkdirSync(join(cap, "src/inc"), { recursive: true });
+      writeFileSync(join(cap, "src", name), '#if __has_include("/etc/hostname")\n#error PROBE_HIT\n#endif\n');
+      let err: any;
+      try {
+        assertNoProbes(cap, m);
+      } catch (e) {
+        err = e;
+      }
+      expect(err?.code, name).toBe("E_CONFINED");
+      expect(err.message).toContain(`src/${name}:1: the string names "/etc/hostname"`);
+      rmSync(join(cap, "src", name));
+    }
   });
 });
 

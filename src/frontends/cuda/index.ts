@@ -10,6 +10,7 @@ import { fastBuild, FastBuildState, sameKernelCode } from "./fast-build.ts";
 import { CUDA_CAPTURE_ARGS, cudaCaptureOptions } from "./options.ts";
 import { checkRebuiltModule, cudaReproducerHook, rdcLinkError, type CudaReproOptions } from "./repro.ts";
 import { builtCudaSources, remakeStaleSlice, sliceMetaOf } from "./slice.ts";
+import { foreignSlice, remakeSliceForConfinedBuild } from "./slice-confined.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 import { cudaTune } from "./tune.ts";
 
@@ -53,6 +54,8 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
   sourceSuffixes: CUDA_SOURCE_SUFFIXES,
   enrich: (_ctx, o) => ({ beforeRename: cudaReproducerHook(o ?? {}) }), // the hook returns at once for other frontends' captures
   beforeBuild: remakeStaleSlice,
+  remakeGenerated: remakeSliceForConfinedBuild,
+  generatedProblem: foreignSlice,
   explainBuildFailure: rdcLinkError,
   checkRebuiltModule,
   fastBuild: prunedBuild as FastBuilder,

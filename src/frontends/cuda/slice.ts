@@ -24,7 +24,10 @@
  * build.sh compiles the slice only while that hash matches the TU copy (otherwise the whole TU,
  * saying why); `kerncap validate` remakes a stale slice first (refreshSlice). A slice edited by
  * hand is never remade over the edit (E_SLICE_EDITED), and build.sh compiles it with no fallback to
- * the whole TU (its error is the edit's).
+ * the whole TU (its error is the edit's). The two hashes have no key, so they tell kerncap's slice
+ * only from an honest edit: a confined build (validate --confine, kerncap mcp; every eval candidate)
+ * compiles the slice made anew from the TU in its private copy, and an eval candidate carrying
+ * another is refused (./slice-confined.ts).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, relative, resolve } from "node:path";
@@ -452,8 +455,18 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   const want = sha256Text(tuText);
   const slicePath = `src/${meta.slice}`;
   const old = readInCapture(dir, slicePath, MANIFEST_MAX_BYTES);
-  if (old && old.subarray(0, 200).toString("utf8").includes(`sha256=${want} `)) return { action: "fresh" };
-  if (old && old.subarray(0, 200).toString("utf8").includes(`sha256=${want}\n`)) return { action: "fresh" }; // an older kerncap's slice (no body=)
+  const head = old?.subarray(0, 200).toString("utf8");
+  // `sha256=… ` (body= after it) or an older kerncap's slice (no body=)
+  if (old && head && (head.includes(`sha256=${want} `) || head.includes(`sha256=${want}\n`))) {
+    // build.sh compiles it as it is; stamps recomputed over another text are said (an edit by hand that keeps them is said by build.sh)
+    const text = old.toString("utf8");
+    const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText);
+    if (problem)
+      log.warn(
+        `${problem}: build.sh compiles it as it is (a confined build, and an eval candidate's, compiles the slice kerncap makes from the TU); delete it and validate makes it again from src/${meta.tu}`,
+      );
+    return { action: "fresh" };
+  }
   if (old && sliceEditedByHand(old.toString("utf8")))
     throw new KerncapError(
       "E_SLICE_EDITED",
@@ -464,11 +477,37 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
     );
   const s = sliceText(meta, tuText);
   if (!s.ok) {
-    if (old) writeInCapture(dir, slicePath, `// kerncap slice of src/${meta.tu} sha256=none\n// not made: ${s.reason}\n`);
+    if (old) writeInCapture(dir, slicePath, notMadeText(meta, s.reason));
     return { action: "removed", reason: s.reason };
   }
   writeInCapture(dir, slicePath, s.text);
   return { action: "remade" };
+}
+
+/** The slice file kerncap leaves where a TU cannot be sliced: a first line whose sha256= names no TU (build.sh then compiles the whole TU), and why. */
+export function notMadeText(meta: SliceMeta, reason: string): string {
+  return `// kerncap slice of src/${meta.tu} sha256=none\n// not made: ${reason}\n`;
+}
+
+/**
+ * Why the slice text `slice` would be compiled although kerncap did not make it from `tuText`, as a
+ * phrase (or undefined): its first line is not kerncap's, it was edited by hand (sliceEditedByHand),
+ * or it is stamped with the TU's sha256 (build.sh's test) but is not what kerncap makes from that
+ * text. A slice kerncap made from another text of the TU (stale: the build makes it again, as
+ * validate does) and the "not made" slice are not problems.
+ */
+export function sliceProblem(meta: SliceMeta, slice: string, tuText: string | undefined): string | undefined {
+  const nl = slice.indexOf("\n");
+  const first = nl < 0 ? slice : slice.slice(0, nl);
+  const head = `// kerncap slice of src/${meta.tu} sha256=`;
+  const stamp = first.startsWith(head) ? /^(none|[0-9a-f]{64})(?: body=[0-9a-f]{64})?$/.exec(first.slice(head.length))?.[1] : undefined;
+  if (stamp === undefined) return `src/${meta.slice} does not start with the line kerncap writes (// kerncap slice of src/${meta.tu} sha256=…)`;
+  if (sliceEditedByHand(slice)) return `src/${meta.slice} was edited by hand (its text is not the one the body= on its first line names)`;
+  if (tuText === undefined || stamp !== sha256Text(tuText)) return undefined;
+  const made = sliceText(meta, tuText);
+  if (!made.ok) return `src/${meta.slice} is stamped as made from src/${meta.tu}, which kerncap cannot slice (${made.reason})`;
+  const body = (t: string) => t.slice(t.indexOf("\n") + 1);
+  return body(made.text) === body(slice) ? undefined : `src/${meta.slice} is stamped as made from src/${meta.tu} but is not what kerncap makes from it`;
 }
 
 /**

@@ -58,3 +58,25 @@ test.skipIf(!NVCC)(
   },
   60_000,
 );
+
+test.skipIf(!NVCC)(
+  "a candidate's src/p.txt, included by its TU, asking __has_include of an outside path: refused before the build, alike whether the file exists (a trial's oracle)",
+  async () => {
+    const cap = join(tempDir(), "cap");
+    writeDemo(cap, false);
+    const d = tempDir();
+    const outcome = async (name: string, path: string) => {
+      cpSync(join(cap, "src"), join(d, name), { recursive: true });
+      writeFileSync(join(d, name, "p.txt"), `#if __has_include("${path}")\n#error PROBE_HIT\n#endif\n`);
+      writeFileSync(join(d, name, "saxpy.cu"), `#include "p.txt"\n${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}`);
+      const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, name)), join(d, `copy-${name}`), { force: false });
+      return "failed" in b ? [b.failed.code, b.failed.reason.slice(0, b.failed.reason.indexOf(": src/"))] : ["built"];
+    };
+    const exists = await outcome("exists", "/etc/hostname");
+    const absent = await outcome("absent", "/etc/no-such-file-kerncap");
+    expect(exists[0]).toBe("E_CONFINED");
+    expect(absent).toEqual(exists);
+    expect(exists[1]).toStartWith("the sources could make the preprocessor look up a file");
+  },
+  60_000,
+);

@@ -1,0 +1,71 @@
+/**
+ * The CUDA slice (./slice.ts) of a build of sources kerncap does not trust: a confined build
+ * (validate --confine, kerncap mcp's validate, tune, profile and evaluate; every eval candidate of a
+ * CUDA capture) and an eval candidate's private copy. The stamps on a slice's first line (sha256= of
+ * the TU, body= of the slice) have no key: whoever writes the slice recomputes them, and build.sh
+ * then compiles its text as the TU's (a trial: a broken TU validated as the original kernel, an
+ * unchanged TU as a hidden one). So such a build compiles the slice made anew from the TU in its
+ * private copy (regenerateSlice), whatever the file holds, and a candidate carrying a slice kerncap
+ * did not make from its TU is refused before any build (foreignSlice).
+ */
+import { resolve } from "node:path";
+import type { Manifest } from "../../format/manifest.ts";
+import { MANIFEST_MAX_BYTES, readInCapture, writeInCapture } from "../../format/paths.ts";
+import { log } from "../../log.ts";
+import { checkSliceMeta, notMadeText, sliceMetaOf, sliceProblem, sliceText } from "./slice.ts";
+
+/**
+ * Make the slice of `dir`'s src/<tu> anew from that TU, whatever the slice file holds (stale,
+ * edited by hand, or stamped as the TU's): `dir` is a confined build's private copy
+ * (src/frontends/build.ts). A TU that can no longer be sliced gets the "not made" slice (build.sh
+ * compiles the whole TU); with no TU the slice is left (build.sh then compiles the missing TU and fails).
+ * @returns what was done: "fresh" (the slice was kerncap's for this TU already), "remade", "removed" (not made, `reason`), "no-tu";
+ *   `replaced`: why the slice replaced would have been compiled although kerncap did not make it from the TU (sliceProblem: edited by hand, or stamped as this TU's)
+ * @throws KerncapError E_MANIFEST (meta), E_UNSAFE_PATH (src/<tu> or the slice a link, a FIFO …)
+ */
+export function regenerateSlice(dir: string, metaIn: unknown): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string; replaced?: string } {
+  const meta = checkSliceMeta(metaIn);
+  const tuBytes = readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES);
+  if (!tuBytes) return { action: "no-tu" };
+  const tuText = tuBytes.toString("utf8");
+  const slicePath = `src/${meta.slice}`;
+  const old = readInCapture(dir, slicePath, MANIFEST_MAX_BYTES)?.toString("utf8");
+  const s = sliceText(meta, tuText);
+  const text = s.ok ? s.text : notMadeText(meta, s.reason);
+  if (old === text) return { action: "fresh" };
+  const replaced = old === undefined ? undefined : sliceProblem(meta, old, tuText);
+  writeInCapture(dir, slicePath, text);
+  return { action: s.ok ? "remade" : "removed", ...(s.ok ? {} : { reason: s.reason }), ...(replaced ? { replaced } : {}) };
+}
+
+/**
+ * Frontend.generatedProblem of CUDA: why the slice under `dir`'s src/ (an eval candidate's private
+ * copy) is not one kerncap made from the TU there (sliceProblem), or undefined (no slice, or one
+ * kerncap made: for this text of the TU, or another).
+ * @throws KerncapError E_MANIFEST (meta), E_UNSAFE_PATH
+ */
+export function foreignSlice(dir: string, m: Manifest): string | undefined {
+  const metaIn = sliceMetaOf(m);
+  if (!metaIn) return undefined;
+  const meta = checkSliceMeta(metaIn);
+  const slice = readInCapture(dir, `src/${meta.slice}`, MANIFEST_MAX_BYTES)?.toString("utf8");
+  if (slice === undefined) return undefined;
+  return sliceProblem(meta, slice, readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES)?.toString("utf8"));
+}
+
+/**
+ * Frontend.remakeGenerated of CUDA: the slice of a confined build's private copy `dir` made anew
+ * from its TU (regenerateSlice), whatever the copy's slice holds; a slice that would have been
+ * compiled as it was is said. No-op for an unsliced project.
+ * @throws KerncapError E_MANIFEST, E_UNSAFE_PATH
+ */
+export function remakeSliceForConfinedBuild(dir: string, m: Manifest): void {
+  const meta = sliceMetaOf(m);
+  if (!meta) return;
+  const r = regenerateSlice(resolve(dir), meta);
+  if (r.replaced)
+    log.info(
+      `${r.replaced}: a confined build compiles ${r.action === "removed" ? `the whole TU (no slice can be made: ${r.reason})` : `the slice kerncap makes from src/${meta.tu}`}, never the one found`,
+    );
+  else if (r.action === "removed") log.info(`no slice for src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+}
