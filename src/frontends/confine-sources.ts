@@ -180,8 +180,12 @@ function pathProblem(name: string, angled: boolean, from: string, readable: (p: 
   return undefined;
 }
 
-/** Whether a string literal's text looks like a path (one that pathProblem is asked about): absolute, `~`, or with a `..` part. */
-const pathLike = (s: string) => /^(\/[^\s/]|~)/.test(s) || /(^|[/\\])\.\.([/\\]|$)/.test(s);
+/**
+ * Whether a string literal's text looks like a path (one that pathProblem is asked about): absolute
+ * (any number of leading slashes: `"//home/u/x"` is `/home/u/x` to the preprocessor, and a scan that
+ * took `//` for no path let a trial's include through), `~`, or with a `..` part.
+ */
+const pathLike = (s: string) => /^(\/+[^\s/]|~)/.test(s) || /(^|[/\\])\.\.([/\\]|$)/.test(s);
 
 /**
  * What in one source could make the preprocessor look up a file a confined build may not read

@@ -39,7 +39,7 @@ const under = (p: string, root: string) => p === root || p.startsWith(root.endsW
 /**
  * The files of a dependency list (make syntax, as `-MD -MF` writes it; relative paths are the
  * build's working folder's, the capture folder) that a confined build may not read, as the list
- * names them. Allowed: the capture folder, source.cuda.projectRoot and source.cuda.referencedOutsideRoot,
+ * names them. Allowed: the capture's src/, source.cuda.projectRoot and source.cuda.referencedOutsideRoot,
  * the toolchain's and the system's include folders.
  */
 export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText: string): string[] {
@@ -49,14 +49,16 @@ export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText:
 
 /**
  * Whether a confined build may read the file at absolute path `p` (links resolved): it lies in the
- * capture folder, source.cuda.projectRoot, is one of source.cuda.referencedOutsideRoot, or lies in
+ * capture's src/, source.cuda.projectRoot, is one of source.cuda.referencedOutsideRoot, or lies in
  * the toolchain's or the system's include folders. A received capture's manifest is the sender's:
  * its projectRoot and referencedOutsideRoot widen nothing (a trial's named /home/victim).
  */
 export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: string) => boolean {
   const theirs = "kernel" in m && receivedReasons(dir, m as Manifest).length > 0;
   const cuda = (theirs ? {} : (m.source?.cuda ?? {})) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
-  const roots = [real(dir)];
+  // of the capture, its sources only: build/ holds what earlier builds wrote (a log that quotes the files a refused
+  // build read), which an #include of it would hand back in the compiler's messages (a trial's two-step read)
+  const roots = [real(resolve(dir, "src"))];
   if (typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/") roots.push(real(cuda.projectRoot));
   const files = new Set(
     Array.isArray(cuda.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string").map(real) : [],
@@ -78,13 +80,14 @@ export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: 
 const DIAGNOSTIC = [/^(.+?)\((\d+)\): ((?:catastrophic )?error|warning)(?: #[\w-]+)?: (.*)$/, /^(.+?):(\d+):(?:\d+:)? ((?:fatal )?error|warning): (.*)$/];
 
 /**
- * A failed build's messages as the agent may see them: each diagnostic of a file inside the capture
- * folder as `path:line: kind: text` (path relative to the folder), and build.sh's own `kerncap:`
- * notes; everything else (source lines quoted under a diagnostic, files elsewhere, other output) is
- * left out.
+ * A failed build's messages as the agent may see them: each diagnostic of a file under the capture's
+ * src/ as `path:line: kind: text` (path relative to the folder), and build.sh's own `kerncap:`
+ * notes; everything else (source lines quoted under a diagnostic, files elsewhere or under build/,
+ * other output) is left out.
  */
 export function captureDiagnostics(dir: string, output: string): string[] {
   const root = real(dir);
+  const src = real(resolve(dir, "src"));
   const out: string[] = [];
   for (const line of output.split("\n")) {
     if (line.startsWith("kerncap: ")) {
@@ -101,7 +104,7 @@ export function captureDiagnostics(dir: string, output: string): string[] {
       const d = re.exec(line);
       if (!d) continue;
       const p = real(resolve(dir, d[1]!));
-      if (under(p, root)) out.push(`${relative(root, p)}:${d[2]}: ${d[3]}: ${d[4]}`);
+      if (under(p, src)) out.push(`${relative(root, p)}:${d[2]}: ${d[3]}: ${d[4]}`);
       break;
     }
   }

@@ -195,6 +195,30 @@ describe("a received capture's manifest widens nothing", () => {
     expect(confinedReadable(dir, m)(join(home, "secret.h"))).toBe(true); // made here: the user's own project
     markReceived(dir, "cap.zip");
     expect(confinedReadable(dir, m)(join(home, "secret.h"))).toBe(false);
-    expect(confinedReadable(dir, m)(join(dir, "kerncap.json"))).toBe(true);
+    expect(confinedReadable(dir, m)(join(dir, "src", "k.cu"))).toBe(true);
+  });
+
+  test("of the capture, a confined build reads src/ only: not build/, whose logs quote what a refused build read (a trial included build/slice-build.log in a second build), nor kerncap.json", async () => {
+    const { confinedReadable, captureDiagnostics } = await import("../../src/frontends/confine.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const readable = confinedReadable(dir, readManifest(dir));
+    expect(readable(join(dir, "src", "k.cu"))).toBe(true);
+    for (const f of ["build/slice-build.log", "build/kernel.cubin", "kerncap.json", "README.md"]) expect(readable(join(dir, f)), f).toBe(false);
+    // the compiler's messages about a file under build/ (the log included) are not shown; those about src/ are
+    const shown = captureDiagnostics(
+      dir,
+      `${join(dir, "build/slice-build.log")}(3): error: identifier "SECRET" is undefined\n${join(dir, "src/k.cu")}(7): error: expected a ";"`,
+    );
+    expect(shown).toEqual(['src/k.cu:7: error: expected a ";"']);
+  });
+
+  test("a quoted name with two leading slashes is a path (//home/u/x is /home/u/x to the preprocessor): refused before the build", async () => {
+    const { probeProblems } = await import("../../src/frontends/confine-sources.ts");
+    const readable = (p: string) => p.startsWith("/cap/src/");
+    for (const inc of ['#include "//home/victim/secret.txt"', '#include "///etc/machine-id"', 'int x = 0 +\n#include "//cap/build/slice-build.log"\n;'])
+      expect(probeProblems(`${inc}\n`, "src/k.cu", "/cap/src/k.cu", readable).length, inc).toBeGreaterThan(0);
+    expect(probeProblems('const char *s = "// not a path";\n', "src/k.cu", "/cap/src/k.cu", readable)).toEqual([]);
   });
 });
