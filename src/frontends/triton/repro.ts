@@ -11,6 +11,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "n
 import { join, resolve } from "node:path";
 import type { TritonSource } from "./join.ts";
 import { KerncapError } from "../../errors.ts";
+import { withoutOthersWrite } from "../../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
 
@@ -75,6 +76,7 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
     originalCopy = s.sourceCopy.replace(/^[0-9a-f]{16}-/, "");
     mkdirSync(join(outDir, "src", "original"), { recursive: true });
     copyFileSync(join(o.sourceCopies, s.sourceCopy), join(outDir, "src", "original", originalCopy));
+    withoutOthersWrite(join(outDir, "src")); // the project's mode kept by the copy: no group write in the capture (else it counts as received)
     files.push(`src/original/${originalCopy}`);
   }
   const pinned = {
