@@ -129,8 +129,12 @@ export function notYours(dir: string): string | undefined {
 /** The most files and folders under src/ notYours looks at; past it the capture counts as received (not every one was seen to be the user's alone). */
 export const SRC_OWNED_MAX_ENTRIES = 20000;
 
-/** Why one file or folder `what` (a phrase naming it) with lstat `st` is not the user's `uid` alone, or undefined. A link's own mode bits mean nothing (always 0777): its owner only. */
-function notOwnEntry(what: string, st: Stats, uid: number): string | undefined {
+/**
+ * Why one file or folder `what` (a phrase naming it) with lstat `st` is not the user's `uid` (default: the effective uid) alone, or
+ * undefined: another user owns it, or every user or its group may write it. A link's own mode bits mean nothing (always 0777): its owner only.
+ */
+export function notOwnEntry(what: string, st: Stats, uid: number | undefined = process.geteuid?.() ?? process.getuid?.()): string | undefined {
+  if (uid === undefined) return undefined;
   if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
   if (st.isSymbolicLink()) return undefined;
   if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;

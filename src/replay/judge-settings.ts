@@ -16,7 +16,7 @@ import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { receivedBecause } from "../format/received.ts";
+import { notOwnEntry, receivedBecause } from "../format/received.ts";
 import { stateDir, trustKey, type TrustRecord } from "../format/trust-records.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
@@ -233,17 +233,49 @@ export function judgingAccepted(dir: string): boolean {
 }
 
 /**
+ * Why the capture's judging settings may be someone else's, so that they are used only once
+ * accepted (judgingAccepted), or undefined when they are the user's: the capture is received
+ * (receivedBecause), or its JUDGE_FILE belongs to another user or others may write it (a team
+ * member who copies a file of their own over a group-writable one leaves its owner the user's:
+ * trial 20). `kind` says which.
+ */
+export function judgingNotOwn(dir: string, m: Manifest): { kind: "received" | "file"; why: string } | undefined {
+  const received = receivedBecause(dir, m);
+  if (received) return { kind: "received", why: received };
+  let st;
+  try {
+    st = resolveInCapture(dir, JUDGE_FILE).stats;
+  } catch {
+    return undefined; // a link, not a file: readJudging refuses it (E_JUDGE)
+  }
+  const theirs = st && notOwnEntry(JUDGE_FILE, st);
+  return theirs ? { kind: "file", why: theirs } : undefined;
+}
+
+/**
+ * What is said where settings are not used (judgingNotOwn): the received capture's, or the file's
+ * that another user owns or may write, with the ways out (read them, then `kerncap judge DIR
+ * --accept`; for the file, also make it the user's alone).
+ */
+export function unusedJudgingNote(dir: string, not: { kind: "received" | "file"; why: string }): string {
+  return not.kind === "received"
+    ? `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${not.why}`
+    : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (kerncap judge ${dir} --accept: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${dir} --clear and your own settings); the capture judged as captured`;
+}
+
+/**
  * The judging settings a replay of capture `dir` uses: the stored ones (readJudging) of the user's
- * own capture, or of a received one whose file the user accepted; else none, with `ignored` saying
- * why (and a warning, once per call, unless `quiet`).
+ * own capture in a file of the user's alone, or ones the user accepted (judgingNotOwn: a received
+ * capture's, a file another user owns or may write); else none, with `ignored` saying why (and a
+ * warning, once per call, unless `quiet`).
  * @throws KerncapError as readJudging (a file that does not read)
  */
 export function judgingInEffect(dir: string, m: Manifest, quiet = false): { settings: JudgeSettings | undefined; ignored?: string } {
   const settings = readJudging(dir);
   if (!settings) return { settings };
-  const received = receivedBecause(dir, m);
-  if (!received || judgingAccepted(dir)) return { settings };
-  const ignored = `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${received}`;
+  const not = judgingNotOwn(dir, m);
+  if (!not || judgingAccepted(dir)) return { settings };
+  const ignored = unusedJudgingNote(dir, not);
   if (!quiet) log.warn(ignored);
   return { settings: undefined, ignored };
 }
