@@ -132,6 +132,49 @@ describe("discovery", () => {
   });
 });
 
+describe("copies of one identity in a shared corpus (trial 20: another user's NAME.zip beside the user's NAME/ stopped the whole check)", () => {
+  test.skipIf(process.geteuid?.() !== 0)(
+    "another user's copy is passed over with a warning naming it (escaped), the user's own checked; two of one owner stay refused",
+    async () => {
+      const root = join(tempDir(), "corpus");
+      await makeCapture(join(root, "vcap"));
+      const other = join(tempDir(), "x");
+      await makeCapture(other);
+      const zip = join(root, "vcap.zip");
+      await packCapture(other, zip);
+      // two copies of the user's own: refused as before
+      const same = await discoverCaptures([root]).catch((x) => x);
+      expect(same).toBeInstanceOf(KerncapError);
+      expect(same.message).toContain("have one identity, corpus/vcap");
+      chownSync(zip, 4242, 4242); // the attacker's drop
+      const d = await discoverCaptures([root]);
+      expect(d.captures).toEqual([{ id: "corpus/vcap", path: join(root, "vcap"), kind: "folder" }]);
+      expect(d.passedOver).toContainEqual({
+        path: zip,
+        reason: `it has the identity corpus/vcap of your own ${join(root, "vcap")}, and belongs to another user (uid 4242): yours is checked`,
+        warn: true,
+      });
+      // the CLI goes on: the warning on stderr (a name with escapes shown escaped), the capture checked (E_NO_GPU here, no identity refusal)
+      const odd = join(root, "e\x1b]0;PWN\x07x");
+      await makeCapture(odd);
+      const oddZip = `${odd}.zip`;
+      await packCapture(other, oddZip);
+      chownSync(oddZip, 4242, 4242);
+      const { err } = await stderrOf(() => runCli(["check", root, "--results", join(tempDir(), "r"), "--print-summary", "none"]));
+      expect(err).not.toContain("have one identity");
+      expect(err).toContain(`passed over ${zip}: it has the identity corpus/vcap of your own`);
+      expect(err).toContain("belongs to another user (uid 4242)");
+      expect(err).not.toContain("\x1b]0;PWN");
+      expect(err).toContain("2 captures could not be checked");
+      // two copies of another user's (none of the user's): refused
+      chownSync(join(root, "vcap"), 4242, 4242);
+      chownSync(zip, 4343, 4343);
+      expect((await discoverCaptures([root]).catch((x) => x)).message).toContain("have one identity, corpus/vcap");
+    },
+    60_000,
+  );
+});
+
 describe("shards", () => {
   const ids = Array.from({ length: 2000 }, (_, i) => `prod/model-${i % 37}/kernel-${i}`);
   test("every capture in exactly one shard; the same one whatever the order or the rest of the corpus", () => {
