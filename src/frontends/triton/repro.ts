@@ -76,9 +76,9 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
     originalCopy = s.sourceCopy.replace(/^[0-9a-f]{16}-/, "");
     mkdirSync(join(outDir, "src", "original"), { recursive: true });
     copyFileSync(join(o.sourceCopies, s.sourceCopy), join(outDir, "src", "original", originalCopy));
-    withoutOthersWrite(join(outDir, "src")); // the project's mode kept by the copy: no group write in the capture (else it counts as received)
     files.push(`src/original/${originalCopy}`);
   }
+  withoutOthersWrite(join(outDir, "src")); // the project's mode kept by a copy, a folder made under run's umask: no group write (else the capture counts as received)
   const pinned = {
     kernelName: s.kernelName,
     fnName: s.fnName,
