@@ -79,6 +79,11 @@ export function checkSettings(s: JudgeSettings): JudgeSettings {
  *   E_CHECKSUM (the settings do not hash as the file says: altered or damaged)
  */
 export function readJudging(dir: string): JudgeSettings | undefined {
+  return readStored(dir)?.settings;
+}
+
+/** readJudging's settings with the SHA-256 of the bytes they were read from (`file`: what an acceptance is recorded for), from one read. */
+function readStored(dir: string): { settings: JudgeSettings; file: string } | undefined {
   const hint = `Replace them: \`kerncap judge ${dir} --clear\` followed by the settings you want (--clear alone removes them), or remove ${JUDGE_FILE}.`;
   let bytes: Buffer | undefined;
   try {
@@ -102,7 +107,7 @@ export function readJudging(dir: string): JudgeSettings | undefined {
     );
   if (digest(r.output.settings) !== r.output.sha256)
     throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${JUDGE_FILE}: the judging settings were changed after \`kerncap judge\` wrote them`, { hint });
-  return checkSettings(r.output.settings);
+  return { settings: checkSettings(r.output.settings), file: createHash("sha256").update(bytes).digest("hex") };
 }
 
 /**
@@ -223,9 +228,9 @@ export function acceptJudging(dir: string): boolean {
   return true;
 }
 
-/** Whether the user accepted the capture's judging file as it is now (acceptJudging). */
-export function judgingAccepted(dir: string): boolean {
-  const d = fileDigest(dir);
+/** Whether the user accepted the capture's judging file as it is now (acceptJudging); `read`: the digest of the bytes the settings were read from (else the file is read again). */
+export function judgingAccepted(dir: string, read?: string): boolean {
+  const d = read ?? fileDigest(dir);
   const state = stateDir();
   if (!d || !state) return false;
   const key = trustKey(dir, `judge:${d}`);
@@ -271,10 +276,11 @@ export function unusedJudgingNote(dir: string, not: { kind: "received" | "file";
  * @throws KerncapError as readJudging (a file that does not read)
  */
 export function judgingInEffect(dir: string, m: Manifest, quiet = false): { settings: JudgeSettings | undefined; ignored?: string } {
-  const settings = readJudging(dir);
-  if (!settings) return { settings };
+  const stored = readStored(dir);
+  if (!stored) return { settings: undefined };
+  const { settings } = stored;
   const not = judgingNotOwn(dir, m);
-  if (!not || judgingAccepted(dir)) return { settings };
+  if (!not || judgingAccepted(dir, stored.file)) return { settings }; // the bytes accepted are the bytes used (one read: no swap between)
   const ignored = unusedJudgingNote(dir, not);
   if (!quiet) log.warn(ignored);
   return { settings: undefined, ignored };
