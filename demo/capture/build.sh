@@ -69,6 +69,8 @@ if [ "$src" = "$slice" ]; then
   # which the pruned build reads); when it fails, the whole TU's own messages say the error once
   slicelog="$(dirname "$out")/slice-build.log"
   shown="${slicelog#"$here/"}"
+  # 0600: the compiler's messages may quote a file it read (an #include of a private one)
+  rm -f "$slicelog" && (umask 077 && : >"$slicelog")
   if compile "$slice" "$cubin" 2>"$slicelog"; then
     cat "$slicelog" >&2
   elif [ -n "$edited" ]; then

@@ -259,7 +259,10 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
  */
 async function capturesOfShard(o: CheckOptions): Promise<CaptureRef[]> {
   const found = await discoverCaptures(o.paths);
-  for (const p of found.passedOver) log.info(`passed over ${p.path}: ${p.reason}`);
+  for (const p of found.passedOver) {
+    if (p.warn) log.warn(`passed over ${p.path}: ${p.reason}`);
+    else log.info(`passed over ${p.path}: ${p.reason}`);
+  }
   if (!found.captures.length)
     throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, {
       hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them.",

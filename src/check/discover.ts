@@ -10,7 +10,9 @@
  * A capture's identity is the base name of the argument it was found under, then its path below
  * it ('/'-separated), an archive's `.zip` dropped: the same on every node that holds the corpus
  * under the same layout, whatever the mount point, and unchanged by packing a capture. It keys the
- * shard (src/check/shard.ts), the baseline and the results.
+ * shard (src/check/shard.ts), the baseline and the results. Of copies of one identity that differ
+ * in owner the user's own is kept (another user's `.zip` beside the user's folder is passed over,
+ * with a warning); two of one owner are refused.
  */
 import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
@@ -29,8 +31,8 @@ export interface CaptureRef {
 export interface Discovery {
   /** Sorted by identity. */
   captures: CaptureRef[];
-  /** What was passed over, and why (junk a user may want to know about). */
-  passedOver: { path: string; reason: string }[];
+  /** What was passed over, and why (junk a user may want to know about); `warn`: said as a warning (another user's copy of a capture of the user's). */
+  passedOver: { path: string; reason: string; warn?: boolean }[];
 }
 
 const ARCHIVE_SUFFIX = ".zip";
@@ -41,7 +43,7 @@ const idName = (name: string) => (name.endsWith(ARCHIVE_SUFFIX) ? name.slice(0, 
 /**
  * Every capture under `roots` (folders, capture folders or archives).
  * @throws KerncapError E_USAGE for a root that does not exist or is neither a folder nor an
- *   archive, for two captures with one identity (naming both)
+ *   archive, for two captures with one identity of one owner (naming both; oneOfEachIdentity)
  */
 export async function discoverCaptures(roots: string[]): Promise<Discovery> {
   const captures: CaptureRef[] = [];
@@ -102,13 +104,55 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
       });
   }
   captures.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  for (let i = 1; i < captures.length; i++) {
-    const [a, b] = [captures[i - 1]!, captures[i]!];
-    if (a.id === b.id) {
-      throw new KerncapError("E_USAGE", `${a.path} and ${b.path} have one identity, ${a.id}: a shard, the baseline and the results could not tell them apart`, {
-        hint: "Keep one of them (a folder and its packed .zip are the same capture), or give the two roots different names.",
-      });
-    }
+  return { captures: oneOfEachIdentity(captures, passedOver), passedOver };
+}
+
+/** The owner (uid) of a capture folder or archive, undefined when it cannot be read. */
+function ownerOf(path: string): number | undefined {
+  try {
+    return statSync(path).uid;
+  } catch {
+    return undefined;
   }
-  return { captures, passedOver };
+}
+
+/**
+ * `sorted` (by identity) with one capture of each identity. Copies of one identity that differ in
+ * owner: the user's own copy is kept and the others are passed over with a warning (`warn`), so that
+ * another user's `NAME.zip` dropped beside the user's `NAME/` in a shared corpus does not stop the
+ * whole check (trial 20). Two copies of one owner (or none of the user's): refused.
+ * @throws KerncapError E_USAGE naming two captures of one identity
+ */
+function oneOfEachIdentity(sorted: CaptureRef[], passedOver: Discovery["passedOver"]): CaptureRef[] {
+  const uid = process.geteuid?.();
+  const kept: CaptureRef[] = [];
+  for (let i = 0; i < sorted.length; ) {
+    let j = i + 1;
+    while (j < sorted.length && sorted[j]!.id === sorted[i]!.id) j++;
+    const same = sorted.slice(i, j);
+    i = j;
+    if (same.length === 1) {
+      kept.push(same[0]!);
+      continue;
+    }
+    const owners = same.map((c) => ownerOf(c.path));
+    const mine = same.filter((_, k) => uid !== undefined && owners[k] === uid);
+    if (mine.length === 1) {
+      const own = mine[0]!;
+      kept.push(own);
+      for (const [k, c] of same.entries())
+        if (c !== own)
+          passedOver.push({
+            path: c.path,
+            reason: `it has the identity ${c.id} of your own ${own.path}, and belongs to another user (uid ${owners[k] ?? "unknown"}): yours is checked`,
+            warn: true,
+          });
+      continue;
+    }
+    const [a, b] = mine.length > 1 ? (mine as [CaptureRef, CaptureRef, ...CaptureRef[]]) : (same as [CaptureRef, CaptureRef, ...CaptureRef[]]);
+    throw new KerncapError("E_USAGE", `${a.path} and ${b.path} have one identity, ${a.id}: a shard, the baseline and the results could not tell them apart`, {
+      hint: "Keep one of them (a folder and its packed .zip are the same capture), or give the two roots different names.",
+    });
+  }
+  return kept;
 }

@@ -17,7 +17,7 @@
  *
  * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
+import { chmodSync, closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
@@ -264,6 +264,23 @@ export function* treeEntries(root: string, rel: string, descend: (rel: string) =
     yield { rel: r, st };
     if (st.isDirectory() && descend(r)) yield* treeEntries(root, r, descend);
   }
+}
+
+/**
+ * Take the group and other write bits off `root` and every file and folder under it (no link
+ * followed; only what the user owns): copyFileSync and cpSync keep a source's mode, and a file
+ * under src/ others may write makes a capture received (src/format/received.ts notYours). For what
+ * kerncap copies into a capture (a project's sources) or into a private copy of one (eval's).
+ */
+export function withoutOthersWrite(root: string): void {
+  const uid = process.geteuid?.();
+  const strip = (p: string, st: Stats) => {
+    if (!st.isSymbolicLink() && st.mode & 0o022 && (uid === undefined || st.uid === uid)) chmodSync(p, st.mode & 0o7777 & ~0o022);
+  };
+  const top = lstatOrNone(root);
+  if (!top) return;
+  strip(root, top);
+  if (top.isDirectory()) for (const { rel, st } of treeEntries(root, "")) strip(join(root, rel), st);
 }
 
 /**

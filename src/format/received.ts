@@ -7,13 +7,13 @@
  * machine without a machine-id every capture is received). A received capture's build runs only
  * once the user trusts it (the gate: src/format/trust.ts requireTrustedBuild).
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
-import { readInCapture, writeInCapture } from "./paths.ts";
+import { readInCapture, shownPath, treeEntries, writeInCapture } from "./paths.ts";
 import { frontendRunFiles } from "./run-files.ts";
 import { stateDir } from "./trust-records.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -103,7 +103,8 @@ export function markReceived(dir: string, archive: string): void {
  * (neither group nor other write bit). A folder another local user hands over (in /tmp, say) is
  * that user's, whatever its manifest says about the host: its build.sh is theirs to write. A
  * group-writable one (a team's shared folder) is every group member's to write, so it is received
- * too: a member who appends a line to build.sh in place leaves its owner unchanged.
+ * too: a member who appends a line to build.sh in place leaves its owner unchanged. The files and
+ * folders under src/ are held to the same rule (notYoursUnderSrc): the build compiles them.
  */
 /** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, every frontend's run files (src/format/run-files.ts: Triton's pinned.json, which names the interpreter, and repro.py), the manifest, and build/ with the pruned build's plan (its commands run as written). */
 const owned = () => [".", "build.sh", "src", ...frontendRunFiles(), "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
@@ -119,11 +120,49 @@ export function notYours(dir: string): string | undefined {
     } catch {
       continue; // absent: nothing of it runs
     }
-    const what = name === "." ? "the folder" : name;
-    if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
-    if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
-    if (st.mode & 0o020)
-      return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
+    const theirs = notOwnEntry(name === "." ? "the folder" : name, st, uid);
+    if (theirs) return theirs;
+  }
+  return notYoursUnderSrc(dir, uid);
+}
+
+/** The most files and folders under src/ notYours looks at; past it the capture counts as received (not every one was seen to be the user's alone). */
+export const SRC_OWNED_MAX_ENTRIES = 20000;
+
+/**
+ * Why one file or folder `what` (a phrase naming it) with lstat `st` is not the user's `uid` (default: the effective uid) alone, or
+ * undefined: another user owns it, or every user or its group may write it. A link's own mode bits mean nothing (always 0777): its owner only.
+ */
+export function notOwnEntry(what: string, st: Stats, uid: number | undefined = process.geteuid?.() ?? process.getuid?.()): string | undefined {
+  if (uid === undefined) return undefined;
+  if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
+  if (st.isSymbolicLink()) return undefined;
+  if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
+  if (st.mode & 0o020)
+    return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
+  return undefined;
+}
+
+/**
+ * notYours for every file and folder under `dir`/src (walked without following a link, at most
+ * SRC_OWNED_MAX_ENTRIES): the build compiles them, so one a group member may edit in place (its
+ * owner still the user) changes what the user compiles, and may `#include` a private file of the
+ * user's that the compiler's messages then quote (trial 20). The first one that is not the user's
+ * alone, named (src/…, escaped as shownPath does) with why; undefined when src/ is no folder.
+ */
+function notYoursUnderSrc(dir: string, uid: number): string | undefined {
+  let src: Stats;
+  try {
+    src = lstatSync(join(dir, "src"));
+  } catch {
+    return undefined;
+  }
+  if (!src.isDirectory()) return undefined;
+  let seen = 0;
+  for (const { rel, st } of treeEntries(dir, "src")) {
+    if (++seen > SRC_OWNED_MAX_ENTRIES) return `src/ holds more than ${SRC_OWNED_MAX_ENTRIES} files and folders, too many to check that each is yours alone`;
+    const theirs = notOwnEntry(shownPath(rel), st, uid);
+    if (theirs) return theirs;
   }
   return undefined;
 }

@@ -39,8 +39,9 @@ function normalDigest(d: string): string {
  *  - `trust` a string (`--trust=DIGEST`): the digest the refusal showed; a different current digest
  *    is refused (E_TRUST_CHANGED: the files changed since they were shown).
  *  - `trust` true (plain `--trust`): runs what is read now and says its digest; refused
- *    (E_UNTRUSTED) when another user owns or every user can write the folder or a file of it (they
- *    could change the files between the user's reading and --trust): --trust=DIGEST there.
+ *    (E_UNTRUSTED) when another user owns or every user can write the folder or a file of it, or
+ *    the archive it was unpacked from (`o.theirs`; they could change the files between the user's
+ *    reading and --trust): --trust=DIGEST there.
  * Otherwise the build is refused, and every file it would execute shown (escaped) with the one
  * digest: printed to stderr above the error, or with `o.inMessage` (validate --confine: kerncap
  * mcp, whose agent reads the error document, not stderr) carried in the error's message (at most
@@ -49,7 +50,9 @@ function normalDigest(d: string): string {
  * of the files, read again and held to the same digest (stageTrustedBuild).
  * `o.command`: the command line to run again with --trust, for the hint (default `kerncap validate DIR`).
  * `o.name`: how messages name the capture (default DIR; check names the archive, never the
- * temporary folder it unpacked it into); `o.shown`: where the messages say the files were printed
+ * temporary folder it unpacked it into); `o.theirs`: why plain --trust is not enough besides the
+ * folder's own files (check: "the archive A belongs to another user …", whose folder is a private
+ * unpacked copy), and `o.theirsHint` the way out then, given the digest (default: BASE --trust=DIGEST); `o.shown`: where the messages say the files were printed
  * (default "printed above"; check's outcome is read in its table and results file, far from them).
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
  *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
@@ -58,7 +61,15 @@ export function requireTrustedBuild(
   dirArg: string,
   m: Manifest,
   trust: boolean | string,
-  o: { remember?: boolean; command?: string; inMessage?: boolean; name?: string; shown?: string } = {},
+  o: {
+    remember?: boolean;
+    command?: string;
+    inMessage?: boolean;
+    name?: string;
+    shown?: string;
+    theirs?: string;
+    theirsHint?: (digest: string) => string;
+  } = {},
 ): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
@@ -123,14 +134,16 @@ export function requireTrustedBuild(
         },
       );
     }
-    const theirs = notYours(dirArg);
+    const theirs = notYours(dirArg) ?? o.theirs;
     if (theirs) {
       show();
       throw new KerncapError(
         "E_UNTRUSTED",
         `${name}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`,
         {
-          hint: `Read them (${shown}, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
+          hint:
+            o.theirsHint?.(runs.digest) ??
+            `Read them (${shown}, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,
         },
       );
     }

@@ -6,7 +6,21 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeSync,
+  type Stats,
+} from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
@@ -310,11 +324,12 @@ export function unpackedMode(mode: number): number {
  * @throws KerncapError E_ARCHIVE (damaged, zip-slip, CRC, sizes past the declared ones),
  *   E_EXISTS (DIR exists, no force), E_CHECKSUM (naming the file, or the region and chunk),
  *   E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed)
+ * `opts.onOpened`: given the fstat of the archive as opened (the file whose bytes are unpacked).
  */
 export async function unpackArchive(
   archiveArg: string,
   outArg: string | undefined,
-  opts: { force?: boolean; onProgress?: ArchiveProgress } = {},
+  opts: { force?: boolean; onProgress?: ArchiveProgress; onOpened?: (st: Stats) => void } = {},
 ): Promise<UnpackResult> {
   const stops = new StopSignals().install();
   try {
@@ -327,7 +342,7 @@ export async function unpackArchive(
 async function unpack(
   archiveArg: string,
   outArg: string | undefined,
-  opts: { force?: boolean; onProgress?: ArchiveProgress },
+  opts: { force?: boolean; onProgress?: ArchiveProgress; onOpened?: (st: Stats) => void },
   tick: () => Promise<void>,
 ): Promise<UnpackResult> {
   const t0 = performance.now();
@@ -338,7 +353,9 @@ async function unpack(
   let t: PrivateTemp | undefined;
   let dest: string | undefined;
   try {
-    const entries = centralDirectory(archive, fd, fstatSync(fd).size);
+    const opened = fstatSync(fd);
+    opts.onOpened?.(opened); // the file read, whose owner and mode the caller may hold against it (check: another user's archive)
+    const entries = centralDirectory(archive, fd, opened.size);
     const idx = await readIndex(archive, fd, entries);
     refuseUnsafeNames(archive, idx);
     dest = resolve(outArg ?? idx.root);

@@ -20,11 +20,13 @@
  * (a sticky error: every later call in the context fails) is the context reset, by the engine's
  * replay (src/replay/engine.ts).
  */
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, rmSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
+import { shownPath } from "../format/paths.ts";
+import { notOwnEntry } from "../format/received.ts";
 import { openCapture, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
@@ -58,9 +60,12 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
   const p: Checked = { rebuild: null, note: null };
   try {
     let dir = task.path;
+    let theirs: string | undefined;
     if (task.kind === "archive") {
       p.tmp = privateTempFolder("kerncap-check-");
-      dir = (await unpackArchive(task.path, join(p.tmp, "capture"))).dir;
+      // the archive read, another user's or one others may write: its capture is theirs as a folder of theirs would be (trial 20)
+      const onOpened = (st: Stats) => void (theirs = notOwnEntry(`the archive ${shownPath(task.path)}`, st));
+      dir = (await unpackArchive(task.path, join(p.tmp, "capture"), { onOpened })).dir;
     }
     const capture = openCapture(dir);
     const m = (p.m = capture.manifest);
@@ -71,7 +76,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     // a damaged capture is said as such before its build runs and before the GPU is looked for (the
     // replay checks the same files, but --rebuild reaches E_NO_GPU first: archOrBuildOnly)
     if (s.rebuild) verifyFiles(dir, s.verify ? m : { ...m, files: [] });
-    if (s.rebuild && reproducer) gateRebuild(task, dir, m, s);
+    if (s.rebuild && reproducer) gateRebuild(task, dir, m, s, theirs);
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
     const here = s.rebuild ? await archOrBuildOnly(dir, m, reproducer, s, p) : undefined;
@@ -174,11 +179,19 @@ function emptyOutcome(task: CaptureRef) {
 
 /**
  * The trust gate before --rebuild runs a capture's build.sh, before any GPU work; an archive's temp
- * folder is gone after this check: nothing to remember its trust by.
+ * folder is gone after this check: nothing to remember its trust by. `theirs`: why the archive is
+ * not the user's alone (another user owns it or others may write it): plain --trust is then
+ * refused for it, as for such a folder (--trust=DIGEST runs the bytes unpacked, read once).
  * @throws KerncapError E_UNTRUSTED, E_TRUST_CHANGED (src/format/trust.ts requireTrustedBuild)
  */
-function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings): void {
+function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings, theirs: string | undefined): void {
   requireTrustedBuild(dir, m, s.trust, {
+    ...(theirs ? { theirs } : {}),
+    // check takes plain --trust only (one digest names one capture's files): the way out is validate's, or a copy of the user's own
+    theirsHint: (digest) =>
+      task.kind === "archive"
+        ? `Copy the archive to a folder of your own (cp ${task.path} DIR/), read what its build runs (printed on stderr as it was checked, sha256 ${digest}), then check that copy with --trust: only you can change it.`
+        : `Read what its build runs (printed on stderr as it was checked); if you trust it, run kerncap validate ${dir} --trust=${digest} (remembered for this folder and these bytes: check then builds it).`,
     remember: task.kind !== "archive",
     command: "kerncap check --rebuild …",
     shown: "printed on stderr as it was checked",

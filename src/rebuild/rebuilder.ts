@@ -35,7 +35,7 @@
  * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
  * WATCH_MIN_SAVES saves); past it, by build.sh.
  */
-import { readFileSync, rmSync } from "node:fs";
+import { chmodSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
@@ -361,6 +361,7 @@ export class Rebuilder {
    */
   private async raceOrCheck(fast: FastBuilder): Promise<Rebuilt> {
     const work = mkdirInCapture(this.dir, PRUNED_DIR);
+    chmodSync(work, 0o700); // its preprocessed TUs hold the text of every file the source included (a private one of yours, #included by an edit)
     const kernel = this.m.kernel.name;
     const check = readPrunedCheck(this.dir);
     const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;

@@ -16,7 +16,7 @@ import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { receivedBecause } from "../format/received.ts";
+import { notOwnEntry, receivedBecause } from "../format/received.ts";
 import { stateDir, trustKey, type TrustRecord } from "../format/trust-records.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
@@ -79,6 +79,11 @@ export function checkSettings(s: JudgeSettings): JudgeSettings {
  *   E_CHECKSUM (the settings do not hash as the file says: altered or damaged)
  */
 export function readJudging(dir: string): JudgeSettings | undefined {
+  return readStored(dir)?.settings;
+}
+
+/** readJudging's settings with the SHA-256 of the bytes they were read from (`file`: what an acceptance is recorded for), from one read. */
+function readStored(dir: string): { settings: JudgeSettings; file: string } | undefined {
   const hint = `Replace them: \`kerncap judge ${dir} --clear\` followed by the settings you want (--clear alone removes them), or remove ${JUDGE_FILE}.`;
   let bytes: Buffer | undefined;
   try {
@@ -102,7 +107,7 @@ export function readJudging(dir: string): JudgeSettings | undefined {
     );
   if (digest(r.output.settings) !== r.output.sha256)
     throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${JUDGE_FILE}: the judging settings were changed after \`kerncap judge\` wrote them`, { hint });
-  return checkSettings(r.output.settings);
+  return { settings: checkSettings(r.output.settings), file: createHash("sha256").update(bytes).digest("hex") };
 }
 
 /**
@@ -223,9 +228,9 @@ export function acceptJudging(dir: string): boolean {
   return true;
 }
 
-/** Whether the user accepted the capture's judging file as it is now (acceptJudging). */
-export function judgingAccepted(dir: string): boolean {
-  const d = fileDigest(dir);
+/** Whether the user accepted the capture's judging file as it is now (acceptJudging); `read`: the digest of the bytes the settings were read from (else the file is read again). */
+export function judgingAccepted(dir: string, read?: string): boolean {
+  const d = read ?? fileDigest(dir);
   const state = stateDir();
   if (!d || !state) return false;
   const key = trustKey(dir, `judge:${d}`);
@@ -233,17 +238,50 @@ export function judgingAccepted(dir: string): boolean {
 }
 
 /**
+ * Why the capture's judging settings may be someone else's, so that they are used only once
+ * accepted (judgingAccepted), or undefined when they are the user's: the capture is received
+ * (receivedBecause), or its JUDGE_FILE belongs to another user or others may write it (a team
+ * member who copies a file of their own over a group-writable one leaves its owner the user's:
+ * trial 20). `kind` says which.
+ */
+export function judgingNotOwn(dir: string, m: Manifest): { kind: "received" | "file"; why: string } | undefined {
+  const received = receivedBecause(dir, m);
+  if (received) return { kind: "received", why: received };
+  let st;
+  try {
+    st = resolveInCapture(dir, JUDGE_FILE).stats;
+  } catch {
+    return undefined; // a link, not a file: readJudging refuses it (E_JUDGE)
+  }
+  const theirs = st && notOwnEntry(JUDGE_FILE, st);
+  return theirs ? { kind: "file", why: theirs } : undefined;
+}
+
+/**
+ * What is said where settings are not used (judgingNotOwn): the received capture's, or the file's
+ * that another user owns or may write, with the ways out (read them, then `kerncap judge DIR
+ * --accept`; for the file, also make it the user's alone).
+ */
+export function unusedJudgingNote(dir: string, not: { kind: "received" | "file"; why: string }): string {
+  return not.kind === "received"
+    ? `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${not.why}`
+    : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (kerncap judge ${dir} --accept: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${dir} --clear and your own settings); the capture judged as captured`;
+}
+
+/**
  * The judging settings a replay of capture `dir` uses: the stored ones (readJudging) of the user's
- * own capture, or of a received one whose file the user accepted; else none, with `ignored` saying
- * why (and a warning, once per call, unless `quiet`).
+ * own capture in a file of the user's alone, or ones the user accepted (judgingNotOwn: a received
+ * capture's, a file another user owns or may write); else none, with `ignored` saying why (and a
+ * warning, once per call, unless `quiet`).
  * @throws KerncapError as readJudging (a file that does not read)
  */
 export function judgingInEffect(dir: string, m: Manifest, quiet = false): { settings: JudgeSettings | undefined; ignored?: string } {
-  const settings = readJudging(dir);
-  if (!settings) return { settings };
-  const received = receivedBecause(dir, m);
-  if (!received || judgingAccepted(dir)) return { settings };
-  const ignored = `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${received}`;
+  const stored = readStored(dir);
+  if (!stored) return { settings: undefined };
+  const { settings } = stored;
+  const not = judgingNotOwn(dir, m);
+  if (!not || judgingAccepted(dir, stored.file)) return { settings }; // the bytes accepted are the bytes used (one read: no swap between)
+  const ignored = unusedJudgingNote(dir, not);
   if (!quiet) log.warn(ignored);
   return { settings: undefined, ignored };
 }

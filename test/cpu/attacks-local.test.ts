@@ -131,13 +131,72 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     expect(receivedReasons(cap, m)[0]).toStartWith("the folder can be written by every member of its group");
   }, 60_000);
 
+  test("a file or folder under src/ that the group or every user may write, or (as root) another user owns, makes the capture received, named (trial 20)", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    const m = await makeCapture(cap);
+    mkdirSync(join(cap, "src/inc"), { recursive: true, mode: 0o755 });
+    writeFileSync(join(cap, "src/saxpy.cu"), "__global__ void k() {}\n", { mode: 0o644 });
+    writeFileSync(join(cap, "src/inc/a.h"), "\n", { mode: 0o644 });
+    expect(receivedReasons(cap, m)).toEqual([]);
+    // the victim shares one source with the team; a member can now edit it in place (its owner unchanged)
+    chmodSync(join(cap, "src/saxpy.cu"), 0o664);
+    expect(receivedReasons(cap, m)).toEqual([
+      `src/saxpy.cu can be written by every member of its group (gid ${statSync(join(cap, "src/saxpy.cu")).gid}, mode 664), who could change what the build runs`,
+    ]);
+    const ins = cli(["inspect", cap]);
+    expect(ins.doc.received.received).toBe(true);
+    expect(ins.doc.received.reasons.join("; ")).toContain("src/saxpy.cu can be written by every member of its group");
+    chmodSync(join(cap, "src/saxpy.cu"), 0o644);
+    // a folder deeper down that every user may write (a new file there is compiled by an #include)
+    chmodSync(join(cap, "src/inc"), 0o777);
+    expect(receivedReasons(cap, m)).toEqual(["src/inc can be written by every user (mode 777)"]);
+    chmodSync(join(cap, "src/inc"), 0o755);
+    chmodSync(join(cap, "src/inc/a.h"), 0o646);
+    expect(receivedReasons(cap, m)).toEqual(["src/inc/a.h can be written by every user (mode 646)"]);
+    chmodSync(join(cap, "src/inc/a.h"), 0o644);
+    // a name with a control character is named escaped; a link's own mode (0777) is not counted, only its owner
+    writeFileSync(join(cap, "src/e\x1b]0;x\x07.h"), "\n");
+    chmodSync(join(cap, "src/e\x1b]0;x\x07.h"), 0o664);
+    expect(receivedReasons(cap, m)[0]).toStartWith(`${JSON.stringify("src/e\x1b]0;x\x07.h")} can be written by every member of its group`);
+    rmSync(join(cap, "src/e\x1b]0;x\x07.h"));
+    symlinkSync("a.h", join(cap, "src/inc/l.h"));
+    expect(receivedReasons(cap, m)).toEqual([]);
+    if (ROOT) {
+      lchownSync(join(cap, "src/inc/l.h"), NOBODY, NOBODY);
+      expect(receivedReasons(cap, m)).toEqual([`src/inc/l.h belongs to another user (uid ${NOBODY}; you are uid 0)`]);
+      rmSync(join(cap, "src/inc/l.h"));
+      chownSync(join(cap, "src/inc/a.h"), NOBODY, NOBODY);
+      expect(receivedReasons(cap, m)).toEqual([`src/inc/a.h belongs to another user (uid ${NOBODY}; you are uid 0)`]);
+    }
+  }, 60_000);
+
+  test("build.sh writes the slice's compiler messages (build/slice-build.log) 0600: they may quote a private file an edit included (trial 20)", () => {
+    const root = tempDir("kerncap-attack-");
+    const d = join(root, "d");
+    expect(cli(["demo", d]).code).toBe(0);
+    // a stand-in nvcc that quotes "a file it read" on stderr and writes its -o output
+    const nvcc = join(root, "nvcc");
+    writeFileSync(nvcc, `#!/usr/bin/env bash\necho "secret.txt(1): error: TOPSECRET" >&2\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && : >"$2"; shift; done\n`, {
+      mode: 0o755,
+    });
+    mkdirSync(join(d, "build"), { mode: 0o755 });
+    writeFileSync(join(d, "build/slice-build.log"), "old\n", { mode: 0o644 }); // an earlier build's, world-readable
+    const b = Bun.spawnSync(["bash", join(d, "build.sh")], { cwd: d, env: { ...process.env, NVCC: nvcc }, stdout: "pipe", stderr: "pipe" });
+    expect(b.exitCode).toBe(0);
+    const log = join(d, "build/slice-build.log");
+    expect(readFileSync(log, "utf8")).toContain("TOPSECRET");
+    expect(statSync(log).mode & 0o777).toBe(0o600);
+  });
+
   test("a capture kerncap writes under umask 002 is not group-writable (so it is not received for that)", async () => {
     const old = process.umask(0o002);
     try {
       const root = tempDir("kerncap-attack-");
       const r = cli(["demo", join(root, "d")]);
       expect(r.code).toBe(0);
-      for (const p of [".", "src", "kernel", "memory"]) if (existsSync(join(root, "d", p))) expect(statSync(join(root, "d", p)).mode & 0o022, p).toBe(0);
+      for (const p of [".", "src", "kernel", "memory", ...readdirSync(join(root, "d/src")).map((f) => `src/${f}`)])
+        if (existsSync(join(root, "d", p))) expect(statSync(join(root, "d", p)).mode & 0o022, p).toBe(0);
       const m = readManifest(join(root, "d"));
       // the demo records this machine's host (made here where there is a machine-id); nothing else (no group-writable folder)
       const host = notMadeHere(m);

@@ -5,7 +5,7 @@
  * real worker process, whose captures fail for want of a GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { readBaseline } from "../../src/check/baseline.ts";
@@ -131,6 +131,49 @@ describe("discovery", () => {
     const junk = await discoverCaptures([join(root, "notes.txt")]).catch((x) => x);
     expect(junk.message).toContain("neither a folder nor an archive");
   });
+});
+
+describe("copies of one identity in a shared corpus (trial 20: another user's NAME.zip beside the user's NAME/ stopped the whole check)", () => {
+  test.skipIf(process.geteuid?.() !== 0)(
+    "another user's copy is passed over with a warning naming it (escaped), the user's own checked; two of one owner stay refused",
+    async () => {
+      const root = join(tempDir(), "corpus");
+      await makeCapture(join(root, "vcap"));
+      const other = join(tempDir(), "x");
+      await makeCapture(other);
+      const zip = join(root, "vcap.zip");
+      await packCapture(other, zip);
+      // two copies of the user's own: refused as before
+      const same = await discoverCaptures([root]).catch((x) => x);
+      expect(same).toBeInstanceOf(KerncapError);
+      expect(same.message).toContain("have one identity, corpus/vcap");
+      chownSync(zip, 4242, 4242); // the attacker's drop
+      const d = await discoverCaptures([root]);
+      expect(d.captures).toEqual([{ id: "corpus/vcap", path: join(root, "vcap"), kind: "folder" }]);
+      expect(d.passedOver).toContainEqual({
+        path: zip,
+        reason: `it has the identity corpus/vcap of your own ${join(root, "vcap")}, and belongs to another user (uid 4242): yours is checked`,
+        warn: true,
+      });
+      // the CLI goes on: the warning on stderr (a name with escapes shown escaped), the capture checked (E_NO_GPU here, no identity refusal)
+      const odd = join(root, "e\x1b]0;PWN\x07x");
+      await makeCapture(odd);
+      const oddZip = `${odd}.zip`;
+      await packCapture(other, oddZip);
+      chownSync(oddZip, 4242, 4242);
+      const { err } = await stderrOf(() => runCli(["check", root, "--results", join(tempDir(), "r"), "--print-summary", "none"]));
+      expect(err).not.toContain("have one identity");
+      expect(err).toContain(`passed over ${zip}: it has the identity corpus/vcap of your own`);
+      expect(err).toContain("belongs to another user (uid 4242)");
+      expect(err).not.toContain("\x1b]0;PWN");
+      expect(err).toContain("2 captures could not be checked");
+      // two copies of another user's (none of the user's): refused
+      chownSync(join(root, "vcap"), 4242, 4242);
+      chownSync(zip, 4343, 4343);
+      expect((await discoverCaptures([root]).catch((x) => x)).message).toContain("have one identity, corpus/vcap");
+    },
+    60_000,
+  );
 });
 
 describe("shards", () => {
@@ -911,6 +954,50 @@ describe("the verb", () => {
     } finally {
       if (state === undefined) delete process.env.XDG_STATE_HOME;
       else process.env.XDG_STATE_HOME = state;
+    }
+  });
+  test("--rebuild --trust of an archive another user owns (as root) or every user or the group may write: plain --trust refused as for such a folder, naming the archive, nothing built (trial 20)", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    writeFileSync(join(dir, "build.sh"), stockBuildSh()); // kerncap's own: plain --trust would run it
+    const corpusDir = tempDir();
+    const zip = join(corpusDir, "azip.zip");
+    await packCapture(dir, zip);
+    const built = join(tempDir(), "built");
+    const nvcc = join(tempDir(), "nvcc");
+    writeFileSync(nvcc, `#!/bin/sh\ntouch ${JSON.stringify(built)}\nexit 1\n`, { mode: 0o755 });
+    const savedNvcc = process.env.NVCC;
+    const state = process.env.XDG_STATE_HOME;
+    process.env.NVCC = nvcc;
+    process.env.XDG_STATE_HOME = tempDir();
+    const task: CaptureRef = { id: "azip", path: zip, kind: "archive" };
+    try {
+      const cases: [string, () => void][] = [
+        ["can be written by every user (mode 646)", () => chmodSync(zip, 0o646)],
+        ["can be written by every member of its group", () => chmodSync(zip, 0o664)],
+      ];
+      if (process.geteuid?.() === 0)
+        cases.push(["belongs to another user (uid 4242; you are uid 0)", () => (chmodSync(zip, 0o644), chownSync(zip, 4242, 4242))]);
+      for (const [why, make] of cases) {
+        make();
+        const plain = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true, trust: true }));
+        expect([plain.value.outcome, plain.value.code], plain.value.reason ?? "").toEqual(["error", "E_UNTRUSTED"]);
+        expect(plain.value.reason).toContain("plain --trust is not enough here: the archive");
+        expect(plain.value.reason).toContain(`${zip} ${why}`);
+        expect(plain.value.reason).not.toContain("kerncap-check-");
+        expect(existsSync(built)).toBe(false); // nothing of it ran
+      }
+      // the user's own archive, mode 0644: plain --trust as before
+      if (process.geteuid?.() === 0) chownSync(zip, 0, 0);
+      chmodSync(zip, 0o644);
+      const own = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true, trust: true }));
+      expect(own.value.code, own.value.reason ?? "").not.toBe("E_UNTRUSTED");
+      expect(existsSync(built)).toBe(true);
+    } finally {
+      if (state === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = state;
+      if (savedNvcc === undefined) delete process.env.NVCC;
+      else process.env.NVCC = savedNvcc;
     }
   });
   test("the worker protocol: settings, then one outcome line per task line", async () => {

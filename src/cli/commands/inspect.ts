@@ -13,7 +13,7 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, judgingAccepted, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { describeJudging, judgingAccepted, judgingNotOwn, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
@@ -187,9 +187,14 @@ export default defineCommand({
       if (!isKerncapError(e)) throw e;
       judgingError = e.message;
     }
-    // a received capture's settings are the sender's: unused until accepted (src/replay/judge-settings.ts judgingInEffect)
+    // a received capture's settings are the sender's, a file another user owns or may write perhaps theirs: unused until accepted (src/replay/judge-settings.ts judgingInEffect)
+    const not = judging ? judgingNotOwn(dir, m) : undefined;
     const unused =
-      judging && reasons.length > 0 && !judgingAccepted(dir) ? `; NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)` : "";
+      !not || judgingAccepted(dir)
+        ? ""
+        : not.kind === "received"
+          ? `; NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`
+          : `; NOT USED: ${not.why}, so they may be another user's; read them, then accept them (kerncap judge ${dir} --accept) or make the file yours alone (chmod go-w)`;
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})${unused}` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
     // a params.bin of another size than the manifest's is damage, said by the integrity check below

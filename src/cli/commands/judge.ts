@@ -12,9 +12,17 @@ import { log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { acceptJudging, describeJudging, judgingAccepted, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
-import { receivedBecause } from "../../format/received.ts";
-import "../../frontends/index.ts"; // the frontend registry: receivedBecause reads every frontend's run files (src/format/run-files.ts)
+import {
+  acceptJudging,
+  describeJudging,
+  judgingAccepted,
+  judgingNotOwn,
+  readJudging,
+  unusedJudgingNote,
+  writeJudging,
+  type JudgeSettings,
+} from "../../replay/judge-settings.ts";
+import "../../frontends/index.ts"; // the frontend registry: judgingNotOwn (receivedBecause) reads every frontend's run files (src/format/run-files.ts)
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
 import { dirArg, jsonArg, printJson, printText, toleranceOptions, verboseArg } from "../args.ts";
 
@@ -116,9 +124,17 @@ export default defineCommand({
     let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
     // a received capture's settings not accepted (the sender's): a setting the user writes starts from none, never
     // adopting the sender's others with it (trial 18: --rtol kept the sender's atol 1e308 and accepted it all)
-    const senders = changing && !args.clear && !args.accept && prior !== undefined && receivedBecause(dir, m) !== undefined && !judgingAccepted(dir);
+    // the same for a file another user owns or may write (trial 20: a team member copied atol 1e30 over a group-writable one)
+    const notOwn = prior !== undefined ? judgingNotOwn(dir, m) : undefined;
+    const unaccepted = notOwn !== undefined && !judgingAccepted(dir);
+    const senders = changing && !args.clear && !args.accept && prior !== undefined && unaccepted;
     if (senders)
-      log.warn(`the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${dir} --accept adopts them)`);
+      log.warn(
+        notOwn.kind === "received"
+          ? `the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${dir} --accept adopts them)`
+          : `the judging settings in ${JUDGE_FILE} (${describeJudging(prior)}) are not accepted (${notOwn.why}): starting from none (kerncap judge ${dir} --accept adopts them)`,
+      );
+    else if (!changing && !args.accept && prior !== undefined && unaccepted) log.warn(unusedJudgingNote(dir, notOwn)); // shown, and said unused
     if (changing) {
       settings = judgedSettings(
         senders ? undefined : prior,
@@ -134,7 +150,7 @@ export default defineCommand({
       file = writeJudging(dir, settings) ?? null;
     }
     // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
-    if (file && (changing || args.accept) && receivedBecause(dir, m)) {
+    if (file && (changing || args.accept) && judgingNotOwn(dir, m)) {
       if (!acceptJudging(dir)) log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
       else if (args.accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
     } else if (args.accept && !file) log.info(`${dir} has no judging settings to accept`);

@@ -22,7 +22,7 @@ import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
-import { readCaptureBytes } from "../../format/paths.ts";
+import { readCaptureBytes, withoutOthersWrite } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
@@ -305,6 +305,7 @@ function copySources(copied: string[], projectRoot: string, srcDir: string): str
     copyFileSync(f, join(srcDir, rel));
     files.push(`src/${rel}`);
   }
+  withoutOthersWrite(srcDir); // a project's 0664 sources: no group write in the capture (else it counts as received)
   return files;
 }
 

@@ -14,6 +14,7 @@ import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { HIP_TEMPLATES } from "./templates.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { KerncapError } from "../../errors.ts";
+import { withoutOthersWrite } from "../../format/paths.ts";
 
 export interface HipReproducerOptions {
   /** Folder to render into (created if missing). */
@@ -78,6 +79,7 @@ export function renderHipReproducer(opts: HipReproducerOptions): HipReproducer {
     copyFileSync(original, join(outDir, "src", copy));
     overlay.push({ original, copy });
   }
+  withoutOthersWrite(join(outDir, "src")); // a project's 0664 sources: no group write in the capture (else it counts as received)
   const files = overlay.map((o) => `src/${o.copy}`);
 
   const ctx = {

@@ -11,6 +11,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "n
 import { join, resolve } from "node:path";
 import type { TritonSource } from "./join.ts";
 import { KerncapError } from "../../errors.ts";
+import { withoutOthersWrite } from "../../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
 
@@ -77,6 +78,7 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
     copyFileSync(join(o.sourceCopies, s.sourceCopy), join(outDir, "src", "original", originalCopy));
     files.push(`src/original/${originalCopy}`);
   }
+  withoutOthersWrite(join(outDir, "src")); // the project's mode kept by a copy, a folder made under run's umask: no group write (else the capture counts as received)
   const pinned = {
     kernelName: s.kernelName,
     fnName: s.fnName,

@@ -21,3 +21,26 @@ test("an unpacked manifest carries no machine id (a hand-made archive naming thi
   writeFileSync(join(copy, "kerncap.json"), readFileSync(p));
   expect(receivedBecause(copy, readManifest(copy))).toBeDefined();
 });
+
+test("withoutOthersWrite: a project's 0664/0777 sources copied into a capture lose their group and other write bits (else the capture counts as received), links untouched (trial 20)", async () => {
+  const { chmodSync, mkdirSync, statSync, symlinkSync, lstatSync } = await import("node:fs");
+  const { withoutOthersWrite } = await import("../../../src/format/paths.ts");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src/inc"), { recursive: true });
+  writeFileSync(join(dir, "src/inc/a.h"), "\n");
+  writeFileSync(join(dir, "src/k.cu"), "\n");
+  symlinkSync("k.cu", join(dir, "src/l.cu"));
+  chmodSync(join(dir, "src"), 0o775);
+  chmodSync(join(dir, "src/inc"), 0o777);
+  chmodSync(join(dir, "src/inc/a.h"), 0o666);
+  chmodSync(join(dir, "src/k.cu"), 0o775);
+  expect(receivedBecause(dir, readManifest(dir))).toBeDefined();
+  withoutOthersWrite(join(dir, "src"));
+  expect([statSync(join(dir, "src")).mode & 0o777, statSync(join(dir, "src/inc")).mode & 0o777, statSync(join(dir, "src/inc/a.h")).mode & 0o777]).toEqual([
+    0o755, 0o755, 0o644,
+  ]);
+  expect(statSync(join(dir, "src/k.cu")).mode & 0o777).toBe(0o755);
+  expect(lstatSync(join(dir, "src/l.cu")).isSymbolicLink()).toBe(true);
+  expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+});

@@ -100,4 +100,65 @@ describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 
       else process.env.XDG_STATE_HOME = saved;
     }
   });
+
+  test("a capture made here whose kerncap-judge.json its group (or every user, or as root another user) may write: not used until accepted, said by inspect, judge and the replay's note (trial 20)", async () => {
+    const { makeCapture, tempDir } = await import("../fixtures.ts");
+    const { readManifest } = await import("../../../src/format/capture-dir.ts");
+    const { receivedReasons } = await import("../../../src/format/received.ts");
+    const { judgingInEffect } = await import("../../../src/replay/judge-settings.ts");
+    const { chmodSync, chownSync, statSync } = await import("node:fs");
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir();
+    try {
+      const cap = join(tempDir(), "cap");
+      await makeCapture(cap);
+      const m = readManifest(cap);
+      writeJudging(cap, { rtol: 1e-6 });
+      const file = join(cap, "kerncap-judge.json");
+      expect(judgingInEffect(cap, m, true).settings).toEqual({ rtol: 1e-6 });
+      // the victim shares the file with the team; a member copies the bytes of a file of their own in place (owner unchanged)
+      chmodSync(file, 0o664);
+      const theirs = join(tempDir(), "theirs");
+      await makeCapture(theirs);
+      writeJudging(theirs, { atol: 1e30, rtol: 1e30 });
+      writeFileSync(file, readFileSync(join(theirs, "kerncap-judge.json")));
+      expect(statSync(file).mode & 0o777).toBe(0o664);
+      expect(receivedReasons(cap, m)).toEqual([]); // still made here: the settings alone are not used
+      const r = judgingInEffect(cap, m, true);
+      expect(r.settings).toBeUndefined();
+      expect(r.ignored).toContain(`kerncap-judge.json can be written by every member of its group (gid ${statSync(file).gid}, mode 664)`);
+      expect(r.ignored).toContain(`kerncap judge ${cap} --accept`);
+      const main = join(import.meta.dir, "../../../src/cli/main.ts");
+      const run = (...a: string[]) => Bun.spawnSync([process.execPath, main, ...a], { stdout: "pipe", stderr: "pipe", env: process.env });
+      const ins = run("inspect", cap, "--json");
+      expect(JSON.parse(ins.stdout.toString()).judgingUsed).toBe(false);
+      const text = run("inspect", cap).stdout.toString();
+      expect(text).toContain("NOT USED: kerncap-judge.json can be written by every member of its group");
+      const shown = run("judge", cap);
+      expect(shown.exitCode).toBe(0);
+      expect(shown.stderr.toString()).toContain("so its judging settings may be another user's; not used until you read them and accept them");
+      // every user may write it: the same; the user reads them and accepts: used while the file stays as it is
+      chmodSync(file, 0o646);
+      expect(judgingInEffect(cap, m, true).ignored).toContain("kerncap-judge.json can be written by every user (mode 646)");
+      expect(run("judge", cap, "--accept").exitCode).toBe(0);
+      expect(judgingInEffect(cap, m, true).settings).toEqual({ atol: 1e30, rtol: 1e30 });
+      writeJudging(theirs, { atol: 5 }); // the member changes it again: asks again
+      writeFileSync(file, readFileSync(join(theirs, "kerncap-judge.json")));
+      expect(judgingInEffect(cap, m, true).settings).toBeUndefined();
+      // a setting the user writes starts from none and is accepted as written; chmod go-w makes the file the user's alone
+      const set = run("judge", cap, "--rtol", "1e-5", "--json");
+      expect(JSON.parse(set.stdout.toString()).settings).toEqual({ rtol: 1e-5 });
+      expect(judgingInEffect(cap, m, true).settings).toEqual({ rtol: 1e-5 });
+      chmodSync(file, 0o644);
+      writeJudging(cap, { rtol: 1e-4 });
+      expect(judgingInEffect(cap, m, true).settings).toEqual({ rtol: 1e-4 });
+      if (process.geteuid?.() === 0) {
+        chownSync(file, 65534, 65534); // another user's file in the user's own capture
+        expect(judgingInEffect(cap, m, true).ignored).toContain("kerncap-judge.json belongs to another user (uid 65534");
+      }
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  }, 60_000);
 });

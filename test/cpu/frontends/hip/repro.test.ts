@@ -5,7 +5,7 @@
  * takes effect, and that the original tree is untouched.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { amdgpuCodeObjects, findKernel, kernargLayout, parseAmdgpuCodeObject } from "../../../../src/codeobj/amdgpu.ts";
@@ -53,6 +53,18 @@ describe("renderHipReproducer (no compiler)", () => {
     expect(() => renderHipReproducer({ outDir: join(tmp, "r1"), kernelName: "k", originalSource: "/nonexistent/x.hip", compileFlags: [], arch: ARCH })).toThrow(
       /not found/,
     );
+  });
+});
+
+describe("a project's group-writable source (trial 20)", () => {
+  test("copied into src/ without group or other write: a file under src/ others may write makes the capture received", () => {
+    const proj = join(tmp, "team project");
+    mkdirSync(proj);
+    copyFileSync(join(APP, "vecops.hip"), join(proj, "vecops.hip"));
+    chmodSync(join(proj, "vecops.hip"), 0o664); // umask 002 in a team's tree; copyFileSync keeps the mode
+    const r = renderHipReproducer({ outDir: join(tmp, "r-team"), kernelName: "saxpy", originalSource: join(proj, "vecops.hip"), compileFlags: [], arch: ARCH });
+    expect(statSync(join(r.outDir, "src/vecops.hip")).mode & 0o777).toBe(0o644);
+    expect(statSync(join(r.outDir, "src")).mode & 0o022).toBe(0);
   });
 });
 
