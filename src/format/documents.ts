@@ -368,6 +368,20 @@ export const DOCUMENTS = {
     /** Bytes: every file of the export; the data files; of those, copied and reflinked. */
     bytes: v.object({ export: U, data: U, copied: U, reflinked: U }),
     tolerance: v.object({ atol: N, rtol: N }),
+    /** The judging the programs apply: the capture's settings in force (kerncap judge) under the export's options; which came from the capture; a received capture's settings not used until accepted (null: none); what the programs cannot apply (sentences). */
+    judging: v.object({
+      settings: v.object({
+        atol: v.optional(N),
+        rtol: v.optional(N),
+        dtype: v.optional(v.string()),
+        dtypes: v.optional(v.record(v.string(), v.string())),
+        multiset: v.optional(v.array(v.string())),
+        nondeterministic: v.optional(v.boolean()),
+      }),
+      fromCapture: v.array(v.string()),
+      ignored: v.nullable(v.string()),
+      notApplied: v.array(v.string()),
+    }),
     seconds: N,
   }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),

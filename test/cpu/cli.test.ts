@@ -583,6 +583,10 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--dtype", "fp12"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--atol", "-1"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", ""])).code).toBe("E_USAGE");
+      // --multiset and --dtype REGION=T as replay takes them (found by a new user: "unknown option --multiset for kerncap export")
+      expect(await verb("export", [dir, "-o", `${dir}-ms`, "--multiset", "2", "--dtype", "2=i32"])).toBe(0);
+      expect(readFileSync(join(`${dir}-ms`, "capture.h"), "utf8")).toContain('"i32", 1, 4,');
+      expect((await failure("export", [dir, "-o", `${dir}-x`, "--multiset", "7"])).message).toContain("the capture has 3 regions");
       // no -o: said with an example folder (found by a new user: "Missing required argument: --out" and the generic hint)
       const none = await failure("export", [dir]);
       expect([none.code, none.message]).toEqual(["E_USAGE", "kerncap export needs the folder to write: -o OUT"]);
