@@ -5,7 +5,7 @@ import { libc } from "../native/libc.ts";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { jsonDocument, type DocumentName } from "../format/documents.ts";
-import { elementType } from "../replay/tolerance.ts";
+import { elementType, unknownElementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
 import { nvtxSelection, type NvtxSelection } from "../capture/nvtx.ts";
 
@@ -181,10 +181,7 @@ export function toleranceOptions(
     .filter(Boolean)) {
     const eq = d.indexOf("=");
     const [region, t] = eq < 0 ? [undefined, d] : [d.slice(0, eq).trim(), d.slice(eq + 1).trim()];
-    if (!elementType(t))
-      throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(t)} is not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64 (REGION=T for one region).",
-      });
+    if (!elementType(t)) throw unknownElementType(`--dtype ${d}`, t, true);
     if (region === undefined) dtype = t;
     else if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(region))
       throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(region)} does not name a region`, {

@@ -189,6 +189,8 @@ export const DOCUMENTS = {
     dtypeFrom: v.picklist(["option", "frontend", "default"]),
     /** Byte offset of the first element shown; whole elements from there to the region's end; how many are shown. */
     offset: U,
+    /** The byte offset asked for (--offset, or the address in --region): offset is it rounded down to a whole element. */
+    offsetAsked: U,
     elements: U,
     count: U,
     /** The values (numbers; NaN, ±Infinity and 64-bit integers as strings) as the launch found them and as the app left them. */

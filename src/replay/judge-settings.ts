@@ -20,7 +20,7 @@ import { receivedBecause } from "../format/received.ts";
 import { stateDir, trustKey, type TrustRecord } from "../format/trust-records.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
-import { elementType } from "./tolerance.ts";
+import { elementType, unknownElementType } from "./tolerance.ts";
 
 export const JUDGE_SCHEMA = "kerncap.judge-settings/1";
 
@@ -63,13 +63,8 @@ const digest = (s: JudgeSettings) =>
 
 /** Every element type named is one kerncap knows. @throws KerncapError E_USAGE naming the bad one */
 export function checkSettings(s: JudgeSettings): JudgeSettings {
-  const types = [...(s.dtype !== undefined ? [["dtype", s.dtype]] : []), ...Object.entries(s.dtypes ?? {}).map(([r, t]) => [`dtype ${r}=`, t])];
-  for (const [what, t] of types) {
-    if (!elementType(t!))
-      throw new KerncapError("E_USAGE", `--${what}${t}: ${JSON.stringify(t)} is not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
-      });
-  }
+  const types = [...(s.dtype !== undefined ? [["dtype ", s.dtype]] : []), ...Object.entries(s.dtypes ?? {}).map(([r, t]) => [`dtype ${r}=`, t])];
+  for (const [what, t] of types) if (!elementType(t!)) throw unknownElementType(`--${what}${t}`, t!, what !== "dtype ");
   return s;
 }
 

@@ -23,6 +23,10 @@ import { NVCC } from "../nvcc-fixtures.ts";
 import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
 import { RECEIVED_MARK } from "../../src/format/received.ts";
 import { tempDir } from "./fixtures.ts";
+import { inspectRegion } from "../../src/cli/commands/inspect-region.ts";
+import { toleranceOptions } from "../../src/cli/args.ts";
+import { checkSettings } from "../../src/replay/judge-settings.ts";
+import type { KerncapError } from "../../src/errors.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
 
@@ -170,11 +174,42 @@ describe("kerncap demo", () => {
       ["--region", "3"],
       ["--region", "0x1"],
       ["--region", "2", "--count", "0"],
-      ["--region", "2", "--dtype", "float"],
+      ["--region", "2", "--dtype", "fp17"],
       ["--region", "2", "--offset", "16000"],
       ["--count", "4"],
     ])
       expect((await cli(["inspect", dir, ...bad])).code, bad.join(" ")).toBe(2);
+  });
+
+  test("inspect --region: an offset inside an element is said (text and --json), not rounded silently; element types named as replay and judge name them, with one error", async () => {
+    const dir = await demo();
+    const t = await cli(["inspect", dir, "--region", "2", "--offset", "3", "--count", "1"]);
+    expect(t.code).toBe(0);
+    expect(t.out.split("\n")[0]).toBe("note: byte 3 lies inside element 0 (fp32, 4 bytes): shown from its first byte, 0");
+    const j = await cli(["inspect", dir, "--json", "--region", "0x600000400006", "--count", "1"]);
+    expect(JSON.parse(j.out)).toMatchObject({ offset: 4, offsetAsked: 6 });
+    expect((await cli(["inspect", dir, "--region", "2", "--offset", "8", "--count", "1"])).out).not.toContain("note:");
+    // fp8 (e4m3, e5m2) is read as u8, as judging reads it
+    expect(JSON.parse((await cli(["inspect", dir, "--json", "--region", "2", "--dtype", "e4m3", "--count", "1"])).out).dtype).toBe("u8");
+    // the same unknown type: one message and hint from inspect, replay/validate/export's options and judge's settings
+    const m = readManifest(dir);
+    const errs = [
+      () => inspectRegion(dir, m, { region: "2", dtype: "fp17" }, true),
+      () => toleranceOptions({ dtype: "fp17" }),
+      () => checkSettings({ dtype: "fp17" }),
+    ].map((f) => {
+      try {
+        f();
+      } catch (e) {
+        return e as KerncapError;
+      }
+      throw new Error("no error");
+    });
+    for (const e of errs) {
+      expect([e.code, e.message]).toEqual(["E_USAGE", '--dtype fp17: "fp17" is not a known element type']);
+      expect(e.hint!.startsWith(errs[0]!.hint!.slice(0, -1))).toBe(true); // replay's adds the REGION=T form
+    }
+    expect(errs[0]!.hint).toContain("e4m3/e5m2");
   });
 
   test("refuses to overwrite without --force; --force replaces a previous capture, never another folder", async () => {
