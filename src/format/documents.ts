@@ -215,6 +215,16 @@ export const DOCUMENTS = {
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
     /** Whether replays use those settings: a received capture's are the sender's, unused until accepted (kerncap judge DIR --accept). */
     judgingUsed: v.optional(v.boolean()),
+    /** The reproducer project: the files to edit and those kerncap generates from them (relative to dir), CUDA's compile flags (assumed or recovered; null for others), and src/ against what the capture wrote (null: the manifest records no digests of it). */
+    reproducer: v.optional(
+      v.object({
+        present: v.boolean(),
+        edit: v.array(v.string()),
+        generated: v.array(v.string()),
+        flags: v.nullable(v.object({ words: v.array(v.string()), assumed: v.boolean(), from: v.string() })),
+        sources: v.nullable(v.object({ edited: v.array(v.string()), added: v.array(v.string()), gone: v.array(v.string()) })),
+      }),
+    ),
   }),
   replay: v.looseObject({
     ...id("replay"),

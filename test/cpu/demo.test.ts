@@ -79,16 +79,18 @@ const files = (dir: string) =>
     .sort();
 
 describe("kerncap demo", () => {
-  test("embeds every file of demo/capture, byte for byte (the manifest with this machine's host added), with build.sh executable", async () => {
+  test("embeds every file of demo/capture, byte for byte (the manifest with this machine's host and its sources' digests added), with build.sh executable", async () => {
     expect(DEMO_FILES.map((f) => f.path).sort()).toEqual(files(DEMO_CAPTURE));
     const dir = await demo();
     expect(files(dir)).toEqual(files(DEMO_CAPTURE));
     for (const f of DEMO_FILES.filter((f) => f.path !== "kerncap.json"))
       expect(readFileSync(join(dir, f.path)).equals(readFileSync(join(DEMO_CAPTURE, f.path))), f.path).toBe(true);
-    // the manifest: the embedded one with this machine's host added (as a real capture records it)
+    // the manifest: the embedded one with this machine's host and its sources' digests added (as a real capture records them)
+    const sha = (p: string) => new Bun.CryptoHasher("sha256").update(readFileSync(join(DEMO_CAPTURE, p))).digest("hex");
     expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"))).toEqual({
       ...JSON.parse(readFileSync(join(DEMO_CAPTURE, "kerncap.json"), "utf8")),
       host: hostIdentity(),
+      sources: ["src/saxpy.cu", "src/saxpy.kerncap-slice.cu"].map((path) => ({ path, sha256: sha(path) })),
     });
     expect(statSync(join(dir, "build.sh")).mode & 0o111).toBe(0o111);
   });
