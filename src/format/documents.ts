@@ -340,6 +340,8 @@ export const DOCUMENTS = {
       /** Expected nondeterministic (true) or deterministic (false); absent: found out. */
       nondeterministic: v.optional(v.boolean()),
     }),
+    /** Whether replays use them: false for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
+    used: v.optional(v.boolean()),
   }),
   pack: v.object({
     ...id("pack"),

@@ -228,6 +228,19 @@ export function judgingAccepted(dir: string): boolean {
 }
 
 /**
+ * Whether capture `dir` (manifest `m`) holds judging settings its replays do not use: a received
+ * capture's (the sender's) not accepted as they are (judgingInEffect's rule, without reading them).
+ */
+export function judgingUnused(dir: string, m: Manifest): boolean {
+  return receivedBecause(dir, m) !== undefined && !judgingAccepted(dir);
+}
+
+/** The one sentence inspect and judge put after settings that are not used (judgingUnused). */
+export function notUsedNote(dir: string): string {
+  return `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`;
+}
+
+/**
  * The judging settings a replay of capture `dir` uses: the stored ones (readJudging) of the user's
  * own capture, or of a received one whose file the user accepted; else none, with `ignored` saying
  * why (and a warning, once per call, unless `quiet`).

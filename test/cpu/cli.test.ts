@@ -32,6 +32,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { CLIENT_NAMES } from "../../src/mcp/clients.ts";
 import { TOOL_VERSION } from "../../src/version.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
+import { RECEIVED_MARK } from "../../src/format/file-names.ts";
 import { paramValue } from "../../src/cli/commands/inspect.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
@@ -530,6 +531,25 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(await verb("judge", [back, "--clear"])).toBe(0);
       expect(existsSync(join(back, "kerncap-judge.json"))).toBe(false);
       expect(kc("inspect", back).stdout.toString()).toContain("judging    as captured");
+    });
+    test("a received capture's settings not accepted: judge shows them NOT USED, in inspect's words; once accepted, in force", async () => {
+      // found by a new user: after pack/unpack, judge printed the sender's settings as if replays used them
+      const state = tempDir("kerncap-state-");
+      const k = (...a: string[]) =>
+        Bun.spawnSync([process.execPath, main, ...a], { stdout: "pipe", stderr: "pipe", env: { ...process.env, XDG_STATE_HOME: state } });
+      const dir = await fresh();
+      expect(k("judge", dir, "--rtol", "1e-4").exitCode).toBe(0);
+      expect(k("judge", dir).stdout.toString()).not.toContain("NOT USED");
+      writeFileSync(join(dir, RECEIVED_MARK), "{}\n");
+      const note = `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`;
+      expect(k("judge", dir).stdout.toString()).toBe(`judging settings: rtol 0.0001 (${join(dir, "kerncap-judge.json")}); ${note}\n`);
+      expect(k("inspect", dir).stdout.toString()).toContain(`rtol 0.0001 (kerncap judge, kerncap-judge.json); ${note}\n`);
+      const doc = JSON.parse(k("judge", dir, "--json").stdout.toString());
+      expect(v.safeParse(DOCUMENTS.judge, doc).success).toBe(true);
+      expect(doc.used).toBe(false);
+      expect(k("judge", dir, "--accept").exitCode).toBe(0);
+      expect(k("judge", dir).stdout.toString()).not.toContain("NOT USED");
+      expect(JSON.parse(k("judge", dir, "--json").stdout.toString()).used).toBe(true);
     });
     test("a region the capture lacks, an unknown type or --expect value: usage errors, nothing written; a hand-edited file is a checksum error", async () => {
       const dir = await fresh();

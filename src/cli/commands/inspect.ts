@@ -13,7 +13,7 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, judgingAccepted, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { describeJudging, judgingAccepted, notUsedNote, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
@@ -253,8 +253,7 @@ export default defineCommand({
       judgingError = e.message;
     }
     // a received capture's settings are the sender's: unused until accepted (src/replay/judge-settings.ts judgingInEffect)
-    const unused =
-      judging && reasons.length > 0 && !judgingAccepted(dir) ? `; NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)` : "";
+    const unused = judging && reasons.length > 0 && !judgingAccepted(dir) ? `; ${notUsedNote(dir)}` : "";
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})${unused}` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
     // a params.bin of another size than the manifest's is damage, said by the integrity check below

@@ -12,7 +12,16 @@ import { log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { acceptJudging, describeJudging, judgingAccepted, readJudging, writeJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import {
+  acceptJudging,
+  describeJudging,
+  judgingAccepted,
+  judgingUnused,
+  notUsedNote,
+  readJudging,
+  writeJudging,
+  type JudgeSettings,
+} from "../../replay/judge-settings.ts";
 import { receivedBecause } from "../../format/received.ts";
 import "../../frontends/index.ts"; // the frontend registry: receivedBecause reads every frontend's run files (src/format/run-files.ts)
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
@@ -138,8 +147,13 @@ export default defineCommand({
       if (!acceptJudging(dir)) log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
       else if (args.accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
     } else if (args.accept && !file) log.info(`${dir} has no judging settings to accept`);
-    if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings });
-    else printText(`${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}\n`);
+    // a received capture's settings not accepted are shown as what they are: unused (as inspect says it)
+    const used = !file || !judgingUnused(dir, m);
+    if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings, used });
+    else
+      printText(
+        `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${used ? "" : `; ${notUsedNote(dir)}`}\n`,
+      );
     return 0;
   },
 });
