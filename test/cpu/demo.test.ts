@@ -190,6 +190,14 @@ describe("kerncap demo", () => {
     expect(t.out.split("\n")[0]).toBe("note: byte 3 lies inside element 0 (fp32, 4 bytes): shown from its first byte, 0");
     const j = await cli(["inspect", dir, "--json", "--region", "0x600000400006", "--count", "1"]);
     expect(JSON.parse(j.out)).toMatchObject({ offset: 4, offsetAsked: 6 });
+    // dir absolute, as every document gives it, whatever was typed (found by a new user: "dir": "cap")
+    const cwd = process.cwd();
+    process.chdir(join(dir, ".."));
+    try {
+      expect(JSON.parse((await cli(["inspect", "demo", "--json", "--region", "2", "--count", "1"])).out).dir).toBe(dir);
+    } finally {
+      process.chdir(cwd);
+    }
     expect((await cli(["inspect", dir, "--region", "2", "--offset", "8", "--count", "1"])).out).not.toContain("note:");
     // fp8 (e4m3, e5m2) is read as u8, as judging reads it
     expect(JSON.parse((await cli(["inspect", dir, "--json", "--region", "2", "--dtype", "e4m3", "--count", "1"])).out).dtype).toBe("u8");

@@ -1,4 +1,5 @@
 /** `kerncap inspect DIR --region R`: one region's values before and after the launch (src/replay/region-dump.ts), as text or the `region` document. */
+import { resolve } from "node:path";
 import { verifyFiles } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { readInCapture } from "../../format/paths.ts";
@@ -54,7 +55,8 @@ export function inspectRegion(dir: string, m: Manifest, args: Record<string, unk
     ...(dtype ? { dtype } : {}),
     ...(frontendType ? { frontendType } : {}),
   });
-  if (json) printJson("region", { dir, ...d });
+  if (json)
+    printJson("region", { dir: resolve(dir), ...d }); // absolute, as every document gives it
   else printText(describeDump(d));
   return 0;
 }
