@@ -14,6 +14,7 @@ import { CaptureSet } from "./capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "./manifest.ts";
+import { JUDGE_SCHEMA, JudgeFile } from "./judge-file.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -501,8 +502,13 @@ export const DOCUMENTS = {
   version: v.object({ ...id("version"), version: v.string() }),
 } satisfies Record<DocumentName, v.GenericSchema>;
 
-/** What `kerncap schema` can print: the manifest and every document. */
-export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS)] as const;
+/** What `kerncap schema` can print: the manifest, the files kerncap writes in a capture folder with a schema id of their own, and every document. */
+export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", ...Object.keys(DOCUMENTS)] as const;
+
+/** Files with a schema of their own (not a verb's document): their valibot schema and `schema` id. */
+const FILE_SCHEMAS: Record<string, { schema: v.GenericSchema; id: string }> = {
+  "judge-settings": { schema: JudgeFile, id: JUDGE_SCHEMA },
+};
 
 /**
  * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
@@ -511,7 +517,17 @@ export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS
  * @returns undefined for an unknown name
  */
 export function jsonSchemaOf(name: string, frontends: readonly string[] = []): Record<string, unknown> | undefined {
-  const s = name === "manifest" ? Manifest : name === "capture-set" ? CaptureSet : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
+  const file = Object.hasOwn(FILE_SCHEMAS, name) ? FILE_SCHEMAS[name] : undefined;
+  const s =
+    name === "manifest"
+      ? Manifest
+      : name === "capture-set"
+        ? CaptureSet
+        : file
+          ? file.schema
+          : Object.hasOwn(DOCUMENTS, name)
+            ? DOCUMENTS[name as DocumentName]
+            : undefined;
   if (!s) return undefined;
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
   const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
@@ -521,7 +537,7 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
   return {
     $schema: "http://json-schema.org/draft-07/schema#",
     ...js,
-    $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName),
+    $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : (file?.id ?? documentId(name as DocumentName)),
     title: TITLES[name] ?? `kerncap ${name} --json`,
   };
 }
@@ -530,6 +546,7 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
 const TITLES: Record<string, string> = {
   manifest: "kerncap capture manifest (kerncap.json)",
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
+  "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
   "eval-record": "one candidate on one input: a line of kerncap eval's --jsonl file and of its --json output",

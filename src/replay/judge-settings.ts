@@ -22,27 +22,10 @@ import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
 import { elementType, unknownElementType } from "./tolerance.ts";
 
-export const JUDGE_SCHEMA = "kerncap.judge-settings/1";
-
-/** Region names as --multiset takes them (src/replay/tolerance-plan.ts multisetRegions): N, 0x…, param:N, changed, all. */
-const REGION_NAME = /^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/;
-
-const Settings = v.strictObject({
-  /** |got − exp| ≤ atol + rtol·|exp| per element. */
-  atol: v.optional(v.pipe(v.number(), v.minValue(0))),
-  rtol: v.optional(v.pipe(v.number(), v.minValue(0))),
-  /** Element type of every region whose type the kernel signature does not give. */
-  dtype: v.optional(v.string()),
-  /** Element type per region (its name → type): overrides the signature's and `dtype`. */
-  dtypes: v.optional(v.record(v.pipe(v.string(), v.regex(REGION_NAME)), v.string())),
-  /** Regions compared as multisets of elements. */
-  multiset: v.optional(v.array(v.pipe(v.string(), v.regex(REGION_NAME)))),
-  /** Expected nondeterministic (8 checked runs from the start) or deterministic (runs that differ are a mismatch). */
-  nondeterministic: v.optional(v.boolean()),
-});
-export type JudgeSettings = v.InferOutput<typeof Settings>;
-
-const JudgeFile = v.strictObject({ schema: v.literal(JUDGE_SCHEMA), settings: Settings, sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)) });
+// the file's schema (its id, the settings' shape) is src/format/judge-file.ts: `kerncap schema judge-settings` prints it
+export { JUDGE_SCHEMA } from "../format/judge-file.ts";
+import { JUDGE_SCHEMA, JudgeFile, type JudgeSettings } from "../format/judge-file.ts";
+export type { JudgeSettings } from "../format/judge-file.ts";
 
 /** The settings as stored and hashed: keys in a fixed order, absent ones left out. */
 function canonical(s: JudgeSettings): JudgeSettings {
