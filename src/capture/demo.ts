@@ -20,6 +20,8 @@ import { makePrivateTemp } from "../util/write-file.ts";
 import { trustOwnBuild } from "../format/trust.ts";
 import { hostIdentity } from "../format/received.ts";
 import { differingFiles, sourceDigests } from "../format/source-digests.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { parseManifest } from "../format/manifest.ts";
 import { createHash } from "node:crypto";
 import { log } from "../log.ts";
 import readme from "../../demo/capture/README.md" with { type: "file" };
@@ -63,7 +65,13 @@ export const DEMO_FILES: { path: string; embedded: string; mode: number }[] = [
 function sayWhatForceLoses(out: string): void {
   // the same comparison as inspect's of src/ with what the capture wrote (src/format/source-digests.ts)
   const own = DEMO_FILES.map((f) => ({ path: f.path, sha256: createHash("sha256").update(readFileSync(f.embedded)).digest("hex") }));
-  const { edited, added } = differingFiles(out, own, { under: "", ignore: (p) => p === "kerncap.json" || p.startsWith("build/") });
+  // kerncap's own files are not the user's: the manifest, build/, and the sources kerncap generates (the CUDA slice, remade by validate)
+  const m = parseManifest(JSON.parse(readFileSync(manifest, "utf8")));
+  const generated = new Set((frontendOf(m).generatedSources?.(m) ?? []).map((g) => `src/${g}`));
+  const { edited, added } = differingFiles(out, own, {
+    under: "",
+    ignore: (p) => p === "kerncap.json" || p.startsWith("build/") || generated.has(p),
+  });
   const lost = [...edited.map((p) => `${p} (edited)`), ...added];
   if (lost.length)
     log.warn(
