@@ -417,6 +417,19 @@ const table: Record<keyof typeof commands, () => void> = {
       const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "./no-such-app"]);
       expect(e.code).toBe("E_APP_NOT_FOUND");
     });
+    test("a bad count names the option as typed, with its name (found by a new user: run -s -1 complained about --dispatch)", async () => {
+      const out = join(tempDir(), "c");
+      for (const [argv, said] of [
+        [["-s", "-1"], "-s (--dispatch) must be a whole number"],
+        [["--launch-skip", "x"], "--launch-skip (--dispatch) must be"],
+        [["--dispatch", "x"], "--dispatch must be"],
+        [["-c", "0"], "-c (--launch-count) must be"],
+      ] as const) {
+        const e = await failure("run", [...argv, "--out", out, "--", "true"]);
+        expect([e.code, e.message.startsWith(said)], argv.join(" ")).toEqual(["E_USAGE", true]);
+        expect(e.hint).toStartWith(`For example ${argv[0]} `);
+      }
+    });
     test("no application after --", async () => {
       expect((await failure("run", ["--kernel", "x"])).code).toBe("E_USAGE");
     });
@@ -962,7 +975,7 @@ describe("command line (runCli: the one error path)", () => {
     expect(JSON.parse(r.out).error.hint).toContain("--kernel (-k, --kernel-name), --dispatch (-s, --launch-skip), --launch-count (-c)");
     expect(JSON.parse(r.out).error.hint).toContain("--out (-o), --force (-f)");
     const c0 = await cli(["run", "-c", "0", "--json", "--", "./app"]);
-    expect(JSON.parse(c0.out).error.message).toContain("--launch-count must be a whole number from 1");
+    expect(JSON.parse(c0.out).error.message).toContain("-c (--launch-count) must be a whole number from 1");
   });
   test("--help: examples under every verb and kerncap's own; the usage said once; a word that is no verb is an error", async () => {
     const { EXAMPLES } = await import("../../src/cli/help.ts");
