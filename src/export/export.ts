@@ -553,7 +553,6 @@ function readmeContext(
       .map((r) => `0x${r.va.toString(16)} (${r.dtype})`)
       .join(", "),
     notApplied: judging.notApplied.join(" "),
-    judgingSection: Boolean(judging.fromCapture.length || judging.ignored || judging.notApplied.length || p.regions.some((r) => r.multiset)),
     dataShared: data.some((d) => d.shared === "reflink") ? "reflinked (copy-on-write clones of the capture's files)" : "copied",
   };
 }

@@ -570,6 +570,14 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
       expect(readFileSync(join(out, "README.md"), "utf8")).toContain(
         "**Not applied here**: the capture's judging settings expect the kernel to be nondeterministic",
       );
+      // and every export's README says that the programs judge one run, without replay's envelope
+      const plain = join(out, "..", "plain");
+      writeJudging(cap, {});
+      exportCapture(cap, plain);
+      expect(readFileSync(join(plain, "README.md"), "utf8")).toContain(
+        "`./repro` launches the kernel once and judges that run; `kerncap replay` also runs a kernel several\ntimes",
+      );
+      writeJudging(cap, { atol: 1e-3, nondeterministic: true });
       // received (unpacked): the sender's settings, unused until accepted, as replay leaves them
       writeFileSync(join(cap, RECEIVED_MARK), "{}\n");
       const theirs = exportCapture(cap, join(out, "..", "theirs"));
