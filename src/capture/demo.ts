@@ -12,13 +12,17 @@ import { dirname, join, resolve } from "node:path";
 import { moveIntoPlace } from "./finalize.ts";
 import { assertNotNested, assertReplaceable } from "../format/capture-dir.ts";
 import { KerncapError } from "../errors.ts";
-import { assertOutputPath, filesNotIn } from "../format/archive.ts";
+import { assertOutputPath } from "../format/archive.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { makePrivateTemp } from "../util/write-file.ts";
 import { trustOwnBuild } from "../format/trust.ts";
 import { hostIdentity } from "../format/received.ts";
+import { differingFiles, sourceDigests } from "../format/source-digests.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { parseManifest } from "../format/manifest.ts";
+import { createHash } from "node:crypto";
 import { log } from "../log.ts";
 import readme from "../../demo/capture/README.md" with { type: "file" };
 import buildSh from "../../demo/capture/build.sh" with { type: "file" };
@@ -59,16 +63,16 @@ export const DEMO_FILES: { path: string; embedded: string; mode: number }[] = [
  * (a new user's edits went without a word). Log only: --force is the user's word.
  */
 function sayWhatForceLoses(out: string): void {
-  const own = new Map(DEMO_FILES.map((f) => [f.path, f.embedded]));
-  const edited = DEMO_FILES.filter((f) => f.path !== "kerncap.json").flatMap((f) => {
-    try {
-      return Buffer.compare(readFileSync(join(out, f.path)), readFileSync(f.embedded)) === 0 ? [] : [f.path];
-    } catch {
-      return [];
-    }
+  // the same comparison as inspect's of src/ with what the capture wrote (src/format/source-digests.ts)
+  const own = DEMO_FILES.map((f) => ({ path: f.path, sha256: createHash("sha256").update(readFileSync(f.embedded)).digest("hex") }));
+  // kerncap's own files are not the user's: the manifest, build/, and the sources kerncap generates (the CUDA slice, remade by validate)
+  const m = parseManifest(JSON.parse(readFileSync(manifest, "utf8")));
+  const generated = new Set((frontendOf(m).generatedSources?.(m) ?? []).map((g) => `src/${g}`));
+  const { edited, added } = differingFiles(out, own, {
+    under: "",
+    ignore: (p) => p === "kerncap.json" || p.startsWith("build/") || generated.has(p),
   });
-  const extra = filesNotIn(out, new Set(own.keys())).filter((p) => !p.startsWith("build/"));
-  const lost = [...edited.map((p) => `${p} (edited)`), ...extra];
+  const lost = [...edited.map((p) => `${p} (edited)`), ...added];
   if (lost.length)
     log.warn(
       `--force: replacing ${out} loses ${lost.length} file${lost.length === 1 ? "" : "s"} of yours: ${lost.slice(0, 10).join(", ")}${lost.length > 10 ? ", …" : ""}`,
@@ -98,8 +102,9 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
     }
     // this machine's host, as a real capture records it (src/capture/finalize.ts): the user's own demo
     // is made here, not received (the embedded manifest names none: it is made on every machine)
+    // its sources as written, as a capture records them (inspect says which the user edits)
     const mf = join(tmp, "kerncap.json");
-    writeFileSync(mf, JSON.stringify({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity() }, null, 2) + "\n");
+    writeFileSync(mf, JSON.stringify({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity(), sources: sourceDigests(tmp) }, null, 2) + "\n");
     rmSync(join(tmp, TEMP_MARKER));
     chmodSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/received.ts)
     moveIntoPlace(t.path, out, force, (dest) => t.placeAt(dest));

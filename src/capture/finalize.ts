@@ -12,6 +12,7 @@ import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
 import { hostIdentity } from "../format/received.ts";
 import { renderedDigests } from "../format/rendered.ts";
+import { sourceDigests } from "../format/source-digests.ts";
 
 export { readRaw } from "./raw.ts";
 
@@ -138,6 +139,9 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   // what a rebuild runs, as the templates wrote it: a confined build (kerncap mcp) runs only these bytes (src/format/rendered.ts)
   const rendered = renderedDigests(o.tmpDir);
   if (rendered.length) m.rendered = rendered;
+  // the reproducer's sources as written: inspect says which the user changed since (src/format/source-digests.ts)
+  const sources = sourceDigests(o.tmpDir);
+  if (sources.length) m.sources = sources;
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
   rmSync(join(o.tmpDir, "raw.json"), { force: true });
   rmSync(join(o.tmpDir, ".kerncap-temp"), { force: true }); // src/leftovers.ts TEMP_MARKER: complete now // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)

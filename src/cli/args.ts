@@ -5,7 +5,7 @@ import { libc } from "../native/libc.ts";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { jsonDocument, type DocumentName } from "../format/documents.ts";
-import { elementType } from "../replay/tolerance.ts";
+import { elementType, unknownElementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
 import { nvtxSelection, type NvtxSelection } from "../capture/nvtx.ts";
 
@@ -75,15 +75,32 @@ export function appArgv(rawArgs: string[]): string[] {
 }
 
 /** Parse a decimal integer option from `min` (default 0) to `max`. @throws KerncapError E_USAGE */
-export function intArg(name: string, v: unknown, def: number, max = 1_000_000, min = 0): number {
+export function intArg(name: string, v: unknown, def: number, max = 1_000_000, min = 0, typed?: string): number {
   if (v === undefined) return def;
   const t = String(v);
   if (!/^[0-9]+$/.test(t) || Number(t) > max || Number(t) < min) {
-    throw new KerncapError("E_USAGE", `--${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`, {
-      hint: `For example --${name} ${def}.`,
+    // the option as the user typed it (-s), with its name where that is another (--dispatch)
+    const shown = typed && typed !== `--${name}` ? `${typed} (--${name})` : `--${name}`;
+    throw new KerncapError("E_USAGE", `${shown} must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`, {
+      hint: `For example ${typed ?? `--${name}`} ${def}.`,
     });
   }
   return Number(t);
+}
+
+/**
+ * How the user typed an option that has aliases: the last of `names` (name and aliases, without
+ * dashes) on the command line before `--`, with its dashes as typed (`-s`, `--launch-skip`);
+ * undefined when none was typed.
+ */
+export function optionAsTyped(rawArgs: string[], names: string[]): string | undefined {
+  let found: string | undefined;
+  for (const a of rawArgs) {
+    if (a === "--") break;
+    const m = /^(--?)([^=]+)/.exec(a);
+    if (m && names.includes(m[2]!)) found = `${m[1]}${m[2]}`;
+  }
+  return found;
 }
 
 /**
@@ -193,10 +210,7 @@ export function toleranceOptions(
     .filter(Boolean)) {
     const eq = d.indexOf("=");
     const [region, t] = eq < 0 ? [undefined, d] : [d.slice(0, eq).trim(), d.slice(eq + 1).trim()];
-    if (!elementType(t))
-      throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(t)} is not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64 (REGION=T for one region).",
-      });
+    if (!elementType(t)) throw unknownElementType(`--dtype ${d}`, t, true);
     if (region === undefined) dtype = t;
     else if (!/^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/.test(region))
       throw new KerncapError("E_USAGE", `--dtype ${d}: ${JSON.stringify(region)} does not name a region`, {

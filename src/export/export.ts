@@ -57,6 +57,7 @@ import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
+import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
 
@@ -67,10 +68,17 @@ export const EXPORT_FORMAT = "kerncap-export";
 
 export interface ExportOptions {
   force?: boolean;
-  /** The judging of the exported programs (default 0, 0: bit for bit); dtype for regions the signature does not type (regionNumericsPlan). */
+  /**
+   * The judging of the exported programs, each over the capture's judging setting in force
+   * (`kerncap judge`; a received capture's once accepted: judgingInEffect, as replay reads them):
+   * tolerance (default 0, 0: bit for bit); dtype for regions the signature does not type, dtypes
+   * per region (regionNumericsPlan); regions compared as multisets (multisetRegions' names).
+   */
   atol?: number;
   rtol?: number;
   dtype?: string;
+  dtypes?: Record<string, string>;
+  multiset?: string[];
   /**
    * The files a received capture's build runs, as the trust gate read and hashed them
    * (src/format/what-runs.ts RunFile: capture-relative name and bytes; src/ops/export.ts): the
@@ -96,6 +104,13 @@ export interface ExportResult {
   /** Bytes of the export's files (sparse holes counted as written), and of the capture folder's data files. */
   bytes: { export: number; data: number; copied: number; reflinked: number };
   tolerance: { atol: number; rtol: number };
+  /**
+   * The judging the programs apply (the capture's settings in force under the export's options:
+   * mergeJudging), which of its settings came from the capture (`fromCapture`), the settings a
+   * received capture holds that are not used until accepted (`ignored`, null otherwise), and what
+   * the programs cannot apply (`notApplied`: sentences, also in the warnings and README.md).
+   */
+  judging: { settings: JudgingOptions; fromCapture: string[]; ignored: string | null; notApplied: string[] };
   seconds: number;
 }
 
@@ -129,7 +144,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     log.warn(`${m.module.file} could not be read as a module image (${(e as Error).message}): the export names no architecture for it`);
   }
   const hsa = amd ? hsaCodeObject(m, image) : null;
-  const plan = exportPlan(m, params, archs, o, hsa?.dispatch ?? null);
+  const judging = exportJudging(capDir, m, o);
+  const plan = exportPlan(m, params, archs, judging.settings, hsa?.dispatch ?? null);
+  for (const w of judging.notApplied) log.warn(w);
 
   // what a killed export left beside OUT (its pid gone, kerncap's mark inside)
   for (const p of removeStaleTemps(out, existsSync(out))) log.info(`removed ${p}, left by an export that was killed`);
@@ -163,7 +180,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       runSource: hasBuild && !triton ? "make run-src" : null,
       triton: triton ? "python3 repro.py" : null,
     };
-    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data));
+    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data, judging));
     if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });
     // the HSA program and its build files in place of the CUDA ones (templates/export/hsa/)
     if (amd) for (const f of readdirSync(join(tmp, "hsa"))) renameSync(join(tmp, "hsa", f), join(tmp, f));
@@ -186,6 +203,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       data,
       bytes,
       tolerance: plan.tolerance,
+      judging,
       seconds: (performance.now() - t0) / 1000,
     };
   } catch (e) {
@@ -193,6 +211,25 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   } finally {
     t.dispose();
   }
+}
+
+/**
+ * The judging an export's programs apply: the capture's judging settings in force (judgingInEffect:
+ * the user's own capture's, a received one's only once accepted, as every replay reads them) under
+ * the export's options (mergeJudging: an option given wins), and what the programs, which run the
+ * kernel once and judge that run, cannot apply.
+ * @throws KerncapError as readJudging (a settings file that does not read)
+ */
+function exportJudging(capDir: string, m: Manifest, o: ExportOptions): ExportResult["judging"] {
+  const { settings: stored, ignored } = judgingInEffect(capDir, m);
+  const { options, fromCapture } = mergeJudging(stored, { atol: o.atol, rtol: o.rtol, dtype: o.dtype, dtypes: o.dtypes, multiset: o.multiset });
+  const notApplied: string[] = [];
+  if (options.nondeterministic)
+    notApplied.push(
+      "the capture's judging settings expect the kernel to be nondeterministic: kerncap replay judges such a kernel by the spread of 8 checked runs (the run-to-run envelope); the exported programs run it once and judge that run by the tolerance alone, so a result kerncap calls MATCH may be a MISMATCH there",
+    );
+  if (fromCapture.length) log.info(`the export judges with the capture's judging settings: ${describeJudging(options)}`);
+  return { settings: options, fromCapture, ignored: ignored ?? null, notApplied };
 }
 
 /**
@@ -436,6 +473,7 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
       kind: r.name,
       changed: r.changed,
       dtype: r.dtype,
+      multiset: r.multiset,
       before: r.before,
       after: r.after,
     })),
@@ -472,6 +510,7 @@ function readmeContext(
   commands: ExportResult["commands"],
   t: TritonPart | null,
   data: ExportResult["data"],
+  judging: ExportResult["judging"],
 ): Record<string, unknown> {
   return {
     // manifest text, raw: the template puts each through its Markdown escape (mdCode, mdText: src/frontends/templates.ts)
@@ -506,6 +545,14 @@ function readmeContext(
     triton: Boolean(t),
     storedPointer: t?.storedPointer ? `${t.storedPointer.va} at offset ${t.storedPointer.offset} of region ${t.storedPointer.region}` : "",
     tolerance: p.tolerance.atol || p.tolerance.rtol ? `within atol ${p.tolerance.atol}, rtol ${p.tolerance.rtol} (float elements)` : "bit for bit",
+    // the judging settings: where they came from, the multiset regions, what the programs cannot apply
+    judgingFrom: judging.fromCapture.length ? `the capture's judging settings (kerncap judge): ${describeJudging(judging.settings)}` : "",
+    judgingIgnored: judging.ignored ?? "",
+    multisets: p.regions
+      .filter((r) => r.multiset)
+      .map((r) => `0x${r.va.toString(16)} (${r.dtype})`)
+      .join(", "),
+    notApplied: judging.notApplied.join(" "),
     dataShared: data.some((d) => d.shared === "reflink") ? "reflinked (copy-on-write clones of the capture's files)" : "copied",
   };
 }

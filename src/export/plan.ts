@@ -8,9 +8,9 @@
  * Pure: manifest and parameter bytes in, text out; no file is read here.
  */
 import type { Manifest, Stored } from "../format/manifest.ts";
-import { regionNumericsPlan } from "../replay/tolerance-plan.ts";
+import { multisetRegions, regionNumericsPlan } from "../replay/tolerance-plan.ts";
 import { DEFAULT_TIMING } from "../replay/timing-setup.ts";
-import type { ElementType, Tolerance } from "../replay/tolerance.ts";
+import { ELEMENT_BYTES, type ElementType, type Tolerance } from "../replay/tolerance.ts";
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TEMPLATE_ESCAPES } from "../frontends/templates.ts";
 import { regionTypesOf } from "../frontends/index.ts";
@@ -35,6 +35,8 @@ export interface PlanRange {
   size: number;
   changed: boolean;
   dtype: ElementType;
+  /** Compared as a multiset of elements of dtype's size (kerncap judge/export --multiset: src/replay/envelope.ts multisetDifference); never a module global. */
+  multiset: boolean;
   before: Stored["extents"];
   after: Stored["extents"];
 }
@@ -92,29 +94,34 @@ function attrBytes(hex: string): Uint8Array {
 
 /**
  * The plan of an export: the manifest's launch and ranges, each region's element type as the
- * replay would judge it (regionNumericsPlan: the Triton signature, else `o.dtype`, else fp32) with
- * the tolerance `o` gives (default 0, 0: bit for bit), the module's architectures from `archs`
- * (describeModule's list: sm_XX machine code, compute_XX PTX).
- * @throws KerncapError E_USAGE for a bad tolerance or --dtype (regionNumericsPlan)
+ * replay would judge it (regionNumericsPlan: a type named for the region (`o.dtypes`, region names
+ * as --multiset takes them), else the Triton signature, else `o.dtype`, else fp32) with the
+ * tolerance `o` gives (default 0, 0: bit for bit) and the regions `o.multiset` names compared as
+ * multisets (multisetRegions), the module's architectures from `archs` (describeModule's list:
+ * sm_XX machine code, compute_XX PTX). `o` is the judging in force: the capture's settings under
+ * the export's options (src/export/export.ts).
+ * @throws KerncapError E_USAGE for a bad tolerance, element type or region name (regionNumericsPlan, multisetRegions)
  */
 export function exportPlan(
   m: Manifest,
   params: Uint8Array,
   archs: string[],
-  o: { atol?: number; rtol?: number; dtype?: string } = {},
+  o: { atol?: number; rtol?: number; dtype?: string; dtypes?: Record<string, string>; multiset?: string[] } = {},
   hsa: HsaDispatch | null = null,
 ): ExportPlan {
   const types = regionNumericsPlan(m, params, { ...o, regionTypes: regionTypesOf(m) });
-  const range = (r: Manifest["regions"][number], name: string, dtype: ElementType): PlanRange => ({
+  const asMultiset = new Set(o.multiset?.length ? multisetRegions(m, params, o.multiset) : []);
+  const range = (r: Manifest["regions"][number], name: string, dtype: ElementType, multiset = false): PlanRange => ({
     name,
     va: BigInt(r.va),
     size: r.size,
     changed: r.changed,
     dtype,
+    multiset,
     before: r.before.extents,
     after: r.after.extents,
   });
-  const regions = m.regions.map((r, i) => range(r, r.kind, types[i]!.dtype)).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
+  const regions = m.regions.map((r, i) => range(r, r.kind, types[i]!.dtype, asMultiset.has(i))).sort((a, b) => (a.va < b.va ? -1 : a.va > b.va ? 1 : 0));
   const attrs = m.launch.attributes.filter((a) => !DROPPED_LAUNCH_ATTRIBUTES.has(a.id)).map((a) => ({ id: a.id, name: a.name, value: attrBytes(a.valueHex) }));
   if (m.launch.api === "cuLaunchCooperativeKernel" && !attrs.some((a) => a.id === COOPERATIVE)) {
     const value = new Uint8Array(64);
@@ -181,7 +188,7 @@ export function captureHeader(p: ExportPlan, f: ExportFiles): string {
       for (const [c, n, off] of xs) extents.push(`  {${c}ull, ${n}ull, ${off}ull},`);
       return `${first}, ${xs.length}`;
     };
-    return `  {${cString(r.name)}, 0x${r.va.toString(16)}ull, ${r.size}ull, ${r.changed ? 1 : 0}, ${COMPARE_KIND[r.dtype] ?? "DT_BYTES_EXACT"}, ${cString(r.dtype)}, ${at(r.before)}, ${at(r.after)}},`;
+    return `  {${cString(r.name)}, 0x${r.va.toString(16)}ull, ${r.size}ull, ${r.changed ? 1 : 0}, ${COMPARE_KIND[r.dtype] ?? "DT_BYTES_EXACT"}, ${cString(r.dtype)}, ${r.multiset ? 1 : 0}, ${ELEMENT_BYTES[r.dtype]}, ${at(r.before)}, ${at(r.after)}},`;
   };
   const regions = p.regions.map(rangeRow);
   const globals = p.globals.map(rangeRow);
@@ -213,9 +220,13 @@ static const unsigned BLOCK[3] = {${p.block.join(", ")}};
 #define L2_WRITE_BACK ${DEFAULT_TIMING.l2 === "restored" ? 0 : 1}
 
 ${p.hsa ? "" : cudaLaunch(p)}
-/* Judging: elements of a float type within ATOL + RTOL * |expected|; others bit for bit. */
+/* Judging (the capture's judging settings in force at the export, under the export's options):
+ * elements of a float type within ATOL + RTOL * |expected|, others bit for bit; a range with
+ * multiset 1 as a multiset of its elements of \`width\` bytes (the same elements in any order).
+ * JUDGED_AS: how the final line names it. */
 #define ATOL ${num(p.tolerance.atol)}
 #define RTOL ${num(p.tolerance.rtol)}
+#define JUDGED_AS ${cString(judgedAs(p))}
 enum { DT_BYTES_EXACT, DT_F32, DT_F64, DT_F16, DT_BF16 };
 
 /* Memory images: a range of \`size\` bytes is cut into chunks of CHUNK_BYTES; before.bin holds its
@@ -224,12 +235,14 @@ enum { DT_BYTES_EXACT, DT_F32, DT_F64, DT_F16, DT_BF16 };
 #define CHUNK_BYTES ${p.chunkBytes}ull
 struct kc_extent { unsigned long long chunk, count, offset; };
 /* A region (or a module global, by name): before = index of its first before extent, n_before
- * how many; after, n_after the same for the after state; changed: the launch changed it. */
+ * how many; after, n_after the same for the after state; changed: the launch changed it;
+ * multiset: compared as a multiset of elements of width bytes. */
 struct kc_range {
   const char *name;
   unsigned long long va, size;
   int changed, dtype;
   const char *type;
+  int multiset, width;
   int before, n_before, after, n_after;
 };
 static const struct kc_extent EXTENTS[] = {
@@ -237,15 +250,26 @@ ${extents.join("\n") || "  {0, 0, 0}, /* none */"}
 };
 #define N_REGIONS ${regions.length}
 static const struct kc_range REGIONS[] = {
-${regions.join("\n") || '  {"", 0, 0, 0, 0, "", 0, 0, 0, 0}, /* none */'}
+${regions.join("\n") || '  {"", 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0}, /* none */'}
 };
 #define N_GLOBALS ${globals.length}
 static const struct kc_range GLOBALS[] = {
-${globals.join("\n") || '  {"", 0, 0, 0, 0, "", 0, 0, 0, 0}, /* none */'}
+${globals.join("\n") || '  {"", 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0}, /* none */'}
 };
 
 #endif
 `;
+}
+
+/**
+ * How the programs' final line names the judging: " (bit for bit)", " (within tolerance)", and the
+ * regions compared as multisets by VA (more than 4: their count), e.g. " (bit for bit; as multisets: 0x600000400000)".
+ */
+export function judgedAs(p: Pick<ExportPlan, "tolerance" | "regions">): string {
+  const ms = p.regions.filter((r) => r.multiset).map((r) => `0x${r.va.toString(16)}`);
+  const tol = p.tolerance.atol > 0 || p.tolerance.rtol > 0 ? "within tolerance" : "bit for bit";
+  const named = ms.length > 4 ? `${ms.length} regions (README.md)` : ms.join(", ");
+  return ` (${tol}${ms.length ? `; as multisets: ${named}` : ""})`;
 }
 
 /** capture.h's module part for the CUDA program: the image, its machine code and PTX. */

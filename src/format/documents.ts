@@ -14,6 +14,7 @@ import { CaptureSet } from "./capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "./manifest.ts";
+import { JUDGE_SCHEMA, JudgeFile } from "./judge-file.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -189,6 +190,8 @@ export const DOCUMENTS = {
     dtypeFrom: v.picklist(["option", "frontend", "default"]),
     /** Byte offset of the first element shown; whole elements from there to the region's end; how many are shown. */
     offset: U,
+    /** The byte offset asked for (--offset, or the address in --region): offset is it rounded down to a whole element. */
+    offsetAsked: U,
     elements: U,
     count: U,
     /** The values (numbers; NaN, ±Infinity and 64-bit integers as strings) as the launch found them and as the app left them. */
@@ -213,6 +216,16 @@ export const DOCUMENTS = {
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
     /** Whether replays use those settings: a received capture's are the sender's, unused until accepted (kerncap judge DIR --accept). */
     judgingUsed: v.optional(v.boolean()),
+    /** The reproducer project: the files to edit and those kerncap generates from them (relative to dir), CUDA's compile flags (assumed or recovered; null for others), and src/ against what the capture wrote (null: the manifest records no digests of it). */
+    reproducer: v.optional(
+      v.object({
+        present: v.boolean(),
+        edit: v.array(v.string()),
+        generated: v.array(v.string()),
+        flags: v.nullable(v.object({ words: v.array(v.string()), assumed: v.boolean(), from: v.string() })),
+        sources: v.nullable(v.object({ edited: v.array(v.string()), added: v.array(v.string()), gone: v.array(v.string()) })),
+      }),
+    ),
   }),
   replay: v.looseObject({
     ...id("replay"),
@@ -328,6 +341,8 @@ export const DOCUMENTS = {
       /** Expected nondeterministic (true) or deterministic (false); absent: found out. */
       nondeterministic: v.optional(v.boolean()),
     }),
+    /** Whether replays use them: false for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
+    used: v.optional(v.boolean()),
   }),
   pack: v.object({
     ...id("pack"),
@@ -368,6 +383,20 @@ export const DOCUMENTS = {
     /** Bytes: every file of the export; the data files; of those, copied and reflinked. */
     bytes: v.object({ export: U, data: U, copied: U, reflinked: U }),
     tolerance: v.object({ atol: N, rtol: N }),
+    /** The judging the programs apply: the capture's settings in force (kerncap judge) under the export's options; which came from the capture; a received capture's settings not used until accepted (null: none); what the programs cannot apply (sentences). */
+    judging: v.object({
+      settings: v.object({
+        atol: v.optional(N),
+        rtol: v.optional(N),
+        dtype: v.optional(v.string()),
+        dtypes: v.optional(v.record(v.string(), v.string())),
+        multiset: v.optional(v.array(v.string())),
+        nondeterministic: v.optional(v.boolean()),
+      }),
+      fromCapture: v.array(v.string()),
+      ignored: v.nullable(v.string()),
+      notApplied: v.array(v.string()),
+    }),
     seconds: N,
   }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
@@ -473,8 +502,13 @@ export const DOCUMENTS = {
   version: v.object({ ...id("version"), version: v.string() }),
 } satisfies Record<DocumentName, v.GenericSchema>;
 
-/** What `kerncap schema` can print: the manifest and every document. */
-export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS)] as const;
+/** What `kerncap schema` can print: the manifest, the files kerncap writes in a capture folder with a schema id of their own, and every document. */
+export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", ...Object.keys(DOCUMENTS)] as const;
+
+/** Files with a schema of their own (not a verb's document): their valibot schema and `schema` id. */
+const FILE_SCHEMAS: Record<string, { schema: v.GenericSchema; id: string }> = {
+  "judge-settings": { schema: JudgeFile, id: JUDGE_SCHEMA },
+};
 
 /**
  * JSON Schema (draft-07) of the manifest or of one verb's document, generated from the valibot
@@ -483,7 +517,17 @@ export const SCHEMA_NAMES = ["manifest", "capture-set", ...Object.keys(DOCUMENTS
  * @returns undefined for an unknown name
  */
 export function jsonSchemaOf(name: string, frontends: readonly string[] = []): Record<string, unknown> | undefined {
-  const s = name === "manifest" ? Manifest : name === "capture-set" ? CaptureSet : Object.hasOwn(DOCUMENTS, name) ? DOCUMENTS[name as DocumentName] : undefined;
+  const file = Object.hasOwn(FILE_SCHEMAS, name) ? FILE_SCHEMAS[name] : undefined;
+  const s =
+    name === "manifest"
+      ? Manifest
+      : name === "capture-set"
+        ? CaptureSet
+        : file
+          ? file.schema
+          : Object.hasOwn(DOCUMENTS, name)
+            ? DOCUMENTS[name as DocumentName]
+            : undefined;
   if (!s) return undefined;
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
   const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
@@ -493,7 +537,7 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
   return {
     $schema: "http://json-schema.org/draft-07/schema#",
     ...js,
-    $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : documentId(name as DocumentName),
+    $id: name === "manifest" ? "kerncap.manifest" : name === "capture-set" ? "kerncap.capture-set" : (file?.id ?? documentId(name as DocumentName)),
     title: TITLES[name] ?? `kerncap ${name} --json`,
   };
 }
@@ -502,6 +546,7 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
 const TITLES: Record<string, string> = {
   manifest: "kerncap capture manifest (kerncap.json)",
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
+  "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
   "eval-record": "one candidate on one input: a line of kerncap eval's --jsonl file and of its --json output",

@@ -205,6 +205,12 @@ export const Manifest = v.object({
    * the user trusted on the command line (src/format/rendered.ts). Absent before it was recorded.
    */
   rendered: v.optional(v.array(v.object({ path: v.string(), sha256: Sha256 }))),
+  /**
+   * The reproducer's sources as kerncap wrote them at capture: every regular file under src/ and
+   * its SHA-256 (src/format/source-digests.ts). `kerncap inspect` says which differ now (edited,
+   * added, gone). Informational: a received capture's is the sender's. Absent before it was recorded.
+   */
+  sources: v.optional(v.array(v.object({ path: v.string(), sha256: Sha256 }))),
 });
 export type Manifest = v.InferOutput<typeof Manifest>;
 

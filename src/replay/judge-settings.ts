@@ -20,29 +20,12 @@ import { notOwnEntry, receivedBecause } from "../format/received.ts";
 import { stateDir, trustKey, type TrustRecord } from "../format/trust-records.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
-import { elementType } from "./tolerance.ts";
+import { elementType, unknownElementType } from "./tolerance.ts";
 
-export const JUDGE_SCHEMA = "kerncap.judge-settings/1";
-
-/** Region names as --multiset takes them (src/replay/tolerance-plan.ts multisetRegions): N, 0x…, param:N, changed, all. */
-const REGION_NAME = /^(all|changed|\d+|0x[0-9a-fA-F]+|param:\d+)$/;
-
-const Settings = v.strictObject({
-  /** |got − exp| ≤ atol + rtol·|exp| per element. */
-  atol: v.optional(v.pipe(v.number(), v.minValue(0))),
-  rtol: v.optional(v.pipe(v.number(), v.minValue(0))),
-  /** Element type of every region whose type the kernel signature does not give. */
-  dtype: v.optional(v.string()),
-  /** Element type per region (its name → type): overrides the signature's and `dtype`. */
-  dtypes: v.optional(v.record(v.pipe(v.string(), v.regex(REGION_NAME)), v.string())),
-  /** Regions compared as multisets of elements. */
-  multiset: v.optional(v.array(v.pipe(v.string(), v.regex(REGION_NAME)))),
-  /** Expected nondeterministic (8 checked runs from the start) or deterministic (runs that differ are a mismatch). */
-  nondeterministic: v.optional(v.boolean()),
-});
-export type JudgeSettings = v.InferOutput<typeof Settings>;
-
-const JudgeFile = v.strictObject({ schema: v.literal(JUDGE_SCHEMA), settings: Settings, sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)) });
+// the file's schema (its id, the settings' shape) is src/format/judge-file.ts: `kerncap schema judge-settings` prints it
+export { JUDGE_SCHEMA } from "../format/judge-file.ts";
+import { JUDGE_SCHEMA, JudgeFile, type JudgeSettings } from "../format/judge-file.ts";
+export type { JudgeSettings } from "../format/judge-file.ts";
 
 /** The settings as stored and hashed: keys in a fixed order, absent ones left out. */
 function canonical(s: JudgeSettings): JudgeSettings {
@@ -63,13 +46,8 @@ const digest = (s: JudgeSettings) =>
 
 /** Every element type named is one kerncap knows. @throws KerncapError E_USAGE naming the bad one */
 export function checkSettings(s: JudgeSettings): JudgeSettings {
-  const types = [...(s.dtype !== undefined ? [["dtype", s.dtype]] : []), ...Object.entries(s.dtypes ?? {}).map(([r, t]) => [`dtype ${r}=`, t])];
-  for (const [what, t] of types) {
-    if (!elementType(t!))
-      throw new KerncapError("E_USAGE", `--${what}${t}: ${JSON.stringify(t)} is not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
-      });
-  }
+  const types = [...(s.dtype !== undefined ? [["dtype ", s.dtype]] : []), ...Object.entries(s.dtypes ?? {}).map(([r, t]) => [`dtype ${r}=`, t])];
+  for (const [what, t] of types) if (!elementType(t!)) throw unknownElementType(`--${what}${t}`, t!, what !== "dtype ");
   return s;
 }
 
@@ -266,6 +244,22 @@ export function unusedJudgingNote(dir: string, not: { kind: "received" | "file";
   return not.kind === "received"
     ? `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${not.why}`
     : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (kerncap judge ${dir} --accept: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${dir} --clear and your own settings); the capture judged as captured`;
+}
+
+/**
+ * Whether capture `dir` (manifest `m`) holds judging settings its replays do not use: someone
+ * else's (judgingNotOwn: a received capture's, or a file another user owns or may write) not
+ * accepted as they are (judgingInEffect's rule, without reading them).
+ */
+export function judgingUnused(dir: string, m: Manifest): boolean {
+  return judgingNotOwn(dir, m) !== undefined && !judgingAccepted(dir);
+}
+
+/** The one phrase inspect and judge put after settings that are not used (judgingNotOwn's `not`), with the way out. */
+export function notUsedNote(dir: string, not: { kind: "received" | "file"; why: string } | undefined): string {
+  return !not || not.kind === "received"
+    ? `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`
+    : `NOT USED: ${not.why}, so they may be another user's; read them, then accept them (kerncap judge ${dir} --accept) or make the file yours alone (chmod go-w)`;
 }
 
 /**

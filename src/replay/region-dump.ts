@@ -26,8 +26,10 @@ export interface RegionDump {
   dtype: ElementType;
   /** Where the element type came from: --dtype, the capture's frontend (a Triton signature), or the default (fp32 where the size allows, else u8). */
   dtypeFrom: "option" | "frontend" | "default";
-  /** Byte offset of the first element shown, from the region's start. */
+  /** Byte offset of the first element shown, from the region's start: `offsetAsked` rounded down to a whole element. */
   offset: number;
+  /** The byte offset asked for (--offset, or the address given in --region). */
+  offsetAsked: number;
   /** Elements the region holds from `offset` on (whole elements), and how many are shown. */
   elements: number;
   count: number;
@@ -188,6 +190,7 @@ export function regionDump(
     dtype,
     dtypeFrom,
     offset,
+    offsetAsked: o.offset ?? 0,
     elements,
     count,
     before: values(b, dtype),

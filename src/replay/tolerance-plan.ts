@@ -7,7 +7,7 @@
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { readInCapture } from "../format/paths.ts";
-import { elementType, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
+import { elementType, unknownElementType, type ElementType, type RegionNumerics, type Tolerance } from "./tolerance.ts";
 
 /**
  * The element type of each region (manifest order) that a capture's frontend knows from the
@@ -40,10 +40,7 @@ export function regionNumericsPlan(
   let fallbackSource: RegionNumerics["dtypeSource"] = "default";
   if (o.dtype) {
     const t = elementType(o.dtype);
-    if (!t)
-      throw new KerncapError("E_USAGE", `--dtype ${o.dtype} is not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
-      });
+    if (!t) throw unknownElementType(`--dtype ${o.dtype}`, o.dtype);
     fallback = t;
     fallbackSource = "option";
   }
@@ -52,10 +49,7 @@ export function regionNumericsPlan(
   const named = new Map<number, ElementType>();
   for (const [name, t] of Object.entries(o.dtypes ?? {})) {
     const et = elementType(t);
-    if (!et)
-      throw new KerncapError("E_USAGE", `--dtype ${name}=${t}: not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
-      });
+    if (!et) throw unknownElementType(`--dtype ${name}=${t}`, t, true);
     for (const i of multisetRegions(m, params, [name], "dtype")) named.set(i, et);
   }
   const plan = m.regions.map((_, i) =>

@@ -10,6 +10,7 @@
  * whatever the tolerance.
  */
 
+import { KerncapError } from "../errors.ts";
 import { diffBytes } from "./compare.ts";
 
 export type ElementType = "fp64" | "fp32" | "fp16" | "bf16" | "i64" | "i32" | "i16" | "i8" | "u64" | "u32" | "u16" | "u8";
@@ -57,8 +58,19 @@ export function elementType(name: string): ElementType | undefined {
     bool: "u8",
   };
   if (alias[n]) return alias[n];
-  if (/^fp8/.test(n) || /^float8/.test(n)) return "u8";
+  if (/^(fp8|float8|e4m3|e5m2)/.test(n)) return "u8";
   return undefined;
+}
+
+/**
+ * The one error for an element type kerncap does not know (elementType gives undefined), whichever
+ * verb or file named it: `option` is what the user gave, e.g. `--dtype 2=fp17` (the type itself is
+ * quoted after it), `regionHint` adds the REGION=T form to the hint where the option takes it.
+ */
+export function unknownElementType(option: string, name: string, regionHint = false): KerncapError {
+  return new KerncapError("E_USAGE", `${option}: ${JSON.stringify(name)} is not a known element type`, {
+    hint: `Use ${Object.keys(ELEMENT_BYTES).join(", ")} (fp8 types such as e4m3/e5m2, i1 and bool are read as u8)${regionHint ? "; REGION=T for one region" : ""}.`,
+  });
 }
 
 export interface Tolerance {

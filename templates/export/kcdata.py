@@ -65,14 +65,46 @@ def _values(b, dtype):
     return [v for (v,) in struct.iter_unpack("<" + fmt, b[:n * size])]
 
 
-def judge(got, want, before, changed, dtype, atol=0.0, rtol=0.0):
+def multiset_difference(a, b, size):
+    """Elements of a without a partner in b plus those of b without one in a: both compared as
+    sorted multisets of size-byte bit patterns (-0 is not +0, a NaN equals the same NaN bits); a
+    trailing partial element is compared bytewise and counts as one element of each. kerncap's own
+    count (src/replay/envelope.ts multisetDifference)."""
+    n = len(a) // size
+    x = sorted(a[k * size:(k + 1) * size] for k in range(n))
+    y = sorted(b[k * size:(k + 1) * size] for k in range(len(b) // size))
+    # sorted as bytes, not as numbers: any one order of both gives the same count
+    i = j = unmatched = 0
+    while i < len(x) and j < len(y):
+        if x[i] == y[j]:
+            i, j = i + 1, j + 1
+        elif x[i] < y[j]:
+            unmatched, i = unmatched + 1, i + 1
+        else:
+            unmatched, j = unmatched + 1, j + 1
+    unmatched += len(x) - i + len(y) - j
+    if a[n * size:] != b[len(y) * size:]:
+        unmatched += 2
+    return unmatched
+
+
+def judge(got, want, before, changed, dtype, atol=0.0, rtol=0.0, multiset=False):
     """Compare a region's replayed bytes with the app's after state.
 
-    Returns (verdict, detail): "bit-exact", "within-tolerance" or "mismatch". Float elements count
-    as equal within atol + rtol * |expected|; others bit for bit. A region the app changed that the
-    replay left as it was is a mismatch whatever the tolerance.
+    Returns (verdict, detail): "bit-exact", "within-tolerance", "multiset-equal" or "mismatch".
+    Float elements count as equal within atol + rtol * |expected|; others bit for bit. A region the
+    app changed that the replay left as it was is a mismatch whatever the tolerance. With multiset
+    (kerncap judge --multiset), the region's elements are compared as a multiset: the app's
+    elements in any order match, as kerncap judges it.
     """
     got, want = bytes(got), bytes(want)
+    if multiset:
+        if got == want:
+            return "bit-exact", ""
+        d = multiset_difference(got, want, ELEMENT.get(dtype, ("B", 1))[1])
+        if d:
+            return "mismatch", f"{d} elements without a partner in the app's (as a multiset)"
+        return "multiset-equal", "the app's elements in another order"
     if changed and got == bytes(before) and got != want:
         return "mismatch", "the app changed it, the replay left it as it was"
     if got == want:

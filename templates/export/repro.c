@@ -330,6 +330,6 @@ int main(int argc, char **argv) {
     free(us);
   }
   printf("%s: %d regions, %d module globals compared with the app's after state%s\n", bad ? "MISMATCH" : "MATCH", N_REGIONS, N_GLOBALS,
-         ATOL > 0 || RTOL > 0 ? " (within tolerance)" : " (bit for bit)");
+         JUDGED_AS);
   return bad ? 1 : 0;
 }

@@ -72,7 +72,7 @@ if device == "cuda":
 tol = ex.doc["tolerance"]
 bad = 0
 for i, r in enumerate(ex.regions):
-    verdict, detail = kcdata.judge(regions[i].cpu().numpy().tobytes(), ex.region_bytes(i, "after"), ex.region_bytes(i, "before"), r["changed"], r["dtype"], tol["atol"], tol["rtol"])
+    verdict, detail = kcdata.judge(regions[i].cpu().numpy().tobytes(), ex.region_bytes(i, "after"), ex.region_bytes(i, "before"), r["changed"], r["dtype"], tol["atol"], tol["rtol"], r.get("multiset", False))
     if verdict != "bit-exact":
         print(f"  {verdict} region {kcdata.shown(r['va'])} ({r['size']} bytes, {kcdata.shown(r['dtype'])}){': ' + detail if detail else ''}")
     bad |= verdict == "mismatch"

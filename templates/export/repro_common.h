@@ -2,7 +2,8 @@
  * repro_common.h: what the exported program does the same on every GPU runtime: the export's files
  * (-d), the memory images' stored chunks, the before state restored into a range, the chunks the
  * app changed (put back between timed launches), and each range judged against the app's after
- * state (bit for bit, or element-wise within ATOL + RTOL * |expected| for float types).
+ * state (bit for bit, or element-wise within ATOL + RTOL * |expected| for float types, or as a
+ * multiset of its elements: the same elements in any order).
  *
  * Written by `kerncap export`, included by repro.c after capture.h. The program defines the three
  * device accesses below with its runtime's copies; every call here either completes or exits 2.
@@ -239,11 +240,69 @@ static int compare_range(const struct kc_range *r, unsigned long long at, FILE *
   return bad;
 }
 
+/* Element comparisons by bit pattern (unsigned, of 1, 2, 4 or 8 bytes), for qsort. */
+#define KC_CMP(NAME, T)                                   \
+  static int NAME(const void *a, const void *b) {         \
+    T x, y;                                               \
+    memcpy(&x, a, sizeof x);                              \
+    memcpy(&y, b, sizeof y);                              \
+    return (x > y) - (x < y);                             \
+  }
+KC_CMP(cmp_bits8, unsigned char)
+KC_CMP(cmp_bits16, unsigned short)
+KC_CMP(cmp_bits32, unsigned int)
+KC_CMP(cmp_bits64, unsigned long long)
+
+/* Elements of a without a partner in b plus those of b without one in a, both n bytes of elements
+ * of w bytes compared as bit patterns (-0 is not +0; a NaN equals the same NaN bits); a trailing
+ * partial element is compared bytewise and counts as one element of each. Sorts a and b in place.
+ * kerncap's own multiset judging, the same count (src/replay/envelope.ts multisetDifference). */
+static unsigned long long multiset_difference(unsigned char *a, unsigned char *b, size_t n, int w) {
+  size_t count = n / (size_t)w, tail = n - count * (size_t)w, i = 0, j = 0;
+  unsigned long long unmatched = 0;
+  if (tail && memcmp(a + count * w, b + count * w, tail)) unmatched += 2;
+  int (*cmp)(const void *, const void *) = w == 8 ? cmp_bits64 : w == 4 ? cmp_bits32 : w == 2 ? cmp_bits16 : cmp_bits8;
+  qsort(a, count, (size_t)w, cmp);
+  qsort(b, count, (size_t)w, cmp);
+  while (i < count && j < count) {
+    int c = cmp(a + i * w, b + j * w);
+    if (!c) i++, j++;
+    else if (c < 0) unmatched++, i++;
+    else unmatched++, j++;
+  }
+  return unmatched + (count - i) + (count - j);
+}
+
+/* Compare one range as a multiset of its elements with the app's after state (the whole range on
+ * the host twice); print and return 1 on a mismatch. The same elements in another order match. */
+static int compare_multiset(const struct kc_range *r, unsigned long long at, FILE *before, FILE *after, const char *what) {
+  size_t size = (size_t)r->size;
+  unsigned char *got = malloc(size ? size : 1), *want = malloc(size ? size : 1);
+  if (!got || !want) die("out of host memory", NULL);
+  for (unsigned long long c = 0; c * CHUNK_BYTES < r->size; c++) {
+    size_t len = (size_t)(r->size - c * CHUNK_BYTES < CHUNK_BYTES ? r->size - c * CHUNK_BYTES : CHUNK_BYTES);
+    dev_read(got + c * CHUNK_BYTES, at + c * CHUNK_BYTES, len);
+    expected_chunk(r, c, len, 1, before, after, want + c * CHUNK_BYTES);
+  }
+  unsigned long long unmatched = 0;
+  if (memcmp(got, want, size)) {
+    unmatched = multiset_difference(got, want, size, r->width > 0 ? r->width : 1);
+    if (unmatched)
+      printf("  MISMATCH %s 0x%llx (%llu bytes, %s, as a multiset): %llu elements without a partner in the app's\n", shown(what), r->va, r->size,
+             shown(r->type), unmatched);
+    else printf("  multiset-equal %s 0x%llx (%llu bytes, %s): the app's elements in another order\n", shown(what), r->va, r->size, shown(r->type));
+  }
+  free(got);
+  free(want);
+  return unmatched > 0;
+}
+
 /* Every region, and every module global at its address in the loaded module (`global_at`; 0: left
  * out), judged against the app's after state; 1 when one differs. */
 static int compare_all(FILE *before, FILE *after, const unsigned long long *global_at) {
   int bad = 0;
-  for (int i = 0; i < N_REGIONS; i++) bad |= compare_range(&REGIONS[i], REGIONS[i].va, before, after, "region");
+  for (int i = 0; i < N_REGIONS; i++)
+    bad |= (REGIONS[i].multiset ? compare_multiset : compare_range)(&REGIONS[i], REGIONS[i].va, before, after, "region");
   for (int i = 0; i < N_GLOBALS; i++)
     if (global_at[i]) bad |= compare_range(&GLOBALS[i], global_at[i], before, after, GLOBALS[i].name);
   return bad;

@@ -32,6 +32,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { CLIENT_NAMES } from "../../src/mcp/clients.ts";
 import { TOOL_VERSION } from "../../src/version.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
+import { RECEIVED_MARK } from "../../src/format/file-names.ts";
 import { paramValue } from "../../src/cli/commands/inspect.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
@@ -416,6 +417,19 @@ const table: Record<keyof typeof commands, () => void> = {
       const e = await failure("run", ["--kernel", "x", "--out", join(tempDir(), "c"), "--", "./no-such-app"]);
       expect(e.code).toBe("E_APP_NOT_FOUND");
     });
+    test("a bad count names the option as typed, with its name (found by a new user: run -s -1 complained about --dispatch)", async () => {
+      const out = join(tempDir(), "c");
+      for (const [argv, said] of [
+        [["-s", "-1"], "-s (--dispatch) must be a whole number"],
+        [["--launch-skip", "x"], "--launch-skip (--dispatch) must be"],
+        [["--dispatch", "x"], "--dispatch must be"],
+        [["-c", "0"], "-c (--launch-count) must be"],
+      ] as const) {
+        const e = await failure("run", [...argv, "--out", out, "--", "true"]);
+        expect([e.code, e.message.startsWith(said)], argv.join(" ")).toEqual(["E_USAGE", true]);
+        expect(e.hint).toStartWith(`For example ${argv[0]} `);
+      }
+    });
     test("no application after --", async () => {
       expect((await failure("run", ["--kernel", "x"])).code).toBe("E_USAGE");
     });
@@ -531,6 +545,25 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(existsSync(join(back, "kerncap-judge.json"))).toBe(false);
       expect(kc("inspect", back).stdout.toString()).toContain("judging    as captured");
     });
+    test("a received capture's settings not accepted: judge shows them NOT USED, in inspect's words; once accepted, in force", async () => {
+      // found by a new user: after pack/unpack, judge printed the sender's settings as if replays used them
+      const state = tempDir("kerncap-state-");
+      const k = (...a: string[]) =>
+        Bun.spawnSync([process.execPath, main, ...a], { stdout: "pipe", stderr: "pipe", env: { ...process.env, XDG_STATE_HOME: state } });
+      const dir = await fresh();
+      expect(k("judge", dir, "--rtol", "1e-4").exitCode).toBe(0);
+      expect(k("judge", dir).stdout.toString()).not.toContain("NOT USED");
+      writeFileSync(join(dir, RECEIVED_MARK), "{}\n");
+      const note = `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`;
+      expect(k("judge", dir).stdout.toString()).toBe(`judging settings: rtol 0.0001 (${join(dir, "kerncap-judge.json")}); ${note}\n`);
+      expect(k("inspect", dir).stdout.toString()).toContain(`rtol 0.0001 (kerncap judge, kerncap-judge.json); ${note}\n`);
+      const doc = JSON.parse(k("judge", dir, "--json").stdout.toString());
+      expect(v.safeParse(DOCUMENTS.judge, doc).success).toBe(true);
+      expect(doc.used).toBe(false);
+      expect(k("judge", dir, "--accept").exitCode).toBe(0);
+      expect(k("judge", dir).stdout.toString()).not.toContain("NOT USED");
+      expect(JSON.parse(k("judge", dir, "--json").stdout.toString()).used).toBe(true);
+    });
     test("a region the capture lacks, an unknown type or --expect value: usage errors, nothing written; a hand-edited file is a checksum error", async () => {
       const dir = await fresh();
       expect((await failure("judge", [dir, "--multiset", "7"])).message).toContain("the capture has 2 regions");
@@ -606,6 +639,10 @@ const table: Record<keyof typeof commands, () => void> = {
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--dtype", "fp12"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", `${dir}-x`, "--atol", "-1"])).code).toBe("E_USAGE");
       expect((await failure("export", [dir, "-o", ""])).code).toBe("E_USAGE");
+      // --multiset and --dtype REGION=T as replay takes them (found by a new user: "unknown option --multiset for kerncap export")
+      expect(await verb("export", [dir, "-o", `${dir}-ms`, "--multiset", "2", "--dtype", "2=i32"])).toBe(0);
+      expect(readFileSync(join(`${dir}-ms`, "capture.h"), "utf8")).toContain('"i32", 1, 4,');
+      expect((await failure("export", [dir, "-o", `${dir}-x`, "--multiset", "7"])).message).toContain("the capture has 3 regions");
       // no -o: said with an example folder (found by a new user: "Missing required argument: --out" and the generic hint)
       const none = await failure("export", [dir]);
       expect([none.code, none.message]).toEqual(["E_USAGE", "kerncap export needs the folder to write: -o OUT"]);
@@ -961,7 +998,7 @@ describe("command line (runCli: the one error path)", () => {
     expect(JSON.parse(r.out).error.hint).toContain("--kernel (-k, --kernel-name), --dispatch (-s, --launch-skip), --launch-count (-c)");
     expect(JSON.parse(r.out).error.hint).toContain("--out (-o), --force (-f)");
     const c0 = await cli(["run", "-c", "0", "--json", "--", "./app"]);
-    expect(JSON.parse(c0.out).error.message).toContain("--launch-count must be a whole number from 1");
+    expect(JSON.parse(c0.out).error.message).toContain("-c (--launch-count) must be a whole number from 1");
   });
   test("validate --iters: its help and docs/performance.md say what it does (the comparison's first batch of rounds, then doubling) and its default", async () => {
     const { VALIDATE_ITERS } = await import("../../src/cli/commands/validate.ts");

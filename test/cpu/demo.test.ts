@@ -23,6 +23,10 @@ import { NVCC } from "../nvcc-fixtures.ts";
 import { DEMO_CAPTURE, saxpyReference } from "../../scripts/make-demo.ts";
 import { RECEIVED_MARK } from "../../src/format/received.ts";
 import { tempDir } from "./fixtures.ts";
+import { inspectRegion } from "../../src/cli/commands/inspect-region.ts";
+import { toleranceOptions } from "../../src/cli/args.ts";
+import { checkSettings } from "../../src/replay/judge-settings.ts";
+import type { KerncapError } from "../../src/errors.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
 
@@ -75,16 +79,18 @@ const files = (dir: string) =>
     .sort();
 
 describe("kerncap demo", () => {
-  test("embeds every file of demo/capture, byte for byte (the manifest with this machine's host added), with build.sh executable", async () => {
+  test("embeds every file of demo/capture, byte for byte (the manifest with this machine's host and its sources' digests added), with build.sh executable", async () => {
     expect(DEMO_FILES.map((f) => f.path).sort()).toEqual(files(DEMO_CAPTURE));
     const dir = await demo();
     expect(files(dir)).toEqual(files(DEMO_CAPTURE));
     for (const f of DEMO_FILES.filter((f) => f.path !== "kerncap.json"))
       expect(readFileSync(join(dir, f.path)).equals(readFileSync(join(DEMO_CAPTURE, f.path))), f.path).toBe(true);
-    // the manifest: the embedded one with this machine's host added (as a real capture records it)
+    // the manifest: the embedded one with this machine's host and its sources' digests added (as a real capture records them)
+    const sha = (p: string) => new Bun.CryptoHasher("sha256").update(readFileSync(join(DEMO_CAPTURE, p))).digest("hex");
     expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"))).toEqual({
       ...JSON.parse(readFileSync(join(DEMO_CAPTURE, "kerncap.json"), "utf8")),
       host: hostIdentity(),
+      sources: ["src/saxpy.cu", "src/saxpy.kerncap-slice.cu"].map((path) => ({ path, sha256: sha(path) })),
     });
     expect(statSync(join(dir, "build.sh")).mode & 0o111).toBe(0o111);
   });
@@ -170,11 +176,50 @@ describe("kerncap demo", () => {
       ["--region", "3"],
       ["--region", "0x1"],
       ["--region", "2", "--count", "0"],
-      ["--region", "2", "--dtype", "float"],
+      ["--region", "2", "--dtype", "fp17"],
       ["--region", "2", "--offset", "16000"],
       ["--count", "4"],
     ])
       expect((await cli(["inspect", dir, ...bad])).code, bad.join(" ")).toBe(2);
+  });
+
+  test("inspect --region: an offset inside an element is said (text and --json), not rounded silently; element types named as replay and judge name them, with one error", async () => {
+    const dir = await demo();
+    const t = await cli(["inspect", dir, "--region", "2", "--offset", "3", "--count", "1"]);
+    expect(t.code).toBe(0);
+    expect(t.out.split("\n")[0]).toBe("note: byte 3 lies inside element 0 (fp32, 4 bytes): shown from its first byte, 0");
+    const j = await cli(["inspect", dir, "--json", "--region", "0x600000400006", "--count", "1"]);
+    expect(JSON.parse(j.out)).toMatchObject({ offset: 4, offsetAsked: 6 });
+    // dir absolute, as every document gives it, whatever was typed (found by a new user: "dir": "cap")
+    const cwd = process.cwd();
+    process.chdir(join(dir, ".."));
+    try {
+      expect(JSON.parse((await cli(["inspect", "demo", "--json", "--region", "2", "--count", "1"])).out).dir).toBe(dir);
+    } finally {
+      process.chdir(cwd);
+    }
+    expect((await cli(["inspect", dir, "--region", "2", "--offset", "8", "--count", "1"])).out).not.toContain("note:");
+    // fp8 (e4m3, e5m2) is read as u8, as judging reads it
+    expect(JSON.parse((await cli(["inspect", dir, "--json", "--region", "2", "--dtype", "e4m3", "--count", "1"])).out).dtype).toBe("u8");
+    // the same unknown type: one message and hint from inspect, replay/validate/export's options and judge's settings
+    const m = readManifest(dir);
+    const errs = [
+      () => inspectRegion(dir, m, { region: "2", dtype: "fp17" }, true),
+      () => toleranceOptions({ dtype: "fp17" }),
+      () => checkSettings({ dtype: "fp17" }),
+    ].map((f) => {
+      try {
+        f();
+      } catch (e) {
+        return e as KerncapError;
+      }
+      throw new Error("no error");
+    });
+    for (const e of errs) {
+      expect([e.code, e.message]).toEqual(["E_USAGE", '--dtype fp17: "fp17" is not a known element type']);
+      expect(e.hint!.startsWith(errs[0]!.hint!.slice(0, -1))).toBe(true); // replay's adds the REGION=T form
+    }
+    expect(errs[0]!.hint).toContain("e4m3/e5m2");
   });
 
   test("refuses to overwrite without --force; --force replaces a previous capture, never another folder", async () => {
@@ -184,6 +229,8 @@ describe("kerncap demo", () => {
     expect(readFileSync(join(dir, "src/saxpy.cu"), "utf8")).toBe("// edited\n");
     // --force says what it loses (a new user's edits went without a word)
     writeFileSync(join(dir, "kerncap-judge.json"), "{}");
+    // the slice is kerncap's, remade from the TU by validate: not a file of the user's (found by a new user: "loses … src/saxpy.kerncap-slice.cu (edited)")
+    writeFileSync(join(dir, "src/saxpy.kerncap-slice.cu"), "// remade from an edited TU\n");
     let err = "";
     const orig = process.stderr.write.bind(process.stderr);
     process.stderr.write = ((c: string | Uint8Array) => (
@@ -195,6 +242,7 @@ describe("kerncap demo", () => {
       process.stderr.write = orig;
     }
     expect(err).toContain("loses 2 files of yours: src/saxpy.cu (edited), kerncap-judge.json");
+    expect(err).not.toContain("kerncap-slice");
     expect(readFileSync(join(dir, "src/saxpy.cu"), "utf8")).toContain("__global__ void saxpy");
     const other = tempDir();
     writeFileSync(join(other, "notes.txt"), "mine");

@@ -12,6 +12,8 @@ import { DOCUMENTS, DOCUMENT_VERSIONS, jsonSchemaOf, SCHEMA_NAMES } from "../../
 import { checkAslr, checkCache, checkNcu } from "../../src/doctor.ts";
 import { noDriverError, WITHOUT_GPU } from "../../src/native/libcuda-search.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
+import { JUDGE_SCHEMA, JudgeFile } from "../../src/format/judge-file.ts";
+import { writeJudging } from "../../src/replay/judge-settings.ts";
 
 const HAS_GPU = require("node:fs").existsSync("/dev/nvidiactl");
 
@@ -88,6 +90,21 @@ describe("--json documents", () => {
     expect(jsonSchemaOf("validate-watch")!.title).toBe("kerncap validate --watch --json (one document per line)");
     expect(jsonSchemaOf("pack")!.title).toBe("kerncap pack --json");
     expect((await cli(["schema", "nope"])).code).toBe(2);
+  });
+
+  test("kerncap schema judge-settings: the judging settings file's schema, by the name its schema id gives; a file judge writes is valid against it", async () => {
+    // found by a new user: kerncap-judge.json names kerncap.judge-settings/1, and `kerncap schema judge-settings` said no such schema
+    const r = await cli(["schema", "judge-settings"]);
+    expect(r.code).toBe(0);
+    const js = JSON.parse(r.out);
+    expect(js.$id).toBe(JUDGE_SCHEMA);
+    expect(js.properties.schema.const).toBe(JUDGE_SCHEMA);
+    expect(js.properties.settings.properties.rtol).toBeDefined();
+    expect(SCHEMA_NAMES).toContain(JUDGE_SCHEMA.replace(/^kerncap\.|\/\d+$/g, ""));
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const file = writeJudging(dir, { rtol: 1e-3, multiset: ["0"] })!;
+    expect(v.safeParse(JudgeFile, JSON.parse(readFileSync(file, "utf8"))).success).toBe(true);
   });
 });
 

@@ -37,6 +37,8 @@ import { runs } from "../../src/format/chunks.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
+import { RECEIVED_MARK } from "../../src/format/file-names.ts";
+import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { tempDir } from "./fixtures.ts";
@@ -364,8 +366,8 @@ describe("kerncap export: the folder", () => {
 
   test("storedPointer finds a captured VA stored in a region's memory, and nothing in memory without one", () => {
     const regions = [
-      { name: "device", va: 0x7f0000000000n, size: 4096, changed: false, dtype: "u8" as const, before: [], after: [] },
-      { name: "device", va: 0x7f0000100000n, size: 4096, changed: true, dtype: "u8" as const, before: [], after: [] },
+      { name: "device", va: 0x7f0000000000n, size: 4096, changed: false, dtype: "u8" as const, multiset: false, before: [], after: [] },
+      { name: "device", va: 0x7f0000100000n, size: 4096, changed: true, dtype: "u8" as const, multiset: false, before: [], after: [] },
     ];
     const words = new Uint8Array(64);
     new DataView(words.buffer).setBigUint64(40, 0x7f0000100010n, true);
@@ -507,6 +509,91 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(repro(strict, near).code).toBe(1);
   });
 
+  test("the capture's judging settings (kerncap judge) are the export's: tolerance, types, multiset regions; the programs judge as replay does", async () => {
+    const { cap, out, m } = await demo();
+    writeJudging(cap, { rtol: 1e-2, multiset: ["2"] });
+    const r = exportCapture(cap, out);
+    expect(r.judging).toEqual({ settings: { rtol: 1e-2, multiset: ["2"] }, fromCapture: ["rtol", "multiset"], ignored: null, notApplied: [] });
+    const header = readFileSync(join(out, "capture.h"), "utf8");
+    expect(header).toContain("#define RTOL 0.01\n");
+    expect(header).toContain('{"device", 0x600000400000ull, 16000ull, 1, DT_F32, "fp32", 1, 4,'); // multiset, 4-byte elements
+    expect(header).toContain('{"device", 0x600000200000ull, 16000ull, 0, DT_F32, "fp32", 0, 4,');
+    expect(header).toContain('#define JUDGED_AS " (within tolerance; as multisets: 0x600000400000)"');
+    const doc = JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8"));
+    expect(doc.regions.map((x: { multiset: boolean }) => x.multiset)).toEqual([false, false, true]);
+    expect(doc.tolerance).toEqual({ atol: 0, rtol: 1e-2 });
+    const readme = readFileSync(join(out, "README.md"), "utf8");
+    expect(readme).toContain("## Judging");
+    expect(readme).toContain(
+      "`./repro` judges as `kerncap replay` judges the capture folder, with the capture's judging settings (kerncap judge): rtol 0.01, multiset 2.",
+    );
+    expect(readme).toContain("compares every region within atol 0, rtol 0.01");
+    // the export's own option wins over the setting (as replay's do): no multiset here
+    const own = join(out, "..", "own");
+    expect(exportCapture(cap, own, { multiset: [], dtypes: { "2": "i32" } }).judging.settings).toEqual({ rtol: 1e-2, multiset: [], dtypes: { "2": "i32" } });
+    expect(readFileSync(join(own, "capture.h"), "utf8")).toContain('{"device", 0x600000400000ull, 16000ull, 1, DT_BYTES_EXACT, "i32", 0, 4,');
+    if (!CAN_BUILD) return;
+    make(out);
+    // the app's elements 10 and 11 of the written region swapped: the same multiset
+    const after = readFileSync(join(out, "data", m.memory.after));
+    const e10 = after.subarray(20480 + 40, 20480 + 44);
+    const e11 = after.subarray(20480 + 44, 20480 + 48);
+    expect(e10.equals(e11)).toBe(false);
+    const put = (at: number, bytes: Uint8Array) => [...bytes].map((b, k) => `${(0x600000400000 + at + k).toString(16)} = ${b}\n`).join("");
+    const swapped = appWrites(out, m) + put(40, e11) + put(44, e10);
+    const ok = repro(out, swapped);
+    expect(ok.out).toContain("multiset-equal region 0x600000400000 (16000 bytes, fp32): the app's elements in another order");
+    expect(ok.out).toContain("MATCH: 3 regions, 0 module globals compared with the app's after state (within tolerance; as multisets: 0x600000400000)");
+    expect(ok.code).toBe(0);
+    // one element of another value: two elements without a partner (the app's and the replay's)
+    const other = repro(out, appWrites(out, m) + put(40, e11));
+    expect(other.out).toContain("MISMATCH region 0x600000400000 (16000 bytes, fp32, as a multiset): 2 elements without a partner in the app's");
+    expect(other.code).toBe(1);
+    // as replay judges it without the setting: the swap is a mismatch
+    const strict = join(out, "..", "strict");
+    writeJudging(cap, {});
+    exportCapture(cap, strict);
+    make(strict);
+    expect(repro(strict, swapped).code).toBe(1);
+  });
+
+  test("a received capture's judging settings are the export's only once accepted; what the programs cannot apply is said and written", async () => {
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+    try {
+      const { cap, out } = await demo();
+      writeJudging(cap, { atol: 1e-3, nondeterministic: true });
+      // the envelope of 8 checked runs: the programs run the kernel once
+      const mine = exportCapture(cap, out);
+      expect(mine.judging.notApplied).toHaveLength(1);
+      expect(mine.judging.notApplied[0]).toContain("nondeterministic");
+      expect(readFileSync(join(out, "README.md"), "utf8")).toContain(
+        "**Not applied here**: the capture's judging settings expect the kernel to be nondeterministic",
+      );
+      // and every export's README says that the programs judge one run, without replay's envelope
+      const plain = join(out, "..", "plain");
+      writeJudging(cap, {});
+      exportCapture(cap, plain);
+      expect(readFileSync(join(plain, "README.md"), "utf8")).toContain(
+        "`./repro` launches the kernel once and judges that run; `kerncap replay` also runs a kernel several\ntimes",
+      );
+      writeJudging(cap, { atol: 1e-3, nondeterministic: true });
+      // received (unpacked): the sender's settings, unused until accepted, as replay leaves them
+      writeFileSync(join(cap, RECEIVED_MARK), "{}\n");
+      const theirs = exportCapture(cap, join(out, "..", "theirs"));
+      expect(theirs.judging.settings).toEqual({});
+      expect(theirs.judging.ignored).toContain("not used until you accept them");
+      expect(readFileSync(join(out, "..", "theirs", "capture.h"), "utf8")).toContain("#define ATOL 0.0\n");
+      expect(readFileSync(join(out, "..", "theirs", "README.md"), "utf8")).toContain("**Not used**: kerncap-judge.json of this received capture");
+      expect(acceptJudging(cap)).toBe(true);
+      expect(exportCapture(cap, join(out, "..", "accepted")).judging.settings).toEqual({ atol: 1e-3, nondeterministic: true });
+      expect(readFileSync(join(out, "..", "accepted", "capture.h"), "utf8")).toContain("#define ATOL 0.001\n");
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  });
+
   test("the Triton capture (4 KiB chunks, a zero chunk, a changed chunk): MATCH with the app's writes", async () => {
     const { cap, m } = await tritonCapture();
     const out = join(cap, "..", "out");
@@ -628,6 +715,13 @@ near = bytearray(y1); near[4 * 1500] ^= 1
 assert kcdata.judge(near, y1, y0, True, "fp32", 1e-3, 0)[0] == "within-tolerance"
 assert kcdata.judge(near, y1, y0, True, "fp32")[0] == "mismatch"
 assert kcdata.judge(near, y1, y0, True, "i32")[0] == "mismatch"
+# as a multiset (kerncap judge --multiset): the app's elements in another order match, another element does not
+sw = bytearray(y1); sw[0:4], sw[4 * 1500:4 * 1501] = y1[4 * 1500:4 * 1501], y1[0:4]
+assert kcdata.judge(sw, y1, y0, True, "fp32")[0] == "mismatch"
+assert kcdata.judge(sw, y1, y0, True, "fp32", multiset=True) == ("multiset-equal", "the app's elements in another order")
+assert kcdata.judge(near, y1, y0, True, "fp32", multiset=True)[0] == "mismatch", kcdata.judge(near, y1, y0, True, "fp32", multiset=True)
+assert kcdata.multiset_difference(bytes(near), bytes(y1), 4) == 2
+assert kcdata.judge(y1, y1, y0, True, "fp32", multiset=True) == ("bit-exact", "")
 # text from the capture is shown escaped: an escape sequence, a C1 control, a bidi override never reach the terminal
 assert kcdata.shown("k\x1b]0;t\x07\x9b2J\u202e") == "k\\\\x1b]0;t\\\\x07\\\\x9b2J\\\\u202e", kcdata.shown("k\x1b]0;t\x07\x9b2J\u202e")
 print("ok")

@@ -3,11 +3,8 @@ import { defineCommand } from "citty";
 import { basename, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { exportOp } from "../../ops/export.ts";
-import { trustArg } from "../args.ts";
-import { floatArg } from "../../replay/tolerance-plan.ts";
-import { elementType } from "../../replay/tolerance.ts";
 import { log } from "../../log.ts";
-import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { dirArg, jsonArg, printJson, toleranceArgs, toleranceOptions, trustArg, verboseArg } from "../args.ts";
 import { formatBytes } from "../../util/format.ts";
 import { oneLine } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
@@ -22,9 +19,8 @@ export default defineCommand({
     ...dirArg,
     out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only); required" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous export at OUT (never any other folder)", default: false },
-    atol: { type: "string", description: "Absolute tolerance per float element of the exported programs' comparison (Default: 0, bit for bit)" },
-    rtol: { type: "string", description: "Relative tolerance per float element (Default: 0)" },
-    dtype: { type: "string", description: "Element type of the regions whose type the kernel signature does not give (Default: fp32)" },
+    // the exported programs judge as replay does: the capture's judging settings (kerncap judge), each option given here over its setting
+    ...toleranceArgs,
     trust: {
       type: "boolean",
       description:
@@ -40,17 +36,10 @@ export default defineCommand({
         hint: `Give a new folder, e.g. kerncap export ${oneLine(String(args.dir))} -o ${oneLine(basename(resolve(String(args.dir))))}-repro.`,
       });
     if (!String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
-    const dtype = args.dtype ? String(args.dtype) : undefined;
-    if (dtype && !elementType(dtype))
-      throw new KerncapError("E_USAGE", `--dtype ${dtype} is not a known element type`, {
-        hint: "Use fp32, fp16, bf16, fp64, i8/i16/i32/i64 or u8/u16/u32/u64.",
-      });
     const r = exportOp(String(args.dir), String(args.out), {
       trust: trustArg(args.trust, rawArgs),
       force: Boolean(args.force),
-      atol: floatArg("atol", args.atol),
-      rtol: floatArg("rtol", args.rtol),
-      dtype,
+      ...toleranceOptions(args, rawArgs),
     });
     if (args.json) printJson("export", r);
     else {

@@ -1,11 +1,12 @@
 /** `kerncap inspect DIR --region R`: one region's values before and after the launch (src/replay/region-dump.ts), as text or the `region` document. */
+import { resolve } from "node:path";
 import { verifyFiles } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { readInCapture } from "../../format/paths.ts";
 import { regionTypesOf } from "../../frontends/index.ts";
 import { KerncapError } from "../../errors.ts";
 import { regionAt, regionDump, type DumpValue, type RegionDump } from "../../replay/region-dump.ts";
-import { ELEMENT_BYTES, type ElementType } from "../../replay/tolerance.ts";
+import { ELEMENT_BYTES, elementType, unknownElementType } from "../../replay/tolerance.ts";
 import { formatBytes } from "../../util/format.ts";
 import { printJson, printText } from "../args.ts";
 
@@ -18,7 +19,7 @@ export const regionArgs = {
   },
   dtype: {
     type: "string",
-    description: `Element type of --region (${Object.keys(ELEMENT_BYTES).join(", ")}; default: the kernel's signature where known, else fp32)`,
+    description: `Element type of --region (${Object.keys(ELEMENT_BYTES).join(", ")}, as --dtype of replay and judge takes them; default: the kernel's signature where known, else fp32)`,
     valueHint: "TYPE",
   },
   offset: { type: "string", description: "--region: the first byte shown, from the region's start (default 0, or the address given)", valueHint: "BYTES" },
@@ -40,9 +41,10 @@ const count = (v: unknown, what: string): number | undefined => {
  * @throws KerncapError E_USAGE for a region, offset, count or type that does not fit; what verifyFiles throws
  */
 export function inspectRegion(dir: string, m: Manifest, args: Record<string, unknown>, json: boolean): number {
-  const dtype = args.dtype === undefined ? undefined : String(args.dtype);
-  if (dtype !== undefined && !Object.hasOwn(ELEMENT_BYTES, dtype))
-    throw new KerncapError("E_USAGE", `--dtype ${JSON.stringify(dtype)} is no element type`, { hint: `One of ${Object.keys(ELEMENT_BYTES).join(", ")}.` });
+  const given = args.dtype === undefined ? undefined : String(args.dtype);
+  // the names replay and judge take, and their one error (src/replay/tolerance.ts)
+  const dtype = given === undefined ? undefined : elementType(given);
+  if (given !== undefined && !dtype) throw unknownElementType(`--dtype ${given}`, given);
   const at = regionAt(m, String(args.region));
   verifyFiles(dir, m);
   const params = readInCapture(dir, m.params.file, m.params.size);
@@ -50,10 +52,11 @@ export function inspectRegion(dir: string, m: Manifest, args: Record<string, unk
   const d = regionDump(dir, m, at.index, {
     offset: count(args.offset, "--offset") ?? at.offset,
     ...(args.count !== undefined ? { count: count(args.count, "--count")! } : {}),
-    ...(dtype ? { dtype: dtype as ElementType } : {}),
+    ...(dtype ? { dtype } : {}),
     ...(frontendType ? { frontendType } : {}),
   });
-  if (json) printJson("region", { dir, ...d });
+  if (json)
+    printJson("region", { dir: resolve(dir), ...d }); // absolute, as every document gives it
   else printText(describeDump(d));
   return 0;
 }
@@ -64,10 +67,15 @@ const shown = (x: DumpValue) => (typeof x === "number" ? String(x) : x);
 export function describeDump(d: RegionDump): string {
   const eb = ELEMENT_BYTES[d.dtype];
   const first = d.offset / eb;
+  // an offset inside an element is shown from that element's first byte: said, not silently
+  const note =
+    d.offsetAsked !== d.offset
+      ? `note: byte ${d.offsetAsked} lies inside element ${first} (${d.dtype}, ${eb} bytes): shown from its first byte, ${d.offset}\n`
+      : "";
   const head = `region [${d.region}] ${d.va}, ${formatBytes(d.size)}, ${d.changed ? "written by the launch" : "not changed by the launch"}; ${d.dtype}${d.dtypeFrom === "default" ? " (the default: --dtype sets it)" : d.dtypeFrom === "frontend" ? " (the kernel's signature)" : ""}; elements ${first}–${first + d.count - 1} of ${first + d.elements} (from byte ${d.offset})`;
   const rows = d.before.map((b, i) => [String(first + i), shown(b), shown(d.after[i]!), d.differing.includes(i) ? "*" : ""]);
   const w = [5, 6, 5].map((min, c) => Math.max(min, ...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => `  ${r[0]!.padStart(w[0]!)}  ${r[1]!.padStart(w[1]!)}  ${r[2]!.padStart(w[2]!)}  ${r[3]}`.trimEnd();
   const more = first + d.count < first + d.elements ? `\n  … ${d.elements - d.count} more (--offset, --count)` : "";
-  return `${head}\n${line(["index", "before", "after", ""])}\n${rows.map(line).join("\n")}${more}\n${d.differing.length} of ${d.count} shown differ\n`;
+  return `${note}${head}\n${line(["index", "before", "after", ""])}\n${rows.map(line).join("\n")}${more}\n${d.differing.length} of ${d.count} shown differ\n`;
 }

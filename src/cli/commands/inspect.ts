@@ -13,11 +13,14 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, judgingAccepted, judgingNotOwn, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { describeJudging, judgingAccepted, judgingNotOwn, notUsedNote, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellQuote } from "../../util/shell-quote.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
+import { differingFiles, type DifferingFiles } from "../../format/source-digests.ts";
+import { frontendOf } from "../../frontends/index.ts";
+import { resolveInCapture } from "../../format/paths.ts";
 
 /**
  * A parameter's value as inspect shows it: its bytes as a little-endian hex number (up to 8 bytes),
@@ -158,6 +161,68 @@ export function describeTrust(reasons: string[], trusted = false, covered: strin
   return [head, ...reasons.map((r) => `  - ${r}`)].join("\n");
 }
 
+/** What inspect says of the reproducer project (build.sh, src/): the `reproducer` lines and field. */
+export interface ReproducerFacts {
+  /** The capture has a reproducer project (build.sh or src/). */
+  present: boolean;
+  /** The files to edit, relative to the capture (the frontend's built sources: CUDA's TU and kernel definition, Triton's kernel file), kerncap's generated ones left out. */
+  edit: string[];
+  /** Files under src/ kerncap generates from those (CUDA: the slice build.sh compiles), relative to the capture. */
+  generated: string[];
+  /** CUDA: the compile flags build.sh passes, and whether they were assumed (a default set: no compile command found) or recovered; null for other frontends. */
+  flags: { words: string[]; assumed: boolean; from: string } | null;
+  /** src/ against what the capture wrote (manifest.sources), generated files left out; null when the manifest records nothing of it (made before it was recorded). */
+  sources: DifferingFiles | null;
+}
+
+/**
+ * The reproducer facts of capture `dir`: what to edit, with which flags, and whether src/ is still
+ * what the capture wrote (and so what produced kernel/module.*). Text from the manifest is the
+ * caller's to escape (a received capture's).
+ */
+export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
+  const present = ["build.sh", "src"].some((p) => resolveInCapture(dir, p).stats);
+  let built: string[] = [];
+  let generated: string[] = [];
+  try {
+    const f = frontendOf(m);
+    generated = (f.generatedSources?.(m) ?? []).map((g) => `src/${g}`);
+    built = (f.builtSources?.(dir, m) ?? []).map((b) => `src/${b}`);
+  } catch {
+    // a frontend this kerncap does not know: nothing to say of its files
+  }
+  const edit = [...new Set(built)].filter((b) => !generated.includes(b));
+  const c = (m.source as { cuda?: { flags?: unknown; assumedFlags?: unknown; flagsFrom?: unknown; compileCommands?: unknown } } | undefined)?.cuda;
+  const words = Array.isArray(c?.flags) ? c.flags.filter((w): w is string => typeof w === "string") : null;
+  const assumed = Array.isArray(c?.assumedFlags) && c.assumedFlags.length > 0;
+  const flags = words
+    ? {
+        words,
+        assumed,
+        from: assumed ? "assumed: no compile command was found" : typeof c?.compileCommands === "string" ? `from ${c.compileCommands}` : "recovered",
+      }
+    : null;
+  const ignore = (p: string) => generated.includes(p);
+  const sources = m.sources ? differingFiles(dir, m.sources, { ignore }) : null;
+  return { present, edit, generated, flags, sources };
+}
+
+/** The reproducer lines of inspect's text: the file to edit and the flags, then src/ against what the capture wrote. */
+export function describeReproducer(r: ReproducerFacts, module: string): string {
+  if (!r.present) return "reproducer none: the capture has no build.sh or src/ (validate and export's make run-src need one)";
+  const edit = r.edit.length ? `edit ${r.edit.join(", ")}` : "edit the sources under src/";
+  const gen = r.generated.length ? ` (build.sh compiles ${r.generated.join(", ")}, made from it)` : "";
+  const flags = r.flags ? `; nvcc flags ${r.flags.words.join(" ") || "none"} (${r.flags.from})` : "";
+  const s = r.sources;
+  const changed = s ? [...s.edited.map((p) => `${p} (edited)`), ...s.added.map((p) => `${p} (added)`), ...s.gone.map((p) => `${p} (gone)`)] : [];
+  const second = !s
+    ? "src/ not comparable: kerncap.json records no digests of it (made before kerncap recorded them)"
+    : changed.length
+      ? `src/ differs from what the capture wrote, which built ${module}: ${changed.slice(0, 8).join(", ")}${changed.length > 8 ? `, … (${changed.length} files)` : ""}`
+      : `src/ as the capture wrote it (what built ${module})`;
+  return [`reproducer ${edit}${gen}${flags}`, `           ${second}`].map(oneLine).join("\n");
+}
+
 export default defineCommand({
   meta: { name: "inspect", description: "Show a capture: kernel, launch, parameters, regions, device, checksums" },
   args: {
@@ -189,20 +254,18 @@ export default defineCommand({
     }
     // a received capture's settings are the sender's, a file another user owns or may write perhaps theirs: unused until accepted (src/replay/judge-settings.ts judgingInEffect)
     const not = judging ? judgingNotOwn(dir, m) : undefined;
-    const unused =
-      !not || judgingAccepted(dir)
-        ? ""
-        : not.kind === "received"
-          ? `; NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`
-          : `; NOT USED: ${not.why}, so they may be another user's; read them, then accept them (kerncap judge ${dir} --accept) or make the file yours alone (chmod go-w)`;
+    const unused = !not || judgingAccepted(dir) ? "" : `; ${notUsedNote(dir, not)}`;
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})${unused}` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
     // a params.bin of another size than the manifest's is damage, said by the integrity check below
     // (E_CHECKSUM), not a refusal here; past 64 KiB more than the manifest's it is no file kerncap wrote
     const read = readInCapture(dir, m.params.file, m.params.size + 65536);
     const params = read && read.byteLength === m.params.size ? read : undefined;
+    const reproducer = reproducerFacts(dir, m);
     if (!args.json)
-      printText(`${describeManifest(m, params ? new Uint8Array(params) : undefined)}\n${describeTrust(reasons, trusted, covered)}\n${judgingLine}\n`);
+      printText(
+        `${describeManifest(m, params ? new Uint8Array(params) : undefined)}\n${describeReproducer(reproducer, m.module.file)}\n${describeTrust(reasons, trusted, covered)}\n${judgingLine}\n`,
+      );
     const checked = args.verify ? "files+regions" : "files";
     // --verify reads every memory image (minutes for tens of GiB): a progress line on stderr
     const progress = args.verify
@@ -229,6 +292,7 @@ export default defineCommand({
         integrity: { checked, ...integrity },
         judging: judgingError ? { error: judgingError } : judging,
         judgingUsed: judging !== null && !unused,
+        reproducer,
       });
       if (integrity.verdict !== "ok") log.error(integrity.message!);
       return integrity.verdict === "ok" ? 0 : 2;

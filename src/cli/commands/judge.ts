@@ -17,6 +17,8 @@ import {
   describeJudging,
   judgingAccepted,
   judgingNotOwn,
+  judgingUnused,
+  notUsedNote,
   readJudging,
   unusedJudgingNote,
   writeJudging,
@@ -154,8 +156,13 @@ export default defineCommand({
       if (!acceptJudging(dir)) log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
       else if (args.accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
     } else if (args.accept && !file) log.info(`${dir} has no judging settings to accept`);
-    if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings });
-    else printText(`${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}\n`);
+    // a received capture's settings not accepted are shown as what they are: unused (as inspect says it)
+    const used = !file || !judgingUnused(dir, m);
+    if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings, used });
+    else
+      printText(
+        `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${used ? "" : `; ${notUsedNote(dir, judgingNotOwn(dir, m))}`}\n`,
+      );
     return 0;
   },
 });

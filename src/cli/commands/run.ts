@@ -13,7 +13,7 @@ import { applicationExitCode, captureKernel } from "../../capture/session.ts";
 import { KerncapError } from "../../errors.ts";
 import { captureArgs } from "../../frontends/index.ts";
 import { log } from "../../log.ts";
-import { appArgv, intArg, jsonArg, kernelPattern, nvtxArgs, nvtxOption, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
+import { appArgv, intArg, jsonArg, kernelPattern, nvtxArgs, nvtxOption, optionAsTyped, printJson, repeatedOption, runtimeArg, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 import { progressMode } from "../../util/progress.ts";
@@ -70,7 +70,10 @@ export default defineCommand({
         hint: "One --kernel makes one capture; drop --max-captures, or add --capture-all.",
       });
     }
-    const launchCount = args["launch-count"] === undefined ? undefined : intArg("launch-count", args["launch-count"], 1, 10_000, 1);
+    const launchCount =
+      args["launch-count"] === undefined
+        ? undefined
+        : intArg("launch-count", args["launch-count"], 1, 10_000, 1, optionAsTyped(rawArgs, ["launch-count", "c"]));
     const nvtx = nvtxOption(args, rawArgs);
     const {
       dir,
@@ -88,7 +91,7 @@ export default defineCommand({
       out: args.out === undefined ? "kerncap-capture" : String(args.out),
       force: Boolean(args.force),
       kernel: kernels[0] ?? kernelPattern(args.kernel),
-      dispatch: intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1),
+      dispatch: intArg("dispatch", args.dispatch, 0, 2 ** 31 - 1, 0, optionAsTyped(rawArgs, ["dispatch", "s", "launch-skip"])),
       rank: args.rank === undefined ? undefined : intArg("rank", args.rank, 0, 2 ** 31 - 1),
       process: args.process === undefined ? undefined : intArg("process", args.process, 0, 2 ** 31 - 1),
       countBenchmarks: Boolean(args["count-benchmarks"]),
