@@ -20,7 +20,7 @@ import { shellQuote } from "../../util/shell-quote.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
 import { differingFiles, type DifferingFiles } from "../../format/source-digests.ts";
 import { frontendOf } from "../../frontends/index.ts";
-import { resolveInCapture } from "../../format/paths.ts";
+import { folderInCapture, resolveInCapture } from "../../format/paths.ts";
 
 /**
  * A parameter's value as inspect shows it: its bytes as a little-endian hex number (up to 8 bytes),
@@ -181,7 +181,8 @@ export interface ReproducerFacts {
  * caller's to escape (a received capture's).
  */
 export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
-  const present = ["build.sh", "src"].some((p) => resolveInCapture(dir, p).stats);
+  // build.sh a file, src/ a folder of the capture (resolveInCapture takes files only: a fixture without build.sh made it refuse src/)
+  const present = buildShThere(dir) || folderOrNone(dir, "src") !== undefined;
   let built: string[] = [];
   let generated: string[] = [];
   try {
@@ -205,6 +206,24 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
   const ignore = (p: string) => generated.includes(p);
   const sources = m.sources ? differingFiles(dir, m.sources, { ignore }) : null;
   return { present, edit, generated, flags, sources };
+}
+
+/** Whether the capture holds something named build.sh (a link or a folder there too: inspect's trust line says what is wrong with it). */
+function buildShThere(dir: string): boolean {
+  try {
+    return resolveInCapture(dir, "build.sh").stats !== undefined;
+  } catch {
+    return true;
+  }
+}
+
+/** folderInCapture, or undefined where `rel` is no folder of the capture (missing, a file, a link). */
+function folderOrNone(dir: string, rel: string): string | undefined {
+  try {
+    return folderInCapture(dir, rel);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The reproducer lines of inspect's text: the file to edit and the flags, then src/ against what the capture wrote. */
