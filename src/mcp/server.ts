@@ -102,7 +102,11 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
  * a received capture's build.sh (or a Triton capture's compile, which imports src/) runs only with
  * `trust.trustBuilds` (--trust).
  */
-export function createMcpServer(children = new ToolChildren(), trust: McpTrust = {}, o: { progressMs?: number } = {}): Server {
+export function createMcpServer(
+  children = new ToolChildren(),
+  trust: McpTrust = {},
+  o: { progressMs?: number; outputRoom?: () => Promise<void> } = {},
+): Server {
   const server = new Server(
     { name: "kerncap", version: TOOL_VERSION },
     {
@@ -121,6 +125,7 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       annotations: { title: t.title, ...t.annotations },
     })),
   }));
+  const fileTools = answersInTurn(o.outputRoom ?? (() => Promise.resolve()));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = req.params.name;
     if (!Object.hasOwn(TOOLS, name))
@@ -154,9 +159,11 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
       if (typeof a.dir === "string")
         for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
       if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
-      if (name === "edit_file") return editFileTool(a as Parameters<typeof editFileTool>[0]);
-      if (name === "read_file") return readFileTool(a as Parameters<typeof readFileTool>[0]);
-      if (name === "list_files") return listFilesTool(a as Parameters<typeof listFilesTool>[0]);
+      // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
+      // answers before it are written but UNSENT_ANSWERS_MAX (a client that reads none gets no more made)
+      if (name === "edit_file") return await fileTools(() => editFileTool(a as Parameters<typeof editFileTool>[0]));
+      if (name === "read_file") return await fileTools(() => readFileTool(a as Parameters<typeof readFileTool>[0]));
+      if (name === "list_files") return await fileTools(() => listFilesTool(a as Parameters<typeof listFilesTool>[0]));
       // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
       if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
       const send = progressSender(req.params._meta, extra.sendNotification);
@@ -182,6 +189,57 @@ export function createMcpServer(children = new ToolChildren(), trust: McpTrust =
  * Server.connect) so the client hears about it too. Call after connect.
  */
 /** Transports whose session the SDK ended because a message passed its stdio bound (answerUnreadable). */
+/**
+ * How many answers may wait unwritten (the client not reading them) before the server makes
+ * another file tool's answer: each read_file answer holds up to 4 MiB of text twice (content and
+ * structuredContent), JSON-escaped; a client that sent 400 read_file calls at once and read none
+ * took the server to 23.7 GB (a trial).
+ */
+export const UNSENT_ANSWERS_MAX = 4;
+
+/**
+ * The transport's answers not yet written (its send resolves once stdout took the message: the
+ * SDK's stdio transport waits for 'drain'), and a wait for fewer than `max` of them. Bun's stdout
+ * reports no writableLength (0 whatever waits), so the sends are counted here.
+ */
+export function unsentAnswers(transport: Transport, max = UNSENT_ANSWERS_MAX): () => Promise<void> {
+  let unsent = 0;
+  let waiters: (() => void)[] = [];
+  const send = transport.send.bind(transport);
+  transport.send = async (...args: Parameters<Transport["send"]>) => {
+    unsent++;
+    try {
+      await send(...args);
+    } finally {
+      unsent--;
+      if (unsent < max) for (const w of waiters.splice(0)) w();
+    }
+  };
+  return () => (unsent < max ? Promise.resolve() : new Promise<void>((res) => waiters.push(res)));
+}
+
+/**
+ * Calls made one at a time, each once `room` says the answers before it are written (unsentAnswers):
+ * the next starts a macrotask after the last one returned, when the SDK has handed its answer to
+ * the transport (its send follows the handler's promise in a microtask), so the backlog it left is
+ * seen. Without the turn, every call of a burst passed the check before any answer was written.
+ */
+export function answersInTurn(room: () => Promise<void>): <T>(f: () => T | Promise<T>) => Promise<T> {
+  let turn: Promise<void> = Promise.resolve();
+  return async <T>(f: () => T | Promise<T>): Promise<T> => {
+    const before = turn;
+    let done!: () => void;
+    turn = new Promise<void>((res) => (done = res));
+    await before;
+    try {
+      await room();
+      return await f();
+    } finally {
+      setImmediate(done);
+    }
+  };
+}
+
 const overflowed = new WeakSet<Transport>();
 
 /** The largest JSON-RPC message `kerncap mcp` reads (bytes): edit_file's 4 MiB of content, JSON-escaped at worst 6 bytes a byte, and room. */
@@ -225,7 +283,7 @@ export function answerUnreadable(transport: Transport): void {
  */
 export async function serve(transport: Transport, trust: McpTrust = {}, jobs?: number): Promise<void> {
   const children = new ToolChildren(jobs);
-  const server = createMcpServer(children, trust);
+  const server = createMcpServer(children, trust, { outputRoom: unsentAnswers(transport) });
   const stops = new StopSignals().install();
   const closed = new Promise<void>((res) => (server.onclose = () => res()));
   stops.onStop = (sig) => {

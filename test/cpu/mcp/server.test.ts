@@ -526,6 +526,52 @@ describe("kerncap mcp", () => {
     expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
   }, 30_000);
 
+  test("over stdio: a client that sends many read_file calls and reads no answer does not grow the server past the answers' backlog bound (a trial: 400 calls, 23.7 GB)", async () => {
+    const root = tempDir();
+    const dir = join(root, "cap");
+    await makeCapture(dir);
+    mkdirSync(join(dir, "src"), { recursive: true });
+    writeFileSync(join(dir, "src/big.h"), `${"// 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n".repeat(60_000)}`); // 4 MiB of text
+    const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", root], {
+      cwd: root,
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const send = (m: object) => p.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...m })}\n`);
+    send({ id: 0, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+    send({ method: "notifications/initialized" });
+    for (let i = 1; i <= 60; i++) send({ id: i, method: "tools/call", params: { name: "read_file", arguments: { dir: "cap", path: "src/big.h" } } });
+    p.stdin.flush();
+    // nothing read from stdout: the answers wait in the pipe and the server's buffer
+    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p.pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
+    let peak = 0;
+    for (let t = 0; t < 40; t++) {
+      await Bun.sleep(100);
+      peak = Math.max(peak, rss());
+    }
+    // then the client reads: every answer comes, in full
+    const reader = p.stdout.getReader();
+    let buf = "";
+    let answers = 0;
+    while (answers < 61) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += new TextDecoder().decode(value);
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        const m = JSON.parse(buf.slice(0, i));
+        if (m.id >= 1) expect(m.result.structuredContent.bytes).toBe(4_080_000);
+        answers++;
+        buf = buf.slice(i + 1);
+      }
+    }
+    p.stdin.end();
+    await p.exited;
+    expect(answers).toBe(61);
+    // 60 answers of 4 MiB, each held as text and structured content, JSON-escaped, would be gigabytes
+    expect(peak).toBeLessThan(900 << 20);
+  }, 60_000);
+
   test("over stdio: a message past the 64 MiB bound gets a -32600 reply, a line on stderr and exit 2, not silence; 11 MiB is read", async () => {
     // found by a trial: a 20 MiB ping made the server go quiet and exit 0 without a word
     const p = Bun.spawn([process.execPath, resolve(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--root", tmpdir()], {
