@@ -240,7 +240,16 @@ export const DOCUMENTS = {
     ...id("validate"),
     ...ReplayFields,
     /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/rebuild/rebuilder.ts), and that build's steps (ms). */
-    rebuild: v.object({ module: v.string(), seconds: v.number(), builder: v.optional(v.picklist(["build.sh", "pruned"])), steps: v.optional(BuildSteps) }),
+    rebuild: v.object({
+      module: v.string(),
+      seconds: v.number(),
+      builder: v.optional(v.picklist(["build.sh", "pruned"])),
+      steps: v.optional(BuildSteps),
+      /** The rebuilt kernel's registers per thread and stack frame bytes per thread (the module's .nv.info), and the captured module's; null where a module does not say. */
+      registers: v.optional(v.nullable(v.number())),
+      stackFrameBytes: v.optional(v.nullable(v.number())),
+      captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
+    }),
     /** The rebuilt kernel's time against the captured module's, interleaved (null with --iters below 5). */
     compare: v.optional(Compare),
     replaySeconds: v.number(),

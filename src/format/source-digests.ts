@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { lstatSync } from "node:fs";
 import { join } from "node:path";
-import { filesNotIn } from "./archive.ts";
+import { filesNotIn } from "./files-not-in.ts";
 import { readInCapture } from "./paths.ts";
 
 /** A file of a folder and the SHA-256 of its bytes (hex); path relative to the folder, `/`-separated. */

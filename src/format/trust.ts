@@ -31,6 +31,17 @@ function normalDigest(d: string): string {
     .replace(/^sha256:/, "");
 }
 
+/** requireTrustedBuild's options (said in its comment). */
+export interface TrustGateOptions {
+  remember?: boolean;
+  command?: string;
+  inMessage?: boolean;
+  name?: string;
+  shown?: string;
+  theirs?: string;
+  theirsHint?: (digest: string) => string;
+}
+
 /**
  * Before validate (or the watch, tune, profile --build, check --rebuild) runs a received capture's
  * build: it runs only when the record says the user trusted this folder with these files (the
@@ -57,20 +68,7 @@ function normalDigest(d: string): string {
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
  *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
  */
-export function requireTrustedBuild(
-  dirArg: string,
-  m: Manifest,
-  trust: boolean | string,
-  o: {
-    remember?: boolean;
-    command?: string;
-    inMessage?: boolean;
-    name?: string;
-    shown?: string;
-    theirs?: string;
-    theirsHint?: (digest: string) => string;
-  } = {},
-): void {
+export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: TrustGateOptions = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
   const runs = readWhatRuns(dirArg, m.kernel.frontend ?? "", true);

@@ -6,21 +6,8 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import {
-  chmodSync,
-  closeSync,
-  existsSync,
-  fstatSync,
-  ftruncateSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  rmSync,
-  statSync,
-  writeSync,
-  type Stats,
-} from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, rmSync, statSync, writeSync } from "node:fs";
+import type { Stats } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
@@ -28,6 +15,7 @@ import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { StopSignals } from "../process-group.ts";
 import { markReceived, RECEIVED_MARK } from "./received.ts";
+import { filesNotIn } from "./files-not-in.ts";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
@@ -419,37 +407,6 @@ async function unpack(
     closeSync(fd);
     t?.dispose();
   }
-}
-
-/**
- * Paths (relative, "/"-separated) of the regular files and links under `dir` that `keep` does not
- * list: what replacing `dir` with an unpacked capture loses (a user's notes, files added to src/).
- * Unreadable folders are skipped.
- */
-export function filesNotIn(dir: string, keep: Set<string>): string[] {
-  const out: string[] = [];
-  const walk = (d: string, rel: string) => {
-    let names: string[];
-    try {
-      names = readdirSync(d);
-    } catch {
-      return;
-    }
-    for (const n of names.sort()) {
-      const p = join(d, n);
-      const r = rel ? `${rel}/${n}` : n;
-      let st;
-      try {
-        st = lstatSync(p);
-      } catch {
-        continue;
-      }
-      if (st.isDirectory()) walk(p, r);
-      else if (!keep.has(r)) out.push(r);
-    }
-  };
-  walk(dir, "");
-  return out;
 }
 
 /** Whether `path` is an archive that kerncap pack wrote: a zip whose central directory names ROOT/kerncap-pack.json. Never throws. */

@@ -25,10 +25,42 @@ import { judgingInEffect } from "../replay/judge-settings.ts";
 import { NEEDS_GPU, WITHOUT_GPU } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
+import { join } from "node:path";
+import { moduleFigures } from "../eval/build.ts";
+import type { Manifest } from "../format/manifest.ts";
+
+/**
+ * The rebuilt kernel's resources beside the captured module's, read from the modules' ELF
+ * (.nv.info: registers per thread, stack frame bytes per thread; src/eval/build.ts moduleFigures),
+ * no GPU needed; null where a module does not say (a Triton capture's, an AMD code object).
+ */
+export interface ModuleResources {
+  registers: number | null;
+  stackFrameBytes: number | null;
+  captured: { registers: number | null; stackFrameBytes: number | null };
+}
+
+/** ModuleResources of `module` (the rebuild) and of the capture's own module. */
+export function moduleResources(dir: string, m: Manifest, module: string): ModuleResources {
+  return { ...moduleFigures(module, m), captured: moduleFigures(join(dir, m.module.file), m) };
+}
+
+/** "40 registers, 0-byte stack frame (captured: 38, 0)", or "" when the rebuilt module says neither. */
+export function describeResources(r: ModuleResources): string {
+  if (r.registers === null && r.stackFrameBytes === null) return "";
+  const own = [r.registers !== null ? `${r.registers} registers` : null, r.stackFrameBytes !== null ? `${r.stackFrameBytes}-byte stack frame` : null]
+    .filter(Boolean)
+    .join(", ");
+  const was =
+    r.captured.registers !== null || r.captured.stackFrameBytes !== null
+      ? ` (captured: ${r.captured.registers ?? "?"}, ${r.captured.stackFrameBytes ?? "?"})`
+      : "";
+  return `${own}${was}`;
+}
 
 /** The replay result, with what the rebuild took and what the replay added after it. */
 export interface ValidateResult extends ReplayResult {
-  rebuild: Rebuilt;
+  rebuild: Rebuilt & ModuleResources;
   /** The rebuilt kernel's time against the captured module's, interleaved (null with fewer than MIN_PAIRS iters, or a faulting capture). */
   compare: TimingComparison | null;
   /** What the replay added after the build (module load, launches, compare; s). */
@@ -180,11 +212,13 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {
       const b = await rebuild.built;
+      const res = moduleResources(c.dir, m, b.module);
+      const said = describeResources(res);
       // the reproducer builds the kernel and what it uses (the slice or the pruned TU): host code after it is not compiled, so "the kernel", not "the file"
-      log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the kernel compiles`);
+      log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the kernel compiles${said ? `: ${said}` : ""}`);
       throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
         // the same facts for --json and MCP readers (kerncap.error/1 error.details)
-        details: { rebuild: { module: b.module, seconds: b.seconds, ...(b.builder ? { builder: b.builder } : {}) } },
+        details: { rebuild: { module: b.module, seconds: b.seconds, ...(b.builder ? { builder: b.builder } : {}), ...res } },
         hint: `The kernel compiles. ${NEEDS_GPU}; ${WITHOUT_GPU}. kerncap doctor says what this machine lacks.`,
       });
     }
@@ -194,7 +228,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   return {
     ...r,
     compare,
-    rebuild: b,
+    rebuild: { ...b, ...moduleResources(c.dir, m, b.module) },
     replaySeconds: (performance.now() - Math.max(rebuild.builtAt(), t0)) / 1000,
     wallSeconds: (performance.now() - t0) / 1000,
   };

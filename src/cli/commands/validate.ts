@@ -15,7 +15,7 @@
  */
 import { defineCommand, type ArgsDef, type ParsedArgs } from "citty";
 import { openCapture } from "../../format/capture-dir.ts";
-import { validate, type ValidateOptions } from "../../ops/validate.ts";
+import { describeResources, validate, type ValidateOptions } from "../../ops/validate.ts";
 import { WATCH_COMPARE_SECONDS, watchLine } from "../../rebuild/watch.ts";
 import { blockOf, COMPARE_SECONDS, MAX_ROUNDS, MIN_PAIRS } from "../../replay/stats.ts";
 import {
@@ -125,7 +125,7 @@ export default defineCommand({
           printText(describeReplay(res) + "\n");
           printText(`  against the captured module: ${describeComparison(res.compare)}\n`);
           printText(
-            `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`,
+            `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}${describeResources(b) ? `: ${describeResources(b)}` : ""}, then replay ${res.replaySeconds.toFixed(2)} s (context, restore and checksums ran during the build)\n`,
           );
         }
         return res.verdict === "match" ? 0 : 1;

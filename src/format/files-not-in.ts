@@ -1,0 +1,34 @@
+/** What a folder holds beyond a list of files: unpack's "what replacing DIR loses", and a reproducer's src/ against the files a capture wrote (./source-digests.ts). */
+import { lstatSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+
+/**
+ * Paths (relative, "/"-separated) of the regular files and links under `dir` that `keep` does not
+ * list: what replacing `dir` with an unpacked capture loses (a user's notes, files added to src/).
+ * Unreadable folders are skipped.
+ */
+export function filesNotIn(dir: string, keep: Set<string>): string[] {
+  const out: string[] = [];
+  const walk = (d: string, rel: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(d);
+    } catch {
+      return;
+    }
+    for (const n of names.sort()) {
+      const p = join(d, n);
+      const r = rel ? `${rel}/${n}` : n;
+      let st;
+      try {
+        st = lstatSync(p);
+      } catch {
+        continue;
+      }
+      if (st.isDirectory()) walk(p, r);
+      else if (!keep.has(r)) out.push(r);
+    }
+  };
+  walk(dir, "");
+  return out;
+}
