@@ -205,6 +205,8 @@ export interface Frontend<Options = unknown> {
   readonly sourceSuffixes?: readonly string[];
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
+  /** The file under src/ (relative to src/) that kerncap makes the generated source `rel` (one of generatedSources, relative to src/) from: the one to edit instead (CUDA: the slice's TU). */
+  generatedFrom?(m: Manifest, rel: string): string | undefined;
   /**
    * The files of src/ its build compiles or imports whatever the edit (relative to src/; CUDA: the
    * TU and the kernel's definition file, Triton: pinned.json's kernel file), read from the capture
