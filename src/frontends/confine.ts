@@ -44,7 +44,7 @@ const under = (p: string, root: string) => p === root || p.startsWith(root.endsW
  * build's private copy of the capture, src/format/staged-build.ts), against which a relative path
  * is read, and `ran.tmp`, its private TMPDIR (made for it alone, 0700), whose files build.sh and
  * nvcc made from those (a folder of links to the copy's src/ and build/, removed when build.sh
- * ends: judged by its path).
+ * ends: judged by its path, written without `..`, which after a link climbs elsewhere than it says).
  */
 export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText: string, ran: { cwd?: string; tmp?: string } = {}): string[] {
   const readable = confinedReadable(dir, m);
@@ -53,7 +53,8 @@ export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText:
   const tmp = ran.tmp === undefined ? [] : [ran.tmp, real(ran.tmp)];
   return parseDeps(depsText).filter((d) => {
     const p = resolve(cwd, d);
-    return !own.some((f) => under(real(p), f)) && !tmp.some((t) => under(p, t) || under(real(p), t)) && !readable(p);
+    const inTmp = !d.split("/").includes("..") && tmp.some((t) => under(p, t) || under(real(p), t));
+    return !own.some((f) => under(real(p), f)) && !inTmp && !readable(p);
   });
 }
 

@@ -15,6 +15,7 @@ import { parseCandidate } from "../../../src/eval/candidates.ts";
 import { isKerncapError, type KerncapError } from "../../../src/errors.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
+import { outsideReads } from "../../../src/frontends/confine.ts";
 import { parseDeps } from "../../../src/frontends/cuda/nvcc.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
@@ -67,6 +68,21 @@ describe("parseDeps: make's escapes, as gcc and nvcc write them", () => {
       for (const [i, d] of dirs.entries()) expect(deps).toContain(join(d, `h${i}.h`));
     });
   }
+});
+
+test("outsideReads: the build's private folder and TMPDIR count as the capture; a path through the TMPDIR with .. does not (after a link it climbs elsewhere)", async () => {
+  const root = tempDir();
+  const dir = join(root, "my cap");
+  await makeCapture(dir);
+  const ran = { cwd: join(root, "run"), tmp: join(root, "t m p") };
+  const m = readManifest(dir);
+  const list = (...paths: string[]) => `k.cubin : \\\n${paths.map((p) => `    ${p.replaceAll(" ", "\\ ")}`).join(" \\\n")}\n`;
+  expect(outsideReads(dir, m, list("src/k.cu", join(ran.cwd, "src/k.cu"), join(ran.tmp, "tmp.x/src/k.cu"), join(dir, "src/k.cu")), ran)).toEqual([]);
+  expect(outsideReads(dir, m, list(`${ran.tmp}/tmp.x/src/../../secret.h`, join(root, "secret.h"), "../secret.h"), ran)).toEqual([
+    `${ran.tmp}/tmp.x/src/../../secret.h`,
+    join(root, "secret.h"),
+    "../secret.h",
+  ]);
 });
 
 /**
