@@ -347,6 +347,16 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
 }
 
 /**
+ * TMPDIR checked once, before work that makes private folders in it item after item (each of
+ * eval's builds): one private folder made and removed, so that a TMPDIR kerncap refuses is said
+ * once, with its hint, not as every item's failure.
+ * @throws KerncapError E_TMPDIR (privateTempFolder's)
+ */
+export function assertTmpdirUsable(base = tmpdir()): void {
+  rmSync(privateTempFolder("kerncap-check-", base), { recursive: true, force: true });
+}
+
+/**
  * Why an output folder `out` that a process other than kerncap writes into by name (the capture
  * library writes `kerncap run`'s temp folder) could be redirected by another user, or undefined:
  * `out`'s parent folder, or a folder above it, is writable by group or others (othersMayWrite: not a group of this user's alone) and

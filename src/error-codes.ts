@@ -221,13 +221,14 @@ export const ERROR_CODES = {
   },
   E_CONFINED: {
     exit: 2,
-    about: "A confined build (validate --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, or ran past its time limit.",
+    about:
+      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, or it ran past its time limit (an eval candidate's verdict is then error).",
     hint: "Keep the edit to the capture's own sources, or validate on the command line without --confine.",
   },
   E_NOT_SOURCE: {
     exit: 2,
     about:
-      "An MCP edit_file named a file that is not one of the reproducer's sources, or an evaluate candidate writes one (that candidate's verdict is error: it was never written nor built).",
+      "An MCP edit_file named a file that is not one of the reproducer's sources or that kerncap generates (CUDA's slice: edit its TU), or an evaluate candidate writes one (that candidate's verdict is error: it was never written nor built).",
     hint: "Edit the kernel's sources under src/; build.sh, kerncap.json and the scripts are the user's to change.",
   },
 

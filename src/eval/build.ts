@@ -45,13 +45,14 @@ export interface BuildFailure {
 export type BuildOutcome = { built: BuiltModule } | { failed: BuildFailure };
 
 /** The error codes of a candidate that does not build (its own fault, not kerncap's). */
-const COMPILE_ERRORS = new Set(["E_BUILD", "E_RDC", "E_CONFINED", "E_KERNEL_NOT_FOUND"]);
+const COMPILE_ERRORS = new Set(["E_BUILD", "E_RDC", "E_KERNEL_NOT_FOUND"]);
 
 /**
  * The verdict of a build's error: compile-error (the compiler's), layout-change, else error; a
  * candidate that does not fit src/ (E_PATCH, E_CANDIDATE: ./candidates.ts materialise) was never
- * compiled, so it is an error with that code, not a compile-error (a script reading the verdict
- * would think the kernel failed to compile).
+ * compiled, and a build the confinement refused (E_CONFINED: it read outside, or its sources name
+ * a path outside) is not the compiler's failure, so each is an error with its code, not a
+ * compile-error (a script reading the verdict would think the kernel failed to compile).
  */
 export function buildVerdict(e: unknown): BuildFailure["verdict"] {
   if (!isKerncapError(e)) return "error";
@@ -82,6 +83,8 @@ export interface BuildSettings {
   grid?: string;
   /** kerncap mcp's evaluate (eval --confine) and tune --confine: every build whose frontend's build does not run the source is confined, recorded source root or not (a flags candidate, kerncap tune's CUDA config: only then). */
   confine?: boolean;
+  /** What confines the builds, for a refusal's message (BuildOptions.confinedBy); default "kerncap eval". */
+  confinedBy?: string;
   /** The trust gate of the candidate's private copy (CopyGate), asked once it is made, before its build. */
   gate?: CopyGate;
 }
@@ -115,7 +118,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         force: s.force,
         out: join(dest, "kernel.cubin"),
         extraFlags: c.flags!,
-        ...(s.confine ? { confine: m } : {}),
+        ...(s.confine ? { confine: m, confinedBy: s.confinedBy ?? "kerncap eval" } : {}),
         ...(fe.explainBuildFailure ? { explain: fe.explainBuildFailure } : {}),
       });
       fe.checkRebuiltModule?.(b.module, m);
@@ -136,7 +139,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         quiet: true,
         force: s.force,
         fullBuild: true,
-        ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m } : {}),
+        ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m, confinedBy: s.confinedBy ?? "kerncap eval" } : {}),
       });
       module = (await r.rebuildOnce()).module;
     }

@@ -24,7 +24,7 @@
 import { availableParallelism } from "node:os";
 import { chmodSync, existsSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { privateTempFolder } from "../cache.ts";
+import { assertTmpdirUsable, privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -231,7 +231,7 @@ export function copyName(id: string): string {
  * each copy is made, before its build (src/eval/build.ts BuildSettings.gate).
  * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
  *   kernel that is not Triton's, or one that changes a tile size without --grid), E_FRONTEND (a
- *   frontend validate does not rebuild: HIP), the gates' (E_UNTRUSTED), E_RESULTS (a
+ *   frontend validate does not rebuild: HIP), the gates' (E_UNTRUSTED), E_TMPDIR (a TMPDIR kerncap refuses, said once before any build), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
  */
@@ -246,6 +246,16 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
   const { results, kept, pending } = openResults(o, mine, inputs, shard);
+  // every build makes its private folders in TMPDIR: one that kerncap refuses is said once, before any, as validate says it
+  // (not as each candidate's error, with a --resume that cannot help)
+  if (pending.length) {
+    try {
+      assertTmpdirUsable();
+    } catch (e) {
+      results?.close();
+      throw e;
+    }
+  }
   const rec = new Recorder(o, mine, pending, results, shard);
   const watchdog = watchdogOf(o, inputs);
   const queue = new TaskQueue<EvalTask>();

@@ -250,7 +250,8 @@ export const CANDIDATE_FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_COD
 /**
  * The line that ends an eval with candidates it could not judge (verdict error), by why: those
  * that do not fit src/ (CANDIDATE_FAULTS: fixed by their author, never by a rerun), those without
- * a GPU (E_NO_GPU: run where the GPU is), and the rest (a worker that died …: --resume tries them
+ * a GPU (E_NO_GPU: run where the GPU is), those a confined build refused (E_CONFINED: fixed by
+ * their author, never by a rerun), and the rest (a worker that died …: --resume tries them
  * again; without a --jsonl file, how to get one). `how`: the eval wrote a --jsonl file ("jsonl"),
  * none ("none"), or the report is --merge's of the shards' files ("merge").
  */
@@ -259,7 +260,8 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
   const codeOf = (c: CandidateSummary) => r.records.find((x) => x.candidate === c.candidate && x.verdict === "error")?.code ?? "";
   const bad = errors.filter((c) => CANDIDATE_FAULTS.has(codeOf(c)));
   const noGpu = errors.filter((c) => codeOf(c) === "E_NO_GPU");
-  const rest = errors.length - bad.length - noGpu.length;
+  const refused = errors.filter((c) => codeOf(c) === "E_CONFINED");
+  const rest = errors.length - bad.length - noGpu.length - refused.length;
   const parts: string[] = [];
   if (bad.length) {
     const codes = [...new Set(bad.map(codeOf))].join(", ");
@@ -267,6 +269,10 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
       `${bad.map((c) => one(c.label)).join(", ")} ${bad.length > 1 ? "do" : "does"} not fit the capture's src/ (${codes}: the reason says why); fix ${bad.length > 1 ? "them" : "it"}, no rerun changes that`,
     );
   }
+  if (refused.length)
+    parts.push(
+      `${refused.map((c) => one(c.label)).join(", ")} ${refused.length > 1 ? "were" : "was"} refused by the confined build (E_CONFINED: the reason says what it read or names); no rerun changes that`,
+    );
   if (noGpu.length)
     parts.push(
       how === "merge"
@@ -280,7 +286,7 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
         : how === "merge"
           ? "their shard's command with --resume (its --jsonl FILE) tries them again"
           : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
-    parts.push(`${bad.length || noGpu.length ? `${rest} more: ` : ""}${again}`);
+    parts.push(`${bad.length || noGpu.length || refused.length ? `${rest} more: ` : ""}${again}`);
   }
   return `${errors.length} of ${plural(r.summary.candidates, "candidate")} could not be judged (error): ${parts.join("; ")}`;
 }

@@ -20,7 +20,7 @@ import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
-import { assertNoProbes } from "./confine-sources.ts";
+import { assertNoProbes, includesNaming } from "./confine-sources.ts";
 
 export interface BuildOptions {
   /** Keep build.sh's stderr out of the debug log. */
@@ -39,6 +39,8 @@ export interface BuildOptions {
    * own diagnostics (src/frontends/confine.ts).
    */
   confine?: Manifest;
+  /** What confines the build, in the caller's words, for a refusal's message (confinedError): "kerncap eval", "validate --confine"…; default "a confined build". */
+  confinedBy?: string;
   /**
    * The module to build (build.sh's OUTPUT argument: an absolute path, or relative to the capture
    * folder; default build/kernel.cubin). A confined build's dependency list goes beside it
@@ -72,7 +74,8 @@ const BUILD_GRACE_MS = 2000;
  * intermediates `$TMPDIR/tmpxft_<pid>_…` and opens them without O_EXCL|O_NOFOLLOW, so in a shared
  * /tmp another user could plant links or files at the next pids' names (a trial read the build's
  * PTX and overwrote a file of the user's that way). `o.sharedTmp`: keep the caller's TMPDIR (ncu,
- * whose lock file other profilers must see).
+ * whose lock file other profilers must see); `o.tmp`: that folder, made (privateTempFolder) and
+ * removed by the caller (a confined build judges its dependency list, which may name it, first).
  * @returns its stdout, stderr and exit code
  * @throws KerncapError E_INTERRUPTED (exit 130 at SIGINT, 143 at SIGTERM …): a stop signal came while it ran;
  *   E_TMPDIR (src/cache.ts privateTempFolder)
@@ -82,13 +85,13 @@ export async function runBuildCommand(
   cwd: string,
   env: Record<string, string | undefined>,
   signal?: AbortSignal,
-  o: { sharedTmp?: boolean } = {},
+  o: { sharedTmp?: boolean; tmp?: string } = {},
 ): Promise<{ out: string; err: string; code: number }> {
-  const tmp = o.sharedTmp ? undefined : privateTempFolder("kerncap-tmp-");
+  const tmp = o.sharedTmp ? undefined : (o.tmp ?? privateTempFolder("kerncap-tmp-"));
   try {
     return await runInGroup(argv, cwd, tmp ? { ...env, TMPDIR: tmp } : env, signal);
   } finally {
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
+    if (tmp && tmp !== o.tmp) rmSync(tmp, { recursive: true, force: true });
   }
 }
 
@@ -216,7 +219,6 @@ export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<
 
 /** buildReproducer's run of the private copy of build.sh with cwd the private folder; its output read with the private folder's path as DIR's, its build/ collected into DIR's. */
 async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Promise<{ module: string; seconds: number }> {
-  const { unstage } = staged;
   const script = join(staged.folder, "build.sh");
   const t0 = performance.now();
   // no loader or Python path entry that is empty, relative or inside the capture (src/env.ts buildChildEnv)
@@ -250,9 +252,33 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const argv = limited
     ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg]
     : ["bash", script, ...outArg];
-  // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
-  // working folder), so it must hold nothing of the capture's but the copies and src/
-  const ran = await runBuildCommand(argv, staged.folder, env, o.signal);
+  // the build's own TMPDIR, kept until its dependency list is judged: build.sh compiles through a folder of links
+  // in it when the private copy's path holds a space (TMPDIR's), and the list names the files through them
+  const tmp = privateTempFolder("kerncap-tmp-");
+  try {
+    // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
+    // working folder), so it must hold nothing of the capture's but the copies and src/
+    const ran = await runBuildCommand(argv, staged.folder, env, o.signal, { tmp });
+    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, tmp });
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * runBuildSh's reading of the build's outcome (`ran`: its output and exit, read with the private
+ * folder's path as DIR's): its outputs collected, a confined build's dependency list judged, the module it printed.
+ * @throws KerncapError buildReproducer's (E_BUILD, E_CONFINED …)
+ */
+function judgeBuildSh(
+  dir: string,
+  staged: StagedBuild,
+  o: BuildOptions,
+  ran: { out: string; err: string; code: number },
+  b: { t0: number; depsFile: string; limited: boolean; tmp: string },
+): { module: string; seconds: number } {
+  const { unstage } = staged;
+  const { t0, depsFile, limited } = b;
   // what it wrote into the private build/, into the capture's through no link (E_UNSAFE_PATH names one)
   staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
@@ -261,8 +287,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {
     const deps = readInCapture(dir, depsFile, 16 << 20);
-    const outside = deps ? outsideReads(dir, o.confine, unstage(deps.toString("utf8"))) : [];
-    if (outside.length) throw confinedError(outside);
+    // read as the compiler wrote it, from the folder it ran in (the private copy: allowed, its paths shown as the capture's)
+    const outside = deps ? outsideReads(dir, o.confine, deps.toString("utf8"), { cwd: staged.folder, tmp: b.tmp }) : [];
+    if (outside.length) throw confinedError(outside.map(unstage), { by: o.confinedBy, includedAt: includesNaming(staged.folder, outside) });
     // no list, whatever the exit: a build that stopped in the preprocessor (an #error under #if, an #include not
     // found) read files no list names, and its messages would tell the agent what it found; none is shown
     if (!deps)

@@ -355,3 +355,50 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
     );
   }
 }
+
+/**
+ * Where the files under `at`/src/ (any name: a source may include one; at most SOURCES_MAX read, none
+ * over SOURCE_MAX) `#include` (include_next, import) one of `files` (absolute paths) by a written
+ * name the path ends with (`"x.h"` or `<sys/x.h>`, no `..`), as `src/k.cu:3 ("x.h")`, at most 10:
+ * what the hint of a confined build that read outside points at (./confine.ts confinedError).
+ * A file reached another way (a header it includes, a flag of build.sh) has none.
+ */
+export function includesNaming(at: string, files: string[]): string[] {
+  const out: string[] = [];
+  let count = 0;
+  const named = (name: string) => {
+    const n = posix.normalize(name);
+    return !n.startsWith("..") && files.some((f) => f === n || f.endsWith(n.startsWith("/") ? n : `/${n}`));
+  };
+  const walk = (rel: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(join(at, rel)).sort();
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      const r = `${rel}/${n}`;
+      const st = lstatSync(join(at, r), { throwIfNoEntry: false });
+      if (st?.isDirectory()) walk(r);
+      else if (st?.isFile() && ++count <= SOURCES_MAX && out.length < 10) {
+        const text = readInCapture(at, r, SOURCE_MAX)?.toString("utf8");
+        if (text === undefined) continue;
+        const toks = ppTokens(text);
+        for (let i = 0; i + 2 < toks.length; i++) {
+          if (!(toks[i]!.bol && toks[i]!.text === "#" && FILE_DIRECTIVES.has(toks[i + 1]!.text))) continue;
+          const op = toks[i + 2]!;
+          let name: string | undefined;
+          if (op.kind === "str" && op.text.startsWith('"')) name = literal(op.text);
+          else if (op.text === "<") {
+            name = "";
+            for (let j = i + 3; j < toks.length && !toks[j]!.bol && toks[j]!.text !== ">"; j++) name += toks[j]!.text;
+          }
+          if (name && named(name) && out.length < 10) out.push(`${r}:${op.line} (${JSON.stringify(name)})`);
+        }
+      }
+    }
+  };
+  walk("src");
+  return out;
+}

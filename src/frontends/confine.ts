@@ -37,14 +37,27 @@ function real(p: string): string {
 const under = (p: string, root: string) => p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
 
 /**
- * The files of a dependency list (make syntax, as `-MD -MF` writes it; relative paths are the
- * build's working folder's, the capture folder) that a confined build may not read, as the list
- * names them. Allowed: the capture's src/, source.cuda.projectRoot and source.cuda.referencedOutsideRoot,
- * the toolchain's and the system's include folders.
+ * The files of a dependency list (make syntax, as `-MD -MF` writes it: ./cuda/nvcc.ts parseDeps)
+ * that a confined build may not read, as the list names them. Allowed: the capture's src/,
+ * source.cuda.projectRoot and source.cuda.referencedOutsideRoot, the toolchain's and the system's
+ * include folders; and the build's own folders' sources: `ran.cwd`'s src/, the folder it ran in (default `dir`; a
+ * build's private copy of the capture, src/format/staged-build.ts), against which a relative path
+ * is read, and `ran.tmp`, its private TMPDIR (made for it alone, 0700), whose files build.sh and
+ * nvcc made from those (a folder of links to the copy's src/ and build/, removed when build.sh
+ * ends: judged by its path, written without `..`, which after a link climbs elsewhere than it says).
  */
-export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText: string): string[] {
+export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText: string, ran: { cwd?: string; tmp?: string } = {}): string[] {
   const readable = confinedReadable(dir, m);
-  return parseDeps(depsText).filter((d) => !readable(resolve(dir, d)));
+  const cwd = ran.cwd ?? dir;
+  // of the folders the build ran in, the sources only: build/ holds earlier builds' logs, which quote what they read
+  const own = [real(resolve(cwd, "src"))];
+  const tmp = ran.tmp === undefined ? [] : [ran.tmp, real(ran.tmp)];
+  const notBuild = (t: string, p: string) => !relative(t, p).split("/").includes("build");
+  return parseDeps(depsText).filter((d) => {
+    const p = resolve(cwd, d);
+    const inTmp = !d.split("/").includes("..") && tmp.some((t) => (under(p, t) && notBuild(t, p)) || (under(real(p), t) && notBuild(t, real(p))));
+    return !own.some((f) => under(real(p), f)) && !inTmp && !readable(p);
+  });
 }
 
 /**
@@ -112,15 +125,22 @@ export function captureDiagnostics(dir: string, output: string): string[] {
 }
 
 /**
- * E_CONFINED: the build read files outside what a confined build may read; names them (paths the
- * agent's own edit wrote), never their content.
+ * E_CONFINED: the build read files outside what a confined build may read; names them, never their
+ * content. `by`: what confined the build, in the caller's words ("kerncap eval", "validate
+ * --confine"; default "a confined build"); `includedAt`: the #include lines under src/ that name
+ * one of them (./confine-sources.ts includesNaming), which the hint points at; none: the hint says
+ * the build reached them another way (a header it includes, build.sh's flags).
  */
-export function confinedError(files: string[]): KerncapError {
+export function confinedError(files: string[], o: { by?: string; includedAt?: string[] } = {}): KerncapError {
+  const them = files.length > 1 ? "them" : "it";
+  const readable = "files under src/, the captured project's and the toolchain's headers";
   return new KerncapError(
     "E_CONFINED",
-    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, its source root and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}): kerncap mcp does not build such sources, and shows none of the build's output`,
+    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, its source root and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}), which ${o.by ?? "a confined build"} does not allow: the build was refused, its module is not used and none of its output is shown`,
     {
-      hint: "Include only files under src/ (or the captured project's and the toolchain's headers); remove the #include of the file named.",
+      hint: o.includedAt?.length
+        ? `Remove the #include at ${o.includedAt.slice(0, 3).join(", ")}: include only ${readable}.`
+        : `No #include under src/ names ${them}: the build reached ${them} another way (a header it includes, a flag of build.sh), and a confined build reads only ${readable}. \`kerncap validate DIR\` (not confined) builds it on the command line.`,
     },
   );
 }

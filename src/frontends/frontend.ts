@@ -211,6 +211,8 @@ export interface Frontend<Options = unknown> {
   readonly sourceSuffixes?: readonly string[];
   /** Files under the reproducer's src/ that kerncap writes itself (CUDA: the slice), relative to src/: not a save of the user's. */
   generatedSources?(m: Manifest): string[];
+  /** The file under src/ (relative to src/) that kerncap makes the generated source `rel` (one of generatedSources, relative to src/) from: the one to edit instead (CUDA: the slice's TU). */
+  generatedFrom?(m: Manifest, rel: string): string | undefined;
   /**
    * Make the files of generatedSources anew in `dir` (a confined build's private copy:
    * src/frontends/build.ts) from the sources there, whatever those files hold: a build of sources

@@ -66,12 +66,14 @@ export class ToolChildren {
 
   /**
    * Wait for a slot (a call queued behind `jobs` running ones); `onQueued` is told once when the
-   * call has to wait. @returns the function that gives the slot back (call it once)
+   * call has to wait: its place in line then, and `place()`, its place now (1: next).
+   * @returns the function that gives the slot back (call it once)
    * @throws KerncapError E_INTERRUPTED when `signal` aborts while the call waits
    */
-  async slot(signal?: AbortSignal, onQueued?: (ahead: number) => void): Promise<() => void> {
+  async slot(signal?: AbortSignal, onQueued?: (ahead: number, place: () => number) => void): Promise<() => void> {
     if (this.busy >= this.jobs) {
-      onQueued?.(this.busy + this.waiting.length - this.jobs + 1);
+      let me: (() => void) | undefined;
+      onQueued?.(this.busy + this.waiting.length - this.jobs + 1, () => (me ? this.waiting.indexOf(me) + 1 : 1));
       await new Promise<void>((res, rej) => {
         const go = () => {
           signal?.removeEventListener("abort", cancel);
@@ -83,6 +85,7 @@ export class ToolChildren {
         };
         if (signal?.aborted) return cancel();
         signal?.addEventListener("abort", cancel, { once: true });
+        me = go;
         this.waiting.push(go);
       });
     } else this.busy++;
@@ -164,9 +167,9 @@ export async function runVerb(
   if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);
   progress?.start(); // heartbeats also while the call waits for a slot: a client must not time out in the queue
   try {
-    const release = await children.slot(signal, (ahead) =>
-      progress?.line(`queued: ${children.jobs} tool call${children.jobs > 1 ? "s" : ""} running, this one is number ${ahead} in line`),
-    );
+    const running = `${children.jobs} tool call${children.jobs > 1 ? "s" : ""} running`;
+    const release = await children.slot(signal, (_ahead, place) => progress?.queued(() => `queued: ${running}, this one is number ${place()} in line`));
+    progress?.running(); // a call that waited: its heartbeats say it runs now, not that it is queued
     try {
       return await spawnVerb(argv, cmd, dir, env, children, signal, progress);
     } finally {

@@ -6,7 +6,8 @@
  *
  * A notification goes out at each line of the tool child's stderr that counts finished work
  * (`[ 3/32] …`: check's and eval's progress lines) and, between them, every `intervalMs` (a
- * heartbeat carrying the child's last stderr line). The progress value strictly increases, as the
+ * heartbeat carrying the child's last stderr line; while the call waits for a slot, what it waits
+ * for, and once its child starts, that it runs). The progress value strictly increases, as the
  * protocol asks: k at the k-th finished item of N (total N once a count was seen), and
  * k + 1 − 1/(b + 1) after b heartbeats since (always below k + 1; k = 0 before the first).
  */
@@ -42,6 +43,8 @@ export class ToolProgress {
   private total: number | undefined;
   private beats = 0;
   private last = "";
+  /** While the call waits for a slot: what its heartbeats say (asked at each, the place in line changing). */
+  private waiting: (() => string) | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
@@ -59,6 +62,18 @@ export class ToolProgress {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+  }
+
+  /** The call waits for a slot: heartbeats say `what()` (`queued: …`) until running(). */
+  queued(what: () => string): void {
+    this.waiting = what;
+  }
+
+  /** The call's child started: a heartbeat now, and each after it, says it runs (with the child's last line once there is one). */
+  running(): void {
+    if (!this.waiting) return;
+    this.waiting = undefined;
+    this.beat();
   }
 
   /** A line of the child's stderr. */
@@ -79,7 +94,7 @@ export class ToolProgress {
 
   private beat(): void {
     this.beats++;
-    this.emit(this.last ? `${this.what} running: ${this.last}` : `${this.what} running`);
+    this.emit(this.waiting ? `${this.what} ${this.waiting()}` : this.last ? `${this.what} running: ${this.last}` : `${this.what} running`);
   }
 
   private emit(message: string): void {

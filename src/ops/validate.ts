@@ -201,7 +201,12 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   const t0 = performance.now();
   // damaged judging settings (E_CHECKSUM) said before the build, not after it (or never, without a GPU)
   judgingInEffect(c.dir, m, true);
-  const rebuild = startRebuild(c.dir, m, { quiet: o.quiet, force: o.force, fullBuild: o.fullBuild, ...(o.confine ? { confine: m } : {}) });
+  const rebuild = startRebuild(c.dir, m, {
+    quiet: o.quiet,
+    force: o.force,
+    fullBuild: o.fullBuild,
+    ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
+  });
   let r: ReplayResult;
   let compare: TimingComparison | null;
   try {

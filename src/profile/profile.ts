@@ -184,7 +184,7 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
       quiet: o.quiet ?? true,
       force: Boolean(o.force),
       fullBuild: false,
-      ...(o.confine ? { confine: m } : {}),
+      ...(o.confine ? { confine: m, confinedBy: "profile --build --confine" } : {}),
     }).rebuildOnce();
     module = b.module;
     buildSeconds = b.seconds;

@@ -167,6 +167,8 @@ export interface RebuilderOptions {
    * only: the fast build's steps write no dependency list.
    */
   confine?: Manifest;
+  /** What confines the build, for a refusal's message (BuildOptions.confinedBy): "validate --confine", "profile --build --confine". */
+  confinedBy?: string;
   /** validate's strategy once checked (default: chooseStrategy by the measured costs; the tests fix one). */
   strategy?: Strategy;
   /** The CPU count the strategy is chosen for (default: availableParallelism; the tests give one). */
@@ -210,7 +212,7 @@ export class Rebuilder {
       force: this.o.force,
       ...(signal ? { signal } : {}),
       ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}),
-      ...(this.o.confine ? { confine: this.o.confine } : {}),
+      ...(this.o.confine ? { confine: this.o.confine, confinedBy: this.o.confinedBy } : {}),
       ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}),
     };
   }

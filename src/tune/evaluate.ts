@@ -153,7 +153,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
       dirs: [dir],
       candidates: list.map((x) => x.candidate),
       settings,
-      build: { force: o.force ?? false, ...(o.grid ? { grid: o.grid } : {}) },
+      build: { force: o.force ?? false, confinedBy: "tune --confine", ...(o.grid ? { grid: o.grid } : {}) },
       resume: false,
       slots: [null],
       ...(o.jobs !== undefined ? { jobs: o.jobs } : {}),

@@ -212,6 +212,30 @@ describe("candidates", () => {
 });
 
 describe("scheduling", () => {
+  test("a TMPDIR kerncap refuses (others may write it, not sticky): one E_TMPDIR before any build, with its hint, not an error per candidate and a --resume", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "a.cu": "match 1.0", "b.cu": "match 1.0" });
+    const shared = join(tempDir(), "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    const built: string[] = [];
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = shared;
+    let e: KerncapError;
+    try {
+      e = await quiet(() => runEval(options([cap], files, { buildWith: fakeBuild(0, built) }))).catch((x) => x);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+    expect(e).toBeInstanceOf(KerncapError);
+    expect(e.code).toBe("E_TMPDIR");
+    expect(e.message).toContain(`TMPDIR ${shared} is not safe`);
+    expect(e.hint).toContain("Set TMPDIR to a folder of your own");
+    expect(built).toEqual([]);
+    expect(readdirSync(shared)).toEqual([]);
+  });
+
   test("12 candidates on 3 workers: each judged once, never more than 3 at once, records in the order they finish, a ranked table", async () => {
     const cap = await captureWithSource();
     const texts: Record<string, string> = {};
@@ -768,7 +792,7 @@ echo "$out"
     const { value: r } = await quiet(() => runEval({ ...options([cap], [join(d, "kernel.cu"), join(d, "leak")], { open }), buildWith: undefined }));
     const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
     expect(by["kernel.cu"]).toMatchObject({ verdict: "match" });
-    expect(by["leak"]).toMatchObject({ verdict: "compile-error", code: "E_CONFINED" });
+    expect(by["leak"]).toMatchObject({ verdict: "error", code: "E_CONFINED" }); // refused, not a compiler's error
     expect(by["leak"]!.reason).toContain("secret.h");
     expect(JSON.stringify(r)).not.toContain("12345");
     // build.sh changed after capture (not what kerncap wrote, not trusted): no candidate's build runs

@@ -17,6 +17,7 @@ import fc from "fast-check";
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { CANDIDATE_FAULT_CODES } from "../../src/eval/candidates.ts";
 import { CUDA_SOURCE_SUFFIXES } from "../../src/frontends/cuda/index.ts";
 import { unportableName } from "../../src/format/archive.ts";
 /** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
@@ -194,11 +195,20 @@ describe("fuzz: MCP tool sequences", () => {
               arguments: { dir: sub && generated ? join(cap, sub) : cap, candidates: [{ name: "c", files }] },
             });
             const d = r.structuredContent as Record<string, any>;
-            if (r.isError) expect(d.error?.code).not.toBe("E_INTERNAL");
-            else {
+            // the evaluation's document, isError when a candidate could not be judged (a refused build is an error, eval's exit 2), or an error's
+            if (d.schema !== "kerncap.eval/1") {
+              expect(r.isError).toBe(true);
+              expect(d.error?.code).not.toBe("E_INTERNAL");
+            } else {
               // a candidate that was built: no compiler here, so every build fails, as build.sh does, or is refused before it runs
               const probe = (generated ? edits : edits.slice(0, 1)).some(([, kind]) => kind.startsWith("probe:"));
-              for (const rec of d.records) expect(rec.code === "E_CONFINED" || (!probe && rec.code === "E_BUILD"), JSON.stringify(rec)).toBe(true);
+              // (or, never written, a candidate that does not fit src/)
+              for (const rec of d.records)
+                expect(
+                  rec.code === "E_CONFINED" || (!probe && rec.code === "E_BUILD") || (CANDIDATE_FAULT_CODES as readonly string[]).includes(rec.code),
+                  JSON.stringify(rec),
+                ).toBe(true);
+              expect(r.isError).toBe(d.records.some((rec: { verdict: string }) => rec.verdict === "error"));
               seen.evaluated += 1;
               if (probe && d.records.some((rec: { code?: string }) => rec.code === "E_CONFINED")) seen.refusedProbe += 1;
             }

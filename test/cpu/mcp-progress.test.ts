@@ -81,6 +81,10 @@ describe("progress notifications", () => {
     for (const r of await Promise.all([first, second])) expect(doc(r).error.code).toBe("E_BUILD");
     expect(performance.now() - t0).toBeGreaterThan(4000); // one after the other
     expect(seen.some((p) => /queued: 1 tool call running, this one is number 1 in line/.test(p.message ?? ""))).toBe(true);
+    // once its child started, its heartbeats say it runs (a trial's kept saying "queued" until the call ended)
+    const started = seen.findIndex((p) => p.message === "kerncap validate running");
+    expect(started, JSON.stringify(seen.map((p) => p.message))).toBeGreaterThan(0);
+    expect(seen.slice(started).filter((p) => /queued/.test(p.message ?? ""))).toEqual([]);
     await c.close();
   }, 30_000);
 
@@ -108,6 +112,40 @@ describe("progress notifications", () => {
     const again = await kids.slot(); // both slots given back: one free again at once
     again();
     expect(() => new ToolChildren(0)).toThrow(/at least 1/);
+  });
+
+  test("a queued call's heartbeats say its place in line as it changes; from its start on, that it runs", async () => {
+    const kids = new ToolChildren(1);
+    const held = await kids.slot();
+    const got: Record<string, ProgressUpdate[]> = { a: [], b: [] };
+    const a = new ToolProgress((x) => got.a!.push(x), "kerncap tune", 1_000_000);
+    const b = new ToolProgress((x) => got.b!.push(x), "kerncap tune", 1_000_000);
+    const queue = (p: ToolProgress) => (_n: number, place: () => number) =>
+      p.queued(() => `queued: 1 tool call running, this one is number ${place()} in line`);
+    const slotA = kids.slot(undefined, queue(a));
+    const slotB = kids.slot(undefined, queue(b));
+    (b as any).beat();
+    expect(got.b!.at(-1)!.message).toBe("kerncap tune queued: 1 tool call running, this one is number 2 in line");
+    held();
+    const releaseA = await slotA;
+    a.running();
+    expect(got.a!.at(-1)!.message).toBe("kerncap tune running"); // said at once
+    (b as any).beat();
+    expect(got.b!.at(-1)!.message).toBe("kerncap tune queued: 1 tool call running, this one is number 1 in line");
+    releaseA();
+    await slotB;
+    b.running();
+    (b as any).beat();
+    b.line("kerncap: building 2 configs");
+    (b as any).beat();
+    expect(got.b!.map((p) => p.message)).toEqual([
+      "kerncap tune queued: 1 tool call running, this one is number 2 in line",
+      "kerncap tune queued: 1 tool call running, this one is number 1 in line",
+      "kerncap tune running",
+      "kerncap tune running",
+      "kerncap tune running: kerncap: building 2 configs",
+    ]);
+    for (let i = 1; i < got.b!.length; i++) expect(got.b![i]!.progress).toBeGreaterThan(got.b![i - 1]!.progress);
   });
 
   test("the value strictly increases: heartbeats stay below the next finished item; a count gives the total", () => {

@@ -64,5 +64,9 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
     const meta = sliceMetaOf(m);
     return meta ? [meta.slice] : [];
   },
+  generatedFrom: (m, rel) => {
+    const meta = sliceMetaOf(m);
+    return meta?.slice === rel ? meta.tu : undefined;
+  },
   builtSources: (_dir, m) => builtCudaSources(m),
 };

@@ -19,26 +19,61 @@ export function dependencyArgv(nvcc: string, tu: string, flags: CudaFlags, arch:
   return [nvcc, "-M", "-x", "cu", `-arch=${arch}`, ...flagArgv(flags), tu];
 }
 
-/** Parse make-style dependency output (`target: a b \` …) into paths. */
+/**
+ * The prerequisites of make-style dependency rules (`target: a b \` …: what `nvcc -M`, `-MD -MF`
+ * and `gcc -M` write), as paths, each once, in order; targets are left out. Read as Make reads
+ * them, with the escapes the compilers write:
+ * - a backslash before a newline continues the line;
+ * - a space or tab after 2N+1 backslashes is N backslashes and that character, part of the name
+ *   (after 2N: N backslashes, and the space separates); a backslash before anything else is itself;
+ * - `\#` is `#`; a `#` alone is part of a name, never a comment (neither compiler writes one, and
+ *   nvcc writes a `#` of a name as it is);
+ * - `$$` is `$` in gcc's list; nvcc (13.0) writes `$` as it is, so in its list (known by the space
+ *   before its rule's colon: `k.cubin : k.cu \`) `$$` stays two.
+ * A rule's colon is the first `:` of a line (outside an escape) followed by whitespace or the
+ * line's end; a line without one names no prerequisite. nvcc writes a backslash of a path as `/`
+ * and gcc cannot write a newline of one: such names are not read back as they are on disk.
+ */
 export function parseDeps(text: string): string[] {
-  const body = text.replace(/\\\r?\n/g, " ");
   const out: string[] = [];
-  for (const line of body.split("\n")) {
-    const colon = line.search(/:(\s|$)/);
-    if (colon < 0) continue;
-    const rest = line.slice(colon + 1);
-    let cur = "";
-    for (let i = 0; i < rest.length; i++) {
-      const c = rest[i]!;
-      if (c === "\\" && rest[i + 1] === " ") {
-        cur += " ";
+  let makeDollars: boolean | undefined; // `$$` for `$` (gcc); undefined until the first rule's colon says whose list it is
+  for (const line of text.replace(/\\\r?\n/g, " ").split(/\r?\n/)) {
+    let name = "";
+    let rule = false;
+    const end = () => {
+      if (rule && name) out.push(name);
+      name = "";
+    };
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i]!;
+      if (c === "\\") {
+        let n = 1;
+        while (line[i + n] === "\\") n++;
+        const next = line[i + n];
+        if (next === " " || next === "\t") {
+          name += "\\".repeat(n >> 1);
+          if (n % 2) {
+            name += next;
+            i += n; // the escaped space, consumed
+          } else i += n - 1; // the space separates: read next
+        } else if (next === "#") {
+          name += `${"\\".repeat(n - 1)}#`;
+          i += n;
+        } else {
+          name += "\\".repeat(n);
+          i += n - 1;
+        }
+      } else if (c === " " || c === "\t") end();
+      else if (!rule && c === ":" && (i + 1 === line.length || /\s/.test(line[i + 1]!))) {
+        makeDollars ??= !(name === "" && /[ \t]/.test(line[i - 1] ?? ""));
+        name = ""; // a target
+        rule = true;
+      } else if (c === "$" && line[i + 1] === "$" && makeDollars) {
+        name += "$";
         i++;
-      } else if (/\s/.test(c)) {
-        if (cur) out.push(cur);
-        cur = "";
-      } else cur += c;
+      } else name += c;
     }
-    if (cur) out.push(cur);
+    end();
   }
   return [...new Set(out)];
 }

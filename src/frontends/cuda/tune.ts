@@ -94,7 +94,7 @@ export async function buildCudaConfigs(
           force: false,
           out: module,
           extraFlags: cudaBuildFlags(configs[i]!),
-          ...(o.confine ? { confine: m } : {}),
+          ...(o.confine ? { confine: m, confinedBy: "tune --confine" } : {}),
           explain: rdcLinkError,
         });
         checkRebuiltModule(b.module, m);

@@ -15,11 +15,11 @@ import { writeDemo } from "../../../src/capture/demo.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 
-test("the verdict of a build's error: the candidate's misfit is error with its code; the compiler's, compile-error", () => {
+test("the verdict of a build's error: the candidate's misfit and a confined build's refusal are error with their code; the compiler's, compile-error", () => {
   expect(buildVerdict(new KerncapError("E_PATCH", "does not apply"))).toBe("error");
   expect(buildVerdict(new KerncapError("E_CANDIDATE", "src/ has no file named x.cu"))).toBe("error");
   expect(buildVerdict(new KerncapError("E_BUILD", "x"))).toBe("compile-error");
-  expect(buildVerdict(new KerncapError("E_CONFINED", "x"))).toBe("compile-error");
+  expect(buildVerdict(new KerncapError("E_CONFINED", "x"))).toBe("error"); // nothing failed to compile: the build was refused
   expect(buildVerdict(new KerncapError("E_PARAM_LAYOUT", "x"))).toBe("layout-change");
 });
 
@@ -52,7 +52,7 @@ test.skipIf(!NVCC)(
     writeFileSync(join(d, "inc/saxpy.cu"), `#include "nothere.h"\n${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}`);
     const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "inc")), join(d, "copy"), { force: false });
     if (!("failed" in b)) throw new Error("built");
-    expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_CONFINED" });
+    expect(b.failed).toMatchObject({ verdict: "error", code: "E_CONFINED" });
     expect(b.failed.reason).toStartWith("build.sh wrote no dependency list (build/kerncap-deps.d, exit 1): a confined build cannot tell");
     expect(b.failed.reason).not.toContain("kerncap mcp");
   },

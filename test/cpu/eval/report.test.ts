@@ -67,6 +67,11 @@ test("a candidate that does not fit src/ (a patch that does not apply, a file sr
   expect(merged).not.toContain("builds are above");
   expect(merged).not.toContain("no GPU here");
   expect(merged).toContain("run its shard again with --resume on a machine with the capture's GPU");
+  // a build the confinement refused: its author's to fix, never --resume's
+  const refused = unjudgedLine(report([rec("leak.cu", "error", "E_CONFINED", "the build read 1 file outside the capture folder …")]), "jsonl");
+  expect(refused).toBe(
+    "1 of 1 candidate could not be judged (error): leak.cu was refused by the confined build (E_CONFINED: the reason says what it read or names); no rerun changes that",
+  );
   expect(unjudgedLine(report([rec("one.cu", "error", "E_WORKER", "died", "cap")]), "none")).toBe(
     "1 of 1 candidate could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again",
   );

@@ -13,7 +13,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
+import { evaluateRefusal, makeCapture, recordRendered, tempDir } from "../fixtures.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { runCli } from "../../../src/cli/main.ts";
 import { TOOL_NAMES } from "../../../src/mcp/server.ts";
@@ -337,6 +337,23 @@ describe("kerncap mcp", () => {
     expect(by["src/etc"]).toMatchObject({ kind: "link", editable: false });
     expect(by.build).toMatchObject({ kind: "folder" });
     expect(all.entries.filter((e: any) => e.path.startsWith("src/etc/") || e.path.startsWith("build/"))).toEqual([]);
+    // editable is edit_file's answer: each file listed is written (its own bytes again) exactly when it says so
+    for (const e of all.entries.filter((x: any) => x.kind === "file")) {
+      const w = await c.callTool({ name: "edit_file", arguments: { dir, path: e.path, content: readFileSync(join(dir, e.path), "utf8") } });
+      expect(w.isError, `${e.path}: ${JSON.stringify(w)}`).toBe(!e.editable);
+    }
+    const slice = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.kerncap-slice.cu", content: "x" } })).error;
+    expect(slice.code).toBe("E_NOT_SOURCE");
+    expect(slice.message).toBe(
+      "edit_file does not write src/kernel.kerncap-slice.cu, which kerncap generates from src/kernel.cu (list_files: editable false, generated true)",
+    );
+    expect(slice.hint).toBe("Edit src/kernel.cu instead: validate remakes src/kernel.kerncap-slice.cu from it.");
+    expect(readFileSync(join(dir, "src/kernel.kerncap-slice.cu"), "utf8")).toStartWith("// kerncap slice of src/kernel.cu");
+    // evaluate's candidates by the same rule
+    expect(evaluateRefusal(dir, { name: "s", files: { "src/kernel.kerncap-slice.cu": "x" } })).toMatchObject({
+      code: "E_NOT_SOURCE",
+      reason: expect.stringContaining("candidate s writes src/kernel.kerncap-slice.cu, which kerncap generates from src/kernel.cu"),
+    });
     const src = doc(await c.callTool({ name: "list_files", arguments: { dir, path: "src" } }));
     expect(src.entries.map((e: any) => e.path)).toEqual([
       "src/etc",

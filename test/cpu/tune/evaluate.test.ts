@@ -180,7 +180,7 @@ describe("tune's configs as eval candidates", () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const confined: NonNullable<EvalOptions["buildWith"]> = async () => ({
-      failed: { verdict: "compile-error", code: "E_CONFINED", reason: "src/kernel.cu:1: names /etc/hostname", seconds: 0 },
+      failed: { verdict: "error", code: "E_CONFINED", reason: "src/kernel.cu:1: names /etc/hostname", seconds: 0 },
     });
     const list = [{ config: "A=1", candidate: flagsCandidate("A=1", ["-DA=1"]) }];
     const err = await evaluateTune(dir, list, { iters: 20, flushL2: false, jobs: 1, confine: true, fakes: { open: fakeWorkers(), buildWith: confined } }).catch(

@@ -1,0 +1,193 @@
+/**
+ * src/frontends/confine.ts and the dependency list it reads (src/frontends/cuda/nvcc.ts parseDeps):
+ * a confined build (kerncap eval's, validate/tune/profile --confine, what kerncap mcp runs) in a
+ * folder whose path holds a space, `$`, `#`, `:` or `(` builds as an unconfined one does (a trial's
+ * `kerncap eval "my cap" …` was refused for reading "/tmp/…/my": the list was split at the space);
+ * a build that did read outside is refused in the caller's words, its hint pointing at an
+ * `#include` under src/ only when one names the file.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeDemo } from "../../../src/capture/demo.ts";
+import { buildCandidate } from "../../../src/eval/build.ts";
+import { parseCandidate } from "../../../src/eval/candidates.ts";
+import { isKerncapError, type KerncapError } from "../../../src/errors.ts";
+import { readManifest } from "../../../src/format/capture-dir.ts";
+import { buildReproducer } from "../../../src/frontends/build.ts";
+import { outsideReads } from "../../../src/frontends/confine.ts";
+import { parseDeps } from "../../../src/frontends/cuda/nvcc.ts";
+import { NVCC } from "../../nvcc-fixtures.ts";
+import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
+
+const GXX = Bun.which("g++");
+
+/** Folder names that a make-style list must escape, or that it writes as they are. */
+const ODD = ["my cap", "d$ollar", "ha#sh", "co:lon", "pa(ren)"];
+
+async function thrown(f: () => Promise<unknown>): Promise<KerncapError> {
+  try {
+    await f();
+  } catch (e) {
+    if (isKerncapError(e)) return e;
+    throw e;
+  }
+  throw new Error("did not throw");
+}
+
+describe("parseDeps: make's escapes, as gcc and nvcc write them", () => {
+  test("gcc: `\\ ` a space, 2N+1 backslashes before a space N and the space, `$$` one $, `\\#` a #; continuation lines; targets left out", () => {
+    // gcc 12's -M of a file including headers in "a b$c#d:e(f)g\h\ i" and "x$$y" (two dollars)
+    const gcc = "k.o: k.c /usr/include/stdc-predef.h \\\n /t/a\\ b$$c\\#d:e(f)g\\h\\\\\\ i/h.h /t/x$$$$y/h2.h\n";
+    expect(parseDeps(gcc)).toEqual(["k.c", "/usr/include/stdc-predef.h", "/t/a b$c#d:e(f)g\\h\\ i/h.h", "/t/x$$y/h2.h"]);
+    // a target with an escaped space; -MP's phony rules; CRLF; a tab escaped; two backslashes then a separating space
+    expect(parseDeps("my\\ cap/k.o: my\\ cap/k.cu \\\r\n  inc/a\\\tb.h c\\\\ d.h\r\ninc/a\\\tb.h:\r\n")).toEqual(["my cap/k.cu", "inc/a\tb.h", "c\\", "d.h"]);
+  });
+
+  test("nvcc: `\\ ` a space; $ and # as they are, `$$` two dollars (its rule's colon has a space before it)", () => {
+    // nvcc 13.0's -M of the same file (it writes the backslashes of a path as /)
+    const nvcc = "k.o : k.c \\\n    /usr/include/stdc-predef.h \\\n    /t/a\\ b$c#d:e(f)g/h/\\ i/h.h \\\n    /t/x$$y/h2.h\n";
+    expect(parseDeps(nvcc)).toEqual(["k.c", "/usr/include/stdc-predef.h", "/t/a b$c#d:e(f)g/h/ i/h.h", "/t/x$$y/h2.h"]);
+  });
+
+  for (const [name, cc] of [
+    ["gcc", GXX],
+    ["nvcc", NVCC],
+  ] as const) {
+    test.skipIf(!cc)(`${name} -M of headers in folders named ${ODD.join(" ")} x$$y: every path read back names the file`, () => {
+      const root = tempDir();
+      const dirs = [...ODD, "x$$y"].map((n) => join(root, n));
+      for (const [i, d] of dirs.entries()) {
+        mkdirSync(d);
+        writeFileSync(join(d, `h${i}.h`), `int v${i};\n`);
+      }
+      writeFileSync(join(root, "k.cu"), dirs.map((_, i) => `#include "h${i}.h"\n`).join(""));
+      const p = Bun.spawnSync([cc!, "-M", "-x", name === "gcc" ? "c++" : "cu", ...dirs.map((d) => `-I${d}`), "k.cu"], { cwd: root });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const deps = parseDeps(p.stdout.toString());
+      for (const [i, d] of dirs.entries()) expect(deps).toContain(join(d, `h${i}.h`));
+    });
+  }
+});
+
+test("outsideReads: the build's private folder and TMPDIR count as the capture; a path through the TMPDIR with .. does not (after a link it climbs elsewhere)", async () => {
+  const root = tempDir();
+  const dir = join(root, "my cap");
+  await makeCapture(dir);
+  const ran = { cwd: join(root, "run"), tmp: join(root, "t m p") };
+  const m = readManifest(dir);
+  const list = (...paths: string[]) => `k.cubin : \\\n${paths.map((p) => `    ${p.replaceAll(" ", "\\ ")}`).join(" \\\n")}\n`;
+  expect(outsideReads(dir, m, list("src/k.cu", join(ran.cwd, "src/k.cu"), join(ran.tmp, "tmp.x/src/k.cu"), join(dir, "src/k.cu")), ran)).toEqual([]);
+  expect(outsideReads(dir, m, list(`${ran.tmp}/tmp.x/src/../../secret.h`, join(root, "secret.h"), "../secret.h"), ran)).toEqual([
+    `${ran.tmp}/tmp.x/src/../../secret.h`,
+    join(root, "secret.h"),
+    "../secret.h",
+  ]);
+});
+
+/**
+ * A capture at `dir` whose build.sh compiles src/kernel.cu with g++ (the dependency list a
+ * confined build asks for through EXTRA_FLAGS), its include folders `-I` each of `includes`, and
+ * `project` recorded as its source root.
+ */
+async function gxxCapture(dir: string, o: { includes?: string[]; project?: string } = {}): Promise<void> {
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/kernel.cu"), '#include "util.h"\nint k() { return TWO; }\n');
+  writeFileSync(join(dir, "src/util.h"), "#define TWO 2\n");
+  const inc = (o.includes ?? []).map((d) => `-I'${d}' `).join("");
+  writeFileSync(
+    join(dir, "build.sh"),
+    `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nmkdir -p "$here/build"\n# shellcheck disable=SC2086\ng++ -c -x c++ \${EXTRA_FLAGS:-} ${inc}"$here/src/kernel.cu" -o "$here/build/kernel.o" >&2\necho "$here/build/kernel.o"\n`,
+    { mode: 0o755 },
+  );
+  if (o.project) {
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m.source = { cuda: { method: "source-root", projectRoot: o.project } };
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+  }
+  recordRendered(dir); // stands for the build.sh kerncap wrote: a confined build runs no other
+}
+
+describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (", () => {
+  test("the capture's folder and a folder above it: it builds, confined as unconfined", async () => {
+    for (const n of ODD) {
+      const parent = join(tempDir(), n);
+      mkdirSync(parent);
+      for (const dir of [join(parent, "cap"), join(tempDir(), n)]) {
+        await gxxCapture(dir);
+        const b = await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir), confinedBy: "kerncap eval" });
+        expect(b.module, dir).toBe(join(dir, "build/kernel.o"));
+      }
+    }
+  }, 60_000);
+
+  test("the recorded source root's headers (gcc writes its $ as $$ and its # as \\#) are read; a header elsewhere is refused", async () => {
+    const root = tempDir();
+    const project = join(root, "pro $ject #1: (x)");
+    mkdirSync(join(project, "inc"), { recursive: true });
+    writeFileSync(join(project, "inc/util.h"), "#define TWO 2\n");
+    const dir = join(project, "my cap");
+    await gxxCapture(dir, { includes: [join(project, "inc")], project });
+    // the header comes from the source root: src/'s own util.h is gone
+    writeFileSync(join(dir, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
+    const m = readManifest(dir);
+    await buildReproducer(dir, { quiet: true, force: false, confine: m });
+    const other = join(root, "other place");
+    mkdirSync(other);
+    writeFileSync(join(other, "util.h"), "#define TWO 2 // SECRET_LINE\n");
+    const dir2 = join(project, "my cap 2");
+    await gxxCapture(dir2, { includes: [other], project });
+    writeFileSync(join(dir2, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
+    const e = await thrown(() => buildReproducer(dir2, { quiet: true, force: false, confine: readManifest(dir2), confinedBy: "validate --confine" }));
+    expect(e.code).toBe("E_CONFINED");
+    expect(e.message).toContain(`(${join(other, "util.h")}), which validate --confine does not allow`);
+    expect(e.message).not.toContain("SECRET_LINE");
+    expect(e.message).not.toContain("kerncap mcp");
+    expect(e.hint).toBe(
+      "Remove the #include at src/kernel.cu:1 (\"util.h\"): include only files under src/, the captured project's and the toolchain's headers.",
+    );
+  }, 60_000);
+
+  test("a file outside that no #include under src/ names (a source root's header includes it): the hint says so, not to remove an #include", async () => {
+    const root = tempDir();
+    const project = join(root, "proj");
+    mkdirSync(join(project, "inc"), { recursive: true });
+    const secret = join(root, "elsewhere/secret.h");
+    mkdirSync(join(root, "elsewhere"));
+    writeFileSync(secret, "#define TWO 2\n");
+    writeFileSync(join(project, "inc/util.h"), `#include "${secret}"\n`);
+    const dir = join(project, "cap");
+    await gxxCapture(dir, { includes: [join(project, "inc")], project });
+    writeFileSync(join(dir, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
+    const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
+    expect(e.code).toBe("E_CONFINED");
+    expect(e.message).toContain(`(${secret}), which a confined build does not allow`);
+    expect(e.hint).toStartWith("No #include under src/ names it: the build reached it another way");
+    expect(e.hint).not.toContain("Remove");
+  }, 60_000);
+});
+
+describe.skipIf(!NVCC)('the demo in a folder named with a space (kerncap demo "my cap")', () => {
+  test("eval's candidate (a one-line edit) builds, as validate --confine builds the capture; TMPDIR with a space too", async () => {
+    const cap = join(tempDir(), "sp ace", "my cap");
+    mkdirSync(join(cap, ".."), { recursive: true });
+    writeDemo(cap, false);
+    await buildReproducer(cap, { quiet: true, force: false, confine: readManifest(cap), confinedBy: "validate --confine" });
+    const d = tempDir();
+    const tu = readFileSync(join(cap, "src/saxpy.cu"), "utf8");
+    writeFileSync(join(d, "saxpy.cu"), `// an edit\n${tu}`);
+    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "saxpy.cu")), join(d, "copy"), { force: false });
+    expect("failed" in b ? b.failed : "built").toBe("built");
+    // build.sh works from a folder of links when its own path holds a space: the list then names the private copy through them
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = join(tempDir(), "t m p");
+    mkdirSync(process.env.TMPDIR, { mode: 0o700 });
+    try {
+      await buildReproducer(cap, { quiet: true, force: false, confine: readManifest(cap) });
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+  }, 120_000);
+});
