@@ -197,11 +197,20 @@ class TaskQueue<T> {
     return new Promise((res) => this.waiting.push(res));
   }
   private roomWaiting: (() => void)[] = [];
+  private reserved = 0;
   private released = false;
-  /** Resolves once fewer than `n` tasks wait to be taken (or release() was called). */
-  room(n: number): Promise<void> {
-    if (this.released || this.items.length < n) return Promise.resolve();
-    return new Promise((res) => this.roomWaiting.push(res));
+  /**
+   * Wait until the tasks waiting to be taken and the places held (by builds under way) are fewer
+   * than `n` (or release() was called), then hold a place: give it back with unreserve() once the
+   * build's tasks are pushed (or it gave none).
+   */
+  async reserve(n: number): Promise<void> {
+    while (!this.released && this.items.length + this.reserved >= n) await new Promise<void>((res) => this.roomWaiting.push(res));
+    this.reserved++;
+  }
+  unreserve(): void {
+    this.reserved--;
+    this.wakeRoom();
   }
   /** No more waiting for room: the workers are gone or stopped. */
   release(): void {
@@ -549,7 +558,9 @@ function watchdogOf(o: EvalOptions, inputs: EvalInput[]): Watchdog {
 /**
  * Build the pending candidates, `o.jobs` at once, each into its private copy (`dest`): a failed build
  * gives the candidate's one record (input BUILD_INPUT), a built one a GPU task per input left.
- * The queue ends when the builds do.
+ * In a private folder (candidateFolders) a build starts only while the tasks waiting for the GPU
+ * and the builds under way are fewer than jobs + workers: the modules kept there stay few
+ * whatever the number of candidates. The queue ends when the builds do.
  * @returns the error that stopped the builds (E_INTERRUPTED, a build's own), undefined when none did
  */
 async function buildInto(
@@ -564,43 +575,51 @@ async function buildInto(
       o.buildWith ??
       ((dir: string, mm: Manifest, c: Candidate, dest: string) =>
         buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}) }));
+    const buildOne = async (c: Candidate, todo: EvalInput[]): Promise<void> => {
+      if (stopped()) return;
+      // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
+      const b: BuildOutcome = c.refused
+        ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
+        : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
+      if (stopped()) return;
+      o.onBuild?.(c, b);
+      if ("failed" in b) {
+        rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
+        rec.emit(
+          rec.recordOf(
+            {
+              candidate: c.id,
+              input: BUILD_INPUT,
+              verdict: b.failed.verdict,
+              reason: b.failed.reason,
+              code: b.failed.code,
+              numerics: null,
+              timing: null,
+              runSeconds: 0,
+              device: null,
+            },
+            null,
+            null,
+          ),
+        );
+        return;
+      }
+      rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
+      for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
+    };
     const jobs = Math.max(1, o.jobs ?? availableParallelism());
     await buildPool(
       pending,
       jobs,
       async ({ c, inputs: todo }) => {
         // a private folder: no build runs far ahead of the GPU workers, so the modules waiting to be judged stay few (about jobs + workers)
-        if (folders.private && !c.refused) await queue.room(jobs + o.slots.length);
-        if (stopped()) return;
-        // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
-        const b: BuildOutcome = c.refused
-          ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
-          : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
-        if (stopped()) return;
-        o.onBuild?.(c, b);
-        if ("failed" in b) {
-          rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
-          rec.emit(
-            rec.recordOf(
-              {
-                candidate: c.id,
-                input: BUILD_INPUT,
-                verdict: b.failed.verdict,
-                reason: b.failed.reason,
-                code: b.failed.code,
-                numerics: null,
-                timing: null,
-                runSeconds: 0,
-                device: null,
-              },
-              null,
-              null,
-            ),
-          );
-          return;
+        const held = folders.private && !c.refused;
+        if (held) await queue.reserve(jobs + o.slots.length);
+        try {
+          await buildOne(c, todo);
+        } finally {
+          if (held) queue.unreserve();
         }
-        rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
-        for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
       },
       stopped,
     );
