@@ -18,7 +18,8 @@ import type { EvalOutcome } from "../../src/format/eval-record.ts";
 import { writeCandidates } from "../../src/mcp/evaluate.ts";
 import { runEval } from "../../src/ops/eval.ts";
 import { fakeEvalOptions } from "./eval-child.ts";
-import { captureWithSource, tempDir } from "./fixtures.ts";
+import { captureWithSource, recordRendered, tempDir } from "./fixtures.ts";
+import { NVCC } from "../nvcc-fixtures.ts";
 
 /** Bytes of the regular files under `dir`, and how many there are. */
 function usage(dir: string): { bytes: number; files: number } {
@@ -240,4 +241,78 @@ describe("a confined eval's copies: as many as the builds running at once", () =
       rmSync(folder, { recursive: true, force: true });
     }
   }, 30_000);
+});
+
+describe.skipIf(!NVCC)("a confined eval with nvcc (no GPU)", () => {
+  test("overlay candidates built confined in a private folder: the worker reads each module from its kept folder, the copies gone; a compile error its record", async () => {
+    const cap = await captureWithSource();
+    writeFileSync(
+      join(cap, "build.sh"),
+      `#!/usr/bin/env bash
+set -euo pipefail
+here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+out="\${1:-$here/build/kernel.cubin}"
+mkdir -p "$(dirname "$out")"
+"${NVCC}" -cubin -arch=sm_90 \${EXTRA_FLAGS:-} "$here/src/kernel.cu" -o "$out" >&2
+echo "$out"
+`,
+      { mode: 0o755 },
+    );
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    m.kernel.name = "scale";
+    m.source = { cuda: { method: "source-root" } };
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(cap, "src/kernel.cu"), 'extern "C" __global__ void scale(float* x, int n) { x[threadIdx.x] *= 2.0f; }\n');
+    recordRendered(cap); // this build.sh stands for the one kerncap wrote: a confined build runs only that
+    const { folder } = writeCandidates(cap, [
+      { name: "ok", files: { "src/kernel.cu": 'extern "C" __global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= 2.0f; }\n' } },
+      { name: "bad", files: { "src/kernel.cu": 'extern "C" __global__ void scale(float* x, int n) { x[0] = oops }\n' } },
+    ]);
+    const seen: { module: string; elf: boolean; copies: string[] }[] = [];
+    try {
+      const r = await runEval(
+        fakeEvalOptions([cap], [], {
+          candidates: listedCandidates(join(folder, "candidates.json")),
+          confine: true,
+          jobs: 2,
+          buildWith: undefined,
+          open: () => () => ({
+            run: async (t) => {
+              const bytes = readFileSync(t.module);
+              const work = dirname(dirname(t.module));
+              seen.push({
+                module: t.module,
+                elf: bytes.subarray(0, 4).toString("latin1") === "\x7fELF",
+                copies: readdirSync(work).filter((x) => !x.endsWith(".module")),
+              });
+              return {
+                candidate: t.candidate,
+                input: t.input,
+                verdict: "match",
+                reason: null,
+                code: null,
+                numerics: "bit-exact",
+                timing: null,
+                runSeconds: 0,
+                device: null,
+              };
+            },
+            kill() {},
+            close: async () => {},
+          }),
+        }),
+      );
+      const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+      expect(by["ok"]).toMatchObject({ verdict: "match", kind: "overlay" });
+      expect(by["bad"]).toMatchObject({ verdict: "compile-error", code: "E_BUILD" });
+      expect(seen.length).toBe(1);
+      expect(seen[0]!.elf).toBe(true);
+      expect(basename(dirname(seen[0]!.module))).toEndWith(".module");
+      expect(seen[0]!.copies.length).toBeLessThanOrEqual(1); // ok's copy gone; bad's at most, still building
+      expect(existsSync(dirname(dirname(seen[0]!.module)))).toBe(false);
+      expect(existsSync(join(cap, "build/eval"))).toBe(false);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
