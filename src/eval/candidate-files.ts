@@ -108,7 +108,7 @@ export function readGiven(c: Candidate): { files: string[]; bytes: Buffer[] } {
       )
     : digestOf(c.kind, [c.kind === "file" ? basename(c.path!) : "", read.bytes[0]!]);
   if (c.digest !== undefined && digest !== c.digest)
-    throw new KerncapError("E_CANDIDATE", `candidate ${c.path} changed after kerncap eval read it`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${c.kind === "overlay" ? c.label : c.path} changed after kerncap eval read it`, {
       hint: "Leave the candidates as they are while kerncap eval runs (copy them to a folder of your own first); run the eval again.",
     });
   return read;

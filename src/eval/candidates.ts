@@ -438,7 +438,7 @@ function refuseForeignGenerated(capture: string, c: Candidate, dest: string): vo
   rmSync(dest, { recursive: true, force: true });
   throw new KerncapError(
     "E_CANDIDATE",
-    `candidate ${c.path ?? c.label}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
+    `candidate ${c.kind === "overlay" ? c.label : (c.path ?? c.label)}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
     {
       hint: "Make the edit in the TU (or the file the kernel is defined in), the file the generated one is made from, and leave the generated file out of the candidate or as kerncap wrote it: kerncap makes it again from the TU.",
     },
