@@ -77,7 +77,7 @@ export function readCandidateFile(root: string, rel: string, seen: Stats): Buffe
   }
 }
 
-/** A tree candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_USAGE */
+/** A tree (or overlay) candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_USAGE */
 export function readTree(root: string): { files: string[]; bytes: Buffer[] } {
   const entries = treeEntries(root);
   return { files: entries.map((e) => e.rel), bytes: entries.map((e) => readCandidateFile(root, e.rel, e.st)) };
@@ -94,21 +94,21 @@ export function readOneFile(path: string): Buffer {
 }
 
 /**
- * The bytes of a candidate as it was given (tree, file, patch), read again with no link followed
+ * The bytes of a candidate as it was given (tree, overlay, file, patch), read again with no link followed
  * and checked against its digest: what is built is what was identified.
  * @throws KerncapError E_CANDIDATE when the candidate changed since it was given; E_USAGE (readCandidateFile)
  */
 export function readGiven(c: Candidate): { files: string[]; bytes: Buffer[] } {
-  const read = c.kind === "tree" ? readTree(c.path!) : { files: [""], bytes: [readOneFile(c.path!)] };
-  const digest =
-    c.kind === "tree"
-      ? digestOf(
-          "tree",
-          read.files.flatMap((f, i) => [f, read.bytes[i]!]),
-        )
-      : digestOf(c.kind, [c.kind === "file" ? basename(c.path!) : "", read.bytes[0]!]);
+  const tree = c.kind === "tree" || c.kind === "overlay";
+  const read = tree ? readTree(c.path!) : { files: [""], bytes: [readOneFile(c.path!)] };
+  const digest = tree
+    ? digestOf(
+        c.kind,
+        read.files.flatMap((f, i) => [f, read.bytes[i]!]),
+      )
+    : digestOf(c.kind, [c.kind === "file" ? basename(c.path!) : "", read.bytes[0]!]);
   if (c.digest !== undefined && digest !== c.digest)
-    throw new KerncapError("E_CANDIDATE", `candidate ${c.path} changed after kerncap eval read it`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${c.kind === "overlay" ? c.label : c.path} changed after kerncap eval read it`, {
       hint: "Leave the candidates as they are while kerncap eval runs (copy them to a folder of your own first); run the eval again.",
     });
   return read;

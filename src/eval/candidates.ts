@@ -4,6 +4,10 @@
  *
  * A candidate is given on the command line as one of:
  * - a folder: an edited source tree, mirroring the reproducer's src/ (it replaces src/ whole);
+ * - in a candidate list only (--candidate-list: kerncap mcp's evaluate), an overlay: a folder
+ *   holding src/… with only the files that replace or add files of src/ (the others stay as
+ *   captured), each held to edit_file's rule (sourcePathProblem); no copy of src/ exists until
+ *   its build starts (materialise);
  * - a `.patch` or `.diff` file: a unified diff applied to src/ (`git apply`, which refuses paths
  *   with `..`, absolute paths and writes through links); paths as `diff -ru src edited` or
  *   `git diff` inside src/ write them (one leading component stripped), or as `git diff` from the
@@ -41,7 +45,7 @@ import { frontendOf, notAnEditableSource } from "../frontends/index.ts";
 import { PatchProblem, patchPaths, readPatch } from "./patch.ts";
 import { MAX_CONFIGS, parseConfigSpace, type TuneConfig } from "../frontends/tune.ts";
 
-export type CandidateKind = "tree" | "patch" | "file" | "config" | "flags";
+export type CandidateKind = "tree" | "overlay" | "patch" | "file" | "config" | "flags";
 
 export interface Candidate {
   /** label@first 12 hex digits of the content's SHA-256. */
@@ -49,9 +53,9 @@ export interface Candidate {
   /** What the user gave, shortened: the file or folder name (two of one name: the shortest ends of their paths that differ, parseCandidates), or the config text. */
   label: string;
   kind: CandidateKind;
-  /** The file or folder (absolute), for tree, patch and file. */
+  /** The file or folder (absolute), for tree, overlay, patch and file. */
   path?: string;
-  /** The SHA-256 (hex) of the content read when the candidate was given (tree, patch, file): materialise builds only those bytes, read again and checked against it. */
+  /** The SHA-256 (hex) of the content read when the candidate was given (tree, overlay, patch, file): materialise builds only those bytes, read again and checked against it. */
   digest?: string;
   /** The config, for config. */
   config?: TuneConfig;
@@ -79,20 +83,22 @@ const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
 /**
  * A candidate list (`kerncap eval --candidate-list FILE`, what kerncap mcp's evaluate writes): each
  * candidate's label (the agent's name, verbatim) and one of: its spec (a path as the command line
- * gives a candidate: a folder, a .patch file, a replacement file), its Triton config (text, never
- * looked up as a file), or why it was refused before eval (its kind, code and reason: never
- * written, never built).
+ * gives a candidate: a folder, a .patch file, a replacement file), an overlay (a folder holding
+ * src/… with only the files that replace or add files of src/: overlayCandidate), its Triton
+ * config (text, never looked up as a file), or why it was refused before eval (its kind, code and
+ * reason: never written, never built).
  */
 export const CandidateList = v.strictObject({
   candidates: v.pipe(
     v.array(
       v.union([
         v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
+        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), overlay: v.pipe(v.string(), v.minLength(1)) }),
         v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
         v.strictObject({
           label: v.pipe(v.string(), v.regex(LABEL)),
           refused: v.strictObject({
-            kind: v.picklist(["tree", "patch", "file", "config"]),
+            kind: v.picklist(["tree", "overlay", "patch", "file", "config"]),
             code: v.picklist(CANDIDATE_FAULT_CODES),
             reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
           }),
@@ -121,7 +127,7 @@ export function listedCandidates(file: string): Candidate[] {
   const r = v.safeParse(CandidateList, parsed);
   if (!r.success)
     throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${v.getDotPath(r.issues[0]) ?? "(top)"}: ${r.issues[0].message}`, {
-      hint: 'Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind", "code", "reason"}}.',
+      hint: 'Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "overlay": FOLDER (holding src/…)}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind", "code", "reason"}}.',
     });
   const labels = new Set<string>();
   for (const x of r.output.candidates) {
@@ -134,7 +140,7 @@ export function listedCandidates(file: string): Candidate[] {
       const { kind, code, reason } = x.refused;
       return { id: `${x.label}@${digestOf(kind, [code, reason]).slice(0, 12)}`, label: x.label, kind, refused: { code, reason } };
     }
-    const c = "config" in x ? configSpecCandidate(x.config) : parseCandidate(x.spec);
+    const c = "config" in x ? configSpecCandidate(x.config) : "overlay" in x ? overlayCandidate(x.overlay) : parseCandidate(x.spec);
     return { ...c, id: `${x.label}${c.id.slice(c.id.lastIndexOf("@"))}`, label: x.label };
   });
 }
@@ -206,6 +212,38 @@ function configSpecCandidate(spec: string): Candidate {
   const label = spec.trim().replace(/\s+/g, " ");
   const digest = digestOf("config", [label]);
   return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "config", config: space[0]! };
+}
+
+/**
+ * An overlay candidate (a candidate list's `overlay`, what kerncap mcp's evaluate writes for a
+ * `files` candidate): the folder `path` holds src/… with only the files that replace or add files
+ * of the capture's src/, read as a tree is (readTree: no link, regular files, each read once,
+ * 64 MiB in all), labelled by its folder's name until the list relabels it. Its private copy (the
+ * capture's src/ with these files written over it) is made only when its build starts
+ * (materialise), where each path is held to edit_file's rule (sourcePathProblem).
+ * @throws KerncapError E_USAGE: a link, not a folder, no files, a file not under src/
+ */
+export function overlayCandidate(spec: string): Candidate {
+  const path = resolve(spec);
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  if (!st?.isDirectory())
+    throw new KerncapError("E_USAGE", `overlay candidate ${path} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`, {
+      hint: "An overlay is a folder holding src/… with the files that replace or add files of src/ (read with no link followed).",
+    });
+  const { files, bytes } = readTree(path);
+  const outside = files.find((f) => !f.startsWith("src/"));
+  if (!files.length || outside !== undefined)
+    throw new KerncapError(
+      "E_USAGE",
+      `overlay candidate ${path} ${outside !== undefined ? `holds ${escapedForMessage(outside)}, which is not under src/` : "holds no files"}`,
+      { hint: "An overlay holds src/… only: the files that replace or add files of the capture's src/, at their paths from the capture folder." },
+    );
+  const digest = digestOf(
+    "overlay",
+    files.flatMap((f, i) => [f, bytes[i]!]),
+  );
+  const label = basename(path);
+  return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "overlay", path, digest };
 }
 
 /** A Triton config as a candidate (kerncap tune's): labelled as `label` (default: its words, kwargs first). */
@@ -285,6 +323,10 @@ const NOT_COPIED = new Set(["memory", "build", "profile"]);
 export async function materialise(capture: string, c: Candidate, dest: string): Promise<void> {
   // a refused candidate is never written (src/eval/eval.ts gives it its record before any build): said again here, whoever calls
   if (c.refused) throw new KerncapError(c.refused.code as (typeof CANDIDATE_FAULT_CODES)[number], c.refused.reason);
+  // the candidate's bytes read once more, with no link followed, and held to the digest it was given with
+  const given = c.kind === "tree" || c.kind === "overlay" || c.kind === "file" || c.kind === "patch" ? readGiven(c) : undefined;
+  // an overlay's paths held to edit_file's rule before anything is copied: a refused one costs no copy of src/
+  const overlay = c.kind === "overlay" ? overlayPaths(capture, c, given!.files) : undefined;
   // dest's parent is the caller's, made with no link followed (src/eval/eval.ts); a link at dest itself is removed, not followed
   rmSync(dest, { recursive: true, force: true });
   mkdirSync(dest);
@@ -295,9 +337,14 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
   }
   const src = join(dest, "src");
-  // the candidate's bytes read once more, with no link followed, and held to the digest it was given with
-  const given = c.kind === "tree" || c.kind === "file" || c.kind === "patch" ? readGiven(c) : undefined;
-  if (c.kind === "tree") {
+  if (c.kind === "overlay") {
+    try {
+      writeOverlay(src, c, overlay!, given!.bytes);
+    } catch (e) {
+      rmSync(dest, { recursive: true, force: true });
+      throw e;
+    }
+  } else if (c.kind === "tree") {
     const { files, bytes } = given!;
     refuseIncompleteTree(capture, c, files);
     rmSync(src, { recursive: true, force: true });
@@ -331,6 +378,50 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
 }
 
 /**
+ * An overlay's files (paths as read: src/…) as paths relative to src/, each held to edit_file's
+ * rule (sourcePathProblem: under src/, no `..`, portable names, a source file of the frontend).
+ * @throws KerncapError E_NOT_SOURCE (a file no candidate may write), E_CANDIDATE (a path outside src/ or not portable)
+ */
+function overlayPaths(capture: string, c: Candidate, files: string[]): string[] {
+  const m = readManifest(capture);
+  return files.map((f) => {
+    const rel = f.startsWith("src/") ? f.slice(4) : "";
+    const where = rel ? (relativePathProblem(rel) ?? unportableName(rel)) : "is not under src/";
+    if (where) throw new KerncapError("E_CANDIDATE", `candidate ${c.label}'s path ${escapedForMessage(f)} ${where}`, { hint: OVERLAY_HINT });
+    const notSource = notAnEditableSource(m, `src/${rel}`);
+    if (notSource) throw new KerncapError("E_NOT_SOURCE", `candidate ${c.label}: ${notSource}`, { hint: OVERLAY_HINT });
+    return rel;
+  });
+}
+
+const OVERLAY_HINT = "A candidate's files are source files of src/ (as edit_file writes them): src/kernel.cu, src/include/util.h.";
+
+/**
+ * Write an overlay's files over the private copy's `src` (made by materialise: regular files and
+ * folders only, no link), each at its path: a file replaced, a new one added with its folders.
+ * @throws KerncapError E_CANDIDATE: no src/ to write over, a path whose file is a folder of src/ or under one of its files
+ */
+function writeOverlay(src: string, c: Candidate, rels: string[], bytes: Buffer[]): void {
+  const refuse = (why: string) =>
+    new KerncapError("E_CANDIDATE", `candidate ${c.label}: ${why}`, {
+      hint: "A candidate's files replace files of src/ or add new ones beside them; a folder of src/ is not replaced by a file.",
+    });
+  if (!lstatSync(src, { throwIfNoEntry: false })?.isDirectory()) throw refuse("the capture has no src/ folder to write its files over");
+  rels.forEach((rel, i) => {
+    const parts = rel.split("/");
+    for (let k = 1; k < parts.length; k++) {
+      const st = lstatSync(join(src, ...parts.slice(0, k)), { throwIfNoEntry: false });
+      if (st && !st.isDirectory())
+        throw refuse(`src/${escapedForMessage(parts.slice(0, k).join("/"))} is a file of src/, so src/${escapedForMessage(rel)} cannot be under it`);
+    }
+    const st = lstatSync(join(src, rel), { throwIfNoEntry: false });
+    if (st && !st.isFile()) throw refuse(`src/${escapedForMessage(rel)} is a folder of src/, not a file`);
+    mkdirSync(join(src, rel, ".."), { recursive: true });
+    writeFileSync(join(src, rel), bytes[i]!);
+  });
+}
+
+/**
  * Refuse a candidate whose private copy `dest` holds a file the frontend generates that kerncap did
  * not make from the sources there (Frontend.generatedProblem: CUDA's slice edited by hand, or
  * stamped as its TU's but not made from it), before any build: the build compiles what kerncap
@@ -347,7 +438,7 @@ function refuseForeignGenerated(capture: string, c: Candidate, dest: string): vo
   rmSync(dest, { recursive: true, force: true });
   throw new KerncapError(
     "E_CANDIDATE",
-    `candidate ${c.path ?? c.label}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
+    `candidate ${c.kind === "overlay" ? c.label : (c.path ?? c.label)}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
     {
       hint: "Make the edit in the TU (or the file the kernel is defined in), the file the generated one is made from, and leave the generated file out of the candidate or as kerncap wrote it: kerncap makes it again from the TU.",
     },

@@ -22,7 +22,7 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { chmodSync, existsSync, rmSync, statSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { assertTmpdirUsable, privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
@@ -188,10 +188,55 @@ class TaskQueue<T> {
     for (const w of this.waiting.splice(0)) w(undefined);
   }
   take(): Promise<T | undefined> {
-    if (this.items.length) return Promise.resolve(this.items.shift());
+    if (this.items.length) {
+      const t = this.items.shift();
+      this.wakeRoom();
+      return Promise.resolve(t);
+    }
     if (this.ended) return Promise.resolve(undefined);
     return new Promise((res) => this.waiting.push(res));
   }
+  private roomWaiting: (() => void)[] = [];
+  private reserved = 0;
+  private released = false;
+  /**
+   * Wait until the tasks waiting to be taken and the places held (by builds under way) are fewer
+   * than `n` (or release() was called), then hold a place: give it back with unreserve() once the
+   * build's tasks are pushed (or it gave none).
+   */
+  async reserve(n: number): Promise<void> {
+    while (!this.released && this.items.length + this.reserved >= n) await new Promise<void>((res) => this.roomWaiting.push(res));
+    this.reserved++;
+  }
+  unreserve(): void {
+    this.reserved--;
+    this.wakeRoom();
+  }
+  /** No more waiting for room: the workers are gone or stopped. */
+  release(): void {
+    this.released = true;
+    this.wakeRoom();
+  }
+  private wakeRoom(): void {
+    for (const w of this.roomWaiting.splice(0)) w();
+  }
+}
+
+/**
+ * Where the candidates' private copies go (candidateFolders): `dest` gives a candidate's copy;
+ * `settle` is asked after each build, `judged` once a candidate's last record is written,
+ * `dispose` at the end.
+ */
+interface CandidateFolders {
+  dest: (c: Candidate) => string;
+  /** Whether the copies are in a private folder removed after the eval (not kept for the user). */
+  private: boolean;
+  /** After a candidate's build: in a private folder, what the GPU worker reads kept (keptModule), its copy removed; the outcome with the module's new path. */
+  settle: (c: Candidate, b: BuildOutcome) => BuildOutcome;
+  /** After a candidate's last record: its kept module removed (a private folder only). */
+  judged: (id: string) => void;
+  /** Remove the private folder (a no-op otherwise); safe to call more than once, and from a signal handler. */
+  dispose: () => void;
 }
 
 /**
@@ -201,22 +246,69 @@ class TaskQueue<T> {
  * build/), a fresh mkdtemp folder (0700) removed after the eval: a copy inside that folder could
  * be swapped between its trust gate and the compile that imports it (a Triton candidate's
  * repro.py imports the kernel file by name from its copy); and for a confined eval (kerncap mcp's
- * evaluate), whose agent could otherwise fill the disk with kept copies, call after call.
- * @returns `work` (the folder), `dest` (a candidate's copy), `dispose` (removes a private folder; a no-op otherwise)
+ * evaluate), whose agent could otherwise fill the disk with kept copies, call after call. In a
+ * private folder each copy lives only while its build runs: once built, what the GPU worker reads
+ * is moved to a small folder of its own (keptModule) and the copy is removed; that folder goes
+ * once the candidate is judged. So its disk use is about the builds running at once × the size of
+ * the capture folder (its src/), not the number of candidates (adv21: 40 candidates of a 57 MB
+ * src/ filled a 1.5 GiB TMPDIR).
  */
-function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string, confine = false) {
+function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string, confine = false): CandidateFolders {
   const theirs = building ? notYours(dir) : undefined;
   if (theirs || (building && confine && !buildDir)) {
     const work = privateTempFolder("kerncap-eval-");
     // a confined eval (kerncap mcp's evaluate): an agent's candidates are not kept, or every call would add its copies to the disk
     if (theirs) log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
-    return { work, dest: (c: Candidate) => join(work, copyName(c.id)), dispose: () => rmSync(work, { recursive: true, force: true }) };
+    const dest = (c: Candidate) => join(work, copyName(c.id));
+    const kept = (id: string) => join(work, `${copyName(id)}.module`);
+    return {
+      dest,
+      private: true,
+      settle: (c, b) => {
+        const out = "built" in b ? keptModule(dest(c), b, kept(c.id)) : b;
+        rmSync(dest(c), { recursive: true, force: true });
+        return out;
+      },
+      judged: (id) => rmSync(kept(id), { recursive: true, force: true }),
+      dispose: () => {
+        try {
+          rmSync(work, { recursive: true, force: true });
+        } catch {
+          // a build still writing into it (at a stop signal): removed again at the end
+        }
+      },
+    };
   }
   // made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
   const work = building && !buildDir ? mkdirInCapture(dir, EVAL_WORK_DIR) : join(dir, EVAL_WORK_DIR);
   // yours alone: a candidate's copy holds what its files held, which no one else should read through a group-readable capture
   if (building && !buildDir) chmodSync(work, 0o700);
-  return { work, dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), dispose: () => {} };
+  return { dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), private: false, settle: (_c, b) => b, judged: () => {}, dispose: () => {} };
+}
+
+/**
+ * What the GPU worker reads of a built candidate (src/eval/worker.ts judge: the module, and a
+ * Triton module's launch metadata beside it, MODULE.json: src/frontends/triton/launch.ts), moved
+ * out of its copy `copy` into the folder `keep` (made here), so that the copy can go; a module
+ * outside the copy (a flags candidate's build folder) is left where it is.
+ * @returns the outcome with the module's new path
+ */
+function keptModule(copy: string, b: Extract<BuildOutcome, { built: unknown }>, keep: string): BuildOutcome {
+  const real = (p: string) => {
+    try {
+      return realpathSync(p);
+    } catch {
+      return resolve(p);
+    }
+  };
+  const module = real(b.built.module);
+  if (!module.startsWith(`${real(copy)}/`)) return b;
+  rmSync(keep, { recursive: true, force: true });
+  mkdirSync(keep, { mode: 0o700 });
+  const to = join(keep, basename(module));
+  renameSync(module, to);
+  if (lstatSync(`${module}.json`, { throwIfNoEntry: false })?.isFile()) renameSync(`${module}.json`, `${to}.json`);
+  return { built: { ...b.built, module: to } };
 }
 
 /** A candidate's private copy's folder name under EVAL_WORK_DIR: 16 hex digits of its identity's SHA-256 (two candidates of one content under two names get two copies). */
@@ -261,17 +353,29 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
-  const { dest, dispose } = candidateFolders(home.dir, pending.length > 0, o.buildDir, Boolean(o.confine));
-  const building = buildInto(queue, o, home, pending, { rec, stopped, dest, copyGate });
+  const folders = candidateFolders(home.dir, pending.length > 0, o.buildDir, Boolean(o.confine));
+  rec.onJudged = folders.judged;
+  // a private folder goes at a stop signal (a cancelled MCP evaluate), not only once the builds under way have ended, and at any exit
+  const sweep = new StopSignals().install();
+  sweep.onStop = () => {
+    folders.dispose();
+    queue.release();
+  };
+  process.on("exit", folders.dispose);
+  const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate });
   let buildError: unknown;
   try {
     await runOnWorkers(queue, o, rec, watchdog, stops);
+    queue.release(); // no worker takes more: a build waiting for room goes on (and its task is never judged: E_WORKER)
     buildError = await building;
   } finally {
+    queue.release();
     stops.dispose();
+    sweep.dispose();
     rec.progress.stop();
     results?.close();
-    dispose();
+    folders.dispose();
+    process.off("exit", folders.dispose);
   }
   if (stops.signal) {
     throw new KerncapError(
@@ -392,6 +496,8 @@ class Recorder {
   /** Each candidate's build, once it ended. */
   readonly builds = new Map<string, BuiltFacts>();
   finished = 0;
+  /** Called once a candidate's last record is written (its kept module may go: candidateFolders' judged). */
+  onJudged?: (id: string) => void;
   private readonly byId: Map<string, Candidate>;
   private readonly left: Map<string, number>;
 
@@ -423,7 +529,10 @@ class Recorder {
     this.o.onRecord?.(r);
     const n = r.input === BUILD_INPUT ? 0 : (this.left.get(r.candidate) ?? 1) - 1;
     this.left.set(r.candidate, n);
-    if (n === 0) this.finished++;
+    if (n === 0) {
+      this.finished++;
+      this.onJudged?.(r.candidate);
+    }
     const w = String(this.pending.length).length;
     this.progress.line(`[${String(this.finished).padStart(w)}/${this.pending.length}] ${recordLine(r)}`);
   }
@@ -459,7 +568,9 @@ function watchdogOf(o: EvalOptions, inputs: EvalInput[]): Watchdog {
 /**
  * Build the pending candidates, `o.jobs` at once, each into its private copy (`dest`): a failed build
  * gives the candidate's one record (input BUILD_INPUT), a built one a GPU task per input left.
- * The queue ends when the builds do.
+ * In a private folder (candidateFolders) a build starts only while the tasks waiting for the GPU
+ * and the builds under way are fewer than jobs + workers: the modules kept there stay few
+ * whatever the number of candidates. The queue ends when the builds do.
  * @returns the error that stopped the builds (E_INTERRUPTED, a build's own), undefined when none did
  */
 async function buildInto(
@@ -467,47 +578,58 @@ async function buildInto(
   o: EvalOptions,
   home: EvalInput,
   pending: Pending[],
-  { rec, stopped, dest, copyGate }: { rec: Recorder; stopped: () => boolean; dest: (c: Candidate) => string; copyGate?: CopyGate },
+  { rec, stopped, folders, copyGate }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate },
 ): Promise<unknown> {
   try {
     const buildWith =
       o.buildWith ??
       ((dir: string, mm: Manifest, c: Candidate, dest: string) =>
         buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}) }));
+    const buildOne = async (c: Candidate, todo: EvalInput[]): Promise<void> => {
+      if (stopped()) return;
+      // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
+      const b: BuildOutcome = c.refused
+        ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
+        : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
+      if (stopped()) return;
+      o.onBuild?.(c, b);
+      if ("failed" in b) {
+        rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
+        rec.emit(
+          rec.recordOf(
+            {
+              candidate: c.id,
+              input: BUILD_INPUT,
+              verdict: b.failed.verdict,
+              reason: b.failed.reason,
+              code: b.failed.code,
+              numerics: null,
+              timing: null,
+              runSeconds: 0,
+              device: null,
+            },
+            null,
+            null,
+          ),
+        );
+        return;
+      }
+      rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
+      for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
+    };
     const jobs = Math.max(1, o.jobs ?? availableParallelism());
     await buildPool(
       pending,
       jobs,
       async ({ c, inputs: todo }) => {
-        // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
-        const b: BuildOutcome = c.refused
-          ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
-          : await buildWith(home.dir, home.manifest, c, dest(c));
-        if (stopped()) return;
-        o.onBuild?.(c, b);
-        if ("failed" in b) {
-          rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
-          rec.emit(
-            rec.recordOf(
-              {
-                candidate: c.id,
-                input: BUILD_INPUT,
-                verdict: b.failed.verdict,
-                reason: b.failed.reason,
-                code: b.failed.code,
-                numerics: null,
-                timing: null,
-                runSeconds: 0,
-                device: null,
-              },
-              null,
-              null,
-            ),
-          );
-          return;
+        // a private folder: no build runs far ahead of the GPU workers, so the modules waiting to be judged stay few (about jobs + workers)
+        const held = folders.private && !c.refused;
+        if (held) await queue.reserve(jobs + o.slots.length);
+        try {
+          await buildOne(c, todo);
+        } finally {
+          if (held) queue.unreserve();
         }
-        rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
-        for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
       },
       stopped,
     );

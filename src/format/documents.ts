@@ -441,7 +441,7 @@ export const DOCUMENTS = {
       v.object({
         candidate: v.string(),
         label: v.string(),
-        kind: v.picklist(["tree", "patch", "file", "config", "flags"]),
+        kind: v.picklist(["tree", "overlay", "patch", "file", "config", "flags"]),
         /** match only when it matched on every input; else the worst of its inputs' verdicts. */
         verdict: v.picklist(EVAL_VERDICTS),
         /** Each input's verdict; one entry, input "(build)", when it never reached a GPU (see eval-record's input). */

@@ -74,9 +74,9 @@ export type EvalOutcome = v.InferOutput<typeof EvalOutcome>;
 
 export const EvalRecord = v.object({
   ...EvalOutcomeFields,
-  /** The candidate as given: its label (a file name, a config; kerncap tune's: a config's words) and kind (flags: tune's CUDA nvcc words). */
+  /** The candidate as given: its label (a file name, a config; kerncap tune's: a config's words) and kind (overlay: kerncap mcp's files, written over src/; flags: tune's CUDA nvcc words). */
   label: v.string(),
-  kind: v.picklist(["tree", "patch", "file", "config", "flags"]),
+  kind: v.picklist(["tree", "overlay", "patch", "file", "config", "flags"]),
   /**
    * The build: wall time (s); the kernel's registers per thread and its thread's stack frame
    * (bytes of local memory, where spilled registers and local arrays go: ptxas's "bytes stack

@@ -2,14 +2,14 @@
  * The candidates of `kerncap mcp`'s evaluate tool, written where `kerncap eval` reads them: an
  * agent sends each candidate's text (files that replace or add files of src/, a unified diff
  * against src/, or a Triton config), and the server writes them into a private temporary folder
- * (mode 0700, removed after the call), each as eval takes a candidate (src/eval/candidates.ts): a
- * tree (a copy of the capture's src/ with the files written over it), a `.patch` file, or the
- * config text, listed with its name (its label, verbatim) in the candidate list eval reads
+ * (mode 0700, removed after the call), each as eval takes a candidate (src/eval/candidates.ts): an
+ * overlay (a folder holding only the candidate's files, at src/…: never a copy of src/, which eval
+ * makes only when the candidate's build starts), a `.patch` file, or the config text, listed with its name (its label, verbatim) in the candidate list eval reads
  * (--candidate-list). Paths of files go through the capture path rule (src/format/paths.ts
  * relativePathProblem): relative to the capture folder and under src/, as edit_file's, no `..`, no
  * absolute path; a candidate that breaks a rule is listed as its refusal only (never written).
  */
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import * as v from "valibot";
@@ -47,7 +47,7 @@ export const McpCandidate = v.strictObject({
 export type McpCandidate = v.InferOutput<typeof McpCandidate>;
 
 /** A candidate refused before eval: its kind, code and reason (src/eval/candidates.ts CandidateList). */
-type Refusal = { kind: "tree" | "patch" | "config"; code: (typeof CANDIDATE_FAULT_CODES)[number]; reason: string };
+type Refusal = { kind: "overlay" | "patch" | "config"; code: (typeof CANDIDATE_FAULT_CODES)[number]; reason: string };
 
 /** The candidate-fault codes a check below throws (the rest, kerncap's own or an argument's, end the call). */
 const FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
@@ -109,11 +109,11 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     const problem = path.replace(/^(\.\/)+/, "").startsWith("src/") ? relativePathProblem(rel) : "is not under src/";
     if (problem)
       return refuse(
-        "tree",
+        "overlay",
         "E_CANDIDATE",
         `candidate ${name}'s path ${escapedForMessage(path)} ${problem} (paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu)`,
       );
-    const r = check("tree", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}`)); // edit_file's own rule: the frontend's source files only, portable names
+    const r = check("overlay", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}`)); // edit_file's own rule: the frontend's source files only, portable names
     if (r) return r;
   }
   return undefined;
@@ -158,21 +158,21 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
         writeFileSync(p, c.patch);
         return { label: name, spec: p };
       }
-      const tree = join(folder, String(i));
-      const src = join(captureDir, "src");
-      const st = lstatSync(src, { throwIfNoEntry: false });
+      const st = lstatSync(join(captureDir, "src"), { throwIfNoEntry: false });
       if (!st?.isDirectory())
         throw new KerncapError("E_NO_REPRODUCER", `${captureDir} has no src/ folder: no reproducer sources to edit`, {
           hint: "Capture again with the kernel's source available (CUDA: --source-root or --compile-commands).",
         });
-      cpSync(src, tree, { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
+      // only the candidate's files (an overlay): eval copies src/ for it when its build starts, never all of them up front
+      const overlay = join(folder, String(i));
       for (const [path, text] of Object.entries(c.files!)) {
         const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, ""); // held to edit_file's rule above (refusalOf)
-        mkdirSync(dirname(join(tree, rel)), { recursive: true });
-        rmSync(join(tree, rel), { force: true });
-        writeFileSync(join(tree, rel), text);
+        const file = join(overlay, "src", rel);
+        mkdirSync(dirname(file), { recursive: true });
+        rmSync(file, { force: true }); // two paths of one file (src/a.cu, ./src/a.cu): the last one's text
+        writeFileSync(file, text);
       }
-      return { label: name, spec: tree };
+      return { label: name, overlay };
     });
     const listFile = join(folder, "candidates.json");
     writeFileSync(listFile, JSON.stringify({ candidates: entries }));

@@ -78,18 +78,22 @@ export function buildsPerCall(children: Pick<ToolChildren, "jobs">): number {
  * each labelled by its name, a candidate that does not fit the capture written as its refusal only
  * (its record an error with the code, nothing of it built), `kerncap eval --confine` run on them
  * (its builds confined; a received capture's, or a Triton capture's, only with --trust-builds),
- * the folder removed after.
+ * the folder removed after (or at the server's exit).
  */
 async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTrust, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
   const dir = resolve(a.dir);
   readManifest(dir); // a capture folder, or the reader's own error: nothing is copied from elsewhere
   const { folder, args } = writeCandidates(dir, a.candidates);
+  // the server may end (stdin closed, a signal) before this call's finally runs: its candidates go at the exit too
+  const remove = () => rmSync(folder, { recursive: true, force: true });
+  process.on("exit", remove);
   try {
     const jobs = ["--jobs", String(buildsPerCall(children))];
     // eval exits 2 when a candidate could not be judged: isError as for every tool (exit 2), the evaluation still its document (its candidates say which)
     return await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
   } finally {
-    rmSync(folder, { recursive: true, force: true });
+    remove();
+    process.off("exit", remove);
   }
 }
 
