@@ -22,9 +22,9 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { chmodSync, existsSync, lstatSync, mkdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { assertTmpdirUsable, privateTempFolder } from "../cache.ts";
+import { assertTmpdirUsable } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -37,13 +37,13 @@ import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { assertOutputPath } from "../format/archive-common.ts";
-import { captureSetMember, mkdirInCapture } from "../format/paths.ts";
-import { notYours } from "../format/received.ts";
+import { captureSetMember } from "../format/paths.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
+import { candidateFolders, type CandidateFolders } from "./copies.ts";
 import { BUILD_INPUT, EVAL_RECORDS, recordKey, recordLine, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
 
@@ -52,8 +52,7 @@ export const TIMEOUT_FLOOR_S = 10;
 /** The watchdog allows this many times the captured kernel time for every launch a judgement makes. */
 export const TIMEOUT_FACTOR = 100;
 
-/** Where the private copies go, under the first input's capture folder. */
-export const EVAL_WORK_DIR = "build/eval";
+export { copyName, EVAL_WORK_DIR } from "./copies.ts";
 
 export interface EvalInput {
   id: string;
@@ -220,100 +219,6 @@ class TaskQueue<T> {
   private wakeRoom(): void {
     for (const w of this.roomWaiting.splice(0)) w();
   }
-}
-
-/**
- * Where the candidates' private copies go (candidateFolders): `dest` gives a candidate's copy;
- * `settle` is asked after each build, `judged` once a candidate's last record is written,
- * `dispose` at the end.
- */
-interface CandidateFolders {
-  dest: (c: Candidate) => string;
-  /** Whether the copies are in a private folder removed after the eval (not kept for the user). */
-  private: boolean;
-  /** After a candidate's build: in a private folder, what the GPU worker reads kept (keptModule), its copy removed; the outcome with the module's new path. */
-  settle: (c: Candidate, b: BuildOutcome) => BuildOutcome;
-  /** After a candidate's last record: its kept module removed (a private folder only). */
-  judged: (id: string) => void;
-  /** Remove the private folder (a no-op otherwise); safe to call more than once, and from a signal handler. */
-  dispose: () => void;
-}
-
-/**
- * Where the candidates' private copies go: DIR/build/eval/<copyName> (or the caller's buildDir),
- * made with no link followed and kept after the eval; but when the capture folder is not the
- * user's alone (src/format/received.ts notYours: another user owns it, or can write it or its
- * build/), a fresh mkdtemp folder (0700) removed after the eval: a copy inside that folder could
- * be swapped between its trust gate and the compile that imports it (a Triton candidate's
- * repro.py imports the kernel file by name from its copy); and for a confined eval (kerncap mcp's
- * evaluate), whose agent could otherwise fill the disk with kept copies, call after call. In a
- * private folder each copy lives only while its build runs: once built, what the GPU worker reads
- * is moved to a small folder of its own (keptModule) and the copy is removed; that folder goes
- * once the candidate is judged. So its disk use is about the builds running at once × the size of
- * the capture folder (its src/), not the number of candidates (adv21: 40 candidates of a 57 MB
- * src/ filled a 1.5 GiB TMPDIR).
- */
-function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string, confine = false): CandidateFolders {
-  const theirs = building ? notYours(dir) : undefined;
-  if (theirs || (building && confine && !buildDir)) {
-    const work = privateTempFolder("kerncap-eval-");
-    // a confined eval (kerncap mcp's evaluate): an agent's candidates are not kept, or every call would add its copies to the disk
-    if (theirs) log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
-    const dest = (c: Candidate) => join(work, copyName(c.id));
-    const kept = (id: string) => join(work, `${copyName(id)}.module`);
-    return {
-      dest,
-      private: true,
-      settle: (c, b) => {
-        const out = "built" in b ? keptModule(dest(c), b, kept(c.id)) : b;
-        rmSync(dest(c), { recursive: true, force: true });
-        return out;
-      },
-      judged: (id) => rmSync(kept(id), { recursive: true, force: true }),
-      dispose: () => {
-        try {
-          rmSync(work, { recursive: true, force: true });
-        } catch {
-          // a build still writing into it (at a stop signal): removed again at the end
-        }
-      },
-    };
-  }
-  // made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
-  const work = building && !buildDir ? mkdirInCapture(dir, EVAL_WORK_DIR) : join(dir, EVAL_WORK_DIR);
-  // yours alone: a candidate's copy holds what its files held, which no one else should read through a group-readable capture
-  if (building && !buildDir) chmodSync(work, 0o700);
-  return { dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), private: false, settle: (_c, b) => b, judged: () => {}, dispose: () => {} };
-}
-
-/**
- * What the GPU worker reads of a built candidate (src/eval/worker.ts judge: the module, and a
- * Triton module's launch metadata beside it, MODULE.json: src/frontends/triton/launch.ts), moved
- * out of its copy `copy` into the folder `keep` (made here), so that the copy can go; a module
- * outside the copy (a flags candidate's build folder) is left where it is.
- * @returns the outcome with the module's new path
- */
-function keptModule(copy: string, b: Extract<BuildOutcome, { built: unknown }>, keep: string): BuildOutcome {
-  const real = (p: string) => {
-    try {
-      return realpathSync(p);
-    } catch {
-      return resolve(p);
-    }
-  };
-  const module = real(b.built.module);
-  if (!module.startsWith(`${real(copy)}/`)) return b;
-  rmSync(keep, { recursive: true, force: true });
-  mkdirSync(keep, { mode: 0o700 });
-  const to = join(keep, basename(module));
-  renameSync(module, to);
-  if (lstatSync(`${module}.json`, { throwIfNoEntry: false })?.isFile()) renameSync(`${module}.json`, `${to}.json`);
-  return { built: { ...b.built, module: to } };
-}
-
-/** A candidate's private copy's folder name under EVAL_WORK_DIR: 16 hex digits of its identity's SHA-256 (two candidates of one content under two names get two copies). */
-export function copyName(id: string): string {
-  return new Bun.CryptoHasher("sha256").update(id).digest("hex").slice(0, 16);
 }
 
 /**

@@ -169,7 +169,7 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
         const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, ""); // held to edit_file's rule above (refusalOf)
         const file = join(overlay, "src", rel);
         mkdirSync(dirname(file), { recursive: true });
-        rmSync(file, { force: true }); // two paths of one file (src/a.cu, ./src/a.cu): the last one's text
+        rmSync(file, { force: true }); // two paths of one file (a path with and without a leading "./"): the last one's text
         writeFileSync(file, text);
       }
       return { label: name, overlay };
