@@ -80,32 +80,29 @@ export interface CheckReport {
   seconds: number;
 }
 
+/** A judgement that makes no claim: the baseline's times and this run's were not taken alike (`reason` says how). */
+function notComparable(baselineMedianUs: number, slowerPct: number, reason: string): TimeJudgement {
+  return { verdict: "not-comparable", ratio: null, low: null, high: null, baselineMedianUs, slowerPct, reason };
+}
+
 /** The timing judgement of an outcome against the baseline (null when it did not match or has no times). */
 export function judge(x: Outcome, baseline: Baseline, slowerPct: number): TimeJudgement | null {
   if (x.outcome !== "done" || x.verdict !== "match" || !x.timing) return null;
   const b = baselineEntry(baseline, x.id);
   if (b && x.device && (b.device.name !== x.device.name || b.device.arch !== x.device.arch)) {
-    return {
-      verdict: "not-comparable",
-      ratio: null,
-      low: null,
-      high: null,
-      baselineMedianUs: b.medianUs,
+    return notComparable(
+      b.medianUs,
       slowerPct,
-      reason: `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})`,
-    };
+      `the baseline was timed on ${b.device.name} (${b.device.arch}), this run on ${x.device.name} (${x.device.arch})`,
+    );
   }
   const l2 = (t: { l2?: string }) => (t.l2 === "flushed" ? "flushed (--flush-l2)" : "warm");
   if (b && l2(b) !== l2(x.timing)) {
-    return {
-      verdict: "not-comparable",
-      ratio: null,
-      low: null,
-      high: null,
-      baselineMedianUs: b.medianUs,
+    return notComparable(
+      b.medianUs,
       slowerPct,
-      reason: `the baseline was timed with L2 ${l2(b)}, this run with L2 ${l2(x.timing)}: compare with a baseline timed the same way (--baseline FILE, or another --results folder)`,
-    };
+      `the baseline was timed with L2 ${l2(b)}, this run with L2 ${l2(x.timing)}: compare with a baseline timed the same way (--baseline FILE, or another --results folder)`,
+    );
   }
   return judgeTime(x.timing.samplesUs, b?.samplesUs, slowerPct);
 }

@@ -18,7 +18,7 @@
  * What is left is a relative name, looked up in the capture's and the recorded build's include
  * folders, which a confined build may read anyway.
  */
-import { lstatSync, readdirSync, realpathSync } from "node:fs";
+import { lstatSync, readdirSync, realpathSync, type Stats } from "node:fs";
 import { join, posix, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -314,37 +314,18 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
   const root = realpathSync(dir);
   const problems: string[] = [];
   let count = 0;
-  const walk = (rel: string) => {
-    let names: string[];
-    try {
-      names = readdirSync(join(at, rel)).sort();
-    } catch {
-      return;
-    }
-    for (const n of names) {
-      const r = `${rel}/${n}`;
-      const st = lstatSync(join(at, r));
-      if (st.isDirectory()) {
-        walk(r);
-        continue;
-      }
-      if (++count > SOURCES_MAX)
-        throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} files: a confined build reads each first`, {
-          hint: "Keep only the sources under src/, or validate on the command line.",
-        });
-      if (st.size > SOURCE_MAX)
-        throw new KerncapError(
-          "E_CONFINED",
-          `${r} has ${st.size} bytes: a confined build reads every file under src/ first, at most ${SOURCE_MAX} bytes each`,
-          {
-            hint: "Move data out of src/ (a source may include a file of any name, so every file there is read), or validate on the command line.",
-          },
-        );
-      // a link, a FIFO or a device: refused by readInCapture (E_UNSAFE_PATH), never followed nor opened for reading
-      problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
-    }
-  };
-  walk("src");
+  forEachSrcFile(at, (r, st) => {
+    if (++count > SOURCES_MAX)
+      throw new KerncapError("E_CONFINED", `src/ holds more than ${SOURCES_MAX} files: a confined build reads each first`, {
+        hint: "Keep only the sources under src/, or validate on the command line.",
+      });
+    if (st.size > SOURCE_MAX)
+      throw new KerncapError("E_CONFINED", `${r} has ${st.size} bytes: a confined build reads every file under src/ first, at most ${SOURCE_MAX} bytes each`, {
+        hint: "Move data out of src/ (a source may include a file of any name, so every file there is read), or validate on the command line.",
+      });
+    // a link, a FIFO or a device: refused by readInCapture (E_UNSAFE_PATH), never followed nor opened for reading
+    problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
+  });
   if (problems.length) {
     throw new KerncapError(
       "E_CONFINED",
@@ -370,35 +351,47 @@ export function includesNaming(at: string, files: string[]): string[] {
     const n = posix.normalize(name);
     return !n.startsWith("..") && files.some((f) => f === n || f.endsWith(n.startsWith("/") ? n : `/${n}`));
   };
-  const walk = (rel: string) => {
+  forEachSrcFile(at, (r, st) => {
+    if (!st.isFile()) return;
+    if (++count > SOURCES_MAX || out.length >= 10) return false;
+    const text = readInCapture(at, r, SOURCE_MAX)?.toString("utf8");
+    if (text === undefined) return;
+    const toks = ppTokens(text);
+    for (let i = 0; i + 2 < toks.length; i++) {
+      if (!(toks[i]!.bol && toks[i]!.text === "#" && FILE_DIRECTIVES.has(toks[i + 1]!.text))) continue;
+      const op = toks[i + 2]!;
+      let name: string | undefined;
+      if (op.kind === "str" && op.text.startsWith('"')) name = literal(op.text);
+      else if (op.text === "<") {
+        name = "";
+        for (let j = i + 3; j < toks.length && !toks[j]!.bol && toks[j]!.text !== ">"; j++) name += toks[j]!.text;
+      }
+      if (name && named(name) && out.length < 10) out.push(`${r}:${op.line} (${JSON.stringify(name)})`);
+    }
+  });
+  return out;
+}
+
+/**
+ * Each entry under `at`/src/ that is not a folder (files, and links, FIFOs … for the caller to
+ * refuse), in name order, with its lstat: folders walked, none followed through a link, an
+ * unreadable folder passed over. `visit` returns false to stop the walk.
+ */
+function forEachSrcFile(at: string, visit: (rel: string, st: Stats) => boolean | void): void {
+  const walk = (rel: string): boolean => {
     let names: string[];
     try {
       names = readdirSync(join(at, rel)).sort();
     } catch {
-      return;
+      return true;
     }
     for (const n of names) {
       const r = `${rel}/${n}`;
       const st = lstatSync(join(at, r), { throwIfNoEntry: false });
-      if (st?.isDirectory()) walk(r);
-      else if (st?.isFile() && ++count <= SOURCES_MAX && out.length < 10) {
-        const text = readInCapture(at, r, SOURCE_MAX)?.toString("utf8");
-        if (text === undefined) continue;
-        const toks = ppTokens(text);
-        for (let i = 0; i + 2 < toks.length; i++) {
-          if (!(toks[i]!.bol && toks[i]!.text === "#" && FILE_DIRECTIVES.has(toks[i + 1]!.text))) continue;
-          const op = toks[i + 2]!;
-          let name: string | undefined;
-          if (op.kind === "str" && op.text.startsWith('"')) name = literal(op.text);
-          else if (op.text === "<") {
-            name = "";
-            for (let j = i + 3; j < toks.length && !toks[j]!.bol && toks[j]!.text !== ">"; j++) name += toks[j]!.text;
-          }
-          if (name && named(name) && out.length < 10) out.push(`${r}:${op.line} (${JSON.stringify(name)})`);
-        }
-      }
+      if (!st) continue;
+      if (st.isDirectory() ? !walk(r) : visit(r, st) === false) return false;
     }
+    return true;
   };
   walk("src");
-  return out;
 }
