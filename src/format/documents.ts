@@ -147,6 +147,18 @@ const BuildSteps = v.object({
   fullPreprocessMs: v.optional(v.number()),
 });
 
+/** A capture's judging settings as a document shows them (kerncap judge, export's judging). */
+const JudgingSettings = v.object({
+  atol: v.optional(N),
+  rtol: v.optional(N),
+  dtype: v.optional(v.string()),
+  /** Element type per region (its name as --multiset takes it → the type). */
+  dtypes: v.optional(v.record(v.string(), v.string())),
+  multiset: v.optional(v.array(v.string())),
+  /** Expected nondeterministic (true) or deterministic (false); absent: found out. */
+  nondeterministic: v.optional(v.boolean()),
+});
+
 export const DOCUMENTS = {
   list: v.object({
     ...id("list"),
@@ -340,16 +352,7 @@ export const DOCUMENTS = {
     /** Whether this command changed them. */
     changed: v.boolean(),
     /** Every replay of the capture is judged with these unless its own options say otherwise. */
-    settings: v.object({
-      atol: v.optional(N),
-      rtol: v.optional(N),
-      dtype: v.optional(v.string()),
-      /** Element type per region (its name as --multiset takes it → the type). */
-      dtypes: v.optional(v.record(v.string(), v.string())),
-      multiset: v.optional(v.array(v.string())),
-      /** Expected nondeterministic (true) or deterministic (false); absent: found out. */
-      nondeterministic: v.optional(v.boolean()),
-    }),
+    settings: JudgingSettings,
     /** Whether replays use them: false for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
     used: v.optional(v.boolean()),
   }),
@@ -394,14 +397,7 @@ export const DOCUMENTS = {
     tolerance: v.object({ atol: N, rtol: N }),
     /** The judging the programs apply: the capture's settings in force (kerncap judge) under the export's options; which came from the capture; a received capture's settings not used until accepted (null: none); what the programs cannot apply (sentences). */
     judging: v.object({
-      settings: v.object({
-        atol: v.optional(N),
-        rtol: v.optional(N),
-        dtype: v.optional(v.string()),
-        dtypes: v.optional(v.record(v.string(), v.string())),
-        multiset: v.optional(v.array(v.string())),
-        nondeterministic: v.optional(v.boolean()),
-      }),
+      settings: JudgingSettings,
       fromCapture: v.array(v.string()),
       ignored: v.nullable(v.string()),
       notApplied: v.array(v.string()),
