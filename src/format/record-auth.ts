@@ -62,15 +62,37 @@ export function envKey(env: Env = process.env): ResultsKey | undefined {
       ? `has ${hex.length} hex digits, fewer than ${MIN_KEY_HEX} (16 bytes)`
       : hex.length % 2
         ? "has an odd number of hex digits"
-        : new Set(hex).size < 6
-          ? "repeats a few digits, as no random key does"
-          : undefined;
+        : patterned(Buffer.from(hex, "hex"));
   if (why)
     throw new KerncapError("E_USAGE", `KERNCAP_RESULTS_KEY ${why}: too weak to authenticate results records`, {
       hint: `Set ${KEY_HOW}, the same for every run whose records are merged; or unset it to use your own key (in kerncap's state folder).`,
     });
   const bytes = Buffer.from(hex, "hex");
   return { bytes, id: keyId(bytes), from: "KERNCAP_RESULTS_KEY" };
+}
+
+/**
+ * Why a key's bytes follow a pattern no random key of that length shows (a phrase), or undefined:
+ * a few hex digits repeated (fewer than 6 distinct), a 4-byte run that comes back, bytes that count
+ * up or down by one step, every byte's two digits alike (`00112233…`), fewer distinct bytes than
+ * half of them. Each is met by a random 16-byte key with a chance below 1e-6. A trial's keys
+ * `0123456789abcdef` twice, `0102…0f10` and `00112233…eeff` passed the digit count alone.
+ */
+export function patterned(b: Buffer): string | undefined {
+  const hex = b.toString("hex");
+  if (new Set(hex).size < 6) return "repeats a few digits, as no random key does";
+  const runs = new Set<string>();
+  for (let i = 0; i + 4 <= b.length; i++) {
+    const w = hex.slice(2 * i, 2 * i + 8);
+    if (runs.has(w)) return "repeats a run of its bytes, as no random key does";
+    runs.add(w);
+  }
+  const steps = new Set<number>();
+  for (let i = 1; i < b.length; i++) steps.add((b[i]! - b[i - 1]! + 256) % 256);
+  if (steps.size === 1) return "counts up or down by one step, as no random key does";
+  if ([...b].every((x) => x >> 4 === (x & 15))) return "doubles every digit, as no random key does";
+  if (new Set(b).size < b.length / 2) return "repeats its bytes, as no random key does";
+  return undefined;
 }
 
 const cache = new Map<string, ResultsKey | string>();

@@ -63,6 +63,36 @@ function nulArgument(x: unknown, at = ""): string | undefined {
   return undefined;
 }
 
+/** The longest string argument (characters) but a file's text: PATH_MAX; a path or a pattern is no longer. */
+export const ARGUMENT_TEXT_MAX = 4096;
+
+/**
+ * The first string argument longer than ARGUMENT_TEXT_MAX that is not a file's text (edit_file's
+ * content, oldText and newText; an evaluate candidate's files' contents and patch) nor an
+ * application's argument (run's and list's app, bounded as a command line's), as its dot
+ * path; undefined when none. A trial's 1 MB `dir` came back in its error six times over (escaped),
+ * and 400 unread such answers took the server to 2 GB.
+ */
+export function longArgument(x: unknown, at = "", text = false): string | undefined {
+  if (typeof x === "string") return !text && x.length > ARGUMENT_TEXT_MAX ? at || "(arguments)" : undefined;
+  if (Array.isArray(x)) {
+    for (let i = 0; i < x.length; i++) {
+      const r = longArgument(x[i], `${at}[${i}]`, text);
+      if (r) return r;
+    }
+  } else if (x && typeof x === "object") {
+    const files = /(^|\.)files$/.test(at);
+    for (const [k, y] of Object.entries(x)) {
+      const p = at ? `${at}.${k}` : k;
+      if (k.length > ARGUMENT_TEXT_MAX) return p;
+      // an application's own arguments are the command line's (bounded there: MAX_ARG_STRLEN, said as too long for a command line)
+      const r = longArgument(y, p, files || ["content", "oldText", "newText", "patch", "app"].includes(k));
+      if (r) return r;
+    }
+  }
+  return undefined;
+}
+
 /**
  * The builds one tool call may run at once: the CPU count shared by the calls that may run at once
  * (kerncap mcp --jobs), at least 1; each confined build may take CONFINED_DATA_KIB
@@ -131,6 +161,7 @@ export function createMcpServer(
   }));
   const fileTools = answersInTurn(o.outputRoom ?? (() => Promise.resolve()));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
+    await fileTools(() => undefined); // every call starts only while fewer than UNSENT_ANSWERS_MAX answers wait unread, after the file answers before it
     const name = req.params.name;
     if (!Object.hasOwn(TOOLS, name))
       return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
@@ -152,6 +183,13 @@ export function createMcpServer(
       );
     }
     const a = parsed.output as Record<string, unknown>;
+    const long = longArgument(req.params.arguments);
+    if (long)
+      return errorResult(
+        new KerncapError("E_USAGE", `bad arguments for ${name}: ${long} is longer than ${ARGUMENT_TEXT_MAX} characters (no path, pattern or option is)`, {
+          hint: "Give a shorter value; a file's text goes in edit_file's content or an evaluate candidate's files.",
+        }),
+      );
     const nul = nulArgument(req.params.arguments);
     if (nul)
       return errorResult(

@@ -51,9 +51,13 @@ const FlushL2 = v.optional(
     ),
   ),
 );
-/** runs as replay's and validate's --runs: the checked launches. */
+/**
+ * runs as replay's and validate's --runs: the checked launches; at least 2 for an agent (as eval
+ * takes them): one run cannot show that an edit brought in nondeterminism (a trial's agent asked
+ * for 1, with iters 0 and noVerify).
+ */
 const Runs = v.optional(
-  v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Checked launches from the before state (default 3, 8 once they differ)")),
+  v.pipe(v.number(), v.integer(), v.minValue(2), v.description("Checked launches from the before state (default 3, 8 once they differ; at least 2)")),
 );
 /** noVerify as replay's and validate's --no-verify. */
 const NoVerify = v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)")));

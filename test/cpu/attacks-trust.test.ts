@@ -330,7 +330,7 @@ describe("the build's folder, outputs and environment hold nothing the capture c
     process.env.PATH = `.:node_modules/.bin:src:${pathBefore}`;
     // the secret that authenticates results records: a build that read it could write records --merge takes
     const keyBefore = process.env.KERNCAP_RESULTS_KEY;
-    process.env.KERNCAP_RESULTS_KEY = "0123456789abcdef".repeat(4);
+    process.env.KERNCAP_RESULTS_KEY = "7c1e9a4f2b6d08e35f9a1c7b4e2d6f08a3c5e7b9d1f2a4c6e8b0d3f5a7c9e1b2";
     try {
       await buildReproducer(dir, { quiet: true, force: false });
     } finally {

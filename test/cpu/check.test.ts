@@ -1077,8 +1077,8 @@ describe("the verb", () => {
 });
 
 describe("results records carry proof of the kerncap that wrote them (adv20 #2: a made-up ok record, no GPU ever run, was merged and resumed as checked)", () => {
-  const A = "0123456789abcdef".repeat(4);
-  const B = "f0e1d2c3b4a59687".repeat(4);
+  const A = "7c1e9a4f2b6d08e35f9a1c7b4e2d6f08a3c5e7b9d1f2a4c6e8b0d3f5a7c9e1b2";
+  const B = "e4b7d1a9c3f6082b5e8a1d4c7f0b3e6a9d2c5f8b1e4a7d0c3f6b9e2a5d8c1f47";
   const H200 = { name: "NVIDIA H200", arch: "sm_90" };
   /** A worker without a GPU: what the trial's genuine template record said. */
   const noGpu = (t: CaptureRef) =>

@@ -7,9 +7,11 @@
 import { expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { randomBytes } from "node:crypto";
 import {
   canonicalJson,
   envKey,
+  patterned,
   keyForReading,
   keyForWriting,
   recordAuthProblem,
@@ -21,8 +23,8 @@ import {
 import { KerncapError } from "../../../src/errors.ts";
 import { tempDir } from "../fixtures.ts";
 
-const A = "0123456789abcdef".repeat(4);
-const B = "fedcba9876543210".repeat(2);
+const A = "7c1e9a4f2b6d08e35f9a1c7b4e2d6f08a3c5e7b9d1f2a4c6e8b0d3f5a7c9e1b2";
+const B = "e4b7d1a9c3f6082b5e8a1d4c7f0b3e6a";
 const key = (hex: string): ResultsKey => envKey({ KERNCAP_RESULTS_KEY: hex })!;
 const SCHEMA = "kerncap.check-record/1";
 const rec = {
@@ -42,11 +44,18 @@ test("KERNCAP_RESULTS_KEY: hex of at least 32 digits is the key; a weaker value 
   expect(key(` ${A.toUpperCase()}\n`).id).toBe(key(A).id); // case and surrounding blanks are not the key
   expect(key(A).id).not.toBe(key(B).id);
   expect(envKey({})).toBeUndefined();
+  // a random key is never taken for a pattern (the checks' chance on 16 random bytes is below 1e-6)
+  for (let i = 0; i < 20_000; i++) expect(patterned(randomBytes(16))).toBeUndefined();
   for (const [weak, why] of [
     ["0123456789abcdef0123456789abcde", "has 31 hex digits, fewer than 32 (16 bytes)"],
     ["correct horse battery staple, surely long enough", "is not hex"],
     [`${A}0`, "has an odd number of hex digits"],
     ["ab".repeat(32), "repeats a few digits, as no random key does"],
+    // patterns a digit count alone let through (a trial's keys)
+    ["0123456789abcdef0123456789abcdef", "repeats a run of its bytes, as no random key does"],
+    ["0102030405060708090a0b0c0d0e0f10", "counts up or down by one step, as no random key does"],
+    ["00112233445566778899aabbccddeeff", "counts up or down by one step, as no random key does"],
+    ["00113322554477669988bbaaddccffee", "doubles every digit, as no random key does"],
   ]) {
     let e: unknown;
     try {

@@ -493,9 +493,12 @@ describe("kerncap mcp", () => {
       expect(doc(m).error.code, name).toBe("E_USAGE");
       expect(doc(m).error.message).toContain("--multiset 7: the capture has 2 regions");
     }
-    // the same bounds as the CLI's: runs ≥ 1, maxCaptures ≥ 1, rank/process ≥ 0
+    // the CLI's bounds (runs ≥ 2 for an agent), maxCaptures ≥ 1, rank/process ≥ 0
     for (const [name, args] of [
       ["replay", { dir, runs: 0 }],
+      // one checked run cannot show nondeterminism an edit brought in: an agent asks for 2 at least
+      ["validate", { dir, runs: 1 }],
+      ["replay", { dir, runs: 1 }],
       ["run", { app: ["true"], maxCaptures: 0 }],
       ["run", { app: ["true"], rank: -1 }],
       ["run", { app: ["true"], process: 1.5 }],
@@ -542,6 +545,25 @@ describe("kerncap mcp", () => {
     expect(lines[1]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
     expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
   }, 30_000);
+
+  test("a string argument past PATH_MAX (a trial's 1 MB dir came back six times over in its error) is refused without being echoed; a file's text may be longer", async () => {
+    const c = await connected();
+    const dir = await fresh();
+    const huge = "\u{E0041}".repeat(5000);
+    for (const [name, args] of [
+      ["inspect", { dir: huge }],
+      ["evaluate", { dir, inputs: [huge], candidates: [{ name: "a", config: "X=1" }] }],
+      ["run", { app: ["true"], kernel: huge }],
+    ] as const) {
+      const x = await c.callTool({ name, arguments: args });
+      expect(doc(x).error.code, name).toBe("E_USAGE");
+      expect(doc(x).error.message).toContain(`longer than 4096 characters`);
+      expect(JSON.stringify(x).length, name).toBeLessThan(4000); // not echoed
+    }
+    const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/long.cu", content: `// ${"x".repeat(10_000)}\n` } });
+    expect(e.isError ?? false).toBe(false);
+    await c.close();
+  });
 
   test("over stdio: a client that sends many read_file calls and reads no answer does not grow the server past the answers' backlog bound (a trial: 400 calls, 23.7 GB)", async () => {
     const root = tempDir();
