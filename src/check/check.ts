@@ -39,7 +39,7 @@ import { judgeTime } from "./timing.ts";
 import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
 import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
-import { checkSubject } from "../format/subject.ts";
+import { checkSubject, staleWhy } from "../format/subject.ts";
 
 /** The hint of a record --merge refuses for its authenticator. */
 const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
@@ -317,10 +317,7 @@ function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>
   // an error is no finding about the capture (a worker's death, no GPU, a driver that failed): checked again;
   // and a record of another subject (the capture changed, another capture under its id, other options; none written) is no finding about it now
   const stale = keptAll.filter((r) => r.status !== "error" && subjects.has(r.id) && r.subject !== subjects.get(r.id));
-  for (const r of stale)
-    log.info(
-      `${r.id}: ${r.subject ? "its record is of another subject (the capture, its reproducer or the run's options changed since)" : "its record names no subject (written before records did)"}: checked again`,
-    );
+  for (const r of stale) log.info(`${r.id}: ${staleWhy(r.subject, "the capture, its reproducer or the run's options")}: checked again`);
   const kept = keptAll.filter((r) => r.status !== "error" && !stale.includes(r));
   const retried = keptAll.length - kept.length - stale.length;
   const done = new Set(kept.map((r) => r.id));

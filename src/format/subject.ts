@@ -132,3 +132,14 @@ export function checkSubject(
 export function evalSubject(input: string, home: string, s: VerdictSettings): string {
   return subjectDigest({ capture: { dir: input, kind: "folder" }, reproducer: home, options: verdictOptions(s) });
 }
+
+/** Each eval input's subject by its id (evalSubject; the first input's folder is the reproducer built), and `buildInput`'s ("(build)": a candidate's build record) the first input's. */
+export function evalSubjects(inputs: readonly { id: string; dir: string }[], buildInput: string, s: VerdictSettings): Map<string, string> {
+  const out = new Map(inputs.map((i) => [i.id, evalSubject(i.dir, inputs[0]!.dir, s)]));
+  out.set(buildInput, out.get(inputs[0]!.id)!);
+  return out;
+}
+
+/** Why --resume does not take a record whose subject (`subject`, absent in older records) is not its capture's or input's now; `changed`: what may have changed, in the verb's words. */
+export const staleWhy = (subject: string | undefined, changed: string): string =>
+  subject ? `its record is of another subject (${changed} changed since)` : "its record names no subject (written before records did)";
