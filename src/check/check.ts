@@ -39,6 +39,7 @@ import { judgeTime } from "./timing.ts";
 import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
 import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
+import { checkSubject, staleWhy } from "../format/subject.ts";
 
 /** The hint of a record --merge refuses for its authenticator. */
 const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
@@ -212,7 +213,9 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     if (o.junit) writeJunit(o.junit, report);
     return report;
   }
-  const run = openResults(o, dir);
+  // what each record's verdict is judged on (src/format/subject.ts), taken before any capture is checked
+  const subjects = new Map(mine.map((c) => [c.id, checkSubject(c, o.settings)]));
+  const run = openResults(o, dir, subjects);
   const { kept } = run;
   const tasks = mine.filter((c) => !run.done.has(c.id));
   const stops = new StopSignals().install();
@@ -282,6 +285,8 @@ interface OpenedRun {
   kept: CheckRecord[];
   /** The identities of the captures kept. */
   done: Set<string>;
+  /** Each capture's subject now (src/format/subject.ts), by identity: written into its record. */
+  subjects: Map<string, string>;
   /** This run's share, as its records carry it ("K/N"), null without --shard. */
   shard: string | null;
 }
@@ -291,7 +296,7 @@ interface OpenedRun {
  * read, the results file opened (--resume: continued, only with the --shard it began with).
  * @throws KerncapError E_UNSAFE_PATH (refuseSharedResults), E_RESULTS, E_BASELINE, E_USAGE (--resume of another shard's run)
  */
-function openResults(o: CheckOptions, dir: string): OpenedRun {
+function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>): OpenedRun {
   refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true, mode: 0o755 }); // no group write whatever the umask: the next run would refuse it
@@ -309,15 +314,18 @@ function openResults(o: CheckOptions, dir: string): OpenedRun {
       hint: `Resume with ${began ? `--shard ${began}` : "no --shard"}, or give this run another --results folder.`,
     });
   }
-  // an error is no finding about the capture (a worker's death, no GPU, a driver that failed): checked again
-  const kept = keptAll.filter((r) => r.status !== "error");
-  const retried = keptAll.length - kept.length;
+  // an error is no finding about the capture (a worker's death, no GPU, a driver that failed): checked again;
+  // and a record of another subject (the capture changed, another capture under its id, other options; none written) is no finding about it now
+  const stale = keptAll.filter((r) => r.status !== "error" && subjects.has(r.id) && r.subject !== subjects.get(r.id));
+  for (const r of stale) log.info(`${r.id}: ${staleWhy(r.subject, "the capture, its reproducer or the run's options")}: checked again`);
+  const kept = keptAll.filter((r) => r.status !== "error" && !stale.includes(r));
+  const retried = keptAll.length - kept.length - stale.length;
   const done = new Set(kept.map((r) => r.id));
   if (o.resume)
     log.info(
       `resuming ${join(dir, RESULTS_FILE)}: ${plural(kept.length, "capture")} already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
     );
-  return { dir, made, baselinePath, baseline, results, keptAll, kept, done, shard };
+  return { dir, made, baselinePath, baseline, results, keptAll, kept, done, shard, subjects };
 }
 
 /**
@@ -338,7 +346,11 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
       {
         onStart: (t, slot) => progress.started(t.id, slot),
         onOutcome: (x, slot) => {
-          const r = results.append({ ...recordOf(x, run.baseline, o.slowerPct, slot, o.gpus[slot] ?? null), shard: run.shard });
+          const r = results.append({
+            ...recordOf(x, run.baseline, o.slowerPct, slot, o.gpus[slot] ?? null),
+            shard: run.shard,
+            subject: run.subjects.get(x.id),
+          });
           fresh.push(r);
           progress.finished(r, slot);
         },

@@ -33,6 +33,7 @@ import { workerArgv } from "../util/self-exec.ts";
 import { CheckProgress } from "../check/progress.ts";
 import { RecordLog } from "../check/results.ts";
 import { keyForWriting, sealRecord, type ResultsKey } from "../format/record-auth.ts";
+import { evalSubjects, staleWhy } from "../format/subject.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
@@ -242,7 +243,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const mine = o.shard ? all.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : all;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
-  const { results, kept, pending } = openResults(o, mine, inputs, shard);
+  const { results, kept, pending, subjects } = openResults(o, mine, inputs, shard);
   // every build makes its private folders in TMPDIR: one that kerncap refuses is said once, before any, as validate says it
   // (not as each candidate's error, with a --resume that cannot help)
   if (pending.length) {
@@ -253,7 +254,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
       throw e;
     }
   }
-  const rec = new Recorder(o, mine, pending, results, shard);
+  const rec = new Recorder(o, mine, pending, results, { shard, subjects });
   const watchdog = watchdogOf(o, inputs);
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
@@ -361,7 +362,7 @@ function openResults(
   mine: Candidate[],
   inputs: EvalInput[],
   shard: string | null,
-): { results?: RecordLog<EvalRecord>; kept: EvalRecord[]; pending: Pending[] } {
+): { results?: RecordLog<EvalRecord>; kept: EvalRecord[]; pending: Pending[]; subjects: Map<string, string> } {
   if (o.jsonl && o.resume) refuseSharedRecords(resolve(o.jsonl));
   const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume, previous: `${resolve(o.jsonl)}.previous` }) : undefined;
   const results = opened?.log;
@@ -376,8 +377,15 @@ function openResults(
   }
   const mineIds = new Set(mine.map((c) => c.id));
   const inputIds = new Set(inputs.map((i) => i.id));
-  // an error is no finding about the candidate (a dead worker, no GPU): tried again
-  const kept = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
+  // what each input's records are judged on now (src/format/subject.ts; a build's: the first input's, whose src/ is built)
+  const subjects = evalSubjects(inputs, BUILD_INPUT, o.settings);
+  // an error is no finding about the candidate (a dead worker, no GPU): tried again; nor a record of another subject (src/, the input or the options changed)
+  const ours = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
+  const kept = ours.filter(
+    (r) =>
+      r.subject === subjects.get(r.input) ||
+      void log.info(`${r.label} on ${r.input}: ${staleWhy(r.subject, "src/, the input or the run's options")}: judged again`),
+  );
   const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
   const pending = mine
@@ -385,7 +393,7 @@ function openResults(
     .filter((p) => p.inputs.length);
   if (o.resume)
     log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
-  return { results, kept, pending };
+  return { results, kept, pending, subjects };
 }
 
 /** A candidate's build as its records carry it (EvalRecord.build): seconds, registers, stack frame bytes. */
@@ -411,7 +419,8 @@ class Recorder {
     mine: Candidate[],
     private readonly pending: Pending[],
     private readonly results: RecordLog<EvalRecord> | undefined,
-    private readonly shard: string | null,
+    /** The run's --shard ("K/N" or null) and each input's subject (openResults) that its records carry. */
+    private readonly run: { shard: string | null; subjects: Map<string, string> },
   ) {
     this.progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
     this.byId = new Map(mine.map((c) => [c.id, c]));
@@ -446,7 +455,15 @@ class Recorder {
   recordOf(x: EvalOutcome, worker: number | null, gpu: string | null): EvalRecord {
     const c = this.byId.get(x.candidate)!;
     const b = this.builds.get(c.id) ?? { seconds: 0, registers: null, stackFrameBytes: null };
-    return { ...x, label: c.label, kind: c.kind, build: b, worker, gpu, shard: this.shard, at: new Date().toISOString() };
+    return {
+      ...x,
+      label: c.label,
+      kind: c.kind,
+      build: b,
+      worker,
+      gpu,
+      ...{ shard: this.run.shard, at: new Date().toISOString(), subject: this.run.subjects.get(x.input) },
+    };
   }
 }
 

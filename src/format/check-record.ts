@@ -78,6 +78,13 @@ export const CheckRecord = v.object({
   /** The run's --shard ("K/N"), null for a whole-corpus run; absent in records of kerncap before it (--resume checks it). */
   shard: v.optional(v.nullable(v.string())),
   /**
+   * The SHA-256 (hex) of what the verdict was judged on (src/format/subject.ts): the capture's
+   * manifest (an archive's bytes), its judging settings file, with --rebuild its build.sh and src/,
+   * and the run's verdict-changing options. --resume takes a record only when the capture's subject
+   * is this one now; absent in records of kerncap before it (--resume checks those again).
+   */
+  subject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+  /**
    * Its authenticator, "hmac-sha256:KEYID:MAC": HMAC-SHA256 under the results key
    * (KERNCAP_RESULTS_KEY, else the user's key in kerncap's state folder) of the record without it,
    * as canonical JSON with its document id as `schema` (src/format/record-auth.ts). --merge and

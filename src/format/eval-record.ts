@@ -92,6 +92,14 @@ export const EvalRecord = v.object({
   /** When it finished (ISO 8601). */
   at: v.string(),
   /**
+   * The SHA-256 (hex) of what it was judged on (src/format/subject.ts evalSubject): the input's
+   * manifest and judging settings file, the build.sh and src/ the candidate was built from (a
+   * patch's or overlay's meaning is its base's), and the run's verdict-changing options (a "(build)"
+   * record: the first input's). --resume takes a record only when its input's subject is this one
+   * now; absent in records of kerncap before it (--resume judges those again).
+   */
+  subject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+  /**
    * Its authenticator, "hmac-sha256:KEYID:MAC": HMAC-SHA256 under the results key
    * (KERNCAP_RESULTS_KEY, else the user's key in kerncap's state folder) of the record without it,
    * as canonical JSON with its document id as `schema` (src/format/record-auth.ts). --merge and

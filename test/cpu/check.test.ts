@@ -532,6 +532,54 @@ describe("a check with fake workers", () => {
     expect(r.exitCode).toBe(0);
     expect(err).toContain("1 capture already checked, 2 that ended in an error checked again"); // one, not "1 captures"
   });
+  test("--resume takes a record only of the capture's subject now (adv22 #1: a genuine ok record of this capture before its src/ broke, or of another capture under its id, was taken): changed src/ with --rebuild, another capture, other options, no subject: checked again, each said", async () => {
+    const root = join(tempDir(), "corpus");
+    await makeCapture(join(root, "b"));
+    mkdirSync(join(root, "b/src"), { recursive: true });
+    writeFileSync(join(root, "b/src/k.cu"), "__global__ void k() {}\n");
+    const results = join(tempDir(), "res");
+    const rebuild = { settings: { ...SETTINGS, rebuild: true } };
+    await runCheck(options([root], results, fakeWorkers((t) => outcome(t)).open, rebuild));
+    const path = join(results, "results.jsonl");
+    const written = JSON.parse(readFileSync(path, "utf8")) as CheckRecord;
+    expect(written.subject).toMatch(/^[0-9a-f]{64}$/);
+    // unchanged: taken, nothing checked
+    const same = fakeWorkers((t) => outcome(t));
+    expect((await runCheck(options([root], results, same.open, { ...rebuild, resume: true }))).exitCode).toBe(0);
+    expect(same.calls).toEqual([]);
+    // its record is the writer's; other options (no --rebuild, a tolerance) are another subject
+    for (const o of [{ settings: SETTINGS }, { settings: { ...SETTINGS, rebuild: true, tolerance: { rtol: 0.5 } } }]) {
+      writeFileSync(path, sealedLine("check-record", written));
+      const other = fakeWorkers((t) => outcome(t));
+      await runCheck(options([root], results, other.open, { ...o, resume: true }));
+      expect(other.calls).toEqual(["corpus/b"]);
+    }
+    // src/ changed since (it no longer compiles): checked again, said naming it
+    writeFileSync(path, sealedLine("check-record", written));
+    writeFileSync(join(root, "b/src/k.cu"), "this is not C++ at all @@@\n");
+    const again = fakeWorkers((t) =>
+      outcome(t, { outcome: "error", verdict: null, numerics: null, code: "E_BUILD", reason: "the build failed", timing: null }),
+    );
+    const { value: r, err } = await stderrOf(() => runCheck(options([root], results, again.open, { ...rebuild, resume: true })));
+    expect(again.calls).toEqual(["corpus/b"]);
+    expect(r.exitCode).toBe(2);
+    expect(r.captures).toMatchObject([{ id: "corpus/b", status: "error", code: "E_BUILD" }]);
+    expect(err).toContain("corpus/b: its record is of another subject (the capture, its reproducer or the run's options changed since): checked again");
+    // another capture under the same identity (another corpus named alike), and a record that names no subject (written before records did)
+    const elsewhere = join(tempDir(), "corpus");
+    await makeCapture(join(elsewhere, "b"));
+    const { subject: _, ...old } = written;
+    for (const [dir, line] of [
+      [elsewhere, sealedLine("check-record", written)],
+      [root, sealedLine("check-record", old)],
+    ] as const) {
+      writeFileSync(path, line);
+      const w = fakeWorkers((t) => outcome(t));
+      const { err: said } = await stderrOf(() => runCheck(options([dir], results, w.open, { resume: true, ...(dir === root ? rebuild : {}) })));
+      expect(w.calls).toEqual(["corpus/b"]);
+      if (dir === root) expect(said).toContain("corpus/b: its record names no subject (written before records did): checked again");
+    }
+  });
   test("--resume with another --shard than the run began with (or none): refused naming both, nothing checked", async () => {
     const root = await corpus();
     const results = join(tempDir(), "res");

@@ -640,6 +640,55 @@ describe("--resume, --shard, --merge", () => {
     expect(new Set(after.map((x) => x.candidate)).size).toBe(8);
   }, 40_000);
 
+  test("--resume takes a record only of its input's subject now (adv22 #4: a patch's genuine match was kept after the src/ it patches changed and it no longer built): changed src/, another input of the name, no subject: judged again, said", async () => {
+    const cap = await captureWithSource();
+    const d = tempDir("kerncap-cands-");
+    const patch = join(d, "p1.patch");
+    writeFileSync(patch, '--- src/kernel.cu\n+++ edited/kernel.cu\n@@ -1 +1 @@\n-#include "util.h"\n+#include "util.h" // h\n');
+    // the build of the patched copy: it fails once util.h says #error
+    const buildOf =
+      (built: string[]): NonNullable<EvalOptions["buildWith"]> =>
+      async (dir, _m, c, dest) => {
+        built.push(c.label);
+        if (readFileSync(join(dir, "src/util.h"), "utf8").includes("#error"))
+          return { failed: { verdict: "compile-error", code: "E_BUILD", reason: "src/util.h:2: error: the helper is broken", seconds: 0 } };
+        mkdirSync(dest, { recursive: true });
+        writeFileSync(join(dest, "module"), "match 2");
+        return { built: { module: join(dest, "module"), seconds: 0, registers: 32, stackFrameBytes: 0 } };
+      };
+    const jsonl = join(tempDir(), "r.jsonl");
+    const first = await quiet(() => runEval(options([cap], [patch], { jsonl, buildWith: buildOf([]) })));
+    expect(first.value.candidates).toMatchObject([{ label: "p1.patch", verdict: "match" }]);
+    const written = JSON.parse(readFileSync(jsonl, "utf8")) as Rec;
+    expect(written.subject).toMatch(/^[0-9a-f]{64}$/);
+    // unchanged: taken, nothing built
+    const none: string[] = [];
+    await quiet(() => runEval(options([cap], [patch], { jsonl, resume: true, buildWith: buildOf(none) })));
+    expect(none).toEqual([]);
+    // the header the patched kernel includes breaks: built again, its compile error the verdict, said naming it
+    writeFileSync(join(cap, "src/util.h"), "#define TWO 2.0f\n#error the helper is broken\n");
+    const built: string[] = [];
+    const { value: r, err } = await quiet(() => runEval(options([cap], [patch], { jsonl, resume: true, buildWith: buildOf(built) })));
+    expect(built).toEqual(["p1.patch"]);
+    expect(r.candidates).toMatchObject([{ label: "p1.patch", verdict: "compile-error" }]);
+    expect(err).toContain("p1.patch on cap: its record is of another subject (src/, the input or the run's options changed since): judged again");
+    // another capture named cap (its sources as they were), other options (a tolerance), a record that names no subject: judged again
+    const other = await captureWithSource();
+    const { subject: _, ...old } = written;
+    for (const [dir, line, o] of [
+      [other, recordLine("eval-record", written), {}],
+      [cap, recordLine("eval-record", written), { settings: { ...SETTINGS, tolerance: { rtol: 0.5 } } }],
+      [cap, recordLine("eval-record", old), {}],
+    ] as const) {
+      writeFileSync(jsonl, line);
+      const again: string[] = [];
+      const { err: said } = await quiet(() => runEval(options([dir], [patch], { jsonl, resume: true, buildWith: buildOf(again), ...o })));
+      expect(again).toEqual(["p1.patch"]);
+      if (line.length < recordLine("eval-record", written).length)
+        expect(said).toContain("p1.patch on cap: its record names no subject (written before records did): judged again");
+    }
+  });
+
   test("shards are disjoint and cover the candidates; --merge ranks them together; a resume of another shard is refused", async () => {
     const cap = await captureWithSource();
     const texts: Record<string, string> = {};
