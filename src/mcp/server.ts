@@ -63,8 +63,12 @@ function nulArgument(x: unknown, at = ""): string | undefined {
   return undefined;
 }
 
-/** The longest string argument (characters) but a file's text: PATH_MAX; a path or a pattern is no longer. */
-export const ARGUMENT_TEXT_MAX = 4096;
+/**
+ * The longest string argument (UTF-16 units) but a file's text and an application's argument: four
+ * times PATH_MAX (4096), so that a path a little past PATH_MAX still gets its own check's message
+ * (E_PACK_NAME naming the limit), while no answer echoes a megabyte.
+ */
+export const ARGUMENT_TEXT_MAX = 16_384;
 
 /**
  * The first string argument longer than ARGUMENT_TEXT_MAX that is not a file's text (edit_file's

@@ -546,10 +546,10 @@ describe("kerncap mcp", () => {
     expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
   }, 30_000);
 
-  test("a string argument past PATH_MAX (a trial's 1 MB dir came back six times over in its error) is refused without being echoed; a file's text may be longer", async () => {
+  test("a string argument past 16 KiB (a trial's 1 MB dir came back six times over in its error) is refused without being echoed; a file's text may be longer", async () => {
     const c = await connected();
     const dir = await fresh();
-    const huge = "\u{E0041}".repeat(5000);
+    const huge = "\u{E0041}".repeat(10_000); // 20 000 UTF-16 units
     for (const [name, args] of [
       ["inspect", { dir: huge }],
       ["evaluate", { dir, inputs: [huge], candidates: [{ name: "a", config: "X=1" }] }],
@@ -557,7 +557,7 @@ describe("kerncap mcp", () => {
     ] as const) {
       const x = await c.callTool({ name, arguments: args });
       expect(doc(x).error.code, name).toBe("E_USAGE");
-      expect(doc(x).error.message).toContain(`longer than 4096 characters`);
+      expect(doc(x).error.message).toContain(`longer than 16384 characters`);
       expect(JSON.stringify(x).length, name).toBeLessThan(4000); // not echoed
     }
     const e = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/long.cu", content: `// ${"x".repeat(10_000)}\n` } });
