@@ -17,6 +17,7 @@ import { readInCapture, shownPath, treeEntries, writeInCapture } from "./paths.t
 import { frontendRunFiles } from "./run-files.ts";
 import { stateDir } from "./trust-records.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { log } from "../log.ts";
 
 /** The file `kerncap unpack` writes into every folder it unpacks. */
 export { RECEIVED_MARK };
@@ -294,6 +295,30 @@ export function receivedReasons(dir: string, m: Manifest, here = hostIdentity())
 export function receivedBecause(dir: string, m: Manifest): string | undefined {
   const why = receivedReasons(dir, m);
   return why.length ? why.join("; ") : undefined;
+}
+
+/** The folders whose --no-verify was overridden in this process (checksumsChecked warns once for each). */
+const verifiedAnyway = new Set<string>();
+
+/**
+ * Whether a replay of `dir` (replay, validate, check, eval, kerncap mcp) checks the capture's
+ * checksums (the small files' SHA-256, every memory chunk's kc64): `verify` as asked (false:
+ * --no-verify, MCP noVerify), but always for a received capture (receivedReasons): its
+ * memory/after.bin, the reference the replay is judged against, and its kernel/ are another's to
+ * change, and the checksums are what notices. Where --no-verify is overridden, one warning per
+ * folder and process says why, naming the capture `name` (default DIR; check names the archive).
+ */
+export function checksumsChecked(dir: string, m: Manifest, verify: boolean, name = dir): boolean {
+  if (verify) return true;
+  const why = receivedReasons(dir, m);
+  if (!why.length) return false;
+  if (!verifiedAnyway.has(dir)) {
+    verifiedAnyway.add(dir);
+    log.warn(
+      `${name} is a received capture (${why.join("; ")}): its checksums are checked though --no-verify was given (it is honoured for your own captures only)`,
+    );
+  }
+  return true;
 }
 
 /**
