@@ -101,20 +101,16 @@ export interface ReplaySession {
  * Open an opened capture (src/format/capture-dir.ts openCapture) for replay on its device (the
  * backend of its vendor, src/replay/backends/factory.ts): check the small files, reserve every span at its
  * captured VA, restore the before state, check it (kc64 per chunk, when verify) and load the scan
- * kernel. Steps 1-2 of replay, done once. `o.verify` false (--no-verify) is not honoured for a
- * received capture (src/format/received.ts checksumsChecked).
- * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
- *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
+ * kernel. Steps 1-2 of replay, done once. `o.verify` false: not for a received capture (checksumsChecked).
+ * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
 export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
   const { dir, manifest: m } = c;
   const setup = parseTimingSetup(timingOverride()); // a bad KERNCAP_TIMING is refused before any GPU work
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
-  // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
-  // a received capture's checksums are checked even with --no-verify (its after state is another's to change)
+  // once restored (kc64 of every chunk against the manifest), which reads it at device speed; a received capture's even with --no-verify.
   const verify = checksumsChecked(dir, m, o.verify);
   verifyFiles(dir, verify ? m : { ...m, files: [] });
-
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
   const be = openBackend(m, o.ordinal);
   try {
