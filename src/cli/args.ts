@@ -123,7 +123,7 @@ export function writeDataLine(message: object): void {
 
 /**
  * --verify, said once: replay, validate and check read every stored chunk anyway (the restore), so checking
- * each chunk's kc64 checksum there costs little and is on (`--no-verify` skips it); inspect
+ * each chunk's kc64 checksum there costs little and is on (`--no-verify` skips it, for a capture of the user's own only: src/format/received.ts checksumsChecked); inspect
  * otherwise reads only the manifest and the small files, so reading the memory images is asked for
  * (`--verify`). Same checksums, same errors (E_CHECKSUM) in all three.
  */
@@ -132,7 +132,7 @@ export function verifyArg(on: boolean) {
     verify: {
       type: "boolean",
       description: on
-        ? "Check the capture's checksums, every restored memory chunk's on the GPU (on by default; --no-verify skips it: faster on large captures, a damaged file goes unnoticed)"
+        ? "Check the capture's checksums, every restored memory chunk's on the GPU (on by default; --no-verify skips it for a capture of your own, never a received one: faster on large captures, a damaged file goes unnoticed)"
         : "Also check every stored memory chunk's checksum (reads the memory images; replay and check do it by default)",
       negativeDescription: on ? "Skip the memory chunks' checksums" : "Check only the files' sizes and small files' SHA-256 (the default)",
       default: on,

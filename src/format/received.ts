@@ -10,13 +10,14 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, posix } from "node:path";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { RECEIVED_MARK } from "./file-names.ts";
 import { readInCapture, shownPath, treeEntries, writeInCapture } from "./paths.ts";
 import { frontendRunFiles } from "./run-files.ts";
 import { stateDir } from "./trust-records.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { log } from "../log.ts";
 
 /** The file `kerncap unpack` writes into every folder it unpacks. */
 export { RECEIVED_MARK };
@@ -132,14 +133,19 @@ export const SRC_OWNED_MAX_ENTRIES = 20000;
 /**
  * Why one file or folder `what` (a phrase naming it) with lstat `st` is not the user's `uid` (default: the effective uid) alone, or
  * undefined: another user owns it, or every user or its group may write it. A link's own mode bits mean nothing (always 0777): its owner only.
+ * `could`: what a group member could then do, said after "who could" (default: change what the build runs).
  */
-export function notOwnEntry(what: string, st: Stats, uid: number | undefined = process.geteuid?.() ?? process.getuid?.()): string | undefined {
+export function notOwnEntry(
+  what: string,
+  st: Stats,
+  uid: number | undefined = process.geteuid?.() ?? process.getuid?.(),
+  could = "change what the build runs",
+): string | undefined {
   if (uid === undefined) return undefined;
   if (st.uid !== uid) return `${what} belongs to another user (uid ${st.uid}; you are uid ${uid})`;
   if (st.isSymbolicLink()) return undefined;
   if (st.mode & 0o002) return `${what} can be written by every user (mode ${(st.mode & 0o7777).toString(8)})`;
-  if (st.mode & 0o020)
-    return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could change what the build runs`;
+  if (st.mode & 0o020) return `${what} can be written by every member of its group (gid ${st.gid}, mode ${(st.mode & 0o7777).toString(8)}), who could ${could}`;
   return undefined;
 }
 
@@ -163,6 +169,58 @@ function notYoursUnderSrc(dir: string, uid: number): string | undefined {
     if (++seen > SRC_OWNED_MAX_ENTRIES) return `src/ holds more than ${SRC_OWNED_MAX_ENTRIES} files and folders, too many to check that each is yours alone`;
     const theirs = notOwnEntry(shownPath(rel), st, uid);
     if (theirs) return theirs;
+  }
+  return undefined;
+}
+
+/** The most files and folders of the capture's data (notYoursData) looked at; past it the capture counts as received. */
+export const DATA_OWNED_MAX_ENTRIES = 20000;
+
+/**
+ * The top-level entries of the capture that kerncap reads as data, replays and judges against (a
+ * build runs none of them): memory/ and kernel/, and the first part of every path the manifest
+ * names (its parameter and module files, memory images, files[]), less those notYours covers.
+ */
+function dataEntries(m: Manifest): string[] {
+  const named = [m.params?.file, m.module?.file, m.memory?.before, m.memory?.after, ...(m.files ?? []).map((f) => f.path)];
+  const tops = new Set(["memory", "kernel"]);
+  for (const p of named) {
+    const top = typeof p === "string" ? posix.normalize(p).split("/")[0] : undefined;
+    if (top && top !== "." && top !== "..") tops.add(top);
+  }
+  const run = new Set(owned());
+  return [...tops].filter((t) => !run.has(t)).sort();
+}
+
+/**
+ * What of the capture's data (dataEntries: memory/, kernel/, what the manifest names) is not the
+ * user's alone, or undefined: each entry and every file and folder under it (walked without
+ * following a link, lstat only: a memory image is never read here; at most DATA_OWNED_MAX_ENTRIES)
+ * must be the user's and writable by no one else (notOwnEntry). memory/after.bin is the reference
+ * every replay is judged against and kernel/ holds the module it runs: another user who may
+ * replace them chooses what "correct" means (trial 22). The first one found, named (escaped as
+ * shownPath does) with why.
+ */
+export function notYoursData(dir: string, m: Manifest, uid: number | undefined = process.geteuid?.() ?? process.getuid?.()): string | undefined {
+  if (uid === undefined) return undefined;
+  const could = "change what a replay runs or is judged against";
+  let seen = 0;
+  for (const top of dataEntries(m)) {
+    let st: Stats;
+    try {
+      st = lstatSync(join(dir, top));
+    } catch {
+      continue; // absent: the replay's own checks say so
+    }
+    const theirs = notOwnEntry(shownPath(top), st, uid, could);
+    if (theirs) return theirs;
+    if (!st.isDirectory()) continue;
+    for (const e of treeEntries(dir, top)) {
+      if (++seen > DATA_OWNED_MAX_ENTRIES)
+        return `the capture's data (${dataEntries(m).join(", ")}) holds more than ${DATA_OWNED_MAX_ENTRIES} files and folders, too many to check that each is yours alone`;
+      const t = notOwnEntry(shownPath(e.rel), e.st, uid, could);
+      if (t) return t;
+    }
   }
   return undefined;
 }
@@ -210,7 +268,8 @@ export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name:
 
 /**
  * Every reason `dir` counts as a received capture (phrases, in this order: the received mark, a
- * received folder above it, a file of it that is not the user's own, a manifest that does not name
+ * received folder above it, a file its build runs that is not the user's own (notYours), a file of
+ * its data that is not (notYoursData), a manifest that does not name
  * this machine's id), empty when it was made here by this user. What `kerncap inspect` shows, and
  * what E_UNTRUSTED names. `here`: this machine (hostIdentity()).
  */
@@ -225,6 +284,8 @@ export function receivedReasons(dir: string, m: Manifest, here = hostIdentity())
   if (inside) why.push(`it lies inside ${inside}, which was unpacked from an archive`);
   const theirs = notYours(dir);
   if (theirs) why.push(theirs);
+  const data = notYoursData(dir, m);
+  if (data) why.push(data);
   const elsewhere = notMadeHere(m, here);
   if (elsewhere) why.push(elsewhere);
   return why;
@@ -234,6 +295,30 @@ export function receivedReasons(dir: string, m: Manifest, here = hostIdentity())
 export function receivedBecause(dir: string, m: Manifest): string | undefined {
   const why = receivedReasons(dir, m);
   return why.length ? why.join("; ") : undefined;
+}
+
+/** The folders whose --no-verify was overridden in this process (checksumsChecked warns once for each). */
+const verifiedAnyway = new Set<string>();
+
+/**
+ * Whether a replay of `dir` (replay, validate, check, eval, kerncap mcp) checks the capture's
+ * checksums (the small files' SHA-256, every memory chunk's kc64): `verify` as asked (false:
+ * --no-verify, MCP noVerify), but always for a received capture (receivedReasons): its
+ * memory/after.bin, the reference the replay is judged against, and its kernel/ are another's to
+ * change, and the checksums are what notices. Where --no-verify is overridden, one warning per
+ * folder and process says why, naming the capture `name` (default DIR; check names the archive).
+ */
+export function checksumsChecked(dir: string, m: Manifest, verify: boolean, name = dir): boolean {
+  if (verify) return true;
+  const why = receivedReasons(dir, m);
+  if (!why.length) return false;
+  if (!verifiedAnyway.has(dir)) {
+    verifiedAnyway.add(dir);
+    log.warn(
+      `${name} is a received capture (${why.join("; ")}): its checksums are checked though --no-verify was given (it is honoured for your own captures only)`,
+    );
+  }
+  return true;
 }
 
 /**

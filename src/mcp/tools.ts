@@ -60,7 +60,14 @@ const Runs = v.optional(
   v.pipe(v.number(), v.integer(), v.minValue(2), v.description("Checked launches from the before state (default 3, 8 once they differ; at least 2)")),
 );
 /** noVerify as replay's and validate's --no-verify. */
-const NoVerify = v.optional(v.pipe(v.boolean(), v.description("Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed)")));
+const NoVerify = v.optional(
+  v.pipe(
+    v.boolean(),
+    v.description(
+      "Skip the capture's checksums (faster for large captures; a damaged file goes unnoticed). Not honoured for a received capture, whose checksums are always checked",
+    ),
+  ),
+);
 /** validate's and profile's allowVersionMismatch (--allow-version-mismatch), and force, its former name. */
 const VersionMismatch = (prefix = "") => ({
   allowVersionMismatch: v.optional(

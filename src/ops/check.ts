@@ -26,7 +26,7 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
 import { shownPath } from "../format/paths.ts";
-import { notOwnEntry } from "../format/received.ts";
+import { checksumsChecked, notOwnEntry } from "../format/received.ts";
 import { openCapture, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
@@ -69,13 +69,15 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     }
     const capture = openCapture(dir);
     const m = (p.m = capture.manifest);
+    // --no-verify is not honoured for a received capture (an archive's is): its after state is another's to change
+    const verify = checksumsChecked(dir, m, s.verify, task.kind === "archive" ? task.path : dir);
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
     const fe = frontendOf(m);
     const reproducer = fe.validates && existsSync(join(dir, "build.sh"));
     // a damaged capture is said as such before its build runs and before the GPU is looked for (the
     // replay checks the same files, but --rebuild reaches E_NO_GPU first: archOrBuildOnly)
-    if (s.rebuild) verifyFiles(dir, s.verify ? m : { ...m, files: [] });
+    if (s.rebuild) verifyFiles(dir, verify ? m : { ...m, files: [] });
     if (s.rebuild && reproducer) gateRebuild(task, dir, m, s, theirs);
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
@@ -97,7 +99,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const tr = performance.now();
     let r: ReplayResult;
     try {
-      r = await replayChecked(capture, fe, s, p.rebuilt);
+      r = await replayChecked(capture, fe, { ...s, verify }, p.rebuilt);
     } finally {
       replaySeconds = (performance.now() - Math.max(tr, p.rebuilt?.builtAt() ?? 0)) / 1000;
     }

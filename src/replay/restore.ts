@@ -148,7 +148,7 @@ export function checkRestored(scanner: DeviceScanner, base: bigint, r: Range, C:
         "E_CHECKSUM",
         `checksum mismatch in ${file}: ${what}, chunk ${c} (bytes ${c * C}..${c * C + chunkLen(r.size, c, C)}) restored ${want === undefined ? "non-zero where the capture holds zeros" : `kc64 ${s.hash[c]}, the manifest says ${want}`}`,
         {
-          hint: "The memory image was altered after capture; capture again (or pass --no-verify to replay it anyway).",
+          hint: "The memory image was altered after capture; capture again (or, for a capture of your own, pass --no-verify to replay it anyway).",
         },
       );
     }

@@ -10,6 +10,7 @@ import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
 import { FileImage } from "../format/file-image.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes } from "../format/paths.ts";
+import { checksumsChecked } from "../format/received.ts";
 import { timingOverride } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -100,21 +101,20 @@ export interface ReplaySession {
  * Open an opened capture (src/format/capture-dir.ts openCapture) for replay on its device (the
  * backend of its vendor, src/replay/backends/factory.ts): check the small files, reserve every span at its
  * captured VA, restore the before state, check it (kc64 per chunk, when verify) and load the scan
- * kernel. Steps 1-2 of replay, done once.
- * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the
- *   backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
+ * kernel. Steps 1-2 of replay, done once. `o.verify` false: not for a received capture (checksumsChecked).
+ * @throws KerncapError E_CHECKSUM, E_NO_GPU, E_VA_TAKEN, the backend's (E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH).
  */
 export async function openReplay(c: OpenedCapture, o: Pick<ReplayOptions, "verify" | "ordinal">): Promise<ReplaySession> {
   const { dir, manifest: m } = c;
   const setup = parseTimingSetup(timingOverride()); // a bad KERNCAP_TIMING is refused before any GPU work
   // Small files (SHA-256) and the memory files' sizes; the memory itself is checked on the GPU
-  // once restored (kc64 of every chunk against the manifest), which reads it at device speed.
-  verifyFiles(dir, o.verify ? m : { ...m, files: [] });
-
+  // once restored (kc64 of every chunk against the manifest), which reads it at device speed; a received capture's even with --no-verify.
+  const verify = checksumsChecked(dir, m, o.verify);
+  verifyFiles(dir, verify ? m : { ...m, files: [] });
   // 1. Reserve every span at its exact VA before anything large is mapped on the host side.
   const be = openBackend(m, o.ordinal);
   try {
-    return await openOn(be, dir, m, o, setup);
+    return await openOn(be, dir, m, { verify }, setup);
   } catch (e) {
     // nothing stays reserved (close unmaps): the no-ASLR retry (src/replay/aslr.ts) is another process that needs these VAs
     be.close();

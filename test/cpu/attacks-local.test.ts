@@ -171,6 +171,46 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     }
   }, 60_000);
 
+  test("a group-writable memory/, memory/after.bin or kernel/module.* (the reference a replay is judged against, the module it runs), or (as root) another user's after.bin, makes the capture received, named in inspect (trial 22)", async () => {
+    const root = tempDir("kerncap-attack-");
+    const cap = join(root, "cap");
+    const m = await makeCapture(cap);
+    expect(receivedReasons(cap, m)).toEqual([]);
+    const could = "who could change what a replay runs or is judged against";
+    // the team folder: memory/ group-writable (a member replaces after.bin with a file of the victim's name)
+    chmodSync(join(cap, "memory"), 0o2775);
+    expect(receivedReasons(cap, m)).toEqual([
+      `memory can be written by every member of its group (gid ${statSync(join(cap, "memory")).gid}, mode 2775), ${could}`,
+    ]);
+    const ins = cli(["inspect", cap]);
+    expect(ins.code).toBe(0);
+    expect(ins.doc.received.received).toBe(true);
+    expect(ins.doc.received.reasons.join("; ")).toContain("memory can be written by every member of its group");
+    const text = Bun.spawnSync([process.execPath, MAIN, "inspect", cap], { env: { ...process.env }, stdout: "pipe", stderr: "pipe" }).stdout.toString();
+    expect(text).not.toContain("your own files");
+    expect(text).toContain("memory can be written by every member of its group");
+    chmodSync(join(cap, "memory"), 0o755);
+    // a file under it, edited in place (its owner unchanged)
+    chmodSync(join(cap, m.memory.after), 0o664);
+    expect(receivedReasons(cap, m)).toEqual([
+      `${m.memory.after} can be written by every member of its group (gid ${statSync(join(cap, m.memory.after)).gid}, mode 664), ${could}`,
+    ]);
+    chmodSync(join(cap, m.memory.after), 0o644);
+    // the module the replay runs
+    expect(m.module.file).toStartWith("kernel/module.");
+    chmodSync(join(cap, m.module.file), 0o666);
+    expect(receivedReasons(cap, m)).toEqual([`${m.module.file} can be written by every user (mode 666)`]);
+    chmodSync(join(cap, m.module.file), 0o644);
+    chmodSync(join(cap, "kernel"), 0o775);
+    expect(receivedReasons(cap, m)[0]).toStartWith("kernel can be written by every member of its group");
+    chmodSync(join(cap, "kernel"), 0o755);
+    expect(receivedReasons(cap, m)).toEqual([]);
+    if (ROOT) {
+      chownSync(join(cap, m.memory.after), NOBODY, NOBODY);
+      expect(receivedReasons(cap, m)).toEqual([`${m.memory.after} belongs to another user (uid ${NOBODY}; you are uid 0)`]);
+    }
+  }, 60_000);
+
   test("build.sh writes the slice's compiler messages (build/slice-build.log) 0600: they may quote a private file an edit included (trial 20)", () => {
     const root = tempDir("kerncap-attack-");
     const d = join(root, "d");

@@ -11,7 +11,7 @@
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Manifest } from "../../src/format/manifest.ts";
@@ -139,6 +139,26 @@ describe.skipIf(SKIP)(`kerncap replay of a hip capture on the fake HSA runtime $
     expect(r.doc.verdict).toBe("mismatch");
     expect(r.doc.mismatches).toHaveLength(1);
     expect(r.doc.mismatches[0]).toMatchObject({ va: `0x${DATA_VA.toString(16)}`, changedInApp: true, firstDiffOffset: 20 });
+  });
+
+  test("a received capture (memory/ group-writable: another user may replace after.bin) is verified even with --no-verify: the damaged before.bin is E_CHECKSUM, one warning says why (trial 22)", async () => {
+    const dir = await hipCapture("damaged-shared");
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8")) as Manifest;
+    const f = join(dir, m.memory.before);
+    const bytes = new Uint8Array(readFileSync(f));
+    bytes[m.regions[0]!.before.extents[0]![2] + 20] ^= 0x40;
+    writeFileSync(f, bytes);
+    chmodSync(join(dir, "memory"), 0o775);
+    const r = replay(dir, "--no-verify", "--iters", "0");
+    expect(r.code).toBe(2);
+    expect(r.doc.error.code).toBe("E_CHECKSUM");
+    expect(r.stderr).toContain("is a received capture (memory can be written by every member of its group");
+    expect(r.stderr.match(/checksums are checked though --no-verify was given/g)).toHaveLength(1);
+    // the user's own again: --no-verify replays it as asked (the region mismatches)
+    chmodSync(join(dir, "memory"), 0o755);
+    const own = replay(dir, "--no-verify", "--iters", "0");
+    expect(own.code).toBe(1);
+    expect(own.stderr).not.toContain("checksums are checked though");
   });
 
   test("--rtol/--atol/--dtype: an after state off by 1e-6 relative mismatches bit for bit, matches within --rtol 1e-5, not as --dtype u8", async () => {

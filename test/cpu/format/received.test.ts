@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { hostIdentity, markReceived, receivedBecause } from "../../../src/format/received.ts";
+import { checksumsChecked, hostIdentity, markReceived, receivedBecause } from "../../../src/format/received.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 
@@ -43,4 +43,19 @@ test("withoutOthersWrite: a project's 0664/0777 sources copied into a capture lo
   expect(statSync(join(dir, "src/k.cu")).mode & 0o777).toBe(0o755);
   expect(lstatSync(join(dir, "src/l.cu")).isSymbolicLink()).toBe(true);
   expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+});
+
+test("--no-verify is honoured for the user's own capture only: a received one (a group-writable memory/, an unpacked one) has its checksums checked anyway (trial 22)", async () => {
+  const { chmodSync } = await import("node:fs");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const m = readManifest(dir);
+  expect(checksumsChecked(dir, m, false)).toBe(false);
+  expect(checksumsChecked(dir, m, true)).toBe(true);
+  chmodSync(join(dir, "memory"), 0o775); // a team member may replace memory/after.bin, the reference the replay judges against
+  expect(checksumsChecked(dir, m, false)).toBe(true);
+  chmodSync(join(dir, "memory"), 0o755);
+  expect(checksumsChecked(dir, m, false)).toBe(false);
+  markReceived(dir, "sent.zip");
+  expect(checksumsChecked(dir, readManifest(dir), false)).toBe(true);
 });
