@@ -7,7 +7,7 @@
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
-import { closeSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { discardTemp, openTempBeside } from "./util/write-file.ts";
 import { selfCommand, selfEnv } from "./util/self-exec.ts";
 import { join } from "node:path";

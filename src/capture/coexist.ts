@@ -38,7 +38,6 @@ export interface InjectionEnv {
 
 // which tool launched kerncap: in src/native/ beside the CUPTI search, since the replay's kernel clock asks too
 export { launchingTool, underSanitizer } from "../native/libcupti-search.ts";
-import { underSanitizer } from "../native/libcupti-search.ts";
 
 const SANITIZER_TOOLS = new Set(["compute-sanitizer", "cuda-memcheck"]);
 /** Commands that run the rest of their command line (options and VAR=value words skipped). */

@@ -4,20 +4,7 @@
  * refuse refused here first), the index, then every file in PIECE-byte pieces, memory images
  * with holes as their data extents only.
  */
-import {
-  closeSync,
-  constants as fsConstants,
-  existsSync,
-  lstatSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  readSync,
-  rmSync,
-  statSync,
-  type Stats,
-} from "node:fs";
+import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, statSync, type Stats } from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
 import { KerncapError, whileReading } from "../errors.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";

@@ -16,7 +16,6 @@ import { readInCapture } from "../../format/paths.ts";
 import { describeJudging, judgingAccepted, judgingNotOwn, notUsedNote, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
-import { shellQuote } from "../../util/shell-quote.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
 import { differingFiles, type DifferingFiles } from "../../format/source-digests.ts";
 import { frontendOf } from "../../frontends/index.ts";

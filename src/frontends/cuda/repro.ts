@@ -13,8 +13,8 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync, rmSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync, rmSync } from "node:fs";
+import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 import { KerncapError } from "../../errors.ts";

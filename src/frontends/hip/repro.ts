@@ -8,8 +8,8 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { basename, isAbsolute, join, relative, resolve } from "node:path";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { basename, isAbsolute, join, resolve } from "node:path";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { HIP_TEMPLATES } from "./templates.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";

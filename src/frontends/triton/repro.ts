@@ -7,7 +7,7 @@
  * constexprs, attrs, compile options, target, Triton version, Python), `repro.py` (compiles exactly
  * that with triton.compile; prints the cubin path last), `build.sh`, `README.md`.
  */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { TritonSource } from "./join.ts";
 import { KerncapError } from "../../errors.ts";

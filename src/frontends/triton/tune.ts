@@ -22,7 +22,6 @@ import { TRITON_TEMPLATES } from "./templates.ts";
 import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { tritonReproducerEnv } from "./env.ts";
 import { log } from "../../log.ts";
-import { stageTrustedBuild } from "../../format/staged-build.ts";
 import { inferGrid } from "./grid.ts";
 import {
   autotuneLine,
