@@ -192,15 +192,7 @@ export const TOOLS = {
       noVerify: NoVerify,
       flushL2: FlushL2,
     }),
-    argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean } & ToleranceIn) => [
-      "replay",
-      a.dir,
-      "--json",
-      ...tolArgv(a),
-      ...(a.runs !== undefined ? ["--runs", String(a.runs)] : []),
-      ...(a.noVerify ? ["--no-verify"] : []),
-      ...(a.flushL2 ? ["--flush-l2"] : []),
-    ],
+    argv: (a: { dir: string; runs?: number; noVerify?: boolean; flushL2?: boolean } & ToleranceIn) => ["replay", a.dir, "--json", ...tolArgv(a), ...runArgv(a)],
   },
   validate: {
     title: "Rebuild the edited reproducer, replay and compare",
@@ -221,9 +213,7 @@ export const TOOLS = {
       a.dir,
       "--json",
       ...tolArgv(a),
-      ...(a.runs !== undefined ? ["--runs", String(a.runs)] : []),
-      ...(a.noVerify ? ["--no-verify"] : []),
-      ...(a.flushL2 ? ["--flush-l2"] : []),
+      ...runArgv(a),
       ...versionMismatch(a),
     ],
   },
@@ -528,6 +518,11 @@ type RunIn = {
   rank?: number;
   process?: number;
 };
+
+/** replay's and validate's run options as the verbs take them: --runs, --no-verify, --flush-l2. */
+function runArgv(a: { runs?: number; noVerify?: boolean; flushL2?: boolean }): string[] {
+  return [...(a.runs !== undefined ? ["--runs", String(a.runs)] : []), ...(a.noVerify ? ["--no-verify"] : []), ...(a.flushL2 ? ["--flush-l2"] : [])];
+}
 
 /** The tolerance options as the verbs take them (--multiset once per region name: the option repeats). */
 function tolArgv(a: ToleranceIn): string[] {
