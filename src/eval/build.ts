@@ -13,13 +13,12 @@
  */
 import { readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { cubinKernelFrameBytes, cubinKernelRegisters } from "../codeobj/cubin.ts";
-import { pickCubin } from "../codeobj/fatbin.ts";
 import { isKerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { buildReproducer } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
+import { moduleFigures } from "../rebuild/resources.ts";
 import { materialise, type Candidate } from "./candidates.ts";
 import type { EvalVerdict } from "../format/eval-record.ts";
 
@@ -58,16 +57,6 @@ export function buildVerdict(e: unknown): BuildFailure["verdict"] {
   if (!isKerncapError(e)) return "error";
   if (e.code === "E_PARAM_LAYOUT") return "layout-change";
   return COMPILE_ERRORS.has(e.code) ? "compile-error" : "error";
-}
-
-/** The kernel's registers and stack frame in a module (a cubin, or a fatbin's cubin for the captured arch); nulls where it cannot be read. */
-export function moduleFigures(path: string, m: Pick<Manifest, "kernel" | "device">): { registers: number | null; stackFrameBytes: number | null } {
-  try {
-    const cubin = pickCubin(new Uint8Array(readFileSync(path)), m.device.arch).cubin;
-    return { registers: cubinKernelRegisters(cubin, m.kernel.name) ?? null, stackFrameBytes: cubinKernelFrameBytes(cubin, m.kernel.name) ?? null };
-  } catch {
-    return { registers: null, stackFrameBytes: null };
-  }
 }
 
 /** The trust gate of a candidate's private copy (src/ops/eval.ts: src/format/trust.ts requireTrustedCopy), asked once the copy is made, before its build. @throws KerncapError E_UNTRUSTED */

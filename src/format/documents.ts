@@ -25,6 +25,8 @@ export const DOCUMENT_VERSIONS = {
   region: 1,
   replay: 1,
   validate: 1,
+  /** `validate --build-only --json`: the rebuild alone, no replay (src/ops/validate.ts BuildOnlyResult). */
+  "validate-build": 1,
   /** `validate --watch --json`: one document per line (JSON Lines), one per build (src/rebuild/watch.ts WatchEvent). */
   "validate-watch": 1,
   /** `kerncap profile` (src/profile/profile.ts ProfileResult). */
@@ -147,6 +149,18 @@ const BuildSteps = v.object({
   fullPreprocessMs: v.optional(v.number()),
 });
 
+/** A rebuild as validate reports it (validate's and validate --build-only's `rebuild`). */
+const Rebuild = v.object({
+  module: v.string(),
+  seconds: v.number(),
+  builder: v.optional(v.picklist(["build.sh", "pruned"])),
+  steps: v.optional(BuildSteps),
+  /** The rebuilt kernel's registers per thread and stack frame bytes per thread (the module's .nv.info), and the captured module's; null where a module does not say. */
+  registers: v.optional(v.nullable(v.number())),
+  stackFrameBytes: v.optional(v.nullable(v.number())),
+  captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
+});
+
 /** A capture's judging settings as a document shows them (kerncap judge, export's judging). */
 const JudgingSettings = v.object({
   atol: v.optional(N),
@@ -252,25 +266,23 @@ export const DOCUMENTS = {
     ...id("validate"),
     ...ReplayFields,
     /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build (CUDA, once checked against build.sh's: src/rebuild/rebuilder.ts), and that build's steps (ms). */
-    rebuild: v.object({
-      module: v.string(),
-      seconds: v.number(),
-      builder: v.optional(v.picklist(["build.sh", "pruned"])),
-      steps: v.optional(BuildSteps),
-      /** The rebuilt kernel's registers per thread and stack frame bytes per thread (the module's .nv.info), and the captured module's; null where a module does not say. */
-      registers: v.optional(v.nullable(v.number())),
-      stackFrameBytes: v.optional(v.nullable(v.number())),
-      captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
-    }),
+    rebuild: Rebuild,
     /** The rebuilt kernel's time against the captured module's, interleaved (null with --iters below 5). */
     compare: v.optional(Compare),
     replaySeconds: v.number(),
     wallSeconds: v.number(),
   }),
+  "validate-build": v.looseObject({
+    ...id("validate-build"),
+    kernel: v.string(),
+    /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build, the rebuilt kernel's registers and stack frame beside the captured module's. */
+    rebuild: Rebuild,
+    wallSeconds: v.number(),
+  }),
   "validate-watch": v.looseObject({
     ...id("validate-watch"),
-    /** verdict: the rebuilt kernel ran; build-error: build.sh or the parameter-layout check failed; error: the run was refused or faulted. */
-    event: v.picklist(["verdict", "build-error", "error"]),
+    /** verdict: the rebuilt kernel ran; built: --build-only's save compiled (no replay); build-error: build.sh or the parameter-layout check failed; error: the run was refused or faulted. */
+    event: v.picklist(["verdict", "built", "build-error", "error"]),
     trigger: v.picklist(["start", "save"]),
     files: v.array(v.string()),
     at: v.string(),
@@ -287,6 +299,10 @@ export const DOCUMENTS = {
     /** A verdict's rebuilt kernel against the captured module, interleaved (null with fewer than 5 timed launches). */
     compare: v.optional(Compare),
     overheadSeconds: v.optional(v.number()),
+    /** A built line's rebuilt kernel: registers per thread and stack frame bytes per thread, and the captured module's. */
+    registers: v.optional(v.nullable(v.number())),
+    stackFrameBytes: v.optional(v.nullable(v.number())),
+    captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
     code: v.optional(v.string()),
     message: v.optional(v.string()),
     hint: v.optional(v.nullable(v.string())),
@@ -553,6 +569,7 @@ const TITLES: Record<string, string> = {
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
+  "validate-build": "kerncap validate --build-only --json (the rebuild alone, no replay)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
   "eval-record": "one candidate on one input: a line of kerncap eval's --jsonl file and of its --json output",
   error: "kerncap VERB --json when the verb fails (exit 2)",

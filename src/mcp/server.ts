@@ -150,7 +150,7 @@ export function createMcpServer(
     {
       capabilities: { tools: {} },
       instructions:
-        "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate; profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id.",
+        "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate (build: whether it compiles, without a GPU); profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id.",
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({

@@ -217,6 +217,18 @@ export const TOOLS = {
       ...versionMismatch(a),
     ],
   },
+  build: {
+    title: "Rebuild the edited reproducer only (no GPU)",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    output: "validate-build",
+    description:
+      "Rebuild the (edited) reproducer as validate does, without replaying it (no GPU needed; kerncap validate --build-only): whether the kernel compiles, with the rebuilt kernel's registers and stack frame beside the captured module's. A compile error comes back as the error document with the compiler's message. Call validate to judge and time it. Document kerncap.validate-build/1.",
+    input: v.strictObject({
+      dir: Dir,
+      ...VersionMismatch(),
+    }),
+    argv: (a: { dir: string; allowVersionMismatch?: boolean; force?: boolean }) => ["validate", a.dir, "--json", "--build-only", ...versionMismatch(a)],
+  },
   profile: {
     title: "Profile the replayed launch with Nsight Compute",
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
@@ -537,14 +549,14 @@ function tolArgv(a: ToleranceIn): string[] {
 
 /**
  * A tool call's command line with the build gates the MCP server asks of every build an agent
- * starts: validate, tune, and profile with build get --confine (a build that reads files outside
+ * starts: validate, build, tune, and profile with build get --confine (a build that reads files outside
  * the capture, its source root and the toolchain is refused; compiler messages keep only the
  * capture's own diagnostics), and --trust only with `trustBuilds` (a received capture's build.sh,
  * or a Triton capture's compile, which imports src/). evaluate's command line says --confine
  * itself (TOOLS.evaluate.argv).
  */
 export function gatedArgv(name: ToolName, a: Record<string, unknown>, argv: string[], trustBuilds: boolean): string[] {
-  const confined = name === "validate" || name === "tune" || (name === "profile" && a.build === true);
+  const confined = name === "validate" || name === "build" || name === "tune" || (name === "profile" && a.build === true);
   if (!confined) return argv;
   const at = argv.includes("--") ? argv.indexOf("--") : argv.length;
   return [...argv.slice(0, at), "--confine", ...(trustBuilds ? ["--trust"] : []), ...argv.slice(at)];

@@ -73,7 +73,7 @@ function joined(words: readonly string[]): string {
  * doctor's fix of a failed libcuda or GPU check give (NO_GPU_VERBS, then what validate and tune do
  * without one).
  */
-export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first), tune and eval still build every config and candidate, and check --rebuild every capture`;
+export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first; validate --build-only rebuilds alone, with --watch at each save, and exits 0 when the kernel compiles), tune and eval still build every config and candidate, and check --rebuild every capture`;
 /** What needs the GPU (GPU_VERBS): the one sentence the E_NO_GPU hints and doctor's fix give, before WITHOUT_GPU. */
 export const NEEDS_GPU = `kerncap ${GPU_VERBS.filter((v) => v !== "validate" && v !== "tune").join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path)`;
 /**

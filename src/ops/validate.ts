@@ -25,38 +25,10 @@ import { judgingInEffect } from "../replay/judge-settings.ts";
 import { NEEDS_GPU, WITHOUT_GPU } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
-import { join } from "node:path";
-import { moduleFigures } from "../eval/build.ts";
+import { describeResources, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
 import type { Manifest } from "../format/manifest.ts";
 
-/**
- * The rebuilt kernel's resources beside the captured module's, read from the modules' ELF
- * (.nv.info: registers per thread, stack frame bytes per thread; src/eval/build.ts moduleFigures),
- * no GPU needed; null where a module does not say (a Triton capture's, an AMD code object).
- */
-export interface ModuleResources {
-  registers: number | null;
-  stackFrameBytes: number | null;
-  captured: { registers: number | null; stackFrameBytes: number | null };
-}
-
-/** ModuleResources of `module` (the rebuild) and of the capture's own module. */
-export function moduleResources(dir: string, m: Manifest, module: string): ModuleResources {
-  return { ...moduleFigures(module, m), captured: moduleFigures(join(dir, m.module.file), m) };
-}
-
-/** "40 registers, 0-byte stack frame (captured: 38, 0)", or "" when the rebuilt module says neither. */
-export function describeResources(r: ModuleResources): string {
-  if (r.registers === null && r.stackFrameBytes === null) return "";
-  const own = [r.registers !== null ? `${r.registers} registers` : null, r.stackFrameBytes !== null ? `${r.stackFrameBytes}-byte stack frame` : null]
-    .filter(Boolean)
-    .join(", ");
-  const was =
-    r.captured.registers !== null || r.captured.stackFrameBytes !== null
-      ? ` (captured: ${r.captured.registers ?? "?"}, ${r.captured.stackFrameBytes ?? "?"})`
-      : "";
-  return `${own}${was}`;
-}
+export { describeResources, moduleResources, type ModuleResources };
 
 /** The replay result, with what the rebuild took and what the replay added after it. */
 export interface ValidateResult extends ReplayResult {
@@ -89,13 +61,24 @@ export interface ValidateRequest extends ValidateOptions {
   trust: boolean | string;
   /** --watch: rebuild and replay at each save under DIR/src/. */
   watch: boolean;
+  /** --build-only: rebuild, no replay (no GPU): once, or at each save with watch. */
+  buildOnly?: boolean;
   /** Where a retried command's stdout goes (the data channel: src/cli/args.ts dataStdio). */
   stdout: number | "inherit";
+}
+
+/** validate --build-only's result: the rebuild alone (no replay). */
+export interface BuildOnlyResult {
+  kernel: string;
+  rebuild: Rebuilt & ModuleResources;
+  wallSeconds: number;
 }
 
 /** What validate's caller does with its results: print one (exit status back), or each watch event. */
 export interface ValidateOutput {
   report(r: ValidateResult): number;
+  /** --build-only's one result (exit status back). */
+  built(r: BuildOnlyResult): number;
   emit(e: WatchEvent): void;
 }
 
@@ -136,14 +119,11 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
   validateGates(c, r);
   if (r.watch) {
     checkWatchable(c.dir, c.manifest); // AMD, a faulting launch, no reproducer: refused before any GPU work
-    return withAslrRetry(
-      () =>
-        watchReproducer(c, { run: r.run, verify: r.verify ?? true, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild }).catch(
-          watchNeedsGpu,
-        ),
-      r.stdout,
-    );
+    const watchOptions = { run: r.run, verify: r.verify ?? true, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild };
+    if (r.buildOnly) return watchReproducer(c, { ...watchOptions, buildOnly: true }); // nothing is mapped: no ASLR retry
+    return withAslrRetry(() => watchReproducer(c, watchOptions).catch(watchNeedsGpu), r.stdout);
   }
+  if (r.buildOnly) return out.built(await buildOnce(c, r));
   // confined: build.sh alone, with the compiler's dependency list (the pruned build's steps write none)
   return withAslrRetry(async () => out.report(await validateOnce(c, r)), r.stdout);
 }
@@ -156,10 +136,43 @@ export async function validate(c: OpenedCapture, r: ValidateRequest, out: Valida
 function watchNeedsGpu(e: unknown): never {
   if (isKerncapError(e) && e.code === "E_NO_GPU")
     throw new KerncapError("E_NO_GPU", e.message, {
-      hint: "--watch needs a GPU (it replays at each save); plain `kerncap validate DIR` (no --watch) rebuilds the edited source and reports whether the kernel compiles.",
+      hint: "--watch needs a GPU (it replays at each save); `kerncap validate DIR --watch --build-only` rebuilds at each save without one and says whether the kernel compiles, with its registers.",
       cause: e,
     });
   throw e;
+}
+
+/**
+ * Rebuild once, no replay (validate --build-only; no GPU needed): the module, the build's time and
+ * builder, the kernel's registers and stack frame beside the captured module's.
+ * @throws KerncapError E_FRONTEND (a frontend without validate: HIP), the rebuild's (E_BUILD,
+ *   E_RDC, E_PARAM_LAYOUT …)
+ */
+export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<BuildOnlyResult> {
+  const m = c.manifest;
+  refuseWithoutValidate(c);
+  const t0 = performance.now();
+  const b = await startRebuild(c.dir, m, {
+    quiet: o.quiet,
+    force: o.force,
+    fullBuild: o.fullBuild,
+    ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
+  }).built;
+  return { kernel: m.kernel.name, rebuild: { ...b, ...moduleResources(c.dir, m, b.module) }, wallSeconds: (performance.now() - t0) / 1000 };
+}
+
+/** @throws KerncapError E_FRONTEND for a capture whose frontend has no validate (HIP). */
+function refuseWithoutValidate(c: OpenedCapture): void {
+  const m = c.manifest;
+  if (!frontendOf(m).validates) {
+    throw new KerncapError(
+      "E_FRONTEND",
+      `${c.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`,
+      {
+        hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
+      },
+    );
+  }
 }
 
 /**
@@ -189,15 +202,7 @@ export function validateRuns(
  */
 export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promise<ValidateResult> {
   const m = c.manifest;
-  if (!frontendOf(m).validates) {
-    throw new KerncapError(
-      "E_FRONTEND",
-      `${c.dir} is an ${m.device.vendor.toUpperCase()} capture; kerncap validate supports CUDA and Triton captures only so far`,
-      {
-        hint: "Rebuild a HIP reproducer with its build.sh and replay the capture with `kerncap replay` (the HSA backend).",
-      },
-    );
-  }
+  refuseWithoutValidate(c);
   const t0 = performance.now();
   // damaged judging settings (E_CHECKSUM) said before the build, not after it (or never, without a GPU)
   judgingInEffect(c.dir, m, true);

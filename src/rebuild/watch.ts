@@ -14,6 +14,10 @@
  * run refused for the rebuilt module (E_KERNEL_NOT_IN_MODULE, E_GLOBAL, E_PARAM_LAYOUT …). A
  * kernel fault leaves the device context unusable (ReplaySession.isContextLost): the session is opened again (restore included),
  * said in the line. Ctrl-C (SIGINT) or SIGTERM ends the watch: exit 130 / 143.
+ *
+ * --build-only (WatchOptions.buildOnly): no replay session and no GPU; each save is rebuilt the same
+ * way and its line (`built`) says that the kernel compiles, with its registers and stack frame
+ * beside the captured module's (src/rebuild/resources.ts), or the build error.
  */
 import { existsSync, watch, type FSWatcher } from "node:fs";
 import { join, resolve } from "node:path";
@@ -29,6 +33,7 @@ import { MIN_PAIRS, type TimingComparison } from "../replay/stats.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import type { FastBuildSteps } from "../frontends/frontend.ts";
 import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
+import { describeResources, moduleResources } from "./resources.ts";
 
 /**
  * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
@@ -154,6 +159,23 @@ export type WatchEvent =
       reset: ResetLine | null;
     }
   | {
+      /** --build-only: the save compiled (no replay, no GPU); the rebuilt kernel's resources beside the captured module's. */
+      event: "built";
+      trigger: Trigger;
+      files: string[];
+      at: string;
+      kernel: string;
+      buildSeconds: number;
+      builder: Builder;
+      buildSteps?: FastBuildSteps;
+      /** Registers per thread and stack frame bytes per thread of the rebuilt kernel (its module's .nv.info), and of the captured module; null where a module does not say. */
+      registers: number | null;
+      stackFrameBytes: number | null;
+      captured: { registers: number | null; stackFrameBytes: number | null };
+      /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
+      saveToVerdictSeconds: number;
+    }
+  | {
       event: "build-error" | "error";
       trigger: Trigger;
       files: string[];
@@ -190,6 +212,10 @@ const where = (files: string[]) => (files.length ? `  (${files.slice(0, 3).join(
  * its message, indented (the compiler's lines).
  */
 export function watchLine(e: WatchEvent): string {
+  if (e.event === "built") {
+    const res = describeResources(e);
+    return `[${clock(e.at)}] BUILT${res ? `  ${res}` : ""}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→built ${sec(e.saveToVerdictSeconds)}${where(e.files)}`;
+  }
   if (e.event === "verdict") {
     const mm = e.firstMismatch;
     const region = mm
@@ -294,6 +320,8 @@ export interface WatchOptions {
   fastBuild?: boolean;
   /** How the capture is opened (default: openReplay with `verify`; the CPU tests pass a session without a GPU). */
   open?: (c: OpenedCapture) => Promise<ReplaySession>;
+  /** --build-only: no replay session (no GPU): each save is rebuilt and its line says whether the kernel compiles, with its registers and stack frame. */
+  buildOnly?: boolean;
 }
 
 /**
@@ -306,7 +334,8 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
   const dir = resolve(c.dir);
   const m = c.manifest;
   const t0 = performance.now();
-  const open = () => (o.open ?? ((x: OpenedCapture) => openReplay(x, { verify: o.verify ?? true })))({ dir, manifest: m });
+  const open = () =>
+    o.buildOnly ? Promise.resolve(undefined) : (o.open ?? ((x: OpenedCapture) => openReplay(x, { verify: o.verify ?? true })))({ dir, manifest: m });
   const stops = new StopSignals().install();
   let stopped!: () => void;
   const stoppedP = new Promise<void>((res) => (stopped = res));
@@ -314,7 +343,7 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
   const fe = frontendOf(m);
   const rebuilder = new Rebuilder(dir, m, fe, { quiet: o.quiet, force: o.force, fullBuild: o.fastBuild === false, watch: true });
   const ignore = new Set(fe.generatedSources?.(m) ?? []);
-  const w = new WatchLoop(m, o, rebuilder, stops, open, stopped);
+  const w = new WatchLoop(dir, m, o, rebuilder, stops, open, stopped);
   try {
     // the first build runs while the memory is reserved, restored and checked
     const firstBuild = build(rebuilder);
@@ -333,7 +362,7 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
     if (w.failure === undefined && !stops.signal) {
       w.watchSources(join(dir, "src"), ignore);
       // said once the watcher is up: a save from here on is seen (the tests wait for this line)
-      log.info(`watching ${join(dir, "src")} (a save rebuilds and replays; Ctrl-C ends)`);
+      log.info(`watching ${join(dir, "src")} (a save rebuilds${o.buildOnly ? ", no replay" : " and replays"}; Ctrl-C ends)`);
       w.startCheck(await firstBuild);
       await stoppedP;
     }
@@ -356,6 +385,7 @@ export async function watchReproducer(c: OpenedCapture, o: WatchOptions): Promis
  * failure, which ends the watch (`stopped`).
  */
 class WatchLoop {
+  /** The replay session (none with --build-only). */
   session: ReplaySession | undefined;
   /** The cycle in flight (awaited before cleanup: a build stops at the signal, a run is short). */
   busy: Promise<void> | undefined;
@@ -369,17 +399,19 @@ class WatchLoop {
   private debouncer: SaveDebouncer | undefined;
 
   constructor(
+    private readonly dir: string,
     private readonly m: Manifest,
     private readonly o: WatchOptions,
     private readonly rebuilder: Rebuilder,
     private readonly stops: StopSignals,
-    private readonly open: () => Promise<ReplaySession>,
+    private readonly open: () => Promise<ReplaySession | undefined>,
     private readonly stopped: () => void,
   ) {}
 
   /** One cycle: the run of what `built` gives, its line; then the memory put back for the next save (the session opened again after a kernel fault). */
   async cycle(trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt): Promise<void> {
-    const r = await runCycle(this.m, this.session!, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset });
+    if (!this.session) return builtCycle(this.dir, this.m, built, this.o, { trigger, files, savedAt });
+    const r = await runCycle(this.m, this.session, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset });
     if (r.ran) this.idleReset = null;
     if (r.reopen) {
       this.session!.close({ resetDevice: true });
@@ -474,6 +506,46 @@ async function build(rebuilder: Rebuilder): Promise<Built> {
   }
 }
 
+/** The build-error line of a failed build. */
+function buildErrorEvent(b: Extract<Built, { ok: false }>, base: { trigger: Trigger; files: string[] }, saveToVerdictSeconds: number): WatchEvent {
+  return {
+    event: "build-error",
+    ...base,
+    at: new Date().toISOString(),
+    code: b.error.code,
+    message: b.error.message,
+    hint: b.error.hint ?? null,
+    buildSeconds: b.seconds,
+    builder: b.builder,
+    saveToVerdictSeconds,
+  };
+}
+
+/** One --build-only cycle once the build is done: its line (built, with the kernel's resources, or build-error); nothing runs. */
+async function builtCycle(
+  dir: string,
+  m: Manifest,
+  built: Promise<Built>,
+  o: WatchOptions,
+  x: { trigger: Trigger; files: string[]; savedAt: number },
+): Promise<void> {
+  const b = await built;
+  const base = { trigger: x.trigger, files: x.files };
+  const since = (performance.now() - x.savedAt) / 1000;
+  if (!b.ok) return o.emit(buildErrorEvent(b, base, since));
+  o.emit({
+    event: "built",
+    ...base,
+    at: new Date().toISOString(),
+    kernel: m.kernel.name,
+    buildSeconds: b.seconds,
+    builder: b.builder,
+    ...(b.steps ? { buildSteps: b.steps } : {}),
+    ...moduleResources(dir, m, b.module),
+    saveToVerdictSeconds: since,
+  });
+}
+
 /**
  * One cycle once the build is done: run the rebuilt module, emit its line.
  * @returns ran: the module was launched; reopen: a kernel fault left the CUDA context unusable.
@@ -489,17 +561,7 @@ async function runCycle(
   const since = () => (performance.now() - x.savedAt) / 1000;
   const base = { trigger: x.trigger, files: x.files };
   if (!b.ok) {
-    o.emit({
-      event: "build-error",
-      ...base,
-      at: new Date().toISOString(),
-      code: b.error.code,
-      message: b.error.message,
-      hint: b.error.hint ?? null,
-      buildSeconds: b.seconds,
-      builder: b.builder,
-      saveToVerdictSeconds: since(),
-    });
+    o.emit(buildErrorEvent(b, base, since()));
     return { ran: false, reopen: false };
   }
   try {

@@ -100,6 +100,7 @@ describe("the gates are applied in src/ops/ only", () => {
       inspect: { dir: "d" },
       replay: { dir: "d" },
       validate: { dir: "d" },
+      build: { dir: "d" },
       profile: { dir: "d", build: true },
       tune: { dir: "d" },
       evaluate: { dir: "d", candidates: [] },

@@ -270,9 +270,9 @@ describe("validate --watch refusals, before any GPU work or build", () => {
     const before = process.listenerCount("SIGINT");
     const e = await failure([dir, "--watch"]);
     expect(e.code).toBe("E_NO_GPU");
-    // the hint fits --watch: it needs the GPU; plain validate is the way to check that an edit compiles
+    // the hint fits --watch: it needs the GPU; --build-only is the watch of a machine without one
     expect(e.hint).toContain("--watch needs a GPU");
-    expect(e.hint).toContain("plain `kerncap validate DIR` (no --watch) rebuilds");
+    expect(e.hint).toContain("`kerncap validate DIR --watch --build-only` rebuilds at each save without one");
     expect(e.hint).not.toContain("a build error is reported first");
     expect(process.listenerCount("SIGINT")).toBe(before);
   });

@@ -12,10 +12,14 @@
  * DIR/src/, one line per save (--json: JSON Lines, kerncap.validate-watch/1, an error that ends
  * the watch, at startup too, being one record of it: src/cli/main.ts); src/rebuild/watch.ts.
  * Exit 130 at Ctrl-C (143 at SIGTERM).
+ *
+ * --build-only: the rebuild alone (no replay, no GPU): kerncap.validate-build/1, exit 0 when the
+ * kernel compiles, 2 on a build error; with --watch, a `built` line at each save.
  */
 import { defineCommand, type ArgsDef, type ParsedArgs } from "citty";
 import { openCapture } from "../../format/capture-dir.ts";
-import { describeResources, validate, type ValidateOptions } from "../../ops/validate.ts";
+import { describeResources, validate, type BuildOnlyResult, type ValidateOptions } from "../../ops/validate.ts";
+import { KerncapError } from "../../errors.ts";
 import { WATCH_COMPARE_SECONDS, watchLine } from "../../rebuild/watch.ts";
 import { blockOf, COMPARE_SECONDS, MAX_ROUNDS, MIN_PAIRS } from "../../replay/stats.ts";
 import {
@@ -35,7 +39,7 @@ import {
   flushL2Arg,
   verifyArg,
 } from "../args.ts";
-import { describeComparison, describeReplay } from "../format.ts";
+import { describeComparison, describeReplay, oneLine } from "../format.ts";
 
 /** validate's --iters by default: the rounds of the comparison's first batch. */
 export const VALIDATE_ITERS = 10;
@@ -61,6 +65,12 @@ export const VALIDATE_ARGS = {
   watch: {
     type: "boolean",
     description: "Keep the memory on the GPU; rebuild, replay and print one line at each save under DIR/src/ (Ctrl-C ends)",
+    default: false,
+  },
+  "build-only": {
+    type: "boolean",
+    description:
+      "Rebuild only, no replay and no GPU: say whether the kernel compiles, with its registers and stack frame beside the captured module's (exit 0); with --watch, at each save",
     default: false,
   },
   trust: {
@@ -101,6 +111,33 @@ export function validateOptions(args: ParsedArgs<typeof VALIDATE_ARGS>, rawArgs:
   };
 }
 
+/** The options that judge or time a replay, which --build-only runs none of. */
+const REPLAY_ONLY = ["--iters", "--runs", "--flush-l2", "--no-verify", "--atol", "--rtol", "--dtype", "--multiset"];
+
+/**
+ * --build-only with an option of the replay it does not run: refused rather than ignored.
+ * @throws KerncapError E_USAGE naming the option
+ */
+function refuseReplayOptions(rawArgs: string[]): void {
+  const given = REPLAY_ONLY.filter((o) => rawArgs.some((a) => a === o || a.startsWith(`${o}=`)));
+  if (given.length)
+    throw new KerncapError("E_USAGE", `--build-only runs no replay: ${given.join(", ")} would judge or time one`, {
+      hint: "Leave them out with --build-only, or leave --build-only out to replay the rebuilt kernel (that needs a GPU).",
+    });
+}
+
+/** --build-only's line: the kernel compiles, its registers and stack frame, the build's time and builder. */
+export function describeBuilt(r: BuildOnlyResult): string {
+  const b = r.rebuild;
+  const res = describeResources(b);
+  return [
+    `BUILT ${r.kernel}: the kernel compiles${res ? `: ${res}` : ""}`,
+    `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}: ${b.module} (no replay: --build-only)`,
+  ]
+    .map(oneLine) // each line one line, whatever the manifest's names hold
+    .join("\n");
+}
+
 export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
   args: VALIDATE_ARGS,
@@ -108,16 +145,23 @@ export default defineCommand({
     if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
     const capture = openCapture(String(args.dir));
     const options = validateOptions(args, rawArgs); // options first: no rebuild for a typo
+    if (args["build-only"]) refuseReplayOptions(rawArgs);
     const request = {
       ...options,
       trust: trustArg(args.trust, rawArgs),
       confine: Boolean(args.confine),
       watch: Boolean(args.watch),
+      buildOnly: Boolean(args["build-only"]),
       quiet: !args.verbose,
       stdout: dataStdio(),
     };
     return validate(capture, request, {
       emit: args.json ? (e) => printJsonLine("validate-watch", e) : (e) => printText(watchLine(e) + "\n"),
+      built: (res) => {
+        if (args.json) printJson("validate-build", res);
+        else printText(`${describeBuilt(res)}\n`);
+        return 0;
+      },
       report: (res) => {
         const b = res.rebuild;
         if (args.json) printJson("validate", res);

@@ -63,6 +63,7 @@ describe("kerncap mcp", () => {
     const c = await connected();
     const { tools } = await c.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([
+      "build",
       "edit_file",
       "evaluate",
       "inspect",
@@ -665,7 +666,7 @@ describe("kerncap mcp", () => {
     });
     const c = new Client({ name: "test", version: "1" });
     await c.connect(t);
-    expect((await c.listTools()).tools.length).toBe(11);
+    expect((await c.listTools()).tools.length).toBe(12);
     const i = await c.callTool({ name: "inspect", arguments: { dir } });
     expect(doc(i).schema).toBe("kerncap.inspect/1");
     // outside the root, or not a capture: one message whatever is there (a file, a folder, nothing), no existence oracle
@@ -922,5 +923,39 @@ describe("kerncap mcp", () => {
       }
     },
     120_000,
+  );
+
+  test.skipIf(!NVCC)(
+    "build: validate --build-only through the agent's loop (edit_file, then build: registers beside the captured module's, no GPU); a compile error is E_BUILD with the compiler's message",
+    async () => {
+      const saved = process.env.XDG_STATE_HOME;
+      process.env.XDG_STATE_HOME = tempDir(); // the demo's trust record in a state folder of this test's own
+      try {
+        const dir = join(tempDir(), "demo");
+        expect(await runCli(["demo", dir])).toBe(0);
+        const c = await connected();
+        const b = await c.callTool({ name: "build", arguments: { dir } });
+        expect(b.isError, JSON.stringify(doc(b))).toBe(false);
+        expect(doc(b).schema).toBe("kerncap.validate-build/1");
+        expect(doc(b).rebuild.registers).toBe(doc(b).rebuild.captured.registers);
+        expect(doc(b).rebuild.registers).toBeGreaterThan(0);
+        // the tool's build is validate --confine's: the compiler's dependency list is written
+        expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(true);
+        const e = await c.callTool({
+          name: "edit_file",
+          arguments: { dir, path: "src/saxpy.cu", oldText: "p->a * p->x.data[i]", newText: "p->a * p->x.data[i] +* 2" },
+        });
+        expect(e.isError, JSON.stringify(doc(e))).toBe(false);
+        const broken = await c.callTool({ name: "build", arguments: { dir } });
+        expect(broken.isError).toBe(true);
+        expect(doc(broken).error.code).toBe("E_BUILD");
+        expect(doc(broken).error.message).toContain("saxpy.cu");
+        await c.close();
+      } finally {
+        if (saved === undefined) delete process.env.XDG_STATE_HOME;
+        else process.env.XDG_STATE_HOME = saved;
+      }
+    },
+    60_000,
   );
 });

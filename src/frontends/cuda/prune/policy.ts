@@ -202,6 +202,17 @@ function gatesOf(
   return { gates, ops };
 }
 
+/** Whether some element of `a` is in `b` (no array made: called for every declaration of the TU on every save). */
+function anyIn(a: Set<string>, b: Set<string>): boolean {
+  for (const x of a) if (b.has(x)) return true;
+  return false;
+}
+/** Whether every element of `a` is in `b`. */
+function allIn(a: Set<string>, b: Set<string>): boolean {
+  for (const x of a) if (!b.has(x)) return false;
+  return true;
+}
+
 /** The declarations kept: those of the primary file, device variables, kernels and what cannot be told apart, then every declaration of a name a kept one needs, and the gated ones whose gate opened. */
 function keptDeclarations(
   decl: number[],
@@ -246,7 +257,7 @@ function keptDeclarations(
       info[idx]!.kernel ||
       fileOf[idx] === "<built-in>" ||
       fileOf[idx] === "<command-line>" ||
-      [...ds].some((d) => ALWAYS.has(d)) ||
+      anyIn(ds, ALWAYS) ||
       ds.has("<using-directive>")
     )
       add(idx);
@@ -264,12 +275,12 @@ function keptDeclarations(
     }
     let grew = false;
     for (const [idx, g] of gates)
-      if (!keep.has(idx) && [...defs.get(idx)!].some((d) => needed.has(d)) && [...g].every((x) => needed.has(x))) {
+      if (!keep.has(idx) && anyIn(defs.get(idx)!, needed) && allIn(g, needed)) {
         add(idx);
         grew = true;
       }
     for (const [idx, o] of ops)
-      if (!keep.has(idx) && (o.all ? [...o.names].every((x) => needed.has(x)) : [...o.names].some((x) => needed.has(x)))) {
+      if (!keep.has(idx) && (o.all ? allIn(o.names, needed) : anyIn(o.names, needed))) {
         add(idx);
         grew = true;
       }
@@ -331,10 +342,12 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
   // newlines; directive lines inside either (line markers) stay
   const out: string[] = [];
   let pos = 0;
-  const blank = (s: string) => {
+  // the newlines of text[a, b), as a string of newlines (no copy of the span is made)
+  const NL = Array.from({ length: 64 }, (_, n) => "\n".repeat(n));
+  const blank = (a: number, b: number) => {
     let n = 0;
-    for (let i = s.indexOf("\n"); i >= 0; i = s.indexOf("\n", i + 1)) n++;
-    return "\n".repeat(n);
+    for (let i = text.indexOf("\n", a); i >= 0 && i < b; i = text.indexOf("\n", i + 1)) n++;
+    return n < NL.length ? NL[n]! : "\n".repeat(n);
   };
   // a pragma that applies to the declaration after it (CCCL's _CCCL_EXEC_CHECK_DISABLE is
   // `#pragma nv_exec_check_disable`) goes with that declaration: left before whatever follows,
@@ -368,12 +381,12 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
       if (t.kind[i] !== K.Dir) continue;
       // line markers stay; a pragma inside what is taken out goes with it (`#pragma unroll` of a
       // dropped body would be left at namespace scope: "expected a declaration")
-      out.push(blank(text.slice(pos, t.start[i]!)), /^#\s*\d/.test(t.text[i]!) ? t.text[i]! : "");
+      out.push(blank(pos, t.start[i]!), /^#\s*\d/.test(t.text[i]!) ? t.text[i]! : "");
       pos = t.end[i]!;
     }
     const e = t.end[it.b - 1]!;
     if (e > pos) {
-      out.push(blank(text.slice(pos, e)));
+      out.push(blank(pos, e));
       pos = e;
     }
   }

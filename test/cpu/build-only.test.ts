@@ -1,0 +1,121 @@
+/**
+ * `kerncap validate --build-only` (src/ops/validate.ts buildOnce) and `--watch --build-only`
+ * (src/rebuild/watch.ts builtCycle): the rebuild alone, no replay and no GPU, on the demo capture
+ * (a real CUDA reproducer: needs nvcc). The MCP tool `build` runs the same command confined.
+ */
+import { describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { DOCUMENTS } from "../../src/format/documents.ts";
+import { gatedArgv, TOOLS } from "../../src/mcp/tools.ts";
+import { tempDir } from "./fixtures.ts";
+
+const NVCC = ["/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+
+/** A demo capture in a fresh folder, with a state folder of the test's own (the demo's trust record goes there). */
+function demo(): { dir: string; env: Record<string, string | undefined> } {
+  const root = tempDir();
+  const env = { ...process.env, XDG_STATE_HOME: join(root, "state"), KERNCAP_LIBCUDA: "" };
+  const p = Bun.spawnSync([process.execPath, MAIN, "demo", join(root, "cap")], { cwd: root, env, stderr: "pipe" });
+  expect(p.exitCode, p.stderr.toString()).toBe(0);
+  return { dir: join(root, "cap"), env };
+}
+
+const kerncap = (args: string[], env: Record<string, string | undefined>) =>
+  Bun.spawnSync([process.execPath, MAIN, ...args], { env, stdout: "pipe", stderr: "pipe" });
+
+describe.skipIf(!NVCC)("validate --build-only", () => {
+  test("says the kernel compiles, with its registers beside the captured module's, exit 0 with no GPU; a build error is exit 2; replay options are refused", () => {
+    const { dir, env } = demo();
+    const text = kerncap(["validate", dir, "--build-only"], env);
+    expect(text.exitCode, text.stderr.toString()).toBe(0);
+    expect(text.stdout.toString()).toMatch(
+      /^BUILT _Z5saxpyPK5Saxpy: the kernel compiles: \d+ registers, \d+-byte stack frame \(captured: \d+, \d+\)\n {2}rebuild [0-9.]+ s/,
+    );
+    expect(text.stdout.toString()).toContain("(no replay: --build-only)");
+    expect(text.stderr.toString()).not.toContain("E_NO_GPU");
+
+    const json = kerncap(["validate", dir, "--build-only", "--json"], env);
+    expect(json.exitCode, json.stderr.toString()).toBe(0);
+    const doc = JSON.parse(json.stdout.toString());
+    expect(() => v.parse(DOCUMENTS["validate-build"], doc)).not.toThrow();
+    expect(doc.schema).toBe("kerncap.validate-build/1");
+    expect(doc.rebuild.module).toEndWith("build/kernel.cubin");
+    // the source is the captured one: the rebuilt kernel uses what the captured module's does
+    expect(doc.rebuild.registers).toBeGreaterThan(0);
+    expect(doc.rebuild.registers).toBe(doc.rebuild.captured.registers);
+
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("p->a * p->x.data[i]", "p->a * p->x.data[i] +* 2"));
+    const broken = kerncap(["validate", dir, "--build-only", "--json"], env);
+    expect(broken.exitCode).toBe(2);
+    expect(JSON.parse(broken.stdout.toString()).error.code).toBe("E_BUILD");
+
+    for (const opt of [["--runs", "3"], ["--flush-l2"], ["--rtol=1e-3"], ["--no-verify"]]) {
+      const r = kerncap(["validate", dir, "--build-only", ...opt], env);
+      expect(r.exitCode, opt.join(" ")).toBe(2);
+      expect(r.stderr.toString()).toContain(`--build-only runs no replay: ${opt[0]!.split("=")[0]}`);
+    }
+  }, 60_000);
+
+  test("--watch --build-only: a built line at start and at each save, a build error is a line and the watch goes on, Ctrl-C ends it (130)", async () => {
+    const { dir, env } = demo();
+    const p = Bun.spawn([process.execPath, MAIN, "validate", dir, "--watch", "--build-only", "--json", "--full-build"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const lines: Record<string, unknown>[] = [];
+    const reader = (async () => {
+      let buf = "";
+      for await (const chunk of p.stdout as unknown as AsyncIterable<Uint8Array>) {
+        buf += new TextDecoder().decode(chunk);
+        for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+          lines.push(JSON.parse(buf.slice(0, nl)));
+          buf = buf.slice(nl + 1);
+        }
+      }
+    })();
+    let err = "";
+    const errReader = (async () => {
+      for await (const chunk of p.stderr as unknown as AsyncIterable<Uint8Array>) err += new TextDecoder().decode(chunk);
+    })();
+    const until = async (n: number, what: string) => {
+      for (let i = 0; i < 600 && lines.length < n; i++) await Bun.sleep(100);
+      expect(lines.length, `${what}: ${err}`).toBeGreaterThanOrEqual(n);
+    };
+    await until(1, "the start's line");
+    for (let i = 0; i < 100 && !err.includes("watching "); i++) await Bun.sleep(100);
+    expect(lines[0]).toMatchObject({ schema: "kerncap.validate-watch/1", event: "built", trigger: "start", kernel: "_Z5saxpyPK5Saxpy" });
+    const first = lines[0] as { registers: number; captured: { registers: number } };
+    expect(first.registers).toBe(first.captured.registers);
+    for (const l of lines) expect(() => v.parse(DOCUMENTS["validate-watch"], l)).not.toThrow();
+
+    const src = join(dir, "src/saxpy.cu");
+    const original = readFileSync(src, "utf8");
+    writeFileSync(src, original.replace("p->a * p->x.data[i]", "p->a * p->x.data[i] +* 2"));
+    await until(2, "the broken save's line");
+    expect(lines[1]).toMatchObject({ event: "build-error", trigger: "save", files: ["saxpy.cu"], code: "E_BUILD" });
+
+    writeFileSync(src, original.replace("p->a * p->x.data[i]", "__fmul_rn(p->a, p->x.data[i])"));
+    await until(3, "the mended save's line");
+    expect(lines[2]).toMatchObject({ event: "built", trigger: "save", files: ["saxpy.cu"] });
+    expect((lines[2] as { buildSeconds: number }).buildSeconds).toBeGreaterThan(0);
+
+    p.kill("SIGINT");
+    expect(await p.exited).toBe(130);
+    await reader;
+    await errReader;
+    expect(err).not.toContain("E_NO_GPU");
+    expect(err).toContain("a save rebuilds, no replay");
+  }, 90_000);
+});
+
+test("the MCP tool build runs validate --build-only, confined like validate", () => {
+  const argv = gatedArgv("build", { dir: "d" }, TOOLS.build.argv({ dir: "d" }), false);
+  expect(argv).toEqual(["validate", "d", "--json", "--build-only", "--confine"]);
+  expect(gatedArgv("build", { dir: "d" }, TOOLS.build.argv({ dir: "d" }), true)).toContain("--trust");
+  expect(TOOLS.build.output).toBe("validate-build");
+});
