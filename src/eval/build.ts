@@ -11,7 +11,7 @@
  * compiler's message), layout-change (the kernel's parameters are not the captured ones), error
  * (a candidate that does not fit src/: E_PATCH, E_CANDIDATE; or kerncap's own failure).
  */
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { isKerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";

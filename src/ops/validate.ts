@@ -26,7 +26,6 @@ import { NEEDS_GPU, WITHOUT_GPU } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
 import { describeResources, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
-import type { Manifest } from "../format/manifest.ts";
 
 export { describeResources, moduleResources, type ModuleResources };
 
