@@ -17,6 +17,7 @@ import { readInCapture, shownPath, treeEntries, writeInCapture } from "./paths.t
 import { frontendRunFiles } from "./run-files.ts";
 import { stateDir } from "./trust-records.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { sharedParentRisk } from "../cache.ts";
 import { log } from "../log.ts";
 
 /** The file `kerncap unpack` writes into every folder it unpacks. */
@@ -105,7 +106,9 @@ export function markReceived(dir: string, archive: string): void {
  * that user's, whatever its manifest says about the host: its build.sh is theirs to write. A
  * group-writable one (a team's shared folder) is every group member's to write, so it is received
  * too: a member who appends a line to build.sh in place leaves its owner unchanged. The files and
- * folders under src/ are held to the same rule (notYoursUnderSrc): the build compiles them.
+ * folders under src/ are held to the same rule (notYoursUnderSrc): the build compiles them. So is
+ * the way to the folder (src/cache.ts sharedParentRisk): a folder above it that others may rename
+ * entries of (group- or world-writable, not sticky) lets them put their own folder at its name.
  */
 /** What a rebuild runs, imports or reads commands from: the folder, build.sh, src/, every frontend's run files (src/format/run-files.ts: Triton's pinned.json, which names the interpreter, and repro.py), the manifest, and build/ with the pruned build's plan (its commands run as written). */
 const owned = () => [".", "build.sh", "src", ...frontendRunFiles(), "kerncap.json", "build", "build/pruned", "build/pruned/plan.json"];
@@ -113,6 +116,11 @@ const owned = () => [".", "build.sh", "src", ...frontendRunFiles(), "kerncap.jso
 export function notYours(dir: string): string | undefined {
   const uid = process.geteuid?.() ?? process.getuid?.();
   if (uid === undefined) return undefined;
+  // the folder is taken by its name again at every step of a build (the pruned build's dry run runs
+  // DIR/build.sh by name): a folder above it that others may rename entries of lets them swap the
+  // whole capture for theirs after every check here (trial 24: renameat2 RENAME_EXCHANGE in a 2770 team folder)
+  const swap = sharedParentRisk(dir, uid);
+  if (swap) return `another user could swap the folder for theirs by its name (${swap})`;
   for (const name of owned()) {
     let st;
     try {

@@ -131,6 +131,35 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     expect(receivedReasons(cap, m)[0]).toStartWith("the folder can be written by every member of its group");
   }, 60_000);
 
+  test("a capture of the user's own in a folder others may rename entries of (0777 or a group's, not sticky) is received: they could swap it for theirs after every check (trial 24: renameat2 between the gate and the pruned build's dry run of DIR/build.sh)", async () => {
+    const root = tempDir("kerncap-attack-");
+    const team = join(root, "team");
+    mkdirSync(team, { mode: 0o755 });
+    const cap = join(team, "cap");
+    const m = await makeCapture(cap);
+    writeFileSync(join(cap, "build.sh"), stockBuildSh(), { mode: 0o755 }); // kerncap's own: plain --trust would be enough but for the swap
+    expect(receivedReasons(cap, m)).toEqual([]);
+    chmodSync(team, 0o777); // every user may rename its entries
+    const why = receivedReasons(cap, m);
+    expect(why).toEqual([`another user could swap the folder for theirs by its name (${team} is writable by other users (mode 0777) and not sticky)`]);
+    // a folder further up counts as much (they rename the folder that holds it)
+    chmodSync(team, 0o755);
+    chmodSync(root, 0o777);
+    expect(receivedReasons(cap, m)[0]).toContain(`${root} is writable by other users (mode 0777) and not sticky`);
+    // sticky: no one but its owner (root or you) renames your entries
+    chmodSync(root, 0o1777);
+    expect(receivedReasons(cap, m)).toEqual([]);
+    chmodSync(root, 0o777);
+    const v = cli(["validate", cap]);
+    expect(v.code).toBe(2);
+    expect(v.doc.error.code).toBe("E_UNTRUSTED");
+    // plain --trust is not enough: the folder read and the folder built could be two
+    const t = cli(["validate", cap, "--trust"]);
+    expect(t.code).toBe(2);
+    expect(t.doc.error.message).toContain("plain --trust is not enough here: another user could swap the folder");
+    chmodSync(root, 0o700);
+  }, 60_000);
+
   test("a file or folder under src/ that the group or every user may write, or (as root) another user owns, makes the capture received, named (trial 20)", async () => {
     const root = tempDir("kerncap-attack-");
     const cap = join(root, "cap");
