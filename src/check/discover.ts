@@ -12,7 +12,10 @@
  * under the same layout, whatever the mount point, and unchanged by packing a capture. It keys the
  * shard (src/check/shard.ts), the baseline and the results. Of copies of one identity that differ
  * in owner the user's own is kept (another user's `.zip` beside the user's folder is passed over,
- * with a warning); two of one owner are refused.
+ * with a warning); two of the user's own are refused; copies none of which is the user's are all
+ * passed over with a warning. A folder whose kerncap.json belongs to another user (not root) is
+ * their capture, and the folders and archives of the user's own inside it are walked too: another
+ * user's kerncap.json at the root of a shared corpus hides none of the user's captures.
  */
 import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
@@ -58,7 +61,15 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
     }
     if (seen.has(real)) return;
     seen.add(real);
-    if (existsSync(join(dir, MANIFEST_FILE))) return void captures.push({ id, path: dir, kind: "folder" });
+    let mineOnly = false;
+    if (existsSync(join(dir, MANIFEST_FILE))) {
+      captures.push({ id, path: dir, kind: "folder" });
+      // another user's kerncap.json makes the folder their capture, not a wall over yours: a team
+      // member who drops one at the root of a shared corpus would hide every capture of yours below
+      // it (trial 23); the folders of yours in it are still walked, theirs are their capture's
+      if (!manifestOfAnother(join(dir, MANIFEST_FILE))) return;
+      mineOnly = true;
+    }
     let names: string[];
     try {
       names = readdirSync(dir).sort();
@@ -81,6 +92,7 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
         passedOver.push({ path: p, reason: "a dangling symbolic link" });
         continue;
       }
+      if (mineOnly && st.uid !== process.geteuid?.()) continue;
       if (st.isDirectory()) await walk(p, `${id}/${name}`);
       else if (st.isFile() && name.endsWith(ARCHIVE_SUFFIX)) {
         if (await isPackArchive(p)) captures.push({ id: `${id}/${idName(name)}`, path: p, kind: "archive" });
@@ -107,6 +119,18 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
   return { captures: oneOfEachIdentity(captures, passedOver), passedOver };
 }
 
+/** Whether the kerncap.json at `file` (lstat: a link is not followed) belongs to a user other than the one running kerncap and root. */
+function manifestOfAnother(file: string): boolean {
+  const uid = process.geteuid?.();
+  if (uid === undefined) return false;
+  try {
+    const st = lstatSync(file);
+    return st.uid !== uid && st.uid !== 0;
+  } catch {
+    return false;
+  }
+}
+
 /** The owner (uid) of a capture folder or archive, undefined when it cannot be read. */
 function ownerOf(path: string): number | undefined {
   try {
@@ -120,7 +144,8 @@ function ownerOf(path: string): number | undefined {
  * `sorted` (by identity) with one capture of each identity. Copies of one identity that differ in
  * owner: the user's own copy is kept and the others are passed over with a warning (`warn`), so that
  * another user's `NAME.zip` dropped beside the user's `NAME/` in a shared corpus does not stop the
- * whole check (trial 20). Two copies of one owner (or none of the user's): refused.
+ * whole check (trial 20); none of them the user's: all passed over with a warning (another user's
+ * pair stops nothing of the user's). Two copies of the user's own: refused.
  * @throws KerncapError E_USAGE naming two captures of one identity
  */
 function oneOfEachIdentity(sorted: CaptureRef[], passedOver: Discovery["passedOver"]): CaptureRef[] {
@@ -147,6 +172,16 @@ function oneOfEachIdentity(sorted: CaptureRef[], passedOver: Discovery["passedOv
             reason: `it has the identity ${c.id} of your own ${own.path}, and belongs to another user (uid ${owners[k] ?? "unknown"}): yours is checked`,
             warn: true,
           });
+      continue;
+    }
+    if (mine.length === 0 && uid !== undefined && owners.every((o) => o !== undefined)) {
+      // none of them yours: another user's pair in a shared corpus stops nothing of yours (trial 23); neither is checked
+      for (const [k, c] of same.entries())
+        passedOver.push({
+          path: c.path,
+          reason: `${same.length} captures of other users have its identity ${c.id} (this one uid ${owners[k]}): none of them is checked`,
+          warn: true,
+        });
       continue;
     }
     const [a, b] = mine.length > 1 ? (mine as [CaptureRef, CaptureRef, ...CaptureRef[]]) : (same as [CaptureRef, CaptureRef, ...CaptureRef[]]);

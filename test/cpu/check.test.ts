@@ -5,8 +5,8 @@
  * real worker process, whose captures fail for want of a GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { appendFileSync, chmodSync, chownSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
 import * as v from "valibot";
 import { readBaseline } from "../../src/check/baseline.ts";
 import { mergeResults, runCheck } from "../../src/check/check.ts";
@@ -167,10 +167,37 @@ describe("copies of one identity in a shared corpus (trial 20: another user's NA
       expect(err).toContain("belongs to another user (uid 4242)");
       expect(err).not.toContain("\x1b]0;PWN");
       expect(err).toContain("2 captures could not be checked");
-      // two copies of another user's (none of the user's): refused
+      // two copies of another user's (none of the user's): both passed over with a warning, nothing of the user's stopped (trial 23)
       chownSync(join(root, "vcap"), 4242, 4242);
       chownSync(zip, 4343, 4343);
-      expect((await discoverCaptures([root]).catch((x) => x)).message).toContain("have one identity, corpus/vcap");
+      const theirs = await discoverCaptures([root]);
+      expect(theirs.captures.map((c) => c.id)).not.toContain("corpus/vcap");
+      expect(theirs.captures.map((c) => c.id)).toContain(`corpus/${basename(odd)}`);
+      expect(theirs.passedOver.filter((p) => p.reason.includes("captures of other users have its identity corpus/vcap"))).toHaveLength(2);
+    },
+    60_000,
+  );
+
+  test.skipIf(process.geteuid?.() !== 0)(
+    "another user's kerncap.json at the root of a shared corpus (or in any folder above yours) is their capture, not a wall: your captures below it are still found (trial 23)",
+    async () => {
+      const root = join(tempDir(), "corpus");
+      await makeCapture(join(root, "mine"));
+      await makeCapture(join(root, "deep/mine2"));
+      const other = join(tempDir(), "x");
+      await makeCapture(other);
+      for (const f of readdirSync(other)) cpSync(join(other, f), join(root, f), { recursive: true });
+      // yours: the root's kerncap.json holds the folder, as before
+      expect((await discoverCaptures([root])).captures.map((c) => c.id)).toEqual(["corpus"]);
+      // the attacker's: their capture is checked, and so is every capture of yours below it
+      for (const f of readdirSync(other)) chownSync(join(root, f), 4242, 4242);
+      const d = await discoverCaptures([root]);
+      expect(d.captures.map((c) => c.id)).toEqual(["corpus", "corpus/deep/mine2", "corpus/mine"]);
+      // their folders inside it are their capture's, not walked
+      mkdirSync(join(root, "theirs"));
+      await makeCapture(join(root, "theirs/c"));
+      chownSync(join(root, "theirs"), 4242, 4242);
+      expect((await discoverCaptures([root])).captures.map((c) => c.id)).not.toContain("corpus/theirs/c");
     },
     60_000,
   );
