@@ -206,12 +206,14 @@ export const ERROR_CODES = {
   // trust and confinement (docs/security.md)
   E_UNTRUSTED: {
     exit: 2,
-    about: "A received capture's build (build.sh, or a Triton kernel's source) would run before the user trusted it.",
+    about:
+      "A received capture's build (build.sh, or a Triton kernel's source) would run before the user trusted it; or plain --trust / judge's plain --accept where another user could change the files between the user's reading and the command (give the digest).",
     hint: "Show the files to the user; if they trust them, run the command again with --trust (or --trust=DIGEST).",
   },
   E_TRUST_CHANGED: {
     exit: 2,
-    about: "The files a build runs changed since they were shown or trusted (--trust=DIGEST no longer matches).",
+    about:
+      "The files a build runs changed since they were shown or trusted (--trust=DIGEST no longer matches), or the judging settings since they were shown (judge --accept=DIGEST).",
     hint: "Nothing was run. Run the command again without --trust to see the files, then trust the digest it shows.",
   },
   E_NOT_RENDERED: {

@@ -257,14 +257,14 @@ export function kernelPattern(v: unknown): string {
  * @returns false, true (plain --trust) or the digest (64 hex digits, `sha256:` allowed before them)
  * @throws KerncapError E_USAGE for a value that is not a SHA-256 digest
  */
-export function trustArg(flag: unknown, rawArgs: string[]): boolean | string {
+export function trustArg(flag: unknown, rawArgs: string[], name = "trust"): boolean | string {
   const end = rawArgs.indexOf("--");
   let digest: string | undefined;
-  for (const a of end < 0 ? rawArgs : rawArgs.slice(0, end)) if (a.startsWith("--trust=")) digest = a.slice("--trust=".length);
+  for (const a of end < 0 ? rawArgs : rawArgs.slice(0, end)) if (a.startsWith(`--${name}=`)) digest = a.slice(`--${name}=`.length);
   if (digest === undefined) return Boolean(flag);
   if (!/^(sha256:)?[0-9a-fA-F]{64}$/.test(digest))
-    throw new KerncapError("E_USAGE", `--trust=${JSON.stringify(digest).slice(1, -1)} is not a digest`, {
-      hint: "Give the sha256 that the refusal printed (64 hex digits): --trust=DIGEST; or plain --trust in a folder of your own.",
+    throw new KerncapError("E_USAGE", `--${name}=${JSON.stringify(digest).slice(1, -1)} is not a digest`, {
+      hint: `Give the sha256 that kerncap printed (64 hex digits): --${name}=DIGEST; or plain --${name} in a folder of your own.`,
     });
   return digest;
 }

@@ -256,8 +256,8 @@ export function closedStdio(proc = "/proc/self"): "stdout" | "stderr" | undefine
   return undefined;
 }
 
-/** Switches that also take a value after `=`: `--trust=DIGEST` (src/cli/args.ts trustArg). */
-const OPTIONAL_VALUE_SWITCHES = new Set(["trust"]);
+/** Switches that also take a value after `=`: `--trust=DIGEST`, judge's `--accept=DIGEST` (src/cli/args.ts trustArg). */
+const OPTIONAL_VALUE_SWITCHES = new Set(["trust", "accept"]);
 
 /** Run the CLI on argv; returns the exit code instead of exiting (used by tests too). */
 export async function runCli(argv: string[]): Promise<number> {

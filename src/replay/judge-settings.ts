@@ -61,6 +61,15 @@ export function readJudging(dir: string): JudgeSettings | undefined {
 }
 
 /** readJudging's settings with the SHA-256 of the bytes they were read from (`file`: what an acceptance is recorded for), from one read. */
+/**
+ * The stored settings with the SHA-256 of the bytes they were read from (hex: the digest
+ * `kerncap judge DIR --accept=DIGEST` takes), in one read; undefined without a file.
+ * @throws KerncapError E_JUDGE (not readable, not JSON, not the schema), E_CHECKSUM (changed by hand)
+ */
+export function readJudgingFile(dir: string): { settings: JudgeSettings; file: string } | undefined {
+  return readStored(dir);
+}
+
 function readStored(dir: string): { settings: JudgeSettings; file: string } | undefined {
   const hint = `Replace them: \`kerncap judge ${dir} --clear\` followed by the settings you want (--clear alone removes them), or remove ${JUDGE_FILE}.`;
   let bytes: Buffer | undefined;
@@ -191,8 +200,7 @@ const same = (r: TrustRecord, k: Omit<TrustRecord, "at">) =>
  * stay unused in a received capture, said where they are read).
  * @returns whether it was recorded
  */
-export function acceptJudging(dir: string): boolean {
-  const d = fileDigest(dir);
+export function acceptJudging(dir: string, d: string | undefined = fileDigest(dir)): boolean {
   const state = stateDir();
   if (!d || !state) return false;
   const key = trustKey(dir, `judge:${d}`);
@@ -240,10 +248,15 @@ export function judgingNotOwn(dir: string, m: Manifest): { kind: "received" | "f
  * that another user owns or may write, with the ways out (read them, then `kerncap judge DIR
  * --accept`; for the file, also make it the user's alone).
  */
-export function unusedJudgingNote(dir: string, not: { kind: "received" | "file"; why: string }): string {
+export function unusedJudgingNote(dir: string, not: { kind: "received" | "file"; why: string }, digest?: string): string {
   return not.kind === "received"
-    ? `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (kerncap judge ${dir} --accept), the capture judged as captured: ${not.why}`
-    : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (kerncap judge ${dir} --accept: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${dir} --clear and your own settings); the capture judged as captured`;
+    ? `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (${acceptCommand(dir, digest)}), the capture judged as captured: ${not.why}`
+    : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (${acceptCommand(dir, digest)}: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${dir} --clear and your own settings); the capture judged as captured`;
+}
+
+/** The command that accepts the settings shown: with the digest of the bytes shown (`--accept=DIGEST`: accepted only if the file is still those bytes) when known. */
+function acceptCommand(dir: string, digest?: string): string {
+  return `kerncap judge ${dir} --accept${digest ? `=${digest}` : ""}`;
 }
 
 /**
@@ -256,10 +269,10 @@ export function judgingUnused(dir: string, m: Manifest): boolean {
 }
 
 /** The one phrase inspect and judge put after settings that are not used (judgingNotOwn's `not`), with the way out. */
-export function notUsedNote(dir: string, not: { kind: "received" | "file"; why: string } | undefined): string {
+export function notUsedNote(dir: string, not: { kind: "received" | "file"; why: string } | undefined, digest?: string): string {
   return !not || not.kind === "received"
-    ? `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`
-    : `NOT USED: ${not.why}, so they may be another user's; read them, then accept them (kerncap judge ${dir} --accept) or make the file yours alone (chmod go-w)`;
+    ? `NOT USED: the sender's, until you accept them (${acceptCommand(dir, digest)})`
+    : `NOT USED: ${not.why}, so they may be another user's; read them, then accept them (${acceptCommand(dir, digest)}) or make the file yours alone (chmod go-w)`;
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import * as v from "valibot";
+import { createHash } from "node:crypto";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { basename, join } from "node:path";
 import { tmpdir } from "node:os";
@@ -554,7 +555,10 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(k("judge", dir, "--rtol", "1e-4").exitCode).toBe(0);
       expect(k("judge", dir).stdout.toString()).not.toContain("NOT USED");
       writeFileSync(join(dir, RECEIVED_MARK), "{}\n");
-      const note = `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept)`;
+      const shownDigest = createHash("sha256")
+        .update(readFileSync(join(dir, "kerncap-judge.json")))
+        .digest("hex");
+      const note = `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept=${shownDigest})`;
       expect(k("judge", dir).stdout.toString()).toBe(`judging settings: rtol 0.0001 (${join(dir, "kerncap-judge.json")}); ${note}\n`);
       expect(k("inspect", dir).stdout.toString()).toContain(`rtol 0.0001 (kerncap judge, kerncap-judge.json); ${note}\n`);
       const doc = JSON.parse(k("judge", dir, "--json").stdout.toString());

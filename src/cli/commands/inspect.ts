@@ -13,7 +13,7 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, judgingAccepted, judgingNotOwn, notUsedNote, readJudging, type JudgeSettings } from "../../replay/judge-settings.ts";
+import { describeJudging, judgingAccepted, judgingNotOwn, notUsedNote, readJudgingFile, type JudgeSettings } from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
@@ -263,16 +263,19 @@ export default defineCommand({
     const covered = trusted ? coveredFiles(dir, m) : undefined;
     // the capture's judging settings (kerncap judge): a damaged file is said here, as the replay would
     let judging: JudgeSettings | null = null;
+    let judgingDigest: string | undefined;
     let judgingError: string | null = null;
     try {
-      judging = readJudging(dir) ?? null;
+      const read = readJudgingFile(dir);
+      judging = read?.settings ?? null;
+      judgingDigest = read?.file;
     } catch (e) {
       if (!isKerncapError(e)) throw e;
       judgingError = e.message;
     }
     // a received capture's settings are the sender's, a file another user owns or may write perhaps theirs: unused until accepted (src/replay/judge-settings.ts judgingInEffect)
     const not = judging ? judgingNotOwn(dir, m) : undefined;
-    const unused = !not || judgingAccepted(dir) ? "" : `; ${notUsedNote(dir, not)}`;
+    const unused = !not || judgingAccepted(dir, judgingDigest) ? "" : `; ${notUsedNote(dir, not, judgingDigest)}`;
     const judgingLine = `judging    ${judgingError ?? (judging ? `${describeJudging(judging)} (kerncap judge, ${JUDGE_FILE})${unused}` : "as captured: bit-exact, element types from the signature or fp32 (kerncap judge sets more)")}`;
     // the summary first (it is what the user asked for), then the integrity verdict
     // a params.bin of another size than the manifest's is damage, said by the integrity check below

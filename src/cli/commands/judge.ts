@@ -20,13 +20,15 @@ import {
   judgingUnused,
   notUsedNote,
   readJudging,
+  readJudgingFile,
   unusedJudgingNote,
   writeJudging,
   type JudgeSettings,
 } from "../../replay/judge-settings.ts";
 import "../../frontends/index.ts"; // the frontend registry: judgingNotOwn (receivedBecause) reads every frontend's run files (src/format/run-files.ts)
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
-import { dirArg, jsonArg, printJson, printText, toleranceOptions, verboseArg } from "../args.ts";
+import { dirArg, jsonArg, printJson, printText, toleranceOptions, trustArg, verboseArg } from "../args.ts";
+import { notYours } from "../../format/received.ts";
 
 /** The stored settings for --clear, which replaces them: a file that does not read is said (log) and left to be replaced. */
 function storedOrNote(dir: string): undefined {
@@ -36,6 +38,32 @@ function storedOrNote(dir: string): undefined {
     log.warn(`${JUDGE_FILE} did not read (${(e as Error).message}): --clear replaces it`);
   }
   return undefined;
+}
+
+/**
+ * Whether the settings read (`digest`, the SHA-256 of the bytes shown) may be accepted as asked:
+ * `--accept=DIGEST` only when the file is still those bytes; plain `--accept` only where no other
+ * user could have changed the file between the user's reading and this command (the folder, its way
+ * and the file the user's alone: notYours, judgingNotOwn's "file").
+ * @throws KerncapError E_TRUST_CHANGED (the digest differs), E_UNTRUSTED (plain --accept where others may write)
+ */
+function acceptable(dir: string, notOwn: { kind: "received" | "file"; why: string }, digest: string, accept: boolean | string): void {
+  if (typeof accept === "string") {
+    if (accept.toLowerCase().replace(/^sha256:/, "") !== digest)
+      throw new KerncapError("E_TRUST_CHANGED", `${JUDGE_FILE} in ${dir} is not the file --accept=${accept} names (sha256 now ${digest}): nothing accepted`, {
+        hint: `Read the settings again (kerncap judge ${dir}), then accept the digest it shows.`,
+      });
+    return;
+  }
+  const others = notYours(dir) ?? (notOwn.kind === "file" ? notOwn.why : undefined);
+  if (others)
+    throw new KerncapError(
+      "E_UNTRUSTED",
+      `plain --accept is not enough for ${dir}: ${others}, so ${JUDGE_FILE} could have changed since you read it: nothing accepted`,
+      {
+        hint: `Read them (kerncap judge ${dir} shows them with their digest), then run kerncap judge ${dir} --accept=${digest} to accept those bytes only.`,
+      },
+    );
 }
 
 /** The settings after this command: `prior` (nothing with `clear`) with each option given replacing its key; `expect` "any" drops the expectation. */
@@ -109,7 +137,7 @@ export default defineCommand({
     accept: {
       type: "boolean",
       description:
-        "Use the settings a received capture came with (the sender's: unused until accepted, for this folder and this file; settings you write with judge are accepted as you write them)",
+        "Use the settings a received capture came with (the sender's: unused until accepted, for this folder and this file; settings you write with judge are accepted as you write them); --accept=DIGEST accepts them only if the file is still the one shown with that digest (needed where another user can change it)",
       default: false,
     },
     ...jsonArg,
@@ -121,7 +149,9 @@ export default defineCommand({
     const given = toleranceOptions(args, rawArgs);
     const changing = args.clear || args.expect !== undefined || Object.values(given).some((x) => x !== undefined);
     // --clear starts from nothing: a stored file that no longer reads (changed by hand, damaged) is replaced, not read
-    const prior = args.clear ? storedOrNote(dir) : readJudging(dir);
+    const accept = trustArg(args.accept, rawArgs, "accept");
+    const read = args.clear ? storedOrNote(dir) : readJudgingFile(dir);
+    const prior = read?.settings;
     let settings = prior ?? {};
     let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
     // a received capture's settings not accepted (the sender's): a setting the user writes starts from none, never
@@ -129,14 +159,15 @@ export default defineCommand({
     // the same for a file another user owns or may write (trial 20: a team member copied atol 1e30 over a group-writable one)
     const notOwn = prior !== undefined ? judgingNotOwn(dir, m) : undefined;
     const unaccepted = notOwn !== undefined && !judgingAccepted(dir);
-    const senders = changing && !args.clear && !args.accept && prior !== undefined && unaccepted;
+    const senders = changing && !args.clear && !accept && prior !== undefined && unaccepted;
     if (senders)
       log.warn(
         notOwn.kind === "received"
           ? `the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${dir} --accept adopts them)`
           : `the judging settings in ${JUDGE_FILE} (${describeJudging(prior)}) are not accepted (${notOwn.why}): starting from none (kerncap judge ${dir} --accept adopts them)`,
       );
-    else if (!changing && !args.accept && prior !== undefined && unaccepted) log.warn(unusedJudgingNote(dir, notOwn)); // shown, and said unused
+    else if (!changing && !accept && prior !== undefined && unaccepted) log.warn(unusedJudgingNote(dir, notOwn, read?.file)); // shown, and said unused, with the digest to accept them by
+    if (accept && read && notOwn) acceptable(dir, notOwn, read.file, accept);
     if (changing) {
       settings = judgedSettings(
         senders ? undefined : prior,
@@ -152,16 +183,18 @@ export default defineCommand({
       file = writeJudging(dir, settings) ?? null;
     }
     // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
-    if (file && (changing || args.accept) && judgingNotOwn(dir, m)) {
-      if (!acceptJudging(dir)) log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
-      else if (args.accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
-    } else if (args.accept && !file) log.info(`${dir} has no judging settings to accept`);
+    if (file && (changing || accept) && judgingNotOwn(dir, m)) {
+      // what is accepted is the bytes shown (read once above), or the file the user just wrote
+      if (!acceptJudging(dir, changing ? undefined : read?.file))
+        log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
+      else if (accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
+    } else if (accept && !file) log.info(`${dir} has no judging settings to accept`);
     // a received capture's settings not accepted are shown as what they are: unused (as inspect says it)
     const used = !file || !judgingUnused(dir, m);
     if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings, used });
     else
       printText(
-        `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${used ? "" : `; ${notUsedNote(dir, judgingNotOwn(dir, m))}`}\n`,
+        `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${used ? "" : `; ${notUsedNote(dir, judgingNotOwn(dir, m), changing ? undefined : read?.file)}`}\n`,
       );
     return 0;
   },

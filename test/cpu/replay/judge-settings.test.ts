@@ -140,7 +140,25 @@ describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 
       // every user may write it: the same; the user reads them and accepts: used while the file stays as it is
       chmodSync(file, 0o646);
       expect(judgingInEffect(cap, m, true).ignored).toContain("kerncap-judge.json can be written by every user (mode 646)");
-      expect(run("judge", cap, "--accept").exitCode).toBe(0);
+      // plain --accept is not enough where others may write the file: it could change between the reading and --accept (trial 23 F6)
+      const plain = run("judge", cap, "--accept", "--json");
+      expect(plain.exitCode).toBe(2);
+      expect(JSON.parse(plain.stdout.toString()).error.code).toBe("E_UNTRUSTED");
+      expect(judgingInEffect(cap, m, true).settings).toBeUndefined();
+      // the review shows the digest of the bytes shown; --accept=DIGEST accepts those bytes only
+      const review = run("judge", cap).stderr.toString();
+      const digest = /--accept=([0-9a-f]{64})/.exec(review)?.[1];
+      expect(digest, review).toBeDefined();
+      writeJudging(theirs, { atol: 1e300, multiset: ["all"] }); // swapped in after the review
+      const swapped = readFileSync(join(theirs, "kerncap-judge.json"));
+      const reviewed = readFileSync(file);
+      writeFileSync(file, swapped);
+      const late = run("judge", cap, `--accept=${digest}`, "--json");
+      expect(late.exitCode, late.stdout.toString()).toBe(2);
+      expect(JSON.parse(late.stdout.toString()).error.code).toBe("E_TRUST_CHANGED");
+      expect(judgingInEffect(cap, m, true).settings).toBeUndefined();
+      writeFileSync(file, reviewed);
+      expect(run("judge", cap, `--accept=sha256:${digest!.toUpperCase()}`).exitCode).toBe(0);
       expect(judgingInEffect(cap, m, true).settings).toEqual({ atol: 1e30, rtol: 1e30 });
       writeJudging(theirs, { atol: 5 }); // the member changes it again: asks again
       writeFileSync(file, readFileSync(join(theirs, "kerncap-judge.json")));
