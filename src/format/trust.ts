@@ -20,7 +20,8 @@ import { notYours, receivedBecause } from "./received.ts";
 import { approveBuild, approvedDigest } from "./staged-build.ts";
 import { readRecords, remember, sameTrustKey, stateDir, stateFolderRisk, TRUST_FILE, trustKey } from "./trust-records.ts";
 import { BUILD_SH_IN_MESSAGE, shownFiles, shownInterpreter, shownNotStock } from "./trust-prompt.ts";
-import { readWhatRuns } from "./what-runs.ts";
+import { readWhatRuns, type WhatRuns } from "./what-runs.ts";
+import { createHash } from "node:crypto";
 import { log } from "../log.ts";
 
 /** `--trust=DIGEST` as the user may type it: with or without `sha256:`, any case. */
@@ -68,6 +69,23 @@ export interface TrustGateOptions {
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
  *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
  */
+/**
+ * What a trust refusal says for programs (kerncap.error/1 `error.details.trust`): the digest to
+ * pass as --trust=DIGEST, each file the build would run (name in the capture folder, bytes,
+ * SHA-256 hex) and the interpreter it names (null where none), the command to run once trusted.
+ */
+export function trustDetails(
+  runs: WhatRuns,
+  base: string,
+): { digest: string; files: { name: string; size: number; sha256: string }[]; interpreter: string | null; command: string } {
+  return {
+    digest: runs.digest,
+    files: runs.files.map((f) => ({ name: f.name, size: f.bytes.byteLength, sha256: createHash("sha256").update(f.bytes).digest("hex") })),
+    interpreter: runs.interpreter,
+    command: `${base} --trust=${runs.digest}`,
+  };
+}
+
 export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: TrustGateOptions = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
@@ -81,6 +99,8 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const names = runs.files.map((f) => f.name).join(", ");
   const name = o.name ?? dirArg;
   const shown = o.shown ?? "printed above";
+  // the same facts for --json and MCP readers (kerncap.error/1 error.details): no digest to regex out of the prose
+  const details = { trust: trustDetails(runs, base) };
   const show = () => {
     if (!o.inMessage)
       process.stderr.write(
@@ -94,6 +114,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
         "E_TRUST_CHANGED",
         `${name}: the files its build runs (${names}) changed since they were shown: their digest is now ${runs.digest}, --trust gave ${trust}`,
         {
+          details,
           hint: `Nothing was run. Read the files again (${shown}); if you trust them, run ${base} --trust=${runs.digest}.`,
         },
       );
@@ -109,6 +130,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
         `${dirArg} is a received capture (${why}): what its build runs (${names} in ${key.dir}; sha256 ${runs.digest}; below) and what it compiles would run with the user's rights, so kerncap runs it only once the user trusts it\n` +
           `${shownNotStock(runs)}${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
         {
+          details,
           hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which kerncap mcp then builds as they are), or start kerncap mcp with --trust-builds.`,
         },
       );
@@ -118,6 +140,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       "E_UNTRUSTED",
       `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`,
       {
+        details,
         hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
       },
     );
@@ -128,6 +151,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
         "E_UNTRUSTED",
         `${name}: plain --trust is not enough here: ${runs.notStock}, so what it runs is build.sh and every file under src/ (${runs.files.length} files, ${shown}), not only what kerncap's own build.sh runs`,
         {
+          details,
           hint: `Read build.sh and the files marked as run (${shown}, sha256 ${runs.digest}); if you trust them all, run ${base} --trust=${runs.digest}. Every change under src/ then asks again; ask the sender for a capture whose build.sh kerncap wrote to edit it freely.`,
         },
       );
@@ -139,6 +163,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
         "E_UNTRUSTED",
         `${name}: plain --trust is not enough here: ${theirs}, so the files its build runs (${names}) could have changed since you read them`,
         {
+          details,
           hint:
             o.theirsHint?.(runs.digest) ??
             `Read them (${shown}, sha256 ${runs.digest}); if you trust them, run ${base} --trust=${runs.digest}: kerncap then runs those bytes only, or refuses if they changed.`,

@@ -153,6 +153,12 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     const v = cli(["validate", cap]);
     expect(v.code).toBe(2);
     expect(v.doc.error.code).toBe("E_UNTRUSTED");
+    // the digest and the files for a program to read (trial 7: a driver had to regex them out of the message)
+    const trust = v.doc.error.details.trust;
+    expect(trust.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(v.doc.error.message).toContain(trust.digest);
+    expect(trust.files).toEqual([{ name: "build.sh", size: statSync(join(cap, "build.sh")).size, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
+    expect(trust.command).toBe(`kerncap validate ${cap} --trust=${trust.digest}`);
     // plain --trust is not enough: the folder read and the folder built could be two
     const t = cli(["validate", cap, "--trust"]);
     expect(t.code).toBe(2);
