@@ -319,11 +319,12 @@ function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>
   const stale = keptAll.filter((r) => r.status !== "error" && subjects.has(r.id) && r.subject !== subjects.get(r.id));
   for (const r of stale) log.info(`${r.id}: ${staleWhy(r.subject, "the capture, its reproducer or the run's options")}: checked again`);
   const kept = keptAll.filter((r) => r.status !== "error" && !stale.includes(r));
-  const retried = keptAll.length - kept.length - stale.length;
   const done = new Set(kept.map((r) => r.id));
+  // captures, not records: a capture that ended in an error at each of several runs has a record of each (trial 7: "11 … checked again" of 5 captures)
+  const retried = new Set(keptAll.filter((r) => r.status === "error" && !done.has(r.id)).map((r) => r.id)).size;
   if (o.resume)
     log.info(
-      `resuming ${join(dir, RESULTS_FILE)}: ${plural(kept.length, "capture")} already checked${retried ? `, ${retried} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
+      `resuming ${join(dir, RESULTS_FILE)}: ${plural(done.size, "capture")} already checked${retried ? `, ${plural(retried, "capture")} that ended in an error checked again` : ""}${truncated ? " (a last record cut short by the interruption dropped)" : ""}`,
     );
   return { dir, made, baselinePath, baseline, results, keptAll, kept, done, shard, subjects };
 }

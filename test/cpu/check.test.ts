@@ -557,7 +557,23 @@ describe("a check with fake workers", () => {
     const { value: r, err } = await stderrOf(() => runCheck(options([root], results, again.open, { resume: true })));
     expect(again.calls.sort()).toEqual(["corpus/a/one", "corpus/a/two"]);
     expect(r.exitCode).toBe(0);
-    expect(err).toContain("1 capture already checked, 2 that ended in an error checked again"); // one, not "1 captures"
+    expect(err).toContain("1 capture already checked, 2 captures that ended in an error checked again"); // one, not "1 captures"
+  });
+  test("--resume counts captures, not records: a capture that ended in an error at each of three runs is one capture checked again (trial 7 #9)", async () => {
+    const root = await corpus();
+    const results = join(tempDir(), "res");
+    const failing = () =>
+      fakeWorkers((t) =>
+        t.id === "corpus/b"
+          ? outcome(t)
+          : outcome(t, { outcome: "error", verdict: null, numerics: null, code: "E_NO_GPU", reason: "no NVIDIA driver", timing: null }),
+      );
+    expect((await runCheck(options([root], results, failing().open))).exitCode).toBe(2);
+    expect((await runCheck(options([root], results, failing().open, { resume: true }))).exitCode).toBe(2);
+    expect((await runCheck(options([root], results, failing().open, { resume: true }))).exitCode).toBe(2);
+    const again = fakeWorkers((t) => outcome(t));
+    const { err } = await stderrOf(() => runCheck(options([root], results, again.open, { resume: true })));
+    expect(err).toContain("1 capture already checked, 2 captures that ended in an error checked again");
   });
   test("--resume takes a record only of the capture's subject now (adv22 #1: a genuine ok record of this capture before its src/ broke, or of another capture under its id, was taken): changed src/ with --rebuild, another capture, other options, no subject: checked again, each said", async () => {
     const root = join(tempDir(), "corpus");
