@@ -47,6 +47,12 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
   const norm = rel.replace(/^(\.\/)+/, "");
   if (sub && (norm === sub || norm === `${sub}/`))
     throw new KerncapError("E_USAGE", `${rel} names the ${sub}/ folder itself`, { hint: `Give a file under it, e.g. ${sub}/kernel.cu.` });
+  if (isAbsolute(rel) || rel.split(/[\\/]/).includes(".."))
+    throw new KerncapError("E_UNSAFE_PATH", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, {
+      hint: sub
+        ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.`
+        : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh).",
+    });
   if (sub && !norm.startsWith(`${sub}/`)) {
     throw new KerncapError(
       "E_USAGE",
@@ -63,12 +69,6 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
       },
     );
   }
-  if (isAbsolute(rel) || rel.split(/[\\/]/).includes(".."))
-    throw new KerncapError("E_USAGE", `${shownPath(rel)} is not a path inside ${sub ? `${dir}/${sub}` : dir}`, {
-      hint: sub
-        ? `Give a path relative to the capture folder without .. (e.g. ${sub}/kernel.cu); only files under ${sub}/ can be edited.`
-        : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh).",
-    });
   const { stats } = resolveInCapture(dir, norm); // a folder is refused there too: not a regular file
   return {
     dir,

@@ -289,10 +289,13 @@ describe("kerncap mcp", () => {
     expect(readFileSync(join(dir, "src/kernel.cu"), "utf8")).toContain("3.0f");
     const r = await c.callTool({ name: "read_file", arguments: { dir, path: "src/kernel.cu" } });
     expect(doc(r).content).toContain("x[0] *= 3.0f");
+    // a path that leaves the folder is E_UNSAFE_PATH for every file tool, as errors.md says (trial 7 #14: read_file said E_USAGE, list_files E_UNSAFE_PATH)
     for (const path of ["../kerncap.json", "../../x", "/etc/passwd"]) {
       const x = await c.callTool({ name: "edit_file", arguments: { dir, path, content: "x" } });
       expect(x.isError, path).toBe(true);
-      expect(doc(x).error.code).toBe("E_USAGE");
+      expect(doc(x).error.code).toBe("E_UNSAFE_PATH");
+      const r = await c.callTool({ name: "read_file", arguments: { dir, path } });
+      expect(doc(r).error.code, path).toBe("E_UNSAFE_PATH");
     }
     expect(JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8")).format).toBe("kerncap-capture");
     const twice = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/kernel.cu", oldText: "x", newText: "y" } });
