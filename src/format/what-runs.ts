@@ -26,11 +26,11 @@ export interface RunFile {
   listedOnly?: boolean;
 }
 
-/** A program, plugin or option file a build names, with the option (or variable) that names it; `kind` "program": a bare name is looked up on PATH; "file": a path (relative: the build's folder); "run": an option a module build has no use for. */
+/** A program, plugin or option file a build names, with the option (or variable) that names it; `kind` "program": a bare name is looked up on PATH; "file": a path (relative: the build's folder); "options": a file of more options (`@file` in every spelling, `--options-file`, `-specs`); "run": an option a module build has no use for. */
 export interface NamedProgram {
   flag: string;
   value: string;
-  kind: "program" | "file" | "run";
+  kind: "program" | "file" | "options" | "run";
 }
 
 /**
@@ -161,7 +161,7 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
 
 /**
  * Why a build may not use the program, plugin or option file `p` names (a phrase), or undefined:
- * an option no module build needs; a relative path (the build's folder: the capture's src/, or
+ * an option no module build needs; a file of more options, wherever it lies; a relative path (the build's folder: the capture's src/, or
  * the copies of its files); an absolute path inside the capture, or one another user can change
  * (interpreterProblem). A bare program name (looked up on PATH, the user's) and a value that is
  * computed when the script runs (holding `$`) are left: the script is shown whole.
@@ -169,6 +169,9 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
 function programProblem(dir: string, p: NamedProgram): string | undefined {
   const what = `names ${escapeForTerminal(JSON.stringify(p.value))} (${p.flag})`;
   if (p.kind === "run") return `passes an option that runs another program (${p.flag}): a module build has no use for it`;
+  // the file's words become options (gcc's -wrapper runs a program): none is part of what was shown, wherever it lies
+  if (p.kind === "options")
+    return `${what}, a file of more options (gcc, nvcc, cicc and ptxas read them from it, -wrapper among them): a received build names none`;
   if (/[$\x60]/.test(p.value) || p.value === "") return undefined;
   // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's. Not `.`, `..`
   // or a name the build's folder holds (its copies, src/, build/): relative to it, and `..` is the temporary folder every user writes

@@ -18,6 +18,13 @@
  * would split one value into more options of the host compiler's. A macro's value is letters,
  * digits and `_.+-/:,=@%"` (no `$`, backquote, `\`, `'`, space, `;|&<>()*?[]{}~#!`); a path the
  * same without `"`, and never a device or kernel file (`-include /dev/zero` read without end).
+ *
+ * No word names a response file in any spelling (readsResponseFile): nvcc splits an option's value
+ * at commas and hands each element to gcc as a word of its own (`-isystem=@F`, `-DX=1,@F` and
+ * `-I/usr,@F` give gcc the word `@F`), and gcc, nvcc, cicc and ptxas read the options of such a
+ * word from the file (`-wrapper /bin/sh,-c,CMD` in a header under src/ ran CMD). A path value is
+ * read element by element for the same reason (`-I/usr,/dev/stdin`), after the option's `=`
+ * (`-isystem=/dev/stdin`), and never starts with gcc's sysroot mark `=`.
  */
 import { realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -31,34 +38,56 @@ const PATH_CHARS = /^[A-Za-z0-9_.+\-/:,=@%]+$/;
 const KERNEL_FILES = /^\/(dev|proc|sys)(\/|$)/;
 
 /**
- * Whether `v` is a path value a received build may name: PATH_CHARS only, and neither it nor what
- * it resolves to (relative to a private build folder under the temporary folder, where builds run:
- * src/format/staged-build.ts; links followed where it exists) lies under /dev, /proc or /sys.
+ * Whether a compiler argument word names a response file in any spelling: `@` at its start, after
+ * `=` or `,` (nvcc splits option values at commas and passes each element as a word: `-isystem=@F`
+ * and `-DX=1,@F` give gcc the word `@F`), after a quote or a space (`-DX=1,"@F"`, a value split by
+ * the shell; a quote after it too: nvcc's shell line reads `-DX=1,@"F"` as `-D @F`), or right
+ * after an option's name (`-I@F`, `-isystem@F`). gcc's driver, nvcc, cicc and
+ * ptxas read more options from such a file (gcc's `-wrapper` among them), so a received build may
+ * name none. A lone `@` is no file. An `@` inside a value (`-DMAIL=a@b.c`) is left.
+ */
+export function readsResponseFile(w: string): boolean {
+  return /(?:^|[=,\s"'])@(?!$|[,\s])|^--?[A-Za-z][A-Za-z0-9_-]*@/.test(w);
+}
+
+/**
+ * Whether `v` is a path value a received build may name: PATH_CHARS only; each of its
+ * comma-separated elements (nvcc passes each as a folder or file of its own) neither empty, nor
+ * starting with `@` (a response file) or `=` (gcc's sysroot mark), nor lying under /dev, /proc or
+ * /sys itself or where it resolves (relative to a private build folder under the temporary folder,
+ * where builds run: src/format/staged-build.ts; links followed where it exists).
  */
 function isSafePath(v: string): boolean {
   if (!PATH_CHARS.test(v)) return false;
-  const p = resolve(tmpdir(), "kerncap-run-x", v);
-  let real = p;
-  try {
-    real = realpathSync(p);
-  } catch {
-    /* not there: the name alone */
-  }
-  return !KERNEL_FILES.test(p) && !KERNEL_FILES.test(real);
+  return v.split(",").every((e) => {
+    if (e === "" || e.startsWith("@") || e.startsWith("=")) return false;
+    const p = resolve(tmpdir(), "kerncap-run-x", e);
+    let real = p;
+    try {
+      real = realpathSync(p);
+    } catch {
+      /* not there: the name alone */
+    }
+    return !KERNEL_FILES.test(p) && !KERNEL_FILES.test(real);
+  });
 }
 
 /** isSafePath as a value rule of NVCC_VALUE. */
 const PATH_VALUE = { test: isSafePath };
 
-/** Whether `w` is `-DNAME`, `-DNAME=VALUE` or `-UNAME` with a value a shell line leaves alone. */
+/** Whether `w` is `-DNAME`, `-DNAME=VALUE` or `-UNAME` with a value a shell line leaves alone (and no response file: `-DX=1,@F`). */
 function isDefine(w: string): boolean {
   const m = /^-[DU][A-Za-z_][A-Za-z0-9_]*(?:=(.*))?$/s.exec(w);
-  return m !== null && (m[1] === undefined || DEFINE_VALUE.test(m[1]));
+  return m !== null && (m[1] === undefined || DEFINE_VALUE.test(m[1])) && !readsResponseFile(w);
 }
 
-/** Whether `w` is an include option with its folder attached (`-I./src`, `--include-path=DIR`) and a safe path. */
+/**
+ * Whether `w` is an include option with its folder attached and a safe path, in each spelling:
+ * `-I./src`, `-I=DIR`, `-isystem=DIR`, `-isystemDIR`, `--include-path=DIR`, `--system-include=DIR`
+ * (nvcc reads `-opt=VALUE` as `-opt VALUE`; the `=` is not part of the folder).
+ */
 function isIncludeFolder(w: string): boolean {
-  const m = /^(?:-(?:I|isystem|iquote|idirafter)|--(?:include-path|system-include)=)(.+)$/s.exec(w);
+  const m = /^(?:-(?:I|isystem|iquote|idirafter)=?|--(?:include-path|system-include)=)(.+)$/s.exec(w);
   return m !== null && isSafePath(m[1]!);
 }
 
@@ -173,6 +202,7 @@ const PASS: Record<string, (w: string) => boolean> = {
 export function firstNonSetting(words: readonly string[]): string | undefined {
   for (let i = 0; i < words.length; i++) {
     const w = words[i]!;
+    if (readsResponseFile(w)) return w;
     const eq = w.indexOf("=");
     const opt = w.startsWith("-") && eq > 0 ? w.slice(0, eq) : w;
     const pass = PASS[opt];

@@ -9,7 +9,7 @@
  * can run: the template's own commands, plus whatever its `flags` words (the captured compile
  * command's) or its `python` name. Those words are read with the compiler's option syntax
  * (codeLoadingWords) so that a flag that runs a program or loads code (`-ccbin DIR`,
- * `-Xcompiler -fplugin=P`, `-B`, `--options-file`, `@file`, …) is named with its path.
+ * `-Xcompiler -fplugin=P`, `-B`, `--options-file`, `@file` in every spelling, …) is named with its path.
  *
  * A script that does not match is read only lexically (a best effort: shell words, variables that
  * name the build's folder dropped), for the flags it names and the capture files it mentions; the
@@ -18,7 +18,7 @@
 import Handlebars from "handlebars";
 import type { BuildScriptReading, NamedProgram, RunFile } from "../format/what-runs.ts";
 import type { TemplateFile } from "./templates.ts";
-import { firstNonSetting } from "./compile-settings.ts";
+import { firstNonSetting, readsResponseFile } from "./compile-settings.ts";
 
 /** What each escape helper of src/frontends/templates.ts can produce, as a regular expression (no capture groups). */
 const SLOT: Record<string, string> = {
@@ -135,21 +135,10 @@ const PROGRAM_OPTS = new Set([
   "--rocm-path",
   "-ccc-install-dir",
 ]);
-/** Options that name a file the compiler loads as code or reads options from (a relative path is the build's folder's). */
-const FILE_OPTS = new Set([
-  "-fplugin",
-  "-fpass-plugin",
-  "-load",
-  "-plugin",
-  "--plugin",
-  "-specs",
-  "--specs",
-  "-iplugindir",
-  "-optf",
-  "--options-file",
-  "--config",
-  "-B",
-]);
+/** Options that name a file the compiler loads as code or finds programs in (a relative path is the build's folder's); gcc reads `--prefix` as -B, `--plugin` as -fplugin. */
+const FILE_OPTS = new Set(["-fplugin", "-fpass-plugin", "-load", "-plugin", "--plugin", "-iplugindir", "-B", "--prefix"]);
+/** Options that name a file of more options (or gcc's specs, which name the programs it runs): refused wherever it lies, as `@file` is. */
+const OPTIONS_FILE_OPTS = new Set(["-optf", "--options-file", "--config", "-specs", "--specs"]);
 /** Options whose value is more options, for another program (nvcc: comma-separated; the -W?, forms too). */
 const PASS_OPTS = new Set([
   "-Xcompiler",
@@ -166,6 +155,10 @@ const PASS_OPTS = new Set([
   "--nvlink-options",
   "-Xptxas",
   "--ptxas-options",
+  "-Xcudafe",
+  // gcc's long spellings of -Xlinker and -Wa,
+  "--for-linker",
+  "--for-assembler",
 ]);
 /** Options with no use in a reproducer's module build that run something else (nvcc -run runs the program it built). */
 const RUN_OPTS = new Set([
@@ -181,13 +174,23 @@ const RUN_OPTS = new Set([
   "--drive-prefix",
   // gcc -wrapper P,ARGS runs every compiler step as P ARGS …: `sh,src/x.cuh` runs a source as a script
   "-wrapper",
+  "--wrapper",
 ]);
+
+/** The file a word's response-file reference names (readsResponseFile): the text after its `@` up to a comma or space, quotes removed. */
+function responseFileName(w: string): string {
+  const m = /(?:^|[=,\s"'])@(?!$|[,\s])([^,\s]*)|^--?[A-Za-z][A-Za-z0-9_-]*@([^,\s]*)/.exec(w);
+  return (m?.[1] ?? m?.[2] ?? "").replace(/["']/g, "");
+}
 
 /**
  * The programs, plugins and option files a compiler command's words name (nvcc's, gcc's and
  * clang's option syntax, into -Xcompiler/-Xlinker/-Wl,/-Wp,/-Xclang values), each with the option
  * that names it. `kind`: "program" (a bare name is looked up on PATH), "file" (a path, relative
- * to the build's folder), "run" (an option a module build has no use for: refused as such).
+ * to the build's folder), "options" (a file of more options: `@file` in every spelling, as the
+ * value of any option too, `-isystem=@F`, `-DX=1,@F`, `-I@F`; `--options-file`, `-specs`),
+ * "run" (an option a module build has no use for: refused as such). gcc's `--NAME` spelling of
+ * `-fNAME` (`--plugin=P`) is read as it.
  */
 export function codeLoadingWords(words: string[]): NamedProgram[] {
   const out: NamedProgram[] = [];
@@ -195,16 +198,21 @@ export function codeLoadingWords(words: string[]): NamedProgram[] {
     for (let i = 0; i < ws.length; i++) {
       const w = ws[i]!;
       const eq = w.indexOf("=");
-      const [opt, inline] = w.startsWith("-") && eq > 0 ? [w.slice(0, eq), w.slice(eq + 1)] : [w, undefined];
+      const [given, inline] = w.startsWith("-") && eq > 0 ? [w.slice(0, eq), w.slice(eq + 1)] : [w, undefined];
+      // gcc reads --NAME as -fNAME where -fNAME is an option (--plugin=P loads P)
+      const opt = /^--[a-z]/.test(given) && [PROGRAM_OPTS, FILE_OPTS].some((s) => s.has(`-f${given.slice(2)}`)) ? `-f${given.slice(2)}` : given;
       const next = () => (inline !== undefined ? inline : ws[++i]);
-      if (w.startsWith("@") && w.length > 1) out.push({ flag: "@file", value: w.slice(1), kind: "file" });
-      else if (RUN_OPTS.has(opt)) out.push({ flag: opt, value: inline ?? "", kind: "run" });
+      if (readsResponseFile(w)) {
+        out.push({ flag: "@file", value: responseFileName(w), kind: "options" });
+        if (w.startsWith("@")) continue;
+      }
+      if (RUN_OPTS.has(opt)) out.push({ flag: opt, value: inline ?? "", kind: "run" });
       else if (PROGRAM_OPTS.has(opt)) {
         const v = next();
         if (v !== undefined) out.push({ flag: opt, value: v, kind: "program" });
-      } else if (FILE_OPTS.has(opt)) {
+      } else if (FILE_OPTS.has(opt) || OPTIONS_FILE_OPTS.has(opt)) {
         const v = next();
-        if (v !== undefined) out.push({ flag: opt, value: v, kind: "file" });
+        if (v !== undefined) out.push({ flag: opt, value: v, kind: FILE_OPTS.has(opt) ? "file" : "options" });
       } else if (PASS_OPTS.has(opt)) {
         // every value of this option in a row (clang's -Xclang -load -Xclang P.so), split at commas and spaces as nvcc and the shell do
         const values: string[] = [];
@@ -217,7 +225,8 @@ export function codeLoadingWords(words: string[]): NamedProgram[] {
     }
   };
   walk(words);
-  return out;
+  // a value is read as a word and then as its option's list (`-Xcompiler=-I,@F`): each named once
+  return out.filter((p, i) => out.findIndex((q) => q.flag === p.flag && q.value === p.value && q.kind === p.kind) === i);
 }
 
 /** Environment variables that make a program load code or find programs, as a build.sh may set them (`LD_PRELOAD=… nvcc`). */

@@ -22,7 +22,8 @@ import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts"
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { notAnEditableSource } from "../../src/frontends/index.ts";
-import { makeCapture, recordRendered, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
+import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
+import { packCapture, unpackArchive } from "../../src/format/archive.ts";
 import { connected, doc } from "./mcp-client.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { resolveInputs } from "../../src/eval/eval.ts";
@@ -417,6 +418,41 @@ describe("attack: a confined build runs a build.sh kerncap did not write", () =>
     expect(r.doc.error.message).toContain("kerncap.json records no digest of it (a capture made before kerncap recorded them)");
     expect(existsSync(marker)).toBe(false);
   }, 60_000);
+
+  // trial adv23 (finding 5), with the real nvcc: the flag makes gcc read src/kc.h as options, and the agent writes src/kc.h
+  test.skipIf(!existsSync("/usr/local/bin/nvcc") && !Bun.which("nvcc"))(
+    "a received capture whose flags hold -isystem=@src/kc.h (build.sh recorded as rendered), served with --trust-builds: the agent's `-wrapper /bin/sh,-c,CMD` in src/kc.h never runs; validate refuses (E_UNSAFE_PATH) before anything runs",
+    async () => {
+      const root = tempDir("kerncap-attack-");
+      const made = join(root, "made");
+      const marker = join(root, "PWNED");
+      await makeCapture(made);
+      mkdirSync(join(made, "src"));
+      writeFileSync(join(made, "src/kernel.cu"), "__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n");
+      writeFileSync(join(made, "src/kc.h"), "/nonexistent\n");
+      writeFileSync(join(made, "build.sh"), stockBuildSh("-O2 -isystem=@src/kc.h"), { mode: 0o755 });
+      recordRendered(made);
+      const cap = (await unpackArchive((await packCapture(made, join(root, "cap.zip"))).archive, join(root, "got"))).dir;
+      const nvcc = process.env.NVCC;
+      delete process.env.NVCC;
+      try {
+        const c = await mcp(true);
+        const edit = await c.callTool({
+          name: "edit_file",
+          arguments: { dir: cap, path: "src/kc.h", content: `nonexistent -wrapper '/bin/sh,-c,touch ${marker};exec "$0" "$@"'\n` },
+        });
+        expect(edit.isError).toBeFalsy();
+        const r = await c.callTool({ name: "validate", arguments: { dir: cap } });
+        expect(existsSync(marker)).toBe(false);
+        expect(doc(r).error?.code).toBe("E_UNSAFE_PATH");
+        expect(doc(r).error.message).toContain("(@file)");
+        await c.close();
+      } finally {
+        if (nvcc !== undefined) process.env.NVCC = nvcc;
+      }
+    },
+    120_000,
+  );
 });
 
 describe("attack: made here means this machine's id", () => {

@@ -198,6 +198,32 @@ describe("the template matcher", () => {
       "--dependency-drive-prefix ",
     ]);
     expect(named(["-O3", "-I./src", "-DX=1", "-std=c++17", "-Xptxas=-v", "-Wl,-Bdynamic"])).toEqual([]);
+    // a response file as any option's value: nvcc hands gcc `-isystem "@F"`, `-D "@F"` (it splits values at commas), gcc reads F's words as options
+    for (const w of [
+      ["-isystem=@src/kc.h"],
+      ["--system-include=@src/kc.h"],
+      ["-isystem", "@src/kc.h"],
+      ["-I=@src/kc.h"],
+      ["-I@src/kc.h"],
+      ["-DX=1,@src/kc.h"],
+      ["-I/usr,@src/kc.h"],
+      ["-Xcompiler=-isystem,@src/kc.h"],
+      ["-Xcompiler", "-include,@src/kc.h"],
+      ["-Xcompiler", "-isystem=@src/kc.h"],
+      ["-Xptxas=@src/kc.h"],
+      ["-Wp,@src/kc.h"],
+    ])
+      expect(codeLoadingWords(w), w.join(" ")).toEqual([{ flag: "@file", value: "src/kc.h", kind: "options" }]);
+    expect(named(["-DMAIL=a@b.c", "-I./src", "@"])).toEqual([]);
+    // gcc's long spellings: --plugin=P is -fplugin=P, --prefix is -B, --specs, --for-linker (-Xlinker)
+    expect(named(["-Xcompiler", "--plugin=src/p.so,--prefix=src/b,--specs=s", "-Xcompiler=--for-linker,-plugin,-Xcompiler=--for-linker,src/l.so"])).toEqual([
+      "-fplugin src/p.so",
+      "--prefix src/b",
+      "--specs s",
+    ]);
+    expect(codeLoadingWords(["-Xcompiler", "--for-linker", "-Xcompiler", "-plugin", "-Xcompiler", "--for-linker", "-Xcompiler", "src/l.so"])).toEqual([
+      { flag: "-plugin", value: "src/l.so", kind: "file" },
+    ]);
     // a script read lexically: comments dropped, quotes removed, $here/ read as the build's folder
     expect(scriptWords(`# -ccbin x\nLD_PRELOAD="$here/src/x.so" nvcc -ccbin '\${here}/src/g' # c\n`)).toEqual([
       "LD_PRELOAD=./src/x.so",
@@ -218,6 +244,22 @@ describe("a received capture's build.sh that names a program in the capture", ()
     ["--options-file src/tools/payload", "--options-file"],
     ["@src/tools/payload", "@file"],
     ["-run", "-run"],
+    // a response file as an option's value (trial adv23: nvcc hands gcc `-isystem "@src/kc.h"`, and -wrapper in it ran a command)
+    ["-isystem=@src/tools/payload", "@file"],
+    ["--system-include=@src/tools/payload", "@file"],
+    ["-isystem @src/tools/payload", "@file"],
+    ['-isystem=@"$here/src"/tools/payload', "@file"],
+    ["-I=@src/tools/payload", "@file"],
+    ["--include-path=@src/tools/payload", "@file"],
+    ["-include=@src/tools/payload", "@file"],
+    ["-DX=1,@src/tools/payload", "@file"],
+    ["-I/usr/include,@src/tools/payload", "@file"],
+    ["-Xcompiler=-isystem,@src/tools/payload", "@file"],
+    ["-Xcompiler -include,@src/tools/payload", "@file"],
+    ["-Xptxas=@src/tools/payload", "@file"],
+    // gcc's long spellings of -fplugin and -B
+    ["-Xcompiler --plugin=src/tools/payload", "-fplugin"],
+    ["-Xcompiler --prefix=src/tools/payload", "--prefix"],
     // paths the kernel resolves per process: in the compiler, /proc/self/cwd is the build's folder (src/ is there)
     ["-Xcompiler=-fplugin=/proc/self/cwd/src/tools/payload", "-fplugin"],
     ["-Xcompiler=-iplugindir=/proc/thread-self/cwd/src/tools,-fplugin=payload", "-iplugindir"],
@@ -301,6 +343,58 @@ describe("a received capture's build.sh that names a program in the capture", ()
     expect((await exportCmd([own, "-o", out2, `--trust=${digest}`])).e).toBeUndefined();
     expect(readFileSync(join(out2, "build.sh"), "utf8")).toContain('touch "$HOME/pwned"');
   }, 60_000);
+
+  test("a file of more options is refused wherever it lies, one of this user's own too (@file in every spelling, --options-file, -specs)", async () => {
+    const own = join(tempDir(), "opts.rsp");
+    writeFileSync(join(own), "-O2\n", { mode: 0o600 });
+    process.env.NVCC = fakeNvcc();
+    for (const [flags, flag] of [
+      [`@${own}`, "@file"],
+      [`-isystem=@${own}`, "@file"],
+      [`-Xcompiler=-DX=1,@${own}`, "@file"],
+      [`--options-file ${own}`, "--options-file"],
+      [`-Xcompiler --specs=${own}`, "--specs"],
+    ]) {
+      const cap = await received(tempDir(), stockCudaBuildSh(flags!));
+      const { e } = await validate([cap, `--trust=${"0".repeat(64)}`]);
+      expect(e?.code, flags).toBe("E_UNSAFE_PATH");
+      expect(e!.message, flags).toContain(`(${flag})`);
+      expect(e!.message, flags).toContain("a file of more options");
+    }
+  }, 60_000);
+
+  test("an include folder in every spelling goes through the path rule (-isystem=/dev/stdin, -I=…, a comma list): not kerncap's own build.sh, plain --trust refused", async () => {
+    process.env.NVCC = fakeNvcc();
+    for (const flags of ["-isystem=/dev/stdin", "--system-include=/proc/self/cwd", "-I=/dev/stdin", "-I/usr/include,/dev/stdin", "-Xcompiler=-isystem=/dev"]) {
+      const cap = await received(tempDir(), stockCudaBuildSh(flags));
+      const { e } = await validate([cap, "--trust"]);
+      expect(e?.code, flags).toBe("E_UNTRUSTED");
+      expect(e!.message, flags).toContain("an option kerncap does not know to be only a compile setting");
+    }
+  }, 60_000);
+
+  // trial adv23's repro, with the real nvcc: its gcc -E step reads @src/kc.h as options, and -wrapper in it runs a shell
+  test.skipIf(!existsSync("/usr/local/bin/nvcc") && !Bun.which("nvcc"))(
+    "end to end with nvcc: -isystem=@src/kc.h (a header holding `-wrapper /bin/sh,-c,CMD`) is refused before anything runs, --trust or not; CMD never runs",
+    async () => {
+      const root = tempDir();
+      const marker = join(root, "PWNED");
+      delete process.env.NVCC;
+      for (const flags of ["-isystem=@src/kc.h", "--system-include=@src/kc.h", "-DX=1,@src/kc.h", `-isystem=@${join(root, "kc.h")}`]) {
+        writeFileSync(join(root, "kc.h"), `/nonexistent -wrapper '/bin/sh,-c,touch ${marker};exec "$0" "$@"'\n`);
+        const cap = await received(join(root, flags.replace(/\W/g, "_")), stockCudaBuildSh(`-O2 ${flags}`), (made) =>
+          writeFileSync(join(made, "src/kc.h"), `/nonexistent -wrapper '/bin/sh,-c,touch ${marker};exec "$0" "$@"'\n`),
+        );
+        for (const argv of [[cap, "--trust"], [cap]]) {
+          const { e } = await validate(argv);
+          expect(existsSync(marker), flags).toBe(false);
+          expect(e?.code, flags).toBe("E_UNSAFE_PATH");
+          expect(e!.message, flags).toContain("(@file)");
+        }
+      }
+    },
+    120_000,
+  );
 
   test("a link to /proc/self/cwd in a folder of this user's: refused (it resolves to another folder in the compiler); a plugin that does not exist here: refused", async () => {
     const root = tempDir();

@@ -81,4 +81,63 @@ describe("compile settings", () => {
     for (const ok of [['-DVERSION="0.9.4"'], ["-DN=4", "-DPATH=/a/b-c_d.e", "-DF=1.5f"], ["-include", "src/pre.h"], ["-I../inc", "-isystem", "/usr/include"]])
       expect(firstNonSetting(ok), ok.join(" ")).toBeUndefined();
   });
+
+  test("a response file in any spelling, and an include folder in any spelling that breaks the path rule, are named (trial adv23: -isystem=@src/kc.h ran -wrapper)", () => {
+    // nvcc splits an option's value at commas and hands gcc each element as a word of its own:
+    // `-isystem=@F`, `-DX=1,@F`, `-I/usr,@F` give gcc `@F`, whose words it reads as options
+    const hostile: [string[], string][] = [
+      [["-isystem=@src/kc.h"], "-isystem=@src/kc.h"],
+      [["--system-include=@src/kc.h"], "--system-include=@src/kc.h"],
+      [["-isystem", "@src/kc.h"], "-isystem @src/kc.h"],
+      [["-isystem=@/home/a/kc.h"], "-isystem=@/home/a/kc.h"],
+      [["-I=@x"], "-I=@x"],
+      [["-I@x"], "-I@x"],
+      [["-I", "@x"], "-I @x"],
+      [["--include-path=@x"], "--include-path=@x"],
+      [["-iquote=@x"], "-iquote=@x"],
+      [["-include=@x"], "-include=@x"],
+      [["--pre-include", "@x"], "--pre-include @x"],
+      [["-ccbin=@x"], "-ccbin=@x"],
+      [["-DX=1,@x"], "-DX=1,@x"],
+      [['-DX=1,"@x"'], '-DX=1,"@x"'],
+      [['-DX=1,@"x"'], '-DX=1,@"x"'],
+      [["-I/usr,@x"], "-I/usr,@x"],
+      [["-include=a.h,@x"], "-include=a.h,@x"],
+      [["-Xcompiler=-isystem,@x"], "-Xcompiler=-isystem,@x"],
+      [["-Xcompiler", "-include,@x"], "-Xcompiler -include @x"],
+      [["-Xcompiler", "-isystem=@x"], "-Xcompiler -isystem=@x"],
+      [["-Xcompiler", "@x"], "-Xcompiler @x"],
+      [["-Xptxas=@x"], "-Xptxas=@x"],
+      [["-Xcudafe", "--diag_suppress=1,@x"], "-Xcudafe @x"],
+      [["@x"], "@x"],
+      // the include folders' path rule in every spelling: after nvcc's `=`, element by element, no sysroot mark
+      [["-isystem=/dev/stdin"], "-isystem=/dev/stdin"],
+      [["--system-include=/proc/self/cwd"], "--system-include=/proc/self/cwd"],
+      [["-I=/dev/stdin"], "-I=/dev/stdin"],
+      [["-I==/dev/stdin"], "-I==/dev/stdin"],
+      [["-I/usr,/dev/stdin"], "-I/usr,/dev/stdin"],
+      [["-isystem", "/usr,/dev"], "-isystem /usr,/dev"],
+      [["--include-path=/usr,/sys"], "--include-path=/usr,/sys"],
+      [["-idirafter=/dev"], "-idirafter=/dev"],
+      [["-include", "a.h,/dev/zero"], "-include a.h,/dev/zero"],
+      [["-Xcompiler", "-isystem=/dev"], "-Xcompiler -isystem=/dev"],
+      [["-Xcompiler=-I=/dev/stdin"], "-Xcompiler -I=/dev/stdin"],
+      // gcc's long spellings of -fplugin, -B, -specs, -Xlinker: not settings
+      [["-Xcompiler", "--plugin=p"], "-Xcompiler --plugin=p"],
+      [["-Xcompiler", "--prefix=/x/"], "-Xcompiler --prefix=/x/"],
+      [["-Xcompiler", "--specs=/x"], "-Xcompiler --specs=/x"],
+      [["-Xcompiler", "--for-linker,-plugin"], "-Xcompiler --for-linker"],
+    ];
+    for (const [words, named] of hostile) expect(firstNonSetting(words), words.join(" ")).toBe(named);
+    // an @ inside a value, and the `=` spellings of a plain folder, stay settings
+    for (const ok of [
+      ["-DMAIL=a@b.c"],
+      ["-isystem=/usr/include"],
+      ["-I=./src"],
+      ["--system-include=/usr/include"],
+      ["-I/usr/include,./src"],
+      ["-Xcompiler=-isystem,/usr/include"],
+    ])
+      expect(firstNonSetting(ok), ok.join(" ")).toBeUndefined();
+  });
 });
