@@ -45,6 +45,8 @@ import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject }
 import { KerncapError } from "../errors.ts";
 import { sharedParentRisk } from "../cache.ts";
 import { assertOutputPath } from "../format/archive.ts";
+import { escapedForMessage, unportableName } from "../format/archive-common.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
@@ -118,7 +120,9 @@ export interface ExportResult {
  * Write the export of capture `dir` into `outPath` (as `OUT.tmp-<pid>`, renamed when complete).
  * The capture is checked first as pack checks it (verifyFiles, verifyRegions: every file's and
  * memory chunk's checksum).
- * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH/E_CHECKSUM (the capture), E_USAGE (OUT
+ * Every name the export would hold of the capture is checked first (planProject: portable names).
+ * @throws KerncapError E_NOT_CAPTURE/E_MANIFEST/E_UNSAFE_PATH/E_CHECKSUM (the capture; E_UNSAFE_PATH
+ *   also a name outside the portable set, or a Triton kernel name that is no identifier), E_USAGE (OUT
  *   inside the capture or the capture inside OUT, bad tolerance), E_EXISTS (OUT exists: only a
  *   previous export is replaced, with force), E_CODEOBJ/E_ARCH (an AMD capture whose code object
  *   lacks the kernel or its architecture), E_IO
@@ -131,6 +135,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   // nothing to do with the kernel
   verifyFiles(capDir, m);
   verifyRegions(capDir, m);
+  // names are data: the whole tree is planned and its names checked before anything is written
+  const project = planProject(capDir, m);
+  for (const rel of project.skipped) log.warn(`not exported: ${shownPath(rel)} is not a regular file`);
   const out = resolve(outPath);
   checkOutput(capDir, out, Boolean(o.force));
   const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
@@ -168,7 +175,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       after: `data/${m.memory.after}`,
     };
     writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
-    const editable = copyProject(capDir, m, tmp);
+    const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton);
@@ -401,32 +408,97 @@ function writePtx(m: Manifest, image: Uint8Array, plan: ExportPlan, tmp: string)
   return "kernel.ptx";
 }
 
+/** One entry of the exported project (planProject): a folder to make, or a regular file to copy with its mode. */
+interface ProjectEntry {
+  rel: string;
+  dir: boolean;
+  mode: number;
+}
+
 /**
- * The capture's reproducer project (build.sh, src/), copied file by file: regular files only,
- * through capturePath (no link followed, no file with a second name). The data stays shared; the
- * source is a copy of its own, so an edit in the export leaves the capture as it was.
- * @returns the file to edit (relative to the export), or null without a project.
+ * Refuse a name of the export that is not portable (unportableName: each part letters, digits and
+ * `._+-`, none starting with `-`, no tool's own file such as `.git`): the exported Makefile and
+ * build.sh hand the sources to make and a shell, where `saxpy.cu;CMD;#` is a command.
+ * @param rel the path in the export (build.sh, src/…, data/…)
+ * @throws KerncapError E_UNSAFE_PATH naming the path (escaped: src/format/archive-common.ts escapedForMessage)
  */
-function copyProject(capDir: string, m: Manifest, tmp: string): string | null {
-  const copied: string[] = [];
-  const copyTree = (rel: string): void => {
+function assertExportedName(capDir: string, rel: string): void {
+  const why = unportableName(rel);
+  if (!why) return;
+  throw new KerncapError(
+    "E_UNSAFE_PATH",
+    `${escapeForTerminal(capDir, { oneLine: true })}: ${escapedForMessage(rel)} ${why}; kerncap export writes only portable names (its Makefile and build.sh hand them to make and a shell), so nothing was exported`,
+    {
+      hint: "Rename it with letters, digits and ._+- only (no part starting with -), in the capture and wherever its sources name it, or remove it if the kernel does not need it; then export again. A capture you received: ask the sender to rename it (kerncap pack refuses such names too).",
+    },
+  );
+}
+
+/**
+ * What the export will hold of the capture, its names checked (assertExportedName) before anything
+ * is written: the data files (copyData's), a Triton capture's kernel file (src/<fnName>.py, which
+ * repro.py imports: a Python identifier, never a path of its own), and the reproducer project
+ * (build.sh, src/), walked without following links: folders and regular files, sorted; anything
+ * else under src/ is left out (`skipped`). The copy takes its names from this plan only, so a file
+ * another user adds meanwhile is not exported.
+ * @returns the project's entries, folders before what they hold, and the paths left out
+ * @throws KerncapError E_UNSAFE_PATH (a name that is not portable), E_IO
+ */
+function planProject(capDir: string, m: Manifest): { entries: ProjectEntry[]; skipped: string[] } {
+  for (const rel of [MANIFEST_FILE, ...m.files.map((f) => f.path), m.memory.before, m.memory.after]) assertExportedName(capDir, `data/${rel}`);
+  const fn: unknown = m.device.vendor === "amd" ? undefined : tritonSourceOf(m)?.fnName; // the sender's to write in a received capture
+  if (fn !== undefined && fn !== null && (typeof fn !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(fn)))
+    throw new KerncapError(
+      "E_UNSAFE_PATH",
+      `${escapeForTerminal(capDir, { oneLine: true })}: the Triton kernel's name ${escapedForMessage(String(fn))} in kerncap.json is not a Python identifier; the exported repro.py would import src/ followed by it as a file, so nothing was exported`,
+      { hint: "The capture's kerncap.json was edited or damaged: capture the kernel again, or ask the sender for a clean capture (kerncap pack)." },
+    );
+  if (typeof fn === "string") assertExportedName(capDir, `src/${fn}.py`);
+  const entries: ProjectEntry[] = [];
+  const skipped: string[] = [];
+  const walk = (rel: string): void => {
     let st;
     try {
       st = lstatSync(join(capDir, rel));
     } catch {
       return;
     }
-    if (st.isDirectory()) {
-      mkdirSync(join(tmp, rel), { recursive: true });
-      for (const n of readdirSync(join(capDir, rel)).sort()) copyTree(`${rel}/${n}`);
-    } else if (st.isFile()) {
-      copyFileSync(capturePath(capDir, rel), join(tmp, rel), constants.COPYFILE_EXCL);
-      chmodSync(join(tmp, rel), st.mode & 0o755);
-      copied.push(rel);
-    } else log.warn(`not exported: ${shownPath(rel)} is not a regular file`);
+    if (!st.isDirectory() && !st.isFile()) return void skipped.push(rel);
+    assertExportedName(capDir, rel);
+    entries.push({ rel, dir: st.isDirectory(), mode: st.mode & 0o755 });
+    if (st.isDirectory()) for (const n of readdirSync(join(capDir, rel)).sort()) walk(`${rel}/${n}`);
   };
-  copyTree("build.sh");
-  copyTree("src");
+  walk("build.sh");
+  walk("src");
+  return { entries, skipped };
+}
+
+/**
+ * Refuse, before any trust prompt, a capture that kerncap export would refuse for its names
+ * (planProject: src/ops/export.ts runs it first, so no one is asked to trust what cannot be exported).
+ * @throws KerncapError E_UNSAFE_PATH, E_IO
+ */
+export function assertExportableNames(dir: string, m: Manifest): void {
+  planProject(realpathSync(dir), m);
+}
+
+/**
+ * The capture's reproducer project (build.sh, src/) as planProject planned it, copied file by
+ * file through capturePath (no link followed, no file with a second name). The data stays shared;
+ * the source is a copy of its own, so an edit in the export leaves the capture as it was.
+ * @returns the file to edit (relative to the export), or null without a project.
+ */
+function copyProject(capDir: string, m: Manifest, tmp: string, plan: readonly ProjectEntry[]): string | null {
+  const copied: string[] = [];
+  for (const e of plan) {
+    if (e.dir) {
+      mkdirSync(join(tmp, e.rel), { recursive: true });
+      continue;
+    }
+    copyFileSync(capturePath(capDir, e.rel), join(tmp, e.rel), constants.COPYFILE_EXCL);
+    chmodSync(join(tmp, e.rel), e.mode);
+    copied.push(e.rel);
+  }
   // the kernel's definition: src/ mirrors the project root (manifest source.cuda, src/frontends/cuda/locate.ts)
   // a received manifest's source.cuda is the sender's to write (the schema keeps it unknown): names taken only when they are strings
   const cuda = (m.source as { cuda?: { definition?: unknown; projectRoot?: unknown } } | undefined)?.cuda;

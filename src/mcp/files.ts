@@ -354,31 +354,40 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
     if (stats.size > TEXT_MAX) throw new KerncapError("E_USAGE", `${shown} is larger than 4 MiB`, { hint: "edit_file edits text files up to 4 MiB." });
     assertText(readInCapture(dir, shown, TEXT_MAX)!, shown, "edit_file edits"); // never replace a binary file wholesale either
   }
-  if (!stats) assertSourcesRoom(dir, Buffer.byteLength(text));
+  // every write, a rewrite included: a file rewritten larger grows src/ as a new one does (a trial grew it 4 MiB a file)
+  assertSourcesRoom(dir, Buffer.byteLength(text), stats ? stats.size : undefined);
   writeInCapture(dir, shown, text); // a temporary file renamed over the name: nothing written through a link
   return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
 }
 
-/** What an agent's new files may bring src/ to: files and bytes in all (a build copies src/ whole, every eval candidate too). */
+/** What an agent's writes may bring src/ to: files and bytes in all (a build copies src/ whole, every eval candidate too). */
 const SRC_MAX_FILES = 2000;
 const SRC_MAX_BYTES = 64 << 20;
 
 /**
- * Refuse a new file of `bytes` that would take DIR/src/ past SRC_MAX_FILES files or SRC_MAX_BYTES
- * (a trial's agent grew src/ without bound, 4 MiB a call, and every later build copied it whole).
- * Counts regular files without following links. @throws KerncapError E_USAGE
+ * Refuse a write of `bytes` that would take DIR/src/ past SRC_MAX_FILES files or SRC_MAX_BYTES
+ * (a trial's agent grew src/ without bound, 4 MiB a call, and every later build copied it whole;
+ * another grew it by rewriting files it had made small). A new file (`oldBytes` undefined) counts
+ * one file more and its bytes; a rewrite counts its size change (bytes - oldBytes), and one that
+ * does not grow src/ is never refused, so a project's src/ already past the bound can still be
+ * edited. Counts regular files without following links.
+ * @param oldBytes the size of the file the write replaces, undefined for a new file
+ * @throws KerncapError E_USAGE
  */
-function assertSourcesRoom(dir: string, bytes: number): void {
-  let files = 1;
-  let total = bytes;
+function assertSourcesRoom(dir: string, bytes: number, oldBytes?: number): void {
+  const isNew = oldBytes === undefined;
+  const delta = bytes - (oldBytes ?? 0);
+  if (!isNew && delta <= 0) return;
+  let files = isNew ? 1 : 0;
+  let total = delta;
   for (const { st } of treeEntries(dir, "src")) {
     if (!st.isFile()) continue;
     files++;
     total += st.size;
-    if (files > SRC_MAX_FILES || total > SRC_MAX_BYTES)
+    if ((isNew && files > SRC_MAX_FILES) || total > SRC_MAX_BYTES)
       throw new KerncapError(
         "E_USAGE",
-        `a new file would take src/ past ${SRC_MAX_FILES} files or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
+        `${isNew ? "a new file" : `this rewrite (${delta} bytes more)`} would take src/ past ${SRC_MAX_FILES} files or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
         { hint: "Edit the existing sources, or ask the user to remove files of src/ that are not needed." },
       );
   }

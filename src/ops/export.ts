@@ -10,16 +10,17 @@ import { KerncapError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { approvedDigest } from "../format/staged-build.ts";
 import { readWhatRuns } from "../format/what-runs.ts";
-import { exportCapture, type ExportOptions, type ExportResult } from "../export/export.ts";
+import { assertExportableNames, exportCapture, type ExportOptions, type ExportResult } from "../export/export.ts";
 import { requireTrustedBuild } from "./gates.ts";
 
 /**
  * Export DIR into OUT once its build is trusted (a capture made here: at once).
  * @param o.trust plain --trust (true), --trust=DIGEST (the digest), or false
- * @throws KerncapError E_UNTRUSTED, E_TRUST_CHANGED (the files changed between the gate's reading and the export's), and exportCapture's errors
+ * @throws KerncapError E_UNSAFE_PATH (a name of the capture that export refuses, before the gate), E_UNTRUSTED, E_TRUST_CHANGED (the files changed between the gate's reading and the export's), and exportCapture's errors
  */
 export function exportOp(dir: string, out: string, o: Omit<ExportOptions, "trustedFiles"> & { trust: boolean | string }): ExportResult {
   const { manifest: m } = openCapture(dir);
+  assertExportableNames(dir, m); // a name export refuses is said before any trust prompt
   requireTrustedBuild(dir, m, o.trust, { command: `kerncap export ${dir} -o ${out}` });
   const approved = approvedDigest(dir);
   if (approved === undefined) return exportCapture(dir, out, o); // made here: nothing to hold the files to

@@ -445,6 +445,33 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
+  test("edit_file's bound on src/ holds for rewrites too: files made small, then rewritten to 4 MiB each, stop at 64 MiB; a rewrite that does not grow src/ passes", async () => {
+    // found by a trial: only a new file was counted, so 24 tiny files rewritten to 4 MiB took src/ to 97 MiB (2000 of them: 8 GiB)
+    const c = await connected();
+    const dir = await fresh();
+    const big = "x".repeat(4 << 20);
+    for (let i = 0; i < 17; i++)
+      expect((await c.callTool({ name: "edit_file", arguments: { dir, path: `src/grow${i}.h`, content: "x" } })).isError, String(i)).toBeFalsy();
+    for (let i = 0; i < 16; i++) {
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: `src/grow${i}.h`, content: big } });
+      if (i < 15) expect(r.isError, String(i)).toBeFalsy();
+      else {
+        expect(doc(r).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("past 2000 files or 64 MiB") });
+        expect(readFileSync(join(dir, "src/grow15.h"), "utf8")).toBe("x"); // left as it was
+      }
+    }
+    // oldText/newText that grows the file is a rewrite as well
+    const grown = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow16.h", oldText: "x", newText: big } });
+    expect(doc(grown).error.message).toContain("past 2000 files or 64 MiB");
+    // at the bound, an edit that keeps or shrinks a file's size is still made
+    expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow0.h", content: "y".repeat(4 << 20) } })).isError).toBeFalsy();
+    expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow1.h", oldText: big, newText: "z" } })).isError).toBeFalsy();
+    expect(readFileSync(join(dir, "src/grow1.h"), "utf8")).toBe("z");
+    // and the room it freed can be used again
+    expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow15.h", content: big } })).isError).toBeFalsy();
+    await c.close();
+  }, 60_000);
+
   test("read_file and edit_file resolve a path the same way (relative to the capture folder); edit_file only under src/", async () => {
     const c = await connected();
     const dir = await fresh();
