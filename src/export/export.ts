@@ -45,8 +45,6 @@ import { amdgpuCodeObjects, findKernel, isOffloadBundle, parseAmdgpuCodeObject }
 import { KerncapError } from "../errors.ts";
 import { sharedParentRisk } from "../cache.ts";
 import { assertOutputPath } from "../format/archive.ts";
-import { escapedForMessage, unportableName } from "../format/archive-common.ts";
-import { escapeForTerminal } from "../escape.ts";
 import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
@@ -62,6 +60,9 @@ import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
+import { planProject, type ProjectEntry } from "./project-names.ts";
+
+export { assertExportableNames } from "./project-names.ts";
 
 /** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data: src/format/file-names.ts. */
 export { EXPORT_FILE } from "../format/file-names.ts";
@@ -406,80 +407,6 @@ function writePtx(m: Manifest, image: Uint8Array, plan: ExportPlan, tmp: string)
   if (!e) return null;
   writeFileSync(join(tmp, "kernel.ptx"), e.bytes());
   return "kernel.ptx";
-}
-
-/** One entry of the exported project (planProject): a folder to make, or a regular file to copy with its mode. */
-interface ProjectEntry {
-  rel: string;
-  dir: boolean;
-  mode: number;
-}
-
-/**
- * Refuse a name of the export that is not portable (unportableName: each part letters, digits and
- * `._+-`, none starting with `-`, no tool's own file such as `.git`): the exported Makefile and
- * build.sh hand the sources to make and a shell, where `saxpy.cu;CMD;#` is a command.
- * @param rel the path in the export (build.sh, src/…, data/…)
- * @throws KerncapError E_UNSAFE_PATH naming the path (escaped: src/format/archive-common.ts escapedForMessage)
- */
-function assertExportedName(capDir: string, rel: string): void {
-  const why = unportableName(rel);
-  if (!why) return;
-  throw new KerncapError(
-    "E_UNSAFE_PATH",
-    `${escapeForTerminal(capDir, { oneLine: true })}: ${escapedForMessage(rel)} ${why}; kerncap export writes only portable names (its Makefile and build.sh hand them to make and a shell), so nothing was exported`,
-    {
-      hint: "Rename it with letters, digits and ._+- only (no part starting with -), in the capture and wherever its sources name it, or remove it if the kernel does not need it; then export again. A capture you received: ask the sender to rename it (kerncap pack refuses such names too).",
-    },
-  );
-}
-
-/**
- * What the export will hold of the capture, its names checked (assertExportedName) before anything
- * is written: the data files (copyData's), a Triton capture's kernel file (src/<fnName>.py, which
- * repro.py imports: a Python identifier, never a path of its own), and the reproducer project
- * (build.sh, src/), walked without following links: folders and regular files, sorted; anything
- * else under src/ is left out (`skipped`). The copy takes its names from this plan only, so a file
- * another user adds meanwhile is not exported.
- * @returns the project's entries, folders before what they hold, and the paths left out
- * @throws KerncapError E_UNSAFE_PATH (a name that is not portable), E_IO
- */
-function planProject(capDir: string, m: Manifest): { entries: ProjectEntry[]; skipped: string[] } {
-  for (const rel of [MANIFEST_FILE, ...m.files.map((f) => f.path), m.memory.before, m.memory.after]) assertExportedName(capDir, `data/${rel}`);
-  const fn: unknown = m.device.vendor === "amd" ? undefined : tritonSourceOf(m)?.fnName; // the sender's to write in a received capture
-  if (fn !== undefined && fn !== null && (typeof fn !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(fn)))
-    throw new KerncapError(
-      "E_UNSAFE_PATH",
-      `${escapeForTerminal(capDir, { oneLine: true })}: the Triton kernel's name ${escapedForMessage(String(fn))} in kerncap.json is not a Python identifier; the exported repro.py would import src/ followed by it as a file, so nothing was exported`,
-      { hint: "The capture's kerncap.json was edited or damaged: capture the kernel again, or ask the sender for a clean capture (kerncap pack)." },
-    );
-  if (typeof fn === "string") assertExportedName(capDir, `src/${fn}.py`);
-  const entries: ProjectEntry[] = [];
-  const skipped: string[] = [];
-  const walk = (rel: string): void => {
-    let st;
-    try {
-      st = lstatSync(join(capDir, rel));
-    } catch {
-      return;
-    }
-    if (!st.isDirectory() && !st.isFile()) return void skipped.push(rel);
-    assertExportedName(capDir, rel);
-    entries.push({ rel, dir: st.isDirectory(), mode: st.mode & 0o755 });
-    if (st.isDirectory()) for (const n of readdirSync(join(capDir, rel)).sort()) walk(`${rel}/${n}`);
-  };
-  walk("build.sh");
-  walk("src");
-  return { entries, skipped };
-}
-
-/**
- * Refuse, before any trust prompt, a capture that kerncap export would refuse for its names
- * (planProject: src/ops/export.ts runs it first, so no one is asked to trust what cannot be exported).
- * @throws KerncapError E_UNSAFE_PATH, E_IO
- */
-export function assertExportableNames(dir: string, m: Manifest): void {
-  planProject(realpathSync(dir), m);
 }
 
 /**
