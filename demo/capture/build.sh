@@ -5,8 +5,8 @@
 # Arch: the captured device's (sm_90); the application's own arch flags are not used.
 # Compiles the slice src/saxpy.kerncap-slice.cu (the TU up to the kernel's definition, without the other kernels' bodies) while it was made from the current
 # src/saxpy.cu (the sha256 on its first line; `kerncap validate` remakes it after an edit), else
-# the whole TU; when the slice does not build, the whole TU (and the slice is not tried again for
-# that text of the TU; the slice's messages are in build/slice-build.log, and shown nowhere else
+# the whole TU; when the slice does not build, the whole TU (and, once that builds, the slice is not
+# tried again for that text of the TU; the slice's messages are in build/slice-build.log, and shown nowhere else
 # when the whole TU fails too: its error is the one to read). A slice edited by hand (its body no
 # longer the body= hash on its first line) is compiled as it is, its error the build's.
 # Lines starting with "kerncap:" on stderr say which was compiled and why.
@@ -78,11 +78,13 @@ if [ "$src" = "$slice" ]; then
     echo "kerncap: the slice src/saxpy.kerncap-slice.cu, edited by hand, does not build (its messages above); the whole TU is not compiled in its place" >&2
     exit 1
   else
-    echo "$have" >"$failed"
     if ! compile "$tu" "$cubin"; then
+      # not marked as failed: when neither builds, the cause may be the toolchain (NVCC unset or
+      # gone) or an edit, not the slice; the next build tries the slice again
       echo "kerncap: the slice src/saxpy.kerncap-slice.cu did not build either (its messages: $shown)" >&2
       exit 1
     fi
+    echo "$have" >"$failed"
     echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: $shown): compiled the whole TU src/saxpy.cu" >&2
   fi
 else

@@ -113,6 +113,17 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
   }, 90_000);
 });
 
+test.skipIf(!NVCC)("a build where neither the slice nor the whole TU compiles (no compiler: NVCC=/nonexistent/nvcc) does not mark the slice as failed: the next build compiles the slice again (trial 7 #19)", () => {
+  const { dir, env } = demo();
+  const gone = Bun.spawnSync(["bash", join(dir, "build.sh")], { env: { ...env, NVCC: "/nonexistent/nvcc" }, stdout: "pipe", stderr: "pipe" });
+  expect(gone.exitCode).not.toBe(0);
+  expect(existsSync(join(dir, "build/slice-failed.sha256"))).toBe(false);
+  const ok = Bun.spawnSync(["bash", join(dir, "build.sh")], { env: { ...env, NVCC }, stdout: "pipe", stderr: "pipe" });
+  expect(ok.exitCode, ok.stderr.toString()).toBe(0);
+  expect(ok.stderr.toString()).not.toContain("the slice did not build for this text");
+  expect(ok.stderr.toString()).not.toContain("compiling the whole TU");
+});
+
 test("the MCP tool build runs validate --build-only, confined like validate", () => {
   const argv = gatedArgv("build", { dir: "d" }, TOOLS.build.argv({ dir: "d" }), false);
   expect(argv).toEqual(["validate", "d", "--json", "--build-only", "--confine"]);
