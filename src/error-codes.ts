@@ -257,13 +257,14 @@ export const ERROR_CODES = {
   E_NO_NVCC: { exit: 2, about: "nvcc was not found.", hint: "Install the CUDA toolkit or set NVCC to its nvcc." },
   E_PATCH: {
     exit: 2,
-    about: "An eval candidate's patch does not apply to the capture's src/ (the candidate's verdict is error: it was never built).",
+    about:
+      "An eval candidate's patch does not apply to the capture's src/, or is no patch git apply reads (empty, not a diff, a link, a mode change, a rename), or writes a path outside src/ (the candidate's verdict is error: it was never built; the other candidates are evaluated).",
     hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
   },
   E_CANDIDATE: {
     exit: 2,
     about:
-      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles; or an MCP evaluate candidate with a path outside src/, or a config for a capture that is not Triton's (the candidate's verdict is error: it was never built).",
+      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles, is empty or holds a link or a FIFO, a candidate that is a link, an overlay or MCP evaluate candidate with a path outside src/, a config that is not one config or is for a capture that is not Triton's (the candidate's verdict is error: it was never built; the other candidates are evaluated).",
     hint: "Give an edited copy of the whole src/ folder, a patch against src/, or a file named as the one file of src/ it replaces.",
   },
   E_KERNEL_NOT_FOUND: {

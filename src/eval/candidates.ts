@@ -31,7 +31,7 @@
  * judge, and no retry changes it.
  */
 import * as v from "valibot";
-import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { absolutePathList } from "../env.ts";
@@ -114,7 +114,9 @@ export type CandidateList = v.InferOutput<typeof CandidateList>;
 /**
  * The candidates of a candidate list, each labelled as the list says (its identity: that label and
  * its content's digest), a refused one carrying its refusal (Candidate.refused).
- * @throws KerncapError E_USAGE (not a list: its problem; two of one label), parseCandidate's
+ * A listed candidate that does not fit (parseCandidate's E_PATCH, E_CANDIDATE) is kept as its
+ * refusal, as on the command line (parseCandidates).
+ * @throws KerncapError E_USAGE (not a list: its problem; two of one label; a spec or overlay that does not exist)
  */
 export function listedCandidates(file: string): Candidate[] {
   let parsed: unknown;
@@ -141,15 +143,23 @@ export function listedCandidates(file: string): Candidate[] {
       const { kind, code, reason } = x.refused;
       return { id: `${x.label}@${digestOf(kind, [code, reason]).slice(0, 12)}`, label: x.label, kind, refused: { code, reason } };
     }
-    const c = "config" in x ? configSpecCandidate(x.config) : "overlay" in x ? overlayCandidate(x.overlay) : parseCandidate(x.spec);
+    const c =
+      "config" in x
+        ? candidateOrRefusal(x.config, configSpecCandidate, "config")
+        : "overlay" in x
+          ? candidateOrRefusal(x.overlay, overlayCandidate, "overlay")
+          : candidateOrRefusal(x.spec, parseCandidate);
     return { ...c, id: `${x.label}${c.id.slice(c.id.lastIndexOf("@"))}`, label: x.label };
   });
 }
 
 /**
  * A candidate from its command-line text (see the file's comment).
- * @throws KerncapError E_USAGE: no such file and not a config; an empty or oversized file; a tree
- *   with links; a config that names no value or more than one
+ * @throws KerncapError E_USAGE: no such file or folder, and not a config (the command line is
+ *   wrong: nothing is evaluated); the candidate's own faults, which parseCandidates makes its
+ *   record (refusedCandidate): E_PATCH (a patch git apply would not read: empty, not a diff, a
+ *   link, a mode change), E_CANDIDATE (a link, an empty folder, a tree holding a link or a FIFO,
+ *   an oversized file, a config that is not one config)
  */
 export function parseCandidate(spec: string): Candidate {
   // NAME=VALUE with no slash is a config, whatever the working folder holds (a file or folder of that
@@ -158,7 +168,7 @@ export function parseCandidate(spec: string): Candidate {
   const path = resolve(spec);
   const lst = lstatSync(path, { throwIfNoEntry: false });
   if (lst?.isSymbolicLink())
-    throw new KerncapError("E_USAGE", `candidate ${path} is a symbolic link`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${path} is a symbolic link`, {
       hint: "A candidate is read with no link followed: give the file or folder it points to, or a copy of it.",
     });
   if (lst) {
@@ -167,7 +177,7 @@ export function parseCandidate(spec: string): Candidate {
     if (st.isDirectory()) {
       const { files, bytes } = readTree(path);
       if (!files.length)
-        throw new KerncapError("E_USAGE", `candidate ${path} is an empty folder`, {
+        throw new KerncapError("E_CANDIDATE", `candidate ${path} is an empty folder`, {
           hint: "A tree candidate mirrors src/: the reproducer's sources with the edit.",
         });
       const digest = digestOf(
@@ -177,17 +187,17 @@ export function parseCandidate(spec: string): Candidate {
       return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path, digest };
     }
     if (!st.isFile())
-      throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, {
+      throw new KerncapError("E_CANDIDATE", `candidate ${path} is neither a folder nor a file`, {
         hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config.",
       });
     if (st.size > CANDIDATE_MAX_BYTES)
-      throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
+      throw new KerncapError("E_CANDIDATE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
     const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
     const bytes = readCandidateFile(path, "", st);
     if (kind === "patch") {
       const why = patchModeProblem(bytes.toString("latin1"));
       if (why)
-        throw new KerncapError("E_USAGE", `candidate ${path}: ${why}`, {
+        throw new KerncapError("E_PATCH", `candidate ${path}: ${why}`, {
           hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes.",
         });
     }
@@ -200,14 +210,58 @@ export function parseCandidate(spec: string): Candidate {
   });
 }
 
+/** The candidate-fault codes (CANDIDATE_FAULT_CODES) as a set. */
+const FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
+
+/**
+ * `parse(spec)`, or, where it throws the candidate's own fault (a code of CANDIDATE_FAULT_CODES:
+ * an empty or malformed patch, a tree holding a link, a config that is not one), the candidate
+ * as its refusal (Candidate.refused: never built, its one record an error with that code and
+ * message), labelled by its name (a path's last component, a config's words) and identified by
+ * that name and the refusal. `kind`: the refused candidate's, where the caller knows it (a
+ * listed overlay or config); else read from the spec as parseCandidate reads it.
+ * @throws KerncapError any other error of parse (E_USAGE: no such file or folder)
+ */
+export function candidateOrRefusal(spec: string, parse: (spec: string) => Candidate, kind?: CandidateKind): Candidate {
+  try {
+    return parse(spec);
+  } catch (e) {
+    if (!(e instanceof KerncapError) || !FAULTS.has(e.code)) throw e;
+    const path = resolve(spec);
+    const st = lstatSync(path, { throwIfNoEntry: false });
+    const config = kind === "config" || (kind === undefined && /^[A-Za-z_]\w*=/.test(spec.trim()) && (!spec.includes("/") || !st));
+    const label = config ? spec.trim().replace(/\s+/g, " ") : basename(path);
+    const k: CandidateKind =
+      kind ?? (config ? "config" : /\.(patch|diff)$/i.test(label) ? "patch" : st?.isDirectory() || (st?.isSymbolicLink() && statIsDir(path)) ? "tree" : "file");
+    const digest = digestOf(k, [label, e.code, e.message]);
+    return { id: `${label}@${digest.slice(0, 12)}`, label, kind: k, ...(config ? {} : { path }), refused: { code: e.code, reason: e.message } };
+  }
+}
+
+/** Whether `path` is a folder, its link followed (only to name a refused link's kind). */
+function statIsDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A Triton config given as text (`BLOCK_M=64 num_warps=4`) as a candidate, labelled by its words.
- * @throws KerncapError E_USAGE: not one config (parseConfigSpace's, or several values of a name)
+ * @throws KerncapError E_CANDIDATE: not one config (parseConfigSpace's, or several values of a name)
  */
 function configSpecCandidate(spec: string): Candidate {
-  const space = parseConfigSpace([spec]);
+  let space: TuneConfig[];
+  try {
+    space = parseConfigSpace([spec]);
+  } catch (e) {
+    if (e instanceof KerncapError && e.code === "E_USAGE")
+      throw new KerncapError("E_CANDIDATE", `candidate ${escapedForMessage(spec)}: ${e.message}`, { hint: e.hint });
+    throw e;
+  }
   if (space.length !== 1)
-    throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
       hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space.",
     });
   const label = spec.trim().replace(/\s+/g, " ");
@@ -222,20 +276,24 @@ function configSpecCandidate(spec: string): Candidate {
  * 64 MiB in all), labelled by its folder's name until the list relabels it. Its private copy (the
  * capture's src/ with these files written over it) is made only when its build starts
  * (materialise), where each path is held to edit_file's rule (sourcePathProblem).
- * @throws KerncapError E_USAGE: a link, not a folder, no files, a file not under src/
+ * @throws KerncapError E_USAGE: missing; E_CANDIDATE: a link, not a folder, no files, a file not under src/, readTree's
  */
 export function overlayCandidate(spec: string): Candidate {
   const path = resolve(spec);
   const st = lstatSync(path, { throwIfNoEntry: false });
   if (!st?.isDirectory())
-    throw new KerncapError("E_USAGE", `overlay candidate ${path} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`, {
-      hint: "An overlay is a folder holding src/… with the files that replace or add files of src/ (read with no link followed).",
-    });
+    throw new KerncapError(
+      st ? "E_CANDIDATE" : "E_USAGE",
+      `overlay candidate ${path} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`,
+      {
+        hint: "An overlay is a folder holding src/… with the files that replace or add files of src/ (read with no link followed).",
+      },
+    );
   const { files, bytes } = readTree(path);
   const outside = files.find((f) => !f.startsWith("src/"));
   if (!files.length || outside !== undefined)
     throw new KerncapError(
-      "E_USAGE",
+      "E_CANDIDATE",
       `overlay candidate ${path} ${outside !== undefined ? `holds ${escapedForMessage(outside)}, which is not under src/` : "holds no files"}`,
       { hint: "An overlay holds src/… only: the files that replace or add files of the capture's src/, at their paths from the capture folder." },
     );
@@ -265,7 +323,10 @@ export function flagsCandidate(label: string, flags: string[]): Candidate {
 /**
  * The candidates of the command line (text, parsed by parseCandidate) or made by a producer
  * (kerncap tune), each once (the same content given twice is evaluated once).
- * @throws KerncapError E_USAGE as parseCandidate; none given, or more than MAX_CONFIGS (src/frontends/tune.ts)
+ * A candidate that does not fit (parseCandidate's E_PATCH, E_CANDIDATE) is kept as its refusal
+ * (refusedCandidate): its record says why, the others are evaluated.
+ * @throws KerncapError E_USAGE (a path that does not exist and is no config: parseCandidate); none
+ *   given, or more than MAX_CONFIGS (src/frontends/tune.ts)
  */
 export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   if (!specs.length)
@@ -278,7 +339,7 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
     });
   const seen = new Map<string, Candidate>();
   for (const s of specs) {
-    const c = typeof s === "string" ? parseCandidate(s) : s;
+    const c = typeof s === "string" ? candidateOrRefusal(s, parseCandidate) : s;
     if (!seen.has(c.id)) seen.set(c.id, c);
     // the same content under the same name given twice (fix.patch fix.patch, a glob that matched it twice): evaluated once, said so
     else if (typeof s === "string") log.info(`candidate ${escapedForMessage(s)} is given more than once: evaluated once`);

@@ -227,8 +227,9 @@ class TaskQueue<T> {
  * `gate` (the trust gates of the first input's build) is asked once the candidates are known
  * good, before any build; what it returns, the gate of a candidate's private copy, is asked once
  * each copy is made, before its build (src/eval/build.ts BuildSettings.gate).
- * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
- *   kernel that is not Triton's, or one that changes a tile size without --grid), E_FRONTEND (a
+ * @throws KerncapError E_USAGE (inputs, a candidate path that does not exist, --resume without
+ *   --jsonl, a config that changes a tile size without --grid; a candidate that does not fit, a
+ *   config for a kernel that is not Triton's included, is its record's error, not a throw), E_FRONTEND (a
  *   frontend validate does not rebuild: HIP), the gates' (E_UNTRUSTED), E_TMPDIR (a TMPDIR kerncap refuses, said once before any build), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
@@ -324,14 +325,20 @@ function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
       },
     );
   }
-  const all = parseCandidates(o.candidates);
   const candidates = frontendOf(m).tune?.candidates; // a frontend whose tune builds one config on its own (Triton)
+  // a config for a frontend that builds none: that candidate's refusal (its record an error, E_CANDIDATE), as kerncap mcp's evaluate says it; the others are evaluated
+  const all = parseCandidates(o.candidates).map((c) =>
+    c.kind === "config" && !c.refused && !candidates
+      ? {
+          ...c,
+          refused: {
+            code: "E_CANDIDATE",
+            reason: `candidate ${c.label} is a config, which needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture, whose candidates are edited src/ folders, patches or replacement files`,
+          },
+        }
+      : c,
+  );
   const configs = all.filter((c) => c.kind === "config" && !c.refused); // a refused one is never built: its record says why
-  if (configs.length && !candidates) {
-    throw new KerncapError("E_USAGE", `a config candidate (${configs[0]!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`, {
-      hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags).",
-    });
-  }
   const tiles = configs.filter((c) => candidates!.needsGrid(home.dir, c.config!));
   if (tiles.length && !o.build.grid) {
     throw new KerncapError("E_USAGE", `the config ${tiles[0]!.label} changes constexprs (tile sizes), so the launch grid changes with them: give --grid`, {

@@ -11,7 +11,7 @@ import { describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
-import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
+import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
 import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize, unjudgedLine } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
@@ -95,7 +95,7 @@ function inProcess(delay: (t: EvalTask) => number = () => 5) {
 }
 
 /** fakeEvalOptions with two build jobs and the in-process workers above. */
-function options(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
+function options(dirs: string[], candidates: EvalOptions["candidates"], o: Partial<EvalOptions> = {}): EvalOptions {
   return fakeEvalOptions(dirs, candidates, { jobs: 2, open: inProcess().open, ...o });
 }
 
@@ -905,17 +905,55 @@ test("Triton configs: one that changes a constexpr (the tile size) needs --grid;
   expect(r.candidates.map((c) => c.kind)).toEqual(["config", "config"]);
 });
 
-test("usage: the inputs come first; a candidate that is no file and no config, and a config for a CUDA kernel, are refused by name", async () => {
+test("usage: the inputs come first; a candidate that is no file and no config is refused by name (E_USAGE, nothing evaluated)", async () => {
   const cap = await captureWithSource();
   expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"] });
   expect(() => splitPositionals([cap])).toThrow(/no candidates given/);
   expect(() => splitPositionals(["a.cu", cap])).toThrow(/a\.cu is not a capture folder or a capture set/);
   expect(runEval(options([cap], ["nope.cu"]))).rejects.toThrow(/nope\.cu: no such file/);
-  expect(runEval(options([cap], ["BLOCK=64"]))).rejects.toThrow(/needs a Triton capture/);
   const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
   m.kernel.frontend = "hip";
   writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
   expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_FRONTEND" });
+});
+
+test("unfit candidates (nu7 #3: an empty patch, a diff that is none, a tree holding a link, a config for a CUDA capture, on the command line and in a list) are each their own error record; the others are still evaluated", async () => {
+  const cap = await captureWithSource();
+  const d = tempDir("kerncap-cands-");
+  writeFileSync(join(d, "empty.patch"), "");
+  writeFileSync(join(d, "junk.diff"), "not a patch\n");
+  mkdirSync(join(d, "linked"));
+  writeFileSync(join(d, "linked/kernel.cu"), "match");
+  symlinkSync("/etc/passwd", join(d, "linked/extra.h"));
+  const [good] = candidateFiles({ "kernel.cu": "match 2" });
+  const cands = [join(d, "empty.patch"), join(d, "junk.diff"), join(d, "linked"), "BLOCK=64", good!];
+  const { value: r } = await quiet(() => runEval(options([cap], cands)));
+  const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+  expect(by["empty.patch"]).toMatchObject({ verdict: "error", code: "E_PATCH", input: BUILD_INPUT, reason: expect.stringContaining("holds no file's diff") });
+  expect(by["junk.diff"]).toMatchObject({ verdict: "error", code: "E_PATCH", input: BUILD_INPUT, reason: expect.stringContaining("not a patch") });
+  expect(by["linked"]).toMatchObject({ verdict: "error", code: "E_CANDIDATE", reason: expect.stringContaining("extra.h is a symbolic link") });
+  expect(by["BLOCK=64"]).toMatchObject({ verdict: "error", code: "E_CANDIDATE", reason: expect.stringContaining("needs a Triton capture") });
+  expect(by["kernel.cu"]).toMatchObject({ verdict: "match" });
+  expect(r.exitCode).toBe(2);
+  expect(unjudgedLine(r, "none")).toContain("do not fit the capture's src/");
+  // the same through --candidate-list
+  const list = join(d, "list.json");
+  writeFileSync(
+    list,
+    JSON.stringify({
+      candidates: [
+        { label: "junk", spec: join(d, "junk.diff") },
+        { label: "ok", spec: good },
+      ],
+    }),
+  );
+  const { value: r2 } = await quiet(() => runEval(options([cap], listedCandidates(list))));
+  expect(r2.records.map((x) => [x.label, x.verdict, x.code])).toEqual(
+    expect.arrayContaining([
+      ["junk", "error", "E_PATCH"],
+      ["ok", "match", null],
+    ]),
+  );
 });
 
 describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-up 100× match, no GPU ever run, was ranked first by --merge and --resume)", () => {

@@ -110,7 +110,7 @@ test("a candidate is read with no link followed, and what is built is what was g
   rmSync(join(d, "tree/util.h"));
   symlinkSync(join(d, "secret.txt"), join(d, "tree/util.h"));
   expect(await materialise(cap, tree, join(d, "copy2")).catch((e) => e)).toMatchObject({
-    code: "E_USAGE",
+    code: "E_CANDIDATE",
     message: expect.stringContaining("util.h is a symbolic link"),
   });
   // F7: a patch swapped after its check for one that copies a file from anywhere: never given to git
