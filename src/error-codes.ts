@@ -222,7 +222,7 @@ export const ERROR_CODES = {
   E_CONFINED: {
     exit: 2,
     about:
-      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, or it ran past its time limit (an eval candidate's verdict is then error).",
+      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, it ran past its time limit, or (under --confine, kerncap mcp) it stopped in the preprocessor, where no dependency list says what it read (an eval candidate's verdict is then error).",
     hint: "Keep the edit to the capture's own sources, or validate on the command line without --confine.",
   },
   E_NOT_SOURCE: {

@@ -129,6 +129,8 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         force: s.force,
         fullBuild: true,
         ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m, confinedBy: s.confinedBy ?? "kerncap eval" } : {}),
+        // the user's own eval (not kerncap mcp's --confine): a build stopped in the preprocessor says the compiler's error
+        ...(s.confine ? {} : { userReadsMessages: true }),
       });
       module = (await r.rebuildOnce()).module;
     }
