@@ -25,7 +25,7 @@ import { availableParallelism } from "node:os";
 import { existsSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
-import { KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
@@ -35,7 +35,8 @@ import { RecordLog } from "../check/results.ts";
 import { keyForWriting, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { evalSubjects, staleWhy } from "../format/subject.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
-import { openCapture } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles } from "../format/capture-dir.ts";
+import { checksumsChecked } from "../format/received.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { assertOutputPath } from "../format/archive-common.ts";
 import { captureSetMember } from "../format/paths.ts";
@@ -151,6 +152,28 @@ export function resolveInputs(dirs: string[]): EvalInput[] {
 }
 
 /**
+ * Each input's files checked as replay checks them (src/format/capture-dir.ts verifyFiles: the
+ * small files' SHA-256, unless `verify` is false for a capture of the user's own, and the memory
+ * images' sizes), once, before any build: a damaged input is said naming it (nu7 #12: every
+ * candidate was built first, each record then E_CHECKSUM, with a --resume that cannot help). The
+ * memory chunks' checksums are checked as the workers restore them.
+ * @throws KerncapError E_CHECKSUM naming the input and the file, E_UNSAFE_PATH
+ */
+export function verifyInputs(inputs: EvalInput[], verify: boolean): void {
+  for (const i of inputs) {
+    const m = i.manifest;
+    try {
+      verifyFiles(i.dir, checksumsChecked(i.dir, m, verify, i.id) ? m : { ...m, files: [] });
+    } catch (e) {
+      if (!isKerncapError(e) || e.code !== "E_CHECKSUM") throw e;
+      throw new KerncapError("E_CHECKSUM", `input ${i.id} (${i.dir}) is damaged: ${e.message}; no candidate was built`, {
+        hint: `${e.hint ?? "Capture again."} Or leave this input out of the eval; a rerun as it is fails alike.`,
+      });
+    }
+  }
+}
+
+/**
  * The watchdog's bound for one candidate on an input (ms): TIMEOUT_FACTOR × the captured kernel
  * time (manifest timing.app_launch_us) for each launch of a judgement (the captured module's
  * checked one, the candidate's checked ones, 2 × iters timed, warm-ups), plus the time to put the
@@ -237,6 +260,7 @@ class TaskQueue<T> {
 export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Manifest) => CopyGate | void): Promise<EvalReport> {
   const t0 = performance.now();
   const inputs = resolveInputs(o.dirs);
+  verifyInputs(inputs, o.settings.verify);
   const home = inputs[0]!;
   const all = checkedCandidates(o, home);
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)

@@ -956,6 +956,22 @@ test("unfit candidates (nu7 #3: an empty patch, a diff that is none, a tree hold
   );
 });
 
+test("a damaged input (a file's checksum) is refused once, naming it, before any candidate is built (nu7 #12: each was built, then E_CHECKSUM with a --resume that cannot help)", async () => {
+  const cap = await captureWithSource();
+  const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+  const f = m.files.find((x: { path: string }) => x.path.startsWith("kernel/"))!.path as string;
+  const bytes = readFileSync(join(cap, f));
+  bytes[0] ^= 1;
+  writeFileSync(join(cap, f), bytes);
+  const built: string[] = [];
+  const e = await quiet(() => runEval(options([cap], candidateFiles({ "a.cu": "match", "b.cu": "match" }), { buildWith: fakeBuild(0, built) }))).catch(
+    (x) => x,
+  );
+  expect(e).toBeInstanceOf(KerncapError);
+  expect(e).toMatchObject({ code: "E_CHECKSUM", message: expect.stringContaining(`input cap (${cap}) is damaged: checksum mismatch in ${f}`) });
+  expect(built).toEqual([]);
+});
+
 describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-up 100× match, no GPU ever run, was ranked first by --merge and --resume)", () => {
   const A = "7c1e9a4f2b6d08e35f9a1c7b4e2d6f08a3c5e7b9d1f2a4c6e8b0d3f5a7c9e1b2";
   const B = "e4b7d1a9c3f6082b5e8a1d4c7f0b3e6a9d2c5f8b1e4a7d0c3f6b9e2a5d8c1f47";
