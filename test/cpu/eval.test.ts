@@ -972,6 +972,31 @@ test("a damaged input (a file's checksum) is refused once, naming it, before any
   expect(built).toEqual([]);
 });
 
+test("two evals of one capture at once (nu7 #10: they raced in one copy under build/eval/): the second builds in a private folder, both judge every candidate; a lock left by a killed eval is taken over", async () => {
+  const cap = await captureWithSource();
+  const cands = candidateFiles({ "a.cu": "match 2", "b.cu": "match 3", "c.cu": "match" });
+  const dests: string[][] = [[], []];
+  const build = (k: number): NonNullable<EvalOptions["buildWith"]> => {
+    const inner = fakeBuild(80);
+    return (dir, m, c, dest) => (dests[k]!.push(dest), inner(dir, m, c, dest));
+  };
+  const { err, value: rs } = await quiet(() =>
+    Promise.all([0, 1].map((k) => runEval(options([cap], cands, { buildWith: build(k), jobs: 1, open: inProcess().open })))),
+  );
+  for (const r of rs) expect(r.records.map((x) => x.verdict)).toEqual(["match", "match", "match"]);
+  const under = (k: number) => dests[k]!.filter((d) => d.startsWith(join(cap, "build/eval/"))).length;
+  expect([under(0), under(1)].sort()).toEqual([0, 3]); // one eval's copies in build/eval, the other's elsewhere
+  expect(new Set([...dests[0]!, ...dests[1]!]).size).toBe(6);
+  expect(err).toContain("another kerncap eval of");
+  expect(existsSync(join(cap, "build/eval/.kerncap-eval.lock"))).toBe(false); // given back
+  // a lock whose eval was killed: taken over, the copies go in build/eval
+  const gone = Bun.spawnSync(["true"]).pid;
+  writeFileSync(join(cap, "build/eval/.kerncap-eval.lock"), `${gone}\n`);
+  dests[0] = [];
+  await quiet(() => runEval(options([cap], cands, { buildWith: build(0) })));
+  expect(under(0)).toBe(3);
+});
+
 describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-up 100× match, no GPU ever run, was ranked first by --merge and --resume)", () => {
   const A = "7c1e9a4f2b6d08e35f9a1c7b4e2d6f08a3c5e7b9d1f2a4c6e8b0d3f5a7c9e1b2";
   const B = "e4b7d1a9c3f6082b5e8a1d4c7f0b3e6a9d2c5f8b1e4a7d0c3f6b9e2a5d8c1f47";
