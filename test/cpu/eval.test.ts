@@ -917,6 +917,19 @@ test("usage: the inputs come first; a candidate that is no file and no config is
   expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_FRONTEND" });
 });
 
+test("eval --json is JSON Lines to its end: an error that ends the run is one kerncap.error/1 line (nu7 #1: it was an indented document)", async () => {
+  const cap = await captureWithSource();
+  const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "eval", cap, join(tempDir(), "nope.cu"), "--json"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+  expect(code).toBe(2);
+  const lines = out.trimEnd().split("\n");
+  expect(lines.length).toBe(1);
+  expect(JSON.parse(lines[0]!)).toMatchObject({ schema: documentId("error"), error: { code: "E_USAGE" } });
+});
+
 test("unfit candidates (nu7 #3: an empty patch, a diff that is none, a tree holding a link, a config for a CUDA capture, on the command line and in a list) are each their own error record; the others are still evaluated", async () => {
   const cap = await captureWithSource();
   const d = tempDir("kerncap-cands-");
