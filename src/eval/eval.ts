@@ -395,7 +395,12 @@ function openResults(
   shard: string | null,
 ): { results?: RecordLog<EvalRecord>; kept: EvalRecord[]; pending: Pending[]; subjects: Map<string, string> } {
   if (o.jsonl && o.resume) refuseSharedRecords(resolve(o.jsonl));
-  const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume, previous: `${resolve(o.jsonl)}.previous` }) : undefined;
+  // appended to (nu7 #2: a former run's file was moved to FILE.previous, and a third run's lost the first's records): its earlier records stay, said
+  const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume }) : undefined;
+  if (opened?.earlier && !o.resume)
+    log.info(
+      `${o.jsonl} holds ${opened.earlier} record${opened.earlier > 1 ? "s" : ""} of earlier evals: this eval's are appended after them (--merge ranks them all; --resume would skip candidates they judged)`,
+    );
   const results = opened?.log;
   const keptAll = opened?.kept ?? [];
   const began = keptAll[0]?.shard;

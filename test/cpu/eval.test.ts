@@ -930,6 +930,25 @@ test("eval --json is JSON Lines to its end: an error that ends the run is one ke
   expect(JSON.parse(lines[0]!)).toMatchObject({ schema: documentId("error"), error: { code: "E_USAGE" } });
 });
 
+test("--jsonl FILE appends, run after run, as --help says: no earlier record is lost nor moved (nu7 #2: a third run lost the first's records); a file of other records is refused", async () => {
+  const cap = await captureWithSource();
+  const jsonl = join(tempDir(), "b.jsonl");
+  const cands = candidateFiles({ "a.cu": "match 2", "b.cu": "match 3", "c.cu": "match" });
+  let err = "";
+  for (const c of cands) err += (await quiet(() => runEval(options([cap], [c], { jsonl })))).err;
+  const labels = readFileSync(jsonl, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l).label);
+  expect(labels).toEqual(["a.cu", "b.cu", "c.cu"]);
+  expect(existsSync(`${jsonl}.previous`)).toBe(false);
+  expect(err).toContain("holds 2 records of earlier evals: this eval's are appended after them");
+  const other = join(tempDir(), "notes.jsonl");
+  writeFileSync(other, '{"note": "mine"}\n');
+  expect(quiet(() => runEval(options([cap], [cands[0]!], { jsonl: other })))).rejects.toMatchObject({ code: "E_RESULTS" });
+  expect(readFileSync(other, "utf8")).toBe('{"note": "mine"}\n');
+});
+
 test("unfit candidates (nu7 #3: an empty patch, a diff that is none, a tree holding a link, a config for a CUDA capture, on the command line and in a list) are each their own error record; the others are still evaluated", async () => {
   const cap = await captureWithSource();
   const d = tempDir("kerncap-cands-");

@@ -206,7 +206,8 @@ export default defineCommand({
     },
     jsonl: {
       type: "string",
-      description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins",
+      description:
+        "Append each record to FILE as it finishes (JSON Lines; fsync'd; the records of earlier evals in FILE stay): what --resume continues and --merge joins",
       valueHint: "FILE",
     },
     resume: {
