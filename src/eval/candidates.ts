@@ -89,26 +89,47 @@ const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
  * config (text, never looked up as a file), or why it was refused before eval (its kind, code and
  * reason: never written, never built).
  */
+/** The kinds a refused entry of a candidate list may name. */
+export const LISTED_KINDS = ["tree", "overlay", "patch", "file", "config"] as const;
+
+/** Each form of a candidate list's entry, by the key that tells it (listProblem picks one by it). */
+const LIST_FORMS = {
+  spec: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
+  overlay: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), overlay: v.pipe(v.string(), v.minLength(1)) }),
+  config: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
+  refused: v.strictObject({
+    label: v.pipe(v.string(), v.regex(LABEL)),
+    refused: v.strictObject({
+      kind: v.picklist(LISTED_KINDS),
+      code: v.picklist(CANDIDATE_FAULT_CODES),
+      reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
+    }),
+  }),
+};
+
 export const CandidateList = v.strictObject({
-  candidates: v.pipe(
-    v.array(
-      v.union([
-        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
-        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), overlay: v.pipe(v.string(), v.minLength(1)) }),
-        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
-        v.strictObject({
-          label: v.pipe(v.string(), v.regex(LABEL)),
-          refused: v.strictObject({
-            kind: v.picklist(["tree", "overlay", "patch", "file", "config"]),
-            code: v.picklist(CANDIDATE_FAULT_CODES),
-            reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
-          }),
-        }),
-      ]),
-    ),
-    v.minLength(1),
-  ),
+  candidates: v.pipe(v.array(v.union([LIST_FORMS.spec, LIST_FORMS.overlay, LIST_FORMS.config, LIST_FORMS.refused])), v.minLength(1)),
 });
+
+/**
+ * What is wrong with a candidate list that CandidateList refuses, naming the field (nu7 #4: a
+ * union's "Expected Object but received Object" named none): an entry is read as the form its
+ * key names (spec, overlay, config, refused), and that form's first problem is said with its path
+ * (`candidates.6.refused.kind: Invalid type: Expected ("tree" | …)`).
+ */
+function listProblem(parsed: unknown, first: v.BaseIssue<unknown>): string {
+  const at = (path: string, issue: v.BaseIssue<unknown>) => `${path}: ${issue.message}`;
+  const entries = (parsed as { candidates?: unknown })?.candidates;
+  if (Array.isArray(entries))
+    for (const [i, e] of entries.entries()) {
+      if (e === null || typeof e !== "object") continue;
+      const form = (Object.keys(LIST_FORMS) as (keyof typeof LIST_FORMS)[]).find((k) => k in e);
+      if (!form) return `candidates.${i}: has none of spec, overlay, config, refused`;
+      const r = v.safeParse(LIST_FORMS[form], e);
+      if (!r.success) return at(`candidates.${i}.${v.getDotPath(r.issues[0]) ?? ""}`.replace(/\.$/, ""), r.issues[0]);
+    }
+  return at(v.getDotPath(first) ?? "(top)", first);
+}
 export type CandidateList = v.InferOutput<typeof CandidateList>;
 
 /**
@@ -129,8 +150,8 @@ export function listedCandidates(file: string): Candidate[] {
   }
   const r = v.safeParse(CandidateList, parsed);
   if (!r.success)
-    throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${v.getDotPath(r.issues[0]) ?? "(top)"}: ${r.issues[0].message}`, {
-      hint: 'Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "overlay": FOLDER (holding src/…)}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind", "code", "reason"}}.',
+    throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${listProblem(parsed, r.issues[0])}`, {
+      hint: `Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "overlay": FOLDER (holding src/…)}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind": ${LISTED_KINDS.join("|")}, "code": ${CANDIDATE_FAULT_CODES.join("|")}, "reason": TEXT}}; NAME: letters, digits, . _ - (at most 64).`,
     });
   const labels = new Set<string>();
   for (const x of r.output.candidates) {

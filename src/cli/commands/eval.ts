@@ -201,7 +201,7 @@ export default defineCommand({
     "candidate-list": {
       type: "string",
       description:
-        'What kerncap mcp\'s evaluate uses: the candidates as a JSON file {"candidates": [{"label", "spec" (a path) or "config" or "refused": {"kind", "code", "reason"}}]}, each labelled as given; a refused one is never built, its record an error with that code',
+        'What kerncap mcp\'s evaluate uses: the candidates as a JSON file {"candidates": [{"label", and one of "spec" (a path, as on the command line), "overlay" (a folder holding src/… with only the files that replace or add files of src/), "config" (a Triton config) or "refused": {"kind" (tree, overlay, patch, file or config), "code" (E_PATCH, E_CANDIDATE, E_NOT_SOURCE or E_PACK_NAME), "reason"}}]}, each labelled as given (letters, digits, . _ -); a refused one is never built, its record an error with that code',
       valueHint: "FILE",
     },
     jsonl: {

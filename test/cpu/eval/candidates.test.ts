@@ -171,7 +171,16 @@ test("a candidate list (kerncap mcp's evaluate): each labelled as given; a confi
       ],
       "two candidates are labelled a",
     ],
-    [[{ label: "a", refused: { kind: "patch", code: "E_BUILD", reason: "x" } }], "is not a candidate list"],
+    [[{ label: "a", refused: { kind: "patch", code: "E_BUILD", reason: "x" } }], "is not a candidate list: candidates.0.refused.code: Invalid type"],
+    // nu7 #4: the field at fault named, not the union's "Expected Object but received Object"
+    [
+      [
+        { label: "a", config: "A=1" },
+        { label: "b", refused: { kind: "files", code: "E_PATCH", reason: "x" } },
+      ],
+      "candidates.1.refused.kind: Invalid type",
+    ],
+    [[{ label: "a", spce: "x" }], "candidates.0: has none of spec, overlay, config, refused"],
     [[{ label: "../a", config: "A=1" }], "is not a candidate list"],
     [[], "is not a candidate list"],
   ] as const) {
