@@ -228,7 +228,7 @@ export const ERROR_CODES = {
   E_NOT_SOURCE: {
     exit: 2,
     about:
-      "An MCP edit_file named a file that is not one of the reproducer's sources or that kerncap generates (CUDA's slice: edit its TU), or an evaluate candidate writes one (that candidate's verdict is error: it was never written nor built).",
+      "An MCP edit_file named a file that is not one of the reproducer's sources or that kerncap generates (CUDA's slice: edit its TU), the capture's own build.sh or kerncap.json included, or an eval candidate writes one (a patch on the command line, an MCP evaluate candidate: that candidate's verdict is error: it was never written nor built).",
     hint: "Edit the kernel's sources under src/; build.sh, kerncap.json and the scripts are the user's to change.",
   },
 

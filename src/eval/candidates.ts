@@ -451,7 +451,7 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     writeFileSync(join(src, hits[0]!), given!.bytes[0]!);
   } else if (c.kind === "patch") {
     try {
-      await applyPatch(src, c.path!, given!.bytes[0]!, dest, readManifest(capture));
+      await applyPatch(src, c.label, given!.bytes[0]!, dest, readManifest(capture));
     } catch (e) {
       rmSync(dest, { recursive: true, force: true }); // nothing of a refused patch stays in the capture's build/
       throw e;
@@ -575,16 +575,39 @@ export const GIT_ALONE = {
 } as const;
 
 /**
- * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
- * name it writes held to sourcePathProblem, then git apply, then the tree it left walked with no
- * link followed: only regular files and folders, each new name an allowed source path.
- * @throws KerncapError E_PATCH (the candidate's own fault: the caller removes the copy)
+ * Why a candidate's patch named `name` may not write `rel` (relative to src/), as the error its
+ * record carries, or undefined: kerncap mcp's evaluate's codes (nu7 #5: build.sh was E_PATCH here,
+ * E_NOT_SOURCE there): a path that leaves src/ E_PATCH, a name pack refuses E_PACK_NAME, a file
+ * that is no source of the frontend (build.sh, kerncap.json, a script, at any depth) E_NOT_SOURCE.
  */
-async function applyPatch(src: string, patchFile: string, text: Buffer, dest: string, m: Pick<Manifest, "kernel">): Promise<void> {
-  const refuse = (why: string) =>
-    new KerncapError("E_PATCH", `the patch ${basename(patchFile)} ${why}`, {
-      hint: "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).",
+function patchWriteRefusal(name: string, rel: string, m: Pick<Manifest, "kernel">, verb: "writes" | "wrote"): KerncapError | undefined {
+  const shown = escapedForMessage(`src/${rel}`);
+  const where = relativePathProblem(rel);
+  if (where) return new KerncapError("E_PATCH", `the patch ${name} ${verb} ${shown}, which ${where}`, { hint: PATCH_HINT });
+  const unportable = unportableName(rel);
+  if (unportable)
+    return new KerncapError("E_PACK_NAME", `the patch ${name} ${verb} ${shown}, which ${unportable}: a name kerncap pack and unpack refuse`, {
+      hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -).",
     });
+  const why = notAnEditableSource(m, `src/${rel}`);
+  if (why)
+    return new KerncapError("E_NOT_SOURCE", `the patch ${name} ${verb} ${shown}, which is not a source file of the reproducer: ${why}`, {
+      hint: "A candidate edits the kernel's sources; build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change.",
+    });
+  return undefined;
+}
+
+const PATCH_HINT = "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).";
+
+/**
+ * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
+ * name it writes held to patchWriteRefusal, then git apply, then the tree it left walked with no
+ * link followed: only regular files and folders, each new name an allowed source path. `name`:
+ * the candidate's label, as its messages name the patch (never a file kerncap mcp wrote it to).
+ * @throws KerncapError E_PATCH, E_NOT_SOURCE, E_PACK_NAME (the candidate's own fault: the caller removes the copy)
+ */
+async function applyPatch(src: string, name: string, text: Buffer, dest: string, m: Pick<Manifest, "kernel">): Promise<void> {
+  const refuse = (why: string) => new KerncapError("E_PATCH", `the patch ${name} ${why}`, { hint: PATCH_HINT });
   // checked here, whoever made the candidate, so that no path to git apply skips it; git reads these
   // very bytes from a copy beside the private copy (never the candidate's file again: it could be swapped)
   let names: string[];
@@ -598,8 +621,8 @@ async function applyPatch(src: string, patchFile: string, text: Buffer, dest: st
   const before = regularFiles(src).files;
   const { strip, paths } = patchPaths(names, existsSync(join(src, "src")));
   for (const rel of paths) {
-    const why = sourcePathProblem(m, rel);
-    if (why) throw refuse(`writes a file no candidate may write: ${why}`);
+    const refused = patchWriteRefusal(name, rel, m, "writes");
+    if (refused) throw refused;
   }
   // git from an absolute PATH entry: a relative one (`.`, node_modules/.bin) would find a git in the candidate's copy
   const path = absolutePathList(process.env.PATH);
@@ -627,7 +650,7 @@ async function applyPatch(src: string, patchFile: string, text: Buffer, dest: st
     const read = missing.length
       ? `; its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip}), so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold`
       : "";
-    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
+    throw new KerncapError("E_PATCH", `the patch ${name} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
       hint: "Make the patch against the capture's src/: `diff -ru src edited` run where both folders sit side by side (both one level deep), or `git diff` inside src/; or give the edited folder itself as the candidate.",
     });
   }
@@ -635,7 +658,7 @@ async function applyPatch(src: string, patchFile: string, text: Buffer, dest: st
   const after = regularFiles(src);
   if (after.other !== undefined) throw refuse(`left src/${after.other}, which is not a regular file (a link, a FIFO …)`);
   for (const rel of after.files) {
-    const why = before.has(rel) ? undefined : sourcePathProblem(m, rel);
-    if (why) throw refuse(`wrote a file no candidate may write: ${why}`);
+    const refused = before.has(rel) ? undefined : patchWriteRefusal(name, rel, m, "wrote");
+    if (refused) throw refused;
   }
 }

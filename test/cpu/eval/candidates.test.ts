@@ -213,3 +213,19 @@ test("a candidate file with other names (a hard link: a file of the user's anoth
   expect(() => parseCandidate(join(d, "cand"))).toThrow("kernel.cu has 2 names (a hard link)");
   expect(() => parseCandidate(join(d, "cand/kernel.cu"))).toThrow("has 2 names (a hard link)");
 });
+
+test("a patch that writes build.sh is E_NOT_SOURCE, as kerncap mcp's evaluate and edit_file say it (nu7 #5: E_PATCH here); a patch's messages name the candidate's label, not the file it was written to (nu7 #6)", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "evil.patch"), "--- a/build.sh\n+++ b/build.sh\n@@ -1 +1 @@\n-x\n+y\n");
+  const e = await materialise(cap, parseCandidate(join(d, "evil.patch")), join(d, "copy")).catch((x) => x);
+  expect(e).toMatchObject({ code: "E_NOT_SOURCE", message: expect.stringContaining('the patch evil.patch writes "src/build.sh", which is not a source file') });
+  expect(existsSync(join(d, "copy"))).toBe(false);
+  // kerncap mcp's evaluate writes a candidate's patch as 3.patch; its messages name the candidate
+  writeFileSync(join(d, "3.patch"), "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-no such line\n+b\n");
+  const list = join(d, "list.json");
+  writeFileSync(list, JSON.stringify({ candidates: [{ label: "badpatch", spec: join(d, "3.patch") }] }));
+  const bad = await materialise(cap, listedCandidates(list)[0]!, join(d, "copy2")).catch((x) => x);
+  expect(bad).toMatchObject({ code: "E_PATCH", message: expect.stringContaining("the patch badpatch does not apply to src/") });
+  expect(String(bad.message)).not.toContain("3.patch");
+});
