@@ -417,16 +417,22 @@ function openResults(
   const subjects = evalSubjects(inputs, BUILD_INPUT, o.settings);
   // an error is no finding about the candidate (a dead worker, no GPU): tried again; nor a record of another subject (src/, the input or the options changed)
   const ours = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
-  const kept = ours.filter(
-    (r) =>
-      r.subject === subjects.get(r.input) ||
-      void log.info(`${r.label} on ${r.input}: ${staleWhy(r.subject, "src/, the input or the run's options")}: judged again`),
-  );
+  const kept = ours.filter((r) => r.subject === subjects.get(r.input));
   const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
   const pending = mine
     .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(recordKey(c.id, i.id))) }))
     .filter((p) => p.inputs.length);
+  // a stale record is said only where it is judged again (nu7 #13: an older record of this subject stood for it, nothing
+  // was judged, and the line said "judged again"): its candidate on that input pending (a build's: the candidate), once each
+  const again = new Set(pending.flatMap((p) => [recordKey(p.c.id, BUILD_INPUT), ...p.inputs.map((i) => recordKey(p.c.id, i.id))]));
+  const said = new Set<string>();
+  for (const r of ours) {
+    const k = recordKey(r.candidate, r.input);
+    if (r.subject === subjects.get(r.input) || !again.has(k) || said.has(k)) continue;
+    said.add(k);
+    log.info(`${r.label} on ${r.input}: ${staleWhy(r.subject, "src/, the input or the run's options")}: judged again`);
+  }
   if (o.resume)
     log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
   return { results, kept, pending, subjects };

@@ -672,6 +672,14 @@ describe("--resume, --shard, --merge", () => {
     expect(built).toEqual(["p1.patch"]);
     expect(r.candidates).toMatchObject([{ label: "p1.patch", verdict: "compile-error" }]);
     expect(err).toContain("p1.patch on cap: its record is of another subject (src/, the input or the run's options changed since): judged again");
+    // the header back as it was: the first record (of this subject again) is taken; the later one, of the broken header, is not said "judged again" (nu7 #13)
+    writeFileSync(join(cap, "src/util.h"), "#define TWO 2.0f\n");
+    const back: string[] = [];
+    const { value: r3, err: err3 } = await quiet(() => runEval(options([cap], [patch], { jsonl, resume: true, buildWith: buildOf(back) })));
+    expect(back).toEqual([]);
+    expect(r3.candidates).toMatchObject([{ label: "p1.patch", verdict: "match" }]);
+    expect(err3).not.toContain("judged again");
+    expect(err3).toContain("1 of 1 candidates already evaluated");
     // another capture named cap (its sources as they were), other options (a tolerance), a record that names no subject: judged again
     const other = await captureWithSource();
     const { subject: _, ...old } = written;
