@@ -22,7 +22,7 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
@@ -137,18 +137,50 @@ export function resolveInputs(dirs: string[]): EvalInput[] {
       );
     }
   }
-  const ids = new Set<string>();
+  const given = new Set<string>();
   for (const i of out) {
     // a failed build's record names this input (./report.ts BUILD_INPUT): no capture may be named so
     if (i.id === BUILD_INPUT)
       throw new KerncapError("E_USAGE", `${i.dir}: an input may not be named ${BUILD_INPUT}, which the records give a candidate that never reached a GPU`, {
         hint: "Rename the capture folder.",
       });
-    if (ids.has(i.id))
-      throw new KerncapError("E_USAGE", `two inputs are named ${i.id}`, { hint: "Give each capture folder once (inputs are named by their folder's name)." });
-    ids.add(i.id);
+    const real = realOrSame(i.dir);
+    if (given.has(real))
+      throw new KerncapError("E_USAGE", `the capture ${i.dir} is given twice as an input`, {
+        hint: "Give each capture folder once (a capture set once, not beside its members).",
+      });
+    given.add(real);
   }
-  return out;
+  return distinctInputNames(out);
+}
+
+function realOrSame(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}
+
+/**
+ * The inputs with names that tell them apart: those that share one (run1/cap, run2/cap: both
+ * "cap"; nu7 #15 was refused) each named by the shortest end of its folder's path that ends no
+ * other of them (run1/cap, run2/cap), as candidates' labels are (./candidates.ts distinctLabels).
+ */
+function distinctInputNames(inputs: EvalInput[]): EvalInput[] {
+  const byId = new Map<string, EvalInput[]>();
+  for (const i of inputs) byId.set(i.id, [...(byId.get(i.id) ?? []), i]);
+  return inputs.map((i) => {
+    const group = byId.get(i.id)!;
+    if (group.length < 2) return i;
+    const parts = group.map((g) => g.dir.split("/").filter(Boolean));
+    const me = group.indexOf(i);
+    const p = parts[me]!;
+    const end = (q: string[], k: number) => q.slice(-k).join("/");
+    let k = i.id.split("/").length + 1;
+    while (k < p.length && parts.some((q, j) => j !== me && end(q, k) === end(p, k))) k++;
+    return { ...i, id: end(p, k) };
+  });
 }
 
 /**
