@@ -358,14 +358,29 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
     throw new KerncapError("E_USAGE", `${specs.length} candidates given; kerncap eval judges at most ${MAX_CONFIGS} at once`, {
       hint: "Split the list and run kerncap eval on each part (each with its own --jsonl FILE).",
     });
+  const parsed = specs.map((s) => ({ s, c: typeof s === "string" ? candidateOrRefusal(s, parseCandidate) : s }));
+  // labels told apart over every path given, one of a name and content at another path included (nu7 #18: dd/a/saxpy.cu and
+  // dd/b/saxpy.cu of one content were evaluated once as "saxpy.cu", which a script mapping its paths to labels found for neither)
+  const once = new Map<string, Candidate>();
+  for (const { c } of parsed) if (!once.has(c.path ?? c.id)) once.set(c.path ?? c.id, c);
+  const keys = [...once.keys()];
+  const labelled = new Map(distinctLabels([...once.values()]).map((c, i) => [keys[i]!, c]));
   const seen = new Map<string, Candidate>();
-  for (const s of specs) {
-    const c = typeof s === "string" ? candidateOrRefusal(s, parseCandidate) : s;
-    if (!seen.has(c.id)) seen.set(c.id, c);
-    // the same content under the same name given twice (fix.patch fix.patch, a glob that matched it twice): evaluated once, said so
-    else if (typeof s === "string") log.info(`candidate ${escapedForMessage(s)} is given more than once: evaluated once`);
+  for (const { s, c } of parsed) {
+    const mine = labelled.get(c.path ?? c.id)!;
+    const first = seen.get(c.id);
+    if (!first) seen.set(c.id, mine);
+    else if (typeof s === "string") {
+      // the same content under the same name given twice (fix.patch fix.patch, a glob that matched it twice): evaluated once, said so
+      if (c.path === undefined || c.path === first.path) log.info(`candidate ${escapedForMessage(s)} is given more than once: evaluated once`);
+      // at another path (one name, one content: one identity): said naming the one evaluated, whose records stand for both
+      else
+        log.info(
+          `candidate ${escapedForMessage(s)} has the name and content of ${escapedForMessage(first.path ?? first.label)}: evaluated once, its records labelled ${escapedForMessage(first.label)}`,
+        );
+    }
   }
-  return distinctLabels([...seen.values()]);
+  return [...seen.values()];
 }
 
 /**

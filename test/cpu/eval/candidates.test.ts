@@ -8,6 +8,7 @@ import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, wri
 import { join } from "node:path";
 import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
+import { log } from "../../../src/log.ts";
 
 /** A CUDA capture whose manifest records its TU (src/kernel.cu, from the project root /proj) and a header. */
 async function cudaCapture(): Promise<string> {
@@ -228,4 +229,26 @@ test("a patch that writes build.sh is E_NOT_SOURCE, as kerncap mcp's evaluate an
   const bad = await materialise(cap, listedCandidates(list)[0]!, join(d, "copy2")).catch((x) => x);
   expect(bad).toMatchObject({ code: "E_PATCH", message: expect.stringContaining("the patch badpatch does not apply to src/") });
   expect(String(bad.message)).not.toContain("3.patch");
+});
+
+test("two paths of one name and content (a/saxpy.cu, b/saxpy.cu) are evaluated once, labelled by the path that tells them apart, and said naming both (nu7 #18: labelled saxpy.cu, said given more than once)", () => {
+  const d = tempDir();
+  for (const x of ["a", "b"]) {
+    mkdirSync(join(d, x));
+    writeFileSync(join(d, x, "saxpy.cu"), "same");
+  }
+  const lines: string[] = [];
+  const orig = log.info;
+  log.info = ((m: string) => void lines.push(m)) as typeof log.info;
+  let cs;
+  try {
+    cs = parseCandidates([join(d, "a/saxpy.cu"), join(d, "b/saxpy.cu"), join(d, "a/saxpy.cu")]);
+  } finally {
+    log.info = orig;
+  }
+  expect(cs.map((c) => c.label)).toEqual(["a/saxpy.cu"]);
+  expect(lines).toEqual([
+    `candidate "${join(d, "b/saxpy.cu")}" has the name and content of "${join(d, "a/saxpy.cu")}": evaluated once, its records labelled "a/saxpy.cu"`,
+    `candidate "${join(d, "a/saxpy.cu")}" is given more than once: evaluated once`,
+  ]);
 });
