@@ -49,6 +49,8 @@ export interface BuildOptions {
    * it read a file outside through a name the source scan let by, no list would say so.
    */
   userReadsMessages?: boolean;
+  /** Whose build this is, said before build.sh's own notes (kerncap eval: "candidate v1/src"; nu7 #11: the notes of many builds named none). */
+  noteFor?: string;
   /**
    * The module to build (build.sh's OUTPUT argument: an absolute path, or relative to the capture
    * folder; default build/kernel.cubin). A confined build's dependency list goes beside it
@@ -331,7 +333,8 @@ function judgeBuildSh(
   }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
   // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
-  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) (code === 0 ? log.info : log.debug)(`build.sh: ${n.slice(9)}`);
+  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: ")))
+    (code === 0 ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;

@@ -171,6 +171,8 @@ export interface RebuilderOptions {
   confinedBy?: string;
   /** BuildOptions.userReadsMessages: a confined build of the user's command line (kerncap eval without --confine). */
   userReadsMessages?: boolean;
+  /** BuildOptions.noteFor: whose build, said before build.sh's notes. */
+  noteFor?: string;
   /** validate's strategy once checked (default: chooseStrategy by the measured costs; the tests fix one). */
   strategy?: Strategy;
   /** The CPU count the strategy is chosen for (default: availableParallelism; the tests give one). */
@@ -216,6 +218,7 @@ export class Rebuilder {
       ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}),
       ...(this.o.confine ? { confine: this.o.confine, confinedBy: this.o.confinedBy } : {}),
       ...(this.o.userReadsMessages ? { userReadsMessages: true } : {}),
+      ...(this.o.noteFor ? { noteFor: this.o.noteFor } : {}),
       ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}),
     };
   }

@@ -798,6 +798,7 @@ echo "$out"
     expect(by["syntax"]!.reason!.match(/identifier "oops" is undefined/g)?.length).toBe(1);
     expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
     expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
+    expect(by["renamed"]!.reason).toContain("; it defines scale2"); // what it defines instead, as validate says (nu7 #11)
     // the table says the compiler's error line, not build.sh's "does not build"
     expect(
       rankedTable(r)
