@@ -482,6 +482,8 @@ class Recorder {
   readonly progress: CheckProgress;
   /** Each candidate's build, once it ended. */
   readonly builds = new Map<string, BuiltFacts>();
+  /** Each candidate's kept private copy (EvalRecord.copy), once its build ended; null where none is kept. */
+  readonly copies = new Map<string, string | null>();
   finished = 0;
   /** Called once a candidate's last record is written (its kept module may go: candidateFolders' judged). */
   onJudged?: (id: string) => void;
@@ -534,6 +536,7 @@ class Recorder {
       label: c.label,
       kind: c.kind,
       build: b,
+      copy: this.copies.get(c.id) ?? null,
       worker,
       gpu,
       ...{ shard: this.run.shard, at: new Date().toISOString(), subject: this.run.subjects.get(x.input) },
@@ -588,6 +591,8 @@ async function buildInto(
         ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
         : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
       if (stopped()) return;
+      // the copy it was built in, where it is kept (DIR/build/eval/…: its build's log and module), for its records
+      rec.copies.set(c.id, !folders.private && !c.refused && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
       o.onBuild?.(c, b);
       if ("failed" in b) {
         rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });

@@ -1034,6 +1034,11 @@ test("two evals of one capture at once (nu7 #10: they raced in one copy under bu
   const under = (k: number) => dests[k]!.filter((d) => d.startsWith(join(cap, "build/eval/"))).length;
   expect([under(0), under(1)].sort()).toEqual([0, 3]); // one eval's copies in build/eval, the other's elsewhere
   expect(new Set([...dests[0]!, ...dests[1]!]).size).toBe(6);
+  // each record names its kept copy (nu7 #16: none did), the private folder's none
+  const copies = rs.map((r) => r.records.map((x) => x.copy));
+  const kept = under(0) === 3 ? 0 : 1;
+  expect(copies[kept]!.sort()).toEqual(rs[kept]!.records.map((x) => join(cap, "build/eval", copyName(x.candidate))).sort());
+  expect(copies[1 - kept]).toEqual([null, null, null]);
   expect(err).toContain("another kerncap eval of");
   expect(existsSync(join(cap, "build/eval/.kerncap-eval.lock"))).toBe(false); // given back
   // a lock whose eval was killed: taken over, the copies go in build/eval
