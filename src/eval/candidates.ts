@@ -81,14 +81,6 @@ export const CANDIDATE_FAULT_CODES = ["E_PATCH", "E_CANDIDATE", "E_NOT_SOURCE", 
 /** A candidate's label in a candidate list: a name as kerncap mcp's evaluate takes it. */
 const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
 
-/**
- * A candidate list (`kerncap eval --candidate-list FILE`, what kerncap mcp's evaluate writes): each
- * candidate's label (the agent's name, verbatim) and one of: its spec (a path as the command line
- * gives a candidate: a folder, a .patch file, a replacement file), an overlay (a folder holding
- * src/… with only the files that replace or add files of src/: overlayCandidate), its Triton
- * config (text, never looked up as a file), or why it was refused before eval (its kind, code and
- * reason: never written, never built).
- */
 /** The kinds a refused entry of a candidate list may name. */
 export const LISTED_KINDS = ["tree", "overlay", "patch", "file", "config"] as const;
 
@@ -107,6 +99,14 @@ const LIST_FORMS = {
   }),
 };
 
+/**
+ * A candidate list (`kerncap eval --candidate-list FILE`, what kerncap mcp's evaluate writes): each
+ * candidate's label (the agent's name, verbatim) and one of: its spec (a path as the command line
+ * gives a candidate: a folder, a .patch file, a replacement file), an overlay (a folder holding
+ * src/… with only the files that replace or add files of src/: overlayCandidate), its Triton
+ * config (text, never looked up as a file), or why it was refused before eval (its kind, code and
+ * reason: never written, never built).
+ */
 export const CandidateList = v.strictObject({
   candidates: v.pipe(v.array(v.union([LIST_FORMS.spec, LIST_FORMS.overlay, LIST_FORMS.config, LIST_FORMS.refused])), v.minLength(1)),
 });
@@ -178,7 +178,7 @@ export function listedCandidates(file: string): Candidate[] {
  * A candidate from its command-line text (see the file's comment).
  * @throws KerncapError E_USAGE: no such file or folder, and not a config (the command line is
  *   wrong: nothing is evaluated); the candidate's own faults, which parseCandidates makes its
- *   record (refusedCandidate): E_PATCH (a patch git apply would not read: empty, not a diff, a
+ *   record (candidateOrRefusal): E_PATCH (a patch git apply would not read: empty, not a diff, a
  *   link, a mode change), E_CANDIDATE (a link, an empty folder, a tree holding a link or a FIFO,
  *   an oversized file, a config that is not one config)
  */
@@ -345,7 +345,7 @@ export function flagsCandidate(label: string, flags: string[]): Candidate {
  * The candidates of the command line (text, parsed by parseCandidate) or made by a producer
  * (kerncap tune), each once (the same content given twice is evaluated once).
  * A candidate that does not fit (parseCandidate's E_PATCH, E_CANDIDATE) is kept as its refusal
- * (refusedCandidate): its record says why, the others are evaluated.
+ * (candidateOrRefusal): its record says why, the others are evaluated.
  * @throws KerncapError E_USAGE (a path that does not exist and is no config: parseCandidate); none
  *   given, or more than MAX_CONFIGS (src/frontends/tune.ts)
  */
