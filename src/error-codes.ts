@@ -224,13 +224,13 @@ export const ERROR_CODES = {
   E_CONFINED: {
     exit: 2,
     about:
-      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, or it ran past its time limit (an eval candidate's verdict is then error).",
+      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, it ran past its time limit, or (under --confine, kerncap mcp) it stopped in the preprocessor, where no dependency list says what it read (an eval candidate's verdict is then error).",
     hint: "Keep the edit to the capture's own sources, or validate on the command line without --confine.",
   },
   E_NOT_SOURCE: {
     exit: 2,
     about:
-      "An MCP edit_file named a file that is not one of the reproducer's sources or that kerncap generates (CUDA's slice: edit its TU), or an evaluate candidate writes one (that candidate's verdict is error: it was never written nor built).",
+      "An MCP edit_file named a file that is not one of the reproducer's sources or that kerncap generates (CUDA's slice: edit its TU), the capture's own build.sh or kerncap.json included, or an eval candidate writes one (a patch on the command line, an MCP evaluate candidate: that candidate's verdict is error: it was never written nor built).",
     hint: "Edit the kernel's sources under src/; build.sh, kerncap.json and the scripts are the user's to change.",
   },
 
@@ -259,13 +259,14 @@ export const ERROR_CODES = {
   E_NO_NVCC: { exit: 2, about: "nvcc was not found.", hint: "Install the CUDA toolkit or set NVCC to its nvcc." },
   E_PATCH: {
     exit: 2,
-    about: "An eval candidate's patch does not apply to the capture's src/ (the candidate's verdict is error: it was never built).",
+    about:
+      "An eval candidate's patch does not apply to the capture's src/, or is no patch git apply reads (empty, not a diff, a link, a mode change, a rename), or writes a path outside src/ (the candidate's verdict is error: it was never built; the other candidates are evaluated).",
     hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
   },
   E_CANDIDATE: {
     exit: 2,
     about:
-      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles; or an MCP evaluate candidate with a path outside src/, or a config for a capture that is not Triton's (the candidate's verdict is error: it was never built).",
+      "An eval candidate does not fit the capture's src/: a replacement file whose name no file of src/ has (or several have), a folder that lacks a file the build compiles, is empty or holds a link or a FIFO, a candidate that is a link, an overlay or MCP evaluate candidate with a path outside src/, a config that is not one config or is for a capture that is not Triton's (the candidate's verdict is error: it was never built; the other candidates are evaluated).",
     hint: "Give an edited copy of the whole src/ folder, a patch against src/, or a file named as the one file of src/ it replaces.",
   },
   E_KERNEL_NOT_FOUND: {

@@ -125,20 +125,22 @@ export class RecordLog<R extends object> {
 
   /**
    * Open the file at `path` for records of `kind`: resume: keep its whole records (cut a last line
-   * short; each record's authenticator verified: parseRecords), else start an empty one (a
-   * previous one is moved to `o.previous`).
-   * @returns the log and the records kept
+   * short; each record's authenticator verified: parseRecords); else, with `o.previous`, start an
+   * empty one (a previous one is moved to `o.previous`: check's); without it (eval's), append to
+   * it, its records read as for resume (a file of other records refused, a last line cut short
+   * dropped) but not kept: `earlier` counts them.
+   * @returns the log, the records kept (resume), whether a last line was cut, the records of earlier runs left in the file
    * @throws KerncapError E_RESULTS, E_RECORD_AUTH (a kept record without a valid authenticator), E_USAGE (a weak KERNCAP_RESULTS_KEY: before the file is touched), E_UNSAFE_PATH
    */
   static openKind<R extends object>(
     path: string,
     kind: RecordKind<R>,
-    o: { resume: boolean; previous: string },
-  ): { log: RecordLog<R>; kept: R[]; truncated: boolean } {
+    o: { resume: boolean; previous?: string },
+  ): { log: RecordLog<R>; kept: R[]; truncated: boolean; earlier: number } {
     const key = keyForWriting();
     // never through a link (a dangling one would create a file wherever it points): src/util/write-file.ts
     const append = () => openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, kind.what);
-    if (o.resume && refuseLink(path, kind.what)) {
+    if ((o.resume || o.previous === undefined) && refuseLink(path, kind.what)) {
       const fd = openNoFollow(path, constants.O_RDWR, kind.what);
       let r: { records: R[]; validBytes: number; truncated: boolean };
       try {
@@ -155,10 +157,10 @@ export class RecordLog<R extends object> {
       } finally {
         closeSync(fd);
       }
-      return { log: new this(path, append(), kind.schema, key), kept: r.records, truncated: r.truncated };
+      return { log: new this(path, append(), kind.schema, key), kept: o.resume ? r.records : [], truncated: r.truncated, earlier: r.records.length };
     }
-    if (refuseLink(path, kind.what)) renameSync(path, o.previous);
-    return { log: new this(path, append(), kind.schema, key), kept: [], truncated: false };
+    if (o.previous !== undefined && refuseLink(path, kind.what)) renameSync(path, o.previous);
+    return { log: new this(path, append(), kind.schema, key), kept: [], truncated: false, earlier: 0 };
   }
 
   /** Append one record with its authenticator (sealRecord) and fsync it. @returns the record as written (with `auth`, where there is a key) */
@@ -182,6 +184,6 @@ export class ResultsLog extends RecordLog<CheckRecord> {
    * @returns the log and the records kept
    */
   static open(path: string, o: { resume: boolean; previous: string }): { log: ResultsLog; kept: CheckRecord[]; truncated: boolean } {
-    return ResultsLog.openKind(path, CHECK_RECORDS, o) as { log: ResultsLog; kept: CheckRecord[]; truncated: boolean };
+    return ResultsLog.openKind(path, CHECK_RECORDS, o) as { log: ResultsLog; kept: CheckRecord[]; truncated: boolean; earlier: number };
   }
 }

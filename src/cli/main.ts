@@ -285,7 +285,7 @@ export async function runCli(argv: string[]): Promise<number> {
     else process.stdout.write(TOOL_VERSION + "\n");
     return 0;
   }
-  const fail = failWith(wantJson, verb === "validate" && own.includes("--watch"));
+  const fail = failWith(wantJson, verb === "validate" && own.includes("--watch"), verb === "eval");
   try {
     // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
@@ -340,8 +340,13 @@ function closedStdioExit(wantJson: boolean): number | undefined {
   return undefined;
 }
 
-/** The one error path of runCli: `watchStream` when the verb is validate --watch (--json: a JSON Lines stream). */
-function failWith(wantJson: boolean, watchStream: boolean): Fail {
+/**
+ * The one error path of runCli: `watchStream` when the verb is validate --watch (--json: a JSON
+ * Lines stream, the error one of its events); `lines` when the verb's --json is JSON Lines of
+ * documents (eval: its records, then its report), where the error document is one line too (nu7
+ * #1: a reader taking it line by line failed on the indented document).
+ */
+function failWith(wantJson: boolean, watchStream: boolean, lines = false): Fail {
   return (code, message, hint, exitCode = 2, details) => {
     // a message may carry an application's command line or a shared capture's names: no terminal escapes
     log.error(printable(message));
@@ -361,7 +366,7 @@ function failWith(wantJson: boolean, watchStream: boolean): Fail {
         buildSeconds: null,
         saveToVerdictSeconds: 0,
       });
-    } else if (wantJson) printJson("error", { error: { code, message: m, hint: h, ...(details ? { details } : {}) } });
+    } else if (wantJson) (lines ? printJsonLine : printJson)("error", { error: { code, message: m, hint: h, ...(details ? { details } : {}) } });
     return exitCode;
   };
 }

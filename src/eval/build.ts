@@ -14,6 +14,7 @@
 import { rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { isKerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { buildReproducer } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -129,6 +130,9 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         force: s.force,
         fullBuild: true,
         ...(confinable(m) || (s.confine && !fe.buildRunsSource) ? { confine: m, confinedBy: s.confinedBy ?? "kerncap eval" } : {}),
+        // the user's own eval (not kerncap mcp's --confine): a build stopped in the preprocessor says the compiler's error
+        ...(s.confine ? {} : { userReadsMessages: true }),
+        noteFor: `candidate ${escapeForTerminal(c.label, { oneLine: true })}`,
       });
       module = (await r.rebuildOnce()).module;
     }
@@ -136,7 +140,10 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
   } catch (e) {
     if (isKerncapError(e) && (e.code === "E_INTERRUPTED" || GATE_ERRORS.has(e.code))) throw e;
     // the private copy's path says nothing to the user: the compiler's messages name src/… as in the capture
-    const message = (e instanceof Error ? e.message : String(e)).split(`${resolve(dest)}/`).join("");
+    let message = (e instanceof Error ? e.message : String(e)).split(`${resolve(dest)}/`).join("");
+    // what the rebuilt module defines instead (its hint, which validate prints): the feedback a generator needs (nu7 #11)
+    const defines = isKerncapError(e) && e.code === "E_KERNEL_NOT_FOUND" ? /the rebuilt module defines: (.*?)\.?$/.exec(e.hint ?? "") : null;
+    if (defines) message += `; it defines ${defines[1]} (keep the kernel's name, template arguments and parameter list)`;
     return { failed: { verdict: buildVerdict(e), code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message, seconds: seconds() } };
   }
 }

@@ -13,12 +13,12 @@ import type { Candidate, CandidateKind } from "./candidates.ts";
 /** The largest candidate file or tree read (bytes): sources, not data. */
 export const CANDIDATE_MAX_BYTES = 64 << 20;
 
-/** The regular files of a folder (relative paths, sorted); links and other kinds refused by name. @throws KerncapError E_USAGE */
+/** The regular files of a folder (relative paths, sorted); links and other kinds refused by name. @throws KerncapError E_CANDIDATE (the candidate's own fault: its record's error) */
 export function treeFiles(root: string): string[] {
   return treeEntries(root).map((e) => e.rel);
 }
 
-/** treeFiles with each file's lstat (its device and inode: readCandidateFile checks the file it opens is that one). @throws KerncapError E_USAGE */
+/** treeFiles with each file's lstat (its device and inode: readCandidateFile checks the file it opens is that one). @throws KerncapError E_CANDIDATE */
 export function treeEntries(root: string): { rel: string; st: Stats }[] {
   const out: { rel: string; st: Stats }[] = [];
   let bytes = 0;
@@ -31,14 +31,14 @@ export function treeEntries(root: string): { rel: string; st: Stats }[] {
         bytes += st.size;
         out.push({ rel: relative(root, p), st });
       } else
-        throw new KerncapError("E_USAGE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, {
+        throw new KerncapError("E_CANDIDATE", `candidate ${root}: ${relative(root, p)} is ${st.isSymbolicLink() ? "a symbolic link" : "not a regular file"}`, {
           hint: "A candidate tree holds regular files and folders only (it replaces src/ in a private copy): copy the file in instead of linking it.",
         });
     }
   };
   walk(root);
   if (bytes > CANDIDATE_MAX_BYTES)
-    throw new KerncapError("E_USAGE", `candidate ${root} holds ${bytes} bytes of files; a source tree is expected (at most 64 MiB)`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${root} holds ${bytes} bytes of files; a source tree is expected (at most 64 MiB)`, {
       hint: "Give the kernel's source folder (a copy of src/ with the edit), not a build or data folder.",
     });
   return out;
@@ -49,12 +49,12 @@ export function treeEntries(root: string): { rel: string; st: Stats }[] {
  * and checked after the open to be a regular file, and the one `seen` (the walk's lstat: same
  * device and inode), so that a file swapped for a link, or a folder above it swapped for one,
  * between the walk and the read is refused, not read (another user may own the candidate's folder).
- * @throws KerncapError E_USAGE naming the candidate and the file
+ * @throws KerncapError E_CANDIDATE naming the candidate and the file
  */
 export function readCandidateFile(root: string, rel: string, seen: Stats): Buffer {
   const path = rel ? join(root, rel) : root;
   const refuse = (why: string) =>
-    new KerncapError("E_USAGE", `candidate ${root}${rel ? `: ${rel}` : ""} ${why}`, {
+    new KerncapError("E_CANDIDATE", `candidate ${root}${rel ? `: ${rel}` : ""} ${why}`, {
       hint: "A candidate is read with no link followed; give it as regular files in a folder no one else changes while kerncap eval reads it.",
     });
   let fd: number;
@@ -77,17 +77,17 @@ export function readCandidateFile(root: string, rel: string, seen: Stats): Buffe
   }
 }
 
-/** A tree (or overlay) candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_USAGE */
+/** A tree (or overlay) candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_CANDIDATE */
 export function readTree(root: string): { files: string[]; bytes: Buffer[] } {
   const entries = treeEntries(root);
   return { files: entries.map((e) => e.rel), bytes: entries.map((e) => readCandidateFile(root, e.rel, e.st)) };
 }
 
-/** A file or patch candidate's bytes, the candidate itself no link (lstat, then readCandidateFile). @throws KerncapError E_USAGE */
+/** A file or patch candidate's bytes, the candidate itself no link (lstat, then readCandidateFile). @throws KerncapError E_CANDIDATE */
 export function readOneFile(path: string): Buffer {
   const st = lstatSync(path);
   if (st.isSymbolicLink())
-    throw new KerncapError("E_USAGE", `candidate ${path} is a symbolic link`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${path} is a symbolic link`, {
       hint: "A candidate is read with no link followed: give the file it points to, or a copy of it.",
     });
   return readCandidateFile(path, "", st);
@@ -96,7 +96,7 @@ export function readOneFile(path: string): Buffer {
 /**
  * The bytes of a candidate as it was given (tree, overlay, file, patch), read again with no link followed
  * and checked against its digest: what is built is what was identified.
- * @throws KerncapError E_CANDIDATE when the candidate changed since it was given; E_USAGE (readCandidateFile)
+ * @throws KerncapError E_CANDIDATE when the candidate changed since it was given, or readCandidateFile's
  */
 export function readGiven(c: Candidate): { files: string[]; bytes: Buffer[] } {
   const tree = c.kind === "tree" || c.kind === "overlay";

@@ -31,7 +31,7 @@
  * judge, and no retry changes it.
  */
 import * as v from "valibot";
-import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { absolutePathList } from "../env.ts";
@@ -81,6 +81,24 @@ export const CANDIDATE_FAULT_CODES = ["E_PATCH", "E_CANDIDATE", "E_NOT_SOURCE", 
 /** A candidate's label in a candidate list: a name as kerncap mcp's evaluate takes it. */
 const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
 
+/** The kinds a refused entry of a candidate list may name. */
+export const LISTED_KINDS = ["tree", "overlay", "patch", "file", "config"] as const;
+
+/** Each form of a candidate list's entry, by the key that tells it (listProblem picks one by it). */
+const LIST_FORMS = {
+  spec: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
+  overlay: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), overlay: v.pipe(v.string(), v.minLength(1)) }),
+  config: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
+  refused: v.strictObject({
+    label: v.pipe(v.string(), v.regex(LABEL)),
+    refused: v.strictObject({
+      kind: v.picklist(LISTED_KINDS),
+      code: v.picklist(CANDIDATE_FAULT_CODES),
+      reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
+    }),
+  }),
+};
+
 /**
  * A candidate list (`kerncap eval --candidate-list FILE`, what kerncap mcp's evaluate writes): each
  * candidate's label (the agent's name, verbatim) and one of: its spec (a path as the command line
@@ -90,31 +108,36 @@ const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
  * reason: never written, never built).
  */
 export const CandidateList = v.strictObject({
-  candidates: v.pipe(
-    v.array(
-      v.union([
-        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
-        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), overlay: v.pipe(v.string(), v.minLength(1)) }),
-        v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
-        v.strictObject({
-          label: v.pipe(v.string(), v.regex(LABEL)),
-          refused: v.strictObject({
-            kind: v.picklist(["tree", "overlay", "patch", "file", "config"]),
-            code: v.picklist(CANDIDATE_FAULT_CODES),
-            reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
-          }),
-        }),
-      ]),
-    ),
-    v.minLength(1),
-  ),
+  candidates: v.pipe(v.array(v.union([LIST_FORMS.spec, LIST_FORMS.overlay, LIST_FORMS.config, LIST_FORMS.refused])), v.minLength(1)),
 });
+
+/**
+ * What is wrong with a candidate list that CandidateList refuses, naming the field (nu7 #4: a
+ * union's "Expected Object but received Object" named none): an entry is read as the form its
+ * key names (spec, overlay, config, refused), and that form's first problem is said with its path
+ * (`candidates.6.refused.kind: Invalid type: Expected ("tree" | …)`).
+ */
+function listProblem(parsed: unknown, first: v.BaseIssue<unknown>): string {
+  const at = (path: string, issue: v.BaseIssue<unknown>) => `${path}: ${issue.message}`;
+  const entries = (parsed as { candidates?: unknown })?.candidates;
+  if (Array.isArray(entries))
+    for (const [i, e] of entries.entries()) {
+      if (e === null || typeof e !== "object") continue;
+      const form = (Object.keys(LIST_FORMS) as (keyof typeof LIST_FORMS)[]).find((k) => k in e);
+      if (!form) return `candidates.${i}: has none of spec, overlay, config, refused`;
+      const r = v.safeParse(LIST_FORMS[form], e);
+      if (!r.success) return at(`candidates.${i}.${v.getDotPath(r.issues[0]) ?? ""}`.replace(/\.$/, ""), r.issues[0]);
+    }
+  return at(v.getDotPath(first) ?? "(top)", first);
+}
 export type CandidateList = v.InferOutput<typeof CandidateList>;
 
 /**
  * The candidates of a candidate list, each labelled as the list says (its identity: that label and
  * its content's digest), a refused one carrying its refusal (Candidate.refused).
- * @throws KerncapError E_USAGE (not a list: its problem; two of one label), parseCandidate's
+ * A listed candidate that does not fit (parseCandidate's E_PATCH, E_CANDIDATE) is kept as its
+ * refusal, as on the command line (parseCandidates).
+ * @throws KerncapError E_USAGE (not a list: its problem; two of one label; a spec or overlay that does not exist)
  */
 export function listedCandidates(file: string): Candidate[] {
   let parsed: unknown;
@@ -127,8 +150,8 @@ export function listedCandidates(file: string): Candidate[] {
   }
   const r = v.safeParse(CandidateList, parsed);
   if (!r.success)
-    throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${v.getDotPath(r.issues[0]) ?? "(top)"}: ${r.issues[0].message}`, {
-      hint: 'Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "overlay": FOLDER (holding src/…)}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind", "code", "reason"}}.',
+    throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${listProblem(parsed, r.issues[0])}`, {
+      hint: `Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "overlay": FOLDER (holding src/…)}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind": ${LISTED_KINDS.join("|")}, "code": ${CANDIDATE_FAULT_CODES.join("|")}, "reason": TEXT}}; NAME: letters, digits, . _ - (at most 64).`,
     });
   const labels = new Set<string>();
   for (const x of r.output.candidates) {
@@ -141,15 +164,23 @@ export function listedCandidates(file: string): Candidate[] {
       const { kind, code, reason } = x.refused;
       return { id: `${x.label}@${digestOf(kind, [code, reason]).slice(0, 12)}`, label: x.label, kind, refused: { code, reason } };
     }
-    const c = "config" in x ? configSpecCandidate(x.config) : "overlay" in x ? overlayCandidate(x.overlay) : parseCandidate(x.spec);
+    const c =
+      "config" in x
+        ? candidateOrRefusal(x.config, configSpecCandidate, "config")
+        : "overlay" in x
+          ? candidateOrRefusal(x.overlay, overlayCandidate, "overlay")
+          : candidateOrRefusal(x.spec, parseCandidate);
     return { ...c, id: `${x.label}${c.id.slice(c.id.lastIndexOf("@"))}`, label: x.label };
   });
 }
 
 /**
  * A candidate from its command-line text (see the file's comment).
- * @throws KerncapError E_USAGE: no such file and not a config; an empty or oversized file; a tree
- *   with links; a config that names no value or more than one
+ * @throws KerncapError E_USAGE: no such file or folder, and not a config (the command line is
+ *   wrong: nothing is evaluated); the candidate's own faults, which parseCandidates makes its
+ *   record (candidateOrRefusal): E_PATCH (a patch git apply would not read: empty, not a diff, a
+ *   link, a mode change), E_CANDIDATE (a link, an empty folder, a tree holding a link or a FIFO,
+ *   an oversized file, a config that is not one config)
  */
 export function parseCandidate(spec: string): Candidate {
   // NAME=VALUE with no slash is a config, whatever the working folder holds (a file or folder of that
@@ -158,7 +189,7 @@ export function parseCandidate(spec: string): Candidate {
   const path = resolve(spec);
   const lst = lstatSync(path, { throwIfNoEntry: false });
   if (lst?.isSymbolicLink())
-    throw new KerncapError("E_USAGE", `candidate ${path} is a symbolic link`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${path} is a symbolic link`, {
       hint: "A candidate is read with no link followed: give the file or folder it points to, or a copy of it.",
     });
   if (lst) {
@@ -167,7 +198,7 @@ export function parseCandidate(spec: string): Candidate {
     if (st.isDirectory()) {
       const { files, bytes } = readTree(path);
       if (!files.length)
-        throw new KerncapError("E_USAGE", `candidate ${path} is an empty folder`, {
+        throw new KerncapError("E_CANDIDATE", `candidate ${path} is an empty folder`, {
           hint: "A tree candidate mirrors src/: the reproducer's sources with the edit.",
         });
       const digest = digestOf(
@@ -177,17 +208,17 @@ export function parseCandidate(spec: string): Candidate {
       return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path, digest };
     }
     if (!st.isFile())
-      throw new KerncapError("E_USAGE", `candidate ${path} is neither a folder nor a file`, {
+      throw new KerncapError("E_CANDIDATE", `candidate ${path} is neither a folder nor a file`, {
         hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config.",
       });
     if (st.size > CANDIDATE_MAX_BYTES)
-      throw new KerncapError("E_USAGE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
+      throw new KerncapError("E_CANDIDATE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
     const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
     const bytes = readCandidateFile(path, "", st);
     if (kind === "patch") {
       const why = patchModeProblem(bytes.toString("latin1"));
       if (why)
-        throw new KerncapError("E_USAGE", `candidate ${path}: ${why}`, {
+        throw new KerncapError("E_PATCH", `candidate ${path}: ${why}`, {
           hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes.",
         });
     }
@@ -200,14 +231,58 @@ export function parseCandidate(spec: string): Candidate {
   });
 }
 
+/** The candidate-fault codes (CANDIDATE_FAULT_CODES) as a set. */
+const FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
+
+/**
+ * `parse(spec)`, or, where it throws the candidate's own fault (a code of CANDIDATE_FAULT_CODES:
+ * an empty or malformed patch, a tree holding a link, a config that is not one), the candidate
+ * as its refusal (Candidate.refused: never built, its one record an error with that code and
+ * message), labelled by its name (a path's last component, a config's words) and identified by
+ * that name and the refusal. `kind`: the refused candidate's, where the caller knows it (a
+ * listed overlay or config); else read from the spec as parseCandidate reads it.
+ * @throws KerncapError any other error of parse (E_USAGE: no such file or folder)
+ */
+export function candidateOrRefusal(spec: string, parse: (spec: string) => Candidate, kind?: CandidateKind): Candidate {
+  try {
+    return parse(spec);
+  } catch (e) {
+    if (!(e instanceof KerncapError) || !FAULTS.has(e.code)) throw e;
+    const path = resolve(spec);
+    const st = lstatSync(path, { throwIfNoEntry: false });
+    const config = kind === "config" || (kind === undefined && /^[A-Za-z_]\w*=/.test(spec.trim()) && (!spec.includes("/") || !st));
+    const label = config ? spec.trim().replace(/\s+/g, " ") : basename(path);
+    const k: CandidateKind =
+      kind ?? (config ? "config" : /\.(patch|diff)$/i.test(label) ? "patch" : st?.isDirectory() || (st?.isSymbolicLink() && statIsDir(path)) ? "tree" : "file");
+    const digest = digestOf(k, [label, e.code, e.message]);
+    return { id: `${label}@${digest.slice(0, 12)}`, label, kind: k, ...(config ? {} : { path }), refused: { code: e.code, reason: e.message } };
+  }
+}
+
+/** Whether `path` is a folder, its link followed (only to name a refused link's kind). */
+function statIsDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A Triton config given as text (`BLOCK_M=64 num_warps=4`) as a candidate, labelled by its words.
- * @throws KerncapError E_USAGE: not one config (parseConfigSpace's, or several values of a name)
+ * @throws KerncapError E_CANDIDATE: not one config (parseConfigSpace's, or several values of a name)
  */
 function configSpecCandidate(spec: string): Candidate {
-  const space = parseConfigSpace([spec]);
+  let space: TuneConfig[];
+  try {
+    space = parseConfigSpace([spec]);
+  } catch (e) {
+    if (e instanceof KerncapError && e.code === "E_USAGE")
+      throw new KerncapError("E_CANDIDATE", `candidate ${escapedForMessage(spec)}: ${e.message}`, { hint: e.hint });
+    throw e;
+  }
   if (space.length !== 1)
-    throw new KerncapError("E_USAGE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${JSON.stringify(spec)} is ${space.length} configs; a candidate is one`, {
       hint: "Give one value per name (BLOCK_M=64 num_warps=4); kerncap tune sweeps a space.",
     });
   const label = spec.trim().replace(/\s+/g, " ");
@@ -222,20 +297,24 @@ function configSpecCandidate(spec: string): Candidate {
  * 64 MiB in all), labelled by its folder's name until the list relabels it. Its private copy (the
  * capture's src/ with these files written over it) is made only when its build starts
  * (materialise), where each path is held to edit_file's rule (sourcePathProblem).
- * @throws KerncapError E_USAGE: a link, not a folder, no files, a file not under src/
+ * @throws KerncapError E_USAGE: missing; E_CANDIDATE: a link, not a folder, no files, a file not under src/, readTree's
  */
 export function overlayCandidate(spec: string): Candidate {
   const path = resolve(spec);
   const st = lstatSync(path, { throwIfNoEntry: false });
   if (!st?.isDirectory())
-    throw new KerncapError("E_USAGE", `overlay candidate ${path} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`, {
-      hint: "An overlay is a folder holding src/… with the files that replace or add files of src/ (read with no link followed).",
-    });
+    throw new KerncapError(
+      st ? "E_CANDIDATE" : "E_USAGE",
+      `overlay candidate ${path} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`,
+      {
+        hint: "An overlay is a folder holding src/… with the files that replace or add files of src/ (read with no link followed).",
+      },
+    );
   const { files, bytes } = readTree(path);
   const outside = files.find((f) => !f.startsWith("src/"));
   if (!files.length || outside !== undefined)
     throw new KerncapError(
-      "E_USAGE",
+      "E_CANDIDATE",
       `overlay candidate ${path} ${outside !== undefined ? `holds ${escapedForMessage(outside)}, which is not under src/` : "holds no files"}`,
       { hint: "An overlay holds src/… only: the files that replace or add files of the capture's src/, at their paths from the capture folder." },
     );
@@ -265,7 +344,10 @@ export function flagsCandidate(label: string, flags: string[]): Candidate {
 /**
  * The candidates of the command line (text, parsed by parseCandidate) or made by a producer
  * (kerncap tune), each once (the same content given twice is evaluated once).
- * @throws KerncapError E_USAGE as parseCandidate; none given, or more than MAX_CONFIGS (src/frontends/tune.ts)
+ * A candidate that does not fit (parseCandidate's E_PATCH, E_CANDIDATE) is kept as its refusal
+ * (candidateOrRefusal): its record says why, the others are evaluated.
+ * @throws KerncapError E_USAGE (a path that does not exist and is no config: parseCandidate); none
+ *   given, or more than MAX_CONFIGS (src/frontends/tune.ts)
  */
 export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   if (!specs.length)
@@ -276,14 +358,29 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
     throw new KerncapError("E_USAGE", `${specs.length} candidates given; kerncap eval judges at most ${MAX_CONFIGS} at once`, {
       hint: "Split the list and run kerncap eval on each part (each with its own --jsonl FILE).",
     });
+  const parsed = specs.map((s) => ({ s, c: typeof s === "string" ? candidateOrRefusal(s, parseCandidate) : s }));
+  // labels told apart over every path given, one of a name and content at another path included (nu7 #18: dd/a/saxpy.cu and
+  // dd/b/saxpy.cu of one content were evaluated once as "saxpy.cu", which a script mapping its paths to labels found for neither)
+  const once = new Map<string, Candidate>();
+  for (const { c } of parsed) if (!once.has(c.path ?? c.id)) once.set(c.path ?? c.id, c);
+  const keys = [...once.keys()];
+  const labelled = new Map(distinctLabels([...once.values()]).map((c, i) => [keys[i]!, c]));
   const seen = new Map<string, Candidate>();
-  for (const s of specs) {
-    const c = typeof s === "string" ? parseCandidate(s) : s;
-    if (!seen.has(c.id)) seen.set(c.id, c);
-    // the same content under the same name given twice (fix.patch fix.patch, a glob that matched it twice): evaluated once, said so
-    else if (typeof s === "string") log.info(`candidate ${escapedForMessage(s)} is given more than once: evaluated once`);
+  for (const { s, c } of parsed) {
+    const mine = labelled.get(c.path ?? c.id)!;
+    const first = seen.get(c.id);
+    if (!first) seen.set(c.id, mine);
+    else if (typeof s === "string") {
+      // the same content under the same name given twice (fix.patch fix.patch, a glob that matched it twice): evaluated once, said so
+      if (c.path === undefined || c.path === first.path) log.info(`candidate ${escapedForMessage(s)} is given more than once: evaluated once`);
+      // at another path (one name, one content: one identity): said naming the one evaluated, whose records stand for both
+      else
+        log.info(
+          `candidate ${escapedForMessage(s)} has the name and content of ${escapedForMessage(first.path ?? first.label)}: evaluated once, its records labelled ${escapedForMessage(first.label)}`,
+        );
+    }
   }
-  return distinctLabels([...seen.values()]);
+  return [...seen.values()];
 }
 
 /**
@@ -369,7 +466,7 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     writeFileSync(join(src, hits[0]!), given!.bytes[0]!);
   } else if (c.kind === "patch") {
     try {
-      await applyPatch(src, c.path!, given!.bytes[0]!, dest, readManifest(capture));
+      await applyPatch(src, c.label, given!.bytes[0]!, dest, readManifest(capture));
     } catch (e) {
       rmSync(dest, { recursive: true, force: true }); // nothing of a refused patch stays in the capture's build/
       throw e;
@@ -493,16 +590,39 @@ export const GIT_ALONE = {
 } as const;
 
 /**
- * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
- * name it writes held to sourcePathProblem, then git apply, then the tree it left walked with no
- * link followed: only regular files and folders, each new name an allowed source path.
- * @throws KerncapError E_PATCH (the candidate's own fault: the caller removes the copy)
+ * Why a candidate's patch named `name` may not write `rel` (relative to src/), as the error its
+ * record carries, or undefined: kerncap mcp's evaluate's codes (nu7 #5: build.sh was E_PATCH here,
+ * E_NOT_SOURCE there): a path that leaves src/ E_PATCH, a name pack refuses E_PACK_NAME, a file
+ * that is no source of the frontend (build.sh, kerncap.json, a script, at any depth) E_NOT_SOURCE.
  */
-async function applyPatch(src: string, patchFile: string, text: Buffer, dest: string, m: Pick<Manifest, "kernel">): Promise<void> {
-  const refuse = (why: string) =>
-    new KerncapError("E_PATCH", `the patch ${basename(patchFile)} ${why}`, {
-      hint: "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).",
+function patchWriteRefusal(name: string, rel: string, m: Pick<Manifest, "kernel">, verb: "writes" | "wrote"): KerncapError | undefined {
+  const shown = escapedForMessage(`src/${rel}`);
+  const where = relativePathProblem(rel);
+  if (where) return new KerncapError("E_PATCH", `the patch ${name} ${verb} ${shown}, which ${where}`, { hint: PATCH_HINT });
+  const unportable = unportableName(rel);
+  if (unportable)
+    return new KerncapError("E_PACK_NAME", `the patch ${name} ${verb} ${shown}, which ${unportable}: a name kerncap pack and unpack refuse`, {
+      hint: "Name the file with letters, digits and ._+- only in each part (no part starting with -).",
     });
+  const why = notAnEditableSource(m, `src/${rel}`);
+  if (why)
+    return new KerncapError("E_NOT_SOURCE", `the patch ${name} ${verb} ${shown}, which is not a source file of the reproducer: ${why}`, {
+      hint: "A candidate edits the kernel's sources; build.sh, kerncap.json, pinned.json, repro.py and every script are the user's to change.",
+    });
+  return undefined;
+}
+
+const PATCH_HINT = "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).";
+
+/**
+ * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
+ * name it writes held to patchWriteRefusal, then git apply, then the tree it left walked with no
+ * link followed: only regular files and folders, each new name an allowed source path. `name`:
+ * the candidate's label, as its messages name the patch (never a file kerncap mcp wrote it to).
+ * @throws KerncapError E_PATCH, E_NOT_SOURCE, E_PACK_NAME (the candidate's own fault: the caller removes the copy)
+ */
+async function applyPatch(src: string, name: string, text: Buffer, dest: string, m: Pick<Manifest, "kernel">): Promise<void> {
+  const refuse = (why: string) => new KerncapError("E_PATCH", `the patch ${name} ${why}`, { hint: PATCH_HINT });
   // checked here, whoever made the candidate, so that no path to git apply skips it; git reads these
   // very bytes from a copy beside the private copy (never the candidate's file again: it could be swapped)
   let names: string[];
@@ -516,8 +636,8 @@ async function applyPatch(src: string, patchFile: string, text: Buffer, dest: st
   const before = regularFiles(src).files;
   const { strip, paths } = patchPaths(names, existsSync(join(src, "src")));
   for (const rel of paths) {
-    const why = sourcePathProblem(m, rel);
-    if (why) throw refuse(`writes a file no candidate may write: ${why}`);
+    const refused = patchWriteRefusal(name, rel, m, "writes");
+    if (refused) throw refused;
   }
   // git from an absolute PATH entry: a relative one (`.`, node_modules/.bin) would find a git in the candidate's copy
   const path = absolutePathList(process.env.PATH);
@@ -545,7 +665,7 @@ async function applyPatch(src: string, patchFile: string, text: Buffer, dest: st
     const read = missing.length
       ? `; its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip}), so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold`
       : "";
-    throw new KerncapError("E_PATCH", `the patch ${basename(patchFile)} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
+    throw new KerncapError("E_PATCH", `the patch ${name} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
       hint: "Make the patch against the capture's src/: `diff -ru src edited` run where both folders sit side by side (both one level deep), or `git diff` inside src/; or give the edited folder itself as the candidate.",
     });
   }
@@ -553,7 +673,7 @@ async function applyPatch(src: string, patchFile: string, text: Buffer, dest: st
   const after = regularFiles(src);
   if (after.other !== undefined) throw refuse(`left src/${after.other}, which is not a regular file (a link, a FIFO …)`);
   for (const rel of after.files) {
-    const why = before.has(rel) ? undefined : sourcePathProblem(m, rel);
-    if (why) throw refuse(`wrote a file no candidate may write: ${why}`);
+    const refused = before.has(rel) ? undefined : patchWriteRefusal(name, rel, m, "wrote");
+    if (refused) throw refused;
   }
 }

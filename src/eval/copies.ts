@@ -3,7 +3,7 @@
  * first input's reproducer, kept under DIR/build/eval for the user, or in a private folder where
  * each copy lives only while its build runs (candidateFolders).
  */
-import { chmodSync, lstatSync, mkdirSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import { log } from "../log.ts";
@@ -28,7 +28,7 @@ export interface CandidateFolders {
   settle: (c: Candidate, b: BuildOutcome) => BuildOutcome;
   /** After a candidate's last record: its kept module removed (a private folder only). */
   judged: (id: string) => void;
-  /** Remove the private folder (a no-op otherwise); safe to call more than once, and from a signal handler. */
+  /** Remove the private folder, or give DIR/build/eval's lock back; safe to call more than once, and from a signal handler. */
   dispose: () => void;
 }
 
@@ -44,14 +44,21 @@ export interface CandidateFolders {
  * is moved to a small folder of its own (keptModule) and the copy is removed; that folder goes
  * once the candidate is judged. So its disk use is about the builds running at once × the size of
  * the capture folder (its src/), not the number of candidates (a trial: 40 candidates of a 57 MB
- * src/ filled a 1.5 GiB TMPDIR).
+ * src/ filled a 1.5 GiB TMPDIR). DIR/build/eval is one eval's at a time (lockWorkDir): an eval
+ * that finds another running on the capture builds in a private folder too, said once.
  */
 export function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string, confine = false): CandidateFolders {
   const theirs = building ? notYours(dir) : undefined;
-  if (theirs || (building && confine && !buildDir)) {
+  // DIR/build/eval is one eval's at a time (its lock, EVAL_LOCK): another eval of this capture running builds in a private folder (nu7 #10: two evals raced in one copy)
+  const locked = building && !buildDir && !theirs && !confine ? lockWorkDir(dir) : undefined;
+  if (theirs || (building && confine && !buildDir) || locked === null) {
     const work = privateTempFolder("kerncap-eval-");
     // a confined eval (kerncap mcp's evaluate): an agent's candidates are not kept, or every call would add its copies to the disk
     if (theirs) log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
+    if (locked === null)
+      log.info(
+        `another kerncap eval of ${dir} is running (its copies are in ${join(dir, EVAL_WORK_DIR)}): this eval's candidates are built in a private folder, removed after the eval`,
+      );
     const dest = (c: Candidate) => join(work, copyName(c.id));
     const kept = (id: string) => join(work, `${copyName(id)}.module`);
     return {
@@ -72,11 +79,66 @@ export function candidateFolders(dir: string, building: boolean, buildDir?: (c: 
       },
     };
   }
-  // made inside the capture with no link followed (a build/ that is a link out of a received capture writes nothing there)
-  const work = building && !buildDir ? mkdirInCapture(dir, EVAL_WORK_DIR) : join(dir, EVAL_WORK_DIR);
-  // yours alone: a candidate's copy holds what its files held, which no one else should read through a group-readable capture
-  if (building && !buildDir) chmodSync(work, 0o700);
-  return { dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), private: false, settle: (_c, b) => b, judged: () => {}, dispose: () => {} };
+  const work = locked ?? join(dir, EVAL_WORK_DIR);
+  const release = locked ? () => unlockWorkDir(locked) : () => {};
+  return { dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), private: false, settle: (_c, b) => b, judged: () => {}, dispose: release };
+}
+
+/** The lock file of DIR/build/eval: the process id of the eval whose copies are built there. */
+export const EVAL_LOCK = ".kerncap-eval.lock";
+
+/**
+ * DIR/build/eval made (inside the capture with no link followed: a build/ that is a link out of a
+ * received capture writes nothing there; 0700, yours alone: a candidate's copy holds what its files
+ * held) and locked for this process: its EVAL_LOCK created O_EXCL holding this pid. A lock whose
+ * process is gone (killed) is taken over.
+ * @returns the folder, or null when another live process holds it (another eval of this capture)
+ */
+function lockWorkDir(dir: string): string | null {
+  const work = mkdirInCapture(dir, EVAL_WORK_DIR);
+  chmodSync(work, 0o700);
+  const lock = join(work, EVAL_LOCK);
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      const fd = openSync(lock, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return work;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    }
+    const holder = lockHolder(lock);
+    if (holder !== undefined && alive(holder)) return null; // this process's own: another eval running in it
+    rmSync(lock, { force: true }); // its eval is gone: taken over
+  }
+  return null;
+}
+
+/** The pid a lock file names, or undefined (unreadable, a link, not a number). */
+function lockHolder(lock: string): number | undefined {
+  try {
+    if (!lstatSync(lock).isFile()) return undefined;
+    const pid = Number.parseInt(readFileSync(lock, "utf8").trim(), 10);
+    return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a process of this id is running (a signal 0 reaches it, or it is another user's). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Remove this process's lock of `work` (lockWorkDir); another's is left. Safe to call more than once. */
+function unlockWorkDir(work: string): void {
+  const lock = join(work, EVAL_LOCK);
+  if (lockHolder(lock) === process.pid) rmSync(lock, { force: true });
 }
 
 /**

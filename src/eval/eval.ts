@@ -22,10 +22,10 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
-import { KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
@@ -35,7 +35,8 @@ import { RecordLog } from "../check/results.ts";
 import { keyForWriting, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { evalSubjects, staleWhy } from "../format/subject.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
-import { openCapture } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles } from "../format/capture-dir.ts";
+import { checksumsChecked } from "../format/received.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { assertOutputPath } from "../format/archive-common.ts";
 import { captureSetMember } from "../format/paths.ts";
@@ -136,18 +137,72 @@ export function resolveInputs(dirs: string[]): EvalInput[] {
       );
     }
   }
-  const ids = new Set<string>();
+  const given = new Set<string>();
   for (const i of out) {
     // a failed build's record names this input (./report.ts BUILD_INPUT): no capture may be named so
     if (i.id === BUILD_INPUT)
       throw new KerncapError("E_USAGE", `${i.dir}: an input may not be named ${BUILD_INPUT}, which the records give a candidate that never reached a GPU`, {
         hint: "Rename the capture folder.",
       });
-    if (ids.has(i.id))
-      throw new KerncapError("E_USAGE", `two inputs are named ${i.id}`, { hint: "Give each capture folder once (inputs are named by their folder's name)." });
-    ids.add(i.id);
+    const real = realOrSame(i.dir);
+    if (given.has(real))
+      throw new KerncapError("E_USAGE", `the capture ${i.dir} is given twice as an input`, {
+        hint: "Give each capture folder once (a capture set once, not beside its members).",
+      });
+    given.add(real);
   }
-  return out;
+  return distinctInputNames(out);
+}
+
+function realOrSame(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}
+
+/**
+ * The inputs with names that tell them apart: those that share one (run1/cap, run2/cap: both
+ * "cap"; nu7 #15 was refused) each named by the shortest end of its folder's path that ends no
+ * other of them (run1/cap, run2/cap), as candidates' labels are (./candidates.ts distinctLabels).
+ */
+function distinctInputNames(inputs: EvalInput[]): EvalInput[] {
+  const byId = new Map<string, EvalInput[]>();
+  for (const i of inputs) byId.set(i.id, [...(byId.get(i.id) ?? []), i]);
+  return inputs.map((i) => {
+    const group = byId.get(i.id)!;
+    if (group.length < 2) return i;
+    const parts = group.map((g) => g.dir.split("/").filter(Boolean));
+    const me = group.indexOf(i);
+    const p = parts[me]!;
+    const end = (q: string[], k: number) => q.slice(-k).join("/");
+    let k = i.id.split("/").length + 1;
+    while (k < p.length && parts.some((q, j) => j !== me && end(q, k) === end(p, k))) k++;
+    return { ...i, id: end(p, k) };
+  });
+}
+
+/**
+ * Each input's files checked as replay checks them (src/format/capture-dir.ts verifyFiles: the
+ * small files' SHA-256, unless `verify` is false for a capture of the user's own, and the memory
+ * images' sizes), once, before any build: a damaged input is said naming it (nu7 #12: every
+ * candidate was built first, each record then E_CHECKSUM, with a --resume that cannot help). The
+ * memory chunks' checksums are checked as the workers restore them.
+ * @throws KerncapError E_CHECKSUM naming the input and the file, E_UNSAFE_PATH
+ */
+export function verifyInputs(inputs: EvalInput[], verify: boolean): void {
+  for (const i of inputs) {
+    const m = i.manifest;
+    try {
+      verifyFiles(i.dir, checksumsChecked(i.dir, m, verify, i.id) ? m : { ...m, files: [] });
+    } catch (e) {
+      if (!isKerncapError(e) || e.code !== "E_CHECKSUM") throw e;
+      throw new KerncapError("E_CHECKSUM", `input ${i.id} (${i.dir}) is damaged: ${e.message}; no candidate was built`, {
+        hint: `${e.hint ?? "Capture again."} Or leave this input out of the eval; a rerun as it is fails alike.`,
+      });
+    }
+  }
 }
 
 /**
@@ -227,8 +282,9 @@ class TaskQueue<T> {
  * `gate` (the trust gates of the first input's build) is asked once the candidates are known
  * good, before any build; what it returns, the gate of a candidate's private copy, is asked once
  * each copy is made, before its build (src/eval/build.ts BuildSettings.gate).
- * @throws KerncapError E_USAGE (inputs, candidates, --resume without --jsonl, a config for a
- *   kernel that is not Triton's, or one that changes a tile size without --grid), E_FRONTEND (a
+ * @throws KerncapError E_USAGE (inputs, a candidate path that does not exist, --resume without
+ *   --jsonl, a config that changes a tile size without --grid; a candidate that does not fit, a
+ *   config for a kernel that is not Triton's included, is its record's error, not a throw), E_FRONTEND (a
  *   frontend validate does not rebuild: HIP), the gates' (E_UNTRUSTED), E_TMPDIR (a TMPDIR kerncap refuses, said once before any build), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
@@ -236,6 +292,7 @@ class TaskQueue<T> {
 export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Manifest) => CopyGate | void): Promise<EvalReport> {
   const t0 = performance.now();
   const inputs = resolveInputs(o.dirs);
+  verifyInputs(inputs, o.settings.verify);
   const home = inputs[0]!;
   const all = checkedCandidates(o, home);
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
@@ -324,14 +381,20 @@ function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
       },
     );
   }
-  const all = parseCandidates(o.candidates);
   const candidates = frontendOf(m).tune?.candidates; // a frontend whose tune builds one config on its own (Triton)
+  // a config for a frontend that builds none: that candidate's refusal (its record an error, E_CANDIDATE), as kerncap mcp's evaluate says it; the others are evaluated
+  const all = parseCandidates(o.candidates).map((c) =>
+    c.kind === "config" && !c.refused && !candidates
+      ? {
+          ...c,
+          refused: {
+            code: "E_CANDIDATE",
+            reason: `candidate ${c.label} is a config, which needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture, whose candidates are edited src/ folders, patches or replacement files`,
+          },
+        }
+      : c,
+  );
   const configs = all.filter((c) => c.kind === "config" && !c.refused); // a refused one is never built: its record says why
-  if (configs.length && !candidates) {
-    throw new KerncapError("E_USAGE", `a config candidate (${configs[0]!.label}) needs a Triton capture; ${home.dir} is a ${m.kernel.frontend} capture`, {
-      hint: "Give a CUDA kernel's candidates as edited src/ folders, patches or replacement files (kerncap tune sweeps CUDA macros and flags).",
-    });
-  }
   const tiles = configs.filter((c) => candidates!.needsGrid(home.dir, c.config!));
   if (tiles.length && !o.build.grid) {
     throw new KerncapError("E_USAGE", `the config ${tiles[0]!.label} changes constexprs (tile sizes), so the launch grid changes with them: give --grid`, {
@@ -364,7 +427,12 @@ function openResults(
   shard: string | null,
 ): { results?: RecordLog<EvalRecord>; kept: EvalRecord[]; pending: Pending[]; subjects: Map<string, string> } {
   if (o.jsonl && o.resume) refuseSharedRecords(resolve(o.jsonl));
-  const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume, previous: `${resolve(o.jsonl)}.previous` }) : undefined;
+  // appended to (nu7 #2: a former run's file was moved to FILE.previous, and a third run's lost the first's records): its earlier records stay, said
+  const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume }) : undefined;
+  if (opened?.earlier && !o.resume)
+    log.info(
+      `${o.jsonl} holds ${opened.earlier} record${opened.earlier > 1 ? "s" : ""} of earlier evals: this eval's are appended after them (--merge ranks them all; --resume would skip candidates they judged)`,
+    );
   const results = opened?.log;
   const keptAll = opened?.kept ?? [];
   const began = keptAll[0]?.shard;
@@ -381,16 +449,22 @@ function openResults(
   const subjects = evalSubjects(inputs, BUILD_INPUT, o.settings);
   // an error is no finding about the candidate (a dead worker, no GPU): tried again; nor a record of another subject (src/, the input or the options changed)
   const ours = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
-  const kept = ours.filter(
-    (r) =>
-      r.subject === subjects.get(r.input) ||
-      void log.info(`${r.label} on ${r.input}: ${staleWhy(r.subject, "src/, the input or the run's options")}: judged again`),
-  );
+  const kept = ours.filter((r) => r.subject === subjects.get(r.input));
   const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
   const pending = mine
     .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(recordKey(c.id, i.id))) }))
     .filter((p) => p.inputs.length);
+  // a stale record is said only where it is judged again (nu7 #13: an older record of this subject stood for it, nothing
+  // was judged, and the line said "judged again"): its candidate on that input pending (a build's: the candidate), once each
+  const again = new Set(pending.flatMap((p) => [recordKey(p.c.id, BUILD_INPUT), ...p.inputs.map((i) => recordKey(p.c.id, i.id))]));
+  const said = new Set<string>();
+  for (const r of ours) {
+    const k = recordKey(r.candidate, r.input);
+    if (r.subject === subjects.get(r.input) || !again.has(k) || said.has(k)) continue;
+    said.add(k);
+    log.info(`${r.label} on ${r.input}: ${staleWhy(r.subject, "src/, the input or the run's options")}: judged again`);
+  }
   if (o.resume)
     log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
   return { results, kept, pending, subjects };
@@ -408,6 +482,8 @@ class Recorder {
   readonly progress: CheckProgress;
   /** Each candidate's build, once it ended. */
   readonly builds = new Map<string, BuiltFacts>();
+  /** Each candidate's kept private copy (EvalRecord.copy), once its build ended; null where none is kept. */
+  readonly copies = new Map<string, string | null>();
   finished = 0;
   /** Called once a candidate's last record is written (its kept module may go: candidateFolders' judged). */
   onJudged?: (id: string) => void;
@@ -460,6 +536,7 @@ class Recorder {
       label: c.label,
       kind: c.kind,
       build: b,
+      copy: this.copies.get(c.id) ?? null,
       worker,
       gpu,
       ...{ shard: this.run.shard, at: new Date().toISOString(), subject: this.run.subjects.get(x.input) },
@@ -514,6 +591,8 @@ async function buildInto(
         ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
         : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
       if (stopped()) return;
+      // the copy it was built in, where it is kept (DIR/build/eval/…: its build's log and module), for its records
+      rec.copies.set(c.id, !folders.private && !c.refused && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
       o.onBuild?.(c, b);
       if ("failed" in b) {
         rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });

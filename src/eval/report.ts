@@ -44,6 +44,8 @@ export interface CandidateSummary {
   stackFrameBytes: number | null;
   /** The first input's reason that made it not a match. */
   reason: string | null;
+  /** That record's error code (E_PATCH, E_CANDIDATE, E_BUILD, E_NO_GPU …; nu7 #20: agent-skill.md promised it here, it was only in records[]); null for a match. */
+  code: string | null;
   /** 1 for the fastest matching candidate; null when it does not match. */
   rank: number | null;
 }
@@ -210,6 +212,7 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
       registers: withBuild.build.registers,
       stackFrameBytes: withBuild.build.stackFrameBytes,
       reason: bad ? `${bad.input === BUILD_INPUT ? "" : `${bad.input}: `}${bad.reason ?? bad.verdict}` : null,
+      code: bad?.code ?? null,
       rank: null,
     });
   }

@@ -182,7 +182,7 @@ export function readManifest(dir: string): Manifest {
 }
 
 /** True when the file begins with a zip local-file header (PK\3\4), as `kerncap pack` writes. */
-function startsWithZipSignature(path: string): boolean {
+export function startsWithZipSignature(path: string): boolean {
   try {
     const fd = openSync(path, "r");
     try {

@@ -465,6 +465,8 @@ export const DOCUMENTS = {
         registers: v.nullable(N),
         stackFrameBytes: v.nullable(N),
         reason: v.nullable(v.string()),
+        /** The error code of the record `reason` is of (E_PATCH, E_BUILD, E_NO_GPU …: why it is not a match); null for a match and a verdict without one. */
+        code: v.nullable(v.string()),
         rank: v.nullable(U),
       }),
     ),

@@ -84,6 +84,13 @@ export const EvalRecord = v.object({
    * build, a module that is not a cubin).
    */
   build: v.object({ seconds: N, registers: v.nullable(N), stackFrameBytes: v.nullable(N) }),
+  /**
+   * The candidate's private copy (an absolute path, DIR/build/eval/<16 hex>), kept after the eval
+   * with what its build left (build/slice-build.log, the module); null where none is kept (built in
+   * a private folder removed after the eval, or never copied: a refused candidate). Absent in
+   * records of kerncap before it (nu7 #16: a record named no way to its copy).
+   */
+  copy: v.optional(v.nullable(v.string())),
   /** Worker slot (0-based) and its CUDA_VISIBLE_DEVICES (null: inherited; null slot: nothing ran). */
   worker: v.nullable(v.pipe(v.number(), v.integer(), v.minValue(0))),
   gpu: v.nullable(v.string()),

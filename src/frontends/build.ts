@@ -42,6 +42,16 @@ export interface BuildOptions {
   /** What confines the build, in the caller's words, for a refusal's message (confinedError): "kerncap eval", "validate --confine"…; default "a confined build". */
   confinedBy?: string;
   /**
+   * A confined build of the user's own command line (kerncap eval without --confine), whose
+   * messages the user reads, not an agent: one that stopped in the preprocessor (no dependency
+   * list: an #include not found, #error) is E_BUILD with the capture's own diagnostics, not
+   * E_CONFINED. Without it (kerncap mcp) such a build is refused with none of its messages: had
+   * it read a file outside through a name the source scan let by, no list would say so.
+   */
+  userReadsMessages?: boolean;
+  /** Whose build this is, said before build.sh's own notes (kerncap eval: "candidate v1/src"; nu7 #11: the notes of many builds named none). */
+  noteFor?: string;
+  /**
    * The module to build (build.sh's OUTPUT argument: an absolute path, or relative to the capture
    * folder; default build/kernel.cubin). A confined build's dependency list goes beside it
    * (`kerncap-deps.d`), so that builds into separate folders can run side by side.
@@ -290,8 +300,15 @@ function judgeBuildSh(
     // read as the compiler wrote it, from the folder it ran in (the private copy: allowed, its paths shown as the capture's)
     const outside = deps ? outsideReads(dir, o.confine, deps.toString("utf8"), { cwd: staged.folder, tmp: b.tmp }) : [];
     if (outside.length) throw confinedError(outside.map(unstage), { by: o.confinedBy, includedAt: includesNaming(staged.folder, outside) });
-    // no list, whatever the exit: a build that stopped in the preprocessor (an #error under #if, an #include not
-    // found) read files no list names, and its messages would tell the agent what it found; none is shown
+    // no list: a build that stopped in the preprocessor (an #error, an #include not found). On the user's own command
+    // line (userReadsMessages) its errors in the capture's own files are its compile error (nu7 #17: a misspelt
+    // #include was called a confinement breach, with no message); for an agent, or with none such, it is refused
+    const preprocessorErrors =
+      o.userReadsMessages && !deps && code !== 0 ? captureDiagnostics(dir, `${err}\n${out}`).filter((l) => /: (?:fatal |catastrophic )?error: /.test(l)) : [];
+    if (preprocessorErrors.length)
+      throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${preprocessorErrors.slice(-30).join("\n")}`, {
+        hint: buildFailureHint(code, `${err}\n${out}`),
+      });
     if (!deps)
       throw new KerncapError(
         "E_CONFINED",
@@ -316,7 +333,8 @@ function judgeBuildSh(
   }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
   // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
-  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: "))) (code === 0 ? log.info : log.debug)(`build.sh: ${n.slice(9)}`);
+  for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: ")))
+    (code === 0 ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;

@@ -106,7 +106,15 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
   }
   for (const path of Object.keys(c.files!)) {
     const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
-    const problem = path.replace(/^(\.\/)+/, "").startsWith("src/") ? relativePathProblem(rel) : "is not under src/";
+    const underSrc = path.replace(/^(\.\/)+/, "").startsWith("src/");
+    // the capture's own file (build.sh, kerncap.json): E_NOT_SOURCE, as edit_file and a patch that writes one say it (nu7 #5)
+    if (!underSrc && relativePathProblem(rel) === undefined && lstatSync(join(captureDir, rel), { throwIfNoEntry: false })?.isFile())
+      return refuse(
+        "overlay",
+        "E_NOT_SOURCE",
+        `candidate ${name} writes ${escapedForMessage(rel)}, the capture's own file, which is not a source file of the reproducer (paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu)`,
+      );
+    const problem = underSrc ? relativePathProblem(rel) : "is not under src/";
     if (problem)
       return refuse(
         "overlay",

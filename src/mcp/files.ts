@@ -25,7 +25,8 @@ import { result } from "./children.ts";
  * real folder of the capture). `shown`: the path relative to the capture folder; `stats`: its
  * lstat, undefined when there is no such file yet.
  * @throws KerncapError E_NOT_CAPTURE / E_MANIFEST* (the folder), E_NO_REPRODUCER (no `sub`/),
- *   E_USAGE (outside, or not under `sub`/), E_UNSAFE_PATH (a link, a hard link, a FIFO, a NUL …)
+ *   E_USAGE (outside, or not under `sub`/), E_NOT_SOURCE (a file of the capture's own outside
+ *   `sub`/: build.sh, kerncap.json), E_UNSAFE_PATH (a link, a hard link, a FIFO, a NUL …)
  */
 function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; shown: string; stats?: Stats; manifest: Manifest } {
   const dir = resolve(dirArg);
@@ -54,8 +55,10 @@ function capturePath(dirArg: string, rel: string, sub?: string): { dir: string; 
         : "Give a path relative to the capture folder, without .. (e.g. src/kernel.cu, build.sh).",
     });
   if (sub && !norm.startsWith(`${sub}/`)) {
+    // the capture's own file (build.sh, kerncap.json): no source, E_NOT_SOURCE as evaluate's candidates that write one (nu7 #5: it was E_USAGE here)
+    const own = !isAbsolute(rel) && !rel.split(/[\\/]/).includes("..") && existsSync(join(dir, norm)) && !existsSync(join(dir, sub, norm));
     throw new KerncapError(
-      "E_USAGE",
+      own ? "E_NOT_SOURCE" : "E_USAGE",
       `${shownPath(rel)} is not under ${sub}/: paths are relative to the capture folder, and only files under ${sub}/ can be edited`,
       {
         hint:

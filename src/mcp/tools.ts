@@ -365,6 +365,14 @@ export const TOOLS = {
       dtype: Tol.dtype,
       multiset: Tol.multiset,
       flushL2: FlushL2,
+      // eval's run options, as verbs.md's table gives them (nu7 #7: refused as unknown arguments)
+      runs: Runs,
+      noVerify: NoVerify,
+      allowVersionMismatch: VersionMismatch().allowVersionMismatch,
+      timeout: Bounded(
+        "The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner (default 10)",
+        86_400,
+      ),
     }),
     argv: (a: EvaluateIn) => [
       "eval",
@@ -380,7 +388,9 @@ export const TOOLS = {
       ...(a.rtol !== undefined ? ["--rtol", String(a.rtol)] : []),
       ...(a.dtype !== undefined ? [`--dtype=${a.dtype}`] : []),
       ...(a.multiset ?? []).map((r) => `--multiset=${r}`),
-      ...(a.flushL2 ? ["--flush-l2"] : []),
+      ...runArgv(a),
+      ...(a.allowVersionMismatch ? ["--allow-version-mismatch"] : []),
+      ...(a.timeout !== undefined ? ["--timeout", String(a.timeout)] : []),
     ],
   },
   read_file: {
@@ -512,6 +522,10 @@ export type EvaluateIn = {
   dtype?: string;
   multiset?: string[];
   flushL2?: boolean;
+  runs?: number;
+  noVerify?: boolean;
+  allowVersionMismatch?: boolean;
+  timeout?: number;
 };
 type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 type RunIn = {

@@ -169,6 +169,10 @@ export interface RebuilderOptions {
   confine?: Manifest;
   /** What confines the build, for a refusal's message (BuildOptions.confinedBy): "validate --confine", "profile --build --confine". */
   confinedBy?: string;
+  /** BuildOptions.userReadsMessages: a confined build of the user's command line (kerncap eval without --confine). */
+  userReadsMessages?: boolean;
+  /** BuildOptions.noteFor: whose build, said before build.sh's notes. */
+  noteFor?: string;
   /** validate's strategy once checked (default: chooseStrategy by the measured costs; the tests fix one). */
   strategy?: Strategy;
   /** The CPU count the strategy is chosen for (default: availableParallelism; the tests give one). */
@@ -213,6 +217,8 @@ export class Rebuilder {
       ...(signal ? { signal } : {}),
       ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}),
       ...(this.o.confine ? { confine: this.o.confine, confinedBy: this.o.confinedBy } : {}),
+      ...(this.o.userReadsMessages ? { userReadsMessages: true } : {}),
+      ...(this.o.noteFor ? { noteFor: this.o.noteFor } : {}),
       ...(this.fe.explainBuildFailure ? { explain: this.fe.explainBuildFailure } : {}),
     };
   }

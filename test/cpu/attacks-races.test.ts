@@ -214,7 +214,7 @@ describe("an MCP agent's confined build and candidates", () => {
     expect(patchModeProblem("diff --git a/n.cu b/n.cu\nnew file mode 100644\n--- /dev/null\n+++ b/n.cu\n@@ -0,0 +1 @@\n+int x;\n")).toBeUndefined();
     const d = tempDir();
     writeFileSync(join(d, "sym.patch"), link);
-    expect(refused(() => parseCandidate(join(d, "sym.patch"))).code).toBe("E_USAGE");
+    expect(refused(() => parseCandidate(join(d, "sym.patch"))).code).toBe("E_PATCH"); // the candidate's own record (nu7 #3), never applied
   });
 
   test("a candidate patch that copies or renames a file is refused: git apply would read a copy's source outside the capture (copy from /abs)", async () => {
@@ -231,7 +231,7 @@ describe("an MCP agent's confined build and candidates", () => {
     expect(patchModeProblem(copy)).toContain("copy from");
     expect(patchModeProblem(rename)).toContain("rename from");
     writeFileSync(join(root, "copy.patch"), copy);
-    expect(refused(() => parseCandidate(join(root, "copy.patch"))).code).toBe("E_USAGE");
+    expect(refused(() => parseCandidate(join(root, "copy.patch"))).code).toBe("E_PATCH");
     expect(evaluateRefusal(cap, { name: "c", patch: copy }).code).toBe("E_PATCH"); // its record's error, nothing of it written
     // applied past the parse (a candidate made by hand): git apply is never reached, nothing is copied in
     const dest = join(root, "cand");

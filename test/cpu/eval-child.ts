@@ -17,7 +17,7 @@ import type { Manifest } from "../../src/format/manifest.ts";
 export const FAKE_WORKER = join(import.meta.dir, "eval-fake-worker.ts");
 
 /** runEval's options for `dirs` and `candidates` with fake builds and fake worker processes; `o` overrides any. */
-export function fakeEvalOptions(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
+export function fakeEvalOptions(dirs: string[], candidates: EvalOptions["candidates"], o: Partial<EvalOptions> = {}): EvalOptions {
   return {
     dirs,
     candidates,

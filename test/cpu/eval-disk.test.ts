@@ -111,18 +111,21 @@ describe("MCP evaluate's candidates: overlays, not copies of src/", () => {
       // changed after eval read it: refused, not built
       writeFileSync(join(folder, "0/src/kernel.cu"), "// swapped\n");
       expect(materialise(cap, a!, join(tempDir(), "copy"))).rejects.toMatchObject({ code: "E_CANDIDATE", message: expect.stringContaining("changed after") });
-      // a list that names an overlay with a link, a file outside src/, or none: not a candidate
+      // a list that names an overlay with a link, a file outside src/, or none: that candidate's refusal (its record's error), never built
       const bad = (name: string, make: (d: string) => void) => {
         const d = join(tempDir(), name);
         mkdirSync(join(d, "src"), { recursive: true });
         make(d);
         const f = join(dirname(d), "list.json");
         writeFileSync(f, JSON.stringify({ candidates: [{ label: "x", overlay: d }] }));
-        return () => listedCandidates(f);
+        return listedCandidates(f)[0]!;
       };
-      expect(bad("link", (d) => symlinkSync("/etc/passwd", join(d, "src/kernel.cu")))).toThrow(/symbolic link/);
-      expect(bad("outside", (d) => writeFileSync(join(d, "build.sh"), "echo\n"))).toThrow(/not under src/);
-      expect(bad("empty", () => {})).toThrow(/holds no files/);
+      expect(bad("link", (d) => symlinkSync("/etc/passwd", join(d, "src/kernel.cu")))).toMatchObject({
+        kind: "overlay",
+        refused: { code: "E_CANDIDATE", reason: expect.stringContaining("symbolic link") },
+      });
+      expect(bad("outside", (d) => writeFileSync(join(d, "build.sh"), "echo\n")).refused?.reason).toContain("not under src/");
+      expect(bad("empty", () => {}).refused?.reason).toContain("holds no files");
       // a path no candidate may write (a list not made by the MCP): refused when its build starts, before any copy
       const sh = join(tempDir(), "sh");
       mkdirSync(join(sh, "src"), { recursive: true });

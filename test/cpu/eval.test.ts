@@ -11,7 +11,7 @@ import { describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
-import { materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
+import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
 import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize, unjudgedLine } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
@@ -95,7 +95,7 @@ function inProcess(delay: (t: EvalTask) => number = () => 5) {
 }
 
 /** fakeEvalOptions with two build jobs and the in-process workers above. */
-function options(dirs: string[], candidates: string[], o: Partial<EvalOptions> = {}): EvalOptions {
+function options(dirs: string[], candidates: EvalOptions["candidates"], o: Partial<EvalOptions> = {}): EvalOptions {
   return fakeEvalOptions(dirs, candidates, { jobs: 2, open: inProcess().open, ...o });
 }
 
@@ -672,6 +672,14 @@ describe("--resume, --shard, --merge", () => {
     expect(built).toEqual(["p1.patch"]);
     expect(r.candidates).toMatchObject([{ label: "p1.patch", verdict: "compile-error" }]);
     expect(err).toContain("p1.patch on cap: its record is of another subject (src/, the input or the run's options changed since): judged again");
+    // the header back as it was: the first record (of this subject again) is taken; the later one, of the broken header, is not said "judged again" (nu7 #13)
+    writeFileSync(join(cap, "src/util.h"), "#define TWO 2.0f\n");
+    const back: string[] = [];
+    const { value: r3, err: err3 } = await quiet(() => runEval(options([cap], [patch], { jsonl, resume: true, buildWith: buildOf(back) })));
+    expect(back).toEqual([]);
+    expect(r3.candidates).toMatchObject([{ label: "p1.patch", verdict: "match" }]);
+    expect(err3).not.toContain("judged again");
+    expect(err3).toContain("1 of 1 candidates already evaluated");
     // another capture named cap (its sources as they were), other options (a tolerance), a record that names no subject: judged again
     const other = await captureWithSource();
     const { subject: _, ...old } = written;
@@ -790,6 +798,7 @@ echo "$out"
     expect(by["syntax"]!.reason!.match(/identifier "oops" is undefined/g)?.length).toBe(1);
     expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
     expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
+    expect(by["renamed"]!.reason).toContain("; it defines scale2"); // what it defines instead, as validate says (nu7 #11)
     // the table says the compiler's error line, not build.sh's "does not build"
     expect(
       rankedTable(r)
@@ -905,17 +914,139 @@ test("Triton configs: one that changes a constexpr (the tile size) needs --grid;
   expect(r.candidates.map((c) => c.kind)).toEqual(["config", "config"]);
 });
 
-test("usage: the inputs come first; a candidate that is no file and no config, and a config for a CUDA kernel, are refused by name", async () => {
+test("usage: the inputs come first; a candidate that is no file and no config is refused by name (E_USAGE, nothing evaluated)", async () => {
   const cap = await captureWithSource();
   expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"] });
   expect(() => splitPositionals([cap])).toThrow(/no candidates given/);
   expect(() => splitPositionals(["a.cu", cap])).toThrow(/a\.cu is not a capture folder or a capture set/);
   expect(runEval(options([cap], ["nope.cu"]))).rejects.toThrow(/nope\.cu: no such file/);
-  expect(runEval(options([cap], ["BLOCK=64"]))).rejects.toThrow(/needs a Triton capture/);
+  // a capture archive: said as one, with the unpack that makes it a folder (nu7 #21)
+  const zip = join(tempDir(), "a2.zip");
+  writeFileSync(zip, Buffer.concat([Buffer.from("PK\x03\x04"), Buffer.alloc(60)]));
+  const e = (await thrownBy(() => splitPositionals([zip, "a.cu"])))!;
+  expect(e).toMatchObject({ code: "E_USAGE", message: `${zip} is a capture archive, not a capture folder` });
+  expect(e.hint).toContain(`Unpack it first: kerncap unpack ${zip} -o DIR`);
   const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
   m.kernel.frontend = "hip";
   writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
   expect(runEval(options([cap], candidateFiles({ "k.cu": "match" })))).rejects.toMatchObject({ code: "E_FRONTEND" });
+});
+
+test("eval --json is JSON Lines to its end: an error that ends the run is one kerncap.error/1 line (nu7 #1: it was an indented document)", async () => {
+  const cap = await captureWithSource();
+  const p = Bun.spawn([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "eval", cap, join(tempDir(), "nope.cu"), "--json"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+  expect(code).toBe(2);
+  const lines = out.trimEnd().split("\n");
+  expect(lines.length).toBe(1);
+  expect(JSON.parse(lines[0]!)).toMatchObject({ schema: documentId("error"), error: { code: "E_USAGE" } });
+});
+
+test("--jsonl FILE appends, run after run, as --help says: no earlier record is lost nor moved (nu7 #2: a third run lost the first's records); a file of other records is refused", async () => {
+  const cap = await captureWithSource();
+  const jsonl = join(tempDir(), "b.jsonl");
+  const cands = candidateFiles({ "a.cu": "match 2", "b.cu": "match 3", "c.cu": "match" });
+  let err = "";
+  for (const c of cands) err += (await quiet(() => runEval(options([cap], [c], { jsonl })))).err;
+  const labels = readFileSync(jsonl, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l).label);
+  expect(labels).toEqual(["a.cu", "b.cu", "c.cu"]);
+  expect(existsSync(`${jsonl}.previous`)).toBe(false);
+  expect(err).toContain("holds 2 records of earlier evals: this eval's are appended after them");
+  const other = join(tempDir(), "notes.jsonl");
+  writeFileSync(other, '{"note": "mine"}\n');
+  expect(quiet(() => runEval(options([cap], [cands[0]!], { jsonl: other })))).rejects.toMatchObject({ code: "E_RESULTS" });
+  expect(readFileSync(other, "utf8")).toBe('{"note": "mine"}\n');
+});
+
+test("unfit candidates (nu7 #3: an empty patch, a diff that is none, a tree holding a link, a config for a CUDA capture, on the command line and in a list) are each their own error record; the others are still evaluated", async () => {
+  const cap = await captureWithSource();
+  const d = tempDir("kerncap-cands-");
+  writeFileSync(join(d, "empty.patch"), "");
+  writeFileSync(join(d, "junk.diff"), "not a patch\n");
+  mkdirSync(join(d, "linked"));
+  writeFileSync(join(d, "linked/kernel.cu"), "match");
+  symlinkSync("/etc/passwd", join(d, "linked/extra.h"));
+  const [good] = candidateFiles({ "kernel.cu": "match 2" });
+  const cands = [join(d, "empty.patch"), join(d, "junk.diff"), join(d, "linked"), "BLOCK=64", good!];
+  const { value: r } = await quiet(() => runEval(options([cap], cands)));
+  const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+  expect(by["empty.patch"]).toMatchObject({ verdict: "error", code: "E_PATCH", input: BUILD_INPUT, reason: expect.stringContaining("holds no file's diff") });
+  expect(by["junk.diff"]).toMatchObject({ verdict: "error", code: "E_PATCH", input: BUILD_INPUT, reason: expect.stringContaining("not a patch") });
+  expect(by["linked"]).toMatchObject({ verdict: "error", code: "E_CANDIDATE", reason: expect.stringContaining("extra.h is a symbolic link") });
+  expect(by["BLOCK=64"]).toMatchObject({ verdict: "error", code: "E_CANDIDATE", reason: expect.stringContaining("needs a Triton capture") });
+  expect(by["kernel.cu"]).toMatchObject({ verdict: "match" });
+  expect(r.exitCode).toBe(2);
+  expect(unjudgedLine(r, "none")).toContain("do not fit the capture's src/");
+  // the same through --candidate-list
+  const list = join(d, "list.json");
+  writeFileSync(
+    list,
+    JSON.stringify({
+      candidates: [
+        { label: "junk", spec: join(d, "junk.diff") },
+        { label: "ok", spec: good },
+      ],
+    }),
+  );
+  const { value: r2 } = await quiet(() => runEval(options([cap], listedCandidates(list))));
+  expect(r2.records.map((x) => [x.label, x.verdict, x.code])).toEqual(
+    expect.arrayContaining([
+      ["junk", "error", "E_PATCH"],
+      ["ok", "match", null],
+    ]),
+  );
+});
+
+test("a damaged input (a file's checksum) is refused once, naming it, before any candidate is built (nu7 #12: each was built, then E_CHECKSUM with a --resume that cannot help)", async () => {
+  const cap = await captureWithSource();
+  const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+  const f = m.files.find((x: { path: string }) => x.path.startsWith("kernel/"))!.path as string;
+  const bytes = readFileSync(join(cap, f));
+  bytes[0] ^= 1;
+  writeFileSync(join(cap, f), bytes);
+  const built: string[] = [];
+  const e = await quiet(() => runEval(options([cap], candidateFiles({ "a.cu": "match", "b.cu": "match" }), { buildWith: fakeBuild(0, built) }))).catch(
+    (x) => x,
+  );
+  expect(e).toBeInstanceOf(KerncapError);
+  expect(e).toMatchObject({ code: "E_CHECKSUM", message: expect.stringContaining(`input cap (${cap}) is damaged: checksum mismatch in ${f}`) });
+  expect(built).toEqual([]);
+});
+
+test("two evals of one capture at once (nu7 #10: they raced in one copy under build/eval/): the second builds in a private folder, both judge every candidate; a lock left by a killed eval is taken over", async () => {
+  const cap = await captureWithSource();
+  const cands = candidateFiles({ "a.cu": "match 2", "b.cu": "match 3", "c.cu": "match" });
+  const dests: string[][] = [[], []];
+  const build = (k: number): NonNullable<EvalOptions["buildWith"]> => {
+    const inner = fakeBuild(80);
+    return (dir, m, c, dest) => (dests[k]!.push(dest), inner(dir, m, c, dest));
+  };
+  const { err, value: rs } = await quiet(() =>
+    Promise.all([0, 1].map((k) => runEval(options([cap], cands, { buildWith: build(k), jobs: 1, open: inProcess().open })))),
+  );
+  for (const r of rs) expect(r.records.map((x) => x.verdict)).toEqual(["match", "match", "match"]);
+  const under = (k: number) => dests[k]!.filter((d) => d.startsWith(join(cap, "build/eval/"))).length;
+  expect([under(0), under(1)].sort()).toEqual([0, 3]); // one eval's copies in build/eval, the other's elsewhere
+  expect(new Set([...dests[0]!, ...dests[1]!]).size).toBe(6);
+  // each record names its kept copy (nu7 #16: none did), the private folder's none
+  const copies = rs.map((r) => r.records.map((x) => x.copy));
+  const kept = under(0) === 3 ? 0 : 1;
+  expect(copies[kept]!.sort()).toEqual(rs[kept]!.records.map((x) => join(cap, "build/eval", copyName(x.candidate))).sort());
+  expect(copies[1 - kept]).toEqual([null, null, null]);
+  expect(err).toContain("another kerncap eval of");
+  expect(existsSync(join(cap, "build/eval/.kerncap-eval.lock"))).toBe(false); // given back
+  // a lock whose eval was killed: taken over, the copies go in build/eval
+  const gone = Bun.spawnSync(["true"]).pid;
+  writeFileSync(join(cap, "build/eval/.kerncap-eval.lock"), `${gone}\n`);
+  dests[0] = [];
+  await quiet(() => runEval(options([cap], cands, { buildWith: build(0) })));
+  expect(under(0)).toBe(3);
 });
 
 describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-up 100× match, no GPU ever run, was ranked first by --merge and --resume)", () => {

@@ -112,6 +112,16 @@ describe("eval: --flush-l2 (and --dtype REGION=T) reach the GPU worker's compare
     const s = evalSettings(await parsed(evalCmd, argv.slice(1)), argv.slice(1));
     expect(s).toMatchObject({ flushL2: true, tolerance: { dtype: "fp16", multiset: ["0"] } });
   });
+
+  test("MCP's evaluate takes runs, noVerify, allowVersionMismatch and timeout, as verbs.md's table says eval does (nu7 #7: refused as unknown arguments)", async () => {
+    const a = { dir: "cap", candidates: [{ name: "c", patch: "x" }], runs: 4, noVerify: true, allowVersionMismatch: true, timeout: 30 };
+    expect(v.safeParse(TOOLS.evaluate.input, a).success).toBe(true);
+    const argv = TOOLS.evaluate.argv(a);
+    expect(argv).toEqual(expect.arrayContaining(["--runs", "4", "--no-verify", "--allow-version-mismatch", "--timeout", "30"]));
+    const parsedArgs = await parsed(evalCmd, argv.slice(1));
+    expect(evalSettings(parsedArgs, argv.slice(1))).toMatchObject({ runs: 4, verify: false });
+    expect(parsedArgs["allow-version-mismatch"]).toBe(true);
+  });
 });
 
 describe("check: --flush-l2 reaches each capture's replay in the worker", () => {

@@ -38,6 +38,8 @@ import { MIN_PAIRS } from "../../eval/timing.ts";
 import { parseGpus } from "./check.ts";
 import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { startsWithZipSignature } from "../../format/capture-dir.ts";
+import { shellPath } from "../../util/shell-quote.ts";
 
 /**
  * The positionals split into inputs and candidates: the leading capture folders (kerncap.json
@@ -53,10 +55,21 @@ export function splitPositionals(args: string[], listed = false): { dirs: string
   const isInput = (p: string) =>
     existsSync(p) && statSync(p).isDirectory() && (existsSync(join(p, "kerncap.json")) || existsSync(join(p, "kerncap-captures.json")));
   while (n < args.length && isInput(args[n]!)) n++;
-  if (n === 0)
-    throw new KerncapError("E_USAGE", args.length ? `${args[0]} is not a capture folder or a capture set` : "no capture given", {
-      hint: "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N).",
-    });
+  if (n === 0) {
+    // a capture archive (kerncap pack's): said as inspect says it, with the unpack that makes it a folder (nu7 #21)
+    const zip = args.length > 0 && lstatSync(args[0]!, { throwIfNoEntry: false })?.isFile() === true && startsWithZipSignature(args[0]!);
+    throw new KerncapError(
+      "E_USAGE",
+      args.length
+        ? `${printable(args[0]!)} is ${zip ? "a capture archive, not a capture folder" : "not a capture folder or a capture set"}`
+        : "no capture given",
+      {
+        hint: zip
+          ? `Unpack it first: kerncap unpack ${shellPath(args[0]!)} -o DIR, then kerncap eval DIR CANDIDATE….`
+          : "kerncap eval DIR [DIR…] CANDIDATE… (DIR: a capture folder or a capture set from run -c N).",
+      },
+    );
+  }
   const more = args.slice(1, n);
   if (listed) {
     // the candidates are the list's (kerncap mcp's evaluate): every positional is an input
@@ -201,12 +214,13 @@ export default defineCommand({
     "candidate-list": {
       type: "string",
       description:
-        'What kerncap mcp\'s evaluate uses: the candidates as a JSON file {"candidates": [{"label", "spec" (a path) or "config" or "refused": {"kind", "code", "reason"}}]}, each labelled as given; a refused one is never built, its record an error with that code',
+        'What kerncap mcp\'s evaluate uses: the candidates as a JSON file {"candidates": [{"label", and one of "spec" (a path, as on the command line), "overlay" (a folder holding src/… with only the files that replace or add files of src/), "config" (a Triton config) or "refused": {"kind" (tree, overlay, patch, file or config), "code" (E_PATCH, E_CANDIDATE, E_NOT_SOURCE or E_PACK_NAME), "reason"}}]}, each labelled as given (letters, digits, . _ -); a refused one is never built, its record an error with that code',
       valueHint: "FILE",
     },
     jsonl: {
       type: "string",
-      description: "Append each record to FILE as it finishes (JSON Lines; fsync'd): what --resume continues and --merge joins",
+      description:
+        "Append each record to FILE as it finishes (JSON Lines; fsync'd; the records of earlier evals in FILE stay): what --resume continues and --merge joins",
       valueHint: "FILE",
     },
     resume: {

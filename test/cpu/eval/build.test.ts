@@ -43,14 +43,24 @@ test("a patch that does not apply and a replacement file src/ lacks: each its ow
 });
 
 test.skipIf(!NVCC)(
-  "a confined build stopped in the preprocessor: said as a confined build's, without kerncap mcp, parentheses balanced",
+  "a confined build stopped in the preprocessor: on the command line a compile-error with the compiler's message (nu7 #17); under --confine (kerncap mcp) said as a confined build's, parentheses balanced",
   async () => {
     const cap = join(tempDir(), "cap");
     writeDemo(cap, false);
     const d = tempDir();
     cpSync(join(cap, "src"), join(d, "inc"), { recursive: true });
     writeFileSync(join(d, "inc/saxpy.cu"), `#include "nothere.h"\n${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}`);
-    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "inc")), join(d, "copy"), { force: false });
+    cpSync(join(cap, "src"), join(d, "perr"), { recursive: true });
+    writeFileSync(join(d, "perr/saxpy.cu"), `#error tile size unsupported\n${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}`);
+    for (const name of ["inc", "perr"]) {
+      const mine = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, name)), join(d, `mine-${name}`), { force: false });
+      if (!("failed" in mine)) throw new Error("built");
+      expect(mine.failed).toMatchObject({ verdict: "compile-error", code: "E_BUILD" });
+      expect(mine.failed.reason).toContain(
+        name === "inc" ? "src/saxpy.cu:1: fatal error: nothere.h: No such file or directory" : "#error tile size unsupported",
+      );
+    }
+    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "inc")), join(d, "copy"), { force: false, confine: true });
     if (!("failed" in b)) throw new Error("built");
     expect(b.failed).toMatchObject({ verdict: "error", code: "E_CONFINED" });
     expect(b.failed.reason).toStartWith("build.sh wrote no dependency list (build/kerncap-deps.d, exit 1): a confined build cannot tell");

@@ -8,6 +8,7 @@ import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, wri
 import { join } from "node:path";
 import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
+import { log } from "../../../src/log.ts";
 
 /** A CUDA capture whose manifest records its TU (src/kernel.cu, from the project root /proj) and a header. */
 async function cudaCapture(): Promise<string> {
@@ -110,7 +111,7 @@ test("a candidate is read with no link followed, and what is built is what was g
   rmSync(join(d, "tree/util.h"));
   symlinkSync(join(d, "secret.txt"), join(d, "tree/util.h"));
   expect(await materialise(cap, tree, join(d, "copy2")).catch((e) => e)).toMatchObject({
-    code: "E_USAGE",
+    code: "E_CANDIDATE",
     message: expect.stringContaining("util.h is a symbolic link"),
   });
   // F7: a patch swapped after its check for one that copies a file from anywhere: never given to git
@@ -171,7 +172,16 @@ test("a candidate list (kerncap mcp's evaluate): each labelled as given; a confi
       ],
       "two candidates are labelled a",
     ],
-    [[{ label: "a", refused: { kind: "patch", code: "E_BUILD", reason: "x" } }], "is not a candidate list"],
+    [[{ label: "a", refused: { kind: "patch", code: "E_BUILD", reason: "x" } }], "is not a candidate list: candidates.0.refused.code: Invalid type"],
+    // nu7 #4: the field at fault named, not the union's "Expected Object but received Object"
+    [
+      [
+        { label: "a", config: "A=1" },
+        { label: "b", refused: { kind: "files", code: "E_PATCH", reason: "x" } },
+      ],
+      "candidates.1.refused.kind: Invalid type",
+    ],
+    [[{ label: "a", spce: "x" }], "candidates.0: has none of spec, overlay, config, refused"],
     [[{ label: "../a", config: "A=1" }], "is not a candidate list"],
     [[], "is not a candidate list"],
   ] as const) {
@@ -203,4 +213,42 @@ test("a candidate file with other names (a hard link: a file of the user's anoth
   linkSync(join(d, "secret.txt"), join(d, "cand/kernel.cu"));
   expect(() => parseCandidate(join(d, "cand"))).toThrow("kernel.cu has 2 names (a hard link)");
   expect(() => parseCandidate(join(d, "cand/kernel.cu"))).toThrow("has 2 names (a hard link)");
+});
+
+test("a patch that writes build.sh is E_NOT_SOURCE, as kerncap mcp's evaluate and edit_file say it (nu7 #5: E_PATCH here); a patch's messages name the candidate's label, not the file it was written to (nu7 #6)", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  writeFileSync(join(d, "evil.patch"), "--- a/build.sh\n+++ b/build.sh\n@@ -1 +1 @@\n-x\n+y\n");
+  const e = await materialise(cap, parseCandidate(join(d, "evil.patch")), join(d, "copy")).catch((x) => x);
+  expect(e).toMatchObject({ code: "E_NOT_SOURCE", message: expect.stringContaining('the patch evil.patch writes "src/build.sh", which is not a source file') });
+  expect(existsSync(join(d, "copy"))).toBe(false);
+  // kerncap mcp's evaluate writes a candidate's patch as 3.patch; its messages name the candidate
+  writeFileSync(join(d, "3.patch"), "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-no such line\n+b\n");
+  const list = join(d, "list.json");
+  writeFileSync(list, JSON.stringify({ candidates: [{ label: "badpatch", spec: join(d, "3.patch") }] }));
+  const bad = await materialise(cap, listedCandidates(list)[0]!, join(d, "copy2")).catch((x) => x);
+  expect(bad).toMatchObject({ code: "E_PATCH", message: expect.stringContaining("the patch badpatch does not apply to src/") });
+  expect(String(bad.message)).not.toContain("3.patch");
+});
+
+test("two paths of one name and content (a/saxpy.cu, b/saxpy.cu) are evaluated once, labelled by the path that tells them apart, and said naming both (nu7 #18: labelled saxpy.cu, said given more than once)", () => {
+  const d = tempDir();
+  for (const x of ["a", "b"]) {
+    mkdirSync(join(d, x));
+    writeFileSync(join(d, x, "saxpy.cu"), "same");
+  }
+  const lines: string[] = [];
+  const orig = log.info;
+  log.info = ((m: string) => void lines.push(m)) as typeof log.info;
+  let cs;
+  try {
+    cs = parseCandidates([join(d, "a/saxpy.cu"), join(d, "b/saxpy.cu"), join(d, "a/saxpy.cu")]);
+  } finally {
+    log.info = orig;
+  }
+  expect(cs.map((c) => c.label)).toEqual(["a/saxpy.cu"]);
+  expect(lines).toEqual([
+    `candidate "${join(d, "b/saxpy.cu")}" has the name and content of "${join(d, "a/saxpy.cu")}": evaluated once, its records labelled "a/saxpy.cu"`,
+    `candidate "${join(d, "a/saxpy.cu")}" is given more than once: evaluated once`,
+  ]);
 });

@@ -28,3 +28,16 @@ test("an input named (build), the input of a failed build's record, is refused",
   writeFileSync(join(d, "kernel.cu"), "match 1");
   expect(runEval(fakeEvalOptions([cap, odd], [join(d, "kernel.cu")]))).rejects.toThrow(/an input may not be named \(build\)/);
 });
+
+test("two capture folders of one name (run1/cap, run2/cap) are two inputs, named by the ends of their paths (nu7 #15: refused as one name given twice); one folder given twice is refused", async () => {
+  const cap = await captureWithSource();
+  const root = tempDir();
+  cpSync(cap, join(root, "run1/cap"), { recursive: true });
+  cpSync(cap, join(root, "run2/cap"), { recursive: true });
+  const d = tempDir();
+  writeFileSync(join(d, "kernel.cu"), "match 1");
+  const r = await runEval(fakeEvalOptions([join(root, "run1/cap"), join(root, "run2/cap")], [join(d, "kernel.cu")]));
+  expect(r.inputs).toEqual(["run1/cap", "run2/cap"]);
+  expect(r.records.map((x) => x.input).sort()).toEqual(["run1/cap", "run2/cap"]);
+  expect(runEval(fakeEvalOptions([cap, cap], [join(d, "kernel.cu")]))).rejects.toThrow(`the capture ${cap} is given twice as an input`);
+});

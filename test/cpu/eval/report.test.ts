@@ -9,7 +9,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseRecords } from "../../../src/check/results.ts";
 import { EVAL_RECORDS, firstClause, mergeEval, rankedTable, reasonNotes, reportOf, shortReason, unjudgedLine } from "../../../src/eval/report.ts";
-import { documentId } from "../../../src/format/documents.ts";
+import { documentId, jsonSchemaOf } from "../../../src/format/documents.ts";
 import type { EvalRecord } from "../../../src/format/eval-record.ts";
 import { sealedText, tempDir } from "../fixtures.ts";
 
@@ -177,4 +177,17 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
     // --resume reads its results file through the same check (src/check/results.ts RecordLog.openKind)
     expect(() => parseRecords(f, `${line("fast.cu")}\n${bad}\n${line("fast.cu")}\n`, EVAL_RECORDS, EVAL_RECORDS.resumeAuthHint), name).toThrow(why);
   }
+});
+
+test("each ranked candidate carries the code of the record its reason is of (nu7 #20: agent-skill.md said candidates[] give code; only records[] did), null for a match", () => {
+  const r = report([
+    rec("bad.patch", "error", "E_PATCH", "the patch bad.patch does not apply to src/"),
+    rec("syntax", "compile-error", "E_BUILD", "the reproducer does not build"),
+    rec("ok", "error", "E_NO_GPU", "no NVIDIA driver", "cap"),
+  ]);
+  expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.code]))).toEqual({ "bad.patch": "E_PATCH", syntax: "E_BUILD", ok: "E_NO_GPU" });
+  // the document's schema (kerncap schema eval) names it
+  const items = (jsonSchemaOf("eval") as { properties: { candidates: { items: { properties: Record<string, unknown>; required?: string[] } } } }).properties
+    .candidates.items;
+  expect(Object.keys(items.properties)).toContain("code");
 });

@@ -480,7 +480,7 @@ describe("kerncap mcp", () => {
     for (const path of ["build.sh", "kernel.cu", "src", "src/", "./src"]) {
       const x = await c.callTool({ name: "edit_file", arguments: { dir, path, content: "x" } });
       expect(x.isError, path).toBe(true);
-      expect(doc(x).error.code).toBe("E_USAGE");
+      expect(doc(x).error.code, path).toBe(path === "build.sh" ? "E_NOT_SOURCE" : "E_USAGE"); // the capture's own file: no source (nu7 #5)
     }
     expect(existsSync(join(dir, "src/build.sh"))).toBe(false);
     expect(existsSync(join(dir, "src/src"))).toBe(false);
