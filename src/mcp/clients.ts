@@ -57,10 +57,11 @@ const json = (o: object) => JSON.stringify(o, null, 2) + "\n";
  * The registration of `kerncap mcp` with `client`; `self`: the command line that runs this kerncap
  * (src/util/self-exec.ts selfCommand), its executable resolved through symbolic links: clients start a
  * server with their own environment (Claude Desktop's PATH is not the shell's), so a bare
- * `kerncap` may not be found.
+ * `kerncap` may not be found; `roots`: the server's --root folders, named on its command line (a
+ * client starts the server in a folder of its own choosing, which would be the default root).
  * @throws KerncapError E_USAGE for a client this kerncap knows no configuration of (naming those it knows).
  */
-export function clientConfig(client: string, self: string[]): ClientConfig {
+export function clientConfig(client: string, self: string[], roots: readonly string[] = []): ClientConfig {
   if (!Object.hasOwn(CLIENTS, client)) {
     throw new KerncapError("E_USAGE", `no MCP configuration for ${JSON.stringify(client)}`, {
       hint: `Clients: ${CLIENT_NAMES.join(", ")}. Any other client: command ${[...self, "mcp"].map(shellQuote).join(" ")}, transport stdio.`,
@@ -72,5 +73,5 @@ export function clientConfig(client: string, self: string[]): ClientConfig {
   } catch {
     /* the path as given */
   }
-  return CLIENTS[client as ClientName]([exe, ...self.slice(1), "mcp"]);
+  return CLIENTS[client as ClientName]([exe, ...self.slice(1), "mcp", ...roots.flatMap((r) => ["--root", r])]);
 }

@@ -46,26 +46,30 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args }) {
-    if (args["print-config"] !== undefined) {
-      const c = clientConfig(String(args["print-config"]), selfCommand());
-      process.stdout.write(c.snippet);
-      log.info(c.where);
-      return 0;
-    }
     const given = (args as Record<string, unknown>).root;
     const roots = (Array.isArray(given) ? given : given === undefined ? [] : [given]).map((r) => resolve(String(r)));
     assertRootFolders(roots, printable); // before serving: a missing root would make every call E_NOT_CAPTURE
+    // the roots the server will serve: a client starts it in a folder of its own choosing (often / or
+    // the home folder), so the printed command names them (--root), the working folder by default
+    const served = roots.length ? roots : [process.cwd()];
+    if (args["print-config"] !== undefined) {
+      const c = clientConfig(String(args["print-config"]), selfCommand(), served);
+      process.stdout.write(c.snippet);
+      log.info(c.where);
+      log.info(`the server serves the capture folders under ${served.map((r) => printable(r)).join(", ")} (--root; give other --root DIR to change it)`);
+      return 0;
+    }
+    if (!roots.length && served[0] === "/")
+      throw new KerncapError("E_USAGE", "kerncap mcp started in / with no --root: every capture on the machine would be the agent's to reach", {
+        hint: "Give the folders the agent may work in: kerncap mcp --root DIR (kerncap mcp --root DIR --print-config CLIENT prints the client's configuration with it).",
+      });
     const jobs = args.jobs === undefined ? undefined : Number(args.jobs);
     if (jobs !== undefined && (!Number.isInteger(jobs) || jobs < 1 || jobs > 1024))
       throw new KerncapError("E_USAGE", `--jobs ${oneLine(String(args.jobs))} is not a whole number from 1 to 1024`, { hint: "Give --jobs N, e.g. --jobs 4." });
     log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(
-      transport,
-      { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: roots.length ? roots : [process.cwd()] },
-      jobs,
-    );
+    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: served }, jobs);
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;

@@ -226,13 +226,22 @@ describe("kerncap mcp", () => {
     await c.close();
   });
 
-  test("kerncap mcp --print-config CLIENT: the registration with this kerncap's path; an unknown client names the known ones", async () => {
+  test("kerncap mcp --print-config CLIENT: the registration with this kerncap's path and the roots it serves (--root, the working folder by default: trial 8, a client starts it in / otherwise); an unknown client names the known ones", async () => {
     const main = resolve(import.meta.dir, "../../../src/cli/main.ts");
-    const cfg = (client: string) => Bun.spawnSync([process.execPath, main, "mcp", "--print-config", client], { stdout: "pipe", stderr: "pipe" });
+    const here = realpathSync(tempDir());
+    const cfg = (client: string, ...more: string[]) =>
+      Bun.spawnSync([process.execPath, main, "mcp", "--print-config", client, ...more], { stdout: "pipe", stderr: "pipe", cwd: here });
     const exe = realpathSync(process.execPath);
     const code = cfg("claude-code");
     expect(code.exitCode).toBe(0);
-    expect(code.stdout.toString()).toBe(`claude mcp add --scope user kerncap -- ${exe} ${main} mcp\n`);
+    expect(code.stdout.toString()).toBe(`claude mcp add --scope user kerncap -- ${exe} ${main} mcp --root ${here}\n`);
+    expect(code.stderr.toString()).toContain(`serves the capture folders under ${here}`);
+    const other = realpathSync(tempDir());
+    expect(cfg("claude-code", "--root", other).stdout.toString()).toBe(`claude mcp add --scope user kerncap -- ${exe} ${main} mcp --root ${other}\n`);
+    // served in / with no --root: refused before anything is served
+    const slash = Bun.spawnSync([process.execPath, main, "mcp"], { stdout: "pipe", stderr: "pipe", cwd: "/", stdin: "ignore" });
+    expect(slash.exitCode).toBe(2);
+    expect(slash.stderr.toString()).toContain("kerncap mcp started in / with no --root");
     for (const [client, key] of [
       ["claude-desktop", "mcpServers"],
       ["cursor", "mcpServers"],
@@ -240,7 +249,7 @@ describe("kerncap mcp", () => {
     ] as const) {
       const r = cfg(client);
       expect(r.exitCode, client).toBe(0);
-      expect(JSON.parse(r.stdout.toString())[key].kerncap).toMatchObject({ command: exe, args: [main, "mcp"] });
+      expect(JSON.parse(r.stdout.toString())[key].kerncap).toMatchObject({ command: exe, args: [main, "mcp", "--root", here] });
       expect(r.stderr.toString(), client).toContain(client === "claude-desktop" ? "claude_desktop_config.json" : "mcp.json");
     }
     expect(cfg("codex").stdout.toString()).toContain(`[mcp_servers.kerncap]\ncommand = ${JSON.stringify(exe)}`);
