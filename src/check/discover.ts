@@ -21,7 +21,7 @@ import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node
 import { basename, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isTempName } from "../leftovers.ts";
-import { isPackArchive } from "../format/archive.ts";
+import { beginsAsPackArchive, isPackArchive } from "../format/archive.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 
 export interface CaptureRef {
@@ -95,7 +95,8 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
       if (mineOnly && st.uid !== process.geteuid?.()) continue;
       if (st.isDirectory()) await walk(p, `${id}/${name}`);
       else if (st.isFile() && name.endsWith(ARCHIVE_SUFFIX)) {
-        if (await isPackArchive(p)) captures.push({ id: `${id}/${idName(name)}`, path: p, kind: "archive" });
+        // an archive cut short still begins as pack writes one: a capture whose unpack says what is wrong, not some other .zip passed over
+        if ((await isPackArchive(p)) || beginsAsPackArchive(p)) captures.push({ id: `${id}/${idName(name)}`, path: p, kind: "archive" });
         else passedOver.push({ path: p, reason: "a .zip that `kerncap pack` did not write" });
       }
     }
@@ -109,7 +110,7 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
       });
     const st = statSync(root);
     if (st.isDirectory()) await walk(root, name);
-    else if (st.isFile() && (await isPackArchive(root))) captures.push({ id: idName(name), path: root, kind: "archive" });
+    else if (st.isFile() && ((await isPackArchive(root)) || beginsAsPackArchive(root))) captures.push({ id: idName(name), path: root, kind: "archive" });
     else
       throw new KerncapError("E_USAGE", `${root} is neither a folder nor an archive written by \`kerncap pack\``, {
         hint: "Give capture folders, archives from `kerncap pack`, or folders holding them.",

@@ -42,5 +42,5 @@
 export { assertOutputPath, BUILD_DIR, escapedName, PACK_INDEX, PACK_SCHEMA, safeEntryPath, SPARSE_SUFFIX, unportableName } from "./archive-common.ts";
 export type { ArchiveProgress, PackedFile, PackIndex, PackResult, UnpackResult } from "./archive-common.ts";
 export { packCapture, portabilityWarnings } from "./pack.ts";
-export { isPackArchive, readPackIndex, unpackArchive, unpackedMode } from "./unpack.ts";
+export { beginsAsPackArchive, isPackArchive, readPackIndex, unpackArchive, unpackedMode } from "./unpack.ts";
 export { filesNotIn } from "./files-not-in.ts";

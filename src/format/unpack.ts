@@ -6,7 +6,7 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, rmSync, statSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, statSync, writeSync } from "node:fs";
 import type { Stats } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
@@ -410,6 +410,30 @@ async function unpack(
 }
 
 /** Whether `path` is an archive that kerncap pack wrote: a zip whose central directory names ROOT/kerncap-pack.json. Never throws. */
+/**
+ * Whether `path` begins as `kerncap pack` writes an archive, whatever follows: its first local file
+ * header (ZIP's `PK\x03\x04` at offset 0) names `ROOT/kerncap-pack.json`, the index pack writes
+ * first. An archive cut short (a copy interrupted) still begins so, though its central directory is
+ * gone and isPackArchive says false: `check` counts it as a capture, whose unpack then says what
+ * is wrong (E_ARCHIVE), instead of passing it over as some other .zip.
+ */
+export function beginsAsPackArchive(path: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const head = Buffer.alloc(30 + 512);
+    const n = readSync(fd, head, 0, head.length, 0);
+    if (n < 30 || head.readUInt32LE(0) !== 0x04034b50) return false;
+    const nameLength = head.readUInt16LE(26);
+    if (30 + nameLength > n) return false;
+    return /^[^/]+\/kerncap-pack\.json$/.test(head.subarray(30, 30 + nameLength).toString("latin1"));
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
 export async function isPackArchive(path: string): Promise<boolean> {
   let fd: number | undefined;
   try {

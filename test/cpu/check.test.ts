@@ -117,6 +117,22 @@ describe("discovery", () => {
       expect(d.passedOver).toContainEqual({ path: join(root, "mine"), reason: "a symbolic link of another user (uid 4242): not followed" });
     }
   });
+  test("an archive of kerncap pack cut short (its central directory gone) is a capture whose check says E_ARCHIVE, not a .zip passed over (trial 8 #7: it dropped out of the suite silently)", async () => {
+    const root = await corpus();
+    const whole = readFileSync(join(root, "b.zip"));
+    writeFileSync(join(root, "cut.zip"), whole.subarray(0, whole.length >> 1));
+    const d = await discoverCaptures([root]);
+    expect(d.captures).toContainEqual({ id: "corpus/cut", path: join(root, "cut.zip"), kind: "archive" });
+    expect(d.passedOver.map((p) => p.path)).toContain(join(root, "other.zip")); // some other .zip still is
+    expect((await discoverCaptures([join(root, "cut.zip")])).captures.map((c) => c.id)).toEqual(["cut"]);
+    const only = join(tempDir(), "only");
+    mkdirSync(only);
+    writeFileSync(join(only, "cut.zip"), whole.subarray(0, whole.length >> 1));
+    const main = join(import.meta.dir, "../../src/cli/main.ts");
+    const p = Bun.spawnSync([process.execPath, main, "check", only, "--results", join(tempDir(), "r"), "--json"], { stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode).toBe(2);
+    expect(JSON.parse(p.stdout.toString()).captures[0]).toMatchObject({ id: "only/cut", status: "error", code: "E_ARCHIVE" });
+  });
   test("a capture folder or an archive given itself; two captures of one identity refused; a missing root is a usage error", async () => {
     const root = await corpus();
     const d = await discoverCaptures([join(root, "a/one"), join(root, "b.zip")]);
