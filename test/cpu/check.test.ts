@@ -774,6 +774,20 @@ describe("a check with fake workers", () => {
     expect((e as KerncapError).message).toBe(`corpus/b is in two results files, ${real} and ${extra}: one run's shards are disjoint`);
     expect(existsSync(junit)).toBe(false);
     expect(await stderrOf(() => runCli(["check", "--merge", real, extra]))).toMatchObject({ value: 2 });
+    // options of a replay are refused with --merge, never silently ignored (trial 8 #4: --rtol 0.5 --iters 50 --no-verify changed nothing)
+    for (const opt of [
+      ["--rtol", "0.5"],
+      ["--iters=50"],
+      ["--no-verify"],
+      ["--dtype", "fp16"],
+      ["--multiset", "0"],
+      ["--runs", "4"],
+      ["--allow-version-mismatch"],
+    ]) {
+      const { err, value } = await stderrOf(() => runCli(["check", "--merge", real, ...opt]));
+      expect(value, opt.join(" ")).toBe(2);
+      expect(err).toContain(`--merge joins results files: ${opt[0]!.split("=")[0]} does not apply`);
+    }
     // within one file (a --resume after an error appends the capture's new record): the later record
     const resumed = join(d, "resumed.jsonl");
     writeFileSync(resumed, `${readFileSync(real, "utf8")}${readFileSync(extra, "utf8")}`);

@@ -212,7 +212,12 @@ export default defineCommand({
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k]));
     let report: CheckReport;
     if (args.merge) {
-      const stray = (["rebuild", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find((k) => args[k] !== undefined && args[k] !== false);
+      // the options of a replay judge or time captures, which a merge runs none of: refused, never silently ignored
+      // (by the command line: several have defaults); trial 8: --rtol 0.5 --iters 50 --no-verify changed nothing, said nowhere
+      const given = (o: string) => rawArgs.some((a, i) => (a === `--${o}` || a.startsWith(`--${o}=`)) && !rawArgs.slice(0, i).includes("--"));
+      const stray =
+        (["rebuild", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find((k) => args[k] !== undefined && args[k] !== false) ??
+        ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
       if (stray)
         throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, {
           hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
