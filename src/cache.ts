@@ -364,7 +364,8 @@ export function assertTmpdirUsable(base = tmpdir()): void {
  * way, and put a folder of links at its name. Both chains are walked: the path as given (a link in
  * such a folder can be re-pointed) and the parent's real path. A sticky folder (a 1777 /tmp) lets
  * no one rename another user's entries but its owner: one owned by another user than `uid` or root
- * is a risk too. Source: lstat mode bits and owner; a parent that does not exist is
+ * is a risk too, as is any folder on the way that another user than `uid` or root owns, whatever
+ * its mode (its owner may rename what is in it). Source: lstat mode bits and owner; a parent that does not exist is
  * left to the callers' own checks (undefined).
  * @returns e.g. "/srv/shared is writable by other users (mode 0777) and not sticky"
  */
@@ -379,6 +380,11 @@ export function sharedParentRisk(out: string, uid = process.geteuid?.()): string
   for (const start of new Set([parent, real])) {
     for (let p = start; ; p = dirname(p)) {
       const st = lstatSync(p, { throwIfNoEntry: false });
+      // a folder's owner renames its entries whatever its mode: another user's folder (not root's) on the way is theirs to swap (trial 25)
+      if (st && !st.isSymbolicLink() && st.isDirectory() && uid !== undefined && st.uid !== uid && st.uid !== 0)
+        return st.mode & 0o1000
+          ? `${p} is sticky (mode ${(st.mode & 0o7777).toString(8).padStart(4, "0")}) but belongs to another user (uid ${st.uid}), who may rename what others put in it`
+          : `${p} belongs to another user (uid ${st.uid}), who may rename what is in it`;
       if (!st || st.isSymbolicLink() || !othersMayWrite(st, p)) {
         if (dirname(p) === p) break;
         continue;

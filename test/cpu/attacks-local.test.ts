@@ -149,6 +149,16 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     // sticky: no one but its owner (root or you) renames your entries
     chmodSync(root, 0o1777);
     expect(receivedReasons(cap, m)).toEqual([]);
+    if (ROOT) {
+      // a folder of another user's on the way, whatever its mode: its owner renames what is in it (trial 25: a 0755 folder of the attacker's)
+      chmodSync(root, 0o755);
+      chownSync(team, 4242, 4242);
+      expect(receivedReasons(cap, m)).toEqual([
+        `another user could swap the folder for theirs by its name (${team} belongs to another user (uid 4242), who may rename what is in it)`,
+      ]);
+      chownSync(team, 0, 0);
+      chmodSync(root, 0o1777);
+    }
     chmodSync(root, 0o777);
     const v = cli(["validate", cap]);
     expect(v.code).toBe(2);
