@@ -8,8 +8,9 @@
  * message to a reader or a model). Every one is shown as its escape instead: C0, DEL and C1 as \xNN;
  * every Unicode format character (general category Cf, which holds the bidi controls U+061C,
  * U+200E/F, U+202A–U+202E, U+2066–U+2069, and the zero-width ones U+200B–U+200D, U+2060–U+2064),
- * the tag block U+E0000–U+E007F (U+E0000 is unassigned, so not Cf) and U+2028/U+2029 as \uNNNN
- * (\u{NNNNN} past U+FFFF).
+ * the tag block U+E0000–U+E007F (U+E0000 is unassigned, so not Cf), every other default-ignorable
+ * code point (U+034F, variation selectors, Hangul fillers: drawn as nothing) and U+2028/U+2029 as
+ * \uNNNN (\u{NNNNN} past U+FFFF).
  * Newlines and tabs are kept (a multi-line message, a script shown whole) unless `oneLine`, which
  * shows them as \n, \t (a name inside one line of output).
  * The log (src/log.ts) runs every string it prints through it; the CLI's text printer too
@@ -17,8 +18,14 @@
  * are data.
  */
 
-/** Format characters (Cf: bidi controls, zero-width and invisible ones, tags), the tag block, line and paragraph separators. */
-const INVISIBLE = "\\p{Cf}\u{e0000}-\u{e007f}\u2028\u2029";
+/**
+ * Format characters (Cf: bidi controls, zero-width and invisible ones, tags), the tag block, every
+ * other default-ignorable code point (Unicode's Default_Ignorable_Code_Point: U+034F combining
+ * grapheme joiner, the variation selectors U+FE00–U+FE0F, U+17B4/U+17B5, the Hangul fillers
+ * U+115F, U+1160, U+3164, U+FFA0: drawn as nothing, so `sa\u034fx\ufe0fpy` printed as "saxpy"),
+ * line and paragraph separators.
+ */
+const INVISIBLE = "\\p{Cf}\\p{Default_Ignorable_Code_Point}\u{e0000}-\u{e007f}\u2028\u2029";
 /** Every C0 control (newline and tab too), DEL, C1, format character and line separator. */
 const ONE_LINE = new RegExp(`[\x00-\x1f\x7f-\x9f${INVISIBLE}]`, "gu");
 /** The same but newline and tab. */
